@@ -1,0 +1,68 @@
+"""Command-line interface: a thin layer over the public API.
+
+Each subcommand lives in its own module of this package and exposes ``register(subparsers)``,
+which adds its parser and sets ``func`` (a callable taking the parsed namespace and returning an
+exit code). Any :class:`perfmodel.errors.PerfModelError` becomes one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from perfmodel import __version__
+from perfmodel.errors import PerfModelError
+
+SUBCOMMANDS = (
+    "topo",
+    "hw",
+    "comm",
+    "model",
+    "predict",
+    "calibrate",
+    "validate",
+    "compare",
+    "sweep",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perfmodel",
+        description="Predict deep-learning training speed on multi-GPU hardware.",
+    )
+    parser.add_argument("--version", action="version", version=f"perfmodel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"perfmodel.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"perfmodel.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PerfModelError as exc:
+        print(f"perfmodel: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # pragma: no cover - e.g. `perfmodel ... | head`
+        return 0
+    except KeyboardInterrupt:  # pragma: no cover
+        print("perfmodel: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

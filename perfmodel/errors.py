@@ -1,0 +1,64 @@
+"""Typed exceptions. Each carries the offending value and where it came from.
+
+The CLI turns any :class:`PerfModelError` into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PerfModelError(Exception):
+    """Base class of every error perfmodel raises on bad input or infeasible requests.
+
+    Parameters
+    ----------
+    message
+        A full sentence naming the bad value.
+    value
+        The offending value (kept for programmatic use).
+    where
+        Where it came from: a file path, ``file:element``, a CLI flag or an argument name.
+    """
+
+    def __init__(self, message: str, *, value: Any = None, where: str | None = None) -> None:
+        super().__init__(message)
+        self.value = value
+        self.where = where
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        msg = super().__str__()
+        if self.where and self.where not in msg:
+            return f"{self.where}: {msg}"
+        return msg
+
+
+class ConfigError(PerfModelError, ValueError):
+    """A bad argument, flag, scenario key or file content."""
+
+
+class TopologyError(ConfigError):
+    """A topology file or graph violates the schema (see ``docs/topology-schema.md``)."""
+
+
+class UnknownHardwareError(ConfigError, KeyError):
+    """A GPU, link technology or system name is not in the catalogue."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return PerfModelError.__str__(self)
+
+
+class ParseError(ConfigError):
+    """A log or import file could not be read."""
+
+
+class InfeasiblePlanError(ConfigError):
+    """A parallelism plan does not divide the GPUs, layers, heads or batch."""
+
+
+class OutOfMemoryError(PerfModelError):
+    """A plan does not fit in GPU memory (carries the breakdown in ``value``)."""
+
+
+class CalibrationError(PerfModelError):
+    """A calibration profile is missing fields, is for another device, or is from a newer format."""

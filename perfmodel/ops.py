@@ -1,0 +1,64 @@
+"""Collective operations (shared vocabulary of workloads, the communication model and plans)."""
+
+from __future__ import annotations
+
+import enum
+
+from perfmodel.errors import ConfigError
+
+
+class CollectiveOp(str, enum.Enum):
+    """A communication operation over a group of ranks.
+
+    ``message_bytes`` conventions follow nccl-tests: for all-reduce, broadcast and reduce the
+    size of the buffer on each rank; for all-gather the size of the *output* (whole) buffer; for
+    reduce-scatter the size of the *input* (whole) buffer; for all-to-all the size of the whole
+    send buffer of one rank; for send/recv the bytes sent.
+    """
+
+    ALLREDUCE = "allreduce"
+    ALLGATHER = "allgather"
+    REDUCESCATTER = "reducescatter"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    ALLTOALL = "alltoall"
+    SENDRECV = "sendrecv"
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "--op") -> CollectiveOp:
+        key = str(text).lower().replace("_", "").replace("-", "")
+        aliases = {
+            "ar": "allreduce",
+            "ag": "allgather",
+            "rs": "reducescatter",
+            "a2a": "alltoall",
+            "p2p": "sendrecv",
+            "sendrecv": "sendrecv",
+        }
+        key = aliases.get(key, key)
+        try:
+            return cls(key)
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown collective {text!r} ({where}); expected one of {', '.join(o.value for o in cls)}",
+                value=text,
+                where=where,
+            ) from exc
+
+
+def bus_factor(op: CollectiveOp, n: int) -> float:
+    """nccl-tests bus-bandwidth factor: ``busbw = algbw * factor``.
+
+    all-reduce ``2(n-1)/n``; reduce-scatter, all-gather, all-to-all ``(n-1)/n``; broadcast,
+    reduce and send/recv ``1`` (source: nccl-tests doc/PERFORMANCE.md).
+
+    >>> bus_factor(CollectiveOp.ALLREDUCE, 8)
+    1.75
+    """
+    if n < 1:
+        raise ConfigError(f"group size must be >= 1, got {n}", value=n, where="group")
+    if op is CollectiveOp.ALLREDUCE:
+        return 2.0 * (n - 1) / n
+    if op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER, CollectiveOp.ALLTOALL):
+        return (n - 1) / n
+    return 1.0

@@ -1,0 +1,235 @@
+"""Builders: a server graph from its description, clusters of servers on a fabric, catalogue lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import networkx as nx
+
+from perfmodel.catalogue import topologies_dir
+from perfmodel.errors import ConfigError, UnknownHardwareError
+from perfmodel.hardware.links import get_link
+from perfmodel.topology.io import FABRIC_TOPOLOGIES, ServerDescription, read_server_file
+from perfmodel.topology.model import FabricSpec, Topology
+from perfmodel.topology.schema import NodeKind, validate_graph
+
+
+def list_systems() -> list[str]:
+    """Names of the catalogue systems (files ``topologies/*.toml``)."""
+    return sorted(p.stem for p in topologies_dir().glob("*.toml"))
+
+
+def system_path(name: str) -> Path:
+    """Path of a catalogue system or of a topology file given by path."""
+    p = Path(name)
+    if p.suffix == ".toml" and p.exists():
+        return p
+    cand = topologies_dir() / f"{name}.toml"
+    if cand.exists():
+        return cand
+    import difflib
+
+    close = difflib.get_close_matches(name, list_systems(), n=3, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise UnknownHardwareError(
+        f"unknown system {name!r}{hint} (see `perfmodel topo list`)", value=name, where="--system"
+    )
+
+
+def add_server(
+    graph: nx.Graph, desc: ServerDescription, server: int, prefix: str
+) -> dict[str, str]:
+    """Add one server's nodes and links to ``graph``; return local id -> graph node id."""
+    ids: dict[str, str] = {}
+    gpu_index = 0
+    for n in desc.nodes:
+        gid = f"{prefix}{n.id}"
+        ids[n.id] = gid
+        attrs: dict[str, object] = {"kind": n.kind, "server": server, "local_id": n.id}
+        if n.label:
+            attrs["label"] = n.label
+        if n.model:
+            attrs["model"] = n.model
+        if n.rail is not None:
+            attrs["rail"] = int(n.rail)
+        if n.kind is NodeKind.GPU:
+            attrs["gpu_index"] = gpu_index
+            gpu_index += 1
+        graph.add_node(gid, **attrs)
+    for link in desc.links:
+        graph.add_edge(
+            ids[link.a],
+            ids[link.b],
+            tech=link.tech,
+            family=link.family,
+            count=link.count,
+            bandwidth_Bps=link.bandwidth_Bps,
+            efficiency=link.efficiency,
+            latency_s=link.latency_s,
+        )
+    return ids
+
+
+def _add_edge_tech(graph: nx.Graph, u: str, v: str, tech_name: str, count: int) -> None:
+    tech = get_link(tech_name)
+    graph.add_edge(
+        u,
+        v,
+        tech=tech.name,
+        family=tech.family,
+        count=count,
+        bandwidth_Bps=tech.bandwidth_Bps * count,
+        efficiency=tech.efficiency,
+        latency_s=tech.latency_s,
+    )
+
+
+def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> Topology:
+    """Replicate a server ``nodes`` times and join the servers' NICs with ``fabric``.
+
+    Fabrics
+    -------
+    single-switch
+        Every NIC port on one network switch (non-blocking).
+    fat-tree
+        Two-level leaf/spine. ``leaf_radix`` NIC ports per leaf; each leaf has
+        ``ceil(leaf_radix / oversubscription)`` uplinks of the same technology to the spine
+        layer, modelled as one aggregated spine node (ideal ECMP spreading).
+    rail
+        Rail-optimised: NIC ``k`` of every server on leaf (rail) ``k``; rails joined by a spine
+        with ``ceil(nodes / oversubscription)`` uplinks per rail.
+    """
+    if nodes < 1:
+        raise ConfigError(f"--nodes must be >= 1, got {nodes}", value=nodes, where="--nodes")
+    graph = nx.Graph()
+    if nodes == 1:
+        add_server(graph, desc, 0, "")
+        topo = Topology(desc.name, graph, 1, desc.description, desc.source, fabric, desc.sources)
+        validate_graph(graph, source=desc.source)
+        return topo
+    if fabric is None:
+        raise ConfigError(
+            f"system {desc.name} states no default fabric; give --network to build {nodes} nodes",
+            value=nodes,
+            where="--nodes",
+        )
+    if fabric.topology not in FABRIC_TOPOLOGIES:
+        raise ConfigError(
+            f"unknown fabric topology {fabric.topology!r}", value=fabric.topology, where="fabric"
+        )
+    nic_ids = [n.id for n in desc.nodes if n.kind is NodeKind.NIC]
+    if not nic_ids:
+        raise ConfigError(
+            f"system {desc.name} has no NIC node; cannot build a {nodes}-node cluster",
+            value=desc.name,
+            where="--nodes",
+        )
+    if fabric.nics_per_node and fabric.nics_per_node < len(nic_ids):
+        nic_ids = nic_ids[: fabric.nics_per_node]
+    servers: list[dict[str, str]] = []
+    for s in range(nodes):
+        servers.append(add_server(graph, desc, s, f"n{s}/"))
+    ports = [(s, k, servers[s][nid]) for s in range(nodes) for k, nid in enumerate(nic_ids)]
+    net = fabric.network
+
+    def switch(name: str, tier: int) -> str:
+        graph.add_node(name, kind=NodeKind.NETWORK_SWITCH, server=-1, local_id=name, tier=tier)
+        return name
+
+    if fabric.topology == "single-switch" or (
+        fabric.topology == "fat-tree" and len(ports) <= fabric.leaf_radix
+    ):
+        sw = switch("fabric/switch0", 0)
+        for _, _, nic in ports:
+            _add_edge_tech(graph, nic, sw, net, 1)
+    elif fabric.topology == "fat-tree":
+        n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
+        spine = switch("fabric/spine", 1)
+        for i in range(n_leaves):
+            leaf = switch(f"fabric/leaf{i}", 0)
+            members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
+            for _, _, nic in members:
+                _add_edge_tech(graph, nic, leaf, net, 1)
+            uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
+            _add_edge_tech(graph, leaf, spine, net, uplinks)
+    else:  # rail
+        rails = len(nic_ids)
+        spine = switch("fabric/spine", 1) if rails > 1 else None
+        for k in range(rails):
+            leaf = switch(f"fabric/rail{k}", 0)
+            for s in range(nodes):
+                _add_edge_tech(graph, servers[s][nic_ids[k]], leaf, net, 1)
+            if spine is not None:
+                _add_edge_tech(
+                    graph, leaf, spine, net, max(1, math.ceil(nodes / fabric.oversubscription))
+                )
+    validate_graph(graph, source=desc.source)
+    return Topology(
+        f"{desc.name}x{nodes}", graph, nodes, desc.description, desc.source, fabric, desc.sources
+    )
+
+
+def load_system(
+    name: str,
+    *,
+    nodes: int = 1,
+    network: str | None = None,
+    nics_per_node: int | None = None,
+    gpu: str | None = None,
+    fabric_topology: str | None = None,
+    oversubscription: float | None = None,
+) -> Topology:
+    """Load a catalogue system (or a topology file path) as a :class:`Topology`.
+
+    Parameters
+    ----------
+    name
+        Catalogue name (``dgx1-v100``) or a path to a ``.toml`` topology file.
+    nodes
+        Number of servers; > 1 joins them with the file's default fabric unless overridden.
+    network, nics_per_node, fabric_topology, oversubscription
+        Override the default fabric (``--network eth-50g``).
+    gpu
+        Replace the GPU model of a ``gpu_selectable`` system (``pcie-8x-server``).
+    """
+    path = system_path(name)
+    desc = read_server_file(path, gpu_override=None)
+    if gpu is not None:
+        if not desc.gpu_selectable:
+            raise ConfigError(
+                f"system {desc.name} has a fixed GPU ({desc.gpu}); --gpu applies to GPU-selectable systems "
+                "such as pcie-8x-server or to --system custom",
+                value=gpu,
+                where="--gpu",
+            )
+        desc = read_server_file(path, gpu_override=gpu)
+    fabric = desc.fabric
+    if (
+        network is not None
+        or nics_per_node is not None
+        or fabric_topology is not None
+        or oversubscription is not None
+    ):
+        base = fabric or FabricSpec(network=network or "ib-edr")
+        if network is not None:
+            get_link(network, where="--network")
+        fabric = dataclasses.replace(
+            base,
+            network=network or base.network,
+            nics_per_node=nics_per_node if nics_per_node is not None else base.nics_per_node,
+            topology=fabric_topology or base.topology,
+            oversubscription=oversubscription
+            if oversubscription is not None
+            else base.oversubscription,
+        )
+        if nics_per_node is not None:
+            nic_count = sum(1 for n in desc.nodes if n.kind is NodeKind.NIC)
+            if nics_per_node < 1 or nics_per_node > max(nic_count, 1):
+                raise ConfigError(
+                    f"--nics-per-node {nics_per_node}: system {desc.name} has {nic_count} NIC(s)",
+                    value=nics_per_node,
+                    where="--nics-per-node",
+                )
+    return build_cluster(desc, nodes, fabric)

@@ -1,0 +1,307 @@
+"""Reading topology files (TOML) into server descriptions, and the file format.
+
+A topology file describes **one server** (node) and the default fabric that joins several of
+them. Format (all keys documented; an unknown key is an error)::
+
+    [system]
+    name = "dgx1-v100"                      # must equal the file name without .toml
+    description = "..."
+    sources = ["whitepaper, figure ..."]    # where the wiring comes from
+    gpu = "V100-SXM2-16GB"                  # GPU model of every gpu node that does not name one
+    gpu_selectable = false                  # true: --gpu may replace the model
+    [system.fabric]                         # default fabric for --nodes N > 1
+    network = "ib-edr"
+    topology = "fat-tree"                   # single-switch | fat-tree | rail
+    oversubscription = 1.0
+    leaf_radix = 18
+
+    [[node]]                                # one per device in the server
+    id = "gpu0"
+    kind = "gpu"                            # gpu | cpu | pcie_switch | nvswitch | nic
+    model = "V100-SXM2-16GB"                # optional for gpu (defaults to system.gpu)
+    label = "..."                           # optional
+
+    [[link]]
+    a = "gpu0"
+    b = "gpu1"
+    tech = "nvlink2"                        # catalogue link technology
+    count = 2                               # bundled links (default 1)
+    # or explicit numbers instead of / on top of tech:
+    # bandwidth_GBps = 10.0   latency_us = 1.0   efficiency = 0.9
+
+NIC nodes are the server's fabric ports: a cluster builder connects each NIC to the fabric
+with the fabric's ``network`` technology.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfmodel import units
+from perfmodel._io import load_toml
+from perfmodel.errors import TopologyError, UnknownHardwareError
+from perfmodel.hardware.gpus import get_gpu
+from perfmodel.hardware.links import LinkFamily, get_link
+from perfmodel.topology.model import FabricSpec
+from perfmodel.topology.schema import NodeKind
+
+_SYSTEM_KEYS = {"name", "description", "sources", "gpu", "gpu_selectable", "fabric", "notes"}
+_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node"}
+_NODE_KEYS = {"id", "kind", "model", "label", "rail"}
+_LINK_KEYS = {
+    "a",
+    "b",
+    "tech",
+    "count",
+    "bandwidth_GBps",
+    "bandwidth_Gbps",
+    "latency_us",
+    "efficiency",
+    "label",
+}
+FABRIC_TOPOLOGIES = ("single-switch", "fat-tree", "rail")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    id: str
+    kind: NodeKind
+    model: str = ""
+    label: str = ""
+    rail: int | None = None
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    a: str
+    b: str
+    tech: str
+    family: LinkFamily
+    count: int
+    bandwidth_Bps: float
+    efficiency: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class ServerDescription:
+    """One server (machine) as read from a topology file, before replication into a cluster."""
+
+    name: str
+    nodes: tuple[NodeSpec, ...]
+    links: tuple[LinkSpec, ...]
+    fabric: FabricSpec | None
+    description: str = ""
+    sources: tuple[str, ...] = ()
+    gpu: str = ""
+    gpu_selectable: bool = False
+    source: str = "<memory>"
+
+    @property
+    def gpu_ids(self) -> list[str]:
+        return [n.id for n in self.nodes if n.kind is NodeKind.GPU]
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise TopologyError(
+            f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}",
+            value=unknown,
+            where=where,
+        )
+
+
+def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
+    _check_keys(table, _FABRIC_KEYS, where)
+    if "network" not in table:
+        raise TopologyError(f"{where}: missing key 'network'", value=None, where=where)
+    get_link(table["network"], where=where)
+    topology = str(table.get("topology", "fat-tree"))
+    if topology not in FABRIC_TOPOLOGIES:
+        raise TopologyError(
+            f"{where}: unknown fabric topology {topology!r}; expected one of {FABRIC_TOPOLOGIES}",
+            value=topology,
+            where=where,
+        )
+    over = float(table.get("oversubscription", 1.0))
+    if over < 1.0:
+        raise TopologyError(
+            f"{where}: oversubscription {over} must be >= 1", value=over, where=where
+        )
+    radix = int(table.get("leaf_radix", 32))
+    if radix < 1:
+        raise TopologyError(f"{where}: leaf_radix {radix} must be >= 1", value=radix, where=where)
+    return FabricSpec(
+        network=str(table["network"]),
+        topology=topology,
+        nics_per_node=int(table.get("nics_per_node", 1)),
+        oversubscription=over,
+        leaf_radix=radix,
+    )
+
+
+def parse_server(
+    data: dict[str, Any], *, source: str, gpu_override: str | None = None
+) -> ServerDescription:
+    """Turn the dict of a topology file into a validated :class:`ServerDescription`.
+
+    Every error names ``source`` (the file), the element and the bad value.
+    """
+    _check_keys(data, {"system", "node", "link"}, source)
+    system = data.get("system")
+    if not isinstance(system, dict):
+        raise TopologyError(f"{source}: missing [system] table", value=None, where=source)
+    _check_keys(system, _SYSTEM_KEYS, f"{source}: [system]")
+    if "name" not in system:
+        raise TopologyError(f"{source}: [system] lacks 'name'", value=None, where=source)
+    default_gpu = str(system.get("gpu", ""))
+    selectable = bool(system.get("gpu_selectable", False))
+    if gpu_override is not None:
+        default_gpu = get_gpu(gpu_override, where="--gpu").name
+    fabric = (
+        parse_fabric(system["fabric"], f"{source}: [system.fabric]") if "fabric" in system else None
+    )
+
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data.get("node", [])):
+        where = f"{source}: node[{i}]"
+        _check_keys(entry, _NODE_KEYS, where)
+        if "id" not in entry or "kind" not in entry:
+            raise TopologyError(f"{where}: needs 'id' and 'kind'", value=entry, where=where)
+        nid = str(entry["id"])
+        if nid in seen:
+            raise TopologyError(f"{where}: duplicate node id {nid!r}", value=nid, where=where)
+        seen.add(nid)
+        kind = NodeKind.parse(entry["kind"], where=f"{where} ({nid})")
+        if kind is NodeKind.NETWORK_SWITCH:
+            raise TopologyError(
+                f"{where}: network switches belong to the fabric, not a server file",
+                value=nid,
+                where=where,
+            )
+        model = str(entry.get("model", ""))
+        if kind is NodeKind.GPU:
+            if gpu_override is not None or not model:
+                model = default_gpu
+            if not model:
+                raise TopologyError(
+                    f"{where}: GPU {nid!r} has no model and [system] has no 'gpu'",
+                    value=nid,
+                    where=where,
+                )
+            try:
+                model = get_gpu(model, where=f"{where} ({nid})").name
+            except UnknownHardwareError as exc:
+                raise TopologyError(str(exc), value=model, where=where) from exc
+        nodes.append(
+            NodeSpec(
+                id=nid,
+                kind=kind,
+                model=model,
+                label=str(entry.get("label", "")),
+                rail=entry.get("rail"),
+            )
+        )
+    if not any(n.kind is NodeKind.GPU for n in nodes):
+        raise TopologyError(f"{source}: no GPU node", value=None, where=source)
+
+    links: list[LinkSpec] = []
+    pairs: set[frozenset[str]] = set()
+    for i, entry in enumerate(data.get("link", [])):
+        where = f"{source}: link[{i}]"
+        _check_keys(entry, _LINK_KEYS, where)
+        if "a" not in entry or "b" not in entry:
+            raise TopologyError(f"{where}: needs 'a' and 'b'", value=entry, where=where)
+        a, b = str(entry["a"]), str(entry["b"])
+        for end in (a, b):
+            if end not in seen:
+                raise TopologyError(
+                    f"{where}: endpoint {end!r} is not a declared node", value=end, where=where
+                )
+        if a == b:
+            raise TopologyError(f"{where}: self-loop on {a!r}", value=a, where=where)
+        key = frozenset((a, b))
+        if key in pairs:
+            raise TopologyError(
+                f"{where}: duplicate link {a}-{b} (use count = N for bundles)",
+                value=(a, b),
+                where=where,
+            )
+        pairs.add(key)
+        links.append(parse_link_entry(entry, where=f"{where} ({a}-{b})"))
+    return ServerDescription(
+        name=str(system["name"]),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        fabric=fabric,
+        description=str(system.get("description", "")),
+        sources=tuple(str(s) for s in system.get("sources", ())),
+        gpu=default_gpu,
+        gpu_selectable=selectable,
+        source=source,
+    )
+
+
+def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
+    """A link from a technology name and/or explicit numbers (explicit numbers win)."""
+    count = int(entry.get("count", 1))
+    if count < 1:
+        raise TopologyError(f"{where}: count {count} must be >= 1", value=count, where=where)
+    tech_name = entry.get("tech")
+    if tech_name is not None:
+        try:
+            tech = get_link(tech_name, where=where)
+        except UnknownHardwareError as exc:
+            raise TopologyError(str(exc), value=tech_name, where=where) from exc
+        bw, eff, lat, family, name = (
+            tech.bandwidth_Bps * count,
+            tech.efficiency,
+            tech.latency_s,
+            tech.family,
+            tech.name,
+        )
+    else:
+        bw = eff = lat = None  # type: ignore[assignment]
+        family, name = LinkFamily.PCIE, "custom"
+    if "bandwidth_GBps" in entry:
+        bw = float(entry["bandwidth_GBps"]) * units.GB * count
+    if "bandwidth_Gbps" in entry:
+        bw = float(entry["bandwidth_Gbps"]) * units.Gbit * count
+    if "latency_us" in entry:
+        lat = float(entry["latency_us"]) * units.us
+    if "efficiency" in entry:
+        eff = float(entry["efficiency"])
+    if bw is None or lat is None:
+        raise TopologyError(
+            f"{where}: give 'tech' or both a bandwidth and 'latency_us'", value=entry, where=where
+        )
+    if eff is None:
+        eff = 1.0
+    if not bw > 0:
+        raise TopologyError(f"{where}: non-positive bandwidth {bw}", value=bw, where=where)
+    if lat < 0:
+        raise TopologyError(f"{where}: negative latency {lat}", value=lat, where=where)
+    if not 0 < eff <= 1:
+        raise TopologyError(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
+    return LinkSpec(
+        a=str(entry["a"]),
+        b=str(entry["b"]),
+        tech=name,
+        family=family,
+        count=count,
+        bandwidth_Bps=bw,
+        efficiency=eff,
+        latency_s=lat,
+    )
+
+
+def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
+    """Read and validate one topology file."""
+    p = Path(path)
+    data = load_toml(p)
+    desc = parse_server(data, source=str(p), gpu_override=gpu_override)
+    return desc

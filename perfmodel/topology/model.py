@@ -1,0 +1,105 @@
+"""The :class:`Topology` value: a validated graph plus what the cluster builder knows about it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+
+from perfmodel.errors import ConfigError
+from perfmodel.hardware.gpus import GPUSpec, get_gpu
+from perfmodel.topology.schema import NodeKind
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """How the servers of a cluster are connected.
+
+    Attributes
+    ----------
+    network
+        Link technology of the NIC ports and switch ports (``ib-hdr``, ``eth-40g``...).
+    topology
+        ``single-switch``, ``fat-tree`` (two-level leaf/spine) or ``rail`` (rail-optimised:
+        NIC k of every server on leaf k).
+    nics_per_node
+        NICs (ports) per server used for the fabric.
+    oversubscription
+        Leaf downlink to uplink bandwidth ratio of a fat tree (1.0 = non-blocking, 2.0 = 2:1).
+    leaf_radix
+        Server-facing ports per leaf switch (fat tree), e.g. 20 of a 40-port HDR switch at 1:1.
+    """
+
+    network: str
+    topology: str = "fat-tree"
+    nics_per_node: int = 1
+    oversubscription: float = 1.0
+    leaf_radix: int = 32
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """A hardware system as a validated networkx graph (see :mod:`perfmodel.topology.schema`).
+
+    Treat ``graph`` as read-only: the functions of :mod:`perfmodel.topology` cache per Topology
+    object. Build a new Topology to change the hardware.
+    """
+
+    name: str
+    graph: nx.Graph
+    num_nodes: int = 1
+    description: str = ""
+    source: str = "<memory>"
+    fabric: FabricSpec | None = None
+    sources: tuple[str, ...] = ()
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @cached_property
+    def gpus(self) -> tuple[str, ...]:
+        """GPU node ids in global rank order (server, then local GPU index)."""
+        g = self.graph
+        nodes = [n for n, d in g.nodes(data=True) if d["kind"] is NodeKind.GPU]
+        return tuple(sorted(nodes, key=lambda n: (g.nodes[n]["server"], g.nodes[n]["gpu_index"])))
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.gpus)
+
+    @cached_property
+    def gpus_per_node(self) -> int:
+        """GPUs in each server (the largest count if servers differ)."""
+        counts: dict[int, int] = {}
+        for n in self.gpus:
+            s = self.graph.nodes[n]["server"]
+            counts[s] = counts.get(s, 0) + 1
+        return max(counts.values())
+
+    def server_of(self, node: str) -> int:
+        """Server index of a node (``-1`` for fabric switches)."""
+        return int(self.graph.nodes[node]["server"])
+
+    def gpu_spec(self, gpu: str | None = None) -> GPUSpec:
+        """GPU model of ``gpu`` (default: the first GPU; systems are usually homogeneous)."""
+        node = self.gpus[0] if gpu is None else gpu
+        if node not in self.graph or self.graph.nodes[node]["kind"] is not NodeKind.GPU:
+            raise ConfigError(
+                f"{node!r} is not a GPU of system {self.name}", value=node, where=self.name
+            )
+        return get_gpu(self.graph.nodes[node]["model"])
+
+    def gpu(self, rank: int) -> str:
+        """Node id of the GPU with global rank ``rank``."""
+        if not 0 <= rank < self.num_gpus:
+            raise ConfigError(
+                f"GPU rank {rank} not in system {self.name} ({self.num_gpus} GPUs)",
+                value=rank,
+                where=self.name,
+            )
+        return self.gpus[rank]
+
+    def nodes_of_kind(self, kind: NodeKind) -> list[str]:
+        return [n for n, d in self.graph.nodes(data=True) if d["kind"] is kind]
+
+    def __repr__(self) -> str:
+        return f"Topology({self.name!r}, nodes={self.num_nodes}, gpus={self.num_gpus})"

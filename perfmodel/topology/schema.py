@@ -1,0 +1,197 @@
+"""The topology graph schema: node kinds, node and edge attributes, and validation.
+
+A topology is an undirected :class:`networkx.Graph`. Links are full duplex: the edge's
+``bandwidth_Bps`` is available *in each direction* independently (the flow-level simulator
+treats ``(u, v)`` and ``(v, u)`` as two resources).
+
+Node attributes
+---------------
+kind : NodeKind
+    ``gpu``, ``cpu``, ``pcie_switch``, ``nvswitch``, ``nic``, ``network_switch``.
+server : int
+    Index of the server (machine) the node belongs to; ``-1`` for fabric switches.
+local_id : str
+    The node's id inside its server description (``gpu3``), equal to the id for single nodes.
+model : str
+    GPU model (canonical catalogue name) for GPUs; free text for others (optional).
+gpu_index : int
+    Local GPU index within the server (GPUs only); global rank order is ``(server, gpu_index)``.
+tier : int
+    Fabric tier for network switches (0 = leaf / top of rack, 1 = spine, ...).
+
+Edge attributes
+---------------
+tech : str
+    Link technology name from the catalogue (``nvlink2``, ``pcie3-x16``, ``ib-hdr``) or
+    ``custom`` for explicit numbers.
+family : LinkFamily
+    The technology family.
+count : int
+    Number of parallel links bundled in this edge (e.g. 2 NVLinks between a DGX-1V pair).
+bandwidth_Bps : float
+    Raw bandwidth per direction of the whole edge (``count`` x per-link), bytes/s, > 0.
+efficiency : float
+    Achievable fraction of the raw bandwidth, in (0, 1].
+latency_s : float
+    One-way latency in seconds, >= 0.
+
+A missing physical attribute is an error, never a silent default.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+
+import networkx as nx
+
+from perfmodel.errors import TopologyError
+from perfmodel.hardware.links import LinkFamily
+
+
+class NodeKind(str, enum.Enum):
+    GPU = "gpu"
+    CPU = "cpu"
+    PCIE_SWITCH = "pcie_switch"
+    NVSWITCH = "nvswitch"
+    NIC = "nic"
+    NETWORK_SWITCH = "network_switch"
+
+    @classmethod
+    def parse(cls, text: str, *, where: str) -> NodeKind:
+        try:
+            return cls(str(text))
+        except ValueError as exc:
+            raise TopologyError(
+                f"{where}: unknown node kind {text!r}; expected one of {', '.join(k.value for k in cls)}",
+                value=text,
+                where=where,
+            ) from exc
+
+
+NODE_ATTRS_REQUIRED = ("kind", "server", "local_id")
+NODE_ATTRS_OPTIONAL = ("model", "gpu_index", "tier", "label", "rail")
+EDGE_ATTRS_REQUIRED = ("tech", "family", "count", "bandwidth_Bps", "efficiency", "latency_s")
+
+# Nodes that can forward traffic between two other nodes. GPUs are endpoints only: NCCL does not
+# route a point-to-point transfer through a third GPU's memory (its rings do hop GPU to GPU, but as
+# separate transfers), and neither does the CPU-hosted parameter path.
+TRANSIT_KINDS = frozenset(
+    {NodeKind.CPU, NodeKind.PCIE_SWITCH, NodeKind.NVSWITCH, NodeKind.NIC, NodeKind.NETWORK_SWITCH}
+)
+
+
+def effective_bandwidth(graph: nx.Graph, u: str, v: str) -> float:
+    """Large-message goodput of edge ``u-v`` per direction, bytes/s: ``bandwidth_Bps * efficiency``."""
+    data = graph.edges[u, v]
+    return float(data["bandwidth_Bps"]) * float(data["efficiency"])
+
+
+def validate_graph(graph: nx.Graph, *, source: str = "<graph>") -> None:
+    """Check a graph against the schema; raise :class:`TopologyError` naming source, element, value.
+
+    Checks: required attributes present and typed; positive bandwidth; efficiency in (0, 1];
+    non-negative latency; GPU models known to the catalogue; at least one GPU; every GPU reaches
+    every other GPU through transit nodes.
+    """
+    from perfmodel.hardware.gpus import get_gpu
+
+    gpus: list[str] = []
+    for node, data in graph.nodes(data=True):
+        for key in NODE_ATTRS_REQUIRED:
+            if key not in data:
+                raise TopologyError(
+                    f"{source}: node {node!r} lacks attribute {key!r}", value=node, where=source
+                )
+        kind = data["kind"]
+        if not isinstance(kind, NodeKind):
+            raise TopologyError(
+                f"{source}: node {node!r} has kind {kind!r}, not a NodeKind",
+                value=kind,
+                where=source,
+            )
+        if kind is NodeKind.GPU:
+            if "model" not in data or "gpu_index" not in data:
+                raise TopologyError(
+                    f"{source}: GPU node {node!r} needs 'model' and 'gpu_index'",
+                    value=node,
+                    where=source,
+                )
+            get_gpu(data["model"], where=f"{source}: node {node!r}")
+            gpus.append(node)
+    if not gpus:
+        raise TopologyError(f"{source}: topology has no GPU", value=None, where=source)
+    for u, v, data in graph.edges(data=True):
+        for key in EDGE_ATTRS_REQUIRED:
+            if key not in data:
+                raise TopologyError(
+                    f"{source}: link {u}-{v} lacks attribute {key!r}", value=(u, v), where=source
+                )
+        bw = data["bandwidth_Bps"]
+        if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
+            raise TopologyError(
+                f"{source}: link {u}-{v} has non-positive bandwidth {bw!r}", value=bw, where=source
+            )
+        eff = data["efficiency"]
+        if not (isinstance(eff, (int, float)) and 0 < eff <= 1):
+            raise TopologyError(
+                f"{source}: link {u}-{v} has efficiency {eff!r} outside (0, 1]",
+                value=eff,
+                where=source,
+            )
+        lat = data["latency_s"]
+        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
+            raise TopologyError(
+                f"{source}: link {u}-{v} has negative or invalid latency {lat!r}",
+                value=lat,
+                where=source,
+            )
+        if not isinstance(data["family"], LinkFamily):
+            raise TopologyError(
+                f"{source}: link {u}-{v} family {data['family']!r} is not a LinkFamily",
+                value=data["family"],
+                where=source,
+            )
+        if int(data["count"]) < 1:
+            raise TopologyError(
+                f"{source}: link {u}-{v} has count {data['count']!r} < 1",
+                value=data["count"],
+                where=source,
+            )
+    _check_gpu_connectivity(graph, gpus, source)
+
+
+def transit_view(graph: nx.Graph, endpoints: Iterable[str]) -> nx.Graph:
+    """Subgraph view in which only transit nodes plus the given endpoints appear."""
+    keep = set(endpoints)
+    return nx.subgraph_view(
+        graph, filter_node=lambda n: n in keep or graph.nodes[n]["kind"] in TRANSIT_KINDS
+    )
+
+
+def _check_gpu_connectivity(graph: nx.Graph, gpus: list[str], source: str) -> None:
+    if len(gpus) < 2:
+        return
+    # Components of the transit-only graph; each GPU must touch the same component set (or
+    # connect directly to every other GPU).
+    transit = nx.subgraph_view(graph, filter_node=lambda n: graph.nodes[n]["kind"] in TRANSIT_KINDS)
+    comp_of: dict[str, int] = {}
+    for i, comp in enumerate(nx.connected_components(transit)):
+        for n in comp:
+            comp_of[n] = i
+    reach: dict[str, set[int]] = {}
+    for g in gpus:
+        reach[g] = {comp_of[n] for n in graph.neighbors(g) if n in comp_of}
+    ref = gpus[0]
+    for g in gpus[1:]:
+        if reach[g] & reach[ref] or graph.has_edge(g, ref):
+            continue
+        # Fall back to an exact check (rare: direct GPU-GPU links only).
+        view = transit_view(graph, (ref, g))
+        if not nx.has_path(view, ref, g):
+            raise TopologyError(
+                f"{source}: GPU {g!r} cannot reach GPU {ref!r} (disconnected GPU)",
+                value=g,
+                where=source,
+            )

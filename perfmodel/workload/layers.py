@@ -1,0 +1,154 @@
+"""Per-layer costs: the unit of a :class:`Workload`. Pure numbers, no time.
+
+All quantities are for **one micro-batch of the workload's batch size on one rank** (after
+any tensor-parallel sharding the workload was built with).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from perfmodel.dtypes import Precision
+from perfmodel.ops import CollectiveOp
+
+
+class LayerKind(str, enum.Enum):
+    CONV = "conv"
+    LINEAR = "linear"  # dense GEMM with weights
+    MATMUL = "matmul"  # activation x activation GEMM (unfused attention scores / context)
+    ATTENTION = "attention"  # fused attention kernel (FlashAttention-style): no s x s matrix stored
+    EMBEDDING = "embedding"
+    NORM = "norm"  # batch norm, layer norm, RMS norm
+    ACTIVATION = "activation"  # relu, gelu, swiglu gate ...
+    POOL = "pool"
+    ELEMENTWISE = "elementwise"  # residual add, dropout, scaling
+    SOFTMAX = "softmax"
+    LOSS = "loss"  # softmax cross-entropy
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """The main matrix product of a layer in the forward pass: ``(m x k) @ (k x n)``, ``batch`` times.
+
+    For a convolution, the implicit-GEMM view: ``m = N*H_out*W_out``, ``n = C_out``,
+    ``k = C_in*R*S/groups`` (Chetlur et al. 2014, cuDNN).
+    """
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def flop(self) -> float:
+        """``2 m n k batch`` (one FMA = 2 FLOP)."""
+        return 2.0 * self.m * self.n * self.k * self.batch
+
+
+@dataclass(frozen=True)
+class CommPoint:
+    """A collective a layer issues inside forward or backward (tensor/sequence parallelism).
+
+    ``message_bytes`` follows the nccl-tests convention of :class:`perfmodel.ops.CollectiveOp`;
+    ``group`` names the parallel dimension it runs over (``"tp"``).
+    """
+
+    op: CollectiveOp
+    message_bytes: float
+    group: str = "tp"
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Cost of one layer for one micro-batch on one rank.
+
+    Attributes
+    ----------
+    fwd_flop, bwd_input_flop, bwd_weight_flop
+        FLOP of the forward pass, the input-gradient (dgrad) and the weight-gradient (wgrad).
+    params
+        Trainable parameters held by this rank for this layer.
+    fwd_bytes, bwd_bytes
+        Device-memory bytes read plus written by the forward and by the backward kernels.
+    activation_bytes
+        Bytes saved in forward for use in backward (what recomputation frees).
+    output_shape
+        Shape of the output tensor (including the batch dimension).
+    gemm
+        The main GEMM for the efficiency model (``None`` for non-GEMM layers).
+    fwd_comm, bwd_comm
+        Collectives this layer issues (tensor parallelism), in order.
+    block
+        Index of the repeated block (transformer layer, ResNet stage unit) or ``None``; pipeline
+        partitioning cuts between blocks.
+    kernels
+        Number of kernel launches in forward (backward counted as about twice).
+    """
+
+    name: str
+    kind: LayerKind
+    fwd_flop: float
+    bwd_input_flop: float
+    bwd_weight_flop: float
+    params: int
+    fwd_bytes: float
+    bwd_bytes: float
+    activation_bytes: float
+    output_shape: tuple[int, ...]
+    gemm: GemmShape | None = None
+    fwd_comm: tuple[CommPoint, ...] = ()
+    bwd_comm: tuple[CommPoint, ...] = ()
+    block: int | None = None
+    kernels: int = 1
+
+    @property
+    def bwd_flop(self) -> float:
+        return self.bwd_input_flop + self.bwd_weight_flop
+
+    @property
+    def total_flop(self) -> float:
+        return self.fwd_flop + self.bwd_flop
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model at a given micro-batch size, precision and tensor-parallel degree.
+
+    Attributes
+    ----------
+    batch_size
+        Samples per micro-batch on one (data-parallel) rank.
+    sample_unit
+        What a sample is (``"images"``, ``"sequences"``); ``tokens_per_sample`` gives tokens.
+    total_params
+        Parameters of the whole model (all tensor-parallel ranks), for reports and DP traffic.
+    model_args
+        The arguments the zoo builder was called with (for reports and rebuilding).
+    """
+
+    name: str
+    layers: tuple[LayerCost, ...]
+    batch_size: int
+    precision: Precision
+    total_params: int
+    sample_unit: str = "samples"
+    tokens_per_sample: int = 1
+    tp: int = 1
+    sequence_parallel: bool = False
+    model_args: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def params(self) -> int:
+        """Parameters held by one rank (after tensor-parallel sharding)."""
+        return sum(layer.params for layer in self.layers)
+
+    @property
+    def fwd_flop(self) -> float:
+        return sum(layer.fwd_flop for layer in self.layers)
+
+    @property
+    def total_flop(self) -> float:
+        """Forward + backward FLOP of one micro-batch on one rank (no recomputation)."""
+        return sum(layer.total_flop for layer in self.layers)
