@@ -1,0 +1,37 @@
+import json
+
+import pytest
+
+from perfmodel._io import atomic_write, load_structured, write_json_atomic
+from perfmodel.errors import ConfigError
+
+
+def test_atomic_write_leaves_nothing_on_error(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_write(target) as fh:
+        fh.write("half")
+        raise RuntimeError("boom")
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_write_json_atomic_roundtrip(tmp_path):
+    target = tmp_path / "sub" / "r.json"
+    write_json_atomic(target, {"a": 1})
+    assert json.loads(target.read_text()) == {"a": 1}
+
+
+def test_load_structured_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("a = [")
+    with pytest.raises(ConfigError) as info:
+        load_structured(bad)
+    assert "bad.toml" in str(info.value)
+    with pytest.raises(ConfigError):
+        load_structured(tmp_path / "missing.toml")
+    other = tmp_path / "x.ini"
+    other.write_text("")
+    with pytest.raises(ConfigError) as info:
+        load_structured(other)
+    assert ".ini" in str(info.value)
