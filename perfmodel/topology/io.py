@@ -26,8 +26,9 @@ them. Format (all keys documented; an unknown key is an error)::
     b = "gpu1"
     tech = "nvlink2"                        # catalogue link technology
     count = 2                               # bundled links (default 1)
-    # or explicit numbers instead of / on top of tech:
+    # or explicit numbers instead of / on top of tech (per bundled link):
     # bandwidth_GBps = 10.0   latency_us = 1.0   efficiency = 0.9
+    # family = "cpu"          # family of an explicit link without tech (default "pcie")
 
 NIC nodes are the server's fabric ports: a cluster builder connects each NIC to the fabric
 with the fabric's ``network`` technology.
@@ -59,6 +60,7 @@ _LINK_KEYS = {
     "bandwidth_Gbps",
     "latency_us",
     "efficiency",
+    "family",
     "label",
 }
 FABRIC_TOPOLOGIES = ("single-switch", "fat-tree", "rail")
@@ -267,6 +269,16 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     else:
         bw = eff = lat = None  # type: ignore[assignment]
         family, name = LinkFamily.PCIE, "custom"
+    if "family" in entry:
+        try:
+            family = LinkFamily(str(entry["family"]))
+        except ValueError as exc:
+            raise TopologyError(
+                f"{where}: unknown link family {entry['family']!r}; expected one of "
+                f"{', '.join(f.value for f in LinkFamily)}",
+                value=entry["family"],
+                where=where,
+            ) from exc
     if "bandwidth_GBps" in entry:
         bw = float(entry["bandwidth_GBps"]) * units.GB * count
     if "bandwidth_Gbps" in entry:
