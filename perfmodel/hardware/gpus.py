@@ -12,7 +12,7 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     memory_GB = 16.0                  # decimal GB as marketed; see memory_bytes for GiB boards
     memory_bytes = 17179869184        # optional exact size in bytes (wins over memory_GB)
     memory_bandwidth_GBps = 900.0     # decimal GB/s
-    l2_MB = 6.0
+    l2_MiB = 6.0                      # binary MiB (NVIDIA's '6144 KB'); l2_MB (decimal) also accepted
     tdp_W = 300
     nvlink_links = 6                  # 0 when none
     nvlink_gen = 2
@@ -21,14 +21,21 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     fp64 = 7.8
     fp32 = 15.7
     fp16 = 125.0
-    [gpu.sources]                      # one source per group of fields
+    [gpu.sources]                      # one source per group of fields present (see SOURCE_GROUPS)
     compute = "NVIDIA Tesla V100 datasheet (2018), 'SXM2' column"
     memory = "..."
+    sm = "..."                          # sm_count, boost clock, L2
+    board = "..."                       # TDP, NVLink, PCIe
+
+Every group of fields present in an entry must name its source (``SOURCE_GROUPS``); the loader
+rejects an entry that does not, so no number enters the catalogue unsourced.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -58,12 +65,45 @@ _ALLOWED = set(_REQUIRED) | {
     "memory_GB",
     "memory_bytes",
     "l2_MB",
+    "l2_MiB",
     "tdp_W",
     "nvlink_links",
     "nvlink_gen",
     "pcie_gen",
     "notes",
 }
+
+#: Which fields each ``[gpu.sources]`` key vouches for. A group whose fields appear in an entry
+#: must have a non-empty source.
+SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "compute": ("peak_TFLOPS",),
+        "memory": ("memory_GB", "memory_bytes", "memory_bandwidth_GBps"),
+        "sm": ("sm_count", "boost_clock_GHz", "l2_MB", "l2_MiB"),
+        "board": ("tdp_W", "nvlink_links", "nvlink_gen", "pcie_gen"),
+    }
+)
+
+
+def _number(entry: dict[str, Any], key: str, where: str, *, positive: bool = True) -> float:
+    """Read ``entry[key]`` as a finite number; ConfigError naming the key and value otherwise."""
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
+    v = float(value)
+    if not math.isfinite(v) or (positive and v <= 0) or (not positive and v < 0):
+        need = "positive" if positive else "non-negative"
+        raise ConfigError(f"{where}: {key} = {value!r} must be {need}", value=value, where=where)
+    return v
+
+
+def _integer(entry: dict[str, Any], key: str, where: str, *, positive: bool = True) -> int:
+    v = _number(entry, key, where, positive=positive)
+    if v != int(v):
+        raise ConfigError(
+            f"{where}: {key} = {entry[key]!r} must be an integer", value=entry[key], where=where
+        )
+    return int(v)
 
 
 @dataclass(frozen=True)
@@ -124,6 +164,14 @@ class GPUSpec:
 
 
 def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
+    """Validate one ``[[gpu]]`` table and convert it to SI units.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown or missing key, a non-positive or non-numeric value, an unknown dtype, or a
+        group of fields without a source; the message names ``where`` and the bad value.
+    """
     unknown = set(entry) - _ALLOWED
     if unknown:
         raise ConfigError(
@@ -133,54 +181,96 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         if key not in entry:
             raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
     if "memory_bytes" in entry:
-        mem = int(entry["memory_bytes"])
+        mem = _integer(entry, "memory_bytes", where)
     elif "memory_GB" in entry:
-        mem = int(float(entry["memory_GB"]) * units.GB)
+        mem = round(_number(entry, "memory_GB", where) * units.GB)
     else:
         raise ConfigError(f"{where}: needs memory_bytes or memory_GB", value=None, where=where)
-    peaks: dict[DType, float] = {}
-    for key, value in entry["peak_TFLOPS"].items():
-        dtype = DType.parse(key, where=f"{where}.peak_TFLOPS")
-        if not float(value) > 0:
-            raise ConfigError(f"{where}: non-positive peak {key}={value}", value=value, where=where)
-        peaks[dtype] = float(value) * units.TFLOPS
-    bw = float(entry["memory_bandwidth_GBps"])
-    if bw <= 0 or mem <= 0 or int(entry["sm_count"]) <= 0:
+    if not isinstance(entry["peak_TFLOPS"], dict) or not entry["peak_TFLOPS"]:
         raise ConfigError(
-            f"{where}: memory, bandwidth and sm_count must be positive",
-            value=entry["name"],
+            f"{where}: peak_TFLOPS must be a non-empty table of dtype = TFLOPS",
+            value=entry["peak_TFLOPS"],
             where=where,
         )
+    peaks: dict[DType, float] = {}
+    for key in entry["peak_TFLOPS"]:
+        dtype = DType.parse(key, where=f"{where}.peak_TFLOPS")
+        peaks[dtype] = _number(entry["peak_TFLOPS"], key, f"{where}.peak_TFLOPS") * units.TFLOPS
+    sources = entry["sources"]
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
+    for group, fields in SOURCE_GROUPS.items():
+        if any(f in entry for f in fields) and not str(sources.get(group, "")).strip():
+            raise ConfigError(
+                f"{where}: no source for {group} ({', '.join(f for f in fields if f in entry)});"
+                f" add sources.{group}",
+                value=group,
+                where=where,
+            )
+    if "l2_MiB" in entry and "l2_MB" in entry:
+        raise ConfigError(f"{where}: give l2_MiB or l2_MB, not both", value="l2", where=where)
+    if "l2_MiB" in entry:
+        l2: int | None = round(_number(entry, "l2_MiB", where) * units.MiB)
+    elif "l2_MB" in entry:
+        l2 = round(_number(entry, "l2_MB", where) * units.MB)
+    else:
+        l2 = None
+    nvlink_links = (
+        _integer(entry, "nvlink_links", where, positive=False) if "nvlink_links" in entry else 0
+    )
+    aliases = entry.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(f"{where}: aliases must be a list of strings", value=aliases, where=where)
     return GPUSpec(
         name=str(entry["name"]),
         architecture=str(entry["architecture"]),
         form_factor=str(entry["form_factor"]),
-        sm_count=int(entry["sm_count"]),
+        sm_count=_integer(entry, "sm_count", where),
         memory_bytes=mem,
-        memory_bandwidth_Bps=bw * units.GB,
+        memory_bandwidth_Bps=_number(entry, "memory_bandwidth_GBps", where) * units.GB,
         peak_flops=MappingProxyType(peaks),
-        boost_clock_hz=float(entry["boost_clock_GHz"]) * units.GHz
+        boost_clock_hz=_number(entry, "boost_clock_GHz", where) * units.GHz
         if "boost_clock_GHz" in entry
         else None,
-        l2_bytes=int(float(entry["l2_MB"]) * units.MB) if "l2_MB" in entry else None,
-        tdp_w=float(entry["tdp_W"]) if "tdp_W" in entry else None,
-        nvlink_links=int(entry.get("nvlink_links", 0)),
-        nvlink_gen=int(entry["nvlink_gen"]) if "nvlink_gen" in entry else None,
-        pcie_gen=int(entry["pcie_gen"]) if "pcie_gen" in entry else None,
+        l2_bytes=l2,
+        tdp_w=_number(entry, "tdp_W", where) if "tdp_W" in entry else None,
+        nvlink_links=nvlink_links,
+        nvlink_gen=_integer(entry, "nvlink_gen", where) if "nvlink_gen" in entry else None,
+        pcie_gen=_integer(entry, "pcie_gen", where) if "pcie_gen" in entry else None,
         vendor=str(entry.get("vendor", "NVIDIA")),
-        aliases=tuple(str(a) for a in entry.get("aliases", ())),
-        sources=MappingProxyType(dict(entry["sources"])),
+        aliases=tuple(aliases),
+        sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
 
 
-@lru_cache(maxsize=1)
-def _catalogue() -> tuple[dict[str, GPUSpec], dict[str, str]]:
-    data = load_toml(_DATA)
+def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
+    """Parse a GPU catalogue file (schema above) into ``{canonical name: GPUSpec}``.
+
+    Used for the shipped ``gpus.toml`` and for user catalogues or tests.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the entry and the bad value (see :func:`_parse_gpu`), a duplicate name,
+        or an alias that already names another GPU.
+    """
+    p = Path(path)
+    data = load_toml(p)
+    unknown = set(data) - {"gpu"}
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[gpu]] tables",
+            value=sorted(unknown),
+            where=str(p),
+        )
+    entries = data.get("gpu", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{p}: 'gpu' must be an array of tables", value=entries, where=str(p))
     specs: dict[str, GPUSpec] = {}
     index: dict[str, str] = {}
-    for i, entry in enumerate(data.get("gpu", [])):
-        where = f"{_DATA.name}: gpu[{i}] ({entry.get('name', '?')})"
+    for i, entry in enumerate(entries):
+        where = f"{p.name}: gpu[{i}] ({entry.get('name', '?')})"
         spec = _parse_gpu(entry, where)
         if spec.name in specs:
             raise ConfigError(
@@ -194,6 +284,15 @@ def _catalogue() -> tuple[dict[str, GPUSpec], dict[str, str]]:
                     f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
                 )
             index[k] = spec.name
+    return specs
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> tuple[dict[str, GPUSpec], dict[str, str]]:
+    specs = read_gpus(_DATA)
+    index = {
+        key.lower(): spec.name for spec in specs.values() for key in (spec.name, *spec.aliases)
+    }
     return specs, index
 
 
