@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import difflib
 import enum
+import math
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +39,8 @@ _DATA = Path(__file__).with_name("links.toml")
 
 
 class LinkFamily(str, enum.Enum):
+    """Kind of link; topology edges carry it and calibration fits per family."""
+
     PCIE = "pcie"
     NVLINK = "nvlink"
     NVSWITCH = "nvswitch"
@@ -90,7 +94,27 @@ class LinkTech:
         return self.bandwidth_Bps * self.efficiency
 
 
+#: Every ``[link.sources]`` table must name these three.
+SOURCE_KEYS = ("bandwidth", "efficiency", "latency")
+
+
+def _number(entry: dict[str, Any], key: str, where: str) -> float:
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
+    return float(value)
+
+
 def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
+    """Validate one ``[[link]]`` table and convert it to SI units.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown or missing key, a non-positive bandwidth, an efficiency outside (0, 1], a
+        negative latency, an unknown family or a missing source; the message names ``where`` and
+        the bad value.
+    """
     unknown = set(entry) - _ALLOWED
     if unknown:
         raise ConfigError(
@@ -106,44 +130,76 @@ def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
             where=where,
         )
     bw = (
-        float(entry["bandwidth_GBps"]) * units.GB
+        _number(entry, "bandwidth_GBps", where) * units.GB
         if "bandwidth_GBps" in entry
-        else float(entry["bandwidth_Gbps"]) * units.Gbit
+        else _number(entry, "bandwidth_Gbps", where) * units.Gbit
     )
-    eff = float(entry.get("efficiency", 1.0))
-    lat = float(entry["latency_us"]) * units.us
+    eff = _number(entry, "efficiency", where) if "efficiency" in entry else 1.0
+    lat = _number(entry, "latency_us", where) * units.us
     if bw <= 0:
-        raise ConfigError(f"{where}: non-positive bandwidth {bw}", value=bw, where=where)
+        raise ConfigError(f"{where}: non-positive bandwidth {bw:g} B/s", value=bw, where=where)
     if not 0 < eff <= 1:
         raise ConfigError(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
     if lat < 0:
-        raise ConfigError(f"{where}: negative latency {lat}", value=lat, where=where)
+        raise ConfigError(f"{where}: negative latency {lat:g} s", value=lat, where=where)
     try:
         family = LinkFamily(entry["family"])
     except ValueError as exc:
         raise ConfigError(
-            f"{where}: unknown family {entry['family']!r}", value=entry["family"], where=where
+            f"{where}: unknown family {entry['family']!r}; expected one of "
+            f"{', '.join(f.value for f in LinkFamily)}",
+            value=entry["family"],
+            where=where,
         ) from exc
+    sources = entry["sources"]
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
+    for key in SOURCE_KEYS:
+        if not str(sources.get(key, "")).strip():
+            raise ConfigError(
+                f"{where}: no source for {key}; add sources.{key}", value=key, where=where
+            )
+    aliases = entry.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(f"{where}: aliases must be a list of strings", value=aliases, where=where)
     return LinkTech(
         name=str(entry["name"]),
         family=family,
         bandwidth_Bps=bw,
         efficiency=eff,
         latency_s=lat,
-        aliases=tuple(str(a) for a in entry.get("aliases", ())),
+        aliases=tuple(aliases),
         protocol=str(entry.get("protocol", "")),
-        sources=MappingProxyType(dict(entry["sources"])),
+        sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
 
 
-@lru_cache(maxsize=1)
-def _catalogue() -> tuple[dict[str, LinkTech], dict[str, str]]:
-    data = load_toml(_DATA)
+def read_links(path: str | os.PathLike[str]) -> dict[str, LinkTech]:
+    """Parse a link catalogue file (schema above) into ``{canonical name: LinkTech}``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the entry and the bad value, a duplicate name, or an alias that already
+        names another link.
+    """
+    p = Path(path)
+    data = load_toml(p)
+    unknown = set(data) - {"link"}
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[link]] tables",
+            value=sorted(unknown),
+            where=str(p),
+        )
+    entries = data.get("link", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{p}: 'link' must be an array of tables", value=entries, where=str(p))
     techs: dict[str, LinkTech] = {}
     index: dict[str, str] = {}
-    for i, entry in enumerate(data.get("link", [])):
-        where = f"{_DATA.name}: link[{i}] ({entry.get('name', '?')})"
+    for i, entry in enumerate(entries):
+        where = f"{p.name}: link[{i}] ({entry.get('name', '?')})"
         tech = _parse_link(entry, where)
         if tech.name in techs:
             raise ConfigError(
@@ -151,7 +207,19 @@ def _catalogue() -> tuple[dict[str, LinkTech], dict[str, str]]:
             )
         techs[tech.name] = tech
         for key in (tech.name, *tech.aliases):
-            index[key.lower()] = tech.name
+            k = key.lower()
+            if k in index and index[k] != tech.name:
+                raise ConfigError(
+                    f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
+                )
+            index[k] = tech.name
+    return techs
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> tuple[dict[str, LinkTech], dict[str, str]]:
+    techs = read_links(_DATA)
+    index = {key.lower(): t.name for t in techs.values() for key in (t.name, *t.aliases)}
     return techs, index
 
 
@@ -171,5 +239,7 @@ def get_link(name: str | LinkTech, *, where: str = "link") -> LinkTech:
     close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(techs[index[c]].name for c in close)}?" if close else ""
     raise UnknownHardwareError(
-        f"unknown link technology {name!r} ({where}){hint}", value=name, where=where
+        f"unknown link technology {name!r} ({where}){hint} (see `perfmodel hw links`)",
+        value=name,
+        where=where,
     )
