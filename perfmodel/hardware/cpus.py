@@ -1,0 +1,295 @@
+"""Host CPU specifications loaded from ``cpus.toml`` (one socket per entry, each number sourced).
+
+CPU numbers feed the parts of training that run on the host: Keras ``multi_gpu_model`` merging
+gradients on the CPU, parameter servers, host-staged copies and data loading.
+
+Schema of one ``[[cpu]]`` table in ``cpus.toml``::
+
+    name = "xeon-e5-2620-v4"           # canonical name (topology files, CLI)
+    aliases = ["e5-2620-v4"]           # case-insensitive alternative names
+    vendor = "Intel"
+    architecture = "Broadwell-EP"
+    cores = 8                          # physical cores per socket
+    threads_per_core = 2               # optional, default 1
+    base_clock_GHz = 2.1
+    boost_clock_GHz = 3.0              # optional
+    fp32_flop_per_cycle = 32           # per core: SIMD lanes x 2 (FMA) x FMA units
+    memory_type = "DDR4-2133"          # optional, informative
+    memory_channels = 4
+    memory_bandwidth_GBps = 68.3       # theoretical peak per socket, decimal GB/s
+    pcie_lanes = 40
+    pcie_gen = 3
+    socket_link = "qpi-8.0"            # a link technology in links.toml
+    socket_links = 2                   # links leaving the socket
+    tdp_W = 85                         # optional
+    notes = "..."
+    [cpu.sources]                      # all three required
+    compute = "..."                    # cores, clocks, FLOP/cycle
+    memory = "..."                     # channels, bandwidth
+    io = "..."                         # PCIe, socket links, TDP
+
+The peak FP32 rate is computed, never typed in:
+``peak_fp32_flops = cores * base_clock_hz * fp32_flop_per_cycle``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from perfmodel import units
+from perfmodel._io import load_toml
+from perfmodel.errors import ConfigError, UnknownHardwareError
+from perfmodel.hardware.links import LinkTech, get_link
+
+_DATA = Path(__file__).with_name("cpus.toml")
+
+_REQUIRED = (
+    "name",
+    "vendor",
+    "architecture",
+    "cores",
+    "base_clock_GHz",
+    "fp32_flop_per_cycle",
+    "memory_channels",
+    "memory_bandwidth_GBps",
+    "pcie_lanes",
+    "pcie_gen",
+    "socket_link",
+    "socket_links",
+    "sources",
+)
+_ALLOWED = set(_REQUIRED) | {
+    "aliases",
+    "threads_per_core",
+    "boost_clock_GHz",
+    "memory_type",
+    "tdp_W",
+    "notes",
+}
+
+#: Every ``[cpu.sources]`` table must name these.
+SOURCE_KEYS = ("compute", "memory", "io")
+
+
+@dataclass(frozen=True)
+class CPUSpec:
+    """Datasheet description of ONE socket of a host CPU model.
+
+    Attributes
+    ----------
+    cores
+        Physical cores per socket.
+    sockets
+        Always 1: a spec describes one socket; a topology places as many as the server has.
+    base_clock_hz, boost_clock_hz
+        Base and maximum single-core turbo clock in Hz (boost may be unknown: ``None``).
+    fp32_flop_per_cycle
+        FP32 FLOP per cycle per core (SIMD lanes x 2 for FMA x FMA units).
+    peak_fp32_flops
+        Peak FP32 FLOP/s per socket at the base clock:
+        ``cores * base_clock_hz * fp32_flop_per_cycle``.
+    memory_channels
+        DRAM channels per socket.
+    memory_bandwidth_Bps
+        Theoretical peak DRAM bandwidth per socket in bytes/s (channels x MT/s x 8 bytes).
+    pcie_lanes, pcie_gen
+        PCIe lanes leaving one socket and their generation.
+    socket_link
+        Canonical name of the socket-to-socket link technology (``links.toml``).
+    socket_links
+        Number of such links leaving the socket.
+    """
+
+    name: str
+    vendor: str
+    architecture: str
+    cores: int
+    base_clock_hz: float
+    fp32_flop_per_cycle: int
+    peak_fp32_flops: float
+    memory_channels: int
+    memory_bandwidth_Bps: float
+    pcie_lanes: int
+    pcie_gen: int
+    socket_link: str
+    socket_links: int
+    sockets: int = 1
+    threads_per_core: int = 1
+    boost_clock_hz: float | None = None
+    memory_type: str = ""
+    tdp_w: float | None = None
+    aliases: tuple[str, ...] = ()
+    sources: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    notes: str = ""
+
+    @property
+    def socket_interconnect(self) -> LinkTech:
+        """The :class:`LinkTech` of one socket-to-socket link."""
+        return get_link(self.socket_link, where=f"cpu {self.name}: socket_link")
+
+    @property
+    def socket_interconnect_bandwidth_Bps(self) -> float:
+        """Raw bandwidth per direction of all socket links together, bytes/s."""
+        return self.socket_interconnect.bandwidth_Bps * self.socket_links
+
+
+def _number(entry: dict[str, Any], key: str, where: str) -> float:
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise ConfigError(f"{where}: {key} = {value!r} must be positive", value=value, where=where)
+    return v
+
+
+def _integer(entry: dict[str, Any], key: str, where: str) -> int:
+    v = _number(entry, key, where)
+    if v != int(v):
+        raise ConfigError(
+            f"{where}: {key} = {entry[key]!r} must be an integer", value=entry[key], where=where
+        )
+    return int(v)
+
+
+def _parse_cpu(entry: dict[str, Any], where: str) -> CPUSpec:
+    """Validate one ``[[cpu]]`` table and convert it to SI units.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown or missing key, a non-positive or non-numeric value, an unknown
+        ``socket_link`` or a missing source; the message names ``where`` and the bad value.
+    """
+    unknown = set(entry) - _ALLOWED
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(unknown)}", value=sorted(unknown), where=where
+        )
+    for key in _REQUIRED:
+        if key not in entry:
+            raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
+    sources = entry["sources"]
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
+    for key in SOURCE_KEYS:
+        if not str(sources.get(key, "")).strip():
+            raise ConfigError(
+                f"{where}: no source for {key}; add sources.{key}", value=key, where=where
+            )
+    link = get_link(str(entry["socket_link"]), where=f"{where}: socket_link")
+    aliases = entry.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(f"{where}: aliases must be a list of strings", value=aliases, where=where)
+    cores = _integer(entry, "cores", where)
+    base_hz = _number(entry, "base_clock_GHz", where) * units.GHz
+    fpc = _integer(entry, "fp32_flop_per_cycle", where)
+    return CPUSpec(
+        name=str(entry["name"]),
+        vendor=str(entry["vendor"]),
+        architecture=str(entry["architecture"]),
+        cores=cores,
+        base_clock_hz=base_hz,
+        fp32_flop_per_cycle=fpc,
+        peak_fp32_flops=cores * base_hz * fpc,
+        memory_channels=_integer(entry, "memory_channels", where),
+        memory_bandwidth_Bps=_number(entry, "memory_bandwidth_GBps", where) * units.GB,
+        pcie_lanes=_integer(entry, "pcie_lanes", where),
+        pcie_gen=_integer(entry, "pcie_gen", where),
+        socket_link=link.name,
+        socket_links=_integer(entry, "socket_links", where),
+        threads_per_core=_integer(entry, "threads_per_core", where)
+        if "threads_per_core" in entry
+        else 1,
+        boost_clock_hz=_number(entry, "boost_clock_GHz", where) * units.GHz
+        if "boost_clock_GHz" in entry
+        else None,
+        memory_type=str(entry.get("memory_type", "")),
+        tdp_w=_number(entry, "tdp_W", where) if "tdp_W" in entry else None,
+        aliases=tuple(aliases),
+        sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
+        notes=str(entry.get("notes", "")),
+    )
+
+
+def read_cpus(path: str | os.PathLike[str]) -> dict[str, CPUSpec]:
+    """Parse a CPU catalogue file (schema above) into ``{canonical name: CPUSpec}``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the entry and the bad value, a duplicate name, or an alias that already
+        names another CPU.
+    """
+    p = Path(path)
+    data = load_toml(p)
+    unknown = set(data) - {"cpu"}
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[cpu]] tables",
+            value=sorted(unknown),
+            where=str(p),
+        )
+    entries = data.get("cpu", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{p}: 'cpu' must be an array of tables", value=entries, where=str(p))
+    specs: dict[str, CPUSpec] = {}
+    index: dict[str, str] = {}
+    for i, entry in enumerate(entries):
+        where = f"{p.name}: cpu[{i}] ({entry.get('name', '?')})"
+        spec = _parse_cpu(entry, where)
+        if spec.name in specs:
+            raise ConfigError(
+                f"{where}: duplicate CPU name {spec.name!r}", value=spec.name, where=where
+            )
+        specs[spec.name] = spec
+        for key in (spec.name, *spec.aliases):
+            k = key.lower()
+            if k in index and index[k] != spec.name:
+                raise ConfigError(
+                    f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
+                )
+            index[k] = spec.name
+    return specs
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> tuple[dict[str, CPUSpec], dict[str, str]]:
+    specs = read_cpus(_DATA)
+    index = {key.lower(): s.name for s in specs.values() for key in (s.name, *s.aliases)}
+    return specs, index
+
+
+def list_cpus() -> list[CPUSpec]:
+    """All CPU models in the catalogue, in file order."""
+    return list(_catalogue()[0].values())
+
+
+def get_cpu(name: str | CPUSpec, *, where: str = "cpu") -> CPUSpec:
+    """Look up a CPU by canonical name or alias (case-insensitive).
+
+    Raises
+    ------
+    UnknownHardwareError
+        Naming the bad value and the closest known names.
+    """
+    if isinstance(name, CPUSpec):
+        return name
+    specs, index = _catalogue()
+    key = str(name).lower()
+    if key in index:
+        return specs[index[key]]
+    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(specs[index[c]].name for c in close)}?" if close else ""
+    raise UnknownHardwareError(
+        f"unknown CPU model {name!r} ({where}){hint} (see `perfmodel hw cpus`)",
+        value=name,
+        where=where,
+    )
