@@ -136,8 +136,38 @@ class CPUSpec:
 
     @property
     def socket_interconnect_bandwidth_Bps(self) -> float:
-        """Raw bandwidth per direction of all socket links together, bytes/s."""
+        """Raw bandwidth per direction of all ``socket_links`` together, bytes/s.
+
+        In a two-socket server all links usually join the two sockets; a board may wire fewer
+        (the topology file's CPU-CPU edge ``count`` is what the model uses).
+        """
         return self.socket_interconnect.bandwidth_Bps * self.socket_links
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in SI units."""
+        return {
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "vendor": self.vendor,
+            "architecture": self.architecture,
+            "cores": self.cores,
+            "sockets": self.sockets,
+            "threads_per_core": self.threads_per_core,
+            "base_clock_hz": self.base_clock_hz,
+            "boost_clock_hz": self.boost_clock_hz,
+            "fp32_flop_per_cycle": self.fp32_flop_per_cycle,
+            "peak_fp32_flops": self.peak_fp32_flops,
+            "memory_type": self.memory_type,
+            "memory_channels": self.memory_channels,
+            "memory_bandwidth_Bps": self.memory_bandwidth_Bps,
+            "pcie_lanes": self.pcie_lanes,
+            "pcie_gen": self.pcie_gen,
+            "socket_link": self.socket_link,
+            "socket_links": self.socket_links,
+            "tdp_w": self.tdp_w,
+            "sources": dict(self.sources),
+            "notes": self.notes,
+        }
 
 
 def _number(entry: dict[str, Any], key: str, where: str) -> float:

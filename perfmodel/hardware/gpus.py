@@ -162,6 +162,28 @@ class GPUSpec:
             f"GPU {self.name} has no {d.value} support", value=d.value, where=f"gpu {self.name}"
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in SI units (``peak_flops`` keyed by dtype name, FLOP/s)."""
+        return {
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "vendor": self.vendor,
+            "architecture": self.architecture,
+            "form_factor": self.form_factor,
+            "sm_count": self.sm_count,
+            "boost_clock_hz": self.boost_clock_hz,
+            "memory_bytes": self.memory_bytes,
+            "memory_bandwidth_Bps": self.memory_bandwidth_Bps,
+            "l2_bytes": self.l2_bytes,
+            "tdp_w": self.tdp_w,
+            "nvlink_links": self.nvlink_links,
+            "nvlink_gen": self.nvlink_gen,
+            "pcie_gen": self.pcie_gen,
+            "peak_flops": {d.value: v for d, v in self.peak_flops.items()},
+            "sources": dict(self.sources),
+            "notes": self.notes,
+        }
+
 
 def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
     """Validate one ``[[gpu]]`` table and convert it to SI units.

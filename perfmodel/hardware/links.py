@@ -93,6 +93,21 @@ class LinkTech:
         """Large-message goodput per direction: ``bandwidth_Bps * efficiency``."""
         return self.bandwidth_Bps * self.efficiency
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in SI units."""
+        return {
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "family": self.family.value,
+            "protocol": self.protocol,
+            "bandwidth_Bps": self.bandwidth_Bps,
+            "efficiency": self.efficiency,
+            "effective_bandwidth_Bps": self.effective_bandwidth_Bps,
+            "latency_s": self.latency_s,
+            "sources": dict(self.sources),
+            "notes": self.notes,
+        }
+
 
 #: Every ``[link.sources]`` table must name these three.
 SOURCE_KEYS = ("bandwidth", "efficiency", "latency")
