@@ -1,1 +1,21 @@
-"""perfmodel.workload."""
+"""perfmodel.workload: per-layer costs (FLOP, bytes, parameters, activations) and the model zoo.
+
+>>> from perfmodel.workload import build_model
+>>> build_model("resnet50", batch_size=1).total_params
+25557032
+"""
+
+from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind, Workload
+from perfmodel.workload.zoo import ModelInfo, build_model, get_model_info, list_models
+
+__all__ = [
+    "CommPoint",
+    "GemmShape",
+    "LayerCost",
+    "LayerKind",
+    "ModelInfo",
+    "Workload",
+    "build_model",
+    "get_model_info",
+    "list_models",
+]

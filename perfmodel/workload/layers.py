@@ -126,6 +126,9 @@ class Workload:
         Parameters of the whole model (all tensor-parallel ranks), for reports and DP traffic.
     model_args
         The arguments the zoo builder was called with (for reports and rebuilding).
+    buffers
+        Non-trainable numbers kept with the weights on one rank (batch-norm running statistics;
+        Keras counts them as non-trainable parameters). Added after the original fields.
     """
 
     name: str
@@ -138,6 +141,7 @@ class Workload:
     tp: int = 1
     sequence_parallel: bool = False
     model_args: dict[str, object] = field(default_factory=dict)
+    buffers: int = 0
 
     @property
     def params(self) -> int:

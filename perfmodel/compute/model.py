@@ -1,0 +1,411 @@
+"""Per-layer compute time on one GPU: a roofline with shape-dependent GEMM efficiency.
+
+For a layer pass with ``F`` FLOP and ``B`` bytes of device-memory traffic::
+
+    t = max(F / (peak(dtype) * eff), B / (bandwidth * memory_efficiency)) + kernels * launch
+
+``eff`` is the GEMM efficiency of the pass's matrix product (:func:`gemm_efficiency`): the
+library picks the tile (and split-K factor) with the best predicted rate, and the rate is the
+large-GEMM ceiling times tile quantisation (padding of the last tile row/column), wave
+quantisation (a partial last wave of tiles leaves SMs idle) and the prologue/epilogue share of a
+short reduction. A per-GPU batch of 16 on ResNet-50's 7x7 layers fills few tiles and SMs, which
+is why small per-GPU batches lose throughput (NVIDIA "Matrix Multiplication Background User's
+Guide", "Tile quantization" and "Wave quantization").
+
+Layers without a GEMM (norms, activations, pooling, embeddings, losses) are nearly always
+memory-bound; their FLOP run at the FP32 CUDA-core rate.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from perfmodel.dtypes import DType, Precision
+from perfmodel.hardware.gpus import GPUSpec
+from perfmodel.workload._net import as_precision
+from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
+from perfmodel.workload.memory import Optimizer, Recompute
+
+from .params import ComputeParams, Tile
+
+
+class Bound(str, enum.Enum):
+    """What limits a layer: arithmetic or memory traffic (launch overhead is reported apart)."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """Outcome of the tile/wave model for one GEMM.
+
+    Attributes
+    ----------
+    efficiency
+        Fraction of the dtype's datasheet peak this GEMM reaches (all factors multiplied).
+    tile
+        Chosen tile as ``"MxN"`` (with ``/splitK`` when split).
+    tiles
+        Number of tiles (CTAs) launched.
+    waves
+        ``tiles / (sm_count x ctas_per_sm)``: below 1 means idle SMs; a fractional last wave
+        wastes the rest of that wave.
+    tile_utilisation, wave_utilisation, k_utilisation
+        The three quantisation factors (1.0 = no loss).
+    """
+
+    efficiency: float
+    tile: str
+    tiles: int
+    waves: float
+    tile_utilisation: float
+    wave_utilisation: float
+    k_utilisation: float
+
+
+def gemm_efficiency(
+    gemm: GemmShape,
+    *,
+    sm_count: int,
+    ceiling: float,
+    tiles: tuple[Tile, ...],
+    k_overhead: int,
+    split_k_efficiency: float = 0.9,
+) -> GemmEfficiency:
+    """Best predicted efficiency of a GEMM over the tile menu and split-K factors.
+
+    For a tile ``tm x tn`` and split factor ``S``::
+
+        T      = ceil(m/tm) ceil(n/tn) batch S                      (tiles)
+        pad    = m n batch / (ceil(m/tm) ceil(n/tn) batch tm tn)    (tile quantisation)
+        waves  = T / (sm_count ctas_per_sm);  wave = waves / ceil(waves)
+        keff   = (k/S) / (k/S + k_overhead)
+        eff    = ceiling x tile.efficiency x pad x wave x keff (x split_k_efficiency if S > 1)
+
+    Examples
+    --------
+    A 1024^3 GEMM on an 80-SM GPU: 256x128 tiles give 32 tiles (0.4 wave); 128x64 tiles at two
+    per SM give 128 tiles = 0.8 wave, the best choice:
+
+    >>> e = gemm_efficiency(GemmShape(1024, 1024, 1024), sm_count=80, ceiling=1.0,
+    ...                     tiles=(Tile(256, 128, 1.0), Tile(128, 64, 1.0, 2)), k_overhead=0)
+    >>> e.tile, e.tiles, round(e.waves, 2), round(e.efficiency, 2)
+    ('128x64', 128, 0.8, 0.8)
+    """
+    m, n, k, batch = max(gemm.m, 1), max(gemm.n, 1), max(gemm.k, 1), max(gemm.batch, 1)
+    best: GemmEfficiency | None = None
+    for tile in tiles:
+        tm_count, tn_count = math.ceil(m / tile.m), math.ceil(n / tile.n)
+        base_tiles = tm_count * tn_count * batch
+        pad = (m * n * batch) / (base_tiles * tile.m * tile.n)
+        slots = sm_count * tile.ctas_per_sm
+        split = 1
+        while True:
+            t = base_tiles * split
+            waves = t / slots
+            wave = waves / math.ceil(waves)
+            kk = k / split
+            keff = kk / (kk + k_overhead)
+            eff = ceiling * tile.efficiency * pad * wave * keff
+            if split > 1:
+                eff *= split_k_efficiency
+            name = f"{tile.m}x{tile.n}" + (f"/splitK{split}" if split > 1 else "")
+            cand = GemmEfficiency(eff, name, t, waves, pad, wave, keff)
+            if best is None or cand.efficiency > best.efficiency:
+                best = cand
+            # split-K only helps while the grid is below one wave and k stays long
+            if waves >= 1.0 or k / (split * 2) < 128 or split >= 64:
+                break
+            split *= 2
+    assert best is not None
+    return best
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Predicted time of one layer on one GPU, seconds.
+
+    Attributes
+    ----------
+    fwd_s, bwd_input_s, bwd_weight_s
+        Forward, input-gradient and weight-gradient time (each includes launch overhead).
+    bound
+        Whether the forward pass is limited by arithmetic or by memory traffic.
+    efficiency
+        Fraction of the datasheet peak reached by the forward GEMM (``None`` without a GEMM).
+    waves
+        Waves of tiles of the forward GEMM (``None`` without a GEMM): below 1 the GPU is not
+        full, which is what makes small per-GPU batches slow.
+    tile
+        Tile (and split-K) choice of the forward GEMM.
+    """
+
+    fwd_s: float
+    bwd_input_s: float
+    bwd_weight_s: float
+    bound: Bound
+    efficiency: float | None = None
+    waves: float | None = None
+    tile: str | None = None
+
+    @property
+    def bwd_s(self) -> float:
+        return self.bwd_input_s + self.bwd_weight_s
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s
+
+
+class ComputeModel:
+    """Predicts per-layer forward/backward times and the optimizer step on one GPU.
+
+    Parameters
+    ----------
+    gpu
+        Datasheet description (``perfmodel.hardware.get_gpu``).
+    params
+        Efficiency parameters; default ``ComputeParams.for_gpu(gpu)`` (no calibration).
+
+    Examples
+    --------
+    A 8192^3 BF16 GEMM on an A100 runs at the 0.80 tensor-core ceiling times the k factor
+    8192/(8192+64) and the wave factor (2048 256x128 tiles on 108 SMs = 18.96 waves of 19):
+
+    >>> from perfmodel.hardware import get_gpu
+    >>> from perfmodel.workload.layers import GemmShape
+    >>> cm = ComputeModel(get_gpu("A100-SXM4-80GB"))
+    >>> e = cm.gemm(GemmShape(8192, 8192, 8192), DType.BF16)
+    >>> round(e.efficiency, 3)
+    0.792
+    """
+
+    def __init__(self, gpu: GPUSpec, params: ComputeParams | None = None) -> None:
+        self.gpu = gpu
+        self.params = params if params is not None else ComputeParams.for_gpu(gpu)
+
+    # -- building blocks -----------------------------------------------------------------
+    def gemm(self, gemm: GemmShape, dtype: DType) -> GemmEfficiency:
+        """Tile/wave efficiency of ``gemm`` in ``dtype`` on this GPU."""
+        p = self.params
+        tc = p.uses_tensor_cores(dtype)
+        return gemm_efficiency(
+            gemm,
+            sm_count=p.sm_count,
+            ceiling=p.tensor_core_efficiency if tc else p.cuda_core_efficiency,
+            tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
+            k_overhead=p.k_overhead,
+            split_k_efficiency=p.split_k_efficiency,
+        )
+
+    def gemm_time(self, gemm: GemmShape, dtype: DType, *, itemsize: int | None = None) -> float:
+        """Roofline time of one GEMM (no launch overhead), operands of ``itemsize`` bytes."""
+        size = dtype.itemsize if itemsize is None else itemsize
+        eff = self.gemm(gemm, dtype).efficiency
+        t_c = gemm.flop / (self.params.peak(dtype) * eff)
+        nbytes = gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n) * size
+        return max(t_c, self._mem_time(nbytes))
+
+    def _mem_time(self, nbytes: float) -> float:
+        return nbytes / (self.params.memory_bandwidth_Bps * self.params.memory_efficiency)
+
+    def _scalar_time(self, flop: float) -> float:
+        p = self.params
+        return flop / (p.peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency)
+
+    def _winograd(self, layer: LayerCost, dtype: DType) -> float:
+        """Rate multiplier of FP32 3x3 stride-1 convolutions (Winograd), else 1."""
+        if (
+            layer.kind is not LayerKind.CONV
+            or layer.gemm is None
+            or self.params.uses_tensor_cores(dtype)
+        ):
+            return 1.0
+        g = layer.gemm
+        if g.batch != 1 or g.k % 9:
+            return 1.0
+        c_in = g.k // 9
+        # stride 1 keeps the spatial size: output pixels m equals input pixels; not known here,
+        # so accept any 3x3 with >= 16 input channels (cuDNN's Winograd applicability).
+        if c_in < 16 or g.n < 16:
+            return 1.0
+        return self.params.winograd_speedup
+
+    def _pass_time(
+        self,
+        flop: float,
+        nbytes: float,
+        gemm: GemmShape | None,
+        dtype: DType,
+        kernels: int,
+        *,
+        conv: bool = False,
+        rate_multiplier: float = 1.0,
+    ) -> tuple[float, Bound, GemmEfficiency | None]:
+        p = self.params
+        launch = kernels * p.kernel_launch_s
+        if flop <= 0 and nbytes <= 0:
+            return 0.0, Bound.MEMORY, None
+        if gemm is None:
+            t_c = self._scalar_time(flop)
+            eff = None
+        else:
+            eff = self.gemm(gemm, dtype)
+            factor = eff.efficiency * (p.conv_efficiency if conv else 1.0) * rate_multiplier
+            t_c = flop / (p.peak(dtype) * factor)
+        t_m = self._mem_time(nbytes)
+        bound = Bound.COMPUTE if t_c >= t_m else Bound.MEMORY
+        return max(t_c, t_m) + launch, bound, eff
+
+    # -- public API ----------------------------------------------------------------------
+    def layer_time(self, layer: LayerCost, precision: Precision | str) -> LayerTime:
+        """Forward, input-gradient and weight-gradient time of ``layer`` under ``precision``.
+
+        GEMM shapes of the backward passes: dgrad ``(m x n) @ (n x k)`` -> GEMM ``(m, k, n)``;
+        wgrad ``(k x m) @ (m x n)`` -> GEMM ``(k, n, m)`` (the reduction runs over the batch);
+        an activation x activation product computes both operand gradients.
+        """
+        prec = as_precision(precision)
+        dtype = prec.matmul_dtype
+        p = self.params
+        g = layer.gemm
+        conv = layer.kind is LayerKind.CONV
+        wino = self._winograd(layer, dtype)
+        cast_bytes = 0.0
+        if prec.mixed and p.cast_weights_each_step and layer.params:
+            cast_bytes = layer.params * (4 + prec.param_bytes)
+        kernels_fwd = max(layer.kernels, 1) + (1 if cast_bytes else 0)
+        if layer.kind is LayerKind.ATTENTION and g is not None:
+            rate = p.peak(dtype) * p.fused_attention_efficiency
+            t_fc = layer.fwd_flop / rate
+            t_bc = layer.bwd_flop / rate
+            fwd = max(t_fc, self._mem_time(layer.fwd_bytes)) + p.kernel_launch_s
+            bwd = max(t_bc, self._mem_time(layer.bwd_bytes)) + 2 * p.kernel_launch_s
+            bound = Bound.COMPUTE if t_fc >= self._mem_time(layer.fwd_bytes) else Bound.MEMORY
+            return LayerTime(fwd, bwd, 0.0, bound, p.fused_attention_efficiency, None, "fused")
+        fwd, bound, eff = self._pass_time(
+            layer.fwd_flop,
+            layer.fwd_bytes + cast_bytes,
+            g,
+            dtype,
+            kernels_fwd,
+            conv=conv,
+            rate_multiplier=wino,
+        )
+        total_bwd_flop = layer.bwd_flop
+        if total_bwd_flop > 0:
+            share_in = layer.bwd_input_flop / total_bwd_flop
+        else:
+            share_in = 1.0 if layer.bwd_bytes else 0.0
+        bytes_in = layer.bwd_bytes * share_in
+        bytes_w = layer.bwd_bytes - bytes_in
+        kernels_bwd = max(layer.kernels, 1)
+        if g is not None and layer.kind is LayerKind.MATMUL:
+            g_in = GemmShape(g.m, g.k, g.n, g.batch)
+            t_in, _, _ = self._pass_time(
+                layer.bwd_input_flop, bytes_in, g_in, dtype, 2 * kernels_bwd
+            )
+            t_w = 0.0
+        elif g is not None:
+            g_in = GemmShape(g.m, g.k, g.n, g.batch)
+            g_w = GemmShape(g.k, g.n, g.m, g.batch)
+            t_in = 0.0
+            if layer.bwd_input_flop > 0:
+                t_in, _, _ = self._pass_time(
+                    layer.bwd_input_flop,
+                    bytes_in,
+                    g_in,
+                    dtype,
+                    kernels_bwd,
+                    conv=conv,
+                    rate_multiplier=wino,
+                )
+            t_w = 0.0
+            if layer.bwd_weight_flop > 0:
+                t_w, _, _ = self._pass_time(
+                    layer.bwd_weight_flop,
+                    bytes_w,
+                    g_w,
+                    dtype,
+                    kernels_bwd,
+                    conv=conv,
+                    rate_multiplier=wino,
+                )
+        else:
+            t_in, _, _ = (
+                self._pass_time(layer.bwd_input_flop, bytes_in, None, dtype, kernels_bwd)
+                if (layer.bwd_input_flop or bytes_in)
+                else (0.0, Bound.MEMORY, None)
+            )
+            t_w = 0.0
+            if layer.bwd_weight_flop > 0 or bytes_w > 0:
+                t_w, _, _ = self._pass_time(layer.bwd_weight_flop, bytes_w, None, dtype, 1)
+        return LayerTime(
+            fwd_s=fwd,
+            bwd_input_s=t_in,
+            bwd_weight_s=t_w,
+            bound=bound,
+            efficiency=None
+            if eff is None
+            else eff.efficiency * (p.conv_efficiency if conv else 1.0),
+            waves=None if eff is None else eff.waves,
+            tile=None if eff is None else eff.tile,
+        )
+
+    def layer_times(self, workload: Workload) -> list[LayerTime]:
+        """:meth:`layer_time` of every layer, in order."""
+        return [self.layer_time(la, workload.precision) for la in workload.layers]
+
+    def workload_time(
+        self, workload: Workload, recompute: Recompute | str = "none"
+    ) -> tuple[float, float]:
+        """Forward and backward time of one micro-batch, seconds.
+
+        With ``recompute="full"`` the backward includes a second forward of every block; with
+        ``"selective"`` it re-runs the attention core (the layers selective recomputation drops).
+        """
+        from perfmodel.workload.memory import _is_selective_target
+
+        mode = Recompute.parse(recompute)
+        fwd = bwd = 0.0
+        for la in workload.layers:
+            t = self.layer_time(la, workload.precision)
+            fwd += t.fwd_s
+            bwd += t.bwd_s
+            if mode is Recompute.FULL and la.block is not None:
+                bwd += t.fwd_s
+            elif mode is Recompute.SELECTIVE and _is_selective_target(la):
+                bwd += t.fwd_s
+        return fwd, bwd
+
+    def optimizer_time(
+        self, params: int | float, optimizer: Optimizer | str, precision: Precision | str
+    ) -> float:
+        """Time of one optimizer step over ``params`` parameters (memory-bound, fused
+        multi-tensor kernels as in ``torch.optim`` ``foreach``/apex).
+
+        Bytes per parameter: read the gradient; read and write the FP32 weights (master weights
+        under mixed precision) and each FP32 state tensor (momentum: 1, Adam: 2); under mixed
+        precision also write the 16-bit working copy (the cast) and read the 16-bit gradient
+        instead of an FP32 one.
+
+        >>> from perfmodel.hardware import get_gpu
+        >>> cm = ComputeModel(get_gpu("V100-SXM2-16GB"))
+        >>> # Adam fp32: 4 (grad) + 8 (w) + 16 (m, v) = 28 bytes/param; 1e9 params at 0.8*900 GB/s
+        >>> round(cm.optimizer_time(1e9, "adam", "fp32"), 4)
+        0.0389
+        """
+        prec = as_precision(precision)
+        opt = Optimizer.parse(optimizer)
+        per_param = prec.grad_bytes + 8 + 2 * opt.state_bytes_per_param
+        if prec.mixed:
+            per_param += prec.param_bytes
+        if opt is Optimizer.LAMB:  # per-layer norms of weights and updates: one more read pass
+            per_param += 8
+        return self._mem_time(float(params) * per_param) + 2 * self.params.kernel_launch_s
+
+
+__all__ = ["Bound", "ComputeModel", "GemmEfficiency", "LayerTime", "gemm_efficiency"]

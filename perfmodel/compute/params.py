@@ -1,0 +1,262 @@
+"""ComputeParams: every efficiency parameter of the compute-time model, named and documented.
+
+Defaults are datasheet peaks times the efficiency model documented here; a calibration profile
+replaces any field (``ComputeParams.from_dict``). Where a default is a fit, the fit and the rows
+that fed it are stated; the validation tier (``tests/validation/test_compute_validation.py``)
+judges the model on training measurements that fed no fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+from perfmodel import units
+from perfmodel.dtypes import DType
+from perfmodel.errors import CalibrationError
+from perfmodel.hardware.gpus import GPUSpec
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A GEMM thread-block tile the library can choose: ``m x n`` outputs per CTA.
+
+    Attributes
+    ----------
+    m, n
+        Tile extent along the GEMM's ``m`` and ``n``.
+    efficiency
+        Throughput of a full tile relative to the largest tile (smaller tiles re-read operands
+        more often per FLOP, so they reach less of the peak).
+    ctas_per_sm
+        Tiles resident on one SM at once (occupancy): a wave holds ``sm_count x ctas_per_sm``.
+    """
+
+    m: int
+    n: int
+    efficiency: float
+    ctas_per_sm: int = 1
+
+
+# CUTLASS/cuBLAS tile menu (CUTLASS default tensor-core threadblock shapes 256x128, 128x256,
+# 128x128, 128x64, 64x64; NVIDIA "Matrix Multiplication Background User's Guide", sections
+# "Tile quantization" and "Wave quantization"). The relative efficiencies of smaller tiles are
+# estimates read from that guide's tile-size comparison (a 64x64 tile reaches roughly 70% of the
+# large-tile rate because it re-reads operands twice as often per FLOP); they are calibration
+# targets (ComputeParams.tensor_core_tiles / cuda_core_tiles).
+_TC_TILES = (
+    Tile(256, 128, 1.0),
+    Tile(128, 256, 1.0),
+    Tile(128, 128, 0.93),
+    Tile(128, 64, 0.85, 2),
+    Tile(64, 128, 0.85, 2),
+    Tile(64, 64, 0.70, 4),
+)
+_SIMT_TILES = (
+    Tile(128, 128, 1.0),
+    Tile(128, 64, 0.93, 2),
+    Tile(64, 64, 0.80, 4),
+    Tile(32, 32, 0.50, 8),
+)
+
+
+@dataclass(frozen=True)
+class ComputeParams:
+    """Efficiency parameters of :class:`perfmodel.compute.ComputeModel` for one GPU model.
+
+    Attributes
+    ----------
+    gpu
+        GPU model name these parameters describe.
+    peak_flops
+        Dense datasheet peak per :class:`DType` in FLOP/s.
+    memory_bandwidth_Bps
+        Datasheet device-memory bandwidth, bytes/s.
+    sm_count
+        Streaming multiprocessors (wave quantisation).
+    tensor_core_efficiency
+        Fraction of the tensor-core peak a large, well-shaped GEMM reaches. Default 0.80: the
+        median of the best-shape matmul ceilings in the published rows (stas00/ml-engineering
+        MAMF: A100 SXM 0.869, A100 PCIe 0.811, H100 0.803, GH200 0.838, B200 0.776, GB200 0.729,
+        H100 fp8 0.709, B200 fp8 0.763; mli/transformers-benchmarks: A100 fp16 0.737, A100 tf32
+        0.744, V100 fp16 0.760; DeepBench V100 fp16 best 0.898). These rows are the fit; they are
+        reported as in-sample in the validation tier.
+    cuda_core_efficiency
+        Same for FP32 on CUDA cores (SIMT). Default 0.90: DeepBench V100 fp32 large GEMMs
+        (0.82-0.94, median 0.84 of 15.7 TFLOP/s over the 5 shapes with m, n >= 1760) and
+        mli V100 fp32 (0.89); 0.90 is the middle of the two sources' best shapes.
+    memory_efficiency
+        Fraction of the datasheet bandwidth a streaming kernel reaches. Default 0.80: BabelStream
+        / STREAM-triad results for V100 (~790-830 of 900 GB/s), A100-80GB (~1.6-1.7 of 2.04
+        TB/s) and H100 SXM (~2.6-3.0 of 3.35 TB/s) published by the BabelStream authors
+        (Deakin et al. 2018 and later runs) and NVIDIA's own bandwidthTest.
+    kernel_launch_s
+        Time per kernel beyond its roofline time (launch latency plus the tail of the previous
+        kernel). Default 4 us: CUDA launch latency of 3-5 us measured by Nvidia's
+        ``cudaLaunchKernel`` microbenchmarks and visible in the smallest DeepBench GEMMs.
+    k_overhead
+        Prologue/epilogue cost of one tile, as an equivalent number of ``k`` iterations: a GEMM
+        with reduction length ``k`` runs at ``k / (k + k_overhead)`` of the tile's rate.
+        Default 64 (two 32-deep main-loop stages fill and drain the software pipeline; CUTLASS
+        default pipeline depth).
+    split_k_efficiency
+        Throughput factor of a split-K GEMM (the partial tiles are reduced by an extra pass).
+        Default 0.90.
+    tensor_core_tiles, cuda_core_tiles
+        Tile menus the library chooses from (best predicted time wins, as cuBLAS heuristics
+        aim to).
+    winograd_speedup
+        Effective FLOP-rate multiplier of 3x3 stride-1 FP32 convolutions (cuDNN picks Winograd,
+        Lavin & Gray 2016: F(2x2,3x3) saves 2.25x multiplies, F(4x4,3x3) 4x, minus transform
+        cost). Default 2.0: median ratio of achieved to SIMT-GEMM rate over the DeepBench V100
+        fp32 3x3 convolution rows (5 shapes; these rows are in-sample).
+    conv_efficiency
+        Implicit-GEMM convolutions relative to a GEMM of the same shape (im2col address
+        arithmetic, filter halos). Default 0.90 (cuDNN implicit-precomp GEMM at 85-95% of the
+        equivalent cuBLAS GEMM in NVIDIA's "Convolutional Layers User's Guide", fig. 4-6).
+    fused_attention_efficiency
+        Fraction of the tensor-core peak reached by fused attention (forward and backward).
+        Default 0.50: FlashAttention-2 (Dao 2023, fig. 4-5) reaches 50-73% of A100 peak forward,
+        40-60% forward+backward at head dimension 64-128.
+    elementwise_flop_dtype
+        Format of non-GEMM arithmetic (FP32 on CUDA cores).
+    cast_weights_each_step
+        Mixed precision with ``torch.autocast`` casts the FP32 weights to 16 bit in every forward
+        (``2 + 4`` bytes moved per parameter); Apex O2 / Megatron keep a 16-bit copy instead and
+        cast once in the optimizer step.
+    """
+
+    gpu: str
+    peak_flops: Mapping[DType, float]
+    memory_bandwidth_Bps: float
+    sm_count: int
+    tensor_core_efficiency: float = 0.80
+    cuda_core_efficiency: float = 0.90
+    memory_efficiency: float = 0.80
+    kernel_launch_s: float = 4.0 * units.us
+    k_overhead: int = 64
+    split_k_efficiency: float = 0.90
+    tensor_core_tiles: tuple[Tile, ...] = _TC_TILES
+    cuda_core_tiles: tuple[Tile, ...] = _SIMT_TILES
+    winograd_speedup: float = 2.0
+    conv_efficiency: float = 0.90
+    fused_attention_efficiency: float = 0.50
+    elementwise_flop_dtype: DType = DType.FP32
+    cast_weights_each_step: bool = True
+    architecture: str = ""
+    source: str = "datasheet peaks x documented efficiency model (perfmodel.compute.params)"
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        for name in (
+            "tensor_core_efficiency",
+            "cuda_core_efficiency",
+            "memory_efficiency",
+            "split_k_efficiency",
+            "conv_efficiency",
+            "fused_attention_efficiency",
+        ):
+            v = getattr(self, name)
+            if not 0.0 < float(v) <= 1.0:
+                raise CalibrationError(
+                    f"ComputeParams.{name} must be in (0, 1], got {v}", value=v, where=name
+                )
+        if self.memory_bandwidth_Bps <= 0 or self.sm_count <= 0:
+            raise CalibrationError(
+                "ComputeParams needs positive memory_bandwidth_Bps and sm_count",
+                value=(self.memory_bandwidth_Bps, self.sm_count),
+                where=self.gpu,
+            )
+        if self.kernel_launch_s < 0 or self.k_overhead < 0 or self.winograd_speedup <= 0:
+            raise CalibrationError(
+                "ComputeParams: kernel_launch_s and k_overhead must be >= 0, winograd_speedup > 0",
+                value=(self.kernel_launch_s, self.k_overhead, self.winograd_speedup),
+                where=self.gpu,
+            )
+        object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+
+    @classmethod
+    def for_gpu(cls, gpu: GPUSpec, **overrides: Any) -> ComputeParams:
+        """Datasheet defaults for ``gpu`` (peaks, bandwidth, SM count) with the documented
+        efficiency model; ``overrides`` replace named fields."""
+        base = cls(
+            gpu=gpu.name,
+            peak_flops=dict(gpu.peak_flops),
+            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
+            sm_count=gpu.sm_count,
+            architecture=gpu.architecture,
+        )
+        return replace(base, **overrides) if overrides else base
+
+    def with_updates(self, **updates: Any) -> ComputeParams:
+        """A copy with ``updates`` applied (what calibration produces)."""
+        return replace(self, **updates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (DType keys as strings, tiles as lists)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "peak_flops":
+                v = {d.value: float(x) for d, x in v.items()}
+            elif f.name.endswith("_tiles"):
+                v = [[t.m, t.n, t.efficiency, t.ctas_per_sm] for t in v]
+            elif isinstance(v, DType):
+                v = v.value
+            elif f.name == "extra":
+                v = dict(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "ComputeParams") -> ComputeParams:
+        """Inverse of :meth:`to_dict`; unknown keys raise :class:`CalibrationError`."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise CalibrationError(
+                f"{where}: unknown ComputeParams field(s) {sorted(unknown)}",
+                value=sorted(unknown),
+                where=where,
+            )
+        for req in ("gpu", "peak_flops", "memory_bandwidth_Bps", "sm_count"):
+            if req not in data:
+                raise CalibrationError(f"{where}: missing field {req!r}", value=req, where=where)
+        kw: dict[str, Any] = dict(data)
+        kw["peak_flops"] = {
+            DType.parse(k, where=f"{where}.peak_flops"): float(v)
+            for k, v in data["peak_flops"].items()
+        }
+        for key in ("tensor_core_tiles", "cuda_core_tiles"):
+            if key in kw:
+                kw[key] = tuple(Tile(int(t[0]), int(t[1]), float(t[2]), int(t[3])) for t in kw[key])
+        if "elementwise_flop_dtype" in kw:
+            kw["elementwise_flop_dtype"] = DType.parse(kw["elementwise_flop_dtype"])
+        if "extra" in kw:
+            kw["extra"] = MappingProxyType(dict(kw["extra"]))
+        return cls(**kw)
+
+    def peak(self, dtype: DType) -> float:
+        """Peak FLOP/s for ``dtype`` with the framework fallbacks of
+        :meth:`perfmodel.hardware.GPUSpec.peak` (TF32 -> FP32 before Ampere; BF16 -> FP32 on
+        Volta/Turing)."""
+        if dtype in self.peak_flops:
+            return self.peak_flops[dtype]
+        if dtype is DType.TF32 and DType.FP32 in self.peak_flops:
+            return self.peak_flops[DType.FP32]
+        if dtype is DType.BF16 and DType.FP32 in self.peak_flops:
+            return self.peak_flops[DType.FP32]
+        if dtype is DType.FP8:
+            from perfmodel.errors import ConfigError
+
+            raise ConfigError(
+                f"GPU {self.gpu} has no fp8 support", value="fp8", where=f"gpu {self.gpu}"
+            )
+        return self.peak_flops[DType.FP32]
+
+    def uses_tensor_cores(self, dtype: DType) -> bool:
+        """True when ``dtype`` GEMMs run on tensor cores of this GPU (peak above FP32's)."""
+        fp32 = self.peak_flops.get(DType.FP32, 0.0)
+        return dtype is not DType.FP32 and self.peak(dtype) > 1.5 * fp32

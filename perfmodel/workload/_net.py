@@ -1,0 +1,623 @@
+"""Layer primitives: the arithmetic that turns one layer's shape into a :class:`LayerCost`.
+
+Internal to the zoo builders. A :class:`Net` accumulates layers in order while the builder walks
+the network; the result is frozen into a :class:`~perfmodel.workload.layers.Workload`.
+
+Conventions (used by every primitive, documented in ``docs/workload.md``):
+
+* FLOP: one fused multiply-add = 2 FLOP. A GEMM ``(m x k) @ (k x n)`` costs ``2 m n k`` forward;
+  the input gradient (dgrad) and the weight gradient (wgrad) cost the same each (Narayanan et al.
+  SC21, eq. 1: backward = 2 x forward). The network's first layer has no dgrad (the input image or
+  token ids need no gradient).
+* Bytes: device-memory traffic, ``fwd_bytes`` = inputs read + weights read + outputs written;
+  ``bwd_bytes`` = dgrad and wgrad traffic. Elements of activations take
+  ``Precision.activation_bytes``, working weights ``Precision.param_bytes``.
+* Saved activations: each layer counts the tensors *it* keeps for backward. A tensor shared by two
+  consumers is counted once, at the consumer that saves it (PyTorch's in-place ReLU keeps its output,
+  which the next convolution keeps anyway). Dropout keeps a 1-byte mask per element. The
+  transformer accounting reproduces Korthikanti et al. 2022, eq. 1-2 exactly (see
+  ``tests/workload/test_memory.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp
+from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
+
+Shape = tuple[int, ...]
+
+#: FLOP per element of common element-wise kernels (forward, backward). Counted as arithmetic
+#: operations of the textbook formula; they only matter for the roofline's compute side.
+_ELEMENTWISE_FLOP = {
+    "relu": (1.0, 1.0),
+    "relu6": (2.0, 2.0),
+    "gelu": (8.0, 16.0),  # tanh approximation: ~8 ops forward
+    "silu": (4.0, 8.0),
+    "swiglu": (5.0, 10.0),  # silu(a) * b
+    "sigmoid": (4.0, 3.0),
+    "tanh": (4.0, 3.0),
+    "add": (1.0, 0.0),
+    "dropout": (2.0, 1.0),
+    "scale": (1.0, 1.0),
+}
+
+
+def as_precision(value: Precision | str, *, where: str = "precision") -> Precision:
+    """``Precision`` from an enum member or its name (``"bf16"``).
+
+    >>> as_precision("BF16")
+    <Precision.BF16: 'bf16'>
+    """
+    if isinstance(value, Precision):
+        return value
+    return Precision.parse(value, where=where)
+
+
+def numel(shape: Sequence[int]) -> int:
+    """Number of elements of a tensor of ``shape``.
+
+    >>> numel((2, 3, 4))
+    24
+    """
+    return math.prod(int(d) for d in shape)
+
+
+def conv_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
+    """Output length of a convolution/pooling along one axis: ``floor((L + 2p - d(k-1) - 1)/s) + 1``.
+
+    >>> conv_out(224, 7, 2, 3)
+    112
+    """
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+class Net:
+    """Accumulates the layers of one model for one micro-batch on one rank.
+
+    Parameters
+    ----------
+    batch_size
+        Micro-batch size (samples).
+    precision
+        Training precision recipe (decides bytes per element).
+    tp
+        Tensor-parallel degree (transformers: Megatron sharding; CNNs: fully connected layers).
+    sequence_parallel
+        Megatron sequence parallelism (Korthikanti et al. 2022): norms and dropouts are sharded
+        along the sequence and the tensor-parallel all-reduces become all-gather/reduce-scatter.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        precision: Precision,
+        tp: int = 1,
+        sequence_parallel: bool = False,
+    ) -> None:
+        self.batch_size = batch_size
+        self.precision = precision
+        self.tp = tp
+        self.sp = sequence_parallel and tp > 1
+        self.act_bytes = precision.activation_bytes
+        self.param_bytes = precision.param_bytes
+        self.layers: list[LayerCost] = []
+        self.block: int | None = None
+        self.buffers = 0
+        self._first_weight_layer = True
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _add(self, layer: LayerCost) -> None:
+        self.layers.append(layer)
+
+    def _needs_dgrad(self) -> bool:
+        first = self._first_weight_layer
+        self._first_weight_layer = False
+        return not first
+
+    def new_block(self) -> int:
+        """Start the next repeated block (pipeline stages cut between blocks)."""
+        self.block = 0 if self.block is None else self.block + 1
+        return self.block
+
+    def end_blocks(self) -> None:
+        """Layers after this call belong to no block (head, loss)."""
+        self.block = None
+
+    # -- convolutional networks ------------------------------------------------------------
+    def conv(
+        self,
+        name: str,
+        x: Shape,
+        out_channels: int,
+        kernel: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        pad: int | tuple[int, int] = 0,
+        *,
+        groups: int = 1,
+        bias: bool = False,
+    ) -> Shape:
+        """2-D convolution on an ``(N, C, H, W)`` input; returns the output shape.
+
+        FLOP ``= 2 N H_o W_o C_out (C_in/groups) R S``; implicit GEMM ``m = N H_o W_o``,
+        ``n = C_out/groups``, ``k = (C_in/groups) R S``, batched over ``groups`` (Chetlur et al.
+        2014). Saves its input for the weight gradient.
+        """
+        n, c, h, w = x
+        kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+        sh, sw = (stride, stride) if isinstance(stride, int) else stride
+        ph, pw = (pad, pad) if isinstance(pad, int) else pad
+        ho, wo = conv_out(h, kh, sh, ph), conv_out(w, kw, sw, pw)
+        if ho < 1 or wo < 1:
+            raise ConfigError(
+                f"image_size too small: layer {name} gets a {h}x{w} input and a {kh}x{kw} kernel "
+                f"with stride {sh} (output {ho}x{wo})",
+                value=(h, w),
+                where="image_size",
+            )
+        if c % groups or out_channels % groups:
+            raise ConfigError(
+                f"layer {name}: groups={groups} must divide channels {c} -> {out_channels}",
+                value=groups,
+                where=name,
+            )
+        cin_g = c // groups
+        gemm = GemmShape(m=n * ho * wo, n=out_channels // groups, k=cin_g * kh * kw, batch=groups)
+        params = out_channels * cin_g * kh * kw + (out_channels if bias else 0)
+        a, p = self.act_bytes, self.param_bytes
+        x_el, y_el = numel(x), n * out_channels * ho * wo
+        dgrad = self._needs_dgrad()
+        fwd = gemm.flop + (y_el if bias else 0)
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.CONV,
+                fwd_flop=fwd,
+                bwd_input_flop=gemm.flop if dgrad else 0.0,
+                bwd_weight_flop=gemm.flop + (y_el if bias else 0),
+                params=params,
+                fwd_bytes=(x_el + y_el) * a + params * p,
+                bwd_bytes=(2 * y_el + x_el + (x_el if dgrad else 0)) * a + 2 * params * p,
+                activation_bytes=x_el * a,
+                output_shape=(n, out_channels, ho, wo),
+                gemm=gemm,
+                block=self.block,
+                kernels=1 + (1 if bias else 0),
+            )
+        )
+        return (n, out_channels, ho, wo)
+
+    def batchnorm(self, name: str, x: Shape, *, buffers_per_channel: int = 2) -> Shape:
+        """Batch normalisation (training mode) over the channel axis 1.
+
+        ``2 C`` trainable parameters (scale, shift) and ``buffers_per_channel x C`` running
+        statistics (non-trainable; Keras counts them as non-trainable parameters). Forward reads
+        the input twice (statistics, normalise) and writes once; backward reads ``dy`` and ``x``
+        twice and writes ``dx``. Saves its input.
+        """
+        c = x[1]
+        el = numel(x)
+        a = self.act_bytes
+        self.buffers += buffers_per_channel * c
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.NORM,
+                fwd_flop=8.0 * el,
+                bwd_input_flop=12.0 * el,
+                bwd_weight_flop=2.0 * el,
+                params=2 * c,
+                fwd_bytes=3 * el * a,
+                bwd_bytes=5 * el * a,
+                activation_bytes=el * a,
+                output_shape=tuple(x),
+                block=self.block,
+                kernels=2,
+            )
+        )
+        return tuple(x)
+
+    def act(self, name: str, x: Shape, fn: str = "relu", *, saves: bool = False) -> Shape:
+        """Element-wise activation ``fn``; ``saves`` counts its input/output as kept for backward
+        (``False`` when the consumer keeps the same tensor, e.g. in-place ReLU before a conv)."""
+        el = numel(x)
+        f, b = _ELEMENTWISE_FLOP[fn]
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ACTIVATION,
+                fwd_flop=f * el,
+                bwd_input_flop=b * el,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=2 * el * a,
+                bwd_bytes=3 * el * a,
+                activation_bytes=el * a if saves else 0.0,
+                output_shape=tuple(x),
+                block=self.block,
+            )
+        )
+        return tuple(x)
+
+    def pool(
+        self, name: str, x: Shape, kernel: int, stride: int, pad: int = 0, *, mode: str = "max"
+    ) -> Shape:
+        """Max or average pooling over ``(N, C, H, W)``. Max pooling saves its input (cuDNN
+        recomputes the argmax from it); average pooling saves nothing."""
+        n, c, h, w = x
+        ho, wo = conv_out(h, kernel, stride, pad), conv_out(w, kernel, stride, pad)
+        if ho < 1 or wo < 1:
+            raise ConfigError(
+                f"image_size too small: pooling layer {name} gets a {h}x{w} input",
+                value=(h, w),
+                where="image_size",
+            )
+        y = (n, c, ho, wo)
+        x_el, y_el = numel(x), numel(y)
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.POOL,
+                fwd_flop=float(y_el * kernel * kernel),
+                bwd_input_flop=float(y_el * kernel * kernel),
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=(x_el + y_el) * a,
+                bwd_bytes=(2 * x_el + y_el) * a if mode == "max" else (x_el + y_el) * a,
+                activation_bytes=x_el * a if mode == "max" else 0.0,
+                output_shape=y,
+                block=self.block,
+            )
+        )
+        return y
+
+    def global_pool(self, name: str, x: Shape) -> Shape:
+        """Global average pooling ``(N, C, H, W) -> (N, C)``."""
+        n, c = x[0], x[1]
+        el = numel(x)
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.POOL,
+                fwd_flop=float(el),
+                bwd_input_flop=float(el),
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=(el + n * c) * a,
+                bwd_bytes=(el + n * c) * a,
+                activation_bytes=0.0,
+                output_shape=(n, c),
+                block=self.block,
+            )
+        )
+        return (n, c)
+
+    def add(self, name: str, x: Shape) -> Shape:
+        """Residual addition of two tensors of shape ``x`` (backward passes the gradient through)."""
+        el = numel(x)
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ELEMENTWISE,
+                fwd_flop=float(el),
+                bwd_input_flop=0.0,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=3 * el * a,
+                bwd_bytes=0.0,
+                activation_bytes=0.0,
+                output_shape=tuple(x),
+                block=self.block,
+            )
+        )
+        return tuple(x)
+
+    def concat(self, name: str, shapes: Sequence[Shape], axis: int = 1) -> Shape:
+        """Concatenation along ``axis`` (a copy in forward and a split in backward)."""
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        y = tuple(out)
+        el = numel(y)
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ELEMENTWISE,
+                fwd_flop=0.0,
+                bwd_input_flop=0.0,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=2 * el * a,
+                bwd_bytes=2 * el * a,
+                activation_bytes=0.0,
+                output_shape=y,
+                block=self.block,
+            )
+        )
+        return y
+
+    def dropout(self, name: str, x: Shape, *, shard: int = 1) -> Shape:
+        """Dropout: keeps a 1-byte mask per element (PyTorch bool mask). ``shard`` divides the
+        elements held by this rank (sequence parallelism)."""
+        el = numel(x) / shard
+        f, b = _ELEMENTWISE_FLOP["dropout"]
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ELEMENTWISE,
+                fwd_flop=f * el,
+                bwd_input_flop=b * el,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=el * (2 * a + 1),
+                bwd_bytes=el * (2 * a + 1),
+                activation_bytes=el * 1.0,
+                output_shape=tuple(x),
+                block=self.block,
+            )
+        )
+        return tuple(x)
+
+    def linear(
+        self,
+        name: str,
+        x: Shape,
+        out_features: int,
+        *,
+        bias: bool = True,
+        parallel: str | None = None,
+        saves_input: bool = True,
+        fwd_comm: tuple[CommPoint, ...] = (),
+        bwd_comm: tuple[CommPoint, ...] = (),
+        kind: LayerKind = LayerKind.LINEAR,
+        input_shard: int = 1,
+    ) -> Shape:
+        """Fully connected layer on ``(..., in_features)``; returns the local output shape.
+
+        ``parallel``: ``None`` (replicated), ``"column"`` (output features split over ``tp``,
+        bias split) or ``"row"`` (input features split over ``tp``; the bias is added after the
+        reduction and kept whole on every rank), as in Megatron-LM (Shoeybi et al. 2019).
+        GEMM ``m = prod(leading dims)``, ``n = out/tp`` or ``out``, ``k = in`` or ``in/tp``.
+        ``input_shard`` divides the saved input (sequence parallelism keeps the input of a
+        column-parallel layer sharded and all-gathers it again in backward).
+        """
+        *lead, k_full = x
+        m = numel(lead)
+        tp = self.tp
+        if parallel == "column":
+            k, nloc, nbias = k_full, out_features // tp, out_features // tp
+        elif parallel == "row":
+            k, nloc, nbias = k_full // tp, out_features, out_features
+        else:
+            k, nloc, nbias = k_full, out_features, out_features
+        gemm = GemmShape(m=m, n=nloc, k=k)
+        params = k * nloc + (nbias if bias else 0)
+        a, p = self.act_bytes, self.param_bytes
+        dgrad = self._needs_dgrad()
+        x_el, y_el = m * k, m * nloc
+        self._add(
+            LayerCost(
+                name=name,
+                kind=kind,
+                fwd_flop=gemm.flop + (y_el if bias else 0),
+                bwd_input_flop=gemm.flop if dgrad else 0.0,
+                bwd_weight_flop=gemm.flop + (y_el if bias else 0),
+                params=params,
+                fwd_bytes=(x_el + y_el) * a + params * p,
+                bwd_bytes=(2 * y_el + x_el + (x_el if dgrad else 0)) * a + 2 * params * p,
+                activation_bytes=(x_el * a / input_shard) if saves_input else 0.0,
+                output_shape=(*lead, nloc),
+                gemm=gemm,
+                fwd_comm=fwd_comm,
+                bwd_comm=bwd_comm,
+                block=self.block,
+            )
+        )
+        return (*lead, nloc)
+
+    def matmul(self, name: str, batch: int, m: int, n: int, k: int, *, saved_bytes: float) -> Shape:
+        """Activation x activation batched GEMM (unfused attention): both operands need
+        gradients, so dgrad costs twice the forward GEMM and there is no wgrad."""
+        gemm = GemmShape(m=m, n=n, k=k, batch=batch)
+        a = self.act_bytes
+        io = batch * (m * k + k * n + m * n)
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.MATMUL,
+                fwd_flop=gemm.flop,
+                bwd_input_flop=2 * gemm.flop,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=io * a,
+                bwd_bytes=2 * io * a,
+                activation_bytes=saved_bytes,
+                output_shape=(batch, m, n),
+                gemm=gemm,
+                block=self.block,
+            )
+        )
+        return (batch, m, n)
+
+    def softmax(self, name: str, x: Shape, *, saves: bool = True) -> Shape:
+        """Softmax over the last axis; saves its output."""
+        el = numel(x)
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.SOFTMAX,
+                fwd_flop=5.0 * el,
+                bwd_input_flop=4.0 * el,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=2 * el * a,
+                bwd_bytes=3 * el * a,
+                activation_bytes=el * a if saves else 0.0,
+                output_shape=tuple(x),
+                block=self.block,
+            )
+        )
+        return tuple(x)
+
+    def attention(
+        self, name: str, b: int, s: int, heads: int, kv_heads: int, head_dim: int, causal: bool
+    ) -> Shape:
+        """Fused attention kernel (FlashAttention, Dao et al. 2022) for ``heads`` local heads.
+
+        FLOP forward ``4 b s^2 heads d`` (``QK^T`` and ``PV``), halved when ``causal`` (the kernel
+        skips masked tiles); backward ``2.5x`` forward (FlashAttention recomputes ``P``: 5 GEMMs
+        against 2). Saves ``Q, K, V`` and the fp32 log-sum-exp (``O`` is kept by the output
+        projection that consumes it); no ``s x s`` matrix.
+        """
+        a = self.act_bytes
+        frac = 0.5 if causal else 1.0
+        fwd = 4.0 * b * s * s * heads * head_dim * frac
+        q_el = b * s * heads * head_dim
+        kv_el = b * s * kv_heads * head_dim
+        io = (2 * q_el + 2 * kv_el) * a
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ATTENTION,
+                fwd_flop=fwd,
+                bwd_input_flop=2.5 * fwd,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=io + b * heads * s * 4,
+                bwd_bytes=2 * io + b * heads * s * 4,
+                activation_bytes=(q_el + 2 * kv_el) * a + b * heads * s * 4,
+                output_shape=(b, s, heads * head_dim),
+                gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads),
+                block=self.block,
+                kernels=1,
+            )
+        )
+        return (b, s, heads * head_dim)
+
+    def norm(self, name: str, x: Shape, *, params: int, shard: int = 1, rms: bool = False) -> Shape:
+        """Layer norm (``2h`` parameters) or RMS norm (``h``) over the last axis; saves its input.
+        ``shard`` divides the activations held by this rank (sequence parallelism)."""
+        el = numel(x) / shard
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.NORM,
+                fwd_flop=(4.0 if rms else 8.0) * el,
+                bwd_input_flop=(8.0 if rms else 12.0) * el,
+                bwd_weight_flop=2.0 * el,
+                params=params,
+                fwd_bytes=2 * el * a + params * self.param_bytes,
+                bwd_bytes=3 * el * a + 2 * params * self.param_bytes,
+                activation_bytes=el * a,
+                output_shape=tuple(x),
+                block=self.block,
+            )
+        )
+        return tuple(x)
+
+    def elementwise(
+        self, name: str, x: Shape, fn: str, *, saved_bytes: float = 0.0, inputs: int = 1
+    ) -> Shape:
+        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes."""
+        el = numel(x)
+        f, b = _ELEMENTWISE_FLOP[fn]
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ACTIVATION if fn not in ("add", "scale") else LayerKind.ELEMENTWISE,
+                fwd_flop=f * el,
+                bwd_input_flop=b * el,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=(inputs + 1) * el * a,
+                bwd_bytes=(inputs + 2) * el * a,
+                activation_bytes=saved_bytes,
+                output_shape=tuple(x),
+                block=self.block,
+            )
+        )
+        return tuple(x)
+
+    def embedding(
+        self,
+        name: str,
+        b: int,
+        s: int,
+        num: int,
+        dim: int,
+        *,
+        parallel: bool = False,
+        fwd_comm: tuple[CommPoint, ...] = (),
+    ) -> Shape:
+        """Lookup table of ``num x dim``; forward gathers ``b s`` rows, backward scatter-adds into
+        the dense gradient (written whole). ``parallel``: vocabulary split over ``tp``
+        (Megatron ``VocabParallelEmbedding``; an all-reduce sums the partial lookups)."""
+        rows = num // self.tp if parallel else num
+        params = rows * dim
+        a, p = self.act_bytes, self.param_bytes
+        el = b * s * dim
+        self._first_weight_layer = False  # token ids need no gradient; later layers do
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.EMBEDDING,
+                fwd_flop=0.0,
+                bwd_input_flop=0.0,
+                bwd_weight_flop=float(el),
+                params=params,
+                fwd_bytes=el * (a + p) + b * s * 8,
+                bwd_bytes=el * a + params * p,
+                activation_bytes=b * s * 8.0,  # int64 indices
+                output_shape=(b, s, dim),
+                fwd_comm=fwd_comm,
+                block=self.block,
+            )
+        )
+        return (b, s, dim)
+
+    def loss(
+        self, name: str, rows: int, classes: int, *, fwd_comm: tuple[CommPoint, ...] = ()
+    ) -> Shape:
+        """Softmax cross-entropy over ``classes`` (local, vocab-parallel when ``tp > 1``) for
+        ``rows`` predictions. Computed in fp32 (autocast upcasts the logits): saves the fp32
+        softmax, ``4 rows classes`` bytes."""
+        el = rows * classes
+        a = self.act_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.LOSS,
+                fwd_flop=5.0 * el,
+                bwd_input_flop=2.0 * el,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=el * (a + 4) + el * 4,
+                bwd_bytes=el * (4 + a),
+                activation_bytes=4.0 * el,
+                output_shape=(1,),
+                fwd_comm=fwd_comm,
+                block=self.block,
+                kernels=3,
+            )
+        )
+        return (1,)
+
+    def other(self, layer: LayerCost) -> None:
+        """Append a hand-built layer (parameters that are not a kernel: class tokens ...)."""
+        self._add(layer)
+
+    def comm(self, op: CollectiveOp, elements: float, *, nbytes: int | None = None) -> CommPoint:
+        """A tensor-parallel collective over ``elements`` activation elements."""
+        return CommPoint(op=op, message_bytes=float(elements) * (nbytes or self.act_bytes))

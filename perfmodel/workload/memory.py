@@ -1,0 +1,308 @@
+"""Memory model: weights, gradients, optimizer state, activations and workspace on one GPU.
+
+The pieces are separate functions so that plans can compose them (ZeRO shards the optimizer
+state, gradients and weights over data-parallel ranks; a pipeline stage holds the layers of its
+blocks and the activations of several in-flight micro-batches).
+
+Bytes per parameter (Rajbhandari et al. 2020, ZeRO, section 3.1; mixed precision per
+Micikevicius et al. 2018):
+
+=================  ==========  =====================  ==============================
+recipe             weights     gradients              optimizer state
+=================  ==========  =====================  ==============================
+fp32 / tf32        4           4                      SGD 0, momentum 4, Adam 8
+fp16 / bf16 / fp8  2 (+4 fp32  2                      SGD 0, momentum 4, Adam 8
+                   master)                            (all fp32)
+=================  ==========  =====================  ==============================
+
+so mixed-precision Adam costs the famous ``2 + 2 + 12 = 16`` bytes per parameter. FP8 recipes
+(Transformer Engine) keep BF16 working weights; FP8 copies are transient.
+
+Activations: the sum of every layer's ``activation_bytes`` (what forward keeps for backward), with
+three recomputation settings (Korthikanti et al. 2022):
+
+* ``none``: everything is kept.
+* ``selective``: attention's ``s x s`` tensors (scores matmul inputs, softmax output, attention
+  dropout mask) are recomputed; for fused attention there is nothing to drop.
+* ``full``: only each block's input is kept (plus the layers outside blocks), and one block's
+  activations are live again during its backward.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from perfmodel import units
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.workload._net import as_precision
+from perfmodel.workload.layers import LayerCost, LayerKind, Workload
+
+
+class Optimizer(str, enum.Enum):
+    """Optimizer whose state lives on the GPU. ``lamb`` keeps Adam's two moments."""
+
+    SGD = "sgd"
+    MOMENTUM = "momentum"
+    ADAM = "adam"
+    ADAMW = "adamw"
+    LAMB = "lamb"
+
+    @property
+    def state_bytes_per_param(self) -> int:
+        """FP32 optimizer-state bytes per parameter (excluding master weights)."""
+        return {"sgd": 0, "momentum": 4, "adam": 8, "adamw": 8, "lamb": 8}[self.value]
+
+    @classmethod
+    def parse(cls, text: str | Optimizer, *, where: str = "--optimizer") -> Optimizer:
+        if isinstance(text, Optimizer):
+            return text
+        key = str(text).lower().replace("-", "").replace("_", "")
+        key = {"sgdmomentum": "momentum", "nesterov": "momentum"}.get(key, key)
+        try:
+            return cls(key)
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown optimizer {text!r} ({where}); expected one of "
+                f"{', '.join(o.value for o in cls)}",
+                value=text,
+                where=where,
+            ) from exc
+
+
+class Recompute(str, enum.Enum):
+    """Activation recomputation setting (Korthikanti et al. 2022)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+    @classmethod
+    def parse(cls, text: str | Recompute, *, where: str = "recompute") -> Recompute:
+        if isinstance(text, Recompute):
+            return text
+        try:
+            return cls(str(text).lower())
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown recompute setting {text!r} ({where}); expected none, selective or full",
+                value=text,
+                where=where,
+            ) from exc
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes on one GPU, by kind.
+
+    Attributes
+    ----------
+    weights_bytes
+        Working weights plus FP32 master weights (mixed precision) plus non-trainable buffers.
+    gradients_bytes
+        Gradient buffers.
+    optimizer_bytes
+        Optimizer state (momentum, Adam moments).
+    activations_bytes
+        Activations kept for backward across the in-flight micro-batches, after recomputation.
+    workspace_bytes
+        cuBLAS/cuDNN workspace, the transient peak of the largest layer, the framework's CUDA
+        context and allocator fragmentation reserve.
+    """
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    workspace_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.workspace_bytes
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        d = asdict(self)
+        d["total_bytes"] = self.total_bytes
+        return d
+
+
+# Memory constants, each with its source.
+#: CUDA context + framework reserve (PyTorch: ~300-500 MiB for the CUDA context and kernels
+#: images on Ampere/Hopper as reported by ``nvidia-smi`` for an idle process).
+CUDA_CONTEXT_BYTES = 500 * units.MiB
+#: cuBLAS workspace per stream (PyTorch default ``CUBLAS_WORKSPACE_CONFIG`` :4096:8 = 32 MiB on
+#: Hopper) plus cuDNN convolution workspace, which frameworks cap at a few hundred MiB.
+LIBRARY_WORKSPACE_BYTES = 256 * units.MiB
+#: Share of the remaining memory lost to allocator fragmentation (PyTorch caching allocator;
+#: typically 5-10 % of reserved memory).
+FRAGMENTATION = 0.05
+
+
+def param_state_bytes(
+    params: float, precision: Precision | str, optimizer: Optimizer | str
+) -> tuple[float, float, float]:
+    """Weights, gradients and optimizer-state bytes for ``params`` parameters.
+
+    Returns
+    -------
+    (weights_bytes, gradients_bytes, optimizer_bytes)
+
+    Examples
+    --------
+    Mixed-precision Adam: 2 + 4 (master) weight bytes, 2 gradient bytes, 8 state bytes:
+
+    >>> param_state_bytes(1_000_000, "bf16", "adam")
+    (6000000.0, 2000000.0, 8000000.0)
+    >>> param_state_bytes(10, "fp32", "sgd")
+    (40.0, 40.0, 0.0)
+    """
+    prec = as_precision(precision)
+    opt = Optimizer.parse(optimizer)
+    p = float(params)
+    weights = p * prec.param_bytes + (p * 4 if prec.mixed else 0.0)
+    grads = p * prec.grad_bytes
+    state = p * opt.state_bytes_per_param
+    return weights, grads, state
+
+
+def _is_selective_target(layer: LayerCost) -> bool:
+    """Layers whose saved tensors selective recomputation drops: the unfused attention core."""
+    return layer.kind in (LayerKind.MATMUL, LayerKind.SOFTMAX) or (
+        layer.kind is LayerKind.ELEMENTWISE and layer.name.endswith("attn_dropout")
+    )
+
+
+def block_activation_bytes(layers: Iterable[LayerCost]) -> dict[int | None, float]:
+    """Saved activation bytes per block index (``None``: layers outside blocks)."""
+    out: dict[int | None, float] = {}
+    for layer in layers:
+        out[layer.block] = out.get(layer.block, 0.0) + layer.activation_bytes
+    return out
+
+
+def activation_bytes(
+    workload: Workload | Iterable[LayerCost],
+    recompute: Recompute | str = "none",
+    *,
+    precision: Precision | str | None = None,
+) -> float:
+    """Bytes of activations one micro-batch keeps between its forward and its backward.
+
+    ``full`` recomputation keeps each block's input tensor (the output of the layer before the
+    block, at the activation element size) plus everything outside blocks, plus the largest
+    block's own activations (live again while that block is recomputed for its backward).
+    ``precision`` gives the element size when a bare layer list is passed (default: the
+    workload's precision; fp32 otherwise).
+
+    >>> from perfmodel.workload import build_model
+    >>> w = build_model("mlp", batch_size=10, widths=[100, 50, 10])
+    >>> activation_bytes(w)  # fp32: fc1 input 10x100, fc2 input 10x50, loss 10x10 probabilities
+    6400.0
+    """
+    if isinstance(workload, Workload):
+        layers = list(workload.layers)
+        prec = workload.precision if precision is None else as_precision(precision)
+    else:
+        layers = list(workload)
+        prec = as_precision(precision) if precision is not None else Precision.FP32
+    mode = Recompute.parse(recompute)
+    if mode is Recompute.NONE:
+        return float(sum(la.activation_bytes for la in layers))
+    if mode is Recompute.SELECTIVE:
+        return float(sum(la.activation_bytes for la in layers if not _is_selective_target(la)))
+    per_block = block_activation_bytes(layers)
+    outside = per_block.pop(None, 0.0)
+    kept_inputs = 0.0
+    prev: LayerCost | None = None
+    for la in layers:
+        if la.block is not None and prev is not None and prev.block != la.block:
+            kept_inputs += _numel(prev.output_shape) * prec.activation_bytes
+        prev = la
+    largest = max(per_block.values(), default=0.0)
+    return float(outside + kept_inputs + largest)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def workspace_bytes(workload: Workload) -> float:
+    """Transient memory: library workspace, the CUDA context, and the largest layer's temporary
+    output-plus-gradient pair (forward output and backward input gradient live at once)."""
+    a = workload.precision.activation_bytes
+    peak_layer = 0.0
+    for la in workload.layers:
+        peak_layer = max(peak_layer, 2.0 * _numel(la.output_shape) * a)
+    return CUDA_CONTEXT_BYTES + LIBRARY_WORKSPACE_BYTES + peak_layer
+
+
+def memory_breakdown(
+    workload: Workload,
+    *,
+    optimizer: Optimizer | str = "sgd",
+    recompute: Recompute | str = "none",
+    in_flight_microbatches: int = 1,
+    zero_stage: int = 0,
+    dp: int = 1,
+) -> MemoryBreakdown:
+    """Memory of one GPU training ``workload`` (a whole model or one pipeline stage's layers).
+
+    Parameters
+    ----------
+    optimizer
+        ``sgd``, ``momentum``, ``adam`` (``adamw``, ``lamb`` like Adam).
+    recompute
+        ``none``, ``selective`` or ``full``.
+    in_flight_microbatches
+        Micro-batches whose activations are alive at once (1F1B pipeline: up to the number of
+        stages on the first stage).
+    zero_stage, dp
+        ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state over ``dp`` ranks, stage 2
+        also gradients, stage 3 also weights.
+
+    Examples
+    --------
+    >>> from perfmodel.workload import build_model
+    >>> w = build_model("mlp", batch_size=1, widths=[1000, 1000])  # 1,001,000 params
+    >>> m = memory_breakdown(w, optimizer="adam")
+    >>> m.weights_bytes, m.gradients_bytes, m.optimizer_bytes
+    (4004000.0, 4004000.0, 8008000.0)
+    """
+    if in_flight_microbatches < 1:
+        raise ConfigError(
+            f"in_flight_microbatches must be >= 1, got {in_flight_microbatches}",
+            value=in_flight_microbatches,
+            where="in_flight_microbatches",
+        )
+    if zero_stage not in (0, 1, 2, 3):
+        raise ConfigError(
+            f"zero stage must be 0-3, got {zero_stage}", value=zero_stage, where="zero"
+        )
+    if dp < 1:
+        raise ConfigError(f"dp must be >= 1, got {dp}", value=dp, where="dp")
+    weights, grads, state = param_state_bytes(workload.params, workload.precision, optimizer)
+    if zero_stage >= 1:
+        state /= dp
+        if workload.precision.mixed:  # master weights belong to the optimizer partition
+            weights -= workload.params * 4 * (1 - 1 / dp)
+    if zero_stage >= 2:
+        grads /= dp
+    if zero_stage >= 3:
+        weights /= dp
+    weights += workload.buffers * 4.0
+    acts = activation_bytes(workload, recompute) * in_flight_microbatches
+    ws = workspace_bytes(workload)
+    subtotal = weights + grads + state + acts + ws
+    ws += FRAGMENTATION * subtotal
+    return MemoryBreakdown(weights, grads, state, acts, ws)

@@ -1,0 +1,442 @@
+"""The model zoo: ``build_model(name, batch_size=..., **model_args) -> Workload``.
+
+Every entry names its reference implementation; parameter counts are tested exactly against it
+(``tests/workload/test_zoo.py``). Model arguments arrive typed (Python, YAML) or as strings (the
+CLI's ``--model-arg key=value``) and are converted to the builder's types here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.workload._net import Net, as_precision
+from perfmodel.workload.layers import Workload
+from perfmodel.workload.zoo import cnn, mlp, transformer
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One zoo entry.
+
+    Attributes
+    ----------
+    name
+        CLI name (``resnet50``).
+    builder
+        Function ``builder(net, **kwargs)`` appending the layers.
+    fixed
+        Keyword arguments this entry pins (``depth=50``); not overridable.
+    defaults
+        Defaults of this entry that differ from the builder's (``hidden=1024`` for bert_large);
+        overridable.
+    family
+        ``cnn``, ``transformer`` or ``mlp``.
+    reference
+        The implementation whose parameter count the zoo reproduces.
+    """
+
+    name: str
+    builder: Callable[..., Any]
+    family: str
+    reference: str
+    fixed: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def sample_unit(self) -> str:
+        return (
+            "images"
+            if self.family == "cnn"
+            else ("sequences" if self.family == "transformer" else "samples")
+        )
+
+    def arguments(self) -> dict[str, Any]:
+        """Model arguments this entry accepts, with their defaults."""
+        sig = inspect.signature(self.builder)
+        out: dict[str, Any] = {}
+        for pname, p in sig.parameters.items():
+            if pname == "net" or pname in self.fixed:
+                continue
+            if pname == "depth":
+                out["layers"] = self.defaults.get("depth", p.default)
+                continue
+            out[pname] = self.defaults.get(pname, p.default)
+        return out
+
+
+def _m(name: str, builder: Callable[..., Any], family: str, reference: str, **kw: Any) -> ModelInfo:
+    fixed = {k[1:]: v for k, v in kw.items() if k.startswith("_")}
+    defaults = {k: v for k, v in kw.items() if not k.startswith("_")}
+    return ModelInfo(
+        name, builder, family, reference, MappingProxyType(fixed), MappingProxyType(defaults)
+    )
+
+
+_TV = "torchvision.models"
+_KERAS = "tf.keras.applications"
+_MODELS: dict[str, ModelInfo] = {}
+for _info in [
+    _m("lenet5", cnn.lenet5, "cnn", "LeCun et al. 1998 (61,706 parameters)"),
+    _m("alexnet", cnn.alexnet, "cnn", f"{_TV}.alexnet (61,100,840)"),
+    *[
+        _m(
+            f"vgg{d}{'_bn' if bn else ''}",
+            cnn.vgg,
+            "cnn",
+            f"{_TV}.vgg{d}{'_bn' if bn else ''}",
+            _depth=d,
+            _batch_norm=bn,
+        )
+        for d in (11, 13, 16, 19)
+        for bn in (False, True)
+    ],
+    *[
+        _m(f"resnet{d}", cnn.resnet, "cnn", f"{_TV}.resnet{d}", _depth=d)
+        for d in (18, 34, 50, 101, 152)
+    ],
+    *[
+        _m(f"resnet{d}v2", cnn.resnet_v2, "cnn", f"{_KERAS}.ResNet{d}V2", _depth=d)
+        for d in (50, 101, 152)
+    ],
+    _m("resnet", cnn.resnet, "cnn", f"{_TV}.resnet (layers = 18/34/50/101/152)", depth=50),
+    *[
+        _m(
+            f"resnet{d}",
+            cnn.cifar_resnet,
+            "cnn",
+            "He et al. 2016 sec. 4.2 (CIFAR, option A)",
+            _depth=d,
+        )
+        for d in (20, 32, 44, 56, 110)
+    ],
+    _m(
+        "cifar_resnet", cnn.cifar_resnet, "cnn", "He et al. 2016 sec. 4.2 (layers = 6n+2)", depth=32
+    ),
+    _m("mobilenet_v2", cnn.mobilenet_v2, "cnn", f"{_TV}.mobilenet_v2 (3,504,872)"),
+    _m("vit_b_16", transformer.vit, "transformer", f"{_TV}.vit_b_16 (86,567,656)"),
+    _m(
+        "vit_l_16",
+        transformer.vit,
+        "transformer",
+        f"{_TV}.vit_l_16",
+        hidden=1024,
+        layers=24,
+        heads=16,
+        ffn_hidden=4096,
+    ),
+    _m(
+        "vit_h_14",
+        transformer.vit,
+        "transformer",
+        f"{_TV}.vit_h_14",
+        patch=14,
+        hidden=1280,
+        layers=32,
+        heads=16,
+        ffn_hidden=5120,
+    ),
+    _m("vit", transformer.vit, "transformer", "ViT (Dosovitskiy et al. 2021), torchvision layout"),
+    _m(
+        "bert_base",
+        transformer.bert,
+        "transformer",
+        "transformers.BertModel bert-base-uncased",
+        hidden=768,
+        layers=12,
+        heads=12,
+        seq_len=128,
+    ),
+    _m(
+        "bert_large",
+        transformer.bert,
+        "transformer",
+        "transformers.BertModel bert-large-uncased",
+        seq_len=128,
+    ),
+    _m(
+        "bert",
+        transformer.bert,
+        "transformer",
+        "BERT (Devlin et al. 2019), HuggingFace layout",
+        seq_len=128,
+    ),
+    _m(
+        "gpt2",
+        transformer.gpt,
+        "transformer",
+        "transformers.GPT2Model gpt2 (124,439,808)",
+        max_positions=1024,
+        flash_attention=False,
+    ),
+    _m(
+        "gpt2_medium",
+        transformer.gpt,
+        "transformer",
+        "transformers gpt2-medium",
+        hidden=1024,
+        layers=24,
+        heads=16,
+        max_positions=1024,
+        flash_attention=False,
+    ),
+    _m(
+        "gpt2_large",
+        transformer.gpt,
+        "transformer",
+        "transformers gpt2-large",
+        hidden=1280,
+        layers=36,
+        heads=20,
+        max_positions=1024,
+        flash_attention=False,
+    ),
+    _m(
+        "gpt2_xl",
+        transformer.gpt,
+        "transformer",
+        "transformers gpt2-xl",
+        hidden=1600,
+        layers=48,
+        heads=25,
+        max_positions=1024,
+        flash_attention=False,
+    ),
+    _m("gpt", transformer.gpt, "transformer", "Megatron-LM GPT layout (Narayanan et al. 2021)"),
+    _m("llama", transformer.llama, "transformer", "Llama-2-7B shape (6,738,415,616)"),
+    _m(
+        "llama2_13b",
+        transformer.llama,
+        "transformer",
+        "Llama-2-13B shape",
+        hidden=5120,
+        layers=40,
+        heads=40,
+        ffn_hidden=13824,
+    ),
+    _m(
+        "llama2_70b",
+        transformer.llama,
+        "transformer",
+        "Llama-2-70B shape (GQA, 8 KV heads)",
+        hidden=8192,
+        layers=80,
+        heads=64,
+        kv_heads=8,
+        ffn_hidden=28672,
+    ),
+    _m(
+        "llama3_8b",
+        transformer.llama,
+        "transformer",
+        "Llama-3-8B shape (GQA, 8 KV heads)",
+        hidden=4096,
+        layers=32,
+        heads=32,
+        kv_heads=8,
+        ffn_hidden=14336,
+        vocab=128256,
+        seq_len=8192,
+    ),
+    _m("mlp", mlp.mlp, "mlp", "plain MLP: widths = input, hidden..., output"),
+]:
+    _MODELS[_info.name] = _info
+
+try:  # inception is a larger file; keep the zoo importable while it grows
+    from perfmodel.workload.zoo import inception as _inception
+
+    _MODELS["inception_v3"] = _m(
+        "inception_v3", _inception.inception_v3, "cnn", f"{_TV}.inception_v3 (27,161,264 with aux)"
+    )
+except ImportError:  # pragma: no cover
+    pass
+
+
+def list_models() -> list[ModelInfo]:
+    """All zoo entries, sorted by name."""
+    return [_MODELS[k] for k in sorted(_MODELS)]
+
+
+def get_model_info(name: str) -> ModelInfo:
+    """Zoo entry by name (case-insensitive, ``-`` read as ``_``).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown name, with the closest known names.
+    """
+    key = str(name).lower().replace("-", "_")
+    if key in _MODELS:
+        return _MODELS[key]
+    close = difflib.get_close_matches(key, list(_MODELS), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(
+        f"unknown model {name!r}{hint} (see `perfmodel model list`)", value=name, where="model"
+    )
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    """Convert a CLI string (or YAML value) to the type of the builder's default."""
+    if isinstance(value, str):
+        text = value.strip()
+        if isinstance(default, bool) or text.lower() in ("true", "false"):
+            if text.lower() in ("true", "1", "yes", "on"):
+                return True
+            if text.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ConfigError(f"model arg {key}={value!r} is not a boolean", value=value, where=key)
+        if key == "widths" or "," in text:
+            try:
+                return [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
+            except ValueError as exc:
+                raise ConfigError(
+                    f"model arg {key}={value!r}: expected comma-separated integers",
+                    value=value,
+                    where=key,
+                ) from exc
+        if isinstance(default, str):
+            return text
+        try:
+            return int(text)
+        except ValueError as exc:
+            if default is None or isinstance(default, int):
+                raise ConfigError(
+                    f"model arg {key}={value!r} is not an integer", value=value, where=key
+                ) from exc
+            return text
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return [int(v) for v in value]
+    return value
+
+
+def build_model(
+    name: str,
+    *,
+    batch_size: int,
+    precision: Precision | str = "fp32",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    **model_args: Any,
+) -> Workload:
+    """Build the per-rank layer list of zoo model ``name`` for one micro-batch.
+
+    Parameters
+    ----------
+    name
+        Zoo name (``perfmodel model list``).
+    batch_size
+        Micro-batch size in samples on one rank (must be >= 1).
+    precision
+        Training precision (``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8``).
+    tp
+        Tensor-parallel degree: Megatron sharding for transformers, fully connected layers only
+        for CNNs (Krizhevsky 2014).
+    sequence_parallel
+        Megatron sequence parallelism (transformers, ``tp > 1``).
+    **model_args
+        ``image_size``, ``num_classes``, ``hidden``, ``layers``, ``heads``, ``kv_heads``,
+        ``ffn_hidden``, ``seq_len``, ``vocab``, ``widths``, ``flash_attention``, ... as the entry
+        accepts (``ModelInfo.arguments()``).
+
+    Raises
+    ------
+    ConfigError
+        Unknown model or argument, non-positive batch, shapes that do not divide (naming the
+        argument), an image too small for the network.
+
+    Examples
+    --------
+    >>> w = build_model("mlp", batch_size=32, widths=[784, 100, 10])
+    >>> w.total_params  # 784*100 + 100 + 100*10 + 10
+    79510
+    """
+    info = get_model_info(name)
+    prec = as_precision(precision)
+    try:
+        batch = int(batch_size)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"batch_size must be an integer, got {batch_size!r}",
+            value=batch_size,
+            where="batch_size",
+        ) from exc
+    if batch < 1 or batch != batch_size:
+        raise ConfigError(
+            f"batch_size must be a positive integer, got {batch_size!r}",
+            value=batch_size,
+            where="batch_size",
+        )
+    if int(tp) < 1:
+        raise ConfigError(f"tp must be >= 1, got {tp}", value=tp, where="tp")
+    accepted = info.arguments()
+    kwargs: dict[str, Any] = {k: v for k, v in info.defaults.items() if k != "depth"}
+    if "depth" in info.defaults:
+        kwargs["depth"] = info.defaults["depth"]
+    for key, value in model_args.items():
+        if key not in accepted:
+            raise ConfigError(
+                f"model {info.name} has no argument {key!r}; it accepts "
+                f"{', '.join(sorted(accepted)) or 'none'}",
+                value=key,
+                where=key,
+            )
+        v = _coerce(value, accepted[key], key)
+        kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
+    kwargs.update(info.fixed)
+    _check_depth(info, kwargs)
+    net = Net(batch, prec, tp=int(tp), sequence_parallel=bool(sequence_parallel))
+    cfg = info.builder(net, **kwargs)
+    total = _total_params(info, kwargs, prec) if tp > 1 else sum(la.params for la in net.layers)
+    seq = getattr(cfg, "seq_len", 1) if info.family == "transformer" else 1
+    record = {k: v for k, v in kwargs.items() if k not in info.fixed}
+    return Workload(
+        name=info.name,
+        layers=tuple(net.layers),
+        batch_size=batch,
+        precision=prec,
+        total_params=total,
+        sample_unit=info.sample_unit,
+        tokens_per_sample=int(seq),
+        tp=int(tp),
+        sequence_parallel=bool(sequence_parallel) and tp > 1,
+        model_args=record,
+        buffers=net.buffers,
+    )
+
+
+def _params(info: ModelInfo) -> set[str]:
+    return set(inspect.signature(info.builder).parameters)
+
+
+def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
+    depth = kwargs.get("depth")
+    if depth is None:
+        return
+    valid = {
+        cnn.resnet: cnn._RESNET_BLOCKS,
+        cnn.vgg: cnn._VGG_CFG,
+        cnn.resnet_v2: {50: 0, 101: 0, 152: 0},
+    }.get(info.builder)
+    if valid is not None and depth not in valid:
+        raise ConfigError(
+            f"model {info.name}: layers={depth} not available; choose one of {sorted(valid)}",
+            value=depth,
+            where="layers",
+        )
+
+
+def _total_params(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> int:
+    net = Net(1, prec)
+    info.builder(net, **kwargs)
+    return sum(la.params for la in net.layers)
+
+
+__all__ = ["ModelInfo", "build_model", "get_model_info", "list_models"]

@@ -1,0 +1,461 @@
+"""Transformer models of the zoo: GPT (Megatron layout), GPT-2, BERT, ViT and Llama-style decoders.
+
+One transformer layer is one block. With ``tp > 1`` the layers are Megatron-LM shards (Shoeybi et
+al. 2019): QKV and the first MLP linear are column-parallel, the attention output projection and
+the second MLP linear row-parallel. Without sequence parallelism the row-parallel layers all-reduce
+their output in forward (``g``) and the column-parallel layers all-reduce their input gradient in
+backward (``f``). With sequence parallelism (Korthikanti et al. 2022) those become an all-gather
+before the column-parallel layer (reduce-scatter in backward) and a reduce-scatter after the
+row-parallel layer (all-gather in backward), and norms/dropouts hold ``1/tp`` of the sequence.
+
+Activation accounting per layer reproduces Korthikanti et al. 2022: ``s b h (34 + 5 a s / h)``
+bytes at 16-bit without parallelism, ``s b h (10 + 24/t + 5 a s/(h t))`` with tensor parallelism
+and ``s b h (34/t + 5 a s/(h t))`` with sequence parallelism (unfused attention, dropout on).
+Fused attention (``flash_attention=True``) removes the ``5 a s / h`` term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp
+from perfmodel.workload._net import Net, Shape
+from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Shape of a transformer stack (after argument validation)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    seq_len: int
+    vocab: int
+    causal: bool = True
+    pre_norm: bool = True
+    rms_norm: bool = False
+    gated_mlp: bool = False  # SwiGLU (Shazeer 2020): gate and up projections, silu(gate) * up
+    bias: bool = True
+    dropout: bool = True
+    flash_attention: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+def check_config(cfg: TransformerConfig, tp: int) -> None:
+    """Raise :class:`ConfigError` naming the argument for shapes Megatron cannot shard."""
+    for name in ("hidden", "layers", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"):
+        v = getattr(cfg, name)
+        if int(v) < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {v}", value=v, where=name)
+    if cfg.hidden % cfg.heads:
+        raise ConfigError(
+            f"heads={cfg.heads} does not divide hidden={cfg.hidden}", value=cfg.heads, where="heads"
+        )
+    if cfg.heads % cfg.kv_heads:
+        raise ConfigError(
+            f"kv_heads={cfg.kv_heads} does not divide heads={cfg.heads}",
+            value=cfg.kv_heads,
+            where="kv_heads",
+        )
+    if cfg.heads % tp:
+        raise ConfigError(f"tp={tp} does not divide heads={cfg.heads}", value=tp, where="tp")
+    if cfg.kv_heads % tp:
+        raise ConfigError(f"tp={tp} does not divide kv_heads={cfg.kv_heads}", value=tp, where="tp")
+    if cfg.ffn_hidden % tp:
+        raise ConfigError(
+            f"tp={tp} does not divide ffn_hidden={cfg.ffn_hidden}", value=tp, where="tp"
+        )
+
+
+def _col_comms(net: Net, el: float) -> tuple[tuple[CommPoint, ...], tuple[CommPoint, ...]]:
+    """Collectives around a column-parallel linear whose (full) input has ``el`` elements."""
+    if net.tp == 1:
+        return (), ()
+    if net.sp:
+        return (net.comm(CollectiveOp.ALLGATHER, el),), (net.comm(CollectiveOp.REDUCESCATTER, el),)
+    return (), (net.comm(CollectiveOp.ALLREDUCE, el),)
+
+
+def _row_comms(net: Net, el: float) -> tuple[tuple[CommPoint, ...], tuple[CommPoint, ...]]:
+    """Collectives after a row-parallel linear whose (full) output has ``el`` elements."""
+    if net.tp == 1:
+        return (), ()
+    if net.sp:
+        return (net.comm(CollectiveOp.REDUCESCATTER, el),), (net.comm(CollectiveOp.ALLGATHER, el),)
+    return (net.comm(CollectiveOp.ALLREDUCE, el),), ()
+
+
+def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
+    """Append one transformer layer (one block) on a ``(b, s, hidden)`` input."""
+    net.new_block()
+    h, tp = cfg.hidden, net.tp
+    d = cfg.head_dim
+    heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
+    shard = tp if net.sp else 1
+    a = net.act_bytes
+    x: Shape = (b, s, h)
+    el = b * s * h
+    norm_params = h if cfg.rms_norm else 2 * h
+
+    def norm(nm: str) -> None:
+        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm)
+
+    # --- attention ---
+    if cfg.pre_norm:
+        norm(f"{name}.ln1")
+    qkv_out = h + 2 * cfg.kv_heads * d
+    fc, bc = _col_comms(net, el)
+    net.linear(
+        f"{name}.qkv",
+        x,
+        qkv_out,
+        bias=cfg.bias,
+        parallel="column",
+        fwd_comm=fc,
+        bwd_comm=bc,
+        input_shard=shard,
+    )
+    if cfg.flash_attention:
+        net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
+    else:
+        q_el = b * s * heads_l * d
+        kv_el = b * s * kv_l * d
+        scores = (b * heads_l, s, s)
+        net.matmul(f"{name}.scores", b * heads_l, s, s, d, saved_bytes=(q_el + kv_el) * a)
+        net.softmax(f"{name}.softmax", scores)
+        if cfg.dropout:
+            net.dropout(f"{name}.attn_dropout", scores)
+        net.matmul(
+            f"{name}.context",
+            b * heads_l,
+            s,
+            d,
+            s,
+            saved_bytes=(b * heads_l * s * s + kv_el) * a,
+        )
+    fr, br = _row_comms(net, el)
+    net.linear(
+        f"{name}.attn_out",
+        (b, s, heads_l * d * tp),
+        h,
+        bias=cfg.bias,
+        parallel="row",
+        fwd_comm=fr,
+        bwd_comm=br,
+    )
+    if cfg.dropout:
+        net.dropout(f"{name}.attn_out_dropout", x, shard=shard)
+    net.elementwise(f"{name}.residual1", (b, s // shard, h), "add", inputs=2)
+    if not cfg.pre_norm:
+        norm(f"{name}.ln1")
+    # --- MLP ---
+    if cfg.pre_norm:
+        norm(f"{name}.ln2")
+    f_l = cfg.ffn_hidden // tp
+    fc, bc = _col_comms(net, el)
+    width = 2 * cfg.ffn_hidden if cfg.gated_mlp else cfg.ffn_hidden
+    net.linear(
+        f"{name}.fc1",
+        x,
+        width,
+        bias=cfg.bias,
+        parallel="column",
+        fwd_comm=fc,
+        bwd_comm=bc,
+        input_shard=shard,
+    )
+    if cfg.gated_mlp:
+        net.elementwise(
+            f"{name}.swiglu", (b, s, f_l), "swiglu", saved_bytes=2.0 * b * s * f_l * a, inputs=2
+        )
+    else:
+        net.elementwise(f"{name}.gelu", (b, s, f_l), "gelu", saved_bytes=float(b * s * f_l * a))
+    fr, br = _row_comms(net, el)
+    net.linear(
+        f"{name}.fc2",
+        (b, s, cfg.ffn_hidden),
+        h,
+        bias=cfg.bias,
+        parallel="row",
+        fwd_comm=fr,
+        bwd_comm=br,
+    )
+    if cfg.dropout:
+        net.dropout(f"{name}.mlp_dropout", x, shard=shard)
+    net.elementwise(f"{name}.residual2", (b, s // shard, h), "add", inputs=2)
+    if not cfg.pre_norm:
+        norm(f"{name}.ln2")
+
+
+def _embeddings(
+    net: Net, cfg: TransformerConfig, b: int, s: int, *, positions: int, token_types: int = 0
+) -> None:
+    """Word (vocabulary-parallel), learned position and token-type embeddings."""
+    h = cfg.hidden
+    el = b * s * h
+    comm: tuple[CommPoint, ...] = ()
+    if net.tp > 1:
+        op = CollectiveOp.REDUCESCATTER if net.sp else CollectiveOp.ALLREDUCE
+        comm = (net.comm(op, el),)
+    net.embedding("embed.tokens", b, s, cfg.vocab, h, parallel=True, fwd_comm=comm)
+    if positions:
+        net.embedding("embed.positions", b, s, positions, h)
+    if token_types:
+        net.embedding("embed.token_types", b, s, token_types, h)
+
+
+def _lm_head_and_loss(
+    net: Net,
+    cfg: TransformerConfig,
+    rows: int,
+    *,
+    tied: bool,
+    bias: bool = False,
+    name: str = "lm_head",
+) -> None:
+    """Vocabulary-parallel output layer (weights tied to the word embedding when ``tied``) and
+    the vocabulary-parallel softmax cross-entropy (three all-reduces of one fp32 per row:
+    max, sum of exponentials, target logit; Megatron ``vocab_parallel_cross_entropy``)."""
+    from dataclasses import replace
+
+    h = cfg.hidden
+    fc, bc = _col_comms(net, rows * h)
+    net.linear(name, (rows, h), cfg.vocab, bias=bias, parallel="column", fwd_comm=fc, bwd_comm=bc)
+    if tied:
+        last = net.layers[-1]
+        net.layers[-1] = replace(last, params=last.params - (last.gemm.k * last.gemm.n))
+    comm: tuple[CommPoint, ...] = ()
+    if net.tp > 1:
+        comm = (CommPoint(op=CollectiveOp.ALLREDUCE, message_bytes=3.0 * rows * 4),)
+    net.loss("loss", rows, cfg.vocab // net.tp, fwd_comm=comm)
+
+
+def gpt(
+    net: Net,
+    *,
+    hidden: int = 768,
+    layers: int = 12,
+    heads: int = 12,
+    ffn_hidden: int | None = None,
+    seq_len: int = 1024,
+    vocab: int = 50257,
+    max_positions: int | None = None,
+    tied_embeddings: bool = True,
+    flash_attention: bool = True,
+    dropout: bool = True,
+) -> TransformerConfig:
+    """Decoder-only GPT in the Megatron-LM/GPT-2 layout: learned positions, pre-LayerNorm,
+    GELU MLP (``ffn_hidden = 4 hidden`` by default), biases, final LayerNorm, LM head tied to the
+    word embedding unless ``tied_embeddings=False``. ``max_positions`` (default ``seq_len``) sets
+    the size of the position table (GPT-2: 1024)."""
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=ffn_hidden or 4 * hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        dropout=dropout,
+        flash_attention=flash_attention,
+    )
+    check_config(cfg, net.tp)
+    positions = max_positions or seq_len
+    if positions < seq_len:
+        raise ConfigError(
+            f"seq_len={seq_len} exceeds max_positions={positions}", value=seq_len, where="seq_len"
+        )
+    b, s = net.batch_size, seq_len
+    _embeddings(net, cfg, b, s, positions=positions)
+    if dropout:
+        net.dropout("embed.dropout", (b, s, hidden), shard=net.tp if net.sp else 1)
+    for i in range(layers):
+        transformer_layer(net, cfg, b, s, f"layer{i}")
+    net.end_blocks()
+    net.norm("final_ln", (b, s, hidden), params=2 * hidden, shard=net.tp if net.sp else 1)
+    _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
+    return cfg
+
+
+def llama(
+    net: Net,
+    *,
+    hidden: int = 4096,
+    layers: int = 32,
+    heads: int = 32,
+    kv_heads: int | None = None,
+    ffn_hidden: int = 11008,
+    seq_len: int = 4096,
+    vocab: int = 32000,
+    tied_embeddings: bool = False,
+    flash_attention: bool = True,
+) -> TransformerConfig:
+    """Llama-style decoder (Touvron et al. 2023): RMSNorm, rotary positions (no parameters),
+    grouped-query attention with ``kv_heads`` (default ``heads``), SwiGLU MLP of width
+    ``ffn_hidden``, no biases, no dropout, untied LM head. Defaults are Llama-2-7B
+    (6,738,415,616 parameters)."""
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads or heads,
+        ffn_hidden=ffn_hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        rms_norm=True,
+        gated_mlp=True,
+        bias=False,
+        dropout=False,
+        flash_attention=flash_attention,
+    )
+    check_config(cfg, net.tp)
+    b, s = net.batch_size, seq_len
+    _embeddings(net, cfg, b, s, positions=0)
+    for i in range(layers):
+        transformer_layer(net, cfg, b, s, f"layer{i}")
+    net.end_blocks()
+    net.norm("final_norm", (b, s, hidden), params=hidden, shard=net.tp if net.sp else 1, rms=True)
+    _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
+    return cfg
+
+
+def bert(
+    net: Net,
+    *,
+    hidden: int = 1024,
+    layers: int = 24,
+    heads: int = 16,
+    ffn_hidden: int | None = None,
+    seq_len: int = 512,
+    vocab: int = 30522,
+    max_positions: int = 512,
+    head: str = "pretraining",
+    flash_attention: bool = False,
+) -> TransformerConfig:
+    """BERT encoder (Devlin et al. 2019) in the HuggingFace/Google layout: word, position and
+    token-type embeddings with LayerNorm, post-LayerNorm layers, GELU MLP, pooler (dense + tanh
+    on the first token).
+
+    ``head``: ``"pretraining"`` (masked-LM transform dense + GELU + LayerNorm, decoder tied to
+    the word embedding with its own bias, next-sentence dense h->2), ``"squad"`` (span head
+    h->2 on every token; no pooler), or ``"none"`` (encoder + pooler: BERT-Large has
+    335,141,888 parameters, BERT-Base 109,482,240, as ``transformers.BertModel``).
+    """
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=ffn_hidden or 4 * hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        causal=False,
+        pre_norm=False,
+        flash_attention=flash_attention,
+    )
+    check_config(cfg, net.tp)
+    if head not in ("pretraining", "squad", "none"):
+        raise ConfigError(
+            f"unknown BERT head {head!r}; expected pretraining, squad or none",
+            value=head,
+            where="head",
+        )
+    if seq_len > max_positions:
+        raise ConfigError(
+            f"seq_len={seq_len} exceeds max_positions={max_positions}",
+            value=seq_len,
+            where="seq_len",
+        )
+    b, s = net.batch_size, seq_len
+    _embeddings(net, cfg, b, s, positions=max_positions, token_types=2)
+    net.norm("embed.ln", (b, s, hidden), params=2 * hidden)
+    net.dropout("embed.dropout", (b, s, hidden))
+    for i in range(layers):
+        transformer_layer(net, cfg, b, s, f"layer{i}")
+    net.end_blocks()
+    if head != "squad":
+        p = net.linear("pooler", (b, hidden), hidden)
+        net.act("pooler.tanh", p, "tanh", saves=True)
+    if head == "pretraining":
+        t = net.linear("mlm.transform", (b, s, hidden), hidden)
+        net.elementwise("mlm.gelu", t, "gelu", saved_bytes=float(b * s * hidden * net.act_bytes))
+        net.norm("mlm.ln", t, params=2 * hidden)
+        _lm_head_and_loss(net, cfg, b * s, tied=True, bias=True, name="mlm.decoder")
+        net.linear("nsp", (b, hidden), 2)
+        net.loss("nsp.loss", b, 2)
+    elif head == "squad":
+        net.linear("qa_outputs", (b, s, hidden), 2)
+        net.loss("span_loss", 2 * b, s)
+    return cfg
+
+
+def vit(
+    net: Net,
+    *,
+    image_size: int = 224,
+    patch: int = 16,
+    hidden: int = 768,
+    layers: int = 12,
+    heads: int = 12,
+    ffn_hidden: int | None = None,
+    num_classes: int = 1000,
+    flash_attention: bool = False,
+) -> TransformerConfig:
+    """Vision Transformer (Dosovitskiy et al. 2021) as ``torchvision.models.vit_b_16``: patch
+    embedding convolution, class token, learned positions, pre-LayerNorm encoder, head on the
+    class token. ViT-B/16 has 86,567,656 parameters at 1000 classes."""
+    if image_size < patch or image_size % patch:
+        raise ConfigError(
+            f"image_size={image_size} must be a positive multiple of the patch size {patch}",
+            value=image_size,
+            where="image_size",
+        )
+    n_patches = (image_size // patch) ** 2
+    s = n_patches + 1
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=ffn_hidden or 4 * hidden,
+        seq_len=s,
+        vocab=1,
+        causal=False,
+        flash_attention=flash_attention,
+    )
+    check_config(cfg, net.tp)
+    b = net.batch_size
+    net.conv("patch_embed", (b, 3, image_size, image_size), hidden, patch, patch, bias=True)
+    a = net.act_bytes
+    net.other(
+        LayerCost(
+            name="cls_token+pos_embedding",
+            kind=LayerKind.ELEMENTWISE,
+            fwd_flop=float(b * s * hidden),
+            bwd_input_flop=0.0,
+            bwd_weight_flop=float(b * s * hidden),
+            params=hidden + s * hidden,
+            fwd_bytes=3.0 * b * s * hidden * a,
+            bwd_bytes=2.0 * b * s * hidden * a,
+            activation_bytes=0.0,
+            output_shape=(b, s, hidden),
+        )
+    )
+    net.dropout("embed.dropout", (b, s, hidden))
+    for i in range(layers):
+        transformer_layer(net, cfg, b, s, f"layer{i}")
+    net.end_blocks()
+    net.norm("final_ln", (b, s, hidden), params=2 * hidden)
+    logits = net.linear("head", (b, hidden), num_classes)
+    net.loss("loss", b, logits[-1])
+    return cfg
+
+
+__all__ = ["GemmShape", "TransformerConfig", "bert", "gpt", "llama", "transformer_layer", "vit"]
