@@ -1,0 +1,42 @@
+"""The comparison layer: plan search, hardware what-if, time to accuracy and sweeps.
+
+Everything here evaluates scenario dicts (the keys of :class:`perfmodel.api.Scenario`) through an
+*evaluator* (scenario dict -> ``StepReport.to_dict()``), by default :func:`perfmodel.api.predict`,
+so the layer can be tested and benchmarked with cheaper evaluators and run in worker processes.
+
+- :mod:`~perfmodel.search.plans`: enumerate valid DP/TP/PP/micro-batch/schedule/ZeRO/recompute plans.
+- :mod:`~perfmodel.search.compare`: rank plans with the analytic fast path, confirm the top with
+  the simulation, report Kendall's tau between the two.
+- :mod:`~perfmodel.search.whatif` and :mod:`~perfmodel.search.cost`: systems x GPU counts, cost
+  per epoch and run, cheapest option for a deadline.
+- :mod:`~perfmodel.search.tta`: McCandlish et al. (2018) statistical efficiency, fitting, time to
+  accuracy.
+- :mod:`~perfmodel.search.sweep`: resumable parallel sweeps streamed to JSONL/CSV.
+- :mod:`~perfmodel.search.ranking`: rank-quality metrics against measurements.
+"""
+
+from perfmodel.search.compare import Objective, SearchResult, format_table, search_plans
+from perfmodel.search.cost import Pricing
+from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
+from perfmodel.search.sweep import SweepSpec, run_sweep
+from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
+from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
+
+__all__ = [
+    "ModelShape",
+    "Objective",
+    "Pricing",
+    "SearchResult",
+    "SearchSpace",
+    "StatisticalEfficiency",
+    "SweepSpec",
+    "SystemOption",
+    "TTAFit",
+    "WhatIfResult",
+    "enumerate_plans",
+    "fit_time_to_accuracy",
+    "format_table",
+    "hardware_whatif",
+    "run_sweep",
+    "search_plans",
+]

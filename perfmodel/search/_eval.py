@@ -1,0 +1,55 @@
+"""The seam between the comparison layer and the prediction API.
+
+Everything in :mod:`perfmodel.search` evaluates *scenario dicts* (the keys of
+:class:`perfmodel.api.Scenario`) through an **evaluator**: a picklable callable taking a scenario
+dict and returning a report dict (``StepReport.to_dict()``). The default goes through
+:func:`perfmodel.api.predict`; tests and benchmarks inject cheaper ones. Keeping dicts at the seam
+lets worker processes receive and return plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Evaluator = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+KeyFunction = Callable[[Mapping[str, Any]], str]
+
+
+def default_evaluator(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """``perfmodel.api.predict(Scenario.from_dict(scenario)).to_dict()``."""
+    from perfmodel.api import Scenario, predict
+
+    return predict(Scenario.from_dict(dict(scenario), where="scenario")).to_dict()
+
+
+def analytic_evaluator(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """The default evaluator with ``fidelity="analytic"`` (the closed-form fast path)."""
+    return default_evaluator({**scenario, "fidelity": "analytic"})
+
+
+def simulated_evaluator(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """The default evaluator with ``fidelity="simulated"`` (the SimPy event simulation)."""
+    return default_evaluator({**scenario, "fidelity": "simulated"})
+
+
+def default_key(scenario: Mapping[str, Any]) -> str:
+    """``Scenario.from_dict(scenario).content_hash()``: the key sweeps resume on."""
+    from perfmodel.api import Scenario
+
+    return Scenario.from_dict(dict(scenario), where="scenario").content_hash()
+
+
+def canonical_key(scenario: Mapping[str, Any]) -> str:
+    """SHA-256 of the scenario dict as canonical JSON (sorted keys).
+
+    Used where no :class:`~perfmodel.api.Scenario` is involved (tests, custom evaluators): unlike
+    :func:`default_key` it does not fill in defaults, so ``{"tp": 1}`` and ``{}`` differ.
+
+    >>> canonical_key({"b": 1, "a": 2}) == canonical_key({"a": 2, "b": 1})
+    True
+    """
+    text = json.dumps(dict(scenario), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

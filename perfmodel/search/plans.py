@@ -1,0 +1,376 @@
+"""Enumerate the valid parallelism plans of a model on a number of GPUs.
+
+A plan is the set of :class:`perfmodel.api.Scenario` keys that say how one step is split:
+``dp``, ``tp``, ``pp``, ``microbatch`` (size), ``schedule``, ``interleave``, ``zero``,
+``recompute``, ``sequence_parallel`` and ``learners_per_gpu``. The enumerator walks the raw grid
+of these knobs and keeps the combinations that are *structurally* valid (Megatron-LM's
+constraints, Narayanan et al. SC21 section 3):
+
+- ``dp * tp * pp == gpus``;
+- ``tp`` divides the attention heads (and KV heads); CNNs only split their fully-connected
+  layers with ``tp`` (Krizhevsky 2014), so by default CNN plans use ``tp = 1``;
+- ``pp * interleave`` divides the number of blocks (transformer layers);
+- ``dp * learners_per_gpu`` divides the global batch, and the micro-batch size divides the
+  per-replica batch; the interleaved schedule needs the micro-batch count to be a multiple of
+  ``pp`` (Megatron-LM's constraint);
+- knobs that cannot matter are not varied (schedule with ``pp = 1``, ZeRO with ``dp = 1``,
+  sequence parallelism with ``tp = 1``), so no two plans are the same computation.
+
+Every rejected raw combination is counted under its reason, so a user sees why a plan they
+expected is missing. Whether a plan fits in memory is the predictor's call (it is pruned later,
+in :mod:`perfmodel.search.compare`).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfmodel.errors import ConfigError
+
+
+class ModelFamily(str, enum.Enum):
+    TRANSFORMER = "transformer"
+    CNN = "cnn"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What plan enumeration needs to know of a model.
+
+    Attributes
+    ----------
+    num_blocks
+        Repeated blocks a pipeline can cut between (transformer layers, ResNet units).
+    num_heads, num_kv_heads
+        Attention heads (``None`` for models without attention).
+    family
+        :class:`ModelFamily`.
+    """
+
+    num_blocks: int
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    family: ModelFamily = ModelFamily.OTHER
+
+    @classmethod
+    def from_model(cls, name: str, model_args: Mapping[str, Any] | None = None) -> ModelShape:
+        """Build the model with :func:`perfmodel.workload.build_model` (batch 1) and read its shape."""
+        from perfmodel.workload import build_model
+
+        args = dict(model_args or {})
+        wl = build_model(name, batch_size=1, **args)
+        blocks = {layer.block for layer in wl.layers if layer.block is not None}
+        merged = {**dict(getattr(wl, "model_args", {}) or {}), **args}
+        heads = merged.get("heads")
+        kv = merged.get("kv_heads") or heads
+        kinds = {str(getattr(layer.kind, "value", layer.kind)) for layer in wl.layers}
+        if heads is not None or "attention" in kinds:
+            family = ModelFamily.TRANSFORMER
+        elif "conv" in kinds:
+            family = ModelFamily.CNN
+        else:
+            family = ModelFamily.OTHER
+        return cls(
+            num_blocks=max(len(blocks), 1),
+            num_heads=int(heads) if heads is not None else None,
+            num_kv_heads=int(kv) if kv is not None else None,
+            family=family,
+        )
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The knobs to vary and their candidate values.
+
+    ``None`` for ``tp_degrees``/``pp_degrees`` means every divisor of the GPU count that the model
+    admits (``tp`` limited to powers of two, as Megatron-LM and NCCL favour, up to ``max_tp``).
+    """
+
+    tp_degrees: tuple[int, ...] | None = None
+    pp_degrees: tuple[int, ...] | None = None
+    max_tp: int | None = None
+    microbatch_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    schedules: tuple[str, ...] = ("1f1b", "interleaved")
+    interleave: tuple[int, ...] = (2,)
+    zero_stages: tuple[int, ...] = (0, 1)
+    recompute: tuple[str, ...] = ("none", "selective", "full")
+    sequence_parallel: tuple[bool, ...] = (False,)
+    learners_per_gpu: tuple[int, ...] = (1,)
+    cnn_tensor_parallel: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("microbatch_sizes", "interleave", "learners_per_gpu"):
+            vals = getattr(self, name)
+            if not vals or any((not isinstance(v, int)) or v < 1 for v in vals):
+                raise ConfigError(
+                    f"search space {name} must be positive integers, got {vals!r}",
+                    value=vals,
+                    where=name,
+                )
+        for name in ("tp_degrees", "pp_degrees"):
+            vals = getattr(self, name)
+            if vals is not None and (
+                not vals or any((not isinstance(v, int)) or v < 1 for v in vals)
+            ):
+                raise ConfigError(
+                    f"search space {name} must be positive integers, got {vals!r}",
+                    value=vals,
+                    where=name,
+                )
+        bad = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
+        if bad:
+            raise ConfigError(f"ZeRO stages must be 0-3, got {bad}", value=bad, where="zero_stages")
+        bad_s = [s for s in self.schedules if s not in ("gpipe", "1f1b", "interleaved")]
+        if bad_s:
+            raise ConfigError(
+                f"unknown schedule(s) {bad_s}; expected gpipe, 1f1b, interleaved",
+                value=bad_s,
+                where="schedules",
+            )
+        bad_r = [r for r in self.recompute if r not in ("none", "selective", "full")]
+        if bad_r:
+            raise ConfigError(
+                f"unknown recompute value(s) {bad_r}; expected none, selective, full",
+                value=bad_r,
+                where="recompute",
+            )
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` in increasing order.
+
+    >>> divisors(12)
+    [1, 2, 3, 4, 6, 12]
+    """
+    if n < 1:
+        raise ConfigError(f"divisors of a non-positive number {n!r}", value=n)
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    """Valid plans and the count of rejected raw combinations by reason."""
+
+    plans: tuple[Mapping[str, Any], ...]
+    rejected: Mapping[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.plans)
+
+
+def enumerate_plans(
+    gpus: int,
+    global_batch: int,
+    shape: ModelShape,
+    space: SearchSpace | None = None,
+) -> Enumeration:
+    """All structurally valid plans for ``gpus`` GPUs and a global batch.
+
+    Parameters
+    ----------
+    gpus
+        GPUs the plan occupies.
+    global_batch
+        Samples per optimisation step over all replicas.
+    shape
+        :class:`ModelShape` of the model.
+    space
+        :class:`SearchSpace` (default: the default space).
+
+    Returns
+    -------
+    Enumeration
+        Plans as scenario-key dicts (``dp, tp, pp, microbatch, schedule, interleave, zero,
+        recompute, sequence_parallel, learners_per_gpu``), and rejection counts by reason.
+
+    Examples
+    --------
+    >>> shape = ModelShape(num_blocks=4, num_heads=4, family=ModelFamily.TRANSFORMER)
+    >>> space = SearchSpace(microbatch_sizes=(1,), schedules=("1f1b",), zero_stages=(0,),
+    ...                     recompute=("none",))
+    >>> sorted((p["tp"], p["pp"]) for p in enumerate_plans(4, 8, shape, space).plans)
+    [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (4, 1)]
+    """
+    sp = space or SearchSpace()
+    if not isinstance(gpus, int) or gpus < 1:
+        raise ConfigError(
+            f"gpus must be a positive integer, got {gpus!r}", value=gpus, where="gpus"
+        )
+    if not isinstance(global_batch, int) or global_batch < 1:
+        raise ConfigError(
+            f"global batch must be a positive integer, got {global_batch!r}",
+            value=global_batch,
+            where="global_batch",
+        )
+    rejected: Counter[str] = Counter()
+    plans: list[dict[str, Any]] = []
+    tp_cands = (
+        list(sp.tp_degrees)
+        if sp.tp_degrees is not None
+        else [d for d in divisors(gpus) if _is_pow2(d)]
+    )
+    is_cnn = shape.family is ModelFamily.CNN
+    for tp in tp_cands:
+        if gpus % tp:
+            rejected["tp does not divide the GPU count"] += 1
+            continue
+        if sp.max_tp is not None and tp > sp.max_tp:
+            rejected[f"tp above max_tp={sp.max_tp}"] += 1
+            continue
+        if tp > 1 and is_cnn and not sp.cnn_tensor_parallel:
+            rejected["tp > 1 on a CNN (enable cnn_tensor_parallel)"] += 1
+            continue
+        if shape.num_heads is not None and shape.num_heads % tp:
+            rejected["tp does not divide the attention heads"] += 1
+            continue
+        if shape.num_kv_heads is not None and shape.num_kv_heads % tp:
+            rejected["tp does not divide the KV heads"] += 1
+            continue
+        pp_cands = list(sp.pp_degrees) if sp.pp_degrees is not None else divisors(gpus // tp)
+        for pp in pp_cands:
+            if (gpus // tp) % pp:
+                rejected["pp does not divide GPUs / tp"] += 1
+                continue
+            if pp > shape.num_blocks or shape.num_blocks % pp:
+                rejected["pp does not divide the model's blocks"] += 1
+                continue
+            dp = gpus // (tp * pp)
+            plans.extend(_inner_plans(dp, tp, pp, global_batch, shape, sp, rejected))
+    return Enumeration(tuple(plans), dict(rejected))
+
+
+def _inner_plans(
+    dp: int,
+    tp: int,
+    pp: int,
+    global_batch: int,
+    shape: ModelShape,
+    sp: SearchSpace,
+    rejected: Counter[str],
+) -> Iterator[dict[str, Any]]:
+    learners = sp.learners_per_gpu if (tp == 1 and pp == 1) else (1,)
+    if tp > 1 or pp > 1:
+        rejected["learners_per_gpu > 1 with model parallelism"] += sum(
+            1 for k in sp.learners_per_gpu if k > 1
+        )
+    if pp == 1:
+        scheds: list[tuple[str, int]] = [("1f1b", 1)]
+    else:
+        scheds = []
+        for s in sp.schedules:
+            if s == "interleaved":
+                scheds.extend(("interleaved", v) for v in sp.interleave if v > 1)
+            else:
+                scheds.append((s, 1))
+    zeros = sp.zero_stages if dp > 1 else (0,)
+    seq_par = sp.sequence_parallel if tp > 1 else (False,)
+    for k in learners:
+        if global_batch % (dp * k):
+            rejected["dp x learners does not divide the global batch"] += 1
+            continue
+        per_replica = global_batch // (dp * k)
+        mbs = (
+            [per_replica] if k > 1 else sorted({m for m in sp.microbatch_sizes if m <= per_replica})
+        )
+        if not mbs:
+            rejected["no micro-batch size fits the per-replica batch"] += 1
+            continue
+        for mb in mbs:
+            if per_replica % mb:
+                rejected["micro-batch size does not divide the per-replica batch"] += 1
+                continue
+            n_micro = per_replica // mb
+            for (sched, v), zero, rc, sqp in itertools.product(
+                scheds, zeros, sp.recompute, seq_par
+            ):
+                if sched == "interleaved":
+                    if shape.num_blocks % (pp * v):
+                        rejected["pp x interleave does not divide the model's blocks"] += 1
+                        continue
+                    if n_micro % pp:
+                        rejected["interleaved schedule needs micro-batches a multiple of pp"] += 1
+                        continue
+                yield {
+                    "dp": dp,
+                    "tp": tp,
+                    "pp": pp,
+                    "microbatch": mb,
+                    "schedule": sched,
+                    "interleave": v,
+                    "zero": zero,
+                    "recompute": rc,
+                    "sequence_parallel": sqp,
+                    "learners_per_gpu": k,
+                }
+
+
+def describe_plan(plan: Mapping[str, Any]) -> str:
+    """Short label such as ``"dp8 tp8 pp16 mb1 1f1b"``.
+
+    >>> describe_plan({"dp": 2, "tp": 4, "pp": 2, "microbatch": 1, "schedule": "interleaved",
+    ...                "interleave": 2, "zero": 1, "recompute": "full"})
+    'dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full'
+    """
+    parts = [f"dp{plan.get('dp')}", f"tp{plan.get('tp', 1)}", f"pp{plan.get('pp', 1)}"]
+    if plan.get("microbatch") is not None:
+        parts.append(f"mb{plan['microbatch']}")
+    if plan.get("pp", 1) > 1:
+        sched = plan.get("schedule", "1f1b")
+        parts.append(f"{sched}(v={plan.get('interleave', 1)})" if sched == "interleaved" else sched)
+    if plan.get("zero"):
+        parts.append(f"zero{plan['zero']}")
+    if plan.get("recompute", "none") != "none":
+        parts.append(f"rc={plan['recompute']}")
+    if plan.get("sequence_parallel"):
+        parts.append("sp")
+    if plan.get("learners_per_gpu", 1) > 1:
+        parts.append(f"learners={plan['learners_per_gpu']}")
+    return " ".join(parts)
+
+
+PLAN_KEYS: tuple[str, ...] = (
+    "dp",
+    "tp",
+    "pp",
+    "microbatch",
+    "schedule",
+    "interleave",
+    "zero",
+    "recompute",
+    "sequence_parallel",
+    "learners_per_gpu",
+)
+
+
+def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
+    """``"1,2,4"`` -> ``(1, 2, 4)`` with a :class:`ConfigError` naming the flag on bad input."""
+    if not isinstance(text, str):
+        return tuple(int(v) for v in text)
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            v = int(item)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where}: {item!r} is not an integer", value=item, where=where
+            ) from exc
+        if v < 1:
+            raise ConfigError(f"{where}: {v} must be positive", value=v, where=where)
+        out.append(v)
+    if not out:
+        raise ConfigError(f"{where}: empty list", value=text, where=where)
+    return tuple(out)

@@ -1,0 +1,217 @@
+"""Plots of comparisons: TP x PP heatmap, Pareto of throughput vs memory, speedup curves, TTA.
+
+Figures are built with ``matplotlib.figure.Figure`` and the Agg canvas (no pyplot global state,
+safe in worker processes) and written atomically (:func:`perfmodel._io.atomic_write`).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from perfmodel._io import atomic_write
+from perfmodel.units import GiB
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from perfmodel.search.compare import SearchResult
+    from perfmodel.search.tta import TTAFit, TTAPoint
+    from perfmodel.search.whatif import WhatIfResult
+
+
+def _save(fig: Figure, path: str | os.PathLike[str]) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(
+        buf, format=os.path.splitext(str(path))[1][1:] or "png", dpi=110, bbox_inches="tight"
+    )
+    with atomic_write(path, "wb") as fh:
+        fh.write(buf.getvalue())
+
+
+def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: str = "") -> None:
+    """Two panels: best throughput per (TP, PP) cell, and throughput vs memory with the Pareto front."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    cands = list(result.ranked)
+    fig = Figure(figsize=(12, 4.8))
+    ax1, ax2 = fig.subplots(1, 2)
+    if not cands:
+        ax1.text(0.5, 0.5, "no feasible plan", ha="center")
+        _save(fig, path)
+        return
+    tps = sorted({int(c.plan["tp"]) for c in cands})
+    pps = sorted({int(c.plan["pp"]) for c in cands})
+    grid = np.full((len(pps), len(tps)), np.nan)
+    for c in cands:
+        tput = c.global_batch / float(c.report["iteration_time_s"])
+        i, j = pps.index(int(c.plan["pp"])), tps.index(int(c.plan["tp"]))
+        if math.isnan(grid[i, j]) or tput > grid[i, j]:
+            grid[i, j] = tput
+    im = ax1.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+    ax1.set_xticks(range(len(tps)), [str(t) for t in tps])
+    ax1.set_yticks(range(len(pps)), [str(p) for p in pps])
+    ax1.set_xlabel("tensor-parallel degree (TP)")
+    ax1.set_ylabel("pipeline-parallel degree (PP)")
+    ax1.set_title("best predicted throughput per TP x PP (samples/s)")
+    vmax = np.nanmax(grid)
+    for i in range(len(pps)):
+        for j in range(len(tps)):
+            if not math.isnan(grid[i, j]):
+                ax1.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.3g}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if grid[i, j] < 0.6 * vmax else "black",
+                )
+    fig.colorbar(im, ax=ax1)
+    mem = np.array([float(c.report.get("memory_per_gpu_bytes", math.nan)) / GiB for c in cands])
+    tput = np.array([c.global_batch / float(c.report["iteration_time_s"]) for c in cands])
+    ax2.scatter(mem, tput, s=8, alpha=0.4, label="feasible plans (analytic)")
+    order = np.argsort(mem)
+    front_x, front_y, best = [], [], -math.inf
+    for k in order:
+        if tput[k] > best:
+            best = tput[k]
+            front_x.append(mem[k])
+            front_y.append(tput[k])
+    ax2.step(front_x, front_y, where="post", color="C3", label="Pareto front")
+    top = cands[0]
+    ax2.scatter(
+        [float(top.report.get("memory_per_gpu_bytes", math.nan)) / GiB],
+        [top.global_batch / float(top.report["iteration_time_s"])],
+        marker="*",
+        s=160,
+        color="C1",
+        zorder=5,
+        label=f"best: {top.label}",
+    )
+    ax2.set_xlabel("memory per GPU (GiB)")
+    ax2.set_ylabel("throughput (samples/s)")
+    ax2.set_title("throughput vs memory")
+    ax2.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)
+
+
+def plot_whatif(result: WhatIfResult, path: str | os.PathLike[str], *, title: str = "") -> None:
+    """Speedup vs GPUs per system (with the ideal line) and cost per run (or epoch time)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8))
+    ax1, ax2 = fig.subplots(1, 2)
+    gmax = 1
+    for name, pts in result.series().items():
+        pts = sorted(pts, key=lambda p: p.gpus)
+        ax1.plot([p.gpus for p in pts], [p.speedup for p in pts], marker="o", label=name)
+        gmax = max(gmax, *(p.gpus for p in pts))
+        if any(p.cost_per_run is not None for p in pts):
+            ax2.plot([p.gpus for p in pts], [p.cost_per_run for p in pts], marker="o", label=name)
+        elif any(p.epoch_time_s is not None for p in pts):
+            ax2.plot(
+                [p.gpus for p in pts], [p.epoch_time_s / 3600 for p in pts], marker="o", label=name
+            )
+        else:
+            ax2.plot(
+                [p.gpus for p in pts],
+                [p.throughput_samples_per_s for p in pts],
+                marker="o",
+                label=name,
+            )
+    ax1.plot([1, gmax], [1, gmax], "k--", lw=0.8, label="ideal")
+    ax1.set_xscale("log", base=2)
+    ax1.set_yscale("log", base=2)
+    ax1.set_xlabel("GPUs")
+    ax1.set_ylabel("speedup vs 1 GPU of the same system")
+    ax1.legend(fontsize=7)
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("GPUs")
+    has_cost = any(p.cost_per_run is not None for p in result.points)
+    has_epoch = any(p.epoch_time_s is not None for p in result.points)
+    ax2.set_ylabel("cost per run" if has_cost else "epoch time (h)" if has_epoch else "samples/s")
+    if result.cheapest is not None and has_cost:
+        c = result.cheapest
+        ax2.scatter(
+            [c.gpus], [c.cost_per_run], marker="*", s=200, color="C3", zorder=5, label="cheapest"
+        )
+    ax2.legend(fontsize=7)
+    ax2.set_title(result.verdict, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)
+
+
+def plot_tta(
+    fit: TTAFit | None,
+    path: str | os.PathLike[str],
+    *,
+    grid: Sequence[TTAPoint] = (),
+    title: str = "",
+) -> None:
+    """Measured points with the fitted U-curve (left) and predicted TTA vs batch per GPU count (right)."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8) if grid else (6.5, 4.8))
+    axes = fig.subplots(1, 2 if grid else 1)
+    ax1 = axes[0] if grid else axes
+    if fit is not None:
+        b = np.array(fit.batch_sizes)
+        ax1.scatter(b, fit.measured_s, color="k", zorder=5, label="measured")
+        if fit.step_time_model.value == "affine":
+            xs = np.geomspace(b.min() / 2, b.max() * 2, 200)
+            ax1.plot(xs, [fit.predict_s(x) for x in xs], label="McCandlish fit")
+        else:
+            ax1.plot(b, fit.fitted_s, marker="x", label="McCandlish fit (predicted step times)")
+        bn = fit.params["noise_scale_samples"]
+        ax1.axvline(
+            fit.optimal_batch,
+            color="C2",
+            ls="--",
+            lw=0.8,
+            label=f"optimum B*={fit.optimal_batch:.0f}",
+        )
+        ax1.set_title(
+            f"B_noise = {bn:.0f} (±{100 * fit.rel_std['noise_scale_samples']:.0f}%), "
+            f"rms log error {fit.rms_log_error:.2f}",
+            fontsize=9,
+        )
+        ax1.set_xscale("log", base=2)
+        ax1.set_yscale("log")
+        ax1.set_xlabel("global batch (samples)")
+        ax1.set_ylabel("time to accuracy (s)")
+        ax1.legend(fontsize=7)
+    if grid:
+        ax2 = axes[1]
+        series: dict[tuple[int, int], list[TTAPoint]] = {}
+        for p in grid:
+            series.setdefault((p.gpus, p.learners_per_gpu), []).append(p)
+        for (g, k), pts in sorted(series.items()):
+            pts = sorted(pts, key=lambda p: p.global_batch)
+            lab = f"{g} GPU" + ("s" if g > 1 else "") + (f", {k} learners/GPU" if k > 1 else "")
+            ax2.plot(
+                [p.global_batch for p in pts],
+                [p.time_to_accuracy_s for p in pts],
+                marker="o",
+                label=lab,
+            )
+        ax2.set_xscale("log", base=2)
+        ax2.set_yscale("log")
+        ax2.set_xlabel("global batch (samples)")
+        ax2.set_ylabel("predicted time to accuracy (s)")
+        ax2.set_title("S(B) x predicted step time", fontsize=9)
+        ax2.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)

@@ -1,0 +1,732 @@
+"""Sweeps: evaluate a grid of scenarios in parallel, stream results, resume after interruption.
+
+A sweep file (TOML, YAML or JSON) holds a base scenario and the keys to vary::
+
+    [base]                      # any perfmodel.api.Scenario keys
+    system = "dgx1-v100"
+    model = "resnet50"
+    batch_per_gpu = 64
+
+    [axes]                      # full grid (Cartesian product), in file order
+    gpus = [1, 2, 4, 8]
+    precision = ["fp32", "fp16"]
+    "model_args.depth" = [50, 101]   # dotted keys reach into nested tables
+
+    [zip]                       # optional: lists of equal length varied together (one axis)
+    system = ["dgx1-v100", "dgx-a100"]
+    network = ["ib-edr", "ib-hdr"]
+
+Every scenario is keyed by :meth:`perfmodel.api.Scenario.content_hash` (``key_fn``). The output
+(``.jsonl`` or ``.csv``) is appended one complete line per finished scenario with a single
+``os.write`` on an ``O_APPEND`` descriptor, flushed to the kernel at once and ``fsync``-ed at
+least every second and at the end. On start, an existing output is read back: its keys are
+skipped (no recomputation), and a trailing partial line (a process killed mid-write) is cut off,
+so the file never holds a half-written row. Ctrl-C stops the workers; every row already written
+stays, and running the same command again finishes the rest.
+
+Errors per scenario (a plan that does not divide, an unknown GPU, a bug) become rows with
+``status = "error"`` and the message; they never stop the sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import io
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from perfmodel._io import atomic_write, load_structured
+from perfmodel.errors import ConfigError
+from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
+
+#: Report fields written as CSV columns (the scalar part of ``StepReport.to_dict()``).
+REPORT_COLUMNS: tuple[str, ...] = (
+    "iteration_time_s",
+    "throughput_samples_per_s",
+    "epoch_time_s",
+    "speedup",
+    "scaling_efficiency",
+    "compute_time_s",
+    "exposed_comm_time_s",
+    "bubble_time_s",
+    "memory_per_gpu_bytes",
+    "fits_in_memory",
+    "model_flops_per_gpu_per_s",
+    "mfu",
+)
+_META_COLUMNS = ("key", "status", "error_type", "error", "elapsed_s")
+
+
+class Backend(str, enum.Enum):
+    """Where scenarios are evaluated."""
+
+    SERIAL = "serial"  # in this process
+    JOBLIB = "joblib"  # local worker processes (loky)
+    DASK = "dask"  # a dask.distributed cluster (optional extra)
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "--backend") -> Backend:
+        if isinstance(text, cls):
+            return text
+        try:
+            return cls(str(text).lower())
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown {where} {text!r}; expected one of {', '.join(b.value for b in cls)}",
+                value=text,
+                where=where,
+            ) from exc
+
+
+class OutputFormat(str, enum.Enum):
+    JSONL = "jsonl"
+    CSV = "csv"
+
+    @classmethod
+    def for_path(cls, path: str | os.PathLike[str]) -> OutputFormat:
+        suffix = Path(path).suffix.lower()
+        if suffix in (".jsonl", ".ndjson"):
+            return cls.JSONL
+        if suffix == ".csv":
+            return cls.CSV
+        raise ConfigError(
+            f"output {path}: unsupported extension {suffix!r} (use .jsonl or .csv)",
+            value=str(path),
+            where="-o",
+        )
+
+
+def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = d
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        nxt = dict(nxt) if isinstance(nxt, Mapping) else {}
+        cur[p] = nxt
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A base scenario and the axes to vary.
+
+    Attributes
+    ----------
+    base
+        Scenario keys shared by every point.
+    axes
+        ``(dotted key, values)`` pairs; the grid is their Cartesian product in this order.
+    zipped
+        ``(dotted key, values)`` pairs of equal length varied together (one extra axis).
+    source
+        Where the spec came from (file path), for error messages.
+    """
+
+    base: Mapping[str, Any]
+    axes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    zipped: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    source: str = "<sweep>"
+
+    def __post_init__(self) -> None:
+        for name, values in (*self.axes, *self.zipped):
+            if not name or not isinstance(name, str):
+                raise ConfigError(
+                    f"{self.source}: bad axis name {name!r}", value=name, where=self.source
+                )
+            if len(values) == 0:
+                raise ConfigError(
+                    f"{self.source}: axis {name!r} has no values",
+                    value=name,
+                    where=f"{self.source}:{name}",
+                )
+        lengths = {len(v) for _, v in self.zipped}
+        if len(lengths) > 1:
+            raise ConfigError(
+                f"{self.source}: [zip] lists must have equal lengths, got "
+                + ", ".join(f"{k}={len(v)}" for k, v in self.zipped),
+                value={k: len(v) for k, v in self.zipped},
+                where=f"{self.source}:zip",
+            )
+        names = [n for n, _ in (*self.axes, *self.zipped)]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ConfigError(
+                f"{self.source}: key(s) {sorted(dup)} vary twice",
+                value=sorted(dup),
+                where=self.source,
+            )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "<sweep>") -> SweepSpec:
+        """Build from a mapping with ``base``, ``axes`` and optional ``zip`` tables."""
+        unknown = set(data) - {"base", "axes", "zip"}
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown top-level key(s) {sorted(unknown)}; expected base, axes, zip",
+                value=sorted(unknown),
+                where=where,
+            )
+        base = data.get("base", {})
+        if not isinstance(base, Mapping):
+            raise ConfigError(f"{where}: [base] must be a table", value=base, where=f"{where}:base")
+
+        def pairs(table: Any, name: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+            if table is None:
+                return ()
+            if not isinstance(table, Mapping):
+                raise ConfigError(
+                    f"{where}: [{name}] must be a table", value=table, where=f"{where}:{name}"
+                )
+            out = []
+            for k, v in table.items():
+                if not isinstance(v, list | tuple):
+                    raise ConfigError(
+                        f"{where}: {name}.{k} must be a list of values, got {v!r}",
+                        value=v,
+                        where=f"{where}:{name}.{k}",
+                    )
+                out.append((str(k), tuple(v)))
+            return tuple(out)
+
+        return cls(
+            dict(base), pairs(data.get("axes"), "axes"), pairs(data.get("zip"), "zip"), where
+        )
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> SweepSpec:
+        """Read a ``.toml``, ``.yaml`` or ``.json`` sweep file."""
+        return cls.from_dict(load_structured(path), where=str(path))
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in (*self.axes, *self.zipped))
+
+    def __len__(self) -> int:
+        n = math.prod(len(v) for _, v in self.axes)
+        if self.zipped:
+            n *= len(self.zipped[0][1])
+        return n
+
+    def points(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Yield ``(axis values, scenario dict)`` for every grid point, lazily, in order."""
+        names = [n for n, _ in self.axes]
+        grids = [v for _, v in self.axes]
+        zip_rows: list[tuple[Any, ...]] = (
+            list(zip(*(v for _, v in self.zipped))) if self.zipped else [()]
+        )
+        zip_names = [n for n, _ in self.zipped]
+        for combo in itertools.product(*grids):
+            for zrow in zip_rows:
+                axis_values = dict(zip(names, combo))
+                axis_values.update(zip(zip_names, zrow))
+                sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
+                for k, v in axis_values.items():
+                    _set_dotted(sc, k, v)
+                yield axis_values, sc
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a :func:`run_sweep` call did."""
+
+    output: str
+    total: int  # grid points
+    unique: int  # distinct keys among them
+    already_done: int  # found in the output and skipped
+    evaluated: int  # evaluated and written by this call
+    errors: int  # error rows written by this call
+    interrupted: bool
+    elapsed_s: float
+    repaired_bytes: int = 0  # partial trailing line cut from the output on start
+    key_errors: int = 0  # grid points whose key could not be computed (written as error rows)
+
+    @property
+    def remaining(self) -> int:
+        return self.unique - self.already_done - self.evaluated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "remaining": self.remaining}
+
+
+def evaluate_row(
+    evaluator: Evaluator, key: str, axis_values: Mapping[str, Any], scenario: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Evaluate one scenario into a result row; an ``Exception`` becomes an error row.
+
+    ``KeyboardInterrupt`` and ``SystemExit`` propagate (they are not scenario errors).
+    """
+    t0 = time.perf_counter()
+    row: dict[str, Any] = {"key": key, "status": "ok", "error_type": None, "error": None}
+    try:
+        report = evaluator(scenario)
+        row["report"] = dict(report)
+    except Exception as exc:  # recorded per scenario, by design
+        row.update(status="error", error_type=type(exc).__name__, error=str(exc), report=None)
+    row["elapsed_s"] = time.perf_counter() - t0
+    row["axes"] = dict(axis_values)
+    row["scenario"] = dict(scenario)
+    return row
+
+
+def _evaluate_chunk(
+    evaluator: Evaluator, chunk: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    return [evaluate_row(evaluator, k, a, s) for k, a, s in chunk]
+
+
+class _RowWriter:
+    """Append complete lines to the output with one ``os.write`` each; fsync at most every second."""
+
+    def __init__(self, path: Path, fmt: OutputFormat, axis_names: Sequence[str]) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.columns = (*_META_COLUMNS, *axis_names, *REPORT_COLUMNS)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists() or path.stat().st_size == 0
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.last_sync = time.monotonic()
+        if fmt is OutputFormat.CSV and new:
+            self._write(self._csv_line(self.columns))
+
+    def _csv_line(self, values: Sequence[Any]) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(values)
+        return buf.getvalue()
+
+    def _write(self, text: str) -> None:
+        data = text.encode()
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        if time.monotonic() - self.last_sync > 1.0:
+            os.fsync(self.fd)
+            self.last_sync = time.monotonic()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        if self.fmt is OutputFormat.JSONL:
+            line = json.dumps(row, default=_json_default, separators=(",", ":")) + "\n"
+        else:
+            report = row.get("report") or {}
+            axes = row.get("axes") or {}
+            values = []
+            for c in self.columns:
+                if c in _META_COLUMNS:
+                    v = row.get(c)
+                elif c in REPORT_COLUMNS and c in report:
+                    v = report.get(c)
+                else:
+                    v = axes.get(c)
+                values.append(
+                    ""
+                    if v is None
+                    else v
+                    if isinstance(v, str | int | float | bool)
+                    else json.dumps(v)
+                )
+            line = self._csv_line(values)
+        self._write(line)
+
+    def close(self) -> None:
+        try:
+            os.fsync(self.fd)
+        finally:
+            os.close(self.fd)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, float) and not math.isfinite(obj):  # pragma: no cover - json handles it
+        return None
+    return str(obj)
+
+
+def read_done_keys(
+    path: str | os.PathLike[str],
+    *,
+    retry_errors: bool = False,
+    axis_names: Sequence[str] | None = None,
+) -> tuple[set[str], int]:
+    """Keys already in a results file, after cutting off a trailing partial line.
+
+    Parameters
+    ----------
+    path
+        ``.jsonl`` or ``.csv`` results file (missing: nothing done).
+    retry_errors
+        Leave error rows out of the done set so they are evaluated again (their old rows stay).
+    axis_names
+        For CSV: the expected axis columns; a header that differs is a :class:`ConfigError`
+        (the file belongs to another sweep).
+
+    Returns
+    -------
+    (keys, repaired_bytes)
+        ``repaired_bytes`` is how much of a partial last line was removed.
+    """
+    p = Path(path)
+    if not p.exists():
+        return set(), 0
+    fmt = OutputFormat.for_path(p)
+    data = p.read_bytes()
+    repaired = 0
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        repaired = len(data) - cut
+        with open(p, "r+b") as fh:
+            fh.truncate(cut)
+        data = data[:cut]
+    text = data.decode()
+    keys: set[str] = set()
+    if fmt is OutputFormat.JSONL:
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key, status = row["key"], row.get("status", "ok")
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"{p}:{i}: not a sweep result row ({exc}); refusing to append to it",
+                    value=line[:80],
+                    where=f"{p}:{i}",
+                ) from exc
+            if retry_errors and status == "error":
+                continue
+            keys.add(key)
+    else:
+        reader = csv.reader(io.StringIO(text))
+        header = next(reader, None)
+        if header is not None:
+            expected = [*_META_COLUMNS, *(axis_names or ()), *REPORT_COLUMNS]
+            if axis_names is not None and header != expected:
+                raise ConfigError(
+                    f"{p}: CSV header {header} differs from this sweep's columns {expected}; "
+                    "write to another file",
+                    value=header,
+                    where=str(p),
+                )
+            if header[:2] != ["key", "status"]:
+                raise ConfigError(
+                    f"{p}: not a sweep results CSV (header {header[:3]})", where=str(p)
+                )
+            for row in reader:
+                if not row:
+                    continue
+                if retry_errors and row[1] == "error":
+                    continue
+                keys.add(row[0])
+    return keys, repaired
+
+
+class _Progress:
+    """Progress on a stream: in-place on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, stream: TextIO | None, total: int, done: int) -> None:
+        self.stream = stream
+        self.total = total
+        self.start_done = done
+        self.done = done
+        self.errors = 0
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+
+    def update(self, n_rows: int, n_errors: int) -> None:
+        self.done += n_rows
+        self.errors += n_errors
+        now = time.monotonic()
+        if self.stream is None or now - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.last = now
+        self._emit(final=False)
+
+    def _emit(self, *, final: bool) -> None:
+        assert self.stream is not None
+        el = time.monotonic() - self.t0
+        rate = (self.done - self.start_done) / el if el > 0 else 0.0
+        left = self.total - self.done
+        eta = f", ETA {left / rate:.0f} s" if rate > 0 and left > 0 else ""
+        msg = (
+            f"sweep: {self.done}/{self.total} done ({self.errors} errors this run), "
+            f"{rate:.1f} scenarios/s{eta}"
+        )
+        end = "\n" if (final or not self.tty) else ""
+        self.stream.write(("\r" if self.tty else "") + msg + end)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.stream is not None:
+            self._emit(final=True)
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _results_serial(
+    evaluator: Evaluator, todo: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]
+) -> Iterator[list[dict[str, Any]]]:
+    for k, a, s in todo:
+        yield [evaluate_row(evaluator, k, a, s)]
+
+
+def _results_joblib(
+    evaluator: Evaluator,
+    todo: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
+    jobs: int,
+    chunk: int,
+) -> Iterator[list[dict[str, Any]]]:
+    from joblib import Parallel, delayed
+
+    par = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1, prefer="processes")
+    yield from par(delayed(_evaluate_chunk)(evaluator, list(c)) for c in _chunks(todo, chunk))
+
+
+def _results_dask(
+    evaluator: Evaluator,
+    todo: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
+    jobs: int,
+    chunk: int,
+    scheduler: str | None,
+) -> Iterator[list[dict[str, Any]]]:
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:
+        raise ConfigError(
+            "--backend dask needs the optional dask extra: pip install 'perfmodel[dask]'",
+            value="dask",
+            where="--backend",
+        ) from exc
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
+        client = Client(cluster)
+    try:
+        futures = [
+            client.submit(_evaluate_chunk, evaluator, list(c), pure=False)
+            for c in _chunks(todo, chunk)
+        ]
+        for fut in as_completed(futures):
+            yield fut.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_sweep(
+    points: SweepSpec | Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    output: str | os.PathLike[str],
+    *,
+    jobs: int = 1,
+    backend: Backend | str = Backend.JOBLIB,
+    scheduler: str | None = None,
+    evaluator: Evaluator | None = None,
+    key_fn: KeyFunction | None = None,
+    progress: TextIO | None = sys.stderr,
+    retry_errors: bool = False,
+    chunk_size: int | None = None,
+    axis_names: Sequence[str] | None = None,
+) -> SweepSummary:
+    """Evaluate every grid point not yet in ``output`` and append its row.
+
+    Parameters
+    ----------
+    points
+        A :class:`SweepSpec`, or ``(axis values, scenario dict)`` pairs.
+    output
+        ``.jsonl`` or ``.csv``; created, or resumed if it exists.
+    jobs
+        Worker processes (``joblib``/``dask``); ``-1`` is all cores (joblib).
+    backend
+        :class:`Backend` (``serial``, ``joblib``, ``dask``). ``jobs=1`` with ``joblib`` runs serially.
+    scheduler
+        ``dask.distributed`` scheduler address; ``None`` starts a local cluster of ``jobs`` workers.
+    evaluator
+        Scenario dict -> report dict (default: :func:`perfmodel.api.predict`).
+    key_fn
+        Scenario dict -> key (default: ``Scenario.content_hash``).
+    progress
+        Stream for progress lines (``None``: silent).
+    retry_errors
+        Evaluate again the scenarios whose earlier rows are errors.
+    chunk_size
+        Scenarios per task sent to a worker (default: ``len/(8 jobs)`` clipped to 1..256).
+    axis_names
+        Column names for CSV when ``points`` is not a :class:`SweepSpec` (default: the first
+        point's axis keys).
+
+    Returns
+    -------
+    SweepSummary
+        Counts; ``interrupted=True`` when stopped by ``KeyboardInterrupt`` (which is re-raised
+        only for the caller to decide: here it is caught and reported).
+    """
+    t0 = time.monotonic()
+    out = Path(output)
+    fmt = OutputFormat.for_path(out)
+    be = Backend.parse(backend) if isinstance(backend, str) else backend
+    if not isinstance(jobs, int) or jobs == 0 or jobs < -1:
+        raise ConfigError(
+            f"--jobs must be a positive integer or -1, got {jobs!r}", value=jobs, where="--jobs"
+        )
+    ev = evaluator or default_evaluator
+    kf = key_fn or default_key
+    if isinstance(points, SweepSpec):
+        names = list(points.axis_names)
+        pts: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]] = points.points()
+    else:
+        pts = list(points)
+        names = list(axis_names) if axis_names is not None else (list(pts[0][0]) if pts else [])
+
+    done, repaired = read_done_keys(out, retry_errors=retry_errors, axis_names=names)
+    if retry_errors:
+        _drop_error_rows(out)
+    if repaired and progress is not None:
+        progress.write(f"sweep: cut a partial last line ({repaired} bytes) from {out}\n")
+    todo: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    seen: set[str] = set()
+    total = 0
+    key_error_rows: list[dict[str, Any]] = []
+    for axis_values, sc in pts:
+        total += 1
+        try:
+            key = kf(sc)
+        except Exception as exc:  # a bad scenario is an error row
+            key = "invalid:" + _fallback_key(sc)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key not in done:
+                row = {
+                    "key": key,
+                    "status": "error",
+                    "error_type": type(exc).__name__,
+                    "error": str(exc),
+                }
+                row.update(report=None, elapsed_s=0.0, axes=dict(axis_values), scenario=dict(sc))
+                key_error_rows.append(row)
+            continue
+        if key in seen:
+            continue
+        seen.add(key)
+        if key not in done:
+            todo.append((key, dict(axis_values), dict(sc)))
+    already = len(seen & done)
+    writer = _RowWriter(out, fmt, names)
+    prog = _Progress(progress, len(seen), already)
+    evaluated = errors = 0
+    interrupted = False
+    try:
+        for row in key_error_rows:
+            writer.write(row)
+            evaluated += 1
+            errors += 1
+        prog.update(len(key_error_rows), len(key_error_rows))
+        n_jobs = jobs if jobs != -1 else (os.cpu_count() or 1)
+        if be is Backend.JOBLIB and (n_jobs == 1 or len(todo) <= 1):
+            be = Backend.SERIAL
+        size = chunk_size or max(1, min(256, len(todo) // (8 * max(n_jobs, 1)) or 1))
+        if be is Backend.SERIAL:
+            results = _results_serial(ev, todo)
+        elif be is Backend.JOBLIB:
+            results = _results_joblib(ev, todo, n_jobs, size)
+        else:
+            results = _results_dask(ev, todo, n_jobs, size, scheduler)
+        for rows in results:
+            n_err = 0
+            for row in rows:
+                writer.write(row)
+                evaluated += 1
+                n_err += row["status"] == "error"
+            errors += n_err
+            prog.update(len(rows), n_err)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        writer.close()
+        prog.finish()
+    summary = SweepSummary(
+        output=str(out),
+        total=total,
+        unique=len(seen),
+        already_done=already,
+        evaluated=evaluated,
+        errors=errors,
+        interrupted=interrupted,
+        elapsed_s=time.monotonic() - t0,
+        repaired_bytes=repaired,
+        key_errors=len(key_error_rows),
+    )
+    if interrupted and progress is not None:
+        progress.write(
+            f"sweep: interrupted; {already + evaluated} of {len(seen)} rows are in {out}. "
+            "Run the same command again to finish the rest.\n"
+        )
+    return summary
+
+
+def _drop_error_rows(path: Path) -> None:
+    """Rewrite ``path`` atomically without its error rows (before they are evaluated again)."""
+    if not path.exists():
+        return
+    fmt = OutputFormat.for_path(path)
+    lines = path.read_text().splitlines(keepends=True)
+    if fmt is OutputFormat.JSONL:
+        keep = [ln for ln in lines if ln.strip() and json.loads(ln).get("status") != "error"]
+    else:
+        keep = lines[:1] + [
+            ln for ln in lines[1:] if next(csv.reader([ln]), ["", ""])[1] != "error"
+        ]
+    if len(keep) != len(lines):
+        with atomic_write(path) as fh:
+            fh.writelines(keep)
+
+
+def _fallback_key(scenario: Mapping[str, Any]) -> str:
+    from perfmodel.search._eval import canonical_key
+
+    return canonical_key(scenario)
+
+
+def load_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read a ``.jsonl`` results file back into rows (CSV: dicts of strings)."""
+    p = Path(path)
+    fmt = OutputFormat.for_path(p)
+    try:
+        text = p.read_text()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+    if fmt is OutputFormat.JSONL:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+__all__ = [
+    "REPORT_COLUMNS",
+    "Backend",
+    "OutputFormat",
+    "SweepSpec",
+    "SweepSummary",
+    "evaluate_row",
+    "load_results",
+    "read_done_keys",
+    "run_sweep",
+]

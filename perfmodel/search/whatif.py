@@ -1,0 +1,304 @@
+"""Hardware what-if: the same training job on several systems and GPU counts, with cost.
+
+For each system option and GPU count the job is predicted once; from the report::
+
+    speedup(g)        = throughput(g) / throughput(1 GPU of the same system)
+    epoch_time_s      = dataset_size / throughput          (or the report's epoch_time_s)
+    run_time_s        = epochs * epoch_time_s
+    cost_per_epoch    = g * price_per_gpu_s * epoch_time_s
+    cost_per_run      = epochs * cost_per_epoch
+
+The cheapest option for a deadline is the lowest ``cost_per_run`` among the options whose
+``run_time_s`` is within the deadline (ties: the faster).
+
+A system option is ``NAME[:key=value[:key=value...]]`` where the keys are scenario keys
+(``network``, ``nics_per_node``, ``gpu``, ``fabric_topology``, ...), e.g.
+``dgx1-v100:network=eth-100g`` versus ``dgx1-v100:network=ib-edr``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.search._eval import Evaluator, default_evaluator
+from perfmodel.search.cost import Pricing
+
+_INT_KEYS = {"nics_per_node", "nodes", "gpus_per_node"}
+_FLOAT_KEYS = {"oversubscription"}
+
+
+@dataclass(frozen=True)
+class SystemOption:
+    """One hardware option: a catalogue system plus scenario overrides."""
+
+    label: str
+    system: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "--systems") -> SystemOption:
+        """Parse ``NAME[:key=value...]``.
+
+        >>> SystemOption.parse("dgx1-v100:network=ib-edr:nics_per_node=4").overrides
+        {'network': 'ib-edr', 'nics_per_node': 4}
+        """
+        parts = [p.strip() for p in str(text).split(":")]
+        if not parts[0]:
+            raise ConfigError(f"{where}: empty system name in {text!r}", value=text, where=where)
+        over: dict[str, Any] = {}
+        for item in parts[1:]:
+            if "=" not in item:
+                raise ConfigError(
+                    f"{where}: {item!r} in {text!r} is not key=value", value=item, where=where
+                )
+            k, v = (s.strip() for s in item.split("=", 1))
+            k = k.replace("-", "_")
+            try:
+                over[k] = int(v) if k in _INT_KEYS else float(v) if k in _FLOAT_KEYS else v
+            except ValueError as exc:
+                raise ConfigError(
+                    f"{where}: {k}={v!r} is not a number", value=v, where=where
+                ) from exc
+        return cls(label=str(text).strip(), system=parts[0], overrides=over)
+
+
+def parse_systems(text: str, *, where: str = "--systems") -> list[SystemOption]:
+    """Comma-separated list of :meth:`SystemOption.parse` items."""
+    opts = [SystemOption.parse(t, where=where) for t in str(text).split(",") if t.strip()]
+    if not opts:
+        raise ConfigError(f"{where}: no systems given", value=text, where=where)
+    labels = [o.label for o in opts]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"{where}: a system is listed twice in {text!r}", value=text, where=where)
+    return opts
+
+
+def catalogue_gpus_per_node(option: SystemOption) -> int:
+    """GPUs per server of a system option (loads its topology with one node)."""
+    from perfmodel.topology import load_system
+
+    kw = {k: v for k, v in option.overrides.items() if k in ("network", "nics_per_node", "gpu")}
+    return load_system(option.system, nodes=1, **kw).gpus_per_node
+
+
+@dataclass(frozen=True)
+class WhatIfPoint:
+    """One system option at one GPU count."""
+
+    system: str
+    gpus: int
+    nodes: int
+    iteration_time_s: float
+    throughput_samples_per_s: float
+    speedup: float
+    scaling_efficiency: float
+    fits_in_memory: bool
+    epoch_time_s: float | None
+    run_time_s: float | None
+    price_per_gpu_hour: float | None
+    cost_per_epoch: float | None
+    cost_per_run: float | None
+    meets_deadline: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class WhatIfResult:
+    """Points per system and GPU count, failures, and the cheapest option for the deadline."""
+
+    points: tuple[WhatIfPoint, ...]
+    failures: Mapping[str, str]
+    epochs: float | None
+    deadline_s: float | None
+    cheapest: WhatIfPoint | None
+    fastest: WhatIfPoint | None
+    verdict: str
+
+    def series(self) -> dict[str, list[WhatIfPoint]]:
+        out: dict[str, list[WhatIfPoint]] = {}
+        for p in self.points:
+            out.setdefault(p.system, []).append(p)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "points": [p.to_dict() for p in self.points],
+            "failures": dict(self.failures),
+            "epochs": self.epochs,
+            "deadline_s": self.deadline_s,
+            "cheapest": self.cheapest.to_dict() if self.cheapest else None,
+            "fastest": self.fastest.to_dict() if self.fastest else None,
+            "verdict": self.verdict,
+        }
+
+
+def hardware_whatif(
+    base: Mapping[str, Any],
+    systems: Sequence[SystemOption],
+    gpus: Sequence[int],
+    *,
+    pricing: Mapping[str, Pricing] | None = None,
+    epochs: float | None = None,
+    dataset_size: int | None = None,
+    deadline_s: float | None = None,
+    evaluator: Evaluator | None = None,
+    gpus_per_node: Callable[[SystemOption], int] = catalogue_gpus_per_node,
+) -> WhatIfResult:
+    """Predict ``base`` on every system option and GPU count.
+
+    Parameters
+    ----------
+    base
+        Scenario keys (model, batch, precision, ...); ``system``, ``gpus`` and ``nodes`` are set
+        per point (``nodes = ceil(gpus / gpus_per_node)``).
+    systems
+        :class:`SystemOption` list.
+    gpus
+        GPU counts; a 1-GPU baseline is predicted for the speedup even if 1 is not listed.
+    pricing
+        ``{option label: Pricing}``; options without a price get no cost.
+    epochs, dataset_size
+        Epochs of the run and samples per epoch (``dataset_size`` may also come from ``base``).
+    deadline_s
+        Run-time limit for the cheapest-option verdict.
+    evaluator
+        Scenario dict -> report dict (default :func:`perfmodel.api.predict`).
+    gpus_per_node
+        GPUs per server of an option (default: from the catalogue).
+    """
+    ev = evaluator or default_evaluator
+    prices = dict(pricing or {})
+    n_samples = dataset_size if dataset_size is not None else base.get("dataset_size")
+    if epochs is not None and not (epochs > 0):
+        raise ConfigError(
+            f"--epochs must be positive, got {epochs!r}", value=epochs, where="--epochs"
+        )
+    if deadline_s is not None and not (deadline_s > 0):
+        raise ConfigError(
+            f"--deadline must be positive, got {deadline_s!r}", value=deadline_s, where="--deadline"
+        )
+    points: list[WhatIfPoint] = []
+    failures: dict[str, str] = {}
+    for opt in systems:
+        gpn = gpus_per_node(opt)
+
+        def run(g: int, opt: SystemOption = opt, gpn: int = gpn) -> Mapping[str, Any]:
+            sc = dict(base)
+            sc.update(opt.overrides)
+            sc.update(system=opt.system, gpus=g, nodes=max(1, math.ceil(g / gpn)))
+            if n_samples is not None:
+                sc["dataset_size"] = n_samples
+            return ev(sc)
+
+        try:
+            ref = run(1)
+            ref_tput = float(ref["throughput_samples_per_s"])
+        except PerfModelError as exc:
+            failures[f"{opt.label} x1"] = str(exc)
+            continue
+        for g in gpus:
+            try:
+                rep = ref if g == 1 else run(int(g))
+            except PerfModelError as exc:
+                failures[f"{opt.label} x{g}"] = str(exc)
+                continue
+            tput = float(rep["throughput_samples_per_s"])
+            speedup = tput / ref_tput
+            if n_samples:
+                epoch_s: float | None = float(n_samples) / tput
+            else:
+                e = rep.get("epoch_time_s")
+                epoch_s = float(e) if isinstance(e, int | float) and math.isfinite(e) else None
+            run_s = epoch_s * epochs if (epoch_s is not None and epochs is not None) else None
+            price = prices.get(opt.label)
+            c_epoch = price.cost(int(g), epoch_s) if (price and epoch_s is not None) else None
+            c_run = c_epoch * epochs if (c_epoch is not None and epochs is not None) else None
+            meets = (
+                (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
+            )
+            points.append(
+                WhatIfPoint(
+                    system=opt.label,
+                    gpus=int(g),
+                    nodes=max(1, math.ceil(int(g) / gpn)),
+                    iteration_time_s=float(rep["iteration_time_s"]),
+                    throughput_samples_per_s=tput,
+                    speedup=speedup,
+                    scaling_efficiency=speedup / int(g),
+                    fits_in_memory=bool(rep.get("fits_in_memory", True)),
+                    epoch_time_s=epoch_s,
+                    run_time_s=run_s,
+                    price_per_gpu_hour=price.price_per_gpu_hour if price else None,
+                    cost_per_epoch=c_epoch,
+                    cost_per_run=c_run,
+                    meets_deadline=meets,
+                )
+            )
+    usable = [p for p in points if p.fits_in_memory]
+    fastest = min(usable, key=lambda p: (-p.throughput_samples_per_s, p.gpus), default=None)
+    cheapest = None
+    if deadline_s is not None and epochs is not None:
+        ok = [p for p in usable if p.meets_deadline and p.cost_per_run is not None]
+        cheapest = min(ok, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
+        if cheapest is not None:
+            verdict = (
+                f"cheapest within {deadline_s / 3600:.1f} h: {cheapest.system} x{cheapest.gpus} GPUs, "
+                f"{cheapest.run_time_s / 3600:.2f} h, cost {cheapest.cost_per_run:,.2f}"
+            )
+        elif any(p.meets_deadline for p in usable):
+            verdict = f"options meet the {deadline_s / 3600:.1f} h deadline but none has a price"
+        else:
+            best = min(
+                (p for p in usable if p.run_time_s is not None),
+                key=lambda p: p.run_time_s,
+                default=None,
+            )
+            verdict = f"no option meets the {deadline_s / 3600:.1f} h deadline" + (
+                f"; fastest is {best.system} x{best.gpus} at {best.run_time_s / 3600:.2f} h"
+                if best
+                else ""
+            )
+    else:
+        priced = [p for p in usable if p.cost_per_run is not None]
+        c = min(priced, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
+        verdict = (
+            f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
+            if c
+            else "give --price-per-gpu-hour (or --purchase-price/--lifetime-years), --epochs and "
+            "--dataset-size for costs; --deadline for the cheapest option meeting it"
+        )
+        cheapest = c
+    return WhatIfResult(tuple(points), failures, epochs, deadline_s, cheapest, fastest, verdict)
+
+
+def format_whatif(result: WhatIfResult) -> str:
+    """Plain-text table of a :class:`WhatIfResult`."""
+
+    def f(v: float | None, fmt: str) -> str:
+        return format(v, fmt) if v is not None else "-"
+
+    head = (
+        f"{'system':<28} {'gpus':>5} {'nodes':>5} {'iter ms':>9} {'samples/s':>11} {'speedup':>8} "
+        f"{'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} {'cost/run':>11} {'deadline':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for p in result.points:
+        dl = "-" if p.meets_deadline is None else ("yes" if p.meets_deadline else "no")
+        oom = "" if p.fits_in_memory else "  (out of memory)"
+        lines.append(
+            f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
+            f"{p.throughput_samples_per_s:11.1f} {p.speedup:8.2f} {p.scaling_efficiency:5.2f} "
+            f"{f(p.epoch_time_s and p.epoch_time_s / 3600, '8.3f'):>8} "
+            f"{f(p.run_time_s and p.run_time_s / 3600, '8.2f'):>8} "
+            f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} {dl:>8}{oom}"
+        )
+    for k, v in result.failures.items():
+        lines.append(f"failed {k}: {v}")
+    lines.append(result.verdict)
+    return "\n".join(lines)
