@@ -146,7 +146,12 @@ class GPUSpec:
         ConfigError
             If the GPU cannot execute the format at all (e.g. FP8 before Hopper/Ada).
         """
-        d = DType.parse(dtype) if isinstance(dtype, str) else dtype
+        # DType is a str subclass: test for it first (str(DType.BF16) is 'DType.BF16').
+        d = (
+            dtype
+            if isinstance(dtype, DType)
+            else DType.parse(dtype, where=f"gpu {self.name}: dtype")
+        )
         if d in self.peak_flops:
             return self.peak_flops[d]
         if d is DType.TF32 and DType.FP32 in self.peak_flops:
