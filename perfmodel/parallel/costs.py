@@ -1,0 +1,215 @@
+"""Durations the lowering needs, behind one small interface.
+
+:class:`SystemCosts` binds the compute model (``perfmodel.compute.ComputeModel``), the collective
+model (``perfmodel.comm.CommCostModel``) and the topology's links. Tests can pass any object with
+the same methods (a :class:`Costs`), so the plan/lowering/simulation logic is testable with
+hand-computable numbers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, Protocol
+
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp
+from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
+from perfmodel.topology.routing import path_edges, path_latency
+from perfmodel.workload.layers import LayerCost
+
+
+class Costs(Protocol):
+    """What the lowering asks for (all times in seconds)."""
+
+    precision: Precision
+
+    def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+        """``(fwd_s, bwd_input_s, bwd_weight_s)`` of one layer for one micro-batch."""
+
+    def optimizer_time(self, params: float, optimizer: str) -> float: ...
+
+    def collective_time(
+        self, op: CollectiveOp, message_bytes: float, group: Sequence[str], algorithm: str = "auto"
+    ) -> float: ...
+
+    def concurrent_time(
+        self,
+        op: CollectiveOp,
+        message_bytes: float,
+        groups: Sequence[Sequence[str]],
+        algorithm: str = "auto",
+    ) -> float:
+        """Time of ``groups[0]``'s collective while all ``groups`` run it at once."""
+
+    def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
+        """Time until all concurrent point-to-point transfers of ``nbytes_each`` finish."""
+
+    def host_reduce_time(self, nbytes_touched: float) -> float: ...
+
+    def cpu_of(self, gpu: str) -> str: ...
+
+
+class SystemCosts:
+    """Costs on a real topology from the compute and communication models.
+
+    Parameters
+    ----------
+    topology
+        The system.
+    precision
+        Training precision.
+    compute_params, link_params
+        Calibrated parameters (``None``: datasheet defaults).
+    fidelity
+        Passed to ``CommCostModel``.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        precision: Precision,
+        *,
+        compute_params: Any = None,
+        link_params: Any = None,
+        fidelity: str = "analytic",
+    ) -> None:
+        from perfmodel.comm import CommCostModel
+        from perfmodel.compute import ComputeModel
+
+        self.topology = topology
+        self.precision = precision
+        self.gpu_spec = topology.gpu_spec()
+        self.compute = ComputeModel(self.gpu_spec, compute_params)
+        self.comm = CommCostModel(topology, link_params=link_params, fidelity="analytic")
+        self.link_params = link_params
+        self._layer_cache: dict[LayerCost, tuple[float, float, float]] = {}
+
+    def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+        hit = self._layer_cache.get(layer)
+        if hit is None:
+            lt = self.compute.layer_time(layer, self.precision)
+            hit = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
+            self._layer_cache[layer] = hit
+        return hit
+
+    def optimizer_time(self, params: float, optimizer: str) -> float:
+        if params <= 0:
+            return 0.0
+        return float(self.compute.optimizer_time(params, optimizer, self.precision))
+
+    def collective_time(
+        self, op: CollectiveOp, message_bytes: float, group: Sequence[str], algorithm: str = "auto"
+    ) -> float:
+        if len(group) < 2 or message_bytes <= 0:
+            return 0.0
+        return float(
+            self.comm.collective(op, message_bytes, tuple(group), algorithm=algorithm).time_s
+        )
+
+    def concurrent_time(
+        self,
+        op: CollectiveOp,
+        message_bytes: float,
+        groups: Sequence[Sequence[str]],
+        algorithm: str = "auto",
+    ) -> float:
+        base = self.collective_time(op, message_bytes, groups[0], algorithm)
+        if len(groups) < 2 or base == 0.0:
+            return base
+        return base * ring_sharing_factor(self.topology, tuple(tuple(g) for g in groups))
+
+    def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
+        return transfers_time(self.topology, tuple(pairs), nbytes_each)
+
+    def host_reduce_time(self, nbytes_touched: float) -> float:
+        """Host-side reduction/update time: bytes touched over the host memory bandwidth the
+        communication model uses for CPU-side averaging (``CommCostModel.host_memory_Bps``:
+        calibrated override, the CPU catalogue, or its documented default)."""
+        cpu = nearest_cpu(self.topology, self.topology.gpus[0])
+        return nbytes_touched / float(self.comm.host_memory_Bps(cpu))
+
+    def cpu_of(self, gpu: str) -> str:
+        return nearest_cpu(self.topology, gpu)
+
+
+@lru_cache(maxsize=4096)
+def nearest_cpu(topology: Topology, gpu: str) -> str:
+    """The CPU node of ``gpu``'s server closest to it (fewest hops, then name)."""
+    server = topology.server_of(gpu)
+    cpus = [
+        n
+        for n, d in topology.graph.nodes(data=True)
+        if d["kind"] is NodeKind.CPU and int(d["server"]) == server
+    ]
+    if not cpus:
+        raise ConfigError(
+            f"system {topology.name} has no CPU node in server {server} (needed for host-side "
+            "merging / parameter servers)",
+            value=server,
+            where=topology.name,
+        )
+    return min(cpus, key=lambda c: (len(route(topology, c, gpu)), c))
+
+
+def transfers_time(
+    topology: Topology, pairs: tuple[tuple[str, str], ...], nbytes_each: float
+) -> float:
+    """Completion time of concurrent equal-size transfers sharing directed links.
+
+    ``T = max_path_latency + max_e (flows_e * nbytes / bw_e)``: each directed edge ``e`` of
+    effective bandwidth ``bw_e`` carries ``flows_e`` of the transfers (equal shares, the max-min
+    fair allocation when the bottleneck is shared by equal flows).
+
+    Raises
+    ------
+    TopologyError
+        If a pair has no route.
+    """
+    if not pairs or nbytes_each <= 0:
+        return 0.0
+    load: Counter[tuple[str, str]] = Counter()
+    lat = 0.0
+    for s, d in pairs:
+        if s == d:
+            continue
+        p = route(topology, s, d)
+        lat = max(lat, path_latency(topology, s, d))
+        load.update(path_edges(p))
+    if not load:
+        return 0.0
+    g = topology.graph
+    worst = max(n * nbytes_each / effective_bandwidth(g, u, v) for (u, v), n in load.items())
+    return lat + worst
+
+
+@lru_cache(maxsize=4096)
+def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> float:
+    """How much slower ``groups[0]``'s ring collective runs when all ``groups`` run at once.
+
+    Each group is taken as a ring in rank order; every hop's route loads directed links.
+    Factor = (bottleneck share of group 0 alone) / (its bottleneck share with everyone):
+    ``min_e bw_e / n0_e`` over ``min_e bw_e / nall_e`` on group 0's links. 1.0 when the groups
+    use disjoint links (e.g. rail-optimised NICs).
+    """
+
+    def loads(gs: tuple[tuple[str, ...], ...]) -> Counter[tuple[str, str]]:
+        c: Counter[tuple[str, str]] = Counter()
+        for grp in gs:
+            if len(grp) < 2:
+                continue
+            for i, a in enumerate(grp):
+                b = grp[(i + 1) % len(grp)]
+                c.update(path_edges(route(topology, a, b)))
+        return c
+
+    main = loads(groups[:1])
+    if not main:
+        return 1.0
+    every = loads(groups)
+    g = topology.graph
+    alone = min(effective_bandwidth(g, u, v) / n for (u, v), n in main.items())
+    shared = min(effective_bandwidth(g, u, v) / every[(u, v)] for (u, v) in main)
+    return max(1.0, alone / shared)

@@ -1,0 +1,136 @@
+"""Placement: which GPU of the topology runs which (dp, pp, tp) rank.
+
+Default order (Megatron-LM): tensor-parallel ranks vary fastest, then pipeline stages, then
+data-parallel replicas, over :attr:`Topology.gpus` (server-major rank order). So a TP group of
+``tp <= gpus_per_node`` sits inside one server and its collectives run on NVLink/PCIe; pipeline
+neighbours are next; data-parallel groups span servers. ``order`` permutes the dimensions
+("tp,dp,pp" puts DP replicas before stages) and ``gpus`` overrides the GPU list entirely.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.parallel.plan import Hybrid, ParallelismPlan
+from perfmodel.topology import Topology
+
+_DIMS = ("tp", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Rank-to-GPU map for a plan.
+
+    Attributes
+    ----------
+    dp, tp, pp
+        Plan dimensions (for one-weird-trick ``tp`` is 1 here: FC model parallelism spans the
+        data-parallel group itself).
+    gpus
+        GPU node ids indexed by ``rank(dp_rank, pp_rank, tp_rank)``.
+    order
+        Dimension order, fastest first.
+    """
+
+    dp: int
+    tp: int
+    pp: int
+    gpus: tuple[str, ...]
+    order: tuple[str, str, str] = _DIMS
+
+    def rank(self, dp_rank: int, pp_rank: int, tp_rank: int) -> int:
+        """Global rank of a coordinate (mixed radix in ``order``)."""
+        coord = {"dp": dp_rank, "pp": pp_rank, "tp": tp_rank}
+        size = {"dp": self.dp, "pp": self.pp, "tp": self.tp}
+        r, stride = 0, 1
+        for d in self.order:
+            r += coord[d] * stride
+            stride *= size[d]
+        return r
+
+    def gpu(self, dp_rank: int, pp_rank: int, tp_rank: int) -> str:
+        return self.gpus[self.rank(dp_rank, pp_rank, tp_rank)]
+
+    def tp_group(self, dp_rank: int = 0, pp_rank: int = 0) -> tuple[str, ...]:
+        return tuple(self.gpu(dp_rank, pp_rank, t) for t in range(self.tp))
+
+    def dp_group(self, pp_rank: int = 0, tp_rank: int = 0) -> tuple[str, ...]:
+        return tuple(self.gpu(d, pp_rank, tp_rank) for d in range(self.dp))
+
+    def pp_group(self, dp_rank: int = 0, tp_rank: int = 0) -> tuple[str, ...]:
+        return tuple(self.gpu(dp_rank, p, tp_rank) for p in range(self.pp))
+
+    @property
+    def all_gpus(self) -> tuple[str, ...]:
+        return self.gpus
+
+
+def place(
+    plan: ParallelismPlan,
+    topology: Topology,
+    *,
+    gpus: tuple[str, ...] | None = None,
+    order: str | tuple[str, ...] = _DIMS,
+) -> Placement:
+    """Place ``plan`` on ``topology``.
+
+    Parameters
+    ----------
+    gpus
+        The GPUs to use, in rank order (default: the first ``plan.num_gpus`` of
+        ``topology.gpus``).
+    order
+        Dimension order fastest first, e.g. ``"tp,pp,dp"`` (default) or ``"tp,dp,pp"``.
+
+    Raises
+    ------
+    InfeasiblePlanError
+        If the plan needs more GPUs than given, or does not use all of an explicit list.
+    """
+    if isinstance(order, str):
+        order = tuple(s.strip() for s in order.split(","))
+    if sorted(order) != sorted(_DIMS):
+        raise ConfigError(
+            f"placement order {','.join(order)!r} must be a permutation of tp,pp,dp",
+            value=order,
+            where="order",
+        )
+    n = plan.num_gpus
+    if gpus is None:
+        if n > topology.num_gpus:
+            raise InfeasiblePlanError(
+                f"plan {plan.describe()} needs {n} GPUs but system {topology.name} has "
+                f"{topology.num_gpus}; shrink dp to {topology.num_gpus // (n // plan.dp) or 1}",
+                value=n,
+                where="plan",
+            )
+        gpus = topology.gpus[:n]
+    else:
+        unknown = [g for g in gpus if g not in topology.gpus]
+        if unknown:
+            raise ConfigError(
+                f"placement names GPUs not in {topology.name}: {unknown[:4]}",
+                value=unknown,
+                where="gpus",
+            )
+        if len(gpus) != n or len(set(gpus)) != n:
+            raise InfeasiblePlanError(
+                f"placement lists {len(set(gpus))} distinct GPUs but plan {plan.describe()} "
+                f"needs exactly {n}",
+                value=len(gpus),
+                where="gpus",
+            )
+    tp = 1 if plan.hybrid is Hybrid.ONE_WEIRD_TRICK else plan.tp
+    return Placement(dp=plan.dp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]
+
+
+def groups_span_servers(topology: Topology, group: tuple[str, ...]) -> bool:
+    """True when a group's GPUs sit in more than one server."""
+    return len({topology.server_of(g) for g in group}) > 1
+
+
+def all_dp_groups(pl: Placement) -> list[tuple[str, ...]]:
+    """Every data-parallel group (one per (pp, tp) coordinate)."""
+    return [pl.dp_group(p, t) for p, t in itertools.product(range(pl.pp), range(pl.tp))]

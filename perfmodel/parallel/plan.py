@@ -1,0 +1,361 @@
+"""Parallelism plans: frozen, validated values.
+
+A :class:`ParallelismPlan` says how one training step is split over GPUs: data parallelism
+(``dp`` replicas, in one of the :class:`DPMode` variants), tensor parallelism (``tp`` ranks
+splitting each layer, Megatron-LM style) and pipeline parallelism (``pp`` stages, with a
+:class:`PipelineSchedule`), plus activation recomputation and ZeRO/FSDP sharding.
+
+Rank layout (Megatron-LM convention, Shoeybi et al. 2019; Narayanan et al. SC21 section 3):
+global rank ``r = tp_rank + tp * (pp_rank + pp * dp_rank)``, so tensor-parallel groups are
+consecutive ranks (inside one server when ``tp <= gpus_per_node``), then pipeline stages, then
+data-parallel replicas. :mod:`perfmodel.parallel.placement` maps ranks onto GPUs.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+
+
+def _parse_enum(cls: type[enum.Enum], text: object, where: str) -> enum.Enum:
+    if isinstance(text, cls):
+        return text
+    key = str(text).lower().replace("_", "-")
+    aliases = getattr(cls, "_aliases", lambda: {})()
+    key = aliases.get(key, key)
+    try:
+        return cls(key)
+    except ValueError as exc:
+        raise ConfigError(
+            f"unknown {where} {text!r}; expected one of {', '.join(str(m.value) for m in cls)}",
+            value=text,
+            where=where,
+        ) from exc
+
+
+class DPMode(str, enum.Enum):
+    """How data-parallel replicas combine their gradients.
+
+    ``allreduce``
+        Synchronous all-reduce of gradient buckets overlapped with backward (PyTorch DDP,
+        Li et al. VLDB 2020; Horovod tensor fusion, Sergeev & Del Balso 2018; tf MirroredStrategy).
+    ``parameter-server``
+        Workers push gradients to and pull parameters from ``ps_shards`` servers hosted on the
+        CPU or on GPUs (Li et al. OSDI 2014; TF ``ParameterServerStrategy``).
+    ``cpu-merge``
+        Replicas on GPUs, weights kept and merged on the host CPU every step (Keras
+        ``multi_gpu_model(cpu_merge=True)``).
+    ``gpu-merge``
+        Single-process replication from GPU 0 every step: broadcast parameters, scatter the
+        batch, gather outputs, reduce gradients to GPU 0 (PyTorch ``nn.DataParallel``).
+    ``async``
+        Asynchronous SGD through a parameter server (Dean et al. 2012, Downpour): no barrier;
+        throughput plus the staleness distribution of applied gradients.
+    ``local-sgd``
+        Each replica takes ``sync_period`` local steps, then models are averaged by an
+        all-reduce (Lin et al. ICLR 2020, "Don't use large mini-batches, use local SGD").
+    ``crossbow``
+        ``learners_per_gpu`` independent small-batch learners per GPU and synchronous model
+        averaging every step (Koliousis et al. VLDB 2019, Crossbow).
+    """
+
+    ALLREDUCE = "allreduce"
+    PARAMETER_SERVER = "parameter-server"
+    CPU_MERGE = "cpu-merge"
+    GPU_MERGE = "gpu-merge"
+    ASYNC = "async"
+    LOCAL_SGD = "local-sgd"
+    CROSSBOW = "crossbow"
+
+    @staticmethod
+    def _aliases() -> dict[str, str]:
+        return {"ps": "parameter-server", "ar": "allreduce", "ddp": "allreduce", "asgd": "async"}
+
+    @classmethod
+    def parse(cls, text: object, where: str = "dp_mode") -> DPMode:
+        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+
+
+class PipelineSchedule(str, enum.Enum):
+    """Pipeline schedules.
+
+    ``gpipe``: all forwards then all backwards (Huang et al. NeurIPS 2019). ``1f1b``: one forward
+    one backward after a warm-up of ``p - rank - 1`` forwards (PipeDream-Flush, Narayanan et al.
+    2021). ``interleaved``: 1F1B over ``v`` model chunks per device (Narayanan et al. SC21 s2.2).
+    """
+
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+    @staticmethod
+    def _aliases() -> dict[str, str]:
+        return {"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"}
+
+    @classmethod
+    def parse(cls, text: object, where: str = "schedule") -> PipelineSchedule:
+        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+
+
+class Recompute(str, enum.Enum):
+    """Activation recomputation (Chen et al. 2016; Korthikanti et al. 2022 "selective")."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+    @classmethod
+    def parse(cls, text: object, where: str = "recompute") -> Recompute:
+        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+
+
+class Hybrid(str, enum.Enum):
+    """Hybrid layouts that are not a plain ``dp x tp x pp`` grid.
+
+    ``one-weird-trick``: Krizhevsky 2014: convolutional layers data parallel over all GPUs,
+    fully-connected layers model parallel over the same GPUs (``tp == dp``, the whole machine).
+    """
+
+    NONE = "none"
+    ONE_WEIRD_TRICK = "one-weird-trick"
+
+    @staticmethod
+    def _aliases() -> dict[str, str]:
+        return {"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"}
+
+    @classmethod
+    def parse(cls, text: object, where: str = "hybrid") -> Hybrid:
+        if text is None:
+            return cls.NONE
+        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+
+
+class PSHost(str, enum.Enum):
+    """Where parameter-server shards live."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+    @classmethod
+    def parse(cls, text: object, where: str = "ps_host") -> PSHost:
+        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ParallelismPlan:
+    """How one training step is split over GPUs (validated on construction).
+
+    Attributes
+    ----------
+    dp, tp, pp
+        Data-parallel replicas, tensor-parallel ranks per layer, pipeline stages. With
+        ``hybrid=one-weird-trick`` ``tp`` equals ``dp`` and both span the same GPUs.
+    microbatch_size
+        Samples per micro-batch on one replica (``None``: the whole per-replica batch, one
+        micro-batch).
+    schedule, interleave
+        Pipeline schedule and model chunks per device (``interleave > 1`` only with
+        ``interleaved``).
+    recompute, sequence_parallel, zero, fsdp
+        Activation recomputation; Megatron sequence parallelism (Korthikanti et al. 2022);
+        ZeRO stage 0-3 (Rajbhandari et al. SC20); FSDP full sharding (Zhao et al. VLDB 2023,
+        traffic and memory as ZeRO-3).
+    dp_mode, learners_per_gpu, sync_period, ps_host, ps_shards
+        The data-parallel variant and its knobs (see :class:`DPMode`).
+    """
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    microbatch_size: int | None = None
+    schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    interleave: int = 1
+    recompute: Recompute = Recompute.NONE
+    sequence_parallel: bool = False
+    zero: int = 0
+    fsdp: bool = False
+    dp_mode: DPMode = DPMode.ALLREDUCE
+    learners_per_gpu: int = 1
+    sync_period: int = 1
+    ps_host: PSHost = PSHost.CPU
+    ps_shards: int = 1
+    hybrid: Hybrid = Hybrid.NONE
+
+    def __post_init__(self) -> None:
+        for name in (
+            "dp",
+            "tp",
+            "pp",
+            "interleave",
+            "learners_per_gpu",
+            "sync_period",
+            "ps_shards",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InfeasiblePlanError(
+                    f"plan {name}={v!r} must be a positive integer", value=v, where=name
+                )
+        if self.microbatch_size is not None and (
+            not isinstance(self.microbatch_size, int) or self.microbatch_size < 1
+        ):
+            raise InfeasiblePlanError(
+                f"plan microbatch={self.microbatch_size!r} must be a positive integer",
+                value=self.microbatch_size,
+                where="microbatch",
+            )
+        if self.zero not in (0, 1, 2, 3):
+            raise InfeasiblePlanError(
+                f"zero={self.zero!r}: ZeRO stage must be 0, 1, 2 or 3",
+                value=self.zero,
+                where="zero",
+            )
+        if self.interleave > 1 and self.schedule is not PipelineSchedule.INTERLEAVED:
+            raise InfeasiblePlanError(
+                f"interleave={self.interleave} needs schedule=interleaved "
+                f"(got {self.schedule.value}); use interleave=1 or schedule=interleaved",
+                value=self.interleave,
+                where="interleave",
+            )
+        if self.schedule is PipelineSchedule.INTERLEAVED and self.pp < 2:
+            raise InfeasiblePlanError(
+                "schedule=interleaved needs pp >= 2", value=self.pp, where="pp"
+            )
+        if self.sequence_parallel and self.tp < 2:
+            raise InfeasiblePlanError(
+                "sequence parallelism needs tp >= 2 (it splits the tensor-parallel group's "
+                f"non-GEMM work); got tp={self.tp}",
+                value=self.tp,
+                where="sequence_parallel",
+            )
+        if self.hybrid is Hybrid.ONE_WEIRD_TRICK:
+            if self.pp != 1 or self.tp != self.dp:
+                raise InfeasiblePlanError(
+                    f"hybrid=one-weird-trick spreads convolutions (data parallel) and "
+                    f"fully-connected layers (model parallel) over the same GPUs: it needs "
+                    f"tp == dp and pp == 1, got dp={self.dp}, tp={self.tp}, pp={self.pp}; "
+                    f"use dp={self.dp},tp={self.dp},pp=1",
+                    value=(self.dp, self.tp, self.pp),
+                    where="hybrid",
+                )
+        if self.dp_mode is DPMode.CROSSBOW and self.learners_per_gpu < 1:
+            raise InfeasiblePlanError("crossbow needs learners_per_gpu >= 1")
+        if (self.zero or self.fsdp) and self.dp_mode is not DPMode.ALLREDUCE:
+            raise InfeasiblePlanError(
+                f"ZeRO/FSDP shard over synchronous data parallelism; dp_mode={self.dp_mode.value} "
+                "is not compatible (use dp_mode=allreduce or zero=0)",
+                value=self.dp_mode.value,
+                where="zero",
+            )
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs the plan occupies: ``dp * tp * pp`` (``dp`` for one-weird-trick)."""
+        if self.hybrid is Hybrid.ONE_WEIRD_TRICK:
+            return self.dp
+        return self.dp * self.tp * self.pp
+
+    @property
+    def shard_stage(self) -> int:
+        """Effective ZeRO stage (FSDP full sharding counts as 3)."""
+        return 3 if self.fsdp else self.zero
+
+    def num_microbatches(self, batch_per_replica: int) -> int:
+        """Micro-batches per replica and step; raises if the micro-batch does not divide."""
+        mb = self.microbatch_size or batch_per_replica
+        if batch_per_replica % mb:
+            fits = [d for d in range(1, batch_per_replica + 1) if batch_per_replica % d == 0]
+            raise InfeasiblePlanError(
+                f"micro-batch size {mb} does not divide the per-replica batch "
+                f"{batch_per_replica}; divisors that fit: {fits[:12]}",
+                value=mb,
+                where="microbatch",
+            )
+        return batch_per_replica // mb
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, enum.Enum):
+                d[k] = v.value
+        return d
+
+    def describe(self) -> str:
+        parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        if self.pp > 1:
+            parts.append(f"schedule={self.schedule.value}")
+            if self.interleave > 1:
+                parts.append(f"interleave={self.interleave}")
+        if self.microbatch_size:
+            parts.append(f"microbatch={self.microbatch_size}")
+        if self.dp > 1 and self.dp_mode is not DPMode.ALLREDUCE:
+            parts.append(f"mode={self.dp_mode.value}")
+        if self.shard_stage:
+            parts.append("fsdp" if self.fsdp else f"zero={self.zero}")
+        if self.recompute is not Recompute.NONE:
+            parts.append(f"recompute={self.recompute.value}")
+        if self.sequence_parallel:
+            parts.append("sp")
+        if self.hybrid is not Hybrid.NONE:
+            parts.append(self.hybrid.value)
+        return ",".join(parts)
+
+
+_PLAN_KEYS = {
+    "dp": "dp",
+    "tp": "tp",
+    "pp": "pp",
+    "microbatch": "microbatch_size",
+    "mb": "microbatch_size",
+    "schedule": "schedule",
+    "interleave": "interleave",
+    "v": "interleave",
+    "mode": "dp_mode",
+    "dp_mode": "dp_mode",
+    "learners": "learners_per_gpu",
+    "sync_period": "sync_period",
+    "k": "sync_period",
+    "ps_host": "ps_host",
+    "ps_shards": "ps_shards",
+    "hybrid": "hybrid",
+    "zero": "zero",
+}
+
+
+def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
+    """Parse ``"dp=4,tp=2,pp=2,microbatch=1,schedule=1f1b,interleave=2"`` into scenario keys.
+
+    >>> parse_plan_string("dp=2,tp=4")
+    {'dp': 2, 'tp': 4}
+    """
+    out: dict[str, object] = {}
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "=" not in item:
+            raise ConfigError(
+                f"{where} item {item!r} is not key=value (keys: {', '.join(sorted(_PLAN_KEYS))})",
+                value=item,
+                where=where,
+            )
+        k, v = (s.strip() for s in item.split("=", 1))
+        key = _PLAN_KEYS.get(k.lower())
+        if key is None:
+            raise ConfigError(
+                f"{where}: unknown key {k!r}; expected one of {', '.join(sorted(_PLAN_KEYS))}",
+                value=k,
+                where=where,
+            )
+        if key in ("schedule", "dp_mode", "ps_host", "hybrid"):
+            out[key] = v
+        else:
+            try:
+                out[key] = int(v)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"{where}: {k}={v!r} is not an integer", value=v, where=where
+                ) from exc
+    return out

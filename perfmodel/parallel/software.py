@@ -1,0 +1,321 @@
+"""Software presets: the knobs of a training stack that users do not know by name.
+
+One table (:data:`PRESETS`), documented in ``docs/predict.md``. Every number cites where it comes
+from; numbers marked *estimate* are orders of magnitude from the cited description, not fits to
+any validation row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from perfmodel import units
+from perfmodel.errors import ConfigError
+from perfmodel.parallel.plan import DPMode
+
+#: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
+#: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
+#: typically 8-16 channels on 80-132-SM GPUs, i.e. ~10% of SMs) and competes for HBM bandwidth.
+#: Compute loses at most that SM share; we take half of ~10% (not all kernels are SM-bound).
+#: Estimate from the NCCL documentation (environment variables NCCL_MIN_NCHANNELS) and
+#: Rashidi et al. ISCA 2021 ("Enabling compute-communication overlap", which reports
+#: compute slowdowns of this order when NCCL shares the SMs). Named, documented, overridable.
+COMM_OVERLAP_COMPUTE_SLOWDOWN = 0.05
+
+#: PyTorch eager dispatch cost per operator (CPU side), about 10 us: H. He, "Making Deep Learning
+#: Go Brrrr From First Principles" (2022), "overhead" section (PyTorch executes on the order of
+#: 100k operators per second). Used where dispatch is serialised (nn.DataParallel threads share
+#: the GIL).
+PYTORCH_DISPATCH_PER_OP_S = 10 * units.us
+
+
+@dataclass(frozen=True)
+class SoftwarePreset:
+    """Knobs of one training stack.
+
+    Attributes
+    ----------
+    name
+        Preset name (``--software``).
+    dp_mode
+        Default data-parallel variant.
+    bucket_bytes
+        Gradient bucket (fusion buffer) size in bytes; ``None``: one bucket of all gradients.
+    first_bucket_bytes
+        Size of the first (last-layer) bucket, PyTorch DDP's small first bucket.
+    overlap_grad_comm
+        Whether bucket all-reduces start during backward.
+    fusion_cycle_s
+        Horovod's background-thread cycle: a ready tensor waits on average half a cycle.
+    comm_algorithm
+        Algorithm passed to the collective model (``auto``, ``ring``, ``tree``).
+    host_step_s
+        Per-step host time on the critical path (framework loop, callbacks), seconds.
+    dispatch_per_op_s
+        CPU dispatch cost per kernel, serialised over replicas when the stack is single-process
+        multi-threaded (nn.DataParallel); 0 where dispatch runs ahead asynchronously.
+    zero, fsdp
+        Sharding the stack applies by default.
+    overlap_compute_slowdown
+        See :data:`COMM_OVERLAP_COMPUTE_SLOWDOWN`.
+    sources
+        Where the values come from.
+    """
+
+    name: str
+    dp_mode: DPMode
+    bucket_bytes: float | None
+    first_bucket_bytes: float | None
+    overlap_grad_comm: bool
+    fusion_cycle_s: float
+    comm_algorithm: str
+    host_step_s: float
+    dispatch_per_op_s: float
+    zero: int
+    fsdp: bool
+    overlap_compute_slowdown: float
+    sources: tuple[str, ...]
+
+    def with_overrides(self, **kw: object) -> SoftwarePreset:
+        return replace(self, **kw)  # type: ignore[arg-type]
+
+
+_MB = units.MiB  # DDP's bucket_cap_mb and Horovod's fusion threshold are binary megabytes
+
+PRESETS: dict[str, SoftwarePreset] = {
+    p.name: p
+    for p in (
+        SoftwarePreset(
+            name="pytorch-ddp",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=25 * _MB,
+            first_bucket_bytes=1 * _MB,
+            overlap_grad_comm=True,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "torch.nn.parallel.DistributedDataParallel docs: bucket_cap_mb=25",
+                "Li et al., PyTorch Distributed, VLDB 2020: buckets all-reduced during backward; "
+                "first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES)",
+            ),
+        ),
+        SoftwarePreset(
+            name="pytorch-dataparallel",
+            dp_mode=DPMode.GPU_MERGE,
+            bucket_bytes=None,
+            first_bucket_bytes=None,
+            overlap_grad_comm=False,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=PYTORCH_DISPATCH_PER_OP_S,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "torch.nn.DataParallel docs: replicate module from device_ids[0] every forward, "
+                "scatter inputs, gather outputs; gradients reduced into device_ids[0]",
+                "PyTorch docs: DataParallel is single-process multi-thread and suffers GIL contention",
+            ),
+        ),
+        SoftwarePreset(
+            name="horovod",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=64 * _MB,
+            first_bucket_bytes=None,
+            overlap_grad_comm=True,
+            fusion_cycle_s=5 * units.ms,
+            comm_algorithm="ring",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "Horovod docs/tensor-fusion.rst: HOROVOD_FUSION_THRESHOLD default 64 MB; "
+                "HOROVOD_CYCLE_TIME default 5 ms (changed to 1 ms / 128 MB in v0.21.0, PR #2468)",
+                "Sergeev & Del Balso 2018: ring all-reduce (NCCL)",
+            ),
+        ),
+        SoftwarePreset(
+            name="tf-mirrored",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=None,
+            first_bucket_bytes=None,
+            overlap_grad_comm=False,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "tf.distribute.MirroredStrategy docs: NcclAllReduce cross-device ops; gradients are "
+                "all-reduced (batched into packs) after the gradient computation, before apply",
+            ),
+        ),
+        SoftwarePreset(
+            name="keras-multi-gpu",
+            dp_mode=DPMode.CPU_MERGE,
+            bucket_bytes=None,
+            first_bucket_bytes=None,
+            overlap_grad_comm=False,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "tf.keras.utils.multi_gpu_model docs (TF 1.15/2.1): sub-batches on each GPU, "
+                "results concatenated on the CPU, cpu_merge=True keeps/merges weights on the CPU",
+            ),
+        ),
+        SoftwarePreset(
+            name="megatron",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=None,
+            first_bucket_bytes=None,
+            overlap_grad_comm=False,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "Narayanan et al. SC21 (Megatron-LM PTD-P): data-parallel all-reduce of the "
+                "contiguous gradient buffer after the pipeline flush (no overlap in that release)",
+            ),
+        ),
+        SoftwarePreset(
+            name="deepspeed-zero1",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=500e6 * 2,
+            first_bucket_bytes=None,
+            overlap_grad_comm=True,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=1,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "DeepSpeed config docs: reduce_bucket_size / allgather_bucket_size default 5e8 "
+                "elements; overlap_comm",
+                "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
+                "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
+            ),
+        ),
+        SoftwarePreset(
+            name="deepspeed-zero2",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=500e6 * 2,
+            first_bucket_bytes=None,
+            overlap_grad_comm=True,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=2,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=("as deepspeed-zero1",),
+        ),
+        SoftwarePreset(
+            name="deepspeed-zero3",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=500e6 * 2,
+            first_bucket_bytes=None,
+            overlap_grad_comm=True,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=3,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=("as deepspeed-zero1",),
+        ),
+        SoftwarePreset(
+            name="fsdp",
+            dp_mode=DPMode.ALLREDUCE,
+            bucket_bytes=None,
+            first_bucket_bytes=None,
+            overlap_grad_comm=True,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=3,
+            fsdp=True,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "Zhao et al., PyTorch FSDP, VLDB 2023: per-unit all-gather in forward and backward, "
+                "reduce-scatter of gradients in backward, prefetching overlaps them with compute",
+            ),
+        ),
+        SoftwarePreset(
+            name="crossbow",
+            dp_mode=DPMode.CROSSBOW,
+            bucket_bytes=None,
+            first_bucket_bytes=None,
+            overlap_grad_comm=True,
+            fusion_cycle_s=0.0,
+            comm_algorithm="auto",
+            host_step_s=0.0,
+            dispatch_per_op_s=0.0,
+            zero=0,
+            fsdp=False,
+            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
+            sources=(
+                "Koliousis et al., Crossbow, VLDB 2019: m learners per GPU, synchronous model "
+                "averaging (SMA) with a central average model, overlapped with the next step",
+            ),
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> SoftwarePreset:
+    """Look up a preset by name (case-insensitive).
+
+    Raises
+    ------
+    ConfigError
+        If the name is unknown; lists the presets.
+    """
+    key = str(name).lower().replace("_", "-")
+    if key not in PRESETS:
+        raise ConfigError(
+            f"unknown software preset {name!r}; expected one of {', '.join(PRESETS)}",
+            value=name,
+            where="--software",
+        )
+    return PRESETS[key]
+
+
+def presets_markdown() -> str:
+    """The preset table as Markdown (for ``docs/predict.md``)."""
+    head = (
+        "| preset | DP mode | bucket | overlap | fusion cycle | algorithm | ZeRO | sources |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    for p in PRESETS.values():
+        bucket = "all" if p.bucket_bytes is None else f"{p.bucket_bytes / _MB:.0f} MiB"
+        zero = "FSDP" if p.fsdp else str(p.zero)
+        rows.append(
+            f"| {p.name} | {p.dp_mode.value} | {bucket} | {'yes' if p.overlap_grad_comm else 'no'} "
+            f"| {p.fusion_cycle_s * 1e3:g} ms | {p.comm_algorithm} | {zero} | {'; '.join(p.sources)} |"
+        )
+    return head + "\n".join(rows) + "\n"

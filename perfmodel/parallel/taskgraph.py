@@ -1,0 +1,154 @@
+"""The task graph a plan lowers to: tasks with durations, dependencies and streams.
+
+A *stream* is ``(device, name)``: one GPU compute stream, one communication channel per kind,
+one host thread. Tasks on a stream run one at a time in **program order** (as kernels issued to
+a CUDA stream do); a task starts when its stream is free and all its dependencies are done.
+Communication tasks carry a :class:`CommSpec` so the SimPy executor can replay them as flows on
+the real links (contention); their ``duration_s`` is the closed-form time used by the analytic
+executor.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from perfmodel.ops import CollectiveOp
+
+
+class TaskKind(str, enum.Enum):
+    COMPUTE = "compute"
+    RECOMPUTE = "recompute"
+    COLLECTIVE = "collective"
+    SENDRECV = "sendrecv"
+    OPTIMIZER = "optimizer"
+    HOST = "host"
+
+
+class CommKind(str, enum.Enum):
+    """Breakdown label of a communication task."""
+
+    DP = "dp"  # data-parallel gradient reduction / model averaging
+    TP = "tp"  # tensor-parallel activations
+    PP = "pp"  # pipeline send/recv
+    ZERO = "zero"  # ZeRO / FSDP parameter gathers
+    PS = "ps"  # parameter server push/pull
+    HOST = "host"  # host <-> device transfers (CPU merge)
+
+
+@dataclass(frozen=True)
+class CommSpec:
+    """What a communication task moves: a collective over ``group`` or a transfer."""
+
+    op: CollectiveOp
+    message_bytes: float
+    group: tuple[str, ...]
+    algorithm: str = "auto"
+    kind: CommKind = CommKind.DP
+    #: Extra groups running the same collective at the same time (symmetric siblings that are
+    #: not simulated as compute, but whose flows share the links).
+    siblings: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work.
+
+    Attributes
+    ----------
+    tid
+        Index in :attr:`TaskGraph.tasks`.
+    kind
+        What it is.
+    device, stream
+        The stream it occupies (``device`` is a GPU or CPU node id of the topology).
+    duration_s
+        Closed-form duration, seconds (comm tasks: the collective model's time).
+    deps
+        Task ids that must finish first.
+    label
+        Human label (trace, Gantt).
+    microbatch, chunk
+        Pipeline coordinates (``-1`` when not applicable).
+    comm
+        For communication tasks: what moves.
+    """
+
+    tid: int
+    kind: TaskKind
+    device: str
+    stream: str
+    duration_s: float
+    deps: tuple[int, ...] = ()
+    label: str = ""
+    microbatch: int = -1
+    chunk: int = -1
+    comm: CommSpec | None = None
+
+
+@dataclass(frozen=True)
+class TaskGraph:
+    """Tasks plus the metadata reports need.
+
+    Attributes
+    ----------
+    tasks
+        All tasks; ``tasks[i].tid == i``; dependencies point to lower ids.
+    devices
+        Simulated devices (representatives), in display order.
+    multiplicity
+        How many real GPUs each simulated GPU stands for (symmetric replicas).
+    notes
+        What was coarsened or assumed.
+    """
+
+    tasks: tuple[Task, ...]
+    devices: tuple[str, ...]
+    multiplicity: int = 1
+    notes: tuple[str, ...] = ()
+
+    def streams(self) -> dict[tuple[str, str], list[int]]:
+        """Task ids per stream in program order."""
+        out: dict[tuple[str, str], list[int]] = {}
+        for t in self.tasks:
+            out.setdefault((t.device, t.stream), []).append(t.tid)
+        return out
+
+
+@dataclass
+class GraphBuilder:
+    """Mutable helper used only during lowering; :meth:`build` returns the frozen graph."""
+
+    tasks: list[Task] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(
+        self,
+        kind: TaskKind,
+        device: str,
+        stream: str,
+        duration_s: float,
+        deps: tuple[int, ...] | list[int] = (),
+        *,
+        label: str = "",
+        microbatch: int = -1,
+        chunk: int = -1,
+        comm: CommSpec | None = None,
+    ) -> int:
+        if duration_s < 0 or duration_s != duration_s:
+            raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
+        tid = len(self.tasks)
+        clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
+        assert all(d < tid for d in clean), "dependencies must precede the task"
+        self.tasks.append(
+            Task(
+                tid, kind, device, stream, float(duration_s), clean, label, microbatch, chunk, comm
+            )
+        )
+        if device not in self.devices:
+            self.devices.append(device)
+        return tid
+
+    def build(self, multiplicity: int = 1) -> TaskGraph:
+        return TaskGraph(tuple(self.tasks), tuple(self.devices), multiplicity, tuple(self.notes))
