@@ -172,13 +172,19 @@ class TTAFit:
         ``fixed_time_s`` = ``S_min t_fixed`` and ``per_sample_time_s`` = ``S_min t_sample`` for
         ``AFFINE``).
     rel_std
-        Relative standard error of each parameter (``nan`` when not identifiable).
+        Relative standard error of each parameter from the Jacobian (``nan`` when
+        ``identifiable`` is false: ``J^T J`` has condition number >= 1e10, i.e. the data pin
+        down a combination of parameters but not each one).
+    param_range
+        16th-84th percentile of each parameter over residual-bootstrap refits.
+    identifiable
+        Whether the Jacobian at the optimum has full rank (see ``rel_std``).
     batch_sizes, measured_s, fitted_s
         The points and the fitted time to accuracy at each, seconds.
     optimal_batch, optimal_batch_range
-        Batch minimising the fitted ``T(B)`` and its 16th-84th percentile range over parameter
-        draws from the fitted covariance (``AFFINE`` has a closed form ``sqrt(a B_noise / b)``;
-        ``PREDICTED`` picks the best measured batch size).
+        Batch minimising the fitted ``T(B)`` and its bootstrap 16th-84th percentile range
+        (``AFFINE``: closed form ``sqrt(a B_noise / b)``; ``PREDICTED``: minimum over a dense
+        grid with the step time interpolated log-log between the points).
     rms_log_error
         Root-mean-square of ``log(fitted / measured)``.
     source
@@ -196,6 +202,8 @@ class TTAFit:
     rms_log_error: float
     source: str = ""
     covariance_log: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+    param_range: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    identifiable: bool = True
 
     @property
     def noise_scale_samples(self) -> float:
@@ -246,6 +254,8 @@ class TTAFit:
             ],
             "optimal_batch": self.optimal_batch,
             "optimal_batch_range": list(self.optimal_batch_range),
+            "param_range": {k: list(v) for k, v in self.param_range.items()},
+            "identifiable": self.identifiable,
             "rms_log_error": self.rms_log_error,
             "source": self.source,
         }
@@ -257,7 +267,7 @@ def fit_time_to_accuracy(
     *,
     step_time_s: Sequence[float] | None = None,
     source: str = "",
-    draws: int = 2000,
+    draws: int = 300,
     seed: int = 0,
 ) -> TTAFit:
     """Fit McCandlish's model to measured time-to-accuracy points.
@@ -275,7 +285,8 @@ def fit_time_to_accuracy(
     source
         Description of the data, kept in the result.
     draws, seed
-        Parameter draws from the fitted covariance for the optimum's uncertainty range.
+        Residual-bootstrap refits (log space) for the 16th-84th percentile ranges of the
+        parameters and of the optimal batch.
 
     Raises
     ------
@@ -325,34 +336,52 @@ def fit_time_to_accuracy(
             [np.log(np.median(b)), np.log(np.min(t) / 2), np.log(np.min(t) / (2 * np.max(b)))]
         )
 
-    res = least_squares(lambda x: log_model(x) - log_t, x0, method="lm", xtol=1e-12, ftol=1e-12)
+    def solve(y_log: np.ndarray, start: np.ndarray) -> Any:
+        return least_squares(
+            lambda x: log_model(x) - y_log, start, method="lm", xtol=1e-12, ftol=1e-12
+        )
+
+    res = solve(log_t, x0)
     x = res.x
     resid = res.fun
     dof = max(len(b) - n_params, 1)
     s2 = float(resid @ resid) / dof
-    jac = res.jac
-    try:
-        cov = np.linalg.inv(jac.T @ jac) * s2
+    jtj = res.jac.T @ res.jac
+    cond = float(np.linalg.cond(jtj))
+    identifiable = bool(np.isfinite(cond) and cond < 1e10)
+    if identifiable:
+        cov = np.linalg.inv(jtj) * s2
         rel_std = {n: float(math.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(names)}
-    except np.linalg.LinAlgError:
+    else:
         cov = np.full((n_params, n_params), np.nan)
         rel_std = {n: math.nan for n in names}
     params = {n: float(np.exp(x[i])) for i, n in enumerate(names)}
     fitted = np.exp(log_model(x))
+    dense = np.geomspace(b.min(), b.max(), 256)
 
     def optimum(xx: np.ndarray) -> float:
         if model is StepTimeModel.AFFINE:
-            return float(math.sqrt(math.exp(xx[1]) * math.exp(xx[0]) / math.exp(xx[2])))
-        return float(b[int(np.argmin(np.exp(log_model(xx))))])
+            return float(np.exp(0.5 * (xx[1] + xx[0] - xx[2])))  # sqrt(a B_noise / b)
+        # step times known at the points only: interpolate log t_step in log B between them
+        st_dense = np.exp(np.interp(np.log(dense), np.log(b), np.log(st)))
+        return float(dense[int(np.argmin(np.log1p(np.exp(xx[1]) / dense) + np.log(st_dense)))])
 
     b_opt = optimum(x)
+    # residual bootstrap in log space: robust where the Jacobian is near-singular
     rng = np.random.default_rng(seed)
-    if np.all(np.isfinite(cov)):
-        samples = rng.multivariate_normal(x, cov, size=draws, check_valid="ignore")
-        opts = np.array([optimum(s) for s in samples])
-        lo, hi = (float(v) for v in np.percentile(opts, [16, 84]))
-    else:
-        lo = hi = math.nan
+    boot_params: list[np.ndarray] = []
+    boot_opts: list[float] = []
+    for _ in range(draws):
+        y_star = np.log(fitted) + rng.choice(resid, size=len(resid), replace=True)
+        r = solve(y_star, x)
+        boot_params.append(r.x)
+        boot_opts.append(optimum(r.x))
+    bp = np.exp(np.array(boot_params))
+    param_range = {
+        n: (float(np.percentile(bp[:, i], 16)), float(np.percentile(bp[:, i], 84)))
+        for i, n in enumerate(names)
+    }
+    lo, hi = (float(v) for v in np.percentile(boot_opts, [16, 84]))
     return TTAFit(
         step_time_model=model,
         params=params,
@@ -365,6 +394,8 @@ def fit_time_to_accuracy(
         rms_log_error=float(math.sqrt(np.mean(resid**2))),
         source=source,
         covariance_log=tuple(tuple(float(c) for c in row) for row in cov),
+        param_range=param_range,
+        identifiable=identifiable,
     )
 
 
