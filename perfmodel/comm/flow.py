@@ -1,0 +1,742 @@
+"""Flow-level simulation of communication on the topology graph, with SimPy.
+
+:class:`FlowNetwork` turns every directed link into a resource of its effective bandwidth.
+A :meth:`FlowNetwork.transfer` follows the graph route; while flows are active, their rates
+are max-min fair (progressive filling, :func:`perfmodel.comm.maxmin.maxmin_rates`), recomputed
+at every flow arrival and completion, and the simulation jumps from one such event to the next
+(the classic flow-level model: e.g. Casanova et al., SimGrid's fluid network model). A transfer
+completes when its last byte has crossed its bottleneck plus the path latency (sum of link
+latencies). Counters record bytes sent and received per node and bytes per directed link.
+
+The network lives in a SimPy environment owned by the caller, so a training-step simulation can
+run collectives and pipeline sends in the same environment and they contend on shared links.
+
+:func:`run_collective` runs a collective as processes issuing transfers:
+
+- ``ring``: each of the model's ring channels carries its share of the data
+  (proportional to its steady-state rate); every step of the ring is split into ``chunks``
+  sub-chunks that are forwarded as soon as they arrive (pipelined), each step pays NCCL's
+  per-step latency. Above :data:`COARSE_RING_RANKS` ranks a channel is simulated as one flow
+  across all its links at once (the steady state of the pipelined ring) plus its per-step
+  latencies: this keeps a 1024-GPU all-reduce to seconds and still contends with other traffic.
+- ``tree``: two complementary trees (each half the data) over the servers, a chain inside each
+  server; chunked reduce up and broadcast down.
+- ``direct``/``p2p``/``ps``/``host``/``halving_doubling``/``hierarchical``/``torus2d``: their
+  phases as concurrent transfers (see :mod:`perfmodel.comm.closed_form` for the algorithms).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+
+from perfmodel.comm import params as P
+from perfmodel.comm.maxmin import maxmin_rates
+from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
+from perfmodel.comm.rings import Channel, DirectedLinks, build_channels, channel_rates, check_group
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp
+from perfmodel.topology import Topology
+from perfmodel.topology.routing import route
+
+if TYPE_CHECKING:
+    from perfmodel.comm.model import CommCostModel, GroupInfo
+
+#: Rings with more ranks than this are simulated one flow per channel (see module docstring).
+COARSE_RING_RANKS = 64
+_EPS_BYTES = 1e-6
+
+
+@dataclass
+class _Flow:
+    edges: np.ndarray  # directed edge ids
+    mult: np.ndarray  # multiplicity per edge id
+    remaining: float
+    latency_s: float
+    event: simpy.Event
+    accounting: tuple[tuple[str, str, float], ...]
+    rate: float = 0.0
+
+
+class FlowNetwork:
+    """Links of a topology as shared resources in a SimPy environment.
+
+    Parameters
+    ----------
+    env
+        The SimPy environment (owned by the caller).
+    topology
+        The system.
+    link_params
+        Per-link-class overrides (as for :class:`~perfmodel.comm.model.CommCostModel`).
+
+    Examples
+    --------
+    Two 1 GB transfers from two GPUs of a DGX-1V into the same GPU over their NVLinks:
+
+    >>> import simpy
+    >>> from perfmodel.topology import load_system
+    >>> env = simpy.Environment()
+    >>> net = FlowNetwork(env, load_system("dgx1-v100"))
+    >>> a = net.transfer("gpu1", "gpu0", 1e9)
+    >>> b = net.transfer("gpu2", "gpu0", 1e9)
+    >>> env.run()
+    >>> round(env.now * 1e3, 1)  # one NVLink2 link each: 1 GB / 22.5 GB/s + 0.7 us
+    44.4
+    >>> net.bytes_received["gpu0"] == net.bytes_sent["gpu1"] + net.bytes_sent["gpu2"]
+    True
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        topology: Topology,
+        link_params: LinkParams | None = None,
+        *,
+        links: DirectedLinks | None = None,
+    ) -> None:
+        self.env = env
+        self.topology = topology
+        self.links = links if links is not None else DirectedLinks(topology, link_params)
+        self.bytes_sent: dict[str, float] = defaultdict(float)
+        self.bytes_received: dict[str, float] = defaultdict(float)
+        self.link_bytes: dict[tuple[str, str], float] = defaultdict(float)
+        self.flows_started = 0
+        self.flows_completed = 0
+        self._flows: dict[int, _Flow] = {}
+        self._ids = itertools.count()
+        self._last_t = env.now
+        self._gen = 0
+        self._pending = False
+
+    # ------------------------------------------------------------------ public
+    def transfer(
+        self, src: str, dst: str, nbytes: float, *, path: Sequence[str] | None = None
+    ) -> simpy.Event:
+        """Start sending ``nbytes`` from ``src`` to ``dst``; the event fires on delivery.
+
+        ``path`` overrides the graph route (a node sequence from ``src`` to ``dst``).
+        """
+        if not nbytes >= 0:
+            raise ConfigError(
+                f"transfer size must be >= 0, got {nbytes!r}", value=nbytes, where="nbytes"
+            )
+        for node in (src, dst):
+            if node not in self.topology.graph:
+                raise ConfigError(
+                    f"{node!r} is not a node of system {self.topology.name}",
+                    value=node,
+                    where="transfer",
+                )
+        p = tuple(path) if path is not None else route(self.topology, src, dst)
+        if p[0] != src or p[-1] != dst:
+            raise ConfigError(f"path {p} does not go from {src} to {dst}", value=p, where="path")
+        ids = self.links.path_ids(p)
+        latency = self.links.path_latency(p)
+        if ids:
+            uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+        else:
+            uniq, counts = np.zeros(0, dtype=np.int64), np.zeros(0)
+        for e in ids:
+            self.link_bytes[self.links.edges[e]] += nbytes
+        return self._start(uniq, counts.astype(float), nbytes, latency, ((src, dst, nbytes),))
+
+    def transfer_multi(
+        self,
+        hops: Sequence[Sequence[str]],
+        nbytes: float,
+        accounting: Sequence[tuple[str, str, float]],
+        latency_s: float = 0.0,
+    ) -> simpy.Event:
+        """One flow of ``nbytes`` crossing the links of all ``hops`` at one rate (a pipelined
+        ring channel in steady state); ``accounting`` lists the per-node bytes it represents."""
+        ids: list[int] = []
+        for hop in hops:
+            ids.extend(self.links.path_ids(hop))
+        uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+        for e, c in zip(uniq, counts):
+            self.link_bytes[self.links.edges[int(e)]] += nbytes * float(c)
+        return self._start(uniq, counts.astype(float), nbytes, latency_s, tuple(accounting))
+
+    @property
+    def active_flows(self) -> int:
+        return len(self._flows)
+
+    # ------------------------------------------------------------------ engine
+    def _start(
+        self,
+        edges: np.ndarray,
+        mult: np.ndarray,
+        nbytes: float,
+        latency_s: float,
+        accounting: tuple[tuple[str, str, float], ...],
+    ) -> simpy.Event:
+        ev = self.env.event()
+        self.flows_started += 1
+        for s, _, b in accounting:
+            self.bytes_sent[s] += b
+        flow = _Flow(edges, mult, float(nbytes), latency_s, ev, accounting)
+        if nbytes <= 0 or edges.size == 0:
+            self._deliver(flow)
+            return ev
+        self._advance()
+        self._flows[next(self._ids)] = flow
+        self._request_update()
+        return ev
+
+    def _request_update(self) -> None:
+        # Batch the arrivals of one instant into a single rate computation.
+        if self._pending:
+            return
+        self._pending = True
+        t = self.env.timeout(0)
+        t.callbacks.append(self._update)
+
+    def _advance(self) -> None:
+        dt = self.env.now - self._last_t
+        if dt > 0:
+            for f in self._flows.values():
+                f.remaining -= f.rate * dt
+        self._last_t = self.env.now
+
+    def _update(self, _event: Any = None) -> None:
+        self._pending = False
+        self._advance()
+        self._complete_finished()
+        if not self._flows:
+            return
+        flows = list(self._flows.values())
+        fi = np.concatenate([np.full(f.edges.size, i, dtype=np.int64) for i, f in enumerate(flows)])
+        ei = np.concatenate([f.edges for f in flows])
+        mu = np.concatenate([f.mult for f in flows])
+        rates = maxmin_rates(fi, ei, mu, self.links.capacity_Bps, len(flows))
+        dt = math.inf
+        for f, r in zip(flows, rates):
+            f.rate = float(r)
+            dt = min(dt, max(f.remaining, 0.0) / f.rate)
+        self._gen += 1
+        gen = self._gen
+        timer = self.env.timeout(dt)
+        timer.callbacks.append(lambda _e, g=gen: self._on_timer(g))
+
+    def _on_timer(self, gen: int) -> None:
+        if gen != self._gen:
+            return  # superseded by a newer rate computation
+        self._update()
+
+    def _complete_finished(self) -> None:
+        done = [
+            k
+            for k, f in self._flows.items()
+            if f.remaining <= _EPS_BYTES + 1e-12 * f.rate
+            or f.remaining <= 1e-9 * max(f.rate, 1.0) * 1e-9
+        ]
+        for k in done:
+            flow = self._flows.pop(k)
+            flow.rate = 0.0
+            self._deliver(flow)
+
+    def _deliver(self, flow: _Flow) -> None:
+        def fire(_e: Any = None) -> None:
+            self.flows_completed += 1
+            for _, d, b in flow.accounting:
+                self.bytes_received[d] += b
+            flow.event.succeed()
+
+        if flow.latency_s > 0:
+            self.env.timeout(flow.latency_s).callbacks.append(fire)
+        else:
+            fire()
+
+
+# ---------------------------------------------------------------------- collectives
+@dataclass(frozen=True)
+class _Plan:
+    channels: tuple[Channel, ...]
+    shares: tuple[float, ...]
+    step_s: float
+    inter_step_s: float
+    base_s: float
+    wire_factor: float
+
+
+def run_collective(
+    net: FlowNetwork,
+    op: CollectiveOp | str,
+    message_bytes: float,
+    group: Sequence[str],
+    algorithm: Algorithm | str = "ring",
+    *,
+    protocol: Protocol | str | None = None,
+    chunks: int = 4,
+    wire_factor: float = 1.0,
+) -> simpy.Process:
+    """Start collective ``op`` on ``net`` as a SimPy process (completes when the collective does).
+
+    Parameters
+    ----------
+    net
+        The flow network (its environment runs the process).
+    op, message_bytes, group
+        As for :meth:`CommCostModel.collective`.
+    algorithm
+        ``ring``, ``tree``, ``direct``, ``p2p``, ``ps``, ``host``, ``halving_doubling``,
+        ``hierarchical`` or ``torus2d`` (``auto`` = ``ring``, or ``direct``/``p2p`` where those
+        are the only choice).
+    protocol
+        NCCL protocol whose per-step latency is paid (default Simple).
+    chunks
+        Sub-chunks per ring step / pipeline chunks of a chain or tree.
+    wire_factor
+        Bytes on the wire per payload byte (>= 1: protocol overhead such as LL's flags).
+    """
+    from perfmodel.comm.model import CommCostModel
+
+    o = op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
+    algo = Algorithm.parse(algorithm)
+    proto = Protocol(protocol) if isinstance(protocol, str) else (protocol or Protocol.SIMPLE)
+    if not message_bytes > 0:
+        raise ConfigError(
+            f"message size must be > 0 bytes, got {message_bytes!r}",
+            value=message_bytes,
+            where="message_bytes",
+        )
+    members = check_group(net.topology, group)
+    model = CommCostModel(net.topology, net.links.link_params)
+    model.links = net.links
+    info = model.group_info(members)
+    if algo is Algorithm.AUTO:
+        algo = {
+            CollectiveOp.ALLTOALL: Algorithm.DIRECT,
+            CollectiveOp.SENDRECV: Algorithm.P2P,
+        }.get(o, Algorithm.RING)
+    gen = _collective_gen(
+        net, model, info, o, float(message_bytes), algo, proto, max(1, int(chunks)), wire_factor
+    )
+    return net.env.process(gen)
+
+
+def simulate_collective(
+    model: CommCostModel,
+    op: CollectiveOp,
+    message_bytes: float,
+    members: tuple[str, ...],
+    algo: Algorithm,
+    proto: Protocol | None,
+    info: GroupInfo,
+) -> float:
+    """Run one collective alone in a fresh environment; return its duration in seconds."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, model.topology, links=model.links)
+    wire = 1.0
+    if proto is not None and algo in (Algorithm.RING, Algorithm.TREE):
+        ref = model._analytic(op, message_bytes, members, algo)
+        raw = (
+            info.ring_bw_Bps
+            if algo is Algorithm.RING
+            else min(info.intra_bw_Bps, info.inter_bw_Bps)
+        )
+        if ref.bandwidth_Bps > 0 and math.isfinite(raw):
+            wire = max(1.0, raw / ref.bandwidth_Bps)
+            if algo is Algorithm.TREE:
+                wire = max(1.0, raw / (2 * ref.algbw_Bps * (1 - ref.latency_s / ref.time_s)))
+    gen = _collective_gen(
+        net, model, info, op, message_bytes, algo, proto or Protocol.SIMPLE, 4, wire
+    )
+    env.process(gen)
+    env.run()
+    return float(env.now)
+
+
+def _step_latency(info: GroupInfo, algo: str, proto: Protocol, cross: bool) -> float:
+    hw = HwClass.NET if cross else info.intra_class
+    return P.NCCL_STEP_LATENCY_S[(hw, algo, proto)]
+
+
+def _collective_gen(
+    net: FlowNetwork,
+    model: CommCostModel,
+    info: GroupInfo,
+    op: CollectiveOp,
+    m: float,
+    algo: Algorithm,
+    proto: Protocol,
+    chunks: int,
+    wire: float,
+) -> Generator[simpy.Event, Any, None]:
+    env = net.env
+    if info.n < 2:
+        return
+    if algo is Algorithm.RING:
+        yield env.timeout(P.NCCL_BASE_LATENCY_S[("ring", proto)])
+        yield from _ring(
+            net,
+            model,
+            info,
+            info.members if not info.gpus else info.gpus,
+            op,
+            m,
+            proto,
+            chunks,
+            wire,
+        )
+    elif algo is Algorithm.TREE:
+        yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
+        yield from _tree(net, info, m, proto, chunks, wire)
+    elif algo is Algorithm.P2P:
+        src, dst = info.members
+        yield from _phase(net, info, [(src, dst, m)], proto)
+    elif algo is Algorithm.DIRECT:
+        ranks = info.gpus or info.members
+        n = len(ranks)
+        yield from _phase(net, info, [(a, b, m / n) for a in ranks for b in ranks if a != b], proto)
+        if op is CollectiveOp.REDUCESCATTER:
+            yield env.timeout((n - 1) / n * m / model.gpu_reduce_Bps(info))
+    elif algo is Algorithm.PS:
+        if info.cpus:
+            servers, workers, red = (
+                list(info.cpus),
+                list(info.gpus),
+                model.host_memory_Bps(info.cpus[0]),
+            )
+            contrib = len(workers)
+        else:
+            servers, workers, red = [info.gpus[0]], list(info.gpus[1:]), model.gpu_reduce_Bps(info)
+            contrib = len(workers) + 1
+        s = len(servers)
+        yield from _phase(
+            net, info, [(w, v, m / s) for w in workers for v in servers if w != v], proto
+        )
+        yield env.timeout(contrib * m / s / red)
+        yield from _phase(
+            net, info, [(v, w, m / s) for w in workers for v in servers if w != v], proto
+        )
+    elif algo is Algorithm.HOST:
+        from perfmodel.comm.model import _nearest_cpu
+
+        host = info.cpus[0] if info.cpus else _nearest_cpu(net.topology, info.gpus[0])
+        gpus = list(info.gpus)
+        yield from _phase(net, info, [(g, host, m) for g in gpus], proto)
+        yield env.timeout((len(gpus) + 1) * m / model.host_memory_Bps(host))
+        yield from _phase(net, info, [(host, g, m) for g in gpus], proto)
+    elif algo is Algorithm.HALVING_DOUBLING:
+        ranks = list(info.gpus or info.members)
+        n = len(ranks)
+        p = 1 << (n.bit_length() - 1)
+        red = model.gpu_reduce_Bps(info)
+        if p != n:
+            yield from _phase(net, info, [(ranks[p + i], ranks[i], m) for i in range(n - p)], proto)
+            yield env.timeout(m / red)
+        stages = p.bit_length() - 1
+        order = list(range(stages))
+        phases = [order] if op is not CollectiveOp.ALLREDUCE else [order, order[::-1]]
+        for phase in phases:
+            for k in phase:
+                dist = p >> (k + 1)
+                nb = m / (2 ** (k + 1))
+                yield from _phase(
+                    net, info, [(ranks[i], ranks[i ^ dist], nb) for i in range(p)], proto
+                )
+        if op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER):
+            yield env.timeout((p - 1) / p * m / red)
+        if p != n:
+            yield from _phase(net, info, [(ranks[i], ranks[p + i], m) for i in range(n - p)], proto)
+    elif algo is Algorithm.HIERARCHICAL:
+        parts = [list(p) for p in info.parts]
+        local = max(len(p) for p in parts)
+        if local > 1:
+            yield from _concurrent_rings(
+                net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks
+            )
+        cols = [[p[j] for p in parts if j < len(p)] for j in range(local)]
+        yield from _concurrent_rings(
+            net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks
+        )
+        if local > 1:
+            yield from _concurrent_rings(
+                net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks
+            )
+    elif algo is Algorithm.TORUS2D:
+        from perfmodel.comm.model import _near_square_factor
+
+        ranks = list(info.gpus or info.members)
+        if info.nodes > 1:
+            rows = [list(p) for p in info.parts]
+            cols_n = len(rows[0])
+        else:
+            cols_n = _near_square_factor(len(ranks))
+            rows = [ranks[i : i + cols_n] for i in range(0, len(ranks), cols_n)]
+        cols = [[r[j] for r in rows] for j in range(cols_n)]
+        if cols_n > 1:
+            yield from _concurrent_rings(
+                net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks
+            )
+        if len(rows) > 1:
+            yield from _concurrent_rings(
+                net, model, info, cols, CollectiveOp.ALLREDUCE, m / cols_n, proto, chunks
+            )
+        if cols_n > 1:
+            yield from _concurrent_rings(
+                net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks
+            )
+    else:  # pragma: no cover - guarded by the model
+        raise ConfigError(
+            f"algorithm {algo.value} cannot be simulated", value=algo.value, where="algorithm"
+        )
+
+
+def _phase(
+    net: FlowNetwork, info: GroupInfo, transfers: Sequence[tuple[str, str, float]], proto: Protocol
+) -> Generator[simpy.Event, Any, None]:
+    """Concurrent transfers, each after NCCL's per-step latency for its transport; wait for all."""
+    env = net.env
+
+    def one(src: str, dst: str, nb: float) -> Generator[simpy.Event, Any, None]:
+        path = route(net.topology, src, dst)
+        yield env.timeout(P.NCCL_STEP_LATENCY_S[(net.links.hw_class(path), "ring", proto)])
+        yield net.transfer(src, dst, nb, path=path)
+
+    procs = [env.process(one(s, d, b)) for s, d, b in transfers if s != d]
+    if procs:
+        yield env.all_of(procs)
+
+
+def _ring_steps(op: CollectiveOp, n: int) -> int:
+    if op is CollectiveOp.ALLREDUCE:
+        return 2 * (n - 1)
+    if op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
+        return n - 1
+    return n - 1  # broadcast / reduce: a pipelined chain of n-1 hops
+
+
+def _ring(
+    net: FlowNetwork,
+    model: CommCostModel,
+    info: GroupInfo,
+    ranks: Sequence[str],
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+    wire: float,
+    channels: Sequence[Channel] | None = None,
+) -> Generator[simpy.Event, Any, None]:
+    env = net.env
+    chans = (
+        tuple(channels)
+        if channels is not None
+        else (
+            info.channels
+            if tuple(ranks) == (info.gpus or info.members)
+            else build_channels(net.links, ranks)
+        )
+    )
+    if not chans:
+        return
+    rates = channel_rates(net.links, chans)
+    total = float(np.sum(rates))
+    shares = (
+        [float(r) / total for r in rates]
+        if total > 0 and math.isfinite(total)
+        else [1 / len(chans)] * len(chans)
+    )
+    n = len(ranks)
+    topo = net.topology
+    procs = []
+    for ch, share in zip(chans, shares):
+        m_c = m * share
+        if n > COARSE_RING_RANKS:
+            procs.append(env.process(_ring_coarse(net, info, ch, op, m_c, proto, wire)))
+        elif op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+            procs.append(env.process(_chain(net, info, ch, op, m_c, proto, chunks, wire)))
+        else:
+            steps = _ring_steps(op, n)
+            piece = m_c / n * wire
+            sub = piece / chunks
+            arrived: dict[tuple[int, int, int], simpy.Event] = {}
+
+            def ev(i: int, k: int, s: int, _arr: dict = arrived) -> simpy.Event:
+                key = (i, k, s)
+                if key not in _arr:
+                    _arr[key] = env.event()
+                return _arr[key]
+
+            def rank_proc(
+                i: int,
+                k: int,
+                _ch: Channel = ch,
+                _steps: int = steps,
+                _sub: float = sub,
+                _ev: Any = ev,
+            ) -> Generator[simpy.Event, Any, None]:
+                nn = len(_ch.order)
+                hop = _ch.hops[i]
+                cross = topo.server_of(hop[0]) != topo.server_of(hop[-1])
+                lat = _step_latency(info, "ring", proto, cross)
+                for s in range(_steps):
+                    if s > 0:
+                        yield _ev(i, k, s - 1)
+                    yield env.timeout(lat)
+                    yield net.transfer(hop[0], hop[-1], _sub, path=hop)
+                    _ev((i + 1) % nn, k, s).succeed()
+
+            for i in range(n):
+                for k in range(chunks):
+                    procs.append(env.process(rank_proc(i, k)))
+    if procs:
+        yield env.all_of(procs)
+
+
+def _ring_coarse(
+    net: FlowNetwork,
+    info: GroupInfo,
+    ch: Channel,
+    op: CollectiveOp,
+    m_c: float,
+    proto: Protocol,
+    wire: float,
+) -> Generator[simpy.Event, Any, None]:
+    """A ring channel as one flow over all its links (steady state of the pipelined ring)."""
+    n = len(ch.order)
+    steps = _ring_steps(op, n)
+    topo = net.topology
+    cross = sum(1 for h in ch.hops if topo.server_of(h[0]) != topo.server_of(h[-1]))
+    frac_cross = cross / max(1, len(ch.hops))
+    lat_step = (1 - frac_cross) * _step_latency(
+        info, "ring", proto, False
+    ) + frac_cross * _step_latency(info, "ring", proto, True)
+    hop_lat = max(net.links.path_latency(h) for h in ch.hops)
+    if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+        per_rank = m_c
+        nbytes = m_c * wire
+        steps = n - 1
+    else:
+        per_rank = steps * m_c / n
+        nbytes = per_rank * wire
+    acct = tuple((h[0], h[-1], per_rank) for h in ch.hops)
+    yield net.env.timeout(steps * lat_step + (steps - 1) * hop_lat)
+    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=hop_lat)
+
+
+def _chain(
+    net: FlowNetwork,
+    info: GroupInfo,
+    ch: Channel,
+    op: CollectiveOp,
+    m_c: float,
+    proto: Protocol,
+    chunks: int,
+    wire: float,
+) -> Generator[simpy.Event, Any, None]:
+    """Broadcast (root = first of the ring) or reduce (towards the last) along a pipelined chain."""
+    env = net.env
+    n = len(ch.order)
+    hops = ch.hops[: n - 1]
+    topo = net.topology
+    c = m_c * wire / chunks
+    arrived = {(i, k): env.event() for i in range(n) for k in range(chunks)}
+    lat_t = "tree" if proto is Protocol.SIMPLE else "ring"
+
+    def proc(i: int) -> Generator[simpy.Event, Any, None]:
+        hop = hops[i]
+        cross = topo.server_of(hop[0]) != topo.server_of(hop[-1])
+        lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET if cross else info.intra_class, lat_t, proto)]
+        for k in range(chunks):
+            if i > 0:
+                yield arrived[(i, k)]
+            yield env.timeout(lat / chunks)
+            yield net.transfer(hop[0], hop[-1], c, path=hop)
+            arrived[(i + 1, k)].succeed()
+
+    yield env.all_of([env.process(proc(i)) for i in range(n - 1)])
+
+
+def _tree(
+    net: FlowNetwork, info: GroupInfo, m: float, proto: Protocol, chunks: int, wire: float
+) -> Generator[simpy.Event, Any, None]:
+    """Double binary tree over servers (chain inside each), chunked reduce up then broadcast down."""
+    env = net.env
+    parts = [list(p) for p in info.parts]
+    nodes = len(parts)
+    topo = net.topology
+    procs = []
+    for t in range(2):
+        order = list(range(nodes)) if t == 0 else list(range(nodes))[::-1]
+        parent: dict[str, str | None] = {}
+        children: dict[str, list[str]] = defaultdict(list)
+        for pos, s in enumerate(order):
+            chain = parts[s] if t == 0 else parts[s][::-1]
+            leader = chain[0]
+            for a, b in itertools.pairwise(chain):
+                parent[b] = a
+                children[a].append(b)
+            if pos == 0:
+                parent[leader] = None
+            else:
+                up = parts[order[(pos - 1) // 2]]
+                up_leader = up[0] if t == 0 else up[::-1][0]
+                parent[leader] = up_leader
+                children[up_leader].append(leader)
+        half = m / 2 * wire / chunks
+        up_done = {(x, k): env.event() for x in parent for k in range(chunks)}
+        down_done = {(x, k): env.event() for x in parent for k in range(chunks)}
+
+        def node_proc(
+            x: str, _p=parent, _c=children, _u=up_done, _d=down_done, _h=half
+        ) -> Generator[simpy.Event, Any, None]:
+            for k in range(chunks):
+                kids = [_u[(y, k)] for y in _c[x]]
+                if kids:
+                    yield env.all_of(kids)
+                par = _p[x]
+                if par is not None:
+                    cross = topo.server_of(x) != topo.server_of(par)
+                    yield env.timeout(_step_latency(info, "tree", proto, cross) / chunks)
+                    yield net.transfer(x, par, _h)
+                _u[(x, k)].succeed()
+            par = _p[x]
+            for k in range(chunks):
+                yield _u[(x, k)] if par is None else _d[(x, k)]
+                sends = []
+                for y in _c[x]:
+                    cross = topo.server_of(x) != topo.server_of(y)
+                    yield env.timeout(_step_latency(info, "tree", proto, cross) / chunks)
+                    e = net.transfer(x, y, _h)
+                    e.callbacks.append(lambda _e, _y=y, _k=k: _d[(_y, _k)].succeed())
+                    sends.append(e)
+                if sends:
+                    yield env.all_of(sends)
+
+        for x in parent:
+            procs.append(env.process(node_proc(x)))
+    yield env.all_of(procs)
+
+
+def _concurrent_rings(
+    net: FlowNetwork,
+    model: CommCostModel,
+    info: GroupInfo,
+    groups: Sequence[Sequence[str]],
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+) -> Generator[simpy.Event, Any, None]:
+    env = net.env
+    procs = []
+    for grp in groups:
+        if len(grp) < 2:
+            continue
+        chans = build_channels(net.links, grp)
+        procs.append(
+            env.process(_ring(net, model, info, grp, op, m, proto, chunks, 1.0, channels=chans))
+        )
+    if procs:
+        yield env.all_of(procs)

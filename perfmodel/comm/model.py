@@ -1,0 +1,780 @@
+"""The communication cost model: one call, two fidelities.
+
+``CommCostModel(topology).collective(op, message_bytes, group, algorithm="auto")`` answers "how
+long does this collective take on these GPUs of this system", in nccl-tests terms (time, algbw,
+busbw). ``fidelity="analytic"`` evaluates closed forms whose bandwidth comes from NCCL-style ring
+channels on the topology graph (max-min fair steady state, :mod:`perfmodel.comm.rings`);
+``fidelity="simulated"`` runs the same algorithm as chunked transfers in a fresh SimPy flow
+network (:mod:`perfmodel.comm.flow`). Both are cached per model instance.
+
+How ``auto`` chooses (an approximation of NCCL's tuner, ``src/graph/tuning.cc``, NCCL 2.7/2.8):
+for every enabled (algorithm, protocol) pair among ring/tree x LL/LL128/Simple, the time is
+``latency + bytes / algbw`` with NCCL's latency table and protocol bandwidth factors applied to
+the topology-derived bus bandwidth, and the fastest pair wins. Tree is considered for all-reduce
+only (as in NCCL 2.8), LL128 only when the GPUs are Volta or newer and every intra-server hop is
+NVLink. All-to-all uses ``direct``, send/recv ``p2p``, other collectives ``ring``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfmodel.comm import closed_form as cf
+from perfmodel.comm import params as P
+from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
+from perfmodel.comm.rings import (
+    Channel,
+    DirectedLinks,
+    build_channels,
+    channel_rates,
+    check_group,
+    flow_rates,
+    pack_rings,
+    split_by_server,
+)
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp, bus_factor
+from perfmodel.topology import Topology
+from perfmodel.topology.routing import route
+from perfmodel.topology.schema import NodeKind
+
+FIDELITIES = ("analytic", "simulated")
+
+_ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
+    CollectiveOp.ALLREDUCE: (
+        Algorithm.RING,
+        Algorithm.TREE,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.HIERARCHICAL,
+        Algorithm.TORUS2D,
+        Algorithm.PS,
+        Algorithm.HOST,
+    ),
+    CollectiveOp.REDUCESCATTER: (Algorithm.RING, Algorithm.HALVING_DOUBLING, Algorithm.DIRECT),
+    CollectiveOp.ALLGATHER: (Algorithm.RING, Algorithm.HALVING_DOUBLING, Algorithm.DIRECT),
+    CollectiveOp.BROADCAST: (Algorithm.RING,),
+    CollectiveOp.REDUCE: (Algorithm.RING,),
+    CollectiveOp.ALLTOALL: (Algorithm.DIRECT,),
+    CollectiveOp.SENDRECV: (Algorithm.P2P,),
+}
+
+
+@dataclass(frozen=True)
+class CommResult:
+    """The cost of one collective, in nccl-tests terms.
+
+    Attributes
+    ----------
+    time_s
+        Duration of the collective, seconds.
+    algbw_Bps
+        ``message_bytes / time_s`` (nccl-tests "algbw"), bytes/s.
+    busbw_Bps
+        ``algbw_Bps * bus_factor(op, group_size)`` (nccl-tests "busbw"), bytes/s.
+    algorithm, protocol
+        What was used (``protocol`` is ``None`` outside NCCL's ring/tree).
+    latency_s, bandwidth_Bps
+        The alpha and the bus bandwidth the closed form used (analytic fidelity).
+    channels, nodes
+        Ring channels used and servers spanned by the group.
+    """
+
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+    algorithm: Algorithm
+    op: CollectiveOp
+    message_bytes: float
+    group_size: int
+    protocol: Protocol | None = None
+    fidelity: str = "analytic"
+    latency_s: float = 0.0
+    bandwidth_Bps: float = 0.0
+    channels: int = 0
+    nodes: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op.value,
+            "message_bytes": self.message_bytes,
+            "group_size": self.group_size,
+            "nodes": self.nodes,
+            "algorithm": self.algorithm.value,
+            "protocol": self.protocol.value if self.protocol else None,
+            "fidelity": self.fidelity,
+            "time_s": self.time_s,
+            "algbw_Bps": self.algbw_Bps if math.isfinite(self.algbw_Bps) else None,
+            "busbw_Bps": self.busbw_Bps,
+            "latency_s": self.latency_s,
+            "bandwidth_Bps": self.bandwidth_Bps,
+            "channels": self.channels,
+        }
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """What the topology offers a group (cached per group)."""
+
+    members: tuple[str, ...]
+    gpus: tuple[str, ...]
+    cpus: tuple[str, ...]
+    parts: tuple[tuple[str, ...], ...]
+    channels: tuple[Channel, ...]
+    ring_bw_Bps: float
+    intra_bw_Bps: float
+    inter_bw_Bps: float
+    alpha_intra_s: float
+    alpha_inter_s: float
+    intra_class: HwClass
+    gpu_arch: str
+    gpu_memory_Bps: float
+    extras: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.members)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.parts)
+
+    @property
+    def local(self) -> int:
+        return max(len(p) for p in self.parts)
+
+
+def _as_op(op: CollectiveOp | str) -> CollectiveOp:
+    return op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
+
+
+def _check_bytes(message_bytes: float) -> float:
+    try:
+        m = float(message_bytes)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"message size {message_bytes!r} is not a number",
+            value=message_bytes,
+            where="message_bytes",
+        ) from exc
+    if not (m > 0 and math.isfinite(m)):
+        raise ConfigError(
+            f"message size must be > 0 bytes, got {message_bytes!r}",
+            value=message_bytes,
+            where="message_bytes",
+        )
+    return m
+
+
+class CommCostModel:
+    """Collective costs on a :class:`~perfmodel.topology.Topology`.
+
+    Parameters
+    ----------
+    topology
+        The system.
+    link_params
+        Per-link-class overrides (from calibration); ``None`` uses the topology's values.
+    fidelity
+        ``"analytic"`` (closed forms on topology-derived bandwidths) or ``"simulated"``
+        (chunked transfers in a SimPy flow network with max-min fair sharing).
+
+    Examples
+    --------
+    >>> from perfmodel.topology import load_system
+    >>> topo = load_system("dgx1-v100")
+    >>> r = CommCostModel(topo).collective("allreduce", 2**30, topo.gpus, algorithm="ring")
+    >>> round(r.busbw_Bps / 1e9)  # 6 NVLink2 rings x 22.5 GB/s (25 GB/s x 0.9)
+    135
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        link_params: LinkParams | None = None,
+        fidelity: str = "analytic",
+    ) -> None:
+        if fidelity not in FIDELITIES:
+            raise ConfigError(
+                f"unknown fidelity {fidelity!r}; expected one of {FIDELITIES}",
+                value=fidelity,
+                where="fidelity",
+            )
+        self.topology = topology
+        self.link_params = link_params or LinkParams()
+        self.fidelity = fidelity
+        self.links = DirectedLinks(topology, self.link_params)
+        self._groups: dict[tuple[str, ...], GroupInfo] = {}
+        self._cache: dict[tuple[Any, ...], CommResult] = {}
+
+    # ------------------------------------------------------------------ public API
+    def collective(
+        self,
+        op: CollectiveOp | str,
+        message_bytes: float,
+        group: Sequence[str],
+        algorithm: Algorithm | str = "auto",
+    ) -> CommResult:
+        """Cost of collective ``op`` of ``message_bytes`` (nccl-tests convention) over ``group``.
+
+        Raises
+        ------
+        ConfigError
+            Unknown op or algorithm, a size <= 0, an empty group, a node not in the system, or
+            an algorithm that does not implement ``op``.
+        """
+        o = _as_op(op)
+        m = _check_bytes(message_bytes)
+        algo = Algorithm.parse(algorithm, where="algorithm")
+        members = check_group(self.topology, group)
+        key = (o, m, members, algo)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if algo is not Algorithm.AUTO and algo not in _ALLOWED[o]:
+            raise ConfigError(
+                f"algorithm {algo.value!r} does not implement {o.value}; use one of "
+                f"{', '.join(a.value for a in _ALLOWED[o])} or auto",
+                value=algo.value,
+                where="algorithm",
+            )
+        if o is CollectiveOp.SENDRECV and len(members) != 2:
+            raise ConfigError(
+                f"sendrecv needs a group of exactly 2 endpoints (source, destination), got {len(members)}",
+                value=members,
+                where="group",
+            )
+        if len(members) == 1:
+            res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
+        elif self.fidelity == "analytic":
+            res = self._analytic(o, m, members, algo)
+        else:
+            res = self._simulated(o, m, members, algo)
+        self._cache[key] = res
+        return res
+
+    def group_info(self, group: Sequence[str]) -> GroupInfo:
+        """Topology-derived bandwidths and latencies of a group (cached)."""
+        members = check_group(self.topology, group)
+        info = self._groups.get(members)
+        if info is None:
+            info = self._build_group(members)
+            self._groups[members] = info
+        return info
+
+    def choose(
+        self, op: CollectiveOp | str, message_bytes: float, group: Sequence[str]
+    ) -> tuple[Algorithm, Protocol | None]:
+        """The (algorithm, protocol) ``auto`` picks for this call (analytic tuner)."""
+        r = self._analytic(
+            _as_op(op),
+            _check_bytes(message_bytes),
+            check_group(self.topology, group),
+            Algorithm.AUTO,
+        )
+        return r.algorithm, r.protocol
+
+    # ------------------------------------------------------------------ group analysis
+    def _build_group(self, members: tuple[str, ...]) -> GroupInfo:
+        g = self.topology.graph
+        gpus = tuple(x for x in members if g.nodes[x]["kind"] is NodeKind.GPU)
+        cpus = tuple(x for x in members if g.nodes[x]["kind"] is NodeKind.CPU)
+        ring_members = gpus if gpus else members
+        parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members))
+        links = self.links
+        if len(ring_members) >= 2:
+            channels = build_channels(links, ring_members)
+            rates = channel_rates(links, channels)
+            ring_bw = float(np.sum(rates))
+        else:
+            channels, ring_bw = (), math.inf
+        intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
+        inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
+        alpha_intra = max((links.path_latency(h) for h in intra_hops), default=0.0)
+        alpha_inter = max((links.path_latency(h) for h in inter_hops), default=0.0)
+        classes = {links.hw_class(h) for h in intra_hops}
+        if not classes or classes == {HwClass.NVLINK}:
+            intra_class = HwClass.NVLINK if classes else HwClass.PCI
+        else:
+            intra_class = HwClass.PCI
+        # Bandwidth inside one server (ring over its members) and across servers (per server).
+        biggest = max(parts, key=len) if parts else ()
+        if len(parts) > 1 and len(biggest) >= 2:
+            intra_bw = float(np.sum(channel_rates(links, pack_rings(links, biggest))))
+        elif len(parts) == 1:
+            intra_bw = ring_bw
+        else:
+            intra_bw = math.inf
+        if len(parts) > 1:
+            inter_only = [
+                Channel(ch.order, tuple(h for h in ch.hops if not self._same_server(h)))
+                for ch in channels
+            ]
+            inter_bw = float(np.sum(channel_rates(links, inter_only)))
+        else:
+            inter_bw = math.inf
+        spec = self.topology.gpu_spec(gpus[0]) if gpus else None
+        arch = spec.architecture.lower() if spec else ""
+        mem_bw = spec.memory_bandwidth_Bps if spec else cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
+        return GroupInfo(
+            members=members,
+            gpus=gpus,
+            cpus=cpus,
+            parts=parts,
+            channels=channels,
+            ring_bw_Bps=ring_bw,
+            intra_bw_Bps=intra_bw,
+            inter_bw_Bps=inter_bw,
+            alpha_intra_s=alpha_intra,
+            alpha_inter_s=alpha_inter,
+            intra_class=intra_class,
+            gpu_arch=arch,
+            gpu_memory_Bps=mem_bw,
+        )
+
+    def _same_server(self, path: Sequence[str]) -> bool:
+        t = self.topology
+        return t.server_of(path[0]) == t.server_of(path[-1])
+
+    def gpu_reduce_Bps(self, info: GroupInfo) -> float:
+        """Rate of an element-wise reduction on a GPU: memory bandwidth / 3 (read two inputs,
+        write one output), or the calibrated override."""
+        if self.link_params.gpu_reduce_bandwidth_Bps is not None:
+            return self.link_params.gpu_reduce_bandwidth_Bps
+        return info.gpu_memory_Bps / 3.0
+
+    def host_memory_Bps(self, cpu: str | None = None) -> float:
+        """Host memory bandwidth for CPU-side averaging (override, catalogue CPU, or default)."""
+        if self.link_params.host_reduce_bandwidth_Bps is not None:
+            return self.link_params.host_reduce_bandwidth_Bps
+        if cpu is not None:
+            import perfmodel.hardware as hw
+
+            get_cpu = getattr(hw, "get_cpu", None)
+            model = self.topology.graph.nodes[cpu].get("model")
+            if get_cpu is not None and model:
+                try:
+                    spec = get_cpu(model)
+                except ConfigError:
+                    spec = None
+                bw = getattr(spec, "memory_bandwidth_Bps", None) if spec is not None else None
+                if bw:
+                    return float(bw)
+        return cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
+
+    # ------------------------------------------------------------------ analytic
+    def _analytic(
+        self, op: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm
+    ) -> CommResult:
+        info = self.group_info(members)
+        n = info.n
+        if algo is Algorithm.AUTO:
+            cands = self._nccl_candidates(op, m, info)
+            if not cands:
+                algo = _ALLOWED[op][0]
+            else:
+                t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+                return self._result(op, m, info, t, a, p, lat, bw)
+        if algo in (Algorithm.RING, Algorithm.TREE):
+            cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
+            if not cands:
+                raise ConfigError(
+                    f"{algo.value} is not available for {op.value} on this group",
+                    value=algo.value,
+                    where="algorithm",
+                )
+            t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+            return self._result(op, m, info, t, a, p, lat, bw)
+        t, lat, bw = self._other(op, m, info, algo)
+        del n
+        return self._result(op, m, info, t, algo, None, lat, bw)
+
+    def _result(
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        t: float,
+        algo: Algorithm,
+        proto: Protocol | None,
+        lat: float,
+        bw: float,
+    ) -> CommResult:
+        algbw = m / t if t > 0 else math.inf
+        n = info.n
+        return CommResult(
+            time_s=t,
+            algbw_Bps=algbw,
+            busbw_Bps=algbw * bus_factor(op, n) if math.isfinite(algbw) else 0.0,
+            algorithm=algo,
+            op=op,
+            message_bytes=m,
+            group_size=n,
+            protocol=proto,
+            fidelity=self.fidelity,
+            latency_s=lat,
+            bandwidth_Bps=bw,
+            channels=len(info.channels),
+            nodes=info.nodes,
+        )
+
+    def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
+        """Protocols NCCL would enable for this group."""
+        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and info.intra_class is HwClass.NVLINK
+        return (
+            (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
+            if ll128
+            else (Protocol.LL, Protocol.SIMPLE)
+        )
+
+    def _nccl_candidates(
+        self, op: CollectiveOp, m: float, info: GroupInfo
+    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
+        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice."""
+        if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+            return []
+        n, nodes = info.n, info.nodes
+        if op is CollectiveOp.ALLREDUCE:
+            nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
+        elif op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
+            nsteps, ninter = n - 1, nodes - 1
+        else:
+            nsteps, ninter = n, nodes
+        ppn = n / nodes
+        sm80 = info.gpu_arch == "ampere"
+        reduce_bw = self.gpu_reduce_Bps(info)
+        reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
+        out = []
+        for proto in self.protocols(info):
+            for algo in (Algorithm.RING, Algorithm.TREE):
+                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
+                    continue
+                a = algo.value
+                bus = (
+                    info.ring_bw_Bps
+                    if algo is Algorithm.RING
+                    else min(info.intra_bw_Bps, info.inter_bw_Bps)
+                )
+                if reduces:
+                    bus = min(bus, reduce_bw)
+                if sm80:
+                    bus = min(bus, P.NCCL_SM80_MAX_BUSBW_Bps)
+                if algo is Algorithm.RING:
+                    if proto is Protocol.LL:
+                        multi = nodes > 1 or op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCE)
+                        bus *= (
+                            P.NCCL_RING_LL_FACTOR_ALLREDUCE
+                            if multi
+                            else P.NCCL_RING_LL_FACTOR_OTHER
+                        )
+                    elif proto is Protocol.LL128:
+                        bus *= P.NCCL_LL128_FACTOR_ONE_PER_NODE if ppn < 2 else P.NCCL_LL128_FACTOR
+                    algbw = bus * n / nsteps
+                else:
+                    cap = P.NCCL_TREE_MAX_BW_Bps[
+                        ("multi" if nodes > 2 else "few", sm80 and proto is Protocol.LL128)
+                    ]
+                    bus = min(bus * P.NCCL_TREE_BW_FACTOR, cap)
+                    if proto is Protocol.LL:
+                        bus *= P.NCCL_TREE_LL_FACTOR
+                    elif proto is Protocol.LL128:
+                        bus *= (
+                            P.NCCL_TREE_LL128_FACTOR_INTRA
+                            if nodes == 1
+                            else P.NCCL_TREE_LL128_FACTOR_INTER
+                        )
+                    algbw = bus * 0.5
+                    log_size = int(math.log2(max(m / 64.0, 1.0)))
+                    if log_size < 22:
+                        algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
+                intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
+                inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
+                if nodes > 1 and proto is Protocol.LL:
+                    intra_lat *= 1.8
+                lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
+                if algo is Algorithm.RING:
+                    if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                        step = P.NCCL_STEP_LATENCY_S[
+                            (
+                                HwClass.NET if nodes > 1 else info.intra_class,
+                                "tree" if proto is Protocol.SIMPLE else "ring",
+                                proto,
+                            )
+                        ]
+                        lat += nsteps * (step + max(info.alpha_intra_s, info.alpha_inter_s))
+                    else:
+                        lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                    if (
+                        proto is Protocol.SIMPLE
+                        and nodes > 1
+                        and op is CollectiveOp.ALLREDUCE
+                        and m >= n / 16.0 * 65536
+                    ):
+                        lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+                else:
+                    lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
+                if algbw <= 0:
+                    continue
+                out.append((lat + m / algbw, algo, proto, lat, bus))
+        return out
+
+    def _step_alpha(self, info: GroupInfo, cross_server: bool) -> float:
+        """Per-step latency of non-NCCL algorithms: NCCL's Simple ring step for the transport
+        class (software + hardware) plus the path's link latencies."""
+        if cross_server:
+            return (
+                P.NCCL_STEP_LATENCY_S[(HwClass.NET, "ring", Protocol.SIMPLE)] + info.alpha_inter_s
+            )
+        return (
+            P.NCCL_STEP_LATENCY_S[(info.intra_class, "ring", Protocol.SIMPLE)] + info.alpha_intra_s
+        )
+
+    def _flows_time(
+        self, transfers: Sequence[tuple[str, str, float]]
+    ) -> tuple[float, float, float]:
+        """Concurrent point-to-point transfers: (time of the slowest, its alpha, its rate).
+
+        Rates are max-min fair on the default routes; each transfer takes
+        ``alpha + bytes / rate`` with ``alpha`` the route latency plus NCCL's per-step Simple cost.
+        """
+        paths = [route(self.topology, s, d) for s, d, _ in transfers]
+        rates = flow_rates(self.links, paths)
+        worst = (0.0, 0.0, math.inf)
+        for (_, _, nbytes), path, rate in zip(transfers, paths, rates):
+            hw = self.links.hw_class(path)
+            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.path_latency(
+                path
+            )
+            t = alpha + nbytes / float(rate)
+            if t > worst[0]:
+                worst = (t, alpha, float(rate))
+        return worst
+
+    def _other(
+        self, op: CollectiveOp, m: float, info: GroupInfo, algo: Algorithm
+    ) -> tuple[float, float, float]:
+        """(time, alpha, bandwidth) of the non-NCCL algorithms."""
+        ranks = info.gpus if info.gpus else info.members
+        n = len(ranks)
+        if algo is Algorithm.P2P:
+            src, dst = info.members
+            t, alpha, rate = self._flows_time([(src, dst, m)])
+            return t, alpha, rate
+        if algo is Algorithm.DIRECT:
+            share = m / n
+            if op is CollectiveOp.ALLGATHER:
+                pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
+            elif op is CollectiveOp.REDUCESCATTER:
+                pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
+            else:
+                pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
+            pairs = _representative_pairs(self.topology, ranks, pairs)
+            t, alpha, rate = self._flows_time(pairs)
+            extra = 0.0
+            if op is CollectiveOp.REDUCESCATTER:
+                extra = (n - 1) / n * m / self.gpu_reduce_Bps(info)
+            return t + extra, alpha, rate * (n - 1)
+        if algo is Algorithm.HALVING_DOUBLING:
+            return self._halving_doubling(op, m, info, ranks)
+        if algo is Algorithm.HIERARCHICAL:
+            if info.nodes == 1:
+                raise ConfigError(
+                    "hierarchical all-reduce needs a group spanning several servers",
+                    value=info.nodes,
+                    where="algorithm",
+                )
+            local = info.local
+            a_in = self._step_alpha(info, False)
+            a_out = self._step_alpha(info, True)
+            t = (
+                cf.hierarchical_allreduce_time(
+                    local,
+                    info.nodes,
+                    m,
+                    a_in,
+                    info.intra_bw_Bps if local > 1 else math.inf,
+                    a_out,
+                    info.inter_bw_Bps / local,
+                    self.gpu_reduce_Bps(info),
+                )
+                if local > 1
+                else cf.ring_allreduce_time(
+                    info.nodes, m, a_out, info.inter_bw_Bps, self.gpu_reduce_Bps(info)
+                )
+            )
+            return t, a_out, info.inter_bw_Bps
+        if algo is Algorithm.TORUS2D:
+            return self._torus2d(m, info, ranks)
+        if algo is Algorithm.PS:
+            return self._parameter_server(m, info)
+        if algo is Algorithm.HOST:
+            return self._host_average(m, info)
+        raise ConfigError(
+            f"algorithm {algo.value} not implemented for {op.value}", value=algo, where="algorithm"
+        )  # pragma: no cover
+
+    def _halving_doubling(
+        self, op: CollectiveOp, m: float, info: GroupInfo, ranks: Sequence[str]
+    ) -> tuple[float, float, float]:
+        n = len(ranks)
+        p = 1 << (n.bit_length() - 1)
+        core = list(ranks[:p])
+        t = 0.0
+        worst_rate = math.inf
+        alpha_max = 0.0
+        stages = p.bit_length() - 1
+        for k in range(stages):
+            dist = p >> (k + 1)
+            nbytes = m / (2 ** (k + 1))
+            pairs = [(core[i], core[i ^ dist], nbytes) for i in range(p)]
+            st, alpha, rate = self._flows_time(pairs)
+            worst_rate = min(worst_rate, rate)
+            alpha_max = max(alpha_max, alpha)
+            phases = 2 if op is CollectiveOp.ALLREDUCE else 1
+            t += phases * st
+        reduce_bw = self.gpu_reduce_Bps(info)
+        if op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER):
+            t += (p - 1) / p * m / reduce_bw
+        if p != n:  # fold the extra ranks in and out
+            extra = [(ranks[p + i], core[i], m) for i in range(n - p)]
+            st, _, _ = self._flows_time(extra)
+            t += 2 * st + m / reduce_bw
+        return t, alpha_max, worst_rate
+
+    def _torus2d(
+        self, m: float, info: GroupInfo, ranks: Sequence[str]
+    ) -> tuple[float, float, float]:
+        n = len(ranks)
+        if info.nodes > 1:
+            cols = info.local
+            if any(len(p) != cols for p in info.parts):
+                raise ConfigError(
+                    "torus2d needs the same number of GPUs on every server of the group",
+                    value=[len(p) for p in info.parts],
+                    where="group",
+                )
+            rows_g = [list(p) for p in info.parts]
+        else:
+            cols = _near_square_factor(n)
+            rows_g = [list(ranks[i : i + cols]) for i in range(0, n, cols)]
+        rows = len(rows_g)
+        cols_g = [[r[j] for r in rows_g] for j in range(cols)]
+        bw_row = self._concurrent_ring_bw(rows_g) if cols > 1 else math.inf
+        bw_col = self._concurrent_ring_bw(cols_g) if rows > 1 else math.inf
+        a_row = self._step_alpha(info, False)
+        a_col = self._step_alpha(info, info.nodes > 1)
+        t = cf.torus2d_allreduce_time(
+            rows,
+            cols,
+            m,
+            a_row,
+            bw_row if cols > 1 else 1.0,
+            a_col,
+            bw_col if rows > 1 else 1.0,
+            self.gpu_reduce_Bps(info),
+        )
+        return t, max(a_row, a_col), min(bw_row, bw_col)
+
+    def _concurrent_ring_bw(self, groups: Sequence[Sequence[str]]) -> float:
+        """Bandwidth of the slowest of several rings running at once (max-min over all channels)."""
+        chans: list[Channel] = []
+        owner: list[int] = []
+        for i, grp in enumerate(groups):
+            cs = build_channels(self.links, grp)
+            chans.extend(cs)
+            owner.extend([i] * len(cs))
+        rates = channel_rates(self.links, chans)
+        per = np.zeros(len(groups))
+        for o, r in zip(owner, rates):
+            per[o] += r
+        return float(per.min())
+
+    def _parameter_server(self, m: float, info: GroupInfo) -> tuple[float, float, float]:
+        if info.cpus:
+            servers = list(info.cpus)
+            workers = list(info.gpus)
+            reduce_bw = self.host_memory_Bps(servers[0])
+        else:
+            servers = [info.gpus[0]]
+            workers = list(info.gpus[1:])
+            reduce_bw = self.gpu_reduce_Bps(info)
+        if not workers:
+            raise ConfigError(
+                "parameter server needs at least one worker GPU", value=info.members, where="group"
+            )
+        s = len(servers)
+        push = [(w, srv, m / s) for w in workers for srv in servers if w != srv]
+        pull = [(srv, w, m / s) for w in workers for srv in servers if w != srv]
+        t_push, alpha, rate = self._flows_time(push)
+        t_pull, _, rate2 = self._flows_time(pull)
+        n_contrib = len(workers) + (0 if info.cpus else 1)
+        t_sum = n_contrib * m / s / reduce_bw
+        return t_push + t_sum + t_pull, alpha, min(rate, rate2)
+
+    def _host_average(self, m: float, info: GroupInfo) -> tuple[float, float, float]:
+        if info.cpus:
+            host = info.cpus[0]
+        else:
+            host = _nearest_cpu(self.topology, info.gpus[0])
+        gpus = list(info.gpus)
+        t_gather, alpha, rate = self._flows_time([(g, host, m) for g in gpus])
+        t_scatter, _, rate2 = self._flows_time([(host, g, m) for g in gpus])
+        t_avg = (len(gpus) + 1) * m / self.host_memory_Bps(host)
+        return t_gather + t_avg + t_scatter, alpha, min(rate, rate2)
+
+    # ------------------------------------------------------------------ simulated
+    def _simulated(
+        self, op: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm
+    ) -> CommResult:
+        from perfmodel.comm.flow import simulate_collective
+
+        analytic = CommCostModel(self.topology, self.link_params, "analytic")
+        analytic.links = self.links
+        analytic._groups = self._groups
+        ref = analytic._analytic(op, m, members, algo)
+        info = self.group_info(members)
+        t = simulate_collective(self, op, m, members, ref.algorithm, ref.protocol, info)
+        return self._result(
+            op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps
+        )
+
+
+def _near_square_factor(n: int) -> int:
+    """Largest divisor of ``n`` not above sqrt(n) ... as the row length (>= 1)."""
+    best = 1
+    for c in range(1, math.isqrt(n) + 1):
+        if n % c == 0:
+            best = c
+    return n // best
+
+
+def _nearest_cpu(topology: Topology, gpu: str) -> str:
+    cpus = topology.nodes_of_kind(NodeKind.CPU)
+    same = [c for c in cpus if topology.server_of(c) == topology.server_of(gpu)]
+    if not same:
+        raise ConfigError(
+            f"no CPU in the server of {gpu}; give a CPU node in the group for host averaging",
+            value=gpu,
+            where="group",
+        )
+    return min(same, key=lambda c: (len(route(topology, gpu, c)), c))
+
+
+def _representative_pairs(
+    topology: Topology,
+    ranks: Sequence[str],
+    pairs: list[tuple[str, str, float]],
+    limit: int = 20000,
+) -> list[tuple[str, str, float]]:
+    """All pairs up to ``limit`` flows; beyond, only the flows touching the first server's ranks
+    (symmetric systems: every server sees the same load; documented approximation)."""
+    if len(pairs) <= limit:
+        return pairs
+    first = topology.server_of(ranks[0])
+    return [
+        p for p in pairs if topology.server_of(p[0]) == first or topology.server_of(p[1]) == first
+    ]

@@ -1,0 +1,383 @@
+"""Parameters of the communication model: per-link-class overrides and NCCL's tuner constants.
+
+:class:`LinkParams` is what calibration fits from nccl-tests logs: for a *link class* (a link
+family such as ``nvlink`` or a technology name such as ``ib-hdr``) a latency ``alpha_s`` and/or
+a large-message goodput ``bandwidth_Bps`` that replace the topology's values. A technology name
+wins over its family.
+
+The NCCL constants below are copied (as numbers, with their meaning) from NCCL's tuning model,
+``src/graph/tuning.cc`` (NVIDIA/nccl, 2020 versions 2.7-2.8): the per-collective base latency
+(``baseLat``), the per-step hardware latency by transport (``hwLat``), the protocol bandwidth
+factors and the tree bandwidth caps. They describe NCCL's own software, not the wire, so they are
+the right constants for an approximation of what NCCL does; they are not fitted to our
+validation rows.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from perfmodel import units
+from perfmodel.errors import ConfigError
+from perfmodel.hardware.links import LinkFamily
+
+
+class Algorithm(str, enum.Enum):
+    """Collective algorithms the model knows.
+
+    ``auto`` chooses as NCCL's tuner does (ring or tree, and a protocol) by message size and group
+    shape. The others are explicit choices:
+
+    ``ring``
+        Ring (Patarasuk & Yuan 2009): reduce-scatter then all-gather around a ring; NCCL's
+        default for large messages. Several rings (channels) share the links.
+    ``tree``
+        NCCL's tree: a chain inside each server and a double binary tree across servers
+        (Sanders, Speck & Träff 2009).
+    ``halving_doubling``
+        Recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner / Thakur,
+        Rabenseifner & Gropp 2005.
+    ``hierarchical``
+        Intra-node reduce-scatter, inter-node all-reduce across servers, intra-node all-gather
+        (Horovod hierarchical all-reduce; Sergeev & Del Balso 2018).
+    ``torus2d``
+        2-D ring/torus all-reduce (Mikami et al. 2018; Ying et al. 2018): rings along one
+        dimension, then the other.
+    ``direct``
+        Every rank sends to every other rank at once (all-to-all over NVSwitch / a full crossbar).
+    ``ps``
+        Parameter server: workers push gradients to and pull weights from server(s).
+    ``host``
+        CPU-side averaging (Keras ``multi_gpu_model``, ``nn.DataParallel``): gather to the host
+        (or GPU0), average, scatter back.
+    ``p2p``
+        A single point-to-point transfer (``sendrecv``).
+    """
+
+    AUTO = "auto"
+    RING = "ring"
+    TREE = "tree"
+    HALVING_DOUBLING = "halving_doubling"
+    HIERARCHICAL = "hierarchical"
+    TORUS2D = "torus2d"
+    DIRECT = "direct"
+    PS = "ps"
+    HOST = "host"
+    P2P = "p2p"
+
+    @classmethod
+    def parse(cls, text: str | Algorithm, *, where: str = "--algorithm") -> Algorithm:
+        if isinstance(text, Algorithm):
+            return text
+        key = str(text).lower().replace("-", "_")
+        aliases = {
+            "rhd": "halving_doubling",
+            "recursive_halving_doubling": "halving_doubling",
+            "hd": "halving_doubling",
+            "hier": "hierarchical",
+            "2d": "torus2d",
+            "torus": "torus2d",
+            "ring2d": "torus2d",
+            "parameter_server": "ps",
+            "cpu": "host",
+            "sendrecv": "p2p",
+            "dbtree": "tree",
+            "double_binary_tree": "tree",
+        }
+        key = aliases.get(key, key)
+        try:
+            return cls(key)
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown algorithm {text!r} ({where}); expected one of "
+                f"{', '.join(a.value for a in cls)}",
+                value=text,
+                where=where,
+            ) from exc
+
+
+class Protocol(str, enum.Enum):
+    """NCCL wire protocols.
+
+    ``LL`` (low latency: 8-byte stores of 4 data bytes + 4 flag bytes, so at most half the link
+    bandwidth and, per NCCL's tuner, 1/3 to 1/4 of it), ``LL128`` (128-byte lines with 8 flag bytes,
+    about 92 % of the bandwidth; NVLink only) and ``Simple`` (bulk copies with memory fences,
+    full bandwidth but the highest per-step latency).
+    """
+
+    LL = "LL"
+    LL128 = "LL128"
+    SIMPLE = "Simple"
+
+
+class HwClass(str, enum.Enum):
+    """NCCL's transport classes for the per-step latency table."""
+
+    NVLINK = "nvlink"
+    PCI = "pci"
+    NET = "net"
+
+
+# --- NCCL tuner constants (src/graph/tuning.cc, NVIDIA/nccl 2.7/2.8), in seconds -------------
+#: ``baseLat``: fixed cost of one collective launch, per algorithm and protocol.
+NCCL_BASE_LATENCY_S: Mapping[tuple[str, Protocol], float] = MappingProxyType(
+    {
+        ("tree", Protocol.LL): 4.4 * units.us,
+        ("tree", Protocol.LL128): 4.4 * units.us,
+        ("tree", Protocol.SIMPLE): 0.0,
+        ("ring", Protocol.LL): 3.6 * units.us,
+        ("ring", Protocol.LL128): 10.0 * units.us,
+        ("ring", Protocol.SIMPLE): 8.4 * units.us,
+    }
+)
+#: ``hwLat``: latency of one algorithm step over a transport class.
+NCCL_STEP_LATENCY_S: Mapping[tuple[HwClass, str, Protocol], float] = MappingProxyType(
+    {
+        (HwClass.NVLINK, "tree", Protocol.LL): 0.52 * units.us,
+        (HwClass.NVLINK, "tree", Protocol.LL128): 1.2 * units.us,
+        (HwClass.NVLINK, "tree", Protocol.SIMPLE): 28.0 * units.us,
+        (HwClass.NVLINK, "ring", Protocol.LL): 0.47 * units.us,
+        (HwClass.NVLINK, "ring", Protocol.LL128): 1.9 * units.us,
+        (HwClass.NVLINK, "ring", Protocol.SIMPLE): 3.4 * units.us,
+        (HwClass.PCI, "tree", Protocol.LL): 1.0 * units.us,
+        (HwClass.PCI, "tree", Protocol.LL128): 1.9 * units.us,
+        (HwClass.PCI, "tree", Protocol.SIMPLE): 28.0 * units.us,
+        (HwClass.PCI, "ring", Protocol.LL): 1.0 * units.us,
+        (HwClass.PCI, "ring", Protocol.LL128): 2.5 * units.us,
+        (HwClass.PCI, "ring", Protocol.SIMPLE): 5.7 * units.us,
+        (HwClass.NET, "tree", Protocol.LL): 5.0 * units.us,
+        (HwClass.NET, "tree", Protocol.LL128): 8.5 * units.us,
+        (HwClass.NET, "tree", Protocol.SIMPLE): 50.0 * units.us,
+        (HwClass.NET, "ring", Protocol.LL): 2.7 * units.us,
+        (HwClass.NET, "ring", Protocol.LL128): 4.0 * units.us,
+        (HwClass.NET, "ring", Protocol.SIMPLE): 9.6 * units.us,
+    }
+)
+#: Ring LL bandwidth factor: 1/4 for all-reduce, reduce or multi-node, else 1/3 (tuning.cc).
+NCCL_RING_LL_FACTOR_ALLREDUCE = 1.0 / 4.0
+NCCL_RING_LL_FACTOR_OTHER = 1.0 / 3.0
+#: Ring LL128 bandwidth factor (120/128 lines, rounded down by NCCL to 0.92; 0.7 with < 2 GPUs per node).
+NCCL_LL128_FACTOR = 0.92
+NCCL_LL128_FACTOR_ONE_PER_NODE = 0.7
+#: Tree: bus bandwidth x 0.9, capped at 80 GB/s (> 2 nodes) or 110 GB/s (A100 LL128: 105 / 130).
+NCCL_TREE_BW_FACTOR = 0.9
+NCCL_TREE_MAX_BW_Bps = MappingProxyType(
+    {
+        ("multi", False): 80.0 * units.GB,
+        ("multi", True): 105.0 * units.GB,
+        ("few", False): 110.0 * units.GB,
+        ("few", True): 130.0 * units.GB,
+    }
+)
+NCCL_TREE_LL_FACTOR = 1.0 / 3.8
+NCCL_TREE_LL128_FACTOR_INTRA = 7.0 / 9.0
+NCCL_TREE_LL128_FACTOR_INTER = 0.915
+#: A100 (compute capability 8.0): NCCL caps the bus bandwidth of any algorithm at 235 GB/s.
+NCCL_SM80_MAX_BUSBW_Bps = 235.0 * units.GB
+#: Ring/Simple all-reduce across nodes: latency x 1.9 above nRanks/16 x 64 KiB ("plateau").
+NCCL_RING_PLATEAU_LATENCY_FACTOR = 1.9
+#: treeCorrectionFactor[protocol][log2(bytes/64)], powers of two from 64 B to 128 MiB.
+NCCL_TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = MappingProxyType(
+    {
+        Protocol.LL: (
+            1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6,
+            0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0,
+        ),
+        Protocol.LL128: (
+            1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6,
+            0.6, 0.6, 0.5, 0.6, 0.6, 0.7, 0.7, 0.8, 0.9, 0.9, 1.0,
+        ),
+        Protocol.SIMPLE: (
+            0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6,
+            0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.6, 0.6, 0.7, 0.8, 0.9,
+        ),
+    }
+)  # fmt: skip
+#: Architectures on which NCCL enables LL128 by default (Volta, Ampere; later versions add Hopper+).
+LL128_ARCHITECTURES = frozenset({"volta", "ampere", "hopper", "blackwell"})
+
+
+@dataclass(frozen=True)
+class LinkClassParams:
+    """Overrides for one link class; ``None`` keeps the topology's value.
+
+    Attributes
+    ----------
+    alpha_s
+        Latency of one traversal of a link of this class, seconds (replaces the edge ``latency_s``).
+    bandwidth_Bps
+        Large-message goodput per direction of **one** link of this class, bytes/s (replaces
+        ``bandwidth_Bps x efficiency / count``; bundles of ``count`` links get ``count`` times it).
+    """
+
+    alpha_s: float | None = None
+    bandwidth_Bps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.alpha_s is not None and not self.alpha_s >= 0:
+            raise ConfigError(
+                f"alpha_s must be >= 0, got {self.alpha_s!r}", value=self.alpha_s, where="alpha_s"
+            )
+        if self.bandwidth_Bps is not None and not self.bandwidth_Bps > 0:
+            raise ConfigError(
+                f"bandwidth_Bps must be > 0, got {self.bandwidth_Bps!r}",
+                value=self.bandwidth_Bps,
+                where="bandwidth_Bps",
+            )
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """Per-link-class latency and bandwidth overrides (what calibration fits).
+
+    Parameters
+    ----------
+    classes
+        Map from a link family (``"nvlink"``, ``"pcie"``, ``"infiniband"`` ...) or a technology
+        name (``"nvlink3"``, ``"ib-hdr"``) to its :class:`LinkClassParams`. Technology names win.
+    gpu_reduce_bandwidth_Bps, host_reduce_bandwidth_Bps
+        Optional overrides of the memory bandwidth used by the reduction term (gamma) on GPUs
+        and on the host CPU (default: GPU datasheet memory bandwidth; host: see
+        :data:`perfmodel.comm.closed_form.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps`).
+    source
+        Where the numbers come from (calibration profile, file, hand).
+
+    >>> p = LinkParams.from_dict({"nvlink": {"alpha_us": 1.0, "bandwidth_GBps": 20}})
+    >>> p.classes["nvlink"].bandwidth_Bps
+    20000000000.0
+    >>> LinkParams.from_dict(p.to_dict()) == p
+    True
+    """
+
+    classes: Mapping[str, LinkClassParams] = field(default_factory=lambda: MappingProxyType({}))
+    gpu_reduce_bandwidth_Bps: float | None = None
+    host_reduce_bandwidth_Bps: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "classes", MappingProxyType({str(k).lower(): v for k, v in self.classes.items()})
+        )
+
+    def __hash__(self) -> int:
+        return hash(
+            (
+                tuple(sorted(self.classes.items())),
+                self.gpu_reduce_bandwidth_Bps,
+                self.host_reduce_bandwidth_Bps,
+                self.source,
+            )
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LinkParams):
+            return NotImplemented
+        return (
+            dict(self.classes) == dict(other.classes)
+            and self.gpu_reduce_bandwidth_Bps == other.gpu_reduce_bandwidth_Bps
+            and self.host_reduce_bandwidth_Bps == other.host_reduce_bandwidth_Bps
+            and self.source == other.source
+        )
+
+    def lookup(self, tech: str, family: LinkFamily | str) -> LinkClassParams | None:
+        """Overrides for a link of technology ``tech`` and ``family`` (technology wins)."""
+        hit = self.classes.get(str(tech).lower())
+        if hit is not None:
+            return hit
+        fam = family.value if isinstance(family, LinkFamily) else str(family)
+        return self.classes.get(fam.lower())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "link_params") -> LinkParams:
+        """Build from ``{"<class>": {"alpha_us"|"alpha_s": x, "bandwidth_GBps"|"bandwidth_Bps": y}}``.
+
+        Optional top-level keys: ``gpu_reduce_bandwidth_GBps``, ``host_reduce_bandwidth_GBps``
+        and ``source``. An unknown key raises :class:`ConfigError` naming it.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping", value=data, where=where)
+        classes: dict[str, LinkClassParams] = {}
+        gpu_red = host_red = None
+        source = ""
+        for key, val in data.items():
+            if key == "source":
+                source = str(val)
+                continue
+            if key in ("gpu_reduce_bandwidth_GBps", "host_reduce_bandwidth_GBps"):
+                bw = float(val) * units.GB
+                if key.startswith("gpu"):
+                    gpu_red = bw
+                else:
+                    host_red = bw
+                continue
+            if key in ("gpu_reduce_bandwidth_Bps", "host_reduce_bandwidth_Bps"):
+                if key.startswith("gpu"):
+                    gpu_red = float(val)
+                else:
+                    host_red = float(val)
+                continue
+            if key == "classes" and isinstance(val, Mapping):
+                nested = cls.from_dict(val, where=f"{where}.classes")
+                classes.update(nested.classes)
+                continue
+            if not isinstance(val, Mapping):
+                raise ConfigError(
+                    f"{where}.{key}: expected a table of alpha/bandwidth, got {val!r}",
+                    value=val,
+                    where=f"{where}.{key}",
+                )
+            alpha = bw = None
+            for k, v in val.items():
+                if k == "alpha_s":
+                    alpha = float(v)
+                elif k == "alpha_us":
+                    alpha = float(v) * units.us
+                elif k == "bandwidth_Bps":
+                    bw = float(v)
+                elif k == "bandwidth_GBps":
+                    bw = float(v) * units.GB
+                elif k == "bandwidth_Gbps":
+                    bw = float(v) * units.Gbit
+                else:
+                    raise ConfigError(
+                        f"{where}.{key}: unknown key {k!r} (alpha_s, alpha_us, bandwidth_Bps, "
+                        "bandwidth_GBps, bandwidth_Gbps)",
+                        value=k,
+                        where=f"{where}.{key}",
+                    )
+            classes[str(key)] = LinkClassParams(alpha_s=alpha, bandwidth_Bps=bw)
+        for name, red in (("gpu", gpu_red), ("host", host_red)):
+            if red is not None and not red > 0:
+                raise ConfigError(
+                    f"{where}: {name}_reduce_bandwidth must be > 0, got {red}",
+                    value=red,
+                    where=where,
+                )
+        return cls(
+            classes=classes,
+            gpu_reduce_bandwidth_Bps=gpu_red,
+            host_reduce_bandwidth_Bps=host_red,
+            source=source,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in SI units (``alpha_s``, ``bandwidth_Bps``); inverse of :meth:`from_dict`."""
+        out: dict[str, Any] = {}
+        for name, p in sorted(self.classes.items()):
+            entry: dict[str, float] = {}
+            if p.alpha_s is not None:
+                entry["alpha_s"] = p.alpha_s
+            if p.bandwidth_Bps is not None:
+                entry["bandwidth_Bps"] = p.bandwidth_Bps
+            out[name] = entry
+        if self.gpu_reduce_bandwidth_Bps is not None:
+            out["gpu_reduce_bandwidth_Bps"] = self.gpu_reduce_bandwidth_Bps
+        if self.host_reduce_bandwidth_Bps is not None:
+            out["host_reduce_bandwidth_Bps"] = self.host_reduce_bandwidth_Bps
+        if self.source:
+            out["source"] = self.source
+        return out

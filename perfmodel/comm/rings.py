@@ -1,0 +1,482 @@
+"""Links as resources, and NCCL-style ring channels built on the topology graph.
+
+A *channel* is one ring over the ranks of a group together with the node path of each hop
+(``order[i] -> order[i+1]``). NCCL builds several channels so that together they use every
+NVLink (Jeaugey, "NCCL 2.0", GTC 2017; NCCL ``src/graph/search.cc``): each channel needs one
+free link unit per directed hop, and NCCL keeps only channels of the same speed.
+
+:func:`pack_rings` mimics that search on our graph: it repeatedly picks the ring whose slowest
+hop (per link unit) is fastest on the *residual* link units (an edge with ``count = 2`` bundles
+two NVLinks, i.e. two units per direction), allocates one unit per hop, and stops when no ring of
+the first ring's speed is left. The steady-state bandwidth of a set of channels is then computed
+by max-min fair sharing of the real link capacities (:func:`channel_rates`): the bus bandwidth of
+a bandwidth-bound ring equals the sum of its channels' rates, which for a single ring is the
+bottleneck link's bandwidth.
+
+Across servers (:func:`build_channels`), each channel is the concatenation, server after
+server, of a rotation of an intra-server ring; rotations are chosen so that the channels leave
+the servers through different NICs, as NCCL spreads its rings over all NICs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.comm.maxmin import maxmin_rates
+from perfmodel.comm.params import HwClass, LinkParams
+from perfmodel.errors import ConfigError
+from perfmodel.hardware.links import LinkFamily
+from perfmodel.topology import Topology
+from perfmodel.topology.routing import path_edges, route
+from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
+
+#: NCCL's MAXCHANNELS (src/include/device.h): at most 32 rings.
+MAX_CHANNELS = 32
+#: Exhaustive ring search up to this many ranks per server (7! = 5040 orders at 8).
+EXHAUSTIVE_MAX = 8
+_NET_FAMILIES = frozenset({LinkFamily.INFINIBAND, LinkFamily.ETHERNET})
+_NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH})
+
+
+class DirectedLinks:
+    """Every directed link of a topology as a resource with a capacity and a latency.
+
+    ``capacity_Bps[i]`` is the effective bandwidth (raw x efficiency) of directed edge
+    ``edges[i]``, or ``count x LinkParams.bandwidth_Bps`` where a link class is overridden;
+    ``alpha_s[i]`` is its latency (or the override). Read-only after construction.
+    """
+
+    def __init__(self, topology: Topology, link_params: LinkParams | None = None) -> None:
+        self.topology = topology
+        self.link_params = link_params or LinkParams()
+        g = topology.graph
+        edges: list[tuple[str, str]] = []
+        cap: list[float] = []
+        alpha: list[float] = []
+        units: list[int] = []
+        fam: list[LinkFamily] = []
+        for u, v, d in g.edges(data=True):
+            over = self.link_params.lookup(d["tech"], d["family"])
+            count = int(d["count"])
+            bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
+            lat = float(d["latency_s"])
+            if over is not None:
+                if over.bandwidth_Bps is not None:
+                    bw = over.bandwidth_Bps * count
+                if over.alpha_s is not None:
+                    lat = over.alpha_s
+            for a, b in ((u, v), (v, u)):
+                edges.append((a, b))
+                cap.append(bw)
+                alpha.append(lat)
+                units.append(count)
+                fam.append(d["family"])
+        self.edges: tuple[tuple[str, str], ...] = tuple(edges)
+        self.index: dict[tuple[str, str], int] = {e: i for i, e in enumerate(edges)}
+        self.capacity_Bps = np.asarray(cap, dtype=float)
+        self.alpha_s = np.asarray(alpha, dtype=float)
+        self.units = np.asarray(units, dtype=np.int64)
+        self.family: tuple[LinkFamily, ...] = tuple(fam)
+
+    def path_ids(self, path: Sequence[str]) -> list[int]:
+        """Indices of the directed edges of a node path."""
+        return [self.index[e] for e in path_edges(tuple(path))]
+
+    def path_latency(self, path: Sequence[str]) -> float:
+        """Sum of the latencies (s) along a node path."""
+        return float(sum(self.alpha_s[i] for i in self.path_ids(path)))
+
+    def path_bandwidth(self, path: Sequence[str]) -> float:
+        """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
+        ids = self.path_ids(path)
+        return float(min(self.capacity_Bps[i] for i in ids)) if ids else float("inf")
+
+    def hw_class(self, path: Sequence[str]) -> HwClass:
+        """NCCL transport class of a path: network if it crosses a NIC port, NVLink if all NVLink."""
+        fams = {self.family[i] for i in self.path_ids(path)}
+        if fams & _NET_FAMILIES:
+            return HwClass.NET
+        if fams and fams <= _NVLINK_FAMILIES:
+            return HwClass.NVLINK
+        return HwClass.PCI
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One ring: ranks in order and the node path of every hop ``order[i] -> order[i+1 mod n]``."""
+
+    order: tuple[str, ...]
+    hops: tuple[tuple[str, ...], ...]
+
+
+def check_group(
+    topology: Topology, group: Iterable[str], *, where: str = "group"
+) -> tuple[str, ...]:
+    """Validate a group of endpoint node ids (GPUs, or CPUs as host / server endpoints)."""
+    if isinstance(group, str):
+        raise ConfigError(
+            f"{where} must be a sequence of node ids, got the string {group!r}",
+            value=group,
+            where=where,
+        )
+    members = tuple(group)
+    if not members:
+        raise ConfigError(f"{where} is empty (zero GPUs)", value=members, where=where)
+    seen: set[str] = set()
+    g = topology.graph
+    for n in members:
+        if n not in g:
+            raise ConfigError(
+                f"{n!r} in {where} is not a node of system {topology.name} "
+                f"(GPUs: {', '.join(topology.gpus[:4])}{', ...' if topology.num_gpus > 4 else ''})",
+                value=n,
+                where=where,
+            )
+        if g.nodes[n]["kind"] not in (NodeKind.GPU, NodeKind.CPU):
+            raise ConfigError(
+                f"{n!r} in {where} is a {g.nodes[n]['kind'].value}, not a GPU or CPU endpoint",
+                value=n,
+                where=where,
+            )
+        if n in seen:
+            raise ConfigError(f"{n!r} appears twice in {where}", value=n, where=where)
+        seen.add(n)
+    return members
+
+
+def _min_hop_widest(
+    links: DirectedLinks,
+    residual: np.ndarray,
+    src: str,
+    dst: str,
+    allowed: frozenset[str] | None,
+) -> tuple[int, float, tuple[str, ...]] | None:
+    """Among minimum-hop paths ``src -> dst`` through transit nodes, the one with the most
+    residual link units (then the fastest per-unit bottleneck). Returns (units, unit_bw, path)."""
+    g = links.topology.graph
+    dist = {dst: 0}
+    q = deque([dst])
+    while q:
+        u = q.popleft()
+        if u != dst and g.nodes[u]["kind"] not in TRANSIT_KINDS:
+            continue
+        if u == src:
+            break
+        for v in g.neighbors(u):
+            if v in dist or (allowed is not None and v not in allowed):
+                continue
+            dist[v] = dist[u] + 1
+            q.append(v)
+    if src not in dist:
+        return None
+    # DP from dst outwards over the BFS layers (only nodes with dist <= dist[src]).
+    best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
+    for u in sorted(dist, key=lambda n: dist[n]):
+        if u == dst or dist[u] > dist[src]:
+            continue
+        if u != src and g.nodes[u]["kind"] not in TRANSIT_KINDS:
+            continue
+        cand: tuple[tuple[int, float, tuple[int, ...]], tuple[int, float, str]] | None = None
+        for v in g.neighbors(u):
+            if dist.get(v, -1) != dist[u] - 1 or v not in best:
+                continue
+            i = links.index[(u, v)]
+            bu, bw, _ = best[v]
+            units = min(int(residual[i]), bu)
+            unit_bw = min(links.capacity_Bps[i] / links.units[i], bw)
+            key = (units, unit_bw, tuple(-ord(c) for c in v))
+            if cand is None or key > cand[0]:
+                cand = (key, (units, unit_bw, v))
+        if cand is not None:
+            best[u] = cand[1]
+    if src not in best:
+        return None
+    path = [src]
+    node = src
+    while node != dst:
+        node = best[node][2]
+        path.append(node)
+    units, unit_bw, _ = best[src]
+    return units, unit_bw, tuple(path)
+
+
+def _server_nodes(topology: Topology, server: int) -> frozenset[str]:
+    g = topology.graph
+    return frozenset(n for n, d in g.nodes(data=True) if d["server"] == server)
+
+
+def pack_rings(
+    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
+) -> tuple[Channel, ...]:
+    """NCCL-like ring channels over ``members`` (GPUs of one server, or any small group).
+
+    See the module docstring. Deterministic: ties are broken by the members' order.
+    """
+    n = len(members)
+    if n < 2:
+        return ()
+    topo = links.topology
+    servers = {topo.server_of(m) for m in members}
+    allowed = _server_nodes(topo, next(iter(servers))) if len(servers) == 1 else None
+    residual = links.units.astype(float).copy()
+    channels: list[Channel] = []
+    first_bw: float | None = None
+    idx = {m: i for i, m in enumerate(members)}
+    u0: np.ndarray | None = None
+    while len(channels) < max_channels:
+        w = np.zeros((n, n))
+        h = np.full((n, n), 1 << 20, dtype=np.int64)
+        u = np.zeros((n, n))
+        for a in members:
+            for b in members:
+                if a == b:
+                    continue
+                res = _min_hop_widest(links, residual, a, b, allowed)
+                if res is None:
+                    raise ConfigError(
+                        f"no route from {a} to {b} in {topo.name}", value=(a, b), where="group"
+                    )
+                units, unit_bw, path = res
+                if units >= 1:
+                    w[idx[a], idx[b]] = unit_bw
+                    h[idx[a], idx[b]] = len(path) - 1
+                    u[idx[a], idx[b]] = units
+        if u0 is None:
+            u0 = u.copy()
+        order = _best_order(w, h, u, u0)
+        if order is None:
+            break
+        bw = min(w[order[i], order[(i + 1) % n]] for i in range(n))
+        if first_bw is None:
+            first_bw = bw
+        elif bw < first_bw * (1 - 1e-9):
+            break
+        # Allocate one unit per hop on the residual graph (hops of one ring may share links),
+        # then try the same ring in the opposite direction (full-duplex links: NCCL's rings
+        # come in pairs wherever the reverse direction has free units).
+        fwd = [members[k] for k in order]
+        for ring in (fwd, [fwd[0], *fwd[:0:-1]]):
+            if len(channels) >= max_channels:
+                break
+            got = _allocate(links, residual, ring, allowed)
+            if got is None:
+                if ring is fwd:
+                    return _finish(channels, members, topo)
+                break
+            residual, hops = got
+            channels.append(Channel(tuple(ring), hops))
+            if n == 2:
+                break
+    return _finish(channels, members, topo)
+
+
+def _allocate(
+    links: DirectedLinks, residual: np.ndarray, ring: Sequence[str], allowed: frozenset[str] | None
+) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]] | None:
+    trial = residual.copy()
+    hops: list[tuple[str, ...]] = []
+    n = len(ring)
+    for i in range(n):
+        res = _min_hop_widest(links, trial, ring[i], ring[(i + 1) % n], allowed)
+        if res is None or res[0] < 1:
+            return None
+        hops.append(res[2])
+        for e in links.path_ids(res[2]):
+            trial[e] -= 1
+    return trial, tuple(hops)
+
+
+def _finish(channels: list[Channel], members: Sequence[str], topo: Topology) -> tuple[Channel, ...]:
+    n = len(members)
+    if not channels:
+        # No unit-feasible ring (e.g. a member reachable only through saturated units): fall
+        # back to the rank-order ring on the default routes.
+        order_nodes = tuple(members)
+        hops_t = tuple(route(topo, order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
+        channels.append(Channel(order_nodes, hops_t))
+    return tuple(channels)
+
+
+def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> list[int] | None:
+    """Ring order (starting at 0) maximising the slowest hop, then minimising total hops, then
+    preferring hops with many residual link units (keeps scarce single links for later rings)."""
+    n = w.shape[0]
+    if n == 2:
+        return [0, 1] if w[0, 1] > 0 and w[1, 0] > 0 else None
+    if n <= EXHAUSTIVE_MAX:
+        perms = np.array([(0, *p) for p in itertools.permutations(range(1, n))], dtype=np.int64)
+        nxt = np.roll(perms, -1, axis=1)
+        bw = w[perms, nxt].min(axis=1)
+        hops = h[perms, nxt].sum(axis=1)
+        spare = u[perms, nxt].sum(axis=1)
+        orig = u0[perms, nxt].sum(axis=1)
+        if bw.max() <= 0:
+            return None
+        best = np.lexsort((np.arange(len(perms)), -orig, -spare, hops, -bw))[0]
+        return [int(x) for x in perms[best]]
+    cands: list[list[int]] = [list(range(n)), [0, *range(n - 1, 0, -1)]]
+    for start in range(n):
+        tour = [start]
+        left = set(range(n)) - {start}
+        while left:
+            last = tour[-1]
+            nxt_node = max(left, key=lambda j: (w[last, j], -h[last, j], -j))
+            tour.append(nxt_node)
+            left.remove(nxt_node)
+        k = tour.index(0)
+        cands.append(tour[k:] + tour[:k])
+    best_key = None
+    best_order = None
+    for c in cands:
+        bw = min(w[c[i], c[(i + 1) % n]] for i in range(n))
+        hops = sum(int(h[c[i], c[(i + 1) % n]]) for i in range(n))
+        key = (bw, -hops)
+        if bw > 0 and (best_key is None or key > best_key):
+            best_key, best_order = key, c
+    return best_order
+
+
+def _nics_of(topology: Topology, server: int) -> list[str]:
+    g = topology.graph
+    return sorted(
+        (
+            n
+            for n, d in g.nodes(data=True)
+            if d["kind"] is NodeKind.NIC
+            and d["server"] == server
+            and any(g.nodes[v]["server"] == -1 for v in g.neighbors(n))
+        ),
+        key=str,
+    )
+
+
+def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str]]:
+    """Members grouped by server, servers in order of first appearance, members in given order."""
+    groups: dict[int, list[str]] = {}
+    for m in members:
+        groups.setdefault(topology.server_of(m), []).append(m)
+    return list(groups.values())
+
+
+def build_channels(
+    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
+) -> tuple[Channel, ...]:
+    """Ring channels over a group that may span servers (see the module docstring)."""
+    topo = links.topology
+    parts = split_by_server(topo, members)
+    if len(parts) == 1:
+        return pack_rings(links, members, max_channels=max_channels)
+    intra: list[tuple[Channel, ...]] = []
+    cache: dict[tuple[str, ...], tuple[Channel, ...]] = {}
+    for part in parts:
+        key = tuple(topo.graph.nodes[m]["local_id"] for m in part)
+        if len(part) == 1:
+            intra.append((Channel((part[0],), ()),))
+            continue
+        if key in cache:
+            intra.append(_remap(cache[key], topo, part))
+        else:
+            rings = pack_rings(links, part, max_channels=max_channels)
+            cache[key] = rings
+            intra.append(rings)
+    nics = _nics_of(topo, topo.server_of(parts[0][0]))
+    n_rings = max(len(r) for r in intra)
+    n_ch = max(n_rings, len(nics), 1)
+    if nics:  # a multiple of the NIC count, so that every NIC carries as many channels
+        n_ch = -(-n_ch // len(nics)) * len(nics)
+    n_ch = min(max_channels, n_ch)
+    first = intra[0]
+    nic_of = {m: _nearest_nic(topo, m, nics) for m in parts[0]}
+    out_load = dict.fromkeys(nics, 0)
+    in_load = dict.fromkeys(nics, 0)
+    channels: list[Channel] = []
+    for c in range(n_ch):
+        base = first[c % len(first)]
+        k = len(base.order)
+        best = None
+        for r in range(k):
+            exit_nic = nic_of[base.order[(r - 1) % k]]
+            entry_nic = nic_of[base.order[r % k]]
+            if exit_nic is None or entry_nic is None:
+                key: tuple[int, ...] = (0, 0, (r - c) % k)
+            else:
+                o = out_load[exit_nic] + 1
+                i = in_load[entry_nic] + 1
+                key = (max(o, i), o + i, (r - c) % k)
+            if best is None or key < best[0]:
+                best = (key, r, exit_nic, entry_nic)
+        assert best is not None
+        _, rot, exit_nic, entry_nic = best
+        if exit_nic is not None and entry_nic is not None:
+            out_load[exit_nic] += 1
+            in_load[entry_nic] += 1
+        order: list[str] = []
+        hops: list[tuple[str, ...]] = []
+        for s, rings in enumerate(intra):
+            ring = rings[c % len(rings)]
+            kk = len(ring.order)
+            r = rot % kk
+            seg = ring.order[r:] + ring.order[:r]
+            seg_hops = ring.hops[r:] + ring.hops[:r]
+            order.extend(seg)
+            hops.extend(seg_hops[: kk - 1])
+            nxt = intra[(s + 1) % len(intra)][c % len(intra[(s + 1) % len(intra)])]
+            kn = len(nxt.order)
+            entry = nxt.order[rot % kn]
+            hops.append(route(topo, seg[-1], entry))
+        channels.append(Channel(tuple(order), tuple(hops)))
+    return tuple(channels)
+
+
+def _nearest_nic(topo: Topology, gpu: str, nics: Sequence[str]) -> str | None:
+    if not nics:
+        return None
+    return min(nics, key=lambda nic: (len(route(topo, gpu, nic)), nic))
+
+
+def _remap(rings: tuple[Channel, ...], topo: Topology, part: Sequence[str]) -> tuple[Channel, ...]:
+    """Map rings computed on one server onto an identical server (by local ids)."""
+    g = topo.graph
+    server = topo.server_of(part[0])
+    by_local = {d["local_id"]: n for n, d in g.nodes(data=True) if d["server"] == server}
+    out = []
+    for ch in rings:
+        order = tuple(by_local[g.nodes[m]["local_id"]] for m in ch.order)
+        hops = tuple(tuple(by_local[g.nodes[x]["local_id"]] for x in hop) for hop in ch.hops)
+        out.append(Channel(order, hops))
+    return tuple(out)
+
+
+def channel_rates(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarray:
+    """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate."""
+    flow_idx: list[int] = []
+    edge_idx: list[int] = []
+    for c, ch in enumerate(channels):
+        for hop in ch.hops:
+            for e in links.path_ids(hop):
+                flow_idx.append(c)
+                edge_idx.append(e)
+    if not flow_idx:
+        return np.full(len(channels), np.inf)
+    fi = np.asarray(flow_idx, dtype=np.int64)
+    ei = np.asarray(edge_idx, dtype=np.int64)
+    # Merge duplicate (flow, edge) pairs into multiplicities.
+    key = fi * len(links.edges) + ei
+    uniq, counts = np.unique(key, return_counts=True)
+    return maxmin_rates(
+        uniq // len(links.edges),
+        uniq % len(links.edges),
+        counts.astype(float),
+        links.capacity_Bps,
+        len(channels),
+    )
+
+
+def flow_rates(links: DirectedLinks, paths: Sequence[Sequence[str]]) -> np.ndarray:
+    """Max-min fair rates of independent point-to-point flows along node paths."""
+    return channel_rates(links, [Channel((p[0], p[-1]), (tuple(p),)) for p in paths])
