@@ -188,7 +188,7 @@ class CommCostModel:
     >>> from perfmodel.topology import load_system
     >>> topo = load_system("dgx1-v100")
     >>> r = CommCostModel(topo).collective("allreduce", 2**30, topo.gpus, algorithm="ring")
-    >>> round(r.busbw_Bps / 1e9)  # 6 NVLink2 rings x 22.5 GB/s (25 GB/s x 0.9)
+    >>> round(r.bandwidth_Bps / 1e9)  # bus bandwidth: 6 NVLink2 rings x 22.5 GB/s (25 x 0.9)
     135
     """
 
