@@ -189,14 +189,14 @@ def _lookup(name: str) -> GPUSpec | LinkTech | CPUSpec:
             return getter(name)
         except UnknownHardwareError:
             continue
-    every = [
-        key
+    canonical = {
+        key.lower(): spec.name
         for spec in (*list_gpus(), *list_links(), *list_cpus())
         for key in (spec.name, *spec.aliases)
-    ]
-    by_lower = {k.lower(): k for k in every}
-    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=4, cutoff=0.5)
-    hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
+    }
+    close = difflib.get_close_matches(str(name).lower(), list(canonical), n=8, cutoff=0.5)
+    names = list(dict.fromkeys(canonical[c] for c in close))[:4]
+    hint = f"; did you mean {', '.join(names)}?" if names else ""
     raise UnknownHardwareError(
         f"unknown hardware name {name!r}: not a GPU, link or CPU in the catalogue{hint}",
         value=name,
