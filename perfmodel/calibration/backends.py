@@ -1,0 +1,671 @@
+"""Benchmark backends: NumPy on the CPU, PyTorch on the CPU or a CUDA GPU.
+
+A backend prepares an operation (allocating rotating, non-zero inputs) and returns a zero-argument
+callable plus its work (FLOP, bytes); :func:`perfmodel.calibration.timing.time_operation` times
+it with the backend's :meth:`Backend.sample` timer (host clock for synchronous work, CUDA events
+for GPU work). Nothing is imported at module load except NumPy: PyTorch is imported only when a
+torch backend is created.
+
+Every benchmark the backend cannot run raises :class:`Unsupported` with the reason, which the
+runner records in the profile's ``status.skipped``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from perfmodel import __version__
+from perfmodel.calibration.profile import DeviceInfo, DeviceKind
+from perfmodel.calibration.timing import Rotation, host_sample
+from perfmodel.dtypes import DType
+from perfmodel.errors import CalibrationError, ConfigError
+
+
+class Unsupported(Exception):
+    """This backend cannot run this benchmark (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """A prepared operation: call ``fn()`` once per repetition.
+
+    ``work_flop`` / ``work_bytes`` are the work of one call; ``sample`` overrides the backend's
+    timer when the operation needs its own (host-device copies time with the host clock).
+    """
+
+    fn: Callable[[], object]
+    work_flop: float | None = None
+    work_bytes: float | None = None
+    notes: str = ""
+
+
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _last_level_cache_bytes() -> int:
+    """Largest CPU cache in bytes from sysfs (32 MiB when unknown)."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            try:
+                with open(os.path.join(base, entry, "size")) as fh:
+                    text = fh.read().strip().upper()
+                mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1], 1)
+                val = int(text[:-1]) if text[-1] in "KMG" else int(text)
+                best = max(best, val * mult)
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        pass
+    return best or 32 * 1024**2
+
+
+def base_provenance(command: str | None = None) -> dict[str, Any]:
+    """Provenance common to every backend: date, perfmodel version, host, Python, NumPy/SciPy."""
+    import scipy
+
+    libs: dict[str, str] = {"numpy": np.__version__, "scipy": scipy.__version__}
+    try:
+        blas = np.__config__.CONFIG["Build Dependencies"]["blas"]  # type: ignore[attr-defined]
+        libs["numpy_blas"] = f"{blas.get('name')} {blas.get('version', '')}".strip()
+    except (AttributeError, KeyError, TypeError):
+        pass
+    return {
+        "created_utc": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "perfmodel_version": __version__,
+        "host": platform.node(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_model_name(),
+        "cpu_count": os.cpu_count(),
+        "libraries": libs,
+        "command": command,
+    }
+
+
+def resolve_gpu_model(device_name: str, memory_bytes: int | None) -> str | None:
+    """Catalogue name of a GPU from the driver's name and memory size, or ``None``.
+
+    A catalogue entry matches when its family token (``"H100"`` of ``"H100-SXM5-80GB"``) appears
+    in the driver name, its form factor agrees (``PCIe`` in the name <-> a PCIe entry) and its
+    memory is within 12% of the device's (marketing GB vs GiB and reserved memory).
+
+    >>> resolve_gpu_model("NVIDIA H100 80GB HBM3", 85_520_809_984)
+    'H100-SXM5-80GB'
+    """
+    from perfmodel.hardware import list_gpus
+
+    name = device_name.upper().replace("-", " ")
+    is_pcie = "PCIE" in name
+    best: tuple[float, str] | None = None
+    for spec in list_gpus():
+        family = spec.name.split("-")[0].upper()
+        if family not in name.split() and family not in name:
+            continue
+        if is_pcie != (spec.form_factor.upper() == "PCIE"):
+            continue
+        if memory_bytes:
+            rel = abs(memory_bytes - spec.memory_bytes) / spec.memory_bytes
+            if rel > 0.12:
+                continue
+        else:
+            rel = 0.0
+        if best is None or rel < best[0]:
+            best = (rel, spec.name)
+    return None if best is None else best[1]
+
+
+class Backend:
+    """Interface of a benchmark backend (see the module docstring)."""
+
+    name: str = "abstract"
+    device_kind: DeviceKind = DeviceKind.CPU
+    #: dtypes the GEMM sweep runs on this backend
+    gemm_dtypes: tuple[DType, ...] = ()
+    cache_bytes: int = 32 * 1024**2
+    #: benchmark groups this backend can run (see perfmodel.calibration.suite.GROUP_SHARES)
+    groups: tuple[str, ...] = ("launch", "memory", "gemm", "conv", "transfer", "streams", "steps")
+
+    def device_info(self) -> DeviceInfo:
+        raise NotImplementedError
+
+    def provenance(self, command: str | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def sample(self, fn: Callable[[], object], inner: int) -> float:
+        return host_sample(fn, inner)
+
+    def synchronize(self) -> None:
+        """Wait for all queued device work (no-op on synchronous backends)."""
+
+    def gemm(self, m: int, n: int, k: int, batch: int, dtype: DType) -> Op:
+        raise Unsupported(f"{self.name}: no GEMM")
+
+    def conv(
+        self,
+        n: int,
+        c: int,
+        h: int,
+        w: int,
+        k: int,
+        r: int,
+        s: int,
+        stride: int,
+        pad: int,
+        dtype: DType,
+    ) -> Op:
+        raise Unsupported(f"{self.name}: no convolution library")
+
+    def copy(self, nbytes: int) -> Op:
+        raise Unsupported(f"{self.name}: no copy")
+
+    def elementwise(self, nbytes: int) -> Op:
+        raise Unsupported(f"{self.name}: no elementwise")
+
+    def launch(self) -> Op:
+        raise Unsupported(f"{self.name}: no launch benchmark")
+
+    def host_transfer(self, nbytes: int, pinned: bool, to_device: bool) -> Op:
+        raise Unsupported(f"{self.name}: host and device share memory (no transfer)")
+
+    def streams(self, n_streams: int, m: int, n: int, k: int, dtype: DType, reps: int) -> Op:
+        raise Unsupported(f"{self.name}: no concurrent streams")
+
+
+def _np_dtype(dtype: DType) -> Any:
+    if dtype is DType.FP32:
+        return np.float32
+    if dtype is DType.FP64:
+        return np.float64
+    raise Unsupported(f"numpy: no fast {dtype.value} GEMM")
+
+
+class NumpyBackend(Backend):
+    """NumPy on the CPU (BLAS GEMM, vectorised copies). Always available."""
+
+    name = "numpy"
+    device_kind = DeviceKind.CPU
+    gemm_dtypes = (DType.FP32, DType.FP64)
+    groups = ("launch", "memory", "gemm", "steps")  # no conv library, no device, no streams
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = np.random.default_rng(seed)
+        self.cache_bytes = _last_level_cache_bytes()
+
+    def _rand(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        # Uniform in [0.5, 1.5): non-zero, no denormals, no overflow in long sums.
+        return (self._rng.random(shape, dtype=np.float64) + 0.5).astype(dtype)
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo(
+            kind=DeviceKind.CPU,
+            name=_cpu_model_name(),
+            gpu_model=None,
+            memory_bytes=_host_memory_bytes(),
+            cores=len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(),
+        )
+
+    def provenance(self, command: str | None = None) -> dict[str, Any]:
+        p = base_provenance(command)
+        p["backend"] = self.name
+        p["last_level_cache_bytes"] = self.cache_bytes
+        return p
+
+    def gemm(self, m: int, n: int, k: int, batch: int, dtype: DType) -> Op:
+        dt = _np_dtype(dtype)
+        itemsize = np.dtype(dt).itemsize
+        set_bytes = itemsize * batch * (m * k + k * n + m * n)
+        count = Rotation.count(set_bytes, self.cache_bytes, max_total_bytes=1e9)
+        sets = [
+            (
+                self._rand((batch, m, k) if batch > 1 else (m, k), dt),
+                self._rand((k, n), dt),
+                np.empty((batch, m, n) if batch > 1 else (m, n), dtype=dt),
+            )
+            for _ in range(count)
+        ]
+        rot = Rotation(sets)  # type: ignore[arg-type]
+
+        def fn() -> None:
+            a, b, c = rot.next()  # type: ignore[misc]
+            np.matmul(a, b, out=c)
+
+        return Op(fn, work_flop=2.0 * m * n * k * batch, work_bytes=float(set_bytes))
+
+    def copy(self, nbytes: int) -> Op:
+        elems = max(1, nbytes // 4)
+        count = Rotation.count(2 * 4 * elems, self.cache_bytes, max_total_bytes=1e9)
+        sets = [
+            (self._rand((elems,), np.float32), np.empty(elems, np.float32)) for _ in range(count)
+        ]
+        rot = Rotation(sets)  # type: ignore[arg-type]
+
+        def fn() -> None:
+            src, dst = rot.next()  # type: ignore[misc]
+            np.copyto(dst, src)
+
+        return Op(fn, work_bytes=2.0 * 4 * elems, notes="bytes read + written")
+
+    def elementwise(self, nbytes: int) -> Op:
+        elems = max(1, nbytes // 4)
+        count = Rotation.count(3 * 4 * elems, self.cache_bytes, max_total_bytes=1e9)
+        sets = [
+            (
+                self._rand((elems,), np.float32),
+                self._rand((elems,), np.float32),
+                np.empty(elems, np.float32),
+            )
+            for _ in range(count)
+        ]
+        rot = Rotation(sets)  # type: ignore[arg-type]
+
+        def fn() -> None:
+            a, b, c = rot.next()  # type: ignore[misc]
+            np.add(a, b, out=c)
+
+        return Op(fn, work_bytes=3.0 * 4 * elems, notes="c = a + b: 2 reads + 1 write")
+
+    def launch(self) -> Op:
+        a = self._rand((1,), np.float32)
+        b = self._rand((1,), np.float32)
+        c = np.empty(1, np.float32)
+
+        def fn() -> None:
+            np.add(a, b, out=c)
+
+        return Op(fn, notes="dispatch overhead of one tiny NumPy operation")
+
+
+class TorchBackend(Backend):
+    """PyTorch on ``cpu`` or ``cuda`` (cuBLAS/cuDNN on the GPU, with ``cudnn.benchmark``)."""
+
+    def __init__(self, device: str = "cuda", seed: int = 0) -> None:
+        try:
+            import torch
+        except ImportError as exc:
+            raise CalibrationError(
+                "the torch backend needs PyTorch (pip install 'perfmodel[torch]')",
+                value=device,
+                where="--device",
+            ) from exc
+        self.torch = torch
+        if device == "cuda" and not torch.cuda.is_available():
+            raise CalibrationError(
+                "--device cuda: PyTorch sees no CUDA GPU", value=device, where="--device"
+            )
+        self.device = torch.device(device)
+        self.name = f"torch-{device}"
+        self.device_kind = DeviceKind.CUDA if device == "cuda" else DeviceKind.CPU
+        self._gen = torch.Generator(device=self.device).manual_seed(seed)
+        if self.device_kind is DeviceKind.CUDA:
+            props = torch.cuda.get_device_properties(self.device)
+            self.props = props
+            self.cache_bytes = int(getattr(props, "L2_cache_size", 50 * 1024**2))
+            torch.backends.cudnn.benchmark = True
+            dts = [DType.FP32, DType.TF32, DType.FP16, DType.BF16]
+            if (props.major, props.minor) >= (8, 9) and hasattr(torch, "_scaled_mm"):
+                dts.append(DType.FP8)
+            self.gemm_dtypes = tuple(dts)
+        else:
+            self.props = None
+            self.cache_bytes = _last_level_cache_bytes()
+            self.gemm_dtypes = (DType.FP32, DType.BF16)
+            self.groups = ("launch", "memory", "gemm", "conv", "steps")
+
+    # -- device description ---------------------------------------------------------------------
+    def device_info(self) -> DeviceInfo:
+        torch = self.torch
+        if self.device_kind is DeviceKind.CUDA:
+            p = self.props
+            name = torch.cuda.get_device_name(self.device)
+            return DeviceInfo(
+                kind=DeviceKind.CUDA,
+                name=name,
+                gpu_model=resolve_gpu_model(name, int(p.total_memory)),
+                memory_bytes=int(p.total_memory),
+                cores=int(p.multi_processor_count),
+                count=torch.cuda.device_count(),
+                compute_capability=f"{p.major}.{p.minor}",
+            )
+        return DeviceInfo(
+            kind=DeviceKind.CPU,
+            name=_cpu_model_name(),
+            memory_bytes=_host_memory_bytes(),
+            cores=torch.get_num_threads(),
+        )
+
+    def provenance(self, command: str | None = None) -> dict[str, Any]:
+        torch = self.torch
+        p = base_provenance(command)
+        p["backend"] = self.name
+        p["libraries"]["torch"] = torch.__version__
+        if self.device_kind is DeviceKind.CUDA:
+            p["cuda_version"] = torch.version.cuda
+            p["cudnn_version"] = torch.backends.cudnn.version()
+            p["driver_version"] = _nvidia_driver_version()
+            p["l2_cache_bytes"] = self.cache_bytes
+            try:
+                v = torch.cuda.nccl.version()
+                p["libraries"]["nccl"] = (
+                    ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+                )
+            except Exception:  # pragma: no cover - NCCL absent in some builds
+                pass
+        else:
+            p["torch_threads"] = torch.get_num_threads()
+        return p
+
+    # -- timing ---------------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        if self.device_kind is DeviceKind.CUDA:
+            self.torch.cuda.synchronize(self.device)
+
+    def sample(self, fn: Callable[[], object], inner: int) -> float:
+        if self.device_kind is not DeviceKind.CUDA:
+            return host_sample(fn, inner)
+        torch = self.torch
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3  # ms -> s
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _torch_dtype(self, dtype: DType) -> Any:
+        t = self.torch
+        return {
+            DType.FP64: t.float64,
+            DType.FP32: t.float32,
+            DType.TF32: t.float32,
+            DType.FP16: t.float16,
+            DType.BF16: t.bfloat16,
+        }[dtype]
+
+    def _rand(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        t = self.torch
+        # uniform in [0.5, 1.5) scaled so long dot products stay in fp16 range
+        x = t.rand(shape, generator=self._gen, device=self.device, dtype=t.float32) + 0.5
+        return x.to(dtype)
+
+    # -- benchmarks -----------------------------------------------------------------------------
+    def gemm(self, m: int, n: int, k: int, batch: int, dtype: DType) -> Op:
+        t = self.torch
+        if dtype not in self.gemm_dtypes:
+            raise Unsupported(f"{self.name}: {dtype.value} GEMM not supported here")
+        if dtype is DType.FP8:
+            return self._gemm_fp8(m, n, k, batch)
+        tdt = self._torch_dtype(dtype)
+        itemsize = dtype.itemsize
+        set_bytes = itemsize * batch * (m * k + m * n) + itemsize * k * n
+        count = Rotation.count(set_bytes, self.cache_bytes)
+        scale = 1.0 / math.sqrt(k)
+        sets = []
+        for _ in range(count):
+            a = self._rand((batch, m, k) if batch > 1 else (m, k), tdt) * scale
+            b = self._rand((k, n), tdt)
+            c = t.empty((batch, m, n) if batch > 1 else (m, n), device=self.device, dtype=tdt)
+            sets.append((a, b, c))
+        rot = Rotation(sets)  # type: ignore[arg-type]
+        tf32 = dtype is DType.TF32
+        cuda = self.device_kind is DeviceKind.CUDA
+
+        def fn() -> None:
+            if cuda:
+                t.backends.cuda.matmul.allow_tf32 = tf32
+            a, b, c = rot.next()  # type: ignore[misc]
+            t.matmul(a, b, out=c)
+
+        return Op(fn, work_flop=2.0 * m * n * k * batch, work_bytes=float(set_bytes))
+
+    def _gemm_fp8(self, m: int, n: int, k: int, batch: int) -> Op:
+        t = self.torch
+        if batch != 1:
+            raise Unsupported("fp8: batched GEMM not measured (torch._scaled_mm is 2-D)")
+        if m % 16 or n % 16 or k % 16:
+            raise Unsupported(f"fp8: torch._scaled_mm needs multiples of 16, got {m}x{n}x{k}")
+        set_bytes = m * k + k * n + 2 * m * n
+        count = Rotation.count(set_bytes, self.cache_bytes)
+        one = t.ones((), device=self.device, dtype=t.float32)
+        sets = []
+        for _ in range(count):
+            a = self._rand((m, k), t.float32).to(t.float8_e4m3fn)
+            b = self._rand((n, k), t.float32).to(t.float8_e4m3fn).t()  # column-major B
+            sets.append((a, b))
+        rot = Rotation(sets)  # type: ignore[arg-type]
+
+        def fn() -> None:
+            a, b = rot.next()  # type: ignore[misc]
+            t._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+
+        try:
+            fn()
+        except Exception as exc:  # this torch/GPU combination has no FP8 GEMM
+            raise Unsupported(f"fp8 GEMM failed: {exc}") from exc
+        return Op(
+            fn,
+            work_flop=2.0 * m * n * k,
+            work_bytes=float(set_bytes),
+            notes="torch._scaled_mm e4m3 -> bf16",
+        )
+
+    def conv(
+        self,
+        n: int,
+        c: int,
+        h: int,
+        w: int,
+        k: int,
+        r: int,
+        s: int,
+        stride: int,
+        pad: int,
+        dtype: DType,
+    ) -> Op:
+        t = self.torch
+        if dtype is DType.FP8:
+            raise Unsupported("fp8 convolution not measured")
+        tdt = self._torch_dtype(dtype)
+        itemsize = dtype.itemsize
+        ho = (h + 2 * pad - r) // stride + 1
+        wo = (w + 2 * pad - s) // stride + 1
+        if ho <= 0 or wo <= 0:
+            raise ConfigError(f"conv {h}x{w} with kernel {r}x{s}: empty output", value=(h, w))
+        set_bytes = itemsize * (n * c * h * w + n * k * ho * wo)
+        count = Rotation.count(set_bytes, self.cache_bytes, max_sets=8)
+        weight = self._rand((k, c, r, s), tdt) * (1.0 / math.sqrt(c * r * s))
+        fmt = t.channels_last if self.device_kind is DeviceKind.CUDA else t.contiguous_format
+        weight = weight.contiguous(memory_format=fmt)
+        xs = [self._rand((n, c, h, w), tdt).contiguous(memory_format=fmt) for _ in range(count)]
+        rot = Rotation(xs)  # type: ignore[arg-type]
+        tf32 = dtype is DType.TF32
+        cuda = self.device_kind is DeviceKind.CUDA
+        F = t.nn.functional
+
+        def fn() -> None:
+            if cuda:
+                t.backends.cudnn.allow_tf32 = tf32
+            F.conv2d(rot.next(), weight, stride=stride, padding=pad)
+
+        flop = 2.0 * n * k * ho * wo * c * r * s
+        return Op(
+            fn,
+            work_flop=flop,
+            work_bytes=float(set_bytes + itemsize * k * c * r * s),
+            notes="channels_last" if self.device_kind is DeviceKind.CUDA else "NCHW",
+        )
+
+    def copy(self, nbytes: int) -> Op:
+        t = self.torch
+        elems = max(1, nbytes // 4)
+        count = Rotation.count(8.0 * elems, self.cache_bytes)
+        sets = [
+            (self._rand((elems,), t.float32), t.empty(elems, device=self.device))
+            for _ in range(count)
+        ]
+        rot = Rotation(sets)  # type: ignore[arg-type]
+
+        def fn() -> None:
+            src, dst = rot.next()  # type: ignore[misc]
+            dst.copy_(src)
+
+        return Op(fn, work_bytes=8.0 * elems, notes="bytes read + written")
+
+    def elementwise(self, nbytes: int) -> Op:
+        t = self.torch
+        elems = max(1, nbytes // 4)
+        count = Rotation.count(12.0 * elems, self.cache_bytes)
+        sets = [
+            (
+                self._rand((elems,), t.float32),
+                self._rand((elems,), t.float32),
+                t.empty(elems, device=self.device),
+            )
+            for _ in range(count)
+        ]
+        rot = Rotation(sets)  # type: ignore[arg-type]
+
+        def fn() -> None:
+            a, b, c = rot.next()  # type: ignore[misc]
+            t.add(a, b, out=c)
+
+        return Op(fn, work_bytes=12.0 * elems, notes="c = a + b: 2 reads + 1 write")
+
+    def launch(self) -> Op:
+        t = self.torch
+        x = self._rand((1,), t.float32)
+
+        def fn() -> None:
+            x.add_(1.0)
+
+        return Op(fn, notes="back-to-back launches of a 1-element kernel: per-launch cost")
+
+    def host_transfer(self, nbytes: int, pinned: bool, to_device: bool) -> Op:
+        t = self.torch
+        if self.device_kind is not DeviceKind.CUDA:
+            raise Unsupported("host and device share memory (no transfer)")
+        elems = max(1, nbytes // 4)
+        host = t.rand(elems, dtype=t.float32) + 0.5
+        if pinned:
+            host = host.pin_memory()
+        dev = self._rand((elems,), t.float32)
+
+        if to_device:
+
+            def fn() -> None:
+                dev.copy_(host, non_blocking=pinned)
+        else:
+
+            def fn() -> None:
+                host.copy_(dev, non_blocking=pinned)
+
+        return Op(fn, work_bytes=4.0 * elems, notes="pinned" if pinned else "pageable")
+
+    def streams(self, n_streams: int, m: int, n: int, k: int, dtype: DType, reps: int) -> Op:
+        """``n_streams`` independent learners, each ``reps`` GEMMs of ``m x n x k`` on its own stream.
+
+        One call = every learner finishes its ``reps`` GEMMs (the work of ``n_streams`` small-batch
+        training iterations); comparing with ``n_streams = 1`` shows how much concurrent learners
+        recover of the GPU a single small batch leaves idle (Crossbow, Koliousis et al. 2019).
+        """
+        t = self.torch
+        if self.device_kind is not DeviceKind.CUDA:
+            raise Unsupported("concurrent streams need a CUDA device")
+        tdt = self._torch_dtype(dtype)
+        streams = [t.cuda.Stream(device=self.device) for _ in range(n_streams)]
+        bufs = [
+            (
+                self._rand((m, k), tdt) / math.sqrt(k),
+                self._rand((k, n), tdt),
+                t.empty((m, n), device=self.device, dtype=tdt),
+            )
+            for _ in range(n_streams)
+        ]
+        main = t.cuda.current_stream(self.device)
+        tf32 = dtype is DType.TF32
+
+        def fn() -> None:
+            t.backends.cuda.matmul.allow_tf32 = tf32
+            for st, (a, b, c) in zip(streams, bufs):
+                st.wait_stream(main)
+                with t.cuda.stream(st):
+                    for _ in range(reps):
+                        t.matmul(a, b, out=c)
+            for st in streams:
+                main.wait_stream(st)
+
+        return Op(fn, work_flop=2.0 * m * n * k * reps * n_streams)
+
+
+def _nvidia_driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:
+        pass
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def make_backend(device: str, *, prefer: str = "numpy") -> Backend:
+    """The backend for ``--device cpu|cuda``.
+
+    ``cpu`` uses NumPy by default (``prefer="numpy"``), PyTorch with ``prefer="torch"``, and
+    PyTorch-if-installed with ``prefer="auto"``; ``cuda`` always uses PyTorch.
+    """
+    if device == "cuda":
+        return TorchBackend("cuda")
+    if device != "cpu":
+        raise ConfigError(
+            f"--device must be cpu or cuda, got {device!r}", value=device, where="--device"
+        )
+    if prefer == "torch":
+        return TorchBackend("cpu")
+    if prefer == "auto":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return NumpyBackend()
+        return TorchBackend("cpu")
+    return NumpyBackend()

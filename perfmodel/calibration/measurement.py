@@ -1,0 +1,202 @@
+"""Measurements: what one microbenchmark observed, as a plain value.
+
+A :class:`Measurement` is one timed operation (a GEMM shape, a copy size, one layer of a training
+step ...) with the statistics of its repeated timings. Measurements are the raw material of the
+fits in :mod:`perfmodel.calibration.fit` and are kept, unchanged, inside every
+:class:`~perfmodel.calibration.profile.CalibrationProfile` so that a profile can be re-fitted
+later with a better model.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from perfmodel.errors import CalibrationError
+
+
+class BenchKind(str, enum.Enum):
+    """The family a measurement belongs to (decides which fit consumes it)."""
+
+    GEMM = "gemm"  # (m x k) @ (k x n), batch times; params: m, n, k, batch, dtype
+    CONV = "conv"  # 2-D convolution forward; params: n, c, h, w, k_out, r, s, stride, pad, dtype
+    COPY = "copy"  # device-to-device copy; params: nbytes (bytes read + written in work_bytes)
+    ELEMENTWISE = "elementwise"  # out = a * b + c; params: nbytes per tensor
+    H2D = "h2d"  # host to device copy; params: nbytes, pinned
+    D2H = "d2h"  # device to host copy; params: nbytes, pinned
+    LAUNCH = "launch"  # per-launch overhead of a tiny kernel / op; params: launches
+    STREAMS = "streams"  # several independent learners at once; params: streams, m, n, k, dtype
+    STEP = "step"  # one whole training step; params: model, batch_size, precision
+    STEP_LAYER = "step_layer"  # one layer of a training step; params: model, layer, phase
+    COLLECTIVE = "collective"  # a collective; params: op, nbytes, ranks
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Robust statistics of repeated timings of one operation, in seconds.
+
+    ``median_s`` is what fits use; the spread (``p10_s`` .. ``p90_s``) is kept so a reader can see
+    how noisy a point was.
+    """
+
+    median_s: float
+    min_s: float
+    p10_s: float
+    p90_s: float
+    repeats: int
+
+    @classmethod
+    def from_samples(cls, samples_s: Sequence[float], *, where: str = "timing") -> TimingStats:
+        """Summarise raw per-repetition times (seconds).
+
+        >>> TimingStats.from_samples([3.0, 1.0, 2.0]).median_s
+        2.0
+        """
+        xs = sorted(float(x) for x in samples_s)
+        if not xs:
+            raise CalibrationError(f"{where}: no timing samples", value=samples_s, where=where)
+        if any(not math.isfinite(x) or x < 0 for x in xs):
+            raise CalibrationError(f"{where}: bad timing sample in {xs}", value=xs, where=where)
+        return cls(
+            median_s=statistics.median(xs),
+            min_s=xs[0],
+            p10_s=_quantile(xs, 0.1),
+            p90_s=_quantile(xs, 0.9),
+            repeats=len(xs),
+        )
+
+    @property
+    def spread(self) -> float:
+        """Relative spread ``(p90 - p10) / median`` (0 for a perfectly stable timing)."""
+        return (self.p90_s - self.p10_s) / self.median_s if self.median_s > 0 else 0.0
+
+
+def _quantile(sorted_xs: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of an already sorted sequence."""
+    if len(sorted_xs) == 1:
+        return float(sorted_xs[0])
+    pos = q * (len(sorted_xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return float(sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured operation.
+
+    Attributes
+    ----------
+    kind
+        Benchmark family.
+    key
+        Unique, stable name (``"gemm/bf16/m4096-n4096-k4096-b1"``); resume skips keys already done.
+    params
+        What was run (shapes, dtype, byte counts ...), JSON-serialisable scalars.
+    timing
+        Statistics of the repeated timings.
+    work_flop
+        Floating-point operations of one repetition (``None`` when not a compute benchmark).
+    work_bytes
+        Bytes moved through memory (or over the link) by one repetition, when meaningful.
+    """
+
+    kind: BenchKind
+    key: str
+    params: Mapping[str, Any]
+    timing: TimingStats
+    work_flop: float | None = None
+    work_bytes: float | None = None
+    backend: str = ""
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, MappingProxyType):
+            object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    @property
+    def time_s(self) -> float:
+        """Median time of one repetition in seconds."""
+        return self.timing.median_s
+
+    @property
+    def achieved_flops(self) -> float | None:
+        """FLOP/s achieved at the median time (``work_flop / time_s``)."""
+        if self.work_flop is None or self.time_s <= 0:
+            return None
+        return self.work_flop / self.time_s
+
+    @property
+    def achieved_Bps(self) -> float | None:
+        """Bytes/s achieved at the median time (``work_bytes / time_s``)."""
+        if self.work_bytes is None or self.time_s <= 0:
+            return None
+        return self.work_bytes / self.time_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "key": self.key,
+            "params": dict(self.params),
+            "time_s": self.timing.median_s,
+            "min_s": self.timing.min_s,
+            "p10_s": self.timing.p10_s,
+            "p90_s": self.timing.p90_s,
+            "repeats": self.timing.repeats,
+            "work_flop": self.work_flop,
+            "work_bytes": self.work_bytes,
+            "backend": self.backend,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str = "measurement") -> Measurement:
+        """Inverse of :meth:`to_dict`; a missing field is a :class:`CalibrationError` naming it."""
+        for name in ("kind", "key", "params", "time_s", "repeats"):
+            if name not in d:
+                raise CalibrationError(
+                    f"{where}: missing field {name!r}", value=name, where=f"{where}.{name}"
+                )
+        try:
+            kind = BenchKind(d["kind"])
+        except ValueError as exc:
+            raise CalibrationError(
+                f"{where}: unknown measurement kind {d['kind']!r}",
+                value=d["kind"],
+                where=f"{where}.kind",
+            ) from exc
+        median = float(d["time_s"])
+        timing = TimingStats(
+            median_s=median,
+            min_s=float(d.get("min_s", median)),
+            p10_s=float(d.get("p10_s", median)),
+            p90_s=float(d.get("p90_s", median)),
+            repeats=int(d["repeats"]),
+        )
+        if not (math.isfinite(median) and median >= 0):
+            raise CalibrationError(
+                f"{where}: time_s must be a finite non-negative number, got {median}",
+                value=median,
+                where=f"{where}.time_s",
+            )
+        return cls(
+            kind=kind,
+            key=str(d["key"]),
+            params=dict(d["params"]),
+            timing=timing,
+            work_flop=None if d.get("work_flop") is None else float(d["work_flop"]),
+            work_bytes=None if d.get("work_bytes") is None else float(d["work_bytes"]),
+            backend=str(d.get("backend", "")),
+            notes=str(d.get("notes", "")),
+        )
+
+
+def by_kind(measurements: Sequence[Measurement], *kinds: BenchKind) -> list[Measurement]:
+    """The measurements of the given kinds, in their original order."""
+    wanted = set(kinds)
+    return [m for m in measurements if m.kind in wanted]

@@ -1,0 +1,504 @@
+"""The calibration profile: fitted parameters, their uncertainty, provenance and raw measurements.
+
+This is a leaf module (design contract): :mod:`perfmodel.compute` and :mod:`perfmodel.comm` may
+import it; it imports them only lazily, when a caller asks for their parameter objects.
+
+File format (JSON, ``format_version`` = :data:`FORMAT_VERSION`)::
+
+    {
+      "format_version": 1,
+      "kind": "perfmodel-calibration-profile",
+      "device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpu_model": "H100-SXM5-80GB", ...},
+      "provenance": {"created_utc": ..., "perfmodel_version": ..., "host": ..., "driver_version": ...,
+                     "cuda_version": ..., "libraries": {...}, "command": ...},
+      "status": {"complete": true, "skipped": {"collectives": "needs >= 2 GPUs"}},
+      "fits": {"memory.copy": {"values": {...}, "stderr": {...}, "n_points": 12, ...}, ...},
+      "compute_params": {...} | null,      # perfmodel.compute.ComputeParams.to_dict()
+      "link_params": {...} | null,         # perfmodel.comm.LinkParams.to_dict()
+      "measurements": [{"kind": "gemm", "key": ..., "params": {...}, "time_s": ..., ...}, ...]
+    }
+
+A profile is written after every benchmark (atomically), with ``status.complete = false`` until the
+suite finishes, so an interrupted calibration keeps what it measured and ``--resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from perfmodel._io import write_json_atomic
+from perfmodel.calibration.measurement import BenchKind, Measurement
+from perfmodel.errors import CalibrationError, UnknownHardwareError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from perfmodel.comm import LinkParams
+    from perfmodel.compute import ComputeParams
+    from perfmodel.hardware import GPUSpec
+
+FORMAT_VERSION = 1
+"""Current profile file format. Readers refuse files with a larger number."""
+
+PROFILE_KIND = "perfmodel-calibration-profile"
+
+_REQUIRED_TOP = ("format_version", "device", "provenance", "measurements")
+_KNOWN_TOP = {
+    *_REQUIRED_TOP,
+    "kind",
+    "status",
+    "fits",
+    "compute_params",
+    "link_params",
+}
+
+
+class DeviceKind(str, enum.Enum):
+    """What was calibrated."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The calibrated device.
+
+    Attributes
+    ----------
+    kind
+        CPU or CUDA GPU.
+    name
+        The name the driver reports (``torch.cuda.get_device_name``, or the CPU model name).
+    gpu_model
+        Canonical name in the GPU catalogue (:func:`perfmodel.hardware.get_gpu`), ``None`` for a
+        CPU or an uncatalogued GPU.
+    memory_bytes
+        Device memory in bytes (host RAM for a CPU), when known.
+    cores
+        Streaming multiprocessors (GPU) or logical CPU cores used.
+    count
+        Number of devices visible (collectives need >= 2).
+    """
+
+    kind: DeviceKind
+    name: str
+    gpu_model: str | None = None
+    memory_bytes: int | None = None
+    cores: int | None = None
+    count: int = 1
+    compute_capability: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "name": self.name,
+            "gpu_model": self.gpu_model,
+            "memory_bytes": self.memory_bytes,
+            "cores": self.cores,
+            "count": self.count,
+            "compute_capability": self.compute_capability,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str) -> DeviceInfo:
+        for name in ("kind", "name"):
+            if name not in d:
+                raise CalibrationError(
+                    f"{where}: missing field 'device.{name}'",
+                    value=name,
+                    where=f"{where}: device.{name}",
+                )
+        try:
+            kind = DeviceKind(d["kind"])
+        except ValueError as exc:
+            raise CalibrationError(
+                f"{where}: device.kind {d['kind']!r} is not one of cpu, cuda",
+                value=d["kind"],
+                where=f"{where}: device.kind",
+            ) from exc
+        return cls(
+            kind=kind,
+            name=str(d["name"]),
+            gpu_model=d.get("gpu_model"),
+            memory_bytes=None if d.get("memory_bytes") is None else int(d["memory_bytes"]),
+            cores=None if d.get("cores") is None else int(d["cores"]),
+            count=int(d.get("count", 1)),
+            compute_capability=d.get("compute_capability"),
+        )
+
+
+@dataclass(frozen=True)
+class FitSummary:
+    """The result of one fit: parameter values with one-sigma standard errors.
+
+    Attributes
+    ----------
+    model
+        Which formula was fitted (e.g. ``"t = alpha_s + bytes / bandwidth_Bps"``).
+    values, stderr
+        Fitted values and their standard errors (same units; ``nan`` when not identifiable).
+    n_points
+        Measurements used.
+    rms_log_residual
+        Root-mean-square of ``ln(predicted / measured)`` over the points (0.05 ~ 5% typical error).
+    median_abs_error
+        Median of ``|predicted / measured - 1|``.
+    """
+
+    model: str
+    values: Mapping[str, float]
+    stderr: Mapping[str, float]
+    n_points: int
+    rms_log_residual: float
+    median_abs_error: float
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "values": dict(self.values),
+            "stderr": dict(self.stderr),
+            "n_points": self.n_points,
+            "rms_log_residual": self.rms_log_residual,
+            "median_abs_error": self.median_abs_error,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:
+        for name in ("model", "values", "stderr", "n_points"):
+            if name not in d:
+                raise CalibrationError(
+                    f"{where}: missing field {name!r}", value=name, where=f"{where}.{name}"
+                )
+        return cls(
+            model=str(d["model"]),
+            values=MappingProxyType({k: float(v) for k, v in d["values"].items()}),
+            stderr=MappingProxyType(
+                {k: float("nan") if v is None else float(v) for k, v in d["stderr"].items()}
+            ),
+            n_points=int(d["n_points"]),
+            rms_log_residual=float(d.get("rms_log_residual", float("nan"))),
+            median_abs_error=float(d.get("median_abs_error", float("nan"))),
+            notes=str(d.get("notes", "")),
+        )
+
+
+@dataclass(frozen=True)
+class CalibrationProfile:
+    """Everything a calibration produced for one device.
+
+    Attributes
+    ----------
+    device
+        The calibrated device (:class:`DeviceInfo`).
+    provenance
+        Where and how: ``created_utc``, ``perfmodel_version``, ``host``, ``driver_version``,
+        ``cuda_version``, ``libraries`` (name -> version), ``command``.
+    measurements
+        Every raw measurement, in the order taken.
+    fits
+        Device-level fits by name (``"memory.copy"``, ``"gemm.bf16"``, ``"launch"`` ...).
+    compute_params_data, link_params_data
+        The fitted :class:`perfmodel.compute.ComputeParams` / :class:`perfmodel.comm.LinkParams`
+        as dictionaries (``None`` when not fitted); use :attr:`compute_params` /
+        :attr:`link_params` for the objects.
+    complete
+        False while a calibration is still running or was interrupted.
+    skipped
+        Benchmarks not run, with the reason (``{"collectives": "needs >= 2 GPUs"}``).
+    """
+
+    device: DeviceInfo
+    provenance: Mapping[str, Any]
+    measurements: tuple[Measurement, ...] = ()
+    fits: Mapping[str, FitSummary] = field(default_factory=lambda: MappingProxyType({}))
+    compute_params_data: Mapping[str, Any] | None = None
+    link_params_data: Mapping[str, Any] | None = None
+    complete: bool = False
+    skipped: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    format_version: int = FORMAT_VERSION
+
+    # -- the contract used by `perfmodel predict --calibration` ---------------------------------
+    @property
+    def gpu_model(self) -> str | None:
+        """Catalogue name of the calibrated GPU (``None`` for a CPU profile)."""
+        return self.device.gpu_model
+
+    @property
+    def compute_params(self) -> ComputeParams | None:
+        """The fitted :class:`perfmodel.compute.ComputeParams`, or ``None`` when not fitted."""
+        if self.compute_params_data is None:
+            return None
+        from perfmodel.compute import ComputeParams
+
+        return ComputeParams.from_dict(dict(self.compute_params_data))
+
+    @property
+    def link_params(self) -> LinkParams | None:
+        """The fitted :class:`perfmodel.comm.LinkParams`, or ``None`` when not fitted."""
+        if self.link_params_data is None:
+            return None
+        from perfmodel.comm import LinkParams
+
+        return LinkParams.from_dict(dict(self.link_params_data))
+
+    def device_spec(self) -> GPUSpec:
+        """The :class:`~perfmodel.hardware.GPUSpec` to predict this device with.
+
+        A catalogued GPU returns its catalogue entry. A CPU (or an uncatalogued GPU) returns a
+        spec synthesised from this profile's own fits: the peak rate per dtype is the fitted
+        asymptotic GEMM rate (``fits["gemm.<dtype>"].values["peak_flops"]``) and the memory
+        bandwidth the fitted copy bandwidth, so that the calibrated efficiencies are relative
+        to what was measured.
+
+        Raises
+        ------
+        CalibrationError
+            If the profile has no GEMM or memory fit to build a spec from.
+        """
+        from perfmodel.hardware import get_gpu
+
+        if self.device.gpu_model:
+            try:
+                return get_gpu(self.device.gpu_model, where="profile device.gpu_model")
+            except UnknownHardwareError:
+                pass
+        return synthesize_spec(self)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def measurements_of(self, *kinds: BenchKind) -> list[Measurement]:
+        wanted = set(kinds)
+        return [m for m in self.measurements if m.kind in wanted]
+
+    @property
+    def measured_keys(self) -> frozenset[str]:
+        return frozenset(m.key for m in self.measurements)
+
+    def with_measurements(self, new: Sequence[Measurement]) -> CalibrationProfile:
+        """A copy with ``new`` appended (a key already present is replaced by the new one)."""
+        keys = {m.key for m in new}
+        kept = tuple(m for m in self.measurements if m.key not in keys)
+        return replace(self, measurements=kept + tuple(new))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": self.format_version,
+            "kind": PROFILE_KIND,
+            "device": self.device.to_dict(),
+            "provenance": dict(self.provenance),
+            "status": {"complete": self.complete, "skipped": dict(self.skipped)},
+            "fits": {k: v.to_dict() for k, v in self.fits.items()},
+            "compute_params": None
+            if self.compute_params_data is None
+            else dict(self.compute_params_data),
+            "link_params": None if self.link_params_data is None else dict(self.link_params_data),
+            "measurements": [m.to_dict() for m in self.measurements],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the profile as JSON, atomically (never a half-written file at ``path``)."""
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "profile") -> CalibrationProfile:
+        """Read a profile dictionary, checking the format version and the required fields.
+
+        Raises
+        ------
+        CalibrationError
+            Naming the missing field, or the newer ``format_version``.
+
+        Warns
+        -----
+        UserWarning
+            For unknown top-level fields (kept for forward compatibility, but ignored).
+        """
+        if not isinstance(data, Mapping):
+            raise CalibrationError(
+                f"{where}: a profile must be a JSON object", value=type(data).__name__, where=where
+            )
+        if "format_version" not in data:
+            raise CalibrationError(
+                f"{where}: missing field 'format_version' (is this a perfmodel calibration profile?)",
+                value="format_version",
+                where=f"{where}: format_version",
+            )
+        try:
+            version = int(data["format_version"])
+        except (TypeError, ValueError) as exc:
+            raise CalibrationError(
+                f"{where}: format_version {data['format_version']!r} is not an integer",
+                value=data["format_version"],
+                where=f"{where}: format_version",
+            ) from exc
+        if version > FORMAT_VERSION:
+            raise CalibrationError(
+                f"{where}: format_version {version} is newer than this perfmodel reads "
+                f"({FORMAT_VERSION}); upgrade perfmodel",
+                value=version,
+                where=f"{where}: format_version",
+            )
+        if version < 1:
+            raise CalibrationError(
+                f"{where}: format_version {version} is not valid",
+                value=version,
+                where=f"{where}: format_version",
+            )
+        for name in _REQUIRED_TOP:
+            if name not in data:
+                raise CalibrationError(
+                    f"{where}: missing field {name!r}", value=name, where=f"{where}: {name}"
+                )
+        for name in sorted(set(data) - _KNOWN_TOP):
+            warnings.warn(
+                f"{where}: unknown field {name!r} ignored (written by another perfmodel version?)",
+                UserWarning,
+                stacklevel=3,
+            )
+        if data.get("kind", PROFILE_KIND) != PROFILE_KIND:
+            raise CalibrationError(
+                f"{where}: field 'kind' is {data['kind']!r}, expected {PROFILE_KIND!r}",
+                value=data["kind"],
+                where=f"{where}: kind",
+            )
+        device = DeviceInfo.from_dict(data["device"], where=where)
+        measurements = tuple(
+            Measurement.from_dict(m, where=f"{where}: measurements[{i}]")
+            for i, m in enumerate(data["measurements"])
+        )
+        status = data.get("status") or {}
+        fits = {
+            name: FitSummary.from_dict(f, where=f"{where}: fits.{name}")
+            for name, f in (data.get("fits") or {}).items()
+        }
+        return cls(
+            device=device,
+            provenance=MappingProxyType(dict(data["provenance"])),
+            measurements=measurements,
+            fits=MappingProxyType(fits),
+            compute_params_data=data.get("compute_params"),
+            link_params_data=data.get("link_params"),
+            complete=bool(status.get("complete", False)),
+            skipped=MappingProxyType(dict(status.get("skipped", {}))),
+            format_version=version,
+        )
+
+
+def read_profile(path: str | os.PathLike[str]) -> CalibrationProfile:
+    """Read a profile file without any device check (see :func:`load_profile`)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError as exc:
+        raise CalibrationError(
+            f"calibration profile not found: {p}", value=str(p), where=str(p)
+        ) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
+    return CalibrationProfile.from_dict(data, where=str(p))
+
+
+def load_profile(
+    path: str | os.PathLike[str],
+    gpu: str | GPUSpec | None = None,
+    allow_other_device: bool = False,
+) -> CalibrationProfile:
+    """Load a calibration profile for use in predictions.
+
+    Parameters
+    ----------
+    path
+        The profile JSON file.
+    gpu
+        The GPU the prediction is for (catalogue name, alias or spec). When given and the profile
+        was measured on another GPU model (or on a CPU), the profile is refused.
+    allow_other_device
+        Use the profile anyway (a warning names both devices). Efficiencies measured on one GPU
+        transfer only approximately to another.
+
+    Raises
+    ------
+    CalibrationError
+        File missing or unreadable, a missing field, a newer format, an incomplete profile with no
+        fitted parameters, or another device (unless allowed).
+    """
+    profile = read_profile(path)
+    if not profile.complete:
+        warnings.warn(
+            f"{path}: calibration did not finish (status.complete is false); "
+            f"using the {len(profile.measurements)} measurements it has",
+            UserWarning,
+            stacklevel=2,
+        )
+    if gpu is not None:
+        from perfmodel.hardware import get_gpu
+
+        wanted = get_gpu(gpu, where="gpu").name
+        have = profile.device.gpu_model
+        if have != wanted:
+            measured = have or f"{profile.device.kind.value} {profile.device.name!r}"
+            msg = (
+                f"{path}: profile was measured on {measured}, not on {wanted} "
+                f"(field device.gpu_model)"
+            )
+            if not allow_other_device:
+                raise CalibrationError(
+                    msg + "; pass allow_other_device=True to use it anyway",
+                    value=have,
+                    where=f"{path}: device.gpu_model",
+                )
+            warnings.warn(msg + "; used anyway as asked", UserWarning, stacklevel=2)
+    return profile
+
+
+def synthesize_spec(profile: CalibrationProfile) -> GPUSpec:
+    """Build a :class:`GPUSpec` for an uncatalogued device (a CPU) from the profile's own fits.
+
+    Peak FLOP/s per dtype: ``fits["gemm.<dtype>"].values["peak_flops"]``; memory bandwidth:
+    ``fits["memory.copy"].values["bandwidth_Bps"]``. ``sm_count`` is the number of cores.
+    """
+    from perfmodel.dtypes import DType
+    from perfmodel.hardware import GPUSpec
+
+    peaks: dict[DType, float] = {}
+    for name, fit in profile.fits.items():
+        if name.startswith("gemm.") and "peak_flops" in fit.values:
+            try:
+                peaks[DType(name.split(".", 1)[1])] = float(fit.values["peak_flops"])
+            except ValueError:
+                continue
+    if not peaks:
+        raise CalibrationError(
+            "profile has no GEMM fit (fits.gemm.<dtype>) to describe the device with",
+            value=profile.device.name,
+            where="fits",
+        )
+    mem = profile.fits.get("memory.copy")
+    if mem is None or "bandwidth_Bps" not in mem.values:
+        raise CalibrationError(
+            "profile has no memory-bandwidth fit (fits.memory.copy)",
+            value=profile.device.name,
+            where="fits.memory.copy",
+        )
+    return GPUSpec(
+        name=f"{profile.device.kind.value}:{profile.device.name}",
+        architecture="CPU" if profile.device.kind is DeviceKind.CPU else "unknown",
+        form_factor="host" if profile.device.kind is DeviceKind.CPU else "unknown",
+        sm_count=max(1, int(profile.device.cores or 1)),
+        memory_bytes=int(profile.device.memory_bytes or 0) or 1,
+        memory_bandwidth_Bps=float(mem.values["bandwidth_Bps"]),
+        peak_flops=MappingProxyType(peaks),
+        vendor="calibrated",
+        sources=MappingProxyType({"all": f"calibration profile of {profile.device.name}"}),
+        notes="synthesised from a calibration profile: peaks are measured, not datasheet",
+    )

@@ -1,0 +1,137 @@
+"""``perfmodel calibrate`` as a function: run the suite, fit, save the profile."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import TextIO
+
+from perfmodel.calibration.backends import make_backend
+from perfmodel.calibration.fit import fit_compute_params, fit_device
+from perfmodel.calibration.measurement import BenchKind
+from perfmodel.calibration.profile import CalibrationProfile, FitSummary
+from perfmodel.calibration.suite import Progress, plan_suite, run_suite
+from perfmodel.errors import CalibrationError, ConfigError
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str, *, where: str = "--budget") -> float:
+    """``"60s"``, ``"5m"``, ``"1.5h"``, ``"300"`` (seconds) -> seconds.
+
+    >>> parse_duration("5m")
+    300.0
+    """
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ConfigError(
+            f"cannot read {where} {text!r}: expected e.g. 60s, 5m, 1h", value=text, where=where
+        )
+    value = (
+        float(m.group(1))
+        * {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[
+            (m.group(2) or "s").lower()
+        ]
+    )
+    if value <= 0:
+        raise ConfigError(f"{where} must be positive, got {text!r}", value=text, where=where)
+    return value
+
+
+def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
+    """Fit everything the measurements allow and return the profile with the fits.
+
+    Device fits always (:func:`~perfmodel.calibration.fit.fit_device`); ``ComputeParams`` when
+    :mod:`perfmodel.compute` provides them (fitted on the microbenchmarks only: training steps
+    are kept out of the fit so that they can validate it). A fit that cannot run is recorded in
+    ``status.skipped`` with the reason.
+    """
+    fits = dict(profile.fits)
+    fits.update(fit_device(profile))
+    skipped = dict(profile.skipped)
+    profile = replace(profile, fits=MappingProxyType(fits))
+    compute_data = profile.compute_params_data
+    try:
+        gpu = profile.device_spec()
+        params, result = fit_compute_params(profile.measurements, gpu)
+        compute_data = params.to_dict()
+        fits["compute"] = result.summary(
+            "ComputeModel(gpu, params).layer_time(layer).fwd_s vs GEMM/conv/memory/launch microbenchmarks",
+            notes=f"gpu spec {gpu.name}; fields with nan stderr are not identifiable from these data",
+        )
+        skipped.pop("fit.compute", None)
+    except ImportError as exc:
+        skipped["fit.compute"] = f"perfmodel.compute not available: {exc}"
+    except CalibrationError as exc:
+        skipped["fit.compute"] = f"not fitted: {exc}"
+    link_data = profile.link_params_data
+    if profile.measurements_of(BenchKind.COLLECTIVE):
+        try:
+            from perfmodel.calibration.nccl import fit_link_params
+
+            link_params, link_fits = fit_link_params(profile.measurements_of(BenchKind.COLLECTIVE))
+            link_data = link_params.to_dict()
+            fits.update(link_fits)
+        except ImportError as exc:
+            skipped["fit.links"] = f"perfmodel.comm not available: {exc}"
+        except CalibrationError as exc:
+            skipped["fit.links"] = f"not fitted: {exc}"
+    return replace(
+        profile,
+        fits=MappingProxyType(fits),
+        compute_params_data=compute_data,
+        link_params_data=link_data,
+        skipped=MappingProxyType(skipped),
+    )
+
+
+def calibrate(
+    device: str = "cpu",
+    budget_s: float = 60.0,
+    out_path: str | Path = "profile.json",
+    *,
+    resume: bool = False,
+    groups: Sequence[str] | None = None,
+    backend: str = "numpy",
+    trace_dir: str | Path | None = None,
+    command: str | None = None,
+    stream: TextIO | None = None,
+    stop_after: int | None = None,
+) -> CalibrationProfile:
+    """Run the microbenchmark suite on ``device`` within ``budget_s`` and write ``out_path``.
+
+    Parameters
+    ----------
+    device
+        ``"cpu"`` or ``"cuda"``.
+    budget_s
+        Wall-clock budget for the measurements, seconds (the fits afterwards take a few seconds).
+    resume
+        Continue an interrupted profile at ``out_path`` (same device), measuring only what is missing.
+    groups
+        Restrict to some of ``launch, memory, gemm, conv, transfer, streams, steps``.
+    backend
+        CPU only: ``"numpy"`` (default) or ``"torch"``.
+    trace_dir
+        Where training-step profiler traces are written (torch backends).
+    """
+    be = make_backend(device, prefer=backend)
+    items = plan_suite(be, groups=groups, trace_dir=Path(trace_dir) if trace_dir else None)
+    progress = Progress(len(items), budget_s, stream)
+    return run_suite(
+        be,
+        items,
+        budget_s=budget_s,
+        out_path=out_path,
+        resume=resume,
+        command=command,
+        progress=progress,
+        finish=finish_profile,
+        stop_after=stop_after,
+    )
+
+
+__all__ = ["FitSummary", "calibrate", "finish_profile", "parse_duration"]

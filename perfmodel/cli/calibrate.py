@@ -1,0 +1,84 @@
+"""``perfmodel calibrate``: run the microbenchmark suite and write a calibration profile."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from perfmodel.units import GB
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "calibrate",
+        help="measure this machine's GPU/CPU and fit a calibration profile",
+        description=(
+            "Run microbenchmarks (GEMM, convolution, memory, host-device copies, launch overhead, "
+            "concurrent streams, real training steps) within a time budget, fit the model's "
+            "parameters and write a profile JSON (written after every benchmark; --resume continues)."
+        ),
+    )
+    p.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="what to calibrate (default cpu)"
+    )
+    p.add_argument("--budget", default="60s", help="time budget, e.g. 60s, 5m (default 60s)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="profile.json",
+        help="profile file to write (default profile.json)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue an interrupted profile at --output"
+    )
+    p.add_argument(
+        "--only",
+        help="comma-separated groups: launch,memory,gemm,conv,transfer,streams,steps",
+    )
+    p.add_argument(
+        "--backend", choices=["numpy", "torch"], default="numpy", help="CPU backend (default numpy)"
+    )
+    p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.calibration.runner import calibrate, parse_duration
+
+    budget = parse_duration(args.budget)
+    groups = [g.strip() for g in args.only.split(",") if g.strip()] if args.only else None
+    command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
+    profile = calibrate(
+        args.device,
+        budget,
+        args.output,
+        resume=args.resume,
+        groups=groups,
+        backend=args.backend,
+        trace_dir=args.trace_dir,
+        command=command,
+        stream=sys.stderr,
+    )
+    print(f"wrote {args.output}: {len(profile.measurements)} measurements on {profile.device.name}")
+    for name, fit in profile.fits.items():
+        vals = ", ".join(
+            f"{k}={_human(k, v)} ± {_human(k, fit.stderr.get(k, float('nan')))}"
+            for k, v in fit.values.items()
+        )
+        print(f"  {name:<24} {vals}  (n={fit.n_points}, median |err| {fit.median_abs_error:.1%})")
+    if profile.skipped:
+        print(f"  skipped: {len(profile.skipped)} (see status.skipped in the profile)")
+    return 0
+
+
+def _human(name: str, value: float) -> str:
+    if value != value:  # nan
+        return "nan"
+    if name.endswith("_Bps"):
+        return f"{value / GB:.2f} GB/s"
+    if name.endswith("_flops"):
+        return f"{value / 1e12:.3f} TFLOP/s"
+    if name.endswith("_s"):
+        return f"{value * 1e6:.2f} us"
+    return f"{value:.4g}"
