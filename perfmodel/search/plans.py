@@ -260,10 +260,9 @@ def _inner_plans(
     rejected: Counter[str],
 ) -> Iterator[dict[str, Any]]:
     learners = sp.learners_per_gpu if (tp == 1 and pp == 1) else (1,)
-    if tp > 1 or pp > 1:
-        rejected["learners_per_gpu > 1 with model parallelism"] += sum(
-            1 for k in sp.learners_per_gpu if k > 1
-        )
+    n_multi = sum(1 for k in sp.learners_per_gpu if k > 1)
+    if (tp > 1 or pp > 1) and n_multi:
+        rejected["learners_per_gpu > 1 with model parallelism"] += n_multi
     if pp == 1:
         scheds: list[tuple[str, int]] = [("1f1b", 1)]
     else:

@@ -3,7 +3,7 @@
 It is a toy transformer cost model over the plan keys, written so that the tests can compute the
 expected best plan independently: compute shrinks with GPUs and grows with recomputation, small
 micro-batches run less efficiently, tensor parallelism across servers (tp > 8) is expensive, the
-pipeline bubble is ``(pp - 1) / (m v)`` of the compute, data-parallel all-reduce grows with the
+pipeline bubble is ``(pp - 1) / (m v)`` of the compute, the optimizer step is a fixed cost per step, data-parallel all-reduce grows with the
 per-rank parameters. Memory: 16 bytes per parameter (ZeRO-1 shards 12 of them over dp) plus
 activations of ``pp`` micro-batches in flight. The ``simulated`` fidelity adds a contention term
 to communication so the two fidelities disagree a little.
@@ -17,7 +17,7 @@ from typing import Any
 from perfmodel.errors import InfeasiblePlanError
 
 GIB = 2**30
-PARAMS = 2.0e9
+PARAMS = 1.0e10
 MEMORY = 80 * GIB
 
 
@@ -32,18 +32,19 @@ def fake_predict(sc: Mapping[str, Any]) -> dict[str, Any]:
     n_micro = gb // (dp * mb)
     v = int(sc.get("interleave", 1))
     rc = {"none": 1.0, "selective": 1.05, "full": 4.0 / 3.0}[sc.get("recompute", "none")]
-    flop_per_sample = 6 * PARAMS * 1024
+    flop_per_sample = 6 * PARAMS * 128
     eff = 0.5 * mb / (mb + 1.0)
     compute = gb * flop_per_sample * rc / (gpus * 312e12 * eff)
     tp_bw = 150e9 if tp <= 8 else 12.5e9
-    tp_comm = (tp - 1) / tp * gb / dp * 1024 * 4096 * 2 * 8 / tp_bw if tp > 1 else 0.0
+    tp_comm = (tp - 1) / tp * gb / dp * 128 * 4096 * 2 * 8 / tp_bw if tp > 1 else 0.0
     dp_comm = 2 * (dp - 1) / dp * PARAMS / (tp * pp) * 2 / 25e9 if dp > 1 else 0.0
     contention = 1.0 + (
         0.15 * (tp > 1) + 0.1 * (dp > 8) if sc.get("fidelity") == "simulated" else 0.0
     )
     comm = (tp_comm + 0.3 * dp_comm) * contention
     bubble = compute * (pp - 1) / (n_micro * v) if pp > 1 else 0.0
-    t = compute + comm + bubble
+    optimizer = PARAMS / (tp * pp) * 16 / 2e12  # per step, independent of the batch
+    t = compute + comm + bubble + optimizer
     zero = int(sc.get("zero", 0))
     weights = PARAMS / (tp * pp) * (4 + (12 / dp if zero >= 1 else 12))
     act_factor = {"none": 1.0, "selective": 0.3, "full": 0.05}[sc.get("recompute", "none")]

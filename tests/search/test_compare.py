@@ -1,0 +1,264 @@
+"""Plan search and hardware what-if with an injected toy evaluator (see search_fakes)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from search_fakes import fake_predict, fake_system_predict
+
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.search.compare import Objective, format_table, objective_score, search_plans
+from perfmodel.search.cost import Pricing, parse_prices
+from perfmodel.search.plans import ModelFamily, ModelShape, SearchSpace
+from perfmodel.search.ranking import best_in_top_k, group_ranking, kendall_tau
+from perfmodel.search.tta import StatisticalEfficiency
+from perfmodel.search.whatif import SystemOption, format_whatif, hardware_whatif, parse_systems
+
+SHAPE = ModelShape(num_blocks=32, num_heads=32, family=ModelFamily.TRANSFORMER)
+BASE = {"system": "toy", "model": "toy"}
+
+
+def fast(sc):
+    return fake_predict({**sc, "fidelity": "analytic"})
+
+
+def slow(sc):
+    return fake_predict({**sc, "fidelity": "simulated"})
+
+
+def brute_force_best(gpus: int, batch: int, space: SearchSpace) -> float:
+    from perfmodel.search.plans import enumerate_plans
+
+    best = math.inf
+    for p in enumerate_plans(gpus, batch, SHAPE, space).plans:
+        r = slow({**BASE, **p, "gpus": gpus, "global_batch": batch})
+        if r["fits_in_memory"]:
+            best = min(best, r["iteration_time_s"])
+    return best
+
+
+def test_search_finds_the_simulated_best_and_counts_pruning() -> None:
+    space = SearchSpace()
+    res = search_plans(
+        BASE,
+        gpus=[32],
+        global_batches=[256],
+        shape=SHAPE,
+        space=space,
+        confirm_k=10_000,
+        confirm_budget_s=None,
+        fast_evaluator=fast,
+        confirm_evaluator=slow,
+    )
+    assert res.enumerated == len(res.ranked) + sum(res.pruned.values())
+    assert res.pruned.get("does not fit in memory", 0) > 0
+    # confirming every plan: the ranking's head is the true optimum of the simulated fidelity
+    assert res.best.confirmed["iteration_time_s"] == pytest.approx(brute_force_best(32, 256, space))
+    # ranked by the objective, best first
+    scores = [c.best_score for c in res.ranked]
+    assert scores == sorted(scores)
+    # the two fidelities differ (contention term) but agree largely on the order
+    assert 0.5 < res.kendall_tau < 1.0
+    table = format_table(res, top=5)
+    assert "does not fit in memory" in table and "Kendall tau" in table
+    assert table.splitlines()[2].split()[1] == res.best.label.split()[0]
+
+
+def test_confirm_top_k_only_and_tau_is_one_for_identical_fidelities() -> None:
+    res = search_plans(
+        BASE,
+        gpus=[16],
+        global_batches=[128],
+        shape=SHAPE,
+        confirm_k=6,
+        fast_evaluator=fast,
+        confirm_evaluator=fast,
+    )
+    assert res.confirmed == 6
+    assert res.kendall_tau == pytest.approx(1.0) and res.top1_agrees
+    assert all(c.confirmed is not None for c in res.ranked[:6])
+    assert all(c.confirmed is None for c in res.ranked[6:])
+
+
+def test_predictor_errors_are_pruned_with_reason() -> None:
+    def picky(sc):
+        if sc["pp"] == 4:
+            raise InfeasiblePlanError("pp=4 cannot be placed on this toy", value=4, where="pp")
+        return fast(sc)
+
+    res = search_plans(
+        BASE, gpus=[8], global_batches=[64], shape=SHAPE, confirm_k=0, fast_evaluator=picky
+    )
+    reasons = [k for k in res.pruned if k.startswith("InfeasiblePlanError")]
+    assert reasons and "pp=4 cannot be placed" in reasons[0]
+    assert all(c.plan["pp"] != 4 for c in res.ranked)
+    assert math.isnan(res.kendall_tau)
+
+
+def test_no_feasible_plan_raises_with_reasons() -> None:
+    def oom(sc):
+        return {**fast(sc), "fits_in_memory": False}
+
+    res = search_plans(
+        BASE, gpus=[8], global_batches=[64], shape=SHAPE, confirm_k=2, fast_evaluator=oom
+    )
+    with pytest.raises(ConfigError, match="no plan is feasible: does not fit in memory"):
+        _ = res.best
+
+
+def test_objectives_tta_and_cost_change_the_winner() -> None:
+    # throughput alone prefers the biggest batch; TTA with a small noise scale prefers a smaller one
+    kw = dict(
+        gpus=[8],
+        shape=SHAPE,
+        confirm_k=0,
+        fast_evaluator=fast,
+        space=SearchSpace(recompute=("none",)),
+    )
+    thr = search_plans(BASE, global_batches=[16, 64, 256], **kw)
+    tta = search_plans(
+        BASE,
+        global_batches=[16, 64, 256],
+        objective="tta",
+        stat=StatisticalEfficiency(1e4, 8.0),
+        **kw,
+    )
+    assert thr.best.global_batch == 256
+    assert tta.best.global_batch < 256
+    for c in tta.ranked[:5]:
+        assert c.score == pytest.approx(
+            StatisticalEfficiency(1e4, 8.0).time_to_accuracy_s(
+                c.global_batch, c.report["iteration_time_s"]
+            )
+        )
+    # cost per sample: fewer GPUs at slightly lower efficiency is cheaper than more GPUs
+    cost = search_plans(
+        BASE,
+        gpus=[8, 32],
+        global_batches=[256],
+        objective=Objective.COST,
+        pricing=Pricing(2.0),
+        **{k: v for k, v in kw.items() if k != "gpus"},
+    )
+    c = cost.best
+    assert c.score == pytest.approx(2.0 / 3600 * c.gpus * c.report["iteration_time_s"] / 256)
+    with pytest.raises(ConfigError, match="needs a statistical-efficiency model"):
+        objective_score({"iteration_time_s": 1.0}, Objective.TTA, gpus=1, global_batch=1)
+    with pytest.raises(ConfigError, match="needs a price"):
+        objective_score({"iteration_time_s": 1.0}, Objective.COST, gpus=1, global_batch=1)
+    with pytest.raises(ConfigError, match="unknown --objective 'speed'"):
+        Objective.parse("speed")
+
+
+def test_search_plot_written(tmp_path: Path) -> None:
+    from perfmodel.search.plots import plot_search
+
+    res = search_plans(
+        BASE, gpus=[16], global_batches=[128], shape=SHAPE, confirm_k=0, fast_evaluator=fast
+    )
+    out = tmp_path / "p.png"
+    plot_search(res, out, title="toy")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pricing_and_amortisation() -> None:
+    assert Pricing(3.0).cost(4, 1800.0) == pytest.approx(6.0)
+    p = Pricing.amortised(purchase_price=8766.0, lifetime_years=1.0, utilization=0.5)
+    assert p.price_per_gpu_hour == pytest.approx(2.0)
+    with pytest.raises(ConfigError, match="--lifetime-years"):
+        Pricing.amortised(100.0, 0.0)
+    with pytest.raises(ConfigError, match="price per GPU-hour"):
+        Pricing(-1.0)
+    assert parse_prices("2,3", ["a", "b"], where="--price-per-gpu-hour") == {"a": 2.0, "b": 3.0}
+    with pytest.raises(ConfigError, match="2 values for 3 systems"):
+        parse_prices("2,3", ["a", "b", "c"], where="--price-per-gpu-hour")
+
+
+def test_whatif_speedup_cost_and_deadline(tmp_path: Path) -> None:
+    systems = parse_systems("fast,slow,cheap,slow:network=slow-net")
+    prices = {
+        "fast": Pricing(4.0),
+        "slow": Pricing(1.0),
+        "cheap": Pricing(0.5),
+        "slow:network=slow-net": Pricing(1.0),
+    }
+    base = {"model": "toy", "batch_per_gpu": 32}
+    res = hardware_whatif(
+        base,
+        systems,
+        [1, 2, 4, 8],
+        pricing=prices,
+        epochs=10,
+        dataset_size=1_000_000,
+        deadline_s=3600.0,
+        evaluator=fake_system_predict,
+        gpus_per_node=lambda o: 4,
+    )
+    pts = {(p.system, p.gpus): p for p in res.points}
+    assert pts[("fast", 1)].speedup == pytest.approx(1.0)
+    # toy: speedup(g) = g / (1 + overhead (g - 1)); fast overhead 0.02
+    assert pts[("fast", 8)].speedup == pytest.approx(8 / 1.14)
+    assert pts[("fast", 8)].nodes == 2 and pts[("fast", 4)].nodes == 1
+    p = pts[("slow", 4)]
+    assert p.epoch_time_s == pytest.approx(1_000_000 / p.throughput_samples_per_s)
+    assert p.cost_per_run == pytest.approx(10 * 4 * p.epoch_time_s / 3600 * 1.0)
+    # the slower network lowers the speedup of the same system
+    assert pts[("slow:network=slow-net", 8)].speedup < pts[("slow", 8)].speedup
+    ok = [q for q in res.points if q.run_time_s <= 3600.0]
+    assert res.cheapest == min(ok, key=lambda q: (q.cost_per_run, q.run_time_s))
+    assert "cheapest within 1.0 h" in res.verdict
+    text = format_whatif(res)
+    assert "speedup" in text and res.verdict in text
+    from perfmodel.search.plots import plot_whatif
+
+    plot_whatif(res, tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 1000
+
+
+def test_whatif_no_option_meets_deadline_and_failures() -> None:
+    res = hardware_whatif(
+        {"batch_per_gpu": 32},
+        parse_systems("slow,nonesuch"),
+        [1, 2],
+        pricing={"slow": Pricing(1.0)},
+        epochs=100,
+        dataset_size=10**8,
+        deadline_s=60.0,
+        evaluator=fake_system_predict,
+        gpus_per_node=lambda o: 8,
+    )
+    assert (
+        res.cheapest is None
+        and "no option meets" in res.verdict
+        and "fastest is slow x2" in res.verdict
+    )
+    assert "nonesuch x1" in res.failures
+
+
+def test_system_option_parsing() -> None:
+    o = SystemOption.parse("dgx1-v100:network=ib-edr:nics-per-node=2")
+    assert o.system == "dgx1-v100" and o.overrides == {"network": "ib-edr", "nics_per_node": 2}
+    with pytest.raises(ConfigError, match="not key=value"):
+        SystemOption.parse("dgx1-v100:ib-edr")
+    with pytest.raises(ConfigError, match="listed twice"):
+        parse_systems("a,a")
+
+
+def test_ranking_metrics() -> None:
+    assert kendall_tau([1, 2, 3, 4], [1, 2, 4, 3]) == pytest.approx(2 / 3)
+    assert best_in_top_k([5, 4, 3, 2, 1], [1, 2, 3, 4, 5], k=3) is False
+    rows = [
+        {"group": "a", "predicted": p, "measured": m} for p, m in [(1, 10), (2, 20), (3, 30)]
+    ] + [
+        {"group": "b", "predicted": p, "measured": m}
+        for p, m in [(1, 30), (2, 20), (3, 10), (4, 40)]
+    ]
+    s = group_ranking(rows, k=1)
+    assert len(s.groups) == 2
+    # a: tau 1 (3 pairs); b: tau 0 (6 pairs: 3 concordant... computed by scipy)
+    tb = kendall_tau([1, 2, 3, 4], [30, 20, 10, 40])
+    assert s.weighted_tau == pytest.approx((1.0 * 3 + tb * 6) / 9)
+    assert s.top_k_fraction == pytest.approx(0.5)
+    assert s.median_regret == pytest.approx((0.0 + 2.0) / 2)
