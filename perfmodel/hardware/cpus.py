@@ -105,6 +105,15 @@ class CPUSpec:
         Canonical name of the socket-to-socket link technology (``links.toml``).
     socket_links
         Number of such links leaving the socket.
+    sources
+        ``compute``, ``memory`` and ``io``, each a citable source.
+
+    Examples
+    --------
+    >>> from perfmodel.hardware import get_cpu
+    >>> cpu = get_cpu("e5-2620-v4")  # 8 cores x 2.1 GHz x 32 FLOP/cycle
+    >>> cpu.peak_fp32_flops / 1e9, cpu.socket_link
+    (537.6, 'qpi-8.0')
     """
 
     name: str

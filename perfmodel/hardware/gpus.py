@@ -108,16 +108,40 @@ def _integer(entry: dict[str, Any], key: str, where: str, *, positive: bool = Tr
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Datasheet description of one GPU model.
+    """Datasheet description of one GPU model (values in SI units; sources in ``sources``).
 
     Attributes
     ----------
-    peak_flops
-        Dense peak rate in FLOP/s per :class:`DType` (an FMA counts as 2 FLOP).
+    name, aliases
+        Canonical catalogue name and case-insensitive alternatives.
+    architecture, form_factor, vendor
+        E.g. ``"Volta"``, ``"SXM2"``, ``"NVIDIA"``.
+    sm_count
+        Streaming multiprocessors enabled on this product.
     memory_bytes
-        Device memory in bytes.
+        Device memory in bytes (exact; binary sizes where the board carries them).
     memory_bandwidth_Bps
-        Peak device-memory bandwidth in bytes/s.
+        Peak device-memory bandwidth in bytes/s (decimal, as datasheets state it).
+    peak_flops
+        Dense peak rate in FLOP/s per :class:`DType` (no structured sparsity; an FMA counts as
+        2 FLOP). Tensor-core rates with FP32 accumulation where the GPU has tensor cores.
+    boost_clock_hz, l2_bytes, tdp_w
+        Maximum boost clock (Hz), L2 cache (bytes), board power (W); ``None`` where unknown.
+    nvlink_links, nvlink_gen, pcie_gen
+        NVLink count and generation (0 and ``None`` without NVLink), host PCIe generation.
+    sources
+        One source per group of fields (``SOURCE_GROUPS``): compute, memory, sm, board.
+    notes
+        Caveats: disagreeing sources, assumptions, what CUDA sees as one device.
+
+    Examples
+    --------
+    >>> from perfmodel.hardware import get_gpu
+    >>> v100 = get_gpu("v100")
+    >>> v100.name, v100.peak("fp16") / 1e12, v100.memory_bytes / 2**30
+    ('V100-SXM2-16GB', 125.0, 16.0)
+    >>> get_gpu("V100-SXM2-16GB").peak("bf16") == v100.peak("fp32")  # emulated at FP32 rate
+    True
     """
 
     name: str
@@ -139,7 +163,10 @@ class GPUSpec:
     notes: str = ""
 
     def peak(self, dtype: DType | str) -> float:
-        """Peak FLOP/s for ``dtype``; falls back as a framework would (TF32 -> FP32 on pre-Ampere).
+        """Peak FLOP/s for ``dtype``; falls back as a framework would.
+
+        TF32 on a GPU without TF32 units runs at the FP32 rate (the framework keeps FP32 math);
+        BF16 on Volta/Turing is emulated at the FP32 rate.
 
         Raises
         ------

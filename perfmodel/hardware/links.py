@@ -66,16 +66,31 @@ _ALLOWED = {
 
 @dataclass(frozen=True)
 class LinkTech:
-    """One link technology.
+    """One link technology (per single link or switch port, per direction).
 
     Attributes
     ----------
+    name, aliases
+        Canonical catalogue name and case-insensitive alternatives.
+    family
+        :class:`LinkFamily` (topology edges carry it; calibration fits per family).
     bandwidth_Bps
         Raw data rate per direction in bytes/s (after line coding such as 128b/130b).
     efficiency
         Fraction of ``bandwidth_Bps`` achievable by large transfers (protocol overhead).
     latency_s
-        One-way latency in seconds.
+        One-way latency of a small message in seconds.
+    protocol
+        ``"tcp"`` or ``"roce"`` for Ethernet entries, else empty.
+    sources
+        ``bandwidth``, ``efficiency`` and ``latency``, each a citable source or reasoning.
+
+    Examples
+    --------
+    >>> from perfmodel.hardware import get_link
+    >>> edr = get_link("edr")
+    >>> edr.name, edr.bandwidth_Bps / 1e9, round(edr.effective_bandwidth_Bps / 1e9, 2)
+    ('ib-edr', 12.5, 11.5)
     """
 
     name: str
