@@ -709,7 +709,9 @@ def smi_class(topo: Topology, a: str, b: str) -> str:
             g.nodes[path[1]]["kind"] is NodeKind.PCIE_SWITCH
             and g.nodes[path[-2]]["kind"] is NodeKind.PCIE_SWITCH
         )
-        return "NODE" if behind_switch else "PHB"
+        if behind_switch:
+            return str(topo.meta.get("smi_node_label", "NODE"))
+        return "PHB"
     return "PIX" if switches <= 1 else "PXB"
 
 
