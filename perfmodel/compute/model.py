@@ -117,7 +117,7 @@ def gemm_efficiency(
             if best is None or cand.efficiency > best.efficiency:
                 best = cand
             # split-K only helps while the grid is below one wave and k stays long
-            if waves >= 1.0 or k / (split * 2) < 128 or split >= 64:
+            if waves >= 1.0 or k / (split * 2) < 256 or split >= 1024:
                 break
             split *= 2
     assert best is not None

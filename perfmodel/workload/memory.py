@@ -306,3 +306,111 @@ def memory_breakdown(
     subtotal = weights + grads + state + acts + ws
     ws += FRAGMENTATION * subtotal
     return MemoryBreakdown(weights, grads, state, acts, ws)
+
+
+@dataclass(frozen=True)
+class MaxBatchResult:
+    """Largest micro-batch that fits, with the memory breakdown at that batch.
+
+    Attributes
+    ----------
+    batch_size
+        Largest per-GPU batch that fits (0 when not even one sample fits).
+    breakdown
+        Memory at ``batch_size`` (at batch 1 when nothing fits).
+    capacity_bytes
+        Usable device memory assumed (``memory_bytes x memory_fraction``).
+    """
+
+    batch_size: int
+    breakdown: MemoryBreakdown
+    capacity_bytes: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "batch_size": self.batch_size,
+            "capacity_bytes": self.capacity_bytes,
+            "breakdown": self.breakdown.to_dict(),
+        }
+
+
+def max_batch_size(
+    model: str,
+    gpu: object,
+    precision: Precision | str = "fp32",
+    optimizer: Optimizer | str = "sgd",
+    *,
+    recompute: Recompute | str = "none",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    memory_fraction: float = 1.0,
+    limit: int = 1 << 20,
+    **model_args: object,
+) -> MaxBatchResult:
+    """Largest per-GPU micro-batch of zoo model ``model`` whose memory fits on ``gpu``.
+
+    Memory grows monotonically with the batch (activations and the largest transient are
+    linear in it), so a doubling search followed by bisection finds the exact largest batch.
+
+    Parameters
+    ----------
+    model
+        Zoo name; ``model_args`` as for :func:`perfmodel.workload.build_model`.
+    gpu
+        A :class:`perfmodel.hardware.GPUSpec` or catalogue name.
+    memory_fraction
+        Share of the device memory usable (default all of it; the breakdown already reserves
+        the CUDA context, library workspace and fragmentation).
+    limit
+        Largest batch tried.
+
+    Examples
+    --------
+    >>> r = max_batch_size("mlp", "V100-SXM2-16GB", widths=[1000, 1000])
+    >>> r.batch_size > 1000
+    True
+    """
+    from perfmodel.hardware import get_gpu
+    from perfmodel.workload.zoo import build_model
+
+    spec = get_gpu(gpu)  # type: ignore[arg-type]
+    if not 0 < memory_fraction <= 1:
+        raise ConfigError(
+            f"memory_fraction must be in (0, 1], got {memory_fraction}",
+            value=memory_fraction,
+            where="memory_fraction",
+        )
+    capacity = spec.memory_bytes * memory_fraction
+
+    def at(batch: int) -> MemoryBreakdown:
+        w = build_model(
+            model,
+            batch_size=batch,
+            precision=precision,
+            tp=tp,
+            sequence_parallel=sequence_parallel,
+            **model_args,
+        )
+        return memory_breakdown(w, optimizer=optimizer, recompute=recompute)
+
+    first = at(1)
+    if first.total_bytes > capacity:
+        return MaxBatchResult(0, first, capacity)
+    lo, lo_mem = 1, first
+    hi = 2
+    while hi <= limit:
+        m = at(hi)
+        if m.total_bytes > capacity:
+            break
+        lo, lo_mem = hi, m
+        hi *= 2
+    else:
+        return MaxBatchResult(lo, lo_mem, capacity)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        m = at(mid)
+        if m.total_bytes > capacity:
+            hi = mid
+        else:
+            lo, lo_mem = mid, m
+    return MaxBatchResult(lo, lo_mem, capacity)
