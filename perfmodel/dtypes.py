@@ -28,7 +28,9 @@ class DType(str, enum.Enum):
         return {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[self.value]
 
     @classmethod
-    def parse(cls, text: str, *, where: str = "dtype") -> DType:
+    def parse(cls, text: str | DType, *, where: str = "dtype") -> DType:
+        if isinstance(text, cls):
+            return text
         try:
             return cls(str(text).lower())
         except ValueError as exc:
@@ -85,7 +87,9 @@ class Precision(str, enum.Enum):
         return self not in (Precision.FP32, Precision.TF32)
 
     @classmethod
-    def parse(cls, text: str, *, where: str = "--precision") -> Precision:
+    def parse(cls, text: str | Precision, *, where: str = "--precision") -> Precision:
+        if isinstance(text, cls):
+            return text
         try:
             return cls(str(text).lower())
         except ValueError as exc:

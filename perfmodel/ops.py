@@ -25,7 +25,9 @@ class CollectiveOp(str, enum.Enum):
     SENDRECV = "sendrecv"
 
     @classmethod
-    def parse(cls, text: str, *, where: str = "--op") -> CollectiveOp:
+    def parse(cls, text: str | CollectiveOp, *, where: str = "--op") -> CollectiveOp:
+        if isinstance(text, cls):
+            return text
         key = str(text).lower().replace("_", "").replace("-", "")
         aliases = {
             "ar": "allreduce",

@@ -67,3 +67,17 @@ def test_precision_recipes():
     assert Precision.FP32.grad_bytes == 4 and not Precision.FP32.mixed
     assert Precision.BF16.grad_bytes == 2 and Precision.BF16.mixed
     assert Precision.TF32.matmul_dtype is DType.TF32
+
+
+def test_enum_parse_accepts_members():
+    assert DType.parse(DType.BF16) is DType.BF16
+    assert Precision.parse(Precision.FP16) is Precision.FP16
+    assert CollectiveOp.parse(CollectiveOp.ALLTOALL) is CollectiveOp.ALLTOALL
+
+
+def test_unknown_hardware_message_is_not_quoted():
+    from perfmodel.errors import UnknownHardwareError
+
+    err = UnknownHardwareError("unknown GPU model 'xx'", value="xx", where="--gpu")
+    assert str(err).startswith("--gpu: unknown GPU model") or str(err).startswith("unknown GPU model")
+    assert not str(err).startswith('"')
