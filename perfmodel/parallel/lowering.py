@@ -52,6 +52,7 @@ class Segment:
     activation_bytes: float
     selective_bytes: float
     flop: float
+    dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,7 @@ def build_chunk(
     first_bucket_bytes: float | None,
     by_block: bool,
     algorithm: str = "auto",
+    exclude_sharded: bool = False,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block."""
     layers = [workload.layers[i] for i in layer_ids]
@@ -263,7 +265,9 @@ def build_chunk(
         cur: list[int] = []
         for i in reversed(layer_ids):
             cur.append(i)
-            acc += workload.layers[i].params * grad_b
+            layer_i = workload.layers[i]
+            if not (exclude_sharded and (layer_i.fwd_comm or layer_i.bwd_comm)):
+                acc += layer_i.params * grad_b
             if acc >= cap:
                 groups.append(cur)
                 cur, acc, cap = [], 0.0, bucket_bytes
@@ -277,10 +281,12 @@ def build_chunk(
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
         f = bi = bw = rc = tf = tb = 0.0
-        params = 0
+        params = dp_params = 0
         act = sel = flop = 0.0
         for i in ids:
             layer = workload.layers[i]
+            if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
+                dp_params += layer.params
             lf, lbi, lbw = costs.layer_time(layer)
             f += lf
             bi += lbi
@@ -297,7 +303,7 @@ def build_chunk(
                 sel += layer.activation_bytes
         if plan.recompute is Recompute.FULL:
             rc = f + tf
-        segs.append(Segment(ids, f, bi + bw, rc, tf, tb, params, act, sel, flop))
+        segs.append(Segment(ids, f, bi + bw, rc, tf, tb, params, act, sel, flop, dp_params))
     last = workload.layers[layer_ids[-1]]
     first = workload.layers[layer_ids[0]]
     out_bytes = _elements(last.output_shape) * act_b
@@ -388,14 +394,13 @@ class StepInputs:
     batch_per_replica: int
     optimizer: str
     capacity_bytes: float
-    fc_workload: Workload | None = None  # one-weird-trick: FC layers at the global batch, tp = dp
 
 
 def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
     """Lower one training step; dispatches on the plan's data-parallel mode and hybrid."""
     plan = inp.plan
     if plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
-        return _lower_owt(inp, costs)
+        return _lower_pipeline(inp, costs, one_weird_trick=True)
     mode = plan.dp_mode if plan.dp > 1 else DPMode.ALLREDUCE
     if mode is not DPMode.ALLREDUCE and (plan.tp > 1 or plan.pp > 1):
         raise InfeasiblePlanError(
@@ -413,7 +418,7 @@ def _flop_of(w: Workload) -> float:
     return sum(layer.total_flop for layer in w.layers)
 
 
-def _lower_pipeline(inp: StepInputs, costs: Costs) -> LoweredStep:
+def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> LoweredStep:
     plan, preset, pl, wl = inp.plan, inp.preset, inp.placement, inp.workload
     P, V = plan.pp, plan.interleave
     K = P * V
@@ -435,11 +440,12 @@ def _lower_pipeline(inp: StepInputs, costs: Costs) -> LoweredStep:
                 ids,
                 costs,
                 plan,
-                pl.tp_group(0, s),
+                pl.dp_group(0, 0) if one_weird_trick else pl.tp_group(0, s),
                 bucket_bytes=preset.bucket_bytes if overlap else None,
                 first_bucket_bytes=preset.first_bucket_bytes,
                 by_block=zero3,
                 algorithm=alg,
+                exclude_sharded=one_weird_trick,
             )
         )
 
@@ -680,6 +686,11 @@ def _lower_pipeline(inp: StepInputs, costs: Costs) -> LoweredStep:
         for s in range(P)
     )
     flop = _flop_of(wl) * pl.tp * m * plan.dp
+    if one_weird_trick:
+        b.notes.append(
+            "one-weird-trick: convolutions data parallel (their gradients all-reduced), "
+            "fully-connected layers split by output features over all GPUs (no gradient all-reduce)"
+        )
     return LoweredStep(
         graph=b.build(multiplicity=plan.dp * pl.tp),
         memory=mem,
@@ -972,208 +983,3 @@ def costs_memory_bw(costs: Costs) -> float:
     """GPU memory bandwidth (bytes/s) when the cost model knows it, else 0."""
     spec = getattr(costs, "gpu_spec", None)
     return float(getattr(spec, "memory_bandwidth_Bps", 0.0) or 0.0)
-
-
-def _lower_owt(inp: StepInputs, costs: Costs) -> LoweredStep:
-    """Krizhevsky's one weird trick: conv layers data parallel, FC layers model parallel.
-
-    Per step on each of the ``n`` GPUs: conv forward on its own batch ``b``; all-gather of the
-    conv features (every GPU needs all ``n b`` samples); its ``1/n`` slice of the FC layers on the
-    ``n b`` batch (forward + backward, with the FC layers' own TP collectives); reduce-scatter of
-    the feature gradients back to their owners; conv backward with bucketed all-reduce of the
-    conv gradients only. FC weights are never all-reduced (Krizhevsky 2014, section 3).
-    """
-    plan, preset, pl = inp.plan, inp.preset, inp.placement
-    if inp.fc_workload is None:
-        raise InfeasiblePlanError("one-weird-trick needs the FC workload at the global batch")
-    wl, fc = inp.workload, inp.fc_workload
-    n = plan.dp
-    gpus = pl.dp_group(0, 0)
-    g0 = gpus[0]
-    alg = preset.comm_algorithm
-    prec = costs.precision
-    # split point: the first LINEAR layer after the last CONV/POOL layer
-    conv_end = max(
-        (i for i, la in enumerate(wl.layers) if la.kind in (LayerKind.CONV, LayerKind.POOL)),
-        default=-1,
-    )
-    split = next(
-        (i for i in range(conv_end + 1, len(wl.layers)) if wl.layers[i].kind is LayerKind.LINEAR),
-        None,
-    )
-    if split is None:
-        raise InfeasiblePlanError(
-            f"one-weird-trick needs fully-connected layers after the convolutions; model "
-            f"{wl.name} has none",
-            value=wl.name,
-            where="hybrid",
-        )
-    if len(fc.layers) != len(wl.layers):
-        raise InfeasiblePlanError(
-            f"one-weird-trick: the tp={n} workload of {wl.name} has {len(fc.layers)} layers, the "
-            f"data-parallel one {len(wl.layers)}; cannot align the conv/FC split",
-            value=len(fc.layers),
-            where="hybrid",
-        )
-    fc_split = split
-    conv_ids = list(range(split))
-    fc_ids = list(range(fc_split, len(fc.layers)))
-    conv = build_chunk(
-        wl,
-        conv_ids,
-        costs,
-        plan,
-        (g0,),
-        bucket_bytes=preset.bucket_bytes if preset.overlap_grad_comm else None,
-        first_bucket_bytes=preset.first_bucket_bytes,
-        by_block=False,
-        algorithm=alg,
-    )
-    fcc = build_chunk(
-        fc,
-        fc_ids,
-        costs,
-        plan,
-        gpus,
-        bucket_bytes=None,
-        first_bucket_bytes=None,
-        by_block=False,
-        algorithm=alg,
-    )
-    feat = _elements(wl.layers[split - 1].output_shape) * prec.activation_bytes  # per GPU batch
-    b = GraphBuilder()
-    deps: list[int] = []
-    if preset.host_step_s > 0:
-        deps = [b.add(TaskKind.HOST, g0, "host", preset.host_step_s, label="host step")]
-    slow = 1.0 + preset.overlap_compute_slowdown
-    t = b.add(
-        TaskKind.COMPUTE,
-        g0,
-        "compute",
-        sum(s.fwd_s for s in conv.segments),
-        deps,
-        label="conv F",
-        microbatch=0,
-        chunk=0,
-    )
-    ag = b.add(
-        TaskKind.COLLECTIVE,
-        g0,
-        "compute",
-        costs.collective_time(CollectiveOp.ALLGATHER, feat * n, gpus, alg),
-        [t],
-        label="all-gather features",
-        comm=None,
-    )
-    f = b.add(
-        TaskKind.COMPUTE,
-        g0,
-        "compute",
-        sum(s.fwd_s for s in fcc.segments),
-        [ag],
-        label="FC F (model parallel)",
-        microbatch=0,
-        chunk=1,
-    )
-    if fcc.segments[0].tp_fwd_s or any(s.tp_fwd_s for s in fcc.segments):
-        f = b.add(
-            TaskKind.COLLECTIVE,
-            g0,
-            "compute",
-            sum(s.tp_fwd_s for s in fcc.segments),
-            [f],
-            label="FC TP F",
-        )
-    fb = b.add(
-        TaskKind.COMPUTE,
-        g0,
-        "compute",
-        sum(s.bwd_s for s in fcc.segments),
-        [f],
-        label="FC B",
-        microbatch=0,
-        chunk=1,
-    )
-    if any(s.tp_bwd_s for s in fcc.segments):
-        fb = b.add(
-            TaskKind.COLLECTIVE,
-            g0,
-            "compute",
-            sum(s.tp_bwd_s for s in fcc.segments),
-            [fb],
-            label="FC TP B",
-        )
-    rs = b.add(
-        TaskKind.COLLECTIVE,
-        g0,
-        "compute",
-        costs.collective_time(CollectiveOp.REDUCESCATTER, feat * n, gpus, alg),
-        [fb],
-        label="reduce-scatter feature grads",
-        comm=None,
-    )
-    last = rs
-    grads: list[int] = []
-    for si, seg in enumerate(reversed(conv.segments)):
-        dur = seg.bwd_s * (slow if (si > 0 and preset.overlap_grad_comm) else 1)
-        last = b.add(
-            TaskKind.COMPUTE, g0, "compute", dur, [last], label="conv B", microbatch=0, chunk=0
-        )
-        if preset.overlap_grad_comm:
-            nb = seg.params * prec.grad_bytes
-            grads.append(
-                b.add(
-                    TaskKind.COLLECTIVE,
-                    g0,
-                    "dp",
-                    costs.collective_time(CollectiveOp.ALLREDUCE, nb, gpus, alg),
-                    [last],
-                    label="conv grad all-reduce",
-                    comm=CommSpec(CollectiveOp.ALLREDUCE, nb, gpus, alg, CommKind.DP),
-                )
-            )
-    if not preset.overlap_grad_comm:
-        nb = conv.params * prec.grad_bytes
-        grads.append(
-            b.add(
-                TaskKind.COLLECTIVE,
-                g0,
-                "dp",
-                costs.collective_time(CollectiveOp.ALLREDUCE, nb, gpus, alg),
-                [last],
-                label="conv grad all-reduce",
-                comm=CommSpec(CollectiveOp.ALLREDUCE, nb, gpus, alg, CommKind.DP),
-            )
-        )
-    b.add(
-        TaskKind.OPTIMIZER,
-        g0,
-        "compute",
-        costs.optimizer_time(conv.params + fcc.params, inp.optimizer),
-        [last, *grads],
-        label="optimizer",
-    )
-    b.notes.append(
-        "one-weird-trick: the TP task for feature all-gather / reduce-scatter is on the critical path"
-    )
-    both = Chunk(
-        conv.segments + fcc.segments, fcc.out_bytes, conv.in_bytes, 0, conv.layers + fcc.layers
-    )
-    mem = stage_memory(
-        [both],
-        plan=ParallelismPlan(dp=1),
-        costs=costs,
-        optimizer=inp.optimizer,
-        in_flight=1,
-        capacity_bytes=inp.capacity_bytes,
-        comm_buffer_bytes=0.0,
-    )
-    flop = _flop_of(wl) * n  # whole model at batch b per GPU
-    return LoweredStep(
-        graph=b.build(multiplicity=n),
-        memory=(mem,),
-        samples_per_step=inp.batch_per_replica * n,
-        model_flop_per_step=flop,
-        num_gpus=n,
-        chunks=(conv, fcc),
-    )

@@ -1,0 +1,540 @@
+"""The prediction API: :class:`Scenario`, :func:`predict`, :func:`predict_curve`.
+
+Used by the CLI (``perfmodel predict``), the examples, plan search and sweeps. Contract in
+``docs/design.md`` ("The prediction API"); options documented in ``docs/predict.md``.
+
+>>> sc = Scenario(system="dgx1-v100", model="resnet50", batch_per_gpu=64, fidelity="analytic")
+>>> r = predict(sc)
+>>> r.num_gpus, r.fits_in_memory, 0.5 < r.scaling_efficiency <= 1.0
+(8, True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+from typing import Any
+
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
+from perfmodel.parallel.costs import SystemCosts
+from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
+from perfmodel.parallel.placement import place
+from perfmodel.parallel.plan import (
+    DPMode,
+    Hybrid,
+    ParallelismPlan,
+    PipelineSchedule,
+    PSHost,
+    Recompute,
+)
+from perfmodel.parallel.software import get_preset
+from perfmodel.report.step import StepReport, breakdown
+from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
+from perfmodel.topology import Topology
+
+FIDELITIES = ("simulated", "analytic")
+
+#: ``workload_fn(batch_size=, precision=, tp=, sequence_parallel=) -> Workload``
+WorkloadFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One question: this model, this batch, this plan, this software, on this hardware.
+
+    Keys are the ``perfmodel predict`` flags (see ``docs/predict.md``). Beyond the
+    ``docs/design.md`` contract: ``dp_mode`` (data-parallel variant, default from the software
+    preset), ``hybrid`` (``one-weird-trick``), ``sync_period`` (local SGD), ``ps_host`` and
+    ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first).
+
+    ``batch_per_gpu`` is the batch of one data-parallel replica (for Crossbow: of one learner);
+    ``global_batch`` is split over the replicas.
+    """
+
+    system: str = "dgx1-v100"
+    nodes: int = 1
+    gpus: int | None = None
+    network: str | None = None
+    nics_per_node: int | None = None
+    gpu: str | None = None
+    gpus_per_node: int | None = None
+    intra_node: str | None = None
+    fabric_topology: str | None = None
+    oversubscription: float | None = None
+    model: str = "resnet50"
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    batch_per_gpu: int | None = None
+    global_batch: int | None = None
+    precision: str = "fp32"
+    optimizer: str = "sgd"
+    dp: int | None = None
+    tp: int = 1
+    pp: int = 1
+    microbatch: int | None = None
+    schedule: str = "1f1b"
+    interleave: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    zero: int | None = None
+    software: str = "pytorch-ddp"
+    learners_per_gpu: int = 1
+    dataset_size: int | None = None
+    calibration: str | None = None
+    fidelity: str = "simulated"
+    dp_mode: str | None = None
+    hybrid: str | None = None
+    sync_period: int = 1
+    ps_host: str = "cpu"
+    ps_shards: int = 1
+    placement: str = "tp,pp,dp"
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str = "scenario") -> Scenario:
+        """Build from a mapping with the same keys (``plan = "dp=..,tp=.."`` also accepted).
+
+        Raises
+        ------
+        ConfigError
+            On an unknown key (naming it and the accepted keys).
+        """
+        from perfmodel.parallel.plan import parse_plan_string
+
+        known = {f.name for f in fields(cls)}
+        data = {str(k).replace("-", "_"): v for k, v in dict(d).items()}
+        if "plan" in data:
+            plan = data.pop("plan")
+            parsed = (
+                parse_plan_string(plan, where=f"{where}: plan")
+                if isinstance(plan, str)
+                else dict(plan)
+            )
+            for k, v in parsed.items():
+                data.setdefault({"microbatch_size": "microbatch"}.get(k, k), v)
+        if "microbatch_size" in data:
+            data["microbatch"] = data.pop("microbatch_size")
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r}; accepted keys: {', '.join(sorted(known))}",
+                value=unknown[0],
+                where=where,
+            )
+        if "model_args" in data and data["model_args"] is not None:
+            data["model_args"] = dict(data["model_args"])
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["model_args"] = dict(self.model_args)
+        return d
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON of :meth:`to_dict` (stable across runs)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------- resolution helpers
+
+
+def _pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
+    if v is None and allow_none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        try:
+            iv = int(v)
+        except (TypeError, ValueError):
+            iv = 0
+        if iv >= 1 and iv == v and not isinstance(v, bool):
+            return iv
+        raise ConfigError(f"{name} must be a positive integer, got {v!r}", value=v, where=name)
+    return v
+
+
+@lru_cache(maxsize=64)
+def _topology(key: tuple[Any, ...]) -> Topology:
+    (system, nodes, network, nics, gpu, gpn, intra, fabric, oversub) = key
+    if system == "custom":
+        from perfmodel.topology.custom import custom_system
+
+        return custom_system(
+            gpu=gpu,
+            gpus_per_node=gpn,
+            intra_node=intra,
+            network=network,
+            nics_per_node=nics,
+            nodes=nodes,
+            fabric_topology=fabric,
+            oversubscription=oversub,
+        )
+    from perfmodel.topology import load_system
+
+    return load_system(
+        system,
+        nodes=nodes,
+        network=network,
+        nics_per_node=nics,
+        gpu=gpu,
+        fabric_topology=fabric,
+        oversubscription=oversub,
+    )
+
+
+def topology_of(sc: Scenario) -> Topology:
+    """The :class:`Topology` a scenario names (cached per hardware key)."""
+    return _topology(
+        (
+            sc.system,
+            _pos_int(sc.nodes, "nodes"),
+            sc.network,
+            sc.nics_per_node,
+            sc.gpu,
+            sc.gpus_per_node,
+            sc.intra_node,
+            sc.fabric_topology,
+            sc.oversubscription,
+        )
+    )
+
+
+@lru_cache(maxsize=512)
+def _workload(
+    model: str, batch: int, precision: str, tp: int, sp: bool, args: tuple[tuple[str, Any], ...]
+) -> Any:
+    from perfmodel.workload import build_model
+
+    return build_model(
+        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **dict(args)
+    )
+
+
+@lru_cache(maxsize=64)
+def _calibration(path: str, gpu: str) -> tuple[Any, Any]:
+    from perfmodel.calibration import load_profile
+
+    prof = load_profile(path, gpu=gpu)
+    return prof.compute_params, prof.link_params
+
+
+_COSTS: dict[tuple[Any, ...], SystemCosts] = {}
+
+
+def _costs(topo: Topology, precision: Precision, calibration: str | None) -> SystemCosts:
+    key = (id(topo), precision, calibration)
+    hit = _COSTS.get(key)
+    if hit is None or hit.topology is not topo:
+        cp = lp = None
+        if calibration:
+            cp, lp = _calibration(str(calibration), topo.gpu_spec().name)
+        hit = SystemCosts(topo, precision, compute_params=cp, link_params=lp)
+        if len(_COSTS) > 256:
+            _COSTS.clear()
+        _COSTS[key] = hit
+    return hit
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scenario turned into values: topology, plan, preset, batch split (no timing yet)."""
+
+    topology: Topology
+    plan: ParallelismPlan
+    preset: Any
+    precision: Precision
+    num_gpus: int
+    batch_per_replica: int
+    microbatch: int
+
+
+def resolve(sc: Scenario) -> Resolved:
+    """Validate a scenario and derive its plan.
+
+    Raises
+    ------
+    ConfigError, InfeasiblePlanError
+        Naming the bad number and what would fit.
+    """
+    if sc.fidelity not in FIDELITIES:
+        raise ConfigError(
+            f"unknown fidelity {sc.fidelity!r}; expected one of {', '.join(FIDELITIES)}",
+            value=sc.fidelity,
+            where="fidelity",
+        )
+    topo = topology_of(sc)
+    precision = Precision.parse(sc.precision)
+    n = _pos_int(sc.gpus, "gpus", allow_none=True) or topo.num_gpus
+    if n > topo.num_gpus:
+        per = topo.gpus_per_node
+        raise InfeasiblePlanError(
+            f"gpus={n} but system {topo.name} with nodes={sc.nodes} has {topo.num_gpus} GPUs; "
+            f"use nodes={math.ceil(n / per)} or gpus<={topo.num_gpus}",
+            value=n,
+            where="gpus",
+        )
+    preset = get_preset(sc.software)
+    tp = _pos_int(sc.tp, "tp")
+    pp = _pos_int(sc.pp, "pp")
+    hybrid = Hybrid.parse(sc.hybrid)
+    if hybrid is Hybrid.ONE_WEIRD_TRICK:
+        dp = _pos_int(sc.dp, "dp", allow_none=True) or n
+        tp = dp
+    else:
+        if n % (tp * pp):
+            fits = [d for d in _divisors(n) if d % pp == 0] if n % pp == 0 else _divisors(n)
+            raise InfeasiblePlanError(
+                f"tp*pp={tp * pp} does not divide the {n} GPUs; tp*pp values that divide: {fits}",
+                value=tp * pp,
+                where="plan",
+            )
+        dp = _pos_int(sc.dp, "dp", allow_none=True) or n // (tp * pp)
+        if dp * tp * pp != n:
+            raise InfeasiblePlanError(
+                f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp} but {n} GPUs are used; "
+                f"use dp={n // (tp * pp)} or gpus={dp * tp * pp}",
+                value=dp,
+                where="dp",
+            )
+    if (sc.batch_per_gpu is None) == (sc.global_batch is None):
+        raise ConfigError(
+            "give exactly one of batch_per_gpu (--batch-per-gpu) and global_batch (--global-batch)",
+            value=(sc.batch_per_gpu, sc.global_batch),
+            where="batch",
+        )
+    if sc.global_batch is not None:
+        gb = _pos_int(sc.global_batch, "global_batch")
+        if gb % dp:
+            raise InfeasiblePlanError(
+                f"global batch {gb} does not split over dp={dp} replicas; global batches that "
+                f"do: multiples of {dp}, e.g. {max(dp, gb // dp * dp)} or {(gb // dp + 1) * dp}",
+                value=gb,
+                where="global_batch",
+            )
+        bpr = gb // dp
+    else:
+        bpr = _pos_int(sc.batch_per_gpu, "batch_per_gpu")
+    mb = _pos_int(sc.microbatch, "microbatch", allow_none=True)
+    if mb is None:
+        mb = 1 if pp > 1 else bpr
+    mode = DPMode.parse(sc.dp_mode) if sc.dp_mode else preset.dp_mode
+    zero = preset.zero if sc.zero is None else int(sc.zero)
+    plan = ParallelismPlan(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        microbatch_size=mb,
+        schedule=PipelineSchedule.parse(sc.schedule),
+        interleave=_pos_int(sc.interleave, "interleave"),
+        recompute=Recompute.parse(sc.recompute),
+        sequence_parallel=bool(sc.sequence_parallel),
+        zero=zero if zero != 3 or not preset.fsdp else 0,
+        fsdp=preset.fsdp and zero == 3,
+        dp_mode=mode,
+        learners_per_gpu=_pos_int(sc.learners_per_gpu, "learners_per_gpu"),
+        sync_period=_pos_int(sc.sync_period, "sync_period"),
+        ps_host=PSHost.parse(sc.ps_host),
+        ps_shards=_pos_int(sc.ps_shards, "ps_shards"),
+        hybrid=hybrid,
+    )
+    plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
+    if mode is DPMode.CROSSBOW and plan.learners_per_gpu == 1 and sc.learners_per_gpu == 1:
+        pass  # one learner per GPU is plain synchronous model averaging
+    return Resolved(topo, plan, preset, precision, n, bpr, mb)
+
+
+def _build_step(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
+) -> tuple[LoweredStep, SystemCosts]:
+    costs = _costs(r.topology, r.precision, sc.calibration)
+    plan = r.plan
+    args = tuple(sorted((str(k), v) for k, v in dict(sc.model_args).items()))
+    wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
+    batch = r.microbatch
+    if plan.dp_mode is DPMode.CROSSBOW and plan.dp >= 1 and plan.learners_per_gpu > 1:
+        batch = r.microbatch * plan.learners_per_gpu
+    if workload_fn is not None:
+        wl = workload_fn(
+            batch_size=batch,
+            precision=r.precision,
+            tp=wl_tp,
+            sequence_parallel=bool(sc.sequence_parallel),
+        )
+    else:
+        try:
+            wl = _workload(
+                sc.model, batch, r.precision.value, wl_tp, bool(sc.sequence_parallel), args
+            )
+        except TypeError as exc:  # unhashable model argument value
+            raise ConfigError(
+                f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
+            ) from exc
+    placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=sc.placement)
+    inp = StepInputs(
+        plan=plan,
+        preset=r.preset,
+        placement=placement,
+        workload=wl,
+        batch_per_replica=r.batch_per_replica
+        * (plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1),
+        optimizer=sc.optimizer,
+        capacity_bytes=float(r.topology.gpu_spec().memory_bytes),
+    )
+    if plan.dp_mode is DPMode.CROSSBOW:
+        inp = replace(inp, plan=replace(plan, microbatch_size=batch))
+    return lower(inp, costs), costs
+
+
+def _run(
+    step: LoweredStep, sc: Scenario, topo: Topology, costs: SystemCosts
+) -> tuple[Timeline, str]:
+    if sc.fidelity == "analytic":
+        return evaluate(step.graph), "analytic"
+    from perfmodel import comm
+
+    if hasattr(comm, "FlowNetwork") and hasattr(comm, "run_collective"):
+        lp = costs.link_params
+        return simulate(
+            step.graph, network_factory=lambda env: FlowComm(env, topo, lp)
+        ), "simulated"
+    # the flow-level network is not available: SimPy with closed-form communication durations
+    return simulate(step.graph), "simulated (closed-form comm)"
+
+
+def predict(
+    sc: Scenario, *, workload_fn: WorkloadFn | None = None, _baseline: bool = False
+) -> StepReport:
+    """Predict one training step of ``sc``.
+
+    ``workload_fn(batch_size=, precision=, tp=, sequence_parallel=) -> Workload`` replaces the
+    zoo lookup of ``sc.model`` (a model of your own built from ``perfmodel.workload`` layers);
+    ``sc.model`` is then only its name in reports.
+
+    Returns a :class:`~perfmodel.report.step.StepReport`; a plan that does not fit in GPU
+    memory is reported with ``fits_in_memory=False`` (not raised).
+
+    Raises
+    ------
+    ConfigError, InfeasiblePlanError
+        Bad input, or a plan that does not divide the GPUs, layers, heads or batch.
+    """
+    r = resolve(sc)
+    step, costs = _build_step(sc, r, workload_fn)
+    timeline, fidelity = _run(step, sc, r.topology, costs)
+    T = max(timeline.makespan_s, step.min_period_s)
+    if T <= 0:
+        raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
+    samples = step.samples_per_step
+    thr = samples / T
+    bd = breakdown(timeline, period_s=T)
+    worst = max(step.memory, key=lambda m: m.total_bytes)
+    peak = float(r.topology.gpu_spec().peak(r.precision.matmul_dtype))
+    per_gpu_flops = step.model_flop_per_step / T / step.num_gpus
+    epoch = None
+    if sc.dataset_size is not None:
+        ds = _pos_int(sc.dataset_size, "dataset_size")
+        epoch = math.ceil(ds / samples) * T
+    speedup = eff = None
+    if not _baseline:
+        base = predict(baseline_scenario(sc, r), workload_fn=workload_fn, _baseline=True)
+        speedup = thr / base.throughput_samples_per_s
+        eff = speedup / step.num_gpus
+    plan_d = r.plan.to_dict()
+    plan_d["describe"] = r.plan.describe()
+    plan_d["software"] = r.preset.name
+    return StepReport(
+        iteration_time_s=T,
+        throughput_samples_per_s=thr,
+        samples_per_step=samples,
+        num_gpus=step.num_gpus,
+        breakdown=bd,
+        memory=worst,
+        memory_per_stage=step.memory,
+        model_flops_per_gpu_per_s=per_gpu_flops,
+        mfu=per_gpu_flops / peak if peak > 0 else 0.0,
+        epoch_time_s=epoch,
+        speedup=speedup,
+        scaling_efficiency=eff,
+        fidelity=fidelity,
+        plan=plan_d,
+        scenario=sc.to_dict(),
+        staleness=dict(step.staleness),
+        notes=step.graph.notes,
+        timeline=timeline,
+    )
+
+
+def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
+    """One GPU of the same system, same model, software and per-GPU samples per step.
+
+    Data parallelism: the replica batch. Model-parallel plans: the global batch divided by the
+    GPUs (at least 1). The baseline uses the analytic executor (one GPU has no contention).
+    """
+    r = r or resolve(sc)
+    n = r.num_gpus
+    plan = r.plan
+    if (plan.tp == 1 and plan.pp == 1) or plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
+        per_gpu = r.batch_per_replica
+    else:
+        per_gpu = max(1, r.batch_per_replica * plan.dp // n)
+    return replace(
+        sc,
+        gpus=1,
+        nodes=1,
+        dp=None,
+        tp=1,
+        pp=1,
+        microbatch=None,
+        schedule="1f1b",
+        interleave=1,
+        sequence_parallel=False,
+        zero=0,
+        hybrid=None,
+        dp_mode=None,
+        batch_per_gpu=per_gpu,
+        global_batch=None,
+        fidelity="analytic",
+        software=sc.software if not get_preset(sc.software).fsdp else "pytorch-ddp",
+    )
+
+
+def predict_curve(
+    sc: Scenario, gpus: Sequence[int], *, workload_fn: WorkloadFn | None = None
+) -> list[StepReport]:
+    """Predictions for each GPU count (speedup vs 1 GPU of the same system).
+
+    Keeps ``tp``/``pp`` and lets ``dp`` follow the GPU count; adds servers when a count exceeds
+    one server's GPUs. Points that do not fit in memory come back with ``fits_in_memory=False``.
+    """
+    topo1 = topology_of(replace(sc, nodes=1))
+    out: list[StepReport] = []
+    for g in gpus:
+        gi = _pos_int(g, "gpus")
+        nodes = max(_pos_int(sc.nodes, "nodes") or 1, math.ceil(gi / topo1.gpus_per_node))
+        hybrid = Hybrid.parse(sc.hybrid)
+        tp = gi if hybrid is Hybrid.ONE_WEIRD_TRICK else sc.tp
+        out.append(
+            predict(replace(sc, gpus=gi, nodes=nodes, dp=None, tp=tp), workload_fn=workload_fn)
+        )
+    return out
+
+
+__all__ = [
+    "FIDELITIES",
+    "Scenario",
+    "StepReport",
+    "baseline_scenario",
+    "predict",
+    "predict_curve",
+    "resolve",
+    "topology_of",
+]

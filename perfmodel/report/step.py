@@ -1,0 +1,264 @@
+"""StepReport: what one prediction says, and where the time goes.
+
+The breakdown is read off the timeline of the *critical* simulated GPU (the one whose compute
+stream is busiest, i.e. the slowest pipeline stage). Every instant of the iteration
+``[0, T]`` is put in exactly one class, by priority:
+
+1. the GPU's compute stream runs a compute / recompute task -> ``compute``; an optimizer task ->
+   ``optimizer``; a collective issued on the compute stream (Megatron TP, Krizhevsky's feature
+   exchange) -> exposed ``tp`` communication;
+2. otherwise a communication task of that GPU is running -> exposed communication of its kind
+   (``dp``, ``pp``, ``zero``, ``ps``, ``host``);
+3. otherwise a host task is running -> ``host``;
+4. otherwise the GPU waits -> ``bubble``.
+
+So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfmodel.parallel.memory import PlanMemory
+from perfmodel.parallel.taskgraph import Task, TaskKind
+from perfmodel.sim.engine import Timeline
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds of one iteration on the critical GPU, by class (they sum to the iteration)."""
+
+    compute_s: float
+    optimizer_s: float
+    exposed_comm_s: dict[str, float]
+    host_s: float
+    bubble_s: float
+
+    @property
+    def exposed_comm_total_s(self) -> float:
+        return sum(self.exposed_comm_s.values())
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.compute_s
+            + self.optimizer_s
+            + self.exposed_comm_total_s
+            + self.host_s
+            + self.bubble_s
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "compute_s": self.compute_s,
+            "optimizer_s": self.optimizer_s,
+            "exposed_comm_s": dict(self.exposed_comm_s),
+            "host_s": self.host_s,
+            "bubble_s": self.bubble_s,
+        }
+
+
+def task_class(task: Task) -> tuple[int, str]:
+    """(priority, class) of a task for the breakdown (lower priority number wins)."""
+    if task.stream == "compute":
+        if task.kind in (TaskKind.COMPUTE, TaskKind.RECOMPUTE):
+            return 0, "compute"
+        if task.kind is TaskKind.OPTIMIZER:
+            return 0, "optimizer"
+        return 0, "comm:tp"
+    if task.kind is TaskKind.HOST and task.stream == "host":
+        return 2, "host"
+    if task.comm is not None:
+        return 1, f"comm:{task.comm.kind.value}"
+    if task.kind is TaskKind.SENDRECV:
+        return 1, "comm:ps"
+    if task.kind is TaskKind.HOST:
+        return 1, "comm:host"
+    if task.kind is TaskKind.OPTIMIZER:
+        return 2, "host"  # a parameter-server update running off the worker GPU
+    return 1, "comm:dp"
+
+
+def critical_device(timeline: Timeline) -> str:
+    """The simulated GPU whose compute stream is busiest."""
+    busy: dict[str, float] = {}
+    for t in timeline.graph.tasks:
+        if t.stream == "compute":
+            busy[t.device] = (
+                busy.get(t.device, 0.0) + timeline.end_s[t.tid] - timeline.start_s[t.tid]
+            )
+    if not busy:
+        return timeline.graph.devices[0]
+    return max(busy, key=lambda d: (busy[d], -timeline.graph.devices.index(d)))
+
+
+def breakdown(
+    timeline: Timeline, device: str | None = None, period_s: float | None = None
+) -> Breakdown:
+    """Classify every instant of ``[0, period]`` on ``device`` (see module docstring)."""
+    dev = device or critical_device(timeline)
+    T = max(timeline.makespan_s, period_s or 0.0)
+    events: list[tuple[float, int, str]] = []
+    for t in timeline.graph.tasks:
+        s, e = timeline.start_s[t.tid], timeline.end_s[t.tid]
+        if e <= s:
+            continue
+        mine = t.device == dev or (t.comm is not None and dev in t.comm.group)
+        prio, cls = task_class(t)
+        if not mine and cls != "host":
+            continue
+        if t.device != dev and t.stream == "compute":
+            continue
+        key = f"{prio}|{cls}"
+        events.append((s, 1, key))
+        events.append((e, -1, key))
+    events.sort(key=lambda x: (x[0], x[1]))
+    active: dict[str, int] = {}
+    acc: dict[str, float] = {}
+    prev = 0.0
+    i = 0
+    while i <= len(events):
+        now = events[i][0] if i < len(events) else T
+        now = min(now, T)
+        if now > prev:
+            live = [k for k, c in active.items() if c > 0]
+            cls = min(live).split("|", 1)[1] if live else "bubble"
+            acc[cls] = acc.get(cls, 0.0) + (now - prev)
+            prev = now
+        if i == len(events):
+            break
+        _, d, key = events[i]
+        active[key] = active.get(key, 0) + d
+        i += 1
+    comm = {k.split(":", 1)[1]: v for k, v in acc.items() if k.startswith("comm:")}
+    return Breakdown(
+        compute_s=acc.get("compute", 0.0),
+        optimizer_s=acc.get("optimizer", 0.0),
+        exposed_comm_s=comm,
+        host_s=acc.get("host", 0.0),
+        bubble_s=acc.get("bubble", 0.0),
+    )
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The answer to "how fast, and why" for one scenario.
+
+    Times in seconds, memory in bytes, rates per second. ``speedup`` and
+    ``scaling_efficiency`` compare throughput with one GPU of the same system running the same
+    model and per-GPU batch (``None`` when not computed).
+    """
+
+    iteration_time_s: float
+    throughput_samples_per_s: float
+    samples_per_step: int
+    num_gpus: int
+    breakdown: Breakdown
+    memory: PlanMemory
+    memory_per_stage: tuple[PlanMemory, ...]
+    model_flops_per_gpu_per_s: float
+    mfu: float
+    epoch_time_s: float | None = None
+    speedup: float | None = None
+    scaling_efficiency: float | None = None
+    fidelity: str = "analytic"
+    plan: dict[str, Any] = field(default_factory=dict)
+    scenario: dict[str, Any] = field(default_factory=dict)
+    staleness: dict[int, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    timeline: Timeline | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def compute_time_s(self) -> float:
+        return self.breakdown.compute_s
+
+    @property
+    def exposed_comm_time_s(self) -> float:
+        return self.breakdown.exposed_comm_total_s
+
+    @property
+    def bubble_time_s(self) -> float:
+        return self.breakdown.bubble_s
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory.total_bytes
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return all(m.fits for m in self.memory_per_stage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the ``--json`` output)."""
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "throughput_samples_per_s": self.throughput_samples_per_s,
+            "epoch_time_s": self.epoch_time_s,
+            "speedup": self.speedup,
+            "scaling_efficiency": self.scaling_efficiency,
+            "compute_time_s": self.compute_time_s,
+            "exposed_comm_time_s": self.exposed_comm_time_s,
+            "bubble_time_s": self.bubble_time_s,
+            "optimizer_time_s": self.breakdown.optimizer_s,
+            "host_time_s": self.breakdown.host_s,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "fits_in_memory": self.fits_in_memory,
+            "model_flops_per_gpu_per_s": self.model_flops_per_gpu_per_s,
+            "mfu": self.mfu,
+            "num_gpus": self.num_gpus,
+            "samples_per_step": self.samples_per_step,
+            "fidelity": self.fidelity,
+            "breakdown": self.breakdown.to_dict(),
+            "memory": self.memory.to_dict(),
+            "memory_per_stage_bytes": [m.total_bytes for m in self.memory_per_stage],
+            "staleness": {str(k): v for k, v in self.staleness.items()},
+            "plan": dict(self.plan),
+            "scenario": dict(self.scenario),
+            "notes": list(self.notes),
+        }
+
+    def format_table(self) -> str:
+        """Human-readable summary."""
+        from perfmodel.units import format_bytes, format_time
+
+        b = self.breakdown
+        T = self.iteration_time_s or 1.0
+        lines = [
+            f"plan            {self.plan.get('describe', '')}  on {self.num_gpus} GPU(s)  [{self.fidelity}]",
+            f"iteration time  {format_time(self.iteration_time_s)}",
+            f"throughput      {self.throughput_samples_per_s:,.1f} samples/s",
+        ]
+        if self.epoch_time_s is not None:
+            lines.append(f"epoch time      {format_time(self.epoch_time_s)}")
+        if self.speedup is not None:
+            lines.append(
+                f"speedup         {self.speedup:.2f}x vs 1 GPU  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
+            )
+        lines.append("breakdown (critical GPU):")
+        rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
+        rows += [(f"exposed comm {k}", v) for k, v in sorted(b.exposed_comm_s.items())]
+        rows += [("host", b.host_s), ("bubble/idle", b.bubble_s)]
+        for name, v in rows:
+            if v > 0 or name in ("compute",):
+                lines.append(f"  {name:<18}{format_time(v):>12}  {100 * v / T:5.1f}%")
+        mem = self.memory
+        lines.append(
+            f"memory per GPU  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
+            f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
+        )
+        lines.append(
+            "  "
+            + ", ".join(
+                f"{k.replace('_bytes', '')} {format_bytes(v)}" for k, v in mem.parts().items()
+            )
+        )
+        lines.append(
+            f"model FLOP/s/GPU {self.model_flops_per_gpu_per_s / 1e12:.1f} TFLOP/s  (MFU {100 * self.mfu:.1f}%)"
+        )
+        if self.staleness:
+            lines.append(
+                "staleness       "
+                + ", ".join(f"{k}: {v:.2f}" for k, v in sorted(self.staleness.items()))
+            )
+        return "\n".join(lines)
