@@ -499,7 +499,7 @@ def _phase(
     env = net.env
 
     def one(src: str, dst: str, nb: float) -> Generator[simpy.Event, Any, None]:
-        path = route(net.topology, src, dst)
+        path = net.links.route(src, dst)
         yield env.timeout(P.NCCL_STEP_LATENCY_S[(net.links.hw_class(path), "ring", proto)])
         yield net.transfer(src, dst, nb, path=path)
 
@@ -699,7 +699,7 @@ def _tree(
                 if par is not None:
                     cross = topo.server_of(x) != topo.server_of(par)
                     yield env.timeout(_step_latency(info, "tree", proto, cross) / chunks)
-                    yield net.transfer(x, par, _h)
+                    yield net.transfer(x, par, _h, path=net.links.route(x, par))
                 _u[(x, k)].succeed()
             par = _p[x]
             for k in range(chunks):
@@ -708,7 +708,7 @@ def _tree(
                 for y in _c[x]:
                     cross = topo.server_of(x) != topo.server_of(y)
                     yield env.timeout(_step_latency(info, "tree", proto, cross) / chunks)
-                    e = net.transfer(x, y, _h)
+                    e = net.transfer(x, y, _h, path=net.links.route(x, y))
                     e.callbacks.append(lambda _e, _y=y, _k=k: _d[(_y, _k)].succeed())
                     sends.append(e)
                 if sends:

@@ -24,6 +24,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +83,35 @@ class DirectedLinks:
         self.alpha_s = np.asarray(alpha, dtype=float)
         self.units = np.asarray(units, dtype=np.int64)
         self.family: tuple[LinkFamily, ...] = tuple(fam)
+        by_server: dict[int, set[str]] = {}
+        for node, d in g.nodes(data=True):
+            by_server.setdefault(int(d["server"]), set()).add(node)
+        self.server_nodes: dict[int, frozenset[str]] = {
+            k: frozenset(v) for k, v in by_server.items()
+        }
+        self._routes: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def route(self, src: str, dst: str) -> tuple[str, ...]:
+        """Minimum-hop, widest route ``src -> dst`` (the rule of :func:`perfmodel.topology.route`),
+        searched only inside the two endpoints' servers and the fabric, and cached.
+
+        Equivalent to the topology's route on cluster graphs (a minimum-hop path between two
+        servers never enters a third one) and much faster on 1000-GPU clusters.
+        """
+        key = (src, dst)
+        hit = self._routes.get(key)
+        if hit is not None:
+            return hit
+        if src == dst:
+            return (src,)
+        topo = self.topology
+        a, b = topo.server_of(src), topo.server_of(dst)
+        allowed = self.server_nodes.get(a, frozenset()) | self.server_nodes.get(b, frozenset())
+        allowed = allowed | self.server_nodes.get(-1, frozenset())
+        res = _min_hop_widest(self, self.units.astype(float), src, dst, allowed, per_unit=False)
+        path = res[2] if res is not None else route(topo, src, dst)
+        self._routes[key] = path
+        return path
 
     def path_ids(self, path: Sequence[str]) -> list[int]:
         """Indices of the directed edges of a node path."""
@@ -155,9 +185,14 @@ def _min_hop_widest(
     src: str,
     dst: str,
     allowed: frozenset[str] | None,
+    *,
+    per_unit: bool = True,
 ) -> tuple[int, float, tuple[str, ...]] | None:
     """Among minimum-hop paths ``src -> dst`` through transit nodes, the one with the most
-    residual link units (then the fastest per-unit bottleneck). Returns (units, unit_bw, path)."""
+    residual link units (then the fastest per-unit bottleneck). Returns (units, unit_bw, path).
+
+    With ``per_unit=False`` units are ignored and the widest path (by capacity) wins, then the
+    lowest latency: the routing rule of :mod:`perfmodel.topology.routing`."""
     g = links.topology.graph
     dist = {dst: 0}
     q = deque([dst])
@@ -176,24 +211,31 @@ def _min_hop_widest(
         return None
     # DP from dst outwards over the BFS layers (only nodes with dist <= dist[src]).
     best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
+    lat: dict[str, float] = {dst: 0.0}
     for u in sorted(dist, key=lambda n: dist[n]):
         if u == dst or dist[u] > dist[src]:
             continue
         if u != src and g.nodes[u]["kind"] not in TRANSIT_KINDS:
             continue
-        cand: tuple[tuple[int, float, tuple[int, ...]], tuple[int, float, str]] | None = None
+        cand: tuple[Any, tuple[int, float, str], float] | None = None
         for v in g.neighbors(u):
             if dist.get(v, -1) != dist[u] - 1 or v not in best:
                 continue
             i = links.index[(u, v)]
             bu, bw, _ = best[v]
-            units = min(int(residual[i]), bu)
-            unit_bw = min(links.capacity_Bps[i] / links.units[i], bw)
-            key = (units, unit_bw, tuple(-ord(c) for c in v))
+            if per_unit:
+                units = min(int(residual[i]), bu)
+                unit_bw = min(links.capacity_Bps[i] / links.units[i], bw)
+                key = (units, unit_bw, 0.0, tuple(-ord(c) for c in v))
+            else:
+                units = bu
+                unit_bw = min(links.capacity_Bps[i], bw)
+                key = (0, unit_bw, -(lat[v] + links.alpha_s[i]), tuple(-ord(c) for c in v))
             if cand is None or key > cand[0]:
-                cand = (key, (units, unit_bw, v))
+                cand = (key, (units, unit_bw, v), lat[v] + links.alpha_s[i])
         if cand is not None:
             best[u] = cand[1]
+            lat[u] = cand[2]
     if src not in best:
         return None
     path = [src]
@@ -391,27 +433,31 @@ def build_channels(
         n_ch = -(-n_ch // len(nics)) * len(nics)
     n_ch = min(max_channels, n_ch)
     first = intra[0]
-    nic_of = {m: _nearest_nic(topo, m, nics) for m in parts[0]}
+    near = {m: _near_nics(links, m, nics) for m in parts[0]}
     out_load = dict.fromkeys(nics, 0)
     in_load = dict.fromkeys(nics, 0)
+    local_of = {n: topo.graph.nodes[n]["local_id"] for n in nics}
     channels: list[Channel] = []
     for c in range(n_ch):
         base = first[c % len(first)]
         k = len(base.order)
         best = None
         for r in range(k):
-            exit_nic = nic_of[base.order[(r - 1) % k]]
-            entry_nic = nic_of[base.order[r % k]]
-            if exit_nic is None or entry_nic is None:
+            outs = near[base.order[(r - 1) % k]]
+            ins = near[base.order[r % k]]
+            if not outs or not ins:
                 key: tuple[int, ...] = (0, 0, (r - c) % k)
+                choice = (None, None)
             else:
-                o = out_load[exit_nic] + 1
-                i = in_load[entry_nic] + 1
+                xo = min(outs, key=lambda x: (out_load[x], x))
+                xi = min(ins, key=lambda x: (in_load[x], x))
+                o, i = out_load[xo] + 1, in_load[xi] + 1
                 key = (max(o, i), o + i, (r - c) % k)
+                choice = (xo, xi)
             if best is None or key < best[0]:
-                best = (key, r, exit_nic, entry_nic)
+                best = (key, r, choice)
         assert best is not None
-        _, rot, exit_nic, entry_nic = best
+        _, rot, (exit_nic, entry_nic) = best
         if exit_nic is not None and entry_nic is not None:
             out_load[exit_nic] += 1
             in_load[entry_nic] += 1
@@ -428,15 +474,47 @@ def build_channels(
             nxt = intra[(s + 1) % len(intra)][c % len(intra[(s + 1) % len(intra)])]
             kn = len(nxt.order)
             entry = nxt.order[rot % kn]
-            hops.append(route(topo, seg[-1], entry))
+            hops.append(_via_nics(links, seg[-1], entry, exit_nic, entry_nic, local_of))
         channels.append(Channel(tuple(order), tuple(hops)))
     return tuple(channels)
 
 
-def _nearest_nic(topo: Topology, gpu: str, nics: Sequence[str]) -> str | None:
+def _near_nics(links: DirectedLinks, gpu: str, nics: Sequence[str]) -> list[str]:
+    """The NICs of the GPU's server at the smallest hop distance from it (ties kept)."""
     if not nics:
-        return None
-    return min(nics, key=lambda nic: (len(route(topo, gpu, nic)), nic))
+        return []
+    dist = {nic: len(links.route(gpu, nic)) for nic in nics}
+    d = min(dist.values())
+    return sorted(nic for nic in nics if dist[nic] == d)
+
+
+def _via_nics(
+    links: DirectedLinks,
+    src: str,
+    dst: str,
+    exit_nic: str | None,
+    entry_nic: str | None,
+    local_of: dict[str, str],
+) -> tuple[str, ...]:
+    """Inter-server hop ``src -> dst`` leaving through ``exit_nic`` and entering through the NIC of
+    ``dst``'s server with the same local id as ``entry_nic`` (NCCL assigns a NIC per channel)."""
+    topo = links.topology
+    if exit_nic is None or entry_nic is None:
+        return links.route(src, dst)
+    s_src, s_dst = topo.server_of(src), topo.server_of(dst)
+    by_local = {topo.graph.nodes[n]["local_id"]: n for n in links.server_nodes[s_src]}
+    x_out = by_local.get(local_of[exit_nic])
+    by_local_dst = {topo.graph.nodes[n]["local_id"]: n for n in links.server_nodes[s_dst]}
+    x_in = by_local_dst.get(local_of[entry_nic])
+    if x_out is None or x_in is None:
+        return links.route(src, dst)
+    a = links.route(src, x_out)
+    b = links.route(x_out, x_in)
+    c = links.route(x_in, dst)
+    path = a + b[1:] + c[1:]
+    if len(set(path)) != len(path):  # a detour through a node twice: use the plain route
+        return links.route(src, dst)
+    return path
 
 
 def _remap(rings: tuple[Channel, ...], topo: Topology, part: Sequence[str]) -> tuple[Channel, ...]:
