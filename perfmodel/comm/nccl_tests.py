@@ -1,0 +1,369 @@
+"""Reading nccl-tests logs (github.com/NVIDIA/nccl-tests) into measurements.
+
+Text logs: the table rows are ``size count type [redop] [root] time algbw busbw #wrong
+[time algbw busbw #wrong]`` (out-of-place, then in-place). nccl-tests 2.0-era logs lack the
+``root`` column (and all-gather lacks ``redop``) and print ``error`` instead of ``#wrong``; newer
+logs have both. Times are microseconds, bandwidths GB/s (decimal), sizes bytes. Header lines start
+with ``#``; ``NCCL INFO``/``WARN`` debug lines may be interleaved anywhere. ``# Avg bus bandwidth``
+is kept. A row that does not parse is skipped and reported (line number, text, reason) while the
+good rows are kept; a log with no parseable row raises :class:`~perfmodel.errors.ParseError`.
+
+JSON (``-J``): the schema changed between nccl-tests versions, so the reader walks the document
+and takes every object that has a ``size`` and a time or bus bandwidth, directly or under
+``out_of_place``/``in_place`` (case and ``_`` insensitive).
+
+Definitions (nccl-tests doc/PERFORMANCE.md): ``algbw = size / time``,
+``busbw = algbw x bus_factor(op, nranks)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfmodel import units
+from perfmodel.errors import ParseError
+from perfmodel.ops import CollectiveOp
+
+_OPS_BY_BINARY = {
+    "all_reduce": CollectiveOp.ALLREDUCE,
+    "all_gather": CollectiveOp.ALLGATHER,
+    "reduce_scatter": CollectiveOp.REDUCESCATTER,
+    "broadcast": CollectiveOp.BROADCAST,
+    "reduce": CollectiveOp.REDUCE,
+    "alltoall": CollectiveOp.ALLTOALL,
+    "sendrecv": CollectiveOp.SENDRECV,
+}
+_DTYPES = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float16", "float",
+    "float32", "double", "float64", "bfloat16", "fp8_e4m3", "fp8_e5m2", "f8e4m3", "f8e5m2",
+    "char", "int", "uint",
+}  # fmt: skip
+_REDOPS = {"sum", "prod", "max", "min", "avg", "none", "premulsum", "mulsum"}
+_RANK_RE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device")
+_NGPUS_RE = re.compile(r"nGpus\s+(\d+)")
+_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+_BIN_RE = re.compile(
+    r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv)_perf\b"
+)
+
+
+@dataclass(frozen=True)
+class NcclTestsRow:
+    """One message size of an nccl-tests log (SI units)."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+    inplace_time_s: float | None = None
+    inplace_algbw_Bps: float | None = None
+    inplace_busbw_Bps: float | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    line: int
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NcclTestsLog:
+    """A parsed nccl-tests log.
+
+    Attributes
+    ----------
+    op
+        The collective, from the binary name in the log (``all_reduce_perf``), the caller, or
+        ``None`` when neither says.
+    ranks, hosts
+        Ranks listed under "Using devices" (0 if absent) and their distinct host names.
+    rows
+        The parsed rows; ``skipped`` lists the rejected table lines and why.
+    """
+
+    rows: tuple[NcclTestsRow, ...]
+    op: CollectiveOp | None = None
+    ranks: int = 0
+    hosts: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    avg_busbw_Bps: float | None = None
+    skipped: tuple[SkippedLine, ...] = ()
+    source: str = "<text>"
+    layout: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> int:
+        return max(1, len(self.hosts))
+
+
+def _num(tok: str) -> float:
+    return float(tok)
+
+
+def _parse_row(tokens: list[str]) -> tuple[dict[str, Any], str]:
+    """Parse one table row; raise ValueError with the reason."""
+    if len(tokens) < 7:
+        raise ValueError(f"too few columns ({len(tokens)})")
+    size = int(tokens[0])
+    count = int(tokens[1])
+    dtype = tokens[2]
+    if dtype.lower() not in _DTYPES:
+        raise ValueError(f"unknown data type {dtype!r}")
+    rest = tokens[3:]
+    redop, root = "none", -1
+    # Optional redop (a word) and root (an integer) before the numeric block.
+    if rest and rest[0].lower() in _REDOPS:
+        redop = rest.pop(0)
+    bad = [t for t in rest if not _is_number(t) and t.upper() != "N/A"]
+    if bad:
+        raise ValueError(f"non-numeric value {bad[0]!r}")
+    tail = len(rest)
+    if tail in (9, 5):  # root present
+        root = int(rest.pop(0))
+        layout = "redop+root"
+    elif tail in (8, 4):
+        layout = "redop" if redop != "none" else "plain"
+    else:
+        raise ValueError(f"unexpected number of value columns ({tail})")
+    vals = rest
+    oop = [_num(vals[0]), _num(vals[1]), _num(vals[2])]
+    row: dict[str, Any] = {
+        "size_bytes": size,
+        "count": count,
+        "dtype": dtype,
+        "redop": redop,
+        "root": root,
+        "time_s": oop[0] * units.us,
+        "algbw_Bps": oop[1] * units.GB,
+        "busbw_Bps": oop[2] * units.GB,
+    }
+    if len(vals) == 8:
+        ip = [_num(vals[4]), _num(vals[5]), _num(vals[6])]
+        row.update(
+            inplace_time_s=ip[0] * units.us,
+            inplace_algbw_Bps=ip[1] * units.GB,
+            inplace_busbw_Bps=ip[2] * units.GB,
+        )
+    if size <= 0 or oop[0] <= 0:
+        raise ValueError("non-positive size or time")
+    return row, layout
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_nccl_tests(
+    text: str, *, op: CollectiveOp | str | None = None, source: str = "<text>"
+) -> NcclTestsLog:
+    """Parse an nccl-tests log given as text (plain table or ``-J`` JSON).
+
+    Examples
+    --------
+    >>> log = parse_nccl_tests('''
+    ... #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+    ...      1048576        262144     float     sum      -1    92.80   11.30   19.78      0    91.90   11.41   19.97      0
+    ... ''', op="allreduce")
+    >>> round(log.rows[0].time_s * 1e6, 2), log.rows[0].busbw_Bps / 1e9
+    (92.8, 19.78)
+    """
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        return _parse_json(stripped, op=op, source=source)
+    op_enum = _op(op)
+    rows: list[NcclTestsRow] = []
+    skipped: list[SkippedLine] = []
+    hosts: list[str] = []
+    devices: list[str] = []
+    ranks = 0
+    avg = None
+    layouts: set[str] = set()
+    info: dict[str, Any] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if op_enum is None:
+            m = _BIN_RE.search(line)
+            if m:
+                op_enum = _OPS_BY_BINARY[m.group(1)]
+        if line.startswith("#"):
+            m = _RANK_RE.match(line)
+            if m:
+                ranks += 1
+                if m.group(2) not in hosts:
+                    hosts.append(m.group(2))
+                devices.append(line.split("]")[-1].strip() if "]" in line else "")
+                continue
+            m = _AVG_RE.match(line)
+            if m:
+                avg = float(m.group(1)) * units.GB
+                continue
+            m = _NGPUS_RE.search(line)
+            if m:
+                info["ngpus_per_thread"] = int(m.group(1))
+            continue
+        if "NCCL INFO" in line or "NCCL WARN" in line or line.startswith("NCCL version"):
+            continue
+        tokens = line.split()
+        if not tokens or not tokens[0].isdigit():
+            continue  # launcher chatter, not a table row
+        try:
+            row, layout = _parse_row(tokens)
+        except (ValueError, IndexError) as exc:
+            skipped.append(SkippedLine(lineno, raw.rstrip(), str(exc)))
+            continue
+        layouts.add(layout)
+        rows.append(NcclTestsRow(**row, line=lineno))
+    if not rows:
+        raise ParseError(
+            f"{source}: no nccl-tests result row found"
+            + (
+                f" ({len(skipped)} malformed row(s), first at line {skipped[0].line}: {skipped[0].reason})"
+                if skipped
+                else ""
+            ),
+            value=source,
+            where=source,
+        )
+    return NcclTestsLog(
+        rows=tuple(rows),
+        op=op_enum,
+        ranks=ranks,
+        hosts=tuple(hosts),
+        devices=tuple(devices),
+        avg_busbw_Bps=avg,
+        skipped=tuple(skipped),
+        source=source,
+        layout=",".join(sorted(layouts)),
+        info=info,
+    )
+
+
+def read_nccl_tests(path: str | Path, *, op: CollectiveOp | str | None = None) -> NcclTestsLog:
+    """Read an nccl-tests log file (text or JSON); the op defaults to what the log or file name says."""
+    p = Path(path)
+    try:
+        text = p.read_text(errors="replace")
+    except FileNotFoundError as exc:
+        raise ParseError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+    op_hint = op
+    if op_hint is None:
+        m = re.search(
+            r"(all_reduce|all_gather|reduce_scatter|broadcast|alltoall|sendrecv|reduce)", p.name
+        )
+        if m:
+            op_hint = _OPS_BY_BINARY[m.group(1)]
+    log = parse_nccl_tests(text, op=op_hint, source=str(p))
+    return log
+
+
+def _op(op: CollectiveOp | str | None) -> CollectiveOp | None:
+    if op is None or isinstance(op, CollectiveOp):
+        return op
+    key = str(op).lower().replace("_perf", "")
+    if key in _OPS_BY_BINARY:
+        return _OPS_BY_BINARY[key]
+    return CollectiveOp.parse(key, where="op")
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+def _get(d: dict[str, Any], *names: str) -> Any:
+    table = {_norm(k): v for k, v in d.items()}
+    for n in names:
+        if _norm(n) in table:
+            return table[_norm(n)]
+    return None
+
+
+def _parse_json(text: str, *, op: CollectiveOp | str | None, source: str) -> NcclTestsLog:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{source}: invalid JSON: {exc}", value=source, where=source) from exc
+    op_enum = _op(op)
+    rows: list[NcclTestsRow] = []
+    skipped: list[SkippedLine] = []
+    ranks = 0
+
+    def walk(obj: Any, path: str) -> None:
+        nonlocal op_enum, ranks
+        if isinstance(obj, dict):
+            if op_enum is None:
+                name = _get(obj, "op", "collective", "name", "test")
+                if isinstance(name, str):
+                    m = _BIN_RE.search(name + "_perf") or _BIN_RE.search(name)
+                    if m:
+                        op_enum = _OPS_BY_BINARY[m.group(1)]
+            nr = _get(obj, "nranks", "ranks", "worldsize")
+            if isinstance(nr, int) and nr > ranks:
+                ranks = nr
+            size = _get(obj, "size", "bytes", "sizebytes")
+            if isinstance(size, (int, float)) and not isinstance(size, bool):
+                oop = _get(obj, "outofplace", "out_of_place", "oop")
+                ip = _get(obj, "inplace", "in_place", "ip")
+                src = oop if isinstance(oop, dict) else obj
+                t = _get(src, "time", "timeus", "time_us")
+                alg = _get(src, "algbw", "alg_bw", "algbwgbps")
+                bus = _get(src, "busbw", "bus_bw", "busbwgbps")
+                try:
+                    if t is None or float(t) <= 0 or float(size) <= 0:
+                        raise ValueError("missing or non-positive time/size")
+                    row: dict[str, Any] = {
+                        "size_bytes": int(size),
+                        "count": int(_get(obj, "count") or 0),
+                        "dtype": str(_get(obj, "type", "dtype", "datatype") or ""),
+                        "redop": str(_get(obj, "redop", "op_type") or "none"),
+                        "root": int(_get(obj, "root") if _get(obj, "root") is not None else -1),
+                        "time_s": float(t) * units.us,
+                        "algbw_Bps": float(alg if alg is not None else int(size) / float(t) / 1e3)
+                        * units.GB,
+                        "busbw_Bps": float(bus) * units.GB if bus is not None else float("nan"),
+                    }
+                    if isinstance(ip, dict) and _get(ip, "time") is not None:
+                        row["inplace_time_s"] = float(_get(ip, "time")) * units.us
+                        if _get(ip, "algbw", "alg_bw") is not None:
+                            row["inplace_algbw_Bps"] = float(_get(ip, "algbw", "alg_bw")) * units.GB
+                        if _get(ip, "busbw", "bus_bw") is not None:
+                            row["inplace_busbw_Bps"] = float(_get(ip, "busbw", "bus_bw")) * units.GB
+                    rows.append(NcclTestsRow(**row, line=len(rows) + 1))
+                except (TypeError, ValueError) as exc:
+                    skipped.append(SkippedLine(len(rows) + len(skipped) + 1, path, str(exc)))
+                return
+            for k, v in obj.items():
+                walk(v, f"{path}.{k}")
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                walk(v, f"{path}[{i}]")
+
+    walk(doc, "$")
+    if not rows:
+        raise ParseError(
+            f"{source}: no nccl-tests result found in the JSON", value=source, where=source
+        )
+    return NcclTestsLog(
+        rows=tuple(rows),
+        op=op_enum,
+        ranks=ranks,
+        skipped=tuple(skipped),
+        source=source,
+        layout="json",
+    )
