@@ -1,0 +1,315 @@
+"""``perfmodel topo``: the topology catalogue, analyses, drawings and importers.
+
+Subcommands::
+
+    perfmodel topo list [--json]                         catalogue systems
+    perfmodel topo show SYSTEM [--nodes N] [--json]      GPUs, links, bandwidth matrix, bisection,
+                                                         NCCL rings, nvidia-smi topo -m matrix
+    perfmodel topo draw SYSTEM -o FILE.png               picture of the graph
+    perfmodel topo import FILE [--gpu G] [--json]        nvidia-smi text / NCCL XML / JSON
+
+``SYSTEM`` may also be given as ``--system`` with every hardware flag of ``perfmodel predict``
+(``--system custom --gpu V100-SXM2-16GB --gpus-per-node 4 --intra-node nvlink2``, ``--network``,
+``--nics-per-node``, ``--fabric``, ``--oversubscription``, ``--gpu`` for GPU-selectable systems).
+Text output uses GB/s (1e9 bytes/s); ``--json`` uses bytes/s and seconds. ``topo show --json``
+output is importable with ``topo import``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from perfmodel.cli._common import add_system_args, system_from_args
+from perfmodel.errors import ConfigError
+from perfmodel.topology import Topology, list_systems, load_system
+from perfmodel.topology.analysis import (
+    bandwidth_matrix,
+    bisection_bandwidth,
+    format_smi_matrix,
+    nccl_rings,
+    smi_matrix,
+)
+from perfmodel.topology.importers import export_dict, import_topology
+from perfmodel.topology.schema import NodeKind, effective_bandwidth
+
+GB = 1e9
+# Above this many GPUs the bandwidth matrix covers the first two servers only (n^2 routes).
+MATRIX_GPU_LIMIT = 128
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``topo`` and its subcommands to the top-level parser."""
+    parser = subparsers.add_parser(
+        "topo",
+        help="topologies: list, show, draw, import",
+        description="Hardware topologies as graphs: the catalogue, analyses, pictures, importers.",
+    )
+    sub = parser.add_subparsers(dest="topo_command", metavar="{list,show,draw,import}")
+
+    p = sub.add_parser("list", help="catalogue systems", description="List catalogue systems.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser(
+        "show",
+        help="GPUs, links, bandwidth matrix, bisection of a system",
+        description="Show a system: GPUs, links, all-pairs GPU bandwidth (bytes/s), bisection, "
+        "NCCL-style rings and the nvidia-smi topo -m matrix.",
+    )
+    p.add_argument("system_pos", nargs="?", metavar="SYSTEM", help="catalogue name or .toml file")
+    add_system_args(p, required=False)
+    p.add_argument("--json", action="store_true", help="print JSON (importable by topo import)")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser(
+        "draw", help="draw a system to a PNG", description="Draw a system's graph to a PNG file."
+    )
+    p.add_argument("system_pos", nargs="?", metavar="SYSTEM", help="catalogue name or .toml file")
+    add_system_args(p, required=False)
+    p.add_argument("-o", "--output", required=True, help="output file (.png)")
+    p.add_argument("--title", help="picture title")
+    p.set_defaults(func=_cmd_draw)
+
+    p = sub.add_parser(
+        "import",
+        help="read nvidia-smi topo -m text, NCCL topology XML or JSON",
+        description="Import a real machine's topology (format auto-detected) and show it.",
+    )
+    p.add_argument("file", help="nvidia-smi topo -m output, NCCL_TOPO_DUMP_FILE XML or JSON")
+    p.add_argument("--gpu", help="GPU model (needed for nvidia-smi text; overrides XML inference)")
+    p.add_argument("--network", help="fabric link technology of the NICs (e.g. ib-hdr)")
+    p.add_argument("--json", action="store_true", help="print JSON (importable again)")
+    p.set_defaults(func=_cmd_import)
+    parser.set_defaults(func=_help(parser))
+
+
+def _help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return run
+
+
+def _topology(args: argparse.Namespace) -> Topology:
+    pos = getattr(args, "system_pos", None)
+    if pos is not None and args.system is not None and pos != args.system:
+        raise ConfigError(
+            f"two systems given: {pos!r} and --system {args.system!r}", value=pos, where="SYSTEM"
+        )
+    args.system = pos or args.system
+    if args.system is None:
+        raise ConfigError("give a SYSTEM (see `perfmodel topo list`) or --system", where="SYSTEM")
+    return system_from_args(args)
+
+
+# ----------------------------------------------------------------------------------- list
+
+
+def _intra_summary(topo: Topology) -> str:
+    g = topo.graph
+    fams: dict[str, int] = {}
+    for u, v, d in g.edges(data=True):
+        ku, kv = g.nodes[u]["kind"], g.nodes[v]["kind"]
+        if NodeKind.GPU in (ku, kv):
+            fams[d["tech"]] = fams.get(d["tech"], 0) + 1
+    if any(t.startswith("nvswitch") for t in fams):
+        return next(t for t in fams if t.startswith("nvswitch"))
+    nv = sorted(t for t in fams if t.startswith("nvlink"))
+    if nv:
+        return nv[0]
+    return sorted(fams)[0] if fams else "-"
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    rows = []
+    for name in list_systems():
+        t = load_system(name)
+        fab = t.fabric
+        rows.append(
+            {
+                "name": name,
+                "gpus": t.num_gpus,
+                "gpu": t.gpu_spec().name,
+                "intra_node": _intra_summary(t),
+                "network": None if fab is None else fab.network,
+                "nics_per_node": None if fab is None else fab.nics_per_node,
+                "fabric": None if fab is None else fab.topology,
+                "description": t.description,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = (
+        f"{'system':<22} {'GPUs':>4}  {'GPU':<16} {'intra-node':<12} {'network':<9} {'NICs':>4}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['name']:<22} {r['gpus']:>4}  {r['gpu']:<16} {r['intra_node']:<12} "
+            f"{r['network'] or '-':<9} {r['nics_per_node'] or '-':>4}"
+        )
+    return 0
+
+
+# ----------------------------------------------------------------------------------- show
+
+
+def show_data(topo: Topology) -> dict[str, Any]:
+    """Everything ``topo show --json`` prints (bytes/s, seconds); ``topology`` is importable."""
+    g = topo.graph
+    gpus = list(topo.gpus)
+    matrix_gpus = gpus
+    if len(gpus) > MATRIX_GPU_LIMIT:
+        first_two = {topo.server_of(gpus[0]), topo.server_of(gpus[-1])}
+        matrix_gpus = [x for x in gpus if topo.server_of(x) in first_two]
+    m = bandwidth_matrix(topo, matrix_gpus)
+    bis = bisection_bandwidth(topo)
+    rings = nccl_rings(topo)
+    labels, rows = smi_matrix(topo)
+    kinds: dict[str, int] = {}
+    for _, d in g.nodes(data=True):
+        kinds[d["kind"].value] = kinds.get(d["kind"].value, 0) + 1
+    techs: dict[str, dict[str, Any]] = {}
+    for u, v, d in g.edges(data=True):
+        t = techs.setdefault(
+            d["tech"], {"family": d["family"].value, "edges": 0, "links": 0, "max_edge_Bps": 0.0}
+        )
+        t["edges"] += 1
+        t["links"] += int(d["count"])
+        t["max_edge_Bps"] = max(t["max_edge_Bps"], effective_bandwidth(g, u, v))
+    return {
+        "topology": export_dict(topo),
+        "summary": {
+            "name": topo.name,
+            "description": topo.description,
+            "num_nodes": topo.num_nodes,
+            "num_gpus": topo.num_gpus,
+            "gpus_per_node": topo.gpus_per_node,
+            "gpu_model": topo.gpu_spec().name,
+            "node_kinds": kinds,
+            "links": techs,
+            "assumptions": list(topo.meta.get("assumptions", ())),
+        },
+        "gpus": gpus,
+        "bandwidth_matrix": {
+            "unit": "bytes/s per direction (effective: raw x efficiency); diagonal null",
+            "gpus": matrix_gpus,
+            "values_Bps": [
+                [None if math.isinf(x) else float(x) for x in row] for row in m.tolist()
+            ],
+        },
+        "bisection": {
+            "bandwidth_Bps": bis.bandwidth_Bps,
+            "method": bis.method.value,
+            "partitions_checked": bis.partitions_checked,
+            "side_a": list(bis.side_a),
+            "side_b": list(bis.side_b),
+        },
+        "rings": {
+            "channels": rings.channels,
+            "bandwidth_Bps": rings.bandwidth_Bps,
+            "per_channel_Bps": rings.rings[0].bandwidth_Bps if rings.rings else None,
+            "orders": [list(r.gpus) for r in rings.rings],
+        },
+        "nvidia_smi_topo_m": {"devices": list(labels), "rows": [list(r) for r in rows]},
+    }
+
+
+def _print_show(topo: Topology) -> None:
+    data = show_data(topo)
+    s = data["summary"]
+    fab = topo.fabric
+    print(f"{s['name']}: {s['description']}")
+    print(
+        f"  {s['num_gpus']} GPUs ({s['gpu_model']}), {s['num_nodes']} node(s) x "
+        f"{s['gpus_per_node']} GPUs"
+        + (
+            ""
+            if fab is None
+            else f"; fabric {fab.network} {fab.topology}, {fab.nics_per_node} NIC(s)/node"
+            + (f", {fab.oversubscription:g}:1" if fab.oversubscription != 1 else "")
+        )
+    )
+    print("  nodes: " + ", ".join(f"{k} {n}" for k, n in s["node_kinds"].items()))
+    for a in s["assumptions"]:
+        print(f"  assumption: {a}")
+    print("\nLinks (effective bandwidth per direction of the widest edge):")
+    for tech, t in sorted(s["links"].items(), key=lambda kv: -kv[1]["max_edge_Bps"]):
+        print(
+            f"  {tech:<14} {t['family']:<11} {t['edges']:>4} edges {t['links']:>5} links  "
+            f"{t['max_edge_Bps'] / GB:8.1f} GB/s"
+        )
+    bm = data["bandwidth_matrix"]
+    names = bm["gpus"]
+    if len(names) <= 16:
+        print("\nGPU pair bandwidth, GB/s (1e9 bytes/s) per direction, bottleneck of the route:")
+        short = [n.replace("/gpu", ":") if "/" in n else n.replace("gpu", "") for n in names]
+        w = max(6, *(len(x) + 1 for x in short))
+        print(" " * w + "".join(f"{x:>{w}}" for x in short))
+        for lab, row in zip(short, bm["values_Bps"], strict=True):
+            cells = "".join(f"{'-':>{w}}" if v is None else f"{v / GB:>{w}.1f}" for v in row)
+            print(f"{lab:<{w}}{cells}")
+    else:
+        vals = [v for row in bm["values_Bps"] for v in row if v is not None]
+        print(
+            f"\nGPU pair bandwidth over {len(names)} GPUs: min {min(vals) / GB:.1f}, "
+            f"max {max(vals) / GB:.1f} GB/s per direction (full matrix: --json)"
+        )
+    b = data["bisection"]
+    print(
+        f"\nBisection bandwidth: {b['bandwidth_Bps'] / GB:.1f} GB/s per direction "
+        f"({b['method']}, {b['partitions_checked']} partitions; min cut between "
+        f"{_short_list(b['side_a'])} and the rest)"
+    )
+    r = data["rings"]
+    print(
+        f"NCCL-style rings: {r['channels']} channel(s) x {r['per_channel_Bps'] / GB:.1f} GB/s = "
+        f"{r['bandwidth_Bps'] / GB:.1f} GB/s; ring 0: {_short_list(r['orders'][0])}"
+    )
+    print("\nnvidia-smi topo -m (server 0, computed from the graph):")
+    print(format_smi_matrix(topo).split("\nLegend:")[0].rstrip())
+
+
+def _short_list(items: list[str], limit: int = 8) -> str:
+    return " ".join(items) if len(items) <= limit else " ".join(items[:limit]) + " ..."
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    topo = _topology(args)
+    if args.json:
+        print(json.dumps(show_data(topo), indent=1))
+    else:
+        _print_show(topo)
+    return 0
+
+
+# ----------------------------------------------------------------------------------- draw
+
+
+def _cmd_draw(args: argparse.Namespace) -> int:
+    from perfmodel.topology.draw import draw_topology
+
+    topo = _topology(args)
+    out = draw_topology(topo, args.output, title=args.title)
+    print(f"wrote {out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------- import
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    topo = import_topology(args.file, gpu=args.gpu, network=args.network)
+    if args.json:
+        print(json.dumps(show_data(topo), indent=1))
+    else:
+        _print_show(topo)
+    return 0
