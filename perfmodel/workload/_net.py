@@ -344,9 +344,10 @@ class Net:
         )
         return y
 
-    def dropout(self, name: str, x: Shape, *, shard: int = 1) -> Shape:
+    def dropout(self, name: str, x: Shape, *, shard: int = 1, recomputable: bool = False) -> Shape:
         """Dropout: keeps a 1-byte mask per element (PyTorch bool mask). ``shard`` divides the
-        elements held by this rank (sequence parallelism)."""
+        elements held by this rank (sequence parallelism); ``recomputable``: selective
+        recomputation may drop the mask (attention dropout)."""
         el = numel(x) / shard
         f, b = _ELEMENTWISE_FLOP["dropout"]
         a = self.act_bytes
@@ -363,6 +364,7 @@ class Net:
                 activation_bytes=el * 1.0,
                 output_shape=tuple(x),
                 block=self.block,
+                recomputable_bytes=el * 1.0 if recomputable else 0.0,
             )
         )
         return tuple(x)
@@ -424,7 +426,17 @@ class Net:
         )
         return (*lead, nloc)
 
-    def matmul(self, name: str, batch: int, m: int, n: int, k: int, *, saved_bytes: float) -> Shape:
+    def matmul(
+        self,
+        name: str,
+        batch: int,
+        m: int,
+        n: int,
+        k: int,
+        *,
+        saved_bytes: float,
+        recomputable_bytes: float = 0.0,
+    ) -> Shape:
         """Activation x activation batched GEMM (unfused attention): both operands need
         gradients, so dgrad costs twice the forward GEMM and there is no wgrad."""
         gemm = GemmShape(m=m, n=n, k=k, batch=batch)
@@ -444,12 +456,16 @@ class Net:
                 output_shape=(batch, m, n),
                 gemm=gemm,
                 block=self.block,
+                recomputable_bytes=recomputable_bytes,
             )
         )
         return (batch, m, n)
 
-    def softmax(self, name: str, x: Shape, *, saves: bool = True) -> Shape:
-        """Softmax over the last axis; saves its output."""
+    def softmax(
+        self, name: str, x: Shape, *, saves: bool = True, recomputable: bool = False
+    ) -> Shape:
+        """Softmax over the last axis; saves its output (``recomputable``: selective
+        recomputation may drop it)."""
         el = numel(x)
         a = self.act_bytes
         self._add(
@@ -465,6 +481,7 @@ class Net:
                 activation_bytes=el * a if saves else 0.0,
                 output_shape=tuple(x),
                 block=self.block,
+                recomputable_bytes=el * a if (saves and recomputable) else 0.0,
             )
         )
         return tuple(x)

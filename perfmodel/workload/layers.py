@@ -85,6 +85,9 @@ class LayerCost:
         partitioning cuts between blocks.
     kernels
         Number of kernel launches in forward (backward counted as about twice).
+    recomputable_bytes
+        Part of ``activation_bytes`` that selective recomputation drops (the ``s x s``
+        attention tensors, Korthikanti et al. 2022); added after the original fields.
     """
 
     name: str
@@ -102,6 +105,7 @@ class LayerCost:
     bwd_comm: tuple[CommPoint, ...] = ()
     block: int | None = None
     kernels: int = 1
+    recomputable_bytes: float = 0.0
 
     @property
     def bwd_flop(self) -> float:

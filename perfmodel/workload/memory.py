@@ -22,8 +22,9 @@ Activations: the sum of every layer's ``activation_bytes`` (what forward keeps f
 three recomputation settings (Korthikanti et al. 2022):
 
 * ``none``: everything is kept.
-* ``selective``: attention's ``s x s`` tensors (scores matmul inputs, softmax output, attention
-  dropout mask) are recomputed; for fused attention there is nothing to drop.
+* ``selective``: attention's ``s x s`` tensors (softmax output, attention dropout mask, the
+  context matmul's probability input: ``LayerCost.recomputable_bytes``) are recomputed; for
+  fused attention there is nothing to drop.
 * ``full``: only each block's input is kept (plus the layers outside blocks), and one block's
   activations are live again during its backward.
 """
@@ -174,7 +175,8 @@ def param_state_bytes(
 
 
 def _is_selective_target(layer: LayerCost) -> bool:
-    """Layers whose saved tensors selective recomputation drops: the unfused attention core."""
+    """Layers selective recomputation re-runs in backward: the unfused attention core
+    (scores matmul, softmax, attention dropout, context matmul)."""
     return layer.kind in (LayerKind.MATMUL, LayerKind.SOFTMAX) or (
         layer.kind is LayerKind.ELEMENTWISE and layer.name.endswith("attn_dropout")
     )
@@ -217,7 +219,7 @@ def activation_bytes(
     if mode is Recompute.NONE:
         return float(sum(la.activation_bytes for la in layers))
     if mode is Recompute.SELECTIVE:
-        return float(sum(la.activation_bytes for la in layers if not _is_selective_target(la)))
+        return float(sum(la.activation_bytes - la.recomputable_bytes for la in layers))
     per_block = block_activation_bytes(layers)
     outside = per_block.pop(None, 0.0)
     kept_inputs = 0.0

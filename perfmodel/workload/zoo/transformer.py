@@ -129,9 +129,9 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
         kv_el = b * s * kv_l * d
         scores = (b * heads_l, s, s)
         net.matmul(f"{name}.scores", b * heads_l, s, s, d, saved_bytes=(q_el + kv_el) * a)
-        net.softmax(f"{name}.softmax", scores)
+        net.softmax(f"{name}.softmax", scores, recomputable=True)
         if cfg.dropout:
-            net.dropout(f"{name}.attn_dropout", scores)
+            net.dropout(f"{name}.attn_dropout", scores, recomputable=True)
         net.matmul(
             f"{name}.context",
             b * heads_l,
@@ -139,6 +139,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
             d,
             s,
             saved_bytes=(b * heads_l * s * s + kv_el) * a,
+            recomputable_bytes=float(b * heads_l * s * s * a),
         )
     fr, br = _row_comms(net, el)
     net.linear(

@@ -1,0 +1,133 @@
+"""Memory model: per-parameter state, Korthikanti activation formulas, recompute, max batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel import units
+from perfmodel.errors import ConfigError
+from perfmodel.hardware import get_gpu
+from perfmodel.workload import build_model
+from perfmodel.workload.memory import (
+    MemoryBreakdown,
+    Optimizer,
+    activation_bytes,
+    max_batch_size,
+    memory_breakdown,
+    param_state_bytes,
+)
+
+GPT_KW = dict(hidden=1024, heads=16, layers=2, seq_len=512, vocab=1000, flash_attention=False)
+
+
+@pytest.mark.parametrize(
+    ("precision", "optimizer", "per_param"),
+    [
+        ("fp32", "sgd", 4 + 4 + 0),
+        ("fp32", "momentum", 4 + 4 + 4),
+        ("fp32", "adam", 4 + 4 + 8),
+        ("tf32", "adam", 16),
+        ("fp16", "adam", 2 + 4 + 2 + 8),  # ZeRO paper: 16 bytes per parameter
+        ("bf16", "momentum", 2 + 4 + 2 + 4),
+        ("fp8", "adam", 16),
+    ],
+)
+def test_bytes_per_parameter(precision: str, optimizer: str, per_param: int) -> None:
+    assert sum(param_state_bytes(1000, precision, optimizer)) == 1000 * per_param
+
+
+def _block_bytes(w, block: int = 0) -> float:
+    return sum(la.activation_bytes for la in w.layers if la.block == block)
+
+
+def test_korthikanti_no_parallelism() -> None:
+    """Korthikanti et al. 2022, eq. (1): s b h (34 + 5 a s / h) bytes per layer at 16 bit."""
+    s, b, h, a = 512, 2, 1024, 16
+    w = build_model("gpt", batch_size=b, precision="fp16", **GPT_KW)
+    assert _block_bytes(w) == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_korthikanti_tensor_and_sequence_parallel(t: int) -> None:
+    s, b, h, a = 512, 2, 1024, 16
+    tp = build_model("gpt", batch_size=b, precision="bf16", tp=t, **GPT_KW)
+    assert _block_bytes(tp) == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    sp = build_model("gpt", batch_size=b, precision="bf16", tp=t, sequence_parallel=True, **GPT_KW)
+    assert _block_bytes(sp) == pytest.approx(s * b * h * (34 / t + 5 * a * s / (h * t)))
+
+
+def test_selective_recompute_drops_the_attention_core() -> None:
+    """Korthikanti eq. (selective): the 5 a s / h term disappears."""
+    s, b, h = 512, 2, 1024
+    w = build_model("gpt", batch_size=b, precision="fp16", **GPT_KW)
+    outside = sum(la.activation_bytes for la in w.layers if la.block is None)
+    assert activation_bytes(w, "selective") == pytest.approx(outside + 2 * s * b * h * 34)
+
+
+def test_recompute_orders_memory() -> None:
+    w = build_model("gpt", batch_size=4, precision="bf16", **{**GPT_KW, "layers": 8})
+    none, sel, full = (activation_bytes(w, r) for r in ("none", "selective", "full"))
+    assert full < sel < none
+    # full: one layer's input (2 s b h) per layer + one whole layer + head/loss
+    s, b, h = 512, 4, 1024
+    outside = sum(la.activation_bytes for la in w.layers if la.block is None)
+    assert full == pytest.approx(outside + 8 * 2 * s * b * h + _block_bytes(w))
+
+
+def test_breakdown_sums_and_serialises() -> None:
+    w = build_model("resnet50", batch_size=32, precision="fp16")
+    m = memory_breakdown(w, optimizer="momentum")
+    d = m.to_dict()
+    assert d["total_bytes"] == pytest.approx(sum(v for k, v in d.items() if k != "total_bytes"))
+    assert m.weights_bytes == pytest.approx(w.params * 6 + w.buffers * 4)
+    assert m.optimizer_bytes == w.params * 4
+    assert isinstance(m, MemoryBreakdown)
+
+
+def test_zero_stages_shard_state() -> None:
+    w = build_model("gpt2", batch_size=1, precision="bf16")
+    z0 = memory_breakdown(w, optimizer="adam")
+    z1 = memory_breakdown(w, optimizer="adam", zero_stage=1, dp=8)
+    z3 = memory_breakdown(w, optimizer="adam", zero_stage=3, dp=8)
+    assert z1.optimizer_bytes == pytest.approx(z0.optimizer_bytes / 8)
+    assert z3.weights_bytes < z1.weights_bytes < z0.weights_bytes
+    assert z3.gradients_bytes == pytest.approx(z0.gradients_bytes / 8)
+    with pytest.raises(ConfigError):
+        memory_breakdown(w, zero_stage=4)
+
+
+def test_max_batch_is_the_boundary() -> None:
+    r = max_batch_size("resnet50v2", "V100-SXM2-16GB", "fp32", "sgd", image_size=128)
+    gpu = get_gpu("V100-SXM2-16GB")
+    assert 64 <= r.batch_size <= 2048
+    assert r.breakdown.total_bytes <= gpu.memory_bytes
+    over = memory_breakdown(
+        build_model("resnet50v2", batch_size=r.batch_size + 1, image_size=128), optimizer="sgd"
+    )
+    assert over.total_bytes > gpu.memory_bytes
+    # activations dominate a CNN at its maximal batch
+    assert r.breakdown.activations_bytes > 0.5 * r.breakdown.total_bytes
+
+
+def test_max_batch_grows_with_memory_and_shrinks_with_adam() -> None:
+    small = max_batch_size("gpt2", "V100-SXM2-16GB", "fp16", "adam").batch_size
+    large = max_batch_size("gpt2", "A100-SXM4-80GB", "fp16", "adam").batch_size
+    assert 0 < small < large
+    assert (
+        max_batch_size("gpt2", "A100-SXM4-80GB", "fp16", "adam", recompute="full").batch_size
+        > large
+    )
+    flash = max_batch_size("gpt2", "A100-SXM4-80GB", "fp16", "adam", flash_attention=True)
+    assert flash.batch_size > large
+
+
+def test_model_too_large_returns_zero() -> None:
+    r = max_batch_size("llama2_70b", "V100-SXM2-16GB", "bf16", "adam", seq_len=128)
+    assert r.batch_size == 0
+    assert r.breakdown.weights_bytes > 16 * units.GiB
+
+
+def test_optimizer_parse() -> None:
+    assert Optimizer.parse("SGD-momentum") is Optimizer.MOMENTUM
+    with pytest.raises(ConfigError, match="optimizer"):
+        Optimizer.parse("adagrad")
