@@ -1,0 +1,273 @@
+"""``perfmodel comm``: collective costs in nccl-tests terms, and comparison with real logs.
+
+Examples::
+
+    perfmodel comm --system dgx1-v100 --gpus 8 --op allreduce --sizes 1K:4G
+    perfmodel comm --system dgx-a100 --nodes 4 --op allgather --sizes 1M:1G --algorithm ring --json
+    perfmodel comm --system pcie-8x-server --gpu 1080ti --gpus 4 --op allreduce --sizes 64M --fidelity simulated
+    perfmodel comm --compare all_reduce.log --system dgx-h100 --nodes 2 --plot cmp.png
+
+``--gpus G`` is the total number of GPUs of the group: the first ``G`` GPUs in rank order
+(server by server). The table prints what nccl-tests prints (time in us, algbw and busbw in
+GB/s, decimal) plus the algorithm and protocol the model used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import statistics
+import sys
+from typing import Any
+
+from perfmodel import units
+from perfmodel.cli._common import add_format_args, add_system_args, system_from_args
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp
+from perfmodel.topology import Topology
+
+_OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv")
+_ALGOS = (
+    "auto",
+    "ring",
+    "tree",
+    "halving_doubling",
+    "hierarchical",
+    "torus2d",
+    "direct",
+    "ps",
+    "host",
+    "p2p",
+)
+#: Device-name fragments of nccl-tests "Using devices" lines -> catalogue system (for --compare
+#: without --system).
+_GUESS = (
+    ("GB200", "dgx-b200"),
+    ("B200", "dgx-b200"),
+    ("H200", "hgx-h200"),
+    ("H100", "dgx-h100"),
+    ("A100", "dgx-a100"),
+    ("V100", "dgx1-v100"),
+    ("P100", "dgx1-p100"),
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``comm`` subcommand."""
+    p = subparsers.add_parser(
+        "comm",
+        help="collective communication costs (nccl-tests style) and log comparison",
+        description="Predict collective times, algbw and busbw like nccl-tests, or compare a real "
+        "nccl-tests log with the prediction.",
+    )
+    add_system_args(p, required=False)
+    p.add_argument("--gpus", type=int, help="GPUs in the group (default: all GPUs of the system)")
+    p.add_argument("--op", default="allreduce", help=f"collective: {', '.join(_OPS)}")
+    p.add_argument(
+        "--sizes",
+        default="1K:4G",
+        help="message sizes MIN:MAX[:FACTOR] (binary suffixes, 1K = 1024)",
+    )
+    p.add_argument("--algorithm", default="auto", help=f"one of {', '.join(_ALGOS)}")
+    p.add_argument("--fidelity", choices=["analytic", "simulated"], default="analytic")
+    p.add_argument(
+        "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
+    )
+    p.add_argument("--plot", metavar="FILE.png", help="write busbw vs size to a PNG")
+    p.add_argument(
+        "--link-params",
+        metavar="FILE",
+        help="link overrides (TOML/JSON: {class: {alpha_us, bandwidth_GBps}})",
+    )
+    add_format_args(p)
+    p.set_defaults(func=run)
+
+
+def _model(args: argparse.Namespace, topo: Topology) -> Any:
+    from perfmodel.comm import CommCostModel, LinkParams
+
+    lp = None
+    if args.link_params:
+        from perfmodel._io import load_structured
+
+        lp = LinkParams.from_dict(load_structured(args.link_params), where=args.link_params)
+    return CommCostModel(topo, lp, fidelity=args.fidelity)
+
+
+def _group(topo: Topology, gpus: int | None) -> tuple[str, ...]:
+    if gpus is None:
+        return topo.gpus
+    if gpus < 1:
+        raise ConfigError(f"--gpus must be >= 1, got {gpus}", value=gpus, where="--gpus")
+    if gpus > topo.num_gpus:
+        raise ConfigError(
+            f"--gpus {gpus}: system {topo.name} has {topo.num_gpus} GPUs (add --nodes)",
+            value=gpus,
+            where="--gpus",
+        )
+    return topo.gpus[:gpus]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return _compare(args)
+    if not args.system:
+        raise ConfigError("give --system (or --compare LOG)", value=None, where="--system")
+    from perfmodel.units import parse_size_range
+
+    op = CollectiveOp.parse(args.op)
+    topo = system_from_args(args)
+    group = _group(topo, args.gpus)
+    if op is CollectiveOp.SENDRECV and args.gpus is None:
+        group = group[:2]
+    sizes = parse_size_range(args.sizes)
+    model = _model(args, topo)
+    results = [model.collective(op, s, group, args.algorithm) for s in sizes]
+    n = len(group)
+    if args.json:
+        print(
+            json.dumps(
+                {"system": topo.name, "gpus": n, "results": [r.to_dict() for r in results]},
+                indent=2,
+            )
+        )
+    elif args.csv:
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(
+            ["size_bytes", "time_s", "algbw_Bps", "busbw_Bps", "algorithm", "protocol", "fidelity"]
+        )
+        for r in results:
+            w.writerow(
+                [int(r.message_bytes), f"{r.time_s:.9g}", f"{r.algbw_Bps:.6g}", f"{r.busbw_Bps:.6g}",
+                 r.algorithm.value, r.protocol.value if r.protocol else "", r.fidelity]
+            )  # fmt: skip
+        sys.stdout.write(buf.getvalue())
+    else:
+        print(
+            f"# perfmodel comm: {op.value} on {topo.name} ({n} GPUs, "
+            f"{len({topo.server_of(g) for g in group})} server(s)), algorithm {args.algorithm}, "
+            f"fidelity {args.fidelity}"
+        )
+        print(
+            f"#{'size':>12} {'count':>13} {'type':>9} {'time':>10} {'algbw':>8} {'busbw':>8}  algorithm/protocol"
+        )
+        print(f"#{'(B)':>12} {'(elements)':>13} {'':>9} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}")
+        per_rank = op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER, CollectiveOp.ALLTOALL)
+        for r in results:
+            count = int(r.message_bytes) // 4 // (n if per_rank else 1)
+            algo = r.algorithm.value + (f"/{r.protocol.value}" if r.protocol else "")
+            print(
+                f" {int(r.message_bytes):>12} {count:>13} {'float':>9} {r.time_s * 1e6:>10.1f} "
+                f"{_gbs(r.algbw_Bps):>8} {_gbs(r.busbw_Bps):>8}  {algo}"
+            )
+        big = [r.busbw_Bps for r in results]
+        print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
+    if args.plot:
+        from perfmodel.comm.plot import plot_busbw
+
+        plot_busbw(
+            args.plot,
+            [r.message_bytes for r in results],
+            {f"{args.algorithm} ({args.fidelity})": [r.busbw_Bps for r in results]},
+            title=f"{op.value}, {topo.name}, {n} GPUs",
+        )
+        print(f"# plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _gbs(x: float) -> str:
+    return f"{x / units.GB:.2f}" if x == x and x != float("inf") else "inf"
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from perfmodel.comm.nccl_tests import read_nccl_tests
+
+    log = read_nccl_tests(args.compare, op=args.op if args.op != "allreduce" else None)
+    op = log.op or CollectiveOp.parse(args.op)
+    guessed = ""
+    if not args.system:
+        dev = " ".join(log.devices)
+        name = next((s for frag, s in _GUESS if frag in dev), None)
+        if name is None:
+            raise ConfigError(
+                f"{args.compare}: cannot tell the system from the log's devices ({dev or 'none listed'}); give --system",
+                value=dev,
+                where="--system",
+            )
+        args.system = name
+        if args.nodes == 1 and log.nodes > 1:
+            args.nodes = log.nodes
+        guessed = " (guessed from the log's devices; give --system to choose)"
+    topo = system_from_args(args)
+    ranks = args.gpus or log.ranks or topo.num_gpus
+    group = _group(topo, ranks)
+    model = _model(args, topo)
+    rows = []
+    for row in log.rows:
+        pred = model.collective(op, row.size_bytes, group, args.algorithm)
+        err = (
+            (pred.busbw_Bps - row.busbw_Bps) / row.busbw_Bps * 100
+            if row.busbw_Bps > 0
+            else float("nan")
+        )
+        terr = (pred.time_s - row.time_s) / row.time_s * 100
+        rows.append((row, pred, err, terr))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "log": str(args.compare),
+                    "system": topo.name,
+                    "gpus": len(group),
+                    "op": op.value,
+                    "skipped_lines": [s.__dict__ for s in log.skipped],
+                    "rows": [
+                        {
+                            "size_bytes": r.size_bytes,
+                            "measured_time_s": r.time_s,
+                            "predicted_time_s": p.time_s,
+                            "measured_busbw_Bps": r.busbw_Bps,
+                            "predicted_busbw_Bps": p.busbw_Bps,
+                            "time_error_pct": t,
+                            "algorithm": p.algorithm.value,
+                            "protocol": p.protocol.value if p.protocol else None,
+                        }
+                        for r, p, _, t in rows
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"# {args.compare}: {op.value}, {len(group)} ranks on {topo.name}{guessed}")
+        print(
+            f"#{'size':>12} {'meas us':>10} {'pred us':>10} {'meas busbw':>11} {'pred busbw':>11} {'time err':>9}  algorithm"
+        )
+        for r, p, _, t in rows:
+            algo = p.algorithm.value + (f"/{p.protocol.value}" if p.protocol else "")
+            print(
+                f" {r.size_bytes:>12} {r.time_s * 1e6:>10.1f} {p.time_s * 1e6:>10.1f} "
+                f"{_gbs(r.busbw_Bps):>11} {_gbs(p.busbw_Bps):>11} {t:>+8.1f}%  {algo}"
+            )
+        large = [abs(t) for r, _, _, t in rows if r.size_bytes >= 64 * units.MiB]
+        if large:
+            print(
+                f"# median |time error| for sizes >= 64 MiB: {statistics.median(large):.1f}% ({len(large)} sizes)"
+            )
+        for s in log.skipped:
+            print(f"# skipped line {s.line}: {s.reason}: {s.text.strip()[:60]}")
+    if args.plot:
+        from perfmodel.comm.plot import plot_busbw
+
+        plot_busbw(
+            args.plot,
+            [r.size_bytes for r, _, _, _ in rows],
+            {"predicted": [p.busbw_Bps for _, p, _, _ in rows]},
+            measured=([r.size_bytes for r, _, _, _ in rows], [r.busbw_Bps for r, _, _, _ in rows]),
+            title=f"{op.value}, {len(group)} ranks, {topo.name}: measured vs predicted",
+        )
+        print(f"# plot written to {args.plot}", file=sys.stderr)
+    return 0
