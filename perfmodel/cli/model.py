@@ -1,0 +1,289 @@
+"""``perfmodel model``: the model zoo, per-layer costs and predicted times, largest batch.
+
+Subcommands::
+
+    perfmodel model list [--json]
+    perfmodel model show NAME [--model-arg k=v ...] [--batch B] [--gpu GPU] [--precision P]
+                              [--tp N] [--json | --csv]
+    perfmodel model maxbatch NAME --gpu GPU [--precision P] [--optimizer adam]
+                              [--recompute none|selective|full] [--model-arg k=v ...] [--json]
+
+``show`` prints one row per layer (FLOP, parameters, saved activation bytes, predicted forward and
+backward time on the GPU, what bounds it, the GEMM efficiency and waves) and the totals.
+``--json``/``--csv`` print SI units (FLOP, bytes, seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from typing import Any
+
+from perfmodel import units
+from perfmodel.errors import ConfigError
+from perfmodel.hardware import get_gpu
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``model`` and its subcommands to the top-level parser."""
+    parser = subparsers.add_parser(
+        "model",
+        help="model zoo: layers, FLOP, memory, largest batch",
+        description="Browse the model zoo, per-layer costs and predicted times.",
+    )
+    sub = parser.add_subparsers(dest="model_command", metavar="{list,show,maxbatch}")
+
+    lst = sub.add_parser("list", help="zoo models and their arguments")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.set_defaults(func=_cmd_list)
+
+    show = sub.add_parser("show", help="per-layer table of one model")
+    show.add_argument("name", help="zoo model (perfmodel model list)")
+    _model_args(show)
+    show.add_argument("--batch", type=int, default=1, help="per-GPU micro-batch (default 1)")
+    show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
+    show.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
+    show.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (per-rank shard)")
+    show.add_argument(
+        "--sequence-parallel", action="store_true", help="Megatron sequence parallelism"
+    )
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    fmt.add_argument("--csv", action="store_true", help="print CSV (SI units)")
+    show.set_defaults(func=_cmd_show)
+
+    mb = sub.add_parser("maxbatch", help="largest per-GPU batch that fits, with memory breakdown")
+    mb.add_argument("name", help="zoo model")
+    _model_args(mb)
+    mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
+    mb.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
+    mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
+    mb.add_argument("--recompute", default="none", help="none|selective|full")
+    mb.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
+    mb.set_defaults(func=_cmd_maxbatch)
+
+    parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model argument (image_size, num_classes, hidden, layers, heads, kv_heads, "
+        "ffn_hidden, seq_len, vocab, widths=784,100,10, flash_attention=true ...); repeatable",
+    )
+
+
+def parse_model_args(items: list[str]) -> dict[str, str]:
+    """``["hidden=1024", "widths=1,2"]`` -> ``{"hidden": "1024", "widths": "1,2"}`` (strings;
+    ``build_model`` converts them to the builder's types).
+
+    >>> parse_model_args(["seq_len=512", "flash_attention=true"])
+    {'seq_len': '512', 'flash_attention': 'true'}
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--model-arg {item!r}: expected KEY=VALUE", value=item, where="--model-arg"
+            )
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from perfmodel.workload import list_models
+
+    models = list_models()
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": m.name,
+                        "family": m.family,
+                        "reference": m.reference,
+                        "arguments": {k: v for k, v in m.arguments().items()},
+                    }
+                    for m in models
+                ],
+                indent=2,
+                default=str,
+            )
+        )
+        return 0
+    print(f"{'name':14s} {'family':12s} {'params':>14s}  reference")
+    for m in models:
+        from perfmodel.workload import build_model
+
+        kw: dict[str, Any] = {"seq_len": 128} if m.name.startswith("llama") else {}
+        params = build_model(m.name, batch_size=1, **kw).total_params
+        print(f"{m.name:14s} {m.family:12s} {params:14,d}  {m.reference}")
+    print("\narguments: perfmodel model list --json; pass them with --model-arg KEY=VALUE")
+    return 0
+
+
+def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+    from perfmodel.compute import ComputeModel
+    from perfmodel.workload import build_model
+
+    w = build_model(
+        args.name,
+        batch_size=args.batch,
+        precision=args.precision,
+        tp=args.tp,
+        sequence_parallel=args.sequence_parallel,
+        **parse_model_args(args.model_arg),
+    )
+    cm = ComputeModel(get_gpu(args.gpu, where="--gpu")) if args.gpu else None
+    rows: list[dict[str, Any]] = []
+    fwd_total = bwd_total = 0.0
+    for la in w.layers:
+        row: dict[str, Any] = {
+            "name": la.name,
+            "kind": la.kind.value,
+            "block": la.block,
+            "output_shape": list(la.output_shape),
+            "fwd_flop": la.fwd_flop,
+            "bwd_input_flop": la.bwd_input_flop,
+            "bwd_weight_flop": la.bwd_weight_flop,
+            "params": la.params,
+            "activation_bytes": la.activation_bytes,
+            "fwd_bytes": la.fwd_bytes,
+            "bwd_bytes": la.bwd_bytes,
+            "gemm_mnk": [la.gemm.m, la.gemm.n, la.gemm.k, la.gemm.batch] if la.gemm else None,
+            "fwd_comm": [[c.op.value, c.message_bytes] for c in la.fwd_comm],
+            "bwd_comm": [[c.op.value, c.message_bytes] for c in la.bwd_comm],
+        }
+        if cm is not None:
+            t = cm.layer_time(la, w.precision)
+            fwd_total += t.fwd_s
+            bwd_total += t.bwd_s
+            row.update(
+                fwd_s=t.fwd_s,
+                bwd_s=t.bwd_s,
+                bound=t.bound.value,
+                efficiency=t.efficiency,
+                waves=t.waves,
+                tile=t.tile,
+            )
+        rows.append(row)
+    totals: dict[str, Any] = {
+        "model": w.name,
+        "batch_size": w.batch_size,
+        "precision": w.precision.value,
+        "tp": w.tp,
+        "total_params": w.total_params,
+        "params_per_rank": w.params,
+        "fwd_flop": w.fwd_flop,
+        "total_flop": w.total_flop,
+        "activation_bytes": sum(la.activation_bytes for la in w.layers),
+        "model_args": w.model_args,
+    }
+    if cm is not None:
+        opt = cm.optimizer_time(w.params, "sgd", w.precision)
+        step = fwd_total + bwd_total + opt
+        totals.update(
+            gpu=cm.gpu.name,
+            fwd_s=fwd_total,
+            bwd_s=bwd_total,
+            optimizer_sgd_s=opt,
+            step_s=step,
+            throughput_samples_per_s=w.batch_size / step,
+            achieved_flops=w.total_flop / step,
+        )
+    return w, rows, totals
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    w, rows, totals = _rows(args)
+    if args.json:
+        print(json.dumps({"totals": totals, "layers": rows}, indent=2, default=str))
+        return 0
+    if args.csv:
+        fields = list(rows[0].keys())
+        writer = csv.DictWriter(sys.stdout, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(
+                {k: (json.dumps(v) if isinstance(v, list) else v) for k, v in r.items()}
+            )
+        return 0
+    timed = "fwd_s" in totals
+    head = f"{'layer':28s} {'kind':10s} {'GFLOP fwd':>10s} {'params':>12s} {'act MiB':>9s}"
+    if timed:
+        head += f" {'fwd ms':>8s} {'bwd ms':>8s} {'bound':7s} {'eff':>5s} {'waves':>6s}"
+    print(head)
+    for r in rows:
+        line = (
+            f"{r['name'][:28]:28s} {r['kind']:10s} {r['fwd_flop'] / 1e9:10.3f} "
+            f"{r['params']:12,d} {r['activation_bytes'] / units.MiB:9.2f}"
+        )
+        if timed:
+            eff = "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}"
+            waves = "-" if r["waves"] is None else f"{r['waves']:.2f}"
+            line += (
+                f" {r['fwd_s'] * 1e3:8.3f} {r['bwd_s'] * 1e3:8.3f} {r['bound']:7s} "
+                f"{eff:>5s} {waves:>6s}"
+            )
+        print(line)
+    print(
+        f"\n{w.name}: batch {w.batch_size}, {w.precision.value}, tp {w.tp}: "
+        f"{w.total_params:,d} parameters ({w.params:,d} on this rank), "
+        f"{w.fwd_flop / 1e9:.2f} GFLOP forward, {w.total_flop / 1e9:.2f} GFLOP fwd+bwd, "
+        f"{units.format_bytes(totals['activation_bytes'])} saved activations"
+    )
+    if timed:
+        print(
+            f"on {totals['gpu']}: forward {units.format_time(totals['fwd_s'])}, backward "
+            f"{units.format_time(totals['bwd_s'])}, SGD step "
+            f"{units.format_time(totals['optimizer_sgd_s'])} -> "
+            f"{totals['throughput_samples_per_s']:.1f} {w.sample_unit}/s, "
+            f"{totals['achieved_flops'] / 1e12:.1f} TFLOP/s achieved"
+        )
+    return 0
+
+
+def _cmd_maxbatch(args: argparse.Namespace) -> int:
+    from perfmodel.workload.memory import max_batch_size
+
+    gpu = get_gpu(args.gpu, where="--gpu")
+    r = max_batch_size(
+        args.name,
+        gpu,
+        args.precision,
+        args.optimizer,
+        recompute=args.recompute,
+        tp=args.tp,
+        **parse_model_args(args.model_arg),
+    )
+    if args.json:
+        d = r.to_dict()
+        d.update(model=args.name, gpu=gpu.name, precision=args.precision, optimizer=args.optimizer)
+        print(json.dumps(d, indent=2))
+        return 0
+    b = r.breakdown
+    what = f"{args.name} on {gpu.name} ({units.format_bytes(gpu.memory_bytes)}), {args.precision}"
+    what += f", {args.optimizer}, recompute {args.recompute}"
+    if r.batch_size == 0:
+        print(f"{what}: does not fit even at batch 1")
+    else:
+        print(f"{what}: largest per-GPU batch {r.batch_size}")
+    print(f"memory at batch {max(r.batch_size, 1)}:")
+    for label, value in (
+        ("weights (incl. fp32 master, buffers)", b.weights_bytes),
+        ("gradients", b.gradients_bytes),
+        ("optimizer state", b.optimizer_bytes),
+        ("activations", b.activations_bytes),
+        ("workspace (CUDA ctx, libraries, peak temp, fragmentation)", b.workspace_bytes),
+        ("total", b.total_bytes),
+    ):
+        share = 100 * value / b.total_bytes if b.total_bytes else 0.0
+        print(f"  {label:58s} {units.format_bytes(value):>12s} {share:5.1f}%")
+    return 0
