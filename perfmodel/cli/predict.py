@@ -1,0 +1,202 @@
+"""``perfmodel predict``: how fast will this training run on that hardware, and why.
+
+::
+
+    perfmodel predict --system dgx1-v100 --model resnet50 --batch-per-gpu 64
+    perfmodel predict --system dgx-a100 --nodes 16 --model gpt --model-arg layers=96 ...
+                      --global-batch 1536 --plan dp=16,tp=8,pp=8,microbatch=1 --precision bf16
+    perfmodel predict scenario.toml --json
+    perfmodel predict --system dgx1-v100 --model resnet50 --batch-per-gpu 64 --gpus 1,2,4,8 --plot s.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from perfmodel.cli._common import add_system_args
+from perfmodel.errors import ConfigError
+
+
+def _model_arg(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--model-arg {text!r}: expected key=value")
+    k, v = text.split("=", 1)
+    val: Any = v
+    for conv in (int, float):
+        try:
+            val = conv(v)
+            break
+        except ValueError:
+            continue
+    if isinstance(val, str) and v.lower() in ("true", "false"):
+        val = v.lower() == "true"
+    if isinstance(val, str) and "," in v:
+        try:
+            val = [int(x) for x in v.split(",")]
+        except ValueError:
+            val = v.split(",")
+    return k.strip(), val
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "predict",
+        help="predict iteration time, throughput, speedup and memory of a training run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "scenario", nargs="?", help="scenario file (.toml/.yaml/.json) with the same keys"
+    )
+    add_system_args(p, required=False)
+    p.add_argument("--gpus", help="GPUs used (default all); a list 1,2,4,8 gives a speedup curve")
+    p.add_argument("--model", help="zoo model (perfmodel model list)")
+    p.add_argument("--model-arg", action="append", type=_model_arg, default=[], metavar="K=V")
+    b = p.add_mutually_exclusive_group()
+    b.add_argument("--batch-per-gpu", type=int, help="samples per data-parallel replica per step")
+    b.add_argument("--global-batch", type=int, help="samples per step over all replicas")
+    p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
+    p.add_argument(
+        "--plan",
+        help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V[,mode=..,hybrid=owt]",
+    )
+    p.add_argument("--recompute", choices=["none", "selective", "full"])
+    p.add_argument("--sequence-parallel", action="store_true", default=None)
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
+    p.add_argument(
+        "--software",
+        help="pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, keras-multi-gpu, megatron, deepspeed-zero1..3, fsdp, crossbow",
+    )
+    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"])
+    p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
+    p.add_argument("--dataset-size", type=int, help="samples per epoch (gives epoch_time_s)")
+    p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
+    p.add_argument("--fidelity", choices=["simulated", "analytic"])
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace JSON of the step")
+    p.add_argument("--gantt", help="write a Gantt PNG of the schedule")
+    p.add_argument("--plot", help="with a GPU list: write the speedup curve PNG")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+_FLAG_KEYS = {
+    "system": "system",
+    "nodes": "nodes",
+    "network": "network",
+    "nics_per_node": "nics_per_node",
+    "gpu": "gpu",
+    "gpus_per_node": "gpus_per_node",
+    "intra_node": "intra_node",
+    "fabric_topology": "fabric_topology",
+    "oversubscription": "oversubscription",
+    "model": "model",
+    "batch_per_gpu": "batch_per_gpu",
+    "global_batch": "global_batch",
+    "precision": "precision",
+    "recompute": "recompute",
+    "sequence_parallel": "sequence_parallel",
+    "zero": "zero",
+    "software": "software",
+    "optimizer": "optimizer",
+    "learners_per_gpu": "learners_per_gpu",
+    "dataset_size": "dataset_size",
+    "calibration": "calibration",
+    "fidelity": "fidelity",
+}
+
+
+def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] | None]:
+    """Merge the scenario file (if any) and the flags (flags win); split off a GPU list."""
+    from perfmodel._io import load_structured
+    from perfmodel.parallel.plan import parse_plan_string
+
+    d: dict[str, Any] = {}
+    if args.scenario:
+        d.update({k.replace("-", "_"): v for k, v in load_structured(args.scenario).items()})
+    for attr, key in _FLAG_KEYS.items():
+        v = getattr(args, attr, None)
+        if v is None or (attr == "nodes" and v == 1 and "nodes" in d):
+            continue
+        d[key] = v
+    if args.batch_per_gpu is not None:
+        d.pop("global_batch", None)
+    if args.global_batch is not None:
+        d.pop("batch_per_gpu", None)
+    if args.model_arg:
+        ma = dict(d.get("model_args") or {})
+        ma.update(dict(args.model_arg))
+        d["model_args"] = ma
+    if args.plan:
+        d.pop("plan", None)
+        for k, v in parse_plan_string(args.plan).items():
+            d["microbatch" if k == "microbatch_size" else k] = v
+    curve: list[int] | None = None
+    gpus = args.gpus if args.gpus is not None else d.pop("gpus", None)
+    if isinstance(gpus, list):
+        curve = [int(g) for g in gpus]
+    elif gpus is not None:
+        text = str(gpus)
+        try:
+            vals = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError as exc:
+            raise ConfigError(
+                f"--gpus {text!r}: expected an integer or a list like 1,2,4,8",
+                value=text,
+                where="--gpus",
+            ) from exc
+        if "," in text:
+            curve = vals
+        elif vals:
+            d["gpus"] = vals[0]
+    if "system" not in d:
+        raise ConfigError(
+            "no system: give --system or a scenario file with 'system'", where="--system"
+        )
+    if "model" not in d:
+        raise ConfigError("no model: give --model or a scenario file with 'model'", where="--model")
+    return d, curve
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.api import Scenario, predict, predict_curve
+    from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
+
+    d, curve = scenario_dict(args)
+    where = args.scenario or "command line"
+    sc = Scenario.from_dict(d, where=where)
+    if curve:
+        reports = predict_curve(sc, curve)
+        if args.plot:
+            plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
+        if args.json:
+            json.dump([r.to_dict() for r in reports], sys.stdout, indent=2, default=str)
+            sys.stdout.write("\n")
+        else:
+            print(f"{sc.model} on {sc.system}, software {sc.software}")
+            print(
+                f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
+            )
+            for r in reports:
+                print(
+                    f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
+                    f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
+                    f"{r.memory_per_gpu_bytes / 2**30:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
+                )
+        return 0
+    report = predict(sc)
+    if args.trace and report.timeline is not None:
+        write_chrome_trace(report.timeline, args.trace)
+    if args.gantt and report.timeline is not None:
+        plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(f"{sc.model} on {sc.system} x{sc.nodes} node(s), {sc.software}, {sc.precision}")
+        print(report.format_table())
+        if args.trace:
+            print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    return 0

@@ -1,0 +1,234 @@
+"""The prediction API and the predict CLI on real catalogue systems and zoo models."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perfmodel.api import Scenario, baseline_scenario, predict, predict_curve
+from perfmodel.cli import main
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+
+GPT = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 512, "vocab": 32000}
+
+
+def _gpt(**kw: object) -> Scenario:
+    base = dict(
+        system="dgx-a100",
+        model="gpt",
+        model_args=GPT,
+        global_batch=32,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="megatron",
+    )
+    base.update(kw)
+    return Scenario(**base)  # type: ignore[arg-type]
+
+
+def test_scenario_round_trip_and_hash() -> None:
+    sc = _gpt(tp=2, pp=2)
+    d = sc.to_dict()
+    assert Scenario.from_dict(d) == sc
+    assert Scenario.from_dict(d).content_hash() == sc.content_hash()
+    assert replace(sc, tp=4).content_hash() != sc.content_hash()
+    with pytest.raises(ConfigError, match="unknown key 'batchsize'"):
+        Scenario.from_dict({"batchsize": 3}, where="x.toml")
+    assert Scenario.from_dict({"plan": "dp=2,tp=4,microbatch=2"}).microbatch == 2
+
+
+def test_predict_report_has_contract_keys() -> None:
+    r = predict(
+        Scenario(
+            system="dgx1-v100",
+            model="resnet50",
+            batch_per_gpu=32,
+            fidelity="analytic",
+            dataset_size=1_281_167,
+        )
+    )
+    d = r.to_dict()
+    for key in (
+        "iteration_time_s",
+        "throughput_samples_per_s",
+        "epoch_time_s",
+        "speedup",
+        "scaling_efficiency",
+        "compute_time_s",
+        "exposed_comm_time_s",
+        "bubble_time_s",
+        "memory_per_gpu_bytes",
+        "fits_in_memory",
+        "model_flops_per_gpu_per_s",
+        "mfu",
+    ):
+        assert key in d
+    assert 0 < d["mfu"] < 1
+    assert d["epoch_time_s"] == pytest.approx(-(-1_281_167 // 256) * d["iteration_time_s"])
+    assert 1 < d["speedup"] <= 8 + 1e-9
+    assert d["scaling_efficiency"] == pytest.approx(d["speedup"] / 8)
+    b = r.breakdown
+    assert b.total_s == pytest.approx(r.iteration_time_s, rel=1e-9)
+
+
+def test_simulated_agrees_with_analytic_without_contention() -> None:
+    sc = Scenario(system="dgx1-v100", gpus=4, model="resnet50", batch_per_gpu=32)
+    a = predict(replace(sc, fidelity="analytic"))
+    s = predict(sc)
+    assert s.iteration_time_s == pytest.approx(a.iteration_time_s, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(tp=3), r"tp\*pp=3 does not divide the 8 GPUs"),
+        (dict(tp=2, pp=2, dp=3), r"dp\*tp\*pp = 3\*2\*2 = 12 but 8"),
+        (dict(global_batch=30), r"global batch 30 does not split over dp=8"),
+        (
+            dict(pp=8, microbatch=1, model_args={**GPT, "layers": 4}),
+            r"8 pipeline chunks but model gpt has only 4 blocks",
+        ),
+        (
+            dict(tp=8, model_args={**GPT, "hidden": 1536, "heads": 12}),
+            r"tp values that fit: \[1, 2, 3, 4, 6, 12\]",
+        ),
+        (dict(pp=2, microbatch=3), r"micro-batch size 3 does not divide"),
+        (dict(gpus=16), r"use nodes=2"),
+    ],
+)
+def test_infeasible_plans_say_what_fits(kw: dict, match: str) -> None:
+    with pytest.raises(InfeasiblePlanError, match=match):
+        predict(_gpt(**kw))
+
+
+def test_pipeline_layers_must_divide() -> None:
+    with pytest.raises(InfeasiblePlanError, match=r"do not divide the 8 layers.*\[1, 2, 4, 8\]"):
+        predict(
+            _gpt(pp=2, gpus=6, schedule="interleaved", interleave=3, microbatch=1, global_batch=36)
+        )
+
+
+def test_out_of_memory_is_reported_in_curves() -> None:
+    sc = Scenario(
+        system="dgx1-v100",
+        model="gpt2_xl",
+        global_batch=64,
+        precision="fp16",
+        optimizer="adam",
+        fidelity="analytic",
+    )
+    reports = predict_curve(sc, [1, 8])
+    assert reports[0].fits_in_memory is False  # 1.5 B params with Adam on one 16 GB V100
+    assert reports[0].memory_per_gpu_bytes > 16e9
+
+
+def test_zero_and_fsdp_reduce_memory() -> None:
+    sc = _gpt(system="dgx-a100", software="pytorch-ddp")
+    mem = [
+        predict(replace(sc, software=s)).memory_per_gpu_bytes
+        for s in ("pytorch-ddp", "deepspeed-zero1", "deepspeed-zero2", "deepspeed-zero3", "fsdp")
+    ]
+    assert mem[0] > mem[1] > mem[2] > mem[3]
+    assert mem[4] < mem[2]  # FSDP shards like ZeRO-3 (DeepSpeed's 1 GB buckets aside)
+
+
+def test_recompute_trades_memory_for_time() -> None:
+    unfused = {**GPT, "flash_attention": False}  # selective recompute drops the s x s tensors
+    r = {
+        rc: predict(_gpt(tp=2, pp=2, microbatch=2, recompute=rc, model_args=unfused))
+        for rc in ("none", "selective", "full")
+    }
+    assert (
+        r["none"].memory.activations_bytes
+        > r["selective"].memory.activations_bytes
+        > r["full"].memory.activations_bytes
+    )
+    assert r["none"].iteration_time_s < r["full"].iteration_time_s
+
+
+def test_tensor_parallel_across_servers_costs_more() -> None:
+    inside = predict(_gpt(nodes=2, tp=8, global_batch=32))
+    across = predict(_gpt(nodes=2, tp=8, global_batch=32, placement="dp,pp,tp"))
+    assert across.exposed_comm_time_s > inside.exposed_comm_time_s
+
+
+def test_baseline_is_one_gpu_of_the_same_system() -> None:
+    sc = _gpt(tp=2, pp=2)
+    b = baseline_scenario(sc)
+    assert (b.gpus, b.tp, b.pp, b.system) == (1, 1, 1, "dgx-a100")
+    assert b.batch_per_gpu == 32 // 8  # global batch over the GPUs
+
+
+def test_cli_json_and_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "predict",
+            "--system",
+            "dgx1-v100",
+            "--gpus",
+            "2",
+            "--model",
+            "resnet18",
+            "--batch-per-gpu",
+            "32",
+            "--fidelity",
+            "analytic",
+            "--json",
+            "--trace",
+            str(tmp_path / "t.json"),
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["num_gpus"] == 2 and out["fits_in_memory"] is True
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    f = tmp_path / "s.toml"
+    f.write_text(
+        'system = "dgx1-v100"\nmodel = "resnet18"\nbatch_per_gpu = 32\nfidelity = "analytic"\nplan = "dp=4"\ngpus = 4\n'
+    )
+    assert main(["predict", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_gpus"] == 4
+    assert (
+        main(
+            [
+                "predict",
+                "--system",
+                "dgx1-v100",
+                "--model",
+                "resnet18",
+                "--batch-per-gpu",
+                "32",
+                "--fidelity",
+                "analytic",
+                "--gpus",
+                "1,2",
+                "--json",
+                "--plot",
+                str(tmp_path / "c.png"),
+            ]
+        )
+        == 0
+    )
+    curve = json.loads(capsys.readouterr().out)
+    assert [c["num_gpus"] for c in curve] == [1, 2] and (tmp_path / "c.png").exists()
+    assert (
+        main(
+            [
+                "predict",
+                "--system",
+                "dgx1-v100",
+                "--model",
+                "resnet18",
+                "--batch-per-gpu",
+                "32",
+                "--plan",
+                "dp=3",
+            ]
+        )
+        == 2
+    )
+    assert "dp=8" in capsys.readouterr().err
