@@ -144,32 +144,62 @@ def fit_log_model(
             lo[i], hi[i] = math.log(bounds[n][0]), math.log(bounds[n][1])
             x0[i] = float(np.clip(x0[i], lo[i] + 1e-9, hi[i] - 1e-9))
     log_y = np.log(y)
+    x_full = np.asarray(x0, dtype=float)
 
-    def resid(x: np.ndarray) -> np.ndarray:
+    def resid_full(x: np.ndarray) -> np.ndarray:
         params = {n: float(math.exp(v)) for n, v in zip(names, x)}
         pred = np.asarray(predict(params), dtype=float)
         pred = np.where(np.isfinite(pred) & (pred > 0), pred, 1e30)
         return np.log(pred) - log_y
 
-    res = least_squares(
-        resid,
-        np.asarray(x0),
-        bounds=(lo, hi),
-        loss=loss,
-        f_scale=f_scale,
-        x_scale=1.0,
-        diff_step=1e-4,
-        max_nfev=200 * (len(names) + 1),
+    # identifiability: a parameter no prediction depends on (at the start, over +-10%) is frozen
+    r0 = resid_full(x_full)
+    free = []
+    for j in range(len(names)):
+        moved = False
+        for h in (0.1, -0.1):
+            xp = x_full.copy()
+            xp[j] = float(np.clip(xp[j] + h, lo[j], hi[j]))
+            if np.max(np.abs(resid_full(xp) - r0)) > 1e-9:
+                moved = True
+                break
+        if moved:
+            free.append(j)
+    free_idx = np.asarray(free, dtype=int)
+
+    def resid(xf: np.ndarray) -> np.ndarray:
+        x = x_full.copy()
+        x[free_idx] = xf
+        return resid_full(x)
+
+    if free_idx.size:
+        res = least_squares(
+            resid,
+            x_full[free_idx],
+            bounds=(lo[free_idx], hi[free_idx]),
+            loss=loss,
+            f_scale=f_scale,
+            x_scale=1.0,
+            diff_step=1e-4,
+            max_nfev=200 * (len(free) + 1),
+        )
+        x_full[free_idx] = res.x
+        success, message = bool(res.success), str(res.message)
+    else:
+        success, message = False, "no parameter affects the predictions"
+    r = resid_full(x_full)
+    values = {n: float(math.exp(v)) for n, v in zip(names, x_full)}
+    se_free = (
+        _stderr(x_full[free_idx], resid, r, [names[j] for j in free]) if free else np.array([])
     )
-    r = resid(res.x)
-    values = {n: float(math.exp(v)) for n, v in zip(names, res.x)}
-    stderr = _stderr(res.x, resid, r, names)
+    stderr = np.full(len(names), np.nan)
+    stderr[free_idx] = se_free
     return FitResult(
         values=MappingProxyType(values),
         stderr=MappingProxyType({n: stderr[i] * values[n] for i, n in enumerate(names)}),
         residuals=tuple(float(v) for v in r),
-        success=bool(res.success),
-        message=str(res.message),
+        success=success,
+        message=message,
     )
 
 
@@ -360,7 +390,7 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
             fwd_flop=flop,
             bwd_input_flop=flop,
             bwd_weight_flop=flop,
-            params=kk * nn,
+            params=0,  # a bare GEMM: no FP32 master weights to cast under mixed precision
             fwd_bytes=float(item * b * (mm * kk + mm * nn) + item * kk * nn),
             bwd_bytes=float(2 * item * b * (mm * kk + mm * nn) + 2 * item * kk * nn),
             activation_bytes=float(item * b * mm * kk),
@@ -382,7 +412,7 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
             fwd_flop=flop,
             bwd_input_flop=flop,
             bwd_weight_flop=flop,
-            params=k * c * r * s,
+            params=0,  # a bare convolution: no master weights to cast
             fwd_bytes=float(item * (n * c * h * w + n * k * ho * wo + k * c * r * s)),
             bwd_bytes=float(2 * item * (n * c * h * w + n * k * ho * wo + k * c * r * s)),
             activation_bytes=float(item * n * c * h * w),
@@ -428,36 +458,70 @@ def _positive_float_fields(params: Any) -> dict[str, float]:
     return out
 
 
+#: ComputeParams fields fitted by default (those the microbenchmarks can identify); the GEMM
+#: ceilings are folded into per-dtype ``peak_flops.<dtype>`` (achievable peaks).
+DEFAULT_COMPUTE_FIELDS: tuple[str, ...] = (
+    "memory_efficiency",
+    "kernel_launch_s",
+    "conv_efficiency",
+    "winograd_speedup",
+    "split_k_efficiency",
+)
+
+#: Microbenchmark kinds a GEMM-and-bandwidth-only calibration uses.
+GEMM_BW_KINDS: tuple[BenchKind, ...] = (BenchKind.GEMM, BenchKind.COPY, BenchKind.ELEMENTWISE)
+#: Microbenchmark kinds the full compute calibration uses (training steps stay out: they validate).
+FULL_KINDS: tuple[BenchKind, ...] = (
+    BenchKind.GEMM,
+    BenchKind.CONV,
+    BenchKind.COPY,
+    BenchKind.ELEMENTWISE,
+    BenchKind.LAUNCH,
+)
+
+
 def fit_compute_params(
     measurements: Sequence[Measurement],
     gpu: Any,
     base: Any | None = None,
     fields: Sequence[str] | None = None,
     *,
-    kinds: Sequence[BenchKind] = (
-        BenchKind.GEMM,
-        BenchKind.CONV,
-        BenchKind.COPY,
-        BenchKind.ELEMENTWISE,
-        BenchKind.LAUNCH,
-    ),
+    kinds: Sequence[BenchKind] = FULL_KINDS,
+    fit_peaks: bool = True,
     where: str = "compute fit",
 ) -> tuple[Any, FitResult]:
     """Fit ``ComputeParams`` fields so that ``ComputeModel`` reproduces the microbenchmarks.
 
     Each measurement becomes a one-layer prediction (:func:`measurement_layer`); the model's
-    forward time is compared with the measured time in log space. ``fields`` defaults to every
-    positive float field of ``base`` (``ComputeParams.for_gpu(gpu)``); fields the data cannot
-    identify keep their datasheet value and report ``nan`` uncertainty.
+    forward time is compared with the measured time in log space.
+
+    Parameters
+    ----------
+    gpu
+        The :class:`~perfmodel.hardware.GPUSpec` the model runs with.
+    base
+        Starting parameters (default ``ComputeParams.for_gpu(gpu)``).
+    fields
+        Positive float fields of ``base`` to fit (default :data:`DEFAULT_COMPUTE_FIELDS`, those
+        present). A field no measurement depends on keeps its value and reports ``nan`` error.
+    kinds
+        Which measurements feed the fit (:data:`GEMM_BW_KINDS` or :data:`FULL_KINDS`).
+    fit_peaks
+        Also fit ``peak_flops[dtype]`` for every dtype with GEMM measurements; the
+        ``tensor_core_efficiency`` / ``cuda_core_efficiency`` ceilings are then fixed at 1 (the
+        fitted peak *is* the achievable ceiling, tiles and waves still apply on top).
 
     Returns
     -------
     (ComputeParams, FitResult)
+        Fit values are named as the fields, peaks as ``peak_flops.<dtype>``.
     """
     from perfmodel.compute import ComputeModel, ComputeParams
+    from perfmodel.dtypes import DType
 
     base = base if base is not None else ComputeParams.for_gpu(gpu)
     pts: list[tuple[Any, Any, float]] = []
+    dtypes: set[str] = set()
     for m in measurements:
         if m.kind not in kinds or m.time_s <= 0:
             continue
@@ -465,40 +529,64 @@ def fit_compute_params(
         if lp is None:
             continue
         pts.append((lp[0], lp[1], m.time_s))
+        if m.kind is BenchKind.GEMM:
+            dtypes.add(str(m.params["dtype"]))
     if not pts:
         raise CalibrationError(
             f"{where}: no GEMM/conv/memory measurements to fit", value=0, where=where
         )
     candidates = _positive_float_fields(base)
-    names = [f for f in (fields or list(candidates)) if f in candidates]
-    if not names:
+    names = [
+        f for f in (fields if fields is not None else DEFAULT_COMPUTE_FIELDS) if f in candidates
+    ]
+    start = {n: candidates[n] for n in names}
+    bounds = {n: _field_bounds(n, candidates[n]) for n in names}
+    if fit_peaks and dtypes:
+        base = dataclasses.replace(base, tensor_core_efficiency=1.0, cuda_core_efficiency=1.0)
+        for d in sorted(dtypes):
+            dt = DType(d)
+            try:
+                peak0 = base.peak(dt) * 0.8
+            except Exception:  # no such dtype on the datasheet: start from the best measurement
+                peak0 = max(
+                    m.achieved_flops or 0.0 for m in measurements if m.params.get("dtype") == d
+                )
+            start[f"peak_flops.{d}"] = peak0
+            bounds[f"peak_flops.{d}"] = (peak0 / 1e3, peak0 * 1e3)
+    if not start:
         raise CalibrationError(
             f"{where}: none of the fields {list(fields or [])} is a positive float of {type(base).__name__}",
             value=list(fields or []),
             where=where,
         )
-    bounds = {n: _field_bounds(n, candidates[n]) for n in names}
 
     def make(params: Mapping[str, float]) -> Any:
-        return dataclasses.replace(base, **{n: float(v) for n, v in params.items()})
+        peaks = dict(base.peak_flops)
+        upd: dict[str, Any] = {}
+        for n, v in params.items():
+            if n.startswith("peak_flops."):
+                peaks[DType(n.split(".", 1)[1])] = float(v)
+            else:
+                lo, hi = bounds[n]
+                upd[n] = float(min(max(v, lo), hi))
+        return dataclasses.replace(base, peak_flops=peaks, **upd)
 
     def predict(params: Mapping[str, float]) -> np.ndarray:
         model = ComputeModel(gpu, make(params))
         return np.array([model.layer_time(layer, prec).fwd_s for layer, prec, _ in pts])
 
-    result = fit_log_model(
-        predict,
-        [t for _, _, t in pts],
-        {n: candidates[n] for n in names},
-        bounds=bounds,
-        where=where,
+    result = fit_log_model(predict, [t for _, _, t in pts], start, bounds=bounds, where=where)
+    fitted = make(result.values)
+    fitted = dataclasses.replace(
+        fitted,
+        source=f"calibrated: {result.n_points} microbenchmarks ({', '.join(sorted(k.value for k in kinds))})",
     )
-    return make(result.values), result
+    return fitted, result
 
 
 def _field_bounds(name: str, value: float) -> tuple[float, float]:
     """Search range for a ComputeParams field: efficiencies in (0, 1], others x/1000 .. x*1000."""
     low = name.lower()
     if "eff" in low or "fraction" in low or low.endswith("_frac"):
-        return (1e-4, 1.0)
+        return (1e-4, 1.0 - 1e-9)
     return (value / 1e3, value * 1e3)

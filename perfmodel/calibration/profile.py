@@ -304,8 +304,13 @@ class CalibrationProfile:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the profile as JSON, atomically (never a half-written file at ``path``)."""
+        """Write the profile as JSON, atomically (never a half-written file at ``path``).
+
+        The file gets ordinary permissions (``0o666`` minus the umask), not the private mode of
+        the temporary file it was written through.
+        """
         write_json_atomic(path, self.to_dict())
+        _public_mode(path)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "profile") -> CalibrationProfile:
@@ -390,6 +395,15 @@ class CalibrationProfile:
             skipped=MappingProxyType(dict(status.get("skipped", {}))),
             format_version=version,
         )
+
+
+def _public_mode(path: str | os.PathLike[str]) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(path, 0o666 & ~umask)
+    except OSError:  # pragma: no cover - e.g. a file system without permissions
+        pass
 
 
 def read_profile(path: str | os.PathLike[str]) -> CalibrationProfile:

@@ -1,0 +1,539 @@
+"""The validation report: predicted vs measured, per layer, per step, per collective.
+
+Every comparison is a :class:`ValidationRow` with the signed error
+``error = predicted / measured - 1`` (``+0.10``: the model is 10% slow, i.e. pessimistic).
+Rows are grouped by category (``step``, ``layer``, ``layer_kind``, ``gemm``, ``collective``)
+and by *variant* (which parameters predicted them: ``datasheet``, ``gemm+bw``, ``full`` ...);
+each group reports the count, the median signed error, the median absolute error and the worst
+row. :func:`write_report` writes ``report.md``, ``report.json``, ``scatter.png`` (predicted vs
+measured, log axes) and ``errors.png`` (histogram of signed errors), each atomically.
+
+Training-step measurements are predicted with the zoo model of the same architecture
+(:func:`step_workload`) and :class:`perfmodel.compute.ComputeModel`: forward + backward of every
+layer + the optimizer step. They never feed a fit (see :func:`perfmodel.calibration.fit_compute_params`),
+so their errors are out-of-sample.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfmodel._io import atomic_write, write_json_atomic
+from perfmodel.calibration.kineto import MODULE_KIND
+from perfmodel.calibration.measurement import BenchKind, Measurement
+from perfmodel.errors import CalibrationError
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One prediction next to one measurement (seconds)."""
+
+    category: str
+    name: str
+    variant: str
+    measured_s: float
+    predicted_s: float
+    source: str = ""
+    notes: str = ""
+
+    @property
+    def error(self) -> float:
+        """Signed relative error ``predicted / measured - 1``."""
+        return self.predicted_s / self.measured_s - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "name": self.name,
+            "variant": self.variant,
+            "measured_s": self.measured_s,
+            "predicted_s": self.predicted_s,
+            "error": self.error,
+            "source": self.source,
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """Error statistics of one (category, variant) group."""
+
+    category: str
+    variant: str
+    n: int
+    median_error: float
+    median_abs_error: float
+    worst_error: float
+    worst_name: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """All rows plus per-group summaries and what could not be compared."""
+
+    rows: tuple[ValidationRow, ...]
+    title: str = "perfmodel validation"
+    context: Mapping[str, Any] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()
+
+    def summaries(self) -> list[GroupSummary]:
+        groups: dict[tuple[str, str], list[ValidationRow]] = defaultdict(list)
+        for r in self.rows:
+            groups[(r.category, r.variant)].append(r)
+        out = []
+        for (cat, var), rows in groups.items():
+            errs = [r.error for r in rows]
+            worst = max(rows, key=lambda r: abs(r.error))
+            out.append(
+                GroupSummary(
+                    category=cat,
+                    variant=var,
+                    n=len(rows),
+                    median_error=statistics.median(errs),
+                    median_abs_error=statistics.median(abs(e) for e in errs),
+                    worst_error=worst.error,
+                    worst_name=worst.name,
+                )
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "context": dict(self.context),
+            "summary": [s.to_dict() for s in self.summaries()],
+            "rows": [r.to_dict() for r in self.rows],
+            "skipped": list(self.skipped),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# training steps
+# ---------------------------------------------------------------------------------------------
+
+_OPTIMIZER = {
+    "sgd": "sgd",
+    "sgd-momentum": "momentum",
+    "adamw": "adam",
+    "adamw-fused": "adam",
+    "adam": "adam",
+}
+
+
+def step_workload(m: Measurement) -> tuple[Any, str]:
+    """The zoo :class:`~perfmodel.workload.layers.Workload` and optimizer of a measured step.
+
+    GPT-2 steps are built with ``flash_attention=True, dropout=False`` (the measured model uses
+    ``scaled_dot_product_attention`` and no dropout); the MLP with its ``widths``.
+    """
+    from perfmodel.workload import build_model
+
+    p = m.params
+    model = str(p["model"])
+    args: dict[str, Any] = {}
+    if model == "mlp":
+        args["widths"] = [int(w) for w in p["widths"]]
+    elif model == "gpt2":
+        for k in ("seq_len", "layers", "hidden", "heads", "vocab"):
+            if k in p:
+                args[k] = int(p[k])
+        args["flash_attention"] = True
+        args["dropout"] = False
+    elif model.startswith("resnet"):
+        if "image_size" in p:
+            args["image_size"] = int(p["image_size"])
+    workload = build_model(
+        model, batch_size=int(p["batch_size"]), precision=str(p["precision"]), **args
+    )
+    return workload, _OPTIMIZER.get(str(p.get("optimizer", "sgd")), "sgd")
+
+
+def predict_step(
+    workload: Any, optimizer: str, gpu: Any, params: Any | None
+) -> tuple[float, float, float, list[Any]]:
+    """(forward s, backward s, optimizer s, per-layer LayerTimes) of one training step."""
+    from perfmodel.compute import ComputeModel
+
+    cm = ComputeModel(gpu, params)
+    times = cm.layer_times(workload)
+    fwd = sum(t.fwd_s for t in times)
+    bwd = sum(t.bwd_s for t in times)
+    opt = cm.optimizer_time(workload.params, optimizer, workload.precision)
+    return fwd, bwd, opt, times
+
+
+# torch module path -> zoo layer name, for the models perfmodel's step runner measures
+_NAME_RULES: tuple[tuple[str, str], ...] = (
+    # ResNet-50 (torchvision) -> zoo
+    (r"^conv1$", "conv1.conv"),
+    (r"^bn1$", "conv1.bn"),
+    (r"^relu$", "conv1.relu"),
+    (r"^(layer\d\.\d+)\.conv(\d)$", r"\1.\2.conv"),
+    (r"^(layer\d\.\d+)\.bn(\d)$", r"\1.\2.bn"),
+    (r"^(layer\d\.\d+)\.downsample\.0$", r"\1.downsample"),
+    (r"^(layer\d\.\d+)\.downsample\.1$", r"\1.downsample.bn"),
+    # GPT (perfmodel.calibration.steps) -> zoo
+    (r"^wte$", "embed.tokens"),
+    (r"^wpe$", "embed.positions"),
+    (r"^blocks\.(\d+)\.attn$", r"layer\1.attention"),
+    (r"^blocks\.(\d+)\.proj$", r"layer\1.attn_out"),
+    (r"^blocks\.(\d+)\.fc$", r"layer\1.fc1"),
+    (r"^blocks\.(\d+)\.fc_proj$", r"layer\1.fc2"),
+    (r"^blocks\.(\d+)\.add1$", r"layer\1.residual1"),
+    (r"^blocks\.(\d+)\.add2$", r"layer\1.residual2"),
+    (r"^blocks\.(\d+)\.(ln1|ln2|qkv|gelu)$", r"layer\1.\2"),
+    (r"^ln_f$", "final_ln"),
+    # NumPy MLP (fc0, fc1, ...) -> zoo (fc1, fc2, ...)
+    (r"^fc(\d+)$", "fc+1:\\1"),
+)
+
+
+def zoo_layer_name(torch_name: str) -> str | None:
+    """Map a measured module path to the zoo's layer name (``None`` when no rule applies).
+
+    >>> zoo_layer_name("layer2.0.downsample.1"), zoo_layer_name("blocks.3.fc_proj"), zoo_layer_name("fc0")
+    ('layer2.0.downsample.bn', 'layer3.fc2', 'fc1')
+    """
+    for pat, rep in _NAME_RULES:
+        if re.match(pat, torch_name):
+            out = re.sub(pat, rep, torch_name)
+            if out.startswith("fc+1:"):
+                return f"fc{int(out[5:]) + 1}"
+            return out
+    return torch_name
+
+
+def step_rows(
+    steps: Sequence[Measurement],
+    layers: Sequence[Measurement],
+    gpu: Any,
+    variants: Mapping[str, Any],
+    *,
+    source: str = "",
+) -> tuple[list[ValidationRow], list[str]]:
+    """Rows for whole steps, per-layer-kind and per-layer times, for every parameter variant.
+
+    Per layer, the measured forward is compared with the predicted forward and the measured
+    backward with the predicted input- plus weight-gradient time. Measured layers with no zoo
+    counterpart (and zoo layers never measured) are listed in the skipped notes.
+    """
+    rows: list[ValidationRow] = []
+    skipped: list[str] = []
+    for st in steps:
+        try:
+            workload, optimizer = step_workload(st)
+        except Exception as exc:  # a model the zoo cannot build is reported, not fatal
+            skipped.append(f"{st.key}: cannot build the zoo model ({exc})")
+            continue
+        label = f"{st.params['model']} b{st.params['batch_size']} {st.params['precision']}"
+        mine = [m for m in layers if _same_step(m, st)]
+        measured_kind: dict[tuple[str, str], float] = defaultdict(float)
+        measured_layer: dict[tuple[str, str], float] = defaultdict(float)
+        for m in mine:
+            phase = str(m.params["phase"])
+            if phase not in ("fwd", "bwd"):
+                if phase == "optimizer":
+                    measured_kind[("optimizer", "step")] += m.time_s
+                continue
+            module = str(m.params.get("module", ""))
+            kind = MODULE_KIND.get(module, "linear" if module == "Linear" else "other")
+            if str(m.params["layer"]) == "loss":
+                kind = "loss"
+            measured_kind[(kind, phase)] += m.time_s
+            name = zoo_layer_name(str(m.params["layer"])) or str(m.params["layer"])
+            measured_layer[(name, phase)] += m.time_s
+        for variant, params in variants.items():
+            fwd, bwd, opt, times = predict_step(workload, optimizer, gpu, params)
+            rows.append(
+                ValidationRow(
+                    "step",
+                    label,
+                    variant,
+                    st.time_s,
+                    fwd + bwd + opt,
+                    source,
+                    notes=f"{workload.name}",
+                )
+            )
+            pred_kind: dict[tuple[str, str], float] = defaultdict(float)
+            pred_layer: dict[tuple[str, str], float] = {}
+            for la, t in zip(workload.layers, times):
+                pred_kind[(la.kind.value, "fwd")] += t.fwd_s
+                pred_kind[(la.kind.value, "bwd")] += t.bwd_s
+                name = _measured_group(la.name)
+                pred_layer[(name, "fwd")] = pred_layer.get((name, "fwd"), 0.0) + t.fwd_s
+                pred_layer[(name, "bwd")] = pred_layer.get((name, "bwd"), 0.0) + t.bwd_s
+            pred_kind[("optimizer", "step")] = opt
+            for key, meas in measured_kind.items():
+                if key in pred_kind and meas > 0 and pred_kind[key] > 0:
+                    rows.append(
+                        ValidationRow(
+                            "layer_kind",
+                            f"{label} {key[0]} {key[1]}",
+                            variant,
+                            meas,
+                            pred_kind[key],
+                            source,
+                        )
+                    )
+            for key, meas in measured_layer.items():
+                if key in pred_layer and meas > 0 and pred_layer[key] > 0:
+                    rows.append(
+                        ValidationRow(
+                            "layer",
+                            f"{label} {key[0]} {key[1]}",
+                            variant,
+                            meas,
+                            pred_layer[key],
+                            source,
+                        )
+                    )
+        unmatched = sorted(
+            {k[0] for k in measured_layer} - {_measured_group(la.name) for la in workload.layers}
+        )
+        if unmatched:
+            skipped.append(
+                f"{label}: measured layers without a zoo counterpart: {', '.join(unmatched[:12])}"
+            )
+    return rows, skipped
+
+
+def _measured_group(zoo_name: str) -> str:
+    """Zoo layers that one measured module covers: torchvision's Bottleneck calls its single
+    ``relu`` module three times, so ``layerX.Y.{1,2}.relu`` and ``layerX.Y.relu`` are one group."""
+    return re.sub(r"^(layer\d\.\d+)\.\d\.relu$", r"\1.relu", zoo_name)
+
+
+def _same_step(layer: Measurement, step: Measurement) -> bool:
+    return all(
+        layer.params.get(k) == step.params.get(k) for k in ("model", "batch_size", "precision")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# microbenchmarks and collectives
+# ---------------------------------------------------------------------------------------------
+
+
+def microbenchmark_rows(
+    measurements: Sequence[Measurement], gpu: Any, variants: Mapping[str, Any], *, source: str = ""
+) -> list[ValidationRow]:
+    """GEMM and convolution microbenchmarks predicted one by one (category ``gemm`` / ``conv``)."""
+    from perfmodel.calibration.fit import measurement_layer
+    from perfmodel.compute import ComputeModel
+
+    rows = []
+    for variant, params in variants.items():
+        cm = ComputeModel(gpu, params)
+        for m in measurements:
+            if m.kind not in (BenchKind.GEMM, BenchKind.CONV):
+                continue
+            lp = measurement_layer(m)
+            if lp is None:
+                continue
+            try:
+                pred = cm.layer_time(lp[0], lp[1]).fwd_s
+            except Exception:  # dtype unsupported by the datasheet spec
+                continue
+            rows.append(ValidationRow(m.kind.value, m.key, variant, m.time_s, pred, source))
+    return rows
+
+
+def collective_rows(
+    measurements: Sequence[Measurement],
+    comm_model: Any,
+    group: Sequence[str],
+    variant: str,
+    *,
+    source: str = "",
+) -> list[ValidationRow]:
+    """Collectives (category ``collective``) predicted by a :class:`perfmodel.comm.CommCostModel`."""
+    from perfmodel.ops import CollectiveOp
+
+    rows = []
+    for m in measurements:
+        if m.kind is not BenchKind.COLLECTIVE:
+            continue
+        op = CollectiveOp.parse(str(m.params["op"]))
+        n = int(m.params["ranks"])
+        if n > len(group):
+            continue
+        pred = comm_model.collective(op, float(m.params["nbytes"]), tuple(group[:n])).time_s
+        rows.append(
+            ValidationRow(
+                "collective",
+                f"{op.value} n={n} {int(m.params['nbytes'])} B",
+                variant,
+                m.time_s,
+                pred,
+                source,
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+# ---------------------------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 100:+.1f}%"
+
+
+def to_markdown(report: ValidationReport, *, images: bool = True) -> str:
+    """The report as Markdown: summary table, then every row of the small categories."""
+    lines = [f"# {report.title}", ""]
+    for k, v in report.context.items():
+        lines.append(f"- **{k}**: {v}")
+    lines += [
+        "",
+        "Signed error = predicted / measured - 1 (positive: the model predicts slower than measured).",
+        "",
+        "## Summary",
+        "",
+        "| category | variant | n | median error | median abs error | worst |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for s in sorted(report.summaries(), key=lambda s: (s.category, s.variant)):
+        lines.append(
+            f"| {s.category} | {s.variant} | {s.n} | {_pct(s.median_error)} | "
+            f"{s.median_abs_error * 100:.1f}% | {_pct(s.worst_error)} ({s.worst_name}) |"
+        )
+    for cat in ("step", "layer_kind", "collective"):
+        rows = [r for r in report.rows if r.category == cat]
+        if not rows:
+            continue
+        lines += [
+            "",
+            f"## {cat}",
+            "",
+            "| name | variant | measured | predicted | error |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for r in rows:
+            lines.append(
+                f"| {r.name} | {r.variant} | {r.measured_s * 1e3:.3f} ms | {r.predicted_s * 1e3:.3f} ms | {_pct(r.error)} |"
+            )
+    if images:
+        lines += ["", "![predicted vs measured](scatter.png)", "", "![error histogram](errors.png)"]
+    if report.skipped:
+        lines += ["", "## Not compared", ""] + [f"- {s}" for s in report.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def _plots(report: ValidationReport, outdir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    variants = sorted({r.variant for r in report.rows})
+    markers = {
+        "step": "o",
+        "layer": ".",
+        "layer_kind": "s",
+        "gemm": "x",
+        "conv": "+",
+        "collective": "^",
+    }
+    fig, ax = plt.subplots(figsize=(6.4, 6.0))
+    lo, hi = math.inf, 0.0
+    for i, var in enumerate(variants):
+        for cat, mk in markers.items():
+            rows = [r for r in report.rows if r.variant == var and r.category == cat]
+            if not rows:
+                continue
+            xs = [r.measured_s for r in rows]
+            ys = [r.predicted_s for r in rows]
+            lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
+            ax.scatter(
+                xs,
+                ys,
+                s=14 if cat != "step" else 50,
+                marker=mk,
+                color=f"C{i}",
+                alpha=0.7,
+                label=f"{cat} ({var})",
+            )
+    if hi > 0:
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.plot([lo, hi], [lo * 1.25, hi * 1.25], "k:", lw=0.6)
+        ax.plot([lo, hi], [lo / 1.25, hi / 1.25], "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured time (s)")
+    ax.set_ylabel("predicted time (s)")
+    ax.set_title(f"{report.title}\n(solid: exact, dotted: ±25%)", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left")
+    written.append(_save_fig(fig, outdir / "scatter.png"))
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, var in enumerate(variants):
+        errs = [100 * r.error for r in report.rows if r.variant == var]
+        if errs:
+            ax.hist(errs, bins=30, alpha=0.5, color=f"C{i}", label=f"{var} (n={len(errs)})")
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("signed error, % (predicted / measured - 1)")
+    ax.set_ylabel("rows")
+    ax.legend(fontsize=7)
+    written.append(_save_fig(fig, outdir / "errors.png"))
+    plt.close(fig)
+    return written
+
+
+def _save_fig(fig: Any, path: Path) -> Path:
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
+    return path
+
+
+def write_report(report: ValidationReport, outdir: str | Path) -> list[Path]:
+    """Write ``report.md``, ``report.json``, ``scatter.png`` and ``errors.png`` (atomically)."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not report.rows:
+        raise CalibrationError(
+            "nothing to validate: no measurement could be paired with a prediction"
+            + (f" ({'; '.join(report.skipped[:3])})" if report.skipped else ""),
+            value=0,
+            where=str(out),
+        )
+    paths = _plots(report, out)
+    write_json_atomic(out / "report.json", report.to_dict())
+    with atomic_write(out / "report.md") as fh:
+        fh.write(to_markdown(report))
+    return [out / "report.md", out / "report.json", *paths]
+
+
+def load_measurements(path: str | Path) -> list[Measurement]:
+    """Measurements from a profile JSON, or a JSON/JSONL list of measurement dicts."""
+    p = Path(path)
+    text = p.read_text() if p.exists() else None
+    if text is None:
+        raise CalibrationError(f"measurements file not found: {p}", value=str(p), where=str(p))
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"format_version"' in text[:2000]:
+        from perfmodel.calibration.profile import read_profile
+
+        return list(read_profile(p).measurements)
+    try:
+        if stripped.startswith("["):
+            items = json.loads(text)
+        else:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
+    return [Measurement.from_dict(d, where=f"{p}: [{i}]") for i, d in enumerate(items)]
