@@ -549,9 +549,11 @@ def double_binary_tree(n: int) -> tuple[tuple[int | None, ...], tuple[int | None
 
     NCCL's double binary tree (Sanders, Speck and Traeff, "Two-tree algorithms for full
     bandwidth broadcast, reduction and scan", Parallel Computing 2009; NCCL 2.4 blog post):
-    tree 1 is an in-order binary tree in which the even ranks are leaves; tree 2 is tree 1 with
-    ranks shifted by one (``n`` even) or mirrored (``n`` odd), so that no rank is an inner node of
-    both trees and each tree carries half the data.
+    tree 1 is an in-order binary tree in which the even ranks are leaves (inner nodes: odd
+    ranks); tree 2 is tree 1 with every position played by the next rank (mod ``n``), so its inner
+    nodes are even ranks other than 0: no rank is an inner node of both trees, and each tree
+    carries half the data. (NCCL mirrors instead of shifting for odd ``n``, with a tree shape
+    for which that works; the property is the same.)
 
     Examples
     --------
@@ -562,10 +564,7 @@ def double_binary_tree(n: int) -> tuple[tuple[int | None, ...], tuple[int | None
     if n < 1:
         raise ConfigError(f"a tree needs at least one rank, got {n}", value=n)
     base = _inorder_tree(n)
-    if n % 2 == 0:
-        perm = [(p + 1) % n for p in range(n)]  # position p is played by rank perm[p]
-    else:
-        perm = [n - 1 - p for p in range(n)]
+    perm = [(p + 1) % n for p in range(n)]  # position p of tree 1 is played by rank perm[p]
     second: list[int | None] = [None] * n
     for p, up in enumerate(base):
         second[perm[p]] = None if up is None else perm[up]
