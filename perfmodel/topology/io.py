@@ -279,10 +279,14 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
                 value=entry["family"],
                 where=where,
             ) from exc
-    if "bandwidth_GBps" in entry:
-        bw = float(entry["bandwidth_GBps"]) * units.GB * count
-    if "bandwidth_Gbps" in entry:
-        bw = float(entry["bandwidth_Gbps"]) * units.Gbit * count
+    for key, unit in (("bandwidth_GBps", units.GB), ("bandwidth_Gbps", units.Gbit)):
+        if key in entry:
+            raw = entry[key]
+            if not isinstance(raw, (int, float)) or isinstance(raw, bool) or not raw > 0:
+                raise TopologyError(
+                    f"{where}: {key} = {raw!r} must be a positive number", value=raw, where=where
+                )
+            bw = float(raw) * unit * count
     if "latency_us" in entry:
         lat = float(entry["latency_us"]) * units.us
     if "efficiency" in entry:
