@@ -210,7 +210,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     device_kind = DeviceKind.CPU
-    gemm_dtypes = (DType.FP32, DType.FP64)
+    gemm_dtypes = (DType.FP32,)  # the training precision on a CPU; fp64 via gemm_dtypes=
     groups = ("launch", "memory", "gemm", "steps")  # no conv library, no device, no streams
 
     def __init__(self, seed: int = 0) -> None:
@@ -242,13 +242,12 @@ class NumpyBackend(Backend):
         dt = _np_dtype(dtype)
         itemsize = np.dtype(dt).itemsize
         set_bytes = itemsize * batch * (m * k + k * n + m * n)
-        count = Rotation.count(set_bytes, self.cache_bytes, max_total_bytes=1e9)
+        count = Rotation.count(set_bytes, self.cache_bytes, max_total_bytes=5e8)
+        a0 = self._rand((batch, m, k) if batch > 1 else (m, k), dt)
+        b0 = self._rand((k, n), dt)
+        # copies live at distinct addresses (what defeats the cache); the values need not differ
         sets = [
-            (
-                self._rand((batch, m, k) if batch > 1 else (m, k), dt),
-                self._rand((k, n), dt),
-                np.empty((batch, m, n) if batch > 1 else (m, n), dtype=dt),
-            )
+            (a0.copy(), b0.copy(), np.empty((batch, m, n) if batch > 1 else (m, n), dtype=dt))
             for _ in range(count)
         ]
         rot = Rotation(sets)  # type: ignore[arg-type]
@@ -275,15 +274,10 @@ class NumpyBackend(Backend):
 
     def elementwise(self, nbytes: int) -> Op:
         elems = max(1, nbytes // 4)
-        count = Rotation.count(3 * 4 * elems, self.cache_bytes, max_total_bytes=1e9)
-        sets = [
-            (
-                self._rand((elems,), np.float32),
-                self._rand((elems,), np.float32),
-                np.empty(elems, np.float32),
-            )
-            for _ in range(count)
-        ]
+        count = Rotation.count(3 * 4 * elems, self.cache_bytes, max_sets=64, max_total_bytes=5e8)
+        a0 = self._rand((elems,), np.float32)
+        b0 = self._rand((elems,), np.float32)
+        sets = [(a0.copy(), b0.copy(), np.empty(elems, np.float32)) for _ in range(count)]
         rot = Rotation(sets)  # type: ignore[arg-type]
 
         def fn() -> None:

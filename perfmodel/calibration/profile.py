@@ -478,8 +478,9 @@ def load_profile(
 def synthesize_spec(profile: CalibrationProfile) -> GPUSpec:
     """Build a :class:`GPUSpec` for an uncatalogued device (a CPU) from the profile's own fits.
 
-    Peak FLOP/s per dtype: ``fits["gemm.<dtype>"].values["peak_flops"]``; memory bandwidth:
-    ``fits["memory.copy"].values["bandwidth_Bps"]``. ``sm_count`` is the number of cores.
+    Peak FLOP/s per dtype: ``fits["gemm.<dtype>"].values["peak_flops"]`` (else the best measured
+    GEMM rate of that dtype); memory bandwidth: ``fits["memory.copy"].values["bandwidth_Bps"]``
+    (else the best measured copy/elementwise rate). ``sm_count`` is the number of cores.
     """
     from perfmodel.dtypes import DType
     from perfmodel.hardware import GPUSpec
@@ -491,26 +492,46 @@ def synthesize_spec(profile: CalibrationProfile) -> GPUSpec:
                 peaks[DType(name.split(".", 1)[1])] = float(fit.values["peak_flops"])
             except ValueError:
                 continue
+    for m in profile.measurements_of(BenchKind.GEMM):  # no fit for a dtype: its best rate
+        try:
+            d = DType(str(m.params.get("dtype")))
+        except ValueError:
+            continue
+        if d not in peaks and m.achieved_flops:
+            best = max(
+                x.achieved_flops or 0.0
+                for x in profile.measurements_of(BenchKind.GEMM)
+                if x.params.get("dtype") == d.value
+            )
+            peaks[d] = best
     if not peaks:
         raise CalibrationError(
-            "profile has no GEMM fit (fits.gemm.<dtype>) to describe the device with",
+            "profile has no GEMM measurement or fit (fits.gemm.<dtype>) to describe the device with",
             value=profile.device.name,
             where="fits",
         )
     mem = profile.fits.get("memory.copy")
-    if mem is None or "bandwidth_Bps" not in mem.values:
-        raise CalibrationError(
-            "profile has no memory-bandwidth fit (fits.memory.copy)",
-            value=profile.device.name,
-            where="fits.memory.copy",
-        )
+    if mem is not None and "bandwidth_Bps" in mem.values:
+        bandwidth = float(mem.values["bandwidth_Bps"])
+    else:
+        rates = [
+            m.achieved_Bps or 0.0
+            for m in profile.measurements_of(BenchKind.COPY, BenchKind.ELEMENTWISE)
+        ]
+        if not rates or max(rates) <= 0:
+            raise CalibrationError(
+                "profile has no memory-bandwidth measurement or fit (fits.memory.copy)",
+                value=profile.device.name,
+                where="fits.memory.copy",
+            )
+        bandwidth = max(rates)
     return GPUSpec(
         name=f"{profile.device.kind.value}:{profile.device.name}",
         architecture="CPU" if profile.device.kind is DeviceKind.CPU else "unknown",
         form_factor="host" if profile.device.kind is DeviceKind.CPU else "unknown",
         sm_count=max(1, int(profile.device.cores or 1)),
         memory_bytes=int(profile.device.memory_bytes or 0) or 1,
-        memory_bandwidth_Bps=float(mem.values["bandwidth_Bps"]),
+        memory_bandwidth_Bps=bandwidth,
         peak_flops=MappingProxyType(peaks),
         vendor="calibrated",
         sources=MappingProxyType({"all": f"calibration profile of {profile.device.name}"}),

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TextIO
+from typing import Any, TextIO
 
 from perfmodel.calibration.backends import make_backend
 from perfmodel.calibration.fit import fit_compute_params, fit_device
 from perfmodel.calibration.measurement import BenchKind
-from perfmodel.calibration.profile import CalibrationProfile, FitSummary
+from perfmodel.calibration.profile import CalibrationProfile, DeviceKind, FitSummary
 from perfmodel.calibration.suite import Progress, plan_suite, run_suite
 from perfmodel.errors import CalibrationError, ConfigError
 
@@ -56,7 +56,9 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
     compute_data = profile.compute_params_data
     try:
         gpu = profile.device_spec()
-        params, result = fit_compute_params(profile.measurements, gpu)
+        params, result = fit_compute_params(
+            profile.measurements, gpu, base=base_compute_params(profile, gpu)
+        )
         compute_data = params.to_dict()
         fits["compute"] = result.summary(
             "ComputeModel(gpu, params).layer_time(layer).fwd_s vs GEMM/conv/memory/launch microbenchmarks",
@@ -86,6 +88,25 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
         link_params_data=link_data,
         skipped=MappingProxyType(skipped),
     )
+
+
+def base_compute_params(profile: CalibrationProfile, gpu: Any) -> Any:
+    """Starting ``ComputeParams`` for a fit: the datasheet defaults of a GPU; for a CPU, a plain
+    roofline (one 1x1 "tile" on one "SM", no ``k`` overhead), since GPU tile and wave
+    quantisation do not describe a CPU BLAS."""
+    from perfmodel.compute import ComputeParams, Tile
+
+    base = ComputeParams.for_gpu(gpu)
+    if profile.device.kind is DeviceKind.CPU:
+        base = replace(
+            base,
+            sm_count=1,
+            k_overhead=0,
+            cuda_core_tiles=(Tile(1, 1, 1.0, 1),),
+            tensor_core_tiles=(Tile(1, 1, 1.0, 1),),
+            source="CPU roofline (no tile/wave quantisation)",
+        )
+    return base
 
 
 def calibrate(

@@ -455,12 +455,16 @@ def run_suite(
     count_done = len(items) - len(pending)
     ran = 0
     carry = 0.0
+    # shares are renormalised over the groups this run has items for
+    present = {it.group for it in items}
+    total_share = sum(GROUP_SHARES[g] for g in GROUP_ORDER if g in present) or 1.0
     for group in GROUP_ORDER:
         g_items = [it for it in pending if it.group == group]
+        share = GROUP_SHARES[group] / total_share if group in present else 0.0
         if not g_items:
-            carry += GROUP_SHARES[group] * budget_s
+            carry += share * budget_s
             continue
-        g_budget = GROUP_SHARES[group] * budget_s + carry
+        g_budget = share * budget_s + carry
         g_start = time.monotonic()
         for i, item in enumerate(g_items):
             if stop_after is not None and ran >= stop_after:
