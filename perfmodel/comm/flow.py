@@ -118,11 +118,18 @@ class FlowNetwork:
 
     # ------------------------------------------------------------------ public
     def transfer(
-        self, src: str, dst: str, nbytes: float, *, path: Sequence[str] | None = None
+        self,
+        src: str,
+        dst: str,
+        nbytes: float,
+        *,
+        path: Sequence[str] | None = None,
+        latency_s: float | None = None,
     ) -> simpy.Event:
         """Start sending ``nbytes`` from ``src`` to ``dst``; the event fires on delivery.
 
-        ``path`` overrides the graph route (a node sequence from ``src`` to ``dst``).
+        ``path`` overrides the graph route (a node sequence from ``src`` to ``dst``);
+        ``latency_s`` overrides the path latency (sum of link latencies) added on delivery.
         """
         if not nbytes >= 0:
             raise ConfigError(
@@ -139,7 +146,7 @@ class FlowNetwork:
         if p[0] != src or p[-1] != dst:
             raise ConfigError(f"path {p} does not go from {src} to {dst}", value=p, where="path")
         ids = self.links.path_ids(p)
-        latency = self.links.path_latency(p)
+        latency = self.links.path_latency(p) if latency_s is None else float(latency_s)
         if ids:
             uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         else:
@@ -548,16 +555,18 @@ def _ring(
         else [1 / len(chans)] * len(chans)
     )
     n = len(ranks)
-    topo = net.topology
+    if n * len(chans) > 64:
+        chunks = 1  # sub-chunks change nothing uncontended; keep big rings cheap
     procs = []
     for ch, share in zip(chans, shares):
         m_c = m * share
         if n > COARSE_RING_RANKS:
-            procs.append(env.process(_ring_coarse(net, info, ch, op, m_c, proto, wire)))
+            procs.append(env.process(_ring_coarse(net, info, ch, op, m_c, proto, wire, m)))
         elif op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             procs.append(env.process(_chain(net, info, ch, op, m_c, proto, chunks, wire)))
         else:
             steps = _ring_steps(op, n)
+            lat_step = _ring_step_latency(info, op, n, m, proto)
             piece = m_c / n * wire
             sub = piece / chunks
             arrived: dict[tuple[int, int, int], simpy.Event] = {}
@@ -575,16 +584,17 @@ def _ring(
                 _steps: int = steps,
                 _sub: float = sub,
                 _ev: Any = ev,
+                _lat_step: float = lat_step,
             ) -> Generator[simpy.Event, Any, None]:
                 nn = len(_ch.order)
                 hop = _ch.hops[i]
-                cross = topo.server_of(hop[0]) != topo.server_of(hop[-1])
-                lat = _step_latency(info, "ring", proto, cross)
+                lat = _lat_step
                 for s in range(_steps):
                     if s > 0:
                         yield _ev(i, k, s - 1)
                     yield env.timeout(lat)
-                    yield net.transfer(hop[0], hop[-1], _sub, path=hop)
+                    # link latency is part of lat (averaged as the analytic model does)
+                    yield net.transfer(hop[0], hop[-1], _sub, path=hop, latency_s=0.0)
                     _ev((i + 1) % nn, k, s).succeed()
 
             for i in range(n):
@@ -592,6 +602,34 @@ def _ring(
                     procs.append(env.process(rank_proc(i, k)))
     if procs:
         yield env.all_of(procs)
+
+
+def _ring_step_latency(
+    info: GroupInfo, op: CollectiveOp, n: int, m: float, proto: Protocol
+) -> float:
+    """Per-step latency of a ring (software + link), averaged as NCCL's tuner charges it: intra-server
+    steps at the intra transport's latency, ``2(nodes-1)`` (all-reduce) or ``nodes-1`` steps at the
+    network's, times 1.9 for multi-node Simple all-reduce above nRanks/16 x 64 KiB (tuning.cc).
+    Pipelining hides the network latency on the other steps, which a step-by-step simulation
+    would otherwise charge on every step."""
+    nodes = info.nodes
+    steps = _ring_steps(op, n)
+    inter = 2 * (nodes - 1) if op is CollectiveOp.ALLREDUCE else nodes - 1
+    inter = min(inter, steps)
+    intra_l = _step_latency(info, "ring", proto, False) * (
+        1.8 if nodes > 1 and proto is Protocol.LL else 1.0
+    )
+    total = (steps - inter) * intra_l + inter * _step_latency(info, "ring", proto, True)
+    ll_multi = 1.8 if nodes > 1 and proto is Protocol.LL else 1.0
+    total += (steps - inter) * info.alpha_intra_s * ll_multi + inter * info.alpha_inter_s
+    if (
+        proto is Protocol.SIMPLE
+        and nodes > 1
+        and op is CollectiveOp.ALLREDUCE
+        and m >= n / 16.0 * 65536
+    ):
+        total *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+    return total / steps
 
 
 def _ring_coarse(
@@ -602,17 +640,12 @@ def _ring_coarse(
     m_c: float,
     proto: Protocol,
     wire: float,
+    m_total: float,
 ) -> Generator[simpy.Event, Any, None]:
     """A ring channel as one flow over all its links (steady state of the pipelined ring)."""
     n = len(ch.order)
     steps = _ring_steps(op, n)
-    topo = net.topology
-    cross = sum(1 for h in ch.hops if topo.server_of(h[0]) != topo.server_of(h[-1]))
-    frac_cross = cross / max(1, len(ch.hops))
-    lat_step = (1 - frac_cross) * _step_latency(
-        info, "ring", proto, False
-    ) + frac_cross * _step_latency(info, "ring", proto, True)
-    hop_lat = max(net.links.path_latency(h) for h in ch.hops)
+    lat_step = _ring_step_latency(info, op, n, m_total, proto)
     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
         per_rank = m_c
         nbytes = m_c * wire
@@ -621,8 +654,8 @@ def _ring_coarse(
         per_rank = steps * m_c / n
         nbytes = per_rank * wire
     acct = tuple((h[0], h[-1], per_rank) for h in ch.hops)
-    yield net.env.timeout(steps * lat_step + (steps - 1) * hop_lat)
-    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=hop_lat)
+    yield net.env.timeout(steps * lat_step)
+    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=0.0)
 
 
 def _chain(
@@ -640,6 +673,7 @@ def _chain(
     n = len(ch.order)
     hops = ch.hops[: n - 1]
     topo = net.topology
+    chunks = _pipeline_chunks(m_c * wire, chunks)
     c = m_c * wire / chunks
     arrived = {(i, k): env.event() for i in range(n) for k in range(chunks)}
     lat_t = "tree" if proto is Protocol.SIMPLE else "ring"
@@ -658,64 +692,79 @@ def _chain(
     yield env.all_of([env.process(proc(i)) for i in range(n - 1)])
 
 
+def _pipeline_chunks(nbytes: float, minimum: int) -> int:
+    """Chunks of a pipelined chain/tree: NCCL-like 512 KiB slices, between ``minimum`` and 64."""
+    return int(min(64, max(minimum, math.ceil(nbytes / (512 * 1024)))))
+
+
 def _tree(
     net: FlowNetwork, info: GroupInfo, m: float, proto: Protocol, chunks: int, wire: float
 ) -> Generator[simpy.Event, Any, None]:
-    """Double binary tree over servers (chain inside each), chunked reduce up then broadcast down."""
+    """NCCL's tree all-reduce, per channel: a chain inside each server, two complementary binary
+    trees across servers (each half the channel's data); chunked reduce up, broadcast down."""
     env = net.env
-    parts = [list(p) for p in info.parts]
-    nodes = len(parts)
     topo = net.topology
+    links = net.links
+    chans = info.channels
+    rates = channel_rates(links, chans)
+    total = float(np.sum(rates))
     procs = []
-    for t in range(2):
-        order = list(range(nodes)) if t == 0 else list(range(nodes))[::-1]
-        parent: dict[str, str | None] = {}
-        children: dict[str, list[str]] = defaultdict(list)
-        for pos, s in enumerate(order):
-            chain = parts[s] if t == 0 else parts[s][::-1]
-            leader = chain[0]
-            for a, b in itertools.pairwise(chain):
-                parent[b] = a
-                children[a].append(b)
-            if pos == 0:
-                parent[leader] = None
-            else:
-                up = parts[order[(pos - 1) // 2]]
-                up_leader = up[0] if t == 0 else up[::-1][0]
-                parent[leader] = up_leader
-                children[up_leader].append(leader)
-        half = m / 2 * wire / chunks
-        up_done = {(x, k): env.event() for x in parent for k in range(chunks)}
-        down_done = {(x, k): env.event() for x in parent for k in range(chunks)}
+    for ch, rate in zip(chans, rates):
+        share = float(rate) / total if total > 0 and math.isfinite(total) else 1 / len(chans)
+        segs: dict[int, list[str]] = {}
+        for x in ch.order:
+            segs.setdefault(topo.server_of(x), []).append(x)
+        servers = list(segs)
+        len(servers)
+        half = m * share / 2 * wire
+        k_chunks = _pipeline_chunks(half, chunks)
+        piece = half / k_chunks
+        for t in range(2):
+            parent: dict[str, str | None] = {}
+            children: dict[str, list[str]] = defaultdict(list)
+            pos_order = servers if t == 0 else servers[::-1]
+            for pos, srv in enumerate(pos_order):
+                chain = segs[srv] if t == 0 else segs[srv][::-1]
+                for a, b in itertools.pairwise(chain):
+                    parent[b] = a
+                    children[a].append(b)
+                if pos == 0:
+                    parent[chain[0]] = None
+                else:
+                    up = segs[pos_order[(pos - 1) // 2]]
+                    up_leader = up[0] if t == 0 else up[-1]
+                    parent[chain[0]] = up_leader
+                    children[up_leader].append(chain[0])
+            up_ev = {(x, k): env.event() for x in parent for k in range(k_chunks)}
+            down_ev = {(x, k): env.event() for x in parent for k in range(k_chunks)}
 
-        def node_proc(
-            x: str, _p=parent, _c=children, _u=up_done, _d=down_done, _h=half
-        ) -> Generator[simpy.Event, Any, None]:
-            for k in range(chunks):
-                kids = [_u[(y, k)] for y in _c[x]]
-                if kids:
-                    yield env.all_of(kids)
+            def node_proc(
+                x: str, _p=parent, _c=children, _u=up_ev, _d=down_ev, _k=k_chunks, _piece=piece
+            ) -> Generator[simpy.Event, Any, None]:
                 par = _p[x]
-                if par is not None:
-                    cross = topo.server_of(x) != topo.server_of(par)
-                    yield env.timeout(_step_latency(info, "tree", proto, cross) / chunks)
-                    yield net.transfer(x, par, _h, path=net.links.route(x, par))
-                _u[(x, k)].succeed()
-            par = _p[x]
-            for k in range(chunks):
-                yield _u[(x, k)] if par is None else _d[(x, k)]
-                sends = []
-                for y in _c[x]:
-                    cross = topo.server_of(x) != topo.server_of(y)
-                    yield env.timeout(_step_latency(info, "tree", proto, cross) / chunks)
-                    e = net.transfer(x, y, _h, path=net.links.route(x, y))
-                    e.callbacks.append(lambda _e, _y=y, _k=k: _d[(_y, _k)].succeed())
-                    sends.append(e)
-                if sends:
-                    yield env.all_of(sends)
+                for k in range(_k):
+                    kids = [_u[(y, k)] for y in _c[x]]
+                    if kids:
+                        yield env.all_of(kids)
+                    if par is not None:
+                        cross = topo.server_of(x) != topo.server_of(par)
+                        yield env.timeout(_step_latency(info, "tree", proto, cross) / _k)
+                        yield net.transfer(x, par, _piece, path=links.route(x, par))
+                    _u[(x, k)].succeed()
+                for k in range(_k):
+                    yield _u[(x, k)] if par is None else _d[(x, k)]
+                    sends = []
+                    for y in _c[x]:
+                        cross = topo.server_of(x) != topo.server_of(y)
+                        yield env.timeout(_step_latency(info, "tree", proto, cross) / _k)
+                        e = net.transfer(x, y, _piece, path=links.route(x, y))
+                        e.callbacks.append(lambda _e, _y=y, _kk=k: _d[(_y, _kk)].succeed())
+                        sends.append(e)
+                    if sends:
+                        yield env.all_of(sends)
 
-        for x in parent:
-            procs.append(env.process(node_proc(x)))
+            for x in parent:
+                procs.append(env.process(node_proc(x)))
     yield env.all_of(procs)
 
 
