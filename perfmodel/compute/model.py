@@ -278,6 +278,10 @@ class ComputeModel:
         if prec.mixed and p.cast_weights_each_step and layer.params:
             cast_bytes = layer.params * (4 + prec.param_bytes)
         kernels_fwd = max(layer.kernels, 1) + (1 if cast_bytes else 0)
+        transpose_s = 0.0
+        if conv and p.conv_layout == "nchw" and p.uses_tensor_cores(dtype):
+            io_bytes = max(layer.fwd_bytes - layer.params * prec.param_bytes, 0.0)
+            transpose_s = self._mem_time(2.0 * io_bytes) + 2 * p.kernel_launch_s
         if layer.kind is LayerKind.ATTENTION and g is not None:
             rate = p.peak(dtype) * p.fused_attention_efficiency
             t_fc = layer.fwd_flop / rate
@@ -343,6 +347,10 @@ class ComputeModel:
             t_w = 0.0
             if layer.bwd_weight_flop > 0 or bytes_w > 0:
                 t_w, _, _ = self._pass_time(layer.bwd_weight_flop, bytes_w, None, dtype, 1)
+        if transpose_s:
+            fwd += transpose_s
+            t_in += transpose_s if t_in else 0.0
+            t_w += transpose_s if t_w else 0.0
         return LayerTime(
             fwd_s=fwd,
             bwd_input_s=t_in,

@@ -128,6 +128,14 @@ class ComputeParams:
         Mixed precision with ``torch.autocast`` casts the FP32 weights to 16 bit in every forward
         (``2 + 4`` bytes moved per parameter); Apex O2 / Megatron keep a 16-bit copy instead and
         cast once in the optimizer step.
+    conv_layout
+        Memory format of convolution activations, a software setting: ``"nhwc"`` (TensorFlow,
+        Keras, PyTorch ``channels_last``, as NVIDIA's mixed-precision recipes use) or ``"nchw"``
+        (PyTorch's default). Tensor-core convolution kernels work on NHWC; with NCHW tensors cuDNN
+        transposes the input and the output of every tensor-core convolution pass (PyTorch
+        tutorial "Channels Last Memory Format"; NVIDIA "Convolutional Layers User's Guide",
+        section "Tensor layouts"), which the model charges as one extra read and write of both
+        tensors per pass at the memory rate. CUDA-core (FP32) kernels are native in NCHW.
     """
 
     gpu: str
@@ -147,6 +155,7 @@ class ComputeParams:
     fused_attention_efficiency: float = 0.50
     elementwise_flop_dtype: DType = DType.FP32
     cast_weights_each_step: bool = True
+    conv_layout: str = "nhwc"
     architecture: str = ""
     source: str = "datasheet peaks x documented efficiency model (perfmodel.compute.params)"
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -165,6 +174,12 @@ class ComputeParams:
                 raise CalibrationError(
                     f"ComputeParams.{name} must be in (0, 1], got {v}", value=v, where=name
                 )
+        if self.conv_layout not in ("nhwc", "nchw"):
+            raise CalibrationError(
+                f"ComputeParams.conv_layout must be 'nhwc' or 'nchw', got {self.conv_layout!r}",
+                value=self.conv_layout,
+                where="conv_layout",
+            )
         if self.memory_bandwidth_Bps <= 0 or self.sm_count <= 0:
             raise CalibrationError(
                 "ComputeParams needs positive memory_bandwidth_Bps and sm_count",

@@ -11,6 +11,8 @@ Row conventions honoured here (``shared/data/README.md``):
 * "fp32" on Ampere and later in NGC PyTorch and TensorFlow >= 2.4 means TF32 tensor-core math
   (both enable it by default); on Volta and older it is FP32 on CUDA cores.
 * "AMP"/"fp16 mixed" is :attr:`Precision.FP16`; "bf16 mixed" is :attr:`Precision.BF16`.
+* PyTorch convolutions run in NCHW unless the recipe sets channels_last (DeepLearningExamples
+  does for AMP only); TensorFlow and Keras use NHWC.
 * A step is forward + backward + one optimizer step; with gradient accumulation the optimizer
   step is shared by the accumulated micro-batches.
 """
@@ -279,7 +281,11 @@ def _predict_training(
         return Skipped(row["id"], group, "per-GPU batch not stated")
     prec = _training_precision(row["precision"], gpu)
     w = build_model(case.model, batch_size=int(batch), precision=prec, **case.args)
-    cm = ComputeModel(gpu)
+    # PyTorch keeps NCHW unless the recipe asks for channels_last; DeepLearningExamples'
+    # ConvNets configs.yml sets memory_format nhwc for AMP only (TF32/FP32 stay NCHW).
+    pytorch = "pytorch" in (row.get("software", "") + row["model"]).lower()
+    layout = "nchw" if pytorch and not prec.mixed else "nhwc"
+    cm = ComputeModel(gpu, ComputeParams.for_gpu(gpu, conv_layout=layout))
     fwd, bwd = cm.workload_time(w)
     accumulation = 1
     glob = row["batch"].get("global")
