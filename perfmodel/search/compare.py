@@ -1,23 +1,28 @@
-"""Plan search: enumerate, predict with the fast path, prune, rank, confirm the top with the simulation.
+"""Plan search: enumerate, screen, predict, confirm with the simulation, rank.
 
-Two stages (the architecture's "closed-form fast path for search, checked against the simulation"):
+Three stages (the architecture's "closed-form fast path for search, checked against the
+simulation"), each re-ranking the head of the previous one:
 
-1. every structurally valid plan (:func:`perfmodel.search.plans.enumerate_plans`) is predicted
-   with ``fidelity="analytic"``; plans the predictor reports as not fitting in memory, or rejects,
-   are pruned and counted by reason;
-2. the best ``confirm_k`` survivors are predicted again with ``fidelity="simulated"`` (the SimPy
-   event simulation), re-ranked by the simulated score, and the rank agreement of the two
-   fidelities over them is reported as Kendall's tau (``scipy.stats.kendalltau``, tau-b).
+1. **screen**: every structurally valid plan (:func:`perfmodel.search.plans.enumerate_plans`)
+   through the closed-form :class:`perfmodel.search.screen.PlanScreen` (milliseconds per plan);
+   plans that do not fit in memory, or that the model rejects, are pruned and counted by reason;
+2. **analytic**: the best ``analytic_k`` through ``predict(fidelity="analytic")`` (the task graph
+   evaluated without events);
+3. **simulated**: the best ``confirm_k`` of those through ``predict(fidelity="simulated")`` (the
+   SimPy event simulation).
+
+Each later stage reports Kendall's tau (``scipy.stats.kendalltau``, tau-b) between its scores and
+the previous stage's over the plans it evaluated, and whether the two agree on the best plan.
 
 Objectives (lower score is better):
 
 ``throughput``
-    seconds per sample, ``iteration_time_s / global_batch``.
+    seconds per sample, ``iteration_time_s / samples_per_step``.
 ``tta``
     time to accuracy ``S(B) * iteration_time_s`` with a :class:`StatisticalEfficiency`
     (matters when several global batches are searched).
 ``cost``
-    money per sample, ``gpus * price_per_gpu_s * iteration_time_s / global_batch``
+    money per sample, ``gpus * price_per_gpu_s * iteration_time_s / samples_per_step``
     (matters when several GPU counts are searched).
 """
 
@@ -27,7 +32,7 @@ import enum
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,31 +72,91 @@ class Objective(str, enum.Enum):
 class Candidate:
     """One evaluated plan.
 
-    ``scenario`` is the full scenario dict; ``plan`` its plan keys; ``report`` the fast-path
-    report; ``confirmed`` the simulated report (only for the confirmed top); scores are the
-    objective (lower is better) under each fidelity.
+    ``scenario`` is the full scenario dict, ``plan`` its plan keys. ``reports`` and ``scores``
+    hold the report and the objective score (lower is better) of every stage that evaluated the
+    plan, by stage name (``"screen"``, ``"analytic"``, ``"simulated"``); ``stage`` is the deepest.
     """
 
     scenario: Mapping[str, Any]
     plan: Mapping[str, Any]
     gpus: int
     global_batch: int
-    report: Mapping[str, Any]
-    score: float
-    confirmed: Mapping[str, Any] | None = None
-    confirmed_score: float | None = None
+    reports: Mapping[str, Mapping[str, Any]]
+    scores: Mapping[str, float]
+    stage: str
 
     @property
     def label(self) -> str:
         return describe_plan(self.plan)
 
     @property
-    def best_score(self) -> float:
-        return self.confirmed_score if self.confirmed_score is not None else self.score
+    def report(self) -> Mapping[str, Any]:
+        """Report of the deepest stage that evaluated this plan."""
+        return self.reports[self.stage]
+
+    @property
+    def score(self) -> float:
+        """Score of the deepest stage."""
+        return self.scores[self.stage]
+
+    def with_stage(self, name: str, report: Mapping[str, Any], score: float) -> Candidate:
+        return Candidate(
+            self.scenario,
+            self.plan,
+            self.gpus,
+            self.global_batch,
+            {**self.reports, name: dict(report)},
+            {**self.scores, name: score},
+            name,
+        )
 
 
-def _rank_key(c: Candidate) -> tuple[float, str]:
-    return (c.score, c.label)
+@dataclass(frozen=True)
+class StageSummary:
+    """One stage of the search.
+
+    Attributes
+    ----------
+    name
+        ``screen``, ``analytic`` or ``simulated``.
+    evaluated
+        Plans this stage evaluated.
+    elapsed_s
+        Wall time of the stage.
+    kendall_tau, tau_pvalue
+        Rank agreement (``scipy.stats.kendalltau``, tau-b) between this stage's scores and the
+        previous stage's over the plans this stage evaluated (``nan``: first stage, or < 2).
+    top1_agrees
+        Whether this stage's best is the previous stage's best among the plans it evaluated.
+    stopped
+        Why the stage stopped before its ``k`` plans (time budget), if it did.
+    """
+
+    name: str
+    evaluated: int
+    elapsed_s: float
+    kendall_tau: float = math.nan
+    tau_pvalue: float = math.nan
+    top1_agrees: bool | None = None
+    stopped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _complexity(plan: Mapping[str, Any]) -> int:
+    """Knobs away from their plain default (ties go to the simpler plan)."""
+    return (
+        int(plan.get("schedule", "1f1b") != "1f1b")
+        + int(plan.get("zero", 0) != 0)
+        + int(plan.get("recompute", "none") != "none")
+        + int(bool(plan.get("sequence_parallel")))
+        + int(plan.get("learners_per_gpu", 1) != 1)
+    )
+
+
+def _rank_key(c: Candidate) -> tuple[float, int, str]:
+    return (c.score, _complexity(c.plan), c.label)
 
 
 def objective_score(
@@ -103,23 +168,28 @@ def objective_score(
     stat: StatisticalEfficiency | None = None,
     pricing: Pricing | None = None,
 ) -> float:
-    """Score of a report under an objective (lower is better); see the module docstring."""
+    """Score of a report under an objective (lower is better); see the module docstring.
+
+    The samples per step are the report's ``samples_per_step`` when present (Crossbow learners
+    multiply the batch), else ``global_batch``.
+    """
     t = float(report["iteration_time_s"])
     if not (t > 0 and math.isfinite(t)):
         raise ConfigError(
             f"report has a non-positive iteration time {t!r}", value=t, where="iteration_time_s"
         )
+    samples = float(report.get("samples_per_step") or global_batch)
     if objective is Objective.THROUGHPUT:
-        return t / global_batch
+        return t / samples
     if objective is Objective.TTA:
         if stat is None:
             raise ConfigError(
                 "objective tta needs a statistical-efficiency model (--b-noise/--min-steps)"
             )
-        return stat.time_to_accuracy_s(global_batch, t)
+        return stat.time_to_accuracy_s(samples, t)
     if pricing is None:
         raise ConfigError("objective cost needs a price (--price-per-gpu-hour or --purchase-price)")
-    return pricing.cost(gpus, t) / global_batch
+    return pricing.cost(gpus, t) / samples
 
 
 @dataclass(frozen=True)
@@ -129,20 +199,17 @@ class SearchResult:
     Attributes
     ----------
     ranked
-        Feasible candidates, best first. The confirmed ones come first in simulated order, then
-        the rest in fast-path order.
+        Feasible candidates, best first: those evaluated by the deepest stage first (in that
+        stage's order), then the next deepest, and so on.
     enumerated
         Plans enumerated (structurally valid).
     rejected
         Raw combinations rejected by the enumerator, by reason.
     pruned
-        Enumerated plans pruned after prediction, by reason (``"does not fit in memory"``, or the
+        Plans pruned after a prediction, by reason (``"does not fit in memory"``, or the
         predictor's error type and message).
-    kendall_tau, tau_pvalue
-        Rank agreement between the fast path and the simulation over the confirmed plans
-        (``nan`` with fewer than 2 confirmed).
-    confirm_skipped
-        Why the confirmation stopped early (time budget), if it did.
+    stages
+        :class:`StageSummary` per stage, first (all plans) to last (the confirmed top).
     """
 
     objective: Objective
@@ -150,13 +217,7 @@ class SearchResult:
     enumerated: int
     rejected: Mapping[str, int]
     pruned: Mapping[str, int]
-    confirmed: int
-    kendall_tau: float
-    tau_pvalue: float
-    fast_elapsed_s: float
-    confirm_elapsed_s: float
-    confirm_skipped: str | None = None
-    top1_agrees: bool | None = None
+    stages: tuple[StageSummary, ...]
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -168,6 +229,19 @@ class SearchResult:
             )
         return self.ranked[0]
 
+    @property
+    def kendall_tau(self) -> float:
+        """Tau of the last stage against the one before (``nan`` with a single stage)."""
+        return self.stages[-1].kendall_tau if len(self.stages) > 1 else math.nan
+
+    @property
+    def top1_agrees(self) -> bool | None:
+        return self.stages[-1].top1_agrees if len(self.stages) > 1 else None
+
+    @property
+    def elapsed_s(self) -> float:
+        return sum(s.elapsed_s for s in self.stages)
+
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         rows = self.ranked if top is None else self.ranked[:top]
         return {
@@ -176,13 +250,8 @@ class SearchResult:
             "feasible": len(self.ranked),
             "rejected": dict(self.rejected),
             "pruned": dict(self.pruned),
-            "confirmed": self.confirmed,
-            "kendall_tau": self.kendall_tau,
-            "tau_pvalue": self.tau_pvalue,
-            "top1_agrees": self.top1_agrees,
-            "fast_elapsed_s": self.fast_elapsed_s,
-            "confirm_elapsed_s": self.confirm_elapsed_s,
-            "confirm_skipped": self.confirm_skipped,
+            "stages": [s.to_dict() for s in self.stages],
+            "elapsed_s": self.elapsed_s,
             "notes": list(self.notes),
             "plans": [
                 {
@@ -191,38 +260,27 @@ class SearchResult:
                     "plan": dict(c.plan),
                     "gpus": c.gpus,
                     "global_batch": c.global_batch,
-                    "score": c.score,
-                    "confirmed_score": c.confirmed_score,
-                    "analytic": dict(c.report),
-                    "simulated": dict(c.confirmed) if c.confirmed is not None else None,
+                    "stage": c.stage,
+                    "scores": dict(c.scores),
+                    "reports": {k: _scalars(v) for k, v in c.reports.items()},
                 }
                 for i, c in enumerate(rows)
             ],
         }
 
 
+def _scalars(report: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("breakdown", "plan")
+    return {
+        k: v
+        for k, v in report.items()
+        if k in keep or isinstance(v, int | float | str | bool | None)
+    }
+
+
 def _prune_reason(exc: Exception) -> str:
     msg = str(exc).split(";")[0].split(": ")[-1]
     return f"{type(exc).__name__}: {msg[:90]}"
-
-
-def _evaluate_all(
-    evaluator: Evaluator, scenarios: Sequence[Mapping[str, Any]], jobs: int
-) -> list[tuple[Mapping[str, Any] | None, str | None]]:
-    def one(sc: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None]:
-        try:
-            return dict(evaluator(sc)), None
-        except PerfModelError as exc:
-            return None, _prune_reason(exc)
-
-    if jobs == 1 or len(scenarios) < 64:
-        return [one(sc) for sc in scenarios]
-    from joblib import Parallel, delayed
-
-    chunk = max(1, len(scenarios) // (4 * jobs))
-    parts = [scenarios[i : i + chunk] for i in range(0, len(scenarios), chunk)]
-    out = Parallel(n_jobs=jobs)(delayed(_evaluate_chunk)(evaluator, p) for p in parts)
-    return [r for part in out for r in part]
 
 
 def _evaluate_chunk(
@@ -237,6 +295,19 @@ def _evaluate_chunk(
     return res
 
 
+def _evaluate_all(
+    evaluator: Evaluator, scenarios: Sequence[Mapping[str, Any]], jobs: int
+) -> list[tuple[Mapping[str, Any] | None, str | None]]:
+    if jobs == 1 or len(scenarios) < 64:
+        return _evaluate_chunk(evaluator, scenarios)
+    from joblib import Parallel, delayed
+
+    chunk = max(1, len(scenarios) // (4 * jobs))
+    parts = [scenarios[i : i + chunk] for i in range(0, len(scenarios), chunk)]
+    out = Parallel(n_jobs=jobs)(delayed(_evaluate_chunk)(evaluator, p) for p in parts)
+    return [r for part in out for r in part]
+
+
 def search_plans(
     base: Mapping[str, Any],
     *,
@@ -247,14 +318,22 @@ def search_plans(
     objective: Objective | str = Objective.THROUGHPUT,
     stat: StatisticalEfficiency | None = None,
     pricing: Pricing | None = None,
-    confirm_k: int = 8,
-    confirm_budget_s: float | None = 30.0,
+    screen: Evaluator | bool = True,
+    analytic_k: int = 12,
+    confirm_k: int = 4,
+    budget_s: float | None = 45.0,
     fast_evaluator: Evaluator | None = None,
     confirm_evaluator: Evaluator | None = None,
     jobs: int = 1,
-    nodes_for: Any = None,
+    nodes_for: Callable[[int], int] | None = None,
 ) -> SearchResult:
     """Search the plans of ``base`` (a scenario dict) over GPU counts and global batches.
+
+    Stages: (1) every enumerated plan through the first evaluator (the closed-form
+    :class:`~perfmodel.search.screen.PlanScreen` when ``screen`` is true, else the analytic
+    predictor); (2) with a screen, the best ``analytic_k`` through ``predict(fidelity="analytic")``;
+    (3) the best ``confirm_k`` of those through ``predict(fidelity="simulated")``. Each later
+    stage re-ranks the head it evaluated and reports Kendall's tau against the stage before.
 
     Parameters
     ----------
@@ -269,17 +348,21 @@ def search_plans(
         :class:`SearchSpace` (default: the default space).
     objective, stat, pricing
         Ranking objective and what it needs (see :func:`objective_score`).
-    confirm_k
-        How many of the best fast-path plans to confirm with the simulation (0: none).
-    confirm_budget_s
-        Stop confirming once this much wall time has been spent on it (``None``: no limit);
-        at least two plans are always confirmed when ``confirm_k >= 2``.
+    screen
+        ``True``: a :class:`PlanScreen` of ``base``; ``False``: no screen (the analytic
+        predictor evaluates every plan); or any evaluator to use as the first stage.
+    analytic_k, confirm_k
+        Plans the analytic and the simulated stages evaluate (0 skips the stage).
+    budget_s
+        Wall-time budget of the later stages together (``None``: no limit). A stage stops
+        starting new plans once it is spent, after at least two plans (so a tau exists).
     fast_evaluator, confirm_evaluator
-        Scenario dict -> report dict (defaults: ``predict`` with ``fidelity`` analytic/simulated).
+        Scenario dict -> report dict for the analytic and simulated stages (defaults:
+        :func:`perfmodel.api.predict` with ``fidelity`` analytic / simulated).
     jobs
-        Processes for the fast stage (joblib).
+        Processes for the first stage when it is not the in-process screen (joblib).
     nodes_for
-        Callable ``gpus -> nodes`` setting ``nodes`` per GPU count (default: leave ``base``'s).
+        Callable ``gpus -> nodes`` setting ``nodes`` per GPU count (default: keep ``base``'s).
     """
     obj = Objective.parse(objective) if isinstance(objective, str) else objective
     fast = fast_evaluator or analytic_evaluator
@@ -288,6 +371,15 @@ def search_plans(
         if "model" not in base:
             raise ConfigError("base scenario needs a 'model' to search plans", where="model")
         shape = ModelShape.from_model(str(base["model"]), base.get("model_args") or {})
+    if screen is True:
+        from perfmodel.search.screen import PlanScreen
+
+        first: Evaluator = PlanScreen(base)
+        first_name = "screen"
+    elif screen is False:
+        first, first_name = fast, "analytic"
+    else:
+        first, first_name = screen, "screen"
     t0 = time.perf_counter()
     scenarios: list[dict[str, Any]] = []
     meta: list[tuple[Mapping[str, Any], int, int]] = []
@@ -299,14 +391,17 @@ def search_plans(
             rejected.update(en.rejected)
             enumerated += len(en)
             for plan in en.plans:
-                sc = {k: v for k, v in base.items() if k not in ("batch_per_gpu",)}
+                sc = {k: v for k, v in base.items() if k != "batch_per_gpu"}
                 sc.update(plan)
                 sc.update(gpus=int(g), global_batch=int(gb))
+                if int(plan.get("learners_per_gpu", 1)) > 1:
+                    sc["dp_mode"] = "crossbow"
                 if nodes_for is not None:
                     sc["nodes"] = int(nodes_for(int(g)))
                 scenarios.append(sc)
                 meta.append((plan, int(g), int(gb)))
-    results = _evaluate_all(fast, scenarios, jobs)
+    in_process = first_name == "screen"
+    results = _evaluate_all(first, scenarios, 1 if in_process else jobs)
     pruned: Counter[str] = Counter()
     feasible: list[Candidate] = []
     for sc, (plan, g, gb), (rep, err) in zip(scenarios, meta, results):
@@ -317,110 +412,139 @@ def search_plans(
             pruned["does not fit in memory"] += 1
             continue
         score = objective_score(rep, obj, gpus=g, global_batch=gb, stat=stat, pricing=pricing)
-        feasible.append(Candidate(sc, plan, g, gb, rep, score))
-    feasible.sort(key=_rank_key)
-    fast_elapsed = time.perf_counter() - t0
-
-    t1 = time.perf_counter()
-    confirmed: list[Candidate] = []
-    skipped: str | None = None
-    notes: list[str] = []
-    for c in feasible[: max(confirm_k, 0)]:
-        spent = time.perf_counter() - t1
-        if confirm_budget_s is not None and len(confirmed) >= 2 and spent > confirm_budget_s:
-            skipped = (
-                f"confirmation stopped after {len(confirmed)} plans: {spent:.1f} s budget spent"
-            )
-            break
-        try:
-            rep = dict(slow(c.scenario))
-        except PerfModelError as exc:
-            notes.append(f"simulation rejected {c.label}: {exc}")
+        feasible.append(
+            Candidate(sc, plan, g, gb, {first_name: rep}, {first_name: score}, first_name)
+        )
+    feasible.sort(key=lambda c: (c.score, _complexity(c.plan), c.label))
+    # plans whose knobs change nothing (e.g. selective recomputation with fused attention) tie
+    # exactly with a simpler plan: keep the simplest, count the rest
+    unique: list[Candidate] = []
+    seen: set[tuple[Any, ...]] = set()
+    for c in feasible:
+        sig = (
+            c.gpus,
+            c.global_batch,
+            c.plan.get("dp"),
+            c.plan.get("tp"),
+            c.plan.get("pp"),
+            c.score,
+            c.report.get("memory_per_gpu_bytes"),
+        )
+        if sig in seen:
+            pruned["equivalent to a simpler plan (same time and memory)"] += 1
             continue
-        s = objective_score(
-            rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
-        )
-        if not rep.get("fits_in_memory", True):
-            notes.append(f"simulation reports {c.label} out of memory")
-            s = math.inf
-        confirmed.append(
-            Candidate(c.scenario, c.plan, c.gpus, c.global_batch, c.report, c.score, rep, s)
-        )
-    confirm_elapsed = time.perf_counter() - t1
-    tau = pval = math.nan
-    top1 = None
-    if len(confirmed) >= 2:
-        from scipy.stats import kendalltau
-
-        finite = [c for c in confirmed if math.isfinite(c.confirmed_score or math.inf)]
+        seen.add(sig)
+        unique.append(c)
+    feasible = unique
+    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
+    notes: list[str] = []
+    later: list[tuple[str, Evaluator, int]] = []
+    if first_name == "screen" and analytic_k > 0:
+        later.append(("analytic", fast, analytic_k))
+    if confirm_k > 0:
+        later.append(("simulated", slow, confirm_k))
+    t_budget = time.perf_counter()
+    ranked = feasible
+    for name, ev, k in later:
+        t1 = time.perf_counter()
+        head: list[Candidate] = []
+        stopped = None
+        prev_name = ranked[0].stage if ranked else first_name
+        for c in ranked[:k]:
+            spent = time.perf_counter() - t_budget
+            if budget_s is not None and len(head) >= 2 and spent > budget_s:
+                stopped = (
+                    f"{name} stage stopped after {len(head)} plans: {budget_s:.0f} s budget spent"
+                )
+                break
+            try:
+                rep = dict(ev(c.scenario))
+            except PerfModelError as exc:
+                notes.append(f"{name} rejected {c.label}: {exc}")
+                continue
+            sc_ = objective_score(
+                rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
+            )
+            if not rep.get("fits_in_memory", True):
+                notes.append(f"{name} reports {c.label} out of memory")
+                sc_ = math.inf
+            head.append(c.with_stage(name, rep, sc_))
+        tau = pval = math.nan
+        top1 = None
+        finite = [c for c in head if math.isfinite(c.score)]
         if len(finite) >= 2:
-            res = kendalltau([c.score for c in finite], [c.confirmed_score for c in finite])
+            from scipy.stats import kendalltau
+
+            res = kendalltau([c.scores[prev_name] for c in finite], [c.score for c in finite])
             tau, pval = float(res.statistic), float(res.pvalue)
-        best_fast = confirmed[0]
-        best_sim = min(confirmed, key=lambda c: (c.confirmed_score, c.label))
-        top1 = best_fast is best_sim
-    confirmed_sorted = sorted(confirmed, key=lambda c: (c.confirmed_score, c.label))
-    done_ids = {id(c.scenario) for c in confirmed}
-    ranked = tuple(confirmed_sorted + [c for c in feasible if id(c.scenario) not in done_ids])
+        if head:
+            top1 = min(head, key=_rank_key) is head[0]
+        done_ids = {id(c.scenario) for c in head}
+        ranked = sorted(head, key=_rank_key) + [c for c in ranked if id(c.scenario) not in done_ids]
+        stages.append(
+            StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
+        )
     return SearchResult(
         objective=obj,
-        ranked=ranked,
+        ranked=tuple(ranked),
         enumerated=enumerated,
         rejected=dict(rejected),
         pruned=dict(pruned),
-        confirmed=len(confirmed),
-        kendall_tau=tau,
-        tau_pvalue=pval,
-        fast_elapsed_s=fast_elapsed,
-        confirm_elapsed_s=confirm_elapsed,
-        confirm_skipped=skipped,
-        top1_agrees=top1,
+        stages=tuple(stages),
         notes=tuple(notes),
     )
 
 
 def format_table(result: SearchResult, top: int = 10) -> str:
-    """Plain-text table of the best plans with their breakdowns (times in ms, memory in GiB)."""
+    """Plain-text table of the best plans with their breakdowns (times in s, memory in GiB).
+
+    One iteration-time column per stage (``-`` where the stage did not evaluate the plan); the
+    breakdown, memory and MFU come from the deepest stage that evaluated the plan.
+    """
     from perfmodel.units import GiB
 
-    unit = {"throughput": "samples/s", "tta": "TTA s", "cost": "cost/1k samples"}[
+    names = [s.name for s in result.stages]
+    unit = {"throughput": "samples/s", "tta": "TTA s", "cost": "cost/1k smp"}[
         result.objective.value
     ]
+    stage_cols = " ".join(f"{n[:9] + ' s':>11}" for n in names)
     head = (
-        f"{'#':>3} {'plan':<42} {'gpus':>5} {'batch':>6} {'iter ms':>9} {'sim ms':>9} "
-        f"{unit:>15} {'compute':>8} {'comm':>8} {'bubble':>8} {'mem GiB':>8} {'MFU':>5}"
+        f"{'#':>3} {'plan':<40} {'gpus':>5} {'batch':>6} {stage_cols} {unit:>11} "
+        f"{'compute':>8} {'comm':>8} {'bubble':>8} {'mem GiB':>8} {'MFU':>5}"
     )
     lines = [head, "-" * len(head)]
-    for i, c in enumerate(result.ranked[:top], 1):
-        r = c.confirmed or c.report
-        t_ms = float(c.report["iteration_time_s"]) * 1e3
-        sim_ms = (
-            f"{float(c.confirmed['iteration_time_s']) * 1e3:9.1f}" if c.confirmed else f"{'-':>9}"
+
+    def num(v: Any, fmt: str, width: int) -> str:
+        return (
+            format(float(v), fmt)
+            if isinstance(v, int | float) and v is not None
+            else f"{'-':>{width}}"
         )
+
+    for i, c in enumerate(result.ranked[:top], 1):
+        r = c.report
+        cols = " ".join(
+            num(c.reports[n]["iteration_time_s"], "11.4g", 11) if n in c.reports else f"{'-':>11}"
+            for n in names
+        )
+        samples = float(r.get("samples_per_step") or c.global_batch)
         if result.objective is Objective.THROUGHPUT:
-            val = f"{c.global_batch / float(r['iteration_time_s']):15.1f}"
+            val = f"{samples / float(r['iteration_time_s']):11.1f}"
         elif result.objective is Objective.TTA:
-            val = f"{c.best_score:15.1f}"
+            val = f"{c.score:11.1f}"
         else:
-            val = f"{c.best_score * 1000:15.4f}"
-
-        def ms(key: str, rep: Mapping[str, Any] = r) -> str:
-            v = rep.get(key)
-            return f"{float(v) * 1e3:8.1f}" if isinstance(v, int | float) else f"{'-':>8}"
-
+            val = f"{c.score * 1000:11.4g}"
         mem = r.get("memory_per_gpu_bytes")
-        mem_s = f"{float(mem) / GiB:8.1f}" if isinstance(mem, int | float) else f"{'-':>8}"
-        mfu = r.get("mfu")
-        mfu_s = f"{float(mfu):5.2f}" if isinstance(mfu, int | float) else f"{'-':>5}"
         lines.append(
-            f"{i:>3} {c.label:<42} {c.gpus:>5} {c.global_batch:>6} {t_ms:9.1f} {sim_ms} {val} "
-            f"{ms('compute_time_s')} {ms('exposed_comm_time_s')} {ms('bubble_time_s')} {mem_s} {mfu_s}"
+            f"{i:>3} {c.label:<40} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
+            f"{num(r.get('compute_time_s'), '8.3g', 8)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
+            f"{num(r.get('bubble_time_s'), '8.3g', 8)} "
+            f"{num(None if mem is None else float(mem) / GiB, '8.1f', 8)} {num(r.get('mfu'), '5.2f', 5)}"
         )
     lines.append("")
     lines.append(
         f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
-        f"fast path {result.fast_elapsed_s:.1f} s, simulation of the top {result.confirmed} "
-        f"{result.confirm_elapsed_s:.1f} s"
+        + ", ".join(f"{s.name}: {s.evaluated} plans in {s.elapsed_s:.1f} s" for s in result.stages)
     )
     if result.pruned:
         lines.append(
@@ -434,13 +558,14 @@ def format_table(result: SearchResult, top: int = 10) -> str:
                 f"{v} {k}" for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1])
             )
         )
-    if result.confirmed >= 2:
-        agree = "same" if result.top1_agrees else "different"
-        lines.append(
-            f"rank agreement analytic vs simulated over the top {result.confirmed}: Kendall tau = "
-            f"{result.kendall_tau:.2f} (p = {result.tau_pvalue:.2g}); best plan {agree}"
-        )
-    if result.confirm_skipped:
-        lines.append(result.confirm_skipped)
+    for prev, st in zip(result.stages, result.stages[1:]):
+        if st.evaluated >= 2:
+            agree = "same" if st.top1_agrees else "different"
+            lines.append(
+                f"rank agreement {prev.name} vs {st.name} over the top {st.evaluated}: Kendall tau = "
+                f"{st.kendall_tau:.2f} (p = {st.tau_pvalue:.2g}); best plan {agree}"
+            )
+        if st.stopped:
+            lines.append(st.stopped)
     lines.extend(result.notes)
     return "\n".join(lines)

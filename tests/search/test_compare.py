@@ -47,17 +47,19 @@ def test_search_finds_the_simulated_best_and_counts_pruning() -> None:
         global_batches=[256],
         shape=SHAPE,
         space=space,
+        screen=False,
         confirm_k=10_000,
-        confirm_budget_s=None,
+        budget_s=None,
         fast_evaluator=fast,
         confirm_evaluator=slow,
     )
     assert res.enumerated == len(res.ranked) + sum(res.pruned.values())
     assert res.pruned.get("does not fit in memory", 0) > 0
     # confirming every plan: the ranking's head is the true optimum of the simulated fidelity
-    assert res.best.confirmed["iteration_time_s"] == pytest.approx(brute_force_best(32, 256, space))
+    assert res.best.stage == "simulated"
+    assert res.best.report["iteration_time_s"] == pytest.approx(brute_force_best(32, 256, space))
     # ranked by the objective, best first
-    scores = [c.best_score for c in res.ranked]
+    scores = [c.score for c in res.ranked]
     assert scores == sorted(scores)
     # the two fidelities differ (contention term) but agree largely on the order
     assert 0.5 < res.kendall_tau < 1.0
@@ -72,14 +74,72 @@ def test_confirm_top_k_only_and_tau_is_one_for_identical_fidelities() -> None:
         gpus=[16],
         global_batches=[128],
         shape=SHAPE,
+        screen=False,
         confirm_k=6,
         fast_evaluator=fast,
         confirm_evaluator=fast,
     )
-    assert res.confirmed == 6
+    assert [s.name for s in res.stages] == ["analytic", "simulated"]
+    assert res.stages[-1].evaluated == 6
     assert res.kendall_tau == pytest.approx(1.0) and res.top1_agrees
-    assert all(c.confirmed is not None for c in res.ranked[:6])
-    assert all(c.confirmed is None for c in res.ranked[6:])
+    assert all(c.stage == "simulated" for c in res.ranked[:6])
+    assert all(c.stage == "analytic" for c in res.ranked[6:])
+
+
+def test_three_stages_screen_analytic_simulated() -> None:
+    def crude(sc):  # a screen that ignores communication entirely
+        r = fast(sc)
+        return {**r, "iteration_time_s": r["compute_time_s"] + r["bubble_time_s"]}
+
+    res = search_plans(
+        BASE,
+        gpus=[32],
+        global_batches=[256],
+        shape=SHAPE,
+        screen=crude,
+        analytic_k=20,
+        confirm_k=5,
+        budget_s=None,
+        fast_evaluator=fast,
+        confirm_evaluator=slow,
+    )
+    assert [s.name for s in res.stages] == ["screen", "analytic", "simulated"]
+    assert [s.evaluated for s in res.stages][1:] == [20, 5]
+    assert [c.stage for c in res.ranked[:6]] == ["simulated"] * 5 + ["analytic"]
+    top = res.ranked[0]
+    assert set(top.reports) == {"screen", "analytic", "simulated"}
+    assert top.scores["analytic"] == pytest.approx(
+        top.reports["analytic"]["iteration_time_s"] / 256
+    )
+    # the analytic stage re-ranks the screen's head: its order follows the analytic score
+    analytic = [c for c in res.ranked if c.stage == "analytic"]
+    assert [c.score for c in analytic] == sorted(c.score for c in analytic)
+    assert -1.0 <= res.stages[1].kendall_tau <= 1.0
+    table = format_table(res, top=6)
+    assert "rank agreement screen vs analytic over the top 20" in table
+    assert "rank agreement analytic vs simulated over the top 5" in table
+
+
+def test_budget_stops_a_stage_after_two_plans() -> None:
+    import time
+
+    def sleepy(sc):
+        time.sleep(0.05)
+        return slow(sc)
+
+    res = search_plans(
+        BASE,
+        gpus=[16],
+        global_batches=[128],
+        shape=SHAPE,
+        screen=False,
+        confirm_k=50,
+        budget_s=0.01,
+        fast_evaluator=fast,
+        confirm_evaluator=sleepy,
+    )
+    assert res.stages[-1].evaluated == 2
+    assert "budget spent" in res.stages[-1].stopped
 
 
 def test_predictor_errors_are_pruned_with_reason() -> None:
@@ -89,7 +149,13 @@ def test_predictor_errors_are_pruned_with_reason() -> None:
         return fast(sc)
 
     res = search_plans(
-        BASE, gpus=[8], global_batches=[64], shape=SHAPE, confirm_k=0, fast_evaluator=picky
+        BASE,
+        gpus=[8],
+        global_batches=[64],
+        shape=SHAPE,
+        screen=False,
+        confirm_k=0,
+        fast_evaluator=picky,
     )
     reasons = [k for k in res.pruned if k.startswith("InfeasiblePlanError")]
     assert reasons and "pp=4 cannot be placed" in reasons[0]
@@ -102,7 +168,13 @@ def test_no_feasible_plan_raises_with_reasons() -> None:
         return {**fast(sc), "fits_in_memory": False}
 
     res = search_plans(
-        BASE, gpus=[8], global_batches=[64], shape=SHAPE, confirm_k=2, fast_evaluator=oom
+        BASE,
+        gpus=[8],
+        global_batches=[64],
+        shape=SHAPE,
+        screen=False,
+        confirm_k=2,
+        fast_evaluator=oom,
     )
     with pytest.raises(ConfigError, match="no plan is feasible: does not fit in memory"):
         _ = res.best
@@ -113,6 +185,7 @@ def test_objectives_tta_and_cost_change_the_winner() -> None:
     kw = dict(
         gpus=[8],
         shape=SHAPE,
+        screen=False,
         confirm_k=0,
         fast_evaluator=fast,
         space=SearchSpace(recompute=("none",)),
@@ -156,7 +229,13 @@ def test_search_plot_written(tmp_path: Path) -> None:
     from perfmodel.search.plots import plot_search
 
     res = search_plans(
-        BASE, gpus=[16], global_batches=[128], shape=SHAPE, confirm_k=0, fast_evaluator=fast
+        BASE,
+        gpus=[16],
+        global_batches=[128],
+        shape=SHAPE,
+        screen=False,
+        confirm_k=0,
+        fast_evaluator=fast,
     )
     out = tmp_path / "p.png"
     plot_search(res, out, title="toy")
