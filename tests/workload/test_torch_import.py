@@ -108,7 +108,9 @@ def _gemm_fwd(w, kinds=(LayerKind.CONV, LayerKind.LINEAR, LayerKind.MATMUL)) -> 
 
 def test_resnet50_totals_match_zoo() -> None:
     x = torch.empty(8, 3, 224, 224, device="meta")
-    imported = from_torch(ResNet50(), x, name="resnet50-torch")
+    with torch.device("meta"):  # build without allocating weights
+        model = ResNet50()
+    imported = from_torch(model, x, name="resnet50-torch")
     zoo = build_model("resnet50", batch_size=8)
     assert imported.total_params == zoo.total_params == 25_557_032
     assert imported.params == imported.total_params
@@ -121,7 +123,9 @@ def test_resnet50_totals_match_zoo() -> None:
 
 def test_gpt2_totals_match_zoo() -> None:
     ids = torch.zeros(2, 128, dtype=torch.long, device="meta")
-    imported = from_torch(GPT2(), ids, precision="bf16")
+    with torch.device("meta"):
+        model = GPT2()
+    imported = from_torch(model, ids, precision="bf16")
     zoo = build_model("gpt2", batch_size=2, seq_len=128, precision="bf16", dropout=False)
     assert imported.total_params == zoo.total_params == 124_439_808
     assert imported.params == imported.total_params
@@ -132,11 +136,12 @@ def test_flop_counter_mode_agrees() -> None:
     """torch's own FlopCounterMode counts the same forward GEMM FLOP on the meta device."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    model = GPT2(layers=2).to("meta")
+    with torch.device("meta"):
+        model = GPT2(layers=2)
     ids = torch.zeros(2, 64, dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as fc:
         model(ids)
-    imported = from_torch(GPT2(layers=2), ids)
+    imported = from_torch(model, ids)
     gemm_flop = sum(la.gemm.flop for la in imported.layers if la.gemm is not None)
     assert gemm_flop == pytest.approx(fc.get_total_flops(), rel=1e-9)
 
