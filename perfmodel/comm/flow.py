@@ -398,8 +398,9 @@ def _collective_gen(
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
         yield from _tree(net, info, m, proto, chunks, wire)
     elif algo is Algorithm.P2P:
-        src, dst = info.members
-        yield from _phase(net, info, [(src, dst, m)], proto)
+        from perfmodel.comm.model import p2p_transfers
+
+        yield from _phase(net, info, p2p_transfers(info.members, m), proto)
     elif algo is Algorithm.DIRECT:
         ranks = info.gpus or info.members
         n = len(ranks)

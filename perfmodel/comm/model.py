@@ -242,9 +242,9 @@ class CommCostModel:
                 value=algo.value,
                 where="algorithm",
             )
-        if o is CollectiveOp.SENDRECV and len(members) != 2:
+        if o is CollectiveOp.SENDRECV and len(members) < 2:
             raise ConfigError(
-                f"sendrecv needs a group of exactly 2 endpoints (source, destination), got {len(members)}",
+                "sendrecv needs at least 2 endpoints (source, destination)",
                 value=members,
                 where="group",
             )
@@ -561,8 +561,7 @@ class CommCostModel:
         ranks = info.gpus if info.gpus else info.members
         n = len(ranks)
         if algo is Algorithm.P2P:
-            src, dst = info.members
-            t, alpha, rate = self._flows_time([(src, dst, m)])
+            t, alpha, rate = self._flows_time(p2p_transfers(info.members, m))
             return t, alpha, rate
         if algo is Algorithm.DIRECT:
             share = m / n
@@ -741,6 +740,16 @@ class CommCostModel:
         return self._result(
             op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps
         )
+
+
+def p2p_transfers(members: Sequence[str], m: float) -> list[tuple[str, str, float]]:
+    """``sendrecv`` transfers: ``(src, dst)`` is one send of ``m`` bytes (a pipeline send); a
+    group of ``n > 2`` is nccl-tests' ``sendrecv_perf`` pattern, every rank sending ``m`` bytes to
+    the next one at once (a ring shift)."""
+    if len(members) == 2:
+        return [(members[0], members[1], m)]
+    n = len(members)
+    return [(members[i], members[(i + 1) % n], m) for i in range(n)]
 
 
 def _near_square_factor(n: int) -> int:

@@ -44,6 +44,10 @@ _NET_FAMILIES = frozenset({LinkFamily.INFINIBAND, LinkFamily.ETHERNET})
 _NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH})
 
 
+_CLASS_RANK = {HwClass.NVLINK: 2, HwClass.PCI: 1, HwClass.NET: 0}
+_CLASS_SCALE = 1e16  # above any bandwidth in bytes/s
+
+
 class DirectedLinks:
     """Every directed link of a topology as a resource with a capacity and a latency.
 
@@ -285,7 +289,9 @@ def pack_rings(
                     )
                 units, unit_bw, path = res
                 if units >= 1:
-                    w[idx[a], idx[b]] = unit_bw
+                    # NCCL searches NVLink paths before PCI before network, whatever the speed:
+                    # the transport class ranks first, then the per-unit bandwidth.
+                    w[idx[a], idx[b]] = _CLASS_RANK[links.hw_class(path)] * _CLASS_SCALE + unit_bw
                     h[idx[a], idx[b]] = len(path) - 1
                     u[idx[a], idx[b]] = units
         if u0 is None:
