@@ -121,6 +121,8 @@ def _dtype(text: str) -> DType:
 def _group(row: Mapping[str, Any]) -> str:
     src = row["source"]
     rid = row["id"]
+    if rid.startswith("seed-"):
+        return "seed"
     if "DeepBench" in src:
         return "DeepBench conv" if "conv" in rid else "DeepBench GEMM"
     if "ml-engineering" in src:

@@ -117,3 +117,13 @@ def test_in_sample_ceilings_reproduced(results: list[RowPrediction | Skipped]) -
         if isinstance(r, RowPrediction) and r.group.startswith("matmul")
     ]
     assert errs and max(errs) < 0.25
+
+
+def test_seed_single_gpu_row(seed_rows: list[dict]) -> None:
+    """The founding case on one GPU: Keras ResNet50V2, 128x128, batch 256, V100 (45 s/epoch)."""
+    rows = [r for r in seed_rows if r["kind"] == "training_scaling" and r["hardware"]["gpus"] == 1]
+    results = [predict_row(r) for r in rows]
+    mapped = [r for r in results if isinstance(r, RowPrediction)]
+    print("\n" + _table(results))
+    assert [r.id for r in mapped] == ["seed-ctepower-rn50v2-1g"]
+    assert abs(mapped[0].signed_error) < 0.35
