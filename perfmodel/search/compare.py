@@ -394,8 +394,13 @@ def search_plans(
                 sc = {k: v for k, v in base.items() if k != "batch_per_gpu"}
                 sc.update(plan)
                 sc.update(gpus=int(g), global_batch=int(gb))
-                if int(plan.get("learners_per_gpu", 1)) > 1:
+                k = int(plan.get("learners_per_gpu", 1))
+                if k > 1:
+                    # Scenario convention: batch_per_gpu is one learner's batch (no micro-batching)
                     sc["dp_mode"] = "crossbow"
+                    del sc["global_batch"]
+                    sc.pop("microbatch", None)
+                    sc["batch_per_gpu"] = int(gb) // (int(plan["dp"]) * k)
                 if nodes_for is not None:
                     sc["nodes"] = int(nodes_for(int(g)))
                 scenarios.append(sc)

@@ -502,9 +502,11 @@ def tta_grid(
 ) -> list[TTAPoint]:
     """Time to accuracy over global batch x GPU count x learners per GPU.
 
-    Each configuration is the ``base`` scenario dict with ``gpus``, ``global_batch`` and
-    ``learners_per_gpu`` replaced (``batch_per_gpu`` removed); its step time is the evaluator's
-    ``iteration_time_s``. Configurations whose global batch does not divide over the learners, or
+    Each configuration is the ``base`` scenario dict with ``gpus``, ``learners_per_gpu`` and
+    ``batch_per_gpu = global_batch / (gpus x learners)`` (the batch of one learner, the
+    ``Scenario`` convention; ``dp_mode = "crossbow"`` when there are several learners); its step
+    time is the evaluator's ``iteration_time_s``, and its ``samples_per_step`` must equal the
+    global batch. Configurations whose global batch does not divide over the learners, or
     that the evaluator rejects or reports out of memory, are skipped.
 
     Learners are treated as synchronous data-parallel replicas (gradients averaged each step), so
@@ -523,8 +525,10 @@ def tta_grid(
                 if gb % (g * k):
                     continue
                 sc = dict(base)
-                sc.pop("batch_per_gpu", None)
-                sc.update(gpus=g, global_batch=gb, learners_per_gpu=k)
+                sc.pop("global_batch", None)
+                sc.update(gpus=g, batch_per_gpu=gb // (g * k), learners_per_gpu=k)
+                if k > 1:
+                    sc.setdefault("dp_mode", "crossbow")
                 try:
                     rep = ev(sc)
                 except PerfModelError:
@@ -532,6 +536,14 @@ def tta_grid(
                 if not rep.get("fits_in_memory", True):
                     continue
                 t = float(rep["iteration_time_s"])
+                samples = int(rep.get("samples_per_step") or gb)
+                if samples != gb:
+                    raise ConfigError(
+                        f"the evaluator processed {samples} samples per step for gpus={g}, "
+                        f"learners={k}, batch_per_gpu={gb // (g * k)}; expected {gb}",
+                        value=samples,
+                        where="samples_per_step",
+                    )
                 out.append(
                     TTAPoint(
                         gb, g, k, t, stat.steps_to_target(gb), stat.time_to_accuracy_s(gb, t), sc

@@ -158,9 +158,11 @@ def test_tta_grid_combines_statistics_and_step_time() -> None:
     base = {"system": "fast", "model": "toy", "batch_per_gpu": 32}
 
     def ev(sc):
-        # the toy evaluator takes batch_per_gpu; translate global batch per learner
-        g = sc["gpus"]
-        return fake_system_predict({**sc, "batch_per_gpu": sc["global_batch"] // g})
+        assert "global_batch" not in sc and sc["batch_per_gpu"] >= 1
+        k = sc["learners_per_gpu"]
+        assert (sc.get("dp_mode") == "crossbow") == (k > 1)
+        r = fake_system_predict({**sc, "batch_per_gpu": sc["batch_per_gpu"] * k})
+        return {**r, "samples_per_step": sc["batch_per_gpu"] * k * sc["gpus"]}
 
     pts = tta_grid(
         se,
@@ -177,4 +179,10 @@ def test_tta_grid_combines_statistics_and_step_time() -> None:
         assert p.time_to_accuracy_s == pytest.approx(
             se.steps_to_target(p.global_batch) * p.step_time_s
         )
-        assert p.scenario["global_batch"] == p.global_batch and "batch_per_gpu" not in p.scenario
+        assert p.scenario["batch_per_gpu"] * p.gpus * p.learners_per_gpu == p.global_batch
+
+    def wrong(sc):
+        return {**ev(sc), "samples_per_step": 7}
+
+    with pytest.raises(ConfigError, match="processed 7 samples per step"):
+        tta_grid(se, base, global_batches=[64], gpus=[1], evaluator=wrong)

@@ -1,0 +1,440 @@
+"""``perfmodel compare``: which plan, which hardware, which batch size.
+
+Three questions, one subcommand::
+
+    # plan search: rank the parallelism plans of a model on N GPUs
+    perfmodel compare --system dgx-a100 --nodes 128 --model gpt \\
+        --model-arg hidden=12288 layers=96 heads=96 seq_len=2048 --global-batch 1536 \\
+        --precision fp16 --optimizer adam --software megatron --top 10 --plot plans.png
+
+    # hardware what-if: speedup and cost of the same job on several systems
+    perfmodel compare --systems dgx1-v100,dgx-a100,pcie-8x-server --model resnet50 \\
+        --batch-per-gpu 64 --gpus 1,2,4,8 --price-per-gpu-hour 2.5,4.1,1.2 \\
+        --epochs 90 --dataset-size 1281167 --deadline 24 --plot whatif.png
+
+    # time to accuracy: fit McCandlish's model to measured points, predict TTA vs batch and GPUs
+    perfmodel compare --tta-data seeds.jsonl --tta-match crossbow \\
+        --system pcie-8xtitanx --model resnet32 --gpus 1,2,4,8 --learners 1,2,4 --plot tta.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from perfmodel.cli._common import add_system_args
+from perfmodel.errors import ConfigError
+
+
+def _value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            continue
+    return text
+
+
+def parse_model_args(items: list[str]) -> dict[str, Any]:
+    """``["hidden=12288", "layers=96"]`` -> ``{"hidden": 12288, "layers": 96}``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(
+                f"--model-arg {item!r}: expected KEY=VALUE", value=item, where="--model-arg"
+            )
+        k, v = item.split("=", 1)
+        out[k.strip()] = _value(v.strip())
+    return out
+
+
+def _ints(text: str | None, where: str) -> tuple[int, ...] | None:
+    from perfmodel.search.plans import parse_int_list
+
+    return None if text is None else parse_int_list(text, where=where)
+
+
+def _strs(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="rank parallelism plans, compare systems and costs, time to accuracy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_system_args(p, required=False)
+    p.add_argument("--systems", help="what-if: comma list of NAME[:key=value...] system options")
+    p.add_argument("--gpus", help="GPU count(s), comma list (default: all GPUs of the system)")
+    p.add_argument("--model", help="zoo model (perfmodel model list)")
+    p.add_argument(
+        "--model-arg",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="K=V",
+        help="model builder arguments",
+    )
+    b = p.add_mutually_exclusive_group()
+    b.add_argument(
+        "--global-batch", help="samples per step over all replicas (comma list to search)"
+    )
+    b.add_argument("--batch-per-gpu", type=int, help="samples per replica per step")
+    p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
+    p.add_argument(
+        "--optimizer", default=None, choices=["sgd", "momentum", "adam", "adamw", "lamb"]
+    )
+    p.add_argument(
+        "--software", help="software preset (megatron, pytorch-ddp, deepspeed-zero1, ...)"
+    )
+    p.add_argument("--dataset-size", type=int, help="samples per epoch")
+    p.add_argument("--calibration", help="calibration profile JSON")
+    p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    p.add_argument("--objective", default="throughput", choices=["throughput", "tta", "cost"])
+    p.add_argument("--plot", help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    s = p.add_argument_group("plan search space")
+    s.add_argument(
+        "--tp", help="tensor-parallel degrees to try (default: powers of two dividing heads)"
+    )
+    s.add_argument("--pp", help="pipeline degrees to try (default: divisors of the blocks)")
+    s.add_argument("--max-tp", type=int, help="largest tensor-parallel degree")
+    s.add_argument("--microbatch", default="1,2,4,8", help="micro-batch sizes (default 1,2,4,8)")
+    s.add_argument("--schedules", default="1f1b,interleaved", help="gpipe,1f1b,interleaved")
+    s.add_argument(
+        "--interleave", default="2", help="chunks per device for interleaved (default 2)"
+    )
+    s.add_argument("--zero", default="0,1", help="ZeRO stages (default 0,1)")
+    s.add_argument("--recompute", default="none,selective,full", help="recomputation settings")
+    s.add_argument("--sequence-parallel", default="false", help="false, true or false,true")
+    s.add_argument("--learners", default="1", help="Crossbow learners per GPU (CNNs), e.g. 1,2,4")
+    s.add_argument("--cnn-tp", action="store_true", help="also split CNN fully-connected layers")
+    st = p.add_argument_group("search stages")
+    st.add_argument("--no-screen", action="store_true", help="analytic predictor for every plan")
+    st.add_argument("--analytic-k", type=int, default=8, help="plans re-ranked analytically (8)")
+    st.add_argument("--confirm-k", type=int, default=3, help="plans confirmed by simulation (3)")
+    st.add_argument(
+        "--budget", type=float, default=45.0, help="seconds for the analytic+simulated stages (45)"
+    )
+    st.add_argument("--jobs", type=int, default=1, help="processes for a non-screen first stage")
+    c = p.add_argument_group("cost, deadline and time to accuracy")
+    c.add_argument(
+        "--price-per-gpu-hour", help="price of one GPU-hour (one value or one per system)"
+    )
+    c.add_argument("--purchase-price", help="purchase price per GPU (one value or one per system)")
+    c.add_argument("--lifetime-years", type=float, help="amortisation period of --purchase-price")
+    c.add_argument(
+        "--utilization", type=float, default=1.0, help="fraction of lifetime in use (1.0)"
+    )
+    c.add_argument("--epochs", type=float, help="epochs of the training run")
+    c.add_argument("--deadline", type=float, help="hours the run may take")
+    c.add_argument(
+        "--fidelity", default="simulated", choices=["simulated", "analytic"], help="what-if"
+    )
+    c.add_argument("--b-noise", type=float, help="gradient noise scale B_noise (samples)")
+    c.add_argument("--min-steps", type=float, help="S_min: steps to target at infinite batch")
+    c.add_argument("--min-epochs", type=float, help="E_min in epochs (needs --dataset-size)")
+    c.add_argument(
+        "--tta-data", help="JSONL with time_to_accuracy rows to fit (seeds.jsonl schema)"
+    )
+    c.add_argument("--tta-match", help="keep rows whose id/model contains this text")
+    p.set_defaults(func=run)
+
+
+def _base(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.model:
+        raise ConfigError("--model is required", where="--model")
+    d: dict[str, Any] = {"model": args.model, "model_args": parse_model_args(args.model_arg)}
+    for attr in (
+        "system",
+        "nodes",
+        "network",
+        "nics_per_node",
+        "gpu",
+        "gpus_per_node",
+        "intra_node",
+        "fabric_topology",
+        "oversubscription",
+        "precision",
+        "optimizer",
+        "software",
+        "dataset_size",
+        "calibration",
+    ):
+        v = getattr(args, attr, None)
+        if v is not None:
+            d[attr] = v
+    if d.get("nodes") == 1:
+        d.pop("nodes")
+    return d
+
+
+def _pricing(args: argparse.Namespace, labels: list[str]) -> dict[str, Any]:
+    from perfmodel.search.cost import Pricing, parse_prices
+
+    if args.price_per_gpu_hour and args.purchase_price:
+        raise ConfigError(
+            "give --price-per-gpu-hour or --purchase-price, not both", where="--price-per-gpu-hour"
+        )
+    if args.price_per_gpu_hour:
+        vals = parse_prices(args.price_per_gpu_hour, labels, where="--price-per-gpu-hour")
+        return {k: Pricing(v) for k, v in vals.items()}
+    if args.purchase_price:
+        if args.lifetime_years is None:
+            raise ConfigError("--purchase-price needs --lifetime-years", where="--lifetime-years")
+        vals = parse_prices(args.purchase_price, labels, where="--purchase-price")
+        return {
+            k: Pricing.amortised(v, args.lifetime_years, args.utilization) for k, v in vals.items()
+        }
+    return {}
+
+
+def _stat(args: argparse.Namespace) -> Any:
+    from perfmodel.search.tta import StatisticalEfficiency
+
+    if args.b_noise is None:
+        return None
+    if args.min_steps is not None:
+        return StatisticalEfficiency(args.min_steps, args.b_noise, source="--min-steps/--b-noise")
+    if args.min_epochs is not None:
+        if not args.dataset_size:
+            raise ConfigError("--min-epochs needs --dataset-size", where="--min-epochs")
+        return StatisticalEfficiency.from_min_epochs(
+            args.min_epochs, args.b_noise, args.dataset_size, source="--min-epochs/--b-noise"
+        )
+    raise ConfigError("--b-noise needs --min-steps or --min-epochs", where="--b-noise")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tta_data:
+        return _run_tta(args)
+    if args.systems:
+        return _run_whatif(args)
+    if not args.system:
+        raise ConfigError(
+            "give --system (plan search), --systems (hardware what-if) or --tta-data",
+            where="compare",
+        )
+    return _run_search(args)
+
+
+def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
+    """(GPUs per server, GPUs in the described system)."""
+    from perfmodel.api import Scenario, topology_of
+
+    one = topology_of(
+        Scenario.from_dict({**{k: v for k, v in base.items() if k != "nodes"}, "nodes": 1})
+    )
+    return one.gpus_per_node, one.gpus_per_node * int(base.get("nodes", 1))
+
+
+def _run_search(args: argparse.Namespace) -> int:
+    from perfmodel.search.compare import format_table, search_plans
+    from perfmodel.search.plans import SearchSpace
+
+    base = _base(args)
+    gpn, total = _gpus_per_node(base)
+    gpus = _ints(args.gpus, "--gpus") or (total,)
+    if args.global_batch is not None:
+        batches = _ints(args.global_batch, "--global-batch")
+    elif args.batch_per_gpu is not None:
+        if len(gpus) > 1:
+            raise ConfigError("with several --gpus give --global-batch", where="--batch-per-gpu")
+        batches = (args.batch_per_gpu * gpus[0],)
+    else:
+        raise ConfigError("give --global-batch (or --batch-per-gpu)", where="--global-batch")
+    sp_vals = tuple(v.lower() == "true" for v in _strs(args.sequence_parallel) or ("false",))
+    space = SearchSpace(
+        tp_degrees=_ints(args.tp, "--tp"),
+        pp_degrees=_ints(args.pp, "--pp"),
+        max_tp=args.max_tp,
+        microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
+        schedules=_strs(args.schedules) or ("1f1b",),
+        interleave=_ints(args.interleave, "--interleave") or (2,),
+        zero_stages=tuple(int(z) for z in _strs(args.zero) or ("0",)),
+        recompute=_strs(args.recompute) or ("none",),
+        sequence_parallel=sp_vals,
+        learners_per_gpu=_ints(args.learners, "--learners") or (1,),
+        cnn_tensor_parallel=args.cnn_tp,
+    )
+    pricing = _pricing(args, ["plan"]).get("plan")
+    for g in gpus:
+        if g > total and not args.nodes:
+            raise ConfigError(
+                f"--gpus {g} exceeds the system's {total} GPUs; add --nodes",
+                value=g,
+                where="--gpus",
+            )
+
+    def nodes_for(g: int) -> int:
+        return max(1, math.ceil(g / gpn))
+
+    res = search_plans(
+        base,
+        gpus=gpus,
+        global_batches=batches,
+        space=space,
+        objective=args.objective,
+        stat=_stat(args),
+        pricing=pricing,
+        screen=not args.no_screen,
+        analytic_k=args.analytic_k,
+        confirm_k=args.confirm_k,
+        budget_s=args.budget,
+        jobs=args.jobs,
+        nodes_for=nodes_for,
+    )
+    if args.plot:
+        from perfmodel.search.plots import plot_search
+
+        plot_search(res, args.plot, title=f"{args.model} on {gpus} GPUs of {args.system}")
+    if args.json:
+        json.dump(res.to_dict(top=args.top), sys.stdout, indent=2, default=str)
+        print()
+    else:
+        print(format_table(res, top=args.top))
+        if args.plot:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
+def _run_whatif(args: argparse.Namespace) -> int:
+    from perfmodel.search._eval import default_evaluator
+    from perfmodel.search.whatif import format_whatif, hardware_whatif, parse_systems
+
+    base = _base(args)
+    base.pop("system", None)
+    base.pop("nodes", None)
+    if args.global_batch is not None:
+        gbs = _ints(args.global_batch, "--global-batch")
+        if len(gbs) != 1:
+            raise ConfigError("what-if takes one --global-batch", where="--global-batch")
+        base["global_batch"] = gbs[0]
+    elif args.batch_per_gpu is not None:
+        base["batch_per_gpu"] = args.batch_per_gpu
+    else:
+        raise ConfigError("give --batch-per-gpu or --global-batch", where="--batch-per-gpu")
+    base["fidelity"] = args.fidelity
+    systems = parse_systems(args.systems)
+    gpus = _ints(args.gpus, "--gpus") or (1, 2, 4, 8)
+    res = hardware_whatif(
+        base,
+        systems,
+        gpus,
+        pricing=_pricing(args, [s.label for s in systems]),
+        epochs=args.epochs,
+        dataset_size=args.dataset_size,
+        deadline_s=args.deadline * 3600.0 if args.deadline is not None else None,
+        evaluator=default_evaluator,
+    )
+    if args.plot:
+        from perfmodel.search.plots import plot_whatif
+
+        plot_whatif(res, args.plot, title=f"{args.model}: speedup and cost per system")
+    if args.json:
+        json.dump(res.to_dict(), sys.stdout, indent=2, default=str)
+        print()
+    else:
+        print(format_whatif(res))
+        if args.plot:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
+def _run_tta(args: argparse.Namespace) -> int:
+    from perfmodel.search.tta import fit_time_to_accuracy, load_tta_points, tta_grid
+
+    b, t, desc = load_tta_points(args.tta_data, match=args.tta_match)
+    fit = fit_time_to_accuracy(b, t, source=desc)
+    out: dict[str, Any] = {"fit_affine": fit.to_dict()}
+    lines = [_fit_text("fit with the step time t = t_fixed + B t_sample (data only)", fit)]
+    grid: list[Any] = []
+    pfit = None
+    if args.system and args.model:
+        from perfmodel.search._eval import default_evaluator
+
+        base = _base(args)
+        base["fidelity"] = args.fidelity
+        # 1. predicted step times at the measured batches on one GPU -> fit S_min and B_noise
+        step = []
+        for bb in b:
+            rep = default_evaluator({**base, "gpus": 1, "global_batch": int(bb)})
+            step.append(float(rep["iteration_time_s"]))
+        pfit = fit_time_to_accuracy(
+            b, t, step_time_s=step, source=desc + " with predicted step times"
+        )
+        out["fit_predicted"] = pfit.to_dict()
+        out["predicted_step_time_s"] = dict(zip([int(x) for x in b], step))
+        lines.append(
+            _fit_text(f"fit with perfmodel's step times ({args.model} on {args.system})", pfit)
+        )
+        # 2. TTA over global batch x GPUs x learners
+        stat = pfit.statistical_efficiency()
+        gpus = _ints(args.gpus, "--gpus") or (1,)
+        learners = _ints(args.learners, "--learners") or (1,)
+        lo, hi = int(min(b)), int(max(b))
+        batches = sorted({2**k for k in range(int(math.log2(lo)), int(math.log2(hi)) + 2)})
+        base_grid = {**base}
+        if any(k > 1 for k in learners):
+            base_grid["dp_mode"] = "crossbow"
+        grid = tta_grid(
+            stat,
+            base_grid,
+            global_batches=batches,
+            gpus=gpus,
+            learners_per_gpu=learners,
+            evaluator=default_evaluator,
+        )
+        out["grid"] = [p.to_dict() for p in grid]
+        lines.append("")
+        lines.append(
+            f"{'gpus':>5} {'learners':>8} {'batch':>6} {'step ms':>9} {'steps':>9} {'TTA s':>9}"
+        )
+        for p in sorted(grid, key=lambda p: (p.gpus, p.learners_per_gpu, p.global_batch)):
+            lines.append(
+                f"{p.gpus:>5} {p.learners_per_gpu:>8} {p.global_batch:>6} {p.step_time_s * 1e3:9.2f} "
+                f"{p.steps:9.0f} {p.time_to_accuracy_s:9.1f}"
+            )
+        if grid:
+            best = min(grid, key=lambda p: p.time_to_accuracy_s)
+            lines.append(
+                f"fastest to accuracy: {best.gpus} GPU(s), {best.learners_per_gpu} learner(s)/GPU, "
+                f"batch {best.global_batch}: {best.time_to_accuracy_s:.0f} s"
+            )
+    if args.plot:
+        from perfmodel.search.plots import plot_tta
+
+        plot_tta(pfit or fit, args.plot, grid=grid, title=desc)
+        lines.append(f"plot written to {args.plot}")
+    if args.json:
+        json.dump(out, sys.stdout, indent=2, default=str)
+        print()
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def _fit_text(title: str, fit: Any) -> str:
+    rows = [title + ":"]
+    for name, val in fit.params.items():
+        lo, hi = fit.param_range.get(name, (math.nan, math.nan))
+        rows.append(f"  {name:<20} {val:12.4g}   (bootstrap 16-84%: {lo:.4g} - {hi:.4g})")
+    if not fit.identifiable:
+        rows.append(
+            "  note: parameters not separately identifiable (singular Jacobian); see ranges"
+        )
+    lo, hi = fit.optimal_batch_range
+    rows.append(f"  optimal batch B* = {fit.optimal_batch:.0f} (16-84%: {lo:.0f} - {hi:.0f})")
+    rows.append(f"  {'batch':>6} {'measured s':>11} {'fitted s':>9} {'error':>7}")
+    for bb, m, f, e in zip(fit.batch_sizes, fit.measured_s, fit.fitted_s, fit.signed_errors_pct):
+        rows.append(f"  {bb:6.0f} {m:11.1f} {f:9.1f} {e:+6.1f}%")
+    rows.append(f"  rms log error {fit.rms_log_error:.3f}")
+    return "\n".join(rows)
