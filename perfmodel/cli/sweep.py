@@ -1,0 +1,82 @@
+"""``perfmodel sweep``: evaluate a grid of scenarios in parallel, resumably.
+
+::
+
+    perfmodel sweep examples/sweeps/resnet50-scaling.toml -o results.jsonl --jobs 2
+    perfmodel sweep SWEEP.yaml -o results.csv --backend dask --scheduler tcp://host:8786
+
+The sweep file has a ``[base]`` scenario, ``[axes]`` (full grid) and an optional ``[zip]`` table
+(lists varied together); see ``docs/compare.md``. Rows are appended to the output as they finish,
+keyed by the scenario's content hash: run the same command again after an interruption and only
+the missing scenarios are evaluated. Errors of single scenarios are rows with ``status=error``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        help="evaluate a grid of scenarios in parallel, streamed and resumable",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", help="sweep file (.toml, .yaml or .json)")
+    p.add_argument("-o", "--output", required=True, help="results file (.jsonl or .csv)")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="worker processes (-1: all cores; default 1)"
+    )
+    p.add_argument("--backend", default="joblib", choices=["joblib", "dask", "serial"])
+    p.add_argument(
+        "--scheduler", help="dask.distributed scheduler address (default: local cluster)"
+    )
+    p.add_argument(
+        "--fidelity", choices=["simulated", "analytic"], help="override the base fidelity"
+    )
+    p.add_argument("--retry-errors", action="store_true", help="evaluate error rows again")
+    p.add_argument("--dry-run", action="store_true", help="print the grid size and first scenario")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.search.sweep import SweepSpec, run_sweep
+
+    spec = SweepSpec.from_file(args.spec)
+    if args.fidelity:
+        spec = SweepSpec(
+            {**spec.base, "fidelity": args.fidelity}, spec.axes, spec.zipped, spec.source
+        )
+    if args.dry_run:
+        first = next(spec.points(), None)
+        print(f"{len(spec)} scenarios over axes {', '.join(spec.axis_names) or '(none)'}")
+        if first is not None:
+            print(json.dumps(first[1], indent=2, default=str))
+        return 0
+    summary = run_sweep(
+        spec,
+        args.output,
+        jobs=args.jobs,
+        backend=args.backend,
+        scheduler=args.scheduler,
+        progress=None if args.quiet else sys.stderr,
+        retry_errors=args.retry_errors,
+    )
+    print(
+        f"{summary.output}: {summary.already_done + summary.evaluated} of {summary.unique} scenarios "
+        f"done ({summary.evaluated} evaluated now, {summary.already_done} already there, "
+        f"{summary.errors} errors) in {summary.elapsed_s:.1f} s"
+        + (
+            f"; {summary.total - summary.unique} duplicate grid points"
+            if summary.total > summary.unique
+            else ""
+        )
+    )
+    if summary.interrupted:
+        return 130
+    return 0
