@@ -375,7 +375,7 @@ class ComputeModel:
         With ``recompute="full"`` the backward includes a second forward of every block; with
         ``"selective"`` it re-runs the attention core (the layers selective recomputation drops).
         """
-        from perfmodel.workload.memory import _is_selective_target
+        from perfmodel.workload.memory import is_selectively_recomputed
 
         mode = Recompute.parse(recompute)
         fwd = bwd = 0.0
@@ -385,7 +385,7 @@ class ComputeModel:
             bwd += t.bwd_s
             if mode is Recompute.FULL and la.block is not None:
                 bwd += t.fwd_s
-            elif mode is Recompute.SELECTIVE and _is_selective_target(la):
+            elif mode is Recompute.SELECTIVE and is_selectively_recomputed(la):
                 bwd += t.fwd_s
         return fwd, bwd
 

@@ -140,6 +140,7 @@ class Net:
         *,
         groups: int = 1,
         bias: bool = False,
+        dilation: int | tuple[int, int] = 1,
     ) -> Shape:
         """2-D convolution on an ``(N, C, H, W)`` input; returns the output shape.
 
@@ -151,7 +152,8 @@ class Net:
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
         sh, sw = (stride, stride) if isinstance(stride, int) else stride
         ph, pw = (pad, pad) if isinstance(pad, int) else pad
-        ho, wo = conv_out(h, kh, sh, ph), conv_out(w, kw, sw, pw)
+        dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+        ho, wo = conv_out(h, kh, sh, ph, dh), conv_out(w, kw, sw, pw, dw)
         if ho < 1 or wo < 1:
             raise ConfigError(
                 f"image_size too small: layer {name} gets a {h}x{w} input and a {kh}x{kw} kernel "

@@ -174,12 +174,16 @@ def param_state_bytes(
     return weights, grads, state
 
 
-def _is_selective_target(layer: LayerCost) -> bool:
-    """Layers selective recomputation re-runs in backward: the unfused attention core
-    (scores matmul, softmax, attention dropout, context matmul)."""
+def is_selectively_recomputed(layer: LayerCost) -> bool:
+    """True for layers selective recomputation re-runs in backward: the unfused attention core
+    (scores matmul, softmax, attention dropout, context matmul; Korthikanti et al. 2022)."""
     return layer.kind in (LayerKind.MATMUL, LayerKind.SOFTMAX) or (
         layer.kind is LayerKind.ELEMENTWISE and layer.name.endswith("attn_dropout")
     )
+
+
+#: Former private name, kept for callers that imported it.
+_is_selective_target = is_selectively_recomputed
 
 
 def block_activation_bytes(layers: Iterable[LayerCost]) -> dict[int | None, float]:

@@ -195,7 +195,18 @@ def from_torch(
                 p = (((oh - 1) * s[0] + k[0] - xs[2]) // 2, ((ow - 1) * s[1] + k[1] - xs[3]) // 2)
             else:
                 p = m.padding if len(m.padding) == 2 else (0, m.padding[0])
-            net.conv(nm, xs, m.out_channels, k, s, p, groups=m.groups, bias=m.bias is not None)
+            d = m.dilation if len(m.dilation) == 2 else (1, m.dilation[0])
+            net.conv(
+                nm,
+                xs,
+                m.out_channels,
+                k,
+                s,
+                p,
+                groups=m.groups,
+                bias=m.bias is not None,
+                dilation=d,
+            )
         elif isinstance(m, nn.Linear):
             net.linear(nm, x, m.out_features, bias=m.bias is not None)
         elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
@@ -319,12 +330,13 @@ def _record(net: Net, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
         return
     if base == "convolution":
         x, w = _shape(tensors[0]), _shape(tensors[1])
-        stride, pad, groups = args[3], args[4], args[8]
+        stride, pad, dil, groups = args[3], args[4], args[5], args[8]
         xs = x if len(x) == 4 else (*x[:2], 1, x[2])
         k = tuple(w[2:]) if len(w) == 4 else (1, w[2])
         s = tuple(stride) if len(stride) == 2 else (1, stride[0])
         p = tuple(pad) if len(pad) == 2 else (0, pad[0])
-        net.conv(name, xs, w[0], k, s, p, groups=int(groups), bias=len(tensors) > 2)
+        d = tuple(dil) if len(dil) == 2 else (1, dil[0])
+        net.conv(name, xs, w[0], k, s, p, groups=int(groups), bias=len(tensors) > 2, dilation=d)
         return
     if not out_t:
         return

@@ -180,3 +180,15 @@ def test_original_module_untouched_and_errors_typed() -> None:
 
     with pytest.raises(ConfigError, match="meta"):
         from_torch(Bad(), torch.empty(1))
+
+
+def test_dilated_and_grouped_convolutions() -> None:
+    m = nn.Sequential(
+        nn.Conv2d(16, 32, 3, padding=2, dilation=2, bias=False),
+        nn.Conv2d(32, 32, 3, padding=1, groups=32),
+    )
+    w = from_torch(m, torch.empty(4, 16, 20, 20))
+    c1, c2 = (la for la in w.layers if la.kind is LayerKind.CONV)
+    assert c1.output_shape == (4, 32, 20, 20)
+    assert c1.fwd_flop == 2 * 4 * 20 * 20 * 32 * 16 * 9
+    assert c2.gemm.batch == 32 and c2.params == 32 * 9 + 32
