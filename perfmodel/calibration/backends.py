@@ -25,7 +25,7 @@ import numpy as np
 
 from perfmodel import __version__
 from perfmodel.calibration.profile import DeviceInfo, DeviceKind
-from perfmodel.calibration.timing import Rotation, host_sample
+from perfmodel.calibration.timing import CLOCKS, Rotation, host_sample
 from perfmodel.dtypes import DType
 from perfmodel.errors import CalibrationError, ConfigError
 
@@ -213,9 +213,19 @@ class NumpyBackend(Backend):
     gemm_dtypes = (DType.FP32,)  # the training precision on a CPU; fp64 via gemm_dtypes=
     groups = ("launch", "memory", "gemm", "steps")  # no conv library, no device, no streams
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, clock: str = "wall") -> None:
         self._rng = np.random.default_rng(seed)
         self.cache_bytes = _last_level_cache_bytes()
+        if clock not in CLOCKS:
+            raise ConfigError(
+                f"--clock must be one of {sorted(CLOCKS)}, got {clock!r}",
+                value=clock,
+                where="--clock",
+            )
+        self.clock = clock
+
+    def sample(self, fn: Callable[[], object], inner: int) -> float:
+        return CLOCKS[self.clock](fn, inner)
 
     def _rand(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         # Uniform in [0.5, 1.5): non-zero, no denormals, no overflow in long sums.
@@ -235,6 +245,12 @@ class NumpyBackend(Backend):
     def provenance(self, command: str | None = None) -> dict[str, Any]:
         p = base_provenance(command)
         p["backend"] = self.name
+        p["clock"] = self.clock
+        p["blas_threads_env"] = {
+            k: os.environ[k]
+            for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+            if k in os.environ
+        }
         p["last_level_cache_bytes"] = self.cache_bytes
         return p
 
@@ -642,7 +658,7 @@ def _nvidia_driver_version() -> str | None:
         return None
 
 
-def make_backend(device: str, *, prefer: str = "numpy") -> Backend:
+def make_backend(device: str, *, prefer: str = "numpy", clock: str = "wall") -> Backend:
     """The backend for ``--device cpu|cuda``.
 
     ``cpu`` uses NumPy by default (``prefer="numpy"``), PyTorch with ``prefer="torch"``, and
@@ -660,6 +676,6 @@ def make_backend(device: str, *, prefer: str = "numpy") -> Backend:
         try:
             import torch  # noqa: F401
         except ImportError:
-            return NumpyBackend()
+            return NumpyBackend(clock=clock)
         return TorchBackend("cpu")
-    return NumpyBackend()
+    return NumpyBackend(clock=clock)

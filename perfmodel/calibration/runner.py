@@ -117,6 +117,7 @@ def calibrate(
     resume: bool = False,
     groups: Sequence[str] | None = None,
     backend: str = "numpy",
+    clock: str = "wall",
     trace_dir: str | Path | None = None,
     command: str | None = None,
     stream: TextIO | None = None,
@@ -136,10 +137,13 @@ def calibrate(
         Restrict to some of ``launch, memory, gemm, conv, transfer, streams, steps``.
     backend
         CPU only: ``"numpy"`` (default) or ``"torch"``.
+    clock
+        CPU with NumPy only: ``"wall"`` (default) or ``"process"`` (CPU time of this process:
+        immune to other processes on shared cores; only meaningful with one BLAS thread).
     trace_dir
         Where training-step profiler traces are written (torch backends).
     """
-    be = make_backend(device, prefer=backend)
+    be = make_backend(device, prefer=backend, clock=clock)
     items = plan_suite(be, groups=groups, trace_dir=Path(trace_dir) if trace_dir else None)
     progress = Progress(len(items), budget_s, stream)
     return run_suite(

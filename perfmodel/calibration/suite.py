@@ -142,7 +142,14 @@ def gemm_shapes(device: DeviceKind) -> list[tuple[int, int, int, int]]:
     else:
         square = [(s, s, s, 1) for s in (64, 128, 256, 512, 1024)]
         small = [(m, 1024, 1024, 1) for m in (1, 8, 32, 64, 128, 256)]
-        tfm = [(128, 1024, 512, 1), (128, 10, 1024, 1), (512, 1024, 128, 1), (1024, 512, 128, 1)]
+        tfm = [
+            (128, 1024, 512, 1),
+            (128, 10, 1024, 1),
+            (512, 1024, 128, 1),
+            (1024, 512, 128, 1),
+            (128, 2048, 2048, 1),
+            (2048, 2048, 128, 1),
+        ]
         batched = [(128, 128, 64, 16)]
         odd = [(1000, 1000, 1000, 1), (300, 257, 511, 1)]
     return square + small + tfm + batched + odd
@@ -324,7 +331,10 @@ def _step_runner(
             if spec.model != "mlp":
                 raise Unsupported(f"numpy backend runs only the MLP step, not {spec.model}")
             widths = spec.args.get("widths", (512, 1024, 1024, 10))
-            return numpy_mlp_step(widths, spec.batch_size, repeats=max(5, policy.min_repeats))
+            clock = getattr(backend, "clock", "wall")
+            return numpy_mlp_step(
+                widths, spec.batch_size, repeats=max(5, policy.min_repeats), clock=clock
+            )
         device = "cuda" if backend.device_kind is DeviceKind.CUDA else "cpu"
         trace = None
         if trace_dir is not None:

@@ -37,6 +37,26 @@ def host_sample(fn: Callable[[], object], inner: int) -> float:
     return time.perf_counter() - t0
 
 
+def process_sample(fn: Callable[[], object], inner: int) -> float:
+    """CPU seconds of this process for ``inner`` calls (``time.process_time``).
+
+    With one compute thread this equals the wall time of an undisturbed run and is immune to
+    other processes sharing the cores (time they take is not charged here). With several BLAS
+    threads it sums their CPU time, so use it only with one thread (``OPENBLAS_NUM_THREADS=1``).
+    """
+    t0 = time.process_time()
+    for _ in range(inner):
+        fn()
+    return time.process_time() - t0
+
+
+CLOCKS: dict[str, Callable[[Callable[[], object], int], float]] = {
+    "wall": host_sample,
+    "process": process_sample,
+}
+"""Host clocks by name (``perfmodel calibrate --clock``)."""
+
+
 @dataclass(frozen=True)
 class TimingPolicy:
     """How hard to time one operation.

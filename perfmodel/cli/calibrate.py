@@ -39,6 +39,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--backend", choices=["numpy", "torch"], default="numpy", help="CPU backend (default numpy)"
     )
+    p.add_argument(
+        "--clock",
+        choices=["wall", "process"],
+        default="wall",
+        help="CPU/NumPy timer: wall (default) or process CPU time (set OPENBLAS_NUM_THREADS=1; "
+        "immune to other processes on shared cores)",
+    )
     p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
     p.set_defaults(func=run)
 
@@ -56,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         groups=groups,
         backend=args.backend,
+        clock=args.clock,
         trace_dir=args.trace_dir,
         command=command,
         stream=sys.stderr,

@@ -6,12 +6,11 @@ import json
 import warnings
 
 import pytest
+from calibration_testlib import H100_PROFILE
 
 from perfmodel.calibration import FORMAT_VERSION, CalibrationProfile, load_profile, read_profile
 from perfmodel.compute import ComputeParams
 from perfmodel.errors import CalibrationError
-
-from calibration_testlib import H100_PROFILE
 
 
 def _write(tmp_path, data) -> str:
@@ -59,7 +58,7 @@ def test_missing_nested_fields_are_named(tmp_path, gpu_profile):
 def test_newer_format_is_refused(tmp_path, gpu_profile):
     data = gpu_profile.to_dict()
     data["format_version"] = FORMAT_VERSION + 1
-    with pytest.raises(CalibrationError, match="format_version .*newer"):
+    with pytest.raises(CalibrationError, match=r"format_version .*newer"):
         load_profile(_write(tmp_path, data))
 
 
