@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel import units
 from perfmodel.errors import ConfigError
@@ -131,3 +133,26 @@ def test_optimizer_parse() -> None:
     assert Optimizer.parse("SGD-momentum") is Optimizer.MOMENTUM
     with pytest.raises(ConfigError, match="optimizer"):
         Optimizer.parse("adagrad")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    name=st.sampled_from(["resnet18", "mobilenet_v2", "gpt2", "vit_b_16", "mlp"]),
+    batch=st.integers(1, 64),
+    precision=st.sampled_from(["fp32", "bf16"]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
+def test_memory_grows_with_batch(name, batch, precision, recompute) -> None:
+    small = memory_breakdown(
+        build_model(name, batch_size=batch, precision=precision),
+        optimizer="adam",
+        recompute=recompute,
+    )
+    big = memory_breakdown(
+        build_model(name, batch_size=batch + 1, precision=precision),
+        optimizer="adam",
+        recompute=recompute,
+    )
+    assert big.activations_bytes > small.activations_bytes
+    assert big.total_bytes > small.total_bytes
+    assert big.weights_bytes == small.weights_bytes
