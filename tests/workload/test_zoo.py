@@ -337,3 +337,11 @@ def test_costs_scale_linearly_with_batch(batch, hidden_heads, layers, seq) -> No
     assert many.params == one.params
     # training FLOP are about 3x forward (dgrad + wgrad), never more than 3.5x
     assert 2.5 * many.fwd_flop < many.total_flop < 3.5 * many.fwd_flop
+
+
+def test_cnn_tp_elementwise_layers_hold_a_slice() -> None:
+    two = build_model("alexnet", batch_size=32, tp=2)
+    relu = next(la for la in two.layers if la.name == "fc1.relu")
+    assert relu.output_shape == (64, 2048)
+    fc2 = next(la for la in two.layers if la.name == "fc2")
+    assert fc2.gemm.k == 4096 and fc2.gemm.n == 2048

@@ -83,7 +83,7 @@ def classifier(
             el = h[0] * h[1]
             fwd = (net.comm(CollectiveOp.ALLGATHER, el),)
             bwd = (net.comm(CollectiveOp.REDUCESCATTER, el),)
-            h = net.linear(
+            local = net.linear(
                 f"{prefix}{i + 1}",
                 h,
                 width,
@@ -91,13 +91,13 @@ def classifier(
                 fwd_comm=fwd,
                 bwd_comm=bwd,
             )
-            h = (h[0], width)  # gathered by the next layer / the loss
         else:
-            h = net.linear(f"{prefix}{i + 1}", h, width)
-        if not last:
-            h = net.act(f"{prefix}{i + 1}.{act}", h, act, saves=dropout)
+            local = net.linear(f"{prefix}{i + 1}", h, width)
+        if not last:  # element-wise layers act on this rank's slice of the features
+            local = net.act(f"{prefix}{i + 1}.{act}", local, act, saves=dropout)
             if dropout:
-                h = net.dropout(f"{prefix}{i + 1}.dropout", h)
+                local = net.dropout(f"{prefix}{i + 1}.dropout", local)
+        h = (local[0], width)  # whole width: all-gathered by the next layer / the loss
     return h
 
 
