@@ -46,6 +46,7 @@ class Op:
     work_flop: float | None = None
     work_bytes: float | None = None
     notes: str = ""
+    graphable: bool = True  # may be timed as a CUDA-graph replay (GPU time, no host dispatch)
 
 
 def _cpu_model_name() -> str:
@@ -157,8 +158,18 @@ class Backend:
     def provenance(self, command: str | None = None) -> dict[str, Any]:
         raise NotImplementedError
 
+    #: how the last sample was timed ("host", "process", "cuda-events", "cuda-graph")
+    last_mode: str = "host"
+
     def sample(self, fn: Callable[[], object], inner: int) -> float:
         return host_sample(fn, inner)
+
+    def prepare_timing(self, op: Op) -> Callable[[Callable[[], object], int], float]:
+        """The sample timer for ``op`` (default: :meth:`sample`)."""
+        return self.sample
+
+    def release(self) -> None:
+        """Free per-operation timing state (captured graphs)."""
 
     def synchronize(self) -> None:
         """Wait for all queued device work (no-op on synchronous backends)."""
@@ -187,7 +198,7 @@ class Backend:
     def elementwise(self, nbytes: int) -> Op:
         raise Unsupported(f"{self.name}: no elementwise")
 
-    def launch(self) -> Op:
+    def launch(self, graph: bool = True) -> Op:
         raise Unsupported(f"{self.name}: no launch benchmark")
 
     def host_transfer(self, nbytes: int, pinned: bool, to_device: bool) -> Op:
@@ -225,6 +236,7 @@ class NumpyBackend(Backend):
         self.clock = clock
 
     def sample(self, fn: Callable[[], object], inner: int) -> float:
+        self.last_mode = self.clock
         return CLOCKS[self.clock](fn, inner)
 
     def _rand(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -302,7 +314,9 @@ class NumpyBackend(Backend):
 
         return Op(fn, work_bytes=3.0 * 4 * elems, notes="c = a + b: 2 reads + 1 write")
 
-    def launch(self) -> Op:
+    def launch(self, graph: bool = True) -> Op:
+        if graph:
+            raise Unsupported("numpy: no graphs (the eager launch benchmark measures dispatch)")
         a = self._rand((1,), np.float32)
         b = self._rand((1,), np.float32)
         c = np.empty(1, np.float32)
@@ -316,7 +330,7 @@ class NumpyBackend(Backend):
 class TorchBackend(Backend):
     """PyTorch on ``cpu`` or ``cuda`` (cuBLAS/cuDNN on the GPU, with ``cudnn.benchmark``)."""
 
-    def __init__(self, device: str = "cuda", seed: int = 0) -> None:
+    def __init__(self, device: str = "cuda", seed: int = 0, use_graphs: bool = True) -> None:
         try:
             import torch
         except ImportError as exc:
@@ -331,6 +345,8 @@ class TorchBackend(Backend):
                 "--device cuda: PyTorch sees no CUDA GPU", value=device, where="--device"
             )
         self.device = torch.device(device)
+        self.use_graphs = use_graphs
+        self._graphs: dict[int, Any] = {}
         self.name = f"torch-{device}"
         self.device_kind = DeviceKind.CUDA if device == "cuda" else DeviceKind.CPU
         self._gen = torch.Generator(device=self.device).manual_seed(seed)
@@ -398,7 +414,9 @@ class TorchBackend(Backend):
             self.torch.cuda.synchronize(self.device)
 
     def sample(self, fn: Callable[[], object], inner: int) -> float:
+        """CUDA events around ``inner`` eager calls (host dispatch included when it dominates)."""
         if self.device_kind is not DeviceKind.CUDA:
+            self.last_mode = "host"
             return host_sample(fn, inner)
         torch = self.torch
         start = torch.cuda.Event(enable_timing=True)
@@ -408,7 +426,55 @@ class TorchBackend(Backend):
             fn()
         end.record()
         end.synchronize()
+        self.last_mode = "cuda-events"
         return start.elapsed_time(end) * 1e-3  # ms -> s
+
+    def prepare_timing(self, op: Op) -> Callable[[Callable[[], object], int], float]:
+        """On CUDA, time graphable operations as CUDA-graph replays of ``inner`` captured calls.
+
+        A replay runs the kernels back to back without host dispatch, so a short kernel is timed
+        at its GPU cost (what a busy training step sees: PyTorch queues kernels ahead of the GPU)
+        rather than at Python/launch dispatch speed. The rotation of input sets is captured too
+        (each captured call reads the next set). Operations that cannot be captured (pageable
+        copies, several streams) or whose capture fails fall back to :meth:`sample`.
+        """
+        if self.device_kind is not DeviceKind.CUDA or not self.use_graphs or not op.graphable:
+            return self.sample
+        torch = self.torch
+        graphs: dict[int, Any] = {}
+        self._graphs = graphs
+
+        def graph_sample(fn: Callable[[], object], inner: int) -> float:
+            g = graphs.get(inner)
+            if g is None:
+                try:
+                    side = torch.cuda.Stream(device=self.device)
+                    side.wait_stream(torch.cuda.current_stream(self.device))
+                    with torch.cuda.stream(side):
+                        fn()
+                    torch.cuda.current_stream(self.device).wait_stream(side)
+                    torch.cuda.synchronize(self.device)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        for _ in range(inner):
+                            fn()
+                    graphs[inner] = g
+                except Exception:  # not capturable: time it eagerly
+                    torch.cuda.synchronize(self.device)
+                    return self.sample(fn, inner)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            g.replay()
+            end.record()
+            end.synchronize()
+            self.last_mode = "cuda-graph"
+            return start.elapsed_time(end) * 1e-3
+
+        return graph_sample
+
+    def release(self) -> None:
+        self._graphs = {}
 
     # -- helpers --------------------------------------------------------------------------------
     def _torch_dtype(self, dtype: DType) -> Any:
@@ -570,14 +636,17 @@ class TorchBackend(Backend):
 
         return Op(fn, work_bytes=12.0 * elems, notes="c = a + b: 2 reads + 1 write")
 
-    def launch(self) -> Op:
+    def launch(self, graph: bool = True) -> Op:
+        """A 1-element in-place add. ``graph=True``: GPU cost per kernel (graph replay);
+        ``graph=False``: eager back-to-back calls, i.e. the host dispatch rate of PyTorch."""
         t = self.torch
         x = self._rand((1,), t.float32)
 
         def fn() -> None:
             x.add_(1.0)
 
-        return Op(fn, notes="back-to-back launches of a 1-element kernel: per-launch cost")
+        what = "GPU cost per kernel (graph replay)" if graph else "eager PyTorch dispatch per op"
+        return Op(fn, notes=f"back-to-back 1-element kernels: {what}", graphable=graph)
 
     def host_transfer(self, nbytes: int, pinned: bool, to_device: bool) -> Op:
         t = self.torch
@@ -598,7 +667,9 @@ class TorchBackend(Backend):
             def fn() -> None:
                 host.copy_(dev, non_blocking=pinned)
 
-        return Op(fn, work_bytes=4.0 * elems, notes="pinned" if pinned else "pageable")
+        return Op(
+            fn, work_bytes=4.0 * elems, notes="pinned" if pinned else "pageable", graphable=False
+        )
 
     def streams(self, n_streams: int, m: int, n: int, k: int, dtype: DType, reps: int) -> Op:
         """``n_streams`` independent learners, each ``reps`` GEMMs of ``m x n x k`` on its own stream.
@@ -633,7 +704,7 @@ class TorchBackend(Backend):
             for st in streams:
                 main.wait_stream(st)
 
-        return Op(fn, work_flop=2.0 * m * n * k * reps * n_streams)
+        return Op(fn, work_flop=2.0 * m * n * k * reps * n_streams, graphable=False)
 
 
 def _nvidia_driver_version() -> str | None:

@@ -312,12 +312,15 @@ def fit_device(profile: CalibrationProfile) -> dict[str, FitSummary]:
             if len(pts) >= 3:
                 r = fit_alpha_beta([m.work_bytes for m in pts], [m.time_s for m in pts], where=name)  # type: ignore[misc]
                 fits[name] = r.summary("t = alpha_s + bytes / bandwidth_Bps")
-    launch = [m for m in ms if m.kind is BenchKind.LAUNCH]
-    if launch:
-        m = launch[0]
+    for m in (m for m in ms if m.kind is BenchKind.LAUNCH):
+        name = (
+            "launch.eager"
+            if m.params.get("mode") == "eager" and m.backend.startswith("torch-cuda")
+            else "launch"
+        )
         sigma = (m.timing.p90_s - m.timing.p10_s) / 2.563  # normal: p90 - p10 = 2.563 sigma
-        fits["launch"] = FitSummary(
-            model="median time of one back-to-back launch of a 1-element kernel",
+        fits[name] = FitSummary(
+            model=f"median time of one back-to-back launch of a 1-element kernel ({m.params.get('mode', 'eager')})",
             values=MappingProxyType({"launch_s": m.time_s}),
             stderr=MappingProxyType({"launch_s": sigma / math.sqrt(max(1, m.timing.repeats))}),
             n_points=1,
@@ -420,6 +423,14 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
             gemm=GemmShape(n * ho * wo, k, c * r * s),
         )
         return layer, _precision_of(dtype, Precision)
+    if (
+        m.kind is BenchKind.LAUNCH
+        and m.params.get("mode") == "eager"
+        and m.backend.startswith("torch-cuda")
+    ):
+        return (
+            None  # host dispatch rate, not a per-kernel GPU cost (reported as fits["launch.eager"])
+        )
     if m.kind in (BenchKind.COPY, BenchKind.ELEMENTWISE, BenchKind.LAUNCH):
         nbytes = float(m.work_bytes or 12.0)
         elems = max(1.0, nbytes / 12.0)

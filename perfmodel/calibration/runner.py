@@ -13,7 +13,7 @@ from perfmodel.calibration.backends import make_backend
 from perfmodel.calibration.fit import fit_compute_params, fit_device
 from perfmodel.calibration.measurement import BenchKind
 from perfmodel.calibration.profile import CalibrationProfile, DeviceKind, FitSummary
-from perfmodel.calibration.suite import Progress, plan_suite, run_suite
+from perfmodel.calibration.suite import Progress, parse_step, plan_suite, run_suite
 from perfmodel.errors import CalibrationError, ConfigError
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -118,6 +118,7 @@ def calibrate(
     groups: Sequence[str] | None = None,
     backend: str = "numpy",
     clock: str = "wall",
+    steps: Sequence[str] | None = None,
     trace_dir: str | Path | None = None,
     command: str | None = None,
     stream: TextIO | None = None,
@@ -140,11 +141,17 @@ def calibrate(
     clock
         CPU with NumPy only: ``"wall"`` (default) or ``"process"`` (CPU time of this process:
         immune to other processes on shared cores; only meaningful with one BLAS thread).
+    steps
+        Training steps to measure as ``MODEL:BATCH:PRECISION[:key=value,...]`` (default: ResNet-50
+        and GPT-2 on a GPU, a NumPy MLP on the CPU).
     trace_dir
         Where training-step profiler traces are written (torch backends).
     """
     be = make_backend(device, prefer=backend, clock=clock)
-    items = plan_suite(be, groups=groups, trace_dir=Path(trace_dir) if trace_dir else None)
+    specs = [parse_step(s) for s in steps] if steps else None
+    items = plan_suite(
+        be, groups=groups, steps=specs, trace_dir=Path(trace_dir) if trace_dir else None
+    )
     progress = Progress(len(items), budget_s, stream)
     return run_suite(
         be,

@@ -61,13 +61,16 @@ def _single(
 ) -> Callable[[Backend, TimingPolicy], list[Measurement]]:
     def run(backend: Backend, policy: TimingPolicy) -> list[Measurement]:
         op = make(backend)
-        stats = time_operation(op.fn, backend.sample, policy, where=key)
-        backend.synchronize()
+        try:
+            stats = time_operation(op.fn, backend.prepare_timing(op), policy, where=key)
+            backend.synchronize()
+        finally:
+            backend.release()
         return [
             Measurement(
                 kind=kind,
                 key=key,
-                params=params,
+                params={**params, "timing": backend.last_mode},
                 timing=stats,
                 work_flop=op.work_flop,
                 work_bytes=op.work_bytes,
@@ -185,10 +188,29 @@ def plan_suite(
             BenchItem(
                 "launch",
                 "launch/tiny-op",
-                "launch overhead",
-                _single(BenchKind.LAUNCH, "launch/tiny-op", {"launches": 1}, lambda b: b.launch()),
+                "launch overhead (eager dispatch)",
+                _single(
+                    BenchKind.LAUNCH,
+                    "launch/tiny-op",
+                    {"launches": 1, "mode": "eager"},
+                    lambda b: b.launch(graph=False),
+                ),
             )
         )
+        if dev is DeviceKind.CUDA:
+            items.append(
+                BenchItem(
+                    "launch",
+                    "launch/tiny-op-graph",
+                    "launch overhead (GPU, graph replay)",
+                    _single(
+                        BenchKind.LAUNCH,
+                        "launch/tiny-op-graph",
+                        {"launches": 1, "mode": "graph"},
+                        lambda b: b.launch(graph=True),
+                    ),
+                )
+            )
     if "memory" in wanted:
         for size in memory_sizes(dev):
             for kind, fname in ((BenchKind.COPY, "copy"), (BenchKind.ELEMENTWISE, "elementwise")):
@@ -310,6 +332,40 @@ def plan_suite(
                 )
             )
     return items
+
+
+def parse_step(text: str) -> StepSpec:
+    """``MODEL:BATCH:PRECISION[:key=value,...]`` -> :class:`StepSpec` (``--step`` flag).
+
+    >>> parse_step("gpt2:8:bf16:seq_len=1024,vocab=50304").key
+    'gpt2/bf16/b8/seq_len1024-vocab50304'
+    """
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise CalibrationError(
+            f"--step {text!r}: expected MODEL:BATCH:PRECISION[:key=value,...]",
+            value=text,
+            where="--step",
+        )
+    try:
+        batch = int(parts[1])
+    except ValueError as exc:
+        raise CalibrationError(
+            f"--step {text!r}: batch {parts[1]!r} is not an integer", value=text, where="--step"
+        ) from exc
+    args: list[tuple[str, Any]] = []
+    if len(parts) == 4 and parts[3]:
+        for kv in parts[3].split(","):
+            k, sep, v = kv.partition("=")
+            if not sep:
+                raise CalibrationError(
+                    f"--step {text!r}: {kv!r} is not key=value", value=text, where="--step"
+                )
+            val: Any = (
+                tuple(int(x) for x in v.split("x")) if "x" in v else int(v) if v.isdigit() else v
+            )
+            args.append((k, val))
+    return StepSpec(parts[0], batch, parts[2], tuple(args))
 
 
 def default_steps(backend: Backend) -> list[StepSpec]:

@@ -537,3 +537,157 @@ def load_measurements(path: str | Path) -> list[Measurement]:
     except json.JSONDecodeError as exc:
         raise CalibrationError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
     return [Measurement.from_dict(d, where=f"{p}: [{i}]") for i, d in enumerate(items)]
+
+
+# ---------------------------------------------------------------------------------------------
+# published measurements (../shared/data/published.jsonl)
+# ---------------------------------------------------------------------------------------------
+
+_SHAPE_RES = (
+    re.compile(r"M=(\d+)\s+N=(\d+)\s+K=(\d+)"),
+    re.compile(r"MxNxK=(\d+)x(\d+)x(\d+)"),
+)
+
+
+def _published_gpu(text: str) -> Any | None:
+    """Catalogue GPU named by a published row's ``hardware.gpu`` text (longest alias found)."""
+    from perfmodel.hardware import list_gpus
+
+    low = text.lower().replace("tesla ", "").replace(" ", "-")
+    best: tuple[int, Any] | None = None
+    for spec in list_gpus():
+        for alias in (spec.name, *spec.aliases):
+            a = alias.lower()
+            if a and a in low and (best is None or len(a) > best[0]):
+                best = (len(a), spec)
+    return None if best is None else best[1]
+
+
+def _published_dtype(text: str) -> str | None:
+    low = text.lower()
+    for key in ("bf16", "fp16", "tf32", "fp8", "fp32"):
+        if key in low:
+            return key
+    return None
+
+
+def published_rows(
+    rows: Sequence[Mapping[str, Any]], profile: Any | None = None
+) -> tuple[list[ValidationRow], list[str]]:
+    """GEMM rows of the published data predicted with datasheet defaults (and with ``profile``
+    for rows of the profile's own GPU model). Other kinds are counted in the skipped notes: the
+    training rows are the scope of ``tests/validation`` through ``perfmodel.api.predict``."""
+    from perfmodel.calibration.fit import measurement_layer
+    from perfmodel.compute import ComputeModel
+
+    out: list[ValidationRow] = []
+    skipped: dict[str, int] = defaultdict(int)
+    for row in rows:
+        if row.get("kind") != "compute_microbenchmark" or "TFLOP" not in str(row.get("unit", "")):
+            skipped[f"{row.get('kind')} rows (not a GEMM rate)"] += 1
+            continue
+        shape = None
+        for rx in _SHAPE_RES:
+            mm = rx.search(str(row.get("model", "")))
+            if mm:
+                shape = tuple(int(x) for x in mm.groups())
+                break
+        gpu = _published_gpu(str(row.get("hardware", {}).get("gpu", "")))
+        dtype = _published_dtype(str(row.get("precision", "")))
+        if shape is None or gpu is None or dtype is None:
+            skipped["GEMM rows without a parseable shape, catalogued GPU or dtype"] += 1
+            continue
+        m, n, k = shape
+        flop = 2.0 * m * n * k
+        measured_s = flop / (float(row["value"]) * 1e12)
+        probe = Measurement(
+            kind=BenchKind.GEMM,
+            key=str(row["id"]),
+            params={"m": m, "n": n, "k": k, "batch": 1, "dtype": dtype},
+            timing=_stats(measured_s),
+            work_flop=flop,
+        )
+        layer, prec = measurement_layer(probe)  # type: ignore[misc]
+        variants: dict[str, Any] = {"datasheet": None}
+        if profile is not None and profile.gpu_model == gpu.name and profile.compute_params_data:
+            variants["calibrated"] = profile.compute_params
+        for var, params in variants.items():
+            try:
+                pred = ComputeModel(gpu, params).layer_time(layer, prec).fwd_s
+            except Exception:  # dtype not on this GPU's datasheet
+                skipped[f"GEMM rows the model cannot predict ({dtype} on {gpu.name})"] += 1
+                continue
+            out.append(
+                ValidationRow(
+                    "gemm", f"{row['id']}", var, measured_s, pred, str(row.get("source", ""))[:80]
+                )
+            )
+    return out, [f"{n} {why}" for why, n in skipped.items()]
+
+
+def _stats(t: float) -> Any:
+    from perfmodel.calibration.measurement import TimingStats
+
+    return TimingStats(t, t, t, t, 1)
+
+
+def validation_variants(profile: Any) -> dict[str, Any]:
+    """Parameter variants compared in a report: ``datasheet`` (no calibration), ``gemm+bw``
+    (fitted on GEMM and memory microbenchmarks only) and ``full`` (the profile's own fit)."""
+    from perfmodel.calibration.fit import GEMM_BW_KINDS, fit_compute_params
+    from perfmodel.calibration.runner import base_compute_params
+
+    gpu = profile.device_spec()
+    base = base_compute_params(profile, gpu)
+    variants: dict[str, Any] = {"datasheet": base}
+    try:
+        variants["gemm+bw"], _ = fit_compute_params(
+            profile.measurements, gpu, base=base, kinds=GEMM_BW_KINDS
+        )
+    except CalibrationError:
+        pass
+    if profile.compute_params_data is not None:
+        variants["full"] = profile.compute_params
+    return variants
+
+
+def build_report(
+    profile: Any,
+    measurements: Sequence[Measurement] = (),
+    published: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    title: str | None = None,
+) -> ValidationReport:
+    """Everything comparable between ``profile``'s predictions and the measurements.
+
+    Steps and layers (from ``measurements``, default the profile's own), the profile's GEMM and
+    convolution microbenchmarks, and published GEMM rows when ``published`` is given.
+    """
+    ms = list(measurements) if measurements else list(profile.measurements)
+    gpu = profile.device_spec()
+    variants = validation_variants(profile)
+    steps = [m for m in ms if m.kind is BenchKind.STEP]
+    layers = [m for m in ms if m.kind is BenchKind.STEP_LAYER]
+    src = profile.device.name
+    rows, skipped = step_rows(steps, layers, gpu, variants, source=src)
+    rows += microbenchmark_rows(ms, gpu, variants, source=src)
+    if published is not None:
+        prow, pskip = published_rows(published, profile)
+        rows += prow
+        skipped += pskip
+    context = {
+        "device": f"{profile.device.name} ({profile.gpu_model or profile.device.kind.value})",
+        "profile created": profile.provenance.get("created_utc"),
+        "software": ", ".join(
+            f"{k} {v}" for k, v in dict(profile.provenance.get("libraries", {})).items()
+        ),
+        "variants": "datasheet = catalogue peaks x documented efficiencies; gemm+bw = fitted on GEMM + "
+        "memory microbenchmarks; full = fitted on all microbenchmarks (GEMM, conv, memory, launch). "
+        "Training steps never feed a fit.",
+    }
+    return ValidationReport(
+        tuple(rows),
+        title=title or f"perfmodel validation: {profile.device.name}",
+        context=context,
+        skipped=tuple(skipped),
+    )

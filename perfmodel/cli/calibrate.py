@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="CPU/NumPy timer: wall (default) or process CPU time (set OPENBLAS_NUM_THREADS=1; "
         "immune to other processes on shared cores)",
     )
+    p.add_argument(
+        "--step",
+        action="append",
+        metavar="MODEL:BATCH:PRECISION[:k=v,...]",
+        help="training step to measure (repeatable), e.g. resnet50:128:bf16 or gpt2:8:bf16:seq_len=1024",
+    )
     p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
     p.set_defaults(func=run)
 
@@ -64,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         groups=groups,
         backend=args.backend,
         clock=args.clock,
+        steps=args.step,
         trace_dir=args.trace_dir,
         command=command,
         stream=sys.stderr,
@@ -85,7 +92,7 @@ def _human(name: str, value: float) -> str:
         return "nan"
     if name.endswith("_Bps"):
         return f"{value / GB:.2f} GB/s"
-    if name.endswith("_flops"):
+    if name.endswith("_flops") or name.startswith("peak_flops"):
         return f"{value / 1e12:.3f} TFLOP/s"
     if name.endswith("_s"):
         return f"{value * 1e6:.2f} us"

@@ -80,7 +80,7 @@ def test_cpu_profile_is_complete_and_fitted(cpu_profile):
     # a CPU profile is refused for a GPU prediction unless asked for
     from perfmodel.errors import CalibrationError
 
-    with pytest.raises(CalibrationError, match="device.gpu_model"):
+    with pytest.raises(CalibrationError, match=r"device\.gpu_model"):
         load_profile(cpu_profile, gpu="H100-SXM5-80GB")
 
 

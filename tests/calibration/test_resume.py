@@ -55,5 +55,5 @@ def test_resume_refuses_another_device(tmp_path):
     data = json.loads(out.read_text())
     data["device"]["name"] = "Some Other CPU"
     out.write_text(json.dumps(data))
-    with pytest.raises(CalibrationError, match="device.name"):
+    with pytest.raises(CalibrationError, match=r"device\.name"):
         run_suite(backend, items, budget_s=5, out_path=out, resume=True)
