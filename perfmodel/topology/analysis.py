@@ -415,20 +415,43 @@ def _next_ring_once(
     if len(by_server) == 1:
         ring = _best_order(topo, order, residual, closed=True, speed=speed, prefer_wide=prefer_wide)
         return ring, _ring_rate(topo, ring, residual, closed=True)
-    cycles = [
-        _best_order(topo, m, residual, closed=True, speed=speed, prefer_wide=prefer_wide)
-        for m in by_server.values()
-    ]
+    groups = list(by_server.values())
+    g = topo.graph
+    local = [tuple(g.nodes[x]["local_id"] for x in m) for m in groups]
+    if all(ids == local[0] for ids in local):
+        # Identical servers: every ring loads each server alike, so server 0's residuals stand
+        # for all; search its cycle once and map it onto the others by local id.
+        base = _best_order(
+            topo, groups[0], residual, closed=True, speed=speed, prefer_wide=prefer_wide
+        )
+        order_ids = [g.nodes[x]["local_id"] for x in base]
+        cycles = []
+        for m in groups:
+            by_id = {g.nodes[x]["local_id"]: x for x in m}
+            cycles.append(tuple(by_id[i] for i in order_ids))
+    else:
+        cycles = [
+            _best_order(topo, m, residual, closed=True, speed=speed, prefer_wide=prefer_wide)
+            for m in groups
+        ]
     # Every server's cycle is cut at the same position k; the position decides which GPUs talk
-    # across servers, hence which NICs the channel uses. Take the k with the best ring rate.
-    best: tuple[tuple[str, ...], float] | None = None
+    # across servers, hence which NICs the channel uses. Take the k with the best ring rate,
+    # probed on the first two servers when there are more (identical servers behave alike; the
+    # chosen ring is then rated in full).
+
+    def cut(cs: Sequence[tuple[str, ...]], k: int) -> tuple[str, ...]:
+        return tuple(x for c in cs for x in (c[k % len(c) :] + c[: k % len(c)]))
+
+    probe = cycles[:2]
+    best: tuple[int, float] | None = None
     for k in range(max(len(c) for c in cycles)):
-        ring = tuple(g for c in cycles for g in (c[k % len(c) :] + c[: k % len(c)]))
-        rate = _ring_rate(topo, ring, residual, closed=True)
+        rate = _ring_rate(topo, cut(probe, k), residual, closed=True)
         if best is None or rate > best[1] * (1 + 1e-12):
-            best = (ring, rate)
+            best = (k, rate)
     assert best is not None
-    return best
+    ring = cut(cycles, best[0])
+    rate = best[1] if len(cycles) == 2 else _ring_rate(topo, ring, residual, closed=True)
+    return ring, rate
 
 
 def nccl_rings(

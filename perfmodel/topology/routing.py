@@ -12,12 +12,11 @@ PCIe/CPU (P2P or SHM), and the NIC closest to the GPU for inter-node traffic.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from functools import lru_cache
 
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.topology.model import Topology
-from perfmodel.topology.schema import TRANSIT_KINDS, effective_bandwidth
+from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind, effective_bandwidth
 
 
 def route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
@@ -42,69 +41,128 @@ def route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=200_000)
 def _route_cached(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
-    # BFS distances from dst through transit nodes (dst itself always allowed).
-    dist = _bfs_from(topo, dst)
-    if src not in dist:
+    adj = _adjacency(topo)
+    s, d = adj.index[src], adj.index[dst]
+    # Best next hop of every node towards dst, by dynamic programming over the BFS layers of
+    # dst (transit nodes only in the interior): widest bottleneck, then lowest latency, then the
+    # smallest node id (nodes are indexed in sorted order, so the smaller index).
+    nxt = _local_next_hops(topo, adj, s, d)
+    if nxt is None:
+        _, nxt = _best_paths(topo, dst, None)
+    if nxt[s] < 0:
         raise TopologyError(
             f"no route from {src} to {dst} in {topo.name}", value=(src, dst), where=topo.name
         )
-    # Walk forward choosing, at each step, among neighbours one hop closer, the best by
-    # (bottleneck bandwidth of the remainder, latency). Done by DP over the BFS layering.
-    best = _best_paths(topo, dst)
-    path = [src]
-    node = src
-    while node != dst:
-        node = best[node][2]
+    path = [s]
+    node = s
+    while node != d:
+        node = nxt[node]
         path.append(node)
-    return tuple(path)
+    return tuple(adj.names[i] for i in path)
 
 
-@lru_cache(maxsize=4096)
-def _bfs_from(topo: Topology, dst: str) -> dict[str, int]:
-    g = topo.graph
-    dist = {dst: 0}
-    q = deque([dst])
-    while q:
-        u = q.popleft()
-        if u != dst and g.nodes[u]["kind"] not in TRANSIT_KINDS:
-            continue  # endpoints (GPUs) are reached but not expanded
-        for v in g.neighbors(u):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                q.append(v)
-    return dist
+def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[int] | None:
+    """Next hops computed inside one server, when that provably gives the global route.
+
+    For two nodes of the same server the search can stay inside the server if every path that
+    leaves it is longer: such a path exits through a NIC and re-enters through another, so it
+    has at least ``dist(src, nearest NIC) + 2 + dist(nearest NIC, dst)`` hops. When the
+    in-server route is strictly shorter than that bound, all minimum-hop routes are in-server
+    and the restricted dynamic programme picks exactly the global route. Returns ``None`` when
+    the shortcut does not apply.
+    """
+    server = adj.server[s]
+    if topo.num_nodes <= 1 or server < 0 or adj.server[d] != server:
+        return None
+    dist_d, nxt = _best_paths(topo, adj.names[d], server)
+    if dist_d[s] < 0:
+        return None
+    nics = adj.nics.get(server, ())
+    if nics:
+        dist_s, _ = _best_paths(topo, adj.names[s], server)
+        to_s = [dist_s[n] for n in nics if dist_s[n] >= 0]
+        to_d = [dist_d[n] for n in nics if dist_d[n] >= 0]
+        if to_s and to_d and dist_d[s] >= min(to_s) + 2 + min(to_d):
+            return None
+    return nxt
 
 
-@lru_cache(maxsize=4096)
-def _best_paths(topo: Topology, dst: str) -> dict[str, tuple[float, float, str]]:
-    """For every node reaching ``dst``: (bottleneck bw, -latency, next hop) of its best route."""
-    g = topo.graph
-    dist = _bfs_from(topo, dst)
-    order = sorted(dist, key=lambda n: dist[n])
-    best: dict[str, tuple[float, float, str]] = {dst: (float("inf"), 0.0, dst)}
-    for u in order:
-        if u == dst:
+class _Adjacency:
+    """Integer-indexed adjacency of a topology graph (node names sorted, so index order is name
+    order): ``nbrs[i]`` = list of ``(j, effective bandwidth, latency)``; ``transit[i]``."""
+
+    __slots__ = ("index", "names", "nbrs", "nics", "server", "transit")
+
+    def __init__(self, topo: Topology) -> None:
+        g = topo.graph
+        self.names = sorted(g.nodes)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.transit = [g.nodes[n]["kind"] in TRANSIT_KINDS for n in self.names]
+        self.server = [int(g.nodes[n]["server"]) for n in self.names]
+        self.nics: dict[int, tuple[int, ...]] = {}
+        for i, n in enumerate(self.names):
+            if g.nodes[n]["kind"] is NodeKind.NIC:
+                self.nics[self.server[i]] = (*self.nics.get(self.server[i], ()), i)
+        self.nbrs: list[list[tuple[int, float, float]]] = [[] for _ in self.names]
+        for u, v, data in g.edges(data=True):
+            bw = float(data["bandwidth_Bps"]) * float(data["efficiency"])
+            lat = float(data["latency_s"])
+            iu, iv = self.index[u], self.index[v]
+            self.nbrs[iu].append((iv, bw, lat))
+            self.nbrs[iv].append((iu, bw, lat))
+
+
+@lru_cache(maxsize=64)
+def _adjacency(topo: Topology) -> _Adjacency:
+    return _Adjacency(topo)
+
+
+@lru_cache(maxsize=8192)
+def _best_paths(topo: Topology, dst: str, server: int | None) -> tuple[list[int], list[int]]:
+    """BFS distances to ``dst`` (-1: unreachable) and the best next hop of every node (-1: none).
+
+    Endpoints (GPUs) are reached but not expanded; among neighbours one layer closer the next
+    hop maximises (bottleneck bandwidth, -latency) of the remaining route, ties to the smaller
+    node id. With ``server`` the search stays among that server's nodes.
+    """
+    adj = _adjacency(topo)
+    d = adj.index[dst]
+    n = len(adj.names)
+    srv = adj.server
+    dist = [-1] * n
+    dist[d] = 0
+    order = [d]
+    head = 0
+    while head < len(order):
+        u = order[head]
+        head += 1
+        if u != d and not adj.transit[u]:
             continue
-        cand = None
-        for v in g.neighbors(u):
-            if dist.get(v, -1) != dist[u] - 1:
+        du = dist[u] + 1
+        for v, _, _ in adj.nbrs[u]:
+            if dist[v] < 0 and (server is None or srv[v] == server):
+                dist[v] = du
+                order.append(v)
+    inf = float("inf")
+    best_bw = [0.0] * n
+    best_lat = [0.0] * n
+    nxt = [-1] * n
+    best_bw[d] = inf
+    nxt[d] = d
+    transit = adj.transit
+    for u in order[1:]:
+        want = dist[u] - 1
+        cb, cl, cv = -1.0, 0.0, -1
+        for v, bw, lat in adj.nbrs[u]:
+            if dist[v] != want or (v != d and not transit[v]):
                 continue
-            if v != dst and g.nodes[v]["kind"] not in TRANSIT_KINDS:
-                continue
-            bw_v, neg_lat_v, _ = best[v]
-            bw = min(bw_v, effective_bandwidth(g, u, v))
-            neg_lat = neg_lat_v - float(g.edges[u, v]["latency_s"])
-            key = (bw, neg_lat, _neg_str(v))
-            if cand is None or key > cand[0]:
-                cand = (key, (bw, neg_lat, v))
-        if cand is not None:
-            best[u] = cand[1]
-    return best
-
-
-def _neg_str(s: str) -> tuple[int, ...]:
-    # Prefer lexicographically smaller node ids in ties (deterministic).
-    return tuple(-ord(c) for c in s)
+            b = best_bw[v] if best_bw[v] < bw else bw
+            lt = best_lat[v] + lat
+            if b > cb or (b == cb and (lt < cl or (lt == cl and v < cv))):
+                cb, cl, cv = b, lt, v
+        if cv >= 0:
+            best_bw[u], best_lat[u], nxt[u] = cb, cl, cv
+    return dist, nxt
 
 
 def path_edges(path: tuple[str, ...]) -> list[tuple[str, str]]:
