@@ -172,7 +172,7 @@ class ComputeModel:
 
     Examples
     --------
-    A 8192^3 BF16 GEMM on an A100 runs at the 0.80 tensor-core ceiling times the k factor
+    A 8192^3 BF16 GEMM on an A100 runs at the 0.76 tensor-core ceiling times the k factor
     8192/(8192+64) and the wave factor (2048 256x128 tiles on 108 SMs = 18.96 waves of 19):
 
     >>> from perfmodel.hardware import get_gpu
@@ -180,7 +180,7 @@ class ComputeModel:
     >>> cm = ComputeModel(get_gpu("A100-SXM4-80GB"))
     >>> e = cm.gemm(GemmShape(8192, 8192, 8192), DType.BF16)
     >>> round(e.efficiency, 3)
-    0.792
+    0.753
     """
 
     def __init__(self, gpu: GPUSpec, params: ComputeParams | None = None) -> None:
