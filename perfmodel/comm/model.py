@@ -337,8 +337,8 @@ class CommCostModel:
         )
 
     def _same_server(self, path: Sequence[str]) -> bool:
-        t = self.topology
-        return t.server_of(path[0]) == t.server_of(path[-1])
+        srv = self.links.server
+        return srv[path[0]] == srv[path[-1]]
 
     def gpu_reduce_Bps(self, info: GroupInfo) -> float:
         """Rate of an element-wise reduction on a GPU: memory bandwidth / 3 (read two inputs,

@@ -94,6 +94,20 @@ class DirectedLinks:
             k: frozenset(v) for k, v in by_server.items()
         }
         self._routes: dict[tuple[str, str], tuple[str, ...]] = {}
+        # Plain-Python views for the path searches (hot loops).
+        self.adjacency: dict[str, tuple[str, ...]] = {n: tuple(g.neighbors(n)) for n in g.nodes}
+        self.transit: frozenset[str] = frozenset(
+            n for n, d in g.nodes(data=True) if d["kind"] in TRANSIT_KINDS
+        )
+        self.rank: dict[str, int] = {n: i for i, n in enumerate(sorted(g.nodes, key=str))}
+        self.capacity_list: list[float] = self.capacity_Bps.tolist()
+        self.unit_capacity_list: list[float] = (self.capacity_Bps / self.units).tolist()
+        self.alpha_list: list[float] = self.alpha_s.tolist()
+        self.server: dict[str, int] = {n: int(d["server"]) for n, d in g.nodes(data=True)}
+        self.local_id: dict[str, str] = {n: str(d["local_id"]) for n, d in g.nodes(data=True)}
+        self.by_local: dict[int, dict[str, str]] = {}
+        for n, srv in self.server.items():
+            self.by_local.setdefault(srv, {})[self.local_id[n]] = n
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
         """Minimum-hop, widest route ``src -> dst`` (the rule of :func:`perfmodel.topology.route`),
@@ -108,12 +122,16 @@ class DirectedLinks:
             return hit
         if src == dst:
             return (src,)
-        topo = self.topology
-        a, b = topo.server_of(src), topo.server_of(dst)
-        allowed = self.server_nodes.get(a, frozenset()) | self.server_nodes.get(b, frozenset())
-        allowed = allowed | self.server_nodes.get(-1, frozenset())
-        res = _min_hop_widest(self, self.units.astype(float), src, dst, allowed, per_unit=False)
-        path = res[2] if res is not None else route(topo, src, dst)
+        a, b = self.server[src], self.server[dst]
+        fabric = self.server_nodes.get(-1, frozenset())
+        kinds = self.topology.graph.nodes
+        if a != b and kinds[src]["kind"] is NodeKind.NIC and kinds[dst]["kind"] is NodeKind.NIC:
+            allowed = fabric | {src, dst}  # NIC to NIC: through the fabric only
+        else:
+            allowed = self.server_nodes.get(a, frozenset()) | self.server_nodes.get(b, frozenset())
+            allowed = allowed | fabric
+        res = _min_hop_widest(self, None, src, dst, allowed, per_unit=False)
+        path = res[2] if res is not None else route(self.topology, src, dst)
         self._routes[key] = path
         return path
 
@@ -185,7 +203,7 @@ def check_group(
 
 def _min_hop_widest(
     links: DirectedLinks,
-    residual: np.ndarray,
+    residual: np.ndarray | list[float] | None,
     src: str,
     dst: str,
     allowed: frozenset[str] | None,
@@ -196,47 +214,58 @@ def _min_hop_widest(
     residual link units (then the fastest per-unit bottleneck). Returns (units, unit_bw, path).
 
     With ``per_unit=False`` units are ignored and the widest path (by capacity) wins, then the
-    lowest latency: the routing rule of :mod:`perfmodel.topology.routing`."""
-    g = links.topology.graph
+    lowest latency, then the smallest node names: the routing rule of
+    :mod:`perfmodel.topology.routing`."""
+    adj = links.adjacency
+    transit = links.transit
     dist = {dst: 0}
     q = deque([dst])
     while q:
         u = q.popleft()
-        if u != dst and g.nodes[u]["kind"] not in TRANSIT_KINDS:
+        if u != dst and u not in transit:
             continue
         if u == src:
             break
-        for v in g.neighbors(u):
+        du = dist[u] + 1
+        for v in adj[u]:
             if v in dist or (allowed is not None and v not in allowed):
                 continue
-            dist[v] = dist[u] + 1
+            dist[v] = du
             q.append(v)
     if src not in dist:
         return None
-    # DP from dst outwards over the BFS layers (only nodes with dist <= dist[src]).
+    d_src = dist[src]
+    index = links.index
+    cap = links.capacity_list
+    unit_cap = links.unit_capacity_list
+    alpha = links.alpha_list
+    rank = links.rank
+    res = residual.tolist() if isinstance(residual, np.ndarray) else residual
+    # DP from dst outwards over the BFS layers (nodes strictly closer than src, then src).
     best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
     lat: dict[str, float] = {dst: 0.0}
-    for u in sorted(dist, key=lambda n: dist[n]):
-        if u == dst or dist[u] > dist[src]:
+    layer = sorted((n for n in dist if dist[n] < d_src and n != dst), key=dist.__getitem__)
+    for u in [*layer, src]:
+        if u != src and u not in transit:
             continue
-        if u != src and g.nodes[u]["kind"] not in TRANSIT_KINDS:
-            continue
+        du = dist[u] - 1
         cand: tuple[Any, tuple[int, float, str], float] | None = None
-        for v in g.neighbors(u):
-            if dist.get(v, -1) != dist[u] - 1 or v not in best:
+        for v in adj[u]:
+            if dist.get(v, -1) != du or v not in best:
                 continue
-            i = links.index[(u, v)]
+            i = index[(u, v)]
             bu, bw, _ = best[v]
             if per_unit:
-                units = min(int(residual[i]), bu)
-                unit_bw = min(links.capacity_Bps[i] / links.units[i], bw)
-                key = (units, unit_bw, 0.0, tuple(-ord(c) for c in v))
+                assert res is not None
+                units = min(int(res[i]), bu)
+                unit_bw = min(unit_cap[i], bw)
+                key: tuple[float, ...] = (units, unit_bw, 0.0, -rank[v])
             else:
                 units = bu
-                unit_bw = min(links.capacity_Bps[i], bw)
-                key = (0, unit_bw, -(lat[v] + links.alpha_s[i]), tuple(-ord(c) for c in v))
+                unit_bw = min(cap[i], bw)
+                key = (0, unit_bw, -(lat[v] + alpha[i]), -rank[v])
             if cand is None or key > cand[0]:
-                cand = (key, (units, unit_bw, v), lat[v] + links.alpha_s[i])
+                cand = (key, (units, unit_bw, v), lat[v] + alpha[i])
         if cand is not None:
             best[u] = cand[1]
             lat[u] = cand[2]
@@ -278,11 +307,12 @@ def pack_rings(
         w = np.zeros((n, n))
         h = np.full((n, n), 1 << 20, dtype=np.int64)
         u = np.zeros((n, n))
+        res_list = residual.tolist()
         for a in members:
             for b in members:
                 if a == b:
                     continue
-                res = _min_hop_widest(links, residual, a, b, allowed)
+                res = _min_hop_widest(links, res_list, a, b, allowed)
                 if res is None:
                     raise ConfigError(
                         f"no route from {a} to {b} in {topo.name}", value=(a, b), where="group"
@@ -407,7 +437,7 @@ def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str
     """Members grouped by server, servers in order of first appearance, members in given order."""
     groups: dict[int, list[str]] = {}
     for m in members:
-        groups.setdefault(topology.server_of(m), []).append(m)
+        groups.setdefault(int(topology.graph.nodes[m]["server"]), []).append(m)
     return list(groups.values())
 
 
@@ -422,12 +452,12 @@ def build_channels(
     intra: list[tuple[Channel, ...]] = []
     cache: dict[tuple[str, ...], tuple[Channel, ...]] = {}
     for part in parts:
-        key = tuple(topo.graph.nodes[m]["local_id"] for m in part)
+        key = tuple(links.local_id[m] for m in part)
         if len(part) == 1:
             intra.append((Channel((part[0],), ()),))
             continue
         if key in cache:
-            intra.append(_remap(cache[key], topo, part))
+            intra.append(_remap(cache[key], links, part))
         else:
             rings = pack_rings(links, part, max_channels=max_channels)
             cache[key] = rings
@@ -507,11 +537,9 @@ def _via_nics(
     topo = links.topology
     if exit_nic is None or entry_nic is None:
         return links.route(src, dst)
-    s_src, s_dst = topo.server_of(src), topo.server_of(dst)
-    by_local = {topo.graph.nodes[n]["local_id"]: n for n in links.server_nodes[s_src]}
-    x_out = by_local.get(local_of[exit_nic])
-    by_local_dst = {topo.graph.nodes[n]["local_id"]: n for n in links.server_nodes[s_dst]}
-    x_in = by_local_dst.get(local_of[entry_nic])
+    del topo
+    x_out = links.by_local[links.server[src]].get(local_of[exit_nic])
+    x_in = links.by_local[links.server[dst]].get(local_of[entry_nic])
     if x_out is None or x_in is None:
         return links.route(src, dst)
     a = links.route(src, x_out)
@@ -523,15 +551,16 @@ def _via_nics(
     return path
 
 
-def _remap(rings: tuple[Channel, ...], topo: Topology, part: Sequence[str]) -> tuple[Channel, ...]:
+def _remap(
+    rings: tuple[Channel, ...], links: DirectedLinks, part: Sequence[str]
+) -> tuple[Channel, ...]:
     """Map rings computed on one server onto an identical server (by local ids)."""
-    g = topo.graph
-    server = topo.server_of(part[0])
-    by_local = {d["local_id"]: n for n, d in g.nodes(data=True) if d["server"] == server}
+    by_local = links.by_local[links.server[part[0]]]
+    lid = links.local_id
     out = []
     for ch in rings:
-        order = tuple(by_local[g.nodes[m]["local_id"]] for m in ch.order)
-        hops = tuple(tuple(by_local[g.nodes[x]["local_id"]] for x in hop) for hop in ch.hops)
+        order = tuple(by_local[lid[m]] for m in ch.order)
+        hops = tuple(tuple(by_local[lid[x]] for x in hop) for hop in ch.hops)
         out.append(Channel(order, hops))
     return tuple(out)
 
