@@ -97,16 +97,16 @@ class ComputeParams:
         calibration profile replaces it with a measured value.
     kernel_launch_s
         Time per kernel beyond its roofline time (launch latency plus the tail of the previous
-        kernel). Default 4 us: CUDA launch latency of 3-5 us measured by Nvidia's
-        ``cudaLaunchKernel`` microbenchmarks and visible in the smallest DeepBench GEMMs.
+        kernel). Default 4 us: the order of the CUDA kernel launch latency (a few microseconds)
+        usually quoted for back-to-back launches; an estimate, not fitted to any row.
     k_overhead
         Prologue/epilogue cost of one tile, as an equivalent number of ``k`` iterations: a GEMM
         with reduction length ``k`` runs at ``k / (k + k_overhead)`` of the tile's rate.
-        Default 64 (two 32-deep main-loop stages fill and drain the software pipeline; CUTLASS
-        default pipeline depth).
+        Default 64: an estimate, two 32-deep main-loop stages to fill and drain a CUTLASS-style
+        software pipeline; not fitted.
     split_k_efficiency
         Throughput factor of a split-K GEMM (the partial tiles are reduced by an extra pass).
-        Default 0.90.
+        Default 0.90, an estimate; not fitted.
     tensor_core_tiles, cuda_core_tiles
         Tile menus the library chooses from (best predicted time wins, as cuBLAS heuristics
         aim to).
@@ -119,12 +119,13 @@ class ComputeParams:
         in-sample in the validation tier.
     conv_efficiency
         Implicit-GEMM convolutions relative to a GEMM of the same shape (im2col address
-        arithmetic, filter halos). Default 0.90 (cuDNN implicit-precomp GEMM at 85-95% of the
-        equivalent cuBLAS GEMM in NVIDIA's "Convolutional Layers User's Guide", fig. 4-6).
+        arithmetic, filter halos). Default 0.90: an estimate (NVIDIA's "Convolutional Layers
+        User's Guide" treats implicit-GEMM convolutions as GEMMs of the implicit shape, with
+        somewhat lower throughput); not fitted.
     fused_attention_efficiency
         Fraction of the tensor-core peak reached by fused attention (forward and backward).
-        Default 0.50: FlashAttention-2 (Dao 2023, fig. 4-5) reaches 50-73% of A100 peak forward,
-        40-60% forward+backward at head dimension 64-128.
+        Default 0.50: the low end of the 50-73% of A100 peak that FlashAttention-2 reports
+        (Dao 2023, abstract), its backward pass being slower than its forward; not fitted.
     elementwise_flop_dtype
         Format of non-GEMM arithmetic (FP32 on CUDA cores).
     cast_weights_each_step
