@@ -412,7 +412,7 @@ def _run_tta(args: argparse.Namespace) -> int:
     if args.plot:
         from perfmodel.search.plots import plot_tta
 
-        plot_tta(pfit or fit, args.plot, grid=grid, title=desc)
+        plot_tta([fit, pfit] if pfit else [fit], args.plot, grid=grid, title=desc)
         lines.append(f"plot written to {args.plot}")
     if args.json:
         json.dump(out, sys.stdout, indent=2, default=str)

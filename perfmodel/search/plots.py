@@ -153,40 +153,42 @@ def plot_whatif(result: WhatIfResult, path: str | os.PathLike[str], *, title: st
 
 
 def plot_tta(
-    fit: TTAFit | None,
+    fits: TTAFit | Sequence[TTAFit] | None,
     path: str | os.PathLike[str],
     *,
     grid: Sequence[TTAPoint] = (),
     title: str = "",
 ) -> None:
-    """Measured points with the fitted U-curve (left) and predicted TTA vs batch per GPU count (right)."""
+    """Measured points with the fitted curves (left) and predicted TTA vs batch per GPU count (right)."""
     import numpy as np
     from matplotlib.figure import Figure
 
+    fit_list = [] if fits is None else [fits] if not isinstance(fits, list | tuple) else list(fits)
     fig = Figure(figsize=(12, 4.8) if grid else (6.5, 4.8))
     axes = fig.subplots(1, 2 if grid else 1)
     ax1 = axes[0] if grid else axes
-    if fit is not None:
-        b = np.array(fit.batch_sizes)
-        ax1.scatter(b, fit.measured_s, color="k", zorder=5, label="measured")
-        if fit.step_time_model.value == "affine":
-            xs = np.geomspace(b.min() / 2, b.max() * 2, 200)
-            ax1.plot(xs, [fit.predict_s(x) for x in xs], label="McCandlish fit")
-        else:
-            ax1.plot(b, fit.fitted_s, marker="x", label="McCandlish fit (predicted step times)")
-        bn = fit.params["noise_scale_samples"]
-        ax1.axvline(
-            fit.optimal_batch,
-            color="C2",
-            ls="--",
-            lw=0.8,
-            label=f"optimum B*={fit.optimal_batch:.0f}",
-        )
-        ax1.set_title(
-            f"B_noise = {bn:.0f} (±{100 * fit.rel_std['noise_scale_samples']:.0f}%), "
-            f"rms log error {fit.rms_log_error:.2f}",
-            fontsize=9,
-        )
+    if fit_list:
+        b = np.array(fit_list[0].batch_sizes)
+        ax1.scatter(b, fit_list[0].measured_s, color="k", zorder=5, label="measured")
+        for n, fit in enumerate(fit_list):
+            bn = fit.params["noise_scale_samples"]
+            lo, hi = fit.param_range.get("noise_scale_samples", (math.nan, math.nan))
+            if fit.step_time_model.value == "affine":
+                xs = np.geomspace(b.min() / 2, b.max() * 2, 200)
+                lab = "fit, step time t0 + B t1"
+                ax1.plot(xs, [fit.predict_s(x) for x in xs], color=f"C{n}", label=lab)
+            else:
+                lab = "fit, perfmodel step times"
+                ax1.plot(fit.batch_sizes, fit.fitted_s, marker="x", color=f"C{n}", label=lab)
+            ax1.axvline(fit.optimal_batch, color=f"C{n}", ls="--", lw=0.8)
+            ax1.plot(
+                [],
+                [],
+                " ",
+                label=f"  B_noise={bn:.3g} (16-84%: {lo:.3g}-{hi:.3g}), B*={fit.optimal_batch:.0f}, "
+                f"rms log err {fit.rms_log_error:.2f}",
+            )
+        ax1.set_title("McCandlish et al. 2018: T(B) = S_min (1 + B_noise/B) t_step(B)", fontsize=9)
         ax1.set_xscale("log", base=2)
         ax1.set_yscale("log")
         ax1.set_xlabel("global batch (samples)")
