@@ -8,6 +8,7 @@ from functools import cached_property
 import networkx as nx
 
 from perfmodel.errors import ConfigError
+from perfmodel.hardware.cpus import CPUSpec
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.topology.schema import NodeKind
 
@@ -87,6 +88,31 @@ class Topology:
                 f"{node!r} is not a GPU of system {self.name}", value=node, where=self.name
             )
         return get_gpu(self.graph.nodes[node]["model"])
+
+    def cpu_spec(self, cpu: str | None = None) -> CPUSpec | None:
+        """Catalogue spec of CPU node ``cpu`` (default: the first CPU), or ``None`` when the
+        file names a model the CPU catalogue lacks (free text such as "Intel Xeon E5-2698 v3")
+        or no model at all. Catalogue systems use catalogue names where one exists."""
+        from perfmodel.errors import UnknownHardwareError
+        from perfmodel.hardware.cpus import get_cpu
+
+        cpus = self.nodes_of_kind(NodeKind.CPU)
+        node = (sorted(cpus)[0] if cpus else None) if cpu is None else cpu
+        if (
+            node is None
+            or node not in self.graph
+            or self.graph.nodes[node]["kind"] is not NodeKind.CPU
+        ):
+            raise ConfigError(
+                f"{node!r} is not a CPU of system {self.name}", value=node, where=self.name
+            )
+        model = self.graph.nodes[node].get("model")
+        if not model:
+            return None
+        try:
+            return get_cpu(str(model))
+        except UnknownHardwareError:
+            return None
 
     def gpu(self, rank: int) -> str:
         """Node id of the GPU with global rank ``rank``."""

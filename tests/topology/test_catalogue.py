@@ -141,3 +141,20 @@ def test_network_override_on_catalogue_system():
 def test_gpu_selectable_system_takes_another_gpu():
     t = load_system("pcie-8x-server", gpu="A100-PCIE-80GB")
     assert {t.graph.nodes[g]["model"] for g in t.gpus} == {"A100-PCIE-80GB"}
+
+
+def test_cpu_models_use_the_cpu_catalogue_where_it_has_the_part():
+    """CPU nodes name CPU-catalogue parts; only parts the catalogue lacks stay free text."""
+    free_text = set()
+    for name in sorted(REQUIRED):
+        t = load_system(name)
+        for cpu in t.nodes_of_kind(NodeKind.CPU):
+            if t.cpu_spec(cpu) is None:
+                free_text.add(t.graph.nodes[cpu]["model"])
+    assert free_text == {
+        "Intel Xeon E5-2698 v3",
+        "Intel Xeon E5-2650 v3",
+        "Intel Xeon Platinum 8570",
+    }
+    assert load_system("ibm-ac922-4xv100").cpu_spec().name == "power9-20c"
+    assert load_system("dgx1-v100", nodes=2).cpu_spec("n1/cpu1").name == "xeon-e5-2698-v4"
