@@ -102,14 +102,15 @@ def test_smi_errors_name_file_row_column_and_value(tmp_path):
     with pytest.raises(ParseError, match="--gpu"):
         from_smi_text(text, gpu=None)
     bad = tmp_path / "topo.txt"
-    bad.write_text(text.replace("PIX", "PQX", 1))
+    bad.write_text(text.replace("\tPIX", "\tPQX", 1))  # first matrix cell PIX (GPU0/GPU1)
     with pytest.raises(ParseError) as err:
         import_topology(bad, gpu="V100-PCIE-16GB")
     msg = str(err.value)
     assert "topo.txt" in msg and "GPU0" in msg and "GPU1" in msg and "PQX" in msg
     asym = tmp_path / "asym.txt"
     lines = text.splitlines()
-    lines[2] = lines[2].replace("SYS", "PHB", 1)  # row GPU1, column GPU2
+    row = next(i for i, ln in enumerate(lines) if ln.startswith("GPU1"))
+    lines[row] = lines[row].replace("SYS", "PHB", 1)  # row GPU1, column GPU2
     asym.write_text("\n".join(lines))
     with pytest.raises(ParseError, match="not symmetric"):
         import_topology(asym, gpu="V100-PCIE-16GB")
