@@ -227,8 +227,10 @@ class _TrainingCase:
 def _training_case(row: Mapping[str, Any]) -> _TrainingCase | str:
     """Zoo model for a training row, or the reason it cannot be mapped."""
     m = row["model"].lower()
-    if "transformer-xl" in m:
-        return "Transformer-XL is not in the zoo (relative positions, adaptive softmax)"
+    if "transformer-xl" in m and "base" in m:
+        return _TrainingCase(
+            "transformer_xl", {}, "lamb", "adaptive-softmax tail shares from Zipf's law"
+        )
     if "resnet50v2" in m or "resnet152v2" in m:
         name = "resnet50v2" if "resnet50v2" in m else "resnet152v2"
         size = 128 if "128" in m else 224
@@ -300,6 +302,17 @@ def _predict_training(
     if "xla" in row["precision"].lower():
         note = (note + "; " if note else "") + "XLA fusion not modelled"
     what = f"{case.model} b={batch} {prec.value}"
+    if "tokens/s" in unit:
+        return RowPrediction(
+            row["id"],
+            group,
+            gpu.name,
+            what,
+            float(row["value"]),
+            batch * w.tokens_per_sample / step_s,
+            "tokens/s",
+            note=note,
+        )
     if "images/s" in unit or "sequences/s" in unit:
         return RowPrediction(
             row["id"],

@@ -345,3 +345,21 @@ def test_cnn_tp_elementwise_layers_hold_a_slice() -> None:
     assert relu.output_shape == (64, 2048)
     fc2 = next(la for la in two.layers if la.name == "fc2")
     assert fc2.gemm.k == 4096 and fc2.gemm.n == 2048
+
+
+def test_transformer_xl_layout() -> None:
+    """DeepLearningExamples wt103_base.yaml: embedding 267735 x 512 (tied with the adaptive
+    softmax), 16 layers of 3,412,480 parameters, shared r_w/r_r biases, softmax biases and
+    cluster parameters: 191,950,298 (the README's "192M")."""
+    w = build_model("transformer_xl", batch_size=2)
+    per_layer = 512 * 1536 + 512 * 512 + 512 * 512 + (512 * 2048 + 2048) + (2048 * 512 + 512)
+    per_layer += 2 * 2 * 512  # two LayerNorms
+    expected = 267735 * 512 + 16 * per_layer + 2 * 8 * 64 + 267735 + 3 * (512 + 1)
+    assert per_layer == 3_412_480
+    assert w.total_params == expected == 191_950_298
+    qkv = next(la for la in w.layers if la.name == "layer0.qkv")
+    assert qkv.gemm.m == 2 * (192 + 192)  # keys over segment + memory
+    ac = next(la for la in w.layers if la.name == "layer0.scores_ac")
+    assert (ac.gemm.m, ac.gemm.n, ac.gemm.k, ac.gemm.batch) == (192, 384, 64, 16)
+    with pytest.raises(ConfigError, match="tp"):
+        build_model("transformer_xl", batch_size=1, tp=2)

@@ -244,6 +244,12 @@ for _info in [
         vocab=128256,
         seq_len=8192,
     ),
+    _m(
+        "transformer_xl",
+        transformer.transformer_xl,
+        "transformer",
+        "Transformer-XL base, DeepLearningExamples wt103_base.yaml (Dai et al. 2019)",
+    ),
     _m("mlp", mlp.mlp, "mlp", "plain MLP: widths = input, hidden..., output"),
 ]:
     _MODELS[_info.name] = _info

@@ -16,6 +16,7 @@ Fused attention (``flash_attention=True``) removes the ``5 a s / h`` term.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from perfmodel.errors import ConfigError
@@ -459,4 +460,149 @@ def vit(
     return cfg
 
 
-__all__ = ["GemmShape", "TransformerConfig", "bert", "gpt", "llama", "transformer_layer", "vit"]
+def _zipf_coverage(lo: int, hi: int, vocab: int) -> float:
+    """Share of running text covered by word ranks ``lo < rank <= hi`` under Zipf's law with
+    exponent 1: ``(H(hi) - H(lo)) / H(vocab)``, ``H`` the harmonic number (``ln n + 0.5772``).
+
+    The 19,997 most frequent of 267,735 words cover about 80% of the tokens:
+    (ln 19997 + 0.5772) / (ln 267735 + 0.5772) = 10.481 / 13.075:
+
+    >>> round(_zipf_coverage(0, 19997, 267735), 3)
+    0.802
+    """
+
+    def harmonic(n: int) -> float:
+        return 0.0 if n <= 0 else math.log(n) + 0.5772156649
+
+    return (harmonic(hi) - harmonic(lo)) / harmonic(vocab)
+
+
+def transformer_xl(
+    net: Net,
+    *,
+    hidden: int = 512,
+    layers: int = 16,
+    heads: int = 8,
+    ffn_hidden: int = 2048,
+    seq_len: int = 192,
+    mem_len: int = 192,
+    vocab: int = 267735,
+    cutoffs: list[int] | None = None,
+) -> TransformerConfig:
+    """Transformer-XL (Dai et al. 2019) as NVIDIA DeepLearningExamples trains it on WikiText-103
+    (``wt103_base.yaml``: 16 layers, d_model 512, 8 heads of 64, d_inner 2048, tgt_len and
+    mem_len 192, adaptive input/softmax with cutoffs 19997/39997/199997, ``div_val`` 1, tied
+    weights): about 192M parameters.
+
+    Per layer: QKV over the ``seq_len + mem_len`` keys (the memory is detached but still
+    projected), a position projection ``r_net``, the content (AC) and position (BD) score
+    products, the relative shift, softmax, the context product, output projection, post
+    LayerNorm, ReLU feed-forward. The adaptive softmax computes head logits (19997 words + 3
+    cluster logits) for every token and each tail cluster only for the tokens whose target lies
+    in it; the token shares of the clusters are estimated with Zipf's law (exponent 1), not
+    measured. Tensor parallelism is not supported for this model.
+    """
+    from dataclasses import replace
+
+    if net.tp > 1:
+        raise ConfigError("transformer_xl does not support tp > 1", value=net.tp, where="tp")
+    cuts = list(cutoffs) if cutoffs is not None else [19997, 39997, 199997]
+    if sorted(cuts) != cuts or not cuts or cuts[-1] >= vocab or cuts[0] < 1:
+        raise ConfigError(
+            f"cutoffs must increase and stay below vocab={vocab}, got {cuts}",
+            value=cuts,
+            where="cutoffs",
+        )
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=ffn_hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        pre_norm=False,
+    )
+    check_config(cfg, 1)
+    if mem_len < 0:
+        raise ConfigError(f"mem_len must be >= 0, got {mem_len}", value=mem_len, where="mem_len")
+    b, s, h, d = net.batch_size, seq_len, hidden, hidden // heads
+    klen = s + mem_len
+    a = net.act_bytes
+    net.embedding("word_emb", b, s, vocab, h)
+    net.elementwise("word_emb.scale", (b, s, h), "scale")
+    net.dropout("emb.dropout", (b, s, h))
+    net.other(
+        LayerCost(
+            name="r_w_bias+r_r_bias",
+            kind=LayerKind.OTHER,
+            fwd_flop=0.0,
+            bwd_input_flop=0.0,
+            bwd_weight_flop=0.0,
+            params=2 * heads * d,
+            fwd_bytes=0.0,
+            bwd_bytes=0.0,
+            activation_bytes=0.0,
+            output_shape=(heads, d),
+        )
+    )
+    for i in range(layers):
+        n = f"layer{i}"
+        net.new_block()
+        net.linear(f"{n}.qkv", (b, klen, h), 3 * h, bias=False)
+        net.linear(f"{n}.r_net", (klen, h), h, bias=False)
+        q_el, k_el = b * s * h, b * klen * h
+        net.matmul(f"{n}.scores_ac", b * heads, s, klen, d, saved_bytes=(q_el + k_el) * a)
+        net.matmul(f"{n}.scores_bd", b * heads, s, klen, d, saved_bytes=(q_el + klen * h) * a)
+        scores = (b * heads, s, klen)
+        net.elementwise(f"{n}.rel_shift", scores, "add", inputs=2)
+        net.softmax(f"{n}.softmax", scores, recomputable=True)
+        net.matmul(
+            f"{n}.context",
+            b * heads,
+            s,
+            d,
+            klen,
+            saved_bytes=(b * heads * s * klen + k_el) * a,
+            recomputable_bytes=float(b * heads * s * klen * a),
+        )
+        net.linear(f"{n}.o_net", (b, s, h), h, bias=False)
+        net.dropout(f"{n}.attn_dropout", (b, s, h))
+        net.elementwise(f"{n}.residual1", (b, s, h), "add", inputs=2)
+        net.norm(f"{n}.ln1", (b, s, h), params=2 * h)
+        net.linear(f"{n}.ff1", (b, s, h), ffn_hidden)
+        net.act(f"{n}.relu", (b, s, ffn_hidden), "relu")
+        net.dropout(f"{n}.ff_dropout", (b, s, ffn_hidden))
+        net.linear(f"{n}.ff2", (b, s, ffn_hidden), h)
+        net.dropout(f"{n}.ff2_dropout", (b, s, h))
+        net.elementwise(f"{n}.residual2", (b, s, h), "add", inputs=2)
+        net.norm(f"{n}.ln2", (b, s, h), params=2 * h)
+    net.end_blocks()
+    net.dropout("out.dropout", (b, s, h))
+    tokens = b * s
+    ends = [0, *cuts, vocab]
+    head = cuts[0] + len(cuts)
+    net.linear("crit.head", (tokens, h), head)
+    last = net.layers[-1]  # word weights tied to the embedding: cluster weights and biases own
+    net.layers[-1] = replace(last, params=cuts[0] + len(cuts) * (h + 1))
+    net.loss("crit.head_log_softmax", tokens, head)
+    for c in range(1, len(ends) - 1):
+        lo, hi = ends[c], ends[c + 1]
+        rows = max(1, round(tokens * _zipf_coverage(lo, hi, vocab)))
+        net.linear(f"crit.tail{c}", (rows, h), hi - lo)
+        tail = net.layers[-1]
+        net.layers[-1] = replace(tail, params=hi - lo)  # tied weight: only the bias is new
+        net.loss(f"crit.tail{c}_log_softmax", rows, hi - lo)
+    return cfg
+
+
+__all__ = [
+    "GemmShape",
+    "TransformerConfig",
+    "bert",
+    "gpt",
+    "llama",
+    "transformer_layer",
+    "transformer_xl",
+    "vit",
+]
