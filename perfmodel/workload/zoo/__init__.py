@@ -18,7 +18,7 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import Net, as_precision
 from perfmodel.workload.layers import Workload
-from perfmodel.workload.zoo import cnn, mlp, transformer
+from perfmodel.workload.zoo import cnn, inception, mlp, transformer
 
 
 @dataclass(frozen=True)
@@ -254,14 +254,9 @@ for _info in [
 ]:
     _MODELS[_info.name] = _info
 
-try:  # inception is a larger file; keep the zoo importable while it grows
-    from perfmodel.workload.zoo import inception as _inception
-
-    _MODELS["inception_v3"] = _m(
-        "inception_v3", _inception.inception_v3, "cnn", f"{_TV}.inception_v3 (27,161,264 with aux)"
-    )
-except ImportError:  # pragma: no cover
-    pass
+_MODELS["inception_v3"] = _m(
+    "inception_v3", inception.inception_v3, "cnn", f"{_TV}.inception_v3 (27,161,264 with aux)"
+)
 
 
 def list_models() -> list[ModelInfo]:
