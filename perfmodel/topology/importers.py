@@ -230,6 +230,8 @@ def from_smi_text(
     - NVLink: ``NV#`` pairs are direct bundles of ``#`` links, unless a GPU's ``NV#`` counts add up
       to more links than its model has: then all GPUs hang off one NVSwitch node with ``#`` ports.
     - Link generations come from the GPU model (NVLink generation, PCIe generation, x16 links).
+    - NIC nodes are labelled with their device names from the ``NIC Legend`` (``mlx5_0``) when
+      the output has one.
     """
     if gpu is None:
         raise ParseError(
@@ -335,8 +337,9 @@ def from_smi_text(
                 links.extend(_link(sw, dev_id[d], pcie) for d in leaf)
     for g in gpus:
         nodes.append(NodeSpec(dev_id[g], NodeKind.GPU, model=spec.name))
+    nic_names = dict(re.findall(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", text, flags=re.MULTILINE))
     for n in nics:
-        nodes.append(NodeSpec(dev_id[n], NodeKind.NIC, label=n))
+        nodes.append(NodeSpec(dev_id[n], NodeKind.NIC, label=nic_names.get(n, n)))
 
     # --- NVLink
     nv = {

@@ -32,6 +32,7 @@ SMI_CASES = [
     ("smi-pcie-4gpu.txt", "V100-PCIE-16GB"),
     ("smi-pcie-8gpu-phb.txt", "TITAN-X-PASCAL"),
     ("smi-dgx2.txt", "V100-SXM3-32GB"),
+    ("smi-dgx-a100-nps4.txt", "A100-SXM4-80GB"),
 ]
 
 
@@ -186,3 +187,17 @@ def test_json_import_errors_name_the_element(tmp_path):
     p.write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ParseError, match="not a perfmodel topology"):
         import_topology(p)
+
+
+def test_smi_numa_nodes_gpu_numa_id_column_and_nic_legend():
+    """DGX A100 in NPS4: one CPU node per NUMA node (GPU pairs across NUMA nodes are SYS even on
+    one socket); the 'GPU NUMA ID' column is skipped and NICs keep their mlx5 names."""
+    topo = import_topology(FIXTURES / "smi-dgx-a100-nps4.txt", gpu="A100-SXM4-80GB")
+    assert sorted(topo.nodes_of_kind(topo.graph.nodes["cpu3"]["kind"])) == [
+        "cpu1",
+        "cpu3",
+        "cpu5",
+        "cpu7",
+    ]
+    assert topo.graph.nodes["nic0"]["label"] == "mlx5_0"
+    assert path_bandwidth(topo, "gpu0", "gpu7") == pytest.approx(12 * 22.5e9)
