@@ -10,6 +10,7 @@ what an earlier, interrupted run already measured.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -394,7 +395,7 @@ def _step_runner(
         device = "cuda" if backend.device_kind is DeviceKind.CUDA else "cpu"
         trace = None
         if trace_dir is not None:
-            trace = trace_dir / f"trace-{spec.model}-{spec.precision}-b{spec.batch_size}.json"
+            trace = trace_dir / ("trace-" + re.sub(r"[^A-Za-z0-9.-]+", "-", spec.key) + ".json")
         try:
             return torch_step(spec, device, trace_path=trace)
         finally:

@@ -236,7 +236,7 @@ def step_rows(
         except Exception as exc:  # a model the zoo cannot build is reported, not fatal
             skipped.append(f"{st.key}: cannot build the zoo model ({exc})")
             continue
-        label = f"{st.params['model']} b{st.params['batch_size']} {st.params['precision']}"
+        label = _step_label(st)
         mine = [m for m in layers if _same_step(m, st)]
         measured_kind: dict[tuple[str, str], float] = defaultdict(float)
         measured_layer: dict[tuple[str, str], float] = defaultdict(float)
@@ -316,9 +316,19 @@ def _measured_group(zoo_name: str) -> str:
 
 
 def _same_step(layer: Measurement, step: Measurement) -> bool:
+    """A per-layer measurement belongs to a step when its key extends the step's key."""
+    if step.key.startswith("step/") and layer.key.startswith("step_layer/"):
+        return layer.key.startswith("step_layer/" + step.key[len("step/") :] + "/")
     return all(
         layer.params.get(k) == step.params.get(k) for k in ("model", "batch_size", "precision")
     )
+
+
+def _step_label(st: Measurement) -> str:
+    p = st.params
+    label = f"{p['model']} b{p['batch_size']} {p['precision']}"
+    extra = [f"{k}={p[k]}" for k in ("seq_len", "vocab") if k in p]
+    return label + (f" ({', '.join(extra)})" if extra else "")
 
 
 # ---------------------------------------------------------------------------------------------
