@@ -295,7 +295,11 @@ def _run_search(args: argparse.Namespace) -> int:
     if args.plot:
         from perfmodel.search.plots import plot_search
 
-        plot_search(res, args.plot, title=f"{args.model} on {gpus} GPUs of {args.system}")
+        plot_search(
+            res,
+            args.plot,
+            title=f"{args.model} on {','.join(map(str, gpus))} GPUs of {args.system}",
+        )
     if args.json:
         json.dump(res.to_dict(top=args.top), sys.stdout, indent=2, default=str)
         print()

@@ -10,7 +10,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfmodel._io import atomic_write
 from perfmodel.units import GiB
@@ -47,11 +47,17 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
         ax1.text(0.5, 0.5, "no feasible plan", ha="center")
         _save(fig, path)
         return
+    first = result.stages[0].name  # every feasible plan has a report of the first stage
+
+    def tput_of(c: Any) -> float:
+        r = c.reports[first]
+        return float(r.get("samples_per_step") or c.global_batch) / float(r["iteration_time_s"])
+
     tps = sorted({int(c.plan["tp"]) for c in cands})
     pps = sorted({int(c.plan["pp"]) for c in cands})
     grid = np.full((len(pps), len(tps)), np.nan)
     for c in cands:
-        tput = c.global_batch / float(c.report["iteration_time_s"])
+        tput = tput_of(c)
         i, j = pps.index(int(c.plan["pp"])), tps.index(int(c.plan["tp"]))
         if math.isnan(grid[i, j]) or tput > grid[i, j]:
             grid[i, j] = tput
@@ -60,7 +66,9 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
     ax1.set_yticks(range(len(pps)), [str(p) for p in pps])
     ax1.set_xlabel("tensor-parallel degree (TP)")
     ax1.set_ylabel("pipeline-parallel degree (PP)")
-    ax1.set_title("best predicted throughput per TP x PP (samples/s)")
+    ax1.set_title(
+        f"best {first} throughput per TP x PP, samples/s (blank: nothing fits)", fontsize=9
+    )
     vmax = np.nanmax(grid)
     for i in range(len(pps)):
         for j in range(len(tps)):
@@ -75,9 +83,11 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
                     color="white" if grid[i, j] < 0.6 * vmax else "black",
                 )
     fig.colorbar(im, ax=ax1)
-    mem = np.array([float(c.report.get("memory_per_gpu_bytes", math.nan)) / GiB for c in cands])
-    tput = np.array([c.global_batch / float(c.report["iteration_time_s"]) for c in cands])
-    ax2.scatter(mem, tput, s=8, alpha=0.4, label="feasible plans (analytic)")
+    mem = np.array(
+        [float(c.reports[first].get("memory_per_gpu_bytes", math.nan)) / GiB for c in cands]
+    )
+    tput = np.array([tput_of(c) for c in cands])
+    ax2.scatter(mem, tput, s=8, alpha=0.4, label=f"feasible plans ({first})")
     order = np.argsort(mem)
     front_x, front_y, best = [], [], -math.inf
     for k in order:
@@ -88,13 +98,13 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
     ax2.step(front_x, front_y, where="post", color="C3", label="Pareto front")
     top = cands[0]
     ax2.scatter(
-        [float(top.report.get("memory_per_gpu_bytes", math.nan)) / GiB],
-        [top.global_batch / float(top.report["iteration_time_s"])],
+        [float(top.reports[first].get("memory_per_gpu_bytes", math.nan)) / GiB],
+        [tput_of(top)],
         marker="*",
         s=160,
         color="C1",
         zorder=5,
-        label=f"best: {top.label}",
+        label=f"ranked first ({top.stage}): {top.label}",
     )
     ax2.set_xlabel("memory per GPU (GiB)")
     ax2.set_ylabel("throughput (samples/s)")
