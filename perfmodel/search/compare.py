@@ -354,8 +354,9 @@ def search_plans(
     analytic_k, confirm_k
         Plans the analytic and the simulated stages evaluate (0 skips the stage).
     budget_s
-        Wall-time budget of the later stages together (``None``: no limit). A stage stops
-        starting new plans once it is spent, after at least two plans (so a tau exists).
+        Wall-time budget of the later stages together (``None``: no limit). No new plan is
+        started once it is spent (a plan already running finishes), so a stage may evaluate
+        fewer than two plans and report no tau; the reason is in its ``stopped``.
     fast_evaluator, confirm_evaluator
         Scenario dict -> report dict for the analytic and simulated stages (defaults:
         :func:`perfmodel.api.predict` with ``fidelity`` analytic / simulated).
@@ -457,9 +458,10 @@ def search_plans(
         prev_name = ranked[0].stage if ranked else first_name
         for c in ranked[:k]:
             spent = time.perf_counter() - t_budget
-            if budget_s is not None and len(head) >= 2 and spent > budget_s:
+            if budget_s is not None and spent > budget_s:
                 stopped = (
-                    f"{name} stage stopped after {len(head)} plans: {budget_s:.0f} s budget spent"
+                    f"{name} stage stopped after {len(head)} of {min(k, len(ranked))} plans: "
+                    f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
                 )
                 break
             try:
