@@ -40,7 +40,14 @@ import simpy
 from perfmodel.comm import params as P
 from perfmodel.comm.maxmin import maxmin_rates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
-from perfmodel.comm.rings import Channel, DirectedLinks, build_channels, channel_rates, check_group
+from perfmodel.comm.rings import (
+    Channel,
+    DirectedLinks,
+    build_channels,
+    channel_rates,
+    channel_route,
+    check_group,
+)
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
@@ -353,7 +360,14 @@ def simulate_collective(
         if ref.bandwidth_Bps > 0 and math.isfinite(raw):
             wire = max(1.0, raw / ref.bandwidth_Bps)
             if algo is Algorithm.TREE:
-                wire = max(1.0, raw / (2 * ref.algbw_Bps * (1 - ref.latency_s / ref.time_s)))
+                # NCCL's tree bandwidth: bus x factors (ref.bandwidth_Bps) x size correction
+                algbw_nccl = (
+                    (message_bytes / (ref.time_s - ref.latency_s))
+                    if ref.time_s > ref.latency_s
+                    else 0.0
+                )
+                corr = 2.0 * algbw_nccl / ref.bandwidth_Bps if algbw_nccl > 0 else 1.0
+                wire = max(1.0, raw / (ref.bandwidth_Bps * corr))
     gen = _collective_gen(
         net, model, info, op, message_bytes, algo, proto or Protocol.SIMPLE, 4, wire
     )
@@ -710,13 +724,14 @@ def _tree(
     rates = channel_rates(links, chans)
     total = float(np.sum(rates))
     procs = []
-    for ch, rate in zip(chans, rates):
+    for c_idx, (ch, rate) in enumerate(zip(chans, rates)):
         share = float(rate) / total if total > 0 and math.isfinite(total) else 1 / len(chans)
         segs: dict[int, list[str]] = {}
         for x in ch.order:
             segs.setdefault(topo.server_of(x), []).append(x)
         servers = list(segs)
-        len(servers)
+        for srv in servers:  # lead each server's chain with the GPU nearest this channel's NIC
+            segs[srv] = _lead(links, segs[srv], srv, c_idx)
         half = m * share / 2 * wire
         k_chunks = _pipeline_chunks(half, chunks)
         piece = half / k_chunks
@@ -724,23 +739,32 @@ def _tree(
             parent: dict[str, str | None] = {}
             children: dict[str, list[str]] = defaultdict(list)
             pos_order = servers if t == 0 else servers[::-1]
+            chains = {
+                srv: (segs[srv] if t == 0 else [segs[srv][0], *segs[srv][:0:-1]]) for srv in servers
+            }
             for pos, srv in enumerate(pos_order):
-                chain = segs[srv] if t == 0 else segs[srv][::-1]
+                chain = chains[srv]
                 for a, b in itertools.pairwise(chain):
                     parent[b] = a
                     children[a].append(b)
                 if pos == 0:
                     parent[chain[0]] = None
                 else:
-                    up = segs[pos_order[(pos - 1) // 2]]
-                    up_leader = up[0] if t == 0 else up[-1]
+                    up_leader = chains[pos_order[(pos - 1) // 2]][0]
                     parent[chain[0]] = up_leader
                     children[up_leader].append(chain[0])
             up_ev = {(x, k): env.event() for x in parent for k in range(k_chunks)}
             down_ev = {(x, k): env.event() for x in parent for k in range(k_chunks)}
 
             def node_proc(
-                x: str, _p=parent, _c=children, _u=up_ev, _d=down_ev, _k=k_chunks, _piece=piece
+                x: str,
+                _p=parent,
+                _c=children,
+                _u=up_ev,
+                _d=down_ev,
+                _k=k_chunks,
+                _piece=piece,
+                _ci=c_idx,
             ) -> Generator[simpy.Event, Any, None]:
                 par = _p[x]
                 for k in range(_k):
@@ -749,16 +773,19 @@ def _tree(
                         yield env.all_of(kids)
                     if par is not None:
                         cross = topo.server_of(x) != topo.server_of(par)
-                        yield env.timeout(_step_latency(info, "tree", proto, cross) / _k)
-                        yield net.transfer(x, par, _piece, path=links.route(x, par))
+                        # per-step latency on the first chunk (pipeline fill), then streaming
+                        if k == 0:
+                            yield env.timeout(_step_latency(info, "tree", proto, cross))
+                        yield net.transfer(x, par, _piece, path=channel_route(links, x, par, _ci))
                     _u[(x, k)].succeed()
                 for k in range(_k):
                     yield _u[(x, k)] if par is None else _d[(x, k)]
                     sends = []
                     for y in _c[x]:
                         cross = topo.server_of(x) != topo.server_of(y)
-                        yield env.timeout(_step_latency(info, "tree", proto, cross) / _k)
-                        e = net.transfer(x, y, _piece, path=links.route(x, y))
+                        if k == 0:
+                            yield env.timeout(_step_latency(info, "tree", proto, cross))
+                        e = net.transfer(x, y, _piece, path=channel_route(links, x, y, _ci))
                         e.callbacks.append(lambda _e, _y=y, _kk=k: _d[(_y, _kk)].succeed())
                         sends.append(e)
                     if sends:
@@ -767,6 +794,17 @@ def _tree(
             for x in parent:
                 procs.append(env.process(node_proc(x)))
     yield env.all_of(procs)
+
+
+def _lead(links: DirectedLinks, seg: list[str], server: int, channel: int) -> list[str]:
+    from perfmodel.comm.rings import _nics_of
+
+    nics = _nics_of(links.topology, server)
+    if not nics or len(seg) == 1:
+        return seg
+    nic = nics[channel % len(nics)]
+    best = min(range(len(seg)), key=lambda i: (len(links.route(seg[i], nic)), i))
+    return seg[best:] + seg[:best]
 
 
 def _concurrent_rings(

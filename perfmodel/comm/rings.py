@@ -24,6 +24,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -419,6 +420,7 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
     return best_order
 
 
+@lru_cache(maxsize=4096)
 def _nics_of(topology: Topology, server: int) -> list[str]:
     g = topology.graph
     return sorted(
@@ -549,6 +551,21 @@ def _via_nics(
     if len(set(path)) != len(path):  # a detour through a node twice: use the plain route
         return links.route(src, dst)
     return path
+
+
+def channel_route(links: DirectedLinks, src: str, dst: str, channel: int) -> tuple[str, ...]:
+    """Route for channel ``channel`` of a collective: inside a server the plain route; across
+    servers through the server's NIC number ``channel mod #NICs`` on both sides (NCCL gives each
+    channel its own NIC), falling back to the plain route."""
+    topo = links.topology
+    a, b = links.server[src], links.server[dst]
+    if a == b:
+        return links.route(src, dst)
+    nics = _nics_of(topo, a)
+    if not nics:
+        return links.route(src, dst)
+    nic = nics[channel % len(nics)]
+    return _via_nics(links, src, dst, nic, nic, {nic: links.local_id[nic]})
 
 
 def _remap(
