@@ -109,6 +109,48 @@ def base_compute_params(profile: CalibrationProfile, gpu: Any) -> Any:
     return base
 
 
+def import_into_profile(
+    out_path: str | Path,
+    measurements: Sequence[Any],
+    *,
+    device_name: str | None = None,
+    command: str | None = None,
+) -> CalibrationProfile:
+    """Add imported measurements (nccl-tests, traces) to the profile at ``out_path`` and refit.
+
+    A missing profile is created for the device the log names (``device_name``); an existing one
+    keeps its device, provenance and measurements (same keys are replaced).
+    """
+    from perfmodel.calibration.backends import base_provenance, resolve_gpu_model
+    from perfmodel.calibration.profile import DeviceInfo, read_profile
+
+    out = Path(out_path)
+    if out.exists():
+        profile = read_profile(out)
+    else:
+        if not device_name:
+            raise CalibrationError(
+                f"{out} does not exist and the import names no device to create it for",
+                value=str(out),
+                where=str(out),
+            )
+        prov = base_provenance(command)
+        prov["backend"] = "import"
+        profile = CalibrationProfile(
+            device=DeviceInfo(DeviceKind.CUDA, device_name, resolve_gpu_model(device_name, None)),
+            provenance=MappingProxyType(prov),
+        )
+    prov = dict(profile.provenance)
+    prov.setdefault("imports", [])
+    prov["imports"] = [*prov["imports"], command or "import"]
+    profile = replace(
+        profile.with_measurements(list(measurements)), provenance=MappingProxyType(prov)
+    )
+    profile = replace(finish_profile(profile), complete=True)
+    profile.save(out)
+    return profile
+
+
 def calibrate(
     device: str = "cpu",
     budget_s: float = 60.0,

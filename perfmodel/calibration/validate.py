@@ -360,6 +360,25 @@ def microbenchmark_rows(
     return rows
 
 
+def fitted_collective_rows(
+    profile: Any, measurements: Sequence[Measurement], *, source: str = ""
+) -> list[ValidationRow]:
+    """Collectives predicted by the profile's own fitted ring model (category ``collective``)."""
+    from perfmodel.calibration.nccl import predict_ring
+
+    rows = []
+    for m in measurements:
+        if m.kind is not BenchKind.COLLECTIVE:
+            continue
+        fit = profile.fits.get(f"link.{m.params.get('link_class')}")
+        if fit is None:
+            continue
+        pred = predict_ring(m, fit.values["alpha_s"], fit.values["bandwidth_Bps"])
+        name = f"{m.params['op']} n={m.params['ranks']} {int(m.params['nbytes'])} B"
+        rows.append(ValidationRow("collective", name, "fitted ring", m.time_s, pred, source))
+    return rows
+
+
 def collective_rows(
     measurements: Sequence[Measurement],
     comm_model: Any,
@@ -674,13 +693,20 @@ def build_report(
     convolution microbenchmarks, and published GEMM rows when ``published`` is given.
     """
     ms = list(measurements) if measurements else list(profile.measurements)
-    gpu = profile.device_spec()
-    variants = validation_variants(profile)
+    try:
+        gpu = profile.device_spec()
+        variants = validation_variants(profile)
+    except CalibrationError:  # e.g. a profile of imported collectives only
+        gpu, variants = None, {}
     steps = [m for m in ms if m.kind is BenchKind.STEP]
     layers = [m for m in ms if m.kind is BenchKind.STEP_LAYER]
     src = profile.device.name
-    rows, skipped = step_rows(steps, layers, gpu, variants, source=src)
-    rows += microbenchmark_rows(ms, gpu, variants, source=src)
+    rows: list[ValidationRow] = []
+    skipped: list[str] = []
+    if gpu is not None:
+        rows, skipped = step_rows(steps, layers, gpu, variants, source=src)
+        rows += microbenchmark_rows(ms, gpu, variants, source=src)
+    rows += fitted_collective_rows(profile, ms, source=src)
     if published is not None:
         prow, pskip = published_rows(published, profile)
         rows += prow

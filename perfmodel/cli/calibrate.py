@@ -52,6 +52,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="MODEL:BATCH:PRECISION[:k=v,...]",
         help="training step to measure (repeatable), e.g. resnet50:128:bf16 or gpt2:8:bf16:seq_len=1024",
     )
+    g = p.add_argument_group("importing existing measurements (instead of running benchmarks)")
+    g.add_argument(
+        "--nccl-log",
+        action="append",
+        metavar="FILE",
+        help="nccl-tests log to import as collective measurements (repeatable); fits link alpha/beta",
+    )
+    g.add_argument(
+        "--link",
+        help="link class the logged collectives crossed: nvlink, nvswitch, pcie, infiniband, ethernet or a tech name",
+    )
+    g.add_argument(
+        "--op", help="collective of the logs when they do not name it (allreduce, allgather ...)"
+    )
     p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
     p.set_defaults(func=run)
 
@@ -59,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from perfmodel.calibration.runner import calibrate, parse_duration
 
+    if args.nccl_log:
+        return _import_nccl(args)
     budget = parse_duration(args.budget)
     groups = [g.strip() for g in args.only.split(",") if g.strip()] if args.only else None
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
@@ -97,3 +113,34 @@ def _human(name: str, value: float) -> str:
     if name.endswith("_s"):
         return f"{value * 1e6:.2f} us"
     return f"{value:.4g}"
+
+
+def _import_nccl(args: argparse.Namespace) -> int:
+    from perfmodel.calibration.nccl import import_nccl_tests
+    from perfmodel.calibration.runner import import_into_profile
+    from perfmodel.comm.nccl_tests import read_nccl_tests
+    from perfmodel.errors import CalibrationError
+
+    if not args.link:
+        raise CalibrationError(
+            "--nccl-log needs --link (the link class the collectives crossed)",
+            value=None,
+            where="--link",
+        )
+    measurements = []
+    device = None
+    for path in args.nccl_log:
+        measurements += import_nccl_tests(path, link_class=args.link, op=args.op)
+        devices = read_nccl_tests(path, op=args.op).devices
+        device = device or (devices[0] if devices else None)
+    command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    profile = import_into_profile(args.output, measurements, device_name=device, command=command)
+    print(f"imported {len(measurements)} collective measurements into {args.output}")
+    for name, fit in profile.fits.items():
+        if name.startswith("link."):
+            a, b = fit.values["alpha_s"], fit.values["bandwidth_Bps"]
+            print(
+                f"  {name}: alpha {a * 1e6:.2f} ± {fit.stderr['alpha_s'] * 1e6:.2f} us, bus bandwidth "
+                f"{b / GB:.1f} ± {fit.stderr['bandwidth_Bps'] / GB:.1f} GB/s (median |err| {fit.median_abs_error:.1%})"
+            )
+    return 0

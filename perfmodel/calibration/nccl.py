@@ -1,0 +1,199 @@
+"""nccl-tests logs -> collective measurements -> fitted :class:`perfmodel.comm.LinkParams`.
+
+Parsing is :func:`perfmodel.comm.nccl_tests.read_nccl_tests` (the communication model's reader);
+this module turns its rows into :class:`Measurement` s (kind ``collective``) and fits the link
+class they ran over.
+
+Fitted model (ring algorithm, Thakur et al. 2005; NCCL's ring for the bandwidth-bound sizes)::
+
+    t(S, n) = steps(op, n) * alpha_s + bus_factor(op, n) * S / bandwidth_Bps
+
+with ``steps = 2 (n - 1)`` for all-reduce and ``n - 1`` for all-gather, reduce-scatter and
+all-to-all (``1`` for broadcast/reduce/send-recv: pipelined chain), and ``bus_factor`` the
+nccl-tests bus-bandwidth factor (:func:`perfmodel.ops.bus_factor`). So ``bandwidth_Bps`` is the
+asymptotic bus bandwidth, which for a ring equals the bandwidth of its slowest link, and
+``alpha_s`` the latency of one ring step. They become the ``alpha_s`` / ``bandwidth_Bps`` of the
+link class the log ran over (``--link``: ``nvlink``, ``nvswitch``, ``pcie``, ``infiniband``,
+``ethernet`` or a technology name such as ``ib-hdr``), which the user must name: a log does not
+say which links its rings crossed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from perfmodel.calibration.fit import fit_log_model
+from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
+from perfmodel.calibration.profile import FitSummary
+from perfmodel.errors import CalibrationError
+from perfmodel.ops import CollectiveOp, bus_factor
+
+
+def ring_steps(op: CollectiveOp, n: int) -> int:
+    """Latency-bearing steps of the ring algorithm for ``op`` over ``n`` ranks.
+
+    >>> ring_steps(CollectiveOp.ALLREDUCE, 8), ring_steps(CollectiveOp.ALLGATHER, 8)
+    (14, 7)
+    """
+    if op is CollectiveOp.ALLREDUCE:
+        return 2 * (n - 1)
+    if op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER, CollectiveOp.ALLTOALL):
+        return n - 1
+    return 1
+
+
+def import_nccl_tests(
+    path: str | os.PathLike[str],
+    *,
+    link_class: str,
+    op: CollectiveOp | str | None = None,
+    inplace: bool = False,
+) -> list[Measurement]:
+    """Read an nccl-tests log into collective measurements over ``link_class``.
+
+    Parameters
+    ----------
+    link_class
+        The link family or technology the collective's rings crossed (recorded with every
+        measurement; the fit targets it).
+    op
+        The collective when the log does not name its binary.
+    inplace
+        Use the in-place columns instead of the out-of-place ones.
+
+    Raises
+    ------
+    ParseError
+        From the reader, for a file with no table row.
+    CalibrationError
+        When the collective or the number of ranks cannot be told.
+    """
+    from perfmodel.comm.nccl_tests import read_nccl_tests
+
+    log = read_nccl_tests(path, op=op)
+    if log.op is None:
+        raise CalibrationError(
+            f"{path}: the log does not name its collective; pass op= (--op)",
+            value=None,
+            where=str(path),
+        )
+    ranks = log.ranks
+    if ranks < 2:
+        raise CalibrationError(
+            f"{path}: number of ranks not found in the log (no '# Rank ...' lines)",
+            value=ranks,
+            where=str(path),
+        )
+    out = []
+    for row in log.rows:
+        t = row.inplace_time_s if inplace and row.inplace_time_s else row.time_s
+        if not t or t <= 0:
+            continue
+        out.append(
+            Measurement(
+                kind=BenchKind.COLLECTIVE,
+                key=f"collective/{log.op.value}/n{ranks}/{row.size_bytes}"
+                + ("/inplace" if inplace else ""),
+                params={
+                    "op": log.op.value,
+                    "nbytes": int(row.size_bytes),
+                    "ranks": ranks,
+                    "nodes": log.nodes,
+                    "dtype": row.dtype,
+                    "link_class": str(link_class).lower(),
+                    "inplace": bool(inplace),
+                },
+                timing=TimingStats(t, t, t, t, 1),
+                work_bytes=float(row.size_bytes),
+                backend="nccl-tests",
+                notes=f"imported from {os.path.basename(str(path))} (line {row.line})",
+            )
+        )
+    if not out:
+        raise CalibrationError(f"{path}: no usable rows", value=str(path), where=str(path))
+    return out
+
+
+def fit_link_params(
+    measurements: Sequence[Measurement], *, min_bytes: int = 0
+) -> tuple[Any, dict[str, FitSummary]]:
+    """Fit ``alpha_s`` and ``bandwidth_Bps`` per link class from collective measurements.
+
+    Returns
+    -------
+    (LinkParams, fits)
+        ``fits["link.<class>"]`` holds each class's values, standard errors and residuals.
+
+    Raises
+    ------
+    CalibrationError
+        If a measurement has no ``link_class`` or a class has fewer than 3 sizes.
+    """
+    from perfmodel.comm import LinkParams
+
+    by_class: dict[str, list[Measurement]] = defaultdict(list)
+    for m in measurements:
+        if m.kind is not BenchKind.COLLECTIVE or int(m.params.get("nbytes", 0)) < min_bytes:
+            continue
+        cls = m.params.get("link_class")
+        if not cls:
+            raise CalibrationError(
+                f"{m.key}: collective measurement without 'link_class' (import with --link)",
+                value=m.key,
+                where=f"{m.key}.params.link_class",
+            )
+        by_class[str(cls)].append(m)
+    classes: dict[str, dict[str, float]] = {}
+    fits: dict[str, FitSummary] = {}
+    for cls, pts in by_class.items():
+        if len(pts) < 3:
+            raise CalibrationError(
+                f"link class {cls!r}: need >= 3 message sizes to fit, got {len(pts)}",
+                value=len(pts),
+                where=cls,
+            )
+        ops = [CollectiveOp.parse(str(m.params["op"])) for m in pts]
+        ns = [int(m.params["ranks"]) for m in pts]
+        steps = np.array([ring_steps(o, n) for o, n in zip(ops, ns)], dtype=float)
+        factor = np.array([bus_factor(o, n) for o, n in zip(ops, ns)], dtype=float)
+        size = np.array([float(m.params["nbytes"]) for m in pts])
+        times = [m.time_s for m in pts]
+        big = int(np.argmax(size))
+        bw0 = max(factor[big] * size[big] / times[big], 1.0)
+        alpha0 = max(min(times) / max(steps.min(), 1.0), 1e-9)
+        r = fit_log_model(
+            lambda p, steps=steps, factor=factor, size=size: (
+                steps * p["alpha_s"] + factor * size / p["bandwidth_Bps"]
+            ),
+            times,
+            {"alpha_s": alpha0, "bandwidth_Bps": bw0},
+            bounds={"alpha_s": (1e-9, 1.0), "bandwidth_Bps": (1e6, 1e13)},
+            where=f"link {cls}",
+        )
+        classes[cls] = {"alpha_s": r.values["alpha_s"], "bandwidth_Bps": r.values["bandwidth_Bps"]}
+        fits[f"link.{cls}"] = r.summary(
+            "t = steps(op, n) alpha_s + bus_factor(op, n) bytes / bandwidth_Bps (ring)",
+            notes=f"{len(pts)} sizes; ops {sorted({o.value for o in ops})}; ranks {sorted(set(ns))}",
+        )
+    if not classes:
+        raise CalibrationError(
+            "no collective measurements to fit link parameters", value=0, where="measurements"
+        )
+    params = LinkParams.from_dict(
+        {**classes, "source": "calibrated from collective measurements (nccl-tests)"}
+    )
+    return params, fits
+
+
+def predict_ring(m: Measurement, alpha_s: float, bandwidth_Bps: float) -> float:
+    """The fitted ring model's time for a collective measurement (seconds)."""
+    op = CollectiveOp.parse(str(m.params["op"]))
+    n = int(m.params["ranks"])
+    return (
+        ring_steps(op, n) * alpha_s + bus_factor(op, n) * float(m.params["nbytes"]) / bandwidth_Bps
+    )
