@@ -198,6 +198,8 @@ def plot_tta(
                 label=f"  B_noise={bn:.3g} (16-84%: {lo:.3g}-{hi:.3g}), B*={fit.optimal_batch:.0f}, "
                 f"rms log err {fit.rms_log_error:.2f}",
             )
+        ys = [*fit_list[0].measured_s, *(y for f in fit_list for y in f.fitted_s)]
+        ax1.set_ylim(min(ys) * 0.8, max(ys) * 4.0)  # room for the legend above the data
         ax1.set_title("McCandlish et al. 2018: T(B) = S_min (1 + B_noise/B) t_step(B)", fontsize=9)
         ax1.set_xscale("log", base=2)
         ax1.set_yscale("log")
