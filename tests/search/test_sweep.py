@@ -8,10 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from search_fakes import cheap_predict
 
 from perfmodel.errors import ConfigError
@@ -396,3 +399,27 @@ def test_written_rows_are_json_lines(tmp_path: Path) -> None:
         row = json.loads(line)
         assert set(row) >= {"key", "status", "report", "axes", "scenario", "elapsed_s"}
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+@settings(max_examples=12, deadline=None)
+@given(stop_at=st.integers(1, 13), second_stop=st.integers(1, 13))
+def test_any_two_interruptions_then_resume_gives_every_row_once(
+    stop_at: int, second_stop: int
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "r.jsonl"
+        calls: list[str] = []
+        for stop in (stop_at, second_stop, None):
+            ev = CountingEvaluator(stop_at=stop)
+            run_sweep(
+                small_spec(),
+                out,
+                backend="serial",
+                evaluator=ev,
+                key_fn=canonical_key,
+                progress=None,
+            )
+            calls.extend(canonical_key(sc) for sc in ev.calls)
+        keys = keys_in(out)
+        assert sorted(keys) == sorted(set(keys)) and len(keys) == 12
+        assert sorted(calls) == sorted(keys)  # each scenario evaluated exactly once overall

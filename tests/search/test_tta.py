@@ -186,3 +186,24 @@ def test_tta_grid_combines_statistics_and_step_time() -> None:
 
     with pytest.raises(ConfigError, match="processed 7 samples per step"):
         tta_grid(se, base, global_batches=[64], gpus=[1], evaluator=wrong)
+
+
+def test_tta_plot_is_written(tmp_path) -> None:
+    from perfmodel.search.plots import plot_tta
+
+    b = [16.0, 32.0, 64.0, 128.0, 256.0]
+    t = [(1 + 50 / x) * (10 + 0.2 * x) for x in b]
+    fit = fit_time_to_accuracy(b, t, draws=5)
+    pts = tta_grid(
+        StatisticalEfficiency(100.0, 50.0),
+        {"system": "fast", "batch_per_gpu": 1},
+        global_batches=[16, 32],
+        gpus=[1, 2],
+        evaluator=lambda sc: {
+            **fake_system_predict(sc),
+            "samples_per_step": sc["batch_per_gpu"] * sc["gpus"],
+        },
+    )
+    out = tmp_path / "tta.png"
+    plot_tta([fit], out, grid=pts, title="toy")
+    assert out.read_bytes()[:4] == b"\x89PNG"
