@@ -54,7 +54,7 @@ from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 
 if TYPE_CHECKING:
-    from perfmodel.comm.model import CommCostModel, GroupInfo
+    from perfmodel.comm.model import CommCostModel, CommResult, GroupInfo
 
 #: Rings with more ranks than this are simulated one flow per channel (see module docstring).
 COARSE_RING_RANKS = 64
@@ -122,6 +122,7 @@ class FlowNetwork:
         self._last_t = env.now
         self._gen = 0
         self._pending = False
+        self._model: CommCostModel | None = None
 
     # ------------------------------------------------------------------ public
     def transfer(
@@ -182,6 +183,17 @@ class FlowNetwork:
     @property
     def active_flows(self) -> int:
         return len(self._flows)
+
+    def cost_model(self) -> CommCostModel:
+        """The analytic model on this network's links, kept so that repeated collectives on the
+        same groups reuse their ring channels (cached per group)."""
+        if self._model is None:
+            from perfmodel.comm.model import CommCostModel
+
+            model = CommCostModel(self.topology, self.links.link_params)
+            model.links = self.links
+            self._model = model
+        return self._model
 
     # ------------------------------------------------------------------ engine
     def _start(
@@ -305,17 +317,20 @@ def run_collective(
         ``hierarchical`` or ``torus2d`` (``auto`` = ``ring``, or ``direct``/``p2p`` where those
         are the only choice).
     protocol
-        NCCL protocol whose per-step latency is paid (default Simple).
+        NCCL protocol whose per-step latency is paid. ``None`` (default): the algorithm
+        (for ``auto``) and protocol NCCL's tuner would choose, with the protocol's bandwidth
+        overhead, exactly as ``CommCostModel(..., fidelity="simulated")`` does.
     chunks
         Sub-chunks per ring step / pipeline chunks of a chain or tree.
     wire_factor
         Bytes on the wire per payload byte (>= 1: protocol overhead such as LL's flags).
     """
-    from perfmodel.comm.model import CommCostModel
 
     o = op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
     algo = Algorithm.parse(algorithm)
     proto = Protocol(protocol) if isinstance(protocol, str) else (protocol or Protocol.SIMPLE)
+    if protocol is not None or algo not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE):
+        protocol = protocol or proto
     if not message_bytes > 0:
         raise ConfigError(
             f"message size must be > 0 bytes, got {message_bytes!r}",
@@ -323,10 +338,15 @@ def run_collective(
             where="message_bytes",
         )
     members = check_group(net.topology, group)
-    model = CommCostModel(net.topology, net.links.link_params)
-    model.links = net.links
+    model = net.cost_model()
     info = model.group_info(members)
-    if algo is Algorithm.AUTO:
+    if protocol is None and len(members) > 1:
+        # NCCL's choice (tuner approximation), as the simulated fidelity of CommCostModel uses
+        ref = model._analytic(o, float(message_bytes), members, algo)
+        algo, proto = ref.algorithm, ref.protocol or Protocol.SIMPLE
+        if wire_factor == 1.0:
+            wire_factor = _wire_factor(ref, info, float(message_bytes))
+    elif algo is Algorithm.AUTO:
         algo = {
             CollectiveOp.ALLTOALL: Algorithm.DIRECT,
             CollectiveOp.SENDRECV: Algorithm.P2P,
@@ -335,6 +355,26 @@ def run_collective(
         net, model, info, o, float(message_bytes), algo, proto, max(1, int(chunks)), wire_factor
     )
     return net.env.process(gen)
+
+
+def _wire_factor(ref: CommResult, info: GroupInfo, message_bytes: float) -> float:
+    """Bytes on the wire per payload byte that make the simulated bandwidth match NCCL's tuner
+    for the chosen protocol (LL's flags, LL128's 120/128, the A100 cap, tree factors)."""
+    if ref.protocol is None or ref.algorithm not in (Algorithm.RING, Algorithm.TREE):
+        return 1.0
+    raw = (
+        info.ring_bw_Bps
+        if ref.algorithm is Algorithm.RING
+        else min(info.intra_bw_Bps, info.inter_bw_Bps)
+    )
+    if not (ref.bandwidth_Bps > 0 and math.isfinite(raw)):
+        return 1.0
+    if ref.algorithm is Algorithm.RING:
+        return max(1.0, raw / ref.bandwidth_Bps)
+    # tree: bus x factors (ref.bandwidth_Bps) x NCCL's size correction
+    algbw = message_bytes / (ref.time_s - ref.latency_s) if ref.time_s > ref.latency_s else 0.0
+    corr = 2.0 * algbw / ref.bandwidth_Bps if algbw > 0 else 1.0
+    return max(1.0, raw / (ref.bandwidth_Bps * corr))
 
 
 def simulate_collective(
@@ -349,25 +389,10 @@ def simulate_collective(
     """Run one collective alone in a fresh environment; return its duration in seconds."""
     env = simpy.Environment()
     net = FlowNetwork(env, model.topology, links=model.links)
+    net._model = model
     wire = 1.0
     if proto is not None and algo in (Algorithm.RING, Algorithm.TREE):
-        ref = model._analytic(op, message_bytes, members, algo)
-        raw = (
-            info.ring_bw_Bps
-            if algo is Algorithm.RING
-            else min(info.intra_bw_Bps, info.inter_bw_Bps)
-        )
-        if ref.bandwidth_Bps > 0 and math.isfinite(raw):
-            wire = max(1.0, raw / ref.bandwidth_Bps)
-            if algo is Algorithm.TREE:
-                # NCCL's tree bandwidth: bus x factors (ref.bandwidth_Bps) x size correction
-                algbw_nccl = (
-                    (message_bytes / (ref.time_s - ref.latency_s))
-                    if ref.time_s > ref.latency_s
-                    else 0.0
-                )
-                corr = 2.0 * algbw_nccl / ref.bandwidth_Bps if algbw_nccl > 0 else 1.0
-                wire = max(1.0, raw / (ref.bandwidth_Bps * corr))
+        wire = _wire_factor(model._analytic(op, message_bytes, members, algo), info, message_bytes)
     gen = _collective_gen(
         net, model, info, op, message_bytes, algo, proto or Protocol.SIMPLE, 4, wire
     )
