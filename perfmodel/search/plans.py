@@ -60,22 +60,39 @@ class ModelShape:
 
     @classmethod
     def from_model(cls, name: str, model_args: Mapping[str, Any] | None = None) -> ModelShape:
-        """Build the model with :func:`perfmodel.workload.build_model` (batch 1) and read its shape."""
-        from perfmodel.workload import build_model
+        """Read the shape from the model zoo.
+
+        Blocks: distinct ``LayerCost.block`` indices of :func:`perfmodel.workload.build_model`
+        (batch 1). Heads: the explicit argument, else the zoo entry's fixed/default arguments,
+        else the builder's default. Family: the zoo entry's family (``transformer``, ``cnn``).
+        """
+        import inspect
+
+        from perfmodel.workload import build_model, list_models
 
         args = dict(model_args or {})
         wl = build_model(name, batch_size=1, **args)
         blocks = {layer.block for layer in wl.layers if layer.block is not None}
-        merged = {**dict(getattr(wl, "model_args", {}) or {}), **args}
-        heads = merged.get("heads")
-        kv = merged.get("kv_heads") or heads
-        kinds = {str(getattr(layer.kind, "value", layer.kind)) for layer in wl.layers}
-        if heads is not None or "attention" in kinds:
-            family = ModelFamily.TRANSFORMER
-        elif "conv" in kinds:
-            family = ModelFamily.CNN
-        else:
-            family = ModelFamily.OTHER
+        info = next((m for m in list_models() if m.name == str(name).lower()), None)
+
+        def arg(key: str) -> Any:
+            if key in args:
+                return args[key]
+            if info is not None:
+                for table in (info.fixed, info.defaults):
+                    if key in table:
+                        return table[key]
+                param = inspect.signature(info.builder).parameters.get(key)
+                if param is not None and param.default is not inspect.Parameter.empty:
+                    return param.default
+            return None
+
+        fam_text = str(getattr(info, "family", "")).lower()
+        family = {"transformer": ModelFamily.TRANSFORMER, "cnn": ModelFamily.CNN}.get(
+            fam_text, ModelFamily.OTHER
+        )
+        heads = arg("heads") if family is ModelFamily.TRANSFORMER else None
+        kv = (arg("kv_heads") or heads) if heads is not None else None
         return cls(
             num_blocks=max(len(blocks), 1),
             num_heads=int(heads) if heads is not None else None,

@@ -113,3 +113,27 @@ def test_describe_plan() -> None:
     assert describe_plan({"dp": 4, "tp": 1, "pp": 1, "microbatch": 32, "learners_per_gpu": 2}) == (
         "dp4 tp1 pp1 mb32 learners=2"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "blocks", "heads", "kv", "family"),
+    [
+        ("gpt2", {}, 12, 12, 12, ModelFamily.TRANSFORMER),  # heads from the builder default
+        ("llama3_8b", {}, 32, 32, 8, ModelFamily.TRANSFORMER),  # GQA: 8 KV heads limit tp
+        (
+            "gpt",
+            {"hidden": 512, "layers": 6, "heads": 8, "seq_len": 128},
+            6,
+            8,
+            8,
+            ModelFamily.TRANSFORMER,
+        ),
+        ("resnet50", {}, 16, None, None, ModelFamily.CNN),
+    ],
+)
+def test_model_shape_from_the_zoo(name, args, blocks, heads, kv, family) -> None:
+    s = ModelShape.from_model(name, args)
+    assert (s.num_blocks, s.num_heads, s.num_kv_heads, s.family) == (blocks, heads, kv, family)
+    if kv:
+        en = enumerate_plans(16, 64, s, SearchSpace(microbatch_sizes=(1,), recompute=("none",)))
+        assert max(p["tp"] for p in en.plans) <= kv
