@@ -192,6 +192,18 @@ class Backend:
     ) -> Op:
         raise Unsupported(f"{self.name}: no convolution library")
 
+    def attention(
+        self,
+        batch: int,
+        heads: int,
+        seq: int,
+        head_dim: int,
+        causal: bool,
+        dtype: DType,
+        backward: bool,
+    ) -> Op:
+        raise Unsupported(f"{self.name}: no fused attention")
+
     def copy(self, nbytes: int) -> Op:
         raise Unsupported(f"{self.name}: no copy")
 
@@ -598,6 +610,50 @@ class TorchBackend(Backend):
             work_flop=flop,
             work_bytes=float(set_bytes + itemsize * k * c * r * s),
             notes="channels_last" if self.device_kind is DeviceKind.CUDA else "NCHW",
+        )
+
+    def attention(
+        self,
+        batch: int,
+        heads: int,
+        seq: int,
+        head_dim: int,
+        causal: bool,
+        dtype: DType,
+        backward: bool,
+    ) -> Op:
+        """``scaled_dot_product_attention`` (FlashAttention kernels on Hopper/Ampere), forward or
+        forward + backward. FLOP: ``4 b h s^2 d`` forward (halved when causal), backward 2.5x
+        forward (Dao 2023); bytes: Q, K, V read and O written (x2 with the backward)."""
+        t = self.torch
+        if self.device_kind is not DeviceKind.CUDA:
+            raise Unsupported("fused attention is measured on CUDA only")
+        tdt = self._torch_dtype(dtype)
+        shape = (batch, heads, seq, head_dim)
+        q, k, v = (self._rand(shape, tdt).requires_grad_(backward) for _ in range(3))
+        grad = self._rand(shape, tdt)
+        F = t.nn.functional
+        if backward:
+
+            def fn() -> None:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                out.backward(grad)
+                q.grad = k.grad = v.grad = None
+        else:
+
+            def fn() -> None:
+                with t.no_grad():
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        fwd = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
+        nbytes = 4.0 * dtype.itemsize * batch * heads * seq * head_dim
+        return Op(
+            fn,
+            work_flop=fwd * (3.5 if backward else 1.0),
+            work_bytes=nbytes * (3.0 if backward else 1.0),
+            notes="torch scaled_dot_product_attention"
+            + (" forward + backward (eager)" if backward else ""),
+            graphable=not backward,
         )
 
     def copy(self, nbytes: int) -> Op:

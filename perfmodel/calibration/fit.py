@@ -375,7 +375,8 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
     """The :class:`~perfmodel.workload.layers.LayerCost` and :class:`Precision` a microbenchmark ran.
 
     GEMM -> a ``LINEAR`` layer (``m x k @ k x n``, ``batch`` times); CONV -> a ``CONV`` layer
-    with its implicit-GEMM shape; COPY / ELEMENTWISE -> an ``ELEMENTWISE`` layer moving
+    with its implicit-GEMM shape; ATTENTION -> an ``ATTENTION`` layer with the zoo's FLOP
+    convention (causal halves ``4 b h s^2 d``; backward 2.5x forward); COPY / ELEMENTWISE -> an ``ELEMENTWISE`` layer moving
     ``work_bytes``; LAUNCH -> an ``ELEMENTWISE`` layer of one element. ``None`` for other kinds.
     """
     from perfmodel.dtypes import DType, Precision
@@ -423,6 +424,25 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
             gemm=GemmShape(n * ho * wo, k, c * r * s),
         )
         return layer, _precision_of(dtype, Precision)
+    if m.kind is BenchKind.ATTENTION:
+        dtype = DType(p["dtype"])
+        b, h, sq, d = int(p["batch"]), int(p["heads"]), int(p["seq"]), int(p["head_dim"])
+        fwd = 4.0 * b * h * sq * sq * d * (0.5 if p.get("causal", True) else 1.0)
+        nbytes = 4.0 * dtype.itemsize * b * h * sq * d
+        layer = LayerCost(
+            name=m.key,
+            kind=LayerKind.ATTENTION,
+            fwd_flop=fwd,
+            bwd_input_flop=2.5 * fwd,
+            bwd_weight_flop=0.0,
+            params=0,
+            fwd_bytes=nbytes,
+            bwd_bytes=2.0 * nbytes,
+            activation_bytes=nbytes,
+            output_shape=(b, sq, h * d),
+            gemm=GemmShape(sq, sq, d, b * h),
+        )
+        return layer, _precision_of(dtype, Precision)
     if (
         m.kind is BenchKind.LAUNCH
         and m.params.get("mode") == "eager"
@@ -460,6 +480,12 @@ def _precision_of(dtype: Any, precision_cls: Any) -> Any:
     }.get(dtype.value, precision_cls.FP32)
 
 
+def predicted_time(model: Any, layer: Any, precision: Any, phase: str = "fwd") -> float:
+    """``ComputeModel`` time of a microbenchmark: forward, or forward + backward (``"fwd+bwd"``)."""
+    t = model.layer_time(layer, precision)
+    return t.total_s if phase == "fwd+bwd" else t.fwd_s
+
+
 def _positive_float_fields(params: Any) -> dict[str, float]:
     out = {}
     for f in dataclasses.fields(params):
@@ -472,6 +498,7 @@ def _positive_float_fields(params: Any) -> dict[str, float]:
 #: ComputeParams fields fitted by default (those the microbenchmarks can identify); the GEMM
 #: ceilings are folded into per-dtype ``peak_flops.<dtype>`` (achievable peaks).
 DEFAULT_COMPUTE_FIELDS: tuple[str, ...] = (
+    "fused_attention_efficiency",
     "memory_efficiency",
     "kernel_launch_s",
     "conv_efficiency",
@@ -485,6 +512,7 @@ GEMM_BW_KINDS: tuple[BenchKind, ...] = (BenchKind.GEMM, BenchKind.COPY, BenchKin
 FULL_KINDS: tuple[BenchKind, ...] = (
     BenchKind.GEMM,
     BenchKind.CONV,
+    BenchKind.ATTENTION,
     BenchKind.COPY,
     BenchKind.ELEMENTWISE,
     BenchKind.LAUNCH,
@@ -531,7 +559,7 @@ def fit_compute_params(
     from perfmodel.dtypes import DType
 
     base = base if base is not None else ComputeParams.for_gpu(gpu)
-    pts: list[tuple[Any, Any, float]] = []
+    pts: list[tuple[Any, Any, str, float]] = []
     dtypes: set[str] = set()
     for m in measurements:
         if m.kind not in kinds or m.time_s <= 0:
@@ -539,7 +567,7 @@ def fit_compute_params(
         lp = measurement_layer(m)
         if lp is None:
             continue
-        pts.append((lp[0], lp[1], m.time_s))
+        pts.append((lp[0], lp[1], str(m.params.get("phase", "fwd")), m.time_s))
         if m.kind is BenchKind.GEMM:
             dtypes.add(str(m.params["dtype"]))
     if not pts:
@@ -584,9 +612,9 @@ def fit_compute_params(
 
     def predict(params: Mapping[str, float]) -> np.ndarray:
         model = ComputeModel(gpu, make(params))
-        return np.array([model.layer_time(layer, prec).fwd_s for layer, prec, _ in pts])
+        return np.array([predicted_time(model, layer, prec, ph) for layer, prec, ph, _ in pts])
 
-    result = fit_log_model(predict, [t for _, _, t in pts], start, bounds=bounds, where=where)
+    result = fit_log_model(predict, [t for *_, t in pts], start, bounds=bounds, where=where)
     fitted = make(result.values)
     fitted = dataclasses.replace(
         fitted,

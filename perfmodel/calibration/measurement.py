@@ -25,6 +25,9 @@ class BenchKind(str, enum.Enum):
 
     GEMM = "gemm"  # (m x k) @ (k x n), batch times; params: m, n, k, batch, dtype
     CONV = "conv"  # 2-D convolution forward; params: n, c, h, w, k_out, r, s, stride, pad, dtype
+    ATTENTION = (
+        "attention"  # fused attention (SDPA); params: batch, heads, seq, head_dim, causal, phase
+    )
     COPY = "copy"  # device-to-device copy; params: nbytes (bytes read + written in work_bytes)
     ELEMENTWISE = "elementwise"  # out = a * b + c; params: nbytes per tensor
     H2D = "h2d"  # host to device copy; params: nbytes, pinned

@@ -248,6 +248,44 @@ def plan_suite(
                         ),
                     )
                 )
+    if "gemm" in wanted and dev is DeviceKind.CUDA:
+        # fused attention (GPT-2 small, longer sequences, a non-causal encoder), bf16
+        for b, h, sq, d, causal in (
+            (8, 12, 1024, 64, True),
+            (16, 12, 512, 64, True),
+            (4, 16, 2048, 128, True),
+            (2, 32, 4096, 128, True),
+            (8, 16, 512, 64, False),
+        ):
+            for backward in (False, True):
+                phase = "fwd+bwd" if backward else "fwd"
+                key = (
+                    f"attention/bf16/b{b}-h{h}-s{sq}-d{d}-{'causal' if causal else 'full'}/{phase}"
+                )
+                params = {
+                    "batch": b,
+                    "heads": h,
+                    "seq": sq,
+                    "head_dim": d,
+                    "causal": causal,
+                    "dtype": "bf16",
+                    "phase": phase,
+                }
+                items.append(
+                    BenchItem(
+                        "gemm",
+                        key,
+                        f"attention {phase} b{b} h{h} s{sq} d{d}",
+                        _single(
+                            BenchKind.ATTENTION,
+                            key,
+                            params,
+                            lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(
+                                *p
+                            ),
+                        ),
+                    )
+                )
     if "conv" in wanted:
         batch = 64 if dev is DeviceKind.CUDA else 4
         conv_dtypes = [d for d in (DType.BF16, DType.TF32, DType.FP32) if d in backend.gemm_dtypes]

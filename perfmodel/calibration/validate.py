@@ -339,21 +339,21 @@ def _step_label(st: Measurement) -> str:
 def microbenchmark_rows(
     measurements: Sequence[Measurement], gpu: Any, variants: Mapping[str, Any], *, source: str = ""
 ) -> list[ValidationRow]:
-    """GEMM and convolution microbenchmarks predicted one by one (category ``gemm`` / ``conv``)."""
-    from perfmodel.calibration.fit import measurement_layer
+    """GEMM, convolution and attention microbenchmarks predicted one by one (category = kind)."""
+    from perfmodel.calibration.fit import measurement_layer, predicted_time
     from perfmodel.compute import ComputeModel
 
     rows = []
     for variant, params in variants.items():
         cm = ComputeModel(gpu, params)
         for m in measurements:
-            if m.kind not in (BenchKind.GEMM, BenchKind.CONV):
+            if m.kind not in (BenchKind.GEMM, BenchKind.CONV, BenchKind.ATTENTION):
                 continue
             lp = measurement_layer(m)
             if lp is None:
                 continue
             try:
-                pred = cm.layer_time(lp[0], lp[1]).fwd_s
+                pred = predicted_time(cm, lp[0], lp[1], str(m.params.get("phase", "fwd")))
             except Exception:  # dtype unsupported by the datasheet spec
                 continue
             rows.append(ValidationRow(m.kind.value, m.key, variant, m.time_s, pred, source))
