@@ -51,7 +51,6 @@ from perfmodel.comm.rings import (
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
-from perfmodel.topology.routing import route
 
 if TYPE_CHECKING:
     from perfmodel.comm.model import CommCostModel, CommResult, GroupInfo
@@ -136,7 +135,11 @@ class FlowNetwork:
     ) -> simpy.Event:
         """Start sending ``nbytes`` from ``src`` to ``dst``; the event fires on delivery.
 
-        ``path`` overrides the graph route (a node sequence from ``src`` to ``dst``);
+        The default path is :func:`perfmodel.topology.route` (minimum hops, widest), except that
+        GPU-to-GPU traffic between servers uses each GPU's own NIC where several NICs are equally
+        near (:meth:`DirectedLinks.p2p_route`; NCCL spreads GPUs over NICs, the plain route would
+        send every GPU through the first NIC). ``path`` overrides it (a node sequence from
+        ``src`` to ``dst``);
         ``latency_s`` overrides the path latency (sum of link latencies) added on delivery.
         """
         if not nbytes >= 0:
@@ -150,7 +153,7 @@ class FlowNetwork:
                     value=node,
                     where="transfer",
                 )
-        p = tuple(path) if path is not None else route(self.topology, src, dst)
+        p = tuple(path) if path is not None else self.links.p2p_route(src, dst)
         if p[0] != src or p[-1] != dst:
             raise ConfigError(f"path {p} does not go from {src} to {dst}", value=p, where="path")
         ids = self.links.path_ids(p)
@@ -546,7 +549,7 @@ def _phase(
     env = net.env
 
     def one(src: str, dst: str, nb: float) -> Generator[simpy.Event, Any, None]:
-        path = net.links.route(src, dst)
+        path = net.links.p2p_route(src, dst)
         yield env.timeout(P.NCCL_STEP_LATENCY_S[(net.links.hw_class(path), "ring", proto)])
         yield net.transfer(src, dst, nb, path=path)
 

@@ -541,7 +541,7 @@ class CommCostModel:
         Rates are max-min fair on the default routes; each transfer takes
         ``alpha + bytes / rate`` with ``alpha`` the route latency plus NCCL's per-step Simple cost.
         """
-        paths = [self.links.route(s, d) for s, d, _ in transfers]
+        paths = [self.links.p2p_route(s, d) for s, d, _ in transfers]
         rates = flow_rates(self.links, paths)
         worst = (0.0, 0.0, math.inf)
         for (_, _, nbytes), path, rate in zip(transfers, paths, rates):

@@ -95,6 +95,7 @@ class DirectedLinks:
             k: frozenset(v) for k, v in by_server.items()
         }
         self._routes: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._gpu_nic: dict[str, str | None] = {}
         # Plain-Python views for the path searches (hot loops).
         self.adjacency: dict[str, tuple[str, ...]] = {n: tuple(g.neighbors(n)) for n in g.nodes}
         self.transit: frozenset[str] = frozenset(
@@ -134,6 +135,51 @@ class DirectedLinks:
         res = _min_hop_widest(self, None, src, dst, allowed, per_unit=False)
         path = res[2] if res is not None else route(self.topology, src, dst)
         self._routes[key] = path
+        return path
+
+    def gpu_nic(self, gpu: str) -> str | None:
+        """The NIC a GPU uses for inter-server point-to-point traffic.
+
+        Among the NICs of its server at the smallest hop distance, GPUs take turns in local
+        order (NCCL binds each GPU to a nearby NIC and spreads GPUs over equidistant NICs);
+        ``None`` when the server has no fabric NIC.
+        """
+        if gpu in self._gpu_nic:
+            return self._gpu_nic[gpu]
+        server = self.server[gpu]
+        nics = _nics_of(self.topology, server)
+        g = self.topology.graph
+        gpus = sorted(
+            (n for n in self.server_nodes.get(server, ()) if g.nodes[n]["kind"] is NodeKind.GPU),
+            key=lambda n: (g.nodes[n].get("gpu_index", 0), n),
+        )
+        load = dict.fromkeys(nics, 0)
+        for x in gpus:
+            near = _near_nics(self, x, nics)
+            if not near:
+                self._gpu_nic[x] = None
+                continue
+            pick = min(near, key=lambda nic: (load[nic], nic))
+            load[pick] += 1
+            self._gpu_nic[x] = pick
+        return self._gpu_nic.get(gpu)
+
+    def p2p_route(self, src: str, dst: str) -> tuple[str, ...]:
+        """Route of a point-to-point transfer: :meth:`route`, except that GPU-to-GPU traffic
+        between servers leaves and enters through each GPU's own NIC (:meth:`gpu_nic`)."""
+        if self.server[src] == self.server[dst] or self.server[src] < 0 or self.server[dst] < 0:
+            return self.route(src, dst)
+        kinds = self.topology.graph.nodes
+        if kinds[src]["kind"] is not NodeKind.GPU or kinds[dst]["kind"] is not NodeKind.GPU:
+            return self.route(src, dst)
+        a, b = self.gpu_nic(src), self.gpu_nic(dst)
+        if a is None or b is None:
+            return self.route(src, dst)
+        x_out = a
+        x_in = b
+        path = self.route(src, x_out) + self.route(x_out, x_in)[1:] + self.route(x_in, dst)[1:]
+        if len(set(path)) != len(path):
+            return self.route(src, dst)
         return path
 
     def path_ids(self, path: Sequence[str]) -> list[int]:
