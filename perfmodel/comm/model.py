@@ -248,6 +248,18 @@ class CommCostModel:
                 value=members,
                 where="group",
             )
+        g = self.topology.graph
+        cpus = [x for x in members if g.nodes[x]["kind"] is NodeKind.CPU]
+        if cpus and o is not CollectiveOp.SENDRECV:
+            if algo is Algorithm.AUTO and o is CollectiveOp.ALLREDUCE:
+                algo = Algorithm.PS  # a CPU in an all-reduce group is its parameter server
+            elif algo not in (Algorithm.PS, Algorithm.HOST):
+                raise ConfigError(
+                    f"{cpus[0]!r} is a CPU: CPUs take part only as parameter servers (ps), the "
+                    f"averaging host (host) or a sendrecv endpoint, not in {o.value}/{algo.value}",
+                    value=cpus[0],
+                    where="group",
+                )
         if len(members) == 1:
             res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
         elif self.fidelity == "analytic":

@@ -126,6 +126,16 @@ def test_bad_input_is_one_clear_error(dgx1, op, size, group, algo, match):
         CommCostModel(dgx1).collective(op, size, dgx1.gpus if group is None else group, algo)
 
 
+def test_cpu_endpoints(dgx1):
+    m = CommCostModel(dgx1)
+    g = dgx1.gpus
+    assert m.collective("allreduce", 1 << 24, (*g[:4], "cpu0")).algorithm is Algorithm.PS
+    assert m.collective("allreduce", 1 << 24, (*g[:4], "cpu0"), "host").time_s > 0
+    assert m.collective("sendrecv", 1 << 24, ("gpu0", "cpu0")).time_s > 0
+    with pytest.raises(ConfigError, match="CPU"):
+        m.collective("allgather", 1 << 24, (*g[:4], "cpu0"))
+
+
 def test_bad_fidelity(dgx1):
     with pytest.raises(ConfigError, match="fidelity"):
         CommCostModel(dgx1, fidelity="exact")
