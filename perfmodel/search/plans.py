@@ -11,8 +11,11 @@ constraints, Narayanan et al. SC21 section 3):
   layers with ``tp`` (Krizhevsky 2014), so by default CNN plans use ``tp = 1``;
 - ``pp * interleave`` divides the number of blocks (transformer layers);
 - ``dp * learners_per_gpu`` divides the global batch, and the micro-batch size divides the
-  per-replica batch; the interleaved schedule needs the micro-batch count to be a multiple of
-  ``pp`` (Megatron-LM's constraint);
+  per-replica batch (the whole per-replica batch, no accumulation, is always a candidate); the
+  interleaved schedule needs the micro-batch count to be a multiple of ``pp`` (Megatron-LM's
+  constraint);
+- several learners per GPU (Crossbow) only without model parallelism and without ZeRO (model
+  averaging is not a sharded gradient all-reduce);
 - knobs that cannot matter are not varied (schedule with ``pp = 1``, ZeRO with ``dp = 1``,
   sequence parallelism with ``tp = 1``), so no two plans are the same computation.
 
@@ -216,8 +219,11 @@ def enumerate_plans(
     >>> shape = ModelShape(num_blocks=4, num_heads=4, family=ModelFamily.TRANSFORMER)
     >>> space = SearchSpace(microbatch_sizes=(1,), schedules=("1f1b",), zero_stages=(0,),
     ...                     recompute=("none",))
-    >>> sorted((p["tp"], p["pp"]) for p in enumerate_plans(4, 8, shape, space).plans)
+    >>> plans = enumerate_plans(4, 8, shape, space).plans
+    >>> sorted({(p["tp"], p["pp"]) for p in plans})
     [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (4, 1)]
+    >>> sorted({p["microbatch"] for p in plans if p["dp"] == 2})  # 1, and the whole batch of 4
+    [1, 4]
     """
     sp = space or SearchSpace()
     if not isinstance(gpus, int) or gpus < 1:
@@ -296,9 +302,10 @@ def _inner_plans(
             rejected["dp x learners does not divide the global batch"] += 1
             continue
         per_replica = global_batch // (dp * k)
-        mbs = (
-            [per_replica] if k > 1 else sorted({m for m in sp.microbatch_sizes if m <= per_replica})
-        )
+        if k > 1:
+            mbs = [per_replica]
+        else:
+            mbs = sorted({m for m in sp.microbatch_sizes if m <= per_replica} | {per_replica})
         if not mbs:
             rejected["no micro-batch size fits the per-replica batch"] += 1
             continue
@@ -307,9 +314,9 @@ def _inner_plans(
                 rejected["micro-batch size does not divide the per-replica batch"] += 1
                 continue
             n_micro = per_replica // mb
-            for (sched, v), zero, rc, sqp in itertools.product(
-                scheds, zeros, sp.recompute, seq_par
-            ):
+            # Crossbow's model averaging is not a ZeRO-shardable all-reduce of gradients
+            zs = (0,) if k > 1 else zeros
+            for (sched, v), zero, rc, sqp in itertools.product(scheds, zs, sp.recompute, seq_par):
                 if sched == "interleaved":
                     if shape.num_blocks % (pp * v):
                         rejected["pp x interleave does not divide the model's blocks"] += 1

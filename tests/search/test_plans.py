@@ -88,6 +88,11 @@ def test_cnn_plans_vary_learners_not_tp() -> None:
         if p["learners_per_gpu"] > 1:
             assert p["microbatch"] * p["learners_per_gpu"] * p["dp"] == 256
     assert en.rejected["tp > 1 on a CNN (enable cnn_tensor_parallel)"] == 2
+    # Crossbow model averaging is not ZeRO-sharded; one learner plans vary ZeRO
+    assert {p["zero"] for p in en.plans if p["learners_per_gpu"] > 1} == {0}
+    assert {p["zero"] for p in en.plans if p["learners_per_gpu"] == 1} == {0, 1}
+    # without micro-batching (the whole per-replica batch) is always a candidate
+    assert any(p["microbatch"] == 64 and p["learners_per_gpu"] == 1 for p in en.plans)
 
 
 def test_bad_inputs() -> None:
