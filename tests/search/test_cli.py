@@ -129,3 +129,57 @@ def test_sweep_cli_resumes_and_records_errors(tmp_path: Path, capsys) -> None:
     assert len(out.read_text().splitlines()) == 4
     assert main(["sweep", str(spec), "-o", str(tmp_path / "x.jsonl"), "--dry-run"]) == 0
     assert "4 scenarios over axes model, gpus" in capsys.readouterr().out
+
+
+def test_compare_whatif_cli_costs_and_deadline(capsys) -> None:
+    argv = [
+        "compare",
+        "--systems",
+        "dgx1-v100,pcie-8x-server",
+        "--model",
+        "resnet18",
+        "--batch-per-gpu",
+        "32",
+        "--gpus",
+        "1,2",
+        "--price-per-gpu-hour",
+        "2,1",
+        "--epochs",
+        "2",
+        "--dataset-size",
+        "100000",
+        "--deadline",
+        "10",
+        "--fidelity",
+        "analytic",
+        "--json",
+    ]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    pts = out["points"]
+    assert {(p["system"], p["gpus"]) for p in pts} == {
+        (s, g) for s in ("dgx1-v100", "pcie-8x-server") for g in (1, 2)
+    }
+    for p in pts:
+        price = 2.0 if p["system"] == "dgx1-v100" else 1.0
+        assert p["epoch_time_s"] == pytest.approx(100000 / p["throughput_samples_per_s"])
+        assert p["cost_per_run"] == pytest.approx(2 * p["gpus"] * p["epoch_time_s"] / 3600 * price)
+    ok = [p for p in pts if p["run_time_s"] <= 36000]
+    assert out["cheapest"] == min(ok, key=lambda p: (p["cost_per_run"], p["run_time_s"]))
+    assert (
+        main(
+            [
+                "compare",
+                "--systems",
+                "dgx1-v100",
+                "--model",
+                "resnet18",
+                "--batch-per-gpu",
+                "8",
+                "--purchase-price",
+                "10000",
+            ]
+        )
+        == 2
+    )
+    assert "--purchase-price needs --lifetime-years" in capsys.readouterr().err
