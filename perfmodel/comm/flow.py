@@ -715,21 +715,26 @@ def _chain(
     env = net.env
     n = len(ch.order)
     hops = ch.hops[: n - 1]
-    topo = net.topology
-    chunks = _pipeline_chunks(m_c * wire, chunks)
+    chunks = _pipeline_chunks(m_c * wire, max(chunks, 4 * (n - 1)))
     c = m_c * wire / chunks
     arrived = {(i, k): env.event() for i in range(n) for k in range(chunks)}
     lat_t = "tree" if proto is Protocol.SIMPLE else "ring"
+    links = net.links
 
     def proc(i: int) -> Generator[simpy.Event, Any, None]:
         hop = hops[i]
-        cross = topo.server_of(hop[0]) != topo.server_of(hop[-1])
-        lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET if cross else info.intra_class, lat_t, proto)]
+        # NCCL's tuner charges the network step latency on every step once servers are spanned
+        lat = P.NCCL_STEP_LATENCY_S[
+            (HwClass.NET if info.nodes > 1 else info.intra_class, lat_t, proto)
+        ]
+        alpha = links.path_latency(hop)
         for k in range(chunks):
             if i > 0:
                 yield arrived[(i, k)]
-            yield env.timeout(lat / chunks)
-            yield net.transfer(hop[0], hop[-1], c, path=hop)
+            # step and link latency on the first chunk (pipeline fill), then streaming
+            if k == 0:
+                yield env.timeout(lat)
+            yield net.transfer(hop[0], hop[-1], c, path=hop, latency_s=alpha if k == 0 else 0.0)
             arrived[(i + 1, k)].succeed()
 
     yield env.all_of([env.process(proc(i)) for i in range(n - 1)])

@@ -517,7 +517,11 @@ class CommCostModel:
                                 proto,
                             )
                         ]
-                        lat += nsteps * (step + max(info.alpha_intra_s, info.alpha_inter_s))
+                        lat += (
+                            nsteps * step
+                            + (nsteps - ninter) * info.alpha_intra_s
+                            + ninter * info.alpha_inter_s
+                        )
                     else:
                         lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
                     if (
