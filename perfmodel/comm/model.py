@@ -18,7 +18,7 @@ NVLink. All-to-all uses ``direct``, send/recv ``p2p``, other collectives ``ring`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +178,8 @@ class CommCostModel:
     topology
         The system.
     link_params
-        Per-link-class overrides (from calibration); ``None`` uses the topology's values.
+        Per-link-class overrides (from calibration, or a dict for :meth:`LinkParams.from_dict`);
+        ``None`` uses the topology's values.
     fidelity
         ``"analytic"`` (closed forms on topology-derived bandwidths) or ``"simulated"``
         (chunked transfers in a SimPy flow network with max-min fair sharing).
@@ -195,7 +196,7 @@ class CommCostModel:
     def __init__(
         self,
         topology: Topology,
-        link_params: LinkParams | None = None,
+        link_params: LinkParams | Mapping[str, Any] | None = None,
         fidelity: str = "analytic",
     ) -> None:
         if fidelity not in FIDELITIES:
@@ -205,6 +206,8 @@ class CommCostModel:
                 where="fidelity",
             )
         self.topology = topology
+        if isinstance(link_params, Mapping):
+            link_params = LinkParams.from_dict(link_params)
         self.link_params = link_params or LinkParams()
         self.fidelity = fidelity
         self.links = DirectedLinks(topology, self.link_params)
