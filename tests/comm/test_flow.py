@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from comm_topos import star, two_level
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.comm import CommCostModel, FlowNetwork, run_collective
 from perfmodel.comm.rings import DirectedLinks
 from perfmodel.units import GB, GiB
-
-from .conftest import star, two_level
 
 
 def test_two_flows_share_a_link_fairly():

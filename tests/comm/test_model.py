@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from comm_topos import star
 
 from perfmodel.comm import Algorithm, CommCostModel, LinkParams, Protocol
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.units import GB, GiB, us
-
-from .conftest import star
 
 
 def test_golden_ring_allreduce_1gib_8gpus():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from comm_topos import star, two_level
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.comm import CommCostModel, LinkParams
 from perfmodel.units import GB
-
-from .conftest import star, two_level
 
 OPS = ["allreduce", "allgather", "reducescatter", "broadcast", "alltoall"]
 
