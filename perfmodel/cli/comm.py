@@ -8,7 +8,7 @@ Examples::
     perfmodel comm --compare all_reduce.log --system dgx-h100 --nodes 2 --plot cmp.png
 
 ``--gpus G`` is the total number of GPUs of the group: the first ``G`` GPUs in rank order
-(server by server). The table prints what nccl-tests prints (time in us, algbw and busbw in
+(server by server); ``--group gpu0,gpu3`` names the members instead. The table prints what nccl-tests prints (time in us, algbw and busbw in
 GB/s, decimal) plus the algorithm and protocol the model used.
 """
 
@@ -64,6 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     add_system_args(p, required=False)
     p.add_argument("--gpus", type=int, help="GPUs in the group (default: all GPUs of the system)")
+    p.add_argument(
+        "--group",
+        help="explicit group: comma-separated node ids (GPUs, or a CPU as server/host), "
+        "e.g. gpu0,gpu3 (overrides --gpus)",
+    )
     p.add_argument("--op", default="allreduce", help=f"collective: {', '.join(_OPS)}")
     p.add_argument(
         "--sizes",
@@ -122,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]
+    if args.group:
+        group = tuple(x.strip() for x in args.group.split(",") if x.strip())
     sizes = parse_size_range(args.sizes)
     model = _model(args, topo)
     results = [model.collective(op, s, group, args.algorithm) for s in sizes]
@@ -204,6 +211,8 @@ def _compare(args: argparse.Namespace) -> int:
     topo = system_from_args(args)
     ranks = args.gpus or log.ranks or topo.num_gpus
     group = _group(topo, ranks)
+    if args.group:
+        group = tuple(x.strip() for x in args.group.split(",") if x.strip())
     model = _model(args, topo)
     rows = []
     for row in log.rows:

@@ -117,6 +117,15 @@ def test_compare(tmp_path, capsys):
     )
 
 
+def test_explicit_group(capsys):
+    # gpu0-gpu3 are joined by 2 NVLink2 links on a DGX-1V: 2 x 22.5 GB/s
+    args = ["comm", "--system", "dgx1-v100", "--group", "gpu0,gpu3", "--sizes", "1G", "--json"]
+    assert main(args) == 0
+    r = json.loads(capsys.readouterr().out)["results"][0]
+    assert r["group_size"] == 2 and abs(r["bandwidth_Bps"] - 45e9) < 1e6
+    assert main(["comm", "--system", "dgx1-v100", "--group", "gpu0,gpu42"]) == 2
+
+
 def test_errors_are_one_line_exit_2(capsys):
     assert main(["comm", "--system", "dgx1-v100", "--gpus", "0"]) == 2
     assert main(["comm", "--system", "dgx1-v100", "--gpus", "9"]) == 2
