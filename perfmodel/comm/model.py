@@ -386,7 +386,6 @@ class CommCostModel:
         self, op: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm
     ) -> CommResult:
         info = self.group_info(members)
-        n = info.n
         if algo is Algorithm.AUTO:
             cands = self._nccl_candidates(op, m, info)
             if not cands:
@@ -405,7 +404,6 @@ class CommCostModel:
             t, a, p, lat, bw = min(cands, key=lambda c: c[0])
             return self._result(op, m, info, t, a, p, lat, bw)
         t, lat, bw = self._other(op, m, info, algo)
-        del n
         return self._result(op, m, info, t, algo, None, lat, bw)
 
     def _result(
@@ -583,13 +581,10 @@ class CommCostModel:
             t, alpha, rate = self._flows_time(p2p_transfers(info.members, m))
             return t, alpha, rate
         if algo is Algorithm.DIRECT:
+            # all-to-all: m/n to every peer; all-gather: own m/n shard to every peer;
+            # reduce-scatter: every peer's m/n contribution to each shard owner
             share = m / n
-            if op is CollectiveOp.ALLGATHER:
-                pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
-            elif op is CollectiveOp.REDUCESCATTER:
-                pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
-            else:
-                pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
+            pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
             pairs = _representative_pairs(self.topology, ranks, pairs)
             t, alpha, rate = self._flows_time(pairs)
             extra = 0.0
