@@ -2,7 +2,9 @@
 
 Every comparison is a :class:`ValidationRow` with the signed error
 ``error = predicted / measured - 1`` (``+0.10``: the model is 10% slow, i.e. pessimistic).
-Rows are grouped by category (``step``, ``layer``, ``layer_kind``, ``gemm``, ``collective``)
+Rows are grouped by category (``step``, ``step_gpu_busy`` (the same step prediction against the
+traced kernel time alone, idle gaps removed), ``layer``, ``layer_kind``, ``gemm``, ``conv``,
+``attention``, ``collective``)
 and by *variant* (which parameters predicted them: ``datasheet``, ``gemm+bw``, ``full`` ...);
 each group reports the count, the median signed error, the median absolute error and the worst
 row. :func:`write_report` writes ``report.md``, ``report.json``, ``scatter.png`` (predicted vs
@@ -266,6 +268,14 @@ def step_rows(
                     notes=f"{workload.name}",
                 )
             )
+            busy = st.params.get("traced_device_busy_s")
+            if busy:
+                # the same prediction against the GPU's kernel time alone (idle gaps removed)
+                rows.append(
+                    ValidationRow(
+                        "step_gpu_busy", label, variant, float(busy), fwd + bwd + opt, source
+                    )
+                )
             pred_kind: dict[tuple[str, str], float] = defaultdict(float)
             pred_layer: dict[tuple[str, str], float] = {}
             for la, t in zip(workload.layers, times):
@@ -440,7 +450,7 @@ def to_markdown(report: ValidationReport, *, images: bool = True) -> str:
             f"| {s.category} | {s.variant} | {s.n} | {_pct(s.median_error)} | "
             f"{s.median_abs_error * 100:.1f}% | {_pct(s.worst_error)} ({s.worst_name}) |"
         )
-    for cat in ("step", "layer_kind", "collective"):
+    for cat in ("step", "step_gpu_busy", "layer_kind", "collective"):
         rows = [r for r in report.rows if r.category == cat]
         if not rows:
             continue
@@ -540,11 +550,16 @@ def write_report(report: ValidationReport, outdir: str | Path) -> list[Path]:
             value=0,
             where=str(out),
         )
+    from perfmodel.calibration.profile import _public_mode
+
     paths = _plots(report, out)
     write_json_atomic(out / "report.json", report.to_dict())
     with atomic_write(out / "report.md") as fh:
         fh.write(to_markdown(report))
-    return [out / "report.md", out / "report.json", *paths]
+    written = [out / "report.md", out / "report.json", *paths]
+    for p in written:
+        _public_mode(p)
+    return written
 
 
 def load_measurements(path: str | Path) -> list[Measurement]:
