@@ -38,7 +38,7 @@ class ConfigError(PerfModelError, ValueError):
 
 
 class TopologyError(ConfigError):
-    """A topology file or graph violates the schema (see ``docs/topology-schema.md``)."""
+    """A topology file or graph violates the schema (see ``docs/topology.md``)."""
 
 
 class UnknownHardwareError(ConfigError, KeyError):

@@ -192,15 +192,19 @@ def load_system(
     network, nics_per_node, fabric_topology, oversubscription
         Override the default fabric (``--network eth-50g``).
     gpu
-        Replace the GPU model of a ``gpu_selectable`` system (``pcie-8x-server``).
+        Replace the GPU model of a ``gpu_selectable`` system (``pcie-8x-server``), or pick a board
+        variant of a fixed system's GPU: same architecture and form factor, another memory size
+        (``dgx-a100 --gpu A100-SXM4-40GB`` is the 320 GB DGX A100; ``dgx1-v100 --gpu
+        V100-SXM2-32GB`` the 32 GB DGX-1V). The wiring is unchanged by such a swap.
     """
     path = system_path(name)
     desc = read_server_file(path, gpu_override=None)
     if gpu is not None:
-        if not desc.gpu_selectable:
+        if not desc.gpu_selectable and not _is_board_variant(desc.gpu, gpu):
             raise ConfigError(
-                f"system {desc.name} has a fixed GPU ({desc.gpu}); --gpu applies to GPU-selectable systems "
-                "such as pcie-8x-server or to --system custom",
+                f"system {desc.name} has a fixed GPU ({desc.gpu}); --gpu {gpu} is not a variant of it "
+                "(same architecture and form factor, e.g. another memory size). --gpu replaces any GPU only "
+                "in GPU-selectable systems such as pcie-8x-server, or use --system custom",
                 value=gpu,
                 where="--gpu",
             )
@@ -233,3 +237,21 @@ def load_system(
                     where="--nics-per-node",
                 )
     return build_cluster(desc, nodes, fabric)
+
+
+def _is_board_variant(current: str, requested: str) -> bool:
+    """True when ``requested`` is the same GPU board as ``current`` with other memory.
+
+    Same architecture, same form factor and same NVLink count/generation, so the system's wiring
+    is unchanged (DGX-1V 16/32 GB, DGX A100 40/80 GB).
+    """
+    from perfmodel.hardware.gpus import get_gpu
+
+    a = get_gpu(current)
+    b = get_gpu(requested, where="--gpu")
+    return (
+        a.architecture == b.architecture
+        and a.form_factor == b.form_factor
+        and a.nvlink_links == b.nvlink_links
+        and a.nvlink_gen == b.nvlink_gen
+    )
