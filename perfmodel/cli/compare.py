@@ -122,7 +122,10 @@ def register(subparsers: Any) -> None:
     st.add_argument("--analytic-k", type=int, default=8, help="plans re-ranked analytically (8)")
     st.add_argument("--confirm-k", type=int, default=3, help="plans confirmed by simulation (3)")
     st.add_argument(
-        "--budget", type=float, default=45.0, help="seconds for the analytic+simulated stages (45)"
+        "--budget",
+        type=float,
+        default=30.0,
+        help="wall-time limit in seconds of the analytic+simulated stages (30)",
     )
     st.add_argument("--jobs", type=int, default=1, help="processes for a non-screen first stage")
     c = p.add_argument_group("cost, deadline and time to accuracy")
@@ -291,6 +294,7 @@ def _run_search(args: argparse.Namespace) -> int:
         budget_s=args.budget,
         jobs=args.jobs,
         nodes_for=nodes_for,
+        hard_budget=True,
     )
     if args.plot:
         from perfmodel.search.plots import plot_search

@@ -308,6 +308,50 @@ def _evaluate_all(
     return [r for part in out for r in part]
 
 
+class _BudgetExceeded(Exception):
+    """A later-stage evaluation was still running when the budget ran out."""
+
+
+def _isolated_call(evaluator: Evaluator, scenario: Mapping[str, Any]) -> tuple[str, Any, str]:
+    try:
+        return "ok", dict(evaluator(scenario)), ""
+    except PerfModelError as exc:
+        return "error", type(exc).__name__, str(exc)
+
+
+class _IsolatedRunner:
+    """One worker process (``fork`` where available) whose calls can be abandoned on a deadline."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+
+    def run(
+        self, evaluator: Evaluator, scenario: Mapping[str, Any], *, timeout_s: float
+    ) -> dict[str, Any]:
+        import multiprocessing as mp
+
+        if self._pool is None:
+            method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+            self._pool = mp.get_context(method).Pool(1)
+        res = self._pool.apply_async(_isolated_call, (evaluator, dict(scenario)))
+        try:
+            status, value, message = res.get(timeout=max(timeout_s, 0.0))
+        except mp.TimeoutError as exc:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+            raise _BudgetExceeded from exc
+        if status == "error":
+            raise PerfModelError(f"{value}: {message}", where="scenario")
+        return dict(value)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+
+
 def search_plans(
     base: Mapping[str, Any],
     *,
@@ -326,6 +370,7 @@ def search_plans(
     confirm_evaluator: Evaluator | None = None,
     jobs: int = 1,
     nodes_for: Callable[[int], int] | None = None,
+    hard_budget: bool = False,
 ) -> SearchResult:
     """Search the plans of ``base`` (a scenario dict) over GPU counts and global batches.
 
@@ -364,6 +409,10 @@ def search_plans(
         Processes for the first stage when it is not the in-process screen (joblib).
     nodes_for
         Callable ``gpus -> nodes`` setting ``nodes`` per GPU count (default: keep ``base``'s).
+    hard_budget
+        Run the later stages in one worker process and stop it when ``budget_s`` runs out, so
+        the budget is a wall-time limit even for a plan that takes minutes (the evaluators
+        must be picklable; the worker keeps its caches across plans and stages).
     """
     obj = Objective.parse(objective) if isinstance(objective, str) else objective
     fast = fast_evaluator or analytic_evaluator
@@ -451,46 +500,62 @@ def search_plans(
         later.append(("simulated", slow, confirm_k))
     t_budget = time.perf_counter()
     ranked = feasible
-    for name, ev, k in later:
-        t1 = time.perf_counter()
-        head: list[Candidate] = []
-        stopped = None
-        prev_name = ranked[0].stage if ranked else first_name
-        for c in ranked[:k]:
-            spent = time.perf_counter() - t_budget
-            if budget_s is not None and spent > budget_s:
-                stopped = (
-                    f"{name} stage stopped after {len(head)} of {min(k, len(ranked))} plans: "
-                    f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
+    runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
+    try:
+        for name, ev, k in later:
+            t1 = time.perf_counter()
+            head: list[Candidate] = []
+            stopped = None
+            prev_name = ranked[0].stage if ranked else first_name
+            for c in ranked[:k]:
+                spent = time.perf_counter() - t_budget
+                if budget_s is not None and spent >= budget_s:
+                    stopped = (
+                        f"{name} stage stopped after {len(head)} of {min(k, len(ranked))} plans: "
+                        f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
+                    )
+                    break
+                try:
+                    if runner is not None and budget_s is not None:
+                        rep = runner.run(ev, c.scenario, timeout_s=budget_s - spent)
+                    else:
+                        rep = dict(ev(c.scenario))
+                except _BudgetExceeded:
+                    stopped = (
+                        f"{name} stage stopped after {len(head)} of {min(k, len(ranked))} plans: "
+                        f"{c.label} was still running when the {budget_s:g} s budget ran out"
+                    )
+                    break
+                except PerfModelError as exc:
+                    notes.append(f"{name} rejected {c.label}: {exc}")
+                    continue
+                sc_ = objective_score(
+                    rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
                 )
-                break
-            try:
-                rep = dict(ev(c.scenario))
-            except PerfModelError as exc:
-                notes.append(f"{name} rejected {c.label}: {exc}")
-                continue
-            sc_ = objective_score(
-                rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
-            )
-            if not rep.get("fits_in_memory", True):
-                notes.append(f"{name} reports {c.label} out of memory")
-                sc_ = math.inf
-            head.append(c.with_stage(name, rep, sc_))
-        tau = pval = math.nan
-        top1 = None
-        finite = [c for c in head if math.isfinite(c.score)]
-        if len(finite) >= 2:
-            from scipy.stats import kendalltau
+                if not rep.get("fits_in_memory", True):
+                    notes.append(f"{name} reports {c.label} out of memory")
+                    sc_ = math.inf
+                head.append(c.with_stage(name, rep, sc_))
+            tau = pval = math.nan
+            top1 = None
+            finite = [c for c in head if math.isfinite(c.score)]
+            if len(finite) >= 2:
+                from scipy.stats import kendalltau
 
-            res = kendalltau([c.scores[prev_name] for c in finite], [c.score for c in finite])
-            tau, pval = float(res.statistic), float(res.pvalue)
-        if head:
-            top1 = min(head, key=_rank_key) is head[0]
-        done_ids = {id(c.scenario) for c in head}
-        ranked = sorted(head, key=_rank_key) + [c for c in ranked if id(c.scenario) not in done_ids]
-        stages.append(
-            StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
-        )
+                res = kendalltau([c.scores[prev_name] for c in finite], [c.score for c in finite])
+                tau, pval = float(res.statistic), float(res.pvalue)
+            if head:
+                top1 = min(head, key=_rank_key) is head[0]
+            done_ids = {id(c.scenario) for c in head}
+            ranked = sorted(head, key=_rank_key) + [
+                c for c in ranked if id(c.scenario) not in done_ids
+            ]
+            stages.append(
+                StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
+            )
+    finally:
+        if runner is not None:
+            runner.close()
     return SearchResult(
         objective=obj,
         ranked=tuple(ranked),

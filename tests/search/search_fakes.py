@@ -93,3 +93,18 @@ def cheap_predict(sc: Mapping[str, Any]) -> dict[str, Any]:
         "throughput_samples_per_s": 1.0 / (1.0 + x),
         "fits_in_memory": True,
     }
+
+
+def sleepy_predict(sc: Mapping[str, Any]) -> dict[str, Any]:
+    """``fake_predict`` that takes 3 s (a simulation too slow for the budget)."""
+    import time
+
+    time.sleep(3.0)
+    return fake_predict(sc)
+
+
+def picky_predict(sc: Mapping[str, Any]) -> dict[str, Any]:
+    """``fake_predict`` that rejects pipeline depth 4 (an error raised inside a worker)."""
+    if sc.get("pp") == 4:
+        raise InfeasiblePlanError("pp=4 cannot be placed on this toy", value=4, where="pp")
+    return fake_predict(sc)

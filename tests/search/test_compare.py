@@ -355,3 +355,46 @@ def test_ranking_metrics() -> None:
     assert s.weighted_tau == pytest.approx((1.0 * 3 + tb * 6) / 9)
     assert s.top_k_fraction == pytest.approx(0.5)
     assert s.median_regret == pytest.approx((0.0 + 2.0) / 2)
+
+
+def test_hard_budget_abandons_a_plan_that_runs_too_long() -> None:
+    import time
+
+    from search_fakes import picky_predict, sleepy_predict
+
+    t0 = time.perf_counter()
+    res = search_plans(
+        BASE,
+        gpus=[16],
+        global_batches=[128],
+        shape=SHAPE,
+        screen=fake_predict,
+        analytic_k=0,
+        confirm_k=2,
+        budget_s=1.0,
+        confirm_evaluator=sleepy_predict,
+        hard_budget=True,
+    )
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 2.9  # the 3 s simulation was abandoned at the 1 s budget
+    assert [s.name for s in res.stages] == ["screen", "simulated"]
+    assert res.stages[1].evaluated == 0
+    assert "still running when the 1 s budget ran out" in res.stages[1].stopped
+    # results computed in the worker equal those computed in process; worker errors are notes
+    res2 = search_plans(
+        BASE,
+        gpus=[16],
+        global_batches=[128],
+        shape=SHAPE,
+        screen=fake_predict,
+        analytic_k=60,
+        confirm_k=0,
+        budget_s=60.0,
+        fast_evaluator=picky_predict,
+        hard_budget=True,
+    )
+    assert any("pp=4 cannot be placed" in n for n in res2.notes)
+    done = [c for c in res2.ranked if c.stage == "analytic"]
+    assert done and all(c.plan["pp"] != 4 for c in done)
+    for c in done[:5]:
+        assert c.reports["analytic"] == pytest.approx(dict(fake_predict(c.scenario)))
