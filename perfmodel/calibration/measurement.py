@@ -162,16 +162,14 @@ class Measurement:
         """Inverse of :meth:`to_dict`; a missing field is a :class:`CalibrationError` naming it."""
         for name in ("kind", "key", "params", "time_s", "repeats"):
             if name not in d:
-                raise CalibrationError(
-                    f"{where}: missing field {name!r}", value=name, where=f"{where}.{name}"
-                )
+                raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
         try:
             kind = BenchKind(d["kind"])
         except ValueError as exc:
             raise CalibrationError(
                 f"{where}: unknown measurement kind {d['kind']!r}",
                 value=d["kind"],
-                where=f"{where}.kind",
+                where=where,
             ) from exc
         median = float(d["time_s"])
         timing = TimingStats(
@@ -185,7 +183,7 @@ class Measurement:
             raise CalibrationError(
                 f"{where}: time_s must be a finite non-negative number, got {median}",
                 value=median,
-                where=f"{where}.time_s",
+                where=where,
             )
         return cls(
             kind=kind,

@@ -113,7 +113,7 @@ class DeviceInfo:
                 raise CalibrationError(
                     f"{where}: missing field 'device.{name}'",
                     value=name,
-                    where=f"{where}: device.{name}",
+                    where=where,
                 )
         try:
             kind = DeviceKind(d["kind"])
@@ -121,7 +121,7 @@ class DeviceInfo:
             raise CalibrationError(
                 f"{where}: device.kind {d['kind']!r} is not one of cpu, cuda",
                 value=d["kind"],
-                where=f"{where}: device.kind",
+                where=where,
             ) from exc
         return cls(
             kind=kind,
@@ -175,9 +175,7 @@ class FitSummary:
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:
         for name in ("model", "values", "stderr", "n_points"):
             if name not in d:
-                raise CalibrationError(
-                    f"{where}: missing field {name!r}", value=name, where=f"{where}.{name}"
-                )
+                raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
         return cls(
             model=str(d["model"]),
             values=MappingProxyType({k: float(v) for k, v in d["values"].items()}),
@@ -334,7 +332,7 @@ class CalibrationProfile:
             raise CalibrationError(
                 f"{where}: missing field 'format_version' (is this a perfmodel calibration profile?)",
                 value="format_version",
-                where=f"{where}: format_version",
+                where=where,
             )
         try:
             version = int(data["format_version"])
@@ -342,26 +340,24 @@ class CalibrationProfile:
             raise CalibrationError(
                 f"{where}: format_version {data['format_version']!r} is not an integer",
                 value=data["format_version"],
-                where=f"{where}: format_version",
+                where=where,
             ) from exc
         if version > FORMAT_VERSION:
             raise CalibrationError(
                 f"{where}: format_version {version} is newer than this perfmodel reads "
                 f"({FORMAT_VERSION}); upgrade perfmodel",
                 value=version,
-                where=f"{where}: format_version",
+                where=where,
             )
         if version < 1:
             raise CalibrationError(
                 f"{where}: format_version {version} is not valid",
                 value=version,
-                where=f"{where}: format_version",
+                where=where,
             )
         for name in _REQUIRED_TOP:
             if name not in data:
-                raise CalibrationError(
-                    f"{where}: missing field {name!r}", value=name, where=f"{where}: {name}"
-                )
+                raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
         for name in sorted(set(data) - _KNOWN_TOP):
             warnings.warn(
                 f"{where}: unknown field {name!r} ignored (written by another perfmodel version?)",
@@ -372,7 +368,7 @@ class CalibrationProfile:
             raise CalibrationError(
                 f"{where}: field 'kind' is {data['kind']!r}, expected {PROFILE_KIND!r}",
                 value=data["kind"],
-                where=f"{where}: kind",
+                where=where,
             )
         device = DeviceInfo.from_dict(data["device"], where=where)
         measurements = tuple(
@@ -469,7 +465,7 @@ def load_profile(
                 raise CalibrationError(
                     msg + "; pass allow_other_device=True to use it anyway",
                     value=have,
-                    where=f"{path}: device.gpu_model",
+                    where=str(path),
                 )
             warnings.warn(msg + "; used anyway as asked", UserWarning, stacklevel=2)
     return profile
