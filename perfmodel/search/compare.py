@@ -317,6 +317,8 @@ def _isolated_call(evaluator: Evaluator, scenario: Mapping[str, Any]) -> tuple[s
         return "ok", dict(evaluator(scenario)), ""
     except PerfModelError as exc:
         return "error", type(exc).__name__, str(exc)
+    except Exception as exc:  # a predictor bug: reported as a note by the search, not hidden
+        return "bug", type(exc).__name__, str(exc)
 
 
 class _IsolatedRunner:
@@ -343,6 +345,8 @@ class _IsolatedRunner:
             raise _BudgetExceeded from exc
         if status == "error":
             raise PerfModelError(f"{value}: {message}", where="scenario")
+        if status == "bug":
+            raise RuntimeError(f"{value}: {message}")
         return dict(value)
 
     def close(self) -> None:
@@ -528,6 +532,12 @@ def search_plans(
                     break
                 except PerfModelError as exc:
                     notes.append(f"{name} rejected {c.label}: {exc}")
+                    continue
+                except Exception as exc:  # a predictor bug must not lose the earlier stages
+                    notes.append(
+                        f"{name} FAILED on {c.label} (internal error, please report): "
+                        f"{type(exc).__name__}: {exc}"
+                    )
                     continue
                 sc_ = objective_score(
                     rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing

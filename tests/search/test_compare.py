@@ -398,3 +398,22 @@ def test_hard_budget_abandons_a_plan_that_runs_too_long() -> None:
     assert done and all(c.plan["pp"] != 4 for c in done)
     for c in done[:5]:
         assert c.reports["analytic"] == pytest.approx(dict(fake_predict(c.scenario)))
+
+
+def test_a_predictor_bug_in_a_later_stage_is_a_note_not_a_crash() -> None:
+    def buggy(sc):
+        raise NameError("name 'p2p_cache' is not defined")
+
+    res = search_plans(
+        BASE,
+        gpus=[8],
+        global_batches=[64],
+        shape=SHAPE,
+        screen=False,
+        confirm_k=2,
+        fast_evaluator=fast,
+        confirm_evaluator=buggy,
+    )
+    assert res.stages[-1].evaluated == 0
+    assert sum("FAILED" in n and "NameError" in n for n in res.notes) == 2
+    assert res.ranked and res.ranked[0].stage == "analytic"
