@@ -61,7 +61,7 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
         )
         compute_data = params.to_dict()
         fits["compute"] = result.summary(
-            "ComputeModel(gpu, params).layer_time(layer).fwd_s vs GEMM/conv/memory/launch microbenchmarks",
+            "ComputeModel(gpu, params).layer_time(layer) (fwd, or fwd+bwd for attention) vs GEMM/conv/attention/memory/launch microbenchmarks",
             notes=f"gpu spec {gpu.name}; fields with nan stderr are not identifiable from these data",
         )
         skipped.pop("fit.compute", None)
