@@ -150,7 +150,16 @@ class Backend:
     gemm_dtypes: tuple[DType, ...] = ()
     cache_bytes: int = 32 * 1024**2
     #: benchmark groups this backend can run (see perfmodel.calibration.suite.GROUP_SHARES)
-    groups: tuple[str, ...] = ("launch", "memory", "gemm", "conv", "transfer", "streams", "steps")
+    groups: tuple[str, ...] = (
+        "launch",
+        "memory",
+        "gemm",
+        "conv",
+        "transfer",
+        "streams",
+        "collectives",
+        "steps",
+    )
 
     def device_info(self) -> DeviceInfo:
         raise NotImplementedError

@@ -35,7 +35,8 @@ GROUP_SHARES: dict[str, float] = {
     "conv": 0.15,
     "transfer": 0.06,
     "streams": 0.06,
-    "steps": 0.28,
+    "collectives": 0.06,
+    "steps": 0.22,
 }
 """Fraction of the budget each group gets (unused time rolls over to the groups after it)."""
 
@@ -359,6 +360,18 @@ def plan_suite(
                         ),
                     )
                 )
+    if "collectives" in wanted and dev is DeviceKind.CUDA:
+        n_gpu = backend.device_info().count
+        if n_gpu >= 2:
+            items.append(
+                BenchItem(
+                    "collectives",
+                    f"collectives/nccl/n{n_gpu}",
+                    f"NCCL collectives over {n_gpu} GPUs",
+                    _collectives_runner(n_gpu),
+                    cost=1.0,
+                )
+            )
     if "steps" in wanted:
         for spec in steps if steps is not None else default_steps(backend):
             items.append(
@@ -416,6 +429,17 @@ def default_steps(backend: Backend) -> list[StepSpec]:
             StepSpec("resnet50", 64, "tf32"),
         ]
     return [StepSpec("mlp", 128, "fp32", (("widths", (512, 1024, 1024, 10)),))]
+
+
+def _collectives_runner(n_gpu: int) -> Callable[[Backend, TimingPolicy], list[Measurement]]:
+    def run(backend: Backend, policy: TimingPolicy) -> list[Measurement]:
+        from perfmodel.calibration.collectives import measure_collectives
+
+        return measure_collectives(
+            n_gpu, backend="nccl", device="cuda", repeats=max(5, policy.min_repeats)
+        )
+
+    return run
 
 
 def _step_runner(
@@ -550,7 +574,7 @@ def run_suite(
         if g not in backend.groups:
             skipped[f"group:{g}"] = f"not supported by the {backend.name} backend"
     n_dev = profile.device.count if profile.device.kind is DeviceKind.CUDA else 0
-    if n_dev < 2:
+    if n_dev < 2 and "collectives" in backend.groups:
         skipped["group:collectives"] = (
             f"collectives need >= 2 GPUs (found {n_dev}); import nccl-tests logs instead"
         )

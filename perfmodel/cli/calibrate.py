@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--only",
-        help="comma-separated groups: launch,memory,gemm,conv,transfer,streams,steps",
+        help="comma-separated groups: launch,memory,gemm,conv,transfer,streams,collectives,steps",
     )
     p.add_argument(
         "--backend", choices=["numpy", "torch"], default="numpy", help="CPU backend (default numpy)"
