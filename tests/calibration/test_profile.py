@@ -118,8 +118,12 @@ def test_predict_uses_the_profile_and_refuses_another_gpu():
     api = pytest.importorskip("perfmodel.api")
     base = api.Scenario(system="dgx-h100", gpus=1, model="gpt2", batch_per_gpu=8, precision="bf16")
     plain = api.predict(base)
-    calibrated = api.predict(api.Scenario.from_dict({**base.to_dict(), "calibration": str(H100_PROFILE)}))
+    calibrated = api.predict(
+        api.Scenario.from_dict({**base.to_dict(), "calibration": str(H100_PROFILE)})
+    )
     assert calibrated.iteration_time_s != plain.iteration_time_s
-    other = api.Scenario.from_dict({**base.to_dict(), "system": "dgx-a100", "calibration": str(H100_PROFILE)})
+    other = api.Scenario.from_dict(
+        {**base.to_dict(), "system": "dgx-a100", "calibration": str(H100_PROFILE)}
+    )
     with pytest.raises(CalibrationError, match=r"H100-SXM5-80GB.*A100"):
         api.predict(other)
