@@ -205,6 +205,8 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
                 c.update(path_edges(route(topology, a, b)))
         return c
 
+    if topology.num_nodes > 1 and sum(len(g) for g in groups) > 64:
+        return _nic_sharing_factor(topology, groups)
     main = loads(groups[:1])
     if not main:
         return 1.0
@@ -213,3 +215,47 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     alone = min(effective_bandwidth(g, u, v) / n for (u, v), n in main.items())
     shared = min(effective_bandwidth(g, u, v) / every[(u, v)] for (u, v) in main)
     return max(1.0, alone / shared)
+
+
+def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> float:
+    """Server-level version of :func:`ring_sharing_factor` for large clusters (no routing).
+
+    A ring hop leaving a server is one flow through that server's NICs. With ``f0`` flows of
+    group 0 and ``F`` flows of all groups on a server with ``k`` NICs, group 0's flows get
+    ``min(1, k / f0)`` NIC each alone and ``min(1, k / F)`` together; the factor is the worst
+    ratio over servers (1.0 with rail-optimised NICs, one per GPU).
+    """
+
+    def out_flows(gs: tuple[tuple[str, ...], ...]) -> Counter[int]:
+        c: Counter[int] = Counter()
+        for grp in gs:
+            if len(grp) < 2:
+                continue
+            for i, a in enumerate(grp):
+                b = grp[(i + 1) % len(grp)]
+                sa = topology.server_of(a)
+                if sa != topology.server_of(b):
+                    c[sa] += 1
+        return c
+
+    main = out_flows(groups[:1])
+    if not main:
+        return 1.0
+    every = out_flows(groups)
+    nics = _nics_per_server(topology)
+    worst = 1.0
+    for srv, f0 in main.items():
+        k = max(nics.get(srv, 1), 1)
+        alone = min(1.0, k / f0)
+        shared = min(1.0, k / every[srv])
+        worst = max(worst, alone / shared)
+    return worst
+
+
+@lru_cache(maxsize=64)
+def _nics_per_server(topology: Topology) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for _, d in topology.graph.nodes(data=True):
+        if d["kind"] is NodeKind.NIC:
+            out[int(d["server"])] = out.get(int(d["server"]), 0) + 1
+    return out

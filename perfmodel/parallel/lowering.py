@@ -452,8 +452,11 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     b = GraphBuilder()
     gpu = [pl.gpu(0, s, 0) for s in range(P)]
     host_tid = -1
-    if preset.host_step_s > 0:
-        host_tid = b.add(TaskKind.HOST, gpu[0], "host", preset.host_step_s, label="host step")
+    host_s = preset.host_step_s
+    if plan.dp > 1:
+        host_s += preset.host_split_per_sample_s * (plan.dp - 1) * inp.batch_per_replica
+    if host_s > 0:
+        host_tid = b.add(TaskKind.HOST, gpu[0], "host", host_s, label="host step / batch split")
 
     prec = costs.precision
     dp_groups = [pl.dp_group(s, 0) for s in range(P)]
@@ -472,6 +475,8 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         spec = CommSpec(op, nbytes, dp_groups[s], alg, kind, dp_sibs[s])
         return b.add(TaskKind.COLLECTIVE, gpu[s], "dp", dur, deps, label=label, comm=spec)
 
+    p2p_cache: dict[tuple[int, int, float], float] = {}
+
     def p2p(
         s_from: int,
         s_to: int,
@@ -484,7 +489,10 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     ) -> int:
         per_rank = nbytes / pl.tp if pl.tp > 1 else nbytes  # Megatron scatter/gather optimisation
         pairs = [(pl.gpu(0, s_from, t), pl.gpu(0, s_to, t)) for t in range(pl.tp)]
-        dur = costs.transfers_time(pairs, per_rank)
+        key = (s_from, s_to, per_rank)
+        dur = p2p_cache.get(key)
+        if dur is None:
+            dur = p2p_cache[key] = costs.transfers_time(pairs, per_rank)
         spec = CommSpec(
             CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
         )
