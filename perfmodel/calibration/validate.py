@@ -196,6 +196,7 @@ _NAME_RULES: tuple[tuple[str, str], ...] = (
     (r"^blocks\.(\d+)\.add2$", r"layer\1.residual2"),
     (r"^blocks\.(\d+)\.(ln1|ln2|qkv|gelu)$", r"layer\1.\2"),
     (r"^ln_f$", "final_ln"),
+    (r"^fc$", "fc1"),  # torchvision ResNet classifier
     # NumPy MLP (fc0, fc1, ...) -> zoo (fc1, fc2, ...)
     (r"^fc(\d+)$", "fc+1:\\1"),
 )
@@ -486,6 +487,8 @@ def _plots(report: ValidationReport, outdir: Path) -> list[Path]:
         "layer_kind": "s",
         "gemm": "x",
         "conv": "+",
+        "attention": "*",
+        "published_gemm": "D",
         "collective": "^",
     }
     fig, ax = plt.subplots(figsize=(6.4, 6.0))
@@ -618,8 +621,8 @@ def _published_dtype(text: str) -> str | None:
 def published_rows(
     rows: Sequence[Mapping[str, Any]], profile: Any | None = None
 ) -> tuple[list[ValidationRow], list[str]]:
-    """GEMM rows of the published data predicted with datasheet defaults (and with ``profile``
-    for rows of the profile's own GPU model). Other kinds are counted in the skipped notes: the
+    """GEMM rows of the published data (category ``published_gemm``) predicted with datasheet
+    defaults (and with ``profile`` for rows of the profile's own GPU model). Other kinds are counted in the skipped notes: the
     training rows are the scope of ``tests/validation`` through ``perfmodel.api.predict``."""
     from perfmodel.calibration.fit import measurement_layer
     from perfmodel.compute import ComputeModel
@@ -663,7 +666,12 @@ def published_rows(
                 continue
             out.append(
                 ValidationRow(
-                    "gemm", f"{row['id']}", var, measured_s, pred, str(row.get("source", ""))[:80]
+                    "published_gemm",
+                    f"{row['id']}",
+                    var,
+                    measured_s,
+                    pred,
+                    str(row.get("source", ""))[:80],
                 )
             )
     return out, [f"{n} {why}" for why, n in skipped.items()]
