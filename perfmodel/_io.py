@@ -88,6 +88,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -95,6 +96,12 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:

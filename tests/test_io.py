@@ -35,3 +35,16 @@ def test_load_structured_errors_name_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_structured(other)
     assert ".ini" in str(info.value)
+
+
+def test_atomic_write_respects_umask(tmp_path):
+    import os
+
+    target = tmp_path / "perm.txt"
+    old = os.umask(0o022)
+    try:
+        with atomic_write(target) as fh:
+            fh.write("x")
+    finally:
+        os.umask(old)
+    assert (target.stat().st_mode & 0o777) == 0o644

@@ -7,7 +7,8 @@ Public API::
 See ``docs/comm.md`` for the formulas, the NCCL tuner approximation and validation.
 """
 
-from perfmodel.comm.flow import FlowNetwork, run_collective
+from typing import Any
+
 from perfmodel.comm.model import CommCostModel, CommResult, GroupInfo
 from perfmodel.comm.params import Algorithm, LinkClassParams, LinkParams, Protocol
 
@@ -22,3 +23,13 @@ __all__ = [
     "Protocol",
     "run_collective",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The flow-level simulator needs SimPy; import it lazily so that the closed-form model and
+    # LinkParams load where SimPy is absent (e.g. a calibration run on a GPU machine).
+    if name in ("FlowNetwork", "run_collective"):
+        from perfmodel.comm import flow
+
+        return getattr(flow, name)
+    raise AttributeError(f"module 'perfmodel.comm' has no attribute {name!r}")
