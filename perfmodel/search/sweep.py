@@ -576,8 +576,8 @@ def run_sweep(
     Returns
     -------
     SweepSummary
-        Counts; ``interrupted=True`` when stopped by ``KeyboardInterrupt`` (which is re-raised
-        only for the caller to decide: here it is caught and reported).
+        Counts. ``KeyboardInterrupt`` (Ctrl-C) is caught: the rows written so far stay, the
+        workers stop, and the summary has ``interrupted=True`` (the CLI exits 130).
     """
     t0 = time.monotonic()
     out = Path(output)
