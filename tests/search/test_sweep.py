@@ -423,3 +423,33 @@ def test_any_two_interruptions_then_resume_gives_every_row_once(
         keys = keys_in(out)
         assert sorted(keys) == sorted(set(keys)) and len(keys) == 12
         assert sorted(calls) == sorted(keys)  # each scenario evaluated exactly once overall
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_real_sigint_keeps_finished_rows_and_resume_completes(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    script = (
+        _KILL_SCRIPT.format(here=str(HERE), repo=str(REPO), out=str(out)).replace(
+            "run_sweep(spec,", "s = run_sweep(spec,"
+        )
+        + "\nprint('interrupted' if s.interrupted else 'finished')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while _n_lines(out) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and stdout.strip() == "interrupted"
+    assert out.read_bytes().endswith(b"\n")
+    done = keys_in(out)
+    assert 4 <= len(done) < 40
+    ev = CountingEvaluator()
+    spec = SweepSpec.from_dict({"base": {"model": "toy"}, "axes": {"x": list(range(40))}})
+    s = run_sweep(spec, out, backend="serial", evaluator=ev, key_fn=canonical_key, progress=None)
+    assert s.already_done == len(done) and s.evaluated == 40 - len(done)
+    assert len(set(keys_in(out))) == 40 == len(keys_in(out))
