@@ -141,6 +141,11 @@ class LayerTime:
         full, which is what makes small per-GPU batches slow.
     tile
         Tile (and split-K) choice of the forward GEMM.
+    host_bound
+        True when the host's eager dispatch (``kernels x ComputeParams.host_dispatch_s``)
+        exceeds the GPU time of the layer's passes: the GPU waits for the CPU.
+    host_s
+        Host dispatch time of all the layer's kernels (0 when ``host_dispatch_s`` is 0).
     """
 
     fwd_s: float
@@ -150,6 +155,8 @@ class LayerTime:
     efficiency: float | None = None
     waves: float | None = None
     tile: str | None = None
+    host_bound: bool = False
+    host_s: float = 0.0
 
     @property
     def bwd_s(self) -> float:
@@ -202,9 +209,12 @@ class ComputeModel:
         )
 
     def gemm_time(self, gemm: GemmShape, dtype: DType, *, itemsize: int | None = None) -> float:
-        """Roofline time of one GEMM (no launch overhead), operands of ``itemsize`` bytes."""
+        """Roofline time of one GEMM (no launch overhead), operands of ``itemsize`` bytes,
+        including the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`)."""
         size = dtype.itemsize if itemsize is None else itemsize
-        eff = self.gemm(gemm, dtype).efficiency
+        eff = self.gemm(gemm, dtype).efficiency * self.params.alignment_factor(
+            dtype, gemm.n, gemm.k
+        )
         t_c = gemm.flop / (self.params.peak(dtype) * eff)
         nbytes = gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n) * size
         return max(t_c, self._mem_time(nbytes))
@@ -261,12 +271,48 @@ class ComputeModel:
         return max(t_c, t_m) + launch, bound, eff
 
     # -- public API ----------------------------------------------------------------------
+    def _alignment(self, layer: LayerCost, dtype: DType) -> float:
+        """Alignment factor of a GEMM layer (1.0 for convolutions and non-GEMM layers).
+
+        The leading dimensions of all three passes of ``(m x k) @ (k x n)`` are ``k`` and ``n``
+        of the forward shape (the backward passes reuse the same tensors), so they decide.
+        Convolutions are exempt: cuDNN pads odd channel counts.
+        """
+        g = layer.gemm
+        if g is None or layer.kind not in (LayerKind.LINEAR, LayerKind.MATMUL):
+            return 1.0
+        return self.params.alignment_factor(dtype, g.n, g.k)
+
+    @staticmethod
+    def _bwd_kernel_split(
+        layer: LayerCost, two_passes: bool, legacy_weight_kernels: int | None = None
+    ) -> tuple[int, int]:
+        """Kernel launches of the input-gradient and weight-gradient passes.
+
+        Without ``layer.bwd_kernels`` (hand-built layers): ``kernels`` for the input gradient
+        and ``legacy_weight_kernels`` (default ``kernels``) for the weight gradient.
+        """
+        if layer.bwd_kernels is None:
+            k = max(layer.kernels, 1)
+            return k, (k if legacy_weight_kernels is None else legacy_weight_kernels)
+        total = max(int(layer.bwd_kernels), 0)
+        if not two_passes:
+            return total, 0
+        k_in = (total + 1) // 2
+        return k_in, total - k_in
+
     def layer_time(self, layer: LayerCost, precision: Precision | str) -> LayerTime:
         """Forward, input-gradient and weight-gradient time of ``layer`` under ``precision``.
 
         GEMM shapes of the backward passes: dgrad ``(m x n) @ (n x k)`` -> GEMM ``(m, k, n)``;
         wgrad ``(k x m) @ (m x n)`` -> GEMM ``(k, n, m)`` (the reduction runs over the batch);
         an activation x activation product computes both operand gradients.
+
+        Each pass takes ``max(t_gpu, kernels x host_dispatch_s)`` (``LayerTime.host_bound``
+        says whether the host set the layer's total). Under mixed precision with
+        ``cast_weights_each_step`` the forward casts the FP32 weights to 16 bit (one kernel,
+        ``4 + 2`` bytes per parameter) and the backward casts the weight gradient back to FP32
+        (autocast's cast is differentiable: one more kernel, ``2 + 4`` bytes per parameter).
         """
         prec = as_precision(precision)
         dtype = prec.matmul_dtype
@@ -274,22 +320,44 @@ class ComputeModel:
         g = layer.gemm
         conv = layer.kind is LayerKind.CONV
         wino = self._winograd(layer, dtype)
+        align = self._alignment(layer, dtype)
         cast_bytes = 0.0
-        if prec.mixed and p.cast_weights_each_step and layer.params:
+        # autocast casts the weights of GEMM-like ops only (conv, linear); norms and
+        # embeddings keep FP32 weights (PyTorch "Automatic Mixed Precision" op reference)
+        if (
+            prec.mixed
+            and p.cast_weights_each_step
+            and layer.params
+            and layer.kind in (LayerKind.CONV, LayerKind.LINEAR)
+        ):
             cast_bytes = layer.params * (4 + prec.param_bytes)
         kernels_fwd = max(layer.kernels, 1) + (1 if cast_bytes else 0)
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and p.uses_tensor_cores(dtype):
             io_bytes = max(layer.fwd_bytes - layer.params * prec.param_bytes, 0.0)
             transpose_s = self._mem_time(2.0 * io_bytes) + 2 * p.kernel_launch_s
+        host = p.host_dispatch_s
         if layer.kind is LayerKind.ATTENTION and g is not None:
-            rate = p.peak(dtype) * p.fused_attention_efficiency
-            t_fc = layer.fwd_flop / rate
-            t_bc = layer.bwd_flop / rate
-            fwd = max(t_fc, self._mem_time(layer.fwd_bytes)) + p.kernel_launch_s
-            bwd = max(t_bc, self._mem_time(layer.bwd_bytes)) + 2 * p.kernel_launch_s
+            peak = p.peak(dtype)
+            t_fc = layer.fwd_flop / (peak * p.fused_attention_efficiency)
+            t_bc = layer.bwd_flop / (peak * p.fused_attention_bwd_efficiency)
+            k_f = max(layer.kernels, 1)
+            k_b = 2 * k_f if layer.bwd_kernels is None else max(layer.bwd_kernels, 1)
+            fwd_gpu = max(t_fc, self._mem_time(layer.fwd_bytes)) + k_f * p.kernel_launch_s
+            bwd_gpu = max(t_bc, self._mem_time(layer.bwd_bytes)) + k_b * p.kernel_launch_s
+            fwd, bwd = max(fwd_gpu, k_f * host), max(bwd_gpu, k_b * host)
             bound = Bound.COMPUTE if t_fc >= self._mem_time(layer.fwd_bytes) else Bound.MEMORY
-            return LayerTime(fwd, bwd, 0.0, bound, p.fused_attention_efficiency, None, "fused")
+            return LayerTime(
+                fwd,
+                bwd,
+                0.0,
+                bound,
+                p.fused_attention_efficiency,
+                None,
+                "fused",
+                host_bound=(k_f + k_b) * host > fwd_gpu + bwd_gpu,
+                host_s=(k_f + k_b) * host,
+            )
         fwd, bound, eff = self._pass_time(
             layer.fwd_flop,
             layer.fwd_bytes + cast_bytes,
@@ -297,8 +365,11 @@ class ComputeModel:
             dtype,
             kernels_fwd,
             conv=conv,
-            rate_multiplier=wino,
+            rate_multiplier=wino * align,
         )
+        host_s = kernels_fwd * host
+        gpu_s = fwd + transpose_s
+        fwd = max(gpu_s, host_s)
         total_bwd_flop = layer.bwd_flop
         if total_bwd_flop > 0:
             share_in = layer.bwd_input_flop / total_bwd_flop
@@ -306,51 +377,76 @@ class ComputeModel:
             share_in = 1.0 if layer.bwd_bytes else 0.0
         bytes_in = layer.bwd_bytes * share_in
         bytes_w = layer.bwd_bytes - bytes_in
-        kernels_bwd = max(layer.kernels, 1)
+        cast_back = cast_bytes  # FP32 gradient of the 16-bit weight copy (ToCopyBackward)
+        t_in = t_w = 0.0
         if g is not None and layer.kind is LayerKind.MATMUL:
+            k_in, _ = self._bwd_kernel_split(layer, False)
+            if layer.bwd_kernels is None:
+                k_in = 2 * max(layer.kernels, 1)
             g_in = GemmShape(g.m, g.k, g.n, g.batch)
             t_in, _, _ = self._pass_time(
-                layer.bwd_input_flop, bytes_in, g_in, dtype, 2 * kernels_bwd
+                layer.bwd_input_flop, bytes_in, g_in, dtype, k_in, rate_multiplier=align
             )
-            t_w = 0.0
+            t_in_host = k_in * host
+            gpu_s += t_in
+            t_in = max(t_in, t_in_host)
+            host_s += t_in_host
         elif g is not None:
+            has_in = layer.bwd_input_flop > 0
+            has_w = layer.bwd_weight_flop > 0
+            k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w)
+            if not has_in:
+                k_in, k_w = 0, k_in + k_w
+            if cast_back:
+                k_w += 1
             g_in = GemmShape(g.m, g.k, g.n, g.batch)
             g_w = GemmShape(g.k, g.n, g.m, g.batch)
-            t_in = 0.0
-            if layer.bwd_input_flop > 0:
+            if has_in:
                 t_in, _, _ = self._pass_time(
                     layer.bwd_input_flop,
                     bytes_in,
                     g_in,
                     dtype,
-                    kernels_bwd,
+                    max(k_in, 1),
                     conv=conv,
-                    rate_multiplier=wino,
+                    rate_multiplier=wino * align,
                 )
-            t_w = 0.0
-            if layer.bwd_weight_flop > 0:
+                t_in += transpose_s
+            if has_w:
                 t_w, _, _ = self._pass_time(
                     layer.bwd_weight_flop,
-                    bytes_w,
+                    bytes_w + cast_back,
                     g_w,
                     dtype,
-                    kernels_bwd,
+                    max(k_w, 1),
                     conv=conv,
-                    rate_multiplier=wino,
+                    rate_multiplier=wino * align,
                 )
+                t_w += transpose_s
+            gpu_s += t_in + t_w
+            host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
+            t_in = max(t_in, k_in * host) if has_in else 0.0
+            t_w = max(t_w, k_w * host) if has_w else 0.0
         else:
-            t_in, _, _ = (
-                self._pass_time(layer.bwd_input_flop, bytes_in, None, dtype, kernels_bwd)
-                if (layer.bwd_input_flop or bytes_in)
-                else (0.0, Bound.MEMORY, None)
-            )
-            t_w = 0.0
-            if layer.bwd_weight_flop > 0 or bytes_w > 0:
-                t_w, _, _ = self._pass_time(layer.bwd_weight_flop, bytes_w, None, dtype, 1)
-        if transpose_s:
-            fwd += transpose_s
-            t_in += transpose_s if t_in else 0.0
-            t_w += transpose_s if t_w else 0.0
+            has_in = bool(layer.bwd_input_flop or bytes_in)
+            has_w = layer.bwd_weight_flop > 0 or bytes_w > 0 or bool(cast_back)
+            k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w, 1)
+            if layer.bwd_kernels is not None and not has_in:
+                k_in, k_w = 0, k_in + k_w
+            if cast_back:
+                k_w += 1
+            if has_in:
+                t_in, _, _ = self._pass_time(
+                    layer.bwd_input_flop, bytes_in, None, dtype, max(k_in, 1)
+                )
+            if has_w:
+                t_w, _, _ = self._pass_time(
+                    layer.bwd_weight_flop, bytes_w + cast_back, None, dtype, max(k_w, 1)
+                )
+            gpu_s += t_in + t_w
+            host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
+            t_in = max(t_in, k_in * host) if has_in else 0.0
+            t_w = max(t_w, k_w * host) if has_w else 0.0
         return LayerTime(
             fwd_s=fwd,
             bwd_input_s=t_in,
@@ -358,9 +454,11 @@ class ComputeModel:
             bound=bound,
             efficiency=None
             if eff is None
-            else eff.efficiency * (p.conv_efficiency if conv else 1.0),
+            else eff.efficiency * (p.conv_efficiency if conv else 1.0) * align,
             waves=None if eff is None else eff.waves,
             tile=None if eff is None else eff.tile,
+            host_bound=host > 0 and host_s > gpu_s,
+            host_s=host_s,
         )
 
     def layer_times(self, workload: Workload) -> list[LayerTime]:

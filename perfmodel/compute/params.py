@@ -54,11 +54,47 @@ _TC_TILES = (
     Tile(64, 128, 0.85, 2),
     Tile(64, 64, 0.70, 4),
 )
+# CUDA-core (SIMT) SGEMM menu. cuBLAS/CUTLASS SGEMM kernels come in 128x128 down to 32x32 and
+# 16x16-class tiles (CUTLASS ``sgemm`` threadblock shapes 128x128, 128x64, 64x64, 64x32, 32x32;
+# cuBLAS ships ``sgemm_32x32_sliced1x4`` and 64x64 variants), with several CTAs resident per SM
+# for the small ones. The previous menu stopped at 32x32 with one tile per 8 CTA slots, so a
+# 256^3 FP32 GEMM (64 tiles of 32x32 on 132 SMs) was predicted at 27 us against 6.7 us measured
+# on the H100; with 16x16 tiles at 16 per SM the same GEMM spreads over every SM. Relative
+# efficiencies of the small tiles are estimates (operand re-reads per FLOP grow as 1/tile side),
+# calibration targets like the tensor-core menu.
 _SIMT_TILES = (
     Tile(128, 128, 1.0),
     Tile(128, 64, 0.93, 2),
     Tile(64, 64, 0.80, 4),
-    Tile(32, 32, 0.50, 8),
+    Tile(64, 32, 0.70, 4),
+    Tile(32, 32, 0.55, 8),
+    Tile(16, 16, 0.35, 16),
+)
+
+#: cuBLAS tensor-core alignment requirement, in elements, per GEMM dtype: the leading dimensions
+#: (and hence ``k`` and ``n`` of a row-major ``(m x k) @ (k x n)``) must be multiples of 16 bytes
+#: for the vectorised tensor-core kernels (cuBLAS documentation, "Tensor Core Usage": multiples of
+#: 8 for FP16/BF16, 4 for TF32, 16 for FP8; NVIDIA "Matrix Multiplication Background User's
+#: Guide", "Tensor Core Requirements"). FP32 on CUDA cores has no such requirement.
+ALIGNMENT_ELEMENTS: Mapping[DType, int] = MappingProxyType(
+    {DType.FP16: 8, DType.BF16: 8, DType.TF32: 4, DType.FP8: 16}
+)
+
+#: Host-side dispatch cost per kernel launch of a framework's eager mode, seconds
+#: (``ComputeParams.host_dispatch_s``). ``pytorch-eager``: 9.68 us, the ``launch/tiny-op``
+#: measurement of the H100 calibration (PyTorch 2.11, back-to-back 1-element kernels issued from
+#: Python, ``calibration/h100-sxm5-80gb.json``); it is a *lower bound* for a training step's ops
+#: (autograd bookkeeping, cuDNN plan lookups, autocast casts and module hooks cost more per op).
+#: Graph modes (CUDA graphs, ``torch.compile`` with ``mode="reduce-overhead"``, TF/XLA graphs)
+#: issue kernels without per-op Python dispatch and are not modelled as host-bound (0).
+HOST_DISPATCH_S: Mapping[str, float] = MappingProxyType(
+    {
+        "pytorch-eager": 9.68 * units.us,
+        "cuda-graphs": 0.0,
+        "tensorflow-graph": 0.0,
+        "xla": 0.0,
+        "none": 0.0,
+    }
 )
 
 
@@ -123,9 +159,38 @@ class ComputeParams:
         User's Guide" treats implicit-GEMM convolutions as GEMMs of the implicit shape, with
         somewhat lower throughput); not fitted.
     fused_attention_efficiency
-        Fraction of the tensor-core peak reached by fused attention (forward and backward).
+        Fraction of the tensor-core peak reached by the fused attention *forward* kernel.
         Default 0.50: the low end of the 50-73% of A100 peak that FlashAttention-2 reports
-        (Dao 2023, abstract), its backward pass being slower than its forward; not fitted.
+        (Dao 2023, abstract); not fitted (the H100 profile fits 0.41 +- 0.07).
+    fused_attention_bwd_efficiency
+        Same for the fused attention *backward* (FLOP counted as 2.5x the forward: five GEMMs
+        against two). FlashAttention-2 reports its backward below its forward (Dao 2023,
+        sec. 4.1: up to 63% of A100 peak backward against 73% forward). Default 0.24: the
+        forward default times 0.47, the backward/forward efficiency ratio fitted (geometric
+        mean of log ratios) on the five H100 SDPA microbenchmarks that timed both
+        (``attention/bf16/*``: ratios 0.32-0.79, head_dim 64 lowest; see
+        ``tests/compute/test_h100_fits.py``). Before this parameter the backward ran at the
+        forward's efficiency and GPT-2's attention backward was predicted at 1/3 of its
+        measured 3.50 ms.
+    alignment_efficiency
+        Throughput factor of a tensor-core GEMM whose ``k`` or ``n`` is not a multiple of the
+        dtype's alignment (:data:`ALIGNMENT_ELEMENTS`): cuBLAS then falls back to kernels
+        without 16-byte vector loads. Stated for 16-bit operands; the factor scales with the
+        element size, ``min(1, alignment_efficiency x itemsize / 2)`` (TF32 doubles it), since
+        the fallback kernels are limited by element loads, not by the dtype's MMA rate (the
+        H100 runs a 4095^3 GEMM at 149 TFLOP/s in BF16 and 134 in TF32). Default 0.20: a
+        least-squares fit in log space over the 6 unaligned tensor-core GEMMs of the H100
+        profile (4095^3 and 3000x257x2048 in TF32, FP16, BF16) against the datasheet-default
+        model, residual RMS 0.06 in ln; held-out check: GPT-2's LM head (vocabulary 50257) in
+        the measured training steps (``tests/compute/test_h100_fits.py``). Convolutions are
+        exempt (cuDNN pads odd channel counts).
+    host_dispatch_s
+        Host (CPU) time to issue one kernel in the framework's eager mode, seconds. A layer pass
+        takes ``max(GPU time, kernels x host_dispatch_s)``: in eager mode the host enqueues
+        kernels asynchronously, so the GPU time hides the dispatch until the GPU outruns the
+        host (small batches). Default 0 (not modelled: graph-mode frameworks, or a software
+        preset that models dispatch elsewhere); :data:`HOST_DISPATCH_S` lists per-framework
+        values (PyTorch eager: 9.68 us, measured).
     elementwise_flop_dtype
         Format of non-GEMM arithmetic (FP32 on CUDA cores).
     cast_weights_each_step
@@ -157,6 +222,9 @@ class ComputeParams:
     winograd_speedup: float = 3.0
     conv_efficiency: float = 0.90
     fused_attention_efficiency: float = 0.50
+    fused_attention_bwd_efficiency: float = 0.24
+    alignment_efficiency: float = 0.20
+    host_dispatch_s: float = 0.0
     elementwise_flop_dtype: DType = DType.FP32
     cast_weights_each_step: bool = True
     conv_layout: str = "nhwc"
@@ -172,6 +240,8 @@ class ComputeParams:
             "split_k_efficiency",
             "conv_efficiency",
             "fused_attention_efficiency",
+            "fused_attention_bwd_efficiency",
+            "alignment_efficiency",
         ):
             v = getattr(self, name)
             if not 0.0 < float(v) <= 1.0:
@@ -189,6 +259,12 @@ class ComputeParams:
                 "ComputeParams needs positive memory_bandwidth_Bps and sm_count",
                 value=(self.memory_bandwidth_Bps, self.sm_count),
                 where=self.gpu,
+            )
+        if not (float(self.host_dispatch_s) >= 0.0):
+            raise CalibrationError(
+                f"ComputeParams.host_dispatch_s must be >= 0 s, got {self.host_dispatch_s}",
+                value=self.host_dispatch_s,
+                where="host_dispatch_s",
             )
         if self.kernel_launch_s < 0 or self.k_overhead < 0 or self.winograd_speedup <= 0:
             raise CalibrationError(
@@ -276,6 +352,26 @@ class ComputeParams:
                 f"GPU {self.gpu} has no fp8 support", value="fp8", where=f"gpu {self.gpu}"
             )
         return self.peak_flops[DType.FP32]
+
+    def alignment_factor(self, dtype: DType, *dims: int) -> float:
+        """Throughput factor of a GEMM in ``dtype`` whose leading dimensions are ``dims``.
+
+        1.0 when every dimension is a multiple of :data:`ALIGNMENT_ELEMENTS` for ``dtype`` (or
+        the GEMM runs on CUDA cores), else ``min(1, alignment_efficiency x itemsize / 2)``.
+
+        >>> from perfmodel.hardware import get_gpu
+        >>> p = ComputeParams.for_gpu(get_gpu("H100-SXM5-80GB"))
+        >>> p.alignment_factor(DType.BF16, 50304, 768), p.alignment_factor(DType.BF16, 50257, 768)
+        (1.0, 0.2)
+        >>> p.alignment_factor(DType.TF32, 4095), p.alignment_factor(DType.FP32, 4095)
+        (0.4, 1.0)
+        """
+        align = ALIGNMENT_ELEMENTS.get(dtype)
+        if align is None or not self.uses_tensor_cores(dtype):
+            return 1.0
+        if all(int(d) % align == 0 for d in dims):
+            return 1.0
+        return min(1.0, self.alignment_efficiency * dtype.itemsize / 2.0)
 
     def uses_tensor_cores(self, dtype: DType) -> bool:
         """True when ``dtype`` GEMMs run on tensor cores of this GPU (peak above FP32's)."""

@@ -88,6 +88,11 @@ class LayerCost:
     recomputable_bytes
         Part of ``activation_bytes`` that selective recomputation drops (the ``s x s``
         attention tensors, Korthikanti et al. 2022); added after the original fields.
+    bwd_kernels
+        Kernel launches of the backward (input- plus weight-gradient), or ``None`` for the
+        legacy rule (``kernels`` per backward pass). The zoo sets it from the per-layer kernel
+        counts of PyTorch 2.11 eager traces on an H100 (``calibration/h100-sxm5-80gb/``); the
+        compute model uses it for launch overhead and the host-dispatch floor.
     """
 
     name: str
@@ -106,6 +111,7 @@ class LayerCost:
     block: int | None = None
     kernels: int = 1
     recomputable_bytes: float = 0.0
+    bwd_kernels: int | None = None
 
     @property
     def bwd_flop(self) -> float:
