@@ -65,7 +65,7 @@ def run(sc: Scenario, name: str) -> dict[str, object]:
         "fits_in_memory": r.fits_in_memory,
     }
     print(
-        f"{name:<34}{r.fidelity:<12}{r.num_gpus:>6} GPUs {tasks:>7} tasks  cold {cold:7.2f} s  "
+        f"{name:<38}{r.fidelity:<11}{r.num_gpus:>6} GPUs {tasks:>7} tasks  cold {cold:7.2f} s  "
         f"warm {warm:7.2f} s  -> iteration {r.iteration_time_s:.3f} s, MFU {100 * r.mfu:.1f}%"
     )
     return out

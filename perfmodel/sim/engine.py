@@ -46,7 +46,7 @@ class Timeline:
 class CommRunner(Protocol):
     """Plays one communication task inside a SimPy environment."""
 
-    def run(self, spec: CommSpec) -> simpy.Event: ...
+    def run(self, spec: CommSpec, duration_s: float) -> simpy.Event: ...
 
 
 def evaluate(graph: TaskGraph) -> Timeline:
@@ -105,7 +105,7 @@ def simulate(
                 yield env.all_of(pending)
             start[tid] = env.now
             if runner is not None and task.comm is not None:
-                yield runner.run(task.comm)
+                yield runner.run(task.comm, task.duration_s)
             elif task.duration_s > 0:
                 yield env.timeout(task.duration_s)
             end[tid] = env.now
@@ -126,20 +126,28 @@ class FlowComm:
     Each collective of the spec's group and of its ``siblings`` is started with
     ``perfmodel.comm.run_collective`` on one shared ``FlowNetwork``; the task finishes when the
     representative group's collective finishes (siblings keep loading the links meanwhile).
-    Point-to-point specs (``sendrecv`` with a two-GPU group) use ``FlowNetwork.transfer``.
+    Point-to-point specs (``sendrecv`` with a two-endpoint group) use ``FlowNetwork.transfer``.
+
+    Collectives over more than ``max_group`` ranks keep their closed-form duration (the
+    analytic sharing factor already covers their siblings): replaying a ring of ``n`` ranks moves
+    ``2 (n - 1)`` steps of ``n`` flows each, with a max-min recomputation per flow event, which
+    costs minutes for ``n`` in the hundreds.
     """
 
-    def __init__(self, env: simpy.Environment, topology: Any, link_params: Any = None) -> None:
+    def __init__(
+        self, env: simpy.Environment, topology: Any, link_params: Any = None, *, max_group: int = 16
+    ) -> None:
         from perfmodel import comm
 
         self.env = env
+        self.max_group = max_group
         try:
             self.net = comm.FlowNetwork(env, topology, link_params=link_params)
         except TypeError:
             self.net = comm.FlowNetwork(env, topology)
         self._run_collective = comm.run_collective
 
-    def run(self, spec: CommSpec) -> simpy.Event:
+    def run(self, spec: CommSpec, duration_s: float) -> simpy.Event:
         from perfmodel.ops import CollectiveOp
 
         if spec.op is CollectiveOp.SENDRECV and len(spec.group) == 2:
@@ -147,6 +155,8 @@ class FlowComm:
             for g in spec.siblings:
                 self.net.transfer(g[0], g[1], spec.message_bytes)
             return main
+        if len(spec.group) > self.max_group:
+            return self.env.timeout(duration_s)
         main = self._run_collective(
             self.net, spec.op, spec.message_bytes, spec.group, spec.algorithm
         )
