@@ -75,11 +75,13 @@ def test_predict_report_has_contract_keys() -> None:
     assert b.total_s == pytest.approx(r.iteration_time_s, rel=1e-9)
 
 
-def test_simulated_agrees_with_analytic_without_contention() -> None:
-    sc = Scenario(system="dgx1-v100", gpus=4, model="resnet50", batch_per_gpu=32)
+@pytest.mark.parametrize("software", ["pytorch-ddp", "horovod", "tf-mirrored"])
+def test_simulated_agrees_with_analytic_without_contention(software: str) -> None:
+    sc = Scenario(system="dgx1-v100", gpus=4, model="resnet50", batch_per_gpu=32, software=software)
     a = predict(replace(sc, fidelity="analytic"))
     s = predict(sc)
     assert s.iteration_time_s == pytest.approx(a.iteration_time_s, rel=0.05)
+    assert s.fidelity.startswith("simulated") and a.fidelity == "analytic"
 
 
 @pytest.mark.parametrize(

@@ -472,7 +472,7 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     ) -> int:
         groups = [dp_groups[s], *dp_sibs[s]]
         dur = costs.concurrent_time(op, nbytes, groups, alg) + preset.fusion_cycle_s / 2
-        spec = CommSpec(op, nbytes, dp_groups[s], alg, kind, dp_sibs[s])
+        spec = CommSpec(op, nbytes, dp_groups[s], alg, kind, dp_sibs[s], preset.fusion_cycle_s / 2)
         return b.add(TaskKind.COLLECTIVE, gpu[s], "dp", dur, deps, label=label, comm=spec)
 
     p2p_cache: dict[tuple[int, int, float], float] = {}

@@ -48,6 +48,8 @@ class CommSpec:
     #: Extra groups running the same collective at the same time (symmetric siblings that are
     #: not simulated as compute, but whose flows share the links).
     siblings: tuple[tuple[str, ...], ...] = ()
+    #: Software wait before the transfer starts (Horovod: half a fusion cycle on average).
+    wait_s: float = 0.0
 
 
 @dataclass(frozen=True)

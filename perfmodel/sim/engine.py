@@ -148,6 +148,15 @@ class FlowComm:
         self._run_collective = comm.run_collective
 
     def run(self, spec: CommSpec, duration_s: float) -> simpy.Event:
+        if spec.wait_s > 0:
+            return self.env.process(self._after_wait(spec, duration_s))
+        return self._start(spec, duration_s)
+
+    def _after_wait(self, spec: CommSpec, duration_s: float) -> Any:
+        yield self.env.timeout(spec.wait_s)
+        yield self._start(spec, max(duration_s - spec.wait_s, 0.0))
+
+    def _start(self, spec: CommSpec, duration_s: float) -> simpy.Event:
         from perfmodel.ops import CollectiveOp
 
         if spec.op is CollectiveOp.SENDRECV and len(spec.group) == 2:
