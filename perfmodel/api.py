@@ -205,14 +205,34 @@ def topology_of(sc: Scenario) -> Topology:
     )
 
 
+def _freeze(v: Any) -> Any:
+    """Hashable form of a model argument (lists become tuples, thawed again in ``_workload``)."""
+    if isinstance(v, (list, tuple)):
+        return ("__list__", tuple(_freeze(x) for x in v))
+    if isinstance(v, dict):
+        raise ConfigError(
+            f"model argument value {v!r} must be a number, string or list",
+            value=v,
+            where="model_args",
+        )
+    return v
+
+
+def _thaw(v: Any) -> Any:
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == "__list__":
+        return [_thaw(x) for x in v[1]]
+    return v
+
+
 @lru_cache(maxsize=512)
 def _workload(
     model: str, batch: int, precision: str, tp: int, sp: bool, args: tuple[tuple[str, Any], ...]
 ) -> Any:
     from perfmodel.workload import build_model
 
+    kwargs = {k: _thaw(v) for k, v in args}
     return build_model(
-        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **dict(args)
+        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **kwargs
     )
 
 
@@ -358,7 +378,7 @@ def _build_step(
 ) -> tuple[LoweredStep, SystemCosts]:
     costs = _costs(r.topology, r.precision, sc.calibration)
     plan = r.plan
-    args = tuple(sorted((str(k), v) for k, v in dict(sc.model_args).items()))
+    args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
     batch = r.microbatch
     if plan.dp_mode is DPMode.CROSSBOW and plan.dp >= 1 and plan.learners_per_gpu > 1:

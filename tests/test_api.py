@@ -234,3 +234,20 @@ def test_cli_json_and_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixtur
         == 2
     )
     assert "dp=8" in capsys.readouterr().err
+
+
+def test_mlp_weight_splitting_dettmers_style() -> None:
+    """Tensor parallelism of an MLP (list-valued model argument) shards the weights."""
+    base = Scenario(
+        system="dgx1-v100",
+        gpus=4,
+        model="mlp",
+        model_args={"widths": [1024, 4096, 4096, 10]},
+        batch_per_gpu=64,
+        fidelity="analytic",
+    )
+    r1 = predict(base)
+    r4 = predict(replace(base, tp=4))
+    assert r4.memory.weights_bytes == pytest.approx(r1.memory.weights_bytes / 4, rel=0.05)
+    assert r4.breakdown.exposed_comm_s.get("tp", 0.0) > 0
+    assert Scenario.from_dict(base.to_dict()).content_hash() == base.content_hash()
