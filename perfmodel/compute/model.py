@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from perfmodel.dtypes import DType, Precision
 from perfmodel.hardware.gpus import GPUSpec
@@ -331,6 +331,11 @@ class ComputeModel:
             and layer.kind in (LayerKind.CONV, LayerKind.LINEAR)
         ):
             cast_bytes = layer.params * (4 + prec.param_bytes)
+        if prec.mixed and p.cast_weights_each_step and layer.autocast_fp32:
+            scale = 4.0 / prec.activation_bytes
+            layer = replace(
+                layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
+            )
         kernels_fwd = max(layer.kernels, 1) + (1 if cast_bytes else 0)
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and p.uses_tensor_cores(dtype):

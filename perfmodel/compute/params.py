@@ -59,7 +59,7 @@ _TC_TILES = (
 # cuBLAS ships ``sgemm_32x32_sliced1x4`` and 64x64 variants), with several CTAs resident per SM
 # for the small ones. The previous menu stopped at 32x32 with one tile per 8 CTA slots, so a
 # 256^3 FP32 GEMM (64 tiles of 32x32 on 132 SMs) was predicted at 27 us against 6.7 us measured
-# on the H100; with 16x16 tiles at 16 per SM the same GEMM spreads over every SM. Relative
+# on the H100; 16x16 tiles at 8 per SM (one or two warps each) spread it over every SM. Relative
 # efficiencies of the small tiles are estimates (operand re-reads per FLOP grow as 1/tile side),
 # calibration targets like the tensor-core menu.
 _SIMT_TILES = (
@@ -68,7 +68,7 @@ _SIMT_TILES = (
     Tile(64, 64, 0.80, 4),
     Tile(64, 32, 0.70, 4),
     Tile(32, 32, 0.55, 8),
-    Tile(16, 16, 0.35, 16),
+    Tile(16, 16, 0.35, 8),
 )
 
 #: cuBLAS tensor-core alignment requirement, in elements, per GEMM dtype: the leading dimensions
@@ -194,9 +194,12 @@ class ComputeParams:
     elementwise_flop_dtype
         Format of non-GEMM arithmetic (FP32 on CUDA cores).
     cast_weights_each_step
-        Mixed precision with ``torch.autocast`` casts the FP32 weights to 16 bit in every forward
-        (``2 + 4`` bytes moved per parameter); Apex O2 / Megatron keep a 16-bit copy instead and
-        cast once in the optimizer step.
+        Mixed precision with ``torch.autocast`` casts the FP32 weights of convolutions and
+        linear layers to 16 bit in every forward (``2 + 4`` bytes moved per parameter) and
+        their gradients back to FP32 in backward; Apex O2 / Megatron keep a 16-bit copy instead
+        and cast once in the optimizer step. It also stands for autocast's FP32 ops: layers
+        marked ``LayerCost.autocast_fp32`` (layer norms, the residual stream) move FP32
+        activations.
     conv_layout
         Memory format of convolution activations, a software setting: ``"nhwc"`` (TensorFlow,
         Keras, PyTorch ``channels_last``, as NVIDIA's mixed-precision recipes use) or ``"nchw"``

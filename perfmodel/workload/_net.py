@@ -17,6 +17,13 @@ Conventions (used by every primitive, documented in ``docs/workload.md``):
   which the next convolution keeps anyway). Dropout keeps a 1-byte mask per element. The
   transformer accounting reproduces Korthikanti et al. 2022, eq. 1-2 exactly (see
   ``tests/workload/test_memory.py``).
+* Kernels: ``kernels`` (forward) and ``bwd_kernels`` (backward) are the per-layer kernel counts
+  of PyTorch 2.11 eager (cuDNN 9.19, cuBLAS) in the Kineto traces of the H100 training steps
+  (``calibration/h100-sxm5-80gb/trace-*.json.gz``, per-layer ``events`` of the ``step_layer``
+  measurements; the median over the layers of a kind in the TF32 ResNet-50 and BF16 GPT-2 steps).
+  The autocast weight casts of mixed precision (one forward, one backward kernel per conv/linear)
+  are added by the compute model, not here. They feed the launch overhead and the host-dispatch
+  floor (``ComputeParams.host_dispatch_s``).
 """
 
 from __future__ import annotations
@@ -188,7 +195,9 @@ class Net:
                 output_shape=(n, out_channels, ho, wo),
                 gemm=gemm,
                 block=self.block,
-                kernels=1 + (1 if bias else 0),
+                # trace medians: 2 forward (1-3), 4 backward (dgrad + wgrad + helpers; 3-5)
+                kernels=2 + (1 if bias else 0),
+                bwd_kernels=(4 if dgrad else 2) + (1 if bias else 0),
             )
         )
         return (n, out_channels, ho, wo)
@@ -213,12 +222,13 @@ class Net:
                 bwd_input_flop=12.0 * el,
                 bwd_weight_flop=2.0 * el,
                 params=2 * c,
-                fwd_bytes=3 * el * a,
-                bwd_bytes=5 * el * a,
+                fwd_bytes=3 * el * a + 4 * c * 4,
+                bwd_bytes=5 * el * a + 4 * c * 4,
                 activation_bytes=el * a,
                 output_shape=tuple(x),
                 block=self.block,
-                kernels=2,
+                kernels=3,  # trace: 3 forward, 2 backward (cuDNN BN; all 53 layers)
+                bwd_kernels=2,
             )
         )
         return tuple(x)
@@ -275,6 +285,7 @@ class Net:
                 activation_bytes=x_el * a if mode == "max" else 0.0,
                 output_shape=y,
                 block=self.block,
+                bwd_kernels=2,  # trace (max pool): zero-fill + scatter of the gradient
             )
         )
         return y
@@ -297,12 +308,18 @@ class Net:
                 activation_bytes=0.0,
                 output_shape=(n, c),
                 block=self.block,
+                bwd_kernels=3,  # trace (adaptive average pool backward)
             )
         )
         return (n, c)
 
     def add(self, name: str, x: Shape) -> Shape:
-        """Residual addition of two tensors of shape ``x`` (backward passes the gradient through)."""
+        """Residual addition of two tensors of shape ``x``.
+
+        Backward passes the gradient to both inputs, and the block input that fed both the
+        branch and the skip receives two gradients, which autograd sums (PyTorch
+        ``InputBuffer::accumulate``): one add kernel, ``3 el`` elements moved.
+        """
         el = numel(x)
         a = self.act_bytes
         self._add(
@@ -310,11 +327,11 @@ class Net:
                 name=name,
                 kind=LayerKind.ELEMENTWISE,
                 fwd_flop=float(el),
-                bwd_input_flop=0.0,
+                bwd_input_flop=float(el),
                 bwd_weight_flop=0.0,
                 params=0,
                 fwd_bytes=3 * el * a,
-                bwd_bytes=0.0,
+                bwd_bytes=3 * el * a,
                 activation_bytes=0.0,
                 output_shape=tuple(x),
                 block=self.block,
@@ -424,6 +441,8 @@ class Net:
                 fwd_comm=fwd_comm,
                 bwd_comm=bwd_comm,
                 block=self.block,
+                # trace: 1 forward (addmm fuses the bias); backward dgrad + wgrad + bias sum
+                bwd_kernels=(2 if dgrad else 1) + (1 if bias else 0),
             )
         )
         return (*lead, nloc)
@@ -459,6 +478,7 @@ class Net:
                 gemm=gemm,
                 block=self.block,
                 recomputable_bytes=recomputable_bytes,
+                bwd_kernels=2,  # one batched GEMM per operand gradient
             )
         )
         return (batch, m, n)
@@ -518,16 +538,45 @@ class Net:
                 output_shape=(b, s, heads * head_dim),
                 gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads),
                 block=self.block,
-                kernels=1,
+                # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
+                # main kernel, dQ accumulator conversion, layout copies)
+                kernels=2,
+                bwd_kernels=6,
             )
         )
         return (b, s, heads * head_dim)
 
-    def norm(self, name: str, x: Shape, *, params: int, shard: int = 1, rms: bool = False) -> Shape:
+    def norm(
+        self,
+        name: str,
+        x: Shape,
+        *,
+        params: int,
+        shard: int = 1,
+        rms: bool = False,
+        accumulate: bool = False,
+    ) -> Shape:
         """Layer norm (``2h`` parameters) or RMS norm (``h``) over the last axis; saves its input.
-        ``shard`` divides the activations held by this rank (sequence parallelism)."""
+        ``shard`` divides the activations held by this rank (sequence parallelism).
+
+        Bytes (PyTorch ``layer_norm`` CUDA kernels, ``aten/src/ATen/native/cuda/layer_norm_kernel.cu``):
+        forward reads ``x`` and the weights, writes ``y`` and the FP32 statistics (mean and
+        reciprocal standard deviation, 4 bytes per row each; RMS norm only the latter).
+        Backward runs two kernels over the activations: the input gradient reads ``dy``, ``x``,
+        the saved statistics and the weight and writes ``dx``; the weight gradient
+        (``GammaBetaBackward``) reads ``dy`` and ``x`` again and reduces them into FP32 partial
+        sums, then writes the FP32 weight gradients: ``5 el`` activation elements instead of
+        the ``3 el`` of a single fused pass. Trace: 1 forward, 3 backward kernels.
+
+        ``accumulate``: the norm's input also feeds a residual skip (pre-norm transformer), so
+        autograd sums the norm's input gradient with the skip's (``InputBuffer::accumulate``,
+        run as the norm's backward delivers ``dx``): ``3 el`` more elements in backward.
+        Marked ``autocast_fp32`` (see :class:`LayerCost`).
+        """
         el = numel(x) / shard
         a = self.act_bytes
+        rows = el / max(x[-1], 1)
+        stats = (1 if rms else 2) * rows * 4.0
         self._add(
             LayerCost(
                 name=name,
@@ -536,19 +585,35 @@ class Net:
                 bwd_input_flop=(8.0 if rms else 12.0) * el,
                 bwd_weight_flop=2.0 * el,
                 params=params,
-                fwd_bytes=2 * el * a + params * self.param_bytes,
-                bwd_bytes=3 * el * a + 2 * params * self.param_bytes,
+                fwd_bytes=2 * el * a + params * self.param_bytes + stats,
+                bwd_bytes=(8 if accumulate else 5) * el * a
+                + stats
+                + params * (self.param_bytes + 4),
                 activation_bytes=el * a,
                 output_shape=tuple(x),
                 block=self.block,
+                bwd_kernels=3,
+                autocast_fp32=True,
             )
         )
         return tuple(x)
 
     def elementwise(
-        self, name: str, x: Shape, fn: str, *, saved_bytes: float = 0.0, inputs: int = 1
+        self,
+        name: str,
+        x: Shape,
+        fn: str,
+        *,
+        saved_bytes: float = 0.0,
+        inputs: int = 1,
+        bwd_elements: float | None = None,
+        autocast_fp32: bool = False,
     ) -> Shape:
-        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes."""
+        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes.
+
+        ``bwd_elements``: elements moved by the backward per output element (default
+        ``inputs + 2``); ``autocast_fp32``: see :class:`LayerCost`.
+        """
         el = numel(x)
         f, b = _ELEMENTWISE_FLOP[fn]
         a = self.act_bytes
@@ -561,10 +626,11 @@ class Net:
                 bwd_weight_flop=0.0,
                 params=0,
                 fwd_bytes=(inputs + 1) * el * a,
-                bwd_bytes=(inputs + 2) * el * a,
+                bwd_bytes=(inputs + 2 if bwd_elements is None else bwd_elements) * el * a,
                 activation_bytes=saved_bytes,
                 output_shape=tuple(x),
                 block=self.block,
+                autocast_fp32=autocast_fp32,
             )
         )
         return tuple(x)
@@ -579,10 +645,17 @@ class Net:
         *,
         parallel: bool = False,
         fwd_comm: tuple[CommPoint, ...] = (),
+        indices: int | None = None,
     ) -> Shape:
         """Lookup table of ``num x dim``; forward gathers ``b s`` rows, backward scatter-adds into
         the dense gradient (written whole). ``parallel``: vocabulary split over ``tp``
-        (Megatron ``VocabParallelEmbedding``; an all-reduce sums the partial lookups)."""
+        (Megatron ``VocabParallelEmbedding``; an all-reduce sums the partial lookups).
+
+        ``indices``: distinct index entries looked up (default ``b s``; learned positions use
+        ``s``, broadcast over the batch). PyTorch's ``embedding_dense_backward`` takes a direct
+        path for at most 3072 indices and otherwise sorts them (``aten/src/ATen/native/cuda/
+        Embedding.cu``): 2 backward kernels against 32 in the GPT-2 trace (8192 indices).
+        """
         rows = num // self.tp if parallel else num
         params = rows * dim
         a, p = self.act_bytes, self.param_bytes
@@ -602,6 +675,7 @@ class Net:
                 output_shape=(b, s, dim),
                 fwd_comm=fwd_comm,
                 block=self.block,
+                bwd_kernels=2 if (b * s if indices is None else indices) <= 3072 else 32,
             )
         )
         return (b, s, dim)
@@ -611,7 +685,16 @@ class Net:
     ) -> Shape:
         """Softmax cross-entropy over ``classes`` (local, vocab-parallel when ``tp > 1``) for
         ``rows`` predictions. Computed in fp32 (autocast upcasts the logits): saves the fp32
-        softmax, ``4 rows classes`` bytes."""
+        softmax, ``4 rows classes`` bytes.
+
+        Backward (PyTorch ``cross_entropy`` = ``log_softmax`` + ``nll_loss``):
+        ``nll_loss_backward`` materialises a dense FP32 gradient of the log-probabilities
+        (zero-fill, then scatter: 4 bytes per element written), ``_log_softmax_backward_data``
+        reads it and the saved FP32 output (8 bytes) and writes the logits' gradient in the
+        logits' dtype (``a`` bytes): ``(12 + a)`` bytes per element, where the previous count
+        of ``4 + a`` missed the materialised FP32 gradient (GPT-2 b8: 2.77 ms measured against
+        0.98 predicted). Trace: 2 forward, 3 backward kernels.
+        """
         el = rows * classes
         a = self.act_bytes
         self._add(
@@ -623,12 +706,13 @@ class Net:
                 bwd_weight_flop=0.0,
                 params=0,
                 fwd_bytes=el * (a + 4) + el * 4,
-                bwd_bytes=el * (4 + a),
+                bwd_bytes=el * (12 + a),
                 activation_bytes=4.0 * el,
                 output_shape=(1,),
                 fwd_comm=fwd_comm,
                 block=self.block,
-                kernels=3,
+                kernels=2,
+                bwd_kernels=3,
             )
         )
         return (1,)

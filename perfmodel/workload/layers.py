@@ -93,6 +93,13 @@ class LayerCost:
         legacy rule (``kernels`` per backward pass). The zoo sets it from the per-layer kernel
         counts of PyTorch 2.11 eager traces on an H100 (``calibration/h100-sxm5-80gb/``); the
         compute model uses it for launch overhead and the host-dispatch floor.
+    autocast_fp32
+        Under PyTorch autocast this layer's activations move in FP32: ``layer_norm`` (and
+        ``rms_norm``) are on autocast's float32 op list, and the residual stream of a pre-norm
+        transformer stays FP32 (the embedding output is FP32 and FP32 + BF16 promotes). The
+        compute model scales the layer's bytes by ``4 / activation_bytes`` when
+        ``ComputeParams.cast_weights_each_step`` (autocast) applies; Megatron-style 16-bit
+        training keeps 16-bit activations.
     """
 
     name: str
@@ -112,6 +119,7 @@ class LayerCost:
     kernels: int = 1
     recomputable_bytes: float = 0.0
     bwd_kernels: int | None = None
+    autocast_fp32: bool = False
 
     @property
     def bwd_flop(self) -> float:

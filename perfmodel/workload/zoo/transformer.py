@@ -106,7 +106,20 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     norm_params = h if cfg.rms_norm else 2 * h
 
     def norm(nm: str) -> None:
-        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm)
+        # pre-norm: the norm's input is the residual stream, which also feeds the skip
+        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm, accumulate=cfg.pre_norm)
+
+    def residual(nm: str) -> None:
+        # backward: the gradient passes to the skip unchanged and to the branch (one copy,
+        # a dtype cast under autocast); the accumulation at the fork is charged to the norm
+        net.elementwise(
+            nm,
+            (b, s // shard, h),
+            "add",
+            inputs=2,
+            bwd_elements=2 if cfg.pre_norm else None,
+            autocast_fp32=True,
+        )
 
     # --- attention ---
     if cfg.pre_norm:
@@ -154,7 +167,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     )
     if cfg.dropout:
         net.dropout(f"{name}.attn_out_dropout", x, shard=shard)
-    net.elementwise(f"{name}.residual1", (b, s // shard, h), "add", inputs=2)
+    residual(f"{name}.residual1")
     if not cfg.pre_norm:
         norm(f"{name}.ln1")
     # --- MLP ---
@@ -191,7 +204,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     )
     if cfg.dropout:
         net.dropout(f"{name}.mlp_dropout", x, shard=shard)
-    net.elementwise(f"{name}.residual2", (b, s // shard, h), "add", inputs=2)
+    residual(f"{name}.residual2")
     if not cfg.pre_norm:
         norm(f"{name}.ln2")
 
@@ -208,7 +221,7 @@ def _embeddings(
         comm = (net.comm(op, el),)
     net.embedding("embed.tokens", b, s, cfg.vocab, h, parallel=True, fwd_comm=comm)
     if positions:
-        net.embedding("embed.positions", b, s, positions, h)
+        net.embedding("embed.positions", b, s, positions, h, indices=s)
     if token_types:
         net.embedding("embed.token_types", b, s, token_types, h)
 
