@@ -251,3 +251,37 @@ def test_mlp_weight_splitting_dettmers_style() -> None:
     assert r4.memory.weights_bytes == pytest.approx(r1.memory.weights_bytes / 4, rel=0.05)
     assert r4.breakdown.exposed_comm_s.get("tp", 0.0) > 0
     assert Scenario.from_dict(base.to_dict()).content_hash() == base.content_hash()
+
+
+def test_calibration_profile_changes_the_prediction() -> None:
+    prof = Path(__file__).resolve().parents[1] / "calibration" / "h100-sxm5-80gb.json"
+    if not prof.exists():
+        pytest.skip("calibration profile not shipped")
+    sc = Scenario(
+        system="dgx-h100",
+        gpus=8,
+        model="resnet50",
+        batch_per_gpu=64,
+        precision="bf16",
+        fidelity="analytic",
+    )
+    assert (
+        predict(replace(sc, calibration=str(prof))).iteration_time_s != predict(sc).iteration_time_s
+    )
+
+
+@pytest.mark.parametrize("slow,fast", [("eth-10g", "ib-hdr"), ("eth-25g", "eth-100g")])
+def test_faster_network_never_slows_a_real_plan(slow: str, fast: str) -> None:
+    base = Scenario(
+        system="custom",
+        gpu="V100-SXM2-16GB",
+        gpus_per_node=4,
+        intra_node="nvlink2",
+        nodes=2,
+        model="resnet50",
+        batch_per_gpu=32,
+        fidelity="analytic",
+    )
+    t_slow = predict(replace(base, network=slow)).iteration_time_s
+    t_fast = predict(replace(base, network=fast)).iteration_time_s
+    assert t_fast <= t_slow
