@@ -332,22 +332,29 @@ def resolve(sc: Scenario) -> Resolved:
             value=(sc.batch_per_gpu, sc.global_batch),
             where="batch",
         )
+    learners = _pos_int(sc.learners_per_gpu, "learners_per_gpu")
+    mode = DPMode.parse(sc.dp_mode) if sc.dp_mode else preset.dp_mode
+    if learners > 1 and not sc.dp_mode:
+        mode = DPMode.CROSSBOW  # several learners per GPU is Crossbow's synchronous model averaging
+    # Crossbow: the batch keys count one learner's samples; a global batch covers all learners
+    split = dp * (learners if mode is DPMode.CROSSBOW else 1)
     if sc.global_batch is not None:
         gb = _pos_int(sc.global_batch, "global_batch")
-        if gb % dp:
+        if gb % split:
+            what = f"dp={dp} replicas" + (f" x {learners} learners" if split != dp else "")
             raise InfeasiblePlanError(
-                f"global batch {gb} does not split over dp={dp} replicas; global batches that "
-                f"do: multiples of {dp}, e.g. {max(dp, gb // dp * dp)} or {(gb // dp + 1) * dp}",
+                f"global batch {gb} does not split over {what}; global batches that "
+                f"do: multiples of {split}, e.g. {max(split, gb // split * split)} or "
+                f"{(gb // split + 1) * split}",
                 value=gb,
                 where="global_batch",
             )
-        bpr = gb // dp
+        bpr = gb // split
     else:
         bpr = _pos_int(sc.batch_per_gpu, "batch_per_gpu")
     mb = _pos_int(sc.microbatch, "microbatch", allow_none=True)
     if mb is None:
         mb = 1 if pp > 1 else bpr
-    mode = DPMode.parse(sc.dp_mode) if sc.dp_mode else preset.dp_mode
     zero = preset.zero if sc.zero is None else int(sc.zero)
     plan = ParallelismPlan(
         dp=dp,
@@ -361,15 +368,13 @@ def resolve(sc: Scenario) -> Resolved:
         zero=zero if zero != 3 or not preset.fsdp else 0,
         fsdp=preset.fsdp and zero == 3,
         dp_mode=mode,
-        learners_per_gpu=_pos_int(sc.learners_per_gpu, "learners_per_gpu"),
+        learners_per_gpu=learners,
         sync_period=_pos_int(sc.sync_period, "sync_period"),
         ps_host=PSHost.parse(sc.ps_host),
         ps_shards=_pos_int(sc.ps_shards, "ps_shards"),
         hybrid=hybrid,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
-    if mode is DPMode.CROSSBOW and plan.learners_per_gpu == 1 and sc.learners_per_gpu == 1:
-        pass  # one learner per GPU is plain synchronous model averaging
     return Resolved(topo, plan, preset, precision, n, bpr, mb)
 
 

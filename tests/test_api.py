@@ -285,3 +285,26 @@ def test_faster_network_never_slows_a_real_plan(slow: str, fast: str) -> None:
     t_slow = predict(replace(base, network=slow)).iteration_time_s
     t_fast = predict(replace(base, network=fast)).iteration_time_s
     assert t_fast <= t_slow
+
+
+def test_crossbow_learners_raise_small_batch_throughput() -> None:
+    """Crossbow (Koliousis et al. 2019): several small-batch learners keep a GPU busy."""
+    base = Scenario(
+        system="pcie-8xtitanx",
+        gpus=8,
+        model="resnet32",
+        batch_per_gpu=32,
+        software="crossbow",
+        fidelity="analytic",
+    )
+    one = predict(base)
+    four = predict(replace(base, learners_per_gpu=4))
+    assert four.samples_per_step == 4 * one.samples_per_step == 4 * 8 * 32
+    assert four.throughput_samples_per_s > one.throughput_samples_per_s
+    assert four.memory.weights_bytes == pytest.approx(
+        4 * one.memory.weights_bytes
+    )  # a model per learner
+    g = predict(replace(base, batch_per_gpu=None, global_batch=1024, learners_per_gpu=4))
+    assert g.samples_per_step == 1024
+    with pytest.raises(InfeasiblePlanError, match=r"8 replicas x 4 learners"):
+        predict(replace(base, batch_per_gpu=None, global_batch=1000, learners_per_gpu=4))
