@@ -308,3 +308,17 @@ def test_crossbow_learners_raise_small_batch_throughput() -> None:
     assert g.samples_per_step == 1024
     with pytest.raises(InfeasiblePlanError, match=r"8 replicas x 4 learners"):
         predict(replace(base, batch_per_gpu=None, global_batch=1000, learners_per_gpu=4))
+
+
+def test_yaml_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("yaml")
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "system: dgx1-v100\nmodel: resnet18\nglobal_batch: 128\ngpus: 4\nfidelity: analytic\nsoftware: horovod\n"
+    )
+    assert main(["predict", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["samples_per_step"] == 128 and out["plan"]["software"] == "horovod"
+    f.write_text("system: dgx1-v100\nmodel: resnet18\nbatch_size: 128\n")
+    assert main(["predict", str(f)]) == 2
+    assert "unknown key 'batch_size'" in capsys.readouterr().err
