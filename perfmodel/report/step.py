@@ -67,8 +67,8 @@ def task_class(task: Task) -> tuple[int, str]:
         if task.kind is TaskKind.OPTIMIZER:
             return 0, "optimizer"
         return 0, "comm:tp"
-    if task.kind is TaskKind.HOST and task.stream == "host":
-        return 2, "host"
+    if task.kind is TaskKind.HOST and task.stream in ("host", "server"):
+        return 2, "host"  # framework host work, CPU merge / parameter-server update
     if task.comm is not None:
         return 1, f"comm:{task.comm.kind.value}"
     if task.kind is TaskKind.SENDRECV:
