@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.compute.model import ComputeModel
-from perfmodel.compute.params import ComputeParams
+from perfmodel.compute.params import ALIGNMENT_ELEMENTS, ComputeParams
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
@@ -142,13 +142,28 @@ def _group(row: Mapping[str, Any]) -> str:
     return src.split()[0]
 
 
+#: DeepLearningExamples' PyTorch BERT pads the 30522-token vocabulary to a multiple of 8 for
+#: tensor cores ("Padding for divisibility by 8" in ``run_pretraining.py``/``run_squad.py``).
+_DLE_BERT_VOCAB = 30528
+
+
 def _micro_params(gpu: GPUSpec) -> ComputeParams:
     """Microbenchmarks move no weights between precisions: no autocast weight casts."""
     return ComputeParams.for_gpu(gpu, cast_weights_each_step=False)
 
 
-def _gemm_rate(cm: ComputeModel, g: GemmShape, dtype: DType) -> float:
-    t = cm.gemm_time(g, dtype) + cm.params.kernel_launch_s
+def _gemm_rate(cm: ComputeModel, g: GemmShape, dtype: DType, *, pad: bool = False) -> float:
+    """Achieved FLOP/s of ``g`` (its own FLOP over the predicted time incl. launch).
+
+    ``pad``: the benchmark pads every dimension to the tensor-core alignment before timing
+    (DeepBench ``gemm_bench.cu`` is built with ``PAD_KERNELS=1`` by default and pads the
+    tensor-core problems), so the time is that of the padded GEMM.
+    """
+    timed = g
+    align = ALIGNMENT_ELEMENTS.get(dtype)
+    if pad and align and cm.params.uses_tensor_cores(dtype):
+        timed = GemmShape(*(-(-x // align) * align for x in (g.m, g.n, g.k)), g.batch)
+    t = cm.gemm_time(timed, dtype) + cm.params.kernel_launch_s
     return g.flop / t
 
 
@@ -171,7 +186,7 @@ def _predict_gemm(row: Mapping[str, Any], gpu: GPUSpec, group: str) -> RowPredic
         note = "max over n in {128, 512, 2048, 8192}" if not n else ""
     if group == "DeepBench GEMM":
         in_sample = False
-    rate = max(_gemm_rate(cm, g, dtype) for g in shapes)
+    rate = max(_gemm_rate(cm, g, dtype, pad=group == "DeepBench GEMM") for g in shapes)
     return RowPrediction(
         row["id"],
         group,
@@ -249,10 +264,15 @@ def _training_case(row: Mapping[str, Any]) -> _TrainingCase | str:
     if "bert-large" in m and "squad" in m:
         return _TrainingCase(
             "bert_large", {"seq_len": 384, "head": "squad"}, "adam", "SQuAD max_seq_length 384"
-        )
+        )  # the SQuAD head has no vocabulary-sized GEMM
     if "bert-large" in m and "pretraining" in m:
         seq = int(re.search(r"seq (\d+)", m).group(1)) if "seq" in m else 128
-        return _TrainingCase("bert_large", {"seq_len": seq, "head": "pretraining"}, "lamb")
+        return _TrainingCase(
+            "bert_large",
+            {"seq_len": seq, "head": "pretraining", "vocab": _DLE_BERT_VOCAB},
+            "lamb",
+            "vocabulary padded to 30528 (DeepLearningExamples run_pretraining.py)",
+        )
     if "vit" in m and "631m" in m:
         return _TrainingCase(
             "vit_h_14",
