@@ -1,1 +1,5 @@
-"""perfmodel.sim."""
+"""Executing task graphs: SimPy (:func:`simulate`) and the analytic list schedule (:func:`evaluate`)."""
+
+from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
+
+__all__ = ["FlowComm", "Timeline", "evaluate", "simulate"]
