@@ -321,22 +321,31 @@ class ComputeModel:
         conv = layer.kind is LayerKind.CONV
         wino = self._winograd(layer, dtype)
         align = self._alignment(layer, dtype)
-        cast_bytes = 0.0
-        # autocast casts the weights of GEMM-like ops only (conv, linear); norms and
-        # embeddings keep FP32 weights (PyTorch "Automatic Mixed Precision" op reference)
-        if (
-            prec.mixed
-            and p.cast_weights_each_step
-            and layer.params
-            and layer.kind in (LayerKind.CONV, LayerKind.LINEAR)
-        ):
-            cast_bytes = layer.params * (4 + prec.param_bytes)
+        cast_bytes = cast_in_bytes = 0.0
+        cast_kernels = 0
+        # autocast casts the weights (and bias) of GEMM-like ops only (conv, linear); norms and
+        # embeddings keep FP32 weights (PyTorch "Automatic Mixed Precision" op reference). A
+        # layer without parameters of its own (a bare GEMM microbenchmark, a tied LM head) is
+        # charged no weight cast.
+        autocast = prec.mixed and p.cast_weights_each_step
+        if autocast and layer.kind in (LayerKind.CONV, LayerKind.LINEAR):
+            weights = float(layer.params)
+            bias = 0.0
+            if layer.kind is LayerKind.LINEAR and g is not None:
+                bias = max(weights - g.k * g.n * g.batch, 0.0)
+            if weights:
+                cast_bytes = weights * (4 + prec.param_bytes)
+                cast_kernels = 1 + (1 if bias else 0)
+            if layer.casts_input and g is not None:
+                cast_in_bytes = g.m * g.k * g.batch * (4.0 + prec.activation_bytes)
+                cast_kernels += 1
+            cast_bytes += cast_in_bytes
         if prec.mixed and p.cast_weights_each_step and layer.autocast_fp32:
             scale = 4.0 / prec.activation_bytes
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
             )
-        kernels_fwd = max(layer.kernels, 1) + (1 if cast_bytes else 0)
+        kernels_fwd = max(layer.kernels, 1) + cast_kernels
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and p.uses_tensor_cores(dtype):
             io_bytes = max(layer.fwd_bytes - layer.params * prec.param_bytes, 0.0)
@@ -382,7 +391,12 @@ class ComputeModel:
             share_in = 1.0 if layer.bwd_bytes else 0.0
         bytes_in = layer.bwd_bytes * share_in
         bytes_w = layer.bwd_bytes - bytes_in
-        cast_back = cast_bytes  # FP32 gradient of the 16-bit weight copy (ToCopyBackward)
+        # FP32 gradients of the 16-bit weight (and bias) copies (ToCopyBackward); the input's
+        # gradient is cast back to FP32 by the input-gradient pass
+        cast_back = cast_bytes - cast_in_bytes
+        cast_back_kernels = cast_kernels - (1 if cast_in_bytes else 0)
+        if cast_in_bytes and layer.bwd_input_flop > 0:
+            bytes_in += cast_in_bytes
         t_in = t_w = 0.0
         if g is not None and layer.kind is LayerKind.MATMUL:
             k_in, _ = self._bwd_kernel_split(layer, False)
@@ -403,7 +417,9 @@ class ComputeModel:
             if not has_in:
                 k_in, k_w = 0, k_in + k_w
             if cast_back:
-                k_w += 1
+                k_w += cast_back_kernels
+            if cast_in_bytes and has_in:
+                k_in += 1
             g_in = GemmShape(g.m, g.k, g.n, g.batch)
             g_w = GemmShape(g.k, g.n, g.m, g.batch)
             if has_in:

@@ -401,6 +401,7 @@ class Net:
         bwd_comm: tuple[CommPoint, ...] = (),
         kind: LayerKind = LayerKind.LINEAR,
         input_shard: int = 1,
+        casts_input: bool = False,
     ) -> Shape:
         """Fully connected layer on ``(..., in_features)``; returns the local output shape.
 
@@ -443,6 +444,7 @@ class Net:
                 block=self.block,
                 # trace: 1 forward (addmm fuses the bias); backward dgrad + wgrad + bias sum
                 bwd_kernels=(2 if dgrad else 1) + (1 if bias else 0),
+                casts_input=casts_input,
             )
         )
         return (*lead, nloc)

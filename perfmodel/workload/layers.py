@@ -100,6 +100,10 @@ class LayerCost:
         compute model scales the layer's bytes by ``4 / activation_bytes`` when
         ``ComputeParams.cast_weights_each_step`` (autocast) applies; Megatron-style 16-bit
         training keeps 16-bit activations.
+    casts_input
+        A linear layer whose input comes from an ``autocast_fp32`` layer (a layer norm): under
+        autocast the input is cast to 16 bit in forward and its gradient back to FP32 in
+        backward (one kernel and ``el (4 + a)`` bytes each way).
     """
 
     name: str
@@ -120,6 +124,7 @@ class LayerCost:
     recomputable_bytes: float = 0.0
     bwd_kernels: int | None = None
     autocast_fp32: bool = False
+    casts_input: bool = False
 
     @property
     def bwd_flop(self) -> float:

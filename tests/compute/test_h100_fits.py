@@ -130,3 +130,27 @@ def test_no_alignment_penalty_when_disabled():
     p = ComputeParams.for_gpu(get_gpu("H100-SXM5-80GB"))
     assert replace(p, alignment_efficiency=1.0).alignment_factor(DType.BF16, 4095) == 1.0
     assert p.alignment_factor(DType.FP8, 1000) == pytest.approx(0.1)
+
+
+def test_kernel_counts_match_the_traces(profile):
+    """Kernels per step the model charges (forward + backward, autocast casts included) against
+    the kernels the Kineto traces attribute to layers (``events`` of ``step_layer``, optimizer
+    and unattributed kernels excluded): within 25% for each of the 7 steps."""
+    from perfmodel.calibration.measurement import BenchKind
+    from perfmodel.calibration.validate import _same_step, step_workload
+
+    gpu = profile.device_spec()
+    counter = ComputeModel(gpu, ComputeParams.for_gpu(gpu, host_dispatch_s=1.0))
+    steps = [m for m in profile.measurements if m.kind is BenchKind.STEP]
+    layers = [m for m in profile.measurements if m.kind is BenchKind.STEP_LAYER]
+    assert len(steps) == 7
+    for st in steps:
+        measured = sum(
+            int(m.params.get("events", 0))
+            for m in layers
+            if _same_step(m, st) and m.params.get("phase") in ("fwd", "bwd") and m.params["module"]
+        )
+        workload, _ = step_workload(st)
+        model = sum(t.host_s for t in counter.layer_times(workload))
+        print(f"\n{st.key}: kernels measured {measured}, model {model:.0f}")
+        assert model == pytest.approx(measured, rel=0.25), st.key

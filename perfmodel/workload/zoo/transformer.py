@@ -135,6 +135,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
         fwd_comm=fc,
         bwd_comm=bc,
         input_shard=shard,
+        casts_input=True,  # its input is a norm's output (FP32 under autocast)
     )
     if cfg.flash_attention:
         net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
@@ -185,6 +186,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
         fwd_comm=fc,
         bwd_comm=bc,
         input_shard=shard,
+        casts_input=True,  # its input is a norm's output (FP32 under autocast)
     )
     if cfg.gated_mlp:
         net.elementwise(
@@ -242,7 +244,16 @@ def _lm_head_and_loss(
 
     h = cfg.hidden
     fc, bc = _col_comms(net, rows * h)
-    net.linear(name, (rows, h), cfg.vocab, bias=bias, parallel="column", fwd_comm=fc, bwd_comm=bc)
+    net.linear(
+        name,
+        (rows, h),
+        cfg.vocab,
+        bias=bias,
+        parallel="column",
+        fwd_comm=fc,
+        bwd_comm=bc,
+        casts_input=True,  # after the final norm
+    )
     if tied:
         last = net.layers[-1]
         net.layers[-1] = replace(last, params=last.params - (last.gemm.k * last.gemm.n))
