@@ -9,9 +9,11 @@ True
 """
 
 from perfmodel.compute.model import Bound, ComputeModel, GemmEfficiency, LayerTime, gemm_efficiency
-from perfmodel.compute.params import ComputeParams, Tile
+from perfmodel.compute.params import ALIGNMENT_ELEMENTS, HOST_DISPATCH_S, ComputeParams, Tile
 
 __all__ = [
+    "ALIGNMENT_ELEMENTS",
+    "HOST_DISPATCH_S",
     "Bound",
     "ComputeModel",
     "ComputeParams",

@@ -2,7 +2,8 @@
 
 For a layer pass with ``F`` FLOP and ``B`` bytes of device-memory traffic::
 
-    t = max(F / (peak(dtype) * eff), B / (bandwidth * memory_efficiency)) + kernels * launch
+    t_gpu = max(F / (peak(dtype) * eff * align), B / (bandwidth * memory_efficiency)) + kernels * launch
+    t     = max(t_gpu, kernels * host_dispatch_s)
 
 ``eff`` is the GEMM efficiency of the pass's matrix product (:func:`gemm_efficiency`): the
 library picks the tile (and split-K factor) with the best predicted rate, and the rate is the
@@ -14,6 +15,10 @@ Guide", "Tile quantization" and "Wave quantization").
 
 Layers without a GEMM (norms, activations, pooling, embeddings, losses) are nearly always
 memory-bound; their FLOP run at the FP32 CUDA-core rate.
+
+``align`` is the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`); the
+second line is the host-dispatch floor of eager frameworks (``ComputeParams.host_dispatch_s``,
+0 by default: not modelled). Fused attention uses separate forward and backward efficiencies.
 """
 
 from __future__ import annotations
