@@ -29,6 +29,12 @@ import pytest
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import PerfModelError
 
+
+def assumed_precision(row: dict[str, Any]) -> bool:
+    """vTrain rows do not state precision: predicted with fp16 and reported, never judged."""
+    return row["id"].startswith("vtrain") and "not stated" in (row.get("precision") or "")
+
+
 #: rows whose differences fitted TF_MIRRORED_SPLIT_PER_SAMPLE_S (excluded from judging)
 FIT_ROWS = {
     "torres-mn5-rn50v2-1g-step",
@@ -112,6 +118,8 @@ def _precision(row: dict[str, Any]) -> str | None:
         return "bf16"
     if "fp32" in p:
         return "fp32"
+    if "not stated" in p and row["id"].startswith("vtrain"):
+        return "fp16"  # ASSUMED (Megatron-DeepSpeed example configs); these rows are not judged
     return None
 
 
@@ -363,6 +371,7 @@ def test_training_rows_report(results: dict[str, Any]) -> None:
     by_class: dict[str, list[float]] = {}
     judged: list[float] = []
     fit: list[float] = []
+    assumed: list[float] = []
     for m, pred, meas, _ in mapped:
         # signed error of the predicted quantity (time rows: + means predicted slower)
         err = pred / meas - 1
@@ -373,6 +382,9 @@ def test_training_rows_report(results: dict[str, Any]) -> None:
         if m.row["id"] in FIT_ROWS:
             fit.append(err)
             continue
+        if assumed_precision(m.row):
+            assumed.append(err)
+            continue
         judged.append(err)
         by_class.setdefault(m.interconnect, []).append(err)
     print("--- by interconnect (judged rows) ---")
@@ -381,6 +393,10 @@ def test_training_rows_report(results: dict[str, Any]) -> None:
     print(f"{'ALL judged':<16}{_stats(judged)}")
     if fit:
         print(f"{'fit rows':<16}{_stats(fit)}")
+    if assumed:
+        print(
+            f"{'vTrain (fp16 assumed, not judged)':<16} {_stats(assumed)}; median signed {100 * statistics.median(assumed):+.1f}%"
+        )
     print(f"--- skipped {len(skipped)} rows ---")
     reasons: dict[str, int] = {}
     for why in skipped.values():
@@ -393,23 +409,30 @@ def test_training_rows_report(results: dict[str, Any]) -> None:
         for rid, why in failed.items():
             print(f"  {rid}: {why}")
     assert len(judged) >= 150, "fewer rows mapped than expected: the mapping regressed"
+    assert len(assumed) >= 60, "vTrain rows no longer mapped"
     multi = [
-        e
-        for (m, *_), e in zip(mapped, [p / q - 1 for _, p, q, _ in mapped], strict=True)
-        if int(m.row["hardware"]["gpus"]) > 1 and m.row["id"] not in FIT_ROWS
+        p / q - 1
+        for m, p, q, _ in mapped
+        if int(m.row["hardware"]["gpus"]) > 1
+        and m.row["id"] not in FIT_ROWS
+        and not assumed_precision(m.row)
     ]
     print(f"{'multi-GPU rows':<16}{_stats(multi)}")
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="finding: the median |error| over judged rows is ~18%, driven by single-GPU compute "
-    "errors (1-GPU rows alone: ~18%; ResNet-50 AMP/TF32 on A100/H100 +40-100%, K80 +95%, "
+    reason="finding: the median |error| over judged rows is ~17%, driven by single-GPU compute "
+    "errors (1-GPU rows alone: ~18%; ResNet-50 AMP/TF32 on A100/H100, K80, "
     "BERT seq 512 -42%); the parallel part is accurate (scaling-efficiency median ~3 points, "
-    "Megatron PTD-P Table 1 within 12%)",
+    "Megatron PTD-P Table 1 within 19%)",
 )
 def test_median_error_target(results: dict[str, Any]) -> None:
-    judged = [p / q - 1 for m, p, q, _ in results["mapped"] if m.row["id"] not in FIT_ROWS]
+    judged = [
+        p / q - 1
+        for m, p, q, _ in results["mapped"]
+        if m.row["id"] not in FIT_ROWS and not assumed_precision(m.row)
+    ]
     med = statistics.median(abs(e) for e in judged)
     assert med < 0.15, f"median |error| {100 * med:.1f}% misses the 15% target"
 
@@ -418,7 +441,11 @@ def test_scaling_efficiency_error(results: dict[str, Any]) -> None:
     """Scaling efficiency = throughput(n) / (n throughput(1)) within one published table."""
     groups: dict[tuple[Any, ...], dict[int, tuple[float, float]]] = {}
     for m, pred, meas, _ in results["mapped"]:
-        if m.metric not in ("throughput", "tokens") or m.row["id"] in FIT_ROWS:
+        if (
+            m.metric not in ("throughput", "tokens")
+            or m.row["id"] in FIT_ROWS
+            or assumed_precision(m.row)
+        ):
             continue
         groups.setdefault(_group_key(m.row), {})[int(m.row["hardware"]["gpus"])] = (pred, meas)
     print("\n=== scaling efficiency: predicted vs measured (points) ===")
