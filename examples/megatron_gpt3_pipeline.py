@@ -71,9 +71,7 @@ def main() -> None:
     plot_speedup(
         curve, out / "predict-speedup.png", title="ResNet-50 on DGX-1 (PyTorch DDP, fp32, 64/GPU)"
     )
-    print(
-        f"wrote {out / 'predict-gantt.png'} and {out / 'predict-speedup.png'}"
-    )
+    print(f"wrote {out / 'predict-gantt.png'} and {out / 'predict-speedup.png'}")
 
 
 if __name__ == "__main__":
