@@ -71,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model-arg",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="KEY=VALUE",
         help="model argument (image_size, num_classes, hidden, layers, heads, kv_heads, "

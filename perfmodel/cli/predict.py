@@ -54,7 +54,15 @@ def register(subparsers: Any) -> None:
     add_system_args(p, required=False)
     p.add_argument("--gpus", help="GPUs used (default all); a list 1,2,4,8 gives a speedup curve")
     p.add_argument("--model", help="zoo model (perfmodel model list)")
-    p.add_argument("--model-arg", action="append", type=_model_arg, default=[], metavar="K=V")
+    p.add_argument(
+        "--model-arg",
+        nargs="+",
+        action="extend",
+        type=_model_arg,
+        default=[],
+        metavar="K=V",
+        help="model builder arguments, e.g. --model-arg image_size=128 num_classes=10 (repeatable)",
+    )
     b = p.add_mutually_exclusive_group()
     b.add_argument("--batch-per-gpu", type=int, help="samples per data-parallel replica per step")
     b.add_argument("--global-batch", type=int, help="samples per step over all replicas")

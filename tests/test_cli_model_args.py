@@ -1,0 +1,37 @@
+"""--model-arg takes several KEY=VALUE pairs after one flag, as the issue's usage shows."""
+
+import json
+
+from perfmodel.cli import main
+
+
+def test_predict_model_args_after_one_flag(capsys):
+    code = main(
+        [
+            "predict", "--system", "dgx1-v100", "--gpus", "1", "--model", "resnet50",
+            "--model-arg", "image_size=128", "num_classes=10", "--batch-per-gpu", "8",
+            "--fidelity", "analytic", "--json",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scenario"]["model_args"] == {"image_size": 128, "num_classes": 10}
+
+
+def test_model_show_model_args_after_one_flag(capsys):
+    assert (
+        main(
+            [
+                "model",
+                "show",
+                "resnet50",
+                "--model-arg",
+                "image_size=64",
+                "num_classes=10",
+                "--batch",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert "resnet50" in capsys.readouterr().out
