@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from perfmodel.errors import ConfigError
+from perfmodel._enum import parse_enum
 
 
 class DType(str, enum.Enum):
@@ -29,16 +29,7 @@ class DType(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | DType, *, where: str = "dtype") -> DType:
-        if isinstance(text, cls):
-            return text
-        try:
-            return cls(str(text).lower())
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown {where} {text!r}; expected one of {', '.join(d.value for d in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(cls, text, where=where)
 
 
 class Precision(str, enum.Enum):
@@ -88,13 +79,4 @@ class Precision(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | Precision, *, where: str = "--precision") -> Precision:
-        if isinstance(text, cls):
-            return text
-        try:
-            return cls(str(text).lower())
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown precision {text!r} ({where}); expected one of {', '.join(p.value for p in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(cls, text, where=where, noun="precision")

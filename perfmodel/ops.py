@@ -4,7 +4,21 @@ from __future__ import annotations
 
 import enum
 
+from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError
+
+_OP_ALIASES = {
+    "ar": "allreduce",
+    "ag": "allgather",
+    "rs": "reducescatter",
+    "a2a": "alltoall",
+    "p2p": "sendrecv",
+}
+
+
+def _squash(text: str) -> str:
+    """Lower case without ``_`` and ``-`` (``"all-reduce"`` -> ``"allreduce"``)."""
+    return text.lower().replace("_", "").replace("-", "")
 
 
 class CollectiveOp(str, enum.Enum):
@@ -26,26 +40,9 @@ class CollectiveOp(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | CollectiveOp, *, where: str = "--op") -> CollectiveOp:
-        if isinstance(text, cls):
-            return text
-        key = str(text).lower().replace("_", "").replace("-", "")
-        aliases = {
-            "ar": "allreduce",
-            "ag": "allgather",
-            "rs": "reducescatter",
-            "a2a": "alltoall",
-            "p2p": "sendrecv",
-            "sendrecv": "sendrecv",
-        }
-        key = aliases.get(key, key)
-        try:
-            return cls(key)
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown collective {text!r} ({where}); expected one of {', '.join(o.value for o in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(
+            cls, text, where=where, noun="collective", normalize=_squash, aliases=_OP_ALIASES
+        )
 
 
 def bus_factor(op: CollectiveOp, n: int) -> float:

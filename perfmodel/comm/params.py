@@ -22,8 +22,24 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
+from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
+
+_ALGORITHM_ALIASES = {
+    "rhd": "halving_doubling",
+    "recursive_halving_doubling": "halving_doubling",
+    "hd": "halving_doubling",
+    "hier": "hierarchical",
+    "2d": "torus2d",
+    "torus": "torus2d",
+    "ring2d": "torus2d",
+    "parameter_server": "ps",
+    "cpu": "host",
+    "sendrecv": "p2p",
+    "dbtree": "tree",
+    "double_binary_tree": "tree",
+}
 
 
 class Algorithm(str, enum.Enum):
@@ -71,33 +87,14 @@ class Algorithm(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | Algorithm, *, where: str = "--algorithm") -> Algorithm:
-        if isinstance(text, Algorithm):
-            return text
-        key = str(text).lower().replace("-", "_")
-        aliases = {
-            "rhd": "halving_doubling",
-            "recursive_halving_doubling": "halving_doubling",
-            "hd": "halving_doubling",
-            "hier": "hierarchical",
-            "2d": "torus2d",
-            "torus": "torus2d",
-            "ring2d": "torus2d",
-            "parameter_server": "ps",
-            "cpu": "host",
-            "sendrecv": "p2p",
-            "dbtree": "tree",
-            "double_binary_tree": "tree",
-        }
-        key = aliases.get(key, key)
-        try:
-            return cls(key)
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown algorithm {text!r} ({where}); expected one of "
-                f"{', '.join(a.value for a in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            noun="algorithm",
+            normalize=lambda s: s.lower().replace("-", "_"),
+            aliases=_ALGORITHM_ALIASES,
+        )
 
 
 class Protocol(str, enum.Enum):

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.search._eval import Evaluator, analytic_evaluator, simulated_evaluator
 from perfmodel.search.cost import Pricing
@@ -56,16 +57,7 @@ class Objective(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str, *, where: str = "--objective") -> Objective:
-        if isinstance(text, cls):
-            return text
-        try:
-            return cls(str(text).lower())
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown {where} {text!r}; expected one of {', '.join(o.value for o in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(cls, text, where=where)
 
 
 @dataclass(frozen=True)

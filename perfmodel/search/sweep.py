@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from perfmodel._enum import parse_enum
 from perfmodel._io import atomic_write, load_structured
 from perfmodel.errors import ConfigError
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
@@ -75,16 +76,7 @@ class Backend(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str, *, where: str = "--backend") -> Backend:
-        if isinstance(text, cls):
-            return text
-        try:
-            return cls(str(text).lower())
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown {where} {text!r}; expected one of {', '.join(b.value for b in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(cls, text, where=where)
 
 
 class OutputFormat(str, enum.Enum):

@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from perfmodel import units
+from perfmodel._enum import parse_enum
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import as_precision
@@ -58,19 +59,14 @@ class Optimizer(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | Optimizer, *, where: str = "--optimizer") -> Optimizer:
-        if isinstance(text, Optimizer):
-            return text
-        key = str(text).lower().replace("-", "").replace("_", "")
-        key = {"sgdmomentum": "momentum", "nesterov": "momentum"}.get(key, key)
-        try:
-            return cls(key)
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown optimizer {text!r} ({where}); expected one of "
-                f"{', '.join(o.value for o in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            noun="optimizer",
+            normalize=lambda s: s.lower().replace("-", "").replace("_", ""),
+            aliases={"sgdmomentum": "momentum", "nesterov": "momentum"},
+        )
 
 
 class Recompute(str, enum.Enum):
@@ -82,16 +78,9 @@ class Recompute(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | Recompute, *, where: str = "recompute") -> Recompute:
-        if isinstance(text, Recompute):
-            return text
-        try:
-            return cls(str(text).lower())
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown recompute setting {text!r} ({where}); expected none, selective or full",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(
+            cls, text, where=where, noun="recompute setting", expected="none, selective or full"
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""Parsing strings from files and the command line into enums (one place for the error wording)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from perfmodel.errors import ConfigError, PerfModelError
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def choices(cls: type[enum.Enum]) -> str:
+    """The members' values, comma separated, in definition order.
+
+    >>> from perfmodel.dtypes import Precision
+    >>> choices(Precision)
+    'fp32, tf32, fp16, bf16, fp8'
+    """
+    return ", ".join(str(m.value) for m in cls)
+
+
+def parse_enum(
+    cls: type[E],
+    text: object,
+    *,
+    where: str,
+    noun: str | None = None,
+    aliases: Mapping[str, str] | None = None,
+    normalize: Callable[[str], str] = str.lower,
+    expected: str | None = None,
+    template: str | None = None,
+    error: type[PerfModelError] = ConfigError,
+) -> E:
+    """Return the member of ``cls`` named by ``text`` (a member is returned as is).
+
+    ``text`` goes through ``normalize`` (default: lower case), then ``aliases``, then ``cls(...)``.
+    An unknown value raises ``error`` (default `ConfigError`) naming the value, where it came
+    from and the choices::
+
+        unknown {where} {text!r}; expected one of a, b            (noun=None)
+        unknown {noun} {text!r} ({where}); expected one of a, b   (noun given)
+
+    ``expected`` replaces ``"one of a, b"``; ``template`` replaces the whole message (fields
+    ``where``, ``noun``, ``text``, ``expected``).
+
+    >>> from perfmodel.dtypes import DType
+    >>> parse_enum(DType, "FP16", where="dtype")
+    <DType.FP16: 'fp16'>
+    >>> parse_enum(DType, "fp12", where="--dtype")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: unknown --dtype 'fp12'; expected one of fp64, fp32, tf32, fp16, bf16, fp8
+    """
+    if isinstance(text, cls):
+        return text
+    key = normalize(str(text))
+    if aliases:
+        key = aliases.get(key, key)
+    try:
+        return cls(key)
+    except ValueError as exc:
+        if expected is None:
+            expected = f"one of {choices(cls)}"
+        if template is None:
+            if noun is None:
+                template = "unknown {where} {text!r}; expected {expected}"
+            else:
+                template = "unknown {noun} {text!r} ({where}); expected {expected}"
+        message = template.format(where=where, noun=noun, text=text, expected=expected)
+        raise error(message, value=text, where=where) from exc
