@@ -34,18 +34,22 @@ The peak FP32 rate is computed, never typed in:
 
 from __future__ import annotations
 
-import difflib
-import math
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
-from perfmodel._io import load_toml
-from perfmodel.errors import ConfigError, UnknownHardwareError
+from perfmodel.hardware._catalogue import (
+    Catalogue,
+    aliases,
+    check_keys,
+    integer,
+    number,
+    require_sources,
+    source_table,
+)
 from perfmodel.hardware.links import LinkTech, get_link
 
 _DATA = Path(__file__).with_name("cpus.toml")
@@ -179,25 +183,6 @@ class CPUSpec:
         }
 
 
-def _number(entry: dict[str, Any], key: str, where: str) -> float:
-    value = entry[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
-    v = float(value)
-    if not math.isfinite(v) or v <= 0:
-        raise ConfigError(f"{where}: {key} = {value!r} must be positive", value=value, where=where)
-    return v
-
-
-def _integer(entry: dict[str, Any], key: str, where: str) -> int:
-    v = _number(entry, key, where)
-    if v != int(v):
-        raise ConfigError(
-            f"{where}: {key} = {entry[key]!r} must be an integer", value=entry[key], where=where
-        )
-    return int(v)
-
-
 def _parse_cpu(entry: dict[str, Any], where: str) -> CPUSpec:
     """Validate one ``[[cpu]]`` table and convert it to SI units.
 
@@ -207,29 +192,14 @@ def _parse_cpu(entry: dict[str, Any], where: str) -> CPUSpec:
         On an unknown or missing key, a non-positive or non-numeric value, an unknown
         ``socket_link`` or a missing source; the message names ``where`` and the bad value.
     """
-    unknown = set(entry) - _ALLOWED
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {sorted(unknown)}", value=sorted(unknown), where=where
-        )
-    for key in _REQUIRED:
-        if key not in entry:
-            raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
-    sources = entry["sources"]
-    if not isinstance(sources, dict):
-        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
-    for key in SOURCE_KEYS:
-        if not str(sources.get(key, "")).strip():
-            raise ConfigError(
-                f"{where}: no source for {key}; add sources.{key}", value=key, where=where
-            )
+    check_keys(entry, _REQUIRED, _ALLOWED, where)
+    sources = source_table(entry, where)
+    require_sources(sources, SOURCE_KEYS, where)
     link = get_link(str(entry["socket_link"]), where=f"{where}: socket_link")
-    aliases = entry.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise ConfigError(f"{where}: aliases must be a list of strings", value=aliases, where=where)
-    cores = _integer(entry, "cores", where)
-    base_hz = _number(entry, "base_clock_GHz", where) * units.GHz
-    fpc = _integer(entry, "fp32_flop_per_cycle", where)
+    names = aliases(entry, where)
+    cores = integer(entry, "cores", where)
+    base_hz = number(entry, "base_clock_GHz", where) * units.GHz
+    fpc = integer(entry, "fp32_flop_per_cycle", where)
     return CPUSpec(
         name=str(entry["name"]),
         vendor=str(entry["vendor"]),
@@ -238,21 +208,21 @@ def _parse_cpu(entry: dict[str, Any], where: str) -> CPUSpec:
         base_clock_hz=base_hz,
         fp32_flop_per_cycle=fpc,
         peak_fp32_flops=cores * base_hz * fpc,
-        memory_channels=_integer(entry, "memory_channels", where),
-        memory_bandwidth_Bps=_number(entry, "memory_bandwidth_GBps", where) * units.GB,
-        pcie_lanes=_integer(entry, "pcie_lanes", where),
-        pcie_gen=_integer(entry, "pcie_gen", where),
+        memory_channels=integer(entry, "memory_channels", where),
+        memory_bandwidth_Bps=number(entry, "memory_bandwidth_GBps", where) * units.GB,
+        pcie_lanes=integer(entry, "pcie_lanes", where),
+        pcie_gen=integer(entry, "pcie_gen", where),
         socket_link=link.name,
-        socket_links=_integer(entry, "socket_links", where),
-        threads_per_core=_integer(entry, "threads_per_core", where)
+        socket_links=integer(entry, "socket_links", where),
+        threads_per_core=integer(entry, "threads_per_core", where)
         if "threads_per_core" in entry
         else 1,
-        boost_clock_hz=_number(entry, "boost_clock_GHz", where) * units.GHz
+        boost_clock_hz=number(entry, "boost_clock_GHz", where) * units.GHz
         if "boost_clock_GHz" in entry
         else None,
         memory_type=str(entry.get("memory_type", "")),
-        tdp_w=_number(entry, "tdp_W", where) if "tdp_W" in entry else None,
-        aliases=tuple(aliases),
+        tdp_w=number(entry, "tdp_W", where) if "tdp_W" in entry else None,
+        aliases=names,
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
@@ -267,48 +237,23 @@ def read_cpus(path: str | os.PathLike[str]) -> dict[str, CPUSpec]:
         Naming the file, the entry and the bad value, a duplicate name, or an alias that already
         names another CPU.
     """
-    p = Path(path)
-    data = load_toml(p)
-    unknown = set(data) - {"cpu"}
-    if unknown:
-        raise ConfigError(
-            f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[cpu]] tables",
-            value=sorted(unknown),
-            where=str(p),
-        )
-    entries = data.get("cpu", [])
-    if not isinstance(entries, list):
-        raise ConfigError(f"{p}: 'cpu' must be an array of tables", value=entries, where=str(p))
-    specs: dict[str, CPUSpec] = {}
-    index: dict[str, str] = {}
-    for i, entry in enumerate(entries):
-        where = f"{p.name}: cpu[{i}] ({entry.get('name', '?')})"
-        spec = _parse_cpu(entry, where)
-        if spec.name in specs:
-            raise ConfigError(
-                f"{where}: duplicate CPU name {spec.name!r}", value=spec.name, where=where
-            )
-        specs[spec.name] = spec
-        for key in (spec.name, *spec.aliases):
-            k = key.lower()
-            if k in index and index[k] != spec.name:
-                raise ConfigError(
-                    f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
-                )
-            index[k] = spec.name
-    return specs
+    return _CPUS.read(path)
 
 
-@lru_cache(maxsize=1)
-def _catalogue() -> tuple[dict[str, CPUSpec], dict[str, str]]:
-    specs = read_cpus(_DATA)
-    index = {key.lower(): s.name for s in specs.values() for key in (s.name, *s.aliases)}
-    return specs, index
+_CPUS: Catalogue[CPUSpec] = Catalogue(
+    table="cpu",
+    kind="CPU",
+    unknown="CPU model",
+    command="cpus",
+    spec_type=CPUSpec,
+    parse=_parse_cpu,
+    data=_DATA,
+)
 
 
 def list_cpus() -> list[CPUSpec]:
     """All CPU models in the catalogue, in file order."""
-    return list(_catalogue()[0].values())
+    return _CPUS.list()
 
 
 def get_cpu(name: str | CPUSpec, *, where: str = "cpu") -> CPUSpec:
@@ -319,16 +264,4 @@ def get_cpu(name: str | CPUSpec, *, where: str = "cpu") -> CPUSpec:
     UnknownHardwareError
         Naming the bad value and the closest known names.
     """
-    if isinstance(name, CPUSpec):
-        return name
-    specs, index = _catalogue()
-    key = str(name).lower()
-    if key in index:
-        return specs[index[key]]
-    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(specs[index[c]].name for c in close)}?" if close else ""
-    raise UnknownHardwareError(
-        f"unknown CPU model {name!r} ({where}){hint} (see `perfmodel hw cpus`)",
-        value=name,
-        where=where,
-    )
+    return _CPUS.get(name, where)

@@ -33,19 +33,23 @@ rejects an entry that does not, so no number enters the catalogue unsourced.
 
 from __future__ import annotations
 
-import difflib
-import math
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
-from perfmodel._io import load_toml
 from perfmodel.dtypes import DType
-from perfmodel.errors import ConfigError, UnknownHardwareError
+from perfmodel.errors import ConfigError
+from perfmodel.hardware._catalogue import (
+    Catalogue,
+    aliases,
+    check_keys,
+    integer,
+    number,
+    source_table,
+)
 
 _DATA = Path(__file__).with_name("gpus.toml")
 
@@ -83,27 +87,6 @@ SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "board": ("tdp_W", "nvlink_links", "nvlink_gen", "pcie_gen"),
     }
 )
-
-
-def _number(entry: dict[str, Any], key: str, where: str, *, positive: bool = True) -> float:
-    """Read ``entry[key]`` as a finite number; ConfigError naming the key and value otherwise."""
-    value = entry[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
-    v = float(value)
-    if not math.isfinite(v) or (positive and v <= 0) or (not positive and v < 0):
-        need = "positive" if positive else "non-negative"
-        raise ConfigError(f"{where}: {key} = {value!r} must be {need}", value=value, where=where)
-    return v
-
-
-def _integer(entry: dict[str, Any], key: str, where: str, *, positive: bool = True) -> int:
-    v = _number(entry, key, where, positive=positive)
-    if v != int(v):
-        raise ConfigError(
-            f"{where}: {key} = {entry[key]!r} must be an integer", value=entry[key], where=where
-        )
-    return int(v)
 
 
 @dataclass(frozen=True)
@@ -226,18 +209,11 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         On an unknown or missing key, a non-positive or non-numeric value, an unknown dtype, or a
         group of fields without a source; the message names ``where`` and the bad value.
     """
-    unknown = set(entry) - _ALLOWED
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {sorted(unknown)}", value=sorted(unknown), where=where
-        )
-    for key in _REQUIRED:
-        if key not in entry:
-            raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
+    check_keys(entry, _REQUIRED, _ALLOWED, where)
     if "memory_bytes" in entry:
-        mem = _integer(entry, "memory_bytes", where)
+        mem = integer(entry, "memory_bytes", where)
     elif "memory_GB" in entry:
-        mem = round(_number(entry, "memory_GB", where) * units.GB)
+        mem = round(number(entry, "memory_GB", where) * units.GB)
     else:
         raise ConfigError(f"{where}: needs memory_bytes or memory_GB", value=None, where=where)
     if not isinstance(entry["peak_TFLOPS"], dict) or not entry["peak_TFLOPS"]:
@@ -249,10 +225,8 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
     peaks: dict[DType, float] = {}
     for key in entry["peak_TFLOPS"]:
         dtype = DType.parse(key, where=f"{where}.peak_TFLOPS")
-        peaks[dtype] = _number(entry["peak_TFLOPS"], key, f"{where}.peak_TFLOPS") * units.TFLOPS
-    sources = entry["sources"]
-    if not isinstance(sources, dict):
-        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
+        peaks[dtype] = number(entry["peak_TFLOPS"], key, f"{where}.peak_TFLOPS") * units.TFLOPS
+    sources = source_table(entry, where)
     for group, fields in SOURCE_GROUPS.items():
         if any(f in entry for f in fields) and not str(sources.get(group, "")).strip():
             raise ConfigError(
@@ -264,35 +238,33 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
     if "l2_MiB" in entry and "l2_MB" in entry:
         raise ConfigError(f"{where}: give l2_MiB or l2_MB, not both", value="l2", where=where)
     if "l2_MiB" in entry:
-        l2: int | None = round(_number(entry, "l2_MiB", where) * units.MiB)
+        l2: int | None = round(number(entry, "l2_MiB", where) * units.MiB)
     elif "l2_MB" in entry:
-        l2 = round(_number(entry, "l2_MB", where) * units.MB)
+        l2 = round(number(entry, "l2_MB", where) * units.MB)
     else:
         l2 = None
     nvlink_links = (
-        _integer(entry, "nvlink_links", where, positive=False) if "nvlink_links" in entry else 0
+        integer(entry, "nvlink_links", where, sign="non-negative") if "nvlink_links" in entry else 0
     )
-    aliases = entry.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise ConfigError(f"{where}: aliases must be a list of strings", value=aliases, where=where)
+    names = aliases(entry, where)
     return GPUSpec(
         name=str(entry["name"]),
         architecture=str(entry["architecture"]),
         form_factor=str(entry["form_factor"]),
-        sm_count=_integer(entry, "sm_count", where),
+        sm_count=integer(entry, "sm_count", where),
         memory_bytes=mem,
-        memory_bandwidth_Bps=_number(entry, "memory_bandwidth_GBps", where) * units.GB,
+        memory_bandwidth_Bps=number(entry, "memory_bandwidth_GBps", where) * units.GB,
         peak_flops=MappingProxyType(peaks),
-        boost_clock_hz=_number(entry, "boost_clock_GHz", where) * units.GHz
+        boost_clock_hz=number(entry, "boost_clock_GHz", where) * units.GHz
         if "boost_clock_GHz" in entry
         else None,
         l2_bytes=l2,
-        tdp_w=_number(entry, "tdp_W", where) if "tdp_W" in entry else None,
+        tdp_w=number(entry, "tdp_W", where) if "tdp_W" in entry else None,
         nvlink_links=nvlink_links,
-        nvlink_gen=_integer(entry, "nvlink_gen", where) if "nvlink_gen" in entry else None,
-        pcie_gen=_integer(entry, "pcie_gen", where) if "pcie_gen" in entry else None,
+        nvlink_gen=integer(entry, "nvlink_gen", where) if "nvlink_gen" in entry else None,
+        pcie_gen=integer(entry, "pcie_gen", where) if "pcie_gen" in entry else None,
         vendor=str(entry.get("vendor", "NVIDIA")),
-        aliases=tuple(aliases),
+        aliases=names,
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
@@ -309,50 +281,23 @@ def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
         Naming the file, the entry and the bad value (see :func:`_parse_gpu`), a duplicate name,
         or an alias that already names another GPU.
     """
-    p = Path(path)
-    data = load_toml(p)
-    unknown = set(data) - {"gpu"}
-    if unknown:
-        raise ConfigError(
-            f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[gpu]] tables",
-            value=sorted(unknown),
-            where=str(p),
-        )
-    entries = data.get("gpu", [])
-    if not isinstance(entries, list):
-        raise ConfigError(f"{p}: 'gpu' must be an array of tables", value=entries, where=str(p))
-    specs: dict[str, GPUSpec] = {}
-    index: dict[str, str] = {}
-    for i, entry in enumerate(entries):
-        where = f"{p.name}: gpu[{i}] ({entry.get('name', '?')})"
-        spec = _parse_gpu(entry, where)
-        if spec.name in specs:
-            raise ConfigError(
-                f"{where}: duplicate GPU name {spec.name!r}", value=spec.name, where=where
-            )
-        specs[spec.name] = spec
-        for key in (spec.name, *spec.aliases):
-            k = key.lower()
-            if k in index and index[k] != spec.name:
-                raise ConfigError(
-                    f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
-                )
-            index[k] = spec.name
-    return specs
+    return _GPUS.read(path)
 
 
-@lru_cache(maxsize=1)
-def _catalogue() -> tuple[dict[str, GPUSpec], dict[str, str]]:
-    specs = read_gpus(_DATA)
-    index = {
-        key.lower(): spec.name for spec in specs.values() for key in (spec.name, *spec.aliases)
-    }
-    return specs, index
+_GPUS: Catalogue[GPUSpec] = Catalogue(
+    table="gpu",
+    kind="GPU",
+    unknown="GPU model",
+    command="gpus",
+    spec_type=GPUSpec,
+    parse=_parse_gpu,
+    data=_DATA,
+)
 
 
 def list_gpus() -> list[GPUSpec]:
     """All GPU models in the catalogue, in file order."""
-    return list(_catalogue()[0].values())
+    return _GPUS.list()
 
 
 def get_gpu(name: str | GPUSpec, *, where: str = "gpu") -> GPUSpec:
@@ -363,16 +308,4 @@ def get_gpu(name: str | GPUSpec, *, where: str = "gpu") -> GPUSpec:
     UnknownHardwareError
         Naming the bad value and the closest known names.
     """
-    if isinstance(name, GPUSpec):
-        return name
-    specs, index = _catalogue()
-    key = str(name).lower()
-    if key in index:
-        return specs[index[key]]
-    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(specs[index[c]].name for c in close)}?" if close else ""
-    raise UnknownHardwareError(
-        f"unknown GPU model {name!r} ({where}){hint} (see `perfmodel hw gpus`)",
-        value=name,
-        where=where,
-    )
+    return _GPUS.get(name, where)

@@ -21,19 +21,24 @@ well-implemented transfer sees; a calibration profile replaces it by measured va
 
 from __future__ import annotations
 
-import difflib
 import enum
-import math
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
-from perfmodel._io import load_toml
-from perfmodel.errors import ConfigError, UnknownHardwareError
+from perfmodel._enum import parse_enum
+from perfmodel.errors import ConfigError
+from perfmodel.hardware._catalogue import (
+    Catalogue,
+    aliases,
+    check_keys,
+    number,
+    require_sources,
+    source_table,
+)
 
 _DATA = Path(__file__).with_name("links.toml")
 
@@ -50,15 +55,13 @@ class LinkFamily(str, enum.Enum):
     HOST = "host"  # on-chip / memory-bus paths (e.g. CPU memory)
 
 
+_REQUIRED = ("name", "family", "latency_us", "sources")
 _ALLOWED = {
-    "name",
+    *_REQUIRED,
     "aliases",
-    "family",
     "bandwidth_GBps",
     "bandwidth_Gbps",
     "efficiency",
-    "latency_us",
-    "sources",
     "notes",
     "protocol",
 }
@@ -128,13 +131,6 @@ class LinkTech:
 SOURCE_KEYS = ("bandwidth", "efficiency", "latency")
 
 
-def _number(entry: dict[str, Any], key: str, where: str) -> float:
-    value = entry[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
-    return float(value)
-
-
 def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
     """Validate one ``[[link]]`` table and convert it to SI units.
 
@@ -145,14 +141,7 @@ def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
         negative latency, an unknown family or a missing source; the message names ``where`` and
         the bad value.
     """
-    unknown = set(entry) - _ALLOWED
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {sorted(unknown)}", value=sorted(unknown), where=where
-        )
-    for key in ("name", "family", "latency_us", "sources"):
-        if key not in entry:
-            raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
+    check_keys(entry, _REQUIRED, _ALLOWED, where)
     if ("bandwidth_GBps" in entry) == ("bandwidth_Gbps" in entry):
         raise ConfigError(
             f"{where}: give exactly one of bandwidth_GBps, bandwidth_Gbps",
@@ -160,45 +149,35 @@ def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
             where=where,
         )
     bw = (
-        _number(entry, "bandwidth_GBps", where) * units.GB
+        number(entry, "bandwidth_GBps", where, sign=None) * units.GB
         if "bandwidth_GBps" in entry
-        else _number(entry, "bandwidth_Gbps", where) * units.Gbit
+        else number(entry, "bandwidth_Gbps", where, sign=None) * units.Gbit
     )
-    eff = _number(entry, "efficiency", where) if "efficiency" in entry else 1.0
-    lat = _number(entry, "latency_us", where) * units.us
+    eff = number(entry, "efficiency", where, sign=None) if "efficiency" in entry else 1.0
+    lat = number(entry, "latency_us", where, sign=None) * units.us
     if bw <= 0:
         raise ConfigError(f"{where}: non-positive bandwidth {bw:g} B/s", value=bw, where=where)
     if not 0 < eff <= 1:
         raise ConfigError(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
     if lat < 0:
         raise ConfigError(f"{where}: negative latency {lat:g} s", value=lat, where=where)
-    try:
-        family = LinkFamily(entry["family"])
-    except ValueError as exc:
-        raise ConfigError(
-            f"{where}: unknown family {entry['family']!r}; expected one of "
-            f"{', '.join(f.value for f in LinkFamily)}",
-            value=entry["family"],
-            where=where,
-        ) from exc
-    sources = entry["sources"]
-    if not isinstance(sources, dict):
-        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
-    for key in SOURCE_KEYS:
-        if not str(sources.get(key, "")).strip():
-            raise ConfigError(
-                f"{where}: no source for {key}; add sources.{key}", value=key, where=where
-            )
-    aliases = entry.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise ConfigError(f"{where}: aliases must be a list of strings", value=aliases, where=where)
+    family = parse_enum(
+        LinkFamily,
+        entry["family"],
+        where=where,
+        normalize=lambda s: s,
+        template="{where}: unknown family {text!r}; expected {expected}",
+    )
+    sources = source_table(entry, where)
+    require_sources(sources, SOURCE_KEYS, where)
+    names = aliases(entry, where)
     return LinkTech(
         name=str(entry["name"]),
         family=family,
         bandwidth_Bps=bw,
         efficiency=eff,
         latency_s=lat,
-        aliases=tuple(aliases),
+        aliases=names,
         protocol=str(entry.get("protocol", "")),
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
@@ -214,62 +193,25 @@ def read_links(path: str | os.PathLike[str]) -> dict[str, LinkTech]:
         Naming the file, the entry and the bad value, a duplicate name, or an alias that already
         names another link.
     """
-    p = Path(path)
-    data = load_toml(p)
-    unknown = set(data) - {"link"}
-    if unknown:
-        raise ConfigError(
-            f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[link]] tables",
-            value=sorted(unknown),
-            where=str(p),
-        )
-    entries = data.get("link", [])
-    if not isinstance(entries, list):
-        raise ConfigError(f"{p}: 'link' must be an array of tables", value=entries, where=str(p))
-    techs: dict[str, LinkTech] = {}
-    index: dict[str, str] = {}
-    for i, entry in enumerate(entries):
-        where = f"{p.name}: link[{i}] ({entry.get('name', '?')})"
-        tech = _parse_link(entry, where)
-        if tech.name in techs:
-            raise ConfigError(
-                f"{where}: duplicate link name {tech.name!r}", value=tech.name, where=where
-            )
-        techs[tech.name] = tech
-        for key in (tech.name, *tech.aliases):
-            k = key.lower()
-            if k in index and index[k] != tech.name:
-                raise ConfigError(
-                    f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
-                )
-            index[k] = tech.name
-    return techs
+    return _LINKS.read(path)
 
 
-@lru_cache(maxsize=1)
-def _catalogue() -> tuple[dict[str, LinkTech], dict[str, str]]:
-    techs = read_links(_DATA)
-    index = {key.lower(): t.name for t in techs.values() for key in (t.name, *t.aliases)}
-    return techs, index
+_LINKS: Catalogue[LinkTech] = Catalogue(
+    table="link",
+    kind="link",
+    unknown="link technology",
+    command="links",
+    spec_type=LinkTech,
+    parse=_parse_link,
+    data=_DATA,
+)
 
 
 def list_links() -> list[LinkTech]:
     """All link technologies in the catalogue, in file order."""
-    return list(_catalogue()[0].values())
+    return _LINKS.list()
 
 
 def get_link(name: str | LinkTech, *, where: str = "link") -> LinkTech:
     """Look up a link technology by name or alias (case-insensitive)."""
-    if isinstance(name, LinkTech):
-        return name
-    techs, index = _catalogue()
-    key = str(name).lower()
-    if key in index:
-        return techs[index[key]]
-    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(techs[index[c]].name for c in close)}?" if close else ""
-    raise UnknownHardwareError(
-        f"unknown link technology {name!r} ({where}){hint} (see `perfmodel hw links`)",
-        value=name,
-        where=where,
-    )
+    return _LINKS.get(name, where)

@@ -1,0 +1,213 @@
+"""Machinery shared by the GPU, link and CPU catalogues (``gpus.py``, ``links.py``, ``cpus.py``).
+
+Each catalogue is a TOML file holding an array of tables (``[[gpu]]``, ``[[link]]``, ``[[cpu]]``);
+each table becomes a frozen spec with a canonical ``name`` and case-insensitive ``aliases``. This
+module reads the file, checks keys, numbers and sources with errors naming the entry and the bad
+value, indexes names and aliases, and looks names up with close-match hints.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from perfmodel._io import load_toml
+from perfmodel.errors import ConfigError, UnknownHardwareError
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+
+S = TypeVar("S", bound=_Named)
+
+
+def number(
+    entry: Mapping[str, Any], key: str, where: str, *, sign: str | None = "positive"
+) -> float:
+    """``entry[key]`` as a finite float; ConfigError naming the key and value otherwise.
+
+    ``sign`` is ``"positive"``, ``"non-negative"`` or ``None`` (any finite number).
+    """
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {key} = {value!r} is not a number", value=value, where=where)
+    v = float(value)
+    if sign is None:
+        if not math.isfinite(v):
+            raise ConfigError(
+                f"{where}: {key} = {value!r} is not a number", value=value, where=where
+            )
+        return v
+    if not math.isfinite(v) or (sign == "positive" and v <= 0) or v < 0:
+        raise ConfigError(f"{where}: {key} = {value!r} must be {sign}", value=value, where=where)
+    return v
+
+
+def integer(entry: Mapping[str, Any], key: str, where: str, *, sign: str = "positive") -> int:
+    """``entry[key]`` as an int (see :func:`number`); ConfigError if it has a fraction."""
+    v = number(entry, key, where, sign=sign)
+    if v != int(v):
+        raise ConfigError(
+            f"{where}: {key} = {entry[key]!r} must be an integer", value=entry[key], where=where
+        )
+    return int(v)
+
+
+def check_keys(
+    entry: Mapping[str, Any], required: Iterable[str], allowed: Iterable[str], where: str
+) -> None:
+    """ConfigError on a key outside ``allowed`` (all listed) or the first missing required key."""
+    unknown = set(entry) - set(allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(unknown)}", value=sorted(unknown), where=where
+        )
+    for key in required:
+        if key not in entry:
+            raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
+
+
+def source_table(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The entry's ``sources`` table (ConfigError if it is not a table)."""
+    sources = entry["sources"]
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
+    return sources
+
+
+def require_sources(sources: Mapping[str, Any], keys: Iterable[str], where: str) -> None:
+    """ConfigError naming the first of ``keys`` without a non-empty source."""
+    for key in keys:
+        if not str(sources.get(key, "")).strip():
+            raise ConfigError(
+                f"{where}: no source for {key}; add sources.{key}", value=key, where=where
+            )
+
+
+def aliases(entry: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The entry's ``aliases`` list (default empty) as a tuple of strings."""
+    names = entry.get("aliases", [])
+    if not isinstance(names, list) or not all(isinstance(a, str) for a in names):
+        raise ConfigError(f"{where}: aliases must be a list of strings", value=names, where=where)
+    return tuple(names)
+
+
+class Catalogue(Generic[S]):
+    """One catalogue: its file, how to parse an entry, and how its errors name things.
+
+    Parameters
+    ----------
+    table
+        The TOML array-of-tables key and the word in ``where`` strings (``"gpu"``).
+    kind
+        The word in duplicate-name errors (``"GPU"``).
+    unknown
+        The words in lookup errors (``"GPU model"``).
+    command
+        The ``perfmodel hw`` subcommand listing the catalogue (``"gpus"``).
+    spec_type
+        The spec class; :meth:`get` returns an instance as is.
+    parse
+        ``parse(entry, where) -> spec`` for one table.
+    data
+        The shipped catalogue file.
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        kind: str,
+        unknown: str,
+        command: str,
+        spec_type: type[S],
+        parse: Callable[[dict[str, Any], str], S],
+        data: Path,
+    ) -> None:
+        self.table = table
+        self.kind = kind
+        self.unknown = unknown
+        self.command = command
+        self.spec_type = spec_type
+        self.parse = parse
+        self.data = data
+        self._loaded: tuple[dict[str, S], dict[str, str]] | None = None
+
+    def read_indexed(self, path: str | os.PathLike[str]) -> tuple[dict[str, S], dict[str, str]]:
+        """``({canonical name: spec}, {lower-case name or alias: canonical name})`` of a file."""
+        p = Path(path)
+        data = load_toml(p)
+        table = self.table
+        unknown = set(data) - {table}
+        if unknown:
+            raise ConfigError(
+                f"{p}: unknown top-level key(s) {sorted(unknown)}; expected [[{table}]] tables",
+                value=sorted(unknown),
+                where=str(p),
+            )
+        entries = data.get(table, [])
+        if not isinstance(entries, list):
+            raise ConfigError(
+                f"{p}: '{table}' must be an array of tables", value=entries, where=str(p)
+            )
+        specs: dict[str, S] = {}
+        index: dict[str, str] = {}
+        for i, entry in enumerate(entries):
+            where = f"{p.name}: {table}[{i}] ({entry.get('name', '?')})"
+            spec = self.parse(entry, where)
+            if spec.name in specs:
+                raise ConfigError(
+                    f"{where}: duplicate {self.kind} name {spec.name!r}",
+                    value=spec.name,
+                    where=where,
+                )
+            specs[spec.name] = spec
+            for key in (spec.name, *spec.aliases):
+                k = key.lower()
+                if k in index and index[k] != spec.name:
+                    raise ConfigError(
+                        f"{where}: alias {key!r} already names {index[k]}", value=key, where=where
+                    )
+                index[k] = spec.name
+        return specs, index
+
+    def read(self, path: str | os.PathLike[str]) -> dict[str, S]:
+        """``{canonical name: spec}`` of a catalogue file, in file order."""
+        return self.read_indexed(path)[0]
+
+    def _shipped(self) -> tuple[dict[str, S], dict[str, str]]:
+        if self._loaded is None:
+            self._loaded = self.read_indexed(self.data)
+        return self._loaded
+
+    def list(self) -> list[S]:
+        """Every spec of the shipped catalogue, in file order."""
+        return list(self._shipped()[0].values())
+
+    def get(self, name: str | S, where: str) -> S:
+        """The spec named ``name`` (canonical or alias, case-insensitive); a spec is returned as is.
+
+        Raises UnknownHardwareError naming the value, ``where`` and up to three close names.
+        """
+        if isinstance(name, self.spec_type):
+            return name
+        specs, index = self._shipped()
+        key = str(name).lower()
+        if key in index:
+            return specs[index[key]]
+        close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(specs[index[c]].name for c in close)}?" if close else ""
+        raise UnknownHardwareError(
+            f"unknown {self.unknown} {name!r} ({where}){hint} (see `perfmodel hw {self.command}`)",
+            value=name,
+            where=where,
+        )
