@@ -121,6 +121,79 @@ class Net:
     def _add(self, layer: LayerCost) -> None:
         self.layers.append(layer)
 
+    def _kernel(
+        self,
+        name: str,
+        kind: LayerKind,
+        *,
+        fwd_flop: float,
+        bwd_flop: float,
+        fwd_bytes: float,
+        bwd_bytes: float,
+        output_shape: Shape,
+        activation_bytes: float = 0.0,
+        **extra: object,
+    ) -> None:
+        """Append a layer without parameters (no weight gradient) to the current block."""
+        self._add(
+            LayerCost(
+                name=name,
+                kind=kind,
+                fwd_flop=fwd_flop,
+                bwd_input_flop=bwd_flop,
+                bwd_weight_flop=0.0,
+                params=0,
+                fwd_bytes=fwd_bytes,
+                bwd_bytes=bwd_bytes,
+                activation_bytes=activation_bytes,
+                output_shape=output_shape,
+                block=self.block,
+                **extra,  # type: ignore[arg-type]
+            )
+        )
+
+    def _gemm_layer(
+        self,
+        name: str,
+        kind: LayerKind,
+        gemm: GemmShape,
+        *,
+        params: int,
+        x_el: float,
+        y_el: float,
+        bias: bool,
+        dgrad: bool,
+        activation_bytes: float,
+        output_shape: Shape,
+        **extra: object,
+    ) -> None:
+        """Append a layer with weights computed as one GEMM (convolution, linear).
+
+        Forward ``gemm.flop`` (+ ``y_el`` for the bias); backward dgrad ``gemm.flop`` (none for
+        the network's first weight layer) and wgrad ``gemm.flop`` (+ bias). Bytes: forward reads
+        ``x`` and the weights and writes ``y``; backward reads ``dy`` twice and ``x``, writes
+        ``dx`` (with dgrad), reads the weights and writes their gradient.
+        """
+        a, p = self.act_bytes, self.param_bytes
+        bias_flop = y_el if bias else 0
+        self._add(
+            LayerCost(
+                name=name,
+                kind=kind,
+                fwd_flop=gemm.flop + bias_flop,
+                bwd_input_flop=gemm.flop if dgrad else 0.0,
+                bwd_weight_flop=gemm.flop + bias_flop,
+                params=params,
+                fwd_bytes=(x_el + y_el) * a + params * p,
+                bwd_bytes=(2 * y_el + x_el + (x_el if dgrad else 0)) * a + 2 * params * p,
+                activation_bytes=activation_bytes,
+                output_shape=output_shape,
+                gemm=gemm,
+                block=self.block,
+                **extra,  # type: ignore[arg-type]
+            )
+        )
+
     def _needs_dgrad(self) -> bool:
         first = self._first_weight_layer
         self._first_weight_layer = False
@@ -177,28 +250,22 @@ class Net:
         cin_g = c // groups
         gemm = GemmShape(m=n * ho * wo, n=out_channels // groups, k=cin_g * kh * kw, batch=groups)
         params = out_channels * cin_g * kh * kw + (out_channels if bias else 0)
-        a, p = self.act_bytes, self.param_bytes
         x_el, y_el = numel(x), n * out_channels * ho * wo
         dgrad = self._needs_dgrad()
-        fwd = gemm.flop + (y_el if bias else 0)
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.CONV,
-                fwd_flop=fwd,
-                bwd_input_flop=gemm.flop if dgrad else 0.0,
-                bwd_weight_flop=gemm.flop + (y_el if bias else 0),
-                params=params,
-                fwd_bytes=(x_el + y_el) * a + params * p,
-                bwd_bytes=(2 * y_el + x_el + (x_el if dgrad else 0)) * a + 2 * params * p,
-                activation_bytes=x_el * a,
-                output_shape=(n, out_channels, ho, wo),
-                gemm=gemm,
-                block=self.block,
-                # trace medians: 2 forward (1-3), 4 backward (dgrad + wgrad + helpers; 3-5)
-                kernels=2 + (1 if bias else 0),
-                bwd_kernels=(4 if dgrad else 2) + (1 if bias else 0),
-            )
+        self._gemm_layer(
+            name,
+            LayerKind.CONV,
+            gemm,
+            params=params,
+            x_el=x_el,
+            y_el=y_el,
+            bias=bias,
+            dgrad=dgrad,
+            activation_bytes=x_el * self.act_bytes,
+            output_shape=(n, out_channels, ho, wo),
+            # trace medians: 2 forward (1-3), 4 backward (dgrad + wgrad + helpers; 3-5)
+            kernels=2 + (1 if bias else 0),
+            bwd_kernels=(4 if dgrad else 2) + (1 if bias else 0),
         )
         return (n, out_channels, ho, wo)
 
@@ -239,20 +306,15 @@ class Net:
         el = numel(x)
         f, b = _ELEMENTWISE_FLOP[fn]
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ACTIVATION,
-                fwd_flop=f * el,
-                bwd_input_flop=b * el,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=2 * el * a,
-                bwd_bytes=3 * el * a,
-                activation_bytes=el * a if saves else 0.0,
-                output_shape=tuple(x),
-                block=self.block,
-            )
+        self._kernel(
+            name,
+            LayerKind.ACTIVATION,
+            fwd_flop=f * el,
+            bwd_flop=b * el,
+            fwd_bytes=2 * el * a,
+            bwd_bytes=3 * el * a,
+            activation_bytes=el * a if saves else 0.0,
+            output_shape=tuple(x),
         )
         return tuple(x)
 
@@ -272,21 +334,16 @@ class Net:
         y = (n, c, ho, wo)
         x_el, y_el = numel(x), numel(y)
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.POOL,
-                fwd_flop=float(y_el * kernel * kernel),
-                bwd_input_flop=float(y_el * kernel * kernel),
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=(x_el + y_el) * a,
-                bwd_bytes=(2 * x_el + y_el) * a if mode == "max" else (x_el + y_el) * a,
-                activation_bytes=x_el * a if mode == "max" else 0.0,
-                output_shape=y,
-                block=self.block,
-                bwd_kernels=2,  # trace (max pool): zero-fill + scatter of the gradient
-            )
+        self._kernel(
+            name,
+            LayerKind.POOL,
+            fwd_flop=float(y_el * kernel * kernel),
+            bwd_flop=float(y_el * kernel * kernel),
+            fwd_bytes=(x_el + y_el) * a,
+            bwd_bytes=(2 * x_el + y_el) * a if mode == "max" else (x_el + y_el) * a,
+            activation_bytes=x_el * a if mode == "max" else 0.0,
+            output_shape=y,
+            bwd_kernels=2,  # trace (max pool): zero-fill + scatter of the gradient
         )
         return y
 
@@ -295,21 +352,15 @@ class Net:
         n, c = x[0], x[1]
         el = numel(x)
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.POOL,
-                fwd_flop=float(el),
-                bwd_input_flop=float(el),
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=(el + n * c) * a,
-                bwd_bytes=(el + n * c) * a,
-                activation_bytes=0.0,
-                output_shape=(n, c),
-                block=self.block,
-                bwd_kernels=3,  # trace (adaptive average pool backward)
-            )
+        self._kernel(
+            name,
+            LayerKind.POOL,
+            fwd_flop=float(el),
+            bwd_flop=float(el),
+            fwd_bytes=(el + n * c) * a,
+            bwd_bytes=(el + n * c) * a,
+            output_shape=(n, c),
+            bwd_kernels=3,  # trace (adaptive average pool backward)
         )
         return (n, c)
 
@@ -322,20 +373,14 @@ class Net:
         """
         el = numel(x)
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ELEMENTWISE,
-                fwd_flop=float(el),
-                bwd_input_flop=float(el),
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=3 * el * a,
-                bwd_bytes=3 * el * a,
-                activation_bytes=0.0,
-                output_shape=tuple(x),
-                block=self.block,
-            )
+        self._kernel(
+            name,
+            LayerKind.ELEMENTWISE,
+            fwd_flop=float(el),
+            bwd_flop=float(el),
+            fwd_bytes=3 * el * a,
+            bwd_bytes=3 * el * a,
+            output_shape=tuple(x),
         )
         return tuple(x)
 
@@ -346,20 +391,14 @@ class Net:
         y = tuple(out)
         el = numel(y)
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ELEMENTWISE,
-                fwd_flop=0.0,
-                bwd_input_flop=0.0,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=2 * el * a,
-                bwd_bytes=2 * el * a,
-                activation_bytes=0.0,
-                output_shape=y,
-                block=self.block,
-            )
+        self._kernel(
+            name,
+            LayerKind.ELEMENTWISE,
+            fwd_flop=0.0,
+            bwd_flop=0.0,
+            fwd_bytes=2 * el * a,
+            bwd_bytes=2 * el * a,
+            output_shape=y,
         )
         return y
 
@@ -370,21 +409,16 @@ class Net:
         el = numel(x) / shard
         f, b = _ELEMENTWISE_FLOP["dropout"]
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ELEMENTWISE,
-                fwd_flop=f * el,
-                bwd_input_flop=b * el,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=el * (2 * a + 1),
-                bwd_bytes=el * (2 * a + 1),
-                activation_bytes=el * 1.0,
-                output_shape=tuple(x),
-                block=self.block,
-                recomputable_bytes=el * 1.0 if recomputable else 0.0,
-            )
+        self._kernel(
+            name,
+            LayerKind.ELEMENTWISE,
+            fwd_flop=f * el,
+            bwd_flop=b * el,
+            fwd_bytes=el * (2 * a + 1),
+            bwd_bytes=el * (2 * a + 1),
+            activation_bytes=el * 1.0,
+            output_shape=tuple(x),
+            recomputable_bytes=el * 1.0 if recomputable else 0.0,
         )
         return tuple(x)
 
@@ -423,29 +457,24 @@ class Net:
             k, nloc, nbias = k_full, out_features, out_features
         gemm = GemmShape(m=m, n=nloc, k=k)
         params = k * nloc + (nbias if bias else 0)
-        a, p = self.act_bytes, self.param_bytes
         dgrad = self._needs_dgrad()
         x_el, y_el = m * k, m * nloc
-        self._add(
-            LayerCost(
-                name=name,
-                kind=kind,
-                fwd_flop=gemm.flop + (y_el if bias else 0),
-                bwd_input_flop=gemm.flop if dgrad else 0.0,
-                bwd_weight_flop=gemm.flop + (y_el if bias else 0),
-                params=params,
-                fwd_bytes=(x_el + y_el) * a + params * p,
-                bwd_bytes=(2 * y_el + x_el + (x_el if dgrad else 0)) * a + 2 * params * p,
-                activation_bytes=(x_el * a / input_shard) if saves_input else 0.0,
-                output_shape=(*lead, nloc),
-                gemm=gemm,
-                fwd_comm=fwd_comm,
-                bwd_comm=bwd_comm,
-                block=self.block,
-                # trace: 1 forward (addmm fuses the bias); backward dgrad + wgrad + bias sum
-                bwd_kernels=(2 if dgrad else 1) + (1 if bias else 0),
-                casts_input=casts_input,
-            )
+        self._gemm_layer(
+            name,
+            kind,
+            gemm,
+            params=params,
+            x_el=x_el,
+            y_el=y_el,
+            bias=bias,
+            dgrad=dgrad,
+            activation_bytes=(x_el * self.act_bytes / input_shard) if saves_input else 0.0,
+            output_shape=(*lead, nloc),
+            fwd_comm=fwd_comm,
+            bwd_comm=bwd_comm,
+            # trace: 1 forward (addmm fuses the bias); backward dgrad + wgrad + bias sum
+            bwd_kernels=(2 if dgrad else 1) + (1 if bias else 0),
+            casts_input=casts_input,
         )
         return (*lead, nloc)
 
@@ -465,23 +494,18 @@ class Net:
         gemm = GemmShape(m=m, n=n, k=k, batch=batch)
         a = self.act_bytes
         io = batch * (m * k + k * n + m * n)
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.MATMUL,
-                fwd_flop=gemm.flop,
-                bwd_input_flop=2 * gemm.flop,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=io * a,
-                bwd_bytes=2 * io * a,
-                activation_bytes=saved_bytes,
-                output_shape=(batch, m, n),
-                gemm=gemm,
-                block=self.block,
-                recomputable_bytes=recomputable_bytes,
-                bwd_kernels=2,  # one batched GEMM per operand gradient
-            )
+        self._kernel(
+            name,
+            LayerKind.MATMUL,
+            fwd_flop=gemm.flop,
+            bwd_flop=2 * gemm.flop,
+            fwd_bytes=io * a,
+            bwd_bytes=2 * io * a,
+            activation_bytes=saved_bytes,
+            output_shape=(batch, m, n),
+            gemm=gemm,
+            recomputable_bytes=recomputable_bytes,
+            bwd_kernels=2,  # one batched GEMM per operand gradient
         )
         return (batch, m, n)
 
@@ -492,21 +516,16 @@ class Net:
         recomputation may drop it)."""
         el = numel(x)
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.SOFTMAX,
-                fwd_flop=5.0 * el,
-                bwd_input_flop=4.0 * el,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=2 * el * a,
-                bwd_bytes=3 * el * a,
-                activation_bytes=el * a if saves else 0.0,
-                output_shape=tuple(x),
-                block=self.block,
-                recomputable_bytes=el * a if (saves and recomputable) else 0.0,
-            )
+        self._kernel(
+            name,
+            LayerKind.SOFTMAX,
+            fwd_flop=5.0 * el,
+            bwd_flop=4.0 * el,
+            fwd_bytes=2 * el * a,
+            bwd_bytes=3 * el * a,
+            activation_bytes=el * a if saves else 0.0,
+            output_shape=tuple(x),
+            recomputable_bytes=el * a if (saves and recomputable) else 0.0,
         )
         return tuple(x)
 
@@ -526,25 +545,20 @@ class Net:
         q_el = b * s * heads * head_dim
         kv_el = b * s * kv_heads * head_dim
         io = (2 * q_el + 2 * kv_el) * a
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ATTENTION,
-                fwd_flop=fwd,
-                bwd_input_flop=2.5 * fwd,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=io + b * heads * s * 4,
-                bwd_bytes=2 * io + b * heads * s * 4,
-                activation_bytes=(q_el + 2 * kv_el) * a + b * heads * s * 4,
-                output_shape=(b, s, heads * head_dim),
-                gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads),
-                block=self.block,
-                # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
-                # main kernel, dQ accumulator conversion, layout copies)
-                kernels=2,
-                bwd_kernels=6,
-            )
+        self._kernel(
+            name,
+            LayerKind.ATTENTION,
+            fwd_flop=fwd,
+            bwd_flop=2.5 * fwd,
+            fwd_bytes=io + b * heads * s * 4,
+            bwd_bytes=2 * io + b * heads * s * 4,
+            activation_bytes=(q_el + 2 * kv_el) * a + b * heads * s * 4,
+            output_shape=(b, s, heads * head_dim),
+            gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads),
+            # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
+            # main kernel, dQ accumulator conversion, layout copies)
+            kernels=2,
+            bwd_kernels=6,
         )
         return (b, s, heads * head_dim)
 
@@ -619,21 +633,16 @@ class Net:
         el = numel(x)
         f, b = _ELEMENTWISE_FLOP[fn]
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ACTIVATION if fn not in ("add", "scale") else LayerKind.ELEMENTWISE,
-                fwd_flop=f * el,
-                bwd_input_flop=b * el,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=(inputs + 1) * el * a,
-                bwd_bytes=(inputs + 2 if bwd_elements is None else bwd_elements) * el * a,
-                activation_bytes=saved_bytes,
-                output_shape=tuple(x),
-                block=self.block,
-                autocast_fp32=autocast_fp32,
-            )
+        self._kernel(
+            name,
+            LayerKind.ACTIVATION if fn not in ("add", "scale") else LayerKind.ELEMENTWISE,
+            fwd_flop=f * el,
+            bwd_flop=b * el,
+            fwd_bytes=(inputs + 1) * el * a,
+            bwd_bytes=(inputs + 2 if bwd_elements is None else bwd_elements) * el * a,
+            activation_bytes=saved_bytes,
+            output_shape=tuple(x),
+            autocast_fp32=autocast_fp32,
         )
         return tuple(x)
 
@@ -699,23 +708,18 @@ class Net:
         """
         el = rows * classes
         a = self.act_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.LOSS,
-                fwd_flop=5.0 * el,
-                bwd_input_flop=2.0 * el,
-                bwd_weight_flop=0.0,
-                params=0,
-                fwd_bytes=el * (a + 4) + el * 4,
-                bwd_bytes=el * (12 + a),
-                activation_bytes=4.0 * el,
-                output_shape=(1,),
-                fwd_comm=fwd_comm,
-                block=self.block,
-                kernels=2,
-                bwd_kernels=3,
-            )
+        self._kernel(
+            name,
+            LayerKind.LOSS,
+            fwd_flop=5.0 * el,
+            bwd_flop=2.0 * el,
+            fwd_bytes=el * (a + 4) + el * 4,
+            bwd_bytes=el * (12 + a),
+            activation_bytes=4.0 * el,
+            output_shape=(1,),
+            fwd_comm=fwd_comm,
+            kernels=2,
+            bwd_kernels=3,
         )
         return (1,)
 
