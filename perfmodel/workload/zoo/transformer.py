@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
-from perfmodel.workload._net import Net, Shape
+from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
 
 
@@ -93,6 +93,55 @@ def _row_comms(net: Net, el: float) -> tuple[tuple[CommPoint, ...], tuple[CommPo
     return (net.comm(CollectiveOp.ALLREDUCE, el),), ()
 
 
+def _column_linear(
+    net: Net,
+    name: str,
+    x: Shape,
+    out: int,
+    *,
+    bias: bool,
+    input_shard: int = 1,
+) -> Shape:
+    """Column-parallel linear (with the collectives on its full input ``x``).
+
+    Its input is a norm's output (FP32 under autocast), hence ``casts_input``."""
+    fc, bc = _col_comms(net, numel(x))
+    return net.linear(
+        name,
+        x,
+        out,
+        bias=bias,
+        parallel="column",
+        fwd_comm=fc,
+        bwd_comm=bc,
+        input_shard=input_shard,
+        casts_input=True,
+    )
+
+
+def _row_linear(net: Net, name: str, x: Shape, out: int, *, bias: bool) -> Shape:
+    """Row-parallel linear (with the collectives on its full ``(..., out)`` output)."""
+    fr, br = _row_comms(net, numel(x[:-1]) * out)
+    return net.linear(name, x, out, bias=bias, parallel="row", fwd_comm=fr, bwd_comm=br)
+
+
+def _stack(net: Net, cfg: TransformerConfig, b: int, s: int) -> None:
+    """``cfg.layers`` transformer layers, one block each; later layers belong to no block."""
+    for i in range(cfg.layers):
+        transformer_layer(net, cfg, b, s, f"layer{i}")
+    net.end_blocks()
+
+
+def _check_positions(seq_len: int, max_positions: int) -> None:
+    """ConfigError when the sequence is longer than the position table."""
+    if seq_len > max_positions:
+        raise ConfigError(
+            f"seq_len={seq_len} exceeds max_positions={max_positions}",
+            value=seq_len,
+            where="seq_len",
+        )
+
+
 def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
     """Append one transformer layer (one block) on a ``(b, s, hidden)`` input."""
     net.new_block()
@@ -102,7 +151,6 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     shard = tp if net.sp else 1
     a = net.act_bytes
     x: Shape = (b, s, h)
-    el = b * s * h
     norm_params = h if cfg.rms_norm else 2 * h
 
     def norm(nm: str) -> None:
@@ -124,18 +172,8 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     # --- attention ---
     if cfg.pre_norm:
         norm(f"{name}.ln1")
-    qkv_out = h + 2 * cfg.kv_heads * d
-    fc, bc = _col_comms(net, el)
-    net.linear(
-        f"{name}.qkv",
-        x,
-        qkv_out,
-        bias=cfg.bias,
-        parallel="column",
-        fwd_comm=fc,
-        bwd_comm=bc,
-        input_shard=shard,
-        casts_input=True,  # its input is a norm's output (FP32 under autocast)
+    _column_linear(
+        net, f"{name}.qkv", x, h + 2 * cfg.kv_heads * d, bias=cfg.bias, input_shard=shard
     )
     if cfg.flash_attention:
         net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
@@ -156,16 +194,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
             saved_bytes=(b * heads_l * s * s + kv_el) * a,
             recomputable_bytes=float(b * heads_l * s * s * a),
         )
-    fr, br = _row_comms(net, el)
-    net.linear(
-        f"{name}.attn_out",
-        (b, s, heads_l * d * tp),
-        h,
-        bias=cfg.bias,
-        parallel="row",
-        fwd_comm=fr,
-        bwd_comm=br,
-    )
+    _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=cfg.bias)
     if cfg.dropout:
         net.dropout(f"{name}.attn_out_dropout", x, shard=shard)
     residual(f"{name}.residual1")
@@ -175,35 +204,15 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     if cfg.pre_norm:
         norm(f"{name}.ln2")
     f_l = cfg.ffn_hidden // tp
-    fc, bc = _col_comms(net, el)
     width = 2 * cfg.ffn_hidden if cfg.gated_mlp else cfg.ffn_hidden
-    net.linear(
-        f"{name}.fc1",
-        x,
-        width,
-        bias=cfg.bias,
-        parallel="column",
-        fwd_comm=fc,
-        bwd_comm=bc,
-        input_shard=shard,
-        casts_input=True,  # its input is a norm's output (FP32 under autocast)
-    )
+    _column_linear(net, f"{name}.fc1", x, width, bias=cfg.bias, input_shard=shard)
     if cfg.gated_mlp:
         net.elementwise(
             f"{name}.swiglu", (b, s, f_l), "swiglu", saved_bytes=2.0 * b * s * f_l * a, inputs=2
         )
     else:
         net.elementwise(f"{name}.gelu", (b, s, f_l), "gelu", saved_bytes=float(b * s * f_l * a))
-    fr, br = _row_comms(net, el)
-    net.linear(
-        f"{name}.fc2",
-        (b, s, cfg.ffn_hidden),
-        h,
-        bias=cfg.bias,
-        parallel="row",
-        fwd_comm=fr,
-        bwd_comm=br,
-    )
+    _row_linear(net, f"{name}.fc2", (b, s, cfg.ffn_hidden), h, bias=cfg.bias)
     if cfg.dropout:
         net.dropout(f"{name}.mlp_dropout", x, shard=shard)
     residual(f"{name}.residual2")
@@ -242,18 +251,7 @@ def _lm_head_and_loss(
     max, sum of exponentials, target logit; Megatron ``vocab_parallel_cross_entropy``)."""
     from dataclasses import replace
 
-    h = cfg.hidden
-    fc, bc = _col_comms(net, rows * h)
-    net.linear(
-        name,
-        (rows, h),
-        cfg.vocab,
-        bias=bias,
-        parallel="column",
-        fwd_comm=fc,
-        bwd_comm=bc,
-        casts_input=True,  # after the final norm
-    )
+    _column_linear(net, name, (rows, cfg.hidden), cfg.vocab, bias=bias)  # after the final norm
     if tied:
         last = net.layers[-1]
         net.layers[-1] = replace(last, params=last.params - (last.gemm.k * last.gemm.n))
@@ -294,17 +292,12 @@ def gpt(
     )
     check_config(cfg, net.tp)
     positions = max_positions or seq_len
-    if positions < seq_len:
-        raise ConfigError(
-            f"seq_len={seq_len} exceeds max_positions={positions}", value=seq_len, where="seq_len"
-        )
+    _check_positions(seq_len, positions)
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=positions)
     if dropout:
         net.dropout("embed.dropout", (b, s, hidden), shard=net.tp if net.sp else 1)
-    for i in range(layers):
-        transformer_layer(net, cfg, b, s, f"layer{i}")
-    net.end_blocks()
+    _stack(net, cfg, b, s)
     net.norm("final_ln", (b, s, hidden), params=2 * hidden, shard=net.tp if net.sp else 1)
     _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
     return cfg
@@ -344,9 +337,7 @@ def llama(
     check_config(cfg, net.tp)
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        transformer_layer(net, cfg, b, s, f"layer{i}")
-    net.end_blocks()
+    _stack(net, cfg, b, s)
     net.norm("final_norm", (b, s, hidden), params=hidden, shard=net.tp if net.sp else 1, rms=True)
     _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
     return cfg
@@ -393,19 +384,12 @@ def bert(
             value=head,
             where="head",
         )
-    if seq_len > max_positions:
-        raise ConfigError(
-            f"seq_len={seq_len} exceeds max_positions={max_positions}",
-            value=seq_len,
-            where="seq_len",
-        )
+    _check_positions(seq_len, max_positions)
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=max_positions, token_types=2)
     net.norm("embed.ln", (b, s, hidden), params=2 * hidden)
     net.dropout("embed.dropout", (b, s, hidden))
-    for i in range(layers):
-        transformer_layer(net, cfg, b, s, f"layer{i}")
-    net.end_blocks()
+    _stack(net, cfg, b, s)
     if head != "squad":
         p = net.linear("pooler", (b, hidden), hidden)
         net.act("pooler.tanh", p, "tanh", saves=True)
@@ -475,9 +459,7 @@ def vit(
         )
     )
     net.dropout("embed.dropout", (b, s, hidden))
-    for i in range(layers):
-        transformer_layer(net, cfg, b, s, f"layer{i}")
-    net.end_blocks()
+    _stack(net, cfg, b, s)
     net.norm("final_ln", (b, s, hidden), params=2 * hidden)
     logits = net.linear("head", (b, hidden), num_classes)
     net.loss("loss", b, logits[-1])
