@@ -147,6 +147,31 @@ def _group(row: Mapping[str, Any]) -> str:
 _DLE_BERT_VOCAB = 30528
 
 
+def _prediction(
+    row: Mapping[str, Any],
+    group: str,
+    gpu: GPUSpec,
+    what: str,
+    predicted: float,
+    unit: str,
+    *,
+    in_sample: bool = False,
+    note: str = "",
+) -> RowPrediction:
+    """The :class:`RowPrediction` of ``row`` (its id and measured value) on ``gpu``."""
+    return RowPrediction(
+        row["id"], group, gpu.name, what, float(row["value"]), predicted, unit, in_sample, note
+    )
+
+
+def _gpu_or_skip(row: Mapping[str, Any], group: str) -> GPUSpec | Skipped:
+    """The row's GPU from the catalogue, or why the row is skipped."""
+    try:
+        return resolve_gpu(row["hardware"]["gpu"])
+    except ConfigError as exc:
+        return Skipped(row["id"], group, f"GPU not in catalogue ({exc.value})")
+
+
 def _micro_params(gpu: GPUSpec) -> ComputeParams:
     """Microbenchmarks move no weights between precisions: no autocast weight casts."""
     return ComputeParams.for_gpu(gpu, cast_weights_each_step=False)
@@ -187,16 +212,15 @@ def _predict_gemm(row: Mapping[str, Any], gpu: GPUSpec, group: str) -> RowPredic
     if group == "DeepBench GEMM":
         in_sample = False
     rate = max(_gemm_rate(cm, g, dtype, pad=group == "DeepBench GEMM") for g in shapes)
-    return RowPrediction(
-        row["id"],
+    return _prediction(
+        row,
         group,
-        gpu.name,
+        gpu,
         f"{model} {dtype.value}",
-        float(row["value"]),
         rate / 1e12,
         "TFLOP/s",
-        in_sample,
-        note,
+        in_sample=in_sample,
+        note=note,
     )
 
 
@@ -218,12 +242,11 @@ def _predict_conv(row: Mapping[str, Any], gpu: GPUSpec, group: str) -> RowPredic
     cm = ComputeModel(gpu, _micro_params(gpu))
     t = cm.layer_time(layer, prec)
     total_ms = t.total_s * 1e3
-    return RowPrediction(
-        row["id"],
+    return _prediction(
+        row,
         group,
-        gpu.name,
+        gpu,
         f"conv {h}x{w}x{c}->{k} N={n} {prec.value}",
-        float(row["value"]),
         total_ms,
         "ms",
         in_sample=not fp16,
@@ -323,54 +346,21 @@ def _predict_training(
         note = (note + "; " if note else "") + "XLA fusion not modelled"
     what = f"{case.model} b={batch} {prec.value}"
     if "tokens/s" in unit:
-        return RowPrediction(
-            row["id"],
-            group,
-            gpu.name,
-            what,
-            float(row["value"]),
-            batch * w.tokens_per_sample / step_s,
-            "tokens/s",
-            note=note,
-        )
-    if "images/s" in unit or "sequences/s" in unit:
-        return RowPrediction(
-            row["id"],
-            group,
-            gpu.name,
-            what,
-            float(row["value"]),
-            batch / step_s,
-            row["unit"].split(" (")[0],
-            note=note,
-        )
-    if unit == "ms" and "step" in row["metric"]:
-        return RowPrediction(
-            row["id"],
-            group,
-            gpu.name,
-            what,
-            float(row["value"]),
-            step_s * 1e3,
-            "ms/step",
-            note=note,
-        )
-    if unit == "s" and "epoch" in row["metric"]:
+        predicted, shown = batch * w.tokens_per_sample / step_s, "tokens/s"
+    elif "images/s" in unit or "sequences/s" in unit:
+        predicted, shown = batch / step_s, row["unit"].split(" (")[0]
+    elif unit == "ms" and "step" in row["metric"]:
+        predicted, shown = step_s * 1e3, "ms/step"
+    elif unit == "s" and "epoch" in row["metric"]:
         n_images = 50_000 if "cifar" in row["model"].lower() or "50k" in row["model"] else None
         if n_images is None:
             return Skipped(row["id"], group, "epoch size not stated")
         steps = -(-n_images // int(batch))
-        return RowPrediction(
-            row["id"],
-            group,
-            gpu.name,
-            what,
-            float(row["value"]),
-            steps * step_s,
-            "s/epoch",
-            note=(note + "; " if note else "") + f"{steps} steps of {batch}",
-        )
-    return Skipped(row["id"], group, f"unit {row['unit']!r} not mapped")
+        predicted, shown = steps * step_s, "s/epoch"
+        note = (note + "; " if note else "") + f"{steps} steps of {batch}"
+    else:
+        return Skipped(row["id"], group, f"unit {row['unit']!r} not mapped")
+    return _prediction(row, group, gpu, what, predicted, shown, note=note)
 
 
 def predict_row(row: Mapping[str, Any]) -> RowPrediction | Skipped:
@@ -378,10 +368,9 @@ def predict_row(row: Mapping[str, Any]) -> RowPrediction | Skipped:
     group = _group(row)
     kind = row["kind"]
     if kind == "compute_microbenchmark":
-        try:
-            gpu = resolve_gpu(row["hardware"]["gpu"])
-        except ConfigError as exc:
-            return Skipped(row["id"], group, f"GPU not in catalogue ({exc.value})")
+        gpu = _gpu_or_skip(row, group)
+        if isinstance(gpu, Skipped):
+            return gpu
         try:
             if "conv" in row["model"].lower():
                 return _predict_conv(row, gpu, group)
@@ -395,10 +384,9 @@ def predict_row(row: Mapping[str, Any]) -> RowPrediction | Skipped:
     case = _training_case(row)
     if isinstance(case, str):
         return Skipped(row["id"], group, case)
-    try:
-        gpu = resolve_gpu(row["hardware"]["gpu"])
-    except ConfigError as exc:
-        return Skipped(row["id"], group, f"GPU not in catalogue ({exc.value})")
+    gpu = _gpu_or_skip(row, group)
+    if isinstance(gpu, Skipped):
+        return gpu
     return _predict_training(row, gpu, group, case)
 
 
