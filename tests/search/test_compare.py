@@ -28,6 +28,13 @@ def slow(sc):
     return fake_predict({**sc, "fidelity": "simulated"})
 
 
+def toy_search(gpus: int, global_batch: int, **kw):
+    """``search_plans`` of the toy model for one GPU count and one global batch; by default
+    without a screen stage and with the toy analytic evaluator ``fast``."""
+    opts = {"shape": SHAPE, "screen": False, "fast_evaluator": fast, **kw}
+    return search_plans(BASE, gpus=[gpus], global_batches=[global_batch], **opts)
+
+
 def brute_force_best(gpus: int, batch: int, space: SearchSpace) -> float:
     from perfmodel.search.plans import enumerate_plans
 
@@ -41,18 +48,7 @@ def brute_force_best(gpus: int, batch: int, space: SearchSpace) -> float:
 
 def test_search_finds_the_simulated_best_and_counts_pruning() -> None:
     space = SearchSpace()
-    res = search_plans(
-        BASE,
-        gpus=[32],
-        global_batches=[256],
-        shape=SHAPE,
-        space=space,
-        screen=False,
-        confirm_k=10_000,
-        budget_s=None,
-        fast_evaluator=fast,
-        confirm_evaluator=slow,
-    )
+    res = toy_search(32, 256, space=space, confirm_k=10_000, budget_s=None, confirm_evaluator=slow)
     assert res.enumerated == len(res.ranked) + sum(res.pruned.values())
     assert res.pruned.get("does not fit in memory", 0) > 0
     # confirming every plan: the ranking's head is the true optimum of the simulated fidelity
@@ -69,16 +65,7 @@ def test_search_finds_the_simulated_best_and_counts_pruning() -> None:
 
 
 def test_confirm_top_k_only_and_tau_is_one_for_identical_fidelities() -> None:
-    res = search_plans(
-        BASE,
-        gpus=[16],
-        global_batches=[128],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=6,
-        fast_evaluator=fast,
-        confirm_evaluator=fast,
-    )
+    res = toy_search(16, 128, confirm_k=6, confirm_evaluator=fast)
     assert [s.name for s in res.stages] == ["analytic", "simulated"]
     assert res.stages[-1].evaluated == 6
     assert res.kendall_tau == pytest.approx(1.0) and res.top1_agrees
@@ -91,17 +78,8 @@ def test_three_stages_screen_analytic_simulated() -> None:
         r = fast(sc)
         return {**r, "iteration_time_s": r["compute_time_s"] + r["bubble_time_s"]}
 
-    res = search_plans(
-        BASE,
-        gpus=[32],
-        global_batches=[256],
-        shape=SHAPE,
-        screen=crude,
-        analytic_k=20,
-        confirm_k=5,
-        budget_s=None,
-        fast_evaluator=fast,
-        confirm_evaluator=slow,
+    res = toy_search(
+        32, 256, screen=crude, analytic_k=20, confirm_k=5, budget_s=None, confirm_evaluator=slow
     )
     assert [s.name for s in res.stages] == ["screen", "analytic", "simulated"]
     assert [s.evaluated for s in res.stages][1:] == [20, 5]
@@ -127,31 +105,11 @@ def test_budget_stops_starting_new_plans() -> None:
         time.sleep(0.05)
         return slow(sc)
 
-    res = search_plans(
-        BASE,
-        gpus=[16],
-        global_batches=[128],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=50,
-        budget_s=0.12,
-        fast_evaluator=fast,
-        confirm_evaluator=sleepy,
-    )
+    res = toy_search(16, 128, confirm_k=50, budget_s=0.12, confirm_evaluator=sleepy)
     # plans start at about 0, 0.05, 0.10 and 0.15 s: the fourth would start after the budget
     assert 2 <= res.stages[-1].evaluated <= 4
     assert "budget of the later stages is spent" in res.stages[-1].stopped
-    res0 = search_plans(
-        BASE,
-        gpus=[16],
-        global_batches=[128],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=50,
-        budget_s=0.0,
-        fast_evaluator=fast,
-        confirm_evaluator=sleepy,
-    )
+    res0 = toy_search(16, 128, confirm_k=50, budget_s=0.0, confirm_evaluator=sleepy)
     assert res0.stages[-1].evaluated == 0 and math.isnan(res0.kendall_tau)
     assert res0.ranked[0].stage == "analytic"
 
@@ -162,15 +120,7 @@ def test_predictor_errors_are_pruned_with_reason() -> None:
             raise InfeasiblePlanError("pp=4 cannot be placed on this toy", value=4, where="pp")
         return fast(sc)
 
-    res = search_plans(
-        BASE,
-        gpus=[8],
-        global_batches=[64],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=0,
-        fast_evaluator=picky,
-    )
+    res = toy_search(8, 64, confirm_k=0, fast_evaluator=picky)
     reasons = [k for k in res.pruned if k.startswith("InfeasiblePlanError")]
     assert reasons and "pp=4 cannot be placed" in reasons[0]
     assert all(c.plan["pp"] != 4 for c in res.ranked)
@@ -181,15 +131,7 @@ def test_no_feasible_plan_raises_with_reasons() -> None:
     def oom(sc):
         return {**fast(sc), "fits_in_memory": False}
 
-    res = search_plans(
-        BASE,
-        gpus=[8],
-        global_batches=[64],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=2,
-        fast_evaluator=oom,
-    )
+    res = toy_search(8, 64, confirm_k=2, fast_evaluator=oom)
     with pytest.raises(ConfigError, match="no plan is feasible: does not fit in memory"):
         _ = res.best
 
@@ -242,15 +184,7 @@ def test_objectives_tta_and_cost_change_the_winner() -> None:
 def test_search_plot_written(tmp_path: Path) -> None:
     from perfmodel.search.plots import plot_search
 
-    res = search_plans(
-        BASE,
-        gpus=[16],
-        global_batches=[128],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=0,
-        fast_evaluator=fast,
-    )
+    res = toy_search(16, 128, confirm_k=0)
     out = tmp_path / "p.png"
     plot_search(res, out, title="toy")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -363,17 +297,16 @@ def test_hard_budget_abandons_a_plan_that_runs_too_long() -> None:
     from search_fakes import picky_predict, sleepy_predict
 
     t0 = time.perf_counter()
-    res = search_plans(
-        BASE,
-        gpus=[16],
-        global_batches=[128],
-        shape=SHAPE,
+    res = toy_search(
+        16,
+        128,
         screen=fake_predict,
         analytic_k=0,
         confirm_k=2,
         budget_s=1.0,
         confirm_evaluator=sleepy_predict,
         hard_budget=True,
+        fast_evaluator=None,
     )
     elapsed = time.perf_counter() - t0
     assert elapsed < 2.9  # the 3 s simulation was abandoned at the 1 s budget
@@ -381,11 +314,9 @@ def test_hard_budget_abandons_a_plan_that_runs_too_long() -> None:
     assert res.stages[1].evaluated == 0
     assert "still running when the 1 s budget ran out" in res.stages[1].stopped
     # results computed in the worker equal those computed in process; worker errors are notes
-    res2 = search_plans(
-        BASE,
-        gpus=[16],
-        global_batches=[128],
-        shape=SHAPE,
+    res2 = toy_search(
+        16,
+        128,
         screen=fake_predict,
         analytic_k=60,
         confirm_k=0,
@@ -404,16 +335,7 @@ def test_a_predictor_bug_in_a_later_stage_is_a_note_not_a_crash() -> None:
     def buggy(sc):
         raise NameError("name 'p2p_cache' is not defined")
 
-    res = search_plans(
-        BASE,
-        gpus=[8],
-        global_batches=[64],
-        shape=SHAPE,
-        screen=False,
-        confirm_k=2,
-        fast_evaluator=fast,
-        confirm_evaluator=buggy,
-    )
+    res = toy_search(8, 64, confirm_k=2, confirm_evaluator=buggy)
     assert res.stages[-1].evaluated == 0
     assert sum("FAILED" in n and "NameError" in n for n in res.notes) == 2
     assert res.ranked and res.ranked[0].stage == "analytic"
