@@ -48,6 +48,19 @@ class CountingEvaluator:
         return cheap_predict(sc)
 
 
+def sweep(spec: SweepSpec, out: Path, **kw):
+    """``run_sweep`` in this process on the toy evaluator with canonical keys and no progress
+    output, unless ``kw`` says otherwise."""
+    opts = {
+        "backend": "serial",
+        "evaluator": cheap_predict,
+        "key_fn": canonical_key,
+        "progress": None,
+        **kw,
+    }
+    return run_sweep(spec, out, **opts)
+
+
 def keys_in(path: Path) -> list[str]:
     return [r["key"] for r in load_results(path)]
 
@@ -89,14 +102,7 @@ def test_spec_errors_name_the_key(tmp_path: Path) -> None:
 
 def test_serial_sweep_writes_every_row_once(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
-    s = run_sweep(
-        small_spec(),
-        out,
-        backend="serial",
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=None,
-    )
+    s = sweep(small_spec(), out)
     assert (s.total, s.unique, s.evaluated, s.errors, s.interrupted) == (12, 12, 12, 0, False)
     rows = load_results(out)
     assert len(rows) == 12 and len({r["key"] for r in rows}) == 12
@@ -105,9 +111,7 @@ def test_serial_sweep_writes_every_row_once(tmp_path: Path) -> None:
     assert r["key"] == canonical_key(r["scenario"])
     # a second run finds everything done and evaluates nothing
     ev = CountingEvaluator()
-    s2 = run_sweep(
-        small_spec(), out, backend="serial", evaluator=ev, key_fn=canonical_key, progress=None
-    )
+    s2 = sweep(small_spec(), out, evaluator=ev)
     assert s2.already_done == 12 and s2.evaluated == 0 and ev.calls == []
 
 
@@ -115,18 +119,14 @@ def test_ctrl_c_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     ev1 = CountingEvaluator(stop_at=6)
     err = io.StringIO()
-    s1 = run_sweep(
-        small_spec(), out, backend="serial", evaluator=ev1, key_fn=canonical_key, progress=err
-    )
+    s1 = sweep(small_spec(), out, evaluator=ev1, progress=err)
     assert s1.interrupted and s1.evaluated == 5
     assert "interrupted; 5 of 12 rows" in err.getvalue()
     first = keys_in(out)
     assert len(first) == 5
     assert out.read_bytes().endswith(b"\n")
     ev2 = CountingEvaluator()
-    s2 = run_sweep(
-        small_spec(), out, backend="serial", evaluator=ev2, key_fn=canonical_key, progress=None
-    )
+    s2 = sweep(small_spec(), out, evaluator=ev2)
     assert s2.already_done == 5 and s2.evaluated == 7 and not s2.interrupted
     recomputed = {canonical_key(sc) for sc in ev2.calls} & set(first)
     assert recomputed == set()
@@ -177,7 +177,7 @@ def test_killed_process_and_half_written_line_are_repaired(tmp_path: Path) -> No
     ev = CountingEvaluator()
     spec = SweepSpec.from_dict({"base": {"model": "toy"}, "axes": {"x": list(range(40))}})
     err = io.StringIO()
-    s = run_sweep(spec, out, backend="serial", evaluator=ev, key_fn=canonical_key, progress=err)
+    s = sweep(spec, out, evaluator=ev, progress=err)
     assert s.repaired_bytes == len(b'{"key": "deadbeef", "status": "o')
     assert "cut a partial last line" in err.getvalue()
     assert s.already_done == len(done_before) and s.evaluated == 40 - len(done_before)
@@ -189,9 +189,7 @@ def test_killed_process_and_half_written_line_are_repaired(tmp_path: Path) -> No
 def test_errors_are_rows_not_crashes(tmp_path: Path) -> None:
     spec = SweepSpec.from_dict({"base": {"x": 1}, "axes": {"model": ["toy", "broken", "toy2"]}})
     out = tmp_path / "r.jsonl"
-    s = run_sweep(
-        spec, out, backend="serial", evaluator=cheap_predict, key_fn=canonical_key, progress=None
-    )
+    s = sweep(spec, out)
     assert s.evaluated == 3 and s.errors == 1
     bad = [r for r in load_results(out) if r["status"] == "error"]
     assert len(bad) == 1
@@ -201,15 +199,7 @@ def test_errors_are_rows_not_crashes(tmp_path: Path) -> None:
     assert len(read_done_keys(out)[0]) == 3
     assert len(read_done_keys(out, retry_errors=True)[0]) == 2
     ev = CountingEvaluator()
-    s2 = run_sweep(
-        spec,
-        out,
-        backend="serial",
-        evaluator=ev,
-        key_fn=canonical_key,
-        progress=None,
-        retry_errors=True,
-    )
+    s2 = sweep(spec, out, evaluator=ev, retry_errors=True)
     assert [c["model"] for c in ev.calls] == ["broken"]  # only the error row is evaluated again
     assert s2.already_done == 2 and s2.evaluated == 1
     rows = load_results(out)
@@ -224,32 +214,19 @@ def test_key_function_errors_become_rows(tmp_path: Path) -> None:
 
     spec = SweepSpec.from_dict({"base": {}, "axes": {"x": [1, 2, 3]}})
     out = tmp_path / "r.jsonl"
-    s = run_sweep(
-        spec, out, backend="serial", evaluator=cheap_predict, key_fn=strict_key, progress=None
-    )
+    s = sweep(spec, out, key_fn=strict_key)
     assert s.key_errors == 1 and s.errors == 1 and s.evaluated == 3
     rows = load_results(out)
     assert sum(r["status"] == "error" for r in rows) == 1
-    s2 = run_sweep(
-        spec, out, backend="serial", evaluator=cheap_predict, key_fn=strict_key, progress=None
-    )
+    s2 = sweep(spec, out, key_fn=strict_key)
     assert s2.evaluated == 0 and s2.already_done == 3
 
 
 def test_csv_output_resume_and_header_check(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     ev1 = CountingEvaluator(stop_at=4)
-    run_sweep(
-        small_spec(), out, backend="serial", evaluator=ev1, key_fn=canonical_key, progress=None
-    )
-    run_sweep(
-        small_spec(),
-        out,
-        backend="serial",
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=None,
-    )
+    sweep(small_spec(), out, evaluator=ev1)
+    sweep(small_spec(), out)
     rows = load_results(out)
     assert len(rows) == 12 and len({r["key"] for r in rows}) == 12
     assert list(rows[0])[:7] == ["key", "status", "error_type", "error", "elapsed_s", "x", "y"]
@@ -257,49 +234,20 @@ def test_csv_output_resume_and_header_check(tmp_path: Path) -> None:
     assert float(r["iteration_time_s"]) == pytest.approx(4.0)
     other = SweepSpec.from_dict({"base": {}, "axes": {"z": [1]}})
     with pytest.raises(ConfigError, match="differs from this sweep's columns"):
-        run_sweep(
-            other,
-            out,
-            backend="serial",
-            evaluator=cheap_predict,
-            key_fn=canonical_key,
-            progress=None,
-        )
+        sweep(other, out)
 
 
 def test_refuses_to_append_to_a_foreign_file(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     out.write_text('{"not": "a row"}\n')
     with pytest.raises(ConfigError, match=r"r\.jsonl:1: not a sweep result row"):
-        run_sweep(
-            small_spec(),
-            out,
-            backend="serial",
-            evaluator=cheap_predict,
-            key_fn=canonical_key,
-            progress=None,
-        )
+        sweep(small_spec(), out)
 
 
 def test_joblib_matches_serial(tmp_path: Path) -> None:
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    run_sweep(
-        small_spec(8, 5),
-        a,
-        backend="serial",
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=None,
-    )
-    s = run_sweep(
-        small_spec(8, 5),
-        b,
-        backend="joblib",
-        jobs=2,
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=None,
-    )
+    sweep(small_spec(8, 5), a)
+    s = sweep(small_spec(8, 5), b, backend="joblib", jobs=2)
     assert s.evaluated == 40
     ra = {r["key"]: r["report"] for r in load_results(a)}
     rb = {r["key"]: r["report"] for r in load_results(b)}
@@ -314,15 +262,7 @@ def test_ten_thousand_scenarios(tmp_path: Path) -> None:
     out = tmp_path / "big.jsonl"
     err = io.StringIO()
     t0 = time.perf_counter()
-    s = run_sweep(
-        spec,
-        out,
-        backend="joblib",
-        jobs=2,
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=err,
-    )
+    s = sweep(spec, out, backend="joblib", jobs=2, progress=err)
     elapsed = time.perf_counter() - t0
     assert s.evaluated == 10_000 and not s.interrupted
     assert _n_lines(out) == 10_000
@@ -337,15 +277,7 @@ def test_dask_backend_local_cluster(tmp_path: Path) -> None:
         reason="dask is not installed (optional extra: pip install 'perfmodel[dask]')",
     )
     out = tmp_path / "d.jsonl"
-    s = run_sweep(
-        small_spec(),
-        out,
-        backend="dask",
-        jobs=2,
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=None,
-    )
+    s = sweep(small_spec(), out, backend="dask", jobs=2)
     assert s.evaluated == 12 and len(set(keys_in(out))) == 12
 
 
@@ -354,14 +286,7 @@ def test_dask_missing_is_a_config_error(tmp_path: Path) -> None:
         import dask.distributed  # noqa: F401
     except ImportError:
         with pytest.raises(ConfigError, match=r"perfmodel\[dask\]"):
-            run_sweep(
-                small_spec(),
-                tmp_path / "d.jsonl",
-                backend="dask",
-                evaluator=cheap_predict,
-                key_fn=canonical_key,
-                progress=None,
-            )
+            sweep(small_spec(), tmp_path / "d.jsonl", backend="dask")
     else:
         pytest.skip("dask is installed; the missing-dask message cannot be shown")
 
@@ -387,14 +312,7 @@ def test_bad_jobs_and_backend(tmp_path: Path) -> None:
 
 def test_written_rows_are_json_lines(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
-    run_sweep(
-        small_spec(2, 2),
-        out,
-        backend="serial",
-        evaluator=cheap_predict,
-        key_fn=canonical_key,
-        progress=None,
-    )
+    sweep(small_spec(2, 2), out)
     for line in out.read_text().splitlines():
         row = json.loads(line)
         assert set(row) >= {"key", "status", "report", "axes", "scenario", "elapsed_s"}
@@ -411,14 +329,7 @@ def test_any_two_interruptions_then_resume_gives_every_row_once(
         calls: list[str] = []
         for stop in (stop_at, second_stop, None):
             ev = CountingEvaluator(stop_at=stop)
-            run_sweep(
-                small_spec(),
-                out,
-                backend="serial",
-                evaluator=ev,
-                key_fn=canonical_key,
-                progress=None,
-            )
+            sweep(small_spec(), out, evaluator=ev)
             calls.extend(canonical_key(sc) for sc in ev.calls)
         keys = keys_in(out)
         assert sorted(keys) == sorted(set(keys)) and len(keys) == 12
@@ -450,6 +361,6 @@ def test_real_sigint_keeps_finished_rows_and_resume_completes(tmp_path: Path) ->
     assert 4 <= len(done) < 40
     ev = CountingEvaluator()
     spec = SweepSpec.from_dict({"base": {"model": "toy"}, "axes": {"x": list(range(40))}})
-    s = run_sweep(spec, out, backend="serial", evaluator=ev, key_fn=canonical_key, progress=None)
+    s = sweep(spec, out, evaluator=ev)
     assert s.already_done == len(done) and s.evaluated == 40 - len(done)
     assert len(set(keys_in(out))) == 40 == len(keys_in(out))
