@@ -21,6 +21,24 @@ def choices(cls: type[enum.Enum]) -> str:
     return ", ".join(str(m.value) for m in cls)
 
 
+def squash(text: str) -> str:
+    """Lower case without ``_`` and ``-``, a ``normalize`` for :func:`parse_enum`.
+
+    >>> squash("All_Re-duce")
+    'allreduce'
+    """
+    return text.lower().replace("_", "").replace("-", "")
+
+
+def snake(text: str) -> str:
+    """Lower case with ``-`` read as ``_``, a ``normalize`` for :func:`parse_enum`.
+
+    >>> snake("Halving-Doubling")
+    'halving_doubling'
+    """
+    return text.lower().replace("-", "_")
+
+
 def parse_enum(
     cls: type[E],
     text: object,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import parse_enum, squash
 from perfmodel.errors import ConfigError
 
 _OP_ALIASES = {
@@ -14,11 +14,6 @@ _OP_ALIASES = {
     "a2a": "alltoall",
     "p2p": "sendrecv",
 }
-
-
-def _squash(text: str) -> str:
-    """Lower case without ``_`` and ``-`` (``"all-reduce"`` -> ``"allreduce"``)."""
-    return text.lower().replace("_", "").replace("-", "")
 
 
 class CollectiveOp(str, enum.Enum):
@@ -41,7 +36,7 @@ class CollectiveOp(str, enum.Enum):
     @classmethod
     def parse(cls, text: str | CollectiveOp, *, where: str = "--op") -> CollectiveOp:
         return parse_enum(
-            cls, text, where=where, noun="collective", normalize=_squash, aliases=_OP_ALIASES
+            cls, text, where=where, noun="collective", normalize=squash, aliases=_OP_ALIASES
         )
 
 

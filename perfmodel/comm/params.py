@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
-from perfmodel._enum import parse_enum
+from perfmodel._enum import parse_enum, snake
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
 
@@ -88,12 +88,7 @@ class Algorithm(str, enum.Enum):
     @classmethod
     def parse(cls, text: str | Algorithm, *, where: str = "--algorithm") -> Algorithm:
         return parse_enum(
-            cls,
-            text,
-            where=where,
-            noun="algorithm",
-            normalize=lambda s: s.lower().replace("-", "_"),
-            aliases=_ALGORITHM_ALIASES,
+            cls, text, where=where, noun="algorithm", normalize=snake, aliases=_ALGORITHM_ALIASES
         )
 
 

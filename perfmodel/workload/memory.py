@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from perfmodel import units
-from perfmodel._enum import parse_enum
+from perfmodel._enum import parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import as_precision
@@ -59,13 +59,9 @@ class Optimizer(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str | Optimizer, *, where: str = "--optimizer") -> Optimizer:
+        aliases = {"sgdmomentum": "momentum", "nesterov": "momentum"}
         return parse_enum(
-            cls,
-            text,
-            where=where,
-            noun="optimizer",
-            normalize=lambda s: s.lower().replace("-", "").replace("_", ""),
-            aliases={"sgdmomentum": "momentum", "nesterov": "momentum"},
+            cls, text, where=where, noun="optimizer", normalize=squash, aliases=aliases
         )
 
 
