@@ -125,19 +125,12 @@ class SearchSpace:
     cnn_tensor_parallel: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("microbatch_sizes", "interleave", "learners_per_gpu"):
+        optional = ("tp_degrees", "pp_degrees")  # None: every admissible divisor
+        for name in ("microbatch_sizes", "interleave", "learners_per_gpu", *optional):
             vals = getattr(self, name)
+            if vals is None and name in optional:
+                continue
             if not vals or any((not isinstance(v, int)) or v < 1 for v in vals):
-                raise ConfigError(
-                    f"search space {name} must be positive integers, got {vals!r}",
-                    value=vals,
-                    where=name,
-                )
-        for name in ("tp_degrees", "pp_degrees"):
-            vals = getattr(self, name)
-            if vals is not None and (
-                not vals or any((not isinstance(v, int)) or v < 1 for v in vals)
-            ):
                 raise ConfigError(
                     f"search space {name} must be positive integers, got {vals!r}",
                     value=vals,
@@ -146,20 +139,15 @@ class SearchSpace:
         bad = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
         if bad:
             raise ConfigError(f"ZeRO stages must be 0-3, got {bad}", value=bad, where="zero_stages")
-        bad_s = [s for s in self.schedules if s not in ("gpipe", "1f1b", "interleaved")]
-        if bad_s:
-            raise ConfigError(
-                f"unknown schedule(s) {bad_s}; expected gpipe, 1f1b, interleaved",
-                value=bad_s,
-                where="schedules",
-            )
-        bad_r = [r for r in self.recompute if r not in ("none", "selective", "full")]
-        if bad_r:
-            raise ConfigError(
-                f"unknown recompute value(s) {bad_r}; expected none, selective, full",
-                value=bad_r,
-                where="recompute",
-            )
+        for name, what, allowed in (
+            ("schedules", "schedule(s)", ("gpipe", "1f1b", "interleaved")),
+            ("recompute", "recompute value(s)", ("none", "selective", "full")),
+        ):
+            bad = [v for v in getattr(self, name) if v not in allowed]
+            if bad:
+                raise ConfigError(
+                    f"unknown {what} {bad}; expected {', '.join(allowed)}", value=bad, where=name
+                )
 
 
 def divisors(n: int) -> list[int]:
