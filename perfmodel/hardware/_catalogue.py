@@ -189,7 +189,7 @@ class Catalogue(Generic[S]):
             self._loaded = self.read_indexed(self.data)
         return self._loaded
 
-    def list(self) -> list[S]:
+    def specs(self) -> list[S]:
         """Every spec of the shipped catalogue, in file order."""
         return list(self._shipped()[0].values())
 

@@ -253,7 +253,7 @@ _CPUS: Catalogue[CPUSpec] = Catalogue(
 
 def list_cpus() -> list[CPUSpec]:
     """All CPU models in the catalogue, in file order."""
-    return _CPUS.list()
+    return _CPUS.specs()
 
 
 def get_cpu(name: str | CPUSpec, *, where: str = "cpu") -> CPUSpec:

@@ -297,7 +297,7 @@ _GPUS: Catalogue[GPUSpec] = Catalogue(
 
 def list_gpus() -> list[GPUSpec]:
     """All GPU models in the catalogue, in file order."""
-    return _GPUS.list()
+    return _GPUS.specs()
 
 
 def get_gpu(name: str | GPUSpec, *, where: str = "gpu") -> GPUSpec:

@@ -209,7 +209,7 @@ _LINKS: Catalogue[LinkTech] = Catalogue(
 
 def list_links() -> list[LinkTech]:
     """All link technologies in the catalogue, in file order."""
-    return _LINKS.list()
+    return _LINKS.specs()
 
 
 def get_link(name: str | LinkTech, *, where: str = "link") -> LinkTech:
