@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import math
 
+from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import get_link
@@ -84,15 +85,10 @@ class IntraNode(str, enum.Enum):
                 value=None,
                 where="--intra-node",
             )
-        key = str(text).strip().lower()
-        for member in cls:
-            if member.value == key:
-                return member
-        raise ConfigError(
-            f"--intra-node {text!r} is not one of {', '.join(m.value for m in cls)}",
-            value=text,
-            where="--intra-node",
-        )
+        return parse_enum(
+            cls, str(text).strip(), where="--intra-node",
+            template="--intra-node {text!r} is not {expected}",
+        )  # fmt: skip
 
 
 # CPU interconnect assumed for a host of the given PCIe generation: (link tech, count).

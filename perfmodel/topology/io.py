@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel import units
+from perfmodel._enum import parse_enum
 from perfmodel._io import load_toml
 from perfmodel.errors import TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
@@ -270,15 +271,10 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
         bw = eff = lat = None  # type: ignore[assignment]
         family, name = LinkFamily.PCIE, "custom"
     if "family" in entry:
-        try:
-            family = LinkFamily(str(entry["family"]))
-        except ValueError as exc:
-            raise TopologyError(
-                f"{where}: unknown link family {entry['family']!r}; expected one of "
-                f"{', '.join(f.value for f in LinkFamily)}",
-                value=entry["family"],
-                where=where,
-            ) from exc
+        family = parse_enum(
+            LinkFamily, entry["family"], where=where, normalize=str, error=TopologyError,
+            template="{where}: unknown link family {text!r}; expected {expected}",
+        )  # fmt: skip
     for key, unit in (("bandwidth_GBps", units.GB), ("bandwidth_Gbps", units.Gbit)):
         if key in entry:
             raw = entry[key]

@@ -46,6 +46,7 @@ from collections.abc import Iterable
 
 import networkx as nx
 
+from perfmodel._enum import parse_enum
 from perfmodel.errors import TopologyError
 from perfmodel.hardware.links import LinkFamily
 
@@ -60,14 +61,10 @@ class NodeKind(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str, *, where: str) -> NodeKind:
-        try:
-            return cls(str(text))
-        except ValueError as exc:
-            raise TopologyError(
-                f"{where}: unknown node kind {text!r}; expected one of {', '.join(k.value for k in cls)}",
-                value=text,
-                where=where,
-            ) from exc
+        return parse_enum(
+            cls, text, where=where, normalize=str, error=TopologyError,
+            template="{where}: unknown node kind {text!r}; expected {expected}",
+        )  # fmt: skip
 
 
 NODE_ATTRS_REQUIRED = ("kind", "server", "local_id")
