@@ -237,23 +237,50 @@ def _workload(
 
 
 @lru_cache(maxsize=64)
-def _calibration(path: str, gpu: str) -> tuple[Any, Any]:
+def _calibration(path: str, gpu: str) -> tuple[Any, Any, float | None]:
+    """``(ComputeParams, LinkParams, measured eager launch s or None)`` of a profile."""
     from perfmodel.calibration import load_profile
 
     prof = load_profile(path, gpu=gpu)
-    return prof.compute_params, prof.link_params
+    cp = prof.compute_params
+    eager = None
+    if cp is not None and cp.host_dispatch_s > 0:
+        eager = float(cp.host_dispatch_s)  # a profile fitted with its eager launch cost
+    elif "launch.eager" in prof.fits:
+        eager = float(prof.fits["launch.eager"].values["launch_s"])
+    return cp, prof.link_params, eager
 
 
 _COSTS: dict[tuple[Any, ...], SystemCosts] = {}
 
 
-def _costs(topo: Topology, precision: Precision, calibration: str | None) -> SystemCosts:
-    key = (id(topo), precision, calibration)
+def _costs(
+    topo: Topology, precision: Precision, calibration: str | None, preset: Any = None
+) -> SystemCosts:
+    """Cost models of ``topo``, cached per (topology, precision, profile, host dispatch cost).
+
+    ``ComputeParams.host_dispatch_s`` follows the software preset
+    (:meth:`~perfmodel.parallel.software.SoftwarePreset.host_dispatch_s`): PyTorch eager stacks
+    get ``HOST_DISPATCH_S["pytorch-eager"]``, or the calibration profile's own measured eager
+    launch cost when ``calibration`` is given; graph-mode stacks get 0. ``preset=None`` keeps
+    the profile's (or the datasheet default's) value.
+    """
+    cp = lp = None
+    measured = None
+    if calibration:
+        cp, lp, measured = _calibration(str(calibration), topo.gpu_spec().name)
+    if preset is not None:
+        host = preset.host_dispatch_s(measured)
+    else:
+        host = float(cp.host_dispatch_s) if cp is not None else 0.0
+    key = (id(topo), precision, calibration, host)
     hit = _COSTS.get(key)
     if hit is None or hit.topology is not topo:
-        cp = lp = None
-        if calibration:
-            cp, lp = _calibration(str(calibration), topo.gpu_spec().name)
+        if host > 0 or cp is not None:
+            from perfmodel.compute import ComputeParams
+
+            base = cp if cp is not None else ComputeParams.for_gpu(topo.gpu_spec())
+            cp = replace(base, host_dispatch_s=host)
         hit = SystemCosts(topo, precision, compute_params=cp, link_params=lp)
         if len(_COSTS) > 256:
             _COSTS.clear()
@@ -381,7 +408,7 @@ def resolve(sc: Scenario) -> Resolved:
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = _costs(r.topology, r.precision, sc.calibration)
+    costs = _costs(r.topology, r.precision, sc.calibration, r.preset)
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -447,14 +474,41 @@ def _run(
     return simulate(step.graph), "simulated (closed-form comm)"
 
 
+#: Baseline (1-GPU) throughputs by the baseline scenario's content hash (zoo workloads only).
+_BASELINES: dict[str, float] = {}
+
+
+def _baseline_throughput(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> float:
+    base_sc = baseline_scenario(sc, r)
+    key = base_sc.content_hash() if workload_fn is None else None
+    if key is not None and key in _BASELINES:
+        return _BASELINES[key]
+    thr = predict(base_sc, workload_fn=workload_fn, _baseline=True).throughput_samples_per_s
+    if key is not None:
+        if len(_BASELINES) > 4096:
+            _BASELINES.clear()
+        _BASELINES[key] = thr
+    return thr
+
+
 def predict(
-    sc: Scenario, *, workload_fn: WorkloadFn | None = None, _baseline: bool = False
+    sc: Scenario,
+    *,
+    workload_fn: WorkloadFn | None = None,
+    baseline: bool = True,
+    _baseline: bool = False,
 ) -> StepReport:
     """Predict one training step of ``sc``.
 
     ``workload_fn(batch_size=, precision=, tp=, sequence_parallel=) -> Workload`` replaces the
     zoo lookup of ``sc.model`` (a model of your own built from ``perfmodel.workload`` layers);
     ``sc.model`` is then only its name in reports.
+
+    ``baseline=False`` skips the 1-GPU baseline prediction (:func:`baseline_scenario`): the
+    report's ``speedup`` and ``scaling_efficiency`` are then ``None``, everything else is the
+    same. Plan search and sweeps that only rank step times save one prediction per call.
+    Baseline throughputs of zoo models are cached per baseline scenario
+    (:meth:`Scenario.content_hash`), so scenarios sharing a baseline compute it once.
 
     Returns a :class:`~perfmodel.report.step.StepReport`; a plan that does not fit in GPU
     memory is reported with ``fits_in_memory=False`` (not raised).
@@ -481,9 +535,8 @@ def predict(
         ds = _pos_int(sc.dataset_size, "dataset_size")
         epoch = math.ceil(ds / samples) * T
     speedup = eff = None
-    if not _baseline:
-        base = predict(baseline_scenario(sc, r), workload_fn=workload_fn, _baseline=True)
-        speedup = thr / base.throughput_samples_per_s
+    if baseline and not _baseline:
+        speedup = thr / _baseline_throughput(sc, r, workload_fn)
         eff = speedup / step.num_gpus
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()

@@ -64,7 +64,8 @@ class SystemCosts:
     compute_params, link_params
         Calibrated parameters (``None``: datasheet defaults).
     fidelity
-        Passed to ``CommCostModel``.
+        Passed to ``CommCostModel`` (``"analytic"`` closed forms or ``"simulated"`` flow-level
+        replay of each collective); an unknown value raises ``ConfigError``.
     """
 
     def __init__(
@@ -83,7 +84,8 @@ class SystemCosts:
         self.precision = precision
         self.gpu_spec = topology.gpu_spec()
         self.compute = ComputeModel(self.gpu_spec, compute_params)
-        self.comm = CommCostModel(topology, link_params=link_params, fidelity="analytic")
+        self.fidelity = fidelity
+        self.comm = CommCostModel(topology, link_params=link_params, fidelity=fidelity)
         self.link_params = link_params
         self._layer_cache: dict[LayerCost, tuple[float, float, float]] = {}
 

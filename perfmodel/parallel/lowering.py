@@ -396,6 +396,26 @@ class StepInputs:
     capacity_bytes: float
 
 
+def step_kernels(layer: LayerCost) -> int:
+    """Kernel launches of one layer in one forward + backward pass.
+
+    ``kernels + bwd_kernels`` (the per-layer counts of the H100 PyTorch traces, see
+    :class:`~perfmodel.workload.layers.LayerCost`); a hand-built layer without ``bwd_kernels``
+    counts its backward as ``2 x kernels`` (input and weight gradient), the compute model's
+    legacy rule. At least one forward kernel per layer.
+
+    >>> from perfmodel.workload.layers import LayerCost, LayerKind
+    >>> base = dict(name="fc", kind=LayerKind.LINEAR, fwd_flop=1.0, bwd_input_flop=1.0,
+    ...             bwd_weight_flop=1.0, params=1, fwd_bytes=1.0, bwd_bytes=1.0,
+    ...             activation_bytes=1.0, output_shape=(1,))
+    >>> step_kernels(LayerCost(**base, kernels=2, bwd_kernels=3)), step_kernels(LayerCost(**base))
+    (5, 3)
+    """
+    fwd = max(1, int(layer.kernels))
+    bwd = 2 * fwd if layer.bwd_kernels is None else max(0, int(layer.bwd_kernels))
+    return fwd + bwd
+
+
 def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
     """Lower one training step; dispatches on the plan's data-parallel mode and hybrid."""
     plan = inp.plan
@@ -821,8 +841,8 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
             label="replicate (broadcast params)",
             comm=CommSpec(CollectiveOp.BROADCAST, param_bytes, others, alg, CommKind.DP),
         )
-        kernels = sum(max(1, layer.kernels) for layer in inp.workload.layers)
-        disp = n * 3 * kernels * preset.dispatch_per_op_s * m
+        kernels = sum(step_kernels(layer) for layer in inp.workload.layers)
+        disp = n * kernels * preset.dispatch_per_op_s * m
         host = b.add(
             TaskKind.HOST, g0, "host", disp, [bc], label="GIL-serialised dispatch of replicas"
         )

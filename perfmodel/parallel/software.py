@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from perfmodel import units
+from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
 
@@ -62,6 +63,13 @@ class SoftwarePreset:
         Host time per sample of the *other* replicas, spent every step before compute starts
         (``c (dp - 1) batch_per_replica``): single-process multi-replica stacks that split and
         copy the global batch on the host. See :data:`TF_MIRRORED_SPLIT_PER_SAMPLE_S`.
+    dispatch_mode
+        How the framework issues kernels, a key of
+        :data:`perfmodel.compute.params.HOST_DISPATCH_S`: ``"pytorch-eager"`` for the PyTorch
+        stacks (every op dispatched from Python, which sets the per-layer host floor
+        ``ComputeParams.host_dispatch_s``, see :meth:`SoftwarePreset.host_dispatch_s`),
+        ``"none"`` for graph-mode stacks and those whose framework the preset does not fix
+        (TensorFlow graphs, Horovod, cuda-convnet2, Crossbow): no host floor.
     sources
         Where the values come from.
     """
@@ -80,6 +88,40 @@ class SoftwarePreset:
     overlap_compute_slowdown: float
     sources: tuple[str, ...]
     host_split_per_sample_s: float = 0.0
+    dispatch_mode: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.dispatch_mode not in HOST_DISPATCH_S:
+            raise ConfigError(
+                f"software preset {self.name}: unknown dispatch_mode {self.dispatch_mode!r}; "
+                f"expected one of {', '.join(HOST_DISPATCH_S)}",
+                value=self.dispatch_mode,
+                where=f"preset {self.name}",
+            )
+
+    @property
+    def eager(self) -> bool:
+        """True when the stack dispatches every kernel from Python (PyTorch eager)."""
+        return self.dispatch_mode == "pytorch-eager"
+
+    def host_dispatch_s(self, measured_eager_s: float | None = None) -> float:
+        """Host time per kernel launch for ``ComputeParams.host_dispatch_s``, seconds.
+
+        Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measured
+        eager launch cost, ``fits["launch.eager"]``), else
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 9.68 us, the H100 ``launch/tiny-op``
+        measurement). Graph-mode stacks: 0 (not host-bound), whatever was measured.
+
+        >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
+        9.68
+        >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
+        (8e-06, 0.0)
+        """
+        if not self.eager:
+            return float(HOST_DISPATCH_S[self.dispatch_mode])
+        if measured_eager_s is not None and measured_eager_s > 0:
+            return float(measured_eager_s)
+        return float(HOST_DISPATCH_S[self.dispatch_mode])
 
     def with_overrides(self, **kw: object) -> SoftwarePreset:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -119,6 +161,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Li et al., PyTorch Distributed, VLDB 2020: buckets all-reduced during backward; "
                 "first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES)",
             ),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="pytorch-dataparallel",
@@ -138,6 +181,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "scatter inputs, gather outputs; gradients reduced into device_ids[0]",
                 "PyTorch docs: DataParallel is single-process multi-thread and suffers GIL contention",
             ),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="horovod",
@@ -252,6 +296,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Narayanan et al. SC21 (Megatron-LM PTD-P): data-parallel all-reduce of the "
                 "contiguous gradient buffer after the pipeline flush (no overlap in that release)",
             ),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="deepspeed-zero1",
@@ -272,6 +317,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
                 "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
             ),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="deepspeed-zero2",
@@ -287,6 +333,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             fsdp=False,
             overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=("as deepspeed-zero1",),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="deepspeed-zero3",
@@ -302,6 +349,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             fsdp=False,
             overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=("as deepspeed-zero1",),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="fsdp",
@@ -320,6 +368,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Zhao et al., PyTorch FSDP, VLDB 2023: per-unit all-gather in forward and backward, "
                 "reduce-scatter of gradients in backward, prefetching overlaps them with compute",
             ),
+            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="crossbow",
@@ -378,6 +427,8 @@ def presets_markdown() -> str:
             host.append(f"{p.host_split_per_sample_s * 1e6:.1f} us/sample of other replicas")
         if p.dispatch_per_op_s:
             host.append(f"{p.dispatch_per_op_s * 1e6:g} us/op x replicas (GIL)")
+        if p.eager:
+            host.append(f"eager floor {p.host_dispatch_s() * 1e6:.2f} us/kernel per layer")
         rows.append(
             f"| {p.name} | {p.dp_mode.value} | {bucket} | {'yes' if p.overlap_grad_comm else 'no'} "
             f"| {p.fusion_cycle_s * 1e3:g} ms | {p.comm_algorithm} | {zero} | {'; '.join(host) or '-'} "

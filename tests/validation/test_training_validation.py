@@ -316,7 +316,9 @@ def map_row(row: dict[str, Any]) -> Mapped | str:
 
 
 def predicted_value(m: Mapped) -> tuple[float, Any]:
-    r = predict(m.scenario)
+    # no 1-GPU baseline: speedups are not judged here (scaling efficiency is computed from the
+    # predicted 1-GPU rows of each table, test_scaling_efficiency_error)
+    r = predict(m.scenario, baseline=False)
     if m.metric == "throughput":
         return r.throughput_samples_per_s, r
     if m.metric == "tokens":

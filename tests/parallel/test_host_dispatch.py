@@ -1,0 +1,151 @@
+"""Software presets set the eager host-dispatch floor; DataParallel dispatch counts backward
+kernels; SystemCosts honours its fidelity."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfmodel.api import Scenario, _costs, predict, resolve
+from perfmodel.compute.params import HOST_DISPATCH_S
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.parallel.costs import SystemCosts
+from perfmodel.parallel.lowering import step_kernels
+from perfmodel.parallel.plan import DPMode, ParallelismPlan
+from perfmodel.parallel.software import PRESETS, get_preset
+from perfmodel.topology import load_system
+from perfmodel.workload.layers import LayerCost, LayerKind, Workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+from sim_synthetic import FakeCosts, lower_synthetic
+
+PROFILE = Path(__file__).resolve().parents[2] / "calibration" / "h100-sxm5-80gb.json"
+EAGER = {
+    "pytorch-ddp",
+    "pytorch-dataparallel",
+    "fsdp",
+    "deepspeed-zero1",
+    "deepspeed-zero2",
+    "deepspeed-zero3",
+    "megatron",
+}
+
+
+def test_pytorch_presets_are_eager_graph_modes_are_not() -> None:
+    for name, p in PRESETS.items():
+        want = HOST_DISPATCH_S["pytorch-eager"] if name in EAGER else 0.0
+        assert p.eager is (name in EAGER), name
+        assert p.host_dispatch_s() == want, name
+        # a measured eager cost replaces the default only for eager stacks
+        assert p.host_dispatch_s(5e-6) == (5e-6 if name in EAGER else 0.0), name
+    with pytest.raises(ConfigError, match="dispatch_mode"):
+        dataclasses.replace(get_preset("pytorch-ddp"), dispatch_mode="jax")
+
+
+def _sc(software: str, **kw: object) -> Scenario:
+    base = dict(
+        system="dgx-h100",
+        gpus=1,
+        model="resnet50",
+        batch_per_gpu=8,
+        precision="bf16",
+        fidelity="analytic",
+        software=software,
+    )
+    base.update(kw)
+    return Scenario(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("software", "want"),
+    [("pytorch-ddp", HOST_DISPATCH_S["pytorch-eager"]), ("megatron", 9.68e-6), ("horovod", 0.0)],
+)
+def test_pipeline_compute_params_follow_the_preset(software: str, want: float) -> None:
+    r = resolve(_sc(software))
+    costs = _costs(r.topology, r.precision, None, r.preset)
+    assert costs.compute.params.host_dispatch_s == pytest.approx(want)
+
+
+def test_eager_floor_slows_small_batches_only() -> None:
+    # same plan and comm (one GPU); pytorch-ddp (eager) vs tf-replicated (graph)
+    small = [
+        predict(_sc(s), baseline=False).compute_time_s for s in ("pytorch-ddp", "tf-replicated")
+    ]
+    assert small[0] > 1.05 * small[1]
+    big = [
+        predict(_sc(s, batch_per_gpu=256), baseline=False).compute_time_s
+        for s in ("pytorch-ddp", "tf-replicated")
+    ]
+    assert big[0] == pytest.approx(big[1], rel=0.05)
+
+
+@pytest.mark.skipif(not PROFILE.exists(), reason="H100 profile not in this checkout")
+def test_calibration_profile_eager_launch_wins() -> None:
+    from perfmodel.calibration import load_profile
+
+    prof = load_profile(PROFILE)
+    measured = prof.fits["launch.eager"].values["launch_s"]
+    for software, want in (("pytorch-ddp", measured), ("tf-replicated", 0.0)):
+        r = resolve(_sc(software, calibration=str(PROFILE)))
+        costs = _costs(r.topology, r.precision, str(PROFILE), r.preset)
+        assert costs.compute.params.host_dispatch_s == pytest.approx(want)
+        # the rest of the calibrated parameters are kept
+        assert costs.compute.params.memory_efficiency == pytest.approx(
+            prof.compute_params.memory_efficiency
+        )
+
+
+def _layer(i: int, kernels: int, bwd_kernels: int | None) -> LayerCost:
+    return LayerCost(
+        name=f"l{i}",
+        kind=LayerKind.LINEAR,
+        fwd_flop=1e9,
+        bwd_input_flop=1e9,
+        bwd_weight_flop=1e9,
+        params=1000,
+        fwd_bytes=0.0,
+        bwd_bytes=0.0,
+        activation_bytes=1e6,
+        output_shape=(1, 1000),
+        block=i,
+        kernels=kernels,
+        bwd_kernels=bwd_kernels,
+    )
+
+
+def test_dataparallel_dispatch_counts_backward_kernels() -> None:
+    layers = (_layer(0, 2, 5), _layer(1, 1, None), _layer(2, 3, 0))
+    assert [step_kernels(x) for x in layers] == [7, 3, 3]
+    wl = Workload("k", layers, 1, Precision.FP32, 3000)
+    dp = 4
+    step = lower_synthetic(
+        ParallelismPlan(dp=dp, dp_mode=DPMode.GPU_MERGE),
+        wl,
+        FakeCosts(bandwidth_Bps=1e9),
+        batch_per_replica=1,
+        software="pytorch-dataparallel",
+    )
+    (host,) = [t for t in step.graph.tasks if "GIL" in t.label]
+    per_op = get_preset("pytorch-dataparallel").dispatch_per_op_s
+    assert host.duration_s == pytest.approx(dp * (7 + 3 + 3) * per_op)
+
+
+def test_system_costs_fidelity_reaches_the_comm_model() -> None:
+    topo = load_system("dgx1-v100")
+    for fid in ("analytic", "simulated"):
+        c = SystemCosts(topo, Precision.FP32, fidelity=fid)
+        assert c.comm.fidelity == fid
+    with pytest.raises(ConfigError, match="fidelity"):
+        SystemCosts(topo, Precision.FP32, fidelity="exact")
+    group = topo.gpus[:4]
+    from perfmodel.ops import CollectiveOp
+
+    a = SystemCosts(topo, Precision.FP32).collective_time(CollectiveOp.ALLREDUCE, 64e6, group)
+    s = SystemCosts(topo, Precision.FP32, fidelity="simulated").collective_time(
+        CollectiveOp.ALLREDUCE, 64e6, group
+    )
+    assert s > 0 and a > 0 and s == pytest.approx(a, rel=0.5)
