@@ -322,3 +322,20 @@ def test_yaml_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     f.write_text("system: dgx1-v100\nmodel: resnet18\nbatch_size: 128\n")
     assert main(["predict", str(f)]) == 2
     assert "unknown key 'batch_size'" in capsys.readouterr().err
+
+
+def test_predict_can_skip_the_baseline() -> None:
+    sc = _gpt(tp=2, pp=2)
+    full = predict(sc)
+    fast = predict(sc, baseline=False)
+    assert full.speedup is not None and full.scaling_efficiency is not None
+    assert fast.speedup is None and fast.scaling_efficiency is None
+    assert fast.iteration_time_s == full.iteration_time_s
+    assert fast.to_dict()["speedup"] is None
+    # the cached baseline gives the same speedup as a fresh one
+    again = predict(sc)
+    assert again.speedup == full.speedup
+    base = predict(baseline_scenario(sc), baseline=False)
+    assert full.speedup == pytest.approx(
+        full.throughput_samples_per_s / base.throughput_samples_per_s
+    )

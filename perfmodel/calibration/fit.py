@@ -497,8 +497,15 @@ def _positive_float_fields(params: Any) -> dict[str, float]:
 
 #: ComputeParams fields fitted by default (those the microbenchmarks can identify); the GEMM
 #: ceilings are folded into per-dtype ``peak_flops.<dtype>`` (achievable peaks).
+#: ``alignment_efficiency`` is identified by tensor-core GEMMs whose ``k`` or ``n`` is not a
+#: multiple of the dtype's alignment (e.g. the 4095^3 shapes of the suite), and
+#: ``fused_attention_bwd_efficiency`` by attention benchmarks timed forward + backward
+#: (``phase="fwd+bwd"``); without such measurements the identifiability check of
+#: :func:`fit_log_model` keeps their defaults (``nan`` standard error).
 DEFAULT_COMPUTE_FIELDS: tuple[str, ...] = (
     "fused_attention_efficiency",
+    "fused_attention_bwd_efficiency",
+    "alignment_efficiency",
     "memory_efficiency",
     "kernel_launch_s",
     "conv_efficiency",

@@ -46,8 +46,10 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
 
     Device fits always (:func:`~perfmodel.calibration.fit.fit_device`); ``ComputeParams`` when
     :mod:`perfmodel.compute` provides them (fitted on the microbenchmarks only: training steps
-    are kept out of the fit so that they can validate it). A fit that cannot run is recorded in
-    ``status.skipped`` with the reason.
+    are kept out of the fit so that they can validate it), starting from the current datasheet
+    defaults (tile menus included). ``ComputeParams.host_dispatch_s`` is the measured eager
+    launch cost (``fits["launch.eager"]``) when the profile has one. A fit that cannot run is
+    recorded in ``status.skipped`` with the reason.
     """
     fits = dict(profile.fits)
     fits.update(fit_device(profile))
@@ -59,6 +61,10 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
         params, result = fit_compute_params(
             profile.measurements, gpu, base=base_compute_params(profile, gpu)
         )
+        eager = fits.get("launch.eager")
+        if eager is not None and eager.values.get("launch_s", 0.0) > 0:
+            # PyTorch eager dispatch per kernel, measured: the host floor of eager training steps
+            params = replace(params, host_dispatch_s=float(eager.values["launch_s"]))
         compute_data = params.to_dict()
         fits["compute"] = result.summary(
             "ComputeModel(gpu, params).layer_time(layer) (fwd, or fwd+bwd for attention) vs GEMM/conv/attention/memory/launch microbenchmarks",
@@ -88,6 +94,45 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
         link_params_data=link_data,
         skipped=MappingProxyType(skipped),
     )
+
+
+def refit_profile(
+    profile: CalibrationProfile, *, commit: str | None = None, note: str = ""
+) -> CalibrationProfile:
+    """Re-fit a stored profile offline from its raw measurements with the current model.
+
+    No benchmark runs: :func:`finish_profile` on the stored measurements. The previous fitted
+    ``ComputeParams`` are replaced (the fit starts from the current defaults, so menus the model
+    changed since the run, such as the SIMT tile menu, are the current ones), and the re-fit is
+    appended to ``provenance["refits"]``: UTC time, perfmodel version and ``commit``, how many
+    measurements, the fitted fields and ``note``.
+    """
+    import datetime
+
+    from perfmodel import __version__ as version
+    from perfmodel.calibration.fit import DEFAULT_COMPUTE_FIELDS
+
+    out = finish_profile(profile)
+    prov = dict(out.provenance)
+    refits = list(prov.get("refits", []))
+    refits.append(
+        {
+            "refitted_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"
+            ),
+            "perfmodel_version": version,
+            "perfmodel_commit": commit or "unknown",
+            "from": f"the profile's {len(profile.measurements)} stored raw measurements "
+            f"(measured {prov.get('created_utc', '?')}); no benchmark re-run",
+            "fields": [*DEFAULT_COMPUTE_FIELDS, "peak_flops.<dtype>"],
+            "host_dispatch_s": "fits['launch.eager'] (eager PyTorch launch)"
+            if "launch.eager" in out.fits
+            else "not measured",
+            "note": note,
+        }
+    )
+    prov["refits"] = refits
+    return replace(out, provenance=MappingProxyType(prov))
 
 
 def base_compute_params(profile: CalibrationProfile, gpu: Any) -> Any:

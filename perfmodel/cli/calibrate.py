@@ -67,12 +67,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--op", help="collective of the logs when they do not name it (allreduce, allgather ...)"
     )
     p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
+    g.add_argument(
+        "--refit",
+        metavar="PROFILE",
+        help="re-fit a stored profile offline from its raw measurements with the current model "
+        "(no benchmark runs) and write it to --output; the re-fit is recorded in provenance.refits",
+    )
+    g.add_argument("--note", default="", help="with --refit: why, recorded in provenance.refits")
     p.set_defaults(func=run)
+
+
+def _git_commit() -> str | None:
+    """The perfmodel source tree's git commit (``None`` outside a checkout)."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _refit(args: argparse.Namespace) -> int:
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.calibration.runner import refit_profile
+
+    profile = refit_profile(read_profile(args.refit), commit=_git_commit(), note=args.note)
+    profile.save(args.output)
+    print(f"re-fitted {args.refit} -> {args.output}: {len(profile.measurements)} measurements")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.calibration.runner import calibrate, parse_duration
 
+    if args.refit:
+        return _refit(args)
     if args.nccl_log:
         return _import_nccl(args)
     budget = parse_duration(args.budget)
