@@ -188,8 +188,29 @@ def _topology(key: tuple[Any, ...]) -> Topology:
     )
 
 
+@lru_cache(maxsize=16)
+def _calibrated_device(path: str) -> Topology:
+    from perfmodel.calibration import load_profile
+    from perfmodel.topology.custom import device_system
+
+    prof = load_profile(path)
+    return device_system(prof.device_spec(), source=path)
+
+
 def topology_of(sc: Scenario) -> Topology:
-    """The :class:`Topology` a scenario names (cached per hardware key)."""
+    """The :class:`Topology` a scenario names (cached per hardware key).
+
+    ``system="calibrated"`` is the single device a calibration profile measured (e.g. the CPU
+    of ``perfmodel calibrate --device cpu``), with the spec the profile derives from its fits.
+    """
+    if sc.system == "calibrated":
+        if not sc.calibration:
+            raise ConfigError(
+                "system 'calibrated' is the device of a calibration profile: give --calibration FILE",
+                value=sc.system,
+                where="--system",
+            )
+        return _calibrated_device(str(sc.calibration))
     return _topology(
         (
             sc.system,
@@ -237,7 +258,7 @@ def _workload(
 
 
 @lru_cache(maxsize=64)
-def _calibration(path: str, gpu: str) -> tuple[Any, Any, float | None]:
+def _calibration(path: str, gpu: str | None) -> tuple[Any, Any, float | None]:
     """``(ComputeParams, LinkParams, measured eager launch s or None)`` of a profile."""
     from perfmodel.calibration import load_profile
 
@@ -268,7 +289,9 @@ def _costs(
     cp = lp = None
     measured = None
     if calibration:
-        cp, lp, measured = _calibration(str(calibration), topo.gpu_spec().name)
+        # a device outside the GPU catalogue (system "calibrated") is the profile's own device
+        gpu = None if topo.device_specs else topo.gpu_spec().name
+        cp, lp, measured = _calibration(str(calibration), gpu)
     if preset is not None:
         host = preset.host_dispatch_s(measured)
     else:

@@ -13,7 +13,8 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     g.add_argument(
         "--system",
         required=required,
-        help="catalogue system (perfmodel topo list), a .toml file, or 'custom'",
+        help="catalogue system (perfmodel topo list), a .toml file, 'custom' (hardware from parts), or "
+        "'calibrated' (predict: the one device a --calibration profile measured, e.g. a CPU)",
     )
     g.add_argument("--nodes", type=int, default=1, help="number of servers (default 1)")
     g.add_argument(

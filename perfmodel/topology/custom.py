@@ -306,3 +306,30 @@ def custom_system(
         )
     topo = build_cluster(desc, nodes, fabric)
     return topo
+
+
+def device_system(spec: GPUSpec, *, name: str | None = None, source: str = "<profile>") -> Topology:
+    """A one-device system for a compute device described by a spec outside the GPU catalogue.
+
+    Used for ``--system calibrated``: the device a calibration profile measured (a CPU, or a GPU
+    the catalogue lacks) with the spec the profile synthesises from its own fits
+    (:meth:`perfmodel.calibration.CalibrationProfile.device_spec`). The device is the graph's one
+    compute node (kind ``gpu`` in the schema: "the device that runs the layers"); there are no
+    links, so only single-device plans are possible.
+    """
+    import networkx as nx
+
+    graph = nx.Graph()
+    graph.add_node(
+        "dev0", kind=NodeKind.GPU, server=0, local_id="dev0", model=spec.name, gpu_index=0
+    )
+    return Topology(
+        name or f"calibrated:{spec.name}",
+        graph,
+        1,
+        f"single calibrated device {spec.name}",
+        source,
+        None,
+        (),
+        device_specs={spec.name: spec},
+    )

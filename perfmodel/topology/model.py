@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -55,6 +56,9 @@ class Topology:
     fabric: FabricSpec | None = None
     sources: tuple[str, ...] = ()
     meta: dict[str, object] = field(default_factory=dict)
+    device_specs: Mapping[str, GPUSpec] = field(default_factory=dict)
+    """Specs of compute devices outside the GPU catalogue, by model name (a device described by
+    a calibration profile, e.g. a CPU); :meth:`gpu_spec` consults them before the catalogue."""
 
     @cached_property
     def gpus(self) -> tuple[str, ...]:
@@ -87,7 +91,10 @@ class Topology:
             raise ConfigError(
                 f"{node!r} is not a GPU of system {self.name}", value=node, where=self.name
             )
-        return get_gpu(self.graph.nodes[node]["model"])
+        model = self.graph.nodes[node]["model"]
+        if model in self.device_specs:
+            return self.device_specs[model]
+        return get_gpu(model)
 
     def cpu_spec(self, cpu: str | None = None) -> CPUSpec | None:
         """Catalogue spec of CPU node ``cpu`` (default: the first CPU), or ``None`` when the

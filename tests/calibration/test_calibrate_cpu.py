@@ -100,3 +100,40 @@ def test_calibrated_prediction_of_a_real_cpu_step_within_25_percent(cpu_profile,
         f"MLP {widths} b{batch}: measured {measured.time_s * 1e3:.2f} ms, predicted {predicted * 1e3:.2f} ms, error {error:+.1%}"
     )
     assert abs(error) < 0.25
+
+
+def test_predict_uses_the_cpu_profile_for_a_real_cpu_step(cpu_profile, capsys):
+    """`perfmodel predict --system calibrated --calibration profile.json` predicts the measured
+    single-CPU step (the CLI path, not only the compute model) within 25%."""
+    from perfmodel.cli import main
+
+    widths, batch = (512, 1024, 1024, 10), 128
+    r = _run(["-c", MEASURE_STEP, json.dumps(list(widths)), str(batch)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    measured = Measurement.from_dict(json.loads(r.stdout.strip().splitlines()[-1]))
+    code = main(
+        [
+            "predict", "--system", "calibrated", "--calibration", cpu_profile,
+            "--model", "mlp", "--model-arg", "widths=" + ",".join(map(str, widths)),
+            "--batch-per-gpu", str(batch), "--optimizer", "sgd",
+            "--software", "tf-mirrored",  # graph-mode stack: no eager host dispatch (NumPy step)
+            "--fidelity", "analytic", "--json",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    error = out["iteration_time_s"] / measured.time_s - 1
+    print(
+        f"predict --system calibrated: {out['iteration_time_s'] * 1e3:.2f} ms vs measured {measured.time_s * 1e3:.2f} ms ({error:+.1%})"
+    )
+    assert abs(error) < 0.25
+    # the profile's device, not a catalogue GPU
+    assert out["memory_per_gpu_bytes"] > 0 and out["fits_in_memory"]
+
+
+def test_calibrated_system_needs_a_profile():
+    from perfmodel.api import Scenario, predict
+    from perfmodel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--calibration"):
+        predict(Scenario(system="calibrated", model="mlp", batch_per_gpu=8))
