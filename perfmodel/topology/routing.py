@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 from functools import lru_cache
+from typing import Any
 
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.topology.model import Topology
@@ -58,7 +59,7 @@ def _route_cached(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     while node != d:
         node = nxt[node]
         path.append(node)
-    return tuple(adj.names[i] for i in path)
+    return tuple(adj.names[int(i)] for i in path)
 
 
 def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[int] | None:
@@ -117,8 +118,100 @@ def _adjacency(topo: Topology) -> _Adjacency:
     return _Adjacency(topo)
 
 
+# Graphs at least this large use the vectorised (numpy) search for whole-graph next hops.
+_VECTOR_MIN_NODES = 2000
+
+
+class _ArrayAdjacency:
+    """CSR arrays of :class:`_Adjacency` for the vectorised search (both edge directions)."""
+
+    __slots__ = ("bw", "dst", "indptr", "lat", "src", "transit")
+
+    def __init__(self, adj: _Adjacency) -> None:
+        import numpy as np
+
+        counts = np.array([len(nb) for nb in adj.nbrs], dtype=np.int64)
+        self.indptr = np.concatenate(([0], np.cumsum(counts)))
+        self.src = np.repeat(np.arange(len(adj.nbrs), dtype=np.int64), counts)
+        self.dst = np.array([v for nb in adj.nbrs for v, _, _ in nb], dtype=np.int64)
+        self.bw = np.array([b for nb in adj.nbrs for _, b, _ in nb], dtype=np.float64)
+        self.lat = np.array([lt for nb in adj.nbrs for _, _, lt in nb], dtype=np.float64)
+        self.transit = np.array(adj.transit, dtype=bool)
+
+
+@lru_cache(maxsize=64)
+def _array_adjacency(topo: Topology) -> _ArrayAdjacency:
+    return _ArrayAdjacency(_adjacency(topo))
+
+
+def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
+    """Same result as the scalar search of :func:`_best_paths` (``server=None``), layer by layer
+    with numpy: BFS layers from ``d`` (endpoints reached, not expanded), then for each layer the
+    lexicographic best of (bottleneck bandwidth desc, latency asc, node index asc) over the
+    edges into the previous layer. The latency sums are formed in the same order as the scalar
+    code, so ties resolve identically."""
+    import numpy as np
+
+    a = _array_adjacency(topo)
+    n = len(a.transit)
+    dist = np.full(n, -1, dtype=np.int32)
+    dist[d] = 0
+    expandable = a.transit.copy()
+    expandable[d] = True
+    layers = [np.array([d], dtype=np.int64)]
+    frontier = layers[0]
+    level = 0
+    while frontier.size:
+        level += 1
+        f = frontier[expandable[frontier]]
+        if not f.size:
+            break
+        starts, ends = a.indptr[f], a.indptr[f + 1]
+        lens = ends - starts
+        idx = np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
+            lens.sum()
+        )
+        nb = np.unique(a.dst[idx])
+        nb = nb[dist[nb] < 0]
+        dist[nb] = level
+        layers.append(nb)
+        frontier = nb
+    best_bw = np.zeros(n)
+    best_lat = np.zeros(n)
+    nxt = np.full(n, -1, dtype=np.int32)
+    best_bw[d] = np.inf
+    nxt[d] = d
+    # edges (u -> v) from a node one layer further to an allowed next hop
+    ok_v = a.transit.copy()
+    ok_v[d] = True
+    for level_nodes in layers[1:]:
+        if not level_nodes.size:
+            continue
+        starts, ends = a.indptr[level_nodes], a.indptr[level_nodes + 1]
+        lens = ends - starts
+        idx = np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
+            lens.sum()
+        )
+        u, v = a.src[idx], a.dst[idx]
+        keep = (dist[v] == dist[u] - 1) & ok_v[v]
+        if not keep.any():
+            continue
+        u, v, bw, lat = u[keep], v[keep], a.bw[idx][keep], a.lat[idx][keep]
+        b = np.minimum(best_bw[v], bw)
+        lt = best_lat[v] + lat
+        order = np.lexsort((v, lt, -b, u))
+        u_sorted = u[order]
+        first = np.ones(u_sorted.size, dtype=bool)
+        first[1:] = u_sorted[1:] != u_sorted[:-1]
+        pick = order[first]
+        best_bw[u[pick]] = b[pick]
+        best_lat[u[pick]] = lt[pick]
+        nxt[u[pick]] = v[pick]
+    return dist, nxt  # numpy arrays: index like the scalar search's lists
+
+
 @lru_cache(maxsize=8192)
-def _best_paths(topo: Topology, dst: str, server: int | None) -> tuple[list[int], list[int]]:
+def _best_paths(topo: Topology, dst: str, server: int | None) -> tuple[Any, Any]:
     """BFS distances to ``dst`` (-1: unreachable) and the best next hop of every node (-1: none).
 
     Endpoints (GPUs) are reached but not expanded; among neighbours one layer closer the next
@@ -128,6 +221,8 @@ def _best_paths(topo: Topology, dst: str, server: int | None) -> tuple[list[int]
     adj = _adjacency(topo)
     d = adj.index[dst]
     n = len(adj.names)
+    if server is None and n >= _VECTOR_MIN_NODES:
+        return _best_paths_vectorised(topo, d)
     srv = adj.server
     dist = [-1] * n
     dist[d] = 0
