@@ -115,9 +115,14 @@ class PlanScreen:
     def _system_costs(self, nodes: int) -> Any:
         c = self._costs.get(nodes)
         if c is None:
-            from perfmodel.parallel.costs import SystemCosts
+            # The same cost models predict() uses: the software preset's host-dispatch cost
+            # (PyTorch eager) and the calibration profile, if the base scenario names one.
+            from perfmodel.api import _costs
+            from perfmodel.parallel.software import get_preset
 
-            c = SystemCosts(self._topology(nodes), self.precision)
+            preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
+            calibration = self.base.get("calibration")
+            c = _costs(self._topology(nodes), self.precision, calibration, preset)
             self._costs[nodes] = c
         return c
 
