@@ -38,6 +38,7 @@ from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import get_link
 from perfmodel.topology.builders import build_cluster
 from perfmodel.topology.io import FABRIC_TOPOLOGIES, LinkSpec, NodeSpec, ServerDescription
+from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
 from perfmodel.topology.schema import NodeKind
 
@@ -93,20 +94,6 @@ class IntraNode(str, enum.Enum):
 
 # CPU interconnect assumed for a host of the given PCIe generation: (link tech, count).
 _SOCKET_LINK = {3: ("upi-10.4", 2), 4: ("upi-11.2", 3), 5: ("upi-16", 4)}
-
-
-def _link(a: str, b: str, tech_name: str, count: int = 1) -> LinkSpec:
-    tech = get_link(tech_name)
-    return LinkSpec(
-        a=a,
-        b=b,
-        tech=tech.name,
-        family=tech.family,
-        count=count,
-        bandwidth_Bps=tech.bandwidth_Bps * count,
-        efficiency=tech.efficiency,
-        latency_s=tech.latency_s,
-    )
 
 
 def _host_tree(

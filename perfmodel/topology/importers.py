@@ -32,6 +32,7 @@ from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.builders import build_cluster
 from perfmodel.topology.io import LinkSpec, NodeSpec, ServerDescription
+from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
 from perfmodel.topology.schema import NodeKind, validate_graph
 
@@ -77,20 +78,6 @@ class _UnionFind:
         for x in order:
             out.setdefault(self.find(x), []).append(x)
         return list(out.values())
-
-
-def _link(a: str, b: str, tech_name: str, count: int = 1) -> LinkSpec:
-    tech = get_link(tech_name)
-    return LinkSpec(
-        a=a,
-        b=b,
-        tech=tech.name,
-        family=tech.family,
-        count=count,
-        bandwidth_Bps=tech.bandwidth_Bps * count,
-        efficiency=tech.efficiency,
-        latency_s=tech.latency_s,
-    )
 
 
 def _pcie_gen(spec: GPUSpec) -> int:

@@ -88,6 +88,23 @@ class LinkSpec:
     latency_s: float
 
 
+def link_from_tech(a: str, b: str, tech_name: str, count: int = 1) -> LinkSpec:
+    """A link of ``count`` bundled units of catalogue technology ``tech_name`` between ``a`` and
+    ``b``: raw bandwidth ``count x`` the technology's (bytes/s per direction), its efficiency and
+    latency."""
+    tech = get_link(tech_name)
+    return LinkSpec(
+        a=a,
+        b=b,
+        tech=tech.name,
+        family=tech.family,
+        count=count,
+        bandwidth_Bps=tech.bandwidth_Bps * count,
+        efficiency=tech.efficiency,
+        latency_s=tech.latency_s,
+    )
+
+
 @dataclass(frozen=True)
 class ServerDescription:
     """One server (machine) as read from a topology file, before replication into a cluster."""
