@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from perfmodel._enum import parse_enum
 from perfmodel.errors import CalibrationError
 
 
@@ -163,14 +164,13 @@ class Measurement:
         for name in ("kind", "key", "params", "time_s", "repeats"):
             if name not in d:
                 raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
-        try:
-            kind = BenchKind(d["kind"])
-        except ValueError as exc:
-            raise CalibrationError(
-                f"{where}: unknown measurement kind {d['kind']!r}",
-                value=d["kind"],
-                where=where,
-            ) from exc
+        kind = parse_enum(
+            BenchKind,
+            d["kind"],
+            where=where,
+            template="{where}: unknown measurement kind {text!r}; expected {expected}",
+            error=CalibrationError,
+        )
         median = float(d["time_s"])
         timing = TimingStats(
             median_s=median,

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from perfmodel._enum import parse_enum
 from perfmodel._io import write_json_atomic
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.errors import CalibrationError, UnknownHardwareError
@@ -115,14 +116,13 @@ class DeviceInfo:
                     value=name,
                     where=where,
                 )
-        try:
-            kind = DeviceKind(d["kind"])
-        except ValueError as exc:
-            raise CalibrationError(
-                f"{where}: device.kind {d['kind']!r} is not one of cpu, cuda",
-                value=d["kind"],
-                where=where,
-            ) from exc
+        kind = parse_enum(
+            DeviceKind,
+            d["kind"],
+            where=where,
+            template="{where}: device.kind {text!r} is not {expected}",
+            error=CalibrationError,
+        )
         return cls(
             kind=kind,
             name=str(d["name"]),
