@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 
 from perfmodel.dtypes import DType, Precision
 from perfmodel.hardware.gpus import GPUSpec
-from perfmodel.workload._net import as_precision
 from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
 from perfmodel.workload.memory import Optimizer, Recompute
 
@@ -319,7 +318,7 @@ class ComputeModel:
         ``4 + 2`` bytes per parameter) and the backward casts the weight gradient back to FP32
         (autocast's cast is differentiable: one more kernel, ``2 + 4`` bytes per parameter).
         """
-        prec = as_precision(precision)
+        prec = Precision.parse(precision, where="precision")
         dtype = prec.matmul_dtype
         p = self.params
         g = layer.gemm
@@ -530,7 +529,7 @@ class ComputeModel:
         >>> round(cm.optimizer_time(1e9, "adam", "fp32"), 4)
         0.0389
         """
-        prec = as_precision(precision)
+        prec = Precision.parse(precision, where="precision")
         opt = Optimizer.parse(optimizer)
         per_param = prec.grad_bytes + 8 + 2 * opt.state_bytes_per_param
         if prec.mixed:

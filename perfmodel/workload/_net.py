@@ -54,17 +54,6 @@ _ELEMENTWISE_FLOP = {
 }
 
 
-def as_precision(value: Precision | str, *, where: str = "precision") -> Precision:
-    """``Precision`` from an enum member or its name (``"bf16"``).
-
-    >>> as_precision("BF16")
-    <Precision.BF16: 'bf16'>
-    """
-    if isinstance(value, Precision):
-        return value
-    return Precision.parse(value, where=where)
-
-
 def numel(shape: Sequence[int]) -> int:
     """Number of elements of a tensor of ``shape``.
 

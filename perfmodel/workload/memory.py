@@ -39,7 +39,6 @@ from perfmodel import units
 from perfmodel._enum import parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
-from perfmodel.workload._net import as_precision
 from perfmodel.workload.layers import LayerCost, LayerKind, Workload
 
 
@@ -150,7 +149,7 @@ def param_state_bytes(
     >>> param_state_bytes(10, "fp32", "sgd")
     (40.0, 40.0, 0.0)
     """
-    prec = as_precision(precision)
+    prec = Precision.parse(precision, where="precision")
     opt = Optimizer.parse(optimizer)
     p = float(params)
     weights = p * prec.param_bytes + (p * 4 if prec.mixed else 0.0)
@@ -200,10 +199,18 @@ def activation_bytes(
     """
     if isinstance(workload, Workload):
         layers = list(workload.layers)
-        prec = workload.precision if precision is None else as_precision(precision)
+        prec = (
+            workload.precision
+            if precision is None
+            else Precision.parse(precision, where="precision")
+        )
     else:
         layers = list(workload)
-        prec = as_precision(precision) if precision is not None else Precision.FP32
+        prec = (
+            Precision.parse(precision, where="precision")
+            if precision is not None
+            else Precision.FP32
+        )
     mode = Recompute.parse(recompute)
     if mode is Recompute.NONE:
         return float(sum(la.activation_bytes for la in layers))

@@ -27,7 +27,7 @@ from typing import Any
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
-from perfmodel.workload._net import Net, as_precision
+from perfmodel.workload._net import Net
 from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
 
 _FREE_OPS = {
@@ -136,7 +136,7 @@ def from_torch(
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    prec = as_precision(precision)
+    prec = Precision.parse(precision, where="precision")
     inputs = sample_input if isinstance(sample_input, (tuple, list)) else (sample_input,)
     meta_inputs = tuple(x.to("meta") if hasattr(x, "to") else x for x in inputs)
     model = copy.deepcopy(module).to("meta")

@@ -16,7 +16,7 @@ from typing import Any
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
-from perfmodel.workload._net import Net, as_precision
+from perfmodel.workload._net import Net
 from perfmodel.workload.layers import Workload
 from perfmodel.workload.zoo import cnn, inception, mlp, transformer
 
@@ -360,7 +360,7 @@ def build_model(
     79510
     """
     info = get_model_info(name)
-    prec = as_precision(precision)
+    prec = Precision.parse(precision, where="precision")
     try:
         batch = int(batch_size)
     except (TypeError, ValueError) as exc:
