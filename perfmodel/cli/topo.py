@@ -36,8 +36,8 @@ from perfmodel.topology.analysis import (
 )
 from perfmodel.topology.importers import export_dict, import_topology
 from perfmodel.topology.schema import NodeKind, effective_bandwidth
+from perfmodel.units import GB
 
-GB = 1e9
 # Above this many GPUs the bandwidth matrix covers the first two servers only (n^2 routes).
 MATRIX_GPU_LIMIT = 128
 

@@ -20,6 +20,7 @@ from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology.model import Topology
 from perfmodel.topology.schema import NodeKind, effective_bandwidth
+from perfmodel.units import GB
 
 FAMILY_COLOURS = {
     LinkFamily.PCIE: "#1f77b4",
@@ -52,7 +53,7 @@ def _natural(s: str) -> tuple[object, ...]:
 
 def edge_width(bandwidth_Bps: float) -> float:
     """Line width (points) for an effective bandwidth: ``min(10, 0.6 + 0.45 sqrt(GB/s))``."""
-    return min(10.0, 0.6 + 0.45 * math.sqrt(bandwidth_Bps / 1e9))
+    return min(10.0, 0.6 + 0.45 * math.sqrt(bandwidth_Bps / GB))
 
 
 def layout(topo: Topology) -> dict[str, tuple[float, float]]:
@@ -279,7 +280,7 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
             [],
             color=FAMILY_COLOURS.get(f, "#333"),
             lw=edge_width(max(bws)),
-            label=f"{f.value} (up to {max(bws) / 1e9:.0f} GB/s)",
+            label=f"{f.value} (up to {max(bws) / GB:.0f} GB/s)",
         )
         for f, bws in sorted(fam_bw.items(), key=lambda kv: -max(kv[1]))
     ]
