@@ -30,9 +30,12 @@ COMM_OVERLAP_COMPUTE_SLOWDOWN = 0.05
 PYTORCH_DISPATCH_PER_OP_S = 10 * units.us
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SoftwarePreset:
     """Knobs of one training stack.
+
+    Every field but ``name``, ``dp_mode`` and ``sources`` has a default (the plain synchronous
+    stack: one bucket after backward, no host costs, no sharding); presets state what differs.
 
     Attributes
     ----------
@@ -76,16 +79,16 @@ class SoftwarePreset:
 
     name: str
     dp_mode: DPMode
-    bucket_bytes: float | None
-    first_bucket_bytes: float | None
-    overlap_grad_comm: bool
-    fusion_cycle_s: float
-    comm_algorithm: str
-    host_step_s: float
-    dispatch_per_op_s: float
-    zero: int
-    fsdp: bool
-    overlap_compute_slowdown: float
+    bucket_bytes: float | None = None
+    first_bucket_bytes: float | None = None
+    overlap_grad_comm: bool = False
+    fusion_cycle_s: float = 0.0
+    comm_algorithm: str = "auto"
+    host_step_s: float = 0.0
+    dispatch_per_op_s: float = 0.0
+    zero: int = 0
+    fsdp: bool = False
+    overlap_compute_slowdown: float = COMM_OVERLAP_COMPUTE_SLOWDOWN
     sources: tuple[str, ...]
     host_split_per_sample_s: float = 0.0
     dispatch_mode: str = "none"
@@ -140,6 +143,22 @@ TF_MIRRORED_SPLIT_PER_SAMPLE_S = 35.9 * units.us
 
 _MB = units.MiB  # DDP's bucket_cap_mb and Horovod's fusion threshold are binary megabytes
 
+_DEEPSPEED_ZERO1 = SoftwarePreset(
+    name="deepspeed-zero1",
+    dp_mode=DPMode.ALLREDUCE,
+    bucket_bytes=500e6 * 2,  # 5e8 elements of 2-byte (fp16/bf16) gradients
+    overlap_grad_comm=True,
+    zero=1,
+    sources=(
+        "DeepSpeed config docs: reduce_bucket_size / allgather_bucket_size default 5e8 "
+        "elements; overlap_comm",
+        "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
+        "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
+    ),
+    dispatch_mode="pytorch-eager",
+)
+
+#: Every preset states only what differs from the :class:`SoftwarePreset` defaults.
 PRESETS: dict[str, SoftwarePreset] = {
     p.name: p
     for p in (
@@ -149,13 +168,6 @@ PRESETS: dict[str, SoftwarePreset] = {
             bucket_bytes=25 * _MB,
             first_bucket_bytes=1 * _MB,
             overlap_grad_comm=True,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "torch.nn.parallel.DistributedDataParallel docs: bucket_cap_mb=25",
                 "Li et al., PyTorch Distributed, VLDB 2020: buckets all-reduced during backward; "
@@ -166,16 +178,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="pytorch-dataparallel",
             dp_mode=DPMode.GPU_MERGE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
-            overlap_grad_comm=False,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
             dispatch_per_op_s=PYTORCH_DISPATCH_PER_OP_S,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "torch.nn.DataParallel docs: replicate module from device_ids[0] every forward, "
                 "scatter inputs, gather outputs; gradients reduced into device_ids[0]",
@@ -187,15 +190,9 @@ PRESETS: dict[str, SoftwarePreset] = {
             name="horovod",
             dp_mode=DPMode.ALLREDUCE,
             bucket_bytes=64 * _MB,
-            first_bucket_bytes=None,
             overlap_grad_comm=True,
             fusion_cycle_s=5 * units.ms,
             comm_algorithm="ring",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "Horovod docs/tensor-fusion.rst: HOROVOD_FUSION_THRESHOLD default 64 MB; "
                 "HOROVOD_CYCLE_TIME default 5 ms (changed to 1 ms / 128 MB in v0.21.0, PR #2468)",
@@ -205,16 +202,6 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="tf-mirrored",
             dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
-            overlap_grad_comm=False,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "tf.distribute.MirroredStrategy docs: NcclAllReduce cross-device ops; gradients are "
                 "all-reduced (batched into packs) after the gradient computation, before apply",
@@ -226,16 +213,6 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="tf-replicated",
             dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
-            overlap_grad_comm=False,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "tensorflow/benchmarks tf_cnn_benchmarks (2017): variable_update=replicated with "
                 "NCCL all-reduce of the gradients after they are computed, in the same graph step; "
@@ -245,16 +222,6 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="cuda-convnet2",
             dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
-            overlap_grad_comm=False,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "Krizhevsky 2014, 'One weird trick...' (arXiv:1404.5997), sections 3-5: workers "
                 "synchronise weight gradients every batch; no overlap with the backward pass is "
@@ -264,16 +231,6 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="keras-multi-gpu",
             dp_mode=DPMode.CPU_MERGE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
-            overlap_grad_comm=False,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "tf.keras.utils.multi_gpu_model docs (TF 1.15/2.1): sub-batches on each GPU, "
                 "results concatenated on the CPU, cpu_merge=True keeps/merges weights on the CPU",
@@ -282,88 +239,21 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="megatron",
             dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
-            overlap_grad_comm=False,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "Narayanan et al. SC21 (Megatron-LM PTD-P): data-parallel all-reduce of the "
                 "contiguous gradient buffer after the pipeline flush (no overlap in that release)",
             ),
             dispatch_mode="pytorch-eager",
         ),
-        SoftwarePreset(
-            name="deepspeed-zero1",
-            dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=500e6 * 2,
-            first_bucket_bytes=None,
-            overlap_grad_comm=True,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=1,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
-            sources=(
-                "DeepSpeed config docs: reduce_bucket_size / allgather_bucket_size default 5e8 "
-                "elements; overlap_comm",
-                "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
-                "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
-            ),
-            dispatch_mode="pytorch-eager",
-        ),
-        SoftwarePreset(
-            name="deepspeed-zero2",
-            dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=500e6 * 2,
-            first_bucket_bytes=None,
-            overlap_grad_comm=True,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=2,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
-            sources=("as deepspeed-zero1",),
-            dispatch_mode="pytorch-eager",
-        ),
-        SoftwarePreset(
-            name="deepspeed-zero3",
-            dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=500e6 * 2,
-            first_bucket_bytes=None,
-            overlap_grad_comm=True,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=3,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
-            sources=("as deepspeed-zero1",),
-            dispatch_mode="pytorch-eager",
-        ),
+        _DEEPSPEED_ZERO1,
+        replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2, sources=("as deepspeed-zero1",)),
+        replace(_DEEPSPEED_ZERO1, name="deepspeed-zero3", zero=3, sources=("as deepspeed-zero1",)),
         SoftwarePreset(
             name="fsdp",
             dp_mode=DPMode.ALLREDUCE,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
             overlap_grad_comm=True,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
             zero=3,
             fsdp=True,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "Zhao et al., PyTorch FSDP, VLDB 2023: per-unit all-gather in forward and backward, "
                 "reduce-scatter of gradients in backward, prefetching overlaps them with compute",
@@ -373,16 +263,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="crossbow",
             dp_mode=DPMode.CROSSBOW,
-            bucket_bytes=None,
-            first_bucket_bytes=None,
             overlap_grad_comm=True,
-            fusion_cycle_s=0.0,
-            comm_algorithm="auto",
-            host_step_s=0.0,
-            dispatch_per_op_s=0.0,
-            zero=0,
-            fsdp=False,
-            overlap_compute_slowdown=COMM_OVERLAP_COMPUTE_SLOWDOWN,
             sources=(
                 "Koliousis et al., Crossbow, VLDB 2019: m learners per GPU, synchronous model "
                 "averaging (SMA) with a central average model, overlapped with the next step",
