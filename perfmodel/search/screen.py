@@ -144,6 +144,7 @@ class PlanScreen:
         Members are ``stride`` ranks apart; if they all fit in one server the path between two
         neighbours inside it is the bottleneck, otherwise the per-GPU path between servers.
         """
+        from perfmodel.comm.closed_form import ring_allreduce_time
         from perfmodel.topology import path_bandwidth, path_latency
 
         if n < 2 or nbytes <= 0:
@@ -156,7 +157,7 @@ class PlanScreen:
             a, b = topo.gpus[0], topo.gpus[self.gpus_per_node]
         bw = float(path_bandwidth(topo, a, b))
         alpha = float(path_latency(topo, a, b))
-        return 2.0 * (n - 1) / n * nbytes / bw + 2.0 * (n - 1) * alpha
+        return ring_allreduce_time(n, nbytes, alpha, bw)
 
     # -------------------------------------------------------------- workload
     def _workload(self, batch: int, tp: int, sp: bool) -> Any:
