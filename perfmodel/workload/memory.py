@@ -39,6 +39,7 @@ from perfmodel import units
 from perfmodel._enum import parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
+from perfmodel.workload._net import numel
 from perfmodel.workload.layers import LayerCost, LayerKind, Workload
 
 
@@ -222,17 +223,10 @@ def activation_bytes(
     prev: LayerCost | None = None
     for la in layers:
         if la.block is not None and prev is not None and prev.block != la.block:
-            kept_inputs += _numel(prev.output_shape) * prec.activation_bytes
+            kept_inputs += numel(prev.output_shape) * prec.activation_bytes
         prev = la
     largest = max(per_block.values(), default=0.0)
     return float(outside + kept_inputs + largest)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def workspace_bytes(workload: Workload) -> float:
@@ -241,7 +235,7 @@ def workspace_bytes(workload: Workload) -> float:
     a = workload.precision.activation_bytes
     peak_layer = 0.0
     for la in workload.layers:
-        peak_layer = max(peak_layer, 2.0 * _numel(la.output_shape) * a)
+        peak_layer = max(peak_layer, 2.0 * numel(la.output_shape) * a)
     return CUDA_CONTEXT_BYTES + LIBRARY_WORKSPACE_BYTES + peak_layer
 
 

@@ -22,12 +22,11 @@ element-wise op is assumed to keep nothing; softmax keeps its output; dropout it
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
-from perfmodel.workload._net import Net
+from perfmodel.workload._net import Net, numel
 from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
 
 _FREE_OPS = {
@@ -96,10 +95,6 @@ def _require_torch() -> Any:
 
 def _shape(t: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in t.shape)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    return math.prod(shape) if shape else 1
 
 
 def from_torch(
@@ -212,7 +207,7 @@ def from_torch(
         elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
             net.batchnorm(nm, x if len(x) > 1 else (x[0], 1))
         elif isinstance(m, nn.Embedding):
-            tokens = _numel(x)
+            tokens = numel(x)
             net.embedding(nm, tokens, 1, m.num_embeddings, m.embedding_dim)
         else:  # LayerNorm, GroupNorm, RMSNorm
             net.norm(nm, x, params=params, rms=type(m).__name__ == "RMSNorm")
@@ -315,7 +310,7 @@ def _record(net: Net, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
         batch = xs[0] if len(xs) == 3 else 1
         m, k = xs[-2], xs[-1]
         n = ys[-1]
-        net.matmul(name, batch, m, n, k, saved_bytes=(_numel(xs) + _numel(ys)) * a)
+        net.matmul(name, batch, m, n, k, saved_bytes=(numel(xs) + numel(ys)) * a)
         return
     if "scaled_dot_product" in base:
         q, key = _shape(tensors[0]), _shape(tensors[1])
@@ -340,8 +335,8 @@ def _record(net: Net, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
         return
     if not out_t:
         return
-    el_out = _numel(_shape(out_t[0]))
-    el_in = sum(_numel(_shape(t)) for t in tensors)
+    el_out = numel(_shape(out_t[0]))
+    el_in = sum(numel(_shape(t)) for t in tensors)
     saved = 0.0
     kind = LayerKind.ELEMENTWISE
     if "softmax" in base:
