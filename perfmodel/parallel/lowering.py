@@ -544,6 +544,38 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         nbytes = seg.params * prec.param_bytes
         return dp_coll(s, CollectiveOp.ALLGATHER, nbytes, dep, label, CommKind.ZERO)
 
+    def segment_tasks(
+        s: int, phase: str, mb: int, c: int, dur: float, deps: list[int], tp_s: float
+    ) -> int:
+        """One segment's compute (``phase`` "F" or "B") and its tensor-parallel collective.
+
+        Returns the task id the next segment waits on.
+        """
+        k = c * P + s
+        tid = b.add(
+            TaskKind.COMPUTE,
+            gpu[s],
+            "compute",
+            dur,
+            deps,
+            label=f"{phase}{mb}" + (f".c{c}" if V > 1 else ""),
+            microbatch=mb,
+            chunk=k,
+        )
+        gather_hist[s].append(tid)
+        if tp_s > 0:
+            tid = b.add(
+                TaskKind.COLLECTIVE,
+                gpu[s],
+                "compute",
+                tp_s,
+                [tid],
+                label=f"TP {phase}{mb}",
+                microbatch=mb,
+                chunk=k,
+            )
+        return tid
+
     def emit(s: int, phase: str, mb: int, c: int) -> None:
         k = c * P + s
         ch = chunks[k]
@@ -559,30 +591,8 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
                     sd.append(gathers_for(s, seg, f"AG F{mb}.{k}.{si}"))
                     if first_seg_done[s]:
                         dur *= slow
-                tid = b.add(
-                    TaskKind.COMPUTE,
-                    gpu[s],
-                    "compute",
-                    dur,
-                    sd,
-                    label=f"F{mb}" + (f".c{c}" if V > 1 else ""),
-                    microbatch=mb,
-                    chunk=k,
-                )
+                tid = segment_tasks(s, "F", mb, c, dur, sd, seg.tp_fwd_s)
                 first_seg_done[s] = True
-                gather_hist[s].append(tid)
-                if seg.tp_fwd_s > 0:
-                    tid = b.add(
-                        TaskKind.COLLECTIVE,
-                        gpu[s],
-                        "compute",
-                        seg.tp_fwd_s,
-                        [tid],
-                        label=f"TP F{mb}",
-                        microbatch=mb,
-                        chunk=k,
-                        comm=None,
-                    )
                 deps = [tid]
             last_compute[s] = tid
             f_done[(mb, k)] = tid
@@ -610,28 +620,7 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
                 dur *= slow
             elif overlap and final_mb and si > 0:
                 dur *= slow
-            tid = b.add(
-                TaskKind.COMPUTE,
-                gpu[s],
-                "compute",
-                dur,
-                sd,
-                label=f"B{mb}" + (f".c{c}" if V > 1 else ""),
-                microbatch=mb,
-                chunk=k,
-            )
-            gather_hist[s].append(tid)
-            if seg.tp_bwd_s > 0:
-                tid = b.add(
-                    TaskKind.COLLECTIVE,
-                    gpu[s],
-                    "compute",
-                    seg.tp_bwd_s,
-                    [tid],
-                    label=f"TP B{mb}",
-                    microbatch=mb,
-                    chunk=k,
-                )
+            tid = segment_tasks(s, "B", mb, c, dur, sd, seg.tp_bwd_s)
             deps = [tid]
             if dp_on and overlap and (final_mb or reduce_every_mb):
                 op = CollectiveOp.REDUCESCATTER if plan.shard_stage >= 1 else CollectiveOp.ALLREDUCE
