@@ -582,10 +582,8 @@ def _via_nics(
 ) -> tuple[str, ...]:
     """Inter-server hop ``src -> dst`` leaving through ``exit_nic`` and entering through the NIC of
     ``dst``'s server with the same local id as ``entry_nic`` (NCCL assigns a NIC per channel)."""
-    topo = links.topology
     if exit_nic is None or entry_nic is None:
         return links.route(src, dst)
-    del topo
     x_out = links.by_local[links.server[src]].get(local_of[exit_nic])
     x_in = links.by_local[links.server[dst]].get(local_of[entry_nic])
     if x_out is None or x_in is None:
