@@ -424,7 +424,7 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
     valid = {
         cnn.resnet: cnn._RESNET_BLOCKS,
         cnn.vgg: cnn._VGG_CFG,
-        cnn.resnet_v2: {50: 0, 101: 0, 152: 0},
+        cnn.resnet_v2: cnn._RESNET_V2_DEPTHS,
     }.get(info.builder)
     if valid is not None and depth not in valid:
         raise ConfigError(

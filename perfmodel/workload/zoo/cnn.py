@@ -208,6 +208,9 @@ _RESNET_BLOCKS = {
     101: ("bottleneck", [3, 4, 23, 3]),
     152: ("bottleneck", [3, 8, 36, 3]),
 }
+#: Depths of ``tf.keras.applications.ResNet{50,101,152}V2``; their stacks have the unit counts
+#: of the bottleneck ResNets above.
+_RESNET_V2_DEPTHS = (50, 101, 152)
 
 
 def resnet(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: int = 1000) -> None:
@@ -261,7 +264,7 @@ def resnet_v2(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: 
     unit, 1x1/stride max-pool shortcut where the stride is 2), final BN-ReLU, global pool, dense.
     Keras BN keeps 4 numbers per channel (2 trainable, 2 moving statistics).
     """
-    counts = {50: [3, 4, 6, 3], 101: [3, 4, 23, 3], 152: [3, 8, 36, 3]}[depth]
+    counts = _RESNET_BLOCKS[depth][1]  # build_model checks depth against _RESNET_V2_DEPTHS
     x = _image_input(net, image_size)
     x = net.conv("conv1", x, 64, 7, 2, 3, bias=True)
     x = net.pool("pool1", x, 3, 2, 1)
