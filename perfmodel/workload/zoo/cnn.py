@@ -20,6 +20,7 @@ from __future__ import annotations
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
+from perfmodel.workload.layers import LayerKind
 
 # -- shared pieces ------------------------------------------------------------------------------
 
@@ -38,22 +39,14 @@ def _adaptive_pool(net: Net, name: str, x: Shape, out: int) -> Shape:
     if h == out and w == out:
         return x
     el, y = numel(x), (n, c, out, out)
-    from perfmodel.workload.layers import LayerCost, LayerKind
-
-    net.other(
-        LayerCost(
-            name=name,
-            kind=LayerKind.POOL,
-            fwd_flop=float(el),
-            bwd_input_flop=float(el),
-            bwd_weight_flop=0.0,
-            params=0,
-            fwd_bytes=(el + numel(y)) * net.act_bytes,
-            bwd_bytes=(el + numel(y)) * net.act_bytes,
-            activation_bytes=0.0,
-            output_shape=y,
-            block=net.block,
-        )
+    net._kernel(
+        name,
+        LayerKind.POOL,
+        fwd_flop=float(el),
+        bwd_flop=float(el),
+        fwd_bytes=(el + numel(y)) * net.act_bytes,
+        bwd_bytes=(el + numel(y)) * net.act_bytes,
+        output_shape=y,
     )
     return y
 
