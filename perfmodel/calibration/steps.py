@@ -13,9 +13,11 @@ with causal mask, GELU MLP of width 4h, tied LM head) written out below.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -447,14 +449,14 @@ def torch_step(
     finally:
         for h in handles:
             h.remove()
-    trace = Path(trace_path) if trace_path else None
-    if trace is None:
-        import tempfile
-
-        trace = Path(tempfile.mkdtemp()) / f"{spec.model}.json"
-    trace.parent.mkdir(parents=True, exist_ok=True)
-    prof.export_chrome_trace(str(trace))
-    summary = summarize_trace(trace)
+    with contextlib.ExitStack() as stack:
+        if trace_path:
+            trace = Path(trace_path)
+        else:  # a temporary trace, deleted once summarised
+            trace = Path(stack.enter_context(tempfile.TemporaryDirectory())) / f"{spec.model}.json"
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+        summary = summarize_trace(trace)
     for lt in summary.layers:
         out.append(
             Measurement(
