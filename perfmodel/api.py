@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -188,8 +189,24 @@ def _topology(key: tuple[Any, ...]) -> Topology:
     )
 
 
-@lru_cache(maxsize=16)
+def _file_stamp(path: str) -> int | None:
+    """Modification time (ns) of ``path``, ``None`` if it cannot be read.
+
+    Part of every cache key that a calibration profile feeds, so a profile rewritten on disk
+    (``perfmodel calibrate`` again, a hand edit) is read again instead of served stale.
+    """
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None  # load_profile raises its own error naming the file
+
+
 def _calibrated_device(path: str) -> Topology:
+    return _calibrated_device_cached(path, _file_stamp(path))
+
+
+@lru_cache(maxsize=16)
+def _calibrated_device_cached(path: str, _stamp: int | None) -> Topology:
     from perfmodel.calibration import load_profile
     from perfmodel.topology.custom import device_system
 
@@ -258,8 +275,11 @@ def _workload(
 
 
 @lru_cache(maxsize=64)
-def _calibration(path: str, gpu: str | None) -> tuple[Any, Any, float | None]:
-    """``(ComputeParams, LinkParams, measured eager launch s or None)`` of a profile."""
+def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, Any, float | None]:
+    """``(ComputeParams, LinkParams, measured eager launch s or None)`` of a profile.
+
+    Cached per (path, GPU, :func:`_file_stamp`).
+    """
     from perfmodel.calibration import load_profile
 
     prof = load_profile(path, gpu=gpu)
@@ -270,9 +290,6 @@ def _calibration(path: str, gpu: str | None) -> tuple[Any, Any, float | None]:
     elif "launch.eager" in prof.fits:
         eager = float(prof.fits["launch.eager"].values["launch_s"])
     return cp, prof.link_params, eager
-
-
-_COSTS: dict[tuple[Any, ...], SystemCosts] = {}
 
 
 def _costs(
@@ -286,29 +303,41 @@ def _costs(
     launch cost when ``calibration`` is given; graph-mode stacks get 0. ``preset=None`` keeps
     the profile's (or the datasheet default's) value.
     """
-    cp = lp = None
+    cp = None
     measured = None
+    gpu = stamp = None
     if calibration:
+        calibration = str(calibration)
         # a device outside the GPU catalogue (system "calibrated") is the profile's own device
         gpu = None if topo.device_specs else topo.gpu_spec().name
-        cp, lp, measured = _calibration(str(calibration), gpu)
+        stamp = _file_stamp(calibration)
+        cp, _, measured = _calibration(calibration, gpu, stamp)
     if preset is not None:
         host = preset.host_dispatch_s(measured)
     else:
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
-    key = (id(topo), precision, calibration, host)
-    hit = _COSTS.get(key)
-    if hit is None or hit.topology is not topo:
-        if host > 0 or cp is not None:
-            from perfmodel.compute import ComputeParams
+    return _system_costs(topo, precision, calibration, gpu, stamp, host)
 
-            base = cp if cp is not None else ComputeParams.for_gpu(topo.gpu_spec())
-            cp = replace(base, host_dispatch_s=host)
-        hit = SystemCosts(topo, precision, compute_params=cp, link_params=lp)
-        if len(_COSTS) > 256:
-            _COSTS.clear()
-        _COSTS[key] = hit
-    return hit
+
+@lru_cache(maxsize=256)
+def _system_costs(
+    topo: Topology,
+    precision: Precision,
+    calibration: str | None,
+    gpu: str | None,
+    stamp: int | None,
+    host_dispatch_s: float,
+) -> SystemCosts:
+    """:class:`SystemCosts` of :func:`_costs` (``Topology`` hashes by identity)."""
+    cp = lp = None
+    if calibration:
+        cp, lp, _ = _calibration(calibration, gpu, stamp)
+    if host_dispatch_s > 0 or cp is not None:
+        from perfmodel.compute import ComputeParams
+
+        base = cp if cp is not None else ComputeParams.for_gpu(topo.gpu_spec())
+        cp = replace(base, host_dispatch_s=host_dispatch_s)
+    return SystemCosts(topo, precision, compute_params=cp, link_params=lp)
 
 
 def _divisors(n: int) -> list[int]:
@@ -497,13 +526,17 @@ def _run(
     return simulate(step.graph), "simulated (closed-form comm)"
 
 
-#: Baseline (1-GPU) throughputs by the baseline scenario's content hash (zoo workloads only).
+#: Baseline (1-GPU) throughputs by the baseline scenario's content hash and the calibration profile's
+#: file stamp (zoo workloads only).
 _BASELINES: dict[str, float] = {}
 
 
 def _baseline_throughput(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> float:
     base_sc = baseline_scenario(sc, r)
-    key = base_sc.content_hash() if workload_fn is None else None
+    key = None
+    if workload_fn is None:  # the profile's file stamp: a rewritten profile is a new baseline
+        stamp = _file_stamp(str(sc.calibration)) if sc.calibration else None
+        key = f"{base_sc.content_hash()}:{stamp}"
     if key is not None and key in _BASELINES:
         return _BASELINES[key]
     thr = predict(base_sc, workload_fn=workload_fn, _baseline=True).throughput_samples_per_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -339,3 +340,33 @@ def test_predict_can_skip_the_baseline() -> None:
     assert full.speedup == pytest.approx(
         full.throughput_samples_per_s / base.throughput_samples_per_s
     )
+
+
+def test_calibration_profile_rewritten_on_disk_is_read_again(tmp_path: Path) -> None:
+    """The profile caches key on the file's modification time, not only its path."""
+    src = Path(__file__).resolve().parents[1] / "calibration" / "h100-sxm5-80gb.json"
+    if not src.exists():
+        pytest.skip("H100 profile not in this checkout")
+    prof = tmp_path / "h100.json"
+    data = json.loads(src.read_text())
+    prof.write_text(json.dumps(data))
+    sc = Scenario(
+        system="dgx-h100",
+        gpus=2,
+        model="resnet50",
+        batch_per_gpu=32,
+        fidelity="analytic",
+        calibration=str(prof),
+    )
+    before = predict(sc)
+    data["compute_params"]["memory_efficiency"] /= 4
+    data["compute_params"]["tensor_core_efficiency"] /= 4
+    data["compute_params"]["cuda_core_efficiency"] /= 4
+    prof.write_text(json.dumps(data))
+    st = prof.stat()
+    os.utime(prof, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a later write, whatever the clock
+    after = predict(sc)
+    assert after.iteration_time_s > 1.5 * before.iteration_time_s
+    # the baseline (speedup) follows the rewritten profile too
+    assert after.speedup == pytest.approx(before.speedup, rel=0.2)
+    assert predict(sc).iteration_time_s == after.iteration_time_s
