@@ -12,6 +12,7 @@ import pytest
 from perfmodel.api import Scenario, baseline_scenario, predict, predict_curve
 from perfmodel.cli import main
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.search.sweep import REPORT_COLUMNS
 
 GPT = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 512, "vocab": 32000}
 
@@ -53,20 +54,8 @@ def test_predict_report_has_contract_keys() -> None:
         )
     )
     d = r.to_dict()
-    for key in (
-        "iteration_time_s",
-        "throughput_samples_per_s",
-        "epoch_time_s",
-        "speedup",
-        "scaling_efficiency",
-        "compute_time_s",
-        "exposed_comm_time_s",
-        "bubble_time_s",
-        "memory_per_gpu_bytes",
-        "fits_in_memory",
-        "model_flops_per_gpu_per_s",
-        "mfu",
-    ):
+    assert len(REPORT_COLUMNS) == 12  # the docs/design.md contract keys
+    for key in REPORT_COLUMNS:
         assert key in d
     assert 0 < d["mfu"] < 1
     assert d["epoch_time_s"] == pytest.approx(-(-1_281_167 // 256) * d["iteration_time_s"])
