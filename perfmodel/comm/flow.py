@@ -43,6 +43,7 @@ from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
+    _nics_of,
     build_channels,
     channel_rates,
     channel_route,
@@ -830,8 +831,6 @@ def _tree(
 
 
 def _lead(links: DirectedLinks, seg: list[str], server: int, channel: int) -> list[str]:
-    from perfmodel.comm.rings import _nics_of
-
     nics = _nics_of(links.topology, server)
     if not nics or len(seg) == 1:
         return seg

@@ -467,17 +467,20 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
 
 
 @lru_cache(maxsize=4096)
-def _nics_of(topology: Topology, server: int) -> list[str]:
+def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
+    """The server's NICs with a fabric port, sorted (cached, hence a tuple)."""
     g = topology.graph
-    return sorted(
-        (
-            n
-            for n, d in g.nodes(data=True)
-            if d["kind"] is NodeKind.NIC
-            and d["server"] == server
-            and any(g.nodes[v]["server"] == -1 for v in g.neighbors(n))
-        ),
-        key=str,
+    return tuple(
+        sorted(
+            (
+                n
+                for n, d in g.nodes(data=True)
+                if d["kind"] is NodeKind.NIC
+                and d["server"] == server
+                and any(g.nodes[v]["server"] == -1 for v in g.neighbors(n))
+            ),
+            key=str,
+        )
     )
 
 
