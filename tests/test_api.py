@@ -156,24 +156,9 @@ def test_baseline_is_one_gpu_of_the_same_system() -> None:
 
 
 def test_cli_json_and_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(
-        [
-            "predict",
-            "--system",
-            "dgx1-v100",
-            "--gpus",
-            "2",
-            "--model",
-            "resnet18",
-            "--batch-per-gpu",
-            "32",
-            "--fidelity",
-            "analytic",
-            "--json",
-            "--trace",
-            str(tmp_path / "t.json"),
-        ]
-    )
+    resnet18 = ["predict", "--system", "dgx1-v100", "--model", "resnet18", "--batch-per-gpu", "32"]
+    analytic = [*resnet18, "--fidelity", "analytic"]
+    rc = main([*analytic, "--gpus", "2", "--json", "--trace", str(tmp_path / "t.json")])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["num_gpus"] == 2 and out["fits_in_memory"] is True
@@ -184,45 +169,10 @@ def test_cli_json_and_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     )
     assert main(["predict", str(f), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["num_gpus"] == 4
-    assert (
-        main(
-            [
-                "predict",
-                "--system",
-                "dgx1-v100",
-                "--model",
-                "resnet18",
-                "--batch-per-gpu",
-                "32",
-                "--fidelity",
-                "analytic",
-                "--gpus",
-                "1,2",
-                "--json",
-                "--plot",
-                str(tmp_path / "c.png"),
-            ]
-        )
-        == 0
-    )
+    assert main([*analytic, "--gpus", "1,2", "--json", "--plot", str(tmp_path / "c.png")]) == 0
     curve = json.loads(capsys.readouterr().out)
     assert [c["num_gpus"] for c in curve] == [1, 2] and (tmp_path / "c.png").exists()
-    assert (
-        main(
-            [
-                "predict",
-                "--system",
-                "dgx1-v100",
-                "--model",
-                "resnet18",
-                "--batch-per-gpu",
-                "32",
-                "--plan",
-                "dp=3",
-            ]
-        )
-        == 2
-    )
+    assert main([*resnet18, "--plan", "dp=3"]) == 2
     assert "dp=8" in capsys.readouterr().err
 
 
