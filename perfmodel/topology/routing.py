@@ -118,7 +118,9 @@ def _adjacency(topo: Topology) -> _Adjacency:
     return _Adjacency(topo)
 
 
-# Graphs at least this large use the vectorised (numpy) search for whole-graph next hops.
+# Graphs at least this large use the vectorised (numpy) search for whole-graph next hops; below,
+# the scalar search is faster (measured per destination, DGX A100 clusters: 71 nodes 0.05 ms
+# scalar vs 1.6 ms numpy, 505 nodes 0.34 vs 0.94 ms, 1993 nodes 1.47 vs 1.50 ms: break-even).
 _VECTOR_MIN_NODES = 2000
 
 
