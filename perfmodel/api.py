@@ -515,15 +515,8 @@ def _run(
 ) -> tuple[Timeline, str]:
     if sc.fidelity == "analytic":
         return evaluate(step.graph), "analytic"
-    from perfmodel import comm
-
-    if hasattr(comm, "FlowNetwork") and hasattr(comm, "run_collective"):
-        lp = costs.link_params
-        return simulate(
-            step.graph, network_factory=lambda env: FlowComm(env, topo, lp)
-        ), "simulated"
-    # the flow-level network is not available: SimPy with closed-form communication durations
-    return simulate(step.graph), "simulated (closed-form comm)"
+    lp = costs.link_params
+    return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
 
 
 #: Baseline (1-GPU) throughputs by the baseline scenario's content hash and the calibration profile's

@@ -141,10 +141,7 @@ class FlowComm:
 
         self.env = env
         self.max_group = max_group
-        try:
-            self.net = comm.FlowNetwork(env, topology, link_params=link_params)
-        except TypeError:
-            self.net = comm.FlowNetwork(env, topology)
+        self.net = comm.FlowNetwork(env, topology, link_params=link_params)
         self._run_collective = comm.run_collective
 
     def run(self, spec: CommSpec, duration_s: float) -> simpy.Event:
