@@ -28,6 +28,7 @@ from perfmodel.calibration.profile import DeviceInfo, DeviceKind
 from perfmodel.calibration.timing import CLOCKS, Rotation, host_sample
 from perfmodel.dtypes import DType
 from perfmodel.errors import CalibrationError, ConfigError
+from perfmodel.units import MiB, parse_size
 
 
 class Unsupported(Exception):
@@ -74,16 +75,14 @@ def _last_level_cache_bytes() -> int:
     try:
         for entry in os.listdir(base):
             try:
-                with open(os.path.join(base, entry, "size")) as fh:
-                    text = fh.read().strip().upper()
-                mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1], 1)
-                val = int(text[:-1]) if text[-1] in "KMG" else int(text)
-                best = max(best, val * mult)
-            except (OSError, ValueError):
+                path = os.path.join(base, entry, "size")
+                with open(path) as fh:
+                    best = max(best, parse_size(fh.read(), where=path))  # "32768K": binary
+            except (OSError, ValueError):  # ConfigError is a ValueError
                 continue
     except OSError:
         pass
-    return best or 32 * 1024**2
+    return best or 32 * MiB
 
 
 def base_provenance(command: str | None = None) -> dict[str, Any]:
@@ -148,7 +147,7 @@ class Backend:
     device_kind: DeviceKind = DeviceKind.CPU
     #: dtypes the GEMM sweep runs on this backend
     gemm_dtypes: tuple[DType, ...] = ()
-    cache_bytes: int = 32 * 1024**2
+    cache_bytes: int = 32 * MiB
     #: benchmark groups this backend can run (see perfmodel.calibration.suite.GROUP_SHARES)
     groups: tuple[str, ...] = (
         "launch",
@@ -374,7 +373,7 @@ class TorchBackend(Backend):
         if self.device_kind is DeviceKind.CUDA:
             props = torch.cuda.get_device_properties(self.device)
             self.props = props
-            self.cache_bytes = int(getattr(props, "L2_cache_size", 50 * 1024**2))
+            self.cache_bytes = int(getattr(props, "L2_cache_size", 50 * MiB))
             torch.backends.cudnn.benchmark = True
             dts = [DType.FP32, DType.TF32, DType.FP16, DType.BF16]
             if (props.major, props.minor) >= (8, 9) and hasattr(torch, "_scaled_mm"):
