@@ -34,7 +34,13 @@ from perfmodel.topology.builders import build_cluster
 from perfmodel.topology.io import LinkSpec, NodeSpec, ServerDescription
 from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
-from perfmodel.topology.schema import NodeKind, validate_graph
+from perfmodel.topology.schema import (
+    EDGE_ATTRS_REQUIRED,
+    NODE_ATTRS_OPTIONAL,
+    NODE_ATTRS_REQUIRED,
+    NodeKind,
+    validate_graph,
+)
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -685,8 +691,9 @@ def from_nccl_xml(
 # JSON (export / import)
 # ---------------------------------------------------------------------------------------------
 
-_NODE_EXPORT = ("kind", "server", "local_id", "model", "gpu_index", "tier", "label", "rail")
-_EDGE_EXPORT = ("tech", "family", "count", "bandwidth_Bps", "efficiency", "latency_s")
+# The exported attributes are the graph schema's (topology/schema.py), in its order.
+_NODE_EXPORT = (*NODE_ATTRS_REQUIRED, *NODE_ATTRS_OPTIONAL)
+_EDGE_EXPORT = EDGE_ATTRS_REQUIRED
 
 
 def export_dict(topo: Topology) -> dict[str, Any]:
