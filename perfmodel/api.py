@@ -147,17 +147,21 @@ class Scenario:
 
 
 def _pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
+    """``v`` as a positive int (an integral float or numpy integer too; never a bool).
+
+    >>> _pos_int(4.0, "tp"), _pos_int(None, "gpus", allow_none=True)
+    (4, None)
+    """
     if v is None and allow_none:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+    if not isinstance(v, bool):
         try:
             iv = int(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: inf
             iv = 0
-        if iv >= 1 and iv == v and not isinstance(v, bool):
+        if iv >= 1 and iv == v:
             return iv
-        raise ConfigError(f"{name} must be a positive integer, got {v!r}", value=v, where=name)
-    return v
+    raise ConfigError(f"{name} must be a positive integer, got {v!r}", value=v, where=name)
 
 
 @lru_cache(maxsize=64)
@@ -465,7 +469,7 @@ def _build_step(
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
     batch = r.microbatch
-    if plan.dp_mode is DPMode.CROSSBOW and plan.dp >= 1 and plan.learners_per_gpu > 1:
+    if plan.dp_mode is DPMode.CROSSBOW and plan.learners_per_gpu > 1:
         batch = r.microbatch * plan.learners_per_gpu
     if workload_fn is not None:
         wl = workload_fn(
