@@ -11,7 +11,13 @@ import networkx as nx
 from perfmodel.catalogue import topologies_dir
 from perfmodel.errors import ConfigError, UnknownHardwareError
 from perfmodel.hardware.links import get_link
-from perfmodel.topology.io import FABRIC_TOPOLOGIES, ServerDescription, read_server_file
+from perfmodel.topology.io import (
+    FABRIC_TOPOLOGIES,
+    LinkSpec,
+    ServerDescription,
+    link_from_tech,
+    read_server_file,
+)
 from perfmodel.topology.model import FabricSpec, Topology
 from perfmodel.topology.schema import NodeKind, validate_graph
 
@@ -59,31 +65,26 @@ def add_server(
             gpu_index += 1
         graph.add_node(gid, **attrs)
     for link in desc.links:
-        graph.add_edge(
-            ids[link.a],
-            ids[link.b],
-            tech=link.tech,
-            family=link.family,
-            count=link.count,
-            bandwidth_Bps=link.bandwidth_Bps,
-            efficiency=link.efficiency,
-            latency_s=link.latency_s,
-        )
+        _add_link(graph, ids[link.a], ids[link.b], link)
     return ids
 
 
-def _add_edge_tech(graph: nx.Graph, u: str, v: str, tech_name: str, count: int) -> None:
-    tech = get_link(tech_name)
+def _add_link(graph: nx.Graph, u: str, v: str, link: LinkSpec) -> None:
+    """Edge ``u - v`` with the link's attributes (the edge schema, topology/schema.py)."""
     graph.add_edge(
         u,
         v,
-        tech=tech.name,
-        family=tech.family,
-        count=count,
-        bandwidth_Bps=tech.bandwidth_Bps * count,
-        efficiency=tech.efficiency,
-        latency_s=tech.latency_s,
+        tech=link.tech,
+        family=link.family,
+        count=link.count,
+        bandwidth_Bps=link.bandwidth_Bps,
+        efficiency=link.efficiency,
+        latency_s=link.latency_s,
     )
+
+
+def _add_edge_tech(graph: nx.Graph, u: str, v: str, tech_name: str, count: int) -> None:
+    _add_link(graph, u, v, link_from_tech(u, v, tech_name, count))
 
 
 def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> Topology:
