@@ -16,23 +16,13 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass
 
+from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 
 
-def _parse_enum(cls: type[enum.Enum], text: object, where: str) -> enum.Enum:
-    if isinstance(text, cls):
-        return text
-    key = str(text).lower().replace("_", "-")
-    aliases = getattr(cls, "_aliases", lambda: {})()
-    key = aliases.get(key, key)
-    try:
-        return cls(key)
-    except ValueError as exc:
-        raise ConfigError(
-            f"unknown {where} {text!r}; expected one of {', '.join(str(m.value) for m in cls)}",
-            value=text,
-            where=where,
-        ) from exc
+def _dashed(text: str) -> str:
+    """Lower case with ``_`` read as ``-`` (``parse_enum``'s ``normalize`` for plan enums)."""
+    return text.lower().replace("_", "-")
 
 
 class DPMode(str, enum.Enum):
@@ -69,13 +59,20 @@ class DPMode(str, enum.Enum):
     LOCAL_SGD = "local-sgd"
     CROSSBOW = "crossbow"
 
-    @staticmethod
-    def _aliases() -> dict[str, str]:
-        return {"ps": "parameter-server", "ar": "allreduce", "ddp": "allreduce", "asgd": "async"}
-
     @classmethod
     def parse(cls, text: object, where: str = "dp_mode") -> DPMode:
-        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            normalize=_dashed,
+            aliases={
+                "ps": "parameter-server",
+                "ar": "allreduce",
+                "ddp": "allreduce",
+                "asgd": "async",
+            },
+        )
 
 
 class PipelineSchedule(str, enum.Enum):
@@ -90,13 +87,15 @@ class PipelineSchedule(str, enum.Enum):
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
 
-    @staticmethod
-    def _aliases() -> dict[str, str]:
-        return {"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"}
-
     @classmethod
     def parse(cls, text: object, where: str = "schedule") -> PipelineSchedule:
-        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            normalize=_dashed,
+            aliases={"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"},
+        )
 
 
 class Recompute(str, enum.Enum):
@@ -108,7 +107,7 @@ class Recompute(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "recompute") -> Recompute:
-        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+        return parse_enum(cls, text, where=where, normalize=_dashed)
 
 
 class Hybrid(str, enum.Enum):
@@ -121,15 +120,17 @@ class Hybrid(str, enum.Enum):
     NONE = "none"
     ONE_WEIRD_TRICK = "one-weird-trick"
 
-    @staticmethod
-    def _aliases() -> dict[str, str]:
-        return {"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"}
-
     @classmethod
     def parse(cls, text: object, where: str = "hybrid") -> Hybrid:
         if text is None:
             return cls.NONE
-        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            normalize=_dashed,
+            aliases={"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"},
+        )
 
 
 class PSHost(str, enum.Enum):
@@ -140,7 +141,7 @@ class PSHost(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "ps_host") -> PSHost:
-        return _parse_enum(cls, text, where)  # type: ignore[return-value]
+        return parse_enum(cls, text, where=where, normalize=_dashed)
 
 
 @dataclass(frozen=True)
