@@ -32,7 +32,6 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.calibration.profile import CalibrationProfile, FitSummary
@@ -173,6 +172,8 @@ def fit_log_model(
         return resid_full(x)
 
     if free_idx.size:
+        from scipy.optimize import least_squares  # imported here: ~0.6 s, only fits need it
+
         res = least_squares(
             resid,
             x_full[free_idx],
