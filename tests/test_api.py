@@ -309,3 +309,16 @@ def test_calibration_profile_rewritten_on_disk_is_read_again(tmp_path: Path) -> 
     # the baseline (speedup) follows the rewritten profile too
     assert after.speedup == pytest.approx(before.speedup, rel=0.2)
     assert predict(sc).iteration_time_s == after.iteration_time_s
+
+
+def test_predict_help_names_every_software_preset(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfmodel.parallel.software import PRESETS
+
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapping at the hyphens of preset names
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in PRESETS:
+        assert name.replace("zero2", "zero1..3").replace("zero3", "zero1..3") in text

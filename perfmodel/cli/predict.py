@@ -76,7 +76,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
     p.add_argument(
         "--software",
-        help="pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, keras-multi-gpu, megatron, deepspeed-zero1..3, fsdp, crossbow",
+        help="software preset: pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, tf-replicated, "
+        "cuda-convnet2, keras-multi-gpu, megatron, deepspeed-zero1..3, fsdp, crossbow (docs/predict.md)",
     )
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"])
     p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
@@ -90,30 +91,31 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-_FLAG_KEYS = {
-    "system": "system",
-    "nodes": "nodes",
-    "network": "network",
-    "nics_per_node": "nics_per_node",
-    "gpu": "gpu",
-    "gpus_per_node": "gpus_per_node",
-    "intra_node": "intra_node",
-    "fabric_topology": "fabric_topology",
-    "oversubscription": "oversubscription",
-    "model": "model",
-    "batch_per_gpu": "batch_per_gpu",
-    "global_batch": "global_batch",
-    "precision": "precision",
-    "recompute": "recompute",
-    "sequence_parallel": "sequence_parallel",
-    "zero": "zero",
-    "software": "software",
-    "optimizer": "optimizer",
-    "learners_per_gpu": "learners_per_gpu",
-    "dataset_size": "dataset_size",
-    "calibration": "calibration",
-    "fidelity": "fidelity",
-}
+#: Flags copied into the scenario under their own name (when given).
+_FLAG_KEYS = (
+    "system",
+    "nodes",
+    "network",
+    "nics_per_node",
+    "gpu",
+    "gpus_per_node",
+    "intra_node",
+    "fabric_topology",
+    "oversubscription",
+    "model",
+    "batch_per_gpu",
+    "global_batch",
+    "precision",
+    "recompute",
+    "sequence_parallel",
+    "zero",
+    "software",
+    "optimizer",
+    "learners_per_gpu",
+    "dataset_size",
+    "calibration",
+    "fidelity",
+)
 
 
 def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] | None]:
@@ -124,9 +126,9 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     d: dict[str, Any] = {}
     if args.scenario:
         d.update({k.replace("-", "_"): v for k, v in load_structured(args.scenario).items()})
-    for attr, key in _FLAG_KEYS.items():
-        v = getattr(args, attr, None)
-        if v is None or (attr == "nodes" and v == 1 and "nodes" in d):
+    for key in _FLAG_KEYS:
+        v = getattr(args, key, None)
+        if v is None or (key == "nodes" and v == 1 and "nodes" in d):
             continue
         d[key] = v
     if args.batch_per_gpu is not None:
