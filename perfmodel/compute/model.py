@@ -195,15 +195,33 @@ class ComputeModel:
     """
 
     def __init__(self, gpu: GPUSpec, params: ComputeParams | None = None) -> None:
-        self.gpu = gpu
-        self.params = params if params is not None else ComputeParams.for_gpu(gpu)
+        self._gpu = gpu
+        self._params = params if params is not None else ComputeParams.for_gpu(gpu)
+        # gemm_efficiency is a pure function of (shape, dtype) once the params are fixed; the
+        # repeated layers of a transformer ask for the same few shapes hundreds of times
+        self._gemm_cache: dict[tuple[GemmShape, DType], GemmEfficiency] = {}
+
+    @property
+    def gpu(self) -> GPUSpec:
+        """Datasheet description this model was built for."""
+        return self._gpu
+
+    @property
+    def params(self) -> ComputeParams:
+        """Efficiency parameters (fixed for the model's lifetime: build a new model to change
+        them)."""
+        return self._params
 
     # -- building blocks -----------------------------------------------------------------
     def gemm(self, gemm: GemmShape, dtype: DType) -> GemmEfficiency:
-        """Tile/wave efficiency of ``gemm`` in ``dtype`` on this GPU."""
+        """Tile/wave efficiency of ``gemm`` in ``dtype`` on this GPU (memoised per model)."""
+        key = (gemm, dtype)
+        hit = self._gemm_cache.get(key)
+        if hit is not None:
+            return hit
         p = self.params
         tc = p.uses_tensor_cores(dtype)
-        return gemm_efficiency(
+        hit = gemm_efficiency(
             gemm,
             sm_count=p.sm_count,
             ceiling=p.tensor_core_efficiency if tc else p.cuda_core_efficiency,
@@ -211,6 +229,8 @@ class ComputeModel:
             k_overhead=p.k_overhead,
             split_k_efficiency=p.split_k_efficiency,
         )
+        self._gemm_cache[key] = hit
+        return hit
 
     def gemm_time(self, gemm: GemmShape, dtype: DType, *, itemsize: int | None = None) -> float:
         """Roofline time of one GEMM (no launch overhead), operands of ``itemsize`` bytes,
