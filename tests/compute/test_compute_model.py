@@ -246,3 +246,24 @@ def test_every_zoo_model_has_finite_positive_times() -> None:
         assert 0 < f and 0 < b and math.isfinite(b), name
         if name != "mlp":  # a tiny MLP is launch-bound and has no dgrad in its first layer
             assert f < b, name
+
+
+def test_gemm_memo_matches_the_pure_function() -> None:
+    """ComputeModel.gemm memoises gemm_efficiency; the memo answers as the function does, and
+    the parameters it was built on cannot be swapped under it."""
+    cm = ComputeModel(A100)
+    p = cm.params
+    for g, dt in ((GemmShape(1024, 4096, 768), DType.BF16), (GemmShape(300, 7, 9000), DType.FP32)):
+        tc = p.uses_tensor_cores(dt)
+        direct = gemm_efficiency(
+            g,
+            sm_count=p.sm_count,
+            ceiling=p.tensor_core_efficiency if tc else p.cuda_core_efficiency,
+            tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
+            k_overhead=p.k_overhead,
+            split_k_efficiency=p.split_k_efficiency,
+        )
+        assert cm.gemm(g, dt) == direct
+        assert cm.gemm(g, dt) is cm.gemm(g, dt)
+    with pytest.raises(AttributeError):
+        cm.params = ComputeParams.for_gpu(V100)  # type: ignore[misc]
