@@ -217,7 +217,14 @@ def load_system(
         or fabric_topology is not None
         or oversubscription is not None
     ):
-        base = fabric or FabricSpec(network=network or "ib-edr")
+        if fabric is None and network is None:
+            raise ConfigError(
+                f"system {desc.name} states no default fabric; give --network to set one "
+                "(with --nics-per-node / --fabric / --oversubscription)",
+                value=desc.name,
+                where="--network",
+            )
+        base = fabric or FabricSpec(network=network)
         if network is not None:
             get_link(network, where="--network")
         fabric = dataclasses.replace(
