@@ -195,9 +195,3 @@ class Measurement:
             backend=str(d.get("backend", "")),
             notes=str(d.get("notes", "")),
         )
-
-
-def by_kind(measurements: Sequence[Measurement], *kinds: BenchKind) -> list[Measurement]:
-    """The measurements of the given kinds, in their original order."""
-    wanted = set(kinds)
-    return [m for m in measurements if m.kind in wanted]

@@ -394,39 +394,6 @@ def fitted_collective_rows(
     return rows
 
 
-def collective_rows(
-    measurements: Sequence[Measurement],
-    comm_model: Any,
-    group: Sequence[str],
-    variant: str,
-    *,
-    source: str = "",
-) -> list[ValidationRow]:
-    """Collectives (category ``collective``) predicted by a :class:`perfmodel.comm.CommCostModel`."""
-    from perfmodel.ops import CollectiveOp
-
-    rows = []
-    for m in measurements:
-        if m.kind is not BenchKind.COLLECTIVE:
-            continue
-        op = CollectiveOp.parse(str(m.params["op"]))
-        n = int(m.params["ranks"])
-        if n > len(group):
-            continue
-        pred = comm_model.collective(op, float(m.params["nbytes"]), tuple(group[:n])).time_s
-        rows.append(
-            ValidationRow(
-                "collective",
-                f"{op.value} n={n} {int(m.params['nbytes'])} B",
-                variant,
-                m.time_s,
-                pred,
-                source,
-            )
-        )
-    return rows
-
-
 # ---------------------------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------------------------
