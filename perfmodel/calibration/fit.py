@@ -190,9 +190,7 @@ def fit_log_model(
         success, message = False, "no parameter affects the predictions"
     r = resid_full(x_full)
     values = {n: float(math.exp(v)) for n, v in zip(names, x_full)}
-    se_free = (
-        _stderr(x_full[free_idx], resid, r, [names[j] for j in free]) if free else np.array([])
-    )
+    se_free = _stderr(x_full[free_idx], resid, r) if free else np.array([])
     stderr = np.full(len(names), np.nan)
     stderr[free_idx] = se_free
     return FitResult(
@@ -204,9 +202,7 @@ def fit_log_model(
     )
 
 
-def _stderr(
-    x: np.ndarray, resid: Callable[[np.ndarray], np.ndarray], r: np.ndarray, names: list[str]
-) -> np.ndarray:
+def _stderr(x: np.ndarray, resid: Callable[[np.ndarray], np.ndarray], r: np.ndarray) -> np.ndarray:
     """Gauss-Newton standard errors of the log-parameters (``nan`` where not identifiable)."""
     n, k = r.size, x.size
     jac = np.empty((n, k))
