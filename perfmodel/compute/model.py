@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from perfmodel.dtypes import DType, Precision
 from perfmodel.hardware.gpus import GPUSpec
 from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
-from perfmodel.workload.memory import Optimizer, Recompute
+from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
 from .params import ComputeParams, Tile
 
@@ -518,8 +518,6 @@ class ComputeModel:
         With ``recompute="full"`` the backward includes a second forward of every block; with
         ``"selective"`` it re-runs the attention core (the layers selective recomputation drops).
         """
-        from perfmodel.workload.memory import is_selectively_recomputed
-
         mode = Recompute.parse(recompute)
         fwd = bwd = 0.0
         for la in workload.layers:

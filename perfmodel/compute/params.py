@@ -15,7 +15,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.dtypes import DType
-from perfmodel.errors import CalibrationError
+from perfmodel.errors import CalibrationError, ConfigError
 from perfmodel.hardware.gpus import GPUSpec
 
 
@@ -349,8 +349,6 @@ class ComputeParams:
         if dtype is DType.BF16 and DType.FP32 in self.peak_flops:
             return self.peak_flops[DType.FP32]
         if dtype is DType.FP8:
-            from perfmodel.errors import ConfigError
-
             raise ConfigError(
                 f"GPU {self.gpu} has no fp8 support", value="fp8", where=f"gpu {self.gpu}"
             )

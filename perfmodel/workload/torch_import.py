@@ -22,6 +22,7 @@ element-wise op is assumed to keep nothing; softmax keeps its output; dropout it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from perfmodel.dtypes import Precision
@@ -212,8 +213,6 @@ def from_torch(
         else:  # LayerNorm, GroupNorm, RMSNorm
             net.norm(nm, x, params=params, rms=type(m).__name__ == "RMSNorm")
         for i in range(start, len(net.layers)):
-            from dataclasses import replace
-
             net.layers[i] = replace(net.layers[i], params=params if i == start else 0)
 
     sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -17,6 +17,8 @@ forward, a reduce-scatter of its gradient in backward).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
@@ -244,8 +246,6 @@ def resnet(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: int
 
 def _unsave_last(net: Net) -> None:
     """Mark the last layer's saved input as shared with an earlier layer (counted once)."""
-    from dataclasses import replace
-
     net.layers[-1] = replace(net.layers[-1], activation_bytes=0.0)
 
 

@@ -17,7 +17,7 @@ Fused attention (``flash_attention=True``) removes the ``5 a s / h`` term.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -249,8 +249,6 @@ def _lm_head_and_loss(
     """Vocabulary-parallel output layer (weights tied to the word embedding when ``tied``) and
     the vocabulary-parallel softmax cross-entropy (three all-reduces of one fp32 per row:
     max, sum of exponentials, target logit; Megatron ``vocab_parallel_cross_entropy``)."""
-    from dataclasses import replace
-
     _column_linear(net, name, (rows, cfg.hidden), cfg.vocab, bias=bias)  # after the final norm
     if tied:
         last = net.layers[-1]
@@ -508,8 +506,6 @@ def transformer_xl(
     in it; the token shares of the clusters are estimated with Zipf's law (exponent 1), not
     measured. Tensor parallelism is not supported for this model.
     """
-    from dataclasses import replace
-
     if net.tp > 1:
         raise ConfigError("transformer_xl does not support tp > 1", value=net.tp, where="tp")
     cuts = list(cutoffs) if cutoffs is not None else [19997, 39997, 199997]
