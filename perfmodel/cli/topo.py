@@ -31,7 +31,6 @@ from perfmodel.topology.analysis import (
     bandwidth_matrix,
     bisection_bandwidth,
     format_smi_matrix,
-    nccl_rings,
     smi_matrix,
 )
 from perfmodel.topology.importers import export_dict, import_topology
@@ -172,7 +171,12 @@ def show_data(topo: Topology) -> dict[str, Any]:
         matrix_gpus = [x for x in gpus if topo.server_of(x) in first_two]
     m = bandwidth_matrix(topo, matrix_gpus)
     bis = bisection_bandwidth(topo)
-    rings = nccl_rings(topo)
+    # Ring channels as the communication model builds them (NCCL-style packing inside a server,
+    # one NIC per channel across servers); topology.analysis.nccl_rings joins servers on plain
+    # GPU-to-GPU routes and under-counts multi-NIC servers.
+    from perfmodel.comm import CommCostModel
+
+    rings = CommCostModel(topo).group_info(topo.gpus)
     labels, rows = smi_matrix(topo)
     kinds: dict[str, int] = {}
     for _, d in g.nodes(data=True):
@@ -214,10 +218,10 @@ def show_data(topo: Topology) -> dict[str, Any]:
             "side_b": list(bis.side_b),
         },
         "rings": {
-            "channels": rings.channels,
-            "bandwidth_Bps": rings.bandwidth_Bps,
-            "per_channel_Bps": rings.rings[0].bandwidth_Bps if rings.rings else None,
-            "orders": [list(r.gpus) for r in rings.rings],
+            "channels": len(rings.channels),
+            "bandwidth_Bps": rings.ring_bw_Bps,
+            "per_channel_Bps": rings.ring_bw_Bps / len(rings.channels) if rings.channels else None,
+            "orders": [list(c.order) for c in rings.channels],
         },
         "nvidia_smi_topo_m": {"devices": list(labels), "rows": [list(r) for r in rows]},
     }
