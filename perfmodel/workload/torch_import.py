@@ -98,6 +98,16 @@ def _shape(t: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in t.shape)
 
 
+def _image(x: tuple[int, ...]) -> tuple[int, ...]:
+    """A convolution input as ``(N, C, H, W)``: a 1-D ``(N, C, L)`` input becomes ``H = 1``."""
+    return x if len(x) == 4 else (*x[:2], 1, x[2])
+
+
+def _pair(v: Any, fill: int) -> tuple[int, int]:
+    """A 2-D convolution argument: a 1-D one ``(a,)`` becomes ``(fill, a)``."""
+    return tuple(v) if len(v) == 2 else (fill, v[0])  # type: ignore[return-value]
+
+
 def from_torch(
     module: Any,
     sample_input: Any,
@@ -183,15 +193,14 @@ def from_torch(
         params = own_params(m)
         start = len(net.layers)
         if isinstance(m, (nn.Conv1d, nn.Conv2d)):
-            xs = x if len(x) == 4 else (*x[:2], 1, x[2])
-            k = m.kernel_size if len(m.kernel_size) == 2 else (1, m.kernel_size[0])
-            s = m.stride if len(m.stride) == 2 else (1, m.stride[0])
+            xs = _image(x)
+            k, s = _pair(m.kernel_size, 1), _pair(m.stride, 1)
             if isinstance(m.padding, str):
                 oh, ow = _shape(out)[-2:] if len(x) == 4 else (1, _shape(out)[-1])
                 p = (((oh - 1) * s[0] + k[0] - xs[2]) // 2, ((ow - 1) * s[1] + k[1] - xs[3]) // 2)
             else:
-                p = m.padding if len(m.padding) == 2 else (0, m.padding[0])
-            d = m.dilation if len(m.dilation) == 2 else (1, m.dilation[0])
+                p = _pair(m.padding, 0)
+            d = _pair(m.dilation, 1)
             net.conv(
                 nm,
                 xs,
@@ -325,12 +334,10 @@ def _record(net: Net, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
     if base == "convolution":
         x, w = _shape(tensors[0]), _shape(tensors[1])
         stride, pad, dil, groups = args[3], args[4], args[5], args[8]
-        xs = x if len(x) == 4 else (*x[:2], 1, x[2])
-        k = tuple(w[2:]) if len(w) == 4 else (1, w[2])
-        s = tuple(stride) if len(stride) == 2 else (1, stride[0])
-        p = tuple(pad) if len(pad) == 2 else (0, pad[0])
-        d = tuple(dil) if len(dil) == 2 else (1, dil[0])
-        net.conv(name, xs, w[0], k, s, p, groups=int(groups), bias=len(tensors) > 2, dilation=d)
+        k, s, p, d = _pair(w[2:], 1), _pair(stride, 1), _pair(pad, 0), _pair(dil, 1)
+        net.conv(
+            name, _image(x), w[0], k, s, p, groups=int(groups), bias=len(tensors) > 2, dilation=d
+        )
         return
     if not out_t:
         return
