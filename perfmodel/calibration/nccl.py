@@ -76,6 +76,16 @@ def import_nccl_tests(
     from perfmodel.comm.nccl_tests import read_nccl_tests
 
     log = read_nccl_tests(path, op=op)
+    return log_measurements(log, link_class=link_class, inplace=inplace, where=str(path))
+
+
+def log_measurements(
+    log: Any, *, link_class: str, inplace: bool = False, where: str | None = None
+) -> list[Measurement]:
+    """The collective measurements of an already read nccl-tests log
+    (:class:`~perfmodel.comm.nccl_tests.NcclTestsLog`): :func:`import_nccl_tests` without the
+    file read. ``where`` names the log in errors (default: the log's ``source``)."""
+    path = log.source if where is None else where
     if log.op is None:
         raise CalibrationError(
             f"{path}: the log does not name its collective; pass op= (--op)",

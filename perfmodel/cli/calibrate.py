@@ -154,7 +154,7 @@ def _human(name: str, value: float) -> str:
 
 
 def _import_nccl(args: argparse.Namespace) -> int:
-    from perfmodel.calibration.nccl import import_nccl_tests
+    from perfmodel.calibration.nccl import log_measurements
     from perfmodel.calibration.runner import import_into_profile
     from perfmodel.comm.nccl_tests import read_nccl_tests
     from perfmodel.errors import CalibrationError
@@ -168,9 +168,9 @@ def _import_nccl(args: argparse.Namespace) -> int:
     measurements = []
     device = None
     for path in args.nccl_log:
-        measurements += import_nccl_tests(path, link_class=args.link, op=args.op)
-        devices = read_nccl_tests(path, op=args.op).devices
-        device = device or (devices[0] if devices else None)
+        log = read_nccl_tests(path, op=args.op)  # read once: rows and device names
+        measurements += log_measurements(log, link_class=args.link, where=str(path))
+        device = device or (log.devices[0] if log.devices else None)
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     profile = import_into_profile(args.output, measurements, device_name=device, command=command)
     print(f"imported {len(measurements)} collective measurements into {args.output}")

@@ -69,3 +69,20 @@ def test_missing_link_class_is_named():
     )
     with pytest.raises(CalibrationError, match="link_class"):
         fit_link_params([m])
+
+
+def test_cli_import_records_rows_device_and_link_fit(tmp_path, capsys):
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.cli import main
+
+    out = tmp_path / "p.json"
+    log = NCCL / "a3mega-h100-2node-all_reduce.txt"
+    rc = main(["calibrate", "--nccl-log", str(log), "--link", "infiniband", "-o", str(out)])
+    assert rc == 0
+    prof = read_profile(out)
+    assert prof.device.name == "NVIDIA H100 80GB HBM3"
+    assert len(prof.measurements_of(BenchKind.COLLECTIVE)) == len(
+        import_nccl_tests(log, link_class="infiniband")
+    )
+    assert "link.infiniband" in prof.fits
+    assert "imported 31 collective measurements" in capsys.readouterr().out
