@@ -21,7 +21,6 @@ measure the runner itself (serial vs joblib with 2 processes).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from perfmodel._io import write_json_atomic
 from perfmodel.errors import PerfModelError
 from perfmodel.search._eval import analytic_evaluator, canonical_key, simulated_evaluator
 from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
@@ -175,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{'sweep runner':<18} {backend + str(jobs):<10} {'':>12} {r['n']:>6} {r['per_s']:9.0f}"
         )
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=2)
+        write_json_atomic(args.json, results)
     return 0
 
 
