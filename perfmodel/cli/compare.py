@@ -64,6 +64,24 @@ def _strs(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
 
 
+def _zero_stages(text: str | None) -> tuple[int, ...]:
+    out = []
+    for t in _strs(text) or ("0",):
+        if not t.isdigit():
+            raise ConfigError(f"--zero: {t!r} is not a ZeRO stage (0-3)", value=t, where="--zero")
+        out.append(int(t))
+    return tuple(out)
+
+
+def _bools(text: str | None, where: str) -> tuple[bool, ...]:
+    out = []
+    for t in _strs(text) or ("false",):
+        if t.lower() not in ("true", "false"):
+            raise ConfigError(f"{where}: {t!r} is not true or false", value=t, where=where)
+        out.append(t.lower() == "true")
+    return tuple(out)
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compare",
@@ -254,7 +272,6 @@ def _run_search(args: argparse.Namespace) -> int:
         batches = (args.batch_per_gpu * gpus[0],)
     else:
         raise ConfigError("give --global-batch (or --batch-per-gpu)", where="--global-batch")
-    sp_vals = tuple(v.lower() == "true" for v in _strs(args.sequence_parallel) or ("false",))
     space = SearchSpace(
         tp_degrees=_ints(args.tp, "--tp"),
         pp_degrees=_ints(args.pp, "--pp"),
@@ -262,9 +279,9 @@ def _run_search(args: argparse.Namespace) -> int:
         microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
         schedules=_strs(args.schedules) or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
-        zero_stages=tuple(int(z) for z in _strs(args.zero) or ("0",)),
+        zero_stages=_zero_stages(args.zero),
         recompute=_strs(args.recompute) or ("none",),
-        sequence_parallel=sp_vals,
+        sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
         learners_per_gpu=_ints(args.learners, "--learners") or (1,),
         cnn_tensor_parallel=args.cnn_tp,
     )

@@ -38,6 +38,20 @@ def test_compare_bad_gpu_list_names_the_flag(capsys) -> None:
     assert "--gpus: 'x' is not an integer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "needle"),
+    [
+        ("--zero", "0,x", "--zero: 'x' is not a ZeRO stage"),
+        ("--sequence-parallel", "yes", "--sequence-parallel: 'yes' is not true or false"),
+    ],
+)
+def test_compare_bad_search_values_are_one_line_errors(capsys, flag, value, needle) -> None:
+    argv = ["compare", "--system", "dgx-a100", "--model", "gpt", "--global-batch", "8"]
+    assert main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
 def test_compare_plan_search_small_gpt_json(capsys, tmp_path: Path) -> None:
     plot = tmp_path / "plans.png"
     argv = [
