@@ -194,13 +194,16 @@ def from_torch(
         start = len(net.layers)
         if isinstance(m, (nn.Conv1d, nn.Conv2d)):
             xs = _image(x)
-            k, s = _pair(m.kernel_size, 1), _pair(m.stride, 1)
-            if isinstance(m.padding, str):
+            k, s, d = _pair(m.kernel_size, 1), _pair(m.stride, 1), _pair(m.dilation, 1)
+            if isinstance(m.padding, str):  # "same"/"valid": the padding that gives the output
                 oh, ow = _shape(out)[-2:] if len(x) == 4 else (1, _shape(out)[-1])
-                p = (((oh - 1) * s[0] + k[0] - xs[2]) // 2, ((ow - 1) * s[1] + k[1] - xs[3]) // 2)
+                span = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)  # dilated kernel extent
+                p = (
+                    ((oh - 1) * s[0] + span[0] - xs[2]) // 2,
+                    ((ow - 1) * s[1] + span[1] - xs[3]) // 2,
+                )
             else:
                 p = _pair(m.padding, 0)
-            d = _pair(m.dilation, 1)
             net.conv(
                 nm,
                 xs,

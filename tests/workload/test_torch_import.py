@@ -192,3 +192,22 @@ def test_dilated_and_grouped_convolutions() -> None:
     assert c1.output_shape == (4, 32, 20, 20)
     assert c1.fwd_flop == 2 * 4 * 20 * 20 * 32 * 16 * 9
     assert c2.gemm.batch == 32 and c2.params == 32 * 9 + 32
+
+
+@pytest.mark.parametrize("padding", ["same", "valid"])
+def test_string_padding_of_dilated_convolutions_keeps_torchs_output_shape(padding: str) -> None:
+    """padding="same"/"valid" is read back from the output shape; a dilated kernel spans
+    ``d (k - 1) + 1`` inputs (the padding used to be solved with ``k``: a 3x3 kernel of
+    dilation 2 with "same" lost two rows and columns, with "valid" the padding went negative)."""
+    x = torch.randn(2, 3, 32, 40)
+    conv2d = nn.Conv2d(3, 8, 3, padding=padding, dilation=2)
+    conv1d = nn.Conv1d(3, 8, 5, padding=padding, dilation=3)
+    w2 = from_torch(conv2d, x)
+    w1 = from_torch(conv1d, torch.randn(2, 3, 50))
+    with torch.no_grad():
+        y2 = tuple(conv2d(x).shape)
+        y1 = tuple(conv1d(torch.randn(2, 3, 50)).shape)
+    assert w2.layers[0].output_shape == y2
+    assert w2.layers[0].gemm.m == y2[0] * y2[2] * y2[3]
+    assert w1.layers[0].output_shape == (y1[0], y1[1], 1, y1[2])
+    assert w1.layers[0].gemm.m == y1[0] * y1[2]
