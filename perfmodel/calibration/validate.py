@@ -32,6 +32,7 @@ from perfmodel._io import atomic_write, write_json_atomic
 from perfmodel.calibration.kineto import MODULE_KIND
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.errors import CalibrationError
+from perfmodel.units import TFLOPS
 
 
 @dataclass(frozen=True)
@@ -617,7 +618,7 @@ def published_rows(
             continue
         m, n, k = shape
         flop = 2.0 * m * n * k
-        measured_s = flop / (float(row["value"]) * 1e12)
+        measured_s = flop / (float(row["value"]) * TFLOPS)  # the row's unit is TFLOP/s
         probe = Measurement(
             kind=BenchKind.GEMM,
             key=str(row["id"]),
