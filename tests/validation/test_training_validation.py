@@ -175,10 +175,7 @@ def _system(row: dict[str, Any]) -> dict[str, Any] | str:
         return "Lambda cloud V100 interconnect not stated"
     else:
         return f"GPU {gpu[:30]!r} not in the catalogue"
-    if out.get("gpu") is None:
-        out.pop("gpu", None)
-    if nodes > 1 and out["system"].startswith("dgx"):
-        pass  # catalogue default fabric of the system (DGX: InfiniBand, vendor standard)
+    # several DGX nodes: the catalogue default fabric of the system (InfiniBand, vendor standard)
     return out
 
 
@@ -252,7 +249,7 @@ def map_row(row: dict[str, Any]) -> Mapped | str:
     glob = batch.get("global")
     kw: dict[str, Any] = dict(model=name, model_args=margs, precision=prec, fidelity="analytic")
     kw.update(_software(row))
-    kw.update({k: v for k, v in sysd.items()})
+    kw.update(sysd)
     metric_text = row["metric"].lower()
     unit = (row.get("unit") or "").lower()
     tokens = 1
@@ -492,4 +489,5 @@ def test_mapping_keeps_what_the_row_says(published_rows: list[dict]) -> None:
         2304,
         1536,
     )
+    assert m.scenario.fidelity == "analytic"  # the module docstring's executor
     assert replace(m.scenario, fidelity="simulated").fidelity == "simulated"
