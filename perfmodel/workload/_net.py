@@ -716,6 +716,10 @@ class Net:
         """Append a hand-built layer (parameters that are not a kernel: class tokens ...)."""
         self._add(layer)
 
-    def comm(self, op: CollectiveOp, elements: float, *, nbytes: int | None = None) -> CommPoint:
-        """A tensor-parallel collective over ``elements`` activation elements."""
-        return CommPoint(op=op, message_bytes=float(elements) * (nbytes or self.act_bytes))
+    def comm(
+        self, op: CollectiveOp, elements: float, *, element_bytes: float | None = None
+    ) -> CommPoint:
+        """A tensor-parallel collective over ``elements`` elements of ``element_bytes`` bytes
+        each (default: the activation element size)."""
+        size = self.act_bytes if element_bytes is None else element_bytes
+        return CommPoint(op=op, message_bytes=float(elements) * size)

@@ -255,7 +255,7 @@ def _lm_head_and_loss(
         net.layers[-1] = replace(last, params=last.params - (last.gemm.k * last.gemm.n))
     comm: tuple[CommPoint, ...] = ()
     if net.tp > 1:
-        comm = (CommPoint(op=CollectiveOp.ALLREDUCE, message_bytes=3.0 * rows * 4),)
+        comm = (net.comm(CollectiveOp.ALLREDUCE, 3 * rows, element_bytes=4),)  # fp32
     net.loss("loss", rows, cfg.vocab // net.tp, fwd_comm=comm)
 
 
