@@ -116,8 +116,6 @@ class LoweredStep:
     num_gpus: int
     min_period_s: float = 0.0
     staleness: dict[int, float] = field(default_factory=dict)
-    chunks: tuple[Chunk, ...] = ()
-    microbatches: int = 1
 
 
 # --------------------------------------------------------------------------- partitioning
@@ -714,13 +712,11 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         samples_per_step=inp.batch_per_replica * plan.dp,
         model_flop_per_step=flop,
         num_gpus=plan.num_gpus,
-        chunks=tuple(chunks),
-        microbatches=m,
     )
 
 
-def _single_chunk(inp: StepInputs, costs: Costs, wl: Workload | None = None) -> Chunk:
-    w = wl or inp.workload
+def _single_chunk(inp: StepInputs, costs: Costs) -> Chunk:
+    w = inp.workload
     return build_chunk(
         w,
         list(range(len(w.layers))),
@@ -943,7 +939,7 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
         # which the workload models as one batch learners*b (built so by perfmodel.api)
         last = compute_step(deps, slowed=n > 1)
         # intra-GPU averaging: read every learner's model, write the average (memory bound)
-        bw = costs_memory_bw(costs)
+        bw = _memory_bandwidth_Bps(costs)
         t_local = (replicas_on_gpu + 1) * param_bytes / bw if bw > 0 else 0.0
         avg = b.add(
             TaskKind.COMPUTE, g0, "compute", t_local, [last], label="intra-GPU model average"
@@ -991,12 +987,10 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
         num_gpus=n,
         min_period_s=min_period,
         staleness=staleness,
-        chunks=(ch,),
-        microbatches=m,
     )
 
 
-def costs_memory_bw(costs: Costs) -> float:
+def _memory_bandwidth_Bps(costs: Costs) -> float:
     """GPU memory bandwidth (bytes/s) when the cost model knows it, else 0."""
     spec = getattr(costs, "gpu_spec", None)
     return float(getattr(spec, "memory_bandwidth_Bps", 0.0) or 0.0)
