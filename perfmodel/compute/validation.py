@@ -65,6 +65,7 @@ class Skipped:
 
 
 _GPU_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"^(?=.*a100)(?=.*pcie)(?=.*40)", "A100-PCIE-40GB"),  # the words in any order
     (r"gh200", "GH200"),
     (r"gb200", "GB200"),
     (r"b200", "B200-SXM-180GB"),
@@ -97,8 +98,6 @@ def resolve_gpu(text: str) -> GPUSpec:
         When the text names no known pattern or the catalogue lacks that GPU.
     """
     t = text.lower()
-    if "a100" in t and "pcie" in t and "40" in t:
-        return get_gpu("A100-PCIE-40GB")
     for pattern, name in _GPU_PATTERNS:
         if re.search(pattern, t):
             return get_gpu(name, where="hardware.gpu")
