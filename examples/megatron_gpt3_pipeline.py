@@ -20,6 +20,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perfmodel import units
 from perfmodel.api import Scenario, predict, predict_curve
 from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
 
@@ -53,7 +54,7 @@ def main() -> None:
         reports[sched] = r
         print(
             f"{sched + (f' v={v}' if v > 1 else ''):<22}{r.iteration_time_s:10.3f}s{100 * r.bubble_time_s / r.iteration_time_s:8.1f}%"
-            f"{r.exposed_comm_time_s * 1e3:12.1f}ms{r.memory.activations_bytes / 2**30:14.2f} GiB"
+            f"{r.exposed_comm_time_s * 1e3:12.1f}ms{r.memory.activations_bytes / units.GiB:14.2f} GiB"
         )
     r = reports["interleaved"]
     m = GPT.global_batch // (GPT.microbatch or 1)

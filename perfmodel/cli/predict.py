@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from perfmodel import units
 from perfmodel.cli._common import add_system_args
 from perfmodel.errors import ConfigError
 
@@ -193,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                 print(
                     f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
-                    f"{r.memory_per_gpu_bytes / 2**30:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
+                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
                 )
         return 0
     report = predict(sc)
