@@ -364,7 +364,7 @@ class ComputeModel:
                 cast_in_bytes = g.m * g.k * g.batch * (4.0 + prec.activation_bytes)
                 cast_kernels += 1
             cast_bytes += cast_in_bytes
-        if prec.mixed and p.cast_weights_each_step and layer.autocast_fp32:
+        if autocast and layer.autocast_fp32:
             scale = 4.0 / prec.activation_bytes
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
@@ -381,10 +381,11 @@ class ComputeModel:
             t_bc = layer.bwd_flop / (peak * p.fused_attention_bwd_efficiency)
             k_f = max(layer.kernels, 1)
             k_b = 2 * k_f if layer.bwd_kernels is None else max(layer.bwd_kernels, 1)
-            fwd_gpu = max(t_fc, self._mem_time(layer.fwd_bytes)) + k_f * p.kernel_launch_s
+            t_fm = self._mem_time(layer.fwd_bytes)
+            fwd_gpu = max(t_fc, t_fm) + k_f * p.kernel_launch_s
             bwd_gpu = max(t_bc, self._mem_time(layer.bwd_bytes)) + k_b * p.kernel_launch_s
             fwd, bwd = max(fwd_gpu, k_f * host), max(bwd_gpu, k_b * host)
-            bound = Bound.COMPUTE if t_fc >= self._mem_time(layer.fwd_bytes) else Bound.MEMORY
+            bound = Bound.COMPUTE if t_fc >= t_fm else Bound.MEMORY
             return LayerTime(
                 fwd,
                 bwd,
