@@ -9,7 +9,6 @@ neighbours are next; data-parallel groups span servers. ``order`` permutes the d
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
@@ -61,10 +60,6 @@ class Placement:
 
     def pp_group(self, dp_rank: int = 0, tp_rank: int = 0) -> tuple[str, ...]:
         return tuple(self.gpu(dp_rank, p, tp_rank) for p in range(self.pp))
-
-    @property
-    def all_gpus(self) -> tuple[str, ...]:
-        return self.gpus
 
 
 def place(
@@ -124,13 +119,3 @@ def place(
             )
     tp = 1 if plan.hybrid is Hybrid.ONE_WEIRD_TRICK else plan.tp
     return Placement(dp=plan.dp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]
-
-
-def groups_span_servers(topology: Topology, group: tuple[str, ...]) -> bool:
-    """True when a group's GPUs sit in more than one server."""
-    return len({topology.server_of(g) for g in group}) > 1
-
-
-def all_dp_groups(pl: Placement) -> list[tuple[str, ...]]:
-    """Every data-parallel group (one per (pp, tp) coordinate)."""
-    return [pl.dp_group(p, t) for p, t in itertools.product(range(pl.pp), range(pl.tp))]
