@@ -30,14 +30,7 @@ class PlanMemory:
 
     @property
     def total_bytes(self) -> float:
-        return (
-            self.weights_bytes
-            + self.grads_bytes
-            + self.optimizer_bytes
-            + self.activations_bytes
-            + self.workspace_bytes
-            + self.comm_buffers_bytes
-        )
+        return sum(self.parts().values())
 
     @property
     def fits(self) -> bool:
