@@ -77,12 +77,27 @@ def parse_systems(text: str, *, where: str = "--systems") -> list[SystemOption]:
     return opts
 
 
-def catalogue_gpus_per_node(option: SystemOption) -> int:
-    """GPUs per server of a system option (loads its topology with one node)."""
-    from perfmodel.topology import load_system
+#: Scenario keys of an option's overrides that shape its hardware (what ``topology_of`` reads)
+_HARDWARE_KEYS = (
+    "network",
+    "nics_per_node",
+    "gpu",
+    "gpus_per_node",
+    "intra_node",
+    "fabric_topology",
+    "oversubscription",
+    "calibration",
+)
 
-    kw = {k: v for k, v in option.overrides.items() if k in ("network", "nics_per_node", "gpu")}
-    return load_system(option.system, nodes=1, **kw).gpus_per_node
+
+def catalogue_gpus_per_node(option: SystemOption) -> int:
+    """GPUs per server of a system option: its one-node topology, built as ``predict`` builds it
+    (:func:`perfmodel.api.topology_of`), so ``custom`` and ``calibrated`` systems work too."""
+    from perfmodel.api import Scenario, topology_of
+
+    kw = {k: v for k, v in option.overrides.items() if k in _HARDWARE_KEYS}
+    sc = Scenario.from_dict({**kw, "system": option.system, "nodes": 1}, where=option.label)
+    return topology_of(sc).gpus_per_node
 
 
 @dataclass(frozen=True)

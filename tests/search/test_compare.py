@@ -339,3 +339,13 @@ def test_a_predictor_bug_in_a_later_stage_is_a_note_not_a_crash() -> None:
     assert res.stages[-1].evaluated == 0
     assert sum("FAILED" in n and "NameError" in n for n in res.notes) == 2
     assert res.ranked and res.ranked[0].stage == "analytic"
+
+
+def test_whatif_gpus_per_node_of_custom_and_catalogue_systems() -> None:
+    pytest.importorskip("perfmodel.api")
+    from perfmodel.search.whatif import SystemOption, catalogue_gpus_per_node
+
+    custom = SystemOption.parse("custom:gpus_per_node=4:gpu=v100:intra_node=nvlink2")
+    assert catalogue_gpus_per_node(custom) == 4  # was UnknownHardwareError: 'custom'
+    dgx = SystemOption.parse("dgx1-v100:network=ib-edr:nics_per_node=4:software=horovod")
+    assert catalogue_gpus_per_node(dgx) == 8
