@@ -99,7 +99,7 @@ def parse_model_args(items: list[str]) -> dict[str, str]:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from perfmodel.workload import list_models
+    from perfmodel.workload import build_model, list_models
 
     models = list_models()
     if args.json:
@@ -110,7 +110,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                         "name": m.name,
                         "family": m.family,
                         "reference": m.reference,
-                        "arguments": {k: v for k, v in m.arguments().items()},
+                        "arguments": m.arguments(),
                     }
                     for m in models
                 ],
@@ -121,8 +121,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'name':14s} {'family':12s} {'params':>14s}  reference")
     for m in models:
-        from perfmodel.workload import build_model
-
         kw: dict[str, Any] = {"seq_len": 128} if m.name.startswith("llama") else {}
         params = build_model(m.name, batch_size=1, **kw).total_params
         print(f"{m.name:14s} {m.family:12s} {params:14,d}  {m.reference}")
