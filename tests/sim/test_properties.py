@@ -164,6 +164,15 @@ def test_memory_is_the_sum_of_its_parts() -> None:
         step = lower_synthetic(plan, block_workload(8), FakeCosts(), batch_per_replica=4)
         for m in step.memory:
             assert m.total_bytes == pytest.approx(sum(m.parts().values()))
+            # parts() names every part once (total_bytes is computed from parts())
+            assert m.total_bytes == pytest.approx(
+                m.weights_bytes
+                + m.grads_bytes
+                + m.optimizer_bytes
+                + m.activations_bytes
+                + m.workspace_bytes
+                + m.comm_buffers_bytes
+            )
 
 
 def test_zero_shards_model_state() -> None:
