@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--profile",
-        help="calibration profile (default: the shipped profile of the --measurements device)",
+        help="calibration profile (default: --measurements, when that file is a profile)",
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--measurements", help="profile JSON or JSON/JSONL list of measurements")
