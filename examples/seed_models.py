@@ -64,7 +64,7 @@ def navid_mnist_cnn(
     sequence_parallel: bool = False,
 ) -> Workload:
     """Navid's Keras MNIST CNN (about 2.4 M parameters)."""
-    prec = Precision.parse(precision) if not isinstance(precision, Precision) else precision
+    prec = Precision.parse(precision)  # a Precision is returned as is
     net = Net(batch_size, prec, tp=tp)
     x = (batch_size, 1, 28, 28)
     net.new_block()
@@ -93,7 +93,7 @@ def vgg19_bn_cifar(
     sequence_parallel: bool = False,
 ) -> Workload:
     """VGG-19-BN for CIFAR-10 with a 512->10 classifier (about 20.0 M parameters)."""
-    prec = Precision.parse(precision) if not isinstance(precision, Precision) else precision
+    prec = Precision.parse(precision)  # a Precision is returned as is
     net = Net(batch_size, prec, tp=tp)
     x = (batch_size, 3, 32, 32)
     i = 0
