@@ -106,6 +106,12 @@ class Net:
         self.buffers = 0
         self._first_weight_layer = True
 
+    @property
+    def seq_shard(self) -> int:
+        """Ranks the sequence is split over for norms and dropouts: ``tp`` with sequence
+        parallelism, else 1."""
+        return self.tp if self.sp else 1
+
     # -- helpers ---------------------------------------------------------------------------
     def _add(self, layer: LayerCost) -> None:
         self.layers.append(layer)

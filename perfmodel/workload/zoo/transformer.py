@@ -148,7 +148,7 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
     h, tp = cfg.hidden, net.tp
     d = cfg.head_dim
     heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
-    shard = tp if net.sp else 1
+    shard = net.seq_shard
     a = net.act_bytes
     x: Shape = (b, s, h)
     norm_params = h if cfg.rms_norm else 2 * h
@@ -294,9 +294,9 @@ def gpt(
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=positions)
     if dropout:
-        net.dropout("embed.dropout", (b, s, hidden), shard=net.tp if net.sp else 1)
+        net.dropout("embed.dropout", (b, s, hidden), shard=net.seq_shard)
     _stack(net, cfg, b, s)
-    net.norm("final_ln", (b, s, hidden), params=2 * hidden, shard=net.tp if net.sp else 1)
+    net.norm("final_ln", (b, s, hidden), params=2 * hidden, shard=net.seq_shard)
     _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
     return cfg
 
@@ -336,7 +336,7 @@ def llama(
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=0)
     _stack(net, cfg, b, s)
-    net.norm("final_norm", (b, s, hidden), params=hidden, shard=net.tp if net.sp else 1, rms=True)
+    net.norm("final_norm", (b, s, hidden), params=hidden, shard=net.seq_shard, rms=True)
     _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
     return cfg
 
