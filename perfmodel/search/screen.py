@@ -248,6 +248,7 @@ class PlanScreen:
     # -------------------------------------------------------------- evaluate
     def __call__(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
         """Estimate one plan; returns the report keys the search reads."""
+        from perfmodel.parallel.plan import PipelineSchedule, Recompute
         from perfmodel.workload.memory import memory_breakdown
 
         sc = {**self.base, **scenario}
@@ -279,8 +280,9 @@ class PlanScreen:
             )
         m = per_replica // mb
         v = int(sc.get("interleave") or 1)
-        schedule = str(sc.get("schedule") or "1f1b")
-        recompute = str(sc.get("recompute") or "none")
+        # the choices as predict reads them (case, aliases such as "pipedream-flush")
+        schedule = PipelineSchedule.parse(sc.get("schedule") or "1f1b").value
+        recompute = Recompute.parse(sc.get("recompute") or "none").value
         sp = bool(sc.get("sequence_parallel"))
         zero = int(sc.get("zero") or 0)
         st = self._stage(mb * k, tp, pp, recompute, sp)

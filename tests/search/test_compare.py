@@ -349,3 +349,20 @@ def test_whatif_gpus_per_node_of_custom_and_catalogue_systems() -> None:
     assert catalogue_gpus_per_node(custom) == 4  # was UnknownHardwareError: 'custom'
     dgx = SystemOption.parse("dgx1-v100:network=ib-edr:nics_per_node=4:software=horovod")
     assert catalogue_gpus_per_node(dgx) == 8
+
+
+def test_screen_reads_schedule_and_recompute_as_predict_does() -> None:
+    pytest.importorskip("perfmodel.api")
+    from perfmodel.search.screen import PlanScreen
+
+    args = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 512}
+    screen = PlanScreen({"system": "dgx-a100", "model": "gpt", "model_args": args})
+    plan = {"gpus": 8, "tp": 2, "pp": 2, "global_batch": 16, "microbatch": 1}
+    plain = screen({**plan, "schedule": "gpipe", "recompute": "full"})
+    spelled = screen({**plan, "schedule": "GPipe", "recompute": "Full"})
+    assert spelled["iteration_time_s"] == plain["iteration_time_s"]
+    assert spelled["memory_per_gpu_bytes"] == plain["memory_per_gpu_bytes"]
+    alias = screen({**plan, "schedule": "pipedream-flush"})
+    assert alias == screen({**plan, "schedule": "1f1b"})
+    with pytest.raises(ConfigError, match="schedule"):
+        screen({**plan, "schedule": "zigzag"})
