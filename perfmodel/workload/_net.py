@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
@@ -188,6 +189,11 @@ class Net:
                 **extra,  # type: ignore[arg-type]
             )
         )
+
+    def unsave(self, index: int = -1) -> None:
+        """The layer at ``index`` keeps a tensor that another layer already counts (two
+        consumers of one input): its ``activation_bytes`` become 0, counted once."""
+        self.layers[index] = replace(self.layers[index], activation_bytes=0.0)
 
     def _needs_dgrad(self) -> bool:
         first = self._first_weight_layer

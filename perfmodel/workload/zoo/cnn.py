@@ -17,8 +17,6 @@ forward, a reduce-scatter of its gradient in backward).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
@@ -233,7 +231,7 @@ def resnet(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: int
             if stride != 1 or in_ch != out_ch:
                 d = net.conv(f"{name}.downsample", x, out_ch, 1, stride, 0)
                 # the block input is already kept by the block's first convolution
-                _unsave_last(net)
+                net.unsave()
                 net.batchnorm(f"{name}.downsample.bn", d)
             x = net.add(f"{name}.add", h)
             x = net.act(f"{name}.relu", x, "relu")
@@ -242,11 +240,6 @@ def resnet(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: int
     x = net.global_pool("avgpool", x)
     logits = classifier(net, x, [num_classes])
     loss(net, logits)
-
-
-def _unsave_last(net: Net) -> None:
-    """Mark the last layer's saved input as shared with an earlier layer (counted once)."""
-    net.layers[-1] = replace(net.layers[-1], activation_bytes=0.0)
 
 
 def resnet_v2(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: int = 1000) -> None:
@@ -270,7 +263,7 @@ def resnet_v2(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: 
             pre = net.act(f"{name}.preact_relu", pre, "relu")
             if j == 0:
                 net.conv(f"{name}.0_conv", pre, 4 * width, 1, stride, 0, bias=True)
-                _unsave_last(net)  # pre-activation kept by the 1_conv below
+                net.unsave()  # pre-activation kept by the 1_conv below
             elif stride > 1:
                 net.pool(f"{name}.shortcut_pool", x, 1, stride)
             h = net.conv(f"{name}.1_conv", pre, width, 1)

@@ -27,8 +27,7 @@ class _Branches:
         y = _conv_bn_relu(self.net, name, self.x if shared else x, out, k, s, p)
         if shared:
             if self.count:
-                conv = self.net.layers[start]
-                self.net.layers[start] = replace(conv, activation_bytes=0.0)
+                self.net.unsave(start)
             self.count += 1
         return y
 
@@ -36,7 +35,7 @@ class _Branches:
         start = len(self.net.layers)
         y = self.net.pool(name, self.x, k, s, p, mode=mode)
         if self.count and mode == "max":
-            self.net.layers[start] = replace(self.net.layers[start], activation_bytes=0.0)
+            self.net.unsave(start)
         self.count += 1
         return y
 
@@ -98,12 +97,12 @@ def _inception_e(net: Net, n: str, x: Shape) -> Shape:
     y3 = b.conv(f"{n}.branch3x3_1", None, 384, 1)
     y3a = b.conv(f"{n}.branch3x3_2a", y3, 384, (1, 3), 1, (0, 1))
     y3b = b.conv(f"{n}.branch3x3_2b", y3, 384, (3, 1), 1, (1, 0))
-    net.layers[-3] = replace(net.layers[-3], activation_bytes=0.0)  # shares y3 with 2a
+    net.unsave(-3)  # shares y3 with 2a
     yd = b.conv(f"{n}.branch3x3dbl_1", None, 448, 1)
     yd = b.conv(f"{n}.branch3x3dbl_2", yd, 384, 3, 1, 1)
     yda = b.conv(f"{n}.branch3x3dbl_3a", yd, 384, (1, 3), 1, (0, 1))
     ydb = b.conv(f"{n}.branch3x3dbl_3b", yd, 384, (3, 1), 1, (1, 0))
-    net.layers[-3] = replace(net.layers[-3], activation_bytes=0.0)
+    net.unsave(-3)
     yp = b.pool(f"{n}.branch_pool.avg", 3, 1, 1, "avg")
     yp = b.conv(f"{n}.branch_pool", yp, 192, 1)
     return net.concat(f"{n}.concat", [y1, y3a, y3b, yda, ydb, yp])
