@@ -493,7 +493,9 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         spec = CommSpec(op, nbytes, dp_groups[s], alg, kind, dp_sibs[s], preset.fusion_cycle_s / 2)
         return b.add(TaskKind.COLLECTIVE, gpu[s], "dp", dur, deps, label=label, comm=spec)
 
-    p2p_cache: dict[tuple[int, int, float], float] = {}
+    # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer recurs for
+    # every micro-batch, so its GPU pairs and closed-form time are computed once
+    p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
 
     def p2p(
         s_from: int,
@@ -506,14 +508,15 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         ch: int,
     ) -> int:
         per_rank = nbytes / pl.tp if pl.tp > 1 else nbytes  # Megatron scatter/gather optimisation
-        pairs = [(pl.gpu(0, s_from, t), pl.gpu(0, s_to, t)) for t in range(pl.tp)]
         key = (s_from, s_to, per_rank)
-        dur = p2p_cache.get(key)
-        if dur is None:
-            dur = p2p_cache[key] = costs.transfers_time(pairs, per_rank)
-        spec = CommSpec(
-            CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
-        )
+        hit = p2p_cache.get(key)
+        if hit is None:
+            pairs = [(pl.gpu(0, s_from, t), pl.gpu(0, s_to, t)) for t in range(pl.tp)]
+            spec = CommSpec(
+                CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
+            )
+            hit = p2p_cache[key] = (costs.transfers_time(pairs, per_rank), spec)
+        dur, spec = hit
         return b.add(
             TaskKind.SENDRECV,
             gpu[s_from],
