@@ -73,25 +73,48 @@ def test_fit_recovers_parameters_from_noise_free_data() -> None:
     assert fit.predict_s(100.0) == pytest.approx((1 + bn / 100) * (a + c * 100), rel=1e-5)
 
 
-@settings(max_examples=15, deadline=None)
-@given(s_min=st.floats(100.0, 1e5), bn=st.floats(8.0, 2000.0), seed=st.integers(0, 1000))
-def test_fit_with_predicted_step_times_recovers_parameters(
-    s_min: float, bn: float, seed: int
-) -> None:
-    rng = np.random.default_rng(seed)
+def _fit_with_steps(s_min: float, bn: float, seed: int | None) -> tuple[float, float, float, float]:
+    """(min_steps, its rel std, noise scale, its rel std) fitted from 9 points; 2% log-normal
+    noise on the times unless ``seed`` is None."""
     b = np.array([8, 16, 32, 64, 128, 256, 512, 1024, 2048], dtype=float)
+    rng = np.random.default_rng(0 if seed is None else seed)
     step = 0.01 + b * 1e-4 * rng.uniform(0.8, 1.2, size=b.size)
-    noise = np.exp(rng.normal(0.0, 0.02, size=b.size))
+    noise = 1.0 if seed is None else np.exp(rng.normal(0.0, 0.02, size=b.size))
     t = s_min * (1 + bn / b) * step * noise
-    fit = fit_time_to_accuracy(b, t, step_time_s=step, draws=30)
-    se = fit.statistical_efficiency()
-    # 2% noise on 9 points spanning B_noise: within 5 standard errors and 30%
-    for true, est, rel in (
-        (s_min, se.min_steps, se.min_steps_rel_std),
-        (bn, se.noise_scale_samples, se.noise_scale_rel_std),
-    ):
-        assert abs(math.log(est / true)) <= max(5 * rel, 0.02) + 1e-9
-        assert abs(est / true - 1) < 0.3
+    se = fit_time_to_accuracy(b, t, step_time_s=step, draws=30).statistical_efficiency()
+    return se.min_steps, se.min_steps_rel_std, se.noise_scale_samples, se.noise_scale_rel_std
+
+
+@settings(max_examples=15, deadline=None)
+@given(s_min=st.floats(100.0, 1e5), bn=st.floats(8.0, 2000.0))
+def test_fit_with_predicted_step_times_recovers_parameters(s_min: float, bn: float) -> None:
+    """Exact data: the fit recovers S_min and B_noise over the whole parameter range."""
+    est_s, rel_s, est_b, rel_b = _fit_with_steps(s_min, bn, seed=None)
+    assert est_s == pytest.approx(s_min, rel=1e-4)
+    assert est_b == pytest.approx(bn, rel=1e-4)
+    assert rel_s >= 0 and rel_b >= 0
+
+
+@pytest.mark.parametrize(
+    ("s_min", "bn"), [(1000.0, 300.0), (100.0, 107.0), (5e4, 20.0), (300.0, 1500.0)]
+)
+def test_fit_uncertainty_covers_the_truth(s_min: float, bn: float) -> None:
+    """Noisy data (2% on 9 points), 40 fixed seeds: the reported relative standard errors are
+    honest. A 2-sigma interval should hold the truth ~95% of the time (measured 91-93%), a
+    5-sigma one essentially always, and every estimate stays within 30%. Fixed seeds keep this
+    deterministic: a probabilistic bound inside a hypothesis search fails by construction once
+    the search looks long enough."""
+    within2 = within5 = total = 0
+    for seed in range(40):
+        est_s, rel_s, est_b, rel_b = _fit_with_steps(s_min, bn, seed)
+        for true, est, rel in ((s_min, est_s, rel_s), (bn, est_b, rel_b)):
+            z = abs(math.log(est / true)) / max(rel, 1e-12)
+            within2 += z <= 2
+            within5 += z <= 5
+            total += 1
+            assert abs(est / true - 1) < 0.3
+    assert 0.8 <= within2 / total <= 1.0
+    assert within5 / total >= 0.97
 
 
 def test_fit_rejects_bad_input() -> None:
