@@ -12,6 +12,7 @@ Used by the CLI (``perfmodel predict``), the examples, plan search and sweeps. C
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import math
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
+from perfmodel._enum import parse_enum
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
 from perfmodel.parallel.costs import SystemCosts
@@ -40,7 +42,15 @@ from perfmodel.report.step import StepReport, breakdown
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
 
-FIDELITIES = ("simulated", "analytic")
+
+class Fidelity(str, enum.Enum):
+    """How :func:`predict` executes the task graph."""
+
+    SIMULATED = "simulated"  # SimPy, communication replayed as flows on the topology's links
+    ANALYTIC = "analytic"  # list schedule with closed-form communication times (fast path)
+
+
+FIDELITIES = tuple(f.value for f in Fidelity)
 
 #: ``workload_fn(batch_size=, precision=, tp=, sequence_parallel=) -> Workload``
 WorkloadFn = Callable[..., Any]
@@ -359,6 +369,7 @@ class Resolved:
     num_gpus: int
     batch_per_replica: int
     microbatch: int
+    fidelity: Fidelity = Fidelity.SIMULATED
 
 
 def resolve(sc: Scenario) -> Resolved:
@@ -369,12 +380,7 @@ def resolve(sc: Scenario) -> Resolved:
     ConfigError, InfeasiblePlanError
         Naming the bad number and what would fit.
     """
-    if sc.fidelity not in FIDELITIES:
-        raise ConfigError(
-            f"unknown fidelity {sc.fidelity!r}; expected one of {', '.join(FIDELITIES)}",
-            value=sc.fidelity,
-            where="fidelity",
-        )
+    fidelity = parse_enum(Fidelity, sc.fidelity, where="fidelity")
     topo = topology_of(sc)
     precision = Precision.parse(sc.precision)
     n = _pos_int(sc.gpus, "gpus", allow_none=True) or topo.num_gpus
@@ -458,7 +464,7 @@ def resolve(sc: Scenario) -> Resolved:
         hybrid=hybrid,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
-    return Resolved(topo, plan, preset, precision, n, bpr, mb)
+    return Resolved(topo, plan, preset, precision, n, bpr, mb, fidelity)
 
 
 def _build_step(
@@ -515,9 +521,9 @@ def _build_step(
 
 
 def _run(
-    step: LoweredStep, sc: Scenario, topo: Topology, costs: SystemCosts
+    step: LoweredStep, fidelity: Fidelity, topo: Topology, costs: SystemCosts
 ) -> tuple[Timeline, str]:
-    if sc.fidelity == "analytic":
+    if fidelity is Fidelity.ANALYTIC:
         return evaluate(step.graph), "analytic"
     lp = costs.link_params
     return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
@@ -573,7 +579,7 @@ def predict(
     """
     r = resolve(sc)
     step, costs = _build_step(sc, r, workload_fn)
-    timeline, fidelity = _run(step, sc, r.topology, costs)
+    timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:
         raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
@@ -673,6 +679,7 @@ def predict_curve(
 
 __all__ = [
     "FIDELITIES",
+    "Fidelity",
     "Scenario",
     "StepReport",
     "baseline_scenario",

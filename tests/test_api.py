@@ -322,3 +322,12 @@ def test_predict_help_names_every_software_preset(
     text = " ".join(capsys.readouterr().out.split())
     for name in PRESETS:
         assert name.replace("zero2", "zero1..3").replace("zero3", "zero1..3") in text
+
+
+def test_fidelity_is_parsed_like_every_other_choice() -> None:
+    sc = Scenario(system="dgx1-v100", gpus=2, model="resnet18", batch_per_gpu=32)
+    assert predict(replace(sc, fidelity="Analytic"), baseline=False).fidelity == "analytic"
+    with pytest.raises(
+        ConfigError, match="unknown fidelity 'exact'; expected one of simulated, analytic"
+    ):
+        predict(replace(sc, fidelity="exact"))
