@@ -7,8 +7,9 @@ rank's (the collective is done when the last rank is done). NCCL runs are timed 
 on each rank's stream, Gloo runs with the host clock. Sizes follow the nccl-tests convention of
 :class:`perfmodel.ops.CollectiveOp` (all-gather: the whole output buffer).
 
-The result is a list of ``collective`` :class:`Measurement` s tagged with ``link_class`` (what the
-caller says the GPUs are connected by; ``"intra-node"`` by default), ready for
+The result is a list of ``collective`` :class:`Measurement` s tagged with ``link_class`` (the link
+family or technology the GPUs are connected by, as :class:`perfmodel.comm.LinkParams` matches it;
+:func:`intra_node_link_class` reads it from ``nvidia-smi topo -m``), ready for
 :func:`perfmodel.calibration.nccl.fit_link_params`.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
+from perfmodel.comm.params import link_class_name
 from perfmodel.errors import CalibrationError
 from perfmodel.ops import CollectiveOp
 
@@ -117,7 +119,7 @@ def measure_collectives(
     sizes: Sequence[int] = tuple(2**k for k in range(10, 31, 2)),
     ops: Sequence[CollectiveOp] = DEFAULT_OPS,
     repeats: int = 10,
-    link_class: str = "intra-node",
+    link_class: str,
     timeout_s: float = 300.0,
 ) -> list[Measurement]:
     """Time ``ops`` at ``sizes`` (bytes) over ``world_size`` local ranks; one measurement each.
@@ -180,7 +182,7 @@ def measure_collectives(
                     "ranks": world_size,
                     "nodes": 1,
                     "dtype": "float",
-                    "link_class": link_class,
+                    "link_class": link_class_name(link_class, where="link_class"),
                     "backend": backend,
                 },
                 timing=TimingStats.from_samples(times, where=f"{op_name} {nbytes} B"),
@@ -191,3 +193,34 @@ def measure_collectives(
             )
         )
     return out
+
+
+def intra_node_link_class(smi_text: str, gpu_model: str) -> str:
+    """The link technology that bounds a transfer between GPU 0 and GPU 1 of this machine.
+
+    ``smi_text`` is the output of ``nvidia-smi topo -m``; the server graph is rebuilt with
+    :func:`perfmodel.topology.importers.from_smi_text` and the narrowest link of the route
+    GPU 0 -> GPU 1 names the class (e.g. ``nvlink4`` on an H100 NVSwitch board, ``pcie4-x16``
+    on a PCIe box), so that fitted link parameters apply to the links they were measured on.
+
+    Raises
+    ------
+    CalibrationError
+        If the text has fewer than two GPUs.
+    """
+    from perfmodel.topology import route
+    from perfmodel.topology.importers import from_smi_text
+    from perfmodel.topology.routing import path_edges
+    from perfmodel.topology.schema import effective_bandwidth
+
+    topo = from_smi_text(smi_text, gpu=gpu_model, source="nvidia-smi topo -m")
+    if topo.num_gpus < 2:
+        raise CalibrationError(
+            "nvidia-smi topo -m shows fewer than 2 GPUs", value=topo.num_gpus, where="nvidia-smi"
+        )
+    g = topo.graph
+    u, v = min(
+        path_edges(route(topo, topo.gpus[0], topo.gpus[1])),
+        key=lambda e: effective_bandwidth(g, *e),
+    )
+    return link_class_name(g.edges[u, v]["tech"], where="nvidia-smi topo -m")

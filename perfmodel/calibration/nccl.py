@@ -30,6 +30,7 @@ import numpy as np
 from perfmodel.calibration.fit import fit_log_model
 from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
 from perfmodel.calibration.profile import FitSummary
+from perfmodel.comm.params import link_class_name
 from perfmodel.errors import CalibrationError
 from perfmodel.ops import CollectiveOp, bus_factor
 
@@ -99,6 +100,7 @@ def log_measurements(
             value=ranks,
             where=str(path),
         )
+    link_class = link_class_name(link_class, where="--link")
     out = []
     for row in log.rows:
         t = row.inplace_time_s if inplace and row.inplace_time_s else row.time_s
@@ -115,7 +117,7 @@ def log_measurements(
                     "ranks": ranks,
                     "nodes": log.nodes,
                     "dtype": row.dtype,
-                    "link_class": str(link_class).lower(),
+                    "link_class": link_class,
                     "inplace": bool(inplace),
                 },
                 timing=TimingStats(t, t, t, t, 1),

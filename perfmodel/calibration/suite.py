@@ -433,10 +433,35 @@ def default_steps(backend: Backend) -> list[StepSpec]:
 
 def _collectives_runner(n_gpu: int) -> Callable[[Backend, TimingPolicy], list[Measurement]]:
     def run(backend: Backend, policy: TimingPolicy) -> list[Measurement]:
-        from perfmodel.calibration.collectives import measure_collectives
+        import subprocess
 
+        from perfmodel.calibration.collectives import intra_node_link_class, measure_collectives
+
+        info = backend.device_info()
+        if not info.gpu_model:
+            raise CalibrationError(
+                f"collectives: GPU {info.name!r} is not in the catalogue, so the link class "
+                "between GPUs cannot be named; import nccl-tests logs with --link instead",
+                value=info.name,
+                where="collectives",
+            )
+        smi = subprocess.run(
+            ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=60, check=False
+        )
+        if smi.returncode != 0:
+            raise CalibrationError(
+                "collectives: `nvidia-smi topo -m` failed, so the link class between GPUs is "
+                f"unknown: {smi.stderr.strip()[:200]}",
+                value=smi.returncode,
+                where="collectives",
+            )
+        link_class = intra_node_link_class(smi.stdout, info.gpu_model)
         return measure_collectives(
-            n_gpu, backend="nccl", device="cuda", repeats=max(5, policy.min_repeats)
+            n_gpu,
+            backend="nccl",
+            device="cuda",
+            repeats=max(5, policy.min_repeats),
+            link_class=link_class,
         )
 
     return run

@@ -341,7 +341,9 @@ class LinkParams:
                         value=k,
                         where=f"{where}.{key}",
                     )
-            classes[str(key)] = LinkClassParams(alpha_s=alpha, bandwidth_Bps=bw)
+            classes[link_class_name(str(key), where=f"{where}.{key}")] = LinkClassParams(
+                alpha_s=alpha, bandwidth_Bps=bw
+            )
         for name, red in (("gpu", gpu_red), ("host", host_red)):
             if red is not None and not red > 0:
                 raise ConfigError(
@@ -373,3 +375,30 @@ class LinkParams:
         if self.source:
             out["source"] = self.source
         return out
+
+
+def link_class_name(name: str, *, where: str = "link class") -> str:
+    """The key :meth:`LinkParams.lookup` matches for a link class name.
+
+    A link family (``nvlink``, ``pcie``, ``infiniband`` ...) stays as is; a technology name or
+    alias (``nvlink3``, ``edr``, ``pcie4``) becomes its canonical catalogue name. Anything else
+    would never match a link of the topology, so it is refused rather than silently unused.
+
+    >>> link_class_name("NVLink"), link_class_name("edr")
+    ('nvlink', 'ib-edr')
+    """
+    from perfmodel.errors import UnknownHardwareError
+    from perfmodel.hardware.links import get_link
+
+    key = str(name).strip().lower()
+    if key in {f.value for f in LinkFamily}:
+        return key
+    try:
+        return get_link(key, where=where).name.lower()
+    except UnknownHardwareError as exc:
+        raise ConfigError(
+            f"{where}: {name!r} is neither a link family ({', '.join(f.value for f in LinkFamily)}) "
+            "nor a link technology of the catalogue (perfmodel hw links)",
+            value=name,
+            where=where,
+        ) from exc
