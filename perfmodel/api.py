@@ -665,12 +665,13 @@ def predict_curve(
     one server's GPUs. Points that do not fit in memory come back with ``fits_in_memory=False``.
     """
     topo1 = topology_of(replace(sc, nodes=1))
+    owt = Hybrid.parse(sc.hybrid) is Hybrid.ONE_WEIRD_TRICK
+    min_nodes = _pos_int(sc.nodes, "nodes")
     out: list[StepReport] = []
     for g in gpus:
         gi = _pos_int(g, "gpus")
-        nodes = max(_pos_int(sc.nodes, "nodes") or 1, math.ceil(gi / topo1.gpus_per_node))
-        hybrid = Hybrid.parse(sc.hybrid)
-        tp = gi if hybrid is Hybrid.ONE_WEIRD_TRICK else sc.tp
+        nodes = max(min_nodes, math.ceil(gi / topo1.gpus_per_node))
+        tp = gi if owt else sc.tp
         out.append(
             predict(replace(sc, gpus=gi, nodes=nodes, dp=None, tp=tp), workload_fn=workload_fn)
         )
