@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from perfmodel.compute.validation import RowPrediction, Skipped, deduplicate_runs, predict_row
+from perfmodel.hardware import get_gpu
 
 pytestmark = pytest.mark.validation
 
@@ -111,15 +112,25 @@ def test_deepbench_gemm_out_of_sample(results: list[RowPrediction | Skipped]) ->
 
 def test_in_sample_ceilings_reproduced(results: list[RowPrediction | Skipped]) -> None:
     """The matmul ceilings fed ``tensor_core_efficiency`` (their median): they come back with a
-    median error under 15% and none beyond 30% (the worst, RTX 4090 fp16, measured 172 TFLOP/s
-    above the 165 TFLOP/s datasheet peak: the card boosts beyond its rated clock)."""
-    errs = [
-        abs(r.signed_error)
-        for r in results
-        if isinstance(r, RowPrediction) and r.group.startswith("matmul")
-    ]
-    assert len(errs) == 12
-    assert statistics.median(errs) < 0.15 and max(errs) < 0.30
+    median error under 15% and none beyond 25%, except rows measured above the datasheet peak
+    (RTX 4090: fp16 172 TFLOP/s against the 165 TFLOP/s FP32-accumulate peak, tf32 86 against
+    82.6; the card boosts beyond its rated clock). No efficiency <= 1 reproduces those, so they are checked apart:
+    predicted at or below the datasheet peak, and reported."""
+    rows = [r for r in results if isinstance(r, RowPrediction) and r.group.startswith("matmul")]
+    assert len(rows) == 12
+    above_peak = []
+    errs = []
+    for r in rows:
+        dtype = r.what.split()[-1]  # the row's matmul dtype: fp16, bf16, fp8 or tf32
+        peak_tflops = get_gpu(r.gpu).peak(dtype) / 1e12
+        if r.measured > peak_tflops:
+            above_peak.append(r)
+            assert r.predicted <= peak_tflops
+        else:
+            errs.append(abs(r.signed_error))
+    print(f"\nmatmul ceilings above the datasheet peak: {[r.id for r in above_peak]}")
+    assert [r.id for r in above_peak] == ["mli-matmul-rtx4090-fp32", "mli-matmul-rtx4090-fp16"]
+    assert statistics.median(errs) < 0.15 and max(errs) < 0.25
 
 
 def test_seed_single_gpu_row(seed_rows: list[dict]) -> None:

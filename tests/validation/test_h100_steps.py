@@ -127,5 +127,14 @@ def test_host_floor_marks_small_batch_layers(table):
     # the host floor makes more layers host-bound at batch 32 than at 256, and never speeds up
     assert hosts["datasheet+host"] > by["step/resnet50/bf16/b256"][1]["datasheet+host"]
     assert pred["datasheet+host"] >= pred["datasheet"]
-    # known failure kept visible: the b32 step is still far under-predicted (host cost per op)
-    assert pred["datasheet+host"] < 0.5 * 35.3e-3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: the host-bound ResNet-50 b32 step (GPU busy 10.1 of 35.3 ms) implies ~39 us "
+    "of host work per kernel, four times the measured bare eager launch (9.68 us); the model "
+    "predicts ~11 ms",
+)
+def test_host_bound_small_batch_step_within_25_percent(table):
+    by = {key: pred for key, _m, _b, pred, _h in table}
+    assert abs(by["step/resnet50/bf16/b32"]["datasheet+host"] / 35.3e-3 - 1) < 0.25
