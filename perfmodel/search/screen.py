@@ -194,7 +194,7 @@ class PlanScreen:
             )
         first_block = next((i for i, la in enumerate(wl.layers) if la.block is not None), 0)
         last_block = max((i for i, la in enumerate(wl.layers) if la.block is not None), default=-1)
-        from perfmodel.workload.memory import _is_selective_target
+        from perfmodel.workload.memory import is_selectively_recomputed
 
         tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
 
@@ -206,7 +206,7 @@ class PlanScreen:
                 b += lbi + lbw
                 if recompute == "full" and la.block is not None:
                     b += lf
-                elif recompute == "selective" and _is_selective_target(la):
+                elif recompute == "selective" and is_selectively_recomputed(la):
                     b += lf
                 if tp > 1:
                     comms = list(la.fwd_comm) + list(la.bwd_comm)

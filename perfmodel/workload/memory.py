@@ -167,10 +167,6 @@ def is_selectively_recomputed(layer: LayerCost) -> bool:
     )
 
 
-#: Former private name, kept for callers that imported it.
-_is_selective_target = is_selectively_recomputed
-
-
 def block_activation_bytes(layers: Iterable[LayerCost]) -> dict[int | None, float]:
     """Saved activation bytes per block index (``None``: layers outside blocks)."""
     out: dict[int | None, float] = {}
