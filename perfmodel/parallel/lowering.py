@@ -33,9 +33,8 @@ from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PSHost, Rec
 from perfmodel.parallel.schedule import peak_in_flight, stage_ops
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
-from perfmodel.workload.layers import LayerCost, LayerKind, Workload
-
-_SELECTIVE_KINDS = (LayerKind.MATMUL, LayerKind.SOFTMAX)
+from perfmodel.workload.layers import LayerCost, Workload
+from perfmodel.workload.memory import is_selectively_recomputed
 
 
 @dataclass(frozen=True)
@@ -296,7 +295,7 @@ def build_chunk(
                 tf += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             for cp in layer.bwd_comm:
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
-            if plan.recompute is Recompute.SELECTIVE and layer.kind in _SELECTIVE_KINDS:
+            if plan.recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer):
                 rc += lf
                 sel += layer.activation_bytes
         if plan.recompute is Recompute.FULL:

@@ -116,3 +116,39 @@ def test_partition_unequal_blocks_balances() -> None:
     assert len(parts) == 3 and sorted(i for p in parts for i in p) == list(range(7))
     loads = [sum(cost[i] for i in p) for p in parts]
     assert max(loads) <= 4.1 + 1e-9
+
+
+def test_selective_recompute_time_is_the_compute_models() -> None:
+    """Lowering re-runs the same layers in backward as ComputeModel.workload_time("selective")
+    and the memory model drop (``is_selectively_recomputed``, attention dropout included)."""
+    from perfmodel.parallel.costs import SystemCosts
+    from perfmodel.parallel.lowering import build_chunk
+    from perfmodel.parallel.plan import Recompute
+    from perfmodel.workload import build_model
+
+    wl = build_model(
+        "gpt",
+        batch_size=2,
+        precision="bf16",
+        layers=2,
+        hidden=512,
+        heads=8,
+        seq_len=1024,
+        vocab=32000,
+        flash_attention=False,
+    )
+    assert any(la.name.endswith("attn_dropout") for la in wl.layers)
+    topo = load_system("dgx-a100")
+    costs = SystemCosts(topo, Precision.BF16)
+    chunk = build_chunk(
+        wl,
+        list(range(len(wl.layers))),
+        costs,
+        ParallelismPlan(recompute=Recompute.SELECTIVE),
+        topo.gpus[:1],
+        bucket_bytes=None,
+        first_bucket_bytes=None,
+        by_block=False,
+    )
+    _, bwd_s = costs.compute.workload_time(wl, "selective")
+    assert chunk.bwd_s == pytest.approx(bwd_s, rel=1e-9)
