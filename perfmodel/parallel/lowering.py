@@ -49,7 +49,6 @@ class Segment:
     tp_bwd_s: float
     params: int
     activation_bytes: float
-    selective_bytes: float
     flop: float
     dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
 
@@ -79,10 +78,6 @@ class Chunk:
     @property
     def activation_bytes(self) -> float:
         return sum(s.activation_bytes for s in self.segments)
-
-    @property
-    def selective_bytes(self) -> float:
-        return sum(s.selective_bytes for s in self.segments)
 
 
 @dataclass(frozen=True)
@@ -279,7 +274,7 @@ def build_chunk(
         ids = tuple(sorted(g))
         f = bi = bw = rc = tf = tb = 0.0
         params = dp_params = 0
-        act = sel = flop = 0.0
+        act = flop = 0.0
         for i in ids:
             layer = workload.layers[i]
             if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
@@ -297,10 +292,9 @@ def build_chunk(
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             if plan.recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer):
                 rc += lf
-                sel += layer.activation_bytes
         if plan.recompute is Recompute.FULL:
             rc = f + tf
-        segs.append(Segment(ids, f, bi + bw, rc, tf, tb, params, act, sel, flop, dp_params))
+        segs.append(Segment(ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params))
     last = workload.layers[layer_ids[-1]]
     first = workload.layers[layer_ids[0]]
     out_bytes = _elements(last.output_shape) * act_b
