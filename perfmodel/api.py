@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
@@ -492,17 +491,6 @@ def _build_step(
         except TypeError as exc:  # unhashable model argument value
             raise ConfigError(
                 f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
-            ) from exc
-        except InfeasiblePlanError:
-            raise
-        except ConfigError as exc:
-            m = re.search(r"tp=(\d+) does not divide (\w+)=(\d+)", str(exc))
-            if m is None:
-                raise
-            raise InfeasiblePlanError(
-                f"{exc}; tp values that fit: {_divisors(int(m.group(3)))}",
-                value=int(m.group(1)),
-                where="tp",
             ) from exc
     placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=sc.placement)
     inp = StepInputs(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
@@ -50,7 +50,8 @@ class TransformerConfig:
 
 
 def check_config(cfg: TransformerConfig, tp: int) -> None:
-    """Raise :class:`ConfigError` naming the argument for shapes Megatron cannot shard."""
+    """Raise :class:`ConfigError` naming the argument for shapes Megatron cannot shard
+    (:class:`InfeasiblePlanError`, a ConfigError, when the tensor-parallel degree is the problem)."""
     for name in ("hidden", "layers", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"):
         v = getattr(cfg, name)
         if int(v) < 1:
@@ -65,14 +66,15 @@ def check_config(cfg: TransformerConfig, tp: int) -> None:
             value=cfg.kv_heads,
             where="kv_heads",
         )
-    if cfg.heads % tp:
-        raise ConfigError(f"tp={tp} does not divide heads={cfg.heads}", value=tp, where="tp")
-    if cfg.kv_heads % tp:
-        raise ConfigError(f"tp={tp} does not divide kv_heads={cfg.kv_heads}", value=tp, where="tp")
-    if cfg.ffn_hidden % tp:
-        raise ConfigError(
-            f"tp={tp} does not divide ffn_hidden={cfg.ffn_hidden}", value=tp, where="tp"
-        )
+    for name in ("heads", "kv_heads", "ffn_hidden"):
+        size = int(getattr(cfg, name))
+        if size % tp:
+            fits = [d for d in range(1, size + 1) if size % d == 0 and d <= 64]
+            raise InfeasiblePlanError(
+                f"tp={tp} does not divide {name}={size}; tp values that fit: {fits}",
+                value=tp,
+                where="tp",
+            )
 
 
 def _col_comms(net: Net, el: float) -> tuple[tuple[CommPoint, ...], tuple[CommPoint, ...]]:
