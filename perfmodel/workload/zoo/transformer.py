@@ -69,7 +69,7 @@ def check_config(cfg: TransformerConfig, tp: int) -> None:
     for name in ("heads", "kv_heads", "ffn_hidden"):
         size = int(getattr(cfg, name))
         if size % tp:
-            fits = [d for d in range(1, size + 1) if size % d == 0 and d <= 64]
+            fits = [d for d in range(1, size + 1) if size % d == 0]
             raise InfeasiblePlanError(
                 f"tp={tp} does not divide {name}={size}; tp values that fit: {fits}",
                 value=tp,
