@@ -137,6 +137,10 @@ class Scenario:
                 value=unknown[0],
                 where=where,
             )
+        if "sequence_parallel" in data:
+            data["sequence_parallel"] = _as_bool(
+                data["sequence_parallel"], where=f"{where}: sequence_parallel"
+            )
         if "model_args" in data and data["model_args"] is not None:
             data["model_args"] = dict(data["model_args"])
         return cls(**data)
@@ -351,6 +355,22 @@ def _system_costs(
         base = cp if cp is not None else ComputeParams.for_gpu(topo.gpu_spec())
         cp = replace(base, host_dispatch_s=host_dispatch_s)
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp)
+
+
+def _as_bool(value: Any, *, where: str) -> bool:
+    """A boolean from a file or a sweep axis: true/false, yes/no, on/off, 1/0 (any case).
+
+    >>> _as_bool("False", where="x"), _as_bool(1, where="x")
+    (False, True)
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ConfigError(f"{where}: expected true or false, got {value!r}", value=value, where=where)
 
 
 def _divisors(n: int) -> list[int]:

@@ -35,3 +35,16 @@ def test_model_show_model_args_after_one_flag(capsys):
         == 0
     )
     assert "resnet50" in capsys.readouterr().out
+
+
+def test_scenario_booleans_from_files_are_parsed_not_truth_tested():
+    import pytest
+
+    from perfmodel.api import Scenario
+    from perfmodel.errors import ConfigError
+
+    base = {"system": "dgx1-v100", "model": "gpt", "batch_per_gpu": 1}
+    assert Scenario.from_dict({**base, "sequence_parallel": "false"}).sequence_parallel is False
+    assert Scenario.from_dict({**base, "sequence_parallel": "Yes"}).sequence_parallel is True
+    with pytest.raises(ConfigError, match="sequence_parallel"):
+        Scenario.from_dict({**base, "sequence_parallel": "maybe"})
