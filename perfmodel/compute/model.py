@@ -261,9 +261,12 @@ class ComputeModel:
         g = layer.gemm
         if g.batch != 1 or g.k % 9:
             return 1.0
+        # cuDNN's Winograd kernels take 3x3 filters at stride 1 without dilation; when the layer
+        # states its window that decides, else (imported/hand-built layers) any k = 9 C_in.
+        if layer.conv_window is not None and layer.conv_window != (3, 3, 1, 1, 1, 1):
+            return 1.0
         c_in = g.k // 9
-        # stride 1 keeps the spatial size: output pixels m equals input pixels; not known here,
-        # so accept any 3x3 with >= 16 input channels (cuDNN's Winograd applicability).
+        # and >= 16 input and output channels (cuDNN's Winograd applicability)
         if c_in < 16 or g.n < 16:
             return 1.0
         return self.params.winograd_speedup

@@ -267,6 +267,7 @@ class Net:
             # trace medians: 2 forward (1-3), 4 backward (dgrad + wgrad + helpers; 3-5)
             kernels=2 + (1 if bias else 0),
             bwd_kernels=(4 if dgrad else 2) + (1 if bias else 0),
+            conv_window=(kh, kw, sh, sw, dh, dw),
         )
         return (n, out_channels, ho, wo)
 

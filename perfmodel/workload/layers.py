@@ -125,6 +125,10 @@ class LayerCost:
     bwd_kernels: int | None = None
     autocast_fp32: bool = False
     casts_input: bool = False
+    conv_window: tuple[int, int, int, int, int, int] | None = None
+    """Convolutions: ``(kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w)``, which
+    decides the algorithms cuDNN can use (Winograd needs 3x3, stride 1, no dilation); ``None``
+    when not known (a layer imported or built by hand)."""
 
     @property
     def bwd_flop(self) -> float:

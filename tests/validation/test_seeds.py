@@ -59,18 +59,13 @@ def test_print_seed_table(seed_rows: list[dict], ctepower_epochs: dict[int, floa
 @pytest.mark.parametrize(
     "n",
     [
-        pytest.param(
-            1,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="compute model ~16% fast for TF2/Keras ResNet50V2 fp32 on V100 (1-GPU error carries into every point)",
-            ),
-        ),
+        1,
         pytest.param(
             2,
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="as 1 GPU; the scaling itself is right (measured 1.88x, predicted 1.90x)",
+                reason="compute model ~15% fast for TF2/Keras ResNet50V2 fp32 on V100 (1 GPU: -14.5%); "
+                "the scaling itself is right (measured 1.88x, predicted 1.90x)",
             ),
         ),
         4,
