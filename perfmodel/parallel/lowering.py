@@ -335,15 +335,9 @@ def stage_memory(
     params = float(sum(c.params for c in chunks))
     dp = plan.dp
     stage = plan.shard_stage
-    weights, grads, state = wmem.param_state_bytes(params, prec, optimizer)
-    if stage >= 1:
-        state /= dp
-        if prec.mixed:  # FP32 master weights belong to the optimizer partition
-            weights -= params * 4 * (1 - 1 / dp)
-    if stage >= 2:
-        grads /= dp
-    if stage >= 3:
-        weights /= dp
+    weights, grads, state = wmem.sharded_param_state_bytes(
+        params, prec, optimizer, zero_stage=stage, dp=dp
+    )
     weights *= replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu

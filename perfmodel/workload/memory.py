@@ -235,6 +235,36 @@ def workspace_bytes(workload: Workload) -> float:
     return CUDA_CONTEXT_BYTES + LIBRARY_WORKSPACE_BYTES + peak_layer
 
 
+def sharded_param_state_bytes(
+    params: float,
+    precision: Precision,
+    optimizer: Optimizer | str,
+    *,
+    zero_stage: int = 0,
+    dp: int = 1,
+) -> tuple[float, float, float]:
+    """``(weights, gradients, optimizer state)`` bytes per GPU under ZeRO sharding over ``dp``.
+
+    ZeRO (Rajbhandari et al., SC20): stage 1 shards the optimizer state, including the FP32
+    master weights of mixed precision, stage 2 also the gradients, stage 3 also the working
+    weights; FSDP's full sharding is stage 3.
+
+    >>> from perfmodel.dtypes import Precision
+    >>> sharded_param_state_bytes(1e6, Precision.BF16, "adam", zero_stage=1, dp=4)
+    (3000000.0, 2000000.0, 2000000.0)
+    """
+    weights, grads, state = param_state_bytes(params, precision, optimizer)
+    if zero_stage >= 1:
+        state /= dp
+        if precision.mixed:  # master weights belong to the optimizer partition
+            weights -= params * 4 * (1 - 1 / dp)
+    if zero_stage >= 2:
+        grads /= dp
+    if zero_stage >= 3:
+        weights /= dp
+    return weights, grads, state
+
+
 def memory_breakdown(
     workload: Workload,
     *,
@@ -279,15 +309,9 @@ def memory_breakdown(
         )
     if dp < 1:
         raise ConfigError(f"dp must be >= 1, got {dp}", value=dp, where="dp")
-    weights, grads, state = param_state_bytes(workload.params, workload.precision, optimizer)
-    if zero_stage >= 1:
-        state /= dp
-        if workload.precision.mixed:  # master weights belong to the optimizer partition
-            weights -= workload.params * 4 * (1 - 1 / dp)
-    if zero_stage >= 2:
-        grads /= dp
-    if zero_stage >= 3:
-        weights /= dp
+    weights, grads, state = sharded_param_state_bytes(
+        workload.params, workload.precision, optimizer, zero_stage=zero_stage, dp=dp
+    )
     weights += workload.buffers * 4.0
     acts = activation_bytes(workload, recompute) * in_flight_microbatches
     ws = workspace_bytes(workload)
