@@ -33,7 +33,7 @@ from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PSHost, Rec
 from perfmodel.parallel.schedule import peak_in_flight, stage_ops
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
-from perfmodel.workload.layers import LayerCost, Workload
+from perfmodel.workload.layers import LayerCost, LayerKind, Workload
 from perfmodel.workload.memory import is_selectively_recomputed
 
 
@@ -308,6 +308,23 @@ def build_chunk(
 # --------------------------------------------------------------------------- memory
 
 
+def stage_buffer_bytes(workload: Workload, layers: Sequence[LayerCost]) -> float:
+    """Bytes of non-trainable buffers held by a stage made of ``layers``.
+
+    ``Workload.buffers`` (FP32 batch-norm running mean and variance, 4 bytes each) is split over
+    the normalisation layers in proportion to their parameters: a batch norm over ``C`` channels
+    has ``2 C`` parameters and ``2 C`` buffers, so the share is exact for batch-norm networks;
+    layer norms (no buffers) belong to workloads whose ``buffers`` is 0.
+    """
+    if not workload.buffers:
+        return 0.0
+    total = sum(la.params for la in workload.layers if la.kind is LayerKind.NORM)
+    if total <= 0:
+        return 0.0
+    mine = sum(la.params for la in layers if la.kind is LayerKind.NORM)
+    return 4.0 * workload.buffers * mine / total
+
+
 def stage_memory(
     chunks: Sequence[Chunk],
     *,
@@ -318,6 +335,7 @@ def stage_memory(
     capacity_bytes: float,
     comm_buffer_bytes: float,
     replicas_on_gpu: int = 1,
+    buffer_bytes: float = 0.0,
 ) -> PlanMemory:
     """Per-GPU memory of one pipeline stage, a sum of parts.
 
@@ -327,6 +345,9 @@ def stage_memory(
     sets (:func:`perfmodel.parallel.schedule.peak_in_flight`), each the mean over the stage's
     chunks; ZeRO stage 1/2/3 (and FSDP) shard optimizer state (with FP32 master weights),
     gradients and weights over ``dp``; with Crossbow every learner keeps its own model state.
+    ``buffer_bytes`` are the stage's non-trainable buffers (batch-norm running statistics, see
+    :func:`stage_buffer_bytes`); they count with the weights, as in
+    :func:`perfmodel.workload.memory.memory_breakdown`, and are never sharded.
     """
     from perfmodel.workload import memory as wmem
 
@@ -338,7 +359,7 @@ def stage_memory(
     weights, grads, state = wmem.sharded_param_state_bytes(
         params, prec, optimizer, zero_stage=stage, dp=dp
     )
-    weights *= replicas_on_gpu
+    weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
     per_chunk = [
@@ -687,6 +708,9 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
             in_flight=in_flight[s],
             capacity_bytes=inp.capacity_bytes,
             comm_buffer_bytes=buf if dp_on else 0.0,
+            buffer_bytes=stage_buffer_bytes(
+                wl, [la for c in range(V) for la in chunks[c * P + s].layers]
+            ),
         )
         for s in range(P)
     )
@@ -968,6 +992,7 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
         capacity_bytes=inp.capacity_bytes,
         comm_buffer_bytes=0.0,
         replicas_on_gpu=replicas_on_gpu,
+        buffer_bytes=stage_buffer_bytes(inp.workload, ch.layers),
     )
     return LoweredStep(
         graph=b.build(multiplicity=n),
