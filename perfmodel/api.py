@@ -309,7 +309,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
     return cp, prof.link_params, eager
 
 
-def _costs(
+def system_costs(
     topo: Topology, precision: Precision, calibration: str | None, preset: Any = None
 ) -> SystemCosts:
     """Cost models of ``topo``, cached per (topology, precision, profile, host dispatch cost).
@@ -489,7 +489,7 @@ def resolve(sc: Scenario) -> Resolved:
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = _costs(r.topology, r.precision, sc.calibration, r.preset)
+    costs = system_costs(r.topology, r.precision, sc.calibration, r.preset)
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -695,5 +695,6 @@ __all__ = [
     "predict",
     "predict_curve",
     "resolve",
+    "system_costs",
     "topology_of",
 ]

@@ -117,12 +117,12 @@ class PlanScreen:
         if c is None:
             # The same cost models predict() uses: the software preset's host-dispatch cost
             # (PyTorch eager) and the calibration profile, if the base scenario names one.
-            from perfmodel.api import _costs
+            from perfmodel.api import system_costs
             from perfmodel.parallel.software import get_preset
 
             preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
             calibration = self.base.get("calibration")
-            c = _costs(self._topology(nodes), self.precision, calibration, preset)
+            c = system_costs(self._topology(nodes), self.precision, calibration, preset)
             self._costs[nodes] = c
         return c
 

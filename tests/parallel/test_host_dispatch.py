@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.api import Scenario, _costs, predict, resolve
+from perfmodel.api import Scenario, predict, resolve, system_costs
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
@@ -66,7 +66,7 @@ def _sc(software: str, **kw: object) -> Scenario:
 )
 def test_pipeline_compute_params_follow_the_preset(software: str, want: float) -> None:
     r = resolve(_sc(software))
-    costs = _costs(r.topology, r.precision, None, r.preset)
+    costs = system_costs(r.topology, r.precision, None, r.preset)
     assert costs.compute.params.host_dispatch_s == pytest.approx(want)
 
 
@@ -91,7 +91,7 @@ def test_calibration_profile_eager_launch_wins() -> None:
     measured = prof.fits["launch.eager"].values["launch_s"]
     for software, want in (("pytorch-ddp", measured), ("tf-replicated", 0.0)):
         r = resolve(_sc(software, calibration=str(PROFILE)))
-        costs = _costs(r.topology, r.precision, str(PROFILE), r.preset)
+        costs = system_costs(r.topology, r.precision, str(PROFILE), r.preset)
         assert costs.compute.params.host_dispatch_s == pytest.approx(want)
         # the rest of the calibrated parameters are kept
         assert costs.compute.params.memory_efficiency == pytest.approx(
