@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import networkx as nx
 
 from perfmodel.catalogue import topologies_dir
 from perfmodel.errors import ConfigError, UnknownHardwareError
-from perfmodel.hardware.links import get_link
+from perfmodel.hardware.gpus import get_gpu
+from perfmodel.hardware.links import LinkFamily, get_link, list_links
 from perfmodel.topology.io import (
     FABRIC_TOPOLOGIES,
     LinkSpec,
@@ -64,9 +66,59 @@ def add_server(
             attrs["gpu_index"] = gpu_index
             gpu_index += 1
         graph.add_node(gid, **attrs)
+    gen = _gpu_pcie_generations(desc)
     for link in desc.links:
-        _add_link(graph, ids[link.a], ids[link.b], link)
+        _add_link(graph, ids[link.a], ids[link.b], negotiate_pcie(link, gen))
     return ids
+
+
+_PCIE_TECH = re.compile(r"^pcie(\d+)-x(\d+)$")
+
+
+def _gpu_pcie_generations(desc: ServerDescription) -> dict[str, int]:
+    """Local id -> PCIe generation of each GPU node whose catalogue spec states one."""
+    out: dict[str, int] = {}
+    for n in desc.nodes:
+        if n.kind is not NodeKind.GPU:
+            continue
+        model = n.model or desc.gpu
+        if not model:
+            continue
+        spec_gen = get_gpu(model).pcie_gen
+        if spec_gen:
+            out[n.id] = int(spec_gen)
+    return out
+
+
+def negotiate_pcie(link: LinkSpec, gpu_gen: dict[str, int]) -> LinkSpec:
+    """The link as trained: a PCIe link to a GPU runs at the highest generation both ends support.
+
+    PCIe link training (PCI Express Base Specification, LTSSM ``Recovery.Speed``) settles on the
+    highest data rate advertised by both ports, so a PCIe 2.0 board (Tesla K20: "PCIe 2.0 x16",
+    board specification BD-06455-001) in a PCIe 3.0 slot or switch port runs at 5 GT/s. Only
+    links named by a catalogue technology ``pcieN-xW`` and without explicit bandwidth numbers are
+    re-rated (to ``pcie<gpu gen>-xW``, same lane count and bundle count); links between switches
+    and CPUs are left as described.
+    """
+    if link.family is not LinkFamily.PCIE:
+        return link
+    m = _PCIE_TECH.match(link.tech)
+    if m is None:
+        return link
+    ends = [gpu_gen[x] for x in (link.a, link.b) if x in gpu_gen]
+    if not ends:
+        return link
+    tech_gen, width = int(m.group(1)), m.group(2)
+    want = min(ends)
+    if want >= tech_gen:
+        return link
+    tech = get_link(link.tech)
+    if link.bandwidth_Bps != tech.bandwidth_Bps * link.count or link.efficiency != tech.efficiency:
+        return link  # explicit numbers in the topology file win
+    name = f"pcie{want}-x{width}"
+    if name not in {t.name for t in list_links()}:
+        return link  # no catalogue entry for that generation: keep the described link
+    return link_from_tech(link.a, link.b, name, link.count)
 
 
 def _add_link(graph: nx.Graph, u: str, v: str, link: LinkSpec) -> None:
