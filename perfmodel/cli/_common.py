@@ -1,9 +1,15 @@
-"""Arguments shared by several subcommands: choosing a system, output format."""
+"""Arguments shared by several subcommands: choosing a system, output format, ``--model-arg``
+and ``--budget``."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
+import re
+from typing import Any
 
+from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, load_system
 
 
@@ -68,3 +74,130 @@ def add_format_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument("--csv", action="store_true", help="print CSV")
+
+
+# ------------------------------------------------------------------------------- --model-arg
+
+MODEL_ARG_HELP = (
+    "model argument KEY=VALUE (image_size, num_classes, hidden, layers, heads, kv_heads, "
+    "ffn_hidden, seq_len, vocab, widths=784,100,10, flash_attention=true ...; perfmodel model "
+    "list --json); several after one flag and the flag repeatable. VALUE becomes an integer, "
+    "else a boolean (true/false/yes/no/on/off), else a list if it is a comma list of integers, "
+    "else stays text for the model to read"
+)
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+def add_model_arg(parser: argparse.ArgumentParser | Any) -> None:
+    """``--model-arg KEY=VALUE ...`` (raw strings; convert with :func:`parse_model_args`)."""
+    parser.add_argument(
+        "--model-arg",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help=MODEL_ARG_HELP,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def list_valued_model_args() -> frozenset[str]:
+    """Zoo builder arguments that take a list of integers (``widths``, ``cutoffs``): read from
+    the builders' annotations, so a new list argument needs no change here."""
+    from perfmodel.workload import list_models
+
+    out: set[str] = set()
+    for info in list_models():
+        for name, param in inspect.signature(info.builder).parameters.items():
+            ann = str(param.annotation)
+            if any(t in ann for t in ("list[", "List[", "Sequence[", "tuple[")):
+                out.add(name)
+    return frozenset(out)
+
+
+def model_arg_value(text: str, key: str = "") -> Any:
+    """Convert one ``--model-arg`` VALUE (the rule is the same for every subcommand).
+
+    In order: an integer (``128``, ``-1``); a boolean (``true``, ``false``, ``yes``, ``no``,
+    ``on``, ``off``, any case); a comma list whose items are all integers (``784,100,10`` ->
+    ``[784, 100, 10]``); anything else stays text (``gelu``, ``none``, ``0.5``). For the zoo's
+    list arguments (``widths``, ``cutoffs``) one integer is a one-item list and ``x`` separates
+    items too (``784x100x10``). The result equals a scenario file's typed values (TOML ``128``,
+    ``true``, ``[784, 100, 10]``). No zoo argument takes a fraction, so ``0.5`` or ``1e3`` stay
+    text and ``build_model`` rejects them for an integer argument ("is not an integer") instead
+    of building a model with 10.5 classes; text is also how the zoo reads its string arguments.
+
+    >>> [model_arg_value(v) for v in ("128", "Yes", "784,100,10", "gelu", "0.5", "1,a")]
+    [128, True, [784, 100, 10], 'gelu', '0.5', '1,a']
+    >>> model_arg_value("20000", key="cutoffs"), model_arg_value("784x10", key="widths")
+    ([20000], [784, 10])
+    """
+    v = text.strip()
+    if key in list_valued_model_args():
+        items = [t.strip() for t in re.split(r"[,xX]", v) if t.strip()]
+        if items and all(_INT.fullmatch(t) for t in items):
+            return [int(t) for t in items]
+        return v
+    if _INT.fullmatch(v):
+        return int(v)
+    if v.lower() in _BOOLS:
+        return _BOOLS[v.lower()]
+    if "," in v:
+        items = [t.strip() for t in v.split(",") if t.strip()]
+        if items and all(_INT.fullmatch(t) for t in items):
+            return [int(t) for t in items]
+    return v
+
+
+def parse_model_args(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``--model-arg`` items -> typed dict (later items win), the one parser of ``predict``,
+    ``model show``/``maxbatch`` and ``compare``; see :func:`model_arg_value` for the rule.
+
+    >>> parse_model_args(["seq_len=512", "flash_attention=true", "widths=784,100,10"])
+    {'seq_len': 512, 'flash_attention': True, 'widths': [784, 100, 10]}
+
+    Raises
+    ------
+    ConfigError
+        An item without ``=``, with an empty key or an empty value (``where="--model-arg"``,
+        ``value`` the item).
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(
+                f"--model-arg {item!r}: expected KEY=VALUE with a non-empty key and value",
+                value=item,
+                where="--model-arg",
+            )
+        out[key.strip()] = model_arg_value(value, key.strip())
+    return out
+
+
+# ----------------------------------------------------------------------------------- --budget
+
+#: How every ``--budget`` flag reads its value (``calibrate``, ``compare``).
+DURATION_HELP = "a duration such as 90s, 5m or 1.5h; a bare number is seconds"
+
+_ZERO = re.compile(r"^\s*0*\.?0+\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
+
+
+def parse_budget(text: str | float, *, where: str = "--budget", allow_zero: bool = False) -> float:
+    """``--budget`` text -> seconds, through ``perfmodel.calibration.runner.parse_duration``
+    (``60s``, ``5m``, ``1.5h``, ``300``). ``allow_zero``: ``0`` is a valid budget (compare: the
+    later search stages start no plan).
+
+    >>> parse_budget("2m"), parse_budget("45"), parse_budget("0s", allow_zero=True)
+    (120.0, 45.0, 0.0)
+    """
+    from perfmodel.calibration.runner import parse_duration
+
+    try:
+        return parse_duration(str(text), where=where)
+    except ConfigError:
+        if allow_zero and _ZERO.match(str(text)):
+            return 0.0
+        raise

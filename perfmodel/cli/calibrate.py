@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 
+from perfmodel.cli._common import DURATION_HELP, parse_budget
 from perfmodel.units import GB
 
 
@@ -22,7 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--device", choices=["cpu", "cuda"], default="cpu", help="what to calibrate (default cpu)"
     )
-    p.add_argument("--budget", default="60s", help="time budget, e.g. 60s, 5m (default 60s)")
+    p.add_argument(
+        "--budget",
+        default="60s",
+        metavar="DURATION",
+        help=f"time budget of the benchmarks: {DURATION_HELP} (default 60s)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -107,13 +113,13 @@ def _refit(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.calibration.runner import calibrate, parse_duration
+    from perfmodel.calibration.runner import calibrate
 
     if args.refit:
         return _refit(args)
     if args.nccl_log:
         return _import_nccl(args)
-    budget = parse_duration(args.budget)
+    budget = parse_budget(args.budget)
     groups = [g.strip() for g in args.only.split(",") if g.strip()] if args.only else None
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
     profile = calibrate(

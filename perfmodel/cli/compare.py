@@ -25,33 +25,14 @@ import math
 import sys
 from typing import Any
 
-from perfmodel.cli._common import add_system_args
+from perfmodel.cli._common import (
+    DURATION_HELP,
+    add_model_arg,
+    add_system_args,
+    parse_budget,
+    parse_model_args,
+)
 from perfmodel.errors import ConfigError
-
-
-def _value(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            continue
-    return text
-
-
-def parse_model_args(items: list[str]) -> dict[str, Any]:
-    """``["hidden=12288", "layers=96"]`` -> ``{"hidden": 12288, "layers": 96}``."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(
-                f"--model-arg {item!r}: expected KEY=VALUE", value=item, where="--model-arg"
-            )
-        k, v = item.split("=", 1)
-        out[k.strip()] = _value(v.strip())
-    return out
 
 
 def _ints(text: str | None, where: str) -> tuple[int, ...] | None:
@@ -93,14 +74,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--systems", help="what-if: comma list of NAME[:key=value...] system options")
     p.add_argument("--gpus", help="GPU count(s), comma list (default: all GPUs of the system)")
     p.add_argument("--model", help="zoo model (perfmodel model list)")
-    p.add_argument(
-        "--model-arg",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="K=V",
-        help="model builder arguments",
-    )
+    add_model_arg(p)
     b = p.add_mutually_exclusive_group()
     b.add_argument(
         "--global-batch", help="samples per step over all replicas (comma list to search)"
@@ -141,9 +115,9 @@ def register(subparsers: Any) -> None:
     st.add_argument("--confirm-k", type=int, default=3, help="plans confirmed by simulation (3)")
     st.add_argument(
         "--budget",
-        type=float,
-        default=30.0,
-        help="wall-time limit in seconds of the analytic+simulated stages (30)",
+        default="30s",
+        metavar="DURATION",
+        help=f"wall-time limit of the analytic+simulated stages: {DURATION_HELP} (default 30s)",
     )
     st.add_argument("--jobs", type=int, default=1, help="processes for a non-screen first stage")
     c = p.add_argument_group("cost, deadline and time to accuracy")
@@ -308,7 +282,7 @@ def _run_search(args: argparse.Namespace) -> int:
         screen=not args.no_screen,
         analytic_k=args.analytic_k,
         confirm_k=args.confirm_k,
-        budget_s=args.budget,
+        budget_s=parse_budget(args.budget, allow_zero=True),
         jobs=args.jobs,
         nodes_for=nodes_for,
         hard_budget=True,

@@ -22,8 +22,10 @@ import sys
 from typing import Any
 
 from perfmodel import units
-from perfmodel.errors import ConfigError
+from perfmodel.cli._common import add_model_arg, parse_model_args
 from perfmodel.hardware import get_gpu
+
+__all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, kept importable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -41,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     show = sub.add_parser("show", help="per-layer table of one model")
     show.add_argument("name", help="zoo model (perfmodel model list)")
-    _model_args(show)
+    add_model_arg(show)
     show.add_argument("--batch", type=int, default=1, help="per-GPU micro-batch (default 1)")
     show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
     show.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
@@ -56,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     mb = sub.add_parser("maxbatch", help="largest per-GPU batch that fits, with memory breakdown")
     mb.add_argument("name", help="zoo model")
-    _model_args(mb)
+    add_model_arg(mb)
     mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
     mb.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
     mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
@@ -66,36 +68,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.set_defaults(func=_cmd_maxbatch)
 
     parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
-
-
-def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model-arg",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="model argument (image_size, num_classes, hidden, layers, heads, kv_heads, "
-        "ffn_hidden, seq_len, vocab, widths=784,100,10, flash_attention=true ...); repeatable",
-    )
-
-
-def parse_model_args(items: list[str]) -> dict[str, str]:
-    """``["hidden=1024", "widths=1,2"]`` -> ``{"hidden": "1024", "widths": "1,2"}`` (strings;
-    ``build_model`` converts them to the builder's types).
-
-    >>> parse_model_args(["seq_len=512", "flash_attention=true"])
-    {'seq_len': '512', 'flash_attention': 'true'}
-    """
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(
-                f"--model-arg {item!r}: expected KEY=VALUE", value=item, where="--model-arg"
-            )
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

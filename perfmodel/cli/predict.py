@@ -17,29 +17,8 @@ import sys
 from typing import Any
 
 from perfmodel import units
-from perfmodel.cli._common import add_system_args
+from perfmodel.cli._common import add_model_arg, add_system_args, parse_model_args
 from perfmodel.errors import ConfigError
-
-
-def _model_arg(text: str) -> tuple[str, Any]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"--model-arg {text!r}: expected key=value")
-    k, v = text.split("=", 1)
-    val: Any = v
-    for conv in (int, float):
-        try:
-            val = conv(v)
-            break
-        except ValueError:
-            continue
-    if isinstance(val, str) and v.lower() in ("true", "false"):
-        val = v.lower() == "true"
-    if isinstance(val, str) and "," in v:
-        try:
-            val = [int(x) for x in v.split(",")]
-        except ValueError:
-            val = v.split(",")
-    return k.strip(), val
 
 
 def register(subparsers: Any) -> None:
@@ -55,15 +34,7 @@ def register(subparsers: Any) -> None:
     add_system_args(p, required=False)
     p.add_argument("--gpus", help="GPUs used (default all); a list 1,2,4,8 gives a speedup curve")
     p.add_argument("--model", help="zoo model (perfmodel model list)")
-    p.add_argument(
-        "--model-arg",
-        nargs="+",
-        action="extend",
-        type=_model_arg,
-        default=[],
-        metavar="K=V",
-        help="model builder arguments, e.g. --model-arg image_size=128 num_classes=10 (repeatable)",
-    )
+    add_model_arg(p)
     b = p.add_mutually_exclusive_group()
     b.add_argument("--batch-per-gpu", type=int, help="samples per data-parallel replica per step")
     b.add_argument("--global-batch", type=int, help="samples per step over all replicas")
@@ -138,7 +109,7 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         d.pop("batch_per_gpu", None)
     if args.model_arg:
         ma = dict(d.get("model_args") or {})
-        ma.update(dict(args.model_arg))
+        ma.update(parse_model_args(args.model_arg))
         d["model_args"] = ma
     if args.plan:
         d.pop("plan", None)
