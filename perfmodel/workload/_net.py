@@ -165,7 +165,8 @@ class Net:
     ) -> None:
         """Append a layer with weights computed as one GEMM (convolution, linear).
 
-        Forward ``gemm.flop`` (+ ``y_el`` for the bias); backward dgrad ``gemm.flop`` (none for
+        Forward ``gemm.flop`` (+ ``y_el`` for the bias of a linear layer, which cuBLAS fuses:
+        ``addmm``; convolutions pass ``bias=False`` and add a bias layer); backward dgrad ``gemm.flop`` (none for
         the network's first weight layer) and wgrad ``gemm.flop`` (+ bias). Bytes: forward reads
         ``x`` and the weights and writes ``y``; backward reads ``dy`` twice and ``x``, writes
         ``dx`` (with dgrad), reads the weights and writes their gradient.
@@ -228,6 +229,10 @@ class Net:
         FLOP ``= 2 N H_o W_o C_out (C_in/groups) R S``; implicit GEMM ``m = N H_o W_o``,
         ``n = C_out/groups``, ``k = (C_in/groups) R S``, batched over ``groups`` (Chetlur et al.
         2014). Saves its input for the weight gradient.
+
+        ``bias``: the bias is a kernel of its own in both cuDNN-based frameworks, appended as a
+        layer ``{name}.bias`` (:meth:`_conv_bias`); its ``C_out`` parameters stay on the
+        convolution, so parameter counts per layer are unchanged.
         """
         n, c, h, w = x
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
@@ -253,6 +258,7 @@ class Net:
         params = out_channels * cin_g * kh * kw + (out_channels if bias else 0)
         x_el, y_el = numel(x), n * out_channels * ho * wo
         dgrad = self._needs_dgrad()
+        y = (n, out_channels, ho, wo)
         self._gemm_layer(
             name,
             LayerKind.CONV,
@@ -260,16 +266,88 @@ class Net:
             params=params,
             x_el=x_el,
             y_el=y_el,
-            bias=bias,
+            bias=False,  # the bias is its own layer below
             dgrad=dgrad,
             activation_bytes=x_el * self.act_bytes,
-            output_shape=(n, out_channels, ho, wo),
+            output_shape=y,
             # trace medians: 2 forward (1-3), 4 backward (dgrad + wgrad + helpers; 3-5)
-            kernels=2 + (1 if bias else 0),
-            bwd_kernels=(4 if dgrad else 2) + (1 if bias else 0),
+            kernels=2,
+            bwd_kernels=4 if dgrad else 2,
             conv_window=(kh, kw, sh, sw, dh, dw),
         )
-        return (n, out_channels, ho, wo)
+        if bias:
+            self._conv_bias(f"{name}.bias", y)
+        return y
+
+    def _conv_bias(self, name: str, y: Shape) -> None:
+        """Bias of a convolution with output ``y``: a broadcast add in forward, a reduction over
+        ``(N, H, W)`` for its gradient in backward, each a kernel of its own.
+
+        PyTorch's ``_convolution`` runs ``cudnn_convolution`` and then
+        ``output.add_(reshape_bias(...))``, and ``convolution_backward`` computes the bias
+        gradient as ``grad_output.sum({0, 2, 3})`` (``aten/src/ATen/native/Convolution.cpp``).
+        Keras ``Conv2D(use_bias=True)`` emits ``Conv2D`` then ``BiasAdd``, whose gradient is
+        ``BiasAddGrad``; grappler's remapper fuses ``Conv2D + BiasAdd`` on the GPU only when a
+        ReLU follows (``IsGpuCompatible(ContractionWithBiasAdd)`` returns false in
+        ``tensorflow/core/grappler/optimizers/remapper.cc``), which it never does during
+        training of the zoo's biased convolutions.
+
+        Forward reads and writes the output and reads the ``C_out`` biases; backward reads the
+        output gradient and writes ``C_out`` bias gradients (the gradient passes through to the
+        convolution untouched). FLOP: one add per output element each way, counted as the
+        weight gradient. Saves nothing: the add's backward needs only the incoming gradient.
+        The parameters stay on the convolution (``params = 0`` here).
+        """
+        el = numel(y)
+        c = y[1]
+        a, p = self.act_bytes, self.param_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=LayerKind.ELEMENTWISE,
+                fwd_flop=float(el),
+                bwd_input_flop=0.0,
+                bwd_weight_flop=float(el),
+                params=0,
+                fwd_bytes=2 * el * a + c * p,
+                bwd_bytes=el * a + c * p,
+                activation_bytes=0.0,
+                output_shape=tuple(y),
+                block=self.block,
+                kernels=1,
+                bwd_kernels=1,
+            )
+        )
+
+    def pad(self, name: str, x: Shape, pad: int | tuple[int, int]) -> Shape:
+        """Explicit zero padding of the spatial axes of ``(N, C, H, W)`` by ``pad`` on each side
+        (Keras ``ZeroPadding2D``): the TensorFlow ``Pad`` op in forward (reads ``x``, writes the
+        padded tensor), its gradient a ``Slice`` of the padded gradient (``_PadGrad`` in
+        ``tensorflow/python/ops/array_grad.py``; counted as reading the padded gradient, whose
+        border sectors come with the interior rows, and writing ``x``'s gradient). One kernel
+        each way, no FLOP, saves nothing.
+
+        A pad before the network's first weight layer pads the input images, which need no
+        gradient: no backward.
+        """
+        n, c, h, w = x
+        ph, pw = (pad, pad) if isinstance(pad, int) else pad
+        y = (n, c, h + 2 * ph, w + 2 * pw)
+        x_el, y_el = numel(x), numel(y)
+        a = self.act_bytes
+        grad = not self._first_weight_layer
+        self._kernel(
+            name,
+            LayerKind.ELEMENTWISE,
+            fwd_flop=0.0,
+            bwd_flop=0.0,
+            fwd_bytes=(x_el + y_el) * a,
+            bwd_bytes=(x_el + y_el) * a if grad else 0.0,
+            output_shape=y,
+            kernels=1,
+            bwd_kernels=1 if grad else 0,
+        )
+        return y
 
     def batchnorm(self, name: str, x: Shape, *, buffers_per_channel: int = 2) -> Shape:
         """Batch normalisation (training mode) over the channel axis 1.

@@ -249,11 +249,23 @@ def resnet_v2(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: 
     stride sits on the *last* unit of each stack; 1x1 convolution shortcut with bias on the first
     unit, 1x1/stride max-pool shortcut where the stride is 2), final BN-ReLU, global pool, dense.
     Keras BN keeps 4 numbers per channel (2 trainable, 2 moving statistics).
+
+    Padding is explicit, as Keras builds it (``keras/applications/resnet.py``: ``ResNet`` and
+    ``block2``): ``ZeroPadding2D`` layers ``conv1_pad`` (3) before the 7x7 convolution,
+    ``pool1_pad`` (1) before the 3x3 max pool and ``{unit}_2_pad`` (1) before every unit's 3x3
+    convolution, each followed by a ``padding="valid"`` layer. Each is a TensorFlow ``Pad`` op
+    with a ``Slice`` as gradient (:meth:`Net.pad`): ``2 + sum(units)`` pads, 18 in ResNet50V2.
+    The layer after a pad has the output shape and FLOP of the padded layer it replaces; it
+    reads, and saves for its weight gradient (``Conv2DBackpropFilter``) or ``MaxPoolGrad``, the
+    padded tensor. The ReLU before ``{unit}_2_pad`` then keeps its own output for ``ReluGrad``
+    (TensorFlow's ``_ReluGrad`` uses the op's output), no longer shared with the convolution.
     """
     counts = _RESNET_BLOCKS[depth][1]  # build_model checks depth against _RESNET_V2_DEPTHS
     x = _image_input(net, image_size)
-    x = net.conv("conv1", x, 64, 7, 2, 3, bias=True)
-    x = net.pool("pool1", x, 3, 2, 1)
+    x = net.pad("conv1_pad", x, 3)
+    x = net.conv("conv1", x, 64, 7, 2, 0, bias=True)
+    x = net.pad("pool1_pad", x, 1)
+    x = net.pool("pool1", x, 3, 2, 0)
     for stage, (n_blocks, width) in enumerate(zip(counts, (64, 128, 256, 512)), start=2):
         for j in range(n_blocks):
             stride = 2 if (j == n_blocks - 1 and stage < 5) else 1
@@ -268,8 +280,9 @@ def resnet_v2(net: Net, *, depth: int = 50, image_size: int = 224, num_classes: 
                 net.pool(f"{name}.shortcut_pool", x, 1, stride)
             h = net.conv(f"{name}.1_conv", pre, width, 1)
             h = net.batchnorm(f"{name}.1_bn", h)
-            h = net.act(f"{name}.1_relu", h, "relu")
-            h = net.conv(f"{name}.2_conv", h, width, 3, stride, 1)
+            h = net.act(f"{name}.1_relu", h, "relu", saves=True)
+            h = net.pad(f"{name}.2_pad", h, 1)
+            h = net.conv(f"{name}.2_conv", h, width, 3, stride, 0)
             h = net.batchnorm(f"{name}.2_bn", h)
             h = net.act(f"{name}.2_relu", h, "relu")
             h = net.conv(f"{name}.3_conv", h, 4 * width, 1, bias=True)
