@@ -35,8 +35,10 @@ ASSUMPTIONS = {
     "navid-vgg": "cifar-fn.py + vgg_fn.py: VGG-19-BN with a 512->10 head, global batch 128 split by "
     "nn.DataParallel (preset pytorch-dataparallel), SGD momentum; data loading not modelled",
     "krizhevsky": "zoo alexnet (torchvision layout) at batch 128 per GPU on the generic 8-GPU PCIe "
-    "server with --gpu K20 (two CPUs, two PCIe switches per CPU); preset cuda-convnet2 (gradient "
-    "synchronisation after backward) for both the hybrid and pure data parallelism",
+    "server with --gpu K20 (two CPUs with four GPUs each, as the seed states; two PCIe switches per "
+    "CPU; the K20's slot links train at PCIe 2.0 x16, its board specification); preset "
+    "cuda-convnet2 (gradient synchronisation after backward) for both the hybrid and pure data "
+    "parallelism",
 }
 
 

@@ -58,18 +58,7 @@ def test_print_seed_table(seed_rows: list[dict], ctepower_epochs: dict[int, floa
 
 @pytest.mark.parametrize(
     "n",
-    [
-        1,
-        pytest.param(
-            2,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="compute model ~15% fast for TF2/Keras ResNet50V2 fp32 on V100 (1 GPU: -14.5%); "
-                "the scaling itself is right (measured 1.88x, predicted 1.90x)",
-            ),
-        ),
-        4,
-    ],
+    [1, 2, 4],
 )
 def test_ctepower_resnet50v2_epoch_within_15_percent(
     seed_rows: list[dict], ctepower_epochs: dict[int, float], n: int
@@ -86,7 +75,7 @@ def test_ctepower_resnet50v2_epoch_within_15_percent(
             4,
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="predicted 3.43x vs measured 3.75x: the MirroredStrategy host split cost fitted on MareNostrum 5 (x86 + PCIe hosts) over-charges the POWER9 node, whose CPU-GPU links are NVLink",
+                reason="predicted 3.49x vs measured 3.75x: the MirroredStrategy host split cost fitted on MareNostrum 5 (x86 + PCIe hosts) over-charges the POWER9 node, whose CPU-GPU links are NVLink",
             ),
         ),
     ],
@@ -135,16 +124,7 @@ def kriz() -> tuple[list, dict[int, float]]:
 
 @pytest.mark.parametrize(
     "n",
-    [
-        4,
-        pytest.param(
-            8,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="predicted 7.6x vs 6.25x: the cross-socket path of the 2014 machine (host-staged copies between the two groups of four K20s) is slower than the catalogue's generic PCIe server",
-            ),
-        ),
-    ],
+    [4, 8],
 )
 def test_krizhevsky_hybrid_within_15_percent(
     seed_rows: list[dict], kriz: tuple[list, dict[int, float]], n: int
