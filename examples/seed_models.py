@@ -6,7 +6,7 @@
   softmax cross-entropy; 28x28x1 inputs.
 * :func:`vgg19_bn_cifar`: the same repository's ``vgg_fn.py``: VGG-19 configuration "E" with
   batch norm, 32x32 inputs, and a single ``Linear(512, 10)`` classifier ("FC layers are
-  removed"), not torchvision's 4096-wide head.
+  removed"), not torchvision's 4096-wide head; the zoo's ``vgg19_bn_cifar``.
 
 Both functions have the ``workload_fn`` signature of :func:`perfmodel.api.predict`.
 """
@@ -16,31 +16,8 @@ from __future__ import annotations
 from perfmodel.dtypes import Precision
 from perfmodel.workload._net import Net
 from perfmodel.workload.layers import Workload
+from perfmodel.workload.zoo import build_model
 from perfmodel.workload.zoo.cnn import classifier, loss
-
-_VGG19 = [
-    64,
-    64,
-    "M",
-    128,
-    128,
-    "M",
-    256,
-    256,
-    256,
-    256,
-    "M",
-    512,
-    512,
-    512,
-    512,
-    "M",
-    512,
-    512,
-    512,
-    512,
-    "M",
-]
 
 
 def _workload(name: str, net: Net, batch_size: int, precision: Precision, tp: int) -> Workload:
@@ -92,21 +69,8 @@ def vgg19_bn_cifar(
     tp: int = 1,
     sequence_parallel: bool = False,
 ) -> Workload:
-    """VGG-19-BN for CIFAR-10 with a 512->10 classifier (about 20.0 M parameters)."""
-    prec = Precision.parse(precision)  # a Precision is returned as is
-    net = Net(batch_size, prec, tp=tp)
-    x = (batch_size, 3, 32, 32)
-    i = 0
-    for v in _VGG19:
-        if v == "M":
-            x = net.pool(f"pool{i}", x, 2, 2)
-            continue
-        i += 1
-        net.new_block()
-        x = net.conv(f"conv{i}", x, int(v), 3, 1, 1, bias=True)
-        x = net.batchnorm(f"conv{i}.bn", x)
-        x = net.act(f"conv{i}.relu", x, "relu")
-    net.end_blocks()
-    logits = classifier(net, x, [10])
-    loss(net, logits)
-    return _workload("vgg19_bn_cifar", net, batch_size, prec, tp)
+    """VGG-19-BN for CIFAR-10 with a 512->10 classifier (20,040,522 parameters): the zoo's
+    ``vgg19_bn_cifar`` (bearpaw/pytorch-classification, which Navid's ``vgg_fn.py`` strips down)."""
+    return build_model(
+        "vgg19_bn_cifar", batch_size=batch_size, precision=precision, tp=tp, num_classes=10
+    )

@@ -98,6 +98,18 @@ for _info in [
         for bn in (False, True)
     ],
     *[
+        _m(
+            f"vgg{d}{'_bn' if bn else ''}_cifar",
+            cnn.cifar_vgg,
+            "cnn",
+            f"bearpaw/pytorch-classification models/cifar/vgg.py vgg{d}{'_bn' if bn else ''}",
+            _depth=d,
+            _batch_norm=bn,
+        )
+        for d in (11, 13, 16, 19)
+        for bn in (False, True)
+    ],
+    *[
         _m(f"resnet{d}", cnn.resnet, "cnn", f"{_TV}.resnet{d}", _depth=d)
         for d in (18, 34, 50, 101, 152)
     ],
@@ -424,6 +436,7 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
     valid = {
         cnn.resnet: cnn._RESNET_BLOCKS,
         cnn.vgg: cnn._VGG_CFG,
+        cnn.cifar_vgg: cnn._VGG_CFG,
         cnn.resnet_v2: cnn._RESNET_V2_DEPTHS,
     }.get(info.builder)
     if valid is not None and depth not in valid:

@@ -192,6 +192,37 @@ def vgg(
     loss(net, logits)
 
 
+def cifar_vgg(
+    net: Net,
+    *,
+    depth: int = 19,
+    batch_norm: bool = True,
+    image_size: int = 32,
+    num_classes: int = 10,
+) -> None:
+    """CIFAR VGG-``depth`` as ``bearpaw/pytorch-classification`` ``models/cifar/vgg.py`` (and
+    ``kuangliu/pytorch-cifar``): torchvision's feature layers (3x3 convolutions with bias,
+    optional batch norm, five 2x2 max-pools) on 32x32 inputs, then a single
+    ``Linear(512, num_classes)`` (no 4096-wide head, no adaptive pool). VGG-19-BN with 10 classes
+    has 20,040,522 parameters.
+    """
+    x = _image_input(net, image_size)
+    i = 0
+    for v in _VGG_CFG[depth]:
+        if v == "M":
+            x = net.pool(f"pool{i}", x, 2, 2)
+            continue
+        i += 1
+        net.new_block()
+        x = net.conv(f"conv{i}", x, int(v), 3, 1, 1, bias=True)
+        if batch_norm:
+            x = net.batchnorm(f"conv{i}.bn", x)
+        x = net.act(f"conv{i}.relu", x, "relu")
+    net.end_blocks()
+    logits = classifier(net, x, [num_classes])
+    loss(net, logits)
+
+
 # -- ResNets ----------------------------------------------------------------------------------
 
 _RESNET_BLOCKS = {
