@@ -37,14 +37,16 @@ class StepSpec:
     Attributes
     ----------
     model
-        ``"mlp"`` (NumPy or torch), ``"resnet50"``, ``"gpt2"`` (torch).
+        ``"mlp"`` (NumPy or torch), ``"resnet50"``, ``"vgg19_bn_cifar"``, ``"gpt2"`` (torch).
     batch_size
         Samples per step.
     precision
         ``"fp32"``, ``"tf32"`` or ``"bf16"`` (mixed: bf16 autocast, fp32 master weights).
     model_args
         ``widths`` for the MLP; ``seq_len``, ``layers``, ``hidden``, ``heads``, ``vocab`` for GPT-2;
-        ``image_size`` for ResNet-50.
+        ``image_size`` and ``memory_format`` (``channels_last``, the default, or ``nchw``) for
+        ResNet-50; ``memory_format`` (default ``nchw``, as the CIFAR scripts run it) for the CIFAR
+        VGG-19-BN (bearpaw/pytorch-classification, 32x32 input, ``Linear(512, classes)`` head).
     """
 
     model: str
@@ -270,6 +272,28 @@ def _torch_gpt(
     return GPT()
 
 
+_MEMORY_FORMATS = {"channels_last": "channels_last", "nhwc": "channels_last", "nchw": "nchw",
+                   "contiguous": "nchw"}  # fmt: skip
+
+
+def memory_format_name(args: dict[str, Any], default: str = "channels_last") -> str:
+    """``memory_format`` step argument -> ``"channels_last"`` or ``"nchw"`` (PyTorch's default
+    contiguous layout); raises ConfigError on anything else."""
+    raw = str(args.get("memory_format", default)).lower()
+    if raw not in _MEMORY_FORMATS:
+        raise ConfigError(
+            f"step memory_format {raw!r}: expected channels_last (nhwc) or nchw (contiguous)",
+            value=raw,
+            where="--step",
+        )
+    return _MEMORY_FORMATS[raw]
+
+
+def _memory_format(torch: Any, args: dict[str, Any], default: str = "channels_last") -> Any:
+    name = memory_format_name(args, default)
+    return torch.channels_last if name == "channels_last" else torch.contiguous_format
+
+
 def _build_torch(spec: StepSpec, device: Any) -> tuple[Any, Any, Any, Any, str]:
     """(model, inputs, targets, optimizer, optimizer name) on ``device``."""
     import torch
@@ -285,14 +309,38 @@ def _build_torch(spec: StepSpec, device: Any) -> tuple[Any, Any, Any, Any, str]:
         model = torchvision.models.resnet50(
             weights=None, num_classes=int(args.get("num_classes", 1000))
         )
-        model = model.to(device=device, memory_format=torch.channels_last)
-        x = torch.randn(spec.batch_size, 3, size, size, generator=gen).to(
-            device, memory_format=torch.channels_last
-        )
+        fmt = _memory_format(torch, args)
+        model = model.to(device=device, memory_format=fmt)
+        x = torch.randn(spec.batch_size, 3, size, size, generator=gen).to(device, memory_format=fmt)
         y = torch.randint(
             0, int(args.get("num_classes", 1000)), (spec.batch_size,), generator=gen
         ).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+        return model, x, y, opt, "sgd-momentum"
+    if spec.model == "vgg19_bn_cifar":
+        # bearpaw/pytorch-classification models/cifar/vgg.py, cfg 'E' with batch norm: 16 3x3
+        # convolutions (bias) + BN + ReLU, five 2x2 max-pools, Linear(512, classes).
+        cfg = [64, 64, "M", 128, 128, "M", *[256] * 4, "M", *[512] * 4, "M", *[512] * 4, "M"]
+        layers: list[Any] = []
+        c_in = 3
+        for v in cfg:
+            if v == "M":
+                layers.append(torch.nn.MaxPool2d(2, 2))
+            else:
+                layers += [
+                    torch.nn.Conv2d(c_in, int(v), 3, padding=1),
+                    torch.nn.BatchNorm2d(int(v)),
+                    torch.nn.ReLU(inplace=True),
+                ]
+                c_in = int(v)
+        classes = int(args.get("num_classes", 10))
+        fmt = _memory_format(torch, args, default="nchw")
+        model = torch.nn.Sequential(*layers, torch.nn.Flatten(), torch.nn.Linear(512, classes)).to(
+            device=device, memory_format=fmt
+        )
+        x = torch.randn(spec.batch_size, 3, 32, 32, generator=gen).to(device, memory_format=fmt)
+        y = torch.randint(0, classes, (spec.batch_size,), generator=gen).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
         return model, x, y, opt, "sgd-momentum"
     if spec.model == "gpt2":
         seq = int(args.get("seq_len", 1024))
@@ -394,7 +442,10 @@ def torch_step(
     }
     if spec.model == "resnet50":
         params.setdefault("image_size", 224)
-        params["memory_format"] = "channels_last"
+        params["memory_format"] = memory_format_name(spec.args)
+    if spec.model == "vgg19_bn_cifar":
+        params["image_size"] = 32
+        params["memory_format"] = memory_format_name(spec.args, "nchw")
     if spec.model == "gpt2":
         for k, v in (
             ("seq_len", 1024),

@@ -258,6 +258,7 @@ def step_rows(
             name = zoo_layer_name(str(m.params["layer"])) or str(m.params["layer"])
             measured_layer[(name, phase)] += m.time_s
         for variant, params in variants.items():
+            params = _step_layout(params, gpu, st)
             fwd, bwd, opt, times = predict_step(workload, optimizer, gpu, params)
             rows.append(
                 ValidationRow(
@@ -327,10 +328,25 @@ def _measured_group(zoo_name: str) -> str:
     return re.sub(r"^(layer\d\.\d+)\.\d\.relu$", r"\1.relu", zoo_name)
 
 
+def _step_layout(params: Any, gpu: Any, step: Measurement) -> Any:
+    """``params`` with ``conv_layout`` set from the step's measured ``memory_format``
+    (``nchw`` steps pay cuDNN's layout transposes; channels_last steps are the default)."""
+    fmt = step.params.get("memory_format")
+    if fmt is None:
+        return params
+    from perfmodel.compute.params import ComputeParams, parse_memory_format
+
+    layout = parse_memory_format(fmt, where=f"{step.key} memory_format")
+    base = params if params is not None else ComputeParams.for_gpu(gpu)
+    return replace(base, conv_layout=layout) if base.conv_layout != layout else params
+
+
 def _same_step(layer: Measurement, step: Measurement) -> bool:
-    """A per-layer measurement belongs to a step when its key extends the step's key."""
+    """A per-layer measurement belongs to a step when its key is the step's key plus
+    ``/<layer>/<phase>`` (not a longer step key that merely starts the same way)."""
     if step.key.startswith("step/") and layer.key.startswith("step_layer/"):
-        return layer.key.startswith("step_layer/" + step.key[len("step/") :] + "/")
+        head = "step_layer/" + step.key[len("step/") :] + "/"
+        return layer.key.startswith(head) and layer.key[len(head) :].count("/") == 1
     return all(
         layer.params.get(k) == step.params.get(k) for k in ("model", "batch_size", "precision")
     )
@@ -340,6 +356,8 @@ def _step_label(st: Measurement) -> str:
     p = st.params
     label = f"{p['model']} b{p['batch_size']} {p['precision']}"
     extra = [f"{k}={p[k]}" for k in ("seq_len", "vocab") if k in p]
+    if p.get("memory_format") == "nchw":
+        extra.append("nchw")
     return label + (f" ({', '.join(extra)})" if extra else "")
 
 
