@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel._enum import parse_enum
+from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
 from perfmodel.parallel.costs import SystemCosts
@@ -62,7 +63,9 @@ class Scenario:
     Keys are the ``perfmodel predict`` flags (see ``docs/predict.md``). Beyond the
     ``docs/design.md`` contract: ``dp_mode`` (data-parallel variant, default from the software
     preset), ``hybrid`` (``one-weird-trick``), ``sync_period`` (local SGD), ``ps_host`` and
-    ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first).
+    ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first),
+    ``memory_format`` (``nchw``/``nhwc`` convolution layout; ``None`` takes the software preset's
+    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`).
 
     ``batch_per_gpu`` is the batch of one data-parallel replica (for Crossbow: of one learner);
     ``global_batch`` is split over the replicas.
@@ -104,6 +107,7 @@ class Scenario:
     ps_host: str = "cpu"
     ps_shards: int = 1
     placement: str = "tp,pp,dp"
+    memory_format: str | None = None
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -310,7 +314,11 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
 
 
 def system_costs(
-    topo: Topology, precision: Precision, calibration: str | None, preset: Any = None
+    topo: Topology,
+    precision: Precision,
+    calibration: str | None,
+    preset: Any = None,
+    memory_format: str | None = None,
 ) -> SystemCosts:
     """Cost models of ``topo``, cached per (topology, precision, profile, host dispatch cost).
 
@@ -318,7 +326,8 @@ def system_costs(
     (:meth:`~perfmodel.parallel.software.SoftwarePreset.host_dispatch_s`): PyTorch eager stacks
     get ``HOST_DISPATCH_S["pytorch-eager"]``, or the calibration profile's own measured eager
     launch cost when ``calibration`` is given; graph-mode stacks get 0. ``preset=None`` keeps
-    the profile's (or the datasheet default's) value.
+    the profile's (or the datasheet default's) value. ``memory_format`` (``"nchw"`` or
+    ``"nhwc"``) sets ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
     """
     cp = None
     measured = None
@@ -333,7 +342,8 @@ def system_costs(
         host = preset.host_dispatch_s(measured)
     else:
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
-    return _system_costs(topo, precision, calibration, gpu, stamp, host)
+    layout = None if memory_format is None else parse_memory_format(memory_format)
+    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout)
 
 
 @lru_cache(maxsize=256)
@@ -344,16 +354,21 @@ def _system_costs(
     gpu: str | None,
     stamp: int | None,
     host_dispatch_s: float,
+    conv_layout: str | None = None,
 ) -> SystemCosts:
-    """:class:`SystemCosts` of :func:`_costs` (``Topology`` hashes by identity)."""
+    """:class:`SystemCosts` of :func:`system_costs` (``Topology`` hashes by identity)."""
     cp = lp = None
     if calibration:
         cp, lp, _ = _calibration(calibration, gpu, stamp)
-    if host_dispatch_s > 0 or cp is not None:
+    if host_dispatch_s > 0 or cp is not None or conv_layout not in (None, "nhwc"):
         from perfmodel.compute import ComputeParams
 
         base = cp if cp is not None else ComputeParams.for_gpu(topo.gpu_spec())
-        cp = replace(base, host_dispatch_s=host_dispatch_s)
+        cp = replace(
+            base,
+            host_dispatch_s=host_dispatch_s,
+            conv_layout=conv_layout or base.conv_layout,
+        )
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp)
 
 
@@ -389,6 +404,7 @@ class Resolved:
     batch_per_replica: int
     microbatch: int
     fidelity: Fidelity = Fidelity.SIMULATED
+    memory_format: str = "nhwc"
 
 
 def resolve(sc: Scenario) -> Resolved:
@@ -483,13 +499,18 @@ def resolve(sc: Scenario) -> Resolved:
         hybrid=hybrid,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
-    return Resolved(topo, plan, preset, precision, n, bpr, mb, fidelity)
+    layout = (
+        preset.memory_format
+        if sc.memory_format is None
+        else parse_memory_format(sc.memory_format, where="memory_format")
+    )
+    return Resolved(topo, plan, preset, precision, n, bpr, mb, fidelity, layout)
 
 
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = system_costs(r.topology, r.precision, sc.calibration, r.preset)
+    costs = system_costs(r.topology, r.precision, sc.calibration, r.preset, r.memory_format)
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -608,6 +629,7 @@ def predict(
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name
+    plan_d["memory_format"] = r.memory_format
     return StepReport(
         iteration_time_s=T,
         throughput_samples_per_s=thr,

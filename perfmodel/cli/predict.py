@@ -52,6 +52,11 @@ def register(subparsers: Any) -> None:
         "cuda-convnet2, keras-multi-gpu, megatron, deepspeed-zero1..3, fsdp, crossbow (docs/predict.md)",
     )
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"])
+    p.add_argument(
+        "--memory-format",
+        help="convolution memory format: nchw (PyTorch's default contiguous layout) or nhwc "
+        "(channels_last); default: the software preset's framework default (docs/predict.md)",
+    )
     p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
     p.add_argument("--dataset-size", type=int, help="samples per epoch (gives epoch_time_s)")
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
@@ -83,6 +88,7 @@ _FLAG_KEYS = (
     "zero",
     "software",
     "optimizer",
+    "memory_format",
     "learners_per_gpu",
     "dataset_size",
     "calibration",
@@ -177,7 +183,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        print(f"{sc.model} on {sc.system} x{sc.nodes} node(s), {sc.software}, {sc.precision}")
+        print(
+            f"{sc.model} on {sc.system} x{sc.nodes} node(s), {sc.software}, {sc.precision}, "
+            f"{report.plan.get('memory_format', 'nhwc')} convolutions"
+        )
         print(report.format_table())
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")

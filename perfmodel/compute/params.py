@@ -98,6 +98,40 @@ HOST_DISPATCH_S: Mapping[str, float] = MappingProxyType(
 )
 
 
+#: Accepted spellings of a convolution memory format -> ``ComputeParams.conv_layout``.
+MEMORY_FORMATS = {
+    "nhwc": "nhwc",
+    "channels_last": "nhwc",
+    "channels-last": "nhwc",
+    "nchw": "nchw",
+    "contiguous": "nchw",
+    "channels_first": "nchw",
+    "channels-first": "nchw",
+}
+
+
+def parse_memory_format(text: object, where: str = "memory_format") -> str:
+    """``"nhwc"`` or ``"nchw"`` from a user spelling (``channels_last``, ``contiguous`` ...).
+
+    >>> parse_memory_format("channels_last"), parse_memory_format("NCHW")
+    ('nhwc', 'nchw')
+
+    Raises
+    ------
+    ConfigError
+        Naming the value and ``where`` it came from.
+    """
+    key = str(text).strip().lower()
+    if key not in MEMORY_FORMATS:
+        raise ConfigError(
+            f"{where}: unknown memory format {text!r}; expected nchw (PyTorch's default "
+            "contiguous layout) or nhwc (channels_last)",
+            value=text,
+            where=where,
+        )
+    return MEMORY_FORMATS[key]
+
+
 @dataclass(frozen=True)
 class ComputeParams:
     """Efficiency parameters of :class:`perfmodel.compute.ComputeModel` for one GPU model.

@@ -107,6 +107,21 @@ class SoftwarePreset:
         """True when the stack dispatches every kernel from Python (PyTorch eager)."""
         return self.dispatch_mode == "pytorch-eager"
 
+    @property
+    def memory_format(self) -> str:
+        """Convolution memory format a script on this stack gets unless it asks for another.
+
+        ``"nchw"`` for the PyTorch stacks: tensors are contiguous NCHW by default and
+        ``channels_last`` is opt-in (PyTorch tutorial "Channels Last Memory Format"), so tensor-core
+        convolutions pay cuDNN's layout transposes (``ComputeParams.conv_layout``). ``"nhwc"``
+        otherwise: Keras/TensorFlow default to ``data_format="channels_last"`` and the other
+        stacks are not PyTorch (no transposes charged). ``Scenario.memory_format`` overrides it.
+
+        >>> get_preset("pytorch-ddp").memory_format, get_preset("tf-mirrored").memory_format
+        ('nchw', 'nhwc')
+        """
+        return "nchw" if self.eager else "nhwc"
+
     def host_dispatch_s(self, measured_eager_s: float | None = None) -> float:
         """Host time per kernel launch for ``ComputeParams.host_dispatch_s``, seconds.
 
@@ -294,8 +309,9 @@ def get_preset(name: str) -> SoftwarePreset:
 def presets_markdown() -> str:
     """The preset table as Markdown (for ``docs/predict.md``)."""
     head = (
-        "| preset | DP mode | bucket | overlap | fusion cycle | algorithm | ZeRO | host cost | sources |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
+        "| preset | DP mode | bucket | overlap | fusion cycle | algorithm | ZeRO | host cost "
+        "| conv layout | sources |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for p in PRESETS.values():
@@ -313,6 +329,6 @@ def presets_markdown() -> str:
         rows.append(
             f"| {p.name} | {p.dp_mode.value} | {bucket} | {'yes' if p.overlap_grad_comm else 'no'} "
             f"| {p.fusion_cycle_s * 1e3:g} ms | {p.comm_algorithm} | {zero} | {'; '.join(host) or '-'} "
-            f"| {'; '.join(p.sources)} |"
+            f"| {p.memory_format} | {'; '.join(p.sources)} |"
         )
     return head + "\n".join(rows) + "\n"
