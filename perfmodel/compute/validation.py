@@ -328,9 +328,12 @@ def _predict_training(
     prec = _training_precision(row["precision"], gpu)
     w = build_model(case.model, batch_size=int(batch), precision=prec, **case.args)
     # PyTorch keeps NCHW unless the recipe asks for channels_last; DeepLearningExamples'
-    # ConvNets configs.yml sets memory_format nhwc for AMP only (TF32/FP32 stay NCHW).
+    # ConvNets configs.yml sets memory_format nhwc for AMP only (TF32/FP32 stay NCHW). Lambda's
+    # benchmark configs run the same main.py without --memory-format (its default: nchw), AMP
+    # included (lambdal/deeplearning-benchmark pytorch/scripts/config_v1/*.sh).
     pytorch = "pytorch" in (row.get("software", "") + row["model"]).lower()
-    layout = "nchw" if pytorch and not prec.mixed else "nhwc"
+    lambda_cfg = "lambdal" in row.get("source", "")
+    layout = "nchw" if pytorch and (lambda_cfg or not prec.mixed) else "nhwc"
     cm = ComputeModel(gpu, ComputeParams.for_gpu(gpu, conv_layout=layout))
     fwd, bwd = cm.workload_time(w)
     accumulation = 1

@@ -214,6 +214,13 @@ def _software(row: dict[str, Any]) -> dict[str, Any]:
     if "mirroredstrategy" in s:
         return {"software": "tf-mirrored", "optimizer": "sgd"}
     out: dict[str, Any] = {"software": "pytorch-ddp", "optimizer": "momentum"}
+    src = row["source"]
+    mixed = any(t in (row.get("precision") or "").lower() for t in ("amp", "mixed", "fp16"))
+    if "DeepLearningExamples" in src and "/ConvNets" in src and mixed:
+        # DLE ConvNets configs.yml: AMP recipes set memory_format nhwc; TF32/FP32 keep PyTorch's
+        # NCHW default (the preset's). Lambda's configs run the same main.py without
+        # --memory-format (default nchw), and the 2019 RN50v1.5 code predates channels_last.
+        out["memory_format"] = "nhwc"
     if "lamb" in s:
         out["optimizer"] = "lamb"
     if "bert" in row["model"].lower() and "lamb" not in s:
@@ -419,13 +426,6 @@ def test_training_rows_report(results: dict[str, Any]) -> None:
     print(f"{'multi-GPU rows':<16}{_stats(multi)}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: the median |error| over judged rows is ~17%, driven by single-GPU compute "
-    "errors (1-GPU rows alone: ~18%; ResNet-50 AMP/TF32 on A100/H100, K80, "
-    "BERT seq 512 -42%); the parallel part is accurate (scaling-efficiency median ~3 points, "
-    "Megatron PTD-P Table 1 within 19%)",
-)
 def test_median_error_target(results: dict[str, Any]) -> None:
     judged = [
         p / q - 1
@@ -433,6 +433,8 @@ def test_median_error_target(results: dict[str, Any]) -> None:
         if m.row["id"] not in FIT_ROWS and not assumed_precision(m.row)
     ]
     med = statistics.median(abs(e) for e in judged)
+    # 13.8% on 23 Nov 2026 (18.0% before the convolution memory format was modelled: Lambda's
+    # and DeepLearningExamples' TF32 ResNet-50 runs are NCHW, see docs/predict.md)
     assert med < 0.15, f"median |error| {100 * med:.1f}% misses the 15% target"
 
 
