@@ -297,19 +297,29 @@ def _workload(
 
 @lru_cache(maxsize=64)
 def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, Any, float | None]:
-    """``(ComputeParams, LinkParams, measured eager launch s or None)`` of a profile.
+    """``(ComputeParams, LinkParams, measured host s per kernel or None)`` of a profile.
 
+    The host cost per kernel of a *training step* is what the model needs
+    (``ComputeParams.host_dispatch_s``). A GPU profile's ``launch.eager`` fit times a bare
+    1-element kernel, a lower bound (the H100's 9.68 us against 35.65 us per kernel of its
+    host-bound training steps), so for torch (GPU) profiles it is not used and the software
+    preset's default applies; a profile of the predicted device itself run with another backend
+    (NumPy on the CPU, ``--system calibrated``) has only its own dispatch cost, which is used.
     Cached per (path, GPU, :func:`_file_stamp`).
     """
     from perfmodel.calibration import load_profile
 
     prof = load_profile(path, gpu=gpu)
     cp = prof.compute_params
+    backend = str(prof.provenance.get("backend", ""))
     eager = None
-    if cp is not None and cp.host_dispatch_s > 0:
-        eager = float(cp.host_dispatch_s)  # a profile fitted with its eager launch cost
-    elif "launch.eager" in prof.fits:
-        eager = float(prof.fits["launch.eager"].values["launch_s"])
+    if not backend.startswith("torch"):
+        if cp is not None and cp.host_dispatch_s > 0:
+            eager = float(cp.host_dispatch_s)
+        elif "launch.eager" in prof.fits:
+            eager = float(prof.fits["launch.eager"].values["launch_s"])
+        else:
+            eager = 0.0  # the device's own dispatch is its fitted launch cost (kernel_launch_s)
     return cp, prof.link_params, eager
 
 
@@ -324,8 +334,8 @@ def system_costs(
 
     ``ComputeParams.host_dispatch_s`` follows the software preset
     (:meth:`~perfmodel.parallel.software.SoftwarePreset.host_dispatch_s`): PyTorch eager stacks
-    get ``HOST_DISPATCH_S["pytorch-eager"]``, or the calibration profile's own measured eager
-    launch cost when ``calibration`` is given; graph-mode stacks get 0. ``preset=None`` keeps
+    get ``HOST_DISPATCH_S["pytorch-eager"]``, or the profile's own dispatch cost for a profile of
+    a non-torch device (see :func:`_calibration`); graph-mode stacks get 0. ``preset=None`` keeps
     the profile's (or the datasheet default's) value. ``memory_format`` (``"nchw"`` or
     ``"nhwc"``) sets ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
     """

@@ -165,13 +165,21 @@ def step_workload(m: Measurement) -> tuple[Any, str]:
 def predict_step(
     workload: Any, optimizer: str, gpu: Any, params: Any | None
 ) -> tuple[float, float, float, list[Any]]:
-    """(forward s, backward s, optimizer s, per-layer LayerTimes) of one training step."""
+    """(forward s, backward s, optimizer s, per-layer LayerTimes) of one training step.
+
+    The host issues an eager step's kernels asynchronously: when their issue time
+    (``sum(LayerTime.host_s)``) exceeds the GPU forward + backward, the GPU waits and the excess
+    is charged to the backward, so ``fwd + bwd + opt`` is
+    :meth:`~perfmodel.compute.ComputeModel.step_time`.
+    """
     from perfmodel.compute import ComputeModel
 
     cm = ComputeModel(gpu, params)
     times = cm.layer_times(workload)
     fwd = sum(t.fwd_s for t in times)
     bwd = sum(t.bwd_s for t in times)
+    host = sum(t.host_s for t in times)
+    bwd += max(0.0, host - fwd - bwd)
     opt = cm.optimizer_time(workload.params, optimizer, workload.precision)
     return fwd, bwd, opt, times
 

@@ -2,8 +2,8 @@
 
 For a layer pass with ``F`` FLOP and ``B`` bytes of device-memory traffic::
 
-    t_gpu = max(F / (peak(dtype) * eff * align), B / (bandwidth * memory_efficiency)) + kernels * launch
-    t     = max(t_gpu, kernels * host_dispatch_s)
+    t_gpu  = max(F / (peak(dtype) * eff * align), B / (bandwidth * memory_efficiency)) + kernels * launch
+    t_host = kernels * host_dispatch_s          (issue time on the host, reported apart)
 
 ``eff`` is the GEMM efficiency of the pass's matrix product (:func:`gemm_efficiency`): the
 library picks the tile (and split-K factor) with the best predicted rate, and the rate is the
@@ -16,9 +16,13 @@ Guide", "Tile quantization" and "Wave quantization").
 Layers without a GEMM (norms, activations, pooling, embeddings, losses) are nearly always
 memory-bound; their FLOP run at the FP32 CUDA-core rate.
 
-``align`` is the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`); the
-second line is the host-dispatch floor of eager frameworks (``ComputeParams.host_dispatch_s``,
-0 by default: not modelled). Fused attention uses separate forward and backward efficiencies.
+``align`` is the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`). The
+second line is the host time an eager framework spends issuing the layer's kernels
+(``ComputeParams.host_dispatch_s`` per kernel, 0 by default). The host issues kernels
+asynchronously, ahead of the GPU, so it is not added to the layer: a step takes at least its
+total host issue time (:meth:`ComputeModel.host_time`), which the step lowering and
+:meth:`ComputeModel.step_time` apply. Fused attention uses separate forward and backward
+efficiencies.
 """
 
 from __future__ import annotations
@@ -146,10 +150,12 @@ class LayerTime:
     tile
         Tile (and split-K) choice of the forward GEMM.
     host_bound
-        True when the host's eager dispatch (``kernels x ComputeParams.host_dispatch_s``)
-        exceeds the GPU time of the layer's passes: the GPU waits for the CPU.
+        True when issuing the layer's kernels on the host (``kernels x
+        ComputeParams.host_dispatch_s``) takes longer than running them: where a whole step is
+        made of such layers the GPU waits for the CPU.
     host_s
-        Host dispatch time of all the layer's kernels (0 when ``host_dispatch_s`` is 0).
+        Host issue time of all the layer's kernels (0 when ``host_dispatch_s`` is 0); not part
+        of ``fwd_s``/``bwd_s``.
     """
 
     fwd_s: float
@@ -335,8 +341,8 @@ class ComputeModel:
         wgrad ``(k x m) @ (m x n)`` -> GEMM ``(k, n, m)`` (the reduction runs over the batch);
         an activation x activation product computes both operand gradients.
 
-        Each pass takes ``max(t_gpu, kernels x host_dispatch_s)`` (``LayerTime.host_bound``
-        says whether the host set the layer's total). Under mixed precision with
+        Pass times are GPU times; the host issue time of the layer's kernels is
+        ``LayerTime.host_s`` (see the module docstring). Under mixed precision with
         ``cast_weights_each_step`` the forward casts the FP32 weights to 16 bit (one kernel,
         ``4 + 2`` bytes per parameter) and the backward casts the weight gradient back to FP32
         (autocast's cast is differentiable: one more kernel, ``2 + 4`` bytes per parameter).
@@ -387,7 +393,7 @@ class ComputeModel:
             t_fm = self._mem_time(layer.fwd_bytes)
             fwd_gpu = max(t_fc, t_fm) + k_f * p.kernel_launch_s
             bwd_gpu = max(t_bc, self._mem_time(layer.bwd_bytes)) + k_b * p.kernel_launch_s
-            fwd, bwd = max(fwd_gpu, k_f * host), max(bwd_gpu, k_b * host)
+            fwd, bwd = fwd_gpu, bwd_gpu
             bound = Bound.COMPUTE if t_fc >= t_fm else Bound.MEMORY
             return LayerTime(
                 fwd,
@@ -411,7 +417,7 @@ class ComputeModel:
         )
         host_s = kernels_fwd * host
         gpu_s = fwd + transpose_s
-        fwd = max(gpu_s, host_s)
+        fwd = gpu_s
         total_bwd_flop = layer.bwd_flop
         if total_bwd_flop > 0:
             share_in = layer.bwd_input_flop / total_bwd_flop
@@ -434,10 +440,8 @@ class ComputeModel:
             t_in, _, _ = self._pass_time(
                 layer.bwd_input_flop, bytes_in, g_in, dtype, k_in, rate_multiplier=align
             )
-            t_in_host = k_in * host
             gpu_s += t_in
-            t_in = max(t_in, t_in_host)
-            host_s += t_in_host
+            host_s += k_in * host
         elif g is not None:
             has_in = layer.bwd_input_flop > 0
             has_w = layer.bwd_weight_flop > 0
@@ -474,8 +478,6 @@ class ComputeModel:
                 t_w += transpose_s
             gpu_s += t_in + t_w
             host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
-            t_in = max(t_in, k_in * host) if has_in else 0.0
-            t_w = max(t_w, k_w * host) if has_w else 0.0
         else:
             has_in = bool(layer.bwd_input_flop or bytes_in)
             has_w = layer.bwd_weight_flop > 0 or bytes_w > 0 or bool(cast_back)
@@ -494,8 +496,6 @@ class ComputeModel:
                 )
             gpu_s += t_in + t_w
             host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
-            t_in = max(t_in, k_in * host) if has_in else 0.0
-            t_w = max(t_w, k_w * host) if has_w else 0.0
         return LayerTime(
             fwd_s=fwd,
             bwd_input_s=t_in,
@@ -533,6 +533,42 @@ class ComputeModel:
             elif mode is Recompute.SELECTIVE and is_selectively_recomputed(la):
                 bwd += t.fwd_s
         return fwd, bwd
+
+    def host_time(self, workload: Workload, recompute: Recompute | str = "none") -> float:
+        """Host time to issue one micro-batch's forward and backward kernels, seconds.
+
+        ``sum(LayerTime.host_s)`` (kernels x ``host_dispatch_s``), plus the forward kernels
+        re-issued by recomputation; 0 for graph-mode stacks (``host_dispatch_s = 0``).
+        """
+        mode = Recompute.parse(recompute)
+        total = 0.0
+        for la in workload.layers:
+            t = self.layer_time(la, workload.precision)
+            total += t.host_s
+            again = (mode is Recompute.FULL and la.block is not None) or (
+                mode is Recompute.SELECTIVE and is_selectively_recomputed(la)
+            )
+            if again:
+                total += self.params.host_dispatch_s * max(la.kernels, 1)
+        return total
+
+    def step_time(
+        self,
+        workload: Workload,
+        optimizer: Optimizer | str = "sgd",
+        recompute: Recompute | str = "none",
+    ) -> float:
+        """One single-GPU training step: ``max(GPU forward + backward, host issue) + optimizer``.
+
+        The host issues kernels asynchronously (CUDA streams queue them), so the step is set by
+        the slower of the two; the optimizer's few fused kernels run after the last backward
+        kernel is issued.
+        """
+        fwd, bwd = self.workload_time(workload, recompute)
+        host = self.host_time(workload, recompute)
+        return max(fwd + bwd, host) + self.optimizer_time(
+            workload.params, optimizer, workload.precision
+        )
 
     def optimizer_time(
         self, params: int | float, optimizer: Optimizer | str, precision: Precision | str

@@ -31,6 +31,10 @@ class Costs(Protocol):
 
     def optimizer_time(self, params: float, optimizer: str) -> float: ...
 
+    def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
+        """``(forward, backward)`` host time to issue the layer's kernels (eager stacks); a
+        cost model without a host model may omit this method (no host floor)."""
+
     def collective_time(
         self, op: CollectiveOp, message_bytes: float, group: Sequence[str], algorithm: str = "auto"
     ) -> float: ...
@@ -96,6 +100,13 @@ class SystemCosts:
             hit = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
             self._layer_cache[layer] = hit
         return hit
+
+    def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
+        """``LayerTime.host_s`` (kernels x ``ComputeParams.host_dispatch_s``; 0 in graph mode)
+        split into forward (the layer's forward kernels) and backward (the rest)."""
+        total = float(self.compute.layer_time(layer, self.precision).host_s)
+        fwd = min(total, self.compute.params.host_dispatch_s * max(layer.kernels, 1))
+        return fwd, total - fwd
 
     def optimizer_time(self, params: float, optimizer: str) -> float:
         if params <= 0:

@@ -440,6 +440,29 @@ def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
     return _lower_dp_variant(inp, costs, mode)
 
 
+def _issue_times(
+    costs: Costs, chunks: Sequence[Chunk], P: int, V: int, m: int, recompute: Recompute
+) -> list[float]:
+    """Host issue time of one step per pipeline stage (``m`` micro-batches of its chunks'
+    forward, backward and re-computed forward kernels); zeros when the cost model has no host
+    model or the stack is graph-mode."""
+    host_of = getattr(costs, "layer_host_time", None)
+    out = [0.0] * P
+    if host_of is None:
+        return out
+    for k, ch in enumerate(chunks):
+        t = 0.0
+        for layer in ch.layers:
+            f, b = host_of(layer)
+            t += f + b
+            if (recompute is Recompute.FULL and layer.block is not None) or (
+                recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer)
+            ):
+                t += f
+        out[k % P] += m * t
+    return out
+
+
 def _flop_of(w: Workload) -> float:
     return sum(layer.total_flop for layer in w.layers)
 
@@ -662,6 +685,17 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         if not progressed:  # pragma: no cover - schedule bug
             raise RuntimeError("pipeline schedule deadlocked during lowering")
 
+    # eager stacks: each stage's host thread issues every kernel of the step in order, ahead of
+    # the GPU (asynchronous launches); the step cannot end before the last one is issued
+    issue = _issue_times(costs, chunks, P, V, m, plan.recompute)
+    issue_tid = [-1] * P
+    for s in range(P):
+        if issue[s] > 0:
+            pre = [host_tid] if host_tid >= 0 and s == 0 else []
+            issue_tid[s] = b.add(
+                TaskKind.HOST, gpu[s], "host", issue[s], pre, label="kernel issue (eager host)"
+            )
+
     # gradient reduction without overlap: one collective of all the stage's gradients
     for s in range(P):
         stage_params = sum(chunks[c * P + s].params for c in range(V))
@@ -676,7 +710,7 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
             gpu[s],
             "compute",
             costs.optimizer_time(opt_params, inp.optimizer),
-            [last_compute[s], *grad_comm[s]],
+            [last_compute[s], *grad_comm[s], *([issue_tid[s]] if issue_tid[s] >= 0 else [])],
             label="optimizer",
         )
         if dp_on and 1 <= plan.shard_stage <= 2:

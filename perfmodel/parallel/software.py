@@ -123,21 +123,21 @@ class SoftwarePreset:
         return "nchw" if self.eager else "nhwc"
 
     def host_dispatch_s(self, measured_eager_s: float | None = None) -> float:
-        """Host time per kernel launch for ``ComputeParams.host_dispatch_s``, seconds.
+        """Host time per kernel of a training step for ``ComputeParams.host_dispatch_s``, s.
 
-        Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measured
-        eager launch cost, ``fits["launch.eager"]``), else
-        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 9.68 us, the H100 ``launch/tiny-op``
-        measurement). Graph-mode stacks: 0 (not host-bound), whatever was measured.
+        Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measurement
+        for its device, see :func:`perfmodel.api.system_costs`), else
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.65 us, fitted on host-bound H100
+        training steps). Graph-mode stacks: 0 (not host-bound), whatever was measured.
 
         >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
-        9.68
+        35.65
         >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
         (8e-06, 0.0)
         """
         if not self.eager:
             return float(HOST_DISPATCH_S[self.dispatch_mode])
-        if measured_eager_s is not None and measured_eager_s > 0:
+        if measured_eager_s is not None and measured_eager_s >= 0:
             return float(measured_eager_s)
         return float(HOST_DISPATCH_S[self.dispatch_mode])
 
@@ -325,7 +325,7 @@ def presets_markdown() -> str:
         if p.dispatch_per_op_s:
             host.append(f"{p.dispatch_per_op_s * 1e6:g} us/op x replicas (GIL)")
         if p.eager:
-            host.append(f"eager floor {p.host_dispatch_s() * 1e6:.2f} us/kernel per layer")
+            host.append(f"eager issue {p.host_dispatch_s() * 1e6:.2f} us/kernel (step floor)")
         rows.append(
             f"| {p.name} | {p.dp_mode.value} | {bucket} | {'yes' if p.overlap_grad_comm else 'no'} "
             f"| {p.fusion_cycle_s * 1e3:g} ms | {p.comm_algorithm} | {zero} | {'; '.join(host) or '-'} "

@@ -8,16 +8,17 @@ Variants printed (``pytest -s``):
 
 * ``datasheet``: ``ComputeParams.for_gpu`` (catalogue peaks x documented efficiencies), no host
   model (the GPU's kernel time alone, comparable with GPU-busy time);
-* ``datasheet+host``: the same with ``host_dispatch_s`` = PyTorch eager (9.68 us per kernel,
-  ``HOST_DISPATCH_S["pytorch-eager"]``);
+* ``datasheet+host``: the same with ``host_dispatch_s`` = PyTorch eager training host cost
+  (35.65 us per modelled kernel, ``HOST_DISPATCH_S["pytorch-eager"]``, fitted on 10 host-bound
+  steps of a later lease at batch <= 16, ``calibration/h100-sxm5-80gb/hostbound/``), applied as a
+  step-level floor (the host issues ahead of the GPU);
 * ``profile+host``: the profile's fitted ``ComputeParams`` (``load_profile(...).compute_params``)
-  with ``host_dispatch_s`` from the same profile's ``launch.eager`` fit.
+  with the same host cost (the profile's own ``launch.eager`` fit times a bare 1-element kernel,
+  9.68 us, a lower bound for a training step's ops).
 
-Honest tolerances: against GPU-busy time every step within 30% and the median within 20%
-(datasheet). Against the whole step only the GPU-bound steps (busy >= 90% of the step) are held
-to 25%: the host-bound ResNet-50 b32 step (GPU busy 10 of 35 ms) stays badly under-predicted,
-because a training step's ops cost the host ~4x the 9.68 us of a bare eager kernel (autograd,
-cuDNN plan lookup, autocast casts, module hooks), which no measured microbenchmark gives.
+Tolerances: against GPU-busy time every step within 30% and the median within 20% (datasheet);
+against the whole step the GPU-bound steps (busy >= 90% of the step) within 25%, and the
+host-bound ResNet-50 b32 step (GPU busy 10 of 35 ms, held out of the host fit) within 25%.
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def table():
 
     prof = load_profile(PROFILE)
     gpu = prof.device_spec()
-    eager = prof.fits["launch.eager"].values["launch_s"]
     ds = ComputeParams.for_gpu(gpu)
     variants = {
         "datasheet": ds,
         "datasheet+host": replace(ds, host_dispatch_s=HOST_DISPATCH_S["pytorch-eager"]),
-        "profile+host": replace(prof.compute_params, host_dispatch_s=eager),
+        "profile+host": replace(
+            prof.compute_params, host_dispatch_s=HOST_DISPATCH_S["pytorch-eager"]
+        ),
     }
     rows = []
     for st in (m for m in prof.measurements if m.kind is BenchKind.STEP):
@@ -124,17 +126,19 @@ def test_better_than_before_on_every_step(table):
 def test_host_floor_marks_small_batch_layers(table):
     by = {key: (pred, hosts) for key, _m, _b, pred, hosts in table}
     pred, hosts = by["step/resnet50/bf16/b32"]
-    # the host floor makes more layers host-bound at batch 32 than at 256, and never speeds up
+    # more layers are host-bound at batch 32 than at 256, and the host floor never speeds up
     assert hosts["datasheet+host"] > by["step/resnet50/bf16/b256"][1]["datasheet+host"]
     assert pred["datasheet+host"] >= pred["datasheet"]
+    # GPU-bound steps are untouched: the host issues ahead of the GPU
+    big = by["step/resnet50/bf16/b256"][0]
+    assert big["datasheet+host"] == pytest.approx(big["datasheet"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: the host-bound ResNet-50 b32 step (GPU busy 10.1 of 35.3 ms) implies ~39 us "
-    "of host work per kernel, four times the measured bare eager launch (9.68 us); the model "
-    "predicts ~11 ms",
-)
 def test_host_bound_small_batch_step_within_25_percent(table):
+    """The host-bound ResNet-50 b32 step (GPU busy 10.1 of 35.3 ms) was held out of the eager
+    host fit (``HOST_DISPATCH_S``, 10 host-bound steps at batch <= 16 of a later lease); with
+    the step-level host floor it is predicted at ~30 ms (it was ~11 ms with the bare-launch
+    9.68 us per layer, -68%)."""
     by = {key: pred for key, _m, _b, pred, _h in table}
-    assert abs(by["step/resnet50/bf16/b32"]["datasheet+host"] / 35.3e-3 - 1) < 0.25
+    for variant in ("datasheet+host", "profile+host"):
+        assert abs(by["step/resnet50/bf16/b32"][variant] / 35.3e-3 - 1) < 0.25, variant
