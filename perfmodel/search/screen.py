@@ -33,7 +33,8 @@ component models, but evaluates one representative rank per pipeline stage in cl
 
 What it leaves out (the analytic and simulated fidelities have it): contention between
 concurrent groups on shared links, uneven stage partitioning beyond the first/last stage,
-software-preset overlap details, host overheads. It is used to *order* plans, and the search
+software-preset overlap details, host work other than eager kernel issue (which is a step
+floor: ``max(GPU path, m x host issue of the stage's kernels)``). It is used to *order* plans, and the search
 checks its order against ``predict`` on the top candidates (Kendall's tau is reported).
 """
 
@@ -58,6 +59,7 @@ class _StageCosts:
     stage_params: float
     first_stage_layers: tuple[Any, ...]
     model_flop_per_microbatch: float
+    host_s: float = 0.0  # eager host issue of one micro-batch of the stage's kernels
 
 
 class PlanScreen:
@@ -116,13 +118,15 @@ class PlanScreen:
         c = self._costs.get(nodes)
         if c is None:
             # The same cost models predict() uses: the software preset's host-dispatch cost
-            # (PyTorch eager) and the calibration profile, if the base scenario names one.
+            # (PyTorch eager) and memory format, and the calibration profile, if the base
+            # scenario names one.
             from perfmodel.api import system_costs
             from perfmodel.parallel.software import get_preset
 
             preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
             calibration = self.base.get("calibration")
-            c = system_costs(self._topology(nodes), self.precision, calibration, preset)
+            layout = self.base.get("memory_format") or preset.memory_format
+            c = system_costs(self._topology(nodes), self.precision, calibration, preset, layout)
             self._costs[nodes] = c
         return c
 
@@ -198,22 +202,29 @@ class PlanScreen:
 
         tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
 
+        host = [0.0]  # issue time of the layers passed to times(), in call order
+
         def times(layers: list[Any]) -> tuple[float, float, float]:
-            f = b = c = 0.0
+            f = b = c = h = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)
+                hf, hb = costs.layer_host_time(la)
                 f += lf
                 b += lbi + lbw
+                h += hf + hb
                 if recompute == "full" and la.block is not None:
                     b += lf
+                    h += hf
                 elif recompute == "selective" and is_selectively_recomputed(la):
                     b += lf
+                    h += hf
                 if tp > 1:
                     comms = list(la.fwd_comm) + list(la.bwd_comm)
                     if recompute == "full" and la.block is not None:
                         comms += list(la.fwd_comm)
                     for cp in comms:
                         c += tp_costs.collective_time(cp.op, cp.message_bytes, tp_group)
+            host.append(h)
             return f, b, c
 
         block_layers = [la for la in wl.layers if la.block is not None]
@@ -222,9 +233,12 @@ class PlanScreen:
         bf, bb, bc = times(block_layers)
         pf, pb, pc = times(pre)
         qf, qb, qc = times(post)
+        bh, ph, qh = host[1:4]
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
+        stage_host = bh * (per_stage_blocks / n_blocks) + max(ph, qh)
         if pp == 1:
+            stage_host = bh + ph + qh
             f, b, c = bf + pf + qf, bb + pb + qb, bc + pc + qc
             first_layers = tuple(wl.layers)
         else:
@@ -243,7 +257,7 @@ class PlanScreen:
         if pp == 1:
             stage_params = float(wl.params)
         flop = sum(la.total_flop for la in wl.layers) * tp  # whole model, all TP ranks
-        return _StageCosts(f, b, c, p2p, float(stage_params), first_layers, flop)
+        return _StageCosts(f, b, c, p2p, float(stage_params), first_layers, flop, stage_host)
 
     # -------------------------------------------------------------- evaluate
     def __call__(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
@@ -300,7 +314,11 @@ class PlanScreen:
         dp_exposed = dp_time if pp > 1 else max(0.0, dp_time - st.bwd_s)
         opt_params = st.stage_params / (dp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
-        t = compute + m * st.tp_comm_s + bubble + p2p + dp_exposed + optimizer
+        t = compute + m * st.tp_comm_s + bubble + p2p + dp_exposed
+        # eager stacks: the host issues the step's kernels ahead of the GPU (step-level floor)
+        host = m * st.host_s
+        host_exposed = max(0.0, host - t)
+        t = max(t, host) + optimizer
         if schedule == "gpipe":
             in_flight = m
         elif schedule == "interleaved" and v > 1:
@@ -338,6 +356,7 @@ class PlanScreen:
                 "dp_comm_exposed_s": dp_exposed,
                 "bubble_s": bubble,
                 "optimizer_s": optimizer,
+                "host_s": host_exposed,
             },
         }
 
