@@ -87,24 +87,16 @@ for _info in [
     _m("alexnet", cnn.alexnet, "cnn", f"{_TV}.alexnet (61,100,840)"),
     *[
         _m(
-            f"vgg{d}{'_bn' if bn else ''}",
-            cnn.vgg,
+            f"vgg{d}{'_bn' if bn else ''}{suffix}",
+            builder,
             "cnn",
-            f"{_TV}.vgg{d}{'_bn' if bn else ''}",
+            f"{src}vgg{d}{'_bn' if bn else ''}",
             _depth=d,
             _batch_norm=bn,
         )
-        for d in (11, 13, 16, 19)
-        for bn in (False, True)
-    ],
-    *[
-        _m(
-            f"vgg{d}{'_bn' if bn else ''}_cifar",
-            cnn.cifar_vgg,
-            "cnn",
-            f"bearpaw/pytorch-classification models/cifar/vgg.py vgg{d}{'_bn' if bn else ''}",
-            _depth=d,
-            _batch_norm=bn,
+        for suffix, builder, src in (
+            ("", cnn.vgg, f"{_TV}."),
+            ("_cifar", cnn.cifar_vgg, "bearpaw/pytorch-classification models/cifar/vgg.py "),
         )
         for d in (11, 13, 16, 19)
         for bn in (False, True)

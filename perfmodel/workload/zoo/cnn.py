@@ -165,16 +165,9 @@ _VGG_CFG = {
 }
 
 
-def vgg(
-    net: Net,
-    *,
-    depth: int = 16,
-    batch_norm: bool = False,
-    image_size: int = 224,
-    num_classes: int = 1000,
-) -> None:
-    """VGG-``depth`` (Simonyan & Zisserman 2015) as ``torchvision.models.vgg{depth}[_bn]``."""
-    x = _image_input(net, image_size)
+def _vgg_features(net: Net, x: Shape, depth: int, batch_norm: bool) -> Shape:
+    """VGG's feature layers (torchvision ``cfgs``): 3x3 convolutions with bias, optional batch
+    norm, ReLU, and 2x2 max-pools at the ``"M"`` entries."""
     i = 0
     for v in _VGG_CFG[depth]:
         if v == "M":
@@ -187,6 +180,19 @@ def vgg(
             x = net.batchnorm(f"conv{i}.bn", x)
         x = net.act(f"conv{i}.relu", x, "relu")
     net.end_blocks()
+    return x
+
+
+def vgg(
+    net: Net,
+    *,
+    depth: int = 16,
+    batch_norm: bool = False,
+    image_size: int = 224,
+    num_classes: int = 1000,
+) -> None:
+    """VGG-``depth`` (Simonyan & Zisserman 2015) as ``torchvision.models.vgg{depth}[_bn]``."""
+    x = _vgg_features(net, _image_input(net, image_size), depth, batch_norm)
     x = _adaptive_pool(net, "avgpool", x, 7)
     logits = classifier(net, x, [4096, 4096, num_classes], dropout=True)
     loss(net, logits)
@@ -206,19 +212,7 @@ def cifar_vgg(
     ``Linear(512, num_classes)`` (no 4096-wide head, no adaptive pool). VGG-19-BN with 10 classes
     has 20,040,522 parameters.
     """
-    x = _image_input(net, image_size)
-    i = 0
-    for v in _VGG_CFG[depth]:
-        if v == "M":
-            x = net.pool(f"pool{i}", x, 2, 2)
-            continue
-        i += 1
-        net.new_block()
-        x = net.conv(f"conv{i}", x, int(v), 3, 1, 1, bias=True)
-        if batch_norm:
-            x = net.batchnorm(f"conv{i}.bn", x)
-        x = net.act(f"conv{i}.relu", x, "relu")
-    net.end_blocks()
+    x = _vgg_features(net, _image_input(net, image_size), depth, batch_norm)
     logits = classifier(net, x, [num_classes])
     loss(net, logits)
 
