@@ -302,7 +302,9 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
     The host cost per kernel of a *training step* is what the model needs
     (``ComputeParams.host_dispatch_s``). A GPU profile's ``launch.eager`` fit times a bare
     1-element kernel, a lower bound (the H100's 9.68 us against 35.65 us per kernel of its
-    host-bound training steps), so for torch (GPU) profiles it is not used and the software
+    host-bound training steps), so for torch (GPU) profiles it is not used: their own eager host
+    fit over host-bound steps (``fits["host.eager_step"]``, see
+    :func:`perfmodel.calibration.runner.finish_profile`) if they have one, else the software
     preset's default applies; a profile of the predicted device itself run with another backend
     (NumPy on the CPU, ``--system calibrated``) has only its own dispatch cost, which is used.
     Cached per (path, GPU, :func:`_file_stamp`).
@@ -313,7 +315,9 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
     cp = prof.compute_params
     backend = str(prof.provenance.get("backend", ""))
     eager = None
-    if not backend.startswith("torch"):
+    if "host.eager_step" in prof.fits:  # the profile's own host-bound training steps
+        eager = float(prof.fits["host.eager_step"].values["per_kernel_s"])
+    elif not backend.startswith("torch"):
         if cp is not None and cp.host_dispatch_s > 0:
             eager = float(cp.host_dispatch_s)
         elif "launch.eager" in prof.fits:

@@ -86,3 +86,30 @@ def fit_eager_host(measurements: Any, gpu: Any, *, exclude: tuple[str, ...] = ()
             where="steps",
         )
     return HostFit(statistics.median(p.per_kernel_s for p in points), tuple(points))
+
+
+#: Fewest host-bound steps a profile needs before its own eager host fit replaces the default.
+MIN_HOST_BOUND_STEPS = 3
+
+
+def host_fit_summary(fit: HostFit) -> Any:
+    """The fit as a profile :class:`~perfmodel.calibration.profile.FitSummary`
+    (``fits["host.eager_step"]``, value ``per_kernel_s``)."""
+    import math
+    import statistics as st
+    from types import MappingProxyType
+
+    from perfmodel.calibration.profile import FitSummary
+
+    vals = [p.per_kernel_s for p in fit.points]
+    spread = st.pstdev(vals) if len(vals) > 1 else float("nan")
+    logs = [math.log(v / fit.per_kernel_s) for v in vals]
+    return FitSummary(
+        model="median over host-bound steps of (step - optimizer) / modelled kernels",
+        values=MappingProxyType({"per_kernel_s": fit.per_kernel_s}),
+        stderr=MappingProxyType({"per_kernel_s": spread / math.sqrt(len(vals))}),
+        n_points=len(vals),
+        rms_log_residual=math.sqrt(sum(x * x for x in logs) / len(logs)),
+        median_abs_error=st.median(abs(v / fit.per_kernel_s - 1) for v in vals),
+        notes="steps: " + ", ".join(p.key for p in fit.points),
+    )

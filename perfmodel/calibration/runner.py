@@ -41,30 +41,61 @@ def parse_duration(text: str, *, where: str = "--budget") -> float:
     return value
 
 
+def _host_dispatch(profile: CalibrationProfile, gpu: Any, fits: dict[str, Any]) -> float:
+    """``ComputeParams.host_dispatch_s`` of a profile (host seconds per kernel of a step).
+
+    Torch (GPU) profiles: the profile's own eager host fit over its host-bound training steps
+    (:func:`perfmodel.calibration.host.fit_eager_host`, stored as ``fits["host.eager_step"]``)
+    when it has at least :data:`~perfmodel.calibration.host.MIN_HOST_BOUND_STEPS` of them, else
+    ``HOST_DISPATCH_S["pytorch-eager"]``: the bare eager launch (``fits["launch.eager"]``) is a
+    lower bound of a training op's host cost. Other backends (NumPy on the CPU): their own
+    measured eager launch if any, else 0 (dispatch is part of their fitted launch cost).
+    """
+    from perfmodel.calibration.host import (
+        MIN_HOST_BOUND_STEPS,
+        fit_eager_host,
+        host_fit_summary,
+    )
+    from perfmodel.compute.params import HOST_DISPATCH_S
+
+    backend = str(profile.provenance.get("backend", ""))
+    eager = fits.get("launch.eager")
+    if not backend.startswith("torch"):
+        return float(eager.values["launch_s"]) if eager is not None else 0.0
+    try:
+        fit = fit_eager_host(profile.measurements, gpu)
+    except (CalibrationError, ConfigError):
+        fit = None
+    if fit is not None and len(fit.points) >= MIN_HOST_BOUND_STEPS:
+        fits["host.eager_step"] = host_fit_summary(fit)
+        return float(fit.per_kernel_s)
+    fits.pop("host.eager_step", None)
+    return float(HOST_DISPATCH_S["pytorch-eager"])
+
+
 def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
     """Fit everything the measurements allow and return the profile with the fits.
 
     Device fits always (:func:`~perfmodel.calibration.fit.fit_device`); ``ComputeParams`` when
     :mod:`perfmodel.compute` provides them (fitted on the microbenchmarks only: training steps
     are kept out of the fit so that they can validate it), starting from the current datasheet
-    defaults (tile menus included). ``ComputeParams.host_dispatch_s`` is the measured eager
-    launch cost (``fits["launch.eager"]``) when the profile has one. A fit that cannot run is
-    recorded in ``status.skipped`` with the reason.
+    defaults (tile menus included). ``ComputeParams.host_dispatch_s`` follows
+    :func:`_host_dispatch`. A fit that cannot run is recorded in ``status.skipped`` with the
+    reason.
     """
     fits = dict(profile.fits)
     fits.update(fit_device(profile))
     skipped = dict(profile.skipped)
     profile = replace(profile, fits=MappingProxyType(fits))
     compute_data = profile.compute_params_data
+    host: float | None = None
     try:
         gpu = profile.device_spec()
+        host = _host_dispatch(profile, gpu, fits)  # also for profiles of training steps only
         params, result = fit_compute_params(
             profile.measurements, gpu, base=base_compute_params(profile, gpu)
         )
-        eager = fits.get("launch.eager")
-        if eager is not None and eager.values.get("launch_s", 0.0) > 0:
-            # PyTorch eager dispatch per kernel, measured: the host floor of eager training steps
-            params = replace(params, host_dispatch_s=float(eager.values["launch_s"]))
+        params = replace(params, host_dispatch_s=host)
         compute_data = params.to_dict()
         fits["compute"] = result.summary(
             "ComputeModel(gpu, params).layer_time(layer) (fwd, or fwd+bwd for attention) vs GEMM/conv/attention/memory/launch microbenchmarks",
@@ -125,9 +156,12 @@ def refit_profile(
             "from": f"the profile's {len(profile.measurements)} stored raw measurements "
             f"(measured {prov.get('created_utc', '?')}); no benchmark re-run",
             "fields": [*DEFAULT_COMPUTE_FIELDS, "peak_flops.<dtype>"],
-            "host_dispatch_s": "fits['launch.eager'] (eager PyTorch launch)"
-            if "launch.eager" in out.fits
-            else "not measured",
+            "host_dispatch_s": "fits['host.eager_step'] (this profile's host-bound steps)"
+            if "host.eager_step" in out.fits
+            else "HOST_DISPATCH_S['pytorch-eager'] (fewer than 3 host-bound steps; the bare "
+            "launch fits['launch.eager'] is a lower bound)"
+            if str(prov.get("backend", "")).startswith("torch")
+            else "the device's own launch fit",
             "note": note,
         }
     )

@@ -88,7 +88,12 @@ def test_h100_profile_is_a_refit_with_current_defaults() -> None:
     for name in ("alignment_efficiency", "fused_attention_bwd_efficiency"):
         assert name in values and math.isfinite(prof.fits["compute"].stderr[name])
         assert getattr(cp, name) == pytest.approx(values[name])
-    assert cp.host_dispatch_s == pytest.approx(prof.fits["launch.eager"].values["launch_s"])
+    # one host-bound step only: the eager training host cost is the default, not the bare launch
+    from perfmodel.compute.params import HOST_DISPATCH_S
+
+    assert "host.eager_step" not in prof.fits
+    assert cp.host_dispatch_s == pytest.approx(HOST_DISPATCH_S["pytorch-eager"])
+    assert prof.fits["launch.eager"].values["launch_s"] < cp.host_dispatch_s
     refits = prof.provenance["refits"]
     assert refits and {"refitted_utc", "perfmodel_commit", "from"} <= set(refits[-1])
 
@@ -107,3 +112,25 @@ def test_refit_cli_reproduces_the_stored_profile(tmp_path: Path) -> None:
     for key, value in old["compute_params"].items():
         if isinstance(value, float):
             assert new["compute_params"][key] == pytest.approx(value, rel=1e-3), key
+
+
+HOSTBOUND = PROFILE.parent / "h100-sxm5-80gb" / "hostbound" / "steps-cuda.json"
+
+
+@pytest.mark.skipif(not HOSTBOUND.exists(), reason="H100 host-bound steps not in this checkout")
+def test_profile_with_host_bound_steps_fits_its_own_host_cost() -> None:
+    """A torch profile holding >= 3 host-bound training steps gets its own eager host fit, which
+    predictions with that profile then use."""
+    from perfmodel.api import Scenario, resolve, system_costs
+    from perfmodel.calibration import load_profile
+    from perfmodel.calibration.host import fit_eager_host
+    from perfmodel.calibration.runner import finish_profile
+
+    prof = finish_profile(load_profile(HOSTBOUND))
+    fit = prof.fits["host.eager_step"]
+    direct = fit_eager_host(prof.measurements, H100)
+    assert fit.n_points == len(direct.points) == 11  # the 10 of HOST_DISPATCH_S + ResNet-50 b32
+    assert fit.values["per_kernel_s"] == pytest.approx(direct.per_kernel_s)
+    assert prof.compute_params is None or prof.compute_params.host_dispatch_s == pytest.approx(
+        direct.per_kernel_s
+    )
