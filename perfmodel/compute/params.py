@@ -16,7 +16,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel.dtypes import DType
 from perfmodel.errors import CalibrationError, ConfigError
-from perfmodel.hardware.gpus import GPUSpec
+from perfmodel.hardware.gpus import GPUSpec, peak_with_fallback
 
 
 @dataclass(frozen=True)
@@ -380,19 +380,10 @@ class ComputeParams:
 
     def peak(self, dtype: DType) -> float:
         """Peak FLOP/s for ``dtype`` with the framework fallbacks of
-        :meth:`perfmodel.hardware.GPUSpec.peak` (TF32 -> FP32 before Ampere; BF16 -> FP32 on
-        Volta/Turing)."""
-        if dtype in self.peak_flops:
-            return self.peak_flops[dtype]
-        if dtype is DType.TF32 and DType.FP32 in self.peak_flops:
-            return self.peak_flops[DType.FP32]
-        if dtype is DType.BF16 and DType.FP32 in self.peak_flops:
-            return self.peak_flops[DType.FP32]
-        if dtype is DType.FP8:
-            raise ConfigError(
-                f"GPU {self.gpu} has no fp8 support", value="fp8", where=f"gpu {self.gpu}"
-            )
-        return self.peak_flops[DType.FP32]
+        :meth:`perfmodel.hardware.GPUSpec.peak` (:func:`~perfmodel.hardware.gpus.peak_with_fallback`:
+        TF32 -> FP32 before Ampere; BF16 -> FP32 on Volta/Turing; an error where the GPU has no
+        such format, e.g. BF16 on Pascal or FP8 before Hopper)."""
+        return peak_with_fallback(self.peak_flops, dtype, self.architecture, self.gpu)
 
     def alignment_factor(self, dtype: DType, *dims: int) -> float:
         """Throughput factor of a GEMM in ``dtype`` whose leading dimensions are ``dims``.

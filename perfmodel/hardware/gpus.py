@@ -34,6 +34,7 @@ rejects an entry that does not, so no number enters the catalogue unsourced.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -87,6 +88,30 @@ SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "board": ("tdp_W", "nvlink_links", "nvlink_gen", "pcie_gen"),
     }
 )
+
+
+def peak_with_fallback(
+    peaks: Mapping[DType, float], dtype: DType, architecture: str, name: str
+) -> float:
+    """Peak FLOP/s of ``dtype`` from ``peaks`` with the framework fallbacks (one rule for
+    :meth:`GPUSpec.peak` and ``ComputeParams.peak``): TF32 on a GPU without TF32 units runs at
+    the FP32 rate (the framework keeps FP32 math); BF16 on Volta/Turing is emulated at the FP32
+    rate (no BF16 units before Ampere).
+
+    Raises
+    ------
+    ConfigError
+        If the GPU cannot execute the format at all (FP8 before Hopper/Ada, BF16 before Volta).
+    """
+    if dtype in peaks:
+        return peaks[dtype]
+    if dtype is DType.TF32 and DType.FP32 in peaks:
+        return peaks[DType.FP32]
+    if dtype is DType.BF16 and DType.FP16 in peaks and architecture in ("Volta", "Turing"):
+        return peaks[DType.FP32]
+    raise ConfigError(
+        f"GPU {name} has no {dtype.value} support", value=dtype.value, where=f"gpu {name}"
+    )
 
 
 @dataclass(frozen=True)
@@ -162,20 +187,7 @@ class GPUSpec:
             if isinstance(dtype, DType)
             else DType.parse(dtype, where=f"gpu {self.name}: dtype")
         )
-        if d in self.peak_flops:
-            return self.peak_flops[d]
-        if d is DType.TF32 and DType.FP32 in self.peak_flops:
-            return self.peak_flops[DType.FP32]
-        if (
-            d is DType.BF16
-            and DType.FP16 in self.peak_flops
-            and self.architecture in ("Volta", "Turing")
-        ):
-            # No BF16 units before Ampere: frameworks emulate at FP32 speed.
-            return self.peak_flops[DType.FP32]
-        raise ConfigError(
-            f"GPU {self.name} has no {d.value} support", value=d.value, where=f"gpu {self.name}"
-        )
+        return peak_with_fallback(self.peak_flops, d, self.architecture, self.name)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict in SI units (``peak_flops`` keyed by dtype name, FLOP/s)."""
