@@ -48,3 +48,24 @@ def test_atomic_write_respects_umask(tmp_path):
     finally:
         os.umask(old)
     assert (target.stat().st_mode & 0o777) == 0o644
+
+
+def test_umask_is_read_without_changing_it(monkeypatch):
+    """Reading the umask must not set it, even briefly, where the OS reports it (threads)."""
+    import os
+
+    from perfmodel import _io
+
+    if not os.path.exists("/proc/self/status"):
+        import pytest
+
+        pytest.skip("no /proc on this OS: the locked set-and-restore path is used")
+    calls = []
+    real = os.umask
+    monkeypatch.setattr(os, "umask", lambda m: calls.append(m) or real(m))
+    old = real(0o027)
+    try:
+        assert _io._umask() == 0o027
+        assert calls == []
+    finally:
+        real(old)
