@@ -74,6 +74,17 @@ class GemmEfficiency:
     k_utilisation: float
 
 
+#: Shortest reduction slice a split-K factor may leave, elements. An estimate, not fitted: a
+#: slice of 256 runs its main loop at ``keff = 256 / (256 + k_overhead)`` = 0.8 with the default
+#: 64-element fill/drain (:class:`ComputeParams` ``k_overhead``), and each halving costs a further
+#: reduction pass; shorter slices are not searched.
+SPLIT_K_MIN_SLICE = 256
+
+#: Largest split-K factor searched (a bound on the search, far above what a below-one-wave grid
+#: of a real layer needs).
+SPLIT_K_MAX = 1024
+
+
 def gemm_efficiency(
     gemm: GemmShape,
     *,
@@ -125,7 +136,7 @@ def gemm_efficiency(
             if best is None or cand.efficiency > best.efficiency:
                 best = cand
             # split-K only helps while the grid is below one wave and k stays long
-            if waves >= 1.0 or k / (split * 2) < 256 or split >= 1024:
+            if waves >= 1.0 or k / (split * 2) < SPLIT_K_MIN_SLICE or split >= SPLIT_K_MAX:
                 break
             split *= 2
     assert best is not None
