@@ -667,15 +667,29 @@ def predict(
 
 
 def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
-    """One GPU of the same system, same model, software and per-GPU samples per step.
+    """One GPU of the same system, model and software: the reference of ``speedup``.
 
-    Data parallelism: the replica batch. Model-parallel plans: the global batch divided by the
-    GPUs (at least 1). The baseline uses the analytic executor (one GPU has no contention).
+    What stays fixed follows the batch key the scenario uses. ``global_batch`` with pure data
+    parallelism is *strong scaling*: the baseline runs the whole global batch on one GPU (the
+    1-GPU row of a ``--global-batch`` curve), so the speedup is the ratio of the rows.
+    ``batch_per_gpu`` (and Krizhevsky's hybrid, and Crossbow learners) is *weak scaling*: the
+    baseline runs one replica's batch. Model-parallel plans: the global batch divided by the GPUs
+    (at least 1), the samples one GPU handles. The baseline uses the analytic executor (one GPU
+    has no contention).
     """
     r = r or resolve(sc)
     n = r.num_gpus
     plan = r.plan
-    if (plan.tp == 1 and plan.pp == 1) or plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
+    strong = (
+        sc.global_batch is not None
+        and plan.tp == 1
+        and plan.pp == 1
+        and plan.hybrid is not Hybrid.ONE_WEIRD_TRICK
+        and plan.learners_per_gpu == 1
+    )
+    if strong:
+        per_gpu = r.batch_per_replica * plan.dp
+    elif (plan.tp == 1 and plan.pp == 1) or plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
         per_gpu = r.batch_per_replica
     else:
         per_gpu = max(1, r.batch_per_replica * plan.dp // n)

@@ -331,3 +331,24 @@ def test_fidelity_is_parsed_like_every_other_choice() -> None:
         ConfigError, match="unknown fidelity 'exact'; expected one of simulated, analytic"
     ):
         predict(replace(sc, fidelity="exact"))
+
+
+def test_speedup_follows_the_batch_key_strong_or_weak_scaling():
+    """--global-batch fixes the work per step (strong scaling): the speedup is the throughput
+    ratio to the curve's 1-GPU row. --batch-per-gpu fixes each GPU's batch (weak scaling)."""
+    import pytest
+
+    from perfmodel.api import Scenario, predict_curve
+
+    base = dict(system="dgx-a100", model="resnet50", precision="bf16", fidelity="analytic")
+    strong = predict_curve(Scenario(**base, global_batch=256), [1, 2, 8])
+    for r in strong:
+        assert r.speedup == pytest.approx(
+            r.throughput_samples_per_s / strong[0].throughput_samples_per_s
+        )
+    assert strong[-1].scaling_efficiency < 0.8  # 32 images per GPU: the host sets the step
+    weak = predict_curve(Scenario(**base, batch_per_gpu=32), [1, 8])
+    assert weak[-1].speedup == pytest.approx(
+        weak[-1].throughput_samples_per_s / weak[0].throughput_samples_per_s
+    )
+    assert weak[-1].speedup > strong[-1].speedup

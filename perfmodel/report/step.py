@@ -147,7 +147,9 @@ class StepReport:
 
     Times in seconds, memory in bytes, rates per second. ``speedup`` and
     ``scaling_efficiency`` compare throughput with one GPU of the same system running the same
-    model and per-GPU batch (``None`` when not computed).
+    model (:func:`perfmodel.api.baseline_scenario`: the whole global batch when the scenario
+    fixes ``global_batch`` under data parallelism, one replica's batch when it fixes
+    ``batch_per_gpu``; ``None`` when not computed).
     """
 
     iteration_time_s: float
