@@ -158,8 +158,18 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
         "model_args": w.model_args,
     }
     if cm is not None:
+        from dataclasses import replace
+
+        from perfmodel.compute import ComputeParams
+        from perfmodel.compute.params import HOST_DISPATCH_S
+
         opt = cm.optimizer_time(w.params, "sgd", w.precision)
         step = fwd_total + bwd_total + opt
+        # what eager PyTorch adds: the host issues every kernel (a step-level floor)
+        counter = ComputeModel(cm.gpu, replace(ComputeParams.for_gpu(cm.gpu), host_dispatch_s=1.0))
+        kernels = counter.host_time(w)
+        issue = kernels * HOST_DISPATCH_S["pytorch-eager"]
+        eager = max(fwd_total + bwd_total, issue) + opt
         totals.update(
             gpu=cm.gpu.name,
             fwd_s=fwd_total,
@@ -168,6 +178,10 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
             step_s=step,
             throughput_samples_per_s=w.batch_size / step,
             achieved_flops=w.total_flop / step,
+            kernels=kernels,
+            eager_host_issue_s=issue,
+            eager_step_s=eager,
+            eager_throughput_samples_per_s=w.batch_size / eager,
         )
     return w, rows, totals
 
@@ -216,7 +230,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
             f"{units.format_time(totals['bwd_s'])}, SGD step "
             f"{units.format_time(totals['optimizer_sgd_s'])} -> "
             f"{totals['throughput_samples_per_s']:.1f} {w.sample_unit}/s, "
-            f"{totals['achieved_flops'] / 1e12:.1f} TFLOP/s achieved"
+            f"{totals['achieved_flops'] / 1e12:.1f} TFLOP/s achieved (GPU time: graph mode)"
+        )
+        bound = (
+            "host-bound"
+            if totals["eager_host_issue_s"] > totals["fwd_s"] + totals["bwd_s"]
+            else "GPU-bound"
+        )
+        print(
+            f"eager PyTorch: the host issues {totals['kernels']:.0f} kernels x "
+            f"{units.format_time(totals['eager_host_issue_s'] / max(totals['kernels'], 1))} = "
+            f"{units.format_time(totals['eager_host_issue_s'])} per step -> {bound}: step "
+            f"{units.format_time(totals['eager_step_s'])}, "
+            f"{totals['eager_throughput_samples_per_s']:.1f} {w.sample_unit}/s"
         )
     return 0
 
