@@ -12,6 +12,19 @@ from typing import Any
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, load_system
 
+#: Scenario keys set by the :func:`add_system_args` flags (``--fabric`` -> ``fabric_topology``).
+SYSTEM_KEYS = (
+    "system",
+    "nodes",
+    "network",
+    "nics_per_node",
+    "gpu",
+    "gpus_per_node",
+    "intra_node",
+    "fabric_topology",
+    "oversubscription",
+)
+
 
 def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """``--system`` plus the fabric overrides and the ``custom`` hardware-from-parts flags."""

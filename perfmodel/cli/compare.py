@@ -27,6 +27,7 @@ from typing import Any
 
 from perfmodel.cli._common import (
     DURATION_HELP,
+    SYSTEM_KEYS,
     add_model_arg,
     add_system_args,
     parse_budget,
@@ -149,15 +150,7 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--model is required", where="--model")
     d: dict[str, Any] = {"model": args.model, "model_args": parse_model_args(args.model_arg)}
     for attr in (
-        "system",
-        "nodes",
-        "network",
-        "nics_per_node",
-        "gpu",
-        "gpus_per_node",
-        "intra_node",
-        "fabric_topology",
-        "oversubscription",
+        *SYSTEM_KEYS,
         "precision",
         "optimizer",
         "software",

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
-from perfmodel.cli._common import add_model_arg, add_system_args, parse_model_args
+from perfmodel.cli._common import SYSTEM_KEYS, add_model_arg, add_system_args, parse_model_args
 from perfmodel.errors import ConfigError
 
 
@@ -70,15 +70,7 @@ def register(subparsers: Any) -> None:
 
 #: Flags copied into the scenario under their own name (when given).
 _FLAG_KEYS = (
-    "system",
-    "nodes",
-    "network",
-    "nics_per_node",
-    "gpu",
-    "gpus_per_node",
-    "intra_node",
-    "fabric_topology",
-    "oversubscription",
+    *SYSTEM_KEYS,
     "model",
     "batch_per_gpu",
     "global_batch",
