@@ -17,8 +17,10 @@ model's own kernel counts. Steps that are not host-bound never enter it; they ju
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from perfmodel.errors import CalibrationError
@@ -95,14 +97,10 @@ MIN_HOST_BOUND_STEPS = 3
 def host_fit_summary(fit: HostFit) -> Any:
     """The fit as a profile :class:`~perfmodel.calibration.profile.FitSummary`
     (``fits["host.eager_step"]``, value ``per_kernel_s``)."""
-    import math
-    import statistics as st
-    from types import MappingProxyType
-
     from perfmodel.calibration.profile import FitSummary
 
     vals = [p.per_kernel_s for p in fit.points]
-    spread = st.pstdev(vals) if len(vals) > 1 else float("nan")
+    spread = statistics.pstdev(vals) if len(vals) > 1 else float("nan")
     logs = [math.log(v / fit.per_kernel_s) for v in vals]
     return FitSummary(
         model="median over host-bound steps of (step - optimizer) / modelled kernels",
@@ -110,6 +108,6 @@ def host_fit_summary(fit: HostFit) -> Any:
         stderr=MappingProxyType({"per_kernel_s": spread / math.sqrt(len(vals))}),
         n_points=len(vals),
         rms_log_residual=math.sqrt(sum(x * x for x in logs) / len(logs)),
-        median_abs_error=st.median(abs(v / fit.per_kernel_s - 1) for v in vals),
+        median_abs_error=statistics.median(abs(v / fit.per_kernel_s - 1) for v in vals),
         notes="steps: " + ", ".join(p.key for p in fit.points),
     )

@@ -167,6 +167,8 @@ class LayerTime:
     host_s
         Host issue time of all the layer's kernels (0 when ``host_dispatch_s`` is 0); not part
         of ``fwd_s``/``bwd_s``.
+    host_fwd_s
+        The forward kernels' share of ``host_s`` (what recomputation issues again).
     """
 
     fwd_s: float
@@ -178,6 +180,7 @@ class LayerTime:
     tile: str | None = None
     host_bound: bool = False
     host_s: float = 0.0
+    host_fwd_s: float = 0.0
 
     @property
     def bwd_s(self) -> float:
@@ -416,6 +419,7 @@ class ComputeModel:
                 "fused",
                 host_bound=(k_f + k_b) * host > fwd_gpu + bwd_gpu,
                 host_s=(k_f + k_b) * host,
+                host_fwd_s=k_f * host,
             )
         fwd, bound, eff = self._pass_time(
             layer.fwd_flop,
@@ -519,11 +523,30 @@ class ComputeModel:
             tile=None if eff is None else eff.tile,
             host_bound=host > 0 and host_s > gpu_s,
             host_s=host_s,
+            host_fwd_s=kernels_fwd * host,
         )
 
     def layer_times(self, workload: Workload) -> list[LayerTime]:
         """:meth:`layer_time` of every layer, in order."""
         return [self.layer_time(la, workload.precision) for la in workload.layers]
+
+    def _step_sums(
+        self, workload: Workload, recompute: Recompute | str = "none"
+    ) -> tuple[float, float, float]:
+        """(forward GPU s, backward GPU s, host issue s) of one micro-batch in one pass."""
+        mode = Recompute.parse(recompute)
+        fwd = bwd = host = 0.0
+        for la in workload.layers:
+            t = self.layer_time(la, workload.precision)
+            fwd += t.fwd_s
+            bwd += t.bwd_s
+            host += t.host_s
+            if (mode is Recompute.FULL and la.block is not None) or (
+                mode is Recompute.SELECTIVE and is_selectively_recomputed(la)
+            ):
+                bwd += t.fwd_s
+                host += t.host_fwd_s
+        return fwd, bwd, host
 
     def workload_time(
         self, workload: Workload, recompute: Recompute | str = "none"
@@ -533,35 +556,16 @@ class ComputeModel:
         With ``recompute="full"`` the backward includes a second forward of every block; with
         ``"selective"`` it re-runs the attention core (the layers selective recomputation drops).
         """
-        mode = Recompute.parse(recompute)
-        fwd = bwd = 0.0
-        for la in workload.layers:
-            t = self.layer_time(la, workload.precision)
-            fwd += t.fwd_s
-            bwd += t.bwd_s
-            if mode is Recompute.FULL and la.block is not None:
-                bwd += t.fwd_s
-            elif mode is Recompute.SELECTIVE and is_selectively_recomputed(la):
-                bwd += t.fwd_s
+        fwd, bwd, _ = self._step_sums(workload, recompute)
         return fwd, bwd
 
     def host_time(self, workload: Workload, recompute: Recompute | str = "none") -> float:
         """Host time to issue one micro-batch's forward and backward kernels, seconds.
 
         ``sum(LayerTime.host_s)`` (kernels x ``host_dispatch_s``), plus the forward kernels
-        re-issued by recomputation; 0 for graph-mode stacks (``host_dispatch_s = 0``).
+        re-issued by recomputation (``LayerTime.host_fwd_s``); 0 for graph-mode stacks.
         """
-        mode = Recompute.parse(recompute)
-        total = 0.0
-        for la in workload.layers:
-            t = self.layer_time(la, workload.precision)
-            total += t.host_s
-            again = (mode is Recompute.FULL and la.block is not None) or (
-                mode is Recompute.SELECTIVE and is_selectively_recomputed(la)
-            )
-            if again:
-                total += self.params.host_dispatch_s * max(la.kernels, 1)
-        return total
+        return self._step_sums(workload, recompute)[2]
 
     def step_time(
         self,
@@ -575,8 +579,7 @@ class ComputeModel:
         the slower of the two; the optimizer's few fused kernels run after the last backward
         kernel is issued.
         """
-        fwd, bwd = self.workload_time(workload, recompute)
-        host = self.host_time(workload, recompute)
+        fwd, bwd, host = self._step_sums(workload, recompute)
         return max(fwd + bwd, host) + self.optimizer_time(
             workload.params, optimizer, workload.precision
         )

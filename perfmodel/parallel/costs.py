@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
@@ -19,6 +19,9 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency
 from perfmodel.workload.layers import LayerCost
+
+if TYPE_CHECKING:
+    from perfmodel.compute.model import LayerTime
 
 
 class Costs(Protocol):
@@ -91,22 +94,23 @@ class SystemCosts:
         self.fidelity = fidelity
         self.comm = CommCostModel(topology, link_params=link_params, fidelity=fidelity)
         self.link_params = link_params
-        self._layer_cache: dict[LayerCost, tuple[float, float, float]] = {}
+        self._layer_cache: dict[LayerCost, LayerTime] = {}
 
-    def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+    def _layer(self, layer: LayerCost) -> LayerTime:
         hit = self._layer_cache.get(layer)
         if hit is None:
-            lt = self.compute.layer_time(layer, self.precision)
-            hit = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
-            self._layer_cache[layer] = hit
+            hit = self._layer_cache[layer] = self.compute.layer_time(layer, self.precision)
         return hit
 
+    def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+        lt = self._layer(layer)
+        return float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s)
+
     def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
-        """``LayerTime.host_s`` (kernels x ``ComputeParams.host_dispatch_s``; 0 in graph mode)
-        split into forward (the layer's forward kernels) and backward (the rest)."""
-        total = float(self.compute.layer_time(layer, self.precision).host_s)
-        fwd = min(total, self.compute.params.host_dispatch_s * max(layer.kernels, 1))
-        return fwd, total - fwd
+        """``(LayerTime.host_fwd_s, host_s - host_fwd_s)``: kernels x
+        ``ComputeParams.host_dispatch_s`` (0 in graph mode), forward and backward."""
+        lt = self._layer(layer)
+        return float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s)
 
     def optimizer_time(self, params: float, optimizer: str) -> float:
         if params <= 0:
