@@ -37,10 +37,12 @@ from perfmodel.parallel.plan import (
     PSHost,
     Recompute,
 )
+from perfmodel.parallel.recipe import Recipe, build_recipe
 from perfmodel.parallel.software import get_preset
 from perfmodel.report.step import StepReport, breakdown
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
+from perfmodel.workload.memory import Optimizer
 
 
 class Fidelity(str, enum.Enum):
@@ -333,6 +335,7 @@ def system_costs(
     calibration: str | None,
     preset: Any = None,
     memory_format: str | None = None,
+    recipe: Recipe | None = None,
 ) -> SystemCosts:
     """Cost models of ``topo``, cached per (topology, precision, profile, host dispatch cost).
 
@@ -342,6 +345,8 @@ def system_costs(
     a non-torch device (see :func:`_calibration`); graph-mode stacks get 0. ``preset=None`` keeps
     the profile's (or the datasheet default's) value. ``memory_format`` (``"nchw"`` or
     ``"nhwc"``) sets ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
+    ``recipe`` (the scenario's training recipe) sets ``ComputeParams.cast_weights_each_step``
+    from :attr:`Recipe.autocast_casts` and the optimizer step's bytes; ``None`` keeps both.
     """
     cp = None
     measured = None
@@ -357,7 +362,7 @@ def system_costs(
     else:
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
     layout = None if memory_format is None else parse_memory_format(memory_format)
-    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout)
+    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout, recipe)
 
 
 @lru_cache(maxsize=256)
@@ -369,12 +374,19 @@ def _system_costs(
     stamp: int | None,
     host_dispatch_s: float,
     conv_layout: str | None = None,
+    recipe: Recipe | None = None,
 ) -> SystemCosts:
     """:class:`SystemCosts` of :func:`system_costs` (``Topology`` hashes by identity)."""
     cp = lp = None
     if calibration:
         cp, lp, _ = _calibration(calibration, gpu, stamp)
-    if host_dispatch_s > 0 or cp is not None or conv_layout not in (None, "nhwc"):
+    casts = None if recipe is None else recipe.autocast_casts
+    if (
+        host_dispatch_s > 0
+        or cp is not None
+        or conv_layout not in (None, "nhwc")
+        or casts is not None
+    ):
         from perfmodel.compute import ComputeParams
 
         base = cp if cp is not None else ComputeParams.for_gpu(topo.gpu_spec())
@@ -382,8 +394,9 @@ def _system_costs(
             base,
             host_dispatch_s=host_dispatch_s,
             conv_layout=conv_layout or base.conv_layout,
+            cast_weights_each_step=base.cast_weights_each_step if casts is None else casts,
         )
-    return SystemCosts(topo, precision, compute_params=cp, link_params=lp)
+    return SystemCosts(topo, precision, compute_params=cp, link_params=lp, recipe=recipe)
 
 
 def _as_bool(value: Any, *, where: str) -> bool:
@@ -419,6 +432,8 @@ class Resolved:
     microbatch: int
     fidelity: Fidelity = Fidelity.SIMULATED
     memory_format: str = "nhwc"
+    optimizer: Optimizer = Optimizer.SGD
+    recipe: Recipe | None = None
 
 
 def resolve(sc: Scenario) -> Resolved:
@@ -432,6 +447,7 @@ def resolve(sc: Scenario) -> Resolved:
     fidelity = parse_enum(Fidelity, sc.fidelity, where="fidelity")
     topo = topology_of(sc)
     precision = Precision.parse(sc.precision)
+    optimizer = Optimizer.parse(sc.optimizer, where="optimizer")
     n = _pos_int(sc.gpus, "gpus", allow_none=True) or topo.num_gpus
     if n > topo.num_gpus:
         per = topo.gpus_per_node
@@ -494,13 +510,17 @@ def resolve(sc: Scenario) -> Resolved:
     if mb is None:
         mb = 1 if pp > 1 else bpr
     zero = preset.zero if sc.zero is None else int(sc.zero)
+    interleave = _pos_int(sc.interleave, "interleave")
+    schedule = PipelineSchedule.parse(sc.schedule)
+    if interleave > 1 and schedule is PipelineSchedule.ONE_F_ONE_B:
+        schedule = PipelineSchedule.INTERLEAVED  # interleave=v > 1 names the interleaved 1F1B
     plan = ParallelismPlan(
         dp=dp,
         tp=tp,
         pp=pp,
         microbatch_size=mb,
-        schedule=PipelineSchedule.parse(sc.schedule),
-        interleave=_pos_int(sc.interleave, "interleave"),
+        schedule=schedule,
+        interleave=interleave,
         recompute=Recompute.parse(sc.recompute),
         sequence_parallel=bool(sc.sequence_parallel),
         zero=zero if zero != 3 or not preset.fsdp else 0,
@@ -518,13 +538,16 @@ def resolve(sc: Scenario) -> Resolved:
         if sc.memory_format is None
         else parse_memory_format(sc.memory_format, where="memory_format")
     )
-    return Resolved(topo, plan, preset, precision, n, bpr, mb, fidelity, layout)
+    recipe = build_recipe(preset, precision, optimizer, plan)
+    return Resolved(topo, plan, preset, precision, n, bpr, mb, fidelity, layout, optimizer, recipe)
 
 
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = system_costs(r.topology, r.precision, sc.calibration, r.preset, r.memory_format)
+    costs = system_costs(
+        r.topology, r.precision, sc.calibration, r.preset, r.memory_format, r.recipe
+    )
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -555,8 +578,9 @@ def _build_step(
         workload=wl,
         batch_per_replica=r.batch_per_replica
         * (plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1),
-        optimizer=sc.optimizer,
+        optimizer=r.optimizer.value,
         capacity_bytes=float(r.topology.gpu_spec().memory_bytes),
+        recipe=r.recipe,
     )
     if plan.dp_mode is DPMode.CROSSBOW:
         inp = replace(inp, plan=replace(plan, microbatch_size=batch))
@@ -644,6 +668,8 @@ def predict(
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name
     plan_d["memory_format"] = r.memory_format
+    if r.recipe is not None:
+        plan_d["recipe"] = r.recipe.to_dict()
     return StepReport(
         iteration_time_s=T,
         throughput_samples_per_s=thr,
@@ -710,7 +736,7 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         batch_per_gpu=per_gpu,
         global_batch=None,
         fidelity="analytic",
-        software=sc.software if not get_preset(sc.software).fsdp else "pytorch-ddp",
+        software=sc.software,  # zero=0: an FSDP preset runs unsharded, same recipe
     )
 
 

@@ -49,9 +49,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--software",
         help="software preset: pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, tf-replicated, "
-        "cuda-convnet2, keras-multi-gpu, megatron, deepspeed-zero1..3, fsdp, crossbow (docs/predict.md)",
+        "cuda-convnet2, keras-multi-gpu, megatron, megatron-core, deepspeed-zero1..3, fsdp, torchtitan, "
+        "crossbow (docs/predict.md)",
     )
-    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"])
+    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw", "lamb"])
     p.add_argument(
         "--memory-format",
         help="convolution memory format: nchw (PyTorch's default contiguous layout) or nhwc "

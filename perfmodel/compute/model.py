@@ -585,15 +585,23 @@ class ComputeModel:
         )
 
     def optimizer_time(
-        self, params: int | float, optimizer: Optimizer | str, precision: Precision | str
+        self,
+        params: int | float,
+        optimizer: Optimizer | str,
+        precision: Precision | str,
+        *,
+        grad_bytes: int | None = None,
+        working_copy_bytes: int | None = None,
     ) -> float:
         """Time of one optimizer step over ``params`` parameters (memory-bound, fused
         multi-tensor kernels as in ``torch.optim`` ``foreach``/apex).
 
-        Bytes per parameter: read the gradient; read and write the FP32 weights (master weights
-        under mixed precision) and each FP32 state tensor (momentum: 1, Adam: 2); under mixed
-        precision also write the 16-bit working copy (the cast) and read the 16-bit gradient
-        instead of an FP32 one.
+        Bytes per parameter: read the gradient (``grad_bytes``); read and write the FP32 weights
+        (master weights under mixed precision) and each FP32 state tensor (momentum: 1, Adam:
+        2); write the 16-bit working copy (``working_copy_bytes``, the cast of half-model
+        stacks; 0 where the kept weights are the FP32 ones: autocast, FSDP2 policies). Defaults
+        (``None``) follow the precision: 16-bit gradient and working copy under mixed precision,
+        a training recipe (:class:`perfmodel.parallel.recipe.Recipe`) passes its own.
 
         >>> from perfmodel.hardware import get_gpu
         >>> cm = ComputeModel(get_gpu("V100-SXM2-16GB"))
@@ -603,9 +611,10 @@ class ComputeModel:
         """
         prec = Precision.parse(precision, where="precision")
         opt = Optimizer.parse(optimizer)
-        per_param = prec.grad_bytes + 8 + 2 * opt.state_bytes_per_param
-        if prec.mixed:
-            per_param += prec.param_bytes
+        g = prec.grad_bytes if grad_bytes is None else grad_bytes
+        if working_copy_bytes is None:
+            working_copy_bytes = prec.param_bytes if prec.mixed else 0
+        per_param = g + 8 + 2 * opt.state_bytes_per_param + working_copy_bytes
         if opt is Optimizer.LAMB:  # per-layer norms of weights and updates: one more read pass
             per_param += 8
         return self._mem_time(float(params) * per_param) + 2 * self.params.kernel_launch_s

@@ -22,6 +22,7 @@ from perfmodel.workload.layers import LayerCost
 
 if TYPE_CHECKING:
     from perfmodel.compute.model import LayerTime
+    from perfmodel.parallel.recipe import Recipe
 
 
 class Costs(Protocol):
@@ -73,6 +74,10 @@ class SystemCosts:
     fidelity
         Passed to ``CommCostModel`` (``"analytic"`` closed forms or ``"simulated"`` flow-level
         replay of each collective); an unknown value raises ``ConfigError``.
+    recipe
+        Training recipe whose gradient and working-copy bytes the optimizer step moves
+        (``None``: the precision's defaults). Autocast casts are ``compute_params``'
+        ``cast_weights_each_step``, set from the recipe by :func:`perfmodel.api.system_costs`.
     """
 
     def __init__(
@@ -83,12 +88,14 @@ class SystemCosts:
         compute_params: Any = None,
         link_params: Any = None,
         fidelity: str = "analytic",
+        recipe: Recipe | None = None,
     ) -> None:
         from perfmodel.comm import CommCostModel
         from perfmodel.compute import ComputeModel
 
         self.topology = topology
         self.precision = precision
+        self.recipe = recipe
         self.gpu_spec = topology.gpu_spec()
         self.compute = ComputeModel(self.gpu_spec, compute_params)
         self.fidelity = fidelity
@@ -115,7 +122,19 @@ class SystemCosts:
     def optimizer_time(self, params: float, optimizer: str) -> float:
         if params <= 0:
             return 0.0
-        return float(self.compute.optimizer_time(params, optimizer, self.precision))
+        rc = self.recipe
+        if rc is None:
+            return float(self.compute.optimizer_time(params, optimizer, self.precision))
+        working = rc.param_bytes if rc.master_bytes else 0  # half-model: write the 16-bit copy
+        return float(
+            self.compute.optimizer_time(
+                params,
+                optimizer,
+                self.precision,
+                grad_bytes=rc.grad_bytes,
+                working_copy_bytes=working,
+            )
+        )
 
     def collective_time(
         self, op: CollectiveOp, message_bytes: float, group: Sequence[str], algorithm: str = "auto"

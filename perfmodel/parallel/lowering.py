@@ -30,6 +30,7 @@ from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PSHost, Recompute
+from perfmodel.parallel.recipe import Recipe, build_recipe, default_recipe
 from perfmodel.parallel.schedule import peak_in_flight, stage_ops
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
@@ -237,10 +238,17 @@ def build_chunk(
     by_block: bool,
     algorithm: str = "auto",
     exclude_sharded: bool = False,
+    grad_bytes: float | None = None,
 ) -> Chunk:
-    """Times and sizes of one chunk, split into segments by gradient bucket or by block."""
+    """Times and sizes of one chunk, split into segments by gradient bucket or by block.
+
+    ``grad_bytes`` is the bucket's bytes per gradient element (the recipe's
+    ``grad_reduce_bytes``; default the precision's). With full recomputation the recomputed
+    forward's tensor-parallel collectives are booked with the backward's (``tp_bwd_s``), not as
+    compute.
+    """
     layers = [workload.layers[i] for i in layer_ids]
-    grad_b = costs.precision.grad_bytes
+    grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     act_b = costs.precision.activation_bytes
     # segments in backward order (reverse layers), closed when the bucket is full
     groups: list[list[int]] = []
@@ -293,7 +301,8 @@ def build_chunk(
             if plan.recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer):
                 rc += lf
         if plan.recompute is Recompute.FULL:
-            rc = f + tf
+            rc = f
+            tb += tf  # the recomputed forward re-runs its TP collectives
         segs.append(Segment(ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params))
     last = workload.layers[layer_ids[-1]]
     first = workload.layers[layer_ids[0]]
@@ -336,6 +345,7 @@ def stage_memory(
     comm_buffer_bytes: float,
     replicas_on_gpu: int = 1,
     buffer_bytes: float = 0.0,
+    recipe: Recipe | None = None,
 ) -> PlanMemory:
     """Per-GPU memory of one pipeline stage, a sum of parts.
 
@@ -348,31 +358,38 @@ def stage_memory(
     ``buffer_bytes`` are the stage's non-trainable buffers (batch-norm running statistics, see
     :func:`stage_buffer_bytes`); they count with the weights, as in
     :func:`perfmodel.workload.memory.memory_breakdown`, and are never sharded.
+
+    Model-state bytes are the ``recipe``'s (:meth:`Recipe.model_state_bytes`; ``None``: the
+    recipe of the plain half-model stack, :func:`default_recipe`). With full recomputation each
+    in-flight micro-batch keeps its block inputs, and one recompute working set (the largest
+    block's activations) is live at a time for the whole stage.
     """
     from perfmodel.workload import memory as wmem
 
     prec = costs.precision
+    rc = recipe or default_recipe(plan, prec, optimizer)
     layers = [la for c in chunks for la in c.layers]
     params = float(sum(c.params for c in chunks))
-    dp = plan.dp
-    stage = plan.shard_stage
-    weights, grads, state = wmem.sharded_param_state_bytes(
-        params, prec, optimizer, zero_stage=stage, dp=dp
-    )
+    stage = rc.sharding.stage
+    weights, grads, state = rc.model_state_bytes(params, plan.dp)
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
-    per_chunk = [
-        wmem.activation_bytes(c.layers, plan.recompute.value, precision=prec) for c in chunks
-    ]
-    acts = in_flight * sum(per_chunk) / len(per_chunk)
+    if plan.recompute is Recompute.FULL:
+        parts = [wmem.full_recompute_bytes(c.layers, prec) for c in chunks]
+        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
+    else:
+        per_chunk = [
+            wmem.activation_bytes(c.layers, plan.recompute.value, precision=prec) for c in chunks
+        ]
+        acts = in_flight * sum(per_chunk) / len(per_chunk)
     peak_layer = max(
         (2.0 * _elements(la.output_shape) * prec.activation_bytes for la in layers), default=0.0
     )
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     if stage >= 3:
         biggest = max(s.params for c in chunks for s in c.segments)
-        ws += 2 * biggest * prec.param_bytes  # gathered unit + one prefetched
+        ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
     subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
     ws += wmem.FRAGMENTATION * subtotal
     return PlanMemory(
@@ -400,6 +417,13 @@ class StepInputs:
     batch_per_replica: int
     optimizer: str
     capacity_bytes: float
+    recipe: Recipe | None = None  # None: build_recipe(preset, precision, optimizer, plan)
+
+    def recipe_for(self, costs: Costs) -> Recipe:
+        """The training recipe of this step (built from the preset when not given)."""
+        if self.recipe is not None:
+            return self.recipe
+        return build_recipe(self.preset, costs.precision, self.optimizer, self.plan)
 
 
 def step_kernels(layer: LayerCost) -> int:
@@ -473,10 +497,12 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     K = P * V
     m = plan.num_microbatches(inp.batch_per_replica)
     alg = preset.comm_algorithm
-    zero3 = plan.shard_stage >= 3
+    rc = inp.recipe_for(costs)
+    zero3 = rc.sharding.stage >= 3
     dp_on = plan.dp > 1
-    overlap = preset.overlap_grad_comm and dp_on
-    slow = 1.0 + preset.overlap_compute_slowdown
+    overlap = rc.grad_comm.overlap and dp_on
+    gather_early = dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
+    tp_overlap = rc.tp_comm.overlap
 
     unit_cost = [sum(costs.layer_time(layer)) for layer in wl.layers]
     parts = partition(wl, K, unit_cost)
@@ -490,11 +516,12 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
                 costs,
                 plan,
                 pl.dp_group(0, 0) if one_weird_trick else pl.tp_group(0, s),
-                bucket_bytes=preset.bucket_bytes if overlap else None,
-                first_bucket_bytes=preset.first_bucket_bytes,
+                bucket_bytes=rc.bucket_bytes if overlap else None,
+                first_bucket_bytes=rc.first_bucket_bytes,
                 by_block=zero3,
                 algorithm=alg,
                 exclude_sharded=one_weird_trick,
+                grad_bytes=rc.grad_reduce_bytes,
             )
         )
 
@@ -507,7 +534,6 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     if host_s > 0:
         host_tid = b.add(TaskKind.HOST, gpu[0], "host", host_s, label="host step / batch split")
 
-    prec = costs.precision
     dp_groups = [pl.dp_group(s, 0) for s in range(P)]
     dp_sibs = [tuple(pl.dp_group(s, t) for t in range(1, pl.tp)) for s in range(P)]
 
@@ -518,11 +544,21 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         deps: list[int],
         label: str,
         kind: CommKind = CommKind.DP,
+        stream: str = rc.grad_comm.stream,
     ) -> int:
         groups = [dp_groups[s], *dp_sibs[s]]
         dur = costs.concurrent_time(op, nbytes, groups, alg) + preset.fusion_cycle_s / 2
         spec = CommSpec(op, nbytes, dp_groups[s], alg, kind, dp_sibs[s], preset.fusion_cycle_s / 2)
-        return b.add(TaskKind.COLLECTIVE, gpu[s], "dp", dur, deps, label=label, comm=spec)
+        tid = b.add(TaskKind.COLLECTIVE, gpu[s], stream, dur, deps, label=label, comm=spec)
+        comm_dur[tid] = dur
+        return tid
+
+    def slowed(dur: float, comm_s: float) -> float:
+        """Compute ``dur`` stretched by the overlap slowdown for the ``comm_s`` seconds of
+        communication that run under it: ``dur + slowdown x min(dur, comm_s)``."""
+        return dur + preset.overlap_compute_slowdown * min(dur, max(comm_s, 0.0))
+
+    comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
 
     # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer recurs for
     # every micro-batch, so its GPU pairs and closed-form time are computed once
@@ -538,7 +574,10 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         mb: int,
         ch: int,
     ) -> int:
-        per_rank = nbytes / pl.tp if pl.tp > 1 else nbytes  # Megatron scatter/gather optimisation
+        # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
+        # sequence parallelism the stage output is already split over the tp ranks
+        split = pl.tp > 1 and not plan.sequence_parallel
+        per_rank = nbytes / pl.tp if split else nbytes
         key = (s_from, s_to, per_rank)
         hit = p2p_cache.get(key)
         if hit is None:
@@ -571,17 +610,23 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     first_seg_done = [False] * P
 
     def gathers_for(s: int, seg: Segment, label: str) -> int:
+        """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
+        segment ahead (it may start once the compute two segments back has finished)."""
         hist = gather_hist[s]
         dep = [hist[-2]] if len(hist) >= 2 else []
-        nbytes = seg.params * prec.param_bytes
-        return dp_coll(s, CollectiveOp.ALLGATHER, nbytes, dep, label, CommKind.ZERO)
+        nbytes = seg.params * rc.gather_bytes
+        return dp_coll(
+            s, CollectiveOp.ALLGATHER, nbytes, dep, label, CommKind.ZERO, rc.param_gather.stream
+        )
 
     def segment_tasks(
         s: int, phase: str, mb: int, c: int, dur: float, deps: list[int], tp_s: float
-    ) -> int:
+    ) -> list[int]:
         """One segment's compute (``phase`` "F" or "B") and its tensor-parallel collective.
 
-        Returns the task id the next segment waits on.
+        The collective follows the compute on the compute stream, or (recipe ``tp_comm``
+        overlapped) runs beside it on its own stream, chunked under the GEMMs. Returns the task
+        ids the next segment waits on.
         """
         k = c * P + s
         tid = b.add(
@@ -595,18 +640,26 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
             chunk=k,
         )
         gather_hist[s].append(tid)
-        if tp_s > 0:
-            tid = b.add(
-                TaskKind.COLLECTIVE,
-                gpu[s],
-                "compute",
-                tp_s,
-                [tid],
-                label=f"TP {phase}{mb}",
-                microbatch=mb,
-                chunk=k,
-            )
-        return tid
+        if tp_s <= 0:
+            return [tid]
+        tp_tid = b.add(
+            TaskKind.COLLECTIVE,
+            gpu[s],
+            rc.tp_comm.stream,
+            tp_s,
+            deps if tp_overlap else [tid],
+            label=f"TP {phase}{mb}",
+            microbatch=mb,
+            chunk=k,
+        )
+        return [tid, tp_tid] if tp_overlap else [tp_tid]
+
+    def join(s: int, tids: list[int]) -> int:
+        """One task id standing for ``tids`` (a zero-length task on the compute stream when a
+        segment's TP collective ran beside its compute)."""
+        if len(tids) == 1:
+            return tids[0]
+        return b.add(TaskKind.COMPUTE, gpu[s], "compute", 0.0, tids, label="join TP")
 
     def emit(s: int, phase: str, mb: int, c: int) -> None:
         k = c * P + s
@@ -615,17 +668,19 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
             deps = [last_compute[s]]
             if k > 0:
                 deps.append(f_out[(mb, k - 1)])
-            tid = -1
+            tids: list[int] = []
             for si, seg in enumerate(ch.segments):
                 sd = list(deps)
                 dur = seg.fwd_s
-                if zero3:
-                    sd.append(gathers_for(s, seg, f"AG F{mb}.{k}.{si}"))
-                    if first_seg_done[s]:
-                        dur *= slow
-                tid = segment_tasks(s, "F", mb, c, dur, sd, seg.tp_fwd_s)
+                if zero3 or (gather_early and mb == 0):
+                    ag = gathers_for(s, seg, f"AG F{mb}.{k}.{si}")
+                    sd.append(ag)
+                    if first_seg_done[s]:  # the next unit's gather runs under this one
+                        dur = slowed(dur, comm_dur[ag])
+                tids = segment_tasks(s, "F", mb, c, dur, sd, seg.tp_fwd_s)
                 first_seg_done[s] = True
-                deps = [tid]
+                deps = tids
+            tid = join(s, tids)
             last_compute[s] = tid
             f_done[(mb, k)] = tid
             if k < K - 1:
@@ -641,29 +696,38 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         if k < K - 1:
             deps.append(b_out[(mb, k + 1)])
         final_mb = mb == m - 1
-        tid = -1
         segs = list(reversed(ch.segments))
-        reduce_every_mb = plan.shard_stage >= 2
+        reduce_every_mb = rc.sharding.stage >= 2
+        prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
+        tids = []
         for si, seg in enumerate(segs):
             sd = list(deps)
             dur = seg.bwd_s + seg.recompute_s
             if zero3:
-                sd.append(gathers_for(s, seg, f"AG B{mb}.{k}.{si}"))
-                dur *= slow
+                ag = gathers_for(s, seg, f"AG B{mb}.{k}.{si}")
+                sd.append(ag)
+                dur = slowed(dur, comm_dur[ag] + prev_grad)
             elif overlap and final_mb and si > 0:
-                dur *= slow
-            tid = segment_tasks(s, "B", mb, c, dur, sd, seg.tp_bwd_s)
-            deps = [tid]
+                dur = slowed(dur, prev_grad)
+            tids = segment_tasks(s, "B", mb, c, dur, sd, seg.tp_bwd_s)
+            deps = tids
+            prev_grad = 0.0
             if dp_on and overlap and (final_mb or reduce_every_mb):
-                op = CollectiveOp.REDUCESCATTER if plan.shard_stage >= 1 else CollectiveOp.ALLREDUCE
-                grad_comm[s].append(
-                    dp_coll(s, op, seg.params * prec.grad_bytes, [tid], f"grad {k}.{si}")
+                op = (
+                    CollectiveOp.REDUCESCATTER if rc.sharding.stage >= 1 else CollectiveOp.ALLREDUCE
                 )
+                g = dp_coll(s, op, seg.params * rc.grad_reduce_bytes, tids, f"grad {k}.{si}")
+                grad_comm[s].append(g)
+                prev_grad = comm_dur[g]
+        tid = join(s, tids)
         last_compute[s] = tid
         if k > 0:
             prv = (k - 1) % P
             b_out[(mb, k)] = (
-                p2p(s, prv, ch.in_bytes, [tid], "send_bwd", f"send B{mb}", mb, k) if P > 1 else tid
+                # the gradient of the chunk's input: the previous chunk's output tensor
+                p2p(s, prv, chunks[k - 1].out_bytes, [tid], "send_bwd", f"send B{mb}", mb, k)
+                if P > 1
+                else tid
             )
 
     # emit operations in a dependency-respecting global order (round robin over stages)
@@ -700,11 +764,11 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
     for s in range(P):
         stage_params = sum(chunks[c * P + s].params for c in range(V))
         if dp_on and not overlap:
-            op = CollectiveOp.REDUCESCATTER if plan.shard_stage >= 1 else CollectiveOp.ALLREDUCE
+            op = CollectiveOp.REDUCESCATTER if rc.sharding.stage >= 1 else CollectiveOp.ALLREDUCE
             grad_comm[s].append(
-                dp_coll(s, op, stage_params * prec.grad_bytes, [last_compute[s]], "grad all")
+                dp_coll(s, op, stage_params * rc.grad_reduce_bytes, [last_compute[s]], "grad all")
             )
-        opt_params = stage_params / (plan.dp if plan.shard_stage >= 1 else 1)
+        opt_params = stage_params / (plan.dp if rc.sharding.stage >= 1 else 1)
         t_opt = b.add(
             TaskKind.OPTIMIZER,
             gpu[s],
@@ -713,26 +777,33 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
             [last_compute[s], *grad_comm[s], *([issue_tid[s]] if issue_tid[s] >= 0 else [])],
             label="optimizer",
         )
-        if dp_on and 1 <= plan.shard_stage <= 2:
+        if dp_on and 1 <= rc.sharding.stage <= 2 and not gather_early:
             dp_coll(
                 s,
                 CollectiveOp.ALLGATHER,
-                stage_params * prec.param_bytes,
+                stage_params * rc.gather_bytes,
                 [t_opt],
                 "param all-gather",
                 CommKind.ZERO,
+                rc.param_gather.stream,
             )
 
     if zero3:
         b.notes.append(
-            "ZeRO-3/FSDP: one all-gather per block in forward and backward, prefetch depth 1"
+            "ZeRO-3/FSDP: one all-gather per block in forward and backward on its own stream, "
+            "prefetch depth 1"
+        )
+    if gather_early:
+        b.notes.append(
+            "parameter all-gather of the previous step's update overlaps the first forward "
+            "(one gather per bucket, as Megatron-Core overlap_param_gather)"
         )
     if K > 1:
         b.notes.append(
             f"pipeline: {P} stages x {V} chunks, {m} micro-batches, one task per micro-batch and chunk"
         )
     in_flight = [peak_in_flight(ops[s]) for s in range(P)]
-    buf = preset.bucket_bytes or 0.0
+    buf = rc.bucket_bytes or 0.0
     mem = tuple(
         stage_memory(
             [chunks[c * P + s] for c in range(V)],
@@ -745,6 +816,7 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
             buffer_bytes=stage_buffer_bytes(
                 wl, [la for c in range(V) for la in chunks[c * P + s].layers]
             ),
+            recipe=rc,
         )
         for s in range(P)
     )
@@ -782,16 +854,15 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
     plan, preset, pl = inp.plan, inp.preset, inp.placement
     m = plan.num_microbatches(inp.batch_per_replica)
     ch = _single_chunk(inp, costs)
-    prec = costs.precision
+    rc = inp.recipe_for(costs)
     n = plan.dp
     gpus = pl.dp_group(0, 0)
     g0 = gpus[0]
     params = ch.params
-    grad_bytes = params * prec.grad_bytes
-    param_bytes = params * prec.param_bytes
+    grad_bytes = params * rc.grad_reduce_bytes
+    param_bytes = params * rc.param_bytes
     alg = preset.comm_algorithm
     b = GraphBuilder()
-    slow = 1.0 + preset.overlap_compute_slowdown
     min_period = 0.0
     staleness: dict[int, float] = {}
     replicas_on_gpu = 1
@@ -799,7 +870,13 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
     if preset.host_step_s > 0:
         deps = [b.add(TaskKind.HOST, g0, "host", preset.host_step_s, label="host step")]
 
-    def compute_step(pre: list[int], slowed: bool = False) -> int:
+    def compute_step(pre: list[int], overlapped_comm_s: float = 0.0) -> int:
+        """``m`` micro-batches of forward and backward; ``overlapped_comm_s`` seconds of
+        communication running beside them slow them by ``overlap_compute_slowdown`` for the
+        overlapped share: factor ``1 + slowdown x min(1, comm / compute)``."""
+        total = m * (ch.fwd_s + ch.bwd_s)
+        share = min(1.0, overlapped_comm_s / total) if total > 0 else 0.0
+        slow = 1.0 + preset.overlap_compute_slowdown * share
         last = pre
         tid = -1
         for mb in range(m):
@@ -807,7 +884,7 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
                 TaskKind.COMPUTE,
                 g0,
                 "compute",
-                ch.fwd_s * (slow if slowed else 1),
+                ch.fwd_s * slow,
                 last,
                 label=f"F{mb}",
                 microbatch=mb,
@@ -817,7 +894,7 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
                 TaskKind.COMPUTE,
                 g0,
                 "compute",
-                ch.bwd_s * (slow if slowed else 1),
+                ch.bwd_s * slow,
                 [tid],
                 label=f"B{mb}",
                 microbatch=mb,
@@ -985,16 +1062,16 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
         replicas_on_gpu = plan.learners_per_gpu
         # learners_per_gpu learners of batch b share the GPU; their kernels run concurrently,
         # which the workload models as one batch learners*b (built so by perfmodel.api)
-        last = compute_step(deps, slowed=n > 1)
+        # synchronous model averaging across GPUs overlaps the next iteration (Crossbow SMA): the
+        # all-reduce of the previous step's model difference runs beside this step's compute
+        ar = costs.collective_time(CollectiveOp.ALLREDUCE, param_bytes, gpus, alg)
+        last = compute_step(deps, overlapped_comm_s=ar if n > 1 else 0.0)
         # intra-GPU averaging: read every learner's model, write the average (memory bound)
         bw = _memory_bandwidth_Bps(costs)
         t_local = (replicas_on_gpu + 1) * param_bytes / bw if bw > 0 else 0.0
         avg = b.add(
             TaskKind.COMPUTE, g0, "compute", t_local, [last], label="intra-GPU model average"
         )
-        # synchronous model averaging across GPUs overlaps the next iteration (Crossbow SMA): the
-        # all-reduce of the previous step's model difference runs beside this step's compute
-        ar = costs.collective_time(CollectiveOp.ALLREDUCE, param_bytes, gpus, alg)
         b.add(
             TaskKind.COLLECTIVE,
             g0,
@@ -1027,6 +1104,7 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
         comm_buffer_bytes=0.0,
         replicas_on_gpu=replicas_on_gpu,
         buffer_bytes=stage_buffer_bytes(inp.workload, ch.layers),
+        recipe=rc,
     )
     return LoweredStep(
         graph=b.build(multiplicity=n),

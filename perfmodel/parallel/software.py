@@ -13,6 +13,7 @@ from perfmodel import units
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
+from perfmodel.parallel.recipe import AmpStyle
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -73,6 +74,29 @@ class SoftwarePreset:
         ``ComputeParams.host_dispatch_s``, see :meth:`SoftwarePreset.host_dispatch_s`),
         ``"none"`` for graph-mode stacks and those whose framework the preset does not fix
         (TensorFlow graphs, Horovod, cuda-convnet2, Crossbow): no host floor.
+    amp
+        Mixed-precision style (:class:`~perfmodel.parallel.recipe.AmpStyle`): ``autocast``
+        (default: ``torch.autocast``/Keras policies, FP32 weights and gradients, casts every
+        step), ``half-model`` (Megatron, DeepSpeed: 16-bit model, FP32 master in the optimizer)
+        or ``fsdp-policy`` (FSDP2 ``MixedPrecisionPolicy``).
+    fp32_grads_bf16
+        half-model stacks: bf16/fp8 runs accumulate and reduce gradients in FP32 (Megatron-LM
+        ``arguments.py``: bf16 sets ``accumulate_allreduce_grads_in_fp32``).
+    fp32_grad_reduce
+        fsdp-policy stacks: ``reduce_dtype=float32`` (else the reduction runs in bf16).
+    overlap_param_gather
+        ZeRO-1/2 and distributed-optimizer parameter all-gathers overlap the next forward
+        (Megatron-Core ``overlap_param_gather``); ZeRO-3/FSDP gathers always prefetch.
+    tp_comm_overlap
+        Tensor-parallel collectives overlap the GEMMs (Transformer Engine userbuffers,
+        Megatron-Core ``tp_comm_overlap``).
+    distributed_optimizer
+        ``zero=1`` is Megatron-Core's distributed optimizer (FP32 gradient buffer replicated).
+    bucket_params, bucket_params_per_dp
+        Megatron-Core bucket size in parameters: ``max(bucket_params, bucket_params_per_dp x
+        dp)``; bytes follow the recipe's gradient-reduction bytes.
+    bucket_elements
+        Bucket size in elements (DeepSpeed ``reduce_bucket_size``); bytes follow the recipe.
     sources
         Where the values come from.
     """
@@ -92,6 +116,15 @@ class SoftwarePreset:
     sources: tuple[str, ...]
     host_split_per_sample_s: float = 0.0
     dispatch_mode: str = "none"
+    amp: AmpStyle = AmpStyle.AUTOCAST
+    fp32_grads_bf16: bool = False
+    fp32_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = False
+    distributed_optimizer: bool = False
+    bucket_params: float | None = None
+    bucket_params_per_dp: float = 0.0
+    bucket_elements: float | None = None
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -158,18 +191,25 @@ TF_MIRRORED_SPLIT_PER_SAMPLE_S = 35.9 * units.us
 
 _MB = units.MiB  # DDP's bucket_cap_mb and Horovod's fusion threshold are binary megabytes
 
+_DEEPSPEED_SOURCES = (
+    "DeepSpeed 0.14 deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig): reduce_bucket_size "
+    "and allgather_bucket_size default 5e8 elements; overlap_comm defaults to None, which its "
+    "validator sets to True for stage 3 only; stage3_prefetch_bucket_size 5e7",
+    "DeepSpeed config docs (fp16/bf16): the model is cast to 16 bit (no autocast), FP32 master "
+    "weights and Adam moments live in the (partitioned) optimizer; communication_data_type "
+    "defaults to the model's 16-bit type",
+    "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
+    "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
+)
+
 _DEEPSPEED_ZERO1 = SoftwarePreset(
     name="deepspeed-zero1",
     dp_mode=DPMode.ALLREDUCE,
-    bucket_bytes=500e6 * 2,  # 5e8 elements of 2-byte (fp16/bf16) gradients
-    overlap_grad_comm=True,
+    bucket_elements=5e8,
+    overlap_grad_comm=False,  # overlap_comm default False for stages 1 and 2
     zero=1,
-    sources=(
-        "DeepSpeed config docs: reduce_bucket_size / allgather_bucket_size default 5e8 "
-        "elements; overlap_comm",
-        "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
-        "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
-    ),
+    amp=AmpStyle.HALF_MODEL,
+    sources=_DEEPSPEED_SOURCES,
     dispatch_mode="pytorch-eager",
 )
 
@@ -254,24 +294,74 @@ PRESETS: dict[str, SoftwarePreset] = {
         SoftwarePreset(
             name="megatron",
             dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            fp32_grads_bf16=True,
             sources=(
                 "Narayanan et al. SC21 (Megatron-LM PTD-P): data-parallel all-reduce of the "
                 "contiguous gradient buffer after the pipeline flush (no overlap in that release)",
+                "Megatron-LM megatron/arguments.py (2021): --fp16/--bf16 cast the model to 16 bit "
+                "(Float16Module, no autocast) with FP32 master weights in the optimizer; bf16 "
+                "requires accumulate_allreduce_grads_in_fp32 (FP32 main_grad buffer and "
+                "all-reduce)",
+            ),
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
+            name="megatron-core",
+            dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            fp32_grads_bf16=True,
+            zero=1,
+            distributed_optimizer=True,
+            overlap_grad_comm=True,
+            overlap_param_gather=True,
+            tp_comm_overlap=True,
+            bucket_params=40e6,
+            bucket_params_per_dp=1e6,
+            sources=(
+                "Megatron-Core 0.7-0.9 megatron/core/distributed/distributed_data_parallel_config.py"
+                ": bucket_size default max(40000000, 1000000 x dp) parameters; grad_reduce_in_fp32 "
+                "(set for bf16 by megatron/training/arguments.py)",
+                "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
+                "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
+                "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
             ),
             dispatch_mode="pytorch-eager",
         ),
         _DEEPSPEED_ZERO1,
-        replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2, sources=("as deepspeed-zero1",)),
-        replace(_DEEPSPEED_ZERO1, name="deepspeed-zero3", zero=3, sources=("as deepspeed-zero1",)),
+        replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2),
+        replace(_DEEPSPEED_ZERO1, name="deepspeed-zero3", zero=3, overlap_grad_comm=True),
         SoftwarePreset(
             name="fsdp",
             dp_mode=DPMode.ALLREDUCE,
             overlap_grad_comm=True,
             zero=3,
             fsdp=True,
+            amp=AmpStyle.FSDP_POLICY,
             sources=(
                 "Zhao et al., PyTorch FSDP, VLDB 2023: per-unit all-gather in forward and backward, "
                 "reduce-scatter of gradients in backward, prefetching overlaps them with compute",
+                "PyTorch 2.4+ FSDP2 fully_shard docs: MixedPrecisionPolicy(param_dtype=bf16) keeps "
+                "FP32 sharded parameters (the optimizer's copy), all-gathers in param_dtype; "
+                "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
+                "streams (all-gather stream, reduce-scatter stream)",
+            ),
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
+            name="torchtitan",
+            dp_mode=DPMode.ALLREDUCE,
+            overlap_grad_comm=True,
+            zero=3,
+            fsdp=True,
+            amp=AmpStyle.FSDP_POLICY,
+            fp32_grad_reduce=True,
+            sources=(
+                "torchtitan (Dec 2024) torchtitan/parallelisms/parallelize_llama.py: fully_shard "
+                "per transformer block (FSDP2) with MixedPrecisionPolicy(param_dtype="
+                "training.mixed_precision_param=bfloat16, reduce_dtype="
+                "training.mixed_precision_reduce=float32); optional TP (async TP off by "
+                "default) and PP; torch.compile and float8 (torchao) opt-in",
             ),
             dispatch_mode="pytorch-eager",
         ),

@@ -69,6 +69,8 @@ def task_class(task: Task) -> tuple[int, str]:
         return 0, "comm:tp"
     if task.kind is TaskKind.HOST and task.stream in ("host", "server"):
         return 2, "host"  # framework host work, CPU merge / parameter-server update
+    if task.stream == "tp":
+        return 1, "comm:tp"  # TP collectives overlapped with GEMMs (recipe tp_comm)
     if task.comm is not None:
         return 1, f"comm:{task.comm.kind.value}"
     if task.kind is TaskKind.SENDRECV:

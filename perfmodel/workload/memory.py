@@ -213,16 +213,31 @@ def activation_bytes(
         return float(sum(la.activation_bytes for la in layers))
     if mode is Recompute.SELECTIVE:
         return float(sum(la.activation_bytes - la.recomputable_bytes for la in layers))
+    kept, working = full_recompute_bytes(layers, prec)
+    return kept + working
+
+
+def full_recompute_bytes(layers: Iterable[LayerCost], precision: Precision) -> tuple[float, float]:
+    """``(kept, working)`` activation bytes of one micro-batch under full recomputation.
+
+    ``kept``: each block's input tensor (the output of the layer before the block, at the
+    activation element size) plus every layer outside blocks, held from forward to backward.
+    ``working``: the largest block's own activations, live again only while that block is
+    recomputed for its backward; one micro-batch is recomputed at a time, so a pipeline stage
+    holds ``in_flight x kept + working`` (Korthikanti et al. 2022, section 4.1: full
+    recomputation stores ``2 s b h`` per layer plus one layer's full activations).
+    """
+    layers = list(layers)
     per_block = block_activation_bytes(layers)
     outside = per_block.pop(None, 0.0)
     kept_inputs = 0.0
     prev: LayerCost | None = None
     for la in layers:
         if la.block is not None and prev is not None and prev.block != la.block:
-            kept_inputs += numel(prev.output_shape) * prec.activation_bytes
+            kept_inputs += numel(prev.output_shape) * precision.activation_bytes
         prev = la
     largest = max(per_block.values(), default=0.0)
-    return float(outside + kept_inputs + largest)
+    return float(outside + kept_inputs), float(largest)
 
 
 def workspace_bytes(workload: Workload) -> float:
@@ -233,6 +248,34 @@ def workspace_bytes(workload: Workload) -> float:
     for la in workload.layers:
         peak_layer = max(peak_layer, 2.0 * numel(la.output_shape) * a)
     return CUDA_CONTEXT_BYTES + LIBRARY_WORKSPACE_BYTES + peak_layer
+
+
+def model_state_bytes(
+    params: float,
+    *,
+    param_bytes: float,
+    grad_bytes: float,
+    state_bytes: float,
+    stage: int = 0,
+    dp: int = 1,
+) -> tuple[float, float, float]:
+    """``(weights, gradients, optimizer state)`` bytes per GPU of ``params`` parameters.
+
+    ``param_bytes``, ``grad_bytes`` and ``state_bytes`` (optimizer state including any FP32
+    master copy, ZeRO's ``K``) are bytes per parameter; ZeRO stage ``>= 1`` divides the state
+    by ``dp``, stage ``>= 2`` also the gradients, stage 3 (FSDP full sharding) also the weights
+    (Rajbhandari et al. SC20, section 5 and Figure 1: ``(2 + 2 + K) Psi / N_d`` at stage 3).
+
+    >>> model_state_bytes(1e6, param_bytes=2, grad_bytes=2, state_bytes=12, stage=3, dp=8)
+    (250000.0, 250000.0, 1500000.0)
+    """
+    if stage not in (0, 1, 2, 3):
+        raise ConfigError(f"zero stage must be 0-3, got {stage}", value=stage, where="zero")
+    p = float(params)
+    weights = p * param_bytes / (dp if stage >= 3 else 1)
+    grads = p * grad_bytes / (dp if stage >= 2 else 1)
+    state = p * state_bytes / (dp if stage >= 1 else 1)
+    return weights, grads, state
 
 
 def sharded_param_state_bytes(
@@ -247,22 +290,27 @@ def sharded_param_state_bytes(
 
     ZeRO (Rajbhandari et al., SC20): stage 1 shards the optimizer state, including the FP32
     master weights of mixed precision, stage 2 also the gradients, stage 3 also the working
-    weights; FSDP's full sharding is stage 3.
+    weights; FSDP's full sharding is stage 3. Unsharded (stage 0) the master copy is counted
+    with the weights, as :func:`param_state_bytes` does. The per-recipe form (autocast, FSDP2
+    policies, FP32 gradient buffers) is :meth:`perfmodel.parallel.recipe.Recipe.model_state_bytes`.
 
     >>> from perfmodel.dtypes import Precision
     >>> sharded_param_state_bytes(1e6, Precision.BF16, "adam", zero_stage=1, dp=4)
-    (3000000.0, 2000000.0, 2000000.0)
+    (2000000.0, 2000000.0, 3000000.0)
+    >>> sum(sharded_param_state_bytes(8e6, Precision.BF16, "adam", zero_stage=3, dp=8))  # 16 B/8
+    16000000.0
     """
-    weights, grads, state = param_state_bytes(params, precision, optimizer)
-    if zero_stage >= 1:
-        state /= dp
-        if precision.mixed:  # master weights belong to the optimizer partition
-            weights -= params * 4 * (1 - 1 / dp)
-    if zero_stage >= 2:
-        grads /= dp
-    if zero_stage >= 3:
-        weights /= dp
-    return weights, grads, state
+    if zero_stage == 0:
+        return param_state_bytes(params, precision, optimizer)
+    opt = Optimizer.parse(optimizer)
+    return model_state_bytes(
+        params,
+        param_bytes=precision.param_bytes,
+        grad_bytes=precision.grad_bytes,
+        state_bytes=opt.state_bytes_per_param + (4 if precision.mixed else 0),
+        stage=zero_stage,
+        dp=dp,
+    )
 
 
 def memory_breakdown(

@@ -32,6 +32,8 @@ EAGER = {
     "deepspeed-zero2",
     "deepspeed-zero3",
     "megatron",
+    "megatron-core",
+    "torchtitan",
 }
 
 

@@ -91,9 +91,15 @@ def test_zero_stages_shard_state() -> None:
     z0 = memory_breakdown(w, optimizer="adam")
     z1 = memory_breakdown(w, optimizer="adam", zero_stage=1, dp=8)
     z3 = memory_breakdown(w, optimizer="adam", zero_stage=3, dp=8)
-    assert z1.optimizer_bytes == pytest.approx(z0.optimizer_bytes / 8)
+    p = w.params
+    # stage 1 shards the FP32 master copy with the Adam moments: (4 + 8) / 8 bytes per parameter
+    assert z1.optimizer_bytes == pytest.approx(12 * p / 8)
     assert z3.weights_bytes < z1.weights_bytes < z0.weights_bytes
     assert z3.gradients_bytes == pytest.approx(z0.gradients_bytes / 8)
+    # textbook ZeRO-3 mixed-precision Adam: (2 + 2 + 12) x params / dp (was 9.8 GiB-style
+    # undercount: the weights were divided by dp after the master copy was already sharded)
+    z3_state = z3.weights_bytes - w.buffers * 4.0 + z3.gradients_bytes + z3.optimizer_bytes
+    assert z3_state == pytest.approx(16 * p / 8)
     with pytest.raises(ConfigError):
         memory_breakdown(w, zero_stage=4)
 
