@@ -1,0 +1,193 @@
+"""Validation tier: today's large-model stacks (``../shared/data/modern.jsonl``).
+
+Rows: torchtitan's December 2024 Llama 3.1 H100 tables (``--software torchtitan``), NVIDIA NeMo
+24.07 FP8 DGX-H100 pre-training table and the Megatron-Bridge 26.04.01 dense rows
+(``--software megatron-core``). Each mapped row is predicted with the analytic executor and its
+signed error (predicted / measured tokens per second per GPU - 1) printed; nothing here feeds
+the model (no constant is fitted to these rows).
+
+Skipped, with the count printed:
+
+* MoE rows (``ep > 1`` or experts): out of scope of issue 11 (no expert parallelism yet);
+* context parallelism (``cp > 1``): not modelled;
+* ``model_flops_per_gpu_per_s`` rows: the same runs as their ``tokens_per_s_per_gpu`` rows,
+  restated with each source's own FLOP convention (not independent measurements);
+* GPUs outside the H100 (the B200 rows are all MoE).
+
+What the mapping assumes where the row is silent (stated per row in its ``note``): sequence
+parallelism with every ``tp > 1`` (Megatron-Core recipes and torchtitan's TP plan both shard the
+norms' sequence), no recomputation where it is "not stated", AdamW. torchtitan's
+``torch.compile`` rows are predicted as their eager rows (compile's fusion is not modelled) and
+its async-TP rows as plain TP; those rows say so in the table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfmodel.api import Scenario, predict
+from perfmodel.errors import PerfModelError
+
+
+@pytest.fixture(scope="module")
+def modern_rows(shared_data: Path) -> list[dict]:
+    path = shared_data / "modern.jsonl"
+    if not path.exists():
+        pytest.skip("modern.jsonl not found in the shared data")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _recompute(text: str | None) -> str:
+    t = (text or "").lower()
+    if t.startswith("full"):
+        return "full"
+    if t.startswith("selective"):
+        return "selective"
+    return "none"
+
+
+def _model(m: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Zoo model and arguments: gated (SwiGLU) MLPs are ``llama``, two-matrix MLPs ``gpt``."""
+    common = {
+        "hidden": int(m["hidden"]),
+        "layers": int(m["layers"]),
+        "heads": int(m["heads"]),
+        "ffn_hidden": int(m["ffn_hidden"]),
+        "vocab": int(m["vocab"]),
+        "seq_len": int(m["seq_len"]),
+    }
+    if "swiglu" in str(m.get("mlp", "")).lower():
+        return "llama", {**common, "kv_heads": int(m.get("kv_heads") or m["heads"])}
+    return "gpt", common
+
+
+def map_row(row: dict[str, Any]) -> Scenario | str:
+    """A :class:`Scenario` for ``row``, or the reason it is skipped."""
+    m, p, s = row["model"], row["parallel"], row["system"]
+    if "experts" in m or int(p.get("ep") or 1) > 1:
+        return "MoE (expert parallelism out of scope)"
+    if int(p.get("cp") or 1) > 1:
+        return "context parallelism not modelled"
+    if row["metric"] != "tokens_per_s_per_gpu":
+        return "FLOP/s restatement of a tokens/s row"
+    if "H100" not in s["gpu"]:
+        return f"GPU {s['gpu']!r} not mapped"
+    name, args = _model(m)
+    tp, pp = int(p["tp"]), int(p["pp"])
+    v = int(p.get("virtual_pipeline") or 1)
+    if int(m["layers"]) % (pp * v):
+        return "layers not divisible by pp x v (torchtitan splits unevenly; partition needs equal)"
+    gpus = int(s["gpus"])
+    software = "torchtitan" if row["id"].startswith("tt-") else "megatron-core"
+    return Scenario(
+        system="dgx-h100",
+        nodes=math.ceil(gpus / 8),
+        gpus=gpus,
+        model=name,
+        model_args=args,
+        global_batch=int(p["global_batch"]),
+        precision=str(row["precision"]).lower(),
+        optimizer="adamw",
+        tp=tp,
+        pp=pp,
+        microbatch=int(p["micro_batch"]),
+        interleave=v if pp > 1 else 1,
+        sequence_parallel=tp > 1,
+        recompute=_recompute(p.get("recompute")),
+        software=software,
+        fidelity="analytic",
+    )
+
+
+@pytest.fixture(scope="module")
+def results(modern_rows: list[dict]) -> dict[str, Any]:
+    done: list[tuple[dict, float, float]] = []
+    skipped: dict[str, int] = {}
+    failed: list[tuple[str, str]] = []
+    for row in modern_rows:
+        sc = map_row(row)
+        if isinstance(sc, str):
+            skipped[sc] = skipped.get(sc, 0) + 1
+            continue
+        try:
+            r = predict(sc, baseline=False)
+        except PerfModelError as exc:
+            failed.append((row["id"], str(exc)))
+            continue
+        tokens = r.throughput_samples_per_s * int(row["model"]["seq_len"]) / r.num_gpus
+        done.append((row, tokens, r.memory_per_gpu_bytes / 2**30))
+    return {"done": done, "skipped": skipped, "failed": failed}
+
+
+def test_modern_rows_report(results: dict[str, Any]) -> None:
+    print("\n=== modern stacks (modern.jsonl, analytic executor) ===")
+    print(f"{'row':46s} {'measured':>9s} {'predicted':>10s} {'error':>7s}  GiB/GPU")
+    errs: dict[str, list[float]] = {}
+    for row, tokens, gib in results["done"]:
+        err = tokens / float(row["measured"]) - 1
+        group = row["id"].split("-")[0]
+        errs.setdefault(group, []).append(err)
+        print(f"{row['id']:46s} {row['measured']:9.0f} {tokens:10.0f} {err:+7.1%}  {gib:6.1f}")
+    for group, e in sorted(errs.items()):
+        print(
+            f"{group:10s} n={len(e):2d}  median |err| {statistics.median(map(abs, e)):6.1%}  "
+            f"median signed {statistics.median(e):+6.1%}  worst {max(e, key=abs):+6.1%}"
+        )
+    every = [x for e in errs.values() for x in e]
+    if every:
+        print(
+            f"ALL        n={len(every):2d}  median |err| {statistics.median(map(abs, every)):6.1%}"
+        )
+    print(f"--- skipped {sum(results['skipped'].values())} rows ---")
+    for why, n in sorted(results["skipped"].items(), key=lambda kv: -kv[1]):
+        print(f"  {n:3d}  {why}")
+    for rid, why in results["failed"]:
+        print(f"  FAILED {rid}: {why}")
+
+
+def test_every_mapped_modern_row_predicts(results: dict[str, Any]) -> None:
+    assert not results["failed"], results["failed"]
+    assert len(results["done"]) >= 15
+    for _, tokens, _ in results["done"]:
+        assert math.isfinite(tokens) and tokens > 0
+
+
+def _median_abs_error(results: dict[str, Any]) -> float:
+    every = [tokens / float(row["measured"]) - 1 for row, tokens, _ in results["done"]]
+    return statistics.median(map(abs, every))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: the compute model predicts large-GEMM transformer steps on H100 too fast "
+    "(every mapped row over-predicted, median about +50%; the GPT-2 H100 steps of issue 11 item 6 "
+    "were 27-36% fast too). No GPU in this task to measure a Llama block; torch.compile, "
+    "torchtitan's op-level SAC and the 500 W / HBM2e parts of the torchtitan runs are not modelled",
+)
+def test_modern_median_error_target(results: dict[str, Any]) -> None:
+    """The project's first target: median |error| < 15 %."""
+    assert _median_abs_error(results) < 0.15
+
+
+def test_modern_median_error_does_not_regress(results: dict[str, Any]) -> None:
+    """The state when these rows were first mapped (median 50 %, issue 11): a guard, not a fit."""
+    assert _median_abs_error(results) < 0.60
+
+
+def test_mapping_keeps_what_the_row_says(modern_rows: list[dict]) -> None:
+    row = next(r for r in modern_rows if r["id"] == "nemo2407-h100-llama2-70b-tokens")
+    sc = map_row(row)
+    assert isinstance(sc, Scenario)
+    assert (sc.tp, sc.pp, sc.interleave, sc.microbatch, sc.global_batch) == (4, 4, 20, 1, 128)
+    assert sc.model == "llama" and sc.model_args["kv_heads"] == 8
+    assert sc.software == "megatron-core" and sc.precision == "fp8" and sc.sequence_parallel
+    tt = next(r for r in modern_rows if r["id"] == "tt-2412-t1-8b-8g-fsdp")
+    sc = map_row(tt)
+    assert isinstance(sc, Scenario) and sc.software == "torchtitan"
+    assert sc.recompute == "selective" and sc.global_batch == 16
