@@ -66,6 +66,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--gantt", help="write a Gantt PNG of the schedule")
     p.add_argument("--plot", help="with a GPU list: write the speedup curve PNG")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print the training recipe (dtypes, sharding, overlap and streams) with sources",
+    )
     p.set_defaults(func=run)
 
 
@@ -181,6 +186,15 @@ def run(args: argparse.Namespace) -> int:
             f"{report.plan.get('memory_format', 'nhwc')} convolutions"
         )
         print(report.format_table())
+        if getattr(args, "explain", False):
+            from perfmodel.api import resolve
+
+            recipe = resolve(sc).recipe
+            print("training recipe:")
+            for line in recipe.describe():
+                print(f"  {line}")
+            for src in recipe.sources:
+                print(f"  source: {src}")
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0

@@ -286,3 +286,37 @@ def test_recipe_is_in_the_json_plan() -> None:
     rec = r.plan["recipe"]
     assert rec["sharding"] == "fsdp" and rec["grad_reduce_bytes"] == 4 and rec["gather_bytes"] == 2
     assert rec["param_gather"] == {"overlap": True, "stream": "ag"}
+
+
+def test_predict_explain_prints_the_recipe(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "predict",
+            "--system",
+            "dgx-a100",
+            "--model",
+            "gpt",
+            "--model-arg",
+            "layers=2",
+            "hidden=256",
+            "heads=4",
+            "seq_len=128",
+            "vocab=1000",
+            "--precision",
+            "bf16",
+            "--optimizer",
+            "adam",
+            "--software",
+            "megatron-core",
+            "--batch-per-gpu",
+            "1",
+            "--fidelity",
+            "analytic",
+            "--explain",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "sharding distributed-optimizer" in out
+    assert "grad reduction 4" in out and "autocast casts each step: no" in out
+    assert "source: Megatron-Core" in out
