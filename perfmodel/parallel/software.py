@@ -405,8 +405,15 @@ def presets_markdown() -> str:
     )
     rows = []
     for p in PRESETS.values():
-        bucket = "all" if p.bucket_bytes is None else f"{p.bucket_bytes / _MB:.0f} MiB"
+        if p.bucket_params is not None:
+            bucket = f"max({p.bucket_params:.0e}, {p.bucket_params_per_dp:.0e} x dp) params"
+        elif p.bucket_elements is not None:
+            bucket = f"{p.bucket_elements:.0e} elements"
+        else:
+            bucket = "all" if p.bucket_bytes is None else f"{p.bucket_bytes / _MB:.0f} MiB"
         zero = "FSDP" if p.fsdp else str(p.zero)
+        if p.distributed_optimizer:
+            zero = "distributed optimizer"
         host = []
         if p.host_step_s:
             host.append(f"{p.host_step_s * 1e3:g} ms/step")
