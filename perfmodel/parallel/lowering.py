@@ -314,6 +314,23 @@ def build_chunk(
     return Chunk(tuple(segs), out_bytes, in_bytes, blocks, tuple(layers))
 
 
+def tied_embedding_params(layers: Sequence[LayerCost]) -> int:
+    """Parameters of an output layer whose weight is tied to the input word embedding.
+
+    The zoo's language-model heads (``lm_head``) count no weight of their own when tied
+    (``perfmodel.workload.zoo.transformer._lm_head_and_loss``): their GEMM is ``gemm.k x gemm.n``
+    larger than their ``params``. With pipelining the last stage keeps its own copy of that
+    matrix, kept in sync by an all-reduce of its gradient with the first stage (Megatron-LM
+    ``_allreduce_embedding_grads``; Narayanan et al. SC21). 0 when untied.
+    """
+    for la in layers:
+        if la.name.endswith("lm_head") and la.gemm is not None:
+            full = la.gemm.k * la.gemm.n
+            if la.params < full:
+                return int(full)
+    return 0
+
+
 # --------------------------------------------------------------------------- memory
 
 
@@ -346,6 +363,7 @@ def stage_memory(
     replicas_on_gpu: int = 1,
     buffer_bytes: float = 0.0,
     recipe: Recipe | None = None,
+    tied_params: float = 0.0,
 ) -> PlanMemory:
     """Per-GPU memory of one pipeline stage, a sum of parts.
 
@@ -362,14 +380,16 @@ def stage_memory(
     Model-state bytes are the ``recipe``'s (:meth:`Recipe.model_state_bytes`; ``None``: the
     recipe of the plain half-model stack, :func:`default_recipe`). With full recomputation each
     in-flight micro-batch keeps its block inputs, and one recompute working set (the largest
-    block's activations) is live at a time for the whole stage.
+    block's activations) is live at a time for the whole stage. ``tied_params`` are the last
+    pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
+    own weights.
     """
     from perfmodel.workload import memory as wmem
 
     prec = costs.precision
     rc = recipe or default_recipe(plan, prec, optimizer)
     layers = [la for c in chunks for la in c.layers]
-    params = float(sum(c.params for c in chunks))
+    params = float(sum(c.params for c in chunks)) + tied_params
     stage = rc.sharding.stage
     weights, grads, state = rc.model_state_bytes(params, plan.dp)
     weights = (weights + buffer_bytes) * replicas_on_gpu
@@ -760,9 +780,20 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
                 TaskKind.HOST, gpu[s], "host", issue[s], pre, label="kernel issue (eager host)"
             )
 
+    # a tied word embedding: the last stage holds a copy (the last chunk sits on stage P - 1)
+    tied = [0] * P
+    if P > 1:
+        tied[P - 1] = tied_embedding_params(chunks[-1].layers)
+        if tied[P - 1]:
+            _embedding_grad_allreduce(b, costs, pl, rc, tied[P - 1], last_compute, grad_comm)
+
     # gradient reduction without overlap: one collective of all the stage's gradients
     for s in range(P):
-        stage_params = sum(chunks[c * P + s].params for c in range(V))
+        stage_params = sum(chunks[c * P + s].params for c in range(V)) + tied[s]
+        if dp_on and overlap and tied[s]:  # the copy's gradient, after its backward
+            op = CollectiveOp.REDUCESCATTER if rc.sharding.stage >= 1 else CollectiveOp.ALLREDUCE
+            nbytes = tied[s] * rc.grad_reduce_bytes
+            grad_comm[s].append(dp_coll(s, op, nbytes, [last_compute[s]], "grad tied embedding"))
         if dp_on and not overlap:
             op = CollectiveOp.REDUCESCATTER if rc.sharding.stage >= 1 else CollectiveOp.ALLREDUCE
             grad_comm[s].append(
@@ -817,6 +848,7 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
                 wl, [la for c in range(V) for la in chunks[c * P + s].layers]
             ),
             recipe=rc,
+            tied_params=tied[s],
         )
         for s in range(P)
     )
@@ -832,6 +864,42 @@ def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = Fa
         samples_per_step=inp.batch_per_replica * plan.dp,
         model_flop_per_step=flop,
         num_gpus=plan.num_gpus,
+    )
+
+
+def _embedding_grad_allreduce(
+    b: GraphBuilder,
+    costs: Costs,
+    pl: Placement,
+    rc: Recipe,
+    params: int,
+    last_compute: list[int],
+    grad_comm: list[list[int]],
+) -> None:
+    """All-reduce of a tied word embedding's gradient between the first and the last pipeline
+    stage (each TP rank with its own shard; Megatron-LM ``_allreduce_embedding_grads``), after
+    both stages' backward; both stages' optimizers wait for it."""
+    P = len(last_compute)
+    groups = [(pl.gpu(0, 0, t), pl.gpu(0, P - 1, t)) for t in range(pl.tp)]
+    nbytes = params * rc.grad_reduce_bytes
+    dur = costs.concurrent_time(CollectiveOp.ALLREDUCE, nbytes, groups)
+    spec = CommSpec(
+        CollectiveOp.ALLREDUCE, nbytes, groups[0], "auto", CommKind.PP, tuple(groups[1:])
+    )
+    tid = b.add(
+        TaskKind.COLLECTIVE,
+        pl.gpu(0, P - 1, 0),
+        "dp",
+        dur,
+        [last_compute[0], last_compute[P - 1]],
+        label="embedding grad all-reduce",
+        comm=spec,
+    )
+    grad_comm[0].append(tid)
+    grad_comm[P - 1].append(tid)
+    b.notes.append(
+        f"tied word embedding: the last stage holds a copy ({params} parameters); its gradient is "
+        "all-reduced with the first stage after backward"
     )
 
 

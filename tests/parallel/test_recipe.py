@@ -320,3 +320,22 @@ def test_predict_explain_prints_the_recipe(capsys: pytest.CaptureFixture[str]) -
     assert "sharding distributed-optimizer" in out
     assert "grad reduction 4" in out and "autocast casts each step: no" in out
     assert "source: Megatron-Core" in out
+
+
+def test_tied_embedding_copy_on_last_stage_and_its_allreduce() -> None:
+    """GPT with a tied LM head, pp=2, tp=1: the last stage holds the 8000 x 512 word embedding
+    (4,096,000 parameters) and all-reduces its FP32 gradient (megatron bf16) with stage 0:
+    16,384,000 bytes."""
+    sc = _sc(software="megatron", pp=2, microbatch=1, gpus=2, batch_per_gpu=2)
+    r, step = _graph(sc)
+    (ar,) = [t for t in step.graph.tasks if t.label == "embedding grad all-reduce"]
+    assert ar.comm.message_bytes == 8000 * 512 * 4
+    assert len(ar.comm.group) == 2
+    mem = step.memory
+    rc = r.recipe
+    # per parameter: 2 (bf16) + 4 (FP32 grad) + 12 (master + Adam) = 18 bytes on the copy too
+    first_params = (mem[0].weights_bytes + mem[0].grads_bytes + mem[0].optimizer_bytes) / 18
+    last_params = (mem[1].weights_bytes + mem[1].grads_bytes + mem[1].optimizer_bytes) / 18
+    assert rc.param_bytes + rc.grad_bytes + rc.state_bytes == 18
+    # the model's parameters once, plus the copy on the last stage
+    assert first_params + last_params == pytest.approx(_params(sc) + 8000 * 512)
