@@ -1,0 +1,500 @@
+"""Lowering of synchronous data / tensor / pipeline parallelism (and ZeRO, FSDP, Krizhevsky's
+hybrid) to a task graph, one emitter per concern.
+
+:class:`PipelineLowering` holds the state of one lowering (the task builder, the chunks, what each
+stage last emitted) and emits the step in this order, each piece a small method:
+
+1. :meth:`~PipelineLowering.host_step`: framework host time before compute;
+2. :meth:`~PipelineLowering.run_schedule`: every stage's forward and backward operations in the
+   pipeline schedule's order (:meth:`~PipelineLowering.forward`,
+   :meth:`~PipelineLowering.backward`), each chunk's segments with their tensor-parallel
+   collectives (:meth:`~PipelineLowering.segment`), parameter gathers
+   (:meth:`~PipelineLowering.gather`), gradient buckets and pipeline sends
+   (:meth:`~PipelineLowering.send`);
+3. :meth:`~PipelineLowering.kernel_issue`: the eager host's issue of the step's kernels;
+4. :meth:`~PipelineLowering.finish_stage`: gradient reduction that was not overlapped, the tied
+   embedding's copy, the optimizer and ZeRO-1/2's parameter all-gather;
+5. :meth:`~PipelineLowering.memory`: per-stage memory.
+
+Every precision and overlap decision comes from the step's :class:`~perfmodel.parallel.recipe.Recipe`.
+"""
+
+from __future__ import annotations
+
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.lowering import (
+    Chunk,
+    LoweredStep,
+    Segment,
+    StepInputs,
+    _embedding_grad_allreduce,
+    _flop_of,
+    _issue_times,
+    build_chunk,
+    partition,
+    stage_buffer_bytes,
+    stage_memory,
+    tied_embedding_params,
+)
+from perfmodel.parallel.memory import PlanMemory
+from perfmodel.parallel.schedule import peak_in_flight, stage_ops
+from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
+
+
+class PipelineLowering:
+    """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
+
+    def __init__(self, inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> None:
+        self.inp, self.costs, self.owt = inp, costs, one_weird_trick
+        plan, pl = inp.plan, inp.placement
+        self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload
+        self.P, self.V = plan.pp, plan.interleave
+        self.K = self.P * self.V
+        self.m = plan.num_microbatches(inp.batch_per_replica)
+        self.alg = self.preset.comm_algorithm
+        rc = self.rc = inp.recipe_for(costs)
+        self.zero3 = rc.sharding.stage >= 3
+        self.dp_on = plan.dp > 1
+        self.overlap = rc.grad_comm.overlap and self.dp_on
+        self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
+        self.tp_overlap = rc.tp_comm.overlap
+        self.chunks = self._build_chunks()
+        self.b = GraphBuilder()
+        self.gpu = [pl.gpu(0, s, 0) for s in range(self.P)]
+        self.dp_groups = [pl.dp_group(s, 0) for s in range(self.P)]
+        self.dp_sibs = [tuple(pl.dp_group(s, t) for t in range(1, pl.tp)) for s in range(self.P)]
+        self.comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
+        # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
+        # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
+        self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
+        P = self.P
+        self.ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
+        self.f_out: dict[tuple[int, int], int] = {}  # (mb, chunk) -> tid the next chunk waits on
+        self.b_out: dict[tuple[int, int], int] = {}
+        self.f_done: dict[tuple[int, int], int] = {}
+        self.grad_comm: list[list[int]] = [[] for _ in range(P)]
+        self.gather_hist: list[list[int]] = [[] for _ in range(P)]  # compute tids (prefetch)
+        self.first_seg_done = [False] * P
+        self.host_tid = -1
+        self.last_compute = [-1] * P
+        self.issue_tid = [-1] * P
+        self.tied = [0] * P
+
+    # ------------------------------------------------------------------ chunks
+
+    def _build_chunks(self) -> list[Chunk]:
+        """The plan's ``pp x interleave`` chunks, segmented by gradient bucket (overlap) or by
+        block (ZeRO-3/FSDP units)."""
+        wl, pl, rc = self.wl, self.pl, self.rc
+        unit_cost = [sum(self.costs.layer_time(layer)) for layer in wl.layers]
+        chunks: list[Chunk] = []
+        for k, ids in enumerate(partition(wl, self.K, unit_cost)):
+            s = k % self.P
+            chunks.append(
+                build_chunk(
+                    wl,
+                    ids,
+                    self.costs,
+                    self.plan,
+                    pl.dp_group(0, 0) if self.owt else pl.tp_group(0, s),
+                    bucket_bytes=rc.bucket_bytes if self.overlap else None,
+                    first_bucket_bytes=rc.first_bucket_bytes,
+                    by_block=self.zero3,
+                    algorithm=self.alg,
+                    exclude_sharded=self.owt,
+                    grad_bytes=rc.grad_reduce_bytes,
+                )
+            )
+        return chunks
+
+    # ------------------------------------------------------------------ task helpers
+
+    def dp_collective(
+        self,
+        s: int,
+        op: CollectiveOp,
+        nbytes: float,
+        deps: list[int],
+        label: str,
+        kind: CommKind = CommKind.DP,
+        stream: str | None = None,
+    ) -> int:
+        """A collective over stage ``s``'s data-parallel group (with its TP siblings sharing
+        links), on the gradient stream unless ``stream`` is given."""
+        preset = self.preset
+        groups = [self.dp_groups[s], *self.dp_sibs[s]]
+        wait = preset.fusion_cycle_s / 2
+        dur = self.costs.concurrent_time(op, nbytes, groups, self.alg) + wait
+        spec = CommSpec(op, nbytes, self.dp_groups[s], self.alg, kind, self.dp_sibs[s], wait)
+        tid = self.b.add(
+            TaskKind.COLLECTIVE,
+            self.gpu[s],
+            stream or self.rc.grad_comm.stream,
+            dur,
+            deps,
+            label=label,
+            comm=spec,
+        )
+        self.comm_dur[tid] = dur
+        return tid
+
+    def slowed(self, dur: float, comm_s: float) -> float:
+        """Compute ``dur`` stretched by the overlap slowdown for the ``comm_s`` seconds of
+        communication that run under it: ``dur + slowdown x min(dur, comm_s)``."""
+        return dur + self.preset.overlap_compute_slowdown * min(dur, max(comm_s, 0.0))
+
+    def send(
+        self, s_from: int, s_to: int, nbytes: float, deps: list[int], stream: str, mb: int, k: int
+    ) -> int:
+        """Pipeline send of ``nbytes`` (one micro-batch's activation or its gradient) from stage
+        ``s_from`` to ``s_to``, every TP rank sending its share."""
+        pl = self.pl
+        # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
+        # sequence parallelism the stage output is already split over the tp ranks
+        split = pl.tp > 1 and not self.plan.sequence_parallel
+        per_rank = nbytes / pl.tp if split else nbytes
+        key = (s_from, s_to, per_rank)
+        hit = self.p2p_cache.get(key)
+        if hit is None:
+            pairs = [(pl.gpu(0, s_from, t), pl.gpu(0, s_to, t)) for t in range(pl.tp)]
+            spec = CommSpec(
+                CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
+            )
+            hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
+        dur, spec = hit
+        label = f"send {'F' if stream == 'send_fwd' else 'B'}{mb}"
+        return self.b.add(
+            TaskKind.SENDRECV,
+            self.gpu[s_from],
+            stream,
+            dur,
+            deps,
+            label=label,
+            microbatch=mb,
+            chunk=k,
+            comm=spec,
+        )
+
+    def gather(self, s: int, seg: Segment, label: str) -> int:
+        """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
+        segment ahead (it may start once the compute two segments back has finished)."""
+        hist = self.gather_hist[s]
+        dep = [hist[-2]] if len(hist) >= 2 else []
+        nbytes = seg.params * self.rc.gather_bytes
+        return self.dp_collective(
+            s,
+            CollectiveOp.ALLGATHER,
+            nbytes,
+            dep,
+            label,
+            CommKind.ZERO,
+            self.rc.param_gather.stream,
+        )
+
+    def segment(
+        self, s: int, phase: str, mb: int, c: int, dur: float, deps: list[int], tp_s: float
+    ) -> list[int]:
+        """One segment's compute (``phase`` "F" or "B") and its tensor-parallel collective.
+
+        The collective follows the compute on the compute stream, or (recipe ``tp_comm``
+        overlapped) runs beside it on its own stream, chunked under the GEMMs. Returns the task
+        ids the next segment waits on.
+        """
+        k = c * self.P + s
+        tid = self.b.add(
+            TaskKind.COMPUTE,
+            self.gpu[s],
+            "compute",
+            dur,
+            deps,
+            label=f"{phase}{mb}" + (f".c{c}" if self.V > 1 else ""),
+            microbatch=mb,
+            chunk=k,
+        )
+        self.gather_hist[s].append(tid)
+        if tp_s <= 0:
+            return [tid]
+        tp_tid = self.b.add(
+            TaskKind.COLLECTIVE,
+            self.gpu[s],
+            self.rc.tp_comm.stream,
+            tp_s,
+            deps if self.tp_overlap else [tid],
+            label=f"TP {phase}{mb}",
+            microbatch=mb,
+            chunk=k,
+        )
+        return [tid, tp_tid] if self.tp_overlap else [tp_tid]
+
+    def join(self, s: int, tids: list[int]) -> int:
+        """One task id standing for ``tids`` (a zero-length task on the compute stream when a
+        segment's TP collective ran beside its compute)."""
+        if len(tids) == 1:
+            return tids[0]
+        return self.b.add(TaskKind.COMPUTE, self.gpu[s], "compute", 0.0, tids, label="join TP")
+
+    # ------------------------------------------------------------------ the step
+
+    def host_step(self) -> None:
+        """Host time on the critical path before compute (framework loop, batch split)."""
+        preset, plan = self.preset, self.plan
+        host_s = preset.host_step_s
+        if plan.dp > 1:
+            host_s += preset.host_split_per_sample_s * (plan.dp - 1) * self.inp.batch_per_replica
+        if host_s > 0:
+            self.host_tid = self.b.add(
+                TaskKind.HOST, self.gpu[0], "host", host_s, label="host step / batch split"
+            )
+        self.last_compute = [self.host_tid] * self.P
+
+    def forward(self, s: int, mb: int, c: int) -> None:
+        """Forward of micro-batch ``mb`` through chunk ``c`` of stage ``s``; ZeRO-3/FSDP units
+        (and, with Megatron-Core's ``overlap_param_gather``, the first micro-batch's buckets)
+        wait for their parameter gather; the output is sent to the next stage."""
+        k = c * self.P + s
+        ch = self.chunks[k]
+        deps = [self.last_compute[s]]
+        if k > 0:
+            deps.append(self.f_out[(mb, k - 1)])
+        tids: list[int] = []
+        for si, seg in enumerate(ch.segments):
+            sd = list(deps)
+            dur = seg.fwd_s
+            if self.zero3 or (self.gather_early and mb == 0):
+                ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}")
+                sd.append(ag)
+                if self.first_seg_done[s]:  # the next unit's gather runs under this one
+                    dur = self.slowed(dur, self.comm_dur[ag])
+            tids = self.segment(s, "F", mb, c, dur, sd, seg.tp_fwd_s)
+            self.first_seg_done[s] = True
+            deps = tids
+        tid = self.join(s, tids)
+        self.last_compute[s] = tid
+        self.f_done[(mb, k)] = tid
+        if k < self.K - 1:
+            nxt = (k + 1) % self.P
+            self.f_out[(mb, k)] = (
+                self.send(s, nxt, ch.out_bytes, [tid], "send_fwd", mb, k) if self.P > 1 else tid
+            )
+
+    def backward(self, s: int, mb: int, c: int) -> None:
+        """Backward (with recomputation) of micro-batch ``mb`` through chunk ``c`` of stage
+        ``s``, segment by segment in reverse; gradient buckets are reduced as they fill (last
+        micro-batch, or every micro-batch from ZeRO-2 on); the input gradient is sent back."""
+        P, rc = self.P, self.rc
+        k = c * P + s
+        ch = self.chunks[k]
+        deps = [self.last_compute[s], self.f_done[(mb, k)]]
+        if k < self.K - 1:
+            deps.append(self.b_out[(mb, k + 1)])
+        final_mb = mb == self.m - 1
+        reduce_every_mb = rc.sharding.stage >= 2
+        prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
+        tids: list[int] = []
+        for si, seg in enumerate(reversed(ch.segments)):
+            sd = list(deps)
+            dur = seg.bwd_s + seg.recompute_s
+            if self.zero3:
+                ag = self.gather(s, seg, f"AG B{mb}.{k}.{si}")
+                sd.append(ag)
+                dur = self.slowed(dur, self.comm_dur[ag] + prev_grad)
+            elif self.overlap and final_mb and si > 0:
+                dur = self.slowed(dur, prev_grad)
+            tids = self.segment(s, "B", mb, c, dur, sd, seg.tp_bwd_s)
+            deps = tids
+            prev_grad = 0.0
+            if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
+                op = self._grad_op()
+                nbytes = seg.params * rc.grad_reduce_bytes
+                g = self.dp_collective(s, op, nbytes, tids, f"grad {k}.{si}")
+                self.grad_comm[s].append(g)
+                prev_grad = self.comm_dur[g]
+        tid = self.join(s, tids)
+        self.last_compute[s] = tid
+        if k > 0:
+            prv = (k - 1) % P
+            # the gradient of the chunk's input: the previous chunk's output tensor
+            nbytes = self.chunks[k - 1].out_bytes
+            self.b_out[(mb, k)] = (
+                self.send(s, prv, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
+            )
+
+    def _grad_op(self) -> CollectiveOp:
+        sharded = self.rc.sharding.stage >= 1
+        return CollectiveOp.REDUCESCATTER if sharded else CollectiveOp.ALLREDUCE
+
+    def run_schedule(self) -> None:
+        """Emit every stage's operations in a dependency-respecting global order (round robin
+        over stages: an operation waits until the chunk it depends on has been emitted)."""
+        P, K, ops = self.P, self.K, self.ops
+        pos = [0] * P
+        remaining = sum(len(o) for o in ops)
+        while remaining:
+            progressed = False
+            for s in range(P):
+                while pos[s] < len(ops[s]):
+                    phase, mb, c = ops[s][pos[s]]
+                    k = c * P + s
+                    if phase == "F" and k > 0 and (mb, k - 1) not in self.f_out:
+                        break
+                    if phase == "B" and k < K - 1 and (mb, k + 1) not in self.b_out:
+                        break
+                    (self.forward if phase == "F" else self.backward)(s, mb, c)
+                    pos[s] += 1
+                    remaining -= 1
+                    progressed = True
+            if not progressed:  # pragma: no cover - schedule bug
+                raise RuntimeError("pipeline schedule deadlocked during lowering")
+
+    def kernel_issue(self) -> None:
+        """Eager stacks: each stage's host thread issues every kernel of the step in order,
+        ahead of the GPU (asynchronous launches); the step cannot end before the last one is
+        issued."""
+        issue = _issue_times(self.costs, self.chunks, self.P, self.V, self.m, self.plan.recompute)
+        for s in range(self.P):
+            if issue[s] > 0:
+                pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
+                self.issue_tid[s] = self.b.add(
+                    TaskKind.HOST,
+                    self.gpu[s],
+                    "host",
+                    issue[s],
+                    pre,
+                    label="kernel issue (eager host)",
+                )
+
+    def tied_embedding(self) -> None:
+        """A tied word embedding: the last stage (which holds the last chunk) keeps a copy,
+        whose gradient is all-reduced with the first stage."""
+        P = self.P
+        if P > 1:
+            self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
+            if self.tied[P - 1]:
+                _embedding_grad_allreduce(
+                    self.b,
+                    self.costs,
+                    self.pl,
+                    self.rc,
+                    self.tied[P - 1],
+                    self.last_compute,
+                    self.grad_comm,
+                )
+
+    def stage_params(self, s: int) -> int:
+        """Parameters stage ``s`` holds (its chunks plus a tied embedding's copy)."""
+        return sum(self.chunks[c * self.P + s].params for c in range(self.V)) + self.tied[s]
+
+    def finish_stage(self, s: int) -> None:
+        """Stage ``s`` after its last backward: the tied copy's gradient (overlapped stacks),
+        the gradient reduction that did not overlap (one collective of all the stage's
+        gradients), the optimizer step over the stage's (sharded) parameters and ZeRO-1/2's
+        parameter all-gather after it."""
+        rc, plan, b = self.rc, self.plan, self.b
+        stage_params = self.stage_params(s)
+        if self.dp_on and self.overlap and self.tied[s]:  # the copy's gradient, after backward
+            nbytes = self.tied[s] * rc.grad_reduce_bytes
+            self.grad_comm[s].append(
+                self.dp_collective(
+                    s, self._grad_op(), nbytes, [self.last_compute[s]], "grad tied embedding"
+                )
+            )
+        if self.dp_on and not self.overlap:
+            nbytes = stage_params * rc.grad_reduce_bytes
+            self.grad_comm[s].append(
+                self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
+            )
+        opt_params = stage_params / (plan.dp if rc.sharding.stage >= 1 else 1)
+        issue = [self.issue_tid[s]] if self.issue_tid[s] >= 0 else []
+        t_opt = b.add(
+            TaskKind.OPTIMIZER,
+            self.gpu[s],
+            "compute",
+            self.costs.optimizer_time(opt_params, self.inp.optimizer),
+            [self.last_compute[s], *self.grad_comm[s], *issue],
+            label="optimizer",
+        )
+        if self.dp_on and 1 <= rc.sharding.stage <= 2 and not self.gather_early:
+            self.dp_collective(
+                s,
+                CollectiveOp.ALLGATHER,
+                stage_params * rc.gather_bytes,
+                [t_opt],
+                "param all-gather",
+                CommKind.ZERO,
+                rc.param_gather.stream,
+            )
+
+    def notes(self) -> None:
+        b = self.b
+        if self.zero3:
+            b.notes.append(
+                "ZeRO-3/FSDP: one all-gather per block in forward and backward on its own stream, "
+                "prefetch depth 1"
+            )
+        if self.gather_early:
+            b.notes.append(
+                "parameter all-gather of the previous step's update overlaps the first forward "
+                "(one gather per bucket, as Megatron-Core overlap_param_gather)"
+            )
+        if self.K > 1:
+            b.notes.append(
+                f"pipeline: {self.P} stages x {self.V} chunks, {self.m} micro-batches, one task "
+                "per micro-batch and chunk"
+            )
+
+    def memory(self) -> tuple[PlanMemory, ...]:
+        """Per-stage memory: the schedule's peak in-flight micro-batches, the recipe's model
+        state, the gradient buckets' buffers and the tied copy."""
+        P, V, inp = self.P, self.V, self.inp
+        buf = self.rc.bucket_bytes or 0.0
+        out = []
+        for s in range(P):
+            chunks = [self.chunks[c * P + s] for c in range(V)]
+            out.append(
+                stage_memory(
+                    chunks,
+                    plan=self.plan,
+                    costs=self.costs,
+                    optimizer=inp.optimizer,
+                    in_flight=peak_in_flight(self.ops[s]),
+                    capacity_bytes=inp.capacity_bytes,
+                    comm_buffer_bytes=buf if self.dp_on else 0.0,
+                    buffer_bytes=stage_buffer_bytes(
+                        self.wl, [la for c in chunks for la in c.layers]
+                    ),
+                    recipe=self.rc,
+                    tied_params=self.tied[s],
+                )
+            )
+        return tuple(out)
+
+    def lower(self) -> LoweredStep:
+        """The whole step, in the order of the module docstring."""
+        self.host_step()
+        self.run_schedule()
+        self.kernel_issue()
+        self.tied_embedding()
+        for s in range(self.P):
+            self.finish_stage(s)
+        self.notes()
+        mem = self.memory()
+        plan, pl = self.plan, self.pl
+        if self.owt:
+            self.b.notes.append(
+                "one-weird-trick: convolutions data parallel (their gradients all-reduced), "
+                "fully-connected layers split by output features over all GPUs (no gradient "
+                "all-reduce)"
+            )
+        return LoweredStep(
+            graph=self.b.build(multiplicity=plan.dp * pl.tp),
+            memory=mem,
+            samples_per_step=self.inp.batch_per_replica * plan.dp,
+            model_flop_per_step=_flop_of(self.wl) * pl.tp * self.m * plan.dp,
+            num_gpus=plan.num_gpus,
+        )
+
+
+def lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> LoweredStep:
+    """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`)."""
+    return PipelineLowering(inp, costs, one_weird_trick=one_weird_trick).lower()
