@@ -90,6 +90,13 @@ class PlanScreen:
         self.model_args = dict(self.base.get("model_args") or {})
         self.precision = Precision.parse(self.base.get("precision", "fp32"))
         self.optimizer = str(self.base.get("optimizer", "sgd"))
+        # the training recipe's bytes and autocast casts, as predict reads them (issue 11)
+        from perfmodel.parallel.plan import ParallelismPlan
+        from perfmodel.parallel.recipe import build_recipe
+        from perfmodel.parallel.software import get_preset
+
+        preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
+        self.recipe = build_recipe(preset, self.precision, self.optimizer, ParallelismPlan())
         self._topos: dict[int, Any] = {}
         self._costs: dict[int, Any] = {}
         self._wl_cache: dict[tuple[int, int, bool], Any] = {}
@@ -126,7 +133,9 @@ class PlanScreen:
             preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
             calibration = self.base.get("calibration")
             layout = self.base.get("memory_format") or preset.memory_format
-            c = system_costs(self._topology(nodes), self.precision, calibration, preset, layout)
+            c = system_costs(
+                self._topology(nodes), self.precision, calibration, preset, layout, self.recipe
+            )
             self._costs[nodes] = c
         return c
 
@@ -309,7 +318,7 @@ class PlanScreen:
             nbytes = st.p2p_bytes / tp
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
-        grad_bytes = st.stage_params * self.precision.grad_bytes
+        grad_bytes = st.stage_params * self.recipe.grad_reduce_bytes
         dp_time = self._ring_time(grad_bytes, dp, tp * pp)
         dp_exposed = dp_time if pp > 1 else max(0.0, dp_time - st.bwd_s)
         opt_params = st.stage_params / (dp if zero >= 1 else 1)
