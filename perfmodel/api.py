@@ -110,6 +110,7 @@ class Scenario:
     ps_shards: int = 1
     placement: str = "tp,pp,dp"
     memory_format: str | None = None
+    hsdp: int | None = None
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -531,6 +532,7 @@ def resolve(sc: Scenario) -> Resolved:
         ps_host=PSHost.parse(sc.ps_host),
         ps_shards=_pos_int(sc.ps_shards, "ps_shards"),
         hybrid=hybrid,
+        hsdp=_pos_int(sc.hsdp, "hsdp", allow_none=True) or 0,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = (
@@ -733,6 +735,7 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         zero=0,
         hybrid=None,
         dp_mode=None,
+        hsdp=None,
         batch_per_gpu=per_gpu,
         global_batch=None,
         fidelity="analytic",

@@ -38,6 +38,7 @@ from perfmodel.parallel.lowering import (
     tied_embedding_params,
 )
 from perfmodel.parallel.memory import PlanMemory
+from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import peak_in_flight, stage_ops
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
 
@@ -59,6 +60,7 @@ class PipelineLowering:
         self.overlap = rc.grad_comm.overlap and self.dp_on
         self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
         self.tp_overlap = rc.tp_comm.overlap
+        self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
         self.chunks = self._build_chunks()
         self.b = GraphBuilder()
         self.gpu = [pl.gpu(0, s, 0) for s in range(self.P)]
@@ -119,14 +121,17 @@ class PipelineLowering:
         label: str,
         kind: CommKind = CommKind.DP,
         stream: str | None = None,
+        group: str = "dp",
     ) -> int:
         """A collective over stage ``s``'s data-parallel group (with its TP siblings sharing
-        links), on the gradient stream unless ``stream`` is given."""
+        links), on the gradient stream unless ``stream`` is given; ``group`` "shard" or
+        "replica" takes the HSDP shard group or the replica group instead."""
         preset = self.preset
-        groups = [self.dp_groups[s], *self.dp_sibs[s]]
+        main, sibs = self._dp_group(s, group)
+        groups = [main, *sibs]
         wait = preset.fusion_cycle_s / 2
         dur = self.costs.concurrent_time(op, nbytes, groups, self.alg) + wait
-        spec = CommSpec(op, nbytes, self.dp_groups[s], self.alg, kind, self.dp_sibs[s], wait)
+        spec = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         tid = self.b.add(
             TaskKind.COLLECTIVE,
             self.gpu[s],
@@ -138,6 +143,19 @@ class PipelineLowering:
         )
         self.comm_dur[tid] = dur
         return tid
+
+    def _dp_group(self, s: int, which: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """``(group, sibling groups)`` of stage ``s``: the data-parallel group, or under HSDP
+        the shard group (``shard_group`` consecutive replicas, one server with the default
+        placement) or the replica group (every ``shard_group``-th replica, across servers)."""
+        full, sibs = self.dp_groups[s], self.dp_sibs[s]
+        if which == "dp":
+            return full, sibs
+        g = self.rc.shard_group
+        if which == "shard":
+            return full[:g], tuple(x[:g] for x in sibs)
+        others = tuple(full[i::g] for i in range(1, g)) + tuple(x[::g] for x in sibs)
+        return full[::g], others
 
     def slowed(self, dur: float, comm_s: float) -> float:
         """Compute ``dur`` stretched by the overlap slowdown for the ``comm_s`` seconds of
@@ -190,6 +208,7 @@ class PipelineLowering:
             label,
             CommKind.ZERO,
             self.rc.param_gather.stream,
+            "shard" if self.hsdp else "dp",
         )
 
     def segment(
@@ -305,11 +324,7 @@ class PipelineLowering:
             deps = tids
             prev_grad = 0.0
             if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
-                op = self._grad_op()
-                nbytes = seg.params * rc.grad_reduce_bytes
-                g = self.dp_collective(s, op, nbytes, tids, f"grad {k}.{si}")
-                self.grad_comm[s].append(g)
-                prev_grad = self.comm_dur[g]
+                prev_grad = self.reduce_gradients(s, seg, tids, f"grad {k}.{si}")
         tid = self.join(s, tids)
         self.last_compute[s] = tid
         if k > 0:
@@ -319,6 +334,28 @@ class PipelineLowering:
             self.b_out[(mb, k)] = (
                 self.send(s, prv, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
             )
+
+    def reduce_gradients(self, s: int, seg: Segment, deps: list[int], label: str) -> float:
+        """Reduce ``seg``'s gradients over the data-parallel group (HSDP: reduce-scatter in the
+        shard group, then all-reduce of the shard across the replicas, FSDP2's order); returns
+        the communication time that runs under the next segment."""
+        rc = self.rc
+        nbytes = seg.params * rc.grad_reduce_bytes
+        if not self.hsdp:
+            g = self.dp_collective(s, self._grad_op(), nbytes, deps, label)
+            self.grad_comm[s].append(g)
+            return self.comm_dur[g]
+        rs = self.dp_collective(s, CollectiveOp.REDUCESCATTER, nbytes, deps, label, group="shard")
+        ar = self.dp_collective(
+            s,
+            CollectiveOp.ALLREDUCE,
+            nbytes / rc.shard_group,
+            [rs],
+            f"{label} replicas",
+            group="replica",
+        )
+        self.grad_comm[s] += [rs, ar]
+        return self.comm_dur[rs] + self.comm_dur[ar]
 
     def _grad_op(self) -> CollectiveOp:
         sharded = self.rc.sharding.stage >= 1
@@ -404,7 +441,7 @@ class PipelineLowering:
             self.grad_comm[s].append(
                 self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
             )
-        opt_params = stage_params / (plan.dp if rc.sharding.stage >= 1 else 1)
+        opt_params = stage_params / (rc.shard_degree(plan.dp) if rc.sharding.stage >= 1 else 1)
         issue = [self.issue_tid[s]] if self.issue_tid[s] >= 0 else []
         t_opt = b.add(
             TaskKind.OPTIMIZER,

@@ -163,6 +163,11 @@ class ParallelismPlan:
         Activation recomputation; Megatron sequence parallelism (Korthikanti et al. 2022);
         ZeRO stage 0-3 (Rajbhandari et al. SC20); FSDP full sharding (Zhao et al. VLDB 2023,
         traffic and memory as ZeRO-3).
+    hsdp
+        FSDP hybrid sharding (PyTorch ``fully_shard`` over a 2-D mesh / FSDP1
+        ``ShardingStrategy.HYBRID_SHARD``): model state sharded over groups of ``hsdp``
+        data-parallel ranks (typically one server) and replicated across the ``dp / hsdp``
+        groups; 0 (default) shards over all ``dp`` ranks.
     dp_mode, learners_per_gpu, sync_period, ps_host, ps_shards
         The data-parallel variant and its knobs (see :class:`DPMode`).
     """
@@ -183,6 +188,7 @@ class ParallelismPlan:
     ps_host: PSHost = PSHost.CPU
     ps_shards: int = 1
     hybrid: Hybrid = Hybrid.NONE
+    hsdp: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -243,6 +249,16 @@ class ParallelismPlan:
                 )
         if self.dp_mode is DPMode.CROSSBOW and self.learners_per_gpu < 1:
             raise InfeasiblePlanError("crossbow needs learners_per_gpu >= 1")
+        if self.hsdp:
+            if not self.fsdp or self.hsdp < 1 or self.dp % self.hsdp:
+                fits = [d for d in range(1, self.dp + 1) if self.dp % d == 0]
+                raise InfeasiblePlanError(
+                    f"hsdp={self.hsdp}: hybrid sharding needs FSDP (--software fsdp or "
+                    f"torchtitan) and a shard group that divides dp={self.dp}; shard groups that "
+                    f"divide: {fits}",
+                    value=self.hsdp,
+                    where="hsdp",
+                )
         if (self.zero or self.fsdp) and self.dp_mode is not DPMode.ALLREDUCE:
             raise InfeasiblePlanError(
                 f"ZeRO/FSDP shard over synchronous data parallelism; dp_mode={self.dp_mode.value} "
@@ -295,6 +311,8 @@ class ParallelismPlan:
             parts.append(f"mode={self.dp_mode.value}")
         if self.shard_stage:
             parts.append("fsdp" if self.fsdp else f"zero={self.zero}")
+        if self.hsdp:
+            parts.append(f"hsdp={self.hsdp}")
         if self.recompute is not Recompute.NONE:
             parts.append(f"recompute={self.recompute.value}")
         if self.sequence_parallel:
@@ -322,6 +340,7 @@ _PLAN_KEYS = {
     "ps_shards": "ps_shards",
     "hybrid": "hybrid",
     "zero": "zero",
+    "hsdp": "hsdp",
 }
 
 

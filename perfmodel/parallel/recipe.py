@@ -56,6 +56,9 @@ class Sharding(str, enum.Enum):
     ``distributed-optimizer`` is Megatron-Core's ``--use-distributed-optimizer``: optimizer state
     and FP32 master weights sharded, gradients reduce-scattered into the full-size FP32 gradient
     buffer (which stays replicated), parameters all-gathered after the step: ZeRO stage 1.
+    ``hsdp`` is FSDP's hybrid sharding: stage 3 within shard groups of ``Recipe.shard_group``
+    ranks, replicas across them (gradients reduce-scattered in the group, then all-reduced
+    across the replicas).
     """
 
     NONE = "none"
@@ -63,6 +66,7 @@ class Sharding(str, enum.Enum):
     ZERO2 = "zero-2"
     ZERO3 = "zero-3"
     FSDP = "fsdp"
+    HSDP = "hsdp"
     DISTRIBUTED_OPTIMIZER = "distributed-optimizer"
 
     @property
@@ -75,6 +79,7 @@ class Sharding(str, enum.Enum):
             "zero-2": 2,
             "zero-3": 3,
             "fsdp": 3,
+            "hsdp": 3,
         }[self.value]
 
 
@@ -123,6 +128,8 @@ class Recipe:
         collectives and pipeline sends.
     bucket_bytes, first_bucket_bytes
         Gradient bucket sizes in bytes (``None``: one bucket of all gradients).
+    shard_group
+        Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
     sources
         Where the preset's recipe comes from.
     """
@@ -143,12 +150,17 @@ class Recipe:
     pp_send: CommPolicy
     bucket_bytes: float | None = None
     first_bucket_bytes: float | None = None
+    shard_group: int = 0
     sources: tuple[str, ...] = ()
 
     @property
     def state_bytes(self) -> int:
         """Optimizer state plus FP32 master bytes per parameter (ZeRO's ``K``)."""
         return self.optimizer.state_bytes_per_param + self.master_bytes
+
+    def shard_degree(self, dp: int) -> int:
+        """Ranks the sharded model state is split over: the HSDP shard group, else ``dp``."""
+        return self.shard_group if self.sharding is Sharding.HSDP else dp
 
     def model_state_bytes(self, params: float, dp: int) -> tuple[float, float, float]:
         """``(weights, gradients, optimizer state)`` bytes per GPU for ``params`` parameters.
@@ -168,7 +180,7 @@ class Recipe:
             grad_bytes=self.grad_bytes,
             state_bytes=self.state_bytes,
             stage=self.sharding.stage,
-            dp=dp,
+            dp=self.shard_degree(dp),
         )
 
     def describe(self) -> list[str]:
@@ -206,13 +218,14 @@ class Recipe:
             "tp_comm": {"overlap": self.tp_comm.overlap, "stream": self.tp_comm.stream},
             "pp_send": {"overlap": self.pp_send.overlap, "stream": self.pp_send.stream},
             "bucket_bytes": self.bucket_bytes,
+            "shard_group": self.shard_group,
             "sources": list(self.sources),
         }
 
 
 def _sharding(preset: SoftwarePreset, plan: ParallelismPlan) -> Sharding:
     if plan.fsdp:
-        return Sharding.FSDP
+        return Sharding.HSDP if plan.hsdp else Sharding.FSDP
     if plan.zero == 1 and preset.distributed_optimizer:
         return Sharding.DISTRIBUTED_OPTIMIZER
     return {0: Sharding.NONE, 1: Sharding.ZERO1, 2: Sharding.ZERO2, 3: Sharding.ZERO3}[plan.zero]
@@ -289,6 +302,7 @@ def build_recipe(
         pp_send=CommPolicy(True, "send_fwd/send_bwd"),
         bucket_bytes=bucket,
         first_bucket_bytes=preset.first_bucket_bytes,
+        shard_group=plan.hsdp if plan.fsdp else 0,
         sources=tuple(preset.sources),
     )
 

@@ -339,3 +339,33 @@ def test_tied_embedding_copy_on_last_stage_and_its_allreduce() -> None:
     assert rc.param_bytes + rc.grad_bytes + rc.state_bytes == 18
     # the model's parameters once, plus the copy on the last stage
     assert first_params + last_params == pytest.approx(_params(sc) + 8000 * 512)
+
+
+def test_hsdp_shards_within_the_server_and_all_reduces_across() -> None:
+    """FSDP hybrid sharding, 2 DGX A100 (dp=16), shard group 8: model state 16 B x params / 8;
+    each gradient unit is reduce-scattered over the 8 GPUs of a server, then its 1/8 shard
+    (bf16: 2 B x unit params / 8) all-reduced over the 2 replicas."""
+    sc = _sc(software="fsdp", nodes=2, hsdp=8)
+    r, step = _graph(sc)
+    assert r.recipe.sharding is Sharding.HSDP and r.recipe.shard_group == 8
+    m = step.memory[0]
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(
+        16 * _params(sc) / 8
+    )
+    rs = [t for t in step.graph.tasks if t.label.startswith("grad") and "replicas" not in t.label]
+    ar = [t for t in step.graph.tasks if t.label.endswith("replicas")]
+    assert rs and len(rs) == len(ar)
+    assert {len(t.comm.group) for t in rs} == {8} and {len(t.comm.group) for t in ar} == {2}
+    for a, b in zip(rs, ar, strict=True):
+        assert b.comm.message_bytes == pytest.approx(a.comm.message_bytes / 8)
+    gathers = [t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.ZERO]
+    assert {len(t.comm.group) for t in gathers} == {8}
+
+
+def test_hsdp_needs_fsdp_and_a_dividing_group() -> None:
+    from perfmodel.errors import InfeasiblePlanError
+
+    with pytest.raises(InfeasiblePlanError, match="hsdp=3"):
+        resolve(_sc(software="fsdp", nodes=2, hsdp=3))
+    with pytest.raises(InfeasiblePlanError, match="needs FSDP"):
+        resolve(_sc(software="pytorch-ddp", hsdp=4))
