@@ -17,8 +17,8 @@ from typing import Any
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import Net
-from perfmodel.workload.layers import Workload
-from perfmodel.workload.zoo import cnn, inception, mlp, transformer
+from perfmodel.workload.layers import LayerCost, Workload
+from perfmodel.workload.zoo import cnn, inception, mlp, moe, transformer
 
 
 @dataclass(frozen=True)
@@ -280,6 +280,49 @@ for _info in [
         vocab=128256,
         seq_len=8192,
     ),
+    _m("moe", moe.moe, "transformer", "mixture-of-experts decoder; defaults are Mixtral 8x7B"),
+    _m(
+        "mixtral_8x7b",
+        moe.moe,
+        "transformer",
+        "config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1 (46,702,792,704; "
+        "12,879,925,248 active)",
+    ),
+    _m(
+        "mixtral_8x22b",
+        moe.moe,
+        "transformer",
+        "config.json of huggingface.co/mistralai/Mixtral-8x22B-v0.1 (140,630,071,296; "
+        "39,161,468,928 active)",
+        hidden=6144,
+        layers=56,
+        heads=48,
+        ffn_hidden=16384,
+        vocab=32768,
+    ),
+    _m(
+        "deepseek_v3",
+        moe.moe,
+        "transformer",
+        "config.json of huggingface.co/deepseek-ai/DeepSeek-V3, main model without the MTP "
+        "module (671,026,404,352 + 14,848 expert-bias buffers; 37,552,282,624 active)",
+        hidden=7168,
+        layers=61,
+        heads=128,
+        head_dim=128,
+        ffn_hidden=18432,
+        experts=256,
+        top_k=8,
+        expert_ffn_hidden=2048,
+        shared_experts=1,
+        first_dense_layers=3,
+        expert_bias=True,
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        vocab=129280,
+    ),
     _m(
         "transformer_xl",
         transformer.transformer_xl,
@@ -450,7 +493,9 @@ def build_model(
     _check_depth(info, kwargs)
     net = Net(batch, prec, tp=int(tp), sequence_parallel=bool(sequence_parallel))
     cfg = info.builder(net, **kwargs)
-    total = _total_params(info, kwargs, prec) if tp > 1 else sum(la.params for la in net.layers)
+    whole = _whole_model(info, kwargs, prec) if tp > 1 else net.layers
+    total = sum(la.params for la in whole)
+    active = sum(la.active_params for la in whole)
     seq = getattr(cfg, "seq_len", 1) if info.family == "transformer" else 1
     record = {k: v for k, v in kwargs.items() if k not in info.fixed}
     return Workload(
@@ -465,6 +510,7 @@ def build_model(
         sequence_parallel=bool(sequence_parallel) and tp > 1,
         model_args=record,
         buffers=net.buffers,
+        total_active_params=active if active != total else None,
     )
 
 
@@ -490,10 +536,11 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
         )
 
 
-def _total_params(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> int:
+def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> list[LayerCost]:
+    """The layers of the unsharded model (``tp = 1``), for whole-model parameter counts."""
     net = Net(1, prec)
     info.builder(net, **kwargs)
-    return sum(la.params for la in net.layers)
+    return net.layers
 
 
 __all__ = ["ModelInfo", "build_model", "get_model_info", "list_models"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from perfmodel._enum import parse_enum, snake, squash
@@ -161,38 +162,26 @@ def _check_positions(seq_len: int, max_positions: int) -> None:
         )
 
 
-def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
-    """Append one transformer layer (one block) on a ``(b, s, hidden)`` input."""
-    net.new_block()
+#: A section of a transformer layer (the attention or the MLP between its norm and its residual
+#: add): ``section(net, cfg, b, s, name)`` appends its layers on a ``(b, s, hidden)`` input.
+Section = Callable[[Net, TransformerConfig, int, int, str], None]
+
+
+def self_attention(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
+    """Multi-head (grouped-query when ``kv_heads < heads``) self-attention: fused QKV
+    projection, attention (fused or unfused), output projection."""
     h, tp = cfg.hidden, net.tp
     d = cfg.head_dim
     heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
-    shard = net.seq_shard
     a = net.act_bytes
     x: Shape = (b, s, h)
-    norm_params = h if cfg.rms_norm else 2 * h
-
-    def norm(nm: str) -> None:
-        # pre-norm: the norm's input is the residual stream, which also feeds the skip
-        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm, accumulate=cfg.pre_norm)
-
-    def residual(nm: str) -> None:
-        # backward: the gradient passes to the skip unchanged and to the branch (one copy,
-        # a dtype cast under autocast); the accumulation at the fork is charged to the norm
-        net.elementwise(
-            nm,
-            (b, s // shard, h),
-            "add",
-            inputs=2,
-            bwd_elements=2 if cfg.pre_norm else None,
-            autocast_fp32=True,
-        )
-
-    # --- attention ---
-    if cfg.pre_norm:
-        norm(f"{name}.ln1")
     _column_linear(
-        net, f"{name}.qkv", x, cfg.q_width + 2 * cfg.kv_heads * d, bias=cfg.bias, input_shard=shard
+        net,
+        f"{name}.qkv",
+        x,
+        cfg.q_width + 2 * cfg.kv_heads * d,
+        bias=cfg.bias,
+        input_shard=net.seq_shard,
     )
     if cfg.flash_attention:
         net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
@@ -214,29 +203,90 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
             recomputable_bytes=float(b * heads_l * s * s * a),
         )
     _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=cfg.bias)
-    if cfg.dropout:
-        net.dropout(f"{name}.attn_out_dropout", x, shard=shard)
-    residual(f"{name}.residual1")
-    if not cfg.pre_norm:
-        norm(f"{name}.ln1")
-    # --- MLP ---
-    if cfg.pre_norm:
-        norm(f"{name}.ln2")
-    f_l = cfg.ffn_hidden // tp
-    width = 2 * cfg.ffn_hidden if cfg.gated_mlp else cfg.ffn_hidden
-    _column_linear(net, f"{name}.fc1", x, width, bias=cfg.bias, input_shard=shard)
+
+
+def dense_mlp(
+    net: Net,
+    cfg: TransformerConfig,
+    b: int,
+    s: int,
+    name: str,
+    *,
+    width: int | None = None,
+    prefix: str = "fc",
+) -> None:
+    """Feed-forward block of width ``width`` (default ``cfg.ffn_hidden``): ``fc1``, GELU or
+    SwiGLU (``fc1`` then holds the gate and up matrices), ``fc2``."""
+    h, tp = cfg.hidden, net.tp
+    ffn = cfg.ffn_hidden if width is None else width
+    f_l = ffn // tp
+    a = net.act_bytes
+    x: Shape = (b, s, h)
+    cols = 2 * ffn if cfg.gated_mlp else ffn
+    _column_linear(net, f"{name}.{prefix}1", x, cols, bias=cfg.bias, input_shard=net.seq_shard)
     if cfg.gated_mlp:
         net.elementwise(
-            f"{name}.swiglu", (b, s, f_l), "swiglu", saved_bytes=2.0 * b * s * f_l * a, inputs=2
+            f"{name}.{'swiglu' if prefix == 'fc' else prefix + '_swiglu'}",
+            (b, s, f_l),
+            "swiglu",
+            saved_bytes=2.0 * b * s * f_l * a,
+            inputs=2,
         )
     else:
-        net.elementwise(f"{name}.gelu", (b, s, f_l), "gelu", saved_bytes=float(b * s * f_l * a))
-    _row_linear(net, f"{name}.fc2", (b, s, cfg.ffn_hidden), h, bias=cfg.bias)
-    if cfg.dropout:
-        net.dropout(f"{name}.mlp_dropout", x, shard=shard)
-    residual(f"{name}.residual2")
-    if not cfg.pre_norm:
-        norm(f"{name}.ln2")
+        net.elementwise(
+            f"{name}.{'gelu' if prefix == 'fc' else prefix + '_gelu'}",
+            (b, s, f_l),
+            "gelu",
+            saved_bytes=float(b * s * f_l * a),
+        )
+    _row_linear(net, f"{name}.{prefix}2", (b, s, ffn), h, bias=cfg.bias)
+
+
+def transformer_layer(
+    net: Net,
+    cfg: TransformerConfig,
+    b: int,
+    s: int,
+    name: str,
+    *,
+    attention: Section = self_attention,
+    mlp: Section = dense_mlp,
+) -> None:
+    """Append one transformer layer (one block) on a ``(b, s, hidden)`` input: norms, the
+    ``attention`` and ``mlp`` sections, dropouts and residual adds."""
+    net.new_block()
+    h = cfg.hidden
+    shard = net.seq_shard
+    x: Shape = (b, s, h)
+    norm_params = h if cfg.rms_norm else 2 * h
+
+    def norm(nm: str) -> None:
+        # pre-norm: the norm's input is the residual stream, which also feeds the skip
+        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm, accumulate=cfg.pre_norm)
+
+    def residual(nm: str) -> None:
+        # backward: the gradient passes to the skip unchanged and to the branch (one copy,
+        # a dtype cast under autocast); the accumulation at the fork is charged to the norm
+        net.elementwise(
+            nm,
+            (b, s // shard, h),
+            "add",
+            inputs=2,
+            bwd_elements=2 if cfg.pre_norm else None,
+            autocast_fp32=True,
+        )
+
+    for i, (section, dropout) in enumerate(
+        ((attention, "attn_out_dropout"), (mlp, "mlp_dropout")), start=1
+    ):
+        if cfg.pre_norm:
+            norm(f"{name}.ln{i}")
+        section(net, cfg, b, s, name)
+        if cfg.dropout:
+            net.dropout(f"{name}.{dropout}", x, shard=shard)
+        residual(f"{name}.residual{i}")
+        if not cfg.pre_norm:
+            norm(f"{name}.ln{i}")
 
 
 def _embeddings(
@@ -398,15 +448,22 @@ def gpt(
     if dropout:
         net.dropout("embed.dropout", (b, s, hidden), shard=net.seq_shard)
     _stack(net, cfg, b, s)
-    net.norm(
-        "final_norm" if rms else "final_ln",
-        (b, s, hidden),
-        params=hidden if rms else 2 * hidden,
-        shard=net.seq_shard,
-        rms=rms,
-    )
-    _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
+    decoder_head(net, cfg, b, s, tied=tied_embeddings)
     return cfg
+
+
+def decoder_head(net: Net, cfg: TransformerConfig, b: int, s: int, *, tied: bool) -> None:
+    """Final norm (``final_norm`` RMSNorm or ``final_ln`` LayerNorm), LM head and loss of a
+    decoder."""
+    h = cfg.hidden
+    net.norm(
+        "final_norm" if cfg.rms_norm else "final_ln",
+        (b, s, h),
+        params=h if cfg.rms_norm else 2 * h,
+        shard=net.seq_shard,
+        rms=cfg.rms_norm,
+    )
+    _lm_head_and_loss(net, cfg, b * s, tied=tied)
 
 
 def llama(
@@ -709,10 +766,14 @@ __all__ = [
     "Mlp",
     "Norm",
     "Position",
+    "Section",
     "TransformerConfig",
     "bert",
+    "decoder_head",
+    "dense_mlp",
     "gpt",
     "llama",
+    "self_attention",
     "swiglu_ffn_hidden",
     "transformer_layer",
     "transformer_xl",
