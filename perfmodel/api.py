@@ -573,15 +573,17 @@ def _run(
     return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
 
 
-#: Baseline (1-GPU) throughputs and whether they fit in memory, by the baseline scenario's
-#: content hash and the calibration profile's file stamp (zoo workloads only).
-_BASELINES: dict[str, tuple[float, bool]] = {}
+#: Baseline (1-GPU) throughputs, whether they fit in memory and the defaults chosen for them, by
+#: the baseline scenario's content hash and the calibration profile's file stamp (zoo workloads
+#: only).
+_BASELINES: dict[str, tuple[float, bool, tuple[str, ...]]] = {}
 
 
 def _baseline_throughput(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
-) -> tuple[float, bool]:
-    """1-GPU baseline throughput (samples/s) and whether it fits in GPU memory."""
+) -> tuple[float, bool, tuple[str, ...]]:
+    """1-GPU baseline throughput (samples/s), whether it fits in GPU memory, and the defaults
+    chosen for it (its automatic micro-batch)."""
     base_sc = baseline_scenario(sc, r)
     key = None
     if workload_fn is None:  # the profile's file stamp: a rewritten profile is a new baseline
@@ -590,7 +592,7 @@ def _baseline_throughput(
     if key is not None and key in _BASELINES:
         return _BASELINES[key]
     rep = predict(base_sc, workload_fn=workload_fn, _baseline=True)
-    out = (rep.throughput_samples_per_s, rep.fits_in_memory)
+    out = (rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults)
     if key is not None:
         if len(_BASELINES) > 4096:
             _BASELINES.clear()
@@ -616,9 +618,12 @@ def _speedup_baseline(
         rep = predict(k_sc, workload_fn=workload_fn, baseline=False)
         return rep.throughput_samples_per_s, rep.fits_in_memory
 
-    one = _baseline_throughput(sc, r, workload_fn)
+    thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
     counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
-    return autobatch.fitting_baseline(one, counts, run, this_run=this_run)
+    base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
+    if base.gpus == 1 and chosen:  # say how the 1-GPU baseline runs when it was chosen for it
+        base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
+    return base
 
 
 def _fits(sc: Scenario, workload_fn: WorkloadFn | None) -> bool:
@@ -697,7 +702,8 @@ def predict(
         speedup = thr / base.throughput_samples_per_s
         eff = speedup * base.gpus / step.num_gpus
         if base.note:
-            defaults.append(f"speedup against {base.gpus} GPU(s): {base.note}")
+            against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
+            defaults.append(against + base.note)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name

@@ -91,6 +91,8 @@ def test_issue_gpt_example_fits_with_an_automatic_microbatch() -> None:
     assert static + 2 * m.activations_bytes + m.workspace_bytes > 80 * GiB
     assert m.total_bytes <= 80 * GiB
     assert r.baseline_gpus == 1  # 512 samples fit one GPU with gradient accumulation
+    assert r.defaults[1].startswith("the 1-GPU baseline runs micro-batch 8 chosen automatically")
+    assert "(512 samples per replica = 64 micro-batches of 8" in r.defaults[1]
 
 
 def test_large_model_speedup_is_against_the_smallest_count_that_fits() -> None:
