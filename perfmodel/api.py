@@ -40,6 +40,7 @@ from perfmodel.parallel.plan import (
 from perfmodel.parallel.recipe import Recipe, build_recipe
 from perfmodel.parallel.software import get_preset
 from perfmodel.report.step import StepReport, breakdown
+from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
 from perfmodel.workload.memory import Optimizer
@@ -598,12 +599,17 @@ def _run(
     return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
 
 
-#: Baseline (1-GPU) throughputs by the baseline scenario's content hash and the calibration profile's
-#: file stamp (zoo workloads only).
-_BASELINES: dict[str, float] = {}
+#: Baseline (1-GPU) throughputs, whether they fit in memory and the defaults chosen for them, by
+#: the baseline scenario's content hash and the calibration profile's file stamp (zoo workloads
+#: only).
+_BASELINES: dict[str, tuple[float, bool, tuple[str, ...]]] = {}
 
 
-def _baseline_throughput(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> float:
+def _baseline_throughput(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
+) -> tuple[float, bool, tuple[str, ...]]:
+    """1-GPU baseline throughput (samples/s), whether it fits in GPU memory, and the defaults
+    chosen for it (its automatic micro-batch)."""
     base_sc = baseline_scenario(sc, r)
     key = None
     if workload_fn is None:  # the profile's file stamp: a rewritten profile is a new baseline
@@ -611,12 +617,50 @@ def _baseline_throughput(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | No
         key = f"{base_sc.content_hash()}:{stamp}"
     if key is not None and key in _BASELINES:
         return _BASELINES[key]
-    thr = predict(base_sc, workload_fn=workload_fn, _baseline=True).throughput_samples_per_s
+    rep = predict(base_sc, workload_fn=workload_fn, _baseline=True)
+    out = (rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults)
     if key is not None:
         if len(_BASELINES) > 4096:
             _BASELINES.clear()
-        _BASELINES[key] = thr
-    return thr
+        _BASELINES[key] = out
+    return out
+
+
+def _speedup_baseline(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None, this_run: tuple[int, float, bool]
+) -> autobatch.Baseline:
+    """One GPU, or the smallest GPU count that fits when one GPU does not
+    (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    replica = r.plan.tp * r.plan.pp
+
+    def run(k: int) -> tuple[float, bool]:
+        k_sc = autobatch.scaled_baseline(
+            sc,
+            k,
+            batch_per_replica=r.batch_per_replica,
+            replica_gpus=replica,
+            gpus_per_node=r.topology.gpus_per_node,
+        )
+        rep = predict(k_sc, workload_fn=workload_fn, baseline=False)
+        return rep.throughput_samples_per_s, rep.fits_in_memory
+
+    thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
+    counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
+    base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
+    if base.gpus == 1 and chosen:  # say how the 1-GPU baseline runs when it was chosen for it
+        base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
+    return base
+
+
+def _fits(sc: Scenario, workload_fn: WorkloadFn | None) -> bool:
+    """Whether every stage of ``sc`` fits in GPU memory (lowered, not run); an infeasible
+    plan does not fit."""
+    try:
+        r = resolve(sc)
+        step, _ = _build_step(sc, r, workload_fn)
+    except InfeasiblePlanError:
+        return False
+    return all(m.fits for m in step.memory)
 
 
 def predict(
@@ -648,6 +692,19 @@ def predict(
     """
     r = resolve(sc)
     step, costs = _build_step(sc, r, workload_fn)
+    defaults: list[str] = []  # choices made for the user, printed with the reason
+    auto_mb = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
+    if auto_mb and (r.plan.pp > 1 or not all(m.fits for m in step.memory)):
+        choice = autobatch.choose_microbatch(
+            r.batch_per_replica,
+            r.plan.pp,
+            lambda mb: _fits(replace(sc, microbatch=mb), workload_fn),
+        )
+        defaults.append(choice.note())
+        if choice.microbatch != r.microbatch:
+            sc = replace(sc, microbatch=choice.microbatch)
+            r = resolve(sc)
+            step, costs = _build_step(sc, r, workload_fn)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:
@@ -663,9 +720,16 @@ def predict(
         ds = _pos_int(sc.dataset_size, "dataset_size")
         epoch = math.ceil(ds / samples) * T
     speedup = eff = None
+    base_gpus = 1
     if baseline and not _baseline:
-        speedup = thr / _baseline_throughput(sc, r, workload_fn)
-        eff = speedup / step.num_gpus
+        fits = all(m.fits for m in step.memory)
+        base = _speedup_baseline(sc, r, workload_fn, (step.num_gpus, thr, fits))
+        base_gpus = base.gpus
+        speedup = thr / base.throughput_samples_per_s
+        eff = speedup * base.gpus / step.num_gpus
+        if base.note:
+            against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
+            defaults.append(against + base.note)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name
@@ -691,6 +755,8 @@ def predict(
         staleness=dict(step.staleness),
         notes=step.graph.notes,
         timeline=timeline,
+        baseline_gpus=base_gpus,
+        defaults=tuple(defaults),
     )
 
 

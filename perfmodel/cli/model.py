@@ -157,6 +157,12 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
         "activation_bytes": sum(la.activation_bytes for la in w.layers),
         "model_args": w.model_args,
     }
+    if w.is_moe:  # mixture of experts: what one token uses next to the totals
+        totals.update(
+            active_params=w.active_params_total,
+            active_params_per_rank=w.active_params,
+            all_experts_flop=w.all_experts_flop,
+        )
     if cm is not None:
         from dataclasses import replace
 
@@ -224,6 +230,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
         f"{w.fwd_flop / 1e9:.2f} GFLOP forward, {w.total_flop / 1e9:.2f} GFLOP fwd+bwd, "
         f"{units.format_bytes(totals['activation_bytes'])} saved activations"
     )
+    if w.is_moe:
+        print(
+            f"mixture of experts: {w.total_params / 1e9:.1f} B parameters in total, "
+            f"{w.active_params_total / 1e9:.1f} B active per token ({w.active_params_total:,d}); "
+            f"FLOP above are active (top-k experts per token), "
+            f"{w.all_experts_flop / 1e9:.2f} GFLOP fwd+bwd if every expert ran"
+        )
     if timed:
         print(
             f"on {totals['gpu']}: forward {units.format_time(totals['fwd_s'])}, backward "

@@ -172,6 +172,12 @@ class StepReport:
     staleness: dict[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
+    baseline_gpus: int = 1
+    """GPUs of the speedup baseline: 1, or the smallest count that fits in memory when one GPU
+    does not (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    defaults: tuple[str, ...] = ()
+    """Choices made for the user, each with its reason (automatic micro-batch, speedup
+    baseline); printed by :meth:`format_table`."""
 
     @property
     def compute_time_s(self) -> float:
@@ -220,6 +226,8 @@ class StepReport:
             "plan": dict(self.plan),
             "scenario": dict(self.scenario),
             "notes": list(self.notes),
+            "baseline_gpus": self.baseline_gpus,
+            "defaults": list(self.defaults),
         }
 
     def format_table(self) -> str:
@@ -237,8 +245,9 @@ class StepReport:
             lines.append(f"epoch time      {format_time(self.epoch_time_s)}")
         if self.speedup is not None:
             lines.append(
-                f"speedup         {self.speedup:.2f}x vs 1 GPU  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
+                f"speedup         {self.speedup:.2f}x vs {self.baseline_gpus} GPU{'s' if self.baseline_gpus > 1 else ''}  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
             )
+        lines += [f"default         {d}" for d in self.defaults]
         lines.append("breakdown (critical GPU):")
         rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
         rows += [(f"exposed comm {k}", v) for k, v in sorted(b.exposed_comm_s.items())]
