@@ -37,6 +37,18 @@ class ConfigError(PerfModelError, ValueError):
     """A bad argument, flag, scenario key or file content."""
 
 
+class FileAccessError(ConfigError):
+    """A file or folder named on the command line or in a document cannot be used: not found, a
+    folder where a file is expected (or the reverse), no permission, not UTF-8 text, a device,
+    or an output held by another perfmodel process. ``where`` is the path."""
+
+
+class SchemaError(ConfigError):
+    """A field of a structured document (profile, measurements, topology, scenario, sweep spec,
+    link parameters) has the wrong type or an out-of-range value; the message names the field
+    path, the bad value and what was expected."""
+
+
 class TopologyError(ConfigError):
     """A topology file or graph violates the schema (see ``docs/topology.md``)."""
 
