@@ -144,7 +144,8 @@ def check_output_path(
     p = Path(path)
 
     def fail(reason: str) -> FileAccessError:
-        return FileAccessError(f"{where} {p}: {reason}", value=str(p), where=where)
+        label = f"{where} {p}" if where else str(p)
+        return FileAccessError(f"{label}: {reason}", value=str(p), where=where or str(p))
 
     if not str(p).strip():
         raise fail("empty path")

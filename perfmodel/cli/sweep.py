@@ -18,6 +18,8 @@ import json
 import sys
 from typing import Any
 
+from perfmodel.cli import _types as ty
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -27,9 +29,18 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("spec", help="sweep file (.toml, .yaml or .json)")
-    p.add_argument("-o", "--output", required=True, help="results file (.jsonl or .csv)")
     p.add_argument(
-        "--jobs", type=int, default=1, help="worker processes (-1: all cores; default 1)"
+        "-o",
+        "--output",
+        required=True,
+        type=ty.output_file("-o", ".jsonl", ".ndjson", ".csv"),
+        help="results file (.jsonl or .csv)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=ty.jobs_int("--jobs"),
+        default=1,
+        help="worker processes (-1: all cores; default 1)",
     )
     p.add_argument("--backend", default="joblib", choices=["joblib", "dask", "serial"])
     p.add_argument(

@@ -27,7 +27,7 @@ from typing import Any
 
 import networkx as nx
 
-from perfmodel.errors import ParseError, TopologyError
+from perfmodel.errors import ConfigError, ParseError, TopologyError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.builders import build_cluster
@@ -842,11 +842,13 @@ def import_topology(
     path: str | Path, *, gpu: str | None = None, network: str | None = None
 ) -> Topology:
     """Read a file in any supported format (auto-detected) into a :class:`Topology`."""
+    from perfmodel._io import read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ParseError(f"{p}: cannot read: {exc.strerror}", value=str(p), where=str(p)) from exc
+        text = read_text(p)
+    except ConfigError as exc:
+        raise ParseError(str(exc), value=str(p), where=str(p)) from exc
     try:
         kind = detect_format(text)
     except ParseError as exc:
