@@ -38,7 +38,7 @@ def _fail(
     return error(
         f"{where}: {path}: expected {expected}, got {describe(value)}",
         value=value,
-        where=f"{where}:{path}",
+        where=f"{where}: {path}",
     )
 
 

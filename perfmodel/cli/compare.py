@@ -215,6 +215,10 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
             d[attr] = v
     if d.get("nodes") == 1:
         d.pop("nodes")
+    if "calibration" in d:  # read and check it once, before any plan is evaluated with it
+        from perfmodel.calibration.profile import read_profile
+
+        read_profile(d["calibration"])
     return d
 
 
@@ -348,6 +352,14 @@ def _run_search(args: argparse.Namespace) -> int:
         print(format_table(res, top=args.top))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if not res.ranked:  # the table says why per reason; the exit status says it failed
+        why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
+        print(
+            f"perfmodel: error: no feasible plan among {res.enumerated} enumerated"
+            + (f" (pruned: {why})" if why else ""),
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 
@@ -391,6 +403,10 @@ def _run_whatif(args: argparse.Namespace) -> int:
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if not res.points:
+        why = "; ".join(f"{k}: {v}" for k, v in list(res.failures.items())[:3])
+        print(f"perfmodel: error: every system failed ({why})", file=sys.stderr)
+        return 2
     return 0
 
 
