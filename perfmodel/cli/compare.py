@@ -43,8 +43,13 @@ def _ints(text: str | None, where: str) -> tuple[int, ...] | None:
     return None if text is None else parse_int_list(text, where=where)
 
 
-def _strs(text: str | None) -> tuple[str, ...] | None:
-    return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
+def _strs(text: str | None, where: str = "") -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    items = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not items and where:  # "--schedules ''" must not fall back to the default silently
+        raise ConfigError(f"{where} {text!r}: expected a comma list", value=text, where=where)
+    return items
 
 
 def _zero_stages(text: str | None) -> tuple[int, ...]:
@@ -301,10 +306,10 @@ def _run_search(args: argparse.Namespace) -> int:
         pp_degrees=_ints(args.pp, "--pp"),
         max_tp=args.max_tp,
         microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
-        schedules=_strs(args.schedules) or ("1f1b",),
+        schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
         zero_stages=_zero_stages(args.zero),
-        recompute=_strs(args.recompute) or ("none",),
+        recompute=_strs(args.recompute, "--recompute") or ("none",),
         sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
         learners_per_gpu=_ints(args.learners, "--learners") or (1,),
         cnn_tensor_parallel=args.cnn_tp,

@@ -262,6 +262,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
+    gpu.peak(args.precision)  # refuse what predict refuses: a format this GPU cannot execute
     r = max_batch_size(
         args.name,
         gpu,

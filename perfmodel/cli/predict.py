@@ -144,6 +144,8 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         text = str(gpus)
         try:
             vals = [int(x) for x in text.split(",") if x.strip()]
+            if not vals:  # "--gpus ''" must not fall back to every GPU silently
+                raise ValueError(text)
         except ValueError as exc:
             raise ConfigError(
                 f"--gpus {text!r}: expected an integer or a list like 1,2,4,8",
