@@ -69,17 +69,20 @@ def run(args: argparse.Namespace) -> int:
         if first is not None:
             print(json.dumps(first[1], indent=2, default=str))
         return 0
-    summary = run_sweep(
-        spec,
-        args.output,
-        jobs=args.jobs,
-        backend=args.backend,
-        scheduler=args.scheduler,
-        progress=None if args.quiet else sys.stderr,
-        retry_errors=args.retry_errors,
+    summary = _with_sigterm_as_interrupt(
+        lambda: run_sweep(
+            spec,
+            args.output,
+            jobs=args.jobs,
+            backend=args.backend,
+            scheduler=args.scheduler,
+            progress=None if args.quiet else sys.stderr,
+            retry_errors=args.retry_errors,
+        )
     )
     print(
-        f"{summary.output}: {summary.already_done + summary.evaluated} of {summary.unique} scenarios "
+        f"{summary.output}: {summary.already_done + summary.evaluated} of "
+        f"{len(spec) if summary.interrupted else summary.unique} scenarios "
         f"done ({summary.evaluated} evaluated now, {summary.already_done} already there, "
         f"{summary.errors} errors) in {summary.elapsed_s:.1f} s"
         + (
@@ -91,3 +94,22 @@ def run(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 0
+
+
+def _with_sigterm_as_interrupt(fn: Any) -> Any:
+    """Run ``fn`` with SIGTERM (``kill PID``) handled like Ctrl-C: the sweep stops its workers,
+    keeps every row written and reports how far it got, instead of dying with workers left."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return fn()
+    finally:
+        signal.signal(signal.SIGTERM, old)

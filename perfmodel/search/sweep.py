@@ -608,10 +608,35 @@ def _results_joblib(
     jobs: int,
     chunk: int,
 ) -> Iterator[list[dict[str, Any]]]:
-    from joblib import Parallel, delayed
+    from joblib import Parallel, delayed, parallel_config
 
-    par = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1, prefer="processes")
-    yield from par(delayed(_evaluate_chunk)(evaluator, list(c)) for c in _chunks(todo, chunk))
+    # every worker watches this process and exits when it is gone (killed with SIGKILL, say):
+    # the worker processes then end, and with them loky's resource trackers, which unlink the
+    # semaphores they registered in /dev/shm
+    with parallel_config(backend="loky", initializer=_watch_parent, initargs=(os.getpid(),)):
+        par = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1)
+        yield from par(delayed(_evaluate_chunk)(evaluator, list(c)) for c in _chunks(todo, chunk))
+
+
+#: Seconds between a worker's checks that the sweep process is still alive.
+_PARENT_POLL_S = 0.5
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Worker initializer: a daemon thread that ends the worker (``os._exit``) once
+    ``parent_pid`` is no longer its parent (the sweep died; the worker was re-parented).
+
+    ``os.getppid`` polling works on every POSIX system, unlike Linux's ``PR_SET_PDEATHSIG``.
+    """
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)
+
+    if os.getppid() == parent_pid:
+        threading.Thread(target=watch, name="perfmodel-parent-watch", daemon=True).start()
 
 
 def _results_dask(
