@@ -23,9 +23,10 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel._enum import parse_enum
+from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
 from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
+from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
@@ -129,6 +130,13 @@ class Scenario:
         data = {str(k).replace("-", "_"): v for k, v in dict(d).items()}
         if "plan" in data:
             plan = data.pop("plan")
+            if not isinstance(plan, str | Mapping):
+                raise SchemaError(
+                    f"{where}: plan: expected text such as 'dp=2,tp=4' or a table, "
+                    f"got {describe(plan)}",
+                    value=plan,
+                    where=f"{where}: plan",
+                )
             parsed = (
                 parse_plan_string(plan, where=f"{where}: plan")
                 if isinstance(plan, str)
@@ -150,7 +158,10 @@ class Scenario:
                 data["sequence_parallel"], where=f"{where}: sequence_parallel"
             )
         if "model_args" in data and data["model_args"] is not None:
-            data["model_args"] = dict(data["model_args"])
+            data["model_args"] = dict(as_mapping(data["model_args"], "model_args", where=where))
+        for k, v in data.items():
+            if k not in ("model_args", "sequence_parallel"):
+                data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +176,33 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------- resolution helpers
+
+#: The JSON/TOML type each scenario key must have (from the :class:`Scenario` annotations):
+#: ``"str"``, ``"int"`` or ``"float"``; every key may also be ``None`` where its default is.
+_FIELD_KINDS: dict[str, str] = {}
+
+
+def _check_field_type(key: str, value: Any, where: str) -> Any:
+    """A scenario value of the type its field is annotated with, or a :class:`SchemaError`
+    naming the key, the value and the type (``system = ["dgx1-v100"]``: expected text). An
+    integral float (``4.0`` from JSON) is taken as the integer; a boolean is not an integer."""
+    if not _FIELD_KINDS:
+        for f in fields(Scenario):
+            ann = str(f.type)
+            _FIELD_KINDS[f.name] = (
+                "str" if ann.startswith("str") else "int" if ann.startswith("int")
+                else "float" if ann.startswith("float") else "any"
+            )  # fmt: skip
+    kind = _FIELD_KINDS.get(key, "any")
+    if value is None or kind == "any":
+        return value
+    if kind == "str":
+        return as_str(value, key, where=where)
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return as_int(value, key, where=where)
+    return as_number(value, key, where=where)
 
 
 def _pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:

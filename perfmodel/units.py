@@ -57,17 +57,31 @@ def parse_size(text: str, *, where: str = "size") -> int:
     """Parse a message size such as ``"8"``, ``"1K"``, ``"128M"`` or ``"4G"`` into bytes.
 
     Suffixes are binary multiples (1K = 1024 bytes), the convention of nccl-tests' ``-b``/``-e``
-    flags. ``KiB``/``KB``/``K`` are all read as 1024.
+    flags (``parsesize`` in nccl-tests ``src/common.cu``: ``K``, ``M``, ``G`` multiply by
+    1024, 1024**2, 1024**3). ``KiB``/``MiB``/``GiB`` mean the same. ``KB``/``MB``/``GB`` are
+    refused: they read as powers of 1000 to most people and as powers of 1024 to nccl-tests,
+    and a size that is 7% off is worse than an error (write ``1G``, ``1GiB`` or the bytes).
+
+    >>> parse_size("1GiB") == parse_size("1G") == 2**30
+    True
 
     Raises
     ------
     ConfigError
-        If the text is not a positive size.
+        If the text is not a positive size, or uses ``KB``/``MB``/``GB``/``TB``.
     """
     m = _SIZE_RE.match(str(text))
     if not m:
         raise ConfigError(
             f"cannot read {where} {text!r}: expected a number with an optional K/M/G/T suffix",
+            value=text,
+            where=where,
+        )
+    if m.group(2) and m.group(3).upper() == "B":
+        raise ConfigError(
+            f"{where} {text!r}: {m.group(2).upper()}B is ambiguous (1000 or 1024?); write "
+            f"{m.group(1)}{m.group(2).upper()} or {m.group(1)}{m.group(2).upper()}iB for powers "
+            "of 1024 (nccl-tests' convention), or the number of bytes",
             value=text,
             where=where,
         )

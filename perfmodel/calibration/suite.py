@@ -405,6 +405,19 @@ def parse_step(text: str) -> StepSpec:
         raise CalibrationError(
             f"--step {text!r}: batch {parts[1]!r} is not an integer", value=text, where="--step"
         ) from exc
+    if batch < 1:
+        raise CalibrationError(
+            f"--step {text!r}: batch {batch} must be >= 1", value=text, where="--step"
+        )
+    from perfmodel.dtypes import Precision
+    from perfmodel.errors import ConfigError
+    from perfmodel.workload.zoo import get_model_info
+
+    try:  # an unknown model or precision is bad input, not a skipped benchmark
+        get_model_info(parts[0])
+        Precision.parse(parts[2], where="--step")
+    except ConfigError as exc:
+        raise CalibrationError(f"--step {text!r}: {exc}", value=text, where="--step") from exc
     args: list[tuple[str, Any]] = []
     if len(parts) == 4 and parts[3]:
         for kv in parts[3].split(","):

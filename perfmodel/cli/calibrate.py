@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import DURATION_HELP, parse_budget
 from perfmodel.units import GB
 
@@ -33,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "-o",
         "--output",
         default="profile.json",
+        type=ty.output_file("-o"),
         help="profile file to write (default profile.json)",
     )
     p.add_argument(
@@ -72,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument(
         "--op", help="collective of the logs when they do not name it (allreduce, allgather ...)"
     )
-    p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
+    p.add_argument(
+        "--trace-dir",
+        type=ty.output_dir("--trace-dir"),
+        help="write the training-step profiler traces here (torch)",
+    )
     g.add_argument(
         "--refit",
         metavar="PROFILE",

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_format_args, add_system_args, system_from_args
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -63,7 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "nccl-tests log with the prediction.",
     )
     add_system_args(p, required=False)
-    p.add_argument("--gpus", type=int, help="GPUs in the group (default: all GPUs of the system)")
+    p.add_argument(
+        "--gpus",
+        type=ty.positive_int("--gpus"),
+        help="GPUs in the group (default: all GPUs of the system)",
+    )
     p.add_argument(
         "--group",
         help="explicit group: comma-separated node ids (GPUs, or a CPU as server/host), "
@@ -80,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
     )
-    p.add_argument("--plot", metavar="FILE.png", help="write busbw vs size to a PNG")
+    p.add_argument(
+        "--plot",
+        type=ty.png_file("--plot"),
+        metavar="FILE.png",
+        help="write busbw vs size to a PNG",
+    )
     p.add_argument(
         "--link-params",
         metavar="FILE",

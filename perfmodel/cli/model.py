@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_model_arg, parse_model_args
 from perfmodel.hardware import get_gpu
 
@@ -44,10 +45,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     show = sub.add_parser("show", help="per-layer table of one model")
     show.add_argument("name", help="zoo model (perfmodel model list)")
     add_model_arg(show)
-    show.add_argument("--batch", type=int, default=1, help="per-GPU micro-batch (default 1)")
+    show.add_argument(
+        "--batch",
+        type=ty.positive_int("--batch"),
+        default=1,
+        help="per-GPU micro-batch (default 1)",
+    )
     show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
     show.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
-    show.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (per-rank shard)")
+    show.add_argument(
+        "--tp",
+        type=ty.positive_int("--tp"),
+        default=1,
+        help="tensor-parallel degree (per-rank shard)",
+    )
     show.add_argument(
         "--sequence-parallel", action="store_true", help="Megatron sequence parallelism"
     )
@@ -63,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
     mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
     mb.add_argument("--recompute", default="none", help="none|selective|full")
-    mb.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
     mb.set_defaults(func=_cmd_maxbatch)
 
@@ -264,6 +275,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
+    gpu.peak(args.precision)  # refuse what predict refuses: a format this GPU cannot execute
     r = max_batch_size(
         args.name,
         gpu,

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import SYSTEM_KEYS, add_model_arg, add_system_args, parse_model_args
 from perfmodel.errors import ConfigError
 
@@ -36,8 +37,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)
     b = p.add_mutually_exclusive_group()
-    b.add_argument("--batch-per-gpu", type=int, help="samples per data-parallel replica per step")
-    b.add_argument("--global-batch", type=int, help="samples per step over all replicas")
+    b.add_argument(
+        "--batch-per-gpu",
+        type=ty.positive_int("--batch-per-gpu"),
+        help="samples per data-parallel replica per step",
+    )
+    b.add_argument(
+        "--global-batch",
+        type=ty.positive_int("--global-batch"),
+        help="samples per step over all replicas",
+    )
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
     p.add_argument(
         "--plan",
@@ -58,13 +67,27 @@ def register(subparsers: Any) -> None:
         help="convolution memory format: nchw (PyTorch's default contiguous layout) or nhwc "
         "(channels_last); default: the software preset's framework default (docs/predict.md)",
     )
-    p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
-    p.add_argument("--dataset-size", type=int, help="samples per epoch (gives epoch_time_s)")
+    p.add_argument(
+        "--learners-per-gpu",
+        type=ty.positive_int("--learners-per-gpu"),
+        help="Crossbow learners per GPU",
+    )
+    p.add_argument(
+        "--dataset-size",
+        type=ty.positive_int("--dataset-size"),
+        help="samples per epoch (gives epoch_time_s)",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
-    p.add_argument("--trace", help="write a Chrome/Perfetto trace JSON of the step")
-    p.add_argument("--gantt", help="write a Gantt PNG of the schedule")
-    p.add_argument("--plot", help="with a GPU list: write the speedup curve PNG")
+    p.add_argument(
+        "--trace",
+        type=ty.output_file("--trace", ".json"),
+        help="write a Chrome/Perfetto trace JSON of the step",
+    )
+    p.add_argument("--gantt", type=ty.png_file("--gantt"), help="write a Gantt PNG of the schedule")
+    p.add_argument(
+        "--plot", type=ty.png_file("--plot"), help="with a GPU list: write the speedup curve PNG"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
         "--explain",
@@ -127,6 +150,8 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         text = str(gpus)
         try:
             vals = [int(x) for x in text.split(",") if x.strip()]
+            if not vals:  # "--gpus ''" must not fall back to every GPU silently
+                raise ValueError(text)
         except ValueError as exc:
             raise ConfigError(
                 f"--gpus {text!r}: expected an integer or a list like 1,2,4,8",

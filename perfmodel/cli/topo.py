@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_system_args, system_from_args
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, list_systems, load_system
@@ -70,7 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("system_pos", nargs="?", metavar="SYSTEM", help="catalogue name or .toml file")
     add_system_args(p, required=False)
-    p.add_argument("-o", "--output", required=True, help="output file (.png)")
+    p.add_argument(
+        "-o", "--output", required=True, type=ty.output_file("-o"), help="output file (.png)"
+    )
     p.add_argument("--title", help="picture title")
     p.set_defaults(func=_cmd_draw)
 

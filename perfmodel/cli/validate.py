@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from perfmodel.cli import _types as ty
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     src = p.add_mutually_exclusive_group()
     src.add_argument("--measurements", help="profile JSON or JSON/JSONL list of measurements")
     src.add_argument("--published", help="folder holding published.jsonl (GEMM rows are compared)")
-    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("-o", "--output", required=True, type=ty.output_dir("-o"), help="output folder")
     p.set_defaults(func=run)
 
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.published) / "published.jsonl"
         if not path.exists():
             raise CalibrationError(f"{path} not found", value=str(path), where="--published")
-        published = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        published = _read_jsonl(path)
     report = build_report(profile, measurements, published)
     paths = write_report(report, args.output)
     text = to_markdown(report, images=False)
@@ -64,9 +66,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_jsonl(path: Path) -> list[dict]:
+    """Rows of a JSONL file; a bad line is a :class:`ConfigError` naming the file and line."""
+    from perfmodel._io import read_text
+    from perfmodel.errors import ConfigError
+
+    rows = []
+    for i, line in enumerate(read_text(path, where="--published").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{path}:{i}"
+            ) from exc
+        if not isinstance(row, dict):
+            raise ConfigError(
+                f"{path}:{i}: expected a JSON object, got {type(row).__name__}",
+                value=line[:80],
+                where=f"{path}:{i}",
+            )
+        rows.append(row)
+    return rows
+
+
 def _is_profile(path: str) -> bool:
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             head = fh.read(2000)
     except OSError:
         return False

@@ -257,11 +257,12 @@ def parse_nccl_tests(
 
 def read_nccl_tests(path: str | Path, *, op: CollectiveOp | str | None = None) -> NcclTestsLog:
     """Read an nccl-tests log file (text or JSON); the op defaults to what the log or file name says."""
+    from perfmodel._io import read_bytes
+
     p = Path(path)
-    try:
-        text = p.read_text(errors="replace")
-    except FileNotFoundError as exc:
-        raise ParseError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+    if not p.exists() and not p.is_symlink():
+        raise ParseError(f"file not found: {p}", value=str(p), where=str(p))
+    text = read_bytes(p).decode("utf-8", errors="replace")  # logs may hold odd host names
     op_hint = op
     if op_hint is None:
         m = re.search(

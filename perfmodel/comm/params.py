@@ -23,6 +23,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel._enum import parse_enum, snake
+from perfmodel._schema import as_number
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
 
@@ -300,7 +301,7 @@ class LinkParams:
                 source = str(val)
                 continue
             if key in ("gpu_reduce_bandwidth_GBps", "host_reduce_bandwidth_GBps"):
-                bw = float(val) * units.GB
+                bw = as_number(val, key, where=where, error=ConfigError) * units.GB
                 if key.startswith("gpu"):
                     gpu_red = bw
                 else:
@@ -308,9 +309,9 @@ class LinkParams:
                 continue
             if key in ("gpu_reduce_bandwidth_Bps", "host_reduce_bandwidth_Bps"):
                 if key.startswith("gpu"):
-                    gpu_red = float(val)
+                    gpu_red = as_number(val, key, where=where, error=ConfigError)
                 else:
-                    host_red = float(val)
+                    host_red = as_number(val, key, where=where, error=ConfigError)
                 continue
             if key == "classes" and isinstance(val, Mapping):
                 nested = cls.from_dict(val, where=f"{where}.classes")
@@ -323,7 +324,8 @@ class LinkParams:
                     where=f"{where}.{key}",
                 )
             alpha = bw = None
-            for k, v in val.items():
+            for k, raw in val.items():
+                v = as_number(raw, f"{key}.{k}", where=where, minimum=0.0, error=ConfigError)
                 if k == "alpha_s":
                     alpha = float(v)
                 elif k == "alpha_us":

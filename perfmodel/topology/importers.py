@@ -19,6 +19,7 @@ Every assumption an importer makes is listed in ``Topology.meta["assumptions"]``
 from __future__ import annotations
 
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ from typing import Any
 
 import networkx as nx
 
-from perfmodel.errors import ParseError, TopologyError
+from perfmodel.errors import ConfigError, ParseError, TopologyError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.builders import build_cluster
@@ -444,10 +445,45 @@ _CLASS_NVSWITCH = "0x068000"
 _CLASS_BRIDGE = "0x060400"
 
 
+def _xml_number(elem: ET.Element, attr: str, default: float, source: str = "XML") -> float:
+    """A finite number from an XML attribute (missing or empty: ``default``); anything else is a
+    :class:`ParseError` naming the element and attribute."""
+    text = elem.get(attr)
+    if text is None or not text.strip():
+        return default
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not math.isfinite(v) or v < 0:
+        raise ParseError(
+            f"{source}: <{elem.tag} {attr}={text!r}>: expected a non-negative number",
+            value=text,
+            where=f"{source}:{elem.tag}.{attr}",
+        )
+    return v
+
+
+def _xml_int(elem: ET.Element, attr: str, default: int, source: str = "XML") -> int:
+    """A non-negative integer from an XML attribute (decimal, or ``0x`` hex as NCCL writes
+    model ids); see :func:`_xml_number`."""
+    text = elem.get(attr)
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text, 0) if text.strip().lower().startswith("0x") else int(text)
+    except ValueError:
+        raise ParseError(
+            f"{source}: <{elem.tag} {attr}={text!r}>: expected an integer",
+            value=text,
+            where=f"{source}:{elem.tag}.{attr}",
+        ) from None
+
+
 def _cpu_link(cpu: ET.Element, assumptions: list[str]) -> tuple[str, int] | None:
     arch = cpu.get("arch", "")
     vendor = cpu.get("vendor", "")
-    model = int(cpu.get("modelid", "0") or 0)
+    model = _xml_int(cpu, "modelid", 0)
     if arch.startswith("ppc64"):
         return ("xbus-p9", 1)
     if vendor == "AuthenticAMD":
@@ -522,7 +558,7 @@ def from_nccl_xml(
         spec = get_gpu(gpu, where="--gpu")
         assumptions.append(f"GPU model {spec.name} (given)")
     else:
-        sm = int(gpu_elems[0].get("sm", "0") or 0)
+        sm = _xml_int(gpu_elems[0], "sm", 0, source)
         has_nvlink = any(g.find("nvlink") is not None for g in gpu_elems)
         table = _SM_SXM if has_nvlink else _SM_PCIE
         if sm not in table:
@@ -586,7 +622,7 @@ def from_nccl_xml(
                             (
                                 gid,
                                 nvl.get("target", "").lower(),
-                                int(nvl.get("count", "1")),
+                                _xml_int(nvl, "count", 1, source),
                                 nvl.get("tclass", ""),
                             )
                         )
@@ -666,7 +702,7 @@ def from_nccl_xml(
     nic_count = len(net_ports)
     if network is None and net_ports:
         net = net_ports[0]
-        speed = int(float(net.get("speed", "0") or 0))
+        speed = int(_xml_number(net, "speed", 0.0, source))
         table = _IB_SPEED if net.get("guid") else _ETH_SPEED
         network = table.get(speed)
         if network is None:
@@ -842,11 +878,13 @@ def import_topology(
     path: str | Path, *, gpu: str | None = None, network: str | None = None
 ) -> Topology:
     """Read a file in any supported format (auto-detected) into a :class:`Topology`."""
+    from perfmodel._io import read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ParseError(f"{p}: cannot read: {exc.strerror}", value=str(p), where=str(p)) from exc
+        text = read_text(p)
+    except ConfigError as exc:
+        raise ParseError(str(exc), value=str(p), where=str(p)) from exc
     try:
         kind = detect_format(text)
     except ParseError as exc:

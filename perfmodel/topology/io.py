@@ -43,6 +43,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._enum import parse_enum
 from perfmodel._io import load_toml
+from perfmodel._schema import as_int, as_number
 from perfmodel.errors import TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
@@ -146,18 +147,31 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
             value=topology,
             where=where,
         )
-    over = float(table.get("oversubscription", 1.0))
+    over = as_number(
+        table.get("oversubscription", 1.0),
+        "fabric.oversubscription",
+        where=where,
+        error=TopologyError,
+    )
     if over < 1.0:
         raise TopologyError(
             f"{where}: oversubscription {over} must be >= 1", value=over, where=where
         )
-    radix = int(table.get("leaf_radix", 32))
+    radix = as_int(
+        table.get("leaf_radix", 32), "fabric.leaf_radix", where=where, error=TopologyError
+    )
     if radix < 1:
         raise TopologyError(f"{where}: leaf_radix {radix} must be >= 1", value=radix, where=where)
     return FabricSpec(
         network=str(table["network"]),
         topology=topology,
-        nics_per_node=int(table.get("nics_per_node", 1)),
+        nics_per_node=as_int(
+            table.get("nics_per_node", 1),
+            "fabric.nics_per_node",
+            where=where,
+            minimum=1,
+            error=TopologyError,
+        ),
         oversubscription=over,
         leaf_radix=radix,
     )
@@ -268,7 +282,7 @@ def parse_server(
 
 def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     """A link from a technology name and/or explicit numbers (explicit numbers win)."""
-    count = int(entry.get("count", 1))
+    count = as_int(entry.get("count", 1), "count", where=where, error=TopologyError)
     if count < 1:
         raise TopologyError(f"{where}: count {count} must be >= 1", value=count, where=where)
     tech_name = entry.get("tech")
@@ -301,9 +315,12 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
                 )
             bw = float(raw) * unit * count
     if "latency_us" in entry:
-        lat = float(entry["latency_us"]) * units.us
+        lat = (
+            as_number(entry["latency_us"], "latency_us", where=where, error=TopologyError)
+            * units.us
+        )
     if "efficiency" in entry:
-        eff = float(entry["efficiency"])
+        eff = as_number(entry["efficiency"], "efficiency", where=where, error=TopologyError)
     if bw is None or lat is None:
         raise TopologyError(
             f"{where}: give 'tech' or both a bandwidth and 'latency_us'", value=entry, where=where

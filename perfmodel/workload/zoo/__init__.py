@@ -409,10 +409,18 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
                     f"model arg {key}={value!r} is not an integer", value=value, where=key
                 ) from exc
             return text
+    if isinstance(value, bool) and isinstance(default, int) and not isinstance(default, bool):
+        raise ConfigError(
+            f"model arg {key}={value!r} is a boolean; expected an integer", value=value, where=key
+        )
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, (list, tuple)):
-        return [int(v) for v in value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise ConfigError(
+                f"model arg {key}={value!r}: expected a list of integers", value=value, where=key
+            )
+        return list(value)
     return value
 
 
