@@ -184,3 +184,26 @@ def test_moe_predicts_with_replicated_experts(plan: dict) -> None:
     done = rep.model_flops_per_gpu_per_s * rep.iteration_time_s * rep.num_gpus
     assert done == pytest.approx(w.total_flop, rel=1e-3)
     assert w.all_experts_flop > 1.6 * w.total_flop
+
+
+# config.json of huggingface.co/Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B (hidden_size,
+# num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, num_experts,
+# num_experts_per_tok, moe_intermediate_size; vocab 151936, untied, q/k RMSNorm, every layer MoE)
+QWEN3 = {
+    "qwen3_30b_a3b": ((2048, 48, 32, 4, 128, 128, 8, 768), 30_532_122_624, 3_353_032_704),
+    "qwen3_235b_a22b": ((4096, 94, 64, 4, 128, 128, 8, 1536), 235_093_634_560, 22_190_763_520),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QWEN3))
+def test_qwen3_moe_counts(name: str) -> None:
+    (h, n, heads, kv, d, e, k, f), total, active = QWEN3[name]
+    attn = h * (heads * d + 2 * kv * d) + heads * d * h + 2 * d  # q/k norms: d weights each
+    common = attn + 2 * h + e * h
+    ends = 2 * 151936 * h + h
+    assert n * (common + e * _swiglu(h, f)) + ends == total
+    assert n * (common + k * _swiglu(h, f)) + ends == active
+    w = build_model(name, batch_size=1, seq_len=64)
+    assert (w.total_params, w.active_params_total) == (total, active)
+    q_norm = next(la for la in w.layers if la.name == "layer0.q_norm")
+    assert q_norm.params == d and q_norm.fwd_bytes > 0

@@ -323,6 +323,47 @@ for _info in [
         v_head_dim=128,
         vocab=129280,
     ),
+    *[
+        _m(
+            name,
+            moe.moe,
+            "transformer",
+            f"config.json of huggingface.co/Qwen/{hf} (qk-norm, no shared experts; {counts})",
+            hidden=hidden,
+            layers=layers,
+            heads=heads,
+            kv_heads=4,
+            head_dim=128,
+            qk_norm=True,
+            ffn_hidden=ffn,
+            experts=128,
+            top_k=8,
+            expert_ffn_hidden=expert_ffn,
+            vocab=151936,
+        )
+        for name, hf, hidden, layers, heads, ffn, expert_ffn, counts in (
+            (
+                "qwen3_30b_a3b",
+                "Qwen3-30B-A3B",
+                2048,
+                48,
+                32,
+                6144,
+                768,
+                "30,532,122,624; 3,353,032,704 active",
+            ),
+            (
+                "qwen3_235b_a22b",
+                "Qwen3-235B-A22B",
+                4096,
+                94,
+                64,
+                12288,
+                1536,
+                "235,093,634,560; 22,190,763,520 active",
+            ),
+        )
+    ],
     _m(
         "transformer_xl",
         transformer.transformer_xl,

@@ -228,6 +228,7 @@ def moe(
     heads: int = 32,
     kv_heads: int | None = 8,
     head_dim: int | None = None,
+    qk_norm: bool = False,
     ffn_hidden: int = 14336,
     experts: int = 8,
     top_k: int = 2,
@@ -250,9 +251,10 @@ def moe(
 
     Parameters
     ----------
-    kv_heads, head_dim
+    kv_heads, head_dim, qk_norm
         As :func:`~perfmodel.workload.zoo.transformer.gpt` (``head_dim`` is the non-rotary
-        query/key width under MLA). Ignored (``heads``) under MLA.
+        query/key width under MLA; ``kv_heads`` is ``heads`` under MLA, and ``qk_norm`` applies
+        to standard attention only).
     ffn_hidden
         SwiGLU width of the dense layers (``first_dense_layers`` and those ``moe_layer_freq``
         skips).
@@ -285,6 +287,7 @@ def moe(
         dropout=False,
         flash_attention=flash_attention,
         head_size=head_dim,
+        qk_norm=bool(qk_norm),
     )
     check_config(cfg, net.tp)
     m = MoeConfig(

@@ -49,6 +49,10 @@ class TransformerConfig:
     head_size: int | None = None
     """Channels per attention head when ``heads x head_size`` differs from ``hidden`` (Qwen3,
     Megatron ``--kv-channels``); ``None``: ``hidden // heads``."""
+    qk_norm: bool = False
+    """Norm of each query and key head over its ``head_dim`` channels before attention (Qwen3,
+    OLMo 2; Megatron ``--qk-layernorm``): ``head_dim`` weights each (``2 head_dim`` for
+    LayerNorm)."""
 
     @property
     def head_dim(self) -> int:
@@ -183,6 +187,14 @@ def self_attention(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) 
         bias=cfg.bias,
         input_shard=net.seq_shard,
     )
+    if cfg.qk_norm:  # on the full sequence (after the sequence-parallel all-gather)
+        for nm, n_heads in (("q_norm", heads_l), ("k_norm", kv_l)):
+            net.norm(
+                f"{name}.{nm}",
+                (b, s * n_heads, d),
+                params=d if cfg.rms_norm else 2 * d,
+                rms=cfg.rms_norm,
+            )
     if cfg.flash_attention:
         net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
     else:
@@ -370,6 +382,7 @@ def gpt(
     heads: int = 12,
     kv_heads: int | None = None,
     head_dim: int | None = None,
+    qk_norm: bool = False,
     ffn_hidden: int | None = None,
     mlp: str = "gelu",
     norm: str = "layernorm",
@@ -397,6 +410,8 @@ def gpt(
     head_dim
         Channels per head; default ``hidden // heads``. ``heads x head_dim`` may differ from
         ``hidden`` (Qwen3-32B: 64 x 128 = 8192 on hidden 5120).
+    qk_norm
+        Norm each query and key head before attention (Qwen3; Megatron ``--qk-layernorm``).
     ffn_hidden
         Feed-forward width; default ``4 hidden`` (``gelu``) or :func:`swiglu_ffn_hidden`
         (``swiglu``), Megatron-LM's defaults.
@@ -437,6 +452,7 @@ def gpt(
         dropout=dropout,
         flash_attention=flash_attention,
         head_size=head_dim,
+        qk_norm=bool(qk_norm),
     )
     check_config(cfg, net.tp)
     positions = 0
@@ -474,6 +490,7 @@ def llama(
     heads: int = 32,
     kv_heads: int | None = None,
     head_dim: int | None = None,
+    qk_norm: bool = False,
     ffn_hidden: int = 11008,
     seq_len: int = 4096,
     vocab: int = 32000,
@@ -491,6 +508,7 @@ def llama(
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
+        qk_norm=qk_norm,
         ffn_hidden=ffn_hidden,
         mlp=Mlp.SWIGLU,
         norm=Norm.RMSNORM,
