@@ -309,8 +309,9 @@ class CommCostModel:
             channels, ring_bw = (), math.inf
         intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
         inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
-        alpha_intra = max((links.path_latency(h) for h in intra_hops), default=0.0)
-        alpha_inter = max((links.path_latency(h) for h in inter_hops), default=0.0)
+        # only what NCCL's per-step latency does not contain (sockets): latency counted once
+        alpha_intra = max((links.extra_latency(h) for h in intra_hops), default=0.0)
+        alpha_inter = max((links.extra_latency(h) for h in inter_hops), default=0.0)
         classes = {links.hw_class(h) for h in intra_hops}
         if not classes or classes == {HwClass.NVLINK}:
             intra_class = HwClass.NVLINK if classes else HwClass.PCI
@@ -541,7 +542,7 @@ class CommCostModel:
 
     def _step_alpha(self, info: GroupInfo, cross_server: bool) -> float:
         """Per-step latency of non-NCCL algorithms: NCCL's Simple ring step for the transport
-        class (software + hardware) plus the path's link latencies."""
+        class (software + hardware) plus what it does not contain (socket stacks)."""
         if cross_server:
             return (
                 P.NCCL_STEP_LATENCY_S[(HwClass.NET, "ring", Protocol.SIMPLE)] + info.alpha_inter_s
@@ -556,14 +557,15 @@ class CommCostModel:
         """Concurrent point-to-point transfers: (time of the slowest, its alpha, its rate).
 
         Rates are max-min fair on the default routes; each transfer takes
-        ``alpha + bytes / rate`` with ``alpha`` the route latency plus NCCL's per-step Simple cost.
+        ``alpha + bytes / rate`` with ``alpha`` NCCL's per-step Simple cost for the route's
+        transport plus what that cost does not contain (:meth:`DirectedLinks.extra_latency`).
         """
         paths = [self.links.p2p_route(s, d) for s, d, _ in transfers]
         rates = flow_rates(self.links, paths)
         worst = (0.0, 0.0, math.inf)
         for (_, _, nbytes), path, rate in zip(transfers, paths, rates):
             hw = self.links.hw_class(path)
-            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.path_latency(
+            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.extra_latency(
                 path
             )
             t = alpha + nbytes / float(rate)
@@ -587,6 +589,8 @@ class CommCostModel:
             pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
             pairs = _representative_pairs(self.topology, ranks, pairs)
             t, alpha, rate = self._flows_time(pairs)
+            t += P.NCCL_DIRECT_BASE_LATENCY_S
+            alpha += P.NCCL_DIRECT_BASE_LATENCY_S
             extra = 0.0
             if op is CollectiveOp.REDUCESCATTER:
                 extra = (n - 1) / n * m / self.gpu_reduce_Bps(info)

@@ -24,7 +24,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ class DirectedLinks:
         edges: list[tuple[str, str]] = []
         cap: list[float] = []
         alpha: list[float] = []
+        extra: list[float] = []
         units: list[int] = []
         fam: list[LinkFamily] = []
         for u, v, d in g.edges(data=True):
@@ -71,15 +72,18 @@ class DirectedLinks:
             count = int(d["count"])
             bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
             lat = float(d["latency_s"])
+            socket = _is_socket(d["tech"])
             if over is not None:
                 if over.bandwidth_Bps is not None:
                     bw = over.bandwidth_Bps * count
                 if over.alpha_s is not None:
                     lat = over.alpha_s
+                    socket = True  # a calibrated latency is charged as given
             for a, b in ((u, v), (v, u)):
                 edges.append((a, b))
                 cap.append(bw)
                 alpha.append(lat)
+                extra.append(lat if socket else 0.0)
                 units.append(count)
                 fam.append(d["family"])
         self.edges: tuple[tuple[str, str], ...] = tuple(edges)
@@ -105,6 +109,7 @@ class DirectedLinks:
         self.capacity_list: list[float] = self.capacity_Bps.tolist()
         self.unit_capacity_list: list[float] = (self.capacity_Bps / self.units).tolist()
         self.alpha_list: list[float] = self.alpha_s.tolist()
+        self.extra_alpha_s = np.asarray(extra, dtype=float)
         self.server: dict[str, int] = {n: int(d["server"]) for n, d in g.nodes(data=True)}
         self.local_id: dict[str, str] = {n: str(d["local_id"]) for n, d in g.nodes(data=True)}
         self.by_local: dict[int, dict[str, str]] = {}
@@ -190,6 +195,20 @@ class DirectedLinks:
         """Sum of the latencies (s) along a node path."""
         return float(sum(self.alpha_s[i] for i in self.path_ids(path)))
 
+    def extra_latency(self, path: Sequence[str]) -> float:
+        """Latency (s) of a path that NCCL's per-step latency does not already contain.
+
+        NCCL's ``hwLat`` table (``src/graph/tuning.cc``) is the measured cost of one step over
+        NVLink, PCIe or the RDMA network (IB verbs / RoCE), wire and switches included, so those
+        links add nothing on top of it (counting them again doubled the small-message time:
+        8 B on 16 DGX A100 came out 163 us against 58 us measured). Kernel TCP sockets (links
+        whose catalogue protocol is ``tcp``) add their stack latency, which the RDMA-measured
+        table does not contain, and so does a link class whose ``alpha_s`` a
+        :class:`LinkParams` override sets (calibration fits it as the latency NCCL's table
+        misses).
+        """
+        return float(sum(self.extra_alpha_s[i] for i in self.path_ids(path)))
+
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
         ids = self.path_ids(path)
@@ -211,6 +230,18 @@ class Channel:
 
     order: tuple[str, ...]
     hops: tuple[tuple[str, ...], ...]
+
+
+@cache
+def _is_socket(tech: str) -> bool:
+    """Whether a link technology is reached through kernel TCP sockets (catalogue ``protocol``)."""
+    from perfmodel.errors import UnknownHardwareError
+    from perfmodel.hardware.links import get_link
+
+    try:
+        return get_link(str(tech)).protocol.lower() == "tcp"
+    except UnknownHardwareError:
+        return False
 
 
 def check_group(
