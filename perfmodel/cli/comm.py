@@ -24,6 +24,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.cli._common import add_format_args, add_system_args, system_from_args
+from perfmodel.comm.model import shm_note
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
@@ -78,6 +79,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--algorithm", default="auto", help=f"one of {', '.join(_ALGOS)}")
     p.add_argument("--fidelity", choices=["analytic", "simulated"], default="analytic")
     p.add_argument(
+        "--p2p",
+        choices=["on", "off"],
+        help="force GPU peer-to-peer over PCIe on or off (default: the system file and GPU model; "
+        "off = NCCL's SHM transport through host memory, as with NCCL_P2P_DISABLE=1)",
+    )
+    p.add_argument(
         "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
     )
     p.add_argument("--plot", metavar="FILE.png", help="write busbw vs size to a PNG")
@@ -124,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
     op = CollectiveOp.parse(args.op)
     topo = system_from_args(args)
+    if args.p2p is not None:
+        topo = topo.with_p2p(args.p2p == "on")
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]
@@ -172,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
             )
         big = [r.busbw_Bps for r in results]
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
+        note = shm_note(topo, group)
+        if note:
+            print(f"# {note}")
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 

@@ -97,6 +97,8 @@ class CommResult:
     bandwidth_Bps: float = 0.0
     channels: int = 0
     nodes: int = 1
+    shm: bool = False
+    """GPUs of one server exchange data through host memory (no peer-to-peer between them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +115,7 @@ class CommResult:
             "latency_s": self.latency_s,
             "bandwidth_Bps": self.bandwidth_Bps,
             "channels": self.channels,
+            "shm": self.shm,
         }
 
 
@@ -134,6 +137,7 @@ class GroupInfo:
     gpu_arch: str
     gpu_memory_Bps: float
     extras: dict[str, float] = field(default_factory=dict)
+    shm: bool = False
 
     @property
     def n(self) -> int:
@@ -350,6 +354,7 @@ class CommCostModel:
             intra_class=intra_class,
             gpu_arch=arch,
             gpu_memory_Bps=mem_bw,
+            shm=links.uses_shm(ring_members),
         )
 
     def _same_server(self, path: Sequence[str]) -> bool:
@@ -434,6 +439,7 @@ class CommCostModel:
             bandwidth_Bps=bw,
             channels=len(info.channels),
             nodes=info.nodes,
+            shm=info.shm,
         )
 
     def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
@@ -758,6 +764,30 @@ class CommCostModel:
         return self._result(
             op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps
         )
+
+
+def shm_note(topology: Topology, group: Sequence[str]) -> str | None:
+    """A one-line warning when GPUs of ``group`` in one server have no peer-to-peer, else ``None``.
+
+    NCCL then stages their traffic through host memory (SHM transport), which halves the usable
+    PCIe bandwidth where two GPUs share a switch uplink; see :meth:`DirectedLinks.shm_cpu`.
+    """
+    links = DirectedLinks(topology)
+    if not links.uses_shm(group):
+        return None
+    no_p2p = [g for g in group if g in links.no_p2p]
+    models = sorted(
+        {topology.gpu_spec(g).name for g in no_p2p if not topology.gpu_spec(g).pcie_p2p}
+    )
+    why = (
+        f"{', '.join(models)}: no PCIe peer-to-peer"
+        if models
+        else "peer-to-peer disabled for this system (p2p = false / --p2p off)"
+    )
+    return (
+        f"note: GPUs communicate through host memory ({why}): NCCL's SHM transport stages every "
+        "GPU-to-GPU transfer in CPU memory"
+    )
 
 
 def p2p_transfers(members: Sequence[str], m: float) -> list[tuple[str, str, float]]:

@@ -115,6 +115,50 @@ class DirectedLinks:
         self.by_local: dict[int, dict[str, str]] = {}
         for n, srv in self.server.items():
             self.by_local.setdefault(srv, {})[self.local_id[n]] = n
+        self.no_p2p: frozenset[str] = frozenset(
+            n for n in topology.gpus if not topology.p2p_capable(n)
+        )
+        self._shm: dict[tuple[str, str], str | None] = {}
+        self._gpu_set: frozenset[str] = frozenset(topology.gpus)
+
+    def shm_cpu(self, src: str, dst: str) -> str | None:
+        """The CPU whose memory stages traffic ``src -> dst``, or ``None`` when the pair talks
+        directly.
+
+        NCCL uses peer-to-peer between two GPUs of a server over NVLink, or over PCIe when both
+        allow it; otherwise its SHM transport copies through a host-memory buffer
+        (``src/transport/shm.cc``; ``src/graph/paths.cc`` routes such pairs GPU -> CPU -> GPU).
+        The buffer sits in the sender's NUMA node: the CPU nearest ``src``.
+        """
+        key = (src, dst)
+        if key in self._shm:
+            return self._shm[key]
+        cpu: str | None = None
+        gpus = self._gpu_set
+        if (
+            (src in self.no_p2p or dst in self.no_p2p)
+            and src in gpus
+            and dst in gpus
+            and self.server[src] == self.server[dst]
+            and src != dst
+        ):
+            plain = _min_hop_widest(self, None, src, dst, None, per_unit=False, direct=True)
+            fams = {self.family[i] for i in self.path_ids(plain[2])} if plain else set()
+            if not (fams and fams <= _NVLINK_FAMILIES):
+                cpus = [
+                    n
+                    for n in self.server_nodes.get(self.server[src], ())
+                    if self.topology.graph.nodes[n]["kind"] is NodeKind.CPU
+                ]
+                if cpus:
+                    cpu = min(cpus, key=lambda c: (len(self.route(src, c)), c))
+        self._shm[key] = cpu
+        return cpu
+
+    def uses_shm(self, members: Sequence[str]) -> bool:
+        """Whether any two GPUs of ``members`` in one server communicate through host memory."""
+        gpus = [m for m in members if m in self._gpu_set]
+        return any(self.shm_cpu(a, b) is not None for a in gpus for b in gpus if a != b)
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
         """Minimum-hop, widest route ``src -> dst`` (the rule of :func:`perfmodel.topology.route`),
@@ -287,13 +331,23 @@ def _min_hop_widest(
     allowed: frozenset[str] | None,
     *,
     per_unit: bool = True,
+    direct: bool = False,
 ) -> tuple[int, float, tuple[str, ...]] | None:
     """Among minimum-hop paths ``src -> dst`` through transit nodes, the one with the most
     residual link units (then the fastest per-unit bottleneck). Returns (units, unit_bw, path).
 
     With ``per_unit=False`` units are ignored and the widest path (by capacity) wins, then the
     lowest latency, then the smallest node names: the routing rule of
-    :mod:`perfmodel.topology.routing`."""
+    :mod:`perfmodel.topology.routing`. Two GPUs without peer-to-peer go through the CPU that
+    stages their traffic (:meth:`DirectedLinks.shm_cpu`) unless ``direct``."""
+    if not direct and links.no_p2p:
+        cpu = links.shm_cpu(src, dst)
+        if cpu is not None:
+            up = _min_hop_widest(links, residual, src, cpu, allowed, per_unit=per_unit)
+            down = _min_hop_widest(links, residual, cpu, dst, allowed, per_unit=per_unit)
+            if up is None or down is None:
+                return None
+            return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
     adj = links.adjacency
     transit = links.transit
     dist = {dst: 0}
@@ -422,13 +476,13 @@ def pack_rings(
             got = _allocate(links, residual, ring, allowed)
             if got is None:
                 if ring is fwd:
-                    return _finish(channels, members, topo)
+                    return _finish(channels, members, links)
                 break
             residual, hops = got
             channels.append(Channel(tuple(ring), hops))
             if n == 2:
                 break
-    return _finish(channels, members, topo)
+    return _finish(channels, members, links)
 
 
 def _allocate(
@@ -447,13 +501,16 @@ def _allocate(
     return trial, tuple(hops)
 
 
-def _finish(channels: list[Channel], members: Sequence[str], topo: Topology) -> tuple[Channel, ...]:
+def _finish(
+    channels: list[Channel], members: Sequence[str], links: DirectedLinks
+) -> tuple[Channel, ...]:
     n = len(members)
     if not channels:
         # No unit-feasible ring (e.g. a member reachable only through saturated units): fall
-        # back to the rank-order ring on the default routes.
+        # back to the rank-order ring on the default routes (through host memory where the
+        # GPUs have no peer-to-peer).
         order_nodes = tuple(members)
-        hops_t = tuple(route(topo, order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
+        hops_t = tuple(links.route(order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
         channels.append(Channel(order_nodes, hops_t))
     return tuple(channels)
 

@@ -49,9 +49,18 @@ from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.model import FabricSpec
 from perfmodel.topology.schema import NodeKind
 
-_SYSTEM_KEYS = {"name", "description", "sources", "gpu", "gpu_selectable", "fabric", "notes"}
+_SYSTEM_KEYS = {
+    "name",
+    "description",
+    "sources",
+    "gpu",
+    "gpu_selectable",
+    "fabric",
+    "notes",
+    "p2p",
+}
 _FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail"}
+_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p"}
 _LINK_KEYS = {
     "a",
     "b",
@@ -74,6 +83,7 @@ class NodeSpec:
     model: str = ""
     label: str = ""
     rail: int | None = None
+    p2p: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,18 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
     )
 
 
+def _p2p_flag(table: dict[str, Any], where: str) -> bool | None:
+    """The optional ``p2p`` key (GPU peer-to-peer over PCIe allowed) of a table, or ``None``."""
+    if "p2p" not in table:
+        return None
+    val = table["p2p"]
+    if not isinstance(val, bool):
+        raise TopologyError(
+            f"{where}: p2p must be true or false, got {val!r}", value=val, where=where
+        )
+    return val
+
+
 def parse_server(
     data: dict[str, Any], *, source: str, gpu_override: str | None = None
 ) -> ServerDescription:
@@ -184,6 +206,7 @@ def parse_server(
     fabric = (
         parse_fabric(system["fabric"], f"{source}: [system.fabric]") if "fabric" in system else None
     )
+    server_p2p = _p2p_flag(system, f"{source}: [system]")
 
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
@@ -224,6 +247,7 @@ def parse_server(
                 model=model,
                 label=str(entry.get("label", "")),
                 rail=entry.get("rail"),
+                p2p=_p2p_flag(entry, where) if "p2p" in entry else server_p2p,
             )
         )
     if not any(n.kind is NodeKind.GPU for n in nodes):

@@ -121,6 +121,23 @@ class Topology:
         except UnknownHardwareError:
             return None
 
+    def p2p_capable(self, gpu: str) -> bool:
+        """Whether GPU ``gpu`` may use PCIe peer-to-peer: its node's ``p2p`` attribute, else its
+        model's ``pcie_p2p`` (see :mod:`perfmodel.topology.schema`)."""
+        flag = self.graph.nodes[gpu].get("p2p")
+        if flag is not None:
+            return bool(flag)
+        return self.gpu_spec(gpu).pcie_p2p
+
+    def with_p2p(self, enabled: bool) -> Topology:
+        """The same system with PCIe peer-to-peer forced on or off for every GPU (``--p2p``)."""
+        import dataclasses
+
+        g = self.graph.copy()
+        for n in self.gpus:
+            g.nodes[n]["p2p"] = bool(enabled)
+        return dataclasses.replace(self, graph=g)
+
     def gpu(self, rank: int) -> str:
         """Node id of the GPU with global rank ``rank``."""
         if not 0 <= rank < self.num_gpus:
