@@ -49,6 +49,8 @@ _ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
     CollectiveOp.ALLREDUCE: (
         Algorithm.RING,
         Algorithm.TREE,
+        Algorithm.NVLS,
+        Algorithm.COLLNET,
         Algorithm.HALVING_DOUBLING,
         Algorithm.HIERARCHICAL,
         Algorithm.TORUS2D,
@@ -399,7 +401,7 @@ class CommCostModel:
             else:
                 t, a, p, lat, bw = min(cands, key=lambda c: c[0])
                 return self._result(op, m, info, t, a, p, lat, bw)
-        if algo in (Algorithm.RING, Algorithm.TREE):
+        if algo in (Algorithm.RING, Algorithm.TREE, Algorithm.NVLS, Algorithm.COLLNET):
             cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
             if not cands:
                 raise ConfigError(
@@ -544,6 +546,62 @@ class CommCostModel:
                 if algbw <= 0:
                     continue
                 out.append((lat + m / algbw, algo, proto, lat, bus))
+        if op is CollectiveOp.ALLREDUCE:
+            out.extend(self._in_switch_candidates(m, info))
+        return out
+
+    def nvls_capable(self, info: GroupInfo) -> bool:
+        """NVLink SHARP: Hopper/Blackwell GPUs of one server joined by NVSwitches (NCCL enables NVLS
+        where the driver reports multicast support: third-generation NVSwitch and later)."""
+        if info.nodes != 1 or len(info.gpus) < 2 or info.gpu_arch not in P.NVLS_EFFICIENCY:
+            return False
+        if info.intra_class is not HwClass.NVLINK:
+            return False
+        return any(
+            self.topology.graph.nodes[x]["kind"] is NodeKind.NVSWITCH
+            for ch in info.channels
+            for hop in ch.hops
+            for x in hop[1:-1]
+        )
+
+    def _in_switch_candidates(
+        self, m: float, info: GroupInfo
+    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
+        """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across.
+
+        NVLS (Simple protocol only): each GPU's link carries ``m`` (the switch's multimem loads
+        of every shard, reduced in the switch) plus ``m/n`` (its reduced shard, multicast), so
+        ``t = lat + m (1 + 1/n) / (B x eff x (c - 1)/c)`` with ``B`` the NVLink bus bandwidth
+        of the server, ``eff`` NCCL's ``nvlsEfficiency`` and ``c`` the NVLS channels. On 8 H100
+        (B = 405 GB/s): nccl-tests busbw = algbw x 2(n-1)/n = 501 GB/s, against ~480 GB/s that
+        NCCL's author quotes for 8 H100 (NVIDIA/nccl-tests#212, 2024).
+
+        CollNet (NCCL 2.20.3 CollNet Direct, one GPU per NIC): bus bandwidth ``min(intra, inter)``
+        per server, x 0.85 on Hopper+, algorithm bandwidth half of it; latency
+        ``2 (3.7 us + (ppn - 1) 0.4 us) + 31 us``.
+        """
+        out: list[tuple[float, Algorithm, Protocol, float, float]] = []
+        n = info.n
+        if self.nvls_capable(info):
+            eff = P.NVLS_EFFICIENCY[info.gpu_arch] * (P.NVLS_CHANNELS - 1) / P.NVLS_CHANNELS
+            bw = info.ring_bw_Bps * eff
+            algbw = bw * n / (n + 1)
+            lat = P.NCCL_NVLS_LATENCY_S
+            out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, bw))
+        fabric = self.topology.fabric
+        if info.nodes > 1 and fabric is not None and fabric.sharp and info.gpus:
+            ppn = info.local
+            bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
+            if info.gpu_arch in P.NVLS_EFFICIENCY:  # compute capability >= 9.0
+                bus *= P.NCCL_COLLNET_HOPPER_FACTOR
+            algbw = bus * P.NCCL_COLLNET_ALGBW_RATIO
+            lat = (
+                2 * (min(1, ppn - 1) * P.NCCL_COLLNET_INTRA_LATENCY_S
+                     + (ppn - 1) * P.NCCL_COLLNET_ARITY_LATENCY_S)
+                + P.NCCL_COLLNET_NET_LATENCY_S
+            )  # fmt: skip
+            if algbw > 0 and math.isfinite(algbw):
+                out.append((lat + m / algbw, Algorithm.COLLNET, Protocol.SIMPLE, lat, bus))
         return out
 
     def _step_alpha(self, info: GroupInfo, cross_server: bool) -> float:
@@ -760,6 +818,12 @@ class CommCostModel:
         analytic._groups = self._groups
         ref = analytic._analytic(op, m, members, algo)
         info = self.group_info(members)
+        if ref.algorithm in (Algorithm.NVLS, Algorithm.COLLNET):
+            # in-switch reductions have no flow model: the switch, not the links, sets the pace
+            return self._result(
+                op, m, info, ref.time_s, ref.algorithm, ref.protocol, ref.latency_s,
+                ref.bandwidth_Bps,
+            )  # fmt: skip
         t = simulate_collective(self, op, m, members, ref.algorithm, ref.protocol, info)
         return self._result(
             op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps

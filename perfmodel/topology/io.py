@@ -59,7 +59,7 @@ _SYSTEM_KEYS = {
     "notes",
     "p2p",
 }
-_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node"}
+_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
 _NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p"}
 _LINK_KEYS = {
     "a",
@@ -170,17 +170,19 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
         nics_per_node=int(table.get("nics_per_node", 1)),
         oversubscription=over,
         leaf_radix=radix,
+        sharp=bool(_flag(table, "sharp", where)),
     )
 
 
-def _p2p_flag(table: dict[str, Any], where: str) -> bool | None:
-    """The optional ``p2p`` key (GPU peer-to-peer over PCIe allowed) of a table, or ``None``."""
-    if "p2p" not in table:
+def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:
+    """An optional boolean key of a table (``p2p``: GPU peer-to-peer over PCIe allowed;
+    ``sharp``: in-network reduction), or ``None`` when absent."""
+    if key not in table:
         return None
-    val = table["p2p"]
+    val = table[key]
     if not isinstance(val, bool):
         raise TopologyError(
-            f"{where}: p2p must be true or false, got {val!r}", value=val, where=where
+            f"{where}: {key} must be true or false, got {val!r}", value=val, where=where
         )
     return val
 
@@ -206,7 +208,7 @@ def parse_server(
     fabric = (
         parse_fabric(system["fabric"], f"{source}: [system.fabric]") if "fabric" in system else None
     )
-    server_p2p = _p2p_flag(system, f"{source}: [system]")
+    server_p2p = _flag(system, "p2p", f"{source}: [system]")
 
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
@@ -247,7 +249,7 @@ def parse_server(
                 model=model,
                 label=str(entry.get("label", "")),
                 rail=entry.get("rail"),
-                p2p=_p2p_flag(entry, where) if "p2p" in entry else server_p2p,
+                p2p=_flag(entry, "p2p", where) if "p2p" in entry else server_p2p,
             )
         )
     if not any(n.kind is NodeKind.GPU for n in nodes):

@@ -31,6 +31,9 @@ class FabricSpec:
         Leaf downlink to uplink bandwidth ratio of a fat tree (1.0 = non-blocking, 2.0 = 2:1).
     leaf_radix
         Server-facing ports per leaf switch (fat tree), e.g. 20 of a 40-port HDR switch at 1:1.
+    sharp
+        The switches reduce in the network (InfiniBand SHARP, NCCL's CollNet with the SHARP
+        plugin); ``False`` unless the system file or the caller says so.
     """
 
     network: str
@@ -38,6 +41,7 @@ class FabricSpec:
     nics_per_node: int = 1
     oversubscription: float = 1.0
     leaf_radix: int = 32
+    sharp: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +141,20 @@ class Topology:
         for n in self.gpus:
             g.nodes[n]["p2p"] = bool(enabled)
         return dataclasses.replace(self, graph=g)
+
+    def with_sharp(self, enabled: bool) -> Topology:
+        """The same system with in-network reduction (InfiniBand SHARP) on or off its fabric."""
+        import dataclasses
+
+        if self.fabric is None:
+            raise ConfigError(
+                f"system {self.name} has no fabric to mark SHARP-capable",
+                value=self.name,
+                where="sharp",
+            )
+        return dataclasses.replace(
+            self, fabric=dataclasses.replace(self.fabric, sharp=bool(enabled))
+        )
 
     def gpu(self, rank: int) -> str:
         """Node id of the GPU with global rank ``rank``."""
