@@ -620,14 +620,24 @@ def build_channels(
         for r in range(k):
             outs = near[base.order[(r - 1) % k]]
             ins = near[base.order[r % k]]
+            common = sorted(set(outs) & set(ins))
             if not outs or not ins:
-                key: tuple[int, ...] = (0, 0, (r - c) % k)
+                key: tuple[int, ...] = (0, 0, 0, (r - c) % k)
                 choice = (None, None)
+            elif common:
+                # rail-aligned: leave and enter every server through the same NIC index, so
+                # the hop stays on one rail (NCCL keeps the inter-node hop on one NIC;
+                # crossNic = 0 in src/graph/search.cc). The exit GPU of this server and the
+                # entry GPU of the next share that NIC.
+                x = min(common, key=lambda nic: (max(out_load[nic], in_load[nic]), nic))
+                o, i = out_load[x] + 1, in_load[x] + 1
+                key = (0, max(o, i), o + i, (r - c) % k)
+                choice = (x, x)
             else:
                 xo = min(outs, key=lambda x: (out_load[x], x))
                 xi = min(ins, key=lambda x: (in_load[x], x))
                 o, i = out_load[xo] + 1, in_load[xi] + 1
-                key = (max(o, i), o + i, (r - c) % k)
+                key = (1, max(o, i), o + i, (r - c) % k)
                 choice = (xo, xi)
             if best is None or key < best[0]:
                 best = (key, r, choice)

@@ -139,7 +139,7 @@ class SystemCosts:
         return base * ring_sharing_factor(self.topology, tuple(tuple(g) for g in groups))
 
     def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
-        return transfers_time(self.topology, tuple(pairs), nbytes_each)
+        return self.comm.transfers_time(tuple(pairs), nbytes_each)  # NIC-aware sends (issue 12)
 
     def host_reduce_time(self, nbytes_touched: float) -> float:
         """Host-side reduction/update time: bytes touched over the host memory bandwidth the
