@@ -42,19 +42,10 @@ _ALGOS = (
     "host",
     "p2p",
 )
+
+
 #: Device-name fragments of nccl-tests "Using devices" lines -> catalogue system (for --compare
 #: without --system).
-_GUESS = (
-    ("GB200", "dgx-b200"),
-    ("B200", "dgx-b200"),
-    ("H200", "hgx-h200"),
-    ("H100", "dgx-h100"),
-    ("A100", "dgx-a100"),
-    ("V100", "dgx1-v100"),
-    ("P100", "dgx1-p100"),
-)
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``comm`` subcommand."""
     p = subparsers.add_parser(
@@ -104,7 +95,11 @@ def _model(args: argparse.Namespace, topo: Topology) -> Any:
     if args.link_params:
         from perfmodel._io import load_structured
 
-        lp = LinkParams.from_dict(load_structured(args.link_params), where=args.link_params)
+        data = load_structured(args.link_params)
+        if isinstance(data, dict) and "link_params" in data and "device" in data:
+            # a profile written by `perfmodel calibrate` (its fitted link parameters)
+            data = data["link_params"] or {}
+        lp = LinkParams.from_dict(data, where=args.link_params)
     return CommCostModel(topo, lp, fidelity=args.fidelity)
 
 
@@ -208,8 +203,10 @@ def _compare(args: argparse.Namespace) -> int:
     op = log.op or CollectiveOp.parse(args.op)
     guessed = ""
     if not args.system:
+        from perfmodel.comm.nccl_tests import guess_system
+
         dev = " ".join(log.devices)
-        name = next((s for frag, s in _GUESS if frag in dev), None)
+        name = guess_system(log.devices)
         if name is None:
             raise ConfigError(
                 f"{args.compare}: cannot tell the system from the log's devices ({dev or 'none listed'}); give --system",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,26 @@ def _parse_json(text: str, *, op: CollectiveOp | str | None, source: str) -> Ncc
         source=source,
         layout="json",
     )
+
+
+#: Catalogue system an nccl-tests log most likely ran on, by a fragment of its device names
+#: (first match wins: GB200 before B200, H200 before H100).
+_SYSTEM_BY_DEVICE = (
+    ("GB200", "dgx-b200"),
+    ("B200", "dgx-b200"),
+    ("H200", "hgx-h200"),
+    ("H100", "dgx-h100"),
+    ("A100", "dgx-a100"),
+    ("V100", "dgx1-v100"),
+    ("P100", "dgx1-p100"),
+)
+
+
+def guess_system(devices: Sequence[str]) -> str | None:
+    """The catalogue system whose GPU the log's device names show, or ``None``.
+
+    >>> guess_system(["NVIDIA H100 80GB HBM3"])
+    'dgx-h100'
+    """
+    dev = " ".join(devices)
+    return next((name for frag, name in _SYSTEM_BY_DEVICE if frag in dev), None)
