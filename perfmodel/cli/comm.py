@@ -197,7 +197,7 @@ def _gbs(x: float) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from perfmodel.comm.nccl_tests import read_nccl_tests
+    from perfmodel.comm.nccl_tests import health_verdict, read_nccl_tests
 
     log = read_nccl_tests(args.compare, op=args.op if args.op != "allreduce" else None)
     op = log.op or CollectiveOp.parse(args.op)
@@ -242,6 +242,10 @@ def _compare(args: argparse.Namespace) -> int:
                     "gpus": len(group),
                     "op": op.value,
                     "skipped_lines": [s.__dict__ for s in log.skipped],
+                    "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
+                    "verdict": health_verdict(
+                        [r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]
+                    ),
                     "rows": [
                         {
                             "size_bytes": r.size_bytes,
@@ -250,6 +254,7 @@ def _compare(args: argparse.Namespace) -> int:
                             "measured_busbw_Bps": r.busbw_Bps,
                             "predicted_busbw_Bps": p.busbw_Bps,
                             "time_error_pct": t,
+                            "measured_inplace_time_s": r.inplace_time_s,
                             "algorithm": p.algorithm.value,
                             "protocol": p.protocol.value if p.protocol else None,
                         }
@@ -262,12 +267,17 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         print(f"# {args.compare}: {op.value}, {len(group)} ranks on {topo.name}{guessed}")
         print(
-            f"#{'size':>12} {'meas us':>10} {'pred us':>10} {'meas busbw':>11} {'pred busbw':>11} {'time err':>9}  algorithm"
+            "# time err = predicted / measured - 1 (out-of-place time): negative = the machine is "
+            "slower than the model expects; in-place = the log's in-place time"
+        )
+        print(
+            f"#{'size':>12} {'meas us':>10} {'in-pl us':>10} {'pred us':>10} {'meas busbw':>11} {'pred busbw':>11} {'time err':>9}  algorithm"
         )
         for r, p, _, t in rows:
             algo = p.algorithm.value + (f"/{p.protocol.value}" if p.protocol else "")
+            inpl = f"{r.inplace_time_s * 1e6:>10.1f}" if r.inplace_time_s else f"{'-':>10}"
             print(
-                f" {r.size_bytes:>12} {r.time_s * 1e6:>10.1f} {p.time_s * 1e6:>10.1f} "
+                f" {r.size_bytes:>12} {r.time_s * 1e6:>10.1f} {inpl} {p.time_s * 1e6:>10.1f} "
                 f"{_gbs(r.busbw_Bps):>11} {_gbs(p.busbw_Bps):>11} {t:>+8.1f}%  {algo}"
             )
         large = [abs(t) for r, _, _, t in rows if r.size_bytes >= 64 * units.MiB]
@@ -277,6 +287,7 @@ def _compare(args: argparse.Namespace) -> int:
             )
         for s in log.skipped:
             print(f"# skipped line {s.line}: {s.reason}: {s.text.strip()[:60]}")
+        print(health_verdict([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]))
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 
