@@ -858,11 +858,12 @@ def shm_note(topology: Topology, group: Sequence[str]) -> str | None:
     models = sorted(
         {topology.gpu_spec(g).name for g in no_p2p if not topology.gpu_spec(g).pcie_p2p}
     )
-    why = (
-        f"{', '.join(models)}: no PCIe peer-to-peer"
-        if models
-        else "peer-to-peer disabled for this system (p2p = false / --p2p off)"
-    )
+    if models:
+        why = f"{', '.join(models)}: no PCIe peer-to-peer"
+    elif no_p2p:
+        why = "peer-to-peer disabled for this system (p2p = false / --p2p off)"
+    else:
+        why = "peer-to-peer refused between some GPU pairs (nvidia-smi topo -p2p r, NCCL P2P level)"
     return (
         f"note: GPUs communicate through host memory ({why}): NCCL's SHM transport stages every "
         "GPU-to-GPU transfer in CPU memory"

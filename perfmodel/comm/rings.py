@@ -118,6 +118,11 @@ class DirectedLinks:
         self.no_p2p: frozenset[str] = frozenset(
             n for n in topology.gpus if not topology.p2p_capable(n)
         )
+        self.p2p_denied: dict[str, frozenset[str]] = {
+            n: frozenset(g.nodes[n]["p2p_denied"])
+            for n in topology.gpus
+            if g.nodes[n].get("p2p_denied")
+        }
         self._shm: dict[tuple[str, str], str | None] = {}
         self._gpu_set: frozenset[str] = frozenset(topology.gpus)
 
@@ -135,8 +140,11 @@ class DirectedLinks:
             return self._shm[key]
         cpu: str | None = None
         gpus = self._gpu_set
+        denied = src in self.no_p2p or dst in self.no_p2p
+        if not denied and src in self.p2p_denied:
+            denied = self.local_id.get(dst) in self.p2p_denied[src]
         if (
-            (src in self.no_p2p or dst in self.no_p2p)
+            denied
             and src in gpus
             and dst in gpus
             and self.server[src] == self.server[dst]

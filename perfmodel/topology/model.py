@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -140,6 +140,24 @@ class Topology:
         g = self.graph.copy()
         for n in self.gpus:
             g.nodes[n]["p2p"] = bool(enabled)
+        return dataclasses.replace(self, graph=g)
+
+    def with_p2p_denied(self, pairs: Iterable[tuple[str, str]]) -> Topology:
+        """The same system with peer-to-peer refused between GPU pairs given by local id
+        (``("gpu0", "gpu4")``), in every server: what ``nvidia-smi topo -p2p r`` reports as
+        not OK, or NCCL's P2P level rule (see :mod:`perfmodel.topology.schema`, ``p2p_denied``)."""
+        import dataclasses
+
+        g = self.graph.copy()
+        denied: dict[str, set[str]] = {}
+        for a, b in pairs:
+            denied.setdefault(str(a), set()).add(str(b))
+            denied.setdefault(str(b), set()).add(str(a))
+        for n in self.gpus:
+            extra = denied.get(str(g.nodes[n]["local_id"]))
+            if extra:
+                old = set(g.nodes[n].get("p2p_denied", ()))
+                g.nodes[n]["p2p_denied"] = tuple(sorted(old | extra))
         return dataclasses.replace(self, graph=g)
 
     def with_sharp(self, enabled: bool) -> Topology:
