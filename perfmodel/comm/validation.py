@@ -185,7 +185,12 @@ def deepbench_10gpu_server() -> Topology:
 
 @lru_cache(maxsize=32)
 def _model(
-    system: str, nodes: int, network: str | None, gpu: str | None, sharp: bool = False
+    system: str,
+    nodes: int,
+    network: str | None,
+    gpu: str | None,
+    sharp: bool = False,
+    p2p: bool | None = None,
 ) -> CommCostModel:
     if system == "deepbench-10gpu":
         topo = deepbench_10gpu_server()
@@ -193,12 +198,15 @@ def _model(
         topo = load_system(system, nodes=nodes, network=network, gpu=gpu)
     if sharp:
         topo = topo.with_sharp(True)
+    if p2p is not None:
+        topo = topo.with_p2p(p2p)
     return CommCostModel(topo)
 
 
-def compare(sc: CommScenario) -> CommComparison:
-    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm)."""
-    model = _model(sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp)
+def compare(sc: CommScenario, *, p2p: bool | None = None) -> CommComparison:
+    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm); ``p2p`` forces GPU
+    peer-to-peer on or off (a what-if for findings, never the mapping itself)."""
+    model = _model(sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p)
     group = model.topology.gpus[: sc.gpus]
     r = model.collective(sc.op, sc.message_bytes, group)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s
