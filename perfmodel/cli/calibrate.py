@@ -74,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument(
         "--op", help="collective of the logs when they do not name it (allreduce, allgather ...)"
     )
+    g.add_argument(
+        "--system",
+        help="catalogue system the logs ran on (default: guessed from their device names); the "
+        "link class is then fitted through the communication model so the profile reproduces "
+        "the log",
+    )
     p.add_argument(
         "--trace-dir",
         type=ty.output_dir("--trace-dir"),
@@ -177,20 +183,30 @@ def _import_nccl(args: argparse.Namespace) -> int:
             value=None,
             where="--link",
         )
+    from dataclasses import replace as _replace
+    from types import MappingProxyType
+
+    from perfmodel.comm.nccl_tests import guess_system
+
     measurements = []
     device = None
     for path in args.nccl_log:
         log = read_nccl_tests(path, op=args.op)  # read once: rows and device names
-        measurements += log_measurements(log, link_class=args.link, where=str(path))
+        system = getattr(args, "system", None) or guess_system(log.devices)
+        for m in log_measurements(log, link_class=args.link, where=str(path)):
+            if system:  # fit through the model of this system (round-trips the log)
+                m = _replace(m, params=MappingProxyType({**m.params, "system": system}))
+            measurements.append(m)
         device = device or (log.devices[0] if log.devices else None)
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     profile = import_into_profile(args.output, measurements, device_name=device, command=command)
     print(f"imported {len(measurements)} collective measurements into {args.output}")
     for name, fit in profile.fits.items():
         if name.startswith("link."):
-            a, b = fit.values["alpha_s"], fit.values["bandwidth_Bps"]
+            a, b = fit.values.get("alpha_s", 0.0), fit.values["bandwidth_Bps"]
             print(
-                f"  {name}: alpha {a * 1e6:.2f} ± {fit.stderr['alpha_s'] * 1e6:.2f} us, bus bandwidth "
-                f"{b / GB:.1f} ± {fit.stderr['bandwidth_Bps'] / GB:.1f} GB/s (median |err| {fit.median_abs_error:.1%})"
+                f"  {name}: alpha {a * 1e6:.2f} ± {fit.stderr.get('alpha_s', 0.0) * 1e6:.2f} us, "
+                f"bandwidth {b / GB:.1f} ± {fit.stderr['bandwidth_Bps'] / GB:.1f} GB/s "
+                f"(median |err| {fit.median_abs_error:.1%}; {fit.model.split(' (')[0]})"
             )
     return 0

@@ -171,6 +171,17 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     return d, curve
 
 
+def _print_shm_note(sc: Any, num_gpus: int) -> None:
+    """Say so when the GPUs talk through host memory (no peer-to-peer; issue 12)."""
+    from perfmodel.api import topology_of
+    from perfmodel.comm.model import shm_note
+
+    topo = topology_of(sc)
+    note = shm_note(topo, topo.gpus[:num_gpus])
+    if note:
+        print(note)
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario, predict, predict_curve
     from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
@@ -220,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}")
             for src in recipe.sources:
                 print(f"  source: {src}")
+        _print_shm_note(sc, report.num_gpus)
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0

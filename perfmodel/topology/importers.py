@@ -18,6 +18,7 @@ Every assumption an importer makes is listed in ``Topology.meta["assumptions"]``
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -720,7 +721,81 @@ def from_nccl_xml(
         gpu=spec.name,
         source=source,
     )
-    return _finish(desc, _fabric(network, nic_count, source), assumptions)
+    topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
+    denied = nccl_p2p_denied(topo, cpus[0].get("arch", ""), cpus[0].get("vendor", ""))
+    if denied:
+        topo.meta["assumptions"] = (
+            *topo.meta.get("assumptions", ()),
+            f"{len(denied)} GPU pair(s) without peer-to-peer: NCCL's P2P level for a "
+            f"{cpus[0].get('vendor', '')} {cpus[0].get('arch', '')} host stops at PCIe switches",
+        )
+        topo = topo.with_p2p_denied(denied)
+    return topo
+
+
+def nccl_p2p_denied(topo: Topology, arch: str, vendor: str) -> list[tuple[str, str]]:
+    """GPU pairs (local ids, first server) that NCCL will not connect peer-to-peer.
+
+    NCCL's ``ncclTopoCheckP2p`` (``src/graph/paths.cc``, NCCL 2.19+) uses P2P up to
+    ``PATH_PXB`` (through PCIe switches only) on Intel x86 and ARM hosts and up to ``PATH_SYS``
+    elsewhere (AMD): on Intel and ARM, two GPUs whose PCIe path crosses a CPU and that share no
+    NVLink use the SHM transport through host memory.
+    """
+    from perfmodel.topology.routing import route
+
+    arch_l, vendor_l = arch.lower(), vendor.lower()
+    intel = arch_l in ("x86_64", "x86") and "intel" in vendor_l
+    arm = arch_l in ("arm64", "aarch64", "arm")
+    if not (intel or arm):
+        return []
+    g = topo.graph
+    gpus = [n for n in topo.gpus if topo.server_of(n) == topo.server_of(topo.gpus[0])]
+    out = []
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1 :]:
+            path = route(topo, a, b)
+            fams = {g.edges[u, v]["family"] for u, v in itertools.pairwise(path)}
+            if fams <= {LinkFamily.NVLINK, LinkFamily.NVSWITCH}:
+                continue
+            if any(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]):
+                out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
+    return out
+
+
+_P2P_OK = {"X", "OK"}
+
+
+def parse_p2p_status(
+    text: str, *, source: str = "<nvidia-smi topo -p2p r>"
+) -> list[tuple[str, str]]:
+    """GPU pairs (``("gpu0", "gpu4")``) that ``nvidia-smi topo -p2p r`` (or ``w``) reports as
+    not OK (``CNS`` chipset, ``GNS`` GPU, ``TNS`` topology, ``NS`` not supported, ``U``).
+
+    >>> parse_p2p_status(chr(10).join(["  GPU0 GPU1", "GPU0 X CNS", "GPU1 CNS X"]))
+    [('gpu0', 'gpu1')]
+    """
+    header: list[str] | None = None
+    out: set[tuple[str, str]] = set()
+    for ln in text.splitlines():
+        toks = ln.split()
+        if not toks:
+            continue
+        if header is None and all(re.fullmatch(r"GPU\d+", t) for t in toks):
+            header = toks
+            continue
+        if header and re.fullmatch(r"GPU\d+", toks[0]) and len(toks) >= len(header) + 1:
+            a = f"gpu{toks[0][3:]}"
+            for name, status in zip(header, toks[1:]):
+                b = f"gpu{name[3:]}"
+                if a != b and status.upper() not in _P2P_OK:
+                    out.add((min(a, b), max(a, b)))
+    if header is None:
+        raise ParseError(
+            f"{source}: no GPU header line (expected nvidia-smi topo -p2p r output)",
+            value=None,
+            where=source,
+        )
+    return sorted(out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,9 +50,18 @@ from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.model import FabricSpec
 from perfmodel.topology.schema import NodeKind
 
-_SYSTEM_KEYS = {"name", "description", "sources", "gpu", "gpu_selectable", "fabric", "notes"}
-_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail"}
+_SYSTEM_KEYS = {
+    "name",
+    "description",
+    "sources",
+    "gpu",
+    "gpu_selectable",
+    "fabric",
+    "notes",
+    "p2p",
+}
+_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
+_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p"}
 _LINK_KEYS = {
     "a",
     "b",
@@ -75,6 +84,7 @@ class NodeSpec:
     model: str = ""
     label: str = ""
     rail: int | None = None
+    p2p: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +184,21 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
         ),
         oversubscription=over,
         leaf_radix=radix,
+        sharp=bool(_flag(table, "sharp", where)),
     )
+
+
+def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:
+    """An optional boolean key of a table (``p2p``: GPU peer-to-peer over PCIe allowed;
+    ``sharp``: in-network reduction), or ``None`` when absent."""
+    if key not in table:
+        return None
+    val = table[key]
+    if not isinstance(val, bool):
+        raise TopologyError(
+            f"{where}: {key} must be true or false, got {val!r}", value=val, where=where
+        )
+    return val
 
 
 def parse_server(
@@ -198,6 +222,7 @@ def parse_server(
     fabric = (
         parse_fabric(system["fabric"], f"{source}: [system.fabric]") if "fabric" in system else None
     )
+    server_p2p = _flag(system, "p2p", f"{source}: [system]")
 
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
@@ -238,6 +263,7 @@ def parse_server(
                 model=model,
                 label=str(entry.get("label", "")),
                 rail=entry.get("rail"),
+                p2p=_flag(entry, "p2p", where) if "p2p" in entry else server_p2p,
             )
         )
     if not any(n.kind is NodeKind.GPU for n in nodes):
