@@ -26,6 +26,7 @@ from perfmodel._enum import parse_enum
 from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
+from perfmodel.host.input_pipeline import InputPipeline, check_single_node, input_pipeline
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
@@ -65,7 +66,10 @@ class Scenario:
     preset), ``hybrid`` (``one-weird-trick``), ``sync_period`` (local SGD), ``ps_host`` and
     ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first),
     ``memory_format`` (``nchw``/``nhwc`` convolution layout; ``None`` takes the software preset's
-    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`).
+    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`),
+    ``dataset`` (``imagenet-jpeg``, ``cifar-memory``; ``None`` or ``synthetic``: no input pipeline),
+    ``data_loader`` and ``data_loader_workers`` (the input pipeline's library and workers per
+    pipeline; ``None``: the preset's framework loop, :mod:`perfmodel.host.input_pipeline`).
 
     ``batch_per_gpu`` is the batch of one data-parallel replica (for Crossbow: of one learner);
     ``global_batch`` is split over the replicas.
@@ -108,6 +112,9 @@ class Scenario:
     ps_shards: int = 1
     placement: str = "tp,pp,dp"
     memory_format: str | None = None
+    dataset: str | None = None
+    data_loader: str | None = None
+    data_loader_workers: int | None = None
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -442,6 +449,7 @@ def resolve(sc: Scenario) -> Resolved:
             where="gpus",
         )
     preset = get_preset(sc.software)
+    check_single_node(preset.name, n, topo.gpus_per_node)
     tp = _pos_int(sc.tp, "tp")
     pp = _pos_int(sc.pp, "pp")
     hybrid = Hybrid.parse(sc.hybrid)
@@ -626,6 +634,10 @@ def predict(
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:
         raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
+    notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
+    if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
+        notes = (*notes, feed.describe(T))
+        T = feed.step_time(T)
     samples = step.samples_per_step
     thr = samples / T
     bd = breakdown(timeline, period_s=T)
@@ -661,8 +673,38 @@ def predict(
         plan=plan_d,
         scenario=sc.to_dict(),
         staleness=dict(step.staleness),
-        notes=step.graph.notes,
+        notes=notes,
         timeline=timeline,
+    )
+
+
+def _input_pipeline(
+    sc: Scenario, r: Resolved, step: LoweredStep, costs: SystemCosts
+) -> InputPipeline | None:
+    """The scenario's input pipeline (:mod:`perfmodel.host.input_pipeline`); ``None`` when the
+    data are synthetic (``dataset`` unset or ``synthetic``)."""
+    if sc.dataset is None:
+        return None
+    workers = sc.data_loader_workers
+    if workers is not None:
+        try:
+            workers = int(workers)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"data_loader_workers must be an integer, got {workers!r}",
+                value=workers,
+                where="data_loader_workers",
+            ) from exc
+    return input_pipeline(
+        dataset=sc.dataset,
+        preset=r.preset.name,
+        topology=r.topology,
+        gpus=r.topology.gpus[: r.num_gpus],
+        replicas=r.plan.dp,
+        samples_per_step=step.samples_per_step,
+        costs=costs,
+        loader=sc.data_loader,
+        workers=workers,
     )
 
 

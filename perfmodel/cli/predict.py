@@ -59,6 +59,21 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
     p.add_argument("--dataset-size", type=int, help="samples per epoch (gives epoch_time_s)")
+    p.add_argument(
+        "--dataset",
+        choices=["imagenet-jpeg", "cifar-memory", "synthetic"],
+        help="what the input pipeline loads (default synthetic: no host work); docs/host.md",
+    )
+    p.add_argument(
+        "--data-loader",
+        choices=["pytorch", "tf-data", "keras", "dali"],
+        help="loading library (default: the software preset's framework loader); docs/host.md",
+    )
+    p.add_argument(
+        "--data-loader-workers",
+        type=int,
+        help="loader workers per pipeline (PyTorch num_workers; 0 = load in the training process)",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument("--trace", help="write a Chrome/Perfetto trace JSON of the step")
@@ -83,6 +98,9 @@ _FLAG_KEYS = (
     "memory_format",
     "learners_per_gpu",
     "dataset_size",
+    "dataset",
+    "data_loader",
+    "data_loader_workers",
     "calibration",
     "fidelity",
 )
@@ -180,6 +198,9 @@ def run(args: argparse.Namespace) -> int:
             f"{report.plan.get('memory_format', 'nhwc')} convolutions"
         )
         print(report.format_table())
+        for note in report.notes:
+            if note.startswith("input pipeline"):
+                print(note)
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0
