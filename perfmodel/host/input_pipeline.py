@@ -108,18 +108,21 @@ IMAGENET_JPEG_CPU_S = 13.2 / 2940.0
 
 #: CIFAR-10 from in-memory uint8 arrays: pad-4 random crop + horizontal flip + normalise to float32,
 #: CPU seconds per sample on one core, per library. Measured with :func:`measure_input_costs`
-#: (the routine of ``perfmodel calibrate --device cpu --only input``) on the project's reference
-#: container (AMD EPYC, Pillow 13.0, NumPy 2, SciPy 1.1x; 2026-11-23), median of repeated
-#: 512-sample runs, rounded: torchvision's per-sample PIL path (``Image.fromarray``, ``pad``,
-#: ``crop``, ``transpose``, ``ToTensor``, ``Normalize``) 140 us; Keras ``ImageDataGenerator``
+#: (the routine of ``perfmodel calibrate --device cpu --only input``; thread CPU time, so other
+#: processes on the core do not count) on the project's reference container (AMD EPYC Zen 4 at
+#: 2.6 GHz, Pillow 13.0, NumPy 2.4, SciPy 1.17; 2026-11-23): median of five runs of nine
+#: 512-sample batches each, rounded. torchvision's per-sample PIL path (``Image.fromarray``, pad,
+#: crop, flip, ``ToTensor``, ``Normalize``) 64 us (runs: 49-90 us); Keras ``ImageDataGenerator``
 #: (``width/height_shift_range=0.1``, ``horizontal_flip``: one ``scipy.ndimage.affine_transform``
-#: per channel, as keras_preprocessing ``apply_affine_transform``) 260 us; tf.data's per-element
-#: crop/flip/normalise taken at the NumPy per-sample cost (110 us), an upper bound for TensorFlow's
-#: C++ kernels. These are measurements on one machine, not fits to any validation row.
+#: per channel, as keras_preprocessing ``apply_affine_transform``) 116 us (115-222 us); tf.data's
+#: crop/flip/normalise taken at the NumPy per-sample cost 62 us (48-79 us), an upper bound for
+#: TensorFlow's C++ kernels. The same runs give 2.99 ms (2.75-3.61 ms) for the ImageNet JPEG path
+#: on this 2022 core, consistent with :data:`IMAGENET_JPEG_CPU_S` on a 2017 one. Measurements on
+#: one machine, not fits to any validation row.
 CIFAR_CPU_S = {
-    LoaderKind.PYTORCH: 140 * units.us,
-    LoaderKind.TF_DATA: 110 * units.us,
-    LoaderKind.KERAS: 260 * units.us,
+    LoaderKind.PYTORCH: 64 * units.us,
+    LoaderKind.TF_DATA: 62 * units.us,
+    LoaderKind.KERAS: 116 * units.us,
     LoaderKind.DALI: 0.0,
 }
 
@@ -188,7 +191,8 @@ class FrameworkLoop:
         The loading library (decides the per-sample cost).
     workers
         Loader processes or threads per pipeline; ``None``: as many as the cores allow
-        (tf.data ``AUTOTUNE``).
+        (tf.data ``AUTOTUNE``). Keras generator workers are threads (``use_multiprocessing=False``,
+        the default) whose per-sample Python holds the GIL: one core whatever their number.
     scope
         One pipeline per training process or one per server for all replicas.
     prefetch
@@ -553,6 +557,8 @@ def input_pipeline(
         w = int(avail)
     elif w == 0:  # PyTorch num_workers=0: the training process loads, nothing runs ahead
         par, overlapped = 1.0, False
+    elif lib is LoaderKind.KERAS:  # worker threads (use_multiprocessing=False) share the GIL
+        par = 1.0
     else:
         par = min(float(w), avail)
     prep = samples * cost / par
