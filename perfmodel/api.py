@@ -532,7 +532,8 @@ def resolve(sc: Scenario) -> Resolved:
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = system_costs(r.topology, r.precision, sc.calibration, r.preset, r.memory_format)
+    calib = None if _host_only_profile(sc.calibration) else sc.calibration
+    costs = system_costs(r.topology, r.precision, calib, r.preset, r.memory_format)
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -678,6 +679,16 @@ def predict(
     )
 
 
+def _host_only_profile(path: str | None) -> bool:
+    """A ``calibrate --only input`` profile: the host loader's costs only, for any system."""
+    if not path:
+        return False
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.host.measure import input_only
+
+    return input_only(read_profile(str(path)).measurements)
+
+
 def _input_pipeline(
     sc: Scenario, r: Resolved, step: LoweredStep, costs: SystemCosts
 ) -> InputPipeline | None:
@@ -695,6 +706,12 @@ def _input_pipeline(
                 value=workers,
                 where="data_loader_workers",
             ) from exc
+    measured = None
+    if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
+        from perfmodel.calibration.profile import read_profile
+        from perfmodel.host.measure import input_costs_of
+
+        measured = input_costs_of(read_profile(str(sc.calibration)).measurements)
     return input_pipeline(
         dataset=sc.dataset,
         preset=r.preset.name,
@@ -705,6 +722,7 @@ def _input_pipeline(
         costs=costs,
         loader=sc.data_loader,
         workers=workers,
+        cpu_s_per_sample=measured,
     )
 
 

@@ -2,7 +2,7 @@
 
 :mod:`perfmodel.host.input_pipeline` models reading, decoding and augmenting samples on the CPU
 (or on the GPU with DALI), the loader's parallelism per framework, the host-to-device copies and
-their overlap with the GPU step; :func:`~perfmodel.host.input_pipeline.measure_input_costs` times
+their overlap with the GPU step; :func:`~perfmodel.host.measure.measure_input_costs` times
 the per-sample costs on this machine (``perfmodel calibrate --device cpu --only input``).
 """
 

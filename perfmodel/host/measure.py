@@ -27,7 +27,8 @@ from __future__ import annotations
 import io
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,8 @@ _MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 _STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
-def _median_per_sample(fn: Callable[[int], object], n: int, repeats: int) -> float:
+def _per_sample(fn: Callable[[int], object], n: int, repeats: int) -> list[float]:
+    """CPU seconds per sample of ``repeats`` batches of ``n`` calls (after one warm-up call)."""
     fn(0)  # warm-up (imports, caches)
     out = []
     for _ in range(repeats):
@@ -46,7 +48,7 @@ def _median_per_sample(fn: Callable[[int], object], n: int, repeats: int) -> flo
         for k in range(n):
             fn(k)
         out.append((time.thread_time() - t0) / n)
-    return float(statistics.median(out))
+    return out
 
 
 def _jpeg_bytes(rng: np.random.Generator) -> bytes:
@@ -63,7 +65,19 @@ def _jpeg_bytes(rng: np.random.Generator) -> bytes:
 def measure_input_costs(
     *, samples: int = 64, repeats: int = 5, seed: int = 0
 ) -> dict[tuple[DatasetKind, LoaderKind], float]:
-    """CPU seconds per sample of each (data set, loader) path this machine can run.
+    """CPU seconds per sample of each (data set, loader) path: the median of
+    :func:`measure_input_timings`."""
+    return {
+        k: float(statistics.median(v))
+        for k, v in measure_input_timings(samples=samples, repeats=repeats, seed=seed).items()
+    }
+
+
+def measure_input_timings(
+    *, samples: int = 64, repeats: int = 5, seed: int = 0
+) -> dict[tuple[DatasetKind, LoaderKind], list[float]]:
+    """CPU seconds per sample of each (data set, loader) path this machine can run, one value
+    per timed batch.
 
     Parameters
     ----------
@@ -139,20 +153,42 @@ def measure_input_costs(
         )
         return out[:, ::-1] if rng.random() < 0.5 else out
 
-    jpeg = _median_per_sample(imagenet_pil, samples, repeats)
+    jpeg = _per_sample(imagenet_pil, samples, repeats)
     return {
         (DatasetKind.IMAGENET_JPEG, LoaderKind.PYTORCH): jpeg,
         (DatasetKind.IMAGENET_JPEG, LoaderKind.KERAS): jpeg,
-        (DatasetKind.CIFAR_MEMORY, LoaderKind.PYTORCH): _median_per_sample(
+        (DatasetKind.CIFAR_MEMORY, LoaderKind.PYTORCH): _per_sample(
             cifar_pil, 8 * samples, repeats
         ),
-        (DatasetKind.CIFAR_MEMORY, LoaderKind.TF_DATA): _median_per_sample(
+        (DatasetKind.CIFAR_MEMORY, LoaderKind.TF_DATA): _per_sample(
             cifar_numpy, 8 * samples, repeats
         ),
-        (DatasetKind.CIFAR_MEMORY, LoaderKind.KERAS): _median_per_sample(
+        (DatasetKind.CIFAR_MEMORY, LoaderKind.KERAS): _per_sample(
             cifar_keras, 8 * samples, repeats
         ),
     }
 
 
-__all__ = ["measure_input_costs"]
+def input_only(measurements: Iterable[Any]) -> bool:
+    """True when every measurement is an ``input`` one (``calibrate --only input``): such a
+    profile describes the host's loader, not the GPU, and fits any system."""
+    kinds = {getattr(m.kind, "value", m.kind) for m in measurements}
+    return kinds == {"input"}
+
+
+def input_costs_of(measurements: Iterable[Any]) -> dict[tuple[DatasetKind, LoaderKind], float]:
+    """Per-sample costs from a calibration profile's ``input`` measurements (median, seconds).
+
+    Measurements of other kinds are ignored; a profile without any gives ``{}`` (the defaults
+    of :data:`~perfmodel.host.input_pipeline.DATASETS` apply).
+    """
+    out: dict[tuple[DatasetKind, LoaderKind], float] = {}
+    for m in measurements:
+        if getattr(m.kind, "value", m.kind) != "input":
+            continue
+        key = (DatasetKind(m.params["dataset"]), LoaderKind(m.params["loader"]))
+        out[key] = float(m.timing.median_s)
+    return out
+
+
+__all__ = ["input_costs_of", "input_only", "measure_input_costs", "measure_input_timings"]
