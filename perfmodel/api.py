@@ -696,16 +696,6 @@ def _input_pipeline(
     data are synthetic (``dataset`` unset or ``synthetic``)."""
     if sc.dataset is None:
         return None
-    workers = sc.data_loader_workers
-    if workers is not None:
-        try:
-            workers = int(workers)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"data_loader_workers must be an integer, got {workers!r}",
-                value=workers,
-                where="data_loader_workers",
-            ) from exc
     measured = None
     if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
         from perfmodel.calibration.profile import read_profile
@@ -721,7 +711,7 @@ def _input_pipeline(
         samples_per_step=step.samples_per_step,
         costs=costs,
         loader=sc.data_loader,
-        workers=workers,
+        workers=sc.data_loader_workers,
         cpu_s_per_sample=measured,
     )
 

@@ -478,6 +478,23 @@ def _server_cores(topology: Any, server: int) -> int:
     return total
 
 
+def _non_negative_int(value: object, *, where: str) -> int:
+    """``value`` as an int >= 0 (a bool, a fraction or text that is not a whole number raises).
+
+    >>> _non_negative_int("4", where="w"), _non_negative_int(0, where="w")
+    (4, 0)
+    """
+    try:
+        out = int(str(value)) if not isinstance(value, bool) else -1
+    except ValueError:
+        out = -1
+    if out < 0:
+        raise ConfigError(
+            f"data loader workers must be an integer >= 0, got {value!r}", value=value, where=where
+        )
+    return out
+
+
 def input_pipeline(
     *,
     dataset: DatasetKind | str | None,
@@ -526,12 +543,8 @@ def input_pipeline(
         return None
     loop = framework_loop(preset)
     lib = loop.loader if loader is None else parse_loader(loader)
-    if workers is not None and (isinstance(workers, bool) or int(workers) < 0):
-        raise ConfigError(
-            f"data loader workers must be >= 0, got {workers!r}",
-            value=workers,
-            where="--data-loader-workers",
-        )
+    if workers is not None:
+        workers = _non_negative_int(workers, where="data_loader_workers")
     spec = DATASETS[kind]
     cost = spec.cpu_s_per_sample[lib]
     if cpu_s_per_sample and (kind, lib) in cpu_s_per_sample:
@@ -547,7 +560,7 @@ def input_pipeline(
     pipelines = per_server * servers
     samples = samples_per_step / pipelines
     avail = max(1.0, (cores - per_server) / per_server)
-    w = loop.workers if workers is None else int(workers)
+    w = loop.workers if workers is None else workers
     overlapped = loop.prefetch
     if lib is LoaderKind.DALI:
         par = 1.0
