@@ -679,14 +679,20 @@ def predict(
     )
 
 
+@lru_cache(maxsize=16)
+def _host_profile(path: str, _stamp: int | None) -> tuple[bool, Mapping[Any, float]]:
+    """``(input only, per-sample costs)`` of a calibration profile's ``input`` measurements
+    (``calibrate --only input``); cached per (path, :func:`_file_stamp`)."""
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.host.measure import input_costs_of, input_only
+
+    ms = read_profile(path).measurements
+    return input_only(ms), input_costs_of(ms)
+
+
 def _host_only_profile(path: str | None) -> bool:
     """A ``calibrate --only input`` profile: the host loader's costs only, for any system."""
-    if not path:
-        return False
-    from perfmodel.calibration.profile import read_profile
-    from perfmodel.host.measure import input_only
-
-    return input_only(read_profile(str(path)).measurements)
+    return bool(path) and _host_profile(str(path), _file_stamp(str(path)))[0]
 
 
 def _input_pipeline(
@@ -698,10 +704,7 @@ def _input_pipeline(
         return None
     measured = None
     if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
-        from perfmodel.calibration.profile import read_profile
-        from perfmodel.host.measure import input_costs_of
-
-        measured = input_costs_of(read_profile(str(sc.calibration)).measurements)
+        measured = _host_profile(str(sc.calibration), _file_stamp(str(sc.calibration)))[1]
     return input_pipeline(
         dataset=sc.dataset,
         preset=r.preset.name,
