@@ -440,13 +440,18 @@ class InputPipeline:
     def describe(self, gpu_step_s: float) -> str:
         """One line for reports: the pipeline's rate, the GPU step and the verdict."""
         step = self.step_time(gpu_step_s)
-        workers = "in the training process" if self.workers == 0 else f"{self.workers} workers"
-        rate = self.samples_per_pipeline / self.prep_s if self.prep_s > 0 else math.inf
+        if self.prep_s > 0:
+            workers = "in the training process" if self.workers == 0 else f"{self.workers} workers"
+            cpu = (
+                f"{workers} x {self.pipelines_per_server} pipeline(s) per server on "
+                f"{self.server_cores} cores ({self.parallelism:.3g} cores each, "
+                f"{self.cpu_s_per_sample * 1e3:.3g} ms/sample/core): prep {self.prep_s * 1e3:.2f} ms "
+                f"({self.samples_per_pipeline / self.prep_s:.0f} samples/s per pipeline)"
+            )
+        else:
+            cpu = "no CPU work per sample (decoded and augmented on the GPU)"
         head = (
-            f"input pipeline: {self.dataset.value} via {self.loader.value}, {workers} x "
-            f"{self.pipelines_per_server} pipeline(s) per server on {self.server_cores} cores "
-            f"({self.parallelism:.3g} cores each, {self.cpu_s_per_sample * 1e3:.3g} ms/sample/core): "
-            f"prep {self.prep_s * 1e3:.2f} ms ({rate:.0f} samples/s per pipeline), copy "
+            f"input pipeline: {self.dataset.value} via {self.loader.value}, {cpu}, copy "
             f"{self.copy_s * 1e3:.2f} ms {'pinned' if self.pinned else 'pageable'}, "
             f"{'prefetched' if self.overlapped else 'synchronous'}; GPU step {gpu_step_s * 1e3:.2f} ms"
         )
