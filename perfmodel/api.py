@@ -27,6 +27,7 @@ from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
 from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
+from perfmodel.host.input_pipeline import InputPipeline, check_single_node, input_pipeline
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
@@ -69,7 +70,10 @@ class Scenario:
     preset), ``hybrid`` (``one-weird-trick``), ``sync_period`` (local SGD), ``ps_host`` and
     ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first),
     ``memory_format`` (``nchw``/``nhwc`` convolution layout; ``None`` takes the software preset's
-    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`).
+    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`),
+    ``dataset`` (``imagenet-jpeg``, ``cifar-memory``; ``None`` or ``synthetic``: no input pipeline),
+    ``data_loader`` and ``data_loader_workers`` (the input pipeline's library and workers per
+    pipeline; ``None``: the preset's framework loop, :mod:`perfmodel.host.input_pipeline`).
 
     ``batch_per_gpu`` is the batch of one data-parallel replica (for Crossbow: of one learner);
     ``global_batch`` is split over the replicas.
@@ -113,6 +117,9 @@ class Scenario:
     placement: str = "tp,pp,dp"
     memory_format: str | None = None
     hsdp: int | None = None
+    dataset: str | None = None
+    data_loader: str | None = None
+    data_loader_workers: int | None = None
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -498,6 +505,7 @@ def resolve(sc: Scenario) -> Resolved:
             where="gpus",
         )
     preset = get_preset(sc.software)
+    check_single_node(preset.name, n, topo.gpus_per_node)
     tp = _pos_int(sc.tp, "tp")
     pp = _pos_int(sc.pp, "pp")
     hybrid = Hybrid.parse(sc.hybrid)
@@ -586,9 +594,8 @@ def resolve(sc: Scenario) -> Resolved:
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = system_costs(
-        r.topology, r.precision, sc.calibration, r.preset, r.memory_format, r.recipe
-    )
+    calib = None if _host_only_profile(sc.calibration) else sc.calibration
+    costs = system_costs(r.topology, r.precision, calib, r.preset, r.memory_format, r.recipe)
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -747,6 +754,10 @@ def predict(
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:
         raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
+    notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
+    if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
+        notes = (*notes, feed.describe(T))
+        T = feed.step_time(T)
     samples = step.samples_per_step
     thr = samples / T
     bd = breakdown(timeline, period_s=T)
@@ -791,10 +802,50 @@ def predict(
         plan=plan_d,
         scenario=sc.to_dict(),
         staleness=dict(step.staleness),
-        notes=step.graph.notes,
+        notes=notes,
         timeline=timeline,
         baseline_gpus=base_gpus,
         defaults=tuple(defaults),
+    )
+
+
+@lru_cache(maxsize=16)
+def _host_profile(path: str, _stamp: int | None) -> tuple[bool, Mapping[Any, float]]:
+    """``(input only, per-sample costs)`` of a calibration profile's ``input`` measurements
+    (``calibrate --only input``); cached per (path, :func:`_file_stamp`)."""
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.host.measure import input_costs_of, input_only
+
+    ms = read_profile(path).measurements
+    return input_only(ms), input_costs_of(ms)
+
+
+def _host_only_profile(path: str | None) -> bool:
+    """A ``calibrate --only input`` profile: the host loader's costs only, for any system."""
+    return bool(path) and _host_profile(str(path), _file_stamp(str(path)))[0]
+
+
+def _input_pipeline(
+    sc: Scenario, r: Resolved, step: LoweredStep, costs: SystemCosts
+) -> InputPipeline | None:
+    """The scenario's input pipeline (:mod:`perfmodel.host.input_pipeline`); ``None`` when the
+    data are synthetic (``dataset`` unset or ``synthetic``)."""
+    if sc.dataset is None:
+        return None
+    measured = None
+    if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
+        measured = _host_profile(str(sc.calibration), _file_stamp(str(sc.calibration)))[1]
+    return input_pipeline(
+        dataset=sc.dataset,
+        preset=r.preset.name,
+        topology=r.topology,
+        gpus=r.topology.gpus[: r.num_gpus],
+        replicas=r.plan.dp,
+        samples_per_step=step.samples_per_step,
+        costs=costs,
+        loader=sc.data_loader,
+        workers=sc.data_loader_workers,
+        cpu_s_per_sample=measured,
     )
 
 

@@ -168,6 +168,7 @@ class Backend:
         "streams",
         "collectives",
         "steps",
+        "input",
     )
 
     def device_info(self) -> DeviceInfo:
@@ -252,7 +253,7 @@ class NumpyBackend(Backend):
     name = "numpy"
     device_kind = DeviceKind.CPU
     gemm_dtypes = (DType.FP32,)  # the training precision on a CPU; fp64 via gemm_dtypes=
-    groups = ("launch", "memory", "gemm", "steps")  # no conv library, no device, no streams
+    groups = ("launch", "memory", "gemm", "steps", "input")  # no conv library, device, streams
 
     def __init__(self, seed: int = 0, clock: str = "wall") -> None:
         self._rng = np.random.default_rng(seed)
@@ -393,7 +394,7 @@ class TorchBackend(Backend):
             self.props = None
             self.cache_bytes = _last_level_cache_bytes()
             self.gemm_dtypes = (DType.FP32, DType.BF16)
-            self.groups = ("launch", "memory", "gemm", "conv", "steps")
+            self.groups = ("launch", "memory", "gemm", "conv", "steps", "input")
 
     # -- device description ---------------------------------------------------------------------
     def device_info(self) -> DeviceInfo:

@@ -47,6 +47,7 @@ class BenchKind(str, enum.Enum):
     STEP = "step"  # one whole training step; params: model, batch_size, precision
     STEP_LAYER = "step_layer"  # one layer of a training step; params: model, layer, phase
     COLLECTIVE = "collective"  # a collective; params: op, nbytes, ranks
+    INPUT = "input"  # input-pipeline prep of one sample on the host CPU; params: dataset, loader
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,21 @@ def register(subparsers: Any) -> None:
         type=ty.positive_int("--dataset-size"),
         help="samples per epoch (gives epoch_time_s)",
     )
+    p.add_argument(
+        "--dataset",
+        choices=["imagenet-jpeg", "cifar-memory", "synthetic"],
+        help="what the input pipeline loads (default synthetic: no host work); docs/host.md",
+    )
+    p.add_argument(
+        "--data-loader",
+        choices=["pytorch", "tf-data", "keras", "dali"],
+        help="loading library (default: the software preset's framework loader); docs/host.md",
+    )
+    p.add_argument(
+        "--data-loader-workers",
+        type=ty.nonneg_int("--data-loader-workers"),
+        help="loader workers per pipeline (PyTorch num_workers; 0 = load in the training process)",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument(
@@ -112,6 +127,9 @@ _FLAG_KEYS = (
     "memory_format",
     "learners_per_gpu",
     "dataset_size",
+    "dataset",
+    "data_loader",
+    "data_loader_workers",
     "calibration",
     "fidelity",
 )
@@ -232,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
             for src in recipe.sources:
                 print(f"  source: {src}")
         _print_shm_note(sc, report.num_gpus)
+        for note in report.notes:
+            if note.startswith("input pipeline"):
+                print(note)
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0
