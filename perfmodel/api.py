@@ -560,7 +560,7 @@ def _build_step(
     )
     if plan.dp_mode is DPMode.CROSSBOW:
         inp = replace(inp, plan=replace(plan, microbatch_size=batch))
-    return lower(inp, costs), costs
+    return replace(lower(inp, costs), tokens_per_sample=wl.tokens_per_sample), costs
 
 
 def _run(
@@ -663,6 +663,7 @@ def predict(
         staleness=dict(step.staleness),
         notes=step.graph.notes,
         timeline=timeline,
+        tokens_per_sample=step.tokens_per_sample,
     )
 
 

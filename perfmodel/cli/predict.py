@@ -59,6 +59,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
     p.add_argument("--dataset-size", type=int, help="samples per epoch (gives epoch_time_s)")
+    p.add_argument(
+        "--tokens",
+        type=float,
+        help="training budget in tokens (e.g. 26e9; sequence models): prints the time to train",
+    )
+    p.add_argument(
+        "--price-per-gpu-hour",
+        type=float,
+        help="price of one GPU-hour (your currency): with --tokens, prints the cost",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument("--trace", help="write a Chrome/Perfetto trace JSON of the step")
@@ -140,6 +150,29 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     return d, curve
 
 
+def header(sc: Any, report: Any) -> str:
+    """First line of a prediction: model, system, software, precision, global batch, and the
+    sequence length (sequence models) or the convolution memory format (CNNs)."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload.zoo import get_model_info
+
+    try:
+        family = get_model_info(sc.model).family
+    except PerfModelError:  # a workload of the user's own (workload_fn)
+        family = ""
+    parts = [
+        f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
+        str(sc.software),
+        str(sc.precision),
+        f"global batch {report.samples_per_step}",
+    ]
+    if report.is_sequence_model:
+        parts.append(f"sequence length {report.tokens_per_sample}")
+    if family == "cnn":
+        parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
+    return ", ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario, predict, predict_curve
     from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
@@ -167,19 +200,33 @@ def run(args: argparse.Namespace) -> int:
                 )
         return 0
     report = predict(sc)
+    budget = None
+    if args.tokens is not None:
+        from perfmodel.search.cost import Pricing
+
+        pricing = None if args.price_per_gpu_hour is None else Pricing(args.price_per_gpu_hour)
+        budget = report.token_budget(args.tokens, pricing)
+    elif args.price_per_gpu_hour is not None:
+        raise ConfigError(
+            "--price-per-gpu-hour needs --tokens (the budget it prices)",
+            value=args.price_per_gpu_hour,
+            where="--price-per-gpu-hour",
+        )
     if args.trace and report.timeline is not None:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
         plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
+        out = report.to_dict()
+        if budget is not None:
+            out["token_budget"] = budget.to_dict()
+        json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        print(
-            f"{sc.model} on {sc.system} x{sc.nodes} node(s), {sc.software}, {sc.precision}, "
-            f"{report.plan.get('memory_format', 'nhwc')} convolutions"
-        )
+        print(header(sc, report))
         print(report.format_table())
+        if budget is not None:
+            print("\n".join(budget.format_lines()))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0
