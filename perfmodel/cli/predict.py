@@ -73,6 +73,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument("--trace", help="write a Chrome/Perfetto trace JSON of the step")
     p.add_argument("--gantt", help="write a Gantt PNG of the schedule")
+    p.add_argument(
+        "--chakra",
+        metavar="DIR",
+        help="write MLCommons Chakra execution traces (ASTRA-sim's workload), DIR/perfmodel.<rank>.et "
+        "for every simulated rank",
+    )
     p.add_argument("--plot", help="with a GPU list: write the speedup curve PNG")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -216,10 +222,19 @@ def run(args: argparse.Namespace) -> int:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
         plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
+    chakra_paths = []
+    if args.chakra and report.timeline is not None:
+        from perfmodel.api import topology_of
+        from perfmodel.report.chakra import write_chakra
+
+        ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
+        chakra_paths = write_chakra(report.timeline, args.chakra, ranks=ranks)
     if args.json:
         out = report.to_dict()
         if budget is not None:
             out["token_budget"] = budget.to_dict()
+        if chakra_paths:
+            out["chakra_files"] = [str(p) for p in chakra_paths]
         json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
@@ -229,4 +244,9 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(budget.format_lines()))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+        if chakra_paths:
+            print(
+                f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
+                f"{chakra_paths[0].name} ... {chakra_paths[-1].name} (one per simulated rank)"
+            )
     return 0
