@@ -61,6 +61,16 @@ class CommPoint:
 
 
 @dataclass(frozen=True)
+class MeasuredTime:
+    """Forward and backward device time of one layer, measured on ``gpu`` (a catalogue name),
+    seconds, for one micro-batch."""
+
+    fwd_s: float
+    bwd_s: float
+    gpu: str
+
+
+@dataclass(frozen=True)
 class LayerCost:
     """Cost of one layer for one micro-batch on one rank.
 
@@ -129,6 +139,10 @@ class LayerCost:
     """Convolutions: ``(kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w)``, which
     decides the algorithms cuDNN can use (Winograd needs 3x3, stride 1, no dilation); ``None``
     when not known (a layer imported or built by hand)."""
+    measured: MeasuredTime | None = None
+    """Device time measured for this layer (imported from a trace,
+    :mod:`perfmodel.workload.chakra_import`): the compute model returns it instead of a
+    prediction, on the GPU it was measured on only."""
 
     @property
     def bwd_flop(self) -> float:
