@@ -156,9 +156,19 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     return d, curve
 
 
-def header(sc: Any, report: Any) -> str:
-    """First line of a prediction: model, system, software, precision, global batch, and the
-    sequence length (sequence models) or the convolution memory format (CNNs)."""
+def _epoch_text(seconds: float | None) -> str:
+    """``"12.345 s"`` or ``"34732 s (9 h 38 min)"`` (from a minute on); ``"-"`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.3f} s"
+    return f"{seconds:.0f} s ({units.format_duration(seconds)})"
+
+
+def header(sc: Any, report: Any, *, curve: bool = False) -> str:
+    """First line of a prediction: model, system, software, precision, batch, and the sequence
+    length (sequence models) or the convolution memory format (CNNs). A curve names the batch
+    key the scenario fixed (per GPU, or global) since the global batch changes along it."""
     from perfmodel.errors import PerfModelError
     from perfmodel.workload.zoo import get_model_info
 
@@ -170,7 +180,11 @@ def header(sc: Any, report: Any) -> str:
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
         str(sc.software),
         str(sc.precision),
-        f"global batch {report.samples_per_step}",
+        (
+            f"batch {sc.batch_per_gpu} per GPU"
+            if curve and sc.batch_per_gpu is not None
+            else f"global batch {report.samples_per_step}"
+        ),
     ]
     if report.is_sequence_model:
         parts.append(f"sequence length {report.tokens_per_sample}")
@@ -194,16 +208,23 @@ def run(args: argparse.Namespace) -> int:
             json.dump([r.to_dict() for r in reports], sys.stdout, indent=2, default=str)
             sys.stdout.write("\n")
         else:
-            print(f"{sc.model} on {sc.system}, software {sc.software}")
+            print(header(sc, reports[-1], curve=True))
+            epoch = any(r.epoch_time_s is not None for r in reports)
             print(
                 f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
+                + (f" {'epoch':>24}" if epoch else "")
             )
             for r in reports:
                 print(
                     f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
-                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
+                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
+                    + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
                 )
+        if args.plot:
+            print(
+                f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
+            )
         return 0
     report = predict(sc)
     budget = None
@@ -244,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(budget.format_lines()))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+        if args.gantt:
+            print(f"Gantt chart written to {args.gantt}")
         if chakra_paths:
             print(
                 f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
