@@ -664,6 +664,7 @@ def predict(
         notes=step.graph.notes,
         timeline=timeline,
         tokens_per_sample=step.tokens_per_sample,
+        device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
     )
 
 

@@ -176,9 +176,10 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
         family = get_model_info(sc.model).family
     except PerfModelError:  # a workload of the user's own (workload_fn)
         family = ""
+    cpu = getattr(report, "device", "GPU") == "CPU"
     parts = [
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        str(sc.software),
+        f"PyTorch on the CPU ({sc.software} preset's host costs)" if cpu else str(sc.software),
         str(sc.precision),
         (
             f"batch {sc.batch_per_gpu} per GPU"

@@ -145,6 +145,13 @@ def breakdown(
     )
 
 
+def _flops_text(flops_per_s: float) -> str:
+    """``"403.0 TFLOP/s"``, or GFLOP/s below 0.1 TFLOP/s (a CPU)."""
+    if flops_per_s >= 1e11:
+        return f"{flops_per_s / 1e12:.1f} TFLOP/s"
+    return f"{flops_per_s / 1e9:.2f} GFLOP/s"
+
+
 @dataclass(frozen=True)
 class TokenBudget:
     """Training on a token budget: whole steps, wall-clock seconds, GPU-hours and (with a price) cost.
@@ -209,6 +216,7 @@ class StepReport:
     notes: tuple[str, ...] = ()
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
     tokens_per_sample: int = 1
+    device: str = "GPU"  # what one device is, for wording: "GPU", or "CPU" (a calibrated CPU)
 
     @property
     def is_sequence_model(self) -> bool:
@@ -286,6 +294,7 @@ class StepReport:
             "iteration_time_s": self.iteration_time_s,
             "throughput_samples_per_s": self.throughput_samples_per_s,
             "epoch_time_s": self.epoch_time_s,
+            "device": self.device,
             "tokens_per_sample": self.tokens_per_sample if self.is_sequence_model else None,
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -318,8 +327,9 @@ class StepReport:
 
         b = self.breakdown
         T = self.iteration_time_s or 1.0
+        dev = self.device
         lines = [
-            f"plan            {self.plan.get('describe', '')}  on {self.num_gpus} GPU(s)  [{self.fidelity}]",
+            f"plan            {self.plan.get('describe', '')}  on {self.num_gpus} {dev}(s)  [{self.fidelity}]",
             f"iteration time  {format_time(self.iteration_time_s)}",
             f"throughput      {self.throughput_samples_per_s:,.1f} samples/s",
         ]
@@ -334,9 +344,9 @@ class StepReport:
             lines.append(f"epoch time      {format_time(e)}{human}")
         if self.speedup is not None:
             lines.append(
-                f"speedup         {self.speedup:.2f}x vs 1 GPU  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
+                f"speedup         {self.speedup:.2f}x vs 1 {dev}  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
             )
-        lines.append("breakdown (critical GPU):")
+        lines.append(f"breakdown (critical {dev}):")
         rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
         rows += [(f"exposed comm {k}", v) for k, v in sorted(b.exposed_comm_s.items())]
         rows += [("host", b.host_s), ("bubble/idle", b.bubble_s)]
@@ -345,7 +355,7 @@ class StepReport:
                 lines.append(f"  {name:<18}{format_time(v):>12}  {100 * v / T:5.1f}%")
         mem = self.memory
         lines.append(
-            f"memory per GPU  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
+            f"memory per {dev}  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
             f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
         )
         lines.append(
@@ -355,8 +365,13 @@ class StepReport:
             )
         )
         lines.append(
-            f"model FLOP/s/GPU {self.model_flops_per_gpu_per_s / 1e12:.1f} TFLOP/s  (MFU {100 * self.mfu:.1f}%)"
+            f"model FLOP/s/{dev} {_flops_text(self.model_flops_per_gpu_per_s)}  (MFU {100 * self.mfu:.1f}%)"
         )
+        if dev == "CPU":
+            lines.append(
+                "  (the memory model counts a GPU's CUDA context and library workspace, which a "
+                "CPU run does not have)"
+            )
         if self.staleness:
             lines.append(
                 "staleness       "
