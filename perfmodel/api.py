@@ -632,7 +632,7 @@ def _build_step(
     )
     if plan.dp_mode is DPMode.CROSSBOW:
         inp = replace(inp, plan=replace(plan, microbatch_size=batch))
-    return lower(inp, costs), costs
+    return replace(lower(inp, costs), tokens_per_sample=wl.tokens_per_sample), costs
 
 
 def _run(
@@ -806,6 +806,8 @@ def predict(
         timeline=timeline,
         baseline_gpus=base_gpus,
         defaults=tuple(defaults),
+        tokens_per_sample=step.tokens_per_sample,
+        device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
     )
 
 

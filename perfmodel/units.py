@@ -13,6 +13,7 @@ the edges (file loading, the CLI, reports). Decimal prefixes (``GB``) and binary
 
 from __future__ import annotations
 
+import math
 import re
 
 from perfmodel.errors import ConfigError
@@ -40,6 +41,7 @@ us = 1e-6
 ns = 1e-9
 minute = 60.0
 hour = 3600.0
+day = 86400.0
 # rates
 GHz = 1e9
 MHz = 1e6
@@ -155,3 +157,34 @@ def format_time(seconds: float) -> str:
     if abs(t) >= 1e-3:
         return f"{t * 1e3:.2f} ms"
     return f"{t * 1e6:.2f} us"
+
+
+def format_duration(seconds: float) -> str:
+    """A long duration in the units people plan with (reports only, next to the seconds).
+
+    Two units, the second rounded down: days and hours from one day, hours and minutes from one
+    hour, minutes and seconds from one minute; below a minute, seconds with one decimal.
+
+    >>> format_duration(34732.214)
+    '9 h 38 min'
+    >>> format_duration(3 * day + 5 * hour + 59 * minute)
+    '3 d 5 h'
+    >>> format_duration(75.0)
+    '1 min 15 s'
+    >>> format_duration(12.34)
+    '12.3 s'
+    """
+    t = float(seconds)
+    if not math.isfinite(t):
+        return str(t)
+    sign, t = ("-" if t < 0 else ""), abs(t)
+    for big, big_name, small, small_name in (
+        (day, "d", hour, "h"),
+        (hour, "h", minute, "min"),
+        (minute, "min", 1.0, "s"),
+    ):
+        if t >= big:
+            whole = int(t // big)
+            rest = int((t - whole * big) // small)
+            return f"{sign}{whole} {big_name} {rest} {small_name}"
+    return f"{sign}{t:.1f} s"

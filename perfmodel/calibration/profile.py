@@ -576,7 +576,10 @@ def load_profile(
             )
             if not allow_other_device:
                 raise CalibrationError(
-                    msg + "; pass allow_other_device=True to use it anyway",
+                    msg + "; on the command line, predict the profiled device itself with "
+                    "`--system calibrated --calibration FILE`, or run `perfmodel calibrate` on "
+                    f"the {wanted}; from Python, load_profile(..., allow_other_device=True) "
+                    "uses it anyway",
                     value=have,
                     where=str(path),
                 )

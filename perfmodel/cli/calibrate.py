@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import DURATION_HELP, parse_budget
@@ -149,14 +150,29 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"wrote {args.output}: {len(profile.measurements)} measurements on {profile.device.name}")
     for name, fit in profile.fits.items():
-        vals = ", ".join(
-            f"{k}={_human(k, v)} ± {_human(k, fit.stderr.get(k, float('nan')))}"
-            for k, v in fit.values.items()
-        )
-        print(f"  {name:<24} {vals}  (n={fit.n_points}, median |err| {fit.median_abs_error:.1%})")
+        print(fit_summary_line(name, fit))
     if profile.skipped:
         print(f"  skipped: {len(profile.skipped)} (see status.skipped in the profile)")
     return 0
+
+
+def fit_summary_line(name: str, fit: Any) -> str:
+    """One fit as ``name  k=v ± err, ...``; a value no measurement constrained (its standard
+    error is ``nan``: e.g. the convolution efficiency of a profile without convolution
+    benchmarks) is marked ``(not fitted)`` instead of ``± nan``."""
+    import math
+
+    parts = []
+    for k, v in fit.values.items():
+        err = fit.stderr.get(k, float("nan"))
+        if isinstance(err, float) and math.isnan(err):
+            parts.append(f"{k}={_human(k, v)} (not fitted)")
+        else:
+            parts.append(f"{k}={_human(k, v)} ± {_human(k, err)}")
+    return (
+        f"  {name:<24} {', '.join(parts)}  (n={fit.n_points}, median |err| "
+        f"{fit.median_abs_error:.1%})"
+    )
 
 
 def _human(name: str, value: float) -> str:

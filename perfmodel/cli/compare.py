@@ -400,7 +400,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     if args.plot:
         from perfmodel.search.plots import plot_whatif
 
-        plot_whatif(res, args.plot, title=f"{args.model}: speedup and cost per system")
+        plot_whatif(res, args.plot, title=str(args.model))
     if args.json:
         json.dump(res.to_dict(), sys.stdout, indent=2, default=str)
         print()

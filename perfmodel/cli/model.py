@@ -7,6 +7,7 @@ Subcommands::
                               [--tp N] [--json | --csv]
     perfmodel model maxbatch NAME --gpu GPU [--precision P] [--optimizer adam]
                               [--recompute none|selective|full] [--model-arg k=v ...] [--json]
+    perfmodel model import-chakra TRACE --batch B [--gpu GPU] [--params N] [--system S --gpus 1,2,4]
 
 ``show`` prints one row per layer (FLOP, parameters, saved activation bytes, predicted forward and
 backward time on the GPU, what bounds it, the GEMM efficiency and waves) and the totals.
@@ -36,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="model zoo: layers, FLOP, memory, largest batch",
         description="Browse the model zoo, per-layer costs and predicted times.",
     )
-    sub = parser.add_subparsers(dest="model_command", metavar="{list,show,maxbatch}")
+    sub = parser.add_subparsers(
+        dest="model_command", metavar="{list,show,maxbatch,import-chakra}"
+    )
 
     lst = sub.add_parser("list", help="zoo models and their arguments")
     lst.add_argument("--json", action="store_true", help="print JSON")
@@ -77,6 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
     mb.set_defaults(func=_cmd_maxbatch)
+
+    from perfmodel.cli import import_chakra
+
+    import_chakra.add_parser(sub)
 
     parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
 

@@ -92,6 +92,16 @@ def register(subparsers: Any) -> None:
         type=ty.nonneg_int("--data-loader-workers"),
         help="loader workers per pipeline (PyTorch num_workers; 0 = load in the training process)",
     )
+    p.add_argument(
+        "--tokens",
+        type=ty.positive_float("--tokens"),
+        help="training budget in tokens (e.g. 26e9; sequence models): prints the time to train",
+    )
+    p.add_argument(
+        "--price-per-gpu-hour",
+        type=ty.positive_float("--price-per-gpu-hour"),
+        help="price of one GPU-hour (your currency): with --tokens, prints the cost",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument(
@@ -100,6 +110,13 @@ def register(subparsers: Any) -> None:
         help="write a Chrome/Perfetto trace JSON of the step",
     )
     p.add_argument("--gantt", type=ty.png_file("--gantt"), help="write a Gantt PNG of the schedule")
+    p.add_argument(
+        "--chakra",
+        metavar="DIR",
+        type=ty.output_dir("--chakra"),
+        help="write MLCommons Chakra execution traces (ASTRA-sim's workload), DIR/perfmodel.<rank>.et "
+        "for every simulated rank",
+    )
     p.add_argument(
         "--plot", type=ty.png_file("--plot"), help="with a GPU list: write the speedup curve PNG"
     )
@@ -198,6 +215,42 @@ def _print_shm_note(sc: Any, num_gpus: int) -> None:
     note = shm_note(topo, topo.gpus[:num_gpus])
     if note:
         print(note)
+def _epoch_text(seconds: float | None) -> str:
+    """``"12.345 s"`` or ``"34732 s (9 h 38 min)"`` (from a minute on); ``"-"`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.3f} s"
+    return f"{seconds:.0f} s ({units.format_duration(seconds)})"
+
+
+def header(sc: Any, report: Any, *, curve: bool = False) -> str:
+    """First line of a prediction: model, system, software, precision, batch, and the sequence
+    length (sequence models) or the convolution memory format (CNNs). A curve names the batch
+    key the scenario fixed (per GPU, or global) since the global batch changes along it."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload.zoo import get_model_info
+
+    try:
+        family = get_model_info(sc.model).family
+    except PerfModelError:  # a workload of the user's own (workload_fn)
+        family = ""
+    cpu = getattr(report, "device", "GPU") == "CPU"
+    parts = [
+        f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
+        f"PyTorch on the CPU ({sc.software} preset's host costs)" if cpu else str(sc.software),
+        str(sc.precision),
+        (
+            f"batch {sc.batch_per_gpu} per GPU"
+            if curve and sc.batch_per_gpu is not None
+            else f"global batch {report.samples_per_step}"
+        ),
+    ]
+    if report.is_sequence_model:
+        parts.append(f"sequence length {report.tokens_per_sample}")
+    if family == "cnn":
+        parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
+    return ", ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -215,30 +268,58 @@ def run(args: argparse.Namespace) -> int:
             json.dump([r.to_dict() for r in reports], sys.stdout, indent=2, default=str)
             sys.stdout.write("\n")
         else:
-            print(f"{sc.model} on {sc.system}, software {sc.software}")
+            print(header(sc, reports[-1], curve=True))
+            epoch = any(r.epoch_time_s is not None for r in reports)
             print(
                 f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
+                + (f" {'epoch':>24}" if epoch else "")
             )
             for r in reports:
                 print(
                     f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
-                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
+                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
+                    + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
                 )
+        if args.plot:
+            print(
+                f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
+            )
         return 0
     report = predict(sc)
+    budget = None
+    if args.tokens is not None:
+        from perfmodel.search.cost import Pricing
+
+        pricing = None if args.price_per_gpu_hour is None else Pricing(args.price_per_gpu_hour)
+        budget = report.token_budget(args.tokens, pricing)
+    elif args.price_per_gpu_hour is not None:
+        raise ConfigError(
+            "--price-per-gpu-hour needs --tokens (the budget it prices)",
+            value=args.price_per_gpu_hour,
+            where="--price-per-gpu-hour",
+        )
     if args.trace and report.timeline is not None:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
         plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
+    chakra_paths = []
+    if args.chakra and report.timeline is not None:
+        from perfmodel.api import topology_of
+        from perfmodel.report.chakra import write_chakra
+
+        ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
+        chakra_paths = write_chakra(report.timeline, args.chakra, ranks=ranks)
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
+        out = report.to_dict()
+        if budget is not None:
+            out["token_budget"] = budget.to_dict()
+        if chakra_paths:
+            out["chakra_files"] = [str(p) for p in chakra_paths]
+        json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        print(
-            f"{sc.model} on {sc.system} x{sc.nodes} node(s), {sc.software}, {sc.precision}, "
-            f"{report.plan.get('memory_format', 'nhwc')} convolutions"
-        )
+        print(header(sc, report))
         print(report.format_table())
         if getattr(args, "explain", False):
             from perfmodel.api import resolve
@@ -253,6 +334,15 @@ def run(args: argparse.Namespace) -> int:
         for note in report.notes:
             if note.startswith("input pipeline"):
                 print(note)
+        if budget is not None:
+            print("\n".join(budget.format_lines()))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+        if args.gantt:
+            print(f"Gantt chart written to {args.gantt}")
+        if chakra_paths:
+            print(
+                f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
+                f"{chakra_paths[0].name} ... {chakra_paths[-1].name} (one per simulated rank)"
+            )
     return 0

@@ -9,6 +9,7 @@ The sweep file has a ``[base]`` scenario, ``[axes]`` (full grid) and an optional
 (lists varied together); see ``docs/compare.md``. Rows are appended to the output as they finish,
 keyed by the scenario's content hash: run the same command again after an interruption and only
 the missing scenarios are evaluated. Errors of single scenarios are rows with ``status=error``.
+On a Dask cluster (scheduler, workers, a worker dying mid-sweep): ``docs/sweep.md``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from perfmodel.cli import _types as ty
@@ -14,9 +13,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "validate",
         help="compare predictions with measurements (per layer, step, GEMM, collective)",
         description=(
-            "Predict what a calibration profile's measurements (or another measurement file, or the "
-            "published data) measured, with datasheet defaults, a GEMM+bandwidth calibration and the "
-            "full calibration; write report.md, report.json, scatter.png and errors.png to OUTDIR."
+            "Without --profile: `--published [DIR]` predicts every published measurement it can map "
+            "(the shipped validation/ rows, or DIR/published.jsonl) and prints the README's "
+            "accuracy table (about a minute). With --profile: predict what a calibration "
+            "profile's measurements (or another measurement file, or the published GEMM rows) "
+            "measured, with datasheet defaults, a GEMM+bandwidth calibration and the full "
+            "calibration; write report.md, report.json, scatter.png and errors.png to OUTDIR."
         ),
     )
     p.add_argument(
@@ -25,8 +27,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--measurements", help="profile JSON or JSON/JSONL list of measurements")
-    src.add_argument("--published", help="folder holding published.jsonl (GEMM rows are compared)")
-    p.add_argument("-o", "--output", required=True, type=ty.output_dir("-o"), help="output folder")
+    src.add_argument(
+        "--published",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="published measurements: the shipped copy, or DIR/published.jsonl. Alone: print the "
+        "accuracy table; with --profile: compare its GEMM rows",
+    )
+    p.add_argument("--markdown", action="store_true", help="print the accuracy table as Markdown")
+    p.add_argument(
+        "--update-readme",
+        metavar="README",
+        help="rewrite the accuracy table between the README's accuracy-table markers",
+    )
+    p.add_argument("-o", "--output", type=ty.output_dir("-o"), help="output folder (with --profile)")
     p.set_defaults(func=run)
 
 
@@ -38,8 +53,17 @@ def run(args: argparse.Namespace) -> int:
         to_markdown,
         write_report,
     )
-    from perfmodel.errors import CalibrationError
+    from perfmodel.errors import CalibrationError, ConfigError
 
+    if args.published is not None and not args.profile and not args.measurements:
+        return _accuracy_table(args)
+    if args.markdown or args.update_readme:
+        raise ConfigError(
+            "--markdown / --update-readme go with --published alone (no --profile)",
+            where="--markdown",
+        )
+    if not args.output:
+        raise ConfigError("-o/--output is required with a profile", where="--output")
     measurements = load_measurements(args.measurements) if args.measurements else []
     if args.profile:
         profile = read_profile(args.profile)
@@ -52,11 +76,10 @@ def run(args: argparse.Namespace) -> int:
             where="--profile",
         )
     published = None
-    if args.published:
-        path = Path(args.published) / "published.jsonl"
-        if not path.exists():
-            raise CalibrationError(f"{path} not found", value=str(path), where="--published")
-        published = _read_jsonl(path)
+    if args.published is not None:
+        from perfmodel.accuracy import load_published
+
+        published = load_published(args.published or None)
     report = build_report(profile, measurements, published)
     paths = write_report(report, args.output)
     text = to_markdown(report, images=False)
@@ -66,29 +89,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSONL file; a bad line is a :class:`ConfigError` naming the file and line."""
-    from perfmodel._io import read_text
+def _accuracy_table(args: argparse.Namespace) -> int:
+    """``validate --published [DIR]``: the README accuracy table from the published rows."""
+    from perfmodel.accuracy import (
+        accuracy_table,
+        load_published,
+        replace_between_markers,
+        to_markdown,
+        to_text,
+    )
     from perfmodel.errors import ConfigError
 
-    rows = []
-    for i, line in enumerate(read_text(path, where="--published").splitlines(), 1):
-        if not line.strip():
-            continue
+    table = accuracy_table(load_published(args.published or None))
+    md = to_markdown(table)
+    if args.update_readme:
+        path = Path(args.update_readme)
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
+            text = path.read_text()
+        except OSError as exc:
             raise ConfigError(
-                f"{path}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{path}:{i}"
+                f"{path}: {exc.strerror}", value=str(path), where="--update-readme"
             ) from exc
-        if not isinstance(row, dict):
-            raise ConfigError(
-                f"{path}:{i}: expected a JSON object, got {type(row).__name__}",
-                value=line[:80],
-                where=f"{path}:{i}",
-            )
-        rows.append(row)
-    return rows
+        path.write_text(replace_between_markers(text, md, where=str(path)))
+        print(f"accuracy table written to {path}")
+    print(md if args.markdown else to_text(table))
+    return 0
 
 
 def _is_profile(path: str) -> bool:

@@ -109,6 +109,8 @@ class LoweredStep:
         capacity); 0 when none.
     staleness
         Asynchronous SGD: distribution ``{staleness: probability}``; empty otherwise.
+    tokens_per_sample
+        Tokens in one sample (the workload's sequence length; 1 for non-sequence models).
     """
 
     graph: TaskGraph
@@ -118,6 +120,7 @@ class LoweredStep:
     num_gpus: int
     min_period_s: float = 0.0
     staleness: dict[int, float] = field(default_factory=dict)
+    tokens_per_sample: int = 1
 
 
 # --------------------------------------------------------------------------- partitioning

@@ -646,6 +646,14 @@ def _results_dask(
     chunk: int,
     scheduler: str | None,
 ) -> Iterator[list[dict[str, Any]]]:
+    """Chunks as ``dask.distributed`` tasks, yielded as they complete.
+
+    A worker that dies mid-task (killed, out of memory) loses nothing: the scheduler runs its
+    tasks again on another worker, and the client writes each chunk's rows once, when its result
+    arrives. A chunk that keeps killing workers (``distributed.scheduler.allowed-failures``,
+    default 3, exceeded: ``KilledWorker``) becomes error rows, which ``--retry-errors`` evaluates
+    again.
+    """
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -661,12 +669,16 @@ def _results_dask(
         cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
         client = Client(cluster)
     try:
-        futures = [
-            client.submit(_evaluate_chunk, evaluator, list(c), pure=False)
+        chunks = {
+            client.submit(_evaluate_chunk, evaluator, list(c), pure=False): list(c)
             for c in _chunks(todo, chunk)
-        ]
-        for fut in as_completed(futures):
-            yield fut.result()
+        }
+        for fut in as_completed(list(chunks)):
+            try:
+                rows = fut.result()
+            except Exception as exc:  # the task itself failed (KilledWorker), not a scenario
+                rows = [_task_error_row(exc, k, a, s) for k, a, s in chunks[fut]]
+            yield rows
     finally:
         client.close()
         if cluster is not None:
@@ -746,6 +758,20 @@ def _stream_todo(
             state.skipped += 1
             continue
         yield key, dict(axis_values), dict(sc)
+def _task_error_row(
+    exc: BaseException, key: str, axis_values: Mapping[str, Any], scenario: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An error row for a scenario whose task failed as a whole (its worker died)."""
+    return {
+        "key": key,
+        "status": "error",
+        "error_type": type(exc).__name__,
+        "error": str(exc),
+        "report": None,
+        "elapsed_s": 0.0,
+        "axes": dict(axis_values),
+        "scenario": dict(scenario),
+    }
 
 
 def run_sweep(

@@ -77,6 +77,16 @@ class CommPoint:
 
 
 @dataclass(frozen=True)
+class MeasuredTime:
+    """Forward and backward device time of one layer, measured on ``gpu`` (a catalogue name),
+    seconds, for one micro-batch."""
+
+    fwd_s: float
+    bwd_s: float
+    gpu: str
+
+
+@dataclass(frozen=True)
 class LayerCost:
     """Cost of one layer for one micro-batch on one rank.
 
@@ -162,6 +172,10 @@ class LayerCost:
         if self.experts:
             return self.params // self.experts * self.top_k
         return self.params
+    measured: MeasuredTime | None = None
+    """Device time measured for this layer (imported from a trace,
+    :mod:`perfmodel.workload.chakra_import`): the compute model returns it instead of a
+    prediction, on the GPU it was measured on only."""
 
     @property
     def bwd_flop(self) -> float:
