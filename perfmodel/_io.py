@@ -117,6 +117,36 @@ def read_text(path: str | os.PathLike[str], *, where: str | None = None) -> str:
     return decode_text(read_bytes(path, where=where), path, where=where)
 
 
+def read_jsonl(path: str | os.PathLike[str], *, where: str | None = None) -> list[dict]:
+    """The JSON objects of a JSONL file, one per non-blank line.
+
+    Raises
+    ------
+    ConfigError
+        A line that is not JSON, or not a JSON object, naming the file and the line.
+    """
+    from perfmodel.errors import ConfigError
+
+    rows = []
+    for i, line in enumerate(read_text(path, where=where).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{path}:{i}"
+            ) from exc
+        if not isinstance(row, dict):
+            raise ConfigError(
+                f"{path}:{i}: expected a JSON object, got {type(row).__name__}",
+                value=line[:80],
+                where=f"{path}:{i}",
+            )
+        rows.append(row)
+    return rows
+
+
 def check_output_path(
     path: str | os.PathLike[str],
     *,

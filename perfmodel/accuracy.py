@@ -15,7 +15,6 @@ median and the worst absolute error. Single-GPU compute and collective rows are 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -548,11 +547,9 @@ def load_published(directory: str | Path | None = None) -> list[dict[str, Any]]:
 
     path = Path(directory) if directory is not None else validation_dir()
     path = path / "published.jsonl" if path.is_dir() else path
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path} not found", value=str(path), where="--published") from exc
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    from perfmodel._io import read_jsonl
+
+    return read_jsonl(path, where="--published")
 
 
 def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
