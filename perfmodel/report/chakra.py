@@ -100,7 +100,9 @@ def chakra_nodes(
     simulated = set(g.devices)
     n_tasks = len(g.tasks)
     per: dict[str, list[Node]] = {d: [] for d in g.devices}
-    recv_of: dict[tuple[int, str], int] = {}  # (send task id, receiving device) -> recv node id
+    # (send task id, receiving device) -> recv node id; (collective task id, other member) -> the
+    # member's mirror of that collective
+    recv_of: dict[tuple[int, str], int] = {}
     prev_on_stream: dict[tuple[str, str], int] = {}
     for t in g.tasks:
         s, e = timeline.start_s[t.tid], timeline.end_s[t.tid]
@@ -176,6 +178,7 @@ def chakra_nodes(
                     Attr("pg_name", AttrKind.STRING, "_".join(map(str, group))),
                     Attr("perfmodel_comm_class", AttrKind.STRING, spec.kind.value),
                 ]
+                _mirror_collective(t, spec.group, simulated, n_tasks, recv_of, per, attrs, s, e)
         per[t.device].append(
             Node(
                 t.tid,
@@ -189,6 +192,52 @@ def chakra_nodes(
             )
         )
     return {ranks[d]: nodes for d, nodes in per.items()}
+
+
+def _mirror_collective(
+    t: Task,
+    group: tuple[str, ...],
+    simulated: set[str],
+    n_tasks: int,
+    mirror_of: dict[tuple[int, str], int],
+    per: dict[str, list[Node]],
+    attrs: list[Attr],
+    start_s: float,
+    end_s: float,
+) -> None:
+    """Give every other simulated member of ``t``'s group its own node of the collective.
+
+    The lowering books some collectives that span simulated ranks (the tied-embedding gradient
+    all-reduce between the first and the last pipeline stage) as one task on one rank, with
+    dependencies on the other rank's tasks. In Chakra every rank issues the collective itself: the
+    member's node (id ``2 x len(tasks) + task id``) depends on the task's dependencies on that
+    member, and that member's tasks that wait for the collective depend on it.
+    """
+    for member in group:
+        if member == t.device or member not in simulated:
+            continue
+        mid = 2 * n_tasks + t.tid
+        mirror_of[(t.tid, member)] = mid
+        deps = tuple(
+            sorted(mirror_of.get((d, member), d) for d in t.deps if d in _local_ids(per, member))
+        )
+        per[member].append(
+            Node(
+                mid,
+                t.label or t.kind.value,
+                NodeType.COMM_COLL_NODE,
+                (),
+                deps,
+                _micros(start_s),
+                _micros(end_s - start_s),
+                tuple(attrs),
+            )
+        )
+
+
+def _local_ids(per: dict[str, list[Node]], device: str) -> set[int]:
+    """Ids of the nodes already written for ``device``."""
+    return {n.id for n in per[device]}
 
 
 def write_chakra(

@@ -119,19 +119,30 @@ def test_node_counts_bytes_and_durations_match_the_task_graph(exported) -> None:
         recvs = [
             x for x in g.tasks if x.kind is TaskKind.SENDRECV and x.comm and x.comm.group[1] == dev
         ]
+        # collectives booked on another simulated rank whose group includes this one: mirrored
+        mirrors = [
+            x
+            for x in g.tasks
+            if x.kind is TaskKind.COLLECTIVE
+            and x.device != dev
+            and x.comm is not None
+            and dev in x.comm.group
+        ]
         by_type = Counter(n.type for n in t.nodes)
-        assert len(t.nodes) == len(tasks) + len(recvs)
+        assert len(t.nodes) == len(tasks) + len(recvs) + len(mirrors)
         assert by_type[NodeType.COMM_RECV_NODE] == len(recvs) > 0
         assert (
             by_type[NodeType.COMM_SEND_NODE] == sum(x.kind is TaskKind.SENDRECV for x in tasks) > 0
         )
-        assert by_type[NodeType.COMM_COLL_NODE] == sum(x.kind is TaskKind.COLLECTIVE for x in tasks)
+        assert by_type[NodeType.COMM_COLL_NODE] == sum(
+            x.kind is TaskKind.COLLECTIVE for x in tasks
+        ) + len(mirrors)
         comp = {TaskKind.COMPUTE, TaskKind.RECOMPUTE, TaskKind.OPTIMIZER, TaskKind.HOST}
         assert by_type[NodeType.COMP_NODE] == sum(x.kind in comp for x in tasks)
         nodes = {n.id: n for n in t.nodes}
         coll_bytes = sum(
             x.comm.message_bytes for x in tasks if x.kind is TaskKind.COLLECTIVE and x.comm
-        )
+        ) + sum(x.comm.message_bytes for x in mirrors if x.comm)
         assert coll_bytes > 0
         assert sum(
             n.attr("comm_size") for n in t.nodes if n.type is NodeType.COMM_COLL_NODE
@@ -164,9 +175,24 @@ def test_dependency_order(exported) -> None:
             n = nodes[x.tid]
             local = {d for d in x.deps if g.tasks[d].device == dev}
             remote = {d for d in x.deps if g.tasks[d].device != dev}
-            # a dependency on another rank's send is one on the local receive of the same tag
-            recv_tags = {nodes[d].attr("comm_tag") for d in n.data_deps if d not in local}
-            assert set(n.data_deps) >= local and recv_tags == remote
+            remote_sends = {d for d in remote if g.tasks[d].kind is TaskKind.SENDRECV}
+            remote_colls = {d for d in remote if g.tasks[d].kind is TaskKind.COLLECTIVE}
+            # a dependency on another rank's send is one on the local receive of the same tag;
+            # one on another rank's collective, on this rank's own node of that collective
+            recv_tags = {
+                nodes[d].attr("comm_tag")
+                for d in n.data_deps
+                if d not in local and nodes[d].type is NodeType.COMM_RECV_NODE
+            }
+            mirrored = {
+                d - 2 * len(g.tasks)
+                for d in n.data_deps
+                if d not in local and nodes[d].type is NodeType.COMM_COLL_NODE
+            }
+            assert set(n.data_deps) >= local and recv_tags == remote_sends
+            if x.kind is not TaskKind.COLLECTIVE:  # a collective's own peers synchronise it
+                assert mirrored == remote_colls
+                assert remote == remote_sends | remote_colls
             prev = last_on_stream.get(x.stream)
             if prev is not None:  # program order of the stream is kept
                 assert prev in n.ctrl_deps or prev in n.data_deps
