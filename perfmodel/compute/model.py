@@ -192,6 +192,27 @@ class LayerTime:
         return self.fwd_s + self.bwd_s
 
 
+def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
+    """Format of ``layer``'s products under ``precision``.
+
+    FP8 training runs the weight GEMMs (linear and convolution layers) in FP8 and the attention
+    products (fused attention, unfused scores/context) in BF16: Transformer Engine's
+    ``DelayedScaling(fp8_dpa=False)`` default (TE 1.x; Megatron-Core/NeMo FP8 recipes) and
+    torchao ``convert_to_float8_training``, which swaps ``nn.Linear`` modules only (torchtitan
+    float8). Every other precision uses its ``matmul_dtype`` throughout.
+
+    >>> from perfmodel.workload.layers import LayerCost, LayerKind
+    >>> att = LayerCost(name="attn", kind=LayerKind.ATTENTION, fwd_flop=1.0, bwd_input_flop=1.0,
+    ...                 bwd_weight_flop=0.0, params=0, fwd_bytes=1.0, bwd_bytes=1.0,
+    ...                 activation_bytes=1.0, output_shape=(1,))
+    >>> layer_matmul_dtype(att, Precision.FP8).value, layer_matmul_dtype(att, Precision.FP16).value
+    ('bf16', 'fp16')
+    """
+    if precision is Precision.FP8 and layer.kind not in (LayerKind.LINEAR, LayerKind.CONV):
+        return DType.BF16
+    return precision.matmul_dtype
+
+
 class ComputeModel:
     """Predicts per-layer forward/backward times and the optimizer step on one GPU.
 
@@ -365,7 +386,7 @@ class ComputeModel:
         prec = Precision.parse(precision, where="precision")
         if layer.measured is not None:
             return self._measured_time(layer)
-        dtype = prec.matmul_dtype
+        dtype = layer_matmul_dtype(layer, prec)
         p = self.params
         g = layer.gemm
         conv = layer.kind is LayerKind.CONV

@@ -29,7 +29,7 @@ mode); :func:`lower` dispatches.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from perfmodel.errors import InfeasiblePlanError
@@ -249,16 +249,20 @@ def build_chunk(
     algorithm: str = "auto",
     exclude_sharded: bool = False,
     grad_bytes: float | None = None,
+    selective_share: Callable[[LayerCost], float] | None = None,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
     ``grad_bytes`` is the bucket's bytes per gradient element (the recipe's
-    ``grad_reduce_bytes``; default the precision's). With full recomputation the recomputed
+    ``grad_reduce_bytes``; default the precision's). ``selective_share(layer)`` is the fraction of
+    a layer's forward that selective recomputation re-runs (the recipe's
+    ``SelectiveRecompute.share``; default Korthikanti's attention core). With full recomputation the recomputed
     forward's tensor-parallel collectives are booked with the backward's (``tp_bwd_s``), not as
     compute.
     """
     layers = [workload.layers[i] for i in layer_ids]
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
+    share = selective_share or _attention_core_share
     act_b = costs.precision.activation_bytes
     # segments in backward order (reverse layers), closed when the bucket is full
     groups: list[list[int]] = []
@@ -308,8 +312,8 @@ def build_chunk(
                 tf += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             for cp in layer.bwd_comm:
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
-            if plan.recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer):
-                rc += lf
+            if plan.recompute is Recompute.SELECTIVE:
+                rc += lf * share(layer)
         if plan.recompute is Recompute.FULL:
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
@@ -494,8 +498,19 @@ def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
     return _lower_dp_variant(inp, costs, mode)
 
 
+def _attention_core_share(layer: LayerCost) -> float:
+    """Selective recomputation of the attention core (Korthikanti et al. 2022): 1 or 0."""
+    return 1.0 if is_selectively_recomputed(layer) else 0.0
+
+
 def _issue_times(
-    costs: Costs, chunks: Sequence[Chunk], P: int, V: int, m: int, recompute: Recompute
+    costs: Costs,
+    chunks: Sequence[Chunk],
+    P: int,
+    V: int,
+    m: int,
+    recompute: Recompute,
+    selective_share: Callable[[LayerCost], float] = _attention_core_share,
 ) -> list[float]:
     """Host issue time of one step per pipeline stage (``m`` micro-batches of its chunks'
     forward, backward and re-computed forward kernels); zeros when the cost model has no host
@@ -509,10 +524,10 @@ def _issue_times(
         for layer in ch.layers:
             f, b = host_of(layer)
             t += f + b
-            if (recompute is Recompute.FULL and layer.block is not None) or (
-                recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer)
-            ):
+            if recompute is Recompute.FULL and layer.block is not None:
                 t += f
+            elif recompute is Recompute.SELECTIVE:
+                t += f * selective_share(layer)
         out[k % P] += m * t
     return out
 
