@@ -674,8 +674,9 @@ def predict(
             r.plan.pp,
             lambda mb: _fits(replace(sc, microbatch=mb), workload_fn),
         )
-        defaults.append(choice.note())
-        if choice.microbatch != r.microbatch:
+        if choice is not None:
+            defaults.append(choice.note())
+        if choice is not None and choice.microbatch != r.microbatch:
             sc = replace(sc, microbatch=choice.microbatch)
             r = resolve(sc)
             step, costs = _build_step(sc, r, workload_fn)

@@ -165,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
                 )
+            for r in reports:  # speedups not against 1 GPU, and other choices made per row
+                for d in r.defaults:
+                    print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
         return 0
     report = predict(sc)
     if args.trace and report.timeline is not None:
