@@ -3,6 +3,8 @@ the Llama zoo entries, with exact parameter counts against Meta's config.json fi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from perfmodel.cli import main
@@ -155,6 +157,13 @@ def test_aliases_and_suggestions() -> None:
     assert get_model_info("llama").name == "llama"
     with pytest.raises(ConfigError, match=r"llama3_1_405b \(= llama3_405b\)"):
         get_model_info("llama3_1_404b")
+
+
+def test_model_list_json_names_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "list", "--json"]) == 0
+    data = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert "llama3_1_405b" in data["llama3_405b"]["aliases"]
+    assert data["gpt"]["aliases"] == []
 
 
 def test_model_show_llama3_405b(capsys: pytest.CaptureFixture[str]) -> None:
