@@ -621,7 +621,7 @@ def _speedup_baseline(
     thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
     counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
     base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
-    if base.gpus == 1 and chosen:  # say how the 1-GPU baseline runs when it was chosen for it
+    if base.gpus == 1 and fits1 and chosen:  # how the 1-GPU baseline runs, chosen for it
         base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
     return base
 
