@@ -692,7 +692,7 @@ def _speedup_baseline(
     thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
     counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
     base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
-    if base.gpus == 1 and chosen:  # say how the 1-GPU baseline runs when it was chosen for it
+    if base.gpus == 1 and fits1 and chosen:  # how the 1-GPU baseline runs, chosen for it
         base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
     return base
 
@@ -706,6 +706,34 @@ def _fits(sc: Scenario, workload_fn: WorkloadFn | None) -> bool:
     except InfeasiblePlanError:
         return False
     return all(m.fits for m in step.memory)
+
+
+def _auto_microbatch(
+    sc: Scenario,
+    r: Resolved,
+    step: LoweredStep,
+    costs: SystemCosts,
+    workload_fn: WorkloadFn | None,
+    defaults: list[str],
+) -> tuple[Scenario, Resolved, LoweredStep, SystemCosts]:
+    """Without a micro-batch, with pipelining or when the whole per-replica batch does not fit:
+    the largest micro-batch that fits (:func:`perfmodel.search.autobatch.choose_microbatch`),
+    its reason appended to ``defaults``. Crossbow learners keep their batch."""
+    auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
+    if not auto or (r.plan.pp == 1 and all(m.fits for m in step.memory)):
+        return sc, r, step, costs
+    choice = autobatch.choose_microbatch(
+        r.batch_per_replica, r.plan.pp, lambda mb: _fits(replace(sc, microbatch=mb), workload_fn)
+    )
+    if choice is None:
+        return sc, r, step, costs
+    defaults.append(choice.note())
+    if choice.microbatch == r.microbatch:
+        return sc, r, step, costs
+    sc = replace(sc, microbatch=choice.microbatch)
+    r = resolve(sc)
+    step, costs = _build_step(sc, r, workload_fn)
+    return sc, r, step, costs
 
 
 def predict(
@@ -738,18 +766,7 @@ def predict(
     r = resolve(sc)
     step, costs = _build_step(sc, r, workload_fn)
     defaults: list[str] = []  # choices made for the user, printed with the reason
-    auto_mb = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
-    if auto_mb and (r.plan.pp > 1 or not all(m.fits for m in step.memory)):
-        choice = autobatch.choose_microbatch(
-            r.batch_per_replica,
-            r.plan.pp,
-            lambda mb: _fits(replace(sc, microbatch=mb), workload_fn),
-        )
-        defaults.append(choice.note())
-        if choice.microbatch != r.microbatch:
-            sc = replace(sc, microbatch=choice.microbatch)
-            r = resolve(sc)
-            step, costs = _build_step(sc, r, workload_fn)
+    sc, r, step, costs = _auto_microbatch(sc, r, step, costs, workload_fn, defaults)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:

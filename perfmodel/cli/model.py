@@ -90,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from perfmodel.workload import build_model, list_models
+    from perfmodel.workload.zoo import model_aliases
 
     models = list_models()
     if args.json:
@@ -100,6 +101,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                         "name": m.name,
                         "family": m.family,
                         "reference": m.reference,
+                        "aliases": model_aliases(m.name),
                         "arguments": m.arguments(),
                     }
                     for m in models

@@ -281,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
                     + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
                 )
+            for r in reports:  # speedups not against 1 GPU, and other choices made per row
+                for d in r.defaults:
+                    print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
         if args.plot:
             print(
                 f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout

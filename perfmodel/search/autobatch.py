@@ -76,8 +76,9 @@ def microbatch_candidates(batch_per_replica: int, pp: int) -> list[int]:
 
 def choose_microbatch(
     batch_per_replica: int, pp: int, fits: Callable[[int], bool]
-) -> MicrobatchChoice:
-    """Largest micro-batch among :func:`microbatch_candidates` for which ``fits(mb)`` holds.
+) -> MicrobatchChoice | None:
+    """Largest micro-batch among :func:`microbatch_candidates` for which ``fits(mb)`` holds;
+    ``None`` when there is only one candidate (nothing to choose).
 
     ``fits`` must be monotone (true up to some size, false beyond), as memory is; a bisection
     calls it ``O(log d)`` times. When not even the smallest fits, micro-batch 1 (or the
@@ -90,6 +91,8 @@ def choose_microbatch(
     'the largest that fits in GPU memory (32 samples per replica = 8 micro-batches of 4; 8 does not fit)'
     """
     cands = microbatch_candidates(batch_per_replica, pp)
+    if len(cands) == 1:
+        return None
     lo, hi = 0, len(cands) - 1
     best = -1
     while lo <= hi:  # largest index whose candidate fits

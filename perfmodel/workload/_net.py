@@ -44,6 +44,7 @@ Shape = tuple[int, ...]
 _ELEMENTWISE_FLOP = {
     "relu": (1.0, 1.0),
     "relu6": (2.0, 2.0),
+    "relu2": (2.0, 3.0),  # relu(x)^2; backward 2 relu(x) dy
     "gelu": (8.0, 16.0),  # tanh approximation: ~8 ops forward
     "silu": (4.0, 8.0),
     "swiglu": (5.0, 10.0),  # silu(a) * b

@@ -33,12 +33,16 @@ def test_choose_largest_that_fits_with_few_evaluations() -> None:
         return 20.0 + 7.0 * mb <= 80.0  # static 20 GiB + 7 GiB per sample on 80 GiB: mb <= 8
 
     c = choose_microbatch(64, 1, fits)
-    assert c.microbatch == 8
+    assert c is not None and c.microbatch == 8
     assert "64 samples per replica = 8 micro-batches of 8; 16 does not fit" in c.reason
     assert len(calls) <= 3  # bisection over 7 divisors
-    assert choose_microbatch(64, 16, fits).microbatch == 4  # 64 / 4 = 16 micro-batches
+    c16 = choose_microbatch(64, 16, fits)
+    assert c16 is not None and c16.microbatch == 4  # 64 / 4 = 16 micro-batches
     none = choose_microbatch(64, 1, lambda mb: False)
+    assert none is not None
     assert none.microbatch == 1 and "not even micro-batch 1 fits" in none.reason
+    assert choose_microbatch(1, 1, lambda mb: False) is None  # nothing to choose
+    assert choose_microbatch(6, 4, lambda mb: True) is None  # only 1 leaves >= 4 micro-batches
 
 
 def test_baseline_counts() -> None:

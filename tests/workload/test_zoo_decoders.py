@@ -3,6 +3,8 @@ the Llama zoo entries, with exact parameter counts against Meta's config.json fi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from perfmodel.cli import main
@@ -95,6 +97,31 @@ def test_gpt_gqa_and_head_dim_shapes() -> None:
     assert w.total_params == per_layer + 2 * v * h + h
 
 
+def test_gpt_squared_relu_mlp() -> None:
+    # Nemotron-4 340B shape (NeMo Nemotron4Config340B): squared-ReLU MLP, GQA, LayerNorm, rope
+    h, n, heads, kv, f, v = 18432, 96, 96, 8, 73728, 256000
+    w = build_model(
+        "gpt",
+        batch_size=1,
+        hidden=h,
+        layers=n,
+        heads=heads,
+        kv_heads=kv,
+        ffn_hidden=f,
+        mlp="relu2",
+        bias=False,
+        position="rope",
+        vocab=v,
+        tied_embeddings=False,
+        seq_len=64,
+    )
+    d = h // heads
+    per_layer = h * (h + 2 * kv * d) + h * h + 2 * h * f + 4 * h  # two LayerNorms of 2h
+    assert w.total_params == n * per_layer + 2 * v * h + 2 * h == 341_029_195_776
+    act = next(la for la in w.layers if la.name == "layer0.relu2")
+    assert act.fwd_flop == 2.0 * 64 * f and act.activation_bytes == 4.0 * 64 * f  # fp32 input
+
+
 def test_gpt_swiglu_default_width_is_megatrons() -> None:
     assert swiglu_ffn_hidden(4096) == 10880  # int(4 * 4096 * 2 / 3 / 64) * 64
     w = build_model("gpt", batch_size=1, hidden=256, layers=1, heads=4, mlp="swiglu", seq_len=8)
@@ -111,7 +138,7 @@ def test_gpt_defaults_unchanged() -> None:
 @pytest.mark.parametrize(
     ("kw", "where"),
     [
-        ({"mlp": "relu2"}, "mlp"),
+        ({"mlp": "relu3"}, "mlp"),
         ({"norm": "batchnorm"}, "norm"),
         ({"position": "alibi"}, "position"),
         ({"head_dim": 0}, "head_dim"),
@@ -130,6 +157,13 @@ def test_aliases_and_suggestions() -> None:
     assert get_model_info("llama").name == "llama"
     with pytest.raises(ConfigError, match=r"llama3_1_405b \(= llama3_405b\)"):
         get_model_info("llama3_1_404b")
+
+
+def test_model_list_json_names_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "list", "--json"]) == 0
+    data = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert "llama3_1_405b" in data["llama3_405b"]["aliases"]
+    assert data["gpt"]["aliases"] == []
 
 
 def test_model_show_llama3_405b(capsys: pytest.CaptureFixture[str]) -> None:

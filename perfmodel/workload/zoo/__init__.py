@@ -395,6 +395,11 @@ def _key(name: object) -> str:
     return str(name).lower().replace("-", "_").replace(".", "_")
 
 
+def model_aliases(name: str) -> list[str]:
+    """Other names :func:`get_model_info` accepts for zoo entry ``name`` (sorted)."""
+    return sorted(a for a, target in _ALIASES.items() if target == name)
+
+
 def list_models() -> list[ModelInfo]:
     """All zoo entries, sorted by name."""
     return [_MODELS[k] for k in sorted(_MODELS)]
@@ -592,4 +597,4 @@ def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> li
     return net.layers
 
 
-__all__ = ["ModelInfo", "build_model", "get_model_info", "list_models"]
+__all__ = ["ModelInfo", "build_model", "get_model_info", "list_models", "model_aliases"]

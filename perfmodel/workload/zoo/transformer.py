@@ -43,6 +43,7 @@ class TransformerConfig:
     pre_norm: bool = True
     rms_norm: bool = False
     gated_mlp: bool = False  # SwiGLU (Shazeer 2020): gate and up projections, silu(gate) * up
+    squared_relu: bool = False  # ungated MLP with relu(x)^2 (So et al. 2021, Nemotron-4)
     bias: bool = True
     dropout: bool = True
     flash_attention: bool = False
@@ -227,8 +228,8 @@ def dense_mlp(
     width: int | None = None,
     prefix: str = "fc",
 ) -> None:
-    """Feed-forward block of width ``width`` (default ``cfg.ffn_hidden``): ``fc1``, GELU or
-    SwiGLU (``fc1`` then holds the gate and up matrices), ``fc2``."""
+    """Feed-forward block of width ``width`` (default ``cfg.ffn_hidden``): ``fc1``, GELU,
+    squared ReLU or SwiGLU (``fc1`` then holds the gate and up matrices), ``fc2``."""
     h, tp = cfg.hidden, net.tp
     ffn = cfg.ffn_hidden if width is None else width
     f_l = ffn // tp
@@ -245,10 +246,11 @@ def dense_mlp(
             inputs=2,
         )
     else:
+        act = "relu2" if cfg.squared_relu else "gelu"
         net.elementwise(
-            f"{name}.{'gelu' if prefix == 'fc' else prefix + '_gelu'}",
+            f"{name}.{act if prefix == 'fc' else prefix + '_' + act}",
             (b, s, f_l),
-            "gelu",
+            act,
             saved_bytes=float(b * s * f_l * a),
         )
     _row_linear(net, f"{name}.{prefix}2", (b, s, ffn), h, bias=cfg.bias)
@@ -345,6 +347,7 @@ class Mlp(str, enum.Enum):
 
     GELU = "gelu"  # two matrices, h -> ffn -> h (GPT-2, Megatron default)
     SWIGLU = "swiglu"  # gated, three matrices: silu(x W_gate) * (x W_up) W_down (Shazeer 2020)
+    RELU2 = "relu2"  # two matrices, relu(x W_1)^2 W_2 (So et al. 2021, Primer; Nemotron-4)
 
 
 class Norm(str, enum.Enum):
@@ -416,7 +419,8 @@ def gpt(
         Feed-forward width; default ``4 hidden`` (``gelu``) or :func:`swiglu_ffn_hidden`
         (``swiglu``), Megatron-LM's defaults.
     mlp
-        ``gelu`` (two matrices) or ``swiglu`` (gated: three matrices ``h x ffn``).
+        ``gelu`` or ``relu2`` (squared ReLU; two matrices) or ``swiglu`` (gated: three
+        matrices ``h x ffn``; Megatron ``--squared-relu`` and ``--swiglu``).
     norm
         ``layernorm`` or ``rmsnorm`` (both the per-layer and the final norm).
     bias
@@ -448,6 +452,7 @@ def gpt(
         vocab=vocab,
         rms_norm=rms,
         gated_mlp=gated,
+        squared_relu=mlp_kind is Mlp.RELU2,
         bias=bool(bias),
         dropout=dropout,
         flash_attention=flash_attention,
