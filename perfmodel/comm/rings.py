@@ -150,7 +150,8 @@ class DirectedLinks:
             and self.server[src] == self.server[dst]
             and src != dst
         ):
-            plain = _min_hop_widest(self, None, src, dst, None, per_unit=False, direct=True)
+            inside = self.server_nodes.get(self.server[src], frozenset())
+            plain = _min_hop_widest(self, None, src, dst, inside, per_unit=False, direct=True)
             fams = {self.family[i] for i in self.path_ids(plain[2])} if plain else set()
             if not (fams and fams <= _NVLINK_FAMILIES):
                 cpus = [
