@@ -150,7 +150,8 @@ class DirectedLinks:
             and self.server[src] == self.server[dst]
             and src != dst
         ):
-            plain = _min_hop_widest(self, None, src, dst, None, per_unit=False, direct=True)
+            inside = self.server_nodes.get(self.server[src], frozenset())
+            plain = _min_hop_widest(self, None, src, dst, inside, per_unit=False, direct=True)
             fams = {self.family[i] for i in self.path_ids(plain[2])} if plain else set()
             if not (fams and fams <= _NVLINK_FAMILIES):
                 cpus = [
@@ -165,8 +166,19 @@ class DirectedLinks:
 
     def uses_shm(self, members: Sequence[str]) -> bool:
         """Whether any two GPUs of ``members`` in one server communicate through host memory."""
-        gpus = [m for m in members if m in self._gpu_set]
-        return any(self.shm_cpu(a, b) is not None for a in gpus for b in gpus if a != b)
+        if not self.no_p2p and not self.p2p_denied:
+            return False
+        by_server: dict[int, list[str]] = {}
+        for m in members:
+            if m in self._gpu_set:
+                by_server.setdefault(self.server[m], []).append(m)
+        return any(
+            self.shm_cpu(a, b) is not None
+            for gpus in by_server.values()
+            for a in gpus
+            for b in gpus
+            if a != b
+        )
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
         """Minimum-hop, widest route ``src -> dst`` (the rule of :func:`perfmodel.topology.route`),

@@ -56,3 +56,17 @@ def test_collnet_only_on_a_sharp_fabric():
     bus = min(info.intra_bw_Bps, info.inter_bw_Bps) * 0.85
     lat = 2 * (3.7 + 7 * 0.4) * us + 31 * us
     assert r.time_s == pytest.approx(lat + 2**30 / (bus * 0.5), rel=1e-9)
+
+
+def test_fabric_sharp_key_and_errors():
+    from perfmodel.errors import TopologyError
+    from perfmodel.topology.io import parse_fabric
+
+    assert parse_fabric({"network": "ib-ndr", "sharp": True}, "f").sharp is True
+    assert parse_fabric({"network": "ib-ndr"}, "f").sharp is False
+    with pytest.raises(TopologyError, match="sharp must be true or false"):
+        parse_fabric({"network": "ib-ndr", "sharp": "yes"}, "f")
+    from perfmodel.topology.custom import custom_system
+
+    with pytest.raises(ConfigError, match="no fabric"):
+        custom_system("A100-PCIE-40GB", 2, "pcie4").with_sharp(True)
