@@ -219,6 +219,47 @@ def check_output_path(
     return p
 
 
+@contextmanager
+def output_lock(path: str | os.PathLike[str], *, where: str = "-o") -> Iterator[None]:
+    """Hold an advisory lock on an output that is rewritten atomically (a calibration profile)
+    for the whole command, so two processes never read-modify-write it at once.
+
+    The file is replaced by ``os.replace`` on every save, so the lock lives on a companion file
+    ``.NAME.lock`` beside it (``fcntl.flock(LOCK_EX | LOCK_NB)``, released when the process ends
+    however it ends; the empty companion is left in place, as deleting lock files races). A
+    second process raises :class:`FileAccessError` at once. No-op where ``fcntl`` is missing.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    p = Path(path)
+    lock = p.absolute().parent / f".{p.name}.lock"
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise FileAccessError(
+            f"{where} {p}: cannot create the lock {lock.name}: {os_error_message(exc)}",
+            value=str(p),
+            where=where,
+        ) from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise FileAccessError(
+                f"{where} {p}: another perfmodel process is writing this file (lock {lock.name} "
+                "held); wait for it or write to another file",
+                value=str(p),
+                where=where,
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
 def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a TOML file; an OS, decoding or syntax error becomes a :class:`ConfigError` naming
     the file."""

@@ -164,8 +164,11 @@ class Scenario:
             data["sequence_parallel"] = _as_bool(
                 data["sequence_parallel"], where=f"{where}: sequence_parallel"
             )
-        if "model_args" in data and data["model_args"] is not None:
-            data["model_args"] = dict(as_mapping(data["model_args"], "model_args", where=where))
+        if "model_args" in data:  # null (JSON) is no arguments
+            args = data["model_args"]
+            data["model_args"] = (
+                {} if args is None else dict(as_mapping(args, "model_args", where=where))
+            )
         for k, v in data.items():
             if k not in ("model_args", "sequence_parallel"):
                 data[k] = _check_field_type(k, v, where)
@@ -185,23 +188,25 @@ class Scenario:
 # ---------------------------------------------------------------------- resolution helpers
 
 #: The JSON/TOML type each scenario key must have (from the :class:`Scenario` annotations):
-#: ``"str"``, ``"int"`` or ``"float"``; every key may also be ``None`` where its default is.
-_FIELD_KINDS: dict[str, str] = {}
+#: ``(kind, optional)`` with kind ``"str"``, ``"int"``, ``"float"`` or ``"any"``.
+_FIELD_KINDS: dict[str, tuple[str, bool]] = {}
 
 
 def _check_field_type(key: str, value: Any, where: str) -> Any:
     """A scenario value of the type its field is annotated with, or a :class:`SchemaError`
     naming the key, the value and the type (``system = ["dgx1-v100"]``: expected text). An
-    integral float (``4.0`` from JSON) is taken as the integer; a boolean is not an integer."""
+    integral float (``4.0`` from JSON) is taken as the integer; a boolean is not an integer;
+    ``null`` only where the field may be ``None``."""
     if not _FIELD_KINDS:
         for f in fields(Scenario):
             ann = str(f.type)
-            _FIELD_KINDS[f.name] = (
+            kind = (
                 "str" if ann.startswith("str") else "int" if ann.startswith("int")
                 else "float" if ann.startswith("float") else "any"
             )  # fmt: skip
-    kind = _FIELD_KINDS.get(key, "any")
-    if value is None or kind == "any":
+            _FIELD_KINDS[f.name] = (kind, "None" in ann)
+    kind, optional = _FIELD_KINDS.get(key, ("any", True))
+    if value is None and optional:
         return value
     if kind == "str":
         return as_str(value, key, where=where)
@@ -209,7 +214,9 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         return as_int(value, key, where=where)
-    return as_number(value, key, where=where)
+    if kind == "float":
+        return as_number(value, key, where=where)
+    return value
 
 
 def _pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:

@@ -461,7 +461,7 @@ class CalibrationProfile:
                 getattr(profile, name)
             except PerfModelError:
                 raise
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
                 raise CalibrationError(
                     f"{where}: {name}: {type(exc).__name__}: {exc}",
                     value=data.get(name),

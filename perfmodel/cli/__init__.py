@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from perfmodel import __version__
-from perfmodel.errors import PerfModelError
+from perfmodel.errors import FlagError, PerfModelError
 
 SUBCOMMANDS = (
     "topo",
@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
+        for item in sys.argv[1:] if argv is None else argv:
+            flag, sep, value = str(item).partition("=")
+            if sep and flag.startswith("--") and value == "--":  # argparse would pass []
+                raise FlagError(f"{flag} '--': expected a value", value=value, where=flag)
         args = parser.parse_args(argv)
     except PerfModelError as exc:  # a typed flag value (perfmodel.cli._types): one line, exit 2
         print(f"perfmodel: error: {exc}", file=sys.stderr)

@@ -126,6 +126,13 @@ def _refit(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfmodel._io import output_lock
+
+    with output_lock(args.output):  # one writer of a profile at a time
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from perfmodel.calibration.runner import calibrate
 
     if args.refit:

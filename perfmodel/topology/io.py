@@ -43,7 +43,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._enum import parse_enum
 from perfmodel._io import load_toml
-from perfmodel._schema import as_int, as_number
+from perfmodel._schema import as_int, as_list, as_number, describe
 from perfmodel.errors import TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
@@ -136,6 +136,10 @@ class ServerDescription:
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    if not isinstance(table, dict):
+        raise TopologyError(
+            f"{where}: expected a table, got {describe(table)}", value=table, where=where
+        )
     unknown = sorted(set(table) - allowed)
     if unknown:
         raise TopologyError(
@@ -226,7 +230,9 @@ def parse_server(
 
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    for i, entry in enumerate(data.get("node", [])):
+    for i, entry in enumerate(
+        as_list(data.get("node", []), "node", where=source, error=TopologyError)
+    ):
         where = f"{source}: node[{i}]"
         _check_keys(entry, _NODE_KEYS, where)
         if "id" not in entry or "kind" not in entry:
@@ -271,7 +277,9 @@ def parse_server(
 
     links: list[LinkSpec] = []
     pairs: set[frozenset[str]] = set()
-    for i, entry in enumerate(data.get("link", [])):
+    for i, entry in enumerate(
+        as_list(data.get("link", []), "link", where=source, error=TopologyError)
+    ):
         where = f"{source}: link[{i}]"
         _check_keys(entry, _LINK_KEYS, where)
         if "a" not in entry or "b" not in entry:
@@ -299,7 +307,12 @@ def parse_server(
         links=tuple(links),
         fabric=fabric,
         description=str(system.get("description", "")),
-        sources=tuple(str(s) for s in system.get("sources", ())),
+        sources=tuple(
+            str(s)
+            for s in as_list(
+                system.get("sources", []), "system.sources", where=source, error=TopologyError
+            )
+        ),
         gpu=default_gpu,
         gpu_selectable=selectable,
         source=source,

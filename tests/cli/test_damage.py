@@ -130,3 +130,17 @@ def test_second_sweep_on_one_output_stops_at_the_lock(
     finally:
         os.close(fd)
     assert main(["sweep", str(_spec(tmp_path)), "-o", str(out), "--quiet"]) == 0
+
+
+def test_second_calibrate_on_one_profile_stops_at_the_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfmodel._io import output_lock
+
+    prof = tmp_path / "h.json"
+    argv = ["calibrate", "--nccl-log", str(NCCL_LOG), "--link", "infiniband", "--op", "allreduce"]
+    with output_lock(prof):  # the first calibration, mid-run
+        assert main([*argv, "-o", str(prof)]) == 2
+        assert not prof.exists()
+        assert "another perfmodel process" in capsys.readouterr().err
+    assert main([*argv, "-o", str(prof)]) == 0
