@@ -123,6 +123,7 @@ class PlanScreen:
         self._wl_cache: dict[tuple[int, int, bool], Any] = {}
         self._stage_cache: dict[tuple[int, int, int, str, bool], _StageCosts] = {}
         self._parts_cache: dict[tuple[int, int, str, bool], _Parts] = {}
+        self._results: dict[str, dict[str, Any]] = {}
         one = self._topology(1)
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
@@ -326,7 +327,15 @@ class PlanScreen:
 
     # -------------------------------------------------------------- evaluate
     def __call__(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
-        """Estimate one plan; returns the report keys the search reads."""
+        """Estimate one plan; returns the report keys the search reads (a repeated plan is
+        answered from a per-instance cache, as a fresh copy)."""
+        key = repr(sorted(scenario.items()))
+        hit = self._results.get(key)
+        if hit is None:
+            hit = self._results[key] = self._evaluate(scenario)
+        return {**hit, "breakdown": dict(hit["breakdown"])}
+
+    def _evaluate(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
         from perfmodel.parallel.plan import PipelineSchedule, Recompute
         from perfmodel.workload.memory import memory_breakdown
 
