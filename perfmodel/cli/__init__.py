@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Predict deep-learning training speed on multi-GPU hardware.",
     )
     parser.add_argument("--version", action="version", version=f"perfmodel {__version__}")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress line on stderr (also: COMMAND --quiet)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -60,8 +63,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from perfmodel.cli._progress import progress_line
+
+    fidelity = getattr(args, "fidelity", None)
+    label = f"perfmodel {args.command}" + (f" ({fidelity})" if fidelity else "") + ": working"
+    # sweep prints its own progress (sweep --quiet)
+    show = not getattr(args, "quiet", False) and args.command != "sweep"
     try:
-        return int(args.func(args) or 0)
+        with progress_line(label, sys.stderr, enabled=show):
+            return int(args.func(args) or 0)
     except PerfModelError as exc:
         print(f"perfmodel: error: {exc}", file=sys.stderr)
         return 2

@@ -53,6 +53,12 @@ def register(subparsers: Any) -> None:
         help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V[,mode=..,hybrid=owt]",
     )
     p.add_argument("--recompute", choices=["none", "selective", "full"])
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no progress line on stderr (shown after 2 s when stderr is a terminal)",
+    )
     p.add_argument("--sequence-parallel", action="store_true", default=None)
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
     p.add_argument(

@@ -101,12 +101,15 @@ class SystemCosts:
         self.fidelity = fidelity
         self.comm = CommCostModel(topology, link_params=link_params, fidelity=fidelity)
         self.link_params = link_params
-        self._layer_cache: dict[LayerCost, LayerTime] = {}
+        self._layer_cache: dict[tuple[Any, ...], LayerTime] = {}
+        self._collective_cache: dict[tuple[Any, ...], float] = {}
 
     def _layer(self, layer: LayerCost) -> LayerTime:
-        hit = self._layer_cache.get(layer)
+        # keyed by LayerCost.cost_key (no name, no block index): identical blocks cost once
+        key = layer.cost_key()
+        hit = self._layer_cache.get(key)
         if hit is None:
-            hit = self._layer_cache[layer] = self.compute.layer_time(layer, self.precision)
+            hit = self._layer_cache[key] = self.compute.layer_time(layer, self.precision)
         return hit
 
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
@@ -141,9 +144,14 @@ class SystemCosts:
     ) -> float:
         if len(group) < 2 or message_bytes <= 0:
             return 0.0
-        return float(
-            self.comm.collective(op, message_bytes, tuple(group), algorithm=algorithm).time_s
-        )
+        # memoised before CommCostModel's own cache, which validates the group on every call
+        key = (op, message_bytes, tuple(group), algorithm)
+        hit = self._collective_cache.get(key)
+        if hit is None:
+            hit = self._collective_cache[key] = float(
+                self.comm.collective(op, message_bytes, key[2], algorithm=algorithm).time_s
+            )
+        return hit
 
     def concurrent_time(
         self,

@@ -41,7 +41,7 @@ checks its order against ``predict`` on the top candidates (Kendall's tau is rep
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,6 +60,27 @@ class _StageCosts:
     first_stage_layers: tuple[Any, ...]
     model_flop_per_microbatch: float
     host_s: float = 0.0  # eager host issue of one micro-batch of the stage's kernels
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """Per-micro-batch ``(forward, backward, TP collectives, host issue)`` seconds of the whole
+    block stack, of the layers before it and after it, for one (mb, tp, recompute, sp) shape;
+    shared by every ``pp`` (a stage holds ``1/pp`` of the blocks)."""
+
+    blocks: tuple[int, ...]
+    block: tuple[float, float, float, float]
+    pre: tuple[float, float, float, float]
+    post: tuple[float, float, float, float]
+    pre_layers: tuple[Any, ...]
+    block_layers: tuple[Any, ...]
+    p2p_bytes: float
+    block_params: float
+    pre_params: float
+    post_params: float
+    params: float
+    all_layers: tuple[Any, ...]
+    flop: float
 
 
 class PlanScreen:
@@ -101,6 +122,8 @@ class PlanScreen:
         self._costs: dict[int, Any] = {}
         self._wl_cache: dict[tuple[int, int, bool], Any] = {}
         self._stage_cache: dict[tuple[int, int, int, str, bool], _StageCosts] = {}
+        self._parts_cache: dict[tuple[int, int, str, bool], _Parts] = {}
+        self._results: dict[str, dict[str, Any]] = {}
         one = self._topology(1)
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
@@ -197,23 +220,20 @@ class PlanScreen:
             hit = self._stage_cache[key] = self._compute_stage(mb, tp, pp, recompute, sp)
         return hit
 
-    def _compute_stage(self, mb: int, tp: int, pp: int, recompute: str, sp: bool) -> _StageCosts:
+    def _parts(self, mb: int, tp: int, recompute: str, sp: bool) -> _Parts:
+        """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``)."""
+        key = (mb, tp, recompute, sp)
+        hit = self._parts_cache.get(key)
+        if hit is not None:
+            return hit
         wl = self._workload(mb, tp, sp)
         costs = self._system_costs(1)
-        blocks = sorted({la.block for la in wl.layers if la.block is not None})
-        if pp > max(len(blocks), 1):
-            raise InfeasiblePlanError(
-                f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
-            )
-        first_block = next((i for i, la in enumerate(wl.layers) if la.block is not None), 0)
-        last_block = max((i for i, la in enumerate(wl.layers) if la.block is not None), default=-1)
         from perfmodel.workload.memory import is_selectively_recomputed
 
         tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
 
-        host = [0.0]  # issue time of the layers passed to times(), in call order
-
-        def times(layers: list[Any]) -> tuple[float, float, float]:
+        def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:
+            """``(forward, backward, TP collectives, host issue)`` seconds of ``layers``."""
             f = b = c = h = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)
@@ -233,23 +253,63 @@ class PlanScreen:
                         comms += list(la.fwd_comm)
                     for cp in comms:
                         c += tp_costs.collective_time(cp.op, cp.message_bytes, tp_group)
-            host.append(h)
-            return f, b, c
+            return f, b, c, h
 
-        block_layers = [la for la in wl.layers if la.block is not None]
-        pre = list(wl.layers[:first_block])
-        post = list(wl.layers[last_block + 1 :])
-        bf, bb, bc = times(block_layers)
-        pf, pb, pc = times(pre)
-        qf, qb, qc = times(post)
-        bh, ph, qh = host[1:4]
+        by_block: dict[int, list[Any]] = {}
+        for la in wl.layers:
+            if la.block is not None:
+                by_block.setdefault(la.block, []).append(la)
+        # identical blocks (equal LayerCost.cost_key of every layer) are costed once
+        per_kind: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
+        block_sum = [0.0, 0.0, 0.0, 0.0]
+        for layers in by_block.values():
+            kind = tuple(la.cost_key() for la in layers)
+            t = per_kind.get(kind)
+            if t is None:
+                t = per_kind[kind] = times(layers)
+            for i in range(4):
+                block_sum[i] += t[i]
+        idx = [i for i, la in enumerate(wl.layers) if la.block is not None]
+        first_block = idx[0] if idx else 0
+        last_block = idx[-1] if idx else -1
+        pre = tuple(wl.layers[:first_block])
+        post = tuple(wl.layers[last_block + 1 :])
+        block_layers = tuple(wl.layers[i] for i in idx)
+        boundary = block_layers[-1].output_shape if block_layers else wl.layers[-1].output_shape
+        hit = self._parts_cache[key] = _Parts(
+            blocks=tuple(sorted(by_block)),
+            block=(block_sum[0], block_sum[1], block_sum[2], block_sum[3]),
+            pre=times(pre),
+            post=times(post),
+            pre_layers=pre,
+            block_layers=block_layers,
+            p2p_bytes=float(math.prod(boundary)) * self.precision.activation_bytes,
+            block_params=float(sum(la.params for la in block_layers)),
+            pre_params=float(sum(la.params for la in pre)),
+            post_params=float(sum(la.params for la in post)),
+            params=float(wl.params),
+            all_layers=tuple(wl.layers),
+            flop=sum(la.total_flop for la in wl.layers) * tp,  # whole model, all TP ranks
+        )
+        return hit
+
+    def _compute_stage(self, mb: int, tp: int, pp: int, recompute: str, sp: bool) -> _StageCosts:
+        pt = self._parts(mb, tp, recompute, sp)
+        blocks = pt.blocks
+        if pp > max(len(blocks), 1):
+            raise InfeasiblePlanError(
+                f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
+            )
+        bf, bb, bc, bh = pt.block
+        pf, pb, pc, ph = pt.pre
+        qf, qb, qc, qh = pt.post
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
         stage_host = bh * (per_stage_blocks / n_blocks) + max(ph, qh)
         if pp == 1:
             stage_host = bh + ph + qh
             f, b, c = bf + pf + qf, bb + pb + qb, bc + pc + qc
-            first_layers = tuple(wl.layers)
+            first_layers = pt.all_layers
         else:
             share = per_stage_blocks / n_blocks
             # the slower of the first stage (embedding) and the last stage (head, loss)
@@ -257,20 +317,25 @@ class PlanScreen:
             last = (bf * share + qf, bb * share + qb, bc * share + qc)
             f, b, c = max(first, last, key=lambda t: t[0] + t[1] + t[2])
             keep = set(blocks[: max(1, round(per_stage_blocks))])
-            first_layers = tuple(pre + [la for la in block_layers if la.block in keep])
-        boundary = block_layers[-1].output_shape if block_layers else wl.layers[-1].output_shape
-        p2p = float(math.prod(boundary)) * self.precision.activation_bytes
-        stage_params = sum(la.params for la in block_layers) / pp + max(
-            sum(la.params for la in pre), sum(la.params for la in post)
-        )
+            first_layers = pt.pre_layers + tuple(la for la in pt.block_layers if la.block in keep)
+        stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
-            stage_params = float(wl.params)
-        flop = sum(la.total_flop for la in wl.layers) * tp  # whole model, all TP ranks
-        return _StageCosts(f, b, c, p2p, float(stage_params), first_layers, flop, stage_host)
+            stage_params = pt.params
+        return _StageCosts(
+            f, b, c, pt.p2p_bytes, float(stage_params), first_layers, pt.flop, stage_host
+        )
 
     # -------------------------------------------------------------- evaluate
     def __call__(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
-        """Estimate one plan; returns the report keys the search reads."""
+        """Estimate one plan; returns the report keys the search reads (a repeated plan is
+        answered from a per-instance cache, as a fresh copy)."""
+        key = repr(sorted(scenario.items()))
+        hit = self._results.get(key)
+        if hit is None:
+            hit = self._results[key] = self._evaluate(scenario)
+        return {**hit, "breakdown": dict(hit["breakdown"])}
+
+    def _evaluate(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
         from perfmodel.parallel.plan import PipelineSchedule, Recompute
         from perfmodel.workload.memory import memory_breakdown
 

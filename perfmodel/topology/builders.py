@@ -74,6 +74,13 @@ def add_server(
     return ids
 
 
+MAX_CLUSTER_GPUS = 16_384
+"""Largest cluster :func:`build_cluster` materialises: the issue-14 target size (Llama-3 405B on
+16,384 H100). Every server, NIC and link is a node or edge of one graph that is validated and
+routed (2,048 DGX A100: 92,168 edges, 1.4 s CPU to build on the 2-core development machine,
+``benchmarks/bench_scale.py``); larger clusters are refused at once instead of running for
+minutes."""
+
 _PCIE_TECH = re.compile(r"^pcie(\d+)-x(\d+)$")
 
 
@@ -179,6 +186,17 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         raise ConfigError(
             f"system {desc.name} has no NIC node; cannot build a {nodes}-node cluster",
             value=desc.name,
+            where="--nodes",
+        )
+    gpus = nodes * sum(1 for n in desc.nodes if n.kind is NodeKind.GPU)
+    if gpus > MAX_CLUSTER_GPUS:
+        raise ConfigError(
+            f"--nodes {nodes} of {desc.name} is {gpus:,} GPUs, more than the "
+            f"{MAX_CLUSTER_GPUS:,} perfmodel builds: the cluster is materialised link by link "
+            "as one graph, which at this size takes minutes (issue 14: a fat tree described as "
+            "a pattern). Data-parallel replicas behave alike, so predict a slice with the same "
+            "per-replica plan on fewer nodes",
+            value=nodes,
             where="--nodes",
         )
     if fabric.nics_per_node and fabric.nics_per_node < len(nic_ids):

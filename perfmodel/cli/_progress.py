@@ -1,0 +1,66 @@
+"""A progress line on stderr for commands that run longer than a couple of seconds.
+
+The line (``perfmodel predict: working, 3 s``) appears only when the command has run for
+``delay_s`` (2 s: a user waiting at a terminal notices a pause of about that length), updates once
+a second and is erased before the command returns, so piped output and ``--json`` stay clean. It
+is off with ``--quiet`` and whenever the stream is not a terminal (CI logs, redirections).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+DELAY_S = 2.0
+"""Seconds a command runs before the progress line appears (issue 14: "longer than about 2 s")."""
+
+
+@contextmanager
+def progress_line(
+    label: str,
+    stream: TextIO,
+    *,
+    enabled: bool = True,
+    delay_s: float = DELAY_S,
+    interval_s: float = 1.0,
+) -> Iterator[None]:
+    """Show ``label`` and the elapsed seconds on ``stream`` while the ``with`` body runs.
+
+    Nothing is written unless ``enabled`` and ``stream.isatty()``; the line is written by a
+    daemon thread (the body keeps the main thread) and erased with ``\\r`` + spaces on exit.
+    """
+    isatty = getattr(stream, "isatty", None)
+    if not enabled or isatty is None or not isatty():
+        yield
+        return
+    stop = threading.Event()
+    start = time.monotonic()
+    width = [0]
+
+    def show() -> None:
+        if stop.wait(delay_s):
+            return
+        while True:
+            text = f"{label}, {time.monotonic() - start:.0f} s"
+            stream.write("\r" + text.ljust(width[0]))
+            stream.flush()
+            width[0] = max(width[0], len(text))
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=show, name="perfmodel-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if width[0]:
+            stream.write("\r" + " " * width[0] + "\r")
+            stream.flush()
+
+
+__all__ = ["DELAY_S", "progress_line"]

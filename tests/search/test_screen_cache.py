@@ -1,0 +1,33 @@
+"""The screen costs identical blocks once and answers a repeated plan from its cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.search.screen import PlanScreen
+
+ARGS = {"layers": 6, "hidden": 512, "heads": 8, "seq_len": 256}
+
+
+def test_block_sum_equals_layer_by_layer_sum() -> None:
+    screen = PlanScreen({"system": "dgx-a100", "model": "gpt", "model_args": ARGS})
+    parts = screen._parts(2, 2, "full", False)
+    costs = screen._system_costs(1)
+    wl = screen._workload(2, 2, False)
+    blocks = [la for la in wl.layers if la.block is not None]
+    fwd = sum(costs.layer_time(la)[0] for la in blocks)
+    bwd = sum(sum(costs.layer_time(la)[1:]) for la in blocks) + fwd  # full recompute
+    assert parts.block[0] == pytest.approx(fwd, rel=1e-12)
+    assert parts.block[1] == pytest.approx(bwd, rel=1e-12)
+    assert parts.blocks == tuple(range(6))
+
+
+def test_repeat_is_cached_and_a_fresh_copy() -> None:
+    screen = PlanScreen({"system": "dgx-a100", "model": "gpt", "model_args": ARGS})
+    plan = {"gpus": 8, "tp": 2, "pp": 2, "global_batch": 16, "microbatch": 1}
+    first = screen(plan)
+    first["iteration_time_s"] = -1.0
+    first["breakdown"]["compute_s"] = -1.0
+    again = screen(dict(plan))
+    assert again["iteration_time_s"] > 0 and again["breakdown"]["compute_s"] > 0
+    assert len(screen._results) == 1
