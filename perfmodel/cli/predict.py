@@ -201,12 +201,27 @@ def run(args: argparse.Namespace) -> int:
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
     sc = Scenario.from_dict(d, where=where)
+    pricing = None
+    if args.price_per_gpu_hour is not None:
+        from perfmodel.search.cost import Pricing
+
+        if args.tokens is None:
+            raise ConfigError(
+                "--price-per-gpu-hour needs --tokens (the budget it prices)",
+                value=args.price_per_gpu_hour,
+                where="--price-per-gpu-hour",
+            )
+        pricing = Pricing(args.price_per_gpu_hour)
     if curve:
         reports = predict_curve(sc, curve)
         if args.plot:
             plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
         if args.json:
-            json.dump([r.to_dict() for r in reports], sys.stdout, indent=2, default=str)
+            rows = [r.to_dict() for r in reports]
+            if args.tokens is not None:
+                for row, r in zip(rows, reports, strict=True):
+                    row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
+            json.dump(rows, sys.stdout, indent=2, default=str)
             sys.stdout.write("\n")
         else:
             print(header(sc, reports[-1], curve=True))
@@ -214,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
                 + (f" {'epoch':>24}" if epoch else "")
+                + (f" {'time to train':>24}" if args.tokens is not None else "")
             )
             for r in reports:
                 print(
@@ -221,6 +237,11 @@ def run(args: argparse.Namespace) -> int:
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
                     + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
+                    + (
+                        f" {_epoch_text(r.token_budget(args.tokens).time_s):>24}"
+                        if args.tokens is not None
+                        else ""
+                    )
                 )
         if args.plot:
             print(
@@ -228,18 +249,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     report = predict(sc)
-    budget = None
-    if args.tokens is not None:
-        from perfmodel.search.cost import Pricing
-
-        pricing = None if args.price_per_gpu_hour is None else Pricing(args.price_per_gpu_hour)
-        budget = report.token_budget(args.tokens, pricing)
-    elif args.price_per_gpu_hour is not None:
-        raise ConfigError(
-            "--price-per-gpu-hour needs --tokens (the budget it prices)",
-            value=args.price_per_gpu_hour,
-            where="--price-per-gpu-hour",
-        )
+    budget = None if args.tokens is None else report.token_budget(args.tokens, pricing)
     if args.trace and report.timeline is not None:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
