@@ -279,8 +279,13 @@ def run(args: argparse.Namespace) -> int:
         if args.gantt:
             print(f"Gantt chart written to {args.gantt}")
         if chakra_paths:
+            names = (
+                chakra_paths[0].name
+                if len(chakra_paths) == 1
+                else f"{chakra_paths[0].name} ... {chakra_paths[-1].name}"
+            )
             print(
                 f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
-                f"{chakra_paths[0].name} ... {chakra_paths[-1].name} (one per simulated rank)"
+                f"{names} (one per simulated rank)"
             )
     return 0
