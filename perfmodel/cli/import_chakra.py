@@ -8,7 +8,7 @@
 
 Prints the imported layers' measured forward and backward time; with ``--system`` (a system with
 the traced GPU) it predicts the step on ``--gpus`` of it (data parallelism of the traced batch per
-GPU), the speedup curve included. See :mod:`perfmodel.workload.chakra_import`.
+GPU), the speedup curve included. See :mod:`perfmodel.calibration.trace_workload`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.errors import ConfigError
-    from perfmodel.workload.chakra_import import import_trace
+    from perfmodel.calibration.trace_workload import import_trace
 
     t = import_trace(args.trace, gpu=args.gpu, params=args.params, precision=args.precision)
     out: dict[str, Any] = {

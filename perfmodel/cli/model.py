@@ -245,7 +245,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
             )
         print(line)
     print(
-        f"\n{w.name}: batch {w.batch_size}, {w.precision.value}, tp {w.tp}: "
+        f"\n{w.name}: batch {w.batch_size}, "
+        + (f"sequence length {w.tokens_per_sample}, " if w.tokens_per_sample > 1 else "")
+        + f"{w.precision.value}, tp {w.tp}: "
         f"{w.total_params:,d} parameters ({w.params:,d} on this rank), "
         f"{w.fwd_flop / 1e9:.2f} GFLOP forward, {w.total_flop / 1e9:.2f} GFLOP fwd+bwd, "
         f"{units.format_bytes(totals['activation_bytes'])} saved activations"

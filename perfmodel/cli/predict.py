@@ -266,12 +266,27 @@ def run(args: argparse.Namespace) -> int:
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
     sc = Scenario.from_dict(d, where=where)
+    pricing = None
+    if args.price_per_gpu_hour is not None:
+        from perfmodel.search.cost import Pricing
+
+        if args.tokens is None:
+            raise ConfigError(
+                "--price-per-gpu-hour needs --tokens (the budget it prices)",
+                value=args.price_per_gpu_hour,
+                where="--price-per-gpu-hour",
+            )
+        pricing = Pricing(args.price_per_gpu_hour)
     if curve:
         reports = predict_curve(sc, curve)
         if args.plot:
             plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
         if args.json:
-            json.dump([r.to_dict() for r in reports], sys.stdout, indent=2, default=str)
+            rows = [r.to_dict() for r in reports]
+            if args.tokens is not None:
+                for row, r in zip(rows, reports, strict=True):
+                    row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
+            json.dump(rows, sys.stdout, indent=2, default=str)
             sys.stdout.write("\n")
         else:
             print(header(sc, reports[-1], curve=True))
@@ -279,6 +294,7 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
                 + (f" {'epoch':>24}" if epoch else "")
+                + (f" {'time to train':>24}" if args.tokens is not None else "")
             )
             for r in reports:
                 print(
@@ -286,6 +302,11 @@ def run(args: argparse.Namespace) -> int:
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
                     + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
+                    + (
+                        f" {_epoch_text(r.token_budget(args.tokens).time_s):>24}"
+                        if args.tokens is not None
+                        else ""
+                    )
                 )
             for r in reports:  # speedups not against 1 GPU, and other choices made per row
                 for d in r.defaults:
@@ -296,18 +317,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     report = predict(sc)
-    budget = None
-    if args.tokens is not None:
-        from perfmodel.search.cost import Pricing
-
-        pricing = None if args.price_per_gpu_hour is None else Pricing(args.price_per_gpu_hour)
-        budget = report.token_budget(args.tokens, pricing)
-    elif args.price_per_gpu_hour is not None:
-        raise ConfigError(
-            "--price-per-gpu-hour needs --tokens (the budget it prices)",
-            value=args.price_per_gpu_hour,
-            where="--price-per-gpu-hour",
-        )
+    budget = None if args.tokens is None else report.token_budget(args.tokens, pricing)
     if args.trace and report.timeline is not None:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
@@ -350,8 +360,13 @@ def run(args: argparse.Namespace) -> int:
         if args.gantt:
             print(f"Gantt chart written to {args.gantt}")
         if chakra_paths:
+            names = (
+                chakra_paths[0].name
+                if len(chakra_paths) == 1
+                else f"{chakra_paths[0].name} ... {chakra_paths[-1].name}"
+            )
             print(
                 f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
-                f"{chakra_paths[0].name} ... {chakra_paths[-1].name} (one per simulated rank)"
+                f"{names} (one per simulated rank)"
             )
     return 0

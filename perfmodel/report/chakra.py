@@ -73,6 +73,20 @@ def default_ranks(timeline: Timeline) -> dict[str, int]:
     return {d: i for i, d in enumerate(sorted(names))}
 
 
+def complete_ranks(timeline: Timeline, ranks: Mapping[str, int] | None) -> dict[str, int]:
+    """``ranks`` plus a rank, after the highest given, for every other device the graph names
+    (host CPUs of a CPU-merge or parameter-server plan), in sorted order."""
+    if ranks is None:
+        return default_ranks(timeline)
+    out = dict(ranks)
+    nxt = max(out.values(), default=-1) + 1
+    for name in sorted(default_ranks(timeline)):
+        if name not in out:
+            out[name] = nxt
+            nxt += 1
+    return out
+
+
 def _micros(seconds: float) -> int:
     return max(0, round(seconds * 1e6))
 
@@ -90,13 +104,10 @@ def chakra_nodes(
 ) -> dict[int, list[Node]]:
     """``{rank: nodes}`` for every simulated device of ``timeline`` (see the module docstring).
 
-    Raises
-    ------
-    KeyError
-        If ``ranks`` lacks a device the graph names (an internal inconsistency).
+    Devices missing from ``ranks`` (host CPUs) are numbered after it (:func:`complete_ranks`).
     """
     g = timeline.graph
-    ranks = dict(ranks) if ranks is not None else default_ranks(timeline)
+    ranks = complete_ranks(timeline, ranks)
     simulated = set(g.devices)
     n_tasks = len(g.tasks)
     per: dict[str, list[Node]] = {d: [] for d in g.devices}
@@ -250,7 +261,7 @@ def write_chakra(
     """Write ``<directory>/<prefix>.<rank>.et`` for every simulated rank; returns the paths."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    ranks = dict(ranks) if ranks is not None else default_ranks(timeline)
+    ranks = complete_ranks(timeline, ranks)
     by_rank = chakra_nodes(timeline, ranks)
     paths = []
     for rank, nodes in sorted(by_rank.items()):

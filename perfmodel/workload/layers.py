@@ -176,7 +176,7 @@ class LayerCost:
         return self.params
     measured: MeasuredTime | None = None
     """Device time measured for this layer (imported from a trace,
-    :mod:`perfmodel.workload.chakra_import`): the compute model returns it instead of a
+    :mod:`perfmodel.calibration.trace_workload`): the compute model returns it instead of a
     prediction, on the GPU it was measured on only."""
 
     @property

@@ -304,3 +304,27 @@ def test_cli_predict_chakra(tmp_path, capsys) -> None:
     assert main([*args, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert [p.rsplit("/", 1)[1] for p in d["chakra_files"]] == ["perfmodel.0.et", "perfmodel.2.et"]
+
+
+def test_cpu_merge_plan_memory_nodes_and_host_rank(tmp_path) -> None:
+    """Keras' CPU merge: weights pulled from and gradients pushed to host memory become
+    MEM_LOAD / MEM_STORE nodes of the parameter bytes; the host CPU gets the rank after the GPUs."""
+    sc = Scenario(system="dgx1-v100", model="resnet18", batch_per_gpu=16, gpus=4,
+                  software="keras-multi-gpu", fidelity="analytic")  # fmt: skip
+    r = predict(sc, baseline=False)
+    gpus = topology_of(sc).gpus
+    paths = write_chakra(r.timeline, tmp_path, ranks={g: i for i, g in enumerate(gpus)})
+    assert [p.name for p in paths] == ["perfmodel.0.et", f"perfmodel.{len(gpus)}.et"]
+    nodes = read_trace(paths[0]).nodes
+    mem = {n.type: n.attr("tensor_size") for n in nodes if n.type.name.startswith("MEM")}
+    host = [t for t in r.timeline.graph.tasks if t.comm is not None and t.stream in ("h2d", "d2h")]
+    assert mem == {
+        NodeType.MEM_LOAD_NODE: round(
+            next(t for t in host if t.stream == "h2d").comm.message_bytes
+        ),
+        NodeType.MEM_STORE_NODE: round(
+            next(t for t in host if t.stream == "d2h").comm.message_bytes
+        ),
+    }
+    cpu = read_trace(paths[1]).nodes
+    assert [n.attr("is_cpu_op") for n in cpu] == [True]

@@ -87,3 +87,10 @@ def test_compare_table_units_and_epoch_column() -> None:
         assert head[head.index(col) + 1] == "s", head
     row = format_table(res, top=3).splitlines()[2].split()
     assert float(row[-1]) == pytest.approx(res.ranked[0].report["epoch_time_s"], rel=1e-3)
+
+
+def test_model_show_names_the_sequence_length(capsys) -> None:
+    assert main(["model", "show", "gpt2"]) == 0
+    assert "gpt2: batch 1, sequence length 1024, fp32" in capsys.readouterr().out
+    assert main(["model", "show", "mlp"]) == 0
+    assert "sequence length" not in capsys.readouterr().out

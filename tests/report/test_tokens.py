@@ -119,3 +119,17 @@ def test_cli_tokens_on_a_cnn_is_a_config_error(capsys) -> None:
 def test_cli_price_without_tokens(capsys) -> None:
     assert main([*PREDICT_16_H100, "--price-per-gpu-hour", "2"]) == 2
     assert "needs --tokens" in capsys.readouterr().err
+
+
+def test_cli_tokens_on_a_curve(capsys) -> None:
+    args = [*PREDICT_16_H100, "--gpus", "8,16", "--tokens", "26e9"]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith("time to train")
+    assert re.search(r"\d+ s \(\d+ h \d+ min\)$", lines[-1])
+    assert main([*args, "--json", "--price-per-gpu-hour", "2"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["num_gpus"] for r in rows] == [8, 16]
+    for r in rows:
+        tb = r["token_budget"]
+        assert tb["cost"] == pytest.approx(r["num_gpus"] * tb["time_to_train_s"] / 3600 * 2)

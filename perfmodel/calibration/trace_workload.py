@@ -1,5 +1,8 @@
 """A workload from a trace of one rank: a Chakra execution trace or a PyTorch (Kineto) trace.
 
+(In ``calibration/`` because it turns measured times into model input, as the profile fits do;
+the Chakra codec itself is :mod:`perfmodel.workload.chakra_et`.)
+
 A trace gives *times*, not the FLOP and bytes the compute model predicts from, so every imported
 layer carries its measured device time (:class:`perfmodel.workload.layers.MeasuredTime`), which
 the compute model returns as it is, on the GPU the trace was recorded on. Everything around the
@@ -39,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfmodel.calibration.kineto import Phase, summarize_trace
+from perfmodel.calibration.kineto import read_trace as read_chrome
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload.chakra_et import CommType, NodeType, read_trace
@@ -169,8 +174,6 @@ class ImportedTrace:
 
 
 def _kineto(path: str, gpu: str | None, params: int | None) -> ImportedTrace:
-    from perfmodel.calibration.kineto import Phase, summarize_trace
-    from perfmodel.calibration.kineto import read_trace as read_chrome
     from perfmodel.compute.validation import resolve_gpu
 
     events = read_chrome(path)

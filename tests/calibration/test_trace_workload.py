@@ -9,10 +9,10 @@ import pytest
 
 from perfmodel.api import Scenario, predict, predict_curve, topology_of
 from perfmodel.calibration.kineto import Phase, summarize_trace
+from perfmodel.calibration.trace_workload import import_trace
 from perfmodel.cli import main
 from perfmodel.errors import ConfigError
 from perfmodel.report.chakra import write_chakra
-from perfmodel.workload.chakra_import import import_trace
 
 REPO = Path(__file__).resolve().parents[2]
 KINETO = REPO / "calibration/h100-sxm5-80gb/trace-gpt2-bf16-b8-seq-len1024.json.gz"
