@@ -39,7 +39,7 @@ from perfmodel.parallel.plan import (
     PSHost,
     Recompute,
 )
-from perfmodel.parallel.recipe import Recipe, build_recipe
+from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.parallel.software import get_preset
 from perfmodel.report.step import StepReport, breakdown
 from perfmodel.search import autobatch
@@ -416,7 +416,8 @@ def system_costs(
     else:
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
     layout = None if memory_format is None else parse_memory_format(memory_format)
-    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout, recipe)
+    compute = None if recipe is None else recipe.compute  # plan-independent: one cache entry
+    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout, compute)
 
 
 @lru_cache(maxsize=256)
@@ -428,7 +429,7 @@ def _system_costs(
     stamp: int | None,
     host_dispatch_s: float,
     conv_layout: str | None = None,
-    recipe: Recipe | None = None,
+    recipe: ComputeRecipe | None = None,
 ) -> SystemCosts:
     """:class:`SystemCosts` of :func:`system_costs` (``Topology`` hashes by identity)."""
     cp = lp = None

@@ -22,7 +22,7 @@ from perfmodel.workload.layers import LayerCost
 
 if TYPE_CHECKING:
     from perfmodel.compute.model import LayerTime
-    from perfmodel.parallel.recipe import Recipe
+    from perfmodel.parallel.recipe import ComputeRecipe
 
 
 class Costs(Protocol):
@@ -75,9 +75,10 @@ class SystemCosts:
         Passed to ``CommCostModel`` (``"analytic"`` closed forms or ``"simulated"`` flow-level
         replay of each collective); an unknown value raises ``ConfigError``.
     recipe
-        Training recipe whose gradient and working-copy bytes the optimizer step moves
-        (``None``: the precision's defaults). Autocast casts are ``compute_params``'
-        ``cast_weights_each_step``, set from the recipe by :func:`perfmodel.api.system_costs`.
+        The compute part of the training recipe (:class:`~perfmodel.parallel.recipe.ComputeRecipe`):
+        the gradient and working-copy bytes the optimizer step moves (``None``: the precision's
+        defaults). Autocast casts are ``compute_params``' ``cast_weights_each_step``, set from it
+        by :func:`perfmodel.api.system_costs`.
     """
 
     def __init__(
@@ -88,7 +89,7 @@ class SystemCosts:
         compute_params: Any = None,
         link_params: Any = None,
         fidelity: str = "analytic",
-        recipe: Recipe | None = None,
+        recipe: ComputeRecipe | None = None,
     ) -> None:
         from perfmodel.comm import CommCostModel
         from perfmodel.compute import ComputeModel
@@ -128,14 +129,13 @@ class SystemCosts:
         rc = self.recipe
         if rc is None:
             return float(self.compute.optimizer_time(params, optimizer, self.precision))
-        working = rc.param_bytes if rc.master_bytes else 0  # half-model: write the 16-bit copy
         return float(
             self.compute.optimizer_time(
                 params,
                 optimizer,
                 self.precision,
                 grad_bytes=rc.grad_bytes,
-                working_copy_bytes=working,
+                working_copy_bytes=rc.working_copy_bytes,
             )
         )
 

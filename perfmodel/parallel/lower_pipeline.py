@@ -91,7 +91,8 @@ class PipelineLowering:
         wl, pl, rc = self.wl, self.pl, self.rc
         unit_cost = [sum(self.costs.layer_time(layer)) for layer in wl.layers]
         chunks: list[Chunk] = []
-        for k, ids in enumerate(partition(wl, self.K, unit_cost)):
+        parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
+        for k, ids in enumerate(parts):
             s = k % self.P
             chunks.append(
                 build_chunk(

@@ -140,13 +140,19 @@ def _units(layers: Sequence[LayerCost]) -> list[list[int]]:
 
 
 def partition(
-    workload: Workload, k: int, unit_cost: Sequence[float], *, where: str = "pp"
+    workload: Workload,
+    k: int,
+    unit_cost: Sequence[float],
+    *,
+    where: str = "pp",
+    allow_uneven: bool = False,
 ) -> list[list[int]]:
     """Split the layers into ``k`` contiguous chunks, cutting only between blocks.
 
     Transformer-like models (all blocks equal) need ``k`` to divide the number of blocks
     (Megatron-LM's rule); the embedding goes with the first chunk and the head with the last.
-    Other models get the contiguous partition minimising the largest chunk time.
+    Other models, and equal blocks that ``k`` does not divide when ``allow_uneven`` (torchtitan
+    splits as evenly as it can), get the contiguous partition minimising the largest chunk time.
 
     Raises
     ------
@@ -167,7 +173,7 @@ def partition(
         )
     block_costs = [round(sum(unit_cost[i] for i in u), 12) for u in blocks]
     uniform = len(set(block_costs)) == 1 and nb > 1
-    if uniform:
+    if uniform and not (allow_uneven and nb % k):
         if nb % k:
             fits = [d for d in range(1, nb + 1) if nb % d == 0]
             raise InfeasiblePlanError(

@@ -118,6 +118,21 @@ class SelectiveRecompute(str, enum.Enum):
         return 1.0
 
 
+@dataclass(frozen=True)
+class ComputeRecipe:
+    """The part of a :class:`Recipe` the compute model reads (one value per precision style,
+    shared by every plan, so cost models cached on it are reused across plans).
+
+    ``autocast_casts``: ``ComputeParams.cast_weights_each_step``; ``grad_bytes``: the gradient
+    the optimizer step reads; ``working_copy_bytes``: the 16-bit copy it writes (half-model
+    stacks; 0 where the kept weights are the FP32 ones).
+    """
+
+    autocast_casts: bool
+    grad_bytes: int
+    working_copy_bytes: int
+
+
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
 STREAM_DP = "dp"  # gradient reduction
 STREAM_GATHER = "ag"  # parameter all-gather (ZeRO-3/FSDP prefetch, distributed optimizer)
@@ -190,6 +205,12 @@ class Recipe:
     shard_group: int = 0
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     sources: tuple[str, ...] = ()
+
+    @property
+    def compute(self) -> ComputeRecipe:
+        """What the compute model reads (:class:`ComputeRecipe`)."""
+        working = self.param_bytes if self.master_bytes else 0
+        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working)
 
     @property
     def state_bytes(self) -> int:
@@ -373,6 +394,7 @@ def default_recipe(
 __all__ = [
     "AmpStyle",
     "CommPolicy",
+    "ComputeRecipe",
     "Recipe",
     "SelectiveRecompute",
     "Sharding",

@@ -100,6 +100,10 @@ class SoftwarePreset:
     selective_recompute
         What ``recompute=selective`` re-runs on this stack
         (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+    even_pipeline_split
+        Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
+        by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
+        ``generate_split_points``).
     sources
         Where the values come from.
     """
@@ -129,6 +133,7 @@ class SoftwarePreset:
     bucket_params_per_dp: float = 0.0
     bucket_elements: float | None = None
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    even_pipeline_split: bool = True
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -361,6 +366,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             amp=AmpStyle.FSDP_POLICY,
             fp32_grad_reduce=True,
             selective_recompute=SelectiveRecompute.OP,
+            even_pipeline_split=False,
             sources=(
                 "torchtitan (Dec 2024) torchtitan/parallelisms/parallelize_llama.py: fully_shard "
                 "per transformer block (FSDP2) with MixedPrecisionPolicy(param_dtype="

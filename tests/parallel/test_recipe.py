@@ -416,3 +416,23 @@ def test_torchtitan_op_level_selective_recompute() -> None:
     assert op.segments[0].recompute_s == pytest.approx(2e-3)
     assert core.segments[0].recompute_s == 0.0
     assert get_preset("torchtitan").selective_recompute is SelectiveRecompute.OP
+
+
+def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
+    """6 equal blocks over 4 stages: Megatron refuses (layers must divide), torchtitan splits
+    as evenly as it can (2 + 2 + 1 + 1 blocks, the embedding and head joining the ends)."""
+    from perfmodel.errors import InfeasiblePlanError
+
+    args = {**GPT, "layers": 6}
+    sc = _sc(software="torchtitan", pp=4, microbatch=1, gpus=4, model_args=args)
+    _, step = _graph(sc)
+    assert step.memory and len(step.memory) == 4
+    from perfmodel.api import _workload
+    from perfmodel.parallel.lowering import partition
+
+    wl = _workload("gpt", 1, "bf16", 1, False, tuple(sorted(args.items())))
+    parts = partition(wl, 4, [1.0] * len(wl.layers), allow_uneven=True)
+    blocks = [len({wl.layers[i].block for i in p} - {None}) for p in parts]
+    assert sorted(blocks) == [1, 1, 2, 2]
+    with pytest.raises(InfeasiblePlanError, match="do not divide"):
+        _graph(replace(sc, software="megatron"))
