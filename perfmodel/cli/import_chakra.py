@@ -44,8 +44,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.errors import ConfigError
     from perfmodel.calibration.trace_workload import import_trace
+    from perfmodel.errors import ConfigError
 
     t = import_trace(args.trace, gpu=args.gpu, params=args.params, precision=args.precision)
     out: dict[str, Any] = {
