@@ -37,9 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="model zoo: layers, FLOP, memory, largest batch",
         description="Browse the model zoo, per-layer costs and predicted times.",
     )
-    sub = parser.add_subparsers(
-        dest="model_command", metavar="{list,show,maxbatch,import-chakra}"
-    )
+    sub = parser.add_subparsers(dest="model_command", metavar="{list,show,maxbatch,import-chakra}")
 
     lst = sub.add_parser("list", help="zoo models and their arguments")
     lst.add_argument("--json", action="store_true", help="print JSON")

@@ -200,9 +200,7 @@ def _encode_attr(a: Attr) -> bytes:
 
 def encode_metadata(version: str = ET_VERSION, attrs: Iterable[Attr] = ()) -> bytes:
     """A ``GlobalMetadata`` message (without its length prefix)."""
-    return _len_field(1, version.encode()) + b"".join(
-        _len_field(2, _encode_attr(a)) for a in attrs
-    )
+    return _len_field(1, version.encode()) + b"".join(_len_field(2, _encode_attr(a)) for a in attrs)
 
 
 def encode_node(n: Node) -> bytes:
@@ -321,7 +319,9 @@ def _decode_attr(buf: bytes, where: str) -> Attr | None:
                 value = tuple(x.decode() for g, _w, x in _fields(v, where) if g == 1)
             else:
                 vals = [x for g, w, y in _fields(v, where) if g == 1 for x in _ints(w, y, where)]
-                value = tuple(_signed(x) for x in vals) if kind is AttrKind.INT64_LIST else tuple(vals)
+                value = (
+                    tuple(_signed(x) for x in vals) if kind is AttrKind.INT64_LIST else tuple(vals)
+                )
     return None if kind is None else Attr(name, kind, value)
 
 
