@@ -79,6 +79,12 @@ def make_trials(tmp: Path) -> list[Trial]:
         lg = w(f"log-{bad}.txt", "".join(lines))
         t.append(
             Trial(
+                f"comm --compare log with {bad}",
+                ["comm", "--system", "dgx-h100", "--nodes", "2", "--compare", str(lg)],
+            )
+        )
+        t.append(
+            Trial(
                 f"calibrate --nccl-log with {bad}",
                 [
                     "calibrate",
