@@ -69,6 +69,10 @@ def read_bytes(path: str | os.PathLike[str], *, where: str | None = None) -> byt
     p = Path(path)
     label = f"{where} {p}" if where else str(p)
     try:
+        if stat.S_ISFIFO(os.stat(p).st_mode):  # open() would wait for a writer
+            raise FileAccessError(
+                f"{label}: not a regular file (a FIFO)", value=str(p), where=str(p)
+            )
         with p.open("rb") as fh:
             st = os.fstat(fh.fileno())
             if stat.S_ISDIR(st.st_mode):  # pragma: no cover - open() already refuses it on Linux

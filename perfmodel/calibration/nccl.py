@@ -29,7 +29,6 @@ fitted profile predicts its own log (issue 12).
 
 from __future__ import annotations
 
-import math
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -115,12 +114,6 @@ def log_measurements(
     out = []
     for row in log.rows:
         t = row.inplace_time_s if inplace and row.inplace_time_s else row.time_s
-        if t is not None and not math.isfinite(t):
-            raise CalibrationError(
-                f"{path}:{row.line}: time {t} is not a finite number; refusing to import it",
-                value=t,
-                where=f"{path}:{row.line}",
-            )
         if not t or t <= 0:
             continue
         out.append(

@@ -19,6 +19,7 @@ Definitions (nccl-tests doc/PERFORMANCE.md): ``algbw = size / time``,
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -272,6 +273,14 @@ def read_nccl_tests(path: str | Path, *, op: CollectiveOp | str | None = None) -
         if m:
             op_hint = _OPS_BY_BINARY[m.group(1)]
     log = parse_nccl_tests(text, op=op_hint, source=str(p))
+    for row in log.rows:  # a completed size always has a time; nan/inf is a broken log
+        for name, t in (("time", row.time_s), ("in-place time", row.inplace_time_s)):
+            if t is not None and not math.isfinite(t):
+                raise ParseError(
+                    f"{p}:{row.line}: {name} {t} is not a finite number; refusing the log",
+                    value=t,
+                    where=f"{p}:{row.line}",
+                )
     return log
 
 

@@ -79,6 +79,12 @@ def make_trials(tmp: Path) -> list[Trial]:
         lg = w(f"log-{bad}.txt", "".join(lines))
         t.append(
             Trial(
+                f"comm --compare log with {bad}",
+                ["comm", "--system", "dgx-h100", "--nodes", "2", "--compare", str(lg)],
+            )
+        )
+        t.append(
+            Trial(
                 f"calibrate --nccl-log with {bad}",
                 [
                     "calibrate",
@@ -184,6 +190,9 @@ def make_trials(tmp: Path) -> list[Trial]:
     if not loop.is_symlink():
         os.symlink(loop, loop)
     notdir = w("plainfile", "x")
+    full = tmp / "full.jsonl"
+    if not full.is_symlink() and os.path.exists("/dev/full"):
+        os.symlink("/dev/full", full)
     # root writes into a read-only folder: there these commands rightly succeed
     ro_rc = 0 if hasattr(os, "geteuid") and os.geteuid() == 0 else 2
     t += [
@@ -194,6 +203,13 @@ def make_trials(tmp: Path) -> list[Trial]:
         ),
         Trial("sweep -o under a file", ["sweep", str(sweep), "-o", str(notdir / "x.jsonl")]),
         Trial("sweep -o symlink loop", ["sweep", str(sweep), "-o", str(loop)]),
+        Trial("sweep -o symlink to /dev/full", ["sweep", str(sweep), "-o", str(full)]),
+        Trial(
+            "predict --calibration /dev/zero",
+            ["predict", "--system", "dgx1-v100", *PRED, "--calibration", "/dev/zero"],
+        ),
+        Trial("topo import /dev/zero", ["topo", "import", "/dev/zero"]),
+        Trial("topo import a FIFO", ["topo", "import", str(_fifo(tmp))]),
         Trial(
             "calibrate -o read-only dir",
             [
@@ -519,6 +535,13 @@ def make_trials(tmp: Path) -> list[Trial]:
         )
     )
     return t
+
+
+def _fifo(tmp: Path) -> Path:
+    p = tmp / "fifo.txt"
+    if not p.exists() and hasattr(os, "mkfifo"):
+        os.mkfifo(p)
+    return p
 
 
 def _pub(tmp: Path) -> Path:
