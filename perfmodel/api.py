@@ -761,7 +761,9 @@ def predict(
     report's ``speedup`` and ``scaling_efficiency`` are then ``None``, everything else is the
     same. Plan search and sweeps that only rank step times save one prediction per call.
     Baseline throughputs of zoo models are cached per baseline scenario
-    (:meth:`Scenario.content_hash`), so scenarios sharing a baseline compute it once.
+    (:meth:`Scenario.content_hash`), so scenarios sharing a baseline compute it once; so are
+    whole reports (the last 256; :class:`StepReport` is immutable), so a repeated question of a
+    sweep or search costs a hash and a lookup.
 
     Returns a :class:`~perfmodel.report.step.StepReport`; a plan that does not fit in GPU
     memory is reported with ``fits_in_memory=False`` (not raised).
@@ -771,7 +773,33 @@ def predict(
     ConfigError, InfeasiblePlanError
         Bad input, or a plan that does not divide the GPUs, layers, heads or batch.
     """
-    r = resolve(sc)
+    key = None
+    if workload_fn is None:  # zoo model: the scenario and the profile's stamp decide the report
+        stamp = _file_stamp(str(sc.calibration)) if sc.calibration else None
+        key = f"{sc.content_hash()}:{stamp}:{baseline}:{_baseline}"
+        hit = _REPORTS.get(key)
+        if hit is not None:
+            return hit
+    report = _predict(
+        sc, r=resolve(sc), workload_fn=workload_fn, baseline=baseline and not _baseline
+    )
+    if key is not None:
+        if len(_REPORTS) >= _MAX_REPORTS:
+            _REPORTS.pop(next(iter(_REPORTS)))  # oldest first
+        _REPORTS[key] = report
+    return report
+
+
+#: Reports of zoo-model scenarios by content hash, profile stamp and baseline flags (StepReport is
+#: immutable, so a repeated question is answered by the same value); at most ``_MAX_REPORTS``.
+_REPORTS: dict[str, StepReport] = {}
+_MAX_REPORTS = 256
+
+
+def _predict(
+    sc: Scenario, *, r: Resolved, workload_fn: WorkloadFn | None, baseline: bool
+) -> StepReport:
+    """:func:`predict` without its report cache."""
     step, costs = _build_step(sc, r, workload_fn)
     defaults: list[str] = []  # choices made for the user, printed with the reason
     sc, r, step, costs = _auto_microbatch(sc, r, step, costs, workload_fn, defaults)
@@ -795,7 +823,7 @@ def predict(
         epoch = math.ceil(ds / samples) * T
     speedup = eff = None
     base_gpus = 1
-    if baseline and not _baseline:
+    if baseline:
         fits = all(m.fits for m in step.memory)
         base = _speedup_baseline(sc, r, workload_fn, (step.num_gpus, thr, fits))
         base_gpus = base.gpus

@@ -8,6 +8,7 @@ is off with ``--quiet`` and whenever the stream is not a terminal (CI logs, redi
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,16 @@ from typing import TextIO
 
 DELAY_S = 2.0
 """Seconds a command runs before the progress line appears (issue 14: "longer than about 2 s")."""
+
+# Held while the line is written; a fork (compare's worker pool) waits for it, so the child never
+# inherits the stream's buffer lock from a write cut in half.
+_WRITING = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_WRITING.acquire,
+        after_in_parent=_WRITING.release,
+        after_in_child=_WRITING.release,
+    )
 
 
 @contextmanager
@@ -45,8 +56,9 @@ def progress_line(
             return
         while True:
             text = f"{label}, {time.monotonic() - start:.0f} s"
-            stream.write("\r" + text.ljust(width[0]))
-            stream.flush()
+            with _WRITING:
+                stream.write("\r" + text.ljust(width[0]))
+                stream.flush()
             width[0] = max(width[0], len(text))
             if stop.wait(interval_s):
                 return

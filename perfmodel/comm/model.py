@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -154,6 +154,64 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
+def _server_signature(topology: Topology, nodes: frozenset[str]) -> tuple[Any, ...]:
+    """A server's nodes and internal links by local id, with every attribute but ``server``."""
+    g = topology.graph
+    lid = {n: g.nodes[n]["local_id"] for n in nodes}
+    node_sig = sorted(
+        (lid[n], sorted((k, repr(v)) for k, v in g.nodes[n].items() if k != "server"))
+        for n in nodes
+    )
+    edge_sig = sorted(
+        (tuple(sorted((lid[u], lid[v]))), sorted((k, repr(x)) for k, x in d.items()))
+        for u, v, d in g.edges(nodes, data=True)
+        if u in nodes and v in nodes
+    )
+    return (node_sig, edge_sig)
+
+
+def _fabric_pairs(topology: Topology, nodes: frozenset[str]) -> set[tuple[str, str]]:
+    """Local-id pairs of a server's nodes attached to a common node outside the server."""
+    g = topology.graph
+    outside: dict[str, set[str]] = {}
+    for n in nodes:
+        for v in g.neighbors(n):
+            if v not in nodes:
+                outside.setdefault(v, set()).add(g.nodes[n]["local_id"])
+    return {(a, b) for ids in outside.values() for a in ids for b in ids if a < b}
+
+
+def _twin_map(topology: Topology, links: DirectedLinks, s: int) -> dict[str, str]:
+    """``{node of server s: node of server 0 with the same local id}``, or ``{}`` where server
+    ``s`` differs from server 0 or shares outside switches between more of its NICs."""
+    mine, zero = links.server_nodes.get(s), links.server_nodes.get(0)
+    if not mine or not zero or len(mine) != len(zero):
+        return {}
+    if _server_signature(topology, mine) != _server_signature(topology, zero):
+        return {}
+    if not _fabric_pairs(topology, mine) <= _fabric_pairs(topology, zero):
+        return {}
+    return {n: links.by_local[0][links.local_id[n]] for n in mine}
+
+
+def _relabel(value: Any, names: Mapping[str, str]) -> Any:
+    """``value`` with every node name in it mapped through ``names`` (strings, tuples, channels
+    and the fields of a :class:`GroupInfo`; other values unchanged)."""
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, tuple):
+        return tuple(_relabel(v, names) for v in value)
+    if isinstance(value, dict):
+        return {k: _relabel(v, names) for k, v in value.items()}
+    if isinstance(value, Channel):
+        return Channel(_relabel(value.order, names), _relabel(value.hops, names))
+    if isinstance(value, GroupInfo):
+        return GroupInfo(
+            **{f.name: _relabel(getattr(value, f.name), names) for f in fields(GroupInfo)}
+        )
+    return value
+
+
 def _as_op(op: CollectiveOp | str) -> CollectiveOp:
     return op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
 
@@ -218,6 +276,7 @@ class CommCostModel:
         self.fidelity = fidelity
         self.links = DirectedLinks(topology, self.link_params)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
+        self._twins: dict[int, dict[str, str]] = {}
         self._cache: dict[tuple[Any, ...], CommResult] = {}
 
     # ------------------------------------------------------------------ public API
@@ -283,9 +342,37 @@ class CommCostModel:
         members = check_group(self.topology, group)
         info = self._groups.get(members)
         if info is None:
-            info = self._build_group(members)
+            info = self._twin_group(members) or self._build_group(members)
             self._groups[members] = info
         return info
+
+    def _twin_group(self, members: tuple[str, ...]) -> GroupInfo | None:
+        """The group's analysis copied from the same local ids in server 0, or ``None``.
+
+        A group inside one server ``s > 0`` of a cluster of identical servers has the analysis
+        of its twin in server 0 with the node names mapped (issue 14: identical tensor-parallel
+        groups of the pipeline stages are analysed once). Used only when server ``s`` equals
+        server 0 node for node and link for link (:func:`_server_signature`), its NICs share
+        fabric switches no more than server 0's do (so no route through the fabric can be
+        shorter than server 0's), and the twin's rings stay inside server 0.
+        """
+        links = self.links
+        s = links.server.get(members[0], -1)
+        if s <= 0 or any(links.server[m] != s for m in members):
+            return None
+        twin = self._twins.get(s)
+        if twin is None:
+            twin = self._twins[s] = _twin_map(self.topology, links, s)
+        if not twin:
+            return None
+        base_members = tuple(twin[m] for m in members)
+        base = self._groups.get(base_members)
+        if base is None:
+            base = self._groups[base_members] = self._build_group(base_members)
+        if any(links.server[n] != 0 for ch in base.channels for hop in ch.hops for n in hop):
+            return None
+        back = {b: a for a, b in twin.items()}
+        return _relabel(base, back)
 
     def choose(
         self, op: CollectiveOp | str, message_bytes: float, group: Sequence[str]

@@ -1,0 +1,42 @@
+"""A group inside server s > 0 reuses its server-0 twin's analysis, relabelled, only where the
+servers are identical; the result equals a direct analysis."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from perfmodel.comm import CommCostModel
+from perfmodel.topology import load_system
+
+PICKS = ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1), (0, 2, 4, 6), (3, 5, 7))
+
+
+@pytest.mark.parametrize(
+    ("system", "kw"),
+    [("dgx-a100", {}), ("dgx-a100", {"fabric_topology": "fat-tree"}), ("dgx1-v100", {})],
+)
+def test_twin_equals_direct_analysis(system: str, kw: dict[str, str]) -> None:
+    topo = load_system(system, nodes=3, **kw)
+    gpn = topo.gpus_per_node
+    model = CommCostModel(topo)
+    for server in (1, 2):
+        for pick in PICKS:
+            group = tuple(topo.gpus[server * gpn + i] for i in pick if i < gpn)
+            twin = model.group_info(group)
+            direct = CommCostModel(topo)._build_group(group)
+            assert twin == direct, (server, pick)
+    assert model._twins[1] and model._twins[2]  # the servers were recognised as identical
+
+
+def test_different_server_is_analysed_directly() -> None:
+    topo = load_system("dgx-a100", nodes=2)
+    g = topo.graph.copy()
+    u, v = next((u, v) for u, v in g.edges if u.startswith("n1/") and v.startswith("n1/"))
+    g.edges[u, v]["bandwidth_Bps"] *= 0.5
+    other = dataclasses.replace(topo, graph=g)
+    model = CommCostModel(other)
+    group = tuple(other.gpus[8:16])
+    assert model.group_info(group) == CommCostModel(other)._build_group(group)
+    assert model._twins[1] == {}
