@@ -673,19 +673,28 @@ def _results_dask(
             cluster.close()
 
 
+def cap_workers(jobs: int, *, stream: TextIO | None, label: str = "sweep") -> int:
+    """Local worker processes for ``--jobs``: ``-1`` is every CPU, and more than the CPU count
+    is capped at it (more processes than cores only add start-up time and memory), with a
+    message on ``stream``."""
+    cpus = os.cpu_count() or 1
+    if jobs == -1:
+        return cpus
+    if jobs > cpus:
+        if stream is not None:
+            stream.write(f"{label}: --jobs {jobs} capped at the {cpus} CPUs of this machine\n")
+        return cpus
+    return jobs
+
+
 def _worker_count(
     jobs: int, backend: Backend, scheduler: str | None, progress: TextIO | None
 ) -> int:
-    """Worker processes to start: ``-1`` is every CPU, and a local pool is capped at the CPU
-    count (more processes than cores only add start-up time and memory; a message says so).
-    A remote dask scheduler is not capped (its workers are elsewhere)."""
-    cpus = os.cpu_count() or 1
-    n = cpus if jobs == -1 else jobs
-    if backend is not Backend.SERIAL and scheduler is None and n > cpus:
-        if progress is not None:
-            progress.write(f"sweep: --jobs {jobs} capped at the {cpus} CPUs of this machine\n")
-        n = cpus
-    return n
+    """:func:`cap_workers` for a local pool; a remote dask scheduler is not capped (its
+    workers are elsewhere)."""
+    if backend is Backend.SERIAL or scheduler is not None:
+        return (os.cpu_count() or 1) if jobs == -1 else jobs
+    return cap_workers(jobs, stream=progress)
 
 
 class _TodoState:
