@@ -101,6 +101,16 @@ def make_trials(tmp: Path) -> list[Trial]:
             )
         )
 
+    notes = w("notes.json", '{"my": "notes"}\n')
+    t.append(
+        Trial(
+            "calibrate -o an unrelated JSON",
+            ["calibrate", "--nccl-log", str(NCCL_LOG), "--link", "infiniband", "--op", "allreduce",
+             "-o", str(notes)],
+            [notes],
+        )
+    )  # fmt: skip
+
     # --- non-UTF-8 input on every file argument
     latin = "# caf\xe9\n".encode("latin-1") + b"\xff\xfe\x00garbage\n"
     bad_toml = w("bad.toml", latin)
@@ -609,10 +619,10 @@ def main() -> None:  # pragma: no cover - a manual tool
             if r["changed"]
             else "traceback"
             if r["traceback"]
-            else "exit0"
-            if r["rc"] == 0
             else "ok"
             if r["rc"] == tr.expect
+            else "exit0"
+            if r["rc"] == 0
             else "other"
         )
         counts[kind] += 1
