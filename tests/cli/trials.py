@@ -368,6 +368,7 @@ def make_trials(tmp: Path) -> list[Trial]:
         Trial("long --system", ["predict", "--system", "x" * 20000, *PRED]),
         Trial("gpus empty", [*sysargs, "--gpus", ""]),
         Trial("model-arg layers=true", ["model", "show", "gpt", "--model-arg", "layers=true"]),
+        Trial("model-arg num_classes=-5", [*sysargs, "--model-arg", "num_classes=-5"]),
         Trial(
             "compare --no-screen --jobs 0",
             [
