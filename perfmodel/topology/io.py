@@ -157,7 +157,7 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
         where=where,
         error=TopologyError,
     )
-    if over < 1.0:
+    if over < MIN_OVERSUBSCRIPTION:
         raise TopologyError(
             f"{where}: oversubscription {over} must be >= 1", value=over, where=where
         )
@@ -179,6 +179,12 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
         oversubscription=over,
         leaf_radix=radix,
     )
+
+
+#: The smallest fat-tree oversubscription (leaf downlinks : uplinks) a fabric may have: 1 is
+#: non-blocking; below 1 would mean more uplinks than ports feed them, which the builders do not
+#: model. One rule for topology files, ``--oversubscription`` and scenario files.
+MIN_OVERSUBSCRIPTION = 1.0
 
 
 def parse_server(
