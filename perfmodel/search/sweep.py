@@ -139,7 +139,7 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         for name, values in (*self.axes, *self.zipped):
-            if not name or not isinstance(name, str):
+            if not name or not isinstance(name, str) or not all(name.split(".")):
                 raise ConfigError(
                     f"{self.source}: bad axis name {name!r}", value=name, where=self.source
                 )
