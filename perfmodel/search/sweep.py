@@ -94,15 +94,21 @@ class OutputFormat(str, enum.Enum):
     @classmethod
     def for_path(cls, path: str | os.PathLike[str]) -> OutputFormat:
         suffix = Path(path).suffix.lower()
-        if suffix in (".jsonl", ".ndjson"):
-            return cls.JSONL
-        if suffix == ".csv":
-            return cls.CSV
+        if suffix in OUTPUT_SUFFIXES:
+            return OUTPUT_SUFFIXES[suffix]
         raise ConfigError(
             f"output {path}: unsupported extension {suffix!r} (use .jsonl or .csv)",
             value=str(path),
             where="-o",
         )
+
+
+#: Output file extensions and their formats.
+OUTPUT_SUFFIXES = {
+    ".jsonl": OutputFormat.JSONL,
+    ".ndjson": OutputFormat.JSONL,
+    ".csv": OutputFormat.CSV,
+}
 
 
 def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
@@ -302,7 +308,7 @@ def open_output(path: str | os.PathLike[str]) -> int:
     int
         The descriptor (``O_RDWR | O_APPEND``), locked.
     """
-    p = check_output_path(path, where="-o", suffixes=(".jsonl", ".ndjson", ".csv"))
+    p = check_output_path(path, where="-o", suffixes=tuple(OUTPUT_SUFFIXES))
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
