@@ -215,6 +215,10 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
             return int(value)
         return as_int(value, key, where=where)
     if kind == "float":
+        if key == "oversubscription":  # the topology files' rule
+            from perfmodel.topology.io import MIN_OVERSUBSCRIPTION
+
+            return as_number(value, key, where=where, minimum=MIN_OVERSUBSCRIPTION)
         return as_number(value, key, where=where)
     return value
 

@@ -295,6 +295,7 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
 def _run_search(args: argparse.Namespace) -> int:
     from perfmodel.search.compare import format_table, search_plans
     from perfmodel.search.plans import SearchSpace
+    from perfmodel.search.sweep import cap_workers
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -344,7 +345,7 @@ def _run_search(args: argparse.Namespace) -> int:
         analytic_k=args.analytic_k,
         confirm_k=args.confirm_k,
         budget_s=parse_budget(args.budget, allow_zero=True),
-        jobs=args.jobs,
+        jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
         nodes_for=nodes_for,
         hard_budget=True,
     )

@@ -470,6 +470,23 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
     return value
 
 
+#: Integer model arguments for which 0 is meaningful (Transformer-XL without a memory).
+_ZERO_OK = frozenset({"mem_len"})
+
+
+def _check_count(key: str, value: Any, default: Any) -> None:
+    """An integer argument whose default is a positive count (``num_classes``, ``hidden``,
+    ``layers`` ...) must be a count too: >= 1 (>= 0 for :data:`_ZERO_OK`)."""
+    if not (isinstance(default, int) and not isinstance(default, bool) and default > 0):
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        low = 0 if key in _ZERO_OK else 1
+        if value < low:
+            raise ConfigError(
+                f"model arg {key}={value} must be an integer >= {low}", value=value, where=key
+            )
+
+
 def build_model(
     name: str,
     *,
@@ -542,6 +559,7 @@ def build_model(
                 where=key,
             )
         v = _coerce(value, accepted[key], key)
+        _check_count(key, v, accepted[key])
         kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
     kwargs.update(info.fixed)
     _check_depth(info, kwargs)
