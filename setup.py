@@ -1,7 +1,8 @@
 """Setuptools shim: maps the top-level data folders into the installed package.
 
-``topologies/`` and ``calibration/`` live at the repository root (where users look for
-them) and install as ``perfmodel.catalogue.topologies`` and ``perfmodel.catalogue.calibration``
+``topologies/``, ``calibration/`` and ``validation/`` (the published measurements) live at the
+repository root (where users look for them) and install as ``perfmodel.catalogue.topologies``,
+``perfmodel.catalogue.calibration`` and ``perfmodel.catalogue.validation``
 so that a non-editable ``pip install .`` ships the catalogue with the wheel.
 """
 
@@ -10,6 +11,7 @@ from setuptools import find_packages, setup
 DATA_PACKAGES = {
     "perfmodel.catalogue.topologies": "topologies",
     "perfmodel.catalogue.calibration": "calibration",
+    "perfmodel.catalogue.validation": "validation",
 }
 
 packages = find_packages(include=["perfmodel", "perfmodel.*"]) + list(DATA_PACKAGES)
@@ -27,5 +29,6 @@ setup(
             "**/*.txt",
             "**/*.jsonl",
         ],
+        "perfmodel.catalogue.validation": ["*.jsonl", "*.md"],
     },
 )

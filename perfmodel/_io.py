@@ -1,9 +1,19 @@
-"""Small I/O helpers: TOML/YAML/JSON loading with typed errors, atomic writes."""
+"""Small I/O helpers: the one place files are opened for reading (typed errors naming the file),
+output-path checks, TOML/YAML/JSON loading, atomic writes.
+
+Every file the CLI reads goes through :func:`read_bytes` or :func:`read_text`: an OS error (not
+found, a folder, no permission, a name too long, a symlink loop), a device or FIFO where a file is
+expected, and a decoding error become a :class:`~perfmodel.errors.FileAccessError` naming the
+file (and the line of a bad byte). Every file the CLI writes is checked first by
+:func:`check_output_path` (before any work, before an existing file is touched).
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -12,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, FileAccessError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,14 +30,247 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file; a syntax error becomes a :class:`ConfigError` naming the file."""
+#: Largest file the CLI reads into memory (bytes): far above any topology, profile, log or
+#: results file perfmodel writes, and it stops a typo such as ``/dev/zero`` from eating memory.
+MAX_INPUT_BYTES = 2**31
+
+
+def os_error_message(exc: OSError) -> str:
+    """A short reason for an OS error on a path (``"is a directory"``, ``"permission denied"``).
+
+    >>> os_error_message(IsADirectoryError(21, "Is a directory"))
+    'is a directory, expected a file'
+    """
+    reasons = {
+        errno.ENOENT: "not found",
+        errno.EISDIR: "is a directory, expected a file",
+        errno.ENOTDIR: "a component of the path is not a directory",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+        errno.ENAMETOOLONG: "file name too long",
+        errno.ELOOP: "too many levels of symbolic links",
+        errno.EROFS: "read-only file system",
+        errno.ENOSPC: "no space left on device",
+        errno.EEXIST: "already exists",
+    }
+    return reasons.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
+
+
+def read_bytes(path: str | os.PathLike[str], *, where: str | None = None) -> bytes:
+    """The bytes of a regular file; every failure is a :class:`FileAccessError` naming it.
+
+    Parameters
+    ----------
+    path
+        The file.
+    where
+        What named the file (a flag such as ``--calibration``), added to the message.
+    """
     p = Path(path)
+    label = f"{where} {p}" if where else str(p)
     try:
+        if stat.S_ISFIFO(os.stat(p).st_mode):  # open() would wait for a writer
+            raise FileAccessError(
+                f"{label}: not a regular file (a FIFO)", value=str(p), where=str(p)
+            )
         with p.open("rb") as fh:
-            return tomllib.load(fh)
+            st = os.fstat(fh.fileno())
+            if stat.S_ISDIR(st.st_mode):  # pragma: no cover - open() already refuses it on Linux
+                raise IsADirectoryError(errno.EISDIR, "Is a directory")
+            if not stat.S_ISREG(st.st_mode):
+                raise FileAccessError(
+                    f"{label}: not a regular file (a device, FIFO or socket)",
+                    value=str(p),
+                    where=str(p),
+                )
+            if st.st_size > MAX_INPUT_BYTES:
+                raise FileAccessError(
+                    f"{label}: {st.st_size} bytes is larger than the {MAX_INPUT_BYTES} bytes "
+                    "perfmodel reads",
+                    value=st.st_size,
+                    where=str(p),
+                )
+            return fh.read()
     except FileNotFoundError as exc:
-        raise ConfigError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+        raise FileAccessError(f"{label}: file not found", value=str(p), where=str(p)) from exc
+    except OSError as exc:
+        raise FileAccessError(
+            f"{label}: cannot read: {os_error_message(exc)}", value=str(p), where=str(p)
+        ) from exc
+
+
+def decode_text(data: bytes, path: str | os.PathLike[str], *, where: str | None = None) -> str:
+    """UTF-8 text of a file's bytes (a leading BOM is dropped); a bad byte is a
+    :class:`FileAccessError` naming the file, line and column."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        label = f"{where} {path}" if where else str(path)
+        raise FileAccessError(
+            f"{label}:{line}:{col}: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
+            "save the file as UTF-8",
+            value=str(path),
+            where=f"{path}:{line}",
+        ) from exc
+
+
+def read_text(path: str | os.PathLike[str], *, where: str | None = None) -> str:
+    """The UTF-8 text of a regular file (see :func:`read_bytes` and :func:`decode_text`)."""
+    return decode_text(read_bytes(path, where=where), path, where=where)
+
+
+def read_jsonl(path: str | os.PathLike[str], *, where: str | None = None) -> list[dict]:
+    """The JSON objects of a JSONL file, one per non-blank line.
+
+    Raises
+    ------
+    ConfigError
+        A line that is not JSON, or not a JSON object, naming the file and the line.
+    """
+    from perfmodel.errors import ConfigError
+
+    rows = []
+    for i, line in enumerate(read_text(path, where=where).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{path}:{i}"
+            ) from exc
+        if not isinstance(row, dict):
+            raise ConfigError(
+                f"{path}:{i}: expected a JSON object, got {type(row).__name__}",
+                value=line[:80],
+                where=f"{path}:{i}",
+            )
+        rows.append(row)
+    return rows
+
+
+def check_output_path(
+    path: str | os.PathLike[str],
+    *,
+    where: str = "-o",
+    directory: bool = False,
+    suffixes: tuple[str, ...] | None = None,
+) -> Path:
+    """Check, before any work, that ``path`` can be written as the command expects.
+
+    A file output must not be a folder, a device or a FIFO (``/dev/full``), nor a symlink loop,
+    and it is refused if it exists read-only; a folder output (``directory=True``) must not be a
+    file. The nearest existing ancestor must be a writable folder (missing folders are created
+    by the writer). ``suffixes``: the extensions the output may have (lower case, with the dot).
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`Path`.
+
+    Raises
+    ------
+    FileAccessError
+        Naming the path, the flag (``where``) and the reason.
+    """
+    p = Path(path)
+
+    def fail(reason: str) -> FileAccessError:
+        label = f"{where} {p}" if where else str(p)
+        return FileAccessError(f"{label}: {reason}", value=str(p), where=where or str(p))
+
+    if not str(p).strip():
+        raise fail("empty path")
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise fail(f"unsupported extension {p.suffix!r} (use {', '.join(suffixes)})")
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise fail(os_error_message(exc)) from exc
+    if st is not None:
+        if directory:
+            if not stat.S_ISDIR(st.st_mode):
+                raise fail("exists and is not a directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise fail("directory is not writable")
+            return p
+        if stat.S_ISDIR(st.st_mode):
+            raise fail("is a directory, expected a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise fail("is not a regular file (a device, FIFO or socket)")
+        if not os.access(p, os.W_OK):
+            raise fail("file is not writable")
+    parent = p.absolute().parent
+    while True:
+        try:
+            pst = os.stat(parent)
+        except FileNotFoundError:
+            if parent.parent == parent:  # pragma: no cover - the root always exists
+                raise fail("no existing parent folder") from None
+            parent = parent.parent
+            continue
+        except OSError as exc:
+            raise fail(f"parent {parent}: {os_error_message(exc)}") from exc
+        break
+    if not stat.S_ISDIR(pst.st_mode):
+        raise fail(f"{parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise fail(f"folder {parent} is not writable")
+    return p
+
+
+@contextmanager
+def output_lock(path: str | os.PathLike[str], *, where: str = "-o") -> Iterator[None]:
+    """Hold an advisory lock on an output that is rewritten atomically (a calibration profile)
+    for the whole command, so two processes never read-modify-write it at once.
+
+    The file is replaced by ``os.replace`` on every save, so the lock lives on a companion file
+    ``.NAME.lock`` beside it (``fcntl.flock(LOCK_EX | LOCK_NB)``, released when the process ends
+    however it ends; the empty companion is left in place, as deleting lock files races). A
+    second process raises :class:`FileAccessError` at once. No-op where ``fcntl`` is missing.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    p = Path(path)
+    lock = p.absolute().parent / f".{p.name}.lock"
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise FileAccessError(
+            f"{where} {p}: cannot create the lock {lock.name}: {os_error_message(exc)}",
+            value=str(p),
+            where=where,
+        ) from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise FileAccessError(
+                f"{where} {p}: another perfmodel process is writing this file (lock {lock.name} "
+                "held); wait for it or write to another file",
+                value=str(p),
+                where=where,
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a TOML file; an OS, decoding or syntax error becomes a :class:`ConfigError` naming
+    the file."""
+    p = Path(path)
+    text = read_text(p)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: invalid TOML: {exc}", value=str(p), where=str(p)) from exc
 
@@ -39,10 +282,9 @@ def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:
     if suffix == ".toml":
         data: Any = load_toml(p)
     elif suffix == ".json":
+        text = read_text(p)
         try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
     elif suffix in (".yaml", ".yml"):
@@ -54,10 +296,9 @@ def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:
                 value=str(p),
                 where=str(p),
             ) from exc
+        text = read_text(p)
         try:
-            data = yaml.safe_load(p.read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{p}: invalid YAML: {exc}", value=str(p), where=str(p)) from exc
     else:

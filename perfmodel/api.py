@@ -23,9 +23,11 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel._enum import parse_enum
+from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
 from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
+from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
+from perfmodel.host.input_pipeline import InputPipeline, check_single_node, input_pipeline
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
@@ -37,9 +39,10 @@ from perfmodel.parallel.plan import (
     PSHost,
     Recompute,
 )
-from perfmodel.parallel.recipe import Recipe, build_recipe
+from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.parallel.software import get_preset
 from perfmodel.report.step import StepReport, breakdown
+from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
 from perfmodel.workload.memory import Optimizer
@@ -67,7 +70,10 @@ class Scenario:
     preset), ``hybrid`` (``one-weird-trick``), ``sync_period`` (local SGD), ``ps_host`` and
     ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first),
     ``memory_format`` (``nchw``/``nhwc`` convolution layout; ``None`` takes the software preset's
-    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`).
+    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`),
+    ``dataset`` (``imagenet-jpeg``, ``cifar-memory``; ``None`` or ``synthetic``: no input pipeline),
+    ``data_loader`` and ``data_loader_workers`` (the input pipeline's library and workers per
+    pipeline; ``None``: the preset's framework loop, :mod:`perfmodel.host.input_pipeline`).
 
     ``batch_per_gpu`` is the batch of one data-parallel replica (for Crossbow: of one learner);
     ``global_batch`` is split over the replicas.
@@ -111,6 +117,9 @@ class Scenario:
     placement: str = "tp,pp,dp"
     memory_format: str | None = None
     hsdp: int | None = None
+    dataset: str | None = None
+    data_loader: str | None = None
+    data_loader_workers: int | None = None
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -128,6 +137,13 @@ class Scenario:
         data = {str(k).replace("-", "_"): v for k, v in dict(d).items()}
         if "plan" in data:
             plan = data.pop("plan")
+            if not isinstance(plan, str | Mapping):
+                raise SchemaError(
+                    f"{where}: plan: expected text such as 'dp=2,tp=4' or a table, "
+                    f"got {describe(plan)}",
+                    value=plan,
+                    where=f"{where}: plan",
+                )
             parsed = (
                 parse_plan_string(plan, where=f"{where}: plan")
                 if isinstance(plan, str)
@@ -148,8 +164,14 @@ class Scenario:
             data["sequence_parallel"] = _as_bool(
                 data["sequence_parallel"], where=f"{where}: sequence_parallel"
             )
-        if "model_args" in data and data["model_args"] is not None:
-            data["model_args"] = dict(data["model_args"])
+        if "model_args" in data:  # null (JSON) is no arguments
+            args = data["model_args"]
+            data["model_args"] = (
+                {} if args is None else dict(as_mapping(args, "model_args", where=where))
+            )
+        for k, v in data.items():
+            if k not in ("model_args", "sequence_parallel"):
+                data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +186,37 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------- resolution helpers
+
+#: The JSON/TOML type each scenario key must have (from the :class:`Scenario` annotations):
+#: ``(kind, optional)`` with kind ``"str"``, ``"int"``, ``"float"`` or ``"any"``.
+_FIELD_KINDS: dict[str, tuple[str, bool]] = {}
+
+
+def _check_field_type(key: str, value: Any, where: str) -> Any:
+    """A scenario value of the type its field is annotated with, or a :class:`SchemaError`
+    naming the key, the value and the type (``system = ["dgx1-v100"]``: expected text). An
+    integral float (``4.0`` from JSON) is taken as the integer; a boolean is not an integer;
+    ``null`` only where the field may be ``None``."""
+    if not _FIELD_KINDS:
+        for f in fields(Scenario):
+            ann = str(f.type)
+            kind = (
+                "str" if ann.startswith("str") else "int" if ann.startswith("int")
+                else "float" if ann.startswith("float") else "any"
+            )  # fmt: skip
+            _FIELD_KINDS[f.name] = (kind, "None" in ann)
+    kind, optional = _FIELD_KINDS.get(key, ("any", True))
+    if value is None and optional:
+        return value
+    if kind == "str":
+        return as_str(value, key, where=where)
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return as_int(value, key, where=where)
+    if kind == "float":
+        return as_number(value, key, where=where)
+    return value
 
 
 def _pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
@@ -363,7 +416,8 @@ def system_costs(
     else:
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
     layout = None if memory_format is None else parse_memory_format(memory_format)
-    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout, recipe)
+    compute = None if recipe is None else recipe.compute  # plan-independent: one cache entry
+    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout, compute)
 
 
 @lru_cache(maxsize=256)
@@ -375,7 +429,7 @@ def _system_costs(
     stamp: int | None,
     host_dispatch_s: float,
     conv_layout: str | None = None,
-    recipe: Recipe | None = None,
+    recipe: ComputeRecipe | None = None,
 ) -> SystemCosts:
     """:class:`SystemCosts` of :func:`system_costs` (``Topology`` hashes by identity)."""
     cp = lp = None
@@ -459,6 +513,7 @@ def resolve(sc: Scenario) -> Resolved:
             where="gpus",
         )
     preset = get_preset(sc.software)
+    check_single_node(preset.name, n, topo.gpus_per_node)
     tp = _pos_int(sc.tp, "tp")
     pp = _pos_int(sc.pp, "pp")
     hybrid = Hybrid.parse(sc.hybrid)
@@ -547,9 +602,8 @@ def resolve(sc: Scenario) -> Resolved:
 def _build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
-    costs = system_costs(
-        r.topology, r.precision, sc.calibration, r.preset, r.memory_format, r.recipe
-    )
+    calib = None if _host_only_profile(sc.calibration) else sc.calibration
+    costs = system_costs(r.topology, r.precision, calib, r.preset, r.memory_format, r.recipe)
     plan = r.plan
     args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
@@ -586,7 +640,7 @@ def _build_step(
     )
     if plan.dp_mode is DPMode.CROSSBOW:
         inp = replace(inp, plan=replace(plan, microbatch_size=batch))
-    return lower(inp, costs), costs
+    return replace(lower(inp, costs), tokens_per_sample=wl.tokens_per_sample), costs
 
 
 def _run(
@@ -598,12 +652,17 @@ def _run(
     return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
 
 
-#: Baseline (1-GPU) throughputs by the baseline scenario's content hash and the calibration profile's
-#: file stamp (zoo workloads only).
-_BASELINES: dict[str, float] = {}
+#: Baseline (1-GPU) throughputs, whether they fit in memory and the defaults chosen for them, by
+#: the baseline scenario's content hash and the calibration profile's file stamp (zoo workloads
+#: only).
+_BASELINES: dict[str, tuple[float, bool, tuple[str, ...]]] = {}
 
 
-def _baseline_throughput(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> float:
+def _baseline_throughput(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
+) -> tuple[float, bool, tuple[str, ...]]:
+    """1-GPU baseline throughput (samples/s), whether it fits in GPU memory, and the defaults
+    chosen for it (its automatic micro-batch)."""
     base_sc = baseline_scenario(sc, r)
     key = None
     if workload_fn is None:  # the profile's file stamp: a rewritten profile is a new baseline
@@ -611,12 +670,78 @@ def _baseline_throughput(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | No
         key = f"{base_sc.content_hash()}:{stamp}"
     if key is not None and key in _BASELINES:
         return _BASELINES[key]
-    thr = predict(base_sc, workload_fn=workload_fn, _baseline=True).throughput_samples_per_s
+    rep = predict(base_sc, workload_fn=workload_fn, _baseline=True)
+    out = (rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults)
     if key is not None:
         if len(_BASELINES) > 4096:
             _BASELINES.clear()
-        _BASELINES[key] = thr
-    return thr
+        _BASELINES[key] = out
+    return out
+
+
+def _speedup_baseline(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None, this_run: tuple[int, float, bool]
+) -> autobatch.Baseline:
+    """One GPU, or the smallest GPU count that fits when one GPU does not
+    (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    replica = r.plan.tp * r.plan.pp
+
+    def run(k: int) -> tuple[float, bool]:
+        k_sc = autobatch.scaled_baseline(
+            sc,
+            k,
+            batch_per_replica=r.batch_per_replica,
+            replica_gpus=replica,
+            gpus_per_node=r.topology.gpus_per_node,
+        )
+        rep = predict(k_sc, workload_fn=workload_fn, baseline=False)
+        return rep.throughput_samples_per_s, rep.fits_in_memory
+
+    thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
+    counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
+    base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
+    if base.gpus == 1 and fits1 and chosen:  # how the 1-GPU baseline runs, chosen for it
+        base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
+    return base
+
+
+def _fits(sc: Scenario, workload_fn: WorkloadFn | None) -> bool:
+    """Whether every stage of ``sc`` fits in GPU memory (lowered, not run); an infeasible
+    plan does not fit."""
+    try:
+        r = resolve(sc)
+        step, _ = _build_step(sc, r, workload_fn)
+    except InfeasiblePlanError:
+        return False
+    return all(m.fits for m in step.memory)
+
+
+def _auto_microbatch(
+    sc: Scenario,
+    r: Resolved,
+    step: LoweredStep,
+    costs: SystemCosts,
+    workload_fn: WorkloadFn | None,
+    defaults: list[str],
+) -> tuple[Scenario, Resolved, LoweredStep, SystemCosts]:
+    """Without a micro-batch, with pipelining or when the whole per-replica batch does not fit:
+    the largest micro-batch that fits (:func:`perfmodel.search.autobatch.choose_microbatch`),
+    its reason appended to ``defaults``. Crossbow learners keep their batch."""
+    auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
+    if not auto or (r.plan.pp == 1 and all(m.fits for m in step.memory)):
+        return sc, r, step, costs
+    choice = autobatch.choose_microbatch(
+        r.batch_per_replica, r.plan.pp, lambda mb: _fits(replace(sc, microbatch=mb), workload_fn)
+    )
+    if choice is None:
+        return sc, r, step, costs
+    defaults.append(choice.note())
+    if choice.microbatch == r.microbatch:
+        return sc, r, step, costs
+    sc = replace(sc, microbatch=choice.microbatch)
+    r = resolve(sc)
+    step, costs = _build_step(sc, r, workload_fn)
+    return sc, r, step, costs
 
 
 def predict(
@@ -676,10 +801,16 @@ def _predict(
 ) -> StepReport:
     """:func:`predict` without its report cache."""
     step, costs = _build_step(sc, r, workload_fn)
+    defaults: list[str] = []  # choices made for the user, printed with the reason
+    sc, r, step, costs = _auto_microbatch(sc, r, step, costs, workload_fn, defaults)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:
         raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
+    notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
+    if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
+        notes = (*notes, feed.describe(T))
+        T = feed.step_time(T)
     samples = step.samples_per_step
     thr = samples / T
     bd = breakdown(timeline, period_s=T)
@@ -691,9 +822,16 @@ def _predict(
         ds = _pos_int(sc.dataset_size, "dataset_size")
         epoch = math.ceil(ds / samples) * T
     speedup = eff = None
+    base_gpus = 1
     if baseline:
-        speedup = thr / _baseline_throughput(sc, r, workload_fn)
-        eff = speedup / step.num_gpus
+        fits = all(m.fits for m in step.memory)
+        base = _speedup_baseline(sc, r, workload_fn, (step.num_gpus, thr, fits))
+        base_gpus = base.gpus
+        speedup = thr / base.throughput_samples_per_s
+        eff = speedup * base.gpus / step.num_gpus
+        if base.note:
+            against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
+            defaults.append(against + base.note)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name
@@ -717,8 +855,52 @@ def _predict(
         plan=plan_d,
         scenario=sc.to_dict(),
         staleness=dict(step.staleness),
-        notes=step.graph.notes,
+        notes=notes,
         timeline=timeline,
+        baseline_gpus=base_gpus,
+        defaults=tuple(defaults),
+        tokens_per_sample=step.tokens_per_sample,
+        device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
+    )
+
+
+@lru_cache(maxsize=16)
+def _host_profile(path: str, _stamp: int | None) -> tuple[bool, Mapping[Any, float]]:
+    """``(input only, per-sample costs)`` of a calibration profile's ``input`` measurements
+    (``calibrate --only input``); cached per (path, :func:`_file_stamp`)."""
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.host.measure import input_costs_of, input_only
+
+    ms = read_profile(path).measurements
+    return input_only(ms), input_costs_of(ms)
+
+
+def _host_only_profile(path: str | None) -> bool:
+    """A ``calibrate --only input`` profile: the host loader's costs only, for any system."""
+    return bool(path) and _host_profile(str(path), _file_stamp(str(path)))[0]
+
+
+def _input_pipeline(
+    sc: Scenario, r: Resolved, step: LoweredStep, costs: SystemCosts
+) -> InputPipeline | None:
+    """The scenario's input pipeline (:mod:`perfmodel.host.input_pipeline`); ``None`` when the
+    data are synthetic (``dataset`` unset or ``synthetic``)."""
+    if sc.dataset is None:
+        return None
+    measured = None
+    if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
+        measured = _host_profile(str(sc.calibration), _file_stamp(str(sc.calibration)))[1]
+    return input_pipeline(
+        dataset=sc.dataset,
+        preset=r.preset.name,
+        topology=r.topology,
+        gpus=r.topology.gpus[: r.num_gpus],
+        replicas=r.plan.dp,
+        samples_per_step=step.samples_per_step,
+        costs=costs,
+        loader=sc.data_loader,
+        workers=sc.data_loader_workers,
+        cpu_s_per_sample=measured,
     )
 
 

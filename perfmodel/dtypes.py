@@ -69,7 +69,9 @@ class Precision(str, enum.Enum):
 
     @property
     def grad_bytes(self) -> int:
-        """Bytes per gradient element as communicated (FP32 recipes: 4; mixed: 2)."""
+        """Bytes per gradient element of the half-model mixed-precision default (FP32 recipes:
+        4; mixed: 2). A training stack's own gradient and reduction bytes (autocast: 4,
+        Megatron bf16: 4) are its :class:`perfmodel.parallel.recipe.Recipe`'s."""
         return 4 if self in (Precision.FP32, Precision.TF32) else 2
 
     @property

@@ -37,6 +37,27 @@ class ConfigError(PerfModelError, ValueError):
     """A bad argument, flag, scenario key or file content."""
 
 
+class FileAccessError(ConfigError):
+    """A file or folder named on the command line or in a document cannot be used: not found, a
+    folder where a file is expected (or the reverse), no permission, not UTF-8 text, a device,
+    or an output held by another perfmodel process. ``where`` is the path."""
+
+
+class FlagError(PerfModelError):
+    """A command-line flag's value is bad (``--top 0``, ``--oversubscription nan``, ``-o DIR``).
+
+    Raised by the ``type=`` functions of :mod:`perfmodel.cli._types` while arguments are parsed.
+    Deliberately not a ``ValueError``: ``argparse`` would swallow that into a usage message, while
+    this one reaches the CLI's handler (one line naming the flag and value, exit 2).
+    """
+
+
+class SchemaError(ConfigError):
+    """A field of a structured document (profile, measurements, topology, scenario, sweep spec,
+    link parameters) has the wrong type or an out-of-range value; the message names the field
+    path, the bad value and what was expected."""
+
+
 class TopologyError(ConfigError):
     """A topology file or graph violates the schema (see ``docs/topology.md``)."""
 

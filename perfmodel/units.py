@@ -13,6 +13,7 @@ the edges (file loading, the CLI, reports). Decimal prefixes (``GB``) and binary
 
 from __future__ import annotations
 
+import math
 import re
 
 from perfmodel.errors import ConfigError
@@ -40,6 +41,7 @@ us = 1e-6
 ns = 1e-9
 minute = 60.0
 hour = 3600.0
+day = 86400.0
 # rates
 GHz = 1e9
 MHz = 1e6
@@ -57,17 +59,31 @@ def parse_size(text: str, *, where: str = "size") -> int:
     """Parse a message size such as ``"8"``, ``"1K"``, ``"128M"`` or ``"4G"`` into bytes.
 
     Suffixes are binary multiples (1K = 1024 bytes), the convention of nccl-tests' ``-b``/``-e``
-    flags. ``KiB``/``KB``/``K`` are all read as 1024.
+    flags (``parsesize`` in nccl-tests ``src/common.cu``: ``K``, ``M``, ``G`` multiply by
+    1024, 1024**2, 1024**3). ``KiB``/``MiB``/``GiB`` mean the same. ``KB``/``MB``/``GB`` are
+    refused: they read as powers of 1000 to most people and as powers of 1024 to nccl-tests,
+    and a size that is 7% off is worse than an error (write ``1G``, ``1GiB`` or the bytes).
+
+    >>> parse_size("1GiB") == parse_size("1G") == 2**30
+    True
 
     Raises
     ------
     ConfigError
-        If the text is not a positive size.
+        If the text is not a positive size, or uses ``KB``/``MB``/``GB``/``TB``.
     """
     m = _SIZE_RE.match(str(text))
     if not m:
         raise ConfigError(
             f"cannot read {where} {text!r}: expected a number with an optional K/M/G/T suffix",
+            value=text,
+            where=where,
+        )
+    if m.group(2) and m.group(3).upper() == "B":
+        raise ConfigError(
+            f"{where} {text!r}: {m.group(2).upper()}B is ambiguous (1000 or 1024?); write "
+            f"{m.group(1)}{m.group(2).upper()} or {m.group(1)}{m.group(2).upper()}iB for powers "
+            "of 1024 (nccl-tests' convention), or the number of bytes",
             value=text,
             where=where,
         )
@@ -141,3 +157,34 @@ def format_time(seconds: float) -> str:
     if abs(t) >= 1e-3:
         return f"{t * 1e3:.2f} ms"
     return f"{t * 1e6:.2f} us"
+
+
+def format_duration(seconds: float) -> str:
+    """A long duration in the units people plan with (reports only, next to the seconds).
+
+    Two units, the second rounded down: days and hours from one day, hours and minutes from one
+    hour, minutes and seconds from one minute; below a minute, seconds with one decimal.
+
+    >>> format_duration(34732.214)
+    '9 h 38 min'
+    >>> format_duration(3 * day + 5 * hour + 59 * minute)
+    '3 d 5 h'
+    >>> format_duration(75.0)
+    '1 min 15 s'
+    >>> format_duration(12.34)
+    '12.3 s'
+    """
+    t = float(seconds)
+    if not math.isfinite(t):
+        return str(t)
+    sign, t = ("-" if t < 0 else ""), abs(t)
+    for big, big_name, small, small_name in (
+        (day, "d", hour, "h"),
+        (hour, "h", minute, "min"),
+        (minute, "min", 1.0, "s"),
+    ):
+        if t >= big:
+            whole = int(t // big)
+            rest = int((t - whole * big) // small)
+            return f"{sign}{whole} {big_name} {rest} {small_name}"
+    return f"{sign}{t:.1f} s"

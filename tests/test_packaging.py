@@ -63,3 +63,5 @@ def test_wheel_contains_catalogue(tmp_path):
     assert "perfmodel/hardware/links.toml" in names
     for p in (REPO / "calibration").glob("*.json"):
         assert f"perfmodel/catalogue/calibration/{p.name}" in names
+    for p in (REPO / "validation").glob("*.jsonl"):
+        assert f"perfmodel/catalogue/validation/{p.name}" in names

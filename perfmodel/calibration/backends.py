@@ -117,11 +117,21 @@ def resolve_gpu_model(device_name: str, memory_bytes: int | None) -> str | None:
 
     >>> resolve_gpu_model("NVIDIA H100 80GB HBM3", 85_520_809_984)
     'H100-SXM5-80GB'
+    >>> resolve_gpu_model("NVIDIA A100-SXM4-80GB", None)  # the size the name states
+    'A100-SXM4-80GB'
     """
     from perfmodel.hardware import list_gpus
 
     name = device_name.upper().replace("-", " ")
     is_pcie = "PCIE" in name
+    if not memory_bytes:
+        # the memory size the name states ("A100-SXM4-80GB", "H100 80GB HBM3"): an 80 GB part
+        # must not resolve to the 40 GB entry of its family
+        import re
+
+        stated = re.search(r"(\d+)\s*GB", name)
+        if stated:
+            memory_bytes = int(stated.group(1)) * 10**9
     best: tuple[float, str] | None = None
     for spec in list_gpus():
         family = spec.name.split("-")[0].upper()
@@ -158,6 +168,7 @@ class Backend:
         "streams",
         "collectives",
         "steps",
+        "input",
     )
 
     def device_info(self) -> DeviceInfo:
@@ -242,7 +253,7 @@ class NumpyBackend(Backend):
     name = "numpy"
     device_kind = DeviceKind.CPU
     gemm_dtypes = (DType.FP32,)  # the training precision on a CPU; fp64 via gemm_dtypes=
-    groups = ("launch", "memory", "gemm", "steps")  # no conv library, no device, no streams
+    groups = ("launch", "memory", "gemm", "steps", "input")  # no conv library, device, streams
 
     def __init__(self, seed: int = 0, clock: str = "wall") -> None:
         self._rng = np.random.default_rng(seed)
@@ -383,7 +394,7 @@ class TorchBackend(Backend):
             self.props = None
             self.cache_bytes = _last_level_cache_bytes()
             self.gemm_dtypes = (DType.FP32, DType.BF16)
-            self.groups = ("launch", "memory", "gemm", "conv", "steps")
+            self.groups = ("launch", "memory", "gemm", "conv", "steps", "input")
 
     # -- device description ---------------------------------------------------------------------
     def device_info(self) -> DeviceInfo:

@@ -565,12 +565,14 @@ def fit_compute_params(
     base = base if base is not None else ComputeParams.for_gpu(gpu)
     pts: list[tuple[Any, Any, str, float]] = []
     dtypes: set[str] = set()
+    used: set[BenchKind] = set()  # kinds with a measurement in the fit (the source names these)
     for m in measurements:
         if m.kind not in kinds or m.time_s <= 0:
             continue
         lp = measurement_layer(m)
         if lp is None:
             continue
+        used.add(m.kind)
         pts.append((lp[0], lp[1], str(m.params.get("phase", "fwd")), m.time_s))
         if m.kind is BenchKind.GEMM:
             dtypes.add(str(m.params["dtype"]))
@@ -622,7 +624,7 @@ def fit_compute_params(
     fitted = make(result.values)
     fitted = dataclasses.replace(
         fitted,
-        source=f"calibrated: {result.n_points} microbenchmarks ({', '.join(sorted(k.value for k in kinds))})",
+        source=f"calibrated: {result.n_points} microbenchmarks ({', '.join(sorted(k.value for k in used))})",
     )
     return fitted, result
 

@@ -93,11 +93,12 @@ class TraceSummary:
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The ``traceEvents`` list of a Chrome-trace JSON file (``.json`` or ``.json.gz``)."""
+    from perfmodel._io import read_bytes
+
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError as exc:
-        raise ParseError(f"trace not found: {p}", value=str(p), where=str(p)) from exc
+    if not p.exists() and not p.is_symlink():
+        raise ParseError(f"trace not found: {p}", value=str(p), where=str(p))
+    raw = read_bytes(p)
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
     try:

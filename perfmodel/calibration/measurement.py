@@ -18,6 +18,15 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel._enum import parse_enum
+from perfmodel._schema import (
+    _MISSING,
+    as_int,
+    as_mapping,
+    as_number,
+    as_optional_number,
+    as_str,
+    describe,
+)
 from perfmodel.errors import CalibrationError
 
 
@@ -38,6 +47,7 @@ class BenchKind(str, enum.Enum):
     STEP = "step"  # one whole training step; params: model, batch_size, precision
     STEP_LAYER = "step_layer"  # one layer of a training step; params: model, layer, phase
     COLLECTIVE = "collective"  # a collective; params: op, nbytes, ranks
+    INPUT = "input"  # input-pipeline prep of one sample on the host CPU; params: dataset, loader
 
 
 @dataclass(frozen=True)
@@ -161,37 +171,51 @@ class Measurement:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str = "measurement") -> Measurement:
         """Inverse of :meth:`to_dict`; a missing field is a :class:`CalibrationError` naming it."""
+        if not isinstance(d, Mapping):
+            raise CalibrationError(
+                f"{where}: expected a table/mapping, got {describe(d)}", value=d, where=where
+            )
         for name in ("kind", "key", "params", "time_s", "repeats"):
             if name not in d:
                 raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
         kind = parse_enum(
             BenchKind,
-            d["kind"],
+            as_str(d["kind"], "kind", where=where, error=CalibrationError),
             where=where,
             template="{where}: unknown measurement kind {text!r}; expected {expected}",
             error=CalibrationError,
         )
-        median = float(d["time_s"])
+
+        def num(name: str, default: Any = _MISSING) -> float:
+            v = d.get(name, default)
+            return as_number(v, name, where=where, minimum=0.0, error=CalibrationError)
+
+        if not isinstance(d["time_s"], bool) and isinstance(d["time_s"], int | float):
+            if not (math.isfinite(d["time_s"]) and d["time_s"] >= 0):
+                raise CalibrationError(
+                    f"{where}: time_s must be a finite non-negative number, got {d['time_s']}",
+                    value=d["time_s"],
+                    where=where,
+                )
+        median = num("time_s")
         timing = TimingStats(
             median_s=median,
-            min_s=float(d.get("min_s", median)),
-            p10_s=float(d.get("p10_s", median)),
-            p90_s=float(d.get("p90_s", median)),
-            repeats=int(d["repeats"]),
+            min_s=num("min_s", median),
+            p10_s=num("p10_s", median),
+            p90_s=num("p90_s", median),
+            repeats=as_int(d["repeats"], "repeats", where=where, minimum=0, error=CalibrationError),
         )
-        if not (math.isfinite(median) and median >= 0):
-            raise CalibrationError(
-                f"{where}: time_s must be a finite non-negative number, got {median}",
-                value=median,
-                where=where,
-            )
         return cls(
             kind=kind,
-            key=str(d["key"]),
-            params=dict(d["params"]),
+            key=as_str(d["key"], "key", where=where, error=CalibrationError),
+            params=dict(as_mapping(d["params"], "params", where=where, error=CalibrationError)),
             timing=timing,
-            work_flop=None if d.get("work_flop") is None else float(d["work_flop"]),
-            work_bytes=None if d.get("work_bytes") is None else float(d["work_bytes"]),
-            backend=str(d.get("backend", "")),
-            notes=str(d.get("notes", "")),
+            work_flop=as_optional_number(
+                d.get("work_flop"), "work_flop", where=where, minimum=0.0, error=CalibrationError
+            ),
+            work_bytes=as_optional_number(
+                d.get("work_bytes"), "work_bytes", where=where, minimum=0.0, error=CalibrationError
+            ),
+            backend=as_str(d.get("backend", ""), "backend", where=where, error=CalibrationError),
+            notes=as_str(d.get("notes", ""), "notes", where=where, error=CalibrationError),
         )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,9 +36,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfmodel._enum import parse_enum
-from perfmodel._io import write_json_atomic
+from perfmodel._io import read_text, write_json_atomic
+from perfmodel._schema import as_bool, as_int, as_list, as_mapping, as_number, as_str, number_map
 from perfmodel.calibration.measurement import BenchKind, Measurement
-from perfmodel.errors import CalibrationError, UnknownHardwareError
+from perfmodel.errors import CalibrationError, PerfModelError, UnknownHardwareError
 
 if TYPE_CHECKING:  # pragma: no cover
     from perfmodel.comm import LinkParams
@@ -109,6 +111,7 @@ class DeviceInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> DeviceInfo:
+        as_mapping(d, "device", where=where, error=CalibrationError)
         for name in ("kind", "name"):
             if name not in d:
                 raise CalibrationError(
@@ -118,19 +121,38 @@ class DeviceInfo:
                 )
         kind = parse_enum(
             DeviceKind,
-            d["kind"],
+            as_str(d["kind"], "device.kind", where=where, error=CalibrationError),
             where=where,
             template="{where}: device.kind {text!r} is not {expected}",
             error=CalibrationError,
         )
+
+        def opt_int(name: str) -> int | None:
+            v = d.get(name)
+            return (
+                None
+                if v is None
+                else as_int(v, f"device.{name}", where=where, minimum=0, error=CalibrationError)
+            )
+
+        def opt_str(name: str) -> str | None:
+            v = d.get(name)
+            return (
+                None
+                if v is None
+                else as_str(v, f"device.{name}", where=where, error=CalibrationError)
+            )
+
         return cls(
             kind=kind,
-            name=str(d["name"]),
-            gpu_model=d.get("gpu_model"),
-            memory_bytes=None if d.get("memory_bytes") is None else int(d["memory_bytes"]),
-            cores=None if d.get("cores") is None else int(d["cores"]),
-            count=int(d.get("count", 1)),
-            compute_capability=d.get("compute_capability"),
+            name=as_str(d["name"], "device.name", where=where, error=CalibrationError),
+            gpu_model=opt_str("gpu_model"),
+            memory_bytes=opt_int("memory_bytes"),
+            cores=opt_int("cores"),
+            count=as_int(
+                d.get("count", 1), "device.count", where=where, minimum=1, error=CalibrationError
+            ),
+            compute_capability=opt_str("compute_capability"),
         )
 
 
@@ -173,19 +195,39 @@ class FitSummary:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:
+        as_mapping(d, "fit", where=where, error=CalibrationError)
         for name in ("model", "values", "stderr", "n_points"):
             if name not in d:
                 raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
+        stderr = {
+            k: float("nan") if v is None else v
+            for k, v in as_mapping(
+                d["stderr"], "stderr", where=where, error=CalibrationError
+            ).items()
+        }
+
+        def stat(name: str) -> float:
+            v = d.get(name)
+            return (
+                float("nan")
+                if v is None
+                else as_number(v, name, where=where, finite=False, error=CalibrationError)
+            )
+
         return cls(
-            model=str(d["model"]),
-            values=MappingProxyType({k: float(v) for k, v in d["values"].items()}),
-            stderr=MappingProxyType(
-                {k: float("nan") if v is None else float(v) for k, v in d["stderr"].items()}
+            model=as_str(d["model"], "model", where=where, error=CalibrationError),
+            values=MappingProxyType(
+                number_map(d["values"], "values", where=where, error=CalibrationError)
             ),
-            n_points=int(d["n_points"]),
-            rms_log_residual=float(d.get("rms_log_residual", float("nan"))),
-            median_abs_error=float(d.get("median_abs_error", float("nan"))),
-            notes=str(d.get("notes", "")),
+            stderr=MappingProxyType(
+                number_map(stderr, "stderr", where=where, finite=False, error=CalibrationError)
+            ),
+            n_points=as_int(
+                d["n_points"], "n_points", where=where, minimum=0, error=CalibrationError
+            ),
+            rms_log_residual=stat("rms_log_residual"),
+            median_abs_error=stat("median_abs_error"),
+            notes=as_str(d.get("notes", ""), "notes", where=where, error=CalibrationError),
         )
 
 
@@ -307,6 +349,7 @@ class CalibrationProfile:
         The file gets ordinary permissions (``0o666`` minus the umask), not the private mode of
         the temporary file it was written through.
         """
+        check_finite(self, where=str(path))
         write_json_atomic(path, self.to_dict())
         _public_mode(path)
 
@@ -371,26 +414,99 @@ class CalibrationProfile:
                 where=where,
             )
         device = DeviceInfo.from_dict(data["device"], where=where)
+        raw = as_list(data["measurements"], "measurements", where=where, error=CalibrationError)
         measurements = tuple(
-            Measurement.from_dict(m, where=f"{where}: measurements[{i}]")
-            for i, m in enumerate(data["measurements"])
+            Measurement.from_dict(m, where=f"{where}: measurements[{i}]") for i, m in enumerate(raw)
         )
-        status = data.get("status") or {}
+        status = as_mapping(data.get("status") or {}, "status", where=where, error=CalibrationError)
         fits = {
             name: FitSummary.from_dict(f, where=f"{where}: fits.{name}")
-            for name, f in (data.get("fits") or {}).items()
+            for name, f in as_mapping(
+                data.get("fits") or {}, "fits", where=where, error=CalibrationError
+            ).items()
         }
-        return cls(
+        profile = cls(
             device=device,
-            provenance=MappingProxyType(dict(data["provenance"])),
+            provenance=MappingProxyType(
+                dict(
+                    as_mapping(
+                        data["provenance"], "provenance", where=where, error=CalibrationError
+                    )
+                )
+            ),
             measurements=measurements,
             fits=MappingProxyType(fits),
-            compute_params_data=data.get("compute_params"),
-            link_params_data=data.get("link_params"),
-            complete=bool(status.get("complete", False)),
-            skipped=MappingProxyType(dict(status.get("skipped", {}))),
+            compute_params_data=_optional_table(data, "compute_params", where),
+            link_params_data=_optional_table(data, "link_params", where),
+            complete=as_bool(
+                status.get("complete", False),
+                "status.complete",
+                where=where,
+                error=CalibrationError,
+            ),
+            skipped=MappingProxyType(
+                dict(
+                    as_mapping(
+                        status.get("skipped", {}),
+                        "status.skipped",
+                        where=where,
+                        error=CalibrationError,
+                    )
+                )
+            ),
             format_version=version,
         )
+        for name in ("compute_params", "link_params"):  # parse now: a bad field is a load error
+            try:
+                getattr(profile, name)
+            except PerfModelError:
+                raise
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+                raise CalibrationError(
+                    f"{where}: {name}: {type(exc).__name__}: {exc}",
+                    value=data.get(name),
+                    where=f"{where}:{name}",
+                ) from exc
+        return profile
+
+
+def _optional_table(data: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any] | None:
+    v = data.get(name)
+    return None if v is None else as_mapping(v, name, where=where, error=CalibrationError)
+
+
+def check_finite(profile: CalibrationProfile, *, where: str) -> None:
+    """Refuse a profile holding a non-finite measured time or fitted value before it is written.
+
+    Such a file would be refused by every reader (:meth:`Measurement.from_dict`), so writing it
+    over a good profile would destroy the good one. Standard errors and residual statistics may
+    be ``nan`` (a parameter the data does not identify).
+    """
+    for m in profile.measurements:
+        t = m.timing
+        for name, v in (
+            ("time_s", t.median_s),
+            ("min_s", t.min_s),
+            ("p10_s", t.p10_s),
+            ("p90_s", t.p90_s),
+            ("work_flop", m.work_flop),
+            ("work_bytes", m.work_bytes),
+        ):
+            if v is not None and not math.isfinite(v):
+                raise CalibrationError(
+                    f"{where}: measurement {m.key!r} ({m.notes or m.backend}): {name} is {v}; "
+                    "refusing to write a non-finite measurement",
+                    value=v,
+                    where=where,
+                )
+    for fname, fit in profile.fits.items():
+        for k, v in fit.values.items():
+            if not math.isfinite(v):
+                raise CalibrationError(
+                    f"{where}: fit {fname}: {k} is {v}; refusing to write a non-finite fit",
+                    value=v,
+                    where=where,
+                )
 
 
 def _public_mode(path: str | os.PathLike[str]) -> None:
@@ -405,12 +521,9 @@ def _public_mode(path: str | os.PathLike[str]) -> None:
 def read_profile(path: str | os.PathLike[str]) -> CalibrationProfile:
     """Read a profile file without any device check (see :func:`load_profile`)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError as exc:
-        raise CalibrationError(
-            f"calibration profile not found: {p}", value=str(p), where=str(p)
-        ) from exc
+    if not p.exists() and not p.is_symlink():
+        raise CalibrationError(f"calibration profile not found: {p}", value=str(p), where=str(p))
+    text = read_text(p)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -463,7 +576,10 @@ def load_profile(
             )
             if not allow_other_device:
                 raise CalibrationError(
-                    msg + "; pass allow_other_device=True to use it anyway",
+                    msg + "; on the command line, predict the profiled device itself with "
+                    "`--system calibrated --calibration FILE`, or run `perfmodel calibrate` on "
+                    f"the {wanted}; from Python, load_profile(..., allow_other_device=True) "
+                    "uses it anyway",
                     value=have,
                     where=str(path),
                 )

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, TextIO
 
 from perfmodel.calibration.backends import Backend, Op, Unsupported
-from perfmodel.calibration.measurement import BenchKind, Measurement
+from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
 from perfmodel.calibration.profile import CalibrationProfile, DeviceKind, read_profile
 from perfmodel.calibration.steps import StepSpec, numpy_mlp_step, torch_step
 from perfmodel.calibration.timing import TimingPolicy, time_operation
@@ -37,6 +37,7 @@ GROUP_SHARES: dict[str, float] = {
     "streams": 0.06,
     "collectives": 0.06,
     "steps": 0.22,
+    "input": 0.02,
 }
 """Fraction of the budget each group gets (unused time rolls over to the groups after it)."""
 
@@ -82,6 +83,32 @@ def _single(
         ]
 
     return run
+
+
+def _input_runner(backend: Backend, policy: TimingPolicy) -> list[Measurement]:
+    """Per-sample CPU cost of each input-pipeline path (:mod:`perfmodel.host.measure`)."""
+    from perfmodel.host.measure import measure_input_timings
+
+    # one sample of every path costs ~6.5 ms on one core (a 3-5 ms JPEG, 3 x 8 CIFAR samples at
+    # ~0.1 ms): size the batches to the timing target, at least 8 samples per batch
+    repeats = 5 if policy.target_s >= 0.2 else 3
+    samples = max(8, min(64, int(policy.target_s / (repeats * 6.5e-3))))
+    out = []
+    for (dataset, loader), per_sample in measure_input_timings(
+        samples=samples, repeats=repeats
+    ).items():
+        key = f"input/{dataset.value}/{loader.value}"
+        out.append(
+            Measurement(
+                kind=BenchKind.INPUT,
+                key=key,
+                params={"dataset": dataset.value, "loader": loader.value, "timing": "thread_cpu"},
+                timing=TimingStats.from_samples(per_sample, where=key),
+                backend=backend.name,
+                notes="CPU seconds per sample of one thread (perfmodel.host.measure)",
+            )
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,6 +240,15 @@ def plan_suite(
                     ),
                 )
             )
+    if "input" in wanted:
+        items.append(
+            BenchItem(
+                "input",
+                "input/samples",
+                "input pipeline: JPEG decode + augment, CIFAR augment (host CPU)",
+                _input_runner,
+            )
+        )
     if "memory" in wanted:
         for size in memory_sizes(dev):
             for kind, fname in ((BenchKind.COPY, "copy"), (BenchKind.ELEMENTWISE, "elementwise")):
@@ -405,6 +441,19 @@ def parse_step(text: str) -> StepSpec:
         raise CalibrationError(
             f"--step {text!r}: batch {parts[1]!r} is not an integer", value=text, where="--step"
         ) from exc
+    if batch < 1:
+        raise CalibrationError(
+            f"--step {text!r}: batch {batch} must be >= 1", value=text, where="--step"
+        )
+    from perfmodel.dtypes import Precision
+    from perfmodel.errors import ConfigError
+    from perfmodel.workload.zoo import get_model_info
+
+    try:  # an unknown model or precision is bad input, not a skipped benchmark
+        get_model_info(parts[0])
+        Precision.parse(parts[2], where="--step")
+    except ConfigError as exc:
+        raise CalibrationError(f"--step {text!r}: {exc}", value=text, where="--step") from exc
     args: list[tuple[str, Any]] = []
     if len(parts) == 4 and parts[3]:
         for kv in parts[3].split(","):

@@ -566,9 +566,11 @@ def write_report(report: ValidationReport, outdir: str | Path) -> list[Path]:
 def load_measurements(path: str | Path) -> list[Measurement]:
     """Measurements from a profile JSON, or a JSON/JSONL list of measurement dicts."""
     p = Path(path)
-    text = p.read_text() if p.exists() else None
-    if text is None:
+    if not p.exists() and not p.is_symlink():
         raise CalibrationError(f"measurements file not found: {p}", value=str(p), where=str(p))
+    from perfmodel._io import read_text
+
+    text = read_text(p)
     stripped = text.lstrip()
     if stripped.startswith("{") and '"format_version"' in text[:2000]:
         from perfmodel.calibration.profile import read_profile

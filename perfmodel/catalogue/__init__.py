@@ -1,7 +1,7 @@
-"""Locations of the shipped data folders (topology catalogue, recorded calibration profiles).
+"""Locations of the shipped data folders (topology catalogue, calibration profiles, validation data).
 
-In an installed wheel the repository's ``topologies/`` and ``calibration/`` folders are packaged
-as ``perfmodel.catalogue.topologies`` and ``perfmodel.catalogue.calibration`` (see ``setup.py``);
+In an installed wheel the repository's ``topologies/``, ``calibration/`` and ``validation/`` folders
+are packaged as ``perfmodel.catalogue.<folder>`` (see ``setup.py``);
 in a source checkout they are read from the repository root.
 """
 
@@ -32,3 +32,8 @@ def topologies_dir() -> Path:
 def calibration_dir() -> Path:
     """Folder holding recorded calibration profiles (``*.json``)."""
     return _data_dir("calibration", "calibration")
+
+
+def validation_dir() -> Path:
+    """Folder holding the published measurements (``published.jsonl``, ``seeds.jsonl``, ...)."""
+    return _data_dir("validation", "validation")

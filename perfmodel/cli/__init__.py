@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from perfmodel import __version__
-from perfmodel.errors import PerfModelError
+from perfmodel.errors import FlagError, PerfModelError
 
 SUBCOMMANDS = (
     "topo",
@@ -51,7 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        for item in sys.argv[1:] if argv is None else argv:
+            flag, sep, value = str(item).partition("=")
+            if sep and flag.startswith("--") and value == "--":  # argparse would pass []
+                raise FlagError(f"{flag} '--': expected a value", value=value, where=flag)
+        args = parser.parse_args(argv)
+    except PerfModelError as exc:  # a typed flag value (perfmodel.cli._types): one line, exit 2
+        print(f"perfmodel: error: {exc}", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -66,6 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except PerfModelError as exc:
         print(f"perfmodel: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the loaders did not check: still bad input, not a crash
+        if isinstance(exc, BrokenPipeError) or exc.filename is None:
+            raise
+        from perfmodel._io import os_error_message
+
+        print(f"perfmodel: error: {exc.filename}: {os_error_message(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # pragma: no cover - e.g. `perfmodel ... | head`
         return 0

@@ -9,6 +9,7 @@ import inspect
 import re
 from typing import Any
 
+from perfmodel.cli import _types as ty
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, load_system
 
@@ -35,12 +36,18 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         help="catalogue system (perfmodel topo list), a .toml file, 'custom' (hardware from parts), or "
         "'calibrated' (predict: the one device a --calibration profile measured, e.g. a CPU)",
     )
-    g.add_argument("--nodes", type=int, default=1, help="number of servers (default 1)")
+    g.add_argument(
+        "--nodes", type=ty.positive_int("--nodes"), default=1, help="number of servers (default 1)"
+    )
     g.add_argument(
         "--network",
         help="fabric link technology, overrides the system default (e.g. ib-hdr, eth-40g)",
     )
-    g.add_argument("--nics-per-node", type=int, help="NIC ports per server used by the fabric")
+    g.add_argument(
+        "--nics-per-node",
+        type=ty.positive_int("--nics-per-node"),
+        help="NIC ports per server used by the fabric",
+    )
     g.add_argument(
         "--fabric",
         dest="fabric_topology",
@@ -48,10 +55,16 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         help="fabric topology",
     )
     g.add_argument(
-        "--oversubscription", type=float, help="fat-tree leaf oversubscription (2 = 2:1)"
+        "--oversubscription",
+        type=ty.positive_float("--oversubscription"),
+        help="fat-tree leaf oversubscription (2 = 2:1)",
     )
     g.add_argument("--gpu", help="GPU model (custom systems and GPU-selectable systems)")
-    g.add_argument("--gpus-per-node", type=int, help="custom systems: GPUs per server")
+    g.add_argument(
+        "--gpus-per-node",
+        type=ty.positive_int("--gpus-per-node"),
+        help="custom systems: GPUs per server",
+    )
     g.add_argument(
         "--intra-node", help="custom systems: pcie3|pcie4|pcie5|nvlink1..nvlink5|nvswitch-v1..v4"
     )

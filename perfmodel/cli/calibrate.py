@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import DURATION_HELP, parse_budget
 from perfmodel.units import GB
 
@@ -33,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "-o",
         "--output",
         default="profile.json",
+        type=ty.output_file("-o"),
         help="profile file to write (default profile.json)",
     )
     p.add_argument(
@@ -72,7 +75,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument(
         "--op", help="collective of the logs when they do not name it (allreduce, allgather ...)"
     )
-    p.add_argument("--trace-dir", help="write the training-step profiler traces here (torch)")
+    g.add_argument(
+        "--system",
+        help="catalogue system the logs ran on (default: guessed from their device names); the "
+        "link class is then fitted through the communication model so the profile reproduces "
+        "the log",
+    )
+    p.add_argument(
+        "--trace-dir",
+        type=ty.output_dir("--trace-dir"),
+        help="write the training-step profiler traces here (torch)",
+    )
     g.add_argument(
         "--refit",
         metavar="PROFILE",
@@ -113,6 +126,13 @@ def _refit(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfmodel._io import output_lock
+
+    with output_lock(args.output):  # one writer of a profile at a time
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from perfmodel.calibration.runner import calibrate
 
     if args.refit:
@@ -137,14 +157,29 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"wrote {args.output}: {len(profile.measurements)} measurements on {profile.device.name}")
     for name, fit in profile.fits.items():
-        vals = ", ".join(
-            f"{k}={_human(k, v)} ± {_human(k, fit.stderr.get(k, float('nan')))}"
-            for k, v in fit.values.items()
-        )
-        print(f"  {name:<24} {vals}  (n={fit.n_points}, median |err| {fit.median_abs_error:.1%})")
+        print(fit_summary_line(name, fit))
     if profile.skipped:
         print(f"  skipped: {len(profile.skipped)} (see status.skipped in the profile)")
     return 0
+
+
+def fit_summary_line(name: str, fit: Any) -> str:
+    """One fit as ``name  k=v ± err, ...``; a value no measurement constrained (its standard
+    error is ``nan``: e.g. the convolution efficiency of a profile without convolution
+    benchmarks) is marked ``(not fitted)`` instead of ``± nan``."""
+    import math
+
+    parts = []
+    for k, v in fit.values.items():
+        err = fit.stderr.get(k, float("nan"))
+        if isinstance(err, float) and math.isnan(err):
+            parts.append(f"{k}={_human(k, v)} (not fitted)")
+        else:
+            parts.append(f"{k}={_human(k, v)} ± {_human(k, err)}")
+    return (
+        f"  {name:<24} {', '.join(parts)}  (n={fit.n_points}, median |err| "
+        f"{fit.median_abs_error:.1%})"
+    )
 
 
 def _human(name: str, value: float) -> str:
@@ -171,20 +206,30 @@ def _import_nccl(args: argparse.Namespace) -> int:
             value=None,
             where="--link",
         )
+    from dataclasses import replace as _replace
+    from types import MappingProxyType
+
+    from perfmodel.comm.nccl_tests import guess_system
+
     measurements = []
     device = None
     for path in args.nccl_log:
         log = read_nccl_tests(path, op=args.op)  # read once: rows and device names
-        measurements += log_measurements(log, link_class=args.link, where=str(path))
+        system = getattr(args, "system", None) or guess_system(log.devices)
+        for m in log_measurements(log, link_class=args.link, where=str(path)):
+            if system:  # fit through the model of this system (round-trips the log)
+                m = _replace(m, params=MappingProxyType({**m.params, "system": system}))
+            measurements.append(m)
         device = device or (log.devices[0] if log.devices else None)
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     profile = import_into_profile(args.output, measurements, device_name=device, command=command)
     print(f"imported {len(measurements)} collective measurements into {args.output}")
     for name, fit in profile.fits.items():
         if name.startswith("link."):
-            a, b = fit.values["alpha_s"], fit.values["bandwidth_Bps"]
+            a, b = fit.values.get("alpha_s", 0.0), fit.values["bandwidth_Bps"]
             print(
-                f"  {name}: alpha {a * 1e6:.2f} ± {fit.stderr['alpha_s'] * 1e6:.2f} us, bus bandwidth "
-                f"{b / GB:.1f} ± {fit.stderr['bandwidth_Bps'] / GB:.1f} GB/s (median |err| {fit.median_abs_error:.1%})"
+                f"  {name}: alpha {a * 1e6:.2f} ± {fit.stderr.get('alpha_s', 0.0) * 1e6:.2f} us, "
+                f"bandwidth {b / GB:.1f} ± {fit.stderr['bandwidth_Bps'] / GB:.1f} GB/s "
+                f"(median |err| {fit.median_abs_error:.1%}; {fit.model.split(' (')[0]})"
             )
     return 0

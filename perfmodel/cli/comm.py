@@ -23,7 +23,9 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_format_args, add_system_args, system_from_args
+from perfmodel.comm.model import shm_note
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
@@ -41,19 +43,10 @@ _ALGOS = (
     "host",
     "p2p",
 )
+
+
 #: Device-name fragments of nccl-tests "Using devices" lines -> catalogue system (for --compare
 #: without --system).
-_GUESS = (
-    ("GB200", "dgx-b200"),
-    ("B200", "dgx-b200"),
-    ("H200", "hgx-h200"),
-    ("H100", "dgx-h100"),
-    ("A100", "dgx-a100"),
-    ("V100", "dgx1-v100"),
-    ("P100", "dgx1-p100"),
-)
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``comm`` subcommand."""
     p = subparsers.add_parser(
@@ -63,7 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "nccl-tests log with the prediction.",
     )
     add_system_args(p, required=False)
-    p.add_argument("--gpus", type=int, help="GPUs in the group (default: all GPUs of the system)")
+    p.add_argument(
+        "--gpus",
+        type=ty.positive_int("--gpus"),
+        help="GPUs in the group (default: all GPUs of the system)",
+    )
     p.add_argument(
         "--group",
         help="explicit group: comma-separated node ids (GPUs, or a CPU as server/host), "
@@ -78,9 +75,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--algorithm", default="auto", help=f"one of {', '.join(_ALGOS)}")
     p.add_argument("--fidelity", choices=["analytic", "simulated"], default="analytic")
     p.add_argument(
+        "--p2p",
+        choices=["on", "off"],
+        help="force GPU peer-to-peer over PCIe on or off (default: the system file and GPU model; "
+        "off = NCCL's SHM transport through host memory, as with NCCL_P2P_DISABLE=1)",
+    )
+    p.add_argument(
         "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
     )
-    p.add_argument("--plot", metavar="FILE.png", help="write busbw vs size to a PNG")
+    p.add_argument(
+        "--plot",
+        type=ty.png_file("--plot"),
+        metavar="FILE.png",
+        help="write busbw vs size to a PNG",
+    )
     p.add_argument(
         "--link-params",
         metavar="FILE",
@@ -97,7 +105,11 @@ def _model(args: argparse.Namespace, topo: Topology) -> Any:
     if args.link_params:
         from perfmodel._io import load_structured
 
-        lp = LinkParams.from_dict(load_structured(args.link_params), where=args.link_params)
+        data = load_structured(args.link_params)
+        if isinstance(data, dict) and "link_params" in data and "device" in data:
+            # a profile written by `perfmodel calibrate` (its fitted link parameters)
+            data = data["link_params"] or {}
+        lp = LinkParams.from_dict(data, where=args.link_params)
     return CommCostModel(topo, lp, fidelity=args.fidelity)
 
 
@@ -124,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
 
     op = CollectiveOp.parse(args.op)
     topo = system_from_args(args)
+    if args.p2p is not None:
+        topo = topo.with_p2p(args.p2p == "on")
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]
@@ -172,6 +186,9 @@ def run(args: argparse.Namespace) -> int:
             )
         big = [r.busbw_Bps for r in results]
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
+        note = shm_note(topo, group)
+        if note:
+            print(f"# {note}")
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 
@@ -190,14 +207,16 @@ def _gbs(x: float) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from perfmodel.comm.nccl_tests import read_nccl_tests
+    from perfmodel.comm.nccl_tests import health_verdict, read_nccl_tests
 
     log = read_nccl_tests(args.compare, op=args.op if args.op != "allreduce" else None)
     op = log.op or CollectiveOp.parse(args.op)
     guessed = ""
     if not args.system:
+        from perfmodel.comm.nccl_tests import guess_system
+
         dev = " ".join(log.devices)
-        name = next((s for frag, s in _GUESS if frag in dev), None)
+        name = guess_system(log.devices)
         if name is None:
             raise ConfigError(
                 f"{args.compare}: cannot tell the system from the log's devices ({dev or 'none listed'}); give --system",
@@ -233,6 +252,10 @@ def _compare(args: argparse.Namespace) -> int:
                     "gpus": len(group),
                     "op": op.value,
                     "skipped_lines": [s.__dict__ for s in log.skipped],
+                    "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
+                    "verdict": health_verdict(
+                        [r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]
+                    ),
                     "rows": [
                         {
                             "size_bytes": r.size_bytes,
@@ -241,6 +264,7 @@ def _compare(args: argparse.Namespace) -> int:
                             "measured_busbw_Bps": r.busbw_Bps,
                             "predicted_busbw_Bps": p.busbw_Bps,
                             "time_error_pct": t,
+                            "measured_inplace_time_s": r.inplace_time_s,
                             "algorithm": p.algorithm.value,
                             "protocol": p.protocol.value if p.protocol else None,
                         }
@@ -253,12 +277,17 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         print(f"# {args.compare}: {op.value}, {len(group)} ranks on {topo.name}{guessed}")
         print(
-            f"#{'size':>12} {'meas us':>10} {'pred us':>10} {'meas busbw':>11} {'pred busbw':>11} {'time err':>9}  algorithm"
+            "# time err = predicted / measured - 1 (out-of-place time): negative = the machine is "
+            "slower than the model expects; in-place = the log's in-place time"
+        )
+        print(
+            f"#{'size':>12} {'meas us':>10} {'in-pl us':>10} {'pred us':>10} {'meas busbw':>11} {'pred busbw':>11} {'time err':>9}  algorithm"
         )
         for r, p, _, t in rows:
             algo = p.algorithm.value + (f"/{p.protocol.value}" if p.protocol else "")
+            inpl = f"{r.inplace_time_s * 1e6:>10.1f}" if r.inplace_time_s else f"{'-':>10}"
             print(
-                f" {r.size_bytes:>12} {r.time_s * 1e6:>10.1f} {p.time_s * 1e6:>10.1f} "
+                f" {r.size_bytes:>12} {r.time_s * 1e6:>10.1f} {inpl} {p.time_s * 1e6:>10.1f} "
                 f"{_gbs(r.busbw_Bps):>11} {_gbs(p.busbw_Bps):>11} {t:>+8.1f}%  {algo}"
             )
         large = [abs(t) for r, _, _, t in rows if r.size_bytes >= 64 * units.MiB]
@@ -268,6 +297,7 @@ def _compare(args: argparse.Namespace) -> int:
             )
         for s in log.skipped:
             print(f"# skipped line {s.line}: {s.reason}: {s.text.strip()[:60]}")
+        print(health_verdict([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]))
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 

@@ -25,6 +25,7 @@ import math
 import sys
 from typing import Any
 
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
@@ -42,8 +43,13 @@ def _ints(text: str | None, where: str) -> tuple[int, ...] | None:
     return None if text is None else parse_int_list(text, where=where)
 
 
-def _strs(text: str | None) -> tuple[str, ...] | None:
-    return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
+def _strs(text: str | None, where: str = "") -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    items = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not items and where:  # "--schedules ''" must not fall back to the default silently
+        raise ConfigError(f"{where} {text!r}: expected a comma list", value=text, where=where)
+    return items
 
 
 def _zero_stages(text: str | None) -> tuple[int, ...]:
@@ -80,7 +86,11 @@ def register(subparsers: Any) -> None:
     b.add_argument(
         "--global-batch", help="samples per step over all replicas (comma list to search)"
     )
-    b.add_argument("--batch-per-gpu", type=int, help="samples per replica per step")
+    b.add_argument(
+        "--batch-per-gpu",
+        type=ty.positive_int("--batch-per-gpu"),
+        help="samples per replica per step",
+    )
     p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
     p.add_argument(
         "--optimizer", default=None, choices=["sgd", "momentum", "adam", "adamw", "lamb"]
@@ -88,11 +98,19 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--software", help="software preset (megatron, pytorch-ddp, deepspeed-zero1, ...)"
     )
-    p.add_argument("--dataset-size", type=int, help="samples per epoch")
+    p.add_argument(
+        "--dataset-size", type=ty.positive_int("--dataset-size"), help="samples per epoch"
+    )
     p.add_argument("--calibration", help="calibration profile JSON")
-    p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    p.add_argument(
+        "--top", type=ty.positive_int("--top"), default=10, help="plans to show (default 10)"
+    )
     p.add_argument("--objective", default="throughput", choices=["throughput", "tta", "cost"])
-    p.add_argument("--plot", help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)")
+    p.add_argument(
+        "--plot",
+        type=ty.plot_file("--plot"),
+        help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
         "--quiet",
@@ -105,7 +123,9 @@ def register(subparsers: Any) -> None:
         "--tp", help="tensor-parallel degrees to try (default: powers of two dividing heads)"
     )
     s.add_argument("--pp", help="pipeline degrees to try (default: divisors of the blocks)")
-    s.add_argument("--max-tp", type=int, help="largest tensor-parallel degree")
+    s.add_argument(
+        "--max-tp", type=ty.positive_int("--max-tp"), help="largest tensor-parallel degree"
+    )
     s.add_argument("--microbatch", default="1,2,4,8", help="micro-batch sizes (default 1,2,4,8)")
     s.add_argument("--schedules", default="1f1b,interleaved", help="gpipe,1f1b,interleaved")
     s.add_argument(
@@ -118,32 +138,70 @@ def register(subparsers: Any) -> None:
     s.add_argument("--cnn-tp", action="store_true", help="also split CNN fully-connected layers")
     st = p.add_argument_group("search stages")
     st.add_argument("--no-screen", action="store_true", help="analytic predictor for every plan")
-    st.add_argument("--analytic-k", type=int, default=8, help="plans re-ranked analytically (8)")
-    st.add_argument("--confirm-k", type=int, default=3, help="plans confirmed by simulation (3)")
+    st.add_argument(
+        "--analytic-k",
+        type=ty.nonneg_int("--analytic-k"),
+        default=8,
+        help="plans re-ranked analytically (8)",
+    )
+    st.add_argument(
+        "--confirm-k",
+        type=ty.nonneg_int("--confirm-k"),
+        default=3,
+        help="plans confirmed by simulation (3)",
+    )
     st.add_argument(
         "--budget",
         default="30s",
         metavar="DURATION",
         help=f"wall-time limit of the analytic+simulated stages: {DURATION_HELP} (default 30s)",
     )
-    st.add_argument("--jobs", type=int, default=1, help="processes for a non-screen first stage")
+    st.add_argument(
+        "--jobs",
+        type=ty.jobs_int("--jobs"),
+        default=1,
+        help="processes for a non-screen first stage",
+    )
     c = p.add_argument_group("cost, deadline and time to accuracy")
     c.add_argument(
         "--price-per-gpu-hour", help="price of one GPU-hour (one value or one per system)"
     )
     c.add_argument("--purchase-price", help="purchase price per GPU (one value or one per system)")
-    c.add_argument("--lifetime-years", type=float, help="amortisation period of --purchase-price")
     c.add_argument(
-        "--utilization", type=float, default=1.0, help="fraction of lifetime in use (1.0)"
+        "--lifetime-years",
+        type=ty.positive_float("--lifetime-years"),
+        help="amortisation period of --purchase-price",
     )
-    c.add_argument("--epochs", type=float, help="epochs of the training run")
-    c.add_argument("--deadline", type=float, help="hours the run may take")
+    c.add_argument(
+        "--utilization",
+        type=ty.positive_float("--utilization"),
+        default=1.0,
+        help="fraction of lifetime in use (1.0)",
+    )
+    c.add_argument(
+        "--epochs", type=ty.positive_float("--epochs"), help="epochs of the training run"
+    )
+    c.add_argument(
+        "--deadline", type=ty.positive_float("--deadline"), help="hours the run may take"
+    )
     c.add_argument(
         "--fidelity", default="simulated", choices=["simulated", "analytic"], help="what-if"
     )
-    c.add_argument("--b-noise", type=float, help="gradient noise scale B_noise (samples)")
-    c.add_argument("--min-steps", type=float, help="S_min: steps to target at infinite batch")
-    c.add_argument("--min-epochs", type=float, help="E_min in epochs (needs --dataset-size)")
+    c.add_argument(
+        "--b-noise",
+        type=ty.positive_float("--b-noise"),
+        help="gradient noise scale B_noise (samples)",
+    )
+    c.add_argument(
+        "--min-steps",
+        type=ty.positive_float("--min-steps"),
+        help="S_min: steps to target at infinite batch",
+    )
+    c.add_argument(
+        "--min-epochs",
+        type=ty.positive_float("--min-epochs"),
+        help="E_min in epochs (needs --dataset-size)",
+    )
     c.add_argument(
         "--tta-data", help="JSONL with time_to_accuracy rows to fit (seeds.jsonl schema)"
     )
@@ -168,6 +226,10 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
             d[attr] = v
     if d.get("nodes") == 1:
         d.pop("nodes")
+    if "calibration" in d:  # read and check it once, before any plan is evaluated with it
+        from perfmodel.calibration.profile import read_profile
+
+        read_profile(d["calibration"])
     return d
 
 
@@ -250,10 +312,10 @@ def _run_search(args: argparse.Namespace) -> int:
         pp_degrees=_ints(args.pp, "--pp"),
         max_tp=args.max_tp,
         microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
-        schedules=_strs(args.schedules) or ("1f1b",),
+        schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
         zero_stages=_zero_stages(args.zero),
-        recompute=_strs(args.recompute) or ("none",),
+        recompute=_strs(args.recompute, "--recompute") or ("none",),
         sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
         learners_per_gpu=_ints(args.learners, "--learners") or (1,),
         cnn_tensor_parallel=args.cnn_tp,
@@ -301,6 +363,14 @@ def _run_search(args: argparse.Namespace) -> int:
         print(format_table(res, top=args.top))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if not res.ranked:  # the table says why per reason; the exit status says it failed
+        why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
+        print(
+            f"perfmodel: error: no feasible plan among {res.enumerated} enumerated"
+            + (f" (pruned: {why})" if why else ""),
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 
@@ -336,7 +406,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     if args.plot:
         from perfmodel.search.plots import plot_whatif
 
-        plot_whatif(res, args.plot, title=f"{args.model}: speedup and cost per system")
+        plot_whatif(res, args.plot, title=str(args.model))
     if args.json:
         json.dump(res.to_dict(), sys.stdout, indent=2, default=str)
         print()
@@ -344,6 +414,10 @@ def _run_whatif(args: argparse.Namespace) -> int:
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if not res.points:
+        why = "; ".join(f"{k}: {v}" for k, v in list(res.failures.items())[:3])
+        print(f"perfmodel: error: every system failed ({why})", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -7,6 +7,7 @@ Subcommands::
                               [--tp N] [--json | --csv]
     perfmodel model maxbatch NAME --gpu GPU [--precision P] [--optimizer adam]
                               [--recompute none|selective|full] [--model-arg k=v ...] [--json]
+    perfmodel model import-chakra TRACE --batch B [--gpu GPU] [--params N] [--system S --gpus 1,2,4]
 
 ``show`` prints one row per layer (FLOP, parameters, saved activation bytes, predicted forward and
 backward time on the GPU, what bounds it, the GEMM efficiency and waves) and the totals.
@@ -22,6 +23,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_model_arg, parse_model_args
 from perfmodel.hardware import get_gpu
 
@@ -35,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="model zoo: layers, FLOP, memory, largest batch",
         description="Browse the model zoo, per-layer costs and predicted times.",
     )
-    sub = parser.add_subparsers(dest="model_command", metavar="{list,show,maxbatch}")
+    sub = parser.add_subparsers(dest="model_command", metavar="{list,show,maxbatch,import-chakra}")
 
     lst = sub.add_parser("list", help="zoo models and their arguments")
     lst.add_argument("--json", action="store_true", help="print JSON")
@@ -44,10 +46,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     show = sub.add_parser("show", help="per-layer table of one model")
     show.add_argument("name", help="zoo model (perfmodel model list)")
     add_model_arg(show)
-    show.add_argument("--batch", type=int, default=1, help="per-GPU micro-batch (default 1)")
+    show.add_argument(
+        "--batch",
+        type=ty.positive_int("--batch"),
+        default=1,
+        help="per-GPU micro-batch (default 1)",
+    )
     show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
     show.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
-    show.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (per-rank shard)")
+    show.add_argument(
+        "--tp",
+        type=ty.positive_int("--tp"),
+        default=1,
+        help="tensor-parallel degree (per-rank shard)",
+    )
     show.add_argument(
         "--sequence-parallel", action="store_true", help="Megatron sequence parallelism"
     )
@@ -63,15 +75,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
     mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
     mb.add_argument("--recompute", default="none", help="none|selective|full")
-    mb.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
     mb.set_defaults(func=_cmd_maxbatch)
+
+    from perfmodel.cli import import_chakra
+
+    import_chakra.add_parser(sub)
 
     parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from perfmodel.workload import build_model, list_models
+    from perfmodel.workload.zoo import model_aliases
 
     models = list_models()
     if args.json:
@@ -82,6 +99,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                         "name": m.name,
                         "family": m.family,
                         "reference": m.reference,
+                        "aliases": model_aliases(m.name),
                         "arguments": m.arguments(),
                     }
                     for m in models
@@ -157,6 +175,12 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
         "activation_bytes": sum(la.activation_bytes for la in w.layers),
         "model_args": w.model_args,
     }
+    if w.is_moe:  # mixture of experts: what one token uses next to the totals
+        totals.update(
+            active_params=w.active_params_total,
+            active_params_per_rank=w.active_params,
+            all_experts_flop=w.all_experts_flop,
+        )
     if cm is not None:
         from dataclasses import replace
 
@@ -219,11 +243,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
             )
         print(line)
     print(
-        f"\n{w.name}: batch {w.batch_size}, {w.precision.value}, tp {w.tp}: "
+        f"\n{w.name}: batch {w.batch_size}, "
+        + (f"sequence length {w.tokens_per_sample}, " if w.tokens_per_sample > 1 else "")
+        + f"{w.precision.value}, tp {w.tp}: "
         f"{w.total_params:,d} parameters ({w.params:,d} on this rank), "
         f"{w.fwd_flop / 1e9:.2f} GFLOP forward, {w.total_flop / 1e9:.2f} GFLOP fwd+bwd, "
         f"{units.format_bytes(totals['activation_bytes'])} saved activations"
     )
+    if w.is_moe:
+        print(
+            f"mixture of experts: {w.total_params / 1e9:.1f} B parameters in total, "
+            f"{w.active_params_total / 1e9:.1f} B active per token ({w.active_params_total:,d}); "
+            f"FLOP above are active (top-k experts per token), "
+            f"{w.all_experts_flop / 1e9:.2f} GFLOP fwd+bwd if every expert ran"
+        )
     if timed:
         print(
             f"on {totals['gpu']}: forward {units.format_time(totals['fwd_s'])}, backward "
@@ -251,6 +284,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
+    gpu.peak(args.precision)  # refuse what predict refuses: a format this GPU cannot execute
     r = max_batch_size(
         args.name,
         gpu,

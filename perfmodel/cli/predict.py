@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import SYSTEM_KEYS, add_model_arg, add_system_args, parse_model_args
 from perfmodel.errors import ConfigError
 
@@ -36,8 +37,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)
     b = p.add_mutually_exclusive_group()
-    b.add_argument("--batch-per-gpu", type=int, help="samples per data-parallel replica per step")
-    b.add_argument("--global-batch", type=int, help="samples per step over all replicas")
+    b.add_argument(
+        "--batch-per-gpu",
+        type=ty.positive_int("--batch-per-gpu"),
+        help="samples per data-parallel replica per step",
+    )
+    b.add_argument(
+        "--global-batch",
+        type=ty.positive_int("--global-batch"),
+        help="samples per step over all replicas",
+    )
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
     p.add_argument(
         "--plan",
@@ -64,13 +73,59 @@ def register(subparsers: Any) -> None:
         help="convolution memory format: nchw (PyTorch's default contiguous layout) or nhwc "
         "(channels_last); default: the software preset's framework default (docs/predict.md)",
     )
-    p.add_argument("--learners-per-gpu", type=int, help="Crossbow learners per GPU")
-    p.add_argument("--dataset-size", type=int, help="samples per epoch (gives epoch_time_s)")
+    p.add_argument(
+        "--learners-per-gpu",
+        type=ty.positive_int("--learners-per-gpu"),
+        help="Crossbow learners per GPU",
+    )
+    p.add_argument(
+        "--dataset-size",
+        type=ty.positive_int("--dataset-size"),
+        help="samples per epoch (gives epoch_time_s)",
+    )
+    p.add_argument(
+        "--dataset",
+        choices=["imagenet-jpeg", "cifar-memory", "synthetic"],
+        help="what the input pipeline loads (default synthetic: no host work); docs/host.md",
+    )
+    p.add_argument(
+        "--data-loader",
+        choices=["pytorch", "tf-data", "keras", "dali"],
+        help="loading library (default: the software preset's framework loader); docs/host.md",
+    )
+    p.add_argument(
+        "--data-loader-workers",
+        type=ty.nonneg_int("--data-loader-workers"),
+        help="loader workers per pipeline (PyTorch num_workers; 0 = load in the training process)",
+    )
+    p.add_argument(
+        "--tokens",
+        type=ty.positive_float("--tokens"),
+        help="training budget in tokens (e.g. 26e9; sequence models): prints the time to train",
+    )
+    p.add_argument(
+        "--price-per-gpu-hour",
+        type=ty.positive_float("--price-per-gpu-hour"),
+        help="price of one GPU-hour (your currency): with --tokens, prints the cost",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
-    p.add_argument("--trace", help="write a Chrome/Perfetto trace JSON of the step")
-    p.add_argument("--gantt", help="write a Gantt PNG of the schedule")
-    p.add_argument("--plot", help="with a GPU list: write the speedup curve PNG")
+    p.add_argument(
+        "--trace",
+        type=ty.output_file("--trace", ".json"),
+        help="write a Chrome/Perfetto trace JSON of the step",
+    )
+    p.add_argument("--gantt", type=ty.png_file("--gantt"), help="write a Gantt PNG of the schedule")
+    p.add_argument(
+        "--chakra",
+        metavar="DIR",
+        type=ty.output_dir("--chakra"),
+        help="write MLCommons Chakra execution traces (ASTRA-sim's workload), DIR/perfmodel.<rank>.et "
+        "for every simulated rank",
+    )
+    p.add_argument(
+        "--plot", type=ty.png_file("--plot"), help="with a GPU list: write the speedup curve PNG"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
         "--explain",
@@ -95,6 +150,9 @@ _FLAG_KEYS = (
     "memory_format",
     "learners_per_gpu",
     "dataset_size",
+    "dataset",
+    "data_loader",
+    "data_loader_workers",
     "calibration",
     "fidelity",
 )
@@ -133,6 +191,8 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         text = str(gpus)
         try:
             vals = [int(x) for x in text.split(",") if x.strip()]
+            if not vals:  # "--gpus ''" must not fall back to every GPU silently
+                raise ValueError(text)
         except ValueError as exc:
             raise ConfigError(
                 f"--gpus {text!r}: expected an integer or a list like 1,2,4,8",
@@ -152,6 +212,53 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     return d, curve
 
 
+def _print_shm_note(sc: Any, num_gpus: int) -> None:
+    """Say so when the GPUs talk through host memory (no peer-to-peer; issue 12)."""
+    from perfmodel.api import topology_of
+    from perfmodel.comm.model import shm_note
+
+    topo = topology_of(sc)
+    note = shm_note(topo, topo.gpus[:num_gpus])
+    if note:
+        print(note)
+def _epoch_text(seconds: float | None) -> str:
+    """``"12.345 s"`` or ``"34732 s (9 h 38 min)"`` (from a minute on); ``"-"`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.3f} s"
+    return f"{seconds:.0f} s ({units.format_duration(seconds)})"
+
+
+def header(sc: Any, report: Any, *, curve: bool = False) -> str:
+    """First line of a prediction: model, system, software, precision, batch, and the sequence
+    length (sequence models) or the convolution memory format (CNNs). A curve names the batch
+    key the scenario fixed (per GPU, or global) since the global batch changes along it."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload.zoo import get_model_info
+
+    try:
+        family = get_model_info(sc.model).family
+    except PerfModelError:  # a workload of the user's own (workload_fn)
+        family = ""
+    cpu = getattr(report, "device", "GPU") == "CPU"
+    parts = [
+        f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
+        f"PyTorch on the CPU ({sc.software} preset's host costs)" if cpu else str(sc.software),
+        str(sc.precision),
+        (
+            f"batch {sc.batch_per_gpu} per GPU"
+            if curve and sc.batch_per_gpu is not None
+            else f"global batch {report.samples_per_step}"
+        ),
+    ]
+    if report.is_sequence_model:
+        parts.append(f"sequence length {report.tokens_per_sample}")
+    if family == "cnn":
+        parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
+    return ", ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario, predict, predict_curve
     from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
@@ -159,38 +266,79 @@ def run(args: argparse.Namespace) -> int:
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
     sc = Scenario.from_dict(d, where=where)
+    pricing = None
+    if args.price_per_gpu_hour is not None:
+        from perfmodel.search.cost import Pricing
+
+        if args.tokens is None:
+            raise ConfigError(
+                "--price-per-gpu-hour needs --tokens (the budget it prices)",
+                value=args.price_per_gpu_hour,
+                where="--price-per-gpu-hour",
+            )
+        pricing = Pricing(args.price_per_gpu_hour)
     if curve:
         reports = predict_curve(sc, curve)
         if args.plot:
             plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
         if args.json:
-            json.dump([r.to_dict() for r in reports], sys.stdout, indent=2, default=str)
+            rows = [r.to_dict() for r in reports]
+            if args.tokens is not None:
+                for row, r in zip(rows, reports, strict=True):
+                    row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
+            json.dump(rows, sys.stdout, indent=2, default=str)
             sys.stdout.write("\n")
         else:
-            print(f"{sc.model} on {sc.system}, software {sc.software}")
+            print(header(sc, reports[-1], curve=True))
+            epoch = any(r.epoch_time_s is not None for r in reports)
             print(
                 f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
+                + (f" {'epoch':>24}" if epoch else "")
+                + (f" {'time to train':>24}" if args.tokens is not None else "")
             )
             for r in reports:
                 print(
                     f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
                     f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
-                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO'}"
+                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
+                    + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
+                    + (
+                        f" {_epoch_text(r.token_budget(args.tokens).time_s):>24}"
+                        if args.tokens is not None
+                        else ""
+                    )
                 )
+            for r in reports:  # speedups not against 1 GPU, and other choices made per row
+                for d in r.defaults:
+                    print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
+        if args.plot:
+            print(
+                f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
+            )
         return 0
     report = predict(sc)
+    budget = None if args.tokens is None else report.token_budget(args.tokens, pricing)
     if args.trace and report.timeline is not None:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
         plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
+    chakra_paths = []
+    if args.chakra and report.timeline is not None:
+        from perfmodel.api import topology_of
+        from perfmodel.report.chakra import write_chakra
+
+        ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
+        chakra_paths = write_chakra(report.timeline, args.chakra, ranks=ranks)
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
+        out = report.to_dict()
+        if budget is not None:
+            out["token_budget"] = budget.to_dict()
+        if chakra_paths:
+            out["chakra_files"] = [str(p) for p in chakra_paths]
+        json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        print(
-            f"{sc.model} on {sc.system} x{sc.nodes} node(s), {sc.software}, {sc.precision}, "
-            f"{report.plan.get('memory_format', 'nhwc')} convolutions"
-        )
+        print(header(sc, report))
         print(report.format_table())
         if getattr(args, "explain", False):
             from perfmodel.api import resolve
@@ -201,6 +349,24 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}")
             for src in recipe.sources:
                 print(f"  source: {src}")
+        _print_shm_note(sc, report.num_gpus)
+        for note in report.notes:
+            if note.startswith("input pipeline"):
+                print(note)
+        if budget is not None:
+            print("\n".join(budget.format_lines()))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+        if args.gantt:
+            print(f"Gantt chart written to {args.gantt}")
+        if chakra_paths:
+            names = (
+                chakra_paths[0].name
+                if len(chakra_paths) == 1
+                else f"{chakra_paths[0].name} ... {chakra_paths[-1].name}"
+            )
+            print(
+                f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
+                f"{names} (one per simulated rank)"
+            )
     return 0

@@ -9,6 +9,7 @@ The sweep file has a ``[base]`` scenario, ``[axes]`` (full grid) and an optional
 (lists varied together); see ``docs/compare.md``. Rows are appended to the output as they finish,
 keyed by the scenario's content hash: run the same command again after an interruption and only
 the missing scenarios are evaluated. Errors of single scenarios are rows with ``status=error``.
+On a Dask cluster (scheduler, workers, a worker dying mid-sweep): ``docs/sweep.md``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from perfmodel.cli import _types as ty
 
 
 def register(subparsers: Any) -> None:
@@ -27,9 +30,18 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("spec", help="sweep file (.toml, .yaml or .json)")
-    p.add_argument("-o", "--output", required=True, help="results file (.jsonl or .csv)")
     p.add_argument(
-        "--jobs", type=int, default=1, help="worker processes (-1: all cores; default 1)"
+        "-o",
+        "--output",
+        required=True,
+        type=ty.output_file("-o", ".jsonl", ".ndjson", ".csv"),
+        help="results file (.jsonl or .csv)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=ty.jobs_int("--jobs"),
+        default=1,
+        help="worker processes (-1: all cores; default 1)",
     )
     p.add_argument("--backend", default="joblib", choices=["joblib", "dask", "serial"])
     p.add_argument(
@@ -58,17 +70,20 @@ def run(args: argparse.Namespace) -> int:
         if first is not None:
             print(json.dumps(first[1], indent=2, default=str))
         return 0
-    summary = run_sweep(
-        spec,
-        args.output,
-        jobs=args.jobs,
-        backend=args.backend,
-        scheduler=args.scheduler,
-        progress=None if args.quiet else sys.stderr,
-        retry_errors=args.retry_errors,
+    summary = _with_sigterm_as_interrupt(
+        lambda: run_sweep(
+            spec,
+            args.output,
+            jobs=args.jobs,
+            backend=args.backend,
+            scheduler=args.scheduler,
+            progress=None if args.quiet else sys.stderr,
+            retry_errors=args.retry_errors,
+        )
     )
     print(
-        f"{summary.output}: {summary.already_done + summary.evaluated} of {summary.unique} scenarios "
+        f"{summary.output}: {summary.already_done + summary.evaluated} of "
+        f"{len(spec) if summary.interrupted else summary.unique} scenarios "
         f"done ({summary.evaluated} evaluated now, {summary.already_done} already there, "
         f"{summary.errors} errors) in {summary.elapsed_s:.1f} s"
         + (
@@ -80,3 +95,22 @@ def run(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 0
+
+
+def _with_sigterm_as_interrupt(fn: Any) -> Any:
+    """Run ``fn`` with SIGTERM (``kill PID``) handled like Ctrl-C: the sweep stops its workers,
+    keeps every row written and reports how far it got, instead of dying with workers left."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return fn()
+    finally:
+        signal.signal(signal.SIGTERM, old)

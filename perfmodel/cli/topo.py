@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_system_args, system_from_args
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, list_systems, load_system
@@ -70,7 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("system_pos", nargs="?", metavar="SYSTEM", help="catalogue name or .toml file")
     add_system_args(p, required=False)
-    p.add_argument("-o", "--output", required=True, help="output file (.png)")
+    p.add_argument(
+        "-o", "--output", required=True, type=ty.output_file("-o"), help="output file (.png)"
+    )
     p.add_argument("--title", help="picture title")
     p.set_defaults(func=_cmd_draw)
 
@@ -82,6 +85,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("file", help="nvidia-smi topo -m output, NCCL_TOPO_DUMP_FILE XML or JSON")
     p.add_argument("--gpu", help="GPU model (needed for nvidia-smi text; overrides XML inference)")
     p.add_argument("--network", help="fabric link technology of the NICs (e.g. ib-hdr)")
+    p.add_argument(
+        "--p2p-status",
+        metavar="FILE",
+        help="nvidia-smi topo -p2p r output: GPU pairs not OK communicate through host memory",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (importable again)")
     p.set_defaults(func=_cmd_import)
     parser.set_defaults(func=_help(parser))
@@ -312,6 +320,13 @@ def _cmd_draw(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     topo = import_topology(args.file, gpu=args.gpu, network=args.network)
+    if getattr(args, "p2p_status", None):
+        from pathlib import Path
+
+        from perfmodel.topology.importers import parse_p2p_status
+
+        path = Path(args.p2p_status)
+        topo = topo.with_p2p_denied(parse_p2p_status(path.read_text(), source=str(path)))
     if args.json:
         print(json.dumps(show_data(topo), indent=1))
     else:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from perfmodel.cli import _types as ty
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -12,9 +13,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "validate",
         help="compare predictions with measurements (per layer, step, GEMM, collective)",
         description=(
-            "Predict what a calibration profile's measurements (or another measurement file, or the "
-            "published data) measured, with datasheet defaults, a GEMM+bandwidth calibration and the "
-            "full calibration; write report.md, report.json, scatter.png and errors.png to OUTDIR."
+            "Without --profile: `--published [DIR]` predicts every published measurement it can map "
+            "(the shipped validation/ rows, or DIR/published.jsonl) and prints the README's "
+            "accuracy table (about a minute). With --profile: predict what a calibration "
+            "profile's measurements (or another measurement file, or the published GEMM rows) "
+            "measured, with datasheet defaults, a GEMM+bandwidth calibration and the full "
+            "calibration; write report.md, report.json, scatter.png and errors.png to OUTDIR."
         ),
     )
     p.add_argument(
@@ -23,8 +27,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--measurements", help="profile JSON or JSON/JSONL list of measurements")
-    src.add_argument("--published", help="folder holding published.jsonl (GEMM rows are compared)")
-    p.add_argument("-o", "--output", required=True, help="output folder")
+    src.add_argument(
+        "--published",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="published measurements: the shipped copy, or DIR/published.jsonl. Alone: print the "
+        "accuracy table; with --profile: compare its GEMM rows",
+    )
+    p.add_argument("--markdown", action="store_true", help="print the accuracy table as Markdown")
+    p.add_argument(
+        "--update-readme",
+        metavar="README",
+        help="rewrite the accuracy table between the README's accuracy-table markers",
+    )
+    p.add_argument("-o", "--output", type=ty.output_dir("-o"), help="output folder (with --profile)")
     p.set_defaults(func=run)
 
 
@@ -36,8 +53,17 @@ def run(args: argparse.Namespace) -> int:
         to_markdown,
         write_report,
     )
-    from perfmodel.errors import CalibrationError
+    from perfmodel.errors import CalibrationError, ConfigError
 
+    if args.published is not None and not args.profile and not args.measurements:
+        return _accuracy_table(args)
+    if args.markdown or args.update_readme:
+        raise ConfigError(
+            "--markdown / --update-readme go with --published alone (no --profile)",
+            where="--markdown",
+        )
+    if not args.output:
+        raise ConfigError("-o/--output is required with a profile", where="--output")
     measurements = load_measurements(args.measurements) if args.measurements else []
     if args.profile:
         profile = read_profile(args.profile)
@@ -50,11 +76,10 @@ def run(args: argparse.Namespace) -> int:
             where="--profile",
         )
     published = None
-    if args.published:
-        path = Path(args.published) / "published.jsonl"
-        if not path.exists():
-            raise CalibrationError(f"{path} not found", value=str(path), where="--published")
-        published = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if args.published is not None:
+        from perfmodel.accuracy import load_published
+
+        published = load_published(args.published or None)
     report = build_report(profile, measurements, published)
     paths = write_report(report, args.output)
     text = to_markdown(report, images=False)
@@ -64,9 +89,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _accuracy_table(args: argparse.Namespace) -> int:
+    """``validate --published [DIR]``: the README accuracy table from the published rows."""
+    from perfmodel.accuracy import (
+        accuracy_table,
+        load_published,
+        replace_between_markers,
+        to_markdown,
+        to_text,
+    )
+    from perfmodel.errors import ConfigError
+
+    table = accuracy_table(load_published(args.published or None))
+    md = to_markdown(table)
+    if args.update_readme:
+        path = Path(args.update_readme)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(
+                f"{path}: {exc.strerror}", value=str(path), where="--update-readme"
+            ) from exc
+        path.write_text(replace_between_markers(text, md, where=str(path)))
+        print(f"accuracy table written to {path}")
+    print(md if args.markdown else to_text(table))
+    return 0
+
+
 def _is_profile(path: str) -> bool:
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             head = fh.read(2000)
     except OSError:
         return False

@@ -447,6 +447,7 @@ def _collective_gen(
     elif algo is Algorithm.DIRECT:
         ranks = info.gpus or info.members
         n = len(ranks)
+        yield env.timeout(P.NCCL_DIRECT_BASE_LATENCY_S)
         yield from _phase(net, info, [(a, b, m / n) for a in ranks for b in ranks if a != b], proto)
         if op is CollectiveOp.REDUCESCATTER:
             yield env.timeout((n - 1) / n * m / model.gpu_reduce_Bps(info))
@@ -552,7 +553,7 @@ def _phase(
     def one(src: str, dst: str, nb: float) -> Generator[simpy.Event, Any, None]:
         path = net.links.p2p_route(src, dst)
         yield env.timeout(P.NCCL_STEP_LATENCY_S[(net.links.hw_class(path), "ring", proto)])
-        yield net.transfer(src, dst, nb, path=path)
+        yield net.transfer(src, dst, nb, path=path, latency_s=net.links.extra_latency(path))
 
     procs = [env.process(one(s, d, b)) for s, d, b in transfers if s != d]
     if procs:
@@ -728,7 +729,7 @@ def _chain(
         lat = P.NCCL_STEP_LATENCY_S[
             (HwClass.NET if info.nodes > 1 else info.intra_class, lat_t, proto)
         ]
-        alpha = links.path_latency(hop)
+        alpha = links.extra_latency(hop)  # the step latency holds the rest
         for k in range(chunks):
             if i > 0:
                 yield arrived[(i, k)]
@@ -810,7 +811,10 @@ def _tree(
                         # per-step latency on the first chunk (pipeline fill), then streaming
                         if k == 0:
                             yield env.timeout(_step_latency(info, "tree", proto, cross))
-                        yield net.transfer(x, par, _piece, path=channel_route(links, x, par, _ci))
+                        up = channel_route(links, x, par, _ci)
+                        yield net.transfer(
+                            x, par, _piece, path=up, latency_s=links.extra_latency(up)
+                        )
                     _u[(x, k)].succeed()
                 for k in range(_k):
                     yield _u[(x, k)] if par is None else _d[(x, k)]
@@ -819,7 +823,10 @@ def _tree(
                         cross = topo.server_of(x) != topo.server_of(y)
                         if k == 0:
                             yield env.timeout(_step_latency(info, "tree", proto, cross))
-                        e = net.transfer(x, y, _piece, path=channel_route(links, x, y, _ci))
+                        down = channel_route(links, x, y, _ci)
+                        e = net.transfer(
+                            x, y, _piece, path=down, latency_s=links.extra_latency(down)
+                        )
                         e.callbacks.append(lambda _e, _y=y, _kk=k: _d[(_y, _kk)].succeed())
                         sends.append(e)
                     if sends:

@@ -49,6 +49,8 @@ _ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
     CollectiveOp.ALLREDUCE: (
         Algorithm.RING,
         Algorithm.TREE,
+        Algorithm.NVLS,
+        Algorithm.COLLNET,
         Algorithm.HALVING_DOUBLING,
         Algorithm.HIERARCHICAL,
         Algorithm.TORUS2D,
@@ -97,6 +99,8 @@ class CommResult:
     bandwidth_Bps: float = 0.0
     channels: int = 0
     nodes: int = 1
+    shm: bool = False
+    """GPUs of one server exchange data through host memory (no peer-to-peer between them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +117,7 @@ class CommResult:
             "latency_s": self.latency_s,
             "bandwidth_Bps": self.bandwidth_Bps,
             "channels": self.channels,
+            "shm": self.shm,
         }
 
 
@@ -134,6 +139,7 @@ class GroupInfo:
     gpu_arch: str
     gpu_memory_Bps: float
     extras: dict[str, float] = field(default_factory=dict)
+    shm: bool = False
 
     @property
     def n(self) -> int:
@@ -396,8 +402,9 @@ class CommCostModel:
             channels, ring_bw = (), math.inf
         intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
         inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
-        alpha_intra = max((links.path_latency(h) for h in intra_hops), default=0.0)
-        alpha_inter = max((links.path_latency(h) for h in inter_hops), default=0.0)
+        # only what NCCL's per-step latency does not contain (sockets): latency counted once
+        alpha_intra = max((links.extra_latency(h) for h in intra_hops), default=0.0)
+        alpha_inter = max((links.extra_latency(h) for h in inter_hops), default=0.0)
         classes = {links.hw_class(h) for h in intra_hops}
         if not classes or classes == {HwClass.NVLINK}:
             intra_class = HwClass.NVLINK if classes else HwClass.PCI
@@ -436,6 +443,7 @@ class CommCostModel:
             intra_class=intra_class,
             gpu_arch=arch,
             gpu_memory_Bps=mem_bw,
+            shm=links.uses_shm(ring_members),
         )
 
     def _same_server(self, path: Sequence[str]) -> bool:
@@ -480,7 +488,7 @@ class CommCostModel:
             else:
                 t, a, p, lat, bw = min(cands, key=lambda c: c[0])
                 return self._result(op, m, info, t, a, p, lat, bw)
-        if algo in (Algorithm.RING, Algorithm.TREE):
+        if algo in (Algorithm.RING, Algorithm.TREE, Algorithm.NVLS, Algorithm.COLLNET):
             cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
             if not cands:
                 raise ConfigError(
@@ -520,6 +528,7 @@ class CommCostModel:
             bandwidth_Bps=bw,
             channels=len(info.channels),
             nodes=info.nodes,
+            shm=info.shm,
         )
 
     def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
@@ -624,11 +633,67 @@ class CommCostModel:
                 if algbw <= 0:
                     continue
                 out.append((lat + m / algbw, algo, proto, lat, bus))
+        if op is CollectiveOp.ALLREDUCE:
+            out.extend(self._in_switch_candidates(m, info))
+        return out
+
+    def nvls_capable(self, info: GroupInfo) -> bool:
+        """NVLink SHARP: Hopper/Blackwell GPUs of one server joined by NVSwitches (NCCL enables NVLS
+        where the driver reports multicast support: third-generation NVSwitch and later)."""
+        if info.nodes != 1 or len(info.gpus) < 2 or info.gpu_arch not in P.NVLS_EFFICIENCY:
+            return False
+        if info.intra_class is not HwClass.NVLINK:
+            return False
+        return any(
+            self.topology.graph.nodes[x]["kind"] is NodeKind.NVSWITCH
+            for ch in info.channels
+            for hop in ch.hops
+            for x in hop[1:-1]
+        )
+
+    def _in_switch_candidates(
+        self, m: float, info: GroupInfo
+    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
+        """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across.
+
+        NVLS (Simple protocol only): each GPU's link carries ``m`` (the switch's multimem loads
+        of every shard, reduced in the switch) plus ``m/n`` (its reduced shard, multicast), so
+        ``t = lat + m (1 + 1/n) / (B x eff x (c - 1)/c)`` with ``B`` the NVLink bus bandwidth
+        of the server, ``eff`` NCCL's ``nvlsEfficiency`` and ``c`` the NVLS channels. On 8 H100
+        (B = 405 GB/s): nccl-tests busbw = algbw x 2(n-1)/n = 501 GB/s, against ~480 GB/s that
+        NCCL's author quotes for 8 H100 (NVIDIA/nccl-tests#212, 2024).
+
+        CollNet (NCCL 2.20.3 CollNet Direct, one GPU per NIC): bus bandwidth ``min(intra, inter)``
+        per server, x 0.85 on Hopper+, algorithm bandwidth half of it; latency
+        ``2 (3.7 us + (ppn - 1) 0.4 us) + 31 us``.
+        """
+        out: list[tuple[float, Algorithm, Protocol, float, float]] = []
+        n = info.n
+        if self.nvls_capable(info):
+            eff = P.NVLS_EFFICIENCY[info.gpu_arch] * (P.NVLS_CHANNELS - 1) / P.NVLS_CHANNELS
+            bw = info.ring_bw_Bps * eff
+            algbw = bw * n / (n + 1)
+            lat = P.NCCL_NVLS_LATENCY_S
+            out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, bw))
+        fabric = self.topology.fabric
+        if info.nodes > 1 and fabric is not None and fabric.sharp and info.gpus:
+            ppn = info.local
+            bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
+            if info.gpu_arch in P.NVLS_EFFICIENCY:  # compute capability >= 9.0
+                bus *= P.NCCL_COLLNET_HOPPER_FACTOR
+            algbw = bus * P.NCCL_COLLNET_ALGBW_RATIO
+            lat = (
+                2 * (min(1, ppn - 1) * P.NCCL_COLLNET_INTRA_LATENCY_S
+                     + (ppn - 1) * P.NCCL_COLLNET_ARITY_LATENCY_S)
+                + P.NCCL_COLLNET_NET_LATENCY_S
+            )  # fmt: skip
+            if algbw > 0 and math.isfinite(algbw):
+                out.append((lat + m / algbw, Algorithm.COLLNET, Protocol.SIMPLE, lat, bus))
         return out
 
     def _step_alpha(self, info: GroupInfo, cross_server: bool) -> float:
         """Per-step latency of non-NCCL algorithms: NCCL's Simple ring step for the transport
-        class (software + hardware) plus the path's link latencies."""
+        class (software + hardware) plus what it does not contain (socket stacks)."""
         if cross_server:
             return (
                 P.NCCL_STEP_LATENCY_S[(HwClass.NET, "ring", Protocol.SIMPLE)] + info.alpha_inter_s
@@ -637,20 +702,36 @@ class CommCostModel:
             P.NCCL_STEP_LATENCY_S[(info.intra_class, "ring", Protocol.SIMPLE)] + info.alpha_intra_s
         )
 
+    def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
+        """Completion time (s) of concurrent point-to-point sends of ``nbytes_each`` bytes.
+
+        What pipeline-parallel sends and other explicit transfers cost: every GPU leaves its
+        server through its own NIC (:meth:`DirectedLinks.p2p_route`, as NCCL binds each GPU to
+        a near NIC) and pairs without peer-to-peer go through host memory; rates are max-min
+        fair, each send pays NCCL's per-step latency (:meth:`_flows_time`). 8 tensor-parallel
+        ranks of a DGX A100 sending 6.29 MB each to the next server share 8 NICs, not the 4
+        that the plain shortest routes pick.
+        """
+        todo = [(s, d, float(nbytes_each)) for s, d in pairs if s != d]
+        if not todo or nbytes_each <= 0:
+            return 0.0
+        return self._flows_time(todo)[0]
+
     def _flows_time(
         self, transfers: Sequence[tuple[str, str, float]]
     ) -> tuple[float, float, float]:
         """Concurrent point-to-point transfers: (time of the slowest, its alpha, its rate).
 
         Rates are max-min fair on the default routes; each transfer takes
-        ``alpha + bytes / rate`` with ``alpha`` the route latency plus NCCL's per-step Simple cost.
+        ``alpha + bytes / rate`` with ``alpha`` NCCL's per-step Simple cost for the route's
+        transport plus what that cost does not contain (:meth:`DirectedLinks.extra_latency`).
         """
         paths = [self.links.p2p_route(s, d) for s, d, _ in transfers]
         rates = flow_rates(self.links, paths)
         worst = (0.0, 0.0, math.inf)
         for (_, _, nbytes), path, rate in zip(transfers, paths, rates):
             hw = self.links.hw_class(path)
-            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.path_latency(
+            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.extra_latency(
                 path
             )
             t = alpha + nbytes / float(rate)
@@ -674,6 +755,8 @@ class CommCostModel:
             pairs = [(a, b, share) for a in ranks for b in ranks if a != b]
             pairs = _representative_pairs(self.topology, ranks, pairs)
             t, alpha, rate = self._flows_time(pairs)
+            t += P.NCCL_DIRECT_BASE_LATENCY_S
+            alpha += P.NCCL_DIRECT_BASE_LATENCY_S
             extra = 0.0
             if op is CollectiveOp.REDUCESCATTER:
                 extra = (n - 1) / n * m / self.gpu_reduce_Bps(info)
@@ -837,10 +920,41 @@ class CommCostModel:
         analytic._groups = self._groups
         ref = analytic._analytic(op, m, members, algo)
         info = self.group_info(members)
+        if ref.algorithm in (Algorithm.NVLS, Algorithm.COLLNET):
+            # in-switch reductions have no flow model: the switch, not the links, sets the pace
+            return self._result(
+                op, m, info, ref.time_s, ref.algorithm, ref.protocol, ref.latency_s,
+                ref.bandwidth_Bps,
+            )  # fmt: skip
         t = simulate_collective(self, op, m, members, ref.algorithm, ref.protocol, info)
         return self._result(
             op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps
         )
+
+
+def shm_note(topology: Topology, group: Sequence[str]) -> str | None:
+    """A one-line warning when GPUs of ``group`` in one server have no peer-to-peer, else ``None``.
+
+    NCCL then stages their traffic through host memory (SHM transport), which halves the usable
+    PCIe bandwidth where two GPUs share a switch uplink; see :meth:`DirectedLinks.shm_cpu`.
+    """
+    links = DirectedLinks(topology)
+    if not links.uses_shm(group):
+        return None
+    no_p2p = [g for g in group if g in links.no_p2p]
+    models = sorted(
+        {topology.gpu_spec(g).name for g in no_p2p if not topology.gpu_spec(g).pcie_p2p}
+    )
+    if models:
+        why = f"{', '.join(models)}: no PCIe peer-to-peer"
+    elif no_p2p:
+        why = "peer-to-peer disabled for this system (p2p = false / --p2p off)"
+    else:
+        why = "peer-to-peer refused between some GPU pairs (nvidia-smi topo -p2p r, NCCL P2P level)"
+    return (
+        f"note: GPUs communicate through host memory ({why}): NCCL's SHM transport stages every "
+        "GPU-to-GPU transfer in CPU memory"
+    )
 
 
 def p2p_transfers(members: Sequence[str], m: float) -> list[tuple[str, str, float]]:

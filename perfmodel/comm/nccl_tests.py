@@ -19,7 +19,9 @@ Definitions (nccl-tests doc/PERFORMANCE.md): ``algbw = size / time``,
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,11 +259,12 @@ def parse_nccl_tests(
 
 def read_nccl_tests(path: str | Path, *, op: CollectiveOp | str | None = None) -> NcclTestsLog:
     """Read an nccl-tests log file (text or JSON); the op defaults to what the log or file name says."""
+    from perfmodel._io import read_bytes
+
     p = Path(path)
-    try:
-        text = p.read_text(errors="replace")
-    except FileNotFoundError as exc:
-        raise ParseError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+    if not p.exists() and not p.is_symlink():
+        raise ParseError(f"file not found: {p}", value=str(p), where=str(p))
+    text = read_bytes(p).decode("utf-8", errors="replace")  # logs may hold odd host names
     op_hint = op
     if op_hint is None:
         m = re.search(
@@ -270,6 +273,14 @@ def read_nccl_tests(path: str | Path, *, op: CollectiveOp | str | None = None) -
         if m:
             op_hint = _OPS_BY_BINARY[m.group(1)]
     log = parse_nccl_tests(text, op=op_hint, source=str(p))
+    for row in log.rows:  # a completed size always has a time; nan/inf is a broken log
+        for name, t in (("time", row.time_s), ("in-place time", row.inplace_time_s)):
+            if t is not None and not math.isfinite(t):
+                raise ParseError(
+                    f"{p}:{row.line}: {name} {t} is not a finite number; refusing the log",
+                    value=t,
+                    where=f"{p}:{row.line}",
+                )
     return log
 
 
@@ -367,3 +378,97 @@ def _parse_json(text: str, *, op: CollectiveOp | str | None, source: str) -> Ncc
         source=source,
         layout="json",
     )
+
+
+#: Catalogue system an nccl-tests log most likely ran on, by a fragment of its device names
+#: (first match wins: GB200 before B200, H200 before H100).
+_SYSTEM_BY_DEVICE = (
+    ("GB200", "dgx-b200"),
+    ("B200", "dgx-b200"),
+    ("H200", "hgx-h200"),
+    ("H100", "dgx-h100"),
+    ("A100", "dgx-a100"),
+    ("V100", "dgx1-v100"),
+    ("P100", "dgx1-p100"),
+)
+
+
+def guess_system(devices: Sequence[str]) -> str | None:
+    """The catalogue system whose GPU the log's device names show, or ``None``.
+
+    >>> guess_system(["NVIDIA H100 80GB HBM3"])
+    'dgx-h100'
+    """
+    dev = " ".join(devices)
+    return next((name for frag, name in _SYSTEM_BY_DEVICE if frag in dev), None)
+
+
+#: Shortfall of the measured bus bandwidth below the model's that counts as degraded: 25 %,
+#: about twice the model's own median error on large messages over NVLink/NVSwitch/InfiniBand
+#: validation rows (0.3-11 %, tests/validation/test_comm_validation.py), so that a verdict of
+#: "degraded" is about the machine, not the model.
+DEGRADED_SHORTFALL = 0.25
+
+
+def best_time_s(row: NcclTestsRow) -> float:
+    """The faster of the out-of-place and in-place times of a row (seconds)."""
+    times = [t for t in (row.time_s, row.inplace_time_s) if t and t > 0]
+    return min(times) if times else row.time_s
+
+
+def health_verdict(
+    rows: Sequence[NcclTestsRow], predicted_s: Sequence[float], *, min_bytes: int = 2**20
+) -> str:
+    """A one-line verdict on an nccl-tests log against what the hardware should give.
+
+    For every size >= ``min_bytes`` the shortfall is ``1 - t_predicted / t_measured`` with the
+    measured time the faster of the out-of-place and in-place columns (equal to
+    ``1 - busbw_measured / busbw_predicted``). The machine is *degraded from size X* when every
+    size >= X falls short by more than :data:`DEGRADED_SHORTFALL`; the verdict quotes the
+    median shortfall over those sizes. Otherwise it is *healthy*.
+
+    >>> r = [NcclTestsRow(2**k, 0, "float", "sum", -1, 2e-3, 0.0, 0.0) for k in (20, 30)]
+    >>> health_verdict(r, [1e-3, 1e-3])
+    'verdict: DEGRADED at sizes >= 1.0 MiB: bus bandwidth 50% below what this hardware should give (median over 2 sizes)'
+    >>> health_verdict(r, [2e-3, 1.9e-3])
+    'verdict: healthy (sizes >= 1.0 MiB within 25% of what this hardware should give; 5% below it at 1.0 GiB)'
+    """
+    pairs = [
+        (r.size_bytes, 1.0 - p / best_time_s(r))
+        for r, p in zip(rows, predicted_s)
+        if r.size_bytes >= min_bytes and best_time_s(r) > 0
+    ]
+    if not pairs:
+        return f"verdict: no sizes >= {min_bytes / 2**20:.1f} MiB in the log to judge"
+    pairs.sort()
+    start = None
+    for i in range(len(pairs) - 1, -1, -1):
+        if pairs[i][1] > DEGRADED_SHORTFALL:
+            start = i
+        else:
+            break
+    if start is not None:
+        tail = sorted(s for _, s in pairs[start:])
+        half = len(tail) // 2
+        med = tail[half] if len(tail) % 2 else (tail[half - 1] + tail[half]) / 2
+        size = pairs[start][0]
+        return (
+            f"verdict: DEGRADED at sizes >= {_human_size(size)}: bus bandwidth {med:.0%} below "
+            f"what this hardware should give (median over {len(tail)} sizes)"
+        )
+    j = len(pairs) - 1
+    while j > 0 and pairs[j - 1][1] <= DEGRADED_SHORTFALL:
+        j -= 1
+    size, last = pairs[-1]
+    return (
+        f"verdict: healthy (sizes >= {_human_size(pairs[j][0])} within "
+        f"{DEGRADED_SHORTFALL:.0%} of what this hardware should give; "
+        f"{abs(last):.0%} {'below' if last > 0 else 'above'} it at {_human_size(size)})"
+    )
+
+
+def _human_size(nbytes: float) -> str:
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= div:
+            return f"{nbytes / div:.1f} {unit}"
+    return f"{int(nbytes)} B"

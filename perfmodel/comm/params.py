@@ -23,6 +23,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel._enum import parse_enum, snake
+from perfmodel._schema import as_number
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
 
@@ -72,6 +73,12 @@ class Algorithm(str, enum.Enum):
         (or GPU0), average, scatter back.
     ``p2p``
         A single point-to-point transfer (``sendrecv``).
+    ``nvls``
+        NVLink SHARP (NCCL >= 2.17, Hopper and Blackwell NVSwitch systems): the NVSwitch reduces
+        (``multimem.ld_reduce``) and multicasts (``multimem.st``); one server, all-reduce.
+    ``collnet``
+        InfiniBand SHARP (NCCL's CollNet): the fabric switches reduce; several servers on a
+        fabric marked ``sharp``, all-reduce.
     """
 
     AUTO = "auto"
@@ -84,6 +91,8 @@ class Algorithm(str, enum.Enum):
     PS = "ps"
     HOST = "host"
     P2P = "p2p"
+    NVLS = "nvls"
+    COLLNET = "collnet"
 
     @classmethod
     def parse(cls, text: str | Algorithm, *, where: str = "--algorithm") -> Algorithm:
@@ -126,6 +135,10 @@ NCCL_BASE_LATENCY_S: Mapping[tuple[str, Protocol], float] = MappingProxyType(
         ("ring", Protocol.SIMPLE): 8.4 * units.us,
     }
 )
+#: Launch cost of NCCL's all-to-all (grouped send/recv, Simple protocol): the tuner has no entry
+#: for it, so it pays the ring/Simple ``baseLat`` (8.4 us) like the collectives it runs beside.
+#: Without it a 1 MiB all-to-all on 8 H100 came out 6.7 us, below any NCCL launch.
+NCCL_DIRECT_BASE_LATENCY_S = NCCL_BASE_LATENCY_S[("ring", Protocol.SIMPLE)]
 #: ``hwLat``: latency of one algorithm step over a transport class.
 NCCL_STEP_LATENCY_S: Mapping[tuple[HwClass, str, Protocol], float] = MappingProxyType(
     {
@@ -189,6 +202,25 @@ NCCL_TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = MappingProxyType(
         ),
     }
 )  # fmt: skip
+# --- NVLS and CollNet (in-switch reductions), NCCL 2.20.3 src/graph/tuning.cc -----------------
+#: NVLS all-reduce: NCCL's ``hwLat[NVLINK][NVLS][Simple]`` (its ``baseLat`` is 0).
+NCCL_NVLS_LATENCY_S = 23.0 * units.us
+#: NCCL's ``nvlsEfficiency`` by architecture (NCCL >= 2.23 ``src/graph/tuning.cc``; Hopper 0.85,
+#: Blackwell 0.74): the fraction of the NVLink bandwidth the switch's reduce/multicast sustains.
+NVLS_EFFICIENCY: Mapping[str, float] = MappingProxyType({"hopper": 0.85, "blackwell": 0.74})
+#: NVLS channels (``NCCL_NVLS_NCHANNELS`` default 16 on H100); one of them only synchronises,
+#: hence NCCL's ``(nChannels - 1) / nChannels`` factor.
+NVLS_CHANNELS = 16
+#: CollNet (IB SHARP) all-reduce latency: ``2 x (hwLat[NVLINK][CollNetDirect] 3.7 us + (ppn-1) x
+#: 0.4 us arity) + hwLat[NET][CollNetDirect] 31 us`` (NCCL 2.20.3), per-GPU-per-node terms below.
+NCCL_COLLNET_INTRA_LATENCY_S = 3.7 * units.us
+NCCL_COLLNET_ARITY_LATENCY_S = 0.4 * units.us
+NCCL_COLLNET_NET_LATENCY_S = 31.0 * units.us
+#: CollNet Direct bandwidth refinements (NCCL 2.20.3): x 0.85 on Hopper and newer, and the
+#: algorithm bandwidth is half the bus bandwidth (``ratio = .5``).
+NCCL_COLLNET_HOPPER_FACTOR = 0.85
+NCCL_COLLNET_ALGBW_RATIO = 0.5
+
 #: Architectures on which NCCL enables LL128 by default (Volta, Ampere; later versions add Hopper+).
 LL128_ARCHITECTURES = frozenset({"volta", "ampere", "hopper", "blackwell"})
 
@@ -300,7 +332,7 @@ class LinkParams:
                 source = str(val)
                 continue
             if key in ("gpu_reduce_bandwidth_GBps", "host_reduce_bandwidth_GBps"):
-                bw = float(val) * units.GB
+                bw = as_number(val, key, where=where, error=ConfigError) * units.GB
                 if key.startswith("gpu"):
                     gpu_red = bw
                 else:
@@ -308,9 +340,9 @@ class LinkParams:
                 continue
             if key in ("gpu_reduce_bandwidth_Bps", "host_reduce_bandwidth_Bps"):
                 if key.startswith("gpu"):
-                    gpu_red = float(val)
+                    gpu_red = as_number(val, key, where=where, error=ConfigError)
                 else:
-                    host_red = float(val)
+                    host_red = as_number(val, key, where=where, error=ConfigError)
                 continue
             if key == "classes" and isinstance(val, Mapping):
                 nested = cls.from_dict(val, where=f"{where}.classes")
@@ -323,7 +355,8 @@ class LinkParams:
                     where=f"{where}.{key}",
                 )
             alpha = bw = None
-            for k, v in val.items():
+            for k, raw in val.items():
+                v = as_number(raw, f"{key}.{k}", where=where, minimum=0.0, error=ConfigError)
                 if k == "alpha_s":
                     alpha = float(v)
                 elif k == "alpha_us":

@@ -24,7 +24,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ class DirectedLinks:
         edges: list[tuple[str, str]] = []
         cap: list[float] = []
         alpha: list[float] = []
+        extra: list[float] = []
         units: list[int] = []
         fam: list[LinkFamily] = []
         for u, v, d in g.edges(data=True):
@@ -71,15 +72,18 @@ class DirectedLinks:
             count = int(d["count"])
             bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
             lat = float(d["latency_s"])
+            socket = _is_socket(d["tech"])
             if over is not None:
                 if over.bandwidth_Bps is not None:
                     bw = over.bandwidth_Bps * count
                 if over.alpha_s is not None:
                     lat = over.alpha_s
+                    socket = True  # a calibrated latency is charged as given
             for a, b in ((u, v), (v, u)):
                 edges.append((a, b))
                 cap.append(bw)
                 alpha.append(lat)
+                extra.append(lat if socket else 0.0)
                 units.append(count)
                 fam.append(d["family"])
         self.edges: tuple[tuple[str, str], ...] = tuple(edges)
@@ -105,11 +109,76 @@ class DirectedLinks:
         self.capacity_list: list[float] = self.capacity_Bps.tolist()
         self.unit_capacity_list: list[float] = (self.capacity_Bps / self.units).tolist()
         self.alpha_list: list[float] = self.alpha_s.tolist()
+        self.extra_alpha_s = np.asarray(extra, dtype=float)
         self.server: dict[str, int] = {n: int(d["server"]) for n, d in g.nodes(data=True)}
         self.local_id: dict[str, str] = {n: str(d["local_id"]) for n, d in g.nodes(data=True)}
         self.by_local: dict[int, dict[str, str]] = {}
         for n, srv in self.server.items():
             self.by_local.setdefault(srv, {})[self.local_id[n]] = n
+        self.no_p2p: frozenset[str] = frozenset(
+            n for n in topology.gpus if not topology.p2p_capable(n)
+        )
+        self.p2p_denied: dict[str, frozenset[str]] = {
+            n: frozenset(g.nodes[n]["p2p_denied"])
+            for n in topology.gpus
+            if g.nodes[n].get("p2p_denied")
+        }
+        self._shm: dict[tuple[str, str], str | None] = {}
+        self._gpu_set: frozenset[str] = frozenset(topology.gpus)
+
+    def shm_cpu(self, src: str, dst: str) -> str | None:
+        """The CPU whose memory stages traffic ``src -> dst``, or ``None`` when the pair talks
+        directly.
+
+        NCCL uses peer-to-peer between two GPUs of a server over NVLink, or over PCIe when both
+        allow it; otherwise its SHM transport copies through a host-memory buffer
+        (``src/transport/shm.cc``; ``src/graph/paths.cc`` routes such pairs GPU -> CPU -> GPU).
+        The buffer sits in the sender's NUMA node: the CPU nearest ``src``.
+        """
+        key = (src, dst)
+        if key in self._shm:
+            return self._shm[key]
+        cpu: str | None = None
+        gpus = self._gpu_set
+        denied = src in self.no_p2p or dst in self.no_p2p
+        if not denied and src in self.p2p_denied:
+            denied = self.local_id.get(dst) in self.p2p_denied[src]
+        if (
+            denied
+            and src in gpus
+            and dst in gpus
+            and self.server[src] == self.server[dst]
+            and src != dst
+        ):
+            inside = self.server_nodes.get(self.server[src], frozenset())
+            plain = _min_hop_widest(self, None, src, dst, inside, per_unit=False, direct=True)
+            fams = {self.family[i] for i in self.path_ids(plain[2])} if plain else set()
+            if not (fams and fams <= _NVLINK_FAMILIES):
+                cpus = [
+                    n
+                    for n in self.server_nodes.get(self.server[src], ())
+                    if self.topology.graph.nodes[n]["kind"] is NodeKind.CPU
+                ]
+                if cpus:
+                    cpu = min(cpus, key=lambda c: (len(self.route(src, c)), c))
+        self._shm[key] = cpu
+        return cpu
+
+    def uses_shm(self, members: Sequence[str]) -> bool:
+        """Whether any two GPUs of ``members`` in one server communicate through host memory."""
+        if not self.no_p2p and not self.p2p_denied:
+            return False
+        by_server: dict[int, list[str]] = {}
+        for m in members:
+            if m in self._gpu_set:
+                by_server.setdefault(self.server[m], []).append(m)
+        return any(
+            self.shm_cpu(a, b) is not None
+            for gpus in by_server.values()
+            for a in gpus
+            for b in gpus
+            if a != b
+        )
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
         """Minimum-hop, widest route ``src -> dst`` (the rule of :func:`perfmodel.topology.route`),
@@ -190,6 +259,20 @@ class DirectedLinks:
         """Sum of the latencies (s) along a node path."""
         return float(sum(self.alpha_s[i] for i in self.path_ids(path)))
 
+    def extra_latency(self, path: Sequence[str]) -> float:
+        """Latency (s) of a path that NCCL's per-step latency does not already contain.
+
+        NCCL's ``hwLat`` table (``src/graph/tuning.cc``) is the measured cost of one step over
+        NVLink, PCIe or the RDMA network (IB verbs / RoCE), wire and switches included, so those
+        links add nothing on top of it (counting them again doubled the small-message time:
+        8 B on 16 DGX A100 came out 163 us against 58 us measured). Kernel TCP sockets (links
+        whose catalogue protocol is ``tcp``) add their stack latency, which the RDMA-measured
+        table does not contain, and so does a link class whose ``alpha_s`` a
+        :class:`LinkParams` override sets (calibration fits it as the latency NCCL's table
+        misses).
+        """
+        return float(sum(self.extra_alpha_s[i] for i in self.path_ids(path)))
+
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
         ids = self.path_ids(path)
@@ -211,6 +294,18 @@ class Channel:
 
     order: tuple[str, ...]
     hops: tuple[tuple[str, ...], ...]
+
+
+@cache
+def _is_socket(tech: str) -> bool:
+    """Whether a link technology is reached through kernel TCP sockets (catalogue ``protocol``)."""
+    from perfmodel.errors import UnknownHardwareError
+    from perfmodel.hardware.links import get_link
+
+    try:
+        return get_link(str(tech)).protocol.lower() == "tcp"
+    except UnknownHardwareError:
+        return False
 
 
 def check_group(
@@ -256,13 +351,23 @@ def _min_hop_widest(
     allowed: frozenset[str] | None,
     *,
     per_unit: bool = True,
+    direct: bool = False,
 ) -> tuple[int, float, tuple[str, ...]] | None:
     """Among minimum-hop paths ``src -> dst`` through transit nodes, the one with the most
     residual link units (then the fastest per-unit bottleneck). Returns (units, unit_bw, path).
 
     With ``per_unit=False`` units are ignored and the widest path (by capacity) wins, then the
     lowest latency, then the smallest node names: the routing rule of
-    :mod:`perfmodel.topology.routing`."""
+    :mod:`perfmodel.topology.routing`. Two GPUs without peer-to-peer go through the CPU that
+    stages their traffic (:meth:`DirectedLinks.shm_cpu`) unless ``direct``."""
+    if not direct and links.no_p2p:
+        cpu = links.shm_cpu(src, dst)
+        if cpu is not None:
+            up = _min_hop_widest(links, residual, src, cpu, allowed, per_unit=per_unit)
+            down = _min_hop_widest(links, residual, cpu, dst, allowed, per_unit=per_unit)
+            if up is None or down is None:
+                return None
+            return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
     adj = links.adjacency
     transit = links.transit
     dist = {dst: 0}
@@ -391,13 +496,13 @@ def pack_rings(
             got = _allocate(links, residual, ring, allowed)
             if got is None:
                 if ring is fwd:
-                    return _finish(channels, members, topo)
+                    return _finish(channels, members, links)
                 break
             residual, hops = got
             channels.append(Channel(tuple(ring), hops))
             if n == 2:
                 break
-    return _finish(channels, members, topo)
+    return _finish(channels, members, links)
 
 
 def _allocate(
@@ -416,13 +521,16 @@ def _allocate(
     return trial, tuple(hops)
 
 
-def _finish(channels: list[Channel], members: Sequence[str], topo: Topology) -> tuple[Channel, ...]:
+def _finish(
+    channels: list[Channel], members: Sequence[str], links: DirectedLinks
+) -> tuple[Channel, ...]:
     n = len(members)
     if not channels:
         # No unit-feasible ring (e.g. a member reachable only through saturated units): fall
-        # back to the rank-order ring on the default routes.
+        # back to the rank-order ring on the default routes (through host memory where the
+        # GPUs have no peer-to-peer).
         order_nodes = tuple(members)
-        hops_t = tuple(route(topo, order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
+        hops_t = tuple(links.route(order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
         channels.append(Channel(order_nodes, hops_t))
     return tuple(channels)
 
@@ -532,14 +640,24 @@ def build_channels(
         for r in range(k):
             outs = near[base.order[(r - 1) % k]]
             ins = near[base.order[r % k]]
+            common = sorted(set(outs) & set(ins))
             if not outs or not ins:
-                key: tuple[int, ...] = (0, 0, (r - c) % k)
+                key: tuple[int, ...] = (0, 0, 0, (r - c) % k)
                 choice = (None, None)
+            elif common:
+                # rail-aligned: leave and enter every server through the same NIC index, so
+                # the hop stays on one rail (NCCL keeps the inter-node hop on one NIC;
+                # crossNic = 0 in src/graph/search.cc). The exit GPU of this server and the
+                # entry GPU of the next share that NIC.
+                x = min(common, key=lambda nic: (max(out_load[nic], in_load[nic]), nic))
+                o, i = out_load[x] + 1, in_load[x] + 1
+                key = (0, max(o, i), o + i, (r - c) % k)
+                choice = (x, x)
             else:
                 xo = min(outs, key=lambda x: (out_load[x], x))
                 xi = min(ins, key=lambda x: (in_load[x], x))
                 o, i = out_load[xo] + 1, in_load[xi] + 1
-                key = (max(o, i), o + i, (r - c) % k)
+                key = (1, max(o, i), o + i, (r - c) % k)
                 choice = (xo, xi)
             if best is None or key < best[0]:
                 best = (key, r, choice)

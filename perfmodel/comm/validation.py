@@ -17,8 +17,9 @@ Mapping (from the rows' own hardware text):
   not stated); time.
 - CoreWeave HGX A100 x 16 servers (InfiniBand, HCA count/speed not stated): ``dgx-a100`` with its
   standard 8 x HDR rail fabric, flagged ``assumed fabric``; busbw.
-- CoreWeave H100 with SHARP: ``dgx-h100`` x 8 with its default fabric; our model has no in-network
-  reduction (SHARP/NVLS), so these rows measure what that omission costs.
+- CoreWeave H100 with SHARP: ``dgx-h100`` x 8 with its default fabric marked SHARP-capable
+  (the job is ``nccl-test-distributed-h100-64-las1-sharp-mpijob``): NCCL's CollNet competes
+  with ring and tree.
 - Skipped: GB200 NVL72 racks (no NVL72 topology in the catalogue), Megatron-LM bisection
   bandwidths (aggregate traffic during training, not a collective time).
 """
@@ -53,6 +54,7 @@ class CommScenario:
     note: str = ""
     network: str | None = None
     gpu: str | None = None
+    sharp: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
     if rid.startswith("coreweave-h100"):
         return CommScenario(
             rid, "dgx-h100", gpus // 8, gpus, op, size, metric, measured, "InfiniBand",
-            note="SHARP in-network reduction in the measurement, not in the model",
+            note="fabric marked SHARP-capable (job name)", sharp=True,
         )  # fmt: skip
     return CommSkip(rid, "no mapping for this source")
 
@@ -182,17 +184,29 @@ def deepbench_10gpu_server() -> Topology:
 
 
 @lru_cache(maxsize=32)
-def _model(system: str, nodes: int, network: str | None, gpu: str | None) -> CommCostModel:
+def _model(
+    system: str,
+    nodes: int,
+    network: str | None,
+    gpu: str | None,
+    sharp: bool = False,
+    p2p: bool | None = None,
+) -> CommCostModel:
     if system == "deepbench-10gpu":
         topo = deepbench_10gpu_server()
     else:
         topo = load_system(system, nodes=nodes, network=network, gpu=gpu)
+    if sharp:
+        topo = topo.with_sharp(True)
+    if p2p is not None:
+        topo = topo.with_p2p(p2p)
     return CommCostModel(topo)
 
 
-def compare(sc: CommScenario) -> CommComparison:
-    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm)."""
-    model = _model(sc.system, sc.nodes, sc.network, sc.gpu)
+def compare(sc: CommScenario, *, p2p: bool | None = None) -> CommComparison:
+    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm); ``p2p`` forces GPU
+    peer-to-peer on or off (a what-if for findings, never the mapping itself)."""
+    model = _model(sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p)
     group = model.topology.gpus[: sc.gpus]
     r = model.collective(sc.op, sc.message_bytes, group)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, replace
 
 from perfmodel.dtypes import DType, Precision
+from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec
 from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
@@ -189,6 +190,27 @@ class LayerTime:
     @property
     def total_s(self) -> float:
         return self.fwd_s + self.bwd_s
+
+
+def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
+    """Format of ``layer``'s products under ``precision``.
+
+    FP8 training runs the weight GEMMs (linear and convolution layers) in FP8 and the attention
+    products (fused attention, unfused scores/context) in BF16: Transformer Engine's
+    ``DelayedScaling(fp8_dpa=False)`` default (TE 1.x; Megatron-Core/NeMo FP8 recipes) and
+    torchao ``convert_to_float8_training``, which swaps ``nn.Linear`` modules only (torchtitan
+    float8). Every other precision uses its ``matmul_dtype`` throughout.
+
+    >>> from perfmodel.workload.layers import LayerCost, LayerKind
+    >>> att = LayerCost(name="attn", kind=LayerKind.ATTENTION, fwd_flop=1.0, bwd_input_flop=1.0,
+    ...                 bwd_weight_flop=0.0, params=0, fwd_bytes=1.0, bwd_bytes=1.0,
+    ...                 activation_bytes=1.0, output_shape=(1,))
+    >>> layer_matmul_dtype(att, Precision.FP8).value, layer_matmul_dtype(att, Precision.FP16).value
+    ('bf16', 'fp16')
+    """
+    if precision is Precision.FP8 and layer.kind not in (LayerKind.LINEAR, LayerKind.CONV):
+        return DType.BF16
+    return precision.matmul_dtype
 
 
 class ComputeModel:
@@ -362,7 +384,9 @@ class ComputeModel:
         (autocast's cast is differentiable: one more kernel, ``2 + 4`` bytes per parameter).
         """
         prec = Precision.parse(precision, where="precision")
-        dtype = prec.matmul_dtype
+        if layer.measured is not None:
+            return self._measured_time(layer)
+        dtype = layer_matmul_dtype(layer, prec)
         p = self.params
         g = layer.gemm
         conv = layer.kind is LayerKind.CONV
@@ -524,6 +548,38 @@ class ComputeModel:
             host_bound=host > 0 and host_s > gpu_s,
             host_s=host_s,
             host_fwd_s=kernels_fwd * host,
+        )
+
+    def _measured_time(self, layer: LayerCost) -> LayerTime:
+        """A layer imported from a trace: its measured device times (backward as input
+        gradient), and the host issue of its kernels as for any layer.
+
+        Raises
+        ------
+        ConfigError
+            On another GPU than the one measured: a trace gives times, not the FLOP and bytes a
+            prediction for other hardware needs.
+        """
+        m = layer.measured
+        assert m is not None
+        if m.gpu.lower() != self.gpu.name.lower():
+            raise ConfigError(
+                f"layer {layer.name!r} was measured on {m.gpu}, not {self.gpu.name}: an imported "
+                "trace scales out on the GPU it was recorded on only",
+                value=self.gpu.name,
+                where="--system",
+            )
+        k_f = max(layer.kernels, 1)
+        k_b = 2 * k_f if layer.bwd_kernels is None else layer.bwd_kernels
+        host = self.params.host_dispatch_s
+        return LayerTime(
+            m.fwd_s,
+            m.bwd_s,
+            0.0,
+            Bound.COMPUTE,
+            host_bound=(k_f + k_b) * host > m.fwd_s + m.bwd_s,
+            host_s=(k_f + k_b) * host,
+            host_fwd_s=k_f * host,
         )
 
     def layer_times(self, workload: Workload) -> list[LayerTime]:

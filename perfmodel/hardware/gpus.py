@@ -75,6 +75,7 @@ _ALLOWED = set(_REQUIRED) | {
     "nvlink_links",
     "nvlink_gen",
     "pcie_gen",
+    "pcie_p2p",
     "notes",
 }
 
@@ -85,7 +86,7 @@ SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "compute": ("peak_TFLOPS",),
         "memory": ("memory_GB", "memory_bytes", "memory_bandwidth_GBps"),
         "sm": ("sm_count", "boost_clock_GHz", "l2_MB", "l2_MiB"),
-        "board": ("tdp_W", "nvlink_links", "nvlink_gen", "pcie_gen"),
+        "board": ("tdp_W", "nvlink_links", "nvlink_gen", "pcie_gen", "pcie_p2p"),
     }
 )
 
@@ -137,6 +138,11 @@ class GPUSpec:
         Maximum boost clock (Hz), L2 cache (bytes), board power (W); ``None`` where unknown.
     nvlink_links, nvlink_gen, pcie_gen
         NVLink count and generation (0 and ``None`` without NVLink), host PCIe generation.
+    pcie_p2p
+        Whether the driver lets two such GPUs access each other's memory over PCIe
+        (peer-to-peer). ``False`` for GeForce cards whose driver refuses it (RTX 4090): NCCL
+        then stages every GPU-to-GPU transfer through host memory (its SHM transport). NVLink
+        peers are not affected. Default ``True``; the catalogue names a source where ``False``.
     sources
         One source per group of fields (``SOURCE_GROUPS``): compute, memory, sm, board.
     notes
@@ -165,6 +171,7 @@ class GPUSpec:
     nvlink_links: int = 0
     nvlink_gen: int | None = None
     pcie_gen: int | None = None
+    pcie_p2p: bool = True
     vendor: str = "NVIDIA"
     aliases: tuple[str, ...] = ()
     sources: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -206,6 +213,7 @@ class GPUSpec:
             "nvlink_links": self.nvlink_links,
             "nvlink_gen": self.nvlink_gen,
             "pcie_gen": self.pcie_gen,
+            "pcie_p2p": self.pcie_p2p,
             "peak_flops": {d.value: v for d, v in self.peak_flops.items()},
             "sources": dict(self.sources),
             "notes": self.notes,
@@ -275,11 +283,21 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         nvlink_links=nvlink_links,
         nvlink_gen=integer(entry, "nvlink_gen", where) if "nvlink_gen" in entry else None,
         pcie_gen=integer(entry, "pcie_gen", where) if "pcie_gen" in entry else None,
+        pcie_p2p=_boolean(entry, "pcie_p2p", where) if "pcie_p2p" in entry else True,
         vendor=str(entry.get("vendor", "NVIDIA")),
         aliases=names,
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
+
+
+def _boolean(entry: dict[str, Any], key: str, where: str) -> bool:
+    val = entry[key]
+    if not isinstance(val, bool):
+        raise ConfigError(
+            f"{where}.{key}: expected true or false, got {val!r}", value=val, where=f"{where}.{key}"
+        )
+    return val
 
 
 def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:

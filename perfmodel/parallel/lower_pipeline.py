@@ -91,7 +91,8 @@ class PipelineLowering:
         wl, pl, rc = self.wl, self.pl, self.rc
         unit_cost = [sum(self.costs.layer_time(layer)) for layer in wl.layers]
         chunks: list[Chunk] = []
-        for k, ids in enumerate(partition(wl, self.K, unit_cost)):
+        parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
+        for k, ids in enumerate(parts):
             s = k % self.P
             chunks.append(
                 build_chunk(
@@ -106,6 +107,7 @@ class PipelineLowering:
                     algorithm=self.alg,
                     exclude_sharded=self.owt,
                     grad_bytes=rc.grad_reduce_bytes,
+                    selective_share=rc.selective_recompute.share,
                 )
             )
         return chunks
@@ -388,7 +390,15 @@ class PipelineLowering:
         """Eager stacks: each stage's host thread issues every kernel of the step in order,
         ahead of the GPU (asynchronous launches); the step cannot end before the last one is
         issued."""
-        issue = _issue_times(self.costs, self.chunks, self.P, self.V, self.m, self.plan.recompute)
+        issue = _issue_times(
+            self.costs,
+            self.chunks,
+            self.P,
+            self.V,
+            self.m,
+            self.plan.recompute,
+            self.rc.selective_recompute.share,
+        )
         for s in range(self.P):
             if issue[s] > 0:
                 pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []

@@ -29,7 +29,7 @@ mode); :func:`lower` dispatches.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from perfmodel.errors import InfeasiblePlanError
@@ -109,6 +109,8 @@ class LoweredStep:
         capacity); 0 when none.
     staleness
         Asynchronous SGD: distribution ``{staleness: probability}``; empty otherwise.
+    tokens_per_sample
+        Tokens in one sample (the workload's sequence length; 1 for non-sequence models).
     """
 
     graph: TaskGraph
@@ -118,6 +120,7 @@ class LoweredStep:
     num_gpus: int
     min_period_s: float = 0.0
     staleness: dict[int, float] = field(default_factory=dict)
+    tokens_per_sample: int = 1
 
 
 # --------------------------------------------------------------------------- partitioning
@@ -137,13 +140,19 @@ def _units(layers: Sequence[LayerCost]) -> list[list[int]]:
 
 
 def partition(
-    workload: Workload, k: int, unit_cost: Sequence[float], *, where: str = "pp"
+    workload: Workload,
+    k: int,
+    unit_cost: Sequence[float],
+    *,
+    where: str = "pp",
+    allow_uneven: bool = False,
 ) -> list[list[int]]:
     """Split the layers into ``k`` contiguous chunks, cutting only between blocks.
 
     Transformer-like models (all blocks equal) need ``k`` to divide the number of blocks
     (Megatron-LM's rule); the embedding goes with the first chunk and the head with the last.
-    Other models get the contiguous partition minimising the largest chunk time.
+    Other models, and equal blocks that ``k`` does not divide when ``allow_uneven`` (torchtitan
+    splits as evenly as it can), get the contiguous partition minimising the largest chunk time.
 
     Raises
     ------
@@ -164,7 +173,7 @@ def partition(
         )
     block_costs = [round(sum(unit_cost[i] for i in u), 12) for u in blocks]
     uniform = len(set(block_costs)) == 1 and nb > 1
-    if uniform:
+    if uniform and not (allow_uneven and nb % k):
         if nb % k:
             fits = [d for d in range(1, nb + 1) if nb % d == 0]
             raise InfeasiblePlanError(
@@ -246,16 +255,20 @@ def build_chunk(
     algorithm: str = "auto",
     exclude_sharded: bool = False,
     grad_bytes: float | None = None,
+    selective_share: Callable[[LayerCost], float] | None = None,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
     ``grad_bytes`` is the bucket's bytes per gradient element (the recipe's
-    ``grad_reduce_bytes``; default the precision's). With full recomputation the recomputed
+    ``grad_reduce_bytes``; default the precision's). ``selective_share(layer)`` is the fraction of
+    a layer's forward that selective recomputation re-runs (the recipe's
+    ``SelectiveRecompute.share``; default Korthikanti's attention core). With full recomputation the recomputed
     forward's tensor-parallel collectives are booked with the backward's (``tp_bwd_s``), not as
     compute.
     """
     layers = [workload.layers[i] for i in layer_ids]
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
+    share = selective_share or _attention_core_share
     act_b = costs.precision.activation_bytes
     # segments in backward order (reverse layers), closed when the bucket is full
     groups: list[list[int]] = []
@@ -305,8 +318,8 @@ def build_chunk(
                 tf += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             for cp in layer.bwd_comm:
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
-            if plan.recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer):
-                rc += lf
+            if plan.recompute is Recompute.SELECTIVE:
+                rc += lf * share(layer)
         if plan.recompute is Recompute.FULL:
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
@@ -491,8 +504,19 @@ def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
     return _lower_dp_variant(inp, costs, mode)
 
 
+def _attention_core_share(layer: LayerCost) -> float:
+    """Selective recomputation of the attention core (Korthikanti et al. 2022): 1 or 0."""
+    return 1.0 if is_selectively_recomputed(layer) else 0.0
+
+
 def _issue_times(
-    costs: Costs, chunks: Sequence[Chunk], P: int, V: int, m: int, recompute: Recompute
+    costs: Costs,
+    chunks: Sequence[Chunk],
+    P: int,
+    V: int,
+    m: int,
+    recompute: Recompute,
+    selective_share: Callable[[LayerCost], float] = _attention_core_share,
 ) -> list[float]:
     """Host issue time of one step per pipeline stage (``m`` micro-batches of its chunks'
     forward, backward and re-computed forward kernels); zeros when the cost model has no host
@@ -506,10 +530,10 @@ def _issue_times(
         for layer in ch.layers:
             f, b = host_of(layer)
             t += f + b
-            if (recompute is Recompute.FULL and layer.block is not None) or (
-                recompute is Recompute.SELECTIVE and is_selectively_recomputed(layer)
-            ):
+            if recompute is Recompute.FULL and layer.block is not None:
                 t += f
+            elif recompute is Recompute.SELECTIVE:
+                t += f * selective_share(layer)
         out[k % P] += m * t
     return out
 

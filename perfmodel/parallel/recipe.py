@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfmodel.dtypes import Precision
-from perfmodel.workload.memory import Optimizer, model_state_bytes
+from perfmodel.workload.layers import LayerCost, LayerKind
+from perfmodel.workload.memory import Optimizer, is_selectively_recomputed, model_state_bytes
 
 if TYPE_CHECKING:
     from perfmodel.parallel.plan import ParallelismPlan
@@ -81,6 +82,55 @@ class Sharding(str, enum.Enum):
             "fsdp": 3,
             "hsdp": 3,
         }[self.value]
+
+
+class SelectiveRecompute(str, enum.Enum):
+    """What ``recompute=selective`` re-runs in backward, per stack.
+
+    ``attention-core``: the attention scores, softmax, dropout and context products (Korthikanti
+    et al. 2022; Megatron ``--recompute-granularity selective``); nothing for fused attention.
+    ``op``: torchtitan's default ``selective_ac_option = "op"`` (torchtitan Dec 2024
+    ``parallelize_llama.py``, ``_save_list``): inside each transformer block the outputs of matrix
+    products and of SDPA are saved except every second matrix product, so half the linear layers'
+    forward and every cheaper op (norms, activations, elementwise) are re-run; fused attention is
+    not. Memory is counted as ``attention-core`` (an over-estimate for ``op``).
+    """
+
+    ATTENTION_CORE = "attention-core"
+    OP = "op"
+
+    def share(self, layer: LayerCost) -> float:
+        """Fraction of ``layer``'s forward re-run in its backward.
+
+        >>> from perfmodel.workload.layers import LayerCost, LayerKind
+        >>> fc = LayerCost(name="fc", kind=LayerKind.LINEAR, fwd_flop=1.0, bwd_input_flop=1.0,
+        ...                bwd_weight_flop=1.0, params=1, fwd_bytes=1.0, bwd_bytes=1.0,
+        ...                activation_bytes=1.0, output_shape=(1,), block=0)
+        >>> SelectiveRecompute.OP.share(fc), SelectiveRecompute.ATTENTION_CORE.share(fc)
+        (0.5, 0.0)
+        """
+        if self is SelectiveRecompute.ATTENTION_CORE:
+            return 1.0 if is_selectively_recomputed(layer) else 0.0
+        if layer.block is None or layer.kind is LayerKind.ATTENTION:
+            return 0.0
+        if layer.kind in (LayerKind.LINEAR, LayerKind.MATMUL):
+            return 0.5
+        return 1.0
+
+
+@dataclass(frozen=True)
+class ComputeRecipe:
+    """The part of a :class:`Recipe` the compute model reads (one value per precision style,
+    shared by every plan, so cost models cached on it are reused across plans).
+
+    ``autocast_casts``: ``ComputeParams.cast_weights_each_step``; ``grad_bytes``: the gradient
+    the optimizer step reads; ``working_copy_bytes``: the 16-bit copy it writes (half-model
+    stacks; 0 where the kept weights are the FP32 ones).
+    """
+
+    autocast_casts: bool
+    grad_bytes: int
+    working_copy_bytes: int
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -130,6 +180,8 @@ class Recipe:
         Gradient bucket sizes in bytes (``None``: one bucket of all gradients).
     shard_group
         Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
+    selective_recompute
+        What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
     sources
         Where the preset's recipe comes from.
     """
@@ -151,7 +203,14 @@ class Recipe:
     bucket_bytes: float | None = None
     first_bucket_bytes: float | None = None
     shard_group: int = 0
+    selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     sources: tuple[str, ...] = ()
+
+    @property
+    def compute(self) -> ComputeRecipe:
+        """What the compute model reads (:class:`ComputeRecipe`)."""
+        working = self.param_bytes if self.master_bytes else 0
+        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working)
 
     @property
     def state_bytes(self) -> int:
@@ -219,6 +278,7 @@ class Recipe:
             "pp_send": {"overlap": self.pp_send.overlap, "stream": self.pp_send.stream},
             "bucket_bytes": self.bucket_bytes,
             "shard_group": self.shard_group,
+            "selective_recompute": self.selective_recompute.value,
             "sources": list(self.sources),
         }
 
@@ -303,6 +363,7 @@ def build_recipe(
         bucket_bytes=bucket,
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
+        selective_recompute=preset.selective_recompute,
         sources=tuple(preset.sources),
     )
 
@@ -330,4 +391,13 @@ def default_recipe(
     return build_recipe(plain, precision, optimizer, plan)
 
 
-__all__ = ["AmpStyle", "CommPolicy", "Recipe", "Sharding", "build_recipe", "default_recipe"]
+__all__ = [
+    "AmpStyle",
+    "CommPolicy",
+    "ComputeRecipe",
+    "Recipe",
+    "SelectiveRecompute",
+    "Sharding",
+    "build_recipe",
+    "default_recipe",
+]

@@ -13,7 +13,7 @@ from perfmodel import units
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
-from perfmodel.parallel.recipe import AmpStyle
+from perfmodel.parallel.recipe import AmpStyle, SelectiveRecompute
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -97,6 +97,13 @@ class SoftwarePreset:
         dp)``; bytes follow the recipe's gradient-reduction bytes.
     bucket_elements
         Bucket size in elements (DeepSpeed ``reduce_bucket_size``); bytes follow the recipe.
+    selective_recompute
+        What ``recompute=selective`` re-runs on this stack
+        (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+    even_pipeline_split
+        Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
+        by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
+        ``generate_split_points``).
     sources
         Where the values come from.
     """
@@ -125,6 +132,8 @@ class SoftwarePreset:
     bucket_params: float | None = None
     bucket_params_per_dp: float = 0.0
     bucket_elements: float | None = None
+    selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    even_pipeline_split: bool = True
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -356,12 +365,15 @@ PRESETS: dict[str, SoftwarePreset] = {
             fsdp=True,
             amp=AmpStyle.FSDP_POLICY,
             fp32_grad_reduce=True,
+            selective_recompute=SelectiveRecompute.OP,
+            even_pipeline_split=False,
             sources=(
                 "torchtitan (Dec 2024) torchtitan/parallelisms/parallelize_llama.py: fully_shard "
                 "per transformer block (FSDP2) with MixedPrecisionPolicy(param_dtype="
                 "training.mixed_precision_param=bfloat16, reduce_dtype="
                 "training.mixed_precision_reduce=float32); optional TP (async TP off by "
-                "default) and PP; torch.compile and float8 (torchao) opt-in",
+                "default) and PP; torch.compile and float8 (torchao) opt-in; selective AC "
+                "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
             ),
             dispatch_mode="pytorch-eager",
         ),

@@ -17,12 +17,16 @@ So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.taskgraph import Task, TaskKind
 from perfmodel.sim.engine import Timeline
+
+if TYPE_CHECKING:
+    from perfmodel.search.cost import Pricing
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,47 @@ def breakdown(
     )
 
 
+def _flops_text(flops_per_s: float) -> str:
+    """``"403.0 TFLOP/s"``, or GFLOP/s below 0.1 TFLOP/s (a CPU)."""
+    if flops_per_s >= 1e11:
+        return f"{flops_per_s / 1e12:.1f} TFLOP/s"
+    return f"{flops_per_s / 1e9:.2f} GFLOP/s"
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """Training on a token budget: whole steps, wall-clock seconds, GPU-hours and (with a price) cost.
+
+    ``cost`` is in the currency of the price given (``None`` without a price).
+    """
+
+    tokens: float
+    steps: int
+    time_s: float
+    cost: float | None
+    gpu_hours: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "steps": self.steps,
+            "time_to_train_s": self.time_s,
+            "gpu_hours": self.gpu_hours,
+            "cost": self.cost,
+        }
+
+    def format_lines(self) -> list[str]:
+        from perfmodel.units import format_duration
+
+        lines = [
+            f"time to train   {self.time_s:,.0f} s ({format_duration(self.time_s)}) for "
+            f"{self.tokens:.4g} tokens ({self.steps:,} steps, {self.gpu_hours:,.0f} GPU-hours)"
+        ]
+        if self.cost is not None:
+            lines.append(f"cost            {self.cost:,.2f} (at the price per GPU-hour given)")
+        return lines
+
+
 @dataclass(frozen=True)
 class StepReport:
     """The answer to "how fast, and why" for one scenario.
@@ -172,6 +217,64 @@ class StepReport:
     staleness: dict[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
+    baseline_gpus: int = 1
+    """GPUs of the speedup baseline: 1, or the smallest count that fits in memory when one GPU
+    does not (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    defaults: tuple[str, ...] = ()
+    """Choices made for the user, each with its reason (automatic micro-batch, speedup
+    baseline); printed by :meth:`format_table`."""
+    tokens_per_sample: int = 1
+    device: str = "GPU"  # what one device is, for wording: "GPU", or "CPU" (a calibrated CPU)
+
+    @property
+    def is_sequence_model(self) -> bool:
+        """A sample is a sequence of ``tokens_per_sample > 1`` tokens (the zoo's transformers)."""
+        return self.tokens_per_sample > 1
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """``throughput_samples_per_s * tokens_per_sample`` (tokens/s); ``None`` for non-sequence models."""
+        if not self.is_sequence_model:
+            return None
+        return self.throughput_samples_per_s * self.tokens_per_sample
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float | None:
+        """``tokens_per_s / num_gpus``, the unit of torchtitan's and NeMo's tables; ``None`` if no tokens."""
+        t = self.tokens_per_s
+        return None if t is None else t / self.num_gpus
+
+    def token_budget(self, tokens: float, pricing: Pricing | None = None) -> TokenBudget:
+        """Time (and cost) to train on ``tokens`` tokens at this step time.
+
+        ``steps = ceil(tokens / (samples_per_step * tokens_per_sample))`` whole steps, ``time_s =
+        steps * iteration_time_s``, ``cost = pricing.cost(num_gpus, time_s)`` (the same rule as
+        ``epoch_time_s``: a partial last step costs a whole step).
+
+        Raises
+        ------
+        ConfigError
+            A non-sequence model (no tokens), or a budget that is not a positive finite number.
+        """
+        from perfmodel.errors import ConfigError
+
+        if not self.is_sequence_model:
+            raise ConfigError(
+                "a token budget needs a sequence model (its samples are not token sequences); "
+                "give --dataset-size for an epoch instead",
+                value=tokens,
+                where="--tokens",
+            )
+        if not (isinstance(tokens, int | float) and math.isfinite(tokens) and tokens > 0):
+            raise ConfigError(
+                f"token budget must be a positive number, got {tokens!r}",
+                value=tokens,
+                where="--tokens",
+            )
+        steps = math.ceil(tokens / (self.samples_per_step * self.tokens_per_sample))
+        time_s = steps * self.iteration_time_s
+        cost = None if pricing is None else pricing.cost(self.num_gpus, time_s)
+        return TokenBudget(float(tokens), steps, time_s, cost, self.num_gpus * time_s / 3600.0)
 
     @property
     def compute_time_s(self) -> float:
@@ -199,6 +302,10 @@ class StepReport:
             "iteration_time_s": self.iteration_time_s,
             "throughput_samples_per_s": self.throughput_samples_per_s,
             "epoch_time_s": self.epoch_time_s,
+            "device": self.device,
+            "tokens_per_sample": self.tokens_per_sample if self.is_sequence_model else None,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "speedup": self.speedup,
             "scaling_efficiency": self.scaling_efficiency,
             "compute_time_s": self.compute_time_s,
@@ -220,26 +327,37 @@ class StepReport:
             "plan": dict(self.plan),
             "scenario": dict(self.scenario),
             "notes": list(self.notes),
+            "baseline_gpus": self.baseline_gpus,
+            "defaults": list(self.defaults),
         }
 
     def format_table(self) -> str:
         """Human-readable summary."""
-        from perfmodel.units import format_bytes, format_time
+        from perfmodel.units import format_bytes, format_duration, format_time
 
         b = self.breakdown
         T = self.iteration_time_s or 1.0
+        dev = self.device
         lines = [
-            f"plan            {self.plan.get('describe', '')}  on {self.num_gpus} GPU(s)  [{self.fidelity}]",
+            f"plan            {self.plan.get('describe', '')}  on {self.num_gpus} {dev}(s)  [{self.fidelity}]",
             f"iteration time  {format_time(self.iteration_time_s)}",
             f"throughput      {self.throughput_samples_per_s:,.1f} samples/s",
         ]
+        if self.tokens_per_s is not None:
+            lines.append(
+                f"tokens/s        {self.tokens_per_s:,.0f} tokens/s  ({self.tokens_per_s_per_gpu:,.0f} per GPU;"
+                f" {self.tokens_per_sample} tokens per sample)"
+            )
         if self.epoch_time_s is not None:
-            lines.append(f"epoch time      {format_time(self.epoch_time_s)}")
+            e = self.epoch_time_s
+            human = f" ({format_duration(e)})" if e >= 60 else ""
+            lines.append(f"epoch time      {format_time(e)}{human}")
         if self.speedup is not None:
             lines.append(
-                f"speedup         {self.speedup:.2f}x vs 1 GPU  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
+                f"speedup         {self.speedup:.2f}x vs {self.baseline_gpus} {dev}{'s' if self.baseline_gpus > 1 else ''}  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
             )
-        lines.append("breakdown (critical GPU):")
+        lines += [f"default         {d}" for d in self.defaults]
+        lines.append(f"breakdown (critical {dev}):")
         rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
         rows += [(f"exposed comm {k}", v) for k, v in sorted(b.exposed_comm_s.items())]
         rows += [("host", b.host_s), ("bubble/idle", b.bubble_s)]
@@ -248,7 +366,7 @@ class StepReport:
                 lines.append(f"  {name:<18}{format_time(v):>12}  {100 * v / T:5.1f}%")
         mem = self.memory
         lines.append(
-            f"memory per GPU  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
+            f"memory per {dev}  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
             f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
         )
         lines.append(
@@ -258,8 +376,13 @@ class StepReport:
             )
         )
         lines.append(
-            f"model FLOP/s/GPU {self.model_flops_per_gpu_per_s / 1e12:.1f} TFLOP/s  (MFU {100 * self.mfu:.1f}%)"
+            f"model FLOP/s/{dev} {_flops_text(self.model_flops_per_gpu_per_s)}  (MFU {100 * self.mfu:.1f}%)"
         )
+        if dev == "CPU":
+            lines.append(
+                "  (the memory model counts a GPU's CUDA context and library workspace, which a "
+                "CPU run does not have)"
+            )
         if self.staleness:
             lines.append(
                 "staleness       "

@@ -91,9 +91,22 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> None:
         fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
 
 
-def plot_gantt(timeline: Timeline, path: str | os.PathLike[str], title: str = "") -> None:
+#: Gantt colours and their legend labels
+GANTT_LEGEND = (
+    ("#4c72b0", "forward"),
+    ("#dd8452", "backward"),
+    ("#8c8c8c", "other compute-stream work (recompute, optimizer, TP collectives)"),
+    ("#55a868", "communication / host (thin bar)"),
+)
+
+
+def plot_gantt(
+    timeline: Timeline, path: str | os.PathLike[str], title: str = ""
+) -> tuple[str, ...]:
     """Gantt chart of the compute streams (pipeline schedule): forward blue, backward orange,
-    recompute/optimizer grey, communication thin bars under each GPU row."""
+    recompute/optimizer grey, communication thin bars under each GPU row, with a legend.
+
+    Returns the legend's labels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -140,11 +153,21 @@ def plot_gantt(timeline: Timeline, path: str | os.PathLike[str], title: str = ""
     ax.set_yticks([len(devs) - 1 - i + 0.5 for i in range(len(devs))])
     ax.set_yticklabels(devs)
     ax.set_xlabel("time (ms)")
-    ax.set_title(
-        title or "pipeline schedule (blue: forward, orange: backward, green: communication)"
+    ax.set_title(title or "pipeline schedule")
+    from matplotlib.patches import Patch
+
+    legend = ax.legend(
+        handles=[Patch(facecolor=c, label=lab) for c, lab in GANTT_LEGEND],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        ncol=2,
+        fontsize=8,
+        frameon=False,
     )
+    labels = tuple(t.get_text() for t in legend.get_texts())
     _save(fig, path)
     plt.close(fig)
+    return labels
 
 
 def plot_speedup(reports: list[Any], path: str | os.PathLike[str], title: str = "") -> None:

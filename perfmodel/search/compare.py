@@ -582,9 +582,11 @@ def format_table(result: SearchResult, top: int = 10) -> str:
         result.objective.value
     ]
     stage_cols = " ".join(f"{n[:9] + ' s':>11}" for n in names)
+    epoch = any(c.report.get("epoch_time_s") is not None for c in result.ranked[:top])
     head = (
         f"{'#':>3} {'plan':<40} {'gpus':>5} {'batch':>6} {stage_cols} {unit:>11} "
-        f"{'compute':>8} {'comm':>8} {'bubble':>8} {'mem GiB':>8} {'MFU':>5}"
+        f"{'compute s':>9} {'comm s':>8} {'bubble s':>8} {'mem GiB':>8} {'MFU':>5}"
+        + (f" {'epoch s':>9}" if epoch else "")
     )
     lines = [head, "-" * len(head)]
 
@@ -611,9 +613,10 @@ def format_table(result: SearchResult, top: int = 10) -> str:
         mem = r.get("memory_per_gpu_bytes")
         lines.append(
             f"{i:>3} {c.label:<40} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
-            f"{num(r.get('compute_time_s'), '8.3g', 8)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
+            f"{num(r.get('compute_time_s'), '9.3g', 9)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
             f"{num(r.get('bubble_time_s'), '8.3g', 8)} "
             f"{num(None if mem is None else float(mem) / GiB, '8.1f', 8)} {num(r.get('mfu'), '5.2f', 5)}"
+            + (f" {num(r.get('epoch_time_s'), '9.1f', 9)}" if epoch else "")
         )
     lines.append("")
     lines.append(

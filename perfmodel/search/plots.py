@@ -115,9 +115,14 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
     _save(fig, path)
 
 
-def plot_whatif(result: WhatIfResult, path: str | os.PathLike[str], *, title: str = "") -> None:
-    """Speedup vs GPUs per system (with the ideal line) and cost per run (or epoch time)."""
+def plot_whatif(
+    result: WhatIfResult, path: str | os.PathLike[str], *, title: str = ""
+) -> dict[str, Any]:
+    """Speedup vs GPUs per system (with the ideal line) and cost per run (or epoch time, or
+    throughput). The figure's title names what the right panel shows; GPU counts and speedups
+    are labelled in plain numbers. Returns the titles and tick labels (for tests)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     fig = Figure(figsize=(12, 4.8))
     ax1, ax2 = fig.subplots(1, 2)
@@ -142,10 +147,20 @@ def plot_whatif(result: WhatIfResult, path: str | os.PathLike[str], *, title: st
     ax1.plot([1, gmax], [1, gmax], "k--", lw=0.8, label="ideal")
     ax1.set_xscale("log", base=2)
     ax1.set_yscale("log", base=2)
+    counts = sorted({p.gpus for p in result.points} | {1})
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    ax1.xaxis.set_major_locator(FixedLocator(counts))
+    ax1.xaxis.set_minor_locator(NullLocator())
+    ax1.xaxis.set_major_formatter(plain)
+    ax1.yaxis.set_major_formatter(plain)
+    ax1.yaxis.set_minor_formatter(plain)
     ax1.set_xlabel("GPUs")
     ax1.set_ylabel("speedup vs 1 GPU of the same system")
     ax1.legend(fontsize=7)
     ax2.set_xscale("log", base=2)
+    ax2.xaxis.set_major_locator(FixedLocator(counts))
+    ax2.xaxis.set_minor_locator(NullLocator())
+    ax2.xaxis.set_major_formatter(plain)
     ax2.set_xlabel("GPUs")
     has_cost = any(p.cost_per_run is not None for p in result.points)
     has_epoch = any(p.epoch_time_s is not None for p in result.points)
@@ -156,10 +171,17 @@ def plot_whatif(result: WhatIfResult, path: str | os.PathLike[str], *, title: st
             [c.gpus], [c.cost_per_run], marker="*", s=200, color="C3", zorder=5, label="cheapest"
         )
     ax2.legend(fontsize=7)
-    ax2.set_title(result.verdict, fontsize=8)
-    if title:
-        fig.suptitle(title)
+    # the verdict names the cheapest option; without prices it is a hint for the command line,
+    # which belongs on the terminal, not in the image
+    panel = result.verdict if result.cheapest is not None else ""
+    ax2.set_title(panel, fontsize=8)
+    second = "cost per run" if has_cost else "epoch time" if has_epoch else "throughput"
+    suptitle = f"{title + ': ' if title else ''}speedup and {second} per system"
+    fig.suptitle(suptitle)
+    fig.canvas.draw()
+    xt = [t.get_text() for t in ax1.get_xticklabels()]
     _save(fig, path)
+    return {"title": suptitle, "panel_title": panel, "xticklabels": xt}
 
 
 def plot_tta(

@@ -30,6 +30,7 @@ Errors per scenario (a plan that does not divide, an unknown GPU, a bug) become 
 
 from __future__ import annotations
 
+import collections
 import csv
 import enum
 import io
@@ -37,6 +38,7 @@ import itertools
 import json
 import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -45,8 +47,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from perfmodel._enum import parse_enum
-from perfmodel._io import atomic_write, load_structured
-from perfmodel.errors import ConfigError
+from perfmodel._io import (
+    atomic_write,
+    check_output_path,
+    decode_text,
+    load_structured,
+    os_error_message,
+)
+from perfmodel.errors import ConfigError, FileAccessError
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
 
 #: Report fields written as CSV columns (the scalar part of ``StepReport.to_dict()``).
@@ -276,18 +284,82 @@ def _evaluate_chunk(
     return [evaluate_row(evaluator, k, a, s) for k, a, s in chunk]
 
 
-class _RowWriter:
-    """Append complete lines to the output with one ``os.write`` each; fsync at most every second."""
+class OutputLockedError(FileAccessError):
+    """Another process holds the advisory lock of a sweep output (two sweeps writing one file)."""
 
-    def __init__(self, path: Path, fmt: OutputFormat, axis_names: Sequence[str]) -> None:
+
+def open_output(path: str | os.PathLike[str]) -> int:
+    """Open a sweep output for reading and appending, and take its advisory lock.
+
+    The path is checked first (:func:`perfmodel._io.check_output_path`: not a folder, device or
+    FIFO, writable); the file is created empty if missing and never truncated here. The lock is
+    ``fcntl.flock(LOCK_EX | LOCK_NB)`` on the open file (Linux and macOS; held until the
+    descriptor is closed, also when the process is killed): a second sweep on the same file
+    stops at once with :class:`OutputLockedError` instead of interleaving rows.
+
+    Returns
+    -------
+    int
+        The descriptor (``O_RDWR | O_APPEND``), locked.
+    """
+    p = check_output_path(path, where="-o", suffixes=(".jsonl", ".ndjson", ".csv"))
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise FileAccessError(
+            f"-o {p}: cannot open: {os_error_message(exc)}", value=str(p), where="-o"
+        ) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # pragma: no cover - checked above; a race
+            raise FileAccessError(f"-o {p}: not a regular file", value=str(p), where="-o")
+        _lock(fd, p)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _lock(fd: int, p: Path) -> None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory lock
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        raise OutputLockedError(
+            f"-o {p}: another perfmodel sweep is writing this file (advisory lock held); "
+            "wait for it or write to another file",
+            value=str(p),
+            where="-o",
+        ) from exc
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    pos = 0
+    while True:
+        b = os.pread(fd, 1 << 20, pos)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+        pos += len(b)
+
+
+class _RowWriter:
+    """Append complete lines to the output with one ``os.write`` each; fsync at most every second.
+
+    ``fd`` is the locked descriptor of :func:`open_output` (closed by :meth:`close`).
+    """
+
+    def __init__(self, fd: int, path: Path, fmt: OutputFormat, axis_names: Sequence[str]) -> None:
         self.path = path
         self.fmt = fmt
         self.columns = (*_META_COLUMNS, *axis_names, *REPORT_COLUMNS)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists() or path.stat().st_size == 0
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.fd = fd
         self.last_sync = time.monotonic()
-        if fmt is OutputFormat.CSV and new:
+        if fmt is OutputFormat.CSV and os.fstat(fd).st_size == 0:
             self._write(self._csv_line(self.columns))
 
     def _csv_line(self, values: Sequence[Any]) -> str:
@@ -354,6 +426,9 @@ def read_done_keys(
 ) -> tuple[set[str], int]:
     """Keys already in a results file, after cutting off a trailing partial line.
 
+    The file is locked (:func:`open_output`) while it is read and repaired; see
+    :func:`_scan_output` for how it is recognised as a sweep output before anything is cut.
+
     Parameters
     ----------
     path
@@ -372,56 +447,105 @@ def read_done_keys(
     p = Path(path)
     if not p.exists():
         return set(), 0
+    fd = open_output(p)
+    try:
+        keys, repaired, _ = _scan_output(fd, p, retry_errors=retry_errors, axis_names=axis_names)
+    finally:
+        os.close(fd)
+    return keys, repaired
+
+
+def _scan_output(
+    fd: int,
+    p: Path,
+    *,
+    retry_errors: bool,
+    axis_names: Sequence[str] | None,
+) -> tuple[set[str], int, int]:
+    """Read the locked output ``fd``: recognise it as this sweep's output, then cut a torn last line.
+
+    Nothing is modified unless the whole file is recognised first: every complete line must
+    be UTF-8 and a result row (JSONL: a JSON object with ``key`` and ``status``; CSV: this
+    sweep's header, then rows of its width), and a trailing partial line must be a prefix of
+    what this writer writes (``{"key":`` or the header). A file that fails any of these is
+    refused with a :class:`FileAccessError` and left byte-for-byte as it was.
+
+    Returns
+    -------
+    (keys, repaired_bytes, error_rows)
+    """
     fmt = OutputFormat.for_path(p)
-    data = p.read_bytes()
-    repaired = 0
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        repaired = len(data) - cut
-        with open(p, "r+b") as fh:
-            fh.truncate(cut)
-        data = data[:cut]
-    text = data.decode()
+    data = _read_fd(fd)
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    text = decode_text(data[:cut], p, where="-o")
+    expected = [*_META_COLUMNS, *(axis_names or ()), *REPORT_COLUMNS]
+
+    def foreign(reason: str, line: int | None = None) -> FileAccessError:
+        at = f"{p}:{line}" if line else str(p)
+        return FileAccessError(
+            f"-o {at}: {reason}; this is not an output of this sweep, so it is left as it is "
+            "(write to another file)",
+            value=str(p),
+            where="-o",
+        )
+
     keys: set[str] = set()
+    n_err = 0
+    lines = text.splitlines()
     if fmt is OutputFormat.JSONL:
-        for i, line in enumerate(text.splitlines(), 1):
+        for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                key, status = row["key"], row.get("status", "ok")
+                key, status = row["key"], row["status"]
+                if not isinstance(key, str):
+                    raise TypeError(f"key {key!r} is not text")
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ConfigError(
-                    f"{p}:{i}: not a sweep result row ({exc}); refusing to append to it",
-                    value=line[:80],
-                    where=f"{p}:{i}",
-                ) from exc
+                raise foreign(f"not a sweep result row ({exc})", i) from exc
+            n_err += status == "error"
             if retry_errors and status == "error":
                 continue
             keys.add(key)
+        prefix = '{"key":'
+        ok_tail = not tail or _is_prefix(tail, prefix.encode(), full_ok=True)
     else:
-        reader = csv.reader(io.StringIO(text))
-        header = next(reader, None)
-        if header is not None:
-            expected = [*_META_COLUMNS, *(axis_names or ()), *REPORT_COLUMNS]
-            if axis_names is not None and header != expected:
-                raise ConfigError(
-                    f"{p}: CSV header {header} differs from this sweep's columns {expected}; "
-                    "write to another file",
-                    value=header,
-                    where=str(p),
-                )
+        rows = list(csv.reader(io.StringIO(text)))
+        if rows:
+            header = rows[0]
             if header[:2] != ["key", "status"]:
-                raise ConfigError(
-                    f"{p}: not a sweep results CSV (header {header[:3]})", where=str(p)
+                raise foreign(f"not a sweep results CSV (header {header[:3]})", 1)
+            if axis_names is not None and header != expected:
+                raise foreign(
+                    f"CSV header {header} differs from this sweep's columns {expected}", 1
                 )
-            for row in reader:
+            for i, row in enumerate(rows[1:], 2):
                 if not row:
                     continue
+                if len(row) != len(header):
+                    raise foreign(f"row of {len(row)} fields under a header of {len(header)}", i)
+                n_err += row[1] == "error"
                 if retry_errors and row[1] == "error":
                     continue
                 keys.add(row[0])
-    return keys, repaired
+            ok_tail = True  # a torn row after a recognised header
+        else:
+            ok_tail = not tail or _is_prefix(tail, ",".join(expected).encode(), full_ok=False)
+    if tail and not ok_tail:
+        raise foreign("its only line is not a sweep row or header", 1)
+    repaired = 0
+    if tail:
+        os.ftruncate(fd, cut)
+        repaired = len(tail)
+    return keys, repaired, n_err
+
+
+def _is_prefix(tail: bytes, start: bytes, *, full_ok: bool) -> bool:
+    """``tail`` is a torn start of a line beginning with ``start`` (or, ``full_ok``, longer)."""
+    if len(tail) <= len(start):
+        return start.startswith(tail)
+    return full_ok and tail.startswith(start)
 
 
 class _Progress:
@@ -465,13 +589,14 @@ class _Progress:
             self._emit(final=True)
 
 
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 def _results_serial(
-    evaluator: Evaluator, todo: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]
+    evaluator: Evaluator, todo: Iterable[tuple[str, dict[str, Any], dict[str, Any]]]
 ) -> Iterator[list[dict[str, Any]]]:
     for k, a, s in todo:
         yield [evaluate_row(evaluator, k, a, s)]
@@ -479,14 +604,39 @@ def _results_serial(
 
 def _results_joblib(
     evaluator: Evaluator,
-    todo: Sequence[tuple[str, dict[str, Any], dict[str, Any]]],
+    todo: Iterable[tuple[str, dict[str, Any], dict[str, Any]]],
     jobs: int,
     chunk: int,
 ) -> Iterator[list[dict[str, Any]]]:
-    from joblib import Parallel, delayed
+    from joblib import Parallel, delayed, parallel_config
 
-    par = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1, prefer="processes")
-    yield from par(delayed(_evaluate_chunk)(evaluator, list(c)) for c in _chunks(todo, chunk))
+    # every worker watches this process and exits when it is gone (killed with SIGKILL, say):
+    # the worker processes then end, and with them loky's resource trackers, which unlink the
+    # semaphores they registered in /dev/shm
+    with parallel_config(backend="loky", initializer=_watch_parent, initargs=(os.getpid(),)):
+        par = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1)
+        yield from par(delayed(_evaluate_chunk)(evaluator, list(c)) for c in _chunks(todo, chunk))
+
+
+#: Seconds between a worker's checks that the sweep process is still alive.
+_PARENT_POLL_S = 0.5
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Worker initializer: a daemon thread that ends the worker (``os._exit``) once
+    ``parent_pid`` is no longer its parent (the sweep died; the worker was re-parented).
+
+    ``os.getppid`` polling works on every POSIX system, unlike Linux's ``PR_SET_PDEATHSIG``.
+    """
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)
+
+    if os.getppid() == parent_pid:
+        threading.Thread(target=watch, name="perfmodel-parent-watch", daemon=True).start()
 
 
 def _results_dask(
@@ -496,6 +646,14 @@ def _results_dask(
     chunk: int,
     scheduler: str | None,
 ) -> Iterator[list[dict[str, Any]]]:
+    """Chunks as ``dask.distributed`` tasks, yielded as they complete.
+
+    A worker that dies mid-task (killed, out of memory) loses nothing: the scheduler runs its
+    tasks again on another worker, and the client writes each chunk's rows once, when its result
+    arrives. A chunk that keeps killing workers (``distributed.scheduler.allowed-failures``,
+    default 3, exceeded: ``KilledWorker``) becomes error rows, which ``--retry-errors`` evaluates
+    again.
+    """
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -511,16 +669,109 @@ def _results_dask(
         cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
         client = Client(cluster)
     try:
-        futures = [
-            client.submit(_evaluate_chunk, evaluator, list(c), pure=False)
+        chunks = {
+            client.submit(_evaluate_chunk, evaluator, list(c), pure=False): list(c)
             for c in _chunks(todo, chunk)
-        ]
-        for fut in as_completed(futures):
-            yield fut.result()
+        }
+        for fut in as_completed(list(chunks)):
+            try:
+                rows = fut.result()
+            except Exception as exc:  # the task itself failed (KilledWorker), not a scenario
+                rows = [_task_error_row(exc, k, a, s) for k, a, s in chunks[fut]]
+            yield rows
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _worker_count(
+    jobs: int, backend: Backend, scheduler: str | None, progress: TextIO | None
+) -> int:
+    """Worker processes to start: ``-1`` is every CPU, and a local pool is capped at the CPU
+    count (more processes than cores only add start-up time and memory; a message says so).
+    A remote dask scheduler is not capped (its workers are elsewhere)."""
+    cpus = os.cpu_count() or 1
+    n = cpus if jobs == -1 else jobs
+    if backend is not Backend.SERIAL and scheduler is None and n > cpus:
+        if progress is not None:
+            progress.write(f"sweep: --jobs {jobs} capped at the {cpus} CPUs of this machine\n")
+        n = cpus
+    return n
+
+
+class _TodoState:
+    """What :func:`_stream_todo` has seen so far (read by :func:`run_sweep` as it goes)."""
+
+    def __init__(self, done: set[str]) -> None:
+        self.done = done
+        self.seen: set[str] = set()
+        self.total = 0  # grid points read
+        self.already = 0  # distinct keys found in the output
+        self.skipped = 0  # points skipped (done or duplicate) since the last progress update
+        # key errors waiting to be written (a deque: joblib may read the points from its thread)
+        self.error_rows: collections.deque[dict[str, Any]] = collections.deque()
+        self.key_errors = 0  # key errors found
+
+
+def _stream_todo(
+    pts: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    kf: KeyFunction,
+    state: _TodoState,
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Yield ``(key, axis values, scenario)`` for every point still to evaluate, lazily.
+
+    Keys are computed as the workers ask for points, so the first rows are written at once
+    however large the grid; duplicates and points already in the output are skipped, and a
+    point whose key cannot be computed becomes an error row in ``state.error_rows``.
+    """
+    for axis_values, sc in pts:
+        state.total += 1
+        try:
+            key = kf(sc)
+        except Exception as exc:  # a bad scenario is an error row
+            key = "invalid:" + _fallback_key(sc)
+            if key in state.seen:
+                state.skipped += 1
+                continue
+            state.seen.add(key)
+            if key in state.done:
+                state.already += 1
+                state.skipped += 1
+                continue
+            row = {
+                "key": key,
+                "status": "error",
+                "error_type": type(exc).__name__,
+                "error": str(exc),
+            }
+            row.update(report=None, elapsed_s=0.0, axes=dict(axis_values), scenario=dict(sc))
+            state.error_rows.append(row)
+            state.key_errors += 1
+            continue
+        if key in state.seen:
+            state.skipped += 1
+            continue
+        state.seen.add(key)
+        if key in state.done:
+            state.already += 1
+            state.skipped += 1
+            continue
+        yield key, dict(axis_values), dict(sc)
+def _task_error_row(
+    exc: BaseException, key: str, axis_values: Mapping[str, Any], scenario: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An error row for a scenario whose task failed as a whole (its worker died)."""
+    return {
+        "key": key,
+        "status": "error",
+        "error_type": type(exc).__name__,
+        "error": str(exc),
+        "report": None,
+        "elapsed_s": 0.0,
+        "axes": dict(axis_values),
+        "scenario": dict(scenario),
+    }
 
 
 def run_sweep(
@@ -588,54 +839,43 @@ def run_sweep(
         pts = list(points)
         names = list(axis_names) if axis_names is not None else (list(pts[0][0]) if pts else [])
 
-    done, repaired = read_done_keys(out, retry_errors=retry_errors, axis_names=names)
-    if retry_errors:
-        _drop_error_rows(out)
+    existed = out.exists()
+    fd = open_output(out)
+    try:
+        done, repaired, n_err = _scan_output(fd, out, retry_errors=retry_errors, axis_names=names)
+        if retry_errors and n_err:
+            fd = _drop_error_rows(fd, out)
+    except BaseException:
+        os.close(fd)
+        if not existed:
+            out.unlink(missing_ok=True)
+        raise
     if repaired and progress is not None:
         progress.write(f"sweep: cut a partial last line ({repaired} bytes) from {out}\n")
-    todo: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-    seen: set[str] = set()
-    total = 0
-    key_error_rows: list[dict[str, Any]] = []
-    for axis_values, sc in pts:
-        total += 1
-        try:
-            key = kf(sc)
-        except Exception as exc:  # a bad scenario is an error row
-            key = "invalid:" + _fallback_key(sc)
-            if key in seen:
-                continue
-            seen.add(key)
-            if key not in done:
-                row = {
-                    "key": key,
-                    "status": "error",
-                    "error_type": type(exc).__name__,
-                    "error": str(exc),
-                }
-                row.update(report=None, elapsed_s=0.0, axes=dict(axis_values), scenario=dict(sc))
-                key_error_rows.append(row)
-            continue
-        if key in seen:
-            continue
-        seen.add(key)
-        if key not in done:
-            todo.append((key, dict(axis_values), dict(sc)))
-    already = len(seen & done)
-    writer = _RowWriter(out, fmt, names)
-    prog = _Progress(progress, len(seen), already)
+    n_jobs = _worker_count(jobs, be, scheduler, progress)
+    n_points = len(points) if isinstance(points, SweepSpec) else len(pts)  # type: ignore[arg-type]
+    state = _TodoState(done)
+    todo = _stream_todo(pts, kf, state)
+    if be is Backend.JOBLIB and n_jobs == 1:
+        be = Backend.SERIAL
+    size = chunk_size or max(1, min(256, n_points // (8 * max(n_jobs, 1)) or 1))
+    writer = _RowWriter(fd, out, fmt, names)
+    prog = _Progress(progress, n_points, 0)
     evaluated = errors = 0
     interrupted = False
+
+    def drain() -> None:
+        nonlocal evaluated, errors
+        n = 0
+        while state.error_rows:
+            writer.write(state.error_rows.popleft())
+            n += 1
+        evaluated += n
+        errors += n
+        skipped, state.skipped = state.skipped, 0
+        prog.update(n + skipped, n)
+
     try:
-        for row in key_error_rows:
-            writer.write(row)
-            evaluated += 1
-            errors += 1
-        prog.update(len(key_error_rows), len(key_error_rows))
-        n_jobs = jobs if jobs != -1 else (os.cpu_count() or 1)
-        if be is Backend.JOBLIB and (n_jobs == 1 or len(todo) <= 1):
-            be = Backend.SERIAL
-        size = chunk_size or max(1, min(256, len(todo) // (8 * max(n_jobs, 1)) or 1))
         if be is Backend.SERIAL:
             results = _results_serial(ev, todo)
         elif be is Backend.JOBLIB:
@@ -650,11 +890,14 @@ def run_sweep(
                 n_err += row["status"] == "error"
             errors += n_err
             prog.update(len(rows), n_err)
+            drain()
+        drain()
     except KeyboardInterrupt:
         interrupted = True
     finally:
         writer.close()
         prog.finish()
+    seen, already, total = state.seen, state.already, state.total
     summary = SweepSummary(
         output=str(out),
         total=total,
@@ -665,31 +908,40 @@ def run_sweep(
         interrupted=interrupted,
         elapsed_s=time.monotonic() - t0,
         repaired_bytes=repaired,
-        key_errors=len(key_error_rows),
+        key_errors=state.key_errors,
     )
     if interrupted and progress is not None:
         progress.write(
-            f"sweep: interrupted; {already + evaluated} of {len(seen)} rows are in {out}. "
+            f"sweep: interrupted; {already + evaluated} of {n_points} rows are in {out}. "
             "Run the same command again to finish the rest.\n"
         )
     return summary
 
 
-def _drop_error_rows(path: Path) -> None:
-    """Rewrite ``path`` atomically without its error rows (before they are evaluated again)."""
-    if not path.exists():
-        return
+def _drop_error_rows(fd: int, path: Path) -> int:
+    """Rewrite the locked output without its error rows (before they are evaluated again).
+
+    The new content is written beside the file and renamed over it (``os.replace``: a kill
+    leaves the old or the new file, never a mix); the new file is opened and locked before the
+    old descriptor (and its lock) is closed. Returns the new locked descriptor.
+    """
     fmt = OutputFormat.for_path(path)
-    lines = path.read_text().splitlines(keepends=True)
+    lines = decode_text(_read_fd(fd), path, where="-o").splitlines(keepends=True)
     if fmt is OutputFormat.JSONL:
         keep = [ln for ln in lines if ln.strip() and json.loads(ln).get("status") != "error"]
     else:
         keep = lines[:1] + [
             ln for ln in lines[1:] if next(csv.reader([ln]), ["", ""])[1] != "error"
         ]
-    if len(keep) != len(lines):
-        with atomic_write(path) as fh:
-            fh.writelines(keep)
+    if len(keep) == len(lines):
+        return fd
+    with atomic_write(path) as fh:
+        fh.writelines(keep)
+    try:
+        new_fd = open_output(path)
+    finally:
+        os.close(fd)
+    return new_fd
 
 
 def _fallback_key(scenario: Mapping[str, Any]) -> str:

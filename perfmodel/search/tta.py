@@ -416,11 +416,10 @@ def load_tta_points(path: str, *, match: str | None = None) -> tuple[list[float]
     import json
     from pathlib import Path
 
+    from perfmodel._io import read_text
+
     p = Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except FileNotFoundError as exc:
-        raise ConfigError(f"file not found: {p}", value=str(p), where=str(p)) from exc
+    lines = read_text(p, where="--tta-data").splitlines()
     batches: list[float] = []
     times: list[float] = []
     models: set[str] = set()

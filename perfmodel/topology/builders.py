@@ -62,6 +62,8 @@ def add_server(
             attrs["model"] = n.model
         if n.rail is not None:
             attrs["rail"] = int(n.rail)
+        if n.p2p is not None and n.kind is NodeKind.GPU:
+            attrs["p2p"] = bool(n.p2p)
         if n.kind is NodeKind.GPU:
             attrs["gpu_index"] = gpu_index
             gpu_index += 1

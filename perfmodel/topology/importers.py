@@ -18,7 +18,9 @@ Every assumption an importer makes is listed in ``Topology.meta["assumptions"]``
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
@@ -27,7 +29,7 @@ from typing import Any
 
 import networkx as nx
 
-from perfmodel.errors import ParseError, TopologyError
+from perfmodel.errors import ConfigError, ParseError, TopologyError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.builders import build_cluster
@@ -444,10 +446,45 @@ _CLASS_NVSWITCH = "0x068000"
 _CLASS_BRIDGE = "0x060400"
 
 
+def _xml_number(elem: ET.Element, attr: str, default: float, source: str = "XML") -> float:
+    """A finite number from an XML attribute (missing or empty: ``default``); anything else is a
+    :class:`ParseError` naming the element and attribute."""
+    text = elem.get(attr)
+    if text is None or not text.strip():
+        return default
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not math.isfinite(v) or v < 0:
+        raise ParseError(
+            f"{source}: <{elem.tag} {attr}={text!r}>: expected a non-negative number",
+            value=text,
+            where=f"{source}:{elem.tag}.{attr}",
+        )
+    return v
+
+
+def _xml_int(elem: ET.Element, attr: str, default: int, source: str = "XML") -> int:
+    """A non-negative integer from an XML attribute (decimal, or ``0x`` hex as NCCL writes
+    model ids); see :func:`_xml_number`."""
+    text = elem.get(attr)
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text, 0) if text.strip().lower().startswith("0x") else int(text)
+    except ValueError:
+        raise ParseError(
+            f"{source}: <{elem.tag} {attr}={text!r}>: expected an integer",
+            value=text,
+            where=f"{source}:{elem.tag}.{attr}",
+        ) from None
+
+
 def _cpu_link(cpu: ET.Element, assumptions: list[str]) -> tuple[str, int] | None:
     arch = cpu.get("arch", "")
     vendor = cpu.get("vendor", "")
-    model = int(cpu.get("modelid", "0") or 0)
+    model = _xml_int(cpu, "modelid", 0)
     if arch.startswith("ppc64"):
         return ("xbus-p9", 1)
     if vendor == "AuthenticAMD":
@@ -522,7 +559,7 @@ def from_nccl_xml(
         spec = get_gpu(gpu, where="--gpu")
         assumptions.append(f"GPU model {spec.name} (given)")
     else:
-        sm = int(gpu_elems[0].get("sm", "0") or 0)
+        sm = _xml_int(gpu_elems[0], "sm", 0, source)
         has_nvlink = any(g.find("nvlink") is not None for g in gpu_elems)
         table = _SM_SXM if has_nvlink else _SM_PCIE
         if sm not in table:
@@ -586,7 +623,7 @@ def from_nccl_xml(
                             (
                                 gid,
                                 nvl.get("target", "").lower(),
-                                int(nvl.get("count", "1")),
+                                _xml_int(nvl, "count", 1, source),
                                 nvl.get("tclass", ""),
                             )
                         )
@@ -666,7 +703,7 @@ def from_nccl_xml(
     nic_count = len(net_ports)
     if network is None and net_ports:
         net = net_ports[0]
-        speed = int(float(net.get("speed", "0") or 0))
+        speed = int(_xml_number(net, "speed", 0.0, source))
         table = _IB_SPEED if net.get("guid") else _ETH_SPEED
         network = table.get(speed)
         if network is None:
@@ -684,7 +721,81 @@ def from_nccl_xml(
         gpu=spec.name,
         source=source,
     )
-    return _finish(desc, _fabric(network, nic_count, source), assumptions)
+    topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
+    denied = nccl_p2p_denied(topo, cpus[0].get("arch", ""), cpus[0].get("vendor", ""))
+    if denied:
+        topo.meta["assumptions"] = (
+            *topo.meta.get("assumptions", ()),
+            f"{len(denied)} GPU pair(s) without peer-to-peer: NCCL's P2P level for a "
+            f"{cpus[0].get('vendor', '')} {cpus[0].get('arch', '')} host stops at PCIe switches",
+        )
+        topo = topo.with_p2p_denied(denied)
+    return topo
+
+
+def nccl_p2p_denied(topo: Topology, arch: str, vendor: str) -> list[tuple[str, str]]:
+    """GPU pairs (local ids, first server) that NCCL will not connect peer-to-peer.
+
+    NCCL's ``ncclTopoCheckP2p`` (``src/graph/paths.cc``, NCCL 2.19+) uses P2P up to
+    ``PATH_PXB`` (through PCIe switches only) on Intel x86 and ARM hosts and up to ``PATH_SYS``
+    elsewhere (AMD): on Intel and ARM, two GPUs whose PCIe path crosses a CPU and that share no
+    NVLink use the SHM transport through host memory.
+    """
+    from perfmodel.topology.routing import route
+
+    arch_l, vendor_l = arch.lower(), vendor.lower()
+    intel = arch_l in ("x86_64", "x86") and "intel" in vendor_l
+    arm = arch_l in ("arm64", "aarch64", "arm")
+    if not (intel or arm):
+        return []
+    g = topo.graph
+    gpus = [n for n in topo.gpus if topo.server_of(n) == topo.server_of(topo.gpus[0])]
+    out = []
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1 :]:
+            path = route(topo, a, b)
+            fams = {g.edges[u, v]["family"] for u, v in itertools.pairwise(path)}
+            if fams <= {LinkFamily.NVLINK, LinkFamily.NVSWITCH}:
+                continue
+            if any(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]):
+                out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
+    return out
+
+
+_P2P_OK = {"X", "OK"}
+
+
+def parse_p2p_status(
+    text: str, *, source: str = "<nvidia-smi topo -p2p r>"
+) -> list[tuple[str, str]]:
+    """GPU pairs (``("gpu0", "gpu4")``) that ``nvidia-smi topo -p2p r`` (or ``w``) reports as
+    not OK (``CNS`` chipset, ``GNS`` GPU, ``TNS`` topology, ``NS`` not supported, ``U``).
+
+    >>> parse_p2p_status(chr(10).join(["  GPU0 GPU1", "GPU0 X CNS", "GPU1 CNS X"]))
+    [('gpu0', 'gpu1')]
+    """
+    header: list[str] | None = None
+    out: set[tuple[str, str]] = set()
+    for ln in text.splitlines():
+        toks = ln.split()
+        if not toks:
+            continue
+        if header is None and all(re.fullmatch(r"GPU\d+", t) for t in toks):
+            header = toks
+            continue
+        if header and re.fullmatch(r"GPU\d+", toks[0]) and len(toks) >= len(header) + 1:
+            a = f"gpu{toks[0][3:]}"
+            for name, status in zip(header, toks[1:]):
+                b = f"gpu{name[3:]}"
+                if a != b and status.upper() not in _P2P_OK:
+                    out.add((min(a, b), max(a, b)))
+    if header is None:
+        raise ParseError(
+            f"{source}: no GPU header line (expected nvidia-smi topo -p2p r output)",
+            value=None,
+            where=source,
+        )
+    return sorted(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -842,11 +953,13 @@ def import_topology(
     path: str | Path, *, gpu: str | None = None, network: str | None = None
 ) -> Topology:
     """Read a file in any supported format (auto-detected) into a :class:`Topology`."""
+    from perfmodel._io import read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ParseError(f"{p}: cannot read: {exc.strerror}", value=str(p), where=str(p)) from exc
+        text = read_text(p)
+    except ConfigError as exc:
+        raise ParseError(str(exc), value=str(p), where=str(p)) from exc
     try:
         kind = detect_format(text)
     except ParseError as exc:

@@ -43,15 +43,25 @@ from typing import Any
 from perfmodel import units
 from perfmodel._enum import parse_enum
 from perfmodel._io import load_toml
+from perfmodel._schema import as_int, as_list, as_number, describe
 from perfmodel.errors import TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.model import FabricSpec
 from perfmodel.topology.schema import NodeKind
 
-_SYSTEM_KEYS = {"name", "description", "sources", "gpu", "gpu_selectable", "fabric", "notes"}
-_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail"}
+_SYSTEM_KEYS = {
+    "name",
+    "description",
+    "sources",
+    "gpu",
+    "gpu_selectable",
+    "fabric",
+    "notes",
+    "p2p",
+}
+_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
+_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p"}
 _LINK_KEYS = {
     "a",
     "b",
@@ -74,6 +84,7 @@ class NodeSpec:
     model: str = ""
     label: str = ""
     rail: int | None = None
+    p2p: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,10 @@ class ServerDescription:
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    if not isinstance(table, dict):
+        raise TopologyError(
+            f"{where}: expected a table, got {describe(table)}", value=table, where=where
+        )
     unknown = sorted(set(table) - allowed)
     if unknown:
         raise TopologyError(
@@ -146,21 +161,48 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
             value=topology,
             where=where,
         )
-    over = float(table.get("oversubscription", 1.0))
+    over = as_number(
+        table.get("oversubscription", 1.0),
+        "fabric.oversubscription",
+        where=where,
+        error=TopologyError,
+    )
     if over < 1.0:
         raise TopologyError(
             f"{where}: oversubscription {over} must be >= 1", value=over, where=where
         )
-    radix = int(table.get("leaf_radix", 32))
+    radix = as_int(
+        table.get("leaf_radix", 32), "fabric.leaf_radix", where=where, error=TopologyError
+    )
     if radix < 1:
         raise TopologyError(f"{where}: leaf_radix {radix} must be >= 1", value=radix, where=where)
     return FabricSpec(
         network=str(table["network"]),
         topology=topology,
-        nics_per_node=int(table.get("nics_per_node", 1)),
+        nics_per_node=as_int(
+            table.get("nics_per_node", 1),
+            "fabric.nics_per_node",
+            where=where,
+            minimum=1,
+            error=TopologyError,
+        ),
         oversubscription=over,
         leaf_radix=radix,
+        sharp=bool(_flag(table, "sharp", where)),
     )
+
+
+def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:
+    """An optional boolean key of a table (``p2p``: GPU peer-to-peer over PCIe allowed;
+    ``sharp``: in-network reduction), or ``None`` when absent."""
+    if key not in table:
+        return None
+    val = table[key]
+    if not isinstance(val, bool):
+        raise TopologyError(
+            f"{where}: {key} must be true or false, got {val!r}", value=val, where=where
+        )
+    return val
 
 
 def parse_server(
@@ -184,10 +226,13 @@ def parse_server(
     fabric = (
         parse_fabric(system["fabric"], f"{source}: [system.fabric]") if "fabric" in system else None
     )
+    server_p2p = _flag(system, "p2p", f"{source}: [system]")
 
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    for i, entry in enumerate(data.get("node", [])):
+    for i, entry in enumerate(
+        as_list(data.get("node", []), "node", where=source, error=TopologyError)
+    ):
         where = f"{source}: node[{i}]"
         _check_keys(entry, _NODE_KEYS, where)
         if "id" not in entry or "kind" not in entry:
@@ -224,6 +269,7 @@ def parse_server(
                 model=model,
                 label=str(entry.get("label", "")),
                 rail=entry.get("rail"),
+                p2p=_flag(entry, "p2p", where) if "p2p" in entry else server_p2p,
             )
         )
     if not any(n.kind is NodeKind.GPU for n in nodes):
@@ -231,7 +277,9 @@ def parse_server(
 
     links: list[LinkSpec] = []
     pairs: set[frozenset[str]] = set()
-    for i, entry in enumerate(data.get("link", [])):
+    for i, entry in enumerate(
+        as_list(data.get("link", []), "link", where=source, error=TopologyError)
+    ):
         where = f"{source}: link[{i}]"
         _check_keys(entry, _LINK_KEYS, where)
         if "a" not in entry or "b" not in entry:
@@ -259,7 +307,12 @@ def parse_server(
         links=tuple(links),
         fabric=fabric,
         description=str(system.get("description", "")),
-        sources=tuple(str(s) for s in system.get("sources", ())),
+        sources=tuple(
+            str(s)
+            for s in as_list(
+                system.get("sources", []), "system.sources", where=source, error=TopologyError
+            )
+        ),
         gpu=default_gpu,
         gpu_selectable=selectable,
         source=source,
@@ -268,7 +321,7 @@ def parse_server(
 
 def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     """A link from a technology name and/or explicit numbers (explicit numbers win)."""
-    count = int(entry.get("count", 1))
+    count = as_int(entry.get("count", 1), "count", where=where, error=TopologyError)
     if count < 1:
         raise TopologyError(f"{where}: count {count} must be >= 1", value=count, where=where)
     tech_name = entry.get("tech")
@@ -301,9 +354,12 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
                 )
             bw = float(raw) * unit * count
     if "latency_us" in entry:
-        lat = float(entry["latency_us"]) * units.us
+        lat = (
+            as_number(entry["latency_us"], "latency_us", where=where, error=TopologyError)
+            * units.us
+        )
     if "efficiency" in entry:
-        eff = float(entry["efficiency"])
+        eff = as_number(entry["efficiency"], "efficiency", where=where, error=TopologyError)
     if bw is None or lat is None:
         raise TopologyError(
             f"{where}: give 'tech' or both a bandwidth and 'latency_us'", value=entry, where=where

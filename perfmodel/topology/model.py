@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -31,6 +31,9 @@ class FabricSpec:
         Leaf downlink to uplink bandwidth ratio of a fat tree (1.0 = non-blocking, 2.0 = 2:1).
     leaf_radix
         Server-facing ports per leaf switch (fat tree), e.g. 20 of a 40-port HDR switch at 1:1.
+    sharp
+        The switches reduce in the network (InfiniBand SHARP, NCCL's CollNet with the SHARP
+        plugin); ``False`` unless the system file or the caller says so.
     """
 
     network: str
@@ -38,6 +41,7 @@ class FabricSpec:
     nics_per_node: int = 1
     oversubscription: float = 1.0
     leaf_radix: int = 32
+    sharp: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,6 +124,55 @@ class Topology:
             return get_cpu(str(model))
         except UnknownHardwareError:
             return None
+
+    def p2p_capable(self, gpu: str) -> bool:
+        """Whether GPU ``gpu`` may use PCIe peer-to-peer: its node's ``p2p`` attribute, else its
+        model's ``pcie_p2p`` (see :mod:`perfmodel.topology.schema`)."""
+        flag = self.graph.nodes[gpu].get("p2p")
+        if flag is not None:
+            return bool(flag)
+        return self.gpu_spec(gpu).pcie_p2p
+
+    def with_p2p(self, enabled: bool) -> Topology:
+        """The same system with PCIe peer-to-peer forced on or off for every GPU (``--p2p``)."""
+        import dataclasses
+
+        g = self.graph.copy()
+        for n in self.gpus:
+            g.nodes[n]["p2p"] = bool(enabled)
+        return dataclasses.replace(self, graph=g)
+
+    def with_p2p_denied(self, pairs: Iterable[tuple[str, str]]) -> Topology:
+        """The same system with peer-to-peer refused between GPU pairs given by local id
+        (``("gpu0", "gpu4")``), in every server: what ``nvidia-smi topo -p2p r`` reports as
+        not OK, or NCCL's P2P level rule (see :mod:`perfmodel.topology.schema`, ``p2p_denied``)."""
+        import dataclasses
+
+        g = self.graph.copy()
+        denied: dict[str, set[str]] = {}
+        for a, b in pairs:
+            denied.setdefault(str(a), set()).add(str(b))
+            denied.setdefault(str(b), set()).add(str(a))
+        for n in self.gpus:
+            extra = denied.get(str(g.nodes[n]["local_id"]))
+            if extra:
+                old = set(g.nodes[n].get("p2p_denied", ()))
+                g.nodes[n]["p2p_denied"] = tuple(sorted(old | extra))
+        return dataclasses.replace(self, graph=g)
+
+    def with_sharp(self, enabled: bool) -> Topology:
+        """The same system with in-network reduction (InfiniBand SHARP) on or off its fabric."""
+        import dataclasses
+
+        if self.fabric is None:
+            raise ConfigError(
+                f"system {self.name} has no fabric to mark SHARP-capable",
+                value=self.name,
+                where="sharp",
+            )
+        return dataclasses.replace(
+            self, fabric=dataclasses.replace(self.fabric, sharp=bool(enabled))
+        )
 
     def gpu(self, rank: int) -> str:
         """Node id of the GPU with global rank ``rank``."""

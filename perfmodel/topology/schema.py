@@ -18,6 +18,17 @@ gpu_index : int
     Local GPU index within the server (GPUs only); global rank order is ``(server, gpu_index)``.
 tier : int
     Fabric tier for network switches (0 = leaf / top of rack, 1 = spine, ...).
+p2p : bool
+    GPUs only, optional: whether this GPU may exchange data with its PCIe peers directly
+    (peer-to-peer). ``False`` makes NCCL stage GPU-to-GPU traffic through host memory (its SHM
+    transport: the route goes through the CPU). Absent: the GPU model's ``pcie_p2p``
+    (:class:`perfmodel.hardware.gpus.GPUSpec`; ``False`` for GeForce RTX 3090/4090). NVLink
+    peers always use P2P. Set per node or server-wide (``[system] p2p = false``), or with
+    :meth:`perfmodel.topology.Topology.with_p2p` (``--p2p on|off``).
+p2p_denied : tuple[str, ...]
+    GPUs only, optional: local ids of the peers this GPU cannot reach by peer-to-peer although
+    both allow it (``nvidia-smi topo -p2p r`` not OK, e.g. ``CNS`` across sockets; or NCCL's P2P
+    level rule for the CPU of an imported NCCL topology). Those pairs go through host memory.
 
 Edge attributes
 ---------------
@@ -68,7 +79,7 @@ class NodeKind(str, enum.Enum):
 
 
 NODE_ATTRS_REQUIRED = ("kind", "server", "local_id")
-NODE_ATTRS_OPTIONAL = ("model", "gpu_index", "tier", "label", "rail")
+NODE_ATTRS_OPTIONAL = ("model", "gpu_index", "tier", "label", "rail", "p2p", "p2p_denied")
 EDGE_ATTRS_REQUIRED = ("tech", "family", "count", "bandwidth_Bps", "efficiency", "latency_s")
 
 # Nodes that can forward traffic between two other nodes. GPUs are endpoints only: NCCL does not

@@ -5,11 +5,19 @@
 25557032
 """
 
-from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind, Workload
+from perfmodel.workload.layers import (
+    CommPoint,
+    ExpertRole,
+    GemmShape,
+    LayerCost,
+    LayerKind,
+    Workload,
+)
 from perfmodel.workload.zoo import ModelInfo, build_model, get_model_info, list_models
 
 __all__ = [
     "CommPoint",
+    "ExpertRole",
     "GemmShape",
     "LayerCost",
     "LayerKind",

@@ -44,6 +44,7 @@ Shape = tuple[int, ...]
 _ELEMENTWISE_FLOP = {
     "relu": (1.0, 1.0),
     "relu6": (2.0, 2.0),
+    "relu2": (2.0, 3.0),  # relu(x)^2; backward 2 relu(x) dy
     "gelu": (8.0, 16.0),  # tanh approximation: ~8 ops forward
     "silu": (4.0, 8.0),
     "swiglu": (5.0, 10.0),  # silu(a) * b
@@ -52,6 +53,7 @@ _ELEMENTWISE_FLOP = {
     "add": (1.0, 0.0),
     "dropout": (2.0, 1.0),
     "scale": (1.0, 1.0),
+    "copy": (0.0, 0.0),  # gather/scatter of rows (mixture-of-experts token permutation)
 }
 
 
@@ -558,6 +560,74 @@ class Net:
         )
         return (*lead, nloc)
 
+    def grouped_linear(
+        self,
+        name: str,
+        rows: int,
+        in_features: int,
+        out_features: int,
+        *,
+        groups: int,
+        parallel: str | None = None,
+        fwd_comm: tuple[CommPoint, ...] = (),
+        bwd_comm: tuple[CommPoint, ...] = (),
+        casts_input: bool = False,
+        **marks: object,
+    ) -> Shape:
+        """Grouped GEMM of ``groups`` weight matrices ``in x out`` (no bias) over ``rows`` rows
+        in all: the routed experts of a mixture-of-experts layer, ``rows = tokens x top_k``
+        (Megatron-Core ``TEGroupedMLP``). ``parallel`` shards each matrix as :meth:`linear`.
+
+        FLOP ``2 rows n k`` per pass (exact, whatever the routing); the GEMM shape for the
+        efficiency model is ``groups`` GEMMs of ``ceil(rows / groups)`` rows (balanced routing).
+        Parameters ``groups k n``: every expert's weights are held and read. ``marks`` (the
+        :class:`LayerCost` fields ``expert_role``, ``experts``, ``top_k``) are stored on the layer.
+
+        >>> from perfmodel.dtypes import Precision
+        >>> net = Net(1, Precision.BF16)
+        >>> _ = net.embedding("e", 1, 4, 10, 8)
+        >>> net.grouped_linear("x", 6, 8, 16, groups=4)
+        (6, 16)
+        >>> la = net.layers[-1]
+        >>> la.fwd_flop, la.params, la.gemm.m  # 2 x 6 x 16 x 8; 4 x 8 x 16; ceil(6 / 4)
+        (1536.0, 512, 2)
+        """
+        tp = self.tp
+        if parallel == "column":
+            k, n = in_features, out_features // tp
+        elif parallel == "row":
+            k, n = in_features // tp, out_features
+        else:
+            k, n = in_features, out_features
+        gemm = GemmShape(m=-(-rows // groups), n=n, k=k, batch=groups)
+        flop = 2.0 * rows * n * k
+        dgrad = self._needs_dgrad()
+        x_el, y_el = rows * k, rows * n
+        self._gemm_layer(
+            name,
+            LayerKind.LINEAR,
+            gemm,
+            params=groups * k * n,
+            x_el=x_el,
+            y_el=y_el,
+            bias=False,
+            dgrad=dgrad,
+            activation_bytes=x_el * self.act_bytes,
+            output_shape=(rows, n),
+            fwd_comm=fwd_comm,
+            bwd_comm=bwd_comm,
+            bwd_kernels=2 if dgrad else 1,
+            casts_input=casts_input,
+            **marks,
+        )
+        self.layers[-1] = replace(
+            self.layers[-1],
+            fwd_flop=flop,
+            bwd_input_flop=flop if dgrad else 0.0,
+            bwd_weight_flop=flop,
+        )
+        return (rows, n)
+
     def matmul(
         self,
         name: str,
@@ -610,21 +680,35 @@ class Net:
         return tuple(x)
 
     def attention(
-        self, name: str, b: int, s: int, heads: int, kv_heads: int, head_dim: int, causal: bool
+        self,
+        name: str,
+        b: int,
+        s: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        causal: bool,
+        *,
+        v_head_dim: int | None = None,
     ) -> Shape:
         """Fused attention kernel (FlashAttention, Dao et al. 2022) for ``heads`` local heads.
 
-        FLOP forward ``4 b s^2 heads d`` (``QK^T`` and ``PV``), halved when ``causal`` (the kernel
-        skips masked tiles); backward ``2.5x`` forward (FlashAttention recomputes ``P``: 5 GEMMs
-        against 2). Saves ``Q, K, V`` and the fp32 log-sum-exp (``O`` is kept by the output
-        projection that consumes it); no ``s x s`` matrix.
+        FLOP forward ``2 b s^2 heads (d + d_v)`` (``QK^T`` over the query/key width ``d`` and
+        ``PV`` over the value width ``d_v``, default ``d``: ``4 b s^2 heads d``), halved when
+        ``causal`` (the kernel skips masked tiles); backward ``2.5x`` forward (FlashAttention
+        recomputes ``P``: 5 GEMMs against 2). Saves ``Q, K, V`` and the fp32 log-sum-exp (``O``
+        is kept by the output projection that consumes it); no ``s x s`` matrix. Multi-head
+        latent attention (DeepSeek-V2/V3) has ``d = 192`` (128 + 64 rotary) and ``d_v = 128``.
         """
         a = self.act_bytes
+        dv = head_dim if v_head_dim is None else v_head_dim
         frac = 0.5 if causal else 1.0
-        fwd = 4.0 * b * s * s * heads * head_dim * frac
+        fwd = 2.0 * b * s * s * heads * (head_dim + dv) * frac
         q_el = b * s * heads * head_dim
-        kv_el = b * s * kv_heads * head_dim
-        io = (2 * q_el + 2 * kv_el) * a
+        k_el = b * s * kv_heads * head_dim
+        v_el = b * s * kv_heads * dv
+        o_el = b * s * heads * dv
+        io = (q_el + k_el + v_el + o_el) * a
         self._kernel(
             name,
             LayerKind.ATTENTION,
@@ -632,15 +716,15 @@ class Net:
             bwd_flop=2.5 * fwd,
             fwd_bytes=io + b * heads * s * 4,
             bwd_bytes=2 * io + b * heads * s * 4,
-            activation_bytes=(q_el + 2 * kv_el) * a + b * heads * s * 4,
-            output_shape=(b, s, heads * head_dim),
+            activation_bytes=(q_el + k_el + v_el) * a + b * heads * s * 4,
+            output_shape=(b, s, heads * dv),
             gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads),
             # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
             # main kernel, dQ accumulator conversion, layout copies)
             kernels=2,
             bwd_kernels=6,
         )
-        return (b, s, heads * head_dim)
+        return (b, s, heads * dv)
 
     def norm(
         self,
@@ -715,7 +799,7 @@ class Net:
         a = self.act_bytes
         self._kernel(
             name,
-            LayerKind.ACTIVATION if fn not in ("add", "scale") else LayerKind.ELEMENTWISE,
+            LayerKind.ACTIVATION if fn not in ("add", "scale", "copy") else LayerKind.ELEMENTWISE,
             fwd_flop=f * el,
             bwd_flop=b * el,
             fwd_bytes=(inputs + 1) * el * a,

@@ -30,6 +30,22 @@ class LayerKind(str, enum.Enum):
     OTHER = "other"
 
 
+class ExpertRole(str, enum.Enum):
+    """Part a layer plays in a mixture-of-experts block, for an expert-parallel lowering.
+
+    ``ROUTER``: the gate (scores every token against every expert; replicated). ``DISPATCH``:
+    permutation of the routed tokens to their experts (becomes the all-to-all under expert
+    parallelism). ``EXPERT``: grouped GEMMs and activation of the routed experts (weights shard
+    by ep). ``COMBINE``: un-permutation and the probability-weighted sum of the ``top_k``
+    outputs (the return all-to-all under expert parallelism).
+    """
+
+    ROUTER = "router"
+    DISPATCH = "dispatch"
+    EXPERT = "expert"
+    COMBINE = "combine"
+
+
 @dataclass(frozen=True)
 class GemmShape:
     """The main matrix product of a layer in the forward pass: ``(m x k) @ (k x n)``, ``batch`` times.
@@ -60,6 +76,16 @@ class CommPoint:
     op: CollectiveOp
     message_bytes: float
     group: str = "tp"
+
+
+@dataclass(frozen=True)
+class MeasuredTime:
+    """Forward and backward device time of one layer, measured on ``gpu`` (a catalogue name),
+    seconds, for one micro-batch."""
+
+    fwd_s: float
+    bwd_s: float
+    gpu: str
 
 
 @dataclass(frozen=True)
@@ -131,6 +157,27 @@ class LayerCost:
     """Convolutions: ``(kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w)``, which
     decides the algorithms cuDNN can use (Winograd needs 3x3, stride 1, no dilation); ``None``
     when not known (a layer imported or built by hand)."""
+    expert_role: ExpertRole | None = None
+    """Mixture-of-experts layers: the part this layer plays (:class:`ExpertRole`); ``None`` for
+    dense layers."""
+    experts: int = 0
+    """``EXPERT`` layers: routed experts whose weights ``params`` holds (all of them: memory and
+    gradient traffic are for the total); FLOP and bytes are for the ``top_k`` experts each
+    token visits."""
+    top_k: int = 0
+    """``EXPERT`` layers: experts each token is routed to."""
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: ``params x top_k / experts`` for a routed-expert layer,
+        else ``params`` (every expert holds the same share of ``params``)."""
+        if self.experts:
+            return self.params // self.experts * self.top_k
+        return self.params
+    measured: MeasuredTime | None = None
+    """Device time measured for this layer (imported from a trace,
+    :mod:`perfmodel.calibration.trace_workload`): the compute model returns it instead of a
+    prediction, on the GPU it was measured on only."""
 
     @property
     def bwd_flop(self) -> float:
@@ -193,11 +240,39 @@ class Workload:
     sequence_parallel: bool = False
     model_args: dict[str, object] = field(default_factory=dict)
     buffers: int = 0
+    total_active_params: int | None = None
+    """Parameters of the whole model one token uses (mixture of experts: the ``top_k`` routed
+    experts of each MoE layer, plus every dense layer); ``None``: ``total_params`` (dense)."""
+
+    @property
+    def active_params_total(self) -> int:
+        """Whole-model parameters one token uses (``total_params`` for a dense model)."""
+        return self.total_params if self.total_active_params is None else self.total_active_params
+
+    @property
+    def is_moe(self) -> bool:
+        """The model has routed-expert layers."""
+        return any(layer.experts for layer in self.layers)
+
+    @property
+    def all_experts_flop(self) -> float:
+        """Forward + backward FLOP of one micro-batch on one rank if every token visited every
+        expert (the dense equivalent of the total parameters): routed-expert layers scaled by
+        ``experts / top_k``. Equals :attr:`total_flop` for a dense model."""
+        return sum(
+            layer.total_flop * (layer.experts / layer.top_k if layer.experts else 1.0)
+            for layer in self.layers
+        )
 
     @property
     def params(self) -> int:
         """Parameters held by one rank (after tensor-parallel sharding)."""
         return sum(layer.params for layer in self.layers)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters of one rank that one token uses (:attr:`LayerCost.active_params`)."""
+        return sum(layer.active_params for layer in self.layers)
 
     @property
     def fwd_flop(self) -> float:

@@ -16,7 +16,11 @@ fp16 / bf16 / fp8  2 (+4 fp32  2                      SGD 0, momentum 4, Adam 8
 =================  ==========  =====================  ==============================
 
 so mixed-precision Adam costs the famous ``2 + 2 + 12 = 16`` bytes per parameter. FP8 recipes
-(Transformer Engine) keep BF16 working weights; FP8 copies are transient.
+(Transformer Engine) keep BF16 working weights; FP8 copies are transient. This table is the
+half-model recipe (Megatron, DeepSpeed, ZeRO's accounting), used for single-GPU memory; what each
+training stack keeps (autocast's FP32 weights and gradients, FSDP2's FP32 shards, Megatron's FP32
+gradient buffer) is its :class:`perfmodel.parallel.recipe.Recipe`, which calls
+:func:`model_state_bytes` with its own bytes.
 
 Activations: the sum of every layer's ``activation_bytes`` (what forward keeps for backward), with
 three recomputation settings (Korthikanti et al. 2022):

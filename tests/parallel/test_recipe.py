@@ -369,3 +369,70 @@ def test_hsdp_needs_fsdp_and_a_dividing_group() -> None:
         resolve(_sc(software="fsdp", nodes=2, hsdp=3))
     with pytest.raises(InfeasiblePlanError, match="needs FSDP"):
         resolve(_sc(software="pytorch-ddp", hsdp=4))
+
+
+def test_torchtitan_op_level_selective_recompute() -> None:
+    """torchtitan's selective AC 'op' re-runs half of each block's matrix products and every
+    cheaper op, never SDPA or layers outside blocks. Forward times 2 ms (linear), 1 ms (norm),
+    4 ms (fused attention) in a block and 3 ms (embedding) outside: 1 + 1 + 0 + 0 = 2 ms
+    recomputed (Megatron's attention-core selective: 0 ms with fused attention)."""
+    from perfmodel.parallel.lowering import build_chunk
+    from perfmodel.parallel.recipe import SelectiveRecompute
+    from perfmodel.workload.layers import Workload
+
+    def lay(name: str, kind: LayerKind, block: int | None) -> LayerCost:
+        return replace(_layer(name, block, 0.0, (1,)), kind=kind)
+
+    layers = (
+        lay("embed", LayerKind.EMBEDDING, None),
+        lay("norm", LayerKind.NORM, 0),
+        lay("attn", LayerKind.ATTENTION, 0),
+        lay("fc", LayerKind.LINEAR, 0),
+    )
+    fwd = {"embed": 3e-3, "norm": 1e-3, "attn": 4e-3, "fc": 2e-3}
+
+    class FixedCosts:
+        precision = Precision.BF16
+
+        def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+            return fwd[layer.name], 0.0, 0.0
+
+        def collective_time(self, *a: object, **k: object) -> float:
+            return 0.0
+
+    wl = Workload(name="t", layers=layers, batch_size=1, precision=Precision.BF16, total_params=0)
+    plan = ParallelismPlan(recompute=Recompute.SELECTIVE)
+    kw = dict(bucket_bytes=None, first_bucket_bytes=None, by_block=False)
+    op = build_chunk(
+        wl,
+        [0, 1, 2, 3],
+        FixedCosts(),
+        plan,
+        ("g0",),
+        **kw,  # type: ignore[arg-type]
+        selective_share=SelectiveRecompute.OP.share,
+    )
+    core = build_chunk(wl, [0, 1, 2, 3], FixedCosts(), plan, ("g0",), **kw)  # type: ignore[arg-type]
+    assert op.segments[0].recompute_s == pytest.approx(2e-3)
+    assert core.segments[0].recompute_s == 0.0
+    assert get_preset("torchtitan").selective_recompute is SelectiveRecompute.OP
+
+
+def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
+    """6 equal blocks over 4 stages: Megatron refuses (layers must divide), torchtitan splits
+    as evenly as it can (2 + 2 + 1 + 1 blocks, the embedding and head joining the ends)."""
+    from perfmodel.errors import InfeasiblePlanError
+
+    args = {**GPT, "layers": 6}
+    sc = _sc(software="torchtitan", pp=4, microbatch=1, gpus=4, model_args=args)
+    _, step = _graph(sc)
+    assert step.memory and len(step.memory) == 4
+    from perfmodel.api import _workload
+    from perfmodel.parallel.lowering import partition
+
+    wl = _workload("gpt", 1, "bf16", 1, False, tuple(sorted(args.items())))
+    parts = partition(wl, 4, [1.0] * len(wl.layers), allow_uneven=True)
+    blocks = [len({wl.layers[i].block for i in p} - {None}) for p in parts]
+    assert sorted(blocks) == [1, 1, 2, 2]
+    with pytest.raises(InfeasiblePlanError, match="do not divide"):
+        _graph(replace(sc, software="megatron"))

@@ -152,9 +152,9 @@ def test_cpu_models_use_the_cpu_catalogue_where_it_has_the_part():
             if t.cpu_spec(cpu) is None:
                 free_text.add(t.graph.nodes[cpu]["model"])
     assert free_text == {
-        "Intel Xeon E5-2698 v3",
         "Intel Xeon E5-2650 v3",
         "Intel Xeon Platinum 8570",
     }
+    assert load_system("dgx1-p100").cpu_spec().name == "xeon-e5-2698-v3"  # by its alias
     assert load_system("ibm-ac922-4xv100").cpu_spec().name == "power9-20c"
     assert load_system("dgx1-v100", nodes=2).cpu_spec("n1/cpu1").name == "xeon-e5-2698-v4"

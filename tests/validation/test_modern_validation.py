@@ -81,10 +81,10 @@ def map_row(row: dict[str, Any]) -> Scenario | str:
     name, args = _model(m)
     tp, pp = int(p["tp"]), int(p["pp"])
     v = int(p.get("virtual_pipeline") or 1)
-    if int(m["layers"]) % (pp * v):
-        return "layers not divisible by pp x v (torchtitan splits unevenly; partition needs equal)"
-    gpus = int(s["gpus"])
     software = "torchtitan" if row["id"].startswith("tt-") else "megatron-core"
+    if int(m["layers"]) % (pp * v) and software != "torchtitan":
+        return "layers not divisible by pp x v (Megatron needs equal stages)"
+    gpus = int(s["gpus"])
     return Scenario(
         system="dgx-h100",
         nodes=math.ceil(gpus / 8),
@@ -166,7 +166,7 @@ def _median_abs_error(results: dict[str, Any]) -> float:
 @pytest.mark.xfail(
     strict=True,
     reason="finding: the compute model predicts large-GEMM transformer steps on H100 too fast "
-    "(every mapped row over-predicted, median about +50%; the GPT-2 H100 steps of issue 11 item 6 "
+    "(every mapped row over-predicted, median +38%; the GPT-2 H100 steps of issue 11 item 6 "
     "were 27-36% fast too). No GPU in this task to measure a Llama block; torch.compile, "
     "torchtitan's op-level SAC and the 500 W / HBM2e parts of the torchtitan runs are not modelled",
 )
@@ -176,8 +176,10 @@ def test_modern_median_error_target(results: dict[str, Any]) -> None:
 
 
 def test_modern_median_error_does_not_regress(results: dict[str, Any]) -> None:
-    """The state when these rows were first mapped (median 50 %, issue 11): a guard, not a fit."""
-    assert _median_abs_error(results) < 0.60
+    """The state when these rows were first mapped (median 49.6 %; 37.9 % once FP8 attention ran
+    in BF16 and torchtitan's op-level selective AC was charged; issue 11): a guard against
+    regressions, not a fit."""
+    assert _median_abs_error(results) < 0.45
 
 
 def test_mapping_keeps_what_the_row_says(modern_rows: list[dict]) -> None:

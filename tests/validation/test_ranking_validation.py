@@ -2,9 +2,9 @@
 
 Source: VIA-Research/vTrain @f8dda8473a48, ``data/ground_truth_single.csv`` (measured iteration
 times of GPT configurations under many (dp, tp, pp, micro-batch) plans on one 8-GPU A100 node),
-sampled every 20th row into ``../shared/data/published.jsonl`` (72 training rows).
+sampled every 20th row into ``validation/published.jsonl`` (72 training rows).
 
-Mapping (stated, not fitted): system ``dgx-a100`` (8 A100 with NVSwitch; vTrain's own simulator
+Mapping (:func:`perfmodel.accuracy.vtrain_ranking_scenarios`; stated, not fitted): system ``dgx-a100`` (8 A100 with NVSwitch; vTrain's own simulator
 assumes 150 GB/s intra-node), model ``gpt`` with the row's hidden/heads/layers/seq, precision
 ``fp16`` mixed with Adam (the repository does not state it; Megatron-DeepSpeed's usual recipe),
 software preset ``megatron``, the row's dp/tp/pp, micro-batch (``batch.per_gpu``) and global batch.
@@ -26,54 +26,15 @@ Both the analytic predictor and the closed-form screen are scored. The threshold
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 
 import numpy as np
 import pytest
 
+from perfmodel.accuracy import vtrain_ranking_scenarios
 from perfmodel.search.ranking import group_ranking, kendall_tau
 
 pytestmark = pytest.mark.validation
-
-_MODEL = re.compile(r"GPT \(h=(\d+), heads=(\d+), layers=(\d+), seq (\d+)\)")
-
-
-def _scenarios(rows: list[dict]) -> tuple[list[tuple[dict, dict]], dict[str, int]]:
-    out = []
-    skipped: dict[str, int] = defaultdict(int)
-    for r in rows:
-        if not r["id"].startswith("vtrain-single") or r["kind"] != "training_scaling":
-            continue
-        m = _MODEL.match(r["model"])
-        plan = r["plan"]
-        if (
-            not m
-            or r.get("unit") != "ms"
-            or None in (plan.get("dp"), plan.get("tp"), plan.get("pp"))
-        ):
-            skipped["model, unit or plan not stated"] += 1
-            continue
-        h, a, layers, s = map(int, m.groups())
-        base = {
-            "system": "dgx-a100",
-            "model": "gpt",
-            "model_args": {"hidden": h, "heads": a, "layers": layers, "seq_len": s},
-            "precision": "fp16",
-            "optimizer": "adam",
-            "software": "megatron",
-        }
-        sc = {
-            **base,
-            "gpus": int(r["hardware"]["gpus"]),
-            "dp": int(plan["dp"]),
-            "tp": int(plan["tp"]),
-            "pp": int(plan["pp"]),
-            "microbatch": int(r["batch"]["per_gpu"]),
-            "global_batch": int(r["batch"]["global"]),
-        }
-        out.append((r, sc))
-    return out, dict(skipped)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +46,7 @@ def predictions(published_rows: list[dict]) -> dict:
     from perfmodel.search._eval import analytic_evaluator
     from perfmodel.search.screen import PlanScreen
 
-    pairs, skipped = _scenarios(published_rows)
+    pairs, skipped = vtrain_ranking_scenarios(published_rows)
     screens: dict[str, PlanScreen] = {}
     rows = []
     failed: dict[str, int] = defaultdict(int)

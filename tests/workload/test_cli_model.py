@@ -74,7 +74,7 @@ def test_maxbatch_prints_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["model", "show", "resnet5"], "unknown model"),
         (["model", "show", "gpt", "--model-arg", "heads=7"], "heads"),
-        (["model", "show", "resnet50", "--batch", "-4"], "batch_size"),
+        (["model", "show", "resnet50", "--batch", "-4"], "--batch"),
         (["model", "show", "vgg16", "--model-arg", "image_size=8"], "image_size"),
         (["model", "show", "resnet50", "--model-arg", "heads=2"], "heads"),
         (["model", "maxbatch", "gpt2", "--gpu", "V1000"], "V1000"),

@@ -17,8 +17,8 @@ from typing import Any
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import Net
-from perfmodel.workload.layers import Workload
-from perfmodel.workload.zoo import cnn, inception, mlp, transformer
+from perfmodel.workload.layers import LayerCost, Workload
+from perfmodel.workload.zoo import cnn, inception, mlp, moe, transformer
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,9 @@ def _m(name: str, builder: Callable[..., Any], family: str, reference: str, **kw
 
 _TV = "torchvision.models"
 _KERAS = "tf.keras.applications"
+_META = "config.json of huggingface.co/meta-llama/"
+_L2 = "(RMSNorm, rope theta 1e4, SwiGLU, untied)"
+_L3 = "(RMSNorm, rope theta 5e5, SwiGLU, untied)"
 _MODELS: dict[str, ModelInfo] = {}
 for _info in [
     _m("lenet5", cnn.lenet5, "cnn", "LeCun et al. 1998 (61,706 parameters)"),
@@ -213,12 +216,15 @@ for _info in [
         flash_attention=False,
     ),
     _m("gpt", transformer.gpt, "transformer", "Megatron-LM GPT layout (Narayanan et al. 2021)"),
-    _m("llama", transformer.llama, "transformer", "Llama-2-7B shape (6,738,415,616)"),
+    _m("llama", transformer.llama, "transformer", "Llama family; defaults are Llama-2-7B"),
+    _m(
+        "llama2_7b", transformer.llama, "transformer", f"{_META}Llama-2-7b-hf {_L2} (6,738,415,616)"
+    ),
     _m(
         "llama2_13b",
         transformer.llama,
         "transformer",
-        "Llama-2-13B shape",
+        f"{_META}Llama-2-13b-hf {_L2} (13,015,864,320)",
         hidden=5120,
         layers=40,
         heads=40,
@@ -228,7 +234,7 @@ for _info in [
         "llama2_70b",
         transformer.llama,
         "transformer",
-        "Llama-2-70B shape (GQA, 8 KV heads)",
+        f"{_META}Llama-2-70b-hf {_L2}, GQA 8 KV heads (68,976,648,192)",
         hidden=8192,
         layers=80,
         heads=64,
@@ -239,7 +245,7 @@ for _info in [
         "llama3_8b",
         transformer.llama,
         "transformer",
-        "Llama-3-8B shape (GQA, 8 KV heads)",
+        f"{_META}Meta-Llama-3-8B {_L3} (8,030,261,248)",
         hidden=4096,
         layers=32,
         heads=32,
@@ -248,6 +254,116 @@ for _info in [
         vocab=128256,
         seq_len=8192,
     ),
+    _m(
+        "llama3_70b",
+        transformer.llama,
+        "transformer",
+        f"{_META}Meta-Llama-3-70B {_L3} (70,553,706,496)",
+        hidden=8192,
+        layers=80,
+        heads=64,
+        kv_heads=8,
+        ffn_hidden=28672,
+        vocab=128256,
+        seq_len=8192,
+    ),
+    _m(
+        "llama3_405b",
+        transformer.llama,
+        "transformer",
+        f"{_META}Llama-3.1-405B {_L3} (405,853,388,800)",
+        hidden=16384,
+        layers=126,
+        heads=128,
+        kv_heads=8,
+        ffn_hidden=53248,
+        vocab=128256,
+        seq_len=8192,
+    ),
+    _m("moe", moe.moe, "transformer", "mixture-of-experts decoder; defaults are Mixtral 8x7B"),
+    _m(
+        "mixtral_8x7b",
+        moe.moe,
+        "transformer",
+        "config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1 (46,702,792,704; "
+        "12,879,925,248 active)",
+    ),
+    _m(
+        "mixtral_8x22b",
+        moe.moe,
+        "transformer",
+        "config.json of huggingface.co/mistralai/Mixtral-8x22B-v0.1 (140,630,071,296; "
+        "39,161,468,928 active)",
+        hidden=6144,
+        layers=56,
+        heads=48,
+        ffn_hidden=16384,
+        vocab=32768,
+    ),
+    _m(
+        "deepseek_v3",
+        moe.moe,
+        "transformer",
+        "config.json of huggingface.co/deepseek-ai/DeepSeek-V3, main model without the MTP "
+        "module (671,026,404,352 + 14,848 expert-bias buffers; 37,552,282,624 active)",
+        hidden=7168,
+        layers=61,
+        heads=128,
+        head_dim=128,
+        ffn_hidden=18432,
+        experts=256,
+        top_k=8,
+        expert_ffn_hidden=2048,
+        shared_experts=1,
+        first_dense_layers=3,
+        expert_bias=True,
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        vocab=129280,
+    ),
+    *[
+        _m(
+            name,
+            moe.moe,
+            "transformer",
+            f"config.json of huggingface.co/Qwen/{hf} (qk-norm, no shared experts; {counts})",
+            hidden=hidden,
+            layers=layers,
+            heads=heads,
+            kv_heads=4,
+            head_dim=128,
+            qk_norm=True,
+            ffn_hidden=ffn,
+            experts=128,
+            top_k=8,
+            expert_ffn_hidden=expert_ffn,
+            vocab=151936,
+        )
+        for name, hf, hidden, layers, heads, ffn, expert_ffn, counts in (
+            (
+                "qwen3_30b_a3b",
+                "Qwen3-30B-A3B",
+                2048,
+                48,
+                32,
+                6144,
+                768,
+                "30,532,122,624; 3,353,032,704 active",
+            ),
+            (
+                "qwen3_235b_a22b",
+                "Qwen3-235B-A22B",
+                4096,
+                94,
+                64,
+                12288,
+                1536,
+                "235,093,634,560; 22,190,763,520 active",
+            ),
+        )
+    ],
     _m(
         "transformer_xl",
         transformer.transformer_xl,
@@ -263,24 +379,48 @@ _MODELS["inception_v3"] = _m(
 )
 
 
+#: Other spellings of zoo names (after :func:`_key`): Meta's and HuggingFace's names (``Llama-2-7b``,
+#: ``Llama-3.1-405B``). Llama 3.1 8B/70B have the shapes of Llama 3 8B/70B (only rope scaling
+#: and the position limit differ, neither has parameters).
+_ALIASES: dict[str, str] = {
+    **{f"llama_2_{n}": f"llama2_{n}" for n in ("7b", "13b", "70b")},
+    **{f"llama_3_{n}": f"llama3_{n}" for n in ("8b", "70b", "405b")},
+    **{f"llama3_1_{n}": f"llama3_{n}" for n in ("8b", "70b", "405b")},
+    **{f"llama_3_1_{n}": f"llama3_{n}" for n in ("8b", "70b", "405b")},
+}
+
+
+def _key(name: object) -> str:
+    """Lookup key of a model name: lower case, ``-`` and ``.`` read as ``_``."""
+    return str(name).lower().replace("-", "_").replace(".", "_")
+
+
+def model_aliases(name: str) -> list[str]:
+    """Other names :func:`get_model_info` accepts for zoo entry ``name`` (sorted)."""
+    return sorted(a for a, target in _ALIASES.items() if target == name)
+
+
 def list_models() -> list[ModelInfo]:
     """All zoo entries, sorted by name."""
     return [_MODELS[k] for k in sorted(_MODELS)]
 
 
 def get_model_info(name: str) -> ModelInfo:
-    """Zoo entry by name (case-insensitive, ``-`` read as ``_``).
+    """Zoo entry by name or alias (case-insensitive, ``-`` and ``.`` read as ``_``:
+    ``Llama-2-7b``, ``llama3.1-405b``).
 
     Raises
     ------
     ConfigError
-        For an unknown name, with the closest known names.
+        For an unknown name, with the closest known names and aliases.
     """
-    key = str(name).lower().replace("-", "_")
+    key = _key(name)
+    key = _ALIASES.get(key, key)
     if key in _MODELS:
         return _MODELS[key]
-    close = difflib.get_close_matches(key, list(_MODELS), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    close = difflib.get_close_matches(key, [*_MODELS, *_ALIASES], n=3, cutoff=0.5)
+    named = [c if c in _MODELS else f"{c} (= {_ALIASES[c]})" for c in close]
+    hint = f"; did you mean {', '.join(named)}?" if named else ""
     raise ConfigError(
         f"unknown model {name!r}{hint} (see `perfmodel model list`)", value=name, where="model"
     )
@@ -315,10 +455,18 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
                     f"model arg {key}={value!r} is not an integer", value=value, where=key
                 ) from exc
             return text
+    if isinstance(value, bool) and isinstance(default, int) and not isinstance(default, bool):
+        raise ConfigError(
+            f"model arg {key}={value!r} is a boolean; expected an integer", value=value, where=key
+        )
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, (list, tuple)):
-        return [int(v) for v in value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise ConfigError(
+                f"model arg {key}={value!r}: expected a list of integers", value=value, where=key
+            )
+        return list(value)
     return value
 
 
@@ -399,7 +547,9 @@ def build_model(
     _check_depth(info, kwargs)
     net = Net(batch, prec, tp=int(tp), sequence_parallel=bool(sequence_parallel))
     cfg = info.builder(net, **kwargs)
-    total = _total_params(info, kwargs, prec) if tp > 1 else sum(la.params for la in net.layers)
+    whole = _whole_model(info, kwargs, prec) if tp > 1 else net.layers
+    total = sum(la.params for la in whole)
+    active = sum(la.active_params for la in whole)
     seq = getattr(cfg, "seq_len", 1) if info.family == "transformer" else 1
     record = {k: v for k, v in kwargs.items() if k not in info.fixed}
     return Workload(
@@ -414,6 +564,7 @@ def build_model(
         sequence_parallel=bool(sequence_parallel) and tp > 1,
         model_args=record,
         buffers=net.buffers,
+        total_active_params=active if active != total else None,
     )
 
 
@@ -439,10 +590,11 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
         )
 
 
-def _total_params(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> int:
+def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> list[LayerCost]:
+    """The layers of the unsharded model (``tp = 1``), for whole-model parameter counts."""
     net = Net(1, prec)
     info.builder(net, **kwargs)
-    return sum(la.params for la in net.layers)
+    return net.layers
 
 
-__all__ = ["ModelInfo", "build_model", "get_model_info", "list_models"]
+__all__ = ["ModelInfo", "build_model", "get_model_info", "list_models", "model_aliases"]

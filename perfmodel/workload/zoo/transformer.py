@@ -16,9 +16,12 @@ Fused attention (``flash_attention=True``) removes the ``5 a s / h`` term.
 
 from __future__ import annotations
 
+import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from perfmodel._enum import parse_enum, snake, squash
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
@@ -40,13 +43,27 @@ class TransformerConfig:
     pre_norm: bool = True
     rms_norm: bool = False
     gated_mlp: bool = False  # SwiGLU (Shazeer 2020): gate and up projections, silu(gate) * up
+    squared_relu: bool = False  # ungated MLP with relu(x)^2 (So et al. 2021, Nemotron-4)
     bias: bool = True
     dropout: bool = True
     flash_attention: bool = False
+    head_size: int | None = None
+    """Channels per attention head when ``heads x head_size`` differs from ``hidden`` (Qwen3,
+    Megatron ``--kv-channels``); ``None``: ``hidden // heads``."""
+    qk_norm: bool = False
+    """Norm of each query and key head over its ``head_dim`` channels before attention (Qwen3,
+    OLMo 2; Megatron ``--qk-layernorm``): ``head_dim`` weights each (``2 head_dim`` for
+    LayerNorm)."""
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        """Channels per attention head (Megatron ``kv_channels``)."""
+        return self.head_size if self.head_size is not None else self.hidden // self.heads
+
+    @property
+    def q_width(self) -> int:
+        """Width of the query projection and of the attention output: ``heads x head_dim``."""
+        return self.heads * self.head_dim
 
 
 def check_config(cfg: TransformerConfig, tp: int) -> None:
@@ -56,7 +73,13 @@ def check_config(cfg: TransformerConfig, tp: int) -> None:
         v = getattr(cfg, name)
         if int(v) < 1:
             raise ConfigError(f"{name} must be a positive integer, got {v}", value=v, where=name)
-    if cfg.hidden % cfg.heads:
+    if cfg.head_size is not None and int(cfg.head_size) < 1:
+        raise ConfigError(
+            f"head_dim must be a positive integer, got {cfg.head_size}",
+            value=cfg.head_size,
+            where="head_dim",
+        )
+    if cfg.head_size is None and cfg.hidden % cfg.heads:
         raise ConfigError(
             f"heads={cfg.heads} does not divide hidden={cfg.hidden}", value=cfg.heads, where="heads"
         )
@@ -162,39 +185,35 @@ def _check_positions(seq_len: int, max_positions: int) -> None:
         )
 
 
-def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
-    """Append one transformer layer (one block) on a ``(b, s, hidden)`` input."""
-    net.new_block()
+#: A section of a transformer layer (the attention or the MLP between its norm and its residual
+#: add): ``section(net, cfg, b, s, name)`` appends its layers on a ``(b, s, hidden)`` input.
+Section = Callable[[Net, TransformerConfig, int, int, str], None]
+
+
+def self_attention(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
+    """Multi-head (grouped-query when ``kv_heads < heads``) self-attention: fused QKV
+    projection, attention (fused or unfused), output projection."""
     h, tp = cfg.hidden, net.tp
     d = cfg.head_dim
     heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
-    shard = net.seq_shard
     a = net.act_bytes
     x: Shape = (b, s, h)
-    norm_params = h if cfg.rms_norm else 2 * h
-
-    def norm(nm: str) -> None:
-        # pre-norm: the norm's input is the residual stream, which also feeds the skip
-        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm, accumulate=cfg.pre_norm)
-
-    def residual(nm: str) -> None:
-        # backward: the gradient passes to the skip unchanged and to the branch (one copy,
-        # a dtype cast under autocast); the accumulation at the fork is charged to the norm
-        net.elementwise(
-            nm,
-            (b, s // shard, h),
-            "add",
-            inputs=2,
-            bwd_elements=2 if cfg.pre_norm else None,
-            autocast_fp32=True,
-        )
-
-    # --- attention ---
-    if cfg.pre_norm:
-        norm(f"{name}.ln1")
     _column_linear(
-        net, f"{name}.qkv", x, h + 2 * cfg.kv_heads * d, bias=cfg.bias, input_shard=shard
+        net,
+        f"{name}.qkv",
+        x,
+        cfg.q_width + 2 * cfg.kv_heads * d,
+        bias=cfg.bias,
+        input_shard=net.seq_shard,
     )
+    if cfg.qk_norm:  # on the full sequence (after the sequence-parallel all-gather)
+        for nm, n_heads in (("q_norm", heads_l), ("k_norm", kv_l)):
+            net.norm(
+                f"{name}.{nm}",
+                (b, s * n_heads, d),
+                params=d if cfg.rms_norm else 2 * d,
+                rms=cfg.rms_norm,
+            )
     if cfg.flash_attention:
         net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
     else:
@@ -215,29 +234,91 @@ def transformer_layer(net: Net, cfg: TransformerConfig, b: int, s: int, name: st
             recomputable_bytes=float(b * heads_l * s * s * a),
         )
     _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=cfg.bias)
-    if cfg.dropout:
-        net.dropout(f"{name}.attn_out_dropout", x, shard=shard)
-    residual(f"{name}.residual1")
-    if not cfg.pre_norm:
-        norm(f"{name}.ln1")
-    # --- MLP ---
-    if cfg.pre_norm:
-        norm(f"{name}.ln2")
-    f_l = cfg.ffn_hidden // tp
-    width = 2 * cfg.ffn_hidden if cfg.gated_mlp else cfg.ffn_hidden
-    _column_linear(net, f"{name}.fc1", x, width, bias=cfg.bias, input_shard=shard)
+
+
+def dense_mlp(
+    net: Net,
+    cfg: TransformerConfig,
+    b: int,
+    s: int,
+    name: str,
+    *,
+    width: int | None = None,
+    prefix: str = "fc",
+) -> None:
+    """Feed-forward block of width ``width`` (default ``cfg.ffn_hidden``): ``fc1``, GELU,
+    squared ReLU or SwiGLU (``fc1`` then holds the gate and up matrices), ``fc2``."""
+    h, tp = cfg.hidden, net.tp
+    ffn = cfg.ffn_hidden if width is None else width
+    f_l = ffn // tp
+    a = net.act_bytes
+    x: Shape = (b, s, h)
+    cols = 2 * ffn if cfg.gated_mlp else ffn
+    _column_linear(net, f"{name}.{prefix}1", x, cols, bias=cfg.bias, input_shard=net.seq_shard)
     if cfg.gated_mlp:
         net.elementwise(
-            f"{name}.swiglu", (b, s, f_l), "swiglu", saved_bytes=2.0 * b * s * f_l * a, inputs=2
+            f"{name}.{'swiglu' if prefix == 'fc' else prefix + '_swiglu'}",
+            (b, s, f_l),
+            "swiglu",
+            saved_bytes=2.0 * b * s * f_l * a,
+            inputs=2,
         )
     else:
-        net.elementwise(f"{name}.gelu", (b, s, f_l), "gelu", saved_bytes=float(b * s * f_l * a))
-    _row_linear(net, f"{name}.fc2", (b, s, cfg.ffn_hidden), h, bias=cfg.bias)
-    if cfg.dropout:
-        net.dropout(f"{name}.mlp_dropout", x, shard=shard)
-    residual(f"{name}.residual2")
-    if not cfg.pre_norm:
-        norm(f"{name}.ln2")
+        act = "relu2" if cfg.squared_relu else "gelu"
+        net.elementwise(
+            f"{name}.{act if prefix == 'fc' else prefix + '_' + act}",
+            (b, s, f_l),
+            act,
+            saved_bytes=float(b * s * f_l * a),
+        )
+    _row_linear(net, f"{name}.{prefix}2", (b, s, ffn), h, bias=cfg.bias)
+
+
+def transformer_layer(
+    net: Net,
+    cfg: TransformerConfig,
+    b: int,
+    s: int,
+    name: str,
+    *,
+    attention: Section = self_attention,
+    mlp: Section = dense_mlp,
+) -> None:
+    """Append one transformer layer (one block) on a ``(b, s, hidden)`` input: norms, the
+    ``attention`` and ``mlp`` sections, dropouts and residual adds."""
+    net.new_block()
+    h = cfg.hidden
+    shard = net.seq_shard
+    x: Shape = (b, s, h)
+    norm_params = h if cfg.rms_norm else 2 * h
+
+    def norm(nm: str) -> None:
+        # pre-norm: the norm's input is the residual stream, which also feeds the skip
+        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm, accumulate=cfg.pre_norm)
+
+    def residual(nm: str) -> None:
+        # backward: the gradient passes to the skip unchanged and to the branch (one copy,
+        # a dtype cast under autocast); the accumulation at the fork is charged to the norm
+        net.elementwise(
+            nm,
+            (b, s // shard, h),
+            "add",
+            inputs=2,
+            bwd_elements=2 if cfg.pre_norm else None,
+            autocast_fp32=True,
+        )
+
+    for i, (section, dropout) in enumerate(
+        ((attention, "attn_out_dropout"), (mlp, "mlp_dropout")), start=1
+    ):
+        if cfg.pre_norm:
+            norm(f"{name}.ln{i}")
+        section(net, cfg, b, s, name)
+        if cfg.dropout:
+            net.dropout(f"{name}.{dropout}", x, shard=shard)
+        residual(f"{name}.residual{i}")
+        if not cfg.pre_norm:
+            norm(f"{name}.ln{i}")
 
 
 def _embeddings(
@@ -279,13 +360,55 @@ def _lm_head_and_loss(
     net.loss("loss", rows, cfg.vocab // net.tp, fwd_comm=comm)
 
 
+class Mlp(str, enum.Enum):
+    """Feed-forward block of a decoder layer."""
+
+    GELU = "gelu"  # two matrices, h -> ffn -> h (GPT-2, Megatron default)
+    SWIGLU = "swiglu"  # gated, three matrices: silu(x W_gate) * (x W_up) W_down (Shazeer 2020)
+    RELU2 = "relu2"  # two matrices, relu(x W_1)^2 W_2 (So et al. 2021, Primer; Nemotron-4)
+
+
+class Norm(str, enum.Enum):
+    """Normalisation layer: LayerNorm (``2h`` parameters) or RMSNorm (``h``, Zhang & Sennrich 2019)."""
+
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+
+
+class Position(str, enum.Enum):
+    """Position encoding: a learned table (``max_positions x h`` parameters) or rotary (no
+    parameters, Su et al. 2021)."""
+
+    LEARNED = "learned"
+    ROPE = "rope"
+
+
+def swiglu_ffn_hidden(hidden: int) -> int:
+    """Megatron-LM's default feed-forward width with ``--swiglu`` when none is given:
+    ``int((4 h 2/3) / 64) 64`` (two thirds of ``4 h``, three matrices keep about the parameters of
+    a ``4 h`` GELU MLP, rounded down to a multiple of 64; ``megatron/training/arguments.py``,
+    ``validate_args``, Megatron-LM core_r0.9 onwards).
+
+    >>> swiglu_ffn_hidden(4096)  # 10922.67 -> 170 x 64
+    10880
+    """
+    return int((4 * hidden * 2 / 3) / 64) * 64
+
+
 def gpt(
     net: Net,
     *,
     hidden: int = 768,
     layers: int = 12,
     heads: int = 12,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    qk_norm: bool = False,
     ffn_hidden: int | None = None,
+    mlp: str = "gelu",
+    norm: str = "layernorm",
+    bias: bool = True,
+    position: str = "learned",
     seq_len: int = 1024,
     vocab: int = 50257,
     max_positions: int | None = None,
@@ -293,32 +416,93 @@ def gpt(
     flash_attention: bool = True,
     dropout: bool = True,
 ) -> TransformerConfig:
-    """Decoder-only GPT in the Megatron-LM/GPT-2 layout: learned positions, pre-LayerNorm,
-    GELU MLP (``ffn_hidden = 4 hidden`` by default), biases, final LayerNorm, LM head tied to the
-    word embedding unless ``tied_embeddings=False``. ``max_positions`` (default ``seq_len``) sets
-    the size of the position table (GPT-2: 1024)."""
+    """Decoder-only transformer. Defaults: GPT in the Megatron-LM/GPT-2 layout (learned
+    positions, pre-LayerNorm, GELU MLP of ``4 hidden``, biases, final LayerNorm, LM head tied to
+    the word embedding). The arguments describe today's decoders as Megatron-LM does
+    (``--group-query-attention --num-query-groups``, ``--kv-channels``, ``--swiglu``,
+    ``--normalization RMSNorm``, ``--disable-bias-linear``, ``--position-embedding-type rope``,
+    ``--untie-embeddings-and-output-weights``).
+
+    Parameters
+    ----------
+    kv_heads
+        Key/value heads of grouped-query attention (Ainslie et al. 2023); default ``heads``
+        (multi-head attention). Must divide ``heads``.
+    head_dim
+        Channels per head; default ``hidden // heads``. ``heads x head_dim`` may differ from
+        ``hidden`` (Qwen3-32B: 64 x 128 = 8192 on hidden 5120).
+    qk_norm
+        Norm each query and key head before attention (Qwen3; Megatron ``--qk-layernorm``).
+    ffn_hidden
+        Feed-forward width; default ``4 hidden`` (``gelu``) or :func:`swiglu_ffn_hidden`
+        (``swiglu``), Megatron-LM's defaults.
+    mlp
+        ``gelu`` or ``relu2`` (squared ReLU; two matrices) or ``swiglu`` (gated: three
+        matrices ``h x ffn``; Megatron ``--squared-relu`` and ``--swiglu``).
+    norm
+        ``layernorm`` or ``rmsnorm`` (both the per-layer and the final norm).
+    bias
+        Biases on the linear layers (``False``: Megatron ``--disable-bias-linear``).
+    position
+        ``learned`` (a table of ``max_positions`` rows, default ``seq_len``; GPT-2: 1024) or
+        ``rope`` (rotary: no parameters; ``max_positions`` is then ignored).
+    tied_embeddings
+        The LM head shares the word embedding's weights.
+
+    Parameters per layer: ``h (q + 2 kv_heads d) + q h`` (attention, ``q = heads d``),
+    ``2 h ffn`` or ``3 h ffn`` (MLP), two norms, plus biases; the embedding is ``vocab h``, the
+    untied head another ``vocab h``.
+    """
+    mlp_kind = parse_enum(Mlp, mlp, where="mlp", normalize=snake)
+    norm_kind = parse_enum(Norm, norm, where="norm", normalize=squash)
+    pos_kind = parse_enum(Position, position, where="position", normalize=snake)
+    gated = mlp_kind is Mlp.SWIGLU
+    rms = norm_kind is Norm.RMSNORM
+    if ffn_hidden is None:
+        ffn_hidden = swiglu_ffn_hidden(hidden) if gated else 4 * hidden
     cfg = TransformerConfig(
         hidden=hidden,
         layers=layers,
         heads=heads,
-        kv_heads=heads,
-        ffn_hidden=ffn_hidden or 4 * hidden,
+        kv_heads=kv_heads or heads,
+        ffn_hidden=ffn_hidden,
         seq_len=seq_len,
         vocab=vocab,
+        rms_norm=rms,
+        gated_mlp=gated,
+        squared_relu=mlp_kind is Mlp.RELU2,
+        bias=bool(bias),
         dropout=dropout,
         flash_attention=flash_attention,
+        head_size=head_dim,
+        qk_norm=bool(qk_norm),
     )
     check_config(cfg, net.tp)
-    positions = max_positions or seq_len
-    _check_positions(seq_len, positions)
+    positions = 0
+    if pos_kind is Position.LEARNED:
+        positions = max_positions or seq_len
+        _check_positions(seq_len, positions)
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=positions)
     if dropout:
         net.dropout("embed.dropout", (b, s, hidden), shard=net.seq_shard)
     _stack(net, cfg, b, s)
-    net.norm("final_ln", (b, s, hidden), params=2 * hidden, shard=net.seq_shard)
-    _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
+    decoder_head(net, cfg, b, s, tied=tied_embeddings)
     return cfg
+
+
+def decoder_head(net: Net, cfg: TransformerConfig, b: int, s: int, *, tied: bool) -> None:
+    """Final norm (``final_norm`` RMSNorm or ``final_ln`` LayerNorm), LM head and loss of a
+    decoder."""
+    h = cfg.hidden
+    net.norm(
+        "final_norm" if cfg.rms_norm else "final_ln",
+        (b, s, h),
+        params=h if cfg.rms_norm else 2 * h,
+        shard=net.seq_shard,
+        rms=cfg.rms_norm,
+    )
+    _lm_head_and_loss(net, cfg, b * s, tied=tied)
 
 
 def llama(
@@ -328,37 +512,37 @@ def llama(
     layers: int = 32,
     heads: int = 32,
     kv_heads: int | None = None,
+    head_dim: int | None = None,
+    qk_norm: bool = False,
     ffn_hidden: int = 11008,
     seq_len: int = 4096,
     vocab: int = 32000,
     tied_embeddings: bool = False,
     flash_attention: bool = True,
 ) -> TransformerConfig:
-    """Llama-style decoder (Touvron et al. 2023): RMSNorm, rotary positions (no parameters),
-    grouped-query attention with ``kv_heads`` (default ``heads``), SwiGLU MLP of width
-    ``ffn_hidden``, no biases, no dropout, untied LM head. Defaults are Llama-2-7B
+    """Llama-style decoder (Touvron et al. 2023): :func:`gpt` with RMSNorm, rotary positions
+    (no parameters), grouped-query attention with ``kv_heads`` (default ``heads``), SwiGLU MLP of
+    width ``ffn_hidden``, no biases, no dropout, untied LM head. Defaults are Llama-2-7B
     (6,738,415,616 parameters)."""
-    cfg = TransformerConfig(
+    return gpt(
+        net,
         hidden=hidden,
         layers=layers,
         heads=heads,
-        kv_heads=kv_heads or heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        qk_norm=qk_norm,
         ffn_hidden=ffn_hidden,
+        mlp=Mlp.SWIGLU,
+        norm=Norm.RMSNORM,
+        bias=False,
+        position=Position.ROPE,
         seq_len=seq_len,
         vocab=vocab,
-        rms_norm=True,
-        gated_mlp=True,
-        bias=False,
-        dropout=False,
+        tied_embeddings=tied_embeddings,
         flash_attention=flash_attention,
+        dropout=False,
     )
-    check_config(cfg, net.tp)
-    b, s = net.batch_size, seq_len
-    _embeddings(net, cfg, b, s, positions=0)
-    _stack(net, cfg, b, s)
-    net.norm("final_norm", (b, s, hidden), params=hidden, shard=net.seq_shard, rms=True)
-    _lm_head_and_loss(net, cfg, b * s, tied=tied_embeddings)
-    return cfg
 
 
 def bert(
@@ -620,10 +804,18 @@ def transformer_xl(
 
 __all__ = [
     "GemmShape",
+    "Mlp",
+    "Norm",
+    "Position",
+    "Section",
     "TransformerConfig",
     "bert",
+    "decoder_head",
+    "dense_mlp",
     "gpt",
     "llama",
+    "self_attention",
+    "swiglu_ffn_hidden",
     "transformer_layer",
     "transformer_xl",
     "vit",

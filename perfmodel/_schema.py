@@ -1,0 +1,167 @@
+"""Field checks for structured documents read from files (profiles, measurements, topologies,
+scenarios, sweep specs, link parameters).
+
+A loader calls these on each field it reads instead of ``int(d["x"])`` or ``float(...)``, so a
+wrongly typed field is an error naming the file, the field path, the bad value and the expected
+type (``h.json: device.memory_bytes: expected an integer, got 'lots' (str)``) rather than a
+``ValueError`` or ``TypeError`` from deep inside. The rules follow the document formats: TOML and
+JSON integers are integers (a boolean is not one, nor is ``2.0`` or ``"2"``), numbers are
+integers or floats, and a number must be finite unless the caller allows otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from perfmodel.errors import PerfModelError, SchemaError
+
+_MISSING: Any = object()
+
+
+def describe(value: Any) -> str:
+    """``repr`` of a bad value, cut to 60 characters, with its type.
+
+    >>> describe("lots")
+    "'lots' (str)"
+    """
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _fail(
+    where: str, path: str, value: Any, expected: str, error: type[PerfModelError]
+) -> PerfModelError:
+    return error(
+        f"{where}: {path}: expected {expected}, got {describe(value)}",
+        value=value,
+        where=f"{where}: {path}",
+    )
+
+
+def as_mapping(
+    value: Any, path: str, *, where: str, error: type[PerfModelError] = SchemaError
+) -> Mapping[str, Any]:
+    """``value`` if it is a table/mapping."""
+    if not isinstance(value, Mapping):
+        raise _fail(where, path, value, "a table/mapping", error)
+    return value
+
+
+def as_list(
+    value: Any, path: str, *, where: str, error: type[PerfModelError] = SchemaError
+) -> list:
+    """``value`` as a list if it is a list or tuple (not text)."""
+    if not isinstance(value, list | tuple):
+        raise _fail(where, path, value, "a list", error)
+    return list(value)
+
+
+def as_str(value: Any, path: str, *, where: str, error: type[PerfModelError] = SchemaError) -> str:
+    """``value`` if it is text."""
+    if not isinstance(value, str):
+        raise _fail(where, path, value, "text", error)
+    return value
+
+
+def as_bool(
+    value: Any, path: str, *, where: str, error: type[PerfModelError] = SchemaError
+) -> bool:
+    """``value`` if it is a boolean (``true``/``false``, not ``1`` or ``"yes"``)."""
+    if not isinstance(value, bool):
+        raise _fail(where, path, value, "true or false", error)
+    return value
+
+
+def as_int(
+    value: Any,
+    path: str,
+    *,
+    where: str,
+    minimum: int | None = None,
+    error: type[PerfModelError] = SchemaError,
+) -> int:
+    """``value`` if it is an integer (not a boolean, float or text) ``>= minimum``.
+
+    >>> as_int(3, "count", where="t.toml", minimum=1)
+    3
+    >>> as_int("two", "count", where="t.toml")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.SchemaError: t.toml: count: expected an integer, got 'two' (str)
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(where, path, value, "an integer", error)
+    if minimum is not None and value < minimum:
+        raise _fail(where, path, value, f"an integer >= {minimum}", error)
+    return value
+
+
+def as_number(
+    value: Any,
+    path: str,
+    *,
+    where: str,
+    minimum: float | None = None,
+    positive: bool = False,
+    finite: bool = True,
+    error: type[PerfModelError] = SchemaError,
+) -> float:
+    """``value`` as a float if it is a number (integer or float, not a boolean or text).
+
+    ``finite`` refuses NaN and infinities; ``minimum`` is inclusive; ``positive`` means ``> 0``.
+
+    >>> as_number(2, "alpha_us", where="lp.toml")
+    2.0
+    >>> as_number(float("nan"), "time_s", where="m.json")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.SchemaError: m.json: time_s: expected a finite number, got nan (float)
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(where, path, value, "a number", error)
+    x = float(value)
+    if finite and not math.isfinite(x):
+        raise _fail(where, path, value, "a finite number", error)
+    if positive and not x > 0:
+        raise _fail(where, path, value, "a number > 0", error)
+    if minimum is not None and not x >= minimum:
+        raise _fail(where, path, value, f"a number >= {minimum:g}", error)
+    return x
+
+
+def as_optional_number(value: Any, path: str, *, where: str, **kw: Any) -> float | None:
+    """:func:`as_number`, or ``None`` for a missing (``None``) value."""
+    return None if value is None else as_number(value, path, where=where, **kw)
+
+
+def number_map(
+    value: Any,
+    path: str,
+    *,
+    where: str,
+    finite: bool = True,
+    error: type[PerfModelError] = SchemaError,
+) -> dict[str, float]:
+    """A table of name -> number (``fits.*.values``, ``peak_flops``)."""
+    table = as_mapping(value, path, where=where, error=error)
+    return {
+        str(k): as_number(v, f"{path}.{k}", where=where, finite=finite, error=error)
+        for k, v in table.items()
+    }
+
+
+__all__ = [
+    "as_bool",
+    "as_int",
+    "as_list",
+    "as_mapping",
+    "as_number",
+    "as_optional_number",
+    "as_str",
+    "describe",
+    "number_map",
+]

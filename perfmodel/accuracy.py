@@ -1,0 +1,735 @@
+"""The accuracy table: predicted vs published measurements, grouped as the README shows them.
+
+The published rows ship with the package (``validation/`` in the repository, installed as
+``perfmodel.catalogue.validation``; see its README). This module holds what the validation tier
+(``tests/validation/``) and ``perfmodel validate --published`` share: the mapping of a published
+training row to a :class:`perfmodel.api.Scenario` (every row that does not state enough is
+skipped with its reason), the vTrain plan-ranking scenarios, and :func:`accuracy_table`, whose
+rows are the README's accuracy table (generated between the ``accuracy-table`` markers by
+``perfmodel validate --published --update-readme README.md``).
+
+Errors are signed, ``predicted / measured - 1`` of the row's own quantity; the table reports the
+median and the worst absolute error. Single-GPU compute and collective rows are mapped by
+:mod:`perfmodel.compute.validation` and :mod:`perfmodel.comm.validation`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfmodel.api import Scenario, predict
+from perfmodel.errors import ConfigError, PerfModelError
+
+
+def assumed_precision(row: dict[str, Any]) -> bool:
+    """vTrain rows do not state precision: predicted with fp16 and reported, never judged."""
+    return row["id"].startswith("vtrain") and "not stated" in (row.get("precision") or "")
+
+
+#: rows whose differences fitted TF_MIRRORED_SPLIT_PER_SAMPLE_S (excluded from judging)
+FIT_ROWS = {
+    "torres-mn5-rn50v2-1g-step",
+    "torres-mn5-rn50v2-2g-step",
+    "torres-mn5-rn50v2-4g-step",
+    "torres-mn5-rn152v2-1g-epoch",
+    "torres-mn5-rn152v2-2g-epoch",
+    "torres-mn5-rn152v2-4g-epoch",
+}
+
+
+@dataclass(frozen=True)
+class Mapped:
+    row: dict[str, Any]
+    scenario: Scenario
+    metric: str  # throughput | iteration | tflops | epoch
+    unit_scale: float  # measured value -> SI (samples/s, s)
+    tokens_per_sample: int = 1
+    paper_flop_per_step: float = 0.0
+    interconnect: str = ""
+
+
+def _gpt_args(text: str) -> dict[str, int] | None:
+    m = re.search(r"h=(\d+), heads=(\d+), layers=(\d+), seq (\d+)", text)
+    if not m:
+        return None
+    h, a, nl, s = (int(x) for x in m.groups())
+    v = re.search(r"vocab(?:ulary)? (\d+)", text)
+    args = {"hidden": h, "heads": a, "layers": nl, "seq_len": s}
+    if v:
+        args["vocab"] = int(v.group(1))
+    return args
+
+
+def _model(row: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
+    t = row["model"]
+    low = t.lower()
+    if "transformer-xl" in low:
+        return "model Transformer-XL is not in the zoo"
+    if "gpt" in low:
+        args = _gpt_args(t)
+        if args is None:
+            return "GPT row without h/heads/layers/seq"
+        # Megatron-LM (2021) and Megatron-DeepSpeed (vTrain) used unfused attention
+        return "gpt", {**args, "flash_attention": False}
+    if "bert-large" in low:
+        seq = (
+            384
+            if "squad" in low
+            else int(re.search(r"seq (\d+)", t).group(1))
+            if re.search(r"seq (\d+)", t)
+            else 128
+        )
+        return "bert_large", {"seq_len": seq, "max_positions": 512}
+    if "resnet50v2" in low.replace("-", ""):
+        return "resnet50v2", {"image_size": 128, "num_classes": 10}
+    if "resnet152v2" in low.replace("-", ""):
+        return "resnet152v2", {"image_size": 128, "num_classes": 10}
+    if re.search(r"resnet-?50", low):
+        return "resnet50", {}
+    if re.search(r"resnet-?152", low):
+        return "resnet152", {}
+    if "inceptionv3" in low.replace("-", "").replace(" ", ""):
+        return "inception_v3", {}
+    if "alexnet" in low:
+        return "alexnet", {}
+    if re.search(r"vgg-?16", low):
+        return "vgg16", {}
+    if "vit" in low and "631m" in low:
+        return "vit_h_14", {"num_classes": 200}
+    return f"model {t[:40]!r} not mapped"
+
+
+def _precision(row: dict[str, Any]) -> str | None:
+    p = (row.get("precision") or "").lower()
+    if "tf32" in p:
+        return "tf32"
+    if "amp" in p or "fp16" in p:
+        return "fp16"
+    if "bf16" in p:
+        return "bf16"
+    if "fp32" in p:
+        return "fp32"
+    if "not stated" in p and row["id"].startswith("vtrain"):
+        return "fp16"  # ASSUMED (Megatron-DeepSpeed example configs); these rows are not judged
+    return None
+
+
+def _system(row: dict[str, Any]) -> dict[str, Any] | str:
+    h = row["hardware"]
+    gpu = h["gpu"]
+    g = gpu.lower()
+    n = int(h["gpus"] or 0)
+    per = int(h.get("gpus_per_node") or n or 1)
+    nodes = max(1, math.ceil(n / per))
+    out: dict[str, Any] = {"gpus": n, "nodes": nodes}
+    if "dgx-2" in g or "sxm3" in g:
+        out["system"] = "dgx2-v100"
+    elif "v100-sxm2" in g:
+        if "32gb" in g:
+            return "DGX-1V with 32 GB V100 not in the catalogue (dgx1-v100 has a fixed 16 GB GPU)"
+        out.update(system="dgx1-v100")
+    elif "p100-sxm2" in g:
+        out["system"] = "dgx1-p100"
+    elif "a100-sxm4" in g or (g.strip() == "a100"):
+        if "40gb" in g:
+            return "DGX A100 40 GB not in the catalogue (dgx-a100 has a fixed 80 GB GPU)"
+        out.update(system="dgx-a100")
+    elif "a100 80gb sxm4" in g:
+        out.update(system="dgx-a100")
+    elif "h100 80gb sxm5" in g:
+        out.update(system="dgx-h100")
+    elif "h100 sxm5 64gb" in g:
+        out.update(
+            system="custom",
+            gpu="H100-SXM5-64GB",
+            gpus_per_node=4,
+            intra_node="nvlink4",
+            network="ib-ndr",
+        )
+    elif "a100 80gb pcie" in g:
+        out.update(
+            system="custom", gpu="A100-PCIE-80GB", gpus_per_node=max(n, 1), intra_node="pcie4"
+        )
+    elif "h100 80gb pcie" in g:
+        out.update(
+            system="custom", gpu="H100-PCIE-80GB", gpus_per_node=max(n, 1), intra_node="pcie5"
+        )
+    elif "rtx 3090" in g:
+        out.update(system="custom", gpu="RTX-3090", gpus_per_node=max(n, 1), intra_node="pcie4")
+    elif "rtx 4090" in g:
+        out.update(system="custom", gpu="RTX-4090", gpus_per_node=max(n, 1), intra_node="pcie4")
+    elif "k80" in g:
+        if nodes > 1:
+            return "K80 cluster network speed not stated"
+        out.update(system="custom", gpu="K80", gpus_per_node=max(n, 1), intra_node="pcie3")
+    elif "v100 16gb" in g:
+        return "Lambda cloud V100 interconnect not stated"
+    else:
+        return f"GPU {gpu[:30]!r} not in the catalogue"
+    # several DGX nodes: the catalogue default fabric of the system (InfiniBand, vendor standard)
+    return out
+
+
+def _interconnect(row: dict[str, Any], sysd: dict[str, Any]) -> str:
+    h = row["hardware"]
+    if int(h["gpus"] or 1) == 1:
+        return "single GPU"
+    if sysd.get("nodes", 1) > 1:
+        inter = (h.get("inter_node_link") or "").lower()
+        return (
+            "InfiniBand" if ("infiniband" in inter or "ib" in inter.split()) else "Ethernet/other"
+        )
+    intra = (h.get("intra_node_link") or "").lower()
+    if intra.startswith("pcie"):
+        return "PCIe"
+    if "nvswitch" in intra:
+        return "NVSwitch"
+    if "nvlink" in intra and "no nvl" not in intra:
+        return "NVLink"
+    if "not stated" in intra:
+        return "not stated"
+    return "PCIe"
+
+
+def _software(row: dict[str, Any]) -> dict[str, Any]:
+    s = row["software"].lower()
+    notes = (row.get("notes") or "").lower()
+    if "megatron" in s:
+        return {"software": "megatron", "optimizer": "adam"}
+    if "horovod" in s:
+        return {"software": "horovod", "optimizer": "momentum"}
+    if "tf_cnn_benchmarks" in s:
+        if "parameter_server" in notes:
+            return {"software": "tf-replicated", "dp_mode": "parameter-server", "optimizer": "sgd"}
+        return {"software": "tf-replicated", "optimizer": "sgd"}
+    if "mirroredstrategy" in s:
+        return {"software": "tf-mirrored", "optimizer": "sgd"}
+    out: dict[str, Any] = {"software": "pytorch-ddp", "optimizer": "momentum"}
+    src = row["source"]
+    mixed = any(t in (row.get("precision") or "").lower() for t in ("amp", "mixed", "fp16"))
+    if "DeepLearningExamples" in src and "/ConvNets" in src and mixed:
+        # DLE ConvNets configs.yml: AMP recipes set memory_format nhwc; TF32/FP32 keep PyTorch's
+        # NCHW default (the preset's). Lambda's configs run the same main.py without
+        # --memory-format (default nchw), and the 2019 RN50v1.5 code predates channels_last.
+        out["memory_format"] = "nhwc"
+    if "lamb" in s:
+        out["optimizer"] = "lamb"
+    if "bert" in row["model"].lower() and "lamb" not in s:
+        out["optimizer"] = "adam"
+    return out
+
+
+def map_row(row: dict[str, Any]) -> Mapped | str:
+    """A Scenario for ``row``, or the reason it is skipped."""
+    if row.get("kind") != "training_scaling":
+        return "not a training row"
+    if row["id"].startswith("navid-"):
+        return "seed case (tests/validation/test_seeds.py)"
+    if row.get("value") is None or not isinstance(row["value"], (int, float)):
+        return "no numeric value"
+    model = _model(row)
+    if isinstance(model, str):
+        return model
+    prec = _precision(row)
+    if prec is None:
+        return f"precision {row.get('precision')!r} not mapped"
+    sysd = _system(row)
+    if isinstance(sysd, str):
+        return sysd
+    if not sysd["gpus"]:
+        return "GPU count not stated"
+    name, margs = model
+    batch = row.get("batch") or {}
+    plan = row.get("plan") or {}
+    dp, tp, pp = (plan.get(k) for k in ("dp", "tp", "pp"))
+    mbs = plan.get("microbatches")
+    per = batch.get("per_gpu")
+    glob = batch.get("global")
+    kw: dict[str, Any] = dict(model=name, model_args=margs, precision=prec, fidelity="analytic")
+    kw.update(_software(row))
+    kw.update(sysd)
+    metric_text = row["metric"].lower()
+    unit = (row.get("unit") or "").lower()
+    tokens = 1
+    paper_flop = 0.0
+    if name == "gpt":
+        if (
+            not isinstance(tp, int)
+            or not isinstance(pp, int)
+            or not isinstance(dp, int)
+            or not glob
+        ):
+            return "GPT row without plan or global batch"
+        mb = per if isinstance(per, int) else 1  # PTD-P Table 1 omits it: 1 (assumption)
+        kw.update(tp=tp, pp=pp, global_batch=int(glob), microbatch=mb, sequence_parallel=False)
+        if row["id"].startswith("ptdp"):
+            kw.update(
+                recompute="full",
+                schedule="interleaved" if pp > 1 else "1f1b",
+                interleave=2 if pp > 1 and margs["layers"] % (2 * pp) == 0 else 1,
+            )
+            if kw["interleave"] == 1:
+                kw["schedule"] = "1f1b"
+            a = margs
+            B, s, nl, h, V = glob, a["seq_len"], a["layers"], a["hidden"], a.get("vocab", 51200)
+            # Narayanan et al. SC21 eq. (3): FLOP per iteration with activation recomputation
+            paper_flop = 96 * B * s * nl * h * h * (1 + s / (6 * h) + V / (16 * nl * h))
+    else:
+        if tp not in (None, 1) or pp not in (None, 1):
+            return "model-parallel plan for a non-GPT model"
+        if isinstance(per, int):
+            m = mbs if isinstance(mbs, int) else 1
+            kw["batch_per_gpu"] = per * m
+            # the row ran micro-batches of `per` (no accumulation when m = 1): stated, so pinned,
+            # not left to the automatic micro-batch (which picks a smaller one where the memory
+            # model over-estimates: Lambda BERT-large 112 on 80 GB, 82.9 GiB predicted)
+            kw["microbatch"] = per
+        elif isinstance(glob, int):
+            kw["global_batch"] = glob
+        else:
+            return "batch size not stated"
+    if name in ("bert_large", "gpt"):
+        tokens = margs.get("seq_len", 1)
+    if "tflop" in unit:
+        metric, scale = "tflops", 1e12
+    elif "throughput" in metric_text and (
+        "images/s" in unit or "sequences/s" in unit or "samples" in unit
+    ):
+        metric, scale = "throughput", 1.0
+    elif "throughput" in metric_text and "tokens/s" in unit:
+        metric, scale = "tokens", 1.0
+    elif ("iteration time" in metric_text or "time per step" in metric_text) and unit == "ms":
+        metric, scale = "iteration", 1e-3
+    elif "epoch time" in metric_text and unit == "s":
+        metric, scale = "epoch", 1.0
+        kw["dataset_size"] = 50_000
+    else:
+        return f"metric {row['metric'][:30]!r} [{unit}] not mapped"
+    try:
+        sc = Scenario(**kw)
+    except (TypeError, PerfModelError) as exc:
+        return f"scenario: {exc}"
+    return Mapped(row, sc, metric, scale, tokens, paper_flop, _interconnect(row, sysd))
+
+
+def predicted_value(m: Mapped) -> tuple[float, Any]:
+    # no 1-GPU baseline: speedups are not judged here (scaling efficiency is computed from the
+    # predicted 1-GPU rows of each table, test_scaling_efficiency_error)
+    r = predict(m.scenario, baseline=False)
+    if m.metric == "throughput":
+        return r.throughput_samples_per_s, r
+    if m.metric == "tokens":
+        return r.throughput_samples_per_s * m.tokens_per_sample, r
+    if m.metric == "iteration":
+        return r.iteration_time_s, r
+    if m.metric == "epoch":
+        return r.epoch_time_s, r
+    return m.paper_flop_per_step / r.iteration_time_s / r.num_gpus, r
+
+
+def _group_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        row["source"],
+        row["model"],
+        row["precision"],
+        row["hardware"]["gpu"],
+        row["software"],
+        row["metric"],
+    )
+
+
+# --------------------------------------------------------------------------- training rows
+
+
+@dataclass(frozen=True)
+class TrainingResults:
+    """Mapped training rows with their prediction, plus the skipped and failed rows.
+
+    ``mapped`` holds ``(Mapped, predicted, measured, StepReport)``, values in SI units.
+    """
+
+    mapped: tuple[tuple[Mapped, float, float, Any], ...]
+    skipped: Mapping[str, str]
+    failed: Mapping[str, str]
+
+    def judged(self) -> list[tuple[Mapped, float, float, Any]]:
+        """Rows that count: not a fit row, precision stated."""
+        return [
+            x
+            for x in self.mapped
+            if x[0].row["id"] not in FIT_ROWS and not assumed_precision(x[0].row)
+        ]
+
+
+def training_results(rows: Iterable[Mapping[str, Any]]) -> TrainingResults:
+    """Predict every ``training_scaling`` row that :func:`map_row` maps (analytic executor)."""
+    mapped, skipped, failed = [], {}, {}
+    for row in rows:
+        if row.get("kind") != "training_scaling":
+            continue
+        m = map_row(dict(row))
+        if isinstance(m, str):
+            skipped[row["id"]] = m
+            continue
+        try:
+            pred, rep = predicted_value(m)
+        except PerfModelError as exc:
+            failed[row["id"]] = str(exc)[:120]
+            continue
+        meas = float(row["value"]) * m.unit_scale
+        mapped.append((m, pred, meas, rep))
+    return TrainingResults(tuple(mapped), skipped, failed)
+
+
+@dataclass(frozen=True)
+class EfficiencyPoint:
+    """Scaling efficiency ``throughput(n) / (n throughput(1))`` of one published table row."""
+
+    group: tuple[Any, ...]
+    gpus: int
+    measured: float
+    predicted: float
+
+    @property
+    def error_points(self) -> float:
+        """``100 (predicted - measured)``, percentage points."""
+        return 100.0 * (self.predicted - self.measured)
+
+
+def scaling_efficiency_points(results: TrainingResults) -> list[EfficiencyPoint]:
+    """Efficiency of every multi-GPU judged throughput row whose table has a 1-GPU row."""
+    groups: dict[tuple[Any, ...], dict[int, tuple[float, float]]] = {}
+    for m, pred, meas, _ in results.judged():
+        if m.metric not in ("throughput", "tokens"):
+            continue
+        groups.setdefault(_group_key(m.row), {})[int(m.row["hardware"]["gpus"])] = (pred, meas)
+    out = []
+    for key, pts in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if 1 not in pts or len(pts) < 2:
+            continue
+        p1, m1 = pts[1]
+        for n in sorted(pts):
+            if n > 1:
+                out.append(EfficiencyPoint(key, n, pts[n][1] / (n * m1), pts[n][0] / (n * p1)))
+    return out
+
+
+# --------------------------------------------------------------------------- plan ranking
+
+_VTRAIN_MODEL = re.compile(r"GPT \(h=(\d+), heads=(\d+), layers=(\d+), seq (\d+)\)")
+
+
+def vtrain_ranking_scenarios(
+    rows: Iterable[Mapping[str, Any]],
+) -> tuple[list[tuple[Mapping[str, Any], dict[str, Any]]], dict[str, int]]:
+    """vTrain single-node rows as scenario dicts (fp16 assumed: vTrain states no precision).
+
+    Returns ``([(row, scenario dict)], {skip reason: count})``.
+    """
+    out = []
+    skipped: dict[str, int] = defaultdict(int)
+    for r in rows:
+        if not r["id"].startswith("vtrain-single") or r["kind"] != "training_scaling":
+            continue
+        m = _VTRAIN_MODEL.match(r["model"])
+        plan = r["plan"]
+        if (
+            not m
+            or r.get("unit") != "ms"
+            or None in (plan.get("dp"), plan.get("tp"), plan.get("pp"))
+        ):
+            skipped["model, unit or plan not stated"] += 1
+            continue
+        h, a, layers, s = map(int, m.groups())
+        sc = {
+            "system": "dgx-a100",
+            "model": "gpt",
+            "model_args": {"hidden": h, "heads": a, "layers": layers, "seq_len": s},
+            "precision": "fp16",
+            "optimizer": "adam",
+            "software": "megatron",
+            "gpus": int(r["hardware"]["gpus"]),
+            "dp": int(plan["dp"]),
+            "tp": int(plan["tp"]),
+            "pp": int(plan["pp"]),
+            "microbatch": int(r["batch"]["per_gpu"]),
+            "global_batch": int(r["batch"]["global"]),
+        }
+        out.append((r, sc))
+    return out, dict(skipped)
+
+
+@dataclass(frozen=True)
+class RankingResult:
+    """Kendall tau of predicted vs measured iteration times of vTrain's plans."""
+
+    rows: int
+    groups: int
+    plans: int
+    weighted_tau: float
+    pooled_tau: float
+
+
+def vtrain_ranking(rows: Iterable[Mapping[str, Any]]) -> RankingResult:
+    """Analytic predictions of the vTrain plans, ranked within each (model, batch, GPUs) job."""
+    from perfmodel.search._eval import analytic_evaluator
+    from perfmodel.search.ranking import group_ranking, kendall_tau
+
+    pairs, _ = vtrain_ranking_scenarios(rows)
+    preds = []
+    for r, sc in pairs:
+        try:
+            t = analytic_evaluator(sc)["iteration_time_s"]
+        except PerfModelError:
+            continue
+        preds.append(
+            {
+                "group": (r["model"], sc["global_batch"], sc["gpus"]),
+                "measured": float(r["value"]) / 1e3,
+                "analytic": float(t),
+            }
+        )
+    s = group_ranking(
+        preds,
+        group_key="group",
+        predicted_key="analytic",
+        measured_key="measured",
+        k=3,
+        min_plans=3,
+    )
+    pooled = kendall_tau([p["analytic"] for p in preds], [p["measured"] for p in preds])
+    return RankingResult(
+        len(preds), len(s.groups), sum(g.n for g in s.groups), s.weighted_tau, pooled
+    )
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    """One line of the README accuracy table.
+
+    ``median`` and ``worst`` are fractions (``0.138`` is 13.8 %), or points for the scaling
+    efficiency (``unit="points"``); ``target`` is the project's target in the same unit (``None``
+    when there is none).
+    """
+
+    what: str
+    rows: int
+    median: float
+    worst: float | None
+    target: float | None
+    unit: str = "%"
+    text: str = ""  # a free-form value (the ranking row)
+
+    @property
+    def meets_target(self) -> bool | None:
+        return None if self.target is None else self.median < self.target
+
+
+@dataclass(frozen=True)
+class AccuracyTable:
+    rows: tuple[AccuracyRow, ...]
+    training_by_interconnect: tuple[tuple[str, int, float, float], ...]  # class, n, median, worst
+
+
+def load_published(directory: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of ``published.jsonl`` in ``directory`` (default: the shipped copy)."""
+    from perfmodel.catalogue import validation_dir
+
+    path = Path(directory) if directory is not None else validation_dir()
+    path = path / "published.jsonl" if path.is_dir() else path
+    from perfmodel._io import read_jsonl
+
+    return read_jsonl(path, where="--published")
+
+
+def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
+    a = [abs(e) for e in errs]
+    return statistics.median(a), max(errs, key=abs)
+
+
+def accuracy_table(
+    rows: Sequence[Mapping[str, Any]], *, training: TrainingResults | None = None
+) -> AccuracyTable:
+    """The README accuracy table computed from published rows (about a minute on 2 cores).
+
+    ``training`` reuses :func:`training_results` of the same rows (the validation tier's).
+    """
+    from perfmodel.comm.validation import CommComparison, CommSkip, compare
+    from perfmodel.comm.validation import map_row as map_comm_row
+    from perfmodel.compute.validation import RowPrediction, deduplicate_runs, predict_row
+
+    out: list[AccuracyRow] = []
+    single = [
+        r
+        for r in rows
+        if r["kind"] == "compute_microbenchmark"
+        or (r["kind"] == "training_scaling" and r["hardware"].get("gpus") == 1)
+    ]
+    comp = [
+        r
+        for r in deduplicate_runs([predict_row(r) for r in single])
+        if isinstance(r, RowPrediction) and not r.in_sample
+    ]
+    med, worst = _median_worst([r.signed_error for r in comp])
+    out.append(
+        AccuracyRow(
+            "single-GPU compute (DeepBench GEMM/conv, 1-GPU training throughput)",
+            len(comp),
+            med,
+            worst,
+            0.20,
+        )
+    )
+    by_ic: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["kind"] != "comm_microbenchmark":
+            continue
+        sc = map_comm_row(r)
+        if isinstance(sc, CommSkip):
+            continue
+        c = compare(sc)
+        if isinstance(c, CommComparison) and c.large:
+            by_ic[sc.interconnect].append(c.error)
+    for ic, label, target in (
+        ("NVLink", "NVLink (DGX-1V)", 0.15),
+        ("NVSwitch", "NVSwitch (DGX A100)", 0.15),
+        ("PCIe", "PCIe", 0.25),
+        ("InfiniBand", "InfiniBand", 0.25),
+    ):
+        if by_ic.get(ic):
+            med, worst = _median_worst(by_ic[ic])
+            out.append(
+                AccuracyRow(
+                    f"collectives, large messages, {label}", len(by_ic[ic]), med, worst, target
+                )
+            )
+    tr = training if training is not None else training_results(rows)
+    judged = tr.judged()
+    errs = [p / q - 1 for _m, p, q, _ in judged]
+    med, worst = _median_worst(errs)
+    out.append(
+        AccuracyRow(
+            "training throughput / iteration time, all judged rows", len(errs), med, worst, 0.15
+        )
+    )
+    eff = scaling_efficiency_points(tr)
+    pts = [e.error_points for e in eff]
+    out.append(
+        AccuracyRow(
+            "scaling efficiency (multi-GPU rows)",
+            len(pts),
+            statistics.median(abs(p) for p in pts),
+            None,
+            10.0,
+            unit="points",
+        )
+    )
+    rk = vtrain_ranking(rows)
+    out.append(
+        AccuracyRow(
+            f"plan ranking on vTrain (Kendall tau within {rk.groups} jobs, {rk.plans} plans; "
+            "all rows pooled)",
+            rk.rows,
+            rk.weighted_tau,
+            None,
+            None,
+            unit="tau",
+            text=f"tau {rk.weighted_tau:+.2f} within jobs ({rk.pooled_tau:+.2f} pooled)",
+        )
+    )
+    by_class: dict[str, list[float]] = defaultdict(list)
+    for m, p, q, _ in judged:
+        by_class[m.interconnect].append(p / q - 1)
+    order = ["NVLink", "InfiniBand", "NVSwitch", "PCIe", "single GPU"]
+    classes = sorted(by_class, key=lambda k: (order.index(k) if k in order else len(order), k))
+    ic_rows = tuple(
+        (k, len(by_class[k]), *(_median_worst(by_class[k]))) for k in classes if by_class[k]
+    )
+    return AccuracyTable(tuple(out), ic_rows)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def to_markdown(table: AccuracyTable) -> str:
+    """The README's accuracy table (Markdown) and its by-interconnect line."""
+    lines = [
+        "| what | rows | median abs. error | worst | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for r in table.rows:
+        if r.unit == "tau":
+            lines.append(f"| {r.what} | {r.rows} | {r.text} | | |")
+            continue
+        if r.unit == "points":
+            med, tgt, worst = f"{r.median:.1f} points", f"< {r.target:g} points", ""
+        else:
+            med = _pct(r.median)
+            worst = "" if r.worst is None else f"{100 * r.worst:+.1f}%"
+            tgt = "" if r.target is None else f"< {100 * r.target:g}%"
+        mark = {True: " ✓", False: " ✗", None: ""}[r.meets_target]
+        lines.append(f"| {r.what} | {r.rows} | {med} | {worst} | {tgt}{mark} |")
+    parts = [
+        f"{k} {_pct(med)} (n={n}, worst {100 * worst:+.0f}%)"
+        for k, n, med, worst in table.training_by_interconnect
+    ]
+    lines += ["", "By interconnect, training rows: " + ", ".join(parts) + "."]
+    return "\n".join(lines)
+
+
+def to_text(table: AccuracyTable) -> str:
+    """Plain-text form of :func:`to_markdown` for the terminal."""
+    width = max(len(r.what) for r in table.rows)
+    lines = [f"{'what':<{width}}  {'rows':>5}  {'median':>18}  {'worst':>8}  target"]
+    for r in table.rows:
+        if r.unit == "tau":
+            lines.append(f"{r.what:<{width}}  {r.rows:>5}  {r.text}")
+            continue
+        if r.unit == "points":
+            med, worst, tgt = f"{r.median:.1f} points", "", f"< {r.target:g} points"
+        else:
+            med, tgt = _pct(r.median), ("" if r.target is None else f"< {100 * r.target:g}%")
+            worst = "" if r.worst is None else f"{100 * r.worst:+.1f}%"
+        mark = {True: " ok", False: " MISSED", None: ""}[r.meets_target]
+        lines.append(f"{r.what:<{width}}  {r.rows:>5}  {med:>18}  {worst:>8}  {tgt}{mark}")
+    lines.append(
+        "training rows by interconnect: "
+        + ", ".join(
+            f"{k} {_pct(med)} (n={n}, worst {100 * w:+.0f}%)"
+            for k, n, med, w in table.training_by_interconnect
+        )
+    )
+    return "\n".join(lines)
+
+
+MARK_BEGIN = "<!-- accuracy-table: begin (generated by `perfmodel validate --published --update-readme README.md`) -->"
+MARK_END = "<!-- accuracy-table: end -->"
+
+
+def replace_between_markers(text: str, block: str, *, where: str = "README.md") -> str:
+    """``text`` with the lines between :data:`MARK_BEGIN` and :data:`MARK_END` replaced by ``block``."""
+    try:
+        a = text.index(MARK_BEGIN) + len(MARK_BEGIN)
+        b = text.index(MARK_END, a)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{where}: no accuracy-table markers ({MARK_BEGIN} ... {MARK_END})", where=where
+        ) from exc
+    return text[:a] + "\n" + block.strip("\n") + "\n" + text[b:]
+
+
+def table_in_readme(text: str) -> str:
+    """The block between the markers (as :func:`to_markdown` wrote it)."""
+    a = text.index(MARK_BEGIN) + len(MARK_BEGIN)
+    return text[a : text.index(MARK_END, a)].strip("\n")

@@ -1,0 +1,137 @@
+"""Typed ``argparse`` values (``type=``) shared by every subcommand.
+
+Every numeric or path flag is parsed by one of these factories, called with the flag's name
+(``type=ty.positive_int("--top")``), so a bad value stops parsing, before any work, with a
+:class:`~perfmodel.errors.FlagError`: one line naming the flag and the value (``--top '0':
+expected an integer >= 1``) and exit 2. Integers are written as integers (``true`` or ``1.5`` is
+refused); numbers must be finite (``nan`` and ``inf`` are refused). Output paths are checked for
+kind and writability when parsed (:func:`perfmodel._io.check_output_path`), so nothing runs for
+minutes and then fails to write.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+from perfmodel.errors import ConfigError, FlagError
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _fail(flag: str, text: str, expected: str) -> FlagError:
+    return FlagError(f"{flag} {text!r}: expected {expected}", value=text, where=flag)
+
+
+def _int_type(flag: str, minimum: int, *, minus_one: bool = False) -> Callable[[str], int]:
+    expected = f"an integer >= {minimum}" + (" or -1" if minus_one else "")
+
+    def parse(text: str) -> int:
+        t = str(text).strip()
+        if not _INT.fullmatch(t):
+            raise _fail(flag, text, expected)
+        v = int(t)
+        if v < minimum and not (minus_one and v == -1):
+            raise _fail(flag, text, expected)
+        return v
+
+    parse.__name__ = "int"
+    return parse
+
+
+def positive_int(flag: str) -> Callable[[str], int]:
+    """Counts that must be >= 1 (``--top``, ``--nodes``, ``--batch-per-gpu``)."""
+    return _int_type(flag, 1)
+
+
+def nonneg_int(flag: str) -> Callable[[str], int]:
+    """Counts that may be 0 (``--analytic-k 0`` skips that stage)."""
+    return _int_type(flag, 0)
+
+
+def jobs_int(flag: str = "--jobs") -> Callable[[str], int]:
+    """``--jobs``: a positive integer, or ``-1`` for every CPU."""
+    return _int_type(flag, 1, minus_one=True)
+
+
+def _float_type(flag: str, *, minimum: float, strict: bool) -> Callable[[str], float]:
+    expected = f"a finite number {'>' if strict else '>='} {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            v = float(str(text).strip())
+        except ValueError:
+            raise _fail(flag, text, expected) from None
+        if not math.isfinite(v) or (v <= minimum if strict else v < minimum):
+            raise _fail(flag, text, expected)
+        return v
+
+    parse.__name__ = "float"
+    return parse
+
+
+def positive_float(flag: str) -> Callable[[str], float]:
+    """A finite number > 0 (prices, hours, epochs, an oversubscription ratio)."""
+    return _float_type(flag, minimum=0.0, strict=True)
+
+
+def nonneg_float(flag: str) -> Callable[[str], float]:
+    """A finite number >= 0."""
+    return _float_type(flag, minimum=0.0, strict=False)
+
+
+def output_file(flag: str, *suffixes: str) -> Callable[[str], str]:
+    """An output file, checked writable and of the right kind when parsed (before any work;
+    :func:`perfmodel._io.check_output_path`). ``suffixes``: the allowed extensions."""
+
+    def parse(text: str) -> str:
+        from perfmodel._io import check_output_path
+
+        try:
+            check_output_path(text, where=flag, suffixes=suffixes or None)
+        except ConfigError as exc:
+            raise FlagError(str(exc), value=text, where=flag) from None
+        return text
+
+    parse.__name__ = "path"
+    return parse
+
+
+def output_dir(flag: str) -> Callable[[str], str]:
+    """An output folder (created if missing; must not be a file; writable)."""
+
+    def parse(text: str) -> str:
+        from perfmodel._io import check_output_path
+
+        try:
+            check_output_path(text, where=flag, directory=True)
+        except ConfigError as exc:
+            raise FlagError(str(exc), value=text, where=flag) from None
+        return text
+
+    parse.__name__ = "folder"
+    return parse
+
+
+def matplotlib_formats() -> tuple[str, ...]:
+    """The file extensions matplotlib's Agg canvas can write (``png``, ``svg``, ``pdf`` ...;
+    ``FigureCanvasBase.get_supported_filetypes()``, matplotlib >= 3.0)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
+
+
+def plot_file(flag: str = "--plot") -> Callable[[str], str]:
+    """A plot written in the format its extension names: one that matplotlib can write."""
+
+    def parse(text: str) -> str:
+        return output_file(flag, *(f".{f}" for f in matplotlib_formats()))(text)
+
+    parse.__name__ = "path"
+    return parse
+
+
+def png_file(flag: str = "--plot") -> Callable[[str], str]:
+    """A plot written as PNG whatever its name (predict, comm): the name must end in ``.png``."""
+    return output_file(flag, ".png")

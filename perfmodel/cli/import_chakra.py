@@ -1,0 +1,103 @@
+"""``perfmodel model import-chakra TRACE``: a Chakra ET or Kineto trace of one rank as a workload.
+
+::
+
+    perfmodel model import-chakra calibration/h100-sxm5-80gb/trace-gpt2-bf16-b8-seq-len1024.json.gz \\
+        --params 124439808 --batch 8 --precision bf16 --system dgx-h100 --gpus 1,2,4,8
+    perfmodel model import-chakra run/perfmodel.0.et --gpu H100-SXM5-80GB --batch 8 --precision bf16
+
+Prints the imported layers' measured forward and backward time; with ``--system`` (a system with
+the traced GPU) it predicts the step on ``--gpus`` of it (data parallelism of the traced batch per
+GPU), the speedup curve included. See :mod:`perfmodel.calibration.trace_workload`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from perfmodel.cli._common import SYSTEM_KEYS, add_system_args
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "import-chakra",
+        help="a Chakra ET (.et) or Kineto trace (.json[.gz]) of one rank as a workload; predict its scale-out",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("trace", help="Chakra ET (.et) or PyTorch profiler trace (.json, .json.gz)")
+    p.add_argument(
+        "--params", type=int, help="trainable parameters (when the trace has no all-reduce)"
+    )
+    p.add_argument("--batch", type=int, required=True, help="samples per GPU in the traced step")
+    p.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8 of the traced run")
+    add_system_args(p, required=False)  # its --gpu: the GPU the trace was recorded on
+    p.add_argument(
+        "--gpus", default="1", help="GPU counts to predict, e.g. 1,2,4,8 (with --system)"
+    )
+    p.add_argument("--software", help="software preset (default pytorch-ddp)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.calibration.trace_workload import import_trace
+    from perfmodel.errors import ConfigError
+
+    t = import_trace(args.trace, gpu=args.gpu, params=args.params, precision=args.precision)
+    out: dict[str, Any] = {
+        "source": t.source,
+        "gpu": t.gpu,
+        "layers": len(t.layers),
+        "fwd_s": t.fwd_s,
+        "bwd_s": t.bwd_s,
+        "not_imported_s": t.not_imported_s,
+        "params": t.params,
+        "params_source": t.params_source,
+    }
+    reports = []
+    if args.system:
+        from perfmodel.api import Scenario, predict_curve
+
+        try:
+            counts = [int(x) for x in str(args.gpus).split(",") if x.strip()]
+        except ValueError as exc:
+            raise ConfigError(
+                f"--gpus {args.gpus!r}: expected a list like 1,2,4,8",
+                value=args.gpus,
+                where="--gpus",
+            ) from exc
+        system = {k: getattr(args, k) for k in SYSTEM_KEYS if getattr(args, k, None) is not None}
+        sc = Scenario(
+            **system,
+            model=f"trace:{t.source.rsplit('/', 1)[-1]}",
+            batch_per_gpu=args.batch,
+            precision=args.precision,
+            software=args.software or "pytorch-ddp",
+            fidelity="analytic",
+        )
+        reports = predict_curve(sc, counts, workload_fn=t.workload_fn(args.batch, sc.model))
+        out["predictions"] = [r.to_dict() for r in reports]
+    if args.json:
+        json.dump(out, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    print(
+        f"{t.source}: {len(t.layers)} layers measured on {t.gpu}, forward {t.fwd_s * 1e3:.2f} ms, "
+        f"backward {t.bwd_s * 1e3:.2f} ms per step at batch {args.batch} "
+        f"(not imported: {t.not_imported_s * 1e3:.2f} ms of optimizer/unattributed kernels)"
+    )
+    print(f"parameters {t.params:,} ({t.params_source})")
+    if reports:
+        print(
+            f"{'GPUs':>5} {'iter time (ms)':>15} {'samples/s':>11} {'speedup':>8} {'exp. comm (ms)':>15}"
+        )
+        for r in reports:
+            print(
+                f"{r.num_gpus:>5} {r.iteration_time_s * 1e3:15.2f} {r.throughput_samples_per_s:11.1f} "
+                f"{r.speedup:7.2f}x {r.exposed_comm_time_s * 1e3:15.2f}"
+            )
+    return 0

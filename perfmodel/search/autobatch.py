@@ -1,0 +1,212 @@
+"""Defaults a user expects: an automatic micro-batch and a speedup baseline that can run.
+
+Two choices :func:`perfmodel.api.predict` makes when the scenario leaves them open, each stated
+in the report (``StepReport.defaults``) with the reason:
+
+* **Micro-batch.** Without ``microbatch`` the plan used to take the whole per-replica batch (one
+  micro-batch) or, with pipelining, 1. :func:`choose_microbatch` picks the largest micro-batch
+  that divides the per-replica batch and fits in GPU memory (gradient accumulation over the
+  rest, as Megatron-LM's ``--micro-batch-size`` with ``--global-batch-size`` does). With
+  pipeline parallelism it keeps at least ``pp`` micro-batches per replica: with fewer, some
+  stages have no micro-batch to work on in the 1F1B steady state and the bubble fraction
+  ``(p - 1) / m`` exceeds ``(p - 1) / p`` (Narayanan et al. SC21, sec. 2.2.1). Memory grows
+  with the micro-batch (activations are linear in it), so a bisection over the divisors finds
+  the largest that fits with ``O(log d)`` evaluations. Without pipelining the search runs only
+  when the whole batch does not fit (the default stays when it fits).
+* **Speedup baseline.** The speedup compares with one GPU (:func:`perfmodel.api.baseline_scenario`).
+  When that GPU cannot hold the model (a 13B model with Adam needs 16 bytes per parameter,
+  208 GB, before activations), :func:`fitting_baseline` compares with the smallest GPU count
+  that fits instead: one model replica (``tp x pp`` GPUs) and then doubling data-parallel
+  replicas, each with the same software, plan shape and batch per replica (and the same
+  global batch for pure data parallelism, as the 1-GPU baseline does). The report says so:
+  ``speedup 3.9x vs 4 GPUs (1 GPU does not fit: ...)``, and the scaling efficiency is
+  ``speedup x baseline GPUs / GPUs``.
+
+The functions take the evaluation as callables, so this module depends on no prediction code
+and its logic is tested with hand-made memory curves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.errors import PerfModelError
+
+__all__ = [
+    "Baseline",
+    "MicrobatchChoice",
+    "baseline_gpu_counts",
+    "choose_microbatch",
+    "fitting_baseline",
+    "microbatch_candidates",
+    "scaled_baseline",
+]
+
+
+@dataclass(frozen=True)
+class MicrobatchChoice:
+    """A micro-batch chosen for the user, with the reason (printed by ``perfmodel predict``)."""
+
+    microbatch: int
+    reason: str
+
+    def note(self) -> str:
+        return f"micro-batch {self.microbatch} chosen automatically: {self.reason}"
+
+
+def microbatch_candidates(batch_per_replica: int, pp: int) -> list[int]:
+    """Micro-batch sizes to consider, ascending: the divisors of the per-replica batch, with
+    pipelining (``pp > 1``) only those leaving at least ``pp`` micro-batches.
+
+    >>> microbatch_candidates(32, 1)
+    [1, 2, 4, 8, 16, 32]
+    >>> microbatch_candidates(32, 4)  # 32 / 8 = 4 micro-batches for 4 stages
+    [1, 2, 4, 8]
+    """
+    b = int(batch_per_replica)
+    divisors = [d for d in range(1, b + 1) if b % d == 0]
+    if pp > 1:
+        divisors = [d for d in divisors if b // d >= pp] or [1]
+    return divisors
+
+
+def choose_microbatch(
+    batch_per_replica: int, pp: int, fits: Callable[[int], bool]
+) -> MicrobatchChoice | None:
+    """Largest micro-batch among :func:`microbatch_candidates` for which ``fits(mb)`` holds;
+    ``None`` when there is only one candidate (nothing to choose).
+
+    ``fits`` must be monotone (true up to some size, false beyond), as memory is; a bisection
+    calls it ``O(log d)`` times. When not even the smallest fits, micro-batch 1 (or the
+    smallest candidate) is returned with a reason saying so.
+
+    >>> choice = choose_microbatch(32, 1, lambda mb: mb <= 6)
+    >>> choice.microbatch
+    4
+    >>> choice.reason
+    'the largest that fits in GPU memory (32 samples per replica = 8 micro-batches of 4; 8 does not fit)'
+    """
+    cands = microbatch_candidates(batch_per_replica, pp)
+    if len(cands) == 1:
+        return None
+    lo, hi = 0, len(cands) - 1
+    best = -1
+    while lo <= hi:  # largest index whose candidate fits
+        mid = (lo + hi) // 2
+        if fits(cands[mid]):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    m = int(batch_per_replica)
+    if best < 0:
+        return MicrobatchChoice(
+            cands[0], f"the smallest; not even micro-batch {cands[0]} fits in GPU memory"
+        )
+    mb = cands[best]
+    why = f"the largest that fits in GPU memory ({m} samples per replica = {m // mb} micro-batches of {mb}"
+    if best + 1 < len(cands):
+        why += f"; {cands[best + 1]} does not fit"
+    if pp > 1:
+        why += f"; at least pp={pp} micro-batches keep every pipeline stage busy"
+    return MicrobatchChoice(mb, why + ")")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a speedup is measured against: ``gpus`` GPUs at ``throughput_samples_per_s``;
+    ``note`` says why it is not one GPU (``None`` when it is)."""
+
+    gpus: int
+    throughput_samples_per_s: float
+    note: str | None = None
+
+
+def baseline_gpu_counts(num_gpus: int, replica_gpus: int) -> list[int]:
+    """GPU counts smaller than ``num_gpus`` to try as a baseline, ascending: one model replica
+    (``replica_gpus = tp x pp``; 2 for pure data parallelism, which 1 GPU already tried) and
+    doubling replicas, each dividing ``num_gpus``.
+
+    >>> baseline_gpu_counts(64, 8)
+    [8, 16, 32]
+    >>> baseline_gpu_counts(16, 1)
+    [2, 4, 8]
+    """
+    k = max(int(replica_gpus), 2 if replica_gpus <= 1 else 1)
+    out = []
+    while k < num_gpus:
+        if num_gpus % k == 0:
+            out.append(k)
+        k *= 2
+    return out
+
+
+def scaled_baseline(
+    sc: Any, gpus: int, *, batch_per_replica: int, replica_gpus: int, gpus_per_node: int
+) -> Any:
+    """The scenario ``sc`` (a :class:`perfmodel.api.Scenario`) on ``gpus`` GPUs of the same
+    system: same software, plan shape (tp, pp, schedule, sharding), micro-batch chosen again;
+    ``gpus / replica_gpus`` data-parallel replicas on ``ceil(gpus / gpus_per_node)`` nodes. The
+    batch follows :func:`perfmodel.api.baseline_scenario`: a fixed global batch under pure data
+    parallelism (strong scaling) stays, otherwise each replica keeps its batch."""
+    if sc.global_batch is not None and replica_gpus == 1:
+        batch = {"global_batch": sc.global_batch, "batch_per_gpu": None}
+    elif sc.global_batch is not None:
+        batch = {"global_batch": batch_per_replica * (gpus // replica_gpus), "batch_per_gpu": None}
+    else:
+        batch = {"global_batch": None, "batch_per_gpu": sc.batch_per_gpu}
+    return dataclasses.replace(
+        sc,
+        gpus=gpus,
+        nodes=math.ceil(gpus / max(1, int(gpus_per_node))),
+        dp=None,
+        fidelity="analytic",
+        microbatch=None,
+        **batch,
+    )
+
+
+def fitting_baseline(
+    one_gpu: tuple[float, bool],
+    candidates: Sequence[int],
+    run: Callable[[int], tuple[float, bool]],
+    *,
+    this_run: tuple[int, float, bool],
+) -> Baseline:
+    """The speedup baseline: one GPU when it fits (``one_gpu = (throughput, fits)``), else the
+    first of ``candidates`` (ascending GPU counts) whose ``run(k) = (throughput, fits)`` fits
+    (a ``PerfModelError`` from ``run``, a plan that cannot be laid out on ``k`` GPUs, skips
+    ``k``). When none fits but the run itself does (``this_run = (gpus, throughput, fits)``),
+    the run is its own baseline. When the run does not fit either, the 1-GPU number stays,
+    saying so.
+
+    >>> fitting_baseline((10.0, False), [8, 16], lambda k: (k * 9.0, k >= 16),
+    ...                  this_run=(64, 500.0, True))
+    Baseline(gpus=16, throughput_samples_per_s=144.0, note='1 GPU does not fit in memory; 8 GPUs do not either')
+    """
+    thr1, fits1 = one_gpu
+    if fits1:
+        return Baseline(1, thr1)
+    gpus, thr_run, run_fits = this_run
+    if not run_fits:
+        return Baseline(1, thr1, "1 GPU does not fit in memory (nor does this run)")
+    tried: list[int] = []
+    for k in candidates:
+        try:
+            thr, fits = run(k)
+        except PerfModelError:  # the plan cannot be laid out on k GPUs: not a baseline
+            continue
+        if fits:
+            break
+        tried.append(k)
+    else:
+        k, thr = gpus, thr_run
+    parts = ["1 GPU does not fit in memory"]
+    if tried:
+        parts.append(f"{', '.join(map(str, tried))} GPUs do not either")
+    if k == gpus:
+        parts.append("this run is the smallest GPU count that fits")
+    return Baseline(k, thr, "; ".join(parts))

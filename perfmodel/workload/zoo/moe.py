@@ -1,0 +1,334 @@
+"""Mixture-of-experts decoders: Mixtral, DeepSeek-V3 and the generic ``moe`` family.
+
+A MoE decoder is a Llama-style decoder (RMSNorm, rotary positions, SwiGLU, no biases, untied
+head; :mod:`perfmodel.workload.zoo.transformer`) whose feed-forward block is, in the layers the
+configuration names, a routed mixture of experts (Shazeer et al. 2017; Fedus et al. 2022;
+Jiang et al. 2024, Mixtral; DeepSeek-AI 2024, DeepSeek-V3):
+
+``router`` (``h x experts`` gate, every token) -> ``router_probs`` (softmax or sigmoid and
+top-k) -> ``permute`` (the ``tokens x top_k`` routed rows gathered in expert order) ->
+``experts_fc1`` / ``experts_swiglu`` / ``experts_fc2`` (grouped GEMMs over all experts) ->
+``unpermute`` (scatter back and the probability-weighted sum), plus ``shared_experts`` dense
+SwiGLU experts every token visits (DeepSeekMoE).
+
+Parameters count every expert (memory, gradients and data-parallel traffic are for the total);
+FLOP and bytes count the ``top_k`` experts each token visits (the active FLOP of model FLOP/s and
+MFU). :attr:`Workload.active_params_total` and :attr:`Workload.all_experts_flop` give the other
+views. The layers carry :class:`~perfmodel.workload.layers.ExpertRole` marks (``experts``,
+``top_k``) so an expert-parallel lowering can shard the expert weights and turn ``permute`` and
+``unpermute`` into the dispatch and combine all-to-alls. Until it does, the experts are
+replicated on every data-parallel rank and sharded by ``tp`` like a dense MLP (Megatron-Core's
+expert tensor parallelism equal to ``tp``; the ``permute``/``unpermute`` layers carry the
+tensor-parallel all-gather/reduce-scatter (sequence parallelism) or all-reduce of the tokens,
+as Megatron-Core's all-gather token dispatcher does over the tensor-parallel group).
+
+Multi-head latent attention (DeepSeek-V2/V3, ``kv_lora_rank > 0``): ``q_down`` (``h x
+q_lora_rank``, replicated), RMSNorm, ``q_up`` (``q_lora_rank x heads (d + d_rope)``, column
+parallel); ``kv_down`` (``h x (kv_lora_rank + d_rope)``, replicated; the rotary key part is
+shared by all heads), RMSNorm, ``kv_up`` (``kv_lora_rank x heads (d + d_v)``, column parallel);
+fused attention with query/key width ``d + d_rope`` and value width ``d_v``; output projection
+``heads d_v x h`` (row parallel), as Megatron-Core's ``MLASelfAttention``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.ops import CollectiveOp
+from perfmodel.workload._net import Net, Shape, numel
+from perfmodel.workload.layers import ExpertRole
+from perfmodel.workload.zoo.transformer import (
+    Section,
+    TransformerConfig,
+    _col_comms,
+    _embeddings,
+    _row_comms,
+    _row_linear,
+    check_config,
+    decoder_head,
+    dense_mlp,
+    self_attention,
+    transformer_layer,
+)
+
+
+@dataclass(frozen=True)
+class MoeConfig:
+    """Routed experts of a MoE decoder (after argument validation).
+
+    Attributes
+    ----------
+    experts
+        Routed experts per MoE layer (Megatron ``--num-experts``).
+    top_k
+        Experts each token is routed to (``--moe-router-topk``).
+    expert_ffn_hidden
+        SwiGLU width of one expert (``--moe-ffn-hidden-size``; HF ``moe_intermediate_size``).
+    shared_experts
+        Experts every token visits, as one dense SwiGLU MLP of ``shared_experts x
+        expert_ffn_hidden`` (DeepSeekMoE; HF ``n_shared_experts``).
+    moe_layer_freq
+        Every ``moe_layer_freq``-th layer is a MoE layer (HF ``moe_layer_freq``; Megatron's
+        integer ``--moe-layer-freq``).
+    first_dense_layers
+        The first layers keep a dense MLP of ``ffn_hidden`` (HF ``first_k_dense_replace``).
+        Layer ``i`` is a MoE layer when ``i >= first_dense_layers`` and
+        ``i % moe_layer_freq == 0`` (HF ``DeepseekV3DecoderLayer``).
+    expert_bias
+        The router keeps a per-expert score-correction bias for load balancing without an
+        auxiliary loss (DeepSeek-V3; Megatron ``--moe-router-enable-expert-bias``): a buffer of
+        ``experts`` numbers per MoE layer, updated outside the optimizer, not a trained
+        parameter.
+    """
+
+    experts: int
+    top_k: int
+    expert_ffn_hidden: int
+    shared_experts: int = 0
+    moe_layer_freq: int = 1
+    first_dense_layers: int = 0
+    expert_bias: bool = False
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (from 0) has routed experts."""
+        return index >= self.first_dense_layers and index % self.moe_layer_freq == 0
+
+
+@dataclass(frozen=True)
+class MlaConfig:
+    """Multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1): compressed
+    query (``q_lora_rank``, 0 = none) and key/value (``kv_lora_rank``) projections, a decoupled
+    rotary key/query part of ``qk_rope_head_dim`` channels, value heads of ``v_head_dim``."""
+
+    kv_lora_rank: int
+    q_lora_rank: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+def _mark(net: Net, role: ExpertRole, moe: MoeConfig | None = None, **fields: object) -> None:
+    """Mark the last layer with its MoE role (and, for expert layers, the expert counts)."""
+    if moe is not None:
+        fields.update(experts=moe.experts, top_k=moe.top_k)
+    net.layers[-1] = replace(net.layers[-1], expert_role=role, **fields)  # type: ignore[arg-type]
+
+
+def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig) -> None:
+    """Routed-expert feed-forward block (see the module docstring) on a ``(b, s, h)`` input."""
+    h, tp = cfg.hidden, net.tp
+    a = net.act_bytes
+    tokens = b * s
+    rows = tokens * moe.top_k
+    f_l = moe.expert_ffn_hidden // tp
+    # the router scores the tokens this rank holds (1/tp of the sequence under sequence
+    # parallelism, before the dispatcher gathers them)
+    local = tokens // net.seq_shard
+    net.linear(f"{name}.router", (local, h), moe.experts, bias=False, casts_input=True)
+    _mark(net, ExpertRole.ROUTER)
+    net.softmax(f"{name}.router_probs", (local, moe.experts))
+    _mark(net, ExpertRole.ROUTER)
+    if moe.expert_bias:
+        net.buffers += moe.experts
+    fc, bc = _col_comms(net, tokens * h)
+    net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
+    _mark(net, ExpertRole.DISPATCH, fwd_comm=fc, bwd_comm=bc)
+    net.grouped_linear(
+        f"{name}.experts_fc1",
+        rows,
+        h,
+        2 * moe.expert_ffn_hidden,
+        groups=moe.experts,
+        parallel="column",
+        casts_input=True,
+        expert_role=ExpertRole.EXPERT,
+        experts=moe.experts,
+        top_k=moe.top_k,
+    )
+    net.elementwise(
+        f"{name}.experts_swiglu", (rows, f_l), "swiglu", saved_bytes=2.0 * rows * f_l * a, inputs=2
+    )
+    _mark(net, ExpertRole.EXPERT, moe)
+    net.grouped_linear(
+        f"{name}.experts_fc2",
+        rows,
+        moe.expert_ffn_hidden,
+        h,
+        groups=moe.experts,
+        parallel="row",
+        expert_role=ExpertRole.EXPERT,
+        experts=moe.experts,
+        top_k=moe.top_k,
+    )
+    # un-permutation and the weighted sum: the probabilities' gradient needs the expert outputs
+    fr, br = _row_comms(net, tokens * h)
+    net.elementwise(
+        f"{name}.unpermute", (rows, h), "scale", inputs=2, saved_bytes=float(rows * h * a)
+    )
+    _mark(net, ExpertRole.COMBINE, fwd_comm=fr, bwd_comm=br)
+    if moe.shared_experts:
+        width = moe.shared_experts * moe.expert_ffn_hidden
+        dense_mlp(net, cfg, b, s, name, width=width, prefix="shared_fc")
+        net.unsave(-3)  # shared_fc1's input is the router's, kept once
+
+
+def _replicated_up(net: Net, name: str, x: Shape, out: int) -> None:
+    """Column-parallel up-projection of a replicated (compressed) input: the input gradient
+    is all-reduced over ``tp`` in backward (Megatron ``ColumnParallelLinear``'s ``f``)."""
+    bwd = (net.comm(CollectiveOp.ALLREDUCE, numel(x)),) if net.tp > 1 else ()
+    net.linear(name, x, out, bias=False, parallel="column", bwd_comm=bwd)
+
+
+def mla_attention(
+    net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, mla: MlaConfig
+) -> None:
+    """Multi-head latent attention (see the module docstring) on a ``(b, s, h)`` input."""
+    h, tp = cfg.hidden, net.tp
+    heads_l = cfg.heads // tp
+    d, r, dv = cfg.head_dim, mla.qk_rope_head_dim, mla.v_head_dim
+    x: Shape = (b, s, h)
+    fc, bc = _col_comms(net, numel(x))
+    down = {"bias": False, "input_shard": net.seq_shard, "casts_input": True}
+    if mla.q_lora_rank:
+        net.linear(f"{name}.q_down", x, mla.q_lora_rank, fwd_comm=fc, bwd_comm=bc, **down)
+        net.norm(f"{name}.q_norm", (b, s, mla.q_lora_rank), params=mla.q_lora_rank, rms=True)
+        _replicated_up(net, f"{name}.q_up", (b, s, mla.q_lora_rank), cfg.heads * (d + r))
+    else:
+        net.linear(
+            f"{name}.q",
+            x,
+            cfg.heads * (d + r),
+            parallel="column",
+            fwd_comm=fc,
+            bwd_comm=bc,
+            **down,
+        )
+    # same input as the query projection: kept once
+    net.linear(f"{name}.kv_down", x, mla.kv_lora_rank + r, saves_input=False, **down)
+    net.norm(f"{name}.kv_norm", (b, s, mla.kv_lora_rank), params=mla.kv_lora_rank, rms=True)
+    _replicated_up(net, f"{name}.kv_up", (b, s, mla.kv_lora_rank), cfg.heads * (d + dv))
+    net.attention(f"{name}.attention", b, s, heads_l, heads_l, d + r, cfg.causal, v_head_dim=dv)
+    _row_linear(net, f"{name}.attn_out", (b, s, heads_l * dv * tp), h, bias=False)
+
+
+def _positive(name: str, value: int, minimum: int = 1) -> int:
+    if int(value) < minimum:
+        raise ConfigError(
+            f"{name} must be an integer >= {minimum}, got {value}", value=value, where=name
+        )
+    return int(value)
+
+
+def moe(
+    net: Net,
+    *,
+    hidden: int = 4096,
+    layers: int = 32,
+    heads: int = 32,
+    kv_heads: int | None = 8,
+    head_dim: int | None = None,
+    qk_norm: bool = False,
+    ffn_hidden: int = 14336,
+    experts: int = 8,
+    top_k: int = 2,
+    expert_ffn_hidden: int | None = None,
+    shared_experts: int = 0,
+    moe_layer_freq: int = 1,
+    first_dense_layers: int = 0,
+    expert_bias: bool = False,
+    kv_lora_rank: int = 0,
+    q_lora_rank: int = 0,
+    qk_rope_head_dim: int = 0,
+    v_head_dim: int | None = None,
+    seq_len: int = 4096,
+    vocab: int = 32000,
+    tied_embeddings: bool = False,
+    flash_attention: bool = True,
+) -> TransformerConfig:
+    """Mixture-of-experts decoder (see the module docstring). Defaults are Mixtral 8x7B
+    (46,702,792,704 parameters, 12,879,925,248 active).
+
+    Parameters
+    ----------
+    kv_heads, head_dim, qk_norm
+        As :func:`~perfmodel.workload.zoo.transformer.gpt` (``head_dim`` is the non-rotary
+        query/key width under MLA; ``kv_heads`` is ``heads`` under MLA, and ``qk_norm`` applies
+        to standard attention only).
+    ffn_hidden
+        SwiGLU width of the dense layers (``first_dense_layers`` and those ``moe_layer_freq``
+        skips).
+    experts, top_k, expert_ffn_hidden, shared_experts, moe_layer_freq, first_dense_layers, expert_bias
+        :class:`MoeConfig`; ``expert_ffn_hidden`` defaults to ``ffn_hidden``.
+    kv_lora_rank, q_lora_rank, qk_rope_head_dim, v_head_dim
+        Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
+        ``v_head_dim`` defaults to ``head_dim``).
+    """
+    mla = None
+    if int(kv_lora_rank) > 0:
+        kv_heads = heads  # MLA expands the latent to every head
+        if not flash_attention:
+            raise ConfigError(
+                "flash_attention=false is not modelled for multi-head latent attention",
+                value=flash_attention,
+                where="flash_attention",
+            )
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads or heads,
+        ffn_hidden=ffn_hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        rms_norm=True,
+        gated_mlp=True,
+        bias=False,
+        dropout=False,
+        flash_attention=flash_attention,
+        head_size=head_dim,
+        qk_norm=bool(qk_norm),
+    )
+    check_config(cfg, net.tp)
+    m = MoeConfig(
+        experts=_positive("experts", experts),
+        top_k=_positive("top_k", top_k),
+        expert_ffn_hidden=_positive(
+            "expert_ffn_hidden", ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden
+        ),
+        shared_experts=_positive("shared_experts", shared_experts, 0),
+        moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
+        first_dense_layers=_positive("first_dense_layers", first_dense_layers, 0),
+        expert_bias=bool(expert_bias),
+    )
+    if m.top_k > m.experts:
+        raise ConfigError(
+            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
+        )
+    if m.expert_ffn_hidden % net.tp:
+        raise InfeasiblePlanError(
+            f"tp={net.tp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
+            value=net.tp,
+            where="tp",
+        )
+    attention: Section = self_attention
+    if int(kv_lora_rank) > 0:
+        mla = MlaConfig(
+            kv_lora_rank=int(kv_lora_rank),
+            q_lora_rank=_positive("q_lora_rank", q_lora_rank, 0),
+            qk_rope_head_dim=_positive("qk_rope_head_dim", qk_rope_head_dim, 0),
+            v_head_dim=_positive("v_head_dim", cfg.head_dim if v_head_dim is None else v_head_dim),
+        )
+        attention = partial(mla_attention, mla=mla)
+    routed: Section = partial(moe_mlp, moe=m)
+    b, s = net.batch_size, seq_len
+    _embeddings(net, cfg, b, s, positions=0)
+    for i in range(layers):
+        mlp = routed if m.is_moe_layer(i) else dense_mlp
+        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
+    net.end_blocks()
+    decoder_head(net, cfg, b, s, tied=tied_embeddings)
+    return cfg
+
+
+__all__ = ["MlaConfig", "MoeConfig", "mla_attention", "moe", "moe_mlp"]

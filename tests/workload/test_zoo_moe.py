@@ -1,0 +1,209 @@
+"""Mixture-of-experts zoo models: exact total and active parameter counts against the reference
+configurations, active FLOP (top_k experts per token), expert-role marks, bad input, and a MoE
+model predicting on one GPU and under data/tensor/pipeline parallelism (experts replicated)."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.api import Scenario, predict
+from perfmodel.cli import main
+from perfmodel.errors import ConfigError
+from perfmodel.workload import ExpertRole, build_model
+
+
+def _swiglu(h: int, f: int) -> int:
+    return 3 * h * f
+
+
+def _mixtral(h: int, n: int, heads: int, kv: int, f: int, e: int, k: int, v: int) -> tuple:
+    """(total, active) by hand: GQA attention, router h x e, e SwiGLU experts, 2 RMSNorms per
+    layer; embedding, final norm, untied head."""
+    d = h // heads
+    attn = h * (h + 2 * kv * d) + h * h
+    common = attn + h * e + 2 * h
+    ends = 2 * v * h + h
+    return n * (common + e * _swiglu(h, f)) + ends, n * (common + k * _swiglu(h, f)) + ends
+
+
+# config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1 and Mixtral-8x22B-v0.1
+# (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+# intermediate_size, num_local_experts, num_experts_per_tok, vocab_size)
+MIXTRAL = {
+    "mixtral_8x7b": ((4096, 32, 32, 8, 14336, 8, 2, 32000), 46_702_792_704, 12_879_925_248),
+    "mixtral_8x22b": ((6144, 56, 48, 8, 16384, 8, 2, 32768), 140_630_071_296, 39_161_468_928),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIXTRAL))
+def test_mixtral_total_and_active_counts(name: str) -> None:
+    shape, total, active = MIXTRAL[name]
+    assert _mixtral(*shape) == (total, active)
+    w = build_model(name, batch_size=1, seq_len=64)
+    assert w.total_params == total
+    assert w.active_params_total == active
+    assert w.is_moe
+
+
+def test_deepseek_v3_counts() -> None:
+    """config.json of huggingface.co/deepseek-ai/DeepSeek-V3: hidden 7168, 61 layers, 128 heads,
+    q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64, v 128, dense intermediate
+    18432 in the first 3 layers, 256 routed experts of 2048 + 1 shared, 8 per token, vocab
+    129280, untied. The MTP module (about 14 B in the checkpoint) is not counted."""
+    h, heads, d, r, dv, ql, kvl = 7168, 128, 128, 64, 128, 1536, 512
+    attn = h * ql + ql + ql * heads * (d + r) + h * (kvl + r) + kvl + kvl * heads * (d + dv)
+    attn += heads * dv * h
+    assert attn == 187_107_328
+    dense_layer = attn + 2 * h + _swiglu(h, 18432)
+    expert = _swiglu(h, 2048)
+    moe_common = attn + 2 * h + 256 * h + expert  # router + shared expert
+    ends = 2 * 129280 * h + h
+    total = 3 * dense_layer + 58 * (moe_common + 256 * expert) + ends
+    active = 3 * dense_layer + 58 * (moe_common + 8 * expert) + ends
+    assert (total, active) == (671_026_404_352, 37_552_282_624)
+    w = build_model("deepseek_v3", batch_size=1, seq_len=64)
+    assert w.total_params == total
+    assert w.active_params_total == active
+    assert w.buffers == 58 * 256  # expert score-correction biases: buffers, not trained
+    moe_layers = {la.block for la in w.layers if la.experts}
+    assert moe_layers == set(range(3, 61))
+
+
+def test_active_flop_is_top_k_experts() -> None:
+    b, s, h, f, e, k = 2, 64, 4096, 14336, 8, 2
+    w = build_model("mixtral_8x7b", batch_size=b, seq_len=s, layers=1, vocab=1000)
+    by = {la.name: la for la in w.layers}
+    fc1, fc2 = by["layer0.experts_fc1"], by["layer0.experts_fc2"]
+    assert fc1.fwd_flop == 2 * b * s * k * h * 2 * f  # routed rows x gate+up
+    assert fc2.fwd_flop == 2 * b * s * k * f * h
+    assert fc1.params == e * h * 2 * f and fc1.active_params == k * h * 2 * f
+    assert (fc1.gemm.m, fc1.gemm.batch) == (b * s * k // e, e)
+    assert (fc1.experts, fc1.top_k, fc1.expert_role) == (e, k, ExpertRole.EXPERT)
+    assert by["layer0.router"].expert_role is ExpertRole.ROUTER
+    assert by["layer0.router"].gemm.n == e
+    assert by["layer0.permute"].expert_role is ExpertRole.DISPATCH
+    assert by["layer0.unpermute"].expert_role is ExpertRole.COMBINE
+    expert_flop = sum(la.total_flop for la in w.layers if la.experts)
+    assert w.all_experts_flop == pytest.approx(w.total_flop + expert_flop * (e / k - 1))
+
+
+def test_generic_moe_layer_pattern_and_shared_experts() -> None:
+    w = build_model(
+        "moe",
+        batch_size=1,
+        hidden=256,
+        layers=6,
+        heads=4,
+        kv_heads=2,
+        ffn_hidden=1024,
+        experts=16,
+        top_k=4,
+        expert_ffn_hidden=128,
+        shared_experts=2,
+        moe_layer_freq=2,
+        first_dense_layers=1,
+        seq_len=32,
+        vocab=100,
+    )
+    assert sorted({la.block for la in w.layers if la.experts}) == [2, 4]  # i >= 1, i % 2 == 0
+    shared = next(la for la in w.layers if la.name == "layer2.shared_fc1")
+    assert shared.gemm.n == 2 * 2 * 128 and shared.experts == 0  # dense, every token
+    assert next(la for la in w.layers if la.name == "layer1.fc1").gemm.n == 2 * 1024
+
+
+@pytest.mark.parametrize(
+    ("kw", "where"),
+    [
+        ({"top_k": 9}, "top_k"),
+        ({"experts": 0}, "experts"),
+        ({"moe_layer_freq": 0}, "moe_layer_freq"),
+        ({"expert_ffn_hidden": 100, "tp": 8}, "tp"),
+        ({"kv_lora_rank": 64, "flash_attention": False}, "flash_attention"),
+    ],
+)
+def test_bad_moe_arguments(kw: dict, where: str) -> None:
+    tp = kw.pop("tp", 1)
+    with pytest.raises(ConfigError) as info:
+        build_model("moe", batch_size=1, seq_len=32, layers=1, tp=tp, **kw)
+    assert info.value.where == where
+
+
+def test_tensor_parallel_shards_experts_and_keeps_whole_model_counts() -> None:
+    w = build_model("mixtral_8x7b", batch_size=1, seq_len=64, tp=2, sequence_parallel=True)
+    assert w.total_params == 46_702_792_704 and w.active_params_total == 12_879_925_248
+    fc1 = next(la for la in w.layers if la.name == "layer0.experts_fc1")
+    assert fc1.params == 8 * 4096 * 14336  # 2 x 14336 / 2 columns per expert
+    permute = next(la for la in w.layers if la.name == "layer0.permute")
+    assert permute.fwd_comm and permute.fwd_comm[0].message_bytes == 64 * 4096 * 4  # fp32 acts
+
+
+def test_model_show_prints_total_and_active(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "show", "mixtral-8x7b", "--model-arg", "seq_len=64"]) == 0
+    out = capsys.readouterr().out
+    assert "46.7 B parameters in total, 12.9 B active per token" in out
+
+
+_SMALL = {
+    "hidden": 256,
+    "layers": 4,
+    "heads": 4,
+    "kv_heads": 4,
+    "ffn_hidden": 512,
+    "experts": 4,
+    "top_k": 2,
+    "seq_len": 128,
+    "vocab": 1000,
+}
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"gpus": 1},
+        {"gpus": 4},
+        {"gpus": 4, "tp": 2, "sequence_parallel": True},
+        {"gpus": 4, "pp": 2, "microbatch": 1},
+    ],
+)
+def test_moe_predicts_with_replicated_experts(plan: dict) -> None:
+    sc = Scenario(
+        system="dgx-h100",
+        model="moe",
+        model_args=_SMALL,
+        precision="bf16",
+        optimizer="adam",
+        global_batch=8,
+        fidelity="analytic",
+        **plan,
+    )
+    rep = predict(sc, baseline=False)
+    w = build_model("moe", batch_size=8, precision="bf16", **_SMALL)
+    # model FLOP/s count the active FLOP: top_k experts per token, never all of them (all
+    # experts would be 1.7x more here); rel 1e-3: with tp the lowering counts the per-rank
+    # FLOP of tp-replicated layers (norms, router) tp times, as for dense models
+    done = rep.model_flops_per_gpu_per_s * rep.iteration_time_s * rep.num_gpus
+    assert done == pytest.approx(w.total_flop, rel=1e-3)
+    assert w.all_experts_flop > 1.6 * w.total_flop
+
+
+# config.json of huggingface.co/Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B (hidden_size,
+# num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, num_experts,
+# num_experts_per_tok, moe_intermediate_size; vocab 151936, untied, q/k RMSNorm, every layer MoE)
+QWEN3 = {
+    "qwen3_30b_a3b": ((2048, 48, 32, 4, 128, 128, 8, 768), 30_532_122_624, 3_353_032_704),
+    "qwen3_235b_a22b": ((4096, 94, 64, 4, 128, 128, 8, 1536), 235_093_634_560, 22_190_763_520),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QWEN3))
+def test_qwen3_moe_counts(name: str) -> None:
+    (h, n, heads, kv, d, e, k, f), total, active = QWEN3[name]
+    attn = h * (heads * d + 2 * kv * d) + heads * d * h + 2 * d  # q/k norms: d weights each
+    common = attn + 2 * h + e * h
+    ends = 2 * 151936 * h + h
+    assert n * (common + e * _swiglu(h, f)) + ends == total
+    assert n * (common + k * _swiglu(h, f)) + ends == active
+    w = build_model(name, batch_size=1, seq_len=64)
+    assert (w.total_params, w.active_params_total) == (total, active)
+    q_norm = next(la for la in w.layers if la.name == "layer0.q_norm")
+    assert q_norm.params == d and q_norm.fwd_bytes > 0
