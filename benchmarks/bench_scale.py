@@ -49,17 +49,8 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - source checkout
     sys.path.insert(0, str(ROOT))
 
-GPT175 = {"hidden": 12288, "layers": 96, "heads": 96, "seq_len": 2048}
-GPT13 = {"hidden": 2048, "layers": 24, "heads": 16, "seq_len": 2048}
-BASE175 = {
-    "system": "dgx-a100",
-    "nodes": 128,
-    "model": "gpt",
-    "model_args": GPT175,
-    "precision": "fp16",
-    "optimizer": "adam",
-    "software": "megatron",
-}
+from bench_search import BASE175, GPT175  # noqa: E402  (the script folder is on sys.path)
+
 CLI175 = (
     "predict --system dgx-a100 --nodes 128 --model gpt --model-arg layers=96 hidden=12288 "
     "heads=96 seq_len=2048 vocab=51200 --global-batch 1536 --plan dp=16,tp=8,pp=8,microbatch=1,"

@@ -37,6 +37,15 @@ from perfmodel.search.sweep import SweepSpec, run_sweep
 
 GPT13 = {"hidden": 2048, "layers": 24, "heads": 16, "seq_len": 2048}
 GPT175 = {"hidden": 12288, "layers": 96, "heads": 96, "seq_len": 2048}
+BASE175 = {
+    "system": "dgx-a100",
+    "nodes": 128,
+    "model": "gpt",
+    "model_args": GPT175,
+    "precision": "fp16",
+    "optimizer": "adam",
+    "software": "megatron",
+}
 
 
 def cases(quick: bool) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -64,15 +73,7 @@ def cases(quick: bool) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
         8, 64, shape, SearchSpace(zero_stages=(0,), recompute=("none", "full"))
     ).plans
     out["gpt1.3b-dgxa100"] = (base, [{**p, "gpus": 8, "global_batch": 64} for p in plans])
-    base = {
-        "system": "dgx-a100",
-        "nodes": 128,
-        "model": "gpt",
-        "model_args": GPT175,
-        "precision": "fp16",
-        "optimizer": "adam",
-        "software": "megatron",
-    }
+    base = dict(BASE175)
     shape = ModelShape.from_model("gpt", GPT175)
     plans = enumerate_plans(
         1024, 1536, shape, SearchSpace(zero_stages=(1,), recompute=("none",))

@@ -789,7 +789,7 @@ def predict(
     )
     if key is not None:
         if len(_REPORTS) >= _MAX_REPORTS:
-            _REPORTS.pop(next(iter(_REPORTS)))  # oldest first
+            _REPORTS.pop(next(iter(_REPORTS)), None)  # oldest first
         _REPORTS[key] = report
     return report
 

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from perfmodel.cli._progress import progress_line
 
-    fidelity = getattr(args, "fidelity", None)
+    fidelity = getattr(args, "fidelity", None) if args.command == "predict" else None
     label = f"perfmodel {args.command}" + (f" ({fidelity})" if fidelity else "") + ": working"
     # sweep prints its own progress (sweep --quiet)
     show = not getattr(args, "quiet", False) and args.command != "sweep"
