@@ -5,6 +5,8 @@ breakdown of a prediction."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from perfmodel.api import Scenario, predict, resolve
@@ -156,17 +158,17 @@ def test_llama3_uneven_first_and_last_stage() -> None:
 
 
 def _moe_scenario(**plan: object) -> Scenario:
-    return Scenario(
-        system="dgx-h100",
-        model="moe",
-        model_args=SMALL,
-        precision="bf16",
-        optimizer="adam",
-        global_batch=8,
-        fidelity="analytic",
-        software="megatron-core",
-        **plan,  # type: ignore[arg-type]
-    )
+    keys: dict[str, object] = {
+        "system": "dgx-h100",
+        "model": "moe",
+        "model_args": SMALL,
+        "precision": "bf16",
+        "optimizer": "adam",
+        "global_batch": 16,
+        "fidelity": "analytic",
+        "software": "megatron-core",
+    }
+    return Scenario(**{**keys, **plan})  # type: ignore[arg-type]
 
 
 def test_expert_parallel_prediction_shows_ep_and_shards_state() -> None:
@@ -200,3 +202,31 @@ def test_context_parallel_prediction_reports_cp() -> None:
     rep = predict(sc, baseline=False)
     assert rep.num_gpus == 8 and rep.tokens_per_s > 0
     assert any(n.startswith("context parallel (ring attention") for n in rep.notes)
+
+
+def test_flow_simulation_alltoall_contends_with_dp_traffic_on_nics() -> None:
+    """The lowering's expert all-to-all spans both servers when ep = 16 on 8-GPU servers; in
+    the flow simulation it shares the NICs with a data-parallel all-reduce running at the
+    same time and finishes later than alone."""
+    from perfmodel.api import _build_step, topology_of
+    from perfmodel.parallel.taskgraph import CommKind, GraphBuilder, TaskKind
+    from perfmodel.sim.engine import FlowComm, simulate
+
+    sc = _moe_scenario(nodes=2, ep=16, model_args={**SMALL, "experts": 16}, fidelity="simulated")
+    step, _ = _build_step(sc, resolve(sc))
+    ep = next(t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.EP)
+    assert ep.comm.op is CollectiveOp.ALLTOALL and len(ep.comm.group) == 16
+    topo = topology_of(sc)
+    dp_spec = replace(ep.comm, op=CollectiveOp.ALLREDUCE, kind=CommKind.DP, siblings=())
+    dp_spec = replace(dp_spec, group=(topo.gpus[0], topo.gpus[8]), message_bytes=64e6)
+
+    def run(with_dp: bool) -> float:
+        b = GraphBuilder()
+        tid = b.add(TaskKind.COLLECTIVE, ep.device, "ep", ep.duration_s, comm=ep.comm)
+        if with_dp:
+            b.add(TaskKind.COLLECTIVE, topo.gpus[0], "dp", 1e-3, comm=dp_spec)
+        tl = simulate(b.build(), network_factory=lambda env: FlowComm(env, topo))
+        return tl.end_s[tid] - tl.start_s[tid]
+
+    alone, shared = run(False), run(True)
+    assert shared > alone * 1.05
