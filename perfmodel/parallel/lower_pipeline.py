@@ -555,8 +555,16 @@ class PipelineLowering:
 
     def expert_context_notes(self) -> None:
         """One line per expert / context parallelism: stage 0's transfers per step and what
-        of them is exposed (the rest overlaps the attention kernels)."""
-        plan = self.plan
+        of them is exposed (the rest overlaps the attention kernels); for a MoE model, its total
+        and active parameters and that model FLOP/s count the active FLOP."""
+        plan, wl = self.plan, self.wl
+        routed = next((la for la in wl.layers if la.expert_role is not None and la.experts), None)
+        if routed is not None and wl.total_active_params:
+            self.b.notes.append(
+                f"mixture of experts: {wl.total_params / 1e9:.1f} B parameters, "
+                f"{wl.total_active_params / 1e9:.1f} B active (top_k {routed.top_k} of "
+                f"{routed.experts} experts per token); model FLOP/s and MFU count the active FLOP"
+            )
         for kind, what, size in (
             ("ep", "expert parallel (token dispatch/combine all-to-all)", plan.ep),
             ("cp", "context parallel (ring attention K/V exchange)", plan.cp),
