@@ -117,6 +117,9 @@ class Scenario:
     placement: str = "tp,pp,dp"
     memory_format: str | None = None
     hsdp: int | None = None
+    ep: int = 1
+    cp: int = 1
+    etp: int | None = None
     dataset: str | None = None
     data_loader: str | None = None
     data_loader_workers: int | None = None
@@ -345,13 +348,23 @@ def _thaw(v: Any) -> Any:
 
 @lru_cache(maxsize=512)
 def _workload(
-    model: str, batch: int, precision: str, tp: int, sp: bool, args: tuple[tuple[str, Any], ...]
+    model: str,
+    batch: int,
+    precision: str,
+    tp: int,
+    sp: bool,
+    args: tuple[tuple[str, Any], ...],
+    parallel: tuple[int, int, int] = (1, 1, 0),
 ) -> Any:
+    """Zoo workload of one rank; ``parallel`` is ``(ep, cp, etp)`` (expert, context and expert
+    tensor parallelism, :func:`perfmodel.workload.build_model`)."""
     from perfmodel.workload import build_model
 
     kwargs = {k: _thaw(v) for k, v in args}
+    ep, cp, etp = parallel
+    extra = {"ep": ep, "cp": cp, "etp": etp} if (ep, cp, etp) != (1, 1, 0) else {}
     return build_model(
-        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **kwargs
+        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **extra, **kwargs
     )
 
 
@@ -525,18 +538,21 @@ def resolve(sc: Scenario) -> Resolved:
         dp = _pos_int(sc.dp, "dp", allow_none=True) or n
         tp = dp
     else:
-        if n % (tp * pp):
+        cp = _pos_int(sc.cp, "cp")
+        rest = tp * pp * cp
+        names, sizes = ("tp*pp", f"{tp}*{pp}") if cp == 1 else ("tp*pp*cp", f"{tp}*{pp}*{cp}")
+        if n % rest:
             fits = [d for d in _divisors(n) if d % pp == 0] if n % pp == 0 else _divisors(n)
             raise InfeasiblePlanError(
-                f"tp*pp={tp * pp} does not divide the {n} GPUs; tp*pp values that divide: {fits}",
-                value=tp * pp,
+                f"{names}={rest} does not divide the {n} GPUs; {names} values that divide: {fits}",
+                value=rest,
                 where="plan",
             )
-        dp = _pos_int(sc.dp, "dp", allow_none=True) or n // (tp * pp)
-        if dp * tp * pp != n:
+        dp = _pos_int(sc.dp, "dp", allow_none=True) or n // rest
+        if dp * rest != n:
             raise InfeasiblePlanError(
-                f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp} but {n} GPUs are used; "
-                f"use dp={n // (tp * pp)} or gpus={dp * tp * pp}",
+                f"dp*{names} = {dp}*{sizes} = {dp * rest} but {n} GPUs are used; "
+                f"use dp={n // rest} or gpus={dp * rest}",
                 value=dp,
                 where="dp",
             )
@@ -592,6 +608,9 @@ def resolve(sc: Scenario) -> Resolved:
         ps_shards=_pos_int(sc.ps_shards, "ps_shards"),
         hybrid=hybrid,
         hsdp=_pos_int(sc.hsdp, "hsdp", allow_none=True) or 0,
+        ep=_pos_int(sc.ep, "ep"),
+        cp=_pos_int(sc.cp, "cp"),
+        etp=_pos_int(sc.etp, "etp", allow_none=True) or 0,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = (
@@ -624,7 +643,13 @@ def _build_step(
     else:
         try:
             wl = _workload(
-                sc.model, batch, r.precision.value, wl_tp, bool(sc.sequence_parallel), args
+                sc.model,
+                batch,
+                r.precision.value,
+                wl_tp,
+                bool(sc.sequence_parallel),
+                args,
+                (plan.ep, plan.cp, plan.etp),
             )
         except TypeError as exc:  # unhashable model argument value
             raise ConfigError(
@@ -688,7 +713,7 @@ def _speedup_baseline(
 ) -> autobatch.Baseline:
     """One GPU, or the smallest GPU count that fits when one GPU does not
     (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
-    replica = r.plan.tp * r.plan.pp
+    replica = r.plan.tp * r.plan.pp * r.plan.cp
 
     def run(k: int) -> tuple[float, bool]:
         k_sc = autobatch.scaled_baseline(
@@ -926,6 +951,7 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         sc.global_batch is not None
         and plan.tp == 1
         and plan.pp == 1
+        and plan.cp == 1
         and plan.hybrid is not Hybrid.ONE_WEIRD_TRICK
         and plan.learners_per_gpu == 1
     )
@@ -950,6 +976,9 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         hybrid=None,
         dp_mode=None,
         hsdp=None,
+        ep=1,
+        cp=1,
+        etp=None,
         batch_per_gpu=per_gpu,
         global_batch=None,
         fidelity="analytic",

@@ -124,6 +124,10 @@ def register(subparsers: Any) -> None:
     )
     s.add_argument("--pp", help="pipeline degrees to try (default: divisors of the blocks)")
     s.add_argument(
+        "--ep", help="expert-parallel degrees (MoE; default: powers of two dividing the experts)"
+    )
+    s.add_argument("--cp", default="1", help="context-parallel degrees to try (default 1)")
+    s.add_argument(
         "--max-tp", type=ty.positive_int("--max-tp"), help="largest tensor-parallel degree"
     )
     s.add_argument("--microbatch", default="1,2,4,8", help="micro-batch sizes (default 1,2,4,8)")
@@ -320,6 +324,8 @@ def _run_search(args: argparse.Namespace) -> int:
         sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
         learners_per_gpu=_ints(args.learners, "--learners") or (1,),
         cnn_tensor_parallel=args.cnn_tp,
+        ep_degrees=_ints(args.ep, "--ep"),
+        cp_degrees=_ints(args.cp, "--cp") or (1,),
     )
     pricing = _pricing(args, ["plan"]).get("plan")
     for g in gpus:

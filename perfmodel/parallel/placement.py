@@ -26,7 +26,8 @@ class Placement:
     ----------
     dp, tp, pp
         Plan dimensions (for one-weird-trick ``tp`` is 1 here: FC model parallelism spans the
-        data-parallel group itself).
+        data-parallel group itself); ``dp`` is the plan's ``dp x cp`` (context-parallel rank
+        fastest), the ranks that reduce the dense gradients together.
     gpus
         GPU node ids indexed by ``rank(dp_rank, pp_rank, tp_rank)``.
     order
@@ -118,4 +119,6 @@ def place(
                 where="gpus",
             )
     tp = 1 if plan.hybrid is Hybrid.ONE_WEIRD_TRICK else plan.tp
-    return Placement(dp=plan.dp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]
+    # context-parallel ranks hold replicas of the dense weights: they sit on the data axis,
+    # context-parallel rank fastest (perfmodel.parallel.expert)
+    return Placement(dp=plan.dp * plan.cp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]

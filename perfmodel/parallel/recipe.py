@@ -334,7 +334,7 @@ def build_recipe(
         a = half
         r = 4 if preset.fp32_grad_reduce else half
         master = 0
-    dp_on = plan.dp > 1
+    dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
     overlap_grads = preset.overlap_grad_comm and dp_on
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
     bucket = preset.bucket_bytes
