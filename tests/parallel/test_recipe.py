@@ -434,5 +434,10 @@ def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
     parts = partition(wl, 4, [1.0] * len(wl.layers), allow_uneven=True)
     blocks = [len({wl.layers[i].block for i in p} - {None}) for p in parts]
     assert sorted(blocks) == [1, 1, 2, 2]
+    # Megatron takes 6 blocks on 4 stages only as Llama 3 does (first and last stage one block
+    # short: 1 + 2 + 2 + 1, lowering._uneven_ends); 5 blocks on 4 stages it refuses
+    mega = partition(wl, 4, [1.0] * len(wl.layers))
+    assert [len({wl.layers[i].block for i in p} - {None}) for p in mega] == [1, 2, 2, 1]
+    five = {**args, "layers": 5}
     with pytest.raises(InfeasiblePlanError, match="do not divide"):
-        _graph(replace(sc, software="megatron"))
+        _graph(replace(sc, software="megatron", model_args=five))
