@@ -845,20 +845,20 @@ def _input_pipeline(
 ) -> InputPipeline | None:
     """The scenario's input pipeline (:mod:`perfmodel.host.input_pipeline`); ``None`` when the
     data are synthetic (``dataset`` unset or ``synthetic``)."""
-    if sc.dataset is None:
+    if r.parsed.dataset is None:
         return None
     measured = None
     if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
         measured = _host_profile(str(sc.calibration), _file_stamp(str(sc.calibration)))[1]
     return input_pipeline(
-        dataset=sc.dataset,
+        dataset=r.parsed.dataset,
         preset=r.preset.name,
         topology=r.topology,
         gpus=r.topology.gpus[: r.num_gpus],
         replicas=r.plan.dp,
         samples_per_step=step.samples_per_step,
         costs=costs,
-        loader=sc.data_loader,
+        loader=r.parsed.data_loader,
         workers=sc.data_loader_workers,
         cpu_s_per_sample=measured,
     )

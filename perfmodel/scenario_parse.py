@@ -27,6 +27,7 @@ from perfmodel._enum import parse_enum
 from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
+from perfmodel.host.input_pipeline import DatasetKind, LoaderKind, parse_dataset, parse_loader
 from perfmodel.parallel.plan import DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
 from perfmodel.parallel.software import SoftwarePreset, get_preset
 from perfmodel.workload.memory import Optimizer
@@ -55,7 +56,8 @@ class ParsedScenario:
     unset); ``zero`` is the ZeRO stage as given (``None``: the preset's); ``hsdp`` is 0 when
     unset (shard over all of ``dp``); ``schedule`` is already ``interleaved`` when
     ``interleave > 1`` names it; ``dp_mode`` is ``None`` when the preset's applies;
-    ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's).
+    ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's); ``dataset`` and
+    ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader).
     """
 
     fidelity: Fidelity
@@ -85,6 +87,8 @@ class ParsedScenario:
     placement: tuple[str, str, str]
     memory_format: str | None
     dataset_size: int | None
+    dataset: DatasetKind | None
+    data_loader: LoaderKind | None
 
 
 def _where(name: str) -> str:
@@ -195,6 +199,10 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         if mf is None
         else parse_memory_format(mf, where=_where("memory_format")),
         dataset_size=pos_int(sc.dataset_size, "dataset_size", allow_none=True),
+        dataset=None if sc.dataset is None else parse_dataset(sc.dataset, where=_where("dataset")),
+        data_loader=None
+        if sc.data_loader is None
+        else parse_loader(sc.data_loader, where=_where("data_loader")),
     )
 
 

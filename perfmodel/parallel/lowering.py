@@ -420,7 +420,7 @@ def stage_memory(
         acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
     else:
         per_chunk = [
-            wmem.activation_bytes(c.layers, plan.recompute.value, precision=prec) for c in chunks
+            wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     peak_layer = max(
