@@ -112,7 +112,8 @@ def pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
             iv = 0
         if iv >= 1 and iv == v:
             return iv
-    raise ConfigError(f"{name} must be a positive integer, got {v!r}", value=v, where=_where(name))
+    where = _where(name)
+    raise ConfigError(f"{where} must be a positive integer, got {v!r}", value=v, where=where)
 
 
 def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[str, str, str]:
