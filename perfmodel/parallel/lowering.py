@@ -42,7 +42,7 @@ from perfmodel.parallel.recipe import Recipe, build_recipe, default_recipe
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import ExpertRole, LayerCost, LayerKind, Workload
-from perfmodel.workload.memory import is_selectively_recomputed
+from perfmodel.workload.memory import Optimizer, is_selectively_recomputed
 
 
 @dataclass(frozen=True)
@@ -510,7 +510,7 @@ def stage_memory(
     *,
     plan: ParallelismPlan,
     costs: Costs,
-    optimizer: str,
+    optimizer: Optimizer,
     in_flight: int,
     capacity_bytes: float,
     comm_buffer_bytes: float,
@@ -558,7 +558,7 @@ def stage_memory(
         acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
     else:
         per_chunk = [
-            wmem.activation_bytes(c.layers, plan.recompute.value, precision=prec) for c in chunks
+            wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     peak_layer = max(
@@ -593,7 +593,7 @@ class StepInputs:
     placement: Placement
     workload: Workload  # one micro-batch, one TP rank
     batch_per_replica: int
-    optimizer: str
+    optimizer: Optimizer
     capacity_bytes: float
     recipe: Recipe | None = None  # None: build_recipe(preset, precision, optimizer, plan)
 

@@ -68,7 +68,7 @@ def place(
     topology: Topology,
     *,
     gpus: tuple[str, ...] | None = None,
-    order: str | tuple[str, ...] = _DIMS,
+    order: tuple[str, ...] = _DIMS,
 ) -> Placement:
     """Place ``plan`` on ``topology``.
 
@@ -78,15 +78,15 @@ def place(
         The GPUs to use, in rank order (default: the first ``plan.num_gpus`` of
         ``topology.gpus``).
     order
-        Dimension order fastest first, e.g. ``"tp,pp,dp"`` (default) or ``"tp,dp,pp"``.
+        Dimension order fastest first, e.g. ``("tp", "pp", "dp")`` (default) or
+        ``("tp", "dp", "pp")`` (text such as ``"tp,dp,pp"`` is parsed at the edge:
+        :func:`perfmodel.scenario_parse.parse_placement`).
 
     Raises
     ------
     InfeasiblePlanError
         If the plan needs more GPUs than given, or does not use all of an explicit list.
     """
-    if isinstance(order, str):
-        order = tuple(s.strip() for s in order.split(","))
     if sorted(order) != sorted(_DIMS):
         raise ConfigError(
             f"placement order {','.join(order)!r} must be a permutation of tp,pp,dp",

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.workload.memory import Recompute  # one enum for the plan and the memory model
 
 
 def _dashed(text: str) -> str:
@@ -96,18 +97,6 @@ class PipelineSchedule(str, enum.Enum):
             normalize=_dashed,
             aliases={"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"},
         )
-
-
-class Recompute(str, enum.Enum):
-    """Activation recomputation (Chen et al. 2016; Korthikanti et al. 2022 "selective")."""
-
-    NONE = "none"
-    SELECTIVE = "selective"
-    FULL = "full"
-
-    @classmethod
-    def parse(cls, text: object, where: str = "recompute") -> Recompute:
-        return parse_enum(cls, text, where=where, normalize=_dashed)
 
 
 class Hybrid(str, enum.Enum):

@@ -109,6 +109,7 @@ class PlanScreen:
 
     def __init__(self, base: Mapping[str, Any]) -> None:
         from perfmodel.dtypes import Precision
+        from perfmodel.workload.memory import Optimizer
 
         self.base = dict(base)
         self.model = str(self.base.get("model", ""))
@@ -116,7 +117,7 @@ class PlanScreen:
             raise ConfigError("the screen needs a 'model'", where="model")
         self.model_args = dict(self.base.get("model_args") or {})
         self.precision = Precision.parse(self.base.get("precision", "fp32"))
-        self.optimizer = str(self.base.get("optimizer", "sgd"))
+        self.optimizer = Optimizer.parse(self.base.get("optimizer", "sgd"))
         # the training recipe's bytes and autocast casts, as predict reads them (issue 11)
         from perfmodel.parallel.plan import ParallelismPlan
         from perfmodel.parallel.recipe import build_recipe
@@ -157,11 +158,13 @@ class PlanScreen:
             # (PyTorch eager) and memory format, and the calibration profile, if the base
             # scenario names one.
             from perfmodel.api import system_costs
+            from perfmodel.compute.params import parse_memory_format
             from perfmodel.parallel.software import get_preset
 
             preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
             calibration = self.base.get("calibration")
-            layout = self.base.get("memory_format") or preset.memory_format
+            fmt = self.base.get("memory_format")
+            layout = parse_memory_format(fmt) if fmt else preset.memory_format
             c = system_costs(
                 self._topology(nodes), self.precision, calibration, preset, layout, self.recipe
             )
