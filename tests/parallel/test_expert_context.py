@@ -230,3 +230,24 @@ def test_flow_simulation_alltoall_contends_with_dp_traffic_on_nics() -> None:
 
     alone, shared = run(False), run(True)
     assert shared > alone * 1.05
+
+
+def test_expert_gradients_skip_the_dense_reduction_when_ep_spans_the_replicas() -> None:
+    """dp = ep = 8: every rank holds different experts (expert data parallelism 1), so only the
+    dense gradients are reduced over the 8 replicas (Megatron-Core reduces expert gradients
+    over the expert data-parallel group)."""
+    from perfmodel.api import _build_step
+    from perfmodel.parallel.taskgraph import CommKind
+
+    sc = _moe_scenario(ep=8)
+    r = resolve(sc)
+    step, _ = _build_step(sc, r)
+    grads = [
+        t.comm.message_bytes
+        for t in step.graph.tasks
+        if t.comm is not None and t.comm.kind is CommKind.DP and t.label.startswith("grad")
+    ]
+    w = build_model("moe", batch_size=1, precision="bf16", ep=8, **SMALL)
+    expert = sum(la.params for la in w.layers if la.expert_role is ExpertRole.EXPERT)
+    dense = sum(la.params for la in w.layers) - expert
+    assert sum(grads) == pytest.approx(dense * r.recipe.grad_reduce_bytes)
