@@ -360,6 +360,7 @@ def build_chunk(
     segs: list[Segment] = []
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
+    memo: dict[tuple[object, ...], float] = {}  # identical blocks: one closed form per collective
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
         f = bi = bw = rc = tf = tb = 0.0
@@ -386,7 +387,9 @@ def build_chunk(
                     continue
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             if groups_of:
-                extra += _expert_context_comm(layer, costs, groups_of, (lf, lbi + lbw), algorithm)
+                extra += _expert_context_comm(
+                    layer, costs, groups_of, (lf, lbi + lbw), algorithm, memo
+                )
             if plan.recompute is Recompute.SELECTIVE:
                 rc += lf * share(layer)
         if plan.recompute is Recompute.FULL:
@@ -425,6 +428,7 @@ def _expert_context_comm(
     groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
     compute_s: tuple[float, float],
     algorithm: str,
+    memo: dict[tuple[object, ...], float],
 ) -> list[SegmentComm]:
     """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: all-to-alls
     exposed in full; ring attention's key/value exchange beyond the layer's own compute
@@ -442,7 +446,10 @@ def _expert_context_comm(
             groups = groups_of.get(cp.group)
             if groups is None:
                 continue
-            t = costs.concurrent_time(cp.op, cp.message_bytes, groups, algorithm)
+            key = (cp.op, cp.message_bytes, cp.group)
+            t = memo.get(key)
+            if t is None:
+                t = memo[key] = costs.concurrent_time(cp.op, cp.message_bytes, groups, algorithm)
             if cp.group == "cp":
                 ring.append((cp.op, cp.message_bytes, t))
             else:
