@@ -650,7 +650,12 @@ def _build_step(
             raise ConfigError(
                 f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
             ) from exc
-    placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=sc.placement)
+    order = sc.placement
+    if plan.ep > 1 and order == Scenario.placement:
+        # Megatron-Core's rank order (parallel_state "tp-cp-ep-dp-pp"): pipeline stages
+        # outermost, so a stage's expert-parallel group fills servers before it spans NICs
+        order = "tp,dp,pp"
+    placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=order)
     inp = StepInputs(
         plan=plan,
         preset=r.preset,
