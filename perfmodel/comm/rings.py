@@ -370,6 +370,7 @@ def _min_hop_widest(
             return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
     adj = links.adjacency
     transit = links.transit
+    index = links.index
     dist = {dst: 0}
     q = deque([dst])
     while q:
@@ -379,7 +380,12 @@ def _min_hop_widest(
         if u == src:
             break
         du = dist[u] + 1
-        for v in adj[u]:
+        nbrs = adj[u]
+        if allowed is not None and len(allowed) < len(nbrs):
+            # a switch of a large cluster: scan the few allowed nodes, not its thousands of
+            # ports (BFS distances, hence the result, do not depend on the scan order)
+            nbrs = [v for v in allowed if (u, v) in index]
+        for v in nbrs:
             if v in dist or (allowed is not None and v not in allowed):
                 continue
             dist[v] = du
@@ -387,7 +393,6 @@ def _min_hop_widest(
     if src not in dist:
         return None
     d_src = dist[src]
-    index = links.index
     cap = links.capacity_list
     unit_cap = links.unit_capacity_list
     alpha = links.alpha_list
@@ -402,7 +407,10 @@ def _min_hop_widest(
             continue
         du = dist[u] - 1
         cand: tuple[Any, tuple[int, float, str], float] | None = None
-        for v in adj[u]:
+        nbrs = adj[u]
+        if len(best) < len(nbrs):  # as above; the key's rank term makes the best unique
+            nbrs = [v for v in best if (u, v) in index]
+        for v in nbrs:
             if dist.get(v, -1) != du or v not in best:
                 continue
             i = index[(u, v)]
