@@ -84,7 +84,9 @@ class Scenario:
     schedule: str = "1f1b"
     interleave: int = 1
     recompute: str = "none"
-    sequence_parallel: bool = False
+    sequence_parallel: bool | None = None
+    """Megatron sequence parallelism; ``None``: the preset's default (on with ``tp > 1`` for
+    ``megatron-core`` and ``torchtitan``, off otherwise; ``SoftwarePreset.sequence_parallel_with_tp``)."""
     zero: int | None = None
     software: str = "pytorch-ddp"
     learners_per_gpu: int = 1
@@ -145,7 +147,7 @@ class Scenario:
                 value=unknown[0],
                 where=where,
             )
-        if "sequence_parallel" in data:
+        if data.get("sequence_parallel") is not None:  # null: the preset's default
             data["sequence_parallel"] = _as_bool(
                 data["sequence_parallel"], where=f"{where}: sequence_parallel"
             )

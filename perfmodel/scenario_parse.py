@@ -173,11 +173,12 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
     if interleave > 1 and schedule is PipelineSchedule.ONE_F_ONE_B:
         schedule = PipelineSchedule.INTERLEAVED  # interleave=v > 1 names the interleaved 1F1B
     mf = sc.memory_format
+    preset = get_preset(sc.software, where=_where("software"))
     return ParsedScenario(
         fidelity=parse_enum(Fidelity, sc.fidelity, where=_where("fidelity"), noun="fidelity"),
         precision=Precision.parse(sc.precision, where=_where("precision")),
         optimizer=Optimizer.parse(sc.optimizer, where=_where("optimizer")),
-        preset=get_preset(sc.software, where=_where("software")),
+        preset=preset,
         nodes=pos_int(sc.nodes, "nodes"),
         gpus=pos_int(sc.gpus, "gpus", allow_none=True),
         dp=pos_int(sc.dp, "dp", allow_none=True),
@@ -189,7 +190,11 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         schedule=schedule,
         interleave=interleave,
         recompute=Recompute.parse(sc.recompute, where=_where("recompute")),
-        sequence_parallel=bool(sc.sequence_parallel),
+        sequence_parallel=(
+            preset.sequence_parallel_with_tp and pos_int(sc.tp, "tp") > 1
+            if sc.sequence_parallel is None
+            else bool(sc.sequence_parallel)
+        ),
         zero=_zero(sc.zero),
         learners_per_gpu=pos_int(sc.learners_per_gpu, "learners_per_gpu"),
         dp_mode=DPMode.parse(sc.dp_mode, where=_where("dp_mode")) if sc.dp_mode else None,

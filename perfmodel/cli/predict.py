@@ -59,7 +59,13 @@ def register(subparsers: Any) -> None:
         default=argparse.SUPPRESS,
         help="no progress line on stderr (shown after 2 s when stderr is a terminal)",
     )
-    p.add_argument("--sequence-parallel", action="store_true", default=None)
+    p.add_argument(
+        "--sequence-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Megatron sequence parallelism (default: on with tp > 1 for megatron-core and "
+        "torchtitan, off otherwise)",
+    )
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
     p.add_argument(
         "--software",

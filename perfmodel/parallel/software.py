@@ -100,6 +100,9 @@ class SoftwarePreset:
     selective_recompute
         What ``recompute=selective`` re-runs on this stack
         (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+    sequence_parallel_with_tp
+        Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
+        (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -134,6 +137,7 @@ class SoftwarePreset:
     bucket_elements: float | None = None
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     even_pipeline_split: bool = True
+    sequence_parallel_with_tp: bool = False
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -327,6 +331,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             tp_comm_overlap=True,
             bucket_params=40e6,
             bucket_params_per_dp=1e6,
+            sequence_parallel_with_tp=True,
             sources=(
                 "Megatron-Core 0.7-0.9 megatron/core/distributed/distributed_data_parallel_config.py"
                 ": bucket_size default max(40000000, 1000000 x dp) parameters; grad_reduce_in_fp32 "
@@ -334,6 +339,9 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
                 "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
                 "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
+                "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
+                "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
+                "defaults to off; give sequence_parallel=false to model that)",
             ),
             dispatch_mode="pytorch-eager",
         ),
@@ -367,6 +375,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             fp32_grad_reduce=True,
             selective_recompute=SelectiveRecompute.OP,
             even_pipeline_split=False,
+            sequence_parallel_with_tp=True,
             sources=(
                 "torchtitan (Dec 2024) torchtitan/parallelisms/parallelize_llama.py: fully_shard "
                 "per transformer block (FSDP2) with MixedPrecisionPolicy(param_dtype="
@@ -374,6 +383,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "training.mixed_precision_reduce=float32); optional TP (async TP off by "
                 "default) and PP; torch.compile and float8 (torchao) opt-in; selective AC "
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
+                "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
+                "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
             ),
             dispatch_mode="pytorch-eager",
         ),

@@ -446,3 +446,20 @@ def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
     five = {**args, "layers": 5}
     with pytest.raises(InfeasiblePlanError, match="do not divide"):
         _graph(replace(sc, software="megatron", model_args=five))
+
+
+def test_sequence_parallel_follows_the_preset_with_tensor_parallelism() -> None:
+    """megatron-core and torchtitan recipes turn sequence parallelism on with tp > 1 (NeMo 2.0 /
+    Megatron-Bridge recipes; torchtitan's TP plan); megatron (2021) and tp = 1 do not; an explicit
+    value wins."""
+    from perfmodel.api import resolve
+
+    def sp(**kw):
+        return resolve(_sc(gpus=8, microbatch=1, **kw)).plan
+
+    assert sp(software="megatron-core", tp=2).sequence_parallel
+    assert sp(software="torchtitan", tp=2).sequence_parallel
+    assert not sp(software="megatron-core", tp=1).sequence_parallel
+    assert not sp(software="megatron", tp=2).sequence_parallel
+    assert not sp(software="megatron-core", tp=2, sequence_parallel=False).sequence_parallel
+    assert sp(software="megatron", tp=2, sequence_parallel=True).sequence_parallel
