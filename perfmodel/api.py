@@ -12,7 +12,6 @@ Used by the CLI (``perfmodel predict``), the examples, plan search and sweeps. C
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import math
@@ -22,38 +21,21 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
-from perfmodel._enum import parse_enum
 from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
-from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
 from perfmodel.host.input_pipeline import InputPipeline, check_single_node, input_pipeline
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
-from perfmodel.parallel.plan import (
-    DPMode,
-    Hybrid,
-    ParallelismPlan,
-    PipelineSchedule,
-    PSHost,
-    Recompute,
-)
+from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
-from perfmodel.parallel.software import get_preset
 from perfmodel.report.step import StepReport, breakdown
+from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_scenario, pos_int
 from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
 from perfmodel.workload.memory import Optimizer
-
-
-class Fidelity(str, enum.Enum):
-    """How :func:`predict` executes the task graph."""
-
-    SIMULATED = "simulated"  # SimPy, communication replayed as flows on the topology's links
-    ANALYTIC = "analytic"  # list schedule with closed-form communication times (fast path)
-
 
 FIDELITIES = tuple(f.value for f in Fidelity)
 
@@ -117,6 +99,9 @@ class Scenario:
     placement: str = "tp,pp,dp"
     memory_format: str | None = None
     hsdp: int | None = None
+    ep: int = 1
+    cp: int = 1
+    etp: int | None = None
     dataset: str | None = None
     data_loader: str | None = None
     data_loader_workers: int | None = None
@@ -215,26 +200,15 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
             return int(value)
         return as_int(value, key, where=where)
     if kind == "float":
+        if key == "oversubscription":  # the topology files' rule
+            from perfmodel.topology.io import MIN_OVERSUBSCRIPTION
+
+            return as_number(value, key, where=where, minimum=MIN_OVERSUBSCRIPTION)
         return as_number(value, key, where=where)
     return value
 
 
-def _pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
-    """``v`` as a positive int (an integral float or numpy integer too; never a bool).
-
-    >>> _pos_int(4.0, "tp"), _pos_int(None, "gpus", allow_none=True)
-    (4, None)
-    """
-    if v is None and allow_none:
-        return None
-    if not isinstance(v, bool):
-        try:
-            iv = int(v)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: inf
-            iv = 0
-        if iv >= 1 and iv == v:
-            return iv
-    raise ConfigError(f"{name} must be a positive integer, got {v!r}", value=v, where=name)
+_pos_int = pos_int  # the scenario's positive integers (named ``scenario.<field>``)
 
 
 @lru_cache(maxsize=64)
@@ -341,13 +315,23 @@ def _thaw(v: Any) -> Any:
 
 @lru_cache(maxsize=512)
 def _workload(
-    model: str, batch: int, precision: str, tp: int, sp: bool, args: tuple[tuple[str, Any], ...]
+    model: str,
+    batch: int,
+    precision: Precision,
+    tp: int,
+    sp: bool,
+    args: tuple[tuple[str, Any], ...],
+    parallel: tuple[int, int, int] = (1, 1, 0),
 ) -> Any:
+    """Zoo workload of one rank; ``parallel`` is ``(ep, cp, etp)`` (expert, context and expert
+    tensor parallelism, :func:`perfmodel.workload.build_model`)."""
     from perfmodel.workload import build_model
 
     kwargs = {k: _thaw(v) for k, v in args}
+    ep, cp, etp = parallel
+    extra = {"ep": ep, "cp": cp, "etp": etp} if (ep, cp, etp) != (1, 1, 0) else {}
     return build_model(
-        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **kwargs
+        model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **extra, **kwargs
     )
 
 
@@ -398,7 +382,8 @@ def system_costs(
     get ``HOST_DISPATCH_S["pytorch-eager"]``, or the profile's own dispatch cost for a profile of
     a non-torch device (see :func:`_calibration`); graph-mode stacks get 0. ``preset=None`` keeps
     the profile's (or the datasheet default's) value. ``memory_format`` (``"nchw"`` or
-    ``"nhwc"``) sets ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
+    ``"nhwc"``, parsed at the edge: :func:`perfmodel.compute.params.parse_memory_format`) sets
+    ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
     ``recipe`` (the scenario's training recipe) sets ``ComputeParams.cast_weights_each_step``
     from :attr:`Recipe.autocast_casts` and the optimizer step's bytes; ``None`` keeps both.
     """
@@ -415,9 +400,8 @@ def system_costs(
         host = preset.host_dispatch_s(measured)
     else:
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
-    layout = None if memory_format is None else parse_memory_format(memory_format)
     compute = None if recipe is None else recipe.compute  # plan-independent: one cache entry
-    return _system_costs(topo, precision, calibration, gpu, stamp, host, layout, compute)
+    return _system_costs(topo, precision, calibration, gpu, stamp, host, memory_format, compute)
 
 
 @lru_cache(maxsize=256)
@@ -485,6 +469,7 @@ class Resolved:
     num_gpus: int
     batch_per_replica: int
     microbatch: int
+    parsed: ParsedScenario  # the scenario's typed fields (parse_scenario)
     fidelity: Fidelity = Fidelity.SIMULATED
     memory_format: str = "nhwc"
     optimizer: Optimizer = Optimizer.SGD
@@ -494,16 +479,18 @@ class Resolved:
 def resolve(sc: Scenario) -> Resolved:
     """Validate a scenario and derive its plan.
 
+    Every text field is parsed once, first, by
+    :func:`~perfmodel.scenario_parse.parse_scenario`; what follows derives values from typed
+    ones only.
+
     Raises
     ------
     ConfigError, InfeasiblePlanError
         Naming the bad number and what would fit.
     """
-    fidelity = parse_enum(Fidelity, sc.fidelity, where="fidelity")
+    p = parse_scenario(sc)
     topo = topology_of(sc)
-    precision = Precision.parse(sc.precision)
-    optimizer = Optimizer.parse(sc.optimizer, where="optimizer")
-    n = _pos_int(sc.gpus, "gpus", allow_none=True) or topo.num_gpus
+    n = p.gpus or topo.num_gpus
     if n > topo.num_gpus:
         per = topo.gpus_per_node
         raise InfeasiblePlanError(
@@ -512,44 +499,39 @@ def resolve(sc: Scenario) -> Resolved:
             value=n,
             where="gpus",
         )
-    preset = get_preset(sc.software)
+    preset = p.preset
     check_single_node(preset.name, n, topo.gpus_per_node)
-    tp = _pos_int(sc.tp, "tp")
-    pp = _pos_int(sc.pp, "pp")
-    hybrid = Hybrid.parse(sc.hybrid)
-    if hybrid is Hybrid.ONE_WEIRD_TRICK:
-        dp = _pos_int(sc.dp, "dp", allow_none=True) or n
+    tp, pp = p.tp, p.pp
+    if p.hybrid is Hybrid.ONE_WEIRD_TRICK:
+        dp = p.dp or n
         tp = dp
     else:
-        if n % (tp * pp):
+        cp = p.cp
+        rest = tp * pp * cp
+        names, sizes = ("tp*pp", f"{tp}*{pp}") if cp == 1 else ("tp*pp*cp", f"{tp}*{pp}*{cp}")
+        if n % rest:
             fits = [d for d in _divisors(n) if d % pp == 0] if n % pp == 0 else _divisors(n)
             raise InfeasiblePlanError(
-                f"tp*pp={tp * pp} does not divide the {n} GPUs; tp*pp values that divide: {fits}",
-                value=tp * pp,
+                f"{names}={rest} does not divide the {n} GPUs; {names} values that divide: {fits}",
+                value=rest,
                 where="plan",
             )
-        dp = _pos_int(sc.dp, "dp", allow_none=True) or n // (tp * pp)
-        if dp * tp * pp != n:
+        dp = p.dp or n // rest
+        if dp * rest != n:
             raise InfeasiblePlanError(
-                f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp} but {n} GPUs are used; "
-                f"use dp={n // (tp * pp)} or gpus={dp * tp * pp}",
+                f"dp*{names} = {dp}*{sizes} = {dp * rest} but {n} GPUs are used; "
+                f"use dp={n // rest} or gpus={dp * rest}",
                 value=dp,
                 where="dp",
             )
-    if (sc.batch_per_gpu is None) == (sc.global_batch is None):
-        raise ConfigError(
-            "give exactly one of batch_per_gpu (--batch-per-gpu) and global_batch (--global-batch)",
-            value=(sc.batch_per_gpu, sc.global_batch),
-            where="batch",
-        )
-    learners = _pos_int(sc.learners_per_gpu, "learners_per_gpu")
-    mode = DPMode.parse(sc.dp_mode) if sc.dp_mode else preset.dp_mode
-    if learners > 1 and not sc.dp_mode:
+    learners = p.learners_per_gpu
+    mode = p.dp_mode or preset.dp_mode
+    if learners > 1 and p.dp_mode is None:
         mode = DPMode.CROSSBOW  # several learners per GPU is Crossbow's synchronous model averaging
     # Crossbow: the batch keys count one learner's samples; a global batch covers all learners
     split = dp * (learners if mode is DPMode.CROSSBOW else 1)
-    if sc.global_batch is not None:
-        gb = _pos_int(sc.global_batch, "global_batch")
+    if p.global_batch is not None:
+        gb = p.global_batch
         if gb % split:
             what = f"dp={dp} replicas" + (f" x {learners} learners" if split != dp else "")
             raise InfeasiblePlanError(
@@ -561,42 +543,39 @@ def resolve(sc: Scenario) -> Resolved:
             )
         bpr = gb // split
     else:
-        bpr = _pos_int(sc.batch_per_gpu, "batch_per_gpu")
-    mb = _pos_int(sc.microbatch, "microbatch", allow_none=True)
+        bpr = p.batch_per_gpu
+    mb = p.microbatch
     if mb is None:
         mb = 1 if pp > 1 else bpr
-    zero = preset.zero if sc.zero is None else int(sc.zero)
-    interleave = _pos_int(sc.interleave, "interleave")
-    schedule = PipelineSchedule.parse(sc.schedule)
-    if interleave > 1 and schedule is PipelineSchedule.ONE_F_ONE_B:
-        schedule = PipelineSchedule.INTERLEAVED  # interleave=v > 1 names the interleaved 1F1B
+    zero = preset.zero if p.zero is None else p.zero
     plan = ParallelismPlan(
         dp=dp,
         tp=tp,
         pp=pp,
         microbatch_size=mb,
-        schedule=schedule,
-        interleave=interleave,
-        recompute=Recompute.parse(sc.recompute),
-        sequence_parallel=bool(sc.sequence_parallel),
+        schedule=p.schedule,
+        interleave=p.interleave,
+        recompute=p.recompute,
+        sequence_parallel=p.sequence_parallel,
         zero=zero if zero != 3 or not preset.fsdp else 0,
         fsdp=preset.fsdp and zero == 3,
         dp_mode=mode,
         learners_per_gpu=learners,
-        sync_period=_pos_int(sc.sync_period, "sync_period"),
-        ps_host=PSHost.parse(sc.ps_host),
-        ps_shards=_pos_int(sc.ps_shards, "ps_shards"),
-        hybrid=hybrid,
-        hsdp=_pos_int(sc.hsdp, "hsdp", allow_none=True) or 0,
+        sync_period=p.sync_period,
+        ps_host=p.ps_host,
+        ps_shards=p.ps_shards,
+        hybrid=p.hybrid,
+        hsdp=p.hsdp,
+        ep=p.ep,
+        cp=p.cp,
+        etp=p.etp,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
-    layout = (
-        preset.memory_format
-        if sc.memory_format is None
-        else parse_memory_format(sc.memory_format, where="memory_format")
+    layout = preset.memory_format if p.memory_format is None else p.memory_format
+    recipe = build_recipe(preset, p.precision, p.optimizer, plan)
+    return Resolved(
+        topo, plan, preset, p.precision, n, bpr, mb, p, p.fidelity, layout, p.optimizer, recipe
     )
-    recipe = build_recipe(preset, precision, optimizer, plan)
-    return Resolved(topo, plan, preset, precision, n, bpr, mb, fidelity, layout, optimizer, recipe)
 
 
 def _build_step(
@@ -615,18 +594,26 @@ def _build_step(
             batch_size=batch,
             precision=r.precision,
             tp=wl_tp,
-            sequence_parallel=bool(sc.sequence_parallel),
+            sequence_parallel=plan.sequence_parallel,
         )
     else:
         try:
             wl = _workload(
-                sc.model, batch, r.precision.value, wl_tp, bool(sc.sequence_parallel), args
+                sc.model,
+                batch,
+                r.precision,
+                wl_tp,
+                plan.sequence_parallel,
+                args,
+                (plan.ep, plan.cp, plan.etp),
             )
         except TypeError as exc:  # unhashable model argument value
             raise ConfigError(
                 f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
             ) from exc
-    placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=sc.placement)
+    placement = place(
+        plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=r.parsed.placement
+    )
     inp = StepInputs(
         plan=plan,
         preset=r.preset,
@@ -634,7 +621,7 @@ def _build_step(
         workload=wl,
         batch_per_replica=r.batch_per_replica
         * (plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1),
-        optimizer=r.optimizer.value,
+        optimizer=r.optimizer,
         capacity_bytes=float(r.topology.gpu_spec().memory_bytes),
         recipe=r.recipe,
     )
@@ -684,7 +671,7 @@ def _speedup_baseline(
 ) -> autobatch.Baseline:
     """One GPU, or the smallest GPU count that fits when one GPU does not
     (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
-    replica = r.plan.tp * r.plan.pp
+    replica = r.plan.tp * r.plan.pp * r.plan.cp
 
     def run(k: int) -> tuple[float, bool]:
         k_sc = autobatch.scaled_baseline(
@@ -818,9 +805,8 @@ def _predict(
     peak = float(r.topology.gpu_spec().peak(r.precision.matmul_dtype))
     per_gpu_flops = step.model_flop_per_step / T / step.num_gpus
     epoch = None
-    if sc.dataset_size is not None:
-        ds = _pos_int(sc.dataset_size, "dataset_size")
-        epoch = math.ceil(ds / samples) * T
+    if r.parsed.dataset_size is not None:
+        epoch = math.ceil(r.parsed.dataset_size / samples) * T
     speedup = eff = None
     base_gpus = 1
     if baseline:
@@ -885,20 +871,20 @@ def _input_pipeline(
 ) -> InputPipeline | None:
     """The scenario's input pipeline (:mod:`perfmodel.host.input_pipeline`); ``None`` when the
     data are synthetic (``dataset`` unset or ``synthetic``)."""
-    if sc.dataset is None:
+    if r.parsed.dataset is None:
         return None
     measured = None
     if sc.calibration:  # per-sample costs measured on the user's CPU (calibrate --only input)
         measured = _host_profile(str(sc.calibration), _file_stamp(str(sc.calibration)))[1]
     return input_pipeline(
-        dataset=sc.dataset,
+        dataset=r.parsed.dataset,
         preset=r.preset.name,
         topology=r.topology,
         gpus=r.topology.gpus[: r.num_gpus],
         replicas=r.plan.dp,
         samples_per_step=step.samples_per_step,
         costs=costs,
-        loader=sc.data_loader,
+        loader=r.parsed.data_loader,
         workers=sc.data_loader_workers,
         cpu_s_per_sample=measured,
     )
@@ -922,6 +908,7 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         sc.global_batch is not None
         and plan.tp == 1
         and plan.pp == 1
+        and plan.cp == 1
         and plan.hybrid is not Hybrid.ONE_WEIRD_TRICK
         and plan.learners_per_gpu == 1
     )
@@ -946,6 +933,9 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         hybrid=None,
         dp_mode=None,
         hsdp=None,
+        ep=1,
+        cp=1,
+        etp=None,
         batch_per_gpu=per_gpu,
         global_batch=None,
         fidelity="analytic",
@@ -962,8 +952,9 @@ def predict_curve(
     one server's GPUs. Points that do not fit in memory come back with ``fits_in_memory=False``.
     """
     topo1 = topology_of(replace(sc, nodes=1))
-    owt = Hybrid.parse(sc.hybrid) is Hybrid.ONE_WEIRD_TRICK
-    min_nodes = _pos_int(sc.nodes, "nodes")
+    p = parse_scenario(sc)
+    owt = p.hybrid is Hybrid.ONE_WEIRD_TRICK
+    min_nodes = p.nodes
     out: list[StepReport] = []
     for g in gpus:
         gi = _pos_int(g, "gpus")

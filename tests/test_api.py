@@ -328,9 +328,11 @@ def test_fidelity_is_parsed_like_every_other_choice() -> None:
     sc = Scenario(system="dgx1-v100", gpus=2, model="resnet18", batch_per_gpu=32)
     assert predict(replace(sc, fidelity="Analytic"), baseline=False).fidelity == "analytic"
     with pytest.raises(
-        ConfigError, match="unknown fidelity 'exact'; expected one of simulated, analytic"
-    ):
+        ConfigError,
+        match=r"unknown fidelity 'exact' \(scenario.fidelity\); expected one of simulated, analytic",
+    ) as info:
         predict(replace(sc, fidelity="exact"))
+    assert info.value.where == "scenario.fidelity"
 
 
 def test_speedup_follows_the_batch_key_strong_or_weak_scaling():

@@ -145,7 +145,14 @@ def refit_profile(
 
     out = finish_profile(profile)
     prov = dict(out.provenance)
-    refits = list(prov.get("refits", []))
+    refits = prov.get("refits") or []  # absent or null: no earlier re-fit
+    if not isinstance(refits, list | tuple):
+        raise ConfigError(
+            f"calibration profile provenance.refits: expected a list of re-fits, got {refits!r}",
+            value=refits,
+            where="provenance.refits",
+        )
+    refits = list(refits)
     refits.append(
         {
             "refitted_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(

@@ -56,7 +56,7 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     )
     g.add_argument(
         "--oversubscription",
-        type=ty.positive_float("--oversubscription"),
+        type=ty.oversubscription("--oversubscription"),
         help="fat-tree leaf oversubscription (2 = 2:1)",
     )
     g.add_argument("--gpu", help="GPU model (custom systems and GPU-selectable systems)")

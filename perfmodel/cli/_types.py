@@ -76,6 +76,14 @@ def positive_float(flag: str) -> Callable[[str], float]:
     return _float_type(flag, minimum=0.0, strict=True)
 
 
+def oversubscription(flag: str = "--oversubscription") -> Callable[[str], float]:
+    """A fat-tree oversubscription ratio: finite and >= ``MIN_OVERSUBSCRIPTION`` (1, the rule
+    of topology files, :data:`perfmodel.topology.io.MIN_OVERSUBSCRIPTION`)."""
+    from perfmodel.topology.io import MIN_OVERSUBSCRIPTION
+
+    return _float_type(flag, minimum=MIN_OVERSUBSCRIPTION, strict=False)
+
+
 def nonneg_float(flag: str) -> Callable[[str], float]:
     """A finite number >= 0."""
     return _float_type(flag, minimum=0.0, strict=False)

@@ -129,7 +129,38 @@ def run(args: argparse.Namespace) -> int:
     from perfmodel._io import output_lock
 
     with output_lock(args.output):  # one writer of a profile at a time
+        _refuse_foreign_output(args.output)
         return _run(args)
+
+
+def _refuse_foreign_output(path: str) -> None:
+    """Never overwrite an existing file that is not a calibration profile (a typo in ``-o``):
+    it is recognised by its ``kind`` field (or, in profiles older than that field, its
+    ``format_version``) before anything is written."""
+    import json
+    from pathlib import Path
+
+    from perfmodel._io import read_text
+    from perfmodel.calibration.profile import PROFILE_KIND
+    from perfmodel.errors import FileAccessError
+
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return
+    try:
+        doc = json.loads(read_text(p, where="-o"))
+    except (ValueError, FileAccessError):
+        doc = None
+    ok = isinstance(doc, dict) and doc.get(
+        "kind", PROFILE_KIND if "format_version" in doc else None
+    )
+    if ok != PROFILE_KIND:
+        raise FileAccessError(
+            f'-o {p}: exists and is not a perfmodel calibration profile (no "kind": '
+            f"{PROFILE_KIND!r}); refusing to overwrite it: remove it or choose another -o",
+            value=str(p),
+            where="-o",
+        )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -124,6 +124,10 @@ def register(subparsers: Any) -> None:
     )
     s.add_argument("--pp", help="pipeline degrees to try (default: divisors of the blocks)")
     s.add_argument(
+        "--ep", help="expert-parallel degrees (MoE; default: powers of two dividing the experts)"
+    )
+    s.add_argument("--cp", default="1", help="context-parallel degrees to try (default 1)")
+    s.add_argument(
         "--max-tp", type=ty.positive_int("--max-tp"), help="largest tensor-parallel degree"
     )
     s.add_argument("--microbatch", default="1,2,4,8", help="micro-batch sizes (default 1,2,4,8)")
@@ -295,6 +299,7 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
 def _run_search(args: argparse.Namespace) -> int:
     from perfmodel.search.compare import format_table, search_plans
     from perfmodel.search.plans import SearchSpace
+    from perfmodel.search.sweep import cap_workers
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -319,6 +324,8 @@ def _run_search(args: argparse.Namespace) -> int:
         sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
         learners_per_gpu=_ints(args.learners, "--learners") or (1,),
         cnn_tensor_parallel=args.cnn_tp,
+        ep_degrees=_ints(args.ep, "--ep"),
+        cp_degrees=_ints(args.cp, "--cp") or (1,),
     )
     pricing = _pricing(args, ["plan"]).get("plan")
     for g in gpus:
@@ -344,7 +351,7 @@ def _run_search(args: argparse.Namespace) -> int:
         analytic_k=args.analytic_k,
         confirm_k=args.confirm_k,
         budget_s=parse_budget(args.budget, allow_zero=True),
-        jobs=args.jobs,
+        jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
         nodes_for=nodes_for,
         hard_budget=True,
     )

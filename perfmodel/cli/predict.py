@@ -351,7 +351,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  source: {src}")
         _print_shm_note(sc, report.num_gpus)
         for note in report.notes:
-            if note.startswith("input pipeline"):
+            if note.startswith(
+                ("input pipeline", "expert parallel", "context parallel", "mixture of experts")
+            ):
                 print(note)
         if budget is not None:
             print("\n".join(budget.format_lines()))

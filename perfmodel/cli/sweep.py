@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
         "-o",
         "--output",
         required=True,
-        type=ty.output_file("-o", ".jsonl", ".ndjson", ".csv"),
+        type=ty.output_file("-o"),  # the extension is checked by run_sweep, first
         help="results file (.jsonl or .csv)",
     )
     p.add_argument(

@@ -23,6 +23,7 @@ from perfmodel.workload.layers import LayerCost
 if TYPE_CHECKING:
     from perfmodel.compute.model import LayerTime
     from perfmodel.parallel.recipe import ComputeRecipe
+    from perfmodel.workload.memory import Optimizer
 
 
 class Costs(Protocol):
@@ -33,7 +34,7 @@ class Costs(Protocol):
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
         """``(fwd_s, bwd_input_s, bwd_weight_s)`` of one layer for one micro-batch."""
 
-    def optimizer_time(self, params: float, optimizer: str) -> float: ...
+    def optimizer_time(self, params: float, optimizer: Optimizer) -> float: ...
 
     def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
         """``(forward, backward)`` host time to issue the layer's kernels (eager stacks); a
@@ -123,7 +124,7 @@ class SystemCosts:
         lt = self._layer(layer)
         return float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s)
 
-    def optimizer_time(self, params: float, optimizer: str) -> float:
+    def optimizer_time(self, params: float, optimizer: Optimizer) -> float:
         if params <= 0:
             return 0.0
         rc = self.recipe

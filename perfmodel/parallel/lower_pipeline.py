@@ -32,6 +32,7 @@ from perfmodel.parallel.lowering import (
     _flop_of,
     _issue_times,
     build_chunk,
+    expert_params,
     partition,
     stage_buffer_bytes,
     stage_memory,
@@ -56,7 +57,7 @@ class PipelineLowering:
         self.alg = self.preset.comm_algorithm
         rc = self.rc = inp.recipe_for(costs)
         self.zero3 = rc.sharding.stage >= 3
-        self.dp_on = plan.dp > 1
+        self.dp_on = plan.grad_replicas > 1
         self.overlap = rc.grad_comm.overlap and self.dp_on
         self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
         self.tp_overlap = rc.tp_comm.overlap
@@ -82,6 +83,7 @@ class PipelineLowering:
         self.last_compute = [-1] * P
         self.issue_tid = [-1] * P
         self.tied = [0] * P
+        self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
 
     # ------------------------------------------------------------------ chunks
 
@@ -94,6 +96,7 @@ class PipelineLowering:
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
         for k, ids in enumerate(parts):
             s = k % self.P
+            groups = self.expert_context_groups(s)
             chunks.append(
                 build_chunk(
                     wl,
@@ -108,9 +111,53 @@ class PipelineLowering:
                     exclude_sharded=self.owt,
                     grad_bytes=rc.grad_reduce_bytes,
                     selective_share=rc.selective_recompute.share,
+                    comm_groups=groups,
                 )
             )
         return chunks
+
+    def expert_context_groups(self, s: int) -> dict[str, tuple[tuple[str, ...], ...]]:
+        """Stage ``s``'s expert- and context-parallel groups with their server neighbours
+        (:mod:`perfmodel.parallel.expert`); empty without ``ep`` / ``cp``."""
+        from perfmodel.parallel.expert import context_groups, expert_groups, with_neighbours
+
+        plan, topo = self.plan, getattr(self.costs, "topology", None)
+        out: dict[str, tuple[tuple[str, ...], ...]] = {}
+        if plan.ep > 1:
+            groups = expert_groups(self.pl, s, plan.ep, plan.expert_tp)
+            out["ep"] = with_neighbours(groups, topo)
+        if plan.cp > 1:
+            out["cp"] = with_neighbours(context_groups(self.pl, s, plan.cp), topo)
+        return out
+
+    def expert_context(
+        self, s: int, phase: str, mb: int, c: int, seg: Segment, deps: list[int]
+    ) -> list[int]:
+        """A segment's exposed expert all-to-alls and ring-attention exchange
+        (:class:`~perfmodel.parallel.lowering.SegmentComm`), on the compute stream after its
+        compute: Megatron-Core runs the token dispatcher's all-to-alls between the router and
+        the experts without overlap unless ``overlap_moe_expert_parallel_comm`` is set (off by
+        default, not modelled)."""
+        comms = [x for x in seg.ep_cp if x.phase == phase and x.duration_s > 0]
+        if not comms:
+            return deps
+        groups = self.ep_cp_groups.setdefault(s, self.expert_context_groups(s))
+        k = c * self.P + s
+        tid = self.join(s, deps)
+        for x in comms:
+            g = groups[x.kind.value]
+            tid = self.b.add(
+                TaskKind.COLLECTIVE,
+                self.gpu[s],
+                "compute",
+                x.duration_s,
+                [tid],
+                label=f"{x.kind.value.upper()} {x.op.value} {phase}{mb}",
+                microbatch=mb,
+                chunk=k,
+                comm=CommSpec(x.op, x.message_bytes, g[0], "auto", x.kind, g[1:]),
+            )
+        return [tid]
 
     # ------------------------------------------------------------------ task helpers
 
@@ -288,6 +335,7 @@ class PipelineLowering:
                 if self.first_seg_done[s]:  # the next unit's gather runs under this one
                     dur = self.slowed(dur, self.comm_dur[ag])
             tids = self.segment(s, "F", mb, c, dur, sd, seg.tp_fwd_s)
+            tids = self.expert_context(s, "F", mb, c, seg, tids)
             self.first_seg_done[s] = True
             deps = tids
         tid = self.join(s, tids)
@@ -323,6 +371,7 @@ class PipelineLowering:
             elif self.overlap and final_mb and si > 0:
                 dur = self.slowed(dur, prev_grad)
             tids = self.segment(s, "B", mb, c, dur, sd, seg.tp_bwd_s)
+            tids = self.expert_context(s, "B", mb, c, seg, tids)
             deps = tids
             prev_grad = 0.0
             if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
@@ -432,12 +481,26 @@ class PipelineLowering:
         """Parameters stage ``s`` holds (its chunks plus a tied embedding's copy)."""
         return sum(self.chunks[c * self.P + s].params for c in range(self.V)) + self.tied[s]
 
+    def sharded_params(self, s: int, stage_params: float) -> float:
+        """Parameters stage ``s``'s optimizer updates: with ZeRO/FSDP sharding the dense ones
+        over the ``dp x cp`` replicas and the routed experts' over the expert data-parallel
+        group (:attr:`ParallelismPlan.expert_dp`), as Megatron-Core's distributed optimizer
+        shards each over the group that reduces its gradients."""
+        rc, plan = self.rc, self.plan
+        if rc.sharding.stage < 1:
+            return stage_params
+        chunks = [self.chunks[c * self.P + s] for c in range(self.V)]
+        expert = expert_params([la for ch in chunks for la in ch.layers])
+        return (stage_params - expert) / rc.shard_degree(plan.grad_replicas) + expert / (
+            rc.shard_degree(plan.expert_dp)
+        )
+
     def finish_stage(self, s: int) -> None:
         """Stage ``s`` after its last backward: the tied copy's gradient (overlapped stacks),
         the gradient reduction that did not overlap (one collective of all the stage's
         gradients), the optimizer step over the stage's (sharded) parameters and ZeRO-1/2's
         parameter all-gather after it."""
-        rc, plan, b = self.rc, self.plan, self.b
+        rc, b = self.rc, self.b
         stage_params = self.stage_params(s)
         if self.dp_on and self.overlap and self.tied[s]:  # the copy's gradient, after backward
             nbytes = self.tied[s] * rc.grad_reduce_bytes
@@ -451,7 +514,7 @@ class PipelineLowering:
             self.grad_comm[s].append(
                 self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
             )
-        opt_params = stage_params / (rc.shard_degree(plan.dp) if rc.sharding.stage >= 1 else 1)
+        opt_params = self.sharded_params(s, stage_params)
         issue = [self.issue_tid[s]] if self.issue_tid[s] >= 0 else []
         t_opt = b.add(
             TaskKind.OPTIMIZER,
@@ -484,10 +547,44 @@ class PipelineLowering:
                 "parameter all-gather of the previous step's update overlaps the first forward "
                 "(one gather per bucket, as Megatron-Core overlap_param_gather)"
             )
+        self.expert_context_notes()
         if self.K > 1:
             b.notes.append(
                 f"pipeline: {self.P} stages x {self.V} chunks, {self.m} micro-batches, one task "
                 "per micro-batch and chunk"
+            )
+
+    def expert_context_notes(self) -> None:
+        """One line per expert / context parallelism: stage 0's transfers per step and what
+        of them is exposed (the rest overlaps the attention kernels); for a MoE model, its total
+        and active parameters and that model FLOP/s count the active FLOP."""
+        plan, wl = self.plan, self.wl
+        routed = next((la for la in wl.layers if la.expert_role is not None and la.experts), None)
+        if routed is not None and wl.total_active_params:
+            self.b.notes.append(
+                f"mixture of experts: {wl.total_params / 1e9:.1f} B parameters, "
+                f"{wl.total_active_params / 1e9:.1f} B active (top_k {routed.top_k} of "
+                f"{routed.experts} experts per token); model FLOP/s and MFU count the active FLOP"
+            )
+        for kind, what, size in (
+            ("ep", "expert parallel (token dispatch/combine all-to-all)", plan.ep),
+            ("cp", "context parallel (ring attention K/V exchange)", plan.cp),
+        ):
+            if size < 2:
+                continue
+            comms = [
+                x
+                for c in range(self.V)
+                for seg in self.chunks[c * self.P].segments
+                for x in seg.ep_cp
+                if x.kind.value == kind
+            ]
+            full = self.m * sum(x.full_s for x in comms)
+            exposed = self.m * sum(x.duration_s for x in comms)
+            self.b.notes.append(
+                f"{what} over {size} ranks: {full * 1e3:.2f} ms of transfers per step on stage 0, "
+                f"{exposed * 1e3:.2f} ms exposed"
+                + (", the rest under the attention" if kind == "cp" else " (not overlapped)")
             )
 
     def memory(self) -> tuple[PlanMemory, ...]:
@@ -534,10 +631,11 @@ class PipelineLowering:
                 "all-reduce)"
             )
         return LoweredStep(
-            graph=self.b.build(multiplicity=plan.dp * pl.tp),
+            graph=self.b.build(multiplicity=pl.dp * pl.tp),
             memory=mem,
             samples_per_step=self.inp.batch_per_replica * plan.dp,
-            model_flop_per_step=_flop_of(self.wl) * pl.tp * self.m * plan.dp,
+            # each of the dp x cp ranks of a tensor-parallel slot holds 1/cp of a replica's tokens
+            model_flop_per_step=_flop_of(self.wl) * pl.tp * self.m * plan.grad_replicas,
             num_gpus=plan.num_gpus,
         )
 

@@ -29,8 +29,8 @@ mode); :func:`lower` dispatches.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
@@ -41,8 +41,23 @@ from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, Recompute
 from perfmodel.parallel.recipe import Recipe, build_recipe, default_recipe
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
-from perfmodel.workload.layers import LayerCost, LayerKind, Workload
-from perfmodel.workload.memory import is_selectively_recomputed
+from perfmodel.workload.layers import ExpertRole, LayerCost, LayerKind, Workload
+from perfmodel.workload.memory import Optimizer, is_selectively_recomputed
+
+
+@dataclass(frozen=True)
+class SegmentComm:
+    """Expert- or context-parallel communication of a segment in one phase (``"F"`` or
+    ``"B"``), summed over its layers: ``op`` moving ``message_bytes`` on the segment's
+    ``kind`` group, exposed for ``duration_s`` on the compute stream out of ``full_s`` of
+    transfers (ring attention hides the rest under the attention kernels)."""
+
+    kind: CommKind
+    phase: str
+    op: CollectiveOp
+    message_bytes: float
+    duration_s: float
+    full_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,11 @@ class Segment:
     activation_bytes: float
     flop: float
     dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
+    ep_cp: tuple[SegmentComm, ...] = ()  # expert all-to-alls, exposed ring-attention exchange
+
+    def ep_cp_s(self, phase: str) -> float:
+        """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
+        return sum(c.duration_s for c in self.ep_cp if c.phase == phase)
 
 
 @dataclass(frozen=True)
@@ -73,11 +93,11 @@ class Chunk:
 
     @property
     def fwd_s(self) -> float:
-        return sum(s.fwd_s + s.tp_fwd_s for s in self.segments)
+        return sum(s.fwd_s + s.tp_fwd_s + s.ep_cp_s("F") for s in self.segments)
 
     @property
     def bwd_s(self) -> float:
-        return sum(s.bwd_s + s.recompute_s + s.tp_bwd_s for s in self.segments)
+        return sum(s.bwd_s + s.recompute_s + s.tp_bwd_s + s.ep_cp_s("B") for s in self.segments)
 
     @property
     def params(self) -> int:
@@ -174,6 +194,9 @@ def partition(
     block_costs = [round(sum(unit_cost[i] for i in u), 12) for u in blocks]
     uniform = len(set(block_costs)) == 1 and nb > 1
     if uniform and not (allow_uneven and nb % k):
+        per_stage = _uneven_ends(nb, k)
+        if per_stage is not None:
+            return _cut(workload, units, per_stage)
         if nb % k:
             fits = [d for d in range(1, nb + 1) if nb % d == 0]
             raise InfeasiblePlanError(
@@ -230,6 +253,41 @@ def partition(
     return parts
 
 
+def _uneven_ends(nb: int, k: int) -> list[int] | None:
+    """Blocks per chunk when ``k`` does not divide ``nb`` but ``ceil(nb / k) x k - nb == 2``:
+    every chunk takes ``ceil(nb / k)`` blocks except the first and the last, one fewer each
+    (Llama 3 405B's 126 layers on 16 stages, Dubey et al. 2024 sec. 3.3.2: "we remove one
+    Transformer layer each from the first and the last stages"; Megatron-Core
+    ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``); ``None``
+    otherwise (``k`` divides, or another deficit: say which layers go where explicitly).
+
+    >>> _uneven_ends(126, 16)[:3], _uneven_ends(126, 16)[-1], _uneven_ends(8, 4), _uneven_ends(24, 5)
+    ([7, 8, 8], 7, None, None)
+    """
+    if k < 2 or nb % k == 0:
+        return None
+    per = -(-nb // k)
+    short = per * k - nb
+    if short != 2 or per < 2:
+        return None
+    return [per - 1] + [per] * (k - 2) + [per - 1]
+
+
+def _cut(workload: Workload, units: list[list[int]], per_stage: list[int]) -> list[list[int]]:
+    """Chunks of ``per_stage[i]`` blocks each; block-less units join the neighbouring chunk
+    (the first, or the previous block's), as in :func:`partition`."""
+    owner: list[int] = [c for c, n in enumerate(per_stage) for _ in range(n)]
+    out: list[list[int]] = [[] for _ in per_stage]
+    seen = 0
+    for u in units:
+        if workload.layers[u[0]].block is None:
+            out[0 if seen == 0 else owner[seen - 1]].extend(u)
+        else:
+            out[owner[seen]].extend(u)
+            seen += 1
+    return out
+
+
 def _units_in(part: list[int], units: list[list[int]]) -> list[list[int]]:
     s = set(part)
     return [u for u in units if u[0] in s]
@@ -256,6 +314,7 @@ def build_chunk(
     exclude_sharded: bool = False,
     grad_bytes: float | None = None,
     selective_share: Callable[[LayerCost], float] | None = None,
+    comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
@@ -265,6 +324,13 @@ def build_chunk(
     ``SelectiveRecompute.share``; default Korthikanti's attention core). With full recomputation the recomputed
     forward's tensor-parallel collectives are booked with the backward's (``tp_bwd_s``), not as
     compute.
+
+    ``comm_groups`` maps a :class:`~perfmodel.workload.layers.CommPoint` group other than
+    ``"tp"`` (``"ep"``, ``"cp"``) to its groups, the representative's first and then the
+    siblings that run the same collective at once (:mod:`perfmodel.parallel.expert`): expert
+    all-to-alls are exposed in full, ring attention's exchange only beyond the attention it
+    overlaps (:func:`~perfmodel.parallel.expert.ring_exposed_s`); both become
+    :class:`SegmentComm` entries.
     """
     layers = [workload.layers[i] for i in layer_ids]
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
@@ -298,11 +364,13 @@ def build_chunk(
                 groups.append(cur)
     segs: list[Segment] = []
     tp = tuple(tp_group)
+    groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
         f = bi = bw = rc = tf = tb = 0.0
         params = dp_params = 0
         act = flop = 0.0
+        extra: list[SegmentComm] = []
         for i in ids:
             layer = workload.layers[i]
             if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
@@ -315,15 +383,24 @@ def build_chunk(
             act += layer.activation_bytes
             flop += layer.total_flop
             for cp in layer.fwd_comm:
+                if cp.group in groups_of:
+                    continue
                 tf += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             for cp in layer.bwd_comm:
+                if cp.group in groups_of:
+                    continue
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
+            if groups_of:
+                extra += _expert_context_comm(layer, costs, groups_of, (lf, lbi + lbw), algorithm)
             if plan.recompute is Recompute.SELECTIVE:
                 rc += lf * share(layer)
         if plan.recompute is Recompute.FULL:
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
-        segs.append(Segment(ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params))
+            extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
+        segs.append(
+            Segment(ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra))
+        )
     last = workload.layers[layer_ids[-1]]
     first = workload.layers[layer_ids[0]]
     out_bytes = _elements(last.output_shape) * act_b
@@ -332,6 +409,63 @@ def build_chunk(
         {workload.layers[i].block for i in layer_ids if workload.layers[i].block is not None}
     )
     return Chunk(tuple(segs), out_bytes, in_bytes, blocks, tuple(layers))
+
+
+def _expert_context_comm(
+    layer: LayerCost,
+    costs: Costs,
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
+    compute_s: tuple[float, float],
+    algorithm: str,
+) -> list[SegmentComm]:
+    """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: all-to-alls
+    exposed in full; ring attention's key/value exchange beyond the layer's own compute
+    (:func:`perfmodel.parallel.expert.ring_exposed_s`), its bytes scaled to the exposed share
+    (what the flow simulation replays)."""
+    from perfmodel.parallel.expert import ring_exposed_s
+
+    out: list[SegmentComm] = []
+    for phase, points, busy in (
+        ("F", layer.fwd_comm, compute_s[0]),
+        ("B", layer.bwd_comm, compute_s[1]),
+    ):
+        ring: list[tuple[CollectiveOp, float, float]] = []
+        for cp in points:
+            groups = groups_of.get(cp.group)
+            if groups is None:
+                continue
+            t = costs.concurrent_time(cp.op, cp.message_bytes, groups, algorithm)
+            if cp.group == "cp":
+                ring.append((cp.op, cp.message_bytes, t))
+            else:
+                out.append(SegmentComm(CommKind.EP, phase, cp.op, cp.message_bytes, t, t))
+        if ring:
+            full = sum(t for _, _, t in ring)
+            exposed = ring_exposed_s(full, busy, len(groups_of["cp"][0]))
+            share = exposed / full if full > 0 else 0.0
+            out += [
+                SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
+                for op, nbytes, t in ring
+            ]
+    return out
+
+
+def _merged(comms: Sequence[SegmentComm]) -> tuple[SegmentComm, ...]:
+    """One entry per (kind, phase, op): a segment's collectives of one kind run back to back
+    on the compute stream, so their sum is what the step waits for."""
+    acc: dict[tuple[CommKind, str, CollectiveOp], list[float]] = {}
+    for c in comms:
+        a = acc.setdefault((c.kind, c.phase, c.op), [0.0, 0.0, 0.0])
+        a[0] += c.message_bytes
+        a[1] += c.duration_s
+        a[2] += c.full_s
+    return tuple(SegmentComm(k, ph, op, b, t, f) for (k, ph, op), (b, t, f) in acc.items())
+
+
+def expert_params(layers: Sequence[LayerCost]) -> int:
+    """Parameters of routed experts (``ExpertRole.EXPERT``) among ``layers``: their gradients
+    and sharded state live on the expert data-parallel group, not the dense one."""
+    return sum(la.params for la in layers if la.expert_role is ExpertRole.EXPERT)
 
 
 def tied_embedding_params(layers: Sequence[LayerCost]) -> int:
@@ -376,7 +510,7 @@ def stage_memory(
     *,
     plan: ParallelismPlan,
     costs: Costs,
-    optimizer: str,
+    optimizer: Optimizer,
     in_flight: int,
     capacity_bytes: float,
     comm_buffer_bytes: float,
@@ -411,7 +545,11 @@ def stage_memory(
     layers = [la for c in chunks for la in c.layers]
     params = float(sum(c.params for c in chunks)) + tied_params
     stage = rc.sharding.stage
-    weights, grads, state = rc.model_state_bytes(params, plan.dp)
+    expert = float(expert_params(layers))
+    weights, grads, state = rc.model_state_bytes(params - expert, plan.grad_replicas)
+    if expert:  # routed experts: sharded over the expert data-parallel group
+        ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)
+        weights, grads, state = weights + ew, grads + eg, state + es
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
@@ -420,7 +558,7 @@ def stage_memory(
         acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
     else:
         per_chunk = [
-            wmem.activation_bytes(c.layers, plan.recompute.value, precision=prec) for c in chunks
+            wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     peak_layer = max(
@@ -455,7 +593,7 @@ class StepInputs:
     placement: Placement
     workload: Workload  # one micro-batch, one TP rank
     batch_per_replica: int
-    optimizer: str
+    optimizer: Optimizer
     capacity_bytes: float
     recipe: Recipe | None = None  # None: build_recipe(preset, precision, optimizer, plan)
 

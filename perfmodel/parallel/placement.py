@@ -26,7 +26,8 @@ class Placement:
     ----------
     dp, tp, pp
         Plan dimensions (for one-weird-trick ``tp`` is 1 here: FC model parallelism spans the
-        data-parallel group itself).
+        data-parallel group itself); ``dp`` is the plan's ``dp x cp`` (context-parallel rank
+        fastest), the ranks that reduce the dense gradients together.
     gpus
         GPU node ids indexed by ``rank(dp_rank, pp_rank, tp_rank)``.
     order
@@ -67,7 +68,7 @@ def place(
     topology: Topology,
     *,
     gpus: tuple[str, ...] | None = None,
-    order: str | tuple[str, ...] = _DIMS,
+    order: tuple[str, ...] = _DIMS,
 ) -> Placement:
     """Place ``plan`` on ``topology``.
 
@@ -77,15 +78,15 @@ def place(
         The GPUs to use, in rank order (default: the first ``plan.num_gpus`` of
         ``topology.gpus``).
     order
-        Dimension order fastest first, e.g. ``"tp,pp,dp"`` (default) or ``"tp,dp,pp"``.
+        Dimension order fastest first, e.g. ``("tp", "pp", "dp")`` (default) or
+        ``("tp", "dp", "pp")`` (text such as ``"tp,dp,pp"`` is parsed at the edge:
+        :func:`perfmodel.scenario_parse.parse_placement`).
 
     Raises
     ------
     InfeasiblePlanError
         If the plan needs more GPUs than given, or does not use all of an explicit list.
     """
-    if isinstance(order, str):
-        order = tuple(s.strip() for s in order.split(","))
     if sorted(order) != sorted(_DIMS):
         raise ConfigError(
             f"placement order {','.join(order)!r} must be a permutation of tp,pp,dp",
@@ -118,4 +119,6 @@ def place(
                 where="gpus",
             )
     tp = 1 if plan.hybrid is Hybrid.ONE_WEIRD_TRICK else plan.tp
-    return Placement(dp=plan.dp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]
+    # context-parallel ranks hold replicas of the dense weights: they sit on the data axis,
+    # context-parallel rank fastest (perfmodel.parallel.expert)
+    return Placement(dp=plan.dp * plan.cp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]

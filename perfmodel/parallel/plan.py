@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.workload.memory import Recompute  # one enum for the plan and the memory model
 
 
 def _dashed(text: str) -> str:
@@ -98,18 +99,6 @@ class PipelineSchedule(str, enum.Enum):
         )
 
 
-class Recompute(str, enum.Enum):
-    """Activation recomputation (Chen et al. 2016; Korthikanti et al. 2022 "selective")."""
-
-    NONE = "none"
-    SELECTIVE = "selective"
-    FULL = "full"
-
-    @classmethod
-    def parse(cls, text: object, where: str = "recompute") -> Recompute:
-        return parse_enum(cls, text, where=where, normalize=_dashed)
-
-
 class Hybrid(str, enum.Enum):
     """Hybrid layouts that are not a plain ``dp x tp x pp`` grid.
 
@@ -163,6 +152,16 @@ class ParallelismPlan:
         Activation recomputation; Megatron sequence parallelism (Korthikanti et al. 2022);
         ZeRO stage 0-3 (Rajbhandari et al. SC20); FSDP full sharding (Zhao et al. VLDB 2023,
         traffic and memory as ZeRO-3).
+    ep, etp, cp
+        Expert parallelism (routed experts split over ``ep`` ranks; Megatron-Core
+        ``--expert-model-parallel-size``), expert tensor parallelism (``etp``, each expert's GEMMs
+        split over ``etp`` ranks; ``--expert-tensor-parallel-size``, 0 = ``tp`` as Megatron-Core's
+        default) and context parallelism (``cp`` ranks each hold ``1/cp`` of every sequence;
+        ``--context-parallel-size``). The world is ``dp x tp x pp x cp``; expert groups fold over
+        the ``tp x cp x dp`` ranks of a pipeline stage (Megatron-Core "MoE parallel folding",
+        Liu et al. 2025, arXiv:2504.14960), so ``ep`` need not divide ``dp``: ``ep x etp`` must
+        divide ``dp x cp x tp``, and the experts' data-parallel group is what remains,
+        ``dp x cp x tp / (ep x etp)`` (:attr:`expert_dp`).
     hsdp
         FSDP hybrid sharding (PyTorch ``fully_shard`` over a 2-D mesh / FSDP1
         ``ShardingStrategy.HYBRID_SHARD``): model state sharded over groups of ``hsdp``
@@ -189,12 +188,17 @@ class ParallelismPlan:
     ps_shards: int = 1
     hybrid: Hybrid = Hybrid.NONE
     hsdp: int = 0
+    ep: int = 1
+    cp: int = 1
+    etp: int = 0
 
     def __post_init__(self) -> None:
         for name in (
             "dp",
             "tp",
             "pp",
+            "ep",
+            "cp",
             "interleave",
             "learners_per_gpu",
             "sync_period",
@@ -259,6 +263,7 @@ class ParallelismPlan:
                     value=self.hsdp,
                     where="hsdp",
                 )
+        self._check_expert_context()
         if (self.zero or self.fsdp) and self.dp_mode is not DPMode.ALLREDUCE:
             raise InfeasiblePlanError(
                 f"ZeRO/FSDP shard over synchronous data parallelism; dp_mode={self.dp_mode.value} "
@@ -267,12 +272,59 @@ class ParallelismPlan:
                 where="zero",
             )
 
+    def _check_expert_context(self) -> None:
+        """Feasibility of ``ep``, ``etp`` and ``cp`` (see the class docstring)."""
+        if not isinstance(self.etp, int) or isinstance(self.etp, bool) or self.etp < 0:
+            raise InfeasiblePlanError(
+                f"plan etp={self.etp!r} must be a positive integer (0: equal to tp)",
+                value=self.etp,
+                where="etp",
+            )
+        if (self.ep > 1 or self.cp > 1) and (
+            self.dp_mode is not DPMode.ALLREDUCE or self.hybrid is not Hybrid.NONE
+        ):
+            raise InfeasiblePlanError(
+                f"ep/cp are modelled with synchronous all-reduce data parallelism and no hybrid "
+                f"layout; got dp_mode={self.dp_mode.value}, hybrid={self.hybrid.value}",
+                value=(self.ep, self.cp),
+                where="ep" if self.ep > 1 else "cp",
+            )
+        fold = self.dp * self.cp * self.tp
+        if fold % (self.ep * self.expert_tp):
+            fits = [e for e in range(1, fold + 1) if fold % (e * self.expert_tp) == 0]
+            raise InfeasiblePlanError(
+                f"ep={self.ep} x etp={self.expert_tp} must divide dp x cp x tp = "
+                f"{self.dp}x{self.cp}x{self.tp} = {fold} (expert groups fold over the "
+                f"tensor, context and data-parallel ranks of a stage); ep values that fit: "
+                f"{fits[:16]}" + ("" if self.expert_tp == 1 else "; or set etp=1"),
+                value=self.ep,
+                where="ep",
+            )
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel size: ``etp``, or ``tp`` when 0 (Megatron-Core default)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Data-parallel size of the expert weights: ``dp x cp x tp / (ep x etp)`` (the expert
+        gradients are reduced and the expert optimizer state sharded over it)."""
+        return self.dp * self.cp * self.tp // (self.ep * self.expert_tp)
+
+    @property
+    def grad_replicas(self) -> int:
+        """Ranks holding the same dense weights: ``dp x cp`` (context-parallel ranks hold a
+        replica and reduce gradients with the data-parallel ones, Megatron-Core's
+        data-parallel-with-context-parallel group)."""
+        return self.dp * self.cp
+
     @property
     def num_gpus(self) -> int:
-        """GPUs the plan occupies: ``dp * tp * pp`` (``dp`` for one-weird-trick)."""
+        """GPUs the plan occupies: ``dp * tp * pp * cp`` (``dp`` for one-weird-trick)."""
         if self.hybrid is Hybrid.ONE_WEIRD_TRICK:
             return self.dp
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     @property
     def shard_stage(self) -> int:
@@ -301,6 +353,12 @@ class ParallelismPlan:
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        if self.cp > 1:
+            parts.append(f"cp={self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
+        if self.etp and self.etp != self.tp:
+            parts.append(f"etp={self.etp}")
         if self.pp > 1:
             parts.append(f"schedule={self.schedule.value}")
             if self.interleave > 1:
@@ -341,6 +399,9 @@ _PLAN_KEYS = {
     "hybrid": "hybrid",
     "zero": "zero",
     "hsdp": "hsdp",
+    "ep": "ep",
+    "cp": "cp",
+    "etp": "etp",
 }
 
 

@@ -229,7 +229,8 @@ class Recipe:
 
         >>> from perfmodel.parallel.software import get_preset
         >>> from perfmodel.parallel.plan import ParallelismPlan
-        >>> r = build_recipe(get_preset("fsdp"), Precision.BF16, "adam", ParallelismPlan(dp=8, fsdp=True))
+        >>> plan = ParallelismPlan(dp=8, fsdp=True)
+        >>> r = build_recipe(get_preset("fsdp"), Precision.BF16, Optimizer.ADAM, plan)
         >>> sum(r.model_state_bytes(8e6, 8))
         16000000.0
         """
@@ -294,7 +295,7 @@ def _sharding(preset: SoftwarePreset, plan: ParallelismPlan) -> Sharding:
 def build_recipe(
     preset: SoftwarePreset,
     precision: Precision,
-    optimizer: Optimizer | str,
+    optimizer: Optimizer,
     plan: ParallelismPlan,
 ) -> Recipe:
     """The recipe of ``preset`` at ``precision`` with ``optimizer`` under ``plan``.
@@ -307,14 +308,14 @@ def build_recipe(
 
     >>> from perfmodel.parallel.software import get_preset
     >>> from perfmodel.parallel.plan import ParallelismPlan
-    >>> r = build_recipe(get_preset("pytorch-ddp"), Precision.FP16, "adam", ParallelismPlan(dp=8))
+    >>> adam = Optimizer.ADAM
+    >>> r = build_recipe(get_preset("pytorch-ddp"), Precision.FP16, adam, ParallelismPlan(dp=8))
     >>> r.grad_reduce_bytes, r.autocast_casts  # DDP under autocast all-reduces FP32 gradients
     (4, True)
-    >>> r = build_recipe(get_preset("megatron"), Precision.BF16, "adam", ParallelismPlan(dp=8))
+    >>> r = build_recipe(get_preset("megatron"), Precision.BF16, adam, ParallelismPlan(dp=8))
     >>> r.param_bytes, r.grad_reduce_bytes, r.master_bytes, r.autocast_casts
     (2, 4, 4, False)
     """
-    opt = Optimizer.parse(optimizer)
     sharding = _sharding(preset, plan)
     mixed = precision.mixed
     amp = preset.amp
@@ -334,7 +335,7 @@ def build_recipe(
         a = half
         r = 4 if preset.fp32_grad_reduce else half
         master = 0
-    dp_on = plan.dp > 1
+    dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
     overlap_grads = preset.overlap_grad_comm and dp_on
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
     bucket = preset.bucket_bytes
@@ -345,7 +346,7 @@ def build_recipe(
     return Recipe(
         precision=precision,
         amp=amp,
-        optimizer=opt,
+        optimizer=optimizer,
         sharding=sharding,
         param_bytes=p,
         grad_bytes=g,
@@ -368,15 +369,13 @@ def build_recipe(
     )
 
 
-def default_recipe(
-    plan: ParallelismPlan, precision: Precision, optimizer: Optimizer | str
-) -> Recipe:
+def default_recipe(plan: ParallelismPlan, precision: Precision, optimizer: Optimizer) -> Recipe:
     """The recipe used where no software preset is named (hand-built :class:`StepInputs` in
     tests, legacy callers): half-model mixed precision (16-bit weights and gradients, FP32
     master in the optimizer, ZeRO's own accounting), no overlap, sharding from the plan.
 
     >>> from perfmodel.parallel.plan import ParallelismPlan
-    >>> r = default_recipe(ParallelismPlan(dp=4, zero=3), Precision.BF16, "adam")
+    >>> r = default_recipe(ParallelismPlan(dp=4, zero=3), Precision.BF16, Optimizer.ADAM)
     >>> r.param_bytes, r.grad_bytes, r.state_bytes, r.sharding.stage
     (2, 2, 12, 3)
     """

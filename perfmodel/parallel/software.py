@@ -390,8 +390,8 @@ PRESETS: dict[str, SoftwarePreset] = {
 }
 
 
-def get_preset(name: str) -> SoftwarePreset:
-    """Look up a preset by name (case-insensitive).
+def get_preset(name: str, *, where: str = "--software") -> SoftwarePreset:
+    """Look up a preset by name (case-insensitive); ``where`` names the input in the error.
 
     Raises
     ------
@@ -403,7 +403,7 @@ def get_preset(name: str) -> SoftwarePreset:
         raise ConfigError(
             f"unknown software preset {name!r}; expected one of {', '.join(PRESETS)}",
             value=name,
-            where="--software",
+            where=where,
         )
     return PRESETS[key]
 

@@ -34,6 +34,8 @@ class CommKind(str, enum.Enum):
     ZERO = "zero"  # ZeRO / FSDP parameter gathers
     PS = "ps"  # parameter server push/pull
     HOST = "host"  # host <-> device transfers (CPU merge)
+    EP = "ep"  # expert-parallel token dispatch / combine all-to-alls
+    CP = "cp"  # context-parallel key/value exchange (ring attention), exposed part
 
 
 @dataclass(frozen=True)

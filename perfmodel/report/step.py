@@ -70,6 +70,8 @@ def task_class(task: Task) -> tuple[int, str]:
             return 0, "compute"
         if task.kind is TaskKind.OPTIMIZER:
             return 0, "optimizer"
+        if task.comm is not None and task.comm.kind.value in ("ep", "cp"):
+            return 0, f"comm:{task.comm.kind.value}"  # expert / context parallel, blocking
         return 0, "comm:tp"
     if task.kind is TaskKind.HOST and task.stream in ("host", "server"):
         return 2, "host"  # framework host work, CPU merge / parameter-server update

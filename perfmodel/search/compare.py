@@ -569,6 +569,20 @@ def search_plans(
     )
 
 
+def _why_best_line(result: SearchResult) -> list[str]:
+    """:func:`perfmodel.search.why.why_best` of the best two plans the deepest stage ranked."""
+    from perfmodel.search.why import why_best
+
+    if len(result.ranked) < 2:
+        return []
+    best = result.ranked[0]
+    same = [c for c in result.ranked[1:] if c.stage == best.stage]
+    if not same:
+        return []
+    line = why_best([best.label, same[0].label], [best.report, same[0].report])
+    return [line] if line else []
+
+
 def format_table(result: SearchResult, top: int = 10) -> str:
     """Plain-text table of the best plans with their breakdowns (times in s, memory in GiB).
 
@@ -619,6 +633,7 @@ def format_table(result: SearchResult, top: int = 10) -> str:
             + (f" {num(r.get('epoch_time_s'), '9.1f', 9)}" if epoch else "")
         )
     lines.append("")
+    lines.extend(_why_best_line(result))
     lines.append(
         f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
         + ", ".join(f"{s.name}: {s.evaluated} plans in {s.elapsed_s:.1f} s" for s in result.stages)

@@ -6,7 +6,13 @@ A plan is the set of :class:`perfmodel.api.Scenario` keys that say how one step 
 of these knobs and keeps the combinations that are *structurally* valid (Megatron-LM's
 constraints, Narayanan et al. SC21 section 3):
 
-- ``dp * tp * pp == gpus``;
+- ``dp * tp * pp * cp == gpus``;
+- expert parallelism (MoE models): ``ep`` divides the routed experts and ``ep x tp`` divides
+  ``dp x cp x tp`` (Megatron-Core MoE parallel folding with expert tensor parallelism equal to
+  ``tp``); by default every power of two that does, so EP inside a server and EP across
+  servers are both tried;
+- context parallelism: ``2 cp`` divides the sequence (causal load balancing); only the
+  ``cp_degrees`` asked for (default 1);
 - ``tp`` divides the attention heads (and KV heads); CNNs only split their fully-connected
   layers with ``tp`` (Krizhevsky 2014), so by default CNN plans use ``tp = 1``;
 - ``pp * interleave`` divides the number of blocks (transformer layers);
@@ -52,6 +58,9 @@ class ModelShape:
         Repeated blocks a pipeline can cut between (transformer layers, ResNet units).
     num_heads, num_kv_heads
         Attention heads (``None`` for models without attention).
+    num_experts, seq_len
+        Routed experts of a mixture-of-experts model (``None``: dense) and the sequence length
+        (``None``: not a sequence model), for ``ep`` and ``cp``.
     family
         :class:`ModelFamily`.
     """
@@ -60,6 +69,8 @@ class ModelShape:
     num_heads: int | None = None
     num_kv_heads: int | None = None
     family: ModelFamily = ModelFamily.OTHER
+    num_experts: int | None = None
+    seq_len: int | None = None
 
     @classmethod
     def from_model(cls, name: str, model_args: Mapping[str, Any] | None = None) -> ModelShape:
@@ -96,11 +107,15 @@ class ModelShape:
         )
         heads = arg("heads") if family is ModelFamily.TRANSFORMER else None
         kv = (arg("kv_heads") or heads) if heads is not None else None
+        experts = {la.experts for la in wl.layers if la.expert_role is not None and la.experts}
+        seq = wl.tokens_per_sample if family is ModelFamily.TRANSFORMER else None
         return cls(
             num_blocks=max(len(blocks), 1),
             num_heads=int(heads) if heads is not None else None,
             num_kv_heads=int(kv) if kv is not None else None,
             family=family,
+            num_experts=max(experts) if experts else None,
+            seq_len=int(seq) if seq and seq > 1 else None,
         )
 
 
@@ -123,10 +138,12 @@ class SearchSpace:
     sequence_parallel: tuple[bool, ...] = (False,)
     learners_per_gpu: tuple[int, ...] = (1,)
     cnn_tensor_parallel: bool = False
+    ep_degrees: tuple[int, ...] | None = None
+    cp_degrees: tuple[int, ...] = (1,)
 
     def __post_init__(self) -> None:
-        optional = ("tp_degrees", "pp_degrees")  # None: every admissible divisor
-        for name in ("microbatch_sizes", "interleave", "learners_per_gpu", *optional):
+        optional = ("tp_degrees", "pp_degrees", "ep_degrees")  # None: every admissible divisor
+        for name in ("microbatch_sizes", "interleave", "learners_per_gpu", "cp_degrees", *optional):
             vals = getattr(self, name)
             if vals is None and name in optional:
                 continue
@@ -200,7 +217,8 @@ def enumerate_plans(
     -------
     Enumeration
         Plans as scenario-key dicts (``dp, tp, pp, microbatch, schedule, interleave, zero,
-        recompute, sequence_parallel, learners_per_gpu``), and rejection counts by reason.
+        recompute, sequence_parallel, learners_per_gpu, ep, cp``), and rejection counts by
+        reason.
 
     Examples
     --------
@@ -248,17 +266,52 @@ def enumerate_plans(
         if shape.num_kv_heads is not None and shape.num_kv_heads % tp:
             rejected["tp does not divide the KV heads"] += 1
             continue
-        pp_cands = list(sp.pp_degrees) if sp.pp_degrees is not None else divisors(gpus // tp)
-        for pp in pp_cands:
-            if (gpus // tp) % pp:
-                rejected["pp does not divide GPUs / tp"] += 1
+        for cp in sp.cp_degrees:
+            if cp > 1 and (shape.seq_len is None or shape.seq_len % (2 * cp)):
+                rejected["cp must divide the sequence in 2 x cp chunks"] += 1
                 continue
-            if pp > shape.num_blocks or shape.num_blocks % pp:
-                rejected["pp does not divide the model's blocks"] += 1
+            if (gpus // tp) % cp:
+                rejected["cp does not divide GPUs / tp"] += 1
                 continue
-            dp = gpus // (tp * pp)
-            plans.extend(_inner_plans(dp, tp, pp, global_batch, shape, sp, rejected))
+            rest = gpus // (tp * cp)
+            pp_cands = list(sp.pp_degrees) if sp.pp_degrees is not None else divisors(rest)
+            for pp in pp_cands:
+                if rest % pp:
+                    rejected["pp does not divide GPUs / (tp x cp)"] += 1
+                    continue
+                if pp > shape.num_blocks or shape.num_blocks % pp:
+                    rejected["pp does not divide the model's blocks"] += 1
+                    continue
+                dp = rest // pp
+                for ep in _expert_degrees(dp, tp, cp, shape, sp, rejected):
+                    for plan in _inner_plans(dp, tp, pp, global_batch, shape, sp, rejected):
+                        plans.append({**plan, "ep": ep, "cp": cp})
     return Enumeration(tuple(plans), dict(rejected))
+
+
+def _expert_degrees(
+    dp: int, tp: int, cp: int, shape: ModelShape, sp: SearchSpace, rejected: Counter[str]
+) -> list[int]:
+    """Expert-parallel degrees for one ``(dp, tp, cp)``: 1 for dense models; else the asked
+    (or power-of-two) degrees that divide the experts and whose ``ep x tp`` divides
+    ``dp x cp x tp``."""
+    if not shape.num_experts:
+        return [1]
+    experts = shape.num_experts
+    cands = (
+        list(sp.ep_degrees)
+        if sp.ep_degrees is not None
+        else [e for e in divisors(experts) if _is_pow2(e)]
+    )
+    out = []
+    for ep in cands:
+        if experts % ep:
+            rejected["ep must divide experts"] += 1
+        elif (dp * cp) % ep:
+            rejected["ep x etp must divide dp x cp x tp"] += 1
+        else:
+            out.append(ep)
+    return out
 
 
 def _inner_plans(
@@ -334,6 +387,10 @@ def describe_plan(plan: Mapping[str, Any]) -> str:
     'dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full'
     """
     parts = [f"dp{plan.get('dp')}", f"tp{plan.get('tp', 1)}", f"pp{plan.get('pp', 1)}"]
+    if plan.get("cp", 1) > 1:
+        parts.append(f"cp{plan['cp']}")
+    if plan.get("ep", 1) > 1:
+        parts.append(f"ep{plan['ep']}")
     if plan.get("microbatch") is not None:
         parts.append(f"mb{plan['microbatch']}")
     if plan.get("pp", 1) > 1:
@@ -361,6 +418,8 @@ PLAN_KEYS: tuple[str, ...] = (
     "recompute",
     "sequence_parallel",
     "learners_per_gpu",
+    "ep",
+    "cp",
 )
 
 

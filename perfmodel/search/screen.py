@@ -10,6 +10,12 @@ component models, but evaluates one representative rank per pipeline stage in cl
   ``blocks / pp`` blocks plus the layers outside blocks of the first or last stage (the slower
   of the two is the pipeline's bottleneck stage). Recomputation adds the forward of the
   recomputed layers to the backward (``ComputeModel.workload_time`` rules).
+- **expert / context parallelism** (``ep``, ``cp``): the per-rank workload of
+  :func:`perfmodel.workload.build_model` with ``ep``/``cp``; expert all-to-alls timed on a
+  group of ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp``
+  ranks ``tp`` apart, exposed beyond the attention (``perfmodel.parallel.expert``); both in
+  the ``tp_comm_s`` column. Gradients are reduced over ``dp x cp`` ranks; the experts' smaller
+  expert data-parallel group (and its sharded optimizer state) is left to ``predict``.
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
   topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
   order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server); full recomputation
@@ -103,6 +109,7 @@ class PlanScreen:
 
     def __init__(self, base: Mapping[str, Any]) -> None:
         from perfmodel.dtypes import Precision
+        from perfmodel.workload.memory import Optimizer
 
         self.base = dict(base)
         self.model = str(self.base.get("model", ""))
@@ -110,7 +117,7 @@ class PlanScreen:
             raise ConfigError("the screen needs a 'model'", where="model")
         self.model_args = dict(self.base.get("model_args") or {})
         self.precision = Precision.parse(self.base.get("precision", "fp32"))
-        self.optimizer = str(self.base.get("optimizer", "sgd"))
+        self.optimizer = Optimizer.parse(self.base.get("optimizer", "sgd"))
         # the training recipe's bytes and autocast casts, as predict reads them (issue 11)
         from perfmodel.parallel.plan import ParallelismPlan
         from perfmodel.parallel.recipe import build_recipe
@@ -151,11 +158,13 @@ class PlanScreen:
             # (PyTorch eager) and memory format, and the calibration profile, if the base
             # scenario names one.
             from perfmodel.api import system_costs
+            from perfmodel.compute.params import parse_memory_format
             from perfmodel.parallel.software import get_preset
 
             preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
             calibration = self.base.get("calibration")
-            layout = self.base.get("memory_format") or preset.memory_format
+            fmt = self.base.get("memory_format")
+            layout = parse_memory_format(fmt) if fmt else preset.memory_format
             c = system_costs(
                 self._topology(nodes), self.precision, calibration, preset, layout, self.recipe
             )
@@ -196,8 +205,8 @@ class PlanScreen:
         return ring_allreduce_time(n, nbytes, alpha, bw)
 
     # -------------------------------------------------------------- workload
-    def _workload(self, batch: int, tp: int, sp: bool) -> Any:
-        key = (batch, tp, sp)
+    def _workload(self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1) -> Any:
+        key = (batch, tp, sp, ep, cp)
         hit = self._wl_cache.get(key)
         if hit is not None:
             return hit
@@ -209,34 +218,60 @@ class PlanScreen:
             precision=self.precision.value,
             tp=tp,
             sequence_parallel=sp,
+            **({"ep": ep, "cp": cp} if (ep, cp) != (1, 1) else {}),
             **self.model_args,
         )
         return hit
 
-    def _stage(self, mb: int, tp: int, pp: int, recompute: str, sp: bool) -> _StageCosts:
-        key = (mb, tp, pp, recompute, sp)
+    def _stage(
+        self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+    ) -> _StageCosts:
+        key = (mb, tp, pp, recompute, sp, ep, cp)
         hit = self._stage_cache.get(key)
         if hit is None:
-            hit = self._stage_cache[key] = self._compute_stage(mb, tp, pp, recompute, sp)
+            hit = self._stage_cache[key] = self._compute_stage(mb, tp, pp, recompute, sp, ep, cp)
         return hit
 
-    def _parts(self, mb: int, tp: int, recompute: str, sp: bool) -> _Parts:
+    def _parts(
+        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+    ) -> _Parts:
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``)."""
-        key = (mb, tp, recompute, sp)
+        key = (mb, tp, recompute, sp, ep, cp)
         hit = self._parts_cache.get(key)
         if hit is not None:
             return hit
-        wl = self._workload(mb, tp, sp)
+        wl = self._workload(mb, tp, sp, ep, cp)
         costs = self._system_costs(1)
+        from perfmodel.parallel.expert import ring_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
         tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
+        # expert / context groups: ep or cp ranks tp apart (Megatron order, etp = tp)
+        other = {g: self._group(n, tp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
+
+        def side_comm(la: Any, lf: float, lb: float) -> float:
+            """Expert all-to-alls in full, ring attention beyond the attention it hides under."""
+            t = 0.0
+            for points, busy in ((la.fwd_comm, lf), (la.bwd_comm, lb)):
+                ring = 0.0
+                for c in points:
+                    if c.group in other:
+                        grp, gc = other[c.group]
+                        d = gc.collective_time(c.op, c.message_bytes, grp)
+                        if c.group == "cp":
+                            ring += d
+                        else:
+                            t += d
+                t += ring_exposed_s(ring, busy, cp)
+            return t
 
         def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:
             """``(forward, backward, TP collectives, host issue)`` seconds of ``layers``."""
             f = b = c = h = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)
+                if other:
+                    c += side_comm(la, lf, lbi + lbw)
                 hf, hb = costs.layer_host_time(la)
                 f += lf
                 b += lbi + lbw
@@ -251,8 +286,9 @@ class PlanScreen:
                     comms = list(la.fwd_comm) + list(la.bwd_comm)
                     if recompute == "full" and la.block is not None:
                         comms += list(la.fwd_comm)
-                    for cp in comms:
-                        c += tp_costs.collective_time(cp.op, cp.message_bytes, tp_group)
+                    for pt in comms:
+                        if pt.group == "tp":
+                            c += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
             return f, b, c, h
 
         by_block: dict[int, list[Any]] = {}
@@ -293,8 +329,10 @@ class PlanScreen:
         )
         return hit
 
-    def _compute_stage(self, mb: int, tp: int, pp: int, recompute: str, sp: bool) -> _StageCosts:
-        pt = self._parts(mb, tp, recompute, sp)
+    def _compute_stage(
+        self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+    ) -> _StageCosts:
+        pt = self._parts(mb, tp, recompute, sp, ep, cp)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
             raise InfeasiblePlanError(
@@ -342,10 +380,13 @@ class PlanScreen:
         sc = {**self.base, **scenario}
         gpus = int(sc["gpus"])
         tp, pp = int(sc.get("tp") or 1), int(sc.get("pp") or 1)
-        dp = int(sc.get("dp") or gpus // (tp * pp))
-        if dp * tp * pp != gpus:
+        ep, cp = int(sc.get("ep") or 1), int(sc.get("cp") or 1)
+        dp = int(sc.get("dp") or gpus // (tp * pp * cp))
+        if dp * tp * pp * cp != gpus:
             raise InfeasiblePlanError(
-                f"dp*tp*pp = {dp * tp * pp} != gpus = {gpus}", value=(dp, tp, pp), where="plan"
+                f"dp*tp*pp*cp = {dp * tp * pp * cp} != gpus = {gpus}",
+                value=(dp, tp, pp, cp),
+                where="plan",
             )
         k = int(sc.get("learners_per_gpu") or 1)
         if sc.get("global_batch") is not None:
@@ -373,7 +414,7 @@ class PlanScreen:
         recompute = Recompute.parse(sc.get("recompute") or "none").value
         sp = bool(sc.get("sequence_parallel"))
         zero = int(sc.get("zero") or 0)
-        st = self._stage(mb * k, tp, pp, recompute, sp)
+        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp)
         t_mb = st.fwd_s + st.bwd_s + st.tp_comm_s
         compute = m * (st.fwd_s + st.bwd_s)
         bubble = (pp - 1) / v * t_mb if pp > 1 else 0.0
@@ -384,9 +425,11 @@ class PlanScreen:
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
         grad_bytes = st.stage_params * self.recipe.grad_reduce_bytes
-        dp_time = self._ring_time(grad_bytes, dp, tp * pp)
+        # context-parallel ranks reduce the dense gradients with the replicas (dp x cp); the
+        # experts' smaller expert data-parallel group is not told apart here
+        dp_time = self._ring_time(grad_bytes, dp * cp, tp * pp)
         dp_exposed = dp_time if pp > 1 else max(0.0, dp_time - st.bwd_s)
-        opt_params = st.stage_params / (dp if zero >= 1 else 1)
+        opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * st.tp_comm_s + bubble + p2p + dp_exposed
         # eager stacks: the host issues the step's kernels ahead of the GPU (step-level floor)
@@ -399,7 +442,7 @@ class PlanScreen:
             in_flight = math.ceil(pp * (1 + (pp - 1) / (pp * v)))
         else:
             in_flight = min(pp, m) if pp > 1 else 1
-        wl = self._workload(mb * k, tp, sp)
+        wl = self._workload(mb * k, tp, sp, ep, cp)
         stage_wl = replace(wl, layers=st.first_stage_layers)
         mem = memory_breakdown(
             stage_wl,
@@ -407,9 +450,9 @@ class PlanScreen:
             recompute=recompute,
             in_flight_microbatches=max(1, in_flight),
             zero_stage=zero,
-            dp=dp,
+            dp=dp * cp,
         )
-        model_flops = st.model_flop_per_microbatch * m * dp * k / t / gpus
+        model_flops = st.model_flop_per_microbatch * m * dp * cp * k / t / gpus
         return {
             "iteration_time_s": t,
             "throughput_samples_per_s": gb / t,

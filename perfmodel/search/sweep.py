@@ -94,15 +94,21 @@ class OutputFormat(str, enum.Enum):
     @classmethod
     def for_path(cls, path: str | os.PathLike[str]) -> OutputFormat:
         suffix = Path(path).suffix.lower()
-        if suffix in (".jsonl", ".ndjson"):
-            return cls.JSONL
-        if suffix == ".csv":
-            return cls.CSV
+        if suffix in OUTPUT_SUFFIXES:
+            return OUTPUT_SUFFIXES[suffix]
         raise ConfigError(
             f"output {path}: unsupported extension {suffix!r} (use .jsonl or .csv)",
             value=str(path),
             where="-o",
         )
+
+
+#: Output file extensions and their formats.
+OUTPUT_SUFFIXES = {
+    ".jsonl": OutputFormat.JSONL,
+    ".ndjson": OutputFormat.JSONL,
+    ".csv": OutputFormat.CSV,
+}
 
 
 def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
@@ -139,7 +145,7 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         for name, values in (*self.axes, *self.zipped):
-            if not name or not isinstance(name, str):
+            if not name or not isinstance(name, str) or not all(name.split(".")):
                 raise ConfigError(
                     f"{self.source}: bad axis name {name!r}", value=name, where=self.source
                 )
@@ -302,7 +308,7 @@ def open_output(path: str | os.PathLike[str]) -> int:
     int
         The descriptor (``O_RDWR | O_APPEND``), locked.
     """
-    p = check_output_path(path, where="-o", suffixes=(".jsonl", ".ndjson", ".csv"))
+    p = check_output_path(path, where="-o", suffixes=tuple(OUTPUT_SUFFIXES))
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -685,19 +691,28 @@ def _results_dask(
             cluster.close()
 
 
+def cap_workers(jobs: int, *, stream: TextIO | None, label: str = "sweep") -> int:
+    """Local worker processes for ``--jobs``: ``-1`` is every CPU, and more than the CPU count
+    is capped at it (more processes than cores only add start-up time and memory), with a
+    message on ``stream``."""
+    cpus = os.cpu_count() or 1
+    if jobs == -1:
+        return cpus
+    if jobs > cpus:
+        if stream is not None:
+            stream.write(f"{label}: --jobs {jobs} capped at the {cpus} CPUs of this machine\n")
+        return cpus
+    return jobs
+
+
 def _worker_count(
     jobs: int, backend: Backend, scheduler: str | None, progress: TextIO | None
 ) -> int:
-    """Worker processes to start: ``-1`` is every CPU, and a local pool is capped at the CPU
-    count (more processes than cores only add start-up time and memory; a message says so).
-    A remote dask scheduler is not capped (its workers are elsewhere)."""
-    cpus = os.cpu_count() or 1
-    n = cpus if jobs == -1 else jobs
-    if backend is not Backend.SERIAL and scheduler is None and n > cpus:
-        if progress is not None:
-            progress.write(f"sweep: --jobs {jobs} capped at the {cpus} CPUs of this machine\n")
-        n = cpus
-    return n
+    """:func:`cap_workers` for a local pool; a remote dask scheduler is not capped (its
+    workers are elsewhere)."""
+    if backend is Backend.SERIAL or scheduler is not None:
+        return (os.cpu_count() or 1) if jobs == -1 else jobs
+    return cap_workers(jobs, stream=progress)
 
 
 class _TodoState:

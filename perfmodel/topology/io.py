@@ -149,6 +149,12 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
+#: The smallest fat-tree oversubscription (leaf downlinks : uplinks) a fabric may have: 1 is
+#: non-blocking; below 1 would mean more uplinks than ports feed them, which the builders do not
+#: model. One rule for topology files, ``--oversubscription`` and scenario files.
+MIN_OVERSUBSCRIPTION = 1.0
+
+
 def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
     _check_keys(table, _FABRIC_KEYS, where)
     if "network" not in table:
@@ -167,7 +173,7 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
         where=where,
         error=TopologyError,
     )
-    if over < 1.0:
+    if over < MIN_OVERSUBSCRIPTION:
         raise TopologyError(
             f"{where}: oversubscription {over} must be >= 1", value=over, where=where
         )

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
 
@@ -89,6 +89,12 @@ class Net:
     sequence_parallel
         Megatron sequence parallelism (Korthikanti et al. 2022): norms and dropouts are sharded
         along the sequence and the tensor-parallel all-reduces become all-gather/reduce-scatter.
+    ep, etp
+        Expert parallelism and expert tensor parallelism (mixture-of-experts layers shard their
+        routed experts over ``ep`` ranks and each expert's GEMMs over ``etp``; 0 = ``tp``).
+    cp
+        Context parallelism: this rank holds ``1/cp`` of every sequence (:meth:`local_seq`) and
+        its fused attention exchanges keys and values with the ``cp`` group (:meth:`attention`).
     """
 
     def __init__(
@@ -97,10 +103,17 @@ class Net:
         precision: Precision,
         tp: int = 1,
         sequence_parallel: bool = False,
+        *,
+        ep: int = 1,
+        cp: int = 1,
+        etp: int = 0,
     ) -> None:
         self.batch_size = batch_size
         self.precision = precision
         self.tp = tp
+        self.ep = ep
+        self.cp = cp
+        self.etp = etp or tp
         self.sp = sequence_parallel and tp > 1
         self.act_bytes = precision.activation_bytes
         self.param_bytes = precision.param_bytes
@@ -114,6 +127,30 @@ class Net:
         """Ranks the sequence is split over for norms and dropouts: ``tp`` with sequence
         parallelism, else 1."""
         return self.tp if self.sp else 1
+
+    def local_seq(self, seq_len: int) -> int:
+        """Sequence positions this rank holds: ``seq_len / cp``.
+
+        Causal load balancing (Megatron-Core and torchtitan context parallelism) cuts the
+        sequence into ``2 cp`` chunks and gives rank ``i`` chunks ``i`` and ``2 cp - 1 - i``, so
+        ``seq_len`` must divide into ``2 cp`` equal chunks.
+
+        Raises
+        ------
+        InfeasiblePlanError
+            When ``2 cp`` does not divide ``seq_len`` (naming the ``cp`` values that do).
+        """
+        if self.cp == 1:
+            return seq_len
+        if seq_len % (2 * self.cp):
+            fits = [c for c in range(1, min(seq_len, 1024) + 1) if seq_len % (2 * c) == 0]
+            raise InfeasiblePlanError(
+                f"cp={self.cp} must divide the sequence ({seq_len}) in 2 x cp = {2 * self.cp} "
+                f"equal chunks (causal load balancing); cp values that do: {fits[:16]}",
+                value=self.cp,
+                where="cp",
+            )
+        return seq_len // self.cp
 
     # -- helpers ---------------------------------------------------------------------------
     def _add(self, layer: LayerCost) -> None:
@@ -572,6 +609,7 @@ class Net:
         fwd_comm: tuple[CommPoint, ...] = (),
         bwd_comm: tuple[CommPoint, ...] = (),
         casts_input: bool = False,
+        shard: int | None = None,
         **marks: object,
     ) -> Shape:
         """Grouped GEMM of ``groups`` weight matrices ``in x out`` (no bias) over ``rows`` rows
@@ -582,6 +620,8 @@ class Net:
         efficiency model is ``groups`` GEMMs of ``ceil(rows / groups)`` rows (balanced routing).
         Parameters ``groups k n``: every expert's weights are held and read. ``marks`` (the
         :class:`LayerCost` fields ``expert_role``, ``experts``, ``top_k``) are stored on the layer.
+        ``shard`` is the tensor-parallel degree of the matrices (default ``tp``; expert tensor
+        parallelism ``etp`` for routed experts).
 
         >>> from perfmodel.dtypes import Precision
         >>> net = Net(1, Precision.BF16)
@@ -592,7 +632,7 @@ class Net:
         >>> la.fwd_flop, la.params, la.gemm.m  # 2 x 6 x 16 x 8; 4 x 8 x 16; ceil(6 / 4)
         (1536.0, 512, 2)
         """
-        tp = self.tp
+        tp = self.tp if shard is None else shard
         if parallel == "column":
             k, n = in_features, out_features // tp
         elif parallel == "row":
@@ -699,16 +739,36 @@ class Net:
         recomputes ``P``: 5 GEMMs against 2). Saves ``Q, K, V`` and the fp32 log-sum-exp (``O``
         is kept by the output projection that consumes it); no ``s x s`` matrix. Multi-head
         latent attention (DeepSeek-V2/V3) has ``d = 192`` (128 + 64 rotary) and ``d_v = 128``.
+
+        Context parallelism (``cp > 1``, ``s`` the local ``seq_len / cp`` queries): ring
+        attention (Liu et al. 2023, arXiv:2310.01889; Megatron-Core/Transformer Engine
+        ``cp_comm_type="p2p"``, torchtitan's ``context_parallel`` ring): the ``s`` local queries
+        meet all ``cp s`` keys, FLOP ``2 b s (cp s) heads (d + d_v)``, halved when causal (the
+        ``2 cp``-chunk load balancing gives every rank the same half), i.e. ``1/cp`` of the whole
+        sequence's attention. The local ``K, V`` chunk travels ``cp - 1`` steps around the ring in
+        forward (an all-gather of ``cp`` chunks, ``CommPoint`` group ``"cp"``) and ``K, V`` plus
+        their gradients in backward (all-gather + reduce-scatter); the lowering overlaps them
+        with the attention kernel (:func:`perfmodel.parallel.expert.ring_exposed_s`).
         """
         a = self.act_bytes
         dv = head_dim if v_head_dim is None else v_head_dim
         frac = 0.5 if causal else 1.0
-        fwd = 2.0 * b * s * s * heads * (head_dim + dv) * frac
+        cp = self.cp
+        fwd = 2.0 * b * s * (s * cp) * heads * (head_dim + dv) * frac
         q_el = b * s * heads * head_dim
         k_el = b * s * kv_heads * head_dim
         v_el = b * s * kv_heads * dv
         o_el = b * s * heads * dv
         io = (q_el + k_el + v_el + o_el) * a
+        fwd_comm: tuple[CommPoint, ...] = ()
+        bwd_comm: tuple[CommPoint, ...] = ()
+        if cp > 1:
+            ring = float(cp * (k_el + v_el) * a)  # all cp chunks of K and V (all-gather output)
+            fwd_comm = (CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),)
+            bwd_comm = (
+                CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),
+                CommPoint(CollectiveOp.REDUCESCATTER, ring, "cp"),
+            )
         self._kernel(
             name,
             LayerKind.ATTENTION,
@@ -718,7 +778,9 @@ class Net:
             bwd_bytes=2 * io + b * heads * s * 4,
             activation_bytes=(q_el + k_el + v_el) * a + b * heads * s * 4,
             output_shape=(b, s, heads * dv),
-            gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads),
+            gemm=GemmShape(m=s, n=s * cp, k=head_dim, batch=b * heads),
+            fwd_comm=fwd_comm,
+            bwd_comm=bwd_comm,
             # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
             # main kernel, dQ accumulator conversion, layout copies)
             kernels=2,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
@@ -156,6 +156,8 @@ def test_mutated_profile_is_loaded_or_refused(path: tuple, value: Any) -> None:
 
 @FUZZ
 @given(path=st.sampled_from(_PROFILE_PATHS), value=JSON_VALUES)
+@example(path=("provenance", "refits"), value=None)  # was a TypeError (null: no re-fits yet)
+@example(path=("provenance", "refits"), value=5)  # not a list: exit 2 naming the key
 def test_refit_of_a_mutated_profile_exits_0_or_2_and_writes_only_its_output(
     path: tuple, value: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

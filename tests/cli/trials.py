@@ -101,6 +101,16 @@ def make_trials(tmp: Path) -> list[Trial]:
             )
         )
 
+    notes = w("notes.json", '{"my": "notes"}\n')
+    t.append(
+        Trial(
+            "calibrate -o an unrelated JSON",
+            ["calibrate", "--nccl-log", str(NCCL_LOG), "--link", "infiniband", "--op", "allreduce",
+             "-o", str(notes)],
+            [notes],
+        )
+    )  # fmt: skip
+
     # --- non-UTF-8 input on every file argument
     latin = "# caf\xe9\n".encode("latin-1") + b"\xff\xfe\x00garbage\n"
     bad_toml = w("bad.toml", latin)
@@ -358,6 +368,7 @@ def make_trials(tmp: Path) -> list[Trial]:
         Trial("long --system", ["predict", "--system", "x" * 20000, *PRED]),
         Trial("gpus empty", [*sysargs, "--gpus", ""]),
         Trial("model-arg layers=true", ["model", "show", "gpt", "--model-arg", "layers=true"]),
+        Trial("model-arg num_classes=-5", [*sysargs, "--model-arg", "num_classes=-5"]),
         Trial(
             "compare --no-screen --jobs 0",
             [
@@ -609,10 +620,10 @@ def main() -> None:  # pragma: no cover - a manual tool
             if r["changed"]
             else "traceback"
             if r["traceback"]
-            else "exit0"
-            if r["rc"] == 0
             else "ok"
             if r["rc"] == tr.expect
+            else "exit0"
+            if r["rc"] == 0
             else "other"
         )
         counts[kind] += 1

@@ -82,7 +82,7 @@ def test_placement_keeps_tensor_groups_inside_a_server() -> None:
     for d in range(4):
         assert len({topo.server_of(g) for g in pl.tp_group(d, 0)}) == 1
     assert len({topo.server_of(g) for g in pl.dp_group(0, 0)}) == 4
-    alt = place(ParallelismPlan(dp=8, tp=4), topo, order="dp,tp,pp")
+    alt = place(ParallelismPlan(dp=8, tp=4), topo, order=("dp", "tp", "pp"))
     assert alt.dp_group(0, 0) == topo.gpus[:8]
     with pytest.raises(InfeasiblePlanError, match="needs 64 GPUs"):
         place(ParallelismPlan(dp=8, tp=8), topo)

@@ -18,6 +18,7 @@ from perfmodel.parallel.recipe import AmpStyle, Sharding, build_recipe
 from perfmodel.parallel.software import get_preset
 from perfmodel.parallel.taskgraph import CommKind, TaskKind
 from perfmodel.workload.layers import LayerCost, LayerKind
+from perfmodel.workload.memory import Optimizer
 
 GPT = {"layers": 4, "hidden": 512, "heads": 8, "seq_len": 256, "vocab": 8000}
 
@@ -80,7 +81,7 @@ def test_megatron_has_no_autocast_casts_and_reduces_in_fp32() -> None:
 
 
 def test_megatron_fp16_keeps_16_bit_gradients() -> None:
-    rc = build_recipe(get_preset("megatron"), Precision.FP16, "adam", ParallelismPlan(dp=2))
+    rc = build_recipe(get_preset("megatron"), Precision.FP16, Optimizer.ADAM, ParallelismPlan(dp=2))
     assert rc.grad_reduce_bytes == 2
 
 
@@ -146,7 +147,7 @@ def test_full_recompute_one_working_set_per_stage() -> None:
         [chunk],
         plan=plan,
         costs=_Prec(),  # type: ignore[arg-type]
-        optimizer="sgd",
+        optimizer=Optimizer.SGD,
         in_flight=4,
         capacity_bytes=1e12,
         comm_buffer_bytes=0.0,
@@ -213,8 +214,12 @@ def test_deepspeed_overlap_comm_defaults() -> None:
     """DeepSpeed's overlap_comm defaults to False for stages 1 and 2, True for stage 3."""
     plan = ParallelismPlan(dp=8)
     for name in ("deepspeed-zero1", "deepspeed-zero2"):
-        assert not build_recipe(get_preset(name), Precision.BF16, "adam", plan).grad_comm.overlap
-    z3 = build_recipe(get_preset("deepspeed-zero3"), Precision.BF16, "adam", replace(plan, zero=3))
+        assert not build_recipe(
+            get_preset(name), Precision.BF16, Optimizer.ADAM, plan
+        ).grad_comm.overlap
+    z3 = build_recipe(
+        get_preset("deepspeed-zero3"), Precision.BF16, Optimizer.ADAM, replace(plan, zero=3)
+    )
     assert z3.grad_comm.overlap and z3.sharding is Sharding.ZERO3
 
 
@@ -434,5 +439,10 @@ def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
     parts = partition(wl, 4, [1.0] * len(wl.layers), allow_uneven=True)
     blocks = [len({wl.layers[i].block for i in p} - {None}) for p in parts]
     assert sorted(blocks) == [1, 1, 2, 2]
+    # Megatron takes 6 blocks on 4 stages only as Llama 3 does (first and last stage one block
+    # short: 1 + 2 + 2 + 1, lowering._uneven_ends); 5 blocks on 4 stages it refuses
+    mega = partition(wl, 4, [1.0] * len(wl.layers))
+    assert [len({wl.layers[i].block for i in p} - {None}) for p in mega] == [1, 2, 2, 1]
+    five = {**args, "layers": 5}
     with pytest.raises(InfeasiblePlanError, match="do not divide"):
-        _graph(replace(sc, software="megatron"))
+        _graph(replace(sc, software="megatron", model_args=five))

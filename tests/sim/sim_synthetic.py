@@ -12,6 +12,7 @@ from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.software import get_preset
 from perfmodel.workload.layers import LayerCost, LayerKind, Workload
+from perfmodel.workload.memory import Optimizer
 
 GPUS = tuple(f"g{i}" for i in range(64))
 
@@ -104,7 +105,7 @@ def lower_synthetic(
         placement=pl,
         workload=workload,
         batch_per_replica=batch_per_replica,
-        optimizer=optimizer,
+        optimizer=Optimizer.parse(optimizer),  # the helper's edge: text -> type
         capacity_bytes=1e12,
     )
     return lower(inp, costs)

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload._net import Net
 from perfmodel.workload.layers import LayerCost, Workload
 from perfmodel.workload.zoo import cnn, inception, mlp, moe, transformer
@@ -470,6 +470,23 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
     return value
 
 
+#: Integer model arguments for which 0 is meaningful (Transformer-XL without a memory).
+_ZERO_OK = frozenset({"mem_len"})
+
+
+def _check_count(key: str, value: Any, default: Any) -> None:
+    """An integer argument whose default is a positive count (``num_classes``, ``hidden``,
+    ``layers`` ...) must be a count too: >= 1 (>= 0 for :data:`_ZERO_OK`)."""
+    if not (isinstance(default, int) and not isinstance(default, bool) and default > 0):
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        low = 0 if key in _ZERO_OK else 1
+        if value < low:
+            raise ConfigError(
+                f"model arg {key}={value} must be an integer >= {low}", value=value, where=key
+            )
+
+
 def build_model(
     name: str,
     *,
@@ -477,6 +494,9 @@ def build_model(
     precision: Precision | str = "fp32",
     tp: int = 1,
     sequence_parallel: bool = False,
+    ep: int = 1,
+    cp: int = 1,
+    etp: int = 0,
     **model_args: Any,
 ) -> Workload:
     """Build the per-rank layer list of zoo model ``name`` for one micro-batch.
@@ -494,6 +514,10 @@ def build_model(
         for CNNs (Krizhevsky 2014).
     sequence_parallel
         Megatron sequence parallelism (transformers, ``tp > 1``).
+    ep, cp, etp
+        Expert, context and expert tensor parallelism (:class:`perfmodel.workload._net.Net`);
+        ``ep > 1`` needs a mixture-of-experts model, ``cp > 1`` a decoder that splits its
+        sequence (``Net.local_seq``).
     **model_args
         ``image_size``, ``num_classes``, ``hidden``, ``layers``, ``heads``, ``kv_heads``,
         ``ffn_hidden``, ``seq_len``, ``vocab``, ``widths``, ``flash_attention``, ... as the entry
@@ -542,12 +566,23 @@ def build_model(
                 where=key,
             )
         v = _coerce(value, accepted[key], key)
+        _check_count(key, v, accepted[key])
         kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
     kwargs.update(info.fixed)
     _check_depth(info, kwargs)
-    net = Net(batch, prec, tp=int(tp), sequence_parallel=bool(sequence_parallel))
+    net = Net(
+        batch,
+        prec,
+        tp=int(tp),
+        sequence_parallel=bool(sequence_parallel),
+        ep=int(ep),
+        cp=int(cp),
+        etp=int(etp),
+    )
     cfg = info.builder(net, **kwargs)
-    whole = _whole_model(info, kwargs, prec) if tp > 1 else net.layers
+    _check_expert_context(info.name, net, cfg)
+    split = tp > 1 or ep > 1 or cp > 1
+    whole = _whole_model(info, kwargs, prec) if split else net.layers
     total = sum(la.params for la in whole)
     active = sum(la.active_params for la in whole)
     seq = getattr(cfg, "seq_len", 1) if info.family == "transformer" else 1
@@ -566,6 +601,23 @@ def build_model(
         buffers=net.buffers,
         total_active_params=active if active != total else None,
     )
+
+
+def _check_expert_context(name: str, net: Net, cfg: Any) -> None:
+    """``ep > 1`` needs routed experts and ``cp > 1`` a model that split its sequence."""
+    if net.ep > 1 and not any(la.expert_role is not None for la in net.layers):
+        raise InfeasiblePlanError(
+            f"ep={net.ep}: model {name} has no routed experts (use ep=1 or a MoE model)",
+            value=net.ep,
+            where="ep",
+        )
+    if net.cp > 1 and not any(la.fwd_comm and la.fwd_comm[0].group == "cp" for la in net.layers):
+        raise InfeasiblePlanError(
+            f"cp={net.cp}: context parallelism is modelled for decoders with fused attention "
+            f"(gpt, llama, moe families); model {name} does not support it",
+            value=net.cp,
+            where="cp",
+        )
 
 
 def _params(info: ModelInfo) -> set[str]:

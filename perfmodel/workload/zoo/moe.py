@@ -32,13 +32,14 @@ fused attention with query/key width ``d + d_rope`` and value width ``d_v``; out
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import partial
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
-from perfmodel.workload.layers import ExpertRole
+from perfmodel.workload.layers import CommPoint, ExpertRole
 from perfmodel.workload.zoo.transformer import (
     Section,
     TransformerConfig,
@@ -90,6 +91,24 @@ class MoeConfig:
     moe_layer_freq: int = 1
     first_dense_layers: int = 0
     expert_bias: bool = False
+    load_imbalance: float = 1.0
+    capacity_factor: float = 0.0
+
+    @property
+    def rank_load(self) -> float:
+        """Routed rows of the busiest expert-parallel rank over the mean: ``load_imbalance``,
+        capped at ``capacity_factor`` when tokens beyond capacity are dropped (> 0).
+
+        Defaults: ``load_imbalance = 1.0`` (the balanced routing that the auxiliary
+        load-balancing loss, Fedus et al. 2022, and DeepSeek-V3's bias-based balancing,
+        DeepSeek-AI 2024 sec. 2.1.2, train towards; no measured per-rank imbalance of a named
+        run is transcribed, so none is assumed: set ``load_imbalance`` from a profile) and
+        ``capacity_factor = 0``: dropless, Megatron-Core's default
+        (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py`` core_r0.12).
+        """
+        if self.capacity_factor > 0:
+            return min(self.load_imbalance, self.capacity_factor)
+        return self.load_imbalance
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer ``index`` (from 0) has routed experts."""
@@ -117,11 +136,15 @@ def _mark(net: Net, role: ExpertRole, moe: MoeConfig | None = None, **fields: ob
 
 def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig) -> None:
     """Routed-expert feed-forward block (see the module docstring) on a ``(b, s, h)`` input."""
-    h, tp = cfg.hidden, net.tp
+    h, tp, ep, etp = cfg.hidden, net.tp, net.ep, net.etp
     a = net.act_bytes
     tokens = b * s
-    rows = tokens * moe.top_k
-    f_l = moe.expert_ffn_hidden // tp
+    # rows this rank's experts process: the tp group's routed tokens split over tp / etp ranks
+    # (all of them when etp = tp); the busiest expert-parallel rank gets rank_load x the mean
+    rows = -(-tokens * moe.top_k * etp // tp)
+    if ep > 1:
+        rows = math.ceil(rows * moe.rank_load)
+    f_l = moe.expert_ffn_hidden // etp
     # the router scores the tokens this rank holds (1/tp of the sequence under sequence
     # parallelism, before the dispatcher gathers them)
     local = tokens // net.seq_shard
@@ -131,17 +154,20 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     _mark(net, ExpertRole.ROUTER)
     if moe.expert_bias:
         net.buffers += moe.experts
-    fc, bc = _col_comms(net, tokens * h)
+    fc, bc = _col_comms(net, tokens * h) if etp == tp else ((), ())
+    a2a = _dispatch_alltoall(net, rows * h // (net.seq_shard if etp == tp else 1))
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
+    fc, bc = fc + a2a, bc + a2a
     _mark(net, ExpertRole.DISPATCH, fwd_comm=fc, bwd_comm=bc)
     net.grouped_linear(
         f"{name}.experts_fc1",
         rows,
         h,
         2 * moe.expert_ffn_hidden,
-        groups=moe.experts,
+        groups=moe.experts // ep,
         parallel="column",
         casts_input=True,
+        shard=etp,
         expert_role=ExpertRole.EXPERT,
         experts=moe.experts,
         top_k=moe.top_k,
@@ -155,14 +181,16 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         rows,
         moe.expert_ffn_hidden,
         h,
-        groups=moe.experts,
+        groups=moe.experts // ep,
         parallel="row",
+        shard=etp,
         expert_role=ExpertRole.EXPERT,
         experts=moe.experts,
         top_k=moe.top_k,
     )
     # un-permutation and the weighted sum: the probabilities' gradient needs the expert outputs
-    fr, br = _row_comms(net, tokens * h)
+    fr, br = _row_comms(net, tokens * h) if etp == tp else ((), ())
+    fr, br = fr + a2a, br + a2a
     net.elementwise(
         f"{name}.unpermute", (rows, h), "scale", inputs=2, saved_bytes=float(rows * h * a)
     )
@@ -171,6 +199,15 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         width = moe.shared_experts * moe.expert_ffn_hidden
         dense_mlp(net, cfg, b, s, name, width=width, prefix="shared_fc")
         net.unsave(-3)  # shared_fc1's input is the router's, kept once
+
+
+def _dispatch_alltoall(net: Net, elements: float) -> tuple[CommPoint, ...]:
+    """The expert-parallel all-to-all of ``elements`` routed activations (Megatron-Core
+    ``MoEAlltoAllTokenDispatcher``: dispatch in forward, combine's gradient in backward, and the
+    reverse for combine), ``CommPoint`` group ``"ep"``; none without expert parallelism."""
+    if net.ep == 1:
+        return ()
+    return (CommPoint(CollectiveOp.ALLTOALL, float(elements) * net.act_bytes, "ep"),)
 
 
 def _replicated_up(net: Net, name: str, x: Shape, out: int) -> None:
@@ -212,6 +249,19 @@ def mla_attention(
     _row_linear(net, f"{name}.attn_out", (b, s, heads_l * dv * tp), h, bias=False)
 
 
+def _factor(name: str, value: object, minimum: float) -> float:
+    """A model argument that is a real number ``>= minimum`` (CLI text parsed here)."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}={value!r} is not a number", value=value, where=name) from exc
+    if not v >= minimum or v != v or v == float("inf"):
+        raise ConfigError(
+            f"{name} must be a number >= {minimum}, got {value}", value=value, where=name
+        )
+    return v
+
+
 def _positive(name: str, value: int, minimum: int = 1) -> int:
     if int(value) < minimum:
         raise ConfigError(
@@ -237,6 +287,8 @@ def moe(
     moe_layer_freq: int = 1,
     first_dense_layers: int = 0,
     expert_bias: bool = False,
+    load_imbalance: float = 1.0,
+    capacity_factor: float = 0.0,
     kv_lora_rank: int = 0,
     q_lora_rank: int = 0,
     qk_rope_head_dim: int = 0,
@@ -260,6 +312,9 @@ def moe(
         skips).
     experts, top_k, expert_ffn_hidden, shared_experts, moe_layer_freq, first_dense_layers, expert_bias
         :class:`MoeConfig`; ``expert_ffn_hidden`` defaults to ``ffn_hidden``.
+    load_imbalance, capacity_factor
+        Busiest expert-parallel rank's routed rows over the mean, and the capacity factor
+        beyond which tokens are dropped (0: dropless); see :attr:`MoeConfig.rank_load`.
     kv_lora_rank, q_lora_rank, qk_rope_head_dim, v_head_dim
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
@@ -300,16 +355,26 @@ def moe(
         moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
         first_dense_layers=_positive("first_dense_layers", first_dense_layers, 0),
         expert_bias=bool(expert_bias),
+        load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
+        capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
     )
     if m.top_k > m.experts:
         raise ConfigError(
             f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
         )
-    if m.expert_ffn_hidden % net.tp:
+    if m.expert_ffn_hidden % net.etp:
+        name = "tp" if net.etp == net.tp else "etp"
         raise InfeasiblePlanError(
-            f"tp={net.tp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
-            value=net.tp,
-            where="tp",
+            f"{name}={net.etp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
+            value=net.etp,
+            where=name,
+        )
+    if m.experts % net.ep:
+        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
+        raise InfeasiblePlanError(
+            f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
+            value=net.ep,
+            where="ep",
         )
     attention: Section = self_attention
     if int(kv_lora_rank) > 0:
@@ -321,7 +386,7 @@ def moe(
         )
         attention = partial(mla_attention, mla=mla)
     routed: Section = partial(moe_mlp, moe=m)
-    b, s = net.batch_size, seq_len
+    b, s = net.batch_size, net.local_seq(seq_len)
     _embeddings(net, cfg, b, s, positions=0)
     for i in range(layers):
         mlp = routed if m.is_moe_layer(i) else dense_mlp

@@ -482,7 +482,7 @@ def gpt(
     if pos_kind is Position.LEARNED:
         positions = max_positions or seq_len
         _check_positions(seq_len, positions)
-    b, s = net.batch_size, seq_len
+    b, s = net.batch_size, net.local_seq(seq_len)
     _embeddings(net, cfg, b, s, positions=positions)
     if dropout:
         net.dropout("embed.dropout", (b, s, hidden), shard=net.seq_shard)

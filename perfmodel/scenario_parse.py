@@ -1,0 +1,216 @@
+"""A :class:`~perfmodel.api.Scenario` parsed once, at the edge, into typed values.
+
+``Scenario`` keeps what the user wrote (the ``perfmodel predict`` flags, a scenario file's keys,
+a sweep axis): text such as ``precision="bf16"``, ``schedule="1f1b"``, ``placement="tp,pp,dp"``.
+:func:`parse_scenario` turns every such field into its type (enums, the
+:class:`~perfmodel.parallel.software.SoftwarePreset`, positive integers, a placement order) in
+one step, raising a typed :class:`~perfmodel.errors.ConfigError` that names the field
+(``where="scenario.<field>"``). :func:`perfmodel.api.resolve` calls it once; everything below
+``api.py`` (``parallel/``, ``compute/``, the recipe and the lowering) receives typed values only
+(``docs/design.md``, "Strings from files and flags are parsed into typed values once, at the
+edge").
+
+>>> from perfmodel.api import Scenario
+>>> p = parse_scenario(Scenario(precision="BF16", optimizer="AdamW", schedule="pipedream-flush",
+...                             batch_per_gpu=8, placement="tp, dp, pp"))
+>>> p.precision.value, p.optimizer.value, p.schedule.value, p.placement
+('bf16', 'adamw', '1f1b', ('tp', 'dp', 'pp'))
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from perfmodel._enum import parse_enum
+from perfmodel.compute.params import parse_memory_format
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.host.input_pipeline import DatasetKind, LoaderKind, parse_dataset, parse_loader
+from perfmodel.parallel.plan import DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
+from perfmodel.parallel.software import SoftwarePreset, get_preset
+from perfmodel.workload.memory import Optimizer
+
+if TYPE_CHECKING:
+    from perfmodel.api import Scenario
+
+
+class Fidelity(str, enum.Enum):
+    """How :func:`perfmodel.api.predict` executes the task graph."""
+
+    SIMULATED = "simulated"  # SimPy, communication replayed as flows on the topology's links
+    ANALYTIC = "analytic"  # list schedule with closed-form communication times (fast path)
+
+
+#: Placement dimensions (:mod:`perfmodel.parallel.placement`), fastest first by default.
+_DIMS = ("tp", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class ParsedScenario:
+    """Every text field of a scenario as its type (no derivation: the plan is built from this
+    by :func:`perfmodel.api.resolve`, which knows the topology).
+
+    Integers are positive where the scenario requires it (``None`` where the field may be
+    unset); ``zero`` is the ZeRO stage as given (``None``: the preset's); ``hsdp`` is 0 when
+    unset (shard over all of ``dp``), and ``etp`` 0 (expert tensor parallelism = ``tp``); ``schedule`` is already ``interleaved`` when
+    ``interleave > 1`` names it; ``dp_mode`` is ``None`` when the preset's applies;
+    ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's); ``dataset`` and
+    ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader).
+    """
+
+    fidelity: Fidelity
+    precision: Precision
+    optimizer: Optimizer
+    preset: SoftwarePreset
+    nodes: int
+    gpus: int | None
+    dp: int | None
+    tp: int
+    pp: int
+    batch_per_gpu: int | None
+    global_batch: int | None
+    microbatch: int | None
+    schedule: PipelineSchedule
+    interleave: int
+    recompute: Recompute
+    sequence_parallel: bool
+    zero: int | None
+    learners_per_gpu: int
+    dp_mode: DPMode | None
+    hybrid: Hybrid
+    sync_period: int
+    ps_host: PSHost
+    ps_shards: int
+    hsdp: int
+    ep: int
+    cp: int
+    etp: int
+    placement: tuple[str, str, str]
+    memory_format: str | None
+    dataset_size: int | None
+    dataset: DatasetKind | None
+    data_loader: LoaderKind | None
+
+
+def _where(name: str) -> str:
+    return f"scenario.{name}"
+
+
+def pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
+    """``v`` as a positive int (an integral float or numpy integer too; never a bool).
+
+    ``name`` is the scenario field, named in the error as ``scenario.<name>``.
+
+    >>> pos_int(4.0, "tp"), pos_int(None, "gpus", allow_none=True)
+    (4, None)
+    """
+    if v is None and allow_none:
+        return None
+    if not isinstance(v, bool):
+        try:
+            iv = int(v)
+        except (TypeError, ValueError, OverflowError):  # OverflowError: inf
+            iv = 0
+        if iv >= 1 and iv == v:
+            return iv
+    where = _where(name)
+    raise ConfigError(f"{where} must be a positive integer, got {v!r}", value=v, where=where)
+
+
+def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[str, str, str]:
+    """A placement order (``"tp,pp,dp"``, fastest first) as a tuple of the three dimensions.
+
+    >>> parse_placement("tp, dp,pp")
+    ('tp', 'dp', 'pp')
+
+    Raises
+    ------
+    ConfigError
+        If the text is not a permutation of ``tp,pp,dp``.
+    """
+    if isinstance(text, str):
+        order = tuple(s.strip() for s in text.split(","))
+    else:
+        order = tuple(str(s) for s in text)  # type: ignore[attr-defined]
+    if sorted(order) != sorted(_DIMS):
+        raise ConfigError(
+            f"placement order {','.join(order)!r} must be a permutation of tp,pp,dp",
+            value=text,
+            where=where,
+        )
+    return order  # type: ignore[return-value]
+
+
+def _zero(v: Any) -> int | None:
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"zero={v!r}: ZeRO stage must be 0, 1, 2 or 3", value=v, where=_where("zero")
+        ) from exc
+
+
+def parse_scenario(sc: Scenario) -> ParsedScenario:
+    """All of ``sc``'s string -> type conversion, in one place (see the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        Naming the field (``where="scenario.<field>"``) and the value.
+    """
+    if (sc.batch_per_gpu is None) == (sc.global_batch is None):
+        raise ConfigError(
+            "give exactly one of batch_per_gpu (--batch-per-gpu) and global_batch (--global-batch)",
+            value=(sc.batch_per_gpu, sc.global_batch),
+            where="batch",
+        )
+    interleave = pos_int(sc.interleave, "interleave")
+    schedule = PipelineSchedule.parse(sc.schedule, where=_where("schedule"))
+    if interleave > 1 and schedule is PipelineSchedule.ONE_F_ONE_B:
+        schedule = PipelineSchedule.INTERLEAVED  # interleave=v > 1 names the interleaved 1F1B
+    mf = sc.memory_format
+    return ParsedScenario(
+        fidelity=parse_enum(Fidelity, sc.fidelity, where=_where("fidelity"), noun="fidelity"),
+        precision=Precision.parse(sc.precision, where=_where("precision")),
+        optimizer=Optimizer.parse(sc.optimizer, where=_where("optimizer")),
+        preset=get_preset(sc.software, where=_where("software")),
+        nodes=pos_int(sc.nodes, "nodes"),
+        gpus=pos_int(sc.gpus, "gpus", allow_none=True),
+        dp=pos_int(sc.dp, "dp", allow_none=True),
+        tp=pos_int(sc.tp, "tp"),
+        pp=pos_int(sc.pp, "pp"),
+        batch_per_gpu=pos_int(sc.batch_per_gpu, "batch_per_gpu", allow_none=True),
+        global_batch=pos_int(sc.global_batch, "global_batch", allow_none=True),
+        microbatch=pos_int(sc.microbatch, "microbatch", allow_none=True),
+        schedule=schedule,
+        interleave=interleave,
+        recompute=Recompute.parse(sc.recompute, where=_where("recompute")),
+        sequence_parallel=bool(sc.sequence_parallel),
+        zero=_zero(sc.zero),
+        learners_per_gpu=pos_int(sc.learners_per_gpu, "learners_per_gpu"),
+        dp_mode=DPMode.parse(sc.dp_mode, where=_where("dp_mode")) if sc.dp_mode else None,
+        hybrid=Hybrid.parse(sc.hybrid, where=_where("hybrid")),
+        sync_period=pos_int(sc.sync_period, "sync_period"),
+        ps_host=PSHost.parse(sc.ps_host, where=_where("ps_host")),
+        ps_shards=pos_int(sc.ps_shards, "ps_shards"),
+        hsdp=pos_int(sc.hsdp, "hsdp", allow_none=True) or 0,
+        ep=pos_int(sc.ep, "ep"),
+        cp=pos_int(sc.cp, "cp"),
+        etp=pos_int(sc.etp, "etp", allow_none=True) or 0,
+        placement=parse_placement(sc.placement),
+        memory_format=None
+        if mf is None
+        else parse_memory_format(mf, where=_where("memory_format")),
+        dataset_size=pos_int(sc.dataset_size, "dataset_size", allow_none=True),
+        dataset=None if sc.dataset is None else parse_dataset(sc.dataset, where=_where("dataset")),
+        data_loader=None
+        if sc.data_loader is None
+        else parse_loader(sc.data_loader, where=_where("data_loader")),
+    )
+
+
+__all__ = ["Fidelity", "ParsedScenario", "parse_placement", "parse_scenario", "pos_int"]

@@ -1,0 +1,232 @@
+"""Expert parallelism (ep, etp) and context parallelism (cp): plan feasibility, per-rank
+workloads (hand-counted parameters, all-to-all and ring bytes), the groups on the topology,
+ring overlap, model-state sharding over the expert data-parallel group, and 'ep'/'cp' in the
+breakdown of a prediction."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from perfmodel.api import Scenario, predict, resolve
+from perfmodel.errors import InfeasiblePlanError
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.expert import context_groups, expert_groups, ring_exposed_s
+from perfmodel.parallel.lowering import partition
+from perfmodel.parallel.placement import Placement
+from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
+from perfmodel.workload import ExpertRole, build_model
+
+# Mixtral 8x7B (config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1): 32 layers of
+# 8 SwiGLU experts of 3 x 4096 x 14336 weights
+MIXTRAL_EXPERTS = 32 * 8 * 3 * 4096 * 14336  # 45,097,156,608
+MIXTRAL_TOTAL = 46_702_792_704
+
+SMALL = {
+    "hidden": 256,
+    "layers": 2,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn_hidden": 512,
+    "experts": 8,
+    "top_k": 2,
+    "seq_len": 512,
+    "vocab": 1024,
+}
+
+
+# ---------------------------------------------------------------------------- plan
+
+
+def test_plan_folding_and_sizes() -> None:
+    # MoE parallel folding: ep need not divide dp (issue 13's example, with etp = 1)
+    p = ParallelismPlan(dp=16, tp=2, ep=32, etp=1)
+    assert (p.num_gpus, p.expert_tp, p.expert_dp, p.grad_replicas) == (32, 1, 1, 16)
+    q = ParallelismPlan(dp=8, tp=8, pp=16, cp=16)
+    assert (q.num_gpus, q.grad_replicas, q.describe()) == (
+        16384,
+        128,
+        "dp=8,tp=8,pp=16,cp=16,schedule=1f1b",
+    )
+    assert ParallelismPlan(dp=64, ep=8).expert_dp == 8
+    with pytest.raises(InfeasiblePlanError, match=r"ep=32 x etp=2 must divide .* = 32.*etp=1"):
+        ParallelismPlan(dp=16, tp=2, ep=32)
+    with pytest.raises(InfeasiblePlanError, match="cp=0"):
+        ParallelismPlan(cp=0)
+    assert parse_plan_string("dp=8,ep=4,cp=2,etp=1") == {"dp": 8, "ep": 4, "cp": 2, "etp": 1}
+
+
+def test_world_includes_cp_and_errors_say_so() -> None:
+    sc = Scenario(system="dgx-h100", nodes=2, model="llama", global_batch=8, cp=2, tp=8)
+    assert resolve(sc).plan.dp == 1  # 16 GPUs = dp x tp x cp
+    with pytest.raises(InfeasiblePlanError, match=r"tp\*pp\*cp=24 does not divide the 16"):
+        resolve(Scenario(system="dgx-h100", nodes=2, model="llama", global_batch=8, cp=3, tp=8))
+
+
+# ---------------------------------------------------------------------------- workloads
+
+
+def test_expert_parallel_rank_holds_its_experts_and_alltoalls() -> None:
+    w = build_model("mixtral_8x7b", batch_size=1, precision="bf16", ep=8)
+    assert w.total_params == MIXTRAL_TOTAL
+    local = sum(la.params for la in w.layers)
+    assert local == MIXTRAL_TOTAL - MIXTRAL_EXPERTS + MIXTRAL_EXPERTS // 8  # 7,242,780,672
+    disp = next(la for la in w.layers if la.expert_role is ExpertRole.DISPATCH)
+    # 4096 tokens x top_k 2 x hidden 4096 x 2 bytes, in forward and in backward
+    (a2a,) = disp.fwd_comm
+    assert (a2a.op, a2a.group, a2a.message_bytes) == (CollectiveOp.ALLTOALL, "ep", 67_108_864.0)
+    assert disp.bwd_comm == disp.fwd_comm
+    fc1 = next(la for la in w.layers if la.name.endswith("experts_fc1"))
+    # one expert per rank receives all 8192 routed rows of the rank on average
+    assert (fc1.gemm.batch, fc1.gemm.m) == (1, 8192)
+    # the active FLOP per rank do not change with ep (same rows, fewer experts)
+    dense = build_model("mixtral_8x7b", batch_size=1, precision="bf16")
+    assert sum(la.total_flop for la in w.layers) == sum(la.total_flop for la in dense.layers)
+
+
+def test_load_imbalance_and_capacity_scale_the_busiest_rank() -> None:
+    def rows(**kw: object) -> int:
+        w = build_model("moe", batch_size=1, precision="bf16", ep=4, **SMALL, **kw)
+        return next(la for la in w.layers if la.name.endswith("experts_fc1")).output_shape[0]
+
+    assert rows() == 512 * 2
+    assert rows(load_imbalance="1.5") == 1536
+    assert rows(load_imbalance="1.5", capacity_factor="1.25") == 1280  # dropped beyond capacity
+
+
+def test_expert_and_context_feasibility_errors() -> None:
+    with pytest.raises(InfeasiblePlanError, match=r"ep=3 must divide experts=8.*\[1, 2, 4, 8\]"):
+        build_model("mixtral_8x7b", batch_size=1, ep=3)
+    with pytest.raises(InfeasiblePlanError, match="has no routed experts"):
+        build_model("llama", batch_size=1, ep=2)
+    with pytest.raises(InfeasiblePlanError, match=r"2 x cp = 8 equal chunks"):
+        build_model("llama", batch_size=1, cp=4, seq_len=4100)
+    with pytest.raises(InfeasiblePlanError, match="does not support it"):
+        build_model("bert", batch_size=1, cp=2)
+
+
+def test_context_parallel_attention_is_one_cp_th_and_rings_kv() -> None:
+    args = {"hidden": 256, "layers": 2, "heads": 4, "kv_heads": 2, "seq_len": 1024, "vocab": 512}
+    full = build_model("llama", batch_size=1, precision="bf16", **args)
+    part = build_model("llama", batch_size=1, precision="bf16", cp=4, **args)
+
+    def attn(w):
+        return next(la for la in w.layers if la.name.endswith("attention"))
+
+    # causal: 2 b s^2 heads (d + d) / 2 over the whole sequence, a quarter per rank
+    assert attn(full).fwd_flop == 2 * 1024 * 1024 * 4 * 128 / 2
+    assert attn(part).fwd_flop == attn(full).fwd_flop / 4
+    # K and V of 256 local positions x 2 kv heads x 64, bf16, all 4 chunks (all-gather output)
+    ring = 4 * 2 * 256 * 2 * 64 * 2
+    assert [(c.op, c.group, c.message_bytes) for c in attn(part).fwd_comm] == [
+        (CollectiveOp.ALLGATHER, "cp", ring)
+    ]
+    assert [c.op for c in attn(part).bwd_comm] == [
+        CollectiveOp.ALLGATHER,
+        CollectiveOp.REDUCESCATTER,
+    ]
+    # activations of every layer are for 1/cp of the sequence
+    assert part.layers[1].output_shape == (1, 256, 256)
+
+
+def test_ring_overlap_golden() -> None:
+    assert ring_exposed_s(0.3, 0.8, 4) == 0.0
+    assert ring_exposed_s(0.9, 0.8, 4) == pytest.approx(3 * (0.3 - 0.2))
+    assert ring_exposed_s(1.0, 0.0, 1) == 0.0
+
+
+# ---------------------------------------------------------------------------- groups
+
+
+def test_groups_fold_tp_fastest_then_cp_then_dp() -> None:
+    # dp x cp = 4 on the data axis, tp = 2: stage ranks are g0..g7 in (data, tp) order
+    pl = Placement(dp=4, tp=2, pp=1, gpus=tuple(f"g{i}" for i in range(8)))
+    assert context_groups(pl, 0, 2) == [("g0", "g2"), ("g1", "g3"), ("g4", "g6"), ("g5", "g7")]
+    assert expert_groups(pl, 0, 4, 1) == [("g0", "g1", "g2", "g3"), ("g4", "g5", "g6", "g7")]
+    assert expert_groups(pl, 0, 2, 2) == [("g0", "g2"), ("g1", "g3"), ("g4", "g6"), ("g5", "g7")]
+
+
+def test_llama3_uneven_first_and_last_stage() -> None:
+    w = build_model("llama", batch_size=1, hidden=64, layers=126, heads=2, seq_len=16, vocab=64)
+    parts = partition(w, 16, [1.0] * len(w.layers))
+    blocks = [len({w.layers[i].block for i in p if w.layers[i].block is not None}) for p in parts]
+    assert blocks == [7] + [8] * 14 + [7]
+
+
+# ---------------------------------------------------------------------------- predictions
+
+
+def _moe_scenario(**plan: object) -> Scenario:
+    keys: dict[str, object] = {
+        "system": "dgx-h100",
+        "model": "moe",
+        "model_args": SMALL,
+        "precision": "bf16",
+        "optimizer": "adam",
+        "global_batch": 16,
+        "fidelity": "analytic",
+        "software": "megatron-core",
+    }
+    return Scenario(**{**keys, **plan})  # type: ignore[arg-type]
+
+
+def test_expert_parallel_prediction_shows_ep_and_shards_state() -> None:
+    rep = predict(_moe_scenario(ep=8), baseline=False)
+    assert rep.breakdown.exposed_comm_s.get("ep", 0.0) > 0.0
+    assert any(n.startswith("expert parallel") for n in rep.notes)
+    base = predict(_moe_scenario(), baseline=False)
+    assert "ep" not in base.breakdown.exposed_comm_s
+    # expert data parallelism is 8 / 8 = 1: the experts' optimizer state is not sharded, the
+    # dense part's is (ZeRO-1 over 8 ranks)
+    r = resolve(_moe_scenario(ep=8)).recipe
+    w = build_model("moe", batch_size=1, precision="bf16", ep=8, **SMALL)
+    expert = sum(la.params for la in w.layers if la.expert_role is ExpertRole.EXPERT)
+    dense = sum(la.params for la in w.layers) - expert
+    assert rep.memory.optimizer_bytes == pytest.approx(r.state_bytes * (dense / 8 + expert))
+
+
+def test_context_parallel_prediction_reports_cp() -> None:
+    sc = Scenario(
+        system="dgx-h100",
+        model="llama",
+        model_args={"hidden": 512, "layers": 2, "heads": 8, "seq_len": 8192, "vocab": 1024},
+        precision="bf16",
+        optimizer="adam",
+        global_batch=1,
+        tp=1,
+        cp=8,
+        fidelity="analytic",
+        software="megatron-core",
+    )
+    rep = predict(sc, baseline=False)
+    assert rep.num_gpus == 8 and rep.tokens_per_s > 0
+    assert any(n.startswith("context parallel (ring attention") for n in rep.notes)
+
+
+def test_flow_simulation_alltoall_contends_with_dp_traffic_on_nics() -> None:
+    """The lowering's expert all-to-all spans both servers when ep = 16 on 8-GPU servers; in
+    the flow simulation it shares the NICs with a data-parallel all-reduce running at the
+    same time and finishes later than alone."""
+    from perfmodel.api import _build_step, topology_of
+    from perfmodel.parallel.taskgraph import CommKind, GraphBuilder, TaskKind
+    from perfmodel.sim.engine import FlowComm, simulate
+
+    sc = _moe_scenario(nodes=2, ep=16, model_args={**SMALL, "experts": 16}, fidelity="simulated")
+    step, _ = _build_step(sc, resolve(sc))
+    ep = next(t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.EP)
+    assert ep.comm.op is CollectiveOp.ALLTOALL and len(ep.comm.group) == 16
+    topo = topology_of(sc)
+    dp_spec = replace(ep.comm, op=CollectiveOp.ALLREDUCE, kind=CommKind.DP, siblings=())
+    dp_spec = replace(dp_spec, group=(topo.gpus[0], topo.gpus[8]), message_bytes=64e6)
+
+    def run(with_dp: bool) -> float:
+        b = GraphBuilder()
+        tid = b.add(TaskKind.COLLECTIVE, ep.device, "ep", ep.duration_s, comm=ep.comm)
+        if with_dp:
+            b.add(TaskKind.COLLECTIVE, topo.gpus[0], "dp", 1e-3, comm=dp_spec)
+        tl = simulate(b.build(), network_factory=lambda env: FlowComm(env, topo))
+        return tl.end_s[tid] - tl.start_s[tid]
+
+    alone, shared = run(False), run(True)
+    assert shared > alone * 1.05

@@ -1,0 +1,108 @@
+"""A Scenario is parsed once, at the edge (issue 11 item 5): typed values, errors naming the field."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import perfmodel.api as api
+from perfmodel.api import Scenario, resolve
+from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
+from perfmodel.host.input_pipeline import DatasetKind, LoaderKind
+from perfmodel.parallel.plan import DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
+from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_placement, parse_scenario
+from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.memory import Recompute as MemoryRecompute
+
+SC = Scenario(system="dgx-a100", model="gpt", batch_per_gpu=8, fidelity="analytic")
+
+
+def test_every_text_field_becomes_its_type() -> None:
+    p = parse_scenario(
+        replace(
+            SC,
+            precision="BF16",
+            optimizer="AdamW",
+            software="Megatron_Core",
+            schedule="pipedream-flush",
+            interleave=2,
+            recompute="Full",
+            dp_mode="ddp",
+            hybrid="owt",
+            ps_host="GPU",
+            placement="tp, dp ,pp",
+            memory_format="channels_last",
+            dataset="cifar-memory",
+            data_loader="dali",
+            tp=4.0,  # an integral float from JSON is the integer
+            hsdp=None,
+        )
+    )
+    assert p.fidelity is Fidelity.ANALYTIC
+    assert p.precision is Precision.BF16 and p.optimizer is Optimizer.ADAMW
+    assert p.preset.name == "megatron-core"
+    # interleave=2 > 1 names the interleaved 1F1B even when the schedule says 1f1b
+    assert p.schedule is PipelineSchedule.INTERLEAVED and p.interleave == 2
+    assert p.recompute is Recompute.FULL and p.dp_mode is DPMode.ALLREDUCE
+    assert p.hybrid is Hybrid.ONE_WEIRD_TRICK and p.ps_host is PSHost.GPU
+    assert p.placement == ("tp", "dp", "pp") and p.memory_format == "nhwc"
+    assert p.dataset is DatasetKind.CIFAR_MEMORY and p.data_loader is LoaderKind.DALI
+    assert p.tp == 4 and type(p.tp) is int and p.hsdp == 0 and p.zero is None
+
+
+def test_one_recompute_enum_for_plan_and_memory() -> None:
+    assert Recompute is MemoryRecompute
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("precision", "fp12"),
+        ("optimizer", "adagrad"),
+        ("software", "jax"),
+        ("schedule", "zigzag"),
+        ("recompute", "half"),
+        ("dp_mode", "gossip"),
+        ("hybrid", "two-weird-tricks"),
+        ("ps_host", "tpu"),
+        ("placement", "tp,tp,dp"),
+        ("memory_format", "nwhc"),
+        ("dataset", "imagenet-png"),
+        ("data_loader", "opencv"),
+        ("tp", 0),
+        ("interleave", 1.5),
+        ("dataset_size", -3),
+        ("zero", "two"),
+    ],
+)
+def test_bad_field_is_named(field: str, value: object) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(replace(SC, **{field: value}))
+    assert info.value.where == f"scenario.{field}"
+    assert repr(value) in str(info.value) or str(value) in str(info.value)
+
+
+def test_placement_text_and_tuple() -> None:
+    assert parse_placement("dp,pp,tp") == ("dp", "pp", "tp")
+    assert parse_placement(("pp", "tp", "dp")) == ("pp", "tp", "dp")
+
+
+def test_resolve_parses_once_and_passes_types_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Scenario] = []
+    real = api.parse_scenario
+
+    def counting(sc: Scenario) -> ParsedScenario:
+        calls.append(sc)
+        return real(sc)
+
+    monkeypatch.setattr(api, "parse_scenario", counting)
+    sc = replace(SC, optimizer="adam", precision="bf16", placement="tp,dp,pp")
+    r = resolve(sc)
+    assert len(calls) == 1
+    assert r.parsed.placement == ("tp", "dp", "pp")
+    assert r.optimizer is Optimizer.ADAM and r.recipe is not None
+    assert r.recipe.optimizer is Optimizer.ADAM
+    step, _ = api._build_step(sc, r)
+    assert step.num_gpus == 8
