@@ -611,9 +611,12 @@ def _build_step(
             raise ConfigError(
                 f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
             ) from exc
-    placement = place(
-        plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=r.parsed.placement
-    )
+    order = r.parsed.placement
+    if plan.ep > 1 and sc.placement == Scenario.placement:
+        # Megatron-Core's rank order (parallel_state "tp-cp-ep-dp-pp"): pipeline stages
+        # outermost, so a stage's expert-parallel group fills servers before it spans NICs
+        order = ("tp", "dp", "pp")
+    placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=order)
     inp = StepInputs(
         plan=plan,
         preset=r.preset,

@@ -32,6 +32,7 @@ from perfmodel.parallel.lowering import (
     _flop_of,
     _issue_times,
     build_chunk,
+    expert_grad_share,
     expert_params,
     partition,
     stage_buffer_bytes,
@@ -84,6 +85,7 @@ class PipelineLowering:
         self.issue_tid = [-1] * P
         self.tied = [0] * P
         self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
+        self.expert_share = expert_grad_share(plan)
 
     # ------------------------------------------------------------------ chunks
 
@@ -391,7 +393,7 @@ class PipelineLowering:
         shard group, then all-reduce of the shard across the replicas, FSDP2's order); returns
         the communication time that runs under the next segment."""
         rc = self.rc
-        nbytes = seg.params * rc.grad_reduce_bytes
+        nbytes = self.reduced_params(seg.params, seg.expert_params) * rc.grad_reduce_bytes
         if not self.hsdp:
             g = self.dp_collective(s, self._grad_op(), nbytes, deps, label)
             self.grad_comm[s].append(g)
@@ -407,6 +409,13 @@ class PipelineLowering:
         )
         self.grad_comm[s] += [rs, ar]
         return self.comm_dur[rs] + self.comm_dur[ar]
+
+    def reduced_params(self, params: float, expert: float) -> float:
+        """Parameters whose gradients the dense data-parallel collective carries: the routed
+        experts' count :func:`~perfmodel.parallel.lowering.expert_grad_share` of theirs."""
+        if not expert or self.expert_share == 1.0:
+            return params
+        return params - expert * (1.0 - self.expert_share)
 
     def _grad_op(self) -> CollectiveOp:
         sharded = self.rc.sharding.stage >= 1
@@ -510,7 +519,12 @@ class PipelineLowering:
                 )
             )
         if self.dp_on and not self.overlap:
-            nbytes = stage_params * rc.grad_reduce_bytes
+            expert = sum(
+                seg.expert_params
+                for c in range(self.V)
+                for seg in self.chunks[c * self.P + s].segments
+            )
+            nbytes = self.reduced_params(stage_params, expert) * rc.grad_reduce_bytes
             self.grad_comm[s].append(
                 self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
             )

@@ -75,6 +75,7 @@ class Segment:
     flop: float
     dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
     ep_cp: tuple[SegmentComm, ...] = ()  # expert all-to-alls, exposed ring-attention exchange
+    expert_params: int = 0  # routed experts' parameters among ``params``
 
     def ep_cp_s(self, phase: str) -> float:
         """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
@@ -365,6 +366,7 @@ def build_chunk(
     segs: list[Segment] = []
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
+    memo: dict[tuple[object, ...], float] = {}  # identical blocks: one closed form per collective
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
         f = bi = bw = rc = tf = tb = 0.0
@@ -391,7 +393,9 @@ def build_chunk(
                     continue
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             if groups_of:
-                extra += _expert_context_comm(layer, costs, groups_of, (lf, lbi + lbw), algorithm)
+                extra += _expert_context_comm(
+                    layer, costs, groups_of, (lf, lbi + lbw), algorithm, memo
+                )
             if plan.recompute is Recompute.SELECTIVE:
                 rc += lf * share(layer)
         if plan.recompute is Recompute.FULL:
@@ -399,7 +403,20 @@ def build_chunk(
             tb += tf  # the recomputed forward re-runs its TP collectives
             extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
         segs.append(
-            Segment(ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra))
+            Segment(
+                ids,
+                f,
+                bi + bw,
+                rc,
+                tf,
+                tb,
+                params,
+                act,
+                flop,
+                dp_params,
+                _merged(extra),
+                expert_params([workload.layers[i] for i in ids]),
+            )
         )
     last = workload.layers[layer_ids[-1]]
     first = workload.layers[layer_ids[0]]
@@ -417,6 +434,7 @@ def _expert_context_comm(
     groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
     compute_s: tuple[float, float],
     algorithm: str,
+    memo: dict[tuple[object, ...], float],
 ) -> list[SegmentComm]:
     """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: all-to-alls
     exposed in full; ring attention's key/value exchange beyond the layer's own compute
@@ -434,7 +452,10 @@ def _expert_context_comm(
             groups = groups_of.get(cp.group)
             if groups is None:
                 continue
-            t = costs.concurrent_time(cp.op, cp.message_bytes, groups, algorithm)
+            key = (cp.op, cp.message_bytes, cp.group)
+            t = memo.get(key)
+            if t is None:
+                t = memo[key] = costs.concurrent_time(cp.op, cp.message_bytes, groups, algorithm)
             if cp.group == "cp":
                 ring.append((cp.op, cp.message_bytes, t))
             else:
@@ -466,6 +487,27 @@ def expert_params(layers: Sequence[LayerCost]) -> int:
     """Parameters of routed experts (``ExpertRole.EXPERT``) among ``layers``: their gradients
     and sharded state live on the expert data-parallel group, not the dense one."""
     return sum(la.params for la in layers if la.expert_role is ExpertRole.EXPERT)
+
+
+def expert_grad_share(plan: ParallelismPlan) -> float:
+    """Gradient traffic of a routed-expert parameter relative to a dense one.
+
+    Expert gradients are reduced over the expert data-parallel group of ``e`` ranks
+    (:attr:`ParallelismPlan.expert_dp`), dense ones over the ``D = dp x cp`` replicas; a ring
+    all-reduce or reduce-scatter moves ``(n - 1) / n`` of the buffer per rank (Patarasuk & Yuan
+    2009), so the lowering reduces the expert gradients with the dense ones, their bytes scaled
+    by ``((e - 1) / e) / ((D - 1) / D)`` (0 when ``ep`` spans every replica, as Megatron-Core then
+    reduces no expert gradient). The expert group's own placement is not simulated separately.
+
+    >>> expert_grad_share(ParallelismPlan(dp=16, ep=16)), expert_grad_share(ParallelismPlan(dp=8))
+    (0.0, 1.0)
+    >>> round(expert_grad_share(ParallelismPlan(dp=64, ep=8)), 4)  # (7/8) / (63/64)
+    0.8889
+    """
+    d, e = plan.grad_replicas, plan.expert_dp
+    if plan.ep == 1 or d < 2:
+        return 1.0
+    return ((e - 1) / e) / ((d - 1) / d)
 
 
 def tied_embedding_params(layers: Sequence[LayerCost]) -> int:

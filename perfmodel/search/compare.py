@@ -575,12 +575,14 @@ def _why_best_line(result: SearchResult) -> list[str]:
 
     if len(result.ranked) < 2:
         return []
-    best = result.ranked[0]
-    same = [c for c in result.ranked[1:] if c.stage == best.stage]
-    if not same:
+    best, other = result.ranked[0], result.ranked[1]
+    # the deepest stage that evaluated both (the simulation may have confirmed only the best)
+    names = [st.name for st in reversed(result.stages)]
+    stage = next((n for n in names if n in best.reports and n in other.reports), None)
+    if stage is None:
         return []
-    line = why_best([best.label, same[0].label], [best.report, same[0].report])
-    return [line] if line else []
+    line = why_best([best.label, other.label], [best.reports[stage], other.reports[stage]])
+    return [f"{line} ({stage})"] if line else []
 
 
 def format_table(result: SearchResult, top: int = 10) -> str:

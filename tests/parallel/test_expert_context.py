@@ -230,3 +230,37 @@ def test_flow_simulation_alltoall_contends_with_dp_traffic_on_nics() -> None:
 
     alone, shared = run(False), run(True)
     assert shared > alone * 1.05
+
+
+def test_expert_gradients_skip_the_dense_reduction_when_ep_spans_the_replicas() -> None:
+    """dp = ep = 8: every rank holds different experts (expert data parallelism 1), so only the
+    dense gradients are reduced over the 8 replicas (Megatron-Core reduces expert gradients
+    over the expert data-parallel group)."""
+    from perfmodel.api import _build_step
+    from perfmodel.parallel.taskgraph import CommKind
+
+    sc = _moe_scenario(ep=8)
+    r = resolve(sc)
+    step, _ = _build_step(sc, r)
+    grads = [
+        t.comm.message_bytes
+        for t in step.graph.tasks
+        if t.comm is not None and t.comm.kind is CommKind.DP and t.label.startswith("grad")
+    ]
+    w = build_model("moe", batch_size=1, precision="bf16", ep=8, **SMALL)
+    expert = sum(la.params for la in w.layers if la.expert_role is ExpertRole.EXPERT)
+    dense = sum(la.params for la in w.layers) - expert
+    assert sum(grads) == pytest.approx(dense * r.recipe.grad_reduce_bytes)
+
+
+def test_expert_group_fills_a_server_first_under_pipelining() -> None:
+    """ep = 8 with pp = 2 on two 8-GPU servers: Megatron-Core's order (stages outermost) puts
+    each stage's expert group on one server (the SC21 order tp,pp,dp would stride it over both)."""
+    from perfmodel.api import _build_step, topology_of
+    from perfmodel.parallel.taskgraph import CommKind
+
+    sc = _moe_scenario(nodes=2, pp=2, ep=8, microbatch=1)
+    step, _ = _build_step(sc, resolve(sc))
+    topo = topology_of(sc)
+    groups = {t.comm.group for t in step.graph.tasks if t.comm and t.comm.kind is CommKind.EP}
+    assert groups and all(len({topo.server_of(g) for g in grp}) == 1 for grp in groups)

@@ -16,11 +16,14 @@ FLOP and bytes count the ``top_k`` experts each token visits (the active FLOP of
 MFU). :attr:`Workload.active_params_total` and :attr:`Workload.all_experts_flop` give the other
 views. The layers carry :class:`~perfmodel.workload.layers.ExpertRole` marks (``experts``,
 ``top_k``) so an expert-parallel lowering can shard the expert weights and turn ``permute`` and
-``unpermute`` into the dispatch and combine all-to-alls. Until it does, the experts are
+``unpermute`` into the dispatch and combine all-to-alls. With ``ep = 1`` the experts are
 replicated on every data-parallel rank and sharded by ``tp`` like a dense MLP (Megatron-Core's
 expert tensor parallelism equal to ``tp``; the ``permute``/``unpermute`` layers carry the
 tensor-parallel all-gather/reduce-scatter (sequence parallelism) or all-reduce of the tokens,
-as Megatron-Core's all-gather token dispatcher does over the tensor-parallel group).
+as Megatron-Core's all-gather token dispatcher does over the tensor-parallel group). With
+``Net.ep > 1`` a rank holds ``experts / ep`` experts, each split over ``Net.etp`` ranks, and
+``permute``/``unpermute`` also carry the expert-parallel all-to-all of the routed rows
+(``CommPoint`` group ``"ep"``, Megatron-Core's ``MoEAlltoAllTokenDispatcher``).
 
 Multi-head latent attention (DeepSeek-V2/V3, ``kv_lora_rank > 0``): ``q_down`` (``h x
 q_lora_rank``, replicated), RMSNorm, ``q_up`` (``q_lora_rank x heads (d + d_rope)``, column
