@@ -227,6 +227,8 @@ def _print_shm_note(sc: Any, num_gpus: int) -> None:
     note = shm_note(topo, topo.gpus[:num_gpus])
     if note:
         print(note)
+
+
 def _epoch_text(seconds: float | None) -> str:
     """``"12.345 s"`` or ``"34732 s (9 h 38 min)"`` (from a minute on); ``"-"`` when unknown."""
     if seconds is None:

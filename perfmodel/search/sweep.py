@@ -773,6 +773,8 @@ def _stream_todo(
             state.skipped += 1
             continue
         yield key, dict(axis_values), dict(sc)
+
+
 def _task_error_row(
     exc: BaseException, key: str, axis_values: Mapping[str, Any], scenario: Mapping[str, Any]
 ) -> dict[str, Any]:

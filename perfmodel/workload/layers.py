@@ -174,6 +174,7 @@ class LayerCost:
         if self.experts:
             return self.params // self.experts * self.top_k
         return self.params
+
     measured: MeasuredTime | None = None
     """Device time measured for this layer (imported from a trace,
     :mod:`perfmodel.calibration.trace_workload`): the compute model returns it instead of a

@@ -153,11 +153,11 @@ def test_synthetic_and_unset_change_nothing() -> None:
 
 
 def test_bad_input_names_the_value() -> None:
-    with pytest.raises(ConfigError, match="unknown scenario.dataset 'imagenet-png'"):
+    with pytest.raises(ConfigError, match=r"unknown scenario\.dataset 'imagenet-png'"):
         predict(replace(DGX1, dataset="imagenet-png"), baseline=False)
     with pytest.raises(ConfigError, match="workers must be an integer >= 0, got -1"):
         predict(replace(DGX1, dataset="cifar-memory", data_loader_workers=-1), baseline=False)
-    with pytest.raises(ConfigError, match="unknown scenario.data_loader 'opencv'"):
+    with pytest.raises(ConfigError, match=r"unknown scenario\.data_loader 'opencv'"):
         predict(replace(DGX1, dataset="cifar-memory", data_loader="opencv"), baseline=False)
 
 
