@@ -93,6 +93,7 @@ def _accuracy_table(args: argparse.Namespace) -> int:
     """``validate --published [DIR]``: the README accuracy table from the published rows."""
     from perfmodel.accuracy import (
         accuracy_table,
+        load_modern,
         load_published,
         replace_between_markers,
         to_markdown,
@@ -100,7 +101,9 @@ def _accuracy_table(args: argparse.Namespace) -> int:
     )
     from perfmodel.errors import ConfigError
 
-    table = accuracy_table(load_published(args.published or None))
+    table = accuracy_table(
+        load_published(args.published or None), modern=load_modern(args.published or None)
+    )
     md = to_markdown(table)
     if args.update_readme:
         path = Path(args.update_readme)
