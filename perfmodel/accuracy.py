@@ -8,6 +8,9 @@ skipped with its reason), the vTrain plan-ranking scenarios, and :func:`accuracy
 rows are the README's accuracy table (generated between the ``accuracy-table`` markers by
 ``perfmodel validate --published --update-readme README.md``).
 
+With the ``modern.jsonl`` rows (:func:`load_modern`) the table also holds today's large-model
+stacks, mapped and predicted by :mod:`perfmodel.accuracy_modern`.
+
 Errors are signed, ``predicted / measured - 1`` of the row's own quantity; the table reports the
 median and the worst absolute error. Single-GPU compute and collective rows are mapped by
 :mod:`perfmodel.compute.validation` and :mod:`perfmodel.comm.validation`.

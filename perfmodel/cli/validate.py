@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="compare predictions with measurements (per layer, step, GEMM, collective)",
         description=(
             "Without --profile: `--published [DIR]` predicts every published measurement it can map "
-            "(the shipped validation/ rows, or DIR/published.jsonl) and prints the README's "
+            "(the shipped validation/ rows, or DIR/published.jsonl and DIR/modern.jsonl) and prints the README's "
             "accuracy table (about a minute). With --profile: predict what a calibration "
             "profile's measurements (or another measurement file, or the published GEMM rows) "
             "measured, with datasheet defaults, a GEMM+bandwidth calibration and the full "
