@@ -8,6 +8,9 @@ skipped with its reason), the vTrain plan-ranking scenarios, and :func:`accuracy
 rows are the README's accuracy table (generated between the ``accuracy-table`` markers by
 ``perfmodel validate --published --update-readme README.md``).
 
+With the ``modern.jsonl`` rows (:func:`load_modern`) the table also holds today's large-model
+stacks, mapped and predicted by :mod:`perfmodel.accuracy_modern`.
+
 Errors are signed, ``predicted / measured - 1`` of the row's own quantity; the table reports the
 median and the worst absolute error. Single-GPU compute and collective rows are mapped by
 :mod:`perfmodel.compute.validation` and :mod:`perfmodel.comm.validation`.
@@ -541,15 +544,33 @@ class AccuracyTable:
     training_by_interconnect: tuple[tuple[str, int, float, float], ...]  # class, n, median, worst
 
 
-def load_published(directory: str | Path | None = None) -> list[dict[str, Any]]:
-    """Rows of ``published.jsonl`` in ``directory`` (default: the shipped copy)."""
+def _validation_file(directory: str | Path | None, name: str) -> Path:
+    """``name`` in ``directory`` (default: the shipped copy); a file path stands for its own."""
     from perfmodel.catalogue import validation_dir
 
     path = Path(directory) if directory is not None else validation_dir()
-    path = path / "published.jsonl" if path.is_dir() else path
+    return path / name if path.is_dir() else path
+
+
+def load_published(directory: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of ``published.jsonl`` in ``directory`` (default: the shipped copy)."""
     from perfmodel._io import read_jsonl
 
-    return read_jsonl(path, where="--published")
+    return read_jsonl(_validation_file(directory, "published.jsonl"), where="--published")
+
+
+def load_modern(directory: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of ``modern.jsonl`` in ``directory`` (default: the shipped copy).
+
+    ``directory`` may also be a ``published.jsonl`` path: its sibling ``modern.jsonl`` is read.
+    A directory without ``modern.jsonl`` gives no rows (the table then leaves its rows out).
+    """
+    from perfmodel._io import read_jsonl
+
+    path = _validation_file(directory, "modern.jsonl")
+    if path.name != "modern.jsonl":
+        path = path.parent / "modern.jsonl"
+    return read_jsonl(path, where="--published") if path.exists() else []
 
 
 def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
@@ -558,11 +579,17 @@ def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
 
 
 def accuracy_table(
-    rows: Sequence[Mapping[str, Any]], *, training: TrainingResults | None = None
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    training: TrainingResults | None = None,
+    modern: Sequence[Mapping[str, Any]] = (),
 ) -> AccuracyTable:
     """The README accuracy table computed from published rows (about a minute on 2 cores).
 
     ``training`` reuses :func:`training_results` of the same rows (the validation tier's).
+    ``modern`` are the ``modern.jsonl`` rows (:func:`load_modern`): with them the table gains
+    today's dense stacks and the MoE / context-parallel rows (:mod:`perfmodel.accuracy_modern`,
+    a few seconds more); without them those two rows are left out.
     """
     from perfmodel.comm.validation import CommComparison, CommSkip, compare
     from perfmodel.comm.validation import map_row as map_comm_row
@@ -622,6 +649,7 @@ def accuracy_table(
             "training throughput / iteration time, all judged rows", len(errs), med, worst, 0.15
         )
     )
+    out.extend(_modern_rows(modern))
     eff = scaling_efficiency_points(tr)
     pts = [e.error_points for e in eff]
     out.append(
@@ -656,6 +684,36 @@ def accuracy_table(
         (k, len(by_class[k]), *(_median_worst(by_class[k]))) for k in classes if by_class[k]
     )
     return AccuracyTable(tuple(out), ic_rows)
+
+
+def _modern_rows(modern: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
+    """Table rows of today's stacks: dense rows, then the MoE / context-parallel rows.
+
+    Errors of tokens/s per GPU (:class:`perfmodel.accuracy_modern.ModernPrediction`); target the
+    project's training target, 15 %. Rows that fail to predict are left out (the validation tier
+    asserts there are none).
+    """
+    from perfmodel.accuracy_modern import MOE_CP_ROWS, dense_results, moe_cp_results
+
+    out: list[AccuracyRow] = []
+    if not modern:
+        return out
+    for what, res in (
+        (
+            "today's stacks, dense (modern.jsonl: torchtitan Dec 2024, NeMo 24.07, "
+            "Megatron-Bridge; tokens/s/GPU)",
+            dense_results(modern),
+        ),
+        (
+            f"mixture-of-experts and context-parallel rows (modern.jsonl; the {len(MOE_CP_ROWS)} "
+            "rows on 8-64 GPUs, the 256-1024-GPU rows left out for time)",
+            moe_cp_results(modern),
+        ),
+    ):
+        if res.done:
+            med, worst = _median_worst([d.error for d in res.done])
+            out.append(AccuracyRow(what, len(res.done), med, worst, 0.15))
+    return out
 
 
 def _pct(x: float) -> str:

@@ -34,8 +34,8 @@ By interconnect, training rows: NVLink 8.7% (n=31, worst +42%)."""
 def fake_table(monkeypatch):
     seen = []
 
-    def fake(rows, training=None):
-        seen.append(len(rows))
+    def fake(rows, training=None, modern=()):
+        seen.append((len(rows), len(modern)))
         return TABLE
 
     monkeypatch.setattr(acc, "accuracy_table", fake)
@@ -45,7 +45,7 @@ def fake_table(monkeypatch):
 def test_markdown(fake_table, capsys) -> None:
     assert main(["validate", "--published", "--markdown"]) == 0
     assert capsys.readouterr().out.strip() == EXPECTED
-    assert fake_table == [518]  # the shipped published.jsonl
+    assert fake_table == [(518, 56)]  # the shipped published.jsonl and modern.jsonl
 
 
 def test_update_readme_between_markers(fake_table, tmp_path, capsys) -> None:
@@ -74,8 +74,50 @@ def test_published_dir_and_missing_file(tmp_path) -> None:
         acc.load_published(tmp_path / "nothing")
 
 
+def test_modern_rows_beside_published(tmp_path) -> None:
+    assert acc.load_modern(tmp_path) == []  # no modern.jsonl: the table leaves its rows out
+    (tmp_path / "published.jsonl").write_text('{"id": "a", "kind": "x"}\n')
+    (tmp_path / "modern.jsonl").write_text('{"id": "m"}\n')
+    assert acc.load_modern(tmp_path) == [{"id": "m"}]
+    assert acc.load_modern(tmp_path / "published.jsonl") == [{"id": "m"}]  # its sibling
+    assert len(acc.load_modern()) == 56  # the shipped copy
+
+
+def test_modern_rows_in_the_table(monkeypatch) -> None:
+    """Median |error| and worst signed error of each group (hand-computed), target 15 %."""
+    import perfmodel.accuracy_modern as am
+
+    def res(*pairs):  # (measured, predicted) tokens/s/GPU
+        return am.ModernResults(
+            tuple(am.ModernPrediction({"measured": m}, p, 1.0, True) for m, p in pairs)
+        )
+
+    # dense: +50 %, -10 %, +20 % -> median 20 %, worst +50 %; MoE/CP: -30 % -> 30 %, -30 %
+    monkeypatch.setattr(am, "dense_results", lambda rows: res((100, 150), (100, 90), (50, 60)))
+    monkeypatch.setattr(am, "moe_cp_results", lambda rows: res((200, 140)))
+    assert acc._modern_rows([]) == []  # no modern rows: no table rows
+    dense, moe = acc._modern_rows([{"id": "x"}])
+    assert (dense.rows, dense.median, dense.worst, dense.target) == (
+        3,
+        pytest.approx(0.2),
+        0.5,
+        0.15,
+    )
+    assert dense.what.startswith("today's stacks, dense (modern.jsonl")
+    assert (moe.rows, moe.median, moe.worst, moe.target) == (
+        1,
+        pytest.approx(0.3),
+        pytest.approx(-0.3),
+        0.15,
+    )
+    assert "left out for time" in moe.what
+
+
 def test_readme_has_the_markers() -> None:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "| training throughput / iteration time, all judged rows |" in acc.table_in_readme(text)
+    block = acc.table_in_readme(text)
+    assert "| training throughput / iteration time, all judged rows |" in block
+    assert "| today's stacks, dense (modern.jsonl" in block
+    assert "| mixture-of-experts and context-parallel rows (modern.jsonl" in block

@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="compare predictions with measurements (per layer, step, GEMM, collective)",
         description=(
             "Without --profile: `--published [DIR]` predicts every published measurement it can map "
-            "(the shipped validation/ rows, or DIR/published.jsonl) and prints the README's "
+            "(the shipped validation/ rows, or DIR/published.jsonl and DIR/modern.jsonl) and prints the README's "
             "accuracy table (about a minute). With --profile: predict what a calibration "
             "profile's measurements (or another measurement file, or the published GEMM rows) "
             "measured, with datasheet defaults, a GEMM+bandwidth calibration and the full "
@@ -93,6 +93,7 @@ def _accuracy_table(args: argparse.Namespace) -> int:
     """``validate --published [DIR]``: the README accuracy table from the published rows."""
     from perfmodel.accuracy import (
         accuracy_table,
+        load_modern,
         load_published,
         replace_between_markers,
         to_markdown,
@@ -100,7 +101,9 @@ def _accuracy_table(args: argparse.Namespace) -> int:
     )
     from perfmodel.errors import ConfigError
 
-    table = accuracy_table(load_published(args.published or None))
+    table = accuracy_table(
+        load_published(args.published or None), modern=load_modern(args.published or None)
+    )
     md = to_markdown(table)
     if args.update_readme:
         path = Path(args.update_readme)

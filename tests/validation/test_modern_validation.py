@@ -27,12 +27,12 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from perfmodel.api import Scenario, predict
-from perfmodel.errors import PerfModelError
+from perfmodel.accuracy_modern import ModernResults, dense_results
+from perfmodel.accuracy_modern import map_dense_row as map_row
+from perfmodel.api import Scenario
 
 
 @pytest.fixture(scope="module")
@@ -43,94 +43,17 @@ def modern_rows(shared_data: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _recompute(text: str | None) -> str:
-    t = (text or "").lower()
-    if t.startswith("full"):
-        return "full"
-    if t.startswith("selective"):
-        return "selective"
-    return "none"
-
-
-def _model(m: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Zoo model and arguments: gated (SwiGLU) MLPs are ``llama``, two-matrix MLPs ``gpt``."""
-    common = {
-        "hidden": int(m["hidden"]),
-        "layers": int(m["layers"]),
-        "heads": int(m["heads"]),
-        "ffn_hidden": int(m["ffn_hidden"]),
-        "vocab": int(m["vocab"]),
-        "seq_len": int(m["seq_len"]),
-    }
-    if "swiglu" in str(m.get("mlp", "")).lower():
-        return "llama", {**common, "kv_heads": int(m.get("kv_heads") or m["heads"])}
-    return "gpt", common
-
-
-def map_row(row: dict[str, Any]) -> Scenario | str:
-    """A :class:`Scenario` for ``row``, or the reason it is skipped."""
-    m, p, s = row["model"], row["parallel"], row["system"]
-    if "experts" in m or int(p.get("ep") or 1) > 1:
-        return "MoE (predicted in test_moe_cp_validation.py)"
-    if int(p.get("cp") or 1) > 1:
-        return "context parallel (predicted in test_moe_cp_validation.py)"
-    if row["metric"] != "tokens_per_s_per_gpu":
-        return "FLOP/s restatement of a tokens/s row"
-    if "H100" not in s["gpu"]:
-        return f"GPU {s['gpu']!r} not mapped"
-    name, args = _model(m)
-    tp, pp = int(p["tp"]), int(p["pp"])
-    v = int(p.get("virtual_pipeline") or 1)
-    software = "torchtitan" if row["id"].startswith("tt-") else "megatron-core"
-    if int(m["layers"]) % (pp * v) and software != "torchtitan":
-        return "layers not divisible by pp x v (Megatron needs equal stages)"
-    gpus = int(s["gpus"])
-    return Scenario(
-        system="dgx-h100",
-        nodes=math.ceil(gpus / 8),
-        gpus=gpus,
-        model=name,
-        model_args=args,
-        global_batch=int(p["global_batch"]),
-        precision=str(row["precision"]).lower(),
-        optimizer="adamw",
-        tp=tp,
-        pp=pp,
-        microbatch=int(p["micro_batch"]),
-        interleave=v if pp > 1 else 1,
-        sequence_parallel=tp > 1,
-        recompute=_recompute(p.get("recompute")),
-        software=software,
-        fidelity="analytic",
-    )
-
-
 @pytest.fixture(scope="module")
-def results(modern_rows: list[dict]) -> dict[str, Any]:
-    done: list[tuple[dict, float, float]] = []
-    skipped: dict[str, int] = {}
-    failed: list[tuple[str, str]] = []
-    for row in modern_rows:
-        sc = map_row(row)
-        if isinstance(sc, str):
-            skipped[sc] = skipped.get(sc, 0) + 1
-            continue
-        try:
-            r = predict(sc, baseline=False)
-        except PerfModelError as exc:
-            failed.append((row["id"], str(exc)))
-            continue
-        tokens = r.throughput_samples_per_s * int(row["model"]["seq_len"]) / r.num_gpus
-        done.append((row, tokens, r.memory_per_gpu_bytes / 2**30))
-    return {"done": done, "skipped": skipped, "failed": failed}
+def results(modern_rows: list[dict]) -> ModernResults:
+    return dense_results(modern_rows)
 
 
-def test_modern_rows_report(results: dict[str, Any]) -> None:
+def test_modern_rows_report(results: ModernResults) -> None:
     print("\n=== modern stacks (modern.jsonl, analytic executor) ===")
     print(f"{'row':46s} {'measured':>9s} {'predicted':>10s} {'error':>7s}  GiB/GPU")
     errs: dict[str, list[float]] = {}
-    for row, tokens, gib in results["done"]:
-        err = tokens / float(row["measured"]) - 1
+    for d in results.done:
+        row, tokens, gib, err = d.row, d.tokens_per_s_per_gpu, d.memory_gib, d.error
         group = row["id"].split("-")[0]
         errs.setdefault(group, []).append(err)
         print(f"{row['id']:46s} {row['measured']:9.0f} {tokens:10.0f} {err:+7.1%}  {gib:6.1f}")
@@ -144,22 +67,22 @@ def test_modern_rows_report(results: dict[str, Any]) -> None:
         print(
             f"ALL        n={len(every):2d}  median |err| {statistics.median(map(abs, every)):6.1%}"
         )
-    print(f"--- skipped {sum(results['skipped'].values())} rows ---")
-    for why, n in sorted(results["skipped"].items(), key=lambda kv: -kv[1]):
+    print(f"--- skipped {sum(results.skipped.values())} rows ---")
+    for why, n in sorted(results.skipped.items(), key=lambda kv: -kv[1]):
         print(f"  {n:3d}  {why}")
-    for rid, why in results["failed"]:
+    for rid, why in results.failed:
         print(f"  FAILED {rid}: {why}")
 
 
-def test_every_mapped_modern_row_predicts(results: dict[str, Any]) -> None:
-    assert not results["failed"], results["failed"]
-    assert len(results["done"]) >= 15
-    for _, tokens, _ in results["done"]:
-        assert math.isfinite(tokens) and tokens > 0
+def test_every_mapped_modern_row_predicts(results: ModernResults) -> None:
+    assert not results.failed, results.failed
+    assert len(results.done) >= 15
+    for d in results.done:
+        assert math.isfinite(d.tokens_per_s_per_gpu) and d.tokens_per_s_per_gpu > 0
 
 
-def _median_abs_error(results: dict[str, Any]) -> float:
-    every = [tokens / float(row["measured"]) - 1 for row, tokens, _ in results["done"]]
+def _median_abs_error(results: ModernResults) -> float:
+    every = [d.error for d in results.done]
     return statistics.median(map(abs, every))
 
 
@@ -170,12 +93,12 @@ def _median_abs_error(results: dict[str, Any]) -> float:
     "were 27-36% fast too). No GPU in this task to measure a Llama block; torch.compile, "
     "torchtitan's op-level SAC and the 500 W / HBM2e parts of the torchtitan runs are not modelled",
 )
-def test_modern_median_error_target(results: dict[str, Any]) -> None:
+def test_modern_median_error_target(results: ModernResults) -> None:
     """The project's first target: median |error| < 15 %."""
     assert _median_abs_error(results) < 0.15
 
 
-def test_modern_median_error_does_not_regress(results: dict[str, Any]) -> None:
+def test_modern_median_error_does_not_regress(results: ModernResults) -> None:
     """The state when these rows were first mapped (median 49.6 %; 37.9 % once FP8 attention ran
     in BF16 and torchtitan's op-level selective AC was charged; issue 11): a guard against
     regressions, not a fit."""

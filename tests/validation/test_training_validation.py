@@ -33,6 +33,7 @@ from perfmodel.accuracy import (
     TrainingResults,
     accuracy_table,
     assumed_precision,
+    load_modern,
     map_row,
     scaling_efficiency_points,
     table_in_readme,
@@ -161,11 +162,15 @@ def test_mapping_keeps_what_the_row_says(published_rows: list[dict]) -> None:
     assert replace(m.scenario, fidelity="simulated").fidelity == "simulated"
 
 
-def test_readme_accuracy_table_is_generated(published_rows: list[dict], training) -> None:
+def test_readme_accuracy_table_is_generated(
+    published_rows: list[dict], training, shared_data: Path
+) -> None:
     """The README's table is what ``perfmodel validate --published`` computes from the shipped
-    rows: after a model change, regenerate it with
+    rows (``published.jsonl`` and ``modern.jsonl``): after a model change, regenerate it with
     ``python3 -m perfmodel validate --published --update-readme README.md``."""
-    table = to_markdown(accuracy_table(published_rows, training=training))
+    table = to_markdown(
+        accuracy_table(published_rows, training=training, modern=load_modern(shared_data))
+    )
     readme = (REPO / "README.md").read_text()
     assert table_in_readme(readme) == table, (
         "README accuracy table is stale: run "
