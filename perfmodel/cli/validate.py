@@ -41,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="README",
         help="rewrite the accuracy table between the README's accuracy-table markers",
     )
-    p.add_argument("-o", "--output", type=ty.output_dir("-o"), help="output folder (with --profile)")
+    p.add_argument(
+        "-o", "--output", type=ty.output_dir("-o"), help="output folder (with --profile)"
+    )
     p.set_defaults(func=run)
 
 
