@@ -104,6 +104,7 @@ class Scenario:
     ep: int = 1
     cp: int = 1
     etp: int | None = None
+    cp_comm: str | None = None
     dataset: str | None = None
     data_loader: str | None = None
     data_loader_workers: int | None = None
@@ -571,6 +572,7 @@ def resolve(sc: Scenario) -> Resolved:
         ep=p.ep,
         cp=p.cp,
         etp=p.etp,
+        cp_comm=p.cp_comm,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = preset.memory_format if p.memory_format is None else p.memory_format

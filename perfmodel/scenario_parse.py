@@ -28,7 +28,7 @@ from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.host.input_pipeline import DatasetKind, LoaderKind, parse_dataset, parse_loader
-from perfmodel.parallel.plan import DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
+from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
 from perfmodel.parallel.software import SoftwarePreset, get_preset
 from perfmodel.workload.memory import Optimizer
 
@@ -87,6 +87,7 @@ class ParsedScenario:
     ep: int
     cp: int
     etp: int
+    cp_comm: CPComm
     placement: tuple[str, str, str]
     memory_format: str | None
     dataset_size: int | None
@@ -206,6 +207,7 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         ep=pos_int(sc.ep, "ep"),
         cp=pos_int(sc.cp, "cp"),
         etp=pos_int(sc.etp, "etp", allow_none=True) or 0,
+        cp_comm=CPComm.parse(sc.cp_comm, where=_where("cp_comm")),
         placement=parse_placement(sc.placement),
         memory_format=None
         if mf is None

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfmodel.parallel.placement import Placement
+from perfmodel.parallel.plan import CPComm
 
 #: Most sibling groups a collective names for NIC sharing (the analytic sharing factor and the
 #: flow simulation); groups on other servers do not share the representative's NICs.
@@ -88,9 +89,29 @@ def ring_exposed_s(comm_s: float, attention_s: float, cp: int) -> float:
     return (cp - 1) * max(0.0, comm_s / (cp - 1) - attention_s / cp)
 
 
+def cp_exposed_s(comm_s: float, attention_s: float, cp: int, cp_comm: CPComm) -> float:
+    """Exposed seconds of a layer's context-parallel K/V exchange for the plan's ``cp_comm``.
+
+    ``ring``: :func:`ring_exposed_s`. ``allgather``: the all-gather of the whole sequence's K/V
+    (forward) and the reduce-scatter of dK/dV (backward) run before/after the attention kernel
+    and cannot overlap it (Megatron-Core ``TransformerConfig.cp_comm_type`` docstring, see
+    :class:`~perfmodel.parallel.plan.CPComm`), so ``exposed = comm_s`` (0 when ``cp == 1``).
+    Both move the same bytes; only the overlap differs.
+
+    >>> cp_exposed_s(3.0, 4.0, 4, CPComm.ALLGATHER), cp_exposed_s(3.0, 4.0, 4, CPComm.RING)
+    (3.0, 0.0)
+    """
+    if cp <= 1 or comm_s <= 0:
+        return 0.0
+    if cp_comm is CPComm.ALLGATHER:
+        return comm_s
+    return ring_exposed_s(comm_s, attention_s, cp)
+
+
 __all__ = [
     "MAX_SIBLINGS",
     "context_groups",
+    "cp_exposed_s",
     "expert_groups",
     "ring_exposed_s",
     "stage_ranks",

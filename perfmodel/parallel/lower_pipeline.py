@@ -582,7 +582,13 @@ class PipelineLowering:
             )
         for kind, what, size in (
             ("ep", "expert parallel (token dispatch/combine all-to-all)", plan.ep),
-            ("cp", "context parallel (ring attention K/V exchange)", plan.cp),
+            (
+                "cp",
+                "context parallel (K/V all-gather, not overlapped)"
+                if plan.cp_comm.value == "allgather"
+                else "context parallel (ring attention K/V exchange)",
+                plan.cp,
+            ),
         ):
             if size < 2:
                 continue
@@ -598,7 +604,13 @@ class PipelineLowering:
             self.b.notes.append(
                 f"{what} over {size} ranks: {full * 1e3:.2f} ms of transfers per step on stage 0, "
                 f"{exposed * 1e3:.2f} ms exposed"
-                + (", the rest under the attention" if kind == "cp" else " (not overlapped)")
+                + (
+                    ""
+                    if kind == "cp" and plan.cp_comm.value == "allgather"
+                    else ", the rest under the attention"
+                    if kind == "cp"
+                    else " (not overlapped)"
+                )
             )
 
     def memory(self) -> tuple[PlanMemory, ...]:

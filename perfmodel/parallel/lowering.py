@@ -37,7 +37,7 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
-from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, Recompute
+from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, ParallelismPlan, Recompute
 from perfmodel.parallel.recipe import Recipe, build_recipe, default_recipe
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
@@ -394,7 +394,7 @@ def build_chunk(
                 tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
             if groups_of:
                 extra += _expert_context_comm(
-                    layer, costs, groups_of, (lf, lbi + lbw), algorithm, memo
+                    layer, costs, groups_of, (lf, lbi + lbw), algorithm, memo, plan.cp_comm
                 )
             if plan.recompute is Recompute.SELECTIVE:
                 rc += lf * share(layer)
@@ -435,12 +435,13 @@ def _expert_context_comm(
     compute_s: tuple[float, float],
     algorithm: str,
     memo: dict[tuple[object, ...], float],
+    cp_comm: CPComm = CPComm.RING,
 ) -> list[SegmentComm]:
     """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: all-to-alls
-    exposed in full; ring attention's key/value exchange beyond the layer's own compute
-    (:func:`perfmodel.parallel.expert.ring_exposed_s`), its bytes scaled to the exposed share
-    (what the flow simulation replays)."""
-    from perfmodel.parallel.expert import ring_exposed_s
+    exposed in full; the key/value exchange beyond the layer's own compute for ring attention,
+    in full for ``cp_comm=allgather`` (:func:`perfmodel.parallel.expert.cp_exposed_s`), its
+    bytes scaled to the exposed share (what the flow simulation replays)."""
+    from perfmodel.parallel.expert import cp_exposed_s
 
     out: list[SegmentComm] = []
     for phase, points, busy in (
@@ -462,13 +463,31 @@ def _expert_context_comm(
                 out.append(SegmentComm(CommKind.EP, phase, cp.op, cp.message_bytes, t, t))
         if ring:
             full = sum(t for _, _, t in ring)
-            exposed = ring_exposed_s(full, busy, len(groups_of["cp"][0]))
+            exposed = cp_exposed_s(full, busy, len(groups_of["cp"][0]), cp_comm)
             share = exposed / full if full > 0 else 0.0
             out += [
                 SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
                 for op, nbytes, t in ring
             ]
     return out
+
+
+def cp_gathered_kv_bytes(layers: Sequence[LayerCost], plan: ParallelismPlan) -> float:
+    """Transient bytes of ``cp_comm=allgather``: one layer's K and V gathered for the whole
+    sequence (the largest ``"cp"`` all-gather output, ``cp x b x s/cp x kv_heads x
+    (d + d_v) x act_bytes``), live while that layer's attention runs; 0 for the ring, whose
+    in-flight chunk is not booked here."""
+    if plan.cp <= 1 or plan.cp_comm is not CPComm.ALLGATHER:
+        return 0.0
+    return max(
+        (
+            c.message_bytes
+            for la in layers
+            for c in la.fwd_comm
+            if c.group == "cp" and c.op is CollectiveOp.ALLGATHER
+        ),
+        default=0.0,
+    )
 
 
 def _merged(comms: Sequence[SegmentComm]) -> tuple[SegmentComm, ...]:
@@ -607,6 +626,7 @@ def stage_memory(
         (2.0 * _elements(la.output_shape) * prec.activation_bytes for la in layers), default=0.0
     )
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
+    ws += cp_gathered_kv_bytes(layers, plan)
     if stage >= 3:
         biggest = max(s.params for c in chunks for s in c.segments)
         ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched

@@ -122,6 +122,36 @@ class Hybrid(str, enum.Enum):
         )
 
 
+class CPComm(str, enum.Enum):
+    """How context-parallel ranks exchange keys and values (plan key ``cp_comm``).
+
+    ``ring`` (default): ring attention, each step's K/V chunk sent to the next rank while the
+    current chunk's attention runs (Megatron-Core ``cp_comm_type="p2p"``, its default).
+    ``allgather``: the K/V of the whole sequence are all-gathered across the ``cp`` group before
+    attention and dK/dV reduce-scattered after it in backward, not overlapped with attention.
+    Source: Megatron-Core ``TransformerConfig.cp_comm_type`` docstring (same text in Transformer
+    Engine's ``DotProductAttention``, TE 1.x/2.x): '"p2p": ... P2P is async and can be overlapped
+    with attention compute. "all_gather": All-gather to get full sequence of KV before
+    attention. The all-gather is not async, and cannot be overlapped.' (``a2a`` / ``a2a+p2p``,
+    Ulysses-style, are not modelled.)
+    """
+
+    RING = "ring"
+    ALLGATHER = "allgather"
+
+    @classmethod
+    def parse(cls, text: object, where: str = "cp_comm") -> CPComm:
+        if text is None:
+            return cls.RING
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            normalize=_dashed,
+            aliases={"p2p": "ring", "all-gather": "allgather"},
+        )
+
+
 class PSHost(str, enum.Enum):
     """Where parameter-server shards live."""
 
@@ -152,6 +182,8 @@ class ParallelismPlan:
         Activation recomputation; Megatron sequence parallelism (Korthikanti et al. 2022);
         ZeRO stage 0-3 (Rajbhandari et al. SC20); FSDP full sharding (Zhao et al. VLDB 2023,
         traffic and memory as ZeRO-3).
+    cp_comm
+        Context-parallel K/V exchange (:class:`CPComm`): ``ring`` (default) or ``allgather``.
     ep, etp, cp
         Expert parallelism (routed experts split over ``ep`` ranks; Megatron-Core
         ``--expert-model-parallel-size``), expert tensor parallelism (``etp``, each expert's GEMMs
@@ -191,6 +223,7 @@ class ParallelismPlan:
     ep: int = 1
     cp: int = 1
     etp: int = 0
+    cp_comm: CPComm = CPComm.RING
 
     def __post_init__(self) -> None:
         for name in (
@@ -355,6 +388,8 @@ class ParallelismPlan:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
         if self.cp > 1:
             parts.append(f"cp={self.cp}")
+            if self.cp_comm is not CPComm.RING:
+                parts.append(f"cp_comm={self.cp_comm.value}")
         if self.ep > 1:
             parts.append(f"ep={self.ep}")
         if self.etp and self.etp != self.tp:
@@ -402,6 +437,7 @@ _PLAN_KEYS = {
     "ep": "ep",
     "cp": "cp",
     "etp": "etp",
+    "cp_comm": "cp_comm",
 }
 
 
@@ -430,7 +466,7 @@ def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
                 value=k,
                 where=where,
             )
-        if key in ("schedule", "dp_mode", "ps_host", "hybrid"):
+        if key in ("schedule", "dp_mode", "ps_host", "hybrid", "cp_comm"):
             out[key] = v
         else:
             try:
