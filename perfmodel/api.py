@@ -105,6 +105,7 @@ class Scenario:
     cp: int = 1
     etp: int | None = None
     cp_comm: str | None = None
+    ep_overlap: bool = False
     dataset: str | None = None
     data_loader: str | None = None
     data_loader_workers: int | None = None
@@ -573,6 +574,7 @@ def resolve(sc: Scenario) -> Resolved:
         cp=p.cp,
         etp=p.etp,
         cp_comm=p.cp_comm,
+        ep_overlap=p.ep_overlap,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = preset.memory_format if p.memory_format is None else p.memory_format
@@ -943,6 +945,8 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         ep=1,
         cp=1,
         etp=None,
+        cp_comm=None,
+        ep_overlap=False,
         batch_per_gpu=per_gpu,
         global_batch=None,
         fidelity="analytic",

@@ -88,6 +88,7 @@ class ParsedScenario:
     cp: int
     etp: int
     cp_comm: CPComm
+    ep_overlap: bool
     placement: tuple[str, str, str]
     memory_format: str | None
     dataset_size: int | None
@@ -155,6 +156,14 @@ def _zero(v: Any) -> int | None:
         ) from exc
 
 
+def _flag(v: Any, name: str) -> bool:
+    """``v`` if it is ``True`` or ``False`` (no truthy text or numbers)."""
+    if not isinstance(v, bool):
+        where = _where(name)
+        raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
+    return v
+
+
 def parse_scenario(sc: Scenario) -> ParsedScenario:
     """All of ``sc``'s string -> type conversion, in one place (see the module docstring).
 
@@ -208,6 +217,7 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         cp=pos_int(sc.cp, "cp"),
         etp=pos_int(sc.etp, "etp", allow_none=True) or 0,
         cp_comm=CPComm.parse(sc.cp_comm, where=_where("cp_comm")),
+        ep_overlap=_flag(sc.ep_overlap, "ep_overlap"),
         placement=parse_placement(sc.placement),
         memory_format=None
         if mf is None

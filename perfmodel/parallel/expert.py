@@ -108,10 +108,32 @@ def cp_exposed_s(comm_s: float, attention_s: float, cp: int, cp_comm: CPComm) ->
     return ring_exposed_s(comm_s, attention_s, cp)
 
 
+def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float) -> float:
+    """Exposed seconds of expert all-to-alls run beside another micro-batch's compute.
+
+    Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``; developer guide
+    "Combined 1F1B: Expert-Parallel All-to-All Overlap", docs.nvidia.com/megatron-core, user
+    guide features/moe_a2a_overlap) pairs the forward of one micro-batch with the backward of
+    another and runs each one's dispatch/combine all-to-all on a communication stream while
+    the other's independent compute runs; DeepSeek-V3's DualPipe (arXiv:2412.19437, sec. 3.2.1)
+    overlaps the same pairs. As an approximation of the steady state (warm-up and cool-down
+    micro-batches, which have no partner, are not singled out; SM sharing between the
+    streams is ignored), a segment's all-to-alls of one phase hide under the segment's compute
+    of the other phase:
+
+    ``exposed = max(0, alltoall_s - other_compute_s)``
+
+    >>> ep_overlap_exposed_s(3.0, 2.0), ep_overlap_exposed_s(1.0, 2.0)
+    (1.0, 0.0)
+    """
+    return max(0.0, alltoall_s - other_compute_s)
+
+
 __all__ = [
     "MAX_SIBLINGS",
     "context_groups",
     "cp_exposed_s",
+    "ep_overlap_exposed_s",
     "expert_groups",
     "ring_exposed_s",
     "stage_ranks",

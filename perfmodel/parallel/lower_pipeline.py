@@ -21,6 +21,8 @@ Every precision and overlap decision comes from the step's :class:`~perfmodel.pa
 
 from __future__ import annotations
 
+import dataclasses
+
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.lowering import (
@@ -96,6 +98,8 @@ class PipelineLowering:
         unit_cost = [sum(self.costs.layer_time(layer)) for layer in wl.layers]
         chunks: list[Chunk] = []
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
+        # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
+        plan = self.plan if self.m > 1 else dataclasses.replace(self.plan, ep_overlap=False)
         for k, ids in enumerate(parts):
             s = k % self.P
             groups = self.expert_context_groups(s)
@@ -104,7 +108,7 @@ class PipelineLowering:
                     wl,
                     ids,
                     self.costs,
-                    self.plan,
+                    plan,
                     pl.dp_group(0, 0) if self.owt else pl.tp_group(0, s),
                     bucket_bytes=rc.bucket_bytes if self.overlap else None,
                     first_bucket_bytes=rc.first_bucket_bytes,
@@ -581,7 +585,12 @@ class PipelineLowering:
                 f"{routed.experts} experts per token); model FLOP/s and MFU count the active FLOP"
             )
         for kind, what, size in (
-            ("ep", "expert parallel (token dispatch/combine all-to-all)", plan.ep),
+            (
+                "ep",
+                "expert parallel (token dispatch/combine all-to-all"
+                + (", overlapped with another micro-batch)" if plan.ep_overlap else ")"),
+                plan.ep,
+            ),
             (
                 "cp",
                 "context parallel (K/V all-gather, not overlapped)"
@@ -609,6 +618,8 @@ class PipelineLowering:
                     if kind == "cp" and plan.cp_comm.value == "allgather"
                     else ", the rest under the attention"
                     if kind == "cp"
+                    else ", the rest under the other micro-batch's compute"
+                    if plan.ep_overlap
                     else " (not overlapped)"
                 )
             )

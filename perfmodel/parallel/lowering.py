@@ -402,6 +402,8 @@ def build_chunk(
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
             extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
+        if plan.ep_overlap:
+            extra = _overlap_expert_comm(extra, f, bi + bw + rc)
         segs.append(
             Segment(
                 ids,
@@ -469,6 +471,30 @@ def _expert_context_comm(
                 SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
                 for op, nbytes, t in ring
             ]
+    return out
+
+
+def _overlap_expert_comm(
+    comms: Sequence[SegmentComm], fwd_s: float, bwd_s: float
+) -> list[SegmentComm]:
+    """``ep_overlap``: a segment's expert all-to-alls of each phase exposed only beyond its
+    compute of the other phase (:func:`perfmodel.parallel.expert.ep_overlap_exposed_s`), the
+    exposed share scaling the duration and the replayed bytes; the transfers (``full_s``)
+    are unchanged."""
+    from perfmodel.parallel.expert import ep_overlap_exposed_s
+
+    out = [c for c in comms if c.kind is not CommKind.EP]
+    for phase, other in (("F", bwd_s), ("B", fwd_s)):
+        ep = [c for c in comms if c.kind is CommKind.EP and c.phase == phase]
+        full = sum(c.duration_s for c in ep)
+        if full <= 0:
+            out += ep
+            continue
+        share = ep_overlap_exposed_s(full, other) / full
+        out += [
+            replace(c, message_bytes=c.message_bytes * share, duration_s=c.duration_s * share)
+            for c in ep
+        ]
     return out
 
 

@@ -184,6 +184,10 @@ class ParallelismPlan:
         traffic and memory as ZeRO-3).
     cp_comm
         Context-parallel K/V exchange (:class:`CPComm`): ``ring`` (default) or ``allgather``.
+    ep_overlap
+        Expert all-to-alls of one micro-batch on their own stream beside another micro-batch's
+        compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``, "combined 1F1B"; off by
+        default as there); see :func:`perfmodel.parallel.expert.ep_overlap_exposed_s`.
     ep, etp, cp
         Expert parallelism (routed experts split over ``ep`` ranks; Megatron-Core
         ``--expert-model-parallel-size``), expert tensor parallelism (``etp``, each expert's GEMMs
@@ -224,6 +228,7 @@ class ParallelismPlan:
     cp: int = 1
     etp: int = 0
     cp_comm: CPComm = CPComm.RING
+    ep_overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -322,6 +327,20 @@ class ParallelismPlan:
                 value=(self.ep, self.cp),
                 where="ep" if self.ep > 1 else "cp",
             )
+        if self.ep_overlap and (
+            self.ep < 2
+            or self.recompute is Recompute.FULL
+            or (self.pp > 1 and self.schedule is not PipelineSchedule.INTERLEAVED)
+        ):
+            # Megatron-Core combined 1F1B: needs expert parallelism, no full recomputation,
+            # and virtual pipeline stages when pipelining (moe_a2a_overlap user guide)
+            raise InfeasiblePlanError(
+                f"ep_overlap needs ep > 1, recompute other than full and, with pp > 1, "
+                f"schedule=interleaved; got ep={self.ep}, recompute={self.recompute.value}, "
+                f"pp={self.pp}, schedule={self.schedule.value}",
+                value=self.ep_overlap,
+                where="ep_overlap",
+            )
         fold = self.dp * self.cp * self.tp
         if fold % (self.ep * self.expert_tp):
             fits = [e for e in range(1, fold + 1) if fold % (e * self.expert_tp) == 0]
@@ -392,6 +411,8 @@ class ParallelismPlan:
                 parts.append(f"cp_comm={self.cp_comm.value}")
         if self.ep > 1:
             parts.append(f"ep={self.ep}")
+            if self.ep_overlap:
+                parts.append("ep_overlap=true")
         if self.etp and self.etp != self.tp:
             parts.append(f"etp={self.etp}")
         if self.pp > 1:
@@ -438,7 +459,11 @@ _PLAN_KEYS = {
     "cp": "cp",
     "etp": "etp",
     "cp_comm": "cp_comm",
+    "ep_overlap": "ep_overlap",
 }
+
+
+_FLAGS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
 
 
 def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
@@ -468,6 +493,11 @@ def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
             )
         if key in ("schedule", "dp_mode", "ps_host", "hybrid", "cp_comm"):
             out[key] = v
+        elif key == "ep_overlap":
+            flag = _FLAGS.get(v.lower())
+            if flag is None:
+                raise ConfigError(f"{where}: {k}={v!r} must be true or false", value=v, where=where)
+            out[key] = flag
         else:
             try:
                 out[key] = int(v)
