@@ -57,7 +57,8 @@ class ParsedScenario:
     unset (shard over all of ``dp``), and ``etp`` 0 (expert tensor parallelism = ``tp``); ``schedule`` is already ``interleaved`` when
     ``interleave > 1`` names it; ``dp_mode`` is ``None`` when the preset's applies;
     ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's); ``dataset`` and
-    ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader).
+    ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader);
+    ``cp_comm`` is ``CPComm.RING`` when unset and ``ep_overlap`` must be a bool.
     """
 
     fidelity: Fidelity
