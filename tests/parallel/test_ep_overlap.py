@@ -37,6 +37,8 @@ def test_parse_and_feasibility() -> None:
     assert parse_plan_string("ep_overlap=off") == {"ep_overlap": False}
     with pytest.raises(ConfigError, match="must be true or false"):
         parse_plan_string("ep_overlap=yes")
+    with pytest.raises(ConfigError, match=r"scenario.ep_overlap must be true or false"):
+        _moe(global_batch=8, ep_overlap="yes")
     assert "ep_overlap=true" in ParallelismPlan(dp=8, ep=8, ep_overlap=True).describe()
     for bad in (
         {"dp": 8, "ep": 1},
