@@ -701,17 +701,6 @@ def _speedup_baseline(
     return base
 
 
-def _fits(sc: Scenario, workload_fn: WorkloadFn | None) -> bool:
-    """Whether every stage of ``sc`` fits in GPU memory (lowered, not run); an infeasible
-    plan does not fit."""
-    try:
-        r = resolve(sc)
-        step, _ = _build_step(sc, r, workload_fn)
-    except InfeasiblePlanError:
-        return False
-    return all(m.fits for m in step.memory)
-
-
 def _auto_microbatch(
     sc: Scenario,
     r: Resolved,
@@ -726,14 +715,28 @@ def _auto_microbatch(
     auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
     if not auto or (r.plan.pp == 1 and all(m.fits for m in step.memory)):
         return sc, r, step, costs
-    choice = autobatch.choose_microbatch(
-        r.batch_per_replica, r.plan.pp, lambda mb: _fits(replace(sc, microbatch=mb), workload_fn)
-    )
+    built: dict[int, tuple[Scenario, Resolved, LoweredStep, SystemCosts]] = {}
+
+    def fits(mb: int) -> bool:
+        """Whether every stage fits in GPU memory with micro-batch ``mb`` (lowered, not run;
+        an infeasible plan does not fit); the lowered step is kept for the chosen size."""
+        mb_sc = replace(sc, microbatch=mb)
+        try:
+            mb_r = resolve(mb_sc)
+            mb_step, mb_costs = _build_step(mb_sc, mb_r, workload_fn)
+        except InfeasiblePlanError:
+            return False
+        built[mb] = (mb_sc, mb_r, mb_step, mb_costs)
+        return all(m.fits for m in mb_step.memory)
+
+    choice = autobatch.choose_microbatch(r.batch_per_replica, r.plan.pp, fits)
     if choice is None:
         return sc, r, step, costs
     defaults.append(choice.note())
     if choice.microbatch == r.microbatch:
         return sc, r, step, costs
+    if choice.microbatch in built:
+        return built[choice.microbatch]
     sc = replace(sc, microbatch=choice.microbatch)
     r = resolve(sc)
     step, costs = _build_step(sc, r, workload_fn)
