@@ -123,13 +123,15 @@ class PlanScreen:
         from perfmodel.parallel.recipe import build_recipe
         from perfmodel.parallel.software import get_preset
 
-        preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
-        self.recipe = build_recipe(preset, self.precision, self.optimizer, ParallelismPlan())
+        self.preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
+        self.recipe = build_recipe(self.preset, self.precision, self.optimizer, ParallelismPlan())
         self._topos: dict[int, Any] = {}
         self._costs: dict[int, Any] = {}
-        self._wl_cache: dict[tuple[int, int, bool], Any] = {}
-        self._stage_cache: dict[tuple[int, int, int, str, bool], _StageCosts] = {}
-        self._parts_cache: dict[tuple[int, int, str, bool], _Parts] = {}
+        # keys: (batch, tp, sp, ep, cp); (mb, tp, pp, recompute, sp, ep, cp); (mb, tp,
+        # recompute, sp, ep, cp)
+        self._wl_cache: dict[tuple[int, int, bool, int, int], Any] = {}
+        self._stage_cache: dict[tuple[int, int, int, str, bool, int, int], _StageCosts] = {}
+        self._parts_cache: dict[tuple[int, int, str, bool, int, int], _Parts] = {}
         self._results: dict[str, dict[str, Any]] = {}
         one = self._topology(1)
         self.gpus_per_node = one.gpus_per_node
@@ -159,9 +161,8 @@ class PlanScreen:
             # scenario names one.
             from perfmodel.api import system_costs
             from perfmodel.compute.params import parse_memory_format
-            from perfmodel.parallel.software import get_preset
 
-            preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
+            preset = self.preset
             calibration = self.base.get("calibration")
             fmt = self.base.get("memory_format")
             layout = parse_memory_format(fmt) if fmt else preset.memory_format
