@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TextIO
 
+from perfmodel._schema import as_list
 from perfmodel.calibration.backends import make_backend
 from perfmodel.calibration.fit import fit_compute_params, fit_device
 from perfmodel.calibration.measurement import BenchKind
@@ -145,14 +146,12 @@ def refit_profile(
 
     out = finish_profile(profile)
     prov = dict(out.provenance)
-    refits = prov.get("refits") or []  # absent or null: no earlier re-fit
-    if not isinstance(refits, list | tuple):
-        raise ConfigError(
-            f"calibration profile provenance.refits: expected a list of re-fits, got {refits!r}",
-            value=refits,
-            where="provenance.refits",
-        )
-    refits = list(refits)
+    refits = as_list(  # absent or null: no earlier re-fit
+        prov.get("refits") or [],
+        "provenance.refits",
+        where="calibration profile",
+        error=ConfigError,
+    )
     refits.append(
         {
             "refitted_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(

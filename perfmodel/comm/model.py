@@ -181,15 +181,19 @@ def _fabric_pairs(topology: Topology, nodes: frozenset[str]) -> set[tuple[str, s
     return {(a, b) for ids in outside.values() for a in ids for b in ids if a < b}
 
 
-def _twin_map(topology: Topology, links: DirectedLinks, s: int) -> dict[str, str]:
+def _twin_map(
+    topology: Topology, links: DirectedLinks, s: int, zero_key: tuple[Any, set[tuple[str, str]]]
+) -> dict[str, str]:
     """``{node of server s: node of server 0 with the same local id}``, or ``{}`` where server
-    ``s`` differs from server 0 or shares outside switches between more of its NICs."""
+    ``s`` differs from server 0 or shares outside switches between more of its NICs.
+    ``zero_key``: server 0's :func:`_server_signature` and :func:`_fabric_pairs`, computed once
+    by the caller for every ``s``."""
     mine, zero = links.server_nodes.get(s), links.server_nodes.get(0)
     if not mine or not zero or len(mine) != len(zero):
         return {}
-    if _server_signature(topology, mine) != _server_signature(topology, zero):
+    if _server_signature(topology, mine) != zero_key[0]:
         return {}
-    if not _fabric_pairs(topology, mine) <= _fabric_pairs(topology, zero):
+    if not _fabric_pairs(topology, mine) <= zero_key[1]:
         return {}
     return {n: links.by_local[0][links.local_id[n]] for n in mine}
 
@@ -277,6 +281,7 @@ class CommCostModel:
         self.links = DirectedLinks(topology, self.link_params)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
         self._twins: dict[int, dict[str, str]] = {}
+        self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
 
     # ------------------------------------------------------------------ public API
@@ -362,7 +367,13 @@ class CommCostModel:
             return None
         twin = self._twins.get(s)
         if twin is None:
-            twin = self._twins[s] = _twin_map(self.topology, links, s)
+            if self._server0_key is None:
+                zero = links.server_nodes.get(0, frozenset())
+                self._server0_key = (
+                    _server_signature(self.topology, zero),
+                    _fabric_pairs(self.topology, zero),
+                )
+            twin = self._twins[s] = _twin_map(self.topology, links, s, self._server0_key)
         if not twin:
             return None
         base_members = tuple(twin[m] for m in members)

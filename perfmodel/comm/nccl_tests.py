@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -448,9 +449,8 @@ def health_verdict(
         else:
             break
     if start is not None:
-        tail = sorted(s for _, s in pairs[start:])
-        half = len(tail) // 2
-        med = tail[half] if len(tail) % 2 else (tail[half - 1] + tail[half]) / 2
+        tail = [s for _, s in pairs[start:]]
+        med = statistics.median(tail)
         size = pairs[start][0]
         return (
             f"verdict: DEGRADED at sizes >= {_human_size(size)}: bus bandwidth {med:.0%} below "

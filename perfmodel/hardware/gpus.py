@@ -41,6 +41,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
+from perfmodel._schema import as_bool
 from perfmodel.dtypes import DType
 from perfmodel.errors import ConfigError
 from perfmodel.hardware._catalogue import (
@@ -283,21 +284,16 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         nvlink_links=nvlink_links,
         nvlink_gen=integer(entry, "nvlink_gen", where) if "nvlink_gen" in entry else None,
         pcie_gen=integer(entry, "pcie_gen", where) if "pcie_gen" in entry else None,
-        pcie_p2p=_boolean(entry, "pcie_p2p", where) if "pcie_p2p" in entry else True,
+        pcie_p2p=(
+            as_bool(entry["pcie_p2p"], "pcie_p2p", where=where, error=ConfigError)
+            if "pcie_p2p" in entry
+            else True
+        ),
         vendor=str(entry.get("vendor", "NVIDIA")),
         aliases=names,
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
-
-
-def _boolean(entry: dict[str, Any], key: str, where: str) -> bool:
-    val = entry[key]
-    if not isinstance(val, bool):
-        raise ConfigError(
-            f"{where}.{key}: expected true or false, got {val!r}", value=val, where=f"{where}.{key}"
-        )
-    return val
 
 
 def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:

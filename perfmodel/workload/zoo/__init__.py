@@ -580,7 +580,7 @@ def build_model(
         etp=int(etp),
     )
     cfg = info.builder(net, **kwargs)
-    _check_expert_context(info.name, net, cfg)
+    _check_expert_context(info.name, net)
     split = tp > 1 or ep > 1 or cp > 1
     whole = _whole_model(info, kwargs, prec) if split else net.layers
     total = sum(la.params for la in whole)
@@ -603,7 +603,7 @@ def build_model(
     )
 
 
-def _check_expert_context(name: str, net: Net, cfg: Any) -> None:
+def _check_expert_context(name: str, net: Net) -> None:
     """``ep > 1`` needs routed experts and ``cp > 1`` a model that split its sequence."""
     if net.ep > 1 and not any(la.expert_role is not None for la in net.layers):
         raise InfeasiblePlanError(
