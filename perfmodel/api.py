@@ -648,31 +648,14 @@ def _run(
     return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
 
 
-#: Baseline (1-GPU) throughputs, whether they fit in memory and the defaults chosen for them, by
-#: the baseline scenario's content hash and the calibration profile's file stamp (zoo workloads
-#: only).
-_BASELINES: dict[str, tuple[float, bool, tuple[str, ...]]] = {}
-
-
 def _baseline_throughput(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
 ) -> tuple[float, bool, tuple[str, ...]]:
     """1-GPU baseline throughput (samples/s), whether it fits in GPU memory, and the defaults
-    chosen for it (its automatic micro-batch)."""
-    base_sc = baseline_scenario(sc, r)
-    key = None
-    if workload_fn is None:  # the profile's file stamp: a rewritten profile is a new baseline
-        stamp = _file_stamp(str(sc.calibration)) if sc.calibration else None
-        key = f"{base_sc.content_hash()}:{stamp}"
-    if key is not None and key in _BASELINES:
-        return _BASELINES[key]
-    rep = predict(base_sc, workload_fn=workload_fn, _baseline=True)
-    out = (rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults)
-    if key is not None:
-        if len(_BASELINES) > 4096:
-            _BASELINES.clear()
-        _BASELINES[key] = out
-    return out
+    chosen for it (its automatic micro-batch). Repeats are answered by :func:`predict`'s report
+    cache (keyed by the baseline scenario's content hash and the profile's file stamp)."""
+    rep = predict(baseline_scenario(sc, r), workload_fn=workload_fn, _baseline=True)
+    return rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults
 
 
 def _speedup_baseline(
