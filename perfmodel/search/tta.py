@@ -413,25 +413,15 @@ def load_tta_points(path: str, *, match: str | None = None) -> tuple[list[float]
     -------
     (batch_sizes, tta_s, description)
     """
-    import json
     from pathlib import Path
 
-    from perfmodel._io import read_text
+    from perfmodel._io import read_jsonl_numbered
 
     p = Path(path)
-    lines = read_text(p, where="--tta-data").splitlines()
     batches: list[float] = []
     times: list[float] = []
     models: set[str] = set()
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{p}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{p}:{i}"
-            ) from exc
+    for i, row in read_jsonl_numbered(p, where="--tta-data"):
         if row.get("kind") != "time_to_accuracy":
             continue
         text = f"{row.get('id', '')} {row.get('model', '')}".lower()
