@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from perfmodel import units
 from perfmodel.errors import ConfigError
 
 
@@ -428,7 +429,7 @@ def load_tta_points(path: str, *, match: str | None = None) -> tuple[list[float]
         if match and match.lower() not in text:
             continue
         unit = row.get("unit")
-        scale = {"s": 1.0, "min": 60.0, "h": 3600.0}.get(str(unit))
+        scale = {"s": 1.0, "min": units.minute, "h": units.hour}.get(str(unit))
         if scale is None:
             raise ConfigError(
                 f"{p}:{i}: unit {unit!r} is not s, min or h", value=unit, where=f"{p}:{i}"
