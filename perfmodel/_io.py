@@ -129,6 +129,13 @@ def read_jsonl(path: str | os.PathLike[str], *, where: str | None = None) -> lis
     ConfigError
         A line that is not JSON, or not a JSON object, naming the file and the line.
     """
+    return [row for _, row in read_jsonl_numbered(path, where=where)]
+
+
+def read_jsonl_numbered(
+    path: str | os.PathLike[str], *, where: str | None = None
+) -> list[tuple[int, dict]]:
+    """Like :func:`read_jsonl`, each object with its 1-based line number (for error messages)."""
     from perfmodel.errors import ConfigError
 
     rows = []
@@ -147,7 +154,7 @@ def read_jsonl(path: str | os.PathLike[str], *, where: str | None = None) -> lis
                 value=line[:80],
                 where=f"{path}:{i}",
             )
-        rows.append(row)
+        rows.append((i, row))
     return rows
 
 

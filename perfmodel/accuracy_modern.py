@@ -32,6 +32,7 @@ from typing import Any
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import PerfModelError
+from perfmodel.units import GiB
 
 #: MoE and context-parallel rows predicted by the validation tier and the accuracy table
 #: (mappable, and a few seconds in all; the 256-, 512- and 1024-GPU rows are left out for time).
@@ -215,7 +216,7 @@ def _predict_rows(
             continue
         done.append(
             ModernPrediction(
-                row, r.tokens_per_s_per_gpu, r.memory_per_gpu_bytes / 2**30, r.fits_in_memory
+                row, r.tokens_per_s_per_gpu, r.memory_per_gpu_bytes / GiB, r.fits_in_memory
             )
         )
     return ModernResults(tuple(done), skipped, tuple(failed))

@@ -93,6 +93,11 @@ class TraceSummary:
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The ``traceEvents`` list of a Chrome-trace JSON file (``.json`` or ``.json.gz``)."""
+    return trace_events(read_trace_json(path), path)
+
+
+def read_trace_json(path: str | os.PathLike[str]) -> Any:
+    """The parsed JSON of a Chrome-trace file (``.json`` or ``.json.gz``), read once."""
     from perfmodel._io import read_bytes
 
     p = Path(path)
@@ -105,6 +110,12 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ParseError(f"{p}: not a JSON trace: {exc}", value=str(p), where=str(p)) from exc
+    return data
+
+
+def trace_events(data: Any, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The ``traceEvents`` list of a parsed trace (see :func:`read_trace_json`)."""
+    p = Path(path)
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise ParseError(

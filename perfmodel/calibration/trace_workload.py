@@ -34,16 +34,13 @@ description, not a trace.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfmodel.calibration.kineto import Phase, summarize_trace
-from perfmodel.calibration.kineto import read_trace as read_chrome
+from perfmodel.calibration.kineto import Phase, read_trace_json, summarize_trace, trace_events
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload.chakra_et import CommType, NodeType, read_trace
@@ -176,11 +173,9 @@ class ImportedTrace:
 def _kineto(path: str, gpu: str | None, params: int | None) -> ImportedTrace:
     from perfmodel.compute.validation import resolve_gpu
 
-    events = read_chrome(path)
-    summary = summarize_trace(events, source=path)
+    data = read_trace_json(path)
+    summary = summarize_trace(trace_events(data, path), source=path)
     if gpu is None:
-        raw = Path(path).read_bytes()
-        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
         props = data.get("deviceProperties") if isinstance(data, dict) else None
         if not props:
             raise ConfigError(

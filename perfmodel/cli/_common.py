@@ -27,6 +27,14 @@ SYSTEM_KEYS = (
 )
 
 
+def add_quiet_arg(
+    parser: argparse.ArgumentParser,
+    help: str = "no progress line on stderr (shown after 2 s when stderr is a terminal)",
+) -> None:
+    """``COMMAND --quiet``; its default is left out so that ``perfmodel --quiet COMMAND`` holds."""
+    parser.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help=help)
+
+
 def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """``--system`` plus the fabric overrides and the ``custom`` hardware-from-parts flags."""
     g = parser.add_argument_group("hardware")

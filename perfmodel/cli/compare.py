@@ -30,6 +30,7 @@ from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
     add_model_arg,
+    add_quiet_arg,
     add_system_args,
     parse_budget,
     parse_model_args,
@@ -112,12 +113,7 @@ def register(subparsers: Any) -> None:
         help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument(
-        "--quiet",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="no progress line on stderr (shown after 2 s when stderr is a terminal)",
-    )
+    add_quiet_arg(p)
     s = p.add_argument_group("plan search space")
     s.add_argument(
         "--tp", help="tensor-parallel degrees to try (default: powers of two dividing heads)"

@@ -45,7 +45,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.calibration.trace_workload import import_trace
-    from perfmodel.errors import ConfigError
 
     t = import_trace(args.trace, gpu=args.gpu, params=args.params, precision=args.precision)
     out: dict[str, Any] = {
@@ -61,15 +60,9 @@ def run(args: argparse.Namespace) -> int:
     reports = []
     if args.system:
         from perfmodel.api import Scenario, predict_curve
+        from perfmodel.search.plans import parse_int_list
 
-        try:
-            counts = [int(x) for x in str(args.gpus).split(",") if x.strip()]
-        except ValueError as exc:
-            raise ConfigError(
-                f"--gpus {args.gpus!r}: expected a list like 1,2,4,8",
-                value=args.gpus,
-                where="--gpus",
-            ) from exc
+        counts = list(parse_int_list(str(args.gpus), where="--gpus"))
         system = {k: getattr(args, k) for k in SYSTEM_KEYS if getattr(args, k, None) is not None}
         sc = Scenario(
             **system,

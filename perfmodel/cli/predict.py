@@ -18,7 +18,13 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import SYSTEM_KEYS, add_model_arg, add_system_args, parse_model_args
+from perfmodel.cli._common import (
+    SYSTEM_KEYS,
+    add_model_arg,
+    add_quiet_arg,
+    add_system_args,
+    parse_model_args,
+)
 from perfmodel.errors import ConfigError
 
 
@@ -53,12 +59,7 @@ def register(subparsers: Any) -> None:
         help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V[,mode=..,hybrid=owt]",
     )
     p.add_argument("--recompute", choices=["none", "selective", "full"])
-    p.add_argument(
-        "--quiet",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="no progress line on stderr (shown after 2 s when stderr is a terminal)",
-    )
+    add_quiet_arg(p)
     p.add_argument(
         "--sequence-parallel",
         action=argparse.BooleanOptionalAction,

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
+from perfmodel.cli._common import add_quiet_arg
 
 
 def register(subparsers: Any) -> None:
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--retry-errors", action="store_true", help="evaluate error rows again")
     p.add_argument("--dry-run", action="store_true", help="print the grid size and first scenario")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_arg(p, "no progress on stderr")
     p.set_defaults(func=run)
 
 

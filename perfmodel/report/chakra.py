@@ -142,14 +142,15 @@ def chakra_nodes(
             src, dst = spec.group
             nbytes = round(spec.message_bytes)
             ntype = NodeType.COMM_SEND_NODE
-            attrs += [
+            p2p = (
                 Attr("is_cpu_op", AttrKind.BOOL, False),
                 Attr("comm_src", AttrKind.INT32, ranks[src]),
                 Attr("comm_dst", AttrKind.INT32, ranks[dst]),
                 Attr("comm_tag", AttrKind.INT32, t.tid),
                 Attr("comm_size", AttrKind.INT64, nbytes),
                 Attr("tensor_size", AttrKind.UINT64, nbytes),
-            ]
+            )
+            attrs += p2p
             if dst in simulated and dst != t.device:
                 rid = n_tasks + t.tid
                 recv_of[(t.tid, dst)] = rid
@@ -162,15 +163,7 @@ def chakra_nodes(
                         (),
                         _micros(s),
                         _micros(e - s),
-                        (
-                            *_common_attrs(t, s, e),
-                            Attr("is_cpu_op", AttrKind.BOOL, False),
-                            Attr("comm_src", AttrKind.INT32, ranks[src]),
-                            Attr("comm_dst", AttrKind.INT32, ranks[dst]),
-                            Attr("comm_tag", AttrKind.INT32, t.tid),
-                            Attr("comm_size", AttrKind.INT64, nbytes),
-                            Attr("tensor_size", AttrKind.UINT64, nbytes),
-                        ),
+                        (*_common_attrs(t, s, e), *p2p),
                     )
                 )
         else:  # collectives, and transfers without a spec (parameter server)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.taskgraph import Task, TaskKind
 from perfmodel.sim.engine import Timeline
+from perfmodel.units import hour
 
 if TYPE_CHECKING:
     from perfmodel.search.cost import Pricing
@@ -276,7 +277,7 @@ class StepReport:
         steps = math.ceil(tokens / (self.samples_per_step * self.tokens_per_sample))
         time_s = steps * self.iteration_time_s
         cost = None if pricing is None else pricing.cost(self.num_gpus, time_s)
-        return TokenBudget(float(tokens), steps, time_s, cost, self.num_gpus * time_s / 3600.0)
+        return TokenBudget(float(tokens), steps, time_s, cost, self.num_gpus * time_s / hour)
 
     @property
     def compute_time_s(self) -> float:

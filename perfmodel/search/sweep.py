@@ -742,28 +742,11 @@ def _stream_todo(
     """
     for axis_values, sc in pts:
         state.total += 1
+        key_error: Exception | None = None
         try:
             key = kf(sc)
         except Exception as exc:  # a bad scenario is an error row
-            key = "invalid:" + _fallback_key(sc)
-            if key in state.seen:
-                state.skipped += 1
-                continue
-            state.seen.add(key)
-            if key in state.done:
-                state.already += 1
-                state.skipped += 1
-                continue
-            row = {
-                "key": key,
-                "status": "error",
-                "error_type": type(exc).__name__,
-                "error": str(exc),
-            }
-            row.update(report=None, elapsed_s=0.0, axes=dict(axis_values), scenario=dict(sc))
-            state.error_rows.append(row)
-            state.key_errors += 1
-            continue
+            key, key_error = "invalid:" + _fallback_key(sc), exc
         if key in state.seen:
             state.skipped += 1
             continue
@@ -771,6 +754,17 @@ def _stream_todo(
         if key in state.done:
             state.already += 1
             state.skipped += 1
+            continue
+        if key_error is not None:
+            row = {
+                "key": key,
+                "status": "error",
+                "error_type": type(key_error).__name__,
+                "error": str(key_error),
+            }
+            row.update(report=None, elapsed_s=0.0, axes=dict(axis_values), scenario=dict(sc))
+            state.error_rows.append(row)
+            state.key_errors += 1
             continue
         yield key, dict(axis_values), dict(sc)
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from perfmodel import units
 from perfmodel.errors import ConfigError
 
 
@@ -413,32 +414,22 @@ def load_tta_points(path: str, *, match: str | None = None) -> tuple[list[float]
     -------
     (batch_sizes, tta_s, description)
     """
-    import json
     from pathlib import Path
 
-    from perfmodel._io import read_text
+    from perfmodel._io import read_jsonl_numbered
 
     p = Path(path)
-    lines = read_text(p, where="--tta-data").splitlines()
     batches: list[float] = []
     times: list[float] = []
     models: set[str] = set()
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{p}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{p}:{i}"
-            ) from exc
+    for i, row in read_jsonl_numbered(p, where="--tta-data"):
         if row.get("kind") != "time_to_accuracy":
             continue
         text = f"{row.get('id', '')} {row.get('model', '')}".lower()
         if match and match.lower() not in text:
             continue
         unit = row.get("unit")
-        scale = {"s": 1.0, "min": 60.0, "h": 3600.0}.get(str(unit))
+        scale = {"s": 1.0, "min": units.minute, "h": units.hour}.get(str(unit))
         if scale is None:
             raise ConfigError(
                 f"{p}:{i}: unit {unit!r} is not s, min or h", value=unit, where=f"{p}:{i}"
