@@ -26,6 +26,7 @@ import numpy as np
 
 from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
+from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     Channel,
@@ -51,14 +52,27 @@ _ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
         Algorithm.TREE,
         Algorithm.NVLS,
         Algorithm.COLLNET,
+        Algorithm.NVLS_TREE,
         Algorithm.HALVING_DOUBLING,
         Algorithm.HIERARCHICAL,
         Algorithm.TORUS2D,
         Algorithm.PS,
         Algorithm.HOST,
     ),
-    CollectiveOp.REDUCESCATTER: (Algorithm.RING, Algorithm.HALVING_DOUBLING, Algorithm.DIRECT),
-    CollectiveOp.ALLGATHER: (Algorithm.RING, Algorithm.HALVING_DOUBLING, Algorithm.DIRECT),
+    CollectiveOp.REDUCESCATTER: (
+        Algorithm.RING,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.DIRECT,
+        Algorithm.NVLS,
+        Algorithm.PAT,
+    ),
+    CollectiveOp.ALLGATHER: (
+        Algorithm.RING,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.DIRECT,
+        Algorithm.NVLS,
+        Algorithm.PAT,
+    ),
     CollectiveOp.BROADCAST: (Algorithm.RING,),
     CollectiveOp.REDUCE: (Algorithm.RING,),
     CollectiveOp.ALLTOALL: (Algorithm.DIRECT,),
@@ -499,7 +513,7 @@ class CommCostModel:
             else:
                 t, a, p, lat, bw = min(cands, key=lambda c: c[0])
                 return self._result(op, m, info, t, a, p, lat, bw)
-        if algo in (Algorithm.RING, Algorithm.TREE, Algorithm.NVLS, Algorithm.COLLNET):
+        if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
             if not cands:
                 raise ConfigError(
@@ -646,6 +660,7 @@ class CommCostModel:
                 out.append((lat + m / algbw, algo, proto, lat, bus))
         if op is CollectiveOp.ALLREDUCE:
             out.extend(self._in_switch_candidates(m, info))
+        out.extend(recent_candidates(self, op, m, info))
         return out
 
     def nvls_capable(self, info: GroupInfo) -> bool:
@@ -931,7 +946,7 @@ class CommCostModel:
         analytic._groups = self._groups
         ref = analytic._analytic(op, m, members, algo)
         info = self.group_info(members)
-        if ref.algorithm in (Algorithm.NVLS, Algorithm.COLLNET):
+        if ref.algorithm in CLOSED_FORM_ONLY:
             # in-switch reductions have no flow model: the switch, not the links, sets the pace
             return self._result(
                 op, m, info, ref.time_s, ref.algorithm, ref.protocol, ref.latency_s,
