@@ -28,6 +28,7 @@ from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
+from perfmodel.comm.pcie_p2p import p2p_overhead
 from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
@@ -421,7 +422,7 @@ class CommCostModel:
         links = self.links
         if len(ring_members) >= 2:
             channels = build_channels(links, ring_members)
-            rates = channel_rates(links, channels)
+            rates = channel_rates(links, channels) / p2p_overhead(links, channels)
             ring_bw = float(np.sum(rates))
         else:
             channels, ring_bw = (), math.inf
@@ -438,7 +439,8 @@ class CommCostModel:
         # Bandwidth inside one server (ring over its members) and across servers (per server).
         biggest = max(parts, key=len) if parts else ()
         if len(parts) > 1 and len(biggest) >= 2:
-            intra_bw = float(np.sum(channel_rates(links, pack_rings(links, biggest))))
+            intra = pack_rings(links, biggest)
+            intra_bw = float(np.sum(channel_rates(links, intra) / p2p_overhead(links, intra)))
         elif len(parts) == 1:
             intra_bw = ring_bw
         else:

@@ -259,6 +259,12 @@ NCCL227_PAT_PER_RANK_LATENCY_S = 2.8 * units.us
 #: PAT needs CUDA atomics of compute capability >= 6.0 (``ncclPatEnable``).
 PAT_ARCHITECTURES = frozenset({"pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"})
 
+#: Intel root complexes split GPU peer-to-peer traffic into 64-byte PCIe TLPs, so a P2P path
+#: through an Intel CPU consumes 6/5 of its bandwidth (NCCL ``src/graph/topo.h``
+#: ``INTEL_P2P_OVERHEAD(bw) = bw*6/5``, applied in ``src/graph/search.cc`` to GPU-to-GPU paths
+#: that cross an Intel x86 CPU). A property of the hardware, whichever NCCL release runs.
+INTEL_P2P_OVERHEAD = 6.0 / 5.0
+
 #: Architectures on which NCCL enables LL128 by default (Volta, Ampere; later versions add Hopper+).
 LL128_ARCHITECTURES = frozenset({"volta", "ampere", "hopper", "blackwell"})
 

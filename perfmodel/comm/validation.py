@@ -38,6 +38,12 @@ from perfmodel.units import GB, ms, us
 
 #: Large-message threshold for the accuracy targets (bandwidth-bound regime), bytes.
 LARGE_BYTES = 64 * 2**20
+#: NCCL 2.0-2.3 ``p2pCanConnect`` (``src/transport/p2p.cc``): P2P through PCIe switches and one
+#: CPU root complex (PIX/PXB/PHB), not across sockets (PATH_SOC): at most one CPU on the path.
+NCCL_2_0_P2P_MAX_CPUS = 1
+#: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
+#: Intel QPI" (the model is not stated; only the vendor matters here: Intel P2P TLP overhead).
+DEEPBENCH_8GPU_CPU = "Intel Xeon with QPI (DeepBench README; model not stated)"
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,11 @@ class CommScenario:
     network: str | None = None
     gpu: str | None = None
     sharp: bool = False
+    nccl_p2p_max_cpus: int | None = None
+    """NCCL release's P2P level as CPUs a P2P path may cross (``nccl_p2p_level_denied``);
+    ``None``: P2P wherever the hardware allows it."""
+    cpu_model: str | None = None
+    """CPU model the source states (free text), replacing the catalogue's."""
 
 
 @dataclass(frozen=True)
@@ -128,15 +139,19 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
         ic = "PCIe" if nodes == 1 else "InfiniBand"
         return CommScenario(
             rid, "pcie-8x-server", nodes, gpus, op, size, metric, measured, ic,
-            note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring",
+            note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring; NCCL 2.0 P2P "
+            "rule (not across sockets), Intel QPI host",
             network="ib-fdr" if nodes > 1 else None, gpu="P100-PCIE-16GB",
+            nccl_p2p_max_cpus=NCCL_2_0_P2P_MAX_CPUS, cpu_model=DEEPBENCH_8GPU_CPU,
         )  # fmt: skip
     if rid.startswith("deepbench-ar-1080ti"):
         if gpus > 8:
             return CommSkip(rid, "inter-node link of the 1080 Ti cluster not stated")
         return CommScenario(
             rid, "deepbench-10gpu", 1, gpus, op, size, metric, measured, "PCIe",
-            note="10-GPU single-root server built from the DeepBench README",
+            note="10-GPU single-root server built from the DeepBench README; CPU vendor not "
+            "stated",
+            nccl_p2p_max_cpus=NCCL_2_0_P2P_MAX_CPUS,
         )  # fmt: skip
     if rid.startswith("coreweave-a100"):
         if size < 1 << 20:
@@ -191,22 +206,48 @@ def _model(
     gpu: str | None,
     sharp: bool = False,
     p2p: bool | None = None,
+    p2p_max_cpus: int | None = None,
+    cpu_model: str | None = None,
 ) -> CommCostModel:
+    from perfmodel.topology.importers import nccl_p2p_level_denied
+
     if system == "deepbench-10gpu":
         topo = deepbench_10gpu_server()
     else:
         topo = load_system(system, nodes=nodes, network=network, gpu=gpu)
     if sharp:
         topo = topo.with_sharp(True)
+    if cpu_model is not None:
+        topo = _with_cpu_model(topo, cpu_model)
+    if p2p_max_cpus is not None:
+        topo = topo.with_p2p_denied(nccl_p2p_level_denied(topo, max_cpus=p2p_max_cpus))
     if p2p is not None:
         topo = topo.with_p2p(p2p)
     return CommCostModel(topo)
 
 
-def compare(sc: CommScenario, *, p2p: bool | None = None) -> CommComparison:
-    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm); ``p2p`` forces GPU
-    peer-to-peer on or off (a what-if for findings, never the mapping itself)."""
-    model = _model(sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p)
+def _with_cpu_model(topo: Topology, model: str) -> Topology:
+    """The same system with every CPU node's ``model`` set to what the source states."""
+    import dataclasses
+
+    from perfmodel.topology.schema import NodeKind
+
+    g = topo.graph.copy()
+    for n in topo.nodes_of_kind(NodeKind.CPU):
+        g.nodes[n]["model"] = model
+    return dataclasses.replace(topo, graph=g)
+
+
+def compare(
+    sc: CommScenario, *, p2p: bool | None = None, cpu_model: str | None = None
+) -> CommComparison:
+    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm). ``p2p`` forces GPU
+    peer-to-peer on or off and ``cpu_model`` replaces the CPUs (what-ifs for findings, never the
+    mapping itself)."""
+    model = _model(
+        sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p, sc.nccl_p2p_max_cpus,
+        cpu_model or sc.cpu_model,
+    )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]
     r = model.collective(sc.op, sc.message_bytes, group)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s

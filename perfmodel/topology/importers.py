@@ -741,13 +741,27 @@ def nccl_p2p_denied(topo: Topology, arch: str, vendor: str) -> list[tuple[str, s
     elsewhere (AMD): on Intel and ARM, two GPUs whose PCIe path crosses a CPU and that share no
     NVLink use the SHM transport through host memory.
     """
-    from perfmodel.topology.routing import route
-
     arch_l, vendor_l = arch.lower(), vendor.lower()
     intel = arch_l in ("x86_64", "x86") and "intel" in vendor_l
     arm = arch_l in ("arm64", "aarch64", "arm")
     if not (intel or arm):
         return []
+    return nccl_p2p_level_denied(topo, max_cpus=0)
+
+
+def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int) -> list[tuple[str, str]]:
+    """GPU pairs (local ids, first server) whose PCIe path crosses more than ``max_cpus`` CPUs.
+
+    NCCL's P2P level as a CPU count on the path (pairs joined by NVLink only are never denied):
+
+    - ``max_cpus=0``: ``PATH_PXB``, P2P through PCIe switches only (NCCL >= 2.4
+      ``ncclTopoCheckP2p`` in ``src/graph/paths.cc`` on Intel x86 and ARM hosts);
+    - ``max_cpus=1``: ``PATH_PHB``, P2P also through one CPU's root complex but not across
+      sockets (NCCL 2.0-2.3 ``p2pCanConnect`` in ``src/transport/p2p.cc``: "Do not use P2P
+      across root complexes by default", ``p2pLevel = PATH_SOC`` allows PIX/PXB/PHB).
+    """
+    from perfmodel.topology.routing import route
+
     g = topo.graph
     gpus = [n for n in topo.gpus if topo.server_of(n) == topo.server_of(topo.gpus[0])]
     out = []
@@ -757,7 +771,7 @@ def nccl_p2p_denied(topo: Topology, arch: str, vendor: str) -> list[tuple[str, s
             fams = {g.edges[u, v]["family"] for u, v in itertools.pairwise(path)}
             if fams <= {LinkFamily.NVLINK, LinkFamily.NVSWITCH}:
                 continue
-            if any(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]):
+            if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
                 out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
     return out
 
