@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import pytest
 
-from perfmodel.comm.validation import CommComparison, CommSkip, compare, map_row
+from perfmodel.comm.validation import CommComparison, CommScenario, CommSkip, compare, map_row
 
 pytestmark = pytest.mark.validation
 
@@ -36,8 +36,9 @@ FINDINGS = {
     ),
     "InfiniBand": (
         "CoreWeave A100 plateaus at 115 GB/s where 8 x HDR gives 184 (HCA count/speed not stated: "
-        "we assume the standard 8 x HDR); DeepBench P100 16-GPU rows inherit the P100 box's "
-        "missing P2P and run Baidu's ring over FDR"
+        "the job selects NCCL_IB_HCA=ibp and rdma/ib: 1; we assume the standard 8 x HDR); "
+        "DeepBench P100 16-GPU rows inherit the P100 box's missing P2P and run Baidu's MPI ring "
+        "over FDR (NICs per server and GPUDirect RDMA not stated)"
     ),
 }
 
@@ -176,3 +177,19 @@ def test_dgx1_nvlink_rows_are_tight(results):
         if isinstance(c, CommComparison) and c.large and c.scenario.interconnect == "NVLink"
     ]
     assert len(errs) == 9 and max(map(abs, errs)) < 0.06
+
+
+def test_deepbench_p100_mapped_as_nccl_2_0_on_an_intel_host(published_rows):
+    """Hand value: 4 P100 across CPU 0's two PCIe switches, NCCL 2.0 uses P2P through the root
+    complex (PHB), which the Intel host forwards as 64-byte TLPs: ring bus bandwidth = PCIe 3.0
+    x16 goodput / 1.2; NCCL 2.8 ring/Simple all-reduce: latency 8.4 + 6 x 5.7 us, algorithm
+    bandwidth = bus x 4/6."""
+    from perfmodel.hardware.links import get_link
+
+    row = next(r for r in published_rows if r["id"] == "deepbench-ar-p100-64500000-4g")
+    sc = map_row(row)
+    assert isinstance(sc, CommScenario) and sc.nccl_p2p_max_cpus == 1
+    link = get_link("pcie3-x16")
+    bus = link.bandwidth_Bps * link.efficiency / 1.2
+    hand = (8.4 + 6 * 5.7) * 1e-6 + sc.message_bytes / (bus * 4 / 6)
+    assert compare(sc).predicted == pytest.approx(hand, rel=1e-9)
