@@ -1,7 +1,8 @@
 """NCCL algorithms of the 2.27 tuner beyond ring, tree, NVLS all-reduce and CollNet.
 
-Source: NVIDIA/nccl 2.27 series, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
-``ncclTopoTuneModel``, ``ncclPatEnable``); constants in :mod:`perfmodel.comm.params`
+Source: NVIDIA/nccl 2.27-2.28 series, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
+``ncclTopoTuneModel``, ``ncclPatEnable``; the file as of v2.28.7-1 carries the same constant
+table), read through the code index; constants in :mod:`perfmodel.comm.params`
 (``NCCL227_*``). Each candidate is ``(time, algorithm, protocol, latency, bus bandwidth)``, the
 tuple :meth:`perfmodel.comm.model.CommCostModel._nccl_candidates` compares, and every one runs
 the Simple protocol (NCCL allows no other for these algorithms):

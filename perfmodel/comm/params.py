@@ -232,8 +232,10 @@ NCCL_COLLNET_HOPPER_FACTOR = 0.85
 NCCL_COLLNET_ALGBW_RATIO = 0.5
 
 # --- NVLS all-gather/reduce-scatter, NVLS tree, PAT: NCCL 2.27 src/graph/tuning.cc -----------
-# (``ncclTunerConstantsDefaults`` and ``ncclTopoTuneModel`` of the 2.27 series; the ring/tree
-# tables above stay those of 2.7/2.8, which the 2019-2021 validation rows depend on.)
+# (the release series whose tuning.cc holds ``ncclTunerConstantsDefaults`` with ``nvlsEfficiency``,
+# ``perChMaxNVLSTreeBws`` and the PAT rows, e.g. v2.28.7-1; read through the code index. "2.27"
+# below names that series. The ring/tree tables above stay those of 2.7/2.8, which the 2019-2021
+# validation rows depend on.)
 #: ``hwLat[NVLINK][NVLS|NVLSTree][Simple]`` of NCCL 2.27 (``baseLat`` 0): one NVLS pass.
 NCCL227_NVLS_LATENCY_S = 25.0 * units.us
 #: ``hwLat[NET][NVLSTree][Simple]``: one network step of the NVLS tree.
