@@ -38,9 +38,20 @@ from perfmodel.units import GB, ms, us
 
 #: Large-message threshold for the accuracy targets (bandwidth-bound regime), bytes.
 LARGE_BYTES = 64 * 2**20
-#: NCCL 2.0-2.3 ``p2pCanConnect`` (``src/transport/p2p.cc``): P2P through PCIe switches and one
-#: CPU root complex (PIX/PXB/PHB), not across sockets (PATH_SOC): at most one CPU on the path.
-NCCL_2_0_P2P_MAX_CPUS = 1
+
+
+def stated_nccl(row: dict[str, Any]) -> str | None:
+    """The NCCL release a row's ``software`` text states (``"NCCL 2.0 MPI"`` -> ``"2.0"``), whose
+    P2P rule the mapping applies (:func:`perfmodel.topology.importers.nccl_p2p_level`; NCCL 2.0:
+    PCIe switches and one CPU root complex, not across sockets); ``None``: not stated, the
+    default release's rule.
+
+    >>> stated_nccl({"software": "NCCL 2.0 Single (DeepBench reports the fastest of ...)"})
+    '2.0'
+    """
+    m = re.search(r"NCCL (\d+\.\d+(?:\.\d+)?)", str(row.get("software") or ""))
+    return m.group(1) if m else None
+
 #: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
 #: Intel QPI" (the model is not stated; only the vendor matters here: Intel P2P TLP overhead).
 DEEPBENCH_8GPU_CPU = "Intel Xeon with QPI (DeepBench README; model not stated)"
@@ -61,9 +72,9 @@ class CommScenario:
     network: str | None = None
     gpu: str | None = None
     sharp: bool = False
-    nccl_p2p_max_cpus: int | None = None
-    """NCCL release's P2P level as CPUs a P2P path may cross (``nccl_p2p_level_denied``);
-    ``None``: P2P wherever the hardware allows it."""
+    nccl: str | None = None
+    """NCCL release the source states (its P2P rule, ``with_nccl_p2p_rule``); ``None``: the
+    default release's rule, as loading applies it."""
     cpu_model: str | None = None
     """CPU model the source states (free text), replacing the catalogue's."""
 
@@ -142,7 +153,7 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
             note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring; NCCL 2.0 P2P "
             "rule (not across sockets), Intel QPI host",
             network="ib-fdr" if nodes > 1 else None, gpu="P100-PCIE-16GB",
-            nccl_p2p_max_cpus=NCCL_2_0_P2P_MAX_CPUS, cpu_model=DEEPBENCH_8GPU_CPU,
+            nccl=stated_nccl(row), cpu_model=DEEPBENCH_8GPU_CPU,
         )  # fmt: skip
     if rid.startswith("deepbench-ar-1080ti"):
         if gpus > 8:
@@ -151,7 +162,7 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
             rid, "deepbench-10gpu", 1, gpus, op, size, metric, measured, "PCIe",
             note="10-GPU single-root server built from the DeepBench README; CPU vendor not "
             "stated",
-            nccl_p2p_max_cpus=NCCL_2_0_P2P_MAX_CPUS,
+            nccl=stated_nccl(row),
         )  # fmt: skip
     if rid.startswith("coreweave-a100"):
         if size < 1 << 20:
@@ -206,10 +217,10 @@ def _model(
     gpu: str | None,
     sharp: bool = False,
     p2p: bool | None = None,
-    p2p_max_cpus: int | None = None,
+    nccl: str | None = None,
     cpu_model: str | None = None,
 ) -> CommCostModel:
-    from perfmodel.topology.importers import nccl_p2p_level_denied
+    from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
 
     if system == "deepbench-10gpu":
         topo = deepbench_10gpu_server()
@@ -219,8 +230,8 @@ def _model(
         topo = topo.with_sharp(True)
     if cpu_model is not None:
         topo = _with_cpu_model(topo, cpu_model)
-    if p2p_max_cpus is not None:
-        topo = topo.with_p2p_denied(nccl_p2p_level_denied(topo, max_cpus=p2p_max_cpus))
+    if nccl is not None:
+        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(nccl, where="comm validation"))
     if p2p is not None:
         topo = topo.with_p2p(p2p)
     return CommCostModel(topo)
@@ -245,7 +256,7 @@ def compare(
     peer-to-peer on or off and ``cpu_model`` replaces the CPUs (what-ifs for findings, never the
     mapping itself)."""
     model = _model(
-        sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p, sc.nccl_p2p_max_cpus,
+        sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p, sc.nccl,
         cpu_model or sc.cpu_model,
     )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]

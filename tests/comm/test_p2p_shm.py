@@ -17,6 +17,7 @@ from perfmodel.errors import TopologyError
 from perfmodel.hardware import get_gpu
 from perfmodel.hardware.links import get_link
 from perfmodel.topology.custom import custom_system
+from perfmodel.topology.importers import with_nccl_p2p_rule
 from perfmodel.topology.io import parse_server
 
 GOODPUT = get_link("pcie4-x16").bandwidth_Bps * get_link("pcie4-x16").efficiency
@@ -36,7 +37,7 @@ def test_no_p2p_halves_the_ring_bandwidth_through_host_memory(rtx4090):
     r = CommCostModel(rtx4090).collective("allreduce", 2**30, rtx4090.gpus)
     assert r.shm
     assert r.bandwidth_Bps == pytest.approx(GOODPUT / 2, rel=1e-9)
-    on = rtx4090.with_p2p(True)
+    on = with_nccl_p2p_rule(rtx4090.with_p2p(True))  # --p2p on: P2P between all GPUs
     r_on = CommCostModel(on).collective("allreduce", 2**30, on.gpus)
     assert not r_on.shm
     assert r_on.bandwidth_Bps == pytest.approx(GOODPUT, rel=1e-9)
@@ -48,7 +49,8 @@ def test_shm_note_names_the_gpu(rtx4090):
     note = shm_note(rtx4090, rtx4090.gpus)
     assert note is not None and "host memory" in note and "RTX-4090" in note
     a100 = custom_system("A100-PCIE-40GB", 8, "pcie4")
-    assert shm_note(a100, a100.gpus) is None
+    assert shm_note(a100, a100.gpus[:2]) is None  # one PCIe switch: P2P
+    assert "refused" in (shm_note(a100, a100.gpus) or "")  # NCCL's PXB level, across switches
     assert "disabled" in (shm_note(a100.with_p2p(False), a100.gpus) or "")
 
 

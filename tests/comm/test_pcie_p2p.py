@@ -14,14 +14,15 @@ from perfmodel.comm import CommCostModel
 from perfmodel.comm.validation import _with_cpu_model
 from perfmodel.hardware.links import get_link
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import nccl_p2p_level_denied
+from perfmodel.topology.importers import NcclRelease, nccl_p2p_level_denied, with_nccl_p2p_rule
 
 GOODPUT = get_link("pcie3-x16").bandwidth_Bps * get_link("pcie3-x16").efficiency
 
 
 @pytest.fixture(scope="module")
 def titanx():
-    return load_system("pcie-8xtitanx")
+    """NCCL 2.0's P2P rule (PHB): P2P through one CPU's root complex, as the overhead needs."""
+    return with_nccl_p2p_rule(load_system("pcie-8xtitanx"), NcclRelease(2, 0))
 
 
 def test_intel_root_complex_costs_six_fifths(titanx):
@@ -44,7 +45,7 @@ def test_nccl_p2p_levels_by_release():
 def test_shm_hops_pay_no_p2p_overhead(titanx):
     """Across sockets NCCL 2.0 stages through host memory (SHM): plain DMA, no P2P TLPs; the
     8-GPU ring still crosses each root complex once by P2P (gpu1 -> gpu2, gpu5 -> gpu6)."""
-    nccl20 = titanx.with_p2p_denied(nccl_p2p_level_denied(titanx, max_cpus=1))
+    nccl20 = titanx
     m = CommCostModel(nccl20)
     r = m.collective("allreduce", 2**30, nccl20.gpus)
     assert r.shm

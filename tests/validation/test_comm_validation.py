@@ -188,7 +188,7 @@ def test_deepbench_p100_mapped_as_nccl_2_0_on_an_intel_host(published_rows):
 
     row = next(r for r in published_rows if r["id"] == "deepbench-ar-p100-64500000-4g")
     sc = map_row(row)
-    assert isinstance(sc, CommScenario) and sc.nccl_p2p_max_cpus == 1
+    assert isinstance(sc, CommScenario) and sc.nccl == "2.0"
     link = get_link("pcie3-x16")
     bus = link.bandwidth_Bps * link.efficiency / 1.2
     hand = (8.4 + 6 * 5.7) * 1e-6 + sc.message_bytes / (bus * 4 / 6)
