@@ -82,12 +82,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "on = P2P between all GPUs, as with NCCL_P2P_LEVEL=SYS)",
     )
     p.add_argument(
-        "--nccl",
-        metavar="RELEASE",
-        help="NCCL release whose P2P level applies (e.g. 2.7, 2.18.3; default "
-        "2.27: P2P only through PCIe switches, except AMD hosts with <= 2 GPUs)",
-    )
-    p.add_argument(
         "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
     )
     p.add_argument(
@@ -143,13 +137,11 @@ def run(args: argparse.Namespace) -> int:
 
     op = CollectiveOp.parse(args.op)
     topo = system_from_args(args)
-    if args.p2p is not None or args.nccl:
-        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    if args.p2p is not None:
+        from perfmodel.topology.importers import with_nccl_p2p_rule
 
-        if args.p2p is not None:
-            topo = topo.with_p2p(args.p2p == "on")
-        release = NcclRelease.parse(args.nccl) if args.nccl else None
-        topo = with_nccl_p2p_rule(topo, *([release] if release else []))
+        # the GPUs now state P2P: the rule of the release in force leaves them alone
+        topo = with_nccl_p2p_rule(topo.with_p2p(args.p2p == "on"))
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]

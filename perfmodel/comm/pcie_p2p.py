@@ -9,10 +9,12 @@ peer-to-peer path (not NCCL's SHM staging, :meth:`DirectedLinks.shm_cpu`) whose 
 crosses an Intel CPU, else 1. Which CPUs are Intel comes from the CPU node's ``model``: the
 catalogue vendor (``perfmodel hw cpus``), or a free-text model naming Intel or Xeon.
 
-Recent NCCL (>= 2.4, ``ncclTopoCheckP2p``: ``PATH_PXB`` on Intel) does not use P2P across the
-CPU at all; the overhead matters where P2P crosses it anyway: NCCL 2.0-2.3 (P2P up to
-``PATH_PHB``) and ``NCCL_P2P_LEVEL=SYS``. Analytic fidelity only (the flow simulation charges the
-links their plain capacity).
+NCCL 2.8 and later (``ncclTopoCheckP2p``: ``PATH_PXB`` on Intel; the default release's rule,
+applied when a system is loaded, :func:`perfmodel.topology.importers.nccl_p2p_level`) does not
+use P2P across the CPU at all; the overhead matters where P2P crosses it anyway: NCCL 2.0-2.5
+(P2P up to ``PATH_PHB``), 2.6-2.7 on Intel CPUs other than Broadwell, ``perfmodel comm --nccl``
+with such a release, and ``--p2p on`` (``NCCL_P2P_LEVEL=SYS``). Analytic fidelity only (the
+flow simulation charges the links their plain capacity).
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ def p2p_overhead(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarra
 
     >>> from perfmodel.comm.rings import DirectedLinks, build_channels
     >>> from perfmodel.topology import load_system
-    >>> t = load_system("pcie-8xtitanx")  # 2 x Intel Xeon E5-2650 v3, P2P through the CPUs
+    >>> from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    >>> t = load_system("pcie-8xtitanx")  # 2 x Intel Xeon E5-2650 v3
+    >>> t = with_nccl_p2p_rule(t, NcclRelease(2, 0))  # NCCL 2.0: P2P through one CPU
     >>> links = DirectedLinks(t)
     >>> p2p_overhead(links, build_channels(links, t.gpus[:4])).tolist()
     [1.2]

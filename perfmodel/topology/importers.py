@@ -936,10 +936,13 @@ def nccl_p2p_level_denied(
 
 
 def with_nccl_p2p_rule(
-    topo: Topology, release: NcclRelease = DEFAULT_NCCL_RELEASE, host: HostCpu | None = None
+    topo: Topology, release: NcclRelease | None = None, host: HostCpu | None = None
 ) -> Topology:
     """The system with NCCL ``release``'s P2P rule (:func:`nccl_p2p_level`) applied: GPU pairs
     beyond the level are refused peer-to-peer (``p2p_denied``) and go through host memory.
+
+    ``release`` defaults to the one applied before (``meta["nccl_p2p_rule"]``), else
+    :data:`DEFAULT_NCCL_RELEASE`.
 
     ``host`` defaults to the CPU family of the first server's CPU ``model``. GPUs whose file
     states ``p2p`` (``[system] p2p = true``, ``--p2p on``) keep what it states, as with
@@ -951,6 +954,9 @@ def with_nccl_p2p_rule(
 
     g = topo.graph.copy()
     previous = topo.meta.get("nccl_p2p_rule")
+    if release is None:
+        had_release = previous.get("release") if isinstance(previous, dict) else None
+        release = NcclRelease.parse(had_release) if had_release else DEFAULT_NCCL_RELEASE
     if isinstance(previous, dict):
         for a, b in previous.get("pairs", ()):
             for n in topo.gpus:
@@ -1016,8 +1022,8 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
     return (
         f"note: NCCL {rule['release']}'s P2P level {rule['level']} on this host "
         f"({_HOST_NAMES[rule['host']]} CPU; {where}): GPU pairs {shown} go through host memory "
-        "in every server (perfmodel comm --nccl RELEASE states another release, --p2p on allows "
-        "P2P between all GPUs)"
+        "in every server (--nccl RELEASE states another release; comm --p2p on allows P2P "
+        "between all GPUs)"
     )
 
 

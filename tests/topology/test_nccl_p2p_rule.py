@@ -157,3 +157,23 @@ def test_cli_comm_names_the_rule_and_takes_a_release(capsys):
     assert main(["comm", "--system", "pcie-8xtitanx", "--sizes", "1G:1G", "--p2p", "on"]) == 0
     assert "host memory" not in capsys.readouterr().out
     assert main(["comm", "--system", "pcie-8xtitanx", "--nccl", "latest"]) == 2
+
+
+def test_scenario_field_states_the_release():
+    from perfmodel.api import Scenario, topology_of
+
+    base = Scenario(system="pcie-8xtitanx", model="resnet50", batch_per_gpu=32)
+    assert topology_of(base).meta["nccl_p2p_rule"]["release"] == "2.27"
+    old = topology_of(Scenario(system="pcie-8xtitanx", model="resnet50", nccl="2.0"))
+    assert old.meta["nccl_p2p_rule"]["release"] == "2.0" and len(_pairs(old)) == 16
+    with pytest.raises(ConfigError, match=r"scenario\.nccl"):
+        topology_of(Scenario(system="pcie-8xtitanx", nccl="two"))
+
+
+def test_cli_predict_names_the_rule(capsys):
+    from perfmodel.cli import main
+
+    args = ["predict", "--model", "resnet50", "--system", "pcie-8xtitanx", "--batch-per-gpu", "32"]
+    assert main([*args, "--fidelity", "analytic", "--nccl", "2.0"]) == 0
+    out = capsys.readouterr().out
+    assert "GPUs communicate through host memory" in out and "NCCL 2.0's P2P level PHB" in out
