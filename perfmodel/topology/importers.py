@@ -952,13 +952,14 @@ def with_nccl_p2p_rule(
     """
     import dataclasses
 
-    g = topo.graph.copy()
     previous = topo.meta.get("nccl_p2p_rule")
     if release is None:
         had_release = previous.get("release") if isinstance(previous, dict) else None
         release = NcclRelease.parse(had_release) if had_release else DEFAULT_NCCL_RELEASE
-    if isinstance(previous, dict):
-        for a, b in previous.get("pairs", ()):
+    stale = previous.get("pairs", ()) if isinstance(previous, dict) else ()
+    g = topo.graph.copy() if stale else topo.graph  # copied only to strip the previous rule
+    if stale:
+        for a, b in stale:
             for n in topo.gpus:
                 mine, other = str(g.nodes[n]["local_id"]), {a: b, b: a}
                 if mine in other and other[mine] in g.nodes[n].get("p2p_denied", ()):
