@@ -177,3 +177,12 @@ def test_cli_predict_names_the_rule(capsys):
     assert main([*args, "--fidelity", "analytic", "--nccl", "2.0"]) == 0
     out = capsys.readouterr().out
     assert "GPUs communicate through host memory" in out and "NCCL 2.0's P2P level PHB" in out
+
+
+def test_cli_topo_show_names_the_rule(capsys):
+    from perfmodel.cli import main
+
+    assert main(["topo", "show", "pcie-8xtitanx", "--nccl", "2.0"]) == 0
+    assert "NCCL 2.0's P2P level PHB" in capsys.readouterr().out
+    assert main(["topo", "show", "dgx1-v100"]) == 0
+    assert "P2P level" not in capsys.readouterr().out  # NVLink (and NVB) pairs keep P2P
