@@ -123,6 +123,10 @@ class FlowNetwork:
         self._gen = 0
         self._pending = False
         self._model: CommCostModel | None = None
+        self._paths: dict[
+            tuple[str, str, tuple[str, ...] | None],
+            tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float],
+        ] = {}
 
     # ------------------------------------------------------------------ public
     def transfer(
@@ -147,6 +151,22 @@ class FlowNetwork:
             raise ConfigError(
                 f"transfer size must be >= 0, got {nbytes!r}", value=nbytes, where="nbytes"
             )
+        edges, uniq, counts, path_latency = self._path(src, dst, path)
+        latency = path_latency if latency_s is None else float(latency_s)
+        link_bytes = self.link_bytes
+        for e in edges:
+            link_bytes[e] += nbytes
+        return self._start(uniq, counts, nbytes, latency, ((src, dst, nbytes),))
+
+    def _path(
+        self, src: str, dst: str, path: Sequence[str] | None
+    ) -> tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float]:
+        """(directed edges, distinct edge ids, multiplicity per id, path latency in s) of a
+        transfer's route, validated and cached per (source, destination, path)."""
+        key = (src, dst, None if path is None else tuple(path))
+        hit = self._paths.get(key)
+        if hit is not None:
+            return hit
         for node in (src, dst):
             if node not in self.topology.graph:
                 raise ConfigError(
@@ -158,14 +178,13 @@ class FlowNetwork:
         if p[0] != src or p[-1] != dst:
             raise ConfigError(f"path {p} does not go from {src} to {dst}", value=p, where="path")
         ids = self.links.path_ids(p)
-        latency = self.links.path_latency(p) if latency_s is None else float(latency_s)
         if ids:
             uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         else:
             uniq, counts = np.zeros(0, dtype=np.int64), np.zeros(0)
-        for e in ids:
-            self.link_bytes[self.links.edges[e]] += nbytes
-        return self._start(uniq, counts.astype(float), nbytes, latency, ((src, dst, nbytes),))
+        edges = tuple(self.links.edges[e] for e in ids)
+        hit = self._paths[key] = (edges, uniq, counts.astype(float), self.links.path_latency(p))
+        return hit
 
     def transfer_multi(
         self,
@@ -243,7 +262,7 @@ class FlowNetwork:
         if not self._flows:
             return
         flows = list(self._flows.values())
-        fi = np.concatenate([np.full(f.edges.size, i, dtype=np.int64) for i, f in enumerate(flows)])
+        fi = np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows])
         ei = np.concatenate([f.edges for f in flows])
         mu = np.concatenate([f.mult for f in flows])
         rates = maxmin_rates(fi, ei, mu, self.links.capacity_Bps, len(flows))
@@ -307,6 +326,7 @@ def run_collective(
     protocol: Protocol | str | None = None,
     chunks: int = 4,
     wire_factor: float = 1.0,
+    coarse: bool = False,
 ) -> simpy.Process:
     """Start collective ``op`` on ``net`` as a SimPy process (completes when the collective does).
 
@@ -328,6 +348,13 @@ def run_collective(
         Sub-chunks per ring step / pipeline chunks of a chain or tree.
     wire_factor
         Bytes on the wire per payload byte (>= 1: protocol overhead such as LL's flags).
+    coarse
+        Replay each ring channel of an all-reduce, reduce-scatter or all-gather (also inside the
+        hierarchical and 2D-torus algorithms) as one flow over all its links carrying the
+        channel's bytes per link, after its per-step latencies (:func:`_ring_coarse`), instead
+        of chunk by chunk. Exact where nothing else uses the channel's links (it is then the
+        closed form); under contention it is the fluid limit of the pipelined ring (see
+        docs/design.md, "Coarsening"). Its cost does not grow with ring steps or chunks.
     """
 
     o = op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
@@ -356,7 +383,16 @@ def run_collective(
             CollectiveOp.SENDRECV: Algorithm.P2P,
         }.get(o, Algorithm.RING)
     gen = _collective_gen(
-        net, model, info, o, float(message_bytes), algo, proto, max(1, int(chunks)), wire_factor
+        net,
+        model,
+        info,
+        o,
+        float(message_bytes),
+        algo,
+        proto,
+        max(1, int(chunks)),
+        wire_factor,
+        coarse=coarse,
     )
     return net.env.process(gen)
 
@@ -420,6 +456,8 @@ def _collective_gen(
     proto: Protocol,
     chunks: int,
     wire: float,
+    *,
+    coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     env = net.env
     if info.n < 2:
@@ -436,6 +474,7 @@ def _collective_gen(
             proto,
             chunks,
             wire,
+            coarse=coarse,
         )
     elif algo is Algorithm.TREE:
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
@@ -505,15 +544,15 @@ def _collective_gen(
         local = max(len(p) for p in parts)
         if local > 1:
             yield from _concurrent_rings(
-                net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks
+                net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
             )
         cols = [[p[j] for p in parts if j < len(p)] for j in range(local)]
         yield from _concurrent_rings(
-            net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks
+            net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks, coarse=coarse
         )
         if local > 1:
             yield from _concurrent_rings(
-                net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks
+                net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
             )
     elif algo is Algorithm.TORUS2D:
         from perfmodel.comm.model import _near_square_factor
@@ -528,15 +567,23 @@ def _collective_gen(
         cols = [[r[j] for r in rows] for j in range(cols_n)]
         if cols_n > 1:
             yield from _concurrent_rings(
-                net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks
+                net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
             )
         if len(rows) > 1:
             yield from _concurrent_rings(
-                net, model, info, cols, CollectiveOp.ALLREDUCE, m / cols_n, proto, chunks
+                net,
+                model,
+                info,
+                cols,
+                CollectiveOp.ALLREDUCE,
+                m / cols_n,
+                proto,
+                chunks,
+                coarse=coarse,
             )
         if cols_n > 1:
             yield from _concurrent_rings(
-                net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks
+                net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
             )
     else:  # pragma: no cover - guarded by the model
         raise ConfigError(
@@ -579,6 +626,8 @@ def _ring(
     chunks: int,
     wire: float,
     channels: Sequence[Channel] | None = None,
+    *,
+    coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     env = net.env
     chans = (
@@ -605,7 +654,9 @@ def _ring(
     procs = []
     for ch, share in zip(chans, shares):
         m_c = m * share
-        if n > COARSE_RING_RANKS:
+        if n > COARSE_RING_RANKS or (
+            coarse and op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE)
+        ):
             procs.append(env.process(_ring_coarse(net, info, ch, op, m_c, proto, wire, m)))
         elif op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             procs.append(env.process(_chain(net, info, ch, op, m_c, proto, chunks, wire)))
@@ -855,6 +906,8 @@ def _concurrent_rings(
     m: float,
     proto: Protocol,
     chunks: int,
+    *,
+    coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     env = net.env
     procs = []
@@ -863,7 +916,11 @@ def _concurrent_rings(
             continue
         chans = build_channels(net.links, grp)
         procs.append(
-            env.process(_ring(net, model, info, grp, op, m, proto, chunks, 1.0, channels=chans))
+            env.process(
+                _ring(
+                    net, model, info, grp, op, m, proto, chunks, 1.0, channels=chans, coarse=coarse
+                )
+            )
         )
     if procs:
         yield env.all_of(procs)

@@ -135,13 +135,26 @@ class FlowComm:
     """
 
     def __init__(
-        self, env: simpy.Environment, topology: Any, link_params: Any = None, *, max_group: int = 16
+        self,
+        env: simpy.Environment,
+        topology: Any,
+        link_params: Any = None,
+        *,
+        max_group: int = 16,
+        coarse: bool = True,
+        model: Any = None,
     ) -> None:
         from perfmodel import comm
 
         self.env = env
         self.max_group = max_group
-        self.net = comm.FlowNetwork(env, topology, link_params=link_params)
+        self.coarse = coarse
+        if model is not None:
+            # share the analytic model's links and cached group analyses (rings, channels)
+            self.net = comm.FlowNetwork(env, topology, links=model.links)
+            self.net._model = model
+        else:
+            self.net = comm.FlowNetwork(env, topology, link_params=link_params)
         self._run_collective = comm.run_collective
 
     def run(self, spec: CommSpec, duration_s: float) -> simpy.Event:
@@ -163,9 +176,8 @@ class FlowComm:
             return main
         if len(spec.group) > self.max_group:
             return self.env.timeout(duration_s)
-        main = self._run_collective(
-            self.net, spec.op, spec.message_bytes, spec.group, spec.algorithm
-        )
+        run, net, c = self._run_collective, self.net, self.coarse
+        main = run(net, spec.op, spec.message_bytes, spec.group, spec.algorithm, coarse=c)
         for g in spec.siblings:
-            self._run_collective(self.net, spec.op, spec.message_bytes, g, spec.algorithm)
+            run(net, spec.op, spec.message_bytes, g, spec.algorithm, coarse=c)
         return main
