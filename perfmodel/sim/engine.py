@@ -142,6 +142,7 @@ class FlowComm:
         *,
         max_group: int = 16,
         coarse: bool = True,
+        chunks: int = 4,
         model: Any = None,
     ) -> None:
         from perfmodel import comm
@@ -149,6 +150,7 @@ class FlowComm:
         self.env = env
         self.max_group = max_group
         self.coarse = coarse
+        self.chunks = chunks
         if model is not None:
             # share the analytic model's links and cached group analyses (rings, channels)
             self.net = comm.FlowNetwork(env, topology, links=model.links)
@@ -176,8 +178,12 @@ class FlowComm:
             return main
         if len(spec.group) > self.max_group:
             return self.env.timeout(duration_s)
-        run, net, c = self._run_collective, self.net, self.coarse
-        main = run(net, spec.op, spec.message_bytes, spec.group, spec.algorithm, coarse=c)
+        run, net, kw = (
+            self._run_collective,
+            self.net,
+            {"coarse": self.coarse, "chunks": self.chunks},
+        )
+        main = run(net, spec.op, spec.message_bytes, spec.group, spec.algorithm, **kw)
         for g in spec.siblings:
-            run(net, spec.op, spec.message_bytes, g, spec.algorithm, coarse=c)
+            run(net, spec.op, spec.message_bytes, g, spec.algorithm, **kw)
         return main
