@@ -128,10 +128,28 @@ class FlowComm:
     representative group's collective finishes (siblings keep loading the links meanwhile).
     Point-to-point specs (``sendrecv`` with a two-endpoint group) use ``FlowNetwork.transfer``.
 
-    Collectives over more than ``max_group`` ranks keep their closed-form duration (the
-    analytic sharing factor already covers their siblings): replaying a ring of ``n`` ranks moves
-    ``2 (n - 1)`` steps of ``n`` flows each, with a max-min recomputation per flow event, which
-    costs minutes for ``n`` in the hundreds.
+    Parameters
+    ----------
+    env, topology, link_params
+        The environment of this simulation, the system and its link overrides.
+    max_group
+        Collectives over more ranks than this keep their closed-form duration (the analytic
+        sharing factor already covers their siblings). Replaying them is cheap now (one flow
+        per ring channel), but each sibling group needs its own ring analysis: for the
+        128-rank data-parallel groups of Llama-3 405B on 16,384 H100 that is ~7 s CPU for an
+        identical iteration time (9.8968 s either way).
+    coarse
+        ``True`` (default): each ring channel is one flow over all its links carrying the
+        channel's bytes (``run_collective(..., coarse=True)``), so a collective costs a few
+        flow events instead of ``2 (n - 1)`` steps x ``n`` hops x sub-chunks. Exact where the
+        ring's links carry nothing else (it is the closed form), within 1% of the step-by-step
+        replay under contention in the tests (docs/design.md, "Coarsening of the step
+        simulation"). ``False``: the chunk-by-chunk replay, kept as the reference.
+    chunks
+        Sub-chunks per ring step of the chunk-by-chunk replay (``run_collective``'s).
+    model
+        The ``CommCostModel`` that timed the graph's tasks: its links and cached group
+        analyses (ring channels) are reused instead of being rebuilt for this environment.
     """
 
     def __init__(
