@@ -16,9 +16,12 @@ run collectives and pipeline sends in the same environment and they contend on s
 - ``ring``: each of the model's ring channels carries its share of the data
   (proportional to its steady-state rate); every step of the ring is split into ``chunks``
   sub-chunks that are forwarded as soon as they arrive (pipelined), each step pays NCCL's
-  per-step latency. Above :data:`COARSE_RING_RANKS` ranks a channel is simulated as one flow
-  across all its links at once (the steady state of the pipelined ring) plus its per-step
-  latencies: this keeps a 1024-GPU all-reduce to seconds and still contends with other traffic.
+  per-step latency. With ``coarse=True`` (the training-step simulation's choice), and always
+  above :data:`COARSE_RING_RANKS` ranks, a channel is simulated as one flow across all its links
+  at once (the steady state of the pipelined ring) plus its per-step latencies: exact alone,
+  the fluid limit under contention, and its cost does not grow with steps or chunks.
+  Latency is counted once, as the closed form counts it (NCCL's base latency and per-step
+  ``hwLat``, with the ring plateau factor on both; point-to-point sends: :meth:`FlowNetwork.send`).
 - ``tree``: two complementary trees (each half the data) over the servers, a chain inside each
   server; chunked reduce up and broadcast down.
 - ``direct``/``p2p``/``ps``/``host``/``halving_doubling``/``hierarchical``/``torus2d``: their
@@ -123,6 +126,7 @@ class FlowNetwork:
         self._gen = 0
         self._pending = False
         self._model: CommCostModel | None = None
+        self._send_alpha: dict[tuple[str, str], float] = {}
         self._paths: dict[
             tuple[str, str, tuple[str, ...] | None],
             tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float],
@@ -157,6 +161,20 @@ class FlowNetwork:
         for e in edges:
             link_bytes[e] += nbytes
         return self._start(uniq, counts, nbytes, latency, ((src, dst, nbytes),))
+
+    def send(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+        """A point-to-point send (a pipeline send) on its default route, with latency counted
+        once as the closed form counts it (``CommCostModel`` ``p2p``, issue 12): NCCL's per-step
+        Simple latency of the route's transport plus what that does not contain
+        (:meth:`DirectedLinks.extra_latency`), added on delivery, instead of the summed link
+        latencies of :meth:`transfer`. Uncontended it takes ``alpha + nbytes / rate``, the
+        closed form's time."""
+        alpha = self._send_alpha.get((src, dst))
+        if alpha is None:
+            self._path(src, dst, None)  # validates the endpoints
+            route = self.links.p2p_route(src, dst)
+            alpha = self._send_alpha[(src, dst)] = _p2p_alpha_s(self.links, route, Protocol.SIMPLE)
+        return self.transfer(src, dst, nbytes, latency_s=alpha)
 
     def _path(
         self, src: str, dst: str, path: Sequence[str] | None
@@ -442,8 +460,23 @@ def simulate_collective(
 
 
 def _step_latency(info: GroupInfo, algo: str, proto: Protocol, cross: bool) -> float:
-    hw = HwClass.NET if cross else info.intra_class
-    return P.NCCL_STEP_LATENCY_S[(hw, algo, proto)]
+    """NCCL's per-step latency (``hwLat``) of one hop inside a server (``cross=False``) or across
+    servers; an intra-server LL step costs 1.8x once the group spans servers (NCCL 2.7+
+    ``src/graph/tuning.cc``: ``if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8``, as the
+    closed form charges it)."""
+    if cross:
+        return P.NCCL_STEP_LATENCY_S[(HwClass.NET, algo, proto)]
+    ll_multi = 1.8 if info.nodes > 1 and proto is Protocol.LL else 1.0
+    return P.NCCL_STEP_LATENCY_S[(info.intra_class, algo, proto)] * ll_multi
+
+
+def _ring_plateau(info: GroupInfo, op: CollectiveOp, n: int, m: float, proto: Protocol) -> float:
+    """NCCL's ring plateau factor on the whole latency (base and steps): multi-node Simple
+    all-reduce of at least ``n / 16 x 64 KiB`` (tuning.cc; as the closed form), else 1."""
+    if proto is Protocol.SIMPLE and info.nodes > 1 and op is CollectiveOp.ALLREDUCE:
+        if m >= n / 16.0 * 65536:
+            return P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+    return 1.0
 
 
 def _collective_gen(
@@ -463,12 +496,14 @@ def _collective_gen(
     if info.n < 2:
         return
     if algo is Algorithm.RING:
-        yield env.timeout(P.NCCL_BASE_LATENCY_S[("ring", proto)])
+        ranks = info.gpus or info.members
+        base = P.NCCL_BASE_LATENCY_S[("ring", proto)]
+        yield env.timeout(base * _ring_plateau(info, op, len(ranks), m, proto))
         yield from _ring(
             net,
             model,
             info,
-            info.members if not info.gpus else info.gpus,
+            ranks,
             op,
             m,
             proto,
@@ -599,12 +634,21 @@ def _phase(
 
     def one(src: str, dst: str, nb: float) -> Generator[simpy.Event, Any, None]:
         path = net.links.p2p_route(src, dst)
-        yield env.timeout(P.NCCL_STEP_LATENCY_S[(net.links.hw_class(path), "ring", proto)])
-        yield net.transfer(src, dst, nb, path=path, latency_s=net.links.extra_latency(path))
+        extra = net.links.extra_latency(path)
+        yield env.timeout(_p2p_alpha_s(net.links, path, proto) - extra)
+        yield net.transfer(src, dst, nb, path=path, latency_s=extra)
 
     procs = [env.process(one(s, d, b)) for s, d, b in transfers if s != d]
     if procs:
         yield env.all_of(procs)
+
+
+def _p2p_alpha_s(links: DirectedLinks, path: Sequence[str], proto: Protocol) -> float:
+    """Latency (s) of one point-to-point transfer along ``path``: NCCL's per-step latency of the
+    route's transport for ``proto`` (``hwLat``, NCCL 2.7+ ``src/graph/tuning.cc``) plus what it
+    does not contain (:meth:`DirectedLinks.extra_latency`, e.g. TCP sockets). The closed form
+    (``CommCostModel._flows_time``) charges the same for Simple."""
+    return P.NCCL_STEP_LATENCY_S[(links.hw_class(path), "ring", proto)] + links.extra_latency(path)
 
 
 def _ring_steps(op: CollectiveOp, n: int) -> int:
@@ -712,20 +756,11 @@ def _ring_step_latency(
     steps = _ring_steps(op, n)
     inter = 2 * (nodes - 1) if op is CollectiveOp.ALLREDUCE else nodes - 1
     inter = min(inter, steps)
-    intra_l = _step_latency(info, "ring", proto, False) * (
-        1.8 if nodes > 1 and proto is Protocol.LL else 1.0
-    )
+    intra_l = _step_latency(info, "ring", proto, False)
     total = (steps - inter) * intra_l + inter * _step_latency(info, "ring", proto, True)
     ll_multi = 1.8 if nodes > 1 and proto is Protocol.LL else 1.0
     total += (steps - inter) * info.alpha_intra_s * ll_multi + inter * info.alpha_inter_s
-    if (
-        proto is Protocol.SIMPLE
-        and nodes > 1
-        and op is CollectiveOp.ALLREDUCE
-        and m >= n / 16.0 * 65536
-    ):
-        total *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
-    return total / steps
+    return total * _ring_plateau(info, op, n, m, proto) / steps
 
 
 def _ring_coarse(
@@ -750,8 +785,10 @@ def _ring_coarse(
         per_rank = steps * m_c / n
         nbytes = per_rank * wire
     acct = tuple((h[0], h[-1], per_rank) for h in ch.hops)
-    yield net.env.timeout(steps * lat_step)
-    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=0.0)
+    # the first step's latency before the bytes move (the links are busy from then on, as in
+    # the step-by-step replay), the other steps' latencies on delivery
+    yield net.env.timeout(lat_step)
+    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=(steps - 1) * lat_step)
 
 
 def _chain(
@@ -864,20 +901,24 @@ def _tree(
                             yield env.timeout(_step_latency(info, "tree", proto, cross))
                         up = channel_route(links, x, par, _ci)
                         yield net.transfer(
-                            x, par, _piece, path=up, latency_s=links.extra_latency(up)
+                            x,
+                            par,
+                            _piece,
+                            path=up,
+                            latency_s=links.extra_latency(up) if k == 0 else 0.0,
                         )
                     _u[(x, k)].succeed()
                 for k in range(_k):
                     yield _u[(x, k)] if par is None else _d[(x, k)]
                     sends = []
                     for y in _c[x]:
-                        cross = topo.server_of(x) != topo.server_of(y)
-                        if k == 0:
-                            yield env.timeout(_step_latency(info, "tree", proto, cross))
                         down = channel_route(links, x, y, _ci)
-                        e = net.transfer(
-                            x, y, _piece, path=down, latency_s=links.extra_latency(down)
-                        )
+                        lat = 0.0
+                        if k == 0:  # one step latency per child, all children at once
+                            cross = topo.server_of(x) != topo.server_of(y)
+                            lat = _step_latency(info, "tree", proto, cross)
+                            lat += links.extra_latency(down)
+                        e = net.transfer(x, y, _piece, path=down, latency_s=lat)
                         e.callbacks.append(lambda _e, _y=y, _kk=k: _d[(_y, _kk)].succeed())
                         sends.append(e)
                     if sends:

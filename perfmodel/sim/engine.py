@@ -101,7 +101,9 @@ def simulate(
         for tid in tids:
             task = graph.tasks[tid]
             pending = [done[d] for d in task.deps if not done[d].processed]
-            if pending:
+            if len(pending) == 1:
+                yield pending[0]
+            elif pending:
                 yield env.all_of(pending)
             start[tid] = env.now
             if runner is not None and task.comm is not None:
@@ -126,7 +128,8 @@ class FlowComm:
     Each collective of the spec's group and of its ``siblings`` is started with
     ``perfmodel.comm.run_collective`` on one shared ``FlowNetwork``; the task finishes when the
     representative group's collective finishes (siblings keep loading the links meanwhile).
-    Point-to-point specs (``sendrecv`` with a two-endpoint group) use ``FlowNetwork.transfer``.
+    Point-to-point specs (``sendrecv`` with a two-endpoint group) use ``FlowNetwork.send`` (the
+    closed form's latency, counted once).
 
     Parameters
     ----------
@@ -190,9 +193,9 @@ class FlowComm:
         from perfmodel.ops import CollectiveOp
 
         if spec.op is CollectiveOp.SENDRECV and len(spec.group) == 2:
-            main = self.net.transfer(spec.group[0], spec.group[1], spec.message_bytes)
+            main = self.net.send(spec.group[0], spec.group[1], spec.message_bytes)
             for g in spec.siblings:
-                self.net.transfer(g[0], g[1], spec.message_bytes)
+                self.net.send(g[0], g[1], spec.message_bytes)
             return main
         if len(spec.group) > self.max_group:
             return self.env.timeout(duration_s)

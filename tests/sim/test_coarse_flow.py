@@ -97,3 +97,44 @@ def test_coarse_and_fine_agree_where_pipeline_sends_contend_with_the_ring(ranks:
     assert coarse.end_s[ar] > 1.1 * a_coarse  # the sends do slow the ring down
     c, f = _makespans(shared, topo, fine_chunks=1)
     assert c == pytest.approx(f, rel=0.01)
+
+
+def _alone(topo, spec: CommSpec) -> float:
+    b = GraphBuilder()
+    b.add(TaskKind.COLLECTIVE, spec.group[0], "c", 1.0, comm=spec)
+    return simulate(b.build(), network_factory=lambda env: FlowComm(env, topo)).makespan_s
+
+
+@pytest.fixture(scope="module")
+def a100x2():
+    return load_system("dgx-a100", nodes=2)
+
+
+@pytest.mark.parametrize(
+    ("op", "nbytes", "ranks", "hand_us"),
+    [
+        # NCCL hwLat (tuning.cc): one Simple step over the network 9.6 us / over NVLink 3.4 us
+        ("sendrecv", 8.0, (0, 8), 9.6),
+        ("sendrecv", 8.0, (0, 1), 3.4),
+        # ring Simple across 2 servers, >= 64 KiB: plateau 1.9 x (base 8.4 + 2 network steps 9.6)
+        ("allreduce", 1e6, (0, 8), None),
+        # tree LL over 16 GPUs of 2 servers: 4.4 + 2 x (7 x 0.52 x 1.8 + log2(2) x 5.0)
+        ("allreduce", 8.0, tuple(range(16)), 4.4 + 2 * (7 * 0.52 * 1.8 + 5.0)),
+    ],
+)
+def test_step_simulation_counts_latency_once_as_the_closed_form(
+    a100x2, op, nbytes, ranks, hand_us
+) -> None:
+    """Issue 12 "latency counted once" in the flow replay: alone, a pipeline send, a multi-node
+    ring and a tree take exactly the closed form's time (before: sends paid the summed link
+    latencies, 1.0 us instead of 3.4 us inside a DGX A100; the ring missed the plateau factor on
+    NCCL's base latency, 7.56 us; the tree missed LL's 1.8x on intra-server steps)."""
+    g = a100x2.gpus
+    group = tuple(g[i] for i in ranks)
+    closed = CommCostModel(a100x2).collective(op, nbytes, group)
+    if hand_us is not None:
+        assert closed.time_s * 1e6 == pytest.approx(hand_us, rel=1e-3)
+    else:
+        assert closed.latency_s * 1e6 == pytest.approx(1.9 * (8.4 + 2 * 9.6), rel=1e-9)
+    spec = CommSpec(CollectiveOp(op), nbytes, group)
+    assert _alone(a100x2, spec) == pytest.approx(closed.time_s, rel=1e-4)
