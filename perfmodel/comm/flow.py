@@ -86,6 +86,12 @@ class FlowNetwork:
         The system.
     link_params
         Per-link-class overrides (as for :class:`~perfmodel.comm.model.CommCostModel`).
+    links
+        The directed links to use (default: built from ``topology`` and ``link_params``).
+    model
+        A :class:`~perfmodel.comm.model.CommCostModel` of the same system whose links and cached
+        group analyses (ring channels) the collectives reuse (default: a fresh one, built on
+        first use); its ``links`` take the place of ``links``/``link_params``.
 
     Examples
     --------
@@ -111,9 +117,12 @@ class FlowNetwork:
         link_params: LinkParams | None = None,
         *,
         links: DirectedLinks | None = None,
+        model: CommCostModel | None = None,
     ) -> None:
         self.env = env
         self.topology = topology
+        if model is not None:
+            links = model.links
         self.links = links if links is not None else DirectedLinks(topology, link_params)
         self.bytes_sent: dict[str, float] = defaultdict(float)
         self.bytes_received: dict[str, float] = defaultdict(float)
@@ -125,7 +134,7 @@ class FlowNetwork:
         self._last_t = env.now
         self._gen = 0
         self._pending = False
-        self._model: CommCostModel | None = None
+        self._model: CommCostModel | None = model
         self._send_alpha: dict[tuple[str, str], float] = {}
         self._paths: dict[
             tuple[str, str, tuple[str, ...] | None],
@@ -446,8 +455,7 @@ def simulate_collective(
 ) -> float:
     """Run one collective alone in a fresh environment; return its duration in seconds."""
     env = simpy.Environment()
-    net = FlowNetwork(env, model.topology, links=model.links)
-    net._model = model
+    net = FlowNetwork(env, model.topology, model=model)
     wire = 1.0
     if proto is not None and algo in (Algorithm.RING, Algorithm.TREE):
         wire = _wire_factor(model._analytic(op, message_bytes, members, algo), info, message_bytes)

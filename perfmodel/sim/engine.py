@@ -172,12 +172,7 @@ class FlowComm:
         self.max_group = max_group
         self.coarse = coarse
         self.chunks = chunks
-        if model is not None:
-            # share the analytic model's links and cached group analyses (rings, channels)
-            self.net = comm.FlowNetwork(env, topology, links=model.links)
-            self.net._model = model
-        else:
-            self.net = comm.FlowNetwork(env, topology, link_params=link_params)
+        self.net = comm.FlowNetwork(env, topology, link_params=link_params, model=model)
         self._run_collective = comm.run_collective
 
     def run(self, spec: CommSpec, duration_s: float) -> simpy.Event:
@@ -199,12 +194,8 @@ class FlowComm:
             return main
         if len(spec.group) > self.max_group:
             return self.env.timeout(duration_s)
-        run, net, kw = (
-            self._run_collective,
-            self.net,
-            {"coarse": self.coarse, "chunks": self.chunks},
-        )
-        main = run(net, spec.op, spec.message_bytes, spec.group, spec.algorithm, **kw)
+        run, kw = self._run_collective, {"coarse": self.coarse, "chunks": self.chunks}
+        main = run(self.net, spec.op, spec.message_bytes, spec.group, spec.algorithm, **kw)
         for g in spec.siblings:
-            run(net, spec.op, spec.message_bytes, g, spec.algorithm, **kw)
+            run(self.net, spec.op, spec.message_bytes, g, spec.algorithm, **kw)
         return main
