@@ -138,3 +138,23 @@ def test_step_simulation_counts_latency_once_as_the_closed_form(
         assert closed.latency_s * 1e6 == pytest.approx(1.9 * (8.4 + 2 * 9.6), rel=1e-9)
     spec = CommSpec(CollectiveOp(op), nbytes, group)
     assert _alone(a100x2, spec) == pytest.approx(closed.time_s, rel=1e-4)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "torus2d"])
+def test_coarse_ring_phases_of_every_ring_algorithm_are_exact_alone(a100x2, algorithm) -> None:
+    """A 64 MB all-reduce over the 16 GPUs of two DGX A100 alone: the coarse replay of the ring
+    (and of the ring phases of the hierarchical and 2D-torus algorithms) ends when the
+    chunk-by-chunk replay does."""
+    import simpy
+
+    from perfmodel.comm import FlowNetwork, run_collective
+
+    model = CommCostModel(a100x2)
+    ends = []
+    for coarse in (True, False):
+        env = simpy.Environment()
+        net = FlowNetwork(env, a100x2, model=model)
+        run_collective(net, "allreduce", 64e6, a100x2.gpus, algorithm, coarse=coarse)
+        env.run()
+        ends.append(env.now)
+    assert ends[0] == pytest.approx(ends[1], rel=1e-9)
