@@ -140,11 +140,11 @@ def test_step_simulation_counts_latency_once_as_the_closed_form(
     assert _alone(a100x2, spec) == pytest.approx(closed.time_s, rel=1e-4)
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "torus2d"])
+@pytest.mark.parametrize("algorithm", ["hierarchical", "torus2d"])
 def test_coarse_ring_phases_of_every_ring_algorithm_are_exact_alone(a100x2, algorithm) -> None:
-    """A 64 MB all-reduce over the 16 GPUs of two DGX A100 alone: the coarse replay of the ring
-    (and of the ring phases of the hierarchical and 2D-torus algorithms) ends when the
-    chunk-by-chunk replay does."""
+    """A 64 MB all-reduce over 4 GPUs of each of two DGX A100 alone: the coarse replay of the
+    ring phases of the hierarchical and 2D-torus algorithms ends when the chunk-by-chunk replay
+    does (plain rings: the tests above)."""
     import simpy
 
     from perfmodel.comm import FlowNetwork, run_collective
@@ -154,7 +154,8 @@ def test_coarse_ring_phases_of_every_ring_algorithm_are_exact_alone(a100x2, algo
     for coarse in (True, False):
         env = simpy.Environment()
         net = FlowNetwork(env, a100x2, model=model)
-        run_collective(net, "allreduce", 64e6, a100x2.gpus, algorithm, coarse=coarse)
+        group = a100x2.gpus[:4] + a100x2.gpus[8:12]
+        run_collective(net, "allreduce", 64e6, group, algorithm, coarse=coarse)
         env.run()
         ends.append(env.now)
     assert ends[0] == pytest.approx(ends[1], rel=1e-9)
