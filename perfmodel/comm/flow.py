@@ -366,7 +366,8 @@ def run_collective(
     algorithm
         ``ring``, ``tree``, ``direct``, ``p2p``, ``ps``, ``host``, ``halving_doubling``,
         ``hierarchical`` or ``torus2d`` (``auto`` = ``ring``, or ``direct``/``p2p`` where those
-        are the only choice).
+        are the only choice). An algorithm without a flow model (``nvls``, ``collnet``, chosen
+        by the tuner or named) takes its closed-form time and loads no link.
     protocol
         NCCL protocol whose per-step latency is paid. ``None`` (default): the algorithm
         (for ``auto``) and protocol NCCL's tuner would choose, with the protocol's bandwidth
@@ -402,8 +403,13 @@ def run_collective(
         # NCCL's choice (tuner approximation), as the simulated fidelity of CommCostModel uses
         ref = model._analytic(o, float(message_bytes), members, algo)
         algo, proto = ref.algorithm, ref.protocol or Protocol.SIMPLE
+        if algo not in _FLOW_ALGORITHMS:
+            return net.env.process(_closed_form(net, ref.time_s))
         if wire_factor == 1.0:
             wire_factor = _wire_factor(ref, info, float(message_bytes))
+    elif algo not in _FLOW_ALGORITHMS and algo is not Algorithm.AUTO and len(members) > 1:
+        ref = model._analytic(o, float(message_bytes), members, algo)
+        return net.env.process(_closed_form(net, ref.time_s))
     elif algo is Algorithm.AUTO:
         algo = {
             CollectiveOp.ALLTOALL: Algorithm.DIRECT,
@@ -422,6 +428,29 @@ def run_collective(
         coarse=coarse,
     )
     return net.env.process(gen)
+
+
+#: Algorithms with a flow model here. The others (NVLS and CollNet in-switch reductions, and any
+#: newer NCCL algorithm of the analytic model) take their closed-form time, as
+#: ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets the pace.
+_FLOW_ALGORITHMS = frozenset(
+    {
+        Algorithm.RING,
+        Algorithm.TREE,
+        Algorithm.P2P,
+        Algorithm.DIRECT,
+        Algorithm.PS,
+        Algorithm.HOST,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.HIERARCHICAL,
+        Algorithm.TORUS2D,
+    }
+)
+
+
+def _closed_form(net: FlowNetwork, time_s: float) -> Generator[simpy.Event, Any, None]:
+    """A collective without a flow model: its closed-form time, loading no link."""
+    yield net.env.timeout(time_s)
 
 
 def _wire_factor(ref: CommResult, info: GroupInfo, message_bytes: float) -> float:

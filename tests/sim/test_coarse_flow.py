@@ -159,3 +159,14 @@ def test_coarse_ring_phases_of_every_ring_algorithm_are_exact_alone(a100x2, algo
         env.run()
         ends.append(env.now)
     assert ends[0] == pytest.approx(ends[1], rel=1e-9)
+
+
+def test_in_switch_all_reduce_takes_its_closed_form_time_in_the_step_simulation() -> None:
+    """NCCL's tuner picks NVLS for a 256 MB all-reduce over the 8 GPUs of one DGX H100; it has no
+    flow model, so the step simulation charges its closed-form time (it raised "algorithm nvls
+    cannot be simulated", so every default ``predict`` of a data-parallel DGX H100 failed)."""
+    topo = load_system("dgx-h100")
+    closed = CommCostModel(topo).collective("allreduce", 256e6, topo.gpus)
+    assert closed.algorithm.value == "nvls"
+    spec = CommSpec(CollectiveOp.ALLREDUCE, 256e6, tuple(topo.gpus))
+    assert _alone(topo, spec) == pytest.approx(closed.time_s, rel=1e-12)
