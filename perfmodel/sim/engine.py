@@ -192,7 +192,8 @@ class FlowComm:
             for g in spec.siblings:
                 self.net.send(g[0], g[1], spec.message_bytes)
             return main
-        if len(spec.group) > self.max_group:
+        if len(spec.group) > self.max_group or not spec.message_bytes > 0:
+            # a zero-byte collective (e.g. expert gradients with nothing to reduce) moves nothing
             return self.env.timeout(duration_s)
         run, kw = self._run_collective, {"coarse": self.coarse, "chunks": self.chunks}
         main = run(self.net, spec.op, spec.message_bytes, spec.group, spec.algorithm, **kw)

@@ -170,3 +170,10 @@ def test_in_switch_all_reduce_takes_its_closed_form_time_in_the_step_simulation(
     assert closed.algorithm.value == "nvls"
     spec = CommSpec(CollectiveOp.ALLREDUCE, 256e6, tuple(topo.gpus))
     assert _alone(topo, spec) == pytest.approx(closed.time_s, rel=1e-12)
+
+
+def test_zero_byte_collective_moves_nothing(a100x2) -> None:
+    """A collective of 0 bytes (an expert-parallel MoE step lowers one) keeps its closed-form
+    duration; the flow replay raised "message size must be > 0 bytes"."""
+    spec = CommSpec(CollectiveOp.ALLREDUCE, 0.0, (a100x2.gpus[0], a100x2.gpus[8]))
+    assert _alone(a100x2, spec) == 1.0  # _alone's task duration
