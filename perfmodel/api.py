@@ -654,7 +654,9 @@ def _run(
     if fidelity is Fidelity.ANALYTIC:
         return evaluate(step.graph), "analytic"
     lp = costs.link_params
-    return simulate(step.graph, network_factory=lambda env: FlowComm(env, topo, lp)), "simulated"
+    return simulate(
+        step.graph, network_factory=lambda env: FlowComm(env, topo, lp, model=costs.comm)
+    ), "simulated"
 
 
 def _baseline_throughput(

@@ -16,9 +16,12 @@ run collectives and pipeline sends in the same environment and they contend on s
 - ``ring``: each of the model's ring channels carries its share of the data
   (proportional to its steady-state rate); every step of the ring is split into ``chunks``
   sub-chunks that are forwarded as soon as they arrive (pipelined), each step pays NCCL's
-  per-step latency. Above :data:`COARSE_RING_RANKS` ranks a channel is simulated as one flow
-  across all its links at once (the steady state of the pipelined ring) plus its per-step
-  latencies: this keeps a 1024-GPU all-reduce to seconds and still contends with other traffic.
+  per-step latency. With ``coarse=True`` (the training-step simulation's choice), and always
+  above :data:`COARSE_RING_RANKS` ranks, a channel is simulated as one flow across all its links
+  at once (the steady state of the pipelined ring) plus its per-step latencies: exact alone,
+  the fluid limit under contention, and its cost does not grow with steps or chunks.
+  Latency is counted once, as the closed form counts it (NCCL's base latency and per-step
+  ``hwLat``, with the ring plateau factor on both; point-to-point sends: :meth:`FlowNetwork.send`).
 - ``tree``: two complementary trees (each half the data) over the servers, a chain inside each
   server; chunked reduce up and broadcast down.
 - ``direct``/``p2p``/``ps``/``host``/``halving_doubling``/``hierarchical``/``torus2d``: their
@@ -83,6 +86,12 @@ class FlowNetwork:
         The system.
     link_params
         Per-link-class overrides (as for :class:`~perfmodel.comm.model.CommCostModel`).
+    links
+        The directed links to use (default: built from ``topology`` and ``link_params``).
+    model
+        A :class:`~perfmodel.comm.model.CommCostModel` of the same system whose links and cached
+        group analyses (ring channels) the collectives reuse (default: a fresh one, built on
+        first use); its ``links`` take the place of ``links``/``link_params``.
 
     Examples
     --------
@@ -108,9 +117,12 @@ class FlowNetwork:
         link_params: LinkParams | None = None,
         *,
         links: DirectedLinks | None = None,
+        model: CommCostModel | None = None,
     ) -> None:
         self.env = env
         self.topology = topology
+        if model is not None:
+            links = model.links
         self.links = links if links is not None else DirectedLinks(topology, link_params)
         self.bytes_sent: dict[str, float] = defaultdict(float)
         self.bytes_received: dict[str, float] = defaultdict(float)
@@ -122,7 +134,12 @@ class FlowNetwork:
         self._last_t = env.now
         self._gen = 0
         self._pending = False
-        self._model: CommCostModel | None = None
+        self._model: CommCostModel | None = model
+        self._send_alpha: dict[tuple[str, str], float] = {}
+        self._paths: dict[
+            tuple[str, str, tuple[str, ...] | None],
+            tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float],
+        ] = {}
 
     # ------------------------------------------------------------------ public
     def transfer(
@@ -147,6 +164,36 @@ class FlowNetwork:
             raise ConfigError(
                 f"transfer size must be >= 0, got {nbytes!r}", value=nbytes, where="nbytes"
             )
+        edges, uniq, counts, path_latency = self._path(src, dst, path)
+        latency = path_latency if latency_s is None else float(latency_s)
+        link_bytes = self.link_bytes
+        for e in edges:
+            link_bytes[e] += nbytes
+        return self._start(uniq, counts, nbytes, latency, ((src, dst, nbytes),))
+
+    def send(self, src: str, dst: str, nbytes: float) -> simpy.Event:
+        """A point-to-point send (a pipeline send) on its default route, with latency counted
+        once as the closed form counts it (``CommCostModel`` ``p2p``, issue 12): NCCL's per-step
+        Simple latency of the route's transport plus what that does not contain
+        (:meth:`DirectedLinks.extra_latency`), added on delivery, instead of the summed link
+        latencies of :meth:`transfer`. Uncontended it takes ``alpha + nbytes / rate``, the
+        closed form's time."""
+        alpha = self._send_alpha.get((src, dst))
+        if alpha is None:
+            self._path(src, dst, None)  # validates the endpoints
+            route = self.links.p2p_route(src, dst)
+            alpha = self._send_alpha[(src, dst)] = _p2p_alpha_s(self.links, route, Protocol.SIMPLE)
+        return self.transfer(src, dst, nbytes, latency_s=alpha)
+
+    def _path(
+        self, src: str, dst: str, path: Sequence[str] | None
+    ) -> tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float]:
+        """(directed edges, distinct edge ids, multiplicity per id, path latency in s) of a
+        transfer's route, validated and cached per (source, destination, path)."""
+        key = (src, dst, None if path is None else tuple(path))
+        hit = self._paths.get(key)
+        if hit is not None:
+            return hit
         for node in (src, dst):
             if node not in self.topology.graph:
                 raise ConfigError(
@@ -158,14 +205,13 @@ class FlowNetwork:
         if p[0] != src or p[-1] != dst:
             raise ConfigError(f"path {p} does not go from {src} to {dst}", value=p, where="path")
         ids = self.links.path_ids(p)
-        latency = self.links.path_latency(p) if latency_s is None else float(latency_s)
         if ids:
             uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         else:
             uniq, counts = np.zeros(0, dtype=np.int64), np.zeros(0)
-        for e in ids:
-            self.link_bytes[self.links.edges[e]] += nbytes
-        return self._start(uniq, counts.astype(float), nbytes, latency, ((src, dst, nbytes),))
+        edges = tuple(self.links.edges[e] for e in ids)
+        hit = self._paths[key] = (edges, uniq, counts.astype(float), self.links.path_latency(p))
+        return hit
 
     def transfer_multi(
         self,
@@ -243,7 +289,7 @@ class FlowNetwork:
         if not self._flows:
             return
         flows = list(self._flows.values())
-        fi = np.concatenate([np.full(f.edges.size, i, dtype=np.int64) for i, f in enumerate(flows)])
+        fi = np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows])
         ei = np.concatenate([f.edges for f in flows])
         mu = np.concatenate([f.mult for f in flows])
         rates = maxmin_rates(fi, ei, mu, self.links.capacity_Bps, len(flows))
@@ -307,6 +353,7 @@ def run_collective(
     protocol: Protocol | str | None = None,
     chunks: int = 4,
     wire_factor: float = 1.0,
+    coarse: bool = False,
 ) -> simpy.Process:
     """Start collective ``op`` on ``net`` as a SimPy process (completes when the collective does).
 
@@ -319,7 +366,8 @@ def run_collective(
     algorithm
         ``ring``, ``tree``, ``direct``, ``p2p``, ``ps``, ``host``, ``halving_doubling``,
         ``hierarchical`` or ``torus2d`` (``auto`` = ``ring``, or ``direct``/``p2p`` where those
-        are the only choice).
+        are the only choice). An algorithm without a flow model (``nvls``, ``collnet``, chosen
+        by the tuner or named) takes its closed-form time and loads no link.
     protocol
         NCCL protocol whose per-step latency is paid. ``None`` (default): the algorithm
         (for ``auto``) and protocol NCCL's tuner would choose, with the protocol's bandwidth
@@ -328,6 +376,13 @@ def run_collective(
         Sub-chunks per ring step / pipeline chunks of a chain or tree.
     wire_factor
         Bytes on the wire per payload byte (>= 1: protocol overhead such as LL's flags).
+    coarse
+        Replay each ring channel of an all-reduce, reduce-scatter or all-gather (also inside the
+        hierarchical and 2D-torus algorithms) as one flow over all its links carrying the
+        channel's bytes per link, after its per-step latencies (:func:`_ring_coarse`), instead
+        of chunk by chunk. Exact where nothing else uses the channel's links (it is then the
+        closed form); under contention it is the fluid limit of the pipelined ring (see
+        docs/design.md, "Coarsening"). Its cost does not grow with ring steps or chunks.
     """
 
     o = op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
@@ -348,17 +403,54 @@ def run_collective(
         # NCCL's choice (tuner approximation), as the simulated fidelity of CommCostModel uses
         ref = model._analytic(o, float(message_bytes), members, algo)
         algo, proto = ref.algorithm, ref.protocol or Protocol.SIMPLE
+        if algo not in _FLOW_ALGORITHMS:
+            return net.env.process(_closed_form(net, ref.time_s))
         if wire_factor == 1.0:
             wire_factor = _wire_factor(ref, info, float(message_bytes))
+    elif algo not in _FLOW_ALGORITHMS and algo is not Algorithm.AUTO and len(members) > 1:
+        ref = model._analytic(o, float(message_bytes), members, algo)
+        return net.env.process(_closed_form(net, ref.time_s))
     elif algo is Algorithm.AUTO:
         algo = {
             CollectiveOp.ALLTOALL: Algorithm.DIRECT,
             CollectiveOp.SENDRECV: Algorithm.P2P,
         }.get(o, Algorithm.RING)
     gen = _collective_gen(
-        net, model, info, o, float(message_bytes), algo, proto, max(1, int(chunks)), wire_factor
+        net,
+        model,
+        info,
+        o,
+        float(message_bytes),
+        algo,
+        proto,
+        max(1, int(chunks)),
+        wire_factor,
+        coarse=coarse,
     )
     return net.env.process(gen)
+
+
+#: Algorithms with a flow model here. The others (NVLS and CollNet in-switch reductions, and any
+#: newer NCCL algorithm of the analytic model) take their closed-form time, as
+#: ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets the pace.
+_FLOW_ALGORITHMS = frozenset(
+    {
+        Algorithm.RING,
+        Algorithm.TREE,
+        Algorithm.P2P,
+        Algorithm.DIRECT,
+        Algorithm.PS,
+        Algorithm.HOST,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.HIERARCHICAL,
+        Algorithm.TORUS2D,
+    }
+)
+
+
+def _closed_form(net: FlowNetwork, time_s: float) -> Generator[simpy.Event, Any, None]:
+    """A collective without a flow model: its closed-form time, loading no link."""
+    yield net.env.timeout(time_s)
 
 
 def _wire_factor(ref: CommResult, info: GroupInfo, message_bytes: float) -> float:
@@ -392,8 +484,7 @@ def simulate_collective(
 ) -> float:
     """Run one collective alone in a fresh environment; return its duration in seconds."""
     env = simpy.Environment()
-    net = FlowNetwork(env, model.topology, links=model.links)
-    net._model = model
+    net = FlowNetwork(env, model.topology, model=model)
     wire = 1.0
     if proto is not None and algo in (Algorithm.RING, Algorithm.TREE):
         wire = _wire_factor(model._analytic(op, message_bytes, members, algo), info, message_bytes)
@@ -406,8 +497,23 @@ def simulate_collective(
 
 
 def _step_latency(info: GroupInfo, algo: str, proto: Protocol, cross: bool) -> float:
-    hw = HwClass.NET if cross else info.intra_class
-    return P.NCCL_STEP_LATENCY_S[(hw, algo, proto)]
+    """NCCL's per-step latency (``hwLat``) of one hop inside a server (``cross=False``) or across
+    servers; an intra-server LL step costs 1.8x once the group spans servers (NCCL 2.7+
+    ``src/graph/tuning.cc``: ``if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8``, as the
+    closed form charges it)."""
+    if cross:
+        return P.NCCL_STEP_LATENCY_S[(HwClass.NET, algo, proto)]
+    ll_multi = 1.8 if info.nodes > 1 and proto is Protocol.LL else 1.0
+    return P.NCCL_STEP_LATENCY_S[(info.intra_class, algo, proto)] * ll_multi
+
+
+def _ring_plateau(info: GroupInfo, op: CollectiveOp, n: int, m: float, proto: Protocol) -> float:
+    """NCCL's ring plateau factor on the whole latency (base and steps): multi-node Simple
+    all-reduce of at least ``n / 16 x 64 KiB`` (tuning.cc; as the closed form), else 1."""
+    if proto is Protocol.SIMPLE and info.nodes > 1 and op is CollectiveOp.ALLREDUCE:
+        if m >= n / 16.0 * 65536:
+            return P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+    return 1.0
 
 
 def _collective_gen(
@@ -420,22 +526,27 @@ def _collective_gen(
     proto: Protocol,
     chunks: int,
     wire: float,
+    *,
+    coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     env = net.env
     if info.n < 2:
         return
     if algo is Algorithm.RING:
-        yield env.timeout(P.NCCL_BASE_LATENCY_S[("ring", proto)])
+        ranks = info.gpus or info.members
+        base = P.NCCL_BASE_LATENCY_S[("ring", proto)]
+        yield env.timeout(base * _ring_plateau(info, op, len(ranks), m, proto))
         yield from _ring(
             net,
             model,
             info,
-            info.members if not info.gpus else info.gpus,
+            ranks,
             op,
             m,
             proto,
             chunks,
             wire,
+            coarse=coarse,
         )
     elif algo is Algorithm.TREE:
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
@@ -505,15 +616,15 @@ def _collective_gen(
         local = max(len(p) for p in parts)
         if local > 1:
             yield from _concurrent_rings(
-                net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks
+                net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
             )
         cols = [[p[j] for p in parts if j < len(p)] for j in range(local)]
         yield from _concurrent_rings(
-            net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks
+            net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks, coarse=coarse
         )
         if local > 1:
             yield from _concurrent_rings(
-                net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks
+                net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
             )
     elif algo is Algorithm.TORUS2D:
         from perfmodel.comm.model import _near_square_factor
@@ -528,15 +639,23 @@ def _collective_gen(
         cols = [[r[j] for r in rows] for j in range(cols_n)]
         if cols_n > 1:
             yield from _concurrent_rings(
-                net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks
+                net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
             )
         if len(rows) > 1:
             yield from _concurrent_rings(
-                net, model, info, cols, CollectiveOp.ALLREDUCE, m / cols_n, proto, chunks
+                net,
+                model,
+                info,
+                cols,
+                CollectiveOp.ALLREDUCE,
+                m / cols_n,
+                proto,
+                chunks,
+                coarse=coarse,
             )
         if cols_n > 1:
             yield from _concurrent_rings(
-                net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks
+                net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
             )
     else:  # pragma: no cover - guarded by the model
         raise ConfigError(
@@ -552,12 +671,21 @@ def _phase(
 
     def one(src: str, dst: str, nb: float) -> Generator[simpy.Event, Any, None]:
         path = net.links.p2p_route(src, dst)
-        yield env.timeout(P.NCCL_STEP_LATENCY_S[(net.links.hw_class(path), "ring", proto)])
-        yield net.transfer(src, dst, nb, path=path, latency_s=net.links.extra_latency(path))
+        extra = net.links.extra_latency(path)
+        yield env.timeout(_p2p_alpha_s(net.links, path, proto) - extra)
+        yield net.transfer(src, dst, nb, path=path, latency_s=extra)
 
     procs = [env.process(one(s, d, b)) for s, d, b in transfers if s != d]
     if procs:
         yield env.all_of(procs)
+
+
+def _p2p_alpha_s(links: DirectedLinks, path: Sequence[str], proto: Protocol) -> float:
+    """Latency (s) of one point-to-point transfer along ``path``: NCCL's per-step latency of the
+    route's transport for ``proto`` (``hwLat``, NCCL 2.7+ ``src/graph/tuning.cc``) plus what it
+    does not contain (:meth:`DirectedLinks.extra_latency`, e.g. TCP sockets). The closed form
+    (``CommCostModel._flows_time``) charges the same for Simple."""
+    return P.NCCL_STEP_LATENCY_S[(links.hw_class(path), "ring", proto)] + links.extra_latency(path)
 
 
 def _ring_steps(op: CollectiveOp, n: int) -> int:
@@ -579,6 +707,8 @@ def _ring(
     chunks: int,
     wire: float,
     channels: Sequence[Channel] | None = None,
+    *,
+    coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     env = net.env
     chans = (
@@ -605,7 +735,9 @@ def _ring(
     procs = []
     for ch, share in zip(chans, shares):
         m_c = m * share
-        if n > COARSE_RING_RANKS:
+        if n > COARSE_RING_RANKS or (
+            coarse and op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE)
+        ):
             procs.append(env.process(_ring_coarse(net, info, ch, op, m_c, proto, wire, m)))
         elif op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             procs.append(env.process(_chain(net, info, ch, op, m_c, proto, chunks, wire)))
@@ -661,20 +793,11 @@ def _ring_step_latency(
     steps = _ring_steps(op, n)
     inter = 2 * (nodes - 1) if op is CollectiveOp.ALLREDUCE else nodes - 1
     inter = min(inter, steps)
-    intra_l = _step_latency(info, "ring", proto, False) * (
-        1.8 if nodes > 1 and proto is Protocol.LL else 1.0
-    )
+    intra_l = _step_latency(info, "ring", proto, False)
     total = (steps - inter) * intra_l + inter * _step_latency(info, "ring", proto, True)
     ll_multi = 1.8 if nodes > 1 and proto is Protocol.LL else 1.0
     total += (steps - inter) * info.alpha_intra_s * ll_multi + inter * info.alpha_inter_s
-    if (
-        proto is Protocol.SIMPLE
-        and nodes > 1
-        and op is CollectiveOp.ALLREDUCE
-        and m >= n / 16.0 * 65536
-    ):
-        total *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
-    return total / steps
+    return total * _ring_plateau(info, op, n, m, proto) / steps
 
 
 def _ring_coarse(
@@ -699,8 +822,10 @@ def _ring_coarse(
         per_rank = steps * m_c / n
         nbytes = per_rank * wire
     acct = tuple((h[0], h[-1], per_rank) for h in ch.hops)
-    yield net.env.timeout(steps * lat_step)
-    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=0.0)
+    # the first step's latency before the bytes move (the links are busy from then on, as in
+    # the step-by-step replay), the other steps' latencies on delivery
+    yield net.env.timeout(lat_step)
+    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=(steps - 1) * lat_step)
 
 
 def _chain(
@@ -813,20 +938,24 @@ def _tree(
                             yield env.timeout(_step_latency(info, "tree", proto, cross))
                         up = channel_route(links, x, par, _ci)
                         yield net.transfer(
-                            x, par, _piece, path=up, latency_s=links.extra_latency(up)
+                            x,
+                            par,
+                            _piece,
+                            path=up,
+                            latency_s=links.extra_latency(up) if k == 0 else 0.0,
                         )
                     _u[(x, k)].succeed()
                 for k in range(_k):
                     yield _u[(x, k)] if par is None else _d[(x, k)]
                     sends = []
                     for y in _c[x]:
-                        cross = topo.server_of(x) != topo.server_of(y)
-                        if k == 0:
-                            yield env.timeout(_step_latency(info, "tree", proto, cross))
                         down = channel_route(links, x, y, _ci)
-                        e = net.transfer(
-                            x, y, _piece, path=down, latency_s=links.extra_latency(down)
-                        )
+                        lat = 0.0
+                        if k == 0:  # one step latency per child, all children at once
+                            cross = topo.server_of(x) != topo.server_of(y)
+                            lat = _step_latency(info, "tree", proto, cross)
+                            lat += links.extra_latency(down)
+                        e = net.transfer(x, y, _piece, path=down, latency_s=lat)
                         e.callbacks.append(lambda _e, _y=y, _kk=k: _d[(_y, _kk)].succeed())
                         sends.append(e)
                     if sends:
@@ -855,6 +984,8 @@ def _concurrent_rings(
     m: float,
     proto: Protocol,
     chunks: int,
+    *,
+    coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     env = net.env
     procs = []
@@ -863,7 +994,11 @@ def _concurrent_rings(
             continue
         chans = build_channels(net.links, grp)
         procs.append(
-            env.process(_ring(net, model, info, grp, op, m, proto, chunks, 1.0, channels=chans))
+            env.process(
+                _ring(
+                    net, model, info, grp, op, m, proto, chunks, 1.0, channels=chans, coarse=coarse
+                )
+            )
         )
     if procs:
         yield env.all_of(procs)

@@ -57,7 +57,15 @@ def maxmin_rates(
     has_entry[flow_idx] = True
     rate[~has_entry] = np.inf
     active = has_entry.copy()
-    remaining = np.asarray(capacity_Bps, dtype=float).copy()
+    remaining = np.asarray(capacity_Bps, dtype=float)
+    if remaining.size > edge_idx.size:
+        # Work on the resources the flows cross only, so the cost follows the flows, not the
+        # links of the system (a 16,384-GPU cluster has ~10^5 directed links, a few sends cross
+        # dozens); with more entries than resources the sort would cost more than it saves.
+        used, edge_idx = np.unique(edge_idx, return_inverse=True)
+        remaining = remaining[used]
+    else:
+        remaining = remaining.copy()
     n_edges = remaining.shape[0]
     tol = _TOL * np.maximum(remaining, 1.0)
     while active.any():
