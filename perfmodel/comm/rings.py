@@ -24,7 +24,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from perfmodel.comm.params import HwClass, LinkParams
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
-from perfmodel.topology.routing import path_edges, route
+from perfmodel.topology.routing import route
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
 
 #: NCCL's MAXCHANNELS (src/include/device.h): at most 32 rings.
@@ -55,76 +55,130 @@ class DirectedLinks:
     ``capacity_Bps[i]`` is the effective bandwidth (raw x efficiency) of directed edge
     ``edges[i]``, or ``count x LinkParams.bandwidth_Bps`` where a link class is overridden;
     ``alpha_s[i]`` is its latency (or the override). Read-only after construction.
+
+    Every table is built on first use (issue 14, cold start and cluster size): a caller that
+    only asks whether GPUs use host memory (:func:`perfmodel.comm.model.shm_note`) reads the GPU
+    nodes, not the 184,336 directed links of a 16,384-GPU cluster.
     """
 
     def __init__(self, topology: Topology, link_params: LinkParams | None = None) -> None:
         self.topology = topology
         self.link_params = link_params or LinkParams()
-        g = topology.graph
-        edges: list[tuple[str, str]] = []
-        cap: list[float] = []
-        alpha: list[float] = []
-        extra: list[float] = []
-        units: list[int] = []
-        fam: list[LinkFamily] = []
-        for u, v, d in g.edges(data=True):
-            over = self.link_params.lookup(d["tech"], d["family"])
-            count = int(d["count"])
-            bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
-            lat = float(d["latency_s"])
-            socket = _is_socket(d["tech"])
-            if over is not None:
-                if over.bandwidth_Bps is not None:
-                    bw = over.bandwidth_Bps * count
-                if over.alpha_s is not None:
-                    lat = over.alpha_s
-                    socket = True  # a calibrated latency is charged as given
-            for a, b in ((u, v), (v, u)):
-                edges.append((a, b))
-                cap.append(bw)
-                alpha.append(lat)
-                extra.append(lat if socket else 0.0)
-                units.append(count)
-                fam.append(d["family"])
-        self.edges: tuple[tuple[str, str], ...] = tuple(edges)
-        self.index: dict[tuple[str, str], int] = {e: i for i, e in enumerate(edges)}
-        self.capacity_Bps = np.asarray(cap, dtype=float)
-        self.alpha_s = np.asarray(alpha, dtype=float)
-        self.units = np.asarray(units, dtype=np.int64)
-        self.family: tuple[LinkFamily, ...] = tuple(fam)
-        by_server: dict[int, set[str]] = {}
-        for node, d in g.nodes(data=True):
-            by_server.setdefault(int(d["server"]), set()).add(node)
-        self.server_nodes: dict[int, frozenset[str]] = {
-            k: frozenset(v) for k, v in by_server.items()
-        }
         self._routes: dict[tuple[str, str], tuple[str, ...]] = {}
         self._gpu_nic: dict[str, str | None] = {}
-        # Plain-Python views for the path searches (hot loops).
-        self.adjacency: dict[str, tuple[str, ...]] = {n: tuple(g.neighbors(n)) for n in g.nodes}
-        self.transit: frozenset[str] = frozenset(
-            n for n, d in g.nodes(data=True) if d["kind"] in TRANSIT_KINDS
-        )
-        self.rank: dict[str, int] = {n: i for i, n in enumerate(sorted(g.nodes, key=str))}
-        self.capacity_list: list[float] = self.capacity_Bps.tolist()
-        self.unit_capacity_list: list[float] = (self.capacity_Bps / self.units).tolist()
-        self.alpha_list: list[float] = self.alpha_s.tolist()
-        self.extra_alpha_s = np.asarray(extra, dtype=float)
-        self.server: dict[str, int] = {n: int(d["server"]) for n, d in g.nodes(data=True)}
-        self.local_id: dict[str, str] = {n: str(d["local_id"]) for n, d in g.nodes(data=True)}
-        self.by_local: dict[int, dict[str, str]] = {}
-        for n, srv in self.server.items():
-            self.by_local.setdefault(srv, {})[self.local_id[n]] = n
-        self.no_p2p: frozenset[str] = frozenset(
-            n for n in topology.gpus if not topology.p2p_capable(n)
-        )
-        self.p2p_denied: dict[str, frozenset[str]] = {
-            n: frozenset(g.nodes[n]["p2p_denied"])
-            for n in topology.gpus
-            if g.nodes[n].get("p2p_denied")
-        }
         self._shm: dict[tuple[str, str], str | None] = {}
-        self._gpu_set: frozenset[str] = frozenset(topology.gpus)
+        self._ids: dict[tuple[str, ...], tuple[int, ...]] = {}
+
+    # ------------------------------------------------------------------ link tables (lazy)
+    @cached_property
+    def _table(self) -> _EdgeTable:
+        return _edge_table(self.topology, self.link_params)
+
+    @property
+    def edges(self) -> tuple[tuple[str, str], ...]:
+        """Directed edges ``(u, v)``; both directions of graph edge ``k`` are ids ``2k, 2k+1``."""
+        return self._table.edges
+
+    @property
+    def index(self) -> dict[tuple[str, str], int]:
+        """Directed edge -> its id."""
+        return self._table.index
+
+    @property
+    def capacity_Bps(self) -> np.ndarray:
+        return self._table.capacity_Bps
+
+    @property
+    def alpha_s(self) -> np.ndarray:
+        return self._table.alpha_s
+
+    @property
+    def extra_alpha_s(self) -> np.ndarray:
+        return self._table.extra_alpha_s
+
+    @property
+    def units(self) -> np.ndarray:
+        return self._table.units
+
+    @property
+    def family(self) -> tuple[LinkFamily, ...]:
+        return self._table.family
+
+    # Plain-Python views for the path searches (hot loops).
+    @cached_property
+    def capacity_list(self) -> list[float]:
+        return self.capacity_Bps.tolist()
+
+    @cached_property
+    def unit_capacity_list(self) -> list[float]:
+        return (self.capacity_Bps / self.units).tolist()
+
+    @cached_property
+    def alpha_list(self) -> list[float]:
+        return self.alpha_s.tolist()
+
+    # ------------------------------------------------------------------ node tables (lazy)
+    @cached_property
+    def server(self) -> dict[str, int]:
+        """Node -> server index (``-1``: fabric)."""
+        return {n: int(d["server"]) for n, d in self.topology.graph.nodes(data=True)}
+
+    @cached_property
+    def local_id(self) -> dict[str, str]:
+        return {n: str(d["local_id"]) for n, d in self.topology.graph.nodes(data=True)}
+
+    @cached_property
+    def server_nodes(self) -> dict[int, frozenset[str]]:
+        by_server: dict[int, set[str]] = {}
+        for node, srv in self.server.items():
+            by_server.setdefault(srv, set()).add(node)
+        return {k: frozenset(v) for k, v in by_server.items()}
+
+    @cached_property
+    def by_local(self) -> dict[int, dict[str, str]]:
+        out: dict[int, dict[str, str]] = {}
+        lid = self.local_id
+        for n, srv in self.server.items():
+            out.setdefault(srv, {})[lid[n]] = n
+        return out
+
+    @cached_property
+    def adjacency(self) -> dict[str, tuple[str, ...]]:
+        adj = self.topology.graph.adj
+        return {n: tuple(nbrs) for n, nbrs in adj.items()}
+
+    @cached_property
+    def adjacency_set(self) -> dict[str, frozenset[str]]:
+        """Node -> its neighbours as a set (intersected with a search's allowed nodes)."""
+        return {n: frozenset(nbrs) for n, nbrs in self.adjacency.items()}
+
+    @cached_property
+    def transit(self) -> frozenset[str]:
+        return frozenset(
+            n for n, d in self.topology.graph.nodes(data=True) if d["kind"] in TRANSIT_KINDS
+        )
+
+    @cached_property
+    def rank(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(sorted(self.topology.graph.nodes, key=str))}
+
+    @cached_property
+    def no_p2p(self) -> frozenset[str]:
+        topology = self.topology
+        return frozenset(n for n in topology.gpus if not topology.p2p_capable(n))
+
+    @cached_property
+    def p2p_denied(self) -> dict[str, frozenset[str]]:
+        nodes = self.topology.graph.nodes
+        return {
+            n: frozenset(nodes[n]["p2p_denied"])
+            for n in self.topology.gpus
+            if nodes[n].get("p2p_denied")
+        }
+
+    @cached_property
+    def _gpu_set(self) -> frozenset[str]:
+        return frozenset(self.topology.gpus)
 
     def shm_cpu(self, src: str, dst: str) -> str | None:
         """The CPU whose memory stages traffic ``src -> dst``, or ``None`` when the pair talks
@@ -252,8 +306,14 @@ class DirectedLinks:
         return path
 
     def path_ids(self, path: Sequence[str]) -> list[int]:
-        """Indices of the directed edges of a node path."""
-        return [self.index[e] for e in path_edges(tuple(path))]
+        """Indices of the directed edges of a node path (memoised per path: the hops of a
+        16,384-rank ring are asked for their links, latency and class)."""
+        key = path if type(path) is tuple else tuple(path)
+        hit = self._ids.get(key)
+        if hit is None:
+            succ = self._table.succ
+            hit = self._ids[key] = tuple([succ[a][b] for a, b in itertools.pairwise(key)])
+        return list(hit)
 
     def path_latency(self, path: Sequence[str]) -> float:
         """Sum of the latencies (s) along a node path."""
@@ -286,6 +346,72 @@ class DirectedLinks:
         if fams and fams <= _NVLINK_FAMILIES:
             return HwClass.NVLINK
         return HwClass.PCI
+
+
+@dataclass(frozen=True)
+class _EdgeTable:
+    """The directed links of a topology as arrays (see :class:`DirectedLinks`)."""
+
+    edges: tuple[tuple[str, str], ...]
+    index: dict[tuple[str, str], int]
+    succ: dict[str, dict[str, int]]
+    capacity_Bps: np.ndarray
+    alpha_s: np.ndarray
+    extra_alpha_s: np.ndarray
+    units: np.ndarray
+    family: tuple[LinkFamily, ...]
+
+
+def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
+    """Both directions of every graph edge, in graph edge order (``u -> v`` then ``v -> u``).
+
+    Per link: effective bandwidth ``bandwidth_Bps x efficiency`` (or ``count x`` the class
+    override), latency ``latency_s`` (or the override), the latency NCCL's tables do not contain
+    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Edges of one
+    technology share their override lookup."""
+    edges: list[tuple[str, str]] = []
+    cap: list[float] = []
+    alpha: list[float] = []
+    extra: list[float] = []
+    units: list[int] = []
+    fam: list[LinkFamily] = []
+    succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
+    overrides: dict[tuple[str, Any], Any] = {}
+    for u, v, d in topology.graph.edges(data=True):
+        tech, family = d["tech"], d["family"]
+        okey = (tech, family)
+        if okey not in overrides:
+            overrides[okey] = link_params.lookup(tech, family)
+        over = overrides[okey]
+        count = int(d["count"])
+        bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
+        lat = float(d["latency_s"])
+        socket = _is_socket(tech)
+        if over is not None:
+            if over.bandwidth_Bps is not None:
+                bw = over.bandwidth_Bps * count
+            if over.alpha_s is not None:
+                lat = over.alpha_s
+                socket = True  # a calibrated latency is charged as given
+        x = lat if socket else 0.0
+        succ[u][v] = len(edges)
+        succ[v][u] = len(edges) + 1
+        edges += ((u, v), (v, u))
+        cap += (bw, bw)
+        alpha += (lat, lat)
+        extra += (x, x)
+        units += (count, count)
+        fam += (family, family)
+    return _EdgeTable(
+        edges=tuple(edges),
+        index={e: i for i, e in enumerate(edges)},
+        succ=succ,
+        capacity_Bps=np.asarray(cap, dtype=float),
+        alpha_s=np.asarray(alpha, dtype=float),
+        extra_alpha_s=np.asarray(extra, dtype=float),
+        units=np.asarray(units, dtype=np.int64),
+        family=tuple(fam),
+    )
 
 
 @dataclass(frozen=True)
@@ -369,8 +495,9 @@ def _min_hop_widest(
                 return None
             return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
     adj = links.adjacency
+    adj_set = links.adjacency_set
     transit = links.transit
-    index = links.index
+    succ = links._table.succ
     dist = {dst: 0}
     q = deque([dst])
     while q:
@@ -380,13 +507,11 @@ def _min_hop_widest(
         if u == src:
             break
         du = dist[u] + 1
-        nbrs = adj[u]
-        if allowed is not None and len(allowed) < len(nbrs):
-            # a switch of a large cluster: scan the few allowed nodes, not its thousands of
-            # ports (BFS distances, hence the result, do not depend on the scan order)
-            nbrs = [v for v in allowed if (u, v) in index]
-        for v in nbrs:
-            if v in dist or (allowed is not None and v not in allowed):
+        # Only the allowed neighbours: the set intersection scans the smaller side (a switch
+        # of a large cluster has thousands of ports; BFS distances, hence the result, do not
+        # depend on the scan order).
+        for v in adj[u] if allowed is None else adj_set[u] & allowed:
+            if v in dist:
                 continue
             dist[v] = du
             q.append(v)
@@ -408,12 +533,13 @@ def _min_hop_widest(
         du = dist[u] - 1
         cand: tuple[Any, tuple[int, float, str], float] | None = None
         nbrs = adj[u]
+        out = succ[u]
         if len(best) < len(nbrs):  # as above; the key's rank term makes the best unique
-            nbrs = [v for v in best if (u, v) in index]
+            nbrs = adj_set[u].intersection(best)
         for v in nbrs:
             if dist.get(v, -1) != du or v not in best:
                 continue
-            i = index[(u, v)]
+            i = out[v]
             bu, bw, _ = best[v]
             if per_unit:
                 assert res is not None
@@ -440,11 +566,6 @@ def _min_hop_widest(
     return units, unit_bw, tuple(path)
 
 
-def _server_nodes(topology: Topology, server: int) -> frozenset[str]:
-    g = topology.graph
-    return frozenset(n for n, d in g.nodes(data=True) if d["server"] == server)
-
-
 def pack_rings(
     links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
 ) -> tuple[Channel, ...]:
@@ -455,9 +576,8 @@ def pack_rings(
     n = len(members)
     if n < 2:
         return ()
-    topo = links.topology
-    servers = {topo.server_of(m) for m in members}
-    allowed = _server_nodes(topo, next(iter(servers))) if len(servers) == 1 else None
+    servers = {links.server[m] for m in members}
+    allowed = links.server_nodes[next(iter(servers))] if len(servers) == 1 else None
     residual = links.units.astype(float).copy()
     channels: list[Channel] = []
     first_bw: float | None = None
@@ -475,7 +595,9 @@ def pack_rings(
                 res = _min_hop_widest(links, res_list, a, b, allowed)
                 if res is None:
                     raise ConfigError(
-                        f"no route from {a} to {b} in {topo.name}", value=(a, b), where="group"
+                        f"no route from {a} to {b} in {links.topology.name}",
+                        value=(a, b),
+                        where="group",
                     )
                 units, unit_bw, path = res
                 if units >= 1:
@@ -516,7 +638,7 @@ def pack_rings(
 def _allocate(
     links: DirectedLinks, residual: np.ndarray, ring: Sequence[str], allowed: frozenset[str] | None
 ) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]] | None:
-    trial = residual.copy()
+    trial = residual.tolist()  # a plain list: the search reads it per hop
     hops: list[tuple[str, ...]] = []
     n = len(ring)
     for i in range(n):
@@ -526,7 +648,7 @@ def _allocate(
         hops.append(res[2])
         for e in links.path_ids(res[2]):
             trial[e] -= 1
-    return trial, tuple(hops)
+    return np.asarray(trial, dtype=residual.dtype), tuple(hops)
 
 
 def _finish(
