@@ -114,6 +114,11 @@ class DirectedLinks:
         return (self.capacity_Bps / self.units).tolist()
 
     @cached_property
+    def unit_count_list(self) -> list[float]:
+        """Link units per directed edge, as floats (the ring packing's starting residual)."""
+        return self.units.astype(float).tolist()
+
+    @cached_property
     def alpha_list(self) -> list[float]:
         return self.alpha_s.tolist()
 
@@ -578,7 +583,8 @@ def pack_rings(
         return ()
     servers = {links.server[m] for m in members}
     allowed = links.server_nodes[next(iter(servers))] if len(servers) == 1 else None
-    residual = links.units.astype(float).copy()
+    # residual link units as a plain list (read per hop by the search, copied per ring)
+    residual: list[float] = list(links.unit_count_list)
     channels: list[Channel] = []
     first_bw: float | None = None
     idx = {m: i for i, m in enumerate(members)}
@@ -587,12 +593,11 @@ def pack_rings(
         w = np.zeros((n, n))
         h = np.full((n, n), 1 << 20, dtype=np.int64)
         u = np.zeros((n, n))
-        res_list = residual.tolist()
         for a in members:
             for b in members:
                 if a == b:
                     continue
-                res = _min_hop_widest(links, res_list, a, b, allowed)
+                res = _min_hop_widest(links, residual, a, b, allowed)
                 if res is None:
                     raise ConfigError(
                         f"no route from {a} to {b} in {links.topology.name}",
@@ -636,9 +641,9 @@ def pack_rings(
 
 
 def _allocate(
-    links: DirectedLinks, residual: np.ndarray, ring: Sequence[str], allowed: frozenset[str] | None
-) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]] | None:
-    trial = residual.tolist()  # a plain list: the search reads it per hop
+    links: DirectedLinks, residual: list[float], ring: Sequence[str], allowed: frozenset[str] | None
+) -> tuple[list[float], tuple[tuple[str, ...], ...]] | None:
+    trial = residual.copy()
     hops: list[tuple[str, ...]] = []
     n = len(ring)
     for i in range(n):
@@ -648,7 +653,7 @@ def _allocate(
         hops.append(res[2])
         for e in links.path_ids(res[2]):
             trial[e] -= 1
-    return np.asarray(trial, dtype=residual.dtype), tuple(hops)
+    return trial, tuple(hops)
 
 
 def _finish(
