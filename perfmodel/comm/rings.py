@@ -21,6 +21,7 @@ the servers through different NICs, as NCCL spreads its rings over all NICs.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import numpy as np
 
 from perfmodel.comm.maxmin import maxmin_rates
 from perfmodel.comm.params import HwClass, LinkParams
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
@@ -68,6 +69,10 @@ class DirectedLinks:
         self._gpu_nic: dict[str, str | None] = {}
         self._shm: dict[tuple[str, str], str | None] = {}
         self._ids: dict[tuple[str, ...], tuple[int, ...]] = {}
+        self._inside: dict[int, frozenset[str]] = {}
+        self._fallback: set[tuple[str, str]] = set()
+        self._twins: dict[int, bool] = {}
+        self._inside_ok: dict[tuple[str, str], bool] = {}
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
@@ -121,6 +126,10 @@ class DirectedLinks:
     @cached_property
     def alpha_list(self) -> list[float]:
         return self.alpha_s.tolist()
+
+    @cached_property
+    def extra_alpha_list(self) -> list[float]:
+        return self.extra_alpha_s.tolist()
 
     # ------------------------------------------------------------------ node tables (lazy)
     @cached_property
@@ -253,17 +262,150 @@ class DirectedLinks:
         if src == dst:
             return (src,)
         a, b = self.server[src], self.server[dst]
+        if a == b and a > 0:
+            twin = self._twin_route(src, dst, a)
+            if twin is not None:
+                self._routes[key] = twin
+                return twin
         fabric = self.server_nodes.get(-1, frozenset())
         kinds = self.topology.graph.nodes
         if a != b and kinds[src]["kind"] is NodeKind.NIC and kinds[dst]["kind"] is NodeKind.NIC:
             allowed = fabric | {src, dst}  # NIC to NIC: through the fabric only
+        elif a == b:
+            allowed = self._inside.get(a)
+            if allowed is None:
+                allowed = self._inside[a] = self.server_nodes.get(a, frozenset()) | fabric
         else:
             allowed = self.server_nodes.get(a, frozenset()) | self.server_nodes.get(b, frozenset())
             allowed = allowed | fabric
         res = _min_hop_widest(self, None, src, dst, allowed, per_unit=False)
-        path = res[2] if res is not None else route(self.topology, src, dst)
+        if res is not None:
+            path = res[2]
+        else:
+            path = route(self.topology, src, dst)
+            self._fallback.add(key)
         self._routes[key] = path
         return path
+
+    # ------------------------------------------------------------------ identical servers
+    def _twin_route(self, src: str, dst: str, server: int) -> tuple[str, ...] | None:
+        """The route ``src -> dst`` inside ``server`` as server 0's route between the nodes of
+        the same local ids, renamed; ``None`` where that is not provably the search's answer.
+
+        Exact (issue 14: a cluster of identical servers is routed once, not 2,048 times) when
+        (1) the server equals server 0 node for node and link for link, and no more of its
+        nodes have links leaving the server (:meth:`_is_twin`); and (2) server 0's route stays
+        inside server 0 and is shorter than any path that leaves the server and comes back
+        (:meth:`_stays_inside`). Then every minimum-hop path of the search is inside the
+        server, where both servers are the same graph with the same attributes, and the
+        tie-breaks (width, latency, node names) order the renamed nodes alike: ``n<s>/x`` sorts
+        against ``n<s>/y`` as ``n0/x`` against ``n0/y``.
+        """
+        if not self._is_twin(server):
+            return None
+        lid = self.local_id
+        zero = self.by_local[0]
+        zs, zd = zero[lid[src]], zero[lid[dst]]
+        try:
+            base = self.route(zs, zd)
+        except PerfModelError:  # no route in server 0: let the search name this server's nodes
+            return None
+        if not self._stays_inside(zs, zd, base):
+            return None
+        names = self.by_local[server]
+        return tuple([names[lid[n]] for n in base])
+
+    def _is_twin(self, server: int) -> bool:
+        """Whether ``server`` equals server 0 by local ids: the same nodes with the same
+        attributes (``server`` aside), the same internal links with the same attributes, and
+        links leaving the server only from nodes whose twins in server 0 have such links."""
+        hit = self._twins.get(server)
+        if hit is not None:
+            return hit
+        self._twins[server] = ok = self._compare_with_zero(server)
+        return ok
+
+    def _compare_with_zero(self, server: int) -> bool:
+        mine = self.server_nodes.get(server)
+        zero = self.server_nodes.get(0)
+        if not mine or not zero or len(mine) != len(zero):
+            return False
+        g = self.topology.graph
+        nodes, adj = g.nodes, g.adj
+        lid = self.local_id
+        by_zero = self.by_local[0]
+        missing = object()
+        for n in mine:
+            m = by_zero.get(lid[n])
+            if m is None:
+                return False
+            dn, dm = nodes[n], nodes[m]
+            if len(dn) != len(dm) or any(
+                k != "server" and dm.get(k, missing) != v for k, v in dn.items()
+            ):
+                return False
+            inner_n = {lid[v]: d for v, d in adj[n].items() if v in mine}
+            inner_m = {lid[v]: d for v, d in adj[m].items() if v in zero}
+            if inner_n != inner_m:
+                return False
+            if len(inner_n) < len(adj[n]) and len(inner_m) == len(adj[m]):
+                return False  # n has a link out of the server, its twin has none
+        return True
+
+    def _stays_inside(self, src: str, dst: str, path: tuple[str, ...]) -> bool:
+        """Whether the searched route ``path`` (``src -> dst``, both in server 0) is inside
+        server 0 and shorter than any path leaving it: such a path leaves through a node ``x``
+        with a link out of the server and comes back through another one ``y``, so it has at
+        least ``d(src, x) + 2 + d(y, dst)`` hops (distances inside the server, through transit
+        nodes). Pairs of GPUs without peer-to-peer (their route goes through host memory) are
+        left to the search."""
+        key = (src, dst)
+        hit = self._inside_ok.get(key)
+        if hit is not None:
+            return hit
+        ok = False
+        zero = self.server_nodes.get(0, frozenset())
+        both_gpus = src in self._gpu_set and dst in self._gpu_set
+        if (
+            key not in self._fallback
+            and all(n in zero for n in path)
+            and not (both_gpus and (self.no_p2p or self.p2p_denied))
+        ):
+            exits = self._exits
+            d_src = self._inside_distances(src)
+            d_dst = self._inside_distances(dst)
+            transit = self.transit
+            outs = [(d_src[x], x) for x in exits if x in d_src and (x == src or x in transit)]
+            ins = [(d_dst[y], y) for y in exits if y in d_dst and (y == dst or y in transit)]
+            bound = min(
+                (dx + 2 + dy for dx, x in outs for dy, y in ins if x != y), default=math.inf
+            )
+            ok = len(path) - 1 < bound
+        self._inside_ok[key] = ok
+        return ok
+
+    @cached_property
+    def _exits(self) -> tuple[str, ...]:
+        """Nodes of server 0 with a link leaving the server."""
+        zero = self.server_nodes.get(0, frozenset())
+        adj = self.topology.graph.adj
+        return tuple(n for n in zero if any(v not in zero for v in adj[n]))
+
+    def _inside_distances(self, start: str) -> dict[str, int]:
+        """Hop distances from ``start`` inside its server, through transit nodes only."""
+        srv = self.server_nodes[self.server[start]]
+        adj, transit = self.adjacency, self.transit
+        dist = {start: 0}
+        q = deque([start])
+        while q:
+            u = q.popleft()
+            if u != start and u not in transit:
+                continue
+            for v in adj[u]:
+                if v in srv and v not in dist:
+                    dist[v] = dist[u] + 1
+                    q.append(v)
+        return dist
 
     def gpu_nic(self, gpu: str) -> str | None:
         """The NIC a GPU uses for inter-server point-to-point traffic.
@@ -311,18 +453,23 @@ class DirectedLinks:
         return path
 
     def path_ids(self, path: Sequence[str]) -> list[int]:
-        """Indices of the directed edges of a node path (memoised per path: the hops of a
-        16,384-rank ring are asked for their links, latency and class)."""
+        """Indices of the directed edges of a node path."""
+        return list(self._ids_of(path))
+
+    def _ids_of(self, path: Sequence[str]) -> tuple[int, ...]:
+        """:meth:`path_ids` as a tuple, memoised per path (the hops of a 16,384-rank ring are
+        asked for their links, latency and class)."""
         key = path if type(path) is tuple else tuple(path)
         hit = self._ids.get(key)
         if hit is None:
             succ = self._table.succ
             hit = self._ids[key] = tuple([succ[a][b] for a, b in itertools.pairwise(key)])
-        return list(hit)
+        return hit
 
     def path_latency(self, path: Sequence[str]) -> float:
         """Sum of the latencies (s) along a node path."""
-        return float(sum(self.alpha_s[i] for i in self.path_ids(path)))
+        alpha = self.alpha_list
+        return float(sum(alpha[i] for i in self._ids_of(path)))
 
     def extra_latency(self, path: Sequence[str]) -> float:
         """Latency (s) of a path that NCCL's per-step latency does not already contain.
@@ -336,16 +483,19 @@ class DirectedLinks:
         :class:`LinkParams` override sets (calibration fits it as the latency NCCL's table
         misses).
         """
-        return float(sum(self.extra_alpha_s[i] for i in self.path_ids(path)))
+        extra = self.extra_alpha_list
+        return float(sum(extra[i] for i in self._ids_of(path)))
 
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
-        ids = self.path_ids(path)
-        return float(min(self.capacity_Bps[i] for i in ids)) if ids else float("inf")
+        ids = self._ids_of(path)
+        cap = self.capacity_list
+        return float(min(cap[i] for i in ids)) if ids else float("inf")
 
     def hw_class(self, path: Sequence[str]) -> HwClass:
         """NCCL transport class of a path: network if it crosses a NIC port, NVLink if all NVLink."""
-        fams = {self.family[i] for i in self.path_ids(path)}
+        family = self._table.family
+        fams = {family[i] for i in self._ids_of(path)}
         if fams & _NET_FAMILIES:
             return HwClass.NET
         if fams and fams <= _NVLINK_FAMILIES:
@@ -651,7 +801,7 @@ def _allocate(
         if res is None or res[0] < 1:
             return None
         hops.append(res[2])
-        for e in links.path_ids(res[2]):
+        for e in links._ids_of(res[2]):
             trial[e] -= 1
     return trial, tuple(hops)
 
@@ -886,11 +1036,12 @@ def channel_rates(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarr
     """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate."""
     flow_idx: list[int] = []
     edge_idx: list[int] = []
+    ids_of = links._ids_of
     for c, ch in enumerate(channels):
         for hop in ch.hops:
-            for e in links.path_ids(hop):
-                flow_idx.append(c)
-                edge_idx.append(e)
+            ids = ids_of(hop)
+            flow_idx += [c] * len(ids)
+            edge_idx += ids
     if not flow_idx:
         return np.full(len(channels), np.inf)
     fi = np.asarray(flow_idx, dtype=np.int64)
