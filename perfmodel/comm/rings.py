@@ -73,6 +73,8 @@ class DirectedLinks:
         self._fallback: set[tuple[str, str]] = set()
         self._twins: dict[int, bool] = {}
         self._inside_ok: dict[tuple[str, str], bool] = {}
+        self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        self._classes: dict[tuple[str, ...], HwClass] = {}
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
@@ -270,8 +272,10 @@ class DirectedLinks:
         fabric = self.server_nodes.get(-1, frozenset())
         kinds = self.topology.graph.nodes
         if a != b and kinds[src]["kind"] is NodeKind.NIC and kinds[dst]["kind"] is NodeKind.NIC:
-            allowed = fabric | {src, dst}  # NIC to NIC: through the fabric only
-        elif a == b:
+            path = self._fabric_route(src, dst, fabric)
+            self._routes[key] = path
+            return path
+        if a == b:
             allowed = self._inside.get(a)
             if allowed is None:
                 allowed = self._inside[a] = self.server_nodes.get(a, frozenset()) | fabric
@@ -286,6 +290,39 @@ class DirectedLinks:
             self._fallback.add(key)
         self._routes[key] = path
         return path
+
+    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
+        """Route between NICs of two servers, through the fabric only.
+
+        The search's answer depends on the fabric, on which fabric nodes each NIC is linked to
+        and on those links' capacity and latency, not on the NICs' names (no other NIC may be
+        crossed, and the NICs' own names never enter a tie-break: ``src`` is only the end of
+        the path, ``dst`` the only node at distance 0). So the switches between are memoised
+        by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384."""
+        succ = self._table.succ
+        cap, alpha = self.capacity_list, self.alpha_list
+        out = tuple(
+            sorted(
+                (f, cap[succ[src][f]], alpha[succ[src][f]])
+                for f in self.adjacency_set[src] & fabric
+            )
+        )
+        inn = tuple(
+            sorted(
+                (f, cap[succ[f][dst]], alpha[succ[f][dst]])
+                for f in self.adjacency_set[dst] & fabric
+            )
+        )
+        pattern = (out, inn, dst in self.adjacency_set[src])
+        inner = self._fabric_inner.get(pattern)
+        if inner is not None:
+            return (src, *inner, dst)
+        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        if res is None:
+            self._fallback.add((src, dst))
+            return route(self.topology, src, dst)
+        self._fabric_inner[pattern] = res[2][1:-1]
+        return res[2]
 
     # ------------------------------------------------------------------ identical servers
     def _twin_route(self, src: str, dst: str, server: int) -> tuple[str, ...] | None:
@@ -331,7 +368,7 @@ class DirectedLinks:
         if not mine or not zero or len(mine) != len(zero):
             return False
         g = self.topology.graph
-        nodes, adj = g.nodes, g.adj
+        nodes, adj = g._node, g._adj  # networkx's own dicts: read only, per node of 2,048 servers
         lid = self.local_id
         by_zero = self.by_local[0]
         missing = object()
@@ -484,7 +521,13 @@ class DirectedLinks:
         misses).
         """
         extra = self.extra_alpha_list
+        if not self._any_extra:  # RDMA and NVLink only: every term is 0.0
+            return 0.0
         return float(sum(extra[i] for i in self._ids_of(path)))
+
+    @cached_property
+    def _any_extra(self) -> bool:
+        return any(self.extra_alpha_list)
 
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
@@ -494,13 +537,20 @@ class DirectedLinks:
 
     def hw_class(self, path: Sequence[str]) -> HwClass:
         """NCCL transport class of a path: network if it crosses a NIC port, NVLink if all NVLink."""
+        key = path if type(path) is tuple else tuple(path)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
         family = self._table.family
-        fams = {family[i] for i in self._ids_of(path)}
+        fams = {family[i] for i in self._ids_of(key)}
         if fams & _NET_FAMILIES:
-            return HwClass.NET
-        if fams and fams <= _NVLINK_FAMILIES:
-            return HwClass.NVLINK
-        return HwClass.PCI
+            cls = HwClass.NET
+        elif fams and fams <= _NVLINK_FAMILIES:
+            cls = HwClass.NVLINK
+        else:
+            cls = HwClass.PCI
+        self._classes[key] = cls
+        return cls
 
 
 @dataclass(frozen=True)

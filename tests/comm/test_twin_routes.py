@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.comm.rings import DirectedLinks
+from perfmodel.comm.rings import DirectedLinks, _min_hop_widest
 from perfmodel.errors import PerfModelError
-from perfmodel.topology import Topology, load_system
+from perfmodel.topology import Topology, load_system, route
+from perfmodel.topology.schema import NodeKind
 
 
 class _SearchOnly(DirectedLinks):
@@ -19,6 +20,10 @@ class _SearchOnly(DirectedLinks):
 
     def _twin_route(self, src: str, dst: str, server: int) -> tuple[str, ...] | None:
         return None
+
+    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
+        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        return res[2] if res is not None else route(self.topology, src, dst)
 
 
 def _route_or_error(links: DirectedLinks, a: str, b: str) -> object:
@@ -52,6 +57,25 @@ def test_copied_routes_equal_searched_routes(system: str, nodes: int, kw: dict) 
     topo = load_system(system, nodes=nodes, **kw)
     links = _assert_routes_equal(topo, range(1, nodes))
     assert all(links._twins.get(s) for s in range(1, nodes))  # recognised as identical
+
+
+@pytest.mark.parametrize(
+    ("system", "nodes", "kw"),
+    [
+        ("dgx-a100", 3, {}),
+        ("dgx1-v100", 5, {}),
+        ("dgx1-v100", 4, {"oversubscription": 2.0}),
+        ("dgx-a100", 3, {"fabric_topology": "fat-tree"}),
+    ],
+)
+def test_memoised_fabric_routes_equal_searched_routes(system: str, nodes: int, kw: dict) -> None:
+    topo = load_system(system, nodes=nodes, **kw)
+    links, plain = DirectedLinks(topo), _SearchOnly(topo)
+    nics = [n for n, kind in topo.graph.nodes(data="kind") if kind is NodeKind.NIC]
+    pairs = [(a, b) for a in nics for b in nics if links.server[a] != links.server[b]]
+    for a, b in pairs:
+        assert links.route(a, b) == plain.route(a, b), (a, b)
+    assert len(links._fabric_inner) < len(pairs) / 2  # searched once per pattern, not per pair
 
 
 def test_changed_server_is_searched() -> None:
