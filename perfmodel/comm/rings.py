@@ -421,6 +421,28 @@ class DirectedLinks:
         self._inside_ok[key] = ok
         return ok
 
+    def _hops_from(self, src: str) -> dict[str, int]:
+        """Hop counts of minimum-hop paths from ``src`` to the nodes of its server and of the
+        fabric, through transit nodes (the set and the rule of :meth:`route` inside a server)."""
+        allowed = self._inside.get(self.server[src])
+        if allowed is None:
+            fabric = self.server_nodes.get(-1, frozenset())
+            allowed = self.server_nodes[self.server[src]] | fabric
+            self._inside[self.server[src]] = allowed
+        adj_set, transit = self.adjacency_set, self.transit
+        dist = {src: 0}
+        q = deque([src])
+        while q:
+            u = q.popleft()
+            if u != src and u not in transit:
+                continue
+            du = dist[u] + 1
+            for v in adj_set[u] & allowed:
+                if v not in dist:
+                    dist[v] = du
+                    q.append(v)
+        return dist
+
     @cached_property
     def _exits(self) -> tuple[str, ...]:
         """Nodes of server 0 with a link leaving the server."""
@@ -1023,7 +1045,10 @@ def _near_nics(links: DirectedLinks, gpu: str, nics: Sequence[str]) -> list[str]
     """The NICs of the GPU's server at the smallest hop distance from it (ties kept)."""
     if not nics:
         return []
-    dist = {nic: len(links.route(gpu, nic)) for nic in nics}
+    # one breadth-first search gives the hop count of every NIC's route (minimum-hop routes in
+    # the GPU's server and the fabric, the set DirectedLinks.route searches)
+    reach = links._hops_from(gpu)
+    dist = {nic: reach[nic] if nic in reach else len(links.route(gpu, nic)) - 1 for nic in nics}
     d = min(dist.values())
     return sorted(nic for nic in nics if dist[nic] == d)
 
