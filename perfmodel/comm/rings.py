@@ -370,24 +370,37 @@ class DirectedLinks:
         g = self.topology.graph
         nodes, adj = g._node, g._adj  # networkx's own dicts: read only, per node of 2,048 servers
         lid = self.local_id
-        by_zero = self.by_local[0]
+        ref = self._zero_shape
         missing = object()
         for n in mine:
-            m = by_zero.get(lid[n])
-            if m is None:
+            twin = ref.get(lid[n])
+            if twin is None:
                 return False
-            dn, dm = nodes[n], nodes[m]
+            dm, inner_m, exits_m = twin
+            dn = nodes[n]
             if len(dn) != len(dm) or any(
                 k != "server" and dm.get(k, missing) != v for k, v in dn.items()
             ):
                 return False
             inner_n = {lid[v]: d for v, d in adj[n].items() if v in mine}
-            inner_m = {lid[v]: d for v, d in adj[m].items() if v in zero}
             if inner_n != inner_m:
                 return False
-            if len(inner_n) < len(adj[n]) and len(inner_m) == len(adj[m]):
+            if len(inner_n) < len(adj[n]) and not exits_m:
                 return False  # n has a link out of the server, its twin has none
         return True
+
+    @cached_property
+    def _zero_shape(self) -> dict[str, tuple[dict, dict[str, dict], bool]]:
+        """Server 0 by local id: node attributes, internal links (neighbour's local id ->
+        link attributes) and whether the node has a link leaving the server."""
+        g = self.topology.graph
+        zero = self.server_nodes.get(0, frozenset())
+        lid = self.local_id
+        out = {}
+        for m in zero:
+            inner = {lid[v]: d for v, d in g._adj[m].items() if v in zero}
+            out[lid[m]] = (g._node[m], inner, len(inner) < len(g._adj[m]))
+        return out
 
     def _stays_inside(self, src: str, dst: str, path: tuple[str, ...]) -> bool:
         """Whether the searched route ``path`` (``src -> dst``, both in server 0) is inside
@@ -1109,18 +1122,15 @@ def _remap(
 
 def channel_rates(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarray:
     """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate."""
-    flow_idx: list[int] = []
-    edge_idx: list[int] = []
     ids_of = links._ids_of
-    for c, ch in enumerate(channels):
-        for hop in ch.hops:
-            ids = ids_of(hop)
-            flow_idx += [c] * len(ids)
-            edge_idx += ids
-    if not flow_idx:
+    per_channel = [
+        np.fromiter(itertools.chain.from_iterable(map(ids_of, ch.hops)), dtype=np.int64)
+        for ch in channels
+    ]
+    ei = np.concatenate(per_channel) if per_channel else np.zeros(0, dtype=np.int64)
+    if not len(ei):
         return np.full(len(channels), np.inf)
-    fi = np.asarray(flow_idx, dtype=np.int64)
-    ei = np.asarray(edge_idx, dtype=np.int64)
+    fi = np.repeat(np.arange(len(channels), dtype=np.int64), [len(x) for x in per_channel])
     # Merge duplicate (flow, edge) pairs into multiplicities.
     key = fi * len(links.edges) + ei
     uniq, counts = np.unique(key, return_counts=True)
