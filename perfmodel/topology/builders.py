@@ -82,7 +82,8 @@ def add_server(
 MAX_CLUSTER_GPUS = 16_384
 """Largest cluster :func:`build_cluster` materialises: the issue-14 target size (Llama-3 405B on
 16,384 H100). Every server, NIC and link is a node or edge of one graph that is validated and
-routed (2,048 DGX A100: 92,168 edges, 1.4 s CPU to build on the 2-core development machine,
+routed (2,048 DGX A100: 92,168 edges, 0.6 s CPU to build as copies of server 0 on the 2-core
+development machine, 1.1 s when every server was built and validated on its own;
 ``benchmarks/bench_scale.py``); larger clusters are refused at once instead of running for
 minutes."""
 
