@@ -371,16 +371,12 @@ class DirectedLinks:
         nodes, adj = g._node, g._adj  # networkx's own dicts: read only, per node of 2,048 servers
         lid = self.local_id
         ref = self._zero_shape
-        missing = object()
         for n in mine:
             twin = ref.get(lid[n])
             if twin is None:
                 return False
             dm, inner_m, exits_m = twin
-            dn = nodes[n]
-            if len(dn) != len(dm) or any(
-                k != "server" and dm.get(k, missing) != v for k, v in dn.items()
-            ):
+            if {**nodes[n], "server": 0} != dm:  # same attributes but the server index
                 return False
             inner_n = {lid[v]: d for v, d in adj[n].items() if v in mine}
             if inner_n != inner_m:
