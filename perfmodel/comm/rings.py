@@ -75,6 +75,7 @@ class DirectedLinks:
         self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
+        self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
@@ -807,8 +808,20 @@ def pack_rings(
 ) -> tuple[Channel, ...]:
     """NCCL-like ring channels over ``members`` (GPUs of one server, or any small group).
 
-    See the module docstring. Deterministic: ties are broken by the members' order.
+    See the module docstring. Deterministic: ties are broken by the members' order; memoised
+    per ``links`` (a server's rings are asked for by the group's channels and again for its
+    intra-server bandwidth).
     """
+    key = (tuple(members), max_channels)
+    hit = links._packed.get(key)
+    if hit is None:
+        hit = links._packed[key] = _pack_rings(links, key[0], max_channels)
+    return hit
+
+
+def _pack_rings(
+    links: DirectedLinks, members: tuple[str, ...], max_channels: int
+) -> tuple[Channel, ...]:
     n = len(members)
     if n < 2:
         return ()
