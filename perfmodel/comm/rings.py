@@ -953,22 +953,22 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
     return best_order
 
 
-@lru_cache(maxsize=4096)
 def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
-    """The server's NICs with a fabric port, sorted (cached, hence a tuple)."""
+    """The server's NICs with a fabric port, sorted."""
+    return _fabric_nics(topology).get(server, ())
+
+
+@lru_cache(maxsize=16)
+def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
+    """Server -> its NICs with a fabric port, sorted: one pass over the graph (cached per
+    topology), not one per server asked."""
     g = topology.graph
-    return tuple(
-        sorted(
-            (
-                n
-                for n, d in g.nodes(data=True)
-                if d["kind"] is NodeKind.NIC
-                and d["server"] == server
-                and any(g.nodes[v]["server"] == -1 for v in g.neighbors(n))
-            ),
-            key=str,
-        )
-    )
+    nodes = g.nodes
+    by_server: dict[int, list[str]] = {}
+    for n, d in nodes(data=True):
+        if d["kind"] is NodeKind.NIC and any(nodes[v]["server"] == -1 for v in g.neighbors(n)):
+            by_server.setdefault(d["server"], []).append(n)
+    return {srv: tuple(sorted(nics, key=str)) for srv, nics in by_server.items()}
 
 
 def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str]]:
