@@ -431,9 +431,11 @@ class DirectedLinks:
         self._inside_ok[key] = ok
         return ok
 
-    def _hops_from(self, src: str) -> dict[str, int]:
-        """Hop counts of minimum-hop paths from ``src`` to the nodes of its server and of the
-        fabric, through transit nodes (the set and the rule of :meth:`route` inside a server)."""
+    def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
+        """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
+        fabric, through transit nodes (the set and the rule of :meth:`route` inside a server),
+        searched until every one of ``targets`` is reached (a breadth-first search reaches a
+        node first at its distance): the rest of a 2,048-server fabric is not walked."""
         allowed = self._inside.get(self.server[src])
         if allowed is None:
             fabric = self.server_nodes.get(-1, frozenset())
@@ -441,8 +443,9 @@ class DirectedLinks:
             self._inside[self.server[src]] = allowed
         adj_set, transit = self.adjacency_set, self.transit
         dist = {src: 0}
+        left = set(targets) - {src}
         q = deque([src])
-        while q:
+        while q and left:
             u = q.popleft()
             if u != src and u not in transit:
                 continue
@@ -451,6 +454,7 @@ class DirectedLinks:
                 if v not in dist:
                     dist[v] = du
                     q.append(v)
+                    left.discard(v)
         return dist
 
     @cached_property
@@ -737,12 +741,12 @@ def _min_hop_widest(
     succ = links._table.succ
     dist = {dst: 0}
     q = deque([dst])
-    while q:
+    while q and src not in dist:
+        # Stop when src is reached: every node closer to dst than src has its distance by then
+        # (breadth first), and no farther node can be on a minimum-hop path.
         u = q.popleft()
         if u != dst and u not in transit:
             continue
-        if u == src:
-            break
         du = dist[u] + 1
         # Only the allowed neighbours: the set intersection scans the smaller side (a switch
         # of a large cluster has thousands of ports; BFS distances, hence the result, do not
@@ -755,6 +759,23 @@ def _min_hop_widest(
     if src not in dist:
         return None
     d_src = dist[src]
+    # The nodes on some minimum-hop path src -> dst, found backwards from src layer by layer:
+    # the chain of best choices from src only meets those, and the best choice of each of them
+    # depends only on those (a neighbour one step closer to dst of a node on such a path is on
+    # one too). The other nodes of the layers (a fat tree's every leaf) need no choice.
+    layers: dict[int, set[str]] = {}
+    for n, d in dist.items():
+        if d < d_src:
+            layers.setdefault(d, set()).add(n)
+    on_path: list[str] = []
+    frontier = [src]
+    for k in range(d_src - 1, 0, -1):
+        nxt: set[str] = set()
+        for u in frontier:
+            if u == src or u in transit:
+                nxt |= adj_set[u] & layers.get(k, set())
+        on_path += nxt
+        frontier = list(nxt)
     cap = links.capacity_list
     unit_cap = links.unit_capacity_list
     alpha = links.alpha_list
@@ -763,7 +784,7 @@ def _min_hop_widest(
     # DP from dst outwards over the BFS layers (nodes strictly closer than src, then src).
     best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
     lat: dict[str, float] = {dst: 0.0}
-    layer = sorted((n for n in dist if dist[n] < d_src and n != dst), key=dist.__getitem__)
+    layer = sorted(on_path, key=dist.__getitem__)
     for u in [*layer, src]:
         if u != src and u not in transit:
             continue
@@ -1069,7 +1090,7 @@ def _near_nics(links: DirectedLinks, gpu: str, nics: Sequence[str]) -> list[str]
         return []
     # one breadth-first search gives the hop count of every NIC's route (minimum-hop routes in
     # the GPU's server and the fabric, the set DirectedLinks.route searches)
-    reach = links._hops_from(gpu)
+    reach = links._hops_from(gpu, nics)
     dist = {nic: reach[nic] if nic in reach else len(links.route(gpu, nic)) - 1 for nic in nics}
     d = min(dist.values())
     return sorted(nic for nic in nics if dist[nic] == d)
