@@ -935,6 +935,17 @@ def _finish(
     return tuple(channels)
 
 
+@cache
+def _ring_orders(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ring order of ``n`` ranks starting at rank 0 ((n-1)! rows) and each row's
+    successors (read-only arrays, built once per ``n``)."""
+    perms = np.array([(0, *p) for p in itertools.permutations(range(1, n))], dtype=np.int64)
+    nxt = np.roll(perms, -1, axis=1)
+    perms.flags.writeable = False
+    nxt.flags.writeable = False
+    return perms, nxt
+
+
 def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> list[int] | None:
     """Ring order (starting at 0) maximising the slowest hop, then minimising total hops, then
     preferring hops with many residual link units (keeps scarce single links for later rings)."""
@@ -942,8 +953,7 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
     if n == 2:
         return [0, 1] if w[0, 1] > 0 and w[1, 0] > 0 else None
     if n <= EXHAUSTIVE_MAX:
-        perms = np.array([(0, *p) for p in itertools.permutations(range(1, n))], dtype=np.int64)
-        nxt = np.roll(perms, -1, axis=1)
+        perms, nxt = _ring_orders(n)
         bw = w[perms, nxt].min(axis=1)
         hops = h[perms, nxt].sum(axis=1)
         spare = u[perms, nxt].sum(axis=1)
