@@ -150,10 +150,6 @@ def _add_link(graph: nx.Graph, u: str, v: str, link: LinkSpec) -> None:
     )
 
 
-def _add_edge_tech(graph: nx.Graph, u: str, v: str, tech_name: str, count: int) -> None:
-    _add_link(graph, u, v, link_from_tech(u, v, tech_name, count))
-
-
 def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> Topology:
     """Replicate a server ``nodes`` times and join the servers' NICs with ``fabric``.
 
@@ -210,6 +206,13 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     servers = _replicate_server(graph, desc, nodes)
     ports = [(s, k, servers[s][nid]) for s in range(nodes) for k, nid in enumerate(nic_ids)]
     net = fabric.network
+    by_count: dict[int, LinkSpec] = {}  # one catalogue lookup per bundle size, not per port
+
+    def fabric_edge(u: str, v: str, count: int) -> None:
+        link = by_count.get(count)
+        if link is None:
+            link = by_count[count] = link_from_tech(u, v, net, count)
+        _add_link(graph, u, v, link)
 
     def switch(name: str, tier: int) -> str:
         graph.add_node(name, kind=NodeKind.NETWORK_SWITCH, server=-1, local_id=name, tier=tier)
@@ -220,7 +223,7 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     ):
         sw = switch("fabric/switch0", 0)
         for _, _, nic in ports:
-            _add_edge_tech(graph, nic, sw, net, 1)
+            fabric_edge(nic, sw, 1)
     elif fabric.topology == "fat-tree":
         n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
         spine = switch("fabric/spine", 1)
@@ -228,20 +231,18 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             leaf = switch(f"fabric/leaf{i}", 0)
             members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
             for _, _, nic in members:
-                _add_edge_tech(graph, nic, leaf, net, 1)
+                fabric_edge(nic, leaf, 1)
             uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
-            _add_edge_tech(graph, leaf, spine, net, uplinks)
+            fabric_edge(leaf, spine, uplinks)
     else:  # rail
         rails = len(nic_ids)
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
             leaf = switch(f"fabric/rail{k}", 0)
             for s in range(nodes):
-                _add_edge_tech(graph, servers[s][nic_ids[k]], leaf, net, 1)
+                fabric_edge(servers[s][nic_ids[k]], leaf, 1)
             if spine is not None:
-                _add_edge_tech(
-                    graph, leaf, spine, net, max(1, math.ceil(nodes / fabric.oversubscription))
-                )
+                fabric_edge(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
     # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
     # server 0 (_replicate_server). Connectivity is checked on the whole graph.
     node_data = graph.nodes(data=True)
