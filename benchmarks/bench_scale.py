@@ -17,8 +17,9 @@ number and wall time shows what a user waits):
 - ``simulated``: that step simulated with SimPy, and Llama-3 405B on 16,384 H100 (2048 DGX
   H100, tp8 pp16 dp128, the Llama 3 paper's plan) (skipped with ``--quick``).
 - ``growth``: a fresh ``predict --fidelity analytic`` process for GPT 1.3B (h 2048, 24 layers,
-  batch 8 per GPU) in pure data parallelism on 8 -> 16,384 GPUs (``--quick``: 8 -> 256), and for
-  GPT-3 175B with tp8 pp8 and growing dp (512 -> 4096 GPUs; skipped with ``--quick``).
+  batch 8 per GPU) in pure data parallelism on 8 -> 16,384 GPUs (``--quick``: 8 -> 256), the
+  16,384 GPUs also on a fat tree (``--fabric fat-tree``), and for GPT-3 175B with tp8 pp8 and
+  growing dp (512 -> 4096 GPUs); the last two skipped with ``--quick``.
 - ``nodes``: ``predict --nodes 100000`` and ``topo show dgx1-v100 --nodes 5000`` as fresh
   processes (refused at once above ``MAX_CLUSTER_GPUS``).
 - ``compare``: ``perfmodel compare`` of GPT-3 175B on 1024 A100 with the defaults (skipped with
@@ -262,6 +263,10 @@ def case_growth(quick: bool) -> dict[str, Any]:
     ).split()
     for gpus in (8, 64, 256) if quick else (8, 64, 512, 2048, 16384):
         out["dp"].append(_growth_point("dp", gpus, [*dp, "--nodes", str(max(1, gpus // 8))]))
+    if not quick:  # the same on a two-level fat tree (820 leaves at 16,384 GPUs) instead of rails
+        out["dp_fat_tree"] = [
+            _growth_point("dp-ft", 16384, [*dp, "--nodes", "2048", "--fabric", "fat-tree"])
+        ]
     if not quick:
         for gpus in (512, 1024, 2048, 4096):
             args = [*CLI175.split(), "--fidelity", "analytic"]

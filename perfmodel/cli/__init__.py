@@ -28,7 +28,9 @@ SUBCOMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``perfmodel`` parser with every subcommand, or with subcommand ``only`` alone (its
+    module and what it imports are all a run of that command loads: issue 14, cold start)."""
     parser = argparse.ArgumentParser(
         prog="perfmodel",
         description="Predict deep-learning training speed on multi-GPU hardware.",
@@ -38,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet", action="store_true", help="no progress line on stderr (also: COMMAND --quiet)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"perfmodel.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -49,8 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option; the
+    top-level options take no value), or ``None``: then every subcommand is registered, for
+    the full help and argparse's own message on an unknown command."""
+    for item in argv:
+        text = str(item)
+        if not text.startswith("-"):
+            return text if text in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_of(sys.argv[1:] if argv is None else argv))
     try:
         for item in sys.argv[1:] if argv is None else argv:
             flag, sep, value = str(item).partition("=")

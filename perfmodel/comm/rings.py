@@ -21,20 +21,21 @@ the servers through different NICs, as NCCL spreads its rings over all NICs.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
 from perfmodel.comm.maxmin import maxmin_rates
 from perfmodel.comm.params import HwClass, LinkParams
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
-from perfmodel.topology.routing import path_edges, route
+from perfmodel.topology.routing import route
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
 
 #: NCCL's MAXCHANNELS (src/include/device.h): at most 32 rings.
@@ -55,76 +56,146 @@ class DirectedLinks:
     ``capacity_Bps[i]`` is the effective bandwidth (raw x efficiency) of directed edge
     ``edges[i]``, or ``count x LinkParams.bandwidth_Bps`` where a link class is overridden;
     ``alpha_s[i]`` is its latency (or the override). Read-only after construction.
+
+    Every table is built on first use (issue 14, cold start and cluster size): a caller that
+    only asks whether GPUs use host memory (:func:`perfmodel.comm.model.shm_note`) reads the GPU
+    nodes, not the 184,336 directed links of a 16,384-GPU cluster.
     """
 
     def __init__(self, topology: Topology, link_params: LinkParams | None = None) -> None:
         self.topology = topology
         self.link_params = link_params or LinkParams()
-        g = topology.graph
-        edges: list[tuple[str, str]] = []
-        cap: list[float] = []
-        alpha: list[float] = []
-        extra: list[float] = []
-        units: list[int] = []
-        fam: list[LinkFamily] = []
-        for u, v, d in g.edges(data=True):
-            over = self.link_params.lookup(d["tech"], d["family"])
-            count = int(d["count"])
-            bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
-            lat = float(d["latency_s"])
-            socket = _is_socket(d["tech"])
-            if over is not None:
-                if over.bandwidth_Bps is not None:
-                    bw = over.bandwidth_Bps * count
-                if over.alpha_s is not None:
-                    lat = over.alpha_s
-                    socket = True  # a calibrated latency is charged as given
-            for a, b in ((u, v), (v, u)):
-                edges.append((a, b))
-                cap.append(bw)
-                alpha.append(lat)
-                extra.append(lat if socket else 0.0)
-                units.append(count)
-                fam.append(d["family"])
-        self.edges: tuple[tuple[str, str], ...] = tuple(edges)
-        self.index: dict[tuple[str, str], int] = {e: i for i, e in enumerate(edges)}
-        self.capacity_Bps = np.asarray(cap, dtype=float)
-        self.alpha_s = np.asarray(alpha, dtype=float)
-        self.units = np.asarray(units, dtype=np.int64)
-        self.family: tuple[LinkFamily, ...] = tuple(fam)
-        by_server: dict[int, set[str]] = {}
-        for node, d in g.nodes(data=True):
-            by_server.setdefault(int(d["server"]), set()).add(node)
-        self.server_nodes: dict[int, frozenset[str]] = {
-            k: frozenset(v) for k, v in by_server.items()
-        }
         self._routes: dict[tuple[str, str], tuple[str, ...]] = {}
         self._gpu_nic: dict[str, str | None] = {}
-        # Plain-Python views for the path searches (hot loops).
-        self.adjacency: dict[str, tuple[str, ...]] = {n: tuple(g.neighbors(n)) for n in g.nodes}
-        self.transit: frozenset[str] = frozenset(
-            n for n, d in g.nodes(data=True) if d["kind"] in TRANSIT_KINDS
-        )
-        self.rank: dict[str, int] = {n: i for i, n in enumerate(sorted(g.nodes, key=str))}
-        self.capacity_list: list[float] = self.capacity_Bps.tolist()
-        self.unit_capacity_list: list[float] = (self.capacity_Bps / self.units).tolist()
-        self.alpha_list: list[float] = self.alpha_s.tolist()
-        self.extra_alpha_s = np.asarray(extra, dtype=float)
-        self.server: dict[str, int] = {n: int(d["server"]) for n, d in g.nodes(data=True)}
-        self.local_id: dict[str, str] = {n: str(d["local_id"]) for n, d in g.nodes(data=True)}
-        self.by_local: dict[int, dict[str, str]] = {}
-        for n, srv in self.server.items():
-            self.by_local.setdefault(srv, {})[self.local_id[n]] = n
-        self.no_p2p: frozenset[str] = frozenset(
-            n for n in topology.gpus if not topology.p2p_capable(n)
-        )
-        self.p2p_denied: dict[str, frozenset[str]] = {
-            n: frozenset(g.nodes[n]["p2p_denied"])
-            for n in topology.gpus
-            if g.nodes[n].get("p2p_denied")
-        }
         self._shm: dict[tuple[str, str], str | None] = {}
-        self._gpu_set: frozenset[str] = frozenset(topology.gpus)
+        self._ids: dict[tuple[str, ...], tuple[int, ...]] = {}
+        self._inside: dict[int, frozenset[str]] = {}
+        self._fallback: set[tuple[str, str]] = set()
+        self._twins: dict[int, bool] = {}
+        self._inside_ok: dict[tuple[str, str], bool] = {}
+        self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        self._classes: dict[tuple[str, ...], HwClass] = {}
+        self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
+
+    # ------------------------------------------------------------------ link tables (lazy)
+    @cached_property
+    def _table(self) -> _EdgeTable:
+        return _edge_table(self.topology, self.link_params)
+
+    @property
+    def edges(self) -> tuple[tuple[str, str], ...]:
+        """Directed edges ``(u, v)``; both directions of graph edge ``k`` are ids ``2k, 2k+1``."""
+        return self._table.edges
+
+    @property
+    def index(self) -> dict[tuple[str, str], int]:
+        """Directed edge -> its id."""
+        return self._table.index
+
+    @property
+    def capacity_Bps(self) -> np.ndarray:
+        return self._table.capacity_Bps
+
+    @property
+    def alpha_s(self) -> np.ndarray:
+        return self._table.alpha_s
+
+    @property
+    def extra_alpha_s(self) -> np.ndarray:
+        return self._table.extra_alpha_s
+
+    @property
+    def units(self) -> np.ndarray:
+        return self._table.units
+
+    @property
+    def family(self) -> tuple[LinkFamily, ...]:
+        return self._table.family
+
+    # Plain-Python views for the path searches (hot loops).
+    @cached_property
+    def capacity_list(self) -> list[float]:
+        return self.capacity_Bps.tolist()
+
+    @cached_property
+    def unit_capacity_list(self) -> list[float]:
+        return (self.capacity_Bps / self.units).tolist()
+
+    @cached_property
+    def unit_count_list(self) -> list[float]:
+        """Link units per directed edge, as floats (the ring packing's starting residual)."""
+        return self.units.astype(float).tolist()
+
+    @cached_property
+    def alpha_list(self) -> list[float]:
+        return self.alpha_s.tolist()
+
+    @cached_property
+    def extra_alpha_list(self) -> list[float]:
+        return self.extra_alpha_s.tolist()
+
+    # ------------------------------------------------------------------ node tables (lazy)
+    @cached_property
+    def server(self) -> dict[str, int]:
+        """Node -> server index (``-1``: fabric)."""
+        return {n: int(d["server"]) for n, d in self.topology.graph.nodes(data=True)}
+
+    @cached_property
+    def local_id(self) -> dict[str, str]:
+        return {n: str(d["local_id"]) for n, d in self.topology.graph.nodes(data=True)}
+
+    @cached_property
+    def server_nodes(self) -> dict[int, frozenset[str]]:
+        by_server: dict[int, set[str]] = {}
+        for node, srv in self.server.items():
+            by_server.setdefault(srv, set()).add(node)
+        return {k: frozenset(v) for k, v in by_server.items()}
+
+    @cached_property
+    def by_local(self) -> dict[int, dict[str, str]]:
+        out: dict[int, dict[str, str]] = {}
+        lid = self.local_id
+        for n, srv in self.server.items():
+            out.setdefault(srv, {})[lid[n]] = n
+        return out
+
+    @cached_property
+    def adjacency(self) -> dict[str, tuple[str, ...]]:
+        adj = self.topology.graph.adj
+        return {n: tuple(nbrs) for n, nbrs in adj.items()}
+
+    @cached_property
+    def adjacency_set(self) -> dict[str, frozenset[str]]:
+        """Node -> its neighbours as a set (intersected with a search's allowed nodes)."""
+        return {n: frozenset(nbrs) for n, nbrs in self.adjacency.items()}
+
+    @cached_property
+    def transit(self) -> frozenset[str]:
+        return frozenset(
+            n for n, d in self.topology.graph.nodes(data=True) if d["kind"] in TRANSIT_KINDS
+        )
+
+    @cached_property
+    def rank(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(sorted(self.topology.graph.nodes, key=str))}
+
+    @cached_property
+    def no_p2p(self) -> frozenset[str]:
+        topology = self.topology
+        return frozenset(n for n in topology.gpus if not topology.p2p_capable(n))
+
+    @cached_property
+    def p2p_denied(self) -> dict[str, frozenset[str]]:
+        nodes = self.topology.graph.nodes
+        return {
+            n: frozenset(nodes[n]["p2p_denied"])
+            for n in self.topology.gpus
+            if nodes[n].get("p2p_denied")
+        }
+
+    @cached_property
+    def _gpu_set(self) -> frozenset[str]:
+        return frozenset(self.topology.gpus)
 
     def shm_cpu(self, src: str, dst: str) -> str | None:
         """The CPU whose memory stages traffic ``src -> dst``, or ``None`` when the pair talks
@@ -194,17 +265,220 @@ class DirectedLinks:
         if src == dst:
             return (src,)
         a, b = self.server[src], self.server[dst]
+        if a == b and a > 0:
+            twin = self._twin_route(src, dst, a)
+            if twin is not None:
+                self._routes[key] = twin
+                return twin
         fabric = self.server_nodes.get(-1, frozenset())
         kinds = self.topology.graph.nodes
         if a != b and kinds[src]["kind"] is NodeKind.NIC and kinds[dst]["kind"] is NodeKind.NIC:
-            allowed = fabric | {src, dst}  # NIC to NIC: through the fabric only
+            path = self._fabric_route(src, dst, fabric)
+            self._routes[key] = path
+            return path
+        if a == b:
+            allowed = self._inside.get(a)
+            if allowed is None:
+                allowed = self._inside[a] = self.server_nodes.get(a, frozenset()) | fabric
         else:
             allowed = self.server_nodes.get(a, frozenset()) | self.server_nodes.get(b, frozenset())
             allowed = allowed | fabric
         res = _min_hop_widest(self, None, src, dst, allowed, per_unit=False)
-        path = res[2] if res is not None else route(self.topology, src, dst)
+        if res is not None:
+            path = res[2]
+        else:
+            path = route(self.topology, src, dst)
+            self._fallback.add(key)
         self._routes[key] = path
         return path
+
+    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
+        """Route between NICs of two servers, through the fabric only.
+
+        The search's answer depends on the fabric, on which fabric nodes each NIC is linked to
+        and on those links' capacity and latency, not on the NICs' names (no other NIC may be
+        crossed, and the NICs' own names never enter a tie-break: ``src`` is only the end of
+        the path, ``dst`` the only node at distance 0). So the switches between are memoised
+        by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384."""
+        succ = self._table.succ
+        cap, alpha = self.capacity_list, self.alpha_list
+        out = tuple(
+            sorted(
+                (f, cap[succ[src][f]], alpha[succ[src][f]])
+                for f in self.adjacency_set[src] & fabric
+            )
+        )
+        inn = tuple(
+            sorted(
+                (f, cap[succ[f][dst]], alpha[succ[f][dst]])
+                for f in self.adjacency_set[dst] & fabric
+            )
+        )
+        pattern = (out, inn, dst in self.adjacency_set[src])
+        inner = self._fabric_inner.get(pattern)
+        if inner is not None:
+            return (src, *inner, dst)
+        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        if res is None:
+            self._fallback.add((src, dst))
+            return route(self.topology, src, dst)
+        self._fabric_inner[pattern] = res[2][1:-1]
+        return res[2]
+
+    # ------------------------------------------------------------------ identical servers
+    def _twin_route(self, src: str, dst: str, server: int) -> tuple[str, ...] | None:
+        """The route ``src -> dst`` inside ``server`` as server 0's route between the nodes of
+        the same local ids, renamed; ``None`` where that is not provably the search's answer.
+
+        Exact (issue 14: a cluster of identical servers is routed once, not 2,048 times) when
+        (1) the server equals server 0 node for node and link for link, and no more of its
+        nodes have links leaving the server (:meth:`_is_twin`); and (2) server 0's route stays
+        inside server 0 and is shorter than any path that leaves the server and comes back
+        (:meth:`_stays_inside`). Then every minimum-hop path of the search is inside the
+        server, where both servers are the same graph with the same attributes, and the
+        tie-breaks (width, latency, node names) order the renamed nodes alike: ``n<s>/x`` sorts
+        against ``n<s>/y`` as ``n0/x`` against ``n0/y``.
+        """
+        if not self._is_twin(server):
+            return None
+        lid = self.local_id
+        zero = self.by_local[0]
+        zs, zd = zero[lid[src]], zero[lid[dst]]
+        try:
+            base = self.route(zs, zd)
+        except PerfModelError:  # no route in server 0: let the search name this server's nodes
+            return None
+        if not self._stays_inside(zs, zd, base):
+            return None
+        names = self.by_local[server]
+        return tuple([names[lid[n]] for n in base])
+
+    def _is_twin(self, server: int) -> bool:
+        """Whether ``server`` equals server 0 by local ids: the same nodes with the same
+        attributes (``server`` aside), the same internal links with the same attributes, and
+        links leaving the server only from nodes whose twins in server 0 have such links."""
+        hit = self._twins.get(server)
+        if hit is not None:
+            return hit
+        self._twins[server] = ok = self._compare_with_zero(server)
+        return ok
+
+    def _compare_with_zero(self, server: int) -> bool:
+        mine = self.server_nodes.get(server)
+        zero = self.server_nodes.get(0)
+        if not mine or not zero or len(mine) != len(zero):
+            return False
+        g = self.topology.graph
+        nodes, adj = g._node, g._adj  # networkx's own dicts: read only, per node of 2,048 servers
+        lid = self.local_id
+        ref = self._zero_shape
+        for n in mine:
+            twin = ref.get(lid[n])
+            if twin is None:
+                return False
+            dm, inner_m, exits_m = twin
+            if {**nodes[n], "server": 0} != dm:  # same attributes but the server index
+                return False
+            inner_n = {lid[v]: d for v, d in adj[n].items() if v in mine}
+            if inner_n != inner_m:
+                return False
+            if len(inner_n) < len(adj[n]) and not exits_m:
+                return False  # n has a link out of the server, its twin has none
+        return True
+
+    @cached_property
+    def _zero_shape(self) -> dict[str, tuple[dict, dict[str, dict], bool]]:
+        """Server 0 by local id: node attributes, internal links (neighbour's local id ->
+        link attributes) and whether the node has a link leaving the server."""
+        g = self.topology.graph
+        zero = self.server_nodes.get(0, frozenset())
+        lid = self.local_id
+        out = {}
+        for m in zero:
+            inner = {lid[v]: d for v, d in g._adj[m].items() if v in zero}
+            out[lid[m]] = (g._node[m], inner, len(inner) < len(g._adj[m]))
+        return out
+
+    def _stays_inside(self, src: str, dst: str, path: tuple[str, ...]) -> bool:
+        """Whether the searched route ``path`` (``src -> dst``, both in server 0) is inside
+        server 0 and shorter than any path leaving it: such a path leaves through a node ``x``
+        with a link out of the server and comes back through another one ``y``, so it has at
+        least ``d(src, x) + 2 + d(y, dst)`` hops (distances inside the server, through transit
+        nodes). Pairs of GPUs without peer-to-peer (their route goes through host memory) are
+        left to the search."""
+        key = (src, dst)
+        hit = self._inside_ok.get(key)
+        if hit is not None:
+            return hit
+        ok = False
+        zero = self.server_nodes.get(0, frozenset())
+        both_gpus = src in self._gpu_set and dst in self._gpu_set
+        if (
+            key not in self._fallback
+            and all(n in zero for n in path)
+            and not (both_gpus and (self.no_p2p or self.p2p_denied))
+        ):
+            exits = self._exits
+            d_src = self._inside_distances(src)
+            d_dst = self._inside_distances(dst)
+            transit = self.transit
+            outs = [(d_src[x], x) for x in exits if x in d_src and (x == src or x in transit)]
+            ins = [(d_dst[y], y) for y in exits if y in d_dst and (y == dst or y in transit)]
+            bound = min(
+                (dx + 2 + dy for dx, x in outs for dy, y in ins if x != y), default=math.inf
+            )
+            ok = len(path) - 1 < bound
+        self._inside_ok[key] = ok
+        return ok
+
+    def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
+        """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
+        fabric, through transit nodes (the set and the rule of :meth:`route` inside a server),
+        searched until every one of ``targets`` is reached (a breadth-first search reaches a
+        node first at its distance): the rest of a 2,048-server fabric is not walked."""
+        allowed = self._inside.get(self.server[src])
+        if allowed is None:
+            fabric = self.server_nodes.get(-1, frozenset())
+            allowed = self.server_nodes[self.server[src]] | fabric
+            self._inside[self.server[src]] = allowed
+        adj_set, transit = self.adjacency_set, self.transit
+        dist = {src: 0}
+        left = set(targets) - {src}
+        q = deque([src])
+        while q and left:
+            u = q.popleft()
+            if u != src and u not in transit:
+                continue
+            du = dist[u] + 1
+            for v in adj_set[u] & allowed:
+                if v not in dist:
+                    dist[v] = du
+                    q.append(v)
+                    left.discard(v)
+        return dist
+
+    @cached_property
+    def _exits(self) -> tuple[str, ...]:
+        """Nodes of server 0 with a link leaving the server."""
+        zero = self.server_nodes.get(0, frozenset())
+        adj = self.topology.graph.adj
+        return tuple(n for n in zero if any(v not in zero for v in adj[n]))
+
+    def _inside_distances(self, start: str) -> dict[str, int]:
+        """Hop distances from ``start`` inside its server, through transit nodes only."""
+        srv = self.server_nodes[self.server[start]]
+        adj, transit = self.adjacency, self.transit
+        dist = {start: 0}
+        q = deque([start])
+        while q:
+            u = q.popleft()
+            if u != start and u not in transit:
+                continue
+            for v in adj[u]:
+                if v in srv and v not in dist:
+                    dist[v] = dist[u] + 1
+                    q.append(v)
+        return dist
 
     def gpu_nic(self, gpu: str) -> str | None:
         """The NIC a GPU uses for inter-server point-to-point traffic.
@@ -253,11 +527,22 @@ class DirectedLinks:
 
     def path_ids(self, path: Sequence[str]) -> list[int]:
         """Indices of the directed edges of a node path."""
-        return [self.index[e] for e in path_edges(tuple(path))]
+        return list(self._ids_of(path))
+
+    def _ids_of(self, path: Sequence[str]) -> tuple[int, ...]:
+        """:meth:`path_ids` as a tuple, memoised per path (the hops of a 16,384-rank ring are
+        asked for their links, latency and class)."""
+        key = path if type(path) is tuple else tuple(path)
+        hit = self._ids.get(key)
+        if hit is None:
+            succ = self._table.succ
+            hit = self._ids[key] = tuple([succ[a][b] for a, b in itertools.pairwise(key)])
+        return hit
 
     def path_latency(self, path: Sequence[str]) -> float:
         """Sum of the latencies (s) along a node path."""
-        return float(sum(self.alpha_s[i] for i in self.path_ids(path)))
+        alpha = self.alpha_list
+        return float(sum(alpha[i] for i in self._ids_of(path)))
 
     def extra_latency(self, path: Sequence[str]) -> float:
         """Latency (s) of a path that NCCL's per-step latency does not already contain.
@@ -271,21 +556,103 @@ class DirectedLinks:
         :class:`LinkParams` override sets (calibration fits it as the latency NCCL's table
         misses).
         """
-        return float(sum(self.extra_alpha_s[i] for i in self.path_ids(path)))
+        extra = self.extra_alpha_list
+        if not self._any_extra:  # RDMA and NVLink only: every term is 0.0
+            return 0.0
+        return float(sum(extra[i] for i in self._ids_of(path)))
+
+    @cached_property
+    def _any_extra(self) -> bool:
+        return any(self.extra_alpha_list)
 
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
-        ids = self.path_ids(path)
-        return float(min(self.capacity_Bps[i] for i in ids)) if ids else float("inf")
+        ids = self._ids_of(path)
+        cap = self.capacity_list
+        return float(min(cap[i] for i in ids)) if ids else float("inf")
 
     def hw_class(self, path: Sequence[str]) -> HwClass:
         """NCCL transport class of a path: network if it crosses a NIC port, NVLink if all NVLink."""
-        fams = {self.family[i] for i in self.path_ids(path)}
+        key = path if type(path) is tuple else tuple(path)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
+        family = self._table.family
+        fams = {family[i] for i in self._ids_of(key)}
         if fams & _NET_FAMILIES:
-            return HwClass.NET
-        if fams and fams <= _NVLINK_FAMILIES:
-            return HwClass.NVLINK
-        return HwClass.PCI
+            cls = HwClass.NET
+        elif fams and fams <= _NVLINK_FAMILIES:
+            cls = HwClass.NVLINK
+        else:
+            cls = HwClass.PCI
+        self._classes[key] = cls
+        return cls
+
+
+@dataclass(frozen=True)
+class _EdgeTable:
+    """The directed links of a topology as arrays (see :class:`DirectedLinks`)."""
+
+    edges: tuple[tuple[str, str], ...]
+    index: dict[tuple[str, str], int]
+    succ: dict[str, dict[str, int]]
+    capacity_Bps: np.ndarray
+    alpha_s: np.ndarray
+    extra_alpha_s: np.ndarray
+    units: np.ndarray
+    family: tuple[LinkFamily, ...]
+
+
+def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
+    """Both directions of every graph edge, in graph edge order (``u -> v`` then ``v -> u``).
+
+    Per link: effective bandwidth ``bandwidth_Bps x efficiency`` (or ``count x`` the class
+    override), latency ``latency_s`` (or the override), the latency NCCL's tables do not contain
+    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Edges of one
+    technology share their override lookup."""
+    edges: list[tuple[str, str]] = []
+    cap: list[float] = []
+    alpha: list[float] = []
+    extra: list[float] = []
+    units: list[int] = []
+    fam: list[LinkFamily] = []
+    succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
+    overrides: dict[tuple[str, Any], Any] = {}
+    for u, v, d in topology.graph.edges(data=True):
+        tech, family = d["tech"], d["family"]
+        okey = (tech, family)
+        if okey not in overrides:
+            overrides[okey] = link_params.lookup(tech, family)
+        over = overrides[okey]
+        count = int(d["count"])
+        bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
+        lat = float(d["latency_s"])
+        socket = _is_socket(tech)
+        if over is not None:
+            if over.bandwidth_Bps is not None:
+                bw = over.bandwidth_Bps * count
+            if over.alpha_s is not None:
+                lat = over.alpha_s
+                socket = True  # a calibrated latency is charged as given
+        x = lat if socket else 0.0
+        succ[u][v] = len(edges)
+        succ[v][u] = len(edges) + 1
+        edges += ((u, v), (v, u))
+        cap += (bw, bw)
+        alpha += (lat, lat)
+        extra += (x, x)
+        units += (count, count)
+        fam += (family, family)
+    return _EdgeTable(
+        edges=tuple(edges),
+        index={e: i for i, e in enumerate(edges)},
+        succ=succ,
+        capacity_Bps=np.asarray(cap, dtype=float),
+        alpha_s=np.asarray(alpha, dtype=float),
+        extra_alpha_s=np.asarray(extra, dtype=float),
+        units=np.asarray(units, dtype=np.int64),
+        family=tuple(fam),
+    )
 
 
 @dataclass(frozen=True)
@@ -369,30 +736,46 @@ def _min_hop_widest(
                 return None
             return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
     adj = links.adjacency
+    adj_set = links.adjacency_set
     transit = links.transit
-    index = links.index
+    succ = links._table.succ
     dist = {dst: 0}
     q = deque([dst])
-    while q:
+    while q and src not in dist:
+        # Stop when src is reached: every node closer to dst than src has its distance by then
+        # (breadth first), and no farther node can be on a minimum-hop path.
         u = q.popleft()
         if u != dst and u not in transit:
             continue
-        if u == src:
-            break
         du = dist[u] + 1
-        nbrs = adj[u]
-        if allowed is not None and len(allowed) < len(nbrs):
-            # a switch of a large cluster: scan the few allowed nodes, not its thousands of
-            # ports (BFS distances, hence the result, do not depend on the scan order)
-            nbrs = [v for v in allowed if (u, v) in index]
-        for v in nbrs:
-            if v in dist or (allowed is not None and v not in allowed):
+        # Only the allowed neighbours: the set intersection scans the smaller side (a switch
+        # of a large cluster has thousands of ports; BFS distances, hence the result, do not
+        # depend on the scan order).
+        for v in adj[u] if allowed is None else adj_set[u] & allowed:
+            if v in dist:
                 continue
             dist[v] = du
             q.append(v)
     if src not in dist:
         return None
     d_src = dist[src]
+    # The nodes on some minimum-hop path src -> dst, found backwards from src layer by layer:
+    # the chain of best choices from src only meets those, and the best choice of each of them
+    # depends only on those (a neighbour one step closer to dst of a node on such a path is on
+    # one too). The other nodes of the layers (a fat tree's every leaf) need no choice.
+    layers: dict[int, set[str]] = {}
+    for n, d in dist.items():
+        if d < d_src:
+            layers.setdefault(d, set()).add(n)
+    on_path: list[str] = []
+    frontier = [src]
+    for k in range(d_src - 1, 0, -1):
+        nxt: set[str] = set()
+        for u in frontier:
+            if u == src or u in transit:
+                nxt |= adj_set[u] & layers.get(k, set())
+        on_path += nxt
+        frontier = list(nxt)
     cap = links.capacity_list
     unit_cap = links.unit_capacity_list
     alpha = links.alpha_list
@@ -401,19 +784,20 @@ def _min_hop_widest(
     # DP from dst outwards over the BFS layers (nodes strictly closer than src, then src).
     best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
     lat: dict[str, float] = {dst: 0.0}
-    layer = sorted((n for n in dist if dist[n] < d_src and n != dst), key=dist.__getitem__)
+    layer = sorted(on_path, key=dist.__getitem__)
     for u in [*layer, src]:
         if u != src and u not in transit:
             continue
         du = dist[u] - 1
         cand: tuple[Any, tuple[int, float, str], float] | None = None
         nbrs = adj[u]
+        out = succ[u]
         if len(best) < len(nbrs):  # as above; the key's rank term makes the best unique
-            nbrs = [v for v in best if (u, v) in index]
+            nbrs = adj_set[u].intersection(best)
         for v in nbrs:
             if dist.get(v, -1) != du or v not in best:
                 continue
-            i = index[(u, v)]
+            i = out[v]
             bu, bw, _ = best[v]
             if per_unit:
                 assert res is not None
@@ -440,25 +824,32 @@ def _min_hop_widest(
     return units, unit_bw, tuple(path)
 
 
-def _server_nodes(topology: Topology, server: int) -> frozenset[str]:
-    g = topology.graph
-    return frozenset(n for n, d in g.nodes(data=True) if d["server"] == server)
-
-
 def pack_rings(
     links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
 ) -> tuple[Channel, ...]:
     """NCCL-like ring channels over ``members`` (GPUs of one server, or any small group).
 
-    See the module docstring. Deterministic: ties are broken by the members' order.
+    See the module docstring. Deterministic: ties are broken by the members' order; memoised
+    per ``links`` (a server's rings are asked for by the group's channels and again for its
+    intra-server bandwidth).
     """
+    key = (tuple(members), max_channels)
+    hit = links._packed.get(key)
+    if hit is None:
+        hit = links._packed[key] = _pack_rings(links, key[0], max_channels)
+    return hit
+
+
+def _pack_rings(
+    links: DirectedLinks, members: tuple[str, ...], max_channels: int
+) -> tuple[Channel, ...]:
     n = len(members)
     if n < 2:
         return ()
-    topo = links.topology
-    servers = {topo.server_of(m) for m in members}
-    allowed = _server_nodes(topo, next(iter(servers))) if len(servers) == 1 else None
-    residual = links.units.astype(float).copy()
+    servers = {links.server[m] for m in members}
+    allowed = links.server_nodes[next(iter(servers))] if len(servers) == 1 else None
+    # residual link units as a plain list (read per hop by the search, copied per ring)
+    residual: list[float] = list(links.unit_count_list)
     channels: list[Channel] = []
     first_bw: float | None = None
     idx = {m: i for i, m in enumerate(members)}
@@ -467,15 +858,16 @@ def pack_rings(
         w = np.zeros((n, n))
         h = np.full((n, n), 1 << 20, dtype=np.int64)
         u = np.zeros((n, n))
-        res_list = residual.tolist()
         for a in members:
             for b in members:
                 if a == b:
                     continue
-                res = _min_hop_widest(links, res_list, a, b, allowed)
+                res = _min_hop_widest(links, residual, a, b, allowed)
                 if res is None:
                     raise ConfigError(
-                        f"no route from {a} to {b} in {topo.name}", value=(a, b), where="group"
+                        f"no route from {a} to {b} in {links.topology.name}",
+                        value=(a, b),
+                        where="group",
                     )
                 units, unit_bw, path = res
                 if units >= 1:
@@ -514,8 +906,8 @@ def pack_rings(
 
 
 def _allocate(
-    links: DirectedLinks, residual: np.ndarray, ring: Sequence[str], allowed: frozenset[str] | None
-) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]] | None:
+    links: DirectedLinks, residual: list[float], ring: Sequence[str], allowed: frozenset[str] | None
+) -> tuple[list[float], tuple[tuple[str, ...], ...]] | None:
     trial = residual.copy()
     hops: list[tuple[str, ...]] = []
     n = len(ring)
@@ -524,7 +916,7 @@ def _allocate(
         if res is None or res[0] < 1:
             return None
         hops.append(res[2])
-        for e in links.path_ids(res[2]):
+        for e in links._ids_of(res[2]):
             trial[e] -= 1
     return trial, tuple(hops)
 
@@ -543,6 +935,17 @@ def _finish(
     return tuple(channels)
 
 
+@cache
+def _ring_orders(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ring order of ``n`` ranks starting at rank 0 ((n-1)! rows) and each row's
+    successors (read-only arrays, built once per ``n``)."""
+    perms = np.array([(0, *p) for p in itertools.permutations(range(1, n))], dtype=np.int64)
+    nxt = np.roll(perms, -1, axis=1)
+    perms.flags.writeable = False
+    nxt.flags.writeable = False
+    return perms, nxt
+
+
 def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> list[int] | None:
     """Ring order (starting at 0) maximising the slowest hop, then minimising total hops, then
     preferring hops with many residual link units (keeps scarce single links for later rings)."""
@@ -550,8 +953,7 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
     if n == 2:
         return [0, 1] if w[0, 1] > 0 and w[1, 0] > 0 else None
     if n <= EXHAUSTIVE_MAX:
-        perms = np.array([(0, *p) for p in itertools.permutations(range(1, n))], dtype=np.int64)
-        nxt = np.roll(perms, -1, axis=1)
+        perms, nxt = _ring_orders(n)
         bw = w[perms, nxt].min(axis=1)
         hops = h[perms, nxt].sum(axis=1)
         spare = u[perms, nxt].sum(axis=1)
@@ -582,22 +984,22 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
     return best_order
 
 
-@lru_cache(maxsize=4096)
 def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
-    """The server's NICs with a fabric port, sorted (cached, hence a tuple)."""
+    """The server's NICs with a fabric port, sorted."""
+    return _fabric_nics(topology).get(server, ())
+
+
+@lru_cache(maxsize=16)
+def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
+    """Server -> its NICs with a fabric port, sorted: one pass over the graph (cached per
+    topology), not one per server asked."""
     g = topology.graph
-    return tuple(
-        sorted(
-            (
-                n
-                for n, d in g.nodes(data=True)
-                if d["kind"] is NodeKind.NIC
-                and d["server"] == server
-                and any(g.nodes[v]["server"] == -1 for v in g.neighbors(n))
-            ),
-            key=str,
-        )
-    )
+    nodes = g.nodes
+    by_server: dict[int, list[str]] = {}
+    for n, d in nodes(data=True):
+        if d["kind"] is NodeKind.NIC and any(nodes[v]["server"] == -1 for v in g.neighbors(n)):
+            by_server.setdefault(d["server"], []).append(n)
+    return {srv: tuple(sorted(nics, key=str)) for srv, nics in by_server.items()}
 
 
 def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str]]:
@@ -696,7 +1098,10 @@ def _near_nics(links: DirectedLinks, gpu: str, nics: Sequence[str]) -> list[str]
     """The NICs of the GPU's server at the smallest hop distance from it (ties kept)."""
     if not nics:
         return []
-    dist = {nic: len(links.route(gpu, nic)) for nic in nics}
+    # one breadth-first search gives the hop count of every NIC's route (minimum-hop routes in
+    # the GPU's server and the fabric, the set DirectedLinks.route searches)
+    reach = links._hops_from(gpu, nics)
+    dist = {nic: reach[nic] if nic in reach else len(links.route(gpu, nic)) - 1 for nic in nics}
     d = min(dist.values())
     return sorted(nic for nic in nics if dist[nic] == d)
 
@@ -757,17 +1162,15 @@ def _remap(
 
 def channel_rates(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarray:
     """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate."""
-    flow_idx: list[int] = []
-    edge_idx: list[int] = []
-    for c, ch in enumerate(channels):
-        for hop in ch.hops:
-            for e in links.path_ids(hop):
-                flow_idx.append(c)
-                edge_idx.append(e)
-    if not flow_idx:
+    ids_of = links._ids_of
+    per_channel = [
+        np.fromiter(itertools.chain.from_iterable(map(ids_of, ch.hops)), dtype=np.int64)
+        for ch in channels
+    ]
+    ei = np.concatenate(per_channel) if per_channel else np.zeros(0, dtype=np.int64)
+    if not len(ei):
         return np.full(len(channels), np.inf)
-    fi = np.asarray(flow_idx, dtype=np.int64)
-    ei = np.asarray(edge_idx, dtype=np.int64)
+    fi = np.repeat(np.arange(len(channels), dtype=np.int64), [len(x) for x in per_channel])
     # Merge duplicate (flow, edge) pairs into multiplicities.
     key = fi * len(links.edges) + ei
     uniq, counts = np.unique(key, return_counts=True)

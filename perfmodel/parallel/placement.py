@@ -104,7 +104,8 @@ def place(
             )
         gpus = topology.gpus[:n]
     else:
-        unknown = [g for g in gpus if g not in topology.gpus]
+        known = frozenset(topology.gpus)  # a set: 16,384 GPUs checked against a tuple is O(n^2)
+        unknown = [g for g in gpus if g not in known]
         if unknown:
             raise ConfigError(
                 f"placement names GPUs not in {topology.name}: {unknown[:4]}",

@@ -10,7 +10,7 @@ from pathlib import Path
 import networkx as nx
 
 from perfmodel.catalogue import topologies_dir
-from perfmodel.errors import ConfigError, UnknownHardwareError
+from perfmodel.errors import ConfigError, TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link, list_links
 from perfmodel.topology.io import (
@@ -21,7 +21,12 @@ from perfmodel.topology.io import (
     read_server_file,
 )
 from perfmodel.topology.model import FabricSpec, Topology
-from perfmodel.topology.schema import NodeKind, validate_graph
+from perfmodel.topology.schema import (
+    NodeKind,
+    check_attributes,
+    check_gpu_connectivity,
+    validate_graph,
+)
 
 
 def list_systems() -> list[str]:
@@ -77,7 +82,8 @@ def add_server(
 MAX_CLUSTER_GPUS = 16_384
 """Largest cluster :func:`build_cluster` materialises: the issue-14 target size (Llama-3 405B on
 16,384 H100). Every server, NIC and link is a node or edge of one graph that is validated and
-routed (2,048 DGX A100: 92,168 edges, 1.4 s CPU to build on the 2-core development machine,
+routed (2,048 DGX A100: 92,168 edges, 0.6 s CPU to build as copies of server 0 on the 2-core
+development machine, 1.1 s when every server was built and validated on its own;
 ``benchmarks/bench_scale.py``); larger clusters are refused at once instead of running for
 minutes."""
 
@@ -144,10 +150,6 @@ def _add_link(graph: nx.Graph, u: str, v: str, link: LinkSpec) -> None:
     )
 
 
-def _add_edge_tech(graph: nx.Graph, u: str, v: str, tech_name: str, count: int) -> None:
-    _add_link(graph, u, v, link_from_tech(u, v, tech_name, count))
-
-
 def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> Topology:
     """Replicate a server ``nodes`` times and join the servers' NICs with ``fabric``.
 
@@ -201,11 +203,16 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         )
     if fabric.nics_per_node and fabric.nics_per_node < len(nic_ids):
         nic_ids = nic_ids[: fabric.nics_per_node]
-    servers: list[dict[str, str]] = []
-    for s in range(nodes):
-        servers.append(add_server(graph, desc, s, f"n{s}/"))
+    servers = _replicate_server(graph, desc, nodes)
     ports = [(s, k, servers[s][nid]) for s in range(nodes) for k, nid in enumerate(nic_ids)]
     net = fabric.network
+    by_count: dict[int, LinkSpec] = {}  # one catalogue lookup per bundle size, not per port
+
+    def fabric_edge(u: str, v: str, count: int) -> None:
+        link = by_count.get(count)
+        if link is None:
+            link = by_count[count] = link_from_tech(u, v, net, count)
+        _add_link(graph, u, v, link)
 
     def switch(name: str, tier: int) -> str:
         graph.add_node(name, kind=NodeKind.NETWORK_SWITCH, server=-1, local_id=name, tier=tier)
@@ -216,7 +223,7 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     ):
         sw = switch("fabric/switch0", 0)
         for _, _, nic in ports:
-            _add_edge_tech(graph, nic, sw, net, 1)
+            fabric_edge(nic, sw, 1)
     elif fabric.topology == "fat-tree":
         n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
         spine = switch("fabric/spine", 1)
@@ -224,24 +231,61 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             leaf = switch(f"fabric/leaf{i}", 0)
             members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
             for _, _, nic in members:
-                _add_edge_tech(graph, nic, leaf, net, 1)
+                fabric_edge(nic, leaf, 1)
             uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
-            _add_edge_tech(graph, leaf, spine, net, uplinks)
+            fabric_edge(leaf, spine, uplinks)
     else:  # rail
         rails = len(nic_ids)
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
             leaf = switch(f"fabric/rail{k}", 0)
             for s in range(nodes):
-                _add_edge_tech(graph, servers[s][nic_ids[k]], leaf, net, 1)
+                fabric_edge(servers[s][nic_ids[k]], leaf, 1)
             if spine is not None:
-                _add_edge_tech(
-                    graph, leaf, spine, net, max(1, math.ceil(nodes / fabric.oversubscription))
-                )
-    validate_graph(graph, source=desc.source)
-    return Topology(
+                fabric_edge(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
+    # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
+    # server 0 (_replicate_server). Connectivity is checked on the whole graph.
+    node_data = graph.nodes(data=True)
+    first = [(n, node_data[n]) for n in servers[0].values()]
+    first_edges = [(u, v, d) for u, v, d in graph.edges(servers[0].values(), data=True)]
+    fabric_nodes = [(n, d) for n, d in node_data if d["server"] == -1]
+    fabric_edges = list(graph.edges((n for n, _ in fabric_nodes), data=True))
+    gpus = check_attributes(
+        graph, first + fabric_nodes, first_edges + fabric_edges, source=desc.source
+    )
+    if not gpus:
+        raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
+    gpus_in_node_order = [n for n, kind in graph.nodes(data="kind") if kind is NodeKind.GPU]
+    topo = Topology(
         f"{desc.name}x{nodes}", graph, nodes, desc.description, desc.source, fabric, desc.sources
     )
+    check_gpu_connectivity(graph, gpus_in_node_order, desc.source)
+    return topo
+
+
+def _replicate_server(graph: nx.Graph, desc: ServerDescription, nodes: int) -> list[dict[str, str]]:
+    """Add servers ``0 .. nodes-1`` (node ids ``n<s>/<local id>``) to ``graph``; return each
+    server's local id -> node id.
+
+    Server 0 is built from the description (:func:`add_server`); the others copy its node and
+    edge attributes with the server index and the id prefix changed, in the same order (the
+    graph, its node order and its adjacency order are those of ``nodes`` calls of
+    :func:`add_server`: a DGX A100 is 31 nodes and 45 links, 2,048 of them 92,168 edges).
+    """
+    first = add_server(graph, desc, 0, "n0/")
+    node_items = [(lid, graph.nodes[gid]) for lid, gid in first.items()]
+    # in the description's link order, which sets each node's adjacency order
+    edge_items = [
+        (link.a, link.b, graph.edges[first[link.a], first[link.b]]) for link in desc.links
+    ]
+    servers = [first]
+    for s in range(1, nodes):
+        prefix = f"n{s}/"
+        ids = {lid: prefix + lid for lid in first}
+        graph.add_nodes_from((ids[lid], {**d, "server": s}) for lid, d in node_items)
+        graph.add_edges_from((ids[a], ids[b], d) for a, b, d in edge_items)
+        servers.append(ids)
+    return servers
 
 
 def load_system(

@@ -67,9 +67,12 @@ class Topology:
     @cached_property
     def gpus(self) -> tuple[str, ...]:
         """GPU node ids in global rank order (server, then local GPU index)."""
-        g = self.graph
-        nodes = [n for n, d in g.nodes(data=True) if d["kind"] is NodeKind.GPU]
-        return tuple(sorted(nodes, key=lambda n: (g.nodes[n]["server"], g.nodes[n]["gpu_index"])))
+        keyed = [
+            ((d["server"], d["gpu_index"]), i, n)
+            for i, (n, d) in enumerate(self.graph.nodes(data=True))
+            if d["kind"] is NodeKind.GPU
+        ]  # the node order breaks ties, as a stable sort on (server, gpu_index) would
+        return tuple(n for _, _, n in sorted(keyed))
 
     @property
     def num_gpus(self) -> int:

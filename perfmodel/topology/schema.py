@@ -103,10 +103,29 @@ def validate_graph(graph: nx.Graph, *, source: str = "<graph>") -> None:
     non-negative latency; GPU models known to the catalogue; at least one GPU; every GPU reaches
     every other GPU through transit nodes.
     """
+    gpus = check_attributes(graph, graph.nodes(data=True), graph.edges(data=True), source=source)
+    if not gpus:
+        raise TopologyError(f"{source}: topology has no GPU", value=None, where=source)
+    check_gpu_connectivity(graph, gpus, source)
+
+
+def check_attributes(
+    graph: nx.Graph,
+    nodes: Iterable[tuple[str, dict]],
+    edges: Iterable[tuple[str, str, dict]],
+    *,
+    source: str = "<graph>",
+) -> list[str]:
+    """The attribute checks of :func:`validate_graph` on the given ``(node, data)`` and
+    ``(u, v, data)`` items of ``graph``; returns the GPU nodes among ``nodes``.
+
+    The cluster builder checks one server and the fabric this way: its other servers are copies
+    of the checked one, attribute for attribute (:func:`perfmodel.topology.builders.build_cluster`).
+    """
     from perfmodel.hardware.gpus import get_gpu
 
     gpus: list[str] = []
-    for node, data in graph.nodes(data=True):
+    for node, data in nodes:
         for key in NODE_ATTRS_REQUIRED:
             if key not in data:
                 raise TopologyError(
@@ -128,9 +147,7 @@ def validate_graph(graph: nx.Graph, *, source: str = "<graph>") -> None:
                 )
             get_gpu(data["model"], where=f"{source}: node {node!r}")
             gpus.append(node)
-    if not gpus:
-        raise TopologyError(f"{source}: topology has no GPU", value=None, where=source)
-    for u, v, data in graph.edges(data=True):
+    for u, v, data in edges:
         for key in EDGE_ATTRS_REQUIRED:
             if key not in data:
                 raise TopologyError(
@@ -167,7 +184,7 @@ def validate_graph(graph: nx.Graph, *, source: str = "<graph>") -> None:
                 value=data["count"],
                 where=source,
             )
-    _check_gpu_connectivity(graph, gpus, source)
+    return gpus
 
 
 def transit_view(graph: nx.Graph, endpoints: Iterable[str]) -> nx.Graph:
@@ -178,16 +195,25 @@ def transit_view(graph: nx.Graph, endpoints: Iterable[str]) -> nx.Graph:
     )
 
 
-def _check_gpu_connectivity(graph: nx.Graph, gpus: list[str], source: str) -> None:
+def check_gpu_connectivity(graph: nx.Graph, gpus: list[str], source: str) -> None:
     if len(gpus) < 2:
         return
     # Components of the transit-only graph; each GPU must touch the same component set (or
-    # connect directly to every other GPU).
-    transit = nx.subgraph_view(graph, filter_node=lambda n: graph.nodes[n]["kind"] in TRANSIT_KINDS)
+    # connect directly to every other GPU). A plain search over the adjacency: the component
+    # numbers only need to be equal within a component.
+    adj = graph.adj
+    transit = {n for n, kind in graph.nodes(data="kind") if kind in TRANSIT_KINDS}
     comp_of: dict[str, int] = {}
-    for i, comp in enumerate(nx.connected_components(transit)):
-        for n in comp:
-            comp_of[n] = i
+    for start in transit:
+        if start in comp_of:
+            continue
+        i = comp_of[start] = len(comp_of)
+        stack = [start]
+        while stack:
+            for n in adj[stack.pop()]:
+                if n in transit and n not in comp_of:
+                    comp_of[n] = i
+                    stack.append(n)
     reach: dict[str, set[int]] = {}
     for g in gpus:
         reach[g] = {comp_of[n] for n in graph.neighbors(g) if n in comp_of}
