@@ -42,6 +42,7 @@ from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.symmetry import server_signature, server_symmetry
 
 FIDELITIES = ("analytic", "simulated")
 
@@ -154,22 +155,6 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
-def _server_signature(topology: Topology, nodes: frozenset[str]) -> tuple[Any, ...]:
-    """A server's nodes and internal links by local id, with every attribute but ``server``."""
-    g = topology.graph
-    lid = {n: g.nodes[n]["local_id"] for n in nodes}
-    node_sig = sorted(
-        (lid[n], sorted((k, repr(v)) for k, v in g.nodes[n].items() if k != "server"))
-        for n in nodes
-    )
-    edge_sig = sorted(
-        (tuple(sorted((lid[u], lid[v]))), sorted((k, repr(x)) for k, x in d.items()))
-        for u, v, d in g.edges(nodes, data=True)
-        if u in nodes and v in nodes
-    )
-    return (node_sig, edge_sig)
-
-
 def _fabric_pairs(topology: Topology, nodes: frozenset[str]) -> set[tuple[str, str]]:
     """Local-id pairs of a server's nodes attached to a common node outside the server."""
     g = topology.graph
@@ -186,12 +171,13 @@ def _twin_map(
 ) -> dict[str, str]:
     """``{node of server s: node of server 0 with the same local id}``, or ``{}`` where server
     ``s`` differs from server 0 or shares outside switches between more of its NICs.
-    ``zero_key``: server 0's :func:`_server_signature` and :func:`_fabric_pairs`, computed once
+    ``zero_key``: server 0's :func:`~perfmodel.topology.symmetry.server_signature` and
+    :func:`_fabric_pairs`, computed once
     by the caller for every ``s``."""
     mine, zero = links.server_nodes.get(s), links.server_nodes.get(0)
     if not mine or not zero or len(mine) != len(zero):
         return {}
-    if _server_signature(topology, mine) != zero_key[0]:
+    if server_signature(topology, mine) != zero_key[0]:
         return {}
     if not _fabric_pairs(topology, mine) <= zero_key[1]:
         return {}
@@ -347,9 +333,48 @@ class CommCostModel:
         members = check_group(self.topology, group)
         info = self._groups.get(members)
         if info is None:
-            info = self._twin_group(members) or self._build_group(members)
+            info = (
+                self._twin_group(members)
+                or self._shape_group(members)
+                or self._build_group(members)
+            )
             self._groups[members] = info
         return info
+
+    def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:
+        """The analysis of a group spanning servers, read off the group of the same shape in
+        the first servers of their classes and relabelled, or ``None``.
+
+        Interchangeable servers (:func:`perfmodel.topology.symmetry.server_symmetry`) are
+        exchanged by a graph automorphism that keeps the name order of the group's servers'
+        nodes and of the fabric, so the ring search (minimum hops, widest, then smallest node
+        names; searched inside the group's servers and the fabric only) finds the mapped
+        channels: the same bandwidths, latencies and channel count. Issue 14: the tensor-,
+        pipeline- and data-parallel groups of every plan, data-parallel degree and cluster
+        size are one analysis per shape (a GPT-3 tp16 pp16 plan on 128 DGX A100: 3.5 s of
+        ring analysis for 31 new groups). Used only when the canonical channels stay inside
+        the canonical servers and the fabric (else the group is analysed directly).
+        """
+        links = self.links
+        servers = {links.server[m] for m in members}
+        if len(servers) < 2:
+            return None
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map(servers)
+        if smap is None or all(k == v for k, v in smap.items()):
+            return None
+        fwd = sym.node_map(smap)
+        base_members = tuple(fwd.get(m, m) for m in members)
+        base = self._groups.get(base_members)
+        if base is None:
+            base = self._groups[base_members] = self._build_group(base_members)
+        inside = set(smap.values())
+        srv = links.server
+        for ch in base.channels:
+            for hop in ch.hops:
+                if any(srv[n] >= 0 and srv[n] not in inside for n in hop):
+                    return None
+        return _relabel(base, {v: k for k, v in fwd.items()})
 
     def _twin_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The group's analysis copied from the same local ids in server 0, or ``None``.
@@ -357,7 +382,8 @@ class CommCostModel:
         A group inside one server ``s > 0`` of a cluster of identical servers has the analysis
         of its twin in server 0 with the node names mapped (issue 14: identical tensor-parallel
         groups of the pipeline stages are analysed once). Used only when server ``s`` equals
-        server 0 node for node and link for link (:func:`_server_signature`), its NICs share
+        server 0 node for node and link for link
+        (:func:`~perfmodel.topology.symmetry.server_signature`), its NICs share
         fabric switches no more than server 0's do (so no route through the fabric can be
         shorter than server 0's), and the twin's rings stay inside server 0.
         """
@@ -370,7 +396,7 @@ class CommCostModel:
             if self._server0_key is None:
                 zero = links.server_nodes.get(0, frozenset())
                 self._server0_key = (
-                    _server_signature(self.topology, zero),
+                    server_signature(self.topology, zero),
                     _fabric_pairs(self.topology, zero),
                 )
             twin = self._twins[s] = _twin_map(self.topology, links, s, self._server0_key)
