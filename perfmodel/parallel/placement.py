@@ -104,7 +104,8 @@ def place(
             )
         gpus = topology.gpus[:n]
     else:
-        unknown = [g for g in gpus if g not in topology.gpus]
+        known = set(topology.gpus)
+        unknown = [g for g in gpus if g not in known]
         if unknown:
             raise ConfigError(
                 f"placement names GPUs not in {topology.name}: {unknown[:4]}",
