@@ -269,6 +269,7 @@ class CommCostModel:
         self._twins: dict[int, dict[str, str]] = {}
         self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
+        self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -763,18 +764,32 @@ class CommCostModel:
         ``alpha + bytes / rate`` with ``alpha`` NCCL's per-step Simple cost for the route's
         transport plus what that cost does not contain (:meth:`DirectedLinks.extra_latency`).
         """
-        paths = [self.links.p2p_route(s, d) for s, d, _ in transfers]
-        rates = flow_rates(self.links, paths)
+        terms = self._flow_terms(tuple((s, d) for s, d, _ in transfers))
         worst = (0.0, 0.0, math.inf)
-        for (_, _, nbytes), path, rate in zip(transfers, paths, rates):
-            hw = self.links.hw_class(path)
-            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.extra_latency(
-                path
-            )
-            t = alpha + nbytes / float(rate)
+        for (_, _, nbytes), (alpha, rate) in zip(transfers, terms):
+            t = alpha + nbytes / rate
             if t > worst[0]:
-                worst = (t, alpha, float(rate))
+                worst = (t, alpha, rate)
         return worst
+
+    def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
+        """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
+        neither depends on the bytes sent, so every message size of a pipeline's sends, in
+        every plan with the same pairs, reuses one route and rate computation)."""
+        hit = self._flow_cache.get(pairs)
+        if hit is None:
+            paths = [self.links.p2p_route(s, d) for s, d in pairs]
+            rates = flow_rates(self.links, paths)
+            step = P.NCCL_STEP_LATENCY_S
+            hit = self._flow_cache[pairs] = tuple(
+                (
+                    step[(self.links.hw_class(path), "ring", Protocol.SIMPLE)]
+                    + self.links.extra_latency(path),
+                    float(rate),
+                )
+                for path, rate in zip(paths, rates)
+            )
+        return hit
 
     def _other(
         self, op: CollectiveOp, m: float, info: GroupInfo, algo: Algorithm
