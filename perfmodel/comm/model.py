@@ -772,13 +772,32 @@ class CommCostModel:
                 worst = (t, alpha, rate)
         return worst
 
+    def _p2p_route(self, src: str, dst: str) -> tuple[str, ...]:
+        """:meth:`DirectedLinks.p2p_route` between two servers, read off the same local ids in
+        the first servers of their classes (:func:`~perfmodel.topology.symmetry.server_symmetry`)
+        and mapped back, as :meth:`_shape_group` does for groups: the route and the NICs each
+        GPU uses are searched inside the two servers and the fabric, whose name order the
+        exchange keeps, so the mapped route is the route (issue 14: a pipeline's sends route
+        every server pair once per shape, not once per pair)."""
+        links = self.links
+        a, b = links.server[src], links.server[dst]
+        if a == b or a < 0 or b < 0:
+            return links.p2p_route(src, dst)
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map((a, b))
+        if smap is None or (smap[a] == a and smap[b] == b):
+            return links.p2p_route(src, dst)
+        path = links.p2p_route(sym.map_node(src, smap), sym.map_node(dst, smap))
+        back = {t: s for s, t in smap.items()}
+        return tuple(sym.map_node(n, back) for n in path)
+
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
         every plan with the same pairs, reuses one route and rate computation)."""
         hit = self._flow_cache.get(pairs)
         if hit is None:
-            paths = [self.links.p2p_route(s, d) for s, d in pairs]
+            paths = [self._p2p_route(s, d) for s, d in pairs]
             rates = flow_rates(self.links, paths)
             step = P.NCCL_STEP_LATENCY_S
             hit = self._flow_cache[pairs] = tuple(

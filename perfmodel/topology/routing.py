@@ -96,10 +96,15 @@ def _route_by_symmetry(topo: Topology, src: str, dst: str) -> tuple[str, ...] | 
     return tuple(back.get(n, n) for n in path)
 
 
-@lru_cache(maxsize=65_536)
 def _fabric_distance(topo: Topology, node: str) -> int:
     """Fewest hops from a server node to any fabric node (server ``-1``), interior nodes
-    transit, searched inside its server (a large number where none is reachable)."""
+    transit, searched inside its server (a large number where none is reachable); the same for
+    the node of the same local id in every server of a class."""
+    return _fabric_distance_of(topo, server_symmetry(topo).canonical_node(node))
+
+
+@lru_cache(maxsize=65_536)
+def _fabric_distance_of(topo: Topology, node: str) -> int:
     adj = _adjacency(topo)
     i = adj.index[node]
     dist, _ = _best_paths(topo, node, adj.server[i])

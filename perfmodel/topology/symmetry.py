@@ -96,6 +96,17 @@ class ServerSymmetry:
                 out[s] = self.ordered[c][k]
         return out
 
+    def map_node(self, node: str, smap: dict[int, int]) -> str:
+        """``node``'s image under the server map ``smap`` (itself outside the mapped servers)."""
+        t = smap.get(self.server[node])
+        return node if t is None else self.by_local[t][self.local_id[node]]
+
+    def canonical_node(self, node: str) -> str:
+        """The node with ``node``'s local id in the first server of its server's class
+        (``node`` itself outside classes)."""
+        c = self.cls.get(self.server[node])
+        return node if c is None else self.by_local[self.ordered[c][0]][self.local_id[node]]
+
     def node_map(self, smap: dict[int, int]) -> dict[str, str]:
         """``{node: image}`` for every node of the servers in ``smap`` (by local id)."""
         out: dict[str, str] = {}

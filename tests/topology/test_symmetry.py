@@ -23,6 +23,9 @@ def test_identical_servers_form_one_class_in_name_order() -> None:
     # servers 10 and 3, in name order (n10 < n3), go to the first two servers (n0 < n1)
     assert sym.server_map((3, 10)) == {10: 0, 3: 1}
     assert sym.node_map({10: 0, 3: 1})["n3/gpu5"] == "n1/gpu5"
+    assert sym.map_node("n3/gpu5", {10: 0, 3: 1}) == "n1/gpu5"
+    assert sym.canonical_node("n7/nic2") == "n0/nic2"
+    assert sym.canonical_node("fabric/rail2") == "fabric/rail2"
 
 
 def test_a_changed_server_leaves_the_class() -> None:
@@ -84,3 +87,14 @@ def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> 
         # one class: one analysis per shape and server order ((2, 3) and (1, 2) alike, (3, 1)
         # mirrored: its first server sorts last)
         assert len(built) == 2 * len(shapes)
+
+
+@pytest.mark.parametrize(("system", "kw"), SYSTEMS)
+def test_p2p_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) -> None:
+    from perfmodel.comm import CommCostModel
+
+    topo = load_system(system, nodes=4, **kw)
+    model, direct = CommCostModel(topo), CommCostModel(topo)
+    gpus = topo.gpus[:: max(1, len(topo.gpus) // 12)]
+    for a, b in itertools.permutations(gpus, 2):
+        assert model._p2p_route(a, b) == direct.links.p2p_route(a, b), (a, b)
