@@ -269,6 +269,7 @@ class CommCostModel:
         self._twins: dict[int, dict[str, str]] = {}
         self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
+        self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
 
     # ------------------------------------------------------------------ public API
@@ -433,7 +434,11 @@ class CommCostModel:
         parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members))
         links = self.links
         if len(ring_members) >= 2:
-            channels = build_channels(links, ring_members)
+            channels = (
+                self._packed(ring_members)
+                if len(parts) == 1
+                else build_channels(links, ring_members)
+            )
             rates = channel_rates(links, channels)
             ring_bw = float(np.sum(rates))
         else:
@@ -451,7 +456,7 @@ class CommCostModel:
         # Bandwidth inside one server (ring over its members) and across servers (per server).
         biggest = max(parts, key=len) if parts else ()
         if len(parts) > 1 and len(biggest) >= 2:
-            intra_bw = float(np.sum(channel_rates(links, pack_rings(links, biggest))))
+            intra_bw = float(np.sum(channel_rates(links, self._packed(biggest))))
         elif len(parts) == 1:
             intra_bw = ring_bw
         else:
@@ -482,6 +487,32 @@ class CommCostModel:
             gpu_arch=arch,
             gpu_memory_Bps=mem_bw,
             shm=links.uses_shm(ring_members),
+        )
+
+    def _packed(self, members: tuple[str, ...]) -> tuple[Channel, ...]:
+        """:func:`~perfmodel.comm.rings.pack_rings` of GPUs of one server (what
+        :func:`~perfmodel.comm.rings.build_channels` returns for them), computed once per local-id
+        shape in the first server of the server's class and mapped back: the search stays inside
+        the server, whose node-name order the exchange keeps (issue 14: a tensor-parallel group
+        and the server parts of the wider groups of every plan pack one ring set)."""
+        sym = server_symmetry(self.topology)
+        s = self.links.server[members[0]]
+        smap = sym.server_map((s,))
+        if smap is None:
+            return pack_rings(self.links, members)
+        base_members = tuple(sym.map_node(m, smap) for m in members)
+        base = self._packs.get(base_members)
+        if base is None:
+            base = self._packs[base_members] = pack_rings(self.links, base_members)
+        if smap[s] == s:
+            return base
+        back = {smap[s]: s}
+        return tuple(
+            Channel(
+                tuple(sym.map_node(n, back) for n in ch.order),
+                tuple(tuple(sym.map_node(n, back) for n in hop) for hop in ch.hops),
+            )
+            for ch in base
         )
 
     def _same_server(self, path: Sequence[str]) -> bool:

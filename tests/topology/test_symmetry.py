@@ -10,7 +10,7 @@ import pytest
 
 from perfmodel.topology import load_system
 from perfmodel.topology import routing as R
-from perfmodel.topology.symmetry import server_symmetry
+from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
 
 SYSTEMS = [("dgx-a100", {}), ("dgx-a100", {"fabric_topology": "fat-tree"}), ("dgx1-v100", {})]
 
@@ -67,6 +67,19 @@ def test_routes_by_symmetry_equal_direct_routes(system: str, kw: dict[str, str])
     assert mapped > 0 or kw
 
 
+def _direct_group(topo, group: tuple[str, ...]):
+    """The group's analysis with no server class (every ring packed where it is)."""
+    import perfmodel.comm.model as M
+    from perfmodel.comm import CommCostModel
+
+    saved = M.server_symmetry
+    M.server_symmetry = lambda t: ServerSymmetry({}, {}, {}, {}, {}, {}, 3)
+    try:
+        return CommCostModel(topo)._build_group(group)
+    finally:
+        M.server_symmetry = saved
+
+
 @pytest.mark.parametrize(("system", "kw"), SYSTEMS)
 def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> None:
     from perfmodel.comm import CommCostModel
@@ -74,6 +87,10 @@ def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> 
     topo = load_system(system, nodes=4, **kw)
     gpn = topo.gpus_per_node
     model = CommCostModel(topo)
+    for s in range(4):  # one server: the rings packed in the class's first server, mapped back
+        for pick in ((0, 1, 2, 3, 4, 5, 6, 7), (3, 1, 2), (6, 7)):
+            group = tuple(topo.gpus[s * gpn + i] for i in pick if i < gpn)
+            assert model._packed(group) == _direct_group(topo, group).channels, (s, pick)
     built = []
     build = model._build_group
     model._build_group = lambda members: built.append(members) or build(members)  # type: ignore[method-assign]
@@ -82,7 +99,7 @@ def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> 
         for s0, s1 in ((2, 3), (3, 1), (1, 2)):
             group = tuple(topo.gpus[(s0, s1)[k] * gpn + i % gpn] for k, i in shape)
             info = model.group_info(group)
-            assert info == CommCostModel(topo)._build_group(group), (shape, s0, s1)
+            assert info == _direct_group(topo, group), (shape, s0, s1)
     if len(server_symmetry(topo).cls) == topo.num_nodes:
         # one class: one analysis per shape and server order ((2, 3) and (1, 2) alike, (3, 1)
         # mirrored: its first server sorts last)
