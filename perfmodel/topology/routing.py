@@ -88,12 +88,11 @@ def _route_by_symmetry(topo: Topology, src: str, dst: str) -> tuple[str, ...] | 
     smap = sym.server_map((a, b))
     if smap is None or (smap[a] == a and smap[b] == b):
         return None
-    fwd = sym.node_map(smap)
-    path = _route_cached(topo, fwd.get(src, src), fwd.get(dst, dst))
+    path = _route_cached(topo, sym.map_node(src, smap), sym.map_node(dst, smap))
     if len(path) - 1 >= _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst):
         return None
-    back = {v: k for k, v in fwd.items()}
-    return tuple(back.get(n, n) for n in path)
+    back = {t: s for s, t in smap.items()}
+    return tuple(sym.map_node(n, back) for n in path)
 
 
 def _fabric_distance(topo: Topology, node: str) -> int:
