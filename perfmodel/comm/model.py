@@ -189,12 +189,16 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
     if isinstance(value, str):
         return names.get(value, value)
+    if isinstance(value, Channel):  # the bulk of a wide group's analysis: mapped flat
+        get = names.get
+        return Channel(
+            tuple(get(n, n) for n in value.order),
+            tuple(tuple(get(n, n) for n in hop) for hop in value.hops),
+        )
     if isinstance(value, tuple):
         return tuple(_relabel(v, names) for v in value)
     if isinstance(value, dict):
         return {k: _relabel(v, names) for k, v in value.items()}
-    if isinstance(value, Channel):
-        return Channel(_relabel(value.order, names), _relabel(value.hops, names))
     if isinstance(value, GroupInfo):
         return GroupInfo(
             **{f.name: _relabel(getattr(value, f.name), names) for f in fields(GroupInfo)}
