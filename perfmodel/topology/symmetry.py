@@ -28,18 +28,38 @@ from typing import Any
 from perfmodel.topology.model import Topology
 
 
+def _value_key(value: Any) -> Any:
+    """An attribute value as a comparable, hashable key: itself, or its ``repr`` when unhashable
+    (a list)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _attrs_key(attrs: dict[str, Any], skip: str = "") -> tuple[tuple[str, Any], ...]:
+    """``attrs`` but ``skip`` as sorted ``(name, value key)`` pairs."""
+    key = tuple(sorted(kv for kv in attrs.items() if kv[0] != skip))
+    try:
+        hash(key)
+    except TypeError:
+        return tuple((k, _value_key(v)) for k, v in key)
+    return key
+
+
 def server_signature(topology: Topology, nodes: frozenset[str]) -> tuple[Any, ...]:
-    """A server's nodes and internal links by local id, with every attribute but ``server``."""
+    """A server's nodes and internal links by local id, with every attribute but ``server``
+    (a hashable value: two servers built alike have equal signatures)."""
     g = topology.graph
     lid = {n: g.nodes[n]["local_id"] for n in nodes}
-    node_sig = sorted(
-        (lid[n], sorted((k, repr(v)) for k, v in g.nodes[n].items() if k != "server"))
-        for n in nodes
-    )
-    edge_sig = sorted(
-        (tuple(sorted((lid[u], lid[v]))), sorted((k, repr(x)) for k, x in d.items()))
-        for u, v, d in g.edges(nodes, data=True)
-        if u in nodes and v in nodes
+    node_sig = tuple(sorted((lid[n], _attrs_key(g.nodes[n], "server")) for n in nodes))
+    edge_sig = tuple(
+        sorted(
+            (tuple(sorted((lid[u], lid[v]))), _attrs_key(d))
+            for u, v, d in g.edges(nodes, data=True)
+            if u in nodes and v in nodes
+        )
     )
     return (node_sig, edge_sig)
 
@@ -155,7 +175,7 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
                     ok = False  # a direct link to another server
                     break
                 fabric_nbrs += 1
-                outside.append((local_id[n], v, sorted((k, repr(x)) for k, x in d.items())))
+                outside.append((local_id[n], v, _attrs_key(d)))
             two_fabric = two_fabric or fabric_nbrs >= 2
             if not ok:
                 break
@@ -163,8 +183,8 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
             continue
         key = (
             tuple(local_id[n] for n in nodes),
-            repr(server_signature(topology, fs)),
-            repr(sorted(outside)),
+            server_signature(topology, fs),
+            tuple(sorted(outside)),
         )
         sigs.setdefault(key, []).append(s)
     cls: dict[int, int] = {}
