@@ -115,3 +115,23 @@ def test_p2p_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) ->
     gpus = topo.gpus[:: max(1, len(topo.gpus) // 12)]
     for a, b in itertools.permutations(gpus, 2):
         assert model._p2p_route(a, b) == direct.links.p2p_route(a, b), (a, b)
+
+
+@pytest.mark.parametrize(("system", "kw"), SYSTEMS)
+def test_link_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) -> None:
+    from perfmodel.comm import CommCostModel
+    from perfmodel.comm.rings import DirectedLinks
+
+    topo = load_system(system, nodes=4, **kw)
+    links = CommCostModel(topo).links
+    direct = DirectedLinks(topo, links.link_params)
+    nodes = [n for n in topo.graph.nodes if topo.server_of(n) >= 0]
+    picks = nodes[:: max(1, len(nodes) // 40)]
+    for a, b in itertools.permutations(picks, 2):
+        try:
+            want = direct.route(a, b)
+        except Exception as exc:  # no route: the same error
+            with pytest.raises(type(exc)):
+                links.route(a, b)
+            continue
+        assert links.route(a, b) == want, (a, b)
