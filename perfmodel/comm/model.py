@@ -200,16 +200,12 @@ class _SymmetricLinks(DirectedLinks):
         hit = self._routes.get((src, dst))
         if hit is not None:
             return hit
-        a, b = self.server[src], self.server[dst]
-        if src == dst or a < 0 or b < 0:
+        if src == dst:
             return super().route(src, dst)
-        sym = server_symmetry(self.topology)
-        smap = sym.server_map((a, b))
-        if smap is None or all(k == v for k, v in smap.items()):
+        path = server_symmetry(self.topology).pair_route(src, dst, super().route)
+        if path is None:
             return super().route(src, dst)
-        path = super().route(sym.map_node(src, smap), sym.map_node(dst, smap))
-        back = {t: s for s, t in smap.items()}
-        path = self._routes[(src, dst)] = tuple(sym.map_node(n, back) for n in path)
+        self._routes[(src, dst)] = path
         return path
 
 
@@ -844,16 +840,10 @@ class CommCostModel:
         exchange keeps, so the mapped route is the route (issue 14: a pipeline's sends route
         every server pair once per shape, not once per pair)."""
         links = self.links
-        a, b = links.server[src], links.server[dst]
-        if a == b or a < 0 or b < 0:
+        if links.server[src] == links.server[dst]:
             return links.p2p_route(src, dst)
-        sym = server_symmetry(self.topology)
-        smap = sym.server_map((a, b))
-        if smap is None or (smap[a] == a and smap[b] == b):
-            return links.p2p_route(src, dst)
-        path = links.p2p_route(sym.map_node(src, smap), sym.map_node(dst, smap))
-        back = {t: s for s, t in smap.items()}
-        return tuple(sym.map_node(n, back) for n in path)
+        path = server_symmetry(self.topology).pair_route(src, dst, links.p2p_route)
+        return links.p2p_route(src, dst) if path is None else path
 
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:

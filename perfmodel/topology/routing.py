@@ -82,17 +82,14 @@ def _route_by_symmetry(topo: Topology, src: str, dst: str) -> tuple[str, ...] | 
     if topo.num_nodes <= 1:
         return None
     sym = server_symmetry(topo)
-    a, b = sym.server[src], sym.server[dst]
-    if a == b or a < 0 or b < 0:
+    if sym.server[src] == sym.server[dst]:
         return None
-    smap = sym.server_map((a, b))
-    if smap is None or (smap[a] == a and smap[b] == b):
+    path = sym.pair_route(src, dst, lambda a, b: _route_cached(topo, a, b))
+    if path is None:
         return None
-    path = _route_cached(topo, sym.map_node(src, smap), sym.map_node(dst, smap))
     if len(path) - 1 >= _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst):
         return None
-    back = {t: s for s, t in smap.items()}
-    return tuple(sym.map_node(n, back) for n in path)
+    return path
 
 
 def _fabric_distance(topo: Topology, node: str) -> int:

@@ -20,7 +20,7 @@ search of :mod:`perfmodel.comm.rings` searches the group's servers and the fabri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -126,6 +126,23 @@ class ServerSymmetry:
         (``node`` itself outside classes)."""
         c = self.cls.get(self.server[node])
         return node if c is None else self.by_local[self.ordered[c][0]][self.local_id[node]]
+
+    def pair_route(
+        self, src: str, dst: str, search: Callable[[str, str], tuple[str, ...]]
+    ) -> tuple[str, ...] | None:
+        """``search`` run on the images of ``src`` and ``dst`` in the first servers of their
+        classes (:meth:`server_map`), its path mapped back; ``None`` where an endpoint is
+        outside the classes or the pair is already its own image. Exact where ``search``
+        compares only nodes of the endpoints' servers and of the fabric (module docstring)."""
+        a, b = self.server[src], self.server[dst]
+        if a < 0 or b < 0:
+            return None
+        smap = self.server_map((a, b))
+        if smap is None or all(k == v for k, v in smap.items()):
+            return None
+        path = search(self.map_node(src, smap), self.map_node(dst, smap))
+        back = {t: s for s, t in smap.items()}
+        return tuple(self.map_node(n, back) for n in path)
 
     def node_map(self, smap: dict[int, int]) -> dict[str, str]:
         """``{node: image}`` for every node of the servers in ``smap`` (by local id)."""

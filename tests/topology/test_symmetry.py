@@ -10,7 +10,7 @@ import pytest
 
 from perfmodel.topology import load_system
 from perfmodel.topology import routing as R
-from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
+from perfmodel.topology.symmetry import server_symmetry
 
 SYSTEMS = [("dgx-a100", {}), ("dgx-a100", {"fabric_topology": "fat-tree"}), ("dgx1-v100", {})]
 
@@ -73,7 +73,8 @@ def _direct_group(topo, group: tuple[str, ...]):
     from perfmodel.comm import CommCostModel
 
     saved = M.server_symmetry
-    M.server_symmetry = lambda t: ServerSymmetry({}, {}, {}, {}, {}, {}, 3)
+    none = dataclasses.replace(server_symmetry(topo), cls={}, ordered={}, position={})
+    M.server_symmetry = lambda t: none
     try:
         return CommCostModel(topo)._build_group(group)
     finally:
