@@ -45,12 +45,9 @@ def test_a_changed_server_leaves_the_class() -> None:
 
 def _direct(topo, a: str, b: str) -> tuple[str, ...]:
     """The route without the symmetry shortcut."""
-    saved = R._route_by_symmetry
-    R._route_by_symmetry = lambda *args: None
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "_route_by_symmetry", lambda *args: None)
         return R._route_cached.__wrapped__(topo, a, b)
-    finally:
-        R._route_by_symmetry = saved
 
 
 @pytest.mark.parametrize(("system", "kw"), SYSTEMS)
@@ -72,13 +69,10 @@ def _direct_group(topo, group: tuple[str, ...]):
     import perfmodel.comm.model as M
     from perfmodel.comm import CommCostModel
 
-    saved = M.server_symmetry
     none = dataclasses.replace(server_symmetry(topo), cls={}, ordered={}, position={})
-    M.server_symmetry = lambda t: none
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "server_symmetry", lambda t: none)
         return CommCostModel(topo)._build_group(group)
-    finally:
-        M.server_symmetry = saved
 
 
 @pytest.mark.parametrize(("system", "kw"), SYSTEMS)
