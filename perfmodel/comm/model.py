@@ -299,6 +299,7 @@ class CommCostModel:
         self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
+        self._shape_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
 
     # ------------------------------------------------------------------ public API
@@ -399,12 +400,13 @@ class CommCostModel:
         base = self._groups.get(base_members)
         if base is None:
             base = self._groups[base_members] = self._build_group(base_members)
-        inside = set(smap.values())
-        srv = links.server
-        for ch in base.channels:
-            for hop in ch.hops:
-                if any(srv[n] >= 0 and srv[n] not in inside for n in hop):
-                    return None
+        inside = self._shape_inside.get(base_members)
+        if inside is None:  # once per shape: do the canonical channels stay in their servers?
+            srv = links.server
+            used = {srv[n] for ch in base.channels for hop in ch.hops for n in hop}
+            inside = self._shape_inside[base_members] = used <= {-1, *smap.values()}
+        if not inside:
+            return None
         return _relabel(base, {v: k for k, v in fwd.items()})
 
     def _twin_group(self, members: tuple[str, ...]) -> GroupInfo | None:
