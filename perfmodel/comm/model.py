@@ -537,14 +537,7 @@ class CommCostModel:
             base = self._packs[base_members] = pack_rings(self.links, base_members)
         if smap[s] == s:
             return base
-        back = {smap[s]: s}
-        return tuple(
-            Channel(
-                tuple(sym.map_node(n, back) for n in ch.order),
-                tuple(tuple(sym.map_node(n, back) for n in hop) for hop in ch.hops),
-            )
-            for ch in base
-        )
+        return _relabel(base, sym.node_map({smap[s]: s}))
 
     def _same_server(self, path: Sequence[str]) -> bool:
         srv = self.links.server

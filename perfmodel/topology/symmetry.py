@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from perfmodel.errors import TopologyError
 from perfmodel.topology.model import Topology
 
 
@@ -132,15 +133,20 @@ class ServerSymmetry:
     ) -> tuple[str, ...] | None:
         """``search`` run on the images of ``src`` and ``dst`` in the first servers of their
         classes (:meth:`server_map`), its path mapped back; ``None`` where an endpoint is
-        outside the classes or the pair is already its own image. Exact where ``search``
-        compares only nodes of the endpoints' servers and of the fabric (module docstring)."""
+        outside the classes or the pair is already its own image, and where ``search`` finds
+        no route (the caller's own search then says so with the real names). Exact where
+        ``search`` compares only nodes of the endpoints' servers and of the fabric (module
+        docstring)."""
         a, b = self.server[src], self.server[dst]
         if a < 0 or b < 0:
             return None
         smap = self.server_map((a, b))
         if smap is None or all(k == v for k, v in smap.items()):
             return None
-        path = search(self.map_node(src, smap), self.map_node(dst, smap))
+        try:
+            path = search(self.map_node(src, smap), self.map_node(dst, smap))
+        except TopologyError:
+            return None
         back = {t: s for s, t in smap.items()}
         return tuple(self.map_node(n, back) for n in path)
 

@@ -130,3 +130,11 @@ def test_link_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) -
                 links.route(a, b)
             continue
         assert links.route(a, b) == want, (a, b)
+
+
+def test_no_route_names_the_nodes_asked_about() -> None:
+    from perfmodel.errors import TopologyError
+
+    topo = load_system("dgx-a100", nodes=6)
+    with pytest.raises(TopologyError, match="n3/nic7 to n5/nvswitch0"):
+        R.route(topo, "n3/nic7", "n5/nvswitch0")  # an NVSwitch is no endpoint
