@@ -209,6 +209,11 @@ class _SymmetricLinks(DirectedLinks):
         return path
 
 
+def _no_latency(path: Sequence[str]) -> float:
+    """:meth:`DirectedLinks.extra_latency` of a system with no extra latency on any link."""
+    return 0.0
+
+
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     """``value`` with every node name in it mapped through ``names`` (strings, tuples, channels
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
@@ -299,6 +304,7 @@ class CommCostModel:
         self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
+        self._extra_alpha = bool(np.any(self.links.extra_alpha_s))
         self._shape_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
 
@@ -477,8 +483,10 @@ class CommCostModel:
         intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
         inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
         # only what NCCL's per-step latency does not contain (sockets): latency counted once
-        alpha_intra = max((links.extra_latency(h) for h in intra_hops), default=0.0)
-        alpha_inter = max((links.extra_latency(h) for h in inter_hops), default=0.0)
+        # (0 on every path where no link has such latency: skip the per-hop sums)
+        extra = links.extra_latency if self._extra_alpha else _no_latency
+        alpha_intra = max((extra(h) for h in intra_hops), default=0.0)
+        alpha_inter = max((extra(h) for h in inter_hops), default=0.0)
         classes = {links.hw_class(h) for h in intra_hops}
         if not classes or classes == {HwClass.NVLINK}:
             intra_class = HwClass.NVLINK if classes else HwClass.PCI
