@@ -177,6 +177,11 @@ def _system(row: dict[str, Any]) -> dict[str, Any] | str:
     else:
         return f"GPU {gpu[:30]!r} not in the catalogue"
     # several DGX nodes: the catalogue default fabric of the system (InfiniBand, vendor standard)
+    from perfmodel.comm.validation import stated_nccl
+
+    nccl = stated_nccl(row)  # its P2P level; unstated (every training row today): the default
+    if nccl:
+        out["nccl"] = nccl
     return out
 
 

@@ -71,6 +71,9 @@ class Scenario:
     intra_node: str | None = None
     fabric_topology: str | None = None
     oversubscription: float | None = None
+    nccl: str | None = None
+    """NCCL release whose P2P level applies (``"2.7"``); ``None``: the default release
+    (:func:`perfmodel.topology.importers.with_nccl_p2p_rule`)."""
     model: str = "resnet50"
     model_args: Mapping[str, Any] = field(default_factory=dict)
     batch_per_gpu: int | None = None
@@ -217,7 +220,12 @@ _pos_int = pos_int  # the scenario's positive integers (named ``scenario.<field>
 
 @lru_cache(maxsize=64)
 def _topology(key: tuple[Any, ...]) -> Topology:
-    (system, nodes, network, nics, gpu, gpn, intra, fabric, oversub) = key
+    (system, nodes, network, nics, gpu, gpn, intra, fabric, oversub, nccl) = key
+    if nccl is not None:  # the stated NCCL release's P2P level (issue 12)
+        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+
+        base = _topology((*key[:-1], None))
+        return with_nccl_p2p_rule(base, NcclRelease.parse(nccl, where="scenario.nccl"))
     if system == "custom":
         from perfmodel.topology.custom import custom_system
 
@@ -294,6 +302,7 @@ def topology_of(sc: Scenario) -> Topology:
             sc.intra_node,
             sc.fabric_topology,
             sc.oversubscription,
+            sc.nccl,
         )
     )
 

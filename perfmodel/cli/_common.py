@@ -24,6 +24,7 @@ SYSTEM_KEYS = (
     "intra_node",
     "fabric_topology",
     "oversubscription",
+    "nccl",
 )
 
 
@@ -76,10 +77,25 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     g.add_argument(
         "--intra-node", help="custom systems: pcie3|pcie4|pcie5|nvlink1..nvlink5|nvswitch-v1..v4"
     )
+    g.add_argument(
+        "--nccl",
+        metavar="RELEASE",
+        help="NCCL release whose P2P level applies (e.g. 2.7, 2.18.3; default 2.27: P2P only "
+        "through PCIe switches, except AMD hosts with <= 2 GPUs)",
+    )
 
 
 def system_from_args(args: argparse.Namespace) -> Topology:
     """Build the :class:`Topology` the hardware flags describe."""
+    topo = _system_from_args(args)
+    if getattr(args, "nccl", None):
+        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+
+        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl))
+    return topo
+
+
+def _system_from_args(args: argparse.Namespace) -> Topology:
     if args.system == "custom":
         from perfmodel.topology.custom import custom_system
 

@@ -78,7 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--p2p",
         choices=["on", "off"],
         help="force GPU peer-to-peer over PCIe on or off (default: the system file and GPU model; "
-        "off = NCCL's SHM transport through host memory, as with NCCL_P2P_DISABLE=1)",
+        "off = NCCL's SHM transport through host memory, as with NCCL_P2P_DISABLE=1; "
+        "on = P2P between all GPUs, as with NCCL_P2P_LEVEL=SYS)",
     )
     p.add_argument(
         "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
@@ -137,7 +138,10 @@ def run(args: argparse.Namespace) -> int:
     op = CollectiveOp.parse(args.op)
     topo = system_from_args(args)
     if args.p2p is not None:
-        topo = topo.with_p2p(args.p2p == "on")
+        from perfmodel.topology.importers import with_nccl_p2p_rule
+
+        # the GPUs now state P2P: the rule of the release in force leaves them alone
+        topo = with_nccl_p2p_rule(topo.with_p2p(args.p2p == "on"))
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]
@@ -189,6 +193,11 @@ def run(args: argparse.Namespace) -> int:
         note = shm_note(topo, group)
         if note:
             print(f"# {note}")
+            from perfmodel.topology.importers import nccl_p2p_rule_note
+
+            rule = nccl_p2p_rule_note(topo, group)
+            if rule:
+                print(f"# {rule}")
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 

@@ -228,6 +228,11 @@ def _print_shm_note(sc: Any, num_gpus: int) -> None:
     note = shm_note(topo, topo.gpus[:num_gpus])
     if note:
         print(note)
+        from perfmodel.topology.importers import nccl_p2p_rule_note
+
+        rule = nccl_p2p_rule_note(topo, topo.gpus[:num_gpus])
+        if rule:
+            print(rule)
 
 
 def _epoch_text(seconds: float | None) -> str:

@@ -253,6 +253,11 @@ def _print_show(topo: Topology) -> None:
     print("  nodes: " + ", ".join(f"{k} {n}" for k, n in s["node_kinds"].items()))
     for a in s["assumptions"]:
         print(f"  assumption: {a}")
+    from perfmodel.topology.importers import nccl_p2p_rule_note
+
+    rule = nccl_p2p_rule_note(topo, topo.gpus)
+    if rule:
+        print(f"  {rule}")
     print("\nLinks (effective bandwidth per direction of the widest edge):")
     for tech, t in sorted(s["links"].items(), key=lambda kv: -kv[1]["max_edge_Bps"]):
         print(

@@ -26,7 +26,9 @@ import numpy as np
 
 from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
+from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
+from perfmodel.comm.pcie_p2p import p2p_overhead
 from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
@@ -52,14 +54,27 @@ _ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
         Algorithm.TREE,
         Algorithm.NVLS,
         Algorithm.COLLNET,
+        Algorithm.NVLS_TREE,
         Algorithm.HALVING_DOUBLING,
         Algorithm.HIERARCHICAL,
         Algorithm.TORUS2D,
         Algorithm.PS,
         Algorithm.HOST,
     ),
-    CollectiveOp.REDUCESCATTER: (Algorithm.RING, Algorithm.HALVING_DOUBLING, Algorithm.DIRECT),
-    CollectiveOp.ALLGATHER: (Algorithm.RING, Algorithm.HALVING_DOUBLING, Algorithm.DIRECT),
+    CollectiveOp.REDUCESCATTER: (
+        Algorithm.RING,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.DIRECT,
+        Algorithm.NVLS,
+        Algorithm.PAT,
+    ),
+    CollectiveOp.ALLGATHER: (
+        Algorithm.RING,
+        Algorithm.HALVING_DOUBLING,
+        Algorithm.DIRECT,
+        Algorithm.NVLS,
+        Algorithm.PAT,
+    ),
     CollectiveOp.BROADCAST: (Algorithm.RING,),
     CollectiveOp.REDUCE: (Algorithm.RING,),
     CollectiveOp.ALLTOALL: (Algorithm.DIRECT,),
@@ -476,7 +491,7 @@ class CommCostModel:
                 if len(parts) == 1
                 else build_channels(links, ring_members)
             )
-            rates = channel_rates(links, channels)
+            rates = channel_rates(links, channels) / p2p_overhead(links, channels)
             ring_bw = float(np.sum(rates))
         else:
             channels, ring_bw = (), math.inf
@@ -495,7 +510,8 @@ class CommCostModel:
         # Bandwidth inside one server (ring over its members) and across servers (per server).
         biggest = max(parts, key=len) if parts else ()
         if len(parts) > 1 and len(biggest) >= 2:
-            intra_bw = float(np.sum(channel_rates(links, self._packed(biggest))))
+            intra = self._packed(biggest)
+            intra_bw = float(np.sum(channel_rates(links, intra) / p2p_overhead(links, intra)))
         elif len(parts) == 1:
             intra_bw = ring_bw
         else:
@@ -589,7 +605,7 @@ class CommCostModel:
             else:
                 t, a, p, lat, bw = min(cands, key=lambda c: c[0])
                 return self._result(op, m, info, t, a, p, lat, bw)
-        if algo in (Algorithm.RING, Algorithm.TREE, Algorithm.NVLS, Algorithm.COLLNET):
+        if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
             if not cands:
                 raise ConfigError(
@@ -736,6 +752,7 @@ class CommCostModel:
                 out.append((lat + m / algbw, algo, proto, lat, bus))
         if op is CollectiveOp.ALLREDUCE:
             out.extend(self._in_switch_candidates(m, info))
+        out.extend(recent_candidates(self, op, m, info))
         return out
 
     def nvls_capable(self, info: GroupInfo) -> bool:
@@ -1048,7 +1065,7 @@ class CommCostModel:
         analytic._groups = self._groups
         ref = analytic._analytic(op, m, members, algo)
         info = self.group_info(members)
-        if ref.algorithm in (Algorithm.NVLS, Algorithm.COLLNET):
+        if ref.algorithm in CLOSED_FORM_ONLY:
             # in-switch reductions have no flow model: the switch, not the links, sets the pace
             return self._result(
                 op, m, info, ref.time_s, ref.algorithm, ref.protocol, ref.latency_s,

@@ -40,6 +40,8 @@ _ALGORITHM_ALIASES = {
     "sendrecv": "p2p",
     "dbtree": "tree",
     "double_binary_tree": "tree",
+    "nvlstree": "nvls_tree",
+    "nvls-tree": "nvls_tree",
 }
 
 
@@ -79,6 +81,12 @@ class Algorithm(str, enum.Enum):
     ``collnet``
         InfiniBand SHARP (NCCL's CollNet): the fabric switches reduce; several servers on a
         fabric marked ``sharp``, all-reduce.
+    ``nvls_tree``
+        NVLS inside each server and a tree across servers (NCCL >= 2.18, "NVLSTree"): all-reduce
+        over several Hopper/Blackwell NVSwitch servers, no SHARP fabric needed.
+    ``pat``
+        Parallel Aggregated Trees (NCCL >= 2.23): all-gather and reduce-scatter with one GPU per
+        server, a Bruck-like pattern of log2(n) network steps.
     """
 
     AUTO = "auto"
@@ -93,6 +101,8 @@ class Algorithm(str, enum.Enum):
     P2P = "p2p"
     NVLS = "nvls"
     COLLNET = "collnet"
+    NVLS_TREE = "nvls_tree"
+    PAT = "pat"
 
     @classmethod
     def parse(cls, text: str | Algorithm, *, where: str = "--algorithm") -> Algorithm:
@@ -220,6 +230,42 @@ NCCL_COLLNET_NET_LATENCY_S = 31.0 * units.us
 #: algorithm bandwidth is half the bus bandwidth (``ratio = .5``).
 NCCL_COLLNET_HOPPER_FACTOR = 0.85
 NCCL_COLLNET_ALGBW_RATIO = 0.5
+
+# --- NVLS all-gather/reduce-scatter, NVLS tree, PAT: NCCL 2.27 src/graph/tuning.cc -----------
+# (the release series whose tuning.cc holds ``ncclTunerConstantsDefaults`` with ``nvlsEfficiency``,
+# ``perChMaxNVLSTreeBws`` and the PAT rows, e.g. v2.28.7-1; read through the code index. "2.27"
+# below names that series. The ring/tree tables above stay those of 2.7/2.8, which the 2019-2021
+# validation rows depend on.)
+#: ``hwLat[NVLINK][NVLS|NVLSTree][Simple]`` of NCCL 2.27 (``baseLat`` 0): one NVLS pass.
+NCCL227_NVLS_LATENCY_S = 25.0 * units.us
+#: ``hwLat[NET][NVLSTree][Simple]``: one network step of the NVLS tree.
+NCCL227_NVLS_TREE_NET_LATENCY_S = 20.9 * units.us
+#: ``perChMaxNVLSTreeBws`` (GB/s per channel) by architecture, for 2 nodes and for more.
+NCCL227_NVLS_TREE_MAX_BW_PER_CHANNEL_Bps: Mapping[tuple[str, bool], float] = MappingProxyType(
+    {
+        ("hopper", False): 57.7 * units.GB,
+        ("hopper", True): 45.5 * units.GB,
+        ("blackwell", False): 96.0 * units.GB,
+        ("blackwell", True): 80.0 * units.GB,
+    }
+)
+#: NVLS all-gather / reduce-scatter: the network term of NCCL's ``min(intra, inter x 0.9)``.
+NCCL227_NVLS_INTER_FACTOR = 0.9
+#: PAT: bus bandwidth x 0.75; latency ``baseLat 8 + log2(nodes) x interLat / 3.5 + nRanks x 2.8``
+#: with ``interLat = hwLat[NET][Tree][Simple] = 14 us`` (one GPU per node: tree network latency).
+NCCL227_PAT_BW_FACTOR = 0.75
+NCCL227_PAT_BASE_LATENCY_S = 8.0 * units.us
+NCCL227_PAT_NET_LATENCY_S = 14.0 * units.us
+NCCL227_PAT_LOG_DIVISOR = 3.5
+NCCL227_PAT_PER_RANK_LATENCY_S = 2.8 * units.us
+#: PAT needs CUDA atomics of compute capability >= 6.0 (``ncclPatEnable``).
+PAT_ARCHITECTURES = frozenset({"pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"})
+
+#: Intel root complexes split GPU peer-to-peer traffic into 64-byte PCIe TLPs, so a P2P path
+#: through an Intel CPU consumes 6/5 of its bandwidth (NCCL ``src/graph/topo.h``
+#: ``INTEL_P2P_OVERHEAD(bw) = bw*6/5``, applied in ``src/graph/search.cc`` to GPU-to-GPU paths
+#: that cross an Intel x86 CPU). A property of the hardware, whichever NCCL release runs.
+INTEL_P2P_OVERHEAD = 6.0 / 5.0
 
 #: Architectures on which NCCL enables LL128 by default (Volta, Ampere; later versions add Hopper+).
 LL128_ARCHITECTURES = frozenset({"volta", "ampere", "hopper", "blackwell"})

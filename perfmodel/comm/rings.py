@@ -360,7 +360,7 @@ def _min_hop_widest(
     lowest latency, then the smallest node names: the routing rule of
     :mod:`perfmodel.topology.routing`. Two GPUs without peer-to-peer go through the CPU that
     stages their traffic (:meth:`DirectedLinks.shm_cpu`) unless ``direct``."""
-    if not direct and links.no_p2p:
+    if not direct and (links.no_p2p or links.p2p_denied):
         cpu = links.shm_cpu(src, dst)
         if cpu is not None:
             up = _min_hop_widest(links, residual, src, cpu, allowed, per_unit=per_unit)

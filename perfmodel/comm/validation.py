@@ -40,6 +40,23 @@ from perfmodel.units import GB, ms, us
 LARGE_BYTES = 64 * 2**20
 
 
+def stated_nccl(row: dict[str, Any]) -> str | None:
+    """The NCCL release a row's ``software`` text states (``"NCCL 2.0 MPI"`` -> ``"2.0"``), whose
+    P2P rule the mapping applies (:func:`perfmodel.topology.importers.nccl_p2p_level`; NCCL 2.0:
+    PCIe switches and one CPU root complex, not across sockets); ``None``: not stated, the
+    default release's rule.
+
+    >>> stated_nccl({"software": "NCCL 2.0 Single (DeepBench reports the fastest of ...)"})
+    '2.0'
+    """
+    m = re.search(r"NCCL (\d+\.\d+(?:\.\d+)?)", str(row.get("software") or ""))
+    return m.group(1) if m else None
+
+#: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
+#: Intel QPI" (the model is not stated; only the vendor matters here: Intel P2P TLP overhead).
+DEEPBENCH_8GPU_CPU = "Intel Xeon with QPI (DeepBench README; model not stated)"
+
+
 @dataclass(frozen=True)
 class CommScenario:
     row_id: str
@@ -55,6 +72,11 @@ class CommScenario:
     network: str | None = None
     gpu: str | None = None
     sharp: bool = False
+    nccl: str | None = None
+    """NCCL release the source states (its P2P rule, ``with_nccl_p2p_rule``); ``None``: the
+    default release's rule, as loading applies it."""
+    cpu_model: str | None = None
+    """CPU model the source states (free text), replacing the catalogue's."""
 
 
 @dataclass(frozen=True)
@@ -128,15 +150,19 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
         ic = "PCIe" if nodes == 1 else "InfiniBand"
         return CommScenario(
             rid, "pcie-8x-server", nodes, gpus, op, size, metric, measured, ic,
-            note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring",
+            note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring; NCCL 2.0 P2P "
+            "rule (not across sockets), Intel QPI host",
             network="ib-fdr" if nodes > 1 else None, gpu="P100-PCIE-16GB",
+            nccl=stated_nccl(row), cpu_model=DEEPBENCH_8GPU_CPU,
         )  # fmt: skip
     if rid.startswith("deepbench-ar-1080ti"):
         if gpus > 8:
             return CommSkip(rid, "inter-node link of the 1080 Ti cluster not stated")
         return CommScenario(
             rid, "deepbench-10gpu", 1, gpus, op, size, metric, measured, "PCIe",
-            note="10-GPU single-root server built from the DeepBench README",
+            note="10-GPU single-root server built from the DeepBench README; CPU vendor not "
+            "stated",
+            nccl=stated_nccl(row),
         )  # fmt: skip
     if rid.startswith("coreweave-a100"):
         if size < 1 << 20:
@@ -191,22 +217,48 @@ def _model(
     gpu: str | None,
     sharp: bool = False,
     p2p: bool | None = None,
+    nccl: str | None = None,
+    cpu_model: str | None = None,
 ) -> CommCostModel:
+    from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+
     if system == "deepbench-10gpu":
         topo = deepbench_10gpu_server()
     else:
         topo = load_system(system, nodes=nodes, network=network, gpu=gpu)
     if sharp:
         topo = topo.with_sharp(True)
+    if cpu_model is not None:
+        topo = _with_cpu_model(topo, cpu_model)
+    if nccl is not None:
+        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(nccl, where="comm validation"))
     if p2p is not None:
         topo = topo.with_p2p(p2p)
     return CommCostModel(topo)
 
 
-def compare(sc: CommScenario, *, p2p: bool | None = None) -> CommComparison:
-    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm); ``p2p`` forces GPU
-    peer-to-peer on or off (a what-if for findings, never the mapping itself)."""
-    model = _model(sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p)
+def _with_cpu_model(topo: Topology, model: str) -> Topology:
+    """The same system with every CPU node's ``model`` set to what the source states."""
+    import dataclasses
+
+    from perfmodel.topology.schema import NodeKind
+
+    g = topo.graph.copy()
+    for n in topo.nodes_of_kind(NodeKind.CPU):
+        g.nodes[n]["model"] = model
+    return dataclasses.replace(topo, graph=g)
+
+
+def compare(
+    sc: CommScenario, *, p2p: bool | None = None, cpu_model: str | None = None
+) -> CommComparison:
+    """Run the model on a scenario (analytic fidelity, ``auto`` algorithm). ``p2p`` forces GPU
+    peer-to-peer on or off and ``cpu_model`` replaces the CPUs (what-ifs for findings, never the
+    mapping itself)."""
+    model = _model(
+        sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p, sc.nccl,
+        cpu_model or sc.cpu_model,
+    )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]
     r = model.collective(sc.op, sc.message_bytes, group)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s

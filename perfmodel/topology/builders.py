@@ -316,7 +316,9 @@ def load_system(
                     value=nics_per_node,
                     where="--nics-per-node",
                 )
-    return build_cluster(desc, nodes, fabric)
+    from perfmodel.topology.importers import with_nccl_p2p_rule  # NCCL's P2P level (issue 12)
+
+    return with_nccl_p2p_rule(build_cluster(desc, nodes, fabric))
 
 
 def _is_board_variant(current: str, requested: str) -> bool:

@@ -18,12 +18,14 @@ Every assumption an importer makes is listed in ``Topology.meta["assumptions"]``
 
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +47,21 @@ from perfmodel.topology.schema import (
 )
 
 __all__ = [
+    "DEFAULT_NCCL_RELEASE",
     "EXPORT_FORMAT",
+    "HostCpu",
+    "NcclRelease",
+    "P2pLevel",
     "detect_format",
     "export_dict",
     "from_dict",
     "from_nccl_xml",
     "from_smi_text",
     "import_topology",
+    "nccl_p2p_level",
+    "nccl_p2p_level_denied",
+    "nccl_p2p_rule_note",
+    "with_nccl_p2p_rule",
 ]
 
 EXPORT_FORMAT = "perfmodel-topology"
@@ -642,11 +652,10 @@ def from_nccl_xml(
     cpu_ids: list[str] = []
     for i, cpu in enumerate(cpus):
         cid = f"cpu{cpu.get('numaid', i)}"
-        add_node(
-            NodeSpec(
-                cid, NodeKind.CPU, model=f"{cpu.get('vendor', '')} {cpu.get('modelid', '')}".strip()
-            )
-        )
+        model = f"{cpu.get('vendor', '')} {cpu.get('modelid', '')}".strip()
+        if _xml_host(cpu) is HostCpu.INTEL_BROADWELL:
+            model += " (Broadwell)"  # kept for NCCL 2.6-2.7's P2P rule (nccl_p2p_level)
+        add_node(NodeSpec(cid, NodeKind.CPU, model=model))
         cpu_ids.append(cid)
         walk(cpu, cid, cid)
     sock = _cpu_link(cpus[0], assumptions)
@@ -722,44 +731,312 @@ def from_nccl_xml(
         source=source,
     )
     topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
-    denied = nccl_p2p_denied(topo, cpus[0].get("arch", ""), cpus[0].get("vendor", ""))
-    if denied:
+    topo = with_nccl_p2p_rule(topo, host=_xml_host(cpus[0]))
+    rule = topo.meta["nccl_p2p_rule"]
+    if rule["pairs"]:
         topo.meta["assumptions"] = (
             *topo.meta.get("assumptions", ()),
-            f"{len(denied)} GPU pair(s) without peer-to-peer: NCCL's P2P level for a "
-            f"{cpus[0].get('vendor', '')} {cpus[0].get('arch', '')} host stops at PCIe switches",
+            f"{len(rule['pairs'])} GPU pair(s) without peer-to-peer: NCCL {rule['release']}'s "
+            f"P2P level {rule['level']} for a {cpus[0].get('vendor', '')} "
+            f"{cpus[0].get('arch', '')} host",
         )
-        topo = topo.with_p2p_denied(denied)
     return topo
 
 
-def nccl_p2p_denied(topo: Topology, arch: str, vendor: str) -> list[tuple[str, str]]:
-    """GPU pairs (local ids, first server) that NCCL will not connect peer-to-peer.
+def _xml_host(cpu: ET.Element) -> HostCpu:
+    """The CPU family of an NCCL XML ``<cpu arch= vendor= familyid= modelid=>`` as
+    ``ncclTopoCpuType`` reads it (Broadwell: family 6, model 0x4F)."""
+    arch = cpu.get("arch", "").lower()
+    if arch in ("arm64", "aarch64", "arm"):
+        return HostCpu.ARM
+    if arch.startswith("ppc") or arch == "power":
+        return HostCpu.POWER
+    host = HostCpu.from_text(cpu.get("vendor", ""))
+    if host is HostCpu.INTEL and (cpu.get("familyid"), cpu.get("modelid")) == ("6", "79"):
+        return HostCpu.INTEL_BROADWELL
+    return host
 
-    NCCL's ``ncclTopoCheckP2p`` (``src/graph/paths.cc``, NCCL 2.19+) uses P2P up to
-    ``PATH_PXB`` (through PCIe switches only) on Intel x86 and ARM hosts and up to ``PATH_SYS``
-    elsewhere (AMD): on Intel and ARM, two GPUs whose PCIe path crosses a CPU and that share no
-    NVLink use the SHM transport through host memory.
+
+class HostCpu(str, enum.Enum):
+    """The CPU family NCCL's P2P rule distinguishes (``ncclTopoCpuType``, ``src/graph/topo.cc``)."""
+
+    INTEL = "intel"
+    INTEL_BROADWELL = "intel-broadwell"
+    AMD = "amd"
+    ARM = "arm"
+    POWER = "power"
+    ZHAOXIN = "zhaoxin"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def from_text(cls, text: str) -> HostCpu:
+        """The family a CPU model names: a catalogue CPU (``perfmodel hw cpus``: vendor and
+        architecture) or free text (``Intel Xeon E5-2650 v3``, ``GenuineIntel 85``).
+
+        >>> HostCpu.from_text("xeon-e5-2698-v4").value, HostCpu.from_text("AMD EPYC 7763").value
+        ('intel-broadwell', 'amd')
+        """
+        from perfmodel.errors import PerfModelError
+        from perfmodel.hardware.cpus import get_cpu
+
+        try:
+            spec = get_cpu(text)
+            low = f"{spec.vendor} {spec.architecture}".lower()
+        except PerfModelError:
+            low = text.lower()
+        if "intel" in low or "xeon" in low:
+            broadwell = "broadwell" in low or re.search(r"e5-\d{4}\w* v4", low)
+            return cls.INTEL_BROADWELL if broadwell else cls.INTEL
+        for words, host in (
+            (("amd", "epyc"), cls.AMD),
+            (("ibm", "power"), cls.POWER),
+            (("arm", "aarch64", "grace", "neoverse", "graviton"), cls.ARM),
+            (("zhaoxin", "centaurhauls", "shanghai"), cls.ZHAOXIN),
+        ):
+            if any(w in low for w in words):
+                return host
+        return cls.UNKNOWN
+
+    @classmethod
+    def of(cls, topo: Topology) -> HostCpu:
+        """The family of the first server's CPUs (their first stated ``model``)."""
+        g = topo.graph
+        first = topo.server_of(topo.gpus[0]) if topo.gpus else 0
+        for n in sorted(topo.nodes_of_kind(NodeKind.CPU)):
+            model = g.nodes[n].get("model")
+            if topo.server_of(n) == first and model:
+                return cls.from_text(str(model))
+        return cls.UNKNOWN
+
+
+class P2pLevel(str, enum.Enum):
+    """NCCL's P2P level (``NCCL_P2P_LEVEL``): the farthest PCIe path type P2P may take.
+
+    The graph knows CPUs, not host bridges, so the level counts the CPUs a P2P path may cross:
+    ``PXB`` none (PCIe switches only), ``PHB`` one (one CPU's root complex; NCCL 2.4-2.5's
+    ``PATH_NODE`` limit, one NUMA node, reads the same), ``SYS`` any (across sockets).
+    """
+
+    PXB = "PXB"
+    PHB = "PHB"
+    SYS = "SYS"
+
+    @property
+    def max_cpus(self) -> int | None:
+        return {"PXB": 0, "PHB": 1, "SYS": None}[self.value]
+
+
+@dataclass(frozen=True, order=True)
+class NcclRelease:
+    """An NCCL release, ``major.minor`` (the P2P rule changes only between minor releases)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "--nccl") -> NcclRelease:
+        """``"2.27"``, ``"2.27.5"`` or ``"2.27.5-1"`` (a release tag).
+
+        >>> NcclRelease.parse("2.18.3-1")
+        NcclRelease(major=2, minor=18)
+        """
+        m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:-\d+)?\s*", str(text))
+        if m is None or int(m.group(1)) != 2:
+            raise ConfigError(
+                f"{where}: NCCL release {text!r} not understood; expected 2.MINOR[.PATCH] "
+                "(e.g. 2.27 or 2.18.3)",
+                value=text,
+                where=where,
+            )
+        return cls(int(m.group(1)), int(m.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+DEFAULT_NCCL_RELEASE = NcclRelease(2, 27)
+"""The NCCL release whose P2P rule applies unless one is stated (``--nccl``): the 2.27 series
+whose tuner the recent algorithms follow (:mod:`perfmodel.comm.nccl_recent`)."""
+
+
+def nccl_p2p_level(release: NcclRelease, host: HostCpu, gpus: int) -> P2pLevel | None:
+    """NCCL's default P2P level for a host CPU family and ``gpus`` GPUs per server, by release;
+    ``None`` where the CPU family decides and is unknown.
+
+    - 2.0-2.5, ``p2pCanConnect`` (``src/transport/p2p.cc``): "Do not use P2P across root
+      complexes by default" (``PATH_SOC`` in 2.0-2.3, ``PATH_NODE`` in 2.4-2.5): ``PHB``.
+    - 2.6-2.7, ``ncclTopoCheckP2p`` (``src/graph/paths.cc``, 2018-2020 file): ``SYS`` by
+      default; ARM ``PXB``; Intel Broadwell ``PXB``, other Intel ``PHB``.
+    - 2.8-2.22: ARM, Intel (every model) and Zhaoxin (2.8.4, NVIDIA/nccl#435) ``PXB``; AMD
+      and POWER ``SYS``.
+    - 2.23 and later: ``PXB`` for every CPU, except ``SYS`` on AMD x86 with at most 2 GPUs
+      (2.23 commit: "Set P2P level to PXB on AMD CPUs when using more than 2 GPUs per node";
+      paths.cc of 2.27/2.28).
+
+    NCCL counts the GPUs of the communicator on the host; the model takes the server's.
+
+    >>> nccl_p2p_level(NcclRelease(2, 27), HostCpu.AMD, 2).value
+    'SYS'
+    >>> nccl_p2p_level(NcclRelease(2, 27), HostCpu.AMD, 8).value
+    'PXB'
+    """
+    if release < NcclRelease(2, 6):
+        return P2pLevel.PHB
+    if host is HostCpu.UNKNOWN and (release < NcclRelease(2, 23) or gpus <= 2):
+        return None
+    if release < NcclRelease(2, 8):
+        if host in (HostCpu.ARM, HostCpu.INTEL_BROADWELL):
+            return P2pLevel.PXB
+        return P2pLevel.PHB if host is HostCpu.INTEL else P2pLevel.SYS
+    if release < NcclRelease(2, 23):
+        if host in (HostCpu.AMD, HostCpu.POWER):
+            return P2pLevel.SYS
+        return P2pLevel.PXB
+    return P2pLevel.SYS if host is HostCpu.AMD and gpus <= 2 else P2pLevel.PXB
+
+
+def nccl_p2p_level_denied(
+    topo: Topology, *, max_cpus: int | None, nvb: bool = True
+) -> list[tuple[str, str]]:
+    """GPU pairs (local ids, first server) whose PCIe path crosses more than ``max_cpus`` CPUs
+    (:attr:`P2pLevel.max_cpus`; ``None``: no limit).
+
+    Never denied: pairs whose route has no PCIe link (NVLink, NVSwitch, or POWER9's NVLink to
+    the CPU: paths.cc keeps such paths ``PATH_NVL``), and with ``nvb`` (NCCL 2.8 and later,
+    ``PATH_NVB``; 2.8.3: "Optimized all-to-all performance on DGX-1") pairs joined by NVLink
+    through one intermediate GPU. Routes are searched inside the first server only.
     """
     from perfmodel.topology.routing import route
 
-    arch_l, vendor_l = arch.lower(), vendor.lower()
-    intel = arch_l in ("x86_64", "x86") and "intel" in vendor_l
-    arm = arch_l in ("arm64", "aarch64", "arm")
-    if not (intel or arm):
+    if max_cpus is None or not topo.gpus:
         return []
+    first = topo.server_of(topo.gpus[0])
     g = topo.graph
-    gpus = [n for n in topo.gpus if topo.server_of(n) == topo.server_of(topo.gpus[0])]
+    local = g.subgraph(n for n in g if g.nodes[n]["server"] == first)
+    one = Topology(topo.name, nx.Graph(local), source=topo.source)
+    nvl = {LinkFamily.NVLINK, LinkFamily.NVSWITCH}
+
+    def nvlinked(a: str, b: str) -> bool:
+        return b in local[a] and local.edges[a, b]["family"] in nvl
+
+    gpus = list(one.gpus)
     out = []
     for i, a in enumerate(gpus):
         for b in gpus[i + 1 :]:
-            path = route(topo, a, b)
-            fams = {g.edges[u, v]["family"] for u, v in itertools.pairwise(path)}
-            if fams <= {LinkFamily.NVLINK, LinkFamily.NVSWITCH}:
+            path = route(one, a, b)
+            if not any(
+                g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)
+            ):
                 continue
-            if any(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]):
+            if nvb and any(nvlinked(a, k) and nvlinked(k, b) for k in gpus if k not in (a, b)):
+                continue
+            if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
                 out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
     return out
+
+
+def with_nccl_p2p_rule(
+    topo: Topology, release: NcclRelease | None = None, host: HostCpu | None = None
+) -> Topology:
+    """The system with NCCL ``release``'s P2P rule (:func:`nccl_p2p_level`) applied: GPU pairs
+    beyond the level are refused peer-to-peer (``p2p_denied``) and go through host memory.
+
+    ``release`` defaults to the one applied before (``meta["nccl_p2p_rule"]``), else
+    :data:`DEFAULT_NCCL_RELEASE`.
+
+    ``host`` defaults to the CPU family of the first server's CPU ``model``. GPUs whose file
+    states ``p2p`` (``[system] p2p = true``, ``--p2p on``) keep what it states, as with
+    ``NCCL_P2P_LEVEL``. A rule applied before is replaced, not added to (pairs denied by
+    other sources, such as ``nvidia-smi topo -p2p r``, stay). The rule, its level and its
+    pairs are recorded in ``meta["nccl_p2p_rule"]``.
+    """
+    import dataclasses
+
+    previous = topo.meta.get("nccl_p2p_rule")
+    if release is None:
+        had_release = previous.get("release") if isinstance(previous, dict) else None
+        release = NcclRelease.parse(had_release) if had_release else DEFAULT_NCCL_RELEASE
+    stale = previous.get("pairs", ()) if isinstance(previous, dict) else ()
+    g = topo.graph.copy() if stale else topo.graph  # copied only to strip the previous rule
+    if stale:
+        for a, b in stale:
+            for n in topo.gpus:
+                mine, other = str(g.nodes[n]["local_id"]), {a: b, b: a}
+                if mine in other and other[mine] in g.nodes[n].get("p2p_denied", ()):
+                    left = tuple(x for x in g.nodes[n]["p2p_denied"] if x != other[mine])
+                    if left:
+                        g.nodes[n]["p2p_denied"] = left
+                    else:
+                        del g.nodes[n]["p2p_denied"]
+    base = dataclasses.replace(topo, graph=g, meta=dict(topo.meta))
+    if host is None:
+        host = HostCpu.of(base)
+        if host is HostCpu.UNKNOWN and isinstance(previous, dict):
+            host = HostCpu(previous["host"])  # e.g. an imported XML's CPU identification
+    level = nccl_p2p_level(release, host, base.gpus_per_node if base.gpus else 0)
+    pairs: list[tuple[str, str]] = []
+    if level is not None:
+        stated = {str(g.nodes[n]["local_id"]) for n in base.gpus if "p2p" in g.nodes[n]}
+        had = {
+            (str(g.nodes[n]["local_id"]), x)
+            for n in base.gpus
+            for x in g.nodes[n].get("p2p_denied", ())
+        }
+        pairs = [
+            (a, b)
+            for a, b in nccl_p2p_level_denied(
+                base, max_cpus=level.max_cpus, nvb=release >= NcclRelease(2, 8)
+            )
+            if a not in stated and b not in stated and (a, b) not in had
+        ]
+    out = base.with_p2p_denied(pairs) if pairs else base
+    out.meta["nccl_p2p_rule"] = {
+        "release": str(release),
+        "host": host.value,
+        "level": level.value if level else None,
+        "pairs": tuple(pairs),
+    }
+    return out
+
+
+def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
+    """One line naming the GPU pairs of ``group`` that NCCL's P2P rule sends through host
+    memory, and the rule (release, level, host), or ``None`` when it sends none."""
+    rule = topo.meta.get("nccl_p2p_rule")
+    if not isinstance(rule, dict) or not rule.get("pairs"):
+        return None
+    g = topo.graph
+    ids = {
+        str(g.nodes[n]["local_id"])
+        for n in group
+        if n in g and g.nodes[n]["kind"] is NodeKind.GPU and topo.p2p_capable(n)
+    }
+    pairs = [f"{a}-{b}" for a, b in rule["pairs"] if a in ids and b in ids]
+    if not pairs:
+        return None
+    shown = ", ".join(pairs[:6]) + (f" ... ({len(pairs)} pairs)" if len(pairs) > 6 else "")
+    where = (
+        "src/transport/p2p.cc p2pCanConnect"
+        if NcclRelease.parse(rule["release"]) < NcclRelease(2, 6)
+        else "src/graph/paths.cc ncclTopoCheckP2p"
+    )
+    return (
+        f"note: NCCL {rule['release']}'s P2P level {rule['level']} on this host "
+        f"({_HOST_NAMES[rule['host']]} CPU; {where}): GPU pairs {shown} go through host memory "
+        "in every server (--nccl RELEASE states another release; comm --p2p on allows P2P "
+        "between all GPUs)"
+    )
+
+
+_HOST_NAMES = {
+    "intel": "Intel",
+    "intel-broadwell": "Intel Broadwell",
+    "amd": "AMD",
+    "arm": "ARM",
+    "power": "POWER",
+    "zhaoxin": "Zhaoxin",
+    "unknown": "unstated",
+}
 
 
 _P2P_OK = {"X", "OK"}
@@ -879,6 +1156,8 @@ def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
             raise TopologyError(f"{where}: unknown key(s) {unknown}", value=unknown, where=where)
         attrs = {k: item[k] for k in _NODE_EXPORT if k in item}
         attrs["kind"] = NodeKind.parse(item["kind"], where=where)
+        if "p2p_denied" in attrs:  # a JSON array: the schema's tuple of local ids
+            attrs["p2p_denied"] = tuple(str(x) for x in attrs["p2p_denied"])
         g.add_node(nid, **attrs)
     for i, item in enumerate(data.get("links", [])):
         where = f"{source}: links[{i}]"

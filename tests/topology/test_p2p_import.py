@@ -47,19 +47,26 @@ def test_denied_pairs_route_through_host_memory():
 
 def test_nccl_xml_intel_host_stops_p2p_at_pcie_switches():
     """NCCL (src/graph/paths.cc) on an Intel host: P2P only through PCIe switches. DGX-1V pairs
-    joined by NVLink keep it; pairs whose only path crosses a CPU get host memory."""
+    joined by NVLink keep it; so do pairs joined through one intermediate GPU's NVLinks
+    (PATH_NVB, NCCL 2.8+). Before 2.8 (no NVB) the pairs whose only path crosses a CPU get
+    host memory."""
+    from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+
     topo = import_topology(FIX / "nccl-dgx1-v100.xml")
-    m = CommCostModel(topo)
+    assert topo.meta["nccl_p2p_rule"]["host"] == "intel-broadwell"  # family 6, model 79
+    assert topo.meta["nccl_p2p_rule"]["pairs"] == ()  # NVB
+    old = with_nccl_p2p_rule(topo, NcclRelease(2, 7))
+    m = CommCostModel(old)
     nvlinked = [
         b
-        for b in topo.gpus
+        for b in old.gpus
         if b != "gpu0" and m.links.hw_class(m.links.route("gpu0", b)).value == "nvlink"
     ]
-    others = [b for b in topo.gpus if b != "gpu0" and b not in nvlinked]
+    others = [b for b in old.gpus if b != "gpu0" and b not in nvlinked]
     assert nvlinked and others
     assert all(m.links.shm_cpu("gpu0", b) is None for b in nvlinked)
     assert all(m.links.shm_cpu("gpu0", b) is not None for b in others)
-    assert any("peer-to-peer" in a for a in topo.meta["assumptions"])
+    assert old.meta["nccl_p2p_rule"]["host"] == "intel-broadwell"
 
 
 def test_cli_topo_import_reads_p2p_status(tmp_path, capsys):

@@ -1,0 +1,90 @@
+"""NVLS all-gather / reduce-scatter, NVLS tree and PAT (NCCL 2.27 tuner, issue 12 leftovers).
+
+Hand values from NCCL 2.27 ``src/graph/tuning.cc`` (see :mod:`perfmodel.comm.nccl_recent`):
+one DGX H100 offers ``B`` = 18 NVLink4 x 25 GB/s x 0.9 = 405 GB/s per GPU; NVLS moves
+``B x 0.85 x 15/16`` (nvlsEfficiency, 16 channels).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.comm import CommCostModel
+from perfmodel.comm.params import Algorithm
+from perfmodel.errors import ConfigError
+from perfmodel.topology import load_system
+from perfmodel.units import GB, us
+
+B_H100 = 18 * 25 * GB * 0.9
+NVLS = B_H100 * 0.85 * 15 / 16
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_system("dgx-h100")
+
+
+@pytest.mark.parametrize("op", ["allgather", "reducescatter"])
+def test_nvls_allgather_reducescatter_on_one_h100_server(h100, op):
+    m = CommCostModel(h100)
+    r = m.collective(op, 2**30, h100.gpus, algorithm="nvls")
+    algbw = NVLS * 7 / 8  # NCCL: min(bwIntra x (ppn-1)/ppn, ...), no bus-factor ratio
+    assert r.time_s == pytest.approx(25 * us + 2**30 / algbw, rel=1e-9)
+    # per byte slower than the ring, so the tuner keeps the ring for 1 GiB; the ring's busbw
+    # (~404 GB/s) is near the ~370 GB/s NCCL's author gives for non-all-reduce collectives on
+    # 8 H100 (NVIDIA/nccl-tests#212)
+    auto = m.collective(op, 2**30, h100.gpus)
+    assert auto.algorithm is Algorithm.RING
+    assert 350 * GB < auto.busbw_Bps < 420 * GB
+    with pytest.raises(ConfigError, match="nvls is not available"):
+        a100 = load_system("dgx-a100")
+        CommCostModel(a100).collective(op, 2**30, a100.gpus, algorithm="nvls")
+
+
+def test_nvls_tree_two_and_eight_h100_servers():
+    two = load_system("dgx-h100", nodes=2)
+    m = CommCostModel(two)
+    info = m.group_info(two.gpus)
+    r = m.collective("allreduce", 8 * 2**30, two.gpus)
+    assert r.algorithm is Algorithm.NVLS_TREE
+    intra = NVLS * 2 * 7 / 9  # one server's NVLS bus bandwidth, 8 GPUs
+    bus = min(intra, 2 * info.inter_bw_Bps, 16 * 57.7 * GB)
+    assert bus == pytest.approx(intra)  # 502 GB/s: the NVLink side limits on 2 servers
+    lat = 25 * us + 2 * 1 * 20.9 * us
+    assert r.time_s == pytest.approx(lat + 8 * 2**30 / (bus * 16 / 30), rel=1e-9)
+    # published: 2 x (8 H100 + 8 x 400G) with NVLS ~430 GB/s busbw (NVIDIA/nccl#1221, 2.19.3)
+    assert 420 * GB < r.busbw_Bps < 510 * GB
+    sim = CommCostModel(two, fidelity="simulated").collective("allreduce", 8 * 2**30, two.gpus)
+    assert sim.algorithm is Algorithm.NVLS_TREE and sim.time_s == pytest.approx(r.time_s)
+    eight = load_system("dgx-h100", nodes=8)
+    m8 = CommCostModel(eight)
+    info8 = m8.group_info(eight.gpus)
+    r8 = m8.collective("allreduce", 8 * 2**30, eight.gpus, algorithm="nvls_tree")
+    bus8 = min(intra, info8.inter_bw_Bps, 16 * 45.5 * GB)
+    assert bus8 == pytest.approx(info8.inter_bw_Bps)  # beyond 2 nodes the NICs limit
+    lat8 = 25 * us + 2 * 3 * 20.9 * us
+    assert r8.time_s == pytest.approx(lat8 + 8 * 2**30 / (bus8 * 64 / 126), rel=1e-9)
+
+
+def test_no_nvls_tree_on_one_server_or_on_ampere(h100):
+    with pytest.raises(ConfigError, match="nvls_tree is not available"):
+        CommCostModel(h100).collective("allreduce", 2**30, h100.gpus, algorithm="nvls_tree")
+    a100 = load_system("dgx-a100", nodes=2)
+    with pytest.raises(ConfigError, match="nvls_tree is not available"):
+        CommCostModel(a100).collective("allreduce", 2**30, a100.gpus, algorithm="nvlstree")
+
+
+def test_pat_one_gpu_per_server():
+    t = load_system("dgx-a100", nodes=16)
+    group = tuple(g for g in t.gpus if g.endswith("/gpu0"))
+    m = CommCostModel(t)
+    ring_bw = m.group_info(group).ring_bw_Bps
+    lat = (8 + 4 * 14 / 3.5 + 16 * 2.8) * us  # 68.8 us
+    r = m.collective("allgather", 2**20, group)
+    assert r.algorithm is Algorithm.PAT
+    assert r.time_s == pytest.approx(lat + 2**20 / (0.75 * ring_bw), rel=1e-9)
+    assert m.collective("allgather", 2**30, group).algorithm is Algorithm.RING
+    with pytest.raises(ConfigError, match="pat is not available"):
+        CommCostModel(t).collective("allgather", 2**20, t.gpus[:16], algorithm="pat")
+    with pytest.raises(ConfigError, match="does not implement allreduce"):
+        m.collective("allreduce", 2**20, group, algorithm="pat")

@@ -1,0 +1,54 @@
+"""PCIe peer-to-peer as NCCL releases and Intel root complexes shape it (issue 12 leftovers).
+
+Hand values: ``pcie-8xtitanx`` has two Intel Xeon E5-2650 v3 sockets, two PCIe 3.0 switches per
+socket, two GPUs per switch. A ring over GPUs 0-3 crosses CPU 0's root complex between the two
+switches: NCCL's ``INTEL_P2P_OVERHEAD`` (bw x 6/5, ``src/graph/topo.h``) makes it one PCIe 3.0
+x16 goodput / 1.2. GPUs 0-1 share a switch: no overhead.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.comm import CommCostModel
+from perfmodel.comm.validation import _with_cpu_model
+from perfmodel.hardware.links import get_link
+from perfmodel.topology import load_system
+from perfmodel.topology.importers import NcclRelease, nccl_p2p_level_denied, with_nccl_p2p_rule
+
+GOODPUT = get_link("pcie3-x16").bandwidth_Bps * get_link("pcie3-x16").efficiency
+
+
+@pytest.fixture(scope="module")
+def titanx():
+    """NCCL 2.0's P2P rule (PHB): P2P through one CPU's root complex, as the overhead needs."""
+    return with_nccl_p2p_rule(load_system("pcie-8xtitanx"), NcclRelease(2, 0))
+
+
+def test_intel_root_complex_costs_six_fifths(titanx):
+    m = CommCostModel(titanx)
+    assert m.group_info(titanx.gpus[:2]).ring_bw_Bps == pytest.approx(GOODPUT, rel=1e-9)
+    assert m.group_info(titanx.gpus[:4]).ring_bw_Bps == pytest.approx(GOODPUT / 1.2, rel=1e-9)
+    # the same server with a CPU that is not Intel: no overhead
+    amd = _with_cpu_model(titanx, "epyc-7742")
+    assert CommCostModel(amd).group_info(amd.gpus[:4]).ring_bw_Bps == pytest.approx(GOODPUT)
+
+
+def test_nccl_p2p_levels_by_release():
+    t = load_system("pcie-8x-server")
+    pxb = nccl_p2p_level_denied(t, max_cpus=0)  # NCCL >= 2.4 on Intel: switches only
+    phb = nccl_p2p_level_denied(t, max_cpus=1)  # NCCL 2.0-2.3: not across sockets
+    assert len(pxb) == 28 - 4  # all pairs but the 4 that share a switch
+    assert len(phb) == 16 and ("gpu0", "gpu4") in phb and ("gpu0", "gpu2") not in phb
+
+
+def test_shm_hops_pay_no_p2p_overhead(titanx):
+    """Across sockets NCCL 2.0 stages through host memory (SHM): plain DMA, no P2P TLPs; the
+    8-GPU ring still crosses each root complex once by P2P (gpu1 -> gpu2, gpu5 -> gpu6)."""
+    nccl20 = titanx
+    m = CommCostModel(nccl20)
+    r = m.collective("allreduce", 2**30, nccl20.gpus)
+    assert r.shm
+    assert m.group_info(nccl20.gpus).ring_bw_Bps == pytest.approx(GOODPUT / 1.2, rel=1e-9)
+    off = titanx.with_p2p(False)  # everything through host memory: no P2P, no overhead
+    assert CommCostModel(off).group_info(off.gpus[:4]).ring_bw_Bps == pytest.approx(GOODPUT / 2)
