@@ -44,6 +44,7 @@ from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.symmetry import server_signature, server_symmetry
 
 FIDELITIES = ("analytic", "simulated")
 
@@ -169,22 +170,6 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
-def _server_signature(topology: Topology, nodes: frozenset[str]) -> tuple[Any, ...]:
-    """A server's nodes and internal links by local id, with every attribute but ``server``."""
-    g = topology.graph
-    lid = {n: g.nodes[n]["local_id"] for n in nodes}
-    node_sig = sorted(
-        (lid[n], sorted((k, repr(v)) for k, v in g.nodes[n].items() if k != "server"))
-        for n in nodes
-    )
-    edge_sig = sorted(
-        (tuple(sorted((lid[u], lid[v]))), sorted((k, repr(x)) for k, x in d.items()))
-        for u, v, d in g.edges(nodes, data=True)
-        if u in nodes and v in nodes
-    )
-    return (node_sig, edge_sig)
-
-
 def _fabric_pairs(topology: Topology, nodes: frozenset[str]) -> set[tuple[str, str]]:
     """Local-id pairs of a server's nodes attached to a common node outside the server."""
     g = topology.graph
@@ -201,16 +186,47 @@ def _twin_map(
 ) -> dict[str, str]:
     """``{node of server s: node of server 0 with the same local id}``, or ``{}`` where server
     ``s`` differs from server 0 or shares outside switches between more of its NICs.
-    ``zero_key``: server 0's :func:`_server_signature` and :func:`_fabric_pairs`, computed once
+    ``zero_key``: server 0's :func:`~perfmodel.topology.symmetry.server_signature` and
+    :func:`_fabric_pairs`, computed once
     by the caller for every ``s``."""
     mine, zero = links.server_nodes.get(s), links.server_nodes.get(0)
     if not mine or not zero or len(mine) != len(zero):
         return {}
-    if _server_signature(topology, mine) != zero_key[0]:
+    if server_signature(topology, mine) != zero_key[0]:
         return {}
     if not _fabric_pairs(topology, mine) <= zero_key[1]:
         return {}
     return {n: links.by_local[0][links.local_id[n]] for n in mine}
+
+
+class _SymmetricLinks(DirectedLinks):
+    """:class:`~perfmodel.comm.rings.DirectedLinks` whose routes between server nodes are read
+    off the same local ids in the first servers of their classes
+    (:func:`~perfmodel.topology.symmetry.server_symmetry`) and mapped back.
+
+    :meth:`DirectedLinks.route` searches the two endpoints' servers and the fabric only, and
+    the exchange of interchangeable servers keeps the name order of exactly those nodes, so
+    every comparison of the search comes out the same: the mapped route is the route. Issue
+    14: the ring hops of a data-parallel group over 64 servers were 400 new routes per group;
+    they are a handful per shape.
+    """
+
+    def route(self, src: str, dst: str) -> tuple[str, ...]:
+        hit = self._routes.get((src, dst))
+        if hit is not None:
+            return hit
+        if src == dst:
+            return super().route(src, dst)
+        path = server_symmetry(self.topology).pair_route(src, dst, super().route)
+        if path is None:
+            return super().route(src, dst)
+        self._routes[(src, dst)] = path
+        return path
+
+
+def _no_latency(path: Sequence[str]) -> float:
+    """:meth:`DirectedLinks.extra_latency` of a system with no extra latency on any link."""
+    return 0.0
 
 
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
@@ -218,12 +234,16 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
     if isinstance(value, str):
         return names.get(value, value)
+    if isinstance(value, Channel):  # the bulk of a wide group's analysis: mapped flat
+        get = names.get
+        return Channel(
+            tuple(get(n, n) for n in value.order),
+            tuple(tuple(get(n, n) for n in hop) for hop in value.hops),
+        )
     if isinstance(value, tuple):
         return tuple(_relabel(v, names) for v in value)
     if isinstance(value, dict):
         return {k: _relabel(v, names) for k, v in value.items()}
-    if isinstance(value, Channel):
-        return Channel(_relabel(value.order, names), _relabel(value.hops, names))
     if isinstance(value, GroupInfo):
         return GroupInfo(
             **{f.name: _relabel(getattr(value, f.name), names) for f in fields(GroupInfo)}
@@ -293,11 +313,15 @@ class CommCostModel:
             link_params = LinkParams.from_dict(link_params)
         self.link_params = link_params or LinkParams()
         self.fidelity = fidelity
-        self.links = DirectedLinks(topology, self.link_params)
+        self.links = _SymmetricLinks(topology, self.link_params)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
         self._twins: dict[int, dict[str, str]] = {}
         self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
+        self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
+        self._extra_alpha = bool(np.any(self.links.extra_alpha_s))
+        self._shape_inside: dict[tuple[str, ...], bool] = {}
+        self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -362,9 +386,49 @@ class CommCostModel:
         members = check_group(self.topology, group)
         info = self._groups.get(members)
         if info is None:
-            info = self._twin_group(members) or self._build_group(members)
+            info = (
+                self._twin_group(members)
+                or self._shape_group(members)
+                or self._build_group(members)
+            )
             self._groups[members] = info
         return info
+
+    def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:
+        """The analysis of a group spanning servers, read off the group of the same shape in
+        the first servers of their classes and relabelled, or ``None``.
+
+        Interchangeable servers (:func:`perfmodel.topology.symmetry.server_symmetry`) are
+        exchanged by a graph automorphism that keeps the name order of the group's servers'
+        nodes and of the fabric, so the ring search (minimum hops, widest, then smallest node
+        names; searched inside the group's servers and the fabric only) finds the mapped
+        channels: the same bandwidths, latencies and channel count. Issue 14: the tensor-,
+        pipeline- and data-parallel groups of every plan, data-parallel degree and cluster
+        size are one analysis per shape (a GPT-3 tp16 pp16 plan on 128 DGX A100: 3.5 s of
+        ring analysis for 31 new groups). Used only when the canonical channels stay inside
+        the canonical servers and the fabric (else the group is analysed directly).
+        """
+        links = self.links
+        servers = {links.server[m] for m in members}
+        if len(servers) < 2:
+            return None
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map(servers)
+        if smap is None or all(k == v for k, v in smap.items()):
+            return None
+        fwd = sym.node_map(smap)
+        base_members = tuple(fwd.get(m, m) for m in members)
+        base = self._groups.get(base_members)
+        if base is None:
+            base = self._groups[base_members] = self._build_group(base_members)
+        inside = self._shape_inside.get(base_members)
+        if inside is None:  # once per shape: do the canonical channels stay in their servers?
+            srv = links.server
+            used = {srv[n] for ch in base.channels for hop in ch.hops for n in hop}
+            inside = self._shape_inside[base_members] = used <= {-1, *smap.values()}
+        if not inside:
+            return None
+        return _relabel(base, {v: k for k, v in fwd.items()})
 
     def _twin_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The group's analysis copied from the same local ids in server 0, or ``None``.
@@ -372,7 +436,8 @@ class CommCostModel:
         A group inside one server ``s > 0`` of a cluster of identical servers has the analysis
         of its twin in server 0 with the node names mapped (issue 14: identical tensor-parallel
         groups of the pipeline stages are analysed once). Used only when server ``s`` equals
-        server 0 node for node and link for link (:func:`_server_signature`), its NICs share
+        server 0 node for node and link for link
+        (:func:`~perfmodel.topology.symmetry.server_signature`), its NICs share
         fabric switches no more than server 0's do (so no route through the fabric can be
         shorter than server 0's), and the twin's rings stay inside server 0.
         """
@@ -385,7 +450,7 @@ class CommCostModel:
             if self._server0_key is None:
                 zero = links.server_nodes.get(0, frozenset())
                 self._server0_key = (
-                    _server_signature(self.topology, zero),
+                    server_signature(self.topology, zero),
                     _fabric_pairs(self.topology, zero),
                 )
             twin = self._twins[s] = _twin_map(self.topology, links, s, self._server0_key)
@@ -421,7 +486,11 @@ class CommCostModel:
         parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members))
         links = self.links
         if len(ring_members) >= 2:
-            channels = build_channels(links, ring_members)
+            channels = (
+                self._packed(ring_members)
+                if len(parts) == 1
+                else build_channels(links, ring_members)
+            )
             rates = channel_rates(links, channels) / p2p_overhead(links, channels)
             ring_bw = float(np.sum(rates))
         else:
@@ -429,8 +498,10 @@ class CommCostModel:
         intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
         inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
         # only what NCCL's per-step latency does not contain (sockets): latency counted once
-        alpha_intra = max((links.extra_latency(h) for h in intra_hops), default=0.0)
-        alpha_inter = max((links.extra_latency(h) for h in inter_hops), default=0.0)
+        # (0 on every path where no link has such latency: skip the per-hop sums)
+        extra = links.extra_latency if self._extra_alpha else _no_latency
+        alpha_intra = max((extra(h) for h in intra_hops), default=0.0)
+        alpha_inter = max((extra(h) for h in inter_hops), default=0.0)
         classes = {links.hw_class(h) for h in intra_hops}
         if not classes or classes == {HwClass.NVLINK}:
             intra_class = HwClass.NVLINK if classes else HwClass.PCI
@@ -439,7 +510,7 @@ class CommCostModel:
         # Bandwidth inside one server (ring over its members) and across servers (per server).
         biggest = max(parts, key=len) if parts else ()
         if len(parts) > 1 and len(biggest) >= 2:
-            intra = pack_rings(links, biggest)
+            intra = self._packed(biggest)
             intra_bw = float(np.sum(channel_rates(links, intra) / p2p_overhead(links, intra)))
         elif len(parts) == 1:
             intra_bw = ring_bw
@@ -472,6 +543,25 @@ class CommCostModel:
             gpu_memory_Bps=mem_bw,
             shm=links.uses_shm(ring_members),
         )
+
+    def _packed(self, members: tuple[str, ...]) -> tuple[Channel, ...]:
+        """:func:`~perfmodel.comm.rings.pack_rings` of GPUs of one server (what
+        :func:`~perfmodel.comm.rings.build_channels` returns for them), computed once per local-id
+        shape in the first server of the server's class and mapped back: the search stays inside
+        the server, whose node-name order the exchange keeps (issue 14: a tensor-parallel group
+        and the server parts of the wider groups of every plan pack one ring set)."""
+        sym = server_symmetry(self.topology)
+        s = self.links.server[members[0]]
+        smap = sym.server_map((s,))
+        if smap is None:
+            return pack_rings(self.links, members)
+        base_members = tuple(sym.map_node(m, smap) for m in members)
+        base = self._packs.get(base_members)
+        if base is None:
+            base = self._packs[base_members] = pack_rings(self.links, base_members)
+        if smap[s] == s:
+            return base
+        return _relabel(base, sym.node_map({smap[s]: s}))
 
     def _same_server(self, path: Sequence[str]) -> bool:
         srv = self.links.server
@@ -754,18 +844,45 @@ class CommCostModel:
         ``alpha + bytes / rate`` with ``alpha`` NCCL's per-step Simple cost for the route's
         transport plus what that cost does not contain (:meth:`DirectedLinks.extra_latency`).
         """
-        paths = [self.links.p2p_route(s, d) for s, d, _ in transfers]
-        rates = flow_rates(self.links, paths)
+        terms = self._flow_terms(tuple((s, d) for s, d, _ in transfers))
         worst = (0.0, 0.0, math.inf)
-        for (_, _, nbytes), path, rate in zip(transfers, paths, rates):
-            hw = self.links.hw_class(path)
-            alpha = P.NCCL_STEP_LATENCY_S[(hw, "ring", Protocol.SIMPLE)] + self.links.extra_latency(
-                path
-            )
-            t = alpha + nbytes / float(rate)
+        for (_, _, nbytes), (alpha, rate) in zip(transfers, terms):
+            t = alpha + nbytes / rate
             if t > worst[0]:
-                worst = (t, alpha, float(rate))
+                worst = (t, alpha, rate)
         return worst
+
+    def _p2p_route(self, src: str, dst: str) -> tuple[str, ...]:
+        """:meth:`DirectedLinks.p2p_route` between two servers, read off the same local ids in
+        the first servers of their classes (:func:`~perfmodel.topology.symmetry.server_symmetry`)
+        and mapped back, as :meth:`_shape_group` does for groups: the route and the NICs each
+        GPU uses are searched inside the two servers and the fabric, whose name order the
+        exchange keeps, so the mapped route is the route (issue 14: a pipeline's sends route
+        every server pair once per shape, not once per pair)."""
+        links = self.links
+        if links.server[src] == links.server[dst]:
+            return links.p2p_route(src, dst)
+        path = server_symmetry(self.topology).pair_route(src, dst, links.p2p_route)
+        return links.p2p_route(src, dst) if path is None else path
+
+    def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
+        """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
+        neither depends on the bytes sent, so every message size of a pipeline's sends, in
+        every plan with the same pairs, reuses one route and rate computation)."""
+        hit = self._flow_cache.get(pairs)
+        if hit is None:
+            paths = [self._p2p_route(s, d) for s, d in pairs]
+            rates = flow_rates(self.links, paths)
+            step = P.NCCL_STEP_LATENCY_S
+            hit = self._flow_cache[pairs] = tuple(
+                (
+                    step[(self.links.hw_class(path), "ring", Protocol.SIMPLE)]
+                    + self.links.extra_latency(path),
+                    float(rate),
+                )
+                for path, rate in zip(paths, rates)
+            )
+        return hit
 
     def _other(
         self, op: CollectiveOp, m: float, info: GroupInfo, algo: Algorithm

@@ -133,6 +133,8 @@ class PlanScreen:
         self._stage_cache: dict[tuple[int, int, int, str, bool, int, int], _StageCosts] = {}
         self._parts_cache: dict[tuple[int, int, str, bool, int, int], _Parts] = {}
         self._results: dict[str, dict[str, Any]] = {}
+        self._ring_paths: dict[int, tuple[float, float]] = {}
+        self._stage_wl: dict[tuple[Any, ...], Any] = {}
         one = self._topology(1)
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
@@ -195,14 +197,21 @@ class PlanScreen:
 
         if n < 2 or nbytes <= 0:
             return 0.0
-        if (n - 1) * stride + 1 <= self.gpus_per_node:
-            topo = self._topology(1)
-            a, b = topo.gpus[0], topo.gpus[stride]
-        else:
-            topo = self._topology(2)
-            a, b = topo.gpus[0], topo.gpus[self.gpus_per_node]
-        bw = float(path_bandwidth(topo, a, b))
-        alpha = float(path_latency(topo, a, b))
+        inside = (n - 1) * stride + 1 <= self.gpus_per_node
+        key = stride if inside else 0  # (alpha, bw) of the path, one per neighbour distance
+        hit = self._ring_paths.get(key)
+        if hit is None:
+            if inside:
+                topo = self._topology(1)
+                a, b = topo.gpus[0], topo.gpus[stride]
+            else:
+                topo = self._topology(2)
+                a, b = topo.gpus[0], topo.gpus[self.gpus_per_node]
+            hit = self._ring_paths[key] = (
+                float(path_latency(topo, a, b)),
+                float(path_bandwidth(topo, a, b)),
+            )
+        alpha, bw = hit
         return ring_allreduce_time(n, nbytes, alpha, bw)
 
     # -------------------------------------------------------------- workload
@@ -443,8 +452,11 @@ class PlanScreen:
             in_flight = math.ceil(pp * (1 + (pp - 1) / (pp * v)))
         else:
             in_flight = min(pp, m) if pp > 1 else 1
-        wl = self._workload(mb * k, tp, sp, ep, cp)
-        stage_wl = replace(wl, layers=st.first_stage_layers)
+        stage_key = (mb * k, tp, pp, recompute, sp, ep, cp)  # the key of self._stage
+        stage_wl = self._stage_wl.get(stage_key)
+        if stage_wl is None:
+            wl = self._workload(mb * k, tp, sp, ep, cp)
+            stage_wl = self._stage_wl[stage_key] = replace(wl, layers=st.first_stage_layers)
         mem = memory_breakdown(
             stage_wl,
             optimizer=self.optimizer,

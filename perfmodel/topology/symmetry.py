@@ -1,0 +1,241 @@
+"""Interchangeable servers: the symmetry that lets a group be analysed once per shape (issue 14).
+
+A cluster of identical servers has many automorphisms: exchanging two servers that are built
+alike and hang off the same fabric ports, and fixing every other node, maps the graph onto
+itself with every node and edge attribute kept. Anything computed from the graph alone (a
+route, a ring packing, a bottleneck) is then the same, node names mapped, for every group of
+the same *shape* (members' local ids, and which of the group's servers each sits in).
+
+Where the computation breaks ties by node name (the routing rule of
+:mod:`perfmodel.topology.routing` and the ring search of :mod:`perfmodel.comm.rings`: "then the
+smallest node names"), the mapping must also keep the name order of every node the computation
+can compare. :class:`ServerSymmetry` only offers mappings that do: servers of a class are mapped
+in name order onto the first servers of the class in name order, every server's nodes are one
+contiguous block of the sorted node names with the same local-id sequence, and no node outside
+the class sorts between the class's first and last block. Nodes of servers outside the mapped
+set (third servers) may change order; callers use the mapping only where no computation can
+reach them (the routes of :mod:`perfmodel.topology.routing` check a hop bound; the ring
+search of :mod:`perfmodel.comm.rings` searches the group's servers and the fabric only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from perfmodel.errors import TopologyError
+from perfmodel.topology.model import Topology
+
+
+def _value_key(value: Any) -> Any:
+    """An attribute value as a comparable, hashable key: itself, or its ``repr`` when unhashable
+    (a list)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _attrs_key(attrs: dict[str, Any], skip: str = "") -> tuple[tuple[str, Any], ...]:
+    """``attrs`` but ``skip`` as sorted ``(name, value key)`` pairs."""
+    key = tuple(sorted(kv for kv in attrs.items() if kv[0] != skip))
+    try:
+        hash(key)
+    except TypeError:
+        return tuple((k, _value_key(v)) for k, v in key)
+    return key
+
+
+def server_signature(topology: Topology, nodes: frozenset[str]) -> tuple[Any, ...]:
+    """A server's nodes and internal links by local id, with every attribute but ``server``
+    (a hashable value: two servers built alike have equal signatures)."""
+    g = topology.graph
+    lid = {n: g.nodes[n]["local_id"] for n in nodes}
+    node_sig = tuple(sorted((lid[n], _attrs_key(g.nodes[n], "server")) for n in nodes))
+    edge_sig = tuple(
+        sorted(
+            (tuple(sorted((lid[u], lid[v]))), _attrs_key(d))
+            for u, v, d in g.edges(nodes, data=True)
+            if u in nodes and v in nodes
+        )
+    )
+    return (node_sig, edge_sig)
+
+
+@dataclass(frozen=True)
+class ServerSymmetry:
+    """Classes of interchangeable servers of a topology and the order-preserving maps between them.
+
+    Attributes
+    ----------
+    server
+        ``{node: server index}`` (``-1`` outside servers).
+    cls
+        ``{server: class id}`` for servers in a class of two or more; others are absent.
+    ordered
+        ``{class id: servers of the class in name order}``.
+    position
+        ``{server: its index in its class's name order}``.
+    by_local
+        ``{server: {local id: node}}``.
+    local_id
+        ``{node: local id}``.
+    excursion
+        Fewest edges a path spends between leaving the fabric (server ``-1`` nodes) and
+        re-entering it: 2 (in and out through one node) where some server node has two fabric
+        neighbours, else 3.
+    """
+
+    server: dict[str, int]
+    cls: dict[int, int]
+    ordered: dict[int, tuple[int, ...]]
+    position: dict[int, int]
+    by_local: dict[int, dict[str, str]]
+    local_id: dict[str, str]
+    excursion: int
+
+    def server_map(self, servers: Iterable[int]) -> dict[int, int] | None:
+        """Order-preserving map of the distinct ``servers`` onto the first servers of their
+        classes, or ``None`` where a server is in no class (or is a fabric node, ``-1``).
+
+        The ``k``-th of the given servers of class ``C`` in name order goes to the ``k``-th
+        server of ``C`` in name order, so the name order of all their nodes is kept.
+        """
+        by_cls: dict[int, list[int]] = {}
+        for s in set(servers):
+            c = self.cls.get(s)
+            if c is None:
+                return None
+            by_cls.setdefault(c, []).append(s)
+        out: dict[int, int] = {}
+        for c, group in by_cls.items():
+            group.sort(key=self.position.__getitem__)
+            for k, s in enumerate(group):
+                out[s] = self.ordered[c][k]
+        return out
+
+    def map_node(self, node: str, smap: dict[int, int]) -> str:
+        """``node``'s image under the server map ``smap`` (itself outside the mapped servers)."""
+        t = smap.get(self.server[node])
+        return node if t is None else self.by_local[t][self.local_id[node]]
+
+    def canonical_node(self, node: str) -> str:
+        """The node with ``node``'s local id in the first server of its server's class
+        (``node`` itself outside classes)."""
+        c = self.cls.get(self.server[node])
+        return node if c is None else self.by_local[self.ordered[c][0]][self.local_id[node]]
+
+    def pair_route(
+        self, src: str, dst: str, search: Callable[[str, str], tuple[str, ...]]
+    ) -> tuple[str, ...] | None:
+        """``search`` run on the images of ``src`` and ``dst`` in the first servers of their
+        classes (:meth:`server_map`), its path mapped back; ``None`` where an endpoint is
+        outside the classes or the pair is already its own image, and where ``search`` finds
+        no route (the caller's own search then says so with the real names). Exact where
+        ``search`` compares only nodes of the endpoints' servers and of the fabric (module
+        docstring)."""
+        a, b = self.server[src], self.server[dst]
+        if a < 0 or b < 0:
+            return None
+        smap = self.server_map((a, b))
+        if smap is None or all(k == v for k, v in smap.items()):
+            return None
+        try:
+            path = search(self.map_node(src, smap), self.map_node(dst, smap))
+        except TopologyError:
+            return None
+        back = {t: s for s, t in smap.items()}
+        return tuple(self.map_node(n, back) for n in path)
+
+    def node_map(self, smap: dict[int, int]) -> dict[str, str]:
+        """``{node: image}`` for every node of the servers in ``smap`` (by local id)."""
+        out: dict[str, str] = {}
+        for s, t in smap.items():
+            if s != t:
+                target = self.by_local[t]
+                for lid, n in self.by_local[s].items():
+                    out[n] = target[lid]
+        return out
+
+
+@lru_cache(maxsize=64)
+def server_symmetry(topology: Topology) -> ServerSymmetry:
+    """The :class:`ServerSymmetry` of a topology (cached per Topology object).
+
+    Two servers are in one class when they have the same :func:`server_signature`, the same
+    local-id sequence in node-name order, and the same links (by local id, outside node and
+    every attribute) to nodes outside them, all of which are fabric nodes (server ``-1``), and
+    when their nodes are adjacent blocks of the sorted node names with no other node between
+    (such servers, split where another node sorts between them; see the module docstring).
+    """
+    g = topology.graph
+    names = sorted(g.nodes, key=str)
+    rank = {n: i for i, n in enumerate(names)}
+    server = {n: int(d["server"]) for n, d in g.nodes(data=True)}
+    local_id = {n: str(d["local_id"]) for n, d in g.nodes(data=True)}
+    members: dict[int, list[str]] = {}
+    for n in names:
+        if server[n] >= 0:
+            members.setdefault(server[n], []).append(n)
+    two_fabric = False
+    sigs: dict[Any, list[int]] = {}
+    for s, nodes in members.items():
+        block = [rank[n] for n in nodes]
+        if block[-1] - block[0] != len(block) - 1:
+            continue  # not contiguous in name order
+        fs = frozenset(nodes)
+        outside = []
+        ok = True
+        for n in nodes:
+            fabric_nbrs = 0
+            for v, d in g[n].items():
+                if v in fs:
+                    continue
+                if server[v] >= 0:
+                    ok = False  # a direct link to another server
+                    break
+                fabric_nbrs += 1
+                outside.append((local_id[n], v, _attrs_key(d)))
+            two_fabric = two_fabric or fabric_nbrs >= 2
+            if not ok:
+                break
+        if not ok:
+            continue
+        key = (
+            tuple(local_id[n] for n in nodes),
+            server_signature(topology, fs),
+            tuple(sorted(outside)),
+        )
+        sigs.setdefault(key, []).append(s)
+    cls: dict[int, int] = {}
+    ordered: dict[int, tuple[int, ...]] = {}
+    runs: list[list[int]] = []
+    for servers in sigs.values():
+        servers.sort(key=lambda s: rank[members[s][0]])
+        run = [servers[0]]
+        for s in servers[1:]:
+            if rank[members[s][0]] != rank[members[run[-1]][-1]] + 1:
+                runs.append(run)  # another node sorts between: a new class
+                run = []
+            run.append(s)
+        runs.append(run)
+    for c, run in enumerate(r for r in runs if len(r) >= 2):
+        ordered[c] = tuple(run)
+        for s in run:
+            cls[s] = c
+    position = {s: i for servers in ordered.values() for i, s in enumerate(servers)}
+    by_local: dict[int, dict[str, str]] = {
+        s: {local_id[n]: n for n in nodes} for s, nodes in members.items()
+    }
+    return ServerSymmetry(
+        server=server,
+        cls=cls,
+        ordered=ordered,
+        position=position,
+        by_local=by_local,
+        local_id=local_id,
+        excursion=2 if two_fabric else 3,
+    )

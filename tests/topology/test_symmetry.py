@@ -1,0 +1,140 @@
+"""Interchangeable servers (issue 14): a route or a group analysis read off the same shape in
+the first servers of a class, names mapped back, equals the direct computation."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from perfmodel.topology import load_system
+from perfmodel.topology import routing as R
+from perfmodel.topology.symmetry import server_symmetry
+
+SYSTEMS = [("dgx-a100", {}), ("dgx-a100", {"fabric_topology": "fat-tree"}), ("dgx1-v100", {})]
+
+
+def test_identical_servers_form_one_class_in_name_order() -> None:
+    topo = load_system("dgx-a100", nodes=12)
+    sym = server_symmetry(topo)
+    assert list(sym.ordered.values()) == [(0, 1, 10, 11, *range(2, 10))]  # "n1/" < "n10/"
+    assert sym.excursion == 3  # every NIC has one fabric port
+    # servers 10 and 3, in name order (n10 < n3), go to the first two servers (n0 < n1)
+    assert sym.server_map((3, 10)) == {10: 0, 3: 1}
+    assert sym.node_map({10: 0, 3: 1})["n3/gpu5"] == "n1/gpu5"
+    assert sym.map_node("n3/gpu5", {10: 0, 3: 1}) == "n1/gpu5"
+    assert sym.canonical_node("n7/nic2") == "n0/nic2"
+    assert sym.canonical_node("fabric/rail2") == "fabric/rail2"
+
+
+def test_a_changed_server_leaves_the_class() -> None:
+    topo = load_system("dgx-a100", nodes=4)
+    g = topo.graph.copy()
+    u, v = next((u, v) for u, v in g.edges if u.startswith("n3/") and v.startswith("n3/"))
+    g.edges[u, v]["bandwidth_Bps"] *= 0.5
+    sym = server_symmetry(dataclasses.replace(topo, graph=g))
+    assert 3 not in sym.cls and sym.server_map((0, 3)) is None
+    assert list(sym.ordered.values()) == [(0, 1, 2)]
+    g.edges[u, v]["bandwidth_Bps"] *= 2.0  # server 1 now differs: n0 and n2 are not adjacent
+    u, v = next((u, v) for u, v in g.edges if u.startswith("n1/") and v.startswith("n1/"))
+    g.edges[u, v]["bandwidth_Bps"] *= 0.5
+    sym = server_symmetry(dataclasses.replace(topo, graph=g))
+    assert list(sym.ordered.values()) == [(2, 3)]  # n0 alone: n1 sorts between n0 and n2
+
+
+def _direct(topo, a: str, b: str) -> tuple[str, ...]:
+    """The route without the symmetry shortcut."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "_route_by_symmetry", lambda *args: None)
+        return R._route_cached.__wrapped__(topo, a, b)
+
+
+@pytest.mark.parametrize(("system", "kw"), SYSTEMS)
+def test_routes_by_symmetry_equal_direct_routes(system: str, kw: dict[str, str]) -> None:
+    topo = load_system(system, nodes=4, **kw)
+    gpus = topo.gpus
+    mapped = 0
+    for a, b in itertools.permutations(gpus[:: max(1, len(gpus) // 12)], 2):
+        if topo.server_of(a) == topo.server_of(b):
+            continue
+        mapped += R._route_by_symmetry(topo, a, b) is not None
+        assert R.route(topo, a, b) == _direct(topo, a, b), (a, b)
+    # the shortcut was taken (the small fat tree has one class of two servers, n0 and n1)
+    assert mapped > 0 or kw
+
+
+def _direct_group(topo, group: tuple[str, ...]):
+    """The group's analysis with no server class (every ring packed where it is)."""
+    import perfmodel.comm.model as M
+    from perfmodel.comm import CommCostModel
+
+    none = dataclasses.replace(server_symmetry(topo), cls={}, ordered={}, position={})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "server_symmetry", lambda t: none)
+        return CommCostModel(topo)._build_group(group)
+
+
+@pytest.mark.parametrize(("system", "kw"), SYSTEMS)
+def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> None:
+    from perfmodel.comm import CommCostModel
+
+    topo = load_system(system, nodes=4, **kw)
+    gpn = topo.gpus_per_node
+    model = CommCostModel(topo)
+    for s in range(4):  # one server: the rings packed in the class's first server, mapped back
+        for pick in ((0, 1, 2, 3, 4, 5, 6, 7), (3, 1, 2), (6, 7)):
+            group = tuple(topo.gpus[s * gpn + i] for i in pick if i < gpn)
+            assert model._packed(group) == _direct_group(topo, group).channels, (s, pick)
+    built = []
+    build = model._build_group
+    model._build_group = lambda members: built.append(members) or build(members)  # type: ignore[method-assign]
+    shapes = [((0, 0), (1, 0)), ((0, 1), (1, 1), (0, 3), (1, 3)), ((1, 2), (0, 2), (1, 0))]
+    for shape in shapes:
+        for s0, s1 in ((2, 3), (3, 1), (1, 2)):
+            group = tuple(topo.gpus[(s0, s1)[k] * gpn + i % gpn] for k, i in shape)
+            info = model.group_info(group)
+            assert info == _direct_group(topo, group), (shape, s0, s1)
+    if len(server_symmetry(topo).cls) == topo.num_nodes:
+        # one class: one analysis per shape and server order ((2, 3) and (1, 2) alike, (3, 1)
+        # mirrored: its first server sorts last)
+        assert len(built) == 2 * len(shapes)
+
+
+@pytest.mark.parametrize(("system", "kw"), SYSTEMS)
+def test_p2p_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) -> None:
+    from perfmodel.comm import CommCostModel
+
+    topo = load_system(system, nodes=4, **kw)
+    model, direct = CommCostModel(topo), CommCostModel(topo)
+    gpus = topo.gpus[:: max(1, len(topo.gpus) // 12)]
+    for a, b in itertools.permutations(gpus, 2):
+        assert model._p2p_route(a, b) == direct.links.p2p_route(a, b), (a, b)
+
+
+@pytest.mark.parametrize(("system", "kw"), SYSTEMS)
+def test_link_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) -> None:
+    from perfmodel.comm import CommCostModel
+    from perfmodel.comm.rings import DirectedLinks
+
+    topo = load_system(system, nodes=4, **kw)
+    links = CommCostModel(topo).links
+    direct = DirectedLinks(topo, links.link_params)
+    nodes = [n for n in topo.graph.nodes if topo.server_of(n) >= 0]
+    picks = nodes[:: max(1, len(nodes) // 40)]
+    for a, b in itertools.permutations(picks, 2):
+        try:
+            want = direct.route(a, b)
+        except Exception as exc:  # no route: the same error
+            with pytest.raises(type(exc)):
+                links.route(a, b)
+            continue
+        assert links.route(a, b) == want, (a, b)
+
+
+def test_no_route_names_the_nodes_asked_about() -> None:
+    from perfmodel.errors import TopologyError
+
+    topo = load_system("dgx-a100", nodes=6)
+    with pytest.raises(TopologyError, match="n3/nic7 to n5/nvswitch0"):
+        R.route(topo, "n3/nic7", "n5/nvswitch0")  # an NVSwitch is no endpoint
