@@ -52,6 +52,7 @@ def stated_nccl(row: dict[str, Any]) -> str | None:
     m = re.search(r"NCCL (\d+\.\d+(?:\.\d+)?)", str(row.get("software") or ""))
     return m.group(1) if m else None
 
+
 #: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
 #: Intel QPI" (the model is not stated; only the vendor matters here: Intel P2P TLP overhead).
 DEEPBENCH_8GPU_CPU = "Intel Xeon with QPI (DeepBench README; model not stated)"
