@@ -126,6 +126,11 @@ class GraphBuilder:
     tasks: list[Task] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: ``set(devices)``: membership per task without scanning the list (pp x cp devices)
+    _device_set: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._device_set.update(self.devices)
 
     def add(
         self,
@@ -142,26 +147,38 @@ class GraphBuilder:
     ) -> int:
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
-        tid = len(self.tasks)
-        clean = tuple(sorted({d for d in deps if d is not None and d >= 0})) if deps else ()
+        tasks = self.tasks
+        tid = len(tasks)
+        if not deps:
+            clean: tuple[int, ...] = ()
+        elif len(deps) == 1:  # the common case: no set, no sort (same result)
+            d = deps[0]
+            clean = (d,) if d is not None and d >= 0 else ()
+        else:
+            clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
         assert not clean or clean[-1] < tid, "dependencies must precede the task"
         # Task(...) without the frozen dataclass's field-by-field object.__setattr__ (a third
         # of the cost of a lowering's ~10^4 tasks): the same fields, the same values
         task = object.__new__(Task)
-        task.__dict__.update(
-            tid=tid,
-            kind=kind,
-            device=device,
-            stream=stream,
-            duration_s=float(duration_s),
-            deps=clean,
-            label=label,
-            microbatch=microbatch,
-            chunk=chunk,
-            comm=comm,
+        object.__setattr__(
+            task,
+            "__dict__",
+            {
+                "tid": tid,
+                "kind": kind,
+                "device": device,
+                "stream": stream,
+                "duration_s": float(duration_s),
+                "deps": clean,
+                "label": label,
+                "microbatch": microbatch,
+                "chunk": chunk,
+                "comm": comm,
+            },
         )
-        self.tasks.append(task)
-        if device not in self.devices:
+        tasks.append(task)
+        if device not in self._device_set:
+            self._device_set.add(device)
             self.devices.append(device)
         return tid
 

@@ -64,15 +64,19 @@ def evaluate(graph: TaskGraph) -> Timeline:
     start = [0.0] * n
     end = [0.0] * n
     free: dict[tuple[str, str], float] = {}
+    free_get = free.get
     for t in graph.tasks:
         key = (t.device, t.stream)
-        s = free.get(key, 0.0)
+        s = free_get(key, 0.0)
         for d in t.deps:
-            if end[d] > s:
-                s = end[d]
-        start[t.tid] = s
-        end[t.tid] = s + t.duration_s
-        free[key] = end[t.tid]
+            e = end[d]
+            if e > s:
+                s = e
+        tid = t.tid
+        start[tid] = s
+        e = s + t.duration_s
+        end[tid] = e
+        free[key] = e
     return Timeline(graph, tuple(start), tuple(end), "analytic")
 
 
