@@ -144,6 +144,8 @@ class PipelineLowering:
         compute: Megatron-Core runs the token dispatcher's all-to-alls between the router and
         the experts without overlap unless ``overlap_moe_expert_parallel_comm`` is set (off by
         default, not modelled)."""
+        if not seg.ep_cp:  # the common case (no ep / cp): nothing to emit, no list to build
+            return deps
         comms = [x for x in seg.ep_cp if x.phase == phase and x.duration_s > 0]
         if not comms:
             return deps
@@ -236,17 +238,10 @@ class PipelineLowering:
             )
             hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
         dur, spec = hit
-        label = f"send {'F' if stream == 'send_fwd' else 'B'}{mb}"
+        label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
+        # positional: label, microbatch, chunk, comm (one call per pipeline send)
         return self.b.add(
-            TaskKind.SENDRECV,
-            self.gpu[s_from],
-            stream,
-            dur,
-            deps,
-            label=label,
-            microbatch=mb,
-            chunk=k,
-            comm=spec,
+            TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
         )
 
     def gather(self, s: int, seg: Segment, label: str) -> int:
@@ -276,28 +271,23 @@ class PipelineLowering:
         ids the next segment waits on.
         """
         k = c * self.P + s
-        tid = self.b.add(
-            TaskKind.COMPUTE,
-            self.gpu[s],
-            "compute",
-            dur,
-            deps,
-            label=f"{phase}{mb}" + (f".c{c}" if self.V > 1 else ""),
-            microbatch=mb,
-            chunk=k,
-        )
+        add, gpu = self.b.add, self.gpu[s]
+        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        # positional: label, microbatch, chunk (one call per segment and micro-batch)
+        tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         self.gather_hist[s].append(tid)
         if tp_s <= 0:
             return [tid]
-        tp_tid = self.b.add(
+        tp_deps = deps if self.tp_overlap else [tid]
+        tp_tid = add(
             TaskKind.COLLECTIVE,
-            self.gpu[s],
+            gpu,
             self.rc.tp_comm.stream,
             tp_s,
-            deps if self.tp_overlap else [tid],
-            label=f"TP {phase}{mb}",
-            microbatch=mb,
-            chunk=k,
+            tp_deps,
+            f"TP {phase}{mb}",
+            mb,
+            k,
         )
         return [tid, tp_tid] if self.tp_overlap else [tp_tid]
 

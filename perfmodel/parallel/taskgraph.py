@@ -139,12 +139,15 @@ class GraphBuilder:
         stream: str,
         duration_s: float,
         deps: tuple[int, ...] | list[int] = (),
-        *,
         label: str = "",
         microbatch: int = -1,
         chunk: int = -1,
         comm: CommSpec | None = None,
     ) -> int:
+        """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
+        dependency) and duplicates; they are dropped and the rest sorted. The arguments after
+        ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
+        more per task)."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
         tasks = self.tasks
@@ -160,21 +163,17 @@ class GraphBuilder:
         # Task(...) without the frozen dataclass's field-by-field object.__setattr__ (a third
         # of the cost of a lowering's ~10^4 tasks): the same fields, the same values
         task = object.__new__(Task)
-        object.__setattr__(
-            task,
-            "__dict__",
-            {
-                "tid": tid,
-                "kind": kind,
-                "device": device,
-                "stream": stream,
-                "duration_s": float(duration_s),
-                "deps": clean,
-                "label": label,
-                "microbatch": microbatch,
-                "chunk": chunk,
-                "comm": comm,
-            },
+        task.__dict__.update(
+            tid=tid,
+            kind=kind,
+            device=device,
+            stream=stream,
+            duration_s=float(duration_s),
+            deps=clean,
+            label=label,
+            microbatch=microbatch,
+            chunk=chunk,
+            comm=comm,
         )
         tasks.append(task)
         if device not in self._device_set:
