@@ -1,0 +1,49 @@
+"""GraphBuilder's fast paths (issue 14: per-task cost of a lowering) give the tasks the general
+path gives: dependencies cleaned the same way, devices listed once in first-use order, the
+arguments after ``deps`` accepted by position or by keyword."""
+
+from __future__ import annotations
+
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
+from perfmodel.sim.engine import evaluate
+
+
+def test_single_dependency_cleaned_as_in_the_general_path() -> None:
+    b = GraphBuilder()
+    a = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    assert b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [-1]) == 1
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [None])  # type: ignore[list-item]
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, (a,))
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [3, a, 3, -1, None])  # type: ignore[list-item]
+    assert [t.deps for t in b.tasks] == [(), (), (), (0,), (0, 3)]
+
+
+def test_devices_once_in_first_use_order_including_given_ones() -> None:
+    b = GraphBuilder(devices=["g1"])
+    for dev in ("g0", "g1", "g0", "g2"):
+        b.add(TaskKind.COMPUTE, dev, "compute", 0.5)
+    assert b.build().devices == ("g1", "g0", "g2")
+
+
+def test_positional_and_keyword_arguments_build_equal_tasks() -> None:
+    spec = CommSpec(CollectiveOp.SENDRECV, 8.0, ("g0", "g1"), "auto", CommKind.PP)
+    by_kw, by_pos = GraphBuilder(), GraphBuilder()
+    by_kw.add(
+        TaskKind.SENDRECV, "g0", "send_fwd", 2, label="send F3", microbatch=3, chunk=1, comm=spec
+    )
+    by_pos.add(TaskKind.SENDRECV, "g0", "send_fwd", 2, (), "send F3", 3, 1, spec)
+    assert by_kw.tasks == by_pos.tasks
+    assert type(by_pos.tasks[0].duration_s) is float  # an int duration is stored as float
+
+
+def test_evaluate_hand_schedule() -> None:
+    # g0 compute: 1 s, then 2 s; the transfer (3 s) waits for the first; g1 waits for it
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    b.add(TaskKind.COMPUTE, "g0", "compute", 2.0, [x])
+    s = b.add(TaskKind.SENDRECV, "g0", "send_fwd", 3.0, [x])
+    b.add(TaskKind.COMPUTE, "g1", "compute", 0.5, [s])
+    tl = evaluate(b.build())
+    assert tl.start_s == (0.0, 1.0, 1.0, 4.0)
+    assert tl.end_s == (1.0, 3.0, 4.0, 4.5)
