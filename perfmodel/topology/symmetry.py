@@ -129,14 +129,15 @@ class ServerSymmetry:
         return node if c is None else self.by_local[self.ordered[c][0]][self.local_id[node]]
 
     def pair_route(
-        self, src: str, dst: str, search: Callable[[str, str], tuple[str, ...]]
+        self, src: str, dst: str, search: Callable[[str, str], tuple[str, ...] | None]
     ) -> tuple[str, ...] | None:
         """``search`` run on the images of ``src`` and ``dst`` in the first servers of their
         classes (:meth:`server_map`), its path mapped back; ``None`` where an endpoint is
         outside the classes or the pair is already its own image, and where ``search`` finds
-        no route (the caller's own search then says so with the real names). Exact where
-        ``search`` compares only nodes of the endpoints' servers and of the fabric (module
-        docstring)."""
+        no route (the caller's own search then says so with the real names) or returns
+        ``None`` (its answer is not one to map). Exact where ``search`` compares only nodes of
+        the endpoints' servers and of the fabric (module docstring); both endpoints may be in
+        one server."""
         a, b = self.server[src], self.server[dst]
         if a < 0 or b < 0:
             return None
@@ -146,6 +147,8 @@ class ServerSymmetry:
         try:
             path = search(self.map_node(src, smap), self.map_node(dst, smap))
         except TopologyError:
+            return None
+        if path is None:
             return None
         back = {t: s for s, t in smap.items()}
         return tuple(self.map_node(n, back) for n in path)
