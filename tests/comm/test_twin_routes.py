@@ -150,3 +150,25 @@ def test_fabric_shortcut_is_never_copied(
         # server 0 inside (7 hops against 8); server 1 through its shared leaf (6 hops)
         assert all(n.startswith("n0/") for n in links.route("n0/gpu0", "n0/gpu1"))
         assert not inside
+
+
+def test_routes_are_searched_once_per_shape() -> None:
+    """Plain DirectedLinks (the flow simulation's links) search each shape once: the routes
+    inside servers 1..3 and between other server pairs are mapped from servers 0 and 1."""
+    topo = load_system("dgx-a100", nodes=4)
+    searched: list[tuple[str, str]] = []
+
+    class _Counting(DirectedLinks):
+        def _searched_route(self, src: str, dst: str) -> tuple[str, ...]:
+            searched.append((src, dst))
+            return super()._searched_route(src, dst)
+
+    links, plain = _Counting(topo), _SearchOnly(topo)
+    gpus = topo.gpus
+    gpn = topo.gpus_per_node
+    inside = [(gpus[s * gpn], gpus[s * gpn + 5]) for s in range(4)]
+    across = [(gpus[s * gpn + 2], gpus[((s + 1) % 4) * gpn + 6]) for s in range(4)]
+    for a, b in inside + across:
+        assert links.route(a, b) == plain.route(a, b), (a, b)
+    # one search inside server 0; across: (0, 1) for s = 0, 1, 2 and (1, 0) for 3 -> 0
+    assert searched == [inside[0], across[0], ("n1/gpu2", "n0/gpu6")]
