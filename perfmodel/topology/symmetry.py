@@ -16,6 +16,12 @@ the class sorts between the class's first and last block. Nodes of servers outsi
 set (third servers) may change order; callers use the mapping only where no computation can
 reach them (the routes of :mod:`perfmodel.topology.routing` check a hop bound; the ring
 search of :mod:`perfmodel.comm.rings` searches the group's servers and the fabric only).
+
+This module is the one place that says which servers are interchangeable and how node names map
+between them; every reuse of an answer across servers asks it: the global routes of
+:mod:`perfmodel.topology.routing`, :meth:`perfmodel.comm.rings.DirectedLinks.route` (pairs in
+one server or two), and the group analyses, ring packings and point-to-point routes of
+:class:`perfmodel.comm.model.CommCostModel`.
 """
 
 from __future__ import annotations
