@@ -330,7 +330,11 @@ class CommCostModel:
         members = check_group(self.topology, group)
         info = self._groups.get(members)
         if info is None:
-            info = self._shape_group(members) or self._build_group(members)
+            info = (
+                self._twin_group(members)
+                or self._shape_group(members)
+                or self._build_group(members)
+            )
             self._groups[members] = info
         return info
 
@@ -367,6 +371,34 @@ class CommCostModel:
             used = {srv[n] for ch in base.channels for hop in ch.hops for n in hop}
             inside = self._shape_inside[base_members] = used <= {-1, *smap.values()}
         if not inside:
+            return None
+        return _relabel(base, {v: k for k, v in fwd.items()})
+
+    def _twin_group(self, members: tuple[str, ...]) -> GroupInfo | None:
+        """The analysis of a group inside one server, read off the same local ids in the
+        server's inside twin (:meth:`perfmodel.topology.symmetry.ServerSymmetry.twin_map`) and
+        relabelled, or ``None``.
+
+        The twin is built alike inside and its nodes share outside switches no less (so no
+        route through the fabric is shorter for this server than for the twin); used only when
+        the twin's channels stay inside the twin, where the two servers are the same graph with
+        the same name order. Issue 14: the identical tensor-parallel groups of the pipeline
+        stages are analysed once, also on servers of other fat-tree leaves, which are no class
+        of the twin's (:meth:`_shape_group`).
+        """
+        links = self.links
+        s = links.server.get(members[0], -1)
+        if s < 0 or any(links.server[m] != s for m in members):
+            return None
+        fwd = server_symmetry(self.topology).twin_map(s)
+        if fwd is None:
+            return None
+        base_members = tuple(fwd[m] for m in members)
+        base = self._groups.get(base_members)
+        if base is None:
+            base = self._groups[base_members] = self._build_group(base_members)
+        t = links.server[base_members[0]]
+        if any(links.server[n] != t for ch in base.channels for hop in ch.hops for n in hop):
             return None
         return _relabel(base, {v: k for k, v in fwd.items()})
 

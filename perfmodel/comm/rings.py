@@ -21,6 +21,7 @@ the servers through different NICs, as NCCL spreads its rings over all NICs.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import numpy as np
 
 from perfmodel.comm.maxmin import maxmin_rates
 from perfmodel.comm.params import HwClass, LinkParams
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
@@ -71,6 +72,7 @@ class DirectedLinks:
         self._ids: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._inside: dict[int, frozenset[str]] = {}
         self._fallback: set[tuple[str, str]] = set()
+        self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
@@ -260,7 +262,9 @@ class DirectedLinks:
         (:meth:`perfmodel.topology.symmetry.ServerSymmetry.pair_route`; issue 14: a cluster of
         identical servers is routed once per shape, not 2,048 times): the exchange keeps the
         name order of the servers searched and of the fabric, so every comparison of the
-        search, tie-breaks by node name included, comes out the same.
+        search, tie-breaks by node name included, comes out the same. A route inside one
+        server is first read off the server's inside twin where it provably stays inside
+        (:meth:`_twin_route`: servers on other fat-tree leaves are no class of server 0's).
         """
         key = (src, dst)
         hit = self._routes.get(key)
@@ -268,7 +272,11 @@ class DirectedLinks:
             return hit
         if src == dst:
             return (src,)
-        path = self._symmetry.pair_route(src, dst, self._canonical_route)
+        path = None
+        if self.server[src] == self.server[dst]:
+            path = self._twin_route(src, dst)
+        if path is None:
+            path = self._symmetry.pair_route(src, dst, self._canonical_route)
         if path is None:
             path = self._searched_route(src, dst)
         self._routes[key] = path
@@ -284,6 +292,81 @@ class DirectedLinks:
         name order the exchange need not keep: not to be mapped)."""
         path = self.route(src, dst)
         return None if (src, dst) in self._fallback else path
+
+    def _twin_route(self, src: str, dst: str) -> tuple[str, ...] | None:
+        """The route ``src -> dst`` inside one server as its inside twin's route between the
+        nodes of the same local ids, renamed
+        (:meth:`perfmodel.topology.symmetry.ServerSymmetry.twin_map`); ``None`` where that is
+        not provably the search's answer.
+
+        Exact when the twin's route stays inside the twin and is shorter than any path that
+        leaves the server and comes back (:meth:`_stays_inside`; the server has links leaving
+        it only where the twin has, so the bound holds for both). Then every minimum-hop path
+        of the search is inside the server, where both servers are the same graph with the same
+        attributes, and the tie-breaks (width, latency, node names) order the renamed nodes
+        alike.
+        """
+        fwd = self._symmetry.twin_map(self.server[src])
+        if fwd is None:
+            return None
+        zs, zd = fwd[src], fwd[dst]
+        try:
+            base = self.route(zs, zd)
+        except PerfModelError:  # no route in the twin: let the search name this server's nodes
+            return None
+        if not self._stays_inside(zs, zd, base):
+            return None
+        back = {v: k for k, v in fwd.items()}
+        return tuple([back[n] for n in base])
+
+    def _stays_inside(self, src: str, dst: str, path: tuple[str, ...]) -> bool:
+        """Whether the searched route ``path`` (``src -> dst``, both in one server) is inside
+        the server and shorter than any path leaving it: such a path leaves through a node
+        ``x`` with a link out of the server and comes back through another one ``y``, so it
+        has at least ``d(src, x) + 2 + d(y, dst)`` hops (distances inside the server, through
+        transit nodes). Pairs of GPUs without peer-to-peer (their route goes through host
+        memory) are left to the search."""
+        key = (src, dst)
+        hit = self._inside_ok.get(key)
+        if hit is not None:
+            return hit
+        ok = False
+        server = self.server[src]
+        home = self.server_nodes.get(server, frozenset())
+        both_gpus = src in self._gpu_set and dst in self._gpu_set
+        if (
+            key not in self._fallback
+            and all(n in home for n in path)
+            and not (both_gpus and (self.no_p2p or self.p2p_denied))
+        ):
+            exits = self._symmetry.exits[server]
+            d_src = self._inside_distances(src)
+            d_dst = self._inside_distances(dst)
+            transit = self.transit
+            outs = [(d_src[x], x) for x in exits if x in d_src and (x == src or x in transit)]
+            ins = [(d_dst[y], y) for y in exits if y in d_dst and (y == dst or y in transit)]
+            bound = min(
+                (dx + 2 + dy for dx, x in outs for dy, y in ins if x != y), default=math.inf
+            )
+            ok = len(path) - 1 < bound
+        self._inside_ok[key] = ok
+        return ok
+
+    def _inside_distances(self, start: str) -> dict[str, int]:
+        """Hop distances from ``start`` inside its server, through transit nodes only."""
+        srv = self.server_nodes[self.server[start]]
+        adj, transit = self.adjacency, self.transit
+        dist = {start: 0}
+        q = deque([start])
+        while q:
+            u = q.popleft()
+            if u != start and u not in transit:
+                continue
+            for v in adj[u]:
+                if v in srv and v not in dist:
+                    dist[v] = dist[u] + 1
+                    q.append(v)
+        return dist
 
     def _searched_route(self, src: str, dst: str) -> tuple[str, ...]:
         """The search behind :meth:`route` (uncached)."""

@@ -29,8 +29,9 @@ def test_twin_equals_direct_analysis(system: str, kw: dict[str, str]) -> None:
             twin = model.group_info(group)
             direct = CommCostModel(topo)._build_group(group)
             assert twin == direct, (server, pick)
-    cls = server_symmetry(topo).cls
-    assert cls.get(1) == cls[0]  # recognised as interchangeable (fat tree: server 2 on a new leaf)
+    sym = server_symmetry(topo)
+    assert sym.cls.get(1) == sym.cls[0]  # interchangeable (fat tree: server 2 on a new leaf)
+    assert sym.twin == {1: 0, 2: 0}  # built alike inside: one-server groups read off server 0
 
 
 def test_different_server_is_analysed_directly() -> None:
@@ -43,3 +44,4 @@ def test_different_server_is_analysed_directly() -> None:
     group = tuple(other.gpus[8:16])
     assert model.group_info(group) == CommCostModel(other)._build_group(group)
     assert server_symmetry(other).cls.get(1) is None
+    assert server_symmetry(other).twin == {}

@@ -60,9 +60,11 @@ def test_copied_routes_equal_searched_routes(
 ) -> None:
     topo = load_system(system, nodes=nodes, **kw)
     _assert_routes_equal(topo, range(1, nodes))
-    # servers 0 .. mapped-1 were recognised as interchangeable (the rest are searched)
-    cls = server_symmetry(topo).cls
-    assert [s for s in range(nodes) if cls.get(s) == cls[0]] == list(range(mapped))
+    # servers 0 .. mapped-1 were recognised as interchangeable; every server >= 1 has server 0
+    # as its inside twin (server 4 of the fat tree too: its routes inside are read off server 0)
+    sym = server_symmetry(topo)
+    assert [s for s in range(nodes) if sym.cls.get(s) == sym.cls[0]] == list(range(mapped))
+    assert sym.twin == dict.fromkeys(range(1, nodes), 0)
 
 
 @pytest.mark.parametrize(
@@ -92,6 +94,7 @@ def test_changed_server_is_searched() -> None:
     changed = dataclasses.replace(topo, graph=g)
     _assert_routes_equal(changed, range(1, 2))
     assert server_symmetry(changed).cls.get(1) is None
+    assert server_symmetry(changed).twin == {}
 
 
 # CPU0 and CPU1 joined by k PCIe switches inside the server (k + 1 hops), and through NICs to a
