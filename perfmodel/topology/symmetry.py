@@ -17,6 +17,11 @@ set (third servers) may change order; callers use the mapping only where no comp
 reach them (the routes of :mod:`perfmodel.topology.routing` check a hop bound; the ring
 search of :mod:`perfmodel.comm.rings` searches the group's servers and the fabric only).
 
+A weaker relation, the *inside twin* (:attr:`ServerSymmetry.twin`), pairs servers built alike
+inside whatever fabric ports they hang off (servers of other fat-tree leaves): only a computation
+that provably stays inside the server may be read off the twin (the callers check a hop bound or
+that the twin's answer uses the twin's nodes only).
+
 This module is the one place that says which servers are interchangeable and how node names map
 between them; every reuse of an answer across servers asks it: the global routes of
 :mod:`perfmodel.topology.routing`, :meth:`perfmodel.comm.rings.DirectedLinks.route` (pairs in
