@@ -44,7 +44,7 @@ from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import NodeKind
-from perfmodel.topology.symmetry import server_signature, server_symmetry
+from perfmodel.topology.symmetry import server_symmetry
 
 FIDELITIES = ("analytic", "simulated")
 
@@ -170,60 +170,6 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
-def _fabric_pairs(topology: Topology, nodes: frozenset[str]) -> set[tuple[str, str]]:
-    """Local-id pairs of a server's nodes attached to a common node outside the server."""
-    g = topology.graph
-    outside: dict[str, set[str]] = {}
-    for n in nodes:
-        for v in g.neighbors(n):
-            if v not in nodes:
-                outside.setdefault(v, set()).add(g.nodes[n]["local_id"])
-    return {(a, b) for ids in outside.values() for a in ids for b in ids if a < b}
-
-
-def _twin_map(
-    topology: Topology, links: DirectedLinks, s: int, zero_key: tuple[Any, set[tuple[str, str]]]
-) -> dict[str, str]:
-    """``{node of server s: node of server 0 with the same local id}``, or ``{}`` where server
-    ``s`` differs from server 0 or shares outside switches between more of its NICs.
-    ``zero_key``: server 0's :func:`~perfmodel.topology.symmetry.server_signature` and
-    :func:`_fabric_pairs`, computed once
-    by the caller for every ``s``."""
-    mine, zero = links.server_nodes.get(s), links.server_nodes.get(0)
-    if not mine or not zero or len(mine) != len(zero):
-        return {}
-    if server_signature(topology, mine) != zero_key[0]:
-        return {}
-    if not _fabric_pairs(topology, mine) <= zero_key[1]:
-        return {}
-    return {n: links.by_local[0][links.local_id[n]] for n in mine}
-
-
-class _SymmetricLinks(DirectedLinks):
-    """:class:`~perfmodel.comm.rings.DirectedLinks` whose routes between server nodes are read
-    off the same local ids in the first servers of their classes
-    (:func:`~perfmodel.topology.symmetry.server_symmetry`) and mapped back.
-
-    :meth:`DirectedLinks.route` searches the two endpoints' servers and the fabric only, and
-    the exchange of interchangeable servers keeps the name order of exactly those nodes, so
-    every comparison of the search comes out the same: the mapped route is the route. Issue
-    14: the ring hops of a data-parallel group over 64 servers were 400 new routes per group;
-    they are a handful per shape.
-    """
-
-    def route(self, src: str, dst: str) -> tuple[str, ...]:
-        hit = self._routes.get((src, dst))
-        if hit is not None:
-            return hit
-        if src == dst:
-            return super().route(src, dst)
-        path = server_symmetry(self.topology).pair_route(src, dst, super().route)
-        if path is None:
-            return super().route(src, dst)
-        self._routes[(src, dst)] = path
-        return path
-
-
 def _no_latency(path: Sequence[str]) -> float:
     """:meth:`DirectedLinks.extra_latency` of a system with no extra latency on any link."""
     return 0.0
@@ -313,10 +259,8 @@ class CommCostModel:
             link_params = LinkParams.from_dict(link_params)
         self.link_params = link_params or LinkParams()
         self.fidelity = fidelity
-        self.links = _SymmetricLinks(topology, self.link_params)
+        self.links = DirectedLinks(topology, self.link_params)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
-        self._twins: dict[int, dict[str, str]] = {}
-        self._server0_key: tuple[Any, set[tuple[str, str]]] | None = None
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._extra_alpha = bool(np.any(self.links.extra_alpha_s))
@@ -395,8 +339,8 @@ class CommCostModel:
         return info
 
     def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:
-        """The analysis of a group spanning servers, read off the group of the same shape in
-        the first servers of their classes and relabelled, or ``None``.
+        """The analysis of a group, read off the group of the same shape in the first servers
+        of its servers' classes and relabelled, or ``None``.
 
         Interchangeable servers (:func:`perfmodel.topology.symmetry.server_symmetry`) are
         exchanged by a graph automorphism that keeps the name order of the group's servers'
@@ -405,13 +349,13 @@ class CommCostModel:
         channels: the same bandwidths, latencies and channel count. Issue 14: the tensor-,
         pipeline- and data-parallel groups of every plan, data-parallel degree and cluster
         size are one analysis per shape (a GPT-3 tp16 pp16 plan on 128 DGX A100: 3.5 s of
-        ring analysis for 31 new groups). Used only when the canonical channels stay inside
-        the canonical servers and the fabric (else the group is analysed directly).
+        ring analysis for 31 new groups; the identical tensor-parallel groups of the pipeline
+        stages, inside one server each, are one analysis). Used only when the canonical
+        channels stay inside the canonical servers and the fabric (else the group is analysed
+        directly).
         """
         links = self.links
         servers = {links.server[m] for m in members}
-        if len(servers) < 2:
-            return None
         sym = server_symmetry(self.topology)
         smap = sym.server_map(servers)
         if smap is None or all(k == v for k, v in smap.items()):
@@ -431,39 +375,32 @@ class CommCostModel:
         return _relabel(base, {v: k for k, v in fwd.items()})
 
     def _twin_group(self, members: tuple[str, ...]) -> GroupInfo | None:
-        """The group's analysis copied from the same local ids in server 0, or ``None``.
+        """The analysis of a group inside one server, read off the same local ids in the
+        server's inside twin (:meth:`perfmodel.topology.symmetry.ServerSymmetry.twin_map`) and
+        relabelled, or ``None``.
 
-        A group inside one server ``s > 0`` of a cluster of identical servers has the analysis
-        of its twin in server 0 with the node names mapped (issue 14: identical tensor-parallel
-        groups of the pipeline stages are analysed once). Used only when server ``s`` equals
-        server 0 node for node and link for link
-        (:func:`~perfmodel.topology.symmetry.server_signature`), its NICs share
-        fabric switches no more than server 0's do (so no route through the fabric can be
-        shorter than server 0's), and the twin's rings stay inside server 0.
+        The twin is built alike inside and its nodes share outside switches no less (so no
+        route through the fabric is shorter for this server than for the twin); used only when
+        the twin's channels stay inside the twin, where the two servers are the same graph with
+        the same name order. Issue 14: the identical tensor-parallel groups of the pipeline
+        stages are analysed once, also on servers of other fat-tree leaves, which are no class
+        of the twin's (:meth:`_shape_group`).
         """
         links = self.links
         s = links.server.get(members[0], -1)
-        if s <= 0 or any(links.server[m] != s for m in members):
+        if s < 0 or any(links.server[m] != s for m in members):
             return None
-        twin = self._twins.get(s)
-        if twin is None:
-            if self._server0_key is None:
-                zero = links.server_nodes.get(0, frozenset())
-                self._server0_key = (
-                    server_signature(self.topology, zero),
-                    _fabric_pairs(self.topology, zero),
-                )
-            twin = self._twins[s] = _twin_map(self.topology, links, s, self._server0_key)
-        if not twin:
+        fwd = server_symmetry(self.topology).twin_map(s)
+        if fwd is None:
             return None
-        base_members = tuple(twin[m] for m in members)
+        base_members = tuple(fwd[m] for m in members)
         base = self._groups.get(base_members)
         if base is None:
             base = self._groups[base_members] = self._build_group(base_members)
-        if any(links.server[n] != 0 for ch in base.channels for hop in ch.hops for n in hop):
+        t = links.server[base_members[0]]
+        if any(links.server[n] != t for ch in base.channels for hop in ch.hops for n in hop):
             return None
-        back = {b: a for a, b in twin.items()}
-        return _relabel(base, back)
+        return _relabel(base, {v: k for k, v in fwd.items()})
 
     def choose(
         self, op: CollectiveOp | str, message_bytes: float, group: Sequence[str]

@@ -37,6 +37,7 @@ from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
+from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
 
 #: NCCL's MAXCHANNELS (src/include/device.h): at most 32 rings.
 MAX_CHANNELS = 32
@@ -71,7 +72,6 @@ class DirectedLinks:
         self._ids: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._inside: dict[int, frozenset[str]] = {}
         self._fallback: set[tuple[str, str]] = set()
-        self._twins: dict[int, bool] = {}
         self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
@@ -256,7 +256,15 @@ class DirectedLinks:
         searched only inside the two endpoints' servers and the fabric, and cached.
 
         Equivalent to the topology's route on cluster graphs (a minimum-hop path between two
-        servers never enters a third one) and much faster on 1000-GPU clusters.
+        servers never enters a third one) and much faster on 1000-GPU clusters. Between nodes
+        of interchangeable servers the route is read off the same local ids in the first
+        servers of their classes and mapped back
+        (:meth:`perfmodel.topology.symmetry.ServerSymmetry.pair_route`; issue 14: a cluster of
+        identical servers is routed once per shape, not 2,048 times): the exchange keeps the
+        name order of the servers searched and of the fabric, so every comparison of the
+        search, tie-breaks by node name included, comes out the same. A route inside one
+        server is first read off the server's inside twin where it provably stays inside
+        (:meth:`_twin_route`: servers on other fat-tree leaves are no class of server 0's).
         """
         key = (src, dst)
         hit = self._routes.get(key)
@@ -264,18 +272,109 @@ class DirectedLinks:
             return hit
         if src == dst:
             return (src,)
+        path = None
+        if self.server[src] == self.server[dst]:
+            path = self._twin_route(src, dst)
+        if path is None:
+            path = self._symmetry.pair_route(src, dst, self._canonical_route)
+        if path is None:
+            path = self._searched_route(src, dst)
+        self._routes[key] = path
+        return path
+
+    @cached_property
+    def _symmetry(self) -> ServerSymmetry:
+        return server_symmetry(self.topology)
+
+    def _canonical_route(self, src: str, dst: str) -> tuple[str, ...] | None:
+        """:meth:`route` of a pair that is its own image under the server symmetry, or ``None``
+        where the search fell back to the whole graph (a path through a third server, whose
+        name order the exchange need not keep: not to be mapped)."""
+        path = self.route(src, dst)
+        return None if (src, dst) in self._fallback else path
+
+    def _twin_route(self, src: str, dst: str) -> tuple[str, ...] | None:
+        """The route ``src -> dst`` inside one server as its inside twin's route between the
+        nodes of the same local ids, renamed
+        (:meth:`perfmodel.topology.symmetry.ServerSymmetry.twin_map`); ``None`` where that is
+        not provably the search's answer.
+
+        Exact when the twin's route stays inside the twin and is shorter than any path that
+        leaves the server and comes back (:meth:`_stays_inside`; the server has links leaving
+        it only where the twin has, so the bound holds for both). Then every minimum-hop path
+        of the search is inside the server, where both servers are the same graph with the same
+        attributes, and the tie-breaks (width, latency, node names) order the renamed nodes
+        alike.
+        """
+        fwd = self._symmetry.twin_map(self.server[src])
+        if fwd is None:
+            return None
+        zs, zd = fwd[src], fwd[dst]
+        try:
+            base = self.route(zs, zd)
+        except PerfModelError:  # no route in the twin: let the search name this server's nodes
+            return None
+        if not self._stays_inside(zs, zd, base):
+            return None
+        back = {v: k for k, v in fwd.items()}
+        return tuple([back[n] for n in base])
+
+    def _stays_inside(self, src: str, dst: str, path: tuple[str, ...]) -> bool:
+        """Whether the searched route ``path`` (``src -> dst``, both in one server) is inside
+        the server and shorter than any path leaving it: such a path leaves through a node
+        ``x`` with a link out of the server and comes back through another one ``y``, so it
+        has at least ``d(src, x) + 2 + d(y, dst)`` hops (distances inside the server, through
+        transit nodes). Pairs of GPUs without peer-to-peer (their route goes through host
+        memory) are left to the search."""
+        key = (src, dst)
+        hit = self._inside_ok.get(key)
+        if hit is not None:
+            return hit
+        ok = False
+        server = self.server[src]
+        home = self.server_nodes.get(server, frozenset())
+        both_gpus = src in self._gpu_set and dst in self._gpu_set
+        if (
+            key not in self._fallback
+            and all(n in home for n in path)
+            and not (both_gpus and (self.no_p2p or self.p2p_denied))
+        ):
+            exits = self._symmetry.exits[server]
+            d_src = self._inside_distances(src)
+            d_dst = self._inside_distances(dst)
+            transit = self.transit
+            outs = [(d_src[x], x) for x in exits if x in d_src and (x == src or x in transit)]
+            ins = [(d_dst[y], y) for y in exits if y in d_dst and (y == dst or y in transit)]
+            bound = min(
+                (dx + 2 + dy for dx, x in outs for dy, y in ins if x != y), default=math.inf
+            )
+            ok = len(path) - 1 < bound
+        self._inside_ok[key] = ok
+        return ok
+
+    def _inside_distances(self, start: str) -> dict[str, int]:
+        """Hop distances from ``start`` inside its server, through transit nodes only."""
+        srv = self.server_nodes[self.server[start]]
+        adj, transit = self.adjacency, self.transit
+        dist = {start: 0}
+        q = deque([start])
+        while q:
+            u = q.popleft()
+            if u != start and u not in transit:
+                continue
+            for v in adj[u]:
+                if v in srv and v not in dist:
+                    dist[v] = dist[u] + 1
+                    q.append(v)
+        return dist
+
+    def _searched_route(self, src: str, dst: str) -> tuple[str, ...]:
+        """The search behind :meth:`route` (uncached)."""
         a, b = self.server[src], self.server[dst]
-        if a == b and a > 0:
-            twin = self._twin_route(src, dst, a)
-            if twin is not None:
-                self._routes[key] = twin
-                return twin
         fabric = self.server_nodes.get(-1, frozenset())
         kinds = self.topology.graph.nodes
         if a != b and kinds[src]["kind"] is NodeKind.NIC and kinds[dst]["kind"] is NodeKind.NIC:
-            path = self._fabric_route(src, dst, fabric)
-            self._routes[key] = path
-            return path
+            return self._fabric_route(src, dst, fabric)
         if a == b:
             allowed = self._inside.get(a)
             if allowed is None:
@@ -285,12 +384,9 @@ class DirectedLinks:
             allowed = allowed | fabric
         res = _min_hop_widest(self, None, src, dst, allowed, per_unit=False)
         if res is not None:
-            path = res[2]
-        else:
-            path = route(self.topology, src, dst)
-            self._fallback.add(key)
-        self._routes[key] = path
-        return path
+            return res[2]
+        self._fallback.add((src, dst))
+        return route(self.topology, src, dst)
 
     def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
         """Route between NICs of two servers, through the fabric only.
@@ -325,112 +421,6 @@ class DirectedLinks:
         self._fabric_inner[pattern] = res[2][1:-1]
         return res[2]
 
-    # ------------------------------------------------------------------ identical servers
-    def _twin_route(self, src: str, dst: str, server: int) -> tuple[str, ...] | None:
-        """The route ``src -> dst`` inside ``server`` as server 0's route between the nodes of
-        the same local ids, renamed; ``None`` where that is not provably the search's answer.
-
-        Exact (issue 14: a cluster of identical servers is routed once, not 2,048 times) when
-        (1) the server equals server 0 node for node and link for link, and no more of its
-        nodes have links leaving the server (:meth:`_is_twin`); and (2) server 0's route stays
-        inside server 0 and is shorter than any path that leaves the server and comes back
-        (:meth:`_stays_inside`). Then every minimum-hop path of the search is inside the
-        server, where both servers are the same graph with the same attributes, and the
-        tie-breaks (width, latency, node names) order the renamed nodes alike: ``n<s>/x`` sorts
-        against ``n<s>/y`` as ``n0/x`` against ``n0/y``.
-        """
-        if not self._is_twin(server):
-            return None
-        lid = self.local_id
-        zero = self.by_local[0]
-        zs, zd = zero[lid[src]], zero[lid[dst]]
-        try:
-            base = self.route(zs, zd)
-        except PerfModelError:  # no route in server 0: let the search name this server's nodes
-            return None
-        if not self._stays_inside(zs, zd, base):
-            return None
-        names = self.by_local[server]
-        return tuple([names[lid[n]] for n in base])
-
-    def _is_twin(self, server: int) -> bool:
-        """Whether ``server`` equals server 0 by local ids: the same nodes with the same
-        attributes (``server`` aside), the same internal links with the same attributes, and
-        links leaving the server only from nodes whose twins in server 0 have such links."""
-        hit = self._twins.get(server)
-        if hit is not None:
-            return hit
-        self._twins[server] = ok = self._compare_with_zero(server)
-        return ok
-
-    def _compare_with_zero(self, server: int) -> bool:
-        mine = self.server_nodes.get(server)
-        zero = self.server_nodes.get(0)
-        if not mine or not zero or len(mine) != len(zero):
-            return False
-        g = self.topology.graph
-        nodes, adj = g._node, g._adj  # networkx's own dicts: read only, per node of 2,048 servers
-        lid = self.local_id
-        ref = self._zero_shape
-        for n in mine:
-            twin = ref.get(lid[n])
-            if twin is None:
-                return False
-            dm, inner_m, exits_m = twin
-            if {**nodes[n], "server": 0} != dm:  # same attributes but the server index
-                return False
-            inner_n = {lid[v]: d for v, d in adj[n].items() if v in mine}
-            if inner_n != inner_m:
-                return False
-            if len(inner_n) < len(adj[n]) and not exits_m:
-                return False  # n has a link out of the server, its twin has none
-        return True
-
-    @cached_property
-    def _zero_shape(self) -> dict[str, tuple[dict, dict[str, dict], bool]]:
-        """Server 0 by local id: node attributes, internal links (neighbour's local id ->
-        link attributes) and whether the node has a link leaving the server."""
-        g = self.topology.graph
-        zero = self.server_nodes.get(0, frozenset())
-        lid = self.local_id
-        out = {}
-        for m in zero:
-            inner = {lid[v]: d for v, d in g._adj[m].items() if v in zero}
-            out[lid[m]] = (g._node[m], inner, len(inner) < len(g._adj[m]))
-        return out
-
-    def _stays_inside(self, src: str, dst: str, path: tuple[str, ...]) -> bool:
-        """Whether the searched route ``path`` (``src -> dst``, both in server 0) is inside
-        server 0 and shorter than any path leaving it: such a path leaves through a node ``x``
-        with a link out of the server and comes back through another one ``y``, so it has at
-        least ``d(src, x) + 2 + d(y, dst)`` hops (distances inside the server, through transit
-        nodes). Pairs of GPUs without peer-to-peer (their route goes through host memory) are
-        left to the search."""
-        key = (src, dst)
-        hit = self._inside_ok.get(key)
-        if hit is not None:
-            return hit
-        ok = False
-        zero = self.server_nodes.get(0, frozenset())
-        both_gpus = src in self._gpu_set and dst in self._gpu_set
-        if (
-            key not in self._fallback
-            and all(n in zero for n in path)
-            and not (both_gpus and (self.no_p2p or self.p2p_denied))
-        ):
-            exits = self._exits
-            d_src = self._inside_distances(src)
-            d_dst = self._inside_distances(dst)
-            transit = self.transit
-            outs = [(d_src[x], x) for x in exits if x in d_src and (x == src or x in transit)]
-            ins = [(d_dst[y], y) for y in exits if y in d_dst and (y == dst or y in transit)]
-            bound = min(
-                (dx + 2 + dy for dx, x in outs for dy, y in ins if x != y), default=math.inf
-            )
-            ok = len(path) - 1 < bound
-        self._inside_ok[key] = ok
-        return ok
-
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
         """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
         fabric, through transit nodes (the set and the rule of :meth:`route` inside a server),
@@ -455,29 +445,6 @@ class DirectedLinks:
                     dist[v] = du
                     q.append(v)
                     left.discard(v)
-        return dist
-
-    @cached_property
-    def _exits(self) -> tuple[str, ...]:
-        """Nodes of server 0 with a link leaving the server."""
-        zero = self.server_nodes.get(0, frozenset())
-        adj = self.topology.graph.adj
-        return tuple(n for n in zero if any(v not in zero for v in adj[n]))
-
-    def _inside_distances(self, start: str) -> dict[str, int]:
-        """Hop distances from ``start`` inside its server, through transit nodes only."""
-        srv = self.server_nodes[self.server[start]]
-        adj, transit = self.adjacency, self.transit
-        dist = {start: 0}
-        q = deque([start])
-        while q:
-            u = q.popleft()
-            if u != start and u not in transit:
-                continue
-            for v in adj[u]:
-                if v in srv and v not in dist:
-                    dist[v] = dist[u] + 1
-                    q.append(v)
         return dist
 
     def gpu_nic(self, gpu: str) -> str | None:

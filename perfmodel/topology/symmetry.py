@@ -16,6 +16,17 @@ the class sorts between the class's first and last block. Nodes of servers outsi
 set (third servers) may change order; callers use the mapping only where no computation can
 reach them (the routes of :mod:`perfmodel.topology.routing` check a hop bound; the ring
 search of :mod:`perfmodel.comm.rings` searches the group's servers and the fabric only).
+
+A weaker relation, the *inside twin* (:attr:`ServerSymmetry.twin`), pairs servers built alike
+inside whatever fabric ports they hang off (servers of other fat-tree leaves): only a computation
+that provably stays inside the server may be read off the twin (the callers check a hop bound or
+that the twin's answer uses the twin's nodes only).
+
+This module is the one place that says which servers are interchangeable and how node names map
+between them; every reuse of an answer across servers asks it: the global routes of
+:mod:`perfmodel.topology.routing`, :meth:`perfmodel.comm.rings.DirectedLinks.route` (pairs in
+one server or two), and the group analyses, ring packings and point-to-point routes of
+:class:`perfmodel.comm.model.CommCostModel`.
 """
 
 from __future__ import annotations
@@ -87,6 +98,16 @@ class ServerSymmetry:
         Fewest edges a path spends between leaving the fabric (server ``-1`` nodes) and
         re-entering it: 2 (in and out through one node) where some server node has two fabric
         neighbours, else 3.
+    twin
+        ``{server: its inside twin}``: the server of smallest index built alike inside (the
+        same :func:`server_signature` and local-id sequence in name order) whose links to the
+        outside are no fewer: every local id with a link leaving this server has one in the
+        twin, and every pair of local ids sharing an outside neighbour here shares one there.
+        Unlike a class, the twin may hang off other fabric ports (another fat-tree leaf), so
+        only a computation that provably stays inside the server may be read off it
+        (:meth:`twin_map`). Servers that are their own twin are absent.
+    exits
+        ``{server: nodes with a link leaving the server}``.
     """
 
     server: dict[str, int]
@@ -96,6 +117,8 @@ class ServerSymmetry:
     by_local: dict[int, dict[str, str]]
     local_id: dict[str, str]
     excursion: int
+    twin: dict[int, int]
+    exits: dict[int, tuple[str, ...]]
 
     def server_map(self, servers: Iterable[int]) -> dict[int, int] | None:
         """Order-preserving map of the distinct ``servers`` onto the first servers of their
@@ -129,14 +152,15 @@ class ServerSymmetry:
         return node if c is None else self.by_local[self.ordered[c][0]][self.local_id[node]]
 
     def pair_route(
-        self, src: str, dst: str, search: Callable[[str, str], tuple[str, ...]]
+        self, src: str, dst: str, search: Callable[[str, str], tuple[str, ...] | None]
     ) -> tuple[str, ...] | None:
         """``search`` run on the images of ``src`` and ``dst`` in the first servers of their
         classes (:meth:`server_map`), its path mapped back; ``None`` where an endpoint is
         outside the classes or the pair is already its own image, and where ``search`` finds
-        no route (the caller's own search then says so with the real names). Exact where
-        ``search`` compares only nodes of the endpoints' servers and of the fabric (module
-        docstring)."""
+        no route (the caller's own search then says so with the real names) or returns
+        ``None`` (its answer is not one to map). Exact where ``search`` compares only nodes of
+        the endpoints' servers and of the fabric (module docstring); both endpoints may be in
+        one server."""
         a, b = self.server[src], self.server[dst]
         if a < 0 or b < 0:
             return None
@@ -147,8 +171,18 @@ class ServerSymmetry:
             path = search(self.map_node(src, smap), self.map_node(dst, smap))
         except TopologyError:
             return None
+        if path is None:
+            return None
         back = {t: s for s, t in smap.items()}
         return tuple(self.map_node(n, back) for n in path)
+
+    def twin_map(self, server: int) -> dict[str, str] | None:
+        """``{node of server: node of the same local id in its inside twin}`` (:attr:`twin`),
+        or ``None`` where the server has no twin but itself. Exact for a computation on the
+        server's own nodes and links that provably stays inside the server (names inside a
+        server sort alike in both: the same local-id sequence in name order)."""
+        t = self.twin.get(server)
+        return None if t is None else self.node_map({server: t})
 
     def node_map(self, smap: dict[int, int]) -> dict[str, str]:
         """``{node: image}`` for every node of the servers in ``smap`` (by local id)."""
@@ -182,34 +216,41 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
             members.setdefault(server[n], []).append(n)
     two_fabric = False
     sigs: dict[Any, list[int]] = {}
+    inner: dict[Any, list[int]] = {}
+    exits: dict[int, tuple[str, ...]] = {}
+    shared: dict[int, set[tuple[str, str]]] = {}
     for s, nodes in members.items():
-        block = [rank[n] for n in nodes]
-        if block[-1] - block[0] != len(block) - 1:
-            continue  # not contiguous in name order
         fs = frozenset(nodes)
         outside = []
+        attached: dict[str, set[str]] = {}
         ok = True
         for n in nodes:
             fabric_nbrs = 0
             for v, d in g[n].items():
                 if v in fs:
                     continue
+                attached.setdefault(v, set()).add(local_id[n])
                 if server[v] >= 0:
                     ok = False  # a direct link to another server
-                    break
+                    continue
                 fabric_nbrs += 1
                 outside.append((local_id[n], v, _attrs_key(d)))
             two_fabric = two_fabric or fabric_nbrs >= 2
-            if not ok:
-                break
-        if not ok:
-            continue
-        key = (
-            tuple(local_id[n] for n in nodes),
-            server_signature(topology, fs),
-            tuple(sorted(outside)),
-        )
-        sigs.setdefault(key, []).append(s)
+        exits[s] = tuple(n for n in nodes if any(v not in fs for v in g[n]))
+        shared[s] = {(a, b) for ids in attached.values() for a in ids for b in ids if a < b}
+        inside_key = (tuple(local_id[n] for n in nodes), server_signature(topology, fs))
+        inner.setdefault(inside_key, []).append(s)
+        block = [rank[n] for n in nodes]
+        if not ok or block[-1] - block[0] != len(block) - 1:
+            continue  # a direct link to another server, or not contiguous in name order
+        sigs.setdefault((*inside_key, tuple(sorted(outside))), []).append(s)
+    twin: dict[int, int] = {}
+    for servers in inner.values():
+        t = min(servers)
+        t_exits = {local_id[n] for n in exits[t]}
+        for s in servers:
+            if s != t and {local_id[n] for n in exits[s]} <= t_exits and shared[s] <= shared[t]:
+                twin[s] = t
     cls: dict[int, int] = {}
     ordered: dict[int, tuple[int, ...]] = {}
     runs: list[list[int]] = []
@@ -238,4 +279,6 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
         by_local=by_local,
         local_id=local_id,
         excursion=2 if two_fabric else 3,
+        twin=twin,
+        exits=exits,
     )

@@ -1,5 +1,6 @@
-"""A group inside server s > 0 reuses its server-0 twin's analysis, relabelled, only where the
-servers are identical; the result equals a direct analysis."""
+"""A group inside one server reuses the analysis of the same local ids in the first server of its
+class (:mod:`perfmodel.topology.symmetry`), relabelled, only where the servers are
+interchangeable; the result equals a direct analysis."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from perfmodel.comm import CommCostModel
 from perfmodel.topology import load_system
+from perfmodel.topology.symmetry import server_symmetry
 
 PICKS = ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1), (0, 2, 4, 6), (3, 5, 7))
 
@@ -27,7 +29,9 @@ def test_twin_equals_direct_analysis(system: str, kw: dict[str, str]) -> None:
             twin = model.group_info(group)
             direct = CommCostModel(topo)._build_group(group)
             assert twin == direct, (server, pick)
-    assert model._twins[1] and model._twins[2]  # the servers were recognised as identical
+    sym = server_symmetry(topo)
+    assert sym.cls.get(1) == sym.cls[0]  # interchangeable (fat tree: server 2 on a new leaf)
+    assert sym.twin == {1: 0, 2: 0}  # built alike inside: one-server groups read off server 0
 
 
 def test_different_server_is_analysed_directly() -> None:
@@ -39,4 +43,5 @@ def test_different_server_is_analysed_directly() -> None:
     model = CommCostModel(other)
     group = tuple(other.gpus[8:16])
     assert model.group_info(group) == CommCostModel(other)._build_group(group)
-    assert model._twins[1] == {}
+    assert server_symmetry(other).cls.get(1) is None
+    assert server_symmetry(other).twin == {}

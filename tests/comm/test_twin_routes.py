@@ -1,5 +1,6 @@
-"""Routes inside server s > 0 copied from server 0 (issue 14) equal the routes the search finds
-in that server, on catalogue clusters and on servers whose fabric makes them differ."""
+"""Routes inside a server read off the first server of its class (issue 14; the one mechanism of
+:mod:`perfmodel.topology.symmetry`) equal the routes the search finds in that server, on
+catalogue clusters and on servers whose fabric makes them differ."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from perfmodel.comm.rings import DirectedLinks, _min_hop_widest
 from perfmodel.errors import PerfModelError
 from perfmodel.topology import Topology, load_system, route
 from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.symmetry import server_symmetry
 
 
 class _SearchOnly(DirectedLinks):
-    """The full computation: every route searched, none copied."""
+    """The full computation: every route searched, none mapped from another server."""
 
-    def _twin_route(self, src: str, dst: str, server: int) -> tuple[str, ...] | None:
+    def _canonical_route(self, src: str, dst: str) -> tuple[str, ...] | None:
         return None
 
     def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
@@ -44,19 +46,25 @@ def _assert_routes_equal(topo: Topology, servers: range) -> DirectedLinks:
 
 
 @pytest.mark.parametrize(
-    ("system", "nodes", "kw"),
+    ("system", "nodes", "kw", "mapped"),
     [
-        ("dgx-a100", 3, {}),
-        ("dgx1-v100", 5, {}),  # fat tree, leaf radix 18: server 4's NICs span two leaves
-        ("dgx1-v100", 3, {"fabric_topology": "rail"}),
-        ("pcie-8xtitanx", 3, {}),
-        ("asus-z10pe-2x1080ti", 2, {}),  # GeForce: no peer-to-peer, routes through the CPU
+        ("dgx-a100", 3, {}, 3),
+        ("dgx1-v100", 5, {}, 4),  # fat tree, leaf radix 18: server 4's NICs span two leaves
+        ("dgx1-v100", 3, {"fabric_topology": "rail"}, 3),
+        ("pcie-8xtitanx", 3, {}, 3),
+        ("asus-z10pe-2x1080ti", 2, {}, 2),  # GeForce: no peer-to-peer, routes through the CPU
     ],
 )
-def test_copied_routes_equal_searched_routes(system: str, nodes: int, kw: dict) -> None:
+def test_copied_routes_equal_searched_routes(
+    system: str, nodes: int, kw: dict, mapped: int
+) -> None:
     topo = load_system(system, nodes=nodes, **kw)
-    links = _assert_routes_equal(topo, range(1, nodes))
-    assert all(links._twins.get(s) for s in range(1, nodes))  # recognised as identical
+    _assert_routes_equal(topo, range(1, nodes))
+    # servers 0 .. mapped-1 were recognised as interchangeable; every server >= 1 has server 0
+    # as its inside twin (server 4 of the fat tree too: its routes inside are read off server 0)
+    sym = server_symmetry(topo)
+    assert [s for s in range(nodes) if sym.cls.get(s) == sym.cls[0]] == list(range(mapped))
+    assert sym.twin == dict.fromkeys(range(1, nodes), 0)
 
 
 @pytest.mark.parametrize(
@@ -83,8 +91,10 @@ def test_changed_server_is_searched() -> None:
     g = topo.graph.copy()
     u, v = next((u, v) for u, v in g.edges if u.startswith("n1/") and v.startswith("n1/"))
     g.edges[u, v]["bandwidth_Bps"] *= 0.5
-    links = _assert_routes_equal(dataclasses.replace(topo, graph=g), range(1, 2))
-    assert links._twins[1] is False
+    changed = dataclasses.replace(topo, graph=g)
+    _assert_routes_equal(changed, range(1, 2))
+    assert server_symmetry(changed).cls.get(1) is None
+    assert server_symmetry(changed).twin == {}
 
 
 # CPU0 and CPU1 joined by k PCIe switches inside the server (k + 1 hops), and through NICs to a
@@ -143,3 +153,25 @@ def test_fabric_shortcut_is_never_copied(
         # server 0 inside (7 hops against 8); server 1 through its shared leaf (6 hops)
         assert all(n.startswith("n0/") for n in links.route("n0/gpu0", "n0/gpu1"))
         assert not inside
+
+
+def test_routes_are_searched_once_per_shape() -> None:
+    """Plain DirectedLinks (the flow simulation's links) search each shape once: the routes
+    inside servers 1..3 and between other server pairs are mapped from servers 0 and 1."""
+    topo = load_system("dgx-a100", nodes=4)
+    searched: list[tuple[str, str]] = []
+
+    class _Counting(DirectedLinks):
+        def _searched_route(self, src: str, dst: str) -> tuple[str, ...]:
+            searched.append((src, dst))
+            return super()._searched_route(src, dst)
+
+    links, plain = _Counting(topo), _SearchOnly(topo)
+    gpus = topo.gpus
+    gpn = topo.gpus_per_node
+    inside = [(gpus[s * gpn], gpus[s * gpn + 5]) for s in range(4)]
+    across = [(gpus[s * gpn + 2], gpus[((s + 1) % 4) * gpn + 6]) for s in range(4)]
+    for a, b in inside + across:
+        assert links.route(a, b) == plain.route(a, b), (a, b)
+    # one search inside server 0; across: (0, 1) for s = 0, 1, 2 and (1, 0) for 3 -> 0
+    assert searched == [inside[0], across[0], ("n1/gpu2", "n0/gpu6")]

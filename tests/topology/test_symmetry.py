@@ -138,3 +138,22 @@ def test_no_route_names_the_nodes_asked_about() -> None:
     topo = load_system("dgx-a100", nodes=6)
     with pytest.raises(TopologyError, match="n3/nic7 to n5/nvswitch0"):
         R.route(topo, "n3/nic7", "n5/nvswitch0")  # an NVSwitch is no endpoint
+
+
+def test_inside_twins_need_no_more_outside_links() -> None:
+    """A server built alike inside has the first such server as its inside twin unless it has
+    links leaving it from more nodes, or more node pairs sharing an outside switch."""
+    topo = load_system("dgx-a100", nodes=3)
+    sym = server_symmetry(topo)
+    assert sym.twin == {1: 0, 2: 0}
+    assert sym.twin_map(2)["n2/gpu3"] == "n0/gpu3"
+    assert sym.twin_map(0) is None  # its own twin
+    assert set(sym.exits[1]) == {f"n1/nic{i}" for i in range(8)}
+    g = topo.graph.copy()
+    # server 1: a second fabric port on nic0 (rail 1): nic0 and nic1 now share a switch
+    g.add_edge("n1/nic0", "fabric/rail1", **g.edges["n1/nic0", "fabric/rail0"])
+    # server 2: a CPU with a fabric port (a node that has no link out in server 0)
+    g.add_edge("n2/cpu0", "fabric/rail2", **g.edges["n2/nic2", "fabric/rail2"])
+    changed = server_symmetry(dataclasses.replace(topo, graph=g))
+    assert changed.twin == {}
+    assert changed.cls == {}  # attached unlike server 0 as well
