@@ -28,7 +28,6 @@ from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
-from perfmodel.comm.pcie_p2p import p2p_overhead
 from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
@@ -428,7 +427,7 @@ class CommCostModel:
                 if len(parts) == 1
                 else build_channels(links, ring_members)
             )
-            rates = channel_rates(links, channels) / p2p_overhead(links, channels)
+            rates = channel_rates(links, channels, links.charge_p2p)
             ring_bw = float(np.sum(rates))
         else:
             channels, ring_bw = (), math.inf
@@ -448,7 +447,7 @@ class CommCostModel:
         biggest = max(parts, key=len) if parts else ()
         if len(parts) > 1 and len(biggest) >= 2:
             intra = self._packed(biggest)
-            intra_bw = float(np.sum(channel_rates(links, intra) / p2p_overhead(links, intra)))
+            intra_bw = float(np.sum(channel_rates(links, intra, links.charge_p2p)))
         elif len(parts) == 1:
             intra_bw = ring_bw
         else:

@@ -2,11 +2,13 @@
 
 Intel CPUs forward GPU-to-GPU (peer-to-peer) PCIe traffic between their root ports as 64-byte
 TLPs, so such a path moves data at 5/6 of what its links carry for ordinary DMA; NCCL models it
-as ``INTEL_P2P_OVERHEAD(bw) = bw * 6/5`` on P2P paths through an Intel x86 CPU (``src/graph/
-topo.h``, used by ``src/graph/search.cc``). :func:`p2p_overhead` gives each ring channel its
-factor: :data:`~perfmodel.comm.params.INTEL_P2P_OVERHEAD` when one of its hops is a direct GPU
-peer-to-peer path (not NCCL's SHM staging, :meth:`DirectedLinks.shm_cpu`) whose interior
-crosses an Intel CPU, else 1. Which CPUs are Intel comes from the CPU node's ``model``: the
+as ``INTEL_P2P_OVERHEAD(bw) = bw * 6/5`` on the PCIe links of P2P paths through one Intel x86
+CPU (``PATH_PHB``; ``src/graph/topo.h``, used by ``src/graph/search.cc``). :func:`p2p_charge`
+gives each ring hop its factor: :data:`~perfmodel.comm.params.INTEL_P2P_OVERHEAD` when it is a
+direct GPU peer-to-peer path (not NCCL's SHM staging, :meth:`DirectedLinks.shm_cpu`) whose
+interior holds exactly one CPU, an Intel one, else 1; the hop then spends 1.2 bytes of each of
+its links' capacity per byte (:func:`~perfmodel.comm.rings.channel_rates`), the other hops of
+its channel are not charged. Which CPUs are Intel comes from the CPU node's ``model``: the
 catalogue vendor (``perfmodel hw cpus``), or a free-text model naming Intel or Xeon.
 
 NCCL 2.8 and later (``ncclTopoCheckP2p``: ``PATH_PXB`` on Intel; the default release's rule,
@@ -23,13 +25,11 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from perfmodel.comm import params as P
 from perfmodel.topology.schema import NodeKind
 
 if TYPE_CHECKING:
-    from perfmodel.comm.rings import Channel, DirectedLinks
+    from perfmodel.comm.rings import DirectedLinks
 
 
 @cache
@@ -54,28 +54,42 @@ def intel_cpu(links: DirectedLinks, node: str) -> bool:
     return bool(model) and _intel_model(str(model))
 
 
-def p2p_overhead(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarray:
-    """Per-channel divisor of the ring rate: 6/5 where a hop is GPU P2P through an Intel CPU.
+def p2p_charge(links: DirectedLinks, hop: Sequence[str]) -> float:
+    """Link capacity a ring hop spends per byte it moves: 6/5 for Intel P2P, else 1.
 
-    >>> from perfmodel.comm.rings import DirectedLinks, build_channels
+    NCCL's graph search (``src/graph/search.cc``, ``followPath``) charges
+    ``INTEL_P2P_OVERHEAD(bw) = bw * 6/5`` on the PCIe links of a GPU-to-GPU path of type
+    ``PATH_PHB``: through exactly one CPU's root complex, that CPU an Intel x86. A path across both
+    sockets (``PATH_SYS``) is not charged, nor is NCCL's SHM staging through host memory
+    (:meth:`DirectedLinks.shm_cpu`: plain DMA, no P2P TLPs), nor a hop between servers. The
+    charge is per hop: a charged hop runs at its PCIe capacity / 1.2 and a ring channel at the
+    minimum over its hops (:func:`~perfmodel.comm.rings.channel_rates` with ``charge``), so a
+    channel limited by another hop (a network link) is not slowed.
+
+    Returns
+    -------
+    float
+        :data:`~perfmodel.comm.params.INTEL_P2P_OVERHEAD` (1.2) or 1.0 (dimensionless).
+
+    >>> from perfmodel.comm.rings import DirectedLinks
     >>> from perfmodel.topology import load_system
     >>> from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
     >>> t = load_system("pcie-8xtitanx")  # 2 x Intel Xeon E5-2650 v3
     >>> t = with_nccl_p2p_rule(t, NcclRelease(2, 0))  # NCCL 2.0: P2P through one CPU
     >>> links = DirectedLinks(t)
-    >>> p2p_overhead(links, build_channels(links, t.gpus[:4])).tolist()
-    [1.2]
+    >>> p2p_charge(links, links.p2p_route("gpu1", "gpu2"))  # through cpu0's root complex
+    1.2
+    >>> p2p_charge(links, links.p2p_route("gpu0", "gpu1"))  # same PCIe switch
+    1.0
     """
+    a, b = hop[0], hop[-1]
     gpus = links._gpu_set
-    out = np.ones(len(channels))
-    for c, ch in enumerate(channels):
-        for hop in ch.hops:
-            a, b = hop[0], hop[-1]
-            if a not in gpus or b not in gpus or links.server[a] != links.server[b]:
-                continue
-            if links.shm_cpu(a, b) is not None:
-                continue
-            if any(intel_cpu(links, x) for x in hop[1:-1]):
-                out[c] = P.INTEL_P2P_OVERHEAD
-                break
-    return out
+    if a not in gpus or b not in gpus or links.server[a] != links.server[b]:
+        return 1.0
+    if links.shm_cpu(a, b) is not None:
+        return 1.0
+    nodes = links.topology.graph.nodes
+    cpus = [x for x in hop[1:-1] if nodes[x]["kind"] is NodeKind.CPU]
+    if len(cpus) == 1 and intel_cpu(links, cpus[0]):
+        return P.INTEL_P2P_OVERHEAD
+    return 1.0

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from typing import Any
@@ -196,6 +196,21 @@ class DirectedLinks:
     @cached_property
     def _gpu_set(self) -> frozenset[str]:
         return frozenset(self.topology.gpus)
+
+    @cached_property
+    def _p2p_charges(self) -> dict[tuple[str, ...], float]:
+        return {}
+
+    def charge_p2p(self, hop: Sequence[str]) -> float:
+        """The Intel P2P charge of a ring hop (:func:`perfmodel.comm.pcie_p2p.p2p_charge`),
+        cached per hop: pass as ``charge`` to :func:`channel_rates`."""
+        key = tuple(hop)
+        hit = self._p2p_charges.get(key)
+        if hit is None:
+            from perfmodel.comm.pcie_p2p import p2p_charge
+
+            hit = self._p2p_charges[key] = p2p_charge(self, key)
+        return hit
 
     def shm_cpu(self, src: str, dst: str) -> str | None:
         """The CPU whose memory stages traffic ``src -> dst``, or ``None`` when the pair talks
@@ -1127,8 +1142,18 @@ def _remap(
     return tuple(out)
 
 
-def channel_rates(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarray:
-    """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate."""
+def channel_rates(
+    links: DirectedLinks,
+    channels: Sequence[Channel],
+    charge: Callable[[tuple[str, ...]], float] | None = None,
+) -> np.ndarray:
+    """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate.
+
+    ``charge(hop)`` (default 1): how many bytes of link capacity a hop spends per byte it moves,
+    on every link of that hop (the Intel P2P charge, :func:`perfmodel.comm.pcie_p2p.p2p_charge`):
+    a lone channel runs at ``min over its links of capacity / (sum of its hops' charges there)``,
+    so only the charged hops' links are slowed.
+    """
     ids_of = links._ids_of
     per_channel = [
         np.fromiter(itertools.chain.from_iterable(map(ids_of, ch.hops)), dtype=np.int64)
@@ -1138,9 +1163,15 @@ def channel_rates(links: DirectedLinks, channels: Sequence[Channel]) -> np.ndarr
     if not len(ei):
         return np.full(len(channels), np.inf)
     fi = np.repeat(np.arange(len(channels), dtype=np.int64), [len(x) for x in per_channel])
+    weight = (
+        np.fromiter((charge(h) for ch in channels for h in ch.hops for _ in ids_of(h)), dtype=float)
+        if charge is not None
+        else np.ones(len(ei))
+    )
     # Merge duplicate (flow, edge) pairs into multiplicities.
     key = fi * len(links.edges) + ei
-    uniq, counts = np.unique(key, return_counts=True)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    counts = np.bincount(inverse, weights=weight, minlength=len(uniq))
     return maxmin_rates(
         uniq // len(links.edges),
         uniq % len(links.edges),

@@ -36,8 +36,8 @@ def test_intel_root_complex_costs_six_fifths(titanx):
 
 def test_nccl_p2p_levels_by_release():
     t = load_system("pcie-8x-server")
-    pxb = nccl_p2p_level_denied(t, max_cpus=0)  # NCCL >= 2.4 on Intel: switches only
-    phb = nccl_p2p_level_denied(t, max_cpus=1)  # NCCL 2.0-2.3: not across sockets
+    pxb = nccl_p2p_level_denied(t, max_cpus=0)  # PXB: switches only (NCCL >= 2.8 on Intel)
+    phb = nccl_p2p_level_denied(t, max_cpus=1)  # PHB: not across sockets (NCCL 2.0-2.5)
     assert len(pxb) == 28 - 4  # all pairs but the 4 that share a switch
     assert len(phb) == 16 and ("gpu0", "gpu4") in phb and ("gpu0", "gpu2") not in phb
 
@@ -52,3 +52,31 @@ def test_shm_hops_pay_no_p2p_overhead(titanx):
     assert m.group_info(nccl20.gpus).ring_bw_Bps == pytest.approx(GOODPUT / 1.2, rel=1e-9)
     off = titanx.with_p2p(False)  # everything through host memory: no P2P, no overhead
     assert CommCostModel(off).group_info(off.gpus[:4]).ring_bw_Bps == pytest.approx(GOODPUT / 2)
+
+
+def test_intel_charge_slows_only_the_pcie_hops():
+    """Two NCCL 2.0 Titan X servers on 10 GbE: the charged hops (gpu1 -> gpu2 through cpu0) run at
+    PCIe goodput / 1.2 = 9.8 GB/s, far above the network hop; NCCL charges the hop's PCIe links,
+    not the channel (``search.cc`` ``followPath``), so the ring runs at the 10 GbE goodput
+    1.25 GB/s x 0.94 = 1.175 GB/s (was 1.175 / 1.2 = 0.979 GB/s)."""
+    t = with_nccl_p2p_rule(
+        load_system("pcie-8xtitanx", nodes=2, network="10gbe"), NcclRelease(2, 0)
+    )
+    eth = get_link("eth-10g")
+    ring = CommCostModel(t).group_info(t.gpus).ring_bw_Bps
+    assert ring == pytest.approx(eth.bandwidth_Bps * eth.efficiency, rel=1e-9)
+    assert ring == pytest.approx(1.175e9, rel=1e-9)
+
+
+def test_paths_across_both_sockets_are_not_charged():
+    """NCCL charges PATH_PHB (exactly one CPU); gpu0 -> gpu5 on a DGX-1V crosses cpu0 and cpu1
+    (PATH_SYS): no charge. gpu1 -> gpu2 on the Titan X server crosses cpu0 only: 6/5."""
+    from perfmodel.comm.pcie_p2p import p2p_charge
+    from perfmodel.comm.rings import DirectedLinks
+
+    dgx = DirectedLinks(load_system("dgx1-v100"))
+    hop = dgx.p2p_route("gpu0", "gpu5")
+    assert sum(h.startswith("cpu") for h in hop) == 2
+    assert p2p_charge(dgx, hop) == 1.0
+    links = DirectedLinks(with_nccl_p2p_rule(load_system("pcie-8xtitanx"), NcclRelease(2, 0)))
+    assert p2p_charge(links, links.p2p_route("gpu1", "gpu2")) == pytest.approx(1.2)
