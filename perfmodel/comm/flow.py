@@ -150,6 +150,7 @@ class FlowNetwork:
         *,
         path: Sequence[str] | None = None,
         latency_s: float | None = None,
+        charge: float = 1.0,
     ) -> simpy.Event:
         """Start sending ``nbytes`` from ``src`` to ``dst``; the event fires on delivery.
 
@@ -158,7 +159,10 @@ class FlowNetwork:
         near (:meth:`DirectedLinks.p2p_route`; NCCL spreads GPUs over NICs, the plain route would
         send every GPU through the first NIC). ``path`` overrides it (a node sequence from
         ``src`` to ``dst``);
-        ``latency_s`` overrides the path latency (sum of link latencies) added on delivery.
+        ``latency_s`` overrides the path latency (sum of link latencies) added on delivery;
+        ``charge`` is the link capacity the transfer spends per byte on every link of its path
+        (the Intel P2P charge of a ring hop, :meth:`DirectedLinks.charge_p2p`; ``link_bytes``
+        counts the bytes themselves).
         """
         if not nbytes >= 0:
             raise ConfigError(
@@ -169,7 +173,8 @@ class FlowNetwork:
         link_bytes = self.link_bytes
         for e in edges:
             link_bytes[e] += nbytes
-        return self._start(uniq, counts, nbytes, latency, ((src, dst, nbytes),))
+        mult = counts if charge == 1.0 else counts * charge
+        return self._start(uniq, mult, nbytes, latency, ((src, dst, nbytes),))
 
     def send(self, src: str, dst: str, nbytes: float) -> simpy.Event:
         """A point-to-point send (a pipeline send) on its default route, with latency counted
@@ -221,14 +226,23 @@ class FlowNetwork:
         latency_s: float = 0.0,
     ) -> simpy.Event:
         """One flow of ``nbytes`` crossing the links of all ``hops`` at one rate (a pipelined
-        ring channel in steady state); ``accounting`` lists the per-node bytes it represents."""
+        ring channel in steady state); ``accounting`` lists the per-node bytes it represents.
+        Each hop spends its Intel P2P charge (:meth:`DirectedLinks.charge_p2p`) of link
+        capacity per byte, as :func:`~perfmodel.comm.rings.channel_rates` charges it, so a lone
+        channel's flow runs at the closed form's channel rate."""
         ids: list[int] = []
+        weights: list[float] = []
         for hop in hops:
-            ids.extend(self.links.path_ids(hop))
-        uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+            hop_ids = self.links.path_ids(hop)
+            ids.extend(hop_ids)
+            weights.extend([self.links.charge_p2p(hop)] * len(hop_ids))
+        uniq, inverse, counts = np.unique(
+            np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
+        )
         for e, c in zip(uniq, counts):
             self.link_bytes[self.links.edges[int(e)]] += nbytes * float(c)
-        return self._start(uniq, counts.astype(float), nbytes, latency_s, tuple(accounting))
+        mult = np.bincount(inverse, weights=np.asarray(weights), minlength=len(uniq))
+        return self._start(uniq, mult, nbytes, latency_s, tuple(accounting))
 
     @property
     def active_flows(self) -> int:
@@ -722,7 +736,7 @@ def _ring(
     )
     if not chans:
         return
-    rates = channel_rates(net.links, chans)
+    rates = channel_rates(net.links, chans, net.links.charge_p2p)
     total = float(np.sum(rates))
     shares = (
         [float(r) / total for r in rates]
@@ -771,7 +785,14 @@ def _ring(
                         yield _ev(i, k, s - 1)
                     yield env.timeout(lat)
                     # link latency is part of lat (averaged as the analytic model does)
-                    yield net.transfer(hop[0], hop[-1], _sub, path=hop, latency_s=0.0)
+                    yield net.transfer(
+                        hop[0],
+                        hop[-1],
+                        _sub,
+                        path=hop,
+                        latency_s=0.0,
+                        charge=net.links.charge_p2p(hop),
+                    )
                     _ev((i + 1) % nn, k, s).succeed()
 
             for i in range(n):
@@ -861,7 +882,14 @@ def _chain(
             # step and link latency on the first chunk (pipeline fill), then streaming
             if k == 0:
                 yield env.timeout(lat)
-            yield net.transfer(hop[0], hop[-1], c, path=hop, latency_s=alpha if k == 0 else 0.0)
+            yield net.transfer(
+                hop[0],
+                hop[-1],
+                c,
+                path=hop,
+                latency_s=alpha if k == 0 else 0.0,
+                charge=links.charge_p2p(hop),
+            )
             arrived[(i + 1, k)].succeed()
 
     yield env.all_of([env.process(proc(i)) for i in range(n - 1)])

@@ -15,8 +15,9 @@ NCCL 2.8 and later (``ncclTopoCheckP2p``: ``PATH_PXB`` on Intel; the default rel
 applied when a system is loaded, :func:`perfmodel.topology.importers.nccl_p2p_level`) does not
 use P2P across the CPU at all; the overhead matters where P2P crosses it anyway: NCCL 2.0-2.5
 (P2P up to ``PATH_PHB``), 2.6-2.7 on Intel CPUs other than Broadwell, ``perfmodel comm --nccl``
-with such a release, and ``--p2p on`` (``NCCL_P2P_LEVEL=SYS``). Analytic fidelity only (the
-flow simulation charges the links their plain capacity).
+with such a release, and ``--p2p on`` (``NCCL_P2P_LEVEL=SYS``). The flow simulation
+charges the same hops (:meth:`FlowNetwork.transfer_multi <perfmodel.comm.flow.FlowNetwork.
+transfer_multi>`, ``transfer(charge=...)``), so its lone-ring replay equals the closed form.
 """
 
 from __future__ import annotations
