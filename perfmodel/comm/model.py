@@ -26,7 +26,7 @@ import numpy as np
 
 from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
-from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, recent_candidates
+from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     Channel,
@@ -691,20 +691,6 @@ class CommCostModel:
         out.extend(recent_candidates(self, op, m, info))
         return out
 
-    def nvls_capable(self, info: GroupInfo) -> bool:
-        """NVLink SHARP: Hopper/Blackwell GPUs of one server joined by NVSwitches (NCCL enables NVLS
-        where the driver reports multicast support: third-generation NVSwitch and later)."""
-        if info.nodes != 1 or len(info.gpus) < 2 or info.gpu_arch not in P.NVLS_EFFICIENCY:
-            return False
-        if info.intra_class is not HwClass.NVLINK:
-            return False
-        return any(
-            self.topology.graph.nodes[x]["kind"] is NodeKind.NVSWITCH
-            for ch in info.channels
-            for hop in ch.hops
-            for x in hop[1:-1]
-        )
-
     def _in_switch_candidates(
         self, m: float, info: GroupInfo
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
@@ -723,7 +709,7 @@ class CommCostModel:
         """
         out: list[tuple[float, Algorithm, Protocol, float, float]] = []
         n = info.n
-        if self.nvls_capable(info):
+        if info.nodes == 1 and nvls_servers(self, info):
             eff = P.NVLS_EFFICIENCY[info.gpu_arch] * (P.NVLS_CHANNELS - 1) / P.NVLS_CHANNELS
             bw = info.ring_bw_Bps * eff
             algbw = bw * n / (n + 1)

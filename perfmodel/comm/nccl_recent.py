@@ -61,22 +61,33 @@ def _log2i(x: int) -> int:
 
 
 def nvls_servers(model: CommCostModel, info: GroupInfo) -> bool:
-    """Whether every server of the group offers NVLS: Hopper/Blackwell GPUs, at least two per
-    server, joined by NVLink through NVSwitches (NCCL's ``nvlsSupport``: multicast-capable
-    third-generation NVSwitch and later)."""
-    if info.gpu_arch not in P.NVLS_EFFICIENCY or len(info.gpus) < 2 or info.local < 2:
+    """Whether every server of the group offers NVLS: Hopper/Blackwell GPUs, at least two of the
+    group's GPUs in each server, joined by NVLink through an NVSwitch there (NCCL's
+    ``nvlsSupport``: multicast-capable third-generation NVSwitch and later). The one test of
+    NVLS support: single-server NVLS (:meth:`~perfmodel.comm.model.CommCostModel.
+    _in_switch_candidates`, ``nodes == 1``) and the NVLS tree across servers both use it.
+
+    >>> from perfmodel.comm import CommCostModel
+    >>> from perfmodel.topology import load_system
+    >>> t = load_system("dgx-h100", nodes=2)
+    >>> m = CommCostModel(t)
+    >>> nvls_servers(m, m.group_info(t.gpus)), nvls_servers(m, m.group_info(t.gpus[:9]))
+    (True, False)
+    """
+    if info.gpu_arch not in P.NVLS_EFFICIENCY or min((len(p) for p in info.parts), default=0) < 2:
         return False
     if info.intra_class is not HwClass.NVLINK:
         return False
     g = model.topology.graph
     srv = model.links.server
-    return any(
-        g.nodes[x]["kind"] is NodeKind.NVSWITCH
+    switched = {
+        srv[hop[0]]
         for ch in info.channels
         for hop in ch.hops
         if srv[hop[0]] == srv[hop[-1]]
-        for x in hop[1:-1]
-    )
+        and any(g.nodes[x]["kind"] is NodeKind.NVSWITCH for x in hop[1:-1])
+    }
+    return all(srv[p[0]] in switched for p in info.parts)
 
 
 def nvls_bus_Bps(info: GroupInfo, nvlink_bus_Bps: float) -> float:

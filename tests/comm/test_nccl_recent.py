@@ -52,8 +52,11 @@ def test_nvls_tree_two_and_eight_h100_servers():
     assert bus == pytest.approx(intra)  # 502 GB/s: the NVLink side limits on 2 servers
     lat = 25 * us + 2 * 1 * 20.9 * us
     assert r.time_s == pytest.approx(lat + 8 * 2**30 / (bus * 16 / 30), rel=1e-9)
-    # published: 2 x (8 H100 + 8 x 400G) with NVLS ~430 GB/s busbw (NVIDIA/nccl#1221, 2.19.3)
-    assert 420 * GB < r.busbw_Bps < 510 * GB
+    # known gap: published 2 x (8 H100 + 8 x 400G) with NVLS ~430 GB/s busbw (NVIDIA/nccl#1221,
+    # 2.19.3); the model gives 501 GB/s, +16.5% (its single-server NVLS bandwidth, ~500 GB/s
+    # against the ~480 NCCL's author quotes, sets it; not fitted to either number)
+    assert r.busbw_Bps == pytest.approx(501.0 * GB, rel=1e-3)
+    assert r.busbw_Bps / (430 * GB) == pytest.approx(1.165, abs=0.001)
     sim = CommCostModel(two, fidelity="simulated").collective("allreduce", 8 * 2**30, two.gpus)
     assert sim.algorithm is Algorithm.NVLS_TREE and sim.time_s == pytest.approx(r.time_s)
     eight = load_system("dgx-h100", nodes=8)
@@ -88,3 +91,21 @@ def test_pat_one_gpu_per_server():
         CommCostModel(t).collective("allgather", 2**20, t.gpus[:16], algorithm="pat")
     with pytest.raises(ConfigError, match="does not implement allreduce"):
         m.collective("allreduce", 2**20, group, algorithm="pat")
+
+
+def test_nvls_needs_every_server_switched():
+    """One function decides NVLS support (``nccl_recent.nvls_servers``): every server of the group
+    holds at least two of its GPUs joined through an NVSwitch. 8 + 1 GPUs of two DGX H100: the
+    second server's lone GPU has no NVLS, so no NVLS tree (it was offered: ``any`` server)."""
+    from perfmodel.comm.nccl_recent import nvls_servers
+
+    two = load_system("dgx-h100", nodes=2)
+    m = CommCostModel(two)
+    assert nvls_servers(m, m.group_info(two.gpus))
+    assert not nvls_servers(m, m.group_info(two.gpus[:9]))
+    with pytest.raises(ConfigError, match="nvls_tree is not available"):
+        m.collective("allreduce", 2**30, two.gpus[:9], algorithm="nvls_tree")
+    one = load_system("dgx-h100")
+    m1 = CommCostModel(one)
+    assert nvls_servers(m1, m1.group_info(one.gpus))
+    assert m1.collective("allreduce", 2**30, one.gpus, algorithm="nvls").algorithm is Algorithm.NVLS
