@@ -26,23 +26,13 @@ from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import add_format_args, add_system_args, system_from_args
 from perfmodel.comm.model import shm_note
+from perfmodel.comm.params import Algorithm
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
 
 _OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv")
-_ALGOS = (
-    "auto",
-    "ring",
-    "tree",
-    "halving_doubling",
-    "hierarchical",
-    "torus2d",
-    "direct",
-    "ps",
-    "host",
-    "p2p",
-)
+_ALGOS = tuple(a.value for a in Algorithm)  # the --algorithm help, from the enum
 
 
 #: Device-name fragments of nccl-tests "Using devices" lines -> catalogue system (for --compare

@@ -133,3 +133,16 @@ def test_errors_are_one_line_exit_2(capsys):
     assert main(["comm", "--compare", str(FIX / "malformed.txt"), "--system", "dgx1-v100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("perfmodel: error:") for line in err)
+
+
+def test_algorithm_help_lists_every_algorithm(capsys):
+    """``comm --algorithm``'s help is built from the enum (it lacked nvls, collnet, nvls_tree, pat)."""
+    import pytest
+
+    from perfmodel.comm.params import Algorithm
+
+    with pytest.raises(SystemExit):
+        main(["comm", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"one of {', '.join(a.value for a in Algorithm)}" in out
+    assert "nvls_tree" in out and "pat" in out
