@@ -12,7 +12,9 @@ the Simple protocol (NCCL allows no other for these algorithms):
   tuner applies no bus-factor ratio to non-ring all-gather / reduce-scatter), with
   ``B_nvls = B x nvlsEfficiency x (c-1)/c``: ``B`` the server's NVLink bus bandwidth (the ring
   bandwidth over its GPUs), ``c`` the NVLS channels; on one server NCCL's ``bwInter`` is not the
-  limit. Latency ``hwLat[NVLINK][NVLS][Simple]`` = 25 us. Per byte this is slower than the ring
+  limit (its ``inter`` is infinite there; the factor 0.9 is
+  :data:`~perfmodel.comm.params.NCCL227_NVLS_INTER_FACTOR`). Latency
+  ``hwLat[NVLINK][NVLS][Simple]`` = 25 us. Per byte this is slower than the ring
   (8 H100: 282 GB/s algbw against the ring's 463), so NCCL's tuner, and this one, keep the ring
   for large all-gathers on 8 H100; NVLS is what ``--algorithm nvls`` forces.
 - **NVLS tree** (all-reduce over several NVLS-capable servers; NCCL disables it on one node):
@@ -26,8 +28,9 @@ the Simple protocol (NCCL allows no other for these algorithms):
   ring bandwidth of the inter-server hops). Latency ``25 us + 2 log2(nodes) x 20.9 us``.
 - **PAT** (NCCL >= 2.23; all-gather / reduce-scatter with one GPU per server, compute
   capability >= 6.0): algorithm bandwidth ``0.75 x B_ring`` (no ratio, as above), latency
-  ``8 + log2(nodes) x 14 / 3.5 + n x 2.8`` us. It wins at mid sizes on many nodes (16 servers
-  of one GPU, 1 MiB all-gather: 123 us against the ring's 190 us).
+  ``8 + log2(nodes) x 14 / 3.5 + n x 2.8`` us. It wins at mid sizes on many nodes (16
+  ``dgx-h100`` servers, one GPU each, 1 MiB all-gather: 99.2 us against the ring's 129.6 us;
+  doctest of :func:`recent_candidates`).
 
 Not modelled: NVLS across servers with SHARP (CollNet + NVLS), CollNet Chain, CollNet Direct for
 all-gather / reduce-scatter; the ring and tree candidates keep NCCL 2.7/2.8's tables (the
@@ -107,12 +110,22 @@ def recent_candidates(
     >>> r = CommCostModel(h).collective("allgather", 2**30, h.gpus, algorithm="nvls")
     >>> round(r.bandwidth_Bps / 1e9, 1)  # 405 x 0.85 x 15/16 x 7/8 GB/s (plus 25 us)
     282.4
+
+    PAT against the ring: 16 DGX H100 servers, one GPU each, 1 MiB all-gather (us):
+
+    >>> t = load_system("dgx-h100", nodes=16)
+    >>> g, m = [f"n{i}/gpu0" for i in range(16)], CommCostModel(t)
+    >>> [round(m.collective("allgather", 2**20, g, a).time_s * 1e6, 1) for a in ("pat", "ring")]
+    [99.2, 129.6]
     """
     out: list[Candidate] = []
     n, nodes = info.n, info.nodes
     gather = op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER)
     if gather and nodes == 1 and nvls_servers(model, info):
-        algbw = nvls_bus_Bps(info, info.ring_bw_Bps) * (n - 1) / n
+        algbw = min(
+            nvls_bus_Bps(info, info.ring_bw_Bps) * (n - 1) / n,
+            info.inter_bw_Bps * P.NCCL227_NVLS_INTER_FACTOR,  # inf on one server
+        )
         lat = P.NCCL227_NVLS_LATENCY_S
         out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, algbw))
     if op is CollectiveOp.ALLREDUCE and nodes > 1 and nvls_servers(model, info):
