@@ -771,7 +771,8 @@ class HostCpu(str, enum.Enum):
     @classmethod
     def from_text(cls, text: str) -> HostCpu:
         """The family a CPU model names: a catalogue CPU (``perfmodel hw cpus``: vendor and
-        architecture) or free text (``Intel Xeon E5-2650 v3``, ``GenuineIntel 85``).
+        architecture) or free text (``Intel Xeon E5-2650 v3``, ``GenuineIntel 85``); a Xeon
+        E5 v4 is Broadwell with or without a space before ``v4`` (``E5-2698v4``).
 
         >>> HostCpu.from_text("xeon-e5-2698-v4").value, HostCpu.from_text("AMD EPYC 7763").value
         ('intel-broadwell', 'amd')
@@ -785,7 +786,7 @@ class HostCpu(str, enum.Enum):
         except PerfModelError:
             low = text.lower()
         if "intel" in low or "xeon" in low:
-            broadwell = "broadwell" in low or re.search(r"e5-\d{4}\w* v4", low)
+            broadwell = "broadwell" in low or re.search(r"e5-\d{4}\w*?[\s_-]?v4\b", low)
             return cls.INTEL_BROADWELL if broadwell else cls.INTEL
         for words, host in (
             (("amd", "epyc"), cls.AMD),

@@ -186,3 +186,20 @@ def test_cli_topo_show_names_the_rule(capsys):
     assert "NCCL 2.0's P2P level PHB" in capsys.readouterr().out
     assert main(["topo", "show", "dgx1-v100"]) == 0
     assert "P2P level" not in capsys.readouterr().out  # NVLink (and NVB) pairs keep P2P
+
+
+@pytest.mark.parametrize(
+    ("text", "host"),
+    [
+        ("Intel Xeon E5-2698v4", HostCpu.INTEL_BROADWELL),  # no space before v4
+        ("Intel Xeon E5-2698 v4", HostCpu.INTEL_BROADWELL),
+        ("Xeon E5-2699Av4", HostCpu.INTEL_BROADWELL),
+        ("Intel Xeon E5-2698v3", HostCpu.INTEL),
+        ("Intel Xeon E5-2650 v3", HostCpu.INTEL),
+    ],
+)
+def test_broadwell_spellings(text, host):
+    assert HostCpu.from_text(text) is host
+    # NCCL 2.6-2.7: Broadwell PXB, other Intel PHB
+    want = P2pLevel.PXB if host is HostCpu.INTEL_BROADWELL else P2pLevel.PHB
+    assert nccl_p2p_level(R(2, 6), HostCpu.from_text(text), 8) is want
