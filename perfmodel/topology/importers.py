@@ -1089,6 +1089,9 @@ def export_dict(topo: Topology) -> dict[str, Any]:
     """The exact graph as a JSON-ready dict (``format``, ``version``, ``nodes``, ``links``...).
 
     :func:`from_dict` turns it back into an identical graph (same nodes, edges and attributes).
+    The record of NCCL's P2P rule (``meta["nccl_p2p_rule"]``: release, host, level and the
+    pairs it refused) travels as ``nccl_p2p_rule``, so that a rule applied after re-import
+    replaces the exported one (:func:`with_nccl_p2p_rule`) instead of adding to it.
     """
     g = topo.graph
     nodes = []
@@ -1125,7 +1128,36 @@ def export_dict(topo: Topology) -> dict[str, Any]:
         },
         "nodes": nodes,
         "links": links,
+        **(
+            {"nccl_p2p_rule": _rule_export(topo.meta["nccl_p2p_rule"])}
+            if "nccl_p2p_rule" in topo.meta
+            else {}
+        ),
     }
+
+
+def _rule_export(rule: Any) -> dict[str, Any]:
+    """``meta["nccl_p2p_rule"]`` as JSON: pairs as lists."""
+    return {**rule, "pairs": [list(p) for p in rule["pairs"]]}
+
+
+def _rule_import(rule: Any, where: str) -> dict[str, Any]:
+    """An exported ``nccl_p2p_rule`` back as :func:`with_nccl_p2p_rule` records it, checked."""
+    try:
+        pairs = tuple((str(a), str(b)) for a, b in rule["pairs"])
+        level = rule["level"]
+        return {
+            "release": str(NcclRelease.parse(str(rule["release"]), where=where)),
+            "host": HostCpu(rule["host"]).value,
+            "level": None if level is None else P2pLevel(level).value,
+            "pairs": pairs,
+        }
+    except (TypeError, KeyError, ValueError) as exc:
+        raise TopologyError(
+            f"{where}: expected {{release, host, level, pairs: [[a, b], ...]}} ({exc})",
+            value=rule,
+            where=where,
+        ) from exc
 
 
 def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
@@ -1205,6 +1237,9 @@ def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
         source=source,
         fabric=fabric,
         sources=tuple(data.get("sources", ())),
+        meta={}
+        if data.get("nccl_p2p_rule") is None
+        else {"nccl_p2p_rule": _rule_import(data["nccl_p2p_rule"], f"{source}: nccl_p2p_rule")},
     )
 
 

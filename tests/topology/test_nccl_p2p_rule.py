@@ -203,3 +203,21 @@ def test_broadwell_spellings(text, host):
     # NCCL 2.6-2.7: Broadwell PXB, other Intel PHB
     want = P2pLevel.PXB if host is HostCpu.INTEL_BROADWELL else P2pLevel.PHB
     assert nccl_p2p_level(R(2, 6), HostCpu.from_text(text), 8) is want
+
+
+def test_rule_survives_export_and_reimport(titanx):
+    import json
+
+    from perfmodel.errors import TopologyError
+    from perfmodel.topology.importers import export_dict, from_dict
+
+    back = from_dict(json.loads(json.dumps(export_dict(titanx))))
+    assert back.meta["nccl_p2p_rule"] == titanx.meta["nccl_p2p_rule"]
+    old = with_nccl_p2p_rule(back, R(2, 0))  # replaces the exported 2.27 rule
+    assert len(_pairs(old)) == 16
+    assert old.graph.nodes["gpu0"]["p2p_denied"] == ("gpu4", "gpu5", "gpu6", "gpu7")
+    assert "gpu2" not in old.graph.nodes["gpu0"]["p2p_denied"]
+    data = export_dict(titanx)
+    data["nccl_p2p_rule"] = {"release": "2.27", "host": "vax", "level": "PXB", "pairs": []}
+    with pytest.raises(TopologyError, match="nccl_p2p_rule"):
+        from_dict(data, source="t.json")
