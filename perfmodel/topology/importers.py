@@ -896,16 +896,19 @@ def nccl_p2p_level(release: NcclRelease, host: HostCpu, gpus: int) -> P2pLevel |
     return P2pLevel.SYS if host is HostCpu.AMD and gpus <= 2 else P2pLevel.PXB
 
 
-def nccl_p2p_level_denied(
-    topo: Topology, *, max_cpus: int | None, nvb: bool = True
-) -> list[tuple[str, str]]:
+def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple[str, str]]:
     """GPU pairs (local ids, first server) whose PCIe path crosses more than ``max_cpus`` CPUs
     (:attr:`P2pLevel.max_cpus`; ``None``: no limit).
 
     Never denied: pairs whose route has no PCIe link (NVLink, NVSwitch, or POWER9's NVLink to
-    the CPU: paths.cc keeps such paths ``PATH_NVL``), and with ``nvb`` (NCCL 2.8 and later,
-    ``PATH_NVB``; 2.8.3: "Optimized all-to-all performance on DGX-1") pairs joined by NVLink
-    through one intermediate GPU. Routes are searched inside the first server only.
+    the CPU: paths.cc keeps such paths ``PATH_NVL``). Routes are searched inside the first
+    server only.
+
+    NVB forwarding is not modelled: from NCCL 2.8 (``PATH_NVB``; 2.8.3: "Optimized all-to-all
+    performance on DGX-1") two GPUs joined by NVLink through one intermediate GPU keep P2P
+    over those two NVLinks, but the router never passes through a GPU (:mod:`routing`), so
+    such a pair would travel the PCIe route across both CPUs, a path NCCL never uses. Those
+    pairs stay denied (host memory), as NCCL 2.7 and earlier have them, in every release.
     """
     from perfmodel.topology.routing import route
 
@@ -915,11 +918,6 @@ def nccl_p2p_level_denied(
     g = topo.graph
     local = g.subgraph(n for n in g if g.nodes[n]["server"] == first)
     one = Topology(topo.name, nx.Graph(local), source=topo.source)
-    nvl = {LinkFamily.NVLINK, LinkFamily.NVSWITCH}
-
-    def nvlinked(a: str, b: str) -> bool:
-        return b in local[a] and local.edges[a, b]["family"] in nvl
-
     gpus = list(one.gpus)
     out = []
     for i, a in enumerate(gpus):
@@ -928,8 +926,6 @@ def nccl_p2p_level_denied(
             if not any(
                 g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)
             ):
-                continue
-            if nvb and any(nvlinked(a, k) and nvlinked(k, b) for k in gpus if k not in (a, b)):
                 continue
             if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
                 out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
@@ -985,9 +981,7 @@ def with_nccl_p2p_rule(
         }
         pairs = [
             (a, b)
-            for a, b in nccl_p2p_level_denied(
-                base, max_cpus=level.max_cpus, nvb=release >= NcclRelease(2, 8)
-            )
+            for a, b in nccl_p2p_level_denied(base, max_cpus=level.max_cpus)
             if a not in stated and b not in stated and (a, b) not in had
         ]
     out = base.with_p2p_denied(pairs) if pairs else base
