@@ -910,7 +910,7 @@ def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple
     such a pair would travel the PCIe route across both CPUs, a path NCCL never uses. Those
     pairs stay denied (host memory), as NCCL 2.7 and earlier have them, in every release.
     """
-    from perfmodel.topology.routing import route
+    from perfmodel.topology.routing import uncached_route
 
     if max_cpus is None or not topo.gpus:
         return []
@@ -922,7 +922,7 @@ def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple
     out = []
     for i, a in enumerate(gpus):
         for b in gpus[i + 1 :]:
-            path = route(one, a, b)
+            path = uncached_route(one, a, b)  # `one` is thrown away: keep it out of the caches
             if not any(
                 g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)
             ):

@@ -229,3 +229,25 @@ def test_rule_survives_export_and_reimport(titanx):
     data["nccl_p2p_rule"] = {"release": "2.27", "host": "vax", "level": "PXB", "pairs": []}
     with pytest.raises(TopologyError, match="nccl_p2p_rule"):
         from_dict(data, source="t.json")
+
+
+def test_rule_leaves_the_routing_caches_alone(titanx):
+    """The throwaway one-server topology of nccl_p2p_level_denied is routed without the
+    caches (keyed on the object, they would keep it alive), on the same routes."""
+    from perfmodel.topology import routing
+    from perfmodel.topology.importers import nccl_p2p_level_denied
+
+    caches = (routing._route_cached, routing._best_paths, routing._adjacency)
+
+    def calls():
+        return [c.cache_info().hits + c.cache_info().misses for c in caches]
+
+    before = calls()
+    assert len(nccl_p2p_level_denied(titanx, max_cpus=0)) == 24
+    assert calls() == before
+    for name in ("pcie-8xtitanx", "dgx1-v100", "ibm-ac922-4xv100"):
+        topo = load_system(name)
+        for a in topo.gpus:
+            for b in topo.gpus:
+                if a != b:
+                    assert routing.uncached_route(topo, a, b) == routing.route(topo, a, b)
