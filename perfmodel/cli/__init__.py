@@ -54,9 +54,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def _command_of(argv: Sequence[str]) -> str | None:
     """The subcommand named on the command line (the first word that is not an option; the
     top-level options take no value), or ``None``: then every subcommand is registered, for
-    the full help and argparse's own message on an unknown command."""
+    the full help and argparse's own message on an unknown command. ``-h``/``--help`` before
+    the command asks for the full help (``perfmodel -h comm`` lists every command)."""
     for item in argv:
         text = str(item)
+        if text in ("-h", "--help"):
+            return None
         if not text.startswith("-"):
             return text if text in SUBCOMMANDS else None
     return None

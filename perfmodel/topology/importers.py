@@ -771,7 +771,8 @@ class HostCpu(str, enum.Enum):
     @classmethod
     def from_text(cls, text: str) -> HostCpu:
         """The family a CPU model names: a catalogue CPU (``perfmodel hw cpus``: vendor and
-        architecture) or free text (``Intel Xeon E5-2650 v3``, ``GenuineIntel 85``).
+        architecture) or free text (``Intel Xeon E5-2650 v3``, ``GenuineIntel 85``); a Xeon
+        E5 v4 is Broadwell with or without a space before ``v4`` (``E5-2698v4``).
 
         >>> HostCpu.from_text("xeon-e5-2698-v4").value, HostCpu.from_text("AMD EPYC 7763").value
         ('intel-broadwell', 'amd')
@@ -785,7 +786,7 @@ class HostCpu(str, enum.Enum):
         except PerfModelError:
             low = text.lower()
         if "intel" in low or "xeon" in low:
-            broadwell = "broadwell" in low or re.search(r"e5-\d{4}\w* v4", low)
+            broadwell = "broadwell" in low or re.search(r"e5-\d{4}\w*?[\s_-]?v4\b", low)
             return cls.INTEL_BROADWELL if broadwell else cls.INTEL
         for words, host in (
             (("amd", "epyc"), cls.AMD),
@@ -895,18 +896,21 @@ def nccl_p2p_level(release: NcclRelease, host: HostCpu, gpus: int) -> P2pLevel |
     return P2pLevel.SYS if host is HostCpu.AMD and gpus <= 2 else P2pLevel.PXB
 
 
-def nccl_p2p_level_denied(
-    topo: Topology, *, max_cpus: int | None, nvb: bool = True
-) -> list[tuple[str, str]]:
+def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple[str, str]]:
     """GPU pairs (local ids, first server) whose PCIe path crosses more than ``max_cpus`` CPUs
     (:attr:`P2pLevel.max_cpus`; ``None``: no limit).
 
     Never denied: pairs whose route has no PCIe link (NVLink, NVSwitch, or POWER9's NVLink to
-    the CPU: paths.cc keeps such paths ``PATH_NVL``), and with ``nvb`` (NCCL 2.8 and later,
-    ``PATH_NVB``; 2.8.3: "Optimized all-to-all performance on DGX-1") pairs joined by NVLink
-    through one intermediate GPU. Routes are searched inside the first server only.
+    the CPU: paths.cc keeps such paths ``PATH_NVL``). Routes are searched inside the first
+    server only.
+
+    NVB forwarding is not modelled: from NCCL 2.8 (``PATH_NVB``; 2.8.3: "Optimized all-to-all
+    performance on DGX-1") two GPUs joined by NVLink through one intermediate GPU keep P2P
+    over those two NVLinks, but the router never passes through a GPU (:mod:`routing`), so
+    such a pair would travel the PCIe route across both CPUs, a path NCCL never uses. Those
+    pairs stay denied (host memory), as NCCL 2.7 and earlier have them, in every release.
     """
-    from perfmodel.topology.routing import route
+    from perfmodel.topology.routing import uncached_route
 
     if max_cpus is None or not topo.gpus:
         return []
@@ -914,21 +918,14 @@ def nccl_p2p_level_denied(
     g = topo.graph
     local = g.subgraph(n for n in g if g.nodes[n]["server"] == first)
     one = Topology(topo.name, nx.Graph(local), source=topo.source)
-    nvl = {LinkFamily.NVLINK, LinkFamily.NVSWITCH}
-
-    def nvlinked(a: str, b: str) -> bool:
-        return b in local[a] and local.edges[a, b]["family"] in nvl
-
     gpus = list(one.gpus)
     out = []
     for i, a in enumerate(gpus):
         for b in gpus[i + 1 :]:
-            path = route(one, a, b)
+            path = uncached_route(one, a, b)  # `one` is thrown away: keep it out of the caches
             if not any(
                 g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)
             ):
-                continue
-            if nvb and any(nvlinked(a, k) and nvlinked(k, b) for k in gpus if k not in (a, b)):
                 continue
             if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
                 out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
@@ -984,9 +981,7 @@ def with_nccl_p2p_rule(
         }
         pairs = [
             (a, b)
-            for a, b in nccl_p2p_level_denied(
-                base, max_cpus=level.max_cpus, nvb=release >= NcclRelease(2, 8)
-            )
+            for a, b in nccl_p2p_level_denied(base, max_cpus=level.max_cpus)
             if a not in stated and b not in stated and (a, b) not in had
         ]
     out = base.with_p2p_denied(pairs) if pairs else base
@@ -1088,6 +1083,9 @@ def export_dict(topo: Topology) -> dict[str, Any]:
     """The exact graph as a JSON-ready dict (``format``, ``version``, ``nodes``, ``links``...).
 
     :func:`from_dict` turns it back into an identical graph (same nodes, edges and attributes).
+    The record of NCCL's P2P rule (``meta["nccl_p2p_rule"]``: release, host, level and the
+    pairs it refused) travels as ``nccl_p2p_rule``, so that a rule applied after re-import
+    replaces the exported one (:func:`with_nccl_p2p_rule`) instead of adding to it.
     """
     g = topo.graph
     nodes = []
@@ -1124,7 +1122,36 @@ def export_dict(topo: Topology) -> dict[str, Any]:
         },
         "nodes": nodes,
         "links": links,
+        **(
+            {"nccl_p2p_rule": _rule_export(topo.meta["nccl_p2p_rule"])}
+            if "nccl_p2p_rule" in topo.meta
+            else {}
+        ),
     }
+
+
+def _rule_export(rule: Any) -> dict[str, Any]:
+    """``meta["nccl_p2p_rule"]`` as JSON: pairs as lists."""
+    return {**rule, "pairs": [list(p) for p in rule["pairs"]]}
+
+
+def _rule_import(rule: Any, where: str) -> dict[str, Any]:
+    """An exported ``nccl_p2p_rule`` back as :func:`with_nccl_p2p_rule` records it, checked."""
+    try:
+        pairs = tuple((str(a), str(b)) for a, b in rule["pairs"])
+        level = rule["level"]
+        return {
+            "release": str(NcclRelease.parse(str(rule["release"]), where=where)),
+            "host": HostCpu(rule["host"]).value,
+            "level": None if level is None else P2pLevel(level).value,
+            "pairs": pairs,
+        }
+    except (TypeError, KeyError, ValueError) as exc:
+        raise TopologyError(
+            f"{where}: expected {{release, host, level, pairs: [[a, b], ...]}} ({exc})",
+            value=rule,
+            where=where,
+        ) from exc
 
 
 def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
@@ -1204,6 +1231,9 @@ def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
         source=source,
         fabric=fabric,
         sources=tuple(data.get("sources", ())),
+        meta={}
+        if data.get("nccl_p2p_rule") is None
+        else {"nccl_p2p_rule": _rule_import(data["nccl_p2p_rule"], f"{source}: nccl_p2p_rule")},
     )
 
 

@@ -275,9 +275,14 @@ def _best_paths(topo: Topology, dst: str, server: int | None) -> tuple[Any, Any]
     """
     adj = _adjacency(topo)
     d = adj.index[dst]
-    n = len(adj.names)
-    if server is None and n >= _VECTOR_MIN_NODES:
+    if server is None and len(adj.names) >= _VECTOR_MIN_NODES:
         return _best_paths_vectorised(topo, d)
+    return _search(adj, d, server)
+
+
+def _search(adj: _Adjacency, d: int, server: int | None) -> tuple[list[int], list[int]]:
+    """The scalar search of :func:`_best_paths` towards node index ``d`` (no cache)."""
+    n = len(adj.names)
     srv = adj.server
     dist = [-1] * n
     dist[d] = 0
@@ -313,6 +318,30 @@ def _best_paths(topo: Topology, dst: str, server: int | None) -> tuple[Any, Any]
         if cv >= 0:
             best_bw[u], best_lat[u], nxt[u] = cb, cl, cv
     return dist, nxt
+
+
+def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
+    """:func:`route` inside a one-server topology, computed without the routing caches: for a
+    throwaway topology (:func:`~perfmodel.topology.importers.nccl_p2p_level_denied`) that
+    the caches, keyed on the object, would otherwise keep alive. The same route as
+    :func:`route` (one server: no symmetry, the scalar search of :func:`_best_paths`)."""
+    if topo.num_nodes > 1:
+        raise ConfigError(
+            f"uncached_route: {topo.name} has {topo.num_nodes} servers; expected one",
+            value=topo.num_nodes,
+            where=topo.name,
+        )
+    adj = _Adjacency(topo)
+    s, d = adj.index[src], adj.index[dst]
+    _, nxt = _search(adj, d, None)
+    if nxt[s] < 0:
+        raise TopologyError(
+            f"no route from {src} to {dst} in {topo.name}", value=(src, dst), where=topo.name
+        )
+    path = [s]
+    while path[-1] != d:
+        path.append(nxt[path[-1]])
+    return tuple(adj.names[i] for i in path)
 
 
 def path_edges(path: tuple[str, ...]) -> list[tuple[str, str]]:

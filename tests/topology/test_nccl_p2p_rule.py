@@ -6,7 +6,8 @@ a switch, 24 pairs through host memory. PHB (NCCL 2.0-2.5): P2P also between the
 one socket; only the 4 x 4 = 16 cross-socket pairs go through host memory. ``dgx1-v100``: each
 GPU has NVLinks to 4 of its 7 peers, the other 3 sit on the other socket: 8 x 3 / 2 = 12 pairs
 whose PCIe path crosses both CPUs; from NCCL 2.8 they talk over NVLink through an intermediate
-GPU (PATH_NVB), before that through host memory.
+GPU (PATH_NVB), before that through host memory. NVB forwarding is not modelled (the router
+never passes through a GPU): the model keeps them in host memory in every release.
 """
 
 from __future__ import annotations
@@ -97,9 +98,16 @@ def test_amd_host_with_two_gpus_keeps_p2p_across_sockets():
 
 
 def test_nvlink_systems_keep_p2p():
+    from perfmodel.comm import CommCostModel
+
     v = load_system("dgx1-v100")
-    assert _pairs(v) == set()  # NVB from 2.8
-    assert len(_pairs(with_nccl_p2p_rule(v, R(2, 7)))) == 12
+    # NVB forwarding (NCCL >= 2.8) is not modelled: the 12 pairs without a direct NVLink go
+    # through host memory in every release, not P2P over PCIe across both CPUs
+    assert len(_pairs(v)) == 12 and ("gpu0", "gpu5") in _pairs(v)
+    assert _pairs(with_nccl_p2p_rule(v, R(2, 7))) == _pairs(v)
+    links = CommCostModel(v).links
+    assert links.shm_cpu("gpu0", "gpu5") is not None
+    assert links.shm_cpu("gpu0", "gpu1") is None  # direct NVLink
     ac922 = load_system("ibm-ac922-4xv100")  # POWER9: GPU-CPU NVLink, no PCIe on the paths
     assert _pairs(with_nccl_p2p_rule(ac922, R(2, 0))) == set()
     for name in ("dgx-a100", "dgx-h100", "dgx2-v100", "dell-c4140-4xv100"):
@@ -184,5 +192,62 @@ def test_cli_topo_show_names_the_rule(capsys):
 
     assert main(["topo", "show", "pcie-8xtitanx", "--nccl", "2.0"]) == 0
     assert "NCCL 2.0's P2P level PHB" in capsys.readouterr().out
-    assert main(["topo", "show", "dgx1-v100"]) == 0
-    assert "P2P level" not in capsys.readouterr().out  # NVLink (and NVB) pairs keep P2P
+    assert main(["topo", "show", "dgx-a100"]) == 0
+    assert "P2P level" not in capsys.readouterr().out  # NVSwitch pairs keep P2P
+
+
+@pytest.mark.parametrize(
+    ("text", "host"),
+    [
+        ("Intel Xeon E5-2698v4", HostCpu.INTEL_BROADWELL),  # no space before v4
+        ("Intel Xeon E5-2698 v4", HostCpu.INTEL_BROADWELL),
+        ("Xeon E5-2699Av4", HostCpu.INTEL_BROADWELL),
+        ("Intel Xeon E5-2698v3", HostCpu.INTEL),
+        ("Intel Xeon E5-2650 v3", HostCpu.INTEL),
+    ],
+)
+def test_broadwell_spellings(text, host):
+    assert HostCpu.from_text(text) is host
+    # NCCL 2.6-2.7: Broadwell PXB, other Intel PHB
+    want = P2pLevel.PXB if host is HostCpu.INTEL_BROADWELL else P2pLevel.PHB
+    assert nccl_p2p_level(R(2, 6), HostCpu.from_text(text), 8) is want
+
+
+def test_rule_survives_export_and_reimport(titanx):
+    import json
+
+    from perfmodel.errors import TopologyError
+    from perfmodel.topology.importers import export_dict, from_dict
+
+    back = from_dict(json.loads(json.dumps(export_dict(titanx))))
+    assert back.meta["nccl_p2p_rule"] == titanx.meta["nccl_p2p_rule"]
+    old = with_nccl_p2p_rule(back, R(2, 0))  # replaces the exported 2.27 rule
+    assert len(_pairs(old)) == 16
+    assert old.graph.nodes["gpu0"]["p2p_denied"] == ("gpu4", "gpu5", "gpu6", "gpu7")
+    assert "gpu2" not in old.graph.nodes["gpu0"]["p2p_denied"]
+    data = export_dict(titanx)
+    data["nccl_p2p_rule"] = {"release": "2.27", "host": "vax", "level": "PXB", "pairs": []}
+    with pytest.raises(TopologyError, match="nccl_p2p_rule"):
+        from_dict(data, source="t.json")
+
+
+def test_rule_leaves_the_routing_caches_alone(titanx):
+    """The throwaway one-server topology of nccl_p2p_level_denied is routed without the
+    caches (keyed on the object, they would keep it alive), on the same routes."""
+    from perfmodel.topology import routing
+    from perfmodel.topology.importers import nccl_p2p_level_denied
+
+    caches = (routing._route_cached, routing._best_paths, routing._adjacency)
+
+    def calls():
+        return [c.cache_info().hits + c.cache_info().misses for c in caches]
+
+    before = calls()
+    assert len(nccl_p2p_level_denied(titanx, max_cpus=0)) == 24
+    assert calls() == before
+    for name in ("pcie-8xtitanx", "dgx1-v100", "ibm-ac922-4xv100"):
+        topo = load_system(name)
+        for a in topo.gpus:
+            for b in topo.gpus:
+                if a != b:
+                    assert routing.uncached_route(topo, a, b) == routing.route(topo, a, b)

@@ -47,14 +47,14 @@ def test_denied_pairs_route_through_host_memory():
 
 def test_nccl_xml_intel_host_stops_p2p_at_pcie_switches():
     """NCCL (src/graph/paths.cc) on an Intel host: P2P only through PCIe switches. DGX-1V pairs
-    joined by NVLink keep it; so do pairs joined through one intermediate GPU's NVLinks
-    (PATH_NVB, NCCL 2.8+). Before 2.8 (no NVB) the pairs whose only path crosses a CPU get
-    host memory."""
+    joined by NVLink keep it. Pairs joined through one intermediate GPU's NVLinks (PATH_NVB,
+    NCCL 2.8+) are not modelled as such: like NCCL before 2.8, the pairs whose only path
+    crosses a CPU get host memory."""
     from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
 
     topo = import_topology(FIX / "nccl-dgx1-v100.xml")
     assert topo.meta["nccl_p2p_rule"]["host"] == "intel-broadwell"  # family 6, model 79
-    assert topo.meta["nccl_p2p_rule"]["pairs"] == ()  # NVB
+    assert len(topo.meta["nccl_p2p_rule"]["pairs"]) == 12  # 8 GPUs x 3 / 2, NVB not modelled
     old = with_nccl_p2p_rule(topo, NcclRelease(2, 7))
     m = CommCostModel(old)
     nvlinked = [
