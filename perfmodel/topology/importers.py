@@ -1010,16 +1010,36 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
     if not pairs:
         return None
     shown = ", ".join(pairs[:6]) + (f" ... ({len(pairs)} pairs)" if len(pairs) > 6 else "")
+    release = NcclRelease.parse(rule["release"])
     where = (
         "src/transport/p2p.cc p2pCanConnect"
-        if NcclRelease.parse(rule["release"]) < NcclRelease(2, 6)
+        if release < NcclRelease(2, 6)
         else "src/graph/paths.cc ncclTopoCheckP2p"
+    )
+    nvlinked = {
+        frozenset((str(g.nodes[u]["local_id"]), str(g.nodes[v]["local_id"])))
+        for u, v, d in g.edges(data=True)
+        if d["family"] in (LinkFamily.NVLINK, LinkFamily.NVSWITCH)
+        and g.nodes[u]["kind"] is NodeKind.GPU
+        and g.nodes[v]["kind"] is NodeKind.GPU
+    }
+    nvb = release >= NcclRelease(2, 8) and any(
+        frozenset((a, k)) in nvlinked and frozenset((k, b)) in nvlinked
+        for a, b in rule["pairs"]
+        if a in ids and b in ids
+        for k in {str(g.nodes[n]["local_id"]) for n in topo.gpus} - {a, b}
     )
     return (
         f"note: NCCL {rule['release']}'s P2P level {rule['level']} on this host "
         f"({_HOST_NAMES[rule['host']]} CPU; {where}): GPU pairs {shown} go through host memory "
         "in every server (--nccl RELEASE states another release; comm --p2p on allows P2P "
         "between all GPUs)"
+        + (
+            "; NCCL >= 2.8 joins some of them over NVLink through a third GPU (PATH_NVB), "
+            "NVB forwarding not modelled"
+            if nvb
+            else ""
+        )
     )
 
 

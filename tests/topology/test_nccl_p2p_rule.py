@@ -251,3 +251,13 @@ def test_rule_leaves_the_routing_caches_alone(titanx):
             for b in topo.gpus:
                 if a != b:
                     assert routing.uncached_route(topo, a, b) == routing.route(topo, a, b)
+
+
+def test_note_says_nvb_forwarding_is_not_modelled(titanx):
+    from perfmodel.topology.importers import nccl_p2p_rule_note
+
+    v = load_system("dgx1-v100")  # gpu0-gpu5: no NVLink, both NVLinked to gpu1 (hybrid cube)
+    assert "NVB forwarding not modelled" in nccl_p2p_rule_note(v, ["gpu0", "gpu5"])
+    old = with_nccl_p2p_rule(v, R(2, 7))  # no NVB before 2.8
+    assert "NVB" not in nccl_p2p_rule_note(old, ["gpu0", "gpu5"])
+    assert "NVB" not in nccl_p2p_rule_note(titanx, titanx.gpus)  # PCIe only
