@@ -31,7 +31,7 @@ from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.report.step import StepReport, breakdown
-from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_scenario, pos_int
+from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse_scenario, pos_int
 from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
@@ -153,7 +153,7 @@ class Scenario:
                 where=where,
             )
         if data.get("sequence_parallel") is not None:  # null: the preset's default
-            data["sequence_parallel"] = _as_bool(
+            data["sequence_parallel"] = parse_flag(
                 data["sequence_parallel"], where=f"{where}: sequence_parallel"
             )
         if "model_args" in data:  # null (JSON) is no arguments
@@ -213,9 +213,6 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
             return as_number(value, key, where=where, minimum=MIN_OVERSUBSCRIPTION)
         return as_number(value, key, where=where)
     return value
-
-
-_pos_int = pos_int  # the scenario's positive integers (named ``scenario.<field>``)
 
 
 @lru_cache(maxsize=64)
@@ -294,7 +291,7 @@ def topology_of(sc: Scenario) -> Topology:
     return _topology(
         (
             sc.system,
-            _pos_int(sc.nodes, "nodes"),
+            pos_int(sc.nodes, "nodes"),
             sc.network,
             sc.nics_per_node,
             sc.gpu,
@@ -449,22 +446,6 @@ def _system_costs(
             cast_weights_each_step=base.cast_weights_each_step if casts is None else casts,
         )
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp, recipe=recipe)
-
-
-def _as_bool(value: Any, *, where: str) -> bool:
-    """A boolean from a file or a sweep axis: true/false, yes/no, on/off, 1/0 (any case).
-
-    >>> _as_bool("False", where="x"), _as_bool(1, where="x")
-    (False, True)
-    """
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    raise ConfigError(f"{where}: expected true or false, got {value!r}", value=value, where=where)
 
 
 def _divisors(n: int) -> list[int]:
@@ -965,7 +946,7 @@ def predict_curve(
     min_nodes = p.nodes
     out: list[StepReport] = []
     for g in gpus:
-        gi = _pos_int(g, "gpus")
+        gi = pos_int(g, "gpus")
         nodes = max(min_nodes, math.ceil(gi / topo1.gpus_per_node))
         tp = gi if owt else sc.tp
         out.append(

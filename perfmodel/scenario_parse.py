@@ -147,18 +147,43 @@ def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[
 
 
 def _zero(v: Any) -> int | None:
+    """``v`` as a ZeRO stage 0-3 (an integral number, never a bool or text), or ``None``.
+
+    >>> _zero(2.0), _zero(None)
+    (2, None)
+    """
     if v is None:
         return None
-    try:
-        return int(v)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"zero={v!r}: ZeRO stage must be 0, 1, 2 or 3", value=v, where=_where("zero")
-        ) from exc
+    if not isinstance(v, bool):
+        try:
+            iv = int(v)
+        except (TypeError, ValueError, OverflowError):
+            iv = -1
+        if iv == v and 0 <= iv <= 3:
+            return iv
+    raise ConfigError(f"zero={v!r}: ZeRO stage must be 0, 1, 2 or 3", value=v, where=_where("zero"))
+
+
+def parse_flag(v: Any, *, where: str) -> bool:
+    """A boolean from a scenario, a file or a sweep axis: ``True``/``False``, or true/false,
+    yes/no, on/off, 1/0 in any case; anything else is a :class:`ConfigError` naming ``where``.
+
+    >>> parse_flag("False", where="x"), parse_flag(1, where="x")
+    (False, True)
+    """
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
 
 
 def _flag(v: Any, name: str) -> bool:
-    """``v`` if it is ``True`` or ``False`` (no truthy text or numbers)."""
+    """``v`` if it is ``True`` or ``False``: a :class:`Scenario` holds real booleans (text from
+    files and axes is converted at the edge by :func:`parse_flag`)."""
     if not isinstance(v, bool):
         where = _where(name)
         raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
@@ -185,6 +210,7 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         schedule = PipelineSchedule.INTERLEAVED  # interleave=v > 1 names the interleaved 1F1B
     mf = sc.memory_format
     preset = get_preset(sc.software, where=_where("software"))
+    tp = pos_int(sc.tp, "tp")
     return ParsedScenario(
         fidelity=parse_enum(Fidelity, sc.fidelity, where=_where("fidelity"), noun="fidelity"),
         precision=Precision.parse(sc.precision, where=_where("precision")),
@@ -193,7 +219,7 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         nodes=pos_int(sc.nodes, "nodes"),
         gpus=pos_int(sc.gpus, "gpus", allow_none=True),
         dp=pos_int(sc.dp, "dp", allow_none=True),
-        tp=pos_int(sc.tp, "tp"),
+        tp=tp,
         pp=pos_int(sc.pp, "pp"),
         batch_per_gpu=pos_int(sc.batch_per_gpu, "batch_per_gpu", allow_none=True),
         global_batch=pos_int(sc.global_batch, "global_batch", allow_none=True),
@@ -202,9 +228,9 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         interleave=interleave,
         recompute=Recompute.parse(sc.recompute, where=_where("recompute")),
         sequence_parallel=(
-            preset.sequence_parallel_with_tp and pos_int(sc.tp, "tp") > 1
+            preset.sequence_parallel_with_tp and tp > 1
             if sc.sequence_parallel is None
-            else bool(sc.sequence_parallel)
+            else _flag(sc.sequence_parallel, "sequence_parallel")
         ),
         zero=_zero(sc.zero),
         learners_per_gpu=pos_int(sc.learners_per_gpu, "learners_per_gpu"),

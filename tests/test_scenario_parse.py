@@ -75,6 +75,11 @@ def test_one_recompute_enum_for_plan_and_memory() -> None:
         ("interleave", 1.5),
         ("dataset_size", -3),
         ("zero", "two"),
+        ("zero", 2.7),  # was truncated to 2
+        ("zero", True),  # was read as 1
+        ("zero", 4),
+        ("sequence_parallel", "no"),  # was bool("no") == True
+        ("ep_overlap", "yes"),
     ],
 )
 def test_bad_field_is_named(field: str, value: object) -> None:
@@ -106,3 +111,12 @@ def test_resolve_parses_once_and_passes_types_down(monkeypatch: pytest.MonkeyPat
     assert r.recipe.optimizer is Optimizer.ADAM
     step, _ = api._build_step(sc, r)
     assert step.num_gpus == 8
+
+
+def test_file_flags_share_one_parser() -> None:
+    """Files accept true/false, yes/no, on/off, 1/0 for flags (one parser, at the edge)."""
+    from perfmodel.scenario_parse import parse_flag
+
+    assert [parse_flag(v, where="x") for v in ("No", "on", 0, True)] == [False, True, False, True]
+    with pytest.raises(ConfigError, match="x must be true or false"):
+        parse_flag("maybe", where="x")

@@ -31,7 +31,6 @@ from perfmodel.parallel.lowering import (
     Segment,
     StepInputs,
     _embedding_grad_allreduce,
-    _flop_of,
     _issue_times,
     build_chunk,
     expert_grad_share,
@@ -662,7 +661,7 @@ class PipelineLowering:
             memory=mem,
             samples_per_step=self.inp.batch_per_replica * plan.dp,
             # each of the dp x cp ranks of a tensor-parallel slot holds 1/cp of a replica's tokens
-            model_flop_per_step=_flop_of(self.wl) * pl.tp * self.m * plan.grad_replicas,
+            model_flop_per_step=self.wl.total_flop * pl.tp * self.m * plan.grad_replicas,
             num_gpus=plan.num_gpus,
         )
 

@@ -38,11 +38,11 @@ from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, ParallelismPlan, Recompute
-from perfmodel.parallel.recipe import Recipe, build_recipe, default_recipe
+from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe, default_recipe
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import ExpertRole, LayerCost, LayerKind, Workload
-from perfmodel.workload.memory import Optimizer, is_selectively_recomputed
+from perfmodel.workload.memory import Optimizer
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,7 @@ def build_chunk(
     """
     layers = [workload.layers[i] for i in layer_ids]
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
-    share = selective_share or _attention_core_share
+    share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
     # segments in backward order (reverse layers), closed when the bucket is full
     groups: list[list[int]] = []
@@ -730,11 +730,6 @@ def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
     return _lower_dp_variant(inp, costs, mode)
 
 
-def _attention_core_share(layer: LayerCost) -> float:
-    """Selective recomputation of the attention core (Korthikanti et al. 2022): 1 or 0."""
-    return 1.0 if is_selectively_recomputed(layer) else 0.0
-
-
 def _issue_times(
     costs: Costs,
     chunks: Sequence[Chunk],
@@ -742,7 +737,7 @@ def _issue_times(
     V: int,
     m: int,
     recompute: Recompute,
-    selective_share: Callable[[LayerCost], float] = _attention_core_share,
+    selective_share: Callable[[LayerCost], float] = SelectiveRecompute.ATTENTION_CORE.share,
 ) -> list[float]:
     """Host issue time of one step per pipeline stage (``m`` micro-batches of its chunks'
     forward, backward and re-computed forward kernels); zeros when the cost model has no host
@@ -762,10 +757,6 @@ def _issue_times(
                 t += f * selective_share(layer)
         out[k % P] += m * t
     return out
-
-
-def _flop_of(w: Workload) -> float:
-    return sum(layer.total_flop for layer in w.layers)
 
 
 def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> LoweredStep:

@@ -122,4 +122,4 @@ def place(
     tp = 1 if plan.hybrid is Hybrid.ONE_WEIRD_TRICK else plan.tp
     # context-parallel ranks hold replicas of the dense weights: they sit on the data axis,
     # context-parallel rank fastest (perfmodel.parallel.expert)
-    return Placement(dp=plan.dp * plan.cp, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]
+    return Placement(dp=plan.grad_replicas, tp=tp, pp=plan.pp, gpus=tuple(gpus), order=tuple(order))  # type: ignore[arg-type]

@@ -320,10 +320,7 @@ def build_recipe(
     mixed = precision.mixed
     amp = preset.amp
     half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
-    if not mixed:
-        p = g = r = a = 4
-        master = 0
-    elif amp is AmpStyle.AUTOCAST:
+    if not mixed or amp is AmpStyle.AUTOCAST:  # FP32 parameters; autocast casts per op
         p = g = r = a = 4
         master = 0
     elif amp is AmpStyle.HALF_MODEL:
