@@ -18,6 +18,7 @@ import json
 import sys
 from typing import Any
 
+from perfmodel.cli import _types as ty
 from perfmodel.cli._common import SYSTEM_KEYS, add_system_args
 
 
@@ -30,9 +31,16 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("trace", help="Chakra ET (.et) or PyTorch profiler trace (.json, .json.gz)")
     p.add_argument(
-        "--params", type=int, help="trainable parameters (when the trace has no all-reduce)"
+        "--params",
+        type=ty.positive_int("--params"),
+        help="trainable parameters (when the trace has no all-reduce)",
     )
-    p.add_argument("--batch", type=int, required=True, help="samples per GPU in the traced step")
+    p.add_argument(
+        "--batch",
+        type=ty.positive_int("--batch"),
+        required=True,
+        help="samples per GPU in the traced step",
+    )
     p.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8 of the traced run")
     add_system_args(p, required=False)  # its --gpu: the GPU the trace was recorded on
     p.add_argument(

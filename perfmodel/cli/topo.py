@@ -326,12 +326,11 @@ def _cmd_draw(args: argparse.Namespace) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     topo = import_topology(args.file, gpu=args.gpu, network=args.network)
     if getattr(args, "p2p_status", None):
-        from pathlib import Path
-
+        from perfmodel._io import read_text
         from perfmodel.topology.importers import parse_p2p_status
 
-        path = Path(args.p2p_status)
-        topo = topo.with_p2p_denied(parse_p2p_status(path.read_text(), source=str(path)))
+        text = read_text(args.p2p_status, where="--p2p-status")  # regular UTF-8 file, else exit 2
+        topo = topo.with_p2p_denied(parse_p2p_status(text, source=str(args.p2p_status)))
     if args.json:
         print(json.dumps(show_data(topo), indent=1))
     else:

@@ -101,21 +101,24 @@ def _accuracy_table(args: argparse.Namespace) -> int:
         to_markdown,
         to_text,
     )
-    from perfmodel.errors import ConfigError
 
+    readme = None
+    if args.update_readme:  # checked before the minute of predictions, not after
+        from perfmodel._io import read_text
+
+        path = Path(args.update_readme)
+        readme = read_text(path, where="--update-readme")  # a regular UTF-8 file, else exit 2
+        replace_between_markers(readme, "", where=str(path))  # its markers are there
     table = accuracy_table(
         load_published(args.published or None), modern=load_modern(args.published or None)
     )
     md = to_markdown(table)
-    if args.update_readme:
-        path = Path(args.update_readme)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(
-                f"{path}: {exc.strerror}", value=str(path), where="--update-readme"
-            ) from exc
-        path.write_text(replace_between_markers(text, md, where=str(path)))
+    if readme is not None:
+        from perfmodel._io import atomic_write
+
+        updated = replace_between_markers(readme, md, where=str(path))
+        with atomic_write(path) as fh:  # never a half-written README
+            fh.write(updated)
         print(f"accuracy table written to {path}")
     print(md if args.markdown else to_text(table))
     return 0

@@ -246,6 +246,8 @@ FRAMEWORK_LOOPS: Mapping[str, FrameworkLoop] = MappingProxyType(
         "deepspeed-zero2": _PT_DDP,
         "deepspeed-zero3": _PT_DDP,
         "fsdp": _PT_DDP,
+        "megatron-core": _PT_DDP,  # torchrun, one process per GPU, PyTorch DataLoader
+        "torchtitan": _PT_DDP,
         "pytorch-dataparallel": FrameworkLoop(
             loader=LoaderKind.PYTORCH,
             workers=_PYTORCH_WORKERS,
@@ -306,7 +308,8 @@ FRAMEWORK_LOOPS: Mapping[str, FrameworkLoop] = MappingProxyType(
 
 
 def framework_loop(preset: str) -> FrameworkLoop:
-    """The loop of software preset ``preset`` (PyTorch DDP's for presets the table lacks)."""
+    """The loop of software preset ``preset`` (every preset has one: a test checks the table
+    against ``PRESETS``; an unknown name falls back to PyTorch DDP's)."""
     return FRAMEWORK_LOOPS.get(str(preset), _PT_DDP)
 
 

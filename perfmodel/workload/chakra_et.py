@@ -39,7 +39,6 @@ import os
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import ParseError
@@ -220,9 +219,13 @@ def encode_node(n: Node) -> bytes:
 def write_trace(
     path: str | os.PathLike[str], nodes: Iterable[Node], metadata: Iterable[Attr] = ()
 ) -> None:
-    """Write an ET file: the length-delimited metadata, then every node."""
+    """Write an ET file: the length-delimited metadata, then every node (atomically: a
+    reader never sees a half-written trace)."""
+    from perfmodel._io import atomic_write
+
     chunks = [encode_metadata(ET_VERSION, metadata)] + [encode_node(n) for n in nodes]
-    Path(path).write_bytes(b"".join(_varint(len(c)) + c for c in chunks))
+    with atomic_write(path, "wb") as fh:
+        fh.write(b"".join(_varint(len(c)) + c for c in chunks))
 
 
 # --------------------------------------------------------------------------- decoding
@@ -372,10 +375,9 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
         A missing file, a truncated message, or a file that is not a Chakra ET stream.
     """
     where = str(path)
-    try:
-        buf = Path(path).read_bytes()
-    except OSError as exc:
-        raise ParseError(f"{where}: {exc.strerror}", value=where, where=where) from exc
+    from perfmodel._io import read_bytes
+
+    buf = read_bytes(path, where=where)  # a regular file (a FIFO or device is refused)
     messages = []
     pos = 0
     while pos < len(buf):

@@ -221,6 +221,25 @@ def make_trials(tmp: Path) -> list[Trial]:
         Trial("topo import /dev/zero", ["topo", "import", "/dev/zero"]),
         Trial("topo import a FIFO", ["topo", "import", str(_fifo(tmp))]),
         Trial(
+            "topo import --p2p-status a FIFO",
+            ["topo", "import", str(NCCL_XML), "--p2p-status", str(_fifo(tmp))],
+        ),
+        Trial(
+            "topo import --p2p-status non-utf8",
+            ["topo", "import", str(NCCL_XML), "--p2p-status", str(bad_txt)],
+        ),
+        Trial(
+            "model import-chakra a FIFO",
+            ["model", "import-chakra", str(_fifo(tmp)), "--batch", "8"],
+        ),
+        Trial(
+            "model import-chakra --batch -8", ["model", "import-chakra", "x.et", "--batch", "-8"]
+        ),
+        Trial(
+            "validate --update-readme a FIFO",
+            ["validate", "--published", "--update-readme", str(_fifo(tmp))],
+        ),
+        Trial(
             "calibrate -o read-only dir",
             [
                 "calibrate",

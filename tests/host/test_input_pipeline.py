@@ -197,3 +197,10 @@ def test_cli_flags_and_refusal(capsys: pytest.CaptureFixture[str]) -> None:
     code = main([*args, "--software", "keras-multi-gpu", "--nodes", "2", "--gpus", "16"])
     assert code == 2
     assert "horovod" in capsys.readouterr().err
+
+
+def test_every_software_preset_has_a_framework_loop() -> None:
+    from perfmodel.host.input_pipeline import FRAMEWORK_LOOPS
+    from perfmodel.parallel.software import PRESETS
+
+    assert set(FRAMEWORK_LOOPS) == set(PRESETS)

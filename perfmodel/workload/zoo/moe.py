@@ -266,7 +266,10 @@ def _factor(name: str, value: object, minimum: float) -> float:
 
 
 def _positive(name: str, value: int, minimum: int = 1) -> int:
-    if int(value) < minimum:
+    """``value`` as an integer ``>= minimum``; a fraction (``experts=8.7``) or a bool is refused,
+    not truncated."""
+    integral = isinstance(value, int | float) and not isinstance(value, bool)
+    if not integral or value != int(value) or int(value) < minimum:
         raise ConfigError(
             f"{name} must be an integer >= {minimum}, got {value}", value=value, where=name
         )
