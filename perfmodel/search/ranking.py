@@ -67,6 +67,7 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]
     if n < 2 or n1 == tot or n2 == tot:
         return math.nan, math.nan
     tau = (conc - disc) / math.sqrt(tot - n1) / math.sqrt(tot - n2)
+    tau = min(1.0, max(-1.0, tau))  # rounding can step past +-1 (scipy clips the same way)
     if n1 == 0 and n2 == 0 and (n <= 33 or min(disc, tot - disc) <= 1):
         c = min(disc, tot - disc)
         mahonian = [1]  # M(1, k)

@@ -376,8 +376,12 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     """
     where = str(path)
     from perfmodel._io import read_bytes
+    from perfmodel.errors import FileAccessError
 
-    buf = read_bytes(path, where=where)  # a regular file (a FIFO or device is refused)
+    try:
+        buf = read_bytes(path, where=where)  # a regular file (a FIFO or device is refused)
+    except FileAccessError as exc:
+        raise ParseError(str(exc), value=where, where=where) from exc
     messages = []
     pos = 0
     while pos < len(buf):
