@@ -42,6 +42,7 @@ import simpy
 
 from perfmodel.comm import params as P
 from perfmodel.comm.maxmin import maxmin_rates
+from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     Channel,
@@ -413,22 +414,25 @@ def run_collective(
     members = check_group(net.topology, group)
     model = net.cost_model()
     info = model.group_info(members)
+    ref = None
     if protocol is None and len(members) > 1:
         # NCCL's choice (tuner approximation), as the simulated fidelity of CommCostModel uses
         ref = model._analytic(o, float(message_bytes), members, algo)
         algo, proto = ref.algorithm, ref.protocol or Protocol.SIMPLE
-        if algo not in _FLOW_ALGORITHMS:
-            return net.env.process(_closed_form(net, ref.time_s))
-        if wire_factor == 1.0:
-            wire_factor = _wire_factor(ref, info, float(message_bytes))
-    elif algo not in _FLOW_ALGORITHMS and algo is not Algorithm.AUTO and len(members) > 1:
-        ref = model._analytic(o, float(message_bytes), members, algo)
-        return net.env.process(_closed_form(net, ref.time_s))
     elif algo is Algorithm.AUTO:
         algo = {
             CollectiveOp.ALLTOALL: Algorithm.DIRECT,
             CollectiveOp.SENDRECV: Algorithm.P2P,
         }.get(o, Algorithm.RING)
+    if algo in CLOSED_FORM_ONLY and len(members) > 1:
+        # no flow model (NVLS and CollNet in-switch reductions, PAT): the closed-form time, as
+        # ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets
+        # the pace
+        if ref is None:
+            ref = model._analytic(o, float(message_bytes), members, algo)
+        return net.env.process(_closed_form(net, ref.time_s))
+    if ref is not None and wire_factor == 1.0:
+        wire_factor = _wire_factor(ref, info, float(message_bytes))
     gen = _collective_gen(
         net,
         model,
@@ -442,24 +446,6 @@ def run_collective(
         coarse=coarse,
     )
     return net.env.process(gen)
-
-
-#: Algorithms with a flow model here. The others (NVLS and CollNet in-switch reductions, and any
-#: newer NCCL algorithm of the analytic model) take their closed-form time, as
-#: ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets the pace.
-_FLOW_ALGORITHMS = frozenset(
-    {
-        Algorithm.RING,
-        Algorithm.TREE,
-        Algorithm.P2P,
-        Algorithm.DIRECT,
-        Algorithm.PS,
-        Algorithm.HOST,
-        Algorithm.HALVING_DOUBLING,
-        Algorithm.HIERARCHICAL,
-        Algorithm.TORUS2D,
-    }
-)
 
 
 def _closed_form(net: FlowNetwork, time_s: float) -> Generator[simpy.Event, Any, None]:
