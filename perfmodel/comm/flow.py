@@ -498,12 +498,14 @@ def simulate_collective(
 
 def _step_latency(info: GroupInfo, algo: str, proto: Protocol, cross: bool) -> float:
     """NCCL's per-step latency (``hwLat``) of one hop inside a server (``cross=False``) or across
-    servers; an intra-server LL step costs 1.8x once the group spans servers (NCCL 2.7+
-    ``src/graph/tuning.cc``: ``if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8``, as the
-    closed form charges it)."""
+    servers; an intra-server LL step costs ``NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR`` (1.8x) once
+    the group spans servers (NCCL 2.7+ ``src/graph/tuning.cc``: ``if (nNodes > 1 && p ==
+    NCCL_PROTO_LL) intraLat *= 1.8``, as the closed form charges it)."""
     if cross:
         return P.NCCL_STEP_LATENCY_S[(HwClass.NET, algo, proto)]
-    ll_multi = 1.8 if info.nodes > 1 and proto is Protocol.LL else 1.0
+    ll_multi = (
+        P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR if info.nodes > 1 and proto is Protocol.LL else 1.0
+    )
     return P.NCCL_STEP_LATENCY_S[(info.intra_class, algo, proto)] * ll_multi
 
 
@@ -802,7 +804,11 @@ def _ring_step_latency(
     inter = min(inter, steps)
     intra_l = _step_latency(info, "ring", proto, False)
     total = (steps - inter) * intra_l + inter * _step_latency(info, "ring", proto, True)
-    ll_multi = 1.8 if nodes > 1 and proto is Protocol.LL else 1.0
+    # the same factor on the extra intra latency (_step_latency applies it to hwLat only; kept
+    # separate: folding the sums would change the float rounding)
+    ll_multi = (
+        P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR if nodes > 1 and proto is Protocol.LL else 1.0
+    )
     total += (steps - inter) * info.alpha_intra_s * ll_multi + inter * info.alpha_inter_s
     return total * _ring_plateau(info, op, n, m, proto) / steps
 

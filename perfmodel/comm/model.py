@@ -652,7 +652,7 @@ class CommCostModel:
                 intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
                 inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
                 if nodes > 1 and proto is Protocol.LL:
-                    intra_lat *= 1.8
+                    intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
                 lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
                 if algo is Algorithm.RING:
                     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
