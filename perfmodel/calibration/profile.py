@@ -31,6 +31,7 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -272,7 +273,7 @@ class CalibrationProfile:
         """Catalogue name of the calibrated GPU (``None`` for a CPU profile)."""
         return self.device.gpu_model
 
-    @property
+    @cached_property
     def compute_params(self) -> ComputeParams | None:
         """The fitted :class:`perfmodel.compute.ComputeParams`, or ``None`` when not fitted."""
         if self.compute_params_data is None:
@@ -281,7 +282,7 @@ class CalibrationProfile:
 
         return ComputeParams.from_dict(dict(self.compute_params_data))
 
-    @property
+    @cached_property
     def link_params(self) -> LinkParams | None:
         """The fitted :class:`perfmodel.comm.LinkParams`, or ``None`` when not fitted."""
         if self.link_params_data is None:
@@ -456,7 +457,8 @@ class CalibrationProfile:
             ),
             format_version=version,
         )
-        for name in ("compute_params", "link_params"):  # parse now: a bad field is a load error
+        # parse now (cached on the instance): a bad field is a load error
+        for name in ("compute_params", "link_params"):
             try:
                 getattr(profile, name)
             except PerfModelError:

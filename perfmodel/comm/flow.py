@@ -42,6 +42,7 @@ import simpy
 
 from perfmodel.comm import params as P
 from perfmodel.comm.maxmin import maxmin_rates
+from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     Channel,
@@ -413,22 +414,25 @@ def run_collective(
     members = check_group(net.topology, group)
     model = net.cost_model()
     info = model.group_info(members)
+    ref = None
     if protocol is None and len(members) > 1:
         # NCCL's choice (tuner approximation), as the simulated fidelity of CommCostModel uses
         ref = model._analytic(o, float(message_bytes), members, algo)
         algo, proto = ref.algorithm, ref.protocol or Protocol.SIMPLE
-        if algo not in _FLOW_ALGORITHMS:
-            return net.env.process(_closed_form(net, ref.time_s))
-        if wire_factor == 1.0:
-            wire_factor = _wire_factor(ref, info, float(message_bytes))
-    elif algo not in _FLOW_ALGORITHMS and algo is not Algorithm.AUTO and len(members) > 1:
-        ref = model._analytic(o, float(message_bytes), members, algo)
-        return net.env.process(_closed_form(net, ref.time_s))
     elif algo is Algorithm.AUTO:
         algo = {
             CollectiveOp.ALLTOALL: Algorithm.DIRECT,
             CollectiveOp.SENDRECV: Algorithm.P2P,
         }.get(o, Algorithm.RING)
+    if algo in CLOSED_FORM_ONLY and len(members) > 1:
+        # no flow model (NVLS and CollNet in-switch reductions, PAT): the closed-form time, as
+        # ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets
+        # the pace
+        if ref is None:
+            ref = model._analytic(o, float(message_bytes), members, algo)
+        return net.env.process(_closed_form(net, ref.time_s))
+    if ref is not None and wire_factor == 1.0:
+        wire_factor = _wire_factor(ref, info, float(message_bytes))
     gen = _collective_gen(
         net,
         model,
@@ -442,24 +446,6 @@ def run_collective(
         coarse=coarse,
     )
     return net.env.process(gen)
-
-
-#: Algorithms with a flow model here. The others (NVLS and CollNet in-switch reductions, and any
-#: newer NCCL algorithm of the analytic model) take their closed-form time, as
-#: ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets the pace.
-_FLOW_ALGORITHMS = frozenset(
-    {
-        Algorithm.RING,
-        Algorithm.TREE,
-        Algorithm.P2P,
-        Algorithm.DIRECT,
-        Algorithm.PS,
-        Algorithm.HOST,
-        Algorithm.HALVING_DOUBLING,
-        Algorithm.HIERARCHICAL,
-        Algorithm.TORUS2D,
-    }
-)
 
 
 def _closed_form(net: FlowNetwork, time_s: float) -> Generator[simpy.Event, Any, None]:
@@ -512,12 +498,14 @@ def simulate_collective(
 
 def _step_latency(info: GroupInfo, algo: str, proto: Protocol, cross: bool) -> float:
     """NCCL's per-step latency (``hwLat``) of one hop inside a server (``cross=False``) or across
-    servers; an intra-server LL step costs 1.8x once the group spans servers (NCCL 2.7+
-    ``src/graph/tuning.cc``: ``if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8``, as the
-    closed form charges it)."""
+    servers; an intra-server LL step costs ``NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR`` (1.8x) once
+    the group spans servers (NCCL 2.7+ ``src/graph/tuning.cc``: ``if (nNodes > 1 && p ==
+    NCCL_PROTO_LL) intraLat *= 1.8``, as the closed form charges it)."""
     if cross:
         return P.NCCL_STEP_LATENCY_S[(HwClass.NET, algo, proto)]
-    ll_multi = 1.8 if info.nodes > 1 and proto is Protocol.LL else 1.0
+    ll_multi = (
+        P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR if info.nodes > 1 and proto is Protocol.LL else 1.0
+    )
     return P.NCCL_STEP_LATENCY_S[(info.intra_class, algo, proto)] * ll_multi
 
 
@@ -816,7 +804,11 @@ def _ring_step_latency(
     inter = min(inter, steps)
     intra_l = _step_latency(info, "ring", proto, False)
     total = (steps - inter) * intra_l + inter * _step_latency(info, "ring", proto, True)
-    ll_multi = 1.8 if nodes > 1 and proto is Protocol.LL else 1.0
+    # the same factor on the extra intra latency (_step_latency applies it to hwLat only; kept
+    # separate: folding the sums would change the float rounding)
+    ll_multi = (
+        P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR if nodes > 1 and proto is Protocol.LL else 1.0
+    )
     total += (steps - inter) * info.alpha_intra_s * ll_multi + inter * info.alpha_inter_s
     return total * _ring_plateau(info, op, n, m, proto) / steps
 

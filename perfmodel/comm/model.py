@@ -169,11 +169,6 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
-def _no_latency(path: Sequence[str]) -> float:
-    """:meth:`DirectedLinks.extra_latency` of a system with no extra latency on any link."""
-    return 0.0
-
-
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     """``value`` with every node name in it mapped through ``names`` (strings, tuples, channels
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
@@ -246,6 +241,7 @@ class CommCostModel:
         topology: Topology,
         link_params: LinkParams | Mapping[str, Any] | None = None,
         fidelity: str = "analytic",
+        links: DirectedLinks | None = None,
     ) -> None:
         if fidelity not in FIDELITIES:
             raise ConfigError(
@@ -258,11 +254,11 @@ class CommCostModel:
             link_params = LinkParams.from_dict(link_params)
         self.link_params = link_params or LinkParams()
         self.fidelity = fidelity
-        self.links = DirectedLinks(topology, self.link_params)
+        # ``links``: a table of the same topology and link parameters to share (not rebuilt)
+        self.links = links if links is not None else DirectedLinks(topology, self.link_params)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
-        self._extra_alpha = bool(np.any(self.links.extra_alpha_s))
         self._shape_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
 
@@ -434,8 +430,8 @@ class CommCostModel:
         intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
         inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
         # only what NCCL's per-step latency does not contain (sockets): latency counted once
-        # (0 on every path where no link has such latency: skip the per-hop sums)
-        extra = links.extra_latency if self._extra_alpha else _no_latency
+        # (extra_latency returns 0.0 at once where no link has such latency)
+        extra = links.extra_latency
         alpha_intra = max((extra(h) for h in intra_hops), default=0.0)
         alpha_inter = max((extra(h) for h in inter_hops), default=0.0)
         classes = {links.hw_class(h) for h in intra_hops}
@@ -656,7 +652,7 @@ class CommCostModel:
                 intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
                 inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
                 if nodes > 1 and proto is Protocol.LL:
-                    intra_lat *= 1.8
+                    intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
                 lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
                 if algo is Algorithm.RING:
                     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
@@ -982,8 +978,7 @@ class CommCostModel:
     ) -> CommResult:
         from perfmodel.comm.flow import simulate_collective
 
-        analytic = CommCostModel(self.topology, self.link_params, "analytic")
-        analytic.links = self.links
+        analytic = CommCostModel(self.topology, self.link_params, "analytic", links=self.links)
         analytic._groups = self._groups
         ref = analytic._analytic(op, m, members, algo)
         info = self.group_info(members)

@@ -195,6 +195,9 @@ NCCL_TREE_LL128_FACTOR_INTER = 0.915
 NCCL_SM80_MAX_BUSBW_Bps = 235.0 * units.GB
 #: Ring/Simple all-reduce across nodes: latency x 1.9 above nRanks/16 x 64 KiB ("plateau").
 NCCL_RING_PLATEAU_LATENCY_FACTOR = 1.9
+#: LL step inside a server once the group spans servers: intra-node step latency x 1.8 (NCCL 2.7+
+#: ``src/graph/tuning.cc``: ``if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8``).
+NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR = 1.8
 #: treeCorrectionFactor[protocol][log2(bytes/64)], powers of two from 64 B to 128 MiB.
 NCCL_TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = MappingProxyType(
     {

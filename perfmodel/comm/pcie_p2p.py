@@ -36,14 +36,9 @@ if TYPE_CHECKING:
 @cache
 def _intel_model(model: str) -> bool:
     """Whether a CPU ``model`` string names an Intel part (catalogue vendor or free text)."""
-    from perfmodel.errors import PerfModelError
-    from perfmodel.hardware import get_cpu
+    from perfmodel.topology.importers import HostCpu
 
-    try:
-        return get_cpu(model).vendor.lower() == "intel"
-    except PerfModelError:
-        text = model.lower()
-        return "intel" in text or "xeon" in text
+    return HostCpu.from_text(model) in (HostCpu.INTEL, HostCpu.INTEL_BROADWELL)
 
 
 def intel_cpu(links: DirectedLinks, node: str) -> bool:
