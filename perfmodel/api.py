@@ -679,37 +679,49 @@ def _speedup_baseline(
 def _auto_microbatch(
     sc: Scenario,
     r: Resolved,
-    step: LoweredStep,
-    costs: SystemCosts,
     workload_fn: WorkloadFn | None,
     defaults: list[str],
 ) -> tuple[Scenario, Resolved, LoweredStep, SystemCosts]:
-    """Without a micro-batch, with pipelining or when the whole per-replica batch does not fit:
-    the largest micro-batch that fits (:func:`perfmodel.search.autobatch.choose_microbatch`),
-    its reason appended to ``defaults``. Crossbow learners keep their batch."""
+    """The scenario's step, lowered; without a micro-batch, with pipelining or when the whole
+    per-replica batch does not fit: the largest micro-batch that fits
+    (:func:`perfmodel.search.autobatch.choose_microbatch`), its reason appended to
+    ``defaults``. Crossbow learners keep their batch.
+
+    Each micro-batch size is lowered at most once: with pipelining the resolved default (1)
+    is not lowered before the search (the search picks the step it returns), and a size the
+    search probes twice, or the default it probes, reuses its lowering (issue 14: the speedup
+    baseline's one-replica prediction is such a search)."""
     auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
-    if not auto or (r.plan.pp == 1 and all(m.fits for m in step.memory)):
-        return sc, r, step, costs
+    if not auto:
+        return sc, r, *_build_step(sc, r, workload_fn)
     built: dict[int, tuple[Scenario, Resolved, LoweredStep, SystemCosts]] = {}
+    if r.plan.pp == 1:  # the whole batch as one micro-batch stays when it fits
+        step, costs = _build_step(sc, r, workload_fn)
+        if all(m.fits for m in step.memory):
+            return sc, r, step, costs
+        built[r.microbatch] = (sc, r, step, costs)
 
     def fits(mb: int) -> bool:
         """Whether every stage fits in GPU memory with micro-batch ``mb`` (lowered, not run;
         an infeasible plan does not fit); the lowered step is kept for the chosen size."""
-        mb_sc = replace(sc, microbatch=mb)
-        try:
-            mb_r = resolve(mb_sc)
-            mb_step, mb_costs = _build_step(mb_sc, mb_r, workload_fn)
-        except InfeasiblePlanError:
-            return False
-        built[mb] = (mb_sc, mb_r, mb_step, mb_costs)
-        return all(m.fits for m in mb_step.memory)
+        if mb not in built:
+            mb_sc = replace(sc, microbatch=mb)
+            try:
+                mb_r = resolve(mb_sc)
+                mb_step, mb_costs = _build_step(mb_sc, mb_r, workload_fn)
+            except InfeasiblePlanError:
+                return False
+            built[mb] = (mb_sc, mb_r, mb_step, mb_costs)
+        return all(m.fits for m in built[mb][2].memory)
 
     choice = autobatch.choose_microbatch(r.batch_per_replica, r.plan.pp, fits)
-    if choice is None:
-        return sc, r, step, costs
-    defaults.append(choice.note())
-    if choice.microbatch == r.microbatch:
-        return sc, r, step, costs
+    if choice is not None:
+        defaults.append(choice.note())
+    if choice is None or choice.microbatch == r.microbatch:
+        # the scenario as given (micro-batch unset); a probe of the same size lowered the same
+        # step (_build_step reads the resolved micro-batch, not the scenario's field)
+        hit = built.get(r.microbatch)
+        return (sc, r, hit[2], hit[3]) if hit else (sc, r, *_build_step(sc, r, workload_fn))
     if choice.microbatch in built:
         return built[choice.microbatch]
     sc = replace(sc, microbatch=choice.microbatch)
@@ -774,9 +786,8 @@ def _predict(
     sc: Scenario, *, r: Resolved, workload_fn: WorkloadFn | None, baseline: bool
 ) -> StepReport:
     """:func:`predict` without its report cache."""
-    step, costs = _build_step(sc, r, workload_fn)
     defaults: list[str] = []  # choices made for the user, printed with the reason
-    sc, r, step, costs = _auto_microbatch(sc, r, step, costs, workload_fn, defaults)
+    sc, r, step, costs = _auto_microbatch(sc, r, workload_fn, defaults)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T = max(timeline.makespan_s, step.min_period_s)
     if T <= 0:

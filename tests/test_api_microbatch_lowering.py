@@ -1,0 +1,58 @@
+"""Issue 14: the automatic micro-batch search lowers each candidate size once, and with
+pipelining it does not lower the resolved default (micro-batch 1) before the search.
+
+The speedup baseline of a model that does not fit one GPU is a one-replica prediction with the
+micro-batch left open, so this search runs inside every such ``predict``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel import api
+
+SMALL_GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
+
+
+def _lowered_microbatches(monkeypatch: pytest.MonkeyPatch, sc: api.Scenario) -> list[int]:
+    seen: list[int] = []
+    real = api._build_step
+
+    def counting(sc_, r, workload_fn=None):
+        seen.append(r.microbatch)
+        return real(sc_, r, workload_fn)
+
+    monkeypatch.setattr(api, "_build_step", counting)
+    api._REPORTS.clear()
+    api.predict(sc, baseline=False)
+    return seen
+
+
+def test_pipelined_search_lowers_only_the_probed_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # dp=4 replicas of tp2 x pp2 on 16 GPUs, 64 / 4 = 16 samples per replica; with pp=2 the
+    # candidates keep >= 2 micro-batches: [1, 2, 4, 8]. All fit (a 4-layer model), so the
+    # bisection probes index 1 (2), then 2 (4), then 3 (8) and chooses 8; micro-batch 1 is
+    # never lowered (it was, as the default, before the search).
+    sc = api.Scenario(
+        system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
+        tp=2, pp=2, precision="bf16", fidelity="analytic",
+    )  # fmt: skip
+    assert _lowered_microbatches(monkeypatch, sc) == [2, 4, 8]
+    rep = api.predict(sc, baseline=False)
+    assert rep.plan["microbatch_size"] == 8
+    assert rep.defaults[0].startswith("micro-batch 8 chosen automatically")
+
+
+def test_search_reuses_the_default_when_it_probes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pure data parallelism on 2 GPUs, 8 samples per replica: the default is the whole batch
+    # (8), lowered first because it stays when it fits. This 2.6B-parameter GPT with Adam at
+    # sequence 2048 fits an 80 GB A100 with micro-batch 4 (68 GiB) but not 8, so the bisection
+    # over [1, 2, 4, 8] probes 2 (fits), 4 (fits), then 8: the default's lowering, reused.
+    sc = api.Scenario(
+        system="dgx-a100", gpus=2, model="gpt",
+        model_args={"layers": 32, "hidden": 2560, "heads": 32, "seq_len": 2048},
+        batch_per_gpu=8, precision="bf16", optimizer="adam", fidelity="analytic",
+    )  # fmt: skip
+    assert _lowered_microbatches(monkeypatch, sc) == [8, 2, 4]
+    rep = api.predict(sc, baseline=False)
+    assert rep.plan["microbatch_size"] == 4 and rep.fits_in_memory
