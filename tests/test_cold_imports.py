@@ -6,11 +6,14 @@ one for a catalogue command, one for an analytic prediction.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "networkx", "scipy", "matplotlib", "simpy", "dask", "joblib")
@@ -26,14 +29,15 @@ else:
     import perfmodel
 top = sorted({m.split(".")[0] for m in sys.modules})
 calib = sorted(m for m in sys.modules if m.startswith("perfmodel.calibration"))
-print(json.dumps({"top": top, "calibration": calib}))
+ours = sorted(m for m in sys.modules if m.startswith("perfmodel"))
+print(json.dumps({"top": top, "calibration": calib, "perfmodel": ours}))
 """
 
 
-def _loaded(args: list[str]) -> dict[str, list[str]]:
+def _loaded(args: list[str], probe: str = PROBE) -> dict[str, list[str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args)],
+        [sys.executable, "-c", probe, json.dumps(args)],
         env=env,
         capture_output=True,
         text=True,
@@ -56,3 +60,39 @@ def test_analytic_predict_loads_no_plotting_fitting_or_calibration() -> None:
                    "analytic", "--quiet"])  # fmt: skip
     assert not set(got["top"]) & {"scipy", "matplotlib", "dask", "joblib"}
     assert got["calibration"] == []
+    # the package __init__ files re-export lazily (perfmodel._lazy): a prediction loads no
+    # topology analysis and none of the plan search, sweep, what-if or fitting modules
+    unused = {
+        "perfmodel.topology.analysis",
+        "perfmodel.topology.custom",
+        "perfmodel.search.compare",
+    }
+    unused |= {"perfmodel.search.sweep", "perfmodel.search.whatif", "perfmodel.search.tta"}
+    unused |= {"perfmodel.search.plans", "perfmodel.search.cost"}
+    assert not set(got["perfmodel"]) & unused
+
+
+LAZY_PACKAGES = ("perfmodel.topology", "perfmodel.search", "perfmodel.report")
+
+PACKAGE_PROBE = """
+import json, sys
+for name in json.loads(sys.argv[1]):
+    __import__(name)
+print(json.dumps({"perfmodel": sorted(m for m in sys.modules if m.startswith("perfmodel"))}))
+"""
+
+
+def test_lazy_packages_import_no_submodule() -> None:
+    got = set(_loaded(list(LAZY_PACKAGES), PACKAGE_PROBE)["perfmodel"])
+    assert got == {"perfmodel", "perfmodel._lazy", *LAZY_PACKAGES}
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_lazy_package_exports_its_submodules_values(package: str) -> None:
+    pkg = importlib.import_module(package)
+    assert sorted(pkg._EXPORTS) == sorted(pkg.__all__)
+    for name, module in pkg._EXPORTS.items():
+        assert getattr(pkg, name) is getattr(importlib.import_module(f"{package}.{module}"), name)
+    assert set(pkg.__all__) <= set(dir(pkg))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        pkg.nope  # noqa: B018

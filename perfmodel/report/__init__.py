@@ -1,7 +1,25 @@
 """Step reports (breakdown, memory, MFU), Chrome traces and plots (matplotlib imported lazily)."""
 
-from perfmodel.report.step import Breakdown, StepReport, breakdown, critical_device
-from perfmodel.report.trace import chrome_trace, plot_gantt, plot_speedup, write_chrome_trace
+from typing import TYPE_CHECKING
+
+from perfmodel._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from perfmodel.report.step import Breakdown, StepReport, breakdown, critical_device
+    from perfmodel.report.trace import chrome_trace, plot_gantt, plot_speedup, write_chrome_trace
+
+# name -> submodule, imported on first use (issue 14, cold start: predict needs no trace writer)
+_EXPORTS = {
+    "Breakdown": "step",
+    "StepReport": "step",
+    "breakdown": "step",
+    "critical_device": "step",
+    "chrome_trace": "trace",
+    "plot_gantt": "trace",
+    "plot_speedup": "trace",
+    "write_chrome_trace": "trace",
+}
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 __all__ = [
     "Breakdown",

@@ -15,12 +15,38 @@ so the layer can be tested and benchmarked with cheaper evaluators and run in wo
 - :mod:`~perfmodel.search.ranking`: rank-quality metrics against measurements.
 """
 
-from perfmodel.search.compare import Objective, SearchResult, format_table, search_plans
-from perfmodel.search.cost import Pricing
-from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
-from perfmodel.search.sweep import SweepSpec, run_sweep
-from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
-from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
+from typing import TYPE_CHECKING
+
+from perfmodel._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from perfmodel.search.compare import Objective, SearchResult, format_table, search_plans
+    from perfmodel.search.cost import Pricing
+    from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
+    from perfmodel.search.sweep import SweepSpec, run_sweep
+    from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
+    from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
+
+# name -> submodule, imported on first use (issue 14, cold start: predict imports autobatch only)
+_EXPORTS = {
+    "Objective": "compare",
+    "SearchResult": "compare",
+    "format_table": "compare",
+    "search_plans": "compare",
+    "Pricing": "cost",
+    "ModelShape": "plans",
+    "SearchSpace": "plans",
+    "enumerate_plans": "plans",
+    "SweepSpec": "sweep",
+    "run_sweep": "sweep",
+    "StatisticalEfficiency": "tta",
+    "TTAFit": "tta",
+    "fit_time_to_accuracy": "tta",
+    "SystemOption": "whatif",
+    "WhatIfResult": "whatif",
+    "hardware_whatif": "whatif",
+}
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 __all__ = [
     "ModelShape",

@@ -9,23 +9,58 @@
 - :mod:`perfmodel.topology.draw`: PNG pictures (imports matplotlib lazily).
 """
 
-from perfmodel.topology.analysis import (
-    Bisection,
-    Ring,
-    RingSet,
-    Tree,
-    bandwidth_matrix,
-    bisection_bandwidth,
-    nccl_rings,
-    nccl_trees,
-    smi_matrix,
-)
-from perfmodel.topology.builders import build_cluster, list_systems, load_system
-from perfmodel.topology.custom import IntraNode, custom_system
-from perfmodel.topology.importers import export_dict, from_dict, import_topology
-from perfmodel.topology.model import FabricSpec, Topology
-from perfmodel.topology.routing import path_bandwidth, path_latency, route
-from perfmodel.topology.schema import NodeKind, effective_bandwidth, validate_graph
+from typing import TYPE_CHECKING
+
+from perfmodel._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from perfmodel.topology.analysis import (
+        Bisection,
+        Ring,
+        RingSet,
+        Tree,
+        bandwidth_matrix,
+        bisection_bandwidth,
+        nccl_rings,
+        nccl_trees,
+        smi_matrix,
+    )
+    from perfmodel.topology.builders import build_cluster, list_systems, load_system
+    from perfmodel.topology.custom import IntraNode, custom_system
+    from perfmodel.topology.importers import export_dict, from_dict, import_topology
+    from perfmodel.topology.model import FabricSpec, Topology
+    from perfmodel.topology.routing import path_bandwidth, path_latency, route
+    from perfmodel.topology.schema import NodeKind, effective_bandwidth, validate_graph
+
+# name -> submodule, imported on first use (issue 14, cold start: a prediction needs no analysis)
+_EXPORTS = {
+    "Bisection": "analysis",
+    "Ring": "analysis",
+    "RingSet": "analysis",
+    "Tree": "analysis",
+    "bandwidth_matrix": "analysis",
+    "bisection_bandwidth": "analysis",
+    "nccl_rings": "analysis",
+    "nccl_trees": "analysis",
+    "smi_matrix": "analysis",
+    "build_cluster": "builders",
+    "list_systems": "builders",
+    "load_system": "builders",
+    "IntraNode": "custom",
+    "custom_system": "custom",
+    "export_dict": "importers",
+    "from_dict": "importers",
+    "import_topology": "importers",
+    "FabricSpec": "model",
+    "Topology": "model",
+    "path_bandwidth": "routing",
+    "path_latency": "routing",
+    "route": "routing",
+    "NodeKind": "schema",
+    "effective_bandwidth": "schema",
+    "validate_graph": "schema",
+}
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 __all__ = [
     "Bisection",
