@@ -7,11 +7,13 @@ import argparse
 import functools
 import inspect
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfmodel.cli import _types as ty
 from perfmodel.errors import ConfigError
-from perfmodel.topology import Topology, load_system
+
+if TYPE_CHECKING:  # the topology stack (networkx) loads when a system is built, not at parse
+    from perfmodel.topology import Topology
 
 #: Scenario keys set by the :func:`add_system_args` flags (``--fabric`` -> ``fabric_topology``).
 SYSTEM_KEYS = (
@@ -109,6 +111,8 @@ def _system_from_args(args: argparse.Namespace) -> Topology:
             fabric_topology=args.fabric_topology,
             oversubscription=args.oversubscription,
         )
+    from perfmodel.topology.builders import load_system
+
     return load_system(
         args.system,
         nodes=args.nodes,

@@ -24,7 +24,12 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_format_args, add_system_args, system_from_args
+from perfmodel.cli._common import (
+    add_format_args,
+    add_quiet_arg,
+    add_system_args,
+    system_from_args,
+)
 from perfmodel.comm.model import shm_note
 from perfmodel.comm.params import Algorithm
 from perfmodel.errors import ConfigError
@@ -86,6 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="link overrides (TOML/JSON: {class: {alpha_us, bandwidth_GBps}})",
     )
     add_format_args(p)
+    add_quiet_arg(p)
     p.set_defaults(func=run)
 
 

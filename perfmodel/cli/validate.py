@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from perfmodel.cli import _types as ty
+from perfmodel.cli._common import add_quiet_arg
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -44,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "-o", "--output", type=ty.output_dir("-o"), help="output folder (with --profile)"
     )
+    add_quiet_arg(p)
     p.set_defaults(func=run)
 
 
