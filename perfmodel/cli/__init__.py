@@ -66,6 +66,13 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from perfmodel._gc import fewer_collections
+
+    with fewer_collections():  # the imports and the command (perfmodel._gc)
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(_command_of(sys.argv[1:] if argv is None else argv))
     try:
         for item in sys.argv[1:] if argv is None else argv:
