@@ -1,0 +1,34 @@
+"""``perfmodel`` as a program freezes what is left before the interpreter exits (its shutdown
+collections skip frozen objects); called with an argument list (tests, embedding) it does not."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import pytest
+
+from perfmodel.cli import main
+
+ARGV = ["hw", "gpus"]
+
+
+def test_called_with_arguments_leaves_the_collector_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = gc.get_freeze_count()
+    assert main(ARGV) == 0
+    assert gc.get_freeze_count() == before
+    assert "A100" in capsys.readouterr().out
+
+
+def test_run_as_the_program_freezes_before_exit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["perfmodel", *ARGV])
+    try:
+        assert main() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # this test process goes on
+    assert "A100" in capsys.readouterr().out
