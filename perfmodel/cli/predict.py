@@ -322,6 +322,8 @@ def run(args: argparse.Namespace) -> int:
                         else ""
                     )
                 )
+            # the executor that timed the rows, as the single prediction's "[analytic]" says
+            print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
             for r in reports:  # speedups not against 1 GPU, and other choices made per row
                 for d in r.defaults:
                     print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
