@@ -96,3 +96,17 @@ def test_lazy_package_exports_its_submodules_values(package: str) -> None:
     assert set(pkg.__all__) <= set(dir(pkg))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         pkg.nope  # noqa: B018
+
+
+PARSER_PROBE = """
+import json, sys
+from perfmodel.cli import build_parser
+build_parser(json.loads(sys.argv[1])[0])
+print(json.dumps({"top": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+@pytest.mark.parametrize("command", ["predict", "compare", "sweep", "validate"])
+def test_parsing_a_command_loads_no_graph_or_array_library(command: str) -> None:
+    # `perfmodel predict -h` and a bad flag answer before the topology stack loads
+    assert not set(_loaded([command], PARSER_PROBE)["top"]) & set(HEAVY)

@@ -78,10 +78,16 @@ def positive_float(flag: str) -> Callable[[str], float]:
 
 def oversubscription(flag: str = "--oversubscription") -> Callable[[str], float]:
     """A fat-tree oversubscription ratio: finite and >= ``MIN_OVERSUBSCRIPTION`` (1, the rule
-    of topology files, :data:`perfmodel.topology.io.MIN_OVERSUBSCRIPTION`)."""
-    from perfmodel.topology.io import MIN_OVERSUBSCRIPTION
+    of topology files, :data:`perfmodel.topology.io.MIN_OVERSUBSCRIPTION`), read when a value
+    is parsed: building the parser does not load the topology stack (networkx)."""
 
-    return _float_type(flag, minimum=MIN_OVERSUBSCRIPTION, strict=False)
+    def parse(text: str) -> float:
+        from perfmodel.topology.io import MIN_OVERSUBSCRIPTION
+
+        return _float_type(flag, minimum=MIN_OVERSUBSCRIPTION, strict=False)(text)
+
+    parse.__name__ = "float"
+    return parse
 
 
 def nonneg_float(flag: str) -> Callable[[str], float]:
