@@ -57,7 +57,8 @@ def why_best(labels: Sequence[str], reports: Sequence[Mapping[str, Any]]) -> str
         text = f"{abs(d):.3g} s {'less' if d > 0 else 'more'} {name}"
         if key == "exposed_comm_time_s":
             a, b = _comm_classes(best), _comm_classes(other)
-            cls = sorted(set(a) | set(b), key=lambda c: -abs(b.get(c, 0.0) - a.get(c, 0.0)))
+            # ties broken by name: set order follows string hashes, which change per process
+            cls = sorted(set(a) | set(b), key=lambda c: (-abs(b.get(c, 0.0) - a.get(c, 0.0)), c))
             if cls:
                 c = cls[0]
                 text += f" ({c} {a.get(c, 0.0) - b.get(c, 0.0):+.3g} s)"
