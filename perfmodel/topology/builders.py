@@ -20,7 +20,7 @@ from perfmodel.topology.io import (
     link_from_tech,
     read_server_file,
 )
-from perfmodel.topology.model import FabricSpec, Topology
+from perfmodel.topology.model import FabricSpec, ReplicaPattern, Topology
 from perfmodel.topology.schema import (
     NodeKind,
     check_attributes,
@@ -136,18 +136,21 @@ def negotiate_pcie(link: LinkSpec, gpu_gen: dict[str, int]) -> LinkSpec:
     return link_from_tech(link.a, link.b, name, link.count)
 
 
+def _link_attrs(link: LinkSpec) -> dict[str, object]:
+    """The edge attributes of ``link`` (the edge schema, topology/schema.py)."""
+    return {
+        "tech": link.tech,
+        "family": link.family,
+        "count": link.count,
+        "bandwidth_Bps": link.bandwidth_Bps,
+        "efficiency": link.efficiency,
+        "latency_s": link.latency_s,
+    }
+
+
 def _add_link(graph: nx.Graph, u: str, v: str, link: LinkSpec) -> None:
     """Edge ``u - v`` with the link's attributes (the edge schema, topology/schema.py)."""
-    graph.add_edge(
-        u,
-        v,
-        tech=link.tech,
-        family=link.family,
-        count=link.count,
-        bandwidth_Bps=link.bandwidth_Bps,
-        efficiency=link.efficiency,
-        latency_s=link.latency_s,
-    )
+    graph.add_edge(u, v, **_link_attrs(link))
 
 
 def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> Topology:
@@ -206,13 +209,16 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     servers = _replicate_server(graph, desc, nodes)
     ports = [(s, k, servers[s][nid]) for s in range(nodes) for k, nid in enumerate(nic_ids)]
     net = fabric.network
-    by_count: dict[int, LinkSpec] = {}  # one catalogue lookup per bundle size, not per port
+    # One catalogue lookup and one attribute dict per bundle size, shared by every fabric link
+    # of that size (the graph is read-only, model.Topology), not one per port.
+    by_count: dict[int, dict[str, object]] = {}
+    adj = graph._adj  # networkx's dict-of-dicts adjacency: both directions share one dict
 
     def fabric_edge(u: str, v: str, count: int) -> None:
-        link = by_count.get(count)
-        if link is None:
-            link = by_count[count] = link_from_tech(u, v, net, count)
-        _add_link(graph, u, v, link)
+        data = by_count.get(count)
+        if data is None:
+            data = by_count[count] = _link_attrs(link_from_tech(u, v, net, count))
+        adj[u][v] = adj[v][u] = data
 
     def switch(name: str, tier: int) -> str:
         graph.add_node(name, kind=NodeKind.NETWORK_SWITCH, server=-1, local_id=name, tier=tier)
@@ -256,8 +262,28 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     if not gpus:
         raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
     gpus_in_node_order = [n for n, kind in graph.nodes(data="kind") if kind is NodeKind.GPU]
+    fabric_set = {n for n, _ in fabric_nodes}
+    attach: list[list[tuple[str, str, int]]] = [[] for _ in range(nodes)]
+    for s, k, nic in ports:
+        attach[s].extend(
+            (nic_ids[k], v, int(d["count"])) for v, d in adj[nic].items() if v in fabric_set
+        )
+    pattern = ReplicaPattern(
+        graph,
+        nodes,
+        tuple(servers[0]),
+        tuple(n for n, _ in fabric_nodes),
+        tuple(tuple(sorted(a)) for a in attach),
+    )
     topo = Topology(
-        f"{desc.name}x{nodes}", graph, nodes, desc.description, desc.source, fabric, desc.sources
+        f"{desc.name}x{nodes}",
+        graph,
+        nodes,
+        desc.description,
+        desc.source,
+        fabric,
+        desc.sources,
+        pattern=pattern,
     )
     check_gpu_connectivity(graph, gpus_in_node_order, desc.source)
     return topo
@@ -267,23 +293,30 @@ def _replicate_server(graph: nx.Graph, desc: ServerDescription, nodes: int) -> l
     """Add servers ``0 .. nodes-1`` (node ids ``n<s>/<local id>``) to ``graph``; return each
     server's local id -> node id.
 
-    Server 0 is built from the description (:func:`add_server`); the others copy its node and
-    edge attributes with the server index and the id prefix changed, in the same order (the
-    graph, its node order and its adjacency order are those of ``nodes`` calls of
-    :func:`add_server`: a DGX A100 is 31 nodes and 45 links, 2,048 of them 92,168 edges).
+    Server 0 is built from the description (:func:`add_server`); the others copy its node
+    and edge attributes with the server index and the id prefix (:meth:`ReplicaPattern.prefix`)
+    changed, written straight into networkx's dicts in the same order (the graph, its node
+    order and its adjacency order are those of ``nodes`` calls of :func:`add_server`: a DGX
+    A100 is 31 nodes and 45 links, 2,048 of them 92,168 edges; 0.2 s CPU instead of 0.35 s
+    through ``add_nodes_from``/``add_edges_from``). Every copy owns its attribute dicts.
     """
-    first = add_server(graph, desc, 0, "n0/")
-    node_items = [(lid, graph.nodes[gid]) for lid, gid in first.items()]
-    # in the description's link order, which sets each node's adjacency order
-    edge_items = [
-        (link.a, link.b, graph.edges[first[link.a], first[link.b]]) for link in desc.links
-    ]
+    first = add_server(graph, desc, 0, ReplicaPattern.prefix(0))
+    node_store, adj = graph._node, graph._adj  # networkx's dicts (nodes; dict-of-dicts adjacency)
+    # server 0 by local id: node attributes in graph order, links in the description's order
+    # (which sets every node's adjacency order)
+    node_items = [(lid, node_store[gid]) for lid, gid in first.items()]
+    edge_items = [(link.a, link.b, adj[first[link.a]][first[link.b]]) for link in desc.links]
     servers = [first]
     for s in range(1, nodes):
-        prefix = f"n{s}/"
+        prefix = ReplicaPattern.prefix(s)
         ids = {lid: prefix + lid for lid in first}
-        graph.add_nodes_from((ids[lid], {**d, "server": s}) for lid, d in node_items)
-        graph.add_edges_from((ids[a], ids[b], d) for a, b, d in edge_items)
+        for lid, attrs in node_items:
+            gid = ids[lid]
+            node_store[gid] = {**attrs, "server": s}
+            adj[gid] = {}
+        for a, b, d in edge_items:
+            u, v = ids[a], ids[b]
+            adj[u][v] = adj[v][u] = d.copy()  # each copy owns its link's attributes
         servers.append(ids)
     return servers
 

@@ -12,6 +12,7 @@ PCIe/CPU (P2P or SHM), and the NIC closest to the GPU for inter-node traffic.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -46,6 +47,9 @@ def _route_cached(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     mapped = _route_by_symmetry(topo, src, dst)
     if mapped is not None:
         return mapped
+    crossed = _route_between_servers(topo, src, dst)
+    if crossed is not None:
+        return crossed
     adj = _adjacency(topo)
     s, d = adj.index[src], adj.index[dst]
     # Best next hop of every node towards dst, by dynamic programming over the BFS layers of
@@ -101,11 +105,17 @@ def _fabric_distance(topo: Topology, node: str) -> int:
 
 @lru_cache(maxsize=65_536)
 def _fabric_distance_of(topo: Topology, node: str) -> int:
-    adj = _adjacency(topo)
-    i = adj.index[node]
-    dist, _ = _best_paths(topo, node, adj.server[i])
+    server = server_symmetry(topo).server[node]
+    if _built_alike(topo):
+        adj = _servers_adjacency(topo, (server,))
+        i = adj.index[node]
+        dist, _ = _search(adj, i, server)
+    else:
+        adj = _adjacency(topo)
+        i = adj.index[node]
+        dist, _ = _best_paths(topo, node, server)
     best = 1 << 30
-    for name in server_symmetry(topo).by_local[adj.server[i]].values():
+    for name in server_symmetry(topo).by_local[server].values():
         j = adj.index[name]
         dj = dist[j]
         if dj < 0 or dj + 1 >= best or (j != i and not adj.transit[j]):
@@ -115,7 +125,100 @@ def _fabric_distance_of(topo: Topology, node: str) -> int:
     return best
 
 
-def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[int] | None:
+def _built_alike(topo: Topology) -> bool:
+    """Whether ``topo`` is a cluster of copies of one server on a fabric, as built
+    (:class:`~perfmodel.topology.model.ReplicaPattern`): no server links to another."""
+    return topo.pattern is not None and topo.pattern.describes(topo) and topo.num_nodes > 1
+
+
+def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...] | None:
+    """The route between nodes of two servers of a cluster built alike, searched among the two
+    servers' and the fabric's nodes only; ``None`` where that is not provably the route the
+    whole-graph search would find.
+
+    Servers of such a cluster meet only through the fabric, so a path through a third server
+    spends at least ``dist(src, fabric) + excursion + dist(fabric, dst)`` hops
+    (:func:`_route_by_symmetry`). When the route found among the two servers and the fabric is
+    shorter, every minimum-hop path, and every node one layer closer to ``dst`` along one, lies
+    among them: the BFS layers, and so the widest/lowest-latency/smallest-name choices of the
+    search, are those of the whole graph on every node the route can visit (node indices are
+    in name order in both searches). Issue 14: a route then costs a search over two servers
+    and the fabric switches (about 70 nodes for DGX A100 on rails), not the whole cluster
+    (16,000 nodes on 512 servers).
+    """
+    if not _built_alike(topo):
+        return None
+    sym = server_symmetry(topo)
+    a, b = sym.server[src], sym.server[dst]
+    if a < 0 or b < 0:
+        return None
+    adj = _servers_adjacency(topo, (a,) if a == b else (min(a, b), max(a, b)))
+    s, d = adj.index[src], adj.index[dst]
+    if a == b:  # in one server: the in-server shortcut, on the server's own nodes
+        nxt = _local_next_hops(topo, adj, s, d, lambda n, srv: _search(adj, adj.index[n], srv))
+        if nxt is None:
+            return None
+    else:
+        _, nxt = _search(adj, d, None)
+    if nxt[s] < 0:
+        return None  # the whole-graph search names the failure
+    path = [s]
+    while path[-1] != d:
+        path.append(nxt[path[-1]])
+    if a != b and len(path) - 1 >= (
+        _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst)
+    ):
+        return None
+    return tuple(adj.names[i] for i in path)
+
+
+@lru_cache(maxsize=256)
+def _servers_adjacency(topo: Topology, servers: tuple[int, ...]) -> _Adjacency:
+    """:class:`_Adjacency` of the nodes of ``servers`` and of the fabric of a cluster built
+    alike (:func:`_built_alike`), links among them only; index order is name order, as in the
+    whole graph's. Built from the server block and the fabric attachments the builder recorded
+    (:class:`~perfmodel.topology.model.ReplicaPattern`), without visiting other servers."""
+    pattern = topo.pattern
+    assert pattern is not None
+    g = topo.graph
+    adj_of = g._adj  # networkx's dict-of-dicts adjacency
+    fabric = set(pattern.fabric_nodes)
+    names = list(pattern.fabric_nodes)
+    extra: dict[str, list[str]] = {f: [v for v in adj_of[f] if v in fabric] for f in fabric}
+    for srv in servers:
+        prefix = pattern.prefix(srv)
+        names.extend(prefix + lid for lid in pattern.local_ids)
+        for lid, f, _ in pattern.attach[srv]:
+            extra[f].append(prefix + lid)
+    out = _Adjacency.__new__(_Adjacency)
+    out.names = sorted(names)
+    out.index = {n: i for i, n in enumerate(out.names)}
+    nodes = g.nodes
+    out.transit = [nodes[n]["kind"] in TRANSIT_KINDS for n in out.names]
+    out.server = [int(nodes[n]["server"]) for n in out.names]
+    out.nics = {}
+    for i, n in enumerate(out.names):
+        if nodes[n]["kind"] is NodeKind.NIC:
+            out.nics[out.server[i]] = (*out.nics.get(out.server[i], ()), i)
+    out.nbrs = []
+    for n in out.names:
+        nbr_names = extra[n] if n in fabric else adj_of[n]
+        row = []
+        for v in nbr_names:
+            data = adj_of[n][v]
+            bw = float(data["bandwidth_Bps"]) * float(data["efficiency"])
+            row.append((out.index[v], bw, float(data["latency_s"])))
+        out.nbrs.append(row)
+    return out
+
+
+def _local_next_hops(
+    topo: Topology,
+    adj: _Adjacency,
+    s: int,
+    d: int,
+    paths: Callable[[str, int], tuple[Any, Any]] | None = None,
+) -> list[int] | None:
     """Next hops computed inside one server, when that provably gives the global route.
 
     For two nodes of the same server the search can stay inside the server if every path that
@@ -123,17 +226,20 @@ def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[in
     has at least ``dist(src, nearest NIC) + 2 + dist(nearest NIC, dst)`` hops. When the
     in-server route is strictly shorter than that bound, all minimum-hop routes are in-server
     and the restricted dynamic programme picks exactly the global route. Returns ``None`` when
-    the shortcut does not apply.
+    the shortcut does not apply. ``paths(node, server)`` is the in-server search on ``adj``
+    (default: the cached :func:`_best_paths` of the whole graph's adjacency).
     """
+    if paths is None:
+        paths = lambda node, srv: _best_paths(topo, node, srv)  # noqa: E731
     server = adj.server[s]
     if topo.num_nodes <= 1 or server < 0 or adj.server[d] != server:
         return None
-    dist_d, nxt = _best_paths(topo, adj.names[d], server)
+    dist_d, nxt = paths(adj.names[d], server)
     if dist_d[s] < 0:
         return None
     nics = adj.nics.get(server, ())
     if nics:
-        dist_s, _ = _best_paths(topo, adj.names[s], server)
+        dist_s, _ = paths(adj.names[s], server)
         to_s = [dist_s[n] for n in nics if dist_s[n] >= 0]
         to_d = [dist_d[n] for n in nics if dist_d[n] >= 0]
         if to_s and to_d and dist_d[s] >= min(to_s) + 2 + min(to_d):

@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel.errors import TopologyError
-from perfmodel.topology.model import Topology
+from perfmodel.topology.model import ReplicaPattern, Topology
 
 
 def _value_key(value: Any) -> Any:
@@ -205,6 +205,16 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
     when their nodes are adjacent blocks of the sorted node names with no other node between
     (such servers, split where another node sorts between them; see the module docstring).
     """
+    pattern = topology.pattern
+    if pattern is not None and pattern.describes(topology):
+        sym = _symmetry_of_pattern(topology, pattern)
+        if sym is not None:
+            return sym
+    return _symmetry_of_graph(topology)
+
+
+def _symmetry_of_graph(topology: Topology) -> ServerSymmetry:
+    """:func:`server_symmetry` by comparing every server's nodes and links."""
     g = topology.graph
     names = sorted(g.nodes, key=str)
     rank = {n: i for i, n in enumerate(names)}
@@ -271,6 +281,96 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
     by_local: dict[int, dict[str, str]] = {
         s: {local_id[n]: n for n in nodes} for s, nodes in members.items()
     }
+    return ServerSymmetry(
+        server=server,
+        cls=cls,
+        ordered=ordered,
+        position=position,
+        by_local=by_local,
+        local_id=local_id,
+        excursion=2 if two_fabric else 3,
+        twin=twin,
+        exits=exits,
+    )
+
+
+def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerSymmetry | None:
+    """:func:`server_symmetry` of a cluster made by copying server 0 (:class:`ReplicaPattern`),
+    from how it was built: the same classes, maps and twins as :func:`_symmetry_of_graph`
+    without comparing 2,048 servers' nodes and links (issue 14).
+
+    By construction every server has server 0's signature and local-id sequence, no server
+    links to another, and each server's links leaving it are its fabric attachments
+    (:attr:`ReplicaPattern.attach`; links of one bundle size have one set of attributes), so
+    the class key of :func:`server_symmetry` is the attachment alone. Server ``s``'s nodes are
+    ``n<s>/<local id>``: each server is one block of the sorted names (``/`` sorts before the
+    digits), blocks in the name order of the prefixes; ``None`` (use the full comparison)
+    where a fabric node's name does not sort before every server's, so that no other node can
+    sort between two blocks.
+    """
+    lids = pattern.local_ids
+    n = pattern.servers
+    fabric = pattern.fabric_nodes
+    first_name = ReplicaPattern.prefix(0) + min(lids)
+    if any(not f < first_name for f in fabric):
+        return None
+    lid_order = sorted(lids)  # name order inside every block (one prefix)
+    server: dict[str, int] = {}
+    local_id: dict[str, str] = {}
+    names_of: list[list[str]] = []
+    for srv in range(n):
+        prefix = ReplicaPattern.prefix(srv)
+        names = [prefix + lid for lid in lids]
+        names_of.append(names)
+        server.update(dict.fromkeys(names, srv))
+        local_id.update(zip(names, lids, strict=True))
+    g = topology.graph
+    for f in fabric:
+        server[f] = -1
+        local_id[f] = str(g.nodes[f]["local_id"])
+    by_name = sorted(range(n), key=ReplicaPattern.prefix)  # servers in name order
+    place = {srv: i for i, srv in enumerate(by_name)}
+    two_fabric = False
+    exit_lids: dict[int, set[str]] = {}
+    shared: dict[int, set[tuple[str, str]]] = {}
+    sigs: dict[Any, list[int]] = {}
+    for srv in by_name:
+        att = pattern.attach[srv]
+        ids = [lid for lid, _, _ in att]
+        two_fabric = two_fabric or len(set(ids)) < len(ids)
+        exit_lids[srv] = set(ids)
+        attached: dict[str, set[str]] = {}
+        for lid, v, _ in att:
+            attached.setdefault(v, set()).add(lid)
+        shared[srv] = {(a, b) for ls in attached.values() for a in ls for b in ls if a < b}
+        sigs.setdefault(att, []).append(srv)
+    by_local: dict[int, dict[str, str]] = {}
+    exits: dict[int, tuple[str, ...]] = {}
+    for srv in by_name:
+        prefix = ReplicaPattern.prefix(srv)
+        by_local[srv] = {lid: prefix + lid for lid in lid_order}
+        exits[srv] = tuple(prefix + lid for lid in lid_order if lid in exit_lids[srv])
+    twin = {  # all servers are alike inside: the twin is server 0 where its exits suffice
+        srv: 0
+        for srv in by_name
+        if srv != 0 and exit_lids[srv] <= exit_lids[0] and shared[srv] <= shared[0]
+    }
+    runs: list[list[int]] = []
+    for servers in sigs.values():  # each already in name order
+        run = [servers[0]]
+        for srv in servers[1:]:
+            if place[srv] != place[run[-1]] + 1:
+                runs.append(run)  # another server sorts between: a new class
+                run = []
+            run.append(srv)
+        runs.append(run)
+    cls: dict[int, int] = {}
+    ordered: dict[int, tuple[int, ...]] = {}
+    for c, run in enumerate(r for r in runs if len(r) >= 2):
+        ordered[c] = tuple(run)
+        for srv in run:
+            cls[srv] = c
+    position = {srv: i for servers in ordered.values() for i, srv in enumerate(servers)}
     return ServerSymmetry(
         server=server,
         cls=cls,
