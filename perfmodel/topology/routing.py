@@ -132,9 +132,11 @@ def _built_alike(topo: Topology) -> bool:
 
 
 def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...] | None:
-    """The route between nodes of two servers of a cluster built alike, searched among the two
-    servers' and the fabric's nodes only; ``None`` where that is not provably the route the
-    whole-graph search would find.
+    """The route between nodes of two servers (or of one) of a cluster built alike, searched
+    among the servers' and the fabric's nodes only; ``None`` where that is not provably the
+    route the whole-graph search would find. In one server the in-server shortcut
+    (:func:`_local_next_hops`) is tried first; where its bound fails (a GPU to a NIC of
+    another PCIe switch), the search also takes the fabric, under the bound below.
 
     Servers of such a cluster meet only through the fabric, so a path through a third server
     spends at least ``dist(src, fabric) + excursion + dist(fabric, dst)`` hops
@@ -154,18 +156,18 @@ def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...
         return None
     adj = _servers_adjacency(topo, (a,) if a == b else (min(a, b), max(a, b)))
     s, d = adj.index[src], adj.index[dst]
+    nxt = None
     if a == b:  # in one server: the in-server shortcut, on the server's own nodes
         nxt = _local_next_hops(topo, adj, s, d, lambda n, srv: _search(adj, adj.index[n], srv))
-        if nxt is None:
-            return None
-    else:
+    bounded = nxt is None  # a search that may leave the server(s): check the third-server bound
+    if nxt is None:
         _, nxt = _search(adj, d, None)
     if nxt[s] < 0:
         return None  # the whole-graph search names the failure
     path = [s]
     while path[-1] != d:
         path.append(nxt[path[-1]])
-    if a != b and len(path) - 1 >= (
+    if bounded and len(path) - 1 >= (
         _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst)
     ):
         return None

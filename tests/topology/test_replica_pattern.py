@@ -85,3 +85,13 @@ def test_uniform_changes_keep_the_record_other_changes_drop_it() -> None:
     assert changed.pattern is not None and not changed.pattern.describes(changed)
     # server 1 differs; 0 and 2 are alike but n1/ sorts between them: no class
     assert server_symmetry(changed).cls == {}
+
+
+def test_connectivity_proved_from_the_copies() -> None:
+    # a cluster whose copies are disconnected is not proved and the whole-graph check names
+    # the GPU: test_cluster_template.py::test_disconnected_gpu_of_a_cluster_is_named
+    from perfmodel.topology.builders import _copies_connected
+
+    for system, nodes, fabric in CASES:
+        topo = load_system(system, nodes=nodes, fabric_topology=fabric)
+        assert topo.pattern is not None and _copies_connected(topo.graph, topo.pattern)
