@@ -123,6 +123,16 @@ class Topology:
     @cached_property
     def gpus(self) -> tuple[str, ...]:
         """GPU node ids in global rank order (server, then local GPU index)."""
+        p = self.pattern
+        if p is not None and p.describes(self):  # server 0's order, in every copy
+            first = p.prefix(0)
+            nodes = self.graph.nodes
+            local = sorted(
+                (nodes[first + lid]["gpu_index"], i, lid)
+                for i, lid in enumerate(p.local_ids)
+                if nodes[first + lid]["kind"] is NodeKind.GPU
+            )
+            return tuple(p.prefix(s) + lid for s in range(p.servers) for _, _, lid in local)
         keyed = [
             ((d["server"], d["gpu_index"]), i, n)
             for i, (n, d) in enumerate(self.graph.nodes(data=True))
@@ -142,6 +152,15 @@ class Topology:
             s = self.graph.nodes[n]["server"]
             counts[s] = counts.get(s, 0) + 1
         return max(counts.values())
+
+    def server_nodes(self, server: int) -> list[str]:
+        """Nodes of server ``server`` in graph order (read off the build pattern where there
+        is one, instead of a pass over every node)."""
+        p = self.pattern
+        if p is not None and p.describes(self) and 0 <= server < p.servers:
+            prefix = p.prefix(server)
+            return [prefix + lid for lid in p.local_ids]
+        return [n for n, s in self.graph.nodes(data="server") if s == server]
 
     def server_of(self, node: str) -> int:
         """Server index of a node (``-1`` for fabric switches)."""

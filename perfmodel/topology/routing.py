@@ -12,7 +12,7 @@ PCIe/CPU (P2P or SHM), and the NIC closest to the GPU for inter-node traffic.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -433,6 +433,12 @@ def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     throwaway topology (:func:`~perfmodel.topology.importers.nccl_p2p_level_denied`) that
     the caches, keyed on the object, would otherwise keep alive. The same route as
     :func:`route` (one server: no symmetry, the scalar search of :func:`_best_paths`)."""
+    return uncached_routes(topo, [(src, dst)])[0]
+
+
+def uncached_routes(topo: Topology, pairs: Iterable[tuple[str, str]]) -> list[tuple[str, ...]]:
+    """:func:`uncached_route` of every ``(src, dst)`` pair, on one adjacency and one search
+    per destination."""
     if topo.num_nodes > 1:
         raise ConfigError(
             f"uncached_route: {topo.name} has {topo.num_nodes} servers; expected one",
@@ -440,16 +446,22 @@ def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
             where=topo.name,
         )
     adj = _Adjacency(topo)
-    s, d = adj.index[src], adj.index[dst]
-    _, nxt = _search(adj, d, None)
-    if nxt[s] < 0:
-        raise TopologyError(
-            f"no route from {src} to {dst} in {topo.name}", value=(src, dst), where=topo.name
-        )
-    path = [s]
-    while path[-1] != d:
-        path.append(nxt[path[-1]])
-    return tuple(adj.names[i] for i in path)
+    searched: dict[int, list[int]] = {}
+    out = []
+    for src, dst in pairs:
+        s, d = adj.index[src], adj.index[dst]
+        nxt = searched.get(d)
+        if nxt is None:
+            nxt = searched[d] = _search(adj, d, None)[1]
+        if nxt[s] < 0:
+            raise TopologyError(
+                f"no route from {src} to {dst} in {topo.name}", value=(src, dst), where=topo.name
+            )
+        path = [s]
+        while path[-1] != d:
+            path.append(nxt[path[-1]])
+        out.append(tuple(adj.names[i] for i in path))
+    return out
 
 
 def path_edges(path: tuple[str, ...]) -> list[tuple[str, str]]:
