@@ -973,10 +973,13 @@ def with_nccl_p2p_rule(
     level = nccl_p2p_level(release, host, base.gpus_per_node if base.gpus else 0)
     pairs: list[tuple[str, str]] = []
     if level is not None:
-        stated = {str(g.nodes[n]["local_id"]) for n in base.gpus if "p2p" in g.nodes[n]}
+        probe = base.gpus  # by local id; where servers are copies, server 0 says it for all
+        if base.pattern is not None and base.pattern.describes(base):
+            probe = probe[: base.gpus_per_node]
+        stated = {str(g.nodes[n]["local_id"]) for n in probe if "p2p" in g.nodes[n]}
         had = {
             (str(g.nodes[n]["local_id"]), x)
-            for n in base.gpus
+            for n in probe
             for x in g.nodes[n].get("p2p_denied", ())
         }
         pairs = [

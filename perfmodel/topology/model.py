@@ -147,6 +147,9 @@ class Topology:
     @cached_property
     def gpus_per_node(self) -> int:
         """GPUs in each server (the largest count if servers differ)."""
+        p = self.pattern
+        if p is not None and p.describes(self):  # every server is a copy of server 0
+            return len(self.gpus) // p.servers
         counts: dict[int, int] = {}
         for n in self.gpus:
             s = self.graph.nodes[n]["server"]
@@ -174,9 +177,18 @@ class Topology:
                 f"{node!r} is not a GPU of system {self.name}", value=node, where=self.name
             )
         model = self.graph.nodes[node]["model"]
-        if model in self.device_specs:
-            return self.device_specs[model]
-        return get_gpu(model)
+        spec = self._spec_of_model.get(model)
+        if spec is None:
+            spec = self._spec_of_model[model] = (
+                self.device_specs[model] if model in self.device_specs else get_gpu(model)
+            )
+        return spec
+
+    @cached_property
+    def _spec_of_model(self) -> dict[str, GPUSpec]:
+        """Specs looked up so far, by model name: one catalogue lookup per model, not per GPU
+        (every GPU of a 16,384-GPU cluster asks)."""
+        return {}
 
     def cpu_spec(self, cpu: str | None = None) -> CPUSpec | None:
         """Catalogue spec of CPU node ``cpu`` (default: the first CPU), or ``None`` when the

@@ -95,3 +95,14 @@ def test_connectivity_proved_from_the_copies() -> None:
     for system, nodes, fabric in CASES:
         topo = load_system(system, nodes=nodes, fabric_topology=fabric)
         assert topo.pattern is not None and _copies_connected(topo.graph, topo.pattern)
+
+
+@pytest.mark.parametrize(("system", "nodes", "fabric"), CASES)
+def test_rank_order_and_server_nodes_from_the_build(
+    system: str, nodes: int, fabric: str | None
+) -> None:
+    topo = load_system(system, nodes=nodes, fabric_topology=fabric)
+    full = _full(topo)
+    assert topo.gpus == full.gpus and topo.gpus_per_node == full.gpus_per_node
+    for s in (0, nodes - 1, -1):
+        assert topo.server_nodes(s) == full.server_nodes(s)
