@@ -32,7 +32,7 @@ one server or two), and the group analyses, ring packings and point-to-point rou
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -119,6 +119,8 @@ class ServerSymmetry:
     excursion: int
     twin: dict[int, int]
     exits: dict[int, tuple[str, ...]]
+    _twin_maps: dict[int, dict[str, str]] = field(default_factory=dict, repr=False)
+    """:meth:`twin_map`'s answers so far (shared with the callers: read only)."""
 
     def server_map(self, servers: Iterable[int]) -> dict[int, int] | None:
         """Order-preserving map of the distinct ``servers`` onto the first servers of their
@@ -162,27 +164,48 @@ class ServerSymmetry:
         the endpoints' servers and of the fabric (module docstring); both endpoints may be in
         one server."""
         a, b = self.server[src], self.server[dst]
-        if a < 0 or b < 0:
+        ca, cb = self.cls.get(a), self.cls.get(b)
+        if ca is None or cb is None:  # outside the classes (fabric nodes: server -1)
             return None
-        smap = self.server_map((a, b))
-        if smap is None or all(k == v for k, v in smap.items()):
+        # server_map((a, b)), written out for one or two servers (issue 14: 16,000 calls for
+        # the rings of 16,384 GPUs)
+        if a == b:
+            smap = {a: self.ordered[ca][0]}
+        elif ca != cb:
+            smap = {a: self.ordered[ca][0], b: self.ordered[cb][0]}
+        else:
+            first, second = (a, b) if self.position[a] < self.position[b] else (b, a)
+            smap = {first: self.ordered[ca][0], second: self.ordered[ca][1]}
+        if all(k == v for k, v in smap.items()):
             return None
+        by_local, local_id = self.by_local, self.local_id
         try:
-            path = search(self.map_node(src, smap), self.map_node(dst, smap))
+            path = search(by_local[smap[a]][local_id[src]], by_local[smap[b]][local_id[dst]])
         except TopologyError:
             return None
         if path is None:
             return None
         back = {t: s for s, t in smap.items()}
-        return tuple(self.map_node(n, back) for n in path)
+        server = self.server
+        out = []
+        for n in path:
+            t = back.get(server[n])
+            out.append(n if t is None else by_local[t][local_id[n]])
+        return tuple(out)
 
     def twin_map(self, server: int) -> dict[str, str] | None:
         """``{node of server: node of the same local id in its inside twin}`` (:attr:`twin`),
         or ``None`` where the server has no twin but itself. Exact for a computation on the
         server's own nodes and links that provably stays inside the server (names inside a
-        server sort alike in both: the same local-id sequence in name order)."""
+        server sort alike in both: the same local-id sequence in name order). The map is
+        made once per server and shared between callers: read it, do not change it."""
         t = self.twin.get(server)
-        return None if t is None else self.node_map({server: t})
+        if t is None:
+            return None
+        fwd = self._twin_maps.get(server)
+        if fwd is None:  # one map per server (issue 14: asked 16 times per server)
+            fwd = self._twin_maps[server] = self.node_map({server: t})
+        return fwd
 
     def node_map(self, smap: dict[int, int]) -> dict[str, str]:
         """``{node: image}`` for every node of the servers in ``smap`` (by local id)."""
