@@ -178,40 +178,31 @@ def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...
 def _servers_adjacency(topo: Topology, servers: tuple[int, ...]) -> _Adjacency:
     """:class:`_Adjacency` of the nodes of ``servers`` and of the fabric of a cluster built
     alike (:func:`_built_alike`), links among them only; index order is name order, as in the
-    whole graph's. Built from the server block and the fabric attachments the builder recorded
-    (:class:`~perfmodel.topology.model.ReplicaPattern`), without visiting other servers."""
+    whole graph's. Built from the server blocks and the fabric attachments the builder
+    recorded (:class:`~perfmodel.topology.model.ReplicaPattern`), without visiting other
+    servers."""
     pattern = topo.pattern
     assert pattern is not None
-    g = topo.graph
-    adj_of = g._adj  # networkx's dict-of-dicts adjacency
-    fabric = set(pattern.fabric_nodes)
-    names = list(pattern.fabric_nodes)
-    extra: dict[str, list[str]] = {f: [v for v in adj_of[f] if v in fabric] for f in fabric}
+    extra = {f: list(nbrs) for f, nbrs in _fabric_core(topo).items()}
+    nodes = list(pattern.fabric_nodes)
     for srv in servers:
         prefix = pattern.prefix(srv)
-        names.extend(prefix + lid for lid in pattern.local_ids)
+        nodes.extend(prefix + lid for lid in pattern.local_ids)
         for lid, f, _ in pattern.attach[srv]:
             extra[f].append(prefix + lid)
-    out = _Adjacency.__new__(_Adjacency)
-    out.names = sorted(names)
-    out.index = {n: i for i, n in enumerate(out.names)}
-    nodes = g.nodes
-    out.transit = [nodes[n]["kind"] in TRANSIT_KINDS for n in out.names]
-    out.server = [int(nodes[n]["server"]) for n in out.names]
-    out.nics = {}
-    for i, n in enumerate(out.names):
-        if nodes[n]["kind"] is NodeKind.NIC:
-            out.nics[out.server[i]] = (*out.nics.get(out.server[i], ()), i)
-    out.nbrs = []
-    for n in out.names:
-        nbr_names = extra[n] if n in fabric else adj_of[n]
-        row = []
-        for v in nbr_names:
-            data = adj_of[n][v]
-            bw = float(data["bandwidth_Bps"]) * float(data["efficiency"])
-            row.append((out.index[v], bw, float(data["latency_s"])))
-        out.nbrs.append(row)
-    return out
+    adj_of = topo.graph._adj  # a server node's links stay in its server or go to the fabric
+    return _Adjacency(topo, nodes, lambda n: extra[n] if n in extra else adj_of[n])
+
+
+@lru_cache(maxsize=64)
+def _fabric_core(topo: Topology) -> dict[str, tuple[str, ...]]:
+    """``{fabric node: its fabric neighbours}`` of a cluster built alike (one pass over the
+    switches' ports, kept for every server pair's :func:`_servers_adjacency`)."""
+    pattern = topo.pattern
+    assert pattern is not None
+    fabric = set(pattern.fabric_nodes)
+    adj_of = topo.graph._adj
+    return {f: tuple(v for v in adj_of[f] if v in fabric) for f in pattern.fabric_nodes}
 
 
 def _local_next_hops(
@@ -251,13 +242,24 @@ def _local_next_hops(
 
 class _Adjacency:
     """Integer-indexed adjacency of a topology graph (node names sorted, so index order is name
-    order): ``nbrs[i]`` = list of ``(j, effective bandwidth, latency)``; ``transit[i]``."""
+    order): ``nbrs[i]`` = list of ``(j, effective bandwidth, latency)``; ``transit[i]``.
+
+    With ``nodes`` and ``neighbours``: the adjacency of those nodes and, for each, the links
+    to the neighbours ``neighbours(node)`` names (all among ``nodes``). The searches pick
+    among neighbours by a total order (width, latency, index), so their answers do not depend
+    on the order of a node's neighbour list.
+    """
 
     __slots__ = ("index", "names", "nbrs", "nics", "server", "transit")
 
-    def __init__(self, topo: Topology) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        nodes: Iterable[str] | None = None,
+        neighbours: Callable[[str], Iterable[str]] | None = None,
+    ) -> None:
         g = topo.graph
-        self.names = sorted(g.nodes)
+        self.names = sorted(g.nodes if nodes is None else nodes)
         self.index = {n: i for i, n in enumerate(self.names)}
         self.transit = [g.nodes[n]["kind"] in TRANSIT_KINDS for n in self.names]
         self.server = [int(g.nodes[n]["server"]) for n in self.names]
@@ -266,12 +268,23 @@ class _Adjacency:
             if g.nodes[n]["kind"] is NodeKind.NIC:
                 self.nics[self.server[i]] = (*self.nics.get(self.server[i], ()), i)
         self.nbrs: list[list[tuple[int, float, float]]] = [[] for _ in self.names]
-        for u, v, data in g.edges(data=True):
-            bw = float(data["bandwidth_Bps"]) * float(data["efficiency"])
-            lat = float(data["latency_s"])
-            iu, iv = self.index[u], self.index[v]
-            self.nbrs[iu].append((iv, bw, lat))
-            self.nbrs[iv].append((iu, bw, lat))
+        if neighbours is None:
+            for u, v, data in g.edges(data=True):
+                bw, lat = _goodput_latency(data)
+                iu, iv = self.index[u], self.index[v]
+                self.nbrs[iu].append((iv, bw, lat))
+                self.nbrs[iv].append((iu, bw, lat))
+            return
+        adj_of = g._adj  # networkx's dict-of-dicts adjacency
+        for i, n in enumerate(self.names):
+            row = self.nbrs[i]
+            for v in neighbours(n):
+                row.append((self.index[v], *_goodput_latency(adj_of[n][v])))
+
+
+def _goodput_latency(data: dict[str, Any]) -> tuple[float, float]:
+    """A link's effective bandwidth (``bandwidth_Bps * efficiency``, bytes/s) and latency (s)."""
+    return float(data["bandwidth_Bps"]) * float(data["efficiency"]), float(data["latency_s"])
 
 
 @lru_cache(maxsize=64)
