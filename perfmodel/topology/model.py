@@ -172,11 +172,12 @@ class Topology:
     def gpu_spec(self, gpu: str | None = None) -> GPUSpec:
         """GPU model of ``gpu`` (default: the first GPU; systems are usually homogeneous)."""
         node = self.gpus[0] if gpu is None else gpu
-        if node not in self.graph or self.graph.nodes[node]["kind"] is not NodeKind.GPU:
+        data = self.graph._node.get(node)  # networkx's node dict (every GPU of a cluster asks)
+        if data is None or data["kind"] is not NodeKind.GPU:
             raise ConfigError(
                 f"{node!r} is not a GPU of system {self.name}", value=node, where=self.name
             )
-        model = self.graph.nodes[node]["model"]
+        model = data["model"]
         spec = self._spec_of_model.get(model)
         if spec is None:
             spec = self._spec_of_model[model] = (
@@ -218,7 +219,7 @@ class Topology:
     def p2p_capable(self, gpu: str) -> bool:
         """Whether GPU ``gpu`` may use PCIe peer-to-peer: its node's ``p2p`` attribute, else its
         model's ``pcie_p2p`` (see :mod:`perfmodel.topology.schema`)."""
-        flag = self.graph.nodes[gpu].get("p2p")
+        flag = self.graph._node[gpu].get("p2p")
         if flag is not None:
             return bool(flag)
         return self.gpu_spec(gpu).pcie_p2p

@@ -340,11 +340,9 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
     lid_order = sorted(lids)  # name order inside every block (one prefix)
     server: dict[str, int] = {}
     local_id: dict[str, str] = {}
-    names_of: list[list[str]] = []
     for srv in range(n):
         prefix = ReplicaPattern.prefix(srv)
         names = [prefix + lid for lid in lids]
-        names_of.append(names)
         server.update(dict.fromkeys(names, srv))
         local_id.update(zip(names, lids, strict=True))
     g = topology.graph
@@ -356,17 +354,20 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
     two_fabric = False
     exit_lids: dict[int, set[str]] = {}
     shared: dict[int, set[tuple[str, str]]] = {}
-    sigs: dict[Any, list[int]] = {}
+    sigs: dict[Any, list[int]] = {}  # servers by attachment (on rails: one for all)
     for srv in by_name:
-        att = pattern.attach[srv]
+        sigs.setdefault(pattern.attach[srv], []).append(srv)
+    for att, servers in sigs.items():
         ids = [lid for lid, _, _ in att]
         two_fabric = two_fabric or len(set(ids)) < len(ids)
-        exit_lids[srv] = set(ids)
         attached: dict[str, set[str]] = {}
         for lid, v, _ in att:
             attached.setdefault(v, set()).add(lid)
-        shared[srv] = {(a, b) for ls in attached.values() for a in ls for b in ls if a < b}
-        sigs.setdefault(att, []).append(srv)
+        exits_here = set(ids)
+        pairs = {(a, b) for ls in attached.values() for a in ls for b in ls if a < b}
+        for srv in servers:
+            exit_lids[srv] = exits_here
+            shared[srv] = pairs
     by_local: dict[int, dict[str, str]] = {}
     exits: dict[int, tuple[str, ...]] = {}
     for srv in by_name:
