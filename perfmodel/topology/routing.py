@@ -105,15 +105,15 @@ def _fabric_distance(topo: Topology, node: str) -> int:
 
 @lru_cache(maxsize=65_536)
 def _fabric_distance_of(topo: Topology, node: str) -> int:
-    server = server_symmetry(topo).server[node]
+    sym = server_symmetry(topo)
+    server = sym.server[node]
     if _built_alike(topo):
-        adj = _servers_adjacency(topo, (server,))
-        i = adj.index[node]
-        dist, _ = _search(adj, i, server)
-    else:
-        adj = _adjacency(topo)
-        i = adj.index[node]
-        dist, _ = _best_paths(topo, node, server)
+        assert topo.pattern is not None
+        exits = frozenset(lid for lid, _, _ in topo.pattern.attach[server])
+        return _block_fabric_distance(topo, sym.local_id[node], exits)
+    adj = _adjacency(topo)
+    i = adj.index[node]
+    dist, _ = _best_paths(topo, node, server)
     best = 1 << 30
     for name in server_symmetry(topo).by_local[server].values():
         j = adj.index[name]
@@ -127,8 +127,13 @@ def _fabric_distance_of(topo: Topology, node: str) -> int:
 
 def _built_alike(topo: Topology) -> bool:
     """Whether ``topo`` is a cluster of copies of one server on a fabric, as built
-    (:class:`~perfmodel.topology.model.ReplicaPattern`): no server links to another."""
-    return topo.pattern is not None and topo.pattern.describes(topo) and topo.num_nodes > 1
+    (:class:`~perfmodel.topology.model.ReplicaPattern`): no server links to another, and the
+    fabric's node names sort before every server's (``fabric/...`` before ``n<s>/...``), so
+    that a server block's indices follow the fabric's (:func:`_servers_adjacency`)."""
+    p = topo.pattern
+    if p is None or not p.describes(topo) or topo.num_nodes <= 1:
+        return False
+    return not p.fabric_nodes or max(p.fabric_nodes) < p.prefix(0) + min(p.local_ids)
 
 
 def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...] | None:
@@ -178,31 +183,110 @@ def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...
 def _servers_adjacency(topo: Topology, servers: tuple[int, ...]) -> _Adjacency:
     """:class:`_Adjacency` of the nodes of ``servers`` and of the fabric of a cluster built
     alike (:func:`_built_alike`), links among them only; index order is name order, as in the
-    whole graph's. Built from the server blocks and the fabric attachments the builder
-    recorded (:class:`~perfmodel.topology.model.ReplicaPattern`), without visiting other
-    servers."""
+    whole graph's. Assembled from the fabric's own links (:func:`_fabric_part`), server 0's
+    block with its index shifted (every server is a copy of it) and the fabric attachments
+    the builder recorded (:class:`~perfmodel.topology.model.ReplicaPattern`), without
+    visiting other servers: a fat tree of 2,048 DGX A100 has 821 switches, whose rows are
+    copied rather than rebuilt for every server pair."""
     pattern = topo.pattern
     assert pattern is not None
-    extra = {f: list(nbrs) for f, nbrs in _fabric_core(topo).items()}
-    nodes = list(pattern.fabric_nodes)
-    for srv in servers:
+    fab_names, fab_transit, fab_rows = _fabric_part(topo)
+    lid_order, blk_transit, blk_nics, blk_rows = _server_block(topo)
+    fab_index = {f: i for i, f in enumerate(fab_names)}
+    out = _Adjacency.__new__(_Adjacency)
+    blocks = sorted(set(servers), key=pattern.prefix)  # fabric names sort first (_fabric_part)
+    size = len(lid_order)
+    base = len(fab_names)
+    out.names = list(fab_names)
+    out.transit = list(fab_transit)
+    out.server = [-1] * base
+    out.nics = {}
+    out.nbrs = [list(row) for row in fab_rows]
+    adj_of = topo.graph._adj
+    for k, srv in enumerate(blocks):
+        off = base + k * size
         prefix = pattern.prefix(srv)
-        nodes.extend(prefix + lid for lid in pattern.local_ids)
+        out.names.extend(prefix + lid for lid in lid_order)
+        out.transit.extend(blk_transit)
+        out.server.extend([srv] * size)
+        if blk_nics:
+            out.nics[srv] = tuple(off + j for j in blk_nics)
+        rows = [[(off + j, bw, lat) for j, bw, lat in row] for row in blk_rows]
+        pos = {lid: j for j, lid in enumerate(lid_order)}
         for lid, f, _ in pattern.attach[srv]:
-            extra[f].append(prefix + lid)
-    adj_of = topo.graph._adj  # a server node's links stay in its server or go to the fabric
-    return _Adjacency(topo, nodes, lambda n: extra[n] if n in extra else adj_of[n])
+            bw, lat = _goodput_latency(adj_of[prefix + lid][f])
+            rows[pos[lid]].append((fab_index[f], bw, lat))
+            out.nbrs[fab_index[f]].append((off + pos[lid], bw, lat))
+        out.nbrs.extend(rows)
+    out.index = {n: i for i, n in enumerate(out.names)}
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _block_fabric_distance(topo: Topology, lid: str, exits: frozenset[str]) -> int:
+    """:func:`_fabric_distance_of` in a cluster built alike: searched in server 0's block
+    (every server is a copy), the nodes with local ids ``exits`` having a link to the fabric
+    (a server's :attr:`~perfmodel.topology.model.ReplicaPattern.attach`)."""
+    lids, transit, _, rows = _server_block(topo)
+    block = _Adjacency.__new__(_Adjacency)
+    block.names, block.transit, block.server = lids, transit, [0] * len(lids)
+    block.nbrs = rows
+    i = lids.index(lid)
+    dist, _ = _search(block, i, 0)
+    best = 1 << 30
+    for j, x in enumerate(lids):
+        if x in exits and dist[j] >= 0 and (j == i or transit[j]):
+            best = min(best, dist[j] + 1)
+    return best
 
 
 @lru_cache(maxsize=64)
-def _fabric_core(topo: Topology) -> dict[str, tuple[str, ...]]:
-    """``{fabric node: its fabric neighbours}`` of a cluster built alike (one pass over the
-    switches' ports, kept for every server pair's :func:`_servers_adjacency`)."""
+def _fabric_part(
+    topo: Topology,
+) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[tuple[tuple[int, float, float], ...], ...]]:
+    """The fabric of a cluster built alike in name order: names, transit flags and the rows of
+    its links among fabric nodes (one pass over the switches' ports per topology)."""
     pattern = topo.pattern
     assert pattern is not None
-    fabric = set(pattern.fabric_nodes)
-    adj_of = topo.graph._adj
-    return {f: tuple(v for v in adj_of[f] if v in fabric) for f in pattern.fabric_nodes}
+    names = tuple(sorted(pattern.fabric_nodes))
+    index = {f: i for i, f in enumerate(names)}
+    nodes, adj_of = topo.graph.nodes, topo.graph._adj
+    rows = tuple(
+        tuple((index[v], *_goodput_latency(d)) for v, d in adj_of[f].items() if v in index)
+        for f in names
+    )
+    return names, tuple(nodes[f]["kind"] in TRANSIT_KINDS for f in names), rows
+
+
+@lru_cache(maxsize=64)
+def _server_block(
+    topo: Topology,
+) -> tuple[
+    tuple[str, ...],
+    tuple[bool, ...],
+    tuple[int, ...],
+    tuple[tuple[tuple[int, float, float], ...], ...],
+]:
+    """Server 0 of a cluster built alike, by local id in name order: local ids, transit flags,
+    positions of its NICs and the rows of its links inside the server (positions in the
+    block). Every server is a copy of it."""
+    pattern = topo.pattern
+    assert pattern is not None
+    prefix = pattern.prefix(0)
+    lids = tuple(sorted(pattern.local_ids))
+    pos = {lid: j for j, lid in enumerate(lids)}
+    nodes, adj_of = topo.graph.nodes, topo.graph._adj
+    kinds = [nodes[prefix + lid]["kind"] for lid in lids]
+    rows = tuple(
+        tuple(
+            (pos[v[len(prefix) :]], *_goodput_latency(d))
+            for v, d in adj_of[prefix + lid].items()
+            if v.startswith(prefix)
+        )
+        for lid in lids
+    )
+    nics = tuple(j for j, k in enumerate(kinds) if k is NodeKind.NIC)
+    return lids, tuple(k in TRANSIT_KINDS for k in kinds), nics, rows
 
 
 def _local_next_hops(
@@ -243,23 +327,14 @@ def _local_next_hops(
 class _Adjacency:
     """Integer-indexed adjacency of a topology graph (node names sorted, so index order is name
     order): ``nbrs[i]`` = list of ``(j, effective bandwidth, latency)``; ``transit[i]``.
-
-    With ``nodes`` and ``neighbours``: the adjacency of those nodes and, for each, the links
-    to the neighbours ``neighbours(node)`` names (all among ``nodes``). The searches pick
-    among neighbours by a total order (width, latency, index), so their answers do not depend
-    on the order of a node's neighbour list.
-    """
+    The searches pick among neighbours by a total order (width, latency, index), so their
+    answers do not depend on the order of a node's neighbour list."""
 
     __slots__ = ("index", "names", "nbrs", "nics", "server", "transit")
 
-    def __init__(
-        self,
-        topo: Topology,
-        nodes: Iterable[str] | None = None,
-        neighbours: Callable[[str], Iterable[str]] | None = None,
-    ) -> None:
+    def __init__(self, topo: Topology) -> None:
         g = topo.graph
-        self.names = sorted(g.nodes if nodes is None else nodes)
+        self.names = sorted(g.nodes)
         self.index = {n: i for i, n in enumerate(self.names)}
         self.transit = [g.nodes[n]["kind"] in TRANSIT_KINDS for n in self.names]
         self.server = [int(g.nodes[n]["server"]) for n in self.names]
@@ -268,18 +343,11 @@ class _Adjacency:
             if g.nodes[n]["kind"] is NodeKind.NIC:
                 self.nics[self.server[i]] = (*self.nics.get(self.server[i], ()), i)
         self.nbrs: list[list[tuple[int, float, float]]] = [[] for _ in self.names]
-        if neighbours is None:
-            for u, v, data in g.edges(data=True):
-                bw, lat = _goodput_latency(data)
-                iu, iv = self.index[u], self.index[v]
-                self.nbrs[iu].append((iv, bw, lat))
-                self.nbrs[iv].append((iu, bw, lat))
-            return
-        adj_of = g._adj  # networkx's dict-of-dicts adjacency
-        for i, n in enumerate(self.names):
-            row = self.nbrs[i]
-            for v in neighbours(n):
-                row.append((self.index[v], *_goodput_latency(adj_of[n][v])))
+        for u, v, data in g.edges(data=True):
+            bw, lat = _goodput_latency(data)
+            iu, iv = self.index[u], self.index[v]
+            self.nbrs[iu].append((iv, bw, lat))
+            self.nbrs[iv].append((iu, bw, lat))
 
 
 def _goodput_latency(data: dict[str, Any]) -> tuple[float, float]:
