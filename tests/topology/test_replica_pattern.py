@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import pickle
 
 import pytest
 
@@ -79,6 +80,8 @@ def test_uniform_changes_keep_the_record_other_changes_drop_it() -> None:
     _same_symmetry(server_symmetry(denied), _symmetry_of_graph(denied))
     off = topo.with_p2p(False)
     assert off.pattern is not None and off.pattern.describes(off)
+    sent = pickle.loads(pickle.dumps(topo))  # a worker process gets the record with its graph
+    assert sent.pattern is not None and sent.pattern.describes(sent)
     g = topo.graph.copy()  # one server changed: the record no longer describes the graph
     g.edges["n1/gpu0", "n1/nvswitch0"]["count"] = 1
     changed = dataclasses.replace(topo, graph=g)
