@@ -803,9 +803,9 @@ class HostCpu(str, enum.Enum):
         """The family of the first server's CPUs (their first stated ``model``)."""
         g = topo.graph
         first = topo.server_of(topo.gpus[0]) if topo.gpus else 0
-        for n in sorted(topo.nodes_of_kind(NodeKind.CPU)):
+        for n in sorted(n for n in topo.server_nodes(first) if g.nodes[n]["kind"] is NodeKind.CPU):
             model = g.nodes[n].get("model")
-            if topo.server_of(n) == first and model:
+            if model:
                 return cls.from_text(str(model))
         return cls.UNKNOWN
 
@@ -910,25 +910,23 @@ def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple
     such a pair would travel the PCIe route across both CPUs, a path NCCL never uses. Those
     pairs stay denied (host memory), as NCCL 2.7 and earlier have them, in every release.
     """
-    from perfmodel.topology.routing import uncached_route
+    from perfmodel.topology.routing import uncached_routes
 
     if max_cpus is None or not topo.gpus:
         return []
     first = topo.server_of(topo.gpus[0])
     g = topo.graph
-    local = g.subgraph(n for n in g if g.nodes[n]["server"] == first)
+    local = g.subgraph(topo.server_nodes(first))
     one = Topology(topo.name, nx.Graph(local), source=topo.source)
     gpus = list(one.gpus)
+    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1 :]]
     out = []
-    for i, a in enumerate(gpus):
-        for b in gpus[i + 1 :]:
-            path = uncached_route(one, a, b)  # `one` is thrown away: keep it out of the caches
-            if not any(
-                g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)
-            ):
-                continue
-            if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
-                out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
+    # `one` is thrown away: keep it out of the caches
+    for (a, b), path in zip(pairs, uncached_routes(one, pairs), strict=True):
+        if not any(g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)):
+            continue
+        if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
+            out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
     return out
 
 
@@ -965,7 +963,9 @@ def with_nccl_p2p_rule(
                         g.nodes[n]["p2p_denied"] = left
                     else:
                         del g.nodes[n]["p2p_denied"]
-    base = dataclasses.replace(topo, graph=g, meta=dict(topo.meta))
+    base = dataclasses.replace(
+        topo, graph=g, meta=dict(topo.meta), pattern=topo._pattern_on(g)
+    )  # the stale pairs are stripped alike in every server (by local id)
     if host is None:
         host = HostCpu.of(base)
         if host is HostCpu.UNKNOWN and isinstance(previous, dict):
@@ -973,10 +973,13 @@ def with_nccl_p2p_rule(
     level = nccl_p2p_level(release, host, base.gpus_per_node if base.gpus else 0)
     pairs: list[tuple[str, str]] = []
     if level is not None:
-        stated = {str(g.nodes[n]["local_id"]) for n in base.gpus if "p2p" in g.nodes[n]}
+        probe = base.gpus  # by local id; where servers are copies, server 0 says it for all
+        if base.pattern is not None and base.pattern.describes(base):
+            probe = probe[: base.gpus_per_node]
+        stated = {str(g.nodes[n]["local_id"]) for n in probe if "p2p" in g.nodes[n]}
         had = {
             (str(g.nodes[n]["local_id"]), x)
-            for n in base.gpus
+            for n in probe
             for x in g.nodes[n].get("p2p_denied", ())
         }
         pairs = [

@@ -12,6 +12,7 @@ PCIe/CPU (P2P or SHM), and the NIC closest to the GPU for inter-node traffic.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -46,6 +47,9 @@ def _route_cached(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     mapped = _route_by_symmetry(topo, src, dst)
     if mapped is not None:
         return mapped
+    crossed = _route_between_servers(topo, src, dst)
+    if crossed is not None:
+        return crossed
     adj = _adjacency(topo)
     s, d = adj.index[src], adj.index[dst]
     # Best next hop of every node towards dst, by dynamic programming over the BFS layers of
@@ -101,11 +105,17 @@ def _fabric_distance(topo: Topology, node: str) -> int:
 
 @lru_cache(maxsize=65_536)
 def _fabric_distance_of(topo: Topology, node: str) -> int:
+    sym = server_symmetry(topo)
+    server = sym.server[node]
+    if _built_alike(topo):
+        assert topo.pattern is not None
+        exits = frozenset(lid for lid, _, _ in topo.pattern.attach[server])
+        return _block_fabric_distance(topo, sym.local_id[node], exits)
     adj = _adjacency(topo)
     i = adj.index[node]
-    dist, _ = _best_paths(topo, node, adj.server[i])
+    dist, _ = _best_paths(topo, node, server)
     best = 1 << 30
-    for name in server_symmetry(topo).by_local[adj.server[i]].values():
+    for name in server_symmetry(topo).by_local[server].values():
         j = adj.index[name]
         dj = dist[j]
         if dj < 0 or dj + 1 >= best or (j != i and not adj.transit[j]):
@@ -115,7 +125,177 @@ def _fabric_distance_of(topo: Topology, node: str) -> int:
     return best
 
 
-def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[int] | None:
+def _built_alike(topo: Topology) -> bool:
+    """Whether ``topo`` is a cluster of copies of one server on a fabric, as built
+    (:class:`~perfmodel.topology.model.ReplicaPattern`): no server links to another, and the
+    fabric's node names sort before every server's (``fabric/...`` before ``n<s>/...``), so
+    that a server block's indices follow the fabric's (:func:`_servers_adjacency`)."""
+    p = topo.pattern
+    if p is None or not p.describes(topo) or topo.num_nodes <= 1:
+        return False
+    return not p.fabric_nodes or max(p.fabric_nodes) < p.prefix(0) + min(p.local_ids)
+
+
+def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...] | None:
+    """The route between nodes of two servers (or of one) of a cluster built alike, searched
+    among the servers' and the fabric's nodes only; ``None`` where that is not provably the
+    route the whole-graph search would find. In one server the in-server shortcut
+    (:func:`_local_next_hops`) is tried first; where its bound fails (a GPU to a NIC of
+    another PCIe switch), the search also takes the fabric, under the bound below.
+
+    Servers of such a cluster meet only through the fabric, so a path through a third server
+    spends at least ``dist(src, fabric) + excursion + dist(fabric, dst)`` hops
+    (:func:`_route_by_symmetry`). When the route found among the two servers and the fabric is
+    shorter, every minimum-hop path, and every node one layer closer to ``dst`` along one, lies
+    among them: the BFS layers, and so the widest/lowest-latency/smallest-name choices of the
+    search, are those of the whole graph on every node the route can visit (node indices are
+    in name order in both searches). Issue 14: a route then costs a search over two servers
+    and the fabric switches (about 70 nodes for DGX A100 on rails), not the whole cluster
+    (16,000 nodes on 512 servers).
+    """
+    if not _built_alike(topo):
+        return None
+    sym = server_symmetry(topo)
+    a, b = sym.server[src], sym.server[dst]
+    if a < 0 or b < 0:
+        return None
+    adj = _servers_adjacency(topo, (a,) if a == b else (min(a, b), max(a, b)))
+    s, d = adj.index[src], adj.index[dst]
+    nxt = None
+    if a == b:  # in one server: the in-server shortcut, on the server's own nodes
+        nxt = _local_next_hops(topo, adj, s, d, lambda n, srv: _search(adj, adj.index[n], srv))
+    bounded = nxt is None  # a search that may leave the server(s): check the third-server bound
+    if nxt is None:
+        _, nxt = _search(adj, d, None)
+    if nxt[s] < 0:
+        return None  # the whole-graph search names the failure
+    path = [s]
+    while path[-1] != d:
+        path.append(nxt[path[-1]])
+    if bounded and len(path) - 1 >= (
+        _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst)
+    ):
+        return None
+    return tuple(adj.names[i] for i in path)
+
+
+@lru_cache(maxsize=256)
+def _servers_adjacency(topo: Topology, servers: tuple[int, ...]) -> _Adjacency:
+    """:class:`_Adjacency` of the nodes of ``servers`` and of the fabric of a cluster built
+    alike (:func:`_built_alike`), links among them only; index order is name order, as in the
+    whole graph's. Assembled from the fabric's own links (:func:`_fabric_part`), server 0's
+    block with its index shifted (every server is a copy of it) and the fabric attachments
+    the builder recorded (:class:`~perfmodel.topology.model.ReplicaPattern`), without
+    visiting other servers: a fat tree of 2,048 DGX A100 has 821 switches, whose rows are
+    copied rather than rebuilt for every server pair."""
+    pattern = topo.pattern
+    assert pattern is not None
+    fab_names, fab_transit, fab_rows = _fabric_part(topo)
+    lid_order, blk_transit, blk_nics, blk_rows = _server_block(topo)
+    fab_index = {f: i for i, f in enumerate(fab_names)}
+    out = _Adjacency.__new__(_Adjacency)
+    blocks = sorted(set(servers), key=pattern.prefix)  # fabric names sort first (_fabric_part)
+    size = len(lid_order)
+    base = len(fab_names)
+    out.names = list(fab_names)
+    out.transit = list(fab_transit)
+    out.server = [-1] * base
+    out.nics = {}
+    out.nbrs = [list(row) for row in fab_rows]
+    adj_of = topo.graph._adj
+    for k, srv in enumerate(blocks):
+        off = base + k * size
+        prefix = pattern.prefix(srv)
+        out.names.extend(prefix + lid for lid in lid_order)
+        out.transit.extend(blk_transit)
+        out.server.extend([srv] * size)
+        if blk_nics:
+            out.nics[srv] = tuple(off + j for j in blk_nics)
+        rows = [[(off + j, bw, lat) for j, bw, lat in row] for row in blk_rows]
+        pos = {lid: j for j, lid in enumerate(lid_order)}
+        for lid, f, _ in pattern.attach[srv]:
+            bw, lat = _goodput_latency(adj_of[prefix + lid][f])
+            rows[pos[lid]].append((fab_index[f], bw, lat))
+            out.nbrs[fab_index[f]].append((off + pos[lid], bw, lat))
+        out.nbrs.extend(rows)
+    out.index = {n: i for i, n in enumerate(out.names)}
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _block_fabric_distance(topo: Topology, lid: str, exits: frozenset[str]) -> int:
+    """:func:`_fabric_distance_of` in a cluster built alike: searched in server 0's block
+    (every server is a copy), the nodes with local ids ``exits`` having a link to the fabric
+    (a server's :attr:`~perfmodel.topology.model.ReplicaPattern.attach`)."""
+    lids, transit, _, rows = _server_block(topo)
+    block = _Adjacency.__new__(_Adjacency)
+    block.names, block.transit, block.server = lids, transit, [0] * len(lids)
+    block.nbrs = rows
+    i = lids.index(lid)
+    dist, _ = _search(block, i, 0)
+    best = 1 << 30
+    for j, x in enumerate(lids):
+        if x in exits and dist[j] >= 0 and (j == i or transit[j]):
+            best = min(best, dist[j] + 1)
+    return best
+
+
+@lru_cache(maxsize=64)
+def _fabric_part(
+    topo: Topology,
+) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[tuple[tuple[int, float, float], ...], ...]]:
+    """The fabric of a cluster built alike in name order: names, transit flags and the rows of
+    its links among fabric nodes (one pass over the switches' ports per topology)."""
+    pattern = topo.pattern
+    assert pattern is not None
+    names = tuple(sorted(pattern.fabric_nodes))
+    index = {f: i for i, f in enumerate(names)}
+    nodes, adj_of = topo.graph.nodes, topo.graph._adj
+    rows = tuple(
+        tuple((index[v], *_goodput_latency(d)) for v, d in adj_of[f].items() if v in index)
+        for f in names
+    )
+    return names, tuple(nodes[f]["kind"] in TRANSIT_KINDS for f in names), rows
+
+
+@lru_cache(maxsize=64)
+def _server_block(
+    topo: Topology,
+) -> tuple[
+    tuple[str, ...],
+    tuple[bool, ...],
+    tuple[int, ...],
+    tuple[tuple[tuple[int, float, float], ...], ...],
+]:
+    """Server 0 of a cluster built alike, by local id in name order: local ids, transit flags,
+    positions of its NICs and the rows of its links inside the server (positions in the
+    block). Every server is a copy of it."""
+    pattern = topo.pattern
+    assert pattern is not None
+    prefix = pattern.prefix(0)
+    lids = tuple(sorted(pattern.local_ids))
+    pos = {lid: j for j, lid in enumerate(lids)}
+    nodes, adj_of = topo.graph.nodes, topo.graph._adj
+    kinds = [nodes[prefix + lid]["kind"] for lid in lids]
+    rows = tuple(
+        tuple(
+            (pos[v[len(prefix) :]], *_goodput_latency(d))
+            for v, d in adj_of[prefix + lid].items()
+            if v.startswith(prefix)
+        )
+        for lid in lids
+    )
+    nics = tuple(j for j, k in enumerate(kinds) if k is NodeKind.NIC)
+    return lids, tuple(k in TRANSIT_KINDS for k in kinds), nics, rows
+
+
+def _local_next_hops(
+    topo: Topology,
+    adj: _Adjacency,
+    s: int,
+    d: int,
+    paths: Callable[[str, int], tuple[Any, Any]] | None = None,
+) -> list[int] | None:
     """Next hops computed inside one server, when that provably gives the global route.
 
     For two nodes of the same server the search can stay inside the server if every path that
@@ -123,17 +303,20 @@ def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[in
     has at least ``dist(src, nearest NIC) + 2 + dist(nearest NIC, dst)`` hops. When the
     in-server route is strictly shorter than that bound, all minimum-hop routes are in-server
     and the restricted dynamic programme picks exactly the global route. Returns ``None`` when
-    the shortcut does not apply.
+    the shortcut does not apply. ``paths(node, server)`` is the in-server search on ``adj``
+    (default: the cached :func:`_best_paths` of the whole graph's adjacency).
     """
+    if paths is None:
+        paths = lambda node, srv: _best_paths(topo, node, srv)  # noqa: E731
     server = adj.server[s]
     if topo.num_nodes <= 1 or server < 0 or adj.server[d] != server:
         return None
-    dist_d, nxt = _best_paths(topo, adj.names[d], server)
+    dist_d, nxt = paths(adj.names[d], server)
     if dist_d[s] < 0:
         return None
     nics = adj.nics.get(server, ())
     if nics:
-        dist_s, _ = _best_paths(topo, adj.names[s], server)
+        dist_s, _ = paths(adj.names[s], server)
         to_s = [dist_s[n] for n in nics if dist_s[n] >= 0]
         to_d = [dist_d[n] for n in nics if dist_d[n] >= 0]
         if to_s and to_d and dist_d[s] >= min(to_s) + 2 + min(to_d):
@@ -143,7 +326,9 @@ def _local_next_hops(topo: Topology, adj: _Adjacency, s: int, d: int) -> list[in
 
 class _Adjacency:
     """Integer-indexed adjacency of a topology graph (node names sorted, so index order is name
-    order): ``nbrs[i]`` = list of ``(j, effective bandwidth, latency)``; ``transit[i]``."""
+    order): ``nbrs[i]`` = list of ``(j, effective bandwidth, latency)``; ``transit[i]``.
+    The searches pick among neighbours by a total order (width, latency, index), so their
+    answers do not depend on the order of a node's neighbour list."""
 
     __slots__ = ("index", "names", "nbrs", "nics", "server", "transit")
 
@@ -159,11 +344,15 @@ class _Adjacency:
                 self.nics[self.server[i]] = (*self.nics.get(self.server[i], ()), i)
         self.nbrs: list[list[tuple[int, float, float]]] = [[] for _ in self.names]
         for u, v, data in g.edges(data=True):
-            bw = float(data["bandwidth_Bps"]) * float(data["efficiency"])
-            lat = float(data["latency_s"])
+            bw, lat = _goodput_latency(data)
             iu, iv = self.index[u], self.index[v]
             self.nbrs[iu].append((iv, bw, lat))
             self.nbrs[iv].append((iu, bw, lat))
+
+
+def _goodput_latency(data: dict[str, Any]) -> tuple[float, float]:
+    """A link's effective bandwidth (``bandwidth_Bps * efficiency``, bytes/s) and latency (s)."""
+    return float(data["bandwidth_Bps"]) * float(data["efficiency"]), float(data["latency_s"])
 
 
 @lru_cache(maxsize=64)
@@ -325,6 +514,12 @@ def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     throwaway topology (:func:`~perfmodel.topology.importers.nccl_p2p_level_denied`) that
     the caches, keyed on the object, would otherwise keep alive. The same route as
     :func:`route` (one server: no symmetry, the scalar search of :func:`_best_paths`)."""
+    return uncached_routes(topo, [(src, dst)])[0]
+
+
+def uncached_routes(topo: Topology, pairs: Iterable[tuple[str, str]]) -> list[tuple[str, ...]]:
+    """:func:`uncached_route` of every ``(src, dst)`` pair, on one adjacency and one search
+    per destination."""
     if topo.num_nodes > 1:
         raise ConfigError(
             f"uncached_route: {topo.name} has {topo.num_nodes} servers; expected one",
@@ -332,16 +527,22 @@ def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
             where=topo.name,
         )
     adj = _Adjacency(topo)
-    s, d = adj.index[src], adj.index[dst]
-    _, nxt = _search(adj, d, None)
-    if nxt[s] < 0:
-        raise TopologyError(
-            f"no route from {src} to {dst} in {topo.name}", value=(src, dst), where=topo.name
-        )
-    path = [s]
-    while path[-1] != d:
-        path.append(nxt[path[-1]])
-    return tuple(adj.names[i] for i in path)
+    searched: dict[int, list[int]] = {}
+    out = []
+    for src, dst in pairs:
+        s, d = adj.index[src], adj.index[dst]
+        nxt = searched.get(d)
+        if nxt is None:
+            nxt = searched[d] = _search(adj, d, None)[1]
+        if nxt[s] < 0:
+            raise TopologyError(
+                f"no route from {src} to {dst} in {topo.name}", value=(src, dst), where=topo.name
+            )
+        path = [s]
+        while path[-1] != d:
+            path.append(nxt[path[-1]])
+        out.append(tuple(adj.names[i] for i in path))
+    return out
 
 
 def path_edges(path: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -32,12 +32,12 @@ one server or two), and the group analyses, ring packings and point-to-point rou
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from perfmodel.errors import TopologyError
-from perfmodel.topology.model import Topology
+from perfmodel.topology.model import ReplicaPattern, Topology
 
 
 def _value_key(value: Any) -> Any:
@@ -119,6 +119,8 @@ class ServerSymmetry:
     excursion: int
     twin: dict[int, int]
     exits: dict[int, tuple[str, ...]]
+    _twin_maps: dict[int, dict[str, str]] = field(default_factory=dict, repr=False)
+    """:meth:`twin_map`'s answers so far (shared with the callers: read only)."""
 
     def server_map(self, servers: Iterable[int]) -> dict[int, int] | None:
         """Order-preserving map of the distinct ``servers`` onto the first servers of their
@@ -162,27 +164,48 @@ class ServerSymmetry:
         the endpoints' servers and of the fabric (module docstring); both endpoints may be in
         one server."""
         a, b = self.server[src], self.server[dst]
-        if a < 0 or b < 0:
+        ca, cb = self.cls.get(a), self.cls.get(b)
+        if ca is None or cb is None:  # outside the classes (fabric nodes: server -1)
             return None
-        smap = self.server_map((a, b))
-        if smap is None or all(k == v for k, v in smap.items()):
+        # server_map((a, b)), written out for one or two servers (issue 14: 16,000 calls for
+        # the rings of 16,384 GPUs)
+        if a == b:
+            smap = {a: self.ordered[ca][0]}
+        elif ca != cb:
+            smap = {a: self.ordered[ca][0], b: self.ordered[cb][0]}
+        else:
+            first, second = (a, b) if self.position[a] < self.position[b] else (b, a)
+            smap = {first: self.ordered[ca][0], second: self.ordered[ca][1]}
+        if all(k == v for k, v in smap.items()):
             return None
+        by_local, local_id = self.by_local, self.local_id
         try:
-            path = search(self.map_node(src, smap), self.map_node(dst, smap))
+            path = search(by_local[smap[a]][local_id[src]], by_local[smap[b]][local_id[dst]])
         except TopologyError:
             return None
         if path is None:
             return None
         back = {t: s for s, t in smap.items()}
-        return tuple(self.map_node(n, back) for n in path)
+        server = self.server
+        out = []
+        for n in path:
+            t = back.get(server[n])
+            out.append(n if t is None else by_local[t][local_id[n]])
+        return tuple(out)
 
     def twin_map(self, server: int) -> dict[str, str] | None:
         """``{node of server: node of the same local id in its inside twin}`` (:attr:`twin`),
         or ``None`` where the server has no twin but itself. Exact for a computation on the
         server's own nodes and links that provably stays inside the server (names inside a
-        server sort alike in both: the same local-id sequence in name order)."""
+        server sort alike in both: the same local-id sequence in name order). The map is
+        made once per server and shared between callers: read it, do not change it."""
         t = self.twin.get(server)
-        return None if t is None else self.node_map({server: t})
+        if t is None:
+            return None
+        fwd = self._twin_maps.get(server)
+        if fwd is None:  # one map per server (issue 14: asked 16 times per server)
+            fwd = self._twin_maps[server] = self.node_map({server: t})
+        return fwd
 
     def node_map(self, smap: dict[int, int]) -> dict[str, str]:
         """``{node: image}`` for every node of the servers in ``smap`` (by local id)."""
@@ -205,6 +228,16 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
     when their nodes are adjacent blocks of the sorted node names with no other node between
     (such servers, split where another node sorts between them; see the module docstring).
     """
+    pattern = topology.pattern
+    if pattern is not None and pattern.describes(topology):
+        sym = _symmetry_of_pattern(topology, pattern)
+        if sym is not None:
+            return sym
+    return _symmetry_of_graph(topology)
+
+
+def _symmetry_of_graph(topology: Topology) -> ServerSymmetry:
+    """:func:`server_symmetry` by comparing every server's nodes and links."""
     g = topology.graph
     names = sorted(g.nodes, key=str)
     rank = {n: i for i, n in enumerate(names)}
@@ -271,6 +304,97 @@ def server_symmetry(topology: Topology) -> ServerSymmetry:
     by_local: dict[int, dict[str, str]] = {
         s: {local_id[n]: n for n in nodes} for s, nodes in members.items()
     }
+    return ServerSymmetry(
+        server=server,
+        cls=cls,
+        ordered=ordered,
+        position=position,
+        by_local=by_local,
+        local_id=local_id,
+        excursion=2 if two_fabric else 3,
+        twin=twin,
+        exits=exits,
+    )
+
+
+def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerSymmetry | None:
+    """:func:`server_symmetry` of a cluster made by copying server 0 (:class:`ReplicaPattern`),
+    from how it was built: the same classes, maps and twins as :func:`_symmetry_of_graph`
+    without comparing 2,048 servers' nodes and links (issue 14).
+
+    By construction every server has server 0's signature and local-id sequence, no server
+    links to another, and each server's links leaving it are its fabric attachments
+    (:attr:`ReplicaPattern.attach`; links of one bundle size have one set of attributes), so
+    the class key of :func:`server_symmetry` is the attachment alone. Server ``s``'s nodes are
+    ``n<s>/<local id>``: each server is one block of the sorted names (``/`` sorts before the
+    digits), blocks in the name order of the prefixes; ``None`` (use the full comparison)
+    where a fabric node's name does not sort before every server's, so that no other node can
+    sort between two blocks.
+    """
+    lids = pattern.local_ids
+    n = pattern.servers
+    fabric = pattern.fabric_nodes
+    first_name = ReplicaPattern.prefix(0) + min(lids)
+    if any(not f < first_name for f in fabric):
+        return None
+    lid_order = sorted(lids)  # name order inside every block (one prefix)
+    server: dict[str, int] = {}
+    local_id: dict[str, str] = {}
+    for srv in range(n):
+        prefix = ReplicaPattern.prefix(srv)
+        names = [prefix + lid for lid in lids]
+        server.update(dict.fromkeys(names, srv))
+        local_id.update(zip(names, lids, strict=True))
+    g = topology.graph
+    for f in fabric:
+        server[f] = -1
+        local_id[f] = str(g.nodes[f]["local_id"])
+    by_name = sorted(range(n), key=ReplicaPattern.prefix)  # servers in name order
+    place = {srv: i for i, srv in enumerate(by_name)}
+    two_fabric = False
+    exit_lids: dict[int, set[str]] = {}
+    shared: dict[int, set[tuple[str, str]]] = {}
+    sigs: dict[Any, list[int]] = {}  # servers by attachment (on rails: one for all)
+    for srv in by_name:
+        sigs.setdefault(pattern.attach[srv], []).append(srv)
+    for att, servers in sigs.items():
+        ids = [lid for lid, _, _ in att]
+        two_fabric = two_fabric or len(set(ids)) < len(ids)
+        attached: dict[str, set[str]] = {}
+        for lid, v, _ in att:
+            attached.setdefault(v, set()).add(lid)
+        exits_here = set(ids)
+        pairs = {(a, b) for ls in attached.values() for a in ls for b in ls if a < b}
+        for srv in servers:
+            exit_lids[srv] = exits_here
+            shared[srv] = pairs
+    by_local: dict[int, dict[str, str]] = {}
+    exits: dict[int, tuple[str, ...]] = {}
+    for srv in by_name:
+        prefix = ReplicaPattern.prefix(srv)
+        by_local[srv] = {lid: prefix + lid for lid in lid_order}
+        exits[srv] = tuple(prefix + lid for lid in lid_order if lid in exit_lids[srv])
+    twin = {  # all servers are alike inside: the twin is server 0 where its exits suffice
+        srv: 0
+        for srv in by_name
+        if srv != 0 and exit_lids[srv] <= exit_lids[0] and shared[srv] <= shared[0]
+    }
+    runs: list[list[int]] = []
+    for servers in sigs.values():  # each already in name order
+        run = [servers[0]]
+        for srv in servers[1:]:
+            if place[srv] != place[run[-1]] + 1:
+                runs.append(run)  # another server sorts between: a new class
+                run = []
+            run.append(srv)
+        runs.append(run)
+    cls: dict[int, int] = {}
+    ordered: dict[int, tuple[int, ...]] = {}
+    for c, run in enumerate(r for r in runs if len(r) >= 2):
+        ordered[c] = tuple(run)
+        for srv in run:
+            cls[srv] = c
+    position = {srv: i for servers in ordered.values() for i, srv in enumerate(servers)}
     return ServerSymmetry(
         server=server,
         cls=cls,

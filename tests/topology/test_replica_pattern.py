@@ -1,0 +1,111 @@
+"""A cluster built by copying server 0 records how it was built (issue 14): its server symmetry
+and its routes come from that record, and they equal the full computation on the graph."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import pickle
+
+import pytest
+
+from perfmodel.topology import load_system
+from perfmodel.topology.model import Topology
+from perfmodel.topology.routing import route
+from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.symmetry import _symmetry_of_graph, server_symmetry
+
+CASES = [
+    ("dgx-a100", 5, None),  # rails
+    ("dgx-a100", 7, "fat-tree"),  # 20-port leaves: servers split over two leaves
+    ("dgx-a100", 3, "single-switch"),
+    ("dgx1-v100", 4, None),
+    ("dgx-h100", 4, "fat-tree"),
+]
+SYMMETRY_ONLY = [("dgx-a100", 37, "fat-tree"), ("dgx1-v100", 12, "single-switch")]
+
+
+def _full(topo: Topology) -> Topology:
+    """The same cluster without its build record: every answer computed from the graph."""
+    return dataclasses.replace(topo, pattern=None)
+
+
+def _same_symmetry(a: object, b: object) -> None:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        assert x == y, f.name
+        if isinstance(x, dict):  # insertion order too
+            assert list(x) == list(y), f.name
+            for k, v in x.items():
+                if isinstance(v, dict):
+                    assert list(v) == list(y[k]), f.name
+
+
+@pytest.mark.parametrize(("system", "nodes", "fabric"), CASES + SYMMETRY_ONLY)
+def test_symmetry_from_the_build_equals_the_full_comparison(
+    system: str, nodes: int, fabric: str | None
+) -> None:
+    topo = load_system(system, nodes=nodes, fabric_topology=fabric)
+    assert topo.pattern is not None and topo.pattern.describes(topo)
+    _same_symmetry(server_symmetry(topo), _symmetry_of_graph(topo))
+
+
+def test_fat_tree_classes_follow_the_leaves() -> None:
+    # DGX A100, 8 NICs per server on 20-port leaves: servers 0, 1 fill leaf 0, server 2 is
+    # split over leaves 0 and 1, servers 3, 4 fill leaf 1, ... (period 5 servers, 2 leaves)
+    sym = server_symmetry(load_system("dgx-a100", nodes=7, fabric_topology="fat-tree"))
+    assert sym.ordered == {0: (0, 1), 1: (3, 4), 2: (5, 6)}
+    assert set(sym.twin) == {1, 2, 3, 4, 5, 6}  # all alike inside, exits of server 0 suffice
+    # with 37 servers n30/ .. n36/ sort between n3/ and n4/: 3 and 4 are no class
+    sym = server_symmetry(load_system("dgx-a100", nodes=37, fabric_topology="fat-tree"))
+    assert sym.ordered[0] == (0, 1) and 3 not in sym.cls and 4 not in sym.cls
+    assert sym.cls[35] == sym.cls[36]
+
+
+@pytest.mark.parametrize(("system", "nodes", "fabric"), CASES)
+def test_routes_equal_the_whole_graph_search(system: str, nodes: int, fabric: str | None) -> None:
+    topo = load_system(system, nodes=nodes, fabric_topology=fabric)
+    full = _full(topo)
+    ends = list(topo.gpus) + [
+        n for n in topo.nodes_of_kind(NodeKind.NIC) + topo.nodes_of_kind(NodeKind.CPU)
+    ]
+    for a, b in itertools.permutations(ends[:: max(1, len(ends) // 40)], 2):
+        assert route(topo, a, b) == route(full, a, b), (a, b)
+
+
+def test_uniform_changes_keep_the_record_other_changes_drop_it() -> None:
+    topo = load_system("dgx-a100", nodes=3)
+    denied = topo.with_p2p_denied([("gpu0", "gpu1")])
+    assert denied.pattern is not None and denied.pattern.describes(denied)
+    _same_symmetry(server_symmetry(denied), _symmetry_of_graph(denied))
+    off = topo.with_p2p(False)
+    assert off.pattern is not None and off.pattern.describes(off)
+    sent = pickle.loads(pickle.dumps(topo))  # a worker process gets the record with its graph
+    assert sent.pattern is not None and sent.pattern.describes(sent)
+    g = topo.graph.copy()  # one server changed: the record no longer describes the graph
+    g.edges["n1/gpu0", "n1/nvswitch0"]["count"] = 1
+    changed = dataclasses.replace(topo, graph=g)
+    assert changed.pattern is not None and not changed.pattern.describes(changed)
+    # server 1 differs; 0 and 2 are alike but n1/ sorts between them: no class
+    assert server_symmetry(changed).cls == {}
+
+
+def test_connectivity_proved_from_the_copies() -> None:
+    # a cluster whose copies are disconnected is not proved and the whole-graph check names
+    # the GPU: test_cluster_template.py::test_disconnected_gpu_of_a_cluster_is_named
+    from perfmodel.topology.builders import _copies_connected
+
+    for system, nodes, fabric in CASES:
+        topo = load_system(system, nodes=nodes, fabric_topology=fabric)
+        assert topo.pattern is not None and _copies_connected(topo.graph, topo.pattern)
+
+
+@pytest.mark.parametrize(("system", "nodes", "fabric"), CASES)
+def test_rank_order_and_server_nodes_from_the_build(
+    system: str, nodes: int, fabric: str | None
+) -> None:
+    topo = load_system(system, nodes=nodes, fabric_topology=fabric)
+    full = _full(topo)
+    assert topo.gpus == full.gpus and topo.gpus_per_node == full.gpus_per_node
+    for s in (0, nodes - 1, -1):
+        assert topo.server_nodes(s) == full.server_nodes(s)
