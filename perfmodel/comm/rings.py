@@ -992,39 +992,45 @@ def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str
     return list(groups.values())
 
 
-def build_channels(
-    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
-) -> tuple[Channel, ...]:
-    """Ring channels over a group that may span servers (see the module docstring)."""
+@dataclass(frozen=True)
+class _RingPlan:
+    """What :func:`build_channels` decides on the first server of a group spanning servers.
+
+    ``parts``: members by server (:func:`split_by_server`); ``first``: the ring channels of the
+    first part (:func:`pack_rings`, or the lone member); ``choices[c]``: channel ``c``'s rotation
+    of its intra-server ring and its exit and entry NIC (names in the first server, ``None``
+    where the server has no fabric NIC); ``local_of``: NIC -> local id.
+    """
+
+    parts: list[list[str]]
+    first: tuple[Channel, ...]
+    choices: tuple[tuple[int, str | None, str | None], ...]
+    local_of: dict[str, str]
+
+
+def _ring_plan(links: DirectedLinks, parts: list[list[str]], max_channels: int) -> _RingPlan:
+    """The channel count, rotations and NICs of :func:`build_channels` (first server only)."""
     topo = links.topology
-    parts = split_by_server(topo, members)
-    if len(parts) == 1:
-        return pack_rings(links, members, max_channels=max_channels)
-    intra: list[tuple[Channel, ...]] = []
-    cache: dict[tuple[str, ...], tuple[Channel, ...]] = {}
-    for part in parts:
-        key = tuple(links.local_id[m] for m in part)
-        if len(part) == 1:
-            intra.append((Channel((part[0],), ()),))
-            continue
-        if key in cache:
-            intra.append(_remap(cache[key], links, part))
-        else:
-            rings = pack_rings(links, part, max_channels=max_channels)
-            cache[key] = rings
-            intra.append(rings)
-    nics = _nics_of(topo, topo.server_of(parts[0][0]))
-    n_rings = max(len(r) for r in intra)
+    first_part = parts[0]
+    first = (
+        (Channel((first_part[0],), ()),)
+        if len(first_part) == 1
+        else pack_rings(links, first_part, max_channels=max_channels)
+    )
+    nics = _nics_of(topo, topo.server_of(first_part[0]))
+    n_rings = max(
+        1 if len(p) == 1 else len(pack_rings(links, p, max_channels=max_channels))
+        for p in _distinct_shapes(links, parts)
+    )
     n_ch = max(n_rings, len(nics), 1)
     if nics:  # a multiple of the NIC count, so that every NIC carries as many channels
         n_ch = -(-n_ch // len(nics)) * len(nics)
     n_ch = min(max_channels, n_ch)
-    first = intra[0]
-    near = {m: _near_nics(links, m, nics) for m in parts[0]}
+    near = {m: _near_nics(links, m, nics) for m in first_part}
     out_load = dict.fromkeys(nics, 0)
     in_load = dict.fromkeys(nics, 0)
     local_of = {n: topo.graph.nodes[n]["local_id"] for n in nics}
-    channels: list[Channel] = []
+    choices: list[tuple[int, str | None, str | None]] = []
     for c in range(n_ch):
         base = first[c % len(first)]
         k = len(base.order)
@@ -1058,6 +1064,44 @@ def build_channels(
         if exit_nic is not None and entry_nic is not None:
             out_load[exit_nic] += 1
             in_load[entry_nic] += 1
+        choices.append((rot, exit_nic, entry_nic))
+    return _RingPlan(parts, first, tuple(choices), local_of)
+
+
+def _distinct_shapes(links: DirectedLinks, parts: list[list[str]]) -> list[list[str]]:
+    """One part per local-id sequence (the parts :func:`build_channels` packs; the others are
+    remapped copies with as many rings)."""
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for part in parts:
+        seen.setdefault(tuple(links.local_id[m] for m in part), part)
+    return list(seen.values())
+
+
+def build_channels(
+    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
+) -> tuple[Channel, ...]:
+    """Ring channels over a group that may span servers (see the module docstring)."""
+    topo = links.topology
+    parts = split_by_server(topo, members)
+    if len(parts) == 1:
+        return pack_rings(links, members, max_channels=max_channels)
+    plan = _ring_plan(links, parts, max_channels)
+    intra: list[tuple[Channel, ...]] = []
+    cache: dict[tuple[str, ...], tuple[Channel, ...]] = {}
+    for part in parts:
+        key = tuple(links.local_id[m] for m in part)
+        if len(part) == 1:
+            intra.append((Channel((part[0],), ()),))
+            continue
+        if key in cache:
+            intra.append(_remap(cache[key], links, part))
+        else:
+            rings = pack_rings(links, part, max_channels=max_channels)
+            cache[key] = rings
+            intra.append(rings)
+    local_of = plan.local_of
+    channels: list[Channel] = []
+    for c, (rot, exit_nic, entry_nic) in enumerate(plan.choices):
         order: list[str] = []
         hops: list[tuple[str, ...]] = []
         for s, rings in enumerate(intra):
@@ -1098,18 +1142,32 @@ def _via_nics(
 ) -> tuple[str, ...]:
     """Inter-server hop ``src -> dst`` leaving through ``exit_nic`` and entering through the NIC of
     ``dst``'s server with the same local id as ``entry_nic`` (NCCL assigns a NIC per channel)."""
+    path = _nic_path(links, src, dst, exit_nic, entry_nic, local_of)
+    return links.route(src, dst) if path is None else path
+
+
+def _nic_path(
+    links: DirectedLinks,
+    src: str,
+    dst: str,
+    exit_nic: str | None,
+    entry_nic: str | None,
+    local_of: dict[str, str],
+) -> tuple[str, ...] | None:
+    """:func:`_via_nics`' path through the two NICs, or ``None`` where it takes the plain route
+    (no NIC given or found, or a detour through a node twice)."""
     if exit_nic is None or entry_nic is None:
-        return links.route(src, dst)
+        return None
     x_out = links.by_local[links.server[src]].get(local_of[exit_nic])
     x_in = links.by_local[links.server[dst]].get(local_of[entry_nic])
     if x_out is None or x_in is None:
-        return links.route(src, dst)
+        return None
     a = links.route(src, x_out)
     b = links.route(x_out, x_in)
     c = links.route(x_in, dst)
     path = a + b[1:] + c[1:]
     if len(set(path)) != len(path):  # a detour through a node twice: use the plain route
-        return links.route(src, dst)
+        return None
     return path
 
 
@@ -1184,3 +1242,257 @@ def channel_rates(
 def flow_rates(links: DirectedLinks, paths: Sequence[Sequence[str]]) -> np.ndarray:
     """Max-min fair rates of independent point-to-point flows along node paths."""
     return channel_rates(links, [Channel((p[0], p[-1]), (tuple(p),)) for p in paths])
+
+
+class LazyChannels(Sequence[Channel]):
+    """A group's ring channels, listed only when read (issue 14: the 16 channels of a 16,384-rank
+    ring are 262,144 hop paths that the analytic fidelity never reads).
+
+    ``len`` is known at once; iteration, indexing and comparison list the channels once through
+    ``build`` (the direct :func:`build_channels`, so readers get what they got before).
+    ``servers``: the servers (``-1``: the fabric) the hops touch, where known without listing.
+    """
+
+    __slots__ = ("_build", "_items", "_n", "servers")
+
+    def __init__(
+        self,
+        n: int,
+        build: Callable[[], Sequence[Channel]],
+        servers: frozenset[int] | None = None,
+    ) -> None:
+        self._n = n
+        self._build = build
+        self._items: tuple[Channel, ...] | None = None
+        self.servers = servers
+
+    def _all(self) -> tuple[Channel, ...]:
+        if self._items is None:
+            items = tuple(self._build())
+            if len(items) != self._n:  # pragma: no cover - the summary and the list disagree
+                raise AssertionError(f"{len(items)} channels listed, {self._n} counted")
+            self._items = items
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._all()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyChannels, tuple)):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"LazyChannels({self._n} channels{'' if self._items is None else ', listed'})"
+
+
+@dataclass(frozen=True)
+class RingSummary:
+    """The analysis of a group's ring channels without listing them (:func:`ring_summary`).
+
+    ``rates``: every channel's max-min fair rate (bytes/s), as :func:`channel_rates` of the
+    listed channels with the P2P charge gives; ``inter_rates``: the same with the
+    inter-server hops only (no charge); ``intra_hops`` / ``inter_hops``: one hop path for every
+    distinct intra-server / inter-server hop up to renaming (the first server's segments, one
+    server boundary of each class), with the same links' attributes in the same order as every
+    hop it stands for; ``servers``: the servers (``-1``: fabric) the channels' hops touch.
+    """
+
+    n_channels: int
+    rates: np.ndarray
+    inter_rates: np.ndarray
+    intra_hops: tuple[tuple[str, ...], ...]
+    inter_hops: tuple[tuple[str, ...], ...]
+    servers: frozenset[int]
+
+
+def ring_summary(
+    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
+) -> RingSummary | None:
+    """:func:`build_channels` over servers built alike, analysed without walking every hop; or
+    ``None`` where that is not shown exact (the caller then lists the channels).
+
+    Channel ``c`` of :func:`build_channels` is, in every server ``s``, the same local-id segment
+    of the first server's ring (:func:`_remap`), then one boundary hop to the next server
+    through NICs of fixed local ids (:func:`_via_nics`). Where every server is built alike
+    inside (one inside twin, :attr:`~perfmodel.topology.symmetry.ServerSymmetry.twin`) and
+    servers of one class (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`; a server
+    outside classes is its own) hang off the same fabric ports, a boundary between servers of
+    classes ``(A, B)`` is the image of any other such boundary: the routes inside a server are
+    the class's (:meth:`DirectedLinks.route` reads them off the class's first server) and the
+    fabric part is the same switches (:meth:`DirectedLinks._fabric_route`: NIC names never
+    enter it). So one boundary per class pair is routed, and:
+
+    - a link with an end in server ``s`` carries, from channel ``c``, the count of its local-id
+      pattern in ``c``'s segment, in the out-part of ``s``'s outgoing boundary and in the
+      in-part of its incoming one: servers with the same (previous, own, next) classes have
+      the same count on every such link and the same capacities;
+    - a fabric link carries, from channel ``c``, its count in each class pair's boundary times
+      the number of boundaries of that pair (its true load).
+
+    Progressive filling (:func:`~perfmodel.comm.maxmin.maxmin_rates`) keeps links with the same
+    capacity and the same per-channel counts at the same load and residual at every step, so
+    they saturate together: one link of each such set gives the same rates, bit for bit (the
+    counts are integers, summed exactly). Not used (``None``): one server; GPUs without
+    peer-to-peer or with refused pairs (host-memory routes); parts of different local ids;
+    servers built differently inside; an Intel P2P charge on a segment hop (fractional
+    weights); a boundary on the plain route, or touching a third server, or linking two servers
+    directly.
+    """
+    topo = links.topology
+    parts = split_by_server(topo, members)
+    if len(parts) < 2 or links.no_p2p or links.p2p_denied:
+        return None
+    lid = links.local_id
+    key0 = tuple(lid[m] for m in parts[0])
+    if any(tuple(lid[m] for m in p) != key0 for p in parts[1:]):
+        return None
+    sym = links._symmetry
+    srv = links.server
+    servers = [srv[p[0]] for p in parts]
+    if len({sym.twin.get(s, s) for s in servers}) != 1:
+        return None
+    plan = _ring_plan(links, parts, max_channels)
+    n_ch = len(plan.choices)
+    seg_hops: list[tuple[tuple[str, ...], ...]] = []
+    ends: list[tuple[str, str]] = []
+    for c, (rot, _, _) in enumerate(plan.choices):
+        ring = plan.first[c % len(plan.first)]
+        k = len(ring.order)
+        r = rot % k
+        seg = ring.order[r:] + ring.order[:r]
+        seg_hops.append((ring.hops[r:] + ring.hops[:r])[: k - 1])
+        ends.append((lid[seg[-1]], lid[seg[0]]))
+    if any(links.charge_p2p(h) != 1.0 for hops in seg_hops for h in hops):
+        return None
+    cap = links.capacity_list
+    edges = links.edges
+
+    def node_key(x: str) -> tuple[str, str]:
+        return ("s", lid[x]) if srv[x] >= 0 else ("f", x)
+
+    # per-server link patterns: (local-id or fabric name, same) -> capacity
+    pattern_cap: dict[Any, float] = {}
+    seg_count: list[dict[Any, int]] = []
+    for hops in seg_hops:
+        cnt: dict[Any, int] = {}
+        for h in hops:
+            for e in links._ids_of(h):
+                u, v = edges[e]
+                pk = (node_key(u), node_key(v))
+                cnt[pk] = cnt.get(pk, 0) + 1
+                pattern_cap[pk] = cap[e]
+        seg_count.append(cnt)
+    cls = [("c", sym.cls[s]) if s in sym.cls else ("u", s) for s in servers]
+    n_srv = len(servers)
+    pairs: dict[tuple[Any, Any], list[int]] = {}  # class pair -> [a boundary's index, count]
+    for i in range(n_srv):
+        hit = pairs.setdefault((cls[i], cls[(i + 1) % n_srv]), [i, 0])
+        hit[1] += 1
+    by_local = links.by_local
+    inter_hops: list[tuple[str, ...]] = []
+    touched: set[int] = set(servers)
+    # class pair -> per channel: out-part counts, in-part counts, fabric link counts
+    out_count: dict[Any, list[dict[Any, int]]] = {}
+    in_count: dict[Any, list[dict[Any, int]]] = {}
+    fab_count: dict[Any, list[dict[int, int]]] = {}
+    side_cap: dict[Any, float] = {}
+    for pair, (i, _) in pairs.items():
+        a, b = servers[i], servers[(i + 1) % n_srv]
+        outs, ins, fabs = [], [], []
+        for c, (_, exit_nic, entry_nic) in enumerate(plan.choices):
+            l_out, l_in = ends[c]
+            path = _nic_path(
+                links, by_local[a][l_out], by_local[b][l_in], exit_nic, entry_nic, plan.local_of
+            )
+            if path is None:
+                return None
+            inter_hops.append(path)
+            o: dict[Any, int] = {}
+            n_: dict[Any, int] = {}
+            f: dict[int, int] = {}
+            for e in links._ids_of(path):
+                u, v = edges[e]
+                su, sv = srv[u], srv[v]
+                if su < 0 and sv < 0:
+                    f[e] = f.get(e, 0) + 1
+                    continue
+                side = {su, sv} - {-1}
+                if side == {a}:
+                    tgt, cls_side = o, pair[0]
+                elif side == {b}:
+                    tgt, cls_side = n_, pair[1]
+                else:  # a third server, or a direct link between the two
+                    return None
+                pk = (node_key(u), node_key(v))
+                tgt[pk] = tgt.get(pk, 0) + 1
+                side_cap[(cls_side, pk)] = cap[e]
+            touched.update(srv[x] for x in path)
+            outs.append(o)
+            ins.append(n_)
+            fabs.append(f)
+        out_count[pair], in_count[pair], fab_count[pair] = outs, ins, fabs
+    if not touched <= {-1, *servers}:
+        return None
+    triples = {(cls[i - 1], cls[i], cls[(i + 1) % n_srv]) for i in range(n_srv)}
+
+    def rates(with_segments: bool) -> np.ndarray:
+        res: dict[Any, int] = {}
+        res_cap: list[float] = []
+        fi: list[int] = []
+        ri: list[int] = []
+        mult: list[float] = []
+
+        def add(c: int, rkey: Any, capacity: float, count: int) -> None:
+            r = res.get(rkey)
+            if r is None:
+                r = res[rkey] = len(res_cap)
+                res_cap.append(capacity)
+            fi.append(c)
+            ri.append(r)
+            mult.append(float(count))
+
+        for prev, own, nxt in triples:
+            for c in range(n_ch):
+                cnt: dict[Any, int] = dict(seg_count[c]) if with_segments else {}
+                for src in (out_count[(own, nxt)][c], in_count[(prev, own)][c]):
+                    for pk, k in src.items():
+                        cnt[pk] = cnt.get(pk, 0) + k
+                for pk, k in cnt.items():
+                    capacity = side_cap.get((own, pk), pattern_cap.get(pk))
+                    assert capacity is not None
+                    add(c, ("s", prev, own, nxt, pk), capacity, k)
+        for c in range(n_ch):
+            load: dict[int, int] = {}
+            for pair, (_, count) in pairs.items():
+                for e, k in fab_count[pair][c].items():
+                    load[e] = load.get(e, 0) + k * count
+            for e, k in load.items():
+                add(c, ("f", e), cap[e], k)
+        if not fi:
+            return np.full(n_ch, np.inf)
+        return maxmin_rates(
+            np.asarray(fi, dtype=np.int64),
+            np.asarray(ri, dtype=np.int64),
+            np.asarray(mult, dtype=float),
+            np.asarray(res_cap, dtype=float),
+            n_ch,
+        )
+
+    return RingSummary(
+        n_channels=n_ch,
+        rates=rates(True),
+        inter_rates=rates(False),
+        intra_hops=tuple(h for hops in seg_hops for h in hops),
+        inter_hops=tuple(inter_hops),
+        servers=frozenset(touched),
+    )
