@@ -87,10 +87,11 @@ class DirectedLinks:
         """Directed edges ``(u, v)``; both directions of graph edge ``k`` are ids ``2k, 2k+1``."""
         return self._table.edges
 
-    @property
+    @cached_property
     def index(self) -> dict[tuple[str, str], int]:
-        """Directed edge -> its id."""
-        return self._table.index
+        """Directed edge -> its id (built on first use: the searches read :attr:`_table`'s
+        successor map)."""
+        return {e: i for i, e in enumerate(self.edges)}
 
     @property
     def capacity_Bps(self) -> np.ndarray:
@@ -576,7 +577,6 @@ class _EdgeTable:
     """The directed links of a topology as arrays (see :class:`DirectedLinks`)."""
 
     edges: tuple[tuple[str, str], ...]
-    index: dict[tuple[str, str], int]
     succ: dict[str, dict[str, int]]
     capacity_Bps: np.ndarray
     alpha_s: np.ndarray
@@ -590,8 +590,10 @@ def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
 
     Per link: effective bandwidth ``bandwidth_Bps x efficiency`` (or ``count x`` the class
     override), latency ``latency_s`` (or the override), the latency NCCL's tables do not contain
-    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Edges of one
-    technology share their override lookup."""
+    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Links with the same
+    attributes share one computation (a 16,384-GPU cluster has ~92,000 links of a few kinds);
+    the edge order is networkx's ``Graph.edges`` order (each node's adjacency in insertion
+    order, an edge at its first end)."""
     edges: list[tuple[str, str]] = []
     cap: list[float] = []
     alpha: list[float] = []
@@ -599,35 +601,37 @@ def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
     units: list[int] = []
     fam: list[LinkFamily] = []
     succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
-    overrides: dict[tuple[str, Any], Any] = {}
-    for u, v, d in topology.graph.edges(data=True):
-        tech, family = d["tech"], d["family"]
-        okey = (tech, family)
-        if okey not in overrides:
-            overrides[okey] = link_params.lookup(tech, family)
-        over = overrides[okey]
-        count = int(d["count"])
-        bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
-        lat = float(d["latency_s"])
-        socket = _is_socket(tech)
-        if over is not None:
-            if over.bandwidth_Bps is not None:
-                bw = over.bandwidth_Bps * count
-            if over.alpha_s is not None:
-                lat = over.alpha_s
-                socket = True  # a calibrated latency is charged as given
-        x = lat if socket else 0.0
-        succ[u][v] = len(edges)
-        succ[v][u] = len(edges) + 1
-        edges += ((u, v), (v, u))
-        cap += (bw, bw)
-        alpha += (lat, lat)
-        extra += (x, x)
-        units += (count, count)
-        fam += (family, family)
+    kinds: dict[tuple[Any, ...], tuple[float, float, float, int, LinkFamily]] = {}
+    seen: set[str] = set()
+    for u, nbrs in topology.graph.adjacency():
+        out = succ[u]
+        for v, d in nbrs.items():
+            if v in seen:
+                continue
+            key = (
+                d["tech"],
+                d["family"],
+                d["count"],
+                d["bandwidth_Bps"],
+                d["efficiency"],
+                d["latency_s"],
+            )
+            kind = kinds.get(key)
+            if kind is None:
+                kind = kinds[key] = _link_kind(link_params, *key)
+            bw, lat, x, count, family = kind
+            k = len(edges)
+            out[v] = k
+            succ[v][u] = k + 1
+            edges += ((u, v), (v, u))
+            cap += (bw, bw)
+            alpha += (lat, lat)
+            extra += (x, x)
+            units += (count, count)
+            fam += (family, family)
+        seen.add(u)
     return _EdgeTable(
         edges=tuple(edges),
-        index={e: i for i, e in enumerate(edges)},
         succ=succ,
         capacity_Bps=np.asarray(cap, dtype=float),
         alpha_s=np.asarray(alpha, dtype=float),
@@ -635,6 +639,31 @@ def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
         units=np.asarray(units, dtype=np.int64),
         family=tuple(fam),
     )
+
+
+def _link_kind(
+    link_params: LinkParams,
+    tech: Any,
+    family: LinkFamily,
+    count: Any,
+    bandwidth_Bps: Any,
+    efficiency: Any,
+    latency_s: Any,
+) -> tuple[float, float, float, int, LinkFamily]:
+    """(capacity B/s, latency s, latency outside NCCL's tables s, units, family) of a link with
+    these attributes (:func:`_edge_table`)."""
+    over = link_params.lookup(tech, family)
+    n = int(count)
+    bw = float(bandwidth_Bps) * float(efficiency)
+    lat = float(latency_s)
+    socket = _is_socket(tech)
+    if over is not None:
+        if over.bandwidth_Bps is not None:
+            bw = over.bandwidth_Bps * n
+        if over.alpha_s is not None:
+            lat = over.alpha_s
+            socket = True  # a calibrated latency is charged as given
+    return bw, lat, lat if socket else 0.0, n, family
 
 
 @dataclass(frozen=True)
