@@ -162,13 +162,17 @@ class DirectedLinks:
 
     @cached_property
     def adjacency(self) -> dict[str, tuple[str, ...]]:
+        """Node -> its neighbours, each node's entry made when first read (a search reads the
+        nodes of two servers and the fabric, not the 30,000 nodes of a 16,384-GPU cluster)."""
         adj = self.topology.graph.adj
-        return {n: tuple(nbrs) for n, nbrs in adj.items()}
+        return _OnDemand(lambda n: tuple(adj[n]))
 
     @cached_property
     def adjacency_set(self) -> dict[str, frozenset[str]]:
-        """Node -> its neighbours as a set (intersected with a search's allowed nodes)."""
-        return {n: frozenset(nbrs) for n, nbrs in self.adjacency.items()}
+        """Node -> its neighbours as a set (intersected with a search's allowed nodes); made
+        per node when first read, as :attr:`adjacency`."""
+        adjacency = self.adjacency
+        return _OnDemand(lambda n: frozenset(adjacency[n]))
 
     @cached_property
     def transit(self) -> frozenset[str]:
@@ -570,6 +574,20 @@ class DirectedLinks:
             cls = HwClass.PCI
         self._classes[key] = cls
         return cls
+
+
+class _OnDemand(dict):  # type: ignore[type-arg]
+    """A mapping whose value for a key is ``make(key)``, computed on the first ``[key]`` and
+    kept (a missing key raises what ``make`` raises: ``KeyError`` for a node not in the graph).
+    Read by subscript only: ``in``, ``len`` and iteration see the entries made so far."""
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self._make(key)
+        return value
 
 
 @dataclass(frozen=True)
