@@ -186,8 +186,23 @@ class DirectedLinks:
 
     @cached_property
     def no_p2p(self) -> frozenset[str]:
+        """GPUs without PCIe peer-to-peer (:meth:`perfmodel.topology.Topology.p2p_capable`:
+        the node's ``p2p`` flag, else its model's; asked once per model, not per GPU)."""
         topology = self.topology
-        return frozenset(n for n in topology.gpus if not topology.p2p_capable(n))
+        nodes = topology.graph.nodes
+        by_model: dict[Any, bool] = {}
+        out = []
+        for n in topology.gpus:
+            d = nodes[n]
+            if d.get("p2p") is not None:
+                ok = topology.p2p_capable(n)
+            else:
+                ok = by_model.get(d["model"])
+                if ok is None:
+                    ok = by_model[d["model"]] = topology.p2p_capable(n)
+            if not ok:
+                out.append(n)
+        return frozenset(out)
 
     @cached_property
     def p2p_denied(self) -> dict[str, frozenset[str]]:
@@ -613,13 +628,9 @@ def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
     the edge order is networkx's ``Graph.edges`` order (each node's adjacency in insertion
     order, an edge at its first end)."""
     edges: list[tuple[str, str]] = []
-    cap: list[float] = []
-    alpha: list[float] = []
-    extra: list[float] = []
-    units: list[int] = []
-    fam: list[LinkFamily] = []
+    kind_of: list[int] = []  # per graph edge: its index in ``kinds``
     succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
-    kinds: dict[tuple[Any, ...], tuple[float, float, float, int, LinkFamily]] = {}
+    kinds: dict[tuple[Any, ...], int] = {}
     seen: set[str] = set()
     for u, nbrs in topology.graph.adjacency():
         out = succ[u]
@@ -636,26 +647,24 @@ def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
             )
             kind = kinds.get(key)
             if kind is None:
-                kind = kinds[key] = _link_kind(link_params, *key)
-            bw, lat, x, count, family = kind
+                kind = kinds[key] = len(kinds)
             k = len(edges)
             out[v] = k
             succ[v][u] = k + 1
             edges += ((u, v), (v, u))
-            cap += (bw, bw)
-            alpha += (lat, lat)
-            extra += (x, x)
-            units += (count, count)
-            fam += (family, family)
+            kind_of.append(kind)
         seen.add(u)
+    table = [_link_kind(link_params, *key) for key in kinds]  # in kind order
+    both = np.repeat(np.asarray(kind_of, dtype=np.int64), 2)  # u -> v and v -> u alike
+    columns = list(zip(*table)) if table else [(), (), (), (), ()]
     return _EdgeTable(
         edges=tuple(edges),
         succ=succ,
-        capacity_Bps=np.asarray(cap, dtype=float),
-        alpha_s=np.asarray(alpha, dtype=float),
-        extra_alpha_s=np.asarray(extra, dtype=float),
-        units=np.asarray(units, dtype=np.int64),
-        family=tuple(fam),
+        capacity_Bps=np.asarray(columns[0], dtype=float)[both],
+        alpha_s=np.asarray(columns[1], dtype=float)[both],
+        extra_alpha_s=np.asarray(columns[2], dtype=float)[both],
+        units=np.asarray(columns[3], dtype=np.int64)[both],
+        family=tuple(columns[4][i] for i in both.tolist()),
     )
 
 
