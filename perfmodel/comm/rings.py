@@ -431,6 +431,20 @@ class DirectedLinks:
         crossed, and the NICs' own names never enter a tie-break: ``src`` is only the end of
         the path, ``dst`` the only node at distance 0). So the switches between are memoised
         by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384."""
+        pattern = self._fabric_pattern(src, dst, fabric)
+        inner = self._fabric_inner.get(pattern)
+        if inner is not None:
+            return (src, *inner, dst)
+        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        if res is None:
+            self._fallback.add((src, dst))
+            return route(self.topology, src, dst)
+        self._fabric_inner[pattern] = res[2][1:-1]
+        return res[2]
+
+    def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
+        """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
+        are linked to, with those links' capacity and latency, and whether they are linked."""
         succ = self._table.succ
         cap, alpha = self.capacity_list, self.alpha_list
         out = tuple(
@@ -445,16 +459,7 @@ class DirectedLinks:
                 for f in self.adjacency_set[dst] & fabric
             )
         )
-        pattern = (out, inn, dst in self.adjacency_set[src])
-        inner = self._fabric_inner.get(pattern)
-        if inner is not None:
-            return (src, *inner, dst)
-        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
-        if res is None:
-            self._fallback.add((src, dst))
-            return route(self.topology, src, dst)
-        self._fabric_inner[pattern] = res[2][1:-1]
-        return res[2]
+        return (out, inn, dst in self.adjacency_set[src])
 
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
         """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
@@ -1377,21 +1382,23 @@ def ring_summary(
     """:func:`build_channels` over servers built alike, analysed without walking every hop; or
     ``None`` where that is not shown exact (the caller then lists the channels).
 
-    Channel ``c`` of :func:`build_channels` is, in every server ``s``, the same local-id segment
-    of the first server's ring (:func:`_remap`), then one boundary hop to the next server
-    through NICs of fixed local ids (:func:`_via_nics`). Where every server is built alike
-    inside (one inside twin, :attr:`~perfmodel.topology.symmetry.ServerSymmetry.twin`) and
-    servers of one class (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`; a server
-    outside classes is its own) hang off the same fabric ports, a boundary between servers of
-    classes ``(A, B)`` is the image of any other such boundary: the routes inside a server are
-    the class's (:meth:`DirectedLinks.route` reads them off the class's first server) and the
-    fabric part is the same switches (:meth:`DirectedLinks._fabric_route`: NIC names never
-    enter it). So one boundary per class pair is routed, and:
+    Channel ``c`` of :func:`build_channels` is, in every server, the same local-id segment of
+    the first server's ring (:func:`_remap`), then one boundary hop to the next server through
+    NICs of fixed local ids (:func:`_via_nics`): the route from the segment's last GPU to the
+    exit NIC, the NIC-to-NIC route through the fabric, the route from the entry NIC to the next
+    segment's first GPU. Where every server has the same inside twin
+    (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.twin`: built alike inside), the two
+    routes inside a server are, by local id, the twin's wherever the twin's stays inside
+    (:meth:`DirectedLinks._twin_route` reads them off it then), and the fabric part is memoised
+    by the two NICs' fabric links (:meth:`DirectedLinks._fabric_route`; servers of one class,
+    :attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`, hang off the same ones). So the
+    boundary between servers of classes ``(A, B)`` (a server outside classes is its own) is
+    composed once per class pair, without a route search per server, and:
 
-    - a link with an end in server ``s`` carries, from channel ``c``, the count of its local-id
-      pattern in ``c``'s segment, in the out-part of ``s``'s outgoing boundary and in the
-      in-part of its incoming one: servers with the same (previous, own, next) classes have
-      the same count on every such link and the same capacities;
+    - a link with an end in a server carries, from channel ``c``, the count of its pattern
+      (local ids; a NIC's one fabric link as "its fabric link") in ``c``'s segment and in the
+      two boundaries' parts in that server: the same counts in every server, so one link per
+      (pattern, capacity) stands for all;
     - a fabric link carries, from channel ``c``, its count in each class pair's boundary times
       the number of boundaries of that pair (its true load).
 
@@ -1401,8 +1408,9 @@ def ring_summary(
     counts are integers, summed exactly). Not used (``None``): one server; GPUs without
     peer-to-peer or with refused pairs (host-memory routes); parts of different local ids;
     servers built differently inside; an Intel P2P charge on a segment hop (fractional
-    weights); a boundary on the plain route, or touching a third server, or linking two servers
-    directly.
+    weights); a server route that may leave the server; a fabric route the search did not
+    find inside the fabric; a boundary on the plain route; a NIC with several fabric links or
+    linked to another server's NIC.
     """
     topo = links.topology
     parts = split_by_server(topo, members)
@@ -1432,21 +1440,54 @@ def ring_summary(
         return None
     cap = links.capacity_list
     edges = links.edges
+    by_local = links.by_local
+    fabric = links.server_nodes.get(-1, frozenset())
+    twin = sym.twin.get(servers[0], servers[0])
+    inside: dict[tuple[str, str], tuple[str, ...] | None] = {}
 
-    def node_key(x: str) -> tuple[str, str]:
-        return ("s", lid[x]) if srv[x] >= 0 else ("f", x)
+    def inside_lids(x: str, y: str) -> tuple[str, ...] | None:
+        # DirectedLinks.route between local ids x and y of any server of the group: the twin's
+        # route where it provably stays inside (_twin_route), by local id; None: not shown
+        key = (x, y)
+        if key not in inside:
+            zs, zd = by_local[twin][x], by_local[twin][y]
+            path = links.route(zs, zd)
+            ok = links._stays_inside(zs, zd, path)
+            inside[key] = tuple(lid[n] for n in path) if ok else None
+        return inside[key]
 
-    # per-server link patterns: (local-id or fabric name, same) -> capacity
-    pattern_cap: dict[Any, float] = {}
+    def fabric_inner(x_out: str, x_in: str) -> tuple[str, ...] | None:
+        # DirectedLinks.route between NICs of two servers: the fabric switches memoised by the
+        # NICs' fabric links (_fabric_route; a class's first servers have the same links)
+        pattern = links._fabric_pattern(x_out, x_in, fabric)
+        hit = links._fabric_inner.get(pattern)
+        if hit is None:
+            links.route(x_out, x_in)
+            hit = links._fabric_inner.get(pattern)
+        return hit
+
+    one_link: dict[str, bool] = {}
+
+    def node_key(x: str, other: str) -> tuple[str, ...] | None:
+        # a server node by local id; a fabric node as the one fabric node of ``other``
+        if srv[x] >= 0:
+            return ("s", lid[x])
+        hit = one_link.get(other)
+        if hit is None:
+            hit = one_link[other] = len(links.adjacency_set[other] & fabric) == 1
+        return ("F",) if hit else None
+
+    # per-server link patterns -> capacities they have in some server
+    pattern_caps: dict[Any, set[float]] = {}
     seg_count: list[dict[Any, int]] = []
     for hops in seg_hops:
         cnt: dict[Any, int] = {}
         for h in hops:
             for e in links._ids_of(h):
                 u, v = edges[e]
-                pk = (node_key(u), node_key(v))
+                pk = (("s", lid[u]), ("s", lid[v]))
                 cnt[pk] = cnt.get(pk, 0) + 1
-                pattern_cap[pk] = cap[e]
+                pattern_caps.setdefault(pk, set()).add(cap[e])
         seg_count.append(cnt)
     cls = [("c", sym.cls[s]) if s in sym.cls else ("u", s) for s in servers]
     n_srv = len(servers)
@@ -1454,52 +1495,54 @@ def ring_summary(
     for i in range(n_srv):
         hit = pairs.setdefault((cls[i], cls[(i + 1) % n_srv]), [i, 0])
         hit[1] += 1
-    by_local = links.by_local
     inter_hops: list[tuple[str, ...]] = []
     touched: set[int] = set(servers)
-    # class pair -> per channel: out-part counts, in-part counts, fabric link counts
-    out_count: dict[Any, list[dict[Any, int]]] = {}
-    in_count: dict[Any, list[dict[Any, int]]] = {}
-    fab_count: dict[Any, list[dict[int, int]]] = {}
-    side_cap: dict[Any, float] = {}
-    for pair, (i, _) in pairs.items():
+    out_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the leaving server
+    in_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the entered server
+    fab_load: list[dict[int, int]] = [{} for _ in range(n_ch)]
+    for i, count in pairs.values():
         a, b = servers[i], servers[(i + 1) % n_srv]
-        outs, ins, fabs = [], [], []
+        outs: list[dict[Any, int]] = []
+        ins: list[dict[Any, int]] = []
         for c, (_, exit_nic, entry_nic) in enumerate(plan.choices):
+            if exit_nic is None or entry_nic is None:
+                return None
             l_out, l_in = ends[c]
-            path = _nic_path(
-                links, by_local[a][l_out], by_local[b][l_in], exit_nic, entry_nic, plan.local_of
-            )
-            if path is None:
+            n_out, n_in = plan.local_of[exit_nic], plan.local_of[entry_nic]
+            up, down = inside_lids(l_out, n_out), inside_lids(n_in, l_in)
+            x_out, x_in = by_local[a].get(n_out), by_local[b].get(n_in)
+            if up is None or down is None or x_out is None or x_in is None:
+                return None
+            mid = fabric_inner(x_out, x_in)
+            if not mid:  # not memoised (the search fell back), or two NICs linked directly
+                return None
+            path = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
+            if len(set(path)) != len(path):  # _via_nics takes the plain route
                 return None
             inter_hops.append(path)
+            touched.add(-1)
             o: dict[Any, int] = {}
             n_: dict[Any, int] = {}
-            f: dict[int, int] = {}
             for e in links._ids_of(path):
                 u, v = edges[e]
                 su, sv = srv[u], srv[v]
                 if su < 0 and sv < 0:
-                    f[e] = f.get(e, 0) + 1
+                    fab_load[c][e] = fab_load[c].get(e, 0) + count
                     continue
-                side = {su, sv} - {-1}
-                if side == {a}:
-                    tgt, cls_side = o, pair[0]
-                elif side == {b}:
-                    tgt, cls_side = n_, pair[1]
-                else:  # a third server, or a direct link between the two
+                ku, kv = node_key(u, v), node_key(v, u)
+                if ku is None or kv is None:  # a NIC linked to several fabric nodes
                     return None
-                pk = (node_key(u), node_key(v))
+                pk = (ku, kv)
+                tgt = o if a in (su, sv) else n_
                 tgt[pk] = tgt.get(pk, 0) + 1
-                side_cap[(cls_side, pk)] = cap[e]
-            touched.update(srv[x] for x in path)
+                pattern_caps.setdefault(pk, set()).add(cap[e])
             outs.append(o)
             ins.append(n_)
-            fabs.append(f)
-        out_count[pair], in_count[pair], fab_count[pair] = outs, ins, fabs
-    if not touched <= {-1, *servers}:
-        return None
-    triples = {(cls[i - 1], cls[i], cls[(i + 1) % n_srv]) for i in range(n_srv)}
+        if out_tmpl is None:
+            out_tmpl, in_tmpl = outs, ins
+        elif outs != out_tmpl or ins != in_tmpl:  # pragma: no cover - images by local id
+            return None
+    assert out_tmpl is not None and in_tmpl is not None
 
     def rates(with_segments: bool) -> np.ndarray:
         res: dict[Any, int] = {}
@@ -1508,31 +1551,24 @@ def ring_summary(
         ri: list[int] = []
         mult: list[float] = []
 
-        def add(c: int, rkey: Any, capacity: float, count: int) -> None:
+        def add(c: int, rkey: Any, capacity: float, k: int) -> None:
             r = res.get(rkey)
             if r is None:
                 r = res[rkey] = len(res_cap)
                 res_cap.append(capacity)
             fi.append(c)
             ri.append(r)
-            mult.append(float(count))
+            mult.append(float(k))
 
-        for prev, own, nxt in triples:
-            for c in range(n_ch):
-                cnt: dict[Any, int] = dict(seg_count[c]) if with_segments else {}
-                for src in (out_count[(own, nxt)][c], in_count[(prev, own)][c]):
-                    for pk, k in src.items():
-                        cnt[pk] = cnt.get(pk, 0) + k
-                for pk, k in cnt.items():
-                    capacity = side_cap.get((own, pk), pattern_cap.get(pk))
-                    assert capacity is not None
-                    add(c, ("s", prev, own, nxt, pk), capacity, k)
         for c in range(n_ch):
-            load: dict[int, int] = {}
-            for pair, (_, count) in pairs.items():
-                for e, k in fab_count[pair][c].items():
-                    load[e] = load.get(e, 0) + k * count
-            for e, k in load.items():
+            cnt: dict[Any, int] = dict(seg_count[c]) if with_segments else {}
+            for side in (out_tmpl[c], in_tmpl[c]):
+                for pk, k in side.items():
+                    cnt[pk] = cnt.get(pk, 0) + k
+            for pk, k in cnt.items():
+                for capacity in sorted(pattern_caps[pk]):
+                    add(c, ("s", pk, capacity), capacity, k)
+            for e, k in fab_load[c].items():
                 add(c, ("f", e), cap[e], k)
         if not fi:
             return np.full(n_ch, np.inf)
