@@ -179,7 +179,12 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     if isinstance(value, str):
         return names.get(value, value)
     if isinstance(value, LazyChannels):  # relabelled when listed
-        return LazyChannels(len(value), lambda: _relabel(tuple(value), names))
+        hops = value.intra_hops
+        return LazyChannels(
+            len(value),
+            lambda: _relabel(tuple(value), names),
+            intra_hops=None if hops is None else _relabel(hops, names),
+        )
     if isinstance(value, Channel):  # the bulk of a wide group's analysis: mapped flat
         get = names.get
         return Channel(
@@ -436,7 +441,10 @@ class CommCostModel:
         channels: Sequence[Channel]
         if summary is not None:  # servers built alike: analysed without listing the channels
             channels = LazyChannels(
-                summary.n_channels, lambda: build_channels(links, ring_members), summary.servers
+                summary.n_channels,
+                lambda: build_channels(links, ring_members),
+                summary.servers,
+                summary.intra_hops,
             )
             ring_bw = float(np.sum(summary.rates))
             intra_hops = list(summary.intra_hops)

@@ -1311,21 +1311,25 @@ class LazyChannels(Sequence[Channel]):
 
     ``len`` is known at once; iteration, indexing and comparison list the channels once through
     ``build`` (the direct :func:`build_channels`, so readers get what they got before).
-    ``servers``: the servers (``-1``: the fabric) the hops touch, where known without listing.
+    ``servers``: the servers (``-1``: the fabric) the hops touch, where known without listing;
+    ``intra_hops``: the intra-server hops of one server, where every server of the group has
+    the same ones by local id (:attr:`RingSummary.intra_hops`), else ``None``.
     """
 
-    __slots__ = ("_build", "_items", "_n", "servers")
+    __slots__ = ("_build", "_items", "_n", "intra_hops", "servers")
 
     def __init__(
         self,
         n: int,
         build: Callable[[], Sequence[Channel]],
         servers: frozenset[int] | None = None,
+        intra_hops: tuple[tuple[str, ...], ...] | None = None,
     ) -> None:
         self._n = n
         self._build = build
         self._items: tuple[Channel, ...] | None = None
         self.servers = servers
+        self.intra_hops = intra_hops
 
     def _all(self) -> tuple[Channel, ...]:
         if self._items is None:
@@ -1362,10 +1366,11 @@ class RingSummary:
 
     ``rates``: every channel's max-min fair rate (bytes/s), as :func:`channel_rates` of the
     listed channels with the P2P charge gives; ``inter_rates``: the same with the
-    inter-server hops only (no charge); ``intra_hops`` / ``inter_hops``: one hop path for every
-    distinct intra-server / inter-server hop up to renaming (the first server's segments, one
-    server boundary of each class), with the same links' attributes in the same order as every
-    hop it stands for; ``servers``: the servers (``-1``: fabric) the channels' hops touch.
+    inter-server hops only (no charge); ``intra_hops``: the first server's intra-server hops,
+    which every server of the group has by local id; ``inter_hops``: one path for every
+    inter-server hop up to renaming (one boundary of each class pair), with the same links'
+    attributes in the same order as every hop it stands for; ``servers``: the servers (``-1``:
+    fabric) the channels' hops touch.
     """
 
     n_channels: int

@@ -93,3 +93,22 @@ def test_relabelled_lazy_channels_are_mapped() -> None:
     assert isinstance(info.channels, LazyChannels)
     assert tuple(info.channels) == tuple(direct.channels)
     assert {n for ch in info.channels for n in ch.order} == set(group)
+
+
+def test_nvls_check_reads_one_servers_hops(monkeypatch) -> None:
+    """On DGX H100 the NVLS candidates ask whether every server's ring hops cross its NVSwitch
+    (:func:`perfmodel.comm.nccl_recent.nvls_servers`): answered from one server's hops, with the
+    result of the listed channels and without listing them."""
+    from perfmodel.comm.nccl_recent import nvls_servers
+
+    topo = load_system("dgx-h100", nodes=3)
+    model = CommCostModel(topo)
+    fast = model.collective("allreduce", 2**30, topo.gpus)
+    info = model.group_info(topo.gpus)
+    assert nvls_servers(model, info)
+    assert info.channels._items is None
+    with monkeypatch.context() as m:
+        m.setattr(comm_model, "ring_summary", lambda *a, **k: None)
+        direct = CommCostModel(topo).collective("allreduce", 2**30, topo.gpus)
+    assert fast == direct
+    assert fast.algorithm.value == "nvls_tree"
