@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -182,7 +183,7 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
         hops = value.intra_hops
         return LazyChannels(
             len(value),
-            lambda: _relabel(tuple(value), names),
+            partial(_relabel_listed, value, names),
             intra_hops=None if hops is None else _relabel(hops, names),
         )
     if isinstance(value, Channel):  # the bulk of a wide group's analysis: mapped flat
@@ -200,6 +201,11 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
             **{f.name: _relabel(getattr(value, f.name), names) for f in fields(GroupInfo)}
         )
     return value
+
+
+def _relabel_listed(channels: LazyChannels, names: Mapping[str, str]) -> tuple[Any, ...]:
+    """``channels`` listed, every node name mapped through ``names``."""
+    return _relabel(tuple(channels), names)
 
 
 def _channel_servers(links: DirectedLinks, channels: Sequence[Channel]) -> set[int]:
@@ -442,7 +448,7 @@ class CommCostModel:
         if summary is not None:  # servers built alike: analysed without listing the channels
             channels = LazyChannels(
                 summary.n_channels,
-                lambda: build_channels(links, ring_members),
+                partial(build_channels, links, ring_members),
                 summary.servers,
                 summary.intra_hops,
             )

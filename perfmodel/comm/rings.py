@@ -25,7 +25,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property, lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -164,15 +164,13 @@ class DirectedLinks:
     def adjacency(self) -> dict[str, tuple[str, ...]]:
         """Node -> its neighbours, each node's entry made when first read (a search reads the
         nodes of two servers and the fabric, not the 30,000 nodes of a 16,384-GPU cluster)."""
-        adj = self.topology.graph.adj
-        return _OnDemand(lambda n: tuple(adj[n]))
+        return _OnDemand(partial(_neighbours, self.topology.graph))
 
     @cached_property
     def adjacency_set(self) -> dict[str, frozenset[str]]:
         """Node -> its neighbours as a set (intersected with a search's allowed nodes); made
         per node when first read, as :attr:`adjacency`."""
-        adjacency = self.adjacency
-        return _OnDemand(lambda n: frozenset(adjacency[n]))
+        return _OnDemand(partial(_neighbour_set, self.adjacency))
 
     @cached_property
     def transit(self) -> frozenset[str]:
@@ -594,6 +592,14 @@ class DirectedLinks:
             cls = HwClass.PCI
         self._classes[key] = cls
         return cls
+
+
+def _neighbours(graph: Any, node: str) -> tuple[str, ...]:
+    return tuple(graph.adj[node])
+
+
+def _neighbour_set(adjacency: dict[str, tuple[str, ...]], node: str) -> frozenset[str]:
+    return frozenset(adjacency[node])
 
 
 class _OnDemand(dict):  # type: ignore[type-arg]
