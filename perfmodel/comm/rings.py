@@ -1451,6 +1451,7 @@ def ring_summary(
         return None
     cap = links.capacity_list
     edges = links.edges
+    succ = links._table.succ
     by_local = links.by_local
     fabric = links.server_nodes.get(-1, frozenset())
     twin = sym.twin.get(servers[0], servers[0])
@@ -1527,6 +1528,23 @@ def ring_summary(
             mid = fabric_inner(x_out, x_in)
             if not mid:  # not memoised (the search fell back), or two NICs linked directly
                 return None
+            if out_tmpl is not None:
+                # a later class pair: the parts inside the two servers are the first pair's by
+                # local id (checked there); only the fabric part and the NICs' links are new
+                for x in (x_out, x_in):
+                    if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
+                        return None
+                e_out, e_in = succ[x_out][mid[0]], succ[mid[-1]][x_in]
+                pattern_caps[(("s", n_out), ("F",))].add(cap[e_out])
+                pattern_caps[(("F",), ("s", n_in))].add(cap[e_in])
+                load = fab_load[c]
+                for e in links._ids_of(mid):
+                    load[e] = load.get(e, 0) + count
+                if links._any_extra:  # the hop's latency outside NCCL's tables may differ
+                    inter_hops.append(
+                        (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
+                    )
+                continue
             path = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
             if len(set(path)) != len(path):  # _via_nics takes the plain route
                 return None
@@ -1551,8 +1569,6 @@ def ring_summary(
             ins.append(n_)
         if out_tmpl is None:
             out_tmpl, in_tmpl = outs, ins
-        elif outs != out_tmpl or ins != in_tmpl:  # pragma: no cover - images by local id
-            return None
     assert out_tmpl is not None and in_tmpl is not None
 
     def rates(with_segments: bool) -> np.ndarray:
