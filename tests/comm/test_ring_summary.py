@@ -112,3 +112,25 @@ def test_nvls_check_reads_one_servers_hops(monkeypatch) -> None:
         direct = CommCostModel(topo).collective("allreduce", 2**30, topo.gpus)
     assert fast == direct
     assert fast.algorithm.value == "nvls_tree"
+
+
+def test_link_table_in_graph_edge_order() -> None:
+    """Both directions of graph edge ``k`` are links ``2k, 2k+1`` with the edge's capacity
+    (bandwidth x efficiency), latency and unit count, as before the table was built by link
+    kind; the neighbour maps are made per node on first read."""
+    from perfmodel.comm.rings import DirectedLinks
+
+    topo = load_system("dgx-a100", nodes=2, fabric_topology="fat-tree")
+    links = DirectedLinks(topo)
+    graph_edges = list(topo.graph.edges(data=True))
+    assert len(links.edges) == 2 * len(graph_edges)
+    for k, (u, v, d) in enumerate(graph_edges):
+        assert links.edges[2 * k] == (u, v) and links.edges[2 * k + 1] == (v, u)
+        bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
+        assert links.capacity_Bps[2 * k] == links.capacity_Bps[2 * k + 1] == bw
+        assert links.alpha_s[2 * k + 1] == float(d["latency_s"])
+        assert links.units[2 * k] == int(d["count"])
+        assert links.index[(v, u)] == 2 * k + 1
+    gpu = topo.gpus[3]
+    assert links.adjacency[gpu] == tuple(topo.graph.adj[gpu])
+    assert links.adjacency_set[gpu] == frozenset(topo.graph.adj[gpu])
