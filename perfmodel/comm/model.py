@@ -437,12 +437,13 @@ class CommCostModel:
 
     # ------------------------------------------------------------------ group analysis
     def _build_group(self, members: tuple[str, ...]) -> GroupInfo:
-        g = self.topology.graph
-        gpus = tuple(x for x in members if g.nodes[x]["kind"] is NodeKind.GPU)
-        cpus = tuple(x for x in members if g.nodes[x]["kind"] is NodeKind.CPU)
+        nodes = self.topology.graph.nodes
+        kinds = [nodes[x]["kind"] for x in members]
+        gpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.GPU)
+        cpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.CPU)
         ring_members = gpus if gpus else members
-        parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members))
         links = self.links
+        parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members, links.server))
         summary = ring_summary(links, ring_members) if len(parts) > 1 else None
         channels: Sequence[Channel]
         if summary is not None:  # servers built alike: analysed without listing the channels

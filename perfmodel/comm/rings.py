@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache, partial
 from typing import Any
@@ -1043,19 +1043,29 @@ def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
     """Server -> its NICs with a fabric port, sorted: one pass over the graph (cached per
     topology), not one per server asked."""
     g = topology.graph
-    nodes = g.nodes
+    server = dict(g.nodes(data="server"))
+    adj = g.adj
     by_server: dict[int, list[str]] = {}
-    for n, d in nodes(data=True):
-        if d["kind"] is NodeKind.NIC and any(nodes[v]["server"] == -1 for v in g.neighbors(n)):
-            by_server.setdefault(d["server"], []).append(n)
+    for n, kind in g.nodes(data="kind"):
+        if kind is NodeKind.NIC and any(server[v] == -1 for v in adj[n]):
+            by_server.setdefault(server[n], []).append(n)
     return {srv: tuple(sorted(nics, key=str)) for srv, nics in by_server.items()}
 
 
-def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str]]:
-    """Members grouped by server, servers in order of first appearance, members in given order."""
+def split_by_server(
+    topology: Topology, members: Sequence[str], server: Mapping[str, int] | None = None
+) -> list[list[str]]:
+    """Members grouped by server, servers in order of first appearance, members in given order
+    (``server``: node -> server index where the caller has it, e.g. :attr:`DirectedLinks.server`).
+    """
     groups: dict[int, list[str]] = {}
-    for m in members:
-        groups.setdefault(int(topology.graph.nodes[m]["server"]), []).append(m)
+    if server is None:
+        nodes = topology.graph.nodes
+        for m in members:
+            groups.setdefault(int(nodes[m]["server"]), []).append(m)
+    else:
+        for m in members:
+            groups.setdefault(server[m], []).append(m)
     return list(groups.values())
 
 
@@ -1424,7 +1434,7 @@ def ring_summary(
     linked to another server's NIC.
     """
     topo = links.topology
-    parts = split_by_server(topo, members)
+    parts = split_by_server(topo, members, links.server)
     if len(parts) < 2 or links.no_p2p or links.p2p_denied:
         return None
     lid = links.local_id
