@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,13 @@ from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
+    LazyChannels,
     build_channels,
     channel_rates,
     check_group,
     flow_rates,
     pack_rings,
+    ring_summary,
     split_by_server,
 )
 from perfmodel.errors import ConfigError
@@ -144,7 +147,9 @@ class GroupInfo:
     gpus: tuple[str, ...]
     cpus: tuple[str, ...]
     parts: tuple[tuple[str, ...], ...]
-    channels: tuple[Channel, ...]
+    channels: Sequence[Channel]
+    """The ring channels: a tuple, or for a wide group a :class:`LazyChannels` listed on first
+    read (its length is known at once)."""
     ring_bw_Bps: float
     intra_bw_Bps: float
     inter_bw_Bps: float
@@ -174,6 +179,13 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
     if isinstance(value, str):
         return names.get(value, value)
+    if isinstance(value, LazyChannels):  # relabelled when listed
+        hops = value.intra_hops
+        return LazyChannels(
+            len(value),
+            partial(_relabel_listed, value, names),
+            intra_hops=None if hops is None else _relabel(hops, names),
+        )
     if isinstance(value, Channel):  # the bulk of a wide group's analysis: mapped flat
         get = names.get
         return Channel(
@@ -189,6 +201,21 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
             **{f.name: _relabel(getattr(value, f.name), names) for f in fields(GroupInfo)}
         )
     return value
+
+
+def _relabel_listed(channels: LazyChannels, names: Mapping[str, str]) -> tuple[Any, ...]:
+    """``channels`` listed, every node name mapped through ``names``."""
+    return _relabel(tuple(channels), names)
+
+
+def _channel_servers(links: DirectedLinks, channels: Sequence[Channel]) -> set[int]:
+    """The servers (``-1``: the fabric) the hops of ``channels`` touch, without listing
+    channels whose summary knows them (:class:`LazyChannels`)."""
+    known = getattr(channels, "servers", None)
+    if known is not None:
+        return set(known)
+    srv = links.server
+    return {srv[n] for ch in channels for hop in ch.hops for n in hop}
 
 
 def _as_op(op: CollectiveOp | str) -> CollectiveOp:
@@ -362,8 +389,7 @@ class CommCostModel:
             base = self._groups[base_members] = self._build_group(base_members)
         inside = self._shape_inside.get(base_members)
         if inside is None:  # once per shape: do the canonical channels stay in their servers?
-            srv = links.server
-            used = {srv[n] for ch in base.channels for hop in ch.hops for n in hop}
+            used = _channel_servers(links, base.channels)
             inside = self._shape_inside[base_members] = used <= {-1, *smap.values()}
         if not inside:
             return None
@@ -393,7 +419,7 @@ class CommCostModel:
         if base is None:
             base = self._groups[base_members] = self._build_group(base_members)
         t = links.server[base_members[0]]
-        if any(links.server[n] != t for ch in base.channels for hop in ch.hops for n in hop):
+        if _channel_servers(links, base.channels) - {t}:
             return None
         return _relabel(base, {v: k for k, v in fwd.items()})
 
@@ -411,24 +437,38 @@ class CommCostModel:
 
     # ------------------------------------------------------------------ group analysis
     def _build_group(self, members: tuple[str, ...]) -> GroupInfo:
-        g = self.topology.graph
-        gpus = tuple(x for x in members if g.nodes[x]["kind"] is NodeKind.GPU)
-        cpus = tuple(x for x in members if g.nodes[x]["kind"] is NodeKind.CPU)
+        nodes = self.topology.graph.nodes
+        kinds = [nodes[x]["kind"] for x in members]
+        gpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.GPU)
+        cpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.CPU)
         ring_members = gpus if gpus else members
-        parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members))
         links = self.links
-        if len(ring_members) >= 2:
-            channels = (
-                self._packed(ring_members)
-                if len(parts) == 1
-                else build_channels(links, ring_members)
+        parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members, links.server))
+        summary = ring_summary(links, ring_members) if len(parts) > 1 else None
+        channels: Sequence[Channel]
+        if summary is not None:  # servers built alike: analysed without listing the channels
+            channels = LazyChannels(
+                summary.n_channels,
+                partial(build_channels, links, ring_members),
+                summary.servers,
+                summary.intra_hops,
             )
-            rates = channel_rates(links, channels, links.charge_p2p)
-            ring_bw = float(np.sum(rates))
+            ring_bw = float(np.sum(summary.rates))
+            intra_hops = list(summary.intra_hops)
+            inter_hops = list(summary.inter_hops)
         else:
-            channels, ring_bw = (), math.inf
-        intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
-        inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
+            if len(ring_members) >= 2:
+                channels = (
+                    self._packed(ring_members)
+                    if len(parts) == 1
+                    else build_channels(links, ring_members)
+                )
+                rates = channel_rates(links, channels, links.charge_p2p)
+                ring_bw = float(np.sum(rates))
+            else:
+                channels, ring_bw = (), math.inf
+            intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
+            inter_hops = [h for ch in channels for h in ch.hops if not self._same_server(h)]
         # only what NCCL's per-step latency does not contain (sockets): latency counted once
         # (extra_latency returns 0.0 at once where no link has such latency)
         extra = links.extra_latency
@@ -448,7 +488,9 @@ class CommCostModel:
             intra_bw = ring_bw
         else:
             intra_bw = math.inf
-        if len(parts) > 1:
+        if summary is not None:
+            inter_bw = float(np.sum(summary.inter_rates))
+        elif len(parts) > 1:
             inter_only = [
                 Channel(ch.order, tuple(h for h in ch.hops if not self._same_server(h)))
                 for ch in channels

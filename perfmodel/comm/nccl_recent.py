@@ -82,6 +82,9 @@ def nvls_servers(model: CommCostModel, info: GroupInfo) -> bool:
     if info.intra_class is not HwClass.NVLINK:
         return False
     g = model.topology.graph
+    same = getattr(info.channels, "intra_hops", None)
+    if same is not None:  # every server's hops, by local id (a summarised wide group)
+        return any(any(g.nodes[x]["kind"] is NodeKind.NVSWITCH for x in h[1:-1]) for h in same)
     srv = model.links.server
     switched = {
         srv[hop[0]]

@@ -23,9 +23,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property, lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -87,10 +87,11 @@ class DirectedLinks:
         """Directed edges ``(u, v)``; both directions of graph edge ``k`` are ids ``2k, 2k+1``."""
         return self._table.edges
 
-    @property
+    @cached_property
     def index(self) -> dict[tuple[str, str], int]:
-        """Directed edge -> its id."""
-        return self._table.index
+        """Directed edge -> its id (built on first use: the searches read :attr:`_table`'s
+        successor map)."""
+        return {e: i for i, e in enumerate(self.edges)}
 
     @property
     def capacity_Bps(self) -> np.ndarray:
@@ -161,13 +162,15 @@ class DirectedLinks:
 
     @cached_property
     def adjacency(self) -> dict[str, tuple[str, ...]]:
-        adj = self.topology.graph.adj
-        return {n: tuple(nbrs) for n, nbrs in adj.items()}
+        """Node -> its neighbours, each node's entry made when first read (a search reads the
+        nodes of two servers and the fabric, not the 30,000 nodes of a 16,384-GPU cluster)."""
+        return _OnDemand(partial(_neighbours, self.topology.graph))
 
     @cached_property
     def adjacency_set(self) -> dict[str, frozenset[str]]:
-        """Node -> its neighbours as a set (intersected with a search's allowed nodes)."""
-        return {n: frozenset(nbrs) for n, nbrs in self.adjacency.items()}
+        """Node -> its neighbours as a set (intersected with a search's allowed nodes); made
+        per node when first read, as :attr:`adjacency`."""
+        return _OnDemand(partial(_neighbour_set, self.adjacency))
 
     @cached_property
     def transit(self) -> frozenset[str]:
@@ -181,8 +184,23 @@ class DirectedLinks:
 
     @cached_property
     def no_p2p(self) -> frozenset[str]:
+        """GPUs without PCIe peer-to-peer (:meth:`perfmodel.topology.Topology.p2p_capable`:
+        the node's ``p2p`` flag, else its model's; asked once per model, not per GPU)."""
         topology = self.topology
-        return frozenset(n for n in topology.gpus if not topology.p2p_capable(n))
+        nodes = topology.graph.nodes
+        by_model: dict[Any, bool] = {}
+        out = []
+        for n in topology.gpus:
+            d = nodes[n]
+            if d.get("p2p") is not None:
+                ok = topology.p2p_capable(n)
+            else:
+                ok = by_model.get(d["model"])
+                if ok is None:
+                    ok = by_model[d["model"]] = topology.p2p_capable(n)
+            if not ok:
+                out.append(n)
+        return frozenset(out)
 
     @cached_property
     def p2p_denied(self) -> dict[str, frozenset[str]]:
@@ -411,6 +429,20 @@ class DirectedLinks:
         crossed, and the NICs' own names never enter a tie-break: ``src`` is only the end of
         the path, ``dst`` the only node at distance 0). So the switches between are memoised
         by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384."""
+        pattern = self._fabric_pattern(src, dst, fabric)
+        inner = self._fabric_inner.get(pattern)
+        if inner is not None:
+            return (src, *inner, dst)
+        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        if res is None:
+            self._fallback.add((src, dst))
+            return route(self.topology, src, dst)
+        self._fabric_inner[pattern] = res[2][1:-1]
+        return res[2]
+
+    def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
+        """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
+        are linked to, with those links' capacity and latency, and whether they are linked."""
         succ = self._table.succ
         cap, alpha = self.capacity_list, self.alpha_list
         out = tuple(
@@ -425,16 +457,7 @@ class DirectedLinks:
                 for f in self.adjacency_set[dst] & fabric
             )
         )
-        pattern = (out, inn, dst in self.adjacency_set[src])
-        inner = self._fabric_inner.get(pattern)
-        if inner is not None:
-            return (src, *inner, dst)
-        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
-        if res is None:
-            self._fallback.add((src, dst))
-            return route(self.topology, src, dst)
-        self._fabric_inner[pattern] = res[2][1:-1]
-        return res[2]
+        return (out, inn, dst in self.adjacency_set[src])
 
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
         """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
@@ -571,12 +594,33 @@ class DirectedLinks:
         return cls
 
 
+def _neighbours(graph: Any, node: str) -> tuple[str, ...]:
+    return tuple(graph.adj[node])
+
+
+def _neighbour_set(adjacency: dict[str, tuple[str, ...]], node: str) -> frozenset[str]:
+    return frozenset(adjacency[node])
+
+
+class _OnDemand(dict):  # type: ignore[type-arg]
+    """A mapping whose value for a key is ``make(key)``, computed on the first ``[key]`` and
+    kept (a missing key raises what ``make`` raises: ``KeyError`` for a node not in the graph).
+    Read by subscript only: ``in``, ``len`` and iteration see the entries made so far."""
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self._make(key)
+        return value
+
+
 @dataclass(frozen=True)
 class _EdgeTable:
     """The directed links of a topology as arrays (see :class:`DirectedLinks`)."""
 
     edges: tuple[tuple[str, str], ...]
-    index: dict[tuple[str, str], int]
     succ: dict[str, dict[str, int]]
     capacity_Bps: np.ndarray
     alpha_s: np.ndarray
@@ -590,51 +634,74 @@ def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
 
     Per link: effective bandwidth ``bandwidth_Bps x efficiency`` (or ``count x`` the class
     override), latency ``latency_s`` (or the override), the latency NCCL's tables do not contain
-    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Edges of one
-    technology share their override lookup."""
+    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Links with the same
+    attributes share one computation (a 16,384-GPU cluster has ~92,000 links of a few kinds);
+    the edge order is networkx's ``Graph.edges`` order (each node's adjacency in insertion
+    order, an edge at its first end)."""
     edges: list[tuple[str, str]] = []
-    cap: list[float] = []
-    alpha: list[float] = []
-    extra: list[float] = []
-    units: list[int] = []
-    fam: list[LinkFamily] = []
+    kind_of: list[int] = []  # per graph edge: its index in ``kinds``
     succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
-    overrides: dict[tuple[str, Any], Any] = {}
-    for u, v, d in topology.graph.edges(data=True):
-        tech, family = d["tech"], d["family"]
-        okey = (tech, family)
-        if okey not in overrides:
-            overrides[okey] = link_params.lookup(tech, family)
-        over = overrides[okey]
-        count = int(d["count"])
-        bw = float(d["bandwidth_Bps"]) * float(d["efficiency"])
-        lat = float(d["latency_s"])
-        socket = _is_socket(tech)
-        if over is not None:
-            if over.bandwidth_Bps is not None:
-                bw = over.bandwidth_Bps * count
-            if over.alpha_s is not None:
-                lat = over.alpha_s
-                socket = True  # a calibrated latency is charged as given
-        x = lat if socket else 0.0
-        succ[u][v] = len(edges)
-        succ[v][u] = len(edges) + 1
-        edges += ((u, v), (v, u))
-        cap += (bw, bw)
-        alpha += (lat, lat)
-        extra += (x, x)
-        units += (count, count)
-        fam += (family, family)
+    kinds: dict[tuple[Any, ...], int] = {}
+    seen: set[str] = set()
+    for u, nbrs in topology.graph.adjacency():
+        out = succ[u]
+        for v, d in nbrs.items():
+            if v in seen:
+                continue
+            key = (
+                d["tech"],
+                d["family"],
+                d["count"],
+                d["bandwidth_Bps"],
+                d["efficiency"],
+                d["latency_s"],
+            )
+            kind = kinds.get(key)
+            if kind is None:
+                kind = kinds[key] = len(kinds)
+            k = len(edges)
+            out[v] = k
+            succ[v][u] = k + 1
+            edges += ((u, v), (v, u))
+            kind_of.append(kind)
+        seen.add(u)
+    table = [_link_kind(link_params, *key) for key in kinds]  # in kind order
+    both = np.repeat(np.asarray(kind_of, dtype=np.int64), 2)  # u -> v and v -> u alike
+    columns = list(zip(*table)) if table else [(), (), (), (), ()]
     return _EdgeTable(
         edges=tuple(edges),
-        index={e: i for i, e in enumerate(edges)},
         succ=succ,
-        capacity_Bps=np.asarray(cap, dtype=float),
-        alpha_s=np.asarray(alpha, dtype=float),
-        extra_alpha_s=np.asarray(extra, dtype=float),
-        units=np.asarray(units, dtype=np.int64),
-        family=tuple(fam),
+        capacity_Bps=np.asarray(columns[0], dtype=float)[both],
+        alpha_s=np.asarray(columns[1], dtype=float)[both],
+        extra_alpha_s=np.asarray(columns[2], dtype=float)[both],
+        units=np.asarray(columns[3], dtype=np.int64)[both],
+        family=tuple(columns[4][i] for i in both.tolist()),
     )
+
+
+def _link_kind(
+    link_params: LinkParams,
+    tech: Any,
+    family: LinkFamily,
+    count: Any,
+    bandwidth_Bps: Any,
+    efficiency: Any,
+    latency_s: Any,
+) -> tuple[float, float, float, int, LinkFamily]:
+    """(capacity B/s, latency s, latency outside NCCL's tables s, units, family) of a link with
+    these attributes (:func:`_edge_table`)."""
+    over = link_params.lookup(tech, family)
+    n = int(count)
+    bw = float(bandwidth_Bps) * float(efficiency)
+    lat = float(latency_s)
+    socket = _is_socket(tech)
+    if over is not None:
+        if over.bandwidth_Bps is not None:
+            bw = over.bandwidth_Bps * n
+        if over.alpha_s is not None:
+            lat = over.alpha_s
+            socket = True  # a calibrated latency is charged as given
+    return bw, lat, lat if socket else 0.0, n, family
 
 
 @dataclass(frozen=True)
@@ -976,55 +1043,71 @@ def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
     """Server -> its NICs with a fabric port, sorted: one pass over the graph (cached per
     topology), not one per server asked."""
     g = topology.graph
-    nodes = g.nodes
+    server = dict(g.nodes(data="server"))
+    adj = g.adj
     by_server: dict[int, list[str]] = {}
-    for n, d in nodes(data=True):
-        if d["kind"] is NodeKind.NIC and any(nodes[v]["server"] == -1 for v in g.neighbors(n)):
-            by_server.setdefault(d["server"], []).append(n)
+    for n, kind in g.nodes(data="kind"):
+        if kind is NodeKind.NIC and any(server[v] == -1 for v in adj[n]):
+            by_server.setdefault(server[n], []).append(n)
     return {srv: tuple(sorted(nics, key=str)) for srv, nics in by_server.items()}
 
 
-def split_by_server(topology: Topology, members: Sequence[str]) -> list[list[str]]:
-    """Members grouped by server, servers in order of first appearance, members in given order."""
+def split_by_server(
+    topology: Topology, members: Sequence[str], server: Mapping[str, int] | None = None
+) -> list[list[str]]:
+    """Members grouped by server, servers in order of first appearance, members in given order
+    (``server``: node -> server index where the caller has it, e.g. :attr:`DirectedLinks.server`).
+    """
     groups: dict[int, list[str]] = {}
-    for m in members:
-        groups.setdefault(int(topology.graph.nodes[m]["server"]), []).append(m)
+    if server is None:
+        nodes = topology.graph.nodes
+        for m in members:
+            groups.setdefault(int(nodes[m]["server"]), []).append(m)
+    else:
+        for m in members:
+            groups.setdefault(server[m], []).append(m)
     return list(groups.values())
 
 
-def build_channels(
-    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
-) -> tuple[Channel, ...]:
-    """Ring channels over a group that may span servers (see the module docstring)."""
+@dataclass(frozen=True)
+class _RingPlan:
+    """What :func:`build_channels` decides on the first server of a group spanning servers.
+
+    ``parts``: members by server (:func:`split_by_server`); ``first``: the ring channels of the
+    first part (:func:`pack_rings`, or the lone member); ``choices[c]``: channel ``c``'s rotation
+    of its intra-server ring and its exit and entry NIC (names in the first server, ``None``
+    where the server has no fabric NIC); ``local_of``: NIC -> local id.
+    """
+
+    parts: list[list[str]]
+    first: tuple[Channel, ...]
+    choices: tuple[tuple[int, str | None, str | None], ...]
+    local_of: dict[str, str]
+
+
+def _ring_plan(links: DirectedLinks, parts: list[list[str]], max_channels: int) -> _RingPlan:
+    """The channel count, rotations and NICs of :func:`build_channels` (first server only)."""
     topo = links.topology
-    parts = split_by_server(topo, members)
-    if len(parts) == 1:
-        return pack_rings(links, members, max_channels=max_channels)
-    intra: list[tuple[Channel, ...]] = []
-    cache: dict[tuple[str, ...], tuple[Channel, ...]] = {}
-    for part in parts:
-        key = tuple(links.local_id[m] for m in part)
-        if len(part) == 1:
-            intra.append((Channel((part[0],), ()),))
-            continue
-        if key in cache:
-            intra.append(_remap(cache[key], links, part))
-        else:
-            rings = pack_rings(links, part, max_channels=max_channels)
-            cache[key] = rings
-            intra.append(rings)
-    nics = _nics_of(topo, topo.server_of(parts[0][0]))
-    n_rings = max(len(r) for r in intra)
+    first_part = parts[0]
+    first = (
+        (Channel((first_part[0],), ()),)
+        if len(first_part) == 1
+        else pack_rings(links, first_part, max_channels=max_channels)
+    )
+    nics = _nics_of(topo, topo.server_of(first_part[0]))
+    n_rings = max(
+        1 if len(p) == 1 else len(pack_rings(links, p, max_channels=max_channels))
+        for p in _distinct_shapes(links, parts)
+    )
     n_ch = max(n_rings, len(nics), 1)
     if nics:  # a multiple of the NIC count, so that every NIC carries as many channels
         n_ch = -(-n_ch // len(nics)) * len(nics)
     n_ch = min(max_channels, n_ch)
-    first = intra[0]
-    near = {m: _near_nics(links, m, nics) for m in parts[0]}
+    near = {m: _near_nics(links, m, nics) for m in first_part}
     out_load = dict.fromkeys(nics, 0)
     in_load = dict.fromkeys(nics, 0)
     local_of = {n: topo.graph.nodes[n]["local_id"] for n in nics}
-    channels: list[Channel] = []
+    choices: list[tuple[int, str | None, str | None]] = []
     for c in range(n_ch):
         base = first[c % len(first)]
         k = len(base.order)
@@ -1058,6 +1141,44 @@ def build_channels(
         if exit_nic is not None and entry_nic is not None:
             out_load[exit_nic] += 1
             in_load[entry_nic] += 1
+        choices.append((rot, exit_nic, entry_nic))
+    return _RingPlan(parts, first, tuple(choices), local_of)
+
+
+def _distinct_shapes(links: DirectedLinks, parts: list[list[str]]) -> list[list[str]]:
+    """One part per local-id sequence (the parts :func:`build_channels` packs; the others are
+    remapped copies with as many rings)."""
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for part in parts:
+        seen.setdefault(tuple(links.local_id[m] for m in part), part)
+    return list(seen.values())
+
+
+def build_channels(
+    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
+) -> tuple[Channel, ...]:
+    """Ring channels over a group that may span servers (see the module docstring)."""
+    topo = links.topology
+    parts = split_by_server(topo, members)
+    if len(parts) == 1:
+        return pack_rings(links, members, max_channels=max_channels)
+    plan = _ring_plan(links, parts, max_channels)
+    intra: list[tuple[Channel, ...]] = []
+    cache: dict[tuple[str, ...], tuple[Channel, ...]] = {}
+    for part in parts:
+        key = tuple(links.local_id[m] for m in part)
+        if len(part) == 1:
+            intra.append((Channel((part[0],), ()),))
+            continue
+        if key in cache:
+            intra.append(_remap(cache[key], links, part))
+        else:
+            rings = pack_rings(links, part, max_channels=max_channels)
+            cache[key] = rings
+            intra.append(rings)
+    local_of = plan.local_of
+    channels: list[Channel] = []
+    for c, (rot, exit_nic, entry_nic) in enumerate(plan.choices):
         order: list[str] = []
         hops: list[tuple[str, ...]] = []
         for s, rings in enumerate(intra):
@@ -1098,18 +1219,32 @@ def _via_nics(
 ) -> tuple[str, ...]:
     """Inter-server hop ``src -> dst`` leaving through ``exit_nic`` and entering through the NIC of
     ``dst``'s server with the same local id as ``entry_nic`` (NCCL assigns a NIC per channel)."""
+    path = _nic_path(links, src, dst, exit_nic, entry_nic, local_of)
+    return links.route(src, dst) if path is None else path
+
+
+def _nic_path(
+    links: DirectedLinks,
+    src: str,
+    dst: str,
+    exit_nic: str | None,
+    entry_nic: str | None,
+    local_of: dict[str, str],
+) -> tuple[str, ...] | None:
+    """:func:`_via_nics`' path through the two NICs, or ``None`` where it takes the plain route
+    (no NIC given or found, or a detour through a node twice)."""
     if exit_nic is None or entry_nic is None:
-        return links.route(src, dst)
+        return None
     x_out = links.by_local[links.server[src]].get(local_of[exit_nic])
     x_in = links.by_local[links.server[dst]].get(local_of[entry_nic])
     if x_out is None or x_in is None:
-        return links.route(src, dst)
+        return None
     a = links.route(src, x_out)
     b = links.route(x_out, x_in)
     c = links.route(x_in, dst)
     path = a + b[1:] + c[1:]
     if len(set(path)) != len(path):  # a detour through a node twice: use the plain route
-        return links.route(src, dst)
+        return None
     return path
 
 
@@ -1184,3 +1319,309 @@ def channel_rates(
 def flow_rates(links: DirectedLinks, paths: Sequence[Sequence[str]]) -> np.ndarray:
     """Max-min fair rates of independent point-to-point flows along node paths."""
     return channel_rates(links, [Channel((p[0], p[-1]), (tuple(p),)) for p in paths])
+
+
+class LazyChannels(Sequence[Channel]):
+    """A group's ring channels, listed only when read (issue 14: the 16 channels of a 16,384-rank
+    ring are 262,144 hop paths that the analytic fidelity never reads).
+
+    ``len`` is known at once; iteration, indexing and comparison list the channels once through
+    ``build`` (the direct :func:`build_channels`, so readers get what they got before).
+    ``servers``: the servers (``-1``: the fabric) the hops touch, where known without listing;
+    ``intra_hops``: the intra-server hops of one server, where every server of the group has
+    the same ones by local id (:attr:`RingSummary.intra_hops`), else ``None``.
+    """
+
+    __slots__ = ("_build", "_items", "_n", "intra_hops", "servers")
+
+    def __init__(
+        self,
+        n: int,
+        build: Callable[[], Sequence[Channel]],
+        servers: frozenset[int] | None = None,
+        intra_hops: tuple[tuple[str, ...], ...] | None = None,
+    ) -> None:
+        self._n = n
+        self._build = build
+        self._items: tuple[Channel, ...] | None = None
+        self.servers = servers
+        self.intra_hops = intra_hops
+
+    def _all(self) -> tuple[Channel, ...]:
+        if self._items is None:
+            items = tuple(self._build())
+            if len(items) != self._n:  # pragma: no cover - the summary and the list disagree
+                raise AssertionError(f"{len(items)} channels listed, {self._n} counted")
+            self._items = items
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._all()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyChannels, tuple)):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"LazyChannels({self._n} channels{'' if self._items is None else ', listed'})"
+
+
+@dataclass(frozen=True)
+class RingSummary:
+    """The analysis of a group's ring channels without listing them (:func:`ring_summary`).
+
+    ``rates``: every channel's max-min fair rate (bytes/s), as :func:`channel_rates` of the
+    listed channels with the P2P charge gives; ``inter_rates``: the same with the
+    inter-server hops only (no charge); ``intra_hops``: the first server's intra-server hops,
+    which every server of the group has by local id; ``inter_hops``: one path for every
+    inter-server hop up to renaming (one boundary of each class pair), with the same links'
+    attributes in the same order as every hop it stands for; ``servers``: the servers (``-1``:
+    fabric) the channels' hops touch.
+    """
+
+    n_channels: int
+    rates: np.ndarray
+    inter_rates: np.ndarray
+    intra_hops: tuple[tuple[str, ...], ...]
+    inter_hops: tuple[tuple[str, ...], ...]
+    servers: frozenset[int]
+
+
+def ring_summary(
+    links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
+) -> RingSummary | None:
+    """:func:`build_channels` over servers built alike, analysed without walking every hop; or
+    ``None`` where that is not shown exact (the caller then lists the channels).
+
+    Channel ``c`` of :func:`build_channels` is, in every server, the same local-id segment of
+    the first server's ring (:func:`_remap`), then one boundary hop to the next server through
+    NICs of fixed local ids (:func:`_via_nics`): the route from the segment's last GPU to the
+    exit NIC, the NIC-to-NIC route through the fabric, the route from the entry NIC to the next
+    segment's first GPU. Where every server has the same inside twin
+    (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.twin`: built alike inside), the two
+    routes inside a server are, by local id, the twin's wherever the twin's stays inside
+    (:meth:`DirectedLinks._twin_route` reads them off it then), and the fabric part is memoised
+    by the two NICs' fabric links (:meth:`DirectedLinks._fabric_route`; servers of one class,
+    :attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`, hang off the same ones). So the
+    boundary between servers of classes ``(A, B)`` (a server outside classes is its own) is
+    composed once per class pair, without a route search per server, and:
+
+    - a link with an end in a server carries, from channel ``c``, the count of its pattern
+      (local ids; a NIC's one fabric link as "its fabric link") in ``c``'s segment and in the
+      two boundaries' parts in that server: the same counts in every server, so one link per
+      (pattern, capacity) stands for all;
+    - a fabric link carries, from channel ``c``, its count in each class pair's boundary times
+      the number of boundaries of that pair (its true load).
+
+    Progressive filling (:func:`~perfmodel.comm.maxmin.maxmin_rates`) keeps links with the same
+    capacity and the same per-channel counts at the same load and residual at every step, so
+    they saturate together: one link of each such set gives the same rates, bit for bit (the
+    counts are integers, summed exactly). Not used (``None``): one server; GPUs without
+    peer-to-peer or with refused pairs (host-memory routes); parts of different local ids;
+    servers built differently inside; an Intel P2P charge on a segment hop (fractional
+    weights); a server route that may leave the server; a fabric route the search did not
+    find inside the fabric; a boundary on the plain route; a NIC with several fabric links or
+    linked to another server's NIC.
+    """
+    topo = links.topology
+    parts = split_by_server(topo, members, links.server)
+    if len(parts) < 2 or links.no_p2p or links.p2p_denied:
+        return None
+    lid = links.local_id
+    key0 = tuple(lid[m] for m in parts[0])
+    if any(tuple(lid[m] for m in p) != key0 for p in parts[1:]):
+        return None
+    sym = links._symmetry
+    srv = links.server
+    servers = [srv[p[0]] for p in parts]
+    if len({sym.twin.get(s, s) for s in servers}) != 1:
+        return None
+    plan = _ring_plan(links, parts, max_channels)
+    n_ch = len(plan.choices)
+    seg_hops: list[tuple[tuple[str, ...], ...]] = []
+    ends: list[tuple[str, str]] = []
+    for c, (rot, _, _) in enumerate(plan.choices):
+        ring = plan.first[c % len(plan.first)]
+        k = len(ring.order)
+        r = rot % k
+        seg = ring.order[r:] + ring.order[:r]
+        seg_hops.append((ring.hops[r:] + ring.hops[:r])[: k - 1])
+        ends.append((lid[seg[-1]], lid[seg[0]]))
+    if any(links.charge_p2p(h) != 1.0 for hops in seg_hops for h in hops):
+        return None
+    cap = links.capacity_list
+    edges = links.edges
+    succ = links._table.succ
+    by_local = links.by_local
+    fabric = links.server_nodes.get(-1, frozenset())
+    twin = sym.twin.get(servers[0], servers[0])
+    inside: dict[tuple[str, str], tuple[str, ...] | None] = {}
+
+    def inside_lids(x: str, y: str) -> tuple[str, ...] | None:
+        # DirectedLinks.route between local ids x and y of any server of the group: the twin's
+        # route where it provably stays inside (_twin_route), by local id; None: not shown
+        key = (x, y)
+        if key not in inside:
+            zs, zd = by_local[twin][x], by_local[twin][y]
+            path = links.route(zs, zd)
+            ok = links._stays_inside(zs, zd, path)
+            inside[key] = tuple(lid[n] for n in path) if ok else None
+        return inside[key]
+
+    def fabric_inner(x_out: str, x_in: str) -> tuple[str, ...] | None:
+        # DirectedLinks.route between NICs of two servers: the fabric switches memoised by the
+        # NICs' fabric links (_fabric_route; a class's first servers have the same links)
+        pattern = links._fabric_pattern(x_out, x_in, fabric)
+        hit = links._fabric_inner.get(pattern)
+        if hit is None:
+            links.route(x_out, x_in)
+            hit = links._fabric_inner.get(pattern)
+        return hit
+
+    one_link: dict[str, bool] = {}
+
+    def node_key(x: str, other: str) -> tuple[str, ...] | None:
+        # a server node by local id; a fabric node as the one fabric node of ``other``
+        if srv[x] >= 0:
+            return ("s", lid[x])
+        hit = one_link.get(other)
+        if hit is None:
+            hit = one_link[other] = len(links.adjacency_set[other] & fabric) == 1
+        return ("F",) if hit else None
+
+    # per-server link patterns -> capacities they have in some server
+    pattern_caps: dict[Any, set[float]] = {}
+    seg_count: list[dict[Any, int]] = []
+    for hops in seg_hops:
+        cnt: dict[Any, int] = {}
+        for h in hops:
+            for e in links._ids_of(h):
+                u, v = edges[e]
+                pk = (("s", lid[u]), ("s", lid[v]))
+                cnt[pk] = cnt.get(pk, 0) + 1
+                pattern_caps.setdefault(pk, set()).add(cap[e])
+        seg_count.append(cnt)
+    cls = [("c", sym.cls[s]) if s in sym.cls else ("u", s) for s in servers]
+    n_srv = len(servers)
+    pairs: dict[tuple[Any, Any], list[int]] = {}  # class pair -> [a boundary's index, count]
+    for i in range(n_srv):
+        hit = pairs.setdefault((cls[i], cls[(i + 1) % n_srv]), [i, 0])
+        hit[1] += 1
+    inter_hops: list[tuple[str, ...]] = []
+    touched: set[int] = set(servers)
+    out_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the leaving server
+    in_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the entered server
+    fab_load: list[dict[int, int]] = [{} for _ in range(n_ch)]
+    for i, count in pairs.values():
+        a, b = servers[i], servers[(i + 1) % n_srv]
+        outs: list[dict[Any, int]] = []
+        ins: list[dict[Any, int]] = []
+        for c, (_, exit_nic, entry_nic) in enumerate(plan.choices):
+            if exit_nic is None or entry_nic is None:
+                return None
+            l_out, l_in = ends[c]
+            n_out, n_in = plan.local_of[exit_nic], plan.local_of[entry_nic]
+            up, down = inside_lids(l_out, n_out), inside_lids(n_in, l_in)
+            x_out, x_in = by_local[a].get(n_out), by_local[b].get(n_in)
+            if up is None or down is None or x_out is None or x_in is None:
+                return None
+            mid = fabric_inner(x_out, x_in)
+            if not mid:  # not memoised (the search fell back), or two NICs linked directly
+                return None
+            if out_tmpl is not None:
+                # a later class pair: the parts inside the two servers are the first pair's by
+                # local id (checked there); only the fabric part and the NICs' links are new
+                for x in (x_out, x_in):
+                    if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
+                        return None
+                e_out, e_in = succ[x_out][mid[0]], succ[mid[-1]][x_in]
+                pattern_caps[(("s", n_out), ("F",))].add(cap[e_out])
+                pattern_caps[(("F",), ("s", n_in))].add(cap[e_in])
+                load = fab_load[c]
+                for e in links._ids_of(mid):
+                    load[e] = load.get(e, 0) + count
+                if links._any_extra:  # the hop's latency outside NCCL's tables may differ
+                    inter_hops.append(
+                        (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
+                    )
+                continue
+            path = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
+            if len(set(path)) != len(path):  # _via_nics takes the plain route
+                return None
+            inter_hops.append(path)
+            touched.add(-1)
+            o: dict[Any, int] = {}
+            n_: dict[Any, int] = {}
+            for e in links._ids_of(path):
+                u, v = edges[e]
+                su, sv = srv[u], srv[v]
+                if su < 0 and sv < 0:
+                    fab_load[c][e] = fab_load[c].get(e, 0) + count
+                    continue
+                ku, kv = node_key(u, v), node_key(v, u)
+                if ku is None or kv is None:  # a NIC linked to several fabric nodes
+                    return None
+                pk = (ku, kv)
+                tgt = o if a in (su, sv) else n_
+                tgt[pk] = tgt.get(pk, 0) + 1
+                pattern_caps.setdefault(pk, set()).add(cap[e])
+            outs.append(o)
+            ins.append(n_)
+        if out_tmpl is None:
+            out_tmpl, in_tmpl = outs, ins
+    assert out_tmpl is not None and in_tmpl is not None
+
+    def rates(with_segments: bool) -> np.ndarray:
+        res: dict[Any, int] = {}
+        res_cap: list[float] = []
+        fi: list[int] = []
+        ri: list[int] = []
+        mult: list[float] = []
+
+        def add(c: int, rkey: Any, capacity: float, k: int) -> None:
+            r = res.get(rkey)
+            if r is None:
+                r = res[rkey] = len(res_cap)
+                res_cap.append(capacity)
+            fi.append(c)
+            ri.append(r)
+            mult.append(float(k))
+
+        for c in range(n_ch):
+            cnt: dict[Any, int] = dict(seg_count[c]) if with_segments else {}
+            for side in (out_tmpl[c], in_tmpl[c]):
+                for pk, k in side.items():
+                    cnt[pk] = cnt.get(pk, 0) + k
+            for pk, k in cnt.items():
+                for capacity in sorted(pattern_caps[pk]):
+                    add(c, ("s", pk, capacity), capacity, k)
+            for e, k in fab_load[c].items():
+                add(c, ("f", e), cap[e], k)
+        if not fi:
+            return np.full(n_ch, np.inf)
+        return maxmin_rates(
+            np.asarray(fi, dtype=np.int64),
+            np.asarray(ri, dtype=np.int64),
+            np.asarray(mult, dtype=float),
+            np.asarray(res_cap, dtype=float),
+            n_ch,
+        )
+
+    return RingSummary(
+        n_channels=n_ch,
+        rates=rates(True),
+        inter_rates=rates(False),
+        intra_hops=tuple(h for hops in seg_hops for h in hops),
+        inter_hops=tuple(inter_hops),
+        servers=frozenset(touched),
+    )
