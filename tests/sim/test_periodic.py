@@ -1,0 +1,169 @@
+"""The analytic executor's periodic extension (issue 14: cost independent of the micro-batches).
+
+A 1F1B step of identical micro-batches is evaluated from a short schedule of ``3 pp + 4``
+micro-batches extended by its period (``perfmodel.sim.engine.periodic_timeline``). Every report
+field must equal the whole schedule's (to 1e-9 relative), and the extension must refuse where
+the short schedule does not show the periodic regime.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import perfmodel.api as api
+from perfmodel.api import Scenario, _build_step, predict, resolve
+from perfmodel.parallel.lower_pipeline import PipelineLowering
+from perfmodel.parallel.periodic import PeriodicGraph
+from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
+from perfmodel.report.step import breakdown, critical_device
+from perfmodel.sim.engine import PeriodicTimeline, _list_schedule, evaluate
+
+GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 2048, "vocab": 32000}
+
+
+def _scenario(**kw: object) -> Scenario:
+    base = dict(
+        system="dgx-a100",
+        model="gpt",
+        model_args=GPT,
+        global_batch=96,
+        dp=2,
+        tp=2,
+        pp=2,
+        microbatch=1,
+        schedule="1f1b",
+        precision="bf16",
+        optimizer="adam",
+        software="megatron",
+        fidelity="analytic",
+    )
+    return Scenario.from_dict({**base, **kw})
+
+
+def _close(a: object, b: object, path: str = "") -> None:
+    """Every number of two report dicts equal to 1e-9 relative (strings etc. exactly)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and not isinstance(a, bool):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+def _full_report(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The report with the whole schedule (no short schedules offered)."""
+    with monkeypatch.context() as m:
+        m.setattr(PipelineLowering, "periodic_count", lambda self: 0)
+        m.setattr(api, "_REPORTS", {})
+        return predict(sc, baseline=False).to_dict()
+
+
+CASES = {
+    # pp 2: 48 micro-batches from a 10-micro-batch schedule; megatron's eager host issues kernels
+    "pp2": {},
+    # pp 4 across two servers (pipeline sends over the NICs), 48 micro-batches from 16
+    "pp4-2nodes": dict(nodes=2, dp=2, pp=4, global_batch=96),
+    # tied embedding all-reduce, gradient overlap of the last micro-batch (pytorch-style DDP)
+    "mcore-overlap": dict(software="megatron-core", global_batch=128),
+    # one stage: a long 1F1B of one device with ZeRO-1
+    "pp1": dict(pp=1, tp=2, dp=4, zero=1, global_batch=256),
+    # full recomputation, sequence parallelism, micro-batch 2
+    "recompute-sp": dict(recompute="full", sequence_parallel=True, microbatch=2, global_batch=192),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = _scenario(**CASES[name])
+    step, _ = _build_step(sc, resolve(sc))
+    assert isinstance(step.graph, PeriodicGraph)
+    tl = evaluate(step.graph)
+    assert isinstance(tl, PeriodicTimeline), "the shortcut should apply here"
+    whole = _list_schedule(step.graph.full())
+    assert math.isclose(tl.makespan_s, whole.makespan_s, rel_tol=1e-12)
+    assert critical_device(tl) == critical_device(whole)
+    for dev in whole.graph.devices:  # every device's breakdown, not only the critical one's
+        _close(breakdown(tl, dev).to_dict(), breakdown(whole, dev).to_dict(), dev)
+    # end to end: every field of the report, against the report of the whole schedule
+    monkeypatch.setattr(api, "_REPORTS", {})
+    fast = predict(sc, baseline=False)
+    assert isinstance(fast.timeline, PeriodicTimeline)
+    _close(fast.to_dict(), _full_report(sc, monkeypatch))
+    # the per-task times (traces, Gantt) are the whole schedule's
+    assert fast.timeline.end_s == whole.end_s and fast.timeline.graph.tasks == whole.graph.tasks
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(schedule="interleaved", interleave=2),
+        dict(schedule="gpipe"),
+        dict(zero=2, software="megatron-core"),
+        dict(global_batch=16),  # 8 micro-batches: no shorter schedule to take
+    ],
+)
+def test_not_offered_where_micro_batches_differ(kw: dict) -> None:
+    sc = _scenario(**kw)
+    step, _ = _build_step(sc, resolve(sc))
+    assert not isinstance(step.graph, PeriodicGraph)
+
+
+def _chain(m: int, fwd: list[float], bwd: list[float]) -> PeriodicGraph:
+    """One device, 1F1B of ``m`` micro-batches (forward ``fwd[j]``, backward ``bwd[j]`` s),
+    then an optimizer of 0.5 s: a hand-made :class:`PeriodicGraph`."""
+
+    def build(k: int):
+        b = GraphBuilder()
+        prev = -1
+        for j in range(k):
+            f = b.add(TaskKind.COMPUTE, "g0", "compute", fwd[j], [prev], "F", j)
+            prev = b.add(TaskKind.COMPUTE, "g0", "compute", bwd[j], [f], "B", j)
+        b.add(TaskKind.OPTIMIZER, "g0", "compute", 0.5, [prev], "optimizer")
+        return b.build()
+
+    return PeriodicGraph(lambda: build(m), build, 7, m)
+
+
+def test_hand_computed_extension() -> None:
+    """100 micro-batches of 1 s forward + 2 s backward from a 7-micro-batch schedule:
+    3 x 100 + 0.5 = 300.5 s, 300 s compute, 0.5 s optimizer."""
+    g = _chain(100, [1.0] * 100, [2.0] * 100)
+    tl = evaluate(g)
+    assert isinstance(tl, PeriodicTimeline)
+    assert tl.makespan_s == pytest.approx(300.5, rel=1e-12)
+    bd = breakdown(tl, period_s=301.0)
+    assert (bd.compute_s, bd.optimizer_s, bd.bubble_s) == pytest.approx((300.0, 0.5, 0.5))
+
+
+def test_refuses_when_micro_batches_differ() -> None:
+    """Micro-batches alternating 1 s and 2 s forwards: no micro-batch is a shifted copy of the
+    previous one, so the whole graph is scheduled: 100 x 2 + 50 x 1 + 50 x 2 + 0.5 s."""
+    fwd = [1.0 + j % 2 for j in range(100)]
+    g = _chain(100, fwd, [2.0] * 100)
+    tl = evaluate(g)
+    assert not isinstance(tl, PeriodicTimeline)
+    assert tl.makespan_s == pytest.approx(350.5)
+
+
+def test_refuses_when_host_issue_spans_the_period() -> None:
+    """An eager host issuing many tiny kernels (a small model with 512 micro-batches): the
+    kernel-issue task covers the steps' steady state, so the extension refuses."""
+    sc = _scenario(
+        model_args={"layers": 4, "hidden": 64, "heads": 2, "seq_len": 16, "vocab": 256},
+        global_batch=1024,
+        dp=4,
+        tp=1,
+    )
+    step, _ = _build_step(sc, resolve(sc))
+    assert isinstance(step.graph, PeriodicGraph)
+    tl = evaluate(step.graph)
+    assert not isinstance(tl, PeriodicTimeline)
+    assert tl.makespan_s == _list_schedule(step.graph.full()).makespan_s
