@@ -119,17 +119,23 @@ def critical_device(timeline: Timeline) -> str:
 def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[str, float]:
     """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring)."""
     events: list[tuple[float, int, str]] = []
+    keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
+    start_s, end_s = timeline.start_s, timeline.end_s
     for t in timeline.graph.tasks:
-        s, e = timeline.start_s[t.tid], timeline.end_s[t.tid]
+        s, e = start_s[t.tid], end_s[t.tid]
         if e <= s:
             continue
-        mine = t.device == dev or (t.comm is not None and dev in t.comm.group)
-        prio, cls = task_class(t)
-        if not mine and cls != "host":
-            continue
-        if t.device != dev and t.stream == "compute":
-            continue
-        key = f"{prio}|{cls}"
+        comm = t.comm
+        ck = (t.stream, t.kind, None if comm is None else comm.kind)
+        key = keys.get(ck)
+        if key is None:
+            prio, cls = task_class(t)
+            key = keys[ck] = f"{prio}|{cls}"
+        if t.device != dev:
+            if t.stream == "compute":
+                continue
+            if not (comm is not None and dev in comm.group) and key != "2|host":
+                continue
         events.append((s, 1, key))
         events.append((e, -1, key))
     events.sort(key=lambda x: (x[0], x[1]))
