@@ -22,6 +22,7 @@ Every precision and overlap decision comes from the step's :class:`~perfmodel.pa
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -683,7 +684,8 @@ class PipelineLowering:
         a longer one once, as long as it stays under 3/4 of the step's); the check itself is
         :func:`perfmodel.sim.engine.evaluate`'s. An eager host's kernel-issue task keeps the
         step's length in a short schedule (:meth:`kernel_issue`): the check then needs it
-        over before the period it extends."""
+        over before the period it extends, so the short schedule is made long enough for that
+        (or not offered when it would not be short)."""
         P, plan = self.P, self.plan
         one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
             P == 1 and plan.schedule is not PipelineSchedule.GPIPE
@@ -693,6 +695,21 @@ class PipelineLowering:
         if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
             return 0
         base = 3 * P + 4
+        # an eager host issues the step's kernels in one task per stage, from the start: the
+        # period is taken after it ends, at least m x issue / compute micro-batches in (the
+        # period is at least a stage's compute per micro-batch)
+        issue = _issue_times(
+            self.costs,
+            self.chunks,
+            P,
+            self.V,
+            self.m_step,
+            plan.recompute,
+            self.rc.selective_recompute.share,
+        )
+        compute = max(ch.fwd_s + ch.bwd_s for ch in self.chunks)
+        if max(issue) > 0 and compute > 0:
+            base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
         return base if 4 * base <= 3 * self.m_step else 0
 
     def short_graph(self, microbatches: int) -> TaskGraph:

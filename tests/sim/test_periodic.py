@@ -116,17 +116,19 @@ def test_not_offered_where_micro_batches_differ(kw: dict) -> None:
     assert not isinstance(step.graph, PeriodicGraph)
 
 
-def _chain(m: int, fwd: list[float], bwd: list[float]) -> PeriodicGraph:
+def _chain(m: int, fwd: list[float], bwd: list[float], host_s: float = 0.0) -> PeriodicGraph:
     """One device, 1F1B of ``m`` micro-batches (forward ``fwd[j]``, backward ``bwd[j]`` s),
-    then an optimizer of 0.5 s: a hand-made :class:`PeriodicGraph`."""
+    then an optimizer of 0.5 s; with ``host_s``, a host task from 0 that the optimizer waits
+    for (an eager host's kernel issue): a hand-made :class:`PeriodicGraph`."""
 
     def build(k: int):
         b = GraphBuilder()
+        host = b.add(TaskKind.HOST, "g0", "host", host_s, (), "issue") if host_s else -1
         prev = -1
         for j in range(k):
             f = b.add(TaskKind.COMPUTE, "g0", "compute", fwd[j], [prev], "F", j)
             prev = b.add(TaskKind.COMPUTE, "g0", "compute", bwd[j], [f], "B", j)
-        b.add(TaskKind.OPTIMIZER, "g0", "compute", 0.5, [prev], "optimizer")
+        b.add(TaskKind.OPTIMIZER, "g0", "compute", 0.5, [prev, host], "optimizer")
         return b.build()
 
     return PeriodicGraph(lambda: build(m), build, 7, m)
@@ -153,9 +155,25 @@ def test_refuses_when_micro_batches_differ() -> None:
     assert tl.makespan_s == pytest.approx(350.5)
 
 
-def test_refuses_when_host_issue_spans_the_period() -> None:
+@pytest.mark.parametrize(("host_s", "periodic"), [(100.0, True), (280.0, False)])
+def test_host_task_over_the_period(host_s: float, periodic: bool) -> None:
+    """A host task from 0 to ``host_s`` covers the 7-micro-batch schedule's period: a longer
+    short schedule takes the period after it (100 s: 3 s per micro-batch, so from about the
+    35th), unless that one would cost about as much as the whole (280 s): then the whole
+    graph is scheduled. Either way 300.5 s with no host time exposed (compute covers it)."""
+    g = _chain(100, [1.0] * 100, [2.0] * 100, host_s)
+    tl = evaluate(g)
+    assert isinstance(tl, PeriodicTimeline) is periodic
+    assert tl.makespan_s == pytest.approx(300.5, rel=1e-12)
+    bd = breakdown(tl)
+    assert (bd.compute_s, bd.optimizer_s, bd.host_s, bd.bubble_s) == pytest.approx(
+        (300.0, 0.5, 0.0, 0.0)
+    )
+
+
+def test_not_offered_when_host_issue_outlasts_the_step() -> None:
     """An eager host issuing many tiny kernels (a small model with 512 micro-batches): the
-    kernel-issue task covers the steps' steady state, so the extension refuses."""
+    kernel issue lasts most of the step, so no short schedule is offered."""
     sc = _scenario(
         model_args={"layers": 4, "hidden": 64, "heads": 2, "seq_len": 16, "vocab": 256},
         global_batch=1024,
@@ -163,7 +181,4 @@ def test_refuses_when_host_issue_spans_the_period() -> None:
         tp=1,
     )
     step, _ = _build_step(sc, resolve(sc))
-    assert isinstance(step.graph, PeriodicGraph)
-    tl = evaluate(step.graph)
-    assert not isinstance(tl, PeriodicTimeline)
-    assert tl.makespan_s == _list_schedule(step.graph.full()).makespan_s
+    assert not isinstance(step.graph, PeriodicGraph)
