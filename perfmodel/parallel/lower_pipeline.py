@@ -679,8 +679,9 @@ class PipelineLowering:
         step). Only 1F1B without interleaving (or one stage), every micro-batch lowered alike
         (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
         parallelism), no eager kernel-issue task (its length grows with the micro-batches),
-        and a step with at least 4/3 of the short schedule's micro-batches (``3 pp + 4``: a
-        warm-up, ``2 pp + 2`` steady micro-batches to check, a cool-down; the check may ask for
+        and a step with at least 4/3 of the short schedule's micro-batches (``2 pp + 8``: a
+        warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check and take the period
+        from, the last micro-batch's gradient reduction; the check may ask for
         a longer one once, as long as it stays under 3/4 of the step's); the check itself is
         :func:`perfmodel.sim.engine.evaluate`'s. An eager host's kernel-issue task keeps the
         step's length in a short schedule (:meth:`kernel_issue`): the check then needs it
@@ -694,7 +695,7 @@ class PipelineLowering:
             return 0
         if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
             return 0
-        base = 3 * P + 4
+        base = 2 * P + 8
         # an eager host issues the step's kernels in one task per stage, from the start: the
         # period is taken after it ends, at least m x issue / compute micro-batches in (the
         # period is at least a stage's compute per micro-batch)

@@ -6,7 +6,7 @@ warm-up is over, every micro-batch's tasks start exactly one period ``lambda`` a
 micro-batch's (a max-plus linear system in its periodic regime, Baccelli et al., *Synchronization
 and Linearity*, 1992, ch. 3). :class:`PeriodicGraph` holds the two ways to lower such a step:
 
-* :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``3 pp + 4``), from
+* :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``2 pp + 8``), from
   which :func:`perfmodel.sim.engine.evaluate` extends the periodic regime to ``m`` micro-batches
   after checking it (docs/design.md, "Coarsening"), so the analytic fast path's cost does not
   grow with the micro-batches;

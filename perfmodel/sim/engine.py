@@ -121,22 +121,25 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     to take the period after a task outside them that runs where it would be taken (an eager
     host's kernel issue, as long as the step's).
 
-    The check, on the short schedule's list schedule: a run of at least ``2 pp + 2``
-    consecutive micro-batches ``j0 .. j1`` whose tasks (same kinds, streams and durations, in
-    program order) each start and end ``lambda`` after micro-batch ``j - 1``'s (to
-    :data:`PERIOD_RTOL`), and a time ``tau`` such that only micro-batches ``j0 + 1 .. j1 - 1``
-    run in ``[tau - lambda, tau + 2 lambda]`` while every task outside them ends before or
-    starts after that window (including the makespan's).
+    The check, on the short schedule's list schedule: a run of micro-batches ``j0 .. j1``
+    whose tasks (same kinds, streams and durations, in program order) each start and end
+    ``lambda`` after micro-batch ``j - 1``'s (to :data:`PERIOD_RTOL`), long enough to hold two
+    consecutive steady iterations and a time ``tau`` such that only micro-batches
+    ``j0 + 1 .. j1 - 1`` run in ``[tau - lambda, tau + 2 lambda]`` while every task outside
+    them ends before or starts after that window (including the makespan's).
 
     Why that is exact: the list schedule is max-plus linear (``start = max(stream free, deps
-    end)``, ``end = start + duration``), so it commutes with a uniform shift of its inputs. In
-    1F1B each steady iteration (stage ``s`` runs forward ``i + pp - s - 1`` and backward ``i``)
-    depends only on the ``pp`` iterations before it; ``pp + 1`` consecutive iterations shifted
-    by ``lambda`` (micro-batches ``i .. i + 2 pp - 1``) therefore make every further steady
-    iteration another ``lambda`` later, and the cool-down and the end of the step (gradient
-    reduction, optimizer) follow the last one. The step with ``m`` micro-batches is the short
-    one with ``m - k`` periods inserted at ``tau``: the makespan grows by ``(m - k) lambda`` and
-    every per-device time (busy compute, breakdown classes) by ``m - k`` times its value over
+    end)``, ``end = start + duration``), so it commutes with a uniform shift of its inputs. A
+    steady 1F1B iteration ``i`` (stage ``s`` runs forward ``i + pp - s - 1`` and backward ``i``)
+    depends only on iteration ``i - 1`` and on itself: each stream's previous task, stage
+    ``s - 1``'s forward send (one iteration earlier), stage ``s + 1``'s backward send (the same
+    iteration); a backward's dependence on its own forward never binds (the forward ran
+    earlier on the same stream). Two consecutive iterations shifted by ``lambda`` (all tasks of
+    micro-batches ``i .. i + pp``) therefore make every further steady iteration another
+    ``lambda`` later, and the cool-down and the end of the step (gradient reduction,
+    optimizer) follow the last one. The step with ``m`` micro-batches is the short one with
+    ``m - k`` periods inserted at ``tau``: the makespan grows by ``(m - k) lambda`` and every
+    per-device time (busy compute, breakdown classes) by ``m - k`` times its value over
     ``[tau, tau + lambda)``.
     """
     g = graph.short(k)
@@ -192,7 +195,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     # tau: when micro-batch `mid` starts; around it run backwards up to P micro-batches older
     # and forwards up to one newer, all of which must be periodic
     mid = j1 - 3
-    if len(steady) < P + 1 or mid < j0 + P + 2:
+    if len(steady) < 2 or mid < j0 + P + 2:
         return 2 * k
     lam = (first[j1] - first[j0]) / (j1 - j0)
     if not lam > 0:

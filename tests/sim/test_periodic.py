@@ -1,6 +1,6 @@
 """The analytic executor's periodic extension (issue 14: cost independent of the micro-batches).
 
-A 1F1B step of identical micro-batches is evaluated from a short schedule of ``3 pp + 4``
+A 1F1B step of identical micro-batches is evaluated from a short schedule of ``2 pp + 8``
 micro-batches extended by its period (``perfmodel.sim.engine.periodic_timeline``). Every report
 field must equal the whole schedule's (to 1e-9 relative), and the extension must refuse where
 the short schedule does not show the periodic regime.
