@@ -197,8 +197,8 @@ class LayerCost:
         hashing and ``repr`` ignore it), so a cost model prices the copies of a block once.
         """
         new = object.__new__(LayerCost)
-        new.__dict__.update(self.__dict__, name=name, block=block)
-        new.__dict__["_cost_source"] = self.cost_source()
+        d = self.__dict__
+        new.__dict__.update(d, name=name, block=block, _cost_source=d.get("_cost_source", self))
         return new
 
     def cost_source(self) -> LayerCost:
