@@ -80,6 +80,7 @@ class PipelineLowering:
         self.tp_overlap = rc.tp_comm.overlap
         self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
         self.chunks = self._build_chunks() if chunks is None else chunks
+        self._issue: list[float] | None = None
         self.b = GraphBuilder()
         self.gpu = [pl.gpu(0, s, 0) for s in range(self.P)]
         self.dp_groups = [pl.dp_group(s, 0) for s in range(self.P)]
@@ -458,15 +459,7 @@ class PipelineLowering:
         """Eager stacks: each stage's host thread issues every kernel of the step in order,
         ahead of the GPU (asynchronous launches); the step cannot end before the last one is
         issued."""
-        issue = _issue_times(  # the step's kernels, also in a short schedule (see periodic)
-            self.costs,
-            self.chunks,
-            self.P,
-            self.V,
-            self.m_step,
-            self.plan.recompute,
-            self.rc.selective_recompute.share,
-        )
+        issue = self.issue_times()
         for s in range(self.P):
             if issue[s] > 0:
                 pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
@@ -478,6 +471,21 @@ class PipelineLowering:
                     pre,
                     label="kernel issue (eager host)",
                 )
+
+    def issue_times(self) -> list[float]:
+        """Each stage's host issue time of the step's kernels (``m_step`` micro-batches, also
+        in a short schedule: see :meth:`periodic_count`); computed once per lowering."""
+        if self._issue is None:
+            self._issue = _issue_times(
+                self.costs,
+                self.chunks,
+                self.P,
+                self.V,
+                self.m_step,
+                self.plan.recompute,
+                self.rc.selective_recompute.share,
+            )
+        return self._issue
 
     def tied_embedding(self) -> None:
         """A tied word embedding: the last stage (which holds the last chunk) keeps a copy,
@@ -699,15 +707,7 @@ class PipelineLowering:
         # an eager host issues the step's kernels in one task per stage, from the start: the
         # period is taken after it ends, at least m x issue / compute micro-batches in (the
         # period is at least a stage's compute per micro-batch)
-        issue = _issue_times(
-            self.costs,
-            self.chunks,
-            P,
-            self.V,
-            self.m_step,
-            plan.recompute,
-            self.rc.selective_recompute.share,
-        )
+        issue = self.issue_times()
         compute = max(ch.fwd_s + ch.bwd_s for ch in self.chunks)
         if max(issue) > 0 and compute > 0:
             base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
@@ -715,13 +715,15 @@ class PipelineLowering:
 
     def short_graph(self, microbatches: int) -> TaskGraph:
         """This step's graph with ``microbatches`` micro-batches (same chunks, notes)."""
-        return PipelineLowering(
+        low = PipelineLowering(
             self.inp,
             self.costs,
             one_weird_trick=self.owt,
             microbatches=microbatches,
             chunks=self.chunks,
-        ).graph()
+        )
+        low._issue = self.issue_times()  # the same step's kernels
+        return low.graph()
 
     def lower(self) -> LoweredStep:
         """The whole step: its graph (a :class:`~perfmodel.parallel.periodic.PeriodicGraph`
