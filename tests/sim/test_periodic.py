@@ -18,6 +18,7 @@ from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
 from perfmodel.report.step import breakdown, critical_device
+from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import PeriodicTimeline, _list_schedule, evaluate
 
 GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 2048, "vocab": 32000}
@@ -99,6 +100,7 @@ def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.Mon
     _close(fast.to_dict(), _full_report(sc, monkeypatch))
     # the per-task times (traces, Gantt) are the whole schedule's
     assert fast.timeline.end_s == whole.end_s and fast.timeline.graph.tasks == whole.graph.tasks
+    assert chrome_trace(fast.timeline) == chrome_trace(whole)
 
 
 @pytest.mark.parametrize(
@@ -182,3 +184,14 @@ def test_not_offered_when_host_issue_outlasts_the_step() -> None:
     )
     step, _ = _build_step(sc, resolve(sc))
     assert not isinstance(step.graph, PeriodicGraph)
+
+
+def test_simulation_runs_the_whole_graph() -> None:
+    """The SimPy fidelity is not shortened: it replays every task of the lowered step."""
+    sc = _scenario(fidelity="simulated")
+    step, _ = _build_step(sc, resolve(sc))
+    assert isinstance(step.graph, PeriodicGraph)
+    rep = predict(sc, baseline=False)
+    assert not isinstance(rep.timeline, PeriodicTimeline)
+    assert rep.timeline.fidelity == "simulated"
+    assert len(rep.timeline.end_s) == len(step.graph.full().tasks)
