@@ -24,6 +24,9 @@ number and wall time shows what a user waits):
   processes (refused at once above ``MAX_CLUSTER_GPUS``).
 - ``compare``: ``perfmodel compare`` of GPT-3 175B on 1024 A100 with the defaults (skipped with
   ``--quick``).
+- ``layers``, ``microbatches``: growth curves in-process, analytic and simulated predict of a
+  GPT (h 2048) on 16 A100 (tp2 pp4 dp2): 24 -> 96 -> 192 layers, and 8 -> 64 -> 512
+  micro-batches per pipeline (``--quick``: the first two points).
 
 The Calculon reference of the issue (commit caa4b11, same machine and session): 1.6 ms per new
 plan in-process, 0.34 s as a fresh process. Record the numbers in ``benchmarks/README.md``.
@@ -321,6 +324,70 @@ def case_compare(quick: bool) -> dict[str, Any]:
     return {"wall_s": w, "cpu_s": c, "rc": rc}
 
 
+GROWTH_BASE = {
+    "system": "dgx-a100",
+    "nodes": 2,
+    "model": "gpt",
+    "precision": "bf16",
+    "optimizer": "adam",
+    "software": "megatron",
+    "dp": 2,
+    "tp": 2,
+    "pp": 4,
+    "microbatch": 1,
+    "schedule": "1f1b",
+}
+
+
+def _growth_curve(name: str, points: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each point a new scenario in this process (the system warmed up by a first prediction
+    of another scenario), predicted analytic then simulated, CPU time of each."""
+    from perfmodel.api import Scenario, predict
+
+    warm = {**GROWTH_BASE, "model_args": {"layers": 8, "hidden": 1024, "heads": 16}}
+    predict(Scenario.from_dict({**warm, "global_batch": 8}), baseline=False)
+    out = []
+    for label, d in points:
+        row: dict[str, Any] = {"point": label}
+        for fid in ("analytic", "simulated"):
+            sc = Scenario.from_dict({**d, "fidelity": fid})
+            w, c, r = _timed(lambda sc=sc: predict(sc, baseline=False))
+            row[fid] = {"wall_s": w, "cpu_s": c, "iteration_s": r.iteration_time_s}
+        print(
+            f"{name:<13} {label:<18} analytic {1e3 * row['analytic']['cpu_s']:8.1f} ms CPU, "
+            f"simulated {row['simulated']['cpu_s']:6.2f} s CPU; iteration "
+            f"{row['analytic']['iteration_s']:.4f} s / {row['simulated']['iteration_s']:.4f} s",
+            flush=True,
+        )
+        out.append(row)
+    return out
+
+
+def case_layers(quick: bool) -> list[dict[str, Any]]:
+    """GPT (h 2048, 16 heads, seq 2048) on 16 A100 (tp2 pp4 dp2, 32 micro-batches of 1) with
+    24 -> 96 -> 192 layers (``--quick``: 24 -> 96)."""
+    args = {"hidden": 2048, "heads": 16, "seq_len": 2048}
+    points = [
+        (f"{n} layers", {**GROWTH_BASE, "model_args": {**args, "layers": n}, "global_batch": 64})
+        for n in ((24, 96) if quick else (24, 96, 192))
+    ]
+    return _growth_curve("layers", points)
+
+
+def case_microbatches(quick: bool) -> list[dict[str, Any]]:
+    """The same GPT with 24 layers and 8 -> 64 -> 512 micro-batches per pipeline (global batch
+    16 -> 1024; ``--quick``: 8 -> 64)."""
+    args = {"hidden": 2048, "heads": 16, "seq_len": 2048, "layers": 24}
+    points = [
+        (
+            f"{m} micro-batches",
+            {**GROWTH_BASE, "model_args": args, "global_batch": 2 * m},
+        )
+        for m in ((8, 64) if quick else (8, 64, 512))
+    ]
+    return _growth_curve("microbatches", points)
+
+
 CASES = {
     "plans": case_plans,
     "cli": case_cli,
@@ -328,6 +395,8 @@ CASES = {
     "growth": case_growth,
     "nodes": case_nodes,
     "compare": case_compare,
+    "layers": case_layers,
+    "microbatches": case_microbatches,
 }
 
 

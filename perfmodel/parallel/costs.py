@@ -131,6 +131,14 @@ class SystemCosts:
         hit = self._by_layer.get(id(layer))
         if hit is not None and hit[0] is layer:
             return hit[1], hit[2]
+        src = layer.cost_source()  # a relabelled copy of a block: its template's times
+        if src is not layer:
+            hit = self._by_layer.get(id(src))
+            if hit is not None and hit[0] is src:
+                if len(self._by_layer) >= _LAYER_MEMO_SIZE:
+                    self._by_layer.clear()
+                self._by_layer[id(layer)] = (layer, hit[1], hit[2])
+                return hit[1], hit[2]
         lt = self._layer(layer)
         times = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
         host = (float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s))

@@ -22,6 +22,7 @@ Every precision and overlap decision comes from the step's :class:`~perfmodel.pa
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -41,21 +42,35 @@ from perfmodel.parallel.lowering import (
     tied_embedding_params,
 )
 from perfmodel.parallel.memory import PlanMemory
+from perfmodel.parallel.periodic import PeriodicGraph
+from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import peak_in_flight, stage_ops
-from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
+from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 
 
 class PipelineLowering:
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
 
-    def __init__(self, inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> None:
+    def __init__(
+        self,
+        inp: StepInputs,
+        costs: Costs,
+        *,
+        one_weird_trick: bool = False,
+        microbatches: int | None = None,
+        chunks: list[Chunk] | None = None,
+    ) -> None:
+        """``microbatches`` schedules that many micro-batches instead of the step's (a short
+        schedule of :mod:`perfmodel.parallel.periodic`; notes, memory and FLOP keep the step's
+        count); ``chunks`` reuses another lowering's chunks of the same inputs."""
         self.inp, self.costs, self.owt = inp, costs, one_weird_trick
         plan, pl = inp.plan, inp.placement
         self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload
         self.P, self.V = plan.pp, plan.interleave
         self.K = self.P * self.V
-        self.m = plan.num_microbatches(inp.batch_per_replica)
+        self.m_step = plan.num_microbatches(inp.batch_per_replica)  # the step's micro-batches
+        self.m = self.m_step if microbatches is None else microbatches  # scheduled ones
         self.alg = self.preset.comm_algorithm
         rc = self.rc = inp.recipe_for(costs)
         self.zero3 = rc.sharding.stage >= 3
@@ -64,7 +79,8 @@ class PipelineLowering:
         self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
         self.tp_overlap = rc.tp_comm.overlap
         self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
-        self.chunks = self._build_chunks()
+        self.chunks = self._build_chunks() if chunks is None else chunks
+        self._issue: list[float] | None = None
         self.b = GraphBuilder()
         self.gpu = [pl.gpu(0, s, 0) for s in range(self.P)]
         self.dp_groups = [pl.dp_group(s, 0) for s in range(self.P)]
@@ -84,7 +100,9 @@ class PipelineLowering:
         self.host_tid = -1
         self.last_compute = [-1] * P
         self.issue_tid = [-1] * P
-        self.tied = [0] * P
+        self.tied = [0] * P  # a tied embedding's copy on the last stage (parameters)
+        if P > 1:
+            self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
         self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
         self.expert_share = expert_grad_share(plan)
 
@@ -98,7 +116,7 @@ class PipelineLowering:
         chunks: list[Chunk] = []
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
-        plan = self.plan if self.m > 1 else dataclasses.replace(self.plan, ep_overlap=False)
+        plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
         for k, ids in enumerate(parts):
             s = k % self.P
             groups = self.expert_context_groups(s)
@@ -441,15 +459,7 @@ class PipelineLowering:
         """Eager stacks: each stage's host thread issues every kernel of the step in order,
         ahead of the GPU (asynchronous launches); the step cannot end before the last one is
         issued."""
-        issue = _issue_times(
-            self.costs,
-            self.chunks,
-            self.P,
-            self.V,
-            self.m,
-            self.plan.recompute,
-            self.rc.selective_recompute.share,
-        )
+        issue = self.issue_times()
         for s in range(self.P):
             if issue[s] > 0:
                 pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
@@ -462,12 +472,26 @@ class PipelineLowering:
                     label="kernel issue (eager host)",
                 )
 
+    def issue_times(self) -> list[float]:
+        """Each stage's host issue time of the step's kernels (``m_step`` micro-batches, also
+        in a short schedule: see :meth:`periodic_count`); computed once per lowering."""
+        if self._issue is None:
+            self._issue = _issue_times(
+                self.costs,
+                self.chunks,
+                self.P,
+                self.V,
+                self.m_step,
+                self.plan.recompute,
+                self.rc.selective_recompute.share,
+            )
+        return self._issue
+
     def tied_embedding(self) -> None:
         """A tied word embedding: the last stage (which holds the last chunk) keeps a copy,
         whose gradient is all-reduced with the first stage."""
         P = self.P
         if P > 1:
-            self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
             if self.tied[P - 1]:
                 _embedding_grad_allreduce(
                     self.b,
@@ -557,7 +581,7 @@ class PipelineLowering:
         self.expert_context_notes()
         if self.K > 1:
             b.notes.append(
-                f"pipeline: {self.P} stages x {self.V} chunks, {self.m} micro-batches, one task "
+                f"pipeline: {self.P} stages x {self.V} chunks, {self.m_step} micro-batches, one task "
                 "per micro-batch and chunk"
             )
 
@@ -597,8 +621,8 @@ class PipelineLowering:
                 for x in seg.ep_cp
                 if x.kind.value == kind
             ]
-            full = self.m * sum(x.full_s for x in comms)
-            exposed = self.m * sum(x.duration_s for x in comms)
+            full = self.m_step * sum(x.full_s for x in comms)
+            exposed = self.m_step * sum(x.duration_s for x in comms)
             self.b.notes.append(
                 f"{what} over {size} ranks: {full * 1e3:.2f} ms of transfers per step on stage 0, "
                 f"{exposed * 1e3:.2f} ms exposed"
@@ -639,8 +663,9 @@ class PipelineLowering:
             )
         return tuple(out)
 
-    def lower(self) -> LoweredStep:
-        """The whole step, in the order of the module docstring."""
+    def graph(self) -> TaskGraph:
+        """The step's task graph (``self.m`` micro-batches), in the order of the module
+        docstring; call once per lowering."""
         self.host_step()
         self.run_schedule()
         self.kernel_issue()
@@ -648,20 +673,74 @@ class PipelineLowering:
         for s in range(self.P):
             self.finish_stage(s)
         self.notes()
-        mem = self.memory()
-        plan, pl = self.plan, self.pl
         if self.owt:
             self.b.notes.append(
                 "one-weird-trick: convolutions data parallel (their gradients all-reduced), "
                 "fully-connected layers split by output features over all GPUs (no gradient "
                 "all-reduce)"
             )
+        return self.b.build(multiplicity=self.pl.dp * self.pl.tp)
+
+    def periodic_count(self) -> int:
+        """Micro-batches of the short schedule a
+        :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
+        step). Only 1F1B without interleaving (or one stage), every micro-batch lowered alike
+        (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
+        parallelism), no eager kernel-issue task (its length grows with the micro-batches),
+        and a step with at least 4/3 of the short schedule's micro-batches (``2 pp + 8``: a
+        warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check and take the period
+        from, the last micro-batch's gradient reduction; the check may ask for
+        a longer one once, as long as it stays under 3/4 of the step's); the check itself is
+        :func:`perfmodel.sim.engine.evaluate`'s. An eager host's kernel-issue task keeps the
+        step's length in a short schedule (:meth:`kernel_issue`): the check then needs it
+        over before the period it extends, so the short schedule is made long enough for that
+        (or not offered when it would not be short)."""
+        P, plan = self.P, self.plan
+        one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
+            P == 1 and plan.schedule is not PipelineSchedule.GPIPE
+        )
+        if not one_f_one_b or self.V > 1 or self.owt or self.zero3:
+            return 0
+        if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
+            return 0
+        base = 2 * P + 8
+        # an eager host issues the step's kernels in one task per stage, from the start: the
+        # period is taken after it ends, at least m x issue / compute micro-batches in (the
+        # period is at least a stage's compute per micro-batch)
+        issue = self.issue_times()
+        compute = max(ch.fwd_s + ch.bwd_s for ch in self.chunks)
+        if max(issue) > 0 and compute > 0:
+            base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
+        return base if 4 * base <= 3 * self.m_step else 0
+
+    def short_graph(self, microbatches: int) -> TaskGraph:
+        """This step's graph with ``microbatches`` micro-batches (same chunks, notes)."""
+        low = PipelineLowering(
+            self.inp,
+            self.costs,
+            one_weird_trick=self.owt,
+            microbatches=microbatches,
+            chunks=self.chunks,
+        )
+        low._issue = self.issue_times()  # the same step's kernels
+        return low.graph()
+
+    def lower(self) -> LoweredStep:
+        """The whole step: its graph (a :class:`~perfmodel.parallel.periodic.PeriodicGraph`
+        where :meth:`periodic_count` allows, lowered when first read), memory and FLOP."""
+        k = self.periodic_count()
+        plan, pl = self.plan, self.pl
+        graph = (
+            PeriodicGraph(self.graph, self.short_graph, k, self.m, multiplicity=pl.dp * pl.tp)
+            if k
+            else self.graph()
+        )
         return LoweredStep(
-            graph=self.b.build(multiplicity=pl.dp * pl.tp),
-            memory=mem,
+            graph=graph,
+            memory=self.memory(),
             samples_per_step=self.inp.batch_per_replica * plan.dp,
             # each of the dp x cp ranks of a tensor-parallel slot holds 1/cp of a replica's tokens
-            model_flop_per_step=self.wl.total_flop * pl.tp * self.m * plan.grad_replicas,
+            model_flop_per_step=self.wl.total_flop * pl.tp * self.m_step * plan.grad_replicas,
             num_gpus=plan.num_gpus,
         )
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.taskgraph import Task, TaskKind
-from perfmodel.sim.engine import Timeline
+from perfmodel.sim.engine import PeriodicTimeline, Timeline
 from perfmodel.units import hour
 
 if TYPE_CHECKING:
@@ -89,47 +89,63 @@ def task_class(task: Task) -> tuple[int, str]:
     return 1, "comm:dp"
 
 
-def critical_device(timeline: Timeline) -> str:
-    """The simulated GPU whose compute stream is busiest."""
+def _compute_busy(timeline: Timeline) -> dict[str, float]:
+    """Seconds each simulated device's compute stream is busy."""
     busy: dict[str, float] = {}
     for t in timeline.graph.tasks:
         if t.stream == "compute":
             busy[t.device] = (
                 busy.get(t.device, 0.0) + timeline.end_s[t.tid] - timeline.start_s[t.tid]
             )
+    return busy
+
+
+def _busiest(busy: dict[str, float], devices: tuple[str, ...]) -> str:
     if not busy:
-        return timeline.graph.devices[0]
-    return max(busy, key=lambda d: (busy[d], -timeline.graph.devices.index(d)))
+        return devices[0]
+    return max(busy, key=lambda d: (busy[d], -devices.index(d)))
 
 
-def breakdown(
-    timeline: Timeline, device: str | None = None, period_s: float | None = None
-) -> Breakdown:
-    """Classify every instant of ``[0, period]`` on ``device`` (see module docstring)."""
-    dev = device or critical_device(timeline)
-    T = max(timeline.makespan_s, period_s or 0.0)
+def critical_device(timeline: Timeline) -> str:
+    """The simulated GPU whose compute stream is busiest."""
+    if isinstance(timeline, PeriodicTimeline):
+        dev = _periodic_critical(timeline)
+        if dev is not None:
+            return dev
+        timeline = timeline.whole()
+    return _busiest(_compute_busy(timeline), timeline.graph.devices)
+
+
+def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[str, float]:
+    """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring)."""
     events: list[tuple[float, int, str]] = []
+    keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
+    start_s, end_s = timeline.start_s, timeline.end_s
     for t in timeline.graph.tasks:
-        s, e = timeline.start_s[t.tid], timeline.end_s[t.tid]
+        s, e = start_s[t.tid], end_s[t.tid]
         if e <= s:
             continue
-        mine = t.device == dev or (t.comm is not None and dev in t.comm.group)
-        prio, cls = task_class(t)
-        if not mine and cls != "host":
-            continue
-        if t.device != dev and t.stream == "compute":
-            continue
-        key = f"{prio}|{cls}"
+        comm = t.comm
+        ck = (t.stream, t.kind, None if comm is None else comm.kind)
+        key = keys.get(ck)
+        if key is None:
+            prio, cls = task_class(t)
+            key = keys[ck] = f"{prio}|{cls}"
+        if t.device != dev:
+            if t.stream == "compute":
+                continue
+            if not (comm is not None and dev in comm.group) and key != "2|host":
+                continue
         events.append((s, 1, key))
         events.append((e, -1, key))
     events.sort(key=lambda x: (x[0], x[1]))
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
-    prev = 0.0
+    prev = t0
     i = 0
     while i <= len(events):
-        now = events[i][0] if i < len(events) else T
-        now = min(now, T)
+        now = events[i][0] if i < len(events) else t1
+        now = min(now, t1)
         if now > prev:
             live = [k for k, c in active.items() if c > 0]
             cls = min(live).split("|", 1)[1] if live else "bubble"
@@ -140,6 +156,29 @@ def breakdown(
         _, d, key = events[i]
         active[key] = active.get(key, 0) + d
         i += 1
+    return acc
+
+
+def breakdown(
+    timeline: Timeline, device: str | None = None, period_s: float | None = None
+) -> Breakdown:
+    """Classify every instant of ``[0, period]`` on ``device`` (see module docstring)."""
+    if isinstance(timeline, PeriodicTimeline):
+        dev = device or _periodic_critical(timeline)
+        acc = None if dev is None else _periodic_seconds(timeline, dev)
+        if acc is None:
+            timeline = timeline.whole()
+        else:
+            T = timeline.makespan_s
+            if period_s is not None and period_s > T:  # the sweep's bubble up to the period
+                acc["bubble"] = acc.get("bubble", 0.0) + (period_s - T)
+            return _breakdown_of(acc)
+    dev = device or critical_device(timeline)
+    T = max(timeline.makespan_s, period_s or 0.0)
+    return _breakdown_of(_class_seconds(timeline, dev, 0.0, T))
+
+
+def _breakdown_of(acc: dict[str, float]) -> Breakdown:
     comm = {k.split(":", 1)[1]: v for k, v in acc.items() if k.startswith("comm:")}
     return Breakdown(
         compute_s=acc.get("compute", 0.0),
@@ -148,6 +187,46 @@ def breakdown(
         host_s=acc.get("host", 0.0),
         bubble_s=acc.get("bubble", 0.0),
     )
+
+
+def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
+    """Breakdown classes of ``dev`` over ``[0, makespan]`` of the whole step: the short
+    schedule's plus ``extra`` times one period's (``[tau, tau + lambda)``,
+    :func:`perfmodel.sim.engine.periodic_timeline`)."""
+    short, lam, tau = tl.short, tl.period_s, tl.window_s
+    acc = _class_seconds(short, dev, 0.0, short.makespan_s)
+    one = _class_seconds(short, dev, tau, tau + lam)
+    for cls, v in one.items():
+        acc[cls] = acc.get(cls, 0.0) + tl.extra * v
+    return acc
+
+
+def _periodic_critical(tl: PeriodicTimeline) -> str | None:
+    """:func:`critical_device` of a periodic timeline: each device's busy compute time is the
+    short schedule's plus ``extra`` times one micro-batch's compute tasks (every micro-batch of
+    the periodic regime runs the same). ``None`` when devices tie (to ``1e-9``) with breakdowns
+    that differ: the whole schedule's rounding decides then."""
+    short = tl.short
+    busy = _compute_busy(short)
+    tasks = short.graph.tasks
+    for tid in tl.period_tids:
+        t = tasks[tid]
+        if t.stream == "compute":
+            busy[t.device] += tl.extra * (short.end_s[tid] - short.start_s[tid])
+    devices = short.graph.devices
+    dev = _busiest(busy, devices)
+    if not busy:
+        return dev
+    top = busy[dev]
+    ties = [d for d in busy if d != dev and busy[d] >= top - 1e-9 * abs(top)]
+    if ties:
+        ref = _periodic_seconds(tl, dev)
+        tol = 1e-9 * tl.makespan_s
+        for d in ties:
+            other = _periodic_seconds(tl, d)
+            if any(abs(ref.get(c, 0.0) - other.get(c, 0.0)) > tol for c in {*ref, *other}):
+                return None
+    return dev
 
 
 def _flops_text(flops_per_s: float) -> str:

@@ -17,12 +17,14 @@ Results are deterministic: no randomness, ties broken by task id.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import simpy
 
+from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import CommSpec, Task, TaskGraph
 
 
@@ -43,6 +45,183 @@ class Timeline:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
 
 
+#: Tolerance of the periodicity check, relative to the short schedule's makespan: times are
+#: sums of durations, so a shifted copy agrees to a few ulps (1e-16 relative each), not exactly.
+PERIOD_RTOL = 1e-12
+
+
+class PeriodicTimeline(Timeline):
+    """The timeline of a :class:`~perfmodel.parallel.periodic.PeriodicGraph`, extended from a
+    short schedule (see :func:`periodic_timeline`).
+
+    ``makespan_s`` and the report's fields (:func:`perfmodel.report.step.breakdown`,
+    :func:`~perfmodel.report.step.critical_device`) come from the short schedule; ``start_s``,
+    ``end_s`` and :meth:`records` schedule the whole graph when first read (traces, Gantt charts).
+
+    Attributes
+    ----------
+    short
+        Timeline of the short schedule (``graph.short(k)``, ``k`` micro-batches).
+    extra
+        Micro-batches the step has beyond the short schedule, ``m - k``.
+    period_s
+        ``lambda``: how much later each micro-batch of the periodic regime runs than the
+        previous one, seconds.
+    window_s
+        ``tau``: a time of the short schedule from which ``[tau, tau + lambda)`` is one
+        period (only checked micro-batches run in ``[tau - lambda, tau + 2 lambda]``).
+    period_tids
+        Task ids of one micro-batch of the periodic regime (one period's work).
+    """
+
+    def __init__(
+        self,
+        graph: PeriodicGraph,
+        short: Timeline,
+        extra: int,
+        period_s: float,
+        window_s: float,
+        period_tids: tuple[int, ...],
+    ) -> None:
+        object.__setattr__(self, "graph", graph)
+        object.__setattr__(self, "fidelity", "analytic")
+        object.__setattr__(self, "short", short)
+        object.__setattr__(self, "extra", extra)
+        object.__setattr__(self, "period_s", period_s)
+        object.__setattr__(self, "window_s", window_s)
+        object.__setattr__(self, "period_tids", period_tids)
+        object.__setattr__(self, "_whole", None)
+
+    def whole(self) -> Timeline:
+        """The whole graph's list schedule (computed on the first call)."""
+        tl = self._whole
+        if tl is None:
+            tl = _list_schedule(self.graph.full())
+            object.__setattr__(self, "_whole", tl)
+        return tl
+
+    @property
+    def start_s(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.whole().start_s
+
+    @property
+    def end_s(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.whole().end_s
+
+    @property
+    def makespan_s(self) -> float:
+        """The short schedule's makespan plus ``extra`` periods."""
+        return self.short.makespan_s + self.extra * self.period_s
+
+
+def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
+    """Extend the ``k``-micro-batch schedule of ``graph`` to its ``m`` micro-batches; where
+    the short schedule does not show the periodic regime, the micro-batches of a short schedule
+    that might (``0``: none): twice ``k`` when too few micro-batches were periodic, or enough
+    to take the period after a task outside them that runs where it would be taken (an eager
+    host's kernel issue, as long as the step's).
+
+    The check, on the short schedule's list schedule: a run of micro-batches ``j0 .. j1``
+    whose tasks (same kinds, streams and durations, in program order) each start and end
+    ``lambda`` after micro-batch ``j - 1``'s (to :data:`PERIOD_RTOL`), long enough to hold two
+    consecutive steady iterations and a time ``tau`` such that only micro-batches
+    ``j0 + 1 .. j1 - 1`` run in ``[tau - lambda, tau + 2 lambda]`` while every task outside
+    them ends before or starts after that window (including the makespan's).
+
+    Why that is exact: the list schedule is max-plus linear (``start = max(stream free, deps
+    end)``, ``end = start + duration``), so it commutes with a uniform shift of its inputs. A
+    steady 1F1B iteration ``i`` (stage ``s`` runs forward ``i + pp - s - 1`` and backward ``i``)
+    depends only on iteration ``i - 1`` and on itself: each stream's previous task, stage
+    ``s - 1``'s forward send (one iteration earlier), stage ``s + 1``'s backward send (the same
+    iteration); a backward's dependence on its own forward never binds (the forward ran
+    earlier on the same stream). Two consecutive iterations shifted by ``lambda`` (all tasks of
+    micro-batches ``i .. i + pp``) therefore make every further steady iteration another
+    ``lambda`` later, and the cool-down and the end of the step (gradient reduction,
+    optimizer) follow the last one. The step with ``m`` micro-batches is the short one with
+    ``m - k`` periods inserted at ``tau``: the makespan grows by ``(m - k) lambda`` and every
+    per-device time (busy compute, breakdown classes) by ``m - k`` times its value over
+    ``[tau, tau + lambda)``.
+    """
+    g = graph.short(k)
+    tl = _list_schedule(g)
+    tasks, start, end = g.tasks, tl.start_s, tl.end_s
+    # a task without a micro-batch whose dependencies all belong to one (a "join" after an
+    # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
+    mb = [t.microbatch for t in tasks]
+    by_mb: dict[int, list[Task]] = {}
+    for t in tasks:
+        j = t.microbatch
+        if j < 0 and t.deps:
+            owners = {mb[d] for d in t.deps}
+            if len(owners) == 1:
+                j = mb[t.tid] = owners.pop()
+        if j >= 0:
+            by_mb.setdefault(j, []).append(t)
+    span = tl.makespan_s
+    tol = PERIOD_RTOL * span
+    first = [start[by_mb[j][0].tid] for j in range(k)]
+    # the longest run of micro-batches each a shifted copy of the previous
+    ok = [False] * k
+    for j in range(1, k):
+        a, b = by_mb[j - 1], by_mb[j]
+        if len(a) != len(b):
+            continue
+        lam = first[j] - first[j - 1]
+        ok[j] = all(
+            x.kind is y.kind
+            and x.device == y.device
+            and x.stream == y.stream
+            and x.duration_s == y.duration_s
+            and abs(start[y.tid] - start[x.tid] - lam) <= tol
+            and abs(end[y.tid] - end[x.tid] - lam) <= tol
+            for x, y in zip(a, b, strict=True)
+        )
+    best = (0, 0)  # (j0, j1): micro-batches j0 + 1 .. j1 each shifted from the previous
+    j = 1
+    while j < k:
+        if not ok[j]:
+            j += 1
+            continue
+        j0 = j - 1
+        while j < k and ok[j]:
+            j += 1
+        if j - 1 - j0 > best[1] - best[0]:
+            best = (j0, j - 1)
+    j0, j1 = best
+    P = len(g.devices)  # one simulated device per pipeline stage
+    # steady iterations i (stage s: forward i + P - s - 1, backward i; the last micro-batch's
+    # backward reduces gradients) whose micro-batches i .. i + P - 1 are all shifted copies
+    steady = range(j0 + 1, min(j1 - P + 1, k - P, k - 2) + 1)
+    # tau: when micro-batch `mid` starts; around it run backwards up to P micro-batches older
+    # and forwards up to one newer, all of which must be periodic
+    mid = j1 - 3
+    if len(steady) < 2 or mid < j0 + P + 2:
+        return 2 * k
+    lam = (first[j1] - first[j0]) / (j1 - j0)
+    if not lam > 0:
+        return 0
+    tau = first[mid]
+    lo, hi = tau - lam, tau + 2 * lam
+    blocked = 0.0  # latest end of a task outside the periodic micro-batches in the window
+    for t in tasks:
+        s, e = start[t.tid], end[t.tid]
+        if j0 < mb[t.tid] < j1:
+            continue
+        if not (e <= lo + tol or s >= hi - tol):
+            if s > lo:  # starts inside the window: no longer schedule moves it out
+                return 0
+            blocked = max(blocked, e)
+    if blocked:
+        # a longer schedule whose micro-batch `mid` starts two periods after it (its last
+        # micro-batch reduces gradients, so `mid` is at most k' - 5)
+        return j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5
+    last = max(tasks, key=lambda t: end[t.tid])
+    if j0 < mb[last.tid] < j1 or not start[last.tid] >= hi - tol:
+        return 0
+    period = tuple(t.tid for t in by_mb[mid])
+    return PeriodicTimeline(graph, tl, graph.microbatches - k, lam, tau, period)
+
+
 class CommRunner(Protocol):
     """Plays one communication task inside a SimPy environment."""
 
@@ -52,6 +231,11 @@ class CommRunner(Protocol):
 def evaluate(graph: TaskGraph) -> Timeline:
     """Analytic list schedule of ``graph`` (no SimPy): ``start = max(stream free, deps end)``.
 
+    A :class:`~perfmodel.parallel.periodic.PeriodicGraph` whose short schedule passes
+    :func:`periodic_timeline`'s check is not lowered in full: the result is a
+    :class:`PeriodicTimeline` (same makespan and report fields, the per-task times computed
+    when first read); otherwise the whole graph is lowered and scheduled.
+
     >>> from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
     >>> b = GraphBuilder()
     >>> a = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
@@ -60,6 +244,22 @@ def evaluate(graph: TaskGraph) -> Timeline:
     >>> evaluate(b.build()).end_s
     (1.0, 3.0, 2.0)
     """
+    if isinstance(graph, PeriodicGraph):
+        # short schedules while they cost less than the whole one (at most twice its cost)
+        k, spent = graph.short_microbatches, 0
+        while spent + k <= graph.microbatches and 4 * k <= 3 * graph.microbatches:
+            tl = periodic_timeline(graph, k)
+            if isinstance(tl, PeriodicTimeline):
+                return tl
+            if tl <= k:  # no longer short schedule would pass
+                break
+            k, spent = tl, spent + k
+        graph = graph.full()
+    return _list_schedule(graph)
+
+
+def _list_schedule(graph: TaskGraph) -> Timeline:
+    """:func:`evaluate` of every task of ``graph``."""
     n = len(graph.tasks)
     start = [0.0] * n
     end = [0.0] * n

@@ -192,11 +192,19 @@ class LayerCost:
         """This layer under another ``name`` and ``block`` index, every cost field shared.
 
         Equal to ``dataclasses.replace(self, name=name, block=block)`` at a tenth of its cost
-        (no field is re-validated: they are this layer's), for copying a repeated block.
+        (no field is re-validated: they are this layer's), for copying a repeated block. The
+        copy remembers the layer it was made from (:meth:`cost_source`, not a field: equality,
+        hashing and ``repr`` ignore it), so a cost model prices the copies of a block once.
         """
         new = object.__new__(LayerCost)
-        new.__dict__.update(self.__dict__, name=name, block=block)
+        d = self.__dict__
+        new.__dict__.update(d, name=name, block=block, _cost_source=d.get("_cost_source", self))
         return new
+
+    def cost_source(self) -> LayerCost:
+        """The layer this one was copied from by :meth:`relabelled` (itself if none): the same
+        :meth:`cost_key`, so the same time on any GPU."""
+        return self.__dict__.get("_cost_source", self)
 
     def cost_key(self) -> tuple[Any, ...]:
         """Every field except ``name`` and ``block``: the layer's value as a cost model sees it.

@@ -361,15 +361,30 @@ def memory_breakdown(
         )
     if dp < 1:
         raise ConfigError(f"dp must be >= 1, got {dp}", value=dp, where="dp")
+    params, per_mb_acts, ws = _workload_sums(workload, recompute)
     weights, grads, state = sharded_param_state_bytes(
-        workload.params, workload.precision, optimizer, zero_stage=zero_stage, dp=dp
+        params, workload.precision, optimizer, zero_stage=zero_stage, dp=dp
     )
     weights += workload.buffers * 4.0
-    acts = activation_bytes(workload, recompute) * in_flight_microbatches
-    ws = workspace_bytes(workload)
+    acts = per_mb_acts * in_flight_microbatches
     subtotal = weights + grads + state + acts + ws
     ws += FRAGMENTATION * subtotal
     return MemoryBreakdown(weights, grads, state, acts, ws)
+
+
+def _workload_sums(workload: Workload, recompute: Recompute | str) -> tuple[int, float, float]:
+    """``(workload.params, activation_bytes(workload, recompute), workspace_bytes(workload))``,
+    kept on the (immutable) workload object per ``recompute``: a plan search asks for the
+    memory of the same stage under many data-parallel degrees and ZeRO stages (issue 14)."""
+    memo = workload.__dict__.setdefault("_memory_sums", {})
+    hit = memo.get(recompute)
+    if hit is None:
+        hit = memo[recompute] = (
+            workload.params,
+            activation_bytes(workload, recompute),
+            workspace_bytes(workload),
+        )
+    return hit
 
 
 @dataclass(frozen=True)

@@ -582,9 +582,10 @@ def build_model(
     cfg = info.builder(net, **kwargs)
     _check_expert_context(info.name, net)
     split = tp > 1 or ep > 1 or cp > 1
-    whole = _whole_model(info, kwargs, prec) if split else net.layers
-    total = sum(la.params for la in whole)
-    active = sum(la.active_params for la in whole)
+    if split:
+        total, active = _whole_counts(info, kwargs, prec)
+    else:
+        total, active = _counts(net.layers)
     seq = getattr(cfg, "seq_len", 1) if info.family == "transformer" else 1
     record = {k: v for k, v in kwargs.items() if k not in info.fixed}
     return Workload(
@@ -647,6 +648,35 @@ def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> li
     net = Net(1, prec)
     info.builder(net, **kwargs)
     return net.layers
+
+
+def _counts(layers: list[LayerCost]) -> tuple[int, int]:
+    """``(parameters, active parameters)`` of ``layers``."""
+    return sum(la.params for la in layers), sum(la.active_params for la in layers)
+
+
+#: ``(parameters, active parameters)`` of unsharded models by (name, arguments, precision):
+#: they depend on nothing else (not the batch, not the parallelism), and every sharded
+#: workload of a plan search asks for them (issue 14: nothing rebuilt per plan that does not
+#: depend on the plan). Bounded; a clear only costs a rebuild.
+_WHOLE_COUNTS: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+
+def _whole_counts(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[int, int]:
+    """:func:`_counts` of :func:`_whole_model`, memoised where the arguments are hashable."""
+    try:
+        key: tuple[Any, ...] | None = (info.name, tuple(sorted(kwargs.items())), prec)
+        hash(key)
+    except TypeError:  # a list argument (CNN widths): build it
+        key = None
+    hit = _WHOLE_COUNTS.get(key) if key is not None else None
+    if hit is None:
+        hit = _counts(_whole_model(info, kwargs, prec))
+        if key is not None:
+            if len(_WHOLE_COUNTS) >= 256:
+                _WHOLE_COUNTS.clear()
+            _WHOLE_COUNTS[key] = hit
+    return hit
 
 
 __all__ = ["ModelInfo", "build_model", "get_model_info", "list_models", "model_aliases"]

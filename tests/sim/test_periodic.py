@@ -1,0 +1,197 @@
+"""The analytic executor's periodic extension (issue 14: cost independent of the micro-batches).
+
+A 1F1B step of identical micro-batches is evaluated from a short schedule of ``2 pp + 8``
+micro-batches extended by its period (``perfmodel.sim.engine.periodic_timeline``). Every report
+field must equal the whole schedule's (to 1e-9 relative), and the extension must refuse where
+the short schedule does not show the periodic regime.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import perfmodel.api as api
+from perfmodel.api import Scenario, _build_step, predict, resolve
+from perfmodel.parallel.lower_pipeline import PipelineLowering
+from perfmodel.parallel.periodic import PeriodicGraph
+from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
+from perfmodel.report.step import breakdown, critical_device
+from perfmodel.report.trace import chrome_trace
+from perfmodel.sim.engine import PeriodicTimeline, _list_schedule, evaluate
+
+GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 2048, "vocab": 32000}
+
+
+def _scenario(**kw: object) -> Scenario:
+    base = dict(
+        system="dgx-a100",
+        model="gpt",
+        model_args=GPT,
+        global_batch=96,
+        dp=2,
+        tp=2,
+        pp=2,
+        microbatch=1,
+        schedule="1f1b",
+        precision="bf16",
+        optimizer="adam",
+        software="megatron",
+        fidelity="analytic",
+    )
+    return Scenario.from_dict({**base, **kw})
+
+
+def _close(a: object, b: object, path: str = "") -> None:
+    """Every number of two report dicts equal to 1e-9 relative (strings etc. exactly)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and not isinstance(a, bool):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+def _full_report(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The report with the whole schedule (no short schedules offered)."""
+    with monkeypatch.context() as m:
+        m.setattr(PipelineLowering, "periodic_count", lambda self: 0)
+        m.setattr(api, "_REPORTS", {})
+        return predict(sc, baseline=False).to_dict()
+
+
+CASES = {
+    # pp 2: 48 micro-batches from a 10-micro-batch schedule; megatron's eager host issues kernels
+    "pp2": {},
+    # pp 4 across two servers (pipeline sends over the NICs), 48 micro-batches from 16
+    "pp4-2nodes": dict(nodes=2, dp=2, pp=4, global_batch=96),
+    # tied embedding all-reduce, gradient overlap of the last micro-batch (pytorch-style DDP)
+    "mcore-overlap": dict(software="megatron-core", global_batch=128),
+    # one stage: a long 1F1B of one device with ZeRO-1
+    "pp1": dict(pp=1, tp=2, dp=4, zero=1, global_batch=256),
+    # full recomputation, sequence parallelism, micro-batch 2
+    "recompute-sp": dict(recompute="full", sequence_parallel=True, microbatch=2, global_batch=192),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = _scenario(**CASES[name])
+    step, _ = _build_step(sc, resolve(sc))
+    assert isinstance(step.graph, PeriodicGraph)
+    tl = evaluate(step.graph)
+    assert isinstance(tl, PeriodicTimeline), "the shortcut should apply here"
+    whole = _list_schedule(step.graph.full())
+    assert math.isclose(tl.makespan_s, whole.makespan_s, rel_tol=1e-12)
+    assert critical_device(tl) == critical_device(whole)
+    for dev in whole.graph.devices:  # every device's breakdown, not only the critical one's
+        _close(breakdown(tl, dev).to_dict(), breakdown(whole, dev).to_dict(), dev)
+    # end to end: every field of the report, against the report of the whole schedule
+    monkeypatch.setattr(api, "_REPORTS", {})
+    fast = predict(sc, baseline=False)
+    assert isinstance(fast.timeline, PeriodicTimeline)
+    _close(fast.to_dict(), _full_report(sc, monkeypatch))
+    # the per-task times (traces, Gantt) are the whole schedule's
+    assert fast.timeline.end_s == whole.end_s and fast.timeline.graph.tasks == whole.graph.tasks
+    assert chrome_trace(fast.timeline) == chrome_trace(whole)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(schedule="interleaved", interleave=2),
+        dict(schedule="gpipe"),
+        dict(zero=2, software="megatron-core"),
+        dict(global_batch=16),  # 8 micro-batches: no shorter schedule to take
+    ],
+)
+def test_not_offered_where_micro_batches_differ(kw: dict) -> None:
+    sc = _scenario(**kw)
+    step, _ = _build_step(sc, resolve(sc))
+    assert not isinstance(step.graph, PeriodicGraph)
+
+
+def _chain(m: int, fwd: list[float], bwd: list[float], host_s: float = 0.0) -> PeriodicGraph:
+    """One device, 1F1B of ``m`` micro-batches (forward ``fwd[j]``, backward ``bwd[j]`` s),
+    then an optimizer of 0.5 s; with ``host_s``, a host task from 0 that the optimizer waits
+    for (an eager host's kernel issue): a hand-made :class:`PeriodicGraph`."""
+
+    def build(k: int):
+        b = GraphBuilder()
+        host = b.add(TaskKind.HOST, "g0", "host", host_s, (), "issue") if host_s else -1
+        prev = -1
+        for j in range(k):
+            f = b.add(TaskKind.COMPUTE, "g0", "compute", fwd[j], [prev], "F", j)
+            prev = b.add(TaskKind.COMPUTE, "g0", "compute", bwd[j], [f], "B", j)
+        b.add(TaskKind.OPTIMIZER, "g0", "compute", 0.5, [prev, host], "optimizer")
+        return b.build()
+
+    return PeriodicGraph(lambda: build(m), build, 7, m)
+
+
+def test_hand_computed_extension() -> None:
+    """100 micro-batches of 1 s forward + 2 s backward from a 7-micro-batch schedule:
+    3 x 100 + 0.5 = 300.5 s, 300 s compute, 0.5 s optimizer."""
+    g = _chain(100, [1.0] * 100, [2.0] * 100)
+    tl = evaluate(g)
+    assert isinstance(tl, PeriodicTimeline)
+    assert tl.makespan_s == pytest.approx(300.5, rel=1e-12)
+    bd = breakdown(tl, period_s=301.0)
+    assert (bd.compute_s, bd.optimizer_s, bd.bubble_s) == pytest.approx((300.0, 0.5, 0.5))
+
+
+def test_refuses_when_micro_batches_differ() -> None:
+    """Micro-batches alternating 1 s and 2 s forwards: no micro-batch is a shifted copy of the
+    previous one, so the whole graph is scheduled: 100 x 2 + 50 x 1 + 50 x 2 + 0.5 s."""
+    fwd = [1.0 + j % 2 for j in range(100)]
+    g = _chain(100, fwd, [2.0] * 100)
+    tl = evaluate(g)
+    assert not isinstance(tl, PeriodicTimeline)
+    assert tl.makespan_s == pytest.approx(350.5)
+
+
+@pytest.mark.parametrize(("host_s", "periodic"), [(100.0, True), (280.0, False)])
+def test_host_task_over_the_period(host_s: float, periodic: bool) -> None:
+    """A host task from 0 to ``host_s`` covers the 7-micro-batch schedule's period: a longer
+    short schedule takes the period after it (100 s: 3 s per micro-batch, so from about the
+    35th), unless that one would cost about as much as the whole (280 s): then the whole
+    graph is scheduled. Either way 300.5 s with no host time exposed (compute covers it)."""
+    g = _chain(100, [1.0] * 100, [2.0] * 100, host_s)
+    tl = evaluate(g)
+    assert isinstance(tl, PeriodicTimeline) is periodic
+    assert tl.makespan_s == pytest.approx(300.5, rel=1e-12)
+    bd = breakdown(tl)
+    assert (bd.compute_s, bd.optimizer_s, bd.host_s, bd.bubble_s) == pytest.approx(
+        (300.0, 0.5, 0.0, 0.0)
+    )
+
+
+def test_not_offered_when_host_issue_outlasts_the_step() -> None:
+    """An eager host issuing many tiny kernels (a small model with 512 micro-batches): the
+    kernel issue lasts most of the step, so no short schedule is offered."""
+    sc = _scenario(
+        model_args={"layers": 4, "hidden": 64, "heads": 2, "seq_len": 16, "vocab": 256},
+        global_batch=1024,
+        dp=4,
+        tp=1,
+    )
+    step, _ = _build_step(sc, resolve(sc))
+    assert not isinstance(step.graph, PeriodicGraph)
+
+
+def test_simulation_runs_the_whole_graph() -> None:
+    """The SimPy fidelity is not shortened: it replays every task of the lowered step."""
+    sc = _scenario(fidelity="simulated")
+    step, _ = _build_step(sc, resolve(sc))
+    assert isinstance(step.graph, PeriodicGraph)
+    rep = predict(sc, baseline=False)
+    assert not isinstance(rep.timeline, PeriodicTimeline)
+    assert rep.timeline.fidelity == "simulated"
+    assert len(rep.timeline.end_s) == len(step.graph.full().tasks)
