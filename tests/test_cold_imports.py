@@ -58,7 +58,7 @@ def test_catalogue_command_loads_no_graph_or_array_library() -> None:
 def test_analytic_predict_loads_no_plotting_fitting_or_calibration() -> None:
     got = _loaded(["predict", "--system", "dgx-a100", "--model", "resnet50", "--global-batch", "256", "--fidelity",
                    "analytic", "--quiet"])  # fmt: skip
-    assert not set(got["top"]) & {"scipy", "matplotlib", "dask", "joblib"}
+    assert not set(got["top"]) & {"scipy", "matplotlib", "dask", "joblib", "simpy"}
     assert got["calibration"] == []
     # the package __init__ files re-export lazily (perfmodel._lazy): a prediction loads no
     # topology analysis and none of the plan search, sweep, what-if or fitting modules

@@ -20,12 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import simpy
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import CommSpec, Task, TaskGraph
+
+if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
+    import simpy
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,8 @@ def simulate(
         :class:`FlowComm` over ``perfmodel.comm.FlowNetwork``). ``None``: communication tasks
         take their closed-form ``duration_s``.
     """
+    import simpy
+
     env = simpy.Environment()
     runner = network_factory(env) if network_factory is not None else None
     n = len(graph.tasks)
