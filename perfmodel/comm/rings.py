@@ -79,61 +79,95 @@ class DirectedLinks:
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
-    def _table(self) -> _EdgeTable:
-        return _edge_table(self.topology, self.link_params)
+    def _table(self) -> _LinkTable:
+        return _LinkTable(self.topology.graph, self.link_params)
+
+    @cached_property
+    def _whole(self) -> _LinkTable:
+        """:attr:`_table` with every link of the graph given an id (the readers of the whole
+        table: :attr:`edges`, :attr:`capacity_Bps`, ...)."""
+        table = self._table
+        table.complete()
+        return table
 
     @property
     def edges(self) -> tuple[tuple[str, str], ...]:
-        """Directed edges ``(u, v)``; both directions of graph edge ``k`` are ids ``2k, 2k+1``."""
-        return self._table.edges
+        """Every directed edge ``(u, v)``, by id (see :class:`_LinkTable` for the id order)."""
+        return tuple(self._whole.edges)
 
     @cached_property
     def index(self) -> dict[tuple[str, str], int]:
-        """Directed edge -> its id (built on first use: the searches read :attr:`_table`'s
-        successor map)."""
-        return {e: i for i, e in enumerate(self.edges)}
+        """Directed edge -> its id (every edge of the graph)."""
+        return {e: i for i, e in enumerate(self._whole.edges)}
 
-    @property
+    @cached_property
     def capacity_Bps(self) -> np.ndarray:
-        return self._table.capacity_Bps
+        return np.asarray(self._whole.capacity, dtype=float)
 
-    @property
+    @cached_property
     def alpha_s(self) -> np.ndarray:
-        return self._table.alpha_s
+        return np.asarray(self._whole.alpha, dtype=float)
 
-    @property
+    @cached_property
     def extra_alpha_s(self) -> np.ndarray:
-        return self._table.extra_alpha_s
+        return np.asarray(self._whole.extra, dtype=float)
 
-    @property
+    @cached_property
     def units(self) -> np.ndarray:
-        return self._table.units
+        return np.asarray(self._whole.units, dtype=np.int64)
 
     @property
     def family(self) -> tuple[LinkFamily, ...]:
-        return self._table.family
+        return tuple(self._whole.family)
 
-    # Plain-Python views for the path searches (hot loops).
-    @cached_property
+    def link(self, e: int) -> tuple[str, str]:
+        """The directed edge ``(u, v)`` of link id ``e`` (an id a path lookup handed out)."""
+        return self._table.edges[e]
+
+    def capacity_view(self) -> np.ndarray:
+        """Capacity (bytes/s) of every link id handed out so far, by id: the ``capacity_Bps``
+        argument of :func:`~perfmodel.comm.maxmin.maxmin_rates` for flows over those links
+        (the whole-graph :attr:`capacity_Bps` is not built for them)."""
+        return self._table.capacity_array()
+
+    # Plain-Python views for the path searches (hot loops): the table's own columns, which
+    # grow as links are given ids (read them by an id you hold, never keep a copy's length).
+    @property
     def capacity_list(self) -> list[float]:
-        return self.capacity_Bps.tolist()
+        return self._table.capacity
 
-    @cached_property
+    @property
     def unit_capacity_list(self) -> list[float]:
-        return (self.capacity_Bps / self.units).tolist()
+        return self._table.unit_capacity
 
-    @cached_property
+    @property
     def unit_count_list(self) -> list[float]:
         """Link units per directed edge, as floats (the ring packing's starting residual)."""
-        return self.units.astype(float).tolist()
+        return self._table.unit_count
 
-    @cached_property
+    @property
     def alpha_list(self) -> list[float]:
-        return self.alpha_s.tolist()
+        return self._table.alpha
 
-    @cached_property
+    @property
     def extra_alpha_list(self) -> list[float]:
-        return self.extra_alpha_s.tolist()
+        return self._table.extra
+
+    def residual_units(self, allowed: frozenset[str] | None) -> list[float]:
+        """A copy of :attr:`unit_count_list` covering every link between ``allowed`` nodes
+        (``None``: every link): the ring packing's residual, which its searches index by
+        the ids of those links."""
+        table = self._table
+        if allowed is None:
+            table.complete()
+        else:
+            succ, adj = table.succ, self.adjacency
+            for u in allowed:
+                row = succ[u]
+                for v in adj[u]:
+                    if v in allowed:
+                        row[v]  # numbers the link
+        return list(table.unit_count)
 
     # ------------------------------------------------------------------ node tables (lazy)
     @cached_property
@@ -256,7 +290,7 @@ class DirectedLinks:
         ):
             inside = self.server_nodes.get(self.server[src], frozenset())
             plain = _min_hop_widest(self, None, src, dst, inside, per_unit=False, direct=True)
-            fams = {self.family[i] for i in self.path_ids(plain[2])} if plain else set()
+            fams = {self._table.family[i] for i in self._ids_of(plain[2])} if plain else set()
             if not (fams and fams <= _NVLINK_FAMILIES):
                 cpus = [
                     n
@@ -561,14 +595,11 @@ class DirectedLinks:
         :class:`LinkParams` override sets (calibration fits it as the latency NCCL's table
         misses).
         """
-        extra = self.extra_alpha_list
-        if not self._any_extra:  # RDMA and NVLink only: every term is 0.0
+        ids = self._ids_of(path)
+        if not self._table.has_extra:  # RDMA and NVLink only: every term is 0.0
             return 0.0
-        return float(sum(extra[i] for i in self._ids_of(path)))
-
-    @cached_property
-    def _any_extra(self) -> bool:
-        return any(self.extra_alpha_list)
+        extra = self._table.extra
+        return float(sum(extra[i] for i in ids))
 
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
@@ -616,67 +647,114 @@ class _OnDemand(dict):  # type: ignore[type-arg]
         return value
 
 
-@dataclass(frozen=True)
-class _EdgeTable:
-    """The directed links of a topology as arrays (see :class:`DirectedLinks`)."""
+class _LinkTable:
+    """Directed link ids and their columns, an id made for a link when first asked for.
 
-    edges: tuple[tuple[str, str], ...]
-    succ: dict[str, dict[str, int]]
-    capacity_Bps: np.ndarray
-    alpha_s: np.ndarray
-    extra_alpha_s: np.ndarray
-    units: np.ndarray
-    family: tuple[LinkFamily, ...]
+    ``succ[u][v]`` is the id of link ``u -> v``: the first lookup of either direction of a
+    graph edge gives ``u -> v`` the next even id ``2k`` and ``v -> u`` ``2k + 1`` and appends
+    both to the columns (a ``KeyError`` where ``u`` and ``v`` are not linked). A ring over
+    2,048 servers reads one server's links and a few fabric links, not the 184,336 directed
+    links of the cluster (issue 14: cost flat in cluster size). :meth:`complete` gives every
+    remaining edge its ids in graph edge order (networkx's ``Graph.edges``: each node's
+    adjacency in insertion order, an edge at its first end), so a table completed before any
+    lookup numbers graph edge ``k`` as ``2k, 2k + 1``.
+
+    Per link (the columns, by id): effective bandwidth ``bandwidth_Bps x efficiency`` (or
+    ``count x`` the class override), latency ``latency_s`` (or the override), the latency
+    NCCL's tables do not contain (:meth:`DirectedLinks.extra_latency`), the unit count (int and
+    float), the bandwidth per unit and the family; links with the same attributes share one
+    computation (:func:`_link_kind`). The values do not depend on the id order, and neither do
+    the max-min rates (:func:`~perfmodel.comm.maxmin.maxmin_rates` sums each link's load over
+    its entries in entry order and takes minima).
+    """
+
+    def __init__(self, graph: Any, link_params: LinkParams) -> None:
+        self._graph = graph
+        self._adj = graph.adj
+        self._params = link_params
+        self._kinds: dict[tuple[Any, ...], tuple[float, float, float, int, LinkFamily]] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.capacity: list[float] = []
+        self.alpha: list[float] = []
+        self.extra: list[float] = []
+        self.units: list[int] = []
+        self.unit_count: list[float] = []
+        self.unit_capacity: list[float] = []
+        self.family: list[LinkFamily] = []
+        #: whether some link with an id has latency outside NCCL's tables
+        self.has_extra = False
+        self.succ: dict[str, dict[str, int]] = _OnDemand(self._row)
+        self._array: np.ndarray = np.zeros(0)
+        self._complete = False
+
+    def _row(self, u: str) -> _LinkRow:
+        if u not in self._adj:
+            raise KeyError(u)
+        return _LinkRow(self, u)
+
+    def add(self, u: str, v: str) -> int:
+        """Give ``u -> v`` and ``v -> u`` (not yet numbered) their ids; returns ``u -> v``'s."""
+        d = self._adj[u][v]
+        key = (
+            d["tech"],
+            d["family"],
+            d["count"],
+            d["bandwidth_Bps"],
+            d["efficiency"],
+            d["latency_s"],
+        )
+        kind = self._kinds.get(key)
+        if kind is None:
+            kind = self._kinds[key] = _link_kind(self._params, *key)
+        cap, lat, extra, n, family = kind
+        k = len(self.edges)
+        self.succ[u][v] = k
+        self.succ[v][u] = k + 1
+        self.edges += ((u, v), (v, u))
+        self.capacity += (cap, cap)
+        self.alpha += (lat, lat)
+        self.extra += (extra, extra)
+        self.units += (n, n)
+        self.unit_count += (float(n), float(n))
+        self.unit_capacity += (cap / n, cap / n)
+        self.family += (family, family)
+        if extra:
+            self.has_extra = True
+        return k
+
+    def complete(self) -> None:
+        """Give every edge of the graph its ids (the rest in graph edge order)."""
+        if self._complete:
+            return
+        seen: set[str] = set()
+        succ = self.succ
+        for u, nbrs in self._adj.items():
+            row = succ[u]
+            for v in nbrs:
+                if v not in seen and v not in row:
+                    self.add(u, v)
+            seen.add(u)
+        self._complete = True
+
+    def capacity_array(self) -> np.ndarray:
+        """:attr:`capacity` as an array (remade when ids were added since)."""
+        if len(self._array) != len(self.capacity):
+            self._array = np.asarray(self.capacity, dtype=float)
+        return self._array
 
 
-def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
-    """Both directions of every graph edge, in graph edge order (``u -> v`` then ``v -> u``).
+class _LinkRow(dict):  # type: ignore[type-arg]
+    """``succ[u]`` of a :class:`_LinkTable`: neighbour -> link id, numbered on first read."""
 
-    Per link: effective bandwidth ``bandwidth_Bps x efficiency`` (or ``count x`` the class
-    override), latency ``latency_s`` (or the override), the latency NCCL's tables do not contain
-    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Links with the same
-    attributes share one computation (a 16,384-GPU cluster has ~92,000 links of a few kinds);
-    the edge order is networkx's ``Graph.edges`` order (each node's adjacency in insertion
-    order, an edge at its first end)."""
-    edges: list[tuple[str, str]] = []
-    kind_of: list[int] = []  # per graph edge: its index in ``kinds``
-    succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
-    kinds: dict[tuple[Any, ...], int] = {}
-    seen: set[str] = set()
-    for u, nbrs in topology.graph.adjacency():
-        out = succ[u]
-        for v, d in nbrs.items():
-            if v in seen:
-                continue
-            key = (
-                d["tech"],
-                d["family"],
-                d["count"],
-                d["bandwidth_Bps"],
-                d["efficiency"],
-                d["latency_s"],
-            )
-            kind = kinds.get(key)
-            if kind is None:
-                kind = kinds[key] = len(kinds)
-            k = len(edges)
-            out[v] = k
-            succ[v][u] = k + 1
-            edges += ((u, v), (v, u))
-            kind_of.append(kind)
-        seen.add(u)
-    table = [_link_kind(link_params, *key) for key in kinds]  # in kind order
-    both = np.repeat(np.asarray(kind_of, dtype=np.int64), 2)  # u -> v and v -> u alike
-    columns = list(zip(*table)) if table else [(), (), (), (), ()]
-    return _EdgeTable(
-        edges=tuple(edges),
-        succ=succ,
-        capacity_Bps=np.asarray(columns[0], dtype=float)[both],
-        alpha_s=np.asarray(columns[1], dtype=float)[both],
-        extra_alpha_s=np.asarray(columns[2], dtype=float)[both],
-        units=np.asarray(columns[3], dtype=np.int64)[both],
-        family=tuple(columns[4][i] for i in both.tolist()),
-    )
+    __slots__ = ("_node", "_table")
+
+    def __init__(self, table: _LinkTable, node: str) -> None:
+        super().__init__()
+        self._table = table
+        self._node = node
+
+    def __missing__(self, v: str) -> int:
+        return self._table.add(self._node, v)
 
 
 def _link_kind(
@@ -689,7 +767,7 @@ def _link_kind(
     latency_s: Any,
 ) -> tuple[float, float, float, int, LinkFamily]:
     """(capacity B/s, latency s, latency outside NCCL's tables s, units, family) of a link with
-    these attributes (:func:`_edge_table`)."""
+    these attributes (:meth:`_LinkTable.add`)."""
     over = link_params.lookup(tech, family)
     n = int(count)
     bw = float(bandwidth_Bps) * float(efficiency)
@@ -898,7 +976,7 @@ def _pack_rings(
     servers = {links.server[m] for m in members}
     allowed = links.server_nodes[next(iter(servers))] if len(servers) == 1 else None
     # residual link units as a plain list (read per hop by the search, copied per ring)
-    residual: list[float] = list(links.unit_count_list)
+    residual: list[float] = links.residual_units(allowed)
     channels: list[Channel] = []
     first_bw: float | None = None
     idx = {m: i for i, m in enumerate(members)}
@@ -1304,14 +1382,16 @@ def channel_rates(
         else np.ones(len(ei))
     )
     # Merge duplicate (flow, edge) pairs into multiplicities.
-    key = fi * len(links.edges) + ei
+    capacity = links.capacity_view()  # every id above is in it
+    n_links = len(capacity)
+    key = fi * n_links + ei
     uniq, inverse = np.unique(key, return_inverse=True)
     counts = np.bincount(inverse, weights=weight, minlength=len(uniq))
     return maxmin_rates(
-        uniq // len(links.edges),
-        uniq % len(links.edges),
+        uniq // n_links,
+        uniq % n_links,
         counts.astype(float),
-        links.capacity_Bps,
+        capacity,
         len(channels),
     )
 
@@ -1460,7 +1540,7 @@ def ring_summary(
     if any(links.charge_p2p(h) != 1.0 for hops in seg_hops for h in hops):
         return None
     cap = links.capacity_list
-    edges = links.edges
+    edges = links._table.edges  # by id, as the ids are handed out
     succ = links._table.succ
     by_local = links.by_local
     fabric = links.server_nodes.get(-1, frozenset())
@@ -1550,10 +1630,11 @@ def ring_summary(
                 load = fab_load[c]
                 for e in links._ids_of(mid):
                     load[e] = load.get(e, 0) + count
-                if links._any_extra:  # the hop's latency outside NCCL's tables may differ
-                    inter_hops.append(
-                        (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
-                    )
+                # kept where its latency outside NCCL's tables is not 0 (the caller takes the
+                # largest; these links may first get ids here, so no flag read beforehand)
+                hop = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
+                if links.extra_latency(hop):
+                    inter_hops.append(hop)
                 continue
             path = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
             if len(set(path)) != len(path):  # _via_nics takes the plain route
