@@ -35,6 +35,7 @@ from perfmodel.comm.params import HwClass, LinkParams
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
+from perfmodel.topology.model import ReplicaPattern
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -171,16 +172,34 @@ class DirectedLinks:
 
     # ------------------------------------------------------------------ node tables (lazy)
     @cached_property
+    def _pattern(self) -> ReplicaPattern | None:
+        """The topology's build record where it describes its graph (servers copied from
+        server 0, :class:`~perfmodel.topology.model.ReplicaPattern`), else ``None``."""
+        p = self.topology.pattern
+        return p if p is not None and p.describes(self.topology) else None
+
+    @cached_property
     def server(self) -> dict[str, int]:
-        """Node -> server index (``-1``: fabric)."""
+        """Node -> server index (``-1``: fabric); the server symmetry's table where the build
+        record made it (no second pass over the 30,000 nodes of a 16,384-GPU cluster)."""
+        if self._pattern is not None:
+            return self._symmetry.server
         return {n: int(d["server"]) for n, d in self.topology.graph.nodes(data=True)}
 
     @cached_property
     def local_id(self) -> dict[str, str]:
+        """Node -> local id (shared with the server symmetry as :attr:`server`)."""
+        if self._pattern is not None:
+            return self._symmetry.local_id
         return {n: str(d["local_id"]) for n, d in self.topology.graph.nodes(data=True)}
 
     @cached_property
     def server_nodes(self) -> dict[int, frozenset[str]]:
+        """Server index -> its nodes (``-1``: the fabric's); per server when first read where
+        the build record names them."""
+        p = self._pattern
+        if p is not None:
+            return _OnDemand(partial(_pattern_nodes, p, frozenset))
         by_server: dict[int, set[str]] = {}
         for node, srv in self.server.items():
             by_server.setdefault(srv, set()).add(node)
@@ -188,6 +207,11 @@ class DirectedLinks:
 
     @cached_property
     def by_local(self) -> dict[int, dict[str, str]]:
+        """Server index -> {local id: node}; per server when first read, as
+        :attr:`server_nodes`."""
+        p = self._pattern
+        if p is not None:
+            return _OnDemand(partial(_pattern_nodes, p, partial(_by_local, self.topology.graph)))
         out: dict[int, dict[str, str]] = {}
         lid = self.local_id
         for n, srv in self.server.items():
@@ -224,7 +248,10 @@ class DirectedLinks:
         nodes = topology.graph.nodes
         by_model: dict[Any, bool] = {}
         out = []
-        for n in topology.gpus:
+        p = self._pattern
+        # every server a copy of server 0 (attributes changed alike in every server): server
+        # 0's GPUs answer for all
+        for n in topology.gpus[: topology.gpus_per_node] if p is not None else topology.gpus:
             d = nodes[n]
             if d.get("p2p") is not None:
                 ok = topology.p2p_capable(n)
@@ -234,16 +261,29 @@ class DirectedLinks:
                     ok = by_model[d["model"]] = topology.p2p_capable(n)
             if not ok:
                 out.append(n)
-        return frozenset(out)
+        return frozenset(self._in_every_server(out) if p is not None else out)
 
     @cached_property
     def p2p_denied(self) -> dict[str, frozenset[str]]:
-        nodes = self.topology.graph.nodes
-        return {
-            n: frozenset(nodes[n]["p2p_denied"])
-            for n in self.topology.gpus
-            if nodes[n].get("p2p_denied")
-        }
+        """GPU -> local ids of the GPUs it refuses peer-to-peer with (read off server 0 where
+        every server is its copy, as :attr:`no_p2p`)."""
+        topology = self.topology
+        nodes = topology.graph.nodes
+        p = self._pattern
+        gpus = topology.gpus[: topology.gpus_per_node] if p is not None else topology.gpus
+        first = {n: frozenset(nodes[n]["p2p_denied"]) for n in gpus if nodes[n].get("p2p_denied")}
+        if p is None or not first:
+            return first
+        lid = self.local_id
+        return {n: first[p.prefix(0) + lid[n]] for n in self._in_every_server(first)}
+
+    def _in_every_server(self, first: Iterable[str]) -> list[str]:
+        """The nodes of every server with the local ids of ``first`` (nodes of server 0)."""
+        p = self._pattern
+        assert p is not None
+        lid = self.local_id
+        ids = [lid[n] for n in first]
+        return [p.prefix(s) + x for s in range(p.servers) for x in ids] if ids else []
 
     @cached_property
     def _gpu_set(self) -> frozenset[str]:
@@ -634,9 +674,10 @@ def _neighbour_set(adjacency: dict[str, tuple[str, ...]], node: str) -> frozense
 
 
 class _OnDemand(dict):  # type: ignore[type-arg]
-    """A mapping whose value for a key is ``make(key)``, computed on the first ``[key]`` and
-    kept (a missing key raises what ``make`` raises: ``KeyError`` for a node not in the graph).
-    Read by subscript only: ``in``, ``len`` and iteration see the entries made so far."""
+    """A mapping whose value for a key is ``make(key)``, computed on the first ``[key]`` or
+    ``get`` and kept (a missing key raises what ``make`` raises: ``KeyError`` for a node not in
+    the graph; ``get`` then returns its default). Read by subscript or ``get`` only: ``in``,
+    ``len`` and iteration see the entries made so far."""
 
     def __init__(self, make: Callable[[Any], Any]) -> None:
         super().__init__()
@@ -645,6 +686,28 @@ class _OnDemand(dict):  # type: ignore[type-arg]
     def __missing__(self, key: Any) -> Any:
         value = self[key] = self._make(key)
         return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+def _pattern_nodes(pattern: ReplicaPattern, wrap: Callable[[Any], Any], server: int) -> Any:
+    """``wrap`` of the nodes of ``server`` (``-1``: the fabric) in graph order, read off the
+    build record; ``KeyError`` for a server the record does not have (as a table without it)."""
+    if 0 <= server < pattern.servers:
+        prefix = pattern.prefix(server)
+        return wrap([prefix + lid for lid in pattern.local_ids])
+    if server == -1 and pattern.fabric_nodes:
+        return wrap(list(pattern.fabric_nodes))
+    raise KeyError(server)
+
+
+def _by_local(graph: Any, nodes: list[str]) -> dict[str, str]:
+    data = graph.nodes
+    return {str(data[n]["local_id"]): n for n in nodes}
 
 
 class _LinkTable:
@@ -815,6 +878,11 @@ def check_group(
     members = tuple(group)
     if not members:
         raise ConfigError(f"{where} is empty (zero GPUs)", value=members, where=where)
+    try:
+        if len(set(members)) == len(members) and _gpu_names(topology).issuperset(members):
+            return members  # distinct GPUs: nothing to name (a set test, not a read per node)
+    except TypeError:  # an unhashable member: named below
+        pass
     seen: set[str] = set()
     g = topology.graph
     for n in members:
@@ -835,6 +903,11 @@ def check_group(
             raise ConfigError(f"{n!r} appears twice in {where}", value=n, where=where)
         seen.add(n)
     return members
+
+
+@lru_cache(maxsize=16)
+def _gpu_names(topology: Topology) -> frozenset[str]:
+    return frozenset(topology.gpus)
 
 
 def _min_hop_widest(
@@ -1117,9 +1190,13 @@ def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=16)
-def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
-    """Server -> its NICs with a fabric port, sorted: one pass over the graph (cached per
-    topology), not one per server asked."""
+def _fabric_nics(topology: Topology) -> Mapping[int, tuple[str, ...]]:
+    """Server -> its NICs with a fabric port, sorted: per server when first asked, from the
+    build record's fabric attachments where there is one, else one pass over the graph (cached
+    per topology), not one per server asked."""
+    p = topology.pattern
+    if p is not None and p.describes(topology):
+        return _OnDemand(partial(_attached_nics, topology, p))
     g = topology.graph
     server = dict(g.nodes(data="server"))
     adj = g.adj
@@ -1128,6 +1205,18 @@ def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
         if kind is NodeKind.NIC and any(server[v] == -1 for v in adj[n]):
             by_server.setdefault(server[n], []).append(n)
     return {srv: tuple(sorted(nics, key=str)) for srv, nics in by_server.items()}
+
+
+def _attached_nics(topology: Topology, pattern: ReplicaPattern, server: int) -> tuple[str, ...]:
+    """The NICs of ``server`` among its fabric attachments
+    (:attr:`~perfmodel.topology.model.ReplicaPattern.attach`: every link from the server to a
+    fabric node), sorted; ``KeyError`` outside the record's servers."""
+    if not 0 <= server < pattern.servers:
+        raise KeyError(server)
+    prefix = pattern.prefix(server)
+    nodes = topology.graph.nodes
+    names = {prefix + lid for lid, _, _ in pattern.attach[server]}
+    return tuple(sorted((n for n in names if nodes[n]["kind"] is NodeKind.NIC), key=str))
 
 
 def split_by_server(

@@ -112,3 +112,45 @@ def test_large_cluster_analysis_numbers_few_links() -> None:
     model = CommCostModel(topo)
     model.collective("allreduce", 2**30, topo.gpus)
     assert len(model.links._table.edges) < topo.graph.number_of_edges() // 4
+
+
+@pytest.mark.parametrize(
+    ("system", "nodes", "kw", "change"),
+    [
+        ("dgx-a100", 4, {}, None),
+        ("dgx-a100", 3, {"fabric_topology": "fat-tree"}, None),
+        ("dgx1-v100", 3, {}, "no-p2p"),
+        ("pcie-8xtitanx", 2, {}, "denied"),
+        ("dgx-h100", 2, {"fabric_topology": "fat-tree"}, "no-p2p"),
+    ],
+)
+def test_node_tables_from_build_record_equal_graph_pass(
+    system: str, nodes: int, kw: dict, change: str | None
+) -> None:
+    """Server membership, local ids, NICs with a fabric port and the peer-to-peer exceptions,
+    read off the build record (server 0's copies), equal a pass over the graph's nodes."""
+    import dataclasses
+
+    from perfmodel.comm.rings import _nics_of
+
+    topo = load_system(system, nodes=nodes, **kw)
+    if change == "no-p2p":
+        topo = topo.with_p2p(False)
+    elif change == "denied":
+        topo = topo.with_p2p_denied([("gpu0", "gpu4"), ("gpu1", "gpu6")])
+    assert topo.pattern is not None and topo.pattern.describes(topo)
+    plain = dataclasses.replace(topo, pattern=None)  # same graph, no record: the graph pass
+    rec, ref = DirectedLinks(topo), DirectedLinks(plain)
+    assert rec._pattern is not None and ref._pattern is None
+    assert rec.server == ref.server and rec.local_id == ref.local_id
+    for s in [*range(nodes), -1]:
+        assert rec.server_nodes.get(s) == ref.server_nodes.get(s), s
+        assert rec.by_local.get(s) == ref.by_local.get(s), s
+        assert _nics_of(topo, s) == _nics_of(plain, s), s
+    assert rec.server_nodes.get(nodes) is None and rec.by_local.get(nodes) is None
+    assert _nics_of(topo, nodes) == ()
+    assert rec.no_p2p == ref.no_p2p and rec.p2p_denied == ref.p2p_denied
+    if change == "no-p2p":
+        assert rec.no_p2p == frozenset(topo.gpus)
+    if change == "denied":
+        assert "gpu0" in rec.p2p_denied["n1/gpu4"] and "gpu1" in rec.p2p_denied["n0/gpu6"]
