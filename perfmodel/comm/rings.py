@@ -211,7 +211,7 @@ class DirectedLinks:
         :attr:`server_nodes`."""
         p = self._pattern
         if p is not None:
-            return _OnDemand(partial(_pattern_nodes, p, partial(_by_local, self.topology.graph)))
+            return _OnDemand(partial(_pattern_by_local, p, self.topology.graph))
         out: dict[int, dict[str, str]] = {}
         lid = self.local_id
         for n, srv in self.server.items():
@@ -232,9 +232,18 @@ class DirectedLinks:
 
     @cached_property
     def transit(self) -> frozenset[str]:
-        return frozenset(
-            n for n, d in self.topology.graph.nodes(data=True) if d["kind"] in TRANSIT_KINDS
-        )
+        """Nodes a path may cross (:data:`~perfmodel.topology.schema.TRANSIT_KINDS`); server
+        0's by local id in every server where the build record describes the graph."""
+        p = self._pattern
+        if p is None:
+            return frozenset(
+                n for n, d in self.topology.graph.nodes(data=True) if d["kind"] in TRANSIT_KINDS
+            )
+        nodes = self.topology.graph.nodes
+        first = [p.prefix(0) + lid for lid in p.local_ids]
+        inside = [n for n in first if nodes[n]["kind"] in TRANSIT_KINDS]
+        fabric = [n for n in p.fabric_nodes if nodes[n]["kind"] in TRANSIT_KINDS]
+        return frozenset(self._in_every_server(inside)).union(fabric)
 
     @cached_property
     def rank(self) -> dict[str, int]:
@@ -507,7 +516,10 @@ class DirectedLinks:
         inner = self._fabric_inner.get(pattern)
         if inner is not None:
             return (src, *inner, dst)
-        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        # the search over the nodes of the minimum-hop paths only: the same answer (see
+        # _min_hop_span), without walking every leaf from each spine of a fat tree
+        span = _min_hop_span(self, src, dst, fabric | {src, dst})
+        res = None if span is None else _min_hop_widest(self, None, src, dst, span, per_unit=False)
         if res is None:
             self._fallback.add((src, dst))
             return route(self.topology, src, dst)
@@ -517,19 +529,12 @@ class DirectedLinks:
     def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
         """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
         are linked to, with those links' capacity and latency, and whether they are linked."""
-        succ = self._table.succ
-        cap, alpha = self.capacity_list, self.alpha_list
+        kind = self._table.kind  # the values, without numbering 2 x 16,384 NIC links
         out = tuple(
-            sorted(
-                (f, cap[succ[src][f]], alpha[succ[src][f]])
-                for f in self.adjacency_set[src] & fabric
-            )
+            sorted((f, *(c[0] for c in kind(src, f)[:2])) for f in self.adjacency_set[src] & fabric)
         )
         inn = tuple(
-            sorted(
-                (f, cap[succ[f][dst]], alpha[succ[f][dst]])
-                for f in self.adjacency_set[dst] & fabric
-            )
+            sorted((f, *(c[0] for c in kind(f, dst)[:2])) for f in self.adjacency_set[dst] & fabric)
         )
         return (out, inn, dst in self.adjacency_set[src])
 
@@ -705,9 +710,14 @@ def _pattern_nodes(pattern: ReplicaPattern, wrap: Callable[[Any], Any], server: 
     raise KeyError(server)
 
 
-def _by_local(graph: Any, nodes: list[str]) -> dict[str, str]:
+def _pattern_by_local(pattern: ReplicaPattern, graph: Any, server: int) -> dict[str, str]:
+    """{local id: node} of ``server`` (``-1``: the fabric): server ``s``'s node of local id
+    ``x`` is ``n<s>/<x>`` (:class:`~perfmodel.topology.model.ReplicaPattern`)."""
+    if 0 <= server < pattern.servers:
+        prefix = pattern.prefix(server)
+        return {lid: prefix + lid for lid in pattern.local_ids}
     data = graph.nodes
-    return {str(data[n]["local_id"]): n for n in nodes}
+    return {str(data[n]["local_id"]): n for n in _pattern_nodes(pattern, list, server)}
 
 
 class _LinkTable:
@@ -733,9 +743,9 @@ class _LinkTable:
 
     def __init__(self, graph: Any, link_params: LinkParams) -> None:
         self._graph = graph
-        self._adj = graph.adj
+        self._adj: dict[str, dict[str, dict[str, Any]]] = graph._adj  # plain dicts (hot path)
         self._params = link_params
-        self._kinds: dict[tuple[Any, ...], tuple[float, float, float, int, LinkFamily]] = {}
+        self._kinds: dict[tuple[Any, ...], tuple[tuple[Any, Any], ...]] = {}
         self.edges: list[tuple[str, str]] = []
         self.capacity: list[float] = []
         self.alpha: list[float] = []
@@ -744,19 +754,17 @@ class _LinkTable:
         self.unit_count: list[float] = []
         self.unit_capacity: list[float] = []
         self.family: list[LinkFamily] = []
-        #: whether some link with an id has latency outside NCCL's tables
+        #: whether some link numbered or looked up (:meth:`kind`) so far has latency outside
+        #: NCCL's tables
         self.has_extra = False
-        self.succ: dict[str, dict[str, int]] = _OnDemand(self._row)
+        self.succ: dict[str, dict[str, int]] = _LinkRows(self)
         self._array: np.ndarray = np.zeros(0)
         self._complete = False
 
-    def _row(self, u: str) -> _LinkRow:
-        if u not in self._adj:
-            raise KeyError(u)
-        return _LinkRow(self, u)
-
-    def add(self, u: str, v: str) -> int:
-        """Give ``u -> v`` and ``v -> u`` (not yet numbered) their ids; returns ``u -> v``'s."""
+    def kind(self, u: str, v: str) -> tuple[tuple[Any, Any], ...]:
+        """The column values of link ``u -> v``, each twice (both directions), in the order
+        capacity, latency, extra latency, units, units as float, capacity per unit, family;
+        without numbering the link (``KeyError`` where ``u`` and ``v`` are not linked)."""
         d = self._adj[u][v]
         key = (
             d["tech"],
@@ -768,21 +776,29 @@ class _LinkTable:
         )
         kind = self._kinds.get(key)
         if kind is None:
-            kind = self._kinds[key] = _link_kind(self._params, *key)
-        cap, lat, extra, n, family = kind
+            cap, lat, extra, n, family = _link_kind(self._params, *key)
+            kind = self._kinds[key] = tuple(
+                (x, x) for x in (cap, lat, extra, n, float(n), cap / n, family)
+            )
+            if extra:
+                self.has_extra = True
+        return kind
+
+    def add(self, u: str, v: str) -> int:
+        """Give ``u -> v`` and ``v -> u`` (not yet numbered) their ids; returns ``u -> v``'s."""
+        kind = self.kind(u, v)
         k = len(self.edges)
-        self.succ[u][v] = k
-        self.succ[v][u] = k + 1
+        succ = self.succ
+        succ[u][v] = k
+        succ[v][u] = k + 1
         self.edges += ((u, v), (v, u))
-        self.capacity += (cap, cap)
-        self.alpha += (lat, lat)
-        self.extra += (extra, extra)
-        self.units += (n, n)
-        self.unit_count += (float(n), float(n))
-        self.unit_capacity += (cap / n, cap / n)
-        self.family += (family, family)
-        if extra:
-            self.has_extra = True
+        self.capacity += kind[0]
+        self.alpha += kind[1]
+        self.extra += kind[2]
+        self.units += kind[3]
+        self.unit_count += kind[4]
+        self.unit_capacity += kind[5]
+        self.family += kind[6]
         return k
 
     def complete(self) -> None:
@@ -806,15 +822,31 @@ class _LinkTable:
         return self._array
 
 
+class _LinkRows(dict):  # type: ignore[type-arg]
+    """``succ`` of a :class:`_LinkTable`: node -> its :class:`_LinkRow`, made on first read
+    (``KeyError`` for a node not in the graph)."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: _LinkTable) -> None:
+        super().__init__()
+        self._table = table
+
+    def __missing__(self, u: str) -> _LinkRow:
+        if u not in self._table._adj:
+            raise KeyError(u)
+        row = self[u] = _LinkRow()
+        row._table = self._table
+        row._node = u
+        return row
+
+
 class _LinkRow(dict):  # type: ignore[type-arg]
     """``succ[u]`` of a :class:`_LinkTable`: neighbour -> link id, numbered on first read."""
 
     __slots__ = ("_node", "_table")
-
-    def __init__(self, table: _LinkTable, node: str) -> None:
-        super().__init__()
-        self._table = table
-        self._node = node
+    _node: str
+    _table: _LinkTable
 
     def __missing__(self, v: str) -> int:
         return self._table.add(self._node, v)
@@ -879,7 +911,7 @@ def check_group(
     if not members:
         raise ConfigError(f"{where} is empty (zero GPUs)", value=members, where=where)
     try:
-        if len(set(members)) == len(members) and _gpu_names(topology).issuperset(members):
+        if len(set(members)) == len(members) and all_gpus(topology, members):
             return members  # distinct GPUs: nothing to name (a set test, not a read per node)
     except TypeError:  # an unhashable member: named below
         pass
@@ -908,6 +940,60 @@ def check_group(
 @lru_cache(maxsize=16)
 def _gpu_names(topology: Topology) -> frozenset[str]:
     return frozenset(topology.gpus)
+
+
+def all_gpus(topology: Topology, members: Iterable[str]) -> bool:
+    """Whether every member is a GPU of ``topology`` (one set test per group, no node read)."""
+    return _gpu_names(topology).issuperset(members)
+
+
+def _min_hop_span(
+    links: DirectedLinks, src: str, dst: str, allowed: frozenset[str]
+) -> frozenset[str] | None:
+    """The nodes on minimum-hop paths ``src -> dst`` through transit nodes of ``allowed``
+    (``src`` and ``dst`` included), or ``None`` where there is no such path.
+
+    A breadth-first search from both ends, one whole layer at a time on the side with the
+    smaller frontier, stops at the first layer that meets the other side at a node that may be
+    on a path (a transit node, or an end): with radii ``a`` and ``b`` then, no path is shorter
+    than ``a + b`` (a shorter one would have met earlier) and each meeting node lies on one of
+    length ``a + b``; the path nodes are then traced back layer by layer from the meeting nodes
+    to both ends. A spine of a fat tree is reached but never expanded (its 820 leaves are not
+    walked). :func:`_min_hop_widest` over these nodes gives its answer over ``allowed``: its
+    distances to ``dst`` of path nodes are the same (a shortest path from a path node to
+    ``dst`` is made of path nodes), and it chooses only among path nodes.
+    """
+    if src == dst:
+        return frozenset((src,))
+    adj_set, transit = links.adjacency_set, links.transit
+    ends = (src, dst)
+    dist = ({src: 0}, {dst: 0})
+    layers: tuple[list[list[str]], list[list[str]]] = ([[src]], [[dst]])
+    meet: list[str] = []
+    while not meet:
+        side = 0 if len(layers[0][-1]) <= len(layers[1][-1]) else 1
+        mine, other, end = dist[side], dist[1 - side], ends[side]
+        depth = len(layers[side])
+        nxt = []
+        for u in layers[side][-1]:
+            if u != end and u not in transit:
+                continue
+            for v in adj_set[u] & allowed:
+                if v not in mine:
+                    mine[v] = depth
+                    nxt.append(v)
+        if not nxt:
+            return None
+        layers[side].append(nxt)
+        meet = [v for v in nxt if v in other and (v in transit or v in ends)]
+    out = set(meet)
+    for side in (0, 1):
+        cur = set(meet)
+        for k in range(dist[side][meet[0]] - 1, -1, -1):
+            layer = {y for y in layers[side][k] if y == ends[side] or y in transit}
+            cur = {y for x in cur for y in adj_set[x] & layer}
+            out |= cur
+    return frozenset(out)
 
 
 def _min_hop_widest(
@@ -1630,7 +1716,7 @@ def ring_summary(
         return None
     cap = links.capacity_list
     edges = links._table.edges  # by id, as the ids are handed out
-    succ = links._table.succ
+    kind = links._table.kind
     by_local = links.by_local
     fabric = links.server_nodes.get(-1, frozenset())
     twin = sym.twin.get(servers[0], servers[0])
@@ -1713,17 +1799,19 @@ def ring_summary(
                 for x in (x_out, x_in):
                     if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
                         return None
-                e_out, e_in = succ[x_out][mid[0]], succ[mid[-1]][x_in]
-                pattern_caps[(("s", n_out), ("F",))].add(cap[e_out])
-                pattern_caps[(("F",), ("s", n_in))].add(cap[e_in])
+                pattern_caps[(("s", n_out), ("F",))].add(kind(x_out, mid[0])[0][0])
+                pattern_caps[(("F",), ("s", n_in))].add(kind(mid[-1], x_in)[0][0])
                 load = fab_load[c]
                 for e in links._ids_of(mid):
                     load[e] = load.get(e, 0) + count
-                # kept where its latency outside NCCL's tables is not 0 (the caller takes the
-                # largest; these links may first get ids here, so no flag read beforehand)
-                hop = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
-                if links.extra_latency(hop):
-                    inter_hops.append(hop)
+                # The hop's latency outside NCCL's tables is 0 unless some link met so far
+                # has such latency: its fabric and NIC links were just met, and its links
+                # inside the two servers have the attributes of the first pair's (every
+                # server has one inside twin). The caller takes the largest: a 0 adds nothing.
+                if links._table.has_extra:
+                    inter_hops.append(
+                        (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
+                    )
                 continue
             path = (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
             if len(set(path)) != len(path):  # _via_nics takes the plain route
