@@ -144,6 +144,7 @@ def test_node_tables_from_build_record_equal_graph_pass(
     assert rec._pattern is not None and ref._pattern is None
     assert rec.server == ref.server and rec.local_id == ref.local_id
     assert rec.transit == ref.transit
+    assert all(rec.rank[n] == ref.rank[n] for n in topo.graph), "name order"
     for s in [*range(nodes), -1]:
         assert rec.server_nodes.get(s) == ref.server_nodes.get(s), s
         assert rec.by_local.get(s) == ref.by_local.get(s), s
