@@ -75,6 +75,7 @@ class DirectedLinks:
         self._fallback: set[tuple[str, str]] = set()
         self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        self._fabric_sides: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
 
@@ -550,14 +551,22 @@ class DirectedLinks:
     def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
         """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
         are linked to, with those links' capacity and latency, and whether they are linked."""
-        kind = self._table.kind  # the values, without numbering 2 x 16,384 NIC links
-        out = tuple(
-            sorted((f, *(c[0] for c in kind(src, f)[:2])) for f in self.adjacency_set[src] & fabric)
+        return (
+            self._fabric_side(src, fabric),
+            self._fabric_side(dst, fabric),
+            dst in self.adjacency_set[src],
         )
-        inn = tuple(
-            sorted((f, *(c[0] for c in kind(f, dst)[:2])) for f in self.adjacency_set[dst] & fabric)
-        )
-        return (out, inn, dst in self.adjacency_set[src])
+
+    def _fabric_side(self, x: str, fabric: frozenset[str]) -> tuple[tuple[Any, ...], ...]:
+        """The fabric nodes ``x`` is linked to, with those links' capacity and latency (the
+        same both ways), sorted; cached per node (a NIC ends a ring hop out and one in)."""
+        hit = self._fabric_sides.get(x)
+        if hit is None:
+            kind = self._table.kind  # the values, without numbering 2 x 16,384 NIC links
+            hit = self._fabric_sides[x] = tuple(
+                sorted((f, *(c[0] for c in kind(x, f)[:2])) for f in self.adjacency_set[x] & fabric)
+            )
+        return hit
 
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
         """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
@@ -987,8 +996,8 @@ def _min_hop_span(
     """The nodes on minimum-hop paths ``src -> dst`` through transit nodes of ``allowed``
     (``src`` and ``dst`` included), or ``None`` where there is no such path.
 
-    A breadth-first search from both ends, one whole layer at a time on the side with the
-    smaller frontier, stops at the first layer that meets the other side at a node that may be
+    A breadth-first search from both ends, one whole layer at a time on the side whose
+    frontier has fewer links, stops at the first layer that meets the other side at a node that may be
     on a path (a transit node, or an end): with radii ``a`` and ``b`` then, no path is shorter
     than ``a + b`` (a shorter one would have met earlier) and each meeting node lies on one of
     length ``a + b``; the path nodes are then traced back layer by layer from the meeting nodes
@@ -1004,8 +1013,11 @@ def _min_hop_span(
     dist = ({src: 0}, {dst: 0})
     layers: tuple[list[list[str]], list[list[str]]] = ([[src]], [[dst]])
     meet: list[str] = []
+    adj = links.adjacency
     while not meet:
-        side = 0 if len(layers[0][-1]) <= len(layers[1][-1]) else 1
+        # grow the side whose frontier has fewer links to scan (not a spine's 820 leaves)
+        cost = [sum(len(adj[u]) for u in layers[k][-1]) for k in (0, 1)]
+        side = 0 if cost[0] <= cost[1] else 1
         mine, other, end = dist[side], dist[1 - side], ends[side]
         depth = len(layers[side])
         nxt = []
