@@ -379,7 +379,7 @@ class CommCostModel:
         directly).
         """
         links = self.links
-        servers = {links.server[m] for m in members}
+        servers = set(map(links.server.__getitem__, members))
         sym = server_symmetry(self.topology)
         smap = sym.server_map(servers)
         if smap is None or all(k == v for k, v in smap.items()):
