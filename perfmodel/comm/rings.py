@@ -92,7 +92,7 @@ class DirectedLinks:
         table.complete()
         return table
 
-    @property
+    @cached_property
     def edges(self) -> tuple[tuple[str, str], ...]:
         """Every directed edge ``(u, v)``, by id (see :class:`_LinkTable` for the id order)."""
         return tuple(self._whole.edges)
@@ -118,7 +118,7 @@ class DirectedLinks:
     def units(self) -> np.ndarray:
         return np.asarray(self._whole.units, dtype=np.int64)
 
-    @property
+    @cached_property
     def family(self) -> tuple[LinkFamily, ...]:
         return tuple(self._whole.family)
 
@@ -785,7 +785,6 @@ class _LinkTable:
     """
 
     def __init__(self, graph: Any, link_params: LinkParams) -> None:
-        self._graph = graph
         self._adj: dict[str, dict[str, dict[str, Any]]] = graph._adj  # plain dicts (hot path)
         self._params = link_params
         self._kinds: dict[tuple[Any, ...], tuple[tuple[Any, Any], ...]] = {}
@@ -997,12 +996,12 @@ def _min_hop_span(
     (``src`` and ``dst`` included), or ``None`` where there is no such path.
 
     A breadth-first search from both ends, one whole layer at a time on the side whose
-    frontier has fewer links, stops at the first layer that meets the other side at a node that may be
-    on a path (a transit node, or an end): with radii ``a`` and ``b`` then, no path is shorter
-    than ``a + b`` (a shorter one would have met earlier) and each meeting node lies on one of
-    length ``a + b``; the path nodes are then traced back layer by layer from the meeting nodes
-    to both ends. A spine of a fat tree is reached but never expanded (its 820 leaves are not
-    walked). :func:`_min_hop_widest` over these nodes gives its answer over ``allowed``: its
+    frontier has fewer links, stops at the first layer that meets the other side at a node
+    that may be on a path (a transit node, or an end): with radii ``a`` and ``b`` then, no
+    path is shorter than ``a + b`` (a shorter one would have met earlier) and each meeting
+    node lies on one of length ``a + b``; the path nodes are then traced back layer by layer
+    from the meeting nodes to both ends. A spine of a fat tree is reached but never expanded
+    (its 820 leaves are not walked). :func:`_min_hop_widest` over these nodes gives its answer over ``allowed``: its
     distances to ``dst`` of path nodes are the same (a shortest path from a path node to
     ``dst`` is made of path nodes), and it chooses only among path nodes.
     """
