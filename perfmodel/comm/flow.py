@@ -215,7 +215,7 @@ class FlowNetwork:
             uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         else:
             uniq, counts = np.zeros(0, dtype=np.int64), np.zeros(0)
-        edges = tuple(self.links.edges[e] for e in ids)
+        edges = tuple(self.links.link(e) for e in ids)
         hit = self._paths[key] = (edges, uniq, counts.astype(float), self.links.path_latency(p))
         return hit
 
@@ -241,7 +241,7 @@ class FlowNetwork:
             np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
         )
         for e, c in zip(uniq, counts):
-            self.link_bytes[self.links.edges[int(e)]] += nbytes * float(c)
+            self.link_bytes[self.links.link(int(e))] += nbytes * float(c)
         mult = np.bincount(inverse, weights=np.asarray(weights), minlength=len(uniq))
         return self._start(uniq, mult, nbytes, latency_s, tuple(accounting))
 
@@ -307,7 +307,7 @@ class FlowNetwork:
         fi = np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows])
         ei = np.concatenate([f.edges for f in flows])
         mu = np.concatenate([f.mult for f in flows])
-        rates = maxmin_rates(fi, ei, mu, self.links.capacity_Bps, len(flows))
+        rates = maxmin_rates(fi, ei, mu, self.links.capacity_view(), len(flows))
         dt = math.inf
         for f, r in zip(flows, rates):
             f.rate = float(r)

@@ -33,6 +33,7 @@ from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
     LazyChannels,
+    all_gpus,
     build_channels,
     channel_rates,
     check_group,
@@ -327,7 +328,8 @@ class CommCostModel:
                 where="group",
             )
         g = self.topology.graph
-        cpus = [x for x in members if g.nodes[x]["kind"] is NodeKind.CPU]
+        no_cpu = all_gpus(self.topology, members)  # a GPU group: no node read per member
+        cpus = [] if no_cpu else [x for x in members if g.nodes[x]["kind"] is NodeKind.CPU]
         if cpus and o is not CollectiveOp.SENDRECV:
             if algo is Algorithm.AUTO and o is CollectiveOp.ALLREDUCE:
                 algo = Algorithm.PS  # a CPU in an all-reduce group is its parameter server
@@ -377,7 +379,7 @@ class CommCostModel:
         directly).
         """
         links = self.links
-        servers = {links.server[m] for m in members}
+        servers = set(map(links.server.__getitem__, members))
         sym = server_symmetry(self.topology)
         smap = sym.server_map(servers)
         if smap is None or all(k == v for k, v in smap.items()):
@@ -437,10 +439,13 @@ class CommCostModel:
 
     # ------------------------------------------------------------------ group analysis
     def _build_group(self, members: tuple[str, ...]) -> GroupInfo:
-        nodes = self.topology.graph.nodes
-        kinds = [nodes[x]["kind"] for x in members]
-        gpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.GPU)
-        cpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.CPU)
+        if all_gpus(self.topology, members):  # no node read per member
+            gpus, cpus = members, ()
+        else:
+            nodes = self.topology.graph.nodes
+            kinds = [nodes[x]["kind"] for x in members]
+            gpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.GPU)
+            cpus = tuple(x for x, k in zip(members, kinds) if k is NodeKind.CPU)
         ring_members = gpus if gpus else members
         links = self.links
         parts = tuple(tuple(p) for p in split_by_server(self.topology, ring_members, links.server))

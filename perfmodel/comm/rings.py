@@ -35,6 +35,7 @@ from perfmodel.comm.params import HwClass, LinkParams
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
+from perfmodel.topology.model import ReplicaPattern
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -74,79 +75,132 @@ class DirectedLinks:
         self._fallback: set[tuple[str, str]] = set()
         self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        self._fabric_sides: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
-    def _table(self) -> _EdgeTable:
-        return _edge_table(self.topology, self.link_params)
+    def _table(self) -> _LinkTable:
+        return _LinkTable(self.topology.graph, self.link_params)
 
-    @property
+    @cached_property
+    def _whole(self) -> _LinkTable:
+        """:attr:`_table` with every link of the graph given an id (the readers of the whole
+        table: :attr:`edges`, :attr:`capacity_Bps`, ...)."""
+        table = self._table
+        table.complete()
+        return table
+
+    @cached_property
     def edges(self) -> tuple[tuple[str, str], ...]:
-        """Directed edges ``(u, v)``; both directions of graph edge ``k`` are ids ``2k, 2k+1``."""
-        return self._table.edges
+        """Every directed edge ``(u, v)``, by id (see :class:`_LinkTable` for the id order)."""
+        return tuple(self._whole.edges)
 
     @cached_property
     def index(self) -> dict[tuple[str, str], int]:
-        """Directed edge -> its id (built on first use: the searches read :attr:`_table`'s
-        successor map)."""
-        return {e: i for i, e in enumerate(self.edges)}
+        """Directed edge -> its id (every edge of the graph)."""
+        return {e: i for i, e in enumerate(self._whole.edges)}
 
-    @property
+    @cached_property
     def capacity_Bps(self) -> np.ndarray:
-        return self._table.capacity_Bps
+        return np.asarray(self._whole.capacity, dtype=float)
 
-    @property
+    @cached_property
     def alpha_s(self) -> np.ndarray:
-        return self._table.alpha_s
+        return np.asarray(self._whole.alpha, dtype=float)
 
-    @property
+    @cached_property
     def extra_alpha_s(self) -> np.ndarray:
-        return self._table.extra_alpha_s
+        return np.asarray(self._whole.extra, dtype=float)
 
-    @property
+    @cached_property
     def units(self) -> np.ndarray:
-        return self._table.units
+        return np.asarray(self._whole.units, dtype=np.int64)
+
+    @cached_property
+    def family(self) -> tuple[LinkFamily, ...]:
+        return tuple(self._whole.family)
+
+    def link(self, e: int) -> tuple[str, str]:
+        """The directed edge ``(u, v)`` of link id ``e`` (an id a path lookup handed out)."""
+        return self._table.edges[e]
+
+    def capacity_view(self) -> np.ndarray:
+        """Capacity (bytes/s) of every link id handed out so far, by id: the ``capacity_Bps``
+        argument of :func:`~perfmodel.comm.maxmin.maxmin_rates` for flows over those links
+        (the whole-graph :attr:`capacity_Bps` is not built for them)."""
+        return self._table.capacity_array()
+
+    # Plain-Python views for the path searches (hot loops): the table's own columns, which
+    # grow as links are given ids (read them by an id you hold, never keep a copy's length).
+    @property
+    def capacity_list(self) -> list[float]:
+        return self._table.capacity
 
     @property
-    def family(self) -> tuple[LinkFamily, ...]:
-        return self._table.family
-
-    # Plain-Python views for the path searches (hot loops).
-    @cached_property
-    def capacity_list(self) -> list[float]:
-        return self.capacity_Bps.tolist()
-
-    @cached_property
     def unit_capacity_list(self) -> list[float]:
-        return (self.capacity_Bps / self.units).tolist()
+        return self._table.unit_capacity
 
-    @cached_property
+    @property
     def unit_count_list(self) -> list[float]:
         """Link units per directed edge, as floats (the ring packing's starting residual)."""
-        return self.units.astype(float).tolist()
+        return self._table.unit_count
 
-    @cached_property
+    @property
     def alpha_list(self) -> list[float]:
-        return self.alpha_s.tolist()
+        return self._table.alpha
 
-    @cached_property
+    @property
     def extra_alpha_list(self) -> list[float]:
-        return self.extra_alpha_s.tolist()
+        return self._table.extra
+
+    def residual_units(self, allowed: frozenset[str] | None) -> list[float]:
+        """A copy of :attr:`unit_count_list` covering every link between ``allowed`` nodes
+        (``None``: every link): the ring packing's residual, which its searches index by
+        the ids of those links."""
+        table = self._table
+        if allowed is None:
+            table.complete()
+        else:
+            succ, adj = table.succ, self.adjacency
+            for u in allowed:
+                row = succ[u]
+                for v in adj[u]:
+                    if v in allowed:
+                        row[v]  # numbers the link
+        return list(table.unit_count)
 
     # ------------------------------------------------------------------ node tables (lazy)
     @cached_property
+    def _pattern(self) -> ReplicaPattern | None:
+        """The topology's build record where it describes its graph (servers copied from
+        server 0, :class:`~perfmodel.topology.model.ReplicaPattern`), else ``None``."""
+        p = self.topology.pattern
+        return p if p is not None and p.describes(self.topology) else None
+
+    @cached_property
     def server(self) -> dict[str, int]:
-        """Node -> server index (``-1``: fabric)."""
+        """Node -> server index (``-1``: fabric); the server symmetry's table where the build
+        record made it (no second pass over the 30,000 nodes of a 16,384-GPU cluster)."""
+        if self._pattern is not None:
+            return self._symmetry.server
         return {n: int(d["server"]) for n, d in self.topology.graph.nodes(data=True)}
 
     @cached_property
     def local_id(self) -> dict[str, str]:
+        """Node -> local id (shared with the server symmetry as :attr:`server`)."""
+        if self._pattern is not None:
+            return self._symmetry.local_id
         return {n: str(d["local_id"]) for n, d in self.topology.graph.nodes(data=True)}
 
     @cached_property
     def server_nodes(self) -> dict[int, frozenset[str]]:
+        """Server index -> its nodes (``-1``: the fabric's); per server when first read where
+        the build record names them."""
+        p = self._pattern
+        if p is not None:
+            return _OnDemand(partial(_pattern_nodes, p, frozenset))
         by_server: dict[int, set[str]] = {}
         for node, srv in self.server.items():
             by_server.setdefault(srv, set()).add(node)
@@ -154,6 +208,11 @@ class DirectedLinks:
 
     @cached_property
     def by_local(self) -> dict[int, dict[str, str]]:
+        """Server index -> {local id: node}; per server when first read, as
+        :attr:`server_nodes`."""
+        p = self._pattern
+        if p is not None:
+            return _OnDemand(partial(_pattern_by_local, p, self.topology.graph))
         out: dict[int, dict[str, str]] = {}
         lid = self.local_id
         for n, srv in self.server.items():
@@ -174,12 +233,42 @@ class DirectedLinks:
 
     @cached_property
     def transit(self) -> frozenset[str]:
-        return frozenset(
-            n for n, d in self.topology.graph.nodes(data=True) if d["kind"] in TRANSIT_KINDS
-        )
+        """Nodes a path may cross (:data:`~perfmodel.topology.schema.TRANSIT_KINDS`); server
+        0's by local id in every server where the build record describes the graph."""
+        p = self._pattern
+        if p is None:
+            return frozenset(
+                n for n, d in self.topology.graph.nodes(data=True) if d["kind"] in TRANSIT_KINDS
+            )
+        nodes = self.topology.graph.nodes
+        first = [p.prefix(0) + lid for lid in p.local_ids]
+        inside = [n for n in first if nodes[n]["kind"] in TRANSIT_KINDS]
+        fabric = [n for n in p.fabric_nodes if nodes[n]["kind"] in TRANSIT_KINDS]
+        return frozenset(self._in_every_server(inside)).union(fabric)
 
     @cached_property
     def rank(self) -> dict[str, int]:
+        """Node -> its position in name order (the searches' last tie-break); per node when
+        first read where the build record gives the order without sorting 30,000 names:
+        server ``s``'s names ``n<s>/<local id>`` are one block (``/`` sorts before the
+        digits), blocks in the order of their prefixes, local ids sorted inside, and every
+        fabric name before them (checked; else all names are sorted)."""
+        p = self._pattern
+        if p is not None and p.local_ids:
+            fabric = sorted(p.fabric_nodes)
+            lids = sorted(p.local_ids)
+            if all(f < p.prefix(0) + lids[0] for f in fabric):
+                blocks = sorted(range(p.servers), key=p.prefix)
+                return _OnDemand(
+                    partial(
+                        _pattern_rank,
+                        self.server,
+                        self.local_id,
+                        {f: i for i, f in enumerate(fabric)},
+                        {s: len(fabric) + i * len(lids) for i, s in enumerate(blocks)},
+                        {x: i for i, x in enumerate(lids)},
+                    )
+                )
         return {n: i for i, n in enumerate(sorted(self.topology.graph.nodes, key=str))}
 
     @cached_property
@@ -190,7 +279,10 @@ class DirectedLinks:
         nodes = topology.graph.nodes
         by_model: dict[Any, bool] = {}
         out = []
-        for n in topology.gpus:
+        p = self._pattern
+        # every server a copy of server 0 (attributes changed alike in every server): server
+        # 0's GPUs answer for all
+        for n in topology.gpus[: topology.gpus_per_node] if p is not None else topology.gpus:
             d = nodes[n]
             if d.get("p2p") is not None:
                 ok = topology.p2p_capable(n)
@@ -200,16 +292,29 @@ class DirectedLinks:
                     ok = by_model[d["model"]] = topology.p2p_capable(n)
             if not ok:
                 out.append(n)
-        return frozenset(out)
+        return frozenset(self._in_every_server(out) if p is not None else out)
 
     @cached_property
     def p2p_denied(self) -> dict[str, frozenset[str]]:
-        nodes = self.topology.graph.nodes
-        return {
-            n: frozenset(nodes[n]["p2p_denied"])
-            for n in self.topology.gpus
-            if nodes[n].get("p2p_denied")
-        }
+        """GPU -> local ids of the GPUs it refuses peer-to-peer with (read off server 0 where
+        every server is its copy, as :attr:`no_p2p`)."""
+        topology = self.topology
+        nodes = topology.graph.nodes
+        p = self._pattern
+        gpus = topology.gpus[: topology.gpus_per_node] if p is not None else topology.gpus
+        first = {n: frozenset(nodes[n]["p2p_denied"]) for n in gpus if nodes[n].get("p2p_denied")}
+        if p is None or not first:
+            return first
+        lid = self.local_id
+        return {n: first[p.prefix(0) + lid[n]] for n in self._in_every_server(first)}
+
+    def _in_every_server(self, first: Iterable[str]) -> list[str]:
+        """The nodes of every server with the local ids of ``first`` (nodes of server 0)."""
+        p = self._pattern
+        assert p is not None
+        lid = self.local_id
+        ids = [lid[n] for n in first]
+        return [pre + x for pre in map(p.prefix, range(p.servers)) for x in ids] if ids else []
 
     @cached_property
     def _gpu_set(self) -> frozenset[str]:
@@ -256,7 +361,7 @@ class DirectedLinks:
         ):
             inside = self.server_nodes.get(self.server[src], frozenset())
             plain = _min_hop_widest(self, None, src, dst, inside, per_unit=False, direct=True)
-            fams = {self.family[i] for i in self.path_ids(plain[2])} if plain else set()
+            fams = {self._table.family[i] for i in self._ids_of(plain[2])} if plain else set()
             if not (fams and fams <= _NVLINK_FAMILIES):
                 cpus = [
                     n
@@ -433,7 +538,10 @@ class DirectedLinks:
         inner = self._fabric_inner.get(pattern)
         if inner is not None:
             return (src, *inner, dst)
-        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        # the search over the nodes of the minimum-hop paths only: the same answer (see
+        # _min_hop_span), without walking every leaf from each spine of a fat tree
+        span = _min_hop_span(self, src, dst, fabric | {src, dst})
+        res = None if span is None else _min_hop_widest(self, None, src, dst, span, per_unit=False)
         if res is None:
             self._fallback.add((src, dst))
             return route(self.topology, src, dst)
@@ -443,21 +551,22 @@ class DirectedLinks:
     def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
         """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
         are linked to, with those links' capacity and latency, and whether they are linked."""
-        succ = self._table.succ
-        cap, alpha = self.capacity_list, self.alpha_list
-        out = tuple(
-            sorted(
-                (f, cap[succ[src][f]], alpha[succ[src][f]])
-                for f in self.adjacency_set[src] & fabric
-            )
+        return (
+            self._fabric_side(src, fabric),
+            self._fabric_side(dst, fabric),
+            dst in self.adjacency_set[src],
         )
-        inn = tuple(
-            sorted(
-                (f, cap[succ[f][dst]], alpha[succ[f][dst]])
-                for f in self.adjacency_set[dst] & fabric
+
+    def _fabric_side(self, x: str, fabric: frozenset[str]) -> tuple[tuple[Any, ...], ...]:
+        """The fabric nodes ``x`` is linked to, with those links' capacity and latency (the
+        same both ways), sorted; cached per node (a NIC ends a ring hop out and one in)."""
+        hit = self._fabric_sides.get(x)
+        if hit is None:
+            kind = self._table.kind  # the values, without numbering 2 x 16,384 NIC links
+            hit = self._fabric_sides[x] = tuple(
+                sorted((f, *(c[0] for c in kind(x, f)[:2])) for f in self.adjacency_set[x] & fabric)
             )
-        )
-        return (out, inn, dst in self.adjacency_set[src])
+        return hit
 
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
         """Hop counts of minimum-hop paths from ``src`` to nodes of its server and of the
@@ -561,14 +670,11 @@ class DirectedLinks:
         :class:`LinkParams` override sets (calibration fits it as the latency NCCL's table
         misses).
         """
-        extra = self.extra_alpha_list
-        if not self._any_extra:  # RDMA and NVLink only: every term is 0.0
+        ids = self._ids_of(path)
+        if not self._table.has_extra:  # RDMA and NVLink only: every term is 0.0
             return 0.0
-        return float(sum(extra[i] for i in self._ids_of(path)))
-
-    @cached_property
-    def _any_extra(self) -> bool:
-        return any(self.extra_alpha_list)
+        extra = self._table.extra
+        return float(sum(extra[i] for i in ids))
 
     def path_bandwidth(self, path: Sequence[str]) -> float:
         """Bottleneck capacity (bytes/s) of a node path (``inf`` for a zero-hop path)."""
@@ -603,9 +709,10 @@ def _neighbour_set(adjacency: dict[str, tuple[str, ...]], node: str) -> frozense
 
 
 class _OnDemand(dict):  # type: ignore[type-arg]
-    """A mapping whose value for a key is ``make(key)``, computed on the first ``[key]`` and
-    kept (a missing key raises what ``make`` raises: ``KeyError`` for a node not in the graph).
-    Read by subscript only: ``in``, ``len`` and iteration see the entries made so far."""
+    """A mapping whose value for a key is ``make(key)``, computed on the first ``[key]`` or
+    ``get`` and kept (a missing key raises what ``make`` raises: ``KeyError`` for a node not in
+    the graph; ``get`` then returns its default). Read by subscript or ``get`` only: ``in``,
+    ``len`` and iteration see the entries made so far."""
 
     def __init__(self, make: Callable[[Any], Any]) -> None:
         super().__init__()
@@ -615,68 +722,176 @@ class _OnDemand(dict):  # type: ignore[type-arg]
         value = self[key] = self._make(key)
         return value
 
-
-@dataclass(frozen=True)
-class _EdgeTable:
-    """The directed links of a topology as arrays (see :class:`DirectedLinks`)."""
-
-    edges: tuple[tuple[str, str], ...]
-    succ: dict[str, dict[str, int]]
-    capacity_Bps: np.ndarray
-    alpha_s: np.ndarray
-    extra_alpha_s: np.ndarray
-    units: np.ndarray
-    family: tuple[LinkFamily, ...]
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
 
-def _edge_table(topology: Topology, link_params: LinkParams) -> _EdgeTable:
-    """Both directions of every graph edge, in graph edge order (``u -> v`` then ``v -> u``).
+def _pattern_nodes(pattern: ReplicaPattern, wrap: Callable[[Any], Any], server: int) -> Any:
+    """``wrap`` of the nodes of ``server`` (``-1``: the fabric) in graph order, read off the
+    build record; ``KeyError`` for a server the record does not have (as a table without it)."""
+    if 0 <= server < pattern.servers:
+        prefix = pattern.prefix(server)
+        return wrap([prefix + lid for lid in pattern.local_ids])
+    if server == -1 and pattern.fabric_nodes:
+        return wrap(list(pattern.fabric_nodes))
+    raise KeyError(server)
 
-    Per link: effective bandwidth ``bandwidth_Bps x efficiency`` (or ``count x`` the class
-    override), latency ``latency_s`` (or the override), the latency NCCL's tables do not contain
-    (:meth:`DirectedLinks.extra_latency`), the unit count and the family. Links with the same
-    attributes share one computation (a 16,384-GPU cluster has ~92,000 links of a few kinds);
-    the edge order is networkx's ``Graph.edges`` order (each node's adjacency in insertion
-    order, an edge at its first end)."""
-    edges: list[tuple[str, str]] = []
-    kind_of: list[int] = []  # per graph edge: its index in ``kinds``
-    succ: dict[str, dict[str, int]] = {n: {} for n in topology.graph}
-    kinds: dict[tuple[Any, ...], int] = {}
-    seen: set[str] = set()
-    for u, nbrs in topology.graph.adjacency():
-        out = succ[u]
-        for v, d in nbrs.items():
-            if v in seen:
-                continue
-            key = (
-                d["tech"],
-                d["family"],
-                d["count"],
-                d["bandwidth_Bps"],
-                d["efficiency"],
-                d["latency_s"],
+
+def _pattern_rank(
+    server: Mapping[str, int],
+    local_id: Mapping[str, str],
+    fabric: Mapping[str, int],
+    block: Mapping[int, int],
+    within: Mapping[str, int],
+    node: str,
+) -> int:
+    """Name-order position of ``node`` (see :attr:`DirectedLinks.rank`)."""
+    s = server[node]
+    return fabric[node] if s < 0 else block[s] + within[local_id[node]]
+
+
+def _pattern_by_local(pattern: ReplicaPattern, graph: Any, server: int) -> dict[str, str]:
+    """{local id: node} of ``server`` (``-1``: the fabric): server ``s``'s node of local id
+    ``x`` is ``n<s>/<x>`` (:class:`~perfmodel.topology.model.ReplicaPattern`)."""
+    if 0 <= server < pattern.servers:
+        prefix = pattern.prefix(server)
+        return {lid: prefix + lid for lid in pattern.local_ids}
+    data = graph.nodes
+    return {str(data[n]["local_id"]): n for n in _pattern_nodes(pattern, list, server)}
+
+
+class _LinkTable:
+    """Directed link ids and their columns, an id made for a link when first asked for.
+
+    ``succ[u][v]`` is the id of link ``u -> v``: the first lookup of either direction of a
+    graph edge gives ``u -> v`` the next even id ``2k`` and ``v -> u`` ``2k + 1`` and appends
+    both to the columns (a ``KeyError`` where ``u`` and ``v`` are not linked). A ring over
+    2,048 servers reads one server's links and a few fabric links, not the 184,336 directed
+    links of the cluster (issue 14: cost flat in cluster size). :meth:`complete` gives every
+    remaining edge its ids in graph edge order (networkx's ``Graph.edges``: each node's
+    adjacency in insertion order, an edge at its first end), so a table completed before any
+    lookup numbers graph edge ``k`` as ``2k, 2k + 1``.
+
+    Per link (the columns, by id): effective bandwidth ``bandwidth_Bps x efficiency`` (or
+    ``count x`` the class override), latency ``latency_s`` (or the override), the latency
+    NCCL's tables do not contain (:meth:`DirectedLinks.extra_latency`), the unit count (int and
+    float), the bandwidth per unit and the family; links with the same attributes share one
+    computation (:func:`_link_kind`). The values do not depend on the id order, and neither do
+    the max-min rates (:func:`~perfmodel.comm.maxmin.maxmin_rates` sums each link's load over
+    its entries in entry order and takes minima).
+    """
+
+    def __init__(self, graph: Any, link_params: LinkParams) -> None:
+        self._adj: dict[str, dict[str, dict[str, Any]]] = graph._adj  # plain dicts (hot path)
+        self._params = link_params
+        self._kinds: dict[tuple[Any, ...], tuple[tuple[Any, Any], ...]] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.capacity: list[float] = []
+        self.alpha: list[float] = []
+        self.extra: list[float] = []
+        self.units: list[int] = []
+        self.unit_count: list[float] = []
+        self.unit_capacity: list[float] = []
+        self.family: list[LinkFamily] = []
+        #: whether some link numbered or looked up (:meth:`kind`) so far has latency outside
+        #: NCCL's tables
+        self.has_extra = False
+        self.succ: dict[str, dict[str, int]] = _LinkRows(self)
+        self._array: np.ndarray = np.zeros(0)
+        self._complete = False
+
+    def kind(self, u: str, v: str) -> tuple[tuple[Any, Any], ...]:
+        """The column values of link ``u -> v``, each twice (both directions), in the order
+        capacity, latency, extra latency, units, units as float, capacity per unit, family;
+        without numbering the link (``KeyError`` where ``u`` and ``v`` are not linked)."""
+        d = self._adj[u][v]
+        key = (
+            d["tech"],
+            d["family"],
+            d["count"],
+            d["bandwidth_Bps"],
+            d["efficiency"],
+            d["latency_s"],
+        )
+        kind = self._kinds.get(key)
+        if kind is None:
+            cap, lat, extra, n, family = _link_kind(self._params, *key)
+            kind = self._kinds[key] = tuple(
+                (x, x) for x in (cap, lat, extra, n, float(n), cap / n, family)
             )
-            kind = kinds.get(key)
-            if kind is None:
-                kind = kinds[key] = len(kinds)
-            k = len(edges)
-            out[v] = k
-            succ[v][u] = k + 1
-            edges += ((u, v), (v, u))
-            kind_of.append(kind)
-        seen.add(u)
-    table = [_link_kind(link_params, *key) for key in kinds]  # in kind order
-    both = np.repeat(np.asarray(kind_of, dtype=np.int64), 2)  # u -> v and v -> u alike
-    columns = list(zip(*table)) if table else [(), (), (), (), ()]
-    return _EdgeTable(
-        edges=tuple(edges),
-        succ=succ,
-        capacity_Bps=np.asarray(columns[0], dtype=float)[both],
-        alpha_s=np.asarray(columns[1], dtype=float)[both],
-        extra_alpha_s=np.asarray(columns[2], dtype=float)[both],
-        units=np.asarray(columns[3], dtype=np.int64)[both],
-        family=tuple(columns[4][i] for i in both.tolist()),
-    )
+            if extra:
+                self.has_extra = True
+        return kind
+
+    def add(self, u: str, v: str) -> int:
+        """Give ``u -> v`` and ``v -> u`` (not yet numbered) their ids; returns ``u -> v``'s."""
+        kind = self.kind(u, v)
+        k = len(self.edges)
+        succ = self.succ
+        succ[u][v] = k
+        succ[v][u] = k + 1
+        self.edges += ((u, v), (v, u))
+        self.capacity += kind[0]
+        self.alpha += kind[1]
+        self.extra += kind[2]
+        self.units += kind[3]
+        self.unit_count += kind[4]
+        self.unit_capacity += kind[5]
+        self.family += kind[6]
+        return k
+
+    def complete(self) -> None:
+        """Give every edge of the graph its ids (the rest in graph edge order)."""
+        if self._complete:
+            return
+        seen: set[str] = set()
+        succ = self.succ
+        for u, nbrs in self._adj.items():
+            row = succ[u]
+            for v in nbrs:
+                if v not in seen and v not in row:
+                    self.add(u, v)
+            seen.add(u)
+        self._complete = True
+
+    def capacity_array(self) -> np.ndarray:
+        """:attr:`capacity` as an array (remade when ids were added since)."""
+        if len(self._array) != len(self.capacity):
+            self._array = np.asarray(self.capacity, dtype=float)
+        return self._array
+
+
+class _LinkRows(dict):  # type: ignore[type-arg]
+    """``succ`` of a :class:`_LinkTable`: node -> its :class:`_LinkRow`, made on first read
+    (``KeyError`` for a node not in the graph)."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: _LinkTable) -> None:
+        super().__init__()
+        self._table = table
+
+    def __missing__(self, u: str) -> _LinkRow:
+        if u not in self._table._adj:
+            raise KeyError(u)
+        row = self[u] = _LinkRow()
+        row._table = self._table
+        row._node = u
+        return row
+
+
+class _LinkRow(dict):  # type: ignore[type-arg]
+    """``succ[u]`` of a :class:`_LinkTable`: neighbour -> link id, numbered on first read."""
+
+    __slots__ = ("_node", "_table")
+    _node: str
+    _table: _LinkTable
+
+    def __missing__(self, v: str) -> int:
+        return self._table.add(self._node, v)
 
 
 def _link_kind(
@@ -689,7 +904,7 @@ def _link_kind(
     latency_s: Any,
 ) -> tuple[float, float, float, int, LinkFamily]:
     """(capacity B/s, latency s, latency outside NCCL's tables s, units, family) of a link with
-    these attributes (:func:`_edge_table`)."""
+    these attributes (:meth:`_LinkTable.add`)."""
     over = link_params.lookup(tech, family)
     n = int(count)
     bw = float(bandwidth_Bps) * float(efficiency)
@@ -737,6 +952,11 @@ def check_group(
     members = tuple(group)
     if not members:
         raise ConfigError(f"{where} is empty (zero GPUs)", value=members, where=where)
+    try:
+        if len(set(members)) == len(members) and all_gpus(topology, members):
+            return members  # distinct GPUs: nothing to name (a set test, not a read per node)
+    except TypeError:  # an unhashable member: named below
+        pass
     seen: set[str] = set()
     g = topology.graph
     for n in members:
@@ -757,6 +977,68 @@ def check_group(
             raise ConfigError(f"{n!r} appears twice in {where}", value=n, where=where)
         seen.add(n)
     return members
+
+
+@lru_cache(maxsize=16)
+def _gpu_names(topology: Topology) -> frozenset[str]:
+    return frozenset(topology.gpus)
+
+
+def all_gpus(topology: Topology, members: Iterable[str]) -> bool:
+    """Whether every member is a GPU of ``topology`` (one set test per group, no node read)."""
+    return _gpu_names(topology).issuperset(members)
+
+
+def _min_hop_span(
+    links: DirectedLinks, src: str, dst: str, allowed: frozenset[str]
+) -> frozenset[str] | None:
+    """The nodes on minimum-hop paths ``src -> dst`` through transit nodes of ``allowed``
+    (``src`` and ``dst`` included), or ``None`` where there is no such path.
+
+    A breadth-first search from both ends, one whole layer at a time on the side whose
+    frontier has fewer links, stops at the first layer that meets the other side at a node
+    that may be on a path (a transit node, or an end): with radii ``a`` and ``b`` then, no
+    path is shorter than ``a + b`` (a shorter one would have met earlier) and each meeting
+    node lies on one of length ``a + b``; the path nodes are then traced back layer by layer
+    from the meeting nodes to both ends. A spine of a fat tree is reached but never expanded
+    (its 820 leaves are not walked). :func:`_min_hop_widest` over these nodes gives its answer over ``allowed``: its
+    distances to ``dst`` of path nodes are the same (a shortest path from a path node to
+    ``dst`` is made of path nodes), and it chooses only among path nodes.
+    """
+    if src == dst:
+        return frozenset((src,))
+    adj_set, transit = links.adjacency_set, links.transit
+    ends = (src, dst)
+    dist = ({src: 0}, {dst: 0})
+    layers: tuple[list[list[str]], list[list[str]]] = ([[src]], [[dst]])
+    meet: list[str] = []
+    adj = links.adjacency
+    while not meet:
+        # grow the side whose frontier has fewer links to scan (not a spine's 820 leaves)
+        cost = [sum(len(adj[u]) for u in layers[k][-1]) for k in (0, 1)]
+        side = 0 if cost[0] <= cost[1] else 1
+        mine, other, end = dist[side], dist[1 - side], ends[side]
+        depth = len(layers[side])
+        nxt = []
+        for u in layers[side][-1]:
+            if u != end and u not in transit:
+                continue
+            for v in adj_set[u] & allowed:
+                if v not in mine:
+                    mine[v] = depth
+                    nxt.append(v)
+        if not nxt:
+            return None
+        layers[side].append(nxt)
+        meet = [v for v in nxt if v in other and (v in transit or v in ends)]
+    out = set(meet)
+    for side in (0, 1):
+        cur = set(meet)
+        for k in range(dist[side][meet[0]] - 1, -1, -1):
+            layer = {y for y in layers[side][k] if y == ends[side] or y in transit}
+            cur = {y for x in cur for y in adj_set[x] & layer}
+            out |= cur
+    return frozenset(out)
 
 
 def _min_hop_widest(
@@ -898,7 +1180,7 @@ def _pack_rings(
     servers = {links.server[m] for m in members}
     allowed = links.server_nodes[next(iter(servers))] if len(servers) == 1 else None
     # residual link units as a plain list (read per hop by the search, copied per ring)
-    residual: list[float] = list(links.unit_count_list)
+    residual: list[float] = links.residual_units(allowed)
     channels: list[Channel] = []
     first_bw: float | None = None
     idx = {m: i for i, m in enumerate(members)}
@@ -1039,9 +1321,13 @@ def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=16)
-def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
-    """Server -> its NICs with a fabric port, sorted: one pass over the graph (cached per
-    topology), not one per server asked."""
+def _fabric_nics(topology: Topology) -> Mapping[int, tuple[str, ...]]:
+    """Server -> its NICs with a fabric port, sorted: per server when first asked, from the
+    build record's fabric attachments where there is one, else one pass over the graph (cached
+    per topology), not one per server asked."""
+    p = topology.pattern
+    if p is not None and p.describes(topology):
+        return _OnDemand(partial(_attached_nics, topology, p))
     g = topology.graph
     server = dict(g.nodes(data="server"))
     adj = g.adj
@@ -1050,6 +1336,18 @@ def _fabric_nics(topology: Topology) -> dict[int, tuple[str, ...]]:
         if kind is NodeKind.NIC and any(server[v] == -1 for v in adj[n]):
             by_server.setdefault(server[n], []).append(n)
     return {srv: tuple(sorted(nics, key=str)) for srv, nics in by_server.items()}
+
+
+def _attached_nics(topology: Topology, pattern: ReplicaPattern, server: int) -> tuple[str, ...]:
+    """The NICs of ``server`` among its fabric attachments
+    (:attr:`~perfmodel.topology.model.ReplicaPattern.attach`: every link from the server to a
+    fabric node), sorted; ``KeyError`` outside the record's servers."""
+    if not 0 <= server < pattern.servers:
+        raise KeyError(server)
+    prefix = pattern.prefix(server)
+    nodes = topology.graph.nodes
+    names = {prefix + lid for lid, _, _ in pattern.attach[server]}
+    return tuple(sorted((n for n in names if nodes[n]["kind"] is NodeKind.NIC), key=str))
 
 
 def split_by_server(
@@ -1064,8 +1362,13 @@ def split_by_server(
         for m in members:
             groups.setdefault(int(nodes[m]["server"]), []).append(m)
     else:
-        for m in members:
-            groups.setdefault(server[m], []).append(m)
+        # runs of one server at a time (a group in rank order is one run per server)
+        for srv, run in itertools.groupby(members, key=server.__getitem__):
+            part = groups.get(srv)
+            if part is None:
+                groups[srv] = list(run)
+            else:
+                part.extend(run)
     return list(groups.values())
 
 
@@ -1150,7 +1453,7 @@ def _distinct_shapes(links: DirectedLinks, parts: list[list[str]]) -> list[list[
     remapped copies with as many rings)."""
     seen: dict[tuple[str, ...], list[str]] = {}
     for part in parts:
-        seen.setdefault(tuple(links.local_id[m] for m in part), part)
+        seen.setdefault(tuple(map(links.local_id.__getitem__, part)), part)
     return list(seen.values())
 
 
@@ -1304,14 +1607,16 @@ def channel_rates(
         else np.ones(len(ei))
     )
     # Merge duplicate (flow, edge) pairs into multiplicities.
-    key = fi * len(links.edges) + ei
+    capacity = links.capacity_view()  # every id above is in it
+    n_links = len(capacity)
+    key = fi * n_links + ei
     uniq, inverse = np.unique(key, return_inverse=True)
     counts = np.bincount(inverse, weights=weight, minlength=len(uniq))
     return maxmin_rates(
-        uniq // len(links.edges),
-        uniq % len(links.edges),
+        uniq // n_links,
+        uniq % n_links,
         counts.astype(float),
-        links.capacity_Bps,
+        capacity,
         len(channels),
     )
 
@@ -1439,7 +1744,7 @@ def ring_summary(
         return None
     lid = links.local_id
     key0 = tuple(lid[m] for m in parts[0])
-    if any(tuple(lid[m] for m in p) != key0 for p in parts[1:]):
+    if any(tuple(map(lid.__getitem__, p)) != key0 for p in parts[1:]):
         return None
     sym = links._symmetry
     srv = links.server
@@ -1460,8 +1765,8 @@ def ring_summary(
     if any(links.charge_p2p(h) != 1.0 for hops in seg_hops for h in hops):
         return None
     cap = links.capacity_list
-    edges = links.edges
-    succ = links._table.succ
+    edges = links._table.edges  # by id, as the ids are handed out
+    kind = links._table.kind
     by_local = links.by_local
     fabric = links.server_nodes.get(-1, frozenset())
     twin = sym.twin.get(servers[0], servers[0])
@@ -1544,13 +1849,16 @@ def ring_summary(
                 for x in (x_out, x_in):
                     if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
                         return None
-                e_out, e_in = succ[x_out][mid[0]], succ[mid[-1]][x_in]
-                pattern_caps[(("s", n_out), ("F",))].add(cap[e_out])
-                pattern_caps[(("F",), ("s", n_in))].add(cap[e_in])
+                pattern_caps[(("s", n_out), ("F",))].add(kind(x_out, mid[0])[0][0])
+                pattern_caps[(("F",), ("s", n_in))].add(kind(mid[-1], x_in)[0][0])
                 load = fab_load[c]
                 for e in links._ids_of(mid):
                     load[e] = load.get(e, 0) + count
-                if links._any_extra:  # the hop's latency outside NCCL's tables may differ
+                # The hop's latency outside NCCL's tables is 0 unless some link met so far
+                # has such latency: its fabric and NIC links were just met, and its links
+                # inside the two servers have the attributes of the first pair's (every
+                # server has one inside twin). The caller takes the largest: a 0 adds nothing.
+                if links._table.has_extra:
                     inter_hops.append(
                         (*(by_local[a][x] for x in up), *mid, *(by_local[b][x] for x in down))
                     )

@@ -85,7 +85,7 @@ def test_search_equals_full_search(system: str, nodes: int, kw: dict) -> None:
     topo = load_system(system, nodes=nodes, **kw)
     links = DirectedLinks(topo)
     rng = random.Random(14)
-    residual = [float(rng.randint(0, int(u))) for u in links.unit_count_list]
+    residual = [float(rng.randint(0, int(u))) for u in links.residual_units(None)]
     nodes_ = sorted(topo.graph.nodes)
     pairs = [(a, b) for a in nodes_ for b in nodes_ if a != b]
     for a, b in rng.sample(pairs, min(len(pairs), 1500)):
