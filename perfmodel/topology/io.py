@@ -36,6 +36,7 @@ with the fabric's ``network`` technology.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -390,9 +391,32 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     )
 
 
+_READ_CACHE: dict[tuple[str, int, int, int, str | None], ServerDescription] = {}
+_READ_CACHE_SIZE = 64
+
+
 def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
-    """Read and validate one topology file."""
+    """Read and validate one topology file.
+
+    A file read before is answered from memory while its identity, size and modification time
+    are unchanged (``os.stat``: ``st_ino``, ``st_size``, ``st_mtime_ns``): a prediction loads its
+    system for the cluster, the speedup baseline and the micro-batch search, three TOML parses
+    of the same file (issue 14, cold start). Only regular files are remembered; anything else
+    is read (and refused) as before. The description is immutable, so sharing it is safe.
+    """
     p = Path(path)
+    try:
+        st = p.stat()
+        key = (str(p), st.st_ino, st.st_size, st.st_mtime_ns, gpu_override)
+        cacheable = stat.S_ISREG(st.st_mode)
+    except (OSError, ValueError):
+        cacheable = False
+    if cacheable and key in _READ_CACHE:
+        return _READ_CACHE[key]
     data = load_toml(p)
     desc = parse_server(data, source=str(p), gpu_override=gpu_override)
+    if cacheable:
+        if len(_READ_CACHE) >= _READ_CACHE_SIZE:
+            _READ_CACHE.pop(next(iter(_READ_CACHE)))
+        _READ_CACHE[key] = desc
     return desc
