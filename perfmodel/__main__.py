@@ -1,5 +1,5 @@
 import sys
 
-from perfmodel.cli import main
+from perfmodel.cli import program
 
-sys.exit(main())
+sys.exit(program())

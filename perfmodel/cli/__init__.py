@@ -66,21 +66,32 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command ``argv`` (``None``: this process's command line, as the ``perfmodel``
-    console script and ``python -m perfmodel`` call it) and return its exit code.
+    """Run the command ``argv`` (``None``: this process's command line) and return its exit
+    code; the calling process goes on as before (see :func:`program` for the executable)."""
+    return _run(argv, exiting=False)
 
-    With ``argv=None`` the process exits next, so the objects left are frozen
-    (:func:`gc.freeze`) before the interpreter's shutdown, whose collections would otherwise
-    traverse them all again: 0.13-0.15 s CPU after the GPT-3 175B prediction, 0.01 s frozen
-    (the memory goes back to the system with the process either way; ``atexit`` handlers and
-    stream flushes run as before). They are frozen inside :func:`perfmodel._gc.fewer_collections`:
-    frozen after it, the young collection that its restored threshold starts at once cascaded to
-    a full one over the cluster's graph (0.05 s CPU at 16,384 GPUs)."""
+
+def program() -> int:
+    """The ``perfmodel`` executable (console script and ``python -m perfmodel``): run this
+    process's command line; the process exits next.
+
+    So the objects left are frozen (:func:`gc.freeze`) before the interpreter's shutdown, whose
+    collections would otherwise traverse them all again: 0.13-0.15 s CPU after the GPT-3 175B
+    prediction, 0.01 s frozen (the memory goes back to the system with the process either way;
+    ``atexit`` handlers and stream flushes run as before). They are frozen inside
+    :func:`perfmodel._gc.fewer_collections`: frozen after it, the young collection that its
+    restored threshold starts at once cascaded to a full one over the cluster's graph (0.05 s CPU
+    at 16,384 GPUs). :func:`main` does not freeze: an in-process caller's objects stay
+    collectable."""
+    return _run(None, exiting=True)
+
+
+def _run(argv: Sequence[str] | None, *, exiting: bool) -> int:
     from perfmodel._gc import fewer_collections
 
     with fewer_collections():  # the imports and the command (perfmodel._gc)
         rc = _main(argv)
-        if argv is None:
+        if exiting:
             import gc
 
             # before the threshold is restored: the collection it starts has nothing to walk
