@@ -275,11 +275,16 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a TOML file; an OS, decoding or syntax error becomes a :class:`ConfigError` naming
     the file."""
     p = Path(path)
-    text = read_text(p)
+    return parse_toml(read_text(p), p)
+
+
+def parse_toml(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse TOML text read from ``path``; a syntax error becomes a :class:`ConfigError` naming
+    the file."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}", value=str(p), where=str(p)) from exc
+        raise ConfigError(f"{path}: invalid TOML: {exc}", value=str(path), where=str(path)) from exc
 
 
 def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -36,14 +36,13 @@ with the fabric's ``network`` technology.
 
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfmodel import units
 from perfmodel._enum import parse_enum
-from perfmodel._io import load_toml
+from perfmodel._io import parse_toml, read_text
 from perfmodel._schema import as_int, as_list, as_number, describe
 from perfmodel.errors import TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
@@ -391,31 +390,25 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     )
 
 
-_READ_CACHE: dict[tuple[str, int, int, int, str | None], ServerDescription] = {}
+_READ_CACHE: dict[tuple[str, str, str | None], ServerDescription] = {}
 _READ_CACHE_SIZE = 64
 
 
 def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
     """Read and validate one topology file.
 
-    A file read before is answered from memory while its identity, size and modification time
-    are unchanged (``os.stat``: ``st_ino``, ``st_size``, ``st_mtime_ns``): a prediction loads its
-    system for the cluster, the speedup baseline and the micro-batch search, three TOML parses
-    of the same file (issue 14, cold start). Only regular files are remembered; anything else
-    is read (and refused) as before. The description is immutable, so sharing it is safe.
+    The file is read every time; text read before from the same path is answered from memory
+    without parsing and validating it again (a prediction loads its system for the cluster, the
+    speedup baseline and the micro-batch search: three parses of the same file, issue 14 cold
+    start). Keyed by the text itself, so an edited file is parsed again whatever its timestamps
+    say; the description is immutable, so sharing it is safe.
     """
     p = Path(path)
-    try:
-        st = p.stat()
-        key = (str(p), st.st_ino, st.st_size, st.st_mtime_ns, gpu_override)
-        cacheable = stat.S_ISREG(st.st_mode)
-    except (OSError, ValueError):
-        cacheable = False
-    if cacheable and key in _READ_CACHE:
-        return _READ_CACHE[key]
-    data = load_toml(p)
-    desc = parse_server(data, source=str(p), gpu_override=gpu_override)
-    if cacheable:
+    text = read_text(p)
+    key = (str(p), text, gpu_override)
+    desc = _READ_CACHE.get(key)
+    if desc is None:
+        desc = parse_server(parse_toml(text, p), source=str(p), gpu_override=gpu_override)
         if len(_READ_CACHE) >= _READ_CACHE_SIZE:
             _READ_CACHE.pop(next(iter(_READ_CACHE)))
         _READ_CACHE[key] = desc

@@ -1,4 +1,5 @@
-"""``read_server_file`` answers a file read before from memory only while the file is unchanged."""
+"""``read_server_file`` parses a file's text once: unchanged text is answered from memory, edited
+text is parsed again whatever the file's timestamps say."""
 
 from __future__ import annotations
 
@@ -28,12 +29,20 @@ def test_unchanged_file_is_parsed_once(tmp_path):
 def test_edited_file_is_read_again(tmp_path):
     p = _copy(tmp_path)
     a = read_server_file(p)
-    text = p.read_text()
-    p.write_text(text.replace(f'name = "{a.name}"', 'name = "edited box"', 1))
-    st = p.stat()
-    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a later edit
+    p.write_text(p.read_text().replace(f'name = "{a.name}"', 'name = "edited box"', 1))
     b = read_server_file(p)
     assert b is not a and b.name == "edited box"
+
+
+def test_same_size_edit_with_the_old_timestamp_is_read_again(tmp_path):
+    # a rewrite inside one timestamp tick (coarse-timestamp file systems): same size, same mtime
+    p = _copy(tmp_path)
+    a = read_server_file(p)
+    st = p.stat()
+    p.write_text(p.read_text().replace(f'"{a.name}"', '"' + "X" * len(a.name) + '"', 1))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert p.stat().st_size == st.st_size
+    assert read_server_file(p).name == "X" * len(a.name)
 
 
 def test_broken_edit_is_refused_not_served_from_memory(tmp_path):
@@ -45,7 +54,7 @@ def test_broken_edit_is_refused_not_served_from_memory(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
-def test_not_a_regular_file_is_not_remembered(tmp_path):
+def test_not_a_regular_file_is_refused(tmp_path):
     fifo = tmp_path / "fifo.toml"
     os.mkfifo(fifo)
     with pytest.raises(PerfModelError):
