@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -82,8 +83,18 @@ def program() -> int:
     :func:`perfmodel._gc.fewer_collections`: frozen after it, the young collection that its
     restored threshold starts at once cascaded to a full one over the cluster's graph (0.05 s CPU
     at 16,384 GPUs). :func:`main` does not freeze: an in-process caller's objects stay
-    collectable."""
-    return _run(None, exiting=True)
+    collectable.
+
+    A reader that closes the pipe early (``perfmodel hw gpus | head -1``) ends the command
+    quietly with exit status 1, as the Python documentation's note on SIGPIPE recommends
+    (``signal`` module: standard output redirected to ``os.devnull`` so the interpreter's final
+    flush does not fail again), instead of a ``BrokenPipeError`` traceback."""
+    try:
+        return _run(None, exiting=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 def _run(argv: Sequence[str] | None, *, exiting: bool) -> int:
