@@ -284,8 +284,6 @@ def _symmetry_of_graph(topology: Topology) -> ServerSymmetry:
         for s in servers:
             if s != t and {local_id[n] for n in exits[s]} <= t_exits and shared[s] <= shared[t]:
                 twin[s] = t
-    cls: dict[int, int] = {}
-    ordered: dict[int, tuple[int, ...]] = {}
     runs: list[list[int]] = []
     for servers in sigs.values():
         servers.sort(key=lambda s: rank[members[s][0]])
@@ -296,25 +294,10 @@ def _symmetry_of_graph(topology: Topology) -> ServerSymmetry:
                 run = []
             run.append(s)
         runs.append(run)
-    for c, run in enumerate(r for r in runs if len(r) >= 2):
-        ordered[c] = tuple(run)
-        for s in run:
-            cls[s] = c
-    position = {s: i for servers in ordered.values() for i, s in enumerate(servers)}
     by_local: dict[int, dict[str, str]] = {
         s: {local_id[n]: n for n in nodes} for s, nodes in members.items()
     }
-    return ServerSymmetry(
-        server=server,
-        cls=cls,
-        ordered=ordered,
-        position=position,
-        by_local=by_local,
-        local_id=local_id,
-        excursion=2 if two_fabric else 3,
-        twin=twin,
-        exits=exits,
-    )
+    return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits)
 
 
 def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerSymmetry | None:
@@ -388,6 +371,20 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
                 run = []
             run.append(srv)
         runs.append(run)
+    return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits)
+
+
+def _from_runs(
+    runs: list[list[int]],
+    server: dict[str, int],
+    by_local: dict[int, dict[str, str]],
+    local_id: dict[str, str],
+    two_fabric: bool,
+    twin: dict[int, int],
+    exits: dict[int, tuple[str, ...]],
+) -> ServerSymmetry:
+    """The symmetry whose classes are the runs of two or more servers (each run: servers of one
+    signature, consecutive in name order, in that order); both constructors end here."""
     cls: dict[int, int] = {}
     ordered: dict[int, tuple[int, ...]] = {}
     for c, run in enumerate(r for r in runs if len(r) >= 2):
