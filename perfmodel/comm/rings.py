@@ -111,10 +111,6 @@ class DirectedLinks:
         return np.asarray(self._whole.alpha, dtype=float)
 
     @cached_property
-    def extra_alpha_s(self) -> np.ndarray:
-        return np.asarray(self._whole.extra, dtype=float)
-
-    @cached_property
     def units(self) -> np.ndarray:
         return np.asarray(self._whole.units, dtype=np.int64)
 
@@ -143,20 +139,12 @@ class DirectedLinks:
         return self._table.unit_capacity
 
     @property
-    def unit_count_list(self) -> list[float]:
-        """Link units per directed edge, as floats (the ring packing's starting residual)."""
-        return self._table.unit_count
-
-    @property
     def alpha_list(self) -> list[float]:
         return self._table.alpha
 
-    @property
-    def extra_alpha_list(self) -> list[float]:
-        return self._table.extra
-
     def residual_units(self, allowed: frozenset[str] | None) -> list[float]:
-        """A copy of :attr:`unit_count_list` covering every link between ``allowed`` nodes
+        """Link units per directed edge, as floats (the ring packing's starting residual),
+        covering every link between ``allowed`` nodes
         (``None``: every link): the ring packing's residual, which its searches index by
         the ids of those links."""
         table = self._table
@@ -1521,33 +1509,20 @@ def _via_nics(
     local_of: dict[str, str],
 ) -> tuple[str, ...]:
     """Inter-server hop ``src -> dst`` leaving through ``exit_nic`` and entering through the NIC of
-    ``dst``'s server with the same local id as ``entry_nic`` (NCCL assigns a NIC per channel)."""
-    path = _nic_path(links, src, dst, exit_nic, entry_nic, local_of)
-    return links.route(src, dst) if path is None else path
-
-
-def _nic_path(
-    links: DirectedLinks,
-    src: str,
-    dst: str,
-    exit_nic: str | None,
-    entry_nic: str | None,
-    local_of: dict[str, str],
-) -> tuple[str, ...] | None:
-    """:func:`_via_nics`' path through the two NICs, or ``None`` where it takes the plain route
-    (no NIC given or found, or a detour through a node twice)."""
+    ``dst``'s server with the same local id as ``entry_nic`` (NCCL assigns a NIC per channel);
+    the plain route where no NIC is given or found, or the NIC path passes a node twice."""
     if exit_nic is None or entry_nic is None:
-        return None
+        return links.route(src, dst)
     x_out = links.by_local[links.server[src]].get(local_of[exit_nic])
     x_in = links.by_local[links.server[dst]].get(local_of[entry_nic])
     if x_out is None or x_in is None:
-        return None
+        return links.route(src, dst)
     a = links.route(src, x_out)
     b = links.route(x_out, x_in)
     c = links.route(x_in, dst)
     path = a + b[1:] + c[1:]
     if len(set(path)) != len(path):  # a detour through a node twice: use the plain route
-        return None
+        return links.route(src, dst)
     return path
 
 

@@ -231,8 +231,11 @@ def _model(
         topo = topo.with_sharp(True)
     if cpu_model is not None:
         topo = _with_cpu_model(topo, cpu_model)
-    if nccl is not None:
-        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(nccl, where="comm validation"))
+    if nccl is not None or cpu_model is not None:
+        # the rule depends on the CPU: re-derived after a CPU change (the release applied at load
+        # time where the scenario states none)
+        release = NcclRelease.parse(nccl, where="comm validation") if nccl is not None else None
+        topo = with_nccl_p2p_rule(topo, release)
     if p2p is not None:
         topo = topo.with_p2p(p2p)
     return CommCostModel(topo)
@@ -247,7 +250,8 @@ def _with_cpu_model(topo: Topology, model: str) -> Topology:
     g = topo.graph.copy()
     for n in topo.nodes_of_kind(NodeKind.CPU):
         g.nodes[n]["model"] = model
-    return dataclasses.replace(topo, graph=g)
+    # every CPU changed alike: the cluster's build record still describes the copy
+    return dataclasses.replace(topo, graph=g, pattern=topo._pattern_on(g))
 
 
 def compare(
