@@ -127,24 +127,19 @@ class SystemCosts:
     ) -> tuple[tuple[float, float, float], tuple[float, float]]:
         """:meth:`layer_time` and :meth:`layer_host_time` of ``layer``, memoised per layer
         object as well (a cached workload's layers are priced again by every plan that lowers
-        it; the object, kept in the entry, cannot be replaced by another with its id)."""
-        hit = self._by_layer.get(id(layer))
-        if hit is not None and hit[0] is layer:
+        it; the object, kept in the entry, cannot be replaced by another with its id). A
+        relabelled copy of a block is priced as its template (:meth:`LayerCost.cost_source`,
+        the same cost key), so the copies of a stack share one entry."""
+        src = layer.cost_source()
+        hit = self._by_layer.get(id(src))
+        if hit is not None and hit[0] is src:
             return hit[1], hit[2]
-        src = layer.cost_source()  # a relabelled copy of a block: its template's times
-        if src is not layer:
-            hit = self._by_layer.get(id(src))
-            if hit is not None and hit[0] is src:
-                if len(self._by_layer) >= _LAYER_MEMO_SIZE:
-                    self._by_layer.clear()
-                self._by_layer[id(layer)] = (layer, hit[1], hit[2])
-                return hit[1], hit[2]
-        lt = self._layer(layer)
+        lt = self._layer(src)
         times = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
         host = (float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s))
         if len(self._by_layer) >= _LAYER_MEMO_SIZE:
             self._by_layer.clear()
-        self._by_layer[id(layer)] = (layer, times, host)
+        self._by_layer[id(src)] = (src, times, host)
         return times, host
 
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:

@@ -686,8 +686,7 @@ class PipelineLowering:
         :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
         step). Only 1F1B without interleaving (or one stage), every micro-batch lowered alike
         (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
-        parallelism), no eager kernel-issue task (its length grows with the micro-batches),
-        and a step with at least 4/3 of the short schedule's micro-batches (``2 pp + 8``: a
+        parallelism), and a step with at least 4/3 of the short schedule's micro-batches (``2 pp + 8``: a
         warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check and take the period
         from, the last micro-batch's gradient reduction; the check may ask for
         a longer one once, as long as it stays under 3/4 of the step's); the check itself is

@@ -92,9 +92,6 @@ class PeriodicGraph(TaskGraph):
     def notes(self) -> tuple[str, ...]:  # type: ignore[override]
         return self._any().notes
 
-    def streams(self) -> dict[tuple[str, str], list[int]]:
-        return self.full().streams()
-
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as the whole graph (the lowering closures do not pickle)."""
         g = self.full()

@@ -63,7 +63,7 @@ class _StageCosts:
     tp_comm_s: float
     p2p_bytes: float
     stage_params: float
-    first_stage_layers: tuple[Any, ...]
+    stage_workload: Any  # the workload with the first stage's layers (memory_breakdown's input)
     model_flop_per_microbatch: float
     host_s: float = 0.0  # eager host issue of one micro-batch of the stage's kernels
 
@@ -134,7 +134,6 @@ class PlanScreen:
         self._parts_cache: dict[tuple[int, int, str, bool, int, int], _Parts] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._ring_paths: dict[int, tuple[float, float]] = {}
-        self._stage_wl: dict[tuple[Any, ...], Any] = {}
         one = self._topology(1)
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
@@ -369,8 +368,10 @@ class PlanScreen:
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
             stage_params = pt.params
+        # one object per stage shape: memory_breakdown memoises its sums on the workload object
+        stage_wl = replace(self._workload(mb, tp, sp, ep, cp), layers=first_layers)
         return _StageCosts(
-            f, b, c, pt.p2p_bytes, float(stage_params), first_layers, pt.flop, stage_host
+            f, b, c, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop, stage_host
         )
 
     # -------------------------------------------------------------- evaluate
@@ -452,13 +453,8 @@ class PlanScreen:
             in_flight = math.ceil(pp * (1 + (pp - 1) / (pp * v)))
         else:
             in_flight = min(pp, m) if pp > 1 else 1
-        stage_key = (mb * k, tp, pp, recompute, sp, ep, cp)  # the key of self._stage
-        stage_wl = self._stage_wl.get(stage_key)
-        if stage_wl is None:
-            wl = self._workload(mb * k, tp, sp, ep, cp)
-            stage_wl = self._stage_wl[stage_key] = replace(wl, layers=st.first_stage_layers)
         mem = memory_breakdown(
-            stage_wl,
+            st.stage_workload,
             optimizer=self.optimizer,
             recompute=recompute,
             in_flight_microbatches=max(1, in_flight),
