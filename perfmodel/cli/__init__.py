@@ -138,17 +138,15 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except OSError as exc:  # a path the loaders did not check: still bad input, not a crash
         if isinstance(exc, BrokenPipeError) or exc.filename is None:
-            raise
+            raise  # a closed pipe: program() ends quietly
         from perfmodel._io import os_error_message
 
         print(f"perfmodel: error: {exc.filename}: {os_error_message(exc)}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # pragma: no cover - e.g. `perfmodel ... | head`
-        return 0
     except KeyboardInterrupt:  # pragma: no cover
         print("perfmodel: interrupted", file=sys.stderr)
         return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(program())

@@ -731,16 +731,9 @@ def from_nccl_xml(
         source=source,
     )
     topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
-    topo = with_nccl_p2p_rule(topo, host=_xml_host(cpus[0]))
-    rule = topo.meta["nccl_p2p_rule"]
-    if rule["pairs"]:
-        topo.meta["assumptions"] = (
-            *topo.meta.get("assumptions", ()),
-            f"{len(rule['pairs'])} GPU pair(s) without peer-to-peer: NCCL {rule['release']}'s "
-            f"P2P level {rule['level']} for a {cpus[0].get('vendor', '')} "
-            f"{cpus[0].get('arch', '')} host",
-        )
-    return topo
+    # the rule is stated from meta["nccl_p2p_rule"] where it is shown (`topo import`, `topo show`),
+    # so a rule applied again later (another release) is not contradicted by a stored sentence
+    return with_nccl_p2p_rule(topo, host=_xml_host(cpus[0]))
 
 
 def _xml_host(cpu: ET.Element) -> HostCpu:
