@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import io
-import threading
+
+from fake_tty import FakeTty
 
 from perfmodel.cli import main
 from perfmodel.cli._progress import DELAY_S, progress_line
 
 
-class _Tty(io.StringIO):
-    def __init__(self) -> None:
-        super().__init__()
-        self.wrote = threading.Event()
-
-    def isatty(self) -> bool:
-        return True
-
-    def write(self, s: str) -> int:
-        n = super().write(s)
-        self.wrote.set()
-        return n
-
-
 def test_line_shown_on_a_terminal_then_erased() -> None:
-    tty = _Tty()
+    tty = FakeTty()
     with progress_line("perfmodel predict: working", tty, delay_s=0.0, interval_s=60.0):
         assert tty.wrote.wait(30)  # the body outlives the delay (no timing asserted)
     text = tty.getvalue()
@@ -34,7 +21,7 @@ def test_line_shown_on_a_terminal_then_erased() -> None:
 
 
 def test_nothing_when_quiet_or_not_a_terminal() -> None:
-    tty = _Tty()
+    tty = FakeTty()
     with progress_line("x", tty, enabled=False, delay_s=0.0):
         assert not tty.wrote.wait(0.2)
     pipe = io.StringIO()

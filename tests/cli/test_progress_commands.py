@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import functools
 import importlib
-import io
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from fake_tty import FakeTty
 
 from perfmodel.cli import _progress, main
 
@@ -31,26 +30,10 @@ COMMANDS = {
 }
 
 
-class _Tty(io.StringIO):
-    """A terminal stand-in: ``isatty()`` and an event set by the first write."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.wrote = threading.Event()
-
-    def isatty(self) -> bool:
-        return True
-
-    def write(self, s: str) -> int:
-        n = super().write(s)
-        self.wrote.set()
-        return n
-
-
 def _run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
-) -> tuple[str, _Tty, int]:
-    tty = _Tty()
+) -> tuple[str, FakeTty, int]:
+    tty = FakeTty()
     monkeypatch.setattr(sys, "stderr", tty)
     monkeypatch.setattr(
         _progress, "progress_line", functools.partial(_progress.progress_line, delay_s=0.0)
@@ -103,7 +86,7 @@ def test_sweep_counts_on_a_terminal_and_is_silent_with_quiet(
         "[axes]\ngpus = [1, 2]\n"
     )
     for quiet in (False, True):
-        tty = _Tty()
+        tty = FakeTty()
         monkeypatch.setattr(sys, "stderr", tty)
         argv = ["sweep", str(spec), "-o", str(tmp_path / f"{quiet}.jsonl"), "--backend", "serial"]
         assert main([*argv, "--quiet"] if quiet else argv) == 0

@@ -145,4 +145,5 @@ def test_algorithm_help_lists_every_algorithm(capsys):
         main(["comm", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert f"one of {', '.join(a.value for a in Algorithm)}" in out
-    assert "nvls_tree" in out and "pat" in out
+    for name in ("ring", "tree", "nvls", "collnet", "nvls_tree", "pat"):  # the ones it lacked, too
+        assert f" {name}," in out or f" {name})" in out or f", {name}" in out, name

@@ -9,23 +9,13 @@ import itertools
 from pathlib import Path
 
 import pytest
+from search_only import SearchOnly
 
-from perfmodel.comm.rings import DirectedLinks, _min_hop_widest
+from perfmodel.comm.rings import DirectedLinks
 from perfmodel.errors import PerfModelError
-from perfmodel.topology import Topology, load_system, route
+from perfmodel.topology import Topology, load_system
 from perfmodel.topology.schema import NodeKind
 from perfmodel.topology.symmetry import server_symmetry
-
-
-class _SearchOnly(DirectedLinks):
-    """The full computation: every route searched, none mapped from another server."""
-
-    def _canonical_route(self, src: str, dst: str) -> tuple[str, ...] | None:
-        return None
-
-    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
-        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
-        return res[2] if res is not None else route(self.topology, src, dst)
 
 
 def _route_or_error(links: DirectedLinks, a: str, b: str) -> object:
@@ -36,7 +26,7 @@ def _route_or_error(links: DirectedLinks, a: str, b: str) -> object:
 
 
 def _assert_routes_equal(topo: Topology, servers: range) -> DirectedLinks:
-    links, plain = DirectedLinks(topo), _SearchOnly(topo)
+    links, plain = DirectedLinks(topo), SearchOnly(topo)
     for s in servers:
         nodes = sorted(links.server_nodes[s])
         for a in nodes:
@@ -78,7 +68,7 @@ def test_copied_routes_equal_searched_routes(
 )
 def test_memoised_fabric_routes_equal_searched_routes(system: str, nodes: int, kw: dict) -> None:
     topo = load_system(system, nodes=nodes, **kw)
-    links, plain = DirectedLinks(topo), _SearchOnly(topo)
+    links, plain = DirectedLinks(topo), SearchOnly(topo)
     nics = [n for n, kind in topo.graph.nodes(data="kind") if kind is NodeKind.NIC]
     pairs = [(a, b) for a in nics for b in nics if links.server[a] != links.server[b]]
     for a, b in pairs:
@@ -166,7 +156,7 @@ def test_routes_are_searched_once_per_shape() -> None:
             searched.append((src, dst))
             return super()._searched_route(src, dst)
 
-    links, plain = _Counting(topo), _SearchOnly(topo)
+    links, plain = _Counting(topo), SearchOnly(topo)
     gpus = topo.gpus
     gpn = topo.gpus_per_node
     inside = [(gpus[s * gpn], gpus[s * gpn + 5]) for s in range(4)]
