@@ -224,27 +224,16 @@ def _topology(key: tuple[Any, ...]) -> Topology:
 
         base = _topology((*key[:-1], None))
         return with_nccl_p2p_rule(base, NcclRelease.parse(nccl, where="scenario.nccl"))
-    if system == "custom":
-        from perfmodel.topology.custom import custom_system
+    from perfmodel.topology.builders import build_system
 
-        return custom_system(
-            gpu=gpu,
-            gpus_per_node=gpn,
-            intra_node=intra,
-            network=network,
-            nics_per_node=nics,
-            nodes=nodes,
-            fabric_topology=fabric,
-            oversubscription=oversub,
-        )
-    from perfmodel.topology import load_system
-
-    return load_system(
+    return build_system(
         system,
         nodes=nodes,
         network=network,
         nics_per_node=nics,
         gpu=gpu,
+        gpus_per_node=gpn,
+        intra_node=intra,
         fabric_topology=fabric,
         oversubscription=oversub,
     )

@@ -88,40 +88,26 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
 
 
 def system_from_args(args: argparse.Namespace) -> Topology:
-    """Build the :class:`Topology` the hardware flags describe."""
-    topo = _system_from_args(args)
-    if getattr(args, "nccl", None):
-        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    """Build the :class:`Topology` the hardware flags describe
+    (:func:`perfmodel.topology.builders.build_system`, then ``--nccl``'s P2P rule)."""
+    from perfmodel.topology.builders import build_system
 
-        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl))
-    return topo
-
-
-def _system_from_args(args: argparse.Namespace) -> Topology:
-    if args.system == "custom":
-        from perfmodel.topology.custom import custom_system
-
-        return custom_system(
-            gpu=args.gpu,
-            gpus_per_node=args.gpus_per_node,
-            intra_node=args.intra_node,
-            network=args.network,
-            nics_per_node=args.nics_per_node,
-            nodes=args.nodes,
-            fabric_topology=args.fabric_topology,
-            oversubscription=args.oversubscription,
-        )
-    from perfmodel.topology.builders import load_system
-
-    return load_system(
+    topo = build_system(
         args.system,
         nodes=args.nodes,
         network=args.network,
         nics_per_node=args.nics_per_node,
         gpu=args.gpu,
+        gpus_per_node=args.gpus_per_node,
+        intra_node=args.intra_node,
         fabric_topology=args.fabric_topology,
         oversubscription=args.oversubscription,
     )
+    if getattr(args, "nccl", None):
+        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+
+        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl, where="--nccl"))
+    return topo
 
 
 def add_format_args(parser: argparse.ArgumentParser) -> None:

@@ -504,3 +504,43 @@ def _is_board_variant(current: str, requested: str) -> bool:
         and a.nvlink_links == b.nvlink_links
         and a.nvlink_gen == b.nvlink_gen
     )
+
+
+def build_system(
+    system: str,
+    *,
+    nodes: int = 1,
+    network: str | None = None,
+    nics_per_node: int | None = None,
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    intra_node: str | None = None,
+    fabric_topology: str | None = None,
+    oversubscription: float | None = None,
+) -> Topology:
+    """The system the hardware flags or scenario keys describe: ``custom`` (built from ``gpu``,
+    ``gpus_per_node``, ``intra_node`` and the fabric, :func:`perfmodel.topology.custom.custom_system`),
+    else a catalogue name or topology file (:func:`load_system`; ``gpus_per_node`` and
+    ``intra_node`` describe only a custom system)."""
+    if system == "custom":
+        from perfmodel.topology.custom import custom_system
+
+        return custom_system(
+            gpu=gpu,
+            gpus_per_node=gpus_per_node,
+            intra_node=intra_node,
+            network=network,
+            nics_per_node=nics_per_node,
+            nodes=nodes,
+            fabric_topology=fabric_topology,
+            oversubscription=oversubscription,
+        )
+    return load_system(
+        system,
+        nodes=nodes,
+        network=network,
+        nics_per_node=nics_per_node,
+        gpu=gpu,
+        fabric_topology=fabric_topology,
+        oversubscription=oversubscription,
+    )
