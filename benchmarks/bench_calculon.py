@@ -26,8 +26,10 @@ Calculon is timed the way ``bench_scale.py`` times perfmodel, CPU time being the
 the shared 2-core machine:
 
 - fresh process: ``bin/calculon llm MODEL EXECUTION SYSTEM OUT.json`` in a new interpreter, median
-  of ``--runs`` (5) runs, wall and CPU seconds of the child, bytecode compiled first; and the
-  interpreter + ``import calculon`` alone (``python -c "import calculon"``), median of as many.
+  of ``--runs`` (5) runs, wall and CPU seconds of the child, bytecode compiled first; the same
+  with an empty ``pandas`` module first on the path (``all_executions.py`` imports pandas and
+  never uses it: most of Calculon's start-up); and the interpreter + ``import calculon`` alone
+  (``python -c "import calculon"``), median of as many.
 - new plan in-process: in one Calculon interpreter (a child process, so that perfmodel's imports
   neither help nor burden Calculon's), ``Llm.Execution.from_json`` + ``Llm(app, logger)`` +
   ``compile`` + ``run`` + ``get_stats_json`` for distinct plans, after one warm-up plan, median of
@@ -157,6 +159,13 @@ def calculon_fresh(checkout: Path, python: str, runs: int) -> dict[str, Any]:
         cmd += [str(checkout / MODEL_FILE), str(exe), str(checkout / SYSTEM_FILE), str(out)]
         run = _medians([_run_child(cmd, env, cwd=tmp) for _ in range(runs)])
         stats = json.loads(out.read_text())
+        # the same with an empty module in pandas' place: all_executions.py imports pandas
+        # and never uses it, so this is Calculon's cost without that one unused import
+        stub = Path(tmp) / "stub"
+        stub.mkdir()
+        (stub / "pandas.py").write_text("")
+        env_stub = {**env, "PYTHONPATH": os.pathsep.join([str(stub), str(checkout)])}
+        run_stub = _medians([_run_child(cmd, env_stub, cwd=tmp) for _ in range(runs)])
     imports = {
         name: _medians([_run_child([python, "-c", code], env) for _ in range(runs)])
         for name, code in (
@@ -167,6 +176,7 @@ def calculon_fresh(checkout: Path, python: str, runs: int) -> dict[str, Any]:
     }
     return {
         "run": run,
+        "run_pandas_stubbed": run_stub,
         "imports": imports,
         "total_time_s": stats["total_time"],
         "sample_rate": stats["sample_rate"],
@@ -319,6 +329,12 @@ def _table(out: dict[str, Any]) -> None:
             f"(n={fresh['run']['n']})",
         ),
         (
+            "  same, unused pandas import stubbed",
+            "-",
+            f"{fresh['run_pandas_stubbed']['median_wall_s']:.3f} wall "
+            f"{fresh['run_pandas_stubbed']['median_cpu_s']:.3f} CPU",
+        ),
+        (
             "interpreter + imports (s CPU)",
             f"{pm['cli']['import_cpu_s']:.3f}" if pm else "-",
             f"{fresh['imports']['calculon']['median_cpu_s']:.3f} (empty interpreter "
@@ -327,9 +343,9 @@ def _table(out: dict[str, Any]) -> None:
             f"{new['import_cpu_s']:.3f})",
         ),
     ]
-    print(f"\n{'case (GPT-3 175B, 1024 A100)':<34} | {'perfmodel':<60} | Calculon")
+    print(f"\n{'case (GPT-3 175B, 1024 A100)':<38} | {'perfmodel':<60} | Calculon")
     for name, ours, theirs in rows:
-        print(f"{name:<34} | {ours:<60} | {theirs}")
+        print(f"{name:<38} | {ours:<60} | {theirs}")
 
 
 if __name__ == "__main__":
