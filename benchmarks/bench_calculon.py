@@ -13,6 +13,10 @@ us with. Nothing of it is in this repository; get a checkout yourself::
 (``calculon/llm/all_executions.py`` imports pandas when the package is imported, so every run of
 ``bin/calculon`` pays for it.) ``--calculon-python`` defaults to ``PATH/.venv/bin/python`` when it
 exists, else to this interpreter. Without ``--calculon`` the script says so and exits 0.
+The script uses the API of that era (``Llm.Execution.from_json``, ``Llm(app, logger)``,
+``bin/calculon`` passing a logger to its commands); it was run on a copy of Calculon
+reassembled from the stored files nearest caa4b11 (``calculon/llm/layers.py`` at caa4b11,
+``llm.py`` at c02c5e9), not on a git checkout.
 
 The case is the issue's: GPT-3 175B (Calculon's ``models/gpt3-175B.json``: h 12288, 96 blocks,
 96 heads of 128, feed-forward 49152, sequence 2048) on 1024 A100 80 GB (``systems/a100_80g.json``:
@@ -38,7 +42,8 @@ the shared 2-core machine:
   parallelism on the NVLink tier up to 8, on the InfiniBand tier above; ZeRO-1 as
   ``optimizer_sharding``; interleave as ``pipeline_interleaving``); a plan Calculon refuses
   (``Llm.Error``: memory, network tier) is skipped as ``bench_scale`` skips a ``PerfModelError``.
-  The logger is at INFO, as ``bin/calculon`` sets it (Calculon's debug lines are not formatted).
+  The logger is at INFO, as ``bin/calculon`` sets it (no debug records are built; the
+  arguments of Calculon's debug calls are still computed, as in its own command).
   The first ``import calculon`` of that interpreter is reported too.
 
 perfmodel's side is ``bench_scale.py --only plans cli`` run in this process (its own warm-ups and
