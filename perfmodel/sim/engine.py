@@ -86,6 +86,11 @@ class CoarseTimeline(Timeline):
     def makespan_s(self) -> float:
         return self.coarse.makespan_s
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the whole graph's timeline (the executor closure does not pickle)."""
+        tl = self.whole()
+        return (Timeline, (self.graph, tl.start_s, tl.end_s, tl.fidelity))
+
 
 #: Tolerance of the periodicity check, relative to the short schedule's makespan: times are
 #: sums of durations, so a shifted copy agrees to a few ulps (1e-16 relative each), not exactly.

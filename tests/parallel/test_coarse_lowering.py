@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import pickle
 
 import pytest
 
@@ -112,6 +113,9 @@ def test_coarse_equals_fine(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if coarsened and not isinstance(coarse.timeline, PeriodicTimeline):
         assert isinstance(coarse.timeline, CoarseTimeline)
         assert chrome_trace(coarse.timeline) == chrome_trace(_list_schedule(g.full()))
+        back = pickle.loads(pickle.dumps(coarse))  # as the whole graph's timeline
+        assert back.timeline.end_s == coarse.timeline.end_s
+        assert back.timeline.graph.tasks == fine.timeline.graph.tasks
 
 
 @pytest.mark.parametrize("name", ["pp2-tp2-dp2", "interleaved", "zero1", "two-servers", "ep"])
