@@ -796,49 +796,53 @@ class PipelineLowering:
             base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
         return base if 4 * base <= 3 * self.m_step else 0
 
-    def short_graph(self, microbatches: int) -> TaskGraph:
-        """This step's graph with ``microbatches`` micro-batches (same chunks, notes)."""
-        low = PipelineLowering(
-            self.inp,
-            self.costs,
-            one_weird_trick=self.owt,
-            microbatches=microbatches,
-            chunks=self.chunks,
-            coarse=self.coarse,
-        )
-        low._issue = self.issue_times()  # the same step's kernels
-        return low.graph()
-
-    def fine_graph(self) -> TaskGraph:
-        """This step's graph with one compute task (and TP collective) per segment: what shows
-        tasks to users (traces, Gantt charts, Chakra export) reads it."""
-        low = PipelineLowering(
-            self.inp, self.costs, one_weird_trick=self.owt, microbatches=self.m, chunks=self.chunks
-        )
-        low._issue = self.issue_times()
-        return low.graph()
-
     def lower(self) -> LoweredStep:
         """The whole step: its graph, memory and FLOP. The graph is a
         :class:`~perfmodel.parallel.periodic.PeriodicGraph` where :meth:`periodic_count`
         allows (lowered when first read), else, where a coarse lowering merged segments
         (:meth:`coarsenable`), a :class:`~perfmodel.parallel.periodic.LazyGraph` whose tasks
         are the fine graph (lowered when first read) and whose coarse graph the executors run;
-        else the graph itself."""
+        else the graph itself. The lazy lowerings are closures over this step's inputs, chunks
+        and kernel issue times only (a cached report does not keep this lowering's state)."""
         k = self.periodic_count()
         plan, pl = self.plan, self.pl
         mult = pl.dp * pl.tp
+        inp, costs, owt, chunks, issue = self.inp, self.costs, self.owt, self.chunks, None
+        m, coarse = self.m, self.coarse
+
+        def relower(microbatches: int, coarse: bool) -> tuple[TaskGraph, bool]:
+            """This step's graph with ``microbatches`` micro-batches (same chunks, notes and
+            kernel issue), and whether a coarse lowering merged anything."""
+            low = PipelineLowering(
+                inp,
+                costs,
+                one_weird_trick=owt,
+                microbatches=microbatches,
+                chunks=chunks,
+                coarse=coarse,
+            )
+            low._issue = issue
+            return low.graph(), low.coarsened > 0
+
+        graph: TaskGraph
         if k:
-            coarse = self.graph if self.coarse else None
-            full = self.fine_graph if self.coarse else self.graph
-            graph: TaskGraph = PeriodicGraph(
-                full, self.short_graph, k, self.m, multiplicity=mult, coarse=coarse
+            issue = self.issue_times()
+            graph = PeriodicGraph(
+                lambda: relower(m, False)[0],
+                lambda n: relower(n, coarse)[0],
+                k,
+                m,
+                multiplicity=mult,
+                coarse=(lambda: relower(m, True)) if coarse else None,
             )
         else:
             graph = self.graph()
             if self.coarsened:
+                issue = self.issue_times()
                 coarse_graph = graph
-                graph = LazyGraph(self.fine_graph, lambda: coarse_graph, multiplicity=mult)
+                graph = LazyGraph(
+                    lambda: relower(m, False)[0], lambda: (coarse_graph, True), multiplicity=mult
+                )
         return LoweredStep(
             graph=graph,
             memory=self.memory(),

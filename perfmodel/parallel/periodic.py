@@ -42,8 +42,8 @@ class LazyGraph(TaskGraph):
         the tasks see the graph the lowering always built.
     coarse
         Lowers the coarse graph :func:`perfmodel.sim.engine.evaluate` and
-        :func:`~perfmodel.sim.engine.simulate` execute (called at most once); ``None``: the
-        whole one.
+        :func:`~perfmodel.sim.engine.simulate` execute (called at most once) and says whether
+        it merged anything (if not, it is the whole graph too); ``None``: the whole one.
     multiplicity
         As :attr:`TaskGraph.multiplicity`.
     """
@@ -51,11 +51,12 @@ class LazyGraph(TaskGraph):
     def __init__(
         self,
         full: Callable[[], TaskGraph],
-        coarse: Callable[[], TaskGraph] | None = None,
+        coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
         *,
         multiplicity: int = 1,
     ) -> None:
         object.__setattr__(self, "multiplicity", multiplicity)
+        object.__setattr__(self, "_merged", coarse is not None)
         object.__setattr__(self, "_lower_full", full)
         object.__setattr__(self, "_lower_coarse", coarse)
         object.__setattr__(self, "_full", None)
@@ -77,14 +78,20 @@ class LazyGraph(TaskGraph):
             return self.full()
         g = self._coarse
         if g is None:
-            g = self._lower_coarse()
+            g, merged = self._lower_coarse()
             object.__setattr__(self, "_coarse", g)
+            object.__setattr__(self, "_merged", merged)
+            if not merged and self._full is None:  # nothing merged: the whole graph itself
+                object.__setattr__(self, "_full", g)
         return g
 
     @property
-    def has_coarse(self) -> bool:
-        """Whether the executors run a coarse graph rather than the whole one."""
-        return self._lower_coarse is not None
+    def merged(self) -> bool:
+        """Whether the coarse graph differs from the whole one (lowers it if needed)."""
+        if self._lower_coarse is None:
+            return False
+        self.coarse()
+        return self._merged
 
     def _any(self) -> TaskGraph:
         """A graph already lowered (the same devices and notes), else the coarse one."""
@@ -138,7 +145,7 @@ class PeriodicGraph(LazyGraph):
         microbatches: int,
         *,
         multiplicity: int = 1,
-        coarse: Callable[[], TaskGraph] | None = None,
+        coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
     ) -> None:
         super().__init__(full, coarse, multiplicity=multiplicity)
         object.__setattr__(self, "short_microbatches", short_microbatches)

@@ -152,7 +152,7 @@ class PeriodicTimeline(Timeline):
         """The whole step as :func:`evaluate` schedules it without the extension: the coarse
         graph's list schedule (:class:`CoarseTimeline`) where it has one, else :meth:`whole`."""
         g = self.graph
-        if not g.has_coarse:
+        if not g.merged:
             return self.whole()
         tl = self._scheduled
         if tl is None:
@@ -318,7 +318,7 @@ def evaluate(graph: TaskGraph) -> Timeline:
             k, spent = tl, spent + k
     if isinstance(graph, LazyGraph):
         lazy = graph
-        if not lazy.has_coarse:
+        if not lazy.merged:
             return _list_schedule(lazy.full())
         return CoarseTimeline(
             lazy, _list_schedule(lazy.coarse()), lambda: _list_schedule(lazy.full())
@@ -371,7 +371,7 @@ def simulate(
     """
     if isinstance(graph, LazyGraph):
         lazy = graph
-        if not lazy.has_coarse:
+        if not lazy.merged:
             return simulate(lazy.full(), network_factory=network_factory)
         return CoarseTimeline(
             lazy,

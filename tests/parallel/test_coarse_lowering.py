@@ -101,7 +101,7 @@ def test_coarse_equals_fine(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     sc = _scenario(**kw)
     step, _ = _build_step(sc, resolve(sc))
     g = step.graph
-    assert (isinstance(g, LazyGraph) and g.has_coarse and len(g.coarse().tasks) < len(g.tasks)) is (
+    assert (isinstance(g, LazyGraph) and g.merged and len(g.coarse().tasks) < len(g.tasks)) is (
         coarsened
     )
     fine = _report(sc, monkeypatch, coarse=False)
