@@ -42,7 +42,7 @@ from perfmodel.parallel.lowering import (
     tied_embedding_params,
 )
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.periodic import PeriodicGraph
+from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import peak_in_flight, stage_ops
@@ -60,11 +60,18 @@ class PipelineLowering:
         one_weird_trick: bool = False,
         microbatches: int | None = None,
         chunks: list[Chunk] | None = None,
+        coarse: bool = False,
     ) -> None:
         """``microbatches`` schedules that many micro-batches instead of the step's (a short
         schedule of :mod:`perfmodel.parallel.periodic`; notes, memory and FLOP keep the step's
-        count); ``chunks`` reuses another lowering's chunks of the same inputs."""
+        count); ``chunks`` reuses another lowering's chunks of the same inputs; ``coarse``
+        lowers a chunk's segments as one compute task and one tensor-parallel collective where
+        :meth:`coarsenable` allows (the graph the executors run; :meth:`lower` keeps the fine
+        one for what shows tasks)."""
         self.inp, self.costs, self.owt = inp, costs, one_weird_trick
+        self.coarse = coarse
+        self.coarsened = 0  # operations lowered coarse
+        self._sums: dict[int, tuple[float, float, float, float]] = {}
         plan, pl = inp.plan, inp.placement
         self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload
         self.P, self.V = plan.pp, plan.interleave
@@ -97,6 +104,9 @@ class PipelineLowering:
         self.grad_comm: list[list[int]] = [[] for _ in range(P)]
         self.gather_hist: list[list[int]] = [[] for _ in range(P)]  # compute tids (prefetch)
         self.first_seg_done = [False] * P
+        # chunks whose first micro-batch's parameters are still to be gathered (overlapped
+        # ZeRO-1/2 gather): until then every segment's compute is a gather's prefetch anchor
+        self.gathers_left = [self.V if self.gather_early else 0] * P
         self.host_tid = -1
         self.last_compute = [-1] * P
         self.issue_tid = [-1] * P
@@ -278,6 +288,71 @@ class PipelineLowering:
             "shard" if self.hsdp else "dp",
         )
 
+    def coarsenable(self, s: int, phase: str, mb: int, ch: Chunk) -> bool:
+        """Whether operation ``phase`` (``"F"``/``"B"``) of micro-batch ``mb`` through chunk
+        ``ch`` of stage ``s`` is lowered coarse: one compute task of the segments' summed
+        durations and one tensor-parallel collective of their summed time, instead of a
+        compute task and a collective per segment.
+
+        Exact (up to the summation order of the durations) where nothing inside the
+        segment loop overlaps or is waited on: the fine tasks then form one chain on the compute
+        stream (each segment's compute, then its collective: ``tp_comm`` not overlapped runs on
+        the compute stream), consecutive in program order, each waiting on the one before; no
+        other task depends on one inside the chain. Both executors (stream FIFO in program
+        order) then run the chain back to back from the time its first task may start, ending
+        at that time plus the summed durations, as the two coarse tasks do; the compute stream
+        is busy over the same interval, compute seconds and exposed ``tp`` seconds (priority 0
+        in :func:`perfmodel.report.step.task_class`) add up the same, and every other task sees
+        the same end time. Refused (one pair per segment, as always) where the chain is broken:
+
+        * a chunk of one segment (nothing to merge), or no coarse lowering asked for;
+        * tensor-parallel communication on its own stream (``tp_comm`` overlapped: each
+          segment's collective starts with its compute and the next segment waits for both)
+          that outlasts its segment's compute: the segment then takes the collective's time,
+          not the compute's, and its exposed ``tp`` seconds yield to other communication in the
+          breakdown depending on when they fall. Where every collective fits under its
+          segment's compute, the segments run back to back on the compute stream (as above)
+          with each collective hidden under its own compute, and the coarse collective (the
+          summed time) under the coarse compute: the same end, nothing exposed either way;
+        * ZeRO-3/FSDP: a parameter gather per segment, which slows the compute under it;
+        * an overlapped ZeRO-1/2 parameter gather (``overlap_param_gather``) still to come on
+          this stage: the first micro-batch's forward waits on one per bucket, and each gather
+          is prefetched after the compute two segments back (:meth:`gather`);
+        * expert or context parallelism (all-to-alls and ring exchanges after a segment);
+        * a backward that reduces gradients bucket by bucket (overlapped reduction: the last
+          micro-batch, or every one from ZeRO-2 on), which slow the next segment's compute.
+        """
+        if not self.coarse or len(ch.segments) < 2 or self.zero3:
+            return False
+        if self.rc.tp_comm.stream != "compute":
+            fwd = phase == "F"
+            for seg in ch.segments:
+                tp_s = seg.tp_fwd_s if fwd else seg.tp_bwd_s
+                if tp_s > 0 and not (
+                    self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
+                ):
+                    return False
+        if self.gathers_left[s] > 0 or any(seg.ep_cp for seg in ch.segments):
+            return False
+        if phase == "B" and self.overlap and (mb == self.m - 1 or self.rc.sharding.stage >= 2):
+            return False
+        self.coarsened += 1
+        return True
+
+    def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
+        """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward
+        TP seconds over its segments (one micro-batch), computed once."""
+        hit = self._sums.get(k)
+        if hit is None:
+            segs = self.chunks[k].segments
+            hit = self._sums[k] = (
+                sum(x.fwd_s for x in segs),
+                sum(x.tp_fwd_s for x in segs),
+                sum(x.bwd_s + x.recompute_s for x in segs),
+                sum(x.tp_bwd_s for x in segs),
+            )
+        return hit
+
     def segment(
         self, s: int, phase: str, mb: int, c: int, dur: float, deps: list[int], tp_s: float
     ) -> list[int]:
@@ -339,7 +414,11 @@ class PipelineLowering:
         if k > 0:
             deps.append(self.f_out[(mb, k - 1)])
         tids: list[int] = []
-        for si, seg in enumerate(ch.segments):
+        if self.coarsenable(s, "F", mb, ch):
+            f_s, tp_s = self.chunk_sums(k)[:2]
+            tids = self.segment(s, "F", mb, c, f_s, deps, tp_s)
+            self.first_seg_done[s] = True
+        for si, seg in enumerate(() if tids else ch.segments):
             sd = list(deps)
             dur = seg.fwd_s
             if self.zero3 or (self.gather_early and mb == 0):
@@ -351,6 +430,8 @@ class PipelineLowering:
             tids = self.expert_context(s, "F", mb, c, seg, tids)
             self.first_seg_done[s] = True
             deps = tids
+        if self.gather_early and mb == 0:
+            self.gathers_left[s] -= 1
         tid = self.join(s, tids)
         self.last_compute[s] = tid
         self.f_done[(mb, k)] = tid
@@ -374,7 +455,10 @@ class PipelineLowering:
         reduce_every_mb = rc.sharding.stage >= 2
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
-        for si, seg in enumerate(reversed(ch.segments)):
+        if self.coarsenable(s, "B", mb, ch):
+            b_s, tp_s = self.chunk_sums(k)[2:]
+            tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
+        for si, seg in enumerate(() if tids else reversed(ch.segments)):
             sd = list(deps)
             dur = seg.bwd_s + seg.recompute_s
             if self.zero3:
@@ -712,28 +796,53 @@ class PipelineLowering:
             base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
         return base if 4 * base <= 3 * self.m_step else 0
 
-    def short_graph(self, microbatches: int) -> TaskGraph:
-        """This step's graph with ``microbatches`` micro-batches (same chunks, notes)."""
-        low = PipelineLowering(
-            self.inp,
-            self.costs,
-            one_weird_trick=self.owt,
-            microbatches=microbatches,
-            chunks=self.chunks,
-        )
-        low._issue = self.issue_times()  # the same step's kernels
-        return low.graph()
-
     def lower(self) -> LoweredStep:
-        """The whole step: its graph (a :class:`~perfmodel.parallel.periodic.PeriodicGraph`
-        where :meth:`periodic_count` allows, lowered when first read), memory and FLOP."""
+        """The whole step: its graph, memory and FLOP. The graph is a
+        :class:`~perfmodel.parallel.periodic.PeriodicGraph` where :meth:`periodic_count`
+        allows (lowered when first read), else, where a coarse lowering merged segments
+        (:meth:`coarsenable`), a :class:`~perfmodel.parallel.periodic.LazyGraph` whose tasks
+        are the fine graph (lowered when first read) and whose coarse graph the executors run;
+        else the graph itself. The lazy lowerings are closures over this step's inputs, chunks
+        and kernel issue times only (a cached report does not keep this lowering's state)."""
         k = self.periodic_count()
         plan, pl = self.plan, self.pl
-        graph = (
-            PeriodicGraph(self.graph, self.short_graph, k, self.m, multiplicity=pl.dp * pl.tp)
-            if k
-            else self.graph()
-        )
+        mult = pl.dp * pl.tp
+        inp, costs, owt, chunks, issue = self.inp, self.costs, self.owt, self.chunks, None
+        m, coarse = self.m, self.coarse
+
+        def relower(microbatches: int, coarse: bool) -> tuple[TaskGraph, bool]:
+            """This step's graph with ``microbatches`` micro-batches (same chunks, notes and
+            kernel issue), and whether a coarse lowering merged anything."""
+            low = PipelineLowering(
+                inp,
+                costs,
+                one_weird_trick=owt,
+                microbatches=microbatches,
+                chunks=chunks,
+                coarse=coarse,
+            )
+            low._issue = issue
+            return low.graph(), low.coarsened > 0
+
+        graph: TaskGraph
+        if k:
+            issue = self.issue_times()
+            graph = PeriodicGraph(
+                lambda: relower(m, False)[0],
+                lambda n: relower(n, coarse)[0],
+                k,
+                m,
+                multiplicity=mult,
+                coarse=(lambda: relower(m, True)) if coarse else None,
+            )
+        else:
+            graph = self.graph()
+            if self.coarsened:
+                issue = self.issue_times()
+                coarse_graph = graph
+                graph = LazyGraph(
+                    lambda: relower(m, False)[0], lambda: (coarse_graph, True), multiplicity=mult
+                )
         return LoweredStep(
             graph=graph,
             memory=self.memory(),
@@ -744,6 +853,9 @@ class PipelineLowering:
         )
 
 
-def lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> LoweredStep:
-    """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`)."""
-    return PipelineLowering(inp, costs, one_weird_trick=one_weird_trick).lower()
+def lower_pipeline(
+    inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False, coarse: bool = True
+) -> LoweredStep:
+    """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`); ``coarse=False``: the
+    executors run the fine graph too (one task pair per segment everywhere)."""
+    return PipelineLowering(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse).lower()

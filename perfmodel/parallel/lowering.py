@@ -712,11 +712,13 @@ def step_kernels(layer: LayerCost) -> int:
     return fwd + bwd
 
 
-def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
-    """Lower one training step; dispatches on the plan's data-parallel mode and hybrid."""
+def lower(inp: StepInputs, costs: Costs, *, coarse: bool = True) -> LoweredStep:
+    """Lower one training step; dispatches on the plan's data-parallel mode and hybrid.
+    ``coarse=False``: the executors run the fine pipeline graph (one task pair per segment;
+    :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.coarsenable`)."""
     plan = inp.plan
     if plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
-        return _lower_pipeline(inp, costs, one_weird_trick=True)
+        return _lower_pipeline(inp, costs, one_weird_trick=True, coarse=coarse)
     mode = plan.dp_mode if plan.dp > 1 else DPMode.ALLREDUCE
     if mode is not DPMode.ALLREDUCE and (plan.tp > 1 or plan.pp > 1):
         raise InfeasiblePlanError(
@@ -726,7 +728,7 @@ def lower(inp: StepInputs, costs: Costs) -> LoweredStep:
             where="dp_mode",
         )
     if mode is DPMode.ALLREDUCE:
-        return _lower_pipeline(inp, costs)
+        return _lower_pipeline(inp, costs, coarse=coarse)
     return _lower_dp_variant(inp, costs, mode)
 
 
@@ -759,12 +761,14 @@ def _issue_times(
     return out
 
 
-def _lower_pipeline(inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False) -> LoweredStep:
+def _lower_pipeline(
+    inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False, coarse: bool = True
+) -> LoweredStep:
     """``allreduce``-mode plans: :class:`perfmodel.parallel.lower_pipeline.PipelineLowering`
     (imported here: it builds on this module's chunks and memory)."""
     from perfmodel.parallel.lower_pipeline import lower_pipeline
 
-    return lower_pipeline(inp, costs, one_weird_trick=one_weird_trick)
+    return lower_pipeline(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse)
 
 
 def _embedding_grad_allreduce(

@@ -11,8 +11,15 @@ and Linearity*, 1992, ch. 3). :class:`PeriodicGraph` holds the two ways to lower
   after checking it (docs/design.md, "Coarsening"), so the analytic fast path's cost does not
   grow with the micro-batches;
 * :attr:`PeriodicGraph.tasks` (and everything else a :class:`TaskGraph` has): the whole step,
-  lowered on first read and kept. The SimPy simulation, traces, Gantt charts and any check
-  that reads the tasks get exactly the graph the lowering always built.
+  lowered on first read and kept. Traces, Gantt charts and any check that reads the tasks get
+  exactly the graph the lowering always built.
+
+:class:`LazyGraph` (the base) also holds a *coarse* graph of the same step, which the executors
+run instead of the whole one: where nothing inside a chunk's segments can overlap with anything,
+one compute task and one tensor-parallel collective per chunk and micro-batch instead of one
+pair per segment (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.coarsenable`;
+docs/design.md, "Stacks of segments as one task"). Its schedule equals the whole graph's up to
+the summation order of the durations.
 """
 
 from __future__ import annotations
@@ -23,19 +30,20 @@ from typing import Any
 from perfmodel.parallel.taskgraph import Task, TaskGraph
 
 
-class PeriodicGraph(TaskGraph):
-    """A :class:`TaskGraph` lowered lazily, with its short schedules (see the module docstring).
+class LazyGraph(TaskGraph):
+    """A :class:`TaskGraph` whose tasks are lowered when first read, with a coarser graph of the
+    same schedule for the executors (see the module docstring).
 
     Parameters
     ----------
     full
-        Lowers the whole step (called at most once).
-    short
-        ``short(k)`` lowers the same step with ``k`` micro-batches (same notes and devices).
-    short_microbatches
-        Micro-batches of the first short schedule to try (the check may ask for a longer one).
-    microbatches
-        The step's micro-batches ``m``.
+        Lowers the whole step, one task per segment (called at most once): what
+        :attr:`tasks` returns, so traces, Gantt charts, Chakra export and any check that reads
+        the tasks see the graph the lowering always built.
+    coarse
+        Lowers the coarse graph :func:`perfmodel.sim.engine.evaluate` and
+        :func:`~perfmodel.sim.engine.simulate` execute (called at most once) and says whether
+        it merged anything (if not, it is the whole graph too); ``None``: the whole one.
     multiplicity
         As :attr:`TaskGraph.multiplicity`.
     """
@@ -43,18 +51,16 @@ class PeriodicGraph(TaskGraph):
     def __init__(
         self,
         full: Callable[[], TaskGraph],
-        short: Callable[[int], TaskGraph],
-        short_microbatches: int,
-        microbatches: int,
+        coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
         *,
         multiplicity: int = 1,
     ) -> None:
         object.__setattr__(self, "multiplicity", multiplicity)
-        object.__setattr__(self, "short_microbatches", short_microbatches)
-        object.__setattr__(self, "microbatches", microbatches)
+        object.__setattr__(self, "_merged", coarse is not None)
         object.__setattr__(self, "_lower_full", full)
-        object.__setattr__(self, "_lower_short", short)
+        object.__setattr__(self, "_lower_coarse", coarse)
         object.__setattr__(self, "_full", None)
+        object.__setattr__(self, "_coarse", None)
         object.__setattr__(self, "_shorts", {})
 
     def full(self) -> TaskGraph:
@@ -65,20 +71,37 @@ class PeriodicGraph(TaskGraph):
             object.__setattr__(self, "_full", g)
         return g
 
-    def short(self, microbatches: int) -> TaskGraph:
-        """The step with ``microbatches`` micro-batches (lowered once per count)."""
-        g = self._shorts.get(microbatches)
+    def coarse(self) -> TaskGraph:
+        """The whole step's coarse graph (lowered on the first call; :meth:`full` without a
+        coarse lowering)."""
+        if self._lower_coarse is None:
+            return self.full()
+        g = self._coarse
         if g is None:
-            g = self._shorts[microbatches] = self._lower_short(microbatches)
+            g, merged = self._lower_coarse()
+            object.__setattr__(self, "_coarse", g)
+            object.__setattr__(self, "_merged", merged)
+            if not merged and self._full is None:  # nothing merged: the whole graph itself
+                object.__setattr__(self, "_full", g)
         return g
 
+    @property
+    def merged(self) -> bool:
+        """Whether the coarse graph differs from the whole one (lowers it if needed)."""
+        if self._lower_coarse is None:
+            return False
+        self.coarse()
+        return self._merged
+
     def _any(self) -> TaskGraph:
-        """The whole graph if lowered, else a short one (the same devices and notes)."""
+        """A graph already lowered (the same devices and notes), else the coarse one."""
         if self._full is not None:
             return self._full
+        if self._coarse is not None:
+            return self._coarse
         if self._shorts:
             return next(iter(self._shorts.values()))
-        return self.full()
+        return self.coarse()
 
     @property
     def tasks(self) -> tuple[Task, ...]:  # type: ignore[override]
@@ -96,3 +119,42 @@ class PeriodicGraph(TaskGraph):
         """Pickled as the whole graph (the lowering closures do not pickle)."""
         g = self.full()
         return (TaskGraph, (g.tasks, g.devices, g.multiplicity, g.notes))
+
+
+class PeriodicGraph(LazyGraph):
+    """A :class:`LazyGraph` with short schedules (see the module docstring).
+
+    Parameters
+    ----------
+    full, coarse, multiplicity
+        As :class:`LazyGraph`.
+    short
+        ``short(k)`` lowers the same step with ``k`` micro-batches (same notes and devices;
+        coarse where the step's coarse graph is).
+    short_microbatches
+        Micro-batches of the first short schedule to try (the check may ask for a longer one).
+    microbatches
+        The step's micro-batches ``m``.
+    """
+
+    def __init__(
+        self,
+        full: Callable[[], TaskGraph],
+        short: Callable[[int], TaskGraph],
+        short_microbatches: int,
+        microbatches: int,
+        *,
+        multiplicity: int = 1,
+        coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
+    ) -> None:
+        super().__init__(full, coarse, multiplicity=multiplicity)
+        object.__setattr__(self, "short_microbatches", short_microbatches)
+        object.__setattr__(self, "microbatches", microbatches)
+        object.__setattr__(self, "_lower_short", short)
+
+    def short(self, microbatches: int) -> TaskGraph:
+        """The step with ``microbatches`` micro-batches (lowered once per count)."""
+        g = self._shorts.get(microbatches)
+        if g is None:
+            g = self._shorts[microbatches] = self._lower_short(microbatches)
+        return g

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.taskgraph import Task, TaskKind
-from perfmodel.sim.engine import PeriodicTimeline, Timeline
+from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
 from perfmodel.units import hour
 
 if TYPE_CHECKING:
@@ -112,7 +112,9 @@ def critical_device(timeline: Timeline) -> str:
         dev = _periodic_critical(timeline)
         if dev is not None:
             return dev
-        timeline = timeline.whole()
+        timeline = timeline.scheduled()
+    if isinstance(timeline, CoarseTimeline):  # the same busy seconds (coarsenable's proof)
+        timeline = timeline.coarse
     return _busiest(_compute_busy(timeline), timeline.graph.devices)
 
 
@@ -167,12 +169,14 @@ def breakdown(
         dev = device or _periodic_critical(timeline)
         acc = None if dev is None else _periodic_seconds(timeline, dev)
         if acc is None:
-            timeline = timeline.whole()
+            timeline = timeline.scheduled()
         else:
             T = timeline.makespan_s
             if period_s is not None and period_s > T:  # the sweep's bubble up to the period
                 acc["bubble"] = acc.get("bubble", 0.0) + (period_s - T)
             return _breakdown_of(acc)
+    if isinstance(timeline, CoarseTimeline):  # the same class seconds (coarsenable's proof)
+        timeline = timeline.coarse
     dev = device or critical_device(timeline)
     T = max(timeline.makespan_s, period_s or 0.0)
     return _breakdown_of(_class_seconds(timeline, dev, 0.0, T))

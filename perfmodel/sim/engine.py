@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from perfmodel.parallel.periodic import PeriodicGraph
+from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.taskgraph import CommSpec, Task, TaskGraph
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
@@ -44,6 +44,52 @@ class Timeline:
 
     def records(self) -> list[tuple[Task, float, float]]:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
+
+
+class CoarseTimeline(Timeline):
+    """The timeline of a :class:`~perfmodel.parallel.periodic.LazyGraph` whose coarse graph was
+    executed: ``makespan_s`` and the report's fields (:func:`perfmodel.report.step.breakdown`,
+    :func:`~perfmodel.report.step.critical_device`) come from :attr:`coarse`; ``start_s``,
+    ``end_s`` and :meth:`records` are the whole (fine) graph's, executed when first read
+    (traces, Gantt charts, Chakra export), so they match :attr:`graph`'s tasks.
+
+    Attributes
+    ----------
+    coarse
+        Timeline of ``graph.coarse()``.
+    """
+
+    def __init__(self, graph: LazyGraph, coarse: Timeline, whole: Callable[[], Timeline]) -> None:
+        object.__setattr__(self, "graph", graph)
+        object.__setattr__(self, "fidelity", coarse.fidelity)
+        object.__setattr__(self, "coarse", coarse)
+        object.__setattr__(self, "_run_whole", whole)
+        object.__setattr__(self, "_whole", None)
+
+    def whole(self) -> Timeline:
+        """The whole graph's timeline (executed on the first call, by the same executor)."""
+        tl = self._whole
+        if tl is None:
+            tl = self._run_whole()
+            object.__setattr__(self, "_whole", tl)
+        return tl
+
+    @property
+    def start_s(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.whole().start_s
+
+    @property
+    def end_s(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.whole().end_s
+
+    @property
+    def makespan_s(self) -> float:
+        return self.coarse.makespan_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the whole graph's timeline (the executor closure does not pickle)."""
+        tl = self.whole()
+        return (Timeline, (self.graph, tl.start_s, tl.end_s, tl.fidelity))
 
 
 #: Tolerance of the periodicity check, relative to the short schedule's makespan: times are
@@ -92,6 +138,7 @@ class PeriodicTimeline(Timeline):
         object.__setattr__(self, "window_s", window_s)
         object.__setattr__(self, "period_tids", period_tids)
         object.__setattr__(self, "_whole", None)
+        object.__setattr__(self, "_scheduled", None)
 
     def whole(self) -> Timeline:
         """The whole graph's list schedule (computed on the first call)."""
@@ -99,6 +146,18 @@ class PeriodicTimeline(Timeline):
         if tl is None:
             tl = _list_schedule(self.graph.full())
             object.__setattr__(self, "_whole", tl)
+        return tl
+
+    def scheduled(self) -> Timeline:
+        """The whole step as :func:`evaluate` schedules it without the extension: the coarse
+        graph's list schedule (:class:`CoarseTimeline`) where it has one, else :meth:`whole`."""
+        g = self.graph
+        if not g.merged:
+            return self.whole()
+        tl = self._scheduled
+        if tl is None:
+            tl = CoarseTimeline(g, _list_schedule(g.coarse()), self.whole)
+            object.__setattr__(self, "_scheduled", tl)
         return tl
 
     @property
@@ -235,7 +294,9 @@ def evaluate(graph: TaskGraph) -> Timeline:
     A :class:`~perfmodel.parallel.periodic.PeriodicGraph` whose short schedule passes
     :func:`periodic_timeline`'s check is not lowered in full: the result is a
     :class:`PeriodicTimeline` (same makespan and report fields, the per-task times computed
-    when first read); otherwise the whole graph is lowered and scheduled.
+    when first read); otherwise the whole graph is lowered and scheduled: a
+    :class:`~perfmodel.parallel.periodic.LazyGraph`'s coarse graph, as a
+    :class:`CoarseTimeline` (the fine graph's per-task times scheduled when first read).
 
     >>> from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
     >>> b = GraphBuilder()
@@ -255,7 +316,13 @@ def evaluate(graph: TaskGraph) -> Timeline:
             if tl <= k:  # no longer short schedule would pass
                 break
             k, spent = tl, spent + k
-        graph = graph.full()
+    if isinstance(graph, LazyGraph):
+        lazy = graph
+        if not lazy.merged:
+            return _list_schedule(lazy.full())
+        return CoarseTimeline(
+            lazy, _list_schedule(lazy.coarse()), lambda: _list_schedule(lazy.full())
+        )
     return _list_schedule(graph)
 
 
@@ -294,7 +361,23 @@ def simulate(
         Builds the communication runner for the new environment (e.g. a
         :class:`FlowComm` over ``perfmodel.comm.FlowNetwork``). ``None``: communication tasks
         take their closed-form ``duration_s``.
+
+    A :class:`~perfmodel.parallel.periodic.LazyGraph` with a coarse graph runs that one, as a
+    :class:`CoarseTimeline` (the fine graph simulated, in a fresh environment, when its per-task
+    times are first read): the merged tensor-parallel collectives carry no
+    :class:`~perfmodel.parallel.taskgraph.CommSpec`, so they load no link and the coarse
+    simulation equals the fine one up to summation order (docs/design.md, "Stacks of segments
+    as one task").
     """
+    if isinstance(graph, LazyGraph):
+        lazy = graph
+        if not lazy.merged:
+            return simulate(lazy.full(), network_factory=network_factory)
+        return CoarseTimeline(
+            lazy,
+            simulate(lazy.coarse(), network_factory=network_factory),
+            lambda: simulate(lazy.full(), network_factory=network_factory),
+        )
     import simpy
 
     env = simpy.Environment()
