@@ -79,6 +79,9 @@ class DirectedLinks:
         self._fabric_sides: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
+        #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
+        #: a server (each pair is searched again on every ring's residual)
+        self._layers: dict[Any, tuple[dict[str, int], list[str]] | None] = {}
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
@@ -1065,10 +1068,79 @@ def _min_hop_widest(
             if up is None or down is None:
                 return None
             return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
+    if allowed is None or not per_unit:
+        found = _min_hop_layers(links, src, dst, allowed)
+    else:  # the ring packing's searches inside a server: the same pairs on every residual
+        key = (src, dst, allowed)
+        if key in links._layers:
+            found = links._layers[key]
+        else:
+            found = links._layers[key] = _min_hop_layers(links, src, dst, allowed)
+    if found is None:
+        return None
+    dist, layer = found
     adj = links.adjacency
     adj_set = links.adjacency_set
     transit = links.transit
     succ = links._table.succ
+    cap = links.capacity_list
+    unit_cap = links.unit_capacity_list
+    alpha = links.alpha_list
+    rank = links.rank
+    res = residual
+    # DP from dst outwards over the BFS layers (nodes strictly closer than src, then src).
+    best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
+    lat: dict[str, float] = {dst: 0.0}
+    for u in layer:
+        if u != src and u not in transit:
+            continue
+        du = dist[u] - 1
+        cand: tuple[Any, tuple[int, float, str], float] | None = None
+        nbrs = adj[u]
+        out = succ[u]
+        if len(best) < len(nbrs):  # as above; the key's rank term makes the best unique
+            nbrs = adj_set[u].intersection(best)
+        for v in nbrs:
+            if dist.get(v, -1) != du or v not in best:
+                continue
+            i = out[v]
+            bu, bw, _ = best[v]
+            if per_unit:
+                assert res is not None
+                units = min(int(res[i]), bu)
+                unit_bw = min(unit_cap[i], bw)
+                key: tuple[float, ...] = (units, unit_bw, 0.0, -rank[v])
+            else:
+                units = bu
+                unit_bw = min(cap[i], bw)
+                key = (0, unit_bw, -(lat[v] + alpha[i]), -rank[v])
+            if cand is None or key > cand[0]:
+                cand = (key, (units, unit_bw, v), lat[v] + alpha[i])
+        if cand is not None:
+            best[u] = cand[1]
+            lat[u] = cand[2]
+    if src not in best:
+        return None
+    path = [src]
+    node = src
+    while node != dst:
+        node = best[node][2]
+        path.append(node)
+    units, unit_bw, _ = best[src]
+    return units, unit_bw, tuple(path)
+
+
+def _min_hop_layers(
+    links: DirectedLinks, src: str, dst: str, allowed: frozenset[str] | None
+) -> tuple[dict[str, int], list[str]] | None:
+    """The breadth-first part of :func:`_min_hop_widest`, which no residual or bandwidth
+    changes: ``(dist, order)`` with ``dist`` the hop distances to ``dst`` (through transit
+    nodes, inside ``allowed``) found until ``src``'s, and ``order`` the nodes on some
+    minimum-hop path ``src -> dst`` closer than ``src`` by distance, then ``src`` (the order
+    of the search's dynamic programme); ``None`` where ``src`` is not reached."""
+    adj = links.adjacency
+    adj_set = links.adjacency_set
+    transit = links.transit
     dist = {dst: 0}
     q = deque([dst])
     while q and src not in dist:
@@ -1106,52 +1178,7 @@ def _min_hop_widest(
                 nxt |= adj_set[u] & layers.get(k, set())
         on_path += nxt
         frontier = list(nxt)
-    cap = links.capacity_list
-    unit_cap = links.unit_capacity_list
-    alpha = links.alpha_list
-    rank = links.rank
-    res = residual
-    # DP from dst outwards over the BFS layers (nodes strictly closer than src, then src).
-    best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
-    lat: dict[str, float] = {dst: 0.0}
-    layer = sorted(on_path, key=dist.__getitem__)
-    for u in [*layer, src]:
-        if u != src and u not in transit:
-            continue
-        du = dist[u] - 1
-        cand: tuple[Any, tuple[int, float, str], float] | None = None
-        nbrs = adj[u]
-        out = succ[u]
-        if len(best) < len(nbrs):  # as above; the key's rank term makes the best unique
-            nbrs = adj_set[u].intersection(best)
-        for v in nbrs:
-            if dist.get(v, -1) != du or v not in best:
-                continue
-            i = out[v]
-            bu, bw, _ = best[v]
-            if per_unit:
-                assert res is not None
-                units = min(int(res[i]), bu)
-                unit_bw = min(unit_cap[i], bw)
-                key: tuple[float, ...] = (units, unit_bw, 0.0, -rank[v])
-            else:
-                units = bu
-                unit_bw = min(cap[i], bw)
-                key = (0, unit_bw, -(lat[v] + alpha[i]), -rank[v])
-            if cand is None or key > cand[0]:
-                cand = (key, (units, unit_bw, v), lat[v] + alpha[i])
-        if cand is not None:
-            best[u] = cand[1]
-            lat[u] = cand[2]
-    if src not in best:
-        return None
-    path = [src]
-    node = src
-    while node != dst:
-        node = best[node][2]
-        path.append(node)
-    units, unit_bw, _ = best[src]
-    return units, unit_bw, tuple(path)
+    return dist, [*sorted(on_path, key=dist.__getitem__), src]
 
 
 def pack_rings(
@@ -1312,34 +1339,48 @@ def _exhaustive_order(
     ``(slowest w, -total h, total u, total u0)``, the first in lexicographic order among equals
     (the order of ``itertools.permutations``); ``None`` where the best slowest hop is ``<= 0``.
 
-    Depth-first in lexicographic order with exact pruning: a partial ring is dropped when an
-    upper bound of every completion's key (its slowest hop so far capped by the best incoming
-    ``w`` of each node still to enter, node 0 included; its hops plus the fewest incoming
-    hops of those nodes; its units plus their most incoming units) is not above the best key
-    found: no completion can then beat it, and a tie loses to the earlier order. So the answer
-    is the exhaustive search's; a server whose hops all look alike (NVSwitch) is settled after
-    the first ring and its bounds, not after 5,040 orders at 8 ranks. Units are integers (as
-    floats), so the totals are exact whatever the order of addition.
+    Depth-first in lexicographic order with exact pruning (branch and bound): a partial ring
+    is dropped when an upper bound of every completion's key is below a greedy ring's key (the
+    best is at least that), or not above the best key found so far (a tie loses to the
+    earlier order). The bound gives each node still to enter (node 0 last) its best incoming
+    hop from a node that can still precede it: the slowest hop so far capped by their
+    smallest best ``w``, the hops so far plus their fewest hops, the units so far plus their
+    most units (first the looser bound from any predecessor, O(n) instead of O(n^2)). So the
+    answer is the exhaustive search's; a server whose hops all look alike (NVSwitch) is
+    settled along the first order. Units are integers (as floats), so the
+    totals are exact whatever the order of addition.
     """
     n = len(w)
-    col = [[r for r in range(n) if r != v] for v in range(n)]
-    in_w = [max(w[x][v] for x in col[v]) for v in range(n)]
-    in_h = [min(h[x][v] for x in col[v]) for v in range(n)]
-    in_u = [max(u[x][v] for x in col[v]) for v in range(n)]
-    in_u0 = [max(u0[x][v] for x in col[v]) for v in range(n)]
+    floor = _ring_key(_greedy_ring(w, h, u, n), w, h, u, u0)
     best: list[Any] = [None, None]  # key, order
+    # every node's best incoming hop from any node: a looser bound, O(n) to read
+    col = [[x for x in range(n) if x != r] for r in range(n)]
+    in_w = [max(w[x][r] for x in col[r]) for r in range(n)]
+    in_h = [min(h[x][r] for x in col[r]) for r in range(n)]
+    in_u = [max(u[x][r] for x in col[r]) for r in range(n)]
+    in_u0 = [max(u0[x][r] for x in col[r]) for r in range(n)]
+
+    def promising(ub: tuple[Any, ...]) -> bool:
+        return ub >= floor and (best[0] is None or ub > best[0])
+
     path = [0]
     left = list(range(1, n))
+
+    def bound(last: int, b: float, hops: int, spare: float, orig: float) -> tuple[Any, ...]:
+        # r's predecessor: the last node or another node still to enter; node 0's: a node
+        # still to enter (the last node when none is left)
+        for r in (*left, 0):
+            preds = [last, *(x for x in left if x != r)] if r else left or [last]
+            b = min(b, max(w[x][r] for x in preds))
+            hops += min(h[x][r] for x in preds)
+            spare += max(u[x][r] for x in preds)
+            orig += max(u0[x][r] for x in preds)
+        return b, -hops, spare, orig
 
     def visit(bw: float, hops: int, spare: float, orig: float) -> None:
         last = path[-1]
         if not left:
-            key = (
-                min(bw, w[last][0]),
-                -(hops + h[last][0]),
-                spare + u[last][0],
-                orig + u0[last][0],
-            )
+            key = _ring_key(path, w, h, u, u0)
             if best[0] is None or key > best[0]:
                 best[0], best[1] = key, path.copy()
             return
@@ -1348,19 +1389,15 @@ def _exhaustive_order(
             hp, sp, og = hops + h[last][v], spare + u[last][v], orig + u0[last][v]
             del left[i]
             path.append(v)
-            if best[0] is not None:
-                rest = (*left, 0)
-                bound = (
-                    min(b, *(in_w[r] for r in rest)),
-                    -(hp + sum(in_h[r] for r in rest)),
-                    sp + sum(in_u[r] for r in rest),
-                    og + sum(in_u0[r] for r in rest),
-                )
-                if not bound > best[0]:
-                    path.pop()
-                    left.insert(i, v)
-                    continue
-            visit(b, hp, sp, og)
+            rest = (*left, 0)
+            loose = (
+                min(b, *(in_w[r] for r in rest)),
+                -(hp + sum(in_h[r] for r in rest)),
+                sp + sum(in_u[r] for r in rest),
+                og + sum(in_u0[r] for r in rest),
+            )
+            if promising(loose) and promising(bound(v, b, hp, sp, og)):
+                visit(b, hp, sp, og)
             path.pop()
             left.insert(i, v)
 
@@ -1368,6 +1405,37 @@ def _exhaustive_order(
     if best[0] is None or best[0][0] <= 0:
         return None
     return best[1]
+
+
+def _ring_key(
+    order: Sequence[int],
+    w: list[list[float]],
+    h: list[list[int]],
+    u: list[list[float]],
+    u0: list[list[float]],
+) -> tuple[float, int, float, float]:
+    """``(slowest w, -total h, total u, total u0)`` of the ring ``order`` (closed)."""
+    hops = list(zip(order, (*order[1:], order[0])))
+    return (
+        min(w[a][b] for a, b in hops),
+        -sum(h[a][b] for a, b in hops),
+        sum(u[a][b] for a, b in hops),
+        sum(u0[a][b] for a, b in hops),
+    )
+
+
+def _greedy_ring(
+    w: list[list[float]], h: list[list[int]], u: list[list[float]], n: int
+) -> list[int]:
+    """A ring from rank 0, each next rank by (widest, fewest hops, most units, lowest)."""
+    order = [0]
+    left = set(range(1, n))
+    while left:
+        a = order[-1]
+        nxt = max(left, key=lambda j: (w[a][j], -h[a][j], u[a][j], -j))
+        order.append(nxt)
+        left.remove(nxt)
+    return order
 
 
 def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
