@@ -133,3 +133,18 @@ def test_analytic_predict_across_servers_loads_no_numpy() -> None:
     sc = {"system": "dgx1-v100", "nodes": 2, "model": "gpt", "global_batch": 32, "dp": 16}
     sc |= {"model_args": {"hidden": 1024, "layers": 4, "heads": 16}, "fidelity": "analytic"}
     assert "numpy" not in _loaded([sc], API_PROBE)["top"]
+
+
+BUDGET_PROBE = """
+import json, sys
+from perfmodel.cli._common import parse_budget
+import perfmodel.cli.compare, perfmodel.search.tta, perfmodel.topology.analysis
+assert parse_budget("2m", allow_zero=True) == 120.0
+print(json.dumps({"top": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+def test_plan_search_budget_and_analysis_modules_load_no_numpy_or_scipy() -> None:
+    # compare --budget parses a duration (perfmodel.calibration.runner): not the measurement
+    # backends and fits; the time-to-accuracy fit and the bandwidth matrix import numpy when run
+    assert not set(_loaded([], BUDGET_PROBE)["top"]) & {"numpy", "scipy", "simpy", "matplotlib"}
