@@ -193,7 +193,10 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
             tuple(tuple(get(n, n) for n in hop) for hop in value.hops),
         )
     if isinstance(value, tuple):
-        return tuple(_relabel(v, names) for v in value)
+        get = names.get
+        if all(type(v) is str for v in value):  # members, a part, a hop: mapped flat
+            return tuple([get(v, v) for v in value])
+        return tuple([_relabel(v, names) for v in value])
     if isinstance(value, dict):
         return {k: _relabel(v, names) for k, v in value.items()}
     if isinstance(value, GroupInfo):
