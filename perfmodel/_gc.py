@@ -27,6 +27,14 @@ YOUNG_THRESHOLD = 50_000
 """Net container allocations between young collections inside :func:`fewer_collections`
 (CPython default 700). 200,000 (mypy's) measured no faster here: 0.03-0.05 s either way."""
 
+CLI_YOUNG_THRESHOLD = 200_000
+"""The same for a whole ``perfmodel`` command (:func:`perfmodel.cli.program`; mypy's value), whose
+process exits after it. Once numpy left the analytic prediction (issue 14), the GPT-3 175B
+``predict --fidelity analytic`` on 1024 A100 made ~150,000 net allocations after its imports:
+3 young collections of ~50,000 young objects at :data:`YOUNG_THRESHOLD`, 10-20 ms CPU of a
+0.37 s command (``gc.callbacks`` timing on the 2-core development machine), none at 200,000.
+Only unreachable cycles wait longer to be freed; the results are the same."""
+
 _LOCK = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a fork (compare's worker pool) never copies it held
     os.register_at_fork(
@@ -34,21 +42,24 @@ if hasattr(os, "register_at_fork"):  # a fork (compare's worker pool) never copi
     )
 _depth = 0
 _saved: tuple[int, ...] | None = None
+_young = YOUNG_THRESHOLD  # the threshold the outermost use set (restored from when it exits)
 
 
 @contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Run the body with the young-generation threshold at :data:`YOUNG_THRESHOLD` (unless the
-    caller's is already higher, or 0: collection disabled); nested and concurrent uses share
-    one setting, restored when the last one exits unless someone changed it meanwhile."""
-    global _depth, _saved
+def fewer_collections(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
+    """Run the body with the young-generation threshold at ``young`` (default
+    :data:`YOUNG_THRESHOLD`; unless the caller's is already higher, or 0: collection disabled);
+    nested and concurrent uses share the outermost one's setting, restored when the last one
+    exits unless someone changed it meanwhile."""
+    global _depth, _saved, _young
     with _LOCK:
         if _depth == 0:
             old = gc.get_threshold()
             _saved = None
-            if 0 < old[0] < YOUNG_THRESHOLD:
+            if 0 < old[0] < young:
                 _saved = old
-                gc.set_threshold(YOUNG_THRESHOLD, *old[1:])
+                _young = young
+                gc.set_threshold(young, *old[1:])
         _depth += 1
     try:
         yield
@@ -56,9 +67,9 @@ def fewer_collections() -> Iterator[None]:
         with _LOCK:
             _depth -= 1
             if _depth == 0 and _saved is not None:
-                if gc.get_threshold() == (YOUNG_THRESHOLD, *_saved[1:]):
+                if gc.get_threshold() == (_young, *_saved[1:]):
                     gc.set_threshold(*_saved)
                 _saved = None
 
 
-__all__ = ["YOUNG_THRESHOLD", "fewer_collections"]
+__all__ = ["CLI_YOUNG_THRESHOLD", "YOUNG_THRESHOLD", "fewer_collections"]

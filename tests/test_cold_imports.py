@@ -58,7 +58,9 @@ def test_catalogue_command_loads_no_graph_or_array_library() -> None:
 def test_analytic_predict_loads_no_plotting_fitting_or_calibration() -> None:
     got = _loaded(["predict", "--system", "dgx-a100", "--model", "resnet50", "--global-batch", "256", "--fidelity",
                    "analytic", "--quiet"])  # fmt: skip
-    assert not set(got["top"]) & {"scipy", "matplotlib", "dask", "joblib", "simpy"}
+    # numpy too: the ring analysis of an analytic prediction is plain Python
+    # (perfmodel.comm.maxmin.maxmin_rates_small, issue 14: numpy's import was ~40% of the CLI)
+    assert not set(got["top"]) & {"numpy", "scipy", "matplotlib", "dask", "joblib", "simpy"}
     assert got["calibration"] == []
     # the package __init__ files re-export lazily (perfmodel._lazy): a prediction loads no
     # topology analysis and none of the plan search, sweep, what-if or fitting modules
@@ -110,3 +112,39 @@ print(json.dumps({"top": sorted({m.split(".")[0] for m in sys.modules})}))
 def test_parsing_a_command_loads_no_graph_or_array_library(command: str) -> None:
     # `perfmodel predict -h` and a bad flag answer before the topology stack loads
     assert not set(_loaded([command], PARSER_PROBE)["top"]) & set(HEAVY)
+
+
+API_PROBE = """
+import json, sys
+from perfmodel.api import Scenario, predict
+rep = predict(Scenario.from_dict(json.loads(sys.argv[1])[0]))
+assert rep.speedup is not None
+print(json.dumps({"top": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+def test_analytic_predict_across_servers_loads_no_numpy() -> None:
+    # groups spanning servers (ring summaries), pipeline sends and the speedup baseline, through
+    # the CLI and through perfmodel.api.predict
+    cli = ["predict", "--system", "dgx-a100", "--nodes", "4", "--model", "gpt", "--model-arg",
+           "hidden=2048", "layers=8", "heads=16", "--plan", "dp=8,tp=2,pp=2", "--global-batch",
+           "64", "--fidelity", "analytic", "--quiet"]  # fmt: skip
+    assert "numpy" not in _loaded(cli)["top"]
+    sc = {"system": "dgx1-v100", "nodes": 2, "model": "gpt", "global_batch": 32, "dp": 16}
+    sc |= {"model_args": {"hidden": 1024, "layers": 4, "heads": 16}, "fidelity": "analytic"}
+    assert "numpy" not in _loaded([sc], API_PROBE)["top"]
+
+
+BUDGET_PROBE = """
+import json, sys
+from perfmodel.cli._common import parse_budget
+import perfmodel.cli.compare, perfmodel.search.tta, perfmodel.topology.analysis
+assert parse_budget("2m", allow_zero=True) == 120.0
+print(json.dumps({"top": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+def test_plan_search_budget_and_analysis_modules_load_no_numpy_or_scipy() -> None:
+    # compare --budget parses a duration (perfmodel.calibration.runner): not the measurement
+    # backends and fits; the time-to-accuracy fit and the bandwidth matrix import numpy when run
+    assert not set(_loaded([], BUDGET_PROBE)["top"]) & {"numpy", "scipy", "simpy", "matplotlib"}

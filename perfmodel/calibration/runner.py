@@ -10,11 +10,8 @@ from types import MappingProxyType
 from typing import Any, TextIO
 
 from perfmodel._schema import as_list
-from perfmodel.calibration.backends import make_backend
-from perfmodel.calibration.fit import fit_compute_params, fit_device
 from perfmodel.calibration.measurement import BenchKind
 from perfmodel.calibration.profile import CalibrationProfile, DeviceKind, FitSummary
-from perfmodel.calibration.suite import Progress, parse_step, plan_suite, run_suite
 from perfmodel.errors import CalibrationError, ConfigError
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -84,6 +81,9 @@ def finish_profile(profile: CalibrationProfile) -> CalibrationProfile:
     :func:`_host_dispatch`. A fit that cannot run is recorded in ``status.skipped`` with the
     reason.
     """
+    # numpy and the fits on first use: parse_duration's readers (compare --budget) need neither
+    from perfmodel.calibration.fit import fit_compute_params, fit_device
+
     fits = dict(profile.fits)
     fits.update(fit_device(profile))
     skipped = dict(profile.skipped)
@@ -274,6 +274,9 @@ def calibrate(
     trace_dir
         Where training-step profiler traces are written (torch backends).
     """
+    from perfmodel.calibration.backends import make_backend
+    from perfmodel.calibration.suite import Progress, parse_step, plan_suite, run_suite
+
     be = make_backend(device, prefer=backend, clock=clock)
     specs = [parse_step(s) for s in steps] if steps else None
     items = plan_suite(

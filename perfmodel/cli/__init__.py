@@ -98,9 +98,10 @@ def program() -> int:
 
 
 def _run(argv: Sequence[str] | None, *, exiting: bool) -> int:
-    from perfmodel._gc import fewer_collections
+    from perfmodel._gc import CLI_YOUNG_THRESHOLD, YOUNG_THRESHOLD, fewer_collections
 
-    with fewer_collections():  # the imports and the command (perfmodel._gc)
+    # the imports and the command (perfmodel._gc); the executable's process ends after it
+    with fewer_collections(CLI_YOUNG_THRESHOLD if exiting else YOUNG_THRESHOLD):
         rc = _main(argv)
         if exiting:
             import gc

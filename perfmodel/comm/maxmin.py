@@ -9,14 +9,27 @@ move at the same rate, and two of its hops may share a link.
 The function is shared by the closed-form model (steady-state rate of ring channels) and the
 flow-level simulator (rates between two flow events), so the two fidelities agree by
 construction where nothing else differs.
+
+:func:`maxmin_rates` works on numpy arrays (the flow simulator's many flows);
+:func:`maxmin_rates_small` is the same progressive filling in plain Python, operation for
+operation, for the few entries of a group's ring channels: the analytic prediction then does not
+import numpy (issue 14, cold start: numpy's import is ~0.1-0.25 s CPU of a fresh process). Both
+give the same rates bit for bit (IEEE double arithmetic, the same operations in the same order;
+``tests/comm/test_pure_python_rates.py``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numpy.typing import NDArray
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 _TOL = 1e-12
+#: numpy's pairwise-summation block (``PW_BLOCKSIZE``, numpy/_core/src/umath/loops_utils.h.src)
+_PW_BLOCK = 128
 
 
 def maxmin_rates(
@@ -46,10 +59,13 @@ def maxmin_rates(
     --------
     Two flows share a 10 GB/s link; the second also crosses a 2 GB/s link:
 
+    >>> import numpy as np
     >>> r = maxmin_rates(np.array([0, 1, 1]), np.array([0, 0, 1]), np.ones(3), np.array([10e9, 2e9]), 2)
     >>> [float(x) / 1e9 for x in r]
     [8.0, 2.0]
     """
+    import numpy as np
+
     rate = np.zeros(n_flows)
     if n_flows == 0:
         return rate
@@ -88,3 +104,112 @@ def maxmin_rates(
             hit[flow_idx[(edge_idx == k) & entry_active]] = True
         active &= ~hit
     return rate
+
+
+def maxmin_rates_small(
+    flow_idx: Sequence[int],
+    edge_idx: Sequence[int],
+    mult: Sequence[float],
+    capacity_Bps: Sequence[float],
+    n_flows: int,
+) -> list[float]:
+    """:func:`maxmin_rates` in plain Python: the same rates, bit for bit, for few entries.
+
+    Each step repeats :func:`maxmin_rates`'s float operations in its order: a resource's load
+    is ``0.0`` plus its active entries' ``mult`` in entry order (``numpy.bincount``), the fill
+    level ``t`` the smallest ``remaining / load``, every active flow's rate grows by ``t``, a
+    resource saturates where ``remaining <= tol + (1e-9 * t) * load``, and the numerical-safety
+    fallback freezes the flows of the lowest-numbered resource of smallest share (``argmin``
+    over resources in id order, as both of :func:`maxmin_rates`'s resource numberings keep
+    it). Cost ``O(steps x entries)`` without numpy's import or per-call overhead; the flow
+    simulator's many flows stay on :func:`maxmin_rates`.
+
+    ``capacity_Bps`` is read at the resources named in ``edge_idx`` only.
+
+    >>> maxmin_rates_small([0, 1, 1], [0, 0, 1], [1.0, 1.0, 1.0], [10e9, 2e9], 2)
+    [8000000000.0, 2000000000.0]
+    """
+    rate = [0.0] * n_flows
+    if n_flows == 0:
+        return rate
+    has_entry = [False] * n_flows
+    for f in flow_idx:
+        has_entry[f] = True
+    for f in range(n_flows):
+        if not has_entry[f]:
+            rate[f] = float("inf")
+    active = has_entry
+    used = sorted(set(edge_idx))  # resource id order (numpy.unique's, or the whole range's)
+    remaining = {e: float(capacity_Bps[e]) for e in used}
+    tol = {e: _TOL * max(r, 1.0) for e, r in remaining.items()}
+    entries = list(zip(flow_idx, edge_idx, mult))
+    while any(active):
+        live = [(f, e, m) for f, e, m in entries if active[f]]
+        load = dict.fromkeys(used, 0.0)
+        for _, e, m in live:
+            load[e] += m
+        t = float("inf")
+        arg = None
+        for e in used:  # the first resource of the smallest share, in id order
+            if load[e] > 0:
+                share = remaining[e] / load[e]
+                if share < t:
+                    t, arg = share, e
+        if arg is None:  # pragma: no cover - every active flow has an entry
+            break
+        t = max(t, 0.0)
+        for f in range(n_flows):
+            if active[f]:
+                rate[f] += t
+        slack = 1e-9 * t
+        saturated = set()
+        for e in used:
+            if load[e] > 0:
+                remaining[e] -= t * load[e]
+                if remaining[e] <= tol[e] + slack * load[e]:
+                    saturated.add(e)
+        hit = {f for f, e, _ in live if e in saturated}
+        if not hit:  # numerical safety: freeze the flows of the tightest resource
+            hit = {f for f, e, _ in live if e == arg}
+        for f in hit:
+            active[f] = False
+    return rate
+
+
+def numpy_sum(values: Sequence[float]) -> float:
+    """``float(numpy.sum(values))`` for a 1-d float64 sequence, in plain Python, bit for bit.
+
+    numpy adds a contiguous float64 array by pairwise summation (``pairwise_sum`` in
+    numpy/_core/src/umath/loops_utils.h.src, numpy 1.9 to 2.x): fewer than 8 values from
+    ``0.0`` in order; up to 128 in 8 running sums combined as
+    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` then the remainder in order; more
+    split at half rounded down to a multiple of 8. A group's bus bandwidth is the sum of its
+    channels' rates (:mod:`perfmodel.comm.model`), so the sum without numpy is the same number.
+
+    >>> numpy_sum([1.0] * 9 + [2.0 ** 53]) == ((2.0 + 2.0) + (2.0 + 2.0)) + 1.0 + 2.0 ** 53
+    True
+    """
+    return _pairwise(list(values), 0, len(values))
+
+
+def _pairwise(a: list[float], lo: int, n: int) -> float:
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    if n <= _PW_BLOCK:
+        r = a[lo : lo + 8]
+        i = 8
+        whole = n - n % 8
+        while i < whole:
+            for j in range(8):
+                r[j] += a[lo + i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for k in range(lo + i, lo + n):
+            res += a[k]
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)

@@ -23,10 +23,9 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
+from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
@@ -194,7 +193,10 @@ def _relabel(value: Any, names: Mapping[str, str]) -> Any:
             tuple(tuple(get(n, n) for n in hop) for hop in value.hops),
         )
     if isinstance(value, tuple):
-        return tuple(_relabel(v, names) for v in value)
+        get = names.get
+        if all(type(v) is str for v in value):  # members, a part, a hop: mapped flat
+            return tuple([get(v, v) for v in value])
+        return tuple([_relabel(v, names) for v in value])
     if isinstance(value, dict):
         return {k: _relabel(v, names) for k, v in value.items()}
     if isinstance(value, GroupInfo):
@@ -458,7 +460,7 @@ class CommCostModel:
                 summary.servers,
                 summary.intra_hops,
             )
-            ring_bw = float(np.sum(summary.rates))
+            ring_bw = numpy_sum(summary.rates)
             intra_hops = list(summary.intra_hops)
             inter_hops = list(summary.inter_hops)
         else:
@@ -469,7 +471,7 @@ class CommCostModel:
                     else build_channels(links, ring_members)
                 )
                 rates = channel_rates(links, channels, links.charge_p2p)
-                ring_bw = float(np.sum(rates))
+                ring_bw = numpy_sum(rates)
             else:
                 channels, ring_bw = (), math.inf
             intra_hops = [h for ch in channels for h in ch.hops if self._same_server(h)]
@@ -488,19 +490,19 @@ class CommCostModel:
         biggest = max(parts, key=len) if parts else ()
         if len(parts) > 1 and len(biggest) >= 2:
             intra = self._packed(biggest)
-            intra_bw = float(np.sum(channel_rates(links, intra, links.charge_p2p)))
+            intra_bw = numpy_sum(channel_rates(links, intra, links.charge_p2p))
         elif len(parts) == 1:
             intra_bw = ring_bw
         else:
             intra_bw = math.inf
         if summary is not None:
-            inter_bw = float(np.sum(summary.inter_rates))
+            inter_bw = numpy_sum(summary.inter_rates)
         elif len(parts) > 1:
             inter_only = [
                 Channel(ch.order, tuple(h for h in ch.hops if not self._same_server(h)))
                 for ch in channels
             ]
-            inter_bw = float(np.sum(channel_rates(links, inter_only)))
+            inter_bw = numpy_sum(channel_rates(links, inter_only))
         else:
             inter_bw = math.inf
         spec = self.topology.gpu_spec(gpus[0]) if gpus else None
@@ -981,10 +983,10 @@ class CommCostModel:
             chans.extend(cs)
             owner.extend([i] * len(cs))
         rates = channel_rates(self.links, chans)
-        per = np.zeros(len(groups))
+        per = [0.0] * len(groups)
         for o, r in zip(owner, rates):
             per[o] += r
-        return float(per.min())
+        return min(per)
 
     def _parameter_server(self, m: float, info: GroupInfo) -> tuple[float, float, float]:
         if info.cpus:

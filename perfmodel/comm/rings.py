@@ -26,11 +26,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from perfmodel.comm.maxmin import maxmin_rates
+from perfmodel.comm.maxmin import maxmin_rates_small
 from perfmodel.comm.params import HwClass, LinkParams
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware.links import LinkFamily
@@ -39,6 +37,9 @@ from perfmodel.topology.model import ReplicaPattern
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: NCCL's MAXCHANNELS (src/include/device.h): at most 32 rings.
 MAX_CHANNELS = 32
@@ -78,6 +79,9 @@ class DirectedLinks:
         self._fabric_sides: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
+        #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
+        #: a server (each pair is searched again on every ring's residual)
+        self._layers: dict[Any, tuple[dict[str, int], list[str]] | None] = {}
 
     # ------------------------------------------------------------------ link tables (lazy)
     @cached_property
@@ -102,16 +106,24 @@ class DirectedLinks:
         """Directed edge -> its id (every edge of the graph)."""
         return {e: i for i, e in enumerate(self._whole.edges)}
 
+    # The whole-graph arrays (calibration's readers) import numpy when first read: the
+    # analytic prediction reads the plain-list columns below and never imports it.
     @cached_property
     def capacity_Bps(self) -> np.ndarray:
+        import numpy as np
+
         return np.asarray(self._whole.capacity, dtype=float)
 
     @cached_property
     def alpha_s(self) -> np.ndarray:
+        import numpy as np
+
         return np.asarray(self._whole.alpha, dtype=float)
 
     @cached_property
     def units(self) -> np.ndarray:
+        import numpy as np
+
         return np.asarray(self._whole.units, dtype=np.int64)
 
     @cached_property
@@ -788,7 +800,7 @@ class _LinkTable:
         #: NCCL's tables
         self.has_extra = False
         self.succ: dict[str, dict[str, int]] = _LinkRows(self)
-        self._array: np.ndarray = np.zeros(0)
+        self._array: np.ndarray | None = None
         self._complete = False
 
     def kind(self, u: str, v: str) -> tuple[tuple[Any, Any], ...]:
@@ -847,7 +859,9 @@ class _LinkTable:
 
     def capacity_array(self) -> np.ndarray:
         """:attr:`capacity` as an array (remade when ids were added since)."""
-        if len(self._array) != len(self.capacity):
+        if self._array is None or len(self._array) != len(self.capacity):
+            import numpy as np
+
             self._array = np.asarray(self.capacity, dtype=float)
         return self._array
 
@@ -1031,7 +1045,7 @@ def _min_hop_span(
 
 def _min_hop_widest(
     links: DirectedLinks,
-    residual: np.ndarray | list[float] | None,
+    residual: list[float] | None,
     src: str,
     dst: str,
     allowed: frozenset[str] | None,
@@ -1054,57 +1068,30 @@ def _min_hop_widest(
             if up is None or down is None:
                 return None
             return min(up[0], down[0]), min(up[1], down[1]), up[2] + down[2][1:]
+    if allowed is None or not per_unit:
+        found = _min_hop_layers(links, src, dst, allowed)
+    else:  # the ring packing's searches inside a server: the same pairs on every residual
+        key = (src, dst, allowed)
+        if key in links._layers:
+            found = links._layers[key]
+        else:
+            found = links._layers[key] = _min_hop_layers(links, src, dst, allowed)
+    if found is None:
+        return None
+    dist, layer = found
     adj = links.adjacency
     adj_set = links.adjacency_set
     transit = links.transit
     succ = links._table.succ
-    dist = {dst: 0}
-    q = deque([dst])
-    while q and src not in dist:
-        # Stop when src is reached: every node closer to dst than src has its distance by then
-        # (breadth first), and no farther node can be on a minimum-hop path.
-        u = q.popleft()
-        if u != dst and u not in transit:
-            continue
-        du = dist[u] + 1
-        # Only the allowed neighbours: the set intersection scans the smaller side (a switch
-        # of a large cluster has thousands of ports; BFS distances, hence the result, do not
-        # depend on the scan order).
-        for v in adj[u] if allowed is None else adj_set[u] & allowed:
-            if v in dist:
-                continue
-            dist[v] = du
-            q.append(v)
-    if src not in dist:
-        return None
-    d_src = dist[src]
-    # The nodes on some minimum-hop path src -> dst, found backwards from src layer by layer:
-    # the chain of best choices from src only meets those, and the best choice of each of them
-    # depends only on those (a neighbour one step closer to dst of a node on such a path is on
-    # one too). The other nodes of the layers (a fat tree's every leaf) need no choice.
-    layers: dict[int, set[str]] = {}
-    for n, d in dist.items():
-        if d < d_src:
-            layers.setdefault(d, set()).add(n)
-    on_path: list[str] = []
-    frontier = [src]
-    for k in range(d_src - 1, 0, -1):
-        nxt: set[str] = set()
-        for u in frontier:
-            if u == src or u in transit:
-                nxt |= adj_set[u] & layers.get(k, set())
-        on_path += nxt
-        frontier = list(nxt)
     cap = links.capacity_list
     unit_cap = links.unit_capacity_list
     alpha = links.alpha_list
     rank = links.rank
-    res = residual.tolist() if isinstance(residual, np.ndarray) else residual
+    res = residual
     # DP from dst outwards over the BFS layers (nodes strictly closer than src, then src).
     best: dict[str, tuple[int, float, str]] = {dst: (1 << 30, float("inf"), dst)}
     lat: dict[str, float] = {dst: 0.0}
-    layer = sorted(on_path, key=dist.__getitem__)
-    for u in [*layer, src]:
+    for u in layer:
         if u != src and u not in transit:
             continue
         du = dist[u] - 1
@@ -1143,6 +1130,57 @@ def _min_hop_widest(
     return units, unit_bw, tuple(path)
 
 
+def _min_hop_layers(
+    links: DirectedLinks, src: str, dst: str, allowed: frozenset[str] | None
+) -> tuple[dict[str, int], list[str]] | None:
+    """The breadth-first part of :func:`_min_hop_widest`, which no residual or bandwidth
+    changes: ``(dist, order)`` with ``dist`` the hop distances to ``dst`` (through transit
+    nodes, inside ``allowed``) found until ``src``'s, and ``order`` the nodes on some
+    minimum-hop path ``src -> dst`` closer than ``src`` by distance, then ``src`` (the order
+    of the search's dynamic programme); ``None`` where ``src`` is not reached."""
+    adj = links.adjacency
+    adj_set = links.adjacency_set
+    transit = links.transit
+    dist = {dst: 0}
+    q = deque([dst])
+    while q and src not in dist:
+        # Stop when src is reached: every node closer to dst than src has its distance by then
+        # (breadth first), and no farther node can be on a minimum-hop path.
+        u = q.popleft()
+        if u != dst and u not in transit:
+            continue
+        du = dist[u] + 1
+        # Only the allowed neighbours: the set intersection scans the smaller side (a switch
+        # of a large cluster has thousands of ports; BFS distances, hence the result, do not
+        # depend on the scan order).
+        for v in adj[u] if allowed is None else adj_set[u] & allowed:
+            if v in dist:
+                continue
+            dist[v] = du
+            q.append(v)
+    if src not in dist:
+        return None
+    d_src = dist[src]
+    # The nodes on some minimum-hop path src -> dst, found backwards from src layer by layer:
+    # the chain of best choices from src only meets those, and the best choice of each of them
+    # depends only on those (a neighbour one step closer to dst of a node on such a path is on
+    # one too). The other nodes of the layers (a fat tree's every leaf) need no choice.
+    layers: dict[int, set[str]] = {}
+    for n, d in dist.items():
+        if d < d_src:
+            layers.setdefault(d, set()).add(n)
+    on_path: list[str] = []
+    frontier = [src]
+    for k in range(d_src - 1, 0, -1):
+        nxt: set[str] = set()
+        for u in frontier:
+            if u == src or u in transit:
+                nxt |= adj_set[u] & layers.get(k, set())
+        on_path += nxt
+        frontier = list(nxt)
+    return dist, [*sorted(on_path, key=dist.__getitem__), src]
+
+
 def pack_rings(
     links: DirectedLinks, members: Sequence[str], *, max_channels: int = MAX_CHANNELS
 ) -> tuple[Channel, ...]:
@@ -1172,11 +1210,13 @@ def _pack_rings(
     channels: list[Channel] = []
     first_bw: float | None = None
     idx = {m: i for i, m in enumerate(members)}
-    u0: np.ndarray | None = None
+    u0: list[list[float]] | None = None
     while len(channels) < max_channels:
-        w = np.zeros((n, n))
-        h = np.full((n, n), 1 << 20, dtype=np.int64)
-        u = np.zeros((n, n))
+        # per ordered pair (a, b): class-ranked per-unit bandwidth (0: no free unit), hops,
+        # free units (plain lists: n <= a server's GPUs)
+        w = [[0.0] * n for _ in range(n)]
+        h = [[1 << 20] * n for _ in range(n)]
+        u = [[0.0] * n for _ in range(n)]
         for a in members:
             for b in members:
                 if a == b:
@@ -1192,15 +1232,16 @@ def _pack_rings(
                 if units >= 1:
                     # NCCL searches NVLink paths before PCI before network, whatever the speed:
                     # the transport class ranks first, then the per-unit bandwidth.
-                    w[idx[a], idx[b]] = _CLASS_RANK[links.hw_class(path)] * _CLASS_SCALE + unit_bw
-                    h[idx[a], idx[b]] = len(path) - 1
-                    u[idx[a], idx[b]] = units
+                    ia, ib = idx[a], idx[b]
+                    w[ia][ib] = _CLASS_RANK[links.hw_class(path)] * _CLASS_SCALE + unit_bw
+                    h[ia][ib] = len(path) - 1
+                    u[ia][ib] = float(units)
         if u0 is None:
-            u0 = u.copy()
+            u0 = [row.copy() for row in u]
         order = _best_order(w, h, u, u0)
         if order is None:
             break
-        bw = min(w[order[i], order[(i + 1) % n]] for i in range(n))
+        bw = min(w[order[i]][order[(i + 1) % n]] for i in range(n))
         if first_bw is None:
             first_bw = bw
         elif bw < first_bw * (1 - 1e-9):
@@ -1254,40 +1295,28 @@ def _finish(
     return tuple(channels)
 
 
-@cache
-def _ring_orders(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every ring order of ``n`` ranks starting at rank 0 ((n-1)! rows) and each row's
-    successors (read-only arrays, built once per ``n``)."""
-    perms = np.array([(0, *p) for p in itertools.permutations(range(1, n))], dtype=np.int64)
-    nxt = np.roll(perms, -1, axis=1)
-    perms.flags.writeable = False
-    nxt.flags.writeable = False
-    return perms, nxt
-
-
-def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> list[int] | None:
+def _best_order(
+    w: list[list[float]], h: list[list[int]], u: list[list[float]], u0: list[list[float]]
+) -> list[int] | None:
     """Ring order (starting at 0) maximising the slowest hop, then minimising total hops, then
-    preferring hops with many residual link units (keeps scarce single links for later rings)."""
-    n = w.shape[0]
+    preferring hops with many residual link units (keeps scarce single links for later rings).
+
+    ``w[a][b]``, ``h[a][b]``, ``u[a][b]``: the hop ``a -> b``'s ranked bandwidth (``<= 0``: no
+    free unit), hops and free units; ``u0``: the free units before the first ring. Up to
+    :data:`EXHAUSTIVE_MAX` ranks the best of every order (:func:`_exhaustive_order`), else the
+    best of greedy tours."""
+    n = len(w)
     if n == 2:
-        return [0, 1] if w[0, 1] > 0 and w[1, 0] > 0 else None
+        return [0, 1] if w[0][1] > 0 and w[1][0] > 0 else None
     if n <= EXHAUSTIVE_MAX:
-        perms, nxt = _ring_orders(n)
-        bw = w[perms, nxt].min(axis=1)
-        hops = h[perms, nxt].sum(axis=1)
-        spare = u[perms, nxt].sum(axis=1)
-        orig = u0[perms, nxt].sum(axis=1)
-        if bw.max() <= 0:
-            return None
-        best = np.lexsort((np.arange(len(perms)), -orig, -spare, hops, -bw))[0]
-        return [int(x) for x in perms[best]]
+        return _exhaustive_order(w, h, u, u0)
     cands: list[list[int]] = [list(range(n)), [0, *range(n - 1, 0, -1)]]
     for start in range(n):
         tour = [start]
         left = set(range(n)) - {start}
         while left:
             last = tour[-1]
-            nxt_node = max(left, key=lambda j: (w[last, j], -h[last, j], -j))
+            nxt_node = max(left, key=lambda j: (w[last][j], -h[last][j], -j))
             tour.append(nxt_node)
             left.remove(nxt_node)
         k = tour.index(0)
@@ -1295,12 +1324,118 @@ def _best_order(w: np.ndarray, h: np.ndarray, u: np.ndarray, u0: np.ndarray) -> 
     best_key = None
     best_order = None
     for c in cands:
-        bw = min(w[c[i], c[(i + 1) % n]] for i in range(n))
-        hops = sum(int(h[c[i], c[(i + 1) % n]]) for i in range(n))
+        bw = min(w[c[i]][c[(i + 1) % n]] for i in range(n))
+        hops = sum(int(h[c[i]][c[(i + 1) % n]]) for i in range(n))
         key = (bw, -hops)
         if bw > 0 and (best_key is None or key > best_key):
             best_key, best_order = key, c
     return best_order
+
+
+def _exhaustive_order(
+    w: list[list[float]], h: list[list[int]], u: list[list[float]], u0: list[list[float]]
+) -> list[int] | None:
+    """The best of all ``(n-1)!`` ring orders ``0, p1, ..., p(n-1)`` by the key
+    ``(slowest w, -total h, total u, total u0)``, the first in lexicographic order among equals
+    (the order of ``itertools.permutations``); ``None`` where the best slowest hop is ``<= 0``.
+
+    Depth-first in lexicographic order with exact pruning (branch and bound): a partial ring
+    is dropped when an upper bound of every completion's key is below a greedy ring's key (the
+    best is at least that), or not above the best key found so far (a tie loses to the
+    earlier order). The bound gives each node still to enter (node 0 last) its best incoming
+    hop from a node that can still precede it: the slowest hop so far capped by their
+    smallest best ``w``, the hops so far plus their fewest hops, the units so far plus their
+    most units (first the looser bound from any predecessor, O(n) instead of O(n^2)). So the
+    answer is the exhaustive search's; a server whose hops all look alike (NVSwitch) is
+    settled along the first order. Units are integers (as floats), so the
+    totals are exact whatever the order of addition.
+    """
+    n = len(w)
+    floor = _ring_key(_greedy_ring(w, h, u, n), w, h, u, u0)
+    best: list[Any] = [None, None]  # key, order
+    # every node's best incoming hop from any node: a looser bound, O(n) to read
+    col = [[x for x in range(n) if x != r] for r in range(n)]
+    in_w = [max(w[x][r] for x in col[r]) for r in range(n)]
+    in_h = [min(h[x][r] for x in col[r]) for r in range(n)]
+    in_u = [max(u[x][r] for x in col[r]) for r in range(n)]
+    in_u0 = [max(u0[x][r] for x in col[r]) for r in range(n)]
+
+    def promising(ub: tuple[Any, ...]) -> bool:
+        return ub >= floor and (best[0] is None or ub > best[0])
+
+    path = [0]
+    left = list(range(1, n))
+
+    def bound(last: int, b: float, hops: int, spare: float, orig: float) -> tuple[Any, ...]:
+        # r's predecessor: the last node or another node still to enter; node 0's: a node
+        # still to enter (the last node when none is left)
+        for r in (*left, 0):
+            preds = [last, *(x for x in left if x != r)] if r else left or [last]
+            b = min(b, max(w[x][r] for x in preds))
+            hops += min(h[x][r] for x in preds)
+            spare += max(u[x][r] for x in preds)
+            orig += max(u0[x][r] for x in preds)
+        return b, -hops, spare, orig
+
+    def visit(bw: float, hops: int, spare: float, orig: float) -> None:
+        last = path[-1]
+        if not left:
+            key = _ring_key(path, w, h, u, u0)
+            if best[0] is None or key > best[0]:
+                best[0], best[1] = key, path.copy()
+            return
+        for i, v in enumerate(left):
+            b = min(bw, w[last][v])
+            hp, sp, og = hops + h[last][v], spare + u[last][v], orig + u0[last][v]
+            del left[i]
+            path.append(v)
+            rest = (*left, 0)
+            loose = (
+                min(b, *(in_w[r] for r in rest)),
+                -(hp + sum(in_h[r] for r in rest)),
+                sp + sum(in_u[r] for r in rest),
+                og + sum(in_u0[r] for r in rest),
+            )
+            if promising(loose) and promising(bound(v, b, hp, sp, og)):
+                visit(b, hp, sp, og)
+            path.pop()
+            left.insert(i, v)
+
+    visit(math.inf, 0, 0.0, 0.0)
+    if best[0] is None or best[0][0] <= 0:
+        return None
+    return best[1]
+
+
+def _ring_key(
+    order: Sequence[int],
+    w: list[list[float]],
+    h: list[list[int]],
+    u: list[list[float]],
+    u0: list[list[float]],
+) -> tuple[float, int, float, float]:
+    """``(slowest w, -total h, total u, total u0)`` of the ring ``order`` (closed)."""
+    hops = list(zip(order, (*order[1:], order[0])))
+    return (
+        min(w[a][b] for a, b in hops),
+        -sum(h[a][b] for a, b in hops),
+        sum(u[a][b] for a, b in hops),
+        sum(u0[a][b] for a, b in hops),
+    )
+
+
+def _greedy_ring(
+    w: list[list[float]], h: list[list[int]], u: list[list[float]], n: int
+) -> list[int]:
+    """A ring from rank 0, each next rank by (widest, fewest hops, most units, lowest)."""
+    order = [0]
+    left = set(range(1, n))
+    while left:
+        a = order[-1]
+        nxt = max(left, key=lambda j: (w[a][j], -h[a][j], u[a][j], -j))
+        order.append(nxt)
+        left.remove(nxt)
+    return order
 
 
 def _nics_of(topology: Topology, server: int) -> tuple[str, ...]:
@@ -1555,48 +1690,71 @@ def _remap(
     return tuple(out)
 
 
+#: Incidence entries above which :func:`channel_rates` runs numpy's progressive filling
+#: (:func:`~perfmodel.comm.maxmin.maxmin_rates`) instead of the plain-Python one: the same rates
+#: bit for bit either way, so only the speed depends on it. The analytic predictions' groups
+#: have 48-416 entries (GPT-3 175B on 128 DGX A100, 32 GPUs of 4 DGX-1); measured on the
+#: 2-core machine, plain Python takes 0.06 / 0.17 / 1.2 ms at 100 / 300 / 1,000 entries and
+#: numpy 0.11 / 0.11 / 0.32 ms, its import ~0.1-0.25 s once per process.
+SMALL_ENTRIES = 512
+
+
 def channel_rates(
     links: DirectedLinks,
     channels: Sequence[Channel],
     charge: Callable[[tuple[str, ...]], float] | None = None,
-) -> np.ndarray:
+) -> list[float]:
     """Steady-state max-min fair rate (bytes/s) of each channel, all hops of a channel at one rate.
 
     ``charge(hop)`` (default 1): how many bytes of link capacity a hop spends per byte it moves,
     on every link of that hop (the Intel P2P charge, :func:`perfmodel.comm.pcie_p2p.p2p_charge`):
     a lone channel runs at ``min over its links of capacity / (sum of its hops' charges there)``,
     so only the charged hops' links are slowed.
+
+    A channel's multiplicity on a link is ``0.0`` plus its hops' charges there in hop order
+    (``numpy.bincount``'s sum); the entries go to the filling sorted by (channel, link id).
+    Up to :data:`SMALL_ENTRIES` of them in plain Python
+    (:func:`~perfmodel.comm.maxmin.maxmin_rates_small`), above with numpy: the same numbers.
     """
     ids_of = links._ids_of
-    per_channel = [
-        np.fromiter(itertools.chain.from_iterable(map(ids_of, ch.hops)), dtype=np.int64)
-        for ch in channels
-    ]
-    ei = np.concatenate(per_channel) if per_channel else np.zeros(0, dtype=np.int64)
-    if not len(ei):
-        return np.full(len(channels), np.inf)
-    fi = np.repeat(np.arange(len(channels), dtype=np.int64), [len(x) for x in per_channel])
-    weight = (
-        np.fromiter((charge(h) for ch in channels for h in ch.hops for _ in ids_of(h)), dtype=float)
-        if charge is not None
-        else np.ones(len(ei))
-    )
-    # Merge duplicate (flow, edge) pairs into multiplicities.
-    capacity = links.capacity_view()  # every id above is in it
-    n_links = len(capacity)
-    key = fi * n_links + ei
-    uniq, inverse = np.unique(key, return_inverse=True)
-    counts = np.bincount(inverse, weights=weight, minlength=len(uniq))
-    return maxmin_rates(
-        uniq // n_links,
-        uniq % n_links,
-        counts.astype(float),
-        capacity,
-        len(channels),
-    )
+    merged: dict[tuple[int, int], float] = {}
+    for c, ch in enumerate(channels):
+        for hop in ch.hops:
+            weight = 1.0 if charge is None else float(charge(hop))
+            for e in ids_of(hop):
+                key = (c, e)
+                merged[key] = merged.get(key, 0.0) + weight
+    if not merged:
+        return [math.inf] * len(channels)
+    keys = sorted(merged)
+    fi = [c for c, _ in keys]
+    ei = [e for _, e in keys]
+    return _fill(fi, ei, [merged[k] for k in keys], links.capacity_list, len(channels))
 
 
-def flow_rates(links: DirectedLinks, paths: Sequence[Sequence[str]]) -> np.ndarray:
+def _fill(
+    fi: list[int], ei: list[int], mult: list[float], capacity: Sequence[float], n: int
+) -> list[float]:
+    """Max-min fair rates of ``n`` flows with incidence entries ``(fi, ei, mult)`` over
+    resources of ``capacity`` (bytes/s): plain Python up to :data:`SMALL_ENTRIES` entries,
+    numpy above (the same rates bit for bit, :mod:`perfmodel.comm.maxmin`)."""
+    if len(fi) <= SMALL_ENTRIES:
+        return maxmin_rates_small(fi, ei, mult, capacity, n)
+    import numpy as np
+
+    from perfmodel.comm.maxmin import maxmin_rates
+
+    rates = maxmin_rates(
+        np.asarray(fi, dtype=np.int64),
+        np.asarray(ei, dtype=np.int64),
+        np.asarray(mult, dtype=float),
+        np.asarray(capacity, dtype=float),
+        n,
+    )
+    return [float(r) for r in rates]
+
+
+def flow_rates(links: DirectedLinks, paths: Sequence[Sequence[str]]) -> list[float]:
     """Max-min fair rates of independent point-to-point flows along node paths."""
     return channel_rates(links, [Channel((p[0], p[-1]), (tuple(p),)) for p in paths])
 
@@ -1670,8 +1828,8 @@ class RingSummary:
     """
 
     n_channels: int
-    rates: np.ndarray
-    inter_rates: np.ndarray
+    rates: tuple[float, ...]
+    inter_rates: tuple[float, ...]
     intra_hops: tuple[tuple[str, ...], ...]
     inter_hops: tuple[tuple[str, ...], ...]
     servers: frozenset[int]
@@ -1864,7 +2022,7 @@ def ring_summary(
             out_tmpl, in_tmpl = outs, ins
     assert out_tmpl is not None and in_tmpl is not None
 
-    def rates(with_segments: bool) -> np.ndarray:
+    def rates(with_segments: bool) -> tuple[float, ...]:
         res: dict[Any, int] = {}
         res_cap: list[float] = []
         fi: list[int] = []
@@ -1891,14 +2049,8 @@ def ring_summary(
             for e, k in fab_load[c].items():
                 add(c, ("f", e), cap[e], k)
         if not fi:
-            return np.full(n_ch, np.inf)
-        return maxmin_rates(
-            np.asarray(fi, dtype=np.int64),
-            np.asarray(ri, dtype=np.int64),
-            np.asarray(mult, dtype=float),
-            np.asarray(res_cap, dtype=float),
-            n_ch,
-        )
+            return (math.inf,) * n_ch
+        return tuple(_fill(fi, ri, mult, res_cap, n_ch))
 
     return RingSummary(
         n_channels=n_ch,

@@ -38,12 +38,13 @@ import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from perfmodel import units
 from perfmodel.errors import ConfigError
+
+if TYPE_CHECKING:  # numpy is imported by the fits that use it (a plan search does not)
+    import numpy as np
 
 
 class StepTimeModel(str, enum.Enum):
@@ -294,6 +295,7 @@ def fit_time_to_accuracy(
     ConfigError
         Too few points, non-positive values, or lengths that differ.
     """
+    import numpy as np
     from scipy.optimize import least_squares
 
     b = np.asarray(batch_sizes, dtype=float)
@@ -450,6 +452,8 @@ def load_tta_points(path: str, *, match: str | None = None) -> tuple[list[float]
             value=match,
             where=str(p),
         )
+    import numpy as np
+
     order = np.argsort(batches)
     return (
         [batches[i] for i in order],

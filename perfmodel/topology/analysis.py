@@ -14,14 +14,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import networkx as nx
-import numpy as np
 
 from perfmodel.errors import ConfigError
 from perfmodel.topology.model import Topology
 from perfmodel.topology.routing import path_bandwidth, path_edges, route
 from perfmodel.topology.schema import NodeKind, effective_bandwidth
+
+if TYPE_CHECKING:  # imported by bandwidth_matrix, its one user (issue 14, cold start)
+    import numpy as np
 
 __all__ = [
     "Bisection",
@@ -75,6 +78,8 @@ def bandwidth_matrix(topo: Topology, gpus: Sequence[str] | None = None) -> np.nd
     >>> float(m[0, 3] / m[0, 1])  # 2 NVLinks vs 1 NVLink
     2.0
     """
+    import numpy as np
+
     order = _group(topo, gpus)
     n = len(order)
     m = np.full((n, n), np.inf)
