@@ -1,0 +1,219 @@
+"""A cluster graph whose servers are made when first read (issue 14, cost independent of node count).
+
+:func:`~perfmodel.topology.builders.build_cluster` joins ``servers`` copies of server 0 with a
+fabric. A prediction reads the nodes and links of one or two servers and the fabric (routes
+between two servers, the GPUs' specs, NCCL's P2P rule on server 0); the build record
+(:class:`~perfmodel.topology.model.ReplicaPattern`) answers the rest. Materialising the 2,048
+servers of a 16,384-GPU DGX A100 cluster (63,000 nodes, 92,000 links) cost ~0.2 s CPU and
+~60 MB per ``predict`` process for nothing it read.
+
+:class:`ServerTable` replaces networkx's two node-keyed dicts (``graph._node``, the node
+attributes, and ``graph._adj``, the adjacency; networkx 3.x keeps a graph's whole state in
+them) with dicts that hold the fabric's switches from the start and a server's nodes once one
+of them is read by key (``[]``, ``get``, ``in``): the entries made are those the copy made
+before (:func:`fill_server`). Anything that reads the whole dict (iteration, ``keys`` /
+``items`` / ``values``, copy, comparison, pickling, a write) first makes every server and puts
+the entries in the graph's order (every server in index order, then the fabric), so it sees the
+same graph, node order and adjacency order as the eager build. ``len`` is known without making
+anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import networkx as nx
+
+Attrs = dict[str, Any]
+
+
+class ClusterFiller:
+    """What makes server ``s``'s entries in a graph's two :class:`ServerTable` dicts.
+
+    Parameters
+    ----------
+    servers
+        Number of servers; server ``s``'s node ids are ``prefix(s) + local id``.
+    prefix
+        Node-id prefix of a server (:meth:`~perfmodel.topology.model.ReplicaPattern.prefix`,
+        ``n<s>/``).
+    template
+        Server 0 by local id in node order: ``(local id, node attributes, [(neighbour local
+        id, link attributes), ...])`` in adjacency order. A copy's node attributes are
+        ``{**attributes, "server": s}``; its links share the template's attribute dicts (the
+        graph is read-only, :class:`~perfmodel.topology.model.Topology`).
+    fabric_links
+        Per server, its links to the fabric in the order the builder made them: ``(local id,
+        fabric node, link attributes)``, after the server's own links in the node's adjacency.
+    fabric_nodes
+        The fabric's nodes in graph order (after every server's).
+    """
+
+    def __init__(
+        self,
+        servers: int,
+        prefix: Callable[[int], str],
+        template: list[tuple[str, Attrs, list[tuple[str, Attrs]]]],
+        fabric_links: list[list[tuple[str, str, Attrs]]],
+        fabric_nodes: list[str],
+    ) -> None:
+        self.servers = servers
+        self.prefix = prefix
+        self.template = template
+        self.fabric_links = fabric_links
+        self.fabric_nodes = fabric_nodes
+        self.local_ids = frozenset(lid for lid, _, _ in template)
+        self.made: set[int] = set()
+        self.complete = False
+        self.node: ServerTable = ServerTable(self)
+        self.adj: ServerTable = ServerTable(self)
+
+    @property
+    def size(self) -> int:
+        """Nodes of the whole graph (``fabric_nodes`` grows while the builder adds switches)."""
+        return self.servers * len(self.template) + len(self.fabric_nodes)
+
+    def server_of_key(self, key: Any) -> int | None:
+        """The server whose node ``key`` is, or ``None`` (not a server node id)."""
+        if type(key) is not str or not key.startswith("n"):
+            return None
+        i = key.find("/", 1)
+        digits = key[1:i]
+        if i < 0 or not digits.isdecimal() or not digits.isascii():
+            return None
+        s = int(digits)
+        if s >= self.servers or self.prefix(s) != key[: i + 1]:
+            return None
+        return s if key[i + 1 :] in self.local_ids else None
+
+    def make_for(self, key: Any) -> bool:
+        """Make the server of node ``key`` if it is not made yet; whether anything was made."""
+        if self.complete:
+            return False
+        s = self.server_of_key(key)
+        if s is None or s in self.made:
+            return False
+        self.make(s)
+        return True
+
+    def make(self, s: int) -> None:
+        """Put server ``s``'s node attributes and adjacency (fabric links last) in the tables."""
+        self.made.add(s)
+        prefix = self.prefix(s)
+        node_set = dict.__setitem__
+        node, adj = self.node, self.adj
+        for lid, attrs, nbrs in self.template:
+            gid = prefix + lid
+            node_set(node, gid, {**attrs, "server": s})
+            node_set(adj, gid, {prefix + v: d for v, d in nbrs})
+        for lid, f, d in self.fabric_links[s]:
+            dict.__getitem__(adj, prefix + lid)[f] = d
+
+    def make_all(self) -> None:
+        """Make every server not made yet and put both tables in graph order (servers in
+        index order, each in template order, then the fabric)."""
+        if self.complete:
+            return
+        for s in range(self.servers):
+            if s not in self.made:
+                self.make(s)
+        order = [
+            p + lid for p in map(self.prefix, range(self.servers)) for lid, _, _ in self.template
+        ]
+        order.extend(self.fabric_nodes)
+        for table in (self.node, self.adj):
+            entries = [(k, dict.__getitem__(table, k)) for k in order]
+            dict.clear(table)
+            dict.update(table, entries)
+        self.complete = True
+        self.fabric_links = []  # in the adjacency now
+
+
+def _whole(name: str) -> Callable[..., Any]:
+    """``dict.<name>`` after every server is made (a read or write of the whole dict)."""
+    method = getattr(dict, name)
+
+    def call(self: ServerTable, *args: Any, **kwargs: Any) -> Any:
+        self._filler.make_all()
+        return method(self, *args, **kwargs)
+
+    call.__name__ = name
+    call.__doc__ = f"``dict.{name}`` of the whole graph's dict (every server made first)."
+    return call
+
+
+class ServerTable(dict):  # type: ignore[type-arg]
+    """One of a cluster graph's node-keyed dicts, a server's entries made on first read by key
+    (see the module docstring); subscript of a made key is the plain dict lookup."""
+
+    __slots__ = ("_filler",)
+
+    def __init__(self, filler: ClusterFiller) -> None:
+        super().__init__()
+        self._filler = filler
+
+    def __missing__(self, key: Any) -> Any:
+        if self._filler.make_for(key):
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (
+            self._filler.make_for(key) and dict.__contains__(self, key)
+        )
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key) or self._filler.make_for(key):
+            return dict.get(self, key, default)
+        return default
+
+    def __len__(self) -> int:
+        f = self._filler
+        return dict.__len__(self) if f.complete else f.size
+
+    def __iter__(self) -> Iterator[Any]:
+        self._filler.make_all()
+        return dict.__iter__(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._filler.make_all()
+        if isinstance(other, ServerTable):
+            other._filler.make_all()
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # a plain dict when pickled or copied
+        self._filler.make_all()
+        return (dict, (dict(dict.items(self)),))
+
+    keys = _whole("keys")
+    values = _whole("values")
+    items = _whole("items")
+    copy = _whole("copy")
+    __reversed__ = _whole("__reversed__")
+    __repr__ = _whole("__repr__")
+    __or__ = _whole("__or__")
+    __ror__ = _whole("__ror__")
+    __ior__ = _whole("__ior__")
+    __setitem__ = _whole("__setitem__")
+    __delitem__ = _whole("__delitem__")
+    __sizeof__ = _whole("__sizeof__")
+    update = _whole("update")
+    setdefault = _whole("setdefault")
+    pop = _whole("pop")
+    popitem = _whole("popitem")
+    clear = _whole("clear")
+    __hash__ = None  # type: ignore[assignment]
+
+
+def lazy_graph(filler: ClusterFiller) -> nx.Graph:
+    """An empty :class:`networkx.Graph` whose node and adjacency dicts are ``filler``'s tables
+    (set before any of networkx's views of the graph is made)."""
+    g = nx.Graph()
+    g._node = filler.node
+    g._adj = filler.adj
+    return g
