@@ -28,6 +28,23 @@ import networkx as nx
 Attrs = dict[str, Any]
 
 
+def server_of_name(
+    key: Any, servers: int, prefix: Callable[[int], str], local_ids: frozenset[str]
+) -> int | None:
+    """The server ``s`` of node id ``key`` = ``prefix(s) + local id`` (``n<s>/<local id>``) of
+    a cluster of ``servers`` copies, or ``None`` where ``key`` is no such id."""
+    if type(key) is not str or not key.startswith("n"):
+        return None
+    i = key.find("/", 1)
+    digits = key[1:i]
+    if i < 0 or not digits.isdecimal() or not digits.isascii():
+        return None
+    s = int(digits)
+    if s >= servers or prefix(s) != key[: i + 1]:
+        return None
+    return s if key[i + 1 :] in local_ids else None
+
+
 class ClusterFiller:
     """What makes server ``s``'s entries in a graph's two :class:`ServerTable` dicts.
 
@@ -76,16 +93,7 @@ class ClusterFiller:
 
     def server_of_key(self, key: Any) -> int | None:
         """The server whose node ``key`` is, or ``None`` (not a server node id)."""
-        if type(key) is not str or not key.startswith("n"):
-            return None
-        i = key.find("/", 1)
-        digits = key[1:i]
-        if i < 0 or not digits.isdecimal() or not digits.isascii():
-            return None
-        s = int(digits)
-        if s >= self.servers or self.prefix(s) != key[: i + 1]:
-            return None
-        return s if key[i + 1 :] in self.local_ids else None
+        return server_of_name(key, self.servers, self.prefix, self.local_ids)
 
     def make_for(self, key: Any) -> bool:
         """Make the server of node ``key`` if it is not made yet; whether anything was made."""
@@ -101,14 +109,15 @@ class ClusterFiller:
         """Put server ``s``'s node attributes and adjacency (fabric links last) in the tables."""
         self.made.add(s)
         prefix = self.prefix(s)
+        ids = {lid: prefix + lid for lid in self.local_ids}  # one string per node id
         node_set = dict.__setitem__
         node, adj = self.node, self.adj
         for lid, attrs, nbrs in self.template:
-            gid = prefix + lid
+            gid = ids[lid]
             node_set(node, gid, {**attrs, "server": s})
-            node_set(adj, gid, {prefix + v: d for v, d in nbrs})
+            node_set(adj, gid, {ids[v]: d for v, d in nbrs})
         for lid, f, d in self.fabric_links[s]:
-            dict.__getitem__(adj, prefix + lid)[f] = d
+            dict.__getitem__(adj, ids[lid])[f] = d
 
     def make_all(self) -> None:
         """Make every server not made yet and put both tables in graph order (servers in
@@ -131,55 +140,64 @@ class ClusterFiller:
 
 
 def _whole(name: str) -> Callable[..., Any]:
-    """``dict.<name>`` after every server is made (a read or write of the whole dict)."""
+    """``dict.<name>`` after every entry is made (a read or write of the whole dict)."""
     method = getattr(dict, name)
 
-    def call(self: ServerTable, *args: Any, **kwargs: Any) -> Any:
-        self._filler.make_all()
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.make_all()
         return method(self, *args, **kwargs)
 
     call.__name__ = name
-    call.__doc__ = f"``dict.{name}`` of the whole graph's dict (every server made first)."
+    call.__doc__ = f"``dict.{name}`` of the whole dict (every entry made first)."
     return call
 
 
-class ServerTable(dict):  # type: ignore[type-arg]
-    """One of a cluster graph's node-keyed dicts, a server's entries made on first read by key
-    (see the module docstring); subscript of a made key is the plain dict lookup."""
+class _MadeOnRead(dict):  # type: ignore[type-arg]
+    """A dict whose entries are made when first read by key (``[]``, ``get``, ``in``:
+    :meth:`_make_for`); any read or write of the whole dict makes every entry first, in the
+    order of the eager dict (:meth:`make_all`). ``len`` is known without making anything."""
 
-    __slots__ = ("_filler",)
+    __slots__ = ()
 
-    def __init__(self, filler: ClusterFiller) -> None:
-        super().__init__()
-        self._filler = filler
+    def _make_for(self, key: Any) -> bool:
+        """Make the entry of ``key`` (and what is made with it) if it is one not made yet;
+        whether anything was made."""
+        raise NotImplementedError
+
+    def make_all(self) -> None:
+        """Make every entry and put the entries in the eager dict's order."""
+        raise NotImplementedError
+
+    def _size(self) -> int:
+        """Entries of the whole dict."""
+        raise NotImplementedError
 
     def __missing__(self, key: Any) -> Any:
-        if self._filler.make_for(key):
+        if self._make_for(key):
             return dict.__getitem__(self, key)
         raise KeyError(key)
 
     def __contains__(self, key: object) -> bool:
         return dict.__contains__(self, key) or (
-            self._filler.make_for(key) and dict.__contains__(self, key)
+            self._make_for(key) and dict.__contains__(self, key)
         )
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if dict.__contains__(self, key) or self._filler.make_for(key):
+        if dict.__contains__(self, key) or self._make_for(key):
             return dict.get(self, key, default)
         return default
 
     def __len__(self) -> int:
-        f = self._filler
-        return dict.__len__(self) if f.complete else f.size
+        return self._size()
 
     def __iter__(self) -> Iterator[Any]:
-        self._filler.make_all()
+        self.make_all()
         return dict.__iter__(self)
 
     def __eq__(self, other: object) -> bool:
-        self._filler.make_all()
-        if isinstance(other, ServerTable):
-            other._filler.make_all()
+        self.make_all()
+        if isinstance(other, _MadeOnRead):
+            other.make_all()
         return dict.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
@@ -187,7 +205,7 @@ class ServerTable(dict):  # type: ignore[type-arg]
         return eq if eq is NotImplemented else not eq
 
     def __reduce_ex__(self, protocol: Any) -> Any:  # a plain dict when pickled or copied
-        self._filler.make_all()
+        self.make_all()
         return (dict, (dict(dict.items(self)),))
 
     keys = _whole("keys")
@@ -208,6 +226,123 @@ class ServerTable(dict):  # type: ignore[type-arg]
     popitem = _whole("popitem")
     clear = _whole("clear")
     __hash__ = None  # type: ignore[assignment]
+
+
+class ServerTable(_MadeOnRead):
+    """One of a cluster graph's node-keyed dicts, a server's entries made on first read by key
+    (see the module docstring); subscript of a made key is the plain dict lookup."""
+
+    __slots__ = ("_filler",)
+
+    def __init__(self, filler: ClusterFiller) -> None:
+        super().__init__()
+        self._filler = filler
+
+    def _make_for(self, key: Any) -> bool:
+        return self._filler.make_for(key)
+
+    def make_all(self) -> None:
+        self._filler.make_all()
+
+    def _size(self) -> int:
+        f = self._filler
+        return dict.__len__(self) if f.complete else f.size
+
+
+class NodeTable(_MadeOnRead):
+    """``{node: value}`` over the nodes of a cluster of copies (:class:`ClusterFiller`'s
+    naming) and fixed entries (the fabric's), a server node's value ``value(server, local
+    id)`` made on first read by key; in eager order: servers in index order, each in
+    ``local_ids`` order, then ``fixed``.
+
+    A table that :mod:`perfmodel.topology.symmetry` would otherwise fill for the 63,000
+    nodes of a 16,384-GPU cluster (server index, local id) where a prediction reads a few.
+    """
+
+    __slots__ = ("_complete", "_fixed", "_lid_set", "_lids", "_prefix", "_servers", "_value")
+
+    def __init__(
+        self,
+        servers: int,
+        prefix: Callable[[int], str],
+        local_ids: tuple[str, ...],
+        value: Callable[[int, str], Any],
+        fixed: dict[Any, Any],
+    ) -> None:
+        super().__init__()
+        self._servers, self._prefix, self._lids = servers, prefix, local_ids
+        self._lid_set = frozenset(local_ids)
+        self._value, self._fixed = value, fixed
+        self._complete = False
+        dict.update(self, fixed)
+
+    def _make_for(self, key: Any) -> bool:
+        if self._complete:
+            return False
+        s = server_of_name(key, self._servers, self._prefix, self._lid_set)
+        if s is None:
+            return False
+        p = self._prefix(s)
+        dict.__setitem__(self, key, self._value(s, key[len(p) :]))
+        return True
+
+    def make_all(self) -> None:
+        if self._complete:
+            return
+        value = self._value
+        entries = [
+            (p + lid, value(s, lid))
+            for s, p in enumerate(map(self._prefix, range(self._servers)))
+            for lid in self._lids
+        ]
+        entries.extend(self._fixed.items())
+        dict.clear(self)
+        dict.update(self, entries)
+        self._complete = True
+
+    def _size(self) -> int:
+        return self._servers * len(self._lids) + len(self._fixed)
+
+
+class ServerMap(_MadeOnRead):
+    """``{server: value(server)}`` for the servers of ``order`` (every key, in eager order),
+    a server's value made on first read by key."""
+
+    __slots__ = ("_complete", "_keys", "_order", "_value")
+
+    def __init__(self, order: list[int], value: Callable[[int], Any]) -> None:
+        super().__init__()
+        self._order, self._keys, self._value = order, frozenset(order), value
+        self._complete = False
+
+    def _make_for(self, key: Any) -> bool:
+        if self._complete or dict.__contains__(self, key):
+            return False
+        try:
+            known = key in self._keys
+        except TypeError:
+            return False
+        if not known:
+            return False
+        dict.__setitem__(self, key, self._value(key))
+        return True
+
+    def make_all(self) -> None:
+        if self._complete:
+            return
+        get, value = dict.get, self._value
+        entries = [
+            (s, v if (v := get(self, s, _NONE)) is not _NONE else value(s)) for s in self._order
+        ]
+        dict.clear(self)
+        dict.update(self, entries)
+        self._complete = True
+
+    def _size(self) -> int:
+        return len(self._order)
+
+
+_NONE = object()
 
 
 def lazy_graph(filler: ClusterFiller) -> nx.Graph:

@@ -107,3 +107,23 @@ def test_whole_reads_see_every_server() -> None:
     # a copy of the graph (what Topology.with_* change) is a plain graph with every server
     c = fresh().copy()
     assert type(c._node) is dict and list(c._node) == list(ref)
+
+
+def test_symmetry_tables_read_by_key_then_whole() -> None:
+    """The server symmetry's node tables and per-server maps (made per node / server when first
+    read) equal the full comparison's, order included, after reads by key out of order."""
+    from perfmodel.topology.symmetry import _symmetry_of_graph, server_symmetry
+
+    topo = load_system("dgx-a100", nodes=12, fabric_topology="fat-tree")
+    sym = server_symmetry(topo)
+    assert sym.server["n7/gpu2"] == 7 and sym.local_id["n3/nic1"] == "nic1"
+    assert sym.server.get("fabric/spine") == -1 and "n12/gpu0" not in sym.server
+    assert sym.by_local[9]["cpu0"] == "n9/cpu0" and 12 not in sym.by_local
+    assert sym.exits[5] == tuple(f"n5/nic{k}" for k in range(8))
+    assert dict.__len__(sym.server) == 6 + 1  # the fabric (a spine, 5 leaves), n7/gpu2
+    assert len(sym.server) == 12 * 31 + 6
+    ref = _symmetry_of_graph(topo)
+    for name in ("server", "local_id", "by_local", "exits"):
+        got, want = getattr(sym, name), getattr(ref, name)
+        assert got == want and list(got) == list(want), name
+        assert list(got.items()) == list(want.items()), name
