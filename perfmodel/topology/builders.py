@@ -232,13 +232,18 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             first_of_count[count] = (u, v)
         return data
 
-    def port_edge(s: int, k: int, sw: str) -> None:
-        """One link from NIC ``k`` of server ``s`` to switch ``sw``."""
-        lid = nic_ids[k]
-        nic = prefix(s) + lid
-        data = link_data(nic, sw, 1)
-        links[s].append((lid, sw, data))
-        adj[sw][nic] = data
+    pre = [prefix(s) for s in range(nodes)]
+
+    def port_edges(members: list[tuple[int, int]], sw: str) -> None:
+        """One link from NIC ``k`` of server ``s`` to switch ``sw`` for each ``(s, k)`` of
+        ``members``, in that order."""
+        s0, k0 = members[0]
+        data = link_data(pre[s0] + nic_ids[k0], sw, 1)
+        out = adj[sw]
+        for s, k in members:
+            lid = nic_ids[k]
+            links[s].append((lid, sw, data))
+            out[pre[s] + lid] = data
 
     def trunk(u: str, v: str, count: int) -> None:
         """``count`` links between switches ``u`` and ``v``."""
@@ -255,17 +260,14 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     if fabric.topology == "single-switch" or (
         fabric.topology == "fat-tree" and len(ports) <= fabric.leaf_radix
     ):
-        sw = switch("fabric/switch0", 0)
-        for s, k in ports:
-            port_edge(s, k, sw)
+        port_edges(ports, switch("fabric/switch0", 0))
     elif fabric.topology == "fat-tree":
         n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
         spine = switch("fabric/spine", 1)
         for i in range(n_leaves):
             leaf = switch(f"fabric/leaf{i}", 0)
             members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
-            for s, k in members:
-                port_edge(s, k, leaf)
+            port_edges(members, leaf)
             uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
             trunk(leaf, spine, uplinks)
     else:  # rail
@@ -273,8 +275,7 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
             leaf = switch(f"fabric/rail{k}", 0)
-            for s in range(nodes):
-                port_edge(s, k, leaf)
+            port_edges([(s, k) for s in range(nodes)], leaf)
             if spine is not None:
                 trunk(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
     # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
@@ -320,7 +321,19 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
     proved on the components of server 0's transit nodes (the same in every copy) joined
     through the fabric links the builder recorded (servers meet only there), without
     searching the 16,000-server-node graph. ``False`` means "not proved" (the whole-graph
-    check then decides and names the GPU)."""
+    check then decides and names the GPU).
+
+    Servers with the same fabric attachments (:attr:`ReplicaPattern.attach`; on rails, every
+    server) join the same fabric components alike and their GPUs pass or fail alike, except
+    that server 0's components, unlike another's, may be the first GPU's without a fabric
+    link: the first two servers of each attachment (server 0 is the first of its own) stand
+    for all."""
+    sigs: dict[tuple[tuple[str, str, int], ...], list[int]] = {}
+    for s, att in enumerate(pattern.attach):
+        got = sigs.setdefault(att, [])
+        if len(got) < 2:
+            got.append(s)
+    chosen = sorted(s for srvs in sigs.values() for s in srvs)  # starts with server 0
     nodes = graph._node
     adj = graph._adj  # networkx's dict-of-dicts adjacency
     p0 = pattern.prefix(0)
@@ -343,7 +356,7 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
                     stack.append(lid)
     fabric = {f: i for i, f in enumerate(pattern.fabric_nodes)}
     fabric_transit = {f for f in fabric if nodes[f]["kind"] in TRANSIT_KINDS}
-    parent = list(range(pattern.servers * n_comp + len(fabric)))
+    parent = list(range(len(chosen) * n_comp + len(fabric)))
 
     def find(x: int) -> int:
         while parent[x] != x:
@@ -356,7 +369,7 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
         if rx != ry:
             parent[max(rx, ry)] = min(rx, ry)
 
-    base = pattern.servers * n_comp
+    base = len(chosen) * n_comp  # server chosen[i]'s components are i * n_comp + c
     for f in fabric_transit:
         for v in adj[f]:
             if v in fabric_transit:
@@ -366,29 +379,29 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
         g: {comp[v[len(p0) :]] for v in adj[p0 + g] if v.startswith(p0) and v[len(p0) :] in comp}
         for g in gpus
     }
-    for s, att in enumerate(pattern.attach):
-        for lid, f, _ in att:
+    for i, s in enumerate(chosen):
+        for lid, f, _ in pattern.attach[s]:
             if lid in transit and f in fabric_transit:
-                union(s * n_comp + comp[lid], base + fabric[f])
+                union(i * n_comp + comp[lid], base + fabric[f])
     if not gpus:
         return False
 
-    def reach(s: int, g: str) -> set[int]:
-        """Components GPU ``g`` of server ``s`` touches."""
-        out = {find(s * n_comp + c) for c in inner[g]}
+    def reach(i: int, g: str) -> set[int]:
+        """Components GPU ``g`` of server ``chosen[i]`` touches."""
+        out = {find(i * n_comp + c) for c in inner[g]}
         out.update(
             find(base + fabric[f])
-            for lid, f, _ in pattern.attach[s]
+            for lid, f, _ in pattern.attach[chosen[i]]
             if lid == g and f in fabric_transit
         )
         return out
 
     ref = reach(0, gpus[0])
-    cabled = {lid for att in pattern.attach for lid, _, _ in att if lid in inner}
-    for s in range(pattern.servers):
-        good = {c for c in range(n_comp) if find(s * n_comp + c) in ref}
+    cabled = {lid for att in sigs for lid, _, _ in att if lid in inner}
+    for i in range(len(chosen)):
+        good = {c for c in range(n_comp) if find(i * n_comp + c) in ref}
         for g in gpus:
-            if not inner[g] & good and not (g in cabled and reach(s, g) & ref):
+            if not inner[g] & good and not (g in cabled and reach(i, g) & ref):
                 return False
     return True
 

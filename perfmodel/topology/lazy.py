@@ -20,7 +20,7 @@ anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import networkx as nx
@@ -28,21 +28,20 @@ import networkx as nx
 Attrs = dict[str, Any]
 
 
-def server_of_name(
-    key: Any, servers: int, prefix: Callable[[int], str], local_ids: frozenset[str]
-) -> int | None:
-    """The server ``s`` of node id ``key`` = ``prefix(s) + local id`` (``n<s>/<local id>``) of
-    a cluster of ``servers`` copies, or ``None`` where ``key`` is no such id."""
+def server_of_name(key: Any, servers: int, local_ids: frozenset[str]) -> int | None:
+    """The server ``s`` of node id ``key`` = ``n<s>/<local id>``
+    (:meth:`~perfmodel.topology.model.ReplicaPattern.prefix`, the prefix without leading
+    zeros) of a cluster of ``servers`` copies, or ``None`` where ``key`` is no such id."""
     if type(key) is not str or not key.startswith("n"):
         return None
     i = key.find("/", 1)
     digits = key[1:i]
     if i < 0 or not digits.isdecimal() or not digits.isascii():
         return None
-    s = int(digits)
-    if s >= servers or prefix(s) != key[: i + 1]:
+    if digits[0] == "0" and i > 2:
         return None
-    return s if key[i + 1 :] in local_ids else None
+    s = int(digits)
+    return s if s < servers and key[i + 1 :] in local_ids else None
 
 
 class ClusterFiller:
@@ -93,7 +92,7 @@ class ClusterFiller:
 
     def server_of_key(self, key: Any) -> int | None:
         """The server whose node ``key`` is, or ``None`` (not a server node id)."""
-        return server_of_name(key, self.servers, self.prefix, self.local_ids)
+        return server_of_name(key, self.servers, self.local_ids)
 
     def make_for(self, key: Any) -> bool:
         """Make the server of node ``key`` if it is not made yet; whether anything was made."""
@@ -251,57 +250,54 @@ class ServerTable(_MadeOnRead):
 
 class NodeTable(_MadeOnRead):
     """``{node: value}`` over the nodes of a cluster of copies (:class:`ClusterFiller`'s
-    naming) and fixed entries (the fabric's), a server node's value ``value(server, local
-    id)`` made on first read by key; in eager order: servers in index order, each in
-    ``local_ids`` order, then ``fixed``.
+    naming) and fixed entries (the fabric's): server ``s``'s node ids ``names(s)`` with values
+    ``values(s)`` (both aligned with ``local_ids``), made on the first read by key of one of
+    its nodes; in eager order: servers in index order, each in ``local_ids`` order, then
+    ``fixed``.
 
     A table that :mod:`perfmodel.topology.symmetry` would otherwise fill for the 63,000
-    nodes of a 16,384-GPU cluster (server index, local id) where a prediction reads a few.
+    nodes of a 16,384-GPU cluster (server index, local id) where a prediction reads some.
     """
 
-    __slots__ = ("_complete", "_fixed", "_lid_set", "_lids", "_prefix", "_servers", "_value")
+    __slots__ = ("_complete", "_fixed", "_lid_set", "_made", "_names", "_servers", "_values")
 
     def __init__(
         self,
         servers: int,
-        prefix: Callable[[int], str],
-        local_ids: tuple[str, ...],
-        value: Callable[[int, str], Any],
+        names: Callable[[int], Sequence[str]],
+        local_ids: Iterable[str],
+        values: Callable[[int], Sequence[Any]],
         fixed: dict[Any, Any],
     ) -> None:
         super().__init__()
-        self._servers, self._prefix, self._lids = servers, prefix, local_ids
-        self._lid_set = frozenset(local_ids)
-        self._value, self._fixed = value, fixed
+        self._servers, self._names, self._lid_set = servers, names, frozenset(local_ids)
+        self._values, self._fixed = values, fixed
         self._complete = False
+        self._made: set[int] = set()
         dict.update(self, fixed)
 
     def _make_for(self, key: Any) -> bool:
         if self._complete:
             return False
-        s = server_of_name(key, self._servers, self._prefix, self._lid_set)
-        if s is None:
+        s = server_of_name(key, self._servers, self._lid_set)
+        if s is None or s in self._made:
             return False
-        p = self._prefix(s)
-        dict.__setitem__(self, key, self._value(s, key[len(p) :]))
+        self._made.add(s)  # the server's entries at once (a caller reads every GPU of a group)
+        dict.update(self, zip(self._names(s), self._values(s), strict=True))
         return True
 
     def make_all(self) -> None:
         if self._complete:
             return
-        value = self._value
-        entries = [
-            (p + lid, value(s, lid))
-            for s, p in enumerate(map(self._prefix, range(self._servers)))
-            for lid in self._lids
-        ]
+        names, values = self._names, self._values
+        entries = [kv for s in range(self._servers) for kv in zip(names(s), values(s), strict=True)]
         entries.extend(self._fixed.items())
         dict.clear(self)
         dict.update(self, entries)
         self._complete = True
 
     def _size(self) -> int:
-        return self._servers * len(self._lids) + len(self._fixed)
+        return self._servers * len(self._lid_set) + len(self._fixed)
 
 
 class ServerMap(_MadeOnRead):

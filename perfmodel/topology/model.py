@@ -132,7 +132,8 @@ class Topology:
                 for i, lid in enumerate(p.local_ids)
                 if nodes[first + lid]["kind"] is NodeKind.GPU
             )
-            return tuple(p.prefix(s) + lid for s in range(p.servers) for _, _, lid in local)
+            lids = [lid for _, _, lid in local]
+            return tuple([pre + lid for pre in map(p.prefix, range(p.servers)) for lid in lids])
         keyed = [
             ((d["server"], d["gpu_index"]), i, n)
             for i, (n, d) in enumerate(self.graph.nodes(data=True))

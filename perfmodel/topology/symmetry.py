@@ -327,9 +327,18 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
     # the node tables and the per-server maps are made per node / server when first read
     # (a prediction reads those of a few servers; topology/lazy.py), in the order of the eager
     # dicts: servers in index order, then the fabric
-    server = NodeTable(n, prefix, lids, _server_index, dict.fromkeys(fabric, -1))
+    names_of: dict[int, list[str]] = {}  # server -> its node ids, shared by both tables
+
+    def names(srv: int) -> list[str]:
+        got = names_of.get(srv)
+        if got is None:
+            p = prefix(srv)
+            got = names_of[srv] = [p + lid for lid in lids]
+        return got
+
+    server = NodeTable(n, names, lids, lambda s: [s] * len(lids), dict.fromkeys(fabric, -1))
     local_id = NodeTable(
-        n, prefix, lids, _local_id, {f: str(g.nodes[f]["local_id"]) for f in fabric}
+        n, names, lids, lambda s: lids, {f: str(g.nodes[f]["local_id"]) for f in fabric}
     )
     by_name = sorted(range(n), key=ReplicaPattern.prefix)  # servers in name order
     place = {srv: i for i, srv in enumerate(by_name)}
@@ -370,14 +379,6 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
             run.append(srv)
         runs.append(run)
     return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits)
-
-
-def _server_index(server: int, local_id: str) -> int:
-    return server
-
-
-def _local_id(server: int, local_id: str) -> str:
-    return local_id
 
 
 def _from_runs(

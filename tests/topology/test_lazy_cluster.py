@@ -120,7 +120,7 @@ def test_symmetry_tables_read_by_key_then_whole() -> None:
     assert sym.server.get("fabric/spine") == -1 and "n12/gpu0" not in sym.server
     assert sym.by_local[9]["cpu0"] == "n9/cpu0" and 12 not in sym.by_local
     assert sym.exits[5] == tuple(f"n5/nic{k}" for k in range(8))
-    assert dict.__len__(sym.server) == 6 + 1  # the fabric (a spine, 5 leaves), n7/gpu2
+    assert dict.__len__(sym.server) == 6 + 31  # the fabric (a spine, 5 leaves), server 7
     assert len(sym.server) == 12 * 31 + 6
     ref = _symmetry_of_graph(topo)
     for name in ("server", "local_id", "by_local", "exits"):
