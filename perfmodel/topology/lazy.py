@@ -135,7 +135,6 @@ class ClusterFiller:
             dict.clear(table)
             dict.update(table, entries)
         self.complete = True
-        self.fabric_links = []  # in the adjacency now
 
 
 def _whole(name: str) -> Callable[..., Any]:
@@ -339,6 +338,63 @@ class ServerMap(_MadeOnRead):
 
 
 _NONE = object()
+
+
+def changed_copy(graph: nx.Graph, change: Callable[[str, Attrs], None]) -> nx.Graph | None:
+    """``graph.copy()`` of a cluster graph built by :class:`ClusterFiller` with every server's
+    node attributes changed alike, its servers again made when first read; ``None`` where
+    ``graph`` was not built so.
+
+    ``change(local id, attributes)`` edits a copy of server 0's attributes of each local id
+    (what :meth:`~perfmodel.topology.model.Topology.with_p2p_denied` does to every server's
+    GPU of that local id in a ``graph.copy()``). The nodes are in the same order and each
+    node's neighbours in the order networkx's ``Graph.copy`` gives them (it adds the edges
+    node by node in node order, each node's in adjacency order: a node's neighbours that
+    come before it in node order first, by their position, then the others in the order they
+    had; :func:`_copy_order`). Node attribute dicts are the copy's own; link attribute dicts
+    are shared with ``graph`` (both are read-only, :class:`~perfmodel.topology.model.Topology`),
+    where ``graph.copy()`` gives each link its own dict of the same attributes.
+    """
+    node = graph._node
+    if type(node) is not ServerTable:
+        return None
+    old = node._filler
+    width = len(old.template)
+    index = {lid: i for i, (lid, _, _) in enumerate(old.template)}
+    template = []
+    for i, (lid, attrs, nbrs) in enumerate(old.template):
+        new = dict(attrs)
+        change(lid, new)
+        # a server's fabric links (after every server node) keep their place, last
+        template.append((lid, new, _copy_order(i, nbrs, index.__getitem__)))
+    filler = ClusterFiller(
+        old.servers, old.prefix, template, old.fabric_links, list(old.fabric_nodes)
+    )
+    base = old.servers * width
+    fabric_pos = {f: base + j for j, f in enumerate(old.fabric_nodes)}
+
+    def position(x: str) -> int:
+        s = server_of_name(x, old.servers, old.local_ids)
+        return fabric_pos[x] if s is None else s * width + index[x[len(old.prefix(s)) :]]
+
+    for f in old.fabric_nodes:  # the fabric as a copy has it: its own dicts
+        dict.__setitem__(filler.node, f, dict(dict.__getitem__(old.node, f)))
+        nbrs = list(dict.__getitem__(old.adj, f).items())
+        dict.__setitem__(filler.adj, f, dict(_copy_order(fabric_pos[f], nbrs, position)))
+    out = lazy_graph(filler)
+    out.graph.update(graph.graph)
+    return out
+
+
+def _copy_order(
+    at: int, nbrs: list[tuple[str, Attrs]], position: Callable[[str], int]
+) -> list[tuple[str, Attrs]]:
+    """The neighbours ``nbrs`` (adjacency order) of the node at node-order position ``at`` in
+    the order of networkx's ``Graph.copy``: those before it by position, then the others as
+    they were."""
+    keyed = [(position(v), k) for k, (v, _) in enumerate(nbrs)]
+    before = sorted((p, k) for p, k in keyed if p < at)
+    return [nbrs[k] for _, k in before] + [nbrs[k] for p, k in keyed if p >= at]
 
 
 def lazy_graph(filler: ClusterFiller) -> nx.Graph:

@@ -127,3 +127,24 @@ def test_symmetry_tables_read_by_key_then_whole() -> None:
         got, want = getattr(sym, name), getattr(ref, name)
         assert got == want and list(got) == list(want), name
         assert list(got.items()) == list(want.items()), name
+
+
+@pytest.mark.parametrize("system", ["dgx-a100", "pcie-8x-server"])
+def test_changed_alike_equals_a_changed_copy(system: str) -> None:
+    """with_p2p / with_p2p_denied of a lazily built cluster (every server changed alike, made
+    when first read) give the graph that changing every GPU in a graph.copy() gives."""
+    import dataclasses
+
+    topo = load_system(system, nodes=6)
+    whole = dataclasses.replace(topo, pattern=None)  # no build record: the copy path
+    for change in (
+        lambda t: t.with_p2p(False),
+        lambda t: t.with_p2p_denied([("gpu0", "gpu1"), ("gpu2", "gpu0")]),
+        lambda t: t.with_p2p(True).with_p2p_denied([("gpu3", "gpu1")]),
+    ):
+        lazy, copied = change(topo), change(whole)
+        assert isinstance(lazy.graph._node, ServerTable)
+        assert type(copied.graph._node) is dict
+        lazy.graph.nodes["n4/gpu1"]  # a server made out of order first
+        assert _digest(lazy.graph) == _digest(copied.graph)
+    assert _digest(topo.graph) == _digest(whole.graph)  # the original left as it was
