@@ -20,6 +20,7 @@ anything.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -82,6 +83,7 @@ class ClusterFiller:
         self.local_ids = frozenset(lid for lid, _, _ in template)
         self.made: set[int] = set()
         self.complete = False
+        self.lock = threading.Lock()  # a topology may be read from several threads
         self.node: ServerTable = ServerTable(self)
         self.adj: ServerTable = ServerTable(self)
 
@@ -95,17 +97,21 @@ class ClusterFiller:
         return server_of_name(key, self.servers, self.local_ids)
 
     def make_for(self, key: Any) -> bool:
-        """Make the server of node ``key`` if it is not made yet; whether anything was made."""
+        """Whether ``key`` is a node of a server made before :meth:`make_all` (made now if
+        it was not): ``False`` for any other key, and once every server is made."""
         if self.complete:
             return False
         s = self.server_of_key(key)
-        if s is None or s in self.made:
+        if s is None:
             return False
-        self.make(s)
+        with self.lock:
+            if s not in self.made and not self.complete:
+                self.make(s)
         return True
 
     def make(self, s: int) -> None:
-        """Put server ``s``'s node attributes and adjacency (fabric links last) in the tables."""
+        """Put server ``s``'s node attributes and adjacency (fabric links last) in the tables
+        (the caller holds :attr:`lock`)."""
         self.made.add(s)
         prefix = self.prefix(s)
         ids = {lid: prefix + lid for lid in self.local_ids}  # one string per node id
@@ -123,6 +129,11 @@ class ClusterFiller:
         index order, each in template order, then the fabric)."""
         if self.complete:
             return
+        with self.lock:
+            if not self.complete:
+                self._make_all()
+
+    def _make_all(self) -> None:
         for s in range(self.servers):
             if s not in self.made:
                 self.make(s)
@@ -158,8 +169,8 @@ class _MadeOnRead(dict):  # type: ignore[type-arg]
     __slots__ = ()
 
     def _make_for(self, key: Any) -> bool:
-        """Make the entry of ``key`` (and what is made with it) if it is one not made yet;
-        whether anything was made."""
+        """Whether ``key`` is a key whose entry is now made (made now, with what is made with
+        it, if it was not), while not every entry is: ``False`` for any other key."""
         raise NotImplementedError
 
     def make_all(self) -> None:
@@ -258,7 +269,16 @@ class NodeTable(_MadeOnRead):
     nodes of a 16,384-GPU cluster (server index, local id) where a prediction reads some.
     """
 
-    __slots__ = ("_complete", "_fixed", "_lid_set", "_made", "_names", "_servers", "_values")
+    __slots__ = (
+        "_complete",
+        "_fixed",
+        "_lid_set",
+        "_lock",
+        "_made",
+        "_names",
+        "_servers",
+        "_values",
+    )
 
     def __init__(
         self,
@@ -273,21 +293,30 @@ class NodeTable(_MadeOnRead):
         self._values, self._fixed = values, fixed
         self._complete = False
         self._made: set[int] = set()
+        self._lock = threading.Lock()
         dict.update(self, fixed)
 
     def _make_for(self, key: Any) -> bool:
         if self._complete:
             return False
         s = server_of_name(key, self._servers, self._lid_set)
-        if s is None or s in self._made:
+        if s is None:
             return False
-        self._made.add(s)  # the server's entries at once (a caller reads every GPU of a group)
-        dict.update(self, zip(self._names(s), self._values(s), strict=True))
+        with self._lock:
+            if s not in self._made and not self._complete:
+                # the server's entries at once (a caller reads every GPU of a group)
+                dict.update(self, zip(self._names(s), self._values(s), strict=True))
+                self._made.add(s)
         return True
 
     def make_all(self) -> None:
         if self._complete:
             return
+        with self._lock:
+            if not self._complete:
+                self._make_all()
+
+    def _make_all(self) -> None:
         names, values = self._names, self._values
         entries = [kv for s in range(self._servers) for kv in zip(names(s), values(s), strict=True)]
         entries.extend(self._fixed.items())
@@ -303,15 +332,16 @@ class ServerMap(_MadeOnRead):
     """``{server: value(server)}`` for the servers of ``order`` (every key, in eager order),
     a server's value made on first read by key."""
 
-    __slots__ = ("_complete", "_keys", "_order", "_value")
+    __slots__ = ("_complete", "_keys", "_lock", "_order", "_value")
 
     def __init__(self, order: list[int], value: Callable[[int], Any]) -> None:
         super().__init__()
         self._order, self._keys, self._value = order, frozenset(order), value
         self._complete = False
+        self._lock = threading.Lock()
 
     def _make_for(self, key: Any) -> bool:
-        if self._complete or dict.__contains__(self, key):
+        if self._complete:
             return False
         try:
             known = key in self._keys
@@ -319,12 +349,19 @@ class ServerMap(_MadeOnRead):
             return False
         if not known:
             return False
-        dict.__setitem__(self, key, self._value(key))
+        with self._lock:
+            if not dict.__contains__(self, key) and not self._complete:
+                dict.__setitem__(self, key, self._value(key))
         return True
 
     def make_all(self) -> None:
         if self._complete:
             return
+        with self._lock:
+            if not self._complete:
+                self._make_all()
+
+    def _make_all(self) -> None:
         get, value = dict.get, self._value
         entries = [
             (s, v if (v := get(self, s, _NONE)) is not _NONE else value(s)) for s in self._order
@@ -377,9 +414,13 @@ def changed_copy(graph: nx.Graph, change: Callable[[str, Attrs], None]) -> nx.Gr
         s = server_of_name(x, old.servers, old.local_ids)
         return fabric_pos[x] if s is None else s * width + index[x[len(old.prefix(s)) :]]
 
-    for f in old.fabric_nodes:  # the fabric as a copy has it: its own dicts
-        dict.__setitem__(filler.node, f, dict(dict.__getitem__(old.node, f)))
-        nbrs = list(dict.__getitem__(old.adj, f).items())
+    with old.lock:  # not while another thread reorders the tables (make_all)
+        fabric = [
+            (f, dict(dict.__getitem__(old.node, f)), list(dict.__getitem__(old.adj, f).items()))
+            for f in old.fabric_nodes
+        ]
+    for f, attrs, nbrs in fabric:  # the fabric as a copy has it: its own dicts
+        dict.__setitem__(filler.node, f, attrs)
         dict.__setitem__(filler.adj, f, dict(_copy_order(fabric_pos[f], nbrs, position)))
     out = lazy_graph(filler)
     out.graph.update(graph.graph)

@@ -148,3 +148,39 @@ def test_changed_alike_equals_a_changed_copy(system: str) -> None:
         lazy.graph.nodes["n4/gpu1"]  # a server made out of order first
         assert _digest(lazy.graph) == _digest(copied.graph)
     assert _digest(topo.graph) == _digest(whole.graph)  # the original left as it was
+
+
+def test_reads_from_several_threads() -> None:
+    """Threads reading servers of one cluster (a topology cached and shared, e.g. by dask
+    worker threads) each find every node, while one thread reads the whole graph."""
+    import sys
+    import threading
+
+    topo = load_system("dgx-a100", nodes=64)
+    g = topo.graph
+    errors: list[BaseException] = []
+
+    def read(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(300):
+                s = rng.randrange(64)
+                assert g.nodes[f"n{s}/gpu{rng.randrange(8)}"]["server"] == s
+                assert f"n{s}/nic{rng.randrange(8)}" in g._adj
+                if seed == 0 and _ == 150:
+                    assert len(list(g.nodes)) == 64 * 31 + 9
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors
+    assert _digest(g) == EAGER[("dgx-a100", 64, None)]
