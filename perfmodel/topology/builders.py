@@ -20,6 +20,7 @@ from perfmodel.topology.io import (
     link_from_tech,
     read_server_file,
 )
+from perfmodel.topology.lazy import ClusterFiller, lazy_graph
 from perfmodel.topology.model import FabricSpec, ReplicaPattern, Topology
 from perfmodel.topology.schema import (
     TRANSIT_KINDS,
@@ -81,12 +82,13 @@ def add_server(
 
 
 MAX_CLUSTER_GPUS = 16_384
-"""Largest cluster :func:`build_cluster` materialises: the issue-14 target size (Llama-3 405B on
-16,384 H100). Every server, NIC and link is a node or edge of one graph that is validated and
-routed (2,048 DGX A100: 92,168 edges, 0.6 s CPU to build as copies of server 0 on the 2-core
-development machine, 1.1 s when every server was built and validated on its own;
-``benchmarks/bench_scale.py``); larger clusters are refused at once instead of running for
-minutes."""
+"""Largest cluster :func:`build_cluster` builds: the issue-14 target size (Llama-3 405B on
+16,384 H100). Every server, NIC and link is a node or edge of one graph (2,048 DGX A100: 63,497
+nodes, 92,168 edges); its servers are made when first read (:mod:`perfmodel.topology.lazy`), so
+a prediction that reads two servers and the fabric pays for those, but a whole-graph read
+(``topo show``, a copy, a search that crosses every server) makes them all (0.2-0.3 s CPU at
+this size on the 2-core development machine, ``benchmarks/bench_scale.py``); larger clusters
+are refused at once instead of running for minutes."""
 
 _PCIE_TECH = re.compile(r"^pcie(\d+)-x(\d+)$")
 
@@ -171,8 +173,8 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     """
     if nodes < 1:
         raise ConfigError(f"--nodes must be >= 1, got {nodes}", value=nodes, where="--nodes")
-    graph = nx.Graph()
     if nodes == 1:
+        graph = nx.Graph()
         add_server(graph, desc, 0, "")
         topo = Topology(desc.name, graph, 1, desc.description, desc.source, fabric, desc.sources)
         validate_graph(graph, source=desc.source)
@@ -207,59 +209,82 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         )
     if fabric.nics_per_node and fabric.nics_per_node < len(nic_ids):
         nic_ids = nic_ids[: fabric.nics_per_node]
-    servers = _replicate_server(graph, desc, nodes)
-    ports = [(s, k, servers[s][nid]) for s in range(nodes) for k, nid in enumerate(nic_ids)]
+    # Servers 1.. are copies of server 0, made in the graph when first read (topology/lazy.py):
+    # the fabric's switches and links are written now, a server's links to them kept in
+    # ``links`` until the server is made.
+    template = _server_template(desc)
+    prefix = ReplicaPattern.prefix
+    links: list[list[tuple[str, str, dict[str, object]]]] = [[] for _ in range(nodes)]
+    switches: list[str] = []
+    filler = ClusterFiller(nodes, prefix, template, links, switches)
+    graph = lazy_graph(filler)
+    adj = filler.adj  # the fabric's adjacency dicts are plain dicts, present from the start
     net = fabric.network
     # One catalogue lookup and one attribute dict per bundle size, shared by every fabric link
     # of that size (the graph is read-only, model.Topology), not one per port.
     by_count: dict[int, dict[str, object]] = {}
     first_of_count: dict[int, tuple[str, str]] = {}  # the first link of each bundle size
-    adj = graph._adj  # networkx's dict-of-dicts adjacency: both directions share one dict
-    switches: list[str] = []
 
-    def fabric_edge(u: str, v: str, count: int) -> None:
+    def link_data(u: str, v: str, count: int) -> dict[str, object]:
         data = by_count.get(count)
         if data is None:
             data = by_count[count] = _link_attrs(link_from_tech(u, v, net, count))
             first_of_count[count] = (u, v)
-        adj[u][v] = adj[v][u] = data
+        return data
+
+    pre = [prefix(s) for s in range(nodes)]
+
+    def port_edges(members: list[tuple[int, int]], sw: str) -> None:
+        """One link from NIC ``k`` of server ``s`` to switch ``sw`` for each ``(s, k)`` of
+        ``members``, in that order."""
+        s0, k0 = members[0]
+        data = link_data(pre[s0] + nic_ids[k0], sw, 1)
+        out = adj[sw]
+        for s, k in members:
+            lid = nic_ids[k]
+            links[s].append((lid, sw, data))
+            out[pre[s] + lid] = data
+
+    def trunk(u: str, v: str, count: int) -> None:
+        """``count`` links between switches ``u`` and ``v``."""
+        adj[u][v] = adj[v][u] = link_data(u, v, count)
 
     def switch(name: str, tier: int) -> str:
-        graph.add_node(name, kind=NodeKind.NETWORK_SWITCH, server=-1, local_id=name, tier=tier)
+        attrs = {"kind": NodeKind.NETWORK_SWITCH, "server": -1, "local_id": name, "tier": tier}
+        dict.__setitem__(filler.node, name, attrs)
+        dict.__setitem__(adj, name, {})
         switches.append(name)
         return name
 
+    ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
     if fabric.topology == "single-switch" or (
         fabric.topology == "fat-tree" and len(ports) <= fabric.leaf_radix
     ):
-        sw = switch("fabric/switch0", 0)
-        for _, _, nic in ports:
-            fabric_edge(nic, sw, 1)
+        port_edges(ports, switch("fabric/switch0", 0))
     elif fabric.topology == "fat-tree":
         n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
         spine = switch("fabric/spine", 1)
         for i in range(n_leaves):
             leaf = switch(f"fabric/leaf{i}", 0)
             members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
-            for _, _, nic in members:
-                fabric_edge(nic, leaf, 1)
+            port_edges(members, leaf)
             uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
-            fabric_edge(leaf, spine, uplinks)
+            trunk(leaf, spine, uplinks)
     else:  # rail
         rails = len(nic_ids)
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
             leaf = switch(f"fabric/rail{k}", 0)
-            for s in range(nodes):
-                fabric_edge(servers[s][nic_ids[k]], leaf, 1)
+            port_edges([(s, k) for s in range(nodes)], leaf)
             if spine is not None:
-                fabric_edge(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
+                trunk(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
     # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
-    # server 0 (_replicate_server) and the fabric's links of one bundle size share one
-    # attribute dict (checked once, on the first such link).
+    # server 0 and the fabric's links of one bundle size share one attribute dict (checked
+    # once, on the first such link).
     node_data = graph.nodes(data=True)
-    first = [(n, node_data[n]) for n in servers[0].values()]
-    first_edges = [(u, v, d) for u, v, d in graph.edges(servers[0].values(), data=True)]
+    first_ids = [prefix(0) + lid for lid, _, _ in template]
+    first = [(n, node_data[n]) for n in first_ids]
+    first_edges = [(u, v, d) for u, v, d in graph.edges(first_ids, data=True)]
     fabric_nodes = [(n, node_data[n]) for n in switches]
     fabric_edges = [(u, v, by_count[c]) for c, (u, v) in first_of_count.items()]
     gpus = check_attributes(
@@ -267,18 +292,12 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     )
     if not gpus:
         raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
-    fabric_set = set(switches)
-    attach: list[list[tuple[str, str, int]]] = [[] for _ in range(nodes)]
-    for s, k, nic in ports:
-        attach[s].extend(
-            (nic_ids[k], v, int(d["count"])) for v, d in adj[nic].items() if v in fabric_set
-        )
     pattern = ReplicaPattern(
         graph,
         nodes,
-        tuple(servers[0]),
+        tuple(lid for lid, _, _ in template),
         tuple(switches),
-        tuple(tuple(sorted(a)) for a in attach),
+        tuple(tuple(sorted((lid, f, int(d["count"])) for lid, f, d in a)) for a in links),
     )
     topo = Topology(
         f"{desc.name}x{nodes}",
@@ -302,7 +321,19 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
     proved on the components of server 0's transit nodes (the same in every copy) joined
     through the fabric links the builder recorded (servers meet only there), without
     searching the 16,000-server-node graph. ``False`` means "not proved" (the whole-graph
-    check then decides and names the GPU)."""
+    check then decides and names the GPU).
+
+    Servers with the same fabric attachments (:attr:`ReplicaPattern.attach`; on rails, every
+    server) join the same fabric components alike and their GPUs pass or fail alike, except
+    that server 0's components, unlike another's, may be the first GPU's without a fabric
+    link: the first two servers of each attachment (server 0 is the first of its own) stand
+    for all."""
+    sigs: dict[tuple[tuple[str, str, int], ...], list[int]] = {}
+    for s, att in enumerate(pattern.attach):
+        got = sigs.setdefault(att, [])
+        if len(got) < 2:
+            got.append(s)
+    chosen = sorted(s for srvs in sigs.values() for s in srvs)  # starts with server 0
     nodes = graph._node
     adj = graph._adj  # networkx's dict-of-dicts adjacency
     p0 = pattern.prefix(0)
@@ -325,7 +356,7 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
                     stack.append(lid)
     fabric = {f: i for i, f in enumerate(pattern.fabric_nodes)}
     fabric_transit = {f for f in fabric if nodes[f]["kind"] in TRANSIT_KINDS}
-    parent = list(range(pattern.servers * n_comp + len(fabric)))
+    parent = list(range(len(chosen) * n_comp + len(fabric)))
 
     def find(x: int) -> int:
         while parent[x] != x:
@@ -338,7 +369,7 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
         if rx != ry:
             parent[max(rx, ry)] = min(rx, ry)
 
-    base = pattern.servers * n_comp
+    base = len(chosen) * n_comp  # server chosen[i]'s components are i * n_comp + c
     for f in fabric_transit:
         for v in adj[f]:
             if v in fabric_transit:
@@ -348,67 +379,40 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
         g: {comp[v[len(p0) :]] for v in adj[p0 + g] if v.startswith(p0) and v[len(p0) :] in comp}
         for g in gpus
     }
-    for s, att in enumerate(pattern.attach):
-        for lid, f, _ in att:
+    for i, s in enumerate(chosen):
+        for lid, f, _ in pattern.attach[s]:
             if lid in transit and f in fabric_transit:
-                union(s * n_comp + comp[lid], base + fabric[f])
+                union(i * n_comp + comp[lid], base + fabric[f])
     if not gpus:
         return False
 
-    def reach(s: int, g: str) -> set[int]:
-        """Components GPU ``g`` of server ``s`` touches."""
-        out = {find(s * n_comp + c) for c in inner[g]}
+    def reach(i: int, g: str) -> set[int]:
+        """Components GPU ``g`` of server ``chosen[i]`` touches."""
+        out = {find(i * n_comp + c) for c in inner[g]}
         out.update(
             find(base + fabric[f])
-            for lid, f, _ in pattern.attach[s]
+            for lid, f, _ in pattern.attach[chosen[i]]
             if lid == g and f in fabric_transit
         )
         return out
 
     ref = reach(0, gpus[0])
-    cabled = {lid for att in pattern.attach for lid, _, _ in att if lid in inner}
-    for s in range(pattern.servers):
-        good = {c for c in range(n_comp) if find(s * n_comp + c) in ref}
+    cabled = {lid for att in sigs for lid, _, _ in att if lid in inner}
+    for i in range(len(chosen)):
+        good = {c for c in range(n_comp) if find(i * n_comp + c) in ref}
         for g in gpus:
-            if not inner[g] & good and not (g in cabled and reach(s, g) & ref):
+            if not inner[g] & good and not (g in cabled and reach(i, g) & ref):
                 return False
     return True
 
 
-def _replicate_server(graph: nx.Graph, desc: ServerDescription, nodes: int) -> list[dict[str, str]]:
-    """Add servers ``0 .. nodes-1`` (node ids ``n<s>/<local id>``) to ``graph``; return each
-    server's local id -> node id.
-
-    Server 0 is built from the description (:func:`add_server`); the others copy its node
-    attributes with the server index and the id prefix (:meth:`ReplicaPattern.prefix`)
-    changed, written straight into networkx's dicts in the same order (the graph, its node
-    order and its adjacency order are those of ``nodes`` calls of :func:`add_server`: a DGX
-    A100 is 31 nodes and 45 links, 2,048 of them 92,168 edges). A copy's links share server
-    0's attribute dicts, as the fabric's links of one bundle size share one: the graph is
-    read-only (:class:`Topology`; its ``with_*`` methods change a ``graph.copy()``, whose
-    links own their dicts). 0.13 s CPU instead of 0.35 s through ``add_nodes_from`` /
-    ``add_edges_from``, 0.2 s with a dict per link; the 92,000 dicts not made also spare the
-    garbage collector's passes later.
-    """
-    first = add_server(graph, desc, 0, ReplicaPattern.prefix(0))
-    node_store, adj = graph._node, graph._adj  # networkx's dicts (nodes; dict-of-dicts adjacency)
-    lid_of = {gid: lid for lid, gid in first.items()}
-    # server 0 by local id, in graph order: attributes and neighbours in adjacency order (the
-    # description's link order); the copies share server 0's link attribute dicts
-    template = [
-        (lid, node_store[gid], [(lid_of[v], d) for v, d in adj[gid].items()])
-        for lid, gid in first.items()
-    ]
-    servers = [first]
-    for s in range(1, nodes):
-        prefix = ReplicaPattern.prefix(s)
-        ids = {lid: prefix + lid for lid in first}
-        for lid, attrs, nbrs in template:
-            gid = ids[lid]
-            node_store[gid] = {**attrs, "server": s}
-            adj[gid] = {ids[v]: d for v, d in nbrs}
-        servers.append(ids)
-    return servers
+def _server_template(desc: ServerDescription) -> list[tuple[str, dict, list[tuple[str, dict]]]]:
+    """Server 0 of a cluster by local id, as :class:`~perfmodel.topology.lazy.ClusterFiller`
+    copies it: ``(local id, node attributes, [(neighbour, link attributes), ...])`` in the
+    node and adjacency order of :func:`add_server` (the description's order)."""
+    one = nx.Graph()
+    add_server(one, desc, 0, "")
+    return [(lid, attrs, list(one._adj[lid].items())) for lid, attrs in one._node.items()]
 
 
 def load_system(

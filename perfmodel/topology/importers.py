@@ -997,6 +997,25 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
     if not isinstance(rule, dict) or not rule.get("pairs"):
         return None
     g = topo.graph
+    p = topo.pattern
+    if p is not None and p.describes(topo):
+        # servers are copies of server 0 (read by local id there, none other made): GPU
+        # pairs, their NVLinks and P2P flags are server 0's
+        from perfmodel.topology.lazy import server_of_name
+
+        first = p.prefix(0)
+        lid_set = frozenset(p.local_ids)
+        named = {
+            n[n.index("/") + 1 :]
+            for n in group
+            if server_of_name(n, p.servers, lid_set) is not None
+        }
+        group = [first + lid for lid in p.local_ids if lid in named]
+        inside = set(topo.server_nodes(0))
+        edges = [(u, v, d) for u, v, d in g.edges(inside, data=True) if u in inside and v in inside]
+        gpus = topo.gpus[: topo.gpus_per_node]
+    else:
+        edges, gpus = list(g.edges(data=True)), topo.gpus
     ids = {
         str(g.nodes[n]["local_id"])
         for n in group
@@ -1014,7 +1033,7 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
     )
     nvlinked = {
         frozenset((str(g.nodes[u]["local_id"]), str(g.nodes[v]["local_id"])))
-        for u, v, d in g.edges(data=True)
+        for u, v, d in edges
         if d["family"] in (LinkFamily.NVLINK, LinkFamily.NVSWITCH)
         and g.nodes[u]["kind"] is NodeKind.GPU
         and g.nodes[v]["kind"] is NodeKind.GPU
@@ -1023,7 +1042,7 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
         frozenset((a, k)) in nvlinked and frozenset((k, b)) in nvlinked
         for a, b in rule["pairs"]
         if a in ids and b in ids
-        for k in {str(g.nodes[n]["local_id"]) for n in topo.gpus} - {a, b}
+        for k in {str(g.nodes[n]["local_id"]) for n in gpus} - {a, b}
     )
     return (
         f"note: NCCL {rule['release']}'s P2P level {rule['level']} on this host "

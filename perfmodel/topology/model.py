@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import networkx as nx
 
@@ -120,6 +121,33 @@ class Topology:
             return None
         return dataclasses.replace(self.pattern, graph=graph)
 
+    def _changed_gpus(self, change: Callable[[str, dict[str, Any]], None]) -> Topology:
+        """This topology with ``change(local id, attributes)`` applied to every GPU's node
+        attributes in a copy of the graph (the build record carried over where it described
+        the graph: the change is the same for the same local id)."""
+        import dataclasses
+
+        g = self.graph.copy()
+        for n in self.gpus:
+            change(str(g.nodes[n]["local_id"]), g.nodes[n])
+        return dataclasses.replace(self, graph=g, pattern=self._pattern_on(g))
+
+    def _changed_alike(self, change: Callable[[str, dict[str, Any]], None]) -> Topology | None:
+        """This topology with every server's node attributes changed alike (``change(local
+        id, attributes)``), its servers made when first read (:func:`perfmodel.topology.lazy.
+        changed_copy`), or ``None`` where the graph is not a lazily built cluster's (the
+        caller then changes a ``graph.copy()``)."""
+        import dataclasses
+
+        from perfmodel.topology.lazy import changed_copy
+
+        if self.pattern is None or not self.pattern.describes(self):
+            return None
+        g = changed_copy(self.graph, change)
+        if g is None:
+            return None
+        return dataclasses.replace(self, graph=g, pattern=self._pattern_on(g))
+
     @cached_property
     def gpus(self) -> tuple[str, ...]:
         """GPU node ids in global rank order (server, then local GPU index)."""
@@ -132,7 +160,8 @@ class Topology:
                 for i, lid in enumerate(p.local_ids)
                 if nodes[first + lid]["kind"] is NodeKind.GPU
             )
-            return tuple(p.prefix(s) + lid for s in range(p.servers) for _, _, lid in local)
+            lids = [lid for _, _, lid in local]
+            return tuple([pre + lid for pre in map(p.prefix, range(p.servers)) for lid in lids])
         keyed = [
             ((d["server"], d["gpu_index"]), i, n)
             for i, (n, d) in enumerate(self.graph.nodes(data=True))
@@ -226,30 +255,32 @@ class Topology:
 
     def with_p2p(self, enabled: bool) -> Topology:
         """The same system with PCIe peer-to-peer forced on or off for every GPU (``--p2p``)."""
-        import dataclasses
 
-        g = self.graph.copy()
-        for n in self.gpus:
-            g.nodes[n]["p2p"] = bool(enabled)
-        return dataclasses.replace(self, graph=g, pattern=self._pattern_on(g))
+        def change(lid: str, attrs: dict[str, Any]) -> None:
+            if attrs["kind"] is NodeKind.GPU:
+                attrs["p2p"] = bool(enabled)
+
+        lazy = self._changed_alike(change)
+        return lazy if lazy is not None else self._changed_gpus(change)
 
     def with_p2p_denied(self, pairs: Iterable[tuple[str, str]]) -> Topology:
         """The same system with peer-to-peer refused between GPU pairs given by local id
         (``("gpu0", "gpu4")``), in every server: what ``nvidia-smi topo -p2p r`` reports as
         not OK, or NCCL's P2P level rule (see :mod:`perfmodel.topology.schema`, ``p2p_denied``)."""
-        import dataclasses
 
-        g = self.graph.copy()
         denied: dict[str, set[str]] = {}
         for a, b in pairs:
             denied.setdefault(str(a), set()).add(str(b))
             denied.setdefault(str(b), set()).add(str(a))
-        for n in self.gpus:
-            extra = denied.get(str(g.nodes[n]["local_id"]))
-            if extra:
-                old = set(g.nodes[n].get("p2p_denied", ()))
-                g.nodes[n]["p2p_denied"] = tuple(sorted(old | extra))
-        return dataclasses.replace(self, graph=g, pattern=self._pattern_on(g))
+
+        def change(lid: str, attrs: dict[str, Any]) -> None:
+            extra = denied.get(str(attrs["local_id"]))
+            if attrs["kind"] is NodeKind.GPU and extra:
+                old = set(attrs.get("p2p_denied", ()))
+                attrs["p2p_denied"] = tuple(sorted(old | extra))
+
+        lazy = self._changed_alike(change)
+        return lazy if lazy is not None else self._changed_gpus(change)
 
     def with_sharp(self, enabled: bool) -> Topology:
         """The same system with in-network reduction (InfiniBand SHARP) on or off its fabric."""

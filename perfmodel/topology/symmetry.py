@@ -37,6 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel.errors import TopologyError
+from perfmodel.topology.lazy import NodeTable, ServerMap
 from perfmodel.topology.model import ReplicaPattern, Topology
 
 
@@ -321,17 +322,24 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
     if any(not f < first_name for f in fabric):
         return None
     lid_order = sorted(lids)  # name order inside every block (one prefix)
-    server: dict[str, int] = {}
-    local_id: dict[str, str] = {}
-    for srv in range(n):
-        prefix = ReplicaPattern.prefix(srv)
-        names = [prefix + lid for lid in lids]
-        server.update(dict.fromkeys(names, srv))
-        local_id.update(zip(names, lids, strict=True))
     g = topology.graph
-    for f in fabric:
-        server[f] = -1
-        local_id[f] = str(g.nodes[f]["local_id"])
+    prefix = ReplicaPattern.prefix
+    # the node tables and the per-server maps are made per node / server when first read
+    # (a prediction reads those of a few servers; topology/lazy.py), in the order of the eager
+    # dicts: servers in index order, then the fabric
+    names_of: dict[int, list[str]] = {}  # server -> its node ids, shared by both tables
+
+    def names(srv: int) -> list[str]:
+        got = names_of.get(srv)
+        if got is None:
+            p = prefix(srv)
+            got = names_of[srv] = [p + lid for lid in lids]
+        return got
+
+    server = NodeTable(n, names, lids, lambda s: [s] * len(lids), dict.fromkeys(fabric, -1))
+    local_id = NodeTable(
+        n, names, lids, lambda s: lids, {f: str(g.nodes[f]["local_id"]) for f in fabric}
+    )
     by_name = sorted(range(n), key=ReplicaPattern.prefix)  # servers in name order
     place = {srv: i for i, srv in enumerate(by_name)}
     two_fabric = False
@@ -351,12 +359,11 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
         for srv in servers:
             exit_lids[srv] = exits_here
             shared[srv] = pairs
-    by_local: dict[int, dict[str, str]] = {}
-    exits: dict[int, tuple[str, ...]] = {}
-    for srv in by_name:
-        prefix = ReplicaPattern.prefix(srv)
-        by_local[srv] = {lid: prefix + lid for lid in lid_order}
-        exits[srv] = tuple(prefix + lid for lid in lid_order if lid in exit_lids[srv])
+    by_local = ServerMap(by_name, lambda srv: {lid: prefix(srv) + lid for lid in lid_order})
+    exits = ServerMap(
+        by_name,
+        lambda srv: tuple(prefix(srv) + lid for lid in lid_order if lid in exit_lids[srv]),
+    )
     twin = {  # all servers are alike inside: the twin is server 0 where its exits suffice
         srv: 0
         for srv in by_name
