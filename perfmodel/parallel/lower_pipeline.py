@@ -127,6 +127,7 @@ class PipelineLowering:
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
         plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
+        seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
         for k, ids in enumerate(parts):
             s = k % self.P
             groups = self.expert_context_groups(s)
@@ -145,6 +146,7 @@ class PipelineLowering:
                     grad_bytes=rc.grad_reduce_bytes,
                     selective_share=rc.selective_recompute.share,
                     comm_groups=groups,
+                    seg_memo=seg_memo,  # type: ignore[arg-type]
                 )
             )
         return chunks
