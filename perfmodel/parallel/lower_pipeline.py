@@ -72,6 +72,7 @@ class PipelineLowering:
         self.coarse = coarse
         self.coarsened = 0  # operations lowered coarse
         self._sums: dict[int, tuple[float, float, float, float]] = {}
+        self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
         plan, pl = inp.plan, inp.placement
         self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload
         self.P, self.V = plan.pp, plan.interleave
@@ -324,6 +325,20 @@ class PipelineLowering:
         * a backward that reduces gradients bucket by bucket (overlapped reduction: the last
           micro-batch, or every one from ZeRO-2 on), which slow the next segment's compute.
         """
+        if self.gathers_left[s] > 0:
+            return False
+        if phase == "B" and self.overlap and (mb == self.m - 1 or self.rc.sharding.stage >= 2):
+            return False
+        key = (id(ch), phase)  # the rest depends on the chunk and phase only: decided once
+        ok = self._coarse_chunk.get(key)
+        if ok is None:
+            ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
+        if ok:
+            self.coarsened += 1
+        return ok
+
+    def _chunk_coarsenable(self, ch: Chunk, phase: str) -> bool:
+        """The part of :meth:`coarsenable` that depends on the chunk and phase only."""
         if not self.coarse or len(ch.segments) < 2 or self.zero3:
             return False
         if self.rc.tp_comm.stream != "compute":
@@ -334,12 +349,7 @@ class PipelineLowering:
                     self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
                 ):
                     return False
-        if self.gathers_left[s] > 0 or any(seg.ep_cp for seg in ch.segments):
-            return False
-        if phase == "B" and self.overlap and (mb == self.m - 1 or self.rc.sharding.stage >= 2):
-            return False
-        self.coarsened += 1
-        return True
+        return not any(seg.ep_cp for seg in ch.segments)
 
     def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
         """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward
@@ -369,7 +379,8 @@ class PipelineLowering:
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
-        self.gather_hist[s].append(tid)
+        if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
+            self.gather_hist[s].append(tid)
         if tp_s <= 0:
             return [tid]
         tp_deps = deps if self.tp_overlap else [tid]
