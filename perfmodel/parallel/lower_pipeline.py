@@ -36,6 +36,7 @@ from perfmodel.parallel.lowering import (
     build_chunk,
     expert_grad_share,
     expert_params,
+    layers_key,
     partition,
     stage_buffer_bytes,
     stage_memory,
@@ -123,7 +124,13 @@ class PipelineLowering:
         """The plan's ``pp x interleave`` chunks, segmented by gradient bucket (overlap) or by
         block (ZeRO-3/FSDP units)."""
         wl, pl, rc = self.wl, self.pl, self.rc
-        unit_cost = [sum(self.costs.layer_time(layer)) for layer in wl.layers]
+        costs, unit_cost = self.costs, []
+        by_key: dict[int, float] = {}  # a layer's summed time, once per layers_key
+        for layer, key in zip(wl.layers, layers_key(wl.layers, costs), strict=True):
+            t = by_key.get(key)
+            if t is None:
+                t = by_key[key] = sum(costs.layer_time(layer))
+            unit_cost.append(t)
         chunks: list[Chunk] = []
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with

@@ -419,6 +419,17 @@ def build_chunk(
     return Chunk(tuple(segs), out_bytes, in_bytes, blocks, tuple(layers))
 
 
+def layers_key(layers: Sequence[LayerCost], costs: Costs) -> list[int]:
+    """Identities that decide what ``costs`` charges for ``layers`` (one per layer, in order):
+    each layer's :meth:`~perfmodel.workload.layers.LayerCost.cost_source` where ``costs``
+    declares ``prices_by_cost_key`` (:class:`~perfmodel.parallel.costs.SystemCosts`: a
+    relabelled copy of a block has its template's cost key, hence its times), else the layer
+    itself. Valid while the layers live."""
+    if getattr(costs, "prices_by_cost_key", False):
+        return [id(la.cost_source()) for la in layers]
+    return [id(la) for la in layers]
+
+
 _SegmentSums = tuple[
     float,
     float,
@@ -446,13 +457,12 @@ def _segment_sums(
     data-parallel parameters, routed experts' parameters, and its forward and backward
     :class:`~perfmodel.workload.layers.CommPoint` s as ``(op, bytes, group)``.
 
-    Memoised in ``memo`` by the layers' :meth:`~perfmodel.workload.layers.LayerCost.cost_source`
-    identities (a relabelled copy of a block has every cost field of its template, so the
+    Memoised in ``memo`` by :func:`layers_key` (where ``costs`` prices by cost key, the
     segments of identical blocks on other stages sum the same values in the same order: the
     same floats), the flag, ``share`` and each layer's share; ``memo`` must not outlive the
     layers (their ids) nor span two ``costs``."""
     shares = tuple(share(la) for la in layers) if share is not None else ()
-    key = (exclude_sharded, share, shares, *[id(la.cost_source()) for la in layers])
+    key = (exclude_sharded, share, shares, *layers_key(layers, costs))
     hit = memo.get(key)
     if hit is not None:
         return hit
@@ -725,8 +735,11 @@ def stage_memory(
             wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
+    act_b = prec.activation_bytes
+    # the largest of the same products over the distinct shapes (a stack repeats a few)
     peak_layer = max(
-        (2.0 * _elements(la.output_shape) * prec.activation_bytes for la in layers), default=0.0
+        (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
+        default=0.0,
     )
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan)
@@ -825,15 +838,25 @@ def _issue_times(
     out = [0.0] * P
     if host_of is None:
         return out
+    memo: dict[tuple[object, ...], float] = {}  # identical chunks (a stack's stages) once
     for k, ch in enumerate(chunks):
-        t = 0.0
-        for layer in ch.layers:
-            f, b = host_of(layer)
-            t += f + b
-            if recompute is Recompute.FULL and layer.block is not None:
-                t += f
-            elif recompute is Recompute.SELECTIVE:
-                t += f * selective_share(layer)
+        layers = ch.layers
+        key: tuple[object, ...] = tuple(layers_key(layers, costs))
+        if recompute is Recompute.FULL:
+            key += tuple(la.block is None for la in layers)
+        elif recompute is Recompute.SELECTIVE:
+            key += tuple(selective_share(la) for la in layers)
+        t = memo.get(key)
+        if t is None:
+            t = 0.0
+            for layer in layers:
+                f, b = host_of(layer)
+                t += f + b
+                if recompute is Recompute.FULL and layer.block is not None:
+                    t += f
+                elif recompute is Recompute.SELECTIVE:
+                    t += f * selective_share(layer)
+            memo[key] = t
         out[k % P] += m * t
     return out
 
