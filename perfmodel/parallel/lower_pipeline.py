@@ -83,6 +83,11 @@ class PipelineLowering:
         self.alg = self.preset.comm_algorithm
         rc = self.rc = inp.recipe_for(costs)
         self.zero3 = rc.sharding.stage >= 3
+        self.reduce_every_mb = rc.sharding.stage >= 2  # ZeRO-2 on: gradients every micro-batch
+        self.tp_stream = rc.tp_comm.stream
+        # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
+        # sequence parallelism the stage output is already split over the tp ranks
+        self.p2p_split = pl.tp > 1 and not plan.sequence_parallel
         self.dp_on = plan.grad_replicas > 1
         self.overlap = rc.grad_comm.overlap and self.dp_on
         self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
@@ -262,10 +267,7 @@ class PipelineLowering:
         """Pipeline send of ``nbytes`` (one micro-batch's activation or its gradient) from stage
         ``s_from`` to ``s_to``, every TP rank sending its share."""
         pl = self.pl
-        # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
-        # sequence parallelism the stage output is already split over the tp ranks
-        split = pl.tp > 1 and not self.plan.sequence_parallel
-        per_rank = nbytes / pl.tp if split else nbytes
+        per_rank = nbytes / pl.tp if self.p2p_split else nbytes
         key = (s_from, s_to, per_rank)
         hit = self.p2p_cache.get(key)
         if hit is None:
@@ -334,7 +336,7 @@ class PipelineLowering:
         """
         if self.gathers_left[s] > 0:
             return False
-        if phase == "B" and self.overlap and (mb == self.m - 1 or self.rc.sharding.stage >= 2):
+        if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
             return False
         key = (id(ch), phase)  # the rest depends on the chunk and phase only: decided once
         ok = self._coarse_chunk.get(key)
@@ -348,7 +350,7 @@ class PipelineLowering:
         """The part of :meth:`coarsenable` that depends on the chunk and phase only."""
         if not self.coarse or len(ch.segments) < 2 or self.zero3:
             return False
-        if self.rc.tp_comm.stream != "compute":
+        if self.tp_stream != "compute":
             fwd = phase == "F"
             for seg in ch.segments:
                 tp_s = seg.tp_fwd_s if fwd else seg.tp_bwd_s
@@ -394,7 +396,7 @@ class PipelineLowering:
         tp_tid = add(
             TaskKind.COLLECTIVE,
             gpu,
-            self.rc.tp_comm.stream,
+            self.tp_stream,
             tp_s,
             tp_deps,
             f"TP {phase}{mb}",
@@ -465,14 +467,14 @@ class PipelineLowering:
         """Backward (with recomputation) of micro-batch ``mb`` through chunk ``c`` of stage
         ``s``, segment by segment in reverse; gradient buckets are reduced as they fill (last
         micro-batch, or every micro-batch from ZeRO-2 on); the input gradient is sent back."""
-        P, rc = self.P, self.rc
+        P = self.P
         k = c * P + s
         ch = self.chunks[k]
         deps = [self.last_compute[s], self.f_done[(mb, k)]]
         if k < self.K - 1:
             deps.append(self.b_out[(mb, k + 1)])
         final_mb = mb == self.m - 1
-        reduce_every_mb = rc.sharding.stage >= 2
+        reduce_every_mb = self.reduce_every_mb
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):

@@ -166,6 +166,14 @@ class GraphBuilder:
         elif len(deps) == 1:  # the common case: no set, no sort (same result)
             d = deps[0]
             clean = (d,) if d is not None and d >= 0 else ()
+        elif len(deps) == 2:  # a stream's previous task and one input: the same, unrolled
+            a, d = deps
+            if a is None or a < 0:
+                clean = (d,) if d is not None and d >= 0 else ()
+            elif d is None or d < 0 or d == a:
+                clean = (a,)
+            else:
+                clean = (a, d) if a < d else (d, a)
         else:
             clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
         assert not clean or clean[-1] < tid, "dependencies must precede the task"
