@@ -46,7 +46,7 @@ from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
-from perfmodel.parallel.schedule import peak_in_flight, stage_ops
+from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 
 
@@ -104,7 +104,9 @@ class PipelineLowering:
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
         self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
         P = self.P
-        self.ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
+        self._ops: list[list[tuple[str, int, int]]] | None = None  # built when scheduled
+        if plan.schedule is PipelineSchedule.INTERLEAVED and P > 1:
+            check_interleaved(P, self.m)  # refused here, as when the orders were built here
         self.f_out: dict[tuple[int, int], int] = {}  # (mb, chunk) -> tid the next chunk waits on
         self.b_out: dict[tuple[int, int], int] = {}
         self.f_done: dict[tuple[int, int], int] = {}
@@ -122,6 +124,15 @@ class PipelineLowering:
             self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
         self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
         self.expert_share = expert_grad_share(plan)
+
+    @property
+    def ops(self) -> list[list[tuple[str, int, int]]]:
+        """Every stage's operation order (:func:`~perfmodel.parallel.schedule.stage_ops`),
+        built on first use: a step extended from a short schedule never runs the whole one."""
+        if self._ops is None:
+            plan, P = self.plan, self.P
+            self._ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
+        return self._ops
 
     # ------------------------------------------------------------------ chunks
 
@@ -757,7 +768,7 @@ class PipelineLowering:
                     plan=self.plan,
                     costs=self.costs,
                     optimizer=inp.optimizer,
-                    in_flight=peak_in_flight(self.ops[s]),
+                    in_flight=stage_peak_in_flight(self.plan.schedule, P, self.m, s, V),
                     capacity_bytes=inp.capacity_bytes,
                     comm_buffer_bytes=buf if self.dp_on else 0.0,
                     buffer_bytes=stage_buffer_bytes(
