@@ -121,13 +121,19 @@ def critical_device(timeline: Timeline) -> str:
 
 
 def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[str, float]:
-    """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring).
+    """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring)."""
+    return _sweep(*_class_events(timeline, dev), t0, t1)
 
-    A sweep over the start and end events of the tasks that count for ``dev`` (its own tasks,
-    communication whose group holds it, host tasks anywhere), in time order (ties: ends
-    first, then task order); each interval between events goes to the highest-priority class
-    running (``"prio|class"`` keys compare by priority first)."""
-    events: list[tuple[float, int, str]] = []
+
+_Events = list[tuple[float, int, str]]
+
+
+def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
+    """The start and end events of the tasks that count for ``dev`` (its own tasks,
+    communication whose group holds it, host tasks anywhere) as ``(time, +1 | -1, key)`` in
+    time order (ties: ends first, then task order), and each ``"prio|class"`` key's class
+    (keys compare by priority first)."""
+    events: _Events = []
     append = events.append
     keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
     start_s, end_s = timeline.start_s, timeline.end_s
@@ -153,13 +159,19 @@ def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[s
         append((s, 1, key))
         append((e, -1, key))
     events.sort(key=_EVENT_ORDER)
-    cls_of = {k: k.split("|", 1)[1] for k in keys.values()}
+    return events, {k: k.split("|", 1)[1] for k in keys.values()}
+
+
+def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:
+    """Seconds of ``[t0, t1]`` per class: each interval between consecutive events goes to
+    the highest-priority class running, ``bubble`` when none. Stops at the first event at or
+    after ``t1`` (what follows would add nothing)."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
     prev = t0
     for now, d, key in events:
-        if now > t1:
-            now = t1
+        if now >= t1:
+            break
         if now > prev:
             live = [k for k, c in active.items() if c > 0]
             cls = cls_of[min(live)] if live else "bubble"
@@ -174,7 +186,7 @@ def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[s
 
 
 _EVENT_ORDER = itemgetter(0, 1)
-"""Sort key of :func:`_class_seconds`' events: time, then ends (-1) before starts (+1)."""
+"""Sort key of :func:`_class_events`: time, then ends (-1) before starts (+1)."""
 
 
 def breakdown(
@@ -214,8 +226,9 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
     schedule's plus ``extra`` times one period's (``[tau, tau + lambda)``,
     :func:`perfmodel.sim.engine.periodic_timeline`)."""
     short, lam, tau = tl.short, tl.period_s, tl.window_s
-    acc = _class_seconds(short, dev, 0.0, short.makespan_s)
-    one = _class_seconds(short, dev, tau, tau + lam)
+    events = _class_events(short, dev)  # one sorted list for both sweeps
+    acc = _sweep(*events, 0.0, short.makespan_s)
+    one = _sweep(*events, tau, tau + lam)
     for cls, v in one.items():
         acc[cls] = acc.get(cls, 0.0) + tl.extra * v
     return acc
