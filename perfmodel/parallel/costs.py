@@ -87,6 +87,12 @@ class SystemCosts:
         by :func:`perfmodel.api.system_costs`.
     """
 
+    #: :meth:`layer_time` and :meth:`layer_host_time` depend on a layer's
+    #: :meth:`~perfmodel.workload.layers.LayerCost.cost_key` only (they price its
+    #: :meth:`~perfmodel.workload.layers.LayerCost.cost_source`): the lowering may sum the
+    #: layers of identical blocks once (:func:`perfmodel.parallel.lowering.layers_key`).
+    prices_by_cost_key = True
+
     def __init__(
         self,
         topology: Topology,

@@ -36,6 +36,7 @@ from perfmodel.parallel.lowering import (
     build_chunk,
     expert_grad_share,
     expert_params,
+    layers_key,
     partition,
     stage_buffer_bytes,
     stage_memory,
@@ -45,7 +46,7 @@ from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
-from perfmodel.parallel.schedule import peak_in_flight, stage_ops
+from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 
 
@@ -72,6 +73,7 @@ class PipelineLowering:
         self.coarse = coarse
         self.coarsened = 0  # operations lowered coarse
         self._sums: dict[int, tuple[float, float, float, float]] = {}
+        self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
         plan, pl = inp.plan, inp.placement
         self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload
         self.P, self.V = plan.pp, plan.interleave
@@ -81,6 +83,11 @@ class PipelineLowering:
         self.alg = self.preset.comm_algorithm
         rc = self.rc = inp.recipe_for(costs)
         self.zero3 = rc.sharding.stage >= 3
+        self.reduce_every_mb = rc.sharding.stage >= 2  # ZeRO-2 on: gradients every micro-batch
+        self.tp_stream = rc.tp_comm.stream
+        # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
+        # sequence parallelism the stage output is already split over the tp ranks
+        self.p2p_split = pl.tp > 1 and not plan.sequence_parallel
         self.dp_on = plan.grad_replicas > 1
         self.overlap = rc.grad_comm.overlap and self.dp_on
         self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
@@ -97,7 +104,9 @@ class PipelineLowering:
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
         self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
         P = self.P
-        self.ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
+        self._ops: list[list[tuple[str, int, int]]] | None = None  # built when scheduled
+        if plan.schedule is PipelineSchedule.INTERLEAVED and P > 1:
+            check_interleaved(P, self.m)  # refused here, as when the orders were built here
         self.f_out: dict[tuple[int, int], int] = {}  # (mb, chunk) -> tid the next chunk waits on
         self.b_out: dict[tuple[int, int], int] = {}
         self.f_done: dict[tuple[int, int], int] = {}
@@ -116,17 +125,33 @@ class PipelineLowering:
         self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
         self.expert_share = expert_grad_share(plan)
 
+    @property
+    def ops(self) -> list[list[tuple[str, int, int]]]:
+        """Every stage's operation order (:func:`~perfmodel.parallel.schedule.stage_ops`),
+        built on first use: a step extended from a short schedule never runs the whole one."""
+        if self._ops is None:
+            plan, P = self.plan, self.P
+            self._ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
+        return self._ops
+
     # ------------------------------------------------------------------ chunks
 
     def _build_chunks(self) -> list[Chunk]:
         """The plan's ``pp x interleave`` chunks, segmented by gradient bucket (overlap) or by
         block (ZeRO-3/FSDP units)."""
         wl, pl, rc = self.wl, self.pl, self.rc
-        unit_cost = [sum(self.costs.layer_time(layer)) for layer in wl.layers]
+        costs, unit_cost = self.costs, []
+        by_key: dict[int, float] = {}  # a layer's summed time, once per layers_key
+        for layer, key in zip(wl.layers, layers_key(wl.layers, costs), strict=True):
+            t = by_key.get(key)
+            if t is None:
+                t = by_key[key] = sum(costs.layer_time(layer))
+            unit_cost.append(t)
         chunks: list[Chunk] = []
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
         plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
+        seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
         for k, ids in enumerate(parts):
             s = k % self.P
             groups = self.expert_context_groups(s)
@@ -145,6 +170,7 @@ class PipelineLowering:
                     grad_bytes=rc.grad_reduce_bytes,
                     selective_share=rc.selective_recompute.share,
                     comm_groups=groups,
+                    seg_memo=seg_memo,  # type: ignore[arg-type]
                 )
             )
         return chunks
@@ -252,10 +278,7 @@ class PipelineLowering:
         """Pipeline send of ``nbytes`` (one micro-batch's activation or its gradient) from stage
         ``s_from`` to ``s_to``, every TP rank sending its share."""
         pl = self.pl
-        # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
-        # sequence parallelism the stage output is already split over the tp ranks
-        split = pl.tp > 1 and not self.plan.sequence_parallel
-        per_rank = nbytes / pl.tp if split else nbytes
+        per_rank = nbytes / pl.tp if self.p2p_split else nbytes
         key = (s_from, s_to, per_rank)
         hit = self.p2p_cache.get(key)
         if hit is None:
@@ -322,9 +345,23 @@ class PipelineLowering:
         * a backward that reduces gradients bucket by bucket (overlapped reduction: the last
           micro-batch, or every one from ZeRO-2 on), which slow the next segment's compute.
         """
+        if self.gathers_left[s] > 0:
+            return False
+        if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
+            return False
+        key = (id(ch), phase)  # the rest depends on the chunk and phase only: decided once
+        ok = self._coarse_chunk.get(key)
+        if ok is None:
+            ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
+        if ok:
+            self.coarsened += 1
+        return ok
+
+    def _chunk_coarsenable(self, ch: Chunk, phase: str) -> bool:
+        """The part of :meth:`coarsenable` that depends on the chunk and phase only."""
         if not self.coarse or len(ch.segments) < 2 or self.zero3:
             return False
-        if self.rc.tp_comm.stream != "compute":
+        if self.tp_stream != "compute":
             fwd = phase == "F"
             for seg in ch.segments:
                 tp_s = seg.tp_fwd_s if fwd else seg.tp_bwd_s
@@ -332,12 +369,7 @@ class PipelineLowering:
                     self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
                 ):
                     return False
-        if self.gathers_left[s] > 0 or any(seg.ep_cp for seg in ch.segments):
-            return False
-        if phase == "B" and self.overlap and (mb == self.m - 1 or self.rc.sharding.stage >= 2):
-            return False
-        self.coarsened += 1
-        return True
+        return not any(seg.ep_cp for seg in ch.segments)
 
     def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
         """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward
@@ -367,14 +399,15 @@ class PipelineLowering:
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
-        self.gather_hist[s].append(tid)
+        if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
+            self.gather_hist[s].append(tid)
         if tp_s <= 0:
             return [tid]
         tp_deps = deps if self.tp_overlap else [tid]
         tp_tid = add(
             TaskKind.COLLECTIVE,
             gpu,
-            self.rc.tp_comm.stream,
+            self.tp_stream,
             tp_s,
             tp_deps,
             f"TP {phase}{mb}",
@@ -445,14 +478,14 @@ class PipelineLowering:
         """Backward (with recomputation) of micro-batch ``mb`` through chunk ``c`` of stage
         ``s``, segment by segment in reverse; gradient buckets are reduced as they fill (last
         micro-batch, or every micro-batch from ZeRO-2 on); the input gradient is sent back."""
-        P, rc = self.P, self.rc
+        P = self.P
         k = c * P + s
         ch = self.chunks[k]
         deps = [self.last_compute[s], self.f_done[(mb, k)]]
         if k < self.K - 1:
             deps.append(self.b_out[(mb, k + 1)])
         final_mb = mb == self.m - 1
-        reduce_every_mb = rc.sharding.stage >= 2
+        reduce_every_mb = self.reduce_every_mb
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
@@ -735,7 +768,7 @@ class PipelineLowering:
                     plan=self.plan,
                     costs=self.costs,
                     optimizer=inp.optimizer,
-                    in_flight=peak_in_flight(self.ops[s]),
+                    in_flight=stage_peak_in_flight(self.plan.schedule, P, self.m, s, V),
                     capacity_bytes=inp.capacity_bytes,
                     comm_buffer_bytes=buf if self.dp_on else 0.0,
                     buffer_bytes=stage_buffer_bytes(

@@ -316,6 +316,7 @@ def build_chunk(
     grad_bytes: float | None = None,
     selective_share: Callable[[LayerCost], float] | None = None,
     comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
+    seg_memo: dict[tuple[object, ...], _SegmentSums] | None = None,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
@@ -332,6 +333,11 @@ def build_chunk(
     all-to-alls are exposed in full, ring attention's exchange only beyond the attention it
     overlaps (:func:`~perfmodel.parallel.expert.ring_exposed_s`); both become
     :class:`SegmentComm` entries.
+
+    ``seg_memo`` (one dict per lowering: the same ``costs``, workload and keyword arguments)
+    keeps each segment's per-layer sums (:func:`_segment_sums`) for the other chunks: the
+    stages of a transformer stack hold copies of the same blocks, so their segments are summed
+    once (their tensor-parallel times are still asked of each chunk's own group).
     """
     layers = [workload.layers[i] for i in layer_ids]
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
@@ -367,37 +373,31 @@ def build_chunk(
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     memo: dict[tuple[object, ...], float] = {}  # identical blocks: one closed form per collective
+    tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
+    selective = plan.recompute is Recompute.SELECTIVE
+    if seg_memo is None:
+        seg_memo = {}
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
-        f = bi = bw = rc = tf = tb = 0.0
-        params = dp_params = 0
-        act = flop = 0.0
+        seg_layers = [workload.layers[i] for i in ids]
+        sums = _segment_sums(
+            seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
+        )
+        f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points = sums
+        tf = tb = 0.0
+        for op, nbytes, grp in fwd_points:
+            if grp not in groups_of:
+                tf += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
+        for op, nbytes, grp in bwd_points:
+            if grp not in groups_of:
+                tb += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
         extra: list[SegmentComm] = []
-        for i in ids:
-            layer = workload.layers[i]
-            if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
-                dp_params += layer.params
-            lf, lbi, lbw = costs.layer_time(layer)
-            f += lf
-            bi += lbi
-            bw += lbw
-            params += layer.params
-            act += layer.activation_bytes
-            flop += layer.total_flop
-            for cp in layer.fwd_comm:
-                if cp.group in groups_of:
-                    continue
-                tf += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
-            for cp in layer.bwd_comm:
-                if cp.group in groups_of:
-                    continue
-                tb += costs.collective_time(cp.op, cp.message_bytes, tp, algorithm)
-            if groups_of:
+        if groups_of:
+            for layer in seg_layers:
+                lf, lbi, lbw = costs.layer_time(layer)
                 extra += _expert_context_comm(
                     layer, costs, groups_of, (lf, lbi + lbw), algorithm, memo, plan.cp_comm
                 )
-            if plan.recompute is Recompute.SELECTIVE:
-                rc += lf * share(layer)
         if plan.recompute is Recompute.FULL:
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
@@ -406,18 +406,7 @@ def build_chunk(
             extra = _overlap_expert_comm(extra, f, bi + bw + rc)
         segs.append(
             Segment(
-                ids,
-                f,
-                bi + bw,
-                rc,
-                tf,
-                tb,
-                params,
-                act,
-                flop,
-                dp_params,
-                _merged(extra),
-                expert_params([workload.layers[i] for i in ids]),
+                ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra), expert
             )
         )
     last = workload.layers[layer_ids[-1]]
@@ -428,6 +417,104 @@ def build_chunk(
         {workload.layers[i].block for i in layer_ids if workload.layers[i].block is not None}
     )
     return Chunk(tuple(segs), out_bytes, in_bytes, blocks, tuple(layers))
+
+
+def layers_key(layers: Sequence[LayerCost], costs: Costs) -> list[int]:
+    """Identities that decide what ``costs`` charges for ``layers`` (one per layer, in order):
+    each layer's :meth:`~perfmodel.workload.layers.LayerCost.cost_source` where ``costs``
+    declares ``prices_by_cost_key`` (:class:`~perfmodel.parallel.costs.SystemCosts`: a
+    relabelled copy of a block has its template's cost key, hence its times), else the layer
+    itself. Valid while the layers live."""
+    if getattr(costs, "prices_by_cost_key", False):
+        return [id(la.cost_source()) for la in layers]
+    return [id(la) for la in layers]
+
+
+_SegmentSums = tuple[
+    float,
+    float,
+    float,
+    float,
+    int,
+    float,
+    float,
+    int,
+    int,
+    tuple[tuple[CollectiveOp, float, str], ...],
+    tuple[tuple[CollectiveOp, float, str], ...],
+]
+
+
+def _segment_sums(
+    layers: Sequence[LayerCost],
+    costs: Costs,
+    exclude_sharded: bool,
+    share: Callable[[LayerCost], float] | None,
+    memo: dict[tuple[object, ...], _SegmentSums],
+) -> _SegmentSums:
+    """A segment's per-layer sums, in layer order: forward, backward-input, backward-weight and
+    selectively recomputed (``share`` given) seconds, parameters, activation bytes, FLOP,
+    data-parallel parameters, routed experts' parameters, and its forward and backward
+    :class:`~perfmodel.workload.layers.CommPoint` s as ``(op, bytes, group)``.
+
+    Memoised in ``memo`` by :func:`layers_key` (where ``costs`` prices by cost key, the
+    segments of identical blocks on other stages sum the same values in the same order: the
+    same floats), the flag, ``share`` and each layer's share; ``memo`` must not outlive the
+    layers (their ids) nor span two ``costs``."""
+    shares = tuple(share(la) for la in layers) if share is not None else ()
+    key = (exclude_sharded, share, shares, *layers_key(layers, costs))
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    f = bi = bw = rc = 0.0
+    params = dp_params = 0
+    act = flop = 0.0
+    fwd: list[tuple[CollectiveOp, float, str]] = []
+    bwd: list[tuple[CollectiveOp, float, str]] = []
+    for j, layer in enumerate(layers):
+        if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
+            dp_params += layer.params
+        lf, lbi, lbw = costs.layer_time(layer)
+        f += lf
+        bi += lbi
+        bw += lbw
+        params += layer.params
+        act += layer.activation_bytes
+        flop += layer.total_flop
+        fwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.fwd_comm]
+        bwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.bwd_comm]
+        if shares:
+            rc += lf * shares[j]
+    out = memo[key] = (
+        f,
+        bi,
+        bw,
+        rc,
+        params,
+        act,
+        flop,
+        dp_params,
+        expert_params(layers),
+        tuple(fwd),
+        tuple(bwd),
+    )
+    return out
+
+
+def _tp_time(
+    memo: dict[tuple[CollectiveOp, float], float],
+    costs: Costs,
+    op: CollectiveOp,
+    nbytes: float,
+    group: tuple[str, ...],
+    algorithm: str,
+) -> float:
+    """``costs.collective_time(op, nbytes, group, algorithm)`` memoised by ``(op, nbytes)``
+    in ``memo`` (one per group and algorithm: a chunk's tensor-parallel group)."""
+    t = memo.get((op, nbytes))
+    if t is None:
+        t = memo[(op, nbytes)] = costs.collective_time(op, nbytes, group, algorithm)
+    return t
 
 
 def _expert_context_comm(
@@ -648,8 +735,11 @@ def stage_memory(
             wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
+    act_b = prec.activation_bytes
+    # the largest of the same products over the distinct shapes (a stack repeats a few)
     peak_layer = max(
-        (2.0 * _elements(la.output_shape) * prec.activation_bytes for la in layers), default=0.0
+        (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
+        default=0.0,
     )
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan)
@@ -748,15 +838,25 @@ def _issue_times(
     out = [0.0] * P
     if host_of is None:
         return out
+    memo: dict[tuple[object, ...], float] = {}  # identical chunks (a stack's stages) once
     for k, ch in enumerate(chunks):
-        t = 0.0
-        for layer in ch.layers:
-            f, b = host_of(layer)
-            t += f + b
-            if recompute is Recompute.FULL and layer.block is not None:
-                t += f
-            elif recompute is Recompute.SELECTIVE:
-                t += f * selective_share(layer)
+        layers = ch.layers
+        key: tuple[object, ...] = tuple(layers_key(layers, costs))
+        if recompute is Recompute.FULL:
+            key += tuple(la.block is None for la in layers)
+        elif recompute is Recompute.SELECTIVE:
+            key += tuple(selective_share(la) for la in layers)
+        t = memo.get(key)
+        if t is None:
+            t = 0.0
+            for layer in layers:
+                f, b = host_of(layer)
+                t += f + b
+                if recompute is Recompute.FULL and layer.block is not None:
+                    t += f
+                elif recompute is Recompute.SELECTIVE:
+                    t += f * selective_share(layer)
+            memo[key] = t
         out[k % P] += m * t
     return out
 

@@ -10,6 +10,7 @@ neighbours are next; data-parallel groups span servers. ``order`` permutes the d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.plan import Hybrid, ParallelismPlan
@@ -40,27 +41,37 @@ class Placement:
     gpus: tuple[str, ...]
     order: tuple[str, str, str] = _DIMS
 
+    @cached_property
+    def _strides(self) -> tuple[int, int, int]:
+        """``(dp, pp, tp)`` rank strides of the mixed radix in ``order`` (computed once; not a
+        field: equality and hashing ignore it)."""
+        size = {"dp": self.dp, "pp": self.pp, "tp": self.tp}
+        stride, out = 1, {}
+        for d in self.order:
+            out[d] = stride
+            stride *= size[d]
+        return out["dp"], out["pp"], out["tp"]
+
     def rank(self, dp_rank: int, pp_rank: int, tp_rank: int) -> int:
         """Global rank of a coordinate (mixed radix in ``order``)."""
-        coord = {"dp": dp_rank, "pp": pp_rank, "tp": tp_rank}
-        size = {"dp": self.dp, "pp": self.pp, "tp": self.tp}
-        r, stride = 0, 1
-        for d in self.order:
-            r += coord[d] * stride
-            stride *= size[d]
-        return r
+        s_dp, s_pp, s_tp = self._strides
+        return dp_rank * s_dp + pp_rank * s_pp + tp_rank * s_tp
 
     def gpu(self, dp_rank: int, pp_rank: int, tp_rank: int) -> str:
         return self.gpus[self.rank(dp_rank, pp_rank, tp_rank)]
 
+    # the groups are strided slices of ``gpus`` (a slice, not one rank() per member)
     def tp_group(self, dp_rank: int = 0, pp_rank: int = 0) -> tuple[str, ...]:
-        return tuple(self.gpu(dp_rank, pp_rank, t) for t in range(self.tp))
+        r, step = self.rank(dp_rank, pp_rank, 0), self._strides[2]
+        return self.gpus[r : r + step * self.tp : step]
 
     def dp_group(self, pp_rank: int = 0, tp_rank: int = 0) -> tuple[str, ...]:
-        return tuple(self.gpu(d, pp_rank, tp_rank) for d in range(self.dp))
+        r, step = self.rank(0, pp_rank, tp_rank), self._strides[0]
+        return self.gpus[r : r + step * self.dp : step]
 
     def pp_group(self, dp_rank: int = 0, tp_rank: int = 0) -> tuple[str, ...]:
-        return tuple(self.gpu(dp_rank, p, tp_rank) for p in range(self.pp))
+        r, step = self.rank(dp_rank, 0, tp_rank), self._strides[1]
+        return self.gpus[r : r + step * self.pp : step]
 
 
 def place(

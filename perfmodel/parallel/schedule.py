@@ -14,10 +14,39 @@ GPipe and 1F1B ``(p - 1) / m``, interleaved 1F1B ``(p - 1) / (v m)``
 
 from __future__ import annotations
 
+from functools import lru_cache
+from itertools import accumulate
+
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel.plan import PipelineSchedule
 
 Op = tuple[str, int, int]
+
+
+def _warm_then_alternate(fwd: tuple[Op, ...], bwd: tuple[Op, ...], warm: int) -> list[Op]:
+    """``warm`` forwards, then one forward and one backward in turn while forwards remain,
+    then the remaining backwards (``fwd`` and ``bwd`` in issue order, equally long)."""
+    total = len(fwd)
+    steady = [op for pair in zip(fwd[warm:], bwd[: total - warm], strict=True) for op in pair]
+    return [*fwd[:warm], *steady, *bwd[total - warm :]]
+
+
+@lru_cache(maxsize=32)
+def _one_f_one_b_ops(m: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The forwards and backwards of :func:`one_f_one_b` in issue order (every stage's)."""
+    return tuple(("F", i, 0) for i in range(m)), tuple(("B", i, 0) for i in range(m))
+
+
+@lru_cache(maxsize=32)
+def _interleaved_ops(p: int, m: int, v: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The virtual forwards and backwards of :func:`interleaved` in issue order (every
+    stage's): virtual micro-batch ``k`` is micro-batch ``(k // (p v)) p + k % p``, chunk
+    ``(k // p) % v`` forward and ``v - 1 - (k // p) % v`` backward."""
+    pv, total = p * v, m * v
+    mbs = [(k // pv) * p + k % p for k in range(total)]
+    fwd = tuple(("F", mbs[k], (k // p) % v) for k in range(total))
+    bwd = tuple(("B", mbs[k], v - 1 - (k // p) % v) for k in range(total))
+    return fwd, bwd
 
 
 def gpipe(p: int, m: int, stage: int) -> list[Op]:
@@ -35,18 +64,20 @@ def one_f_one_b(p: int, m: int, stage: int) -> list[Op]:
     >>> one_f_one_b(2, 3, 0)
     [('F', 0, 0), ('F', 1, 0), ('B', 0, 0), ('F', 2, 0), ('B', 1, 0), ('B', 2, 0)]
     """
-    warm = min(p - stage - 1, m)
-    ops: list[Op] = [("F", i, 0) for i in range(warm)]
-    f, b = warm, 0
-    while f < m:
-        ops.append(("F", f, 0))
-        f += 1
-        ops.append(("B", b, 0))
-        b += 1
-    while b < m:
-        ops.append(("B", b, 0))
-        b += 1
-    return ops
+    fwd, bwd = _one_f_one_b_ops(m)
+    return _warm_then_alternate(fwd, bwd, min(p - stage - 1, m))
+
+
+def check_interleaved(p: int, m: int) -> None:
+    """Raise :class:`InfeasiblePlanError` unless ``p`` divides the ``m`` micro-batches
+    (:func:`interleaved`'s requirement)."""
+    if m % p:
+        raise InfeasiblePlanError(
+            f"interleaved schedule needs the number of micro-batches ({m}) to be a multiple of "
+            f"pp={p}; use {((m // p) + 1) * p} or {max(p, (m // p) * p)} micro-batches",
+            value=m,
+            where="microbatch",
+        )
 
 
 def interleaved(p: int, m: int, stage: int, v: int) -> list[Op]:
@@ -56,33 +87,9 @@ def interleaved(p: int, m: int, stage: int, v: int) -> list[Op]:
     ``v - 1 - (k // p) % v``) of micro-batch ``(k // (p v)) p + k % p``; warm-up is
     ``(p - stage - 1) * 2 + (v - 1) * p`` virtual forwards (capped at ``m v``).
     """
-    if m % p:
-        raise InfeasiblePlanError(
-            f"interleaved schedule needs the number of micro-batches ({m}) to be a multiple of "
-            f"pp={p}; use {((m // p) + 1) * p} or {max(p, (m // p) * p)} micro-batches",
-            value=m,
-            where="microbatch",
-        )
-    total = m * v
-
-    def fwd(k: int) -> Op:
-        return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
-
-    def bwd(k: int) -> Op:
-        return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
-
-    warm = min((p - stage - 1) * 2 + (v - 1) * p, total)
-    ops: list[Op] = [fwd(k) for k in range(warm)]
-    f, b = warm, 0
-    while f < total:
-        ops.append(fwd(f))
-        f += 1
-        ops.append(bwd(b))
-        b += 1
-    while b < total:
-        ops.append(bwd(b))
-        b += 1
-    return ops
+    check_interleaved(p, m)
+    fwd, bwd = _interleaved_ops(p, m, v)
+    return _warm_then_alternate(fwd, bwd, min((p - stage - 1) * 2 + (v - 1) * p, m * v))
 
 
 def stage_ops(schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1) -> list[Op]:
@@ -101,8 +108,11 @@ def peak_in_flight(ops: list[Op]) -> int:
     >>> peak_in_flight(gpipe(4, 8, 0)), peak_in_flight(one_f_one_b(4, 8, 0))
     (8, 4)
     """
-    live = peak = 0
-    for phase, _, _ in ops:
-        live += 1 if phase == "F" else -1
-        peak = max(peak, live)
-    return peak
+    return max(accumulate((1 if op[0] == "F" else -1 for op in ops), initial=0))
+
+
+@lru_cache(maxsize=1024)
+def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1) -> int:
+    """:func:`peak_in_flight` of :func:`stage_ops` (memoised: it depends on these integers
+    only, and a step's memory needs it without the operation lists)."""
+    return peak_in_flight(stage_ops(schedule, p, m, stage, v))

@@ -123,6 +123,9 @@ class TaskGraph:
 _new_task = object.__new__
 #: The slot setters of :class:`Task`'s fields, in declaration order (GraphBuilder.add).
 _TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
+_S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUNK, _S_COMM = (
+    _TASK_SETTERS
+)
 
 
 @dataclass
@@ -163,6 +166,14 @@ class GraphBuilder:
         elif len(deps) == 1:  # the common case: no set, no sort (same result)
             d = deps[0]
             clean = (d,) if d is not None and d >= 0 else ()
+        elif len(deps) == 2:  # a stream's previous task and one input: the same, unrolled
+            a, d = deps
+            if a is None or a < 0:
+                clean = (d,) if d is not None and d >= 0 else ()
+            elif d is None or d < 0 or d == a:
+                clean = (a,)
+            else:
+                clean = (a, d) if a < d else (d, a)
         else:
             clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
         assert not clean or clean[-1] < tid, "dependencies must precede the task"
@@ -170,19 +181,16 @@ class GraphBuilder:
         # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
         # own setters, the same fields, the same values
         task = _new_task(Task)
-        s_tid, s_kind, s_device, s_stream, s_dur, s_deps, s_label, s_mb, s_chunk, s_comm = (
-            _TASK_SETTERS
-        )
-        s_tid(task, tid)
-        s_kind(task, kind)
-        s_device(task, device)
-        s_stream(task, stream)
-        s_dur(task, float(duration_s))
-        s_deps(task, clean)
-        s_label(task, label)
-        s_mb(task, microbatch)
-        s_chunk(task, chunk)
-        s_comm(task, comm)
+        _S_TID(task, tid)
+        _S_KIND(task, kind)
+        _S_DEVICE(task, device)
+        _S_STREAM(task, stream)
+        _S_DUR(task, duration_s if type(duration_s) is float else float(duration_s))
+        _S_DEPS(task, clean)
+        _S_LABEL(task, label)
+        _S_MB(task, microbatch)
+        _S_CHUNK(task, chunk)
+        _S_COMM(task, comm)
         tasks.append(task)
         if device not in self._device_set:
             self._device_set.add(device)

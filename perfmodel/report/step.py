@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.parallel.memory import PlanMemory
@@ -90,13 +91,14 @@ def task_class(task: Task) -> tuple[int, str]:
 
 
 def _compute_busy(timeline: Timeline) -> dict[str, float]:
-    """Seconds each simulated device's compute stream is busy."""
+    """Seconds each simulated device's compute stream is busy (summed in task order)."""
     busy: dict[str, float] = {}
+    get = busy.get
+    start_s, end_s = timeline.start_s, timeline.end_s
     for t in timeline.graph.tasks:
         if t.stream == "compute":
-            busy[t.device] = (
-                busy.get(t.device, 0.0) + timeline.end_s[t.tid] - timeline.start_s[t.tid]
-            )
+            dev, tid = t.device, t.tid
+            busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
     return busy
 
 
@@ -120,45 +122,71 @@ def critical_device(timeline: Timeline) -> str:
 
 def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[str, float]:
     """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring)."""
-    events: list[tuple[float, int, str]] = []
+    return _sweep(*_class_events(timeline, dev), t0, t1)
+
+
+_Events = list[tuple[float, int, str]]
+
+
+def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
+    """The start and end events of the tasks that count for ``dev`` (its own tasks,
+    communication whose group holds it, host tasks anywhere) as ``(time, +1 | -1, key)`` in
+    time order (ties: ends first, then task order), and each ``"prio|class"`` key's class
+    (keys compare by priority first)."""
+    events: _Events = []
+    append = events.append
     keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
     start_s, end_s = timeline.start_s, timeline.end_s
     for t in timeline.graph.tasks:
-        s, e = start_s[t.tid], end_s[t.tid]
+        comm = t.comm
+        if t.device != dev:
+            if t.stream == "compute":
+                continue
+            mine = comm is not None and dev in comm.group
+        else:
+            mine = True
+        tid = t.tid
+        s, e = start_s[tid], end_s[tid]
         if e <= s:
             continue
-        comm = t.comm
         ck = (t.stream, t.kind, None if comm is None else comm.kind)
         key = keys.get(ck)
         if key is None:
             prio, cls = task_class(t)
             key = keys[ck] = f"{prio}|{cls}"
-        if t.device != dev:
-            if t.stream == "compute":
-                continue
-            if not (comm is not None and dev in comm.group) and key != "2|host":
-                continue
-        events.append((s, 1, key))
-        events.append((e, -1, key))
-    events.sort(key=lambda x: (x[0], x[1]))
+        if not mine and key != "2|host":
+            continue
+        append((s, 1, key))
+        append((e, -1, key))
+    events.sort(key=_EVENT_ORDER)
+    return events, {k: k.split("|", 1)[1] for k in keys.values()}
+
+
+def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:
+    """Seconds of ``[t0, t1]`` per class: each interval between consecutive events goes to
+    the highest-priority class running, ``bubble`` when none. Stops at the first event at or
+    after ``t1`` (what follows would add nothing)."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
     prev = t0
-    i = 0
-    while i <= len(events):
-        now = events[i][0] if i < len(events) else t1
-        now = min(now, t1)
+    for now, d, key in events:
+        if now >= t1:
+            break
         if now > prev:
             live = [k for k, c in active.items() if c > 0]
-            cls = min(live).split("|", 1)[1] if live else "bubble"
+            cls = cls_of[min(live)] if live else "bubble"
             acc[cls] = acc.get(cls, 0.0) + (now - prev)
             prev = now
-        if i == len(events):
-            break
-        _, d, key = events[i]
         active[key] = active.get(key, 0) + d
-        i += 1
+    if t1 > prev:
+        live = [k for k, c in active.items() if c > 0]
+        cls = cls_of[min(live)] if live else "bubble"
+        acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
     return acc
+
+
+_EVENT_ORDER = itemgetter(0, 1)
+"""Sort key of :func:`_class_events`: time, then ends (-1) before starts (+1)."""
 
 
 def breakdown(
@@ -198,8 +226,9 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
     schedule's plus ``extra`` times one period's (``[tau, tau + lambda)``,
     :func:`perfmodel.sim.engine.periodic_timeline`)."""
     short, lam, tau = tl.short, tl.period_s, tl.window_s
-    acc = _class_seconds(short, dev, 0.0, short.makespan_s)
-    one = _class_seconds(short, dev, tau, tau + lam)
+    events = _class_events(short, dev)  # one sorted list for both sweeps
+    acc = _sweep(*events, 0.0, short.makespan_s)
+    one = _sweep(*events, tau, tau + lam)
     for cls, v in one.items():
         acc[cls] = acc.get(cls, 0.0) + tl.extra * v
     return acc

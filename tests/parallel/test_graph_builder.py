@@ -47,3 +47,18 @@ def test_evaluate_hand_schedule() -> None:
     tl = evaluate(b.build())
     assert tl.start_s == (0.0, 1.0, 1.0, 4.0)
     assert tl.end_s == (1.0, 3.0, 4.0, 4.5)
+
+
+def test_two_dependencies_cleaned_as_any_other_count() -> None:
+    """The unrolled two-dependency case drops ``None``, negative ids and a duplicate and sorts
+    the rest, as the set-and-sort of three or more does (issue 14: one call per task)."""
+    import itertools
+
+    vals = [None, -1, 0, 1, 2]
+    for a, d in itertools.product(vals, vals):
+        b = GraphBuilder()
+        for _ in range(3):
+            b.add(TaskKind.COMPUTE, "g", "compute", 1.0)
+        tid = b.add(TaskKind.COMPUTE, "g", "compute", 1.0, [a, d])
+        want = tuple(sorted({x for x in (a, d) if x is not None and x >= 0}))
+        assert b.tasks[tid].deps == want, (a, d)

@@ -77,3 +77,48 @@ def test_simpy_and_analytic_agree_on_pipeline() -> None:
     a, s = evaluate(step.graph), simulate(step.graph)
     assert s.makespan_s == pytest.approx(a.makespan_s, rel=1e-12)
     assert s.end_s == pytest.approx(a.end_s, rel=1e-9, abs=1e-15)
+
+
+def _reference_interleaved(p: int, m: int, stage: int, v: int) -> list[tuple[str, int, int]]:
+    """The operation order written as the loop of the schedule's definition (Megatron-LM)."""
+    total = m * v
+
+    def fwd(k: int) -> tuple[str, int, int]:
+        return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
+
+    def bwd(k: int) -> tuple[str, int, int]:
+        return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
+
+    warm = min((p - stage - 1) * 2 + (v - 1) * p, total)
+    ops = [fwd(k) for k in range(warm)]
+    f, b = warm, 0
+    while f < total:
+        ops += [fwd(f), bwd(b)]
+        f, b = f + 1, b + 1
+    return ops + [bwd(k) for k in range(b, total)]
+
+
+def test_schedules_match_their_loop_definitions() -> None:
+    """The shared forward/backward lists (issue 14) give each stage the order of the loops;
+    ``peak_in_flight`` the largest running count, at least 0."""
+    from perfmodel.parallel.plan import PipelineSchedule
+    from perfmodel.parallel.schedule import stage_peak_in_flight
+
+    for p, m in ((1, 1), (1, 3), (2, 2), (3, 7), (4, 8), (4, 2), (8, 16)):
+        for stage in range(p):
+            warm = min(p - stage - 1, m)
+            ref = [("F", i, 0) for i in range(warm)]
+            for i in range(m - warm):
+                ref += [("F", warm + i, 0), ("B", i, 0)]
+            ref += [("B", i, 0) for i in range(m - warm, m)]
+            assert one_f_one_b(p, m, stage) == ref
+            live, peak = 0, 0
+            for phase, _, _ in ref:
+                live += 1 if phase == "F" else -1
+                peak = max(peak, live)
+            assert peak_in_flight(ref) == peak
+            assert stage_peak_in_flight(PipelineSchedule.ONE_F_ONE_B, p, m, stage) == peak
+            for v in (1, 2, 3):
+                if m % p == 0:
+                    assert interleaved(p, m, stage, v) == _reference_interleaved(p, m, stage, v)
+    assert peak_in_flight([("B", 0, 0)]) == 0 and peak_in_flight([]) == 0
