@@ -43,7 +43,7 @@ def test_find_and_unknown_names() -> None:
     assert cat.find("no-such-link") is None
     assert cat._loaded is None  # a name absent from the text needs no parse
     assert cat.find("IB-HDR") == links.get_link("ib-hdr")
-    with pytest.raises(UnknownHardwareError, match="unknown link technology 'ib-hdx'.*ib-hdr"):
+    with pytest.raises(UnknownHardwareError, match=r"unknown link technology 'ib-hdx'.*ib-hdr"):
         cat.get("ib-hdx", "test")
     assert links.find_link("custom") is None
 
