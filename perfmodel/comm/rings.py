@@ -932,13 +932,10 @@ class Channel:
 @cache
 def _is_socket(tech: str) -> bool:
     """Whether a link technology is reached through kernel TCP sockets (catalogue ``protocol``)."""
-    from perfmodel.errors import UnknownHardwareError
-    from perfmodel.hardware.links import get_link
+    from perfmodel.hardware.links import find_link
 
-    try:
-        return get_link(str(tech)).protocol.lower() == "tcp"
-    except UnknownHardwareError:
-        return False
+    link = find_link(str(tech))
+    return link is not None and link.protocol.lower() == "tcp"
 
 
 def check_group(

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from perfmodel._io import load_toml
+import tomllib
+
+from perfmodel._io import load_toml, read_text
 from perfmodel.errors import ConfigError, UnknownHardwareError
 
 
@@ -141,6 +143,9 @@ class Catalogue(Generic[S]):
         self.parse = parse
         self.data = data
         self._loaded: tuple[dict[str, S], dict[str, str]] | None = None
+        self._blocks: list[str] | None = None  # the shipped file, one text per entry
+        self._found: dict[str, S] = {}  # lower-case name or alias -> spec, by _lookup
+        self._plain: str | None = None  # the shipped text, lower-case, when it has no escapes
 
     def read_indexed(self, path: str | os.PathLike[str]) -> tuple[dict[str, S], dict[str, str]]:
         """``({canonical name: spec}, {lower-case name or alias: canonical name})`` of a file."""
@@ -186,12 +191,90 @@ class Catalogue(Generic[S]):
 
     def _shipped(self) -> tuple[dict[str, S], dict[str, str]]:
         if self._loaded is None:
-            self._loaded = self.read_indexed(self.data)
+            specs, index = self.read_indexed(self.data)
+            for spec in self._found.values():  # the specs get already returned stay the ones
+                if specs.get(spec.name) == spec:
+                    specs[spec.name] = spec
+            self._loaded = specs, index
         return self._loaded
+
+    def _entry_texts(self) -> list[str]:
+        """The shipped file cut into one TOML text per ``[[table]]`` entry (file order); empty
+        when the file is not laid out so that the cut is exact (anything but comments before
+        the first entry, or a multi-line string, which could hold a header line)."""
+        if self._blocks is None:
+            text = read_text(self.data)
+            header = f"[[{self.table}]]"
+            blocks: list[list[str]] = []
+            simple = '"""' not in text and "'''" not in text
+            for line in text.splitlines():
+                if line.strip() == header:
+                    blocks.append([])
+                elif not blocks and line.strip() and not line.lstrip().startswith("#"):
+                    simple = False
+                if blocks:
+                    blocks[-1].append(line)
+            self._blocks = ["\n".join(b) for b in blocks] if simple else []
+            # no escape sequence anywhere: a name the text does not hold is no entry's
+            self._plain = text.lower() if simple and "\\" not in text else None
+        return self._blocks
+
+    def _lookup(self, key: str) -> S | None:
+        """The shipped spec named ``key`` (lower-case name or alias), parsing only the entries
+        whose text holds ``"key"`` (case-insensitive) instead of the whole file (issue 14: three
+        catalogues of 13-42 entries were ~10 ms of a fresh ``perfmodel predict``); ``None``
+        when that cannot answer exactly (no such entry, two entries claiming the name, an entry
+        that does not parse alone): the caller then reads the whole file, whose checks and
+        errors are the ones that hold. Every entry naming ``key`` in a basic string is a
+        candidate, so a duplicate name or alias among them is seen here too."""
+        if key in self._found:
+            return self._found[key]
+        if '"' in key or "\\" in key:
+            return None
+        quoted = f'"{key}"'
+        hits: dict[str, S] = {}
+        for i, block in enumerate(self._entry_texts()):
+            if quoted not in block.lower():
+                continue
+            try:
+                data = tomllib.loads(block)
+            except tomllib.TOMLDecodeError:
+                return None
+            entries = data.get(self.table)
+            if set(data) != {self.table} or not isinstance(entries, list) or len(entries) != 1:
+                return None
+            entry = entries[0]
+            spec = self.parse(
+                entry, f"{self.data.name}: {self.table}[{i}] ({entry.get('name', '?')})"
+            )
+            if key in (n.lower() for n in (spec.name, *spec.aliases)):
+                hits[spec.name] = spec
+        if len(hits) != 1:
+            return None
+        (spec,) = hits.values()
+        # one object per entry, whichever of its names found it first
+        spec = next((s for s in self._found.values() if s.name == spec.name), spec)
+        self._found[key] = spec
+        return spec
 
     def specs(self) -> list[S]:
         """Every spec of the shipped catalogue, in file order."""
         return list(self._shipped()[0].values())
+
+    def find(self, name: str) -> S | None:
+        """The shipped spec named ``name`` (canonical or alias, case-insensitive), ``None`` when
+        there is none (no error, no close-match search: a name the shipped text does not hold
+        at all is answered without parsing the file)."""
+        key = str(name).lower()
+        if self._loaded is None:
+            found = self._lookup(key)
+            if found is not None:
+                return found
+            self._entry_texts()
+            if self._plain is not None and key not in self._plain:
+                return None
+        specs, index = self._shipped()
+        return specs[index[key]] if key in index else None
 
     def get(self, name: str | S, where: str) -> S:
         """The spec named ``name`` (canonical or alias, case-insensitive); a spec is returned as is.
@@ -200,8 +283,12 @@ class Catalogue(Generic[S]):
         """
         if isinstance(name, self.spec_type):
             return name
-        specs, index = self._shipped()
         key = str(name).lower()
+        if self._loaded is None:
+            found = self._lookup(key)
+            if found is not None:
+                return found
+        specs, index = self._shipped()
         if key in index:
             return specs[index[key]]
         close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)

@@ -215,3 +215,9 @@ def list_links() -> list[LinkTech]:
 def get_link(name: str | LinkTech, *, where: str = "link") -> LinkTech:
     """Look up a link technology by name or alias (case-insensitive)."""
     return _LINKS.get(name, where)
+
+
+def find_link(name: str) -> LinkTech | None:
+    """The link technology named ``name`` (canonical name or alias, case-insensitive), ``None``
+    when the catalogue has none (:func:`get_link` without its error)."""
+    return _LINKS.find(name)
