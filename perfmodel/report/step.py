@@ -102,19 +102,26 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
     return busy
 
 
+#: Busy seconds within this fraction of the busiest device's count as a tie (a float's rounding
+#: differs between fidelities and lowerings: summation order, periodic extension).
+BUSY_TIE_REL = 1e-9
+
+
 def _busiest(busy: dict[str, float], devices: tuple[str, ...]) -> str:
+    """The device of ``devices`` with the most busy seconds; devices within
+    :data:`BUSY_TIE_REL` of the most tie, and the first of them in ``devices`` is taken, so the
+    choice does not depend on summation order (coarse or fine lowering, periodic extension,
+    analytic or simulated)."""
     if not busy:
         return devices[0]
-    return max(busy, key=lambda d: (busy[d], -devices.index(d)))
+    floor = max(busy.values()) * (1.0 - BUSY_TIE_REL)
+    return next(d for d in devices if busy.get(d, -1.0) >= floor)
 
 
 def critical_device(timeline: Timeline) -> str:
     """The simulated GPU whose compute stream is busiest."""
     if isinstance(timeline, PeriodicTimeline):
-        dev = _periodic_critical(timeline)
-        if dev is not None:
-            return dev
-        timeline = timeline.scheduled()
+        return _periodic_critical(timeline)
     if isinstance(timeline, CoarseTimeline):  # the same busy seconds (coarsenable's proof)
         timeline = timeline.coarse
     return _busiest(_compute_busy(timeline), timeline.graph.devices)
@@ -194,15 +201,11 @@ def breakdown(
 ) -> Breakdown:
     """Classify every instant of ``[0, period]`` on ``device`` (see module docstring)."""
     if isinstance(timeline, PeriodicTimeline):
-        dev = device or _periodic_critical(timeline)
-        acc = None if dev is None else _periodic_seconds(timeline, dev)
-        if acc is None:
-            timeline = timeline.scheduled()
-        else:
-            T = timeline.makespan_s
-            if period_s is not None and period_s > T:  # the sweep's bubble up to the period
-                acc["bubble"] = acc.get("bubble", 0.0) + (period_s - T)
-            return _breakdown_of(acc)
+        acc = _periodic_seconds(timeline, device or _periodic_critical(timeline))
+        T = timeline.makespan_s
+        if period_s is not None and period_s > T:  # the sweep's bubble up to the period
+            acc["bubble"] = acc.get("bubble", 0.0) + (period_s - T)
+        return _breakdown_of(acc)
     if isinstance(timeline, CoarseTimeline):  # the same class seconds (coarsenable's proof)
         timeline = timeline.coarse
     dev = device or critical_device(timeline)
@@ -234,11 +237,10 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
     return acc
 
 
-def _periodic_critical(tl: PeriodicTimeline) -> str | None:
+def _periodic_critical(tl: PeriodicTimeline) -> str:
     """:func:`critical_device` of a periodic timeline: each device's busy compute time is the
     short schedule's plus ``extra`` times one micro-batch's compute tasks (every micro-batch of
-    the periodic regime runs the same). ``None`` when devices tie (to ``1e-9``) with breakdowns
-    that differ: the whole schedule's rounding decides then."""
+    the periodic regime runs the same); ties as :func:`_busiest` breaks them."""
     short = tl.short
     busy = _compute_busy(short)
     tasks = short.graph.tasks
@@ -246,20 +248,7 @@ def _periodic_critical(tl: PeriodicTimeline) -> str | None:
         t = tasks[tid]
         if t.stream == "compute":
             busy[t.device] += tl.extra * (short.end_s[tid] - short.start_s[tid])
-    devices = short.graph.devices
-    dev = _busiest(busy, devices)
-    if not busy:
-        return dev
-    top = busy[dev]
-    ties = [d for d in busy if d != dev and busy[d] >= top - 1e-9 * abs(top)]
-    if ties:
-        ref = _periodic_seconds(tl, dev)
-        tol = 1e-9 * tl.makespan_s
-        for d in ties:
-            other = _periodic_seconds(tl, d)
-            if any(abs(ref.get(c, 0.0) - other.get(c, 0.0)) > tol for c in {*ref, *other}):
-                return None
-    return dev
+    return _busiest(busy, short.graph.devices)
 
 
 def _flops_text(flops_per_s: float) -> str:
