@@ -5,7 +5,8 @@ fabric. A prediction reads the nodes and links of one or two servers and the fab
 between two servers, the GPUs' specs, NCCL's P2P rule on server 0); the build record
 (:class:`~perfmodel.topology.model.ReplicaPattern`) answers the rest. Materialising the 2,048
 servers of a 16,384-GPU DGX A100 cluster (63,000 nodes, 92,000 links) cost ~0.2 s CPU and
-~60 MB per ``predict`` process for nothing it read.
+~60 MB per ``predict`` process for nothing it read (``benchmarks/bench_scale.py --only growth``,
+peak resident memory 113 -> 78 MB at 16,384 GPUs).
 
 :class:`ServerTable` replaces networkx's two node-keyed dicts (``graph._node``, the node
 attributes, and ``graph._adj``, the adjacency; networkx 3.x keeps a graph's whole state in
@@ -27,6 +28,8 @@ from typing import Any
 import networkx as nx
 
 Attrs = dict[str, Any]
+
+_ABSENT = object()  # no value (a lookup's default that no dict value is)
 
 
 def server_of_name(key: Any, servers: int, local_ids: frozenset[str]) -> int | None:
@@ -83,7 +86,9 @@ class ClusterFiller:
         self.local_ids = frozenset(lid for lid, _, _ in template)
         self.made: set[int] = set()
         self.complete = False
-        self.lock = threading.Lock()  # a topology may be read from several threads
+        # a topology may be read from several threads; re-entrant: a lookup that misses takes
+        # it to wait for a reorder (_MadeOnRead._miss)
+        self.lock = threading.RLock()
         self.node: ServerTable = ServerTable(self)
         self.adj: ServerTable = ServerTable(self)
 
@@ -96,18 +101,17 @@ class ClusterFiller:
         """The server whose node ``key`` is, or ``None`` (not a server node id)."""
         return server_of_name(key, self.servers, self.local_ids)
 
-    def make_for(self, key: Any) -> bool:
-        """Whether ``key`` is a node of a server made before :meth:`make_all` (made now if
-        it was not): ``False`` for any other key, and once every server is made."""
+    def make_for(self, key: Any) -> None:
+        """Make the server of node ``key`` if it is not made yet (nothing for any other key,
+        and once every server is made)."""
         if self.complete:
-            return False
+            return
         s = self.server_of_key(key)
         if s is None:
-            return False
+            return
         with self.lock:
             if s not in self.made and not self.complete:
                 self.make(s)
-        return True
 
     def make(self, s: int) -> None:
         """Put server ``s``'s node attributes and adjacency (fabric links last) in the tables
@@ -168,9 +172,13 @@ class _MadeOnRead(dict):  # type: ignore[type-arg]
 
     __slots__ = ()
 
-    def _make_for(self, key: Any) -> bool:
-        """Whether ``key`` is a key whose entry is now made (made now, with what is made with
-        it, if it was not), while not every entry is: ``False`` for any other key."""
+    def _make_for(self, key: Any) -> None:
+        """Make ``key``'s entry (with what is made with it) if it is a key whose entry is not
+        made yet; nothing for any other key."""
+        raise NotImplementedError
+
+    def _guard(self) -> threading.RLock:
+        """The lock :meth:`make_all` holds while it reorders the dict."""
         raise NotImplementedError
 
     def make_all(self) -> None:
@@ -181,20 +189,27 @@ class _MadeOnRead(dict):  # type: ignore[type-arg]
         """Entries of the whole dict."""
         raise NotImplementedError
 
+    def _miss(self, key: Any, default: Any) -> Any:
+        """``key``'s value after a plain lookup missed (``default`` where there is none): the
+        entry made if it is one not made yet, then looked up again under :meth:`_guard`, so
+        that a reorder in another thread (:meth:`make_all` empties and refills the dict under
+        that lock) is over: a key of the eager dict is never missed."""
+        self._make_for(key)
+        with self._guard():
+            return dict.get(self, key, default)
+
     def __missing__(self, key: Any) -> Any:
-        if self._make_for(key):
-            return dict.__getitem__(self, key)
-        raise KeyError(key)
+        value = self._miss(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
 
     def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or (
-            self._make_for(key) and dict.__contains__(self, key)
-        )
+        return dict.__contains__(self, key) or self._miss(key, _ABSENT) is not _ABSENT
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if dict.__contains__(self, key) or self._make_for(key):
-            return dict.get(self, key, default)
-        return default
+        value = dict.get(self, key, _ABSENT)
+        return self._miss(key, default) if value is _ABSENT else value
 
     def __len__(self) -> int:
         return self._size()
@@ -247,8 +262,11 @@ class ServerTable(_MadeOnRead):
         super().__init__()
         self._filler = filler
 
-    def _make_for(self, key: Any) -> bool:
-        return self._filler.make_for(key)
+    def _make_for(self, key: Any) -> None:
+        self._filler.make_for(key)
+
+    def _guard(self) -> threading.RLock:
+        return self._filler.lock
 
     def make_all(self) -> None:
         self._filler.make_all()
@@ -293,21 +311,23 @@ class NodeTable(_MadeOnRead):
         self._values, self._fixed = values, fixed
         self._complete = False
         self._made: set[int] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         dict.update(self, fixed)
 
-    def _make_for(self, key: Any) -> bool:
+    def _make_for(self, key: Any) -> None:
         if self._complete:
-            return False
+            return
         s = server_of_name(key, self._servers, self._lid_set)
         if s is None:
-            return False
+            return
         with self._lock:
             if s not in self._made and not self._complete:
                 # the server's entries at once (a caller reads every GPU of a group)
                 dict.update(self, zip(self._names(s), self._values(s), strict=True))
                 self._made.add(s)
-        return True
+
+    def _guard(self) -> threading.RLock:
+        return self._lock
 
     def make_all(self) -> None:
         if self._complete:
@@ -338,21 +358,23 @@ class ServerMap(_MadeOnRead):
         super().__init__()
         self._order, self._keys, self._value = order, frozenset(order), value
         self._complete = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
-    def _make_for(self, key: Any) -> bool:
+    def _make_for(self, key: Any) -> None:
         if self._complete:
-            return False
+            return
         try:
             known = key in self._keys
         except TypeError:
-            return False
+            return
         if not known:
-            return False
+            return
         with self._lock:
             if not dict.__contains__(self, key) and not self._complete:
                 dict.__setitem__(self, key, self._value(key))
-        return True
+
+    def _guard(self) -> threading.RLock:
+        return self._lock
 
     def make_all(self) -> None:
         if self._complete:

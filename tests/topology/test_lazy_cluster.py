@@ -184,3 +184,40 @@ def test_reads_from_several_threads() -> None:
         sys.setswitchinterval(old)
     assert not errors, errors
     assert _digest(g) == EAGER[("dgx-a100", 64, None)]
+
+
+def test_fabric_keys_read_while_another_thread_reorders() -> None:
+    """A whole read reorders the tables (emptied and refilled under the lock): a thread
+    reading a fabric switch meanwhile must still find it (review: ``KeyError('fabric/rail0')``
+    and ``"fabric/spine" in g`` False in 4-10 of 40 trials before the lookups waited for the
+    reorder)."""
+    import sys
+    import threading
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    errors: list[str] = []
+    try:
+        for _ in range(12):
+            g = load_system("dgx-a100", nodes=256).graph
+            stop = threading.Event()
+
+            def read(g: object = g, stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    try:
+                        g._adj["fabric/rail0"]  # type: ignore[attr-defined]
+                        if "fabric/spine" not in g:  # type: ignore[operator]
+                            errors.append("'fabric/spine' not in graph")
+                        if g._node.get("fabric/rail1") is None:  # type: ignore[attr-defined]
+                            errors.append("get('fabric/rail1') is None")
+                    except KeyError as e:
+                        errors.append(repr(e))
+
+            th = threading.Thread(target=read)
+            th.start()
+            list(g.nodes)  # a whole read: every server made, tables reordered
+            stop.set()
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[:5]
