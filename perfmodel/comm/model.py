@@ -832,23 +832,72 @@ class CommCostModel:
         path = server_symmetry(self.topology).pair_route(src, dst, links.p2p_route)
         return links.p2p_route(src, dst) if path is None else path
 
+    def _canonical_pairs(
+        self, pairs: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...] | None:
+        """``pairs`` mapped into the first servers of their servers' classes, or ``None``
+        where a pair stays in one server or an endpoint is in no class
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.server_map` of all the pairs'
+        servers at once: the ``k``-th of them in a class, in name order, onto the class's
+        ``k``-th server, nodes by local id).
+
+        The :meth:`_flow_terms` of the image are those of ``pairs``, bit for bit (issue 14: the
+        TP-rank sends between every two pipeline stages, in every plan, are one route and
+        rate computation per shape): each pair's route is :meth:`_p2p_route`, read off the
+        same local ids in the first two servers of the class by
+        :meth:`~perfmodel.topology.symmetry.ServerSymmetry.pair_route` for the pair and its
+        image alike (the map keeps the classes and which server of a pair sorts first), so
+        the image's routes are the routes with the names mapped. The map is a graph
+        automorphism keeping every link's capacity, latency and class, so the per-route alpha
+        (transport class, latency sum in path order) and the max-min fair rates on the
+        mapped links (the same capacities and the same flows on each, in the same order) are
+        the same numbers. Pairs inside one server take :meth:`DirectedLinks.p2p_route`
+        directly, with no such map: no memo for them (the direct path).
+        """
+        links = self.links
+        server = links.server
+        servers: set[int] = set()
+        for s, d in pairs:
+            a, b = server[s], server[d]
+            if a == b:
+                return None
+            servers.add(a)
+            servers.add(b)
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map(servers)
+        if smap is None:
+            return None
+        if all(k == v for k, v in smap.items()):
+            return pairs
+        by_local, local_id = sym.by_local, sym.local_id
+        return tuple(
+            (by_local[smap[server[s]]][local_id[s]], by_local[smap[server[d]]][local_id[d]])
+            for s, d in pairs
+        )
+
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
-        every plan with the same pairs, reuses one route and rate computation)."""
+        every plan with the same pairs, reuses one route and rate computation), and shared
+        by every set of pairs of the same shape (:meth:`_canonical_pairs`)."""
         hit = self._flow_cache.get(pairs)
-        if hit is None:
-            paths = [self._p2p_route(s, d) for s, d in pairs]
-            rates = flow_rates(self.links, paths)
-            step = P.NCCL_STEP_LATENCY_S
-            hit = self._flow_cache[pairs] = tuple(
-                (
-                    step[(self.links.hw_class(path), "ring", Protocol.SIMPLE)]
-                    + self.links.extra_latency(path),
-                    float(rate),
-                )
-                for path, rate in zip(paths, rates)
+        if hit is not None:
+            return hit
+        canon = self._canonical_pairs(pairs)
+        if canon is not None and canon != pairs:  # one route and rate computation per shape
+            hit = self._flow_cache[pairs] = self._flow_terms(canon)
+            return hit
+        paths = [self._p2p_route(s, d) for s, d in pairs]
+        rates = flow_rates(self.links, paths)
+        step = P.NCCL_STEP_LATENCY_S
+        hit = self._flow_cache[pairs] = tuple(
+            (
+                step[(self.links.hw_class(path), "ring", Protocol.SIMPLE)]
+                + self.links.extra_latency(path),
+                float(rate),
             )
+            for path, rate in zip(paths, rates)
+        )
         return hit
 
     def _other(
