@@ -82,7 +82,7 @@ def _dp_groups(topo: Topology, servers: tuple[int, ...], locals_: tuple[int, ...
 @pytest.mark.parametrize(("name", "topo"), CASES, ids=[c[0] for c in CASES])
 def test_sharing_factor_equals_direct(name: str, topo: Topology) -> None:
     n = topo.num_nodes
-    for servers in [(0, 1), (1, 2), (2, 0), (0, 1, 2), (n - 1, 0)]:
+    for servers in [(0, 1), (1, 2), (2, 0), (0, 1, 2), (1, 2, 0), (2, 1, 0), (n - 1, 0)]:
         for locals_ in [(0, 2, 4, 6), (0, 1), (1, 3, 5, 7)]:
             groups = _dp_groups(topo, servers, locals_)
             got = costs.ring_sharing_factor(topo, groups)
@@ -100,6 +100,28 @@ def test_nic_sharing_factor_equals_direct() -> None:
         assert costs._uses_nic_sets(topo, groups)
         got = costs.ring_sharing_factor(topo, groups)
         assert got == costs._ring_sharing_factor(topo, groups) > 1.0
+    # the server-level path reads no route: any order of the servers is one shape
+    shuffled = tuple(
+        tuple(topo.gpus[s * gpn + k] for s in (5, 3, 8, 1, 0, 2, 4, 7, 6)) for k in range(8)
+    )
+    one = costs._canonical_groups(topo, shuffled, any_order=True)
+    assert one == costs._canonical_groups(topo, groups, any_order=True)
+    assert costs._ring_sharing_factor(topo, shuffled) == costs._ring_sharing_factor(topo, groups)
+
+
+def test_rotated_rings_share_one_shape() -> None:
+    """A ring and its rotation have the same hops; siblings are a set: one shape."""
+    topo = load_system("dgx-a100", nodes=4)
+    gpn = topo.gpus_per_node
+    ring = tuple(topo.gpus[s * gpn] for s in (0, 1, 2))
+    sib = tuple(topo.gpus[s * gpn + 1] for s in (0, 1, 2))
+    turned = ((*ring[1:], ring[0]), sib)
+    assert costs._canonical_groups(topo, turned) == costs._canonical_groups(topo, (ring, sib))
+    assert costs._canonical_groups(topo, (sib, ring)) != costs._canonical_groups(
+        topo, (ring, sib)
+    )  # which group is priced matters
+    reverse = (ring[::-1], sib)
+    assert costs._canonical_groups(topo, reverse) != costs._canonical_groups(topo, (ring, sib))
 
 
 def test_translated_stages_share_one_entry() -> None:
