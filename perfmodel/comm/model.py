@@ -174,6 +174,11 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
+_BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
+"""Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
+fabric (:meth:`CommCostModel._collective_shape`)."""
+
+
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     """``value`` with every node name in it mapped through ``names`` (strings, tuples, channels
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
@@ -291,6 +296,7 @@ class CommCostModel:
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._shape_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
+        self._shape_results: dict[tuple[Any, ...], CommResult] = {}
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -345,11 +351,50 @@ class CommCostModel:
         if len(members) == 1:
             res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
         elif self.fidelity == "analytic":
+            shape = self._collective_shape(members, algo) if no_cpu else None
+            hit = None if shape is None else self._shape_results.get((o, m, shape, algo))
+            if hit is not None:
+                self._cache[key] = hit
+                return hit
             res = self._analytic(o, m, members, algo)
+            shape = self._collective_shape(members, algo) if no_cpu else None
+            if shape is not None and res.algorithm in _BY_GROUP_NUMBERS:
+                self._shape_results[(o, m, shape, algo)] = res
         else:
             res = self._simulated(o, m, members, algo)
         self._cache[key] = res
         return res
+
+    def _collective_shape(
+        self, members: tuple[str, ...], algo: Algorithm
+    ) -> tuple[str, ...] | None:
+        """The members of the group of the same shape whose analytic result a group spanning
+        servers reuses, or ``None`` (then priced as before).
+
+        Issue 14: a pipeline's stages ask for the same collectives over translated groups.
+        :meth:`group_info` of such a group (two servers or more: no :meth:`_twin_group`) is
+        :meth:`_shape_group`'s relabelled analysis of the image in the first servers of its
+        classes, used where that image's channels stay in its servers
+        (``_shape_inside``, known once one translate has been analysed): the same bandwidths,
+        latencies, channel count, parts and server attributes. The ring, tree and in-switch
+        closed forms (:meth:`_nccl_candidates`, :meth:`_in_switch_candidates`) read only those
+        numbers and the fabric, never a name, so the result is the same object's numbers, bit
+        for bit; results of other algorithms (which route flows by name) are not shared
+        (``_BY_GROUP_NUMBERS``), nor are explicit algorithms outside them.
+        """
+        if algo not in _BY_GROUP_NUMBERS and algo is not Algorithm.AUTO:
+            return None
+        srv = self.links.server
+        servers = {srv[x] for x in members}
+        if len(servers) < 2:
+            return None
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map(servers)
+        if smap is None or all(k == v for k, v in smap.items()):
+            return None
+        by_local, local_id = sym.by_local, sym.local_id
+        base = tuple(by_local[smap[srv[x]]][local_id[x]] for x in members)
+        return base if self._shape_inside.get(base) is True else None
 
     def group_info(self, group: Sequence[str]) -> GroupInfo:
         """Topology-derived bandwidths and latencies of a group (cached)."""

@@ -178,3 +178,29 @@ def test_unlike_server_is_not_memoised() -> None:
     assert costs.ring_sharing_factor(topo, groups + like) == costs._ring_sharing_factor(
         topo, groups + like
     )
+
+
+@pytest.mark.parametrize(("name", "topo"), CASES, ids=[c[0] for c in CASES])
+def test_collective_shape_memo_equals_direct(name: str, topo: Topology) -> None:
+    """Translated groups across servers (a pipeline's stages) share one analytic result,
+    equal to each group's own."""
+    model = CommCostModel(topo)
+    direct = CommCostModel(topo)
+    direct._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
+    n, gpn = topo.num_nodes, topo.gpus_per_node
+    for servers in [(0, 1), (1, 2), (2, 0), (0, 2), (n - 1, 1)]:
+        for pick in ((0,), (0, 4), (1, 3, 5, 7)):
+            group = tuple(topo.gpus[s * gpn + k] for s in servers for k in pick)
+            for op, algo in [("allreduce", "auto"), ("allreduce", "ring"), ("allgather", "auto")]:
+                for m in (2**12, 2**28):
+                    got = model.collective(op, m, group, algorithm=algo)
+                    assert got == direct.collective(op, m, group, algorithm=algo), (group, op, m)
+
+
+def test_collective_translates_share_one_result() -> None:
+    topo = load_system("dgx-a100", nodes=4)
+    model = CommCostModel(topo)
+    groups = [tuple(topo.gpus[s * 8] for s in (a, a + 1)) for a in range(3)]
+    first, second, third = (model.collective("allreduce", 2**26, g) for g in groups)
+    assert second is third  # the second translate is priced once for both
+    assert first == second
