@@ -352,13 +352,18 @@ class CommCostModel:
             res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
         elif self.fidelity == "analytic":
             shape = self._collective_shape(members, algo) if no_cpu else None
-            hit = None if shape is None else self._shape_results.get((o, m, shape, algo))
-            if hit is not None:
-                self._cache[key] = hit
-                return hit
+            inside = self._shape_inside
+            if shape is not None and inside.get(shape) is True:
+                hit = self._shape_results.get((o, m, shape, algo))
+                if hit is not None:
+                    self._cache[key] = hit
+                    return hit
             res = self._analytic(o, m, members, algo)
-            shape = self._collective_shape(members, algo) if no_cpu else None
-            if shape is not None and res.algorithm in _BY_GROUP_NUMBERS:
+            if (
+                shape is not None
+                and inside.get(shape) is True
+                and res.algorithm in _BY_GROUP_NUMBERS
+            ):
                 self._shape_results[(o, m, shape, algo)] = res
         else:
             res = self._simulated(o, m, members, algo)
@@ -369,7 +374,7 @@ class CommCostModel:
         self, members: tuple[str, ...], algo: Algorithm
     ) -> tuple[str, ...] | None:
         """The members of the group of the same shape whose analytic result a group spanning
-        servers reuses, or ``None`` (then priced as before).
+        servers may reuse (where ``_shape_inside`` says so), or ``None`` (priced as before).
 
         Issue 14: a pipeline's stages ask for the same collectives over translated groups.
         :meth:`group_info` of such a group (two servers or more: no :meth:`_twin_group`) is
@@ -393,8 +398,7 @@ class CommCostModel:
         if smap is None or all(k == v for k, v in smap.items()):
             return None
         by_local, local_id = sym.by_local, sym.local_id
-        base = tuple(by_local[smap[srv[x]]][local_id[x]] for x in members)
-        return base if self._shape_inside.get(base) is True else None
+        return tuple(by_local[smap[srv[x]]][local_id[x]] for x in members)
 
     def group_info(self, group: Sequence[str]) -> GroupInfo:
         """Topology-derived bandwidths and latencies of a group (cached)."""
