@@ -890,7 +890,7 @@ class CommCostModel:
         servers at once: the ``k``-th of them in a class, in name order, onto the class's
         ``k``-th server, nodes by local id).
 
-        The :meth:`_flow_terms` of the image are those of ``pairs``, bit for bit (issue 14: the
+        The :meth:`_flow_terms` of the image are those of ``pairs`` (issue 14: the
         TP-rank sends between every two pipeline stages, in every plan, are one route and
         rate computation per shape): each pair's route is :meth:`_p2p_route`, read off the
         same local ids in the first two servers of the class by
@@ -898,10 +898,13 @@ class CommCostModel:
         image alike (the map keeps the classes and which server of a pair sorts first), so
         the image's routes are the routes with the names mapped. The map is a graph
         automorphism keeping every link's capacity, latency and class, so the per-route alpha
-        (transport class, latency sum in path order) and the max-min fair rates on the
-        mapped links (the same capacities and the same flows on each, in the same order) are
-        the same numbers. Pairs inside one server take :meth:`DirectedLinks.p2p_route`
-        directly, with no such map: no memo for them (the direct path).
+        (transport class, latency sum in path order) is the same number, bit for bit, and so
+        are the max-min fair rates on the mapped links (the same capacities and the same flows
+        on each), up to the rounding of the filling's order, which follows link ids
+        (:func:`~perfmodel.comm.rings.channel_rates`): 1e-12 relative at most, bit-equal on
+        every system of ``tests/comm/test_shape_memo.py`` and the GPT-3 175B plans of
+        ``benchmarks/bench_scale.py``. Pairs inside one server take
+        :meth:`DirectedLinks.p2p_route` directly, with no such map: no memo for them.
         """
         links = self.links
         server = links.server
