@@ -174,6 +174,11 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
+_BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
+"""Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
+fabric (:meth:`CommCostModel._collective_shape`)."""
+
+
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     """``value`` with every node name in it mapped through ``names`` (strings, tuples, channels
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
@@ -291,6 +296,7 @@ class CommCostModel:
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._shape_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
+        self._shape_results: dict[tuple[Any, ...], CommResult] = {}
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -345,11 +351,54 @@ class CommCostModel:
         if len(members) == 1:
             res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
         elif self.fidelity == "analytic":
+            shape = self._collective_shape(members, algo) if no_cpu else None
+            inside = self._shape_inside
+            if shape is not None and inside.get(shape) is True:
+                hit = self._shape_results.get((o, m, shape, algo))
+                if hit is not None:
+                    self._cache[key] = hit
+                    return hit
             res = self._analytic(o, m, members, algo)
+            if (
+                shape is not None
+                and inside.get(shape) is True
+                and res.algorithm in _BY_GROUP_NUMBERS
+            ):
+                self._shape_results[(o, m, shape, algo)] = res
         else:
             res = self._simulated(o, m, members, algo)
         self._cache[key] = res
         return res
+
+    def _collective_shape(
+        self, members: tuple[str, ...], algo: Algorithm
+    ) -> tuple[str, ...] | None:
+        """The members of the group of the same shape whose analytic result a group spanning
+        servers may reuse (where ``_shape_inside`` says so), or ``None`` (priced as before).
+
+        Issue 14: a pipeline's stages ask for the same collectives over translated groups.
+        :meth:`group_info` of such a group (two servers or more: no :meth:`_twin_group`) is
+        :meth:`_shape_group`'s relabelled analysis of the image in the first servers of its
+        classes, used where that image's channels stay in its servers
+        (``_shape_inside``, known once one translate has been analysed): the same bandwidths,
+        latencies, channel count, parts and server attributes. The ring, tree and in-switch
+        closed forms (:meth:`_nccl_candidates`, :meth:`_in_switch_candidates`) read only those
+        numbers and the fabric, never a name, so the result is the same object's numbers, bit
+        for bit; results of other algorithms (which route flows by name) are not shared
+        (``_BY_GROUP_NUMBERS``), nor are explicit algorithms outside them.
+        """
+        if algo not in _BY_GROUP_NUMBERS and algo is not Algorithm.AUTO:
+            return None
+        srv = self.links.server
+        servers = {srv[x] for x in members}
+        if len(servers) < 2:
+            return None
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map(servers)
+        if smap is None or all(k == v for k, v in smap.items()):
+            return None
+        by_local, local_id = sym.by_local, sym.local_id
+        return tuple(by_local[smap[srv[x]]][local_id[x]] for x in members)
 
     def group_info(self, group: Sequence[str]) -> GroupInfo:
         """Topology-derived bandwidths and latencies of a group (cached)."""
@@ -832,23 +881,75 @@ class CommCostModel:
         path = server_symmetry(self.topology).pair_route(src, dst, links.p2p_route)
         return links.p2p_route(src, dst) if path is None else path
 
+    def _canonical_pairs(
+        self, pairs: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...] | None:
+        """``pairs`` mapped into the first servers of their servers' classes, or ``None``
+        where a pair stays in one server or an endpoint is in no class
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.server_map` of all the pairs'
+        servers at once: the ``k``-th of them in a class, in name order, onto the class's
+        ``k``-th server, nodes by local id).
+
+        The :meth:`_flow_terms` of the image are those of ``pairs`` (issue 14: the
+        TP-rank sends between every two pipeline stages, in every plan, are one route and
+        rate computation per shape): each pair's route is :meth:`_p2p_route`, read off the
+        same local ids in the first two servers of the class by
+        :meth:`~perfmodel.topology.symmetry.ServerSymmetry.pair_route` for the pair and its
+        image alike (the map keeps the classes and which server of a pair sorts first), so
+        the image's routes are the routes with the names mapped. The map is a graph
+        automorphism keeping every link's capacity, latency and class, so the per-route alpha
+        (transport class, latency sum in path order) is the same number, bit for bit, and so
+        are the max-min fair rates on the mapped links (the same capacities and the same flows
+        on each), up to the rounding of the filling's order, which follows link ids
+        (:func:`~perfmodel.comm.rings.channel_rates`): 1e-12 relative at most, bit-equal on
+        every system of ``tests/comm/test_shape_memo.py`` and the GPT-3 175B plans of
+        ``benchmarks/bench_scale.py``. Pairs inside one server take
+        :meth:`DirectedLinks.p2p_route` directly, with no such map: no memo for them.
+        """
+        links = self.links
+        server = links.server
+        servers: set[int] = set()
+        for s, d in pairs:
+            a, b = server[s], server[d]
+            if a == b:
+                return None
+            servers.add(a)
+            servers.add(b)
+        sym = server_symmetry(self.topology)
+        smap = sym.server_map(servers)
+        if smap is None:
+            return None
+        if all(k == v for k, v in smap.items()):
+            return pairs
+        by_local, local_id = sym.by_local, sym.local_id
+        return tuple(
+            (by_local[smap[server[s]]][local_id[s]], by_local[smap[server[d]]][local_id[d]])
+            for s, d in pairs
+        )
+
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
-        every plan with the same pairs, reuses one route and rate computation)."""
+        every plan with the same pairs, reuses one route and rate computation), and shared
+        by every set of pairs of the same shape (:meth:`_canonical_pairs`)."""
         hit = self._flow_cache.get(pairs)
-        if hit is None:
-            paths = [self._p2p_route(s, d) for s, d in pairs]
-            rates = flow_rates(self.links, paths)
-            step = P.NCCL_STEP_LATENCY_S
-            hit = self._flow_cache[pairs] = tuple(
-                (
-                    step[(self.links.hw_class(path), "ring", Protocol.SIMPLE)]
-                    + self.links.extra_latency(path),
-                    float(rate),
-                )
-                for path, rate in zip(paths, rates)
+        if hit is not None:
+            return hit
+        canon = self._canonical_pairs(pairs)
+        if canon is not None and canon != pairs:  # one route and rate computation per shape
+            hit = self._flow_cache[pairs] = self._flow_terms(canon)
+            return hit
+        paths = [self._p2p_route(s, d) for s, d in pairs]
+        rates = flow_rates(self.links, paths)
+        step = P.NCCL_STEP_LATENCY_S
+        hit = self._flow_cache[pairs] = tuple(
+            (
+                step[(self.links.hw_class(path), "ring", Protocol.SIMPLE)]
+                + self.links.extra_latency(path),
+                float(rate),
             )
+            for path, rate in zip(paths, rates)
+        )
         return hit
 
     def _other(

@@ -17,7 +17,8 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
-from perfmodel.topology.routing import path_edges, path_latency
+from perfmodel.topology.routing import _fabric_distance, path_edges, path_latency
+from perfmodel.topology.symmetry import server_symmetry
 from perfmodel.workload.layers import LayerCost
 
 if TYPE_CHECKING:
@@ -270,7 +271,122 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     Factor = (bottleneck share of group 0 alone) / (its bottleneck share with everyone):
     ``min_e bw_e / n0_e`` over ``min_e bw_e / nall_e`` on group 0's links. 1.0 when the groups
     use disjoint links (e.g. rail-optimised NICs).
+
+    Memoised per shape (issue 14): the factor of ``groups`` is the factor of their image in the
+    first servers of their servers' classes (:func:`_canonical_groups`), computed once for
+    every pipeline stage and plan with that shape; see :func:`_canonical_groups` for why the
+    image has the same answer, bit for bit. Groups with no image (servers in no class) and
+    shapes whose ring routes might pass a third server (:func:`_routes_map_onto`) are analysed
+    directly.
     """
+    nic = _uses_nic_sets(topology, groups)
+    canon = _canonical_groups(topology, groups, any_order=nic)
+    if canon is not None and canon != groups and (nic or _routes_map_onto(topology, canon)):
+        return _ring_sharing_factor(topology, canon)
+    return _ring_sharing_factor(topology, groups)
+
+
+def _canonical_groups(
+    topology: Topology, groups: tuple[tuple[str, ...], ...], any_order: bool = False
+) -> tuple[tuple[str, ...], ...] | None:
+    """The shape of ``groups``: every node mapped into the first servers of its server's class,
+    each ring rotated to start at its smallest name and the sibling rings (``groups[1:]``)
+    sorted; ``None`` where a node is in no class of interchangeable servers (a lone or unlike
+    server, a fabric node, a name not in the system).
+
+    The server map is :meth:`perfmodel.topology.symmetry.ServerSymmetry.server_map` of all the
+    groups' servers at once (the ``k``-th of them in a class, in name order, onto the class's
+    ``k``-th server; nodes by local id): a graph automorphism that keeps every node and edge
+    attribute and the name order of the mapped servers' and the fabric's nodes. With
+    ``any_order`` (the server-level path, which reads no route) the ``k``-th server of a class
+    to appear in the groups goes to the class's ``k``-th server instead, an automorphism that
+    need not keep the name order. Why the sharing factor of the shape is that of ``groups``,
+    bit for bit:
+
+    - Both paths count ring hops (``grp[i] -> grp[i + 1 mod n]``) per link or per server and
+      NIC set, integer counts that neither a ring's rotation nor the siblings' order change,
+      and take ``min``/``max`` of ratios of the same numbers, which do not depend on order.
+    - :func:`_nic_sharing_factor` reads a node's server (compared for equality only) and local
+      id, per-local-id NIC sets of the first server and each server's NIC count (equal in a
+      class: the same :func:`~perfmodel.topology.symmetry.server_signature`): any map of the
+      servers onto servers of their classes keeps its counts, the servers renamed.
+    - The ring path (:func:`_ring_sharing_factor`) reads the links of the ring hops' routes
+      and their effective bandwidths. The automorphism keeps the bandwidths, and it maps each
+      hop's route onto the image hop's route where no minimum-hop path between them can pass
+      a third server (:func:`_routes_map_onto`): between two servers the route is then read
+      off the same pair in the first two servers of the class either way
+      (:func:`perfmodel.topology.routing._route_by_symmetry`; the order-preserving map keeps
+      which of the pair sorts first); in one server every candidate path lies in the server
+      and the fabric, whose name order and attributes the map keeps, so the search (minimum
+      hops, widest, lowest latency, smallest names) makes the same choices. The per-link
+      load counts then map one to one.
+    """
+    sym = server_symmetry(topology)
+    server = sym.server
+    smap: dict[int, int] | None
+    if any_order:
+        smap, taken = {}, {}
+        for g in groups:
+            for n in g:
+                s = server.get(n, -1)
+                if s not in smap:
+                    c = sym.cls.get(s)
+                    if c is None:
+                        return None
+                    k = taken[c] = taken.get(c, -1) + 1
+                    smap[s] = sym.ordered[c][k]
+    else:
+        smap = sym.server_map({server.get(n, -1) for g in groups for n in g})
+        if smap is None:
+            return None
+    by_local, local_id = sym.by_local, sym.local_id
+    if all(k == v for k, v in smap.items()):
+        mapped = groups
+    else:
+        mapped = tuple(tuple(by_local[smap[server[n]]][local_id[n]] for n in g) for g in groups)
+    rings = [_rotated(g) for g in mapped]
+    return (rings[0], *sorted(rings[1:]))
+
+
+def _rotated(ring: tuple[str, ...]) -> tuple[str, ...]:
+    """``ring`` rotated to start at its smallest name (the same hops)."""
+    if not ring:
+        return ring
+    i = ring.index(min(ring))
+    return ring[i:] + ring[:i]
+
+
+@lru_cache(maxsize=4096)
+def _routes_map_onto(topology: Topology, canon: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether every ring hop ``a -> b`` of the canonical groups ``canon`` is routed shorter
+    than ``dist(a, fabric) + excursion + dist(fabric, b)`` hops, the fewest a path through a
+    third server spends (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.excursion`; the
+    bound of :func:`perfmodel.topology.routing._route_by_symmetry`). Hop counts and fabric
+    distances are the same for every image of a hop, so the answer holds for every set of
+    groups with this shape (:func:`_canonical_groups`)."""
+    sym = server_symmetry(topology)
+    for grp in canon:
+        if len(grp) < 2:
+            continue
+        for i, a in enumerate(grp):
+            b = grp[(i + 1) % len(grp)]
+            hops = len(route(topology, a, b)) - 1
+            if hops >= _fabric_distance(topology, a) + sym.excursion + _fabric_distance(
+                topology, b
+            ):
+                return False
+    return True
+
+
+def _uses_nic_sets(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether :func:`ring_sharing_factor` takes the server-level :func:`_nic_sharing_factor`
+    (a cluster and more than 64 ranks in all)."""
+    return topology.num_nodes > 1 and sum(len(g) for g in groups) > 64
+
+
+@lru_cache(maxsize=4096)
+def _ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> float:
+    """:func:`ring_sharing_factor` of exactly these groups (no shape memo)."""
 
     def loads(gs: tuple[tuple[str, ...], ...]) -> Counter[tuple[str, str]]:
         c: Counter[tuple[str, str]] = Counter()
@@ -282,7 +398,7 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
                 c.update(path_edges(route(topology, a, b)))
         return c
 
-    if topology.num_nodes > 1 and sum(len(g) for g in groups) > 64:
+    if _uses_nic_sets(topology, groups):
         return _nic_sharing_factor(topology, groups)
     main = loads(groups[:1])
     if not main:

@@ -1,0 +1,206 @@
+"""Communication queries memoised by shape (issue 14): a pipeline stage pair's sends
+(``CommCostModel._flow_terms``) and a stage's data-parallel group among its sibling groups
+(``ring_sharing_factor``) are read off their image in the first servers of their classes; the
+answers equal the direct ones, bit for bit, on several systems, and shapes with different
+routes never share an entry."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from perfmodel.comm import CommCostModel
+from perfmodel.parallel import costs
+from perfmodel.topology import Topology, load_system
+from perfmodel.topology.symmetry import server_symmetry
+
+SYSTEMS = [
+    ("dgx-a100", {"nodes": 4}),  # rails: one class
+    ("dgx-a100", {"nodes": 4, "fabric_topology": "fat-tree"}),  # two leaves
+    ("dgx-h100", {"nodes": 3}),
+    ("dgx1-v100", {"nodes": 3}),
+    ("pcie-8x-server", {"nodes": 3}),
+]
+
+
+def _topo(system: str, kw: dict[str, object]) -> Topology:
+    return load_system(system, **kw)
+
+
+def _refused_on_one_server() -> Topology:
+    """DGX-1 V100 x3 with P2P refused between GPUs 0 and 1 of server 1 only: server 1 is built
+    unlike the others (no class), servers 0 and 2 stay interchangeable."""
+    topo = load_system("dgx1-v100", nodes=3)
+    g = topo.graph.copy()
+    g.nodes["n1/gpu0"]["p2p_denied"] = ("gpu1",)
+    g.nodes["n1/gpu1"]["p2p_denied"] = ("gpu0",)
+    return dataclasses.replace(topo, graph=g, pattern=None)
+
+
+def _stage_pairs(topo: Topology, a: int, b: int, tp: int) -> tuple[tuple[str, str], ...]:
+    gpn = topo.gpus_per_node
+    return tuple((topo.gpus[a * gpn + t], topo.gpus[b * gpn + t]) for t in range(tp))
+
+
+def _direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
+    model = CommCostModel(topo)
+    model._canonical_pairs = lambda p: None  # type: ignore[method-assign]
+    return model._flow_terms(pairs)
+
+
+def _cases() -> list[tuple[str, Topology]]:
+    out = [(f"{s}{kw}", _topo(s, kw)) for s, kw in SYSTEMS]
+    return [*out, ("dgx1-v100 refused on n1", _refused_on_one_server())]
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(("name", "topo"), CASES, ids=[c[0] for c in CASES])
+def test_stage_sends_equal_direct(name: str, topo: Topology) -> None:
+    model = CommCostModel(topo)
+    n = topo.num_nodes
+    for a, b in [(i, j) for i in range(n) for j in range(n) if i != j]:
+        for tp in (8, 4, 2):
+            pairs = _stage_pairs(topo, a, b, tp)
+            assert model._flow_terms(pairs) == _direct_terms(topo, pairs), (name, a, b, tp)
+            assert model.transfers_time(pairs, 6.29e6) == CommCostModel(topo).transfers_time(
+                pairs, 6.29e6
+            )
+
+
+def _dp_groups(topo: Topology, servers: tuple[int, ...], locals_: tuple[int, ...]) -> tuple:
+    """One data-parallel group per local id in ``locals_`` (the TP siblings), each over
+    ``servers`` (and the server's next GPU, so that rings also hop inside a server)."""
+    gpn = topo.gpus_per_node
+    return tuple(
+        tuple(topo.gpus[s * gpn + (k + d) % gpn] for s in servers for d in (0, 1)) for k in locals_
+    )
+
+
+@pytest.mark.parametrize(("name", "topo"), CASES, ids=[c[0] for c in CASES])
+def test_sharing_factor_equals_direct(name: str, topo: Topology) -> None:
+    n = topo.num_nodes
+    for servers in [(0, 1), (1, 2), (2, 0), (0, 1, 2), (1, 2, 0), (2, 1, 0), (n - 1, 0)]:
+        for locals_ in [(0, 2, 4, 6), (0, 1), (1, 3, 5, 7)]:
+            groups = _dp_groups(topo, servers, locals_)
+            got = costs.ring_sharing_factor(topo, groups)
+            assert got == costs._ring_sharing_factor(topo, groups), (name, servers, locals_)
+
+
+def test_nic_sharing_factor_equals_direct() -> None:
+    """More than 64 ranks: the server-level path, on translates of the same shape."""
+    topo = load_system("dgx-a100", nodes=12)
+    gpn = topo.gpus_per_node
+    for first in (0, 1, 2):
+        groups = tuple(
+            tuple(topo.gpus[s * gpn + k] for s in range(first, first + 9)) for k in range(8)
+        )
+        assert costs._uses_nic_sets(topo, groups)
+        got = costs.ring_sharing_factor(topo, groups)
+        assert got == costs._ring_sharing_factor(topo, groups) > 1.0
+    # the server-level path reads no route: any order of the servers is one shape
+    shuffled = tuple(
+        tuple(topo.gpus[s * gpn + k] for s in (5, 3, 8, 1, 0, 2, 4, 7, 6)) for k in range(8)
+    )
+    one = costs._canonical_groups(topo, shuffled, any_order=True)
+    assert one == costs._canonical_groups(topo, groups, any_order=True)
+    assert costs._ring_sharing_factor(topo, shuffled) == costs._ring_sharing_factor(topo, groups)
+
+
+def test_rotated_rings_share_one_shape() -> None:
+    """A ring and its rotation have the same hops; siblings are a set: one shape."""
+    topo = load_system("dgx-a100", nodes=4)
+    gpn = topo.gpus_per_node
+    ring = tuple(topo.gpus[s * gpn] for s in (0, 1, 2))
+    sib = tuple(topo.gpus[s * gpn + 1] for s in (0, 1, 2))
+    turned = ((*ring[1:], ring[0]), sib)
+    assert costs._canonical_groups(topo, turned) == costs._canonical_groups(topo, (ring, sib))
+    assert costs._canonical_groups(topo, (sib, ring)) != costs._canonical_groups(
+        topo, (ring, sib)
+    )  # which group is priced matters
+    reverse = (ring[::-1], sib)
+    assert costs._canonical_groups(topo, reverse) != costs._canonical_groups(topo, (ring, sib))
+
+
+def test_translated_stages_share_one_entry() -> None:
+    """Stage pairs 1->2 and 2->3 on rails are the shape of 0->1: one route/rate computation."""
+    topo = load_system("dgx-a100", nodes=4)
+    model = CommCostModel(topo)
+    calls = []
+    real = model._p2p_route
+    model._p2p_route = lambda s, d: calls.append((s, d)) or real(s, d)  # type: ignore[method-assign]
+    for a in range(3):
+        model._flow_terms(_stage_pairs(topo, a, a + 1, 8))
+    assert len(calls) == 8  # the 8 sends of the canonical pair only
+    canon = _stage_pairs(topo, 0, 1, 8)
+    assert model._canonical_pairs(_stage_pairs(topo, 2, 3, 8)) == canon
+    assert model._canonical_pairs(canon) == canon
+
+
+def test_different_routes_do_not_share_an_entry() -> None:
+    """A key too coarse (the local ids of the pairs, or the number of servers apart) would
+    merge a stage pair on one fat-tree leaf with one across leaves: their routes differ (two
+    more switch hops), and with leaf uplinks of a quarter of the NIC bandwidth their rates."""
+    topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")  # leaves of 3
+    g = topo.graph.copy()
+    for u, v, d in g.edges(data=True):
+        if "spine" in u or "spine" in v:
+            d["bandwidth_Bps"] = 25e9 / 4
+    topo = dataclasses.replace(topo, graph=g, pattern=None)
+    assert server_symmetry(topo).cls == {0: 0, 1: 0, 3: 1, 4: 1}
+    model = CommCostModel(topo)
+    same_leaf, across = _stage_pairs(topo, 0, 1, 8), _stage_pairs(topo, 1, 4, 8)
+    assert len(model._p2p_route(*same_leaf[0])) + 2 == len(model._p2p_route(*across[0]))
+    t_same, t_across = model._flow_terms(same_leaf), model._flow_terms(across)
+    assert t_same != t_across and t_across[0][1] < t_same[0][1]
+    assert t_across == _direct_terms(topo, across)
+    assert model._canonical_pairs(across) == _stage_pairs(topo, 0, 3, 8) != same_leaf
+    # a server outside every class has no image: answered directly, never from a memo
+    assert server_symmetry(topo).cls.get(2) is None
+    assert model._canonical_pairs(_stage_pairs(topo, 2, 3, 8)) is None
+
+
+def test_unlike_server_is_not_memoised() -> None:
+    """P2P refused inside server 1 only: its groups and pairs have no image (a shape key
+    ignoring the refusal would give server 1's rings the routes of a server without it)."""
+    topo = _refused_on_one_server()
+    assert server_symmetry(topo).cls.get(1) is None
+    model = CommCostModel(topo)
+    pairs = _stage_pairs(topo, 1, 2, 8)
+    assert model._canonical_pairs(pairs) is None
+    groups = ((topo.gpus[8], topo.gpus[9], topo.gpus[16], topo.gpus[17]),)
+    assert costs._canonical_groups(topo, groups) is None
+    # servers 0 and 2 are alike, but server 1's names sort between them: no class at all
+    like = ((topo.gpus[0], topo.gpus[1], topo.gpus[16], topo.gpus[17]),)
+    assert costs._canonical_groups(topo, like) is None
+    assert costs.ring_sharing_factor(topo, groups + like) == costs._ring_sharing_factor(
+        topo, groups + like
+    )
+
+
+@pytest.mark.parametrize(("name", "topo"), CASES, ids=[c[0] for c in CASES])
+def test_collective_shape_memo_equals_direct(name: str, topo: Topology) -> None:
+    """Translated groups across servers (a pipeline's stages) share one analytic result,
+    equal to each group's own."""
+    model = CommCostModel(topo)
+    direct = CommCostModel(topo)
+    direct._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
+    n, gpn = topo.num_nodes, topo.gpus_per_node
+    for servers in [(0, 1), (1, 2), (2, 0), (0, 2), (n - 1, 1)]:
+        for pick in ((0,), (0, 4), (1, 3, 5, 7)):
+            group = tuple(topo.gpus[s * gpn + k] for s in servers for k in pick)
+            for op, algo in [("allreduce", "auto"), ("allreduce", "ring"), ("allgather", "auto")]:
+                for m in (2**12, 2**28):
+                    got = model.collective(op, m, group, algorithm=algo)
+                    assert got == direct.collective(op, m, group, algorithm=algo), (group, op, m)
+
+
+def test_collective_translates_share_one_result() -> None:
+    topo = load_system("dgx-a100", nodes=4)
+    model = CommCostModel(topo)
+    groups = [tuple(topo.gpus[s * 8] for s in (a, a + 1)) for a in range(3)]
+    first, second, third = (model.collective("allreduce", 2**26, g) for g in groups)
+    assert second is third  # the second translate is priced once for both
+    assert first == second
