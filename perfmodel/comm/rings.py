@@ -381,12 +381,39 @@ class DirectedLinks:
         for m in members:
             if m in self._gpu_set:
                 by_server.setdefault(self.server[m], []).append(m)
-        return any(
-            self.shm_cpu(a, b) is not None
-            for gpus in by_server.values()
-            for a in gpus
-            for b in gpus
-            if a != b
+        if self._pattern is None:
+            return any(self._shm_pairs(gpus) for gpus in by_server.values())
+        # Every server a copy of server 0, the P2P rule applied to its template (the build
+        # record): a server's answer is its inside twin's for the same local ids where the
+        # twin's routes to its CPUs stay inside (:meth:`_twin_route` then gives the server the
+        # same ones), asked once per (twin, local ids), not for 2,048 x 56 pairs.
+        lid, twin = self.local_id, self._symmetry.twin
+        shapes: dict[tuple[int, frozenset[str]], list[int]] = {}
+        for srv, gpus in by_server.items():
+            shapes.setdefault(
+                (twin.get(srv, srv), frozenset(map(lid.__getitem__, gpus))), []
+            ).append(srv)
+        for (t, ids), servers in shapes.items():
+            base = self.by_local[t]
+            got = self._shm_pairs([base[x] for x in sorted(ids)])
+            if any(s != t for s in servers) and not self._cpu_routes_inside(t):
+                got = any(self._shm_pairs(by_server[s]) for s in servers)
+            if got:
+                return True
+        return False
+
+    def _shm_pairs(self, gpus: Sequence[str]) -> bool:
+        """Whether two of ``gpus`` (of one server) talk through host memory."""
+        return any(self.shm_cpu(a, b) is not None for a in gpus for b in gpus if a != b)
+
+    def _cpu_routes_inside(self, server: int) -> bool:
+        """Whether every route :meth:`shm_cpu` asked for so far from a GPU of ``server`` to a CPU
+        stays inside the server (:meth:`_stays_inside`)."""
+        srv = self.server
+        return all(
+            self._stays_inside(a, b, path)
+            for (a, b), path in list(self._routes.items())
+            if srv[a] == server == srv[b] and b not in self._gpu_set and a in self._gpu_set
         )
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
@@ -1864,8 +1891,13 @@ def ring_summary(
     Progressive filling (:func:`~perfmodel.comm.maxmin.maxmin_rates`) keeps links with the same
     capacity and the same per-channel counts at the same load and residual at every step, so
     they saturate together: one link of each such set gives the same rates, bit for bit (the
-    counts are integers, summed exactly). Not used (``None``): one server; GPUs without
-    peer-to-peer or with refused pairs (host-memory routes); parts of different local ids;
+    counts are integers, summed exactly). Servers whose P2P rule refuses pairs (host-memory
+    routes, :meth:`DirectedLinks.shm_cpu`) are summarised alike: the segments are the first
+    server's packed rings, host-memory hops included, remapped in every server by
+    :func:`build_channels`; the boundary routes join a GPU and a NIC (never a refused pair);
+    and the rule is the same in every server of one inside twin (a node attribute of the
+    server signature; on a cluster built by copying, applied to server 0's template). Not used
+    (``None``): one server; parts of different local ids;
     servers built differently inside; an Intel P2P charge on a segment hop (fractional
     weights); a server route that may leave the server; a fabric route the search did not
     find inside the fabric; a boundary on the plain route; a NIC with several fabric links or
@@ -1873,7 +1905,7 @@ def ring_summary(
     """
     topo = links.topology
     parts = split_by_server(topo, members, links.server)
-    if len(parts) < 2 or links.no_p2p or links.p2p_denied:
+    if len(parts) < 2:
         return None
     lid = links.local_id
     key0 = tuple(lid[m] for m in parts[0])
