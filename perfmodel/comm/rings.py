@@ -49,6 +49,8 @@ _NET_FAMILIES = frozenset({LinkFamily.INFINIBAND, LinkFamily.ETHERNET})
 _NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH})
 
 
+#: The edge attributes a link's columns are computed from (:meth:`_LinkTable.kind`).
+_LINK_KEYS = ("tech", "family", "count", "bandwidth_Bps", "efficiency", "latency_s")
 _CLASS_RANK = {HwClass.NVLINK: 2, HwClass.PCI: 1, HwClass.NET: 0}
 _CLASS_SCALE = 1e16  # above any bandwidth in bytes/s
 
@@ -77,6 +79,10 @@ class DirectedLinks:
         self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._fabric_sides: dict[str, tuple[tuple[Any, ...], ...]] = {}
+        #: canonical fabric pattern (:meth:`_fabric_class`) -> the searched switches, side
+        #: nodes as their labels
+        self._fabric_classes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._fabric_keys: dict[str, tuple[Any, ...]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
         #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
@@ -565,6 +571,14 @@ class DirectedLinks:
         inner = self._fabric_inner.get(pattern)
         if inner is not None:
             return (src, *inner, dst)
+        key, labels = self._fabric_class(pattern)
+        hit = self._fabric_classes.get(key)
+        if hit is not None:
+            back = {lab: f for f, lab in labels.items()}
+            inner = self._fabric_inner[pattern] = tuple(
+                back[x] if type(x) is tuple else x for x in hit
+            )
+            return (src, *inner, dst)
         # the search over the nodes of the minimum-hop paths only: the same answer (see
         # _min_hop_span), without walking every leaf from each spine of a fat tree
         span = _min_hop_span(self, src, dst, fabric | {src, dst})
@@ -572,26 +586,97 @@ class DirectedLinks:
         if res is None:
             self._fallback.add((src, dst))
             return route(self.topology, src, dst)
-        self._fabric_inner[pattern] = res[2][1:-1]
+        inner = self._fabric_inner[pattern] = res[2][1:-1]
+        side_keys = {lab[0] for lab in labels.values()}
+        if len(span) == len(res[2]) and all(  # type: ignore[arg-type]
+            f in labels or self._fabric_key(f) not in side_keys for f in inner
+        ):
+            self._fabric_classes[key] = tuple(labels.get(f, f) for f in inner)
         return res[2]
+
+    def _fabric_class(
+        self, pattern: tuple[Any, ...]
+    ) -> tuple[tuple[Any, ...], dict[str, tuple[Any, int]]]:
+        """A :meth:`_fabric_pattern` up to a relabelling of the fabric (issue 14: the 1,640
+        leaf pairs of a 2,048-server fat tree are one search, not one each): ``(key, labels)``,
+        each fabric node of the two sides labelled ``(its key, k)`` (:meth:`_fabric_key`; the
+        ``k``-th distinct node of that key in the sides' order).
+
+        Exact where the search found exactly one minimum-hop path (the span of
+        :func:`_min_hop_span` is the path: no width, latency or name tie-break chose it) whose
+        other switches have keys no side node has (:meth:`_fabric_route` stores only those).
+        Two fabric nodes of one key have the same fabric neighbours by name, with the same
+        link attributes, and are not linked to each other, so exchanging them fixes every other
+        node and maps the fabric onto itself; two patterns of one class differ by such
+        exchanges among their side nodes (which fix the path's other switches) and link their
+        NICs to the mapped nodes alike. Breadth-first distances, hence the one minimum-hop path,
+        map with them."""
+        labels: dict[str, tuple[Any, int]] = {}
+        count: dict[tuple[Any, ...], int] = {}
+        sides = []
+        for side in pattern[:2]:
+            out = []
+            for f, *attrs in side:
+                lab = labels.get(f)
+                if lab is None:
+                    k = self._fabric_key(f)
+                    lab = labels[f] = (k, count.get(k, 0))
+                    count[k] = lab[1] + 1
+                out.append((lab, *attrs))
+            sides.append(tuple(sorted(out, key=repr)))
+        return (*sides, pattern[2]), labels
+
+    def _fabric_key(self, f: str) -> tuple[Any, ...]:
+        """What a fabric route search reads of fabric node ``f`` and its links to other fabric
+        nodes: its attributes but its name (``local_id``) and, sorted, each fabric neighbour
+        with the attributes of the link that :class:`_LinkTable` reads (cached per node)."""
+        hit = self._fabric_keys.get(f)
+        if hit is None:
+            fabric = self.server_nodes.get(-1, frozenset())
+            adj = self._table._adj[f]
+            nbrs = sorted((v, *(adj[v][a] for a in _LINK_KEYS)) for v in fabric.intersection(adj))
+            attrs = self.topology.graph.nodes[f]
+            node = sorted((a, repr(x)) for a, x in attrs.items() if a != "local_id")
+            hit = self._fabric_keys[f] = (tuple(node), tuple(nbrs))
+        return hit
 
     def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
         """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
         are linked to, with those links' capacity and latency, and whether they are linked."""
+        p, srv = self._pattern, self.server
+        a, b = srv[src], srv[dst]
+        # the build record's servers are never linked to one another: not read off the graph
+        # (which would make both servers)
+        apart = p is not None and a != b and 0 <= a < p.servers and 0 <= b < p.servers
         return (
             self._fabric_side(src, fabric),
             self._fabric_side(dst, fabric),
-            dst in self.adjacency_set[src],
+            False if apart else dst in self.adjacency_set[src],
         )
+
+    def fabric_neighbours(self, x: str, fabric: frozenset[str]) -> frozenset[str]:
+        """The fabric nodes ``x`` is linked to: read off the build record's fabric attachments
+        (:attr:`~perfmodel.topology.model.ReplicaPattern.attach`: every link from a server to
+        the fabric) for a node of a recorded server, without making the server in the graph."""
+        p = self._pattern
+        s = self.server[x]
+        if p is not None and 0 <= s < p.servers:
+            lid = self.local_id[x]
+            return frozenset(f for x_lid, f, _ in p.attach[s] if x_lid == lid)
+        return self.adjacency_set[x] & fabric
 
     def _fabric_side(self, x: str, fabric: frozenset[str]) -> tuple[tuple[Any, ...], ...]:
         """The fabric nodes ``x`` is linked to, with those links' capacity and latency (the
         same both ways), sorted; cached per node (a NIC ends a ring hop out and one in)."""
         hit = self._fabric_sides.get(x)
         if hit is None:
-            kind = self._table.kind  # the values, without numbering 2 x 16,384 NIC links
+            # the values, without numbering 2 x 16,384 NIC links; read from the fabric end (a
+            # fabric node's links are there without making the NIC's server)
+            kind = self._table.kind
             hit = self._fabric_sides[x] = tuple(
-                sorted((f, *(c[0] for c in kind(x, f)[:2])) for f in self.adjacency_set[x] & fabric)
+                sorted(
+                    (f, *(c[0] for c in kind(f, x)[:2])) for f in self.fabric_neighbours(x, fabric)
+                )
             )
         return hit
 
@@ -1951,10 +2036,12 @@ def ring_summary(
     def fabric_inner(x_out: str, x_in: str) -> tuple[str, ...] | None:
         # DirectedLinks.route between NICs of two servers: the fabric switches memoised by the
         # NICs' fabric links (_fabric_route; a class's first servers have the same links)
+        # (route() of two NICs of different servers is this search, on the first servers of
+        # their classes; called here directly, no server is made)
         pattern = links._fabric_pattern(x_out, x_in, fabric)
         hit = links._fabric_inner.get(pattern)
         if hit is None:
-            links.route(x_out, x_in)
+            links._fabric_route(x_out, x_in, fabric)
             hit = links._fabric_inner.get(pattern)
         return hit
 
@@ -1966,7 +2053,7 @@ def ring_summary(
             return ("s", lid[x])
         hit = one_link.get(other)
         if hit is None:
-            hit = one_link[other] = len(links.adjacency_set[other] & fabric) == 1
+            hit = one_link[other] = len(links.fabric_neighbours(other, fabric)) == 1
         return ("F",) if hit else None
 
     # per-server link patterns -> capacities they have in some server
@@ -2014,7 +2101,7 @@ def ring_summary(
                 for x in (x_out, x_in):
                     if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
                         return None
-                pattern_caps[(("s", n_out), ("F",))].add(kind(x_out, mid[0])[0][0])
+                pattern_caps[(("s", n_out), ("F",))].add(kind(mid[0], x_out)[0][0])
                 pattern_caps[(("F",), ("s", n_in))].add(kind(mid[-1], x_in)[0][0])
                 load = fab_load[c]
                 for e in links._ids_of(mid):
