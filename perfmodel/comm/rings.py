@@ -83,6 +83,7 @@ class DirectedLinks:
         #: nodes as their labels
         self._fabric_classes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._fabric_keys: dict[str, tuple[Any, ...]] = {}
+        self._sides_by_attach: dict[Any, dict[str, tuple[tuple[Any, ...], ...]]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
         #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
@@ -559,15 +560,19 @@ class DirectedLinks:
         self._fallback.add((src, dst))
         return route(self.topology, src, dst)
 
-    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
+    def _fabric_route(
+        self, src: str, dst: str, fabric: frozenset[str], pattern: tuple[Any, ...] | None = None
+    ) -> tuple[str, ...]:
         """Route between NICs of two servers, through the fabric only.
 
         The search's answer depends on the fabric, on which fabric nodes each NIC is linked to
         and on those links' capacity and latency, not on the NICs' names (no other NIC may be
         crossed, and the NICs' own names never enter a tie-break: ``src`` is only the end of
         the path, ``dst`` the only node at distance 0). So the switches between are memoised
-        by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384."""
-        pattern = self._fabric_pattern(src, dst, fabric)
+        by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384.
+        ``pattern``: :meth:`_fabric_pattern` of the pair where the caller has it."""
+        if pattern is None:
+            pattern = self._fabric_pattern(src, dst, fabric)
         inner = self._fabric_inner.get(pattern)
         if inner is not None:
             return (src, *inner, dst)
@@ -678,6 +683,26 @@ class DirectedLinks:
                     (f, *(c[0] for c in kind(f, x)[:2])) for f in self.fabric_neighbours(x, fabric)
                 )
             )
+        return hit
+
+    def _attach_sides(self, server: int) -> dict[str, tuple[tuple[Any, ...], ...]] | None:
+        """``{local id: its node's :meth:`_fabric_side`}`` for the nodes of ``server`` linked
+        to the fabric, read off the build record's attachments (one pass over the server's
+        fabric links, without its node names' tables or the server made); ``None`` outside the
+        record's servers. Servers of one attachment share the answer."""
+        p = self._pattern
+        if p is None or not 0 <= server < p.servers:
+            return None
+        att = p.attach[server]
+        hit = self._sides_by_attach.get(att)
+        if hit is None:
+            prefix, kind = p.prefix(server), self._table.kind
+            by_lid: dict[str, dict[str, tuple[Any, ...]]] = {}
+            for lid, f, _ in att:
+                by_lid.setdefault(lid, {})[f] = (f, *(c[0] for c in kind(f, prefix + lid)[:2]))
+            hit = self._sides_by_attach[att] = {
+                lid: tuple(sorted(fs.values())) for lid, fs in by_lid.items()
+            }
         return hit
 
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
@@ -1971,7 +1996,8 @@ def ring_summary(
       two boundaries' parts in that server: the same counts in every server, so one link per
       (pattern, capacity) stands for all;
     - a fabric link carries, from channel ``c``, its count in each class pair's boundary times
-      the number of boundaries of that pair (its true load).
+      the number of boundaries of that pair (its true load); fabric links of one capacity and
+      the same load from every channel are one resource, as above.
 
     Progressive filling (:func:`~perfmodel.comm.maxmin.maxmin_rates`) keeps links with the same
     capacity and the same per-channel counts at the same load and residual at every step, so
@@ -2079,15 +2105,54 @@ def ring_summary(
     out_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the leaving server
     in_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the entered server
     fab_load: list[dict[int, int]] = [{} for _ in range(n_ch)]
+    # a later class pair of servers of the build record: its fabric part and NIC links per
+    # (exit NIC's fabric side, entry NIC's fabric side), what they are a function of
+    # (_fabric_pattern: servers of the record are never linked to each other); the
+    # boundaries of a 2,048-server fat tree are 2,047 class pairs, a few sides each
+    by_sides: dict[Any, tuple[tuple[int, ...], float, float]] = {}
     for i, count in pairs.values():
         a, b = servers[i], servers[(i + 1) % n_srv]
         outs: list[dict[Any, int]] = []
         ins: list[dict[Any, int]] = []
+        sides_a = sides_b = None
+        if out_tmpl is not None and not links._table.has_extra:
+            sides_a, sides_b = links._attach_sides(a), links._attach_sides(b)
         for c, (_, exit_nic, entry_nic) in enumerate(plan.choices):
             if exit_nic is None or entry_nic is None:
                 return None
             l_out, l_in = ends[c]
             n_out, n_in = plan.local_of[exit_nic], plan.local_of[entry_nic]
+            side_key = None
+            if sides_a is not None and sides_b is not None:
+                so, si = sides_a.get(n_out), sides_b.get(n_in)
+                if so is not None and si is not None:
+                    side_key = (so, si)
+                    got = by_sides.get(side_key)
+                    if got is None:
+                        # _fabric_pattern of the two NICs (servers of the record are never
+                        # linked); the NIC names are made only for a search
+                        pattern = (so, si, False)
+                        mid = links._fabric_inner.get(pattern)
+                        if mid is None:
+                            x_out, x_in = by_local[a].get(n_out), by_local[b].get(n_in)
+                            if x_out is None or x_in is None:
+                                return None
+                            links._fabric_route(x_out, x_in, fabric, pattern)
+                            mid = links._fabric_inner.get(pattern)
+                        # node_key's test: each NIC linked to one fabric node, the link's
+                        # capacity in its side
+                        if not mid or len(so) != 1 or len(si) != 1:
+                            return None
+                        if so[0][0] != mid[0] or si[0][0] != mid[-1]:  # pragma: no cover
+                            raise AssertionError("a fabric route off the NICs' fabric sides")
+                        got = by_sides[side_key] = (links._ids_of(mid), so[0][1], si[0][1])
+                    ids, cap_o, cap_i = got
+                    pattern_caps[(("s", n_out), ("F",))].add(cap_o)
+                    pattern_caps[(("F",), ("s", n_in))].add(cap_i)
+                    load = fab_load[c]
+                    for e in ids:
+                        load[e] = load.get(e, 0) + count
+                    continue
             up, down = inside_lids(l_out, n_out), inside_lids(n_in, l_in)
             x_out, x_in = by_local[a].get(n_out), by_local[b].get(n_in)
             if up is None or down is None or x_out is None or x_in is None:
@@ -2101,11 +2166,15 @@ def ring_summary(
                 for x in (x_out, x_in):
                     if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
                         return None
-                pattern_caps[(("s", n_out), ("F",))].add(kind(mid[0], x_out)[0][0])
-                pattern_caps[(("F",), ("s", n_in))].add(kind(mid[-1], x_in)[0][0])
+                cap_o, cap_i = kind(mid[0], x_out)[0][0], kind(mid[-1], x_in)[0][0]
+                pattern_caps[(("s", n_out), ("F",))].add(cap_o)
+                pattern_caps[(("F",), ("s", n_in))].add(cap_i)
                 load = fab_load[c]
-                for e in links._ids_of(mid):
+                ids = links._ids_of(mid)
+                for e in ids:
                     load[e] = load.get(e, 0) + count
+                if side_key is not None:
+                    by_sides[side_key] = (ids, cap_o, cap_i)
                 # The hop's latency outside NCCL's tables is 0 unless some link met so far
                 # has such latency: its fabric and NIC links were just met, and its links
                 # inside the two servers have the attributes of the first pair's (every
@@ -2140,6 +2209,14 @@ def ring_summary(
         if out_tmpl is None:
             out_tmpl, in_tmpl = outs, ins
     assert out_tmpl is not None and in_tmpl is not None
+    # fabric links of one capacity and the same count from every channel saturate together,
+    # as the server links of one pattern (above): one resource stands for them (issue 14: the
+    # 1,640 leaf up- and downlinks of a 2,048-server fat tree are a few resources)
+    loads: dict[int, list[tuple[int, int]]] = {}
+    for c in range(n_ch):
+        for e, k in fab_load[c].items():
+            loads.setdefault(e, []).append((c, k))
+    fab_key = {e: ("f", cap[e], tuple(v)) for e, v in loads.items()}
 
     def rates(with_segments: bool) -> tuple[float, ...]:
         res: dict[Any, int] = {}
@@ -2165,8 +2242,12 @@ def ring_summary(
             for pk, k in cnt.items():
                 for capacity in sorted(pattern_caps[pk]):
                     add(c, ("s", pk, capacity), capacity, k)
+            done: set[Any] = set()
             for e, k in fab_load[c].items():
-                add(c, ("f", e), cap[e], k)
+                rkey = fab_key[e]
+                if rkey not in done:
+                    done.add(rkey)
+                    add(c, rkey, cap[e], k)
         if not fi:
             return (math.inf,) * n_ch
         return tuple(_fill(fi, ri, mult, res_cap, n_ch))
