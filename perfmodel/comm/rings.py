@@ -628,7 +628,7 @@ class DirectedLinks:
                     lab = labels[f] = (k, count.get(k, 0))
                     count[k] = lab[1] + 1
                 out.append((lab, *attrs))
-            sides.append(tuple(sorted(out, key=repr)))
+            sides.append(tuple(out) if len(out) < 2 else tuple(sorted(out, key=repr)))
         return (*sides, pattern[2]), labels
 
     def _fabric_key(self, f: str) -> tuple[Any, ...]:
@@ -2217,6 +2217,14 @@ def ring_summary(
         for e, k in fab_load[c].items():
             loads.setdefault(e, []).append((c, k))
     fab_key = {e: ("f", cap[e], tuple(v)) for e, v in loads.items()}
+    fab_entries: list[list[tuple[Any, float, int]]] = []  # per channel: (resource, capacity, k)
+    for c in range(n_ch):
+        seen: dict[Any, tuple[Any, float, int]] = {}
+        for e, k in fab_load[c].items():
+            rkey = fab_key[e]
+            if rkey not in seen:
+                seen[rkey] = (rkey, cap[e], k)
+        fab_entries.append(list(seen.values()))
 
     def rates(with_segments: bool) -> tuple[float, ...]:
         res: dict[Any, int] = {}
@@ -2242,12 +2250,8 @@ def ring_summary(
             for pk, k in cnt.items():
                 for capacity in sorted(pattern_caps[pk]):
                     add(c, ("s", pk, capacity), capacity, k)
-            done: set[Any] = set()
-            for e, k in fab_load[c].items():
-                rkey = fab_key[e]
-                if rkey not in done:
-                    done.add(rkey)
-                    add(c, rkey, cap[e], k)
+            for rkey, capacity, k in fab_entries[c]:
+                add(c, rkey, capacity, k)
         if not fi:
             return (math.inf,) * n_ch
         return tuple(_fill(fi, ri, mult, res_cap, n_ch))
