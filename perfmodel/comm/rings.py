@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache, partial
 from typing import TYPE_CHECKING, Any
@@ -302,9 +302,10 @@ class DirectedLinks:
         return frozenset(self._in_every_server(out) if p is not None else out)
 
     @cached_property
-    def p2p_denied(self) -> dict[str, frozenset[str]]:
+    def p2p_denied(self) -> Mapping[str, frozenset[str]]:
         """GPU -> local ids of the GPUs it refuses peer-to-peer with (read off server 0 where
-        every server is its copy, as :attr:`no_p2p`)."""
+        every server is its copy, as :attr:`no_p2p`: then a :class:`_DeniedInEveryServer`,
+        answered per GPU asked, not a table of the 16,384 GPUs of 2,048 DGX-1)."""
         topology = self.topology
         nodes = topology.graph.nodes
         p = self._pattern
@@ -313,7 +314,9 @@ class DirectedLinks:
         if p is None or not first:
             return first
         lid = self.local_id
-        return {n: first[p.prefix(0) + lid[n]] for n in self._in_every_server(first)}
+        return _DeniedInEveryServer(
+            {lid[n]: v for n, v in first.items()}, p, self.server, lid, self._in_every_server
+        )
 
     def _in_every_server(self, first: Iterable[str]) -> list[str]:
         """The nodes of every server with the local ids of ``first`` (nodes of server 0)."""
@@ -835,6 +838,47 @@ class DirectedLinks:
             cls = HwClass.PCI
         self._classes[key] = cls
         return cls
+
+
+class _DeniedInEveryServer(Mapping[str, frozenset[str]]):
+    """:attr:`DirectedLinks.p2p_denied` of a cluster whose servers are copies of server 0: GPU
+    ``n`` of a recorded server refuses what server 0's GPU of its local id refuses
+    (``by_local``). Lookups and ``in`` answer per GPU; iteration, ``len`` and comparison see
+    the table of every server (in :meth:`DirectedLinks._in_every_server`'s order)."""
+
+    def __init__(
+        self,
+        by_local: dict[str, frozenset[str]],
+        pattern: ReplicaPattern,
+        server: Mapping[str, int],
+        local_id: Mapping[str, str],
+        every: Callable[[Iterable[str]], list[str]],
+    ) -> None:
+        self._by_local = by_local
+        self._pattern = pattern
+        self._server = server
+        self._local_id = local_id
+        self._first = [pattern.prefix(0) + x for x in by_local]
+        self._every = every
+
+    def __getitem__(self, node: str) -> frozenset[str]:
+        s = self._server.get(node, -1) if isinstance(node, str) else -1
+        if not 0 <= s < self._pattern.servers:
+            raise KeyError(node)
+        return self._by_local[self._local_id[node]]  # KeyError: a GPU refusing nothing
+
+    def __contains__(self, node: object) -> bool:
+        try:
+            self[node]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every(self._first))
+
+    def __len__(self) -> int:
+        return self._pattern.servers * len(self._by_local)
 
 
 def _neighbours(graph: Any, node: str) -> tuple[str, ...]:

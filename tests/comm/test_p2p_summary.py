@@ -117,3 +117,18 @@ def test_shm_read_once_per_shape() -> None:
     assert links.uses_shm(topo.gpus)
     assert {links.server[a] for a, _ in links._shm} == {0}
     assert not links.uses_shm(topo.gpus[1::8])
+
+
+def test_denied_table_answers_per_gpu() -> None:
+    """The P2P exceptions of a cluster of copies are answered per GPU asked, and read whole
+    are every server's GPUs with server 0's exceptions by local id (the eager table)."""
+    topo = load_system("dgx1-v100", nodes=3)
+    links = DirectedLinks(topo)
+    nodes = topo.graph.nodes
+    eager = {n: frozenset(nodes[n]["p2p_denied"]) for n in topo.gpus if nodes[n].get("p2p_denied")}
+    denied = links.p2p_denied
+    assert eager and dict(denied) == eager and len(denied) == len(eager)
+    assert list(denied) == [n for s in range(3) for n in eager if n.startswith(f"n{s}/")]
+    for n in (*topo.gpus, "n1/cpu0", "fabric/switch0", "nowhere"):
+        assert (n in denied) == (n in eager)
+        assert denied.get(n) == eager.get(n)
