@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache, partial
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,8 @@ _NET_FAMILIES = frozenset({LinkFamily.INFINIBAND, LinkFamily.ETHERNET})
 _NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH})
 
 
+#: The edge attributes a link's columns are computed from (:meth:`_LinkTable.kind`).
+_LINK_KEYS = ("tech", "family", "count", "bandwidth_Bps", "efficiency", "latency_s")
 _CLASS_RANK = {HwClass.NVLINK: 2, HwClass.PCI: 1, HwClass.NET: 0}
 _CLASS_SCALE = 1e16  # above any bandwidth in bytes/s
 
@@ -77,6 +79,11 @@ class DirectedLinks:
         self._inside_ok: dict[tuple[str, str], bool] = {}
         self._fabric_inner: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._fabric_sides: dict[str, tuple[tuple[Any, ...], ...]] = {}
+        #: canonical fabric pattern (:meth:`_fabric_class`) -> the searched switches, side
+        #: nodes as their labels
+        self._fabric_classes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._fabric_keys: dict[str, tuple[Any, ...]] = {}
+        self._sides_by_attach: dict[Any, dict[str, tuple[tuple[Any, ...], ...]]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
         #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
@@ -295,9 +302,10 @@ class DirectedLinks:
         return frozenset(self._in_every_server(out) if p is not None else out)
 
     @cached_property
-    def p2p_denied(self) -> dict[str, frozenset[str]]:
+    def p2p_denied(self) -> Mapping[str, frozenset[str]]:
         """GPU -> local ids of the GPUs it refuses peer-to-peer with (read off server 0 where
-        every server is its copy, as :attr:`no_p2p`)."""
+        every server is its copy, as :attr:`no_p2p`: then a :class:`_DeniedInEveryServer`,
+        answered per GPU asked, not a table of the 16,384 GPUs of 2,048 DGX-1)."""
         topology = self.topology
         nodes = topology.graph.nodes
         p = self._pattern
@@ -306,7 +314,9 @@ class DirectedLinks:
         if p is None or not first:
             return first
         lid = self.local_id
-        return {n: first[p.prefix(0) + lid[n]] for n in self._in_every_server(first)}
+        return _DeniedInEveryServer(
+            {lid[n]: v for n, v in first.items()}, p, self.server, lid, self._in_every_server
+        )
 
     def _in_every_server(self, first: Iterable[str]) -> list[str]:
         """The nodes of every server with the local ids of ``first`` (nodes of server 0)."""
@@ -381,12 +391,39 @@ class DirectedLinks:
         for m in members:
             if m in self._gpu_set:
                 by_server.setdefault(self.server[m], []).append(m)
-        return any(
-            self.shm_cpu(a, b) is not None
-            for gpus in by_server.values()
-            for a in gpus
-            for b in gpus
-            if a != b
+        if self._pattern is None:
+            return any(self._shm_pairs(gpus) for gpus in by_server.values())
+        # Every server a copy of server 0, the P2P rule applied to its template (the build
+        # record): a server's answer is its inside twin's for the same local ids where the
+        # twin's routes to its CPUs stay inside (:meth:`_twin_route` then gives the server the
+        # same ones), asked once per (twin, local ids), not for 2,048 x 56 pairs.
+        lid, twin = self.local_id, self._symmetry.twin
+        shapes: dict[tuple[int, frozenset[str]], list[int]] = {}
+        for srv, gpus in by_server.items():
+            shapes.setdefault(
+                (twin.get(srv, srv), frozenset(map(lid.__getitem__, gpus))), []
+            ).append(srv)
+        for (t, ids), servers in shapes.items():
+            base = self.by_local[t]
+            got = self._shm_pairs([base[x] for x in sorted(ids)])
+            if any(s != t for s in servers) and not self._cpu_routes_inside(t):
+                got = any(self._shm_pairs(by_server[s]) for s in servers)
+            if got:
+                return True
+        return False
+
+    def _shm_pairs(self, gpus: Sequence[str]) -> bool:
+        """Whether two of ``gpus`` (of one server) talk through host memory."""
+        return any(self.shm_cpu(a, b) is not None for a in gpus for b in gpus if a != b)
+
+    def _cpu_routes_inside(self, server: int) -> bool:
+        """Whether every route :meth:`shm_cpu` asked for so far from a GPU of ``server`` to a CPU
+        stays inside the server (:meth:`_stays_inside`)."""
+        srv = self.server
+        return all(
+            self._stays_inside(a, b, path)
+            for (a, b), path in list(self._routes.items())
+            if srv[a] == server == srv[b] and b not in self._gpu_set and a in self._gpu_set
         )
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
@@ -526,17 +563,29 @@ class DirectedLinks:
         self._fallback.add((src, dst))
         return route(self.topology, src, dst)
 
-    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
+    def _fabric_route(
+        self, src: str, dst: str, fabric: frozenset[str], pattern: tuple[Any, ...] | None = None
+    ) -> tuple[str, ...]:
         """Route between NICs of two servers, through the fabric only.
 
         The search's answer depends on the fabric, on which fabric nodes each NIC is linked to
         and on those links' capacity and latency, not on the NICs' names (no other NIC may be
         crossed, and the NICs' own names never enter a tie-break: ``src`` is only the end of
         the path, ``dst`` the only node at distance 0). So the switches between are memoised
-        by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384."""
-        pattern = self._fabric_pattern(src, dst, fabric)
+        by that pattern: 16,384 ring hops over 8 rails are 8 searches, not 16,384.
+        ``pattern``: :meth:`_fabric_pattern` of the pair where the caller has it."""
+        if pattern is None:
+            pattern = self._fabric_pattern(src, dst, fabric)
         inner = self._fabric_inner.get(pattern)
         if inner is not None:
+            return (src, *inner, dst)
+        key, labels = self._fabric_class(pattern)
+        hit = self._fabric_classes.get(key)
+        if hit is not None:
+            back = {lab: f for f, lab in labels.items()}
+            inner = self._fabric_inner[pattern] = tuple(
+                back[x] if type(x) is tuple else x for x in hit
+            )
             return (src, *inner, dst)
         # the search over the nodes of the minimum-hop paths only: the same answer (see
         # _min_hop_span), without walking every leaf from each spine of a fat tree
@@ -545,27 +594,118 @@ class DirectedLinks:
         if res is None:
             self._fallback.add((src, dst))
             return route(self.topology, src, dst)
-        self._fabric_inner[pattern] = res[2][1:-1]
+        inner = self._fabric_inner[pattern] = res[2][1:-1]
+        side_keys = {lab[0] for lab in labels.values()}
+        if len(span) == len(res[2]) and all(  # type: ignore[arg-type]
+            f in labels or self._fabric_key(f) not in side_keys for f in inner
+        ):
+            self._fabric_classes[key] = tuple(labels.get(f, f) for f in inner)
         return res[2]
+
+    def _fabric_class(
+        self, pattern: tuple[Any, ...]
+    ) -> tuple[tuple[Any, ...], dict[str, tuple[Any, int]]]:
+        """A :meth:`_fabric_pattern` up to a relabelling of the fabric (issue 14: the 1,640
+        leaf pairs of a 2,048-server fat tree are one search, not one each): ``(key, labels)``,
+        each fabric node of the two sides labelled ``(its key, k)`` (:meth:`_fabric_key`; the
+        ``k``-th distinct node of that key in the sides' order).
+
+        Exact where the search found exactly one minimum-hop path (the span of
+        :func:`_min_hop_span` is the path: no width, latency or name tie-break chose it) whose
+        other switches have keys no side node has (:meth:`_fabric_route` stores only those).
+        Two fabric nodes of one key have the same fabric neighbours by name, with the same
+        link attributes, and are not linked to each other, so exchanging them fixes every other
+        node and maps the fabric onto itself; two patterns of one class differ by such
+        exchanges among their side nodes (which fix the path's other switches) and link their
+        NICs to the mapped nodes alike. Breadth-first distances, hence the one minimum-hop path,
+        map with them."""
+        labels: dict[str, tuple[Any, int]] = {}
+        count: dict[tuple[Any, ...], int] = {}
+        sides = []
+        for side in pattern[:2]:
+            out = []
+            for f, *attrs in side:
+                lab = labels.get(f)
+                if lab is None:
+                    k = self._fabric_key(f)
+                    lab = labels[f] = (k, count.get(k, 0))
+                    count[k] = lab[1] + 1
+                out.append((lab, *attrs))
+            sides.append(tuple(out) if len(out) < 2 else tuple(sorted(out, key=repr)))
+        return (*sides, pattern[2]), labels
+
+    def _fabric_key(self, f: str) -> tuple[Any, ...]:
+        """What a fabric route search reads of fabric node ``f`` and its links to other fabric
+        nodes: its attributes but its name (``local_id``) and, sorted, each fabric neighbour
+        with the attributes of the link that :class:`_LinkTable` reads (cached per node)."""
+        hit = self._fabric_keys.get(f)
+        if hit is None:
+            fabric = self.server_nodes.get(-1, frozenset())
+            adj = self._table._adj[f]
+            nbrs = sorted((v, *(adj[v][a] for a in _LINK_KEYS)) for v in fabric.intersection(adj))
+            attrs = self.topology.graph.nodes[f]
+            node = sorted((a, repr(x)) for a, x in attrs.items() if a != "local_id")
+            hit = self._fabric_keys[f] = (tuple(node), tuple(nbrs))
+        return hit
 
     def _fabric_pattern(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[Any, ...]:
         """What :meth:`_fabric_route`'s answer depends on: the fabric nodes ``src`` and ``dst``
         are linked to, with those links' capacity and latency, and whether they are linked."""
+        p, srv = self._pattern, self.server
+        a, b = srv[src], srv[dst]
+        # the build record's servers are never linked to one another: not read off the graph
+        # (which would make both servers)
+        apart = p is not None and a != b and 0 <= a < p.servers and 0 <= b < p.servers
         return (
             self._fabric_side(src, fabric),
             self._fabric_side(dst, fabric),
-            dst in self.adjacency_set[src],
+            False if apart else dst in self.adjacency_set[src],
         )
+
+    def fabric_neighbours(self, x: str, fabric: frozenset[str]) -> frozenset[str]:
+        """The fabric nodes ``x`` is linked to: read off the build record's fabric attachments
+        (:attr:`~perfmodel.topology.model.ReplicaPattern.attach`: every link from a server to
+        the fabric) for a node of a recorded server, without making the server in the graph."""
+        p = self._pattern
+        s = self.server[x]
+        if p is not None and 0 <= s < p.servers:
+            lid = self.local_id[x]
+            return frozenset(f for x_lid, f, _ in p.attach[s] if x_lid == lid)
+        return self.adjacency_set[x] & fabric
 
     def _fabric_side(self, x: str, fabric: frozenset[str]) -> tuple[tuple[Any, ...], ...]:
         """The fabric nodes ``x`` is linked to, with those links' capacity and latency (the
         same both ways), sorted; cached per node (a NIC ends a ring hop out and one in)."""
         hit = self._fabric_sides.get(x)
         if hit is None:
-            kind = self._table.kind  # the values, without numbering 2 x 16,384 NIC links
+            # the values, without numbering 2 x 16,384 NIC links; read from the fabric end (a
+            # fabric node's links are there without making the NIC's server)
+            kind = self._table.kind
             hit = self._fabric_sides[x] = tuple(
-                sorted((f, *(c[0] for c in kind(x, f)[:2])) for f in self.adjacency_set[x] & fabric)
+                sorted(
+                    (f, *(c[0] for c in kind(f, x)[:2])) for f in self.fabric_neighbours(x, fabric)
+                )
             )
+        return hit
+
+    def _attach_sides(self, server: int) -> dict[str, tuple[tuple[Any, ...], ...]] | None:
+        """``{local id: its node's :meth:`_fabric_side`}`` for the nodes of ``server`` linked
+        to the fabric, read off the build record's attachments (one pass over the server's
+        fabric links, without its node names' tables or the server made); ``None`` outside the
+        record's servers. Servers of one attachment share the answer."""
+        p = self._pattern
+        if p is None or not 0 <= server < p.servers:
+            return None
+        att = p.attach[server]
+        hit = self._sides_by_attach.get(att)
+        if hit is None:
+            prefix, kind = p.prefix(server), self._table.kind
+            by_lid: dict[str, dict[str, tuple[Any, ...]]] = {}
+            for lid, f, _ in att:
+                by_lid.setdefault(lid, {})[f] = (f, *(c[0] for c in kind(f, prefix + lid)[:2]))
+            hit = self._sides_by_attach[att] = {
+                lid: tuple(sorted(fs.values())) for lid, fs in by_lid.items()
+            }
         return hit
 
     def _hops_from(self, src: str, targets: Sequence[str]) -> dict[str, int]:
@@ -698,6 +838,47 @@ class DirectedLinks:
             cls = HwClass.PCI
         self._classes[key] = cls
         return cls
+
+
+class _DeniedInEveryServer(Mapping[str, frozenset[str]]):
+    """:attr:`DirectedLinks.p2p_denied` of a cluster whose servers are copies of server 0: GPU
+    ``n`` of a recorded server refuses what server 0's GPU of its local id refuses
+    (``by_local``). Lookups and ``in`` answer per GPU; iteration, ``len`` and comparison see
+    the table of every server (in :meth:`DirectedLinks._in_every_server`'s order)."""
+
+    def __init__(
+        self,
+        by_local: dict[str, frozenset[str]],
+        pattern: ReplicaPattern,
+        server: Mapping[str, int],
+        local_id: Mapping[str, str],
+        every: Callable[[Iterable[str]], list[str]],
+    ) -> None:
+        self._by_local = by_local
+        self._pattern = pattern
+        self._server = server
+        self._local_id = local_id
+        self._first = [pattern.prefix(0) + x for x in by_local]
+        self._every = every
+
+    def __getitem__(self, node: str) -> frozenset[str]:
+        s = self._server.get(node, -1) if isinstance(node, str) else -1
+        if not 0 <= s < self._pattern.servers:
+            raise KeyError(node)
+        return self._by_local[self._local_id[node]]  # KeyError: a GPU refusing nothing
+
+    def __contains__(self, node: object) -> bool:
+        try:
+            self[node]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every(self._first))
+
+    def __len__(self) -> int:
+        return self._pattern.servers * len(self._by_local)
 
 
 def _neighbours(graph: Any, node: str) -> tuple[str, ...]:
@@ -1856,13 +2037,19 @@ def ring_summary(
       two boundaries' parts in that server: the same counts in every server, so one link per
       (pattern, capacity) stands for all;
     - a fabric link carries, from channel ``c``, its count in each class pair's boundary times
-      the number of boundaries of that pair (its true load).
+      the number of boundaries of that pair (its true load); fabric links of one capacity and
+      the same load from every channel are one resource, as above.
 
     Progressive filling (:func:`~perfmodel.comm.maxmin.maxmin_rates`) keeps links with the same
     capacity and the same per-channel counts at the same load and residual at every step, so
     they saturate together: one link of each such set gives the same rates, bit for bit (the
-    counts are integers, summed exactly). Not used (``None``): one server; GPUs without
-    peer-to-peer or with refused pairs (host-memory routes); parts of different local ids;
+    counts are integers, summed exactly). Servers whose P2P rule refuses pairs (host-memory
+    routes, :meth:`DirectedLinks.shm_cpu`) are summarised alike: the segments are the first
+    server's packed rings, host-memory hops included, remapped in every server by
+    :func:`build_channels`; the boundary routes join a GPU and a NIC (never a refused pair);
+    and the rule is the same in every server of one inside twin (a node attribute of the
+    server signature; on a cluster built by copying, applied to server 0's template). Not used
+    (``None``): one server; parts of different local ids;
     servers built differently inside; an Intel P2P charge on a segment hop (fractional
     weights); a server route that may leave the server; a fabric route the search did not
     find inside the fabric; a boundary on the plain route; a NIC with several fabric links or
@@ -1870,7 +2057,7 @@ def ring_summary(
     """
     topo = links.topology
     parts = split_by_server(topo, members, links.server)
-    if len(parts) < 2 or links.no_p2p or links.p2p_denied:
+    if len(parts) < 2:
         return None
     lid = links.local_id
     key0 = tuple(lid[m] for m in parts[0])
@@ -1916,10 +2103,12 @@ def ring_summary(
     def fabric_inner(x_out: str, x_in: str) -> tuple[str, ...] | None:
         # DirectedLinks.route between NICs of two servers: the fabric switches memoised by the
         # NICs' fabric links (_fabric_route; a class's first servers have the same links)
+        # (route() of two NICs of different servers is this search, on the first servers of
+        # their classes; called here directly, no server is made)
         pattern = links._fabric_pattern(x_out, x_in, fabric)
         hit = links._fabric_inner.get(pattern)
         if hit is None:
-            links.route(x_out, x_in)
+            links._fabric_route(x_out, x_in, fabric)
             hit = links._fabric_inner.get(pattern)
         return hit
 
@@ -1931,7 +2120,7 @@ def ring_summary(
             return ("s", lid[x])
         hit = one_link.get(other)
         if hit is None:
-            hit = one_link[other] = len(links.adjacency_set[other] & fabric) == 1
+            hit = one_link[other] = len(links.fabric_neighbours(other, fabric)) == 1
         return ("F",) if hit else None
 
     # per-server link patterns -> capacities they have in some server
@@ -1957,15 +2146,54 @@ def ring_summary(
     out_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the leaving server
     in_tmpl: list[dict[Any, int]] | None = None  # per channel: counts on the entered server
     fab_load: list[dict[int, int]] = [{} for _ in range(n_ch)]
+    # a later class pair of servers of the build record: its fabric part and NIC links per
+    # (exit NIC's fabric side, entry NIC's fabric side), what they are a function of
+    # (_fabric_pattern: servers of the record are never linked to each other); the
+    # boundaries of a 2,048-server fat tree are 2,047 class pairs, a few sides each
+    by_sides: dict[Any, tuple[tuple[int, ...], float, float]] = {}
     for i, count in pairs.values():
         a, b = servers[i], servers[(i + 1) % n_srv]
         outs: list[dict[Any, int]] = []
         ins: list[dict[Any, int]] = []
+        sides_a = sides_b = None
+        if out_tmpl is not None and not links._table.has_extra:
+            sides_a, sides_b = links._attach_sides(a), links._attach_sides(b)
         for c, (_, exit_nic, entry_nic) in enumerate(plan.choices):
             if exit_nic is None or entry_nic is None:
                 return None
             l_out, l_in = ends[c]
             n_out, n_in = plan.local_of[exit_nic], plan.local_of[entry_nic]
+            side_key = None
+            if sides_a is not None and sides_b is not None:
+                so, si = sides_a.get(n_out), sides_b.get(n_in)
+                if so is not None and si is not None:
+                    side_key = (so, si)
+                    got = by_sides.get(side_key)
+                    if got is None:
+                        # _fabric_pattern of the two NICs (servers of the record are never
+                        # linked); the NIC names are made only for a search
+                        pattern = (so, si, False)
+                        mid = links._fabric_inner.get(pattern)
+                        if mid is None:
+                            x_out, x_in = by_local[a].get(n_out), by_local[b].get(n_in)
+                            if x_out is None or x_in is None:
+                                return None
+                            links._fabric_route(x_out, x_in, fabric, pattern)
+                            mid = links._fabric_inner.get(pattern)
+                        # node_key's test: each NIC linked to one fabric node, the link's
+                        # capacity in its side
+                        if not mid or len(so) != 1 or len(si) != 1:
+                            return None
+                        if so[0][0] != mid[0] or si[0][0] != mid[-1]:  # pragma: no cover
+                            raise AssertionError("a fabric route off the NICs' fabric sides")
+                        got = by_sides[side_key] = (links._ids_of(mid), so[0][1], si[0][1])
+                    ids, cap_o, cap_i = got
+                    pattern_caps[(("s", n_out), ("F",))].add(cap_o)
+                    pattern_caps[(("F",), ("s", n_in))].add(cap_i)
+                    load = fab_load[c]
+                    for e in ids:
+                        load[e] = load.get(e, 0) + count
+                    continue
             up, down = inside_lids(l_out, n_out), inside_lids(n_in, l_in)
             x_out, x_in = by_local[a].get(n_out), by_local[b].get(n_in)
             if up is None or down is None or x_out is None or x_in is None:
@@ -1979,11 +2207,15 @@ def ring_summary(
                 for x in (x_out, x_in):
                     if node_key(mid[0], x) is None:  # a NIC linked to several fabric nodes
                         return None
-                pattern_caps[(("s", n_out), ("F",))].add(kind(x_out, mid[0])[0][0])
-                pattern_caps[(("F",), ("s", n_in))].add(kind(mid[-1], x_in)[0][0])
+                cap_o, cap_i = kind(mid[0], x_out)[0][0], kind(mid[-1], x_in)[0][0]
+                pattern_caps[(("s", n_out), ("F",))].add(cap_o)
+                pattern_caps[(("F",), ("s", n_in))].add(cap_i)
                 load = fab_load[c]
-                for e in links._ids_of(mid):
+                ids = links._ids_of(mid)
+                for e in ids:
                     load[e] = load.get(e, 0) + count
+                if side_key is not None:
+                    by_sides[side_key] = (ids, cap_o, cap_i)
                 # The hop's latency outside NCCL's tables is 0 unless some link met so far
                 # has such latency: its fabric and NIC links were just met, and its links
                 # inside the two servers have the attributes of the first pair's (every
@@ -2018,6 +2250,22 @@ def ring_summary(
         if out_tmpl is None:
             out_tmpl, in_tmpl = outs, ins
     assert out_tmpl is not None and in_tmpl is not None
+    # fabric links of one capacity and the same count from every channel saturate together,
+    # as the server links of one pattern (above): one resource stands for them (issue 14: the
+    # 1,640 leaf up- and downlinks of a 2,048-server fat tree are a few resources)
+    loads: dict[int, list[tuple[int, int]]] = {}
+    for c in range(n_ch):
+        for e, k in fab_load[c].items():
+            loads.setdefault(e, []).append((c, k))
+    fab_key = {e: ("f", cap[e], tuple(v)) for e, v in loads.items()}
+    fab_entries: list[list[tuple[Any, float, int]]] = []  # per channel: (resource, capacity, k)
+    for c in range(n_ch):
+        seen: dict[Any, tuple[Any, float, int]] = {}
+        for e, k in fab_load[c].items():
+            rkey = fab_key[e]
+            if rkey not in seen:
+                seen[rkey] = (rkey, cap[e], k)
+        fab_entries.append(list(seen.values()))
 
     def rates(with_segments: bool) -> tuple[float, ...]:
         res: dict[Any, int] = {}
@@ -2043,8 +2291,8 @@ def ring_summary(
             for pk, k in cnt.items():
                 for capacity in sorted(pattern_caps[pk]):
                     add(c, ("s", pk, capacity), capacity, k)
-            for e, k in fab_load[c].items():
-                add(c, ("f", e), cap[e], k)
+            for rkey, capacity, k in fab_entries[c]:
+                add(c, rkey, capacity, k)
         if not fi:
             return (math.inf,) * n_ch
         return tuple(_fill(fi, ri, mult, res_cap, n_ch))

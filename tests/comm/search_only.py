@@ -13,6 +13,8 @@ class SearchOnly(DirectedLinks):
     def _canonical_route(self, src: str, dst: str) -> tuple[str, ...] | None:
         return None
 
-    def _fabric_route(self, src: str, dst: str, fabric: frozenset[str]) -> tuple[str, ...]:
+    def _fabric_route(
+        self, src: str, dst: str, fabric: frozenset[str], pattern: object = None
+    ) -> tuple[str, ...]:
         res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
         return res[2] if res is not None else route(self.topology, src, dst)

@@ -39,7 +39,7 @@ CASES = [
     ("dgx-a100", {"fabric_topology": "fat-tree", "oversubscription": 3.0}, 5),
     ("dgx-h100", {}, 2),
     ("ibm-ac922-4xv100", {"network": "eth-10g"}, 3),  # PCIe/NVLink hosts, TCP sockets
-    ("dgx1-v100", {}, 2),  # refused P2P pairs: the direct path
+    ("dgx1-v100", {}, 2),  # refused P2P pairs alike in every server
 ]
 
 
@@ -51,8 +51,8 @@ def test_summary_equals_direct_analysis(system, kw, nodes, monkeypatch) -> None:
         fast = model._build_group(tuple(group))
         direct = _direct(topo, group, monkeypatch)
         summarised = ring_summary(model.links, group) is not None
-        # where it applies: servers built alike, same local ids in each, peer-to-peer everywhere
-        assert summarised == (name != "mixed local ids" and system != "dgx1-v100"), name
+        # where it applies: servers built alike (P2P rule included), same local ids in each
+        assert summarised == (name != "mixed local ids"), name
         assert isinstance(fast.channels, LazyChannels) == summarised
         for f in dataclasses.fields(fast):
             a, b = getattr(fast, f.name), getattr(direct, f.name)
