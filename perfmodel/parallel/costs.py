@@ -17,7 +17,7 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
-from perfmodel.topology.routing import _fabric_distance, path_edges, path_latency
+from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import server_symmetry
 from perfmodel.workload.layers import LayerCost
 
@@ -359,21 +359,16 @@ def _rotated(ring: tuple[str, ...]) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _routes_map_onto(topology: Topology, canon: tuple[tuple[str, ...], ...]) -> bool:
     """Whether every ring hop ``a -> b`` of the canonical groups ``canon`` is routed shorter
-    than ``dist(a, fabric) + excursion + dist(fabric, b)`` hops, the fewest a path through a
-    third server spends (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.excursion`; the
-    bound of :func:`perfmodel.topology.routing._route_by_symmetry`). Hop counts and fabric
+    than any path through a third server can be
+    (:func:`~perfmodel.topology.routing.shorter_than_third_server`). Hop counts and fabric
     distances are the same for every image of a hop, so the answer holds for every set of
     groups with this shape (:func:`_canonical_groups`)."""
-    sym = server_symmetry(topology)
     for grp in canon:
         if len(grp) < 2:
             continue
         for i, a in enumerate(grp):
             b = grp[(i + 1) % len(grp)]
-            hops = len(route(topology, a, b)) - 1
-            if hops >= _fabric_distance(topology, a) + sym.excursion + _fabric_distance(
-                topology, b
-            ):
+            if not shorter_than_third_server(topology, a, b, len(route(topology, a, b)) - 1):
                 return False
     return True
 

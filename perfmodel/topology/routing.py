@@ -91,9 +91,20 @@ def _route_by_symmetry(topo: Topology, src: str, dst: str) -> tuple[str, ...] | 
     path = sym.pair_route(src, dst, lambda a, b: _route_cached(topo, a, b))
     if path is None:
         return None
-    if len(path) - 1 >= _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst):
+    if not shorter_than_third_server(topo, src, dst, len(path) - 1):
         return None
     return path
+
+
+def shorter_than_third_server(topo: Topology, src: str, dst: str, hops: int) -> bool:
+    """Whether a route of ``hops`` hops between nodes of two servers of a cluster built alike
+    is shorter than any path through a third server can be: such a path spends at least
+    ``dist(src, fabric) + excursion + dist(fabric, dst)`` hops
+    (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.excursion`), so a shorter minimum
+    route never has a third server's node as a candidate next hop and maps onto every image
+    of the pair under the server symmetry."""
+    sym = server_symmetry(topo)
+    return hops < _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst)
 
 
 def _fabric_distance(topo: Topology, node: str) -> int:
@@ -172,9 +183,7 @@ def _route_between_servers(topo: Topology, src: str, dst: str) -> tuple[str, ...
     path = [s]
     while path[-1] != d:
         path.append(nxt[path[-1]])
-    if bounded and len(path) - 1 >= (
-        _fabric_distance(topo, src) + sym.excursion + _fabric_distance(topo, dst)
-    ):
+    if bounded and not shorter_than_third_server(topo, src, dst, len(path) - 1):
         return None
     return tuple(adj.names[i] for i in path)
 
