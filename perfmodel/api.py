@@ -704,7 +704,13 @@ def _auto_microbatch(
             built[mb] = (mb_sc, mb_r, mb_step, mb_costs)
         return all(m.fits for m in built[mb][2].memory)
 
-    choice = autobatch.choose_microbatch(r.batch_per_replica, r.plan.pp, fits)
+    def limit(mb: int) -> float | None:
+        """The largest micro-batch estimated to fit from the probe of ``mb`` (guides the next
+        probe only; ``None`` for an infeasible size)."""
+        hit = built.get(mb)
+        return None if hit is None else autobatch.affine_limit(mb, hit[2].memory)
+
+    choice = autobatch.choose_microbatch(r.batch_per_replica, r.plan.pp, fits, limit)
     if choice is not None:
         defaults.append(choice.note())
     if choice is None or choice.microbatch == r.microbatch:
