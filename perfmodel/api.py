@@ -29,7 +29,7 @@ from perfmodel.host.input_pipeline import InputPipeline, check_single_node, inpu
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
-from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
+from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.report.step import StepReport, breakdown
 from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse_scenario, pos_int
@@ -742,7 +742,13 @@ def _auto_microbatch(
         hit = built.get(mb)
         return None if hit is None else autobatch.affine_limit(mb, hit[2].memory)
 
-    choice = autobatch.choose_microbatch(r.batch_per_replica, r.plan.pp, fits, limit)
+    # the interleaved schedule refuses micro-batch counts pp does not divide: such a size is
+    # infeasible between feasible ones, fits is not monotone there, and only the bisection's
+    # probes give the bisection's answer
+    interleaved = r.plan.schedule is PipelineSchedule.INTERLEAVED and r.plan.pp > 1
+    choice = autobatch.choose_microbatch(
+        r.batch_per_replica, r.plan.pp, fits, None if interleaved else limit
+    )
     if choice is not None:
         defaults.append(choice.note())
     if choice is None or choice.microbatch == r.microbatch:

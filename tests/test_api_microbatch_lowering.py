@@ -57,3 +57,14 @@ def test_search_reuses_the_default_when_it_probes_it(monkeypatch: pytest.MonkeyP
     assert _lowered_microbatches(monkeypatch, sc) == [8, 2, 4]
     rep = api.predict(sc, baseline=False)
     assert rep.plan["microbatch_size"] == 4 and rep.fits_in_memory
+
+
+def test_interleaved_search_is_the_bisection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the interleaved schedule refuses micro-batch counts pp does not divide, so fits is not
+    # monotone there and the search takes the bisection's probes: 2, 4, 8 (the same plan with
+    # 1F1B: 2, 8 above); here every count (16, 8, 4, 2) is even and all fit
+    sc = api.Scenario(
+        system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
+        tp=2, pp=2, schedule="interleaved", interleave=2, precision="bf16", fidelity="analytic",
+    )  # fmt: skip
+    assert _lowered_microbatches(monkeypatch, sc) == [2, 4, 8]

@@ -90,13 +90,16 @@ def choose_microbatch(
     inside it, so under that assumption any choice of probe returns the same size: the largest
     that fits. Without ``limit`` every probe is the bracket's midpoint (a bisection,
     ``O(log d)`` calls). ``limit(mb)``, asked after ``fits(mb)``, estimates the largest
-    micro-batch that fits from what the probe of ``mb`` showed (:func:`affine_limit`; ``None``:
-    no estimate); the next probe is then the size that estimate names (or the one above it when
-    that size is already known to fit), so an accurate estimate closes the bracket in two
-    probes (issue 14: the speedup baseline's 64-GPU search, 3 -> 2 lowerings). An estimate the
-    probe contradicts is followed by one midpoint probe, so at most ``2 log2(d) + 1`` calls
-    are made however poor the estimates. When not even the smallest fits, micro-batch 1 (or the
-    smallest candidate) is returned with a reason saying so.
+    micro-batch that fits from what the probe of ``mb`` showed (:func:`affine_limit`); the next
+    probe is then the size that estimate names (or the one above it when that size is already
+    known to fit), so an accurate estimate closes the bracket in two probes (issue 14: the
+    speedup baseline's 64-GPU search, 3 -> 2 lowerings). An estimate the probe contradicts is
+    followed by one midpoint probe, so at most ``2 log2(d) + 1`` calls are made however poor
+    the estimates. ``limit(mb) = None`` (no estimate: the size is infeasible, a plan that
+    cannot run, not a memory answer, so ``fits`` may not be monotone there) restarts the search
+    as the bisection, whose probes ``fits`` then answers again: the bisection's size. When not
+    even the smallest fits, micro-batch 1 (or the smallest candidate) is returned with a
+    reason saying so.
 
     >>> choice = choose_microbatch(32, 1, lambda mb: mb <= 6)
     >>> choice.microbatch
@@ -124,6 +127,8 @@ def choose_microbatch(
         if hi - lo <= 1:
             break
         est = limit(cands[pivot]) if limit is not None else None
+        if est is None and limit is not None:  # no estimate (an infeasible size): bisect
+            return choose_microbatch(batch_per_replica, pp, fits)
         guess = -1 if est is None else bisect.bisect_right(cands, est) - 1  # predicted answer
         if est is None or (pivot <= guess) != ok:  # no estimate, or the probe contradicted it
             pivot = (lo + hi) // 2

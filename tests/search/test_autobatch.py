@@ -123,6 +123,21 @@ def test_guided_search_cuts_the_baseline_probe() -> None:
     assert affine_limit(4, [stage]) == pytest.approx(10.0)
 
 
+def test_an_infeasible_probe_restarts_the_bisection() -> None:
+    """No estimate for a probed size (``limit`` None: the plan cannot run at that size, not a
+    memory answer) restarts the search as the bisection: its probes and its size. Candidates
+    1, 2, 3, 4, 6, 8, 12; memory fits up to 6.5 samples but 6 is infeasible."""
+    calls: list[int] = []
+
+    def fits(mb: int) -> bool:
+        calls.append(mb)
+        return mb != 6 and mb <= 6.5
+
+    c = choose_microbatch(96, 8, fits, lambda mb: None if mb == 6 else 6.5)
+    assert c is not None and c.microbatch == 4 == _bisection(96, 8, fits)
+    assert calls[:2] == [4, 6] and calls[2:5] == [4, 8, 6]  # guided, then the bisection
+
+
 def test_baseline_counts() -> None:
     assert baseline_gpu_counts(32, 8) == [8, 16]
     assert baseline_gpu_counts(32, 1) == [2, 4, 8, 16]
