@@ -68,3 +68,34 @@ def test_interleaved_search_is_the_bisection(monkeypatch: pytest.MonkeyPatch) ->
         tp=2, pp=2, schedule="interleaved", interleave=2, precision="bf16", fidelity="analytic",
     )  # fmt: skip
     assert _lowered_microbatches(monkeypatch, sc) == [2, 4, 8]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tp": 2, "pp": 2, "global_batch": 96},  # 24 per replica: 1, 2, 3, 4, 6, 12
+        {"pp": 4, "global_batch": 256},  # 64 per replica, 4 stages
+        {"gpus": 2, "global_batch": 48, "model_args": {"layers": 24, "hidden": 2560,
+                                                        "heads": 32, "seq_len": 2048}},
+        {"tp": 8, "global_batch": 512, "model_args": {"layers": 16, "hidden": 4096,
+                                                       "heads": 32, "seq_len": 4096}},
+    ],
+)  # fmt: skip
+def test_guided_search_answers_as_the_bisection(
+    monkeypatch: pytest.MonkeyPatch, extra: dict
+) -> None:
+    """issue 14: the report of a search guided by the probes' memory is the bisection's."""
+    from perfmodel.search import autobatch
+
+    args = {"system": "dgx-a100", "nodes": 2, "model": "gpt", "model_args": SMALL_GPT}
+    sc = api.Scenario(**{**args, **extra, "precision": "bf16", "optimizer": "adam",
+                         "fidelity": "analytic"})  # fmt: skip
+    api._REPORTS.clear()
+    guided = api.predict(sc)
+    real = autobatch.choose_microbatch
+    monkeypatch.setattr(
+        autobatch, "choose_microbatch", lambda b, pp, fits, limit=None: real(b, pp, fits)
+    )
+    api._REPORTS.clear()
+    bisected = api.predict(sc)
+    assert guided.to_dict() == bisected.to_dict()
