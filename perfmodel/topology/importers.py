@@ -928,15 +928,18 @@ def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple
     except TypeError:  # an unhashable attribute value: computed, not kept
         return _denied_pairs(topo, local, max_cpus)
     if hit is None:
+        if len(_DENIED) >= _MAX_DENIED:
+            _DENIED.clear()
         hit = _DENIED[key] = tuple(_denied_pairs(topo, local, max_cpus))
     return list(hit)
 
 
 #: :func:`nccl_p2p_level_denied` by (``max_cpus``, :func:`_subgraph_key` of the first server):
-#: the three topologies of one ``predict`` (the run, its 1-GPU and its k-GPU speedup baselines)
-#: copy the same server (issue 14: ~1.7 ms per fresh process). Bounded: one entry per server
-#: model and level a process meets.
+#: a ``predict`` builds the run's cluster and its k-GPU speedup baseline's from the same server
+#: (issue 14: its 28 GPU pairs were routed for each; a one-server build names its nodes without
+#: the ``n0/`` prefix, a key of its own). At most ``_MAX_DENIED`` entries.
 _DENIED: dict[tuple[int, tuple[Any, ...]], tuple[tuple[str, str], ...]] = {}
+_MAX_DENIED = 64
 
 
 def _subgraph_key(local: nx.Graph) -> tuple[Any, ...]:
