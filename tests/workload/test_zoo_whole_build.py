@@ -3,8 +3,7 @@ parameter counts of sharded workloads and for a workload of those settings alike
 
 from __future__ import annotations
 
-from perfmodel.workload import build_model
-from perfmodel.workload import zoo
+from perfmodel.workload import build_model, zoo
 
 GPT = {"hidden": 256, "layers": 4, "heads": 4, "seq_len": 128, "vocab": 1000}
 
