@@ -29,7 +29,7 @@ from perfmodel.host.input_pipeline import InputPipeline, check_single_node, inpu
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
-from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
+from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.report.step import StepReport, breakdown
 from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse_scenario, pos_int
@@ -570,33 +570,7 @@ def _build_step(
     calib = None if _host_only_profile(sc.calibration) else sc.calibration
     costs = system_costs(r.topology, r.precision, calib, r.preset, r.memory_format, r.recipe)
     plan = r.plan
-    args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
-    wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
-    batch = r.microbatch
-    if plan.dp_mode is DPMode.CROSSBOW and plan.learners_per_gpu > 1:
-        batch = r.microbatch * plan.learners_per_gpu
-    if workload_fn is not None:
-        wl = workload_fn(
-            batch_size=batch,
-            precision=r.precision,
-            tp=wl_tp,
-            sequence_parallel=plan.sequence_parallel,
-        )
-    else:
-        try:
-            wl = _workload(
-                sc.model,
-                batch,
-                r.precision,
-                wl_tp,
-                plan.sequence_parallel,
-                args,
-                (plan.ep, plan.cp, plan.etp),
-            )
-        except TypeError as exc:  # unhashable model argument value
-            raise ConfigError(
-                f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
-            ) from exc
+    wl, batch = _step_workload(sc, r, workload_fn)
     order = r.parsed.placement
     if plan.ep > 1 and sc.placement == Scenario.placement:
         # Megatron-Core's rank order (parallel_state "tp-cp-ep-dp-pp"): pipeline stages
@@ -630,6 +604,39 @@ def _run(
     ), "simulated"
 
 
+def _step_workload(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> tuple[Any, int]:
+    """The workload of one micro-batch on one tensor-parallel rank, and that micro-batch."""
+    plan = r.plan
+    args = tuple(sorted((str(k), _freeze(v)) for k, v in dict(sc.model_args).items()))
+    wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
+    batch = r.microbatch
+    if plan.dp_mode is DPMode.CROSSBOW and plan.learners_per_gpu > 1:
+        batch = r.microbatch * plan.learners_per_gpu
+    if workload_fn is not None:
+        wl = workload_fn(
+            batch_size=batch,
+            precision=r.precision,
+            tp=wl_tp,
+            sequence_parallel=plan.sequence_parallel,
+        )
+    else:
+        try:
+            wl = _workload(
+                sc.model,
+                batch,
+                r.precision,
+                wl_tp,
+                plan.sequence_parallel,
+                args,
+                (plan.ep, plan.cp, plan.etp),
+            )
+        except TypeError as exc:  # unhashable model argument value
+            raise ConfigError(
+                f"model_args: {exc}", value=dict(sc.model_args), where="model_args"
+            ) from exc
+    return wl, batch
+
+
 def _baseline_throughput(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
 ) -> tuple[float, bool, tuple[str, ...]]:
@@ -638,6 +645,27 @@ def _baseline_throughput(
     cache (keyed by the baseline scenario's content hash and the profile's file stamp)."""
     rep = predict(baseline_scenario(sc, r), workload_fn=workload_fn, _baseline=True)
     return rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults
+
+
+def _one_gpu_state_exceeds_memory(sc: Scenario, r: Resolved) -> bool:
+    """Whether the model state of the 1-GPU baseline (:func:`baseline_scenario`) alone exceeds
+    its GPU's memory, so that it fits at no micro-batch: ``recipe.model_state_bytes(P, 1)``
+    (weights, gradients, optimizer state of all ``P`` parameters of the zoo model; none of them
+    a routed expert) ``> capacity``. The lowering's one stage holds these bytes plus tied
+    copies, non-trainable buffers, activations, workspace and communication buffers, none negative
+    (:func:`perfmodel.parallel.lowering.stage_memory`), so its ``fits`` is then false too;
+    decided without lowering the step (issue 14: GPT-3 175B needs 2.8 TB of Adam state; the
+    1-GPU prediction was ~10 ms of a fresh ``predict``). ``False`` when it cannot say."""
+    b_sc = baseline_scenario(sc, r)
+    b_r = resolve(b_sc)
+    rc = b_r.recipe
+    if rc is None or b_r.plan.pp != 1 or b_r.num_gpus != 1:
+        return False
+    wl, _ = _step_workload(b_sc, b_r, None)
+    if any(la.expert_role is not None for la in wl.layers):
+        return False
+    state = sum(rc.model_state_bytes(sum(la.params for la in wl.layers), b_r.plan.grad_replicas))
+    return state > float(b_r.topology.gpu_spec().memory_bytes)
 
 
 def _speedup_baseline(
@@ -658,7 +686,11 @@ def _speedup_baseline(
         rep = predict(k_sc, workload_fn=workload_fn, baseline=False)
         return rep.throughput_samples_per_s, rep.fits_in_memory
 
-    thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
+    if this_run[2] and workload_fn is None and _one_gpu_state_exceeds_memory(sc, r):
+        # the 1-GPU throughput is then unused (fitting_baseline): its prediction is skipped
+        thr1, fits1, chosen = math.nan, False, ()
+    else:
+        thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
     counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
     base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
     if base.gpus == 1 and fits1 and chosen:  # how the 1-GPU baseline runs, chosen for it
@@ -704,7 +736,19 @@ def _auto_microbatch(
             built[mb] = (mb_sc, mb_r, mb_step, mb_costs)
         return all(m.fits for m in built[mb][2].memory)
 
-    choice = autobatch.choose_microbatch(r.batch_per_replica, r.plan.pp, fits)
+    def limit(mb: int) -> float | None:
+        """The largest micro-batch estimated to fit from the probe of ``mb`` (guides the next
+        probe only; ``None`` for an infeasible size)."""
+        hit = built.get(mb)
+        return None if hit is None else autobatch.affine_limit(mb, hit[2].memory)
+
+    # the interleaved schedule refuses micro-batch counts pp does not divide: such a size is
+    # infeasible between feasible ones, fits is not monotone there, and only the bisection's
+    # probes give the bisection's answer
+    interleaved = r.plan.schedule is PipelineSchedule.INTERLEAVED and r.plan.pp > 1
+    choice = autobatch.choose_microbatch(
+        r.batch_per_replica, r.plan.pp, fits, None if interleaved else limit
+    )
     if choice is not None:
         defaults.append(choice.note())
     if choice is None or choice.microbatch == r.microbatch:

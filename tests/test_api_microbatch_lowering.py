@@ -30,14 +30,15 @@ def _lowered_microbatches(monkeypatch: pytest.MonkeyPatch, sc: api.Scenario) -> 
 
 def test_pipelined_search_lowers_only_the_probed_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     # dp=4 replicas of tp2 x pp2 on 16 GPUs, 64 / 4 = 16 samples per replica; with pp=2 the
-    # candidates keep >= 2 micro-batches: [1, 2, 4, 8]. All fit (a 4-layer model), so the
-    # bisection probes index 1 (2), then 2 (4), then 3 (8) and chooses 8; micro-batch 1 is
-    # never lowered (it was, as the default, before the search).
+    # candidates keep >= 2 micro-batches: [1, 2, 4, 8]. All fit (a 4-layer model): the search
+    # probes index 1 (2), whose memory estimates that 8 fits, then 8 (a bisection would probe
+    # 4 before 8) and chooses 8; micro-batch 1 is never lowered (it was, as the default,
+    # before the search).
     sc = api.Scenario(
         system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
         tp=2, pp=2, precision="bf16", fidelity="analytic",
     )  # fmt: skip
-    assert _lowered_microbatches(monkeypatch, sc) == [2, 4, 8]
+    assert _lowered_microbatches(monkeypatch, sc) == [2, 8]
     rep = api.predict(sc, baseline=False)
     assert rep.plan["microbatch_size"] == 8
     assert rep.defaults[0].startswith("micro-batch 8 chosen automatically")
@@ -56,3 +57,45 @@ def test_search_reuses_the_default_when_it_probes_it(monkeypatch: pytest.MonkeyP
     assert _lowered_microbatches(monkeypatch, sc) == [8, 2, 4]
     rep = api.predict(sc, baseline=False)
     assert rep.plan["microbatch_size"] == 4 and rep.fits_in_memory
+
+
+def test_interleaved_search_is_the_bisection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the interleaved schedule refuses micro-batch counts pp does not divide, so fits is not
+    # monotone there and the search takes the bisection's probes: 2, 4, 8 (the same plan with
+    # 1F1B: 2, 8 above); here every count (16, 8, 4, 2) is even and all fit
+    sc = api.Scenario(
+        system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
+        tp=2, pp=2, schedule="interleaved", interleave=2, precision="bf16", fidelity="analytic",
+    )  # fmt: skip
+    assert _lowered_microbatches(monkeypatch, sc) == [2, 4, 8]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tp": 2, "pp": 2, "global_batch": 96},  # 24 per replica: 1, 2, 3, 4, 6, 12
+        {"pp": 4, "global_batch": 256},  # 64 per replica, 4 stages
+        {"gpus": 2, "global_batch": 48, "model_args": {"layers": 24, "hidden": 2560,
+                                                        "heads": 32, "seq_len": 2048}},
+        {"tp": 8, "global_batch": 512, "model_args": {"layers": 16, "hidden": 4096,
+                                                       "heads": 32, "seq_len": 4096}},
+    ],
+)  # fmt: skip
+def test_guided_search_answers_as_the_bisection(
+    monkeypatch: pytest.MonkeyPatch, extra: dict
+) -> None:
+    """issue 14: the report of a search guided by the probes' memory is the bisection's."""
+    from perfmodel.search import autobatch
+
+    args = {"system": "dgx-a100", "nodes": 2, "model": "gpt", "model_args": SMALL_GPT}
+    sc = api.Scenario(**{**args, **extra, "precision": "bf16", "optimizer": "adam",
+                         "fidelity": "analytic"})  # fmt: skip
+    api._REPORTS.clear()
+    guided = api.predict(sc)
+    real = autobatch.choose_microbatch
+    monkeypatch.setattr(
+        autobatch, "choose_microbatch", lambda b, pp, fits, limit=None: real(b, pp, fits)
+    )
+    api._REPORTS.clear()
+    bisected = api.predict(sc)
+    assert guided.to_dict() == bisected.to_dict()

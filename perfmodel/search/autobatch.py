@@ -28,6 +28,7 @@ and its logic is tested with hand-made memory curves.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from perfmodel.errors import PerfModelError
 __all__ = [
     "Baseline",
     "MicrobatchChoice",
+    "affine_limit",
     "baseline_gpu_counts",
     "choose_microbatch",
     "fitting_baseline",
@@ -75,32 +77,64 @@ def microbatch_candidates(batch_per_replica: int, pp: int) -> list[int]:
 
 
 def choose_microbatch(
-    batch_per_replica: int, pp: int, fits: Callable[[int], bool]
+    batch_per_replica: int,
+    pp: int,
+    fits: Callable[[int], bool],
+    limit: Callable[[int], float | None] | None = None,
 ) -> MicrobatchChoice | None:
     """Largest micro-batch among :func:`microbatch_candidates` for which ``fits(mb)`` holds;
     ``None`` when there is only one candidate (nothing to choose).
 
-    ``fits`` must be monotone (true up to some size, false beyond), as memory is; a bisection
-    calls it ``O(log d)`` times. When not even the smallest fits, micro-batch 1 (or the
-    smallest candidate) is returned with a reason saying so.
+    ``fits`` must be monotone (true up to some size, false beyond), as memory is; the search
+    keeps a bracket (the largest size known to fit, the smallest known not to) and probes only
+    inside it, so under that assumption any choice of probe returns the same size: the largest
+    that fits. Without ``limit`` every probe is the bracket's midpoint (a bisection,
+    ``O(log d)`` calls). ``limit(mb)``, asked after ``fits(mb)``, estimates the largest
+    micro-batch that fits from what the probe of ``mb`` showed (:func:`affine_limit`); the next
+    probe is then the size that estimate names (or the one above it when that size is already
+    known to fit), so an accurate estimate closes the bracket in two probes (issue 14: the
+    speedup baseline's 64-GPU search, 3 -> 2 lowerings). An estimate the probe contradicts is
+    followed by one midpoint probe, so at most ``2 log2(d) + 1`` calls are made however poor
+    the estimates. ``limit(mb) = None`` (no estimate: the size is infeasible, a plan that
+    cannot run, not a memory answer, so ``fits`` may not be monotone there) restarts the search
+    as the bisection, whose probes ``fits`` then answers again: the bisection's size. When not
+    even the smallest fits, micro-batch 1 (or the smallest candidate) is returned with a
+    reason saying so.
 
     >>> choice = choose_microbatch(32, 1, lambda mb: mb <= 6)
     >>> choice.microbatch
     4
     >>> choice.reason
     'the largest that fits in GPU memory (32 samples per replica = 8 micro-batches of 4; 8 does not fit)'
+    >>> probes = []
+    >>> def fits(mb): probes.append(mb); return 20 + 7 * mb <= 80
+    >>> choose_microbatch(64, 1, fits, lambda mb: (80 - 20) / 7).microbatch, probes
+    (8, [8, 16])
+
+    (a bisection probes 8, 32 and 16.)
     """
     cands = microbatch_candidates(batch_per_replica, pp)
     if len(cands) == 1:
         return None
-    lo, hi = 0, len(cands) - 1
-    best = -1
-    while lo <= hi:  # largest index whose candidate fits
-        mid = (lo + hi) // 2
-        if fits(cands[mid]):
-            best, lo = mid, mid + 1
+    lo, hi = -1, len(cands)  # cands[lo] fits (or lo = -1), cands[hi] does not (or hi = len)
+    pivot = (lo + hi) // 2  # the bisection's first probe, (len - 1) // 2
+    while True:
+        ok = fits(cands[pivot])
+        if ok:
+            lo = pivot
         else:
-            hi = mid - 1
+            hi = pivot
+        if hi - lo <= 1:
+            break
+        est = limit(cands[pivot]) if limit is not None else None
+        if est is None and limit is not None:  # no estimate (an infeasible size): bisect
+            return choose_microbatch(batch_per_replica, pp, fits)
+        guess = -1 if est is None else bisect.bisect_right(cands, est) - 1  # predicted answer
+        if est is None or (pivot <= guess) != ok:  # no estimate, or the probe contradicted it
+            pivot = (lo + hi) // 2
+        else:  # probe the predicted answer, or the size above it when that one is known to fit
+            pivot = min(max(guess, lo + 1), hi - 1)
+    best = lo
     m = int(batch_per_replica)
     if best < 0:
         return MicrobatchChoice(
@@ -113,6 +147,32 @@ def choose_microbatch(
     if pp > 1:
         why += f"; at least pp={pp} micro-batches keep every pipeline stage busy"
     return MicrobatchChoice(mb, why + ")")
+
+
+def affine_limit(mb: int, stages: Sequence[Any]) -> float:
+    """The largest micro-batch (samples, a real number) estimated to fit, from the per-stage
+    memory of a step lowered with micro-batch ``mb``: activations grow in proportion to the
+    micro-batch and the rest stays, so stage ``s`` fits up to
+    ``mb x (capacity_s - (total_s - activations_s)) / activations_s`` samples; the smallest over
+    the stages (``inf`` when no stage holds activations).
+
+    ``stages`` are :class:`perfmodel.parallel.memory.PlanMemory` values (``total_bytes``,
+    ``activations_bytes``, ``capacity_bytes``). Only a guide for :func:`choose_microbatch`'s
+    next probe: the workspace's largest layer output and the fragmentation allowance also grow
+    with the micro-batch, so the estimate is a little high, and the search's answer does not
+    depend on it.
+
+    >>> from types import SimpleNamespace as M
+    >>> affine_limit(4, [M(total_bytes=50.0, activations_bytes=20.0, capacity_bytes=80.0),
+    ...                  M(total_bytes=30.0, activations_bytes=0.0, capacity_bytes=80.0)])
+    10.0
+    """
+    out = math.inf
+    for m in stages:
+        acts = float(m.activations_bytes)
+        if acts > 0:
+            out = min(out, mb * (float(m.capacity_bytes) - (float(m.total_bytes) - acts)) / acts)
+    return out
 
 
 @dataclass(frozen=True)

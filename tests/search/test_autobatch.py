@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.search.autobatch import (
     Baseline,
+    affine_limit,
     baseline_gpu_counts,
     choose_microbatch,
     fitting_baseline,
@@ -43,6 +46,96 @@ def test_choose_largest_that_fits_with_few_evaluations() -> None:
     assert none.microbatch == 1 and "not even micro-batch 1 fits" in none.reason
     assert choose_microbatch(1, 1, lambda mb: False) is None  # nothing to choose
     assert choose_microbatch(6, 4, lambda mb: True) is None  # only 1 leaves >= 4 micro-batches
+
+
+def _bisection(batch: int, pp: int, fits) -> int:  # the search before issue 14, for reference
+    cands = microbatch_candidates(batch, pp)
+    lo, hi, best = 0, len(cands) - 1, -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(cands[mid]):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return cands[max(best, 0)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch=st.integers(2, 720),
+    pp=st.sampled_from([1, 1, 2, 4, 8]),
+    static=st.floats(0.0, 90.0),
+    per_sample=st.floats(0.01, 40.0),
+    bend=st.floats(0.0, 0.5),
+    noise=st.sampled_from([None, 0.0, 0.3, 3.0]),
+)
+def test_guided_search_chooses_what_the_bisection_chose(
+    batch: int, pp: int, static: float, per_sample: float, bend: float, noise: float | None
+) -> None:
+    """issue 14: probing where the last probe's memory points returns the bisection's size for
+    any monotone memory curve, whatever the estimates (exact, off by a factor, absent), and
+    with an exact affine estimate closes the bracket within 3 probes."""
+
+    def used(mb: int) -> float:  # GiB: static + activations, a little convex (workspace)
+        return static + per_sample * mb * (1.0 + bend * mb / batch)
+
+    calls: list[int] = []
+
+    def fits(mb: int) -> bool:
+        calls.append(mb)
+        return used(mb) <= 80.0
+
+    def limit(mb: int) -> float | None:
+        if noise is None:
+            return None
+        exact = (80.0 - static) / per_sample if bend == 0 else (80.0 - static) / per_sample / 2
+        return exact * (1.0 + noise) if mb % 2 else exact / (1.0 + noise)
+
+    n = len(microbatch_candidates(batch, pp))
+    c = choose_microbatch(batch, pp, fits, limit)
+    if n == 1:
+        assert c is None
+        return
+    assert c is not None and c.microbatch == _bisection(batch, pp, lambda mb: used(mb) <= 80.0)
+    assert len(calls) <= 2 * math.ceil(math.log2(n + 1)) + 1
+    calls.clear()
+    exact = choose_microbatch(batch, pp, fits, lambda mb: (80.0 - static) / per_sample)
+    assert exact is not None and exact.microbatch == c.microbatch
+    if bend == 0:
+        assert len(calls) <= 3
+
+
+def test_guided_search_cuts_the_baseline_probe() -> None:
+    """The speedup baseline of GPT-3 175B (tp8 pp8 on 64 A100, 96 samples per replica):
+    candidates 1, 2, 3, 4, 6, 8, 12; 4 fits, 6 does not. A bisection probes 4, 8, 6; the
+    estimate from the probe of 4 names 4 itself, so 6 closes the bracket: 2 probes."""
+    calls: list[int] = []
+
+    def fits(mb: int) -> bool:
+        calls.append(mb)
+        return 40.0 + 7.5 * mb <= 80.0  # fits up to 5.33 samples
+
+    c = choose_microbatch(96, 8, fits, lambda mb: (80.0 - 40.0) / 7.5)
+    assert c is not None and c.microbatch == 4 and calls == [4, 6]
+    # the estimate from per-stage memory: 50 GiB with 20 GiB of activations at micro-batch 4
+    # leaves 80 - 30 = 50 GiB, 2.5 x the activations: 10 samples
+    stage = type("M", (), {"total_bytes": 50.0, "activations_bytes": 20.0, "capacity_bytes": 80.0})
+    assert affine_limit(4, [stage]) == pytest.approx(10.0)
+
+
+def test_an_infeasible_probe_restarts_the_bisection() -> None:
+    """No estimate for a probed size (``limit`` None: the plan cannot run at that size, not a
+    memory answer) restarts the search as the bisection: its probes and its size. Candidates
+    1, 2, 3, 4, 6, 8, 12; memory fits up to 6.5 samples but 6 is infeasible."""
+    calls: list[int] = []
+
+    def fits(mb: int) -> bool:
+        calls.append(mb)
+        return mb != 6 and mb <= 6.5
+
+    c = choose_microbatch(96, 8, fits, lambda mb: None if mb == 6 else 6.5)
+    assert c is not None and c.microbatch == 4 == _bisection(96, 8, fits)
+    assert calls[:2] == [4, 6] and calls[2:5] == [4, 8, 6]  # guided, then the bisection
 
 
 def test_baseline_counts() -> None:
@@ -119,3 +212,51 @@ def test_large_model_speedup_is_against_the_smallest_count_that_fits() -> None:
     assert any("1 GPU does not fit in memory; 2 GPUs do not either" in d for d in r.defaults)
     assert "vs 4 GPUs" in r.format_table()
     assert not math.isnan(r.speedup)
+
+
+def test_one_gpu_baseline_is_skipped_only_where_its_model_state_cannot_fit(monkeypatch) -> None:
+    """issue 14: the 1-GPU baseline's prediction is skipped when its model state alone exceeds
+    the GPU (its throughput is then unused); the report is the one of the full path. Llama-2-13B
+    with mixed-precision Adam: 16 B x 13.0e9 = 208 GB of state > 80 GB; the lowered 1-GPU step
+    holds at least those bytes. A 24-layer 2048-wide GPT (1.3e9 parameters, 21 GB) may fit:
+    not skipped."""
+    import perfmodel.api as api
+
+    sc = Scenario(
+        system="dgx-a100",
+        nodes=4,
+        model="llama2_13b",
+        model_args={"seq_len": 512},
+        software="fsdp",
+        batch_per_gpu=1,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+    )
+    r = api.resolve(sc)
+    assert api._one_gpu_state_exceeds_memory(sc, r)
+    one = predict(api.baseline_scenario(sc, r), baseline=False)
+    assert not one.fits_in_memory
+    m = one.memory
+    b_r = api.resolve(api.baseline_scenario(sc, r))
+    wl, _ = api._step_workload(api.baseline_scenario(sc, r), b_r, None)
+    bound = sum(b_r.recipe.model_state_bytes(sum(la.params for la in wl.layers), 1))
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes >= bound > 80 * GiB
+    assert bound == pytest.approx(16 * 13.0e9, rel=0.01)
+    skipped = predict(sc)
+    monkeypatch.setattr(api, "_REPORTS", {})
+    monkeypatch.setattr(api, "_one_gpu_state_exceeds_memory", lambda sc, r: False)
+    full = predict(sc)
+    assert skipped.to_dict() == full.to_dict()
+    small = Scenario(
+        system="dgx-a100",
+        model="gpt",
+        model_args={"hidden": 2048, "layers": 24, "heads": 16, "seq_len": 2048},
+        gpus=8,
+        global_batch=64,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+    )
+    monkeypatch.undo()
+    assert not api._one_gpu_state_exceeds_memory(small, api.resolve(small))

@@ -261,3 +261,34 @@ def test_note_says_nvb_forwarding_is_not_modelled(titanx):
     old = with_nccl_p2p_rule(v, R(2, 7))  # no NVB before 2.8
     assert "NVB" not in nccl_p2p_rule_note(old, ["gpu0", "gpu5"])
     assert "NVB" not in nccl_p2p_rule_note(titanx, titanx.gpus)  # PCIe only
+
+
+def test_denied_pairs_are_routed_once_per_server_graph(monkeypatch):
+    """issue 14: the pairs of one server graph are routed once per process; another build of
+    the same server (more nodes) or a changed link is a key of its own, and the memoised
+    answer is the routed one (24 PXB pairs, 16 PHB pairs: the module docstring's hand values)."""
+    from perfmodel.topology import importers
+    from perfmodel.topology.importers import nccl_p2p_level_denied
+
+    titanx = load_system("pcie-8xtitanx", nodes=3)  # servers n0/.. n2/ (one server: no prefix)
+    two = load_system("pcie-8xtitanx", nodes=2)  # another build of the same server
+    routed: list[int] = []
+    real = importers._denied_pairs
+
+    def counting(topo, local, max_cpus):
+        routed.append(max_cpus)
+        return real(topo, local, max_cpus)
+
+    monkeypatch.setattr(importers, "_DENIED", {})
+    monkeypatch.setattr(importers, "_denied_pairs", counting)
+    first = nccl_p2p_level_denied(titanx, max_cpus=0)
+    assert len(first) == 24 and len(nccl_p2p_level_denied(titanx, max_cpus=1)) == 16
+    assert nccl_p2p_level_denied(two, max_cpus=0) == first
+    assert routed == [0, 1]
+    slower = two.graph.copy()
+    u, v = next(iter(slower.edges))
+    slower.edges[u, v]["latency_s"] = slower.edges[u, v]["latency_s"] * 2
+    changed = type(two)(two.name, slower, num_nodes=2)
+    assert nccl_p2p_level_denied(changed, max_cpus=0) == first  # routed again, same pairs
+    assert routed == [0, 1, 0]
+    assert HostCpu.from_text("xeon-e5-2698-v4") is HostCpu.INTEL_BROADWELL  # memoised per text

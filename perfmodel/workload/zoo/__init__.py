@@ -570,16 +570,19 @@ def build_model(
         kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
     kwargs.update(info.fixed)
     _check_depth(info, kwargs)
-    net = Net(
-        batch,
-        prec,
-        tp=int(tp),
-        sequence_parallel=bool(sequence_parallel),
-        ep=int(ep),
-        cp=int(cp),
-        etp=int(etp),
-    )
-    cfg = info.builder(net, **kwargs)
+    if (batch, int(tp), bool(sequence_parallel), int(ep), int(cp), int(etp)) == _WHOLE:
+        net, cfg = _whole_build(info, kwargs, prec)  # the whole model at micro-batch 1
+    else:
+        net = Net(
+            batch,
+            prec,
+            tp=int(tp),
+            sequence_parallel=bool(sequence_parallel),
+            ep=int(ep),
+            cp=int(cp),
+            etp=int(etp),
+        )
+        cfg = info.builder(net, **kwargs)
     _check_expert_context(info.name, net)
     split = tp > 1 or ep > 1 or cp > 1
     if split:
@@ -643,11 +646,48 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
         )
 
 
+#: ``(batch, tp, sequence_parallel, ep, cp, etp)`` of :func:`_whole_build`'s network,
+#: ``Net(1, precision)``'s defaults.
+_WHOLE = (1, 1, False, 1, 1, 0)
+
+#: :func:`_whole_build` by (name, arguments, precision); at most ``_MAX_WHOLE_BUILDS``.
+_WHOLE_BUILDS: dict[tuple[Any, ...], tuple[Net, Any]] = {}
+_MAX_WHOLE_BUILDS = 16
+
+
+def _whole_key(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[Any, ...] | None:
+    """Memo key of a whole-model build: (name, sorted arguments, precision); ``None`` where an
+    argument is not hashable (a list: CNN widths)."""
+    key = (info.name, tuple(sorted(kwargs.items())), prec)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _whole_build(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[Net, Any]:
+    """``(network, builder's return)`` of the unsharded model at micro-batch 1 (:data:`_WHOLE`),
+    memoised where the arguments are hashable: the whole-model parameter counts of every
+    sharded workload and a workload of those settings are the same build (issue 14: the 1-GPU
+    speedup baseline of a model-parallel plan at one sample per GPU rebuilt the whole GPT-3
+    that the run's parameter count had just built, ~3 ms). The network is not changed after
+    its builder returns (:func:`build_model` copies its layers into a tuple)."""
+    key = _whole_key(info, kwargs, prec)
+    hit = _WHOLE_BUILDS.get(key) if key is not None else None
+    if hit is None:
+        net = Net(1, prec)
+        hit = (net, info.builder(net, **kwargs))
+        if key is not None:
+            if len(_WHOLE_BUILDS) >= _MAX_WHOLE_BUILDS:
+                _WHOLE_BUILDS.clear()
+            _WHOLE_BUILDS[key] = hit
+    return hit
+
+
 def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> list[LayerCost]:
     """The layers of the unsharded model (``tp = 1``), for whole-model parameter counts."""
-    net = Net(1, prec)
-    info.builder(net, **kwargs)
-    return net.layers
+    return _whole_build(info, kwargs, prec)[0].layers
 
 
 def _counts(layers: list[LayerCost]) -> tuple[int, int]:
@@ -664,11 +704,7 @@ _WHOLE_COUNTS: dict[tuple[Any, ...], tuple[int, int]] = {}
 
 def _whole_counts(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[int, int]:
     """:func:`_counts` of :func:`_whole_model`, memoised where the arguments are hashable."""
-    try:
-        key: tuple[Any, ...] | None = (info.name, tuple(sorted(kwargs.items())), prec)
-        hash(key)
-    except TypeError:  # a list argument (CNN widths): build it
-        key = None
+    key = _whole_key(info, kwargs, prec)
     hit = _WHOLE_COUNTS.get(key) if key is not None else None
     if hit is None:
         hit = _counts(_whole_model(info, kwargs, prec))
