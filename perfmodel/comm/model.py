@@ -900,10 +900,14 @@ class CommCostModel:
         automorphism keeping every link's capacity, latency and class, so the per-route alpha
         (transport class, latency sum in path order) is the same number, bit for bit, and so
         are the max-min fair rates on the mapped links (the same capacities and the same flows
-        on each), up to the rounding of the filling's order, which follows link ids
-        (:func:`~perfmodel.comm.rings.channel_rates`): 1e-12 relative at most, bit-equal on
-        every system of ``tests/comm/test_shape_memo.py`` and the GPT-3 175B plans of
-        ``benchmarks/bench_scale.py``. Pairs inside one server take
+        on each): a link's load is summed in channel order, which the map keeps, and each fill
+        level is a minimum, so the rates are bit-equal (tested on every system of
+        ``tests/comm/test_shape_memo.py``; the GPT-3 175B plans of ``benchmarks/bench_scale.py``
+        predict bit-equal). The one exception is max-min's numerical-safety fallback
+        (:func:`~perfmodel.comm.maxmin.maxmin_rates`: no resource saturated within its
+        tolerance in a step), which freezes the flows of the lowest-numbered link of
+        smallest share: link ids are not kept by the map, so there the image could freeze
+        other flows; never reached in the tests or the benchmark's plans. Pairs inside one server take
         :meth:`DirectedLinks.p2p_route` directly, with no such map: no memo for them.
         """
         links = self.links

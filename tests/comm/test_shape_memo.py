@@ -187,14 +187,23 @@ def test_collective_shape_memo_equals_direct(name: str, topo: Topology) -> None:
     model = CommCostModel(topo)
     direct = CommCostModel(topo)
     direct._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
+    direct._shape_group = lambda members: None  # type: ignore[method-assign]  # no relabelling
     n, gpn = topo.num_nodes, topo.gpus_per_node
-    for servers in [(0, 1), (1, 2), (2, 0), (0, 2), (n - 1, 1)]:
-        for pick in ((0,), (0, 4), (1, 3, 5, 7)):
-            group = tuple(topo.gpus[s * gpn + k] for s in servers for k in pick)
-            for op, algo in [("allreduce", "auto"), ("allreduce", "ring"), ("allgather", "auto")]:
-                for m in (2**12, 2**28):
-                    got = model.collective(op, m, group, algorithm=algo)
-                    assert got == direct.collective(op, m, group, algorithm=algo), (group, op, m)
+    groups = [
+        tuple(topo.gpus[s * gpn + k] for s in servers for k in pick)
+        for servers in [(0, 1), (1, 2), (2, 0), (0, 2), (n - 1, 1)]
+        for pick in ((0,), (0, 4), (1, 3, 5, 7))
+    ]
+    # members out of server order, mixed local ids (review)
+    groups += [
+        (topo.gpus[gpn + 3], topo.gpus[0], topo.gpus[2 * gpn + 5], topo.gpus[gpn]),
+        (topo.gpus[2 * gpn + 1], topo.gpus[gpn + 6], topo.gpus[2]),
+    ]
+    for group in groups:
+        for op, algo in [("allreduce", "auto"), ("allreduce", "ring"), ("allgather", "auto")]:
+            for m in (2**12, 2**28):
+                got = model.collective(op, m, group, algorithm=algo)
+                assert got == direct.collective(op, m, group, algorithm=algo), (group, op, m)
 
 
 def test_collective_translates_share_one_result() -> None:
