@@ -397,8 +397,7 @@ class CommCostModel:
         smap = sym.server_map(servers)
         if smap is None or all(k == v for k, v in smap.items()):
             return None
-        by_local, local_id = sym.by_local, sym.local_id
-        return tuple(by_local[smap[srv[x]]][local_id[x]] for x in members)
+        return sym.map_nodes(members, smap)
 
     def group_info(self, group: Sequence[str]) -> GroupInfo:
         """Topology-derived bandwidths and latencies of a group (cached)."""
@@ -925,11 +924,8 @@ class CommCostModel:
             return None
         if all(k == v for k, v in smap.items()):
             return pairs
-        by_local, local_id = sym.by_local, sym.local_id
-        return tuple(
-            (by_local[smap[server[s]]][local_id[s]], by_local[smap[server[d]]][local_id[d]])
-            for s, d in pairs
-        )
+        flat = sym.map_nodes((n for pair in pairs for n in pair), smap)
+        return tuple(zip(flat[::2], flat[1::2], strict=True))
 
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:

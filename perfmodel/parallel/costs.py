@@ -339,11 +339,10 @@ def _canonical_groups(
         smap = sym.server_map({server.get(n, -1) for g in groups for n in g})
         if smap is None:
             return None
-    by_local, local_id = sym.by_local, sym.local_id
     if all(k == v for k, v in smap.items()):
         mapped = groups
     else:
-        mapped = tuple(tuple(by_local[smap[server[n]]][local_id[n]] for n in g) for g in groups)
+        mapped = tuple(sym.map_nodes(g, smap) for g in groups)
     rings = [_rotated(g) for g in mapped]
     return (rings[0], *sorted(rings[1:]))
 

@@ -148,6 +148,12 @@ class ServerSymmetry:
         t = smap.get(self.server[node])
         return node if t is None else self.by_local[t][self.local_id[node]]
 
+    def map_nodes(self, nodes: Iterable[str], smap: dict[int, int]) -> tuple[str, ...]:
+        """The images of ``nodes`` under the server map ``smap``, which must map every
+        ``nodes``' server (:meth:`map_node` of each, without its lookup of unmapped servers)."""
+        by_local, local_id, server = self.by_local, self.local_id, self.server
+        return tuple(by_local[smap[server[n]]][local_id[n]] for n in nodes)
+
     def canonical_node(self, node: str) -> str:
         """The node with ``node``'s local id in the first server of its server's class
         (``node`` itself outside classes)."""
