@@ -144,8 +144,10 @@ class Catalogue(Generic[S]):
         self.data = data
         self._loaded: tuple[dict[str, S], dict[str, str]] | None = None
         self._blocks: list[str] | None = None  # the shipped file, one text per entry
+        self._lowered: list[str] = []  # the same, lower-case
         self._found: dict[str, S] = {}  # lower-case name or alias -> spec, by _lookup
-        self._plain: str | None = None  # the shipped text, lower-case, when it has no escapes
+        self._entry_spec: dict[int, S] = {}  # entry index -> the spec _lookup returned
+        self._plain: str | None = None  # the shipped text, lower-case, when the cut is exact
 
     def read_indexed(self, path: str | os.PathLike[str]) -> tuple[dict[str, S], dict[str, str]]:
         """``({canonical name: spec}, {lower-case name or alias: canonical name})`` of a file."""
@@ -201,12 +203,13 @@ class Catalogue(Generic[S]):
     def _entry_texts(self) -> list[str]:
         """The shipped file cut into one TOML text per ``[[table]]`` entry (file order); empty
         when the file is not laid out so that the cut is exact (anything but comments before
-        the first entry, or a multi-line string, which could hold a header line)."""
+        the first entry, a multi-line string, which could hold a header line, or an escape
+        sequence, which could spell a name no quoted text shows)."""
         if self._blocks is None:
             text = read_text(self.data)
             header = f"[[{self.table}]]"
             blocks: list[list[str]] = []
-            simple = '"""' not in text and "'''" not in text
+            simple = '"""' not in text and "'''" not in text and "\\" not in text
             for line in text.splitlines():
                 if line.strip() == header:
                     blocks.append([])
@@ -215,45 +218,68 @@ class Catalogue(Generic[S]):
                 if blocks:
                     blocks[-1].append(line)
             self._blocks = ["\n".join(b) for b in blocks] if simple else []
+            self._lowered = [b.lower() for b in self._blocks]
             # no escape sequence anywhere: a name the text does not hold is no entry's
-            self._plain = text.lower() if simple and "\\" not in text else None
+            self._plain = text.lower() if simple else None
         return self._blocks
+
+    def _naming(self, key: str) -> list[int]:
+        """Indices of the entries whose text quotes ``key`` (lower-case) in a basic or a
+        literal string, the only ways a TOML value can hold a name without escapes."""
+        self._entry_texts()
+        dq, sq = f'"{key}"', f"'{key}'"
+        return [i for i, b in enumerate(self._lowered) if dq in b or sq in b]
+
+    def _entry(self, i: int) -> S | None:
+        """The spec of the shipped file's entry ``i``, parsed alone (once); ``None`` where it
+        does not parse alone as one ``[[table]]`` entry."""
+        if i in self._entry_spec:
+            return self._entry_spec[i]
+        try:
+            data = tomllib.loads(self._blocks[i] if self._blocks else "")
+        except tomllib.TOMLDecodeError:
+            return None
+        entries = data.get(self.table)
+        if set(data) != {self.table} or not isinstance(entries, list) or len(entries) != 1:
+            return None
+        entry = entries[0]
+        where = f"{self.data.name}: {self.table}[{i}] ({entry.get('name', '?')})"
+        spec = self._entry_spec[i] = self.parse(entry, where)
+        return spec
+
+    def _claims(self, key: str) -> list[int] | None:
+        """Indices of the entries whose name or aliases include ``key`` (lower-case), read off
+        the entries quoting it; ``None`` where one of those does not parse alone."""
+        out = []
+        for i in self._naming(key):
+            spec = self._entry(i)
+            if spec is None:
+                return None
+            if key in (n.lower() for n in (spec.name, *spec.aliases)):
+                out.append(i)
+        return out
 
     def _lookup(self, key: str) -> S | None:
         """The shipped spec named ``key`` (lower-case name or alias), parsing only the entries
-        whose text holds ``"key"`` (case-insensitive) instead of the whole file (issue 14: three
+        whose text quotes ``key`` (case-insensitive) instead of the whole file (issue 14: three
         catalogues of 13-42 entries were ~10 ms of a fresh ``perfmodel predict``); ``None``
-        when that cannot answer exactly (no such entry, two entries claiming the name, an entry
-        that does not parse alone): the caller then reads the whole file, whose checks and
-        errors are the ones that hold. Every entry naming ``key`` in a basic string is a
-        candidate, so a duplicate name or alias among them is seen here too."""
+        when that cannot answer exactly: the caller then reads the whole file, whose checks and
+        errors are the ones that hold. Exact because an entry can claim a name only by quoting
+        it (no escapes: :meth:`_entry_texts`): the entry found must be the only one claiming
+        ``key`` and each of its own names and aliases, as the whole read requires."""
         if key in self._found:
             return self._found[key]
-        if '"' in key or "\\" in key:
+        if any(c in key for c in "\"'\\"):
             return None
-        quoted = f'"{key}"'
-        hits: dict[str, S] = {}
-        for i, block in enumerate(self._entry_texts()):
-            if quoted not in block.lower():
-                continue
-            try:
-                data = tomllib.loads(block)
-            except tomllib.TOMLDecodeError:
-                return None
-            entries = data.get(self.table)
-            if set(data) != {self.table} or not isinstance(entries, list) or len(entries) != 1:
-                return None
-            entry = entries[0]
-            spec = self.parse(
-                entry, f"{self.data.name}: {self.table}[{i}] ({entry.get('name', '?')})"
-            )
-            if key in (n.lower() for n in (spec.name, *spec.aliases)):
-                hits[spec.name] = spec
-        if len(hits) != 1:
+        claims = self._claims(key)
+        if claims is None or len(claims) != 1:
             return None
-        (spec,) = hits.values()
-        # one object per entry, whichever of its names found it first
-        spec = next((s for s in self._found.values() if s.name == spec.name), spec)
+        (i,) = claims
+        spec = self._entry_spec[i]
+        for name in (spec.name, *spec.aliases):
+            low = name.lower()
+            if any(c in low for c in "\"'\\") or self._claims(low) != [i]:
+                return None
         self._found[key] = spec
         return spec
 

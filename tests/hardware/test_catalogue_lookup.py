@@ -74,10 +74,32 @@ board = "d"
 def test_a_duplicate_alias_is_still_refused(tmp_path: Path) -> None:
     p = tmp_path / "gpus.toml"
     p.write_text("# header\n" + _entry("X1", '"shared"') + _entry("X2", '"shared"'))
-    cat = _fresh(gpus._GPUS, p)
-    assert cat.get("x1", "test").name == "X1"  # only X1's entry holds "x1"
-    with pytest.raises(ConfigError, match="alias 'shared' already names X1"):
-        cat.get("shared", "test")  # two entries claim it: the whole file decides
+    for key in ("shared", "x1", "X2"):  # an entry one of whose names another entry quotes:
+        with pytest.raises(ConfigError, match="alias 'shared' already names X1"):
+            _fresh(gpus._GPUS, p).get(key, "test")  # the whole file decides
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("X1", '"a"'), ("X1", '"b"')),  # a duplicate name (review: collapsed, not refused)
+        (("X1", '"a"'), ("X2", "'x1'")),  # an alias in a literal string
+        (("X1", '"a"'), ("X2", '"\\u0078\\u0031"')),  # an alias spelt with escapes
+    ],
+)
+def test_files_the_whole_read_refuses_are_refused(
+    tmp_path: Path, first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    """A name the whole read refuses is refused by the lookup too (review: a duplicate
+    name returned the second entry for both its own alias and the first entry's; names in
+    literal strings or escapes were not seen)."""
+    p = tmp_path / "gpus.toml"
+    p.write_text(_entry(*first) + _entry(*second))
+    with pytest.raises(ConfigError):
+        _fresh(gpus._GPUS, p).read(p)
+    for key in ("x1", "a", "b", "x2"):
+        with pytest.raises((ConfigError, UnknownHardwareError)):
+            _fresh(gpus._GPUS, p).get(key, "test")
 
 
 def test_files_the_cut_would_misread_are_parsed_whole(tmp_path: Path) -> None:
