@@ -95,7 +95,7 @@ def choose_microbatch(
     known to fit), so an accurate estimate closes the bracket in two probes (issue 14: the
     speedup baseline's 64-GPU search, 3 -> 2 lowerings). An estimate the probe contradicts is
     followed by one midpoint probe, so at most ``2 log2(d) + 1`` calls are made however poor
-    the estimates. ``limit(mb) = None`` (no estimate: the size is infeasible, a plan that
+    the estimates, while estimates are given. ``limit(mb) = None`` (no estimate: the size is infeasible, a plan that
     cannot run, not a memory answer, so ``fits`` may not be monotone there) restarts the search
     as the bisection, whose probes ``fits`` then answers again: the bisection's size. When not
     even the smallest fits, micro-batch 1 (or the smallest candidate) is returned with a

@@ -243,10 +243,18 @@ def test_one_gpu_baseline_is_skipped_only_where_its_model_state_cannot_fit(monke
     bound = sum(b_r.recipe.model_state_bytes(sum(la.params for la in wl.layers), 1))
     assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes >= bound > 80 * GiB
     assert bound == pytest.approx(16 * 13.0e9, rel=0.01)
+    calls: list[int] = []
+    real = api._baseline_throughput
+    monkeypatch.setattr(
+        api, "_baseline_throughput", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    monkeypatch.setattr(api, "_REPORTS", {})  # no cached report answers in place of the skip
     skipped = predict(sc)
+    assert calls == []  # the 1-GPU baseline was not predicted (review)
     monkeypatch.setattr(api, "_REPORTS", {})
     monkeypatch.setattr(api, "_one_gpu_state_exceeds_memory", lambda sc, r: False)
     full = predict(sc)
+    assert calls == [1]
     assert skipped.to_dict() == full.to_dict()
     small = Scenario(
         system="dgx-a100",
