@@ -46,7 +46,33 @@ class Timeline:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
 
 
-class CoarseTimeline(Timeline):
+class _WholeOnRead(Timeline):
+    """A timeline whose per-task times (``start_s``, ``end_s``, :meth:`records`) are those of
+    the whole graph's timeline, executed when first read (:meth:`whole`): traces, Gantt charts
+    and Chakra export read them, the report reads a cheaper schedule."""
+
+    def _run_whole_graph(self) -> Timeline:
+        """Execute the whole graph (called once)."""
+        raise NotImplementedError
+
+    def whole(self) -> Timeline:
+        """The whole graph's timeline (executed on the first call)."""
+        tl = self._whole
+        if tl is None:
+            tl = self._run_whole_graph()
+            object.__setattr__(self, "_whole", tl)
+        return tl
+
+    @property
+    def start_s(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.whole().start_s
+
+    @property
+    def end_s(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.whole().end_s
+
+
+class CoarseTimeline(_WholeOnRead):
     """The timeline of a :class:`~perfmodel.parallel.periodic.LazyGraph` whose coarse graph was
     executed: ``makespan_s`` and the report's fields (:func:`perfmodel.report.step.breakdown`,
     :func:`~perfmodel.report.step.critical_device`) come from :attr:`coarse`; ``start_s``,
@@ -66,21 +92,8 @@ class CoarseTimeline(Timeline):
         object.__setattr__(self, "_run_whole", whole)
         object.__setattr__(self, "_whole", None)
 
-    def whole(self) -> Timeline:
-        """The whole graph's timeline (executed on the first call, by the same executor)."""
-        tl = self._whole
-        if tl is None:
-            tl = self._run_whole()
-            object.__setattr__(self, "_whole", tl)
-        return tl
-
-    @property
-    def start_s(self) -> tuple[float, ...]:  # type: ignore[override]
-        return self.whole().start_s
-
-    @property
-    def end_s(self) -> tuple[float, ...]:  # type: ignore[override]
-        return self.whole().end_s
+    def _run_whole_graph(self) -> Timeline:
+        return self._run_whole()  # the same executor as the coarse graph's
 
     @property
     def makespan_s(self) -> float:
@@ -97,7 +110,7 @@ class CoarseTimeline(Timeline):
 PERIOD_RTOL = 1e-12
 
 
-class PeriodicTimeline(Timeline):
+class PeriodicTimeline(_WholeOnRead):
     """The timeline of a :class:`~perfmodel.parallel.periodic.PeriodicGraph`, extended from a
     short schedule (see :func:`periodic_timeline`).
 
@@ -138,35 +151,9 @@ class PeriodicTimeline(Timeline):
         object.__setattr__(self, "window_s", window_s)
         object.__setattr__(self, "period_tids", period_tids)
         object.__setattr__(self, "_whole", None)
-        object.__setattr__(self, "_scheduled", None)
 
-    def whole(self) -> Timeline:
-        """The whole graph's list schedule (computed on the first call)."""
-        tl = self._whole
-        if tl is None:
-            tl = _list_schedule(self.graph.full())
-            object.__setattr__(self, "_whole", tl)
-        return tl
-
-    def scheduled(self) -> Timeline:
-        """The whole step as :func:`evaluate` schedules it without the extension: the coarse
-        graph's list schedule (:class:`CoarseTimeline`) where it has one, else :meth:`whole`."""
-        g = self.graph
-        if not g.merged:
-            return self.whole()
-        tl = self._scheduled
-        if tl is None:
-            tl = CoarseTimeline(g, _list_schedule(g.coarse()), self.whole)
-            object.__setattr__(self, "_scheduled", tl)
-        return tl
-
-    @property
-    def start_s(self) -> tuple[float, ...]:  # type: ignore[override]
-        return self.whole().start_s
-
-    @property
-    def end_s(self) -> tuple[float, ...]:  # type: ignore[override]
-        return self.whole().end_s
+    def _run_whole_graph(self) -> Timeline:
+        return _list_schedule(self.graph.full())
 
     @property
     def makespan_s(self) -> float:

@@ -276,7 +276,36 @@ class ServerTable(_MadeOnRead):
         return dict.__len__(self) if f.complete else f.size
 
 
-class NodeTable(_MadeOnRead):
+class _OwnLocked(_MadeOnRead):
+    """A :class:`_MadeOnRead` dict holding its own lock and completion flag: :meth:`make_all`
+    puts :meth:`_eager_entries` in place once, under the lock."""
+
+    __slots__ = ("_complete", "_lock")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._complete = False
+        self._lock = threading.RLock()
+
+    def _eager_entries(self) -> list[tuple[Any, Any]]:
+        """Every entry, in the eager dict's order (made where not made yet)."""
+        raise NotImplementedError
+
+    def _guard(self) -> threading.RLock:
+        return self._lock
+
+    def make_all(self) -> None:
+        if self._complete:
+            return
+        with self._lock:
+            if not self._complete:
+                entries = self._eager_entries()
+                dict.clear(self)
+                dict.update(self, entries)
+                self._complete = True
+
+
+class NodeTable(_OwnLocked):
     """``{node: value}`` over the nodes of a cluster of copies (:class:`ClusterFiller`'s
     naming) and fixed entries (the fabric's): server ``s``'s node ids ``names(s)`` with values
     ``values(s)`` (both aligned with ``local_ids``), made on the first read by key of one of
@@ -287,16 +316,7 @@ class NodeTable(_MadeOnRead):
     nodes of a 16,384-GPU cluster (server index, local id) where a prediction reads some.
     """
 
-    __slots__ = (
-        "_complete",
-        "_fixed",
-        "_lid_set",
-        "_lock",
-        "_made",
-        "_names",
-        "_servers",
-        "_values",
-    )
+    __slots__ = ("_fixed", "_lid_set", "_made", "_names", "_servers", "_values")
 
     def __init__(
         self,
@@ -309,9 +329,7 @@ class NodeTable(_MadeOnRead):
         super().__init__()
         self._servers, self._names, self._lid_set = servers, names, frozenset(local_ids)
         self._values, self._fixed = values, fixed
-        self._complete = False
         self._made: set[int] = set()
-        self._lock = threading.RLock()
         dict.update(self, fixed)
 
     def _make_for(self, key: Any) -> None:
@@ -326,39 +344,25 @@ class NodeTable(_MadeOnRead):
                 dict.update(self, zip(self._names(s), self._values(s), strict=True))
                 self._made.add(s)
 
-    def _guard(self) -> threading.RLock:
-        return self._lock
-
-    def make_all(self) -> None:
-        if self._complete:
-            return
-        with self._lock:
-            if not self._complete:
-                self._make_all()
-
-    def _make_all(self) -> None:
+    def _eager_entries(self) -> list[tuple[Any, Any]]:
         names, values = self._names, self._values
         entries = [kv for s in range(self._servers) for kv in zip(names(s), values(s), strict=True)]
         entries.extend(self._fixed.items())
-        dict.clear(self)
-        dict.update(self, entries)
-        self._complete = True
+        return entries
 
     def _size(self) -> int:
         return self._servers * len(self._lid_set) + len(self._fixed)
 
 
-class ServerMap(_MadeOnRead):
+class ServerMap(_OwnLocked):
     """``{server: value(server)}`` for the servers of ``order`` (every key, in eager order),
     a server's value made on first read by key."""
 
-    __slots__ = ("_complete", "_keys", "_lock", "_order", "_value")
+    __slots__ = ("_keys", "_order", "_value")
 
     def __init__(self, order: list[int], value: Callable[[int], Any]) -> None:
         super().__init__()
         self._order, self._keys, self._value = order, frozenset(order), value
-        self._complete = False
-        self._lock = threading.RLock()
 
     def _make_for(self, key: Any) -> None:
         if self._complete:
@@ -373,30 +377,14 @@ class ServerMap(_MadeOnRead):
             if not dict.__contains__(self, key) and not self._complete:
                 dict.__setitem__(self, key, self._value(key))
 
-    def _guard(self) -> threading.RLock:
-        return self._lock
-
-    def make_all(self) -> None:
-        if self._complete:
-            return
-        with self._lock:
-            if not self._complete:
-                self._make_all()
-
-    def _make_all(self) -> None:
+    def _eager_entries(self) -> list[tuple[Any, Any]]:
         get, value = dict.get, self._value
-        entries = [
-            (s, v if (v := get(self, s, _NONE)) is not _NONE else value(s)) for s in self._order
+        return [
+            (s, v if (v := get(self, s, _ABSENT)) is not _ABSENT else value(s)) for s in self._order
         ]
-        dict.clear(self)
-        dict.update(self, entries)
-        self._complete = True
 
     def _size(self) -> int:
         return len(self._order)
-
-
-_NONE = object()
 
 
 def changed_copy(graph: nx.Graph, change: Callable[[str, Attrs], None]) -> nx.Graph | None:
