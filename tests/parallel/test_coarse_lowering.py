@@ -16,6 +16,7 @@ import math
 import pickle
 
 import pytest
+from report_compare import assert_close, gpt_scenario
 from sim_synthetic import FakeCosts, block_workload, lower_synthetic
 
 import perfmodel.api as api
@@ -35,22 +36,7 @@ GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 1024, "vocab": 8000}
 
 
 def _scenario(**kw: object) -> Scenario:
-    base = dict(
-        system="dgx-a100",
-        model="gpt",
-        model_args=GPT,
-        global_batch=32,
-        dp=2,
-        tp=2,
-        pp=2,
-        microbatch=1,
-        schedule="1f1b",
-        precision="bf16",
-        optimizer="adam",
-        software="megatron-core",
-        fidelity="analytic",
-    )
-    return Scenario.from_dict({**base, **kw})
+    return gpt_scenario(**{"model_args": GPT, "global_batch": 32, "software": "megatron-core", **kw})
 
 
 def _report(sc: Scenario, monkeypatch: pytest.MonkeyPatch, *, coarse: bool) -> api.StepReport:
@@ -58,22 +44,6 @@ def _report(sc: Scenario, monkeypatch: pytest.MonkeyPatch, *, coarse: bool) -> a
         m.setattr(api, "lower", functools.partial(lowering.lower, coarse=coarse))
         m.setattr(api, "_REPORTS", {})
         return predict(sc, baseline=False)
-
-
-def _close(a: object, b: object, rel: float, path: str = "") -> None:
-    """Every number of two report dicts equal to ``rel`` relative (the rest exactly)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and set(a) == set(b), path
-        for k in a:
-            _close(a[k], b[k], rel, f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _close(x, y, rel, f"{path}[{i}]")
-    elif isinstance(a, float) and not isinstance(a, bool):
-        assert math.isclose(a, b, rel_tol=rel, abs_tol=1e-15), (path, a, b)
-    else:
-        assert a == b, (path, a, b)
 
 
 #: name -> (scenario overrides, whether some operation is lowered coarse)
@@ -109,7 +79,7 @@ def test_coarse_equals_fine(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     fine = _report(sc, monkeypatch, coarse=False)
     coarse = _report(sc, monkeypatch, coarse=True)
-    _close(coarse.to_dict(), fine.to_dict(), 1e-9)
+    assert_close(coarse.to_dict(), fine.to_dict())
     # what shows tasks reads the fine graph, with the fine schedule's times
     assert coarse.timeline.graph.tasks == fine.timeline.graph.tasks
     assert math.isclose(max(coarse.timeline.end_s), coarse.timeline.makespan_s, rel_tol=1e-12)
@@ -128,7 +98,7 @@ def test_simulated_coarse_equals_fine(name: str, monkeypatch: pytest.MonkeyPatch
     sc = _scenario(fidelity="simulated", **CASES[name][0])
     fine = _report(sc, monkeypatch, coarse=False)
     coarse = _report(sc, monkeypatch, coarse=True)
-    _close(coarse.to_dict(), fine.to_dict(), 1e-9)
+    assert_close(coarse.to_dict(), fine.to_dict())
     assert coarse.timeline.fidelity == "simulated"
     assert len(coarse.timeline.end_s) == len(fine.timeline.graph.tasks)
 
@@ -278,4 +248,4 @@ def test_equal_stages_tie_the_same_way(schedule: str, pp: int) -> None:
     fine = evaluate(step.graph.full())
     assert isinstance(coarse, CoarseTimeline)  # something was merged
     assert critical_device(coarse) == critical_device(fine) == step.graph.devices[0]
-    _close(breakdown(coarse).__dict__, breakdown(fine).__dict__, 1e-9)
+    assert_close(breakdown(coarse).__dict__, breakdown(fine).__dict__)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from report_compare import assert_close, gpt_scenario
 
 import perfmodel.api as api
 from perfmodel.api import Scenario, _build_step, predict, resolve
@@ -25,38 +26,7 @@ GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 2048, "vocab": 32000
 
 
 def _scenario(**kw: object) -> Scenario:
-    base = dict(
-        system="dgx-a100",
-        model="gpt",
-        model_args=GPT,
-        global_batch=96,
-        dp=2,
-        tp=2,
-        pp=2,
-        microbatch=1,
-        schedule="1f1b",
-        precision="bf16",
-        optimizer="adam",
-        software="megatron",
-        fidelity="analytic",
-    )
-    return Scenario.from_dict({**base, **kw})
-
-
-def _close(a: object, b: object, path: str = "") -> None:
-    """Every number of two report dicts equal to 1e-9 relative (strings etc. exactly)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and set(a) == set(b), path
-        for k in a:
-            _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _close(x, y, f"{path}[{i}]")
-    elif isinstance(a, float) and not isinstance(a, bool):
-        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15), (path, a, b)
-    else:
-        assert a == b, (path, a, b)
+    return gpt_scenario(**{"model_args": GPT, "global_batch": 96, "software": "megatron", **kw})
 
 
 def _full_report(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -92,12 +62,12 @@ def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.Mon
     assert math.isclose(tl.makespan_s, whole.makespan_s, rel_tol=1e-12)
     assert critical_device(tl) == critical_device(whole)
     for dev in whole.graph.devices:  # every device's breakdown, not only the critical one's
-        _close(breakdown(tl, dev).to_dict(), breakdown(whole, dev).to_dict(), dev)
+        assert_close(breakdown(tl, dev).to_dict(), breakdown(whole, dev).to_dict(), path=dev)
     # end to end: every field of the report, against the report of the whole schedule
     monkeypatch.setattr(api, "_REPORTS", {})
     fast = predict(sc, baseline=False)
     assert isinstance(fast.timeline, PeriodicTimeline)
-    _close(fast.to_dict(), _full_report(sc, monkeypatch))
+    assert_close(fast.to_dict(), _full_report(sc, monkeypatch))
     # the per-task times (traces, Gantt) are the whole schedule's
     assert fast.timeline.end_s == whole.end_s and fast.timeline.graph.tasks == whole.graph.tasks
     assert chrome_trace(fast.timeline) == chrome_trace(whole)

@@ -1,0 +1,43 @@
+"""Helpers for tests that compare two ways of computing a step report (periodic extension vs
+the whole schedule, coarse vs fine lowering): a small GPT scenario and a field-by-field check."""
+
+from __future__ import annotations
+
+import math
+
+from perfmodel.api import Scenario
+
+
+def gpt_scenario(**kw: object) -> Scenario:
+    """A GPT on DGX A100, dp2 tp2 pp2, micro-batch 1, 1F1B, bf16 Adam, analytic; ``kw`` adds or
+    overrides any field (``model_args``, ``global_batch`` and ``software`` at least)."""
+    base: dict[str, object] = dict(
+        system="dgx-a100",
+        model="gpt",
+        dp=2,
+        tp=2,
+        pp=2,
+        microbatch=1,
+        schedule="1f1b",
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+    )
+    return Scenario.from_dict({**base, **kw})
+
+
+def assert_close(a: object, b: object, rel: float = 1e-9, path: str = "") -> None:
+    """Every float of two nested dicts / lists equal to ``rel`` relative (absolute 1e-15),
+    everything else exactly; ``path`` names the first difference."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), path
+        for k in a:
+            assert_close(a[k], b[k], rel, f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_close(x, y, rel, f"{path}[{i}]")
+    elif isinstance(a, float) and not isinstance(a, bool):
+        assert math.isclose(a, b, rel_tol=rel, abs_tol=1e-15), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
