@@ -36,7 +36,9 @@ GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 1024, "vocab": 8000}
 
 
 def _scenario(**kw: object) -> Scenario:
-    return gpt_scenario(**{"model_args": GPT, "global_batch": 32, "software": "megatron-core", **kw})
+    return gpt_scenario(
+        **{"model_args": GPT, "global_batch": 32, "software": "megatron-core", **kw}
+    )
 
 
 def _report(sc: Scenario, monkeypatch: pytest.MonkeyPatch, *, coarse: bool) -> api.StepReport:
