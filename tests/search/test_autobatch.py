@@ -192,20 +192,24 @@ def test_issue_gpt_example_fits_with_an_automatic_microbatch() -> None:
     assert "(512 samples per replica = 64 micro-batches of 8" in r.defaults[1]
 
 
+#: Llama-2-13B, FSDP over 4 DGX A100 (32 GPUs), bf16 Adam: 16 B x 13.0e9 = 208 GB of model state
+LLAMA13_FSDP_32 = Scenario(
+    system="dgx-a100",
+    nodes=4,
+    model="llama2_13b",
+    model_args={"seq_len": 512},
+    software="fsdp",
+    batch_per_gpu=1,
+    precision="bf16",
+    optimizer="adam",
+    fidelity="analytic",
+)
+
+
 def test_large_model_speedup_is_against_the_smallest_count_that_fits() -> None:
     """Llama-2-13B with Adam: 16 B x 13.0e9 = 208 GB of model state cannot sit on one 80 GB
-    A100; FSDP over 4 GPUs holds 52 GB each (plus activations), over 2 GPUs 104 GB does not."""
-    sc = Scenario(
-        system="dgx-a100",
-        nodes=4,
-        model="llama2_13b",
-        model_args={"seq_len": 512},
-        software="fsdp",
-        batch_per_gpu=1,
-        precision="bf16",
-        optimizer="adam",
-        fidelity="analytic",
-    )
+    A100 (80 GiB = 85.9 GB); FSDP over 4 GPUs holds 52 GB each (plus activations), over 2 GPUs 104 GB does not."""
+    sc = LLAMA13_FSDP_32
     r = predict(sc)
     assert r.baseline_gpus == 4
     assert r.scaling_efficiency == pytest.approx(r.speedup * 4 / 32)
@@ -217,22 +221,12 @@ def test_large_model_speedup_is_against_the_smallest_count_that_fits() -> None:
 def test_one_gpu_baseline_is_skipped_only_where_its_model_state_cannot_fit(monkeypatch) -> None:
     """issue 14: the 1-GPU baseline's prediction is skipped when its model state alone exceeds
     the GPU (its throughput is then unused); the report is the one of the full path. Llama-2-13B
-    with mixed-precision Adam: 16 B x 13.0e9 = 208 GB of state > 80 GB; the lowered 1-GPU step
+    with mixed-precision Adam: 16 B x 13.0e9 = 208 GB of state > 80 GiB; the lowered 1-GPU step
     holds at least those bytes. A 24-layer 2048-wide GPT (1.3e9 parameters, 21 GB) may fit:
     not skipped."""
     import perfmodel.api as api
 
-    sc = Scenario(
-        system="dgx-a100",
-        nodes=4,
-        model="llama2_13b",
-        model_args={"seq_len": 512},
-        software="fsdp",
-        batch_per_gpu=1,
-        precision="bf16",
-        optimizer="adam",
-        fidelity="analytic",
-    )
+    sc = LLAMA13_FSDP_32
     r = api.resolve(sc)
     assert api._one_gpu_state_exceeds_memory(sc, r)
     one = predict(api.baseline_scenario(sc, r), baseline=False)
