@@ -32,6 +32,7 @@ from typing import Any
 
 import networkx as nx
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.errors import ConfigError, ParseError, TopologyError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
@@ -922,24 +923,15 @@ def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple
     first = topo.server_of(topo.gpus[0])
     g = topo.graph
     local = g.subgraph(topo.server_nodes(first))
-    key = (max_cpus, _subgraph_key(local))
-    try:
-        hit = _DENIED.get(key)
-    except TypeError:  # an unhashable attribute value: computed, not kept
-        return _denied_pairs(topo, local, max_cpus)
-    if hit is None:
-        if len(_DENIED) >= _MAX_DENIED:
-            _DENIED.clear()
-        hit = _DENIED[key] = tuple(_denied_pairs(topo, local, max_cpus))
-    return list(hit)
+    key = (max_cpus, _subgraph_key(local))  # an unhashable attribute value: computed, not kept
+    return list(_DENIED.get(key, lambda: tuple(_denied_pairs(topo, local, max_cpus))))
 
 
 #: :func:`nccl_p2p_level_denied` by (``max_cpus``, :func:`_subgraph_key` of the first server):
 #: a ``predict`` builds the run's cluster and its k-GPU speedup baseline's from the same server
 #: (issue 14: its 28 GPU pairs were routed for each; a one-server build names its nodes without
-#: the ``n0/`` prefix, a key of its own). At most ``_MAX_DENIED`` entries.
-_DENIED: dict[tuple[int, tuple[Any, ...]], tuple[tuple[str, str], ...]] = {}
-_MAX_DENIED = 64
+#: the ``n0/`` prefix, a key of its own).
+_DENIED: BoundedMemo[tuple[int, tuple[Any, ...]], tuple[tuple[str, str], ...]] = BoundedMemo(64)
 
 
 def _subgraph_key(local: nx.Graph) -> tuple[Any, ...]:

@@ -43,6 +43,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._enum import parse_enum
 from perfmodel._io import parse_toml, read_text
+from perfmodel._memo import BoundedMemo
 from perfmodel._schema import as_int, as_list, as_number, describe
 from perfmodel.errors import TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
@@ -390,8 +391,7 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     )
 
 
-_READ_CACHE: dict[tuple[str, str, str | None], ServerDescription] = {}
-_READ_CACHE_SIZE = 64
+_READ_CACHE: BoundedMemo[tuple[str, str, str | None], ServerDescription] = BoundedMemo(64)
 
 
 def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
@@ -405,11 +405,7 @@ def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> Se
     """
     p = Path(path)
     text = read_text(p)
-    key = (str(p), text, gpu_override)
-    desc = _READ_CACHE.get(key)
-    if desc is None:
-        desc = parse_server(parse_toml(text, p), source=str(p), gpu_override=gpu_override)
-        if len(_READ_CACHE) >= _READ_CACHE_SIZE:
-            _READ_CACHE.pop(next(iter(_READ_CACHE)))
-        _READ_CACHE[key] = desc
-    return desc
+    return _READ_CACHE.get(
+        (str(p), text, gpu_override),
+        lambda: parse_server(parse_toml(text, p), source=str(p), gpu_override=gpu_override),
+    )

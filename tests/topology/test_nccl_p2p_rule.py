@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
 from perfmodel.topology.builders import build_cluster
@@ -279,7 +280,7 @@ def test_denied_pairs_are_routed_once_per_server_graph(monkeypatch):
         routed.append(max_cpus)
         return real(topo, local, max_cpus)
 
-    monkeypatch.setattr(importers, "_DENIED", {})
+    monkeypatch.setattr(importers, "_DENIED", BoundedMemo(64))
     monkeypatch.setattr(importers, "_denied_pairs", counting)
     first = nccl_p2p_level_denied(titanx, max_cpus=0)
     assert len(first) == 24 and len(nccl_p2p_level_denied(titanx, max_cpus=1)) == 16

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload._net import Net
@@ -650,20 +651,8 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
 #: ``Net(1, precision)``'s defaults.
 _WHOLE = (1, 1, False, 1, 1, 0)
 
-#: :func:`_whole_build` by (name, arguments, precision); at most ``_MAX_WHOLE_BUILDS``.
-_WHOLE_BUILDS: dict[tuple[Any, ...], tuple[Net, Any]] = {}
-_MAX_WHOLE_BUILDS = 16
-
-
-def _whole_key(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[Any, ...] | None:
-    """Memo key of a whole-model build: (name, sorted arguments, precision); ``None`` where an
-    argument is not hashable (a list: CNN widths)."""
-    key = (info.name, tuple(sorted(kwargs.items())), prec)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+#: :func:`_whole_build` by (name, sorted arguments, precision).
+_WHOLE_BUILDS: BoundedMemo[tuple[Any, ...], tuple[Net, Any]] = BoundedMemo(16)
 
 
 def _whole_build(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[Net, Any]:
@@ -673,16 +662,12 @@ def _whole_build(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tu
     speedup baseline of a model-parallel plan at one sample per GPU rebuilt the whole GPT-3
     that the run's parameter count had just built, ~3 ms). The network is not changed after
     its builder returns (:func:`build_model` copies its layers into a tuple)."""
-    key = _whole_key(info, kwargs, prec)
-    hit = _WHOLE_BUILDS.get(key) if key is not None else None
-    if hit is None:
+
+    def build() -> tuple[Net, Any]:
         net = Net(1, prec)
-        hit = (net, info.builder(net, **kwargs))
-        if key is not None:
-            if len(_WHOLE_BUILDS) >= _MAX_WHOLE_BUILDS:
-                _WHOLE_BUILDS.clear()
-            _WHOLE_BUILDS[key] = hit
-    return hit
+        return net, info.builder(net, **kwargs)
+
+    return _WHOLE_BUILDS.get(_whole_key(info, kwargs, prec), build)
 
 
 def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> list[LayerCost]:
@@ -699,20 +684,20 @@ def _counts(layers: list[LayerCost]) -> tuple[int, int]:
 #: they depend on nothing else (not the batch, not the parallelism), and every sharded
 #: workload of a plan search asks for them (issue 14: nothing rebuilt per plan that does not
 #: depend on the plan). Bounded; a clear only costs a rebuild.
-_WHOLE_COUNTS: dict[tuple[Any, ...], tuple[int, int]] = {}
+_WHOLE_COUNTS: BoundedMemo[tuple[Any, ...], tuple[int, int]] = BoundedMemo(256)
+
+
+def _whole_key(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[Any, ...]:
+    """Memo key of a whole-model build: (name, sorted arguments, precision); not hashable
+    where an argument is not (a list: CNN widths), and then not kept (:class:`BoundedMemo`)."""
+    return (info.name, tuple(sorted(kwargs.items())), prec)
 
 
 def _whole_counts(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[int, int]:
     """:func:`_counts` of :func:`_whole_model`, memoised where the arguments are hashable."""
-    key = _whole_key(info, kwargs, prec)
-    hit = _WHOLE_COUNTS.get(key) if key is not None else None
-    if hit is None:
-        hit = _counts(_whole_model(info, kwargs, prec))
-        if key is not None:
-            if len(_WHOLE_COUNTS) >= 256:
-                _WHOLE_COUNTS.clear()
-            _WHOLE_COUNTS[key] = hit
-    return hit
+    return _WHOLE_COUNTS.get(
+        _whole_key(info, kwargs, prec), lambda: _counts(_whole_model(info, kwargs, prec))
+    )
 
 
 __all__ = ["ModelInfo", "build_model", "get_model_info", "list_models", "model_aliases"]

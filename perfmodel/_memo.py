@@ -1,0 +1,47 @@
+"""A small bounded memo for values computed from a key (issue 14: work a prediction repeats for
+its cluster, its speedup baseline and its micro-batch search)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+_ABSENT = object()
+
+
+class BoundedMemo(Generic[K, V]):
+    """Values by key, at most ``size`` of them, the oldest dropped first.
+
+    Used where :func:`functools.lru_cache` does not fit: the key is derived from the
+    arguments (text, a server's graph contents) rather than being them, or an argument may be
+    unhashable, in which case :meth:`get` computes the value every time and keeps nothing.
+
+    >>> memo = BoundedMemo[str, int](2)
+    >>> memo.get("a", lambda: 1), memo.get("a", lambda: 2)
+    (1, 1)
+    >>> memo.get(["unhashable"], lambda: 3), len(memo)  # type: ignore[arg-type]
+    (3, 1)
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: dict[K, V] = {}
+
+    def get(self, key: K, make: Callable[[], V]) -> V:
+        """The value of ``key``, made by ``make()`` (and kept) on a miss."""
+        try:
+            hit = self.entries.get(key, _ABSENT)
+        except TypeError:  # an unhashable key: computed, not kept
+            return make()
+        if hit is _ABSENT:
+            hit = make()
+            if len(self.entries) >= self.size:
+                self.entries.pop(next(iter(self.entries)))
+            self.entries[key] = hit
+        return hit  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return len(self.entries)
