@@ -236,7 +236,7 @@ class Catalogue(Generic[S]):
         if i in self._entry_spec:
             return self._entry_spec[i]
         try:
-            data = tomllib.loads(self._blocks[i] if self._blocks else "")
+            data = tomllib.loads(self._entry_texts()[i])
         except tomllib.TOMLDecodeError:
             return None
         entries = data.get(self.table)
