@@ -33,10 +33,10 @@ from perfmodel.parallel.lowering import (
     StepInputs,
     _embedding_grad_allreduce,
     _issue_times,
+    block_runs,
     build_chunk,
     expert_grad_share,
     expert_params,
-    layers_key,
     partition,
     stage_buffer_bytes,
     stage_memory,
@@ -48,6 +48,7 @@ from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
+from perfmodel.workload.layers import distinct_layers
 
 
 class PipelineLowering:
@@ -142,11 +143,14 @@ class PipelineLowering:
         wl, pl, rc = self.wl, self.pl, self.rc
         costs, unit_cost = self.costs, []
         by_key: dict[int, float] = {}  # a layer's summed time, once per layers_key
-        for layer, key in zip(wl.layers, layers_key(wl.layers, costs), strict=True):
-            t = by_key.get(key)
-            if t is None:
-                t = by_key[key] = sum(costs.layer_time(layer))
-            unit_cost.append(t)
+        for unit, keys, n in block_runs(wl.layers, costs):  # a stack's block read once
+            times = []
+            for layer, key in zip(unit, keys, strict=True):
+                t = by_key.get(key)
+                if t is None:
+                    t = by_key[key] = sum(costs.layer_time(layer))
+                times.append(t)
+            unit_cost += times * n
         chunks: list[Chunk] = []
         parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
@@ -633,7 +637,7 @@ class PipelineLowering:
         if rc.sharding.stage < 1:
             return stage_params
         chunks = [self.chunks[c * self.P + s] for c in range(self.V)]
-        expert = expert_params([la for ch in chunks for la in ch.layers])
+        expert = sum(expert_params(ch.layers) for ch in chunks)  # a stack's block read once
         return (stage_params - expert) / rc.shard_degree(plan.grad_replicas) + expert / (
             rc.shard_degree(plan.expert_dp)
         )
@@ -707,7 +711,10 @@ class PipelineLowering:
         of them is exposed (the rest overlaps the attention kernels); for a MoE model, its total
         and active parameters and that model FLOP/s count the active FLOP."""
         plan, wl = self.plan, self.wl
-        routed = next((la for la in wl.layers if la.expert_role is not None and la.experts), None)
+        routed = next(
+            (la for la in distinct_layers(wl.layers) if la.expert_role is not None and la.experts),
+            None,
+        )
         if routed is not None and wl.total_active_params:
             self.b.notes.append(
                 f"mixture of experts: {wl.total_params / 1e9:.1f} B parameters, "
@@ -773,7 +780,9 @@ class PipelineLowering:
                     comm_buffer_bytes=buf if self.dp_on else 0.0,
                     buffer_bytes=stage_buffer_bytes(
                         self.wl, [la for c in chunks for la in c.layers]
-                    ),
+                    )
+                    if self.wl.buffers
+                    else 0.0,
                     recipe=self.rc,
                     tied_params=self.tied[s],
                 )

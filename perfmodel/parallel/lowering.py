@@ -41,7 +41,16 @@ from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, ParallelismPlan, Rec
 from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe, default_recipe
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
-from perfmodel.workload.layers import ExpertRole, LayerCost, LayerKind, Workload
+from perfmodel.workload.layers import (
+    ExpertRole,
+    LayerCost,
+    LayerKind,
+    StackedLayers,
+    Workload,
+    distinct_layers,
+    layer_runs,
+    runs_isum,
+)
 from perfmodel.workload.memory import Optimizer
 
 
@@ -90,7 +99,9 @@ class Chunk:
     out_bytes: float
     in_bytes: float
     blocks: int
-    layers: tuple[LayerCost, ...] = ()
+    layers: tuple[LayerCost, ...] | StackedLayers = ()
+    """The chunk's layers: a tuple, or a slice of a stacked workload's layers (reads as that
+    tuple; :func:`~perfmodel.workload.layers.layer_runs`)."""
 
     @property
     def fwd_s(self) -> float:
@@ -147,17 +158,46 @@ class LoweredStep:
 # --------------------------------------------------------------------------- partitioning
 
 
+def _unit_spans(layers: Sequence[LayerCost]) -> list[tuple[int, int, bool]]:
+    """Runs of consecutive layers with the same ``block`` as ``(start, end, has a block)``
+    index ranges; a stack's whole copies (:func:`_pieces`) are one unit each, read from the
+    stack's template (no copy is made)."""
+    spans: list[tuple[int, int, bool]] = []
+    i = 0
+    start = 0
+    prev: object = object()
+    for piece, n in _pieces(layers):
+        if n > 1:
+            if i > start:
+                spans.append((start, i, prev is not None))
+            p = len(piece)
+            spans += [(i + j * p, i + (j + 1) * p, True) for j in range(n)]
+            i += n * p
+            start, prev = i, object()
+            continue
+        for la in piece:
+            b = la.block
+            if i > start and b != prev:
+                spans.append((start, i, prev is not None))
+                start = i
+            prev = b
+            i += 1
+    if i > start:
+        spans.append((start, i, prev is not None))
+    return spans
+
+
 def _units(layers: Sequence[LayerCost]) -> list[list[int]]:
     """Runs of consecutive layers with the same ``block`` (``None`` runs are their own unit)."""
-    units: list[list[int]] = []
-    prev: object = object()
-    for i, layer in enumerate(layers):
-        if units and layer.block == prev:
-            units[-1].append(i)
-        else:
-            units.append([i])
-        prev = layer.block
-    return units
+    return [list(range(a, b)) for a, b, _ in _unit_spans(layers)]
+
+
+def _take(layers: Sequence[LayerCost], ids: Sequence[int]) -> Sequence[LayerCost]:
+    """``[layers[i] for i in ids]``; a slice of ``layers`` where ``ids`` are consecutive (a
+    :class:`~perfmodel.workload.layers.StackedLayers` slice keeps its copies unmade)."""
+    if ids and list(ids) == list(range(ids[0], ids[-1] + 1)):
+        return layers[ids[0] : ids[-1] + 1]
+    return [layers[i] for i in ids]
 
 
 def partition(
@@ -180,10 +220,12 @@ def partition(
     InfeasiblePlanError
         If ``k`` exceeds the blocks, or does not divide equal blocks; the message lists what fits.
     """
-    units = _units(workload.layers)
+    spans = _unit_spans(workload.layers)
+    units = [list(range(a, b)) for a, b, _ in spans]
+    in_block = [has for _, _, has in spans]
     if k == 1:
         return [list(range(len(workload.layers)))]
-    blocks = [u for u in units if workload.layers[u[0]].block is not None]
+    blocks = [u for u, has in zip(units, in_block, strict=True) if has]
     nb = len(blocks)
     if k > nb:
         raise InfeasiblePlanError(
@@ -197,7 +239,7 @@ def partition(
     if uniform and not (allow_uneven and nb % k):
         per_stage = _uneven_ends(nb, k)
         if per_stage is not None:
-            return _cut(workload, units, per_stage)
+            return _cut(units, in_block, per_stage)
         if nb % k:
             fits = [d for d in range(1, nb + 1) if nb % d == 0]
             raise InfeasiblePlanError(
@@ -209,8 +251,8 @@ def partition(
         per = nb // k
         out: list[list[int]] = [[] for _ in range(k)]
         seen = 0
-        for u in units:
-            if workload.layers[u[0]].block is None:
+        for u, has in zip(units, in_block, strict=True):
+            if not has:
                 # embedding-like layers join the neighbouring chunk (first, or the previous block's)
                 out[0 if seen == 0 else (seen - 1) // per].extend(u)
             else:
@@ -274,14 +316,14 @@ def _uneven_ends(nb: int, k: int) -> list[int] | None:
     return [per - 1] + [per] * (k - 2) + [per - 1]
 
 
-def _cut(workload: Workload, units: list[list[int]], per_stage: list[int]) -> list[list[int]]:
-    """Chunks of ``per_stage[i]`` blocks each; block-less units join the neighbouring chunk
-    (the first, or the previous block's), as in :func:`partition`."""
+def _cut(units: list[list[int]], in_block: list[bool], per_stage: list[int]) -> list[list[int]]:
+    """Chunks of ``per_stage[i]`` blocks each; block-less units (``in_block`` false) join the
+    neighbouring chunk (the first, or the previous block's), as in :func:`partition`."""
     owner: list[int] = [c for c, n in enumerate(per_stage) for _ in range(n)]
     out: list[list[int]] = [[] for _ in per_stage]
     seen = 0
-    for u in units:
-        if workload.layers[u[0]].block is None:
+    for u, has in zip(units, in_block, strict=True):
+        if not has:
             out[0 if seen == 0 else owner[seen - 1]].extend(u)
         else:
             out[owner[seen]].extend(u)
@@ -339,7 +381,7 @@ def build_chunk(
     stages of a transformer stack hold copies of the same blocks, so their segments are summed
     once (their tensor-parallel times are still asked of each chunk's own group).
     """
-    layers = [workload.layers[i] for i in layer_ids]
+    layers = _take(workload.layers, layer_ids)
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
@@ -379,7 +421,7 @@ def build_chunk(
         seg_memo = {}
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
-        seg_layers = [workload.layers[i] for i in ids]
+        seg_layers = _take(workload.layers, ids)
         sums = _segment_sums(
             seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
         )
@@ -413,10 +455,20 @@ def build_chunk(
     first = workload.layers[layer_ids[0]]
     out_bytes = _elements(last.output_shape) * act_b
     in_bytes = _elements(first.output_shape) * act_b
-    blocks = len(
-        {workload.layers[i].block for i in layer_ids if workload.layers[i].block is not None}
-    )
-    return Chunk(tuple(segs), out_bytes, in_bytes, blocks, tuple(layers))
+    kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
+    return Chunk(tuple(segs), out_bytes, in_bytes, _block_count(layers), kept)
+
+
+def _block_count(layers: Sequence[LayerCost]) -> int:
+    """Distinct ``block`` indices (not ``None``) of ``layers``; a stack's whole copies are
+    counted from their indices (:meth:`~perfmodel.workload.layers.StackedLayers.copy_blocks`),
+    no copy made."""
+    pieces = _pieces(layers)
+    found = {la.block for piece, n in pieces if n == 1 for la in piece}
+    if any(n > 1 for _, n in pieces):
+        found.update(layers.copy_blocks())  # type: ignore[attr-defined]
+    found.discard(None)
+    return len(found)
 
 
 def layers_key(layers: Sequence[LayerCost], costs: Costs) -> list[int]:
@@ -454,27 +506,48 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     cur: list[LayerCost] = []
     prev: object = object()
 
-    def close() -> None:
-        key = (
-            tuple(id(la.__dict__.get("_cost_source", la)) for la in cur)
-            if by_source
-            else tuple(id(la) for la in cur)
-        )
-        if by_source and runs and runs[-1][1] == key:
-            runs[-1][2] += 1  # type: ignore[operator]
-        else:
-            runs.append([tuple(cur), key, 1])
+    def source_ids(unit: Sequence[LayerCost]) -> tuple[int, ...]:
+        if by_source:
+            return tuple(id(la.__dict__.get("_cost_source", la)) for la in unit)
+        return tuple(id(la) for la in unit)
 
-    for la in layers:
-        b = la.block
-        if cur and b != prev:
-            close()
-            cur = []
-        cur.append(la)
-        prev = b
+    def add(unit: tuple[LayerCost, ...], key: tuple[int, ...], n: int) -> None:
+        if by_source and runs and runs[-1][1] == key:
+            runs[-1][2] += n  # type: ignore[operator]
+        else:
+            runs.append([unit, key, n])
+
+    for piece, n in _pieces(layers, by_source):
+        if n > 1:  # n whole copies of one block (_pieces): n units, one run
+            if cur:
+                add(tuple(cur), source_ids(cur), 1)
+                cur = []
+            add(piece, source_ids(piece), n)
+            prev = object()
+            continue
+        for la in piece:
+            b = la.block
+            if cur and b != prev:
+                add(tuple(cur), source_ids(cur), 1)
+                cur = []
+            cur.append(la)
+            prev = b
     if cur:
-        close()
+        add(tuple(cur), source_ids(cur), 1)
     return [(u, k, n) for u, k, n in runs]  # type: ignore[misc]
+
+
+def _pieces(
+    layers: Sequence[LayerCost], whole_copies: bool = True
+) -> list[tuple[tuple[LayerCost, ...], int]]:
+    """:func:`~perfmodel.workload.layers.layer_runs` of ``layers``, in which each ``n > 1``
+    piece is ``n`` whole units (:meth:`~perfmodel.workload.layers.StackedLayers.of` checks
+    it); with ``whole_copies`` false (a cost model that may price copies apart) the layers one
+    by one as one piece."""
+    pieces = layer_runs(layers)
+    if not whole_copies and any(n > 1 for _, n in pieces):
+        return [(tuple(layers), 1)]
+    return pieces
 
 
 _SegmentSums = tuple[
@@ -706,8 +779,10 @@ def _merged(comms: Sequence[SegmentComm]) -> tuple[SegmentComm, ...]:
 
 def expert_params(layers: Sequence[LayerCost]) -> int:
     """Parameters of routed experts (``ExpertRole.EXPERT``) among ``layers``: their gradients
-    and sharded state live on the expert data-parallel group, not the dense one."""
-    return sum(la.params for la in layers if la.expert_role is ExpertRole.EXPERT)
+    and sharded state live on the expert data-parallel group, not the dense one. A stack's
+    copies of a block are read as the block times the copies
+    (:func:`~perfmodel.workload.layers.runs_isum`: integers, exact)."""
+    return runs_isum(layers, lambda la: la.params if la.expert_role is ExpertRole.EXPERT else 0)
 
 
 def expert_grad_share(plan: ParallelismPlan) -> float:
@@ -739,8 +814,12 @@ def tied_embedding_params(layers: Sequence[LayerCost]) -> int:
     larger than their ``params``. With pipelining the last stage keeps its own copy of that
     matrix, kept in sync by an all-reduce of its gradient with the first stage (Megatron-LM
     ``_allreduce_embedding_grads``; Narayanan et al. SC21). 0 when untied.
+
+    A stack's copies of a block (:func:`~perfmodel.workload.layers.layer_runs`) are read as
+    their block: a copy's name is its block's with another ``layer<i>.`` prefix, and whether a
+    name ends with ``lm_head`` (no digit, no dot) does not depend on that prefix.
     """
-    for la in layers:
+    for la in distinct_layers(layers):
         if la.name.endswith("lm_head") and la.gemm is not None:
             full = la.gemm.k * la.gemm.n
             if la.params < full:
@@ -805,10 +884,11 @@ def stage_memory(
 
     prec = costs.precision
     rc = recipe or default_recipe(plan, prec, optimizer)
-    layers = [la for c in chunks for la in c.layers]
+    # a stack's copies of a block read as the block (their shapes and collectives are its)
+    layers = [la for c in chunks for la in distinct_layers(c.layers)]
     params = float(sum(c.params for c in chunks)) + tied_params
     stage = rc.sharding.stage
-    expert = float(expert_params(layers))
+    expert = float(sum(expert_params(c.layers) for c in chunks))
     weights, grads, state = rc.model_state_bytes(params - expert, plan.grad_replicas)
     if expert:  # routed experts: sharded over the expert data-parallel group
         ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)

@@ -35,7 +35,7 @@ from dataclasses import replace
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
-from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
+from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind, StackedLayers
 
 Shape = tuple[int, ...]
 
@@ -121,6 +121,41 @@ class Net:
         self.block: int | None = None
         self.buffers = 0
         self._first_weight_layer = True
+        #: A stack of copies of a block left out of :attr:`layers` (:meth:`repeat_block`):
+        #: ``(position in layers, template start, copies, first name index, block0)``.
+        self.repeat: tuple[int, int, int, int, int] | None = None
+
+    def repeat_block(self, start: int, copies: int, first: int) -> None:
+        """Let ``copies`` copies of the block ``layers[start:]`` (the last one built) follow
+        it, named ``layer{first + j}.`` + its names after their first ``.``-separated part,
+        block indices after its own; they are kept as the block and a count
+        (:class:`~perfmodel.workload.layers.StackedLayers`, :meth:`all_layers`), not appended to
+        :attr:`layers`: layers built after this call follow the copies. Once per network."""
+        if self.repeat is not None:
+            raise ValueError("Net.repeat_block: one stack per network")
+        block = self.layers[start].block
+        assert block is not None
+        self.repeat = (len(self.layers), start, copies, first, block + 1)
+        if copies:
+            self.block = block + copies
+
+    def all_layers(self) -> tuple[LayerCost, ...] | StackedLayers:
+        """Every layer in order: :attr:`layers` with the copies of :meth:`repeat_block` in
+        place (a :class:`~perfmodel.workload.layers.StackedLayers` then, else a tuple)."""
+        if self.repeat is None or self.repeat[2] == 0:
+            return tuple(self.layers)
+        pos, start, copies, first, block0 = self.repeat
+        template = self.layers[start:pos]
+        strip = len(template[0].name.split(".", 1)[0]) + 1
+        return StackedLayers.of(
+            self.layers[:pos],
+            template,
+            copies,
+            self.layers[pos:],
+            first=first,
+            strip=strip,
+            block0=block0,
+        )
 
     @property
     def seq_shard(self) -> int:

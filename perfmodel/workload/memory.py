@@ -36,15 +36,23 @@ three recomputation settings (Korthikanti et al. 2022):
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 
 from perfmodel import units
 from perfmodel._enum import parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import numel
-from perfmodel.workload.layers import LayerCost, LayerKind, Workload
+from perfmodel.workload.layers import (
+    LayerCost,
+    LayerKind,
+    StackedLayers,
+    Workload,
+    layer_runs,
+    runs_sum,
+)
 
 
 class Optimizer(str, enum.Enum):
@@ -191,7 +199,9 @@ def activation_bytes(
     block, at the activation element size) plus everything outside blocks, plus the largest
     block's own activations (live again while that block is recomputed for its backward).
     ``precision`` gives the element size when a bare layer list is passed (default: the
-    workload's precision; fp32 otherwise).
+    workload's precision; fp32 otherwise). A stack's copies of a block are summed as the
+    block times the copies (:func:`~perfmodel.workload.layers.runs_sum`: within 1e-12
+    relative of the layer-by-layer sum).
 
     >>> from perfmodel.workload import build_model
     >>> w = build_model("mlp", batch_size=10, widths=[100, 50, 10])
@@ -199,14 +209,14 @@ def activation_bytes(
     6400.0
     """
     if isinstance(workload, Workload):
-        layers = list(workload.layers)
+        layers: Sequence[LayerCost] = workload.layers
         prec = (
             workload.precision
             if precision is None
             else Precision.parse(precision, where="precision")
         )
     else:
-        layers = list(workload)
+        layers = workload if isinstance(workload, StackedLayers) else list(workload)
         prec = (
             Precision.parse(precision, where="precision")
             if precision is not None
@@ -214,9 +224,9 @@ def activation_bytes(
         )
     mode = Recompute.parse(recompute)
     if mode is Recompute.NONE:
-        return float(sum(la.activation_bytes for la in layers))
+        return float(runs_sum(layers, attrgetter("activation_bytes")))
     if mode is Recompute.SELECTIVE:
-        return float(sum(la.activation_bytes - la.recomputable_bytes for la in layers))
+        return float(runs_sum(layers, lambda la: la.activation_bytes - la.recomputable_bytes))
     kept, working = full_recompute_bytes(layers, prec)
     return kept + working
 
@@ -231,16 +241,31 @@ def full_recompute_bytes(layers: Iterable[LayerCost], precision: Precision) -> t
     holds ``in_flight x kept + working`` (Korthikanti et al. 2022, section 4.1: full
     recomputation stores ``2 s b h`` per layer plus one layer's full activations).
     """
-    layers = list(layers)
-    per_block = block_activation_bytes(layers)
+    pieces = layer_runs(layers if isinstance(layers, StackedLayers) else tuple(layers))
+    # a piece of n > 1 copies of a block: the block once (each copy's sum is the same float,
+    # and no copy is larger than it); its n boundaries each keep the input of a copy, the
+    # output of the layer before (for the first copy, the layer before the piece; after that,
+    # the block's last layer), added one by one as the layer-by-layer loop does: bit-equal
+    per_block = block_activation_bytes(la for block, n in pieces if n == 1 for la in block)
     outside = per_block.pop(None, 0.0)
+    copies = [sum(la.activation_bytes for la in block) for block, n in pieces if n > 1]
     kept_inputs = 0.0
-    prev: LayerCost | None = None
-    for la in layers:
-        if la.block is not None and prev is not None and prev.block != la.block:
-            kept_inputs += numel(prev.output_shape) * precision.activation_bytes
-        prev = la
-    largest = max(per_block.values(), default=0.0)
+    a = precision.activation_bytes
+    prev: tuple[object, tuple[int, ...]] | None = None  # (block, output shape) of the last layer
+    for block, n in pieces:
+        if n == 1:
+            for la in block:
+                if la.block is not None and prev is not None and prev[0] != la.block:
+                    kept_inputs += numel(prev[1]) * a
+                prev = (la.block, la.output_shape)
+            continue
+        if prev is not None:  # a copy's block differs from the layer before it (StackedLayers)
+            kept_inputs += numel(prev[1]) * a
+        inner = numel(block[-1].output_shape) * a
+        for _ in range(n - 1):
+            kept_inputs += inner
+        prev = (layers.copy_blocks()[-1], block[-1].output_shape)  # type: ignore[attr-defined]
+    largest = max([*per_block.values(), *copies], default=0.0)
     return float(outside + kept_inputs), float(largest)
 
 

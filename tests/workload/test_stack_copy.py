@@ -1,5 +1,6 @@
-"""The transformer stack copies layer 1 for layers >= 2 (speed); the copy must be the layer
-``transformer_layer`` would have built: same costs, its own name and block index."""
+"""The transformer stack copies layer 1 for layers >= 2 (speed), kept as layer 1 and a count
+(``Net.all_layers``: a ``StackedLayers``); a copy must be the layer ``transformer_layer`` would
+have built: same costs, its own name and block index."""
 
 from __future__ import annotations
 
@@ -35,7 +36,11 @@ def test_copied_layers_equal_built_layers(
     built.end_blocks()
     copied = Net(2, prec, tp=tp, sequence_parallel=sp)
     _stack(copied, cfg, 2, 32)
-    assert copied.layers == built.layers  # names and block indices included
+    stacked = copied.all_layers()
+    assert stacked == tuple(built.layers)  # names and block indices included
+    assert tuple(stacked) == tuple(built.layers)
+    assert [la.name for la in stacked] == [la.name for la in built.layers]
     assert copied.buffers == built.buffers
     assert copied.block is None
-    assert {la.block for la in copied.layers} == set(range(layers))
+    assert {la.block for la in stacked} == set(range(layers))
+    assert stacked[len(stacked) - 1] is stacked[-1]  # a copy is made once, then kept

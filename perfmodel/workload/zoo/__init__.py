@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -18,7 +19,7 @@ from perfmodel._memo import BoundedMemo
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload._net import Net
-from perfmodel.workload.layers import LayerCost, Workload
+from perfmodel.workload.layers import LayerCost, Workload, runs_isum
 from perfmodel.workload.zoo import cnn, inception, mlp, moe, transformer
 
 
@@ -585,16 +586,17 @@ def build_model(
         )
         cfg = info.builder(net, **kwargs)
     _check_expert_context(info.name, net)
+    layers = net.all_layers()
     split = tp > 1 or ep > 1 or cp > 1
     if split:
         total, active = _whole_counts(info, kwargs, prec)
     else:
-        total, active = _counts(net.layers)
+        total, active = _counts(layers)
     seq = getattr(cfg, "seq_len", 1) if info.family == "transformer" else 1
     record = {k: v for k, v in kwargs.items() if k not in info.fixed}
     return Workload(
         name=info.name,
-        layers=tuple(net.layers),
+        layers=layers,
         batch_size=batch,
         precision=prec,
         total_params=total,
@@ -670,14 +672,15 @@ def _whole_build(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tu
     return _WHOLE_BUILDS.get(_whole_key(info, kwargs, prec), build)
 
 
-def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> list[LayerCost]:
+def _whole_model(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> Sequence[LayerCost]:
     """The layers of the unsharded model (``tp = 1``), for whole-model parameter counts."""
-    return _whole_build(info, kwargs, prec)[0].layers
+    return _whole_build(info, kwargs, prec)[0].all_layers()
 
 
-def _counts(layers: list[LayerCost]) -> tuple[int, int]:
-    """``(parameters, active parameters)`` of ``layers``."""
-    return sum(la.params for la in layers), sum(la.active_params for la in layers)
+def _counts(layers: Sequence[LayerCost]) -> tuple[int, int]:
+    """``(parameters, active parameters)`` of ``layers`` (a stack's block counted once and
+    multiplied, :func:`~perfmodel.workload.layers.runs_isum`: integers, exact)."""
+    return runs_isum(layers, attrgetter("params")), runs_isum(layers, attrgetter("active_params"))
 
 
 #: ``(parameters, active parameters)`` of unsharded models by (name, arguments, precision):
