@@ -234,7 +234,7 @@ def partition(
             value=k,
             where=where,
         )
-    block_costs = [round(sum(unit_cost[i] for i in u), 12) for u in blocks]
+    block_costs = [round(sum(unit_cost[a:b]), 12) for a, b, has in spans if has]
     uniform = len(set(block_costs)) == 1 and nb > 1
     if uniform and not (allow_uneven and nb % k):
         per_stage = _uneven_ends(nb, k)
@@ -427,12 +427,18 @@ def build_chunk(
         )
         f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points = sums
         tf = tb = 0.0
-        for op, nbytes, grp in fwd_points:
-            if grp not in groups_of:
-                tf += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
-        for op, nbytes, grp in bwd_points:
-            if grp not in groups_of:
-                tb += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
+        for points, n in fwd_points:  # n copies of a block's collectives: n x their time
+            t = tf if n == 1 else 0.0
+            for op, nbytes, grp in points:
+                if grp not in groups_of:
+                    t += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
+            tf = t if n == 1 else tf + n * t
+        for points, n in bwd_points:
+            t = tb if n == 1 else 0.0
+            for op, nbytes, grp in points:
+                if grp not in groups_of:
+                    t += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
+            tb = t if n == 1 else tb + n * t
         extra: list[SegmentComm] = []
         if groups_of:
             for layer in seg_layers:
@@ -550,18 +556,12 @@ def _pieces(
     return pieces
 
 
+#: Collectives of a segment in order, as runs: ``(points, n)`` is ``n`` copies of ``points``
+#: back to back, each point ``(op, bytes, group)``.
+_PointRuns = tuple[tuple[tuple[tuple[CollectiveOp, float, str], ...], int], ...]
+
 _SegmentSums = tuple[
-    float,
-    float,
-    float,
-    float,
-    int,
-    float,
-    float,
-    int,
-    int,
-    tuple[tuple[CollectiveOp, float, str], ...],
-    tuple[tuple[CollectiveOp, float, str], ...],
+    float, float, float, float, int, float, float, int, int, _PointRuns, _PointRuns
 ]
 
 
@@ -575,12 +575,13 @@ def _segment_sums(
     """A segment's per-layer sums, in layer order: forward, backward-input, backward-weight and
     selectively recomputed (``share`` given) seconds, parameters, activation bytes, FLOP,
     data-parallel parameters, routed experts' parameters, and its forward and backward
-    :class:`~perfmodel.workload.layers.CommPoint` s as ``(op, bytes, group)``.
+    :class:`~perfmodel.workload.layers.CommPoint` s as ``(op, bytes, group)`` in runs
+    (:data:`_PointRuns`: ``(points, n)``, a unit's points for ``n`` identical units, whose time
+    :func:`build_chunk` sums once and multiplies).
 
     Summed by :func:`block_runs`: the layers of a run of ``n`` identical units (a transformer
-    stack's blocks) are summed once and the unit's sums added ``n`` times as ``n x sum`` (its
-    collectives listed ``n`` times, in order); layers of single units are added one by one, in
-    layer order, as before. Exactness: the integer sums are exact; the float sums are of
+    stack's blocks) are summed once and the unit's sums added as ``n x sum``; layers of single
+    units are added one by one, in layer order, as before. Exactness: the integer sums are exact; the float sums are of
     non-negative terms (seconds, bytes, FLOP), whose computed sum in any order is within
     ``(k - 1) u`` relative of the exact one (``k`` terms, ``u = 2**-53``; Higham 2002, *Accuracy
     and Stability of Numerical Algorithms*, sec. 4.2), and ``n x s`` adds one rounding, so the
@@ -605,8 +606,8 @@ def _segment_sums(
     f = bi = bw = rc = 0.0
     params = dp_params = expert = 0
     act = flop = 0.0
-    fwd: list[tuple[CollectiveOp, float, str]] = []
-    bwd: list[tuple[CollectiveOp, float, str]] = []
+    fwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
+    bwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     for r, (unit, _, n) in enumerate(runs):
         uf = ubi = ubw = urc = 0.0
         uact = uflop = 0.0
@@ -645,8 +646,8 @@ def _segment_sums(
             flop += n * uflop
         dp_params += n * udp
         expert += n * expert_params(unit)
-        fwd += ufwd * n
-        bwd += ubwd * n
+        _add_points(fwd, ufwd, n)
+        _add_points(bwd, ubwd, n)
     out = memo[key] = (
         f,
         bi,
@@ -661,6 +662,21 @@ def _segment_sums(
         tuple(bwd),
     )
     return out
+
+
+def _add_points(
+    runs: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]],
+    points: list[tuple[CollectiveOp, float, str]],
+    n: int,
+) -> None:
+    """Append ``n`` copies of ``points`` to ``runs`` (:data:`_PointRuns`); single units' points
+    join the run before them when that is single too (one sequential sum, as before)."""
+    if not points:
+        return
+    if n == 1 and runs and runs[-1][1] == 1:
+        runs[-1] = (runs[-1][0] + tuple(points), 1)
+    else:
+        runs.append((tuple(points), n))
 
 
 def _tp_time(

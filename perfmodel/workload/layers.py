@@ -271,12 +271,13 @@ class StackedLayers(Sequence[LayerCost]):
     Pickles as its storage (copies made again on read).
     """
 
-    __slots__ = ("_hi", "_lo", "_s")
+    __slots__ = ("_hi", "_lo", "_pieces", "_s")
 
     def __init__(self, stack: _Stack, lo: int = 0, hi: int | None = None) -> None:
         self._s = stack
         self._lo = lo
         self._hi = stack.size if hi is None else hi
+        self._pieces: list[tuple[tuple[LayerCost, ...], int]] | None = None
 
     @classmethod
     def of(
@@ -372,7 +373,13 @@ class StackedLayers(Sequence[LayerCost]):
     def pieces(self) -> list[tuple[tuple[LayerCost, ...], int]]:
         """This sequence as ``(layers, n)`` pieces in order: ``n`` copies of ``layers`` (the
         stack's template, ``n >= 1``) or ``n == 1`` and the layers themselves; partial copies at
-        the ends of a slice come as their own layers. See :func:`layer_runs`."""
+        the ends of a slice come as their own layers. See :func:`layer_runs`. Computed once
+        per sequence (it is immutable); do not change the list."""
+        if self._pieces is None:
+            self._pieces = self._make_pieces()
+        return self._pieces
+
+    def _make_pieces(self) -> list[tuple[tuple[LayerCost, ...], int]]:
         s, lo, hi = self._s, self._lo, self._hi
         h, p = len(s.head), len(s.template)
         end = h + s.copies * p
