@@ -142,7 +142,7 @@ class PipelineLowering:
         block (ZeRO-3/FSDP units)."""
         wl, pl, rc = self.wl, self.pl, self.rc
         costs, unit_cost = self.costs, []
-        by_key: dict[int, float] = {}  # a layer's summed time, once per layers_key
+        by_key: dict[int, float] = {}  # a layer's summed time, once per cost source
         for unit, keys, n in block_runs(wl.layers, costs):  # a stack's block read once
             times = []
             for layer, key in zip(unit, keys, strict=True):

@@ -477,17 +477,6 @@ def _block_count(layers: Sequence[LayerCost]) -> int:
     return len(found)
 
 
-def layers_key(layers: Sequence[LayerCost], costs: Costs) -> list[int]:
-    """Identities that decide what ``costs`` charges for ``layers`` (one per layer, in order):
-    each layer's :meth:`~perfmodel.workload.layers.LayerCost.cost_source` where ``costs``
-    declares ``prices_by_cost_key`` (:class:`~perfmodel.parallel.costs.SystemCosts`: a
-    relabelled copy of a block has its template's cost key, hence its times), else the layer
-    itself. Valid while the layers live."""
-    if getattr(costs, "prices_by_cost_key", False):
-        return [id(la.cost_source()) for la in layers]
-    return [id(la) for la in layers]
-
-
 #: A run of identical units (:func:`block_runs`): the first unit's layers, the identities of
 #: their cost sources, and how many copies of that unit follow one another.
 BlockRun = tuple[tuple[LayerCost, ...], tuple[int, ...], int]
@@ -503,9 +492,11 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     source but ``name`` and ``block``, and a cost model that ``prices_by_cost_key`` charges it
     the source's times, so whatever is summed over a run's units is the first unit's sum times
     the copies. A cost model without that flag (one that may price a layer by its name) gets
-    every unit as its own run (copies 1): nothing is merged. One pass over ``layers``; the ids
-    are valid while the layers live. A 96-block transformer stage is 3 runs (embedding and first
-    block, 94 or so copies of a block, head) instead of 1,158 layers.
+    every unit as its own run (copies 1): nothing is merged. The whole copies of a
+    :class:`~perfmodel.workload.layers.StackedLayers` are read as its template (no copy made,
+    :func:`_pieces`), other layers one by one; the ids are valid while the layers live. The
+    first stage of a 96-block GPT-3 is 4 runs (embedding, block 0, block 1 and its copies,
+    the next block...) rather than 1,158 layers.
     """
     by_source = getattr(costs, "prices_by_cost_key", False)
     runs: list[list[object]] = []

@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 
 from perfmodel.api import Scenario, predict
+from perfmodel.dtypes import Precision
+from perfmodel.parallel.lowering import _issue_times, _segment_sums, build_chunk
+from perfmodel.parallel.plan import ParallelismPlan, Recompute
 from perfmodel.workload import build_model
-from perfmodel.workload.layers import StackedLayers, Workload
+from perfmodel.workload.layers import LayerCost, LayerKind, StackedLayers, Workload
 
 _ARGS = {"hidden": 256, "layers": 12, "heads": 8, "seq_len": 128, "vocab": 1000}
 
@@ -97,3 +100,55 @@ def test_lowering_makes_no_copy_of_the_stack() -> None:
     predict(sc, workload_fn=lambda **kw: wl, baseline=False)
     made = sum(la is not None for la in wl.layers._s.cache)  # type: ignore[attr-defined]
     assert made <= 2 * 4
+
+
+class _ByKey:
+    """Prices a layer by its cost fields (``prices_by_cost_key``): seconds = forward FLOP."""
+
+    precision = Precision.FP32
+    prices_by_cost_key = True
+
+    def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+        return layer.fwd_flop, 2 * layer.fwd_flop, 0.0
+
+    def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
+        return layer.fwd_flop, 0.0
+
+    def collective_time(self, *_: object) -> float:
+        return 0.0
+
+
+_TEMPLATE = (
+    LayerCost("layer1.a", LayerKind.LINEAR, 0.1, 0.1, 0.1, 3, 1.0, 1.0, 1.0, (2,), block=1),
+    LayerCost("layer1.b", LayerKind.LINEAR, 0.7, 0.7, 0.7, 5, 1.0, 1.0, 1.0, (2,), block=1),
+)
+
+
+def _blocks(copies: int) -> StackedLayers:
+    """Block 1 and ``copies`` copies of it, one template object for every count."""
+    return StackedLayers.of(_TEMPLATE, _TEMPLATE, copies, (), first=2, strip=7, block0=2)
+
+
+def test_memos_miss_for_another_count_of_the_same_block() -> None:
+    """The segment and issue-time memos key a run by its block and its count: 3 and 4 copies
+    of the same block share the block's ids but not the answer (hand-computed: a block is
+    0.1 + 0.7 s of forward)."""
+    costs, memo = _ByKey(), {}
+    short, long = _blocks(2), _blocks(3)  # 3 and 4 blocks, one template
+    a = _segment_sums(short, costs, False, None, memo)  # type: ignore[arg-type]
+    b = _segment_sums(long, costs, False, None, memo)  # type: ignore[arg-type]
+    assert (a[0], a[4]) == (pytest.approx(3 * 0.8), 3 * 8)
+    assert (b[0], b[4]) == (pytest.approx(4 * 0.8), 4 * 8)
+    wl = Workload("w", long, 1, Precision.FP32, 32)
+    plan = ParallelismPlan(pp=2)
+    chunks = [
+        build_chunk(
+            wl, ids, costs, plan, ("g",), bucket_bytes=None, first_bucket_bytes=None, by_block=False
+        )
+        for ids in ([0, 1], [2, 3, 4, 5, 6, 7])  # block 1 / blocks 2-4 (3 copies)
+    ]
+    assert [c.blocks for c in chunks] == [1, 3]
+    assert _issue_times(costs, chunks, 2, 1, 1, Recompute.NONE) == [
+        pytest.approx(0.8),
+        pytest.approx(3 * 0.8),
+    ]
