@@ -662,9 +662,9 @@ def _one_gpu_state_exceeds_memory(sc: Scenario, r: Resolved) -> bool:
     if rc is None or b_r.plan.pp != 1 or b_r.num_gpus != 1:
         return False
     wl, _ = _step_workload(b_sc, b_r, None)
-    if any(la.expert_role is not None for la in wl.layers):
+    if wl.is_moe:  # a zoo MoE has routed experts (and its routing layers) or no expert role
         return False
-    state = sum(rc.model_state_bytes(sum(la.params for la in wl.layers), b_r.plan.grad_replicas))
+    state = sum(rc.model_state_bytes(wl.params, b_r.plan.grad_replicas))  # a stack read once
     return state > float(b_r.topology.gpu_spec().memory_bytes)
 
 
