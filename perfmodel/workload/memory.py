@@ -50,6 +50,7 @@ from perfmodel.workload.layers import (
     LayerKind,
     StackedLayers,
     Workload,
+    distinct_layers,
     layer_runs,
     runs_sum,
 )
@@ -274,7 +275,7 @@ def workspace_bytes(workload: Workload) -> float:
     output-plus-gradient pair (forward output and backward input gradient live at once)."""
     a = workload.precision.activation_bytes
     peak_layer = 0.0
-    for la in workload.layers:
+    for la in distinct_layers(workload.layers):  # a stack's copies have its block's shapes
         peak_layer = max(peak_layer, 2.0 * numel(la.output_shape) * a)
     return CUDA_CONTEXT_BYTES + LIBRARY_WORKSPACE_BYTES + peak_layer
 
