@@ -7,6 +7,8 @@ any tensor-parallel sharding the workload was built with).
 from __future__ import annotations
 
 import enum
+import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -220,6 +222,15 @@ class LayerCost:
 _cost_fields = attrgetter(*(f.name for f in fields(LayerCost) if f.name not in ("name", "block")))
 
 
+_COPY_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a fork (compare's worker pool) never copies it held
+    os.register_at_fork(
+        before=_COPY_LOCK.acquire,
+        after_in_parent=_COPY_LOCK.release,
+        after_in_child=_COPY_LOCK.release,
+    )
+
+
 @dataclass(frozen=True)
 class _Stack:
     """Storage of a :class:`StackedLayers`: ``head``, then ``copies`` relabelled copies of
@@ -249,11 +260,14 @@ class _Stack:
         if r < self.copies * p:
             la = self.cache[r]
             if la is None:
-                j, t = divmod(r, p)
-                src = self.template[t]
-                la = self.cache[r] = src.relabelled(
-                    f"layer{self.first + j}.{src.name[self.strip :]}", self.block0 + j
-                )
+                with _COPY_LOCK:  # one object per layer, also when threads read at once
+                    la = self.cache[r]
+                    if la is None:
+                        j, t = divmod(r, p)
+                        src = self.template[t]
+                        la = self.cache[r] = src.relabelled(
+                            f"layer{self.first + j}.{src.name[self.strip :]}", self.block0 + j
+                        )
             return la
         return self.tail[r - self.copies * p]
 
