@@ -192,10 +192,11 @@ def _units(layers: Sequence[LayerCost]) -> list[list[int]]:
     return [list(range(a, b)) for a, b, _ in _unit_spans(layers)]
 
 
-def _take(layers: Sequence[LayerCost], ids: Sequence[int]) -> Sequence[LayerCost]:
-    """``[layers[i] for i in ids]``; a slice of ``layers`` where ``ids`` are consecutive (a
-    :class:`~perfmodel.workload.layers.StackedLayers` slice keeps its copies unmade)."""
-    if ids and list(ids) == list(range(ids[0], ids[-1] + 1)):
+def _take(layers: Sequence[LayerCost], ids: Sequence[int], contiguous: bool) -> Sequence[LayerCost]:
+    """``[layers[i] for i in ids]``; the slice of ``layers`` where ``ids`` are ``contiguous``
+    (ascending consecutive indices: a :class:`~perfmodel.workload.layers.StackedLayers` slice
+    keeps its copies unmade)."""
+    if contiguous and ids:
         return layers[ids[0] : ids[-1] + 1]
     return [layers[i] for i in ids]
 
@@ -381,7 +382,10 @@ def build_chunk(
     stages of a transformer stack hold copies of the same blocks, so their segments are summed
     once (their tensor-parallel times are still asked of each chunk's own group).
     """
-    layers = _take(workload.layers, layer_ids)
+    # ascending consecutive ids (a partition's chunk): so are every segment's sorted ids, which
+    # are consecutive positions of layer_ids (a block, a bucket or all of them)
+    contiguous = bool(layer_ids) and list(layer_ids) == list(range(layer_ids[0], layer_ids[-1] + 1))
+    layers = _take(workload.layers, layer_ids, contiguous)
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
@@ -421,7 +425,7 @@ def build_chunk(
         seg_memo = {}
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
-        seg_layers = _take(workload.layers, ids)
+        seg_layers = _take(workload.layers, ids, contiguous)
         sums = _segment_sums(
             seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
         )
