@@ -327,6 +327,7 @@ class CommCostModel:
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._shape_inside: dict[tuple[str, ...], bool] = {}
+        self._twin_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
         self._shape_results: dict[tuple[Any, ...], CommResult] = {}
         self._patterns: BoundedMemo[tuple[Any, ...], _RingPattern] = BoundedMemo(PATTERN_MEMO_SIZE)
@@ -385,15 +386,15 @@ class CommCostModel:
             res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
         elif self.fidelity == "analytic":
             by_numbers = no_cpu and (algo is Algorithm.AUTO or algo in _BY_GROUP_NUMBERS)
-            pattern = self._pattern_key(members) if by_numbers else None
-            if pattern is not None and pattern[0] in self._patterns.entries:
-                # a ring pattern met before: the numbers, hence the result, are its own
-                pkey = (o, m, pattern[0], algo)
-                res = self._shape_results.get(pkey)  # type: ignore[assignment]
+            numbers = self._numbers_key(members) if by_numbers else None
+            if numbers is not None:
+                # a ring pattern or a twin's group met before: its numbers, hence the result
+                nkey = (o, m, numbers, algo)
+                res = self._shape_results.get(nkey)  # type: ignore[assignment]
                 if res is None:
                     res = self._analytic(o, m, members, algo)
                     if res.algorithm in _BY_GROUP_NUMBERS:
-                        self._shape_results[pkey] = res
+                        self._shape_results[nkey] = res
                 self._cache[key] = res
                 return res
             shape = self._collective_shape(members, algo) if no_cpu else None
@@ -410,12 +411,10 @@ class CommCostModel:
                 and res.algorithm in _BY_GROUP_NUMBERS
             ):
                 self._shape_results[(o, m, shape, algo)] = res
-            if (
-                pattern is not None
-                and pattern[0] in self._patterns.entries
-                and res.algorithm in _BY_GROUP_NUMBERS
-            ):
-                self._shape_results[(o, m, pattern[0], algo)] = res
+            if by_numbers and res.algorithm in _BY_GROUP_NUMBERS:
+                numbers = self._numbers_key(members)  # known now that the group is analysed
+                if numbers is not None:
+                    self._shape_results[(o, m, numbers, algo)] = res
         else:
             res = self._simulated(o, m, members, algo)
         self._cache[key] = res
@@ -463,6 +462,35 @@ class CommCostModel:
             )
             self._groups[members] = info
         return info
+
+    def _numbers_key(self, members: tuple[str, ...]) -> tuple[Any, ...] | None:
+        """A key for the analysed numbers of a group of GPUs that other groups share, where
+        they are known to: its ring pattern (:meth:`_pattern_key`) once a group of the pattern
+        has been analysed, or, inside one server, ``("twin", the same local ids in the
+        server's inside twin)`` once that group's channels are known to stay in the twin
+        (:meth:`_twin_group`: then every server with that twin reads the twin's analysis);
+        else ``None``. What ``_BY_GROUP_NUMBERS`` algorithms cost is a function of the key.
+        """
+        links = self.links
+        srv = links.server
+        s = srv[members[0]]
+        if any(srv[x] != s for x in members):
+            got = self._pattern_key(members)
+            if got is None or got[0] not in self._patterns.entries:
+                return None
+            return got[0]
+        if s < 0:
+            return None
+        fwd = server_symmetry(self.topology).twin_map(s)
+        base = members if fwd is None else tuple([fwd[x] for x in members])
+        inside = self._twin_inside.get(base)
+        if inside is None:
+            info = self._groups.get(base)
+            if info is None:
+                return None
+            t = srv[base[0]]
+            inside = self._twin_inside[base] = not (_channel_servers(links, info.channels) - {t})
+        return ("twin", base) if inside else None
 
     def _pattern_key(
         self, members: tuple[str, ...]

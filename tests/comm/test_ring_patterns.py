@@ -32,6 +32,7 @@ def _direct(topo: Topology) -> CommCostModel:
     """A model that analyses every group itself (no pattern, image or translate reused)."""
     model = CommCostModel(topo)
     model._pattern_key = lambda members: None  # type: ignore[method-assign]
+    model._numbers_key = lambda members: None  # type: ignore[method-assign]
     model._shape_group = lambda members: None  # type: ignore[method-assign]
     model._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
     return model
@@ -133,3 +134,42 @@ def test_other_patterns_miss() -> None:
     # one server, or parts of different local ids: no pattern
     assert key(_group(topo, (0,), (0, 1))) is None
     assert key((topo.gpus[0], topo.gpus[9])) is None
+
+
+def test_twin_groups_share_one_result() -> None:
+    """The tensor-parallel groups of every server (two fat-tree leaves: no class holds them
+    all) are priced once per (op, bytes), read off the twin's group; their results equal the
+    direct ones."""
+    topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")
+    model, direct = CommCostModel(topo), _direct(topo)
+    priced = []
+    real = model._analytic
+    model._analytic = lambda *a: priced.append(a[2]) or real(*a)  # type: ignore[method-assign]
+    for lids in [(0, 1, 2, 3), (4, 5, 6, 7), tuple(range(8))]:
+        priced.clear()
+        groups = [_group(topo, (s,), lids) for s in range(6)]
+        results = [model.collective("allreduce", 2**26, g) for g in groups]
+        assert len(priced) == 1 and all(r is results[0] for r in results)
+        assert results[0] == direct.collective("allreduce", 2**26, groups[3])
+        key = model._numbers_key(groups[4])
+        assert key == ("twin", groups[0])  # server 0 is every server's twin
+
+
+def test_unlike_twin_misses() -> None:
+    """Server 1 with a slower NVLink between GPUs 0 and 1 is built unlike the others: its
+    group is its own twin's key (a key of local ids alone would give it server 0's ring)."""
+    topo = load_system("dgx1-v100", nodes=3)
+    g = topo.graph.copy()
+    for u, v in (("n1/gpu0", "n1/gpu1"), ("n1/gpu1", "n1/gpu0")):
+        if g.has_edge(u, v):
+            g.edges[u, v]["bandwidth_Bps"] /= 2
+    topo = dataclasses.replace(topo, graph=g, pattern=None)
+    model, direct = CommCostModel(topo), _direct(topo)
+    g0, g1, g2 = (_group(topo, (s,), (0, 1)) for s in range(3))
+    model.group_info(g1)  # analysed: its key is known before its collective is priced
+    r0 = model.collective("allreduce", 2**26, g0)
+    r1 = model.collective("allreduce", 2**26, g1)
+    assert r1 == direct.collective("allreduce", 2**26, g1)
+    assert r1.bandwidth_Bps < r0.bandwidth_Bps
+    assert model._numbers_key(g1) == ("twin", g1) != model._numbers_key(g0)
+    assert model.collective("allreduce", 2**26, g2) is r0

@@ -189,6 +189,7 @@ def test_collective_shape_memo_equals_direct(name: str, topo: Topology) -> None:
     direct._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
     direct._shape_group = lambda members: None  # type: ignore[method-assign]  # no relabelling
     direct._pattern_key = lambda members: None  # type: ignore[method-assign]  # no ring pattern
+    direct._numbers_key = lambda members: None  # type: ignore[method-assign]  # nor shared result
     n, gpn = topo.num_nodes, topo.gpus_per_node
     groups = [
         tuple(topo.gpus[s * gpn + k] for s in servers for k in pick)
