@@ -331,6 +331,10 @@ class CommCostModel:
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
         self._shape_results: dict[tuple[Any, ...], CommResult] = {}
         self._patterns: BoundedMemo[tuple[Any, ...], _RingPattern] = BoundedMemo(PATTERN_MEMO_SIZE)
+        self._pattern_keys: BoundedMemo[
+            tuple[str, ...], tuple[tuple[Any, ...], list[list[str]]] | None
+        ] = BoundedMemo(PATTERN_MEMO_SIZE)
+        self._unsummarised: set[tuple[Any, ...]] = set()
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -495,6 +499,13 @@ class CommCostModel:
     def _pattern_key(
         self, members: tuple[str, ...]
     ) -> tuple[tuple[Any, ...], list[list[str]]] | None:
+        """:meth:`_ring_pattern` of ``members``, memoised (asked up to four times for a new
+        group: its collective before and after the analysis, the analysis, the record)."""
+        return self._pattern_keys.get(members, partial(self._ring_pattern, members))
+
+    def _ring_pattern(
+        self, members: tuple[str, ...]
+    ) -> tuple[tuple[Any, ...], list[list[str]]] | None:
         """The ring pattern of a group of GPUs spanning servers and its parts
         (:func:`~perfmodel.comm.rings.split_by_server`), or ``None`` (one server, or parts of
         different local ids: :func:`~perfmodel.comm.rings.ring_summary` summarises no such
@@ -544,8 +555,10 @@ class CommCostModel:
 
     def _pattern_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The analysis of a group of GPUs spanning servers from the numbers of its ring
-        pattern (:meth:`_pattern_key`), where a group of that pattern has been analysed; else
-        ``None``. The channels are this group's own, listed when read."""
+        pattern (:meth:`_pattern_key`), where a group of that pattern has been analysed (the
+        channels are this group's own, listed when read); the group's own analysis where it
+        is the first of its pattern (which records the pattern); ``None`` where the group has
+        no pattern or its pattern's first group was not summarised."""
         if not all_gpus(self.topology, members):
             return None
         got = self._pattern_key(members)
@@ -554,7 +567,13 @@ class CommCostModel:
         key, parts = got
         pat = self._patterns.entries.get(key)
         if pat is None:
-            return None
+            if key in self._unsummarised:
+                return None  # read off an image where one is (_shape_group)
+            # the first group of its pattern: analysed as itself (no image to relabel)
+            info = self._build_group(members)
+            if key not in self._patterns.entries:
+                self._unsummarised.add(key)
+            return info
         links = self.links
         srv = links.server
         servers = [srv[p[0]] for p in parts]

@@ -420,25 +420,27 @@ def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     near = _near_nic_sets(topology)
     sym = server_symmetry(topology)  # node -> server and local id tables (as the graph's)
     server, local_id = sym.server, sym.local_id
+    exit_set = {lid: v[0] for lid, v in near.items()}  # a GPU's nearest NICs, by local id
 
-    def out_flows(gs: tuple[tuple[str, ...], ...]) -> dict[tuple[int, tuple[str, ...]], int]:
-        c: dict[tuple[int, tuple[str, ...]], int] = {}
-        for grp in gs:
-            n = len(grp)
-            if n < 2:
-                continue
-            srv = [server[x] for x in grp]
-            for i, sa in enumerate(srv):
-                if sa != srv[i + 1 if i + 1 < n else 0]:
-                    nics = near.get(local_id[grp[i]])
-                    key = (sa, nics[0] if nics else ())
-                    c[key] = c.get(key, 0) + 1
-        return c
+    def add_flows(grp: tuple[str, ...], c: dict[tuple[int, tuple[str, ...]], int]) -> None:
+        # one flow per ring hop leaving a server, from its exit GPU's NIC set
+        if len(grp) < 2:
+            return
+        srv = list(map(server.__getitem__, grp))
+        nxt = srv[1:]
+        nxt.append(srv[0])
+        for sa, sb, lid in zip(srv, nxt, map(local_id.__getitem__, grp)):
+            if sa != sb:
+                key = (sa, exit_set.get(lid, ()))
+                c[key] = c.get(key, 0) + 1
 
-    main = out_flows(groups[:1])
+    main: dict[tuple[int, tuple[str, ...]], int] = {}
+    add_flows(groups[0], main)
     if not main:
         return 1.0
-    every = out_flows(groups)
+    every = dict(main)
+    for grp in groups[1:]:
+        add_flows(grp, every)
     nics_per_server = _nics_per_server(topology)
     by_set = {nic_set: (b_gpu, b_nic) for nic_set, b_gpu, b_nic in near.values()}
     worst = 1.0
