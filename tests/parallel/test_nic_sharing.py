@@ -40,3 +40,24 @@ def test_own_nic_pairs_do_not_share() -> None:
     near = costs._near_nic_sets(TOPO)
     b_gpu, b_nic = near["gpu0"][1], near["gpu0"][2]
     assert costs._nic_sharing_factor(TOPO, mixed) == b_gpu / b_nic
+
+
+def test_nic_shape_memo_misses_other_shapes() -> None:
+    """Through the shape memo (:func:`costs._nic_shape`): translates and reorderings of the
+    servers share one factor; other local ids (other NIC sets) or another server pattern
+    (two GPUs per server on one ring) miss and get their own factor."""
+    near = costs._near_nic_sets(TOPO)
+    shared = near["gpu0"][1] / near["gpu0"][2]
+    a = _dp(1, 4, 32, (0, 1, 2, 3))
+    b = _dp(2, 4, 32, (0, 1, 2, 3))
+    assert costs._nic_shape(TOPO, a) == costs._nic_shape(TOPO, b)
+    assert costs.ring_sharing_factor(TOPO, a) == costs.ring_sharing_factor(TOPO, b) == shared
+    apart = _dp(1, 4, 32, (0, 2, 4, 6))  # one GPU per NIC pair: no sharing
+    assert costs.ring_sharing_factor(TOPO, apart) == 1.0
+    assert costs._nic_shape(TOPO, apart) != costs._nic_shape(TOPO, a)
+    # group 0 alone on its NIC pair: GPU 1 rides in a ring that stays in its server
+    inside = (a[0], tuple(TOPO.gpus[1 * GPN + k] for k in (1, 2, 3, 4, 5, 6, 7, 0)), *a[2:])
+    assert costs._uses_nic_sets(TOPO, inside)
+    assert costs.ring_sharing_factor(TOPO, inside) == costs._nic_sharing_factor(TOPO, inside)
+    assert costs.ring_sharing_factor(TOPO, inside) == 1.0
+    assert costs._nic_shape(TOPO, inside) != costs._nic_shape(TOPO, a)
