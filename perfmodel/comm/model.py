@@ -1131,8 +1131,8 @@ class CommCostModel:
         (:func:`~perfmodel.comm.maxmin.maxmin_rates`: no resource saturated within its
         tolerance in a step), which freezes the flows of the lowest-numbered link of
         smallest share: link ids are not kept by the map, so there the image could freeze
-        other flows; never reached in the tests or the benchmark's plans. Pairs inside one server take
-        :meth:`DirectedLinks.p2p_route` directly, with no such map: no memo for them.
+        other flows; never reached in the tests or the benchmark's plans. Pairs inside one server
+        have no such map: they are read off the server's inside twin (:meth:`_twin_pairs`).
         """
         links = self.links
         server = links.server
@@ -1152,6 +1152,33 @@ class CommCostModel:
         flat = sym.map_nodes((n for pair in pairs for n in pair), smap)
         return tuple(zip(flat[::2], flat[1::2], strict=True))
 
+    def _twin_pairs(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...] | None:
+        """Sends inside one server as the same local ids' sends in the server's inside twin
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.twin_map`), where every twin
+        route stays inside the twin (:meth:`DirectedLinks._stays_inside`); else ``None``.
+
+        Then each send's route is the twin's route renamed (:meth:`DirectedLinks._twin_route`
+        reads it off the twin on exactly that condition), over links of the same capacities,
+        latencies and classes in the same order, so the :meth:`_flow_terms` are the twin's,
+        bit for bit, as for :meth:`_canonical_pairs` (and with its one exception, max-min's
+        numerical-safety fallback). Issue 14: the sends between two pipeline stages on one
+        server (tensor-parallel degree below the server's GPUs) are one computation for every
+        server, not one per server.
+        """
+        links = self.links
+        srv = links.server
+        s = srv[pairs[0][0]]
+        if s < 0 or any(srv[a] != s or srv[b] != s or a == b for a, b in pairs):
+            return None
+        fwd = server_symmetry(self.topology).twin_map(s)
+        if fwd is None:
+            return None
+        twin = tuple((fwd[a], fwd[b]) for a, b in pairs)
+        for a, b in twin:
+            if not links._stays_inside(a, b, links.route(a, b)):
+                return None
+        return twin
+
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
@@ -1161,6 +1188,8 @@ class CommCostModel:
         if hit is not None:
             return hit
         canon = self._canonical_pairs(pairs)
+        if canon is None:
+            canon = self._twin_pairs(pairs)
         if canon is not None and canon != pairs:  # one route and rate computation per shape
             hit = self._flow_cache[pairs] = self._flow_terms(canon)
             return hit

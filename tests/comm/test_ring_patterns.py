@@ -173,3 +173,44 @@ def test_unlike_twin_misses() -> None:
     assert r1.bandwidth_Bps < r0.bandwidth_Bps
     assert model._numbers_key(g1) == ("twin", g1) != model._numbers_key(g0)
     assert model.collective("allreduce", 2**26, g2) is r0
+
+
+def _direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
+    model = CommCostModel(topo)
+    model._canonical_pairs = lambda p: None  # type: ignore[method-assign]
+    model._twin_pairs = lambda p: None  # type: ignore[method-assign]
+    return model._flow_terms(pairs)
+
+
+def _inner_sends(topo: Topology, s: int, lids: tuple[int, ...], to: int) -> tuple:
+    """Stage ``k`` -> ``k + 1`` sends on one server (tensor-parallel ranks ``lids`` to the
+    ranks ``to`` GPUs further on)."""
+    gpn = topo.gpus_per_node
+    return tuple((topo.gpus[s * gpn + k], topo.gpus[s * gpn + (k + to) % gpn]) for k in lids)
+
+
+def test_sends_inside_a_server_read_off_its_twin() -> None:
+    """Pipeline sends inside each server (two fat-tree leaves) are one route and rate
+    computation, equal to each server's own; a server built unlike (a slower NVLink between
+    GPUs 0 and 4) is its own twin and gets its own, slower terms."""
+    topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")
+    g = topo.graph.copy()
+    for u, v, d in g.edges(data=True):
+        if {u, v} & {"n4/gpu0", "n4/gpu4"} and "nvswitch" in (u + v):
+            d["bandwidth_Bps"] /= 4
+    odd = dataclasses.replace(topo, graph=g, pattern=None)
+    for t in (topo, odd):
+        model = CommCostModel(t)
+        routed = []
+        real = model._p2p_route
+        model._p2p_route = lambda a, b, log=routed, f=real: log.append(a) or f(a, b)  # type: ignore[method-assign]
+        for lids, to in [((0, 1, 2, 3), 4), ((4, 5, 6, 7), 4), ((0, 2), 1)]:
+            for s in range(6):
+                pairs = _inner_sends(t, s, lids, to)
+                assert model._flow_terms(pairs) == _direct_terms(t, pairs), (s, lids)
+        if t is topo:
+            assert len(routed) == 4 + 4 + 2  # server 0's sends only
+    model = CommCostModel(odd)
+    sends = [_inner_sends(odd, s, (0, 1, 2, 3), 4) for s in (0, 4)]
+    assert model._twin_pairs(sends[1]) is None or server_symmetry(odd).twin.get(4) is None
+    assert model._flow_terms(sends[1])[0][1] < model._flow_terms(sends[0])[0][1]
