@@ -335,6 +335,9 @@ class CommCostModel:
             tuple[str, ...], tuple[tuple[Any, ...], list[list[str]]] | None
         ] = BoundedMemo(PATTERN_MEMO_SIZE)
         self._unsummarised: set[tuple[Any, ...]] = set()
+        self._representatives: BoundedMemo[tuple[Any, ...], GroupInfo | None] = BoundedMemo(
+            PATTERN_MEMO_SIZE
+        )
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -396,7 +399,7 @@ class CommCostModel:
                 nkey = (o, m, numbers, algo)
                 res = self._shape_results.get(nkey)  # type: ignore[assignment]
                 if res is None:
-                    res = self._analytic(o, m, members, algo)
+                    res = self._by_numbers(o, m, members, algo, numbers)
                     if res.algorithm in _BY_GROUP_NUMBERS:
                         self._shape_results[nkey] = res
                 self._cache[key] = res
@@ -419,6 +422,7 @@ class CommCostModel:
                 numbers = self._numbers_key(members)  # known now that the group is analysed
                 if numbers is not None:
                     self._shape_results[(o, m, numbers, algo)] = res
+                    self._representatives.get(numbers, partial(self._groups.get, members))
         else:
             res = self._simulated(o, m, members, algo)
         self._cache[key] = res
@@ -537,6 +541,14 @@ class CommCostModel:
         (:meth:`_packed`), the GPU model and the P2P rule of the servers, alike in a class.
         """
         links = self.links
+        if len(members) > 1:  # one member per server, one local id, servers in classes (a
+            # data-parallel group): the same key and parts, read in C loops
+            servers = list(map(links.server.__getitem__, members))
+            lids = set(map(links.local_id.__getitem__, members))
+            if len(lids) == 1 and len(set(servers)) == len(members):
+                seq = tuple(map(links._symmetry.cls.get, servers))
+                if None not in seq:
+                    return ("ring", (lids.pop(),), seq), [[m] for m in members]
         parts = split_by_server(self.topology, members, links.server)
         if len(parts) < 2:
             return None
@@ -848,10 +860,38 @@ class CommCostModel:
         return cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
 
     # ------------------------------------------------------------------ analytic
+    def _by_numbers(
+        self,
+        op: CollectiveOp,
+        m: float,
+        members: tuple[str, ...],
+        algo: Algorithm,
+        numbers: tuple[Any, ...],
+    ) -> CommResult:
+        """The analytic result of a group whose numbers are those of ``numbers``
+        (:meth:`_numbers_key`): priced on the analysis of the first group met with that key
+        (no analysis of this group is made, nor kept), where the chosen algorithm reads only
+        those numbers (``_BY_GROUP_NUMBERS``, as the shared results of :meth:`collective`);
+        else on this group's own analysis."""
+        rep = self._representatives.entries.get(numbers)
+        if rep is not None and op not in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+            res = self._analytic_info(op, m, rep, algo)
+            if res.algorithm in _BY_GROUP_NUMBERS:
+                return res
+        res = self._analytic(op, m, members, algo)
+        if res.algorithm in _BY_GROUP_NUMBERS:
+            self._representatives.get(numbers, partial(self._groups.get, members))
+        return res
+
     def _analytic(
         self, op: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm
     ) -> CommResult:
-        info = self.group_info(members)
+        return self._analytic_info(op, m, self.group_info(members), algo)
+
+    def _analytic_info(
+        self, op: CollectiveOp, m: float, info: GroupInfo, algo: Algorithm
+    ) -> CommResult:
+        """The analytic result of ``op`` over the group ``info`` describes."""
         if algo is Algorithm.AUTO:
             cands = self._nccl_candidates(op, m, info)
             if not cands:
