@@ -43,7 +43,7 @@ from perfmodel.comm.rings import (
     ring_summary,
     split_by_server,
 )
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
@@ -1215,7 +1215,11 @@ class CommCostModel:
             return None
         twin = tuple((fwd[a], fwd[b]) for a, b in pairs)
         for a, b in twin:
-            if not links._stays_inside(a, b, links.route(a, b)):
+            try:
+                path = links.route(a, b)
+            except PerfModelError:  # no route in the twin: the sends' own search names them
+                return None
+            if not links._stays_inside(a, b, path):
                 return None
         return twin
 
