@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
 from perfmodel.comm.maxmin import numpy_sum
@@ -32,6 +33,7 @@ from perfmodel.comm.rings import (
     Channel,
     DirectedLinks,
     LazyChannels,
+    RingSummary,
     all_gpus,
     build_channels,
     channel_rates,
@@ -41,7 +43,7 @@ from perfmodel.comm.rings import (
     ring_summary,
     split_by_server,
 )
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
@@ -174,6 +176,36 @@ class GroupInfo:
         return max(len(p) for p in self.parts)
 
 
+@dataclass(frozen=True)
+class _RingPattern:
+    """What :meth:`CommCostModel._build_group` finds for a group whose ring channels
+    :func:`~perfmodel.comm.rings.ring_summary` summarises, without a name: every group of the
+    same pattern (:meth:`CommCostModel._pattern_key`) has these numbers
+    (:meth:`CommCostModel._pattern_group`).
+
+    ``intra_hops``: the summary's intra-server hops (those of the group's first server) by
+    local id; ``servers``: the servers the channels touch, as indices into the group's servers
+    in order of first appearance (``-1``: the fabric).
+    """
+
+    n_channels: int
+    ring_bw_Bps: float
+    intra_bw_Bps: float
+    inter_bw_Bps: float
+    alpha_intra_s: float
+    alpha_inter_s: float
+    intra_class: HwClass
+    gpu_arch: str
+    gpu_memory_Bps: float
+    shm: bool
+    intra_hops: tuple[tuple[str, ...], ...]
+    servers: tuple[int, ...]
+
+
+#: Ring patterns kept per model (a plan search meets a few dozen; each is a dozen numbers).
+PATTERN_MEMO_SIZE = 4096
+
+
 _BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
 """Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
 fabric (:meth:`CommCostModel._collective_shape`)."""
@@ -295,8 +327,17 @@ class CommCostModel:
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._shape_inside: dict[tuple[str, ...], bool] = {}
+        self._twin_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
         self._shape_results: dict[tuple[Any, ...], CommResult] = {}
+        self._patterns: BoundedMemo[tuple[Any, ...], _RingPattern] = BoundedMemo(PATTERN_MEMO_SIZE)
+        self._pattern_keys: BoundedMemo[
+            tuple[str, ...], tuple[tuple[Any, ...], list[list[str]]] | None
+        ] = BoundedMemo(PATTERN_MEMO_SIZE)
+        self._unsummarised: set[tuple[Any, ...]] = set()
+        self._representatives: BoundedMemo[tuple[Any, ...], GroupInfo | None] = BoundedMemo(
+            PATTERN_MEMO_SIZE
+        )
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -351,6 +392,18 @@ class CommCostModel:
         if len(members) == 1:
             res = CommResult(0.0, math.inf, 0.0, algo, o, m, 1, None, self.fidelity)
         elif self.fidelity == "analytic":
+            by_numbers = no_cpu and (algo is Algorithm.AUTO or algo in _BY_GROUP_NUMBERS)
+            numbers = self._numbers_key(members) if by_numbers else None
+            if numbers is not None:
+                # a ring pattern or a twin's group met before: its numbers, hence the result
+                nkey = (o, m, numbers, algo)
+                res = self._shape_results.get(nkey)  # type: ignore[assignment]
+                if res is None:
+                    res = self._by_numbers(o, m, members, algo, numbers)
+                    if res.algorithm in _BY_GROUP_NUMBERS:
+                        self._shape_results[nkey] = res
+                self._cache[key] = res
+                return res
             shape = self._collective_shape(members, algo) if no_cpu else None
             inside = self._shape_inside
             if shape is not None and inside.get(shape) is True:
@@ -365,6 +418,11 @@ class CommCostModel:
                 and res.algorithm in _BY_GROUP_NUMBERS
             ):
                 self._shape_results[(o, m, shape, algo)] = res
+            if by_numbers and res.algorithm in _BY_GROUP_NUMBERS:
+                numbers = self._numbers_key(members)  # known now that the group is analysed
+                if numbers is not None:
+                    self._shape_results[(o, m, numbers, algo)] = res
+                    self._representatives.get(numbers, partial(self._groups.get, members))
         else:
             res = self._simulated(o, m, members, algo)
         self._cache[key] = res
@@ -406,11 +464,187 @@ class CommCostModel:
         if info is None:
             info = (
                 self._twin_group(members)
+                or self._pattern_group(members)
                 or self._shape_group(members)
                 or self._build_group(members)
             )
             self._groups[members] = info
         return info
+
+    def _numbers_key(self, members: tuple[str, ...]) -> tuple[Any, ...] | None:
+        """A key for the analysed numbers of a group of GPUs that other groups share, where
+        they are known to: its ring pattern (:meth:`_pattern_key`) once a group of the pattern
+        has been analysed, or, inside one server, ``("twin", the same local ids in the
+        server's inside twin)`` once that group's channels are known to stay in the twin
+        (:meth:`_twin_group`: then every server with that twin reads the twin's analysis);
+        else ``None``. What ``_BY_GROUP_NUMBERS`` algorithms cost is a function of the key.
+        """
+        links = self.links
+        srv = links.server
+        s = srv[members[0]]
+        if any(srv[x] != s for x in members):
+            got = self._pattern_key(members)
+            if got is None or got[0] not in self._patterns.entries:
+                return None
+            return got[0]
+        if s < 0:
+            return None
+        fwd = server_symmetry(self.topology).twin_map(s)
+        base = members if fwd is None else tuple([fwd[x] for x in members])
+        inside = self._twin_inside.get(base)
+        if inside is None:
+            info = self._groups.get(base)
+            if info is None:
+                return None
+            t = srv[base[0]]
+            inside = self._twin_inside[base] = not (_channel_servers(links, info.channels) - {t})
+        return ("twin", base) if inside else None
+
+    def _pattern_key(
+        self, members: tuple[str, ...]
+    ) -> tuple[tuple[Any, ...], list[list[str]]] | None:
+        """:meth:`_ring_pattern` of ``members``, memoised (asked up to four times for a new
+        group: its collective before and after the analysis, the analysis, the record)."""
+        return self._pattern_keys.get(members, partial(self._ring_pattern, members))
+
+    def _ring_pattern(
+        self, members: tuple[str, ...]
+    ) -> tuple[tuple[Any, ...], list[list[str]]] | None:
+        """The ring pattern of a group of GPUs spanning servers and its parts
+        (:func:`~perfmodel.comm.rings.split_by_server`), or ``None`` (one server, or parts of
+        different local ids: :func:`~perfmodel.comm.rings.ring_summary` summarises no such
+        group).
+
+        The pattern is ``("ring", local ids of a part, the servers' classes in order of first
+        appearance)``, a server outside every class
+        (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`) standing for itself. Issue
+        14: a plan's data-parallel groups of every pipeline stage, and of every plan with that
+        degree and tensor-parallel rank, have one pattern; their servers are other servers of
+        the same classes in another name order, which the order-preserving images of
+        :meth:`_shape_group` do not merge (GPT-3 175B dp32 tp4 pp8 on 128 DGX A100: eight
+        groups, six images, one pattern per local id).
+
+        Why every group of one pattern has :meth:`_build_group`'s numbers
+        (:class:`_RingPattern`), bit for bit: :func:`~perfmodel.comm.rings.ring_summary`
+        reads of the servers only (a) the first server's ring packing, NICs and the routes
+        from its GPUs to its NICs, which stay in the server and the fabric and compare names
+        inside the server only (the same local-id sequence in name order in every server of
+        a class: :func:`~perfmodel.topology.symmetry.server_symmetry`); (b) routes inside the
+        servers, read off their common inside twin by local id; (c) per pair of classes of
+        adjacent servers, the fabric route between the NICs, memoised by the NICs' fabric
+        links, which servers of a class share (``_fabric_pattern``), and the NIC links'
+        capacities; and (d) how many adjacent pairs each class pair has. Every resource of
+        its max-min fill is keyed by local ids, capacities and fabric links, and met in the
+        order of the channels and of the first boundaries of the class pairs: the same keys
+        in the same order for every group of the pattern. The rest of :meth:`_build_group`
+        reads the first part's packed rings and link attributes by local id
+        (:meth:`_packed`), the GPU model and the P2P rule of the servers, alike in a class.
+        """
+        links = self.links
+        if len(members) > 1:  # one member per server, one local id, servers in classes (a
+            # data-parallel group): the same key and parts, read in C loops
+            servers = list(map(links.server.__getitem__, members))
+            lids = set(map(links.local_id.__getitem__, members))
+            if len(lids) == 1 and len(set(servers)) == len(members):
+                seq = tuple(map(links._symmetry.cls.get, servers))
+                if None not in seq:
+                    return ("ring", (lids.pop(),), seq), [[m] for m in members]
+        parts = split_by_server(self.topology, members, links.server)
+        if len(parts) < 2:
+            return None
+        lid = links.local_id.__getitem__
+        key0 = tuple(map(lid, parts[0]))
+        if any(tuple(map(lid, p)) != key0 for p in parts[1:]):
+            return None
+        srv = links.server
+        cls = links._symmetry.cls
+        seq = []
+        for p in parts:
+            s = srv[p[0]]
+            c = cls.get(s)
+            seq.append(c if c is not None else ("u", s))
+        return ("ring", key0, tuple(seq)), parts
+
+    def _pattern_group(self, members: tuple[str, ...]) -> GroupInfo | None:
+        """The analysis of a group of GPUs spanning servers from the numbers of its ring
+        pattern (:meth:`_pattern_key`), where a group of that pattern has been analysed (the
+        channels are this group's own, listed when read); the group's own analysis where it
+        is the first of its pattern (which records the pattern); ``None`` where the group has
+        no pattern or its pattern's first group was not summarised."""
+        if not all_gpus(self.topology, members):
+            return None
+        got = self._pattern_key(members)
+        if got is None:
+            return None
+        key, parts = got
+        pat = self._patterns.entries.get(key)
+        if pat is None:
+            if key in self._unsummarised:
+                return None  # read off an image where one is (_shape_group)
+            # the first group of its pattern: analysed as itself (no image to relabel)
+            info = self._build_group(members)
+            if key not in self._patterns.entries:
+                self._unsummarised.add(key)
+            return info
+        links = self.links
+        srv = links.server
+        servers = [srv[p[0]] for p in parts]
+        first = links.by_local[servers[0]]
+        channels = LazyChannels(
+            pat.n_channels,
+            partial(build_channels, links, members),
+            frozenset(-1 if i < 0 else servers[i] for i in pat.servers),
+            tuple(tuple(first[x] for x in hop) for hop in pat.intra_hops),
+        )
+        return GroupInfo(
+            members=members,
+            gpus=members,
+            cpus=(),
+            parts=tuple(map(tuple, parts)),
+            channels=channels,
+            ring_bw_Bps=pat.ring_bw_Bps,
+            intra_bw_Bps=pat.intra_bw_Bps,
+            inter_bw_Bps=pat.inter_bw_Bps,
+            alpha_intra_s=pat.alpha_intra_s,
+            alpha_inter_s=pat.alpha_inter_s,
+            intra_class=pat.intra_class,
+            gpu_arch=pat.gpu_arch,
+            gpu_memory_Bps=pat.gpu_memory_Bps,
+            shm=pat.shm,
+        )
+
+    def _record_pattern(self, info: GroupInfo, summary: RingSummary) -> None:
+        """Keep the numbers of a group summarised by :func:`ring_summary` under its ring
+        pattern (:meth:`_pattern_key`), where its intra-server hops lie in its first server."""
+        got = self._pattern_key(info.members)
+        if got is None:
+            return
+        key, parts = got
+        links = self.links
+        srv, lid = links.server, links.local_id
+        servers = [srv[p[0]] for p in parts]
+        s0 = servers[0]
+        if any(srv[x] != s0 for hop in summary.intra_hops for x in hop):
+            return  # pragma: no cover - the summary's segments are the first server's rings
+        index = {s: i for i, s in enumerate(servers)}
+        index[-1] = -1
+        if not summary.servers <= index.keys():
+            return  # pragma: no cover - the channels touch the group's servers and the fabric
+        pat = _RingPattern(
+            n_channels=summary.n_channels,
+            ring_bw_Bps=info.ring_bw_Bps,
+            intra_bw_Bps=info.intra_bw_Bps,
+            inter_bw_Bps=info.inter_bw_Bps,
+            alpha_intra_s=info.alpha_intra_s,
+            alpha_inter_s=info.alpha_inter_s,
+            intra_class=info.intra_class,
+            gpu_arch=info.gpu_arch,
+            gpu_memory_Bps=info.gpu_memory_Bps,
+            shm=info.shm,
+            intra_hops=tuple(tuple(lid[x] for x in hop) for hop in summary.intra_hops),
+            servers=tuple(sorted(index[s] for s in summary.servers)),
+        )
+        self._patterns.get(key, lambda: pat)
 
     def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The analysis of a group, read off the group of the same shape in the first servers
@@ -556,7 +790,7 @@ class CommCostModel:
         spec = self.topology.gpu_spec(gpus[0]) if gpus else None
         arch = spec.architecture.lower() if spec else ""
         mem_bw = spec.memory_bandwidth_Bps if spec else cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
-        return GroupInfo(
+        info = GroupInfo(
             members=members,
             gpus=gpus,
             cpus=cpus,
@@ -572,6 +806,9 @@ class CommCostModel:
             gpu_memory_Bps=mem_bw,
             shm=links.uses_shm(ring_members),
         )
+        if summary is not None and not cpus:
+            self._record_pattern(info, summary)
+        return info
 
     def _packed(self, members: tuple[str, ...]) -> tuple[Channel, ...]:
         """:func:`~perfmodel.comm.rings.pack_rings` of GPUs of one server (what
@@ -623,10 +860,38 @@ class CommCostModel:
         return cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
 
     # ------------------------------------------------------------------ analytic
+    def _by_numbers(
+        self,
+        op: CollectiveOp,
+        m: float,
+        members: tuple[str, ...],
+        algo: Algorithm,
+        numbers: tuple[Any, ...],
+    ) -> CommResult:
+        """The analytic result of a group whose numbers are those of ``numbers``
+        (:meth:`_numbers_key`): priced on the analysis of the first group met with that key
+        (no analysis of this group is made, nor kept), where the chosen algorithm reads only
+        those numbers (``_BY_GROUP_NUMBERS``, as the shared results of :meth:`collective`);
+        else on this group's own analysis."""
+        rep = self._representatives.entries.get(numbers)
+        if rep is not None and op not in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+            res = self._analytic_info(op, m, rep, algo)
+            if res.algorithm in _BY_GROUP_NUMBERS:
+                return res
+        res = self._analytic(op, m, members, algo)
+        if res.algorithm in _BY_GROUP_NUMBERS:
+            self._representatives.get(numbers, partial(self._groups.get, members))
+        return res
+
     def _analytic(
         self, op: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm
     ) -> CommResult:
-        info = self.group_info(members)
+        return self._analytic_info(op, m, self.group_info(members), algo)
+
+    def _analytic_info(
+        self, op: CollectiveOp, m: float, info: GroupInfo, algo: Algorithm
+    ) -> CommResult:
+        """The analytic result of ``op`` over the group ``info`` describes."""
         if algo is Algorithm.AUTO:
             cands = self._nccl_candidates(op, m, info)
             if not cands:
@@ -906,8 +1171,8 @@ class CommCostModel:
         (:func:`~perfmodel.comm.maxmin.maxmin_rates`: no resource saturated within its
         tolerance in a step), which freezes the flows of the lowest-numbered link of
         smallest share: link ids are not kept by the map, so there the image could freeze
-        other flows; never reached in the tests or the benchmark's plans. Pairs inside one server take
-        :meth:`DirectedLinks.p2p_route` directly, with no such map: no memo for them.
+        other flows; never reached in the tests or the benchmark's plans. Pairs inside one server
+        have no such map: they are read off the server's inside twin (:meth:`_twin_pairs`).
         """
         links = self.links
         server = links.server
@@ -927,6 +1192,37 @@ class CommCostModel:
         flat = sym.map_nodes((n for pair in pairs for n in pair), smap)
         return tuple(zip(flat[::2], flat[1::2], strict=True))
 
+    def _twin_pairs(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...] | None:
+        """Sends inside one server as the same local ids' sends in the server's inside twin
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.twin_map`), where every twin
+        route stays inside the twin (:meth:`DirectedLinks._stays_inside`); else ``None``.
+
+        Then each send's route is the twin's route renamed (:meth:`DirectedLinks._twin_route`
+        reads it off the twin on exactly that condition), over links of the same capacities,
+        latencies and classes in the same order, so the :meth:`_flow_terms` are the twin's,
+        bit for bit, as for :meth:`_canonical_pairs` (and with its one exception, max-min's
+        numerical-safety fallback). Issue 14: the sends between two pipeline stages on one
+        server (tensor-parallel degree below the server's GPUs) are one computation for every
+        server, not one per server.
+        """
+        links = self.links
+        srv = links.server
+        s = srv[pairs[0][0]]
+        if s < 0 or any(srv[a] != s or srv[b] != s or a == b for a, b in pairs):
+            return None
+        fwd = server_symmetry(self.topology).twin_map(s)
+        if fwd is None:
+            return None
+        twin = tuple((fwd[a], fwd[b]) for a, b in pairs)
+        for a, b in twin:
+            try:
+                path = links.route(a, b)
+            except PerfModelError:  # no route in the twin: the sends' own search names them
+                return None
+            if not links._stays_inside(a, b, path):
+                return None
+        return twin
+
     def _flow_terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
@@ -936,6 +1232,8 @@ class CommCostModel:
         if hit is not None:
             return hit
         canon = self._canonical_pairs(pairs)
+        if canon is None:
+            canon = self._twin_pairs(pairs)
         if canon is not None and canon != pairs:  # one route and rate computation per shape
             hit = self._flow_cache[pairs] = self._flow_terms(canon)
             return hit

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -275,19 +277,59 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     Memoised per shape (issue 14): the factor of ``groups`` is the factor of their image in the
     first servers of their servers' classes (:func:`_canonical_groups`), computed once for
     every pipeline stage and plan with that shape; see :func:`_canonical_groups` for why the
-    image has the same answer, bit for bit. Groups with no image (servers in no class) and
-    shapes whose ring routes might pass a third server (:func:`_routes_map_onto`) are analysed
+    image has the same answer, bit for bit. The server-level path (more than 64 ranks) is
+    memoised by :func:`_nic_shape`. Groups with no image (servers in no class) and shapes
+    whose ring routes might pass a third server (:func:`_routes_map_onto`) are analysed
     directly.
     """
-    nic = _uses_nic_sets(topology, groups)
-    canon = _canonical_groups(topology, groups, any_order=nic)
-    if canon is not None and canon != groups and (nic or _routes_map_onto(topology, canon)):
+    if _uses_nic_sets(topology, groups):
+        shape = _nic_shape(topology, groups)
+        if shape is None:
+            return _ring_sharing_factor(topology, groups)
+        return _NIC_FACTORS.get((topology, shape), lambda: _nic_sharing_factor(topology, groups))
+    canon = _canonical_groups(topology, groups)
+    if canon is not None and canon != groups and _routes_map_onto(topology, canon):
         return _ring_sharing_factor(topology, canon)
     return _ring_sharing_factor(topology, groups)
 
 
+#: Server-level sharing factors by shape (:func:`_nic_shape`): a plan search meets a few per
+#: data-parallel degree and tensor-parallel rank.
+_NIC_FACTORS: BoundedMemo[tuple[Any, ...], float] = BoundedMemo(4096)
+
+
+def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple[Any, ...] | None:
+    """What :func:`_nic_sharing_factor` reads of ``groups``, without a name: the classes of
+    interchangeable servers (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`) of the
+    groups' servers in order of first appearance, each member's server as its index in that
+    order, and each member's local id; ``None`` where a server is in no class (or a name is
+    in no server).
+
+    :func:`_nic_sharing_factor` compares servers for equality only and reads per local id
+    the first server's nearest NIC sets and per server its NIC count (equal in a class: the
+    same :func:`~perfmodel.topology.symmetry.server_signature`), so groups of one shape have
+    one factor, bit for bit: the same integer flow counts per (server index, NIC set), the
+    same ratios, the same maximum. Issue 14: the data-parallel groups of every pipeline stage
+    and of every plan with that degree and tensor-parallel rank are one shape, read in C
+    loops (a name-mapped canonical form cost ~0.15 ms per stage for 8 groups of 64).
+    """
+    sym = server_symmetry(topology)
+    server, local_id, cls = sym.server, sym.local_id, sym.cls
+    try:
+        srvs = [list(map(server.__getitem__, g)) for g in groups]
+        lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
+    except KeyError:  # a name in no server's table
+        return None
+    order = dict.fromkeys(chain.from_iterable(srvs))
+    classes = tuple(map(cls.get, order))
+    if None in classes:
+        return None
+    rank = {srv: i for i, srv in enumerate(order)}
+    return (classes, tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs), lids)
+
+
 def _canonical_groups(
-    topology: Topology, groups: tuple[tuple[str, ...], ...], any_order: bool = False
+    topology: Topology, groups: tuple[tuple[str, ...], ...]
 ) -> tuple[tuple[str, ...], ...] | None:
     """The shape of ``groups``: every node mapped into the first servers of its server's class,
     each ring rotated to start at its smallest name and the sibling rings (``groups[1:]``)
@@ -297,19 +339,13 @@ def _canonical_groups(
     The server map is :meth:`perfmodel.topology.symmetry.ServerSymmetry.server_map` of all the
     groups' servers at once (the ``k``-th of them in a class, in name order, onto the class's
     ``k``-th server; nodes by local id): a graph automorphism that keeps every node and edge
-    attribute and the name order of the mapped servers' and the fabric's nodes. With
-    ``any_order`` (the server-level path, which reads no route) the ``k``-th server of a class
-    to appear in the groups goes to the class's ``k``-th server instead, an automorphism that
-    need not keep the name order. Why the sharing factor of the shape is that of ``groups``,
-    bit for bit:
+    attribute and the name order of the mapped servers' and the fabric's nodes. (The
+    server-level path, which reads no route, has its own name-free shape: :func:`_nic_shape`.)
+    Why the sharing factor of the shape is that of ``groups``, bit for bit:
 
-    - Both paths count ring hops (``grp[i] -> grp[i + 1 mod n]``) per link or per server and
-      NIC set, integer counts that neither a ring's rotation nor the siblings' order change,
-      and take ``min``/``max`` of ratios of the same numbers, which do not depend on order.
-    - :func:`_nic_sharing_factor` reads a node's server (compared for equality only) and local
-      id, per-local-id NIC sets of the first server and each server's NIC count (equal in a
-      class: the same :func:`~perfmodel.topology.symmetry.server_signature`): any map of the
-      servers onto servers of their classes keeps its counts, the servers renamed.
+    - The ring path counts ring hops (``grp[i] -> grp[i + 1 mod n]``) per link, integer
+      counts that neither a ring's rotation nor the siblings' order change, and takes
+      ``min`` of ratios of the same numbers, which do not depend on order.
     - The ring path (:func:`_ring_sharing_factor`) reads the links of the ring hops' routes
       and their effective bandwidths. The automorphism keeps the bandwidths, and it maps each
       hop's route onto the image hop's route where no minimum-hop path between them can pass
@@ -323,22 +359,9 @@ def _canonical_groups(
     """
     sym = server_symmetry(topology)
     server = sym.server
-    smap: dict[int, int] | None
-    if any_order:
-        smap, taken = {}, {}
-        for g in groups:
-            for n in g:
-                s = server.get(n, -1)
-                if s not in smap:
-                    c = sym.cls.get(s)
-                    if c is None:
-                        return None
-                    k = taken[c] = taken.get(c, -1) + 1
-                    smap[s] = sym.ordered[c][k]
-    else:
-        smap = sym.server_map({server.get(n, -1) for g in groups for n in g})
-        if smap is None:
-            return None
+    smap = sym.server_map({server.get(n, -1) for g in groups for n in g})
+    if smap is None:
+        return None
     if all(k == v for k, v in smap.items()):
         mapped = groups
     else:
@@ -418,24 +441,29 @@ def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     finds (0.446 vs 0.397 s). 1.0 with one NIC per GPU and no sharing.
     """
     near = _near_nic_sets(topology)
+    sym = server_symmetry(topology)  # node -> server and local id tables (as the graph's)
+    server, local_id = sym.server, sym.local_id
+    exit_set = {lid: v[0] for lid, v in near.items()}  # a GPU's nearest NICs, by local id
 
-    def out_flows(gs: tuple[tuple[str, ...], ...]) -> Counter[tuple[int, tuple[str, ...]]]:
-        c: Counter[tuple[int, tuple[str, ...]]] = Counter()
-        for grp in gs:
-            if len(grp) < 2:
-                continue
-            for i, a in enumerate(grp):
-                b = grp[(i + 1) % len(grp)]
-                sa = topology.server_of(a)
-                if sa != topology.server_of(b):
-                    nics = near.get(str(topology.graph.nodes[a]["local_id"]))
-                    c[(sa, nics[0] if nics else ())] += 1
-        return c
+    def add_flows(grp: tuple[str, ...], c: dict[tuple[int, tuple[str, ...]], int]) -> None:
+        # one flow per ring hop leaving a server, from its exit GPU's NIC set
+        if len(grp) < 2:
+            return
+        srv = list(map(server.__getitem__, grp))
+        nxt = srv[1:]
+        nxt.append(srv[0])
+        for sa, sb, lid in zip(srv, nxt, map(local_id.__getitem__, grp)):
+            if sa != sb:
+                key = (sa, exit_set.get(lid, ()))
+                c[key] = c.get(key, 0) + 1
 
-    main = out_flows(groups[:1])
+    main: dict[tuple[int, tuple[str, ...]], int] = {}
+    add_flows(groups[0], main)
     if not main:
         return 1.0
-    every = out_flows(groups)
+    every = dict(main)
+    for grp in groups[1:]:
+        add_flows(grp, every)
     nics_per_server = _nics_per_server(topology)
     by_set = {nic_set: (b_gpu, b_nic) for nic_set, b_gpu, b_nic in near.values()}
     worst = 1.0

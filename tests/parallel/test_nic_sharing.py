@@ -1,0 +1,63 @@
+"""The server-level sharing factor of data-parallel rings (``costs._nic_sharing_factor``):
+hand-counted flows per server and NIC set on 128 DGX A100 (issue 14 made it read the server
+and local-id tables; the counts must not change)."""
+
+from __future__ import annotations
+
+from perfmodel.parallel import costs
+from perfmodel.topology import load_system
+
+TOPO = load_system("dgx-a100", nodes=128)
+GPN = TOPO.gpus_per_node
+
+
+def _dp(first: int, stride: int, n: int, lids: tuple[int, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(TOPO.gpus[(first + stride * i) * GPN + k] for i in range(n)) for k in lids)
+
+
+def test_two_gpus_per_nic_pair() -> None:
+    """GPUs 0 and 1 reach the same two HDR NICs: group 0 alone sends one flow per server
+    through them, ``min(b_gpu, 2 b_nic)`` = the GPU's PCIe link; beside group 1, two flows
+    share ``2 b_nic``: factor ``b_gpu / b_nic`` (25.84 / 23.0 GB/s = 1.1233)."""
+    near = costs._near_nic_sets(TOPO)
+    nics, b_gpu, b_nic = near["gpu0"]
+    assert near["gpu1"][0] == nics and len(nics) == 2 and b_gpu < 2 * b_nic
+    groups = _dp(3, 4, 32, (0, 1, 2, 3))
+    assert costs._uses_nic_sets(TOPO, groups)
+    assert costs._nic_sharing_factor(TOPO, groups) == b_gpu / b_nic
+    assert costs.ring_sharing_factor(TOPO, groups) == b_gpu / b_nic
+
+
+def test_own_nic_pairs_do_not_share() -> None:
+    """GPUs 0 and 2 sit behind different NIC pairs: no sharing (1.0); hops inside a server
+    are no flows (a ring of two GPUs per server sends one flow per server)."""
+    assert costs._nic_sharing_factor(TOPO, _dp(0, 2, 40, (0, 2))) == 1.0
+    pairs = tuple(
+        tuple(TOPO.gpus[s * GPN + k + d] for s in range(0, 64, 2) for d in (0, 1)) for k in (0, 4)
+    )
+    assert costs._nic_sharing_factor(TOPO, pairs) == 1.0
+    mixed = (pairs[0], tuple(TOPO.gpus[s * GPN + 1] for s in range(0, 64, 2)))
+    near = costs._near_nic_sets(TOPO)
+    b_gpu, b_nic = near["gpu0"][1], near["gpu0"][2]
+    assert costs._nic_sharing_factor(TOPO, mixed) == b_gpu / b_nic
+
+
+def test_nic_shape_memo_misses_other_shapes() -> None:
+    """Through the shape memo (:func:`costs._nic_shape`): translates and reorderings of the
+    servers share one factor; other local ids (other NIC sets) or another server pattern
+    (two GPUs per server on one ring) miss and get their own factor."""
+    near = costs._near_nic_sets(TOPO)
+    shared = near["gpu0"][1] / near["gpu0"][2]
+    a = _dp(1, 4, 32, (0, 1, 2, 3))
+    b = _dp(2, 4, 32, (0, 1, 2, 3))
+    assert costs._nic_shape(TOPO, a) == costs._nic_shape(TOPO, b)
+    assert costs.ring_sharing_factor(TOPO, a) == costs.ring_sharing_factor(TOPO, b) == shared
+    apart = _dp(1, 4, 32, (0, 2, 4, 6))  # one GPU per NIC pair: no sharing
+    assert costs.ring_sharing_factor(TOPO, apart) == 1.0
+    assert costs._nic_shape(TOPO, apart) != costs._nic_shape(TOPO, a)
+    # group 0 alone on its NIC pair: GPU 1 rides in a ring that stays in its server
+    inside = (a[0], tuple(TOPO.gpus[1 * GPN + k] for k in (1, 2, 3, 4, 5, 6, 7, 0)), *a[2:])
+    assert costs._uses_nic_sets(TOPO, inside)
+    assert costs.ring_sharing_factor(TOPO, inside) == costs._nic_sharing_factor(TOPO, inside)
+    assert costs.ring_sharing_factor(TOPO, inside) == 1.0
+    assert costs._nic_shape(TOPO, inside) != costs._nic_shape(TOPO, a)
