@@ -233,6 +233,9 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         return data
 
     pre = [prefix(s) for s in range(nodes)]
+    # per server, its links to the fabric as (local id, fabric node), each of one port
+    # (count 1): the key of its attachment (ReplicaPattern.attach), hashable
+    ends: list[list[tuple[str, str]]] = [[] for _ in range(nodes)]
 
     def port_edges(members: list[tuple[int, int]], sw: str) -> None:
         """One link from NIC ``k`` of server ``s`` to switch ``sw`` for each ``(s, k)`` of
@@ -243,7 +246,19 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         for s, k in members:
             lid = nic_ids[k]
             links[s].append((lid, sw, data))
+            ends[s].append((lid, sw))
             out[pre[s] + lid] = data
+
+    def rail_edges(k: int, sw: str) -> None:
+        """:func:`port_edges` of NIC ``k`` of every server, in server order: one link record
+        and one attachment end shared by every server (tuples)."""
+        lid = nic_ids[k]
+        data = link_data(pre[0] + lid, sw, 1)
+        link, end = (lid, sw, data), (lid, sw)
+        for s in range(nodes):
+            links[s].append(link)
+            ends[s].append(end)
+        adj[sw].update(zip([p + lid for p in pre], [data] * nodes))
 
     def trunk(u: str, v: str, count: int) -> None:
         """``count`` links between switches ``u`` and ``v``."""
@@ -256,13 +271,15 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         switches.append(name)
         return name
 
-    ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
+    n_ports = nodes * len(nic_ids)
+    if fabric.topology in ("single-switch", "fat-tree"):
+        ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
     if fabric.topology == "single-switch" or (
-        fabric.topology == "fat-tree" and len(ports) <= fabric.leaf_radix
+        fabric.topology == "fat-tree" and n_ports <= fabric.leaf_radix
     ):
         port_edges(ports, switch("fabric/switch0", 0))
     elif fabric.topology == "fat-tree":
-        n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
+        n_leaves = math.ceil(n_ports / fabric.leaf_radix)
         spine = switch("fabric/spine", 1)
         for i in range(n_leaves):
             leaf = switch(f"fabric/leaf{i}", 0)
@@ -275,7 +292,7 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
             leaf = switch(f"fabric/rail{k}", 0)
-            port_edges([(s, k) for s in range(nodes)], leaf)
+            rail_edges(k, leaf)
             if spine is not None:
                 trunk(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
     # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
@@ -292,12 +309,16 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     )
     if not gpus:
         raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
+    # servers with the same links to the fabric share one attachment (on rails: every server)
+    attach_of: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str, int], ...]] = {}
+    attach = []
+    for e in map(tuple, ends):
+        a = attach_of.get(e)
+        if a is None:
+            a = attach_of[e] = tuple(sorted([(lid, f, 1) for lid, f in e]))
+        attach.append(a)
     pattern = ReplicaPattern(
-        graph,
-        nodes,
-        tuple(lid for lid, _, _ in template),
-        tuple(switches),
-        tuple(tuple(sorted((lid, f, int(d["count"])) for lid, f, d in a)) for a in links),
+        graph, nodes, tuple(lid for lid, _, _ in template), tuple(switches), tuple(attach)
     )
     topo = Topology(
         f"{desc.name}x{nodes}",
