@@ -250,14 +250,13 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             out[pre[s] + lid] = data
 
     def rail_edges(k: int, sw: str) -> None:
-        """:func:`port_edges` of NIC ``k`` of every server, in server order: one link record
-        and one attachment end shared by every server (tuples)."""
+        """:func:`port_edges` of NIC ``k`` of every server, in server order, where every
+        server shares one list of links and one of attachment ends (rails: every server is
+        wired alike)."""
         lid = nic_ids[k]
         data = link_data(pre[0] + lid, sw, 1)
-        link, end = (lid, sw, data), (lid, sw)
-        for s in range(nodes):
-            links[s].append(link)
-            ends[s].append(end)
+        links[0].append((lid, sw, data))
+        ends[0].append((lid, sw))
         adj[sw].update(zip([p + lid for p in pre], [data] * nodes))
 
     def trunk(u: str, v: str, count: int) -> None:
@@ -287,7 +286,9 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             port_edges(members, leaf)
             uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
             trunk(leaf, spine, uplinks)
-    else:  # rail
+    else:  # rail: NIC k of every server on rail k, every server's links alike (one list)
+        links[1:] = links[:1] * (nodes - 1)
+        ends[1:] = ends[:1] * (nodes - 1)
         rails = len(nic_ids)
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
@@ -312,10 +313,13 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     # servers with the same links to the fabric share one attachment (on rails: every server)
     attach_of: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str, int], ...]] = {}
     attach = []
-    for e in map(tuple, ends):
-        a = attach_of.get(e)
-        if a is None:
-            a = attach_of[e] = tuple(sorted([(lid, f, 1) for lid, f in e]))
+    last: list[tuple[str, str]] | None = None  # servers sharing one list of ends: one lookup
+    for e in ends:
+        if e is not last:
+            last, key = e, tuple(e)
+            a = attach_of.get(key)
+            if a is None:
+                a = attach_of[key] = tuple(sorted([(lid, f, 1) for lid, f in key]))
         attach.append(a)
     pattern = ReplicaPattern(
         graph, nodes, tuple(lid for lid, _, _ in template), tuple(switches), tuple(attach)

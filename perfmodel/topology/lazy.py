@@ -65,7 +65,8 @@ class ClusterFiller:
         graph is read-only, :class:`~perfmodel.topology.model.Topology`).
     fabric_links
         Per server, its links to the fabric in the order the builder made them: ``(local id,
-        fabric node, link attributes)``, after the server's own links in the node's adjacency.
+        fabric node, link attributes)``, after the server's own links in the node's adjacency
+        (read only: servers wired alike may share one list, e.g. every server on rails).
     fabric_nodes
         The fabric's nodes in graph order (after every server's).
     """
