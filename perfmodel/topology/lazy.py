@@ -328,7 +328,7 @@ class NodeTable(_OwnLocked):
     server's node makes that node's local id in every server not made yet instead of the
     server's every node (a data-parallel group of 16,384 GPUs reads the 8 GPU local ids of
     2,048 servers: 16,000 entries per table instead of 63,000, and 8 misses instead of 2,048;
-    :func:`~perfmodel.topology.symmetry.server_symmetry`'s two tables 29 -> ~6 ms CPU on the
+    :func:`~perfmodel.topology.symmetry.server_symmetry`'s two tables 29 -> ~10 ms CPU on the
     2-core development machine). A reader of fewer servers never pays for the others; one
     that reads whole servers beyond :attr:`WIDE` makes at most the whole table, once.
     """
