@@ -348,19 +348,46 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
     searching the 16,000-server-node graph. ``False`` means "not proved" (the whole-graph
     check then decides and names the GPU).
 
-    Servers with the same fabric attachments (:attr:`ReplicaPattern.attach`; on rails, every
-    server) join the same fabric components alike and their GPUs pass or fail alike, except
-    that server 0's components, unlike another's, may be the first GPU's without a fabric
-    link: the first two servers of each attachment (server 0 is the first of its own) stand
-    for all."""
-    sigs: dict[tuple[tuple[str, str, int], ...], list[int]] = {}
+    Servers whose fabric attachments (:attr:`ReplicaPattern.attach`) reach the same
+    components of the fabric alone from the same local ids (on rails and on a fat tree of
+    leaves under one spine, every server) join the same fabric components alike and their
+    GPUs pass or fail alike, except that server 0's components, unlike another's, may be the
+    first GPU's without a fabric link: the first two servers of each such signature (server 0
+    is the first of its own) stand for all. Any join of two fabric components through a
+    server is made by the chosen server of its signature too."""
+    nodes = graph._node
+    adj = graph._adj  # networkx's dict-of-dicts adjacency
+    fabric = {f: i for i, f in enumerate(pattern.fabric_nodes)}
+    fabric_transit = {f for f in fabric if nodes[f]["kind"] in TRANSIT_KINDS}
+    parent = list(range(len(fabric)))  # the fabric's nodes, then the chosen servers' components
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(x: int, y: int) -> None:
+        rx, ry = find(x), find(y)
+        if rx != ry:
+            parent[max(rx, ry)] = min(rx, ry)
+
+    for f in fabric_transit:
+        for v in adj[f]:
+            if v in fabric_transit:
+                union(fabric[f], fabric[v])
+    sig_of: dict[tuple[tuple[str, str, int], ...], frozenset[tuple[str, int]]] = {}
+    sigs: dict[frozenset[tuple[str, int]], list[int]] = {}
     for s, att in enumerate(pattern.attach):
-        got = sigs.setdefault(att, [])
+        sig = sig_of.get(att)
+        if sig is None:  # (local id, fabric component) of each link into the fabric's transit
+            sig = sig_of[att] = frozenset(
+                (lid, find(fabric[f])) for lid, f, _ in att if f in fabric_transit
+            )
+        got = sigs.setdefault(sig, [])
         if len(got) < 2:
             got.append(s)
     chosen = sorted(s for srvs in sigs.values() for s in srvs)  # starts with server 0
-    nodes = graph._node
-    adj = graph._adj  # networkx's dict-of-dicts adjacency
     p0 = pattern.prefix(0)
     lids = pattern.local_ids
     kind = {lid: nodes[p0 + lid]["kind"] for lid in lids}
@@ -379,26 +406,8 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
                 if lid in transit and lid not in comp:
                     comp[lid] = c
                     stack.append(lid)
-    fabric = {f: i for i, f in enumerate(pattern.fabric_nodes)}
-    fabric_transit = {f for f in fabric if nodes[f]["kind"] in TRANSIT_KINDS}
-    parent = list(range(len(chosen) * n_comp + len(fabric)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(x: int, y: int) -> None:
-        rx, ry = find(x), find(y)
-        if rx != ry:
-            parent[max(rx, ry)] = min(rx, ry)
-
-    base = len(chosen) * n_comp  # server chosen[i]'s components are i * n_comp + c
-    for f in fabric_transit:
-        for v in adj[f]:
-            if v in fabric_transit:
-                union(base + fabric[f], base + fabric[v])
+    base = len(fabric)  # server chosen[i]'s components are base + i * n_comp + c
+    parent.extend(range(base, base + len(chosen) * n_comp))
     gpus = [lid for lid in lids if kind[lid] is NodeKind.GPU]
     inner = {  # a GPU's transit neighbours in its own server, as components
         g: {comp[v[len(p0) :]] for v in adj[p0 + g] if v.startswith(p0) and v[len(p0) :] in comp}
@@ -407,24 +416,24 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
     for i, s in enumerate(chosen):
         for lid, f, _ in pattern.attach[s]:
             if lid in transit and f in fabric_transit:
-                union(i * n_comp + comp[lid], base + fabric[f])
+                union(base + i * n_comp + comp[lid], fabric[f])
     if not gpus:
         return False
 
     def reach(i: int, g: str) -> set[int]:
         """Components GPU ``g`` of server ``chosen[i]`` touches."""
-        out = {find(i * n_comp + c) for c in inner[g]}
+        out = {find(base + i * n_comp + c) for c in inner[g]}
         out.update(
-            find(base + fabric[f])
+            find(fabric[f])
             for lid, f, _ in pattern.attach[chosen[i]]
             if lid == g and f in fabric_transit
         )
         return out
 
     ref = reach(0, gpus[0])
-    cabled = {lid for att in sigs for lid, _, _ in att if lid in inner}
+    cabled = {lid for att in sig_of for lid, _, _ in att if lid in inner}
     for i in range(len(chosen)):
-        good = {c for c in range(n_comp) if find(i * n_comp + c) in ref}
+        good = {c for c in range(n_comp) if find(base + i * n_comp + c) in ref}
         for g in gpus:
             if not inner[g] & good and not (g in cabled and reach(i, g) & ref):
                 return False

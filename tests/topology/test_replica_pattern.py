@@ -98,6 +98,16 @@ def test_connectivity_proved_from_the_copies() -> None:
     for system, nodes, fabric in CASES:
         topo = load_system(system, nodes=nodes, fabric_topology=fabric)
         assert topo.pattern is not None and _copies_connected(topo.graph, topo.pattern)
+    # servers grouped by the fabric components they reach (a fat tree's leaves under one spine:
+    # one group), not by leaf: a server recorded without fabric links is still found; one
+    # with NICs 0-3 linked alone is connected (GPUs 4-7 reach them through the server's PCIe
+    # switches and CPUs, one transit component)
+    topo = load_system("dgx-a100", nodes=7, fabric_topology="fat-tree")
+    p = topo.pattern
+    assert p is not None
+    for cut, connected in (((), False), (p.attach[3][:4], True)):
+        attach = (*p.attach[:3], cut, *p.attach[4:])
+        assert _copies_connected(topo.graph, dataclasses.replace(p, attach=attach)) is connected
 
 
 @pytest.mark.parametrize(("system", "nodes", "fabric"), CASES)
