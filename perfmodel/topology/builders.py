@@ -378,13 +378,15 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
                 union(fabric[f], fabric[v])
     sig_of: dict[tuple[tuple[str, str, int], ...], frozenset[tuple[str, int]]] = {}
     sigs: dict[frozenset[tuple[str, int]], list[int]] = {}
+    last = None  # servers sharing one attachment (on rails: all) hash it once
     for s, att in enumerate(pattern.attach):
-        sig = sig_of.get(att)
-        if sig is None:  # (local id, fabric component) of each link into the fabric's transit
-            sig = sig_of[att] = frozenset(
-                (lid, find(fabric[f])) for lid, f, _ in att if f in fabric_transit
-            )
-        got = sigs.setdefault(sig, [])
+        if att is not last:
+            last, sig = att, sig_of.get(att)
+            if sig is None:  # (local id, fabric component) of each link into the fabric's transit
+                sig = sig_of[att] = frozenset(
+                    (lid, find(fabric[f])) for lid, f, _ in att if f in fabric_transit
+                )
+            got = sigs.setdefault(sig, [])
         if len(got) < 2:
             got.append(s)
     chosen = sorted(s for srvs in sigs.values() for s in srvs)  # starts with server 0
