@@ -488,9 +488,18 @@ def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float
     fabric port goodput (bytes/s)."""
     g = topology.graph
     server = topology.server_of(topology.gpus[0])
+    p = topology.pattern
+    # that server's nodes alone where the build record lists them: a pass over the whole graph
+    # makes every server of a cluster built by copying (topology/lazy.py: all 512 servers of
+    # GPT-3 175B tp8 pp8 dp64 on 4096 A100), in the same order
+    nodes = (
+        ((n, g.nodes[n]) for n in topology.server_nodes(server))
+        if p is not None and p.describes(topology)
+        else g.nodes(data=True)
+    )
     nics = [
         n
-        for n, d in g.nodes(data=True)
+        for n, d in nodes
         if d["kind"] is NodeKind.NIC
         and int(d["server"]) == server
         and any(int(g.nodes[v]["server"]) == -1 for v in g.neighbors(n))
@@ -526,6 +535,11 @@ def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float
 @lru_cache(maxsize=64)
 def _nics_per_server(topology: Topology) -> dict[int, int]:
     out: dict[int, int] = {}
+    p = topology.pattern
+    if p is not None and p.describes(topology):  # copies of server 0 (no whole-graph pass)
+        g = topology.graph
+        k = sum(g.nodes[n]["kind"] is NodeKind.NIC for n in topology.server_nodes(0))
+        return dict.fromkeys(range(p.servers), k) if k else out
     for _, d in topology.graph.nodes(data=True):
         if d["kind"] is NodeKind.NIC:
             out[int(d["server"])] = out.get(int(d["server"]), 0) + 1

@@ -233,6 +233,9 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         return data
 
     pre = [prefix(s) for s in range(nodes)]
+    # per server, its links to the fabric as (local id, fabric node), each of one port
+    # (count 1): the key of its attachment (ReplicaPattern.attach), hashable
+    ends: list[list[tuple[str, str]]] = [[] for _ in range(nodes)]
 
     def port_edges(members: list[tuple[int, int]], sw: str) -> None:
         """One link from NIC ``k`` of server ``s`` to switch ``sw`` for each ``(s, k)`` of
@@ -243,7 +246,18 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         for s, k in members:
             lid = nic_ids[k]
             links[s].append((lid, sw, data))
+            ends[s].append((lid, sw))
             out[pre[s] + lid] = data
+
+    def rail_edges(k: int, sw: str) -> None:
+        """:func:`port_edges` of NIC ``k`` of every server, in server order, where every
+        server shares one list of links and one of attachment ends (rails: every server is
+        wired alike)."""
+        lid = nic_ids[k]
+        data = link_data(pre[0] + lid, sw, 1)
+        links[0].append((lid, sw, data))
+        ends[0].append((lid, sw))
+        adj[sw].update(zip([p + lid for p in pre], [data] * nodes))
 
     def trunk(u: str, v: str, count: int) -> None:
         """``count`` links between switches ``u`` and ``v``."""
@@ -256,13 +270,15 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         switches.append(name)
         return name
 
-    ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
+    n_ports = nodes * len(nic_ids)
+    if fabric.topology in ("single-switch", "fat-tree"):
+        ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
     if fabric.topology == "single-switch" or (
-        fabric.topology == "fat-tree" and len(ports) <= fabric.leaf_radix
+        fabric.topology == "fat-tree" and n_ports <= fabric.leaf_radix
     ):
         port_edges(ports, switch("fabric/switch0", 0))
     elif fabric.topology == "fat-tree":
-        n_leaves = math.ceil(len(ports) / fabric.leaf_radix)
+        n_leaves = math.ceil(n_ports / fabric.leaf_radix)
         spine = switch("fabric/spine", 1)
         for i in range(n_leaves):
             leaf = switch(f"fabric/leaf{i}", 0)
@@ -270,12 +286,14 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             port_edges(members, leaf)
             uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
             trunk(leaf, spine, uplinks)
-    else:  # rail
+    else:  # rail: NIC k of every server on rail k, every server's links alike (one list)
+        links[1:] = links[:1] * (nodes - 1)
+        ends[1:] = ends[:1] * (nodes - 1)
         rails = len(nic_ids)
         spine = switch("fabric/spine", 1) if rails > 1 else None
         for k in range(rails):
             leaf = switch(f"fabric/rail{k}", 0)
-            port_edges([(s, k) for s in range(nodes)], leaf)
+            rail_edges(k, leaf)
             if spine is not None:
                 trunk(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
     # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
@@ -292,12 +310,19 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     )
     if not gpus:
         raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
+    # servers with the same links to the fabric share one attachment (on rails: every server)
+    attach_of: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str, int], ...]] = {}
+    attach = []
+    last: list[tuple[str, str]] | None = None  # servers sharing one list of ends: one lookup
+    for e in ends:
+        if e is not last:
+            last, key = e, tuple(e)
+            a = attach_of.get(key)
+            if a is None:
+                a = attach_of[key] = tuple(sorted([(lid, f, 1) for lid, f in key]))
+        attach.append(a)
     pattern = ReplicaPattern(
-        graph,
-        nodes,
-        tuple(lid for lid, _, _ in template),
-        tuple(switches),
-        tuple(tuple(sorted((lid, f, int(d["count"])) for lid, f, d in a)) for a in links),
+        graph, nodes, tuple(lid for lid, _, _ in template), tuple(switches), tuple(attach)
     )
     topo = Topology(
         f"{desc.name}x{nodes}",
@@ -323,19 +348,48 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
     searching the 16,000-server-node graph. ``False`` means "not proved" (the whole-graph
     check then decides and names the GPU).
 
-    Servers with the same fabric attachments (:attr:`ReplicaPattern.attach`; on rails, every
-    server) join the same fabric components alike and their GPUs pass or fail alike, except
-    that server 0's components, unlike another's, may be the first GPU's without a fabric
-    link: the first two servers of each attachment (server 0 is the first of its own) stand
-    for all."""
-    sigs: dict[tuple[tuple[str, str, int], ...], list[int]] = {}
+    Servers whose fabric attachments (:attr:`ReplicaPattern.attach`) reach the same
+    components of the fabric alone from the same local ids (on rails and on a fat tree of
+    leaves under one spine, every server) join the same fabric components alike and their
+    GPUs pass or fail alike, except that server 0's components, unlike another's, may be the
+    first GPU's without a fabric link: the first two servers of each such signature (server 0
+    is the first of its own) stand for all. Any join of two fabric components through a
+    server is made by the chosen server of its signature too."""
+    nodes = graph._node
+    adj = graph._adj  # networkx's dict-of-dicts adjacency
+    fabric = {f: i for i, f in enumerate(pattern.fabric_nodes)}
+    fabric_transit = {f for f in fabric if nodes[f]["kind"] in TRANSIT_KINDS}
+    parent = list(range(len(fabric)))  # the fabric's nodes, then the chosen servers' components
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(x: int, y: int) -> None:
+        rx, ry = find(x), find(y)
+        if rx != ry:
+            parent[max(rx, ry)] = min(rx, ry)
+
+    for f in fabric_transit:
+        for v in adj[f]:
+            if v in fabric_transit:
+                union(fabric[f], fabric[v])
+    sig_of: dict[tuple[tuple[str, str, int], ...], frozenset[tuple[str, int]]] = {}
+    sigs: dict[frozenset[tuple[str, int]], list[int]] = {}
+    last = None  # servers sharing one attachment (on rails: all) hash it once
     for s, att in enumerate(pattern.attach):
-        got = sigs.setdefault(att, [])
+        if att is not last:
+            last, sig = att, sig_of.get(att)
+            if sig is None:  # (local id, fabric component) of each link into the fabric's transit
+                sig = sig_of[att] = frozenset(
+                    (lid, find(fabric[f])) for lid, f, _ in att if f in fabric_transit
+                )
+            got = sigs.setdefault(sig, [])
         if len(got) < 2:
             got.append(s)
     chosen = sorted(s for srvs in sigs.values() for s in srvs)  # starts with server 0
-    nodes = graph._node
-    adj = graph._adj  # networkx's dict-of-dicts adjacency
     p0 = pattern.prefix(0)
     lids = pattern.local_ids
     kind = {lid: nodes[p0 + lid]["kind"] for lid in lids}
@@ -354,26 +408,8 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
                 if lid in transit and lid not in comp:
                     comp[lid] = c
                     stack.append(lid)
-    fabric = {f: i for i, f in enumerate(pattern.fabric_nodes)}
-    fabric_transit = {f for f in fabric if nodes[f]["kind"] in TRANSIT_KINDS}
-    parent = list(range(len(chosen) * n_comp + len(fabric)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(x: int, y: int) -> None:
-        rx, ry = find(x), find(y)
-        if rx != ry:
-            parent[max(rx, ry)] = min(rx, ry)
-
-    base = len(chosen) * n_comp  # server chosen[i]'s components are i * n_comp + c
-    for f in fabric_transit:
-        for v in adj[f]:
-            if v in fabric_transit:
-                union(base + fabric[f], base + fabric[v])
+    base = len(fabric)  # server chosen[i]'s components are base + i * n_comp + c
+    parent.extend(range(base, base + len(chosen) * n_comp))
     gpus = [lid for lid in lids if kind[lid] is NodeKind.GPU]
     inner = {  # a GPU's transit neighbours in its own server, as components
         g: {comp[v[len(p0) :]] for v in adj[p0 + g] if v.startswith(p0) and v[len(p0) :] in comp}
@@ -382,24 +418,24 @@ def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:
     for i, s in enumerate(chosen):
         for lid, f, _ in pattern.attach[s]:
             if lid in transit and f in fabric_transit:
-                union(i * n_comp + comp[lid], base + fabric[f])
+                union(base + i * n_comp + comp[lid], fabric[f])
     if not gpus:
         return False
 
     def reach(i: int, g: str) -> set[int]:
         """Components GPU ``g`` of server ``chosen[i]`` touches."""
-        out = {find(i * n_comp + c) for c in inner[g]}
+        out = {find(base + i * n_comp + c) for c in inner[g]}
         out.update(
-            find(base + fabric[f])
+            find(fabric[f])
             for lid, f, _ in pattern.attach[chosen[i]]
             if lid == g and f in fabric_transit
         )
         return out
 
     ref = reach(0, gpus[0])
-    cabled = {lid for att in sigs for lid, _, _ in att if lid in inner}
+    cabled = {lid for att in sig_of for lid, _, _ in att if lid in inner}
     for i in range(len(chosen)):
-        good = {c for c in range(n_comp) if find(i * n_comp + c) in ref}
+        good = {c for c in range(n_comp) if find(base + i * n_comp + c) in ref}
         for g in gpus:
             if not inner[g] & good and not (g in cabled and reach(i, g) & ref):
                 return False

@@ -72,6 +72,7 @@ class ReplicaPattern:
     attach
         Per server, its links to the fabric as sorted ``(local id, fabric node, link count)``;
         links of one count have the same attributes (one catalogue link per bundle size).
+        Servers wired alike share one tuple (on rails: every server).
     """
 
     graph: nx.Graph

@@ -221,3 +221,33 @@ def test_fabric_keys_read_while_another_thread_reorders() -> None:
     finally:
         sys.setswitchinterval(old)
     assert not errors, errors[:5]
+
+
+def test_symmetry_tables_of_many_servers_read_by_local_id() -> None:
+    """Past NodeTable.WIDE servers, a read makes that local id in every server not made yet
+    (a data-parallel group reads the GPUs of every server) instead of the server's 31 nodes;
+    reads by key, then whole, still equal the full comparison's tables, order included."""
+    from perfmodel.topology.lazy import NodeTable, server_node
+    from perfmodel.topology.model import ReplicaPattern
+    from perfmodel.topology.symmetry import _symmetry_of_graph, server_symmetry
+
+    assert server_node(17, "gpu3") == ReplicaPattern.prefix(17) + "gpu3" == "n17/gpu3"
+    wide, servers = NodeTable.WIDE, NodeTable.WIDE + 36
+    topo = load_system("dgx-a100", nodes=servers)
+    sym = server_symmetry(topo)
+    table, ids = sym.server, sym.local_id
+    gpus = [f"n{s}/gpu{k}" for s in range(servers) for k in range(8)]
+    assert [table[g] for g in gpus] == [s for s in range(servers) for _ in range(8)]
+    assert [ids[g] for g in reversed(gpus)] == [
+        f"gpu{k}" for _ in range(servers) for k in range(7, -1, -1)
+    ]
+    fabric = 9  # 8 rails and a spine
+    # the first WIDE servers whole (31 nodes each), then the 8 GPU local ids of the other 36
+    assert dict.__len__(table) == fabric + wide * 31 + (servers - wide) * 8
+    # a server past WIDE read whole: its other local ids made in every server not made whole
+    assert table[f"n{servers - 1}/cpu0"] == servers - 1 and "n70/nic3" in table
+    assert table.get(f"n{servers}/gpu0") is None and "n7/nothing" not in table
+    assert dict.__len__(table) == fabric + wide * 31 + (servers - wide) * 10
+    ref = _symmetry_of_graph(topo)
+    for got, want in ((table, ref.server), (ids, ref.local_id)):
+        assert got == want and list(got.items()) == list(want.items())

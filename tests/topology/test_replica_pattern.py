@@ -98,6 +98,16 @@ def test_connectivity_proved_from_the_copies() -> None:
     for system, nodes, fabric in CASES:
         topo = load_system(system, nodes=nodes, fabric_topology=fabric)
         assert topo.pattern is not None and _copies_connected(topo.graph, topo.pattern)
+    # servers grouped by the fabric components they reach (a fat tree's leaves under one spine:
+    # one group), not by leaf: a server recorded without fabric links is still found; one
+    # with NICs 0-3 linked alone is connected (GPUs 4-7 reach them through the server's PCIe
+    # switches and CPUs, one transit component)
+    topo = load_system("dgx-a100", nodes=7, fabric_topology="fat-tree")
+    p = topo.pattern
+    assert p is not None
+    for cut, connected in (((), False), (p.attach[3][:4], True)):
+        attach = (*p.attach[:3], cut, *p.attach[4:])
+        assert _copies_connected(topo.graph, dataclasses.replace(p, attach=attach)) is connected
 
 
 @pytest.mark.parametrize(("system", "nodes", "fabric"), CASES)
@@ -109,3 +119,21 @@ def test_rank_order_and_server_nodes_from_the_build(
     assert topo.gpus == full.gpus and topo.gpus_per_node == full.gpus_per_node
     for s in (0, nodes - 1, -1):
         assert topo.server_nodes(s) == full.server_nodes(s)
+
+
+def test_attachments_hand_written_and_shared_by_servers_wired_alike() -> None:
+    # DGX A100 on rails: NIC k of every server on rail k, one port each; one attachment for all
+    # servers (one tuple: the builder writes it once, not once per server of 2,048)
+    rails = load_system("dgx-a100", nodes=5).pattern
+    assert rails is not None
+    want = tuple((f"nic{k}", f"fabric/rail{k}", 1) for k in range(8))
+    assert rails.attach == (want,) * 5
+    assert all(a is rails.attach[0] for a in rails.attach)
+    # 20-port leaves: servers 0, 1 fill leaf 0, server 2 is split over leaves 0 and 1 (NICs
+    # 0-3, 4-7), servers 3, 4 on leaf 1, servers 5, 6 on leaf 2
+    tree = load_system("dgx-a100", nodes=7, fabric_topology="fat-tree").pattern
+    assert tree is not None
+    on = [tuple((f"nic{k}", f"fabric/leaf{leaf}", 1) for k in range(8)) for leaf in range(3)]
+    split = tuple((f"nic{k}", f"fabric/leaf{0 if k < 4 else 1}", 1) for k in range(8))
+    assert tree.attach == (on[0], on[0], split, on[1], on[1], on[2], on[2])
+    assert tree.attach[0] is tree.attach[1] and tree.attach[5] is tree.attach[6]
