@@ -11,6 +11,7 @@ Used by the CLI (``perfmodel predict``), the examples, plan search and sweeps. C
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -168,7 +169,15 @@ class Scenario:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        """Every field by name, ``model_args`` as a plain ``dict`` (a shallow copy).
+
+        The value ``dataclasses.asdict`` gives (a field of text, number, flag or ``None`` is
+        itself; any other value a deep copy), without its generic walk: a scenario's hash and
+        report read it on every prediction (issue 14)."""
+        d = {}
+        for name in _FIELD_NAMES:
+            v = getattr(self, name)
+            d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
         d["model_args"] = dict(self.model_args)
         return d
 
@@ -177,6 +186,9 @@ class Scenario:
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
+
+_FIELD_NAMES = tuple(f.name for f in fields(Scenario))
+_SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict keeps them as is
 
 # ---------------------------------------------------------------------- resolution helpers
 

@@ -35,7 +35,6 @@ from perfmodel.parallel.lowering import (
     _issue_times,
     build_chunk,
     expert_grad_share,
-    expert_params,
     layers_key,
     partition,
     stage_buffer_bytes,
@@ -632,10 +631,17 @@ class PipelineLowering:
         rc, plan = self.rc, self.plan
         if rc.sharding.stage < 1:
             return stage_params
-        chunks = [self.chunks[c * self.P + s] for c in range(self.V)]
-        expert = expert_params([la for ch in chunks for la in ch.layers])
+        expert = self.stage_expert_params(s)
         return (stage_params - expert) / rc.shard_degree(plan.grad_replicas) + expert / (
             rc.shard_degree(plan.expert_dp)
+        )
+
+    def stage_expert_params(self, s: int) -> int:
+        """Routed experts' parameters among stage ``s``'s (its segments'
+        :attr:`~perfmodel.parallel.lowering.Segment.expert_params`, which cover its chunks'
+        layers: an integer sum, the same in any order)."""
+        return sum(
+            seg.expert_params for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
         )
 
     def finish_stage(self, s: int) -> None:
@@ -653,12 +659,10 @@ class PipelineLowering:
                 )
             )
         if self.dp_on and not self.overlap:
-            expert = sum(
-                seg.expert_params
-                for c in range(self.V)
-                for seg in self.chunks[c * self.P + s].segments
+            nbytes = (
+                self.reduced_params(stage_params, self.stage_expert_params(s))
+                * rc.grad_reduce_bytes
             )
-            nbytes = self.reduced_params(stage_params, expert) * rc.grad_reduce_bytes
             self.grad_comm[s].append(
                 self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
             )
@@ -707,8 +711,12 @@ class PipelineLowering:
         of them is exposed (the rest overlaps the attention kernels); for a MoE model, its total
         and active parameters and that model FLOP/s count the active FLOP."""
         plan, wl = self.plan, self.wl
-        routed = next((la for la in wl.layers if la.expert_role is not None and la.experts), None)
-        if routed is not None and wl.total_active_params:
+        routed = None
+        if wl.total_active_params:  # set for a mixture of experts only (no scan of a dense one)
+            routed = next(
+                (la for la in wl.layers if la.expert_role is not None and la.experts), None
+            )
+        if routed is not None:
             self.b.notes.append(
                 f"mixture of experts: {wl.total_params / 1e9:.1f} B parameters, "
                 f"{wl.total_active_params / 1e9:.1f} B active (top_k {routed.top_k} of "
