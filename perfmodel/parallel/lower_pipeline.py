@@ -809,33 +809,48 @@ class PipelineLowering:
     def periodic_count(self) -> int:
         """Micro-batches of the short schedule a
         :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
-        step). Only 1F1B without interleaving (or one stage), every micro-batch lowered alike
+        step). Only 1F1B (or one stage) and interleaved 1F1B, every micro-batch lowered alike
         (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
-        parallelism), and a step with at least 4/3 of the short schedule's micro-batches (``2 pp + 8``: a
-        warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check and take the period
-        from, the last micro-batch's gradient reduction; the check may ask for
+        parallelism), and a step with at least 4/3 of the short schedule's micro-batches
+        (``2 pp + 8``: a warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check
+        and take the period from, the last micro-batch's gradient reduction; interleaved:
+        ``12 pp``, rounds of ``pp`` micro-batches (:attr:`period_unit`) in place of
+        micro-batches: two of warm-up, eight to check, two of cool-down; the check may ask for
         a longer one once, as long as it stays under 3/4 of the step's); the check itself is
         :func:`perfmodel.sim.engine.evaluate`'s. An eager host's kernel-issue task keeps the
         step's length in a short schedule (:meth:`kernel_issue`): the check then needs it
         over before the period it extends, so the short schedule is made long enough for that
         (or not offered when it would not be short)."""
-        P, plan = self.P, self.plan
+        P, plan, u = self.P, self.plan, self.period_unit
         one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
             P == 1 and plan.schedule is not PipelineSchedule.GPIPE
         )
-        if not one_f_one_b or self.V > 1 or self.owt or self.zero3:
+        if not (one_f_one_b or u > 1) or self.owt or self.zero3:
             return 0
         if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
             return 0
-        base = 2 * P + 8
+        base = first = 2 * P + 8 if u == 1 else 12 * u  # interleaved: 12 rounds of pp
         # an eager host issues the step's kernels in one task per stage, from the start: the
         # period is taken after it ends, at least m x issue / compute micro-batches in (the
-        # period is at least a stage's compute per micro-batch)
+        # period is at least a stage's compute per micro-batch: its chunks')
         issue = self.issue_times()
-        compute = max(ch.fwd_s + ch.bwd_s for ch in self.chunks)
+        chunks, V = self.chunks, self.V
+        compute = max(
+            sum(chunks[c * P + s].fwd_s + chunks[c * P + s].bwd_s for c in range(V))
+            for s in range(P)
+        )
         if max(issue) > 0 and compute > 0:
-            base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
+            base = max(base, math.ceil(max(issue) / compute) + first)
+        base = -(-base // u) * u  # whole rounds
         return base if 4 * base <= 3 * self.m_step else 0
+
+    @property
+    def period_unit(self) -> int:
+        """Micro-batches per period of a :class:`~perfmodel.parallel.periodic.PeriodicGraph`
+        (:attr:`~perfmodel.parallel.periodic.PeriodicGraph.unit`): ``pp`` for interleaved
+        1F1B (its operation orders repeat with micro-batch ``j`` becoming ``j + pp``), else 1."""
+        interleaved = self.plan.schedule is PipelineSchedule.INTERLEAVED and self.P > 1
+        return self.P if interleaved else 1
 
     def lower(self) -> LoweredStep:
         """The whole step: its graph, memory and FLOP. The graph is a
@@ -875,6 +890,7 @@ class PipelineLowering:
                 m,
                 multiplicity=mult,
                 coarse=(lambda: relower(m, True)) if coarse else None,
+                unit=self.period_unit,
             )
         else:
             graph = self.graph()
