@@ -552,21 +552,29 @@ class PipelineLowering:
         """Emit every stage's operations in a dependency-respecting global order (round robin
         over stages: an operation waits until the chunk it depends on has been emitted)."""
         P, K, ops = self.P, self.K, self.ops
+        f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
         pos = [0] * P
-        remaining = sum(len(o) for o in ops)
+        lens = [len(o) for o in ops]
+        remaining = sum(lens)
         while remaining:
             progressed = False
             for s in range(P):
-                while pos[s] < len(ops[s]):
-                    phase, mb, c = ops[s][pos[s]]
+                o, i, n = ops[s], pos[s], lens[s]
+                while i < n:
+                    phase, mb, c = o[i]
                     k = c * P + s
-                    if phase == "F" and k > 0 and (mb, k - 1) not in self.f_out:
-                        break
-                    if phase == "B" and k < K - 1 and (mb, k + 1) not in self.b_out:
-                        break
-                    (self.forward if phase == "F" else self.backward)(s, mb, c)
-                    pos[s] += 1
-                    remaining -= 1
+                    if phase == "F":
+                        if k > 0 and (mb, k - 1) not in f_out:
+                            break
+                        forward(s, mb, c)
+                    else:
+                        if k < K - 1 and (mb, k + 1) not in b_out:
+                            break
+                        backward(s, mb, c)
+                    i += 1
+                if i > pos[s]:
+                    remaining -= i - pos[s]
+                    pos[s] = i
                     progressed = True
             if not progressed:  # pragma: no cover - schedule bug
                 raise RuntimeError("pipeline schedule deadlocked during lowering")
