@@ -212,6 +212,8 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     # of unit j - 1 under the shift by one unit (the lowering's round robin over stages may
     # emit a unit's micro-batches in another interleaving; a stream's order is the schedule's)
     runs: dict[tuple[int, str, str], list[Task]] = {}
+    by_unit: dict[int, list[Task]] = {}
+    one = by_unit if u == 1 else None  # 1F1B: a micro-batch's tasks in program order
     for t in tasks:
         j = t.microbatch
         if j < 0 and t.deps:
@@ -219,16 +221,13 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
             if len(owners) == 1:
                 j = mb[t.tid] = owners.pop()
         if j >= 0:
-            key = (j, "", "") if u == 1 else (j, t.device, t.stream)
-            lst = runs.get(key)
-            if lst is None:
-                runs[key] = [t]
+            if one is not None:
+                one.setdefault(j, []).append(t)
             else:
-                lst.append(t)
-    by_unit: dict[int, list[Task]] = {}
-    for key in sorted(runs) if u > 1 else runs:
+                runs.setdefault((j, t.device, t.stream), []).append(t)
+    for key in sorted(runs):
         by_unit.setdefault(key[0] // u, []).extend(runs[key])
-    unit = [j // u for j in mb]  # -1: no micro-batch
+    unit = mb if u == 1 else [j // u for j in mb]  # -1: no micro-batch
     n = k // u
     span = tl.makespan_s
     tol = PERIOD_RTOL * span
