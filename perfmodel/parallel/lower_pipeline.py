@@ -822,8 +822,8 @@ class PipelineLowering:
         parallelism), and a step with at least 4/3 of the short schedule's micro-batches
         (``2 pp + 8``: a warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check
         and take the period from, the last micro-batch's gradient reduction; interleaved:
-        ``12 pp``, rounds of ``pp`` micro-batches (:attr:`period_unit`) in place of
-        micro-batches: two of warm-up, eight to check, two of cool-down; the check may ask for
+        ``10 pp``, rounds of ``pp`` micro-batches (:attr:`period_unit`) in place of
+        micro-batches: two of warm-up, seven to check, one of cool-down; the check may ask for
         a longer one once, as long as it stays under 3/4 of the step's); the check itself is
         :func:`perfmodel.sim.engine.evaluate`'s. An eager host's kernel-issue task keeps the
         step's length in a short schedule (:meth:`kernel_issue`): the check then needs it
@@ -837,7 +837,7 @@ class PipelineLowering:
             return 0
         if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
             return 0
-        base = first = 2 * P + 8 if u == 1 else 12 * u  # interleaved: 12 rounds of pp
+        base = first = 2 * P + 8 if u == 1 else 10 * u  # interleaved: 10 rounds of pp
         # an eager host issues the step's kernels in one task per stage, from the start: the
         # period is taken after it ends, at least m x issue / compute micro-batches in (the
         # period is at least a stage's compute per micro-batch: its chunks')

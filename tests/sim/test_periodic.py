@@ -48,11 +48,11 @@ CASES = {
     "pp1": dict(pp=1, tp=2, dp=4, zero=1, global_batch=256),
     # full recomputation, sequence parallelism, micro-batch 2
     "recompute-sp": dict(recompute="full", sequence_parallel=True, microbatch=2, global_batch=192),
-    # interleaved 1F1B: rounds of pp micro-batches are the unit; 48 micro-batches from 34 (the
+    # interleaved 1F1B: rounds of pp micro-batches are the unit; 48 micro-batches from 30 (the
     # eager host's kernel issue must be over first)
     "interleaved": dict(schedule="interleaved", interleave=2),
     # interleaved, 4 stages x 3 chunks across two servers, ZeRO-1 with Megatron-Core's
-    # overlapped gradient reduction and parameter gather: 96 micro-batches from 68
+    # overlapped gradient reduction and parameter gather: 96 micro-batches from 60
     "interleaved-pp4-mcore": dict(
         model_args={**GPT, "layers": 12},
         software="megatron-core",
@@ -65,7 +65,7 @@ CASES = {
         global_batch=192,
     ),
     # interleaved with full recomputation, no tensor parallelism (pipeline sends unsplit):
-    # 64 micro-batches from 32
+    # 64 micro-batches from 28
     "interleaved-recompute": dict(
         schedule="interleaved", interleave=4, tp=1, dp=4, recompute="full", global_batch=256
     ),
