@@ -177,8 +177,10 @@ class Scenario:
         d = {}
         for name in _FIELD_NAMES:
             v = getattr(self, name)
-            d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
-        d["model_args"] = dict(self.model_args)
+            if name == "model_args":
+                d[name] = dict(v)
+            else:
+                d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
         return d
 
     def content_hash(self) -> str:
