@@ -11,6 +11,7 @@ Used by the CLI (``perfmodel predict``), the examples, plan search and sweeps. C
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -168,8 +169,18 @@ class Scenario:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["model_args"] = dict(self.model_args)
+        """Every field by name, ``model_args`` as a plain ``dict`` (a shallow copy).
+
+        The value ``dataclasses.asdict`` gives (a field of text, number, flag or ``None`` is
+        itself; any other value a deep copy), without its generic walk: a scenario's hash and
+        report read it on every prediction (issue 14)."""
+        d = {}
+        for name in _FIELD_NAMES:
+            v = getattr(self, name)
+            if name == "model_args":
+                d[name] = dict(v)
+            else:
+                d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
         return d
 
     def content_hash(self) -> str:
@@ -177,6 +188,9 @@ class Scenario:
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
+
+_FIELD_NAMES = tuple(f.name for f in fields(Scenario))
+_SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict keeps them as is
 
 # ---------------------------------------------------------------------- resolution helpers
 
@@ -576,7 +590,10 @@ def _build_step(
         # Megatron-Core's rank order (parallel_state "tp-cp-ep-dp-pp"): pipeline stages
         # outermost, so a stage's expert-parallel group fills servers before it spans NICs
         order = ("tp", "dp", "pp")
-    placement = place(plan, r.topology, gpus=r.topology.gpus[: r.num_gpus], order=order)
+    # the topology's first GPUs: place's default when the plan uses them all (no check of an
+    # explicit list, 1,024 names against the topology's for GPT-3 on 1024 A100)
+    gpus = None if plan.num_gpus == r.num_gpus else r.topology.gpus[: r.num_gpus]
+    placement = place(plan, r.topology, gpus=gpus, order=order)
     inp = StepInputs(
         plan=plan,
         preset=r.preset,

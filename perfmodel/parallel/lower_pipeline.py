@@ -36,7 +36,6 @@ from perfmodel.parallel.lowering import (
     block_runs,
     build_chunk,
     expert_grad_share,
-    expert_params,
     partition,
     stage_buffer_bytes,
     stage_memory,
@@ -557,21 +556,29 @@ class PipelineLowering:
         """Emit every stage's operations in a dependency-respecting global order (round robin
         over stages: an operation waits until the chunk it depends on has been emitted)."""
         P, K, ops = self.P, self.K, self.ops
+        f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
         pos = [0] * P
-        remaining = sum(len(o) for o in ops)
+        lens = [len(o) for o in ops]
+        remaining = sum(lens)
         while remaining:
             progressed = False
             for s in range(P):
-                while pos[s] < len(ops[s]):
-                    phase, mb, c = ops[s][pos[s]]
+                o, i, n = ops[s], pos[s], lens[s]
+                while i < n:
+                    phase, mb, c = o[i]
                     k = c * P + s
-                    if phase == "F" and k > 0 and (mb, k - 1) not in self.f_out:
-                        break
-                    if phase == "B" and k < K - 1 and (mb, k + 1) not in self.b_out:
-                        break
-                    (self.forward if phase == "F" else self.backward)(s, mb, c)
-                    pos[s] += 1
-                    remaining -= 1
+                    if phase == "F":
+                        if k > 0 and (mb, k - 1) not in f_out:
+                            break
+                        forward(s, mb, c)
+                    else:
+                        if k < K - 1 and (mb, k + 1) not in b_out:
+                            break
+                        backward(s, mb, c)
+                    i += 1
+                if i > pos[s]:
+                    remaining -= i - pos[s]
+                    pos[s] = i
                     progressed = True
             if not progressed:  # pragma: no cover - schedule bug
                 raise RuntimeError("pipeline schedule deadlocked during lowering")
@@ -636,10 +643,17 @@ class PipelineLowering:
         rc, plan = self.rc, self.plan
         if rc.sharding.stage < 1:
             return stage_params
-        chunks = [self.chunks[c * self.P + s] for c in range(self.V)]
-        expert = sum(expert_params(ch.layers) for ch in chunks)  # a stack's block read once
+        expert = self.stage_expert_params(s)
         return (stage_params - expert) / rc.shard_degree(plan.grad_replicas) + expert / (
             rc.shard_degree(plan.expert_dp)
+        )
+
+    def stage_expert_params(self, s: int) -> int:
+        """Routed experts' parameters among stage ``s``'s (its segments'
+        :attr:`~perfmodel.parallel.lowering.Segment.expert_params`, which cover its chunks'
+        layers: an integer sum, the same in any order)."""
+        return sum(
+            seg.expert_params for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
         )
 
     def finish_stage(self, s: int) -> None:
@@ -657,12 +671,10 @@ class PipelineLowering:
                 )
             )
         if self.dp_on and not self.overlap:
-            expert = sum(
-                seg.expert_params
-                for c in range(self.V)
-                for seg in self.chunks[c * self.P + s].segments
+            nbytes = (
+                self.reduced_params(stage_params, self.stage_expert_params(s))
+                * rc.grad_reduce_bytes
             )
-            nbytes = self.reduced_params(stage_params, expert) * rc.grad_reduce_bytes
             self.grad_comm[s].append(
                 self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
             )
@@ -711,11 +723,17 @@ class PipelineLowering:
         of them is exposed (the rest overlaps the attention kernels); for a MoE model, its total
         and active parameters and that model FLOP/s count the active FLOP."""
         plan, wl = self.plan, self.wl
-        routed = next(
-            (la for la in distinct_layers(wl.layers) if la.expert_role is not None and la.experts),
-            None,
-        )
-        if routed is not None and wl.total_active_params:
+        routed = None
+        if wl.total_active_params:  # set for a mixture of experts only (no scan of a dense one)
+            routed = next(
+                (
+                    la
+                    for la in distinct_layers(wl.layers)
+                    if la.expert_role is not None and la.experts
+                ),
+                None,
+            )
+        if routed is not None:
             self.b.notes.append(
                 f"mixture of experts: {wl.total_params / 1e9:.1f} B parameters, "
                 f"{wl.total_active_params / 1e9:.1f} B active (top_k {routed.top_k} of "
@@ -810,33 +828,48 @@ class PipelineLowering:
     def periodic_count(self) -> int:
         """Micro-batches of the short schedule a
         :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
-        step). Only 1F1B without interleaving (or one stage), every micro-batch lowered alike
+        step). Only 1F1B (or one stage) and interleaved 1F1B, every micro-batch lowered alike
         (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
-        parallelism), and a step with at least 4/3 of the short schedule's micro-batches (``2 pp + 8``: a
-        warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check and take the period
-        from, the last micro-batch's gradient reduction; the check may ask for
+        parallelism), and a step with at least 4/3 of the short schedule's micro-batches
+        (``2 pp + 8``: a warm-up of about ``pp``, ``pp + 5`` periodic micro-batches to check
+        and take the period from, the last micro-batch's gradient reduction; interleaved:
+        ``10 pp``, rounds of ``pp`` micro-batches (:attr:`period_unit`) in place of
+        micro-batches: two of warm-up, seven to check, one of cool-down; the check may ask for
         a longer one once, as long as it stays under 3/4 of the step's); the check itself is
         :func:`perfmodel.sim.engine.evaluate`'s. An eager host's kernel-issue task keeps the
         step's length in a short schedule (:meth:`kernel_issue`): the check then needs it
         over before the period it extends, so the short schedule is made long enough for that
         (or not offered when it would not be short)."""
-        P, plan = self.P, self.plan
+        P, plan, u = self.P, self.plan, self.period_unit
         one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
             P == 1 and plan.schedule is not PipelineSchedule.GPIPE
         )
-        if not one_f_one_b or self.V > 1 or self.owt or self.zero3:
+        if not (one_f_one_b or u > 1) or self.owt or self.zero3:
             return 0
         if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
             return 0
-        base = 2 * P + 8
+        base = first = 2 * P + 8 if u == 1 else 10 * u  # interleaved: 10 rounds of pp
         # an eager host issues the step's kernels in one task per stage, from the start: the
         # period is taken after it ends, at least m x issue / compute micro-batches in (the
-        # period is at least a stage's compute per micro-batch)
+        # period is at least a stage's compute per micro-batch: its chunks')
         issue = self.issue_times()
-        compute = max(ch.fwd_s + ch.bwd_s for ch in self.chunks)
+        chunks, V = self.chunks, self.V
+        compute = max(
+            sum(chunks[c * P + s].fwd_s + chunks[c * P + s].bwd_s for c in range(V))
+            for s in range(P)
+        )
         if max(issue) > 0 and compute > 0:
-            base = max(base, math.ceil(max(issue) / compute) + 2 * P + 8)
+            base = max(base, math.ceil(max(issue) / compute) + first)
+        base = -(-base // u) * u  # whole rounds
         return base if 4 * base <= 3 * self.m_step else 0
+
+    @property
+    def period_unit(self) -> int:
+        """Micro-batches per period of a :class:`~perfmodel.parallel.periodic.PeriodicGraph`
+        (:attr:`~perfmodel.parallel.periodic.PeriodicGraph.unit`): ``pp`` for interleaved
+        1F1B (its operation orders repeat with micro-batch ``j`` becoming ``j + pp``), else 1."""
+        interleaved = self.plan.schedule is PipelineSchedule.INTERLEAVED and self.P > 1
+        return self.P if interleaved else 1
 
     def lower(self) -> LoweredStep:
         """The whole step: its graph, memory and FLOP. The graph is a
@@ -876,6 +909,7 @@ class PipelineLowering:
                 m,
                 multiplicity=mult,
                 coarse=(lambda: relower(m, True)) if coarse else None,
+                unit=self.period_unit,
             )
         else:
             graph = self.graph()

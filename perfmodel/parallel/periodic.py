@@ -1,15 +1,17 @@
 """A pipeline step of identical micro-batches, lowered when (and only as far as) it is read.
 
-A 1F1B step of ``m`` identical micro-batches has 4,000-18,000 tasks for GPT-3 175B on 1024 A100
-(96 to 768 micro-batches per pipeline), but its list schedule is eventually periodic: once the
-warm-up is over, every micro-batch's tasks start exactly one period ``lambda`` after the previous
-micro-batch's (a max-plus linear system in its periodic regime, Baccelli et al., *Synchronization
-and Linearity*, 1992, ch. 3). :class:`PeriodicGraph` holds the two ways to lower such a step:
+A 1F1B step (plain or interleaved) of ``m`` identical micro-batches has 4,000-18,000 tasks for
+GPT-3 175B on 1024 A100 (96 to 768 micro-batches per pipeline), but its list schedule is
+eventually periodic: once the warm-up is over, every micro-batch's tasks (interleaved: every
+round of ``pp`` micro-batches') start exactly one period ``lambda`` after the previous one's (a
+max-plus linear system in its periodic regime, Baccelli et al., *Synchronization and
+Linearity*, 1992, ch. 3). :class:`PeriodicGraph` holds the two ways to lower such a step:
 
-* :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``2 pp + 8``), from
-  which :func:`perfmodel.sim.engine.evaluate` extends the periodic regime to ``m`` micro-batches
-  after checking it (docs/design.md, "Coarsening"), so the analytic fast path's cost does not
-  grow with the micro-batches;
+* :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``2 pp + 8``;
+  interleaved: ``10 pp``), from which :func:`perfmodel.sim.engine.evaluate` extends the
+  periodic regime to ``m`` micro-batches after checking it (docs/design.md, "The analytic
+  executor's periodic extension"), so the analytic fast path's cost does not grow with the
+  micro-batches;
 * :attr:`PeriodicGraph.tasks` (and everything else a :class:`TaskGraph` has): the whole step,
   lowered on first read and kept. Traces, Gantt charts and any check that reads the tasks get
   exactly the graph the lowering always built.
@@ -135,6 +137,11 @@ class PeriodicGraph(LazyGraph):
         Micro-batches of the first short schedule to try (the check may ask for a longer one).
     microbatches
         The step's micro-batches ``m``.
+    unit
+        Micro-batches per period of the steady regime: 1 for 1F1B, ``pp`` for interleaved
+        1F1B (each round runs ``pp`` micro-batches through every chunk; the operation order
+        repeats with micro-batch ``j`` becoming ``j + pp``). ``short_microbatches`` and
+        ``microbatches`` are multiples of it.
     """
 
     def __init__(
@@ -146,8 +153,11 @@ class PeriodicGraph(LazyGraph):
         *,
         multiplicity: int = 1,
         coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
+        unit: int = 1,
     ) -> None:
         super().__init__(full, coarse, multiplicity=multiplicity)
+        assert not (short_microbatches % unit or microbatches % unit), "whole units only"
+        object.__setattr__(self, "unit", unit)
         object.__setattr__(self, "short_microbatches", short_microbatches)
         object.__setattr__(self, "microbatches", microbatches)
         object.__setattr__(self, "_lower_short", short)

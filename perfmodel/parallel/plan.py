@@ -14,7 +14,7 @@ data-parallel replicas. :mod:`perfmodel.parallel.placement` maps ranks onto GPUs
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError, InfeasiblePlanError
@@ -397,10 +397,12 @@ class ParallelismPlan:
         return batch_per_replica // mb
 
     def to_dict(self) -> dict[str, object]:
-        d = asdict(self)
-        for k, v in d.items():
-            if isinstance(v, enum.Enum):
-                d[k] = v.value
+        """Every field by name, an enum as its value (every field is a number, flag, ``None``
+        or enum: what ``dataclasses.asdict`` gave, without its deep copy)."""
+        d: dict[str, object] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            d[f.name] = v.value if isinstance(v, enum.Enum) else v
         return d
 
     def describe(self) -> str:

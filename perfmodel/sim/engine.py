@@ -123,15 +123,16 @@ class PeriodicTimeline(_WholeOnRead):
     short
         Timeline of the short schedule (``graph.short(k)``, ``k`` micro-batches).
     extra
-        Micro-batches the step has beyond the short schedule, ``m - k``.
+        Periods the step has beyond the short schedule, ``(m - k) / unit`` (a unit is one
+        micro-batch for 1F1B, ``pp`` for interleaved 1F1B: :attr:`PeriodicGraph.unit`).
     period_s
-        ``lambda``: how much later each micro-batch of the periodic regime runs than the
-        previous one, seconds.
+        ``lambda``: how much later each unit of the periodic regime runs than the previous
+        one, seconds.
     window_s
         ``tau``: a time of the short schedule from which ``[tau, tau + lambda)`` is one
         period (only checked micro-batches run in ``[tau - lambda, tau + 2 lambda]``).
     period_tids
-        Task ids of one micro-batch of the periodic regime (one period's work).
+        Task ids of one unit of the periodic regime (one period's work).
     """
 
     def __init__(
@@ -168,12 +169,14 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     to take the period after a task outside them that runs where it would be taken (an eager
     host's kernel issue, as long as the step's).
 
-    The check, on the short schedule's list schedule: a run of micro-batches ``j0 .. j1``
-    whose tasks (same kinds, streams and durations, in program order) each start and end
-    ``lambda`` after micro-batch ``j - 1``'s (to :data:`PERIOD_RTOL`), long enough to hold two
-    consecutive steady iterations and a time ``tau`` such that only micro-batches
-    ``j0 + 1 .. j1 - 1`` run in ``[tau - lambda, tau + 2 lambda]`` while every task outside
-    them ends before or starts after that window (including the makespan's).
+    The check runs on *units* of ``u = graph.unit`` consecutive micro-batches (1F1B: one;
+    interleaved 1F1B: ``pp``, the micro-batches that run each chunk once per round), on the
+    short schedule's list schedule: a run of units ``j0 .. j1`` whose tasks (same kinds,
+    streams and durations, in program order) each start and end ``lambda`` after unit
+    ``j - 1``'s (to :data:`PERIOD_RTOL`), long enough to hold two consecutive steady
+    iterations and a time ``tau`` such that only units ``j0 + 1 .. j1 - 1`` run in
+    ``[tau - lambda, tau + 2 lambda]`` while every task outside them ends before or starts
+    after that window (including the makespan's).
 
     Why that is exact: the list schedule is max-plus linear (``start = max(stream free, deps
     end)``, ``end = start + duration``), so it commutes with a uniform shift of its inputs. A
@@ -181,21 +184,36 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     depends only on iteration ``i - 1`` and on itself: each stream's previous task, stage
     ``s - 1``'s forward send (one iteration earlier), stage ``s + 1``'s backward send (the same
     iteration); a backward's dependence on its own forward never binds (the forward ran
-    earlier on the same stream). Two consecutive iterations shifted by ``lambda`` (all tasks of
-    micro-batches ``i .. i + pp``) therefore make every further steady iteration another
-    ``lambda`` later, and the cool-down and the end of the step (gradient reduction,
-    optimizer) follow the last one. The step with ``m`` micro-batches is the short one with
-    ``m - k`` periods inserted at ``tau``: the makespan grows by ``(m - k) lambda`` and every
-    per-device time (busy compute, breakdown classes) by ``m - k`` times its value over
-    ``[tau, tau + lambda)``.
+    earlier on the same stream). Interleaved 1F1B: in the steady part stage ``s``'s ``n``-th
+    pair is the forward of virtual micro-batch ``n + w_s`` and the backward of ``n``
+    (``w_s = 2 (pp - s - 1) + (v - 1) pp`` warm-up forwards); with iteration ``t`` the pairs
+    ``n = t + s`` of every stage, each dependence goes to iteration ``t - 1`` (a forward's
+    input from stage ``s - 1``, pair ``n - 2``, or on stage 0 from the last stage's previous
+    chunk, pair ``n + pp - 2``; a backward's from stage ``s + 1``, pair ``n``, or on the last
+    stage from stage 0's next chunk, pair ``n - pp``; the stream's previous task) or stays in
+    its pair, and shifting by one unit (``pp v`` virtual micro-batches: micro-batch ``j`` to
+    ``j + pp``, the same chunk) maps the steady part onto itself; a block of ``pp v``
+    iterations uses units ``T .. T + 2``. Two consecutive iterations shifted by ``lambda``
+    therefore make every further steady iteration another ``lambda`` later, and the cool-down
+    and the end of the step (gradient reduction, optimizer) follow the last one. The step with
+    ``m`` micro-batches is the short one with ``(m - k) / u`` periods inserted at ``tau``: the
+    makespan grows by ``(m - k) / u`` times ``lambda`` and every per-device time (busy
+    compute, breakdown classes) by as many times its value over ``[tau, tau + lambda)``.
     """
+    u = graph.unit
     g = graph.short(k)
     tl = _list_schedule(g)
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
     # a task without a micro-batch whose dependencies all belong to one (a "join" after an
     # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
     mb = [t.microbatch for t in tasks]
-    by_mb: dict[int, list[Task]] = {}
+    # a unit's tasks: 1F1B in program order; interleaved in the order of its micro-batches
+    # (j mod u), each per stream in program order, so task i of unit j is the image of task i
+    # of unit j - 1 under the shift by one unit (the lowering's round robin over stages may
+    # emit a unit's micro-batches in another interleaving; a stream's order is the schedule's)
+    runs: dict[tuple[int, str, str], list[Task]] = {}
+    by_unit: dict[int, list[Task]] = {}
+    one = by_unit if u == 1 else None  # 1F1B: a micro-batch's tasks in program order
     for t in tasks:
         j = t.microbatch
         if j < 0 and t.deps:
@@ -203,14 +221,21 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
             if len(owners) == 1:
                 j = mb[t.tid] = owners.pop()
         if j >= 0:
-            by_mb.setdefault(j, []).append(t)
+            if one is not None:
+                one.setdefault(j, []).append(t)
+            else:
+                runs.setdefault((j, t.device, t.stream), []).append(t)
+    for key in sorted(runs):
+        by_unit.setdefault(key[0] // u, []).extend(runs[key])
+    unit = mb if u == 1 else [j // u for j in mb]  # -1: no micro-batch
+    n = k // u
     span = tl.makespan_s
     tol = PERIOD_RTOL * span
-    first = [start[by_mb[j][0].tid] for j in range(k)]
-    # the longest run of micro-batches each a shifted copy of the previous
-    ok = [False] * k
-    for j in range(1, k):
-        a, b = by_mb[j - 1], by_mb[j]
+    first = [start[by_unit[j][0].tid] for j in range(n)]
+    # the longest run of units each a shifted copy of the previous
+    ok = [False] * n
+    for j in range(1, n):
+        a, b = by_unit[j - 1], by_unit[j]
         if len(a) != len(b):
             continue
         lam = first[j] - first[j - 1]
@@ -223,50 +248,58 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
             and abs(end[y.tid] - end[x.tid] - lam) <= tol
             for x, y in zip(a, b, strict=True)
         )
-    best = (0, 0)  # (j0, j1): micro-batches j0 + 1 .. j1 each shifted from the previous
+    best = (0, 0)  # (j0, j1): units j0 + 1 .. j1 each shifted from the previous
     j = 1
-    while j < k:
+    while j < n:
         if not ok[j]:
             j += 1
             continue
         j0 = j - 1
-        while j < k and ok[j]:
+        while j < n and ok[j]:
             j += 1
         if j - 1 - j0 > best[1] - best[0]:
             best = (j0, j - 1)
     j0, j1 = best
     P = len(g.devices)  # one simulated device per pipeline stage
-    # steady iterations i (stage s: forward i + P - s - 1, backward i; the last micro-batch's
-    # backward reduces gradients) whose micro-batches i .. i + P - 1 are all shifted copies
-    steady = range(j0 + 1, min(j1 - P + 1, k - P, k - 2) + 1)
-    # tau: when micro-batch `mid` starts; around it run backwards up to P micro-batches older
-    # and forwards up to one newer, all of which must be periodic
+    # tau: when unit `mid` starts; around it run backwards of older units and forwards of up
+    # to one newer, all of which must be periodic
     mid = j1 - 3
-    if len(steady) < 2 or mid < j0 + P + 2:
+    if u == 1:
+        # steady iterations i (stage s: forward i + P - s - 1, backward i; the last
+        # micro-batch's backward reduces gradients) whose micro-batches i .. i + P - 1 are all
+        # shifted copies
+        steady = range(j0 + 1, min(j1 - P + 1, k - P, k - 2) + 1)
+        short_of = mid < j0 + P + 2
+    else:
+        # steady blocks T of iterations (units T .. T + 2, none of them the last unit, whose
+        # last micro-batch reduces gradients) whose units are all shifted copies
+        steady = range(j0 + 1, min(j1 - 2, n - 3) + 1)
+        short_of = mid < j0 + 4
+    if len(steady) < 2 or short_of:
         return 2 * k
     lam = (first[j1] - first[j0]) / (j1 - j0)
     if not lam > 0:
         return 0
     tau = first[mid]
     lo, hi = tau - lam, tau + 2 * lam
-    blocked = 0.0  # latest end of a task outside the periodic micro-batches in the window
+    blocked = 0.0  # latest end of a task outside the periodic units in the window
     for t in tasks:
         s, e = start[t.tid], end[t.tid]
-        if j0 < mb[t.tid] < j1:
+        if j0 < unit[t.tid] < j1:
             continue
         if not (e <= lo + tol or s >= hi - tol):
             if s > lo:  # starts inside the window: no longer schedule moves it out
                 return 0
             blocked = max(blocked, e)
     if blocked:
-        # a longer schedule whose micro-batch `mid` starts two periods after it (its last
-        # micro-batch reduces gradients, so `mid` is at most k' - 5)
-        return j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5
-    last = max(tasks, key=lambda t: end[t.tid])
-    if j0 < mb[last.tid] < j1 or not start[last.tid] >= hi - tol:
+        # a longer schedule whose unit `mid` starts two periods after it (its last unit
+        # reduces gradients, so `mid` is at most k' / u - 5)
+        return u * (j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5)
+    last = max(range(len(end)), key=end.__getitem__)  # the first task that ends last
+    if j0 < unit[last] < j1 or not start[last] >= hi - tol:
         return 0
-    period = tuple(t.tid for t in by_mb[mid])
-    return PeriodicTimeline(graph, tl, graph.microbatches - k, lam, tau, period)
+    period = tuple(t.tid for t in by_unit[mid])
+    return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)
 
 
 class CommRunner(Protocol):

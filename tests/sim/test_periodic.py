@@ -48,6 +48,27 @@ CASES = {
     "pp1": dict(pp=1, tp=2, dp=4, zero=1, global_batch=256),
     # full recomputation, sequence parallelism, micro-batch 2
     "recompute-sp": dict(recompute="full", sequence_parallel=True, microbatch=2, global_batch=192),
+    # interleaved 1F1B: rounds of pp micro-batches are the unit; 48 micro-batches from 30 (the
+    # eager host's kernel issue must be over first)
+    "interleaved": dict(schedule="interleaved", interleave=2),
+    # interleaved, 4 stages x 3 chunks across two servers, ZeRO-1 with Megatron-Core's
+    # overlapped gradient reduction and parameter gather: 96 micro-batches from 60
+    "interleaved-pp4-mcore": dict(
+        model_args={**GPT, "layers": 12},
+        software="megatron-core",
+        schedule="interleaved",
+        interleave=3,
+        pp=4,
+        nodes=2,
+        dp=2,
+        zero=1,
+        global_batch=192,
+    ),
+    # interleaved with full recomputation, no tensor parallelism (pipeline sends unsplit):
+    # 64 micro-batches from 28
+    "interleaved-recompute": dict(
+        schedule="interleaved", interleave=4, tp=1, dp=4, recompute="full", global_batch=256
+    ),
 }
 
 
@@ -76,7 +97,6 @@ def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.Mon
 @pytest.mark.parametrize(
     "kw",
     [
-        dict(schedule="interleaved", interleave=2),
         dict(schedule="gpipe"),
         dict(zero=2, software="megatron-core"),
         dict(global_batch=16),  # 8 micro-batches: no shorter schedule to take
@@ -88,7 +108,9 @@ def test_not_offered_where_micro_batches_differ(kw: dict) -> None:
     assert not isinstance(step.graph, PeriodicGraph)
 
 
-def _chain(m: int, fwd: list[float], bwd: list[float], host_s: float = 0.0) -> PeriodicGraph:
+def _chain(
+    m: int, fwd: list[float], bwd: list[float], host_s: float = 0.0, *, k: int = 7, unit: int = 1
+) -> PeriodicGraph:
     """One device, 1F1B of ``m`` micro-batches (forward ``fwd[j]``, backward ``bwd[j]`` s),
     then an optimizer of 0.5 s; with ``host_s``, a host task from 0 that the optimizer waits
     for (an eager host's kernel issue): a hand-made :class:`PeriodicGraph`."""
@@ -103,7 +125,7 @@ def _chain(m: int, fwd: list[float], bwd: list[float], host_s: float = 0.0) -> P
         b.add(TaskKind.OPTIMIZER, "g0", "compute", 0.5, [prev, host], "optimizer")
         return b.build()
 
-    return PeriodicGraph(lambda: build(m), build, 7, m)
+    return PeriodicGraph(lambda: build(m), build, k, m, unit=unit)
 
 
 def test_hand_computed_extension() -> None:
@@ -125,6 +147,20 @@ def test_refuses_when_micro_batches_differ() -> None:
     tl = evaluate(g)
     assert not isinstance(tl, PeriodicTimeline)
     assert tl.makespan_s == pytest.approx(350.5)
+
+
+def test_unit_of_two_micro_batches() -> None:
+    """The same alternating micro-batches with a period of two micro-batches (the unit of an
+    interleaved schedule over two stages): every pair is a shifted copy of the previous one,
+    so a 20-micro-batch schedule is extended, to the same 350.5 s: 50 x 3 s forward,
+    100 x 2 s backward, 0.5 s optimizer."""
+    fwd = [1.0 + j % 2 for j in range(100)]
+    tl = evaluate(_chain(100, fwd, [2.0] * 100, k=20, unit=2))
+    assert isinstance(tl, PeriodicTimeline)
+    assert (tl.extra, tl.period_s) == (40, pytest.approx(7.0))  # 80 micro-batches more
+    assert tl.makespan_s == pytest.approx(350.5, rel=1e-12)
+    bd = breakdown(tl)
+    assert (bd.compute_s, bd.optimizer_s, bd.bubble_s) == pytest.approx((350.0, 0.5, 0.0))
 
 
 @pytest.mark.parametrize(("host_s", "periodic"), [(100.0, True), (280.0, False)])
