@@ -239,8 +239,9 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
 
 def _periodic_critical(tl: PeriodicTimeline) -> str:
     """:func:`critical_device` of a periodic timeline: each device's busy compute time is the
-    short schedule's plus ``extra`` times one micro-batch's compute tasks (every micro-batch of
-    the periodic regime runs the same); ties as :func:`_busiest` breaks them."""
+    short schedule's plus ``extra`` times one unit's compute tasks (every unit of the periodic
+    regime, one micro-batch or, interleaved, ``pp`` of them, runs the same); ties as
+    :func:`_busiest` breaks them."""
     short = tl.short
     busy = _compute_busy(short)
     tasks = short.graph.tasks
