@@ -9,6 +9,7 @@ the short schedule does not show the periodic regime.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from report_compare import assert_close, gpt_scenario
@@ -17,7 +18,7 @@ import perfmodel.api as api
 from perfmodel.api import Scenario, _build_step, predict, resolve
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import PeriodicGraph
-from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
+from perfmodel.parallel.taskgraph import GraphBuilder, Task, TaskKind
 from perfmodel.report.step import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import PeriodicTimeline, _list_schedule, evaluate
@@ -201,3 +202,59 @@ def test_simulation_runs_the_whole_graph() -> None:
     assert not isinstance(rep.timeline, PeriodicTimeline)
     assert rep.timeline.fidelity == "simulated"
     assert len(rep.timeline.end_s) == len(step.graph.full().tasks)
+
+
+def _lowering_of(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[PipelineLowering, Any]:
+    """The step of ``sc`` and the :class:`PipelineLowering` that lowered it."""
+    seen: list[PipelineLowering] = []
+    count = PipelineLowering.periodic_count
+    with monkeypatch.context() as m:
+        m.setattr(PipelineLowering, "periodic_count", lambda self: seen.append(self) or count(self))
+        step, _ = _build_step(sc, resolve(sc))
+    return seen[0], step
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_short_schedule_passes_first_and_its_bound_holds(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first short schedule offered passes the check (no longer one is lowered), and
+    every unit's first forward on stage 0 starts no earlier than the host step plus
+    ``_stage0_busy_before`` (the lower bound the eager host's count rests on)."""
+    low, step = _lowering_of(_scenario(**CASES[name]), monkeypatch)
+    g = step.graph
+    assert isinstance(g, PeriodicGraph)
+    tl = evaluate(g)
+    assert isinstance(tl, PeriodicTimeline)
+    assert list(g._shorts) == [g.short_microbatches]
+    u, V, P = g.unit, low.V, low.P
+    assert g.short_microbatches >= u * (2 * P + 7 if u == 1 else 12)
+    short, h = tl.short, low.host_step_s()
+    firsts: dict[int, Task] = {}  # unit -> its first micro-batch's first forward task
+    for t in short.graph.tasks:
+        if t.device == low.gpu[0] and t.stream == "compute" and t.chunk == 0:
+            if t.kind is TaskKind.COMPUTE and t.label.startswith("F") and t.microbatch % u == 0:
+                firsts.setdefault(t.microbatch // u, t)
+    assert len(firsts) == g.short_microbatches // u
+    for t in firsts.values():
+        bound = h + low._stage0_busy_before(t.microbatch * V)
+        assert short.start_s[t.tid] >= bound * (1 - 1e-12), (t.label, short.start_s[t.tid], bound)
+
+
+def test_interleaved_without_host_issue_takes_twelve_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stack without an eager host's kernel issue (graph mode): interleaved 1F1B (pp 2, two
+    chunks) is extended from 12 rounds of pp micro-batches on the first try (10 rounds, the
+    count before, leave the check too few periodic rounds after the cool-down: it asked for
+    20), to the whole schedule's report."""
+    monkeypatch.setattr(PipelineLowering, "issue_times", lambda self: [0.0] * self.P)
+    sc = _scenario(**CASES["interleaved"])
+    step, _ = _build_step(sc, resolve(sc))
+    g = step.graph
+    assert isinstance(g, PeriodicGraph) and g.short_microbatches == 24
+    tl = evaluate(g)
+    assert isinstance(tl, PeriodicTimeline) and list(g._shorts) == [24]
+    whole = _list_schedule(g.full())
+    assert math.isclose(tl.makespan_s, whole.makespan_s, rel_tol=1e-12)
+    assert_close(breakdown(tl).to_dict(), breakdown(whole).to_dict())
