@@ -840,12 +840,14 @@ class PipelineLowering:
 
         The count is the fewest the check can pass on, in units (:attr:`period_unit`):
         warm-up units ``0 .. j0`` (1F1B: ``j0 = pp``, the first micro-batch whose
-        predecessor on every stream is a steady operation; interleaved: two rounds), then
+        predecessor on every stream is a steady operation; interleaved: the rounds stage 0's
+        ``2 (pp - 1) + (v - 1) pp`` warm-up forwards reach into, 2, or 1 for pp 2), then
         shifted copies ``j0 + 1 .. n - tail`` (:attr:`_tail`) around the window's unit
         ``mid = n - tail - 3``, which the check needs at least ``pp + 2`` (interleaved: 4)
         units after ``j0``: ``2 pp + 7`` micro-batches for 1F1B, 12 rounds of ``pp``
-        interleaved (before: ``2 pp + 8``, and 10 rounds, which the check always refused,
-        the eager host's bound below making up for it). An eager host's kernel-issue task
+        interleaved (11 for pp 2, whose warm-up stays in the first round; before: ``2 pp +
+        8``, and 10 rounds, which the check always refused, the eager host's bound below
+        making up for it). An eager host's kernel-issue task
         keeps the step's length in a short schedule (:meth:`kernel_issue`): the check then
         needs it over before the window, so the schedule is made long enough for that
         (:meth:`_issue_over_count`), or not offered when it would not be short. Measured on
@@ -861,10 +863,11 @@ class PipelineLowering:
             return 0
         # the fewest units the check can pass on: warm-up units 0 .. j0 (1F1B: j0 = pp, the
         # first micro-batch whose predecessor on every stream is a steady operation;
-        # interleaved: two rounds), then units j0 + 1 .. n - tail shifted copies around the
-        # window's unit mid = n - tail - 3 >= j0 + gap (pp + 2;
-        # interleaved 4: the check's structure, perfmodel.sim.engine.periodic_timeline)
-        j0 = P if u == 1 else 2
+        # interleaved: the rounds stage 0's warm-up forwards reach into, 1 for pp 2, else 2),
+        # then units j0 + 1 .. n - tail shifted copies around the window's unit
+        # mid = n - tail - 3 >= j0 + gap (pp + 2; interleaved 4: the check's structure,
+        # perfmodel.sim.engine.periodic_timeline)
+        j0 = P if u == 1 else -(-(2 * (P - 1) + (self.V - 1) * P) // (P * self.V))
         base = u * (j0 + (P + 2 if u == 1 else 4) + self._tail + 3)
         limit = 3 * self.m_step // 4  # the longest short schedule worth lowering
         issue = max(self.issue_times())

@@ -113,6 +113,25 @@ def peak_in_flight(ops: list[Op]) -> int:
 
 @lru_cache(maxsize=1024)
 def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1) -> int:
-    """:func:`peak_in_flight` of :func:`stage_ops` (memoised: it depends on these integers
-    only, and a step's memory needs it without the operation lists)."""
-    return peak_in_flight(stage_ops(schedule, p, m, stage, v))
+    """:func:`peak_in_flight` of :func:`stage_ops`, without the operation lists (memoised: it
+    depends on these integers only). GPipe holds all ``m``; 1F1B and interleaved 1F1B run
+    ``w`` warm-up forwards of their ``n`` (``m``, or ``m v`` virtual) and then a forward and a
+    backward in turn (:func:`_warm_then_alternate`), so the count peaks at ``w + 1`` after the
+    first forward that follows the warm-up, or at ``n`` when the warm-up is all of them
+    (``w = n``): ``min(w + 1, n)``. Refuses what :func:`interleaved` refuses.
+
+    >>> from perfmodel.parallel.plan import PipelineSchedule as S
+    >>> [stage_peak_in_flight(S.ONE_F_ONE_B, 4, 8, s) for s in range(4)]
+    [4, 3, 2, 1]
+    >>> stage_peak_in_flight(S.INTERLEAVED, 4, 8, 0, 2), stage_peak_in_flight(S.GPIPE, 4, 8, 0)
+    (11, 8)
+    """
+    if schedule is PipelineSchedule.GPIPE:
+        return m
+    if schedule is PipelineSchedule.ONE_F_ONE_B or p == 1:
+        n, w = m, min(p - stage - 1, m)
+    else:
+        check_interleaved(p, m)
+        n = m * v
+        w = min((p - stage - 1) * 2 + (v - 1) * p, n)
+    return min(w + 1, n)

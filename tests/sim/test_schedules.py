@@ -122,3 +122,26 @@ def test_schedules_match_their_loop_definitions() -> None:
                 if m % p == 0:
                     assert interleaved(p, m, stage, v) == _reference_interleaved(p, m, stage, v)
     assert peak_in_flight([("B", 0, 0)]) == 0 and peak_in_flight([]) == 0
+
+
+def test_stage_peak_in_flight_closed_form_equals_the_operation_lists() -> None:
+    """``stage_peak_in_flight`` counts without listing the operations (a GPT-3 step of 192
+    micro-batches on 8 stages listed 8 x 768 of them for its memory): the same peak as
+    :func:`peak_in_flight` of :func:`stage_ops` for every schedule, stage and chunk count on
+    a grid, and the same refusal where pp does not divide an interleaved step's micro-batches."""
+    from perfmodel.errors import InfeasiblePlanError
+    from perfmodel.parallel.plan import PipelineSchedule
+    from perfmodel.parallel.schedule import stage_ops, stage_peak_in_flight
+
+    for sched in PipelineSchedule:
+        for p in range(1, 7):
+            for m in range(13):
+                for v in range(1, 4):
+                    for stage in range(p):
+                        try:
+                            ref = peak_in_flight(stage_ops(sched, p, m, stage, v))
+                        except InfeasiblePlanError:
+                            with pytest.raises(InfeasiblePlanError):
+                                stage_peak_in_flight(sched, p, m, stage, v)
+                            continue
+                        assert stage_peak_in_flight(sched, p, m, stage, v) == ref
