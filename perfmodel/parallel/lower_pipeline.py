@@ -845,14 +845,13 @@ class PipelineLowering:
         shifted copies ``j0 + 1 .. n - tail`` (:attr:`_tail`) around the window's unit
         ``mid = n - tail - 3``, which the check needs at least ``pp + 2`` (interleaved: 4)
         units after ``j0``: ``2 pp + 7`` micro-batches for 1F1B, 12 rounds of ``pp``
-        interleaved (11 for pp 2, whose warm-up stays in the first round; before: ``2 pp +
-        8``, and 10 rounds, which the check always refused, the eager host's bound below
-        making up for it). An eager host's kernel-issue task
-        keeps the step's length in a short schedule (:meth:`kernel_issue`): the check then
-        needs it over before the window, so the schedule is made long enough for that
-        (:meth:`_issue_over_count`), or not offered when it would not be short. Measured on
-        540 small scenarios (1F1B and interleaved, pp 1-4, five presets): every one passes
-        the check on its first short schedule, 11% fewer micro-batches in all than before."""
+        interleaved (10 for pp 2, whose warm-up and cool-down stay in one round; before:
+        ``2 pp + 8``, and 10 rounds, which the check refused from pp 3 on, the eager host's
+        bound below making up for it). An eager host's kernel-issue task keeps the step's
+        length in a short schedule (:meth:`kernel_issue`): the check then needs it over
+        before the window, so the schedule is made long enough for that
+        (:meth:`_issue_over_count`), or not offered when it would not be short (docs/design.md,
+        "How short", for the scenarios this was checked on)."""
         P, plan, u = self.P, self.plan, self.period_unit
         one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
             P == 1 and plan.schedule is not PipelineSchedule.GPIPE
@@ -867,7 +866,7 @@ class PipelineLowering:
         # then units j0 + 1 .. n - tail shifted copies around the window's unit
         # mid = n - tail - 3 >= j0 + gap (pp + 2; interleaved 4: the check's structure,
         # perfmodel.sim.engine.periodic_timeline)
-        j0 = P if u == 1 else -(-(2 * (P - 1) + (self.V - 1) * P) // (P * self.V))
+        j0 = P if u == 1 else self._tail - 1
         base = u * (j0 + (P + 2 if u == 1 else 4) + self._tail + 3)
         limit = 3 * self.m_step // 4  # the longest short schedule worth lowering
         issue = max(self.issue_times())
@@ -884,22 +883,19 @@ class PipelineLowering:
         :func:`perfmodel.sim.engine.periodic_timeline` takes the period in.
 
         That window starts one period before unit ``mid = n - tail - 3`` of the ``n``
-        units starts (``j1 = n - tail`` the last unit the check finds periodic: ``tail`` is 2
-        for 1F1B, whose last micro-batch reduces the gradients, and 3 for interleaved 1F1B,
-        whose cool-down covers more than one unit, as the check finds on every lowered case,
-        docs/design.md), i.e. when unit ``mid - 1`` starts: with stage 0's forward of its
-        first micro-batch (chunk 0; the lowering emits it before any other task of that
-        micro-batch). Stage 0's compute stream runs its operations one at a time in the
-        schedule's order (:func:`~perfmodel.parallel.schedule.stage_ops`), from the end of the
-        host step, so that forward starts no earlier than the host step plus the compute-stream
-        time of the operations before it: :meth:`_stage0_busy_before`, a lower bound (every
-        task is at least its segments' summed compute, plus their tensor-parallel collectives
-        where those run on the compute stream). The count is the first ``n`` whose bound reaches
-        ``issue_end_s`` (the host step plus the longest stage's issue: the other stages' tasks
-        start at 0). Before, the bound added the issue's length in micro-batches to ``base``
-        (``ceil(issue / compute per micro-batch) + base``), as if the warm-up and the checked
-        micro-batches ran after the issue rather than beside it: plan dp32 tp8 pp4 mb1 of
-        GPT-3 175B on 1024 A100, 21 -> 16 micro-batches."""
+        units starts (``j1 = n - tail`` the last unit the check finds periodic, :attr:`_tail`),
+        i.e. when unit ``mid - 1`` starts: with stage 0's forward of its first micro-batch
+        (chunk 0; the lowering emits it before any other task of that micro-batch). A compute
+        stream runs its operations one at a time in the schedule's order
+        (:func:`~perfmodel.parallel.schedule.stage_ops`), after the host step, so that forward
+        starts no earlier than the host step plus :meth:`_stage0_busy_before`, a lower bound
+        (every task is at least its segments' summed compute, plus their tensor-parallel
+        collectives where those run on the compute stream). The count is the first ``n``
+        whose bound reaches ``issue_end_s`` (the host step plus the longest stage's issue: the
+        other stages' tasks start at 0). Before, the bound added the issue's length in
+        micro-batches to ``base`` (``ceil(issue / compute per micro-batch) + base``), as if
+        the warm-up and the checked micro-batches ran after the issue rather than beside it:
+        plan dp32 tp8 pp4 mb1 of GPT-3 175B on 1024 A100, 21 -> 15 micro-batches."""
         u, tail = self.period_unit, self._tail
         n = -(-base // u)  # whole units
         while n * u <= limit:
@@ -912,10 +908,13 @@ class PipelineLowering:
         """A lower bound on when stage 0's forward of virtual micro-batch ``x`` (1F1B: micro-
         batch ``x``; interleaved: the ``x``-th forward, ``x`` a multiple of ``pp v``, so chunk 0)
         starts after the host step, seconds: the summed compute-stream time of the operations
-        before it in a schedule that reaches it in its steady part: ``x`` forwards and, after
-        stage 0's ``w`` warm-up forwards (``pp - 1``; interleaved ``2 (pp - 1) + (v - 1) pp``),
-        one backward per forward (the steady part alternates forward and backward), virtual
-        backward ``b`` running chunk ``v - 1 - (b // pp) % v``."""
+        before it on stage 0 in a schedule that reaches it in its steady part: ``x`` forwards
+        and, after stage 0's ``w`` warm-up forwards (``pp - 1``; interleaved ``2 (pp - 1) +
+        (v - 1) pp``), one backward per forward (the steady part alternates forward and
+        backward), virtual backward ``b`` running chunk ``v - 1 - (b // pp) % v``. For 1F1B
+        also each later stage's compute-stream time up to its backward ``x - pp``, which stage
+        0's backward ``x - pp``, just before this forward, waits for through the pipeline's
+        backward sends (the largest of these sums)."""
         if x <= 0:
             return 0.0
         P, V = self.P, self.V
@@ -926,8 +925,17 @@ class PipelineLowering:
             fwd.append(f + tf if on_stream else f)
             bwd.append(b + tb if on_stream else b)
         if V == 1:
-            w = P - 1
-            return x * fwd[0] + max(0, x - w) * bwd[0]
+            busy = x * fwd[0] + max(0, x - (P - 1)) * bwd[0]
+            # 1F1B: the backward i = x - pp that stage 0 runs just before this forward waits
+            # for stage s's backward i (pipeline sends), after stage s's forwards 0 .. i + pp -
+            # s - 1 and backwards 0 .. i on its compute stream, for every stage s
+            i = x - P
+            if i >= 0:
+                for s in range(1, P):
+                    f, tf, b, tb = self.chunk_sums(s)
+                    fs, bs = (f + tf, b + tb) if on_stream else (f, b)
+                    busy = max(busy, (i + P - s) * fs + (i + 1) * bs)
+            return busy
         w = 2 * (P - 1) + (V - 1) * P
         busy = (x // (P * V)) * P * sum(fwd)  # x is whole rounds of pp micro-batches
         nb = max(0, x - w)
@@ -939,10 +947,15 @@ class PipelineLowering:
     @property
     def _tail(self) -> int:
         """Units at the end of a short schedule that are not shifted copies of the one before
-        (:meth:`periodic_count`): 2 for 1F1B (the last micro-batch reduces the gradients), 3 for
-        interleaved 1F1B (its cool-down, ``2 (pp - 1) + (v - 1) pp`` backwards on stage 0, covers
-        more than the last round)."""
-        return 2 if self.period_unit == 1 else 3
+        (:meth:`periodic_count`): 2 for 1F1B (the last micro-batch reduces the gradients); for
+        interleaved 1F1B one more than the rounds of ``pp v`` virtual micro-batches that stage
+        0's cool-down of ``2 (pp - 1) + (v - 1) pp`` backwards reaches into (3, or 2 for pp 2),
+        which are also the warm-up rounds at the start."""
+        u = self.period_unit
+        if u == 1:
+            return 2
+        P, V = self.P, self.V
+        return 1 - (-(2 * (P - 1) + (V - 1) * P) // (P * V))
 
     @property
     def period_unit(self) -> int:
