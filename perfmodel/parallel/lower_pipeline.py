@@ -845,8 +845,8 @@ class PipelineLowering:
         shifted copies ``j0 + 1 .. n - tail`` (:attr:`_tail`) around the window's unit
         ``mid = n - tail - 3``, which the check needs at least ``pp + 2`` (interleaved: 4)
         units after ``j0``: ``2 pp + 7`` micro-batches for 1F1B, 12 rounds of ``pp``
-        interleaved (10 for pp 2, whose warm-up and cool-down stay in one round; before:
-        ``2 pp + 8``, and 10 rounds, which the check refused from pp 3 on, the eager host's
+        interleaved (11 for pp 2, whose warm-up stays in the first round; before:
+        ``2 pp + 8``, and 10 rounds, which the check always refused, the eager host's
         bound below making up for it). An eager host's kernel-issue task keeps the step's
         length in a short schedule (:meth:`kernel_issue`): the check then needs it over
         before the window, so the schedule is made long enough for that
@@ -866,7 +866,7 @@ class PipelineLowering:
         # then units j0 + 1 .. n - tail shifted copies around the window's unit
         # mid = n - tail - 3 >= j0 + gap (pp + 2; interleaved 4: the check's structure,
         # perfmodel.sim.engine.periodic_timeline)
-        j0 = P if u == 1 else self._tail - 1
+        j0 = P if u == 1 else -(-(2 * (P - 1) + (self.V - 1) * P) // (P * self.V))
         base = u * (j0 + (P + 2 if u == 1 else 4) + self._tail + 3)
         limit = 3 * self.m_step // 4  # the longest short schedule worth lowering
         issue = max(self.issue_times())
@@ -947,15 +947,11 @@ class PipelineLowering:
     @property
     def _tail(self) -> int:
         """Units at the end of a short schedule that are not shifted copies of the one before
-        (:meth:`periodic_count`): 2 for 1F1B (the last micro-batch reduces the gradients); for
-        interleaved 1F1B one more than the rounds of ``pp v`` virtual micro-batches that stage
-        0's cool-down of ``2 (pp - 1) + (v - 1) pp`` backwards reaches into (3, or 2 for pp 2),
-        which are also the warm-up rounds at the start."""
-        u = self.period_unit
-        if u == 1:
-            return 2
-        P, V = self.P, self.V
-        return 1 - (-(2 * (P - 1) + (V - 1) * P) // (P * V))
+        (:meth:`periodic_count`): 2 for 1F1B (the last micro-batch reduces the gradients), 3
+        for interleaved 1F1B (its cool-down, ``2 (pp - 1) + (v - 1) pp`` backwards on stage 0,
+        reaches back beyond the last round), as the check finds on every case of
+        docs/design.md's "How short"."""
+        return 2 if self.period_unit == 1 else 3
 
     @property
     def period_unit(self) -> int:

@@ -228,7 +228,7 @@ def test_short_schedule_passes_first_and_its_bound_holds(
     assert isinstance(tl, PeriodicTimeline)
     assert list(g._shorts) == [g.short_microbatches]
     u, V, P = g.unit, low.V, low.P
-    assert g.short_microbatches >= u * (2 * P + 7 if u == 1 else 10 if P == 2 else 12)
+    assert g.short_microbatches >= u * (2 * P + 7 if u == 1 else 11 if P == 2 else 12)
     short, h = tl.short, low.host_step_s()
     firsts: dict[int, Task] = {}  # unit -> its first micro-batch's first forward task
     for t in short.graph.tasks:
