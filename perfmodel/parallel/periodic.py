@@ -7,9 +7,10 @@ round of ``pp`` micro-batches') start exactly one period ``lambda`` after the pr
 max-plus linear system in its periodic regime, Baccelli et al., *Synchronization and
 Linearity*, 1992, ch. 3). :class:`PeriodicGraph` holds the two ways to lower such a step:
 
-* :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``2 pp + 8``;
-  interleaved: ``10 pp``), from which :func:`perfmodel.sim.engine.evaluate` extends the
-  periodic regime to ``m`` micro-batches after checking it (docs/design.md, "The analytic
+* :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``2 pp + 7``;
+  interleaved: ``12 pp``; more for an eager host:
+  :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.periodic_count`), from which
+  :func:`perfmodel.sim.engine.evaluate` extends the periodic regime to ``m`` micro-batches after checking it (docs/design.md, "The analytic
   executor's periodic extension"), so the analytic fast path's cost does not grow with the
   micro-batches;
 * :attr:`PeriodicGraph.tasks` (and everything else a :class:`TaskGraph` has): the whole step,

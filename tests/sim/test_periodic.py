@@ -1,6 +1,6 @@
 """The analytic executor's periodic extension (issue 14: cost independent of the micro-batches).
 
-A 1F1B step of identical micro-batches is evaluated from a short schedule of ``2 pp + 8``
+A 1F1B step of identical micro-batches is evaluated from a short schedule of ``2 pp + 7``
 micro-batches extended by its period (``perfmodel.sim.engine.periodic_timeline``). Every report
 field must equal the whole schedule's (to 1e-9 relative), and the extension must refuse where
 the short schedule does not show the periodic regime.
@@ -39,9 +39,9 @@ def _full_report(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> dict:
 
 
 CASES = {
-    # pp 2: 48 micro-batches from a 10-micro-batch schedule; megatron's eager host issues kernels
+    # pp 2: 48 micro-batches from a 16-micro-batch schedule; megatron's eager host issues kernels
     "pp2": {},
-    # pp 4 across two servers (pipeline sends over the NICs), 48 micro-batches from 16
+    # pp 4 across two servers (pipeline sends over the NICs), 48 micro-batches from 18
     "pp4-2nodes": dict(nodes=2, dp=2, pp=4, global_batch=96),
     # tied embedding all-reduce, gradient overlap of the last micro-batch (pytorch-style DDP)
     "mcore-overlap": dict(software="megatron-core", global_batch=128),
@@ -49,11 +49,11 @@ CASES = {
     "pp1": dict(pp=1, tp=2, dp=4, zero=1, global_batch=256),
     # full recomputation, sequence parallelism, micro-batch 2
     "recompute-sp": dict(recompute="full", sequence_parallel=True, microbatch=2, global_batch=192),
-    # interleaved 1F1B: rounds of pp micro-batches are the unit; 48 micro-batches from 30 (the
+    # interleaved 1F1B: rounds of pp micro-batches are the unit; 48 micro-batches from 26 (the
     # eager host's kernel issue must be over first)
     "interleaved": dict(schedule="interleaved", interleave=2),
     # interleaved, 4 stages x 3 chunks across two servers, ZeRO-1 with Megatron-Core's
-    # overlapped gradient reduction and parameter gather: 96 micro-batches from 60
+    # overlapped gradient reduction and parameter gather: 96 micro-batches from 56
     "interleaved-pp4-mcore": dict(
         model_args={**GPT, "layers": 12},
         software="megatron-core",
@@ -66,7 +66,7 @@ CASES = {
         global_batch=192,
     ),
     # interleaved with full recomputation, no tensor parallelism (pipeline sends unsplit):
-    # 64 micro-batches from 28
+    # 64 micro-batches from 24
     "interleaved-recompute": dict(
         schedule="interleaved", interleave=4, tp=1, dp=4, recompute="full", global_batch=256
     ),
