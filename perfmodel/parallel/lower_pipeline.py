@@ -924,7 +924,7 @@ class PipelineLowering:
             f, tf, b, tb = self.chunk_sums(c * P)
             fwd.append(f + tf if on_stream else f)
             bwd.append(b + tb if on_stream else b)
-        if V == 1:
+        if self.period_unit == 1:  # 1F1B (one chunk per stage)
             busy = x * fwd[0] + max(0, x - (P - 1)) * bwd[0]
             # 1F1B: the backward i = x - pp that stage 0 runs just before this forward waits
             # for stage s's backward i (pipeline sends), after stage s's forwards 0 .. i + pp -

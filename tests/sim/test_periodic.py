@@ -65,6 +65,9 @@ CASES = {
         zero=1,
         global_batch=192,
     ),
+    # the interleaved schedule with one chunk per stage (warm-up 2 (pp - 1) forwards, unlike
+    # 1F1B's pp - 1): 96 micro-batches from 48
+    "interleaved-one-chunk": dict(schedule="interleaved", interleave=1, pp=4, dp=1),
     # interleaved with full recomputation, no tensor parallelism (pipeline sends unsplit):
     # 64 micro-batches from 24
     "interleaved-recompute": dict(
