@@ -232,24 +232,22 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     span = tl.makespan_s
     tol = PERIOD_RTOL * span
     first = [start[by_unit[j][0].tid] for j in range(n)]
-    # the longest run of units each a shifted copy of the previous: the same kinds, streams
-    # and durations in order (one tuple per task, compared list to list), every start and end
-    # one period later (each unit's lists made once, compared with both neighbours)
+    # the longest run of units each a shifted copy of the previous
     ok = [False] * n
-    prev: tuple[list[tuple[object, ...]], list[float], list[float]] | None = None
-    for j in range(n):
-        b = by_unit[j]
-        cur = (
-            [(t.kind, t.device, t.stream, t.duration_s) for t in b],
-            [start[t.tid] for t in b],
-            [end[t.tid] for t in b],
+    for j in range(1, n):
+        a, b = by_unit[j - 1], by_unit[j]
+        if len(a) != len(b):
+            continue
+        lam = first[j] - first[j - 1]
+        ok[j] = all(
+            x.kind is y.kind
+            and x.device == y.device
+            and x.stream == y.stream
+            and x.duration_s == y.duration_s
+            and abs(start[y.tid] - start[x.tid] - lam) <= tol
+            and abs(end[y.tid] - end[x.tid] - lam) <= tol
+            for x, y in zip(a, b, strict=True)
         )
-        if prev is not None and prev[0] == cur[0]:
-            lam = first[j] - first[j - 1]
-            ok[j] = all(abs(y - x - lam) <= tol for x, y in zip(prev[1], cur[1])) and all(
-                abs(y - x - lam) <= tol for x, y in zip(prev[2], cur[2])
-            )
-        prev = cur
     best = (0, 0)  # (j0, j1): units j0 + 1 .. j1 each shifted from the previous
     j = 1
     while j < n:
@@ -285,8 +283,9 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     tau = first[mid]
     lo, hi = tau - lam, tau + 2 * lam
     blocked = 0.0  # latest end of a task outside the periodic units in the window
-    for s, e, un in zip(start, end, unit):  # task ids are positions
-        if j0 < un < j1:
+    for t in tasks:
+        s, e = start[t.tid], end[t.tid]
+        if j0 < unit[t.tid] < j1:
             continue
         if not (e <= lo + tol or s >= hi - tol):
             if s > lo:  # starts inside the window: no longer schedule moves it out
