@@ -284,7 +284,9 @@ class PipelineLowering:
         key = (s_from, s_to, per_rank)
         hit = self.p2p_cache.get(key)
         if hit is None:
-            pairs = [(pl.gpu(0, s_from, t), pl.gpu(0, s_to, t)) for t in range(pl.tp)]
+            # rank t of one stage's tensor-parallel group with rank t of the other's (the
+            # groups are strided slices of the placement: no rank computed per member)
+            pairs = list(zip(pl.tp_group(0, s_from), pl.tp_group(0, s_to), strict=True))
             spec = CommSpec(
                 CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
             )
