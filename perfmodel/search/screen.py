@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -370,12 +371,13 @@ class PlanScreen:
         def each(value: Any, blocks_only: bool) -> Any:
             """``value`` of every layer in order (of the block layers only), the copies'
             from their block: the numbers a layer-by-layer loop reads, no copy made."""
-            keep = (lambda la: la.block is not None) if blocks_only else (lambda la: True)
-            yield from (value(la) for la in head if keep(la))
+            ends = [
+                [la for la in seq if la.block is not None] if blocks_only else seq
+                for seq in (head, tail)
+            ]
             block = [value(la) for la in template]
-            for _ in copy_ids:
-                yield from block
-            yield from (value(la) for la in tail if keep(la))
+            copies = chain.from_iterable(repeat(block, len(copy_ids)))
+            return chain(map(value, ends[0]), copies, map(value, ends[1]))
 
         if start <= last_block < stop:
             boundary = template[(last_block - start) % len(template)].output_shape
