@@ -270,7 +270,14 @@ class PlanScreen:
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
     ) -> _Parts:
-        """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``)."""
+        """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
+
+        A stack (:class:`~perfmodel.workload.layers.StackedLayers`) is read as the layers
+        outside its copies and its block with the copies' indices
+        (:func:`~perfmodel.workload.layers.split_at_copies`): no copy is made, and every sum
+        adds the same numbers in the same order as a layer-by-layer loop (a copy prices as
+        its block: equal cost fields), so the reports are bit-equal to reading the layers one
+        by one (``tests/search/test_screen_stack.py``)."""
         key = (mb, tp, recompute, sp, ep, cp)
         hit = self._parts_cache.get(key)
         if hit is not None:
