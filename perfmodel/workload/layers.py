@@ -473,6 +473,39 @@ def runs_isum(layers: Sequence[LayerCost], value: Callable[[LayerCost], int]) ->
     return sum(n * sum(value(la) for la in block) for block, n in layer_runs(layers))
 
 
+def whole_copies(
+    layers: Sequence[LayerCost],
+) -> tuple[int, tuple[LayerCost, ...], range] | None:
+    """Where the whole copies of a stack's block lie in ``layers``, without making them:
+    ``(start, block, blocks)``: from position ``start`` on, ``len(blocks)`` copies of
+    ``block``'s layers back to back (each equal to ``block`` in every field but ``name`` and
+    ``block``), copy ``j`` with block index ``blocks[j]``
+    (:meth:`StackedLayers.copy_blocks`). ``None`` for a plain sequence or a slice without a
+    whole copy. Unlike a ``(block, 1)`` piece of :func:`layer_runs`, a single copy is told
+    apart from the template's own layers here."""
+    if not isinstance(layers, StackedLayers):
+        return None
+    blocks = layers.copy_blocks()
+    if not blocks:
+        return None
+    s = layers._s
+    start = len(s.head) + (blocks.start - s.block0) * len(s.template) - layers._lo
+    return start, s.template, blocks
+
+
+def split_at_copies(
+    layers: Sequence[LayerCost],
+) -> tuple[tuple[LayerCost, ...], tuple[LayerCost, ...], range, tuple[LayerCost, ...]]:
+    """``(before, block, blocks, after)``: ``layers`` is ``before``, then ``len(blocks)``
+    copies of ``block`` (:func:`whole_copies`), then ``after``; without whole copies
+    ``(tuple(layers), (), range(0), ())``. Only the layers outside the copies are read."""
+    wc = whole_copies(layers)
+    if wc is None:
+        return tuple(layers), (), range(0), ()
+    start, block, blocks = wc
+    return tuple(layers[:start]), block, blocks, tuple(layers[start + len(blocks) * len(block) :])
+
+
 @dataclass(frozen=True)
 class Workload:
     """A model at a given micro-batch size, precision and tensor-parallel degree.
