@@ -409,7 +409,11 @@ class StackedLayers(Sequence[LayerCost]):
             else:
                 if a < full_a:
                     out.append((tuple(s.layer(i) for i in range(a, full_a)), 1))
-                out.append((s.template, (full_b - full_a) // p))
+                n = (full_b - full_a) // p
+                if n > 1:
+                    out.append((s.template, n))
+                else:  # one copy: its own layers (the template's carry another block index)
+                    out.append((tuple(s.layer(i) for i in range(full_a, full_b)), 1))
                 if full_b < b:
                     out.append((tuple(s.layer(i) for i in range(full_b, b)), 1))
         if max(lo, end) < hi:
