@@ -488,15 +488,10 @@ def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float
     fabric port goodput (bytes/s)."""
     g = topology.graph
     server = topology.server_of(topology.gpus[0])
-    p = topology.pattern
-    # that server's nodes alone where the build record lists them: a pass over the whole graph
-    # makes every server of a cluster built by copying (topology/lazy.py: all 512 servers of
-    # GPT-3 175B tp8 pp8 dp64 on 4096 A100), in the same order
-    nodes = (
-        ((n, g.nodes[n]) for n in topology.server_nodes(server))
-        if p is not None and p.describes(topology)
-        else g.nodes(data=True)
-    )
+    # that server's nodes alone (Topology.server_nodes reads them off the build record where
+    # there is one: a pass over the whole graph makes every server of a cluster built by
+    # copying, topology/lazy.py: all 512 servers of GPT-3 175B tp8 pp8 dp64 on 4096 A100)
+    nodes = ((n, g.nodes[n]) for n in topology.server_nodes(server))
     nics = [
         n
         for n, d in nodes
