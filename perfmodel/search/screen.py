@@ -54,7 +54,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.workload.layers import split_at_copies, whole_copies
+from perfmodel.workload.layers import split_at_copies
 
 
 @dataclass(frozen=True)
@@ -96,23 +96,14 @@ def _first_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
     """The first stage's layers: those before the blocks, then the layers of the blocks
     ``keep``, in order. When they are the model's first layers (the kept blocks fill the
     positions after the leading layers), a slice of the workload's layers (a stack's copies
-    stay unmade, :func:`_unambiguous`), else the tuple of them."""
+    stay unmade), else the tuple of them."""
     end = len(pt.pre_layers)
     for lo, hi, n in sorted(pt.spans[b] for b in keep):
         if lo != end or hi - lo != n:  # a gap, or a block with other layers inside it
             kept = set(keep)
             return pt.pre_layers + tuple(la for la in pt.all_layers if la.block in kept)
         end = hi
-    return _unambiguous(pt.all_layers[:end])
-
-
-def _unambiguous(layers: Sequence[Any]) -> Sequence[Any]:
-    """``layers``, or their tuple when they hold exactly one whole copy of a stack's block:
-    :func:`~perfmodel.workload.layers.layer_runs` gives that copy as the piece
-    ``(template, 1)``, whose layers carry the template's block index, so a block-by-block
-    reader (``memory.full_recompute_bytes``) would merge it with the template's own block."""
-    wc = whole_copies(layers)
-    return tuple(layers) if wc is not None and len(wc[2]) == 1 else layers
+    return pt.all_layers[:end]
 
 
 class PlanScreen:
@@ -425,7 +416,7 @@ class PlanScreen:
         if pp == 1:
             stage_host = bh + ph + qh
             f, b, c = bf + pf + qf, bb + pb + qb, bc + pc + qc
-            first_layers = _unambiguous(pt.all_layers)
+            first_layers = pt.all_layers
         else:
             share = per_stage_blocks / n_blocks
             # the slower of the first stage (embedding) and the last stage (head, loss)

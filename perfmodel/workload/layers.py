@@ -386,7 +386,8 @@ class StackedLayers(Sequence[LayerCost]):
 
     def pieces(self) -> list[tuple[tuple[LayerCost, ...], int]]:
         """This sequence as ``(layers, n)`` pieces in order: ``n`` copies of ``layers`` (the
-        stack's template, ``n >= 1``) or ``n == 1`` and the layers themselves; partial copies at
+        stack's template, ``n >= 2``) or ``n == 1`` and the layers themselves (a single whole
+        copy comes as its own layers: the template's carry another block index); partial copies at
         the ends of a slice come as their own layers. See :func:`layer_runs`. Computed once
         per sequence (it is immutable); do not change the list."""
         if self._pieces is None:
@@ -485,8 +486,7 @@ def whole_copies(
     ``block``'s layers back to back (each equal to ``block`` in every field but ``name`` and
     ``block``), copy ``j`` with block index ``blocks[j]``
     (:meth:`StackedLayers.copy_blocks`). ``None`` for a plain sequence or a slice without a
-    whole copy. Unlike a ``(block, 1)`` piece of :func:`layer_runs`, a single copy is told
-    apart from the template's own layers here."""
+    whole copy."""
     if not isinstance(layers, StackedLayers):
         return None
     blocks = layers.copy_blocks()

@@ -41,9 +41,9 @@ def test_screen_makes_no_copy_of_the_stack() -> None:
 
 
 def test_a_stage_with_one_whole_copy_makes_only_that_copy() -> None:
-    """A stage of 3 blocks holds one whole copy, which ``layer_runs`` gives as the template
-    ``(block, 1)`` with the template's block index: the screen reads that stage as a tuple
-    (one block's copies made) so the full-recompute memory counts two blocks, not one."""
+    """A stage of 3 blocks holds one whole copy, which ``layer_runs`` gives as the copy's own
+    layers (:meth:`StackedLayers.pieces`; the template's carry another block index, and the
+    full-recompute memory must count two blocks, not one): only that copy is made."""
     screen = PlanScreen(BASE)
     screen(_plan(1, 2, "full"))
     template = whole_copies(screen._workload(1, 1, False).layers)[1]  # type: ignore[index]
