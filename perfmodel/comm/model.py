@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any
 
@@ -209,6 +209,17 @@ PATTERN_MEMO_SIZE = 4096
 _BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
 """Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
 fabric (:meth:`CommCostModel._collective_shape`)."""
+
+
+def _any_count_key(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The ring pattern ``key`` (:meth:`CommCostModel._ring_pattern`) without its server
+    count: ``("ring*", local ids of a part, class)`` where every server is of that one class
+    of interchangeable servers; else ``None``."""
+    seq = key[2]
+    first = seq[0]
+    if len(seq) < 2 or isinstance(first, tuple) or any(c != first for c in seq):
+        return None
+    return ("ring*", key[1], first)
 
 
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
@@ -579,6 +590,8 @@ class CommCostModel:
         key, parts = got
         pat = self._patterns.entries.get(key)
         if pat is None:
+            pat = self._pattern_of_count(key, len(parts))
+        if pat is None:
             if key in self._unsummarised:
                 return None  # read off an image where one is (_shape_group)
             # the first group of its pattern: analysed as itself (no image to relabel)
@@ -645,6 +658,37 @@ class CommCostModel:
             servers=tuple(sorted(index[s] for s in summary.servers)),
         )
         self._patterns.get(key, lambda: pat)
+        any_count = _any_count_key(key)
+        every = set(index.values()) - {-1}
+        if any_count is not None and summary.fabric_free and every <= set(pat.servers):
+            self._patterns.get(any_count, lambda: pat)
+
+    def _pattern_of_count(self, key: tuple[Any, ...], n_servers: int) -> _RingPattern | None:
+        """The numbers of ring pattern ``key`` read off a group of the same local ids over
+        another number of servers of the same one class (:func:`_any_count_key`), kept under
+        ``key`` from now on; ``None`` where no such group has been summarised with every
+        boundary's fabric part one switch (:attr:`~perfmodel.comm.rings.RingSummary.fabric_free`).
+
+        Issue 14: the data-parallel groups of 16, 32 and 64 servers of one class (GPT-3 175B
+        on 128 DGX A100) are one analysis. Why it is :meth:`_build_group`'s answer, bit for
+        bit: with one class, :func:`~perfmodel.comm.rings.ring_summary` composes one class
+        pair's boundary (the first two servers'; every server pair of the class composes the
+        same, :meth:`_ring_pattern`), and the number of boundaries (the server count) enters
+        only as the multiplier of the fabric-link loads, of which a fabric-free summary has
+        none: the same resources, capacities and per-channel counts in the same order, so the
+        same max-min rates; the channel count (the first part's rings and the server's NICs),
+        the first server's hops, the latencies of the one boundary path and the server
+        attributes do not read the count either. The channels touch every server of the group
+        (and the fabric where the recorded group's did)."""
+        any_count = _any_count_key(key)
+        if any_count is None:
+            return None
+        base = self._patterns.entries.get(any_count)
+        if base is None:
+            return None
+        touched = (-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers))
+        pat = replace(base, servers=touched)
+        return self._patterns.get(key, lambda: pat)
 
     def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The analysis of a group, read off the group of the same shape in the first servers

@@ -2002,7 +2002,10 @@ class RingSummary:
     which every server of the group has by local id; ``inter_hops``: one path for every
     inter-server hop up to renaming (one boundary of each class pair), with the same links'
     attributes in the same order as every hop it stands for; ``servers``: the servers (``-1``:
-    fabric) the channels' hops touch.
+    fabric) the channels' hops touch; ``fabric_free``: no channel loads a link between two
+    fabric nodes (each boundary's fabric part is one switch), so the rates read no count of
+    boundaries (the ring's server count enters only through fabric-link loads, which are each
+    boundary's count times that count).
     """
 
     n_channels: int
@@ -2011,6 +2014,7 @@ class RingSummary:
     intra_hops: tuple[tuple[str, ...], ...]
     inter_hops: tuple[tuple[str, ...], ...]
     servers: frozenset[int]
+    fabric_free: bool = False
 
 
 def ring_summary(
@@ -2304,4 +2308,5 @@ def ring_summary(
         intra_hops=tuple(h for hops in seg_hops for h in hops),
         inter_hops=tuple(inter_hops),
         servers=frozenset(touched),
+        fabric_free=not any(fab_load),
     )
