@@ -30,6 +30,7 @@ from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
+    MAX_CHANNELS,
     Channel,
     DirectedLinks,
     LazyChannels,
@@ -48,7 +49,7 @@ from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import NodeKind
-from perfmodel.topology.symmetry import server_symmetry
+from perfmodel.topology.symmetry import member_automorphism, server_symmetry
 
 FIDELITIES = ("analytic", "simulated")
 
@@ -868,10 +869,43 @@ class CommCostModel:
         base_members = tuple(sym.map_node(m, smap) for m in members)
         base = self._packs.get(base_members)
         if base is None:
-            base = self._packs[base_members] = pack_rings(self.links, base_members)
+            base = self._image_pack(base_members) or pack_rings(self.links, base_members)
+            self._packs[base_members] = base
         if smap[s] == s:
             return base
         return _relabel(base, sym.node_map({smap[s]: s}))
+
+    def _image_pack(self, members: tuple[str, ...]) -> tuple[Channel, ...] | None:
+        """The ring packing of GPUs ``members`` of one server read off an earlier packing of
+        as many GPUs of that server that no name decided, where an automorphism of the server
+        maps those GPUs onto ``members`` in order
+        (:func:`~perfmodel.topology.symmetry.member_automorphism`), names mapped; else ``None``.
+
+        Why it is :func:`~perfmodel.comm.rings.pack_rings`' own answer: the packing searches
+        the server's nodes and links only, and reads of them the link units, capacities,
+        latencies and classes, which transit nodes are, and the members' order (ring orders
+        by index), all kept by the automorphism; its last tie-break, the name order, decided
+        no choice of the earlier packing (``DirectedLinks._name_free``: every comparison
+        settled before the names, no fallback routes, no host-memory detours). So the search on
+        ``members`` makes the image of every comparison and choice, and finds the image
+        rings. Issue 14: a tensor-parallel group of GPUs 4-7 of a DGX A100 takes GPUs 0-3's
+        rings (the other PCIe complexes, CPU and NICs are the image)."""
+        links = self.links
+        s = links.server[members[0]]
+        nodes = links.server_nodes[s]
+        for done in list(self._packs):
+            key = (done, MAX_CHANNELS)
+            if len(done) != len(members) or done == members or key not in links._name_free:
+                continue
+            if links.server.get(done[0]) != s or any(links.server[x] != s for x in done):
+                continue
+            fwd = member_automorphism(self.topology, nodes, done, members)
+            if fwd is not None:
+                packed = _relabel(self._packs[done], fwd)
+                links._packed[(members, MAX_CHANNELS)] = packed  # pack_rings' answer
+                links._name_free.add((members, MAX_CHANNELS))
+                return packed
+        return None
 
     def _same_server(self, path: Sequence[str]) -> bool:
         srv = self.links.server

@@ -86,6 +86,11 @@ class DirectedLinks:
         self._sides_by_attach: dict[Any, dict[str, tuple[tuple[Any, ...], ...]]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
+        #: ring packings (keys of :attr:`_packed`) no choice of which compared node names
+        #: (:func:`pack_rings`): the same, names mapped, on any image of the server
+        self._name_free: set[tuple[tuple[str, ...], int]] = set()
+        #: choices of the ring packing's searches that the name order decided (a counter)
+        self._name_ties = 0
         #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
         #: a server (each pair is searched again on every ring's residual)
         self._layers: dict[Any, tuple[dict[str, int], list[str]] | None] = {}
@@ -1288,6 +1293,8 @@ def _min_hop_widest(
                 units = min(int(res[i]), bu)
                 unit_bw = min(unit_cap[i], bw)
                 key: tuple[float, ...] = (units, unit_bw, 0.0, -rank[v])
+                if cand is not None and key[:3] == cand[0][:3]:
+                    links._name_ties += 1  # the name order decides this choice
             else:
                 units = bu
                 unit_bw = min(cap[i], bw)
@@ -1371,7 +1378,10 @@ def pack_rings(
     key = (tuple(members), max_channels)
     hit = links._packed.get(key)
     if hit is None:
+        ties = links._name_ties
         hit = links._packed[key] = _pack_rings(links, key[0], max_channels)
+        if links._name_ties == ties and not (links.no_p2p or links.p2p_denied):
+            links._name_free.add(key)
     return hit
 
 
@@ -1467,6 +1477,7 @@ def _finish(
         # No unit-feasible ring (e.g. a member reachable only through saturated units): fall
         # back to the rank-order ring on the default routes (through host memory where the
         # GPUs have no peer-to-peer).
+        links._name_ties += 1  # routes break ties by name
         order_nodes = tuple(members)
         hops_t = tuple(links.route(order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
         channels.append(Channel(order_nodes, hops_t))
