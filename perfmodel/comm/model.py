@@ -420,6 +420,8 @@ class CommCostModel:
             inside = self._shape_inside
             if shape is not None and inside.get(shape) is True:
                 hit = self._shape_results.get((o, m, shape, algo))
+                if hit is None:
+                    hit = self._by_shape(o, m, shape, algo)
                 if hit is not None:
                     self._cache[key] = hit
                     return hit
@@ -959,6 +961,24 @@ class CommCostModel:
         res = self._analytic(op, m, members, algo)
         if res.algorithm in _BY_GROUP_NUMBERS:
             self._representatives.get(numbers, partial(self._groups.get, members))
+        return res
+
+    def _by_shape(
+        self, op: CollectiveOp, m: float, shape: tuple[str, ...], algo: Algorithm
+    ) -> CommResult | None:
+        """A new message size of a group whose shape's image ``shape``
+        (:meth:`_collective_shape`) is analysed and stays in its servers: priced on the
+        image's analysis (no relabelled copy made), kept under the shape, where the chosen
+        algorithm reads only the group's numbers (``_BY_GROUP_NUMBERS``: then the image's
+        result is the group's, as for the sizes the shape shares in :meth:`collective`);
+        ``None`` otherwise (the group is analysed itself)."""
+        base = self._groups.get(shape)
+        if base is None or op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+            return None
+        res = self._analytic_info(op, m, base, algo)
+        if res.algorithm not in _BY_GROUP_NUMBERS:
+            return None
+        self._shape_results[(op, m, shape, algo)] = res
         return res
 
     def _analytic(
