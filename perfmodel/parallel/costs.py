@@ -341,14 +341,17 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     if None in classes:
         return None
     rank = {srv: i for i, srv in enumerate(order)}
+    indices = tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs)
+    # the hops' name orders, once per distinct server sequence (tensor-parallel siblings on
+    # the same servers share one; the indices say which groups have which)
     before = []
-    for sv in srvs:
+    for sv in dict.fromkeys(map(tuple, srvs)):
         if len(sv) < 2:
             continue
         for a, b in zip(sv, (*sv[1:], sv[0])):
             if a != b and cls[a] == cls[b]:
                 before.append(position[a] < position[b])
-    return (classes, tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs), lids, tuple(before))
+    return (classes, indices, lids, tuple(before))
 
 
 #: Server-level sharing factors by shape (:func:`_nic_shape`): a plan search meets a few per
