@@ -339,6 +339,10 @@ class CommCostModel:
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._shape_inside: dict[tuple[str, ...], bool] = {}
+        #: (op, id of a GroupInfo) -> (that GroupInfo, :meth:`_nccl_table`)
+        self._nccl_tables: BoundedMemo[tuple[CollectiveOp, int], tuple[GroupInfo, list[Any]]] = (
+            BoundedMemo(PATTERN_MEMO_SIZE)
+        )
         self._twin_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
         self._shape_results: dict[tuple[Any, ...], CommResult] = {}
@@ -1052,9 +1056,42 @@ class CommCostModel:
     def _nccl_candidates(
         self, op: CollectiveOp, m: float, info: GroupInfo
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
-        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice."""
+        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice.
+
+        The size-free part of each choice is :meth:`_nccl_table`'s, kept per (op, group
+        analysis); here only what reads ``m`` is applied, in the same order of operations as
+        one pass would (the ring plateau factor on the latency, the tree correction on the
+        algorithm bandwidth), so every candidate is the same float, bit for bit."""
         if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
             return []
+        # the entry holds ``info``, so no other object has its id while the entry is kept
+        table = self._nccl_tables.get((op, id(info)), lambda: (info, self._nccl_table(op, info)))
+        assert table[0] is info
+        out = []
+        plateau_from = info.n / 16.0 * 65536
+        for algo, proto, lat, algbw, bus, plateau in table[1]:
+            if algo is Algorithm.RING:
+                if plateau and m >= plateau_from:
+                    lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+            else:
+                log_size = int(math.log2(max(m / 64.0, 1.0)))
+                if log_size < 22:
+                    algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
+            if algbw <= 0:
+                continue
+            out.append((lat + m / algbw, algo, proto, lat, bus))
+        if op is CollectiveOp.ALLREDUCE:
+            out.extend(self._in_switch_candidates(m, info))
+        out.extend(recent_candidates(self, op, m, info))
+        return out
+
+    def _nccl_table(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """Per NCCL ring/tree choice of ``op`` on ``info``'s group, what does not read the
+        message size: (algorithm, protocol, latency before the ring plateau factor, algorithm
+        bandwidth before the tree correction, bus bandwidth, whether the plateau factor applies
+        from ``n / 16 x 64 KiB`` on)."""
         n, nodes = info.n, info.nodes
         if op is CollectiveOp.ALLREDUCE:
             nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
@@ -1105,15 +1142,13 @@ class CommCostModel:
                             if nodes == 1
                             else P.NCCL_TREE_LL128_FACTOR_INTER
                         )
-                    algbw = bus * 0.5
-                    log_size = int(math.log2(max(m / 64.0, 1.0)))
-                    if log_size < 22:
-                        algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
+                    algbw = bus * 0.5  # the size's correction: _nccl_candidates
                 intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
                 inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
                 if nodes > 1 and proto is Protocol.LL:
                     intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
                 lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
+                plateau = False
                 if algo is Algorithm.RING:
                     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
                         step = P.NCCL_STEP_LATENCY_S[
@@ -1130,21 +1165,13 @@ class CommCostModel:
                         )
                     else:
                         lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
-                    if (
-                        proto is Protocol.SIMPLE
-                        and nodes > 1
-                        and op is CollectiveOp.ALLREDUCE
-                        and m >= n / 16.0 * 65536
-                    ):
-                        lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+                    # the size's plateau factor: _nccl_candidates
+                    plateau = (
+                        proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+                    )
                 else:
                     lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
-                if algbw <= 0:
-                    continue
-                out.append((lat + m / algbw, algo, proto, lat, bus))
-        if op is CollectiveOp.ALLREDUCE:
-            out.extend(self._in_switch_candidates(m, info))
-        out.extend(recent_candidates(self, op, m, info))
+                out.append((algo, proto, lat, algbw, bus, plateau))
         return out
 
     def _in_switch_candidates(
