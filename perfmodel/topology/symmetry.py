@@ -238,17 +238,17 @@ def member_automorphism(
     keeps every link inside them with all its attributes, and every node attribute but the
     names and the GPU number (:data:`_RENAMED`), or ``None`` where this construction finds none.
 
-    Candidates: each node goes to a node of the same attributes and the same hop distances
-    (inside ``nodes``) to ``dst[i]`` as it has to ``src[i]``, for every ``i``; nodes alike by
-    that go to each other in name order. The map is then checked link by link, so a returned
-    map is an automorphism of the server's graph (a finer search could find one where this
-    returns ``None``; the caller then computes as before). Issue 14: GPUs 4-7 of a DGX A100
-    are the image of GPUs 0-3 (the other PCIe complexes, CPU and NICs), so their ring packing
-    is one search.
+    Candidates: each node goes to a node of the same kind and the same hop distances (inside
+    ``nodes``) to ``dst[i]`` as it has to ``src[i]``, for every ``i``; nodes alike by that go
+    to each other in name order. The map is then checked node by node and link by link, so a
+    returned map is an automorphism of the server's graph (a finer search could find one where
+    this returns ``None``; the caller then computes as before). Issue 14: GPUs 4-7 of a DGX
+    A100 are the image of GPUs 0-3 (the other PCIe complexes, CPU and NICs), so their ring
+    packing is one search.
     """
     if len(src) != len(dst) or len(set(src)) != len(src):
         return None
-    adj, node_key, edge_key = _server_tables(topology, nodes)
+    adj, kind = _server_tables(topology, nodes)
 
     def hops(root: str) -> dict[str, int]:
         dist = {root: 0}
@@ -266,18 +266,27 @@ def member_automorphism(
 
     d_src, d_dst = [hops(x) for x in src], [hops(y) for y in dst]
     by_sig: dict[Any, tuple[list[str], list[str]]] = {}
-    for n, a in node_key.items():  # in name order
-        by_sig.setdefault((a, *(d.get(n, -1) for d in d_src)), ([], []))[0].append(n)
-        by_sig.setdefault((a, *(d.get(n, -1) for d in d_dst)), ([], []))[1].append(n)
+    for n, k in kind.items():  # in name order
+        by_sig.setdefault((k, *(d.get(n, -1) for d in d_src)), ([], []))[0].append(n)
+        by_sig.setdefault((k, *(d.get(n, -1) for d in d_dst)), ([], []))[1].append(n)
     out: dict[str, str] = {}
     for froms, tos in by_sig.values():
         if len(froms) != len(tos):
             return None
         out.update(zip(froms, tos))
-    get = edge_key.get
-    for (u, v), k in edge_key.items():
-        if get((out[u], out[v])) != k:
+    g = topology.graph
+    attrs, links = g.nodes, g.adj
+    for u, x in out.items():
+        if u == x:
+            continue
+        a, b = attrs[u], attrs[x]
+        if a.keys() != b.keys() or any(a[k] != b[k] for k in a if k not in _RENAMED):
             return None
+        lu, lx = links[u], links[x]
+        for v in adj[u]:
+            y = out[v]
+            if y not in lx or lu[v] != lx[y]:
+                return None
     return out
 
 
@@ -286,25 +295,18 @@ _SERVER_TABLES: BoundedMemo[tuple[Topology, frozenset[str]], Any] = BoundedMemo(
 
 def _server_tables(
     topology: Topology, nodes: frozenset[str]
-) -> tuple[dict[str, list[str]], dict[str, Any], dict[tuple[str, str], Any]]:
-    """The links among ``nodes`` (both directions), each node's attribute key without
-    :data:`_RENAMED` (nodes in name order) and each directed link's attribute key; kept for
-    the last few servers asked."""
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """The links among ``nodes`` and each node's kind (nodes in name order); kept for the last
+    few servers asked."""
     return _SERVER_TABLES.get((topology, nodes), partial(_make_server_tables, topology, nodes))
 
 
 def _make_server_tables(
     topology: Topology, nodes: frozenset[str]
-) -> tuple[dict[str, list[str]], dict[str, Any], dict[tuple[str, str], Any]]:
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
     g = topology.graph
     adj = {n: [v for v in g.adj[n] if v in nodes] for n in nodes}
-    node_key = {
-        n: tuple(sorted((k, _value_key(v)) for k, v in g.nodes[n].items() if k not in _RENAMED))
-        for n in sorted(nodes)
-    }
-    edges = g.edges
-    edge_key = {(u, v): _attrs_key(edges[u, v]) for u in nodes for v in adj[u]}
-    return adj, node_key, edge_key
+    return adj, {n: g.nodes[n]["kind"] for n in sorted(nodes)}
 
 
 @lru_cache(maxsize=64)
