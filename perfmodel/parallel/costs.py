@@ -373,6 +373,10 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     same ratios, the same maximum. Issue 14: the data-parallel groups of every pipeline stage
     and of every plan with that degree and tensor-parallel rank are one shape, read in C
     loops (a name-mapped canonical form cost ~0.15 ms per stage for 8 groups of 64).
+    Parallel rings (every group one GPU on each of the same two or more servers of one
+    class, in the same order, one local id per group) are ``("parallel", class, local
+    ids)``: each server then sends one flow per group, whatever the number of servers, so
+    the factor of every data-parallel degree of those local ids is one (comment below).
     """
     sym = server_symmetry(topology)
     server, local_id, cls = sym.server, sym.local_id, sym.cls
@@ -381,6 +385,20 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
         lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
     except KeyError:  # a name in no server's table
         return None
+    first = srvs[0]
+    if len(first) >= 2 and all(sv == first for sv in srvs) and len(set(first)) == len(first):
+        # parallel rings (the data-parallel groups of one stage): every group one GPU on each
+        # of the same servers in the same order, one local id per group, one class. Every hop
+        # leaves its server, so each server sends one flow per group from the NIC set of the
+        # group's local id: the same counts per server for any number of servers (two or
+        # more), hence one factor per (class, local ids) for dp 16, 32 and 64.
+        c = cls.get(first[0])
+        if (
+            c is not None
+            and all(cls.get(srv) == c for srv in first)
+            and all(len(set(ids)) == 1 for ids in lids)
+        ):
+            return ("parallel", c, tuple(ids[0] for ids in lids))
     order = dict.fromkeys(chain.from_iterable(srvs))
     classes = tuple(map(cls.get, order))
     if None in classes:
