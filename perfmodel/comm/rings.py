@@ -89,8 +89,9 @@ class DirectedLinks:
         #: ring packings (keys of :attr:`_packed`) no choice of which compared node names
         #: (:func:`pack_rings`): the same, names mapped, on any image of the server
         self._name_free: set[tuple[tuple[str, ...], int]] = set()
-        #: choices of the ring packing's searches that the name order decided (a counter)
-        self._name_ties = 0
+        #: counts choices of the ring packing's searches that the name order decided
+        #: (``next`` is atomic: a packing's own ties are never missed beside other threads')
+        self._name_ties = itertools.count()
         #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
         #: a server (each pair is searched again on every ring's residual)
         self._layers: dict[Any, tuple[dict[str, int], list[str]] | None] = {}
@@ -1294,7 +1295,7 @@ def _min_hop_widest(
                 unit_bw = min(unit_cap[i], bw)
                 key: tuple[float, ...] = (units, unit_bw, 0.0, -rank[v])
                 if cand is not None and key[:3] == cand[0][:3]:
-                    links._name_ties += 1  # the name order decides this choice
+                    next(links._name_ties)  # the name order decides this choice
             else:
                 units = bu
                 unit_bw = min(cap[i], bw)
@@ -1378,9 +1379,10 @@ def pack_rings(
     key = (tuple(members), max_channels)
     hit = links._packed.get(key)
     if hit is None:
-        ties = links._name_ties
+        ties = next(links._name_ties)
         hit = links._packed[key] = _pack_rings(links, key[0], max_channels)
-        if links._name_ties == ties and not (links.no_p2p or links.p2p_denied):
+        # no choice counted in between (another thread's count only withholds the mark)
+        if next(links._name_ties) == ties + 1 and not (links.no_p2p or links.p2p_denied):
             links._name_free.add(key)
     return hit
 
@@ -1477,7 +1479,7 @@ def _finish(
         # No unit-feasible ring (e.g. a member reachable only through saturated units): fall
         # back to the rank-order ring on the default routes (through host memory where the
         # GPUs have no peer-to-peer).
-        links._name_ties += 1  # routes break ties by name
+        next(links._name_ties)  # routes break ties by name
         order_nodes = tuple(members)
         hops_t = tuple(links.route(order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
         channels.append(Channel(order_nodes, hops_t))
