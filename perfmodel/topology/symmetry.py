@@ -277,15 +277,14 @@ def member_automorphism(
     g = topology.graph
     attrs, links = g.nodes, g.adj
     for u, x in out.items():
-        if u == x:
-            continue
-        a, b = attrs[u], attrs[x]
-        if a.keys() != b.keys() or any(a[k] != b[k] for k in a if k not in _RENAMED):
-            return None
+        if u != x:
+            a, b = attrs[u], attrs[x]
+            if a.keys() != b.keys() or any(a[k] != b[k] for k in a if k not in _RENAMED):
+                return None
         lu, lx = links[u], links[x]
         for v in adj[u]:
             y = out[v]
-            if y not in lx or lu[v] != lx[y]:
+            if (u != x or v != y) and (y not in lx or lu[v] != lx[y]):
                 return None
     return out
 

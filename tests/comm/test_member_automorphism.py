@@ -98,3 +98,17 @@ def test_name_decided_packing_is_not_shared(monkeypatch: pytest.MonkeyPatch) -> 
     assert model._image_pack(high) is None
     model._packed(high)
     assert searched == [low, high]
+
+
+def test_unlike_link_leaves_no_map() -> None:
+    """GPU 4's switch link slower than GPU 0's: the halves are no image of each other."""
+    topo = load_system("dgx-a100")
+    g = topo.graph.copy()
+    g.edges["gpu4", "nvswitch0"]["bandwidth_Bps"] = (
+        g.edges["gpu4", "nvswitch0"]["bandwidth_Bps"] / 2
+    )
+    topo = dataclasses.replace(topo, graph=g, pattern=None)
+    nodes = frozenset(topo.graph.nodes)
+    low, high = _gpus(topo, (0, 1, 2, 3)), _gpus(topo, (4, 5, 6, 7))
+    assert member_automorphism(topo, nodes, low, high) is None
+    assert member_automorphism(topo, nodes, low, _gpus(topo, (0, 1, 3, 2))) is not None
