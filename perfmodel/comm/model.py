@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any
 
@@ -30,6 +30,7 @@ from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers, recent_candidates
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
+    MAX_CHANNELS,
     Channel,
     DirectedLinks,
     LazyChannels,
@@ -48,7 +49,7 @@ from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.routing import route
 from perfmodel.topology.schema import NodeKind
-from perfmodel.topology.symmetry import server_symmetry
+from perfmodel.topology.symmetry import member_automorphism, server_symmetry
 
 FIDELITIES = ("analytic", "simulated")
 
@@ -211,6 +212,17 @@ _BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY
 fabric (:meth:`CommCostModel._collective_shape`)."""
 
 
+def _any_count_key(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The ring pattern ``key`` (:meth:`CommCostModel._ring_pattern`) without its server
+    count: ``("ring*", local ids of a part, class)`` where every server is of that one class
+    of interchangeable servers; else ``None``."""
+    seq = key[2]
+    first = seq[0]
+    if len(seq) < 2 or isinstance(first, tuple) or any(c != first for c in seq):
+        return None
+    return ("ring*", key[1], first)
+
+
 def _relabel(value: Any, names: Mapping[str, str]) -> Any:
     """``value`` with every node name in it mapped through ``names`` (strings, tuples, channels
     and the fields of a :class:`GroupInfo`; other values unchanged)."""
@@ -327,6 +339,10 @@ class CommCostModel:
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         self._shape_inside: dict[tuple[str, ...], bool] = {}
+        #: (op, id of a GroupInfo) -> (that GroupInfo, :meth:`_nccl_table`)
+        self._nccl_tables: BoundedMemo[tuple[CollectiveOp, int], tuple[GroupInfo, list[Any]]] = (
+            BoundedMemo(PATTERN_MEMO_SIZE)
+        )
         self._twin_inside: dict[tuple[str, ...], bool] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
         self._shape_results: dict[tuple[Any, ...], CommResult] = {}
@@ -408,6 +424,8 @@ class CommCostModel:
             inside = self._shape_inside
             if shape is not None and inside.get(shape) is True:
                 hit = self._shape_results.get((o, m, shape, algo))
+                if hit is None:
+                    hit = self._by_shape(o, m, shape, algo)
                 if hit is not None:
                     self._cache[key] = hit
                     return hit
@@ -579,6 +597,8 @@ class CommCostModel:
         key, parts = got
         pat = self._patterns.entries.get(key)
         if pat is None:
+            pat = self._pattern_of_count(key, len(parts))
+        if pat is None:
             if key in self._unsummarised:
                 return None  # read off an image where one is (_shape_group)
             # the first group of its pattern: analysed as itself (no image to relabel)
@@ -645,6 +665,37 @@ class CommCostModel:
             servers=tuple(sorted(index[s] for s in summary.servers)),
         )
         self._patterns.get(key, lambda: pat)
+        any_count = _any_count_key(key)
+        every = set(index.values()) - {-1}
+        if any_count is not None and summary.fabric_free and every <= set(pat.servers):
+            self._patterns.get(any_count, lambda: pat)
+
+    def _pattern_of_count(self, key: tuple[Any, ...], n_servers: int) -> _RingPattern | None:
+        """The numbers of ring pattern ``key`` read off a group of the same local ids over
+        another number of servers of the same one class (:func:`_any_count_key`), kept under
+        ``key`` from now on; ``None`` where no such group has been summarised with every
+        boundary's fabric part one switch (:attr:`~perfmodel.comm.rings.RingSummary.fabric_free`).
+
+        Issue 14: the data-parallel groups of 16, 32 and 64 servers of one class (GPT-3 175B
+        on 128 DGX A100) are one analysis. Why it is :meth:`_build_group`'s answer, bit for
+        bit: with one class, :func:`~perfmodel.comm.rings.ring_summary` composes one class
+        pair's boundary (the first two servers'; every server pair of the class composes the
+        same, :meth:`_ring_pattern`), and the number of boundaries (the server count) enters
+        only as the multiplier of the fabric-link loads, of which a fabric-free summary has
+        none: the same resources, capacities and per-channel counts in the same order, so the
+        same max-min rates; the channel count (the first part's rings and the server's NICs),
+        the first server's hops, the latencies of the one boundary path and the server
+        attributes do not read the count either. The channels touch every server of the group
+        (and the fabric where the recorded group's did)."""
+        any_count = _any_count_key(key)
+        if any_count is None:
+            return None
+        base = self._patterns.entries.get(any_count)
+        if base is None:
+            return None
+        touched = (-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers))
+        pat = replace(base, servers=touched)
+        return self._patterns.get(key, lambda: pat)
 
     def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The analysis of a group, read off the group of the same shape in the first servers
@@ -824,10 +875,43 @@ class CommCostModel:
         base_members = tuple(sym.map_node(m, smap) for m in members)
         base = self._packs.get(base_members)
         if base is None:
-            base = self._packs[base_members] = pack_rings(self.links, base_members)
+            base = self._image_pack(base_members) or pack_rings(self.links, base_members)
+            self._packs[base_members] = base
         if smap[s] == s:
             return base
         return _relabel(base, sym.node_map({smap[s]: s}))
+
+    def _image_pack(self, members: tuple[str, ...]) -> tuple[Channel, ...] | None:
+        """The ring packing of GPUs ``members`` of one server read off an earlier packing of
+        as many GPUs of that server that no name decided, where an automorphism of the server
+        maps those GPUs onto ``members`` in order
+        (:func:`~perfmodel.topology.symmetry.member_automorphism`), names mapped; else ``None``.
+
+        Why it is :func:`~perfmodel.comm.rings.pack_rings`' own answer: the packing searches
+        the server's nodes and links only, and reads of them the link units, capacities,
+        latencies and classes, which transit nodes are, and the members' order (ring orders
+        by index), all kept by the automorphism; its last tie-break, the name order, decided
+        no choice of the earlier packing (``DirectedLinks._name_free``: every comparison
+        settled before the names, no fallback routes, no host-memory detours). So the search on
+        ``members`` makes the image of every comparison and choice, and finds the image
+        rings. Issue 14: a tensor-parallel group of GPUs 4-7 of a DGX A100 takes GPUs 0-3's
+        rings (the other PCIe complexes, CPU and NICs are the image)."""
+        links = self.links
+        s = links.server[members[0]]
+        nodes = links.server_nodes[s]
+        for done in list(self._packs):
+            key = (done, MAX_CHANNELS)
+            if len(done) != len(members) or done == members or key not in links._name_free:
+                continue
+            if links.server.get(done[0]) != s or any(links.server[x] != s for x in done):
+                continue
+            fwd = member_automorphism(self.topology, nodes, done, members)
+            if fwd is not None:
+                packed = _relabel(self._packs[done], fwd)
+                links._packed[(members, MAX_CHANNELS)] = packed  # pack_rings' answer
+                links._name_free.add((members, MAX_CHANNELS))
+                return packed
+        return None
 
     def _same_server(self, path: Sequence[str]) -> bool:
         srv = self.links.server
@@ -881,6 +965,24 @@ class CommCostModel:
         res = self._analytic(op, m, members, algo)
         if res.algorithm in _BY_GROUP_NUMBERS:
             self._representatives.get(numbers, partial(self._groups.get, members))
+        return res
+
+    def _by_shape(
+        self, op: CollectiveOp, m: float, shape: tuple[str, ...], algo: Algorithm
+    ) -> CommResult | None:
+        """A new message size of a group whose shape's image ``shape``
+        (:meth:`_collective_shape`) is analysed and stays in its servers: priced on the
+        image's analysis (no relabelled copy made), kept under the shape, where the chosen
+        algorithm reads only the group's numbers (``_BY_GROUP_NUMBERS``: then the image's
+        result is the group's, as for the sizes the shape shares in :meth:`collective`);
+        ``None`` otherwise (the group is analysed itself)."""
+        base = self._groups.get(shape)
+        if base is None or op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+            return None
+        res = self._analytic_info(op, m, base, algo)
+        if res.algorithm not in _BY_GROUP_NUMBERS:
+            return None
+        self._shape_results[(op, m, shape, algo)] = res
         return res
 
     def _analytic(
@@ -954,9 +1056,42 @@ class CommCostModel:
     def _nccl_candidates(
         self, op: CollectiveOp, m: float, info: GroupInfo
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
-        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice."""
+        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice.
+
+        The size-free part of each choice is :meth:`_nccl_table`'s, kept per (op, group
+        analysis); here only what reads ``m`` is applied, in the same order of operations as
+        one pass would (the ring plateau factor on the latency, the tree correction on the
+        algorithm bandwidth), so every candidate is the same float, bit for bit."""
         if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
             return []
+        # the entry holds ``info``, so no other object has its id while the entry is kept
+        table = self._nccl_tables.get((op, id(info)), lambda: (info, self._nccl_table(op, info)))
+        assert table[0] is info
+        out = []
+        plateau_from = info.n / 16.0 * 65536
+        for algo, proto, lat, algbw, bus, plateau in table[1]:
+            if algo is Algorithm.RING:
+                if plateau and m >= plateau_from:
+                    lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+            else:
+                log_size = int(math.log2(max(m / 64.0, 1.0)))
+                if log_size < 22:
+                    algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
+            if algbw <= 0:
+                continue
+            out.append((lat + m / algbw, algo, proto, lat, bus))
+        if op is CollectiveOp.ALLREDUCE:
+            out.extend(self._in_switch_candidates(m, info))
+        out.extend(recent_candidates(self, op, m, info))
+        return out
+
+    def _nccl_table(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """Per NCCL ring/tree choice of ``op`` on ``info``'s group, what does not read the
+        message size: (algorithm, protocol, latency before the ring plateau factor, algorithm
+        bandwidth before the tree correction, bus bandwidth, whether the plateau factor applies
+        from ``n / 16 x 64 KiB`` on)."""
         n, nodes = info.n, info.nodes
         if op is CollectiveOp.ALLREDUCE:
             nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
@@ -1007,15 +1142,13 @@ class CommCostModel:
                             if nodes == 1
                             else P.NCCL_TREE_LL128_FACTOR_INTER
                         )
-                    algbw = bus * 0.5
-                    log_size = int(math.log2(max(m / 64.0, 1.0)))
-                    if log_size < 22:
-                        algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
+                    algbw = bus * 0.5  # the size's correction: _nccl_candidates
                 intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
                 inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
                 if nodes > 1 and proto is Protocol.LL:
                     intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
                 lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
+                plateau = False
                 if algo is Algorithm.RING:
                     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
                         step = P.NCCL_STEP_LATENCY_S[
@@ -1032,21 +1165,13 @@ class CommCostModel:
                         )
                     else:
                         lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
-                    if (
-                        proto is Protocol.SIMPLE
-                        and nodes > 1
-                        and op is CollectiveOp.ALLREDUCE
-                        and m >= n / 16.0 * 65536
-                    ):
-                        lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+                    # the size's plateau factor: _nccl_candidates
+                    plateau = (
+                        proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+                    )
                 else:
                     lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
-                if algbw <= 0:
-                    continue
-                out.append((lat + m / algbw, algo, proto, lat, bus))
-        if op is CollectiveOp.ALLREDUCE:
-            out.extend(self._in_switch_candidates(m, info))
-        out.extend(recent_candidates(self, op, m, info))
+                out.append((algo, proto, lat, algbw, bus, plateau))
         return out
 
     def _in_switch_candidates(

@@ -86,6 +86,12 @@ class DirectedLinks:
         self._sides_by_attach: dict[Any, dict[str, tuple[tuple[Any, ...], ...]]] = {}
         self._classes: dict[tuple[str, ...], HwClass] = {}
         self._packed: dict[tuple[tuple[str, ...], int], tuple[Channel, ...]] = {}
+        #: ring packings (keys of :attr:`_packed`) no choice of which compared node names
+        #: (:func:`pack_rings`): the same, names mapped, on any image of the server
+        self._name_free: set[tuple[tuple[str, ...], int]] = set()
+        #: counts choices of the ring packing's searches that the name order decided
+        #: (``next`` is atomic: a packing's own ties are never missed beside other threads')
+        self._name_ties = itertools.count()
         #: (src, dst, allowed) -> :func:`_min_hop_layers` of the ring packing's searches inside
         #: a server (each pair is searched again on every ring's residual)
         self._layers: dict[Any, tuple[dict[str, int], list[str]] | None] = {}
@@ -1288,6 +1294,8 @@ def _min_hop_widest(
                 units = min(int(res[i]), bu)
                 unit_bw = min(unit_cap[i], bw)
                 key: tuple[float, ...] = (units, unit_bw, 0.0, -rank[v])
+                if cand is not None and key[:3] == cand[0][:3]:
+                    next(links._name_ties)  # the name order decides this choice
             else:
                 units = bu
                 unit_bw = min(cap[i], bw)
@@ -1371,7 +1379,11 @@ def pack_rings(
     key = (tuple(members), max_channels)
     hit = links._packed.get(key)
     if hit is None:
+        ties = next(links._name_ties)
         hit = links._packed[key] = _pack_rings(links, key[0], max_channels)
+        # no choice counted in between (another thread's count only withholds the mark)
+        if next(links._name_ties) == ties + 1 and not (links.no_p2p or links.p2p_denied):
+            links._name_free.add(key)
     return hit
 
 
@@ -1467,6 +1479,7 @@ def _finish(
         # No unit-feasible ring (e.g. a member reachable only through saturated units): fall
         # back to the rank-order ring on the default routes (through host memory where the
         # GPUs have no peer-to-peer).
+        next(links._name_ties)  # routes break ties by name
         order_nodes = tuple(members)
         hops_t = tuple(links.route(order_nodes[i], order_nodes[(i + 1) % n]) for i in range(n))
         channels.append(Channel(order_nodes, hops_t))
@@ -2002,7 +2015,10 @@ class RingSummary:
     which every server of the group has by local id; ``inter_hops``: one path for every
     inter-server hop up to renaming (one boundary of each class pair), with the same links'
     attributes in the same order as every hop it stands for; ``servers``: the servers (``-1``:
-    fabric) the channels' hops touch.
+    fabric) the channels' hops touch; ``fabric_free``: no channel loads a link between two
+    fabric nodes (each boundary's fabric part is one switch), so the rates read no count of
+    boundaries (the ring's server count enters only through fabric-link loads, which are each
+    boundary's count times that count).
     """
 
     n_channels: int
@@ -2011,6 +2027,7 @@ class RingSummary:
     intra_hops: tuple[tuple[str, ...], ...]
     inter_hops: tuple[tuple[str, ...], ...]
     servers: frozenset[int]
+    fabric_free: bool = False
 
 
 def ring_summary(
@@ -2304,4 +2321,5 @@ def ring_summary(
         intra_hops=tuple(h for hops in seg_hops for h in hops),
         inter_hops=tuple(inter_hops),
         servers=frozenset(touched),
+        fabric_free=not any(fab_load),
     )

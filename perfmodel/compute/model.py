@@ -116,7 +116,8 @@ def gemm_efficiency(
     ('128x64', 128, 0.8, 0.8)
     """
     m, n, k, batch = max(gemm.m, 1), max(gemm.n, 1), max(gemm.k, 1), max(gemm.batch, 1)
-    best: GemmEfficiency | None = None
+    # the best candidate's numbers; its GemmEfficiency (and tile name) is built once, at the end
+    best: tuple[float, Tile, int, int, float, float, float, float] | None = None
     for tile in tiles:
         tm_count, tn_count = math.ceil(m / tile.m), math.ceil(n / tile.n)
         base_tiles = tm_count * tn_count * batch
@@ -132,16 +133,16 @@ def gemm_efficiency(
             eff = ceiling * tile.efficiency * pad * wave * keff
             if split > 1:
                 eff *= split_k_efficiency
-            name = f"{tile.m}x{tile.n}" + (f"/splitK{split}" if split > 1 else "")
-            cand = GemmEfficiency(eff, name, t, waves, pad, wave, keff)
-            if best is None or cand.efficiency > best.efficiency:
-                best = cand
+            if best is None or eff > best[0]:  # the first of equal candidates, as listed
+                best = (eff, tile, split, t, waves, pad, wave, keff)
             # split-K only helps while the grid is below one wave and k stays long
             if waves >= 1.0 or k / (split * 2) < SPLIT_K_MIN_SLICE or split >= SPLIT_K_MAX:
                 break
             split *= 2
     assert best is not None
-    return best
+    eff, tile, split, t, waves, pad, wave, keff = best
+    name = f"{tile.m}x{tile.n}" + (f"/splitK{split}" if split > 1 else "")
+    return GemmEfficiency(eff, name, t, waves, pad, wave, keff)
 
 
 @dataclass(frozen=True)

@@ -280,17 +280,78 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     image has the same answer, bit for bit. The server-level path (more than 64 ranks) is
     memoised by :func:`_nic_shape`. Groups with no image (servers in no class) and shapes
     whose ring routes might pass a third server (:func:`_routes_map_onto`) are analysed
-    directly.
+    directly. Factors of the ring path are also kept by a name-free shape
+    (:func:`_route_shape`), which merges images that do not keep the servers' name order.
     """
     if _uses_nic_sets(topology, groups):
         shape = _nic_shape(topology, groups)
         if shape is None:
             return _ring_sharing_factor(topology, groups)
         return _NIC_FACTORS.get((topology, shape), lambda: _nic_sharing_factor(topology, groups))
+    named = _route_shape(topology, groups)
+    if named is not None:
+        hit = _ROUTE_FACTORS.entries.get((topology, named))
+        if hit is not None:
+            return hit
     canon = _canonical_groups(topology, groups)
-    if canon is not None and canon != groups and _routes_map_onto(topology, canon):
-        return _ring_sharing_factor(topology, canon)
+    if canon is not None and _routes_map_onto(topology, canon):
+        factor = _ring_sharing_factor(topology, canon if canon != groups else groups)
+        if named is not None:
+            _ROUTE_FACTORS.get((topology, named), lambda: factor)
+        return factor
     return _ring_sharing_factor(topology, groups)
+
+
+#: Ring-path sharing factors by name-free shape (:func:`_route_shape`).
+_ROUTE_FACTORS: BoundedMemo[tuple[Any, ...], float] = BoundedMemo(4096)
+
+
+def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple[Any, ...] | None:
+    """What the ring path of :func:`ring_sharing_factor` reads of ``groups``, without a name:
+    :func:`_nic_shape`'s classes, server indices (in order of first appearance) and local ids,
+    and for every ring hop between two servers of one class whether the hop's first server
+    sorts before its second in name order; ``None`` where a server is in no class.
+
+    Why groups of one shape have one factor, bit for bit, where their canonical routes are
+    shorter than any path through a third server (:func:`_routes_map_onto`, a property of the
+    shape: hop counts and fabric distances go by class and local id): exchanging the servers
+    of one class is a graph automorphism keeping every attribute; let ``s`` map the ``k``-th
+    server of one set of groups to the ``k``-th of the other (same classes), nodes by local id,
+    fabric nodes fixed. Under the bound a hop's route is read off the first servers of its
+    servers' classes (:func:`perfmodel.topology.routing._route_by_symmetry`): for one class,
+    the first two in the hop's own name order, which the shape keeps; for two classes, the
+    first of each; in one server, that server's search among its nodes and the fabric, whose
+    name order is every server's of the class. So every hop's route in the one set is the
+    ``s``-image of the matching hop's route in the other, links map one to one (``s`` is
+    injective) with the same effective bandwidths, and :func:`_ring_sharing_factor`'s integer
+    loads and its minima of the same ratios are equal. Issue 14: the 16 sibling
+    data-parallel groups of a dp4 tp16 pp16 stage of GPT-3 175B on 128 DGX A100 are strided
+    by 32 servers, and name order (``n104`` before ``n40``) split the 16 stages into as many
+    order-preserving images (:func:`_canonical_groups`).
+    """
+    sym = server_symmetry(topology)
+    server, local_id, cls, position = sym.server, sym.local_id, sym.cls, sym.position
+    try:
+        srvs = [list(map(server.__getitem__, g)) for g in groups]
+        lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
+    except KeyError:  # a name in no server's table
+        return None
+    order = dict.fromkeys(chain.from_iterable(srvs))
+    classes = tuple(map(cls.get, order))
+    if None in classes:
+        return None
+    rank = {srv: i for i, srv in enumerate(order)}
+    indices = tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs)
+    # the hops' name orders, once per distinct server sequence (tensor-parallel siblings on
+    # the same servers share one; the indices say which groups have which)
+    before = []
+    for sv in dict.fromkeys(map(tuple, srvs)):
+        if len(sv) < 2:
+            continue
+        for a, b in zip(sv, (*sv[1:], sv[0])):
+            if a != b and cls[a] == cls[b]:
+                before.append(position[a] < position[b])
+    return (classes, indices, lids, tuple(before))
 
 
 #: Server-level sharing factors by shape (:func:`_nic_shape`): a plan search meets a few per
@@ -312,6 +373,10 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     same ratios, the same maximum. Issue 14: the data-parallel groups of every pipeline stage
     and of every plan with that degree and tensor-parallel rank are one shape, read in C
     loops (a name-mapped canonical form cost ~0.15 ms per stage for 8 groups of 64).
+    Parallel rings (every group one GPU on each of the same two or more servers of one
+    class, in the same order, one local id per group) are ``("parallel", class, local
+    ids)``: each server then sends one flow per group, whatever the number of servers, so
+    the factor of every data-parallel degree of those local ids is one (comment below).
     """
     sym = server_symmetry(topology)
     server, local_id, cls = sym.server, sym.local_id, sym.cls
@@ -320,6 +385,20 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
         lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
     except KeyError:  # a name in no server's table
         return None
+    first = srvs[0]
+    if len(first) >= 2 and all(sv == first for sv in srvs) and len(set(first)) == len(first):
+        # parallel rings (the data-parallel groups of one stage): every group one GPU on each
+        # of the same servers in the same order, one local id per group, one class. Every hop
+        # leaves its server, so each server sends one flow per group from the NIC set of the
+        # group's local id: the same counts per server for any number of servers (two or
+        # more), hence one factor per (class, local ids) for dp 16, 32 and 64.
+        c = cls.get(first[0])
+        if (
+            c is not None
+            and all(cls.get(srv) == c for srv in first)
+            and all(len(set(ids)) == 1 for ids in lids)
+        ):
+            return ("parallel", c, tuple(ids[0] for ids in lids))
     order = dict.fromkeys(chain.from_iterable(srvs))
     classes = tuple(map(cls.get, order))
     if None in classes:
@@ -488,15 +567,10 @@ def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float
     fabric port goodput (bytes/s)."""
     g = topology.graph
     server = topology.server_of(topology.gpus[0])
-    p = topology.pattern
-    # that server's nodes alone where the build record lists them: a pass over the whole graph
-    # makes every server of a cluster built by copying (topology/lazy.py: all 512 servers of
-    # GPT-3 175B tp8 pp8 dp64 on 4096 A100), in the same order
-    nodes = (
-        ((n, g.nodes[n]) for n in topology.server_nodes(server))
-        if p is not None and p.describes(topology)
-        else g.nodes(data=True)
-    )
+    # that server's nodes alone (Topology.server_nodes reads them off the build record where
+    # there is one: a pass over the whole graph makes every server of a cluster built by
+    # copying, topology/lazy.py: all 512 servers of GPT-3 175B tp8 pp8 dp64 on 4096 A100)
+    nodes = ((n, g.nodes[n]) for n in topology.server_nodes(server))
     nics = [
         n
         for n, d in nodes

@@ -83,10 +83,14 @@ class ModelShape:
         import inspect
 
         from perfmodel.workload import build_model, list_models
+        from perfmodel.workload.layers import split_at_copies
 
         args = dict(model_args or {})
         wl = build_model(name, batch_size=1, **args)
-        blocks = {layer.block for layer in wl.layers if layer.block is not None}
+        # a stack's copies are read as its block and their indices (no copy made)
+        before, block, copy_ids, after = split_at_copies(wl.layers)
+        outside = before + after
+        blocks = {layer.block for layer in outside if layer.block is not None} | set(copy_ids)
         info = next((m for m in list_models() if m.name == str(name).lower()), None)
 
         def arg(key: str) -> Any:
@@ -107,7 +111,9 @@ class ModelShape:
         )
         heads = arg("heads") if family is ModelFamily.TRANSFORMER else None
         kv = (arg("kv_heads") or heads) if heads is not None else None
-        experts = {la.experts for la in wl.layers if la.expert_role is not None and la.experts}
+        experts = {
+            la.experts for la in outside + block if la.expert_role is not None and la.experts
+        }
         seq = wl.tokens_per_sample if family is ModelFamily.TRANSFORMER else None
         return cls(
             num_blocks=max(len(blocks), 1),

@@ -49,9 +49,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.workload.layers import split_at_copies
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,28 @@ class _Parts:
     pre: tuple[float, float, float, float]
     post: tuple[float, float, float, float]
     pre_layers: tuple[Any, ...]
-    block_layers: tuple[Any, ...]
+    spans: dict[int, tuple[int, int, int]]  # block -> (first position, last + 1, its layers)
     p2p_bytes: float
     block_params: float
     pre_params: float
     post_params: float
     params: float
-    all_layers: tuple[Any, ...]
+    all_layers: Sequence[Any]  # the workload's layers (a StackedLayers: copies unmade)
     flop: float
+
+
+def _first_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
+    """The first stage's layers: those before the blocks, then the layers of the blocks
+    ``keep``, in order. When they are the model's first layers (the kept blocks fill the
+    positions after the leading layers), a slice of the workload's layers (a stack's copies
+    stay unmade), else the tuple of them."""
+    end = len(pt.pre_layers)
+    for lo, hi, n in sorted(pt.spans[b] for b in keep):
+        if lo != end or hi - lo != n:  # a gap, or a block with other layers inside it
+            kept = set(keep)
+            return pt.pre_layers + tuple(la for la in pt.all_layers if la.block in kept)
+        end = hi
+    return pt.all_layers[:end]
 
 
 class PlanScreen:
@@ -244,7 +261,14 @@ class PlanScreen:
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
     ) -> _Parts:
-        """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``)."""
+        """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
+
+        A stack (:class:`~perfmodel.workload.layers.StackedLayers`) is read as the layers
+        outside its copies and its block with the copies' indices
+        (:func:`~perfmodel.workload.layers.split_at_copies`): no copy is made, and every sum
+        adds the same numbers in the same order as a layer-by-layer loop (a copy prices as
+        its block: equal cost fields), so the reports are bit-equal to reading the layers one
+        by one (``tests/search/test_screen_stack.py``)."""
         key = (mb, tp, recompute, sp, ep, cp)
         hit = self._parts_cache.get(key)
         if hit is not None:
@@ -300,41 +324,77 @@ class PlanScreen:
                             c += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
             return f, b, c, h
 
-        by_block: dict[int, list[Any]] = {}
-        for la in wl.layers:
-            if la.block is not None:
-                by_block.setdefault(la.block, []).append(la)
+        # The blocks, read without making a stack's copies (whole_copies): the layers before
+        # the copies and after them one by one, the copies as their block and its indices.
+        # Every sum below adds the same numbers in the same order as a layer-by-layer loop.
+        layers = wl.layers
+        head, template, copy_ids, tail = split_at_copies(layers)
+        if any(la.block in copy_ids for la in head + tail):  # a copy's index used elsewhere
+            head, template, copy_ids, tail = tuple(layers), (), range(0), ()
+        start = len(head)
+        stop = start + len(copy_ids) * len(template)
+        by_block: dict[int, Any] = {}
+        spans: dict[int, list[int]] = {}  # block -> [first position, last position + 1, layers]
+        for off, seq in ((0, head), (stop, tail)):
+            for i, la in enumerate(seq, off):
+                if la.block is not None:
+                    by_block.setdefault(la.block, []).append(la)
+                    span = spans.setdefault(la.block, [i, i + 1, 0])
+                    span[1] = i + 1
+                    span[2] += 1
+            if off == 0:  # the copies come between head and tail, in block order
+                p = len(template)
+                for j, b in enumerate(copy_ids):
+                    by_block[b] = template
+                    spans[b] = [start + j * p, start + (j + 1) * p, p]
         # identical blocks (equal LayerCost.cost_key of every layer) are costed once
         per_kind: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
+        per_obj: dict[int, tuple[float, float, float, float]] = {}  # the copies: one key
         block_sum = [0.0, 0.0, 0.0, 0.0]
-        for layers in by_block.values():
-            kind = tuple(la.cost_key() for la in layers)
-            t = per_kind.get(kind)
+        for blk in by_block.values():
+            t = per_obj.get(id(blk))
             if t is None:
-                t = per_kind[kind] = times(layers)
+                kind = tuple(la.cost_key() for la in blk)
+                t = per_kind.get(kind)
+                if t is None:
+                    t = per_kind[kind] = times(blk)
+                per_obj[id(blk)] = t
             for i in range(4):
                 block_sum[i] += t[i]
-        idx = [i for i, la in enumerate(wl.layers) if la.block is not None]
-        first_block = idx[0] if idx else 0
-        last_block = idx[-1] if idx else -1
-        pre = tuple(wl.layers[:first_block])
-        post = tuple(wl.layers[last_block + 1 :])
-        block_layers = tuple(wl.layers[i] for i in idx)
-        boundary = block_layers[-1].output_shape if block_layers else wl.layers[-1].output_shape
+        first_block = min((s[0] for s in spans.values()), default=0)
+        last_block = max((s[1] for s in spans.values()), default=0) - 1
+        pre = tuple(layers[:first_block])  # before the copies: no copy made
+        post = tuple(layers[last_block + 1 :])  # after them
+
+        def each(value: Any, blocks_only: bool) -> Any:
+            """``value`` of every layer in order (of the block layers only), the copies'
+            from their block: the numbers a layer-by-layer loop reads, no copy made."""
+            ends = [
+                [la for la in seq if la.block is not None] if blocks_only else seq
+                for seq in (head, tail)
+            ]
+            block = [value(la) for la in template]
+            copies = chain.from_iterable(repeat(block, len(copy_ids)))
+            return chain(map(value, ends[0]), copies, map(value, ends[1]))
+
+        if start <= last_block < stop:
+            boundary = template[(last_block - start) % len(template)].output_shape
+        else:
+            boundary = layers[last_block].output_shape  # layers[-1] when there are no blocks
         hit = self._parts_cache[key] = _Parts(
             blocks=tuple(sorted(by_block)),
             block=(block_sum[0], block_sum[1], block_sum[2], block_sum[3]),
             pre=times(pre),
             post=times(post),
             pre_layers=pre,
-            block_layers=block_layers,
+            spans={b: (s[0], s[1], s[2]) for b, s in spans.items()},
             p2p_bytes=float(math.prod(boundary)) * self.precision.activation_bytes,
-            block_params=float(sum(la.params for la in block_layers)),
+            block_params=float(sum(each(attrgetter("params"), True))),
             pre_params=float(sum(la.params for la in pre)),
             post_params=float(sum(la.params for la in post)),
             params=float(wl.params),
-            all_layers=tuple(wl.layers),
-            flop=sum(la.total_flop for la in wl.layers) * tp,  # whole model, all TP ranks
+            all_layers=layers,
+            flop=sum(each(attrgetter("total_flop"), False)) * tp,  # whole model, all TP ranks
         )
         return hit
 
@@ -363,8 +423,7 @@ class PlanScreen:
             first = (bf * share + pf, bb * share + pb, bc * share + pc)
             last = (bf * share + qf, bb * share + qb, bc * share + qc)
             f, b, c = max(first, last, key=lambda t: t[0] + t[1] + t[2])
-            keep = set(blocks[: max(1, round(per_stage_blocks))])
-            first_layers = pt.pre_layers + tuple(la for la in pt.block_layers if la.block in keep)
+            first_layers = _first_stage(pt, blocks[: max(1, round(per_stage_blocks))])
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
             stage_params = pt.params

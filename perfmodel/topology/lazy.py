@@ -33,8 +33,8 @@ _ABSENT = object()  # no value (a lookup's default that no dict value is)
 
 
 def server_node(server: int, local_id: str) -> str:
-    """Node id ``n<server>/<local id>`` of a server of a cluster of copies
-    (:meth:`~perfmodel.topology.model.ReplicaPattern.prefix` + local id), read back by
+    """Node id ``n<server>/<local id>`` of a server of a cluster of copies (its prefix is
+    :meth:`~perfmodel.topology.model.ReplicaPattern.prefix`), read back by
     :func:`server_of_name`."""
     return f"n{server}/{local_id}"
 

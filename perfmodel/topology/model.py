@@ -12,6 +12,7 @@ import networkx as nx
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.cpus import CPUSpec
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
+from perfmodel.topology.lazy import server_node
 from perfmodel.topology.schema import NodeKind
 
 
@@ -83,8 +84,9 @@ class ReplicaPattern:
 
     @staticmethod
     def prefix(server: int) -> str:
-        """Node-id prefix of server ``server`` (``n<server>/``)."""
-        return f"n{server}/"
+        """Node-id prefix of server ``server`` (``n<server>/``; the one naming rule is
+        :func:`~perfmodel.topology.lazy.server_node`)."""
+        return server_node(server, "")
 
     def describes(self, topology: Topology) -> bool:
         """Whether this pattern is the one of ``topology``'s graph."""

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.errors import TopologyError
 from perfmodel.topology.lazy import NodeTable, ServerMap
 from perfmodel.topology.model import ReplicaPattern, Topology
@@ -223,6 +224,88 @@ class ServerSymmetry:
                 for lid, n in self.by_local[s].items():
                     out[n] = target[lid]
         return out
+
+
+#: Node attributes a member automorphism may change: the names, and the GPU's number in its
+#: server (read for the order in which GPUs take their NICs for sends, never by a ring search).
+_RENAMED = ("server", "local_id", "gpu_index")
+
+
+def member_automorphism(
+    topology: Topology, nodes: frozenset[str], src: tuple[str, ...], dst: tuple[str, ...]
+) -> dict[str, str] | None:
+    """A map of the server's ``nodes`` onto themselves sending ``src[i]`` to ``dst[i]`` that
+    keeps every link inside them with all its attributes, and every node attribute but the
+    names and the GPU number (:data:`_RENAMED`), or ``None`` where this construction finds none.
+
+    Candidates: each node goes to a node of the same kind and the same hop distances (inside
+    ``nodes``) to ``dst[i]`` as it has to ``src[i]``, for every ``i``; nodes alike by that go
+    to each other in name order. The map is then checked node by node and link by link, so a
+    returned map is an automorphism of the server's graph (a finer search could find one where
+    this returns ``None``; the caller then computes as before). Issue 14: GPUs 4-7 of a DGX
+    A100 are the image of GPUs 0-3 (the other PCIe complexes, CPU and NICs), so their ring
+    packing is one search.
+    """
+    if len(src) != len(dst) or len(set(src)) != len(src):
+        return None
+    adj, kind = _server_tables(topology, nodes)
+
+    def hops(root: str) -> dict[str, int]:
+        dist = {root: 0}
+        frontier = [root]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                du = dist[u] + 1
+                for v in adj[u]:
+                    if v not in dist:
+                        dist[v] = du
+                        nxt.append(v)
+            frontier = nxt
+        return dist
+
+    d_src, d_dst = [hops(x) for x in src], [hops(y) for y in dst]
+    by_sig: dict[Any, tuple[list[str], list[str]]] = {}
+    for n, k in kind.items():  # in name order
+        by_sig.setdefault((k, *(d.get(n, -1) for d in d_src)), ([], []))[0].append(n)
+        by_sig.setdefault((k, *(d.get(n, -1) for d in d_dst)), ([], []))[1].append(n)
+    out: dict[str, str] = {}
+    for froms, tos in by_sig.values():
+        if len(froms) != len(tos):
+            return None
+        out.update(zip(froms, tos))
+    g = topology.graph
+    attrs, links = g.nodes, g.adj
+    for u, x in out.items():
+        if u != x:
+            a, b = attrs[u], attrs[x]
+            if a.keys() != b.keys() or any(a[k] != b[k] for k in a if k not in _RENAMED):
+                return None
+        lu, lx = links[u], links[x]
+        for v in adj[u]:
+            y = out[v]
+            if (u != x or v != y) and (y not in lx or lu[v] != lx[y]):
+                return None
+    return out
+
+
+_SERVER_TABLES: BoundedMemo[tuple[Topology, frozenset[str]], Any] = BoundedMemo(8)
+
+
+def _server_tables(
+    topology: Topology, nodes: frozenset[str]
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """The links among ``nodes`` and each node's kind (nodes in name order); kept for the last
+    few servers asked."""
+    return _SERVER_TABLES.get((topology, nodes), partial(_make_server_tables, topology, nodes))
+
+
+def _make_server_tables(
+    topology: Topology, nodes: frozenset[str]
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    g = topology.graph
+    adj = {n: [v for v in g.adj[n] if v in nodes] for n in nodes}
+    return adj, {n: g.nodes[n]["kind"] for n in sorted(nodes)}
 
 
 @lru_cache(maxsize=64)

@@ -386,7 +386,8 @@ class StackedLayers(Sequence[LayerCost]):
 
     def pieces(self) -> list[tuple[tuple[LayerCost, ...], int]]:
         """This sequence as ``(layers, n)`` pieces in order: ``n`` copies of ``layers`` (the
-        stack's template, ``n >= 1``) or ``n == 1`` and the layers themselves; partial copies at
+        stack's template, ``n >= 2``) or ``n == 1`` and the layers themselves (a single whole
+        copy comes as its own layers: the template's carry another block index); partial copies at
         the ends of a slice come as their own layers. See :func:`layer_runs`. Computed once
         per sequence (it is immutable); do not change the list."""
         if self._pieces is None:
@@ -409,7 +410,11 @@ class StackedLayers(Sequence[LayerCost]):
             else:
                 if a < full_a:
                     out.append((tuple(s.layer(i) for i in range(a, full_a)), 1))
-                out.append((s.template, (full_b - full_a) // p))
+                n = (full_b - full_a) // p
+                if n > 1:
+                    out.append((s.template, n))
+                else:  # one copy: its own layers (the template's carry another block index)
+                    out.append((tuple(s.layer(i) for i in range(full_a, full_b)), 1))
                 if full_b < b:
                     out.append((tuple(s.layer(i) for i in range(full_b, b)), 1))
         if max(lo, end) < hi:
@@ -471,6 +476,38 @@ def runs_sum(layers: Sequence[LayerCost], value: Callable[[LayerCost], float]) -
 def runs_isum(layers: Sequence[LayerCost], value: Callable[[LayerCost], int]) -> int:
     """:func:`runs_sum` of integers (exact)."""
     return sum(n * sum(value(la) for la in block) for block, n in layer_runs(layers))
+
+
+def whole_copies(
+    layers: Sequence[LayerCost],
+) -> tuple[int, tuple[LayerCost, ...], range] | None:
+    """Where the whole copies of a stack's block lie in ``layers``, without making them:
+    ``(start, block, blocks)``: from position ``start`` on, ``len(blocks)`` copies of
+    ``block``'s layers back to back (each equal to ``block`` in every field but ``name`` and
+    ``block``), copy ``j`` with block index ``blocks[j]``
+    (:meth:`StackedLayers.copy_blocks`). ``None`` for a plain sequence or a slice without a
+    whole copy."""
+    if not isinstance(layers, StackedLayers):
+        return None
+    blocks = layers.copy_blocks()
+    if not blocks:
+        return None
+    s = layers._s
+    start = len(s.head) + (blocks.start - s.block0) * len(s.template) - layers._lo
+    return start, s.template, blocks
+
+
+def split_at_copies(
+    layers: Sequence[LayerCost],
+) -> tuple[tuple[LayerCost, ...], tuple[LayerCost, ...], range, tuple[LayerCost, ...]]:
+    """``(before, block, blocks, after)``: ``layers`` is ``before``, then ``len(blocks)``
+    copies of ``block`` (:func:`whole_copies`), then ``after``; without whole copies
+    ``(tuple(layers), (), range(0), ())``. Only the layers outside the copies are read."""
+    wc = whole_copies(layers)
+    if wc is None:
+        return tuple(layers), (), range(0), ()
+    start, block, blocks = wc
+    return tuple(layers[:start]), block, blocks, tuple(layers[start + len(blocks) * len(block) :])
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def _stage_pairs(topo: Topology, a: int, b: int, tp: int) -> tuple[tuple[str, st
 def _direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
     model = CommCostModel(topo)
     model._canonical_pairs = lambda p: None  # type: ignore[method-assign]
+    model._twin_pairs = lambda p: None  # type: ignore[method-assign]  # nor a twin's sends
     return model._flow_terms(pairs)
 
 

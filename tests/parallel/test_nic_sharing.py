@@ -4,6 +4,8 @@ and local-id tables; the counts must not change)."""
 
 from __future__ import annotations
 
+import pytest
+
 from perfmodel.parallel import costs
 from perfmodel.topology import load_system
 
@@ -61,3 +63,37 @@ def test_nic_shape_memo_misses_other_shapes() -> None:
     assert costs.ring_sharing_factor(TOPO, inside) == costs._nic_sharing_factor(TOPO, inside)
     assert costs.ring_sharing_factor(TOPO, inside) == 1.0
     assert costs._nic_shape(TOPO, inside) != costs._nic_shape(TOPO, a)
+
+
+def test_parallel_rings_share_one_factor_for_any_server_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The data-parallel groups of one stage over 9, 12, 32 or 64 servers (any stride) are one
+    shape per local ids; each factor equals the direct count. Two local ids per group, or
+    groups on other servers, keep the full shape."""
+    costs._NIC_FACTORS.entries.clear()
+    made: list[object] = []
+    real = costs._nic_sharing_factor
+    monkeypatch.setattr(costs, "_nic_sharing_factor", lambda t, g: made.append(g) or real(t, g))
+    sets = [
+        _dp(0, 1, 9, tuple(range(8))),
+        _dp(5, 2, 32, tuple(range(8))),
+        _dp(3, 1, 64, tuple(range(8))),
+    ]
+    for groups in sets:
+        assert costs._nic_shape(TOPO, groups) == ("parallel", 0, tuple(f"gpu{k}" for k in range(8)))
+        assert costs.ring_sharing_factor(TOPO, groups) == real(TOPO, groups)
+    assert len(made) == 1
+    four = _dp(0, 1, 20, (0, 1, 2, 3))
+    assert costs._nic_shape(TOPO, four) == ("parallel", 0, ("gpu0", "gpu1", "gpu2", "gpu3"))
+    assert costs.ring_sharing_factor(TOPO, four) == real(TOPO, four)
+    mixed = (
+        *_dp(0, 1, 20, (0,)),
+        tuple(TOPO.gpus[s * GPN + (s % 2)] for s in range(20)),
+        *_dp(0, 1, 20, (2, 3)),
+    )
+    assert costs._nic_shape(TOPO, mixed)[0] != "parallel"  # type: ignore[index]
+    assert costs.ring_sharing_factor(TOPO, mixed) == real(TOPO, mixed)
+    shifted = (*_dp(0, 1, 20, (0, 1)), *_dp(20, 1, 20, (2, 3)))
+    assert costs._nic_shape(TOPO, shifted)[0] != "parallel"  # type: ignore[index]
+    assert costs.ring_sharing_factor(TOPO, shifted) == real(TOPO, shifted)
