@@ -172,7 +172,11 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
 def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:
     """Seconds of ``[t0, t1]`` per class: each interval between consecutive events goes to
     the highest-priority class running, ``bubble`` when none. Stops at the first event at or
-    after ``t1`` (what follows would add nothing)."""
+    after ``t1`` (what follows would add nothing).
+
+    ``active`` holds the keys with tasks running only (a key whose count drops to 0 leaves
+    it), so the live keys are its keys: no count is ever negative, as every task's end event
+    (``e > s``) sorts after its start."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
     prev = t0
@@ -180,14 +184,16 @@ def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dic
         if now >= t1:
             break
         if now > prev:
-            live = [k for k, c in active.items() if c > 0]
-            cls = cls_of[min(live)] if live else "bubble"
+            cls = cls_of[min(active)] if active else "bubble"
             acc[cls] = acc.get(cls, 0.0) + (now - prev)
             prev = now
-        active[key] = active.get(key, 0) + d
+        c = active.get(key, 0) + d
+        if c:
+            active[key] = c
+        else:
+            del active[key]
     if t1 > prev:
-        live = [k for k, c in active.items() if c > 0]
-        cls = cls_of[min(live)] if live else "bubble"
+        cls = cls_of[min(active)] if active else "bubble"
         acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
     return acc
 
