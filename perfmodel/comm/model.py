@@ -212,6 +212,11 @@ _BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY
 fabric (:meth:`CommCostModel._collective_shape`)."""
 
 
+_ALGORITHM_BY_VALUE: dict[str, Algorithm] = {a.value: a for a in Algorithm}
+"""Each :class:`Algorithm` by its value, what :meth:`Algorithm.parse` returns for that exact
+text (the aliases name no member's value)."""
+
+
 def _any_count_key(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The ring pattern ``key`` (:meth:`CommCostModel._ring_pattern`) without its server
     count: ``("ring*", local ids of a part, class)`` where every server is of that one class
@@ -373,7 +378,11 @@ class CommCostModel:
         """
         o = _as_op(op)
         m = _check_bytes(message_bytes)
-        algo = Algorithm.parse(algorithm, where="algorithm")
+        # a member's exact value (``"auto"``, as the step costs pass it) names that member:
+        # looked up without the parse (issue 14: ~1 us per collective of a new plan)
+        algo = _ALGORITHM_BY_VALUE.get(algorithm) if type(algorithm) is str else None
+        if algo is None:
+            algo = Algorithm.parse(algorithm, where="algorithm")
         members = check_group(self.topology, group)
         key = (o, m, members, algo)
         hit = self._cache.get(key)
@@ -1069,12 +1078,15 @@ class CommCostModel:
         assert table[0] is info
         out = []
         plateau_from = info.n / 16.0 * 65536
+        ring = Algorithm.RING
+        log_size = -1  # the tree correction's size bucket, found at the first tree choice
         for algo, proto, lat, algbw, bus, plateau in table[1]:
-            if algo is Algorithm.RING:
+            if algo is ring:
                 if plateau and m >= plateau_from:
                     lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
             else:
-                log_size = int(math.log2(max(m / 64.0, 1.0)))
+                if log_size < 0:
+                    log_size = int(math.log2(max(m / 64.0, 1.0)))
                 if log_size < 22:
                     algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
             if algbw <= 0:

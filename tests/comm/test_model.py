@@ -59,6 +59,19 @@ def test_results_are_cached_and_op_accepts_enum_or_string(dgx1):
     assert a is b
 
 
+def test_algorithm_by_exact_value_alias_or_member_is_one_result(dgx1):
+    # collective() looks an exact value up without the parse; aliases and other spellings
+    # still go through Algorithm.parse and land on the same cached result
+    m = CommCostModel(dgx1)
+    a = m.collective("allreduce", 1 << 20, dgx1.gpus, algorithm="tree")
+    assert a.algorithm is Algorithm.TREE
+    assert m.collective("allreduce", 1 << 20, dgx1.gpus, algorithm=Algorithm.TREE) is a
+    assert m.collective("allreduce", 1 << 20, dgx1.gpus, algorithm="dbtree") is a
+    assert m.collective("allreduce", 1 << 20, dgx1.gpus, algorithm="TREE") is a
+    auto = m.collective("allreduce", 1 << 20, dgx1.gpus, algorithm="auto")
+    assert m.collective("allreduce", 1 << 20, dgx1.gpus, algorithm="Auto") is auto
+
+
 def test_single_gpu_group_costs_nothing(dgx1):
     r = CommCostModel(dgx1).collective("allreduce", 1 << 20, dgx1.gpus[:1])
     assert r.time_s == 0.0 and r.group_size == 1
