@@ -21,13 +21,37 @@ def _gpus(topo, ids: tuple[int, ...]) -> tuple[str, ...]:  # type: ignore[no-unt
     return tuple(topo.gpus[i] for i in ids)
 
 
-GROUPS = [(0, 1, 2, 3), (4, 5, 6, 7), (0, 2, 4, 6), (1, 3, 5, 7), (0, 1), (2, 3), (6, 7), (1, 2)]
+GROUPS = [
+    (0, 1, 2, 3),
+    (4, 5, 6, 7),
+    (5, 4, 7, 6),  # an image of (0, 1, 2, 3) in another order
+    (2, 3, 0, 1),
+    (0, 2, 4, 6),
+    (1, 3, 5, 7),
+    (0, 1),
+    (2, 3),
+    (6, 7),
+    (1, 2),
+]
 
 
 @pytest.mark.parametrize("system", ["dgx-a100", "dgx-h100", "dgx1-v100", "pcie-8x-server"])
 def test_packings_equal_own_search(system: str) -> None:
-    topo = load_system(system)
+    """On two servers (a lone server is in no class: no image is ever read), every packing,
+    read off an image or not, equals the group's own search; on the DGX A100 and H100 some
+    are read off an image (the test reaches ``_image_pack``)."""
+    topo = load_system(system, nodes=2)
     model = CommCostModel(topo)
+    hits = 0
+    real = model._image_pack
+
+    def counted(members):  # type: ignore[no-untyped-def]
+        nonlocal hits
+        got = real(members)
+        hits += got is not None
+        return got
+
+    model._image_pack = counted  # type: ignore[method-assign]
     for ids in GROUPS:
         group = _gpus(topo, ids)
         direct = pack_rings(DirectedLinks(topo, model.link_params), group)
@@ -36,6 +60,8 @@ def test_packings_equal_own_search(system: str) -> None:
         own._image_pack = lambda m: None  # type: ignore[method-assign]
         got, want = model.group_info(group), own.group_info(group)
         assert (got.ring_bw_Bps, got.channels) == (want.ring_bw_Bps, want.channels)
+    if system in ("dgx-a100", "dgx-h100"):
+        assert hits > 0
 
 
 def test_dgx_a100_halves_pack_once(monkeypatch: pytest.MonkeyPatch) -> None:
