@@ -44,7 +44,12 @@ from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
-from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
+from perfmodel.parallel.schedule import (
+    check_interleaved,
+    stage_ops,
+    stage_peak_in_flight,
+    warmup_forwards,
+)
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import distinct_layers
 
@@ -868,7 +873,7 @@ class PipelineLowering:
         # then units j0 + 1 .. n - tail shifted copies around the window's unit
         # mid = n - tail - 3 >= j0 + gap (pp + 2; interleaved 4: the check's structure,
         # perfmodel.sim.engine.periodic_timeline)
-        j0 = P if u == 1 else -(-(2 * (P - 1) + (self.V - 1) * P) // (P * self.V))
+        j0 = P if u == 1 else -(-warmup_forwards(P, 0, self.V) // (P * self.V))
         base = u * (j0 + (P + 2 if u == 1 else 4) + self._tail + 3)
         limit = 3 * self.m_step // 4  # the longest short schedule worth lowering
         issue = max(self.issue_times())
@@ -938,7 +943,7 @@ class PipelineLowering:
                     fs, bs = (f + tf, b + tb) if on_stream else (f, b)
                     busy = max(busy, (i + P - s) * fs + (i + 1) * bs)
             return busy
-        w = 2 * (P - 1) + (V - 1) * P
+        w = warmup_forwards(P, 0, V)
         busy = (x // (P * V)) * P * sum(fwd)  # x is whole rounds of pp micro-batches
         nb = max(0, x - w)
         busy += (nb // (P * V)) * P * sum(bwd)

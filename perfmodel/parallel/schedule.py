@@ -58,6 +58,21 @@ def gpipe(p: int, m: int, stage: int) -> list[Op]:
     return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
 
 
+def warmup_forwards(p: int, stage: int, interleave: int | None = None) -> int:
+    """Forwards ``stage`` runs before 1F1B's alternation, uncapped: ``p - stage - 1`` for
+    PipeDream-Flush 1F1B (``interleave`` ``None``), ``2 (p - stage - 1) + (v - 1) p`` virtual
+    forwards for interleaved 1F1B over ``v = interleave`` chunks per device (Megatron-LM's
+    ``forward_backward_pipelining_with_interleaving``, Narayanan et al. SC21). Callers cap it
+    at the stage's ``m`` (``m v``) forwards.
+
+    >>> warmup_forwards(4, 0), warmup_forwards(4, 0, 2), warmup_forwards(4, 3, 2)
+    (3, 10, 4)
+    """
+    if interleave is None:
+        return p - stage - 1
+    return (p - stage - 1) * 2 + (interleave - 1) * p
+
+
 def one_f_one_b(p: int, m: int, stage: int) -> list[Op]:
     """PipeDream-Flush 1F1B: ``min(p - stage - 1, m)`` warm-up forwards, then alternate.
 
@@ -65,7 +80,7 @@ def one_f_one_b(p: int, m: int, stage: int) -> list[Op]:
     [('F', 0, 0), ('F', 1, 0), ('B', 0, 0), ('F', 2, 0), ('B', 1, 0), ('B', 2, 0)]
     """
     fwd, bwd = _one_f_one_b_ops(m)
-    return _warm_then_alternate(fwd, bwd, min(p - stage - 1, m))
+    return _warm_then_alternate(fwd, bwd, min(warmup_forwards(p, stage), m))
 
 
 def check_interleaved(p: int, m: int) -> None:
@@ -89,7 +104,7 @@ def interleaved(p: int, m: int, stage: int, v: int) -> list[Op]:
     """
     check_interleaved(p, m)
     fwd, bwd = _interleaved_ops(p, m, v)
-    return _warm_then_alternate(fwd, bwd, min((p - stage - 1) * 2 + (v - 1) * p, m * v))
+    return _warm_then_alternate(fwd, bwd, min(warmup_forwards(p, stage, v), m * v))
 
 
 def stage_ops(schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1) -> list[Op]:
@@ -129,9 +144,9 @@ def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int,
     if schedule is PipelineSchedule.GPIPE:
         return m
     if schedule is PipelineSchedule.ONE_F_ONE_B or p == 1:
-        n, w = m, min(p - stage - 1, m)
+        n, w = m, min(warmup_forwards(p, stage), m)
     else:
         check_interleaved(p, m)
         n = m * v
-        w = min((p - stage - 1) * 2 + (v - 1) * p, n)
+        w = min(warmup_forwards(p, stage, v), n)
     return min(w + 1, n)
