@@ -223,7 +223,7 @@ def _any_count_key(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
     of interchangeable servers; else ``None``."""
     seq = key[2]
     first = seq[0]
-    if len(seq) < 2 or isinstance(first, tuple) or any(c != first for c in seq):
+    if isinstance(first, tuple) or any(c != first for c in seq):  # (>= 2 parts: _ring_pattern)
         return None
     return ("ring*", key[1], first)
 

@@ -295,7 +295,7 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
             return hit
     canon = _canonical_groups(topology, groups)
     if canon is not None and _routes_map_onto(topology, canon):
-        factor = _ring_sharing_factor(topology, canon if canon != groups else groups)
+        factor = _ring_sharing_factor(topology, canon)
         if named is not None:
             _ROUTE_FACTORS.get((topology, named), lambda: factor)
         return factor

@@ -59,7 +59,12 @@ def test_images_priced_without_relabelling(monkeypatch: pytest.MonkeyPatch) -> N
 def test_nccl_table_reads_size_per_call() -> None:
     """The size-free candidate table is kept per (op, group analysis); what reads the size
     (the ring plateau from n/16 x 64 KiB, the tree correction up to 2^21 x 64 B) is applied per
-    call: every size and op equals a fresh model's first pass, bit for bit."""
+    call: every size and op equals a fresh model's first pass, bit for bit, and every candidate
+    list equals the one-pass computation before the table (commit 3d41050: the same
+    candidates' ``repr`` digested, so a plateau or correction applied to the wrong op, algorithm
+    or size fails here, not only where a step time happens to move)."""
+    import hashlib
+
     from perfmodel.ops import CollectiveOp
     from perfmodel.topology import load_system
 
@@ -67,10 +72,13 @@ def test_nccl_table_reads_size_per_call() -> None:
     model = CommCostModel(topo)
     groups = [tuple(topo.gpus[s * 8] for s in range(4)), tuple(topo.gpus[:8]), topo.gpus[:16]]
     sizes = [64.0, 4096.0, 4 * 65536 - 1, 4 * 65536, 2**27 - 1, 2**27, 2**28, 3e9]
+    digest = hashlib.sha256()
     for group in groups:
         for op in (CollectiveOp.ALLREDUCE, CollectiveOp.ALLGATHER, CollectiveOp.BROADCAST):
             for m in sizes:
                 got = model._nccl_candidates(op, m, model.group_info(group))
                 fresh = CommCostModel(topo)
                 assert got == fresh._nccl_candidates(op, m, fresh.group_info(group))
+                digest.update(repr(got).encode())
     assert len(model._nccl_tables) == 3 * len(groups)
+    assert digest.hexdigest()[:16] == "dff310a7a28fe614"
