@@ -203,7 +203,9 @@ class _RingPattern:
     servers: tuple[int, ...]
 
 
-#: Ring patterns kept per model (a plan search meets a few dozen; each is a dozen numbers).
+#: Entries kept per model by each of the pattern-keyed memos (ring patterns, a dozen numbers
+#: each; their member lists' keys; representative analyses; NCCL candidate tables): a plan
+#: search meets a few dozen patterns.
 PATTERN_MEMO_SIZE = 4096
 
 

@@ -867,12 +867,7 @@ class PipelineLowering:
             return 0
         if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
             return 0
-        # the fewest units the check can pass on: warm-up units 0 .. j0 (1F1B: j0 = pp, the
-        # first micro-batch whose predecessor on every stream is a steady operation;
-        # interleaved: the rounds stage 0's warm-up forwards reach into, 1 for pp 2, else 2),
-        # then units j0 + 1 .. n - tail shifted copies around the window's unit
-        # mid = n - tail - 3 >= j0 + gap (pp + 2; interleaved 4: the check's structure,
-        # perfmodel.sim.engine.periodic_timeline)
+        # j0, the gap (pp + 2; interleaved 4), the tail and the window's 3: the docstring
         j0 = P if u == 1 else -(-warmup_forwards(P, 0, self.V) // (P * self.V))
         base = u * (j0 + (P + 2 if u == 1 else 4) + self._tail + 3)
         limit = 3 * self.m_step // 4  # the longest short schedule worth lowering

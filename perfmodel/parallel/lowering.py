@@ -509,7 +509,7 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
 
     def source_ids(unit: Sequence[LayerCost]) -> tuple[int, ...]:
         if by_source:
-            return tuple(id(la.__dict__.get("_cost_source", la)) for la in unit)
+            return tuple(id(la.cost_source()) for la in unit)
         return tuple(id(la) for la in unit)
 
     def add(unit: tuple[LayerCost, ...], key: tuple[int, ...], n: int) -> None:

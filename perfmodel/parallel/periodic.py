@@ -8,7 +8,7 @@ max-plus linear system in its periodic regime, Baccelli et al., *Synchronization
 Linearity*, 1992, ch. 3). :class:`PeriodicGraph` holds the two ways to lower such a step:
 
 * :meth:`PeriodicGraph.short`: the same step with a few micro-batches (``2 pp + 7``;
-  interleaved: ``12 pp``; more for an eager host:
+  interleaved: 12 rounds of ``pp``, 11 for pp 2; more for an eager host:
   :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.periodic_count`), from which
   :func:`perfmodel.sim.engine.evaluate` extends the periodic regime to ``m`` micro-batches after checking it (docs/design.md, "The analytic
   executor's periodic extension"), so the analytic fast path's cost does not grow with the
