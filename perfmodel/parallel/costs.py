@@ -9,7 +9,7 @@ hand-computable numbers.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,7 +20,7 @@ from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
-from perfmodel.topology.symmetry import server_symmetry
+from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
 from perfmodel.workload.layers import LayerCost
 
 if TYPE_CHECKING:
@@ -330,18 +330,15 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     order-preserving images (:func:`_canonical_groups`).
     """
     sym = server_symmetry(topology)
-    server, local_id, cls, position = sym.server, sym.local_id, sym.cls, sym.position
-    try:
-        srvs = [list(map(server.__getitem__, g)) for g in groups]
-        lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
-    except KeyError:  # a name in no server's table
+    cls, position = sym.cls, sym.position
+    got = _servers_and_lids(sym, groups)
+    if got is None:
         return None
-    order = dict.fromkeys(chain.from_iterable(srvs))
-    classes = tuple(map(cls.get, order))
-    if None in classes:
+    srvs, lids = got
+    indexed = _server_indices(cls, srvs)
+    if indexed is None:
         return None
-    rank = {srv: i for i, srv in enumerate(order)}
-    indices = tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs)
+    classes, indices = indexed
     # the hops' name orders, once per distinct server sequence (tensor-parallel siblings on
     # the same servers share one; the indices say which groups have which)
     before = []
@@ -379,12 +376,11 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     the factor of every data-parallel degree of those local ids is one (comment below).
     """
     sym = server_symmetry(topology)
-    server, local_id, cls = sym.server, sym.local_id, sym.cls
-    try:
-        srvs = [list(map(server.__getitem__, g)) for g in groups]
-        lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
-    except KeyError:  # a name in no server's table
+    cls = sym.cls
+    got = _servers_and_lids(sym, groups)
+    if got is None:
         return None
+    srvs, lids = got
     first = srvs[0]
     if len(first) >= 2 and all(sv == first for sv in srvs) and len(set(first)) == len(first):
         # parallel rings (the data-parallel groups of one stage): every group one GPU on each
@@ -399,12 +395,37 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
             and all(len(set(ids)) == 1 for ids in lids)
         ):
             return ("parallel", c, tuple(ids[0] for ids in lids))
+    indexed = _server_indices(cls, srvs)
+    return None if indexed is None else (*indexed, lids)
+
+
+def _servers_and_lids(
+    sym: ServerSymmetry, groups: tuple[tuple[str, ...], ...]
+) -> tuple[list[list[int]], tuple[tuple[str, ...], ...]] | None:
+    """Each group's members' servers and local ids (read in C loops off the symmetry's
+    tables), or ``None`` where a name is in no server's table (:func:`_nic_shape`,
+    :func:`_route_shape`)."""
+    server, local_id = sym.server, sym.local_id
+    try:
+        srvs = [list(map(server.__getitem__, g)) for g in groups]
+        lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
+    except KeyError:  # a name in no server's table
+        return None
+    return srvs, lids
+
+
+def _server_indices(
+    cls: Mapping[int, Any], srvs: list[list[int]]
+) -> tuple[tuple[Any, ...], tuple[tuple[int, ...], ...]] | None:
+    """The classes of the groups' servers in order of first appearance and each member's
+    server as its index in that order, or ``None`` where a server is in no class
+    (:func:`_nic_shape`, :func:`_route_shape`)."""
     order = dict.fromkeys(chain.from_iterable(srvs))
     classes = tuple(map(cls.get, order))
     if None in classes:
         return None
     rank = {srv: i for i, srv in enumerate(order)}
-    return (classes, tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs), lids)
+    return classes, tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs)
 
 
 def _canonical_groups(
