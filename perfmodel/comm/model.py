@@ -184,23 +184,25 @@ class _RingPattern:
     same pattern (:meth:`CommCostModel._pattern_key`) has these numbers
     (:meth:`CommCostModel._pattern_group`).
 
+    ``numbers``: the analysis's :data:`_PATTERN_FIELDS` as ``(field, value)`` pairs;
     ``intra_hops``: the summary's intra-server hops (those of the group's first server) by
     local id; ``servers``: the servers the channels touch, as indices into the group's servers
     in order of first appearance (``-1``: the fabric).
     """
 
     n_channels: int
-    ring_bw_Bps: float
-    intra_bw_Bps: float
-    inter_bw_Bps: float
-    alpha_intra_s: float
-    alpha_inter_s: float
-    intra_class: HwClass
-    gpu_arch: str
-    gpu_memory_Bps: float
-    shm: bool
+    numbers: tuple[tuple[str, Any], ...]
     intra_hops: tuple[tuple[str, ...], ...]
     servers: tuple[int, ...]
+
+
+#: The :class:`GroupInfo` fields that name no node: what every group of one ring pattern
+#: shares (every field but the members, their parts and the channels).
+_PATTERN_FIELDS = tuple(
+    f.name
+    for f in fields(GroupInfo)
+    if f.name not in {"members", "gpus", "cpus", "parts", "channels"}
+)
 
 
 #: Entries kept per model by each of the pattern-keyed memos (ring patterns, a dozen numbers
@@ -633,15 +635,7 @@ class CommCostModel:
             cpus=(),
             parts=tuple(map(tuple, parts)),
             channels=channels,
-            ring_bw_Bps=pat.ring_bw_Bps,
-            intra_bw_Bps=pat.intra_bw_Bps,
-            inter_bw_Bps=pat.inter_bw_Bps,
-            alpha_intra_s=pat.alpha_intra_s,
-            alpha_inter_s=pat.alpha_inter_s,
-            intra_class=pat.intra_class,
-            gpu_arch=pat.gpu_arch,
-            gpu_memory_Bps=pat.gpu_memory_Bps,
-            shm=pat.shm,
+            **dict(pat.numbers),
         )
 
     def _record_pattern(self, info: GroupInfo, summary: RingSummary) -> None:
@@ -663,15 +657,7 @@ class CommCostModel:
             return  # pragma: no cover - the channels touch the group's servers and the fabric
         pat = _RingPattern(
             n_channels=summary.n_channels,
-            ring_bw_Bps=info.ring_bw_Bps,
-            intra_bw_Bps=info.intra_bw_Bps,
-            inter_bw_Bps=info.inter_bw_Bps,
-            alpha_intra_s=info.alpha_intra_s,
-            alpha_inter_s=info.alpha_inter_s,
-            intra_class=info.intra_class,
-            gpu_arch=info.gpu_arch,
-            gpu_memory_Bps=info.gpu_memory_Bps,
-            shm=info.shm,
+            numbers=tuple((f, getattr(info, f)) for f in _PATTERN_FIELDS),
             intra_hops=tuple(tuple(lid[x] for x in hop) for hop in summary.intra_hops),
             servers=tuple(sorted(index[s] for s in summary.servers)),
         )
