@@ -50,6 +50,7 @@ from perfmodel.workload.layers import (
     distinct_layers,
     layer_runs,
     runs_isum,
+    sum_pieces,
 )
 from perfmodel.workload.memory import Optimizer
 
@@ -430,19 +431,14 @@ def build_chunk(
             seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
         )
         f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points = sums
-        tf = tb = 0.0
-        for points, n in fwd_points:  # n copies of a block's collectives: n x their time
-            t = tf if n == 1 else 0.0
-            for op, nbytes, grp in points:
-                if grp not in groups_of:
-                    t += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
-            tf = t if n == 1 else tf + n * t
-        for points, n in bwd_points:
-            t = tb if n == 1 else 0.0
-            for op, nbytes, grp in points:
-                if grp not in groups_of:
-                    t += _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
-            tb = t if n == 1 else tb + n * t
+
+        def point_time(point: tuple[CollectiveOp, float, str]) -> float:
+            op, nbytes, grp = point  # another group's collectives are SegmentComm entries
+            return 0.0 if grp in groups_of else _tp_time(tp_time, costs, op, nbytes, tp, algorithm)
+
+        # n copies of a block's collectives: n x their time (adding 0.0 changes no sum)
+        tf = sum_pieces(fwd_points, point_time)
+        tb = sum_pieces(bwd_points, point_time)
         extra: list[SegmentComm] = []
         if groups_of:
             for layer in seg_layers:

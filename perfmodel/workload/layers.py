@@ -9,13 +9,15 @@ from __future__ import annotations
 import enum
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
+
+T = TypeVar("T")
 
 
 class LayerKind(str, enum.Enum):
@@ -460,15 +462,23 @@ def runs_sum(layers: Sequence[LayerCost], value: Callable[[LayerCost], float]) -
     """``sum(value(la) for la in layers)``, a piece of ``n`` copies (:func:`layer_runs`) summed
     once and counted ``n`` times (``value`` must read fields other than ``name`` and ``block``);
     single pieces are added layer by layer in order, so a plain tuple gives the plain sum."""
+    return sum_pieces(layer_runs(layers), value)
+
+
+def sum_pieces(pieces: Iterable[tuple[Sequence[T], int]], value: Callable[[T], float]) -> float:
+    """``sum`` of ``value`` over ``(items, n)`` pieces, ``n`` copies of ``items`` each: a
+    single piece (``n == 1``) added item by item into the total in order, a piece of ``n > 1``
+    copies summed once and added as ``n x`` its sum (:func:`runs_sum`; a segment's
+    tensor-parallel collectives, :func:`perfmodel.parallel.lowering.build_chunk`)."""
     total = 0.0
-    for block, n in layer_runs(layers):
+    for items, n in pieces:
         if n == 1:
-            for la in block:
-                total += value(la)
+            for x in items:
+                total += value(x)
         else:
             part = 0.0
-            for la in block:
-                part += value(la)
+            for x in items:
+                part += value(x)
             total += n * part
     return total
 
