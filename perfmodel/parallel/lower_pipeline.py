@@ -41,7 +41,13 @@ from perfmodel.parallel.lowering import (
     tied_embedding_params,
 )
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
+from perfmodel.parallel.periodic import (
+    WINDOW_BACK,
+    LazyGraph,
+    PeriodicGraph,
+    short_limit,
+    window_gap,
+)
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import (
@@ -869,8 +875,8 @@ class PipelineLowering:
             return 0
         # j0, the gap (pp + 2; interleaved 4), the tail and the window's 3: the docstring
         j0 = P if u == 1 else -(-warmup_forwards(P, 0, self.V) // (P * self.V))
-        base = u * (j0 + (P + 2 if u == 1 else 4) + self._tail + 3)
-        limit = 3 * self.m_step // 4  # the longest short schedule worth lowering
+        base = u * (j0 + window_gap(u, P) + self._tail + WINDOW_BACK)
+        limit = short_limit(self.m_step)
         issue = max(self.issue_times())
         if issue > 0:
             # an eager host issues the step's kernels in one task per stage, from the start
@@ -901,7 +907,8 @@ class PipelineLowering:
         u, tail = self.period_unit, self._tail
         n = -(-base // u)  # whole units
         while n * u <= limit:
-            if self._stage0_busy_before((n - tail - 4) * u * self.V) >= issue_end_s:
+            # the window starts with unit mid - 1 = n - tail - WINDOW_BACK - 1
+            if self._stage0_busy_before((n - tail - WINDOW_BACK - 1) * u * self.V) >= issue_end_s:
                 break
             n += 1
         return n * u

@@ -32,6 +32,25 @@ from typing import Any
 
 from perfmodel.parallel.taskgraph import Task, TaskGraph
 
+WINDOW_BACK = 3
+"""Units from the periodicity check's window unit ``mid`` to the last of the run of shifted
+copies ``j1`` (``mid = j1 - WINDOW_BACK``: the window reaches one period before ``mid`` and two
+after it; :func:`perfmodel.sim.engine.periodic_timeline`), read by the check and by
+:meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.periodic_count`."""
+
+
+def window_gap(unit: int, pp: int) -> int:
+    """Units the check needs from the warm-up's last unit ``j0`` to ``mid``: ``pp + 2`` for
+    1F1B (``unit`` 1: the steady iterations around ``mid`` span ``pp`` micro-batches), 4 for
+    interleaved 1F1B (units of ``pp`` micro-batches: steady blocks of three units)."""
+    return pp + 2 if unit == 1 else 4
+
+
+def short_limit(microbatches: int) -> int:
+    """The most micro-batches a short schedule may have: 3/4 of the step's (beyond that the
+    whole step costs little more)."""
+    return 3 * microbatches // 4
+
 
 class LazyGraph(TaskGraph):
     """A :class:`TaskGraph` whose tasks are lowered when first read, with a coarser graph of the

@@ -22,7 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
+from perfmodel.parallel.periodic import (
+    WINDOW_BACK,
+    LazyGraph,
+    PeriodicGraph,
+    short_limit,
+    window_gap,
+)
 from perfmodel.parallel.taskgraph import CommSpec, Task, TaskGraph
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
@@ -263,18 +269,18 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     P = len(g.devices)  # one simulated device per pipeline stage
     # tau: when unit `mid` starts; around it run backwards of older units and forwards of up
     # to one newer, all of which must be periodic
-    mid = j1 - 3
+    mid = j1 - WINDOW_BACK
     if u == 1:
         # steady iterations i (stage s: forward i + P - s - 1, backward i; the last
         # micro-batch's backward reduces gradients) whose micro-batches i .. i + P - 1 are all
         # shifted copies
         steady = range(j0 + 1, min(j1 - P + 1, k - P, k - 2) + 1)
-        short_of = mid < j0 + P + 2
+        short_of = mid < j0 + window_gap(u, P)
     else:
         # steady blocks T of iterations (units T .. T + 2, none of them the last unit, whose
         # last micro-batch reduces gradients) whose units are all shifted copies
         steady = range(j0 + 1, min(j1 - 2, n - 3) + 1)
-        short_of = mid < j0 + 4
+        short_of = mid < j0 + window_gap(u, P)
     if len(steady) < 2 or short_of:
         return 2 * k
     lam = (first[j1] - first[j0]) / (j1 - j0)
@@ -329,7 +335,7 @@ def evaluate(graph: TaskGraph) -> Timeline:
     if isinstance(graph, PeriodicGraph):
         # short schedules while they cost less than the whole one (at most twice its cost)
         k, spent = graph.short_microbatches, 0
-        while spent + k <= graph.microbatches and 4 * k <= 3 * graph.microbatches:
+        while spent + k <= graph.microbatches and k <= short_limit(graph.microbatches):
             tl = periodic_timeline(graph, k)
             if isinstance(tl, PeriodicTimeline):
                 return tl
