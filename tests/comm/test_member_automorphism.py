@@ -64,14 +64,20 @@ def test_packings_equal_own_search(system: str) -> None:
         assert hits > 0
 
 
-def test_dgx_a100_halves_pack_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    topo = load_system("dgx-a100", nodes=2)
-    model = CommCostModel(topo)
+def _searched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """The member tuples every ring-packing search is run on from now on (in order)."""
     searched: list[tuple[str, ...]] = []
     real = rg._pack_rings
     monkeypatch.setattr(
         rg, "_pack_rings", lambda links, m, c: searched.append(m) or real(links, m, c)
     )
+    return searched
+
+
+def test_dgx_a100_halves_pack_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = load_system("dgx-a100", nodes=2)
+    model = CommCostModel(topo)
+    searched = _searched(monkeypatch)
     low, high = _gpus(topo, (0, 1, 2, 3)), _gpus(topo, (4, 5, 6, 7))
     a = model.collective("allreduce", 2**26, low)
     b = model.collective("allreduce", 2**26, high)
@@ -111,11 +117,7 @@ def test_name_decided_packing_is_not_shared(monkeypatch: pytest.MonkeyPatch) -> 
     image) are searched themselves."""
     topo = _two_switches()
     model = CommCostModel(topo)
-    searched: list[tuple[str, ...]] = []
-    real = rg._pack_rings
-    monkeypatch.setattr(
-        rg, "_pack_rings", lambda links, m, c: searched.append(m) or real(links, m, c)
-    )
+    searched = _searched(monkeypatch)
     low, high = _gpus(topo, (0, 1, 2, 3)), _gpus(topo, (4, 5, 6, 7))
     nodes = frozenset(topo.graph.nodes)
     assert member_automorphism(topo, nodes, low, high) is not None

@@ -6,11 +6,13 @@ fabric-link loads are the boundary count times each boundary's) keeps its count 
 
 from __future__ import annotations
 
+from reference_models import direct_model
+
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.model import _any_count_key
 from perfmodel.comm.rings import ring_summary
 from perfmodel.topology import load_system
-from tests.comm.test_ring_patterns import _direct, _group, _same_info
+from tests.comm.test_ring_patterns import _group, _same_info
 
 ORDERS = [(0, 4, 8), tuple(range(8)), (1, 5), (2, 6, 10, 3, 7, 11), tuple(range(12)), (9, 2)]
 
@@ -27,7 +29,7 @@ def test_server_counts_share_one_pattern() -> None:
     one ring analysis per local-id sequence; every group's collectives and numbers equal its
     own direct analysis."""
     topo = load_system("dgx-a100", nodes=12)
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     built = _counting(model)
     lid_sets = [(0,), (4,), (0, 1, 2, 3)]
     for lids in lid_sets:
@@ -47,7 +49,7 @@ def test_fabric_loaded_rings_keep_their_count() -> None:
     boundary loads rail-to-spine links: no count-free entry, and each count is analysed (and
     equals its direct analysis); servers of two classes have no count-free key."""
     topo = load_system("dgx-a100", nodes=12)
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     built = _counting(model)
     groups = [_group(topo, servers, (0, 4)) for servers in ((0, 1, 2), (3, 4), tuple(range(12)))]
     assert not ring_summary(model.links, groups[0]).fabric_free  # type: ignore[union-attr]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from reference_models import direct_model, direct_terms, thin_spine_fat_tree
 
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.model import GroupInfo, _channel_servers
@@ -26,16 +27,6 @@ NUMBERS = (
     "gpu_memory_Bps",
     "shm",
 )
-
-
-def _direct(topo: Topology) -> CommCostModel:
-    """A model that analyses every group itself (no pattern, image or translate reused)."""
-    model = CommCostModel(topo)
-    model._pattern_key = lambda members: None  # type: ignore[method-assign]
-    model._numbers_key = lambda members: None  # type: ignore[method-assign]
-    model._shape_group = lambda members: None  # type: ignore[method-assign]
-    model._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
-    return model
 
 
 def _group(topo: Topology, servers: tuple[int, ...], lids: tuple[int, ...]) -> tuple[str, ...]:
@@ -66,12 +57,12 @@ SYSTEMS = [
 
 
 @pytest.mark.parametrize(("system", "kw"), SYSTEMS, ids=[f"{s}{k}" for s, k in SYSTEMS])
-def test_pattern_groups_equal_direct(system: str, kw: dict[str, object]) -> None:
+def test_pattern_groups_equaldirect_model(system: str, kw: dict[str, object]) -> None:
     """Data-parallel groups of the stages of a pipeline (servers strided, names in another
     order than the indices: n10 sorts before n2) and of other orders: each group's analysis
     and collective results equal its own direct analysis."""
     topo = load_system(system, **kw)
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     orders = [(0, 4, 8), (1, 5, 9), (2, 6, 10), (3, 7, 11), (10, 2, 7), (11, 0, 5), (2, 3)]
     for lids in [(0,), (4,), (1, 3), (0, 1, 2, 3)]:
         if max(lids) >= topo.gpus_per_node:
@@ -112,14 +103,9 @@ def test_other_patterns_miss() -> None:
     patterns; on a fat tree with thin spine links, a group across leaves has a slower
     inter-server ring than one inside a leaf (a key of local ids and server count alone
     would give it the leaf's numbers)."""
-    topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")  # leaves of 3
-    g = topo.graph.copy()
-    for u, v, d in g.edges(data=True):
-        if "spine" in u or "spine" in v:
-            d["bandwidth_Bps"] = 25e9 / 4
-    topo = dataclasses.replace(topo, graph=g, pattern=None)
+    topo = thin_spine_fat_tree()
     assert server_symmetry(topo).cls == {0: 0, 1: 0, 3: 1, 4: 1}
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     key = model._pattern_key
     inside, across = _group(topo, (0, 1), (0,)), _group(topo, (1, 3), (0,))
     a, b = model.group_info(inside), model.group_info(across)
@@ -144,7 +130,7 @@ def test_twin_groups_share_one_result() -> None:
     all) are priced once per (op, bytes), read off the twin's group; their results equal the
     direct ones."""
     topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     priced = []
     real = model._analytic
     model._analytic = lambda *a: priced.append(a[2]) or real(*a)  # type: ignore[method-assign]
@@ -167,7 +153,7 @@ def test_unlike_twin_misses() -> None:
         if g.has_edge(u, v):
             g.edges[u, v]["bandwidth_Bps"] /= 2
     topo = dataclasses.replace(topo, graph=g, pattern=None)
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     g0, g1, g2 = (_group(topo, (s,), (0, 1)) for s in range(3))
     model.group_info(g1)  # analysed: its key is known before its collective is priced
     r0 = model.collective("allreduce", 2**26, g0)
@@ -176,13 +162,6 @@ def test_unlike_twin_misses() -> None:
     assert r1.bandwidth_Bps < r0.bandwidth_Bps
     assert model._numbers_key(g1) == ("twin", g1) != model._numbers_key(g0)
     assert model.collective("allreduce", 2**26, g2) is r0
-
-
-def _direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
-    model = CommCostModel(topo)
-    model._canonical_pairs = lambda p: None  # type: ignore[method-assign]
-    model._twin_pairs = lambda p: None  # type: ignore[method-assign]
-    return model._flow_terms(pairs)
 
 
 def _inner_sends(topo: Topology, s: int, lids: tuple[int, ...], to: int) -> tuple:
@@ -210,7 +189,7 @@ def test_sends_inside_a_server_read_off_its_twin() -> None:
         for lids, to in [((0, 1, 2, 3), 4), ((4, 5, 6, 7), 4), ((0, 2), 1)]:
             for s in range(6):
                 pairs = _inner_sends(t, s, lids, to)
-                assert model._flow_terms(pairs) == _direct_terms(t, pairs), (s, lids)
+                assert model._flow_terms(pairs) == direct_terms(t, pairs), (s, lids)
         if t is topo:
             assert len(routed) == 4 + 4 + 2  # server 0's sends only
     model = CommCostModel(odd)

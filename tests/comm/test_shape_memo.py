@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from reference_models import direct_model, direct_terms, thin_spine_fat_tree
 
 from perfmodel.comm import CommCostModel
 from perfmodel.parallel import costs
@@ -43,13 +44,6 @@ def _stage_pairs(topo: Topology, a: int, b: int, tp: int) -> tuple[tuple[str, st
     return tuple((topo.gpus[a * gpn + t], topo.gpus[b * gpn + t]) for t in range(tp))
 
 
-def _direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
-    model = CommCostModel(topo)
-    model._canonical_pairs = lambda p: None  # type: ignore[method-assign]
-    model._twin_pairs = lambda p: None  # type: ignore[method-assign]  # nor a twin's sends
-    return model._flow_terms(pairs)
-
-
 def _cases() -> list[tuple[str, Topology]]:
     out = [(f"{s}{kw}", _topo(s, kw)) for s, kw in SYSTEMS]
     return [*out, ("dgx1-v100 refused on n1", _refused_on_one_server())]
@@ -65,7 +59,7 @@ def test_stage_sends_equal_direct(name: str, topo: Topology) -> None:
     for a, b in [(i, j) for i in range(n) for j in range(n) if i != j]:
         for tp in (8, 4, 2):
             pairs = _stage_pairs(topo, a, b, tp)
-            assert model._flow_terms(pairs) == _direct_terms(topo, pairs), (name, a, b, tp)
+            assert model._flow_terms(pairs) == direct_terms(topo, pairs), (name, a, b, tp)
             assert model.transfers_time(pairs, 6.29e6) == CommCostModel(topo).transfers_time(
                 pairs, 6.29e6
             )
@@ -144,19 +138,14 @@ def test_different_routes_do_not_share_an_entry() -> None:
     """A key too coarse (the local ids of the pairs, or the number of servers apart) would
     merge a stage pair on one fat-tree leaf with one across leaves: their routes differ (two
     more switch hops), and with leaf uplinks of a quarter of the NIC bandwidth their rates."""
-    topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")  # leaves of 3
-    g = topo.graph.copy()
-    for u, v, d in g.edges(data=True):
-        if "spine" in u or "spine" in v:
-            d["bandwidth_Bps"] = 25e9 / 4
-    topo = dataclasses.replace(topo, graph=g, pattern=None)
+    topo = thin_spine_fat_tree()
     assert server_symmetry(topo).cls == {0: 0, 1: 0, 3: 1, 4: 1}
     model = CommCostModel(topo)
     same_leaf, across = _stage_pairs(topo, 0, 1, 8), _stage_pairs(topo, 1, 4, 8)
     assert len(model._p2p_route(*same_leaf[0])) + 2 == len(model._p2p_route(*across[0]))
     t_same, t_across = model._flow_terms(same_leaf), model._flow_terms(across)
     assert t_same != t_across and t_across[0][1] < t_same[0][1]
-    assert t_across == _direct_terms(topo, across)
+    assert t_across == direct_terms(topo, across)
     assert model._canonical_pairs(across) == _stage_pairs(topo, 0, 3, 8) != same_leaf
     # a server outside every class has no image: answered directly, never from a memo
     assert server_symmetry(topo).cls.get(2) is None
@@ -186,11 +175,7 @@ def test_collective_shape_memo_equals_direct(name: str, topo: Topology) -> None:
     """Translated groups across servers (a pipeline's stages) share one analytic result,
     equal to each group's own."""
     model = CommCostModel(topo)
-    direct = CommCostModel(topo)
-    direct._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
-    direct._shape_group = lambda members: None  # type: ignore[method-assign]  # no relabelling
-    direct._pattern_key = lambda members: None  # type: ignore[method-assign]  # no ring pattern
-    direct._numbers_key = lambda members: None  # type: ignore[method-assign]  # nor shared result
+    direct = direct_model(topo)
     n, gpn = topo.num_nodes, topo.gpus_per_node
     groups = [
         tuple(topo.gpus[s * gpn + k] for s in servers for k in pick)

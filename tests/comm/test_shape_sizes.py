@@ -5,26 +5,18 @@ no relabelled copy is made, and the result equals the group's own, bit for bit."
 from __future__ import annotations
 
 import pytest
+from reference_models import direct_model
 
 from perfmodel.comm import CommCostModel
 from perfmodel.topology import Topology
 from tests.comm.test_shape_memo import CASES
 
 
-def _direct(topo: Topology) -> CommCostModel:
-    model = CommCostModel(topo)
-    model._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
-    model._shape_group = lambda members: None  # type: ignore[method-assign]
-    model._pattern_key = lambda members: None  # type: ignore[method-assign]
-    model._numbers_key = lambda members: None  # type: ignore[method-assign]
-    return model
-
-
 @pytest.mark.parametrize(("name", "topo"), CASES, ids=[c[0] for c in CASES])
-def test_new_sizes_of_images_equal_direct(name: str, topo: Topology) -> None:
+def test_new_sizes_of_images_equaldirect_model(name: str, topo: Topology) -> None:
     """First and last pipeline stages' GPUs of other local ids (no ring pattern), each
     translate asked at a size no other group asked for."""
-    model, direct = CommCostModel(topo), _direct(topo)
+    model, direct = CommCostModel(topo), direct_model(topo)
     n, gpn = topo.num_nodes, topo.gpus_per_node
     pairs = [(0, 1), (1, 2), (0, 2), (2, 0), (n - 1, 1)]
     for k, (a, b) in enumerate(pairs):
@@ -53,7 +45,7 @@ def test_images_priced_without_relabelling(monkeypatch: pytest.MonkeyPatch) -> N
     other2 = ("n1/gpu0", "n2/gpu4")
     got = model.collective("allreduce", 3 * 2**20, other2)
     assert relabelled == []
-    assert got == _direct(topo).collective("allreduce", 3 * 2**20, other2)
+    assert got == direct_model(topo).collective("allreduce", 3 * 2**20, other2)
 
 
 def test_nccl_table_reads_size_per_call() -> None:

@@ -58,9 +58,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("kw", CASES, ids=lambda kw: "-".join(f"{k}{v}" for k, v in kw.items()))
-def test_stacked_report_equals_layer_by_layer(kw: dict[str, Any]) -> None:
-    sc = Scenario.from_dict(
+def _scenario(**kw: Any) -> Scenario:
+    """The 12-layer GPT of :data:`_ARGS` on one DGX-1, analytic, with the plan ``kw``."""
+    return Scenario.from_dict(
         {
             "system": "dgx1-v100",
             "gpus": 8,
@@ -72,6 +72,11 @@ def test_stacked_report_equals_layer_by_layer(kw: dict[str, Any]) -> None:
             **kw,
         }
     )
+
+
+@pytest.mark.parametrize("kw", CASES, ids=lambda kw: "-".join(f"{k}{v}" for k, v in kw.items()))
+def test_stacked_report_equals_layer_by_layer(kw: dict[str, Any]) -> None:
+    sc = _scenario(**kw)
     a = _numbers(predict(sc, workload_fn=_stacked, baseline=False).to_dict())
     b = _numbers(predict(sc, workload_fn=_layer_by_layer, baseline=False).to_dict())
     assert a.keys() == b.keys()
@@ -90,20 +95,7 @@ def test_lowering_makes_no_copy_of_the_stack() -> None:
     :meth:`StackedLayers.pieces`, the template's carry another block index)."""
     wl = _stacked(batch_size=2, precision="fp16", tp=2)
     assert isinstance(wl.layers, StackedLayers)
-    sc = Scenario.from_dict(
-        {
-            "system": "dgx1-v100",
-            "gpus": 8,
-            "model": "gpt",
-            "precision": "fp16",
-            "microbatch": 2,
-            "global_batch": 32,
-            "tp": 2,
-            "pp": 4,
-            "software": "megatron",
-            "fidelity": "analytic",
-        }
-    )
+    sc = _scenario(tp=2, pp=4, software="megatron")
     predict(sc, workload_fn=lambda **kw: wl, baseline=False)
     stack = wl.layers._s  # type: ignore[attr-defined]
     made = sum(la is not None for la in stack.cache)
