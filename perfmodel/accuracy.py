@@ -710,8 +710,8 @@ def _modern_rows(modern: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
             dense_results(modern),
         ),
         (
-            f"mixture-of-experts and context-parallel rows (modern.jsonl; the {len(MOE_CP_ROWS)} "
-            "rows on 8-64 GPUs, the 256-1024-GPU rows left out for time)",
+            f"mixture-of-experts and context-parallel rows (modern.jsonl; all {len(MOE_CP_ROWS)} "
+            "rows, 8-1,024 GPUs)",
             moe_cp_results(modern),
         ),
     ):

@@ -27,24 +27,120 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import PerfModelError
 from perfmodel.units import GiB
 
-#: MoE and context-parallel rows predicted by the validation tier and the accuracy table
-#: (mappable, and a few seconds in all; the 256-, 512- and 1024-GPU rows are left out for time).
+#: MoE and context-parallel rows predicted by the validation tier and the accuracy table: every
+#: tokens/s row of ``modern.jsonl`` with experts or ``cp > 1``, 8 to 1,024 GPUs (about 10 s in
+#: all with the analytic executor).
 MOE_CP_ROWS = (
     "mbridge-260401-h100-qwen3-30b-16g-tokens",
     "mbridge-260401-b200-qwen3-30b-8g-tokens",
+    "mbridge-260401-h100-qwen3-235b-256g-tokens",
+    "mbridge-260401-b200-qwen3-235b-256g-tokens",
+    "mbridge-260401-b200-dsv3-256g-tokens",
     "nemo2407-h100-llama3-8b-tokens",
     "nemo2407-h100-llama3-70b-tokens",
+    "mbridge-260401-h100-llama31-405b-1024g-gbs1536-tokens",
     "tt-2412-t2-8b-fsdp4-cp2",
     "tt-2412-t2-8b-fsdp2-cp4",
     "tt-2412-t2-8b-fsdp1-cp8",
+    "tt-2412-t6-405b-512g-fsdp4-cp2",
+    "tt-2412-t6-405b-512g-fsdp2-cp4",
+    "tt-2412-t6-405b-512g-fsdp1-cp8",
 )
+
+
+@dataclass(frozen=True)
+class MoeRecipe:
+    """Expert-parallel settings of the Megatron-Bridge performance config a MoE row ran with
+    (the row's table names the model, GPU, precision and parallel sizes; the config at the
+    same commit says the rest).
+
+    Attributes
+    ----------
+    dispatcher
+        ``Scenario.moe_dispatcher``: ``alltoall``, or the flex dispatcher's backend
+        (``deepep``, ``hybridep``).
+    ep_overlap
+        ``moe_a2a_overlap`` (Megatron-Core ``overlap_moe_expert_parallel_comm``).
+    source
+        The config and the lines that set them.
+    """
+
+    dispatcher: str
+    ep_overlap: bool
+    source: str
+
+
+_MB_PERF = (
+    "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 scripts/performance/"
+    "configs/"
+)
+
+#: The Megatron-Bridge 26.04.01 MoE rows' recipes by (model name prefix, GPU). The
+#: ``*_llm_pretrain.py`` functions set ``moe_token_dispatcher_type`` ("flex" or "alltoall") and
+#: ``set_workload_base_configs`` applies the base config's ``moe_flex_dispatcher_backend``
+#: (``apply_flex_dispatcher_backend``) and ``moe_a2a_overlap`` (default False,
+#: ``scripts/performance/utils/utils.py`` ``WorkloadBaseConfig``).
+MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
+    ("Qwen3-30B-A3B", "B200"): MoeRecipe(
+        "hybridep",
+        False,
+        _MB_PERF
+        + "qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1"
+        " (= B200_BF16_V1: moe_flex_dispatcher_backend='hybridep'); qwen3_llm_pretrain.py "
+        "qwen3_30b_a3b_pretrain_config_b200: moe_token_dispatcher_type='flex'",
+    ),
+    ("Qwen3-30B-A3B", "H100"): MoeRecipe(
+        "hybridep",
+        False,
+        _MB_PERF
+        + "qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1"
+        " (moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False); qwen3_llm_pretrain.py "
+        "qwen3_30b_a3b_pretrain_config_h100: moe_token_dispatcher_type='flex'",
+    ),
+    ("Qwen3-235B-A22B", "B200"): MoeRecipe(
+        "alltoall",
+        False,
+        _MB_PERF
+        + "qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2"
+        " (= B200_FP8_CS_V1 at 256 GPUs, GBS 8192: moe_a2a_overlap=False, no flex backend); "
+        "qwen3_llm_pretrain.py qwen3_235b_a22b_pretrain_config_b200: "
+        "moe_token_dispatcher_type='alltoall'",
+    ),
+    ("Qwen3-235B-A22B", "H100"): MoeRecipe(
+        "alltoall",
+        True,
+        _MB_PERF
+        + "qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2"
+        " (= H100_FP8_CS_V1, GBS 8192: moe_a2a_overlap=True, no flex backend); "
+        "qwen3_llm_pretrain.py qwen3_235b_a22b_pretrain_config_h100: "
+        "moe_token_dispatcher_type='alltoall'",
+    ),
+    ("DeepSeek-V3", "B200"): MoeRecipe(
+        "deepep",
+        True,
+        _MB_PERF + "deepseek/deepseek_workload_base_configs.py "
+        "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (moe_flex_dispatcher_backend='deepep', "
+        "moe_a2a_overlap=True, PP 8, VP 2, EP 32)",
+    ),
+}
+
+
+def moe_recipe(row: Mapping[str, Any]) -> MoeRecipe | None:
+    """The :data:`MBRIDGE_MOE_RECIPES` entry of a Megatron-Bridge MoE row, ``None`` otherwise."""
+    if not row["id"].startswith("mbridge-") or "experts" not in row["model"]:
+        return None
+    name, gpu = str(row["model"]["name"]), str(row["system"]["gpu"])
+    for (model, kind), recipe in MBRIDGE_MOE_RECIPES.items():
+        if name.startswith(model) and kind in gpu:
+            return recipe
+    return None
 
 
 def _recompute(text: str | None) -> str:
@@ -155,7 +251,9 @@ def map_moe_cp_row(row: Mapping[str, Any]) -> Scenario | str:
     """A :class:`Scenario` for a MoE or context-parallel row, or why it is not mapped.
 
     Expert tensor parallelism as the row states; token-dropless with forced balance as the
-    Megatron-Bridge footnote says (the default ``load_imbalance = 1``).
+    Megatron-Bridge footnote says (the default ``load_imbalance = 1``); the token dispatcher and
+    the combined-1F1B overlap of the Megatron-Bridge MoE rows from their recipes
+    (:data:`MBRIDGE_MOE_RECIPES`).
     """
     if not _is_moe_or_cp(row):
         return "neither MoE nor context parallel"
@@ -165,7 +263,11 @@ def map_moe_cp_row(row: Mapping[str, Any]) -> Scenario | str:
     system = "dgx-b200" if "B200" in gpu else "dgx-h100" if "H100" in gpu else None
     if system is None:
         return f"GPU {gpu!r} not mapped"
-    return _scenario(row, system)
+    sc = _scenario(row, system)
+    recipe = moe_recipe(row)
+    if recipe is not None:
+        sc = replace(sc, moe_dispatcher=recipe.dispatcher, ep_overlap=recipe.ep_overlap)
+    return sc
 
 
 @dataclass(frozen=True)

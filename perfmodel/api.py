@@ -111,6 +111,9 @@ class Scenario:
     etp: int | None = None
     cp_comm: str | None = None
     ep_overlap: bool = False
+    moe_dispatcher: str | None = None
+    """Token dispatcher of expert-parallel layers (``alltoall``, ``deepep``, ``hybridep``,
+    ``allgather``; :class:`~perfmodel.parallel.plan.MoEDispatcher`); ``None``: ``alltoall``."""
     dataset: str | None = None
     data_loader: str | None = None
     data_loader_workers: int | None = None
@@ -569,6 +572,7 @@ def resolve(sc: Scenario) -> Resolved:
         etp=p.etp,
         cp_comm=p.cp_comm,
         ep_overlap=p.ep_overlap,
+        moe_dispatcher=p.moe_dispatcher,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = preset.memory_format if p.memory_format is None else p.memory_format
@@ -988,6 +992,7 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         etp=None,
         cp_comm=None,
         ep_overlap=False,
+        moe_dispatcher=None,
         batch_per_gpu=per_gpu,
         global_batch=None,
         fidelity="analytic",

@@ -28,7 +28,15 @@ from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.host.input_pipeline import DatasetKind, LoaderKind, parse_dataset, parse_loader
-from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
+from perfmodel.parallel.plan import (
+    CPComm,
+    DPMode,
+    Hybrid,
+    MoEDispatcher,
+    PipelineSchedule,
+    PSHost,
+    Recompute,
+)
 from perfmodel.parallel.software import SoftwarePreset, get_preset
 from perfmodel.workload.memory import Optimizer
 
@@ -58,7 +66,8 @@ class ParsedScenario:
     ``interleave > 1`` names it; ``dp_mode`` is ``None`` when the preset's applies;
     ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's); ``dataset`` and
     ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader);
-    ``cp_comm`` is ``CPComm.RING`` when unset and ``ep_overlap`` must be a bool.
+    ``cp_comm`` is ``CPComm.RING`` when unset and ``ep_overlap`` must be a bool;
+    ``moe_dispatcher`` is ``MoEDispatcher.ALLTOALL`` when unset.
     """
 
     fidelity: Fidelity
@@ -90,6 +99,7 @@ class ParsedScenario:
     etp: int
     cp_comm: CPComm
     ep_overlap: bool
+    moe_dispatcher: MoEDispatcher
     placement: tuple[str, str, str]
     memory_format: str | None
     dataset_size: int | None
@@ -245,6 +255,7 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         etp=pos_int(sc.etp, "etp", allow_none=True) or 0,
         cp_comm=CPComm.parse(sc.cp_comm, where=_where("cp_comm")),
         ep_overlap=_flag(sc.ep_overlap, "ep_overlap"),
+        moe_dispatcher=MoEDispatcher.parse(sc.moe_dispatcher, where=_where("moe_dispatcher")),
         placement=parse_placement(sc.placement),
         memory_format=None
         if mf is None

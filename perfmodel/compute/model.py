@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec
-from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind, Workload
+from perfmodel.workload.layers import ExpertRole, GemmShape, LayerCost, LayerKind, Workload
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
 from .params import ComputeParams, Tile
@@ -200,7 +200,11 @@ def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     products (fused attention, unfused scores/context) in BF16: Transformer Engine's
     ``DelayedScaling(fp8_dpa=False)`` default (TE 1.x; Megatron-Core/NeMo FP8 recipes) and
     torchao ``convert_to_float8_training``, which swaps ``nn.Linear`` modules only (torchtitan
-    float8). Every other precision uses its ``matmul_dtype`` throughout.
+    float8). A mixture-of-experts router (``ExpertRole.ROUTER``) stays in BF16: Megatron-Core's
+    ``TopKRouter.gating`` multiplies through ``router_gating_linear`` (a plain ``torch`` matmul,
+    ``megatron/core/transformer/moe/router.py`` at Megatron-LM 4415119), not a Transformer Engine
+    module that ``fp8_autocast`` reaches. Every other precision uses its ``matmul_dtype``
+    throughout.
 
     >>> from perfmodel.workload.layers import LayerCost, LayerKind
     >>> att = LayerCost(name="attn", kind=LayerKind.ATTENTION, fwd_flop=1.0, bwd_input_flop=1.0,
@@ -209,7 +213,10 @@ def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     >>> layer_matmul_dtype(att, Precision.FP8).value, layer_matmul_dtype(att, Precision.FP16).value
     ('bf16', 'fp16')
     """
-    if precision is Precision.FP8 and layer.kind not in (LayerKind.LINEAR, LayerKind.CONV):
+    if precision is Precision.FP8 and (
+        layer.kind not in (LayerKind.LINEAR, LayerKind.CONV)
+        or layer.expert_role is ExpertRole.ROUTER
+    ):
         return DType.BF16
     return precision.matmul_dtype
 
@@ -275,6 +282,21 @@ class ComputeModel:
         self._gemm_cache[key] = hit
         return hit
 
+    def grouped_gemm(self, gemm: GemmShape, dtype: DType) -> tuple[GemmEfficiency, int]:
+        """Efficiency of the ``gemm.batch`` expert GEMMs of a grouped (mixture-of-experts) layer
+        and the launches its busiest stream waits for (:mod:`perfmodel.compute.grouped`: the
+        per-GEMM efficiency is :meth:`gemm`'s, for the experts that share the SMs at once)."""
+        from perfmodel.compute.grouped import grouped_gemm_efficiency
+
+        key = (gemm, dtype, "grouped")
+        hit = self._gemm_cache.get(key)  # type: ignore[call-overload]
+        if hit is None:
+            g = grouped_gemm_efficiency(gemm, lambda s: self.gemm(s, dtype).efficiency)
+            per = self.gemm(GemmShape(gemm.m, gemm.n, gemm.k, g.concurrent), dtype)
+            hit = (replace(per, efficiency=g.efficiency), g.launches)
+            self._gemm_cache[key] = hit  # type: ignore[index]
+        return hit  # type: ignore[return-value]
+
     def gemm_time(self, gemm: GemmShape, dtype: DType, *, itemsize: int | None = None) -> float:
         """Roofline time of one GEMM (no launch overhead), operands of ``itemsize`` bytes,
         including the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`)."""
@@ -324,6 +346,7 @@ class ComputeModel:
         *,
         conv: bool = False,
         rate_multiplier: float = 1.0,
+        grouped: bool = False,
     ) -> tuple[float, Bound, GemmEfficiency | None]:
         p = self.params
         launch = kernels * p.kernel_launch_s
@@ -332,6 +355,10 @@ class ComputeModel:
         if gemm is None:
             t_c = self._scalar_time(flop)
             eff = None
+        elif grouped:  # expert GEMMs: per-stream launches beyond the layer's own
+            eff, launches = self.grouped_gemm(gemm, dtype)
+            launch += (launches - 1) * p.kernel_launch_s
+            t_c = flop / (p.peak(dtype) * eff.efficiency * rate_multiplier)
         else:
             eff = self.gemm(gemm, dtype)
             factor = eff.efficiency * (p.conv_efficiency if conv else 1.0) * rate_multiplier
@@ -446,6 +473,13 @@ class ComputeModel:
                 host_s=(k_f + k_b) * host,
                 host_fwd_s=k_f * host,
             )
+        # routed experts: the grouped GEMM's per-expert launches (perfmodel.compute.grouped)
+        grouped = (
+            layer.expert_role is ExpertRole.EXPERT
+            and layer.kind is LayerKind.LINEAR
+            and g is not None
+            and g.batch > 1
+        )
         fwd, bound, eff = self._pass_time(
             layer.fwd_flop,
             layer.fwd_bytes + cast_bytes,
@@ -454,6 +488,7 @@ class ComputeModel:
             kernels_fwd,
             conv=conv,
             rate_multiplier=wino * align,
+            grouped=grouped,
         )
         host_s = kernels_fwd * host
         gpu_s = fwd + transpose_s
@@ -503,6 +538,7 @@ class ComputeModel:
                     max(k_in, 1),
                     conv=conv,
                     rate_multiplier=wino * align,
+                    grouped=grouped,
                 )
                 t_in += transpose_s
             if has_w:
@@ -514,6 +550,7 @@ class ComputeModel:
                     max(k_w, 1),
                     conv=conv,
                     rate_multiplier=wino * align,
+                    grouped=grouped,
                 )
                 t_w += transpose_s
             gpu_s += t_in + t_w

@@ -16,11 +16,13 @@ of ``ep <= gpus_per_node / etp`` ranks sits inside one server (NVLink) before it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+from perfmodel.errors import ConfigError
 from perfmodel.parallel.placement import Placement
-from perfmodel.parallel.plan import CPComm
+from perfmodel.parallel.plan import CPComm, MoEDispatcher
 
 #: Most sibling groups a collective names for NIC sharing (the analytic sharing factor and the
 #: flow simulation); groups on other servers do not share the representative's NICs.
@@ -108,6 +110,124 @@ def cp_exposed_s(comm_s: float, attention_s: float, cp: int, cp_comm: CPComm) ->
     return ring_exposed_s(comm_s, attention_s, cp)
 
 
+def _miss(pool: int, holes: int, k: int) -> float:
+    """Probability that ``k`` distinct draws from ``pool`` items all avoid ``holes`` of them:
+    ``C(pool - holes, k) / C(pool, k)`` (hypergeometric, no replacement)."""
+    if k > pool - holes:
+        return 0.0
+    return math.comb(pool - holes, k) / math.comb(pool, k)
+
+
+def expected_units_hit(
+    experts: int, top_k: int, units: int, routing_groups: tuple[int, int] = (0, 0)
+) -> float:
+    """Expected number of distinct units (ranks or servers) a token's ``top_k`` experts fall in.
+
+    The ``experts`` are split into ``units`` equal blocks of consecutive experts (expert-parallel
+    ranks hold ``experts / ep`` consecutive experts, Megatron-Core ``local_expert_indices``; the
+    ranks of a server are consecutive in the expert-parallel group). Routing is uniform at
+    random: the Megatron-Bridge benchmark rows "force-balance the token distribution among
+    experts" (``moe_router_force_load_balancing``: random router logits), so the ``top_k``
+    experts are a uniform draw without replacement, and the probability that a unit of
+    ``b = experts / units`` experts gets none is ``C(E - b, k) / C(E, k)``:
+
+    ``E[units hit] = units (1 - C(E - b, k) / C(E, k))``
+
+    With group-limited routing ``routing_groups = (G, g)`` (DeepSeek-V3 sec. 2.1.2 node-limited
+    routing; Megatron-Core ``--moe-router-num-groups G --moe-router-group-topk g``) the token
+    first picks ``g`` of ``G`` equal groups uniformly, then its ``top_k`` experts uniformly among
+    the ``g E / G`` experts of those groups; a unit then misses when none of its experts is
+    drawn, summed over how many of its groups were picked (units nested in groups, or groups in
+    units; other splits raise).
+
+    >>> round(expected_units_hit(8, 2, 4), 4)  # 4 ranks x 2 experts: 1 - 4 * C(6,2)/C(8,2) / 4
+    1.8571
+    >>> round(expected_units_hit(128, 8, 2), 3)  # Qwen3 over 2 servers: nearly always both
+    1.994
+    >>> round(expected_units_hit(256, 8, 4, (8, 4)), 3)  # DeepSeek-V3 over 4 servers
+    2.928
+
+    Raises
+    ------
+    ConfigError
+        When ``units`` does not divide ``experts``, ``top_k`` exceeds the routable experts, or
+        the groups and the units do not nest.
+    """
+    if units < 1 or experts % units:
+        raise ConfigError(
+            f"{units} units do not split {experts} experts evenly", value=units, where="ep"
+        )
+    groups, picked = routing_groups
+    if not groups:
+        groups = picked = 1
+    if experts % groups or not 1 <= picked <= groups:
+        raise ConfigError(
+            f"routing groups {routing_groups} do not split {experts} experts",
+            value=routing_groups,
+            where="routing_groups",
+        )
+    pool = picked * experts // groups  # experts a token can reach once its groups are picked
+    if top_k > pool:
+        raise ConfigError(
+            f"top_k={top_k} exceeds the {pool} experts of {picked} routing groups",
+            value=top_k,
+            where="top_k",
+        )
+    block = experts // units
+    if units >= groups and units % groups == 0:  # units inside groups
+        p_group = picked / groups  # the unit's group is picked
+        miss = (1.0 - p_group) + p_group * _miss(pool, block, top_k)
+    elif groups % units == 0:  # groups inside units: j of the unit's G/U groups picked
+        own = groups // units
+        miss = 0.0
+        for j in range(0, min(own, picked) + 1):
+            p_j = (
+                math.comb(own, j) * math.comb(groups - own, picked - j) / math.comb(groups, picked)
+            )
+            miss += p_j * _miss(pool, j * experts // groups, top_k)
+    else:
+        raise ConfigError(
+            f"{units} units and {groups} routing groups do not nest",
+            value=(units, groups),
+            where="routing_groups",
+        )
+    return units * (1.0 - miss)
+
+
+def dispatch_share(
+    dispatcher: MoEDispatcher,
+    experts: int,
+    top_k: int,
+    ranks: int,
+    servers: int,
+    routing_groups: tuple[int, int] = (0, 0),
+) -> float:
+    """Bytes a dispatcher sends per token over those of the all-to-all of every routed row.
+
+    The all-to-all (``alltoall``) sends each of a token's ``top_k`` rows to its expert's rank:
+    share 1 (the lowering's all-to-all of ``tokens x top_k`` rows). The flex dispatchers
+    (``deepep``, ``hybridep``) send a token once to each destination: inside one server once
+    per rank holding one of its experts, and across ``servers > 1`` once per destination server
+    over RDMA, then forwarded over NVLink (DeepEP README, "normal kernels": NVLink and RDMA
+    forwarding; the RDMA leg is the bottleneck the lowering's all-to-all prices, so its bytes
+    are what the share sets):
+
+    ``share = E[ranks hit] / top_k`` (one server), ``E[servers hit] / top_k`` (several)
+
+    with :func:`expected_units_hit`. ``allgather`` is not a share of the all-to-all (the
+    lowering replaces its collective): 1.
+
+    >>> round(dispatch_share(MoEDispatcher.DEEPEP, 128, 8, 8, 1), 3)  # Qwen3 on 8 ranks
+    0.667
+    >>> dispatch_share(MoEDispatcher.ALLTOALL, 128, 8, 8, 1)
+    1.0
+    """
+    if not dispatcher.deduplicates or ranks < 2:
+        return 1.0
+    units = ranks if servers <= 1 else servers
+    return expected_units_hit(experts, top_k, units, routing_groups) / top_k
+
+
 def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float) -> float:
     """Exposed seconds of expert all-to-alls run beside another micro-batch's compute.
 
@@ -133,7 +253,9 @@ __all__ = [
     "MAX_SIBLINGS",
     "context_groups",
     "cp_exposed_s",
+    "dispatch_share",
     "ep_overlap_exposed_s",
+    "expected_units_hit",
     "expert_groups",
     "ring_exposed_s",
     "stage_ranks",

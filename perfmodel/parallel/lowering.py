@@ -37,11 +37,19 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
-from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, ParallelismPlan, Recompute
+from perfmodel.parallel.plan import (
+    CPComm,
+    DPMode,
+    Hybrid,
+    MoEDispatcher,
+    ParallelismPlan,
+    Recompute,
+)
 from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe, default_recipe
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import (
+    CommPoint,
     ExpertRole,
     LayerCost,
     LayerKind,
@@ -444,7 +452,14 @@ def build_chunk(
             for layer in seg_layers:
                 lf, lbi, lbw = costs.layer_time(layer)
                 extra += _expert_context_comm(
-                    layer, costs, groups_of, (lf, lbi + lbw), algorithm, memo, plan.cp_comm
+                    layer,
+                    costs,
+                    groups_of,
+                    (lf, lbi + lbw),
+                    algorithm,
+                    memo,
+                    plan.cp_comm,
+                    plan.moe_dispatcher,
                 )
         if plan.recompute is Recompute.FULL:
             rc = f
@@ -694,11 +709,13 @@ def _expert_context_comm(
     algorithm: str,
     memo: dict[tuple[object, ...], float],
     cp_comm: CPComm = CPComm.RING,
+    dispatcher: MoEDispatcher = MoEDispatcher.ALLTOALL,
 ) -> list[SegmentComm]:
-    """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: all-to-alls
-    exposed in full; the key/value exchange beyond the layer's own compute for ring attention,
-    in full for ``cp_comm=allgather`` (:func:`perfmodel.parallel.expert.cp_exposed_s`), its
-    bytes scaled to the exposed share (what the flow simulation replays)."""
+    """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: the token
+    dispatcher's collectives exposed in full (:func:`_dispatcher_point`); the key/value exchange
+    beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
+    (:func:`perfmodel.parallel.expert.cp_exposed_s`), its bytes scaled to the exposed share
+    (what the flow simulation replays)."""
     from perfmodel.parallel.expert import cp_exposed_s
 
     out: list[SegmentComm] = []
@@ -711,14 +728,17 @@ def _expert_context_comm(
             groups = groups_of.get(cp.group)
             if groups is None:
                 continue
-            key = (cp.op, cp.message_bytes, cp.group)
+            op, nbytes = cp.op, cp.message_bytes
+            if cp.group == "ep":
+                op, nbytes = _dispatcher_point(layer, cp, phase, dispatcher, groups[0], costs)
+            key = (op, nbytes, cp.group)
             t = memo.get(key)
             if t is None:
-                t = memo[key] = costs.concurrent_time(cp.op, cp.message_bytes, groups, algorithm)
+                t = memo[key] = costs.concurrent_time(op, nbytes, groups, algorithm)
             if cp.group == "cp":
-                ring.append((cp.op, cp.message_bytes, t))
+                ring.append((op, nbytes, t))
             else:
-                out.append(SegmentComm(CommKind.EP, phase, cp.op, cp.message_bytes, t, t))
+                out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
         if ring:
             full = sum(t for _, _, t in ring)
             exposed = cp_exposed_s(full, busy, len(groups_of["cp"][0]), cp_comm)
@@ -728,6 +748,43 @@ def _expert_context_comm(
                 for op, nbytes, t in ring
             ]
     return out
+
+
+def _dispatcher_point(
+    layer: LayerCost,
+    point: CommPoint,
+    phase: str,
+    dispatcher: MoEDispatcher,
+    group: Sequence[str],
+    costs: Costs,
+) -> tuple[CollectiveOp, float]:
+    """The collective and bytes that ``dispatcher`` runs for a dispatch/combine layer's
+    all-to-all ``point`` of ``tokens x top_k`` routed rows on the expert-parallel ``group``.
+
+    ``alltoall``: the point as built. ``deepep`` / ``hybridep``: the all-to-all of the
+    deduplicated rows, ``message x dispatch_share`` (:func:`perfmodel.parallel.expert.dispatch_share`;
+    the servers the group spans come from the topology, one server without it). ``allgather``:
+    the dispatch all-gathers the ``tokens`` of every rank of the group (output ``ep x message /
+    top_k``) and the combine reduce-scatters them (Megatron-Core ``MoEAllGatherTokenDispatcher``);
+    in backward the two swap. A layer without expert counts keeps its point.
+    """
+    from perfmodel.parallel.expert import dispatch_share
+
+    if (
+        dispatcher is MoEDispatcher.ALLTOALL
+        or not layer.top_k
+        or point.op is not (CollectiveOp.ALLTOALL)
+    ):
+        return point.op, point.message_bytes
+    n = len(group)
+    if dispatcher is MoEDispatcher.ALLGATHER:
+        gather = (layer.expert_role is ExpertRole.DISPATCH) == (phase == "F")
+        op = CollectiveOp.ALLGATHER if gather else CollectiveOp.REDUCESCATTER
+        return op, point.message_bytes / layer.top_k * n
+    topo = getattr(costs, "topology", None)
+    servers = len({topo.server_of(g) for g in group}) if topo is not None else 1
+    share = dispatch_share(dispatcher, layer.experts, layer.top_k, n, servers, layer.routing_groups)
+    return point.op, point.message_bytes * share
 
 
 def _overlap_expert_comm(

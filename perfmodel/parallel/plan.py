@@ -152,6 +152,55 @@ class CPComm(str, enum.Enum):
         )
 
 
+class MoEDispatcher(str, enum.Enum):
+    """How routed tokens reach their experts and come back (plan key ``moe_dispatcher``;
+    Megatron-Core ``--moe-token-dispatcher-type`` and ``--moe-flex-dispatcher-backend``,
+    ``megatron/core/transformer/moe/token_dispatcher.py`` and the MoE README's "Token
+    Dispatching" table at Megatron-LM 4415119, the Megatron-Core of Megatron-Bridge 21d102f).
+
+    ``alltoall`` (default; the dispatcher Megatron-Bridge's Qwen3 and DeepSeek-V3 recipes set,
+    ``src/megatron/bridge/recipes/{qwen/qwen3_moe,deepseek/deepseek_v3}.py`` at 21d102f):
+    ``MoEAlltoAllTokenDispatcher``, an NCCL all-to-all of every (token, expert) row, so a token
+    routed to two experts of one rank travels twice. ``deepep`` / ``hybridep``: the flex
+    dispatcher with DeepEP or HybridEP kernels (DeepEP README: "removes redundant tokens during
+    cross-node communication"): a token travels once to each rank that holds one of its
+    experts and, across servers, once over RDMA to each server, then over NVLink inside it
+    (:func:`perfmodel.parallel.expert.dispatch_share`). ``allgather``:
+    ``MoEAllGatherTokenDispatcher``, every rank gathers the tokens of its expert-parallel group
+    and keeps its experts' rows; the combine is a reduce-scatter.
+    """
+
+    ALLTOALL = "alltoall"
+    DEEPEP = "deepep"
+    HYBRIDEP = "hybridep"
+    ALLGATHER = "allgather"
+
+    @property
+    def deduplicates(self) -> bool:
+        """Whether a token is sent once per destination rank / server (the flex backends)."""
+        return self in (MoEDispatcher.DEEPEP, MoEDispatcher.HYBRIDEP)
+
+    @classmethod
+    def parse(cls, text: object, where: str = "moe_dispatcher") -> MoEDispatcher:
+        if text is None:
+            return cls.ALLTOALL
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            normalize=_dashed,
+            aliases={
+                "all-to-all": "alltoall",
+                "all-gather": "allgather",
+                "flex": "deepep",
+                "flex-deepep": "deepep",
+                "flex-hybridep": "hybridep",
+                "hybrid-ep": "hybridep",
+                "deep-ep": "deepep",
+            },
+        )
+
+
 class PSHost(str, enum.Enum):
     """Where parameter-server shards live."""
 
@@ -184,6 +233,9 @@ class ParallelismPlan:
         traffic and memory as ZeRO-3).
     cp_comm
         Context-parallel K/V exchange (:class:`CPComm`): ``ring`` (default) or ``allgather``.
+    moe_dispatcher
+        Token dispatcher of the expert-parallel layers (:class:`MoEDispatcher`): ``alltoall``
+        (default), ``deepep``, ``hybridep`` or ``allgather``.
     ep_overlap
         Expert all-to-alls of one micro-batch on their own stream beside another micro-batch's
         compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``, "combined 1F1B"; off by
@@ -229,6 +281,7 @@ class ParallelismPlan:
     etp: int = 0
     cp_comm: CPComm = CPComm.RING
     ep_overlap: bool = False
+    moe_dispatcher: MoEDispatcher = MoEDispatcher.ALLTOALL
 
     def __post_init__(self) -> None:
         for name in (
@@ -415,6 +468,8 @@ class ParallelismPlan:
             parts.append(f"ep={self.ep}")
             if self.ep_overlap:
                 parts.append("ep_overlap=true")
+            if self.moe_dispatcher is not MoEDispatcher.ALLTOALL:
+                parts.append(f"moe_dispatcher={self.moe_dispatcher.value}")
         if self.etp and self.etp != self.tp:
             parts.append(f"etp={self.etp}")
         if self.pp > 1:
@@ -462,6 +517,8 @@ _PLAN_KEYS = {
     "etp": "etp",
     "cp_comm": "cp_comm",
     "ep_overlap": "ep_overlap",
+    "moe_dispatcher": "moe_dispatcher",
+    "dispatcher": "moe_dispatcher",
 }
 
 
@@ -493,7 +550,7 @@ def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
                 value=k,
                 where=where,
             )
-        if key in ("schedule", "dp_mode", "ps_host", "hybrid", "cp_comm"):
+        if key in ("schedule", "dp_mode", "ps_host", "hybrid", "cp_comm", "moe_dispatcher"):
             out[key] = v
         elif key == "ep_overlap":
             flag = _FLAGS.get(v.lower())

@@ -171,6 +171,12 @@ class LayerCost:
     token visits."""
     top_k: int = 0
     """``EXPERT`` layers: experts each token is routed to."""
+    routing_groups: tuple[int, int] = (0, 0)
+    """Group-limited routing of a mixture-of-experts layer, ``(groups, groups per token)``: the
+    experts split into ``groups`` consecutive groups and a token's ``top_k`` experts are chosen
+    in ``groups per token`` of them (DeepSeek-V3's node-limited routing; Megatron-Core
+    ``--moe-router-num-groups`` / ``--moe-router-group-topk``); ``(0, 0)``: no limit. Read by
+    the token dispatchers' deduplication (:func:`perfmodel.parallel.expert.dispatch_share`)."""
 
     @property
     def active_params(self) -> int:
@@ -576,7 +582,12 @@ class Workload:
         return runs_sum(
             self.layers,
             lambda layer: (
-                layer.total_flop * (layer.experts / layer.top_k if layer.experts else 1.0)
+                layer.total_flop
+                * (
+                    layer.experts / layer.top_k
+                    if layer.experts and layer.expert_role is ExpertRole.EXPERT
+                    else 1.0
+                )
             ),
         )
 

@@ -6,9 +6,10 @@ with forced balance as the source's footnote says: the default ``load_imbalance 
 24.07 and Megatron-Bridge Llama 3 rows with ``cp = 2``, and torchtitan's December 2024
 FSDP + CP rows (``--software torchtitan``, full activation checkpointing). Each mapped row is
 predicted with the analytic executor and its signed error (predicted / measured tokens per second
-per GPU - 1) printed; nothing here feeds the model. The 512-GPU torchtitan 405B rows and the
-256-GPU rows are left out of this tier for time (a few seconds per file); the row mapping
-(:func:`perfmodel.accuracy_modern.map_moe_cp_row`) covers them for a manual run.
+per GPU - 1) printed; nothing here feeds the model. Every such row is in the tier, 8 to 1,024
+GPUs (:data:`perfmodel.accuracy_modern.MOE_CP_ROWS`). The Megatron-Bridge MoE rows take their
+token dispatcher and combined-1F1B overlap from the performance config that produced them
+(:data:`perfmodel.accuracy_modern.MBRIDGE_MOE_RECIPES`, which names file and variable).
 
 Assumed where a row is silent (as ``test_modern_validation``): sequence parallelism with every
 ``tp > 1``, no recomputation where "not stated", AdamW; MXFP8 and FP8 are ``fp8``; DeepSeek-V3
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.accuracy_modern import MOE_CP_ROWS as ROWS
-from perfmodel.accuracy_modern import ModernResults
+from perfmodel.accuracy_modern import ModernResults, map_moe_cp_row, moe_recipe
 from perfmodel.accuracy_modern import moe_cp_results as predict_moe_cp
 
 
@@ -61,3 +62,31 @@ def test_every_moe_cp_row_predicts(moe_cp_results: ModernResults) -> None:
     assert len(moe_cp_results.done) == len(ROWS)
     for d in moe_cp_results.done:
         assert math.isfinite(d.tokens_per_s_per_gpu) and d.tokens_per_s_per_gpu > 0
+
+
+def test_every_moe_cp_row_is_in_the_tier(shared_data: Path) -> None:
+    path = shared_data / "modern.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    wanted = {
+        r["id"]
+        for r in rows
+        if r["metric"] == "tokens_per_s_per_gpu"
+        and ("experts" in r["model"] or int(r["parallel"].get("cp") or 1) > 1)
+    }
+    assert wanted == set(ROWS)
+
+
+def test_megatron_bridge_moe_rows_take_their_recipe(shared_data: Path) -> None:
+    path = shared_data / "modern.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    moe = [r for r in rows if r["id"] in ROWS and "experts" in r["model"]]
+    assert len(moe) == 5
+    for row in moe:
+        recipe = moe_recipe(row)
+        assert recipe is not None, row["id"]
+        sc = map_moe_cp_row(row)
+        assert not isinstance(sc, str)
+        assert (sc.moe_dispatcher, sc.ep_overlap) == (recipe.dispatcher, recipe.ep_overlap)
+        assert "21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6" in recipe.source
+    dense = next(r for r in rows if r["id"] == "nemo2407-h100-llama3-8b-tokens")
+    assert moe_recipe(dense) is None

@@ -83,7 +83,7 @@ def test_active_flop_is_top_k_experts() -> None:
     assert by["layer0.router"].gemm.n == e
     assert by["layer0.permute"].expert_role is ExpertRole.DISPATCH
     assert by["layer0.unpermute"].expert_role is ExpertRole.COMBINE
-    expert_flop = sum(la.total_flop for la in w.layers if la.experts)
+    expert_flop = sum(la.total_flop for la in w.layers if la.expert_role is ExpertRole.EXPERT)
     assert w.all_experts_flop == pytest.approx(w.total_flop + expert_flop * (e / k - 1))
 
 

@@ -315,7 +315,8 @@ for _info in [
         moe.moe,
         "transformer",
         "config.json of huggingface.co/deepseek-ai/DeepSeek-V3, main model without the MTP "
-        "module (671,026,404,352 + 14,848 expert-bias buffers; 37,552,282,624 active)",
+        "module (671,026,404,352 + 14,848 expert-bias buffers; 37,552,282,624 active); "
+        "node-limited routing n_group=8, topk_group=4",
         hidden=7168,
         layers=61,
         heads=128,
@@ -327,6 +328,8 @@ for _info in [
         shared_experts=1,
         first_dense_layers=3,
         expert_bias=True,
+        router_groups=8,
+        router_group_topk=4,
         kv_lora_rank=512,
         q_lora_rank=1536,
         qk_rope_head_dim=64,

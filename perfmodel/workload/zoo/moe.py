@@ -80,6 +80,12 @@ class MoeConfig:
         The first layers keep a dense MLP of ``ffn_hidden`` (HF ``first_k_dense_replace``).
         Layer ``i`` is a MoE layer when ``i >= first_dense_layers`` and
         ``i % moe_layer_freq == 0`` (HF ``DeepseekV3DecoderLayer``).
+    routing_groups
+        Group-limited routing ``(groups, groups per token)``: a token's experts lie in
+        ``groups per token`` of ``groups`` equal expert groups (DeepSeek-V3 node-limited routing,
+        HF ``n_group`` / ``topk_group``; Megatron-Core ``--moe-router-num-groups`` /
+        ``--moe-router-group-topk``); ``(0, 0)``: unlimited. Decides how many servers a token's
+        rows reach (:func:`perfmodel.parallel.expert.dispatch_share`), not the FLOP.
     expert_bias
         The router keeps a per-expert score-correction bias for load balancing without an
         auxiliary loss (DeepSeek-V3; Megatron ``--moe-router-enable-expert-bias``): a buffer of
@@ -96,6 +102,7 @@ class MoeConfig:
     expert_bias: bool = False
     load_imbalance: float = 1.0
     capacity_factor: float = 0.0
+    routing_groups: tuple[int, int] = (0, 0)
 
     @property
     def rank_load(self) -> float:
@@ -131,9 +138,10 @@ class MlaConfig:
 
 
 def _mark(net: Net, role: ExpertRole, moe: MoeConfig | None = None, **fields: object) -> None:
-    """Mark the last layer with its MoE role (and, for expert layers, the expert counts)."""
+    """Mark the last layer with its MoE role (and the expert counts and routing groups that the
+    expert layers and the dispatch/combine layers carry)."""
     if moe is not None:
-        fields.update(experts=moe.experts, top_k=moe.top_k)
+        fields.update(experts=moe.experts, top_k=moe.top_k, routing_groups=moe.routing_groups)
     net.layers[-1] = replace(net.layers[-1], expert_role=role, **fields)  # type: ignore[arg-type]
 
 
@@ -161,7 +169,7 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     a2a = _dispatch_alltoall(net, rows * h // (net.seq_shard if etp == tp else 1))
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
     fc, bc = fc + a2a, bc + a2a
-    _mark(net, ExpertRole.DISPATCH, fwd_comm=fc, bwd_comm=bc)
+    _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc)
     net.grouped_linear(
         f"{name}.experts_fc1",
         rows,
@@ -197,7 +205,7 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     net.elementwise(
         f"{name}.unpermute", (rows, h), "scale", inputs=2, saved_bytes=float(rows * h * a)
     )
-    _mark(net, ExpertRole.COMBINE, fwd_comm=fr, bwd_comm=br)
+    _mark(net, ExpertRole.COMBINE, moe, fwd_comm=fr, bwd_comm=br)
     if moe.shared_experts:
         width = moe.shared_experts * moe.expert_ffn_hidden
         dense_mlp(net, cfg, b, s, name, width=width, prefix="shared_fc")
@@ -276,6 +284,28 @@ def _positive(name: str, value: int, minimum: int = 1) -> int:
     return int(value)
 
 
+def _routing_groups(experts: int, top_k: int, groups: int, picked: int) -> tuple[int, int]:
+    """``(groups, picked)`` checked: 0 and 0 (no limit), or ``groups`` dividing the experts,
+    ``1 <= picked <= groups`` and the ``picked`` groups holding at least ``top_k`` experts."""
+    if groups == 0 and picked == 0:
+        return (0, 0)
+    if groups < 1 or experts % groups or not 1 <= picked <= groups:
+        raise ConfigError(
+            f"router_groups={groups} must divide experts={experts} and router_group_topk="
+            f"{picked} lie in 1..router_groups",
+            value=(groups, picked),
+            where="router_groups",
+        )
+    if picked * (experts // groups) < top_k:
+        raise ConfigError(
+            f"router_group_topk={picked} groups of {experts // groups} experts cannot hold "
+            f"top_k={top_k} experts",
+            value=picked,
+            where="router_group_topk",
+        )
+    return (groups, picked)
+
+
 def moe(
     net: Net,
     *,
@@ -295,6 +325,8 @@ def moe(
     expert_bias: bool = False,
     load_imbalance: float = 1.0,
     capacity_factor: float = 0.0,
+    router_groups: int = 0,
+    router_group_topk: int = 0,
     kv_lora_rank: int = 0,
     q_lora_rank: int = 0,
     qk_rope_head_dim: int = 0,
@@ -321,6 +353,8 @@ def moe(
     load_imbalance, capacity_factor
         Busiest expert-parallel rank's routed rows over the mean, and the capacity factor
         beyond which tokens are dropped (0: dropless); see :attr:`MoeConfig.rank_load`.
+    router_groups, router_group_topk
+        Group-limited routing (:attr:`MoeConfig.routing_groups`; both 0: unlimited).
     kv_lora_rank, q_lora_rank, qk_rope_head_dim, v_head_dim
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
@@ -363,6 +397,12 @@ def moe(
         expert_bias=bool(expert_bias),
         load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
         capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
+        routing_groups=_routing_groups(
+            _positive("experts", experts),
+            _positive("top_k", top_k),
+            _positive("router_groups", router_groups, 0),
+            _positive("router_group_topk", router_group_topk, 0),
+        ),
     )
     if m.top_k > m.experts:
         raise ConfigError(

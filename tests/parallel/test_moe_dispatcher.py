@@ -1,0 +1,182 @@
+"""Token dispatchers of expert-parallel layers (plan key ``moe_dispatcher``): the NCCL
+all-to-all of every routed row, the flex dispatchers (DeepEP / HybridEP) that send a token once
+per destination rank or server, and the all-gather dispatcher."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.api import Scenario, _build_step, resolve
+from perfmodel.errors import ConfigError
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.expert import dispatch_share, expected_units_hit
+from perfmodel.parallel.plan import MoEDispatcher, ParallelismPlan, parse_plan_string
+from perfmodel.parallel.taskgraph import CommKind, TaskKind
+from perfmodel.workload import build_model
+from perfmodel.workload.layers import ExpertRole
+
+SMALL = {
+    "hidden": 256,
+    "layers": 2,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn_hidden": 512,
+    "experts": 16,
+    "top_k": 4,
+    "seq_len": 512,
+    "vocab": 1024,
+}
+
+
+def _sampled_units(
+    experts: int, top_k: int, units: int, groups: tuple[int, int], n: int = 20000
+) -> float:
+    """Monte Carlo of :func:`expected_units_hit`: the routing its docstring describes."""
+    rnd = random.Random(7)
+    g, picked = groups if groups[0] else (1, 1)
+    per_group, per_unit = experts // g, experts // units
+    hits = 0
+    for _ in range(n):
+        chosen = rnd.sample(range(g), picked)
+        pool = [e for c in chosen for e in range(c * per_group, (c + 1) * per_group)]
+        hits += len({e // per_unit for e in rnd.sample(pool, top_k)})
+    return hits / n
+
+
+def test_expected_units_golden() -> None:
+    # 4 ranks of 2 experts, top-2: a rank misses with C(6,2)/C(8,2) = 15/28
+    assert expected_units_hit(8, 2, 4) == pytest.approx(4 * (1 - 15 / 28))
+    assert expected_units_hit(128, 1, 16) == pytest.approx(1.0)  # one expert: one unit
+    assert expected_units_hit(128, 8, 1) == pytest.approx(1.0)  # one unit holds them all
+    assert expected_units_hit(16, 16, 4) == pytest.approx(4.0)  # every expert: every unit
+    # groups of one unit each and one group per token: every expert on one unit
+    assert expected_units_hit(8, 2, 4, (4, 1)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("experts", "top_k", "units", "groups"),
+    [
+        (256, 8, 4, (8, 4)),  # DeepSeek-V3 over 4 servers: groups nest in units
+        (256, 8, 32, (8, 4)),  # over 32 ranks: units nest in groups
+        (128, 8, 16, (0, 0)),
+        (64, 6, 8, (0, 0)),
+    ],
+)
+def test_expected_units_matches_sampling(
+    experts: int, top_k: int, units: int, groups: tuple[int, int]
+) -> None:
+    exact = expected_units_hit(experts, top_k, units, groups)
+    assert exact == pytest.approx(_sampled_units(experts, top_k, units, groups), rel=0.02)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    per_unit=st.integers(1, 16),
+    units=st.sampled_from([1, 2, 4, 8, 16]),
+    top_k=st.integers(1, 8),
+)
+def test_expected_units_bounds_and_monotone(per_unit: int, units: int, top_k: int) -> None:
+    experts = per_unit * units
+    if top_k > experts:
+        return
+    e = expected_units_hit(experts, top_k, units)
+    assert 1.0 - 1e-12 <= e <= min(units, top_k) + 1e-12
+    if units > 1:  # fewer, larger units are hit no more often
+        assert expected_units_hit(experts, top_k, units // 2 or 1) <= e + 1e-12
+
+
+def test_units_errors() -> None:
+    with pytest.raises(ConfigError, match="do not split"):
+        expected_units_hit(10, 2, 4)
+    with pytest.raises(ConfigError, match="exceeds"):
+        expected_units_hit(16, 8, 4, (4, 1))  # one group of 4 experts cannot hold 8
+    with pytest.raises(ConfigError, match="do not nest"):
+        expected_units_hit(48, 2, 4, (6, 2))
+
+
+def test_dispatch_share() -> None:
+    a2a, deepep = MoEDispatcher.ALLTOALL, MoEDispatcher.DEEPEP
+    assert dispatch_share(a2a, 128, 8, 16, 2) == 1.0
+    # one server: once per rank hit; several: once per server hit (the RDMA leg)
+    assert dispatch_share(deepep, 128, 8, 8, 1) == pytest.approx(expected_units_hit(128, 8, 8) / 8)
+    assert dispatch_share(MoEDispatcher.HYBRIDEP, 128, 8, 16, 2) == pytest.approx(
+        expected_units_hit(128, 8, 2) / 8
+    )
+    assert dispatch_share(deepep, 256, 8, 32, 4, (8, 4)) == pytest.approx(2.9277 / 8, abs=1e-4)
+    assert dispatch_share(deepep, 128, 8, 1, 1) == 1.0  # no expert parallelism
+
+
+def test_parse_and_describe() -> None:
+    assert parse_plan_string("ep=8,moe_dispatcher=deepep") == {"ep": 8, "moe_dispatcher": "deepep"}
+    assert MoEDispatcher.parse("flex-hybridep") is MoEDispatcher.HYBRIDEP
+    assert MoEDispatcher.parse(None) is MoEDispatcher.ALLTOALL
+    assert MoEDispatcher.parse("All_Gather") is MoEDispatcher.ALLGATHER
+    with pytest.raises(ConfigError, match="moe_dispatcher"):
+        MoEDispatcher.parse("nccl")
+    plan = ParallelismPlan(dp=8, ep=8, moe_dispatcher=MoEDispatcher.DEEPEP)
+    assert "moe_dispatcher=deepep" in plan.describe()
+    assert "moe_dispatcher" not in ParallelismPlan(dp=8, ep=8).describe()
+
+
+def test_dispatch_layers_carry_routing() -> None:
+    w = build_model("deepseek_v3", batch_size=1, seq_len=256, layers=4, ep=8)
+    disp = next(la for la in w.layers if la.expert_role is ExpertRole.DISPATCH)
+    comb = next(la for la in w.layers if la.expert_role is ExpertRole.COMBINE)
+    for la in (disp, comb):
+        assert (la.experts, la.top_k, la.routing_groups) == (256, 8, (8, 4))
+    with pytest.raises(ConfigError, match="router_groups"):
+        build_model("moe", batch_size=1, router_groups=3, router_group_topk=1)
+    with pytest.raises(ConfigError, match="cannot hold"):
+        build_model("moe", batch_size=1, experts=8, top_k=4, router_groups=8, router_group_topk=1)
+
+
+def _ep_specs(dispatcher: str | None, nodes: int = 2) -> list:
+    sc = Scenario(
+        system="dgx-h100",
+        nodes=nodes,
+        model="moe",
+        model_args=SMALL,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="megatron-core",
+        ep=8 * nodes,
+        global_batch=8 * nodes,
+        moe_dispatcher=dispatcher,
+    )
+    step, _ = _build_step(sc, resolve(sc))
+    return [
+        t.comm
+        for t in step.graph.tasks
+        if t.kind is TaskKind.COLLECTIVE and t.comm is not None and t.comm.kind is CommKind.EP
+    ]
+
+
+def test_flex_dispatch_sends_the_deduplicated_rows() -> None:
+    a2a = _ep_specs(None)
+    flex = _ep_specs("deepep")
+    assert a2a and len(a2a) == len(flex)
+    share = dispatch_share(MoEDispatcher.DEEPEP, 16, 4, 16, 2)  # 16 experts, 2 servers
+    assert share < 1
+    for x, y in zip(a2a, flex, strict=True):
+        assert y.op is x.op is CollectiveOp.ALLTOALL
+        assert y.message_bytes == pytest.approx(x.message_bytes * share)
+
+
+def test_allgather_dispatcher_gathers_and_reduce_scatters() -> None:
+    a2a = _ep_specs(None, nodes=1)
+    ag = _ep_specs("allgather", nodes=1)
+    ops = {s.op for s in ag}
+    assert ops == {CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER}
+    # each all-to-all of tokens x top_k rows becomes a collective over the 8 ranks' tokens
+    # (a top_k-th of the routed rows each), half gathers and half reduce-scatters
+    total = sum(s.message_bytes for s in a2a)
+    gathered = sum(s.message_bytes for s in ag if s.op is CollectiveOp.ALLGATHER)
+    scattered = sum(s.message_bytes for s in ag if s.op is CollectiveOp.REDUCESCATTER)
+    assert gathered + scattered == pytest.approx(total / 4 * 8)
+    assert math.isclose(gathered, scattered)
