@@ -228,7 +228,35 @@ def dispatch_share(
     return expected_units_hit(experts, top_k, units, routing_groups) / top_k
 
 
-def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float) -> float:
+#: Streaming multiprocessors the flex dispatchers' communication kernels occupy: DeepEP
+#: ``TransformerConfig.moe_deepep_num_sms = 20`` (Megatron-Core default, Megatron-LM 4415119);
+#: HybridEP ``moe_hybridep_num_sms = 32``, set by Megatron-Bridge's performance scripts
+#: (``scripts/performance/utils/overrides.py`` ``_set_common_perf_overrides`` at 21d102f).
+DISPATCHER_SMS = {MoEDispatcher.DEEPEP: 20, MoEDispatcher.HYBRIDEP: 32}
+
+
+def overlap_compute_slowdown(dispatcher: MoEDispatcher, sm_count: int) -> float:
+    """Extra compute seconds per second of compute that runs beside the dispatcher's kernels.
+
+    The flex dispatchers' kernels hold ``s`` of the GPU's ``N`` SMs while they run
+    (:data:`DISPATCHER_SMS`), so compute beside them gets ``(N - s) / N`` of the SMs:
+    ``s / (N - s)``. NCCL's all-to-all and all-gather kernels (one SM per channel) take the
+    house estimate :data:`~perfmodel.parallel.software.COMM_OVERLAP_COMPUTE_SLOWDOWN`.
+
+    >>> round(overlap_compute_slowdown(MoEDispatcher.DEEPEP, 148), 4)  # B200: 20 / 128
+    0.1562
+    >>> overlap_compute_slowdown(MoEDispatcher.ALLTOALL, 132)
+    0.05
+    """
+    from perfmodel.parallel.software import COMM_OVERLAP_COMPUTE_SLOWDOWN
+
+    sms = DISPATCHER_SMS.get(dispatcher)
+    if sms is None or sm_count <= sms:
+        return COMM_OVERLAP_COMPUTE_SLOWDOWN
+    return sms / (sm_count - sms)
+
+
+def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float, slowdown: float = 0.0) -> float:
     """Exposed seconds of expert all-to-alls run beside another micro-batch's compute.
 
     Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``; developer guide
@@ -237,19 +265,22 @@ def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float) -> float:
     another and runs each one's dispatch/combine all-to-all on a communication stream while
     the other's independent compute runs; DeepSeek-V3's DualPipe (arXiv:2412.19437, sec. 3.2.1)
     overlaps the same pairs. As an approximation of the steady state (warm-up and cool-down
-    micro-batches, which have no partner, are not singled out; SM sharing between the
-    streams is ignored), a segment's all-to-alls of one phase hide under the segment's compute
-    of the other phase:
+    micro-batches, which have no partner, are not singled out), a segment's all-to-alls of one
+    phase hide under the segment's compute of the other phase, which runs ``slowdown`` slower
+    while they share the SMs (:func:`overlap_compute_slowdown`):
 
-    ``exposed = max(0, alltoall_s - other_compute_s)``
+    ``exposed = max(0, alltoall_s - other_compute_s) + min(alltoall_s, other_compute_s) slowdown``
 
     >>> ep_overlap_exposed_s(3.0, 2.0), ep_overlap_exposed_s(1.0, 2.0)
     (1.0, 0.0)
+    >>> ep_overlap_exposed_s(1.0, 2.0, 0.25)  # 1 s of compute beside it takes 1.25 s
+    0.25
     """
-    return max(0.0, alltoall_s - other_compute_s)
+    return max(0.0, alltoall_s - other_compute_s) + min(alltoall_s, other_compute_s) * slowdown
 
 
 __all__ = [
+    "DISPATCHER_SMS",
     "MAX_SIBLINGS",
     "context_groups",
     "cp_exposed_s",
@@ -257,6 +288,7 @@ __all__ = [
     "ep_overlap_exposed_s",
     "expected_units_hit",
     "expert_groups",
+    "overlap_compute_slowdown",
     "ring_exposed_s",
     "stage_ranks",
     "with_neighbours",

@@ -466,7 +466,7 @@ def build_chunk(
             tb += tf  # the recomputed forward re-runs its TP collectives
             extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
         if plan.ep_overlap:
-            extra = _overlap_expert_comm(extra, f, bi + bw + rc)
+            extra = _overlap_expert_comm(extra, f, bi + bw + rc, _overlap_slowdown(plan, costs))
         segs.append(
             Segment(
                 ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra), expert
@@ -787,13 +787,24 @@ def _dispatcher_point(
     return point.op, point.message_bytes * share
 
 
+def _overlap_slowdown(plan: ParallelismPlan, costs: Costs) -> float:
+    """Compute slowdown beside the plan's dispatcher kernels
+    (:func:`perfmodel.parallel.expert.overlap_compute_slowdown`; the GPU's SM count from the
+    compute model, the house estimate without one)."""
+    from perfmodel.parallel.expert import overlap_compute_slowdown
+
+    compute = getattr(costs, "compute", None)
+    sm_count = compute.params.sm_count if compute is not None else 0
+    return overlap_compute_slowdown(plan.moe_dispatcher, sm_count)
+
+
 def _overlap_expert_comm(
-    comms: Sequence[SegmentComm], fwd_s: float, bwd_s: float
+    comms: Sequence[SegmentComm], fwd_s: float, bwd_s: float, slowdown: float = 0.0
 ) -> list[SegmentComm]:
     """``ep_overlap``: a segment's expert all-to-alls of each phase exposed only beyond its
-    compute of the other phase (:func:`perfmodel.parallel.expert.ep_overlap_exposed_s`), the
-    exposed share scaling the duration and the replayed bytes; the transfers (``full_s``)
-    are unchanged."""
+    compute of the other phase, plus that compute's slowdown while they share the SMs
+    (:func:`perfmodel.parallel.expert.ep_overlap_exposed_s`), the exposed share scaling the
+    duration and the replayed bytes; the transfers (``full_s``) are unchanged."""
     from perfmodel.parallel.expert import ep_overlap_exposed_s
 
     out = [c for c in comms if c.kind is not CommKind.EP]
@@ -803,7 +814,7 @@ def _overlap_expert_comm(
         if full <= 0:
             out += ep
             continue
-        share = ep_overlap_exposed_s(full, other) / full
+        share = ep_overlap_exposed_s(full, other, slowdown) / full
         out += [
             replace(c, message_bytes=c.message_bytes * share, duration_s=c.duration_s * share)
             for c in ep

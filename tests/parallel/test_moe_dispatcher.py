@@ -180,3 +180,19 @@ def test_allgather_dispatcher_gathers_and_reduce_scatters() -> None:
     scattered = sum(s.message_bytes for s in ag if s.op is CollectiveOp.REDUCESCATTER)
     assert gathered + scattered == pytest.approx(total / 4 * 8)
     assert math.isclose(gathered, scattered)
+
+
+def test_overlapped_dispatch_slows_the_compute_beside_it() -> None:
+    from perfmodel.parallel.expert import ep_overlap_exposed_s, overlap_compute_slowdown
+    from perfmodel.parallel.lowering import SegmentComm, _overlap_expert_comm
+
+    # DeepEP's 20 SMs of a B200's 148: compute beside it runs 148/128 as long
+    s = overlap_compute_slowdown(MoEDispatcher.DEEPEP, 148)
+    assert s == pytest.approx(20 / 128)
+    assert overlap_compute_slowdown(MoEDispatcher.HYBRIDEP, 132) == pytest.approx(32 / 100)
+    assert ep_overlap_exposed_s(2.0, 1.0, s) == pytest.approx(1.0 + 1.0 * s)
+    assert ep_overlap_exposed_s(1.0, 3.0, s) == pytest.approx(s)
+    a2a = CollectiveOp.ALLTOALL
+    comms = [SegmentComm(CommKind.EP, "F", a2a, 4e6, 0.002, 0.002)]
+    (c,) = _overlap_expert_comm(comms, 0.0, 0.004, s)  # 2 ms beside 4 ms of backward
+    assert c.duration_s == pytest.approx(0.002 * s) and c.full_s == 0.002
