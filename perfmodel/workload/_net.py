@@ -784,6 +784,23 @@ class Net:
         forward (an all-gather of ``cp`` chunks, ``CommPoint`` group ``"cp"``) and ``K, V`` plus
         their gradients in backward (all-gather + reduce-scatter); the lowering overlaps them
         with the attention kernel (:func:`perfmodel.parallel.expert.ring_exposed_s`).
+
+        The ``cp`` steps each launch the fused kernel on one pair of chunks: step 0 the causal
+        ``s x s`` block, the others a full ``s x s/2`` block (load balancing keeps half of the
+        received keys or half of the local queries; torch ``_templated_ring_attention``,
+        Transformer Engine ``AttnFuncWithCPAndKVP2P``), so the kernel sees ``s`` queries against
+        ``s/2`` keys ``cp`` times: ``GemmShape(s, s/2, d, b heads cp)``, whose FLOP is exactly
+        the causal-halved ``QK^T``, and ``cp`` times the kernels of one call. Each step's
+        partial output is merged into an FP32 accumulator by its log-sum-exp (torch
+        ``_SDPAMerger`` with ``convert_to_f32``, TE ``flash_attn_fwd_out_correction``) and in
+        backward each step's ``dQ, dK, dV`` are summed in FP32 accumulators (torch
+        ``_templated_ring_attention_backward``'s ``accum_dtype``, TE's FP32 ``dq``/``dkv``):
+        a memory-bound ``<name>_cp_merge`` layer after the attention moving, per element of
+        ``O`` (forward) and of ``Q, K, V`` (backward), ``2`` bytes of the step's BF16 result and
+        ``4 + 4`` of the accumulator per step plus a final ``4 + 2`` cast:
+        ``(10 cp + 6)`` bytes, one kernel per step and one cast. The fused minimum: eager
+        PyTorch's unfused merge (``out - sigmoid(lse' - lse) * (out - out')``) moves about
+        four times as much.
         """
         a = self.act_bytes
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -813,14 +830,29 @@ class Net:
             bwd_bytes=2 * io + b * heads * s * 4,
             activation_bytes=(q_el + k_el + v_el) * a + b * heads * s * 4,
             output_shape=(b, s, heads * dv),
-            gemm=GemmShape(m=s, n=s * cp, k=head_dim, batch=b * heads),
+            gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads)
+            if cp == 1
+            else GemmShape(m=s, n=max(s // 2, 1), k=head_dim, batch=b * heads * cp),
             fwd_comm=fwd_comm,
             bwd_comm=bwd_comm,
             # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
-            # main kernel, dQ accumulator conversion, layout copies)
-            kernels=2,
-            bwd_kernels=6,
+            # main kernel, dQ accumulator conversion, layout copies); once per ring step
+            kernels=2 * cp,
+            bwd_kernels=6 * cp,
         )
+        if cp > 1:
+            per = 10.0 * cp + 6.0  # bytes per element: cp merges (2 + 4 + 4) and a final cast
+            self._kernel(
+                f"{name}_cp_merge",
+                LayerKind.ELEMENTWISE,
+                fwd_flop=5.0 * cp * o_el,
+                bwd_flop=1.0 * cp * (q_el + k_el + v_el),
+                fwd_bytes=per * o_el,
+                bwd_bytes=per * (q_el + k_el + v_el),
+                output_shape=(b, s, heads * dv),
+                kernels=cp + 1,
+                bwd_kernels=cp + 1,
+            )
         return (b, s, heads * dv)
 
     def norm(
