@@ -115,10 +115,10 @@ def grouped_gemm_efficiency(
     (1.0, 2, 4)
     >>> r = grouped_gemm_efficiency(GemmShape(4096, 1536, 2048, 5), e)  # 4 + 1: the single one
     >>> round(r.efficiency, 4), r.launches          # 5 / (4 + 1 / 0.75)
-    (0.9375, 2, 4)
+    (0.9375, 2)
     >>> r = grouped_gemm_efficiency(GemmShape(100, 1536, 2048, 8), e, GroupedImpl.GROUPED_KERNEL)
     >>> round(r.efficiency, 4), r.launches          # 100 of 128 padded rows do work
-    (0.7812, 1, 8)
+    (0.7812, 1)
     """
     groups = max(int(gemm.batch), 1)
     m, n, k = max(gemm.m, 1), max(gemm.n, 1), max(gemm.k, 1)
