@@ -214,8 +214,9 @@ def dispatch_share(
 
     ``share = E[ranks hit] / top_k`` (one server), ``E[servers hit] / top_k`` (several)
 
-    with :func:`expected_units_hit`. ``allgather`` is not a share of the all-to-all (the
-    lowering replaces its collective): 1.
+    with :func:`expected_units_hit` (without the routing groups where they do not nest in the
+    units, and 1 where the units do not split the experts evenly). ``allgather`` is not a share
+    of the all-to-all (the lowering replaces its collective): 1.
 
     >>> round(dispatch_share(MoEDispatcher.DEEPEP, 128, 8, 8, 1), 3)  # Qwen3 on 8 ranks
     0.667
@@ -225,7 +226,14 @@ def dispatch_share(
     if not dispatcher.deduplicates or ranks < 2:
         return 1.0
     units = ranks if servers <= 1 else servers
-    return expected_units_hit(experts, top_k, units, routing_groups) / top_k
+    # a placement whose servers split the experts unevenly, or groups that do not nest in
+    # them: the uniform count without groups, else no deduplication (never an error here)
+    for groups in (routing_groups, (0, 0)):
+        try:
+            return expected_units_hit(experts, top_k, units, groups) / top_k
+        except ConfigError:
+            continue
+    return 1.0
 
 
 #: Streaming multiprocessors the flex dispatchers' communication kernels occupy: DeepEP

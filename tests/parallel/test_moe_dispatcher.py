@@ -109,6 +109,11 @@ def test_dispatch_share() -> None:
     )
     assert dispatch_share(deepep, 256, 8, 32, 4, (8, 4)) == pytest.approx(2.9277 / 8, abs=1e-4)
     assert dispatch_share(deepep, 128, 8, 1, 1) == 1.0  # no expert parallelism
+    # uneven servers or groups that do not nest: no error in the lowering, a safe share
+    assert dispatch_share(deepep, 48, 2, 16, 4, (6, 2)) == pytest.approx(
+        expected_units_hit(48, 2, 4) / 2
+    )
+    assert dispatch_share(deepep, 128, 8, 24, 3) == 1.0
 
 
 def test_parse_and_describe() -> None:
