@@ -1082,9 +1082,8 @@ class CommCostModel:
             else:
                 if log_size < 0:
                     log_size = int(math.log2(max(m / 64.0, 1.0)))
-                corr = tuner.tree_correction[proto]
-                if log_size < len(corr):
-                    algbw *= corr[log_size]
+                if log_size < tuner.tree_correction_below:
+                    algbw *= tuner.tree_correction[proto][log_size]
             if algbw <= 0:
                 continue
             out.append((lat + m / algbw, algo, proto, lat, bus))

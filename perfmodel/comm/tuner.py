@@ -92,7 +92,8 @@ class NcclTuner:
         ``getNetOverhead``: host post cost of one network step by CPU vendor (x3 for Simple);
         the floor of an intra-node ring step once the group spans nodes. 0 in 2.8.
     tree_correction
-        ``treeCorrectionFactor[protocol][log2(bytes / 64)]``.
+        ``treeCorrectionFactor[protocol][log2(bytes / 64)]``, applied below index
+        ``tree_correction_below`` (NCCL 2.29: ``logSize < 23`` of a 24-entry table).
     source
         The file the numbers are read from.
     """
@@ -112,6 +113,7 @@ class NcclTuner:
     plateau_bytes_per_rank_channel: float
     net_overhead_s: Mapping[str, float]
     tree_correction: Mapping[Protocol, tuple[float, ...]]
+    tree_correction_below: int
     source: str
 
     def plateau(self, arch: str) -> float:
@@ -137,9 +139,8 @@ class NcclTuner:
         >>> NCCL_2_29.tree_correction_at(Protocol.SIMPLE, 2**20)
         0.5
         """
-        row = self.tree_correction[proto]
         i = int(math.log2(max(message_bytes / 64.0, 1.0)))
-        return row[i] if i < len(row) else 1.0
+        return self.tree_correction[proto][i] if i < self.tree_correction_below else 1.0
 
 
 def _gb(rows: tuple[tuple[float, ...], ...]) -> tuple[tuple[float, float, float], ...]:
@@ -166,8 +167,27 @@ NCCL_2_8 = NcclTuner(
     plateau_bytes_per_rank_channel=65536 / 16.0,
     net_overhead_s=MappingProxyType({}),
     tree_correction=P.NCCL_TREE_CORRECTION,
+    tree_correction_below=22,
     source="NVIDIA/nccl v2.8.4-1 src/graph/tuning.cc",
 )
+
+#: ``treeCorrectionFactor`` of NVIDIA/nccl v2.29.7-1 (24 sizes, 64 B to 512 MiB).
+_TREE_CORRECTION_2_29: Mapping[Protocol, tuple[float, ...]] = MappingProxyType(
+    {
+        Protocol.LL: (
+            1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5,
+            .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0,
+        ),
+        Protocol.LL128: (
+            1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6,
+            .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0,
+        ),
+        Protocol.SIMPLE: (
+            .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
+            .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9,
+        ),
+    }
+)  # fmt: skip
 
 #: NVIDIA/nccl v2.29.7-1 ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
 #: ``ncclTopoTuneModel``, ``getNetOverhead``, ``treeCorrectionFactor``, ``ncclTopoGetAlgoTime``).
@@ -226,88 +246,8 @@ NCCL_2_29 = NcclTuner(
     plateau_factor_sm80=1.4,
     plateau_bytes_per_rank_channel=64.0,
     net_overhead_s=MappingProxyType({"intel": 1.0 * _LAT, "amd": 2.0 * _LAT, "other": 1.0 * _LAT}),
-    tree_correction=MappingProxyType(
-        {
-            Protocol.LL: (
-                1.0,
-                1.0,
-                1.0,
-                1.0,
-                0.9,
-                0.8,
-                0.7,
-                0.7,
-                0.7,
-                0.7,
-                0.6,
-                0.5,
-                0.4,
-                0.4,
-                0.5,
-                0.6,
-                0.7,
-                0.8,
-                0.9,
-                1.0,
-                1.0,
-                1.0,
-                1.0,
-                1.0,
-            ),
-            Protocol.LL128: (
-                1.0,
-                1.0,
-                1.0,
-                1.0,
-                1.0,
-                0.9,
-                0.8,
-                0.8,
-                0.8,
-                0.7,
-                0.6,
-                0.6,
-                0.6,
-                0.6,
-                0.6,
-                0.6,
-                0.8,
-                0.9,
-                0.9,
-                0.9,
-                0.9,
-                1.0,
-                1.0,
-                1.0,
-            ),
-            Protocol.SIMPLE: (
-                0.9,
-                0.9,
-                0.9,
-                0.9,
-                0.9,
-                0.9,
-                0.9,
-                0.8,
-                0.7,
-                0.6,
-                0.6,
-                0.5,
-                0.5,
-                0.5,
-                0.5,
-                0.6,
-                0.7,
-                0.8,
-                0.7,
-                0.7,
-                0.8,
-                0.9,
-                0.9,
-                0.9,
-            ),
-        }
-    ),
+    tree_correction=_TREE_CORRECTION_2_29,
+    tree_correction_below=23,
     source="NVIDIA/nccl v2.29.7-1 src/graph/tuning.cc",
 )
 

@@ -99,3 +99,16 @@ def test_parallel_rings_share_one_factor_for_any_server_count(
     shifted = (*_dp(0, 1, 20, (0, 1)), *_dp(20, 1, 20, (2, 3)))
     assert costs._nic_shape(TOPO, shifted)[0] != "parallel"  # type: ignore[index]
     assert costs.ring_sharing_factor(TOPO, shifted) == real(TOPO, shifted)
+
+
+@pytest.mark.parametrize("nodes", [4, 8, 16, 32])
+def test_sibling_groups_over_shared_nics_agree_below_and_above_64_ranks(nodes: int) -> None:
+    """Two tensor-parallel siblings' data-parallel groups (GPUs 0,2,4,6 and 1,3,5,7 of every
+    server) on a DGX A100 with only 4 NICs cabled: each group's ring uses all 4 NICs alone and
+    half of them together, x2, whether the ring routes (<= 64 ranks) or the NIC sets (above)
+    decide. Before issue 24 the NIC-set path counted one exit GPU per server: x1.12 from 16
+    servers on, so a 128-GPU step came out faster than a 64-GPU one."""
+    topo = load_system("dgx-a100", nodes=nodes, network="roce-100g", nics_per_node=4)
+    groups = (tuple(topo.gpus[::2]), tuple(topo.gpus[1::2]))
+    assert costs._uses_nic_sets(topo, groups) is (nodes * 8 > 64)
+    assert costs.ring_sharing_factor(topo, groups) == pytest.approx(2.0)
