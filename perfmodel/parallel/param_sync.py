@@ -20,7 +20,10 @@ sum grows with both. The forward of each block waits for the broadcasts of its o
 
 The model applies the walk to the workload's layers in order (a fused projection, such as the
 gated MLP's ``fc1``, counts as one tensor where InternEvo has two), and prices each owner's
-broadcast with the collective model (NCCL's tuner picks ring and protocol per broadcast).
+broadcast with the collective model (NCCL's tuner picks ring and protocol per broadcast). The
+lowering charges the series as one task of the summed time; the simulated fidelity replays a
+group of at most 16 ranks as one broadcast of all the bytes (the owners' launch latencies, a few
+microseconds each at that size, are not replayed) and keeps the summed time above.
 """
 
 from __future__ import annotations
