@@ -578,6 +578,17 @@ def load_modern(directory: str | Path | None = None) -> list[dict[str, Any]]:
     return read_jsonl(path, where="--published") if path.exists() else []
 
 
+def load_scale(directory: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of ``scale.jsonl`` in ``directory`` (default: the shipped copy); a
+    ``published.jsonl`` path reads its sibling; a directory without the file gives no rows."""
+    from perfmodel._io import read_jsonl
+
+    path = _validation_file(directory, "scale.jsonl")
+    if path.name != "scale.jsonl":
+        path = path.parent / "scale.jsonl"
+    return read_jsonl(path, where="--published") if path.exists() else []
+
+
 def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
     a = [abs(e) for e in errs]
     return statistics.median(a), max(errs, key=abs)
@@ -588,13 +599,16 @@ def accuracy_table(
     *,
     training: TrainingResults | None = None,
     modern: Sequence[Mapping[str, Any]] = (),
+    scale: Sequence[Mapping[str, Any]] = (),
 ) -> AccuracyTable:
     """The README accuracy table computed from published rows (about a minute on 2 cores).
 
     ``training`` reuses :func:`training_results` of the same rows (the validation tier's).
     ``modern`` are the ``modern.jsonl`` rows (:func:`load_modern`): with them the table gains
     today's dense stacks and the MoE / context-parallel rows (:mod:`perfmodel.accuracy_modern`,
-    a few seconds more); without them those two rows are left out.
+    a few seconds more); without them those two rows are left out. ``scale`` are the
+    ``scale.jsonl`` rows (:func:`load_scale`): the InternEvo series on 8-1,024 A100 and the B200
+    ring collectives (:mod:`perfmodel.accuracy_scale`); without them those rows are left out.
     """
     from perfmodel.comm.validation import CommComparison, CommSkip, compare
     from perfmodel.comm.validation import map_row as map_comm_row
@@ -655,6 +669,7 @@ def accuracy_table(
         )
     )
     out.extend(_modern_rows(modern))
+    out.extend(_scale_rows(scale))
     eff = scaling_efficiency_points(tr)
     pts = [e.error_points for e in eff]
     out.append(
@@ -718,6 +733,35 @@ def _modern_rows(modern: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
         if res.done:
             med, worst = _median_worst([d.error for d in res.done])
             out.append(AccuracyRow(what, len(res.done), med, worst, 0.15))
+    return out
+
+
+def _scale_rows(scale: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
+    """Table rows of ``scale.jsonl``: the InternEvo training series (tokens/s per GPU, target
+    15%, issue 24) and the B200 ring collectives (bus bandwidth, target 10%)."""
+    from perfmodel.accuracy_scale import scale_results
+
+    if not scale:
+        return []
+    res = scale_results(scale)
+    out = []
+    for what, done, target in (
+        (
+            "at scale: InternEvo InternLM-7B, ZeRO-1 over all ranks, on 8-1,024 A100 over "
+            "4 x 100 Gb RoCE (scale.jsonl; tokens/s/GPU; issue 24 asks every row within 15%)",
+            res.training,
+            0.15,
+        ),
+        (
+            "at scale: ring all-reduce / all-gather at 8 GiB on 16-512 B200, 8 x NDR 400 "
+            "(scale.jsonl; nccl-tests busbw; issue 24 asks every row within 10%)",
+            res.comm,
+            0.10,
+        ),
+    ):
+        if done:
+            med, worst = _median_worst([d.error for d in done])
+            out.append(AccuracyRow(what, len(done), med, worst, target))
     return out
 
 

@@ -32,6 +32,7 @@ from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
 from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
+from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.report.step import StepReport, breakdown
 from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse_scenario, pos_int
 from perfmodel.search import autobatch
@@ -845,16 +846,21 @@ def _predict(
     defaults: list[str] = []  # choices made for the user, printed with the reason
     sc, r, step, costs = _auto_microbatch(sc, r, workload_fn, defaults)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
-    T = max(timeline.makespan_s, step.min_period_s)
-    if T <= 0:
-        raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
+    T_gpu = max(timeline.makespan_s, step.min_period_s)
+    if T_gpu <= 0:
+        raise PerfModelError(f"predicted a non-positive iteration time {T_gpu!r} for {sc.model}")
+    bd = breakdown(timeline, period_s=T_gpu)
+    # a synchronous step waits for its slowest GPU (perfmodel.parallel.straggler)
+    wait = straggler_wait_s(bd.compute_s, step.num_gpus)
+    T = T_sync = T_gpu + wait
     notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
     if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
         notes = (*notes, feed.describe(T))
         T = feed.step_time(T)
     samples = step.samples_per_step
     thr = samples / T
-    bd = breakdown(timeline, period_s=T)
+    if T != T_sync or wait:  # beyond the simulated period: idle (breakdown's rule), the wait
+        bd = replace(bd, bubble_s=bd.bubble_s + (T - T_sync), sync_wait_s=wait)
     worst = max(step.memory, key=lambda m: m.total_bytes)
     peak = float(r.topology.gpu_spec().peak(r.precision.matmul_dtype))
     per_gpu_flops = step.model_flop_per_step / T / step.num_gpus

@@ -23,7 +23,7 @@ REPO, shared_data_dir, sibling_shared_data = (
     _conftest.sibling_shared_data,
 )
 
-FILES = ("published.jsonl", "seeds.jsonl", "modern.jsonl")
+FILES = ("published.jsonl", "seeds.jsonl", "modern.jsonl", "scale.jsonl")
 
 
 def test_shipped_copy_is_the_default(monkeypatch) -> None:
@@ -46,7 +46,12 @@ def test_shipped_rows_are_complete() -> None:
         assert len(ids) == len(set(ids)), f"duplicate ids in {f}"
         assert all(r.get("source") for r in rows), f"a row of {f} has no source"
         counts[f] = len(rows)
-    assert counts == {"published.jsonl": 518, "seeds.jsonl": 15, "modern.jsonl": 56}
+    assert counts == {
+        "published.jsonl": 518,
+        "seeds.jsonl": 15,
+        "modern.jsonl": 56,
+        "scale.jsonl": 26,
+    }
 
 
 def test_shipped_copy_equals_shared_when_present() -> None:

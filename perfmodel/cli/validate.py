@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="compare predictions with measurements (per layer, step, GEMM, collective)",
         description=(
             "Without --profile: `--published [DIR]` predicts every published measurement it can map "
-            "(the shipped validation/ rows, or DIR/published.jsonl and DIR/modern.jsonl) and prints the README's "
+            "(the shipped validation/ rows, or DIR/published.jsonl, DIR/modern.jsonl and DIR/scale.jsonl) and prints the README's "
             "accuracy table (about a minute). With --profile: predict what a calibration "
             "profile's measurements (or another measurement file, or the published GEMM rows) "
             "measured, with datasheet defaults, a GEMM+bandwidth calibration and the full "
@@ -99,6 +99,7 @@ def _accuracy_table(args: argparse.Namespace) -> int:
         accuracy_table,
         load_modern,
         load_published,
+        load_scale,
         replace_between_markers,
         to_markdown,
         to_text,
@@ -112,7 +113,9 @@ def _accuracy_table(args: argparse.Namespace) -> int:
         readme = read_text(path, where="--update-readme")  # a regular UTF-8 file, else exit 2
         replace_between_markers(readme, "", where=str(path))  # its markers are there
     table = accuracy_table(
-        load_published(args.published or None), modern=load_modern(args.published or None)
+        load_published(args.published or None),
+        modern=load_modern(args.published or None),
+        scale=load_scale(args.published or None),
     )
     md = to_markdown(table)
     if readme is not None:

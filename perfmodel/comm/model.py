@@ -44,6 +44,7 @@ from perfmodel.comm.rings import (
     ring_summary,
     split_by_server,
 )
+from perfmodel.comm.tuner import NcclTuner, arch_index, nodes_index, tuner_for
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
@@ -344,6 +345,7 @@ class CommCostModel:
         self.fidelity = fidelity
         # ``links``: a table of the same topology and link parameters to share (not rebuilt)
         self.links = links if links is not None else DirectedLinks(topology, self.link_params)
+        self.tuner, self.cpu_vendor = _tuner_of(topology)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
@@ -1065,18 +1067,23 @@ class CommCostModel:
         table = self._nccl_tables.get((op, id(info)), lambda: (info, self._nccl_table(op, info)))
         assert table[0] is info
         out = []
-        plateau_from = info.n / 16.0 * 65536
+        tuner = self.tuner
+        if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
+            plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
+        else:
+            plateau_from = info.n * tuner.plateau_bytes_per_rank_channel
+        plateau_factor = tuner.plateau(info.gpu_arch)
         ring = Algorithm.RING
         log_size = -1  # the tree correction's size bucket, found at the first tree choice
         for algo, proto, lat, algbw, bus, plateau in table[1]:
             if algo is ring:
                 if plateau and m >= plateau_from:
-                    lat *= P.NCCL_RING_PLATEAU_LATENCY_FACTOR
+                    lat *= plateau_factor
             else:
                 if log_size < 0:
                     log_size = int(math.log2(max(m / 64.0, 1.0)))
-                if log_size < 22:
-                    algbw *= P.NCCL_TREE_CORRECTION[proto][log_size]
+                if log_size < tuner.tree_correction_below:
+                    algbw *= tuner.tree_correction[proto][log_size]
             if algbw <= 0:
                 continue
             out.append((lat + m / algbw, algo, proto, lat, bus))
@@ -1091,7 +1098,17 @@ class CommCostModel:
         """Per NCCL ring/tree choice of ``op`` on ``info``'s group, what does not read the
         message size: (algorithm, protocol, latency before the ring plateau factor, algorithm
         bandwidth before the tree correction, bus bandwidth, whether the plateau factor applies
-        from ``n / 16 x 64 KiB`` on)."""
+        from :meth:`_nccl_candidates`' size on), by the model's tuner table
+        (:mod:`perfmodel.comm.tuner`): NCCL 2.8's (:meth:`_nccl_table_28`) or 2.29's
+        (:meth:`_nccl_table_229`)."""
+        if self.tuner.per_channel_caps:
+            return self._nccl_table_229(op, info)
+        return self._nccl_table_28(op, info)
+
+    def _nccl_table_28(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """:meth:`_nccl_table` with NCCL 2.7/2.8's constants (:mod:`perfmodel.comm.params`)."""
         n, nodes = info.n, info.nodes
         if op is CollectiveOp.ALLREDUCE:
             nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
@@ -1171,6 +1188,111 @@ class CommCostModel:
                     )
                 else:
                     lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
+                out.append((algo, proto, lat, algbw, bus, plateau))
+        return out
+
+    def _nccl_table_229(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """:meth:`_nccl_table` with NCCL 2.29's tuner (``ncclTopoTuneModel``, v2.29.7-1).
+
+        Bus bandwidth per choice (``B``: the ring bandwidth on the topology; for the tree the
+        server's inside bandwidth on up to two servers, else (or with one GPU per server) the
+        smaller of it and the network's, as NCCL's ``nNodes <= 2 ? bwIntra : bwInter``: on two
+        servers a tree moves each byte across the network once per direction, a ring
+        ``2 (n - 1) / n`` times; ``c``: the group's ring channels; caps by
+        architecture and node count, :class:`~perfmodel.comm.tuner.NcclTuner`):
+
+        - ring LL ``min(llMaxBw, B / 2)``; LL128 ``min(0.92 B, c x perChMaxRingLL128Bw)``;
+          Simple ``B``; algorithm bandwidth ``bus x n / steps``;
+        - tree ``min(0.92 B, c x perChMaxTreeBw)``, then LL ``min(bus / 3.8, llMaxBw)``, LL128
+          ``min(bus x (7/9 on one node, else 120/128), c x perChMaxTreeLL128Bw)``; algorithm
+          bandwidth ``bus / 2``.
+
+        Latency: ``baseLat`` plus, for the ring, ``(steps - inter) x intra + inter x net`` with
+        the intra-server step floored at the network post overhead once servers are spanned
+        (``getNetOverhead``, x3 for Simple) and the tree network step where each server holds
+        one GPU; for the tree ``2 ((n / nodes - 1) intra + floor(log2 nodes) net)``; broadcast
+        and reduce rings ``steps x`` the step of their transport (the tree's for Simple).
+        """
+        tuner = self.tuner
+        n, nodes = info.n, info.nodes
+        if op is CollectiveOp.ALLREDUCE:
+            nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
+        elif op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
+            nsteps, ninter = n - 1, nodes - 1
+        else:
+            nsteps, ninter = n, nodes
+        if nodes == 1:
+            ninter = 0
+        ppn = n / nodes
+        ai, ni = arch_index(info.gpu_arch), nodes_index(nodes)
+        # LL cap: the GPU's row on one node, the host CPU vendor's across nodes
+        li = ai if nodes == 1 else (1 if self.cpu_vendor == "amd" else 0)
+        ll_max = tuner.ll_max_Bps[min(li, len(tuner.ll_max_Bps) - 1)][ni]
+        nch = max(1, len(info.channels))
+        reduce_bw = self.gpu_reduce_Bps(info)
+        reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
+        step = tuner.step_latency_s
+        out = []
+        for proto in self.protocols(info):
+            for algo in (Algorithm.RING, Algorithm.TREE):
+                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
+                    continue
+                a = algo.value
+                if algo is Algorithm.RING:
+                    bus = info.ring_bw_Bps
+                elif nodes <= 2 and math.isfinite(info.intra_bw_Bps):
+                    bus = info.intra_bw_Bps  # one server's tree part (NCCL's bwIntra)
+                else:  # more servers, or one GPU per server (no part inside a server)
+                    bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
+                if reduces:
+                    bus = min(bus, reduce_bw)
+                if algo is Algorithm.RING:
+                    if proto is Protocol.LL:
+                        bus = min(ll_max, bus * 0.5)
+                    elif proto is Protocol.LL128:
+                        cap = nch * tuner.ring_ll128_max_per_channel_Bps[ai][ni]
+                        bus = min(bus * P.NCCL_LL128_FACTOR, cap)
+                    algbw = bus * n / nsteps
+                else:
+                    bus = min(
+                        bus * tuner.tree_bw_factor, nch * tuner.tree_max_per_channel_Bps[ai][ni]
+                    )
+                    if proto is Protocol.LL:
+                        bus = min(bus * P.NCCL_TREE_LL_FACTOR, ll_max)
+                    elif proto is Protocol.LL128:
+                        factor = P.NCCL_TREE_LL128_FACTOR_INTRA if nodes == 1 else 120.0 / 128.0
+                        bus = min(bus * factor, nch * tuner.tree_ll128_max_per_channel_Bps[ai][ni])
+                    algbw = bus * 0.5  # the size's correction: _nccl_candidates
+                intra_lat = step[(info.intra_class, a, proto)] + info.alpha_intra_s
+                net_algo = "tree" if ppn == 1 else a  # one GPU per server: latency exposed
+                inter_lat = step[(HwClass.NET, net_algo, proto)] + info.alpha_inter_s
+                lat = tuner.base_latency_s[(a, proto)]
+                plateau = False
+                if algo is Algorithm.RING:
+                    if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                        hop = step[
+                            (
+                                HwClass.NET if nodes > 1 else info.intra_class,
+                                "tree" if proto is Protocol.SIMPLE else "ring",
+                                proto,
+                            )
+                        ]
+                        lat += (
+                            nsteps * hop
+                            + (nsteps - ninter) * info.alpha_intra_s
+                            + ninter * info.alpha_inter_s
+                        )
+                    else:
+                        if nodes > 1:
+                            intra_lat = max(intra_lat, tuner.overhead_s(self.cpu_vendor, proto))
+                        lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                    plateau = (
+                        proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+                    )
+                else:
+                    lat += 2 * ((ppn - 1) * intra_lat + (nodes.bit_length() - 1) * inter_lat)
                 out.append((algo, proto, lat, algbw, bus, plateau))
         return out
 
@@ -1565,6 +1687,31 @@ class CommCostModel:
         return self._result(
             op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps
         )
+
+
+def _tuner_of(topology: Topology) -> tuple[NcclTuner, str]:
+    """The NCCL tuner table that prices collectives on ``topology`` and the host CPU vendor its
+    network post overhead reads (``"intel"``, ``"amd"`` or ``"other"``).
+
+    The table follows the NCCL release the scenario states (``meta["nccl_p2p_rule"]`` with
+    ``stated``; :func:`perfmodel.topology.importers.with_nccl_p2p_rule`), else the GPUs'
+    generation (:func:`perfmodel.comm.tuner.tuner_for`).
+    """
+    rule = topology.meta.get("nccl_p2p_rule")
+    release = None
+    host = ""
+    if isinstance(rule, dict):
+        host = str(rule.get("host") or "")
+        if rule.get("stated"):
+            major, _, minor = str(rule.get("release", "")).partition(".")
+            if major.isdigit() and minor.isdigit():
+                release = (int(major), int(minor))
+    try:
+        arch = topology.gpu_spec().architecture.lower() if topology.gpus else ""
+    except PerfModelError:  # pragma: no cover - a topology without a GPU model
+        arch = ""
+    vendor = "amd" if host == "amd" else "intel" if host.startswith("intel") else "other"
+    return tuner_for(release, arch), vendor
 
 
 def shm_note(topology: Topology, group: Sequence[str]) -> str | None:

@@ -29,7 +29,7 @@ the Simple protocol (NCCL allows no other for these algorithms):
 - **PAT** (NCCL >= 2.23; all-gather / reduce-scatter with one GPU per server, compute
   capability >= 6.0): algorithm bandwidth ``0.75 x B_ring`` (no ratio, as above), latency
   ``8 + log2(nodes) x 14 / 3.5 + n x 2.8`` us. It wins at mid sizes on many nodes (16
-  ``dgx-h100`` servers, one GPU each, 1 MiB all-gather: 99.2 us against the ring's 129.6 us;
+  ``dgx-h100`` servers, one GPU each, 1 MiB all-gather: 99.2 us against the ring's 129.8 us;
   doctest of :func:`recent_candidates`).
 
 Not modelled: NVLS across servers with SHARP (CollNet + NVLS), CollNet Chain, CollNet Direct for
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from perfmodel.comm import params as P
 from perfmodel.comm.params import Algorithm, HwClass, Protocol
+from perfmodel.comm.tuner import arch_index, nodes_index
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.schema import NodeKind
 
@@ -119,7 +120,7 @@ def recent_candidates(
     >>> t = load_system("dgx-h100", nodes=16)
     >>> g, m = [f"n{i}/gpu0" for i in range(16)], CommCostModel(t)
     >>> [round(m.collective("allgather", 2**20, g, a).time_s * 1e6, 1) for a in ("pat", "ring")]
-    [99.2, 129.6]
+    [99.2, 129.8]
     """
     out: list[Candidate] = []
     n, nodes = info.n, info.nodes
@@ -135,9 +136,10 @@ def recent_candidates(
         p = info.local
         intra = nvls_bus_Bps(info, info.intra_bw_Bps) * 2 * (p - 1) / (p + 1)
         inter = info.inter_bw_Bps * (2 if nodes <= 2 else 1)
-        cap = (
-            P.NVLS_CHANNELS * P.NCCL227_NVLS_TREE_MAX_BW_PER_CHANNEL_Bps[(info.gpu_arch, nodes > 2)]
-        )
+        # perChMaxNVLSTreeBw of the model's tuner table (2.27-2.28: Blackwell 80 GB/s per channel
+        # beyond 2 nodes, 2.29: 43.8; Hopper 57.7 / 45.5 in both; perfmodel.comm.tuner)
+        per_channel = model.tuner.nvls_tree_max_per_channel_Bps[arch_index(info.gpu_arch)]
+        cap = P.NVLS_CHANNELS * per_channel[nodes_index(nodes)]
         bus = min(intra, inter, cap)
         lat = P.NCCL227_NVLS_LATENCY_S + 2 * _log2i(nodes) * P.NCCL227_NVLS_TREE_NET_LATENCY_S
         if bus > 0 and math.isfinite(bus):

@@ -78,6 +78,8 @@ class CommScenario:
     default release's rule, as loading applies it."""
     cpu_model: str | None = None
     """CPU model the source states (free text), replacing the catalogue's."""
+    algorithm: str = "auto"
+    """The algorithm the run forced (nccl-tests with ``NCCL_ALGO``), else ``auto``."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,7 @@ def compare(
         cpu_model or sc.cpu_model,
     )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]
-    r = model.collective(sc.op, sc.message_bytes, group)
+    r = model.collective(sc.op, sc.message_bytes, group, sc.algorithm)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s
     algo = r.algorithm.value + (f"/{r.protocol.value}" if r.protocol else "")
     return CommComparison(sc, pred, algo)

@@ -248,6 +248,7 @@ FRAMEWORK_LOOPS: Mapping[str, FrameworkLoop] = MappingProxyType(
         "fsdp": _PT_DDP,
         "megatron-core": _PT_DDP,  # torchrun, one process per GPU, PyTorch DataLoader
         "torchtitan": _PT_DDP,
+        "internevo": _PT_DDP,  # torchrun / srun, one process per GPU, PyTorch DataLoader
         "pytorch-dataparallel": FrameworkLoop(
             loader=LoaderKind.PYTORCH,
             workers=_PYTORCH_WORKERS,

@@ -8,6 +8,7 @@ hand-computable numbers.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -530,53 +531,65 @@ def _ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]
 def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> float:
     """Server-level version of :func:`ring_sharing_factor` for large clusters (no ring routing).
 
-    A ring hop leaving a server is one flow from its exit GPU through the NICs nearest that GPU
-    (NCCL spreads a GPU's channels over its equidistant NICs, e.g. the two HDR NICs behind a DGX
-    A100 PCIe switch). For each server and each such NIC set ``S`` (``|S|`` NICs of goodput
-    ``b_nic``, reached over a GPU uplink of goodput ``b_gpu``), group 0's ``f0`` flows get
-    ``min(b_gpu, |S| b_nic / f0)`` each alone and ``min(b_gpu, |S| b_nic / F)`` beside all groups'
-    ``F`` flows; the factor is the worst ratio. GPT-3 175B data parallelism on 128 DGX A100
-    (8 groups of 16, two GPUs per NIC pair): a lone ring is held by the GPU's PCIe 4 link
-    (25.8 GB/s), together each GPU gets one HDR NIC (23 GB/s): x1.12, as the flow simulation
-    finds (0.446 vs 0.397 s). 1.0 with one NIC per GPU and no sharing.
+    A group's ring leaves a server through the NICs nearest its members there: NCCL spreads a
+    ring's channels over the GPUs and NICs of the server, so a group with ``k`` members on a
+    server sends through the union ``U`` of their nearest NIC sets (e.g. the two HDR NICs
+    behind a DGX A100 PCIe switch), at most ``k`` GPU uplinks of goodput ``b_gpu`` at once.
+    Alone, group 0 moves ``min(k b_gpu, sum of U's NIC goodputs)`` out of the server; beside
+    the other groups, each NIC ``n`` of ``U`` is shared in proportion: every group loads its
+    NICs evenly (``1 / |U_g|`` of its traffic on each), so group 0 keeps
+    ``(1 / |U_0|) / load_n`` of NIC ``n``. The factor is the worst server's ratio.
+
+    GPT-3 175B data parallelism on 128 DGX A100 (8 groups of 16, one GPU per server each, two
+    GPUs per NIC pair): a lone ring is held by the GPU's PCIe 4 link (25.8 GB/s), together each
+    GPU gets one HDR NIC (23 GB/s): x1.12, as the flow simulation finds (0.446 vs 0.397 s).
+    Two tensor-parallel siblings of 4 GPUs per server over the same 4 NICs: x2, as the ring
+    routes of a small cluster give. 1.0 with one NIC per GPU and no sharing.
     """
     near = _near_nic_sets(topology)
     sym = server_symmetry(topology)  # node -> server and local id tables (as the graph's)
     server, local_id = sym.server, sym.local_id
     exit_set = {lid: v[0] for lid, v in near.items()}  # a GPU's nearest NICs, by local id
+    nics_per_server = _nics_per_server(topology)
+    b_gpu_of = {lid: v[1] for lid, v in near.items()}
+    b_nic_of = {n: v[2] for v in near.values() for n in v[0]}
 
-    def add_flows(grp: tuple[str, ...], c: dict[tuple[int, tuple[str, ...]], int]) -> None:
-        # one flow per ring hop leaving a server, from its exit GPU's NIC set
+    def exits(grp: tuple[str, ...]) -> dict[int, tuple[list[str], set[str]]]:
+        """Per server the group leaves: its members' local ids there and their NIC union."""
+        out: dict[int, tuple[list[str], set[str]]] = {}
         if len(grp) < 2:
-            return
+            return out
         srv = list(map(server.__getitem__, grp))
-        nxt = srv[1:]
-        nxt.append(srv[0])
-        for sa, sb, lid in zip(srv, nxt, map(local_id.__getitem__, grp)):
-            if sa != sb:
-                key = (sa, exit_set.get(lid, ()))
-                c[key] = c.get(key, 0) + 1
+        if len(set(srv)) < 2:
+            return out
+        for sa, lid in zip(srv, map(local_id.__getitem__, grp)):
+            lids, nics = out.setdefault(sa, ([], set()))
+            lids.append(lid)
+            nics.update(exit_set.get(lid, ()))
+        return out
 
-    main: dict[tuple[int, tuple[str, ...]], int] = {}
-    add_flows(groups[0], main)
+    main = exits(groups[0])
     if not main:
         return 1.0
-    every = dict(main)
-    for grp in groups[1:]:
-        add_flows(grp, every)
-    nics_per_server = _nics_per_server(topology)
-    by_set = {nic_set: (b_gpu, b_nic) for nic_set, b_gpu, b_nic in near.values()}
+    load: dict[tuple[int, str], float] = {}  # (server, NIC local id) -> groups' share
+    bare: dict[int, float] = {}  # servers without NIC information: flows per server
+    for grp in groups:
+        for srv, (_lids, nics) in exits(grp).items():
+            if nics:
+                for n in nics:
+                    load[(srv, n)] = load.get((srv, n), 0.0) + 1.0 / len(nics)
+            else:
+                bare[srv] = bare.get(srv, 0.0) + 1.0
     worst = 1.0
-    for key, f0 in main.items():
-        srv, nic_set = key
-        if nic_set:
-            b_gpu, b_nic = by_set[nic_set]
-            cap = len(nic_set) * b_nic
-            alone = min(b_gpu, cap / f0)
-            shared = min(b_gpu, cap / every[key])
+    for srv, (lids, nics) in main.items():
+        if nics:
+            uplinks = sum(b_gpu_of.get(lid, math.inf) for lid in dict.fromkeys(lids))
+            alone = min(uplinks, sum(b_nic_of[n] for n in nics))
+            share = 1.0 / len(nics)
+            shared = min(uplinks, sum(b_nic_of[n] * share / load[(srv, n)] for n in nics))
         else:  # no NIC information: one NIC per flow at most, as many as the server has
             k = max(nics_per_server.get(srv, 1), 1)
-            alone, shared = min(1.0, k / f0), min(1.0, k / every[key])
+            alone, shared = min(1.0, k), min(1.0, k / bare[srv])
         worst = max(worst, alone / shared)
     return worst
 

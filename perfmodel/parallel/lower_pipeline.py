@@ -22,6 +22,7 @@ Every precision and overlap decision comes from the step's :class:`~perfmodel.pa
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -41,6 +42,7 @@ from perfmodel.parallel.lowering import (
     tied_embedding_params,
 )
 from perfmodel.parallel.memory import PlanMemory
+from perfmodel.parallel.param_sync import owner_bytes, owner_ranks
 from perfmodel.parallel.periodic import (
     WINDOW_BACK,
     LazyGraph,
@@ -49,7 +51,7 @@ from perfmodel.parallel.periodic import (
     window_gap,
 )
 from perfmodel.parallel.plan import PipelineSchedule
-from perfmodel.parallel.recipe import Sharding
+from perfmodel.parallel.recipe import ParamSync, Sharding
 from perfmodel.parallel.schedule import (
     check_interleaved,
     stage_ops,
@@ -134,6 +136,8 @@ class PipelineLowering:
             self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
         self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
         self.expert_share = expert_grad_share(plan)
+        # stage -> ({layer id: owner rank}, {layer id: parameters}): owner-broadcast sync
+        self._owners: dict[int, tuple[dict[int, int], dict[int, float]]] = {}
 
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
@@ -245,15 +249,19 @@ class PipelineLowering:
         kind: CommKind = CommKind.DP,
         stream: str | None = None,
         group: str = "dp",
+        duration_s: float | None = None,
     ) -> int:
         """A collective over stage ``s``'s data-parallel group (with its TP siblings sharing
         links), on the gradient stream unless ``stream`` is given; ``group`` "shard" or
-        "replica" takes the HSDP shard group or the replica group instead."""
+        "replica" takes the HSDP shard group or the replica group instead; ``duration_s``
+        replaces the collective model's time (a series of collectives priced by the caller)."""
         preset = self.preset
         main, sibs = self._dp_group(s, group)
         groups = [main, *sibs]
         wait = preset.fusion_cycle_s / 2
-        dur = self.costs.concurrent_time(op, nbytes, groups, self.alg) + wait
+        if duration_s is None:
+            duration_s = self.costs.concurrent_time(op, nbytes, groups, self.alg)
+        dur = duration_s + wait
         spec = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         tid = self.b.add(
             TaskKind.COLLECTIVE,
@@ -311,19 +319,43 @@ class PipelineLowering:
 
     def gather(self, s: int, seg: Segment, label: str) -> int:
         """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
-        segment ahead (it may start once the compute two segments back has finished)."""
+        segment ahead (it may start once the compute two segments back has finished); owner
+        broadcasts where the recipe syncs parameters so (:meth:`param_sync_s`)."""
         hist = self.gather_hist[s]
         dep = [hist[-2]] if len(hist) >= 2 else []
         nbytes = seg.params * self.rc.gather_bytes
+        op, dur = CollectiveOp.ALLGATHER, None
+        if self.rc.param_sync is ParamSync.OWNER_BROADCAST and not self.zero3:
+            op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, seg.layers)
         return self.dp_collective(
             s,
-            CollectiveOp.ALLGATHER,
+            op,
             nbytes,
             dep,
             label,
             CommKind.ZERO,
             self.rc.param_gather.stream,
             "shard" if self.hsdp else "dp",
+            dur,
+        )
+
+    def param_sync_s(self, s: int, layer_ids: Sequence[int]) -> float:
+        """Seconds of the owner broadcasts that bring stage ``s``'s layers ``layer_ids`` to every
+        data-parallel rank (:mod:`perfmodel.parallel.param_sync`), the TP siblings' broadcasts
+        sharing the links."""
+        owners = self._owners.get(s)
+        if owners is None:
+            ids = [i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
+                   for i in sorted(seg.layers)]  # fmt: skip
+            ids.sort()
+            params = {i: float(self.wl.layers[i].params) for i in ids}
+            ranks = owner_ranks([params[i] for i in ids], len(self.dp_groups[s]))
+            owners = self._owners[s] = (dict(zip(ids, ranks, strict=True)), params)
+        main, sibs = self._dp_group(s, "dp")
+        groups = [main, *sibs]
+        return sum(
+            self.costs.concurrent_time(CollectiveOp.BROADCAST, b, groups, self.alg)
+            for b in owner_bytes(layer_ids, owners[0], owners[1], self.rc.gather_bytes)
         )
 
     def coarsenable(self, s: int, phase: str, mb: int, ch: Chunk) -> bool:
@@ -566,8 +598,7 @@ class PipelineLowering:
         return params - expert * (1.0 - self.expert_share)
 
     def _grad_op(self) -> CollectiveOp:
-        sharded = self.rc.sharding.stage >= 1
-        return CollectiveOp.REDUCESCATTER if sharded else CollectiveOp.ALLREDUCE
+        return self.rc.grad_reduce_op  # reduce-scatter from ZeRO-1 on, unless the stack keeps it
 
     def run_schedule(self) -> None:
         """Emit every stage's operations in a dependency-respecting global order (round robin
@@ -706,14 +737,20 @@ class PipelineLowering:
             label="optimizer",
         )
         if self.dp_on and 1 <= rc.sharding.stage <= 2 and not self.gather_early:
+            op, dur = CollectiveOp.ALLGATHER, None
+            if rc.param_sync is ParamSync.OWNER_BROADCAST:
+                ids = [i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
+                       for i in seg.layers]  # fmt: skip
+                op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, ids)
             self.dp_collective(
                 s,
-                CollectiveOp.ALLGATHER,
+                op,
                 stage_params * rc.gather_bytes,
                 [t_opt],
-                "param all-gather",
+                "param all-gather" if dur is None else "param owner broadcasts",
                 CommKind.ZERO,
                 rc.param_gather.stream,
+                duration_s=dur,
             )
 
     def notes(self) -> None:

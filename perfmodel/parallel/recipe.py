@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfmodel.dtypes import Precision
+from perfmodel.ops import CollectiveOp
 from perfmodel.workload.layers import LayerCost, LayerKind
 from perfmodel.workload.memory import Optimizer, is_selectively_recomputed, model_state_bytes
 
@@ -140,6 +141,19 @@ STREAM_TP = "tp"  # tensor-parallel collectives overlapped with GEMMs
 STREAM_COMPUTE = "compute"  # collectives on the critical path of the compute stream
 
 
+class ParamSync(str, enum.Enum):
+    """How a ZeRO-1/2 stack brings every rank the parameters the other ranks updated.
+
+    ``allgather``: one all-gather of the shards (Megatron-Core's distributed optimizer,
+    DeepSpeed). ``owner-broadcast``: each owner rank broadcasts its updated parameters to the
+    group, one NCCL broadcast per owner (InternEvo's ``HybridZeroOptimizer.broadcast_params``;
+    :mod:`perfmodel.parallel.param_sync`).
+    """
+
+    ALLGATHER = "allgather"
+    OWNER_BROADCAST = "owner-broadcast"
+
+
 @dataclass(frozen=True)
 class CommPolicy:
     """Whether one class of communication overlaps compute, and the stream it runs on."""
@@ -180,6 +194,12 @@ class Recipe:
         Gradient bucket sizes in bytes (``None``: one bucket of all gradients).
     shard_group
         Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
+    grad_reduce_op
+        The gradient collective over the data-parallel group: reduce-scatter from ZeRO-1 on,
+        all-reduce without sharding or where the stack all-reduces and keeps its shard
+        (:attr:`~perfmodel.parallel.software.SoftwarePreset.zero_grad_allreduce`).
+    param_sync
+        How ZeRO-1/2 parameters reach the other ranks after the step (:class:`ParamSync`).
     selective_recompute
         What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
     sources
@@ -204,6 +224,8 @@ class Recipe:
     first_bucket_bytes: float | None = None
     shard_group: int = 0
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    grad_reduce_op: CollectiveOp = CollectiveOp.ALLREDUCE
+    param_sync: ParamSync = ParamSync.ALLGATHER
     sources: tuple[str, ...] = ()
 
     @property
@@ -252,8 +274,8 @@ class Recipe:
             f"grad reduction {self.grad_reduce_bytes}, param gather {self.gather_bytes}, "
             f"FP32 master {self.master_bytes}, optimizer state {self.optimizer.state_bytes_per_param}",
             f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}",
-            f"grad reduction {self.grad_comm.describe()}; param all-gather "
-            f"{self.param_gather.describe()}",
+            f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}; "
+            f"param sync ({self.param_sync.value}) {self.param_gather.describe()}",
             f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
             f"{self.pp_send.describe()}",
         ]
@@ -280,6 +302,8 @@ class Recipe:
             "bucket_bytes": self.bucket_bytes,
             "shard_group": self.shard_group,
             "selective_recompute": self.selective_recompute.value,
+            "grad_reduce_op": self.grad_reduce_op.value,
+            "param_sync": self.param_sync.value,
             "sources": list(self.sources),
         }
 
@@ -362,6 +386,12 @@ def build_recipe(
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=preset.selective_recompute,
+        grad_reduce_op=(
+            CollectiveOp.REDUCESCATTER
+            if sharding.stage >= 1 and not (preset.zero_grad_allreduce and sharding.stage == 1)
+            else CollectiveOp.ALLREDUCE
+        ),
+        param_sync=preset.param_sync,
         sources=tuple(preset.sources),
     )
 
@@ -391,6 +421,7 @@ __all__ = [
     "AmpStyle",
     "CommPolicy",
     "ComputeRecipe",
+    "ParamSync",
     "Recipe",
     "SelectiveRecompute",
     "Sharding",

@@ -13,7 +13,7 @@ from perfmodel import units
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
-from perfmodel.parallel.recipe import AmpStyle, SelectiveRecompute
+from perfmodel.parallel.recipe import AmpStyle, ParamSync, SelectiveRecompute
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -103,6 +103,12 @@ class SoftwarePreset:
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
+    zero_grad_allreduce
+        ZeRO-1 all-reduces the gradients over the data-parallel group and each rank keeps its
+        shard of the sum (InternEvo), instead of reduce-scattering them.
+    param_sync
+        How ZeRO-1/2 parameters reach the other ranks after the step
+        (:class:`~perfmodel.parallel.recipe.ParamSync`: all-gather, or one broadcast per owner).
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -136,6 +142,8 @@ class SoftwarePreset:
     bucket_params_per_dp: float = 0.0
     bucket_elements: float | None = None
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    zero_grad_allreduce: bool = False
+    param_sync: ParamSync = ParamSync.ALLGATHER
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
 
@@ -385,6 +393,31 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
+            ),
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
+            name="internevo",
+            dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            zero=1,
+            overlap_grad_comm=True,
+            bucket_elements=512 * 1024 * 1024,
+            zero_grad_allreduce=True,
+            param_sync=ParamSync.OWNER_BROADCAST,
+            sources=(
+                "InternLM/InternEvo@34fc28d7 internlm/solver/optimizer/hybrid_zero_optim.py "
+                "(HybridZeroOptimizer): gradients all-reduced over the data-parallel group in "
+                "the 16-bit model dtype (reduce_tensor with dst_rank=None), bucket by bucket "
+                "during the last micro-batch's backward (overlap_sync_grad); the FP32 master "
+                "and Adam state of each rank's partition only (zero1); after the step every "
+                "owner broadcasts its updated 16-bit partition (broadcast_params)",
+                "InternEvo@34fc28d7 configs/7B_sft.py: hybrid_zero_optimizer overlap_sync_grad "
+                "= overlap_sync_param = True, reduce_bucket_size = 512 x 1024 x 1024 elements; "
+                "internlm/solver/optimizer/utils.py ParamBcastSyncHandler: owners by module "
+                "order; HybridZeroOptimizer._step issues the broadcasts after "
+                "torch.cuda.synchronize() and broadcast_params ends with another, so the step "
+                "returns only once every broadcast is done: not overlapped with the next forward",
             ),
             dispatch_mode="pytorch-eager",
         ),

@@ -40,6 +40,9 @@ class Breakdown:
     exposed_comm_s: dict[str, float]
     host_s: float
     bubble_s: float
+    sync_wait_s: float = 0.0
+    """Waiting for the slowest GPU of a synchronous step
+    (:func:`perfmodel.parallel.straggler.straggler_wait_s`), after the simulated timeline."""
 
     @property
     def exposed_comm_total_s(self) -> float:
@@ -53,6 +56,7 @@ class Breakdown:
             + self.exposed_comm_total_s
             + self.host_s
             + self.bubble_s
+            + self.sync_wait_s
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,6 +66,7 @@ class Breakdown:
             "exposed_comm_s": dict(self.exposed_comm_s),
             "host_s": self.host_s,
             "bubble_s": self.bubble_s,
+            "sync_wait_s": self.sync_wait_s,
         }
 
 
@@ -472,6 +477,7 @@ class StepReport:
         rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
         rows += [(f"exposed comm {k}", v) for k, v in sorted(b.exposed_comm_s.items())]
         rows += [("host", b.host_s), ("bubble/idle", b.bubble_s)]
+        rows += [("slowest-GPU wait", b.sync_wait_s)]
         for name, v in rows:
             if v > 0 or name in ("compute",):
                 lines.append(f"  {name:<18}{format_time(v):>12}  {100 * v / T:5.1f}%")

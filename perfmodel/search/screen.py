@@ -54,6 +54,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.workload.layers import split_at_copies
 
 
@@ -506,6 +507,9 @@ class PlanScreen:
         host = m * st.host_s
         host_exposed = max(0.0, host - t)
         t = max(t, host) + optimizer
+        # the slowest GPU paces the synchronous step, as predict charges it
+        wait = straggler_wait_s(compute, gpus)
+        t += wait
         if schedule == "gpipe":
             in_flight = m
         elif schedule == "interleaved" and v > 1:
@@ -542,6 +546,7 @@ class PlanScreen:
                 "bubble_s": bubble,
                 "optimizer_s": optimizer,
                 "host_s": host_exposed,
+                "sync_wait_s": wait,
             },
         }
 

@@ -982,6 +982,8 @@ def with_nccl_p2p_rule(
     import dataclasses
 
     previous = topo.meta.get("nccl_p2p_rule")
+    # a release named here is the scenario's (``--nccl``); none keeps what was stated before
+    stated = release is not None or (isinstance(previous, dict) and bool(previous.get("stated")))
     if release is None:
         had_release = previous.get("release") if isinstance(previous, dict) else None
         release = NcclRelease.parse(had_release) if had_release else DEFAULT_NCCL_RELEASE
@@ -1010,7 +1012,7 @@ def with_nccl_p2p_rule(
         probe = base.gpus  # by local id; where servers are copies, server 0 says it for all
         if base.pattern is not None and base.pattern.describes(base):
             probe = probe[: base.gpus_per_node]
-        stated = {str(g.nodes[n]["local_id"]) for n in probe if "p2p" in g.nodes[n]}
+        fixed = {str(g.nodes[n]["local_id"]) for n in probe if "p2p" in g.nodes[n]}
         had = {
             (str(g.nodes[n]["local_id"]), x)
             for n in probe
@@ -1019,7 +1021,7 @@ def with_nccl_p2p_rule(
         pairs = [
             (a, b)
             for a, b in nccl_p2p_level_denied(base, max_cpus=level.max_cpus)
-            if a not in stated and b not in stated and (a, b) not in had
+            if a not in fixed and b not in fixed and (a, b) not in had
         ]
     out = base.with_p2p_denied(pairs) if pairs else base
     out.meta["nccl_p2p_rule"] = {
@@ -1027,6 +1029,7 @@ def with_nccl_p2p_rule(
         "host": host.value,
         "level": level.value if level else None,
         "pairs": tuple(pairs),
+        "stated": stated,
     }
     return out
 
@@ -1221,6 +1224,7 @@ def _rule_import(rule: Any, where: str) -> dict[str, Any]:
             "host": HostCpu(rule["host"]).value,
             "level": None if level is None else P2pLevel(level).value,
             "pairs": pairs,
+            "stated": bool(rule.get("stated", False)),
         }
     except (TypeError, KeyError, ValueError) as exc:
         raise TopologyError(

@@ -34,6 +34,7 @@ EAGER = {
     "megatron",
     "megatron-core",
     "torchtitan",
+    "internevo",
 }
 
 

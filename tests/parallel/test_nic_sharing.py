@@ -31,8 +31,10 @@ def test_two_gpus_per_nic_pair() -> None:
 
 
 def test_own_nic_pairs_do_not_share() -> None:
-    """GPUs 0 and 2 sit behind different NIC pairs: no sharing (1.0); hops inside a server
-    are no flows (a ring of two GPUs per server sends one flow per server)."""
+    """GPUs 0 and 2 sit behind different NIC pairs: no sharing (1.0); a ring of GPUs 0 and 1
+    on every other server leaves each server through both GPUs' uplinks onto their NIC pair
+    (its own ring analysis finds 2 x 23 GB/s): beside a ring of GPU 1 alone on the same NIC
+    pair it keeps half of the pair, factor ``min(2 b_gpu, 2 b_nic) / b_nic`` = 2."""
     assert costs._nic_sharing_factor(TOPO, _dp(0, 2, 40, (0, 2))) == 1.0
     pairs = tuple(
         tuple(TOPO.gpus[s * GPN + k + d] for s in range(0, 64, 2) for d in (0, 1)) for k in (0, 4)
@@ -41,7 +43,7 @@ def test_own_nic_pairs_do_not_share() -> None:
     mixed = (pairs[0], tuple(TOPO.gpus[s * GPN + 1] for s in range(0, 64, 2)))
     near = costs._near_nic_sets(TOPO)
     b_gpu, b_nic = near["gpu0"][1], near["gpu0"][2]
-    assert costs._nic_sharing_factor(TOPO, mixed) == b_gpu / b_nic
+    assert costs._nic_sharing_factor(TOPO, mixed) == min(2 * b_gpu, 2 * b_nic) / b_nic == 2.0
 
 
 def test_nic_shape_memo_misses_other_shapes() -> None:
@@ -97,3 +99,16 @@ def test_parallel_rings_share_one_factor_for_any_server_count(
     shifted = (*_dp(0, 1, 20, (0, 1)), *_dp(20, 1, 20, (2, 3)))
     assert costs._nic_shape(TOPO, shifted)[0] != "parallel"  # type: ignore[index]
     assert costs.ring_sharing_factor(TOPO, shifted) == real(TOPO, shifted)
+
+
+@pytest.mark.parametrize("nodes", [4, 8, 16, 32])
+def test_sibling_groups_over_shared_nics_agree_below_and_above_64_ranks(nodes: int) -> None:
+    """Two tensor-parallel siblings' data-parallel groups (GPUs 0,2,4,6 and 1,3,5,7 of every
+    server) on a DGX A100 with only 4 NICs cabled: each group's ring uses all 4 NICs alone and
+    half of them together, x2, whether the ring routes (<= 64 ranks) or the NIC sets (above)
+    decide. Before issue 24 the NIC-set path counted one exit GPU per server: x1.12 from 16
+    servers on, so a 128-GPU step came out faster than a 64-GPU one."""
+    topo = load_system("dgx-a100", nodes=nodes, network="roce-100g", nics_per_node=4)
+    groups = (tuple(topo.gpus[::2]), tuple(topo.gpus[1::2]))
+    assert costs._uses_nic_sets(topo, groups) is (nodes * 8 > 64)
+    assert costs.ring_sharing_factor(topo, groups) == pytest.approx(2.0)

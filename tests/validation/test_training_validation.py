@@ -34,6 +34,7 @@ from perfmodel.accuracy import (
     accuracy_table,
     assumed_precision,
     load_modern,
+    load_scale,
     map_row,
     scaling_efficiency_points,
     table_in_readme,
@@ -166,10 +167,15 @@ def test_readme_accuracy_table_is_generated(
     published_rows: list[dict], training, shared_data: Path
 ) -> None:
     """The README's table is what ``perfmodel validate --published`` computes from the shipped
-    rows (``published.jsonl`` and ``modern.jsonl``): after a model change, regenerate it with
-    ``python3 -m perfmodel validate --published --update-readme README.md``."""
+    rows (``published.jsonl``, ``modern.jsonl`` and ``scale.jsonl``): after a model change,
+    regenerate it with ``python3 -m perfmodel validate --published --update-readme README.md``."""
     table = to_markdown(
-        accuracy_table(published_rows, training=training, modern=load_modern(shared_data))
+        accuracy_table(
+            published_rows,
+            training=training,
+            modern=load_modern(shared_data),
+            scale=load_scale(shared_data),
+        )
     )
     readme = (REPO / "README.md").read_text()
     assert table_in_readme(readme) == table, (

@@ -1,0 +1,175 @@
+"""Behaviour at scale: the ``scale.jsonl`` rows mapped to scenarios and predicted.
+
+The rows (shipped in ``validation/scale.jsonl``, the ``published.jsonl`` schema) are
+
+* InternEvo's InternLM-7B throughput per GPU on 8 to 1,024 A100 over 4 x 100 Gb RoCE per node
+  with ZeRO-1 over all data-parallel ranks (``training_scaling``; :func:`map_training_row`), and
+* nccl-tests ring all-reduce / all-gather bus bandwidth at 8 GiB on 16 to 512 DGX B200 with
+  ``NCCL_ALGO=Ring`` and NCCL 2.29.7 (``comm_microbenchmark``; :func:`map_comm_row`).
+
+InternEvo rows (``InternLM/InternEvo@34fc28d7``, ``doc/en/train_performance.md``): the model of
+``configs/7B_sft.py`` (hidden 4096, 32 layers and heads, SwiGLU 11008, vocabulary 103168, sequence
+2048) as the zoo's ``llama``; the stated micro-batch and micro-batch count, tensor parallelism
+1 or 2 without sequence parallelism, bf16, AdamW, and the ``internevo`` software preset
+(:mod:`perfmodel.parallel.software`: gradients all-reduced in 16 bit bucket by bucket during the
+last backward, ZeRO-1 partitions, owner broadcasts of the updated parameters). The server is
+taken as a DGX-A100-like NVSwitch node (the source names the GPU only) with the stated 4 x 100 Gb
+RoCE NICs; NCCL 2.14, the release of the PyTorch 1.13.1 image InternEvo's ``doc/install.md``
+names at that commit. Not modelled: the attention and output-projection biases of InternLM-7B
+and packed variable-length samples (``pack_sample_into_one=False``).
+
+Errors are signed, ``predicted / measured - 1``. Nothing here feeds the model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.api import Scenario, predict
+from perfmodel.comm.validation import CommComparison, CommScenario, CommSkip, compare
+from perfmodel.errors import PerfModelError
+from perfmodel.ops import CollectiveOp
+from perfmodel.units import GB, GiB
+
+#: InternLM-7B (InternEvo ``configs/7B_sft.py``: HIDDEN_SIZE 4096, NUM_ATTENTION_HEAD 32,
+#: NUM_LAYER 32, MLP_RATIO 8/3 rounded to 11008, VOCAB_SIZE 103168, SEQ_LEN 2048).
+INTERNLM_7B = {
+    "hidden": 4096,
+    "layers": 32,
+    "heads": 32,
+    "kv_heads": 32,
+    "ffn_hidden": 11008,
+    "vocab": 103168,
+    "seq_len": 2048,
+}
+
+#: NCCL of the PyTorch 1.13.1 + CUDA 11.7 image (``internlm/internlm:torch1.13.1-cuda11.7.1``)
+#: that InternEvo's ``doc/install.md`` names at 34fc28d7: PyTorch 1.13.1 wheels bundle NCCL 2.14.3.
+INTERNEVO_NCCL = "2.14"
+
+
+def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
+    """A :class:`Scenario` for an InternEvo row, or why it is skipped."""
+    if row.get("kind") != "training_scaling":
+        return "not a training row"
+    if not str(row["id"]).startswith("internevo-"):
+        return "no mapping for this source"
+    hw, plan, batch = row["hardware"], row["plan"], row["batch"]
+    gpus = int(hw["gpus"])
+    per_node = int(hw.get("gpus_per_node") or 8)
+    m = re.search(r"(\d+)\s*x\s*100\s*Gb", str(hw.get("inter_node_link", "")))
+    if m is None:
+        return "inter-node link not stated as N x 100 Gb"
+    return Scenario(
+        system="dgx-a100",
+        nodes=max(1, math.ceil(gpus / per_node)),
+        gpus=gpus,
+        network="roce-100g",
+        nics_per_node=int(m.group(1)),
+        nccl=INTERNEVO_NCCL,
+        model="llama",
+        model_args=dict(INTERNLM_7B),
+        global_batch=int(batch["global"]),
+        microbatch=int(plan["micro_batch_size"]),
+        tp=int(plan["tp"]),
+        precision="bf16",
+        optimizer="adamw",
+        software="internevo",
+        sequence_parallel=False,
+        fidelity="analytic",
+    )
+
+
+def map_comm_row(row: Mapping[str, Any]) -> CommScenario | CommSkip:
+    """The collective a B200 nccl-tests row measured (``NCCL_ALGO`` as stated), or a skip."""
+    rid = str(row["id"])
+    if row.get("kind") != "comm_microbenchmark" or not rid.startswith("together-b200"):
+        return CommSkip(rid, "no mapping for this source")
+    hw = row["hardware"]
+    gpus = int(hw["gpus"])
+    per_node = int(hw.get("gpus_per_node") or 8)
+    text = str(row.get("model", "")).lower()
+    size = re.search(r"(\d+)\s*gib", text)
+    if size is None or row.get("unit") != "GB/s":
+        return CommSkip(rid, "message size or unit not stated")
+    op = CollectiveOp.ALLGATHER if text.startswith("allgather") else CollectiveOp.ALLREDUCE
+    algo = re.search(r"NCCL_ALGO=(\w+)", str(row.get("software", "")))
+    nccl = re.search(r"NCCL (\d+\.\d+)", str(row.get("software", "")))
+    return CommScenario(
+        rid,
+        "dgx-b200",
+        gpus // per_node,
+        gpus,
+        op,
+        int(size.group(1)) * GiB,
+        "busbw",
+        float(row["value"]) * GB,
+        "InfiniBand",
+        note="NCCL_ALGO as stated",
+        nccl=nccl.group(1) if nccl else None,
+        algorithm=algo.group(1).lower() if algo else "auto",
+    )
+
+
+@dataclass(frozen=True)
+class ScalePrediction:
+    """One predicted row: the predicted and measured values in the row's own unit."""
+
+    row: Mapping[str, Any]
+    predicted: float
+    measured: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error ``predicted / measured - 1``."""
+        return self.predicted / self.measured - 1.0
+
+
+@dataclass(frozen=True)
+class ScaleResults:
+    """Predicted training and collective rows, and ``(id, reason)`` of skipped or failed rows."""
+
+    training: tuple[ScalePrediction, ...]
+    comm: tuple[ScalePrediction, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+
+
+def scale_results(rows: Iterable[Mapping[str, Any]]) -> ScaleResults:
+    """Predict every ``scale.jsonl`` row the mappings take (a second or two on 2 cores)."""
+    training: list[ScalePrediction] = []
+    comm: list[ScalePrediction] = []
+    skipped: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []
+    for row in rows:
+        rid = str(row["id"])
+        if row.get("kind") == "training_scaling":
+            sc = map_training_row(row)
+            if isinstance(sc, str):
+                skipped.append((rid, sc))
+                continue
+            try:
+                r = predict(sc, baseline=False)
+            except PerfModelError as exc:
+                failed.append((rid, str(exc)))
+                continue
+            training.append(ScalePrediction(row, r.tokens_per_s_per_gpu, float(row["value"])))
+        elif row.get("kind") == "comm_microbenchmark":
+            cs = map_comm_row(row)
+            if isinstance(cs, CommSkip):
+                skipped.append((rid, cs.reason))
+                continue
+            try:
+                c = compare(cs)
+            except PerfModelError as exc:
+                failed.append((rid, str(exc)))
+                continue
+            assert isinstance(c, CommComparison)
+            comm.append(ScalePrediction(row, c.predicted / GB, float(row["value"])))
+        else:
+            skipped.append((rid, f"kind {row.get('kind')!r} not mapped"))
+    return ScaleResults(tuple(training), tuple(comm), tuple(skipped), tuple(failed))

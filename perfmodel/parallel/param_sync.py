@@ -1,0 +1,82 @@
+"""ZeRO-1 parameter synchronisation by owner broadcasts (InternEvo's Hybrid ZeRO).
+
+After the optimizer step of a ZeRO-1 stack every rank holds the update of its own shard and the
+other ranks need it. Megatron-Core and DeepSpeed all-gather the shards
+(:attr:`~perfmodel.parallel.recipe.ParamSync.ALLGATHER`); InternEvo broadcasts them, one NCCL
+broadcast per owner rank (:attr:`~perfmodel.parallel.recipe.ParamSync.OWNER_BROADCAST`).
+
+Source: InternLM/InternEvo at 34fc28d7 (the commit of the ``scale.jsonl`` rows),
+``internlm/solver/optimizer/hybrid_zero_optim.py`` ``HybridZeroOptimizer.broadcast_params`` (a
+``dist.broadcast`` of each owner's flat 16-bit partition to the whole ZeRO group, skipping ranks
+that own nothing) and ``internlm/solver/optimizer/utils.py`` ``ParamBcastSyncHandler``, which
+decides the owners when ``overlap_sync_param`` is on (the default of ``configs/7B_sft.py``): it
+walks the parameters in module order (embedding, blocks, norm, head), adds each tensor's elements
+to the current owner's count and moves on to the next rank whenever the count exceeds
+``1.01 x total / ranks`` (that tensor goes to the new rank and the count restarts from zero).
+Every tensor larger than the average share therefore has a rank of its own, so the broadcast
+count stops growing once the ranks outnumber the large tensors (about 160 for a 7B model), while
+each broadcast spans the whole ZeRO group: a ring broadcast's latency grows with the ranks, and the
+sum grows with both. The forward of each block waits for the broadcasts of its owners.
+
+The model applies the walk to the workload's layers in order (a fused projection, such as the
+gated MLP's ``fc1``, counts as one tensor where InternEvo has two), and prices each owner's
+broadcast with the collective model (NCCL's tuner picks ring and protocol per broadcast). The
+lowering charges the series as one task of the summed time; the simulated fidelity replays a
+group of at most 16 ranks as one broadcast of all the bytes (the owners' launch latencies, a few
+microseconds each at that size, are not replayed) and keeps the summed time above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from perfmodel.errors import ConfigError
+
+#: InternEvo ``ParamBcastSyncHandler``: a rank takes tensors until its count exceeds 1.01 x the
+#: average share (``alloc_num > avg_param_num * 1.01``).
+OWNER_SLACK = 1.01
+
+
+def owner_ranks(params: Sequence[float], ranks: int) -> tuple[int, ...]:
+    """The owner rank of each tensor of ``params`` (elements, in module order) over ``ranks``
+    ranks, as InternEvo's ``ParamBcastSyncHandler`` assigns them.
+
+    >>> owner_ranks([10, 10, 10, 10], 4)  # the tensor that passes the share opens the next rank
+    (0, 1, 1, 2)
+    >>> owner_ranks([100, 1, 1, 50, 50], 8)  # big tensors alone, small ones ride along
+    (1, 1, 1, 2, 3)
+    """
+    if int(ranks) != ranks or ranks < 1:
+        raise ConfigError(f"ranks must be a positive integer, got {ranks!r}", value=ranks)
+    total = float(sum(params))
+    avg = total // ranks  # InternEvo: total_param_num * 1.0 // zero1_size
+    rank, alloc = 0, 0.0
+    out = []
+    for p in params:
+        alloc += p
+        if alloc > avg * OWNER_SLACK and rank < ranks - 1:
+            rank += 1
+            alloc = 0.0
+        out.append(rank)
+    return tuple(out)
+
+
+def owner_bytes(
+    layer_ids: Sequence[int],
+    owners: dict[int, int],
+    params: dict[int, float],
+    bytes_per_param: float,
+) -> list[float]:
+    """Bytes each owner broadcasts for the layers ``layer_ids`` (owners by layer id, parameter
+    counts by layer id), one entry per owner in order of first appearance; layers without
+    parameters broadcast nothing.
+
+    >>> owner_bytes([0, 1, 2], {0: 5, 1: 5, 2: 6}, {0: 10, 1: 2, 2: 4}, 2.0)
+    [24.0, 8.0]
+    """
+    acc: dict[int, float] = {}
+    for i in layer_ids:
+        p = params.get(i, 0.0)
+        if p > 0:
+            acc[owners[i]] = acc.get(owners[i], 0.0) + p * bytes_per_param
+    return list(acc.values())
