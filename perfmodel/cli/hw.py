@@ -140,7 +140,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     print(
         "GPU links: NVLink count x generation, or Infinity Fabric (IF) links x GB/s per direction."
     )
-    print("* datasheet only: no measurement has checked perfmodel on this GPU.")
+    print("* datasheet only: no training run or calibration profile has checked perfmodel on it.")
     print("Sources: perfmodel hw show NAME.")
     return 0
 
@@ -248,7 +248,7 @@ def _describe(spec: GPUSpec | LinkTech | CPUSpec) -> list[str]:
                 f"{d.value} {v / units.TFLOPS:.4g} TFLOPS" for d, v in spec.peak_flops.items()
             ),
             *(
-                ["  datasheet only     yes: no measurement has checked perfmodel on this GPU"]
+                ["  datasheet only     yes: no training run or calibration has checked it"]
                 if spec.datasheet_only
                 else []
             ),

@@ -164,9 +164,9 @@ class GPUSpec:
         per direction, bytes/s (0 and ``None`` without them). The 8-GPU OAM platforms join every
         GPU pair by one such link, no switch (``topologies/mi300x-8.toml``).
     datasheet_only
-        ``True`` when no measurement has checked perfmodel on this GPU: no calibration profile,
-        no validation row, no measured ceiling feeds or judges its predictions, which rest on
-        the datasheet peaks times the generic efficiency model of
+        ``True`` when no training measurement or calibration profile has checked perfmodel on
+        this GPU and no measured ceiling feeds it: its predictions rest on the datasheet peaks
+        times the generic efficiency model of
         :mod:`perfmodel.compute.params`. Predictions on it carry a note saying so
         (:func:`datasheet_note`). A published achieved rate, where one exists, is cited in
         ``sources["achieved"]`` for the reader; it does not feed the model. Default ``False``.
@@ -364,8 +364,9 @@ def datasheet_note(gpu: GPUSpec) -> str | None:
         return None
     line = (
         f"hardware: {gpu.name} figures are datasheet only (peaks, memory and links from "
-        f"{gpu.vendor}'s datasheet; no measurement has checked perfmodel on this GPU): compute "
-        "uses the datasheet peaks times the generic efficiency model"
+        f"{gpu.vendor}'s datasheet; no training measurement or calibration profile has checked "
+        "perfmodel on this GPU): compute uses the datasheet peaks times the generic efficiency "
+        "model"
     )
     achieved = gpu.sources.get("achieved")
     if achieved:
