@@ -69,7 +69,7 @@ def parse_enum(
     >>> parse_enum(DType, "fp12", where="--dtype")
     Traceback (most recent call last):
     ...
-    perfmodel.errors.ConfigError: unknown --dtype 'fp12'; expected one of fp64, fp32, tf32, fp16, bf16, fp8
+    perfmodel.errors.ConfigError: unknown --dtype 'fp12'; expected one of fp64, fp32, tf32, fp16, bf16, fp8, fp6, fp4
     """
     if isinstance(text, cls):
         return text

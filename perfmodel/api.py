@@ -854,6 +854,7 @@ def _predict(
     wait = straggler_wait_s(bd.compute_s, step.num_gpus)
     T = T_sync = T_gpu + wait
     notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
+    notes = (*notes, *hardware_notes(r.topology))
     if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
         notes = (*notes, feed.describe(T))
         T = feed.step_time(T)
@@ -908,6 +909,21 @@ def _predict(
         tokens_per_sample=step.tokens_per_sample,
         device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
     )
+
+
+def hardware_notes(topology: Topology) -> tuple[str, ...]:
+    """What a report says about the hardware itself: a GPU whose figures are datasheet only
+    (:func:`perfmodel.hardware.gpus.datasheet_note`) and the cloud instance a system names
+    (its transport and dated list price, :class:`perfmodel.topology.model.CloudSpec`)."""
+    from perfmodel.hardware.gpus import datasheet_note
+
+    out = []
+    note = datasheet_note(topology.gpu_spec())
+    if note is not None:
+        out.append(note)
+    if topology.cloud is not None:
+        out.append(topology.cloud.describe())
+    return tuple(out)
 
 
 @lru_cache(maxsize=16)

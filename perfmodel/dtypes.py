@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 from perfmodel._enum import parse_enum
+from perfmodel.errors import ConfigError
 
 
 class DType(str, enum.Enum):
@@ -12,7 +13,10 @@ class DType(str, enum.Enum):
 
     ``FP32`` is non-tensor-core FP32 (CUDA cores); ``TF32``, ``FP16``, ``BF16`` and ``FP8`` are
     dense tensor-core rates (no structured sparsity) where the GPU has tensor cores, else the
-    CUDA-core rate for that format.
+    CUDA-core rate for that format. ``FP6`` and ``FP4`` are the block-scaled 6- and 4-bit tensor
+    formats of Blackwell (NVFP4, MXFP6/MXFP4) and AMD CDNA 4 (MXFP6/MXFP4): catalogue peaks
+    only, no training :class:`Precision` uses them (OCP Microscaling Formats (MX) v1.0
+    specification, 2023: E2M3/E3M2 FP6 and E2M1 FP4 elements, one 8-bit scale per 32 elements).
     """
 
     FP64 = "fp64"
@@ -21,15 +25,42 @@ class DType(str, enum.Enum):
     FP16 = "fp16"
     BF16 = "bf16"
     FP8 = "fp8"
+    FP6 = "fp6"
+    FP4 = "fp4"
+
+    @property
+    def bits(self) -> int:
+        """Bits per element as stored (TF32 is stored as FP32; FP6/FP4 elements without their
+        shared block scale)."""
+        return _BITS[self.value]
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element as stored in memory (TF32 is stored as FP32)."""
-        return {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[self.value]
+        """Bytes per element as stored in memory (TF32 is stored as FP32).
+
+        Raises
+        ------
+        ConfigError
+            For the packed sub-byte formats FP6 and FP4 (no whole number of bytes per element:
+            read :attr:`bits`).
+        """
+        bits = _BITS[self.value]
+        if bits % 8:
+            raise ConfigError(
+                f"{self.value} is a packed {bits}-bit format with no whole byte size; use "
+                "DType.bits",
+                value=self.value,
+                where="DType.itemsize",
+            )
+        return bits // 8
 
     @classmethod
     def parse(cls, text: str | DType, *, where: str = "dtype") -> DType:
         return parse_enum(cls, text, where=where)
+
+
+#: Storage bits per element of each :class:`DType` value.
+_BITS = {"fp64": 64, "fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp6": 6, "fp4": 4}
 
 
 class Precision(str, enum.Enum):

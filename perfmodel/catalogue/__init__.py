@@ -14,6 +14,17 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _data_dir(subpackage: str, repo_folder: str) -> Path:
+    """The data folder beside the imported package in a source checkout, else the installed
+    ``perfmodel.catalogue.<subpackage>``.
+
+    The checkout's folder comes first: an editable install of another checkout (a second
+    worktree on ``PYTHONPATH`` while the venv's editable install points at the first) maps
+    ``perfmodel.catalogue.<subpackage>`` to *its* folder, so asking importlib first read the
+    other checkout's catalogue with this checkout's code. An installed wheel has no such
+    folder beside the package (``site-packages/../topologies``) and reads its packaged copy."""
+    here = _REPO_ROOT / repo_folder
+    if (_REPO_ROOT / "perfmodel" / "catalogue").is_dir() and here.is_dir():
+        return here
     try:
         files = importlib.resources.files(f"perfmodel.catalogue.{subpackage}")
         path = Path(str(files))

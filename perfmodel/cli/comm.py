@@ -150,7 +150,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                {"system": topo.name, "gpus": n, "results": [r.to_dict() for r in results]},
+                {
+                    "system": topo.name,
+                    "gpus": n,
+                    "results": [r.to_dict() for r in results],
+                    "checked_against": reference_lines(topo, op, group, results),
+                },
                 indent=2,
             )
         )
@@ -186,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
             )
         big = [r.busbw_Bps for r in results]
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
+        for line in reference_lines(topo, op, group, results):
+            print(f"# {line}")
         note = shm_note(topo, group)
         if note:
             print(f"# {note}")
@@ -205,6 +212,29 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"# plot written to {args.plot}", file=sys.stderr)
     return 0
+
+
+def reference_lines(
+    topo: Topology, op: CollectiveOp, group: tuple[str, ...], results: list[Any]
+) -> list[str]:
+    """``checked against SOURCE: measured ..., predicted ... (+x%)`` for every published
+    measurement of the system (``[[system.reference]]``) this run matches: same collective,
+    ranks, servers and size. What the prediction is checked against, never an input."""
+    nodes = len({topo.server_of(g) for g in group})
+    out = []
+    for ref in topo.references:
+        if ref.op is not op or ref.gpus != len(group) or ref.nodes != nodes:
+            continue
+        for r in results:
+            if int(r.message_bytes) != ref.message_bytes:
+                continue
+            err = (r.busbw_Bps / ref.busbw_Bps - 1) * 100
+            out.append(
+                f"checked against {ref.source}: measured busbw {ref.busbw_Bps / units.GB:.1f} "
+                f"GB/s, predicted {r.busbw_Bps / units.GB:.1f} GB/s ({err:+.1f}%, "
+                f"{r.algorithm.value})"
+            )
+    return out
 
 
 def _gbs(x: float) -> str:

@@ -80,6 +80,13 @@ def register(subparsers: Any) -> None:
     )
     add_system_args(p, required=False)
     p.add_argument("--systems", help="what-if: comma list of NAME[:key=value...] system options")
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="with --systems and one --gpus: search the parallelism plans on each system (the "
+        "plan-search flags apply: --tp, --ep, --pp, ...) and compare the best plans, with why "
+        "(e.g. whether an expert-parallel group stays inside one NVLink domain)",
+    )
     p.add_argument("--gpus", help="GPU count(s), comma list (default: all GPUs of the system)")
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)
@@ -273,7 +280,9 @@ def run(args: argparse.Namespace) -> int:
     if args.tta_data:
         return _run_tta(args)
     if args.systems:
-        return _run_whatif(args)
+        return _run_systems_search(args) if args.search else _run_whatif(args)
+    if args.search:
+        raise ConfigError("--search compares systems: give --systems A,B", where="--search")
     if not args.system:
         raise ConfigError(
             "give --system (plan search), --systems (hardware what-if) or --tta-data",
@@ -294,7 +303,6 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
 
 def _run_search(args: argparse.Namespace) -> int:
     from perfmodel.search.compare import format_table, search_plans
-    from perfmodel.search.plans import SearchSpace
     from perfmodel.search.sweep import cap_workers
 
     base = _base(args)
@@ -308,21 +316,7 @@ def _run_search(args: argparse.Namespace) -> int:
         batches = (args.batch_per_gpu * gpus[0],)
     else:
         raise ConfigError("give --global-batch (or --batch-per-gpu)", where="--global-batch")
-    space = SearchSpace(
-        tp_degrees=_ints(args.tp, "--tp"),
-        pp_degrees=_ints(args.pp, "--pp"),
-        max_tp=args.max_tp,
-        microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
-        schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
-        interleave=_ints(args.interleave, "--interleave") or (2,),
-        zero_stages=_zero_stages(args.zero),
-        recompute=_strs(args.recompute, "--recompute") or ("none",),
-        sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
-        learners_per_gpu=_ints(args.learners, "--learners") or (1,),
-        cnn_tensor_parallel=args.cnn_tp,
-        ep_degrees=_ints(args.ep, "--ep"),
-        cp_degrees=_ints(args.cp, "--cp") or (1,),
-    )
+    space = _search_space(args)
     pricing = _pricing(args, ["plan"]).get("plan")
     for g in gpus:
         if g > total and not args.nodes:
@@ -375,6 +369,178 @@ def _run_search(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _search_space(args: argparse.Namespace) -> Any:
+    from perfmodel.search.plans import SearchSpace
+
+    return SearchSpace(
+        tp_degrees=_ints(args.tp, "--tp"),
+        pp_degrees=_ints(args.pp, "--pp"),
+        max_tp=args.max_tp,
+        microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
+        schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
+        interleave=_ints(args.interleave, "--interleave") or (2,),
+        zero_stages=_zero_stages(args.zero),
+        recompute=_strs(args.recompute, "--recompute") or ("none",),
+        sequence_parallel=_bools(args.sequence_parallel, "--sequence-parallel"),
+        learners_per_gpu=_ints(args.learners, "--learners") or (1,),
+        cnn_tensor_parallel=args.cnn_tp,
+        ep_degrees=_ints(args.ep, "--ep"),
+        cp_degrees=_ints(args.cp, "--cp") or (1,),
+    )
+
+
+def _run_systems_search(args: argparse.Namespace) -> int:
+    """``compare --systems A,B --search --gpus N``: the best plan of the job on each system
+    (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
+    NVL72 worth it for this MoE model")."""
+    from perfmodel.search.compare import search_plans
+    from perfmodel.search.sweep import cap_workers
+    from perfmodel.search.whatif import parse_systems
+
+    base = _base(args)
+    base.pop("system", None)
+    base.pop("nodes", None)
+    gpus = _ints(args.gpus, "--gpus")
+    if not gpus or len(gpus) != 1:
+        raise ConfigError("--search takes one --gpus count (the job's size)", where="--gpus")
+    if args.global_batch is None:
+        raise ConfigError("--search needs --global-batch", where="--global-batch")
+    batches = _ints(args.global_batch, "--global-batch")
+    space = _search_space(args)
+    results: list[tuple[str, Any, Any, int, int]] = []  # label, best candidate, result, gpn, dom
+    failures: dict[str, str] = {}
+    for opt in parse_systems(args.systems):
+        sc = {**base, **opt.overrides, "system": opt.system}
+        gpn, _ = _gpus_per_node(sc)
+        domain = _nvlink_domain(sc)
+        res = search_plans(
+            sc,
+            gpus=gpus,
+            global_batches=batches,
+            space=space,
+            objective=args.objective,
+            stat=_stat(args),
+            screen=not args.no_screen,
+            analytic_k=args.analytic_k,
+            confirm_k=args.confirm_k,
+            budget_s=parse_budget(args.budget, allow_zero=True),
+            jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
+            nodes_for=lambda g, gpn=gpn: max(1, math.ceil(g / gpn)),
+            hard_budget=True,
+        )
+        # the best plan the deepest stage kept in memory (a later stage may find the screen's
+        # favourite out of memory: its score is then infinite)
+        best = next(
+            (
+                c
+                for c in res.ranked
+                if math.isfinite(c.score) and c.report.get("fits_in_memory", True)
+            ),
+            None,
+        )
+        if best is None:
+            why = "; ".join(
+                f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3]
+            )
+            failures[opt.label] = (
+                f"no plan fits ({why or f'{len(res.ranked)} evaluated, none in memory'})"
+            )
+            continue
+        results.append((opt.label, best, res, gpn, domain))
+    out = format_systems_search(results, failures)
+    if args.json:
+        json.dump(
+            {
+                "systems": [
+                    {
+                        "system": label,
+                        "gpus_per_node": gpn,
+                        "nvlink_domain_gpus": dom,
+                        "best": best.report,
+                        "plan": best.label,
+                    }
+                    for label, best, _, gpn, dom in results
+                ],
+                "failures": failures,
+                "summary": out.splitlines()[-1] if results else None,
+            },
+            sys.stdout,
+            indent=2,
+            default=str,
+        )
+        print()
+    else:
+        print(out)
+    if not results:
+        print("perfmodel: error: no system has a feasible plan", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _nvlink_domain(sc: dict[str, Any]) -> int:
+    """GPUs of the largest NVLink domain of one server of the scenario's system."""
+    from perfmodel.api import Scenario, topology_of
+    from perfmodel.topology.analysis import nvlink_domains
+
+    one = topology_of(Scenario.from_dict({**sc, "nodes": 1}))
+    return len(nvlink_domains(one)[0])
+
+
+def _groups_line(label: str, plan: dict[str, Any], gpn: int, domain: int) -> str:
+    """``gb200-nvl72: ep 64 in 1 NVLink domain(s) of 72, tp 1 in 1`` for a best plan."""
+    parts = []
+    for dim in ("tp", "ep", "cp"):
+        k = int(plan.get(dim, 1) or 1)
+        if k > 1:
+            spans = math.ceil(k / domain)
+            parts.append(f"{dim} {k} in {spans} NVLink domain{'s' if spans > 1 else ''}")
+    inside = ", ".join(parts) if parts else "no tensor/expert/context group"
+    return f"  {label}: NVLink domain of {domain} GPUs ({gpn} per server); {inside}"
+
+
+def format_systems_search(
+    results: list[tuple[str, Any, Any, int, int]], failures: dict[str, str]
+) -> str:
+    """The table of :func:`_run_systems_search`: each system's best plan, the groups' NVLink
+    domains, and the verdict with :func:`perfmodel.search.why.why_best`'s reason."""
+    from perfmodel.search.why import why_best
+
+    head = (
+        f"{'system':<24} {'best plan':<44} {'iter s':>8} {'samples/s':>10} {'per GPU':>9} "
+        f"{'comm s':>7} {'mem GiB':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    ranked = sorted(results, key=lambda r: float(r[1].report["iteration_time_s"]))
+    for label, best, _, _, _ in ranked:
+        r = best.report
+        t = float(r["iteration_time_s"])
+        samples = float(r.get("samples_per_step") or best.global_batch)
+        mem = r.get("memory_per_gpu_bytes")
+        lines.append(
+            f"{label:<24} {best.label:<44} {t:8.3f} {samples / t:10.2f} "
+            f"{samples / t / best.gpus:9.4f} {float(r.get('exposed_comm_time_s') or 0.0):7.3f} "
+            f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}"
+        )
+    for label, why in failures.items():
+        lines.append(f"failed {label}: {why}")
+    lines.append("")
+    lines.append("parallel groups of each best plan:")
+    for label, best, _, gpn, dom in ranked:
+        lines.append(_groups_line(label, dict(best.plan), gpn, dom))
+    if len(ranked) >= 2:
+        (la, a, _, _, _), (lb, b, _, _, _) = ranked[0], ranked[1]
+        ta, tb = float(a.report["iteration_time_s"]), float(b.report["iteration_time_s"])
+        why = why_best([f"{la} ({a.label})", f"{lb} ({b.label})"], [a.report, b.report])
+        lines.append("")
+        if why:
+            lines.append(why)
+        lines.append(
+            f"verdict: {la} trains this job {tb / ta:.2f}x as fast as {lb} on the same "
+            f"{a.gpus} GPUs, each with its best plan"
+        )
+    return "\n".join(lines)
 
 
 def _run_whatif(args: argparse.Namespace) -> int:

@@ -90,7 +90,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _peak(gpu: GPUSpec, dtype: DType) -> str:
     value = gpu.peak_flops.get(dtype)
-    return "-" if value is None else f"{value / units.TFLOPS:.4g}"
+    if value is None:
+        return "-"
+    tf = value / units.TFLOPS
+    return f"{tf:.0f}" if tf >= 10_000 else f"{tf:.4g}"
+
+
+def _gpu_links(gpu: GPUSpec) -> str:
+    """The GPU-to-GPU links column: ``18x gen5`` (NVLink), ``7x IF 64`` (AMD Infinity Fabric,
+    GB/s per link per direction) or ``-``."""
+    if gpu.nvlink_links:
+        return f"{gpu.nvlink_links}x gen{gpu.nvlink_gen}"
+    if gpu.infinity_fabric_links and gpu.infinity_fabric_link_Bps:
+        return f"{gpu.infinity_fabric_links}x IF {gpu.infinity_fabric_link_Bps / units.GB:.4g}"
+    return "-"
 
 
 def _print_json(data: Any) -> None:
@@ -105,25 +118,30 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         return 0
     header = (
         "name", "arch", "form", "SMs", "mem GiB", "mem GB/s", "fp64", "fp32", "tf32",
-        "fp16", "bf16", "fp8", "NVLink", "PCIe",
+        "fp16", "bf16", "fp8", "fp6", "fp4", "GPU links", "PCIe",
     )  # fmt: skip
     rows = [
         (
-            g.name,
+            g.name + (" *" if g.datasheet_only else ""),
             g.architecture,
             g.form_factor,
             str(g.sm_count),
             _fmt(g.memory_bytes, units.GiB, 0),
             _fmt(g.memory_bandwidth_Bps, units.GB, 0),
             *(_peak(g, d) for d in DType),
-            f"{g.nvlink_links}x gen{g.nvlink_gen}" if g.nvlink_links else "-",
+            _gpu_links(g),
             f"gen{g.pcie_gen}" if g.pcie_gen else "-",
         )
         for g in gpus
     ]
     print(_table(header, rows))
     print("\nPeaks: dense TFLOPS (no sparsity); fp16/bf16/tf32/fp8 on tensor cores with FP32")
-    print("accumulate where present. Sources: perfmodel hw show NAME.")
+    print("accumulate where present; fp6/fp4 the block-scaled formats (NVFP4, MXFP6/MXFP4).")
+    print(
+        "GPU links: NVLink count x generation, or Infinity Fabric (IF) links x GB/s per direction."
+    )
+    print("* datasheet only: no training run or calibration profile has checked perfmodel on it.")
+    print("Sources: perfmodel hw show NAME.")
     return 0
 
 
@@ -216,10 +234,23 @@ def _describe(spec: GPUSpec | LinkTech | CPUSpec) -> list[str]:
             f"  L2                 {units.format_bytes(spec.l2_bytes) if spec.l2_bytes else '-'}",
             f"  TDP                {_fmt(spec.tdp_w, 1.0, 0)} W",
             f"  NVLink             {spec.nvlink_links} links, gen {spec.nvlink_gen or '-'}",
+            *(
+                [
+                    f"  Infinity Fabric    {spec.infinity_fabric_links} links x "
+                    f"{_fmt(spec.infinity_fabric_link_Bps, units.GB, 1)} GB/s per direction"
+                ]
+                if spec.infinity_fabric_links
+                else []
+            ),
             f"  PCIe               gen {spec.pcie_gen or '-'}",
             "  dense peaks        "
             + ", ".join(
                 f"{d.value} {v / units.TFLOPS:.4g} TFLOPS" for d, v in spec.peak_flops.items()
+            ),
+            *(
+                ["  datasheet only     yes: no training run or calibration has checked it"]
+                if spec.datasheet_only
+                else []
             ),
         ]
     elif isinstance(spec, LinkTech):

@@ -273,6 +273,23 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     return ", ".join(parts)
 
 
+def listed_pricing(sc: Any) -> Any:
+    """The dated list price of the cloud instance the scenario's system names
+    (``[system.cloud]``), as a :class:`~perfmodel.search.cost.Pricing` naming its source, or
+    ``None`` (not a cloud system, or no price shipped). ``--price-per-gpu-hour`` wins."""
+    from perfmodel.api import topology_of
+    from perfmodel.search.cost import Pricing
+
+    cloud = topology_of(sc).cloud
+    if cloud is None or cloud.price_per_gpu_hour is None:
+        return None
+    return Pricing(
+        cloud.price_per_gpu_hour,
+        source=f"{cloud.provider} {cloud.instance} list price, {cloud.price_currency} "
+        f"(source dated {cloud.price_date})",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario, predict, predict_curve
     from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
@@ -291,6 +308,8 @@ def run(args: argparse.Namespace) -> int:
                 where="--price-per-gpu-hour",
             )
         pricing = Pricing(args.price_per_gpu_hour)
+    elif args.tokens is not None:
+        pricing = listed_pricing(sc)
     if curve:
         reports = predict_curve(sc, curve)
         if args.plot:
@@ -368,7 +387,14 @@ def run(args: argparse.Namespace) -> int:
         _print_shm_note(sc, report.num_gpus)
         for note in report.notes:
             if note.startswith(
-                ("input pipeline", "expert parallel", "context parallel", "mixture of experts")
+                (
+                    "input pipeline",
+                    "expert parallel",
+                    "context parallel",
+                    "mixture of experts",
+                    "hardware:",
+                    "cloud:",
+                )
             ):
                 print(note)
         if budget is not None:

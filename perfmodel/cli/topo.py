@@ -18,6 +18,7 @@ output is importable with ``topo import``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -32,6 +33,7 @@ from perfmodel.topology.analysis import (
     bandwidth_matrix,
     bisection_bandwidth,
     format_smi_matrix,
+    nvlink_domains,
     smi_matrix,
 )
 from perfmodel.topology.importers import export_dict, import_topology
@@ -127,9 +129,12 @@ def _intra_summary(topo: Topology) -> str:
             fams[d["tech"]] = fams.get(d["tech"], 0) + 1
     if any(t.startswith("nvswitch") for t in fams):
         return next(t for t in fams if t.startswith("nvswitch"))
-    nv = sorted(t for t in fams if t.startswith("nvlink"))
+    nv = sorted(t for t in fams if t.startswith("nvlink") and t != "nvlink-c2c")
     if nv:
         return nv[0]
+    xgmi = sorted(t for t in fams if t.startswith("xgmi"))
+    if xgmi:
+        return xgmi[0]
     return sorted(fams)[0] if fams else "-"
 
 
@@ -153,16 +158,25 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    wn = max(22, *(len(r["name"]) for r in rows))
+    wg = max(16, *(len(r["gpu"]) for r in rows))
+    wi = max(12, *(len(r["intra_node"]) for r in rows))
+    wf = max(9, *(len(r["network"] or "-") for r in rows))
     header = (
-        f"{'system':<22} {'GPUs':>4}  {'GPU':<16} {'intra-node':<12} {'network':<9} {'NICs':>4}"
+        f"{'system':<{wn}} {'GPUs':>4}  {'GPU':<{wg}} {'intra-node':<{wi}} {'network':<{wf}} "
+        f"{'NICs':>4}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['name']:<22} {r['gpus']:>4}  {r['gpu']:<16} {r['intra_node']:<12} "
-            f"{r['network'] or '-':<9} {r['nics_per_node'] or '-':>4}"
+            f"{r['name']:<{wn}} {r['gpus']:>4}  {r['gpu']:<{wg}} {r['intra_node']:<{wi}} "
+            f"{r['network'] or '-':<{wf}} {r['nics_per_node'] or '-':>4}"
         )
+    print(
+        "\nGPUs: per server (a rack-scale system is one server: one NVLink domain). "
+        "Cloud instances: perfmodel topo show NAME (price, transport); docs/hardware.md"
+    )
     return 0
 
 
@@ -186,6 +200,8 @@ def show_data(topo: Topology) -> dict[str, Any]:
 
     rings = CommCostModel(topo).group_info(topo.gpus)
     labels, rows = smi_matrix(topo)
+    domains = nvlink_domains(topo)
+    trays = sorted({g.nodes[n]["tray"] for n in topo.server_nodes(0) if "tray" in g.nodes[n]})
     kinds: dict[str, int] = {}
     for _, d in g.nodes(data=True):
         kinds[d["kind"].value] = kinds.get(d["kind"].value, 0) + 1
@@ -209,6 +225,9 @@ def show_data(topo: Topology) -> dict[str, Any]:
             "node_kinds": kinds,
             "links": techs,
             "assumptions": list(topo.meta.get("assumptions", ())),
+            "nvlink_domains": [len(d) for d in domains],
+            "compute_trays": len(trays),
+            "cloud": None if topo.cloud is None else dataclasses.asdict(topo.cloud),
         },
         "gpus": gpus,
         "bandwidth_matrix": {
@@ -251,6 +270,9 @@ def _print_show(topo: Topology) -> None:
         )
     )
     print("  nodes: " + ", ".join(f"{k} {n}" for k, n in s["node_kinds"].items()))
+    print("  " + _domains_line(s["nvlink_domains"], s["compute_trays"]))
+    if topo.cloud is not None:
+        print("  " + topo.cloud.describe())
     for a in s["assumptions"]:
         print(f"  assumption: {a}")
     from perfmodel.topology.importers import nccl_p2p_rule_note
@@ -291,8 +313,24 @@ def _print_show(topo: Topology) -> None:
         f"NCCL-style rings: {r['channels']} channel(s) x {r['per_channel_Bps'] / GB:.1f} GB/s = "
         f"{r['bandwidth_Bps'] / GB:.1f} GB/s; ring 0: {_short_list(r['orders'][0])}"
     )
-    print("\nnvidia-smi topo -m (server 0, computed from the graph):")
+    tray = " compute tray 0 (each tray runs its own OS)," if s["compute_trays"] > 1 else ""
+    print(f"\nnvidia-smi topo -m (server 0,{tray} computed from the graph):")
     print(format_smi_matrix(topo).split("\nLegend:")[0].rstrip())
+
+
+def _domains_line(sizes: list[int], trays: int) -> str:
+    """``NVLink domain: 1 x 72 GPUs (18 compute trays)`` for server 0's domain sizes."""
+    counts: dict[int, int] = {}
+    for n in sizes:
+        counts[n] = counts.get(n, 0) + 1
+    parts = ", ".join(f"{c} x {n} GPU{'s' if n != 1 else ''}" for n, c in counts.items())
+    word = "domain" if len(sizes) == 1 else "domains"
+    line = f"NVLink {word} per server: {parts}"
+    if max(sizes, default=0) <= 1:
+        line += " (no NVLink or Infinity Fabric between GPUs)"
+    if trays > 1:
+        line += f"; {trays} compute trays of {sum(sizes) // trays} GPUs in the domain"
+    return line
 
 
 def _short_list(items: list[str], limit: int = 8) -> str:

@@ -46,7 +46,10 @@ MAX_CHANNELS = 32
 #: Exhaustive ring search up to this many ranks per server (7! = 5040 orders at 8).
 EXHAUSTIVE_MAX = 8
 _NET_FAMILIES = frozenset({LinkFamily.INFINIBAND, LinkFamily.ETHERNET})
-_NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH})
+# RCCL types AMD's GPU-to-GPU Infinity Fabric links as its NVLink class (``LINK_NVL``, printed
+# "XGMI": ROCm/rccl src/graph/topo.cc ncclTopoAddXGMI, commit 0cbce2a, 2024), so NCCL's NVLink
+# latencies and protocols apply to them.
+_NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH, LinkFamily.XGMI})
 
 
 #: The edge attributes a link's columns are computed from (:meth:`_LinkTable.kind`).
@@ -1118,11 +1121,19 @@ class Channel:
 
 @cache
 def _is_socket(tech: str) -> bool:
-    """Whether a link technology is reached through kernel TCP sockets (catalogue ``protocol``)."""
+    """Whether a link technology is reached through TCP sockets (catalogue ``protocol``): the
+    kernel stack (``tcp``) or Google's GPUDirect-TCPX/TCPXO plugins (``tcpx``, ``tcpxo``), which
+    keep TCP's per-message stack latency (a 2-VM A3 Mega 8-byte all-reduce: ~122 us,
+    tests/fixtures/nccl/a3mega-h100-2node-all_reduce.txt) while moving payloads to and from GPU
+    memory: their latency is charged as given, outside NCCL's tables."""
     from perfmodel.hardware.links import find_link
 
     link = find_link(str(tech))
-    return link is not None and link.protocol.lower() == "tcp"
+    return link is not None and link.protocol.lower() in _SOCKET_PROTOCOLS
+
+
+#: Catalogue ``protocol`` values that reach the network through TCP sockets.
+_SOCKET_PROTOCOLS = frozenset({"tcp", "tcpx", "tcpxo"})
 
 
 def check_group(
@@ -1393,6 +1404,9 @@ def _pack_rings(
     n = len(members)
     if n < 2:
         return ()
+    star = _star_rings(links, members, max_channels)
+    if star is not None:
+        return star
     servers = {links.server[m] for m in members}
     allowed = links.server_nodes[next(iter(servers))] if len(servers) == 1 else None
     # residual link units as a plain list (read per hop by the search, copied per ring)
@@ -1411,7 +1425,7 @@ def _pack_rings(
             for b in members:
                 if a == b:
                     continue
-                res = _min_hop_widest(links, residual, a, b, allowed)
+                res = _ring_hop(links, residual, a, b, allowed)
                 if res is None:
                     raise ConfigError(
                         f"no route from {a} to {b} in {links.topology.name}",
@@ -1455,6 +1469,101 @@ def _pack_rings(
     return _finish(channels, members, links)
 
 
+#: Fewest members for which :func:`_star_rings` answers a one-switch server in closed form (the
+#: rack-scale NVLink domains of 72 GPUs; no 8- or 16-GPU server of the catalogue takes it).
+STAR_MIN_MEMBERS = 17
+
+
+def _star_rings(
+    links: DirectedLinks, members: tuple[str, ...], max_channels: int
+) -> tuple[Channel, ...] | None:
+    """The rings :func:`_pack_rings`' search finds on a one-switch NVLink domain, in closed
+    form; ``None`` where the group is not such a star (the search then runs).
+
+    A star: more than :data:`STAR_MIN_MEMBERS` - 1 GPUs of one server, each joined to the same
+    NVSwitch node by a bundle of the same units and per-unit capacity, no GPU-to-GPU link among
+    them, peer-to-peer allowed. Every ordered pair then has the same 2-hop path through the
+    switch and nothing ranks one ring order above another, so the search yields the members'
+    order and its reverse alternately, one unit per ring per direction, as many rings as a
+    GPU's units (capped at ``max_channels``): the answer its greedy tour gives on the GB200 NVL72
+    rack (``tests/comm/test_star_rings.py`` checks the two against each other) at a cost that
+    does not grow as n^2 path searches per ring (issue 25: 72 GPUs, ~1 s per new group).
+    """
+    n = len(members)
+    if n < STAR_MIN_MEMBERS or links.no_p2p or links.p2p_denied:
+        return None
+    server = links.server.get(members[0])
+    if server is None or any(links.server.get(m) != server for m in members[1:]):
+        return None
+    g = links.topology.graph
+    nodes = g.nodes
+    switches = [v for v in g.adj[members[0]] if nodes[v]["kind"] is NodeKind.NVSWITCH]
+    if len(switches) != 1:
+        return None
+    sw = switches[0]
+    member_set = set(members)
+    units = None
+    caps = set()
+    for m in members:
+        if sw not in g.adj[m] or any(v in member_set for v in g.adj[m]):
+            return None
+        k = int(g.adj[m][sw]["count"])
+        if units is None:
+            units = k
+        elif k != units:
+            return None
+        caps.add(links.path_bandwidth((m, sw)))
+        caps.add(links.path_bandwidth((sw, m)))
+    if units is None or units < 1 or len(caps) != 1:
+        return None
+    fwd = tuple(members)
+    rev = (fwd[0], *fwd[:0:-1])
+    out = []
+    for i in range(min(units, max_channels)):
+        order = fwd if i % 2 == 0 else rev
+        hops = tuple((order[j], sw, order[(j + 1) % n]) for j in range(n))
+        out.append(Channel(order, hops))
+    return tuple(out)
+
+
+def _ring_hop(
+    links: DirectedLinks,
+    residual: list[float],
+    a: str,
+    b: str,
+    allowed: frozenset[str] | None,
+) -> tuple[int, float, tuple[str, ...]] | None:
+    """The path of ring hop ``a -> b`` inside one server (``allowed``: its nodes): an NVLink-
+    class path (GPUs and NVSwitch nodes only) while one has a free unit, else
+    :func:`_min_hop_widest` over the whole server.
+
+    NCCL searches a server's rings over NVLink paths before PCI paths, whatever the speed
+    (``ncclTopoCompute`` tries ``PATH_NVL`` before ``PATH_PIX``... ``PATH_SYS``): a GB200 hop
+    between the two GPUs of one superchip stays on NVLink although the path through their
+    Grace CPU (NVLink-C2C) has as many hops and a wider single unit. Without an NVLink path
+    (or with its units spent) the search is the general one, unchanged (issue 25).
+    """
+    if allowed is not None:
+        nvl = _nvlink_nodes(links, allowed)
+        if a in nvl and b in nvl:
+            res = _min_hop_widest(links, residual, a, b, nvl)
+            if res is not None and res[0] >= 1:
+                return res
+    return _min_hop_widest(links, residual, a, b, allowed)
+
+
+def _nvlink_nodes(links: DirectedLinks, allowed: frozenset[str]) -> frozenset[str]:
+    """The GPUs and NVSwitch nodes among ``allowed`` (memoised per ``links``)."""
+    memo: dict[frozenset[str], frozenset[str]] = links.__dict__.setdefault("_nvl_nodes", {})
+    hit = memo.get(allowed)
+    if hit is None:
+        nodes = links.topology.graph.nodes
+        hit = memo[allowed] = frozenset(
+            x for x in allowed if nodes[x]["kind"] in (NodeKind.GPU, NodeKind.NVSWITCH)
+        )
+    return hit
+
+
 def _allocate(
     links: DirectedLinks, residual: list[float], ring: Sequence[str], allowed: frozenset[str] | None
 ) -> tuple[list[float], tuple[tuple[str, ...], ...]] | None:
@@ -1462,7 +1571,7 @@ def _allocate(
     hops: list[tuple[str, ...]] = []
     n = len(ring)
     for i in range(n):
-        res = _min_hop_widest(links, trial, ring[i], ring[(i + 1) % n], allowed)
+        res = _ring_hop(links, trial, ring[i], ring[(i + 1) % n], allowed)
         if res is None or res[0] < 1:
             return None
         hops.append(res[2])

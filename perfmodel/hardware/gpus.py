@@ -17,6 +17,9 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     nvlink_links = 6                  # 0 when none
     nvlink_gen = 2
     pcie_gen = 3
+    infinity_fabric_links = 7         # AMD GPU-to-GPU Infinity Fabric (xGMI) links, 0 when none
+    infinity_fabric_GBps = 64.0       # per link per direction, decimal GB/s
+    datasheet_only = true             # no measurement checks this GPU's figures (see GPUSpec)
     [gpu.peak_TFLOPS]                  # dense (no sparsity) peaks; missing key = not supported
     fp64 = 7.8
     fp32 = 15.7
@@ -25,7 +28,8 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     compute = "NVIDIA Tesla V100 datasheet (2018), 'SXM2' column"
     memory = "..."
     sm = "..."                          # sm_count, boost clock, L2
-    board = "..."                       # TDP, NVLink, PCIe
+    board = "..."                       # TDP, NVLink, Infinity Fabric, PCIe
+    achieved = "..."                    # optional: published achieved rates (informative)
 
 Every group of fields present in an entry must name its source (``SOURCE_GROUPS``); the loader
 rejects an entry that does not, so no number enters the catalogue unsourced.
@@ -77,6 +81,9 @@ _ALLOWED = set(_REQUIRED) | {
     "nvlink_gen",
     "pcie_gen",
     "pcie_p2p",
+    "infinity_fabric_links",
+    "infinity_fabric_GBps",
+    "datasheet_only",
     "notes",
 }
 
@@ -87,7 +94,15 @@ SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "compute": ("peak_TFLOPS",),
         "memory": ("memory_GB", "memory_bytes", "memory_bandwidth_GBps"),
         "sm": ("sm_count", "boost_clock_GHz", "l2_MB", "l2_MiB"),
-        "board": ("tdp_W", "nvlink_links", "nvlink_gen", "pcie_gen", "pcie_p2p"),
+        "board": (
+            "tdp_W",
+            "nvlink_links",
+            "nvlink_gen",
+            "pcie_gen",
+            "pcie_p2p",
+            "infinity_fabric_links",
+            "infinity_fabric_GBps",
+        ),
     }
 )
 
@@ -144,8 +159,20 @@ class GPUSpec:
         (peer-to-peer). ``False`` for GeForce cards whose driver refuses it (RTX 4090): NCCL
         then stages every GPU-to-GPU transfer through host memory (its SHM transport). NVLink
         peers are not affected. Default ``True``; the catalogue names a source where ``False``.
+    infinity_fabric_links, infinity_fabric_link_Bps
+        AMD Instinct GPU-to-GPU Infinity Fabric (xGMI) links and the raw bandwidth of one link
+        per direction, bytes/s (0 and ``None`` without them). The 8-GPU OAM platforms join every
+        GPU pair by one such link, no switch (``topologies/mi300x-8.toml``).
+    datasheet_only
+        ``True`` when no training measurement or calibration profile has checked perfmodel on
+        this GPU and no measured ceiling feeds it: its predictions rest on the datasheet peaks
+        times the generic efficiency model of
+        :mod:`perfmodel.compute.params`. Predictions on it carry a note saying so
+        (:func:`datasheet_note`). A published achieved rate, where one exists, is cited in
+        ``sources["achieved"]`` for the reader; it does not feed the model. Default ``False``.
     sources
-        One source per group of fields (``SOURCE_GROUPS``): compute, memory, sm, board.
+        One source per group of fields (``SOURCE_GROUPS``): compute, memory, sm, board; an
+        optional ``achieved``.
     notes
         Caveats: disagreeing sources, assumptions, what CUDA sees as one device.
 
@@ -173,6 +200,9 @@ class GPUSpec:
     nvlink_gen: int | None = None
     pcie_gen: int | None = None
     pcie_p2p: bool = True
+    infinity_fabric_links: int = 0
+    infinity_fabric_link_Bps: float | None = None
+    datasheet_only: bool = False
     vendor: str = "NVIDIA"
     aliases: tuple[str, ...] = ()
     sources: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -215,6 +245,9 @@ class GPUSpec:
             "nvlink_gen": self.nvlink_gen,
             "pcie_gen": self.pcie_gen,
             "pcie_p2p": self.pcie_p2p,
+            "infinity_fabric_links": self.infinity_fabric_links,
+            "infinity_fabric_link_Bps": self.infinity_fabric_link_Bps,
+            "datasheet_only": self.datasheet_only,
             "peak_flops": {d.value: v for d, v in self.peak_flops.items()},
             "sources": dict(self.sources),
             "notes": self.notes,
@@ -268,6 +301,22 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         integer(entry, "nvlink_links", where, sign="non-negative") if "nvlink_links" in entry else 0
     )
     names = aliases(entry, where)
+    if_links = (
+        integer(entry, "infinity_fabric_links", where, sign="non-negative")
+        if "infinity_fabric_links" in entry
+        else 0
+    )
+    if_Bps = (
+        number(entry, "infinity_fabric_GBps", where) * units.GB
+        if "infinity_fabric_GBps" in entry
+        else None
+    )
+    if (if_links > 0) != (if_Bps is not None):
+        raise ConfigError(
+            f"{where}: give infinity_fabric_links > 0 and infinity_fabric_GBps together",
+            value=(if_links, entry.get("infinity_fabric_GBps")),
+            where=where,
+        )
     return GPUSpec(
         name=str(entry["name"]),
         architecture=str(entry["architecture"]),
@@ -289,11 +338,40 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
             if "pcie_p2p" in entry
             else True
         ),
+        infinity_fabric_links=if_links,
+        infinity_fabric_link_Bps=if_Bps,
+        datasheet_only=(
+            as_bool(entry["datasheet_only"], "datasheet_only", where=where, error=ConfigError)
+            if "datasheet_only" in entry
+            else False
+        ),
         vendor=str(entry.get("vendor", "NVIDIA")),
         aliases=names,
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
     )
+
+
+def datasheet_note(gpu: GPUSpec) -> str | None:
+    """The line a report prints for a GPU whose figures are datasheet only, else ``None``.
+
+    >>> datasheet_note(get_gpu("MI300X")).startswith("hardware: MI300X")
+    True
+    >>> datasheet_note(get_gpu("H100-SXM5-80GB")) is None
+    True
+    """
+    if not gpu.datasheet_only:
+        return None
+    line = (
+        f"hardware: {gpu.name} figures are datasheet only (peaks, memory and links from "
+        f"{gpu.vendor}'s datasheet; no training measurement or calibration profile has checked "
+        "perfmodel on this GPU): compute uses the datasheet peaks times the generic efficiency "
+        "model"
+    )
+    achieved = gpu.sources.get("achieved")
+    if achieved:
+        line += f"; published achieved rates, for comparison: {achieved}"
+    return line
 
 
 def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:

@@ -4,7 +4,7 @@ Schema of one ``[[link]]`` table in ``links.toml``::
 
     name = "nvlink2"                   # canonical name used in topology files and on the CLI
     aliases = ["nvlink-2", "nvlink2.0"]
-    family = "nvlink"                 # pcie | nvlink | nvswitch | cpu | infiniband | ethernet | host
+    family = "nvlink"                 # pcie | nvlink | nvswitch | xgmi | cpu | infiniband | ethernet | host
     bandwidth_GBps = 25.0              # raw signalling rate per direction, decimal GB/s (per link/port)
     bandwidth_Gbps = 100               # alternatively in Gbit/s (network links); exactly one of the two
     efficiency = 0.9                   # achievable fraction of the raw rate for large transfers
@@ -49,6 +49,7 @@ class LinkFamily(str, enum.Enum):
     PCIE = "pcie"
     NVLINK = "nvlink"
     NVSWITCH = "nvswitch"
+    XGMI = "xgmi"  # AMD Instinct GPU-to-GPU Infinity Fabric links (RCCL's XGMI, its NVLink class)
     CPU = "cpu"  # socket interconnects: QPI, UPI, POWER9 X-Bus, Infinity Fabric
     INFINIBAND = "infiniband"
     ETHERNET = "ethernet"
@@ -84,7 +85,8 @@ class LinkTech:
     latency_s
         One-way latency of a small message in seconds.
     protocol
-        ``"tcp"`` or ``"roce"`` for Ethernet entries, else empty.
+        ``"tcp"`` or ``"roce"`` for Ethernet entries (``"efa"``, ``"tcpx"``, ``"tcpxo"`` for the
+        cloud transports), else empty.
     sources
         ``bandwidth``, ``efficiency`` and ``latency``, each a citable source or reasoning.
 

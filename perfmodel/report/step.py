@@ -17,6 +17,7 @@ So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tes
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -282,6 +283,8 @@ class TokenBudget:
     time_s: float
     cost: float | None
     gpu_hours: float
+    price_source: str = "the price per GPU-hour given"
+    """Where the price came from: the flag, or a cloud system's dated list price."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -290,6 +293,7 @@ class TokenBudget:
             "time_to_train_s": self.time_s,
             "gpu_hours": self.gpu_hours,
             "cost": self.cost,
+            "price_source": self.price_source if self.cost is not None else None,
         }
 
     def format_lines(self) -> list[str]:
@@ -300,7 +304,7 @@ class TokenBudget:
             f"{self.tokens:.4g} tokens ({self.steps:,} steps, {self.gpu_hours:,.0f} GPU-hours)"
         ]
         if self.cost is not None:
-            lines.append(f"cost            {self.cost:,.2f} (at the price per GPU-hour given)")
+            lines.append(f"cost            {self.cost:,.2f} (at {self.price_source})")
         return lines
 
 
@@ -390,7 +394,10 @@ class StepReport:
         steps = math.ceil(tokens / (self.samples_per_step * self.tokens_per_sample))
         time_s = steps * self.iteration_time_s
         cost = None if pricing is None else pricing.cost(self.num_gpus, time_s)
-        return TokenBudget(float(tokens), steps, time_s, cost, self.num_gpus * time_s / hour)
+        budget = TokenBudget(float(tokens), steps, time_s, cost, self.num_gpus * time_s / hour)
+        if pricing is not None and pricing.source != "price per GPU-hour":
+            budget = dataclasses.replace(budget, price_source=pricing.source)
+        return budget
 
     @property
     def compute_time_s(self) -> float:

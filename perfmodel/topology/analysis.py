@@ -671,6 +671,7 @@ SMI_LEGEND = (
     ("PXB", "Connection traversing multiple PCIe bridges (without traversing the host bridge)"),
     ("PIX", "Connection traversing at most a single PCIe bridge"),
     ("NV#", "Connection traversing a bonded set of # NVLinks"),
+    ("XGMI", "Direct AMD Infinity Fabric (xGMI) link (amd-smi's name)"),
 )
 
 
@@ -685,6 +686,8 @@ def _nvswitch_ports(g: nx.Graph, gpu: str) -> int:
 def _nv_class(g: nx.Graph, a: str, b: str) -> str | None:
     if g.has_edge(a, b) and g.edges[a, b]["family"].value == "nvlink":
         return f"NV{int(g.edges[a, b]['count'])}"
+    if g.has_edge(a, b) and g.edges[a, b]["family"].value == "xgmi":
+        return "XGMI"  # amd-smi topology: a direct Infinity Fabric link
     sw_a = {n for n in g.neighbors(a) if g.nodes[n]["kind"] is NodeKind.NVSWITCH}
     sw_b = {n for n in g.neighbors(b) if g.nodes[n]["kind"] is NodeKind.NVSWITCH}
     if not sw_a or not sw_b:
@@ -771,7 +774,9 @@ def smi_matrix(
     """The ``nvidia-smi topo -m`` matrix of one server: (device labels, rows of classes).
 
     Devices are the server's GPUs (``GPU0``..) then, with ``include_nics``, its NICs
-    (``NIC0``..), in graph order.
+    (``NIC0``..), in graph order. A rack-scale server whose nodes carry compute ``tray``
+    numbers (GB200 NVL72) shows its first tray only, as ``nvidia-smi`` does there: each tray
+    runs its own operating system and sees its own 4 GPUs and NICs.
     """
     g = topo.graph
     servers = {topo.server_of(n) for n in topo.gpus}
@@ -786,9 +791,56 @@ def smi_matrix(
         devs += [
             n for n, d in g.nodes(data=True) if d["kind"] is NodeKind.NIC and d["server"] == server
         ]
+    trays = {g.nodes[n].get("tray") for n in devs}
+    if None not in trays and len(trays) > 1:
+        first = min(trays)  # type: ignore[type-var]
+        devs = [n for n in devs if g.nodes[n]["tray"] == first]
     labels = tuple(_smi_label(topo, n) for n in devs)
     rows = tuple(tuple(smi_class(topo, a, b) for b in devs) for a in devs)
     return labels, rows
+
+
+def nvlink_domains(topo: Topology, server: int = 0) -> list[tuple[str, ...]]:
+    """The NVLink domains of one server: its GPUs grouped by the scale-up links (NVLink,
+    NVSwitch ports, AMD Infinity Fabric: :data:`perfmodel.topology.io.SCALE_UP_FAMILIES`) that
+    join them, directly or through NVSwitch nodes; largest first.
+
+    A DGX H100 is one domain of 8, a GB200 NVL72 rack one of 72, a PCIe server 8 domains of 1.
+
+    >>> from perfmodel.topology import load_system
+    >>> [len(d) for d in nvlink_domains(load_system("gb200-nvl72"))]
+    [72]
+    >>> [len(d) for d in nvlink_domains(load_system("dgx1-v100"))]
+    [8]
+    """
+    from perfmodel.topology.io import SCALE_UP_FAMILIES
+
+    g = topo.graph
+    members = [
+        n
+        for n in topo.server_nodes(server)
+        if g.nodes[n]["kind"] in (NodeKind.GPU, NodeKind.NVSWITCH)
+    ]
+    inside = set(members)
+    parent = {n: n for n in members}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for n in members:
+        for v, d in g.adj[n].items():
+            if v in inside and d["family"] in SCALE_UP_FAMILIES:
+                ra, rb = find(n), find(v)
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[str, list[str]] = {}
+    for n in topo.gpus:
+        if n in inside:
+            groups.setdefault(find(n), []).append(n)
+    return sorted((tuple(x) for x in groups.values()), key=lambda x: -len(x))
 
 
 def format_smi_matrix(topo: Topology, server: int = 0, *, include_nics: bool = True) -> str:

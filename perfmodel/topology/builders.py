@@ -71,6 +71,8 @@ def add_server(
             attrs["rail"] = int(n.rail)
         if n.p2p is not None and n.kind is NodeKind.GPU:
             attrs["p2p"] = bool(n.p2p)
+        if n.tray is not None:
+            attrs["tray"] = int(n.tray)
         if n.kind is NodeKind.GPU:
             attrs["gpu_index"] = gpu_index
             gpu_index += 1
@@ -176,7 +178,17 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     if nodes == 1:
         graph = nx.Graph()
         add_server(graph, desc, 0, "")
-        topo = Topology(desc.name, graph, 1, desc.description, desc.source, fabric, desc.sources)
+        topo = Topology(
+            desc.name,
+            graph,
+            1,
+            desc.description,
+            desc.source,
+            fabric,
+            desc.sources,
+            cloud=desc.cloud,
+            references=desc.references,
+        )
         validate_graph(graph, source=desc.source)
         return topo
     if fabric is None:
@@ -333,6 +345,8 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         fabric,
         desc.sources,
         pattern=pattern,
+        cloud=desc.cloud,
+        references=desc.references,
     )
     if not _copies_connected(graph, pattern):  # else the whole graph names the GPU
         gpus_in_node_order = [n for n, kind in graph.nodes(data="kind") if kind is NodeKind.GPU]

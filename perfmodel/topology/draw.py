@@ -26,6 +26,7 @@ FAMILY_COLOURS = {
     LinkFamily.PCIE: "#1f77b4",
     LinkFamily.NVLINK: "#2ca02c",
     LinkFamily.NVSWITCH: "#17632a",
+    LinkFamily.XGMI: "#d62728",
     LinkFamily.CPU: "#9467bd",
     LinkFamily.INFINIBAND: "#ff7f0e",
     LinkFamily.ETHERNET: "#8c564b",

@@ -9,17 +9,38 @@ them. Format (all keys documented; an unknown key is an error)::
     sources = ["whitepaper, figure ..."]    # where the wiring comes from
     gpu = "V100-SXM2-16GB"                  # GPU model of every gpu node that does not name one
     gpu_selectable = false                  # true: --gpu may replace the model
+    nvlink_domain = 72                      # optional: GPUs one NVLink domain joins (checked
+                                            # against the links; NVLink, NVSwitch or Infinity
+                                            # Fabric); a rack-scale server is one domain
     [system.fabric]                         # default fabric for --nodes N > 1
     network = "ib-edr"
     topology = "fat-tree"                   # single-switch | fat-tree | rail
     oversubscription = 1.0
     leaf_radix = 18
+    [system.cloud]                          # optional: a cloud instance type (CloudSpec)
+    provider = "aws"
+    instance = "p5.48xlarge"
+    gpus_per_instance = 8
+    transport = "EFA v2 (SRD)"
+    price_per_gpu_hour = 12.29              # optional, with price_currency, price_date
+    price_currency = "USD"                  # (YYYY-MM-DD), price_source and region
+    price_date = "2023-07-27"
+    price_source = "..."
+    region = "us-east-1"
+    [[system.reference]]                    # optional, repeatable: a published measurement
+    op = "allreduce"                        # that `perfmodel comm` states its prediction
+    gpus = 72                               # against (never an input)
+    nodes = 1
+    size_bytes = 8589934592
+    busbw_GBps = 834.57
+    source = "..."
 
     [[node]]                                # one per device in the server
     id = "gpu0"
     kind = "gpu"                            # gpu | cpu | pcie_switch | nvswitch | nic
     model = "V100-SXM2-16GB"                # optional for gpu (defaults to system.gpu)
     label = "..."                           # optional
+    tray = 3                                # optional: compute tray of a rack-scale server
 
     [[link]]
     a = "gpu0"
@@ -36,6 +57,7 @@ with the fabric's ``network`` technology.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +67,11 @@ from perfmodel._enum import parse_enum
 from perfmodel._io import parse_toml, read_text
 from perfmodel._memo import BoundedMemo
 from perfmodel._schema import as_int, as_list, as_number, describe
-from perfmodel.errors import TopologyError, UnknownHardwareError
+from perfmodel.errors import PerfModelError, TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
-from perfmodel.topology.model import FabricSpec
+from perfmodel.ops import CollectiveOp
+from perfmodel.topology.model import CloudSpec, FabricSpec, ReferenceMeasurement
 from perfmodel.topology.schema import NodeKind
 
 _SYSTEM_KEYS = {
@@ -60,9 +83,24 @@ _SYSTEM_KEYS = {
     "fabric",
     "notes",
     "p2p",
+    "nvlink_domain",
+    "cloud",
+    "reference",
+}
+_REFERENCE_KEYS = {"op", "gpus", "nodes", "size_bytes", "busbw_GBps", "source"}
+_CLOUD_KEYS = {
+    "provider",
+    "instance",
+    "gpus_per_instance",
+    "transport",
+    "price_per_gpu_hour",
+    "price_currency",
+    "price_date",
+    "price_source",
+    "region",
 }
 _FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p"}
+_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p", "tray"}
 _LINK_KEYS = {
     "a",
     "b",
@@ -86,6 +124,7 @@ class NodeSpec:
     label: str = ""
     rail: int | None = None
     p2p: bool | None = None
+    tray: int | None = None
 
 
 @dataclass(frozen=True)
@@ -130,10 +169,51 @@ class ServerDescription:
     gpu: str = ""
     gpu_selectable: bool = False
     source: str = "<memory>"
+    nvlink_domain: int | None = None
+    cloud: CloudSpec | None = None
+    references: tuple[ReferenceMeasurement, ...] = ()
 
     @property
     def gpu_ids(self) -> list[str]:
         return [n.id for n in self.nodes if n.kind is NodeKind.GPU]
+
+
+#: Link families that join GPUs into one NVLink domain: NVLink, NVSwitch ports and AMD's
+#: Infinity Fabric GPU links (the scale-up fabric of each vendor).
+SCALE_UP_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH, LinkFamily.XGMI})
+
+
+def nvlink_domains(
+    nodes: tuple[NodeSpec, ...], links: tuple[LinkSpec, ...]
+) -> list[tuple[str, ...]]:
+    """The server's NVLink domains: its GPUs grouped by the scale-up links
+    (:data:`SCALE_UP_FAMILIES`) that join them, directly or through NVSwitch nodes, largest
+    first (a GPU without such links is a domain of one).
+
+    >>> n = tuple(NodeSpec(f"gpu{i}", NodeKind.GPU) for i in range(3))
+    >>> l = (link_from_tech("gpu0", "gpu1", "nvlink4"),)
+    >>> nvlink_domains(n, l)
+    [('gpu0', 'gpu1'), ('gpu2',)]
+    """
+    kind = {n.id: n.kind for n in nodes}
+    parent = {n.id: n.id for n in nodes if n.kind in (NodeKind.GPU, NodeKind.NVSWITCH)}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for link in links:
+        if link.family in SCALE_UP_FAMILIES and link.a in parent and link.b in parent:
+            ra, rb = find(link.a), find(link.b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[str, list[str]] = {}
+    for n in nodes:
+        if kind[n.id] is NodeKind.GPU:
+            groups.setdefault(find(n.id), []).append(n.id)
+    return sorted((tuple(g) for g in groups.values()), key=lambda g: -len(g))
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -199,6 +279,108 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
     )
 
 
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
+    """The ``[system.cloud]`` table as a :class:`CloudSpec`.
+
+    Raises
+    ------
+    TopologyError
+        On an unknown or missing key, a non-positive GPU count, a price that is not a positive
+        number (a negative price: the value and the table named), or a price without its
+        date (``YYYY-MM-DD``) and source.
+    """
+    _check_keys(table, _CLOUD_KEYS, where)
+    for key in ("provider", "instance", "transport"):
+        if not str(table.get(key, "")).strip():
+            raise TopologyError(f"{where}: missing key {key!r}", value=None, where=where)
+    gpus = as_int(
+        table.get("gpus_per_instance", 8),
+        "cloud.gpus_per_instance",
+        where=where,
+        minimum=1,
+        error=TopologyError,
+    )
+    price: float | None = None
+    date = str(table.get("price_date", ""))
+    if "price_per_gpu_hour" in table:
+        raw = table["price_per_gpu_hour"]
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
+            raise TopologyError(
+                f"{where}: price_per_gpu_hour = {raw!r} must be a positive number "
+                "(a price per GPU-hour)",
+                value=raw,
+                where=where,
+            )
+        price = float(raw)
+        if not _DATE.match(date):
+            raise TopologyError(
+                f'{where}: a price needs price_date = "YYYY-MM-DD" (the date of its source), '
+                f"got {date!r}",
+                value=date,
+                where=where,
+            )
+        if not str(table.get("price_source", "")).strip():
+            raise TopologyError(
+                f"{where}: a price needs price_source (where it was read)", value=None, where=where
+            )
+    return CloudSpec(
+        provider=str(table["provider"]),
+        instance=str(table["instance"]),
+        gpus_per_instance=gpus,
+        transport=str(table["transport"]),
+        price_per_gpu_hour=price,
+        price_currency=str(table.get("price_currency", "")),
+        price_date=date,
+        price_source=str(table.get("price_source", "")),
+        region=str(table.get("region", "")),
+    )
+
+
+def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]:
+    """The ``[[system.reference]]`` tables as :class:`ReferenceMeasurement` values.
+
+    Raises
+    ------
+    TopologyError
+        On an unknown or missing key, an unknown collective, a non-positive count, size or
+        bandwidth, or an empty source.
+    """
+    out = []
+    for i, table in enumerate(as_list(items, "system.reference", where=where, error=TopologyError)):
+        w = f"{where}[{i}]"
+        _check_keys(table, _REFERENCE_KEYS, w)
+        for key in ("op", "gpus", "size_bytes", "busbw_GBps", "source"):
+            if key not in table:
+                raise TopologyError(f"{w}: missing key {key!r}", value=None, where=w)
+        try:
+            op = CollectiveOp.parse(str(table["op"]), where=f"{w}.op")
+        except PerfModelError as exc:
+            raise TopologyError(str(exc), value=table["op"], where=w) from exc
+        bw = as_number(table["busbw_GBps"], "busbw_GBps", where=w, error=TopologyError)
+        if not bw > 0:
+            raise TopologyError(f"{w}: busbw_GBps {bw} must be > 0", value=bw, where=w)
+        if not str(table["source"]).strip():
+            raise TopologyError(f"{w}: empty source", value=None, where=w)
+        out.append(
+            ReferenceMeasurement(
+                op=op,
+                gpus=as_int(table["gpus"], "gpus", where=w, minimum=1, error=TopologyError),
+                nodes=as_int(
+                    table.get("nodes", 1), "nodes", where=w, minimum=1, error=TopologyError
+                ),
+                message_bytes=as_int(
+                    table["size_bytes"], "size_bytes", where=w, minimum=1, error=TopologyError
+                ),
+                busbw_Bps=bw * units.GB,
+                source=str(table["source"]),
+            )
+        )
+    return tuple(out)
+
+
 def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:
     """An optional boolean key of a table (``p2p``: GPU peer-to-peer over PCIe allowed;
     ``sharp``: in-network reduction), or ``None`` when absent."""
@@ -234,6 +416,8 @@ def parse_server(
         parse_fabric(system["fabric"], f"{source}: [system.fabric]") if "fabric" in system else None
     )
     server_p2p = _flag(system, "p2p", f"{source}: [system]")
+    cloud = parse_cloud(system["cloud"], f"{source}: [system.cloud]") if "cloud" in system else None
+    refs = parse_references(system.get("reference", []), f"{source}: [[system.reference]]")
 
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
@@ -277,6 +461,11 @@ def parse_server(
                 label=str(entry.get("label", "")),
                 rail=entry.get("rail"),
                 p2p=_flag(entry, "p2p", where) if "p2p" in entry else server_p2p,
+                tray=(
+                    as_int(entry["tray"], "tray", where=where, minimum=0, error=TopologyError)
+                    if "tray" in entry
+                    else None
+                ),
             )
         )
     if not any(n.kind is NodeKind.GPU for n in nodes):
@@ -308,6 +497,7 @@ def parse_server(
             )
         pairs.add(key)
         links.append(parse_link_entry(entry, where=f"{where} ({a}-{b})"))
+    domain = _check_nvlink_domain(system, tuple(nodes), tuple(links), source)
     return ServerDescription(
         name=str(system["name"]),
         nodes=tuple(nodes),
@@ -323,7 +513,47 @@ def parse_server(
         gpu=default_gpu,
         gpu_selectable=selectable,
         source=source,
+        nvlink_domain=domain,
+        cloud=cloud,
+        references=refs,
     )
+
+
+def _check_nvlink_domain(
+    system: dict[str, Any], nodes: tuple[NodeSpec, ...], links: tuple[LinkSpec, ...], source: str
+) -> int | None:
+    """The ``nvlink_domain`` a system file declares, checked against its GPUs and links.
+
+    Raises
+    ------
+    TopologyError
+        If it is not a positive integer, exceeds the GPUs the server holds, or differs from the
+        largest group of GPUs its NVLink/NVSwitch/Infinity Fabric links join.
+    """
+    if "nvlink_domain" not in system:
+        return None
+    where = f"{source}: [system] nvlink_domain"
+    declared = as_int(
+        system["nvlink_domain"], "nvlink_domain", where=where, minimum=1, error=TopologyError
+    )
+    gpus = sum(1 for n in nodes if n.kind is NodeKind.GPU)
+    if declared > gpus:
+        raise TopologyError(
+            f"{where} = {declared} is larger than the {gpus} GPUs system "
+            f"{system.get('name', '?')!r} holds; an NVLink domain spans GPUs of one server "
+            f"(a rack-scale system describes the whole rack): use nvlink_domain <= {gpus}",
+            value=declared,
+            where=where,
+        )
+    largest = len(nvlink_domains(nodes, links)[0])
+    if declared != largest:
+        raise TopologyError(
+            f"{where} = {declared}, but the file's NVLink, NVSwitch and Infinity Fabric links "
+            f"join at most {largest} GPUs",
+            value=declared,
+            where=where,
+        )
+    return declared
 
 
 def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:

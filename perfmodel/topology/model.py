@@ -12,6 +12,7 @@ import networkx as nx
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.cpus import CPUSpec
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
+from perfmodel.ops import CollectiveOp
 from perfmodel.topology.lazy import server_node
 from perfmodel.topology.schema import NodeKind
 
@@ -44,6 +45,76 @@ class FabricSpec:
     oversubscription: float = 1.0
     leaf_radix: int = 32
     sharp: bool = False
+
+
+@dataclass(frozen=True)
+class CloudSpec:
+    """A cloud instance type a system file describes (``[system.cloud]``): what it is, how its
+    GPUs reach the network, and a dated list price the user may override.
+
+    Attributes
+    ----------
+    provider, instance
+        ``aws``/``gcp``/``azure`` and the provider's instance or machine type name.
+    gpus_per_instance
+        GPUs one instance (VM) holds; a system may hold several instances (an NVL72 rack rented
+        as VMs of 4 GPUs is one system of 18 instances).
+    transport
+        The network transport NCCL uses there (EFA, GPUDirect-TCPX/TCPXO, RoCE, InfiniBand);
+        its achieved efficiency is the NIC link technology's (``perfmodel hw show``).
+    price_per_gpu_hour, price_currency, price_date, price_source, region
+        An on-demand (or stated) list price of one GPU-hour, the date of the source it was read
+        from (ISO ``YYYY-MM-DD``), that source, and the region; ``None``/empty where no dated
+        price was found. ``--price-per-gpu-hour`` overrides it.
+    """
+
+    provider: str
+    instance: str
+    gpus_per_instance: int
+    transport: str
+    price_per_gpu_hour: float | None = None
+    price_currency: str = ""
+    price_date: str = ""
+    price_source: str = ""
+    region: str = ""
+
+    def describe(self) -> str:
+        """One line: instance, transport and price with its date (or that none is shipped)."""
+        head = f"cloud: {self.provider} {self.instance} ({self.gpus_per_instance} GPUs each), network {self.transport}"
+        if self.price_per_gpu_hour is None:
+            return head + "; no dated list price shipped (give --price-per-gpu-hour)"
+        return (
+            f"{head}; list price {self.price_per_gpu_hour:g} {self.price_currency} per GPU-hour "
+            f"({self.region}, source dated {self.price_date}: {self.price_source}); "
+            "override with --price-per-gpu-hour"
+        )
+
+
+@dataclass(frozen=True)
+class ReferenceMeasurement:
+    """A published collective measurement on a catalogue system (``[[system.reference]]``):
+    what ``perfmodel comm`` states its prediction against. A reference, never an input.
+
+    Attributes
+    ----------
+    op
+        The collective (:class:`perfmodel.ops.CollectiveOp`).
+    gpus, nodes
+        Ranks and servers (``--gpus``, ``--nodes``) of the measurement.
+    message_bytes
+        nccl-tests size (bytes).
+    busbw_Bps
+        Measured bus bandwidth (nccl-tests convention), bytes/s.
+    source
+        Where to check it (repository, pull request or log, date).
+    """
+
+    op: CollectiveOp
+    gpus: int
+    nodes: int
+    message_bytes: int
+    busbw_Bps: float
+    source: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +185,10 @@ class Topology:
     a calibration profile, e.g. a CPU); :meth:`gpu_spec` consults them before the catalogue."""
     pattern: ReplicaPattern | None = None
     """How the cluster builder made the graph (servers copied from server 0), or ``None``."""
+    cloud: CloudSpec | None = None
+    """The cloud instance type the system file describes (``[system.cloud]``), or ``None``."""
+    references: tuple[ReferenceMeasurement, ...] = ()
+    """Published collective measurements on this system (``[[system.reference]]``)."""
 
     def _pattern_on(self, graph: nx.Graph) -> ReplicaPattern | None:
         """The build pattern carried over to ``graph``, a copy of this topology's graph changed

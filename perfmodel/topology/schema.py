@@ -25,6 +25,10 @@ p2p : bool
     (:class:`perfmodel.hardware.gpus.GPUSpec`; ``False`` for GeForce RTX 3090/4090). NVLink
     peers always use P2P. Set per node or server-wide (``[system] p2p = false``), or with
     :meth:`perfmodel.topology.Topology.with_p2p` (``--p2p on|off``).
+tray : int
+    Optional: the compute tray (board) of a rack-scale server the node sits in (GB200 NVL72: 18
+    trays of 2 CPUs, 4 GPUs and 4 NICs). Informative: the NVLink domain, not the tray, decides
+    where traffic goes.
 p2p_denied : tuple[str, ...]
     GPUs only, optional: local ids of the peers this GPU cannot reach by peer-to-peer although
     both allow it (``nvidia-smi topo -p2p r`` not OK, e.g. ``CNS`` across sockets; or NCCL's P2P
@@ -79,7 +83,9 @@ class NodeKind(str, enum.Enum):
 
 
 NODE_ATTRS_REQUIRED = ("kind", "server", "local_id")
-NODE_ATTRS_OPTIONAL = ("model", "gpu_index", "tier", "label", "rail", "p2p", "p2p_denied")
+NODE_ATTRS_OPTIONAL = (
+    "model", "gpu_index", "tier", "label", "rail", "p2p", "p2p_denied", "tray",
+)  # fmt: skip
 EDGE_ATTRS_REQUIRED = ("tech", "family", "count", "bandwidth_Bps", "efficiency", "latency_s")
 
 # Nodes that can forward traffic between two other nodes. GPUs are endpoints only: NCCL does not

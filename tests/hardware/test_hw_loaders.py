@@ -99,7 +99,7 @@ def test_valid_files_parse(write_toml) -> None:
         ("memory_bandwidth_GBps = 900.0", 'memory_bandwidth_GBps = "fast"', "not a number"),
         ("sm_count = 80", "sm_count = 80.5", "integer"),
         ("fp16 = 120.0", "fp16 = 0.0", "fp16"),
-        ("fp16 = 120.0", "fp4 = 120.0", "fp4"),
+        ("fp16 = 120.0", "fp12 = 120.0", "fp12"),
         ('board = "test datasheet, board table"\n', "", "no source for board"),
         ('memory = "test datasheet, memory table"', 'memory = " "', "no source for memory"),
         ("memory_bytes = 17179869184\n", "", "memory_bytes or memory_GB"),

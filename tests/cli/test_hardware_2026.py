@@ -1,0 +1,64 @@
+"""Issue 25 from the command line: predictions on AMD and cloud systems say what their figures
+rest on, a cloud system's dated price prices a token budget, and ``compare --systems --search``
+answers "is NVL72 worth it" with the reason."""
+
+from __future__ import annotations
+
+import json
+
+from perfmodel.cli import main
+
+_LLAMA = ["--model", "llama3_8b", "--precision", "bf16", "--software", "megatron-core"]
+
+
+def test_amd_prediction_says_datasheet_only(capsys) -> None:
+    rc = main(
+        ["predict", "--system", "mi300x-8", *_LLAMA, "--global-batch", "64", "--plan", "dp=8",
+         "--zero", "1", "--fidelity", "analytic"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    line = next(x for x in out.splitlines() if x.startswith("hardware: MI300X"))
+    assert "datasheet only" in line and "Max-Achievable FLOPs" in line
+    # measured GPUs carry no such line
+    assert main(["predict", "--system", "dgx-h100", *_LLAMA, "--global-batch", "64",
+                 "--plan", "dp=8", "--zero", "1", "--fidelity", "analytic"]) == 0  # fmt: skip
+    assert "hardware:" not in capsys.readouterr().out
+
+
+def test_cloud_prediction_prices_tokens_at_the_listed_price(capsys) -> None:
+    args = ["predict", "--system", "aws-p5.48xlarge", "--nodes", "16", *_LLAMA,
+            "--global-batch", "512", "--plan", "dp=128", "--zero", "1", "--fidelity", "analytic",
+            "--tokens", "1e9"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "cloud: aws p5.48xlarge (8 GPUs each), network EFA v2" in out
+    cost = next(x for x in out.splitlines() if x.startswith("cost"))
+    assert "p5.48xlarge list price, USD (source dated 2023-07-27)" in cost
+    assert main([*args, "--price-per-gpu-hour", "2.0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    budget = data["token_budget"]
+    assert budget["price_source"] == "the price per GPU-hour given"
+    assert budget["cost"] == __import__("pytest").approx(2.0 * budget["gpu_hours"], rel=1e-9)
+    assert any(n.startswith("cloud: aws p5.48xlarge") for n in data["notes"])
+
+
+def test_compare_systems_search_answers_is_nvl72_worth_it(capsys) -> None:
+    rc = main(
+        ["compare", "--systems", "dgx-b200,gb200-nvl72", "--search", "--model", "qwen3_30b_a3b",
+         "--gpus", "16", "--global-batch", "64", "--precision", "bf16", "--software",
+         "megatron-core", "--ep", "8,16", "--confirm-k", "0", "--analytic-k", "4", "--quiet"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "gb200-nvl72: NVLink domain of 72 GPUs" in out
+    assert "dgx-b200: NVLink domain of 8 GPUs" in out
+    verdict = next(x for x in out.splitlines() if x.startswith("verdict:"))
+    assert "as fast as" in verdict and "16 GPUs" in verdict
+    assert any(x.startswith("why ") for x in out.splitlines())
+
+
+def test_search_needs_systems(capsys) -> None:
+    rc = main(["compare", "--system", "dgx-b200", "--search", "--model", "gpt2",
+               "--global-batch", "8"])  # fmt: skip
+    assert rc == 2 and "--systems" in capsys.readouterr().err
