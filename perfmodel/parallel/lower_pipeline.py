@@ -126,6 +126,10 @@ class PipelineLowering:
         # chunks whose first micro-batch's parameters are still to be gathered (overlapped
         # ZeRO-1/2 gather): until then every segment's compute is a gather's prefetch anchor
         self.gathers_left = [self.V if self.gather_early else 0] * P
+        # interleaved schedules launch a chunk's gathers one chunk ahead (aligned_gather): the
+        # task chunk c's gathers wait on, per stage (chunks 0 and 1: the step's start)
+        self.aligned_gather = self.gather_early and self.V > 1
+        self.gather_launch: list[dict[int, list[int]]] = [{} for _ in range(P)]
         self.host_tid = -1
         self.last_compute = [-1] * P
         self.issue_tid = [-1] * P
@@ -309,11 +313,15 @@ class PipelineLowering:
             TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
         )
 
-    def gather(self, s: int, seg: Segment, label: str) -> int:
+    def gather(self, s: int, seg: Segment, label: str, after: list[int] | None = None) -> int:
         """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
-        segment ahead (it may start once the compute two segments back has finished)."""
+        segment ahead (it may start once the compute two segments back has finished), or, given
+        ``after``, launched once those tasks are done (:meth:`gather_deps`)."""
         hist = self.gather_hist[s]
-        dep = [hist[-2]] if len(hist) >= 2 else []
+        if after is not None:
+            dep = after
+        else:
+            dep = [hist[-2]] if len(hist) >= 2 else []
         nbytes = seg.params * self.rc.gather_bytes
         return self.dp_collective(
             s,
@@ -471,11 +479,14 @@ class PipelineLowering:
             f_s, tp_s = self.chunk_sums(k)[:2]
             tids = self.segment(s, "F", mb, c, f_s, deps, tp_s)
             self.first_seg_done[s] = True
+        if self.aligned_gather and mb == 0 and c + 1 < self.V:
+            self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
+        after = self.gather_deps(s, c) if self.aligned_gather and mb == 0 else None
         for si, seg in enumerate(() if tids else ch.segments):
             sd = list(deps)
             dur = seg.fwd_s
             if self.zero3 or (self.gather_early and mb == 0):
-                ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}")
+                ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}", after)
                 sd.append(ag)
                 if self.first_seg_done[s]:  # the next unit's gather runs under this one
                     dur = self.slowed(dur, self.comm_dur[ag])
@@ -493,6 +504,22 @@ class PipelineLowering:
             self.f_out[(mb, k)] = (
                 self.send(s, nxt, ch.out_bytes, [tid], "send_fwd", mb, k) if self.P > 1 else tid
             )
+
+    def gather_deps(self, s: int, c: int) -> list[int]:
+        """What chunk ``c``'s parameter all-gathers (all its buckets at once) wait on under an
+        interleaved schedule with Megatron-Core's ``overlap_param_gather``: chunks 0 and 1 are
+        launched at the start of the step's forward-backward, chunk ``c >= 2`` when the stage
+        starts the first micro-batch of chunk ``c - 1``, a whole chunk round before it is
+        needed (``forward_backward_pipelining_with_interleaving`` calls
+        ``config.param_sync_func[c]``, each chunk's ``DistributedDataParallel.start_param_sync``
+        over all its bucket groups, Megatron-LM core_v0.9.0 ``schedules.py`` and
+        ``training.py``; ``--align-param-gather`` is on by default and NeMo 1.0's distributed
+        Adam sets the same ``param_sync_func``). Megatron launches it ``rank`` virtual
+        micro-batches earlier still on pipeline rank ``rank``; stage 0's launch point is taken
+        for every stage (a later launch: the more conservative)."""
+        if c < 2:
+            return [self.host_tid] if self.host_tid >= 0 else []
+        return [t for t in self.gather_launch[s].get(c, []) if t >= 0]
 
     def backward(self, s: int, mb: int, c: int) -> None:
         """Backward (with recomputation) of micro-batch ``mb`` through chunk ``c`` of stage
