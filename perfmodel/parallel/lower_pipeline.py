@@ -169,6 +169,7 @@ class PipelineLowering:
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
         plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
         seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
+        share = rc.selective_recompute.share_for(wl)
         for k, ids in enumerate(parts):
             s = k % self.P
             groups = self.expert_context_groups(s)
@@ -185,7 +186,7 @@ class PipelineLowering:
                     algorithm=self.alg,
                     exclude_sharded=self.owt,
                     grad_bytes=rc.grad_reduce_bytes,
-                    selective_share=rc.selective_recompute.share,
+                    selective_share=share,
                     comm_groups=groups,
                     seg_memo=seg_memo,  # type: ignore[arg-type]
                 )
@@ -655,7 +656,7 @@ class PipelineLowering:
                 self.V,
                 self.m_step,
                 self.plan.recompute,
-                self.rc.selective_recompute.share,
+                self.rc.selective_recompute.share_for(self.wl),
             )
         return self._issue
 

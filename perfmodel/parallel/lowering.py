@@ -883,7 +883,9 @@ def stage_memory(
     Model-state bytes are the ``recipe``'s (:meth:`Recipe.model_state_bytes`; ``None``: the
     recipe of the plain half-model stack, :func:`default_recipe`). With full recomputation each
     in-flight micro-batch keeps its block inputs, and one recompute working set (the largest
-    block's activations) is live at a time for the whole stage. ``tied_params`` are the last
+    block's activations) is live at a time for the whole stage; with torchtitan's op-level
+    selective checkpointing (:meth:`SelectiveRecompute.kept_bytes`) each also keeps the outputs
+    the policy saves, and the working set is what the cache does not hold. ``tied_params`` are the last
     pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
     own weights.
     """
@@ -903,8 +905,14 @@ def stage_memory(
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
-    if plan.recompute is Recompute.FULL:
-        parts = [wmem.full_recompute_bytes(c.layers, prec) for c in chunks]
+    op_sac = plan.recompute is Recompute.SELECTIVE and rc.selective_recompute.checkpoints_blocks
+    if plan.recompute is Recompute.FULL or op_sac:
+        parts = [
+            rc.selective_recompute.kept_bytes(c.layers, prec)
+            if op_sac
+            else wmem.full_recompute_bytes(c.layers, prec)
+            for c in chunks
+        ]
         acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
     else:
         per_chunk = [
