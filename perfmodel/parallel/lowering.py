@@ -38,7 +38,13 @@ from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, ParallelismPlan, Recompute
-from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe, default_recipe
+from perfmodel.parallel.recipe import (
+    AmpStyle,
+    Recipe,
+    SelectiveRecompute,
+    build_recipe,
+    default_recipe,
+)
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import (
@@ -888,6 +894,17 @@ def stage_memory(
     the policy saves, and the working set is what the cache does not hold. ``tied_params`` are the last
     pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
     own weights.
+
+    Workspace: the CUDA context and library workspaces, the largest transient (a layer's output
+    with its gradient, or the loss's backward per the recipe's
+    :class:`~perfmodel.parallel.recipe.CrossEntropy`), context parallelism's gathered K/V and,
+    sharded (ZeRO-3/FSDP), the gathered weights: two units (the one computing and the one
+    prefetched) or, FSDP2 pipelined by ``torch.distributed.pipelining``, the whole stage's
+    weights and its unsharded gradients (``PipelineStage.backward_maybe_with_nosync`` turns
+    ``set_reshard_after_backward`` and ``set_requires_gradient_sync`` off for every backward but
+    the last, PyTorch 2.5-2.6 ``torch/distributed/pipelining/stage.py``; FSDP2's
+    ``FSDPParam.to_accumulated_grad_if_needed`` keeps the accumulated gradient in
+    ``reduce_dtype``); then fragmentation over the total.
     """
     from perfmodel.workload import memory as wmem
 
@@ -925,9 +942,16 @@ def stage_memory(
         (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
         default=0.0,
     )
+    # the loss's backward transient and the largest layer pair come at different moments
+    peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan)
-    if stage >= 3:
+    if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
+        # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
+        # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
+        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
+        ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
+    elif stage >= 3:
         biggest = max(s.params for c in chunks for s in c.segments)
         ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
     subtotal = weights + grads + state + acts + ws + comm_buffer_bytes

@@ -200,6 +200,34 @@ class SelectiveRecompute(str, enum.Enum):
         return boundary + saved, max(working, 0.0)
 
 
+class CrossEntropy(str, enum.Enum):
+    """How a stack computes the language-model loss, for the memory of its backward.
+
+    ``default``: what the zoo's loss layer states (it saves the FP32 probabilities of the
+    logits); the backward's largest transient is the generic pair of a layer's output and its
+    gradient (:func:`~perfmodel.parallel.lowering.stage_memory`), which for the LM head is the
+    16-bit logits and their gradient (Megatron's vocab-parallel cross entropy computes the
+    gradient in place in the saved FP32 softmax and casts it back to 16 bit).
+
+    ``eager-fp32``: PyTorch ``F.cross_entropy`` on logits upcast with ``.float()`` (torchtitan
+    9dec370 ``train.py`` ``loss_fn``; the 16-bit logits are freed before backward, ``del
+    pred``): ``log_softmax`` saves its FP32 output, and in backward ``nll_loss``'s FP32 gradient
+    and ``log_softmax``'s FP32 input gradient are live with it, two more FP32 tensors of the
+    logits' size (:meth:`transient_bytes`).
+    """
+
+    DEFAULT = "default"
+    EAGER_FP32 = "eager-fp32"
+
+    def transient_bytes(self, layers: Sequence[LayerCost]) -> float:
+        """Bytes live beside the saved ones at the loss's backward: twice the loss layers'
+        saved FP32 log-probabilities for ``eager-fp32``; 0 for ``default`` (covered by the
+        generic output-and-gradient pair)."""
+        if self is CrossEntropy.DEFAULT:
+            return 0.0
+        return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+
+
 def _is_mm(layer: LayerCost) -> bool:
     """Whether ``layer`` runs ``aten.mm`` in PyTorch eager: a linear layer with weights, not a
     routed experts' grouped GEMM."""
@@ -414,6 +442,8 @@ class Recipe:
         Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
     selective_recompute
         What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
+    cross_entropy
+        How the loss is computed, for its backward's memory (:class:`CrossEntropy`).
     sources
         Where the preset's recipe comes from.
     """
@@ -436,6 +466,7 @@ class Recipe:
     first_bucket_bytes: float | None = None
     shard_group: int = 0
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     sources: tuple[str, ...] = ()
 
     @property
@@ -512,6 +543,7 @@ class Recipe:
             "bucket_bytes": self.bucket_bytes,
             "shard_group": self.shard_group,
             "selective_recompute": self.selective_recompute.value,
+            "cross_entropy": self.cross_entropy.value,
             "sources": list(self.sources),
         }
 
@@ -594,6 +626,7 @@ def build_recipe(
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=preset.selective_recompute,
+        cross_entropy=preset.cross_entropy,
         sources=tuple(preset.sources),
     )
 
@@ -623,6 +656,7 @@ __all__ = [
     "AmpStyle",
     "CommPolicy",
     "ComputeRecipe",
+    "CrossEntropy",
     "OpCheckpoint",
     "Recipe",
     "SelectiveRecompute",

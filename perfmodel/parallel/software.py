@@ -13,7 +13,7 @@ from perfmodel import units
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
-from perfmodel.parallel.recipe import AmpStyle, SelectiveRecompute
+from perfmodel.parallel.recipe import AmpStyle, CrossEntropy, SelectiveRecompute
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -100,6 +100,9 @@ class SoftwarePreset:
     selective_recompute
         What ``recompute=selective`` re-runs on this stack
         (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+    cross_entropy
+        How the stack computes the loss, for the memory of its backward
+        (:class:`~perfmodel.parallel.recipe.CrossEntropy`).
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
@@ -136,6 +139,7 @@ class SoftwarePreset:
     bucket_params_per_dp: float = 0.0
     bucket_elements: float | None = None
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
 
@@ -374,6 +378,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             amp=AmpStyle.FSDP_POLICY,
             fp32_grad_reduce=True,
             selective_recompute=SelectiveRecompute.OP,
+            cross_entropy=CrossEntropy.EAGER_FP32,
             even_pipeline_split=False,
             sequence_parallel_with_tp=True,
             sources=(
@@ -383,6 +388,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "training.mixed_precision_reduce=float32); optional TP (async TP off by "
                 "default) and PP; torch.compile and float8 (torchao) opt-in; selective AC "
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
+                "torchtitan 9dec370 train.py loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), "
+                "labels) on the 16-bit logits upcast to FP32, pred deleted before backward",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
             ),
