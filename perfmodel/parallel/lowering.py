@@ -44,6 +44,7 @@ from perfmodel.parallel.recipe import (
     SelectiveRecompute,
     build_recipe,
     default_recipe,
+    fp8_saved_input_delta,
 )
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
@@ -933,7 +934,13 @@ def stage_memory(
         acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
     else:
         per_chunk = [
-            wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
+            wmem.activation_bytes(c.layers, plan.recompute, precision=prec)
+            + (
+                fp8_saved_input_delta(c.layers, prec.activation_bytes)
+                if rc.fp8_saves_fp8_inputs
+                else 0.0
+            )
+            for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     act_b = prec.activation_bytes

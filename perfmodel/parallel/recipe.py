@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from perfmodel.dtypes import Precision
@@ -226,6 +227,47 @@ class CrossEntropy(str, enum.Enum):
         if self is CrossEntropy.DEFAULT:
             return 0.0
         return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+
+
+def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> float:
+    """Change of one micro-batch's saved activation bytes when the blocks' linear layers run in
+    Transformer Engine FP8 (negative: fewer bytes).
+
+    Under FP8, TE's ``Linear``, ``LayerNormLinear`` and ``LayerNormMLP`` save the FP8 cast of
+    each GEMM's input (1 byte per element) for the weight gradient instead of the 16-bit input
+    (TE v1.8 ``transformer_engine/pytorch/module/linear.py``: ``saved_inputmat`` /
+    ``saved_inputmat_t`` are the FP8 ``inputmat`` / ``inputmat_t``; ``layernorm_mlp.py`` saves
+    the FP8 ``ln_out`` and ``gelu_out``, and the 16-bit ``fc1_out`` its activation needs). The
+    zoo counts a linear layer's input at ``act_bytes`` per element, so each block linear's count
+    shrinks to ``1 / act_bytes`` of it, except the attention output projection's: its input, the
+    attention output, is also kept in 16 bit by the fused attention for its own backward (which
+    the zoo counts there), so the FP8 copy comes in addition (``+ 1 / act_bytes``). Layers
+    outside the blocks (the LM head, embeddings) stay 16 bit, as Megatron-Core builds them
+    without TE.
+
+    >>> from perfmodel.workload.zoo import build_model
+    >>> w = build_model("llama", batch_size=1, hidden=64, layers=1, heads=4, kv_heads=2,
+    ...                 ffn_hidden=128, vocab=100, seq_len=8, precision="bf16")
+    >>> # qkv, fc1 inputs (8 x 64 x 2 B) and fc2's (8 x 128 x 2 B) halved: -512 - 512 - 1024;
+    >>> # attn_out's (8 x 64 x 2 B) FP8 copy added: +512
+    >>> fp8_saved_input_delta(w.layers, 2)
+    -1536.0
+    """
+    follows_attention: set[tuple[object, ...]] = set()
+    for block in _blocks(layers):
+        for prev, la in pairwise(block):
+            if prev.kind is LayerKind.ATTENTION and la.kind is LayerKind.LINEAR:
+                follows_attention.add(la.cost_key())
+    per_el = 1.0 / act_bytes
+
+    def delta(la: LayerCost) -> float:
+        if la.block is None or la.kind is not LayerKind.LINEAR:
+            return 0.0
+        if la.cost_key() in follows_attention:
+            return la.activation_bytes * per_el
+        return -la.activation_bytes * (1.0 - per_el)
+
+    return float(runs_sum(layers, delta))
 
 
 def _is_mm(layer: LayerCost) -> bool:
@@ -444,6 +486,9 @@ class Recipe:
         What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
     cross_entropy
         How the loss is computed, for its backward's memory (:class:`CrossEntropy`).
+    fp8_saves_fp8_inputs
+        Under ``fp8`` the blocks' linear layers save their inputs in FP8 (Transformer Engine;
+        :func:`fp8_saved_input_delta`); torchao's float8 linear saves the high-precision input.
     sources
         Where the preset's recipe comes from.
     """
@@ -467,6 +512,7 @@ class Recipe:
     shard_group: int = 0
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
+    fp8_saves_fp8_inputs: bool = False
     sources: tuple[str, ...] = ()
 
     @property
@@ -544,6 +590,7 @@ class Recipe:
             "shard_group": self.shard_group,
             "selective_recompute": self.selective_recompute.value,
             "cross_entropy": self.cross_entropy.value,
+            "fp8_saves_fp8_inputs": self.fp8_saves_fp8_inputs,
             "sources": list(self.sources),
         }
 
@@ -627,6 +674,7 @@ def build_recipe(
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=preset.selective_recompute,
         cross_entropy=preset.cross_entropy,
+        fp8_saves_fp8_inputs=preset.fp8_saves_fp8_inputs and precision is Precision.FP8,
         sources=tuple(preset.sources),
     )
 
@@ -663,6 +711,7 @@ __all__ = [
     "Sharding",
     "build_recipe",
     "default_recipe",
+    "fp8_saved_input_delta",
     "mm_products",
     "op_checkpoint",
 ]

@@ -103,6 +103,9 @@ class SoftwarePreset:
     cross_entropy
         How the stack computes the loss, for the memory of its backward
         (:class:`~perfmodel.parallel.recipe.CrossEntropy`).
+    fp8_saves_fp8_inputs
+        Under FP8 the transformer blocks' GEMM inputs are saved for backward in FP8
+        (Transformer Engine; :func:`~perfmodel.parallel.recipe.fp8_saved_input_delta`).
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
@@ -140,6 +143,7 @@ class SoftwarePreset:
     bucket_elements: float | None = None
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
+    fp8_saves_fp8_inputs: bool = False
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
 
@@ -327,7 +331,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             name="megatron-core",
             dp_mode=DPMode.ALLREDUCE,
             amp=AmpStyle.HALF_MODEL,
-            fp32_grads_bf16=True,
+            fp32_grads_bf16=False,
             zero=1,
             distributed_optimizer=True,
             overlap_grad_comm=True,
@@ -336,10 +340,16 @@ PRESETS: dict[str, SoftwarePreset] = {
             bucket_params=40e6,
             bucket_params_per_dp=1e6,
             sequence_parallel_with_tp=True,
+            fp8_saves_fp8_inputs=True,
             sources=(
                 "Megatron-Core 0.7-0.9 megatron/core/distributed/distributed_data_parallel_config.py"
-                ": bucket_size default max(40000000, 1000000 x dp) parameters; grad_reduce_in_fp32 "
-                "(set for bf16 by megatron/training/arguments.py)",
+                ": bucket_size default max(40000000, 1000000 x dp) parameters",
+                "gradient buffer and reduction in bf16 (2 bytes), as the performance recipes run: "
+                "NeMo-Framework-Launcher 24.07 (0b1a110c) examples/training/*/h100/*_fp8*.sh pass "
+                "+training.model.optim.grad_sync_dtype=bf16; Megatron-Bridge (2026-04) "
+                "perf_recipes/_common.py _benchmark_common and scripts/performance/configs/llama "
+                "set ddp.grad_reduce_in_fp32 = False (Megatron-LM's own pretrain script keeps FP32 "
+                "for bf16: the 'megatron' preset)",
                 "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
                 "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
                 "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",

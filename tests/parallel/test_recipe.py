@@ -99,13 +99,39 @@ def test_zero3_model_state_is_16_bytes_per_param_over_dp() -> None:
 
 
 def test_megatron_core_distributed_optimizer_memory() -> None:
-    """bf16 weights (2) + FP32 grad buffer (4) + (FP32 master 4 + Adam 8) / dp."""
+    """bf16 weights (2) + bf16 grad buffer (2: the NeMo / Megatron-Bridge performance recipes
+    turn grad_reduce_in_fp32 off) + (FP32 master 4 + Adam 8) / dp; Megatron-LM's own bf16
+    recipe ('megatron') keeps the FP32 buffer (4)."""
     sc = _sc(software="megatron-core")
     r = predict(sc, baseline=False)
     m = r.memory
     p = _params(sc)
     assert r.plan["recipe"]["sharding"] == "distributed-optimizer"
-    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(6 * p + 12 * p / 8)
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(4 * p + 12 * p / 8)
+    assert r.plan["recipe"]["grad_reduce_bytes"] == 2
+    meg = build_recipe(get_preset("megatron"), Precision.BF16, Optimizer.ADAM, ParallelismPlan())
+    assert meg.grad_bytes == meg.grad_reduce_bytes == 4
+
+
+def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
+    """Transformer Engine under FP8 saves each block GEMM's input in FP8: the activations of a
+    megatron-core fp8 step are the bf16 step's plus :func:`fp8_saved_input_delta` (negative);
+    torchtitan (torchao float8 saves the high-precision input) is unchanged."""
+    from perfmodel.api import _workload
+    from perfmodel.parallel.recipe import fp8_saved_input_delta
+
+    for software, changes in (("megatron-core", True), ("torchtitan", False)):
+        kw = dict(software=software, gpus=1, system="dgx-h100")
+        bf16 = predict(_sc(**kw), baseline=False).memory
+        fp8 = predict(_sc(**kw, precision="fp8"), baseline=False).memory
+        if not changes:
+            assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes)
+            continue
+        r = resolve(_sc(**kw))
+        wl = _workload("gpt", r.microbatch, "bf16", 1, False, tuple(sorted(GPT.items())))
+        delta = fp8_saved_input_delta(wl.layers, 2)
+        assert delta < 0
+        assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes + delta)
 
 
 def _layer(name: str, block: int | None, act: float, out: tuple[int, ...]) -> LayerCost:
@@ -323,7 +349,7 @@ def test_predict_explain_prints_the_recipe(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert rc == 0
     assert "sharding distributed-optimizer" in out
-    assert "grad reduction 4" in out and "autocast casts each step: no" in out
+    assert "grad reduction 2" in out and "autocast casts each step: no" in out
     assert "source: Megatron-Core" in out
 
 
