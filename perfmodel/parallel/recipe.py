@@ -637,7 +637,7 @@ def build_recipe(
     elif amp is AmpStyle.HALF_MODEL:
         p = a = half
         g = r = 4 if (preset.fp32_grads_bf16 and precision is not Precision.FP16) else half
-        master = 4
+        master = preset.master_bytes
     else:  # FSDP2 mixed-precision policy
         p = g = 4
         a = half

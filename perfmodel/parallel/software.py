@@ -106,6 +106,10 @@ class SoftwarePreset:
     fp8_saves_fp8_inputs
         Under FP8 the transformer blocks' GEMM inputs are saved for backward in FP8
         (Transformer Engine; :func:`~perfmodel.parallel.recipe.fp8_saved_input_delta`).
+    master_bytes
+        half-model stacks: bytes per parameter of the optimizer's master copy (4: FP32; 2: the
+        low 16 bits only, the bf16 weight holding the high ones, Apex
+        ``DistributedFusedAdam(store_param_remainders=True)``).
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
@@ -144,6 +148,7 @@ class SoftwarePreset:
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     fp8_saves_fp8_inputs: bool = False
+    master_bytes: int = 4
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
 
@@ -356,6 +361,33 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
+            ),
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
+            name="nemo",
+            dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            zero=1,
+            distributed_optimizer=True,
+            overlap_grad_comm=True,
+            overlap_param_gather=True,
+            tp_comm_overlap=True,
+            bucket_params=40e6,
+            bucket_params_per_dp=1e6,
+            sequence_parallel_with_tp=True,
+            fp8_saves_fp8_inputs=True,
+            master_bytes=2,
+            sources=(
+                "NeMo 1.0 (24.07 container) Megatron-Core GPT with optim.name="
+                "distributed_fused_adam (NeMo-Framework-Launcher 0b1a110c conf/training): Apex "
+                "DistributedFusedAdam shards optimizer state over data parallelism; with a bf16 "
+                "model and FP32 state NeMo sets store_params=False, store_param_remainders=True "
+                "(nemo/collections/nlp/models/language_modeling/megatron_base_model.py "
+                "setup_optimization): the master copy is the 16 low bits beside the bf16 weight",
+                "its H100 FP8 examples (examples/training/*/h100/*_fp8*.sh) pass "
+                "optim.grad_sync_dtype=bf16; overlap_grad_sync, overlap_param_sync and "
+                "ub_tp_comm_overlap as the configs set them; the rest as megatron-core",
             ),
             dispatch_mode="pytorch-eager",
         ),

@@ -31,6 +31,7 @@ EAGER = {
     "deepspeed-zero1",
     "deepspeed-zero2",
     "deepspeed-zero3",
+    "nemo",
     "megatron",
     "megatron-core",
     "torchtitan",

@@ -113,6 +113,17 @@ def test_megatron_core_distributed_optimizer_memory() -> None:
     assert meg.grad_bytes == meg.grad_reduce_bytes == 4
 
 
+def test_nemo_distributed_fused_adam_keeps_master_remainders() -> None:
+    """NeMo 1.0's Apex distributed Adam with a bf16 model: bf16 weights (2) + bf16 gradients
+    (2) + (16-bit master remainders 2 + Adam 8) / dp."""
+    sc = _sc(software="nemo")
+    r = predict(sc, baseline=False)
+    m = r.memory
+    p = _params(sc)
+    assert r.plan["recipe"]["master_bytes"] == 2
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(4 * p + 10 * p / 8)
+
+
 def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
     """Transformer Engine under FP8 saves each block GEMM's input in FP8: the activations of a
     megatron-core fp8 step are the bf16 step's plus :func:`fp8_saved_input_delta` (negative);
