@@ -421,6 +421,9 @@ class PipelineLowering:
         k = c * self.P + s
         add, gpu = self.b.add, self.gpu[s]
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        tail = 0.0
+        if tp_s > 0 and self.tp_overlap:
+            dur, tp_s, tail = self.tp_overlapped(phase, dur, tp_s)
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
@@ -438,7 +441,31 @@ class PipelineLowering:
             mb,
             k,
         )
-        return [tid, tp_tid] if self.tp_overlap else [tp_tid]
+        if not self.tp_overlap:
+            return [tp_tid]
+        if tail <= 0:
+            return [tid, tp_tid]
+        # the pipelined reduce-scatters' last chunks, after the GEMMs, on the compute stream
+        tail_tid = add(
+            TaskKind.COLLECTIVE, gpu, "compute", tail, [tid, tp_tid], f"TP tail {phase}{mb}", mb, k
+        )
+        return [tail_tid]
+
+    def tp_overlapped(self, phase: str, dur: float, tp_s: float) -> tuple[float, float, float]:
+        """``(compute, overlapped TP, exposed TP tail)`` seconds of a segment whose ``tp_s`` of
+        tensor-parallel communication overlaps its ``dur`` of compute (recipe ``tp_comm``
+        overlapped). With the preset's :class:`~perfmodel.parallel.software.TPOverlap` (TE
+        userbuffers): the tail share of the communication waits for the GEMMs, and the compute
+        is slowed by the SMs the communication kernels hold for the overlapped rest (at most the
+        compute); without one, by ``overlap_compute_slowdown`` of it."""
+        cfg = self.preset.tp_overlap
+        spec = getattr(self.costs, "gpu_spec", None)
+        sms = getattr(spec, "sm_count", 0)
+        if cfg is None or not sms:
+            return self.slowed(dur, tp_s), tp_s, 0.0
+        tail = cfg.exposed(phase) * tp_s
+        under = tp_s - tail
+        return dur + cfg.slowdown(phase, sms) * min(dur, under), under, tail
 
     def join(self, s: int, tids: list[int]) -> int:
         """One task id standing for ``tids`` (a zero-length task on the compute stream when a

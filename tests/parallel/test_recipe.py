@@ -278,10 +278,19 @@ def test_tp_collectives_of_recompute_are_comm() -> None:
 
 
 def test_megatron_core_overlaps_tp_comm() -> None:
+    """TE userbuffers: the TP collectives run on their own stream beside the GEMMs, but for
+    the forward's pipelined reduce-scatter tails (1/8 of the forward's TP time, on the compute
+    stream after the GEMMs)."""
     sc = _sc(software="megatron-core", tp=2, gpus=2, batch_per_gpu=2)
     _, step = _graph(sc)
-    tp = [t for t in step.graph.tasks if t.label.startswith("TP ")]
+    tp = [t for t in step.graph.tasks if t.label.startswith("TP ") and "tail" not in t.label]
+    tails = [t for t in step.graph.tasks if t.label.startswith("TP tail")]
     assert tp and {t.stream for t in tp} == {"tp"}
+    assert tails and {t.stream for t in tails} == {"compute"}
+    assert all(t.label.startswith("TP tail F") for t in tails)
+    fwd = sum(t.duration_s for t in tp if t.label.startswith("TP F"))
+    assert sum(t.duration_s for t in tails) == pytest.approx((fwd + sum(
+        t.duration_s for t in tails)) / 8)  # fmt: skip
     meg = predict(replace(sc, software="megatron"), baseline=False)
     core = predict(sc, baseline=False)
     assert core.breakdown.exposed_comm_s.get("tp", 0.0) < meg.breakdown.exposed_comm_s["tp"]
