@@ -133,6 +133,8 @@ class PipelineLowering:
         self.host_tid = -1
         self.last_compute = [-1] * P
         self.issue_tid = [-1] * P
+        self.lead_tid = [-1] * P  # kernel issue lead (host_step), and its seconds
+        self.lead_s = [0.0] * P
         self.tied = [0] * P  # a tied embedding's copy on the last stage (parameters)
         if P > 1:
             self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
@@ -485,13 +487,47 @@ class PipelineLowering:
         return host_s
 
     def host_step(self) -> None:
-        """Host time on the critical path before compute (framework loop, batch split)."""
+        """Host time on the critical path before compute (framework loop, batch split), then
+        each eager stage's issue lead (:func:`~perfmodel.parallel.lowering.issue_lead`): the
+        kernels the host must issue before the GPU can run without waiting, which the first
+        compute waits on."""
         host_s = self.host_step_s()
         if host_s > 0:
             self.host_tid = self.b.add(
                 TaskKind.HOST, self.gpu[0], "host", host_s, label="host step / batch split"
             )
         self.last_compute = [self.host_tid] * self.P
+        issue = self.issue_times()
+        for s in range(self.P):
+            if issue[s] <= 0:
+                continue
+            lead = min(self.issue_lead(s), issue[s])
+            if lead > 0:
+                pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
+                self.lead_s[s] = lead
+                self.lead_tid[s] = self.b.add(
+                    TaskKind.HOST,
+                    self.gpu[s],
+                    "host",
+                    lead,
+                    pre,
+                    label="kernel issue lead (eager host ahead of the GPU)",
+                )
+                self.last_compute[s] = self.lead_tid[s]
+
+    def issue_lead(self, s: int) -> float:
+        """Stage ``s``'s issue lead over the step's operation order."""
+        from perfmodel.parallel.lowering import issue_lead
+
+        return issue_lead(
+            self.costs,
+            self.chunks,
+            self.ops[s],
+            self.P,
+            s,
+            self.plan.recompute,
+            self.rc.selective_recompute.share_for(self.wl),
+        )
 
     def forward(self, s: int, mb: int, c: int) -> None:
         """Forward of micro-batch ``mb`` through chunk ``c`` of stage ``s``; ZeRO-3/FSDP units
@@ -663,11 +699,13 @@ class PipelineLowering:
         for s in range(self.P):
             if issue[s] > 0:
                 pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
+                if self.lead_tid[s] >= 0:  # the lead is the issue's first part
+                    pre = [self.lead_tid[s]]
                 self.issue_tid[s] = self.b.add(
                     TaskKind.HOST,
                     self.gpu[s],
                     "host",
-                    issue[s],
+                    issue[s] - self.lead_s[s],
                     pre,
                     label="kernel issue (eager host)",
                 )

@@ -17,7 +17,12 @@ What is simulated (speed rules, see ``docs/predict.md``):
   unless the recipe overlaps them (Megatron-Core ``tp_comm_overlap``: a ``tp`` stream beside the
   GEMMs).
 * **Overlapped communication slows compute** by ``preset.overlap_compute_slowdown`` times the
-  communication time that runs under a compute segment (at most the segment).
+  communication time that runs under a compute segment (at most the segment); overlapped
+  tensor-parallel collectives by the SMs their kernels hold, with the pipelined reduce-scatters'
+  last chunk exposed (``preset.tp_overlap``, :class:`~perfmodel.parallel.software.TPOverlap`).
+* **The eager host leads the GPU**: each stage's first compute waits for the kernels the host
+  must issue before the GPU can run without waiting (:func:`issue_lead`), and the step does not
+  end before the host has issued its last kernel.
 * **Precision and overlap** come from the step's :class:`~perfmodel.parallel.recipe.Recipe`.
 
 This module holds the pieces (partition, chunks and segments, memory); the emitters are
@@ -1079,6 +1084,80 @@ def _issue_times(
             memo[key] = t
         out[k % P] += m * t
     return out
+
+
+def issue_lead(
+    costs: Costs,
+    chunks: Sequence[Chunk],
+    ops: Sequence[tuple[str, int, int]],
+    P: int,
+    s: int,
+    recompute: Recompute,
+    selective_share: Callable[[LayerCost], float] = SelectiveRecompute.ATTENTION_CORE.share,
+) -> float:
+    """Seconds the eager host must issue before stage ``s``'s GPU can run its step without
+    waiting for a kernel that is not issued yet (0 without a host model or in graph mode).
+
+    The host issues the kernels in program order while the GPU runs them, each no earlier than
+    its launch: a two-machine flow shop in a fixed order. Layer ``i`` (host ``h_i``, GPU ``g_i``
+    seconds, backward with its recomputed forward) is issued by ``H_i = h_1 + ... + h_i``; the
+    GPU, having run ``G_{i-1} = g_1 + ... + g_{i-1}``, never waits if it starts
+    ``D = max_i (H_i - G_{i-1})`` after the host (Johnson 1954, the two-stage production
+    schedule, for a given order). While the host is slower than the GPU (the first forward's
+    small kernels) this is the idle start of the step seen in eager traces; once the GPU is
+    slower the host runs ahead. ``ops`` is the stage's operation order
+    (:func:`~perfmodel.parallel.schedule.stage_ops`); a run of ``n`` identical units adds
+    ``(n - 1) max(0, h - g)`` to its unit's lead. With pipelining, the sequence stops before
+    the first operation after the first that waits for another stage (any operation of a later
+    stage, a backward or a later chunk's forward on the first one): while the GPU waits there
+    the host runs ahead, so later operations need no lead of their own.
+    """
+    host_of = getattr(costs, "layer_host_time", None)
+    if host_of is None:
+        return 0.0
+    memo: dict[tuple[int, str], tuple[float, float, float]] = {}
+
+    def op_lead(k: int, phase: str) -> tuple[float, float, float]:
+        hit = memo.get((k, phase))
+        if hit is not None:
+            return hit
+        runs = block_runs(chunks[k].layers, costs)
+        H = G = lead = 0.0
+        for unit, _, n in runs if phase == "F" else reversed(runs):
+            uh = ug = ulead = 0.0
+            for layer in unit if phase == "F" else reversed(unit):
+                fh, bh = host_of(layer)
+                f, bi, bw = costs.layer_time(layer)
+                if phase == "F":
+                    h, g = fh, f
+                else:
+                    if recompute is Recompute.FULL:
+                        r = 1.0 if layer.block is not None else 0.0
+                    elif recompute is Recompute.SELECTIVE:
+                        r = selective_share(layer)
+                    else:
+                        r = 0.0
+                    h, g = bh + r * fh, bi + bw + r * f
+                ulead = max(ulead, uh + h - ug)
+                uh += h
+                ug += g
+            lead = max(lead, H - G + ulead + max(0.0, (n - 1) * (uh - ug)))
+            H += n * uh
+            G += n * ug
+        memo[(k, phase)] = (H, G, lead)
+        return H, G, lead
+
+    H = G = lead = 0.0
+    for i, (phase, _, c) in enumerate(ops):
+        if P > 1 and i > 0 and (s > 0 or phase == "B" or c > 0):
+            break
+        h, g, op = op_lead(c * P + s, phase)
+        if h <= 0.0:
+            continue
+        lead = max(lead, H - G + op)
+        H += h
+        G += g
+    return max(lead, 0.0)
 
 
 def _lower_pipeline(
