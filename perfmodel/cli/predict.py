@@ -71,7 +71,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--software",
         help="software preset: pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, tf-replicated, "
-        "cuda-convnet2, keras-multi-gpu, megatron, megatron-core, deepspeed-zero1..3, fsdp, torchtitan, internevo, "
+        "cuda-convnet2, keras-multi-gpu, megatron, megatron-core, nemo, deepspeed-zero1..3, fsdp, "
+        "torchtitan, internevo, "
         "crossbow (docs/predict.md)",
     )
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw", "lamb"])

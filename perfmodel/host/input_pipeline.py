@@ -247,6 +247,7 @@ FRAMEWORK_LOOPS: Mapping[str, FrameworkLoop] = MappingProxyType(
         "deepspeed-zero3": _PT_DDP,
         "fsdp": _PT_DDP,
         "megatron-core": _PT_DDP,  # torchrun, one process per GPU, PyTorch DataLoader
+        "nemo": _PT_DDP,
         "torchtitan": _PT_DDP,
         "internevo": _PT_DDP,  # torchrun / srun, one process per GPU, PyTorch DataLoader
         "pytorch-dataparallel": FrameworkLoop(

@@ -128,9 +128,15 @@ class PipelineLowering:
         # chunks whose first micro-batch's parameters are still to be gathered (overlapped
         # ZeRO-1/2 gather): until then every segment's compute is a gather's prefetch anchor
         self.gathers_left = [self.V if self.gather_early else 0] * P
+        # interleaved schedules launch a chunk's gathers one chunk ahead (aligned_gather): the
+        # task chunk c's gathers wait on, per stage (chunks 0 and 1: the step's start)
+        self.aligned_gather = self.gather_early and self.V > 1
+        self.gather_launch: list[dict[int, list[int]]] = [{} for _ in range(P)]
         self.host_tid = -1
         self.last_compute = [-1] * P
         self.issue_tid = [-1] * P
+        self.lead_tid = [-1] * P  # kernel issue lead (host_step), and its seconds
+        self.lead_s = [0.0] * P
         self.tied = [0] * P  # a tied embedding's copy on the last stage (parameters)
         if P > 1:
             self.tied[P - 1] = tied_embedding_params(self.chunks[-1].layers)
@@ -169,6 +175,7 @@ class PipelineLowering:
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
         plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
         seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
+        share = rc.selective_recompute.share_for(wl)
         for k, ids in enumerate(parts):
             s = k % self.P
             groups = self.expert_context_groups(s)
@@ -185,7 +192,7 @@ class PipelineLowering:
                     algorithm=self.alg,
                     exclude_sharded=self.owt,
                     grad_bytes=rc.grad_reduce_bytes,
-                    selective_share=rc.selective_recompute.share,
+                    selective_share=share,
                     comm_groups=groups,
                     seg_memo=seg_memo,  # type: ignore[arg-type]
                 )
@@ -317,12 +324,16 @@ class PipelineLowering:
             TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
         )
 
-    def gather(self, s: int, seg: Segment, label: str) -> int:
+    def gather(self, s: int, seg: Segment, label: str, after: list[int] | None = None) -> int:
         """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
-        segment ahead (it may start once the compute two segments back has finished); owner
-        broadcasts where the recipe syncs parameters so (:meth:`param_sync_s`)."""
+        segment ahead (it may start once the compute two segments back has finished), or, given
+        ``after``, launched once those tasks are done (:meth:`gather_deps`); owner broadcasts
+        where the recipe syncs parameters so (:meth:`param_sync_s`)."""
         hist = self.gather_hist[s]
-        dep = [hist[-2]] if len(hist) >= 2 else []
+        if after is not None:
+            dep = after
+        else:
+            dep = [hist[-2]] if len(hist) >= 2 else []
         nbytes = seg.params * self.rc.gather_bytes
         op, dur = CollectiveOp.ALLGATHER, None
         if self.rc.param_sync is ParamSync.OWNER_BROADCAST and not self.zero3:
@@ -444,6 +455,9 @@ class PipelineLowering:
         k = c * self.P + s
         add, gpu = self.b.add, self.gpu[s]
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        tail = 0.0
+        if tp_s > 0 and self.tp_overlap:
+            dur, tp_s, tail = self.tp_overlapped(phase, dur, tp_s)
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
@@ -461,7 +475,31 @@ class PipelineLowering:
             mb,
             k,
         )
-        return [tid, tp_tid] if self.tp_overlap else [tp_tid]
+        if not self.tp_overlap:
+            return [tp_tid]
+        if tail <= 0:
+            return [tid, tp_tid]
+        # the pipelined reduce-scatters' last chunks, after the GEMMs, on the compute stream
+        tail_tid = add(
+            TaskKind.COLLECTIVE, gpu, "compute", tail, [tid, tp_tid], f"TP tail {phase}{mb}", mb, k
+        )
+        return [tail_tid]
+
+    def tp_overlapped(self, phase: str, dur: float, tp_s: float) -> tuple[float, float, float]:
+        """``(compute, overlapped TP, exposed TP tail)`` seconds of a segment whose ``tp_s`` of
+        tensor-parallel communication overlaps its ``dur`` of compute (recipe ``tp_comm``
+        overlapped). With the preset's :class:`~perfmodel.parallel.software.TPOverlap` (TE
+        userbuffers): the tail share of the communication waits for the GEMMs, and the compute
+        is slowed by the SMs the communication kernels hold for the overlapped rest (at most the
+        compute); without one, by ``overlap_compute_slowdown`` of it."""
+        cfg = self.preset.tp_overlap
+        spec = getattr(self.costs, "gpu_spec", None)
+        sms = getattr(spec, "sm_count", 0)
+        if cfg is None or not sms:
+            return self.slowed(dur, tp_s), tp_s, 0.0
+        tail = cfg.exposed(phase) * tp_s
+        under = tp_s - tail
+        return dur + cfg.slowdown(phase, sms) * min(dur, under), under, tail
 
     def join(self, s: int, tids: list[int]) -> int:
         """One task id standing for ``tids`` (a zero-length task on the compute stream when a
@@ -481,13 +519,47 @@ class PipelineLowering:
         return host_s
 
     def host_step(self) -> None:
-        """Host time on the critical path before compute (framework loop, batch split)."""
+        """Host time on the critical path before compute (framework loop, batch split), then
+        each eager stage's issue lead (:func:`~perfmodel.parallel.lowering.issue_lead`): the
+        kernels the host must issue before the GPU can run without waiting, which the first
+        compute waits on."""
         host_s = self.host_step_s()
         if host_s > 0:
             self.host_tid = self.b.add(
                 TaskKind.HOST, self.gpu[0], "host", host_s, label="host step / batch split"
             )
         self.last_compute = [self.host_tid] * self.P
+        issue = self.issue_times()
+        for s in range(self.P):
+            if issue[s] <= 0:
+                continue
+            lead = min(self.issue_lead(s), issue[s])
+            if lead > 0:
+                pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
+                self.lead_s[s] = lead
+                self.lead_tid[s] = self.b.add(
+                    TaskKind.HOST,
+                    self.gpu[s],
+                    "host",
+                    lead,
+                    pre,
+                    label="kernel issue lead (eager host ahead of the GPU)",
+                )
+                self.last_compute[s] = self.lead_tid[s]
+
+    def issue_lead(self, s: int) -> float:
+        """Stage ``s``'s issue lead over the step's operation order."""
+        from perfmodel.parallel.lowering import issue_lead
+
+        return issue_lead(
+            self.costs,
+            self.chunks,
+            self.ops[s],
+            self.P,
+            s,
+            self.plan.recompute,
+            self.rc.selective_recompute.share_for(self.wl),
+        )
 
     def forward(self, s: int, mb: int, c: int) -> None:
         """Forward of micro-batch ``mb`` through chunk ``c`` of stage ``s``; ZeRO-3/FSDP units
@@ -503,11 +575,14 @@ class PipelineLowering:
             f_s, tp_s = self.chunk_sums(k)[:2]
             tids = self.segment(s, "F", mb, c, f_s, deps, tp_s)
             self.first_seg_done[s] = True
+        if self.aligned_gather and mb == 0 and c + 1 < self.V:
+            self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
+        after = self.gather_deps(s, c) if self.aligned_gather and mb == 0 else None
         for si, seg in enumerate(() if tids else ch.segments):
             sd = list(deps)
             dur = seg.fwd_s
             if self.zero3 or (self.gather_early and mb == 0):
-                ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}")
+                ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}", after)
                 sd.append(ag)
                 if self.first_seg_done[s]:  # the next unit's gather runs under this one
                     dur = self.slowed(dur, self.comm_dur[ag])
@@ -525,6 +600,22 @@ class PipelineLowering:
             self.f_out[(mb, k)] = (
                 self.send(s, nxt, ch.out_bytes, [tid], "send_fwd", mb, k) if self.P > 1 else tid
             )
+
+    def gather_deps(self, s: int, c: int) -> list[int]:
+        """What chunk ``c``'s parameter all-gathers (all its buckets at once) wait on under an
+        interleaved schedule with Megatron-Core's ``overlap_param_gather``: chunks 0 and 1 are
+        launched at the start of the step's forward-backward, chunk ``c >= 2`` when the stage
+        starts the first micro-batch of chunk ``c - 1``, a whole chunk round before it is
+        needed (``forward_backward_pipelining_with_interleaving`` calls
+        ``config.param_sync_func[c]``, each chunk's ``DistributedDataParallel.start_param_sync``
+        over all its bucket groups, Megatron-LM core_v0.9.0 ``schedules.py`` and
+        ``training.py``; ``--align-param-gather`` is on by default and NeMo 1.0's distributed
+        Adam sets the same ``param_sync_func``). Megatron launches it ``rank`` virtual
+        micro-batches earlier still on pipeline rank ``rank``; stage 0's launch point is taken
+        for every stage (a later launch: the more conservative)."""
+        if c < 2:
+            return [self.host_tid] if self.host_tid >= 0 else []
+        return [t for t in self.gather_launch[s].get(c, []) if t >= 0]
 
     def backward(self, s: int, mb: int, c: int) -> None:
         """Backward (with recomputation) of micro-batch ``mb`` through chunk ``c`` of stage
@@ -639,11 +730,13 @@ class PipelineLowering:
         for s in range(self.P):
             if issue[s] > 0:
                 pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
+                if self.lead_tid[s] >= 0:  # the lead is the issue's first part
+                    pre = [self.lead_tid[s]]
                 self.issue_tid[s] = self.b.add(
                     TaskKind.HOST,
                     self.gpu[s],
                     "host",
-                    issue[s],
+                    issue[s] - self.lead_s[s],
                     pre,
                     label="kernel issue (eager host)",
                 )
@@ -659,7 +752,7 @@ class PipelineLowering:
                 self.V,
                 self.m_step,
                 self.plan.recompute,
-                self.rc.selective_recompute.share,
+                self.rc.selective_recompute.share_for(self.wl),
             )
         return self._issue
 

@@ -17,7 +17,12 @@ What is simulated (speed rules, see ``docs/predict.md``):
   unless the recipe overlaps them (Megatron-Core ``tp_comm_overlap``: a ``tp`` stream beside the
   GEMMs).
 * **Overlapped communication slows compute** by ``preset.overlap_compute_slowdown`` times the
-  communication time that runs under a compute segment (at most the segment).
+  communication time that runs under a compute segment (at most the segment); overlapped
+  tensor-parallel collectives by the SMs their kernels hold, with the pipelined reduce-scatters'
+  last chunk exposed (``preset.tp_overlap``, :class:`~perfmodel.parallel.software.TPOverlap`).
+* **The eager host leads the GPU**: each stage's first compute waits for the kernels the host
+  must issue before the GPU can run without waiting (:func:`issue_lead`), and the step does not
+  end before the host has issued its last kernel.
 * **Precision and overlap** come from the step's :class:`~perfmodel.parallel.recipe.Recipe`.
 
 This module holds the pieces (partition, chunks and segments, memory); the emitters are
@@ -45,7 +50,14 @@ from perfmodel.parallel.plan import (
     ParallelismPlan,
     Recompute,
 )
-from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe, default_recipe
+from perfmodel.parallel.recipe import (
+    AmpStyle,
+    Recipe,
+    SelectiveRecompute,
+    build_recipe,
+    default_recipe,
+    fp8_saved_input_delta,
+)
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import (
@@ -951,9 +963,22 @@ def stage_memory(
     Model-state bytes are the ``recipe``'s (:meth:`Recipe.model_state_bytes`; ``None``: the
     recipe of the plain half-model stack, :func:`default_recipe`). With full recomputation each
     in-flight micro-batch keeps its block inputs, and one recompute working set (the largest
-    block's activations) is live at a time for the whole stage. ``tied_params`` are the last
+    block's activations) is live at a time for the whole stage; with torchtitan's op-level
+    selective checkpointing (:meth:`SelectiveRecompute.kept_bytes`) each also keeps the outputs
+    the policy saves, and the working set is what the cache does not hold. ``tied_params`` are the last
     pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
     own weights.
+
+    Workspace: the CUDA context and library workspaces, the largest transient (a layer's output
+    with its gradient, or the loss's backward per the recipe's
+    :class:`~perfmodel.parallel.recipe.CrossEntropy`), context parallelism's gathered K/V and,
+    sharded (ZeRO-3/FSDP), the gathered weights: two units (the one computing and the one
+    prefetched) or, FSDP2 pipelined by ``torch.distributed.pipelining``, the whole stage's
+    weights and its unsharded gradients (``PipelineStage.backward_maybe_with_nosync`` turns
+    ``set_reshard_after_backward`` and ``set_requires_gradient_sync`` off for every backward but
+    the last, PyTorch 2.5-2.6 ``torch/distributed/pipelining/stage.py``; FSDP2's
+    ``FSDPParam.to_accumulated_grad_if_needed`` keeps the accumulated gradient in
+    ``reduce_dtype``); then fragmentation over the total.
     """
     from perfmodel.workload import memory as wmem
 
@@ -971,12 +996,24 @@ def stage_memory(
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
-    if plan.recompute is Recompute.FULL:
-        parts = [wmem.full_recompute_bytes(c.layers, prec) for c in chunks]
+    op_sac = plan.recompute is Recompute.SELECTIVE and rc.selective_recompute.checkpoints_blocks
+    if plan.recompute is Recompute.FULL or op_sac:
+        parts = [
+            rc.selective_recompute.kept_bytes(c.layers, prec)
+            if op_sac
+            else wmem.full_recompute_bytes(c.layers, prec)
+            for c in chunks
+        ]
         acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
     else:
         per_chunk = [
-            wmem.activation_bytes(c.layers, plan.recompute, precision=prec) for c in chunks
+            wmem.activation_bytes(c.layers, plan.recompute, precision=prec)
+            + (
+                fp8_saved_input_delta(c.layers, prec.activation_bytes)
+                if rc.fp8_saves_fp8_inputs
+                else 0.0
+            )
+            for c in chunks
         ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     act_b = prec.activation_bytes
@@ -985,9 +1022,16 @@ def stage_memory(
         (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
         default=0.0,
     )
+    # the loss's backward transient and the largest layer pair come at different moments
+    peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan)
-    if stage >= 3:
+    if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
+        # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
+        # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
+        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
+        ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
+    elif stage >= 3:
         biggest = max(s.params for c in chunks for s in c.segments)
         ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
     subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
@@ -1108,6 +1152,80 @@ def _issue_times(
             memo[key] = t
         out[k % P] += m * t
     return out
+
+
+def issue_lead(
+    costs: Costs,
+    chunks: Sequence[Chunk],
+    ops: Sequence[tuple[str, int, int]],
+    P: int,
+    s: int,
+    recompute: Recompute,
+    selective_share: Callable[[LayerCost], float] = SelectiveRecompute.ATTENTION_CORE.share,
+) -> float:
+    """Seconds the eager host must issue before stage ``s``'s GPU can run its step without
+    waiting for a kernel that is not issued yet (0 without a host model or in graph mode).
+
+    The host issues the kernels in program order while the GPU runs them, each no earlier than
+    its launch: a two-machine flow shop in a fixed order. Layer ``i`` (host ``h_i``, GPU ``g_i``
+    seconds, backward with its recomputed forward) is issued by ``H_i = h_1 + ... + h_i``; the
+    GPU, having run ``G_{i-1} = g_1 + ... + g_{i-1}``, never waits if it starts
+    ``D = max_i (H_i - G_{i-1})`` after the host (Johnson 1954, the two-stage production
+    schedule, for a given order). While the host is slower than the GPU (the first forward's
+    small kernels) this is the idle start of the step seen in eager traces; once the GPU is
+    slower the host runs ahead. ``ops`` is the stage's operation order
+    (:func:`~perfmodel.parallel.schedule.stage_ops`); a run of ``n`` identical units adds
+    ``(n - 1) max(0, h - g)`` to its unit's lead. With pipelining, the sequence stops before
+    the first operation after the first that waits for another stage (any operation of a later
+    stage, a backward or a later chunk's forward on the first one): while the GPU waits there
+    the host runs ahead, so later operations need no lead of their own.
+    """
+    host_of = getattr(costs, "layer_host_time", None)
+    if host_of is None:
+        return 0.0
+    memo: dict[tuple[int, str], tuple[float, float, float]] = {}
+
+    def op_lead(k: int, phase: str) -> tuple[float, float, float]:
+        hit = memo.get((k, phase))
+        if hit is not None:
+            return hit
+        runs = block_runs(chunks[k].layers, costs)
+        H = G = lead = 0.0
+        for unit, _, n in runs if phase == "F" else reversed(runs):
+            uh = ug = ulead = 0.0
+            for layer in unit if phase == "F" else reversed(unit):
+                fh, bh = host_of(layer)
+                f, bi, bw = costs.layer_time(layer)
+                if phase == "F":
+                    h, g = fh, f
+                else:
+                    if recompute is Recompute.FULL:
+                        r = 1.0 if layer.block is not None else 0.0
+                    elif recompute is Recompute.SELECTIVE:
+                        r = selective_share(layer)
+                    else:
+                        r = 0.0
+                    h, g = bh + r * fh, bi + bw + r * f
+                ulead = max(ulead, uh + h - ug)
+                uh += h
+                ug += g
+            lead = max(lead, H - G + ulead + max(0.0, (n - 1) * (uh - ug)))
+            H += n * uh
+            G += n * ug
+        memo[(k, phase)] = (H, G, lead)
+        return H, G, lead
+
+    H = G = lead = 0.0
+    for i, (phase, _, c) in enumerate(ops):
+        if P > 1 and i > 0 and (s > 0 or phase == "B" or c > 0):
+            break
+        h, g, op = op_lead(c * P + s, phase)
+        if h <= 0.0:
+            continue
+        lead = max(lead, H - G + op)
+        H += h
+        G += g
+    return max(lead, 0.0)
 
 
 def _lower_pipeline(

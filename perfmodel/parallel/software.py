@@ -13,7 +13,7 @@ from perfmodel import units
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
-from perfmodel.parallel.recipe import AmpStyle, ParamSync, SelectiveRecompute
+from perfmodel.parallel.recipe import AmpStyle, CrossEntropy, ParamSync, SelectiveRecompute
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -23,6 +23,74 @@ from perfmodel.parallel.recipe import AmpStyle, ParamSync, SelectiveRecompute
 #: Rashidi et al. ISCA 2021 ("Enabling compute-communication overlap", which reports
 #: compute slowdowns of this order when NCCL shares the SMs). Named, documented, overridable.
 COMM_OVERLAP_COMPUTE_SLOWDOWN = 0.05
+
+
+@dataclass(frozen=True)
+class TPOverlap:
+    """Transformer Engine userbuffers' overlap of the tensor-parallel collectives with the GEMMs
+    of a transformer layer (Megatron-Core ``tp_comm_overlap`` with sequence parallelism), by its
+    mechanism rather than a flat share.
+
+    Each of a layer's collectives is overlapped by a method with its own SM budget (TE
+    ``ub_cfgs``): ``ring_exchange`` (the all-gathers before the QKV and FC1 GEMMs, and in
+    backward before the projection's and FC2's data gradients) moves chunks peer to peer and
+    holds 1 SM while the GEMM runs in ``tp`` chunks; ``pipeline`` (the reduce-scatters after the
+    projection and FC2 in forward) splits the GEMM into ``num_splits`` chunks and reduces each
+    chunk's output on ``num_sm`` SMs that the GEMM gives up (``set_sm_margin``), the last
+    chunk's reduction left exposed after the GEMM; ``bulk`` (the backward's all-gather of the
+    saved input and reduce-scatter of the data gradient beside the weight-gradient GEMM) runs
+    its ``num_sm`` SMs beside the GEMM.
+
+    Attributes
+    ----------
+    fwd_comm_sms, bwd_comm_sms
+        SMs the communication kernels hold, averaged over the phase's collectives (each of a
+        layer's sequence-parallel collectives moves the same ``s b h`` bytes).
+    fwd_exposed, bwd_exposed
+        Share of the phase's TP communication time left after its GEMMs: the pipelined
+        reduce-scatters' last chunk, ``1 / num_splits`` of two of the forward's four.
+    source
+        Where the SM counts come from.
+    """
+
+    fwd_comm_sms: float
+    bwd_comm_sms: float
+    fwd_exposed: float
+    bwd_exposed: float
+    source: str
+
+    def slowdown(self, phase: str, sm_count: int) -> float:
+        """Fractional slowdown of a GEMM while the phase's communication kernels run beside it:
+        it keeps ``sm_count - n`` of the ``sm_count`` SMs, so takes ``n / (sm_count - n)``
+        longer (SM-bound GEMMs).
+
+        >>> round(TP_OVERLAP_UB_H100.slowdown("F", 132), 4), round(TP_OVERLAP_UB_H100.slowdown("B", 132), 4)
+        (0.0864, 0.0366)
+        """
+        n = self.fwd_comm_sms if phase == "F" else self.bwd_comm_sms
+        return n / max(sm_count - n, 1.0)
+
+    def exposed(self, phase: str) -> float:
+        """Share of the phase's TP communication left exposed after its GEMMs."""
+        return self.fwd_exposed if phase == "F" else self.bwd_exposed
+
+
+#: TE userbuffers on H100 as NeMo and Megatron-Bridge configure it: the medians over the nine
+#: H100 ``ub_cfg_h100_*`` files of NeMo-Framework-Launcher 24.07 (0b1a110c,
+#: ``launcher_scripts/conf/training/tp_overlap/``; the same values as Megatron-Bridge's
+#: ``training/comm_overlap.py`` ``userbuffers_*_h100_*``): forward QKV and FC1 all-gathers by
+#: ring exchange (1 SM), projection reduce-scatter pipelined on 24 SMs and FC2's on 16, both in 4
+#: splits: (1 + 24 + 1 + 16) / 4 = 10.5 SMs, 2 x (1/4) / 4 = 1/8 of the forward's TP time
+#: exposed; backward QKV dgrad bulk 4, QKV wgrad bulk 16, FC1 dgrad bulk 2, FC1 wgrad bulk 4,
+#: projection and FC2 dgrad ring exchange 1 each: 28 / 6 = 4.67 SMs, nothing exposed. GEMM
+#: chunking's own efficiency loss (chunks of ``M / tp`` or ``M / 4`` rows) is not modelled.
+TP_OVERLAP_UB_H100 = TPOverlap(
+    fwd_comm_sms=10.5,
+    bwd_comm_sms=28 / 6,
+    fwd_exposed=0.125,
+    bwd_exposed=0.0,
+    source="TE userbuffers ub_cfgs, NeMo-Framework-Launcher 24.07 ub_cfg_h100_* medians",
+)
 
 #: PyTorch eager dispatch cost per operator (CPU side), about 10 us: H. He, "Making Deep Learning
 #: Go Brrrr From First Principles" (2022), "overhead" section (PyTorch executes on the order of
@@ -90,6 +158,9 @@ class SoftwarePreset:
     tp_comm_overlap
         Tensor-parallel collectives overlap the GEMMs (Transformer Engine userbuffers,
         Megatron-Core ``tp_comm_overlap``).
+    tp_overlap
+        How that overlap costs compute (:class:`TPOverlap`: SMs held by the communication
+        kernels, exposed tails); ``None``: ``overlap_compute_slowdown`` of the overlapped time.
     distributed_optimizer
         ``zero=1`` is Megatron-Core's distributed optimizer (FP32 gradient buffer replicated).
     bucket_params, bucket_params_per_dp
@@ -100,6 +171,16 @@ class SoftwarePreset:
     selective_recompute
         What ``recompute=selective`` re-runs on this stack
         (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+    cross_entropy
+        How the stack computes the loss, for the memory of its backward
+        (:class:`~perfmodel.parallel.recipe.CrossEntropy`).
+    fp8_saves_fp8_inputs
+        Under FP8 the transformer blocks' GEMM inputs are saved for backward in FP8
+        (Transformer Engine; :func:`~perfmodel.parallel.recipe.fp8_saved_input_delta`).
+    master_bytes
+        half-model stacks: bytes per parameter of the optimizer's master copy (4: FP32; 2: the
+        low 16 bits only, the bf16 weight holding the high ones, Apex
+        ``DistributedFusedAdam(store_param_remainders=True)``).
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
@@ -144,6 +225,10 @@ class SoftwarePreset:
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     zero_grad_allreduce: bool = False
     param_sync: ParamSync = ParamSync.ALLGATHER
+    cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
+    fp8_saves_fp8_inputs: bool = False
+    master_bytes: int = 4
+    tp_overlap: TPOverlap | None = None
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
 
@@ -331,7 +416,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             name="megatron-core",
             dp_mode=DPMode.ALLREDUCE,
             amp=AmpStyle.HALF_MODEL,
-            fp32_grads_bf16=True,
+            fp32_grads_bf16=False,
             zero=1,
             distributed_optimizer=True,
             overlap_grad_comm=True,
@@ -340,16 +425,51 @@ PRESETS: dict[str, SoftwarePreset] = {
             bucket_params=40e6,
             bucket_params_per_dp=1e6,
             sequence_parallel_with_tp=True,
+            fp8_saves_fp8_inputs=True,
+            tp_overlap=TP_OVERLAP_UB_H100,
             sources=(
                 "Megatron-Core 0.7-0.9 megatron/core/distributed/distributed_data_parallel_config.py"
-                ": bucket_size default max(40000000, 1000000 x dp) parameters; grad_reduce_in_fp32 "
-                "(set for bf16 by megatron/training/arguments.py)",
+                ": bucket_size default max(40000000, 1000000 x dp) parameters",
+                "gradient buffer and reduction in bf16 (2 bytes), as the performance recipes run: "
+                "NeMo-Framework-Launcher 24.07 (0b1a110c) examples/training/*/h100/*_fp8*.sh pass "
+                "+training.model.optim.grad_sync_dtype=bf16; Megatron-Bridge (2026-04) "
+                "perf_recipes/_common.py _benchmark_common and scripts/performance/configs/llama "
+                "set ddp.grad_reduce_in_fp32 = False (Megatron-LM's own pretrain script keeps FP32 "
+                "for bf16: the 'megatron' preset)",
                 "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
                 "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
                 "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
                 "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
+            ),
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
+            name="nemo",
+            dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            zero=1,
+            distributed_optimizer=True,
+            overlap_grad_comm=True,
+            overlap_param_gather=True,
+            tp_comm_overlap=True,
+            bucket_params=40e6,
+            bucket_params_per_dp=1e6,
+            sequence_parallel_with_tp=True,
+            fp8_saves_fp8_inputs=True,
+            tp_overlap=TP_OVERLAP_UB_H100,
+            master_bytes=2,
+            sources=(
+                "NeMo 1.0 (24.07 container) Megatron-Core GPT with optim.name="
+                "distributed_fused_adam (NeMo-Framework-Launcher 0b1a110c conf/training): Apex "
+                "DistributedFusedAdam shards optimizer state over data parallelism; with a bf16 "
+                "model and FP32 state NeMo sets store_params=False, store_param_remainders=True "
+                "(nemo/collections/nlp/models/language_modeling/megatron_base_model.py "
+                "setup_optimization): the master copy is the 16 low bits beside the bf16 weight",
+                "its H100 FP8 examples (examples/training/*/h100/*_fp8*.sh) pass "
+                "optim.grad_sync_dtype=bf16; overlap_grad_sync, overlap_param_sync and "
+                "ub_tp_comm_overlap as the configs set them; the rest as megatron-core",
             ),
             dispatch_mode="pytorch-eager",
         ),
@@ -382,6 +502,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             amp=AmpStyle.FSDP_POLICY,
             fp32_grad_reduce=True,
             selective_recompute=SelectiveRecompute.OP,
+            cross_entropy=CrossEntropy.EAGER_FP32,
             even_pipeline_split=False,
             sequence_parallel_with_tp=True,
             sources=(
@@ -391,6 +512,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "training.mixed_precision_reduce=float32); optional TP (async TP off by "
                 "default) and PP; torch.compile and float8 (torchao) opt-in; selective AC "
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
+                "torchtitan 9dec370 train.py loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), "
+                "labels) on the 16-bit logits upcast to FP32, pred deleted before backward",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
             ),

@@ -126,9 +126,15 @@ def test_coarse_task_is_the_segments_sum() -> None:
     assert c1[0].duration_s == pytest.approx(comp, rel=1e-14)
     assert c1[1].duration_s == pytest.approx(tp, rel=1e-14)
     assert (c1[0].stream, c1[1].stream, c1[1].comm) == ("compute", "tp", None)
+    # TE userbuffers leave the pipelined reduce-scatters' last chunks after the GEMMs: one tail
+    # per segment on the compute stream, one of their sum coarse; the chains end together
+    tails_f = [t for t in fine.tasks if t.microbatch == 1 and t.label == "TP tail F1"]
+    tails_c = [t for t in coarse.tasks if t.microbatch == 1 and t.label == "TP tail F1"]
+    assert len(tails_f) == n and len(tails_c) == 1
+    assert tails_c[0].duration_s == pytest.approx(sum(t.duration_s for t in tails_f), rel=1e-14)
     tf, tc = _list_schedule(fine), _list_schedule(coarse)
-    assert max(tc.end_s[t.tid] for t in c1) == pytest.approx(
-        max(tf.end_s[t.tid] for t in f1), rel=1e-14
+    assert max(tc.end_s[t.tid] for t in c1 + tails_c) == pytest.approx(
+        max(tf.end_s[t.tid] for t in f1 + tails_f), rel=1e-14
     )
     # the last micro-batch's backward reduces gradients bucket by bucket: lowered fine
     last = max(t.microbatch for t in coarse.tasks)

@@ -31,6 +31,7 @@ EAGER = {
     "deepspeed-zero1",
     "deepspeed-zero2",
     "deepspeed-zero3",
+    "nemo",
     "megatron",
     "megatron-core",
     "torchtitan",
@@ -88,8 +89,10 @@ def test_eager_floor_slows_small_batches_only() -> None:
     # the GPU time is the same; the eager host issue is what the GPU waits for
     assert small[0].compute_time_s == pytest.approx(small[1].compute_time_s)
     assert small[0].breakdown.host_s > 0 and small[1].breakdown.host_s == 0
+    # a large batch: the GPU outruns the host after the first kernels; only their issue (the
+    # step's start lead, under 0.5 % here) is the host's
     big = [run(s, batch_per_gpu=256) for s in ("pytorch-ddp", "tf-replicated")]
-    assert big[0].iteration_time_s == pytest.approx(big[1].iteration_time_s, rel=1e-6)
+    assert 0 < big[0].iteration_time_s - big[1].iteration_time_s < 5e-3 * big[1].iteration_time_s
 
 
 def test_host_issue_task_per_pipeline_stage() -> None:

@@ -99,13 +99,50 @@ def test_zero3_model_state_is_16_bytes_per_param_over_dp() -> None:
 
 
 def test_megatron_core_distributed_optimizer_memory() -> None:
-    """bf16 weights (2) + FP32 grad buffer (4) + (FP32 master 4 + Adam 8) / dp."""
+    """bf16 weights (2) + bf16 grad buffer (2: the NeMo / Megatron-Bridge performance recipes
+    turn grad_reduce_in_fp32 off) + (FP32 master 4 + Adam 8) / dp; Megatron-LM's own bf16
+    recipe ('megatron') keeps the FP32 buffer (4)."""
     sc = _sc(software="megatron-core")
     r = predict(sc, baseline=False)
     m = r.memory
     p = _params(sc)
     assert r.plan["recipe"]["sharding"] == "distributed-optimizer"
-    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(6 * p + 12 * p / 8)
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(4 * p + 12 * p / 8)
+    assert r.plan["recipe"]["grad_reduce_bytes"] == 2
+    meg = build_recipe(get_preset("megatron"), Precision.BF16, Optimizer.ADAM, ParallelismPlan())
+    assert meg.grad_bytes == meg.grad_reduce_bytes == 4
+
+
+def test_nemo_distributed_fused_adam_keeps_master_remainders() -> None:
+    """NeMo 1.0's Apex distributed Adam with a bf16 model: bf16 weights (2) + bf16 gradients
+    (2) + (16-bit master remainders 2 + Adam 8) / dp."""
+    sc = _sc(software="nemo")
+    r = predict(sc, baseline=False)
+    m = r.memory
+    p = _params(sc)
+    assert r.plan["recipe"]["master_bytes"] == 2
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(4 * p + 10 * p / 8)
+
+
+def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
+    """Transformer Engine under FP8 saves each block GEMM's input in FP8: the activations of a
+    megatron-core fp8 step are the bf16 step's plus :func:`fp8_saved_input_delta` (negative);
+    torchtitan (torchao float8 saves the high-precision input) is unchanged."""
+    from perfmodel.api import _workload
+    from perfmodel.parallel.recipe import fp8_saved_input_delta
+
+    for software, changes in (("megatron-core", True), ("torchtitan", False)):
+        kw = dict(software=software, gpus=1, system="dgx-h100")
+        bf16 = predict(_sc(**kw), baseline=False).memory
+        fp8 = predict(_sc(**kw, precision="fp8"), baseline=False).memory
+        if not changes:
+            assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes)
+            continue
+        r = resolve(_sc(**kw))
+        wl = _workload("gpt", r.microbatch, "bf16", 1, False, tuple(sorted(GPT.items())))
+        delta = fp8_saved_input_delta(wl.layers, 2)
+        assert delta < 0
+        assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes + delta)
 
 
 def _layer(name: str, block: int | None, act: float, out: tuple[int, ...]) -> LayerCost:
@@ -241,10 +278,19 @@ def test_tp_collectives_of_recompute_are_comm() -> None:
 
 
 def test_megatron_core_overlaps_tp_comm() -> None:
+    """TE userbuffers: the TP collectives run on their own stream beside the GEMMs, but for
+    the forward's pipelined reduce-scatter tails (1/8 of the forward's TP time, on the compute
+    stream after the GEMMs)."""
     sc = _sc(software="megatron-core", tp=2, gpus=2, batch_per_gpu=2)
     _, step = _graph(sc)
-    tp = [t for t in step.graph.tasks if t.label.startswith("TP ")]
+    tp = [t for t in step.graph.tasks if t.label.startswith("TP ") and "tail" not in t.label]
+    tails = [t for t in step.graph.tasks if t.label.startswith("TP tail")]
     assert tp and {t.stream for t in tp} == {"tp"}
+    assert tails and {t.stream for t in tails} == {"compute"}
+    assert all(t.label.startswith("TP tail F") for t in tails)
+    fwd = sum(t.duration_s for t in tp if t.label.startswith("TP F"))
+    assert sum(t.duration_s for t in tails) == pytest.approx((fwd + sum(
+        t.duration_s for t in tails)) / 8)  # fmt: skip
     meg = predict(replace(sc, software="megatron"), baseline=False)
     core = predict(sc, baseline=False)
     assert core.breakdown.exposed_comm_s.get("tp", 0.0) < meg.breakdown.exposed_comm_s["tp"]
@@ -323,7 +369,7 @@ def test_predict_explain_prints_the_recipe(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert rc == 0
     assert "sharding distributed-optimizer" in out
-    assert "grad reduction 4" in out and "autocast casts each step: no" in out
+    assert "grad reduction 2" in out and "autocast casts each step: no" in out
     assert "source: Megatron-Core" in out
 
 
