@@ -30,6 +30,7 @@ from perfmodel.errors import ConfigError
 from perfmodel.host.input_pipeline import DatasetKind, LoaderKind, parse_dataset, parse_loader
 from perfmodel.parallel.plan import CPComm, DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
 from perfmodel.parallel.software import SoftwarePreset, get_preset
+from perfmodel.workload.kernels import Fp8Recipe
 from perfmodel.workload.memory import Optimizer
 
 if TYPE_CHECKING:
@@ -58,7 +59,9 @@ class ParsedScenario:
     ``interleave > 1`` names it; ``dp_mode`` is ``None`` when the preset's applies;
     ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's); ``dataset`` and
     ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader);
-    ``cp_comm`` is ``CPComm.RING`` when unset and ``ep_overlap`` must be a bool.
+    ``cp_comm`` is ``CPComm.RING`` when unset and ``ep_overlap`` must be a bool; ``compile``
+    is ``None`` when unset (the preset's kernels) and ``fp8_recipe`` ``None`` when unset (the
+    preset's FP8 recipe under ``precision="fp8"``).
     """
 
     fidelity: Fidelity
@@ -95,6 +98,8 @@ class ParsedScenario:
     dataset_size: int | None
     dataset: DatasetKind | None
     data_loader: LoaderKind | None
+    compile: bool | None = None
+    fp8_recipe: Fp8Recipe | None = None
 
 
 def _where(name: str) -> str:
@@ -254,6 +259,10 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         data_loader=None
         if sc.data_loader is None
         else parse_loader(sc.data_loader, where=_where("data_loader")),
+        compile=None if sc.compile is None else _flag(sc.compile, "compile"),
+        fp8_recipe=None
+        if sc.fp8_recipe is None
+        else Fp8Recipe.parse(sc.fp8_recipe, where=_where("fp8_recipe")),
     )
 
 

@@ -144,6 +144,12 @@ class LoweredStep:
         Asynchronous SGD: distribution ``{staleness: probability}``; empty otherwise.
     tokens_per_sample
         Tokens in one sample (the workload's sequence length; 1 for non-sequence models).
+    stage_layers
+        Per pipeline stage, the layers of its model chunks (one sequence per chunk; a stacked
+        workload's slices), for a per-kernel-class breakdown of a stage's compute
+        (:func:`perfmodel.compute.model.kernel_class_seconds`); empty where not recorded.
+    microbatches
+        Micro-batches each stage runs per step.
     """
 
     graph: TaskGraph
@@ -154,6 +160,8 @@ class LoweredStep:
     min_period_s: float = 0.0
     staleness: dict[int, float] = field(default_factory=dict)
     tokens_per_sample: int = 1
+    stage_layers: tuple[tuple[Sequence[LayerCost], ...], ...] = ()
+    microbatches: int = 1
 
 
 # --------------------------------------------------------------------------- partitioning

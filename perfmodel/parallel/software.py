@@ -14,6 +14,7 @@ from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
 from perfmodel.parallel.recipe import AmpStyle, SelectiveRecompute
+from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, OptimizerImpl
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -103,6 +104,19 @@ class SoftwarePreset:
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
+    fusion
+        The kernels a transformer block launches (:class:`~perfmodel.workload.kernels.Fusion`):
+        ``eager`` (PyTorch eager, the default), ``te`` (Megatron with Transformer Engine /
+        Megatron's fused kernels). ``Scenario.compile`` turns a compilable stack to ``compile``.
+    fp8_recipe
+        The FP8 recipe ``--precision fp8`` assumes on this stack
+        (:class:`~perfmodel.workload.kernels.Fp8Recipe`; ``--fp8-recipe`` chooses another):
+        Transformer Engine delayed scaling for the Megatron and DeepSpeed stacks, torchao
+        tensor-wise dynamic scaling for the PyTorch-native ones.
+    optimizer_impl, grad_clip
+        How the optimizer step runs (:class:`~perfmodel.workload.kernels.OptimizerImpl`:
+        ``fused``, the default, or ``torch.optim``'s ``foreach``) and the gradient clipping
+        before it (:class:`~perfmodel.workload.kernels.GradClip`).
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -138,6 +152,10 @@ class SoftwarePreset:
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
+    fusion: Fusion = Fusion.EAGER
+    fp8_recipe: Fp8Recipe = Fp8Recipe.TE_DELAYED
+    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
+    grad_clip: GradClip = GradClip.NONE
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -152,6 +170,12 @@ class SoftwarePreset:
     def eager(self) -> bool:
         """True when the stack dispatches every kernel from Python (PyTorch eager)."""
         return self.dispatch_mode == "pytorch-eager"
+
+    @property
+    def compilable(self) -> bool:
+        """Whether ``torch.compile`` applies: a PyTorch eager stack whose blocks are PyTorch
+        modules (not Transformer Engine's)."""
+        return self.eager and self.fusion is Fusion.EAGER
 
     @property
     def memory_format(self) -> str:
@@ -241,6 +265,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Li et al., PyTorch Distributed, VLDB 2020: buckets all-reduced during backward; "
                 "first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES)",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -252,6 +278,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "scatter inputs, gather outputs; gradients reduced into device_ids[0]",
                 "PyTorch docs: DataParallel is single-process multi-thread and suffers GIL contention",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -317,6 +345,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "requires accumulate_allreduce_grads_in_fp32 (FP32 main_grad buffer and "
                 "all-reduce)",
             ),
+            fusion=Fusion.TE,
+            grad_clip=GradClip.L2NORM,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -343,6 +373,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
             ),
+            fusion=Fusion.TE,
+            grad_clip=GradClip.L2NORM,
             dispatch_mode="pytorch-eager",
         ),
         _DEEPSPEED_ZERO1,
@@ -363,6 +395,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
                 "streams (all-gather stream, reduce-scatter stream)",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -386,6 +420,9 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            grad_clip=GradClip.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(

@@ -88,7 +88,12 @@ def test_eager_floor_slows_small_batches_only() -> None:
     assert small[0].compute_time_s == pytest.approx(small[1].compute_time_s)
     assert small[0].breakdown.host_s > 0 and small[1].breakdown.host_s == 0
     big = [run(s, batch_per_gpu=256) for s in ("pytorch-ddp", "tf-replicated")]
-    assert big[0].iteration_time_s == pytest.approx(big[1].iteration_time_s, rel=1e-6)
+    # the optimizer steps differ (torch.optim's foreach SGD makes more passes than TF's fused
+    # per-variable update); the rest of the step is the same once the GPU is the bottleneck
+    assert big[0].breakdown.optimizer_s > big[1].breakdown.optimizer_s
+    assert big[0].iteration_time_s - big[0].breakdown.optimizer_s == pytest.approx(
+        big[1].iteration_time_s - big[1].breakdown.optimizer_s, rel=1e-6
+    )
 
 
 def test_host_issue_task_per_pipeline_stage() -> None:
