@@ -801,7 +801,8 @@ class ComputeModel:
         (momentum: 1, Adam: 2), and writes the 16-bit working copy (``working_copy_bytes``, the
         cast of half-model stacks; 0 where the kept weights are the FP32 ones: autocast, FSDP2
         policies); ``foreach`` (``torch.optim``'s default on CUDA) makes one pass per
-        arithmetic step (AdamW: ``72 + 3 g`` bytes). ``clip`` adds the gradient-norm clipping
+        arithmetic step (AdamW: ``72 + 3 g`` bytes). LAMB is always fused (``torch.optim`` has
+        none: apex ``FusedLAMB``, DeepSpeed's). ``clip`` adds the gradient-norm clipping
         before the step (:class:`~perfmodel.workload.kernels.GradClip`). Defaults (``None``)
         follow the precision: 16-bit gradient and working copy under mixed precision; a
         training recipe (:class:`perfmodel.parallel.recipe.Recipe`) passes its own.
@@ -820,6 +821,8 @@ class ComputeModel:
         g = prec.grad_bytes if grad_bytes is None else grad_bytes
         if working_copy_bytes is None:
             working_copy_bytes = prec.param_bytes if prec.mixed else 0
+        if opt is Optimizer.LAMB:  # torch.optim has no LAMB: apex / DeepSpeed FusedLAMB
+            impl = OptimizerImpl.FUSED
         per_param = optimizer_bytes_per_param(
             opt.state_bytes_per_param // 4,
             impl=impl,

@@ -908,6 +908,8 @@ def stage_memory(
     if expert:  # routed experts: sharded over the expert data-parallel group
         ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)
         weights, grads, state = weights + ew, grads + eg, state + es
+    # FP8 weight caches (Transformer Engine keeps each FP8 weight and its transpose)
+    weights += sum(wmem.fp8_weight_cache_bytes(c.layers, rc.fp8) for c in chunks)
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
