@@ -844,7 +844,11 @@ def predict(
             return hit
     with fewer_collections():  # perfmodel._gc: ~15% of a cold prediction's CPU was collector
         report = _predict(
-            sc, r=resolve(sc), workload_fn=workload_fn, baseline=baseline and not _baseline
+            sc,
+            r=resolve(sc),
+            workload_fn=workload_fn,
+            baseline=baseline and not _baseline,
+            is_baseline=_baseline,
         )
     if key is not None:
         if len(_REPORTS) >= _MAX_REPORTS:
@@ -860,10 +864,21 @@ _MAX_REPORTS = 256
 
 
 def _predict(
-    sc: Scenario, *, r: Resolved, workload_fn: WorkloadFn | None, baseline: bool
+    sc: Scenario,
+    *,
+    r: Resolved,
+    workload_fn: WorkloadFn | None,
+    baseline: bool,
+    is_baseline: bool = False,
 ) -> StepReport:
-    """:func:`predict` without its report cache."""
+    """:func:`predict` without its report cache (``is_baseline``: the prediction is another
+    one's speedup baseline, whose choices that run states itself)."""
     defaults: list[str] = []  # choices made for the user, printed with the reason
+    fp8 = None if r.recipe is None else r.recipe.fp8
+    if fp8 is not None and r.parsed.fp8_recipe is None and not is_baseline:
+        defaults.append(
+            f"FP8 recipe {fp8.value}, the {r.preset.name} preset's (--fp8-recipe chooses another)"
+        )
     sc, r, step, costs = _auto_microbatch(sc, r, workload_fn, defaults)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T = max(timeline.makespan_s, step.min_period_s)
