@@ -909,7 +909,10 @@ def stage_memory(
         ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)
         weights, grads, state = weights + ew, grads + eg, state + es
     # FP8 weight caches (Transformer Engine keeps each FP8 weight and its transpose)
-    weights += sum(wmem.fp8_weight_cache_bytes(c.layers, rc.fp8) for c in chunks)
+    stored = float(rc.param_bytes) if rc.fp8_params else 0.0
+    weights += sum(
+        wmem.fp8_weight_cache_bytes(c.layers, rc.fp8, replaces_bytes=stored) for c in chunks
+    )
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu

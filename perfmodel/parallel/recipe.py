@@ -200,6 +200,9 @@ class Recipe:
     fsdp_copies
         FSDP2's all-gather copy-out and reduce-scatter copy-in kernels run (FSDP2 stacks,
         :attr:`~perfmodel.workload.kernels.KernelRecipe.fsdp_copies`).
+    fp8_params
+        The FP8 linear weights are stored in FP8 (the preset's ``fp8_params`` under a
+        Transformer Engine recipe): gathered in FP8, no 16-bit copy beside TE's cache.
     sources
         Where the preset's recipe comes from.
     """
@@ -227,6 +230,7 @@ class Recipe:
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
     grad_clip: GradClip = GradClip.NONE
     fsdp_copies: bool = False
+    fp8_params: bool = False
     sources: tuple[str, ...] = ()
 
     @property
@@ -253,13 +257,15 @@ class Recipe:
         >>> from perfmodel.parallel.plan import ParallelismPlan
         >>> r = build_recipe(get_preset("megatron-core"), Precision.FP8, Optimizer.ADAM,
         ...                  ParallelismPlan(dp=8))
-        >>> k = r.kernels(4)
+        >>> k = r.kernels(4)  # FP8 parameters: the weight's transpose, once per step
         >>> k.fusion.value, k.fp8.value, k.weight_cast_share
-        ('te', 'te-delayed', 0.25)
+        ('te', 'te-delayed', 0.125)
         """
         share = 1.0
         if self.fp8 is not None and self.fp8.caches_weights:
             share = 1.0 / max(int(microbatches), 1)
+            if self.fp8_params:  # the weight is FP8 already: only its transpose, 1 + 1 of 4 B
+                share *= 0.5
         return KernelRecipe(
             fusion=self.fusion,
             fp8=self.fp8,
@@ -312,6 +318,7 @@ class Recipe:
             + (f"; FP8 recipe {self.fp8.value}" if self.fp8 is not None else "")
             + f"; optimizer step {self.optimizer_impl.value}"
             + (f", grad clip {self.grad_clip.value}" if self.grad_clip is not GradClip.NONE else "")
+            + ("; FP8 parameters" if self.fp8_params else "")
             + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else ""),
             f"grad reduction {self.grad_comm.describe()}; param all-gather "
             f"{self.param_gather.describe()}",
@@ -346,6 +353,7 @@ class Recipe:
             "optimizer_impl": self.optimizer_impl.value,
             "grad_clip": self.grad_clip.value,
             "fsdp_copies": self.fsdp_copies,
+            "fp8_params": self.fp8_params,
             "sources": list(self.sources),
         }
 
@@ -435,6 +443,9 @@ def build_recipe(
     fsdp2 = sharding.stage >= 3 and amp is AmpStyle.FSDP_POLICY
     if fsdp2 and mixed and fp8 is not None and fp8.fsdp_fp8_all_gather:
         a = 1  # FP8 all-gather of the FP8 linears' weights (the rest, ~10-15%, in 16 bit)
+    fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
+    if fp8_params:
+        a = 1  # the distributed optimizer gathers the FP8 parameters
     dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
     overlap_grads = preset.overlap_grad_comm and dp_on
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
@@ -470,6 +481,7 @@ def build_recipe(
         optimizer_impl=preset.optimizer_impl,
         grad_clip=preset.grad_clip,
         fsdp_copies=fsdp2,
+        fp8_params=fp8_params,
         sources=tuple(preset.sources),
     )
 

@@ -117,6 +117,11 @@ class SoftwarePreset:
         How the optimizer step runs (:class:`~perfmodel.workload.kernels.OptimizerImpl`:
         ``fused``, the default, or ``torch.optim``'s ``foreach``) and the gradient clipping
         before it (:class:`~perfmodel.workload.kernels.GradClip`).
+    fp8_params
+        Under a Transformer Engine FP8 recipe the model's linear weights are stored in FP8
+        (Megatron ``--fp8-param-gather``, NeMo ``fp8_params``): the optimizer writes them in FP8,
+        the distributed optimizer all-gathers them in FP8, and no 16-bit copy is kept beside
+        TE's transpose.
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -156,6 +161,7 @@ class SoftwarePreset:
     fp8_recipe: Fp8Recipe = Fp8Recipe.TE_DELAYED
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
     grad_clip: GradClip = GradClip.NONE
+    fp8_params: bool = False
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -197,11 +203,11 @@ class SoftwarePreset:
 
         Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measurement
         for its device, see :func:`perfmodel.api.system_costs`), else
-        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.65 us, fitted on host-bound H100
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.56 us, fitted on host-bound H100
         training steps). Graph-mode stacks: 0 (not host-bound), whatever was measured.
 
         >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
-        35.65
+        35.56
         >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
         (8e-06, 0.0)
         """
@@ -369,12 +375,19 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
                 "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
                 "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
+                "NeMo 2.0 nemo/collections/llm/recipes/precision/mixed_precision.py "
+                "bf16_with_fp8_mixed: fp8='hybrid' (E4M3 forward, E5M2 backward), delayed "
+                "scaling with amax_history_len 1024, fp8_params=True; Megatron-Core TE modules "
+                "(fused norm-linear, RoPE apply_rope_fusion, bias-SwiGLU and bias-dropout-add "
+                "fusions, fused cross-entropy), distributed optimizer with TE/apex fused Adam "
+                "and clip_grad_norm_fp32 (multi_tensor_l2norm)",
                 "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
             ),
             fusion=Fusion.TE,
             grad_clip=GradClip.L2NORM,
+            fp8_params=True,
             dispatch_mode="pytorch-eager",
         ),
         _DEEPSPEED_ZERO1,
@@ -417,6 +430,10 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "training.mixed_precision_reduce=float32); optional TP (async TP off by "
                 "default) and PP; torch.compile and float8 (torchao) opt-in; selective AC "
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
+                "torchtitan 9dec370 torchtitan/optimizer.py: AdamW(fused=False, "
+                "foreach=True); train.py clip_grad_norm_(max_norm=1.0, foreach=True); "
+                "loss cross_entropy(pred.float()); models/norms.py RMSNorm in eager ops; "
+                "float8.py converts every nn.Linear but 'output' (torchao tensor-wise)",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
             ),

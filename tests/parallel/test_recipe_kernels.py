@@ -59,7 +59,10 @@ def test_presets_name_their_kernels() -> None:
         Fp8Recipe.TE_DELAYED,
         OptimizerImpl.FUSED,
     )
-    assert not mc.fsdp_copies and mc.gather_bytes == 2
+    # NeMo 2.0 FP8 keeps FP8 parameters: the distributed optimizer gathers 1 byte each
+    assert not mc.fsdp_copies and mc.fp8_params and mc.gather_bytes == 1
+    mbf = build_recipe(get_preset("megatron-core"), Precision.BF16, adam, plan)
+    assert not mbf.fp8_params and mbf.gather_bytes == 2
     bf = build_recipe(get_preset("torchtitan"), Precision.BF16, adam, plan, compile=True)
     assert bf.fusion is Fusion.COMPILE and bf.fp8 is None
     d = bf.to_dict()
@@ -114,13 +117,16 @@ def test_fp8_recipes_cost_their_casts() -> None:
 
 
 def test_te_fp8_weight_cache_in_memory() -> None:
-    """Megatron-Core FP8 (Transformer Engine) keeps each FP8 linear's FP8 weight and its
-    transpose: 2 bytes per parameter of the blocks' linear layers more than BF16."""
-    sc = _sc(software="megatron-core", global_batch=8, microbatch=1, gpus=1)
-    bf, f8 = predict(sc, baseline=False), predict(_sc(**{**sc.to_dict(), "precision": "fp8"}))
+    """Transformer Engine keeps each FP8 linear's FP8 weight and its transpose: 2 bytes per
+    parameter of the blocks' linear layers more than BF16 (``megatron``: 16-bit parameters);
+    with FP8 parameters (``megatron-core``, NeMo ``fp8_params``) they replace the 16-bit weight."""
     h, f, q, kv, n = 1024, 3584, 1024, 2 * 4 * 64, 4
     linear = n * (h * (q + kv) + q * h + 3 * h * f)
-    assert f8.memory.weights_bytes - bf.memory.weights_bytes == pytest.approx(2.0 * linear)
+    for software, extra in (("megatron", 2.0 * linear), ("megatron-core", 0.0)):
+        sc = _sc(software=software, global_batch=8, microbatch=1, gpus=1)
+        bf = predict(sc, baseline=False)
+        f8 = predict(_sc(**{**sc.to_dict(), "precision": "fp8"}), baseline=False)
+        assert f8.memory.weights_bytes - bf.memory.weights_bytes == pytest.approx(extra)
 
 
 def test_cli_compile_and_fp8_recipe_flags(capsys: pytest.CaptureFixture[str]) -> None:
