@@ -158,3 +158,10 @@ def test_precision_fp8_names_the_recipe_it_assumed() -> None:
     chosen = predict(_sc(precision="fp8", fp8_recipe="te-current"), baseline=False)
     assert not [d for d in chosen.defaults if "FP8 recipe" in d]
     assert chosen.plan["recipe"]["fp8_recipe"] == "te-current"
+
+
+def test_scenario_files_take_compile_and_fp8_recipe() -> None:
+    sc = Scenario.from_dict({**_sc().to_dict(), "compile": "yes", "fp8-recipe": "te-current"})
+    assert sc.compile is True and sc.fp8_recipe == "te-current"
+    with pytest.raises(ConfigError, match="compile"):
+        Scenario.from_dict({**_sc().to_dict(), "compile": "sometimes"})
