@@ -19,8 +19,8 @@ Assumed where a row is silent (each row's ``note`` states it): sequence parallel
 ``tp > 1`` (Megatron-Core recipes and torchtitan's TP plan both shard the norms' sequence), no
 recomputation where "not stated", AdamW; MXFP8 and FP8 are ``fp8``; DeepSeek-V3 without its
 multi-token-prediction module (the zoo's ``deepseek_v3``). torchtitan's ``torch.compile`` rows
-are predicted as their eager rows (compile's fusion is not modelled) and its async-TP rows as
-plain TP.
+run the compiled kernels (``Scenario.compile``) and its async-TP rows are predicted as plain TP;
+FP8 rows take the recipe they state (MXFP8, TE current scaling) or the stack's default.
 """
 
 from __future__ import annotations
@@ -213,7 +213,30 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
         recompute=_recompute(p.get("recompute")),
         software=_software(row),
         fidelity="analytic",
+        compile=_compiled(row),
+        fp8_recipe=_fp8_recipe(row),
     )
+
+
+def _compiled(row: Mapping[str, Any]) -> bool | None:
+    """``True`` for the torchtitan rows run under ``torch.compile`` (their table or row names
+    it, e.g. "FSDP + torch.compile"); ``None`` (the preset's kernels) otherwise."""
+    if row["id"].startswith("tt-") and "torch.compile" in str(row.get("note", "")):
+        return True
+    return None
+
+
+def _fp8_recipe(row: Mapping[str, Any]) -> str | None:
+    """The FP8 recipe a row states: ``mxfp8`` for MXFP8 rows, Transformer Engine current
+    scaling where the row says "current scaling" (Megatron-Bridge ``fp8_cs``); ``None`` (the
+    preset's: TE delayed scaling for Megatron-Core/NeMo 24.07, torchao tensor-wise for
+    torchtitan) otherwise."""
+    prec = str(row["precision"]).lower()
+    if "mxfp8" in prec:
+        return "mxfp8"
+    if "fp8" in prec and "current scaling" in str(row.get("note", "")).lower():
+        return "te-current"
+    return None
 
 
 def _software(row: Mapping[str, Any]) -> str:

@@ -38,6 +38,7 @@ from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse
 from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
+from perfmodel.workload.kernels import DEFAULT_KERNELS, Fp8Recipe, KernelRecipe
 from perfmodel.workload.memory import Optimizer
 
 FIDELITIES = tuple(f.value for f in Fidelity)
@@ -118,6 +119,14 @@ class Scenario:
     dataset: str | None = None
     data_loader: str | None = None
     data_loader_workers: int | None = None
+    compile: bool | None = None
+    """The model runs under ``torch.compile`` (inductor fuses each block's pointwise chains:
+    :class:`~perfmodel.workload.kernels.Fusion`); ``None``: the software preset's kernels
+    (eager for the PyTorch presets, Transformer Engine's for Megatron)."""
+    fp8_recipe: str | None = None
+    """FP8 recipe of ``precision="fp8"`` (``te-delayed``, ``te-current``,
+    ``torchao-tensorwise``, ``torchao-rowwise``, ``mxfp8``:
+    :class:`~perfmodel.workload.kernels.Fp8Recipe`); ``None``: the software preset's."""
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -158,17 +167,16 @@ class Scenario:
                 value=unknown[0],
                 where=where,
             )
-        if data.get("sequence_parallel") is not None:  # null: the preset's default
-            data["sequence_parallel"] = parse_flag(
-                data["sequence_parallel"], where=f"{where}: sequence_parallel"
-            )
+        for flag in ("sequence_parallel", "compile"):
+            if data.get(flag) is not None:  # null: the preset's default
+                data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
         if "model_args" in data:  # null (JSON) is no arguments
             args = data["model_args"]
             data["model_args"] = (
                 {} if args is None else dict(as_mapping(args, "model_args", where=where))
             )
         for k, v in data.items():
-            if k not in ("model_args", "sequence_parallel"):
+            if k not in ("model_args", "sequence_parallel", "compile"):
                 data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
@@ -340,14 +348,18 @@ def _workload(
     sp: bool,
     args: tuple[tuple[str, Any], ...],
     parallel: tuple[int, int, int] = (1, 1, 0),
+    kernels: KernelRecipe = DEFAULT_KERNELS,
 ) -> Any:
     """Zoo workload of one rank; ``parallel`` is ``(ep, cp, etp)`` (expert, context and expert
-    tensor parallelism, :func:`perfmodel.workload.build_model`)."""
+    tensor parallelism, :func:`perfmodel.workload.build_model`), ``kernels`` the training
+    stack's (:meth:`perfmodel.parallel.recipe.Recipe.kernels`)."""
     from perfmodel.workload import build_model
 
     kwargs = {k: _thaw(v) for k, v in args}
     ep, cp, etp = parallel
-    extra = {"ep": ep, "cp": cp, "etp": etp} if (ep, cp, etp) != (1, 1, 0) else {}
+    extra: dict[str, Any] = {"ep": ep, "cp": cp, "etp": etp} if (ep, cp, etp) != (1, 1, 0) else {}
+    if kernels != DEFAULT_KERNELS:
+        extra["kernels"] = kernels
     return build_model(
         model, batch_size=batch, precision=precision, tp=tp, sequence_parallel=sp, **extra, **kwargs
     )
@@ -359,7 +371,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
 
     The host cost per kernel of a *training step* is what the model needs
     (``ComputeParams.host_dispatch_s``). A GPU profile's ``launch.eager`` fit times a bare
-    1-element kernel, a lower bound (the H100's 9.68 us against 35.65 us per kernel of its
+    1-element kernel, a lower bound (the H100's 9.68 us against 35.56 us per kernel of its
     host-bound training steps), so for torch (GPU) profiles it is not used: their own eager host
     fit over host-bound steps (``fits["host.eager_step"]``, see
     :func:`perfmodel.calibration.runner.finish_profile`) if they have one, else the software
@@ -577,7 +589,17 @@ def resolve(sc: Scenario) -> Resolved:
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = preset.memory_format if p.memory_format is None else p.memory_format
-    recipe = build_recipe(preset, p.precision, p.optimizer, plan)
+    recipe = build_recipe(
+        preset, p.precision, p.optimizer, plan, compile=p.compile, fp8_recipe=p.fp8_recipe
+    )
+    if recipe.fp8 is Fp8Recipe.MXFP8 and topo.gpu_spec().architecture != "Blackwell":
+        raise ConfigError(
+            f"--fp8-recipe mxfp8: MX block-scaled FP8 GEMMs need a Blackwell GPU, not "
+            f"{topo.gpu_spec().name} ({topo.gpu_spec().architecture}); use te-delayed, "
+            "te-current, torchao-tensorwise or torchao-rowwise",
+            value="mxfp8",
+            where="--fp8-recipe",
+        )
     return Resolved(
         topo, plan, preset, p.precision, n, bpr, mb, p, p.fidelity, layout, p.optimizer, recipe
     )
@@ -651,6 +673,9 @@ def _step_workload(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) ->
                 plan.sequence_parallel,
                 args,
                 (plan.ep, plan.cp, plan.etp),
+                DEFAULT_KERNELS
+                if r.recipe is None
+                else r.recipe.kernels(r.batch_per_replica // batch),
             )
         except TypeError as exc:  # unhashable model argument value
             raise ConfigError(
@@ -824,7 +849,11 @@ def predict(
             return hit
     with fewer_collections():  # perfmodel._gc: ~15% of a cold prediction's CPU was collector
         report = _predict(
-            sc, r=resolve(sc), workload_fn=workload_fn, baseline=baseline and not _baseline
+            sc,
+            r=resolve(sc),
+            workload_fn=workload_fn,
+            baseline=baseline and not _baseline,
+            is_baseline=_baseline,
         )
     if key is not None:
         if len(_REPORTS) >= _MAX_REPORTS:
@@ -840,10 +869,21 @@ _MAX_REPORTS = 256
 
 
 def _predict(
-    sc: Scenario, *, r: Resolved, workload_fn: WorkloadFn | None, baseline: bool
+    sc: Scenario,
+    *,
+    r: Resolved,
+    workload_fn: WorkloadFn | None,
+    baseline: bool,
+    is_baseline: bool = False,
 ) -> StepReport:
-    """:func:`predict` without its report cache."""
+    """:func:`predict` without its report cache (``is_baseline``: the prediction is another
+    one's speedup baseline, whose choices that run states itself)."""
     defaults: list[str] = []  # choices made for the user, printed with the reason
+    fp8 = None if r.recipe is None else r.recipe.fp8
+    if fp8 is not None and r.parsed.fp8_recipe is None and not is_baseline:
+        defaults.append(
+            f"FP8 recipe {fp8.value}, the {r.preset.name} preset's (--fp8-recipe chooses another)"
+        )
     sc, r, step, costs = _auto_microbatch(sc, r, workload_fn, defaults)
     timeline, fidelity = _run(step, r.fidelity, r.topology, costs)
     T_gpu = max(timeline.makespan_s, step.min_period_s)
@@ -879,6 +919,7 @@ def _predict(
         if base.note:
             against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
             defaults.append(against + base.note)
+    classes = _kernel_classes(step, r, costs, bd.optimizer_s)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name
@@ -908,6 +949,7 @@ def _predict(
         defaults=tuple(defaults),
         tokens_per_sample=step.tokens_per_sample,
         device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
+        kernel_classes=classes,
     )
 
 
@@ -924,6 +966,41 @@ def hardware_notes(topology: Topology) -> tuple[str, ...]:
     if topology.cloud is not None:
         out.append(topology.cloud.describe())
     return tuple(out)
+
+
+def _kernel_classes(
+    step: LoweredStep, r: Resolved, costs: SystemCosts, optimizer_s: float
+) -> dict[str, float]:
+    """Kernel seconds of one step by class on the stage with the most kernel time
+    (:func:`perfmodel.compute.model.kernel_class_seconds`), with its recomputation (full:
+    every block's forward again; selective: the recipe's share) and the breakdown's
+    ``optimizer`` seconds; empty when the lowering recorded no stage layers."""
+    from perfmodel.compute.model import kernel_class_seconds
+    from perfmodel.parallel.plan import Recompute
+
+    if not step.stage_layers:
+        return {}
+    plan = r.plan
+    rc = r.recipe
+    share = None
+    if plan.recompute is Recompute.FULL:
+        share = lambda la: 1.0 if la.block is not None else 0.0  # noqa: E731
+    elif plan.recompute is Recompute.SELECTIVE and rc is not None:
+        share = rc.selective_recompute.share
+    best: dict[str, float] = {}
+    for chunks in step.stage_layers:
+        got = kernel_class_seconds(
+            chunks,
+            costs.layer_detail,
+            r.precision,
+            microbatches=step.microbatches,
+            recompute_share=share,
+        )
+        if sum(got.values()) > sum(best.values()):
+            best = got
+    if optimizer_s > 0:
+        best["optimizer"] = best.get("optimizer", 0.0) + optimizer_s
+    return best
 
 
 @lru_cache(maxsize=16)

@@ -38,6 +38,7 @@ from perfmodel.parallel.plan import (
     Recompute,
 )
 from perfmodel.parallel.software import SoftwarePreset, get_preset
+from perfmodel.workload.kernels import Fp8Recipe
 from perfmodel.workload.memory import Optimizer
 
 if TYPE_CHECKING:
@@ -67,7 +68,9 @@ class ParsedScenario:
     ``memory_format`` is ``"nhwc"``/``"nchw"`` or ``None`` (the preset's); ``dataset`` and
     ``data_loader`` are ``None`` when unset (no input pipeline; the preset's loader);
     ``cp_comm`` is ``CPComm.RING`` when unset and ``ep_overlap`` must be a bool;
-    ``moe_dispatcher`` is ``MoEDispatcher.ALLTOALL`` when unset.
+    ``moe_dispatcher`` is ``MoEDispatcher.ALLTOALL`` when unset; ``compile`` is ``None`` when
+    unset (the preset's kernels) and ``fp8_recipe`` ``None`` when unset (the preset's FP8 recipe
+    under ``precision="fp8"``).
     """
 
     fidelity: Fidelity
@@ -105,6 +108,8 @@ class ParsedScenario:
     dataset_size: int | None
     dataset: DatasetKind | None
     data_loader: LoaderKind | None
+    compile: bool | None = None
+    fp8_recipe: Fp8Recipe | None = None
 
 
 def _where(name: str) -> str:
@@ -265,6 +270,10 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         data_loader=None
         if sc.data_loader is None
         else parse_loader(sc.data_loader, where=_where("data_loader")),
+        compile=None if sc.compile is None else _flag(sc.compile, "compile"),
+        fp8_recipe=None
+        if sc.fp8_recipe is None
+        else Fp8Recipe.parse(sc.fp8_recipe, where=_where("fp8_recipe")),
     )
 
 

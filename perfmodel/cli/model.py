@@ -4,13 +4,17 @@ Subcommands::
 
     perfmodel model list [--json]
     perfmodel model show NAME [--model-arg k=v ...] [--batch B] [--gpu GPU] [--precision P]
-                              [--tp N] [--json | --csv]
+                              [--tp N] [--fusion eager|compile|te] [--fp8-recipe R]
+                              [--json | --csv]
     perfmodel model maxbatch NAME --gpu GPU [--precision P] [--optimizer adam]
                               [--recompute none|selective|full] [--model-arg k=v ...] [--json]
     perfmodel model import-chakra TRACE --batch B [--gpu GPU] [--params N] [--system S --gpus 1,2,4]
 
-``show`` prints one row per layer (FLOP, parameters, saved activation bytes, predicted forward and
-backward time on the GPU, what bounds it, the GEMM efficiency and waves) and the totals.
+``show`` prints one row per layer (kernel class, FLOP, parameters, saved activation bytes,
+predicted forward and backward time on the GPU, what bounds it, the GEMM efficiency and waves),
+the totals and, with ``--gpu``, the time of one forward + backward by kernel class (GEMMs by
+dtype, attention, norms, RoPE, activations, copies, casts, loss: what a Kineto trace's kernel
+totals are held against).
 ``--json``/``--csv`` print SI units (FLOP, bytes, seconds).
 """
 
@@ -62,6 +66,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     show.add_argument(
         "--sequence-parallel", action="store_true", help="Megatron sequence parallelism"
+    )
+    show.add_argument(
+        "--fusion",
+        choices=["eager", "compile", "te"],
+        default="eager",
+        help="kernels a block launches: PyTorch eager (default), torch.compile, or "
+        "Transformer Engine / Megatron-Core (docs/workload.md)",
+    )
+    show.add_argument(
+        "--fp8-recipe",
+        choices=["te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8"],
+        help="with --precision fp8: the recipe whose cast kernels follow each FP8 linear "
+        "(default te-delayed)",
     )
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON (SI units)")
@@ -120,23 +137,40 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
     from perfmodel.compute import ComputeModel
+    from perfmodel.compute.model import kernel_class_seconds
+    from perfmodel.dtypes import Precision
     from perfmodel.workload import build_model
+    from perfmodel.workload.kernels import Fp8Recipe, Fusion, KernelRecipe
 
+    prec = Precision.parse(args.precision, where="--precision")
+    fp8 = None
+    if prec is Precision.FP8:
+        fp8 = Fp8Recipe.parse(getattr(args, "fp8_recipe", None) or "te-delayed")
+    kernels = KernelRecipe(fusion=Fusion.parse(getattr(args, "fusion", "eager")), fp8=fp8)
     w = build_model(
         args.name,
         batch_size=args.batch,
-        precision=args.precision,
+        precision=prec,
         tp=args.tp,
         sequence_parallel=args.sequence_parallel,
+        kernels=kernels,
         **parse_model_args(args.model_arg),
     )
-    cm = ComputeModel(get_gpu(args.gpu, where="--gpu")) if args.gpu else None
+    cm = None
+    if args.gpu:
+        from perfmodel.compute import ComputeParams
+
+        gpu = get_gpu(args.gpu, where="--gpu")
+        # Transformer Engine stacks keep a 16-bit model: no autocast casts
+        params = ComputeParams.for_gpu(gpu, cast_weights_each_step=kernels.fusion is not Fusion.TE)
+        cm = ComputeModel(gpu, params, fp8_recipe=fp8)
     rows: list[dict[str, Any]] = []
     fwd_total = bwd_total = 0.0
     for la in w.layers:
         row: dict[str, Any] = {
             "name": la.name,
             "kind": la.kind.value,
+            "kernel_class": la.klass.value,
             "block": la.block,
             "output_shape": list(la.output_shape),
             "fwd_flop": la.fwd_flop,
@@ -189,6 +223,9 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
 
         opt = cm.optimizer_time(w.params, "sgd", w.precision)
         step = fwd_total + bwd_total + opt
+        classes = kernel_class_seconds(
+            (w.layers,), lambda la: cm.layer_time(la, w.precision), w.precision
+        )
         # what eager PyTorch adds: the host issues every kernel (a step-level floor)
         counter = ComputeModel(cm.gpu, replace(ComputeParams.for_gpu(cm.gpu), host_dispatch_s=1.0))
         kernels = counter.host_time(w)
@@ -206,6 +243,7 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
             eager_host_issue_s=issue,
             eager_step_s=eager,
             eager_throughput_samples_per_s=w.batch_size / eager,
+            kernel_classes=dict(sorted(classes.items(), key=lambda kv: -kv[1])),
         )
     return w, rows, totals
 
@@ -225,13 +263,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
             )
         return 0
     timed = "fwd_s" in totals
-    head = f"{'layer':28s} {'kind':10s} {'GFLOP fwd':>10s} {'params':>12s} {'act MiB':>9s}"
+    head = f"{'layer':28s} {'class':11s} {'GFLOP fwd':>10s} {'params':>12s} {'act MiB':>9s}"
     if timed:
         head += f" {'fwd ms':>8s} {'bwd ms':>8s} {'bound':7s} {'eff':>5s} {'waves':>6s}"
     print(head)
     for r in rows:
         line = (
-            f"{r['name'][:28]:28s} {r['kind']:10s} {r['fwd_flop'] / 1e9:10.3f} "
+            f"{r['name'][:28]:28s} {r['kernel_class']:11s} {r['fwd_flop'] / 1e9:10.3f} "
             f"{r['params']:12,d} {r['activation_bytes'] / units.MiB:9.2f}"
         )
         if timed:
@@ -277,6 +315,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
             f"{units.format_time(totals['eager_step_s'])}, "
             f"{totals['eager_throughput_samples_per_s']:.1f} {w.sample_unit}/s"
         )
+        fb = totals["fwd_s"] + totals["bwd_s"]
+        print(f"kernel classes (one forward + backward, {args.fusion} kernels):")
+        for k, v in totals["kernel_classes"].items():
+            if v > 0:
+                print(f"  {k:<14s}{units.format_time(v):>12s}  {100 * v / fb:5.1f}%")
     return 0
 
 

@@ -55,6 +55,21 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
     p.add_argument(
+        "--fp8-recipe",
+        choices=["te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8"],
+        help="FP8 recipe of --precision fp8 (default: the software preset's, printed by "
+        "--explain): its cast/amax/transpose kernels, split-accumulation GEMM passes, FP8 "
+        "gathers and weight caches (docs/workload.md)",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the model runs under torch.compile: inductor fuses each block's norms, RoPE, "
+        "SwiGLU, dropout and residual adds (default: the preset's kernels; PyTorch presets "
+        "only; docs/workload.md)",
+    )
+    p.add_argument(
         "--plan",
         help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V[,mode=..,hybrid=owt]",
     )
@@ -150,6 +165,8 @@ _FLAG_KEYS = (
     "batch_per_gpu",
     "global_batch",
     "precision",
+    "fp8_recipe",
+    "compile",
     "recompute",
     "sequence_parallel",
     "zero",
@@ -385,6 +402,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}")
             for src in recipe.sources:
                 print(f"  source: {src}")
+            if report.kernel_classes:
+                print("\n".join(report.format_kernel_classes()))
         _print_shm_note(sc, report.num_gpus)
         for note in report.notes:
             if note.startswith(

@@ -29,12 +29,28 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec
-from perfmodel.workload.layers import ExpertRole, GemmShape, LayerCost, LayerKind, Workload
+from perfmodel.workload.kernels import (
+    Fp8Recipe,
+    GradClip,
+    OptimizerImpl,
+    fp8_linear,
+    optimizer_bytes_per_param,
+)
+from perfmodel.workload.layers import (
+    ExpertRole,
+    GemmShape,
+    KernelClass,
+    LayerCost,
+    LayerKind,
+    Workload,
+    layer_runs,
+)
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
 from .params import ComputeParams, Tile
@@ -171,6 +187,10 @@ class LayerTime:
         of ``fwd_s``/``bwd_s``.
     host_fwd_s
         The forward kernels' share of ``host_s`` (what recomputation issues again).
+    cast_s, cast_fwd_s
+        The autocast cast kernels' share of the pass times (forward and backward; of the
+        forward alone: what recomputation runs again): kernels of their own
+        (:meth:`ComputeModel.layer_time`), for a step's per-class breakdown.
     """
 
     fwd_s: float
@@ -183,6 +203,8 @@ class LayerTime:
     host_bound: bool = False
     host_s: float = 0.0
     host_fwd_s: float = 0.0
+    cast_s: float = 0.0
+    cast_fwd_s: float = 0.0
 
     @property
     def bwd_s(self) -> float:
@@ -196,15 +218,13 @@ class LayerTime:
 def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     """Format of ``layer``'s products under ``precision``.
 
-    FP8 training runs the weight GEMMs (linear and convolution layers) in FP8 and the attention
-    products (fused attention, unfused scores/context) in BF16: Transformer Engine's
-    ``DelayedScaling(fp8_dpa=False)`` default (TE 1.x; Megatron-Core/NeMo FP8 recipes) and
-    torchao ``convert_to_float8_training``, which swaps ``nn.Linear`` modules only (torchtitan
-    float8). A mixture-of-experts router (``ExpertRole.ROUTER``) stays in BF16: Megatron-Core's
-    ``TopKRouter.gating`` multiplies through ``router_gating_linear`` (a plain ``torch`` matmul,
-    ``megatron/core/transformer/moe/router.py`` at Megatron-LM 4415119), not a Transformer Engine
-    module that ``fp8_autocast`` reaches. Every other precision uses its ``matmul_dtype``
-    throughout.
+    FP8 training runs the weight GEMMs in FP8 (:func:`perfmodel.workload.kernels.fp8_linear`:
+    linear and convolution layers but the LM head, ``LayerCost.keep_16bit``, and the MoE
+    router) and the attention products (fused attention, unfused scores/context) in BF16:
+    Transformer Engine's ``fp8_dpa=False`` default (TE 1.x-2.x; Megatron-Core/NeMo FP8 recipes)
+    and torchao ``convert_to_float8_training``, which swaps ``nn.Linear`` modules only
+    (torchtitan float8, which filters out ``output``). Every other precision uses its
+    ``matmul_dtype`` throughout.
 
     >>> from perfmodel.workload.layers import LayerCost, LayerKind
     >>> att = LayerCost(name="attn", kind=LayerKind.ATTENTION, fwd_flop=1.0, bwd_input_flop=1.0,
@@ -213,12 +233,75 @@ def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     >>> layer_matmul_dtype(att, Precision.FP8).value, layer_matmul_dtype(att, Precision.FP16).value
     ('bf16', 'fp16')
     """
-    if precision is Precision.FP8 and (
-        layer.kind not in (LayerKind.LINEAR, LayerKind.CONV)
-        or layer.expert_role is ExpertRole.ROUTER
-    ):
+    if precision is Precision.FP8 and not fp8_linear(layer):
         return DType.BF16
     return precision.matmul_dtype
+
+
+def fp8_ceiling(params: ComputeParams, *, split_accumulation: bool) -> float:
+    """Large-GEMM ceiling (fraction of the FP8 peak) of an FP8 GEMM pass, with fast or with
+    split (promoted) accumulation (:attr:`perfmodel.workload.kernels.Fp8Recipe.
+    split_accumulation` says which passes use which).
+
+    The one place FP8 GEMM ceilings are read: ``ComputeParams`` states one tensor-core ceiling
+    for every dtype today, so both modes return ``tensor_core_efficiency`` until it carries
+    separate FP8 fast and split-accumulation ceilings (issue 24, "per-GPU, per-dtype achieved
+    ceilings").
+    """
+    del split_accumulation
+    return params.tensor_core_efficiency
+
+
+def class_key(layer: LayerCost, precision: Precision) -> str:
+    """The per-class breakdown key of ``layer``'s kernels: ``"gemm:<dtype>"`` for GEMMs (the
+    dtype :func:`layer_matmul_dtype` runs them in), else its :class:`~perfmodel.workload.
+    layers.KernelClass` value (``"attention"``, ``"norm"``, ``"rope"``, ``"fp8_cast"``...).
+
+    >>> from perfmodel.workload.layers import LayerCost, LayerKind
+    >>> fc = LayerCost(name="fc", kind=LayerKind.LINEAR, fwd_flop=1.0, bwd_input_flop=1.0,
+    ...                bwd_weight_flop=1.0, params=1, fwd_bytes=1.0, bwd_bytes=1.0,
+    ...                activation_bytes=1.0, output_shape=(1,), gemm=GemmShape(1, 1, 1))
+    >>> class_key(fc, Precision.FP8), class_key(fc, Precision.BF16)
+    ('gemm:fp8', 'gemm:bf16')
+    """
+    k = layer.klass
+    if k is KernelClass.GEMM:
+        return f"gemm:{layer_matmul_dtype(layer, precision).value}"
+    return k.value
+
+
+def kernel_class_seconds(
+    chunks: Iterable[Sequence[LayerCost]],
+    layer_time: Callable[[LayerCost], LayerTime],
+    precision: Precision,
+    *,
+    microbatches: int = 1,
+    recompute_share: Callable[[LayerCost], float] | None = None,
+) -> dict[str, float]:
+    """Kernel seconds of one step on one GPU by class (:func:`class_key`): every layer of
+    ``chunks`` (one pipeline stage's model chunks) run forward and backward ``microbatches``
+    times, plus ``recompute_share(layer)`` of its forward again (activation recomputation);
+    the autocast casts inside a GEMM layer's time (``LayerTime.cast_s``) go to ``"cast"``.
+
+    A stack's copies of a block are priced once and counted (:func:`~perfmodel.workload.
+    layers.layer_runs`). Launch overheads are in their layers' classes. The sum is the
+    stage's kernel time: the compute of its timeline without communication slowdowns,
+    host waits or pipeline bubbles (``StepReport.breakdown`` has those).
+    """
+    out: dict[str, float] = {}
+    m = float(microbatches)
+    for chunk in chunks:
+        for block, n in layer_runs(chunk):
+            for la in block:
+                t = layer_time(la)
+                share = recompute_share(la) if recompute_share is not None else 0.0
+                total = t.fwd_s * (1.0 + share) + t.bwd_s
+                cast = t.cast_s + share * t.cast_fwd_s
+                key = class_key(la, precision)
+                out[key] = out.get(key, 0.0) + m * n * (total - cast)
+                if cast > 0:
+                    out["cast"] = out.get("cast", 0.0) + m * n * cast
+    return out
 
 
 class ComputeModel:
@@ -230,6 +313,10 @@ class ComputeModel:
         Datasheet description (``perfmodel.hardware.get_gpu``).
     params
         Efficiency parameters; default ``ComputeParams.for_gpu(gpu)`` (no calibration).
+    fp8_recipe
+        The FP8 recipe of FP8 training (:class:`~perfmodel.workload.kernels.Fp8Recipe`): which
+        GEMM passes accumulate in split mode (:func:`fp8_ceiling`); ``None``: fast
+        accumulation everywhere.
 
     Examples
     --------
@@ -244,8 +331,15 @@ class ComputeModel:
     0.753
     """
 
-    def __init__(self, gpu: GPUSpec, params: ComputeParams | None = None) -> None:
+    def __init__(
+        self,
+        gpu: GPUSpec,
+        params: ComputeParams | None = None,
+        *,
+        fp8_recipe: Fp8Recipe | None = None,
+    ) -> None:
         self._gpu = gpu
+        self._fp8 = fp8_recipe
         self._params = params if params is not None else ComputeParams.for_gpu(gpu)
         # gemm_efficiency is a pure function of (shape, dtype) once the params are fixed; the
         # repeated layers of a transformer ask for the same few shapes hundreds of times
@@ -409,7 +503,14 @@ class ComputeModel:
         ``LayerTime.host_s`` (see the module docstring). Under mixed precision with
         ``cast_weights_each_step`` the forward casts the FP32 weights to 16 bit (one kernel,
         ``4 + 2`` bytes per parameter) and the backward casts the weight gradient back to FP32
-        (autocast's cast is differentiable: one more kernel, ``2 + 4`` bytes per parameter).
+        (autocast's cast is differentiable: one more kernel, ``2 + 4`` bytes per parameter);
+        a linear layer fed by an FP32 norm casts its input (and its input gradient back).
+        The casts are kernels of their own, run before or after the GEMM: their memory time
+        adds to the pass (:meth:`_cast_time`, ``LayerTime.cast_s``), it is not hidden under a
+        compute-bound GEMM's roofline.
+
+        FP8 GEMM passes run at :func:`fp8_ceiling` of the pass's accumulation mode (the
+        model's ``fp8_recipe``).
         """
         prec = Precision.parse(precision, where="precision")
         if layer.measured is not None:
@@ -420,8 +521,8 @@ class ComputeModel:
         conv = layer.kind is LayerKind.CONV
         wino = self._winograd(layer, dtype)
         align = self._alignment(layer, dtype)
-        cast_bytes = cast_in_bytes = 0.0
-        cast_kernels = 0
+        cast_w = cast_in_bytes = 0.0
+        cast_w_kernels = 0
         # autocast casts the weights (and bias) of GEMM-like ops only (conv, linear); norms and
         # embeddings keep FP32 weights (PyTorch "Automatic Mixed Precision" op reference). A
         # layer without parameters of its own (a bare GEMM microbenchmark, a tied LM head) is
@@ -433,18 +534,17 @@ class ComputeModel:
             if layer.kind is LayerKind.LINEAR and g is not None:
                 bias = max(weights - g.k * g.n * g.batch, 0.0)
             if weights:
-                cast_bytes = weights * (4 + prec.param_bytes)
-                cast_kernels = 1 + (1 if bias else 0)
+                cast_w = weights * (4 + prec.param_bytes)
+                cast_w_kernels = 1 + (1 if bias else 0)
             if layer.casts_input and g is not None:
                 cast_in_bytes = g.m * g.k * g.batch * (4.0 + prec.activation_bytes)
-                cast_kernels += 1
-            cast_bytes += cast_in_bytes
         if autocast and layer.autocast_fp32:
             scale = 4.0 / prec.activation_bytes
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
             )
-        kernels_fwd = max(layer.kernels, 1) + cast_kernels
+        fp8_rates = self._fp8_rates(layer, dtype)
+        kernels_fwd = max(layer.kernels, 1)
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and p.uses_tensor_cores(dtype):
             io_bytes = max(layer.fwd_bytes - layer.params * prec.param_bytes, 0.0)
@@ -482,16 +582,20 @@ class ComputeModel:
         )
         fwd, bound, eff = self._pass_time(
             layer.fwd_flop,
-            layer.fwd_bytes + cast_bytes,
+            layer.fwd_bytes,
             g,
             dtype,
             kernels_fwd,
             conv=conv,
-            rate_multiplier=wino * align,
+            rate_multiplier=wino * align * fp8_rates[0],
             grouped=grouped,
         )
+        # forward casts: the weights (and bias) to 16 bit, the FP32 input to 16 bit
+        cast_fwd_kernels = cast_w_kernels + (1 if cast_in_bytes else 0)
+        cast_s = cast_fwd_s = self._cast_time(cast_w + cast_in_bytes, cast_fwd_kernels)
+        kernels_fwd += cast_fwd_kernels
         host_s = kernels_fwd * host
-        gpu_s = fwd + transpose_s
+        gpu_s = fwd + transpose_s + cast_s
         fwd = gpu_s
         total_bwd_flop = layer.bwd_flop
         if total_bwd_flop > 0:
@@ -501,11 +605,7 @@ class ComputeModel:
         bytes_in = layer.bwd_bytes * share_in
         bytes_w = layer.bwd_bytes - bytes_in
         # FP32 gradients of the 16-bit weight (and bias) copies (ToCopyBackward); the input's
-        # gradient is cast back to FP32 by the input-gradient pass
-        cast_back = cast_bytes - cast_in_bytes
-        cast_back_kernels = cast_kernels - (1 if cast_in_bytes else 0)
-        if cast_in_bytes and layer.bwd_input_flop > 0:
-            bytes_in += cast_in_bytes
+        # gradient is cast back to FP32 after the input-gradient pass
         t_in = t_w = 0.0
         if g is not None and layer.kind is LayerKind.MATMUL:
             k_in, _ = self._bwd_kernel_split(layer, False)
@@ -523,10 +623,6 @@ class ComputeModel:
             k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w)
             if not has_in:
                 k_in, k_w = 0, k_in + k_w
-            if cast_back:
-                k_w += cast_back_kernels
-            if cast_in_bytes and has_in:
-                k_in += 1
             g_in = GemmShape(g.m, g.k, g.n, g.batch)
             g_w = GemmShape(g.k, g.n, g.m, g.batch)
             if has_in:
@@ -537,40 +633,54 @@ class ComputeModel:
                     dtype,
                     max(k_in, 1),
                     conv=conv,
-                    rate_multiplier=wino * align,
+                    rate_multiplier=wino * align * fp8_rates[1],
                     grouped=grouped,
                 )
                 t_in += transpose_s
+                if cast_in_bytes:  # the input gradient back to FP32
+                    c = self._cast_time(cast_in_bytes, 1)
+                    t_in += c
+                    cast_s += c
+                    k_in += 1
             if has_w:
                 t_w, _, _ = self._pass_time(
                     layer.bwd_weight_flop,
-                    bytes_w + cast_back,
+                    bytes_w,
                     g_w,
                     dtype,
                     max(k_w, 1),
                     conv=conv,
-                    rate_multiplier=wino * align,
+                    rate_multiplier=wino * align * fp8_rates[2],
                     grouped=grouped,
                 )
                 t_w += transpose_s
+                if cast_w:  # the weight gradient to FP32
+                    c = self._cast_time(cast_w, cast_w_kernels)
+                    t_w += c
+                    cast_s += c
+                    k_w += cast_w_kernels
             gpu_s += t_in + t_w
             host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
         else:
+            cast_back = cast_w
             has_in = bool(layer.bwd_input_flop or bytes_in)
             has_w = layer.bwd_weight_flop > 0 or bytes_w > 0 or bool(cast_back)
             k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w, 1)
             if layer.bwd_kernels is not None and not has_in:
                 k_in, k_w = 0, k_in + k_w
-            if cast_back:
-                k_w += 1
             if has_in:
                 t_in, _, _ = self._pass_time(
                     layer.bwd_input_flop, bytes_in, None, dtype, max(k_in, 1)
                 )
             if has_w:
                 t_w, _, _ = self._pass_time(
-                    layer.bwd_weight_flop, bytes_w + cast_back, None, dtype, max(k_w, 1)
+                    layer.bwd_weight_flop, bytes_w, None, dtype, max(k_w, 1)
                 )
+                if cast_back:
+                    c = self._cast_time(cast_back, 1)
+                    t_w += c
+                    cast_s += c
+                    k_w += 1
             gpu_s += t_in + t_w
             host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
         return LayerTime(
@@ -586,7 +696,31 @@ class ComputeModel:
             host_bound=host > 0 and host_s > gpu_s,
             host_s=host_s,
             host_fwd_s=kernels_fwd * host,
+            cast_s=cast_s,
+            cast_fwd_s=cast_fwd_s,
         )
+
+    def _cast_time(self, nbytes: float, kernels: int) -> float:
+        """GPU time of ``kernels`` dtype-conversion kernels moving ``nbytes`` in all (memory
+        time at the achieved bandwidth plus a launch each); 0 without bytes."""
+        if nbytes <= 0:
+            return 0.0
+        return self._mem_time(nbytes) + kernels * self.params.kernel_launch_s
+
+    def _fp8_rates(self, layer: LayerCost, dtype: DType) -> tuple[float, float, float]:
+        """Rate multipliers of the forward, input-gradient and weight-gradient GEMMs of an FP8
+        layer: :func:`fp8_ceiling` of each pass's accumulation mode (the model's FP8 recipe,
+        :attr:`~perfmodel.workload.kernels.Fp8Recipe.split_accumulation`) over the ceiling
+        :meth:`gemm` applied (``tensor_core_efficiency``); ``(1, 1, 1)`` for other dtypes."""
+        if dtype is not DType.FP8 or layer.gemm is None:
+            return (1.0, 1.0, 1.0)
+        p = self.params
+        split = (False, False, False) if self._fp8 is None else self._fp8.split_accumulation
+        base = p.tensor_core_efficiency
+        if base <= 0:
+            return (1.0, 1.0, 1.0)
+        rates = tuple(fp8_ceiling(p, split_accumulation=sp) / base for sp in split)
+        return rates  # type: ignore[return-value]
 
     def _measured_time(self, layer: LayerCost) -> LayerTime:
         """A layer imported from a trace: its measured device times (backward as input
@@ -686,32 +820,59 @@ class ComputeModel:
         *,
         grad_bytes: int | None = None,
         working_copy_bytes: int | None = None,
+        impl: OptimizerImpl = OptimizerImpl.FUSED,
+        clip: GradClip = GradClip.NONE,
     ) -> float:
-        """Time of one optimizer step over ``params`` parameters (memory-bound, fused
-        multi-tensor kernels as in ``torch.optim`` ``foreach``/apex).
+        """Time of one optimizer step over ``params`` parameters (memory-bound).
 
-        Bytes per parameter: read the gradient (``grad_bytes``); read and write the FP32 weights
-        (master weights under mixed precision) and each FP32 state tensor (momentum: 1, Adam:
-        2); write the 16-bit working copy (``working_copy_bytes``, the cast of half-model
-        stacks; 0 where the kept weights are the FP32 ones: autocast, FSDP2 policies). Defaults
-        (``None``) follow the precision: 16-bit gradient and working copy under mixed precision,
-        a training recipe (:class:`perfmodel.parallel.recipe.Recipe`) passes its own.
+        Bytes per parameter (:func:`perfmodel.workload.kernels.optimizer_bytes_per_param`):
+        ``fused`` (the default: one multi-tensor kernel, ``torch.optim`` ``fused=True``, apex /
+        TE / DeepSpeed fused Adam) reads the gradient (``grad_bytes``), reads and writes the
+        FP32 weights (master weights under mixed precision) and each FP32 state tensor
+        (momentum: 1, Adam: 2), and writes the 16-bit working copy (``working_copy_bytes``, the
+        cast of half-model stacks; 0 where the kept weights are the FP32 ones: autocast, FSDP2
+        policies); ``foreach`` (``torch.optim``'s default on CUDA) makes one pass per
+        arithmetic step (AdamW: ``72 + 3 g`` bytes). LAMB is always fused (``torch.optim`` has
+        none: apex ``FusedLAMB``, DeepSpeed's). ``clip`` adds the gradient-norm clipping
+        before the step (:class:`~perfmodel.workload.kernels.GradClip`). Defaults (``None``)
+        follow the precision: 16-bit gradient and working copy under mixed precision; a
+        training recipe (:class:`perfmodel.parallel.recipe.Recipe`) passes its own.
 
         >>> from perfmodel.hardware import get_gpu
         >>> cm = ComputeModel(get_gpu("V100-SXM2-16GB"))
         >>> # Adam fp32: 4 (grad) + 8 (w) + 16 (m, v) = 28 bytes/param; 1e9 params at 0.8*900 GB/s
         >>> round(cm.optimizer_time(1e9, "adam", "fp32"), 4)
         0.0389
+        >>> # foreach AdamW: 72 + 3 x 4 = 84 bytes/param
+        >>> round(cm.optimizer_time(1e9, "adamw", "fp32", impl=OptimizerImpl.FOREACH), 4)
+        0.1167
         """
         prec = Precision.parse(precision, where="precision")
         opt = Optimizer.parse(optimizer)
         g = prec.grad_bytes if grad_bytes is None else grad_bytes
         if working_copy_bytes is None:
             working_copy_bytes = prec.param_bytes if prec.mixed else 0
-        per_param = g + 8 + 2 * opt.state_bytes_per_param + working_copy_bytes
+        if opt is Optimizer.LAMB:  # torch.optim has no LAMB: apex / DeepSpeed FusedLAMB
+            impl = OptimizerImpl.FUSED
+        per_param = optimizer_bytes_per_param(
+            opt.state_bytes_per_param // 4,
+            impl=impl,
+            grad_bytes=g,
+            working_copy_bytes=working_copy_bytes,
+        )
+        per_param += clip.bytes_per_param(g)
         if opt is Optimizer.LAMB:  # per-layer norms of weights and updates: one more read pass
             per_param += 8
         return self._mem_time(float(params) * per_param) + 2 * self.params.kernel_launch_s
 
 
-__all__ = ["Bound", "ComputeModel", "GemmEfficiency", "LayerTime", "gemm_efficiency"]
+__all__ = [
+    "Bound",
+    "ComputeModel",
+    "GemmEfficiency",
+    "LayerTime",
+    "class_key",
+    "fp8_ceiling",
+    "gemm_efficiency",
+    "kernel_class_seconds",
+]

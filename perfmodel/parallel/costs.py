@@ -114,7 +114,9 @@ class SystemCosts:
         self.precision = precision
         self.recipe = recipe
         self.gpu_spec = topology.gpu_spec()
-        self.compute = ComputeModel(self.gpu_spec, compute_params)
+        self.compute = ComputeModel(
+            self.gpu_spec, compute_params, fp8_recipe=None if recipe is None else recipe.fp8
+        )
         self.fidelity = fidelity
         self.comm = CommCostModel(topology, link_params=link_params, fidelity=fidelity)
         self.link_params = link_params
@@ -155,6 +157,11 @@ class SystemCosts:
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
         return self._layer_times(layer)[0]
 
+    def layer_detail(self, layer: LayerCost) -> LayerTime:
+        """The compute model's whole :class:`~perfmodel.compute.model.LayerTime` of ``layer``
+        (cached by cost key, as :meth:`layer_time`): the per-class breakdown reads its casts."""
+        return self._layer(layer.cost_source())
+
     def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
         """``(LayerTime.host_fwd_s, host_s - host_fwd_s)``: kernels x
         ``ComputeParams.host_dispatch_s`` (0 in graph mode), forward and backward."""
@@ -173,6 +180,8 @@ class SystemCosts:
                 self.precision,
                 grad_bytes=rc.grad_bytes,
                 working_copy_bytes=rc.working_copy_bytes,
+                impl=rc.optimizer_impl,
+                clip=rc.grad_clip,
             )
         )
 

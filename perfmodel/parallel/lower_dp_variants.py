@@ -338,4 +338,6 @@ def lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredStep
         num_gpus=v.n,
         min_period_s=v.min_period_s,
         staleness=v.staleness,
+        stage_layers=((ch.layers,),),
+        microbatches=max(1, v.m),
     )

@@ -1155,6 +1155,11 @@ class PipelineLowering:
             # each of the dp x cp ranks of a tensor-parallel slot holds 1/cp of a replica's tokens
             model_flop_per_step=self.wl.total_flop * pl.tp * self.m_step * plan.grad_replicas,
             num_gpus=plan.num_gpus,
+            stage_layers=tuple(
+                tuple(c.layers for k, c in enumerate(self.chunks) if k % self.P == s)
+                for s in range(self.P)
+            ),
+            microbatches=self.m_step,
         )
 
 

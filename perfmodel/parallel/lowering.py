@@ -164,6 +164,12 @@ class LoweredStep:
         Asynchronous SGD: distribution ``{staleness: probability}``; empty otherwise.
     tokens_per_sample
         Tokens in one sample (the workload's sequence length; 1 for non-sequence models).
+    stage_layers
+        Per pipeline stage, the layers of its model chunks (one sequence per chunk; a stacked
+        workload's slices), for a per-kernel-class breakdown of a stage's compute
+        (:func:`perfmodel.compute.model.kernel_class_seconds`); empty where not recorded.
+    microbatches
+        Micro-batches each stage runs per step.
     """
 
     graph: TaskGraph
@@ -174,6 +180,8 @@ class LoweredStep:
     min_period_s: float = 0.0
     staleness: dict[int, float] = field(default_factory=dict)
     tokens_per_sample: int = 1
+    stage_layers: tuple[tuple[Sequence[LayerCost], ...], ...] = ()
+    microbatches: int = 1
 
 
 # --------------------------------------------------------------------------- partitioning
@@ -993,6 +1001,11 @@ def stage_memory(
     if expert:  # routed experts: sharded over the expert data-parallel group
         ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)
         weights, grads, state = weights + ew, grads + eg, state + es
+    # FP8 weight caches (Transformer Engine keeps each FP8 weight and its transpose)
+    stored = float(rc.param_bytes) if rc.fp8_params else 0.0
+    weights += sum(
+        wmem.fp8_weight_cache_bytes(c.layers, rc.fp8, replaces_bytes=stored) for c in chunks
+    )
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu

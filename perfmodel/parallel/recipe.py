@@ -37,7 +37,9 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from perfmodel.dtypes import Precision
+from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
+from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, KernelRecipe, OptimizerImpl
 from perfmodel.workload.layers import (
     ExpertRole,
     LayerCost,
@@ -428,12 +430,17 @@ class ComputeRecipe:
 
     ``autocast_casts``: ``ComputeParams.cast_weights_each_step``; ``grad_bytes``: the gradient
     the optimizer step reads; ``working_copy_bytes``: the 16-bit copy it writes (half-model
-    stacks; 0 where the kept weights are the FP32 ones).
+    stacks; 0 where the kept weights are the FP32 ones); ``optimizer_impl`` and ``grad_clip``:
+    how the step runs (:func:`perfmodel.workload.kernels.optimizer_bytes_per_param`); ``fp8``:
+    the FP8 recipe (which GEMM passes accumulate in split mode), ``None`` unless FP8.
     """
 
     autocast_casts: bool
     grad_bytes: int
     working_copy_bytes: int
+    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
+    grad_clip: GradClip = GradClip.NONE
+    fp8: Fp8Recipe | None = None
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -509,6 +516,20 @@ class Recipe:
     fp8_saves_fp8_inputs
         Under ``fp8`` the blocks' linear layers save their inputs in FP8 (Transformer Engine;
         :func:`fp8_saved_input_delta`); torchao's float8 linear saves the high-precision input.
+    fusion
+        The kernels a block launches (:class:`~perfmodel.workload.kernels.Fusion`): the
+        preset's, or ``compile`` when the scenario compiles (``--compile``).
+    fp8
+        The FP8 recipe (:class:`~perfmodel.workload.kernels.Fp8Recipe`) when the precision is
+        FP8: ``--fp8-recipe``, else the preset's default; ``None`` otherwise.
+    optimizer_impl, grad_clip
+        How the optimizer step runs and the gradient clipping before it (the preset's).
+    fsdp_copies
+        FSDP2's all-gather copy-out and reduce-scatter copy-in kernels run (FSDP2 stacks,
+        :attr:`~perfmodel.workload.kernels.KernelRecipe.fsdp_copies`).
+    fp8_params
+        The FP8 linear weights are stored in FP8 (the preset's ``fp8_params`` under a
+        Transformer Engine recipe): gathered in FP8, no 16-bit copy beside TE's cache.
     sources
         Where the preset's recipe comes from.
     """
@@ -535,13 +556,54 @@ class Recipe:
     param_sync: ParamSync = ParamSync.ALLGATHER
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     fp8_saves_fp8_inputs: bool = False
+    fusion: Fusion = Fusion.EAGER
+    fp8: Fp8Recipe | None = None
+    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
+    grad_clip: GradClip = GradClip.NONE
+    fsdp_copies: bool = False
+    fp8_params: bool = False
     sources: tuple[str, ...] = ()
 
     @property
     def compute(self) -> ComputeRecipe:
         """What the compute model reads (:class:`ComputeRecipe`)."""
         working = self.param_bytes if self.master_bytes else 0
-        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working)
+        return ComputeRecipe(
+            self.autocast_casts,
+            self.grad_bytes,
+            working,
+            self.optimizer_impl,
+            self.grad_clip,
+            self.fp8,
+        )
+
+    def kernels(self, microbatches: int = 1) -> KernelRecipe:
+        """What a workload of this recipe is built with
+        (:class:`~perfmodel.workload.kernels.KernelRecipe`) for a step of ``microbatches``
+        micro-batches per replica: the fusion mode, the FP8 recipe, FSDP2's copies (with the
+        reduce-scatter input's width) and the share of a cached FP8 weight cast each
+        micro-batch carries (``1 / microbatches``).
+
+        >>> from perfmodel.parallel.software import get_preset
+        >>> from perfmodel.parallel.plan import ParallelismPlan
+        >>> r = build_recipe(get_preset("megatron-core"), Precision.FP8, Optimizer.ADAM,
+        ...                  ParallelismPlan(dp=8))
+        >>> k = r.kernels(4)  # FP8 parameters: the weight's transpose, once per step
+        >>> k.fusion.value, k.fp8.value, k.weight_cast_share
+        ('te', 'te-delayed', 0.125)
+        """
+        share = 1.0
+        if self.fp8 is not None and self.fp8.caches_weights:
+            share = 1.0 / max(int(microbatches), 1)
+            if self.fp8_params:  # the weight is FP8 already: only its transpose, 1 + 1 of 4 B
+                share *= 0.5
+        return KernelRecipe(
+            fusion=self.fusion,
+            fp8=self.fp8,
+            fsdp_copies=self.fsdp_copies,
+            fsdp_reduce_bytes=self.grad_reduce_bytes,
+            weight_cast_share=share,
+        )
 
     @property
     def state_bytes(self) -> int:
@@ -585,6 +647,14 @@ class Recipe:
             f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}",
             f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}; "
             f"param sync ({self.param_sync.value}) {self.param_gather.describe()}",
+            f"kernels: {self.fusion.value}"
+            + (f"; FP8 recipe {self.fp8.value}" if self.fp8 is not None else "")
+            + f"; optimizer step {self.optimizer_impl.value}"
+            + (f", grad clip {self.grad_clip.value}" if self.grad_clip is not GradClip.NONE else "")
+            + ("; FP8 parameters" if self.fp8_params else "")
+            + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else ""),
+            f"grad reduction {self.grad_comm.describe()}; param all-gather "
+            f"{self.param_gather.describe()}",
             f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
             f"{self.pp_send.describe()}",
         ]
@@ -615,6 +685,12 @@ class Recipe:
             "param_sync": self.param_sync.value,
             "cross_entropy": self.cross_entropy.value,
             "fp8_saves_fp8_inputs": self.fp8_saves_fp8_inputs,
+            "fusion": self.fusion.value,
+            "fp8_recipe": None if self.fp8 is None else self.fp8.value,
+            "optimizer_impl": self.optimizer_impl.value,
+            "grad_clip": self.grad_clip.value,
+            "fsdp_copies": self.fsdp_copies,
+            "fp8_params": self.fp8_params,
             "sources": list(self.sources),
         }
 
@@ -632,6 +708,9 @@ def build_recipe(
     precision: Precision,
     optimizer: Optimizer,
     plan: ParallelismPlan,
+    *,
+    compile: bool | None = None,
+    fp8_recipe: Fp8Recipe | None = None,
 ) -> Recipe:
     """The recipe of ``preset`` at ``precision`` with ``optimizer`` under ``plan``.
 
@@ -640,6 +719,17 @@ def build_recipe(
     parameter all-gathers always prefetch on their own stream (PyTorch FSDP
     ``BackwardPrefetch.BACKWARD_PRE`` and FSDP2's implicit prefetch; DeepSpeed
     ``stage3_prefetch_bucket_size``), never FIFO behind the gradient reduce-scatter.
+
+    ``compile``: the model runs under ``torch.compile`` (``Fusion.COMPILE``; ``None`` or
+    ``False``: the preset's fusion). ``fp8_recipe``: the FP8 recipe of ``precision="fp8"``
+    (``None``: the preset's ``fp8_recipe``). FSDP2 stacks gather the weights of FP8 linears in
+    FP8 under a recipe that can (torchao tensor-wise): 1 byte per parameter on the wire.
+
+    Raises
+    ------
+    ConfigError
+        ``compile`` on a stack that does not run PyTorch eager modules (Transformer Engine
+        stacks), or an FP8 recipe without ``precision="fp8"``.
 
     >>> from perfmodel.parallel.software import get_preset
     >>> from perfmodel.parallel.plan import ParallelismPlan
@@ -652,6 +742,26 @@ def build_recipe(
     (2, 4, 4, False)
     """
     sharding = _sharding(preset, plan)
+    fusion = preset.fusion
+    if compile:
+        if not preset.compilable:
+            raise ConfigError(
+                f"--compile: software preset {preset.name} runs {preset.fusion.value} kernels, "
+                "not PyTorch modules torch.compile can fuse; compile applies to the PyTorch "
+                "eager presets (pytorch-ddp, fsdp, torchtitan, deepspeed-*)",
+                value=preset.name,
+                where="--compile",
+            )
+        fusion = Fusion.COMPILE
+    fp8: Fp8Recipe | None = None
+    if precision is Precision.FP8:
+        fp8 = preset.fp8_recipe if fp8_recipe is None else fp8_recipe
+    elif fp8_recipe is not None:
+        raise ConfigError(
+            f"--fp8-recipe {fp8_recipe.value} needs --precision fp8 (got {precision.value})",
+            value=fp8_recipe.value,
+            where="--fp8-recipe",
+        )
     mixed = precision.mixed
     amp = preset.amp
     half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
@@ -667,6 +777,12 @@ def build_recipe(
         a = half
         r = 4 if preset.fp32_grad_reduce else half
         master = 0
+    fsdp2 = sharding.stage >= 3 and amp is AmpStyle.FSDP_POLICY
+    if fsdp2 and mixed and fp8 is not None and fp8.fsdp_fp8_all_gather:
+        a = 1  # FP8 all-gather of the FP8 linears' weights (the rest, ~10-15%, in 16 bit)
+    fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
+    if fp8_params:
+        a = 1  # the distributed optimizer gathers the FP8 parameters
     dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
     overlap_grads = preset.overlap_grad_comm and dp_on
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
@@ -705,6 +821,12 @@ def build_recipe(
         param_sync=preset.param_sync,
         cross_entropy=preset.cross_entropy,
         fp8_saves_fp8_inputs=preset.fp8_saves_fp8_inputs and precision is Precision.FP8,
+        fusion=fusion,
+        fp8=fp8,
+        optimizer_impl=preset.optimizer_impl,
+        grad_clip=preset.grad_clip,
+        fsdp_copies=fsdp2,
+        fp8_params=fp8_params,
         sources=tuple(preset.sources),
     )
 

@@ -14,6 +14,7 @@ from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
 from perfmodel.parallel.recipe import AmpStyle, CrossEntropy, ParamSync, SelectiveRecompute
+from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, OptimizerImpl
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -190,6 +191,24 @@ class SoftwarePreset:
     param_sync
         How ZeRO-1/2 parameters reach the other ranks after the step
         (:class:`~perfmodel.parallel.recipe.ParamSync`: all-gather, or one broadcast per owner).
+    fusion
+        The kernels a transformer block launches (:class:`~perfmodel.workload.kernels.Fusion`):
+        ``eager`` (PyTorch eager, the default), ``te`` (Megatron with Transformer Engine /
+        Megatron's fused kernels). ``Scenario.compile`` turns a compilable stack to ``compile``.
+    fp8_recipe
+        The FP8 recipe ``--precision fp8`` assumes on this stack
+        (:class:`~perfmodel.workload.kernels.Fp8Recipe`; ``--fp8-recipe`` chooses another):
+        Transformer Engine delayed scaling for the Megatron and DeepSpeed stacks, torchao
+        tensor-wise dynamic scaling for the PyTorch-native ones.
+    optimizer_impl, grad_clip
+        How the optimizer step runs (:class:`~perfmodel.workload.kernels.OptimizerImpl`:
+        ``fused``, the default, or ``torch.optim``'s ``foreach``) and the gradient clipping
+        before it (:class:`~perfmodel.workload.kernels.GradClip`).
+    fp8_params
+        Under a Transformer Engine FP8 recipe the model's linear weights are stored in FP8
+        (Megatron ``--fp8-param-gather``, NeMo ``fp8_params``): the optimizer writes them in FP8,
+        the distributed optimizer all-gathers them in FP8, and no 16-bit copy is kept beside
+        TE's transpose.
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -231,6 +250,11 @@ class SoftwarePreset:
     tp_overlap: TPOverlap | None = None
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
+    fusion: Fusion = Fusion.EAGER
+    fp8_recipe: Fp8Recipe = Fp8Recipe.TE_DELAYED
+    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
+    grad_clip: GradClip = GradClip.NONE
+    fp8_params: bool = False
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -245,6 +269,12 @@ class SoftwarePreset:
     def eager(self) -> bool:
         """True when the stack dispatches every kernel from Python (PyTorch eager)."""
         return self.dispatch_mode == "pytorch-eager"
+
+    @property
+    def compilable(self) -> bool:
+        """Whether ``torch.compile`` applies: a PyTorch eager stack whose blocks are PyTorch
+        modules (not Transformer Engine's)."""
+        return self.eager and self.fusion is Fusion.EAGER
 
     @property
     def memory_format(self) -> str:
@@ -266,11 +296,11 @@ class SoftwarePreset:
 
         Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measurement
         for its device, see :func:`perfmodel.api.system_costs`), else
-        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.65 us, fitted on host-bound H100
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.56 us, fitted on host-bound H100
         training steps). Graph-mode stacks: 0 (not host-bound), whatever was measured.
 
         >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
-        35.65
+        35.56
         >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
         (8e-06, 0.0)
         """
@@ -334,6 +364,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Li et al., PyTorch Distributed, VLDB 2020: buckets all-reduced during backward; "
                 "first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES)",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -345,6 +377,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "scatter inputs, gather outputs; gradients reduced into device_ids[0]",
                 "PyTorch docs: DataParallel is single-process multi-thread and suffers GIL contention",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -410,6 +444,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "requires accumulate_allreduce_grads_in_fp32 (FP32 main_grad buffer and "
                 "all-reduce)",
             ),
+            fusion=Fusion.TE,
+            grad_clip=GradClip.L2NORM,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -439,10 +475,19 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
                 "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
                 "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
+                "NeMo 2.0 nemo/collections/llm/recipes/precision/mixed_precision.py "
+                "bf16_with_fp8_mixed: fp8='hybrid' (E4M3 forward, E5M2 backward), delayed "
+                "scaling with amax_history_len 1024, fp8_params=True; Megatron-Core TE modules "
+                "(fused norm-linear, RoPE apply_rope_fusion, bias-SwiGLU and bias-dropout-add "
+                "fusions, fused cross-entropy), distributed optimizer with TE/apex fused Adam "
+                "and clip_grad_norm_fp32 (multi_tensor_l2norm)",
                 "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
             ),
+            fusion=Fusion.TE,
+            grad_clip=GradClip.L2NORM,
+            fp8_params=True,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -491,6 +536,8 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
                 "streams (all-gather stream, reduce-scatter stream)",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
@@ -514,9 +561,16 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
                 "torchtitan 9dec370 train.py loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), "
                 "labels) on the 16-bit logits upcast to FP32, pred deleted before backward",
+                "torchtitan 9dec370 torchtitan/optimizer.py: AdamW(fused=False, "
+                "foreach=True); train.py clip_grad_norm_(max_norm=1.0, foreach=True); "
+                "loss cross_entropy(pred.float()); models/norms.py RMSNorm in eager ops; "
+                "float8.py converts every nn.Linear but 'output' (torchao tensor-wise)",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
             ),
+            optimizer_impl=OptimizerImpl.FOREACH,
+            grad_clip=GradClip.FOREACH,
+            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(

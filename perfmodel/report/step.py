@@ -345,6 +345,13 @@ class StepReport:
     baseline); printed by :meth:`format_table`."""
     tokens_per_sample: int = 1
     device: str = "GPU"  # what one device is, for wording: "GPU", or "CPU" (a calibrated CPU)
+    kernel_classes: dict[str, float] = field(default_factory=dict)
+    """Kernel seconds of one step on the critical pipeline stage's GPU by kernel class
+    (:func:`perfmodel.compute.model.kernel_class_seconds`: ``"gemm:bf16"``, ``"gemm:fp8"``,
+    ``"attention"``, ``"norm"``, ``"rope"``, ``"activation"``, ``"residual"``, ``"copy"``,
+    ``"cast"``, ``"fp8_cast"``, ``"loss"``, ``"fsdp_copy"``...) plus ``"optimizer"``: what a
+    Kineto trace's kernel totals are held against. Communication, host waits and idle time are
+    :attr:`breakdown`'s; empty where not computed."""
 
     @property
     def is_sequence_model(self) -> bool:
@@ -452,7 +459,19 @@ class StepReport:
             "notes": list(self.notes),
             "baseline_gpus": self.baseline_gpus,
             "defaults": list(self.defaults),
+            "kernel_classes": dict(self.kernel_classes),
         }
+
+    def format_kernel_classes(self) -> list[str]:
+        """The kernel classes of :attr:`kernel_classes`, largest first, with seconds and their
+        share of the iteration (``predict --explain``)."""
+        from perfmodel.units import format_time
+
+        T = self.iteration_time_s or 1.0
+        rows = sorted(self.kernel_classes.items(), key=lambda kv: -kv[1])
+        lines = [f"kernels by class (critical {self.device}, one step):"]
+        lines += [f"  {k:<18}{format_time(v):>12}  {100 * v / T:5.1f}%" for k, v in rows if v > 0]
+        return lines
 
     def format_table(self) -> str:
         """Human-readable summary."""

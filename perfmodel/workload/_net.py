@@ -35,7 +35,22 @@ from dataclasses import replace
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
-from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind, StackedLayers
+from perfmodel.workload.kernels import (
+    DEFAULT_KERNELS,
+    Fp8Recipe,
+    KernelRecipe,
+    OpKernels,
+    fp8_linear,
+    op_kernels,
+)
+from perfmodel.workload.layers import (
+    CommPoint,
+    GemmShape,
+    KernelClass,
+    LayerCost,
+    LayerKind,
+    StackedLayers,
+)
 
 Shape = tuple[int, ...]
 
@@ -95,6 +110,11 @@ class Net:
     cp
         Context parallelism: this rank holds ``1/cp`` of every sequence (:meth:`local_seq`) and
         its fused attention exchanges keys and values with the ``cp`` group (:meth:`attention`).
+    kernels
+        The stack's kernels (:class:`~perfmodel.workload.kernels.KernelRecipe`): the fusion mode
+        the transformer builders decompose a block with, the FP8 recipe whose cast kernels
+        follow every FP8 linear layer of a block, and FSDP2's copies around each unit's
+        collectives (both added by :meth:`all_layers`).
     """
 
     def __init__(
@@ -107,8 +127,10 @@ class Net:
         ep: int = 1,
         cp: int = 1,
         etp: int = 0,
+        kernels: KernelRecipe = DEFAULT_KERNELS,
     ) -> None:
         self.batch_size = batch_size
+        self.kernels = kernels
         self.precision = precision
         self.tp = tp
         self.ep = ep
@@ -141,20 +163,136 @@ class Net:
 
     def all_layers(self) -> tuple[LayerCost, ...] | StackedLayers:
         """Every layer in order: :attr:`layers` with the copies of :meth:`repeat_block` in
-        place (a :class:`~perfmodel.workload.layers.StackedLayers` then, else a tuple)."""
+        place (a :class:`~perfmodel.workload.layers.StackedLayers` then, else a tuple), and the
+        kernels of :attr:`kernels` that follow from the layers (:meth:`_recipe_kernels`: FP8
+        casts, FSDP copies) inserted."""
         if self.repeat is None or self.repeat[2] == 0:
-            return tuple(self.layers)
+            return tuple(self._recipe_kernels(self.layers, root=True))
         pos, start, copies, first, block0 = self.repeat
         template = self.layers[start:pos]
         strip = len(template[0].name.split(".", 1)[0]) + 1
         return StackedLayers.of(
-            self.layers[:pos],
-            template,
+            self._recipe_kernels(self.layers[:pos], root=True),
+            self._recipe_kernels(template),
             copies,
-            self.layers[pos:],
+            self._recipe_kernels(self.layers[pos:]),
             first=first,
             strip=strip,
             block0=block0,
+        )
+
+    def _recipe_kernels(
+        self, layers: Sequence[LayerCost], *, root: bool = False
+    ) -> list[LayerCost]:
+        """``layers`` (whole blocks) with the kernels the stack adds around them: an FP8 cast
+        layer before every FP8 linear layer (:meth:`_fp8_cast`; its tensor-parallel all-gather
+        in FP8, :meth:`_fp8_gather`), and an FSDP copy layer (:meth:`_fsdp_copy`) first in each
+        block (one FSDP unit each: its all-gather's copy-out precedes its forward), plus one
+        first of all for the parameters outside blocks (the root unit) when ``root``. A block's
+        last layer stays its output (the memory model reads block boundaries off it)."""
+        k = self.kernels
+        if k.fp8 is None and not k.fsdp_copies:
+            return list(layers)
+        out: list[LayerCost] = []
+        unit_params: dict[int, int] = {}
+        if k.fsdp_copies:
+            for la in layers:
+                if la.block is not None:
+                    unit_params[la.block] = unit_params.get(la.block, 0) + la.params
+            rest = sum(la.params for la in self.layers if la.block is None)
+            if root and rest:
+                out.append(self._fsdp_copy("root.fsdp_copy", rest, None))
+        prev: int | None = None
+        for la in layers:
+            if k.fsdp_copies and la.block is not None and la.block != prev:
+                out.append(
+                    self._fsdp_copy(f"layer{la.block}.fsdp_copy", unit_params[la.block], la.block)
+                )
+            prev = la.block
+            if k.fp8 is not None and fp8_linear(la):
+                out.append(self._fp8_cast(la))
+                la = self._fp8_gather(la)
+            out.append(la)
+        return out
+
+    def _fp8_cast(self, la: LayerCost) -> LayerCost:
+        """The quantisation kernels of FP8 linear layer ``la`` under :attr:`kernels`' recipe
+        (:class:`~perfmodel.workload.kernels.Fp8CastBytes`): forward casts of its input and
+        weight, backward casts of the output gradient (and the re-quantised input and weight
+        where the recipe needs them). The weight cast of a recipe that caches it
+        (:attr:`~perfmodel.workload.kernels.Fp8Recipe.caches_weights`) is charged at
+        ``weight_cast_share`` per micro-batch; under FSDP with FP8 all-gathers the weight is
+        cast on its shard before the gather (``1/dp`` of it: left out)."""
+        k = self.kernels
+        assert k.fp8 is not None and la.gemm is not None
+        cb = k.fp8.cast_bytes
+        g = la.gemm
+        x_el = float(g.m * g.k * g.batch)
+        dy_el = float(g.m * g.n * g.batch)
+        w_el = float(g.k * g.n * g.batch)
+        share = k.weight_cast_share if k.fp8.caches_weights else 1.0
+        if k.fsdp_copies and k.fp8.fsdp_fp8_all_gather:
+            share = 0.0
+        dgrad = la.bwd_input_flop > 0
+        return LayerCost(
+            name=f"{la.name}.fp8_cast",
+            kind=LayerKind.ELEMENTWISE,
+            fwd_flop=2.0 * x_el,
+            bwd_input_flop=2.0 * dy_el,
+            bwd_weight_flop=0.0,
+            params=0,
+            fwd_bytes=cb.x_fwd * x_el + cb.w_fwd * w_el * share,
+            bwd_bytes=cb.dy_bwd * dy_el + cb.x_bwd * x_el + (cb.w_bwd * w_el if dgrad else 0.0),
+            activation_bytes=0.0,
+            output_shape=la.output_shape,
+            block=la.block,
+            kernels=cb.kernels_fwd,
+            bwd_kernels=cb.kernels_bwd,
+            kernel_class=KernelClass.FP8_CAST,
+        )
+
+    def _fp8_gather(self, la: LayerCost) -> LayerCost:
+        """``la`` with its sequence-parallel input all-gather in FP8 (1 byte per element), as
+        Transformer Engine's FP8 ``LayerNormLinear``/``Linear`` (the cast precedes the
+        all-gather) and torchtitan's ``Float8ColwiseParallel`` run it; torchao's row-wise and
+        MXFP8 recipes gather the 16-bit input. Other collectives are unchanged."""
+        fp8 = self.kernels.fp8
+        if fp8 in (Fp8Recipe.TORCHAO_ROWWISE, Fp8Recipe.MXFP8) or not la.fwd_comm:
+            return la
+        comms = tuple(
+            replace(c, message_bytes=c.message_bytes / self.act_bytes)
+            if c.op is CollectiveOp.ALLGATHER and c.group == "tp"
+            else c
+            for c in la.fwd_comm
+        )
+        return la if comms == la.fwd_comm else replace(la, fwd_comm=comms)
+
+    def _fsdp_copy(self, name: str, params: int, block: int | None) -> LayerCost:
+        """FSDP2's copies for one unit of ``params`` parameters per micro-batch
+        (:attr:`~perfmodel.workload.kernels.KernelRecipe.fsdp_copies`): forward, the
+        all-gather copy-out (read and write ``p`` bytes per parameter, ``p`` the gathered
+        width: 1 for FP8-gathered weights, else the 16-bit ``param_bytes``); backward, the
+        copy-out of the backward all-gather and the reduce-scatter copy-in (read the 16-bit
+        gradient, write ``fsdp_reduce_bytes``)."""
+        k = self.kernels
+        p = float(self.param_bytes)
+        gathered = 2.0 * p * params
+        reduce_in = (p + k.fsdp_reduce_bytes) * params
+        return LayerCost(
+            name=name,
+            kind=LayerKind.OTHER,
+            fwd_flop=0.0,
+            bwd_input_flop=0.0,
+            bwd_weight_flop=0.0,
+            params=0,
+            fwd_bytes=gathered,
+            bwd_bytes=gathered + reduce_in,
+            activation_bytes=0.0,
+            output_shape=(1,),  # copies of parameters: no activation tensor
+            block=block,
+            kernels=1,
+            bwd_kernels=2,
+            kernel_class=KernelClass.FSDP_COPY,
         )
 
     @property
@@ -219,6 +357,50 @@ class Net:
                 output_shape=output_shape,
                 block=self.block,
                 **extra,  # type: ignore[arg-type]
+            )
+        )
+
+    def op_layer(
+        self,
+        name: str,
+        ops: OpKernels,
+        elements: float,
+        *,
+        output_shape: Shape,
+        flop: tuple[float, float] = (0.0, 0.0),
+        saved_bytes: float = 0.0,
+        kind: LayerKind = LayerKind.ELEMENTWISE,
+        params: int = 0,
+        extra_bwd_bytes: float = 0.0,
+        extra_bwd_kernels: int = 0,
+        tensors: int = 1,
+    ) -> None:
+        """A memory-bound operator of ``elements`` elements as the kernels of ``ops``
+        (:data:`perfmodel.workload.kernels.OPS`): bytes ``elements x`` the kernels' bytes per
+        element at the activation width, one launch per kernel, the class ``ops.klass``.
+        ``flop`` are the forward and backward FLOP (the roofline's compute side only);
+        ``params`` stay with the layer (a norm's weight: read in forward, its FP32 gradient
+        written in backward). ``tensors``: the operator runs on that many tensors whose
+        elements ``elements`` counts together (RoPE on the queries and the keys): as many
+        launches of each kernel."""
+        a = self.act_bytes
+        p = self.param_bytes
+        self._add(
+            LayerCost(
+                name=name,
+                kind=kind,
+                fwd_flop=flop[0],
+                bwd_input_flop=flop[1],
+                bwd_weight_flop=0.0,
+                params=params,
+                fwd_bytes=elements * ops.fwd_bytes(a) + params * p,
+                bwd_bytes=elements * ops.bwd_bytes(a) + extra_bwd_bytes + params * (p + 4),
+                activation_bytes=saved_bytes,
+                output_shape=tuple(output_shape),
+                block=self.block,
+                kernels=max(tensors * ops.fwd_kernels(a), 1),
+                bwd_kernels=tensors * ops.bwd_kernels(a) + extra_bwd_kernels,
+                kernel_class=ops.klass,
             )
         )
 
@@ -988,31 +1170,36 @@ class Net:
         self, name: str, rows: int, classes: int, *, fwd_comm: tuple[CommPoint, ...] = ()
     ) -> Shape:
         """Softmax cross-entropy over ``classes`` (local, vocab-parallel when ``tp > 1``) for
-        ``rows`` predictions. Computed in fp32 (autocast upcasts the logits): saves the fp32
-        softmax, ``4 rows classes`` bytes.
+        ``rows`` predictions, computed in FP32: saves the FP32 softmax (or log-softmax),
+        ``4 rows classes`` bytes.
 
-        Backward (PyTorch ``cross_entropy`` = ``log_softmax`` + ``nll_loss``):
-        ``nll_loss_backward`` materialises a dense FP32 gradient of the log-probabilities
-        (zero-fill, then scatter: 4 bytes per element written), ``_log_softmax_backward_data``
-        reads it and the saved FP32 output (8 bytes) and writes the logits' gradient in the
-        logits' dtype (``a`` bytes): ``(12 + a)`` bytes per element, where the previous count
-        of ``4 + a`` missed the materialised FP32 gradient (GPT-2 b8: 2.77 ms measured against
-        0.98 predicted). Trace: 2 forward, 3 backward kernels.
+        Kernels and bytes per logit are the stack's (:data:`perfmodel.workload.kernels.OPS`
+        ``"loss"``): PyTorch's ``cross_entropy`` of the FP32-cast logits (eager, and under
+        torchtitan's ``torch.compile``, which leaves the loss eager): the cast (``a + 4``),
+        ``log_softmax`` (8), ``nll_loss``; backward the zero-filled FP32 gradient (4),
+        ``log_softmax_backward`` (12) and the cast back (``4 + a``): ``(12 + a)`` bytes forward
+        and ``(20 + a)`` backward per element, as the GPT-2 H100 trace shows (copy, softmax and
+        ``FillFunctor<float>`` kernels; GPT-2 b8: 2.77 ms measured against 0.98 predicted
+        before the FP32 gradient was counted). Megatron-Core's fused vocabulary-parallel
+        cross-entropy (``te``): ``(20 + a)`` forward, ``(12 + a)`` backward.
         """
-        el = rows * classes
+        el = float(rows * classes)
+        ops = op_kernels("loss", self.kernels.fusion)
+        assert ops is not None
         a = self.act_bytes
         self._kernel(
             name,
             LayerKind.LOSS,
             fwd_flop=5.0 * el,
             bwd_flop=2.0 * el,
-            fwd_bytes=el * (a + 4) + el * 4,
-            bwd_bytes=el * (12 + a),
+            fwd_bytes=el * ops.fwd_bytes(a),
+            bwd_bytes=el * ops.bwd_bytes(a),
             activation_bytes=4.0 * el,
             output_shape=(1,),
             fwd_comm=fwd_comm,
-            kernels=2,
-            bwd_kernels=3,
+            kernels=max(ops.fwd_kernels(a), 1),
+            bwd_kernels=ops.bwd_kernels(a),
+            kernel_class=KernelClass.LOSS,
         )
         return (1,)
 

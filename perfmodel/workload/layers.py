@@ -35,6 +35,50 @@ class LayerKind(str, enum.Enum):
     OTHER = "other"
 
 
+class KernelClass(str, enum.Enum):
+    """What kind of kernel a layer's time is spent in, for a step's per-class breakdown
+    (``StepReport.kernel_classes``, ``perfmodel model show``): GEMMs (reported by dtype) and
+    fused attention are compute-bound; the rest are memory-bound kernels by what they do
+    (:mod:`perfmodel.workload.kernels` decomposes a transformer block into them per stack).
+    """
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    NORM = "norm"
+    ROPE = "rope"
+    ACTIVATION = "activation"
+    RESIDUAL = "residual"
+    DROPOUT = "dropout"
+    SOFTMAX = "softmax"
+    ELEMENTWISE = "elementwise"
+    CAST = "cast"
+    FP8_CAST = "fp8_cast"
+    COPY = "copy"
+    EMBEDDING = "embedding"
+    POOL = "pool"
+    LOSS = "loss"
+    FSDP_COPY = "fsdp_copy"
+    OPTIMIZER = "optimizer"
+    OTHER = "other"
+
+
+#: The class of a layer that does not state one, by its kind.
+_CLASS_OF_KIND = {
+    "conv": KernelClass.GEMM,
+    "linear": KernelClass.GEMM,
+    "matmul": KernelClass.GEMM,
+    "attention": KernelClass.ATTENTION,
+    "embedding": KernelClass.EMBEDDING,
+    "norm": KernelClass.NORM,
+    "activation": KernelClass.ACTIVATION,
+    "pool": KernelClass.POOL,
+    "elementwise": KernelClass.ELEMENTWISE,
+    "softmax": KernelClass.SOFTMAX,
+    "loss": KernelClass.LOSS,
+    "other": KernelClass.OTHER,
+}
+
+
 class ExpertRole(str, enum.Enum):
     """Part a layer plays in a mixture-of-experts block, for an expert-parallel lowering.
 
@@ -177,6 +221,22 @@ class LayerCost:
     in ``groups per token`` of them (DeepSeek-V3's node-limited routing; Megatron-Core
     ``--moe-router-num-groups`` / ``--moe-router-group-topk``); ``(0, 0)``: no limit. Read by
     the token dispatchers' deduplication (:func:`perfmodel.parallel.expert.dispatch_share`)."""
+    kernel_class: KernelClass | None = None
+    """What its kernels do (:class:`KernelClass`); ``None``: the class of its kind
+    (:attr:`klass`)."""
+    keep_16bit: bool = False
+    """A weight GEMM that FP8 recipes keep in 16 bit: the LM head (Megatron-Core's
+    ``output_layer`` is a plain ``ColumnParallelLinear`` outside Transformer Engine's
+    ``fp8_autocast`` modules; torchtitan converts every ``nn.Linear`` but ``output``,
+    ``module_filter_fn=lambda mod, fqn: fqn != "output"`` in ``torchtitan/float8.py`` at
+    ``9dec370``)."""
+
+    @property
+    def klass(self) -> KernelClass:
+        """:attr:`kernel_class`, or the class of the layer's kind."""
+        if self.kernel_class is not None:
+            return self.kernel_class
+        return _CLASS_OF_KIND[self.kind.value]
 
     @property
     def active_params(self) -> int:

@@ -45,6 +45,7 @@ from perfmodel._enum import parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import numel
+from perfmodel.workload.kernels import Fp8Recipe, fp8_linear
 from perfmodel.workload.layers import (
     LayerCost,
     LayerKind,
@@ -278,6 +279,35 @@ def workspace_bytes(workload: Workload) -> float:
     for la in distinct_layers(workload.layers):  # a stack's copies have its block's shapes
         peak_layer = max(peak_layer, 2.0 * numel(la.output_shape) * a)
     return CUDA_CONTEXT_BYTES + LIBRARY_WORKSPACE_BYTES + peak_layer
+
+
+def fp8_weight_cache_bytes(
+    layers: Sequence[LayerCost], fp8: Fp8Recipe | None, *, replaces_bytes: float = 0.0
+) -> float:
+    """Bytes of the FP8 weight copies an FP8 recipe keeps between micro-batches on one rank:
+    :meth:`~perfmodel.workload.kernels.Fp8Recipe.weight_cache_bytes_per_param` (Transformer
+    Engine: the FP8 weight and its transpose, 2 bytes; MXFP8 with its block scales) times the
+    parameters of the layers whose GEMMs run in FP8
+    (:func:`~perfmodel.workload.kernels.fp8_linear`); 0 without FP8 or for torchao (transient
+    casts). A stack's copies of a block are counted once each (:func:`runs_sum`).
+    ``replaces_bytes``: bytes per parameter of the 16-bit weight the FP8 copies replace when
+    the parameters are stored in FP8 (Megatron ``--fp8-param-gather``, NeMo ``fp8_params``):
+    Hopper's FP8 weight and transpose then take the 16-bit weight's 2 bytes (no extra).
+
+    >>> from perfmodel.workload.kernels import Fp8Recipe
+    >>> from perfmodel.workload.layers import GemmShape
+    >>> fc = LayerCost(name="fc", kind=LayerKind.LINEAR, fwd_flop=1.0, bwd_input_flop=1.0,
+    ...                bwd_weight_flop=1.0, params=1000, fwd_bytes=1.0, bwd_bytes=1.0,
+    ...                activation_bytes=0.0, output_shape=(1,), gemm=GemmShape(1, 10, 100))
+    >>> fp8_weight_cache_bytes([fc], Fp8Recipe.TE_DELAYED), fp8_weight_cache_bytes([fc], None)
+    (2000.0, 0.0)
+    """
+    if fp8 is None:
+        return 0.0
+    per = fp8.weight_cache_bytes_per_param() - replaces_bytes
+    if per <= 0:
+        return 0.0
+    return per * runs_sum(layers, lambda la: float(la.params) if fp8_linear(la) else 0.0)
 
 
 def model_state_bytes(

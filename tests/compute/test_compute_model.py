@@ -99,9 +99,13 @@ def test_layer_time_roofline_bound() -> None:
     t_fc1 = cm.layer_time(fc1, "bf16")
     t_gelu = cm.layer_time(gelu, "bf16")
     assert t_fc1.bound is Bound.COMPUTE and t_gelu.bound is Bound.MEMORY
-    # big GEMM: FLOP at peak x efficiency, within launch overhead and the autocast weight cast
+    # big GEMM: FLOP at peak x efficiency (within launch overhead), then the autocast casts as
+    # kernels of their own: FP32 weight and bias to 16 bit (6 B per parameter, 2 kernels) and
+    # the FP32 norm output to 16 bit (6 B per input element, 1 kernel) at 0.8 x 2039 GB/s
     eff = t_fc1.efficiency
-    assert t_fc1.fwd_s == pytest.approx(fc1.fwd_flop / (312e12 * eff), rel=0.02)
+    casts = (fc1.params * 6 + 8 * 2048 * 4096 * 6) / (0.8 * 2039e9) + 3 * 4e-6
+    assert t_fc1.fwd_s == pytest.approx(fc1.fwd_flop / (312e12 * eff) + casts, rel=0.02)
+    assert t_fc1.fwd_s - casts == pytest.approx(fc1.fwd_flop / (312e12 * eff), rel=0.02)
     # memory-bound element-wise: bytes at 0.8 x 2039 GB/s + 4 us launch
     assert t_gelu.fwd_s == pytest.approx(gelu.fwd_bytes / (0.8 * 2039e9) + 4e-6)
 

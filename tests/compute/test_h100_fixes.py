@@ -108,7 +108,12 @@ def test_layernorm_and_loss_backward_bytes() -> None:
     assert ln.bwd_bytes == pytest.approx(8 * el * 2 + 2 * 8192 * 4 + 2 * 768 * (2 + 4))
     assert ln.autocast_fp32 and ln.bwd_kernels == 3
     loss = next(la for la in w.layers if la.kind is LayerKind.LOSS)
-    assert loss.bwd_bytes == pytest.approx(8192 * 50304 * (12 + 2))
+    # eager cross_entropy of the FP32-cast logits: zero-filled FP32 gradient (4), log_softmax
+    # backward (4 + 4 read, 4 written), the cast back to 16 bit (4 + 2); forward the cast
+    # (2 + 4) and log_softmax (4 + 4)
+    assert loss.bwd_bytes == pytest.approx(8192 * 50304 * (20 + 2))
+    assert loss.fwd_bytes == pytest.approx(8192 * 50304 * (12 + 2))
+    assert (loss.kernels, loss.bwd_kernels) == (3, 4)
     # under autocast the layer norm moves FP32 activations: twice the bytes of Megatron-style
     cm = ComputeModel(H100)
     mega = ComputeModel(H100, ComputeParams.for_gpu(H100, cast_weights_each_step=False))

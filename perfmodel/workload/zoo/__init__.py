@@ -20,6 +20,7 @@ from perfmodel._memo import BoundedMemo
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload._net import Net
+from perfmodel.workload.kernels import DEFAULT_KERNELS, KernelRecipe
 from perfmodel.workload.layers import LayerCost, Workload, runs_isum
 from perfmodel.workload.zoo import cnn, inception, mlp, moe, transformer
 
@@ -510,6 +511,7 @@ def build_model(
     ep: int = 1,
     cp: int = 1,
     etp: int = 0,
+    kernels: KernelRecipe = DEFAULT_KERNELS,
     **model_args: Any,
 ) -> Workload:
     """Build the per-rank layer list of zoo model ``name`` for one micro-batch.
@@ -531,6 +533,9 @@ def build_model(
         Expert, context and expert tensor parallelism (:class:`perfmodel.workload._net.Net`);
         ``ep > 1`` needs a mixture-of-experts model, ``cp > 1`` a decoder that splits its
         sequence (``Net.local_seq``).
+    kernels
+        The training stack's kernels (:class:`~perfmodel.workload.kernels.KernelRecipe`:
+        fusion mode, FP8 recipe, FSDP2 copies); default PyTorch eager, no FP8 casts, no FSDP.
     **model_args
         ``image_size``, ``num_classes``, ``hidden``, ``layers``, ``heads``, ``kv_heads``,
         ``ffn_hidden``, ``seq_len``, ``vocab``, ``widths``, ``flash_attention``, ... as the entry
@@ -583,7 +588,9 @@ def build_model(
         kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
     kwargs.update(info.fixed)
     _check_depth(info, kwargs)
-    if (batch, int(tp), bool(sequence_parallel), int(ep), int(cp), int(etp)) == _WHOLE:
+    if (batch, int(tp), bool(sequence_parallel), int(ep), int(cp), int(etp)) == _WHOLE and (
+        kernels == DEFAULT_KERNELS
+    ):
         net, cfg = _whole_build(info, kwargs, prec)  # the whole model at micro-batch 1
     else:
         net = Net(
@@ -594,6 +601,7 @@ def build_model(
             ep=int(ep),
             cp=int(cp),
             etp=int(etp),
+            kernels=kernels,
         )
         cfg = info.builder(net, **kwargs)
     _check_expert_context(info.name, net)

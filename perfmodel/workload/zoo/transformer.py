@@ -25,7 +25,8 @@ from perfmodel._enum import parse_enum, snake, squash
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
-from perfmodel.workload.layers import CommPoint, GemmShape, LayerCost, LayerKind
+from perfmodel.workload.kernels import OPS, Fusion, op_kernels, repeat_kv_kernels
+from perfmodel.workload.layers import CommPoint, GemmShape, KernelClass, LayerCost, LayerKind
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class TransformerConfig:
     """Norm of each query and key head over its ``head_dim`` channels before attention (Qwen3,
     OLMo 2; Megatron ``--qk-layernorm``): ``head_dim`` weights each (``2 head_dim`` for
     LayerNorm)."""
+    rope: bool = False
+    """Rotary position embedding (Su et al. 2021) applied to the queries and keys of every
+    layer: memory-bound kernels of their own (:data:`perfmodel.workload.kernels.OPS` ``rope``)."""
 
     @property
     def head_dim(self) -> int:
@@ -98,6 +102,45 @@ def check_config(cfg: TransformerConfig, tp: int) -> None:
                 value=tp,
                 where="tp",
             )
+
+
+def block_norm(
+    net: Net,
+    cfg: TransformerConfig,
+    name: str,
+    x: Shape,
+    *,
+    params: int,
+    shard: int = 1,
+    accumulate: bool = False,
+) -> None:
+    """The norm of a transformer layer (and the final norm) as the stack runs it.
+
+    LayerNorm is one native kernel in every stack (``native_layer_norm``; TE's and inductor's
+    are the same traffic): :meth:`Net.norm`. RMSNorm in PyTorch eager is the written-out
+    ``x * rsqrt(x.pow(2).mean(-1) + eps)`` of torchtitan's ``RMSNorm`` (eight kernels forward,
+    fourteen backward, :data:`perfmodel.workload.kernels.OPS` ``rms_norm``); compiled or under
+    Transformer Engine it is one fused kernel like LayerNorm. ``accumulate``: the norm's input
+    also feeds the residual skip, whose gradient is summed with the norm's (one add kernel,
+    ``3 el`` elements).
+    """
+    if not (cfg.rms_norm and net.kernels.fusion is Fusion.EAGER):
+        net.norm(name, x, params=params, shard=shard, rms=cfg.rms_norm, accumulate=accumulate)
+        return
+    el = numel(x) / shard
+    a = net.act_bytes
+    net.op_layer(
+        name,
+        OPS["rms_norm"][Fusion.EAGER],
+        el,
+        output_shape=tuple(x),
+        flop=(4.0 * el, 8.0 * el),
+        saved_bytes=el * a,
+        kind=LayerKind.NORM,
+        params=params,
+        extra_bwd_bytes=3.0 * el * a if accumulate else 0.0,
+        extra_bwd_kernels=1 if accumulate else 0,
+    )
 
 
 def _col_comms(net: Net, el: float) -> tuple[tuple[CommPoint, ...], tuple[CommPoint, ...]]:
@@ -209,8 +252,24 @@ def self_attention(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) 
                 params=d if cfg.rms_norm else 2 * d,
                 rms=cfg.rms_norm,
             )
+    fusion = net.kernels.fusion
+    if cfg.rope:  # on the queries and keys of this rank (after any all-gather)
+        rope = op_kernels("rope", fusion)
+        assert rope is not None
+        qk_el = float(b * s * (heads_l + kv_l) * d)
+        net.op_layer(f"{name}.rope", rope, qk_el, output_shape=(b, s, heads_l, d),
+                     flop=(6.0 * qk_el, 6.0 * qk_el), tensors=2)  # fmt: skip
+    sdpa = cfg.flash_attention and fusion is not Fusion.TE  # PyTorch SDPA (eager, compile)
+    if sdpa and kv_l < heads_l:  # repeat_kv materialises the grouped keys and values
+        kv_el = float(2 * b * s * kv_l * d)
+        net.op_layer(f"{name}.repeat_kv", repeat_kv_kernels(heads_l // kv_l), kv_el,
+                     output_shape=(b, s, heads_l, d), tensors=2)  # fmt: skip
     if cfg.flash_attention:
         net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
+        copy = op_kernels("attn_out_copy", fusion)
+        if sdpa and copy is not None:
+            net.op_layer(f"{name}.attn_out_copy", copy, float(b * s * heads_l * d),
+                         output_shape=(b, s, heads_l * d))  # fmt: skip
     else:
         q_el = b * s * heads_l * d
         kv_el = b * s * kv_l * d
@@ -251,12 +310,15 @@ def dense_mlp(
     cols = 2 * ffn if cfg.gated_mlp else ffn
     _column_linear(net, f"{name}.{prefix}1", x, cols, bias=cfg.bias, input_shard=net.seq_shard)
     if cfg.gated_mlp:
-        net.elementwise(
+        el = float(b * s * f_l)
+        net.op_layer(
             f"{name}.{'swiglu' if prefix == 'fc' else prefix + '_swiglu'}",
-            (b, s, f_l),
-            "swiglu",
-            saved_bytes=2.0 * b * s * f_l * a,
-            inputs=2,
+            OPS["swiglu"][net.kernels.fusion],
+            el,
+            output_shape=(b, s, f_l),
+            flop=(5.0 * el, 10.0 * el),
+            saved_bytes=2.0 * el * a,
+            kind=LayerKind.ACTIVATION,
         )
     else:
         act = "relu2" if cfg.squared_relu else "gelu"
@@ -289,11 +351,37 @@ def transformer_layer(
 
     def norm(nm: str) -> None:
         # pre-norm: the norm's input is the residual stream, which also feeds the skip
-        net.norm(nm, x, params=norm_params, shard=shard, rms=cfg.rms_norm, accumulate=cfg.pre_norm)
+        block_norm(net, cfg, nm, x, params=norm_params, shard=shard, accumulate=cfg.pre_norm)
+
+    # bias-dropout-add: one kernel under Transformer Engine (Megatron-Core
+    # bias_dropout_add_fusion) and under torch.compile (inductor fuses the mask, the scale and
+    # the add); PyTorch eager runs dropout and the add apart
+    fused_dropout = cfg.dropout and net.kernels.fusion is not Fusion.EAGER
 
     def residual(nm: str) -> None:
         # backward: the gradient passes to the skip unchanged and to the branch (one copy,
         # a dtype cast under autocast); the accumulation at the fork is charged to the norm
+        el = (b * s // shard) * h
+        if fused_dropout:  # reads branch, skip (and the mask it writes); its backward masks
+            a = net.act_bytes
+            net.other(
+                LayerCost(
+                    name=nm,
+                    kind=LayerKind.ELEMENTWISE,
+                    fwd_flop=3.0 * el,
+                    bwd_input_flop=1.0 * el,
+                    bwd_weight_flop=0.0,
+                    params=0,
+                    fwd_bytes=el * (3 * a + 1.0),
+                    bwd_bytes=el * (2 * a + 1.0),
+                    activation_bytes=el * 1.0,
+                    output_shape=(b, s // shard, h),
+                    block=net.block,
+                    kernel_class=KernelClass.RESIDUAL,
+                    autocast_fp32=True,
+                )
+            )
+            return
         net.elementwise(
             nm,
             (b, s // shard, h),
@@ -302,6 +390,7 @@ def transformer_layer(
             bwd_elements=2 if cfg.pre_norm else None,
             autocast_fp32=True,
         )
+        net.layers[-1] = replace(net.layers[-1], kernel_class=KernelClass.RESIDUAL)
 
     for i, (section, dropout) in enumerate(
         ((attention, "attn_out_dropout"), (mlp, "mlp_dropout")), start=1
@@ -309,7 +398,7 @@ def transformer_layer(
         if cfg.pre_norm:
             norm(f"{name}.ln{i}")
         section(net, cfg, b, s, name)
-        if cfg.dropout:
+        if cfg.dropout and not fused_dropout:
             net.dropout(f"{name}.{dropout}", x, shard=shard)
         residual(f"{name}.residual{i}")
         if not cfg.pre_norm:
@@ -346,8 +435,9 @@ def _lm_head_and_loss(
     the vocabulary-parallel softmax cross-entropy (three all-reduces of one fp32 per row:
     max, sum of exponentials, target logit; Megatron ``vocab_parallel_cross_entropy``)."""
     _column_linear(net, name, (rows, cfg.hidden), cfg.vocab, bias=bias)  # after the final norm
+    last = net.layers[-1]  # FP8 recipes keep the LM head in 16 bit (LayerCost.keep_16bit)
+    net.layers[-1] = last = replace(last, keep_16bit=True)
     if tied:
-        last = net.layers[-1]
         net.layers[-1] = replace(last, params=last.params - (last.gemm.k * last.gemm.n))
     comm: tuple[CommPoint, ...] = ()
     if net.tp > 1:
@@ -471,6 +561,7 @@ def gpt(
         flash_attention=flash_attention,
         head_size=head_dim,
         qk_norm=bool(qk_norm),
+        rope=pos_kind is Position.ROPE,
     )
     check_config(cfg, net.tp)
     positions = 0
@@ -490,12 +581,13 @@ def decoder_head(net: Net, cfg: TransformerConfig, b: int, s: int, *, tied: bool
     """Final norm (``final_norm`` RMSNorm or ``final_ln`` LayerNorm), LM head and loss of a
     decoder."""
     h = cfg.hidden
-    net.norm(
+    block_norm(
+        net,
+        cfg,
         "final_norm" if cfg.rms_norm else "final_ln",
         (b, s, h),
         params=h if cfg.rms_norm else 2 * h,
         shard=net.seq_shard,
-        rms=cfg.rms_norm,
     )
     _lm_head_and_loss(net, cfg, b * s, tied=tied)
 
@@ -805,6 +897,7 @@ __all__ = [
     "Section",
     "TransformerConfig",
     "bert",
+    "block_norm",
     "decoder_head",
     "dense_mlp",
     "gpt",

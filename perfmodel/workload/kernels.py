@@ -1,0 +1,621 @@
+"""The kernels a training stack launches: fusion modes, FP8 recipes and optimizer implementations.
+
+A transformer block is the same arithmetic whatever runs it, but not the same kernels: PyTorch
+eager launches one ATen kernel per operator (an RMSNorm written out in Python is eight kernels,
+each reading and writing the whole activation), ``torch.compile`` (inductor) fuses each chain of
+pointwise operators and reductions into one Triton kernel, and Megatron-Core with Transformer
+Engine runs its own fused modules. The memory-bound kernels between the GEMMs differ by a factor
+of several in bytes moved; that is the difference between a step's eager and compiled speed.
+
+This module holds the facts, per stack, as values (no time: the compute model prices them):
+
+* :class:`Fusion`: which decomposition a block is built with (the zoo's transformer builders and
+  :class:`perfmodel.workload._net.Net` read it);
+* :data:`OPS`: every memory-bound operator of a transformer block as the kernels it launches, each
+  kernel's reads and writes per element (:class:`KernelIO`), per fusion mode, with its source;
+* :class:`Fp8Recipe`: the FP8 training recipes with their cast / amax / transpose traffic per
+  element (:class:`Fp8CastBytes`), which GEMM passes accumulate in split (promoted) mode, and
+  whether weights are gathered in FP8;
+* :class:`OptimizerImpl` and :class:`GradClip`: the bytes per parameter of an optimizer step as
+  each implementation runs it (:func:`optimizer_bytes_per_param`);
+* :class:`KernelRecipe`: the part of a training recipe a workload is built with (one hashable
+  value, part of the workload cache key).
+
+Bytes are device-memory traffic per element of the operator's tensor: ``read_a``/``write_a``
+elements in the activation dtype (``Precision.activation_bytes``: 2 for bf16/fp16/fp8 recipes,
+4 for fp32/tf32) and ``read_f``/``write_f`` elements in FP32. A kernel marked ``cast`` converts
+between the two and is not launched when the activation dtype is FP32 already.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from perfmodel._enum import parse_enum, squash
+from perfmodel.workload.layers import ExpertRole, KernelClass, LayerCost, LayerKind
+
+#: Bytes of an FP32 element.
+FP32_BYTES = 4
+
+
+class Fusion(str, enum.Enum):
+    """How a stack turns a transformer block into kernels.
+
+    ``eager``: PyTorch eager, one ATen kernel per operator, as torchtitan's Llama (torchtitan
+    ``9dec370``, Dec 2024, ``torchtitan/models/llama/model.py`` and ``models/norms.py``
+    ``RMSNorm``), Meta's reference Llama and HuggingFace models run it. ``compile``:
+    ``torch.compile`` of each transformer block (torchtitan ``apply_compile``,
+    ``parallelize_llama.py`` at ``9dec370``; inductor at torch 2.6), which fuses pointwise chains
+    and row reductions into one kernel each; the loss stays eager (torchtitan ``train.py``:
+    "compiling loss function causes CUDA errors, turning off for now"). ``te``: Megatron-Core
+    with Transformer Engine modules (``TELayerNormColumnParallelLinear``, fused RoPE, the
+    jit-fused bias-SwiGLU and bias-dropout-add, the fused vocabulary-parallel cross-entropy of
+    ``megatron/core/fusions/fused_cross_entropy.py``, native GQA in TE's attention).
+    """
+
+    EAGER = "eager"
+    COMPILE = "compile"
+    TE = "te"
+
+    @classmethod
+    def parse(cls, text: str | Fusion, *, where: str = "fusion") -> Fusion:
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            noun="fusion mode",
+            normalize=squash,
+            aliases={
+                "torchcompile": "compile",
+                "inductor": "compile",
+                "transformerengine": "te",
+                "megatron": "te",
+            },
+        )
+
+
+@dataclass(frozen=True)
+class KernelIO:
+    """One kernel's traffic per element of its operator's tensor (see the module docstring)."""
+
+    name: str
+    read_a: float = 0.0
+    read_f: float = 0.0
+    write_a: float = 0.0
+    write_f: float = 0.0
+    cast: bool = False
+
+    def nbytes(self, act_bytes: float) -> float:
+        """Bytes per element: ``(read_a + write_a) a + (read_f + write_f) 4``, or 0 for a cast
+        when the activations are FP32 (``a = 4``: the conversion is a no-op, no kernel).
+
+        >>> KernelIO("to_fp32", read_a=1, write_f=1, cast=True).nbytes(2)
+        6.0
+        >>> KernelIO("to_fp32", read_a=1, write_f=1, cast=True).nbytes(4)
+        0.0
+        """
+        if self.cast and act_bytes >= FP32_BYTES:
+            return 0.0
+        return float(
+            (self.read_a + self.write_a) * act_bytes + (self.read_f + self.write_f) * FP32_BYTES
+        )
+
+    def launched(self, act_bytes: float) -> bool:
+        """Whether the kernel runs at this activation width (a cast to FP32 of FP32 does not)."""
+        return not (self.cast and act_bytes >= FP32_BYTES)
+
+
+@dataclass(frozen=True)
+class OpKernels:
+    """The kernels of one operator in forward and backward, the class they are reported under
+    and the source of the decomposition."""
+
+    klass: KernelClass
+    fwd: tuple[KernelIO, ...]
+    bwd: tuple[KernelIO, ...]
+    source: str
+
+    def fwd_bytes(self, act_bytes: float) -> float:
+        """Forward bytes per element (sum over the kernels)."""
+        return sum(k.nbytes(act_bytes) for k in self.fwd)
+
+    def bwd_bytes(self, act_bytes: float) -> float:
+        """Backward bytes per element (sum over the kernels)."""
+        return sum(k.nbytes(act_bytes) for k in self.bwd)
+
+    def fwd_kernels(self, act_bytes: float) -> int:
+        return sum(k.launched(act_bytes) for k in self.fwd)
+
+    def bwd_kernels(self, act_bytes: float) -> int:
+        return sum(k.launched(act_bytes) for k in self.bwd)
+
+
+def _k(name: str, ra: float = 0, rf: float = 0, wa: float = 0, wf: float = 0, *, cast: bool = False) -> KernelIO:  # fmt: skip
+    return KernelIO(name, ra, rf, wa, wf, cast)
+
+
+_TT = "torchtitan 9dec370 (Dec 2024) torchtitan/models"
+_AUTOGRAD = "PyTorch 2.6 tools/autograd/derivatives.yaml + FunctionsManual.cpp"
+
+#: Memory-bound operators of a transformer block, per fusion mode: ``OPS[op][fusion]``.
+#: Elements are those of the operator's input tensor (``rms_norm``: the normalised activations;
+#: ``rope``: the query or key heads it rotates; ``repeat_kv``: the key or value heads before
+#: the copy, ``n_rep`` copies written, see :func:`repeat_kv_kernels`; ``attn_out_copy``: the
+#: attention output; ``swiglu``: one of the two ``ffn``-wide inputs; ``loss``: the logits).
+OPS: dict[str, dict[Fusion, OpKernels]] = {
+    "rms_norm": {
+        Fusion.EAGER: OpKernels(
+            KernelClass.NORM,
+            fwd=(
+                _k("x.float()", ra=1, wf=1, cast=True),
+                _k("pow(2)", rf=1, wf=1),
+                _k("mean(-1)", rf=1),
+                _k("add(eps)"),
+                _k("rsqrt"),
+                _k("x * rsqrt", rf=1, wf=1),
+                _k("type_as(x)", rf=1, wa=1, cast=True),
+                _k("* weight", ra=1, wa=1),
+            ),
+            bwd=(
+                _k("grad * weight", ra=1, wa=1),
+                _k("grad * normed", ra=2, wa=1),
+                _k("sum -> dweight", ra=1),
+                _k("type_as backward", ra=1, wf=1, cast=True),
+                _k("grad * rsqrt", rf=1, wf=1),
+                _k("grad * x", rf=2, wf=1),
+                _k("sum(-1) -> drsqrt", rf=1),
+                _k("rsqrt backward"),
+                _k("mean backward (expand / n)", wf=1),
+                _k("x.pow(1)", rf=1, wf=1),
+                _k("* 2", rf=1, wf=1),
+                _k("grad * 2x", rf=2, wf=1),
+                _k("accumulate dx", rf=2, wf=1),
+                _k("float() backward", rf=1, wa=1, cast=True),
+            ),
+            source=f"{_TT}/norms.py RMSNorm: _norm(x.float()).type_as(x) * weight, "
+            f"_norm = x * rsqrt(x.pow(2).mean(-1) + eps); backward: {_AUTOGRAD} (mul, pow, mean, "
+            "rsqrt, _to_copy)",
+        ),
+        Fusion.COMPILE: OpKernels(
+            KernelClass.NORM,
+            fwd=(_k("fused rms_norm", ra=1, wa=1),),
+            bwd=(_k("fused rms_norm dx", ra=2, wa=1), _k("fused dweight reduction", ra=2)),
+            source="inductor (torch 2.6) generates one persistent reduction per row for the "
+            "norm and, in backward, one kernel for dx and one reduction for dweight",
+        ),
+        Fusion.TE: OpKernels(
+            KernelClass.NORM,
+            fwd=(_k("te rmsnorm_fwd", ra=1, wa=1),),
+            bwd=(_k("te rmsnorm_bwd (dx, dgamma partials)", ra=2, wa=1), _k("dgamma finalize")),
+            source="Transformer Engine 1.x common/normalization rmsnorm_fwd/bwd kernels "
+            "(TELayerNormColumnParallelLinear, RMSNorm)",
+        ),
+    },
+    "rope": {
+        Fusion.EAGER: OpKernels(
+            KernelClass.ROPE,
+            fwd=(
+                _k("x.float()", ra=1, wf=1, cast=True),
+                _k("complex * freqs_cis", rf=1, wf=1),
+                _k("type_as(x)", rf=1, wa=1, cast=True),
+            ),
+            bwd=(
+                _k("type_as backward", ra=1, wf=1, cast=True),
+                _k("grad * conj(freqs_cis)", rf=1, wf=1),
+                _k("float() backward", rf=1, wa=1, cast=True),
+            ),
+            source=f"{_TT}/llama/model.py apply_rotary_emb: view_as_complex(x.float()) * "
+            "freqs_cis, view_as_real(...).type_as(x), for xq and xk",
+        ),
+        Fusion.COMPILE: OpKernels(
+            KernelClass.ROPE,
+            fwd=(_k("fused rope", ra=1, wa=1),),
+            bwd=(_k("fused rope backward", ra=1, wa=1),),
+            source="inductor fuses the cast, complex multiply and cast back into one kernel",
+        ),
+        Fusion.TE: OpKernels(
+            KernelClass.ROPE,
+            fwd=(_k("te fused_rope_forward", ra=1, wa=1),),
+            bwd=(_k("te fused_rope_backward", ra=1, wa=1),),
+            source="Transformer Engine fused_apply_rotary_pos_emb (Megatron-Core "
+            "apply_rope_fusion=True, as the NeMo 2.0 / Megatron-Bridge Llama providers set)",
+        ),
+    },
+    "attn_out_copy": {
+        f: OpKernels(
+            KernelClass.COPY,
+            fwd=(_k("transpose(1, 2).contiguous()", ra=1, wa=1),),
+            bwd=(),
+            source=f"{_TT}/llama/model.py Attention.forward: SDPA output "
+            "transpose(1, 2).contiguous() before wo (inductor keeps the copy: the GEMM input "
+            "is realised); calibration/h100-sxm5-80gb GPT-2 trace: one direct_copy per layer",
+        )
+        for f in (Fusion.EAGER, Fusion.COMPILE)
+    },
+    "swiglu": {
+        Fusion.EAGER: OpKernels(
+            KernelClass.ACTIVATION,
+            fwd=(_k("silu(w1 x)", ra=1, wa=1), _k("* (w3 x)", ra=2, wa=1)),
+            bwd=(
+                _k("grad * silu", ra=2, wa=1),
+                _k("grad * up", ra=2, wa=1),
+                _k("silu_backward", ra=2, wa=1),
+            ),
+            source=f"{_TT}/llama/model.py FeedForward: w2(F.silu(w1(x)) * w3(x)); backward "
+            f"{_AUTOGRAD} (mul, silu_backward)",
+        ),
+        Fusion.COMPILE: OpKernels(
+            KernelClass.ACTIVATION,
+            fwd=(_k("fused silu * up", ra=2, wa=1),),
+            bwd=(_k("fused swiglu backward", ra=3, wa=2),),
+            source="inductor fuses silu and the product (the silu output is recomputed in the "
+            "backward kernel)",
+        ),
+        Fusion.TE: OpKernels(
+            KernelClass.ACTIVATION,
+            fwd=(_k("bias_swiglu_impl", ra=2, wa=1),),
+            bwd=(_k("bias_swiglu_back", ra=3, wa=2),),
+            source="Megatron-Core megatron/core/fusions/fused_bias_swiglu.py (jit_fuser; "
+            "bias_activation_fusion=True)",
+        ),
+    },
+    "loss": {
+        **{
+            f: OpKernels(
+                KernelClass.LOSS,
+                fwd=(
+                    _k("logits.float()", ra=1, wf=1, cast=True),
+                    _k("log_softmax", rf=1, wf=1),
+                    _k("nll_loss"),
+                ),
+                bwd=(
+                    _k("nll_loss_backward zero-fill", wf=1),
+                    _k("nll_loss_backward scatter"),
+                    _k("log_softmax_backward", rf=2, wf=1),
+                    _k("float() backward", rf=1, wa=1, cast=True),
+                ),
+                source="torchtitan 9dec370 train.py loss_fn: cross_entropy(pred.float(), "
+                "labels) (eager also under --training.compile); PyTorch cross_entropy = "
+                "log_softmax + nll_loss; calibration/h100-sxm5-80gb GPT-2 trace (autocast casts "
+                "the logits the same way): FillFunctor<float> + softmax kernels + copies",
+            )
+            for f in (Fusion.EAGER, Fusion.COMPILE)
+        },
+        Fusion.TE: OpKernels(
+            KernelClass.LOSS,
+            fwd=(
+                _k("float + max", ra=1, wf=1, cast=True),
+                _k("sub max, exp, sum", rf=1, wf=1),
+                _k("div by sum, log", rf=1, wf=1),
+            ),
+            bwd=(
+                _k("softmax - onehot, * grad", rf=1, wf=1),
+                _k("float() backward", rf=1, wa=1, cast=True),
+            ),
+            source="Megatron-Core megatron/core/fusions/fused_cross_entropy.py (jit-fused "
+            "calculate_logits_max / calculate_predicted_logits / cross entropy, in FP32; "
+            "cross_entropy_loss_fusion as the Megatron-Bridge recipes set it)",
+        ),
+    },
+}
+
+
+def op_kernels(op: str, fusion: Fusion) -> OpKernels | None:
+    """``OPS[op][fusion]``, or ``None`` where the stack launches no kernel for ``op`` (TE has
+    no attention-output copy: its ``sbhd`` layout is contiguous)."""
+    return OPS[op].get(fusion)
+
+
+def repeat_kv_kernels(n_rep: int) -> OpKernels:
+    """``repeat_kv`` of torchtitan's Llama (``9dec370``): ``unsqueeze(3).expand(..., n_rep,
+    ...).reshape(...)`` of the key or value heads materialises ``n_rep`` copies for SDPA (one
+    kernel reading each element once and writing it ``n_rep`` times); its backward sums the
+    copies (one reduction). Per element of the key or value tensor before the copy. PyTorch
+    SDPA's ``enable_gqa`` (2.5) is not used by torchtitan at that commit; Transformer Engine's
+    attention takes grouped heads natively (no copy)."""
+    return OpKernels(
+        KernelClass.COPY,
+        fwd=(_k("repeat_kv expand+reshape", ra=1, wa=n_rep),),
+        bwd=(_k("repeat_kv backward (sum of copies)", ra=n_rep, wa=1),),
+        source=f"{_TT}/llama/model.py repeat_kv",
+    )
+
+
+class Fp8Recipe(str, enum.Enum):
+    """FP8 training recipes (``--fp8-recipe``).
+
+    ``te-delayed``: Transformer Engine ``DelayedScaling`` (per-tensor scale from an amax history;
+    TE 1.x, NeMo 24.07's default). ``te-current``: TE 2.x ``Float8CurrentScaling`` (per-tensor
+    scale from the tensor itself, an extra amax pass; Megatron-Bridge's ``fp8_cs``).
+    ``torchao-tensorwise``: torchao ``Float8LinearConfig()`` dynamic tensor-wise scaling
+    (torchtitan's float8, torchao ``eab345c``). ``torchao-rowwise``: torchao ``all_axiswise``
+    recipe (row-wise scales, CUTLASS row-wise kernel). ``mxfp8``: MX block scaling, 1 x 32
+    blocks with E8M0 scales (Blackwell; TE 2.x ``MXFP8BlockScaling``).
+    """
+
+    TE_DELAYED = "te-delayed"
+    TE_CURRENT = "te-current"
+    TORCHAO_TENSORWISE = "torchao-tensorwise"
+    TORCHAO_ROWWISE = "torchao-rowwise"
+    MXFP8 = "mxfp8"
+
+    @classmethod
+    def parse(cls, text: str | Fp8Recipe, *, where: str = "--fp8-recipe") -> Fp8Recipe:
+        return parse_enum(
+            cls,
+            text,
+            where=where,
+            noun="FP8 recipe",
+            normalize=lambda t: t.lower().replace("_", "-"),
+            aliases={
+                "delayed": "te-delayed",
+                "current": "te-current",
+                "fp8-cs": "te-current",
+                "tensorwise": "torchao-tensorwise",
+                "rowwise": "torchao-rowwise",
+                "mx": "mxfp8",
+                "blockwise": "mxfp8",
+            },
+        )
+
+    @property
+    def cast_bytes(self) -> Fp8CastBytes:
+        """Bytes of the recipe's quantisation kernels per element (:class:`Fp8CastBytes`)."""
+        return _FP8_CASTS[self]
+
+    @property
+    def split_accumulation(self) -> tuple[bool, bool, bool]:
+        """Whether the forward (fprop), input-gradient (dgrad) and weight-gradient (wgrad) FP8
+        GEMMs accumulate in split (promoted, slower) mode.
+
+        Transformer Engine: ``_2X_ACC_FPROP = False``, ``_2X_ACC_DGRAD = True``,
+        ``_2X_ACC_WGRAD = True`` (``transformer_engine/pytorch/module/base.py``, TE 1.x-2.x).
+        torchao: ``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``, grad_input and
+        grad_weight ``Float8GemmConfig()`` (``use_fast_accum=False``; ``torchao/float8/config.py``
+        at ``eab345c``). MXFP8 block-scaled GEMMs on Blackwell apply the scales inside the
+        tensor-core instruction: no split accumulation in any pass.
+
+        >>> Fp8Recipe.TE_DELAYED.split_accumulation
+        (False, True, True)
+        """
+        if self is Fp8Recipe.MXFP8:
+            return (False, False, False)
+        return (False, True, True)
+
+    @property
+    def caches_weights(self) -> bool:
+        """The FP8 weight (and its transpose) is cast once per step and reused by every
+        micro-batch (Transformer Engine ``is_first_microbatch``, which Megatron-Core's TE
+        wrappers pass); torchao casts the weight at every forward."""
+        return self in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT, Fp8Recipe.MXFP8)
+
+    @property
+    def fsdp_fp8_all_gather(self) -> bool:
+        """FSDP2 all-gathers the weights of FP8 linears in FP8 (torchao
+        ``enable_fsdp_float8_all_gather`` with ``precompute_float8_dynamic_scale_for_fsdp``, the
+        torchtitan docs/float8.md recommendation; tensor-wise scaling only, ``config.py`` asserts
+        it)."""
+        return self is Fp8Recipe.TORCHAO_TENSORWISE
+
+    def weight_cache_bytes_per_param(self) -> float:
+        """Bytes per FP8 linear parameter of the FP8 weight copies a recipe keeps between
+        micro-batches: TE caches the FP8 weight and its transpose (Hopper: 1 + 1; MXFP8: row-
+        and column-wise data, 1 + 1, plus one E8M0 scale per 32 elements each); torchao keeps
+        none beyond the step (its casts are transient).
+
+        >>> Fp8Recipe.TE_DELAYED.weight_cache_bytes_per_param()
+        2.0
+        """
+        if self is Fp8Recipe.MXFP8:
+            return 2.0 + 2.0 / 32
+        if self.caches_weights:
+            return 2.0
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Fp8CastBytes:
+    """Quantisation traffic of one FP8 linear layer, bytes per element of its input ``x``
+    (``m x k``), its output gradient ``dy`` (``m x n``) and its weight ``w`` (``k x n``): a
+    16-bit source read, an FP8 copy (and transposed copy) written, plus a separate amax pass
+    where the scale must be known before the cast.
+
+    ``x_fwd``/``x_bwd``: casts of the input in forward / backward (re-quantised along the other
+    axis for the weight gradient); ``dy_bwd``: of the output gradient; ``w_fwd``/``w_bwd``: of
+    the weight for the forward and for the input gradient. ``kernels_fwd``/``kernels_bwd``:
+    launches per linear layer.
+    """
+
+    x_fwd: float
+    x_bwd: float
+    dy_bwd: float
+    w_fwd: float
+    w_bwd: float
+    kernels_fwd: int
+    kernels_bwd: int
+    source: str
+
+
+#: Per recipe: a 16-bit read is 2 B, an FP8 write 1 B, an amax pass a 2 B read.
+_FP8_CASTS: dict[Fp8Recipe, Fp8CastBytes] = {
+    Fp8Recipe.TE_DELAYED: Fp8CastBytes(
+        x_fwd=4.0, x_bwd=0.0, dy_bwd=4.0, w_fwd=4.0, w_bwd=0.0, kernels_fwd=2, kernels_bwd=1,
+        source="TE 1.x fp8_cast_transpose_fused: one kernel reads the 16-bit tensor (2 B) and "
+        "writes the FP8 copy and its transpose (1 + 1 B), amax fused; the scale comes from the "
+        "amax history (no extra pass); weight cast once per step, output gradient with "
+        "fp8_cast_transpose_bgrad_fused",
+    ),
+    Fp8Recipe.TE_CURRENT: Fp8CastBytes(
+        x_fwd=6.0, x_bwd=0.0, dy_bwd=6.0, w_fwd=6.0, w_bwd=0.0, kernels_fwd=4, kernels_bwd=2,
+        source="TE 2.x Float8CurrentScaling: an amax kernel reads the tensor (2 B) before the "
+        "cast-transpose (2 + 1 + 1 B)",
+    ),
+    Fp8Recipe.TORCHAO_TENSORWISE: Fp8CastBytes(
+        x_fwd=6.0, x_bwd=0.0, dy_bwd=6.0, w_fwd=5.0, w_bwd=2.0, kernels_fwd=4, kernels_bwd=3,
+        source="torchao eab345c float8_linear.py (tensor-wise: input and weight cast in "
+        "forward, FP8 copies saved; grad_output cast in backward by NoopFwToFloat8BwDynamic) "
+        "compiled by inductor: a global amax reduction (2 B read) then a cast kernel (2 B read, "
+        "1 B write, plus the transposed FP8 copy the weight-gradient GEMM needs, 1 B); the "
+        "weight's FP8 transpose for the input gradient (1 + 1 B)",
+    ),
+    Fp8Recipe.TORCHAO_ROWWISE: Fp8CastBytes(
+        x_fwd=3.0, x_bwd=5.0, dy_bwd=8.0, w_fwd=3.0, w_bwd=5.0, kernels_fwd=2, kernels_bwd=4,
+        source="torchao eab345c recipe all_axiswise (manual_float8_matmul_with_args_in_hp: "
+        "16-bit input and weight saved, re-quantised in backward): a row-wise cast is one "
+        "kernel (2 B read, 1 B write, amax of the row fused); a column-wise cast needs a "
+        "column amax pass first (2 + 2 + 1 B); grad_output both ways (3 + 5 B)",
+    ),
+    Fp8Recipe.MXFP8: Fp8CastBytes(
+        x_fwd=4.0 + 2.0 / 32, x_bwd=0.0, dy_bwd=4.0 + 2.0 / 32, w_fwd=4.0 + 2.0 / 32,
+        w_bwd=0.0, kernels_fwd=2, kernels_bwd=1,
+        source="TE 2.x MXFP8Quantizer: one kernel reads the 16-bit tensor and writes row- and "
+        "column-wise MXFP8 data (1 + 1 B) with one E8M0 scale per 32 elements each; block "
+        "amax local (no extra pass); weight once per step",
+    ),
+}  # fmt: skip
+
+
+class OptimizerImpl(str, enum.Enum):
+    """How the optimizer step runs: ``fused`` (one multi-tensor kernel reading each state
+    tensor once: ``torch.optim`` ``fused=True``, apex/TE ``FusedAdam``, DeepSpeed's fused Adam)
+    or ``foreach`` (``torch.optim``'s default on CUDA since 2.0: one ``_foreach_*`` kernel per
+    arithmetic step, each a full pass over its tensors)."""
+
+    FUSED = "fused"
+    FOREACH = "foreach"
+
+
+class GradClip(str, enum.Enum):
+    """Gradient-norm clipping before the step: ``none``; ``foreach``
+    (``torch.nn.utils.clip_grad_norm_(foreach=True)``: ``_foreach_norm`` reads the gradients,
+    ``_foreach_mul_`` always rescales them by the clamped coefficient: 4 + 8 B per FP32
+    gradient; torchtitan ``training.max_norm = 1.0``); ``l2norm`` (Megatron
+    ``clip_grad_norm_fp32``: ``multi_tensor_l2norm`` reads the gradients, 4 B; the rescale runs
+    only when the norm exceeds the limit)."""
+
+    NONE = "none"
+    FOREACH = "foreach"
+    L2NORM = "l2norm"
+
+    def bytes_per_param(self, grad_bytes: float) -> float:
+        """Bytes per parameter (gradients of ``grad_bytes`` bytes each)."""
+        if self is GradClip.FOREACH:
+            return 3.0 * grad_bytes
+        if self is GradClip.L2NORM:
+            return float(grad_bytes)
+        return 0.0
+
+
+def optimizer_bytes_per_param(
+    state_tensors: int,
+    *,
+    impl: OptimizerImpl,
+    grad_bytes: float,
+    working_copy_bytes: float,
+    weight_decay: bool = True,
+) -> float:
+    """Device-memory bytes per parameter of one optimizer step over FP32 parameters.
+
+    ``fused``: read the gradient, read and write the FP32 weights and each FP32 state tensor
+    (``g + 8 + 8 s``), write the 16-bit working copy.
+
+    ``foreach`` (``torch/optim/adamw.py _multi_tensor_adamw``, ``sgd.py _multi_tensor_sgd``,
+    PyTorch 2.5/2.6), FP32 weights and state, gradients of ``g`` bytes. AdamW (``s = 2``):
+    ``_foreach_mul_(params, 1 - lr wd)`` 8, ``_foreach_lerp_(exp_avgs, grads)`` 8 + g,
+    ``_foreach_mul_(exp_avg_sqs, beta2)`` 8, ``_foreach_addcmul_(exp_avg_sqs, grads, grads)``
+    8 + 2 g, ``_foreach_sqrt`` 8, ``_foreach_div_`` 8, ``_foreach_add_(eps)`` 8,
+    ``_foreach_addcdiv_(params, exp_avgs, denom)`` 16: ``72 + 3 g``. SGD with momentum
+    (``s = 1``): ``_foreach_add(grads, params, alpha=wd)`` 2 g + 4, ``_foreach_mul_(bufs)`` 8,
+    ``_foreach_add_(bufs, grads)`` 8 + g, ``_foreach_add_(params, bufs)`` 12: ``32 + 3 g``;
+    plain SGD (``s = 0``): weight decay 2 g + 4, update 8 + g: ``12 + 3 g``. Without weight
+    decay its pass is dropped (AdamW: 8; SGD: 2 g + 4).
+
+    >>> optimizer_bytes_per_param(2, impl=OptimizerImpl.FUSED, grad_bytes=4, working_copy_bytes=0)
+    28.0
+    >>> optimizer_bytes_per_param(2, impl=OptimizerImpl.FOREACH, grad_bytes=4, working_copy_bytes=0)
+    84.0
+    >>> optimizer_bytes_per_param(1, impl=OptimizerImpl.FOREACH, grad_bytes=4, working_copy_bytes=0)
+    44.0
+    """
+    g = float(grad_bytes)
+    if impl is OptimizerImpl.FUSED:
+        return g + 8.0 + 8.0 * state_tensors + working_copy_bytes
+    if state_tensors >= 2:
+        per = 72.0 + 3.0 * g - (0.0 if weight_decay else 8.0)
+    else:
+        decay = 2.0 * g + 4.0 if weight_decay else 0.0
+        per = decay + (8.0 + (8.0 + g) + 12.0 if state_tensors == 1 else 8.0 + g)
+    return per + working_copy_bytes
+
+
+@dataclass(frozen=True)
+class KernelRecipe:
+    """What a workload is built with beyond its shapes (part of the workload's cache key).
+
+    Attributes
+    ----------
+    fusion
+        The decomposition of each block (:class:`Fusion`).
+    fp8
+        The FP8 recipe when the precision is FP8 (its cast kernels follow every FP8 linear),
+        else ``None``.
+    fsdp_copies
+        FSDP2's copies are charged: after each all-gather the flat output is split into the
+        unsharded parameters (``foreach_all_gather_copy_out``: ``split_with_sizes_copy``, read
+        and write 2 B per parameter, in forward and again in backward: torchtitan reshards after
+        forward), and before each reduce-scatter the 16-bit gradients are copied into the FP32
+        reduce-scatter input (``foreach_reduce_scatter_copy_in``: ``torch._chunk_cat``, 2 B read,
+        4 B written with ``reduce_dtype=float32``), PyTorch ``torch/distributed/_composable/
+        fsdp/_fsdp_collectives.py`` (2.6). Charged per block (one FSDP unit each) and once for
+        the root unit's parameters; the sharded copy-in of the all-gather (1/dp of these bytes)
+        is left out.
+    fsdp_reduce_bytes
+        Bytes per gradient element of FSDP's reduce-scatter input (4 for ``reduce_dtype=
+        float32``).
+    weight_cast_share
+        Share of a cached FP8 weight cast charged per micro-batch (``1 / micro-batches`` when
+        :attr:`Fp8Recipe.caches_weights`, else 1).
+    """
+
+    fusion: Fusion = Fusion.EAGER
+    fp8: Fp8Recipe | None = None
+    fsdp_copies: bool = False
+    fsdp_reduce_bytes: int = 4
+    weight_cast_share: float = 1.0
+
+
+def fp8_linear(layer: LayerCost) -> bool:
+    """Whether FP8 recipes run ``layer``'s GEMMs in FP8: weight GEMMs (linear and
+    convolution layers) except those kept in 16 bit (:attr:`LayerCost.keep_16bit`: the LM
+    head) and the MoE router (Megatron-Core computes the router's logits in its own dtype,
+    ``moe_router_dtype``; torchtitan's float8 conversion leaves it out). Attention products
+    stay in BF16 (TE ``fp8_dpa=False`` by default; torchao converts ``nn.Linear`` only)."""
+    return (
+        layer.kind in (LayerKind.LINEAR, LayerKind.CONV)
+        and layer.gemm is not None
+        and not layer.keep_16bit
+        and layer.expert_role is not ExpertRole.ROUTER
+    )
+
+
+#: The recipe of a workload built without a training recipe (the zoo's defaults).
+DEFAULT_KERNELS = KernelRecipe()
+
+
+__all__ = [
+    "DEFAULT_KERNELS",
+    "OPS",
+    "Fp8CastBytes",
+    "Fp8Recipe",
+    "Fusion",
+    "GradClip",
+    "KernelIO",
+    "KernelRecipe",
+    "OpKernels",
+    "OptimizerImpl",
+    "fp8_linear",
+    "op_kernels",
+    "optimizer_bytes_per_param",
+    "repeat_kv_kernels",
+]
