@@ -399,7 +399,8 @@ def system_costs(
     ``"nhwc"``, parsed at the edge: :func:`perfmodel.compute.params.parse_memory_format`) sets
     ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
     ``recipe`` (the scenario's training recipe) sets ``ComputeParams.cast_weights_each_step``
-    from :attr:`Recipe.autocast_casts` and the optimizer step's bytes; ``None`` keeps both.
+    from :attr:`Recipe.autocast_casts`, ``ComputeParams.attention_backend`` from
+    :attr:`Recipe.attention_backend` and the optimizer step's bytes; ``None`` keeps them.
     """
     cp = None
     measured = None
@@ -434,6 +435,7 @@ def _system_costs(
     if calibration:
         cp, lp, _ = _calibration(calibration, gpu, stamp)
     casts = None if recipe is None else recipe.autocast_casts
+    attention = None if recipe is None else recipe.attention_backend
     if (
         host_dispatch_s > 0
         or cp is not None
@@ -448,6 +450,7 @@ def _system_costs(
             host_dispatch_s=host_dispatch_s,
             conv_layout=conv_layout or base.conv_layout,
             cast_weights_each_step=base.cast_weights_each_step if casts is None else casts,
+            attention_backend=base.attention_backend if attention is None else attention,
         )
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp, recipe=recipe)
 

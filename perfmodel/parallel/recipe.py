@@ -34,6 +34,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import Precision
 from perfmodel.workload.layers import LayerCost, LayerKind
 from perfmodel.workload.memory import Optimizer, is_selectively_recomputed, model_state_bytes
@@ -125,12 +126,14 @@ class ComputeRecipe:
 
     ``autocast_casts``: ``ComputeParams.cast_weights_each_step``; ``grad_bytes``: the gradient
     the optimizer step reads; ``working_copy_bytes``: the 16-bit copy it writes (half-model
-    stacks; 0 where the kept weights are the FP32 ones).
+    stacks; 0 where the kept weights are the FP32 ones); ``attention_backend``:
+    ``ComputeParams.attention_backend``.
     """
 
     autocast_casts: bool
     grad_bytes: int
     working_copy_bytes: int
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -182,6 +185,9 @@ class Recipe:
         Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
     selective_recompute
         What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
+    attention_backend
+        The fused-attention kernel library of the stack
+        (:class:`~perfmodel.compute.attention.AttentionBackend`).
     sources
         Where the preset's recipe comes from.
     """
@@ -204,13 +210,14 @@ class Recipe:
     first_bucket_bytes: float | None = None
     shard_group: int = 0
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
     sources: tuple[str, ...] = ()
 
     @property
     def compute(self) -> ComputeRecipe:
         """What the compute model reads (:class:`ComputeRecipe`)."""
         working = self.param_bytes if self.master_bytes else 0
-        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working)
+        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working, self.attention_backend)
 
     @property
     def state_bytes(self) -> int:
@@ -256,6 +263,7 @@ class Recipe:
             f"{self.param_gather.describe()}",
             f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
             f"{self.pp_send.describe()}",
+            f"attention backend {self.attention_backend.value}",
         ]
 
     def to_dict(self) -> dict[str, object]:
@@ -280,6 +288,7 @@ class Recipe:
             "bucket_bytes": self.bucket_bytes,
             "shard_group": self.shard_group,
             "selective_recompute": self.selective_recompute.value,
+            "attention_backend": self.attention_backend.value,
             "sources": list(self.sources),
         }
 
@@ -362,6 +371,7 @@ def build_recipe(
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=preset.selective_recompute,
+        attention_backend=preset.attention_backend,
         sources=tuple(preset.sources),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from perfmodel import units
+from perfmodel.compute.attention import AttentionBackend
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
@@ -103,6 +104,12 @@ class SoftwarePreset:
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
+    attention_backend
+        Fused-attention kernel library the stack runs
+        (:class:`~perfmodel.compute.attention.AttentionBackend`): ``sdpa`` for PyTorch's
+        ``scaled_dot_product_attention`` with PyTorch 2.5.1-2.8's backend choice
+        (:func:`perfmodel.compute.attention.resolve`), ``cudnn`` for Transformer Engine's fused
+        attention, ``generic`` where the stack does not fix it (the fitted or default pair).
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -138,6 +145,7 @@ class SoftwarePreset:
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -342,8 +350,12 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
+                "attention: Megatron-Core's TEDotProductAttention (transformer_impl="
+                "'transformer_engine', the NeMo/Megatron-Bridge default); Transformer Engine "
+                "selects cuDNN fused attention on sm90 and later and FlashAttention-2 on sm80",
             ),
             dispatch_mode="pytorch-eager",
+            attention_backend=AttentionBackend.CUDNN,
         ),
         _DEEPSPEED_ZERO1,
         replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2),
@@ -385,8 +397,13 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "'op' (every second matmul and the cheap ops re-run, SDPA saved)",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
+                "attention: torchtitan (Dec 2024) models/llama/model.py calls "
+                "F.scaled_dot_product_attention (is_causal=True): PyTorch 2.6 nightlies pick "
+                "the FlashAttention-2 kernels on H100 (cuDNN deprioritised after 2.5.0, pytorch "
+                "issue #141133; torchtitan PR #1209)",
             ),
             dispatch_mode="pytorch-eager",
+            attention_backend=AttentionBackend.SDPA,
         ),
         SoftwarePreset(
             name="crossbow",

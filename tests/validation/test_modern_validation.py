@@ -116,3 +116,13 @@ def test_mapping_keeps_what_the_row_says(modern_rows: list[dict]) -> None:
     sc = map_row(tt)
     assert isinstance(sc, Scenario) and sc.software == "torchtitan"
     assert sc.recompute == "selective" and sc.global_batch == 16
+
+
+def test_torchtitan_rows_run_on_their_500w_hbm2e_part(modern_rows: list[dict]) -> None:
+    """torchtitan's Dec 2024 rows state 96 GB HBM2e H100s at a 500 W limit; NeMo's DGX H100."""
+    tt = next(r for r in modern_rows if r["id"] == "tt-2412-t1-8b-8g-fsdp")
+    nemo = next(r for r in modern_rows if r["id"] == "nemo2407-h100-llama2-70b-tokens")
+    sc_tt, sc_nemo = map_row(tt), map_row(nemo)
+    assert isinstance(sc_tt, Scenario) and isinstance(sc_nemo, Scenario)
+    assert sc_tt.gpu == "H100-SXM5-96GB-500W" and sc_tt.system == "dgx-h100"
+    assert sc_nemo.gpu is None
