@@ -355,7 +355,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
 
     The host cost per kernel of a *training step* is what the model needs
     (``ComputeParams.host_dispatch_s``). A GPU profile's ``launch.eager`` fit times a bare
-    1-element kernel, a lower bound (the H100's 9.68 us against 35.65 us per kernel of its
+    1-element kernel, a lower bound (the H100's 9.68 us against 35.63 us per kernel of its
     host-bound training steps), so for torch (GPU) profiles it is not used: their own eager host
     fit over host-bound steps (``fits["host.eager_step"]``, see
     :func:`perfmodel.calibration.runner.finish_profile`) if they have one, else the software
@@ -366,7 +366,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
     from perfmodel.calibration import load_profile
 
     prof = load_profile(path, gpu=gpu)
-    cp = prof.compute_params
+    cp = prof.training_compute_params  # burst GEMM peaks capped at sustained rates (issue 24)
     backend = str(prof.provenance.get("backend", ""))
     eager = None
     if "host.eager_step" in prof.fits:  # the profile's own host-bound training steps

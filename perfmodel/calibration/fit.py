@@ -589,7 +589,11 @@ def fit_compute_params(
     if fit_peaks and dtypes:
         # the fitted peak is the achievable ceiling: no catalogue ceilings on top of it
         base = dataclasses.replace(
-            base, tensor_core_efficiency=1.0, cuda_core_efficiency=1.0, gemm_ceilings={}
+            base,
+            tensor_core_efficiency=1.0,
+            cuda_core_efficiency=1.0,
+            gemm_ceilings={},
+            gemm_ceiling_basis={},
         )
         for d in sorted(dtypes):
             dt = DType(d)

@@ -403,7 +403,12 @@ class GPUSpec:
         >>> round(h.flops / 1e12), h.basis
         (1177, 'measured x fast/split accumulation 0.870')
         """
-        f = fmt if isinstance(fmt, GemmFormat) else GemmFormat.of(fmt)
+        if isinstance(fmt, GemmFormat):
+            f = fmt
+        elif isinstance(fmt, DType):
+            f = GemmFormat.of(fmt)
+        else:  # a user's spelling ("bf16", "fp8-split")
+            f = GemmFormat.parse(fmt, where=f"gpu {self.name}: gemm format")
         hit = self._direct_ceiling(f, burst)
         if hit is not None:
             return hit

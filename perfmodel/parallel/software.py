@@ -181,11 +181,11 @@ class SoftwarePreset:
 
         Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measurement
         for its device, see :func:`perfmodel.api.system_costs`), else
-        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.65 us, fitted on host-bound H100
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.63 us, fitted on host-bound H100
         training steps). Graph-mode stacks: 0 (not host-bound), whatever was measured.
 
         >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
-        35.65
+        35.63
         >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
         (8e-06, 0.0)
         """
