@@ -221,10 +221,11 @@ _AMPERE_FA2 = KernelTables(
     scale_bwd=0.63 / max(_FA2_BWD.by_head_dim[128]),
 )
 
-#: PyTorch's memory-efficient SDPA kernel (xFormers/CUTLASS, sm50+) relative to
-#: FlashAttention-2 on the same GPU: the FlashAttention-2 paper's A100 benchmarks put xFormers'
-#: cutlass kernel at about half of FlashAttention-2 (Dao 2023, Fig. 4-6: "2x faster than ...
-#: xformers"). An estimate from that figure, not fitted.
+#: PyTorch's memory-efficient SDPA kernel (xFormers' CUTLASS kernel, sm50+) relative to
+#: FlashAttention-2 on the same GPU. An ESTIMATE: the kernel is of the FlashAttention-1 generation
+#: (one query block per thread block, no sequence-parallel work split), and FlashAttention-2
+#: reports "around 2x speedup compared to FlashAttention" (Dao 2023, abstract). Used only where
+#: SDPA falls to it (Blackwell in PyTorch 2.5.1-2.8) or a user asks for it.
 SDPA_EFFICIENT_OVER_FA2 = 0.5
 
 #: PyTorch's math SDPA path materialises the ``s x s`` scores: the FlashAttention-3 paper's
