@@ -260,7 +260,7 @@ def resolve(backend: AttentionBackend, architecture: str) -> AttentionBackend:
 
     * ``sdpa``: PyTorch 2.5.1-2.7 priority order flash > efficient > math > cuDNN (the cuDNN
       backend, preferred on H100 in 2.5.0, was deprioritised again after NaN reports, pytorch
-      issues #138340/#139298/#141133; torchtitan PR #1209, 2025-05: "the plan for the next
+      issues #139298 and #141133; torchtitan PR #1209, 2025-05: "the plan for the next
       release is to make this [cuDNN first] the default priority list for H100 and B200").
       The flash kernels are FlashAttention-2 (sm80-sm90). On Blackwell they do not exist in
       those releases, so SDPA falls to the memory-efficient kernel; torchtitan sets cuDNN
