@@ -21,6 +21,7 @@ recomputation where "not stated", AdamW; MXFP8 and FP8 are ``fp8``; DeepSeek-V3 
 multi-token-prediction module (the zoo's ``deepseek_v3``). torchtitan's ``torch.compile`` rows
 run the compiled kernels (``Scenario.compile``) and its async-TP rows are predicted as plain TP;
 FP8 rows take the recipe they state (MXFP8, TE current scaling) or the stack's default.
+torchtitan's rows run on the 96 GB HBM2e, 500 W H100 their hardware line states (:func:`_gpu`).
 """
 
 from __future__ import annotations
@@ -184,6 +185,19 @@ def _model(m: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return "gpt", common
 
 
+def _gpu(row: Mapping[str, Any]) -> str | None:
+    """Catalogue GPU of a row whose part differs from its system's default, else ``None``.
+
+    torchtitan's December 2024 H100 rows ran on Grand Teton hosts with 96 GB HBM2e H100s at a
+    500 W power limit (the row's ``system.gpu`` says so): ``H100-SXM5-96GB-500W``, not the 700 W,
+    80 GB HBM3 part of ``dgx-h100``.
+    """
+    text = str(row["system"]["gpu"]).lower()
+    if "h100" in text and "96 gb" in text and "500 w" in text:
+        return "H100-SXM5-96GB-500W"
+    return None
+
+
 def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
     """The :class:`Scenario` of a mapped row on ``system`` (plan, batch and precision as stated)."""
     m, p, s = row["model"], row["parallel"], row["system"]
@@ -197,6 +211,7 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
         system=system,
         nodes=math.ceil(gpus / 8),
         gpus=gpus,
+        gpu=_gpu(row),
         model=name,
         model_args=args,
         global_batch=int(p["global_batch"]),

@@ -371,7 +371,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
 
     The host cost per kernel of a *training step* is what the model needs
     (``ComputeParams.host_dispatch_s``). A GPU profile's ``launch.eager`` fit times a bare
-    1-element kernel, a lower bound (the H100's 9.68 us against 35.56 us per kernel of its
+    1-element kernel, a lower bound (the H100's 9.68 us against 35.63 us per kernel of its
     host-bound training steps), so for torch (GPU) profiles it is not used: their own eager host
     fit over host-bound steps (``fits["host.eager_step"]``, see
     :func:`perfmodel.calibration.runner.finish_profile`) if they have one, else the software
@@ -382,7 +382,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
     from perfmodel.calibration import load_profile
 
     prof = load_profile(path, gpu=gpu)
-    cp = prof.compute_params
+    cp = prof.training_compute_params  # burst GEMM peaks capped at sustained rates (issue 24)
     backend = str(prof.provenance.get("backend", ""))
     eager = None
     if "host.eager_step" in prof.fits:  # the profile's own host-bound training steps
@@ -415,7 +415,8 @@ def system_costs(
     ``"nhwc"``, parsed at the edge: :func:`perfmodel.compute.params.parse_memory_format`) sets
     ``ComputeParams.conv_layout``; ``None`` keeps the profile's or default's.
     ``recipe`` (the scenario's training recipe) sets ``ComputeParams.cast_weights_each_step``
-    from :attr:`Recipe.autocast_casts` and the optimizer step's bytes; ``None`` keeps both.
+    from :attr:`Recipe.autocast_casts`, ``ComputeParams.attention_backend`` from
+    :attr:`Recipe.attention_backend` and the optimizer step's bytes; ``None`` keeps them.
     """
     cp = None
     measured = None
@@ -450,6 +451,7 @@ def _system_costs(
     if calibration:
         cp, lp, _ = _calibration(calibration, gpu, stamp)
     casts = None if recipe is None else recipe.autocast_casts
+    attention = None if recipe is None else recipe.attention_backend
     if (
         host_dispatch_s > 0
         or cp is not None
@@ -464,6 +466,7 @@ def _system_costs(
             host_dispatch_s=host_dispatch_s,
             conv_layout=conv_layout or base.conv_layout,
             cast_weights_each_step=base.cast_weights_each_step if casts is None else casts,
+            attention_backend=base.attention_backend if attention is None else attention,
         )
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp, recipe=recipe)
 

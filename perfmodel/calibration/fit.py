@@ -587,7 +587,14 @@ def fit_compute_params(
     start = {n: candidates[n] for n in names}
     bounds = {n: _field_bounds(n, candidates[n]) for n in names}
     if fit_peaks and dtypes:
-        base = dataclasses.replace(base, tensor_core_efficiency=1.0, cuda_core_efficiency=1.0)
+        # the fitted peak is the achievable ceiling: no catalogue ceilings on top of it
+        base = dataclasses.replace(
+            base,
+            tensor_core_efficiency=1.0,
+            cuda_core_efficiency=1.0,
+            gemm_ceilings={},
+            gemm_ceiling_basis={},
+        )
         for d in sorted(dtypes):
             dt = DType(d)
             try:

@@ -282,6 +282,60 @@ class CalibrationProfile:
 
         return ComputeParams.from_dict(dict(self.compute_params_data))
 
+    @property
+    def sustained_gemms(self) -> bool:
+        """True when this profile's GEMMs were timed as training runs them: normally
+        distributed operands (``provenance["operands"] == "normal"``) held at the power limit
+        for at least :data:`~perfmodel.calibration.backends.DEFAULT_SUSTAIN_S` before timing
+        (``provenance["sustain_s"]``). Profiles made before issue 24 record neither."""
+        from perfmodel.calibration.backends import DEFAULT_SUSTAIN_S
+
+        prov = self.provenance
+        try:
+            sustain = float(prov.get("sustain_s", 0.0) or 0.0)
+        except (TypeError, ValueError):
+            sustain = 0.0
+        return prov.get("operands") == "normal" and sustain >= DEFAULT_SUSTAIN_S
+
+    @cached_property
+    def training_compute_params(self) -> ComputeParams | None:
+        """:attr:`compute_params` for predicting sustained training (``--calibration``).
+
+        A profile whose GEMMs were bursts on low-entropy data (not :attr:`sustained_gemms`)
+        overstates what a training step sustains: its fitted achievable peak of a tensor-core
+        dtype is capped at the catalogue's sustained rate for this GPU
+        (:meth:`perfmodel.hardware.GPUSpec.gemm_ceiling`), where the catalogue has one. The
+        shipped H100 profile (uniform [0.5, 1.5) operands, 50-repeat bursts) fits 862.7
+        TFLOP/s BF16; the H100's sustained BF16 rate is 755 (the H200's MSMF at 700 W), so
+        predictions with it use 755. Its other fits (memory, launch, attention, convolution,
+        alignment) are kept. The profile's own validation (``perfmodel validate --measurements``)
+        still uses :attr:`compute_params`: it judges the bursts it measured.
+        """
+        cp = self.compute_params
+        if cp is None or self.sustained_gemms or not self.device.gpu_model:
+            return cp
+        from perfmodel.hardware import get_gpu
+
+        try:
+            gpu = get_gpu(self.device.gpu_model, where="profile device.gpu_model")
+        except UnknownHardwareError:
+            return cp
+        peaks = dict(cp.peak_flops)
+        capped = []
+        for dtype, peak in cp.peak_flops.items():
+            c = gpu.gemm_ceiling(dtype) if cp.uses_tensor_cores(dtype) else None
+            if c is not None and c.flops < peak * cp.gemm_ceiling(dtype):
+                peaks[dtype] = c.flops / cp.gemm_ceiling(dtype)
+                capped.append(f"{dtype.value} {peak / 1e12:.1f}->{c.flops / 1e12:.1f}")
+        if not capped:
+            return cp
+        return replace(
+            cp,
+            peak_flops=peaks,
+            source=f"{cp.source}; burst GEMM peaks capped at the catalogue's sustained rates "
+            f"({', '.join(capped)} TFLOP/s)",
+        )
+
     @cached_property
     def link_params(self) -> LinkParams | None:
         """The fitted :class:`perfmodel.comm.LinkParams`, or ``None`` when not fitted."""

@@ -73,7 +73,7 @@ def _single(
             Measurement(
                 kind=kind,
                 key=key,
-                params={**params, "timing": backend.last_mode},
+                params={**params, "timing": backend.last_mode, **backend.telemetry_params()},
                 timing=stats,
                 work_flop=op.work_flop,
                 work_bytes=op.work_bytes,

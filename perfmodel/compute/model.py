@@ -53,7 +53,49 @@ from perfmodel.workload.layers import (
 )
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
+from .attention import AttentionEfficiency, attention_efficiency
 from .params import ComputeParams, Tile
+
+#: Ratio ``fwd_flop / (2 m n k batch)`` of a fused-attention layer below which its mask is taken
+#: as causal (:func:`attention_shape`): a full mask gives ``(d + d_v) / d`` (2 for ``d_v = d``,
+#: 1.67 for DeepSeek's MLA ``d = 192, d_v = 128``), a causal one half that (1, 0.83).
+_CAUSAL_FLOP_RATIO = 1.25
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What a fused-attention layer's efficiency depends on.
+
+    ``seq`` is the key length one kernel call sweeps: the layer's query length ``m`` (equal to
+    the key length without context parallelism; under ring context parallelism each of the
+    ``cp`` steps is a local-by-local block, so the local length).
+    """
+
+    head_dim: int
+    seq: int
+    causal: bool
+
+
+def attention_shape(layer: LayerCost) -> AttentionShape:
+    """Head dimension, per-call sequence and mask of a fused-attention layer.
+
+    The zoo's attention layer (:meth:`perfmodel.workload._net.Net.attention`) carries
+    ``GemmShape(m=s, n=s cp, k=d, batch=b h)`` and forward FLOP ``2 b s (s cp) h (d + d_v)``,
+    halved under a causal mask; the mask is read from that ratio (:data:`_CAUSAL_FLOP_RATIO`).
+
+    >>> from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind
+    >>> att = LayerCost(name="a", kind=LayerKind.ATTENTION, fwd_flop=2 * 8 * 1024**2 * 128,
+    ...                 bwd_input_flop=1.0, bwd_weight_flop=0.0, params=0, fwd_bytes=1.0,
+    ...                 bwd_bytes=1.0, activation_bytes=1.0, output_shape=(1,),
+    ...                 gemm=GemmShape(1024, 1024, 128, 8))
+    >>> attention_shape(att)
+    AttentionShape(head_dim=128, seq=1024, causal=True)
+    """
+    g = layer.gemm
+    assert g is not None
+    gemm_flop = 2.0 * g.m * g.n * g.k * g.batch
+    causal = gemm_flop > 0 and layer.fwd_flop / gemm_flop < _CAUSAL_FLOP_RATIO
+    return AttentionShape(head_dim=max(int(g.k), 1), seq=max(int(g.m), 1), causal=causal)
 
 
 class Bound(str, enum.Enum):
@@ -243,13 +285,11 @@ def fp8_ceiling(params: ComputeParams, *, split_accumulation: bool) -> float:
     split (promoted) accumulation (:attr:`perfmodel.workload.kernels.Fp8Recipe.
     split_accumulation` says which passes use which).
 
-    The one place FP8 GEMM ceilings are read: ``ComputeParams`` states one tensor-core ceiling
-    for every dtype today, so both modes return ``tensor_core_efficiency`` until it carries
-    separate FP8 fast and split-accumulation ceilings (issue 24, "per-GPU, per-dtype achieved
-    ceilings").
+    The one place FP8 GEMM ceilings are read: the GPU's FP8 ceiling
+    (:meth:`ComputeParams.gemm_ceiling`), times ``ComputeParams.fp8_split_accumulation`` (the
+    GPU's split-over-fast rate) for a split-accumulation pass.
     """
-    del split_accumulation
-    return params.tensor_core_efficiency
+    return params.gemm_ceiling(DType.FP8, split_accumulation=split_accumulation)
 
 
 def class_key(layer: LayerCost, precision: Precision) -> str:
@@ -320,15 +360,17 @@ class ComputeModel:
 
     Examples
     --------
-    A 8192^3 BF16 GEMM on an A100 runs at the 0.76 tensor-core ceiling times the k factor
-    8192/(8192+64) and the wave factor (2048 256x128 tiles on 108 SMs = 18.96 waves of 19):
+    A 8192^3 BF16 GEMM on an A100 runs at its sustained ceiling (0.787 of peak: the measured
+    271.2 TFLOP/s burst times the Ampere sustained/burst ratio 258/285, see
+    :meth:`perfmodel.hardware.GPUSpec.gemm_ceiling`) times the k factor 8192/(8192+64) and the
+    wave factor (2048 256x128 tiles on 108 SMs = 18.96 waves of 19):
 
     >>> from perfmodel.hardware import get_gpu
     >>> from perfmodel.workload.layers import GemmShape
     >>> cm = ComputeModel(get_gpu("A100-SXM4-80GB"))
     >>> e = cm.gemm(GemmShape(8192, 8192, 8192), DType.BF16)
     >>> round(e.efficiency, 3)
-    0.753
+    0.779
     """
 
     def __init__(
@@ -344,6 +386,7 @@ class ComputeModel:
         # gemm_efficiency is a pure function of (shape, dtype) once the params are fixed; the
         # repeated layers of a transformer ask for the same few shapes hundreds of times
         self._gemm_cache: dict[tuple[GemmShape, DType], GemmEfficiency] = {}
+        self._attention_cache: dict[tuple[AttentionShape, object], AttentionEfficiency] = {}
 
     @property
     def gpu(self) -> GPUSpec:
@@ -368,7 +411,7 @@ class ComputeModel:
         hit = gemm_efficiency(
             gemm,
             sm_count=p.sm_count,
-            ceiling=p.tensor_core_efficiency if tc else p.cuda_core_efficiency,
+            ceiling=p.gemm_ceiling(dtype) if tc else p.cuda_core_efficiency,
             tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
             k_overhead=p.k_overhead,
             split_k_efficiency=p.split_k_efficiency,
@@ -401,6 +444,33 @@ class ComputeModel:
         t_c = gemm.flop / (self.params.peak(dtype) * eff)
         nbytes = gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n) * size
         return max(t_c, self._mem_time(nbytes))
+
+    def attention(self, layer: LayerCost) -> AttentionEfficiency:
+        """Forward and backward efficiency of a fused-attention layer on this GPU under
+        ``params.attention_backend`` (:func:`perfmodel.compute.attention.attention_efficiency`;
+        the ``generic`` backend uses ``fused_attention_efficiency`` and
+        ``fused_attention_bwd_efficiency``). Backend tables are scaled by
+        ``params.power_clock_ratio`` (a power-limited board)."""
+        p = self.params
+        shape = attention_shape(layer)
+        key = (shape, p.attention_backend)
+        hit = self._attention_cache.get(key)
+        if hit is not None:
+            return hit
+        generic = (p.fused_attention_efficiency, p.fused_attention_bwd_efficiency)
+        e = attention_efficiency(
+            p.attention_backend,
+            p.architecture,
+            shape.head_dim,
+            shape.seq,
+            shape.causal,
+            generic=generic,
+        )
+        if p.power_clock_ratio != 1.0 and (e.fwd, e.bwd) != generic:
+            r = p.power_clock_ratio
+            e = replace(e, fwd=e.fwd * r, bwd=e.bwd * r, source=f"{e.source} x power limit {r:.3f}")
+        self._attention_cache[key] = e
+        return e
 
     def _mem_time(self, nbytes: float) -> float:
         return nbytes / (self.params.memory_bandwidth_Bps * self.params.memory_efficiency)
@@ -552,8 +622,9 @@ class ComputeModel:
         host = p.host_dispatch_s
         if layer.kind is LayerKind.ATTENTION and g is not None:
             peak = p.peak(dtype)
-            t_fc = layer.fwd_flop / (peak * p.fused_attention_efficiency)
-            t_bc = layer.bwd_flop / (peak * p.fused_attention_bwd_efficiency)
+            att = self.attention(layer)
+            t_fc = layer.fwd_flop / (peak * att.fwd)
+            t_bc = layer.bwd_flop / (peak * att.bwd)
             k_f = max(layer.kernels, 1)
             k_b = 2 * k_f if layer.bwd_kernels is None else max(layer.bwd_kernels, 1)
             t_fm = self._mem_time(layer.fwd_bytes)
@@ -566,9 +637,9 @@ class ComputeModel:
                 bwd,
                 0.0,
                 bound,
-                p.fused_attention_efficiency,
+                att.fwd,
                 None,
-                "fused",
+                f"fused ({att.backend.value})",
                 host_bound=(k_f + k_b) * host > fwd_gpu + bwd_gpu,
                 host_s=(k_f + k_b) * host,
                 host_fwd_s=k_f * host,
@@ -711,12 +782,18 @@ class ComputeModel:
         """Rate multipliers of the forward, input-gradient and weight-gradient GEMMs of an FP8
         layer: :func:`fp8_ceiling` of each pass's accumulation mode (the model's FP8 recipe,
         :attr:`~perfmodel.workload.kernels.Fp8Recipe.split_accumulation`) over the ceiling
-        :meth:`gemm` applied (``tensor_core_efficiency``); ``(1, 1, 1)`` for other dtypes."""
+        :meth:`gemm` applied (the fast-accumulation ceiling); ``(1, 1, 1)`` for other dtypes.
+        Without a recipe, ``ComputeParams.fp8_backward_split_accumulation`` says whether the
+        backward passes split."""
         if dtype is not DType.FP8 or layer.gemm is None:
             return (1.0, 1.0, 1.0)
         p = self.params
-        split = (False, False, False) if self._fp8 is None else self._fp8.split_accumulation
-        base = p.tensor_core_efficiency
+        if self._fp8 is not None:
+            split = self._fp8.split_accumulation
+        else:  # no recipe: Transformer Engine's default (fast forward, split backward)
+            bwd = p.fp8_backward_split_accumulation
+            split = (False, bwd, bwd)
+        base = fp8_ceiling(p, split_accumulation=False)
         if base <= 0:
             return (1.0, 1.0, 1.0)
         rates = tuple(fp8_ceiling(p, split_accumulation=sp) / base for sp in split)

@@ -14,9 +14,15 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
+from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import DType
 from perfmodel.errors import CalibrationError, ConfigError
-from perfmodel.hardware.gpus import GPUSpec, peak_with_fallback
+from perfmodel.hardware.gpus import (
+    SPLIT_ACCUMULATION_FACTOR,
+    GemmFormat,
+    GPUSpec,
+    peak_with_fallback,
+)
 
 
 @dataclass(frozen=True)
@@ -81,12 +87,13 @@ ALIGNMENT_ELEMENTS: Mapping[DType, int] = MappingProxyType(
 )
 
 #: Host time per kernel of a framework's eager training step, seconds
-#: (``ComputeParams.host_dispatch_s``). ``pytorch-eager``: 35.56 us, the median over 10 host-bound
+#: (``ComputeParams.host_dispatch_s``). ``pytorch-eager``: 35.63 us, the median over 10 host-bound
 #: training steps measured on the lent H100 machine (PyTorch 2.11, its 16-core Xeon VM host;
 #: ResNet-50 at batch 1-16 in bf16/fp32, GPT-2 at batch 1-2, the CIFAR VGG-19-BN at batch 4/16:
 #: ``calibration/h100-sxm5-80gb/hostbound/steps-cuda.json``, per-step values 23-45 us) of
 #: ``(step - optimizer) / modelled kernels`` (:func:`perfmodel.calibration.host.fit_eager_host`).
-#: ResNet-50 at batch 32 was measured too and held out to judge it. A bare eager launch of a
+#: ResNet-50 at batch 32 was measured too and held out to judge it. (35.65 us before the H100
+#: entry carried its measured memory efficiency, issue 24: the same fit, 0.02 us apart.) A bare eager launch of a
 #: 1-element kernel costs 9.68 us on the same host (``launch/tiny-op``); a training step's ops also
 #: pay the module call, autograd, cuDNN/cuBLAS plan lookup and allocator. The value belongs to that
 #: host's CPU: a faster or slower host moves it.
@@ -96,7 +103,7 @@ ALIGNMENT_ELEMENTS: Mapping[DType, int] = MappingProxyType(
 #: casts, 3 + 4 kernels instead of 2 + 3): 35.65 -> 35.56 us.
 HOST_DISPATCH_S: Mapping[str, float] = MappingProxyType(
     {
-        "pytorch-eager": 35.56 * units.us,
+        "pytorch-eager": 35.63 * units.us,
         "cuda-graphs": 0.0,
         "tensorflow-graph": 0.0,
         "xla": 0.0,
@@ -153,8 +160,39 @@ class ComputeParams:
         Datasheet device-memory bandwidth, bytes/s.
     sm_count
         Streaming multiprocessors (wave quantisation).
+    gemm_ceilings
+        Per-dtype fraction of the datasheet peak a large, well-shaped GEMM sustains on this GPU
+        (the ceiling the tile/wave model starts from); a dtype listed here overrides
+        ``tensor_core_efficiency``. :meth:`for_gpu` fills it from the catalogue's achieved rates
+        (:meth:`perfmodel.hardware.GPUSpec.gemm_ceiling`: measured sustained rates at the
+        board's power limit, or burst rates times the architecture's measured sustained/burst
+        ratio, derated for a power-limited board); empty where the catalogue has none.
+    gemm_ceiling_basis
+        How each ``gemm_ceilings`` entry was obtained (``GemmCeiling.basis``), for reports.
+    fp8_split_accumulation
+        Rate of an FP8 GEMM with split (promoted) accumulation relative to fast accumulation.
+        :meth:`for_gpu` takes :data:`perfmodel.hardware.gpus.SPLIT_ACCUMULATION_FACTOR` of the
+        architecture (Hopper/Ada 1/1.15, Blackwell 1.0); 1.0 elsewhere.
+    fp8_backward_split_accumulation
+        FP8 training runs the input- and weight-gradient GEMMs with split accumulation and the
+        forward with fast accumulation: Transformer Engine (``_2X_ACC_FPROP = False``,
+        ``_2X_ACC_DGRAD = _2X_ACC_WGRAD = True``) and torchao float8 (``use_fast_accum=True``
+        for the output GEMM only) both default to it. ``False``: every FP8 GEMM fast.
+    attention_backend
+        Fused-attention kernel library (:class:`perfmodel.compute.attention.AttentionBackend`),
+        a property of the software stack (the training recipe sets it). ``generic`` (default)
+        uses ``fused_attention_efficiency`` / ``fused_attention_bwd_efficiency``; a named
+        backend uses its published efficiency by head dimension, sequence length and mask
+        (:func:`perfmodel.compute.attention.attention_efficiency`).
+    power_clock_ratio
+        Sustained clock of this board relative to the board the published kernel benchmarks
+        ran on (:meth:`perfmodel.hardware.GPUSpec.power_clock_ratio`: 0.876 for a 500 W H100
+        against the 700 W part); multiplies the backend attention tables, whose numbers come
+        from 700 W H100s. The GEMM ceilings carry the same derating already.
     tensor_core_efficiency
-        Fraction of the tensor-core peak a large, well-shaped GEMM reaches. Default 0.76: the
+        Fraction of the tensor-core peak a large, well-shaped GEMM reaches where
+        ``gemm_ceilings`` has no entry for the dtype (GPUs whose catalogue entry states no
+        achieved rate: datasheet only). Default 0.76: the
         median (0.763) of the 11 best-shape matmul ceilings in the published rows whose source
         states a comparable dense peak (stas00/ml-engineering MAMF: A100 SXM 0.869, A100 PCIe
         0.811, H100 0.803, GH200 0.838, B200 0.776, GB200 0.729, H100 fp8 0.709, B200 fp8
@@ -231,7 +269,7 @@ class ComputeParams:
         ``max(GPU time, kernels x host_dispatch_s)`` over the whole step (not per layer): the GPU
         hides the host until it outruns it (small batches). Default 0 (not modelled: graph-mode
         frameworks, or a software preset that models dispatch elsewhere);
-        :data:`HOST_DISPATCH_S` lists per-framework values (PyTorch eager: 35.56 us, fitted on
+        :data:`HOST_DISPATCH_S` lists per-framework values (PyTorch eager: 35.63 us, fitted on
         host-bound H100 training steps).
     elementwise_flop_dtype
         Format of non-GEMM arithmetic (FP32 on CUDA cores).
@@ -256,6 +294,12 @@ class ComputeParams:
     peak_flops: Mapping[DType, float]
     memory_bandwidth_Bps: float
     sm_count: int
+    gemm_ceilings: Mapping[DType, float] = field(default_factory=lambda: MappingProxyType({}))
+    gemm_ceiling_basis: Mapping[DType, str] = field(default_factory=lambda: MappingProxyType({}))
+    fp8_split_accumulation: float = 1.0
+    fp8_backward_split_accumulation: bool = True
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
+    power_clock_ratio: float = 1.0
     tensor_core_efficiency: float = 0.76
     cuda_core_efficiency: float = 0.90
     memory_efficiency: float = 0.80
@@ -287,6 +331,8 @@ class ComputeParams:
             "fused_attention_efficiency",
             "fused_attention_bwd_efficiency",
             "alignment_efficiency",
+            "fp8_split_accumulation",
+            "power_clock_ratio",
         ):
             v = getattr(self, name)
             if not 0.0 < float(v) <= 1.0:
@@ -317,20 +363,80 @@ class ComputeParams:
                 value=(self.kernel_launch_s, self.k_overhead, self.winograd_speedup),
                 where=self.gpu,
             )
+        for d, v in self.gemm_ceilings.items():
+            if not 0.0 < float(v) <= 1.0:
+                raise CalibrationError(
+                    f"ComputeParams.gemm_ceilings[{d.value}] must be in (0, 1], got {v}",
+                    value=v,
+                    where="gemm_ceilings",
+                )
         object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+        object.__setattr__(self, "gemm_ceilings", MappingProxyType(dict(self.gemm_ceilings)))
+        object.__setattr__(
+            self, "gemm_ceiling_basis", MappingProxyType(dict(self.gemm_ceiling_basis))
+        )
+        object.__setattr__(
+            self, "attention_backend", AttentionBackend.parse(self.attention_backend)
+        )
 
     @classmethod
-    def for_gpu(cls, gpu: GPUSpec, **overrides: Any) -> ComputeParams:
-        """Datasheet defaults for ``gpu`` (peaks, bandwidth, SM count) with the documented
-        efficiency model; ``overrides`` replace named fields."""
+    def for_gpu(cls, gpu: GPUSpec, *, burst: bool = False, **overrides: Any) -> ComputeParams:
+        """Datasheet peaks, bandwidth and SM count of ``gpu`` with its achieved ceilings
+        (:meth:`perfmodel.hardware.GPUSpec.gemm_ceiling`, sustained at the board's power limit;
+        ``burst=True``: the boost-clock burst a short microbenchmark sees), its achieved memory
+        bandwidth where measured (``memory_efficiency = achieved / datasheet``) and the
+        documented efficiency model elsewhere; ``overrides`` replace named fields.
+
+        >>> from perfmodel.hardware import get_gpu
+        >>> p = ComputeParams.for_gpu(get_gpu("H100-SXM5-80GB"))
+        >>> round(p.gemm_ceiling(DType.BF16), 3), round(p.gemm_ceiling(DType.FP8), 3)
+        (0.763, 0.684)
+        >>> round(p.fp8_split_accumulation, 3), round(p.memory_efficiency, 4)
+        (0.87, 0.7534)
+        """
+        ceilings: dict[DType, float] = {}
+        basis: dict[DType, str] = {}
+        for dtype, peak in gpu.peak_flops.items():
+            if dtype in (DType.FP32, DType.FP64) or peak <= 0:
+                continue
+            c = gpu.gemm_ceiling(dtype, burst=burst)
+            if c is not None:
+                ceilings[dtype] = min(1.0, c.flops / peak)
+                basis[dtype] = c.basis
+        split = 1.0
+        fast = gpu.gemm_ceiling(GemmFormat.FP8, burst=burst)
+        slow = gpu.gemm_ceiling(GemmFormat.FP8_SPLIT, burst=burst)
+        if fast is not None and slow is not None:
+            split = slow.flops / fast.flops
+        elif DType.FP8 in gpu.peak_flops:
+            split = SPLIT_ACCUMULATION_FACTOR.get(gpu.architecture, 1.0)
+        kw: dict[str, Any] = {}
+        if gpu.achieved_memory_bandwidth_Bps is not None:
+            kw["memory_efficiency"] = min(
+                1.0, gpu.achieved_memory_bandwidth_Bps / gpu.memory_bandwidth_Bps
+            )
         base = cls(
             gpu=gpu.name,
             peak_flops=dict(gpu.peak_flops),
             memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
             sm_count=gpu.sm_count,
             architecture=gpu.architecture,
+            gemm_ceilings=ceilings,
+            gemm_ceiling_basis=basis,
+            fp8_split_accumulation=split,
+            power_clock_ratio=1.0 if burst else gpu.power_clock_ratio(),
+            **kw,
         )
         return replace(base, **overrides) if overrides else base
+
+    def gemm_ceiling(self, dtype: DType, *, split_accumulation: bool = False) -> float:
+        """Fraction of ``dtype``'s peak a best-shape tensor-core GEMM reaches: the
+        ``gemm_ceilings`` entry, else ``tensor_core_efficiency``; times
+        ``fp8_split_accumulation`` for an FP8 GEMM with split accumulation."""
+        c = self.gemm_ceilings.get(dtype, self.tensor_core_efficiency)
+        if split_accumulation and dtype is DType.FP8:
+            c *= self.fp8_split_accumulation
+        return c
 
     def with_updates(self, **updates: Any) -> ComputeParams:
         """A copy with ``updates`` applied (what calibration produces)."""
@@ -341,8 +447,12 @@ class ComputeParams:
         out: dict[str, Any] = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "peak_flops":
+            if f.name == "peak_flops" or f.name == "gemm_ceilings":
                 v = {d.value: float(x) for d, x in v.items()}
+            elif f.name == "gemm_ceiling_basis":
+                v = {d.value: str(x) for d, x in v.items()}
+            elif f.name == "attention_backend":
+                v = v.value
             elif f.name.endswith("_tiles"):
                 v = [[t.m, t.n, t.efficiency, t.ctas_per_sm] for t in v]
             elif isinstance(v, DType):
@@ -371,6 +481,13 @@ class ComputeParams:
             DType.parse(k, where=f"{where}.peak_flops"): float(v)
             for k, v in data["peak_flops"].items()
         }
+        for key in ("gemm_ceilings", "gemm_ceiling_basis"):
+            if key in kw:
+                kw[key] = {DType.parse(k, where=f"{where}.{key}"): v for k, v in kw[key].items()}
+        if "attention_backend" in kw:
+            kw["attention_backend"] = AttentionBackend.parse(
+                kw["attention_backend"], where=f"{where}.attention_backend"
+            )
         for key in ("tensor_core_tiles", "cuda_core_tiles"):
             if key in kw:
                 kw[key] = tuple(Tile(int(t[0]), int(t[1]), float(t[2]), int(t[3])) for t in kw[key])

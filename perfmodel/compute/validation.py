@@ -172,8 +172,11 @@ def _gpu_or_skip(row: Mapping[str, Any], group: str) -> GPUSpec | Skipped:
 
 
 def _micro_params(gpu: GPUSpec) -> ComputeParams:
-    """Microbenchmarks move no weights between precisions: no autocast weight casts."""
-    return ComputeParams.for_gpu(gpu, cast_weights_each_step=False)
+    """Microbenchmarks move no weights between precisions: no autocast weight casts. They time
+    short runs (DeepBench, mli's matmul benchmark, the MAMF finder's 100 iterations after 50
+    warm-up), so a GPU whose catalogue entry states burst rates is predicted in that regime
+    (``ComputeParams.for_gpu(burst=True)``); training rows use the sustained rates."""
+    return ComputeParams.for_gpu(gpu, cast_weights_each_step=False, burst=True)
 
 
 def _gemm_rate(cm: ComputeModel, g: GemmShape, dtype: DType, *, pad: bool = False) -> float:

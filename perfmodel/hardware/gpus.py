@@ -24,19 +24,40 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     fp64 = 7.8
     fp32 = 15.7
     fp16 = 125.0
+    sustained_power_W = 700           # optional: board power the sustained rates were measured at
+    idle_W = 88                       # optional: idle board power (power-limit model)
+    memory_bandwidth_achieved_GBps = 2524.0  # optional: STREAM-class achieved HBM bandwidth
+    [gpu.sustained_TFLOPS]             # optional: best-shape matmul rate held at the power limit
+    bf16 = 755.0                       #   keys: GemmFormat values (bf16, fp16, tf32, fp8,
+    fp8 = 1354.0                       #   fp8-split, nvfp4, mxfp4)
+    [gpu.burst_TFLOPS]                 # optional: best-shape boost-clock burst (MAMF)
+    bf16 = 794.5
     [gpu.sources]                      # one source per group of fields present (see SOURCE_GROUPS)
     compute = "NVIDIA Tesla V100 datasheet (2018), 'SXM2' column"
     memory = "..."
     sm = "..."                          # sm_count, boost clock, L2
     board = "..."                       # TDP, NVLink, Infinity Fabric, PCIe
-    achieved = "..."                    # optional: published achieved rates (informative)
+    achieved = "..."                    # sustained/burst rates, idle power, achieved bandwidth:
+                                        # say per value whether measured, derived or estimated;
+                                        # on a datasheet-only GPU: published achieved rates
+                                        # for the reader (they feed nothing)
 
 Every group of fields present in an entry must name its source (``SOURCE_GROUPS``); the loader
 rejects an entry that does not, so no number enters the catalogue unsourced.
+
+Achieved rates (:meth:`GPUSpec.gemm_ceiling`): the datasheet peak is a boost-clock figure, and a
+dense GEMM on normally distributed operands draws the board to its power limit, where the clock
+settles below boost (stas00/ml-engineering, "Maximum Achievable and Sustainable Matmul FLOPS",
+commit 0359db8: MSMF is 11-17% below the boost-burst MAMF on H200/B200). ``sustained_TFLOPS`` is
+that measured sustained rate; an entry with only a burst rate gets the architecture's measured
+sustained/burst ratio (:data:`SUSTAINED_OVER_BURST`), an entry with neither the documented
+default fraction of its peak. A board run below the power its rates were measured at
+(``tdp_W < sustained_power_W``) is derated by :func:`power_limited_clock_ratio`.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +66,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
+from perfmodel._enum import parse_enum
 from perfmodel._schema import as_bool
 from perfmodel.dtypes import DType
 from perfmodel.errors import ConfigError
@@ -85,6 +107,11 @@ _ALLOWED = set(_REQUIRED) | {
     "infinity_fabric_GBps",
     "datasheet_only",
     "notes",
+    "sustained_TFLOPS",
+    "burst_TFLOPS",
+    "sustained_power_W",
+    "idle_W",
+    "memory_bandwidth_achieved_GBps",
 }
 
 #: Which fields each ``[gpu.sources]`` key vouches for. A group whose fields appear in an entry
@@ -103,8 +130,142 @@ SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
             "infinity_fabric_links",
             "infinity_fabric_GBps",
         ),
+        "achieved": (
+            "sustained_TFLOPS",
+            "burst_TFLOPS",
+            "sustained_power_W",
+            "idle_W",
+            "memory_bandwidth_achieved_GBps",
+        ),
     }
 )
+
+
+class GemmFormat(str, enum.Enum):
+    """A matrix-multiply format whose achieved rate the catalogue can state.
+
+    ``fp8`` is FP8 with the tensor core's fast accumulation (cuBLASLt
+    ``CUBLASLT_MATMUL_DESC_FAST_ACCUM=1``, ``torch._scaled_mm(use_fast_accum=True)``);
+    ``fp8-split`` is FP8 whose partial sums are periodically promoted to FP32 (split
+    accumulator, the cuBLASLt default): Transformer Engine runs its dgrad and wgrad GEMMs so
+    (``_2X_ACC_DGRAD = _2X_ACC_WGRAD = True``, ``_2X_ACC_FPROP = False``,
+    ``transformer_engine/pytorch/module/base.py``, TE 1.x-2.x) and torchao's ``Float8LinearConfig``
+    likewise (``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``, the grad-input and
+    grad-weight configs default to ``use_fast_accum=False``, ``torchao/float8/config.py``).
+    ``nvfp4`` / ``mxfp4`` are Blackwell's block-scaled FP4 formats (rates only: no training
+    precision uses them yet).
+    """
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    FP8_SPLIT = "fp8-split"
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
+
+    @classmethod
+    def parse(cls, text: str | GemmFormat, *, where: str = "gemm format") -> GemmFormat:
+        return parse_enum(cls, text, where=where)
+
+    @classmethod
+    def of(cls, dtype: DType, *, split_accumulation: bool = False) -> GemmFormat:
+        """The format of a GEMM in ``dtype`` (``fp8-split`` for FP8 with split accumulation).
+
+        >>> GemmFormat.of(DType.FP8, split_accumulation=True).value
+        'fp8-split'
+        """
+        if dtype is DType.FP8 and split_accumulation:
+            return cls.FP8_SPLIT
+        return cls(dtype.value)
+
+    @property
+    def dtype(self) -> DType | None:
+        """The :class:`DType` whose datasheet peak this format is measured against (``None`` for
+        the FP4 formats, which the peak table does not list)."""
+        if self is GemmFormat.FP8_SPLIT:
+            return DType.FP8
+        if self in (GemmFormat.NVFP4, GemmFormat.MXFP4):
+            return None
+        return DType(self.value)
+
+
+#: Sustained over boost-burst best-shape matmul rate, per architecture: the board held at its
+#: power limit (all GPUs of the node busy, 2 s windows) against a short burst after an idle
+#: gap, same benchmark version and node. Source: stas00/ml-engineering commit 0359db8,
+#: ``compute/accelerator/README.md``, "Maximum Achievable and Sustainable Matmul FLOPS comparison
+#: table", BF16 (mamf-finder.py v4): A100 PCIe 80 GB 258/285 (300 W, 1326 vs 1395 MHz), H200
+#: SXM 755/850 (700 W, ~1890 vs 1980 MHz), B200 SXM 1439/1737 (1000 W, ~1420 vs 1965 MHz). Used
+#: for a GPU whose catalogue entry has a burst rate but no sustained one.
+SUSTAINED_OVER_BURST: MappingProxyType[str, float] = MappingProxyType(
+    {"Ampere": 258.0 / 285.0, "Hopper": 755.0 / 850.0, "Blackwell": 1439.0 / 1737.0}
+)
+
+#: FP8 GEMM rate with split (promoted) accumulation relative to fast accumulation, per
+#: architecture. Hopper (and Ada, the same cuBLASLt fast-accumulation switch): 1/1.15, the middle
+#: of the 1.1-1.2x speed-up fast accumulation gives FP8 training GEMMs on H100 (pytorch/ao issue
+#: #2377, 2025-06, benchmark by the reporter; torchao maintainers confirm the trade-off).
+#: Blackwell: 1.0 (sm100 tensor cores accumulate FP8 in FP32 at full rate; Transformer Engine
+#: PR #2748 review: "there is no fastAccuMode for sm100").
+SPLIT_ACCUMULATION_FACTOR: MappingProxyType[str, float] = MappingProxyType(
+    {"Ada": 1.0 / 1.15, "Hopper": 1.0 / 1.15, "Blackwell": 1.0}
+)
+
+#: Exponent ``n`` of the power-limited clock model ``P - P_idle ~ f^n``
+#: (:func:`power_limited_clock_ratio`): dynamic CMOS power ``C V^2 f`` with the supply voltage
+#: raised in proportion to the clock over the DVFS range (textbook CMOS scaling, e.g. Rabaey,
+#: Chandrakasan & Nikolic, "Digital Integrated Circuits", 2nd ed., ch. 5; Horace He, "Strangely,
+#: Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!", 2024: "matmuls on
+#: the H100 are primarily not compute or bandwidth limited, they are power limited"). An
+#: exponent of 2 (voltage at its floor part of the range) would derate a 500 W H100 ~5% more.
+POWER_CLOCK_EXPONENT = 3.0
+
+
+def power_limited_clock_ratio(
+    power_w: float, reference_w: float, idle_w: float, exponent: float = POWER_CLOCK_EXPONENT
+) -> float:
+    """Sustained clock at board power ``power_w`` relative to the clock at ``reference_w``.
+
+    ``((P - P_idle) / (P_ref - P_idle)) ** (1 / n)``, capped at 1 (a higher limit than the
+    measurement's buys nothing the measurement can vouch for). Dense GEMMs hold the board at its
+    power limit, so their rate scales with this ratio.
+
+    >>> round(power_limited_clock_ratio(500.0, 700.0, 88.0), 4)  # 500 W H100 vs 700 W
+    0.8764
+    >>> power_limited_clock_ratio(700.0, 700.0, 88.0)
+    1.0
+
+    Raises
+    ------
+    ConfigError
+        If ``power_w`` or ``reference_w`` is not above ``idle_w``.
+    """
+    if power_w <= idle_w or reference_w <= idle_w:
+        raise ConfigError(
+            f"power limit {power_w} W / reference {reference_w} W must exceed the idle "
+            f"power {idle_w} W",
+            value=(power_w, reference_w, idle_w),
+            where="power_limited_clock_ratio",
+        )
+    return min(1.0, ((power_w - idle_w) / (reference_w - idle_w)) ** (1.0 / exponent))
+
+
+@dataclass(frozen=True)
+class GemmCeiling:
+    """Achieved best-shape matmul rate of one format on one GPU at its power limit.
+
+    Attributes
+    ----------
+    flops
+        FLOP/s a large, well-shaped GEMM sustains on normally distributed operands.
+    basis
+        How the number was obtained: ``"measured"`` (the entry's sustained rate),
+        ``"burst x ..."`` (derived from a burst rate), ``"... x power limit ..."``.
+    """
+
+    flops: float
+    basis: str
 
 
 def peak_with_fallback(
@@ -170,9 +331,20 @@ class GPUSpec:
         :mod:`perfmodel.compute.params`. Predictions on it carry a note saying so
         (:func:`datasheet_note`). A published achieved rate, where one exists, is cited in
         ``sources["achieved"]`` for the reader; it does not feed the model. Default ``False``.
+    sustained_flops, burst_flops
+        Measured best-shape matmul rates per :class:`GemmFormat`, FLOP/s: held at the power limit
+        (``sustained``) and in a short boost-clock burst (``burst``); empty where not measured.
+        Read them through :meth:`gemm_ceiling`.
+    sustained_power_w
+        Board power the sustained rates were measured at (``None``: ``tdp_w``).
+    idle_w
+        Idle board power, W (power-limit model, :func:`power_limited_clock_ratio`).
+    achieved_memory_bandwidth_Bps
+        STREAM-class achieved device-memory bandwidth, bytes/s (``None``: not measured).
     sources
         One source per group of fields (``SOURCE_GROUPS``): compute, memory, sm, board; an
-        optional ``achieved``.
+        optional ``achieved`` (the measured rates above, or, on a datasheet-only GPU, published
+        rates for the reader).
     notes
         Caveats: disagreeing sources, assumptions, what CUDA sees as one device.
 
@@ -207,6 +379,115 @@ class GPUSpec:
     aliases: tuple[str, ...] = ()
     sources: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
     notes: str = ""
+    sustained_flops: MappingProxyType[GemmFormat, float] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    burst_flops: MappingProxyType[GemmFormat, float] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    sustained_power_w: float | None = None
+    idle_w: float | None = None
+    achieved_memory_bandwidth_Bps: float | None = None
+
+    def power_clock_ratio(self) -> float:
+        """Sustained clock of this board relative to the one its sustained rates were measured at
+        (1 unless ``tdp_w < sustained_power_w``; :func:`power_limited_clock_ratio`).
+
+        >>> from perfmodel.hardware import get_gpu
+        >>> round(get_gpu("H100-SXM5-96GB-500W").power_clock_ratio(), 3)
+        0.876
+        """
+        return self._power_ratio()[0]
+
+    def _power_ratio(self) -> tuple[float, str]:
+        """Clock ratio of this board's limit to the power the sustained rates were measured at."""
+        ref = self.sustained_power_w
+        if ref is None or self.tdp_w is None or self.tdp_w >= ref:
+            return 1.0, ""
+        if self.idle_w is None:
+            raise ConfigError(
+                f"GPU {self.name}: tdp_W {self.tdp_w} below sustained_power_W {ref} needs idle_W "
+                "for the power-limit model",
+                value=self.tdp_w,
+                where=f"gpu {self.name}",
+            )
+        r = power_limited_clock_ratio(self.tdp_w, ref, self.idle_w)
+        return r, f" x power limit {self.tdp_w:g}/{ref:g} W (clock ratio {r:.3f})"
+
+    def gemm_ceiling(self, fmt: GemmFormat | DType, *, burst: bool = False) -> GemmCeiling | None:
+        """Achieved best-shape matmul rate of ``fmt`` on this GPU, or ``None`` if unknown.
+
+        Sustained (default; what a training step sees) or boost-burst (``burst=True``; what a
+        short microbenchmark after an idle gap sees). In order:
+
+        1. the measured rate of that regime;
+        2. sustained from burst: ``burst x SUSTAINED_OVER_BURST[architecture]``; burst from
+           sustained: the inverse;
+        3. ``fp16`` from ``bf16`` (and back) where their peaks are equal (the same tensor-core
+           rate); ``fp8-split`` from ``fp8 x SPLIT_ACCUMULATION_FACTOR[architecture]``; ``tf32``
+           from the ``bf16`` fraction of peak (the same tensor cores at the same power limit).
+
+        A sustained rate measured at more power than this board's ``tdp_w`` is multiplied by
+        :func:`power_limited_clock_ratio` (``idle_w`` required).
+
+        >>> from perfmodel.hardware import get_gpu
+        >>> h = get_gpu("H100-SXM5-80GB").gemm_ceiling(GemmFormat.FP8_SPLIT)
+        >>> round(h.flops / 1e12), h.basis
+        (1177, 'measured x fast/split accumulation 0.870')
+        """
+        if isinstance(fmt, GemmFormat):
+            f = fmt
+        elif isinstance(fmt, DType):
+            f = GemmFormat.of(fmt)
+        else:  # a user's spelling ("bf16", "fp8-split")
+            f = GemmFormat.parse(fmt, where=f"gpu {self.name}: gemm format")
+        hit = self._direct_ceiling(f, burst)
+        if hit is not None:
+            return hit
+        if f in (GemmFormat.FP16, GemmFormat.BF16):
+            other = GemmFormat.BF16 if f is GemmFormat.FP16 else GemmFormat.FP16
+            if self.peak_flops.get(DType.FP16) == self.peak_flops.get(DType.BF16):
+                return self._direct_ceiling(other, burst)
+            return None
+        if f is GemmFormat.FP8_SPLIT:
+            fast = self.gemm_ceiling(GemmFormat.FP8, burst=burst)
+            factor = SPLIT_ACCUMULATION_FACTOR.get(self.architecture)
+            if fast is None or factor is None:
+                return None
+            return GemmCeiling(
+                fast.flops * factor, f"{fast.basis} x fast/split accumulation {factor:.3f}"
+            )
+        if f is GemmFormat.TF32 and DType.TF32 in self.peak_flops:
+            half = self.gemm_ceiling(GemmFormat.BF16, burst=burst)
+            if half is None or DType.BF16 not in self.peak_flops:
+                return None
+            frac = half.flops / self.peak_flops[DType.BF16]
+            return GemmCeiling(
+                frac * self.peak_flops[DType.TF32], f"bf16 fraction of peak {frac:.3f}"
+            )
+        return None
+
+    def _direct_ceiling(self, f: GemmFormat, burst: bool) -> GemmCeiling | None:
+        """The measured rate of ``f`` in the asked regime, or from the other regime's."""
+        ratio = SUSTAINED_OVER_BURST.get(self.architecture)
+        if burst:
+            if f in self.burst_flops:
+                return GemmCeiling(self.burst_flops[f], "measured burst")
+            if f in self.sustained_flops and ratio is not None and not self._power_ratio()[1]:
+                return GemmCeiling(
+                    self.sustained_flops[f] / ratio,
+                    f"sustained / sustained-over-burst {ratio:.3f} ({self.architecture})",
+                )
+            return None
+        scale, note = self._power_ratio()
+        if f in self.sustained_flops:
+            return GemmCeiling(self.sustained_flops[f] * scale, "measured" + note)
+        if f in self.burst_flops and ratio is not None:
+            return GemmCeiling(
+                self.burst_flops[f] * ratio * scale,
+                f"burst x sustained-over-burst {ratio:.3f} ({self.architecture}){note}",
+            )
+        return None
 
     def peak(self, dtype: DType | str) -> float:
         """Peak FLOP/s for ``dtype``; falls back as a framework would.
@@ -251,6 +532,11 @@ class GPUSpec:
             "peak_flops": {d.value: v for d, v in self.peak_flops.items()},
             "sources": dict(self.sources),
             "notes": self.notes,
+            "sustained_flops": {f.value: v for f, v in self.sustained_flops.items()},
+            "burst_flops": {f.value: v for f, v in self.burst_flops.items()},
+            "sustained_power_w": self.sustained_power_w,
+            "idle_w": self.idle_w,
+            "achieved_memory_bandwidth_Bps": self.achieved_memory_bandwidth_Bps,
         }
 
 
@@ -280,6 +566,7 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
     for key in entry["peak_TFLOPS"]:
         dtype = DType.parse(key, where=f"{where}.peak_TFLOPS")
         peaks[dtype] = number(entry["peak_TFLOPS"], key, f"{where}.peak_TFLOPS") * units.TFLOPS
+    rates = {key: _rates(entry, key, where) for key in ("sustained_TFLOPS", "burst_TFLOPS")}
     sources = source_table(entry, where)
     for group, fields in SOURCE_GROUPS.items():
         if any(f in entry for f in fields) and not str(sources.get(group, "")).strip():
@@ -349,6 +636,37 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         aliases=names,
         sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
         notes=str(entry.get("notes", "")),
+        sustained_flops=rates["sustained_TFLOPS"],
+        burst_flops=rates["burst_TFLOPS"],
+        sustained_power_w=(
+            number(entry, "sustained_power_W", where) if "sustained_power_W" in entry else None
+        ),
+        idle_w=number(entry, "idle_W", where) if "idle_W" in entry else None,
+        achieved_memory_bandwidth_Bps=(
+            number(entry, "memory_bandwidth_achieved_GBps", where) * units.GB
+            if "memory_bandwidth_achieved_GBps" in entry
+            else None
+        ),
+    )
+
+
+def _rates(entry: dict[str, Any], key: str, where: str) -> MappingProxyType[GemmFormat, float]:
+    """``entry[key]`` (a table of GemmFormat = TFLOPS) in FLOP/s; empty when absent.
+
+    Raises
+    ------
+    ConfigError
+        On a non-table, an unknown format or a non-positive rate.
+    """
+    table = entry.get(key, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: {key} must be a table", value=table, where=where)
+    return MappingProxyType(
+        {
+            GemmFormat.parse(k, where=f"{where}.{key}"): number(table, k, f"{where}.{key}")
+            * units.TFLOPS
+            for k in table
+        }
     )
 
 

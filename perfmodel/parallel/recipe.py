@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -432,7 +433,8 @@ class ComputeRecipe:
     the optimizer step reads; ``working_copy_bytes``: the 16-bit copy it writes (half-model
     stacks; 0 where the kept weights are the FP32 ones); ``optimizer_impl`` and ``grad_clip``:
     how the step runs (:func:`perfmodel.workload.kernels.optimizer_bytes_per_param`); ``fp8``:
-    the FP8 recipe (which GEMM passes accumulate in split mode), ``None`` unless FP8.
+    the FP8 recipe (which GEMM passes accumulate in split mode), ``None`` unless FP8;
+    ``attention_backend``: ``ComputeParams.attention_backend``.
     """
 
     autocast_casts: bool
@@ -441,6 +443,7 @@ class ComputeRecipe:
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
     grad_clip: GradClip = GradClip.NONE
     fp8: Fp8Recipe | None = None
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -530,6 +533,9 @@ class Recipe:
     fp8_params
         The FP8 linear weights are stored in FP8 (the preset's ``fp8_params`` under a
         Transformer Engine recipe): gathered in FP8, no 16-bit copy beside TE's cache.
+    attention_backend
+        The fused-attention kernel library of the stack
+        (:class:`~perfmodel.compute.attention.AttentionBackend`).
     sources
         Where the preset's recipe comes from.
     """
@@ -562,6 +568,7 @@ class Recipe:
     grad_clip: GradClip = GradClip.NONE
     fsdp_copies: bool = False
     fp8_params: bool = False
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
     sources: tuple[str, ...] = ()
 
     @property
@@ -575,6 +582,7 @@ class Recipe:
             self.optimizer_impl,
             self.grad_clip,
             self.fp8,
+            self.attention_backend,
         )
 
     def kernels(self, microbatches: int = 1) -> KernelRecipe:
@@ -657,6 +665,7 @@ class Recipe:
             f"{self.param_gather.describe()}",
             f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
             f"{self.pp_send.describe()}",
+            f"attention backend {self.attention_backend.value}",
         ]
 
     def to_dict(self) -> dict[str, object]:
@@ -691,6 +700,7 @@ class Recipe:
             "grad_clip": self.grad_clip.value,
             "fsdp_copies": self.fsdp_copies,
             "fp8_params": self.fp8_params,
+            "attention_backend": self.attention_backend.value,
             "sources": list(self.sources),
         }
 
@@ -827,6 +837,7 @@ def build_recipe(
         grad_clip=preset.grad_clip,
         fsdp_copies=fsdp2,
         fp8_params=fp8_params,
+        attention_backend=preset.attention_backend,
         sources=tuple(preset.sources),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from perfmodel import units
+from perfmodel.compute.attention import AttentionBackend
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
@@ -209,6 +210,12 @@ class SoftwarePreset:
         (Megatron ``--fp8-param-gather``, NeMo ``fp8_params``): the optimizer writes them in FP8,
         the distributed optimizer all-gathers them in FP8, and no 16-bit copy is kept beside
         TE's transpose.
+    attention_backend
+        Fused-attention kernel library the stack runs
+        (:class:`~perfmodel.compute.attention.AttentionBackend`): ``sdpa`` for PyTorch's
+        ``scaled_dot_product_attention`` with PyTorch 2.5.1-2.8's backend choice
+        (:func:`perfmodel.compute.attention.resolve`), ``cudnn`` for Transformer Engine's fused
+        attention, ``generic`` where the stack does not fix it (the fitted or default pair).
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -255,6 +262,7 @@ class SoftwarePreset:
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
     grad_clip: GradClip = GradClip.NONE
     fp8_params: bool = False
+    attention_backend: AttentionBackend = AttentionBackend.GENERIC
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -296,11 +304,11 @@ class SoftwarePreset:
 
         Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measurement
         for its device, see :func:`perfmodel.api.system_costs`), else
-        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.56 us, fitted on host-bound H100
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.63 us, fitted on host-bound H100
         training steps). Graph-mode stacks: 0 (not host-bound), whatever was measured.
 
         >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
-        35.56
+        35.63
         >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
         (8e-06, 0.0)
         """
@@ -484,6 +492,9 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
                 "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
                 "defaults to off; give sequence_parallel=false to model that)",
+                "attention: Megatron-Core's TEDotProductAttention (transformer_impl="
+                "'transformer_engine', the NeMo/Megatron-Bridge default); Transformer Engine "
+                "selects cuDNN fused attention on sm90 and later and FlashAttention-2 on sm80",
             ),
             fusion=Fusion.TE,
             grad_clip=GradClip.L2NORM,
@@ -517,6 +528,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "ub_tp_comm_overlap as the configs set them; the rest as megatron-core",
             ),
             dispatch_mode="pytorch-eager",
+            attention_backend=AttentionBackend.CUDNN,
         ),
         _DEEPSPEED_ZERO1,
         replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2),
@@ -567,6 +579,10 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "float8.py converts every nn.Linear but 'output' (torchao tensor-wise)",
                 "torchtitan parallelize_llama.py apply_tp: the TP plan shards the sequence "
                 "around the norms (SequenceParallel), i.e. sequence parallelism with TP",
+                "attention: torchtitan (Dec 2024) models/llama/model.py calls "
+                "F.scaled_dot_product_attention (is_causal=True): PyTorch 2.6 nightlies pick "
+                "the FlashAttention-2 kernels on H100 (cuDNN deprioritised after 2.5.0, pytorch "
+                "issue #141133; torchtitan PR #1209)",
             ),
             optimizer_impl=OptimizerImpl.FOREACH,
             grad_clip=GradClip.FOREACH,
@@ -597,6 +613,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "returns only once every broadcast is done: not overlapped with the next forward",
             ),
             dispatch_mode="pytorch-eager",
+            attention_backend=AttentionBackend.SDPA,
         ),
         SoftwarePreset(
             name="crossbow",

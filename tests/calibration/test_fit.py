@@ -123,6 +123,7 @@ def test_compute_params_recovered_through_compute_model(peak_frac, mem_eff, laun
     truth = ComputeParams.for_gpu(gpu).with_updates(
         tensor_core_efficiency=1.0,
         cuda_core_efficiency=1.0,
+        gemm_ceilings={},  # the truth's ceiling is its peak (no catalogue ceiling on top)
         memory_efficiency=mem_eff,
         kernel_launch_s=launch_us * 1e-6,
         peak_flops={

@@ -121,7 +121,6 @@ HOSTBOUND = PROFILE.parent / "h100-sxm5-80gb" / "hostbound" / "steps-cuda.json"
 def test_profile_with_host_bound_steps_fits_its_own_host_cost() -> None:
     """A torch profile holding >= 3 host-bound training steps gets its own eager host fit, which
     predictions with that profile then use."""
-    from perfmodel.api import Scenario, resolve, system_costs
     from perfmodel.calibration import load_profile
     from perfmodel.calibration.host import fit_eager_host
     from perfmodel.calibration.runner import finish_profile

@@ -262,7 +262,7 @@ def test_gemm_memo_matches_the_pure_function() -> None:
         direct = gemm_efficiency(
             g,
             sm_count=p.sm_count,
-            ceiling=p.tensor_core_efficiency if tc else p.cuda_core_efficiency,
+            ceiling=p.gemm_ceiling(dt) if tc else p.cuda_core_efficiency,
             tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
             k_overhead=p.k_overhead,
             split_k_efficiency=p.split_k_efficiency,

@@ -16,7 +16,8 @@ CANONICAL = (
     "TITAN-X-MAXWELL", "TITAN-X-PASCAL", "TITAN-XP", "V100-PCIE-16GB", "V100-SXM2-16GB",
     "V100-SXM2-32GB", "V100-SXM3-32GB", "T4", "RTX-3090", "RTX-4090", "A100-PCIE-40GB",
     "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "L40S", "H100-PCIE-80GB",
-    "H100-SXM5-80GB", "H100-SXM5-64GB", "H200-SXM-141GB", "B200-SXM-180GB",
+    "H100-SXM5-80GB", "H100-SXM5-64GB", "H100-SXM5-96GB-500W", "H200-SXM-141GB",
+    "B200-SXM-180GB",
 )  # fmt: skip
 
 ARCH_ORDER = (
@@ -39,8 +40,8 @@ CORES_PER_SM = {
     "TITAN-XP": 128, "V100-PCIE-16GB": 64, "V100-SXM2-16GB": 64, "V100-SXM2-32GB": 64,
     "V100-SXM3-32GB": 64, "T4": 64, "RTX-3090": 128, "RTX-4090": 128, "A100-PCIE-40GB": 64,
     "A100-PCIE-80GB": 64, "A100-SXM4-40GB": 64, "A100-SXM4-80GB": 64, "L40S": 128,
-    "H100-PCIE-80GB": 128, "H100-SXM5-80GB": 128, "H100-SXM5-64GB": 128, "H200-SXM-141GB": 128,
-    "B200-SXM-180GB": 128,
+    "H100-PCIE-80GB": 128, "H100-SXM5-80GB": 128, "H100-SXM5-64GB": 128,
+    "H100-SXM5-96GB-500W": 128, "H200-SXM-141GB": 128, "B200-SXM-180GB": 128,
 }  # fmt: skip
 
 # Sane ranges per generation: (memory GiB min, max), (bandwidth GB/s min, max).
@@ -66,8 +67,11 @@ def test_every_canonical_name_is_present_and_nothing_else() -> None:
 @pytest.mark.parametrize("name", CANONICAL)
 def test_entry_is_sourced_for_every_group_of_numbers(name: str) -> None:
     gpu = get_gpu(name)
-    # Every GPU in this catalogue states all four groups.
+    # Every GPU in this catalogue states the four datasheet groups; "achieved" (measured or
+    # derived rates) only where the entry has such numbers.
     for group in SOURCE_GROUPS:
+        if group == "achieved" and not (gpu.sustained_flops or gpu.burst_flops):
+            continue
         assert len(gpu.sources.get(group, "").strip()) > 15, (name, group)
     assert gpu.boost_clock_hz and gpu.tdp_w and gpu.pcie_gen
     assert gpu.architecture in ARCH_ORDER

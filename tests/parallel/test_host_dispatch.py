@@ -95,9 +95,9 @@ def test_eager_floor_slows_small_batches_only() -> None:
     # the optimizer steps differ (torch.optim's foreach SGD makes more passes than TF's fused
     # per-variable update); the rest of the step is the same once the GPU is the bottleneck
     assert big[0].breakdown.optimizer_s > big[1].breakdown.optimizer_s
-    assert big[0].iteration_time_s - big[0].breakdown.optimizer_s == pytest.approx(
-        big[1].iteration_time_s - big[1].breakdown.optimizer_s, rel=1e-6
-    )
+    # and the eager step's start lead (its first kernels' issue), under 0.5 % here
+    rest = [b.iteration_time_s - b.breakdown.optimizer_s for b in big]
+    assert 0 < rest[0] - rest[1] < 5e-3 * rest[1]
 
 
 def test_host_issue_task_per_pipeline_stage() -> None:
@@ -118,7 +118,7 @@ def test_host_issue_task_per_pipeline_stage() -> None:
 @pytest.mark.skipif(not PROFILE.exists(), reason="H100 profile not in this checkout")
 def test_gpu_profile_bare_launch_is_not_the_training_host_cost() -> None:
     """A torch (GPU) profile's ``launch.eager`` times a bare 1-element kernel (9.68 us on the
-    H100 host), a lower bound for a training step's ops (35.56 us per modelled kernel, fitted on
+    H100 host), a lower bound for a training step's ops (35.63 us per modelled kernel, fitted on
     the same host's host-bound steps): the preset's training value is used; the rest of the
     calibrated parameters are kept."""
     from perfmodel.calibration import load_profile

@@ -1,0 +1,361 @@
+"""Fused-attention efficiency per kernel backend, head dimension, sequence length and mask.
+
+A fused attention kernel (FlashAttention and its successors) reaches a fraction of the tensor-core
+peak that depends on the kernel library, the GPU generation, the head dimension, the sequence
+length and the causal mask. This module holds that fraction as published kernel benchmarks state
+it, and the rules that decide which kernel a software stack runs.
+
+Efficiency here is ``achieved FLOP/s / dense datasheet peak`` of the attention's matmul format
+(BF16/FP16), with FLOP counted the FlashAttention way (forward ``4 s_q s_kv h d``, halved under a
+causal mask; backward 2.5x forward), the convention of :meth:`perfmodel.workload._net.Net.attention`,
+so a kernel's published TFLOP/s divides by the peak directly.
+
+Sources (numbers read off the bar labels of the figures):
+
+* Hopper (H100 SXM5, 989.4 TFLOP/s BF16): Shah, Bikshandi, Zhang, Thakkar, Ramani & Dao,
+  "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision" (arXiv
+  2407.08608, 2024), Figure 5 (forward, BF16, head dimension 64/128/256, with and without the
+  causal mask, sequence 512-16k at 16k tokens per batch, FlashAttention-2 2.5.x, cuDNN 9.x,
+  FlashAttention-3) and Figure 6 (backward, without mask, head dimension 64/128).
+* Ampere (A100): Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+  Partitioning" (arXiv 2307.08691, 2023), abstract and section 4.1: the forward reaches up to 73%
+  and the backward up to 63% of the A100's peak. The FlashAttention-2 kernels are the same
+  (sm80) code on Hopper, so their Hopper curve, normalised to its own maximum, gives the shape
+  in head dimension, length and mask (an assumption, stated where used).
+
+Where a figure is missing, the gap is filled by a stated rule: the causal forward at head
+dimension 64 takes the causal/non-causal ratio of head dimension 128; the causal backward takes
+the forward's causal/non-causal ratio at the same head dimension and length (FlashAttention-3
+gives the backward without mask only); the backward at head dimension 256 takes head dimension
+128's. Lengths outside 512-16k and head dimensions outside 64-256 are clamped; in between the
+tables are interpolated linearly in ``log2``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from perfmodel._enum import parse_enum
+from perfmodel.errors import ConfigError
+
+#: Tensor-core peak the Hopper tables are measured against (H100 SXM5 dense BF16, TFLOP/s).
+_H100_PEAK_TFLOPS = 989.4
+
+#: Sequence lengths of the FlashAttention-3 figures.
+_SEQ = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+class AttentionBackend(str, enum.Enum):
+    """The fused-attention kernel library a software stack runs.
+
+    ``generic``: the backend is not known; the model uses the fitted or default pair
+    ``ComputeParams.fused_attention_efficiency`` / ``fused_attention_bwd_efficiency`` (what it
+    did before backends were modelled, and what a calibration profile fits). ``sdpa``:
+    PyTorch's ``scaled_dot_product_attention`` with its own backend choice (:func:`resolve`).
+    ``sdpa-efficient`` and ``sdpa-math`` force the memory-efficient (xFormers/CUTLASS) and the
+    unfused math paths.
+    """
+
+    GENERIC = "generic"
+    FLASH_ATTENTION_2 = "fa2"
+    FLASH_ATTENTION_3 = "fa3"
+    CUDNN = "cudnn"
+    SDPA = "sdpa"
+    SDPA_EFFICIENT = "sdpa-efficient"
+    SDPA_MATH = "sdpa-math"
+
+    @classmethod
+    def parse(
+        cls, text: str | AttentionBackend, *, where: str = "attention_backend"
+    ) -> AttentionBackend:
+        return parse_enum(cls, text, where=where)
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """Efficiencies by head dimension (rows) and sequence length (columns, :data:`_SEQ`)."""
+
+    by_head_dim: Mapping[int, tuple[float, ...]]
+
+    def at(self, head_dim: int, seq: int) -> float:
+        dims = sorted(self.by_head_dim)
+        x = _clamped_log2(head_dim, dims[0], dims[-1])
+        lo = max((d for d in dims if math.log2(d) <= x), default=dims[0])
+        hi = min((d for d in dims if math.log2(d) >= x), default=dims[-1])
+        v_lo = _interp_seq(self.by_head_dim[lo], seq)
+        if hi == lo:
+            return v_lo
+        t = (x - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+        return v_lo + t * (_interp_seq(self.by_head_dim[hi], seq) - v_lo)
+
+
+def _clamped_log2(v: float, lo: float, hi: float) -> float:
+    return math.log2(min(max(float(v), lo), hi))
+
+
+def _interp_seq(row: tuple[float, ...], seq: int) -> float:
+    x = _clamped_log2(seq, _SEQ[0], _SEQ[-1])
+    i = min(int(x - math.log2(_SEQ[0])), len(_SEQ) - 2)
+    t = x - math.log2(_SEQ[i])
+    return row[i] + t * (row[i + 1] - row[i])
+
+
+def _frac(*tflops: float) -> tuple[float, ...]:
+    return tuple(v / _H100_PEAK_TFLOPS for v in tflops)
+
+
+# -- Hopper, FlashAttention-3 paper (TFLOP/s on H100 SXM5, BF16) ---------------------------------
+# Figure 5: forward without mask (a, c, e) and with the causal mask (b, d, f); Figure 6: backward
+# without mask. The 512-token bars of the head-dimension-128 forward without mask read 467/497
+# for cuDNN/FlashAttention-3 in one reading and the reverse in another: both take the mean, 482.
+_FA2_FWD = _Curve(
+    {
+        64: _frac(282, 306, 318, 321, 322, 324),
+        128: _frac(309, 350, 362, 368, 370, 370),
+        256: _frac(275, 313, 321, 323, 324, 326),
+    }
+)
+_FA2_FWD_CAUSAL = {
+    128: _frac(191, 260, 298, 319, 333, 335),
+    256: _frac(208, 251, 278, 293, 297, 298),
+}
+_FA2_BWD = _Curve(
+    {64: _frac(198, 238, 264, 279, 287, 291), 128: _frac(214, 260, 291, 310, 318, 322)}
+)
+_CUDNN_FWD = _Curve(
+    {
+        64: _frac(335, 373, 395, 408, 412, 413),
+        128: _frac(482, 574, 617, 609, 600, 595),
+        256: _frac(470, 546, 580, 581, 580, 581),
+    }
+)
+_CUDNN_FWD_CAUSAL = {
+    128: _frac(315, 410, 484, 518, 529, 539),
+    256: _frac(308, 391, 450, 483, 497, 509),
+}
+_CUDNN_BWD = _Curve(
+    {64: _frac(266, 348, 395, 417, 432, 433), 128: _frac(305, 408, 465, 499, 518, 516)}
+)
+_FA3_FWD = _Curve(
+    {
+        64: _frac(333, 392, 460, 476, 496, 497),
+        128: _frac(482, 565, 625, 638, 646, 648),
+        256: _frac(482, 639, 707, 736, 746, 756),
+    }
+)
+_FA3_FWD_CAUSAL = {
+    128: _frac(292, 423, 521, 579, 602, 616),
+    256: _frac(286, 427, 537, 612, 628, 642),
+}
+_FA3_BWD = _Curve(
+    {64: _frac(272, 363, 422, 453, 472, 474), 128: _frac(316, 424, 501, 542, 559, 561)}
+)
+
+
+def _causal_curve(full: _Curve, causal: Mapping[int, tuple[float, ...]]) -> _Curve:
+    """The causal forward table, head dimension 64 filled with head dimension 128's
+    causal/non-causal ratio (the figure for head dimension 64 with mask is not used)."""
+    rows = dict(causal)
+    if 64 not in rows:
+        r128 = [c / f for c, f in zip(causal[128], full.by_head_dim[128])]
+        rows[64] = tuple(r * f for r, f in zip(r128, full.by_head_dim[64]))
+    return _Curve(MappingProxyType(rows))
+
+
+@dataclass(frozen=True)
+class KernelTables:
+    """Forward (without and with causal mask) and backward (without mask) efficiency of one
+    kernel on one GPU generation."""
+
+    fwd: _Curve
+    fwd_causal: _Curve
+    bwd: _Curve
+    source: str
+    scale_fwd: float = 1.0
+    scale_bwd: float = 1.0
+
+    def efficiency(self, head_dim: int, seq_kv: int, causal: bool) -> tuple[float, float]:
+        """(forward, backward) fraction of the dense tensor-core peak."""
+        full_f = self.fwd.at(head_dim, seq_kv)
+        fwd = self.fwd_causal.at(head_dim, seq_kv) if causal else full_f
+        bwd = self.bwd.at(head_dim, seq_kv)
+        if causal:  # the backward takes the forward's causal/non-causal ratio
+            bwd *= fwd / full_f
+        return fwd * self.scale_fwd, bwd * self.scale_bwd
+
+
+_HOPPER_FA3 = "Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5/6, H100 SXM5 BF16"
+_FA2_TABLES = KernelTables(
+    _FA2_FWD,
+    _causal_curve(_FA2_FWD, _FA2_FWD_CAUSAL),
+    _FA2_BWD,
+    f"FlashAttention-2 on Hopper: {_HOPPER_FA3}",
+)
+_CUDNN_TABLES = KernelTables(
+    _CUDNN_FWD,
+    _causal_curve(_CUDNN_FWD, _CUDNN_FWD_CAUSAL),
+    _CUDNN_BWD,
+    f"cuDNN fused attention on Hopper: {_HOPPER_FA3}",
+)
+_FA3_TABLES = KernelTables(
+    _FA3_FWD,
+    _causal_curve(_FA3_FWD, _FA3_FWD_CAUSAL),
+    _FA3_BWD,
+    f"FlashAttention-3 on Hopper: {_HOPPER_FA3}",
+)
+
+#: Ampere FlashAttention-2 plateau (fraction of the A100 peak): forward up to 73%, backward up to
+#: 63% (Dao 2023, FlashAttention-2, abstract and section 4.1), on the Hopper FA2 curve's shape.
+_AMPERE_FA2 = KernelTables(
+    _FA2_TABLES.fwd,
+    _FA2_TABLES.fwd_causal,
+    _FA2_TABLES.bwd,
+    "FlashAttention-2 on Ampere: forward up to 73%, backward up to 63% of the A100 peak (Dao "
+    "2023, arXiv 2307.08691, abstract, sec. 4.1) on the Hopper FlashAttention-2 curve's shape "
+    "(Shah et al. 2024 Fig. 5/6; same sm80 kernels)",
+    scale_fwd=0.73 / max(_FA2_FWD.by_head_dim[128]),
+    scale_bwd=0.63 / max(_FA2_BWD.by_head_dim[128]),
+)
+
+#: PyTorch's memory-efficient SDPA kernel (xFormers' CUTLASS kernel, sm50+) relative to
+#: FlashAttention-2 on the same GPU. An ESTIMATE: the kernel is of the FlashAttention-1 generation
+#: (one query block per thread block, no sequence-parallel work split), and FlashAttention-2
+#: reports "around 2x speedup compared to FlashAttention" (Dao 2023, abstract). Used only where
+#: SDPA falls to it (Blackwell in PyTorch 2.5.1-2.8) or a user asks for it.
+SDPA_EFFICIENT_OVER_FA2 = 0.5
+
+#: PyTorch's math SDPA path materialises the ``s x s`` scores: the FlashAttention-3 paper's
+#: "Standard attention" bars on H100 (Fig. 5c, 6b: 35-139 TFLOP/s forward, 104-181 backward at
+#: head dimension 128) are 0.1-0.4 of FlashAttention-2; we take the head-dimension-128
+#: non-causal ratio at each length (the memory-bound path does not improve with length the way
+#: the fused kernels do).
+_MATH_FWD = _Curve({128: _frac(74, 100, 119, 133, 139, 139)})
+_MATH_BWD = _Curve({128: _frac(104, 131, 159, 174, 181, 181)})
+_MATH_TABLES = KernelTables(
+    _MATH_FWD, _MATH_FWD, _MATH_BWD, f"standard attention on Hopper: {_HOPPER_FA3}"
+)
+
+
+def _tables(backend: AttentionBackend, architecture: str) -> KernelTables | None:
+    """Tables of a concrete backend on an architecture, ``None`` where none is published."""
+    if backend is AttentionBackend.SDPA_MATH:
+        return _MATH_TABLES
+    if architecture == "Hopper":
+        return {
+            AttentionBackend.FLASH_ATTENTION_2: _FA2_TABLES,
+            AttentionBackend.FLASH_ATTENTION_3: _FA3_TABLES,
+            AttentionBackend.CUDNN: _CUDNN_TABLES,
+        }.get(backend)
+    if architecture in ("Ampere", "Ada") and backend is AttentionBackend.FLASH_ATTENTION_2:
+        return _AMPERE_FA2
+    return None
+
+
+def resolve(backend: AttentionBackend, architecture: str) -> AttentionBackend:
+    """The kernel ``backend`` runs on ``architecture``.
+
+    * ``sdpa``: PyTorch 2.5.1-2.7 priority order flash > efficient > math > cuDNN (the cuDNN
+      backend, preferred on H100 in 2.5.0, was deprioritised again after NaN reports, pytorch
+      issues #139298 and #141133; torchtitan PR #1209, 2025-05: "the plan for the next
+      release is to make this [cuDNN first] the default priority list for H100 and B200").
+      The flash kernels are FlashAttention-2 (sm80-sm90). On Blackwell they do not exist in
+      those releases, so SDPA falls to the memory-efficient kernel; torchtitan sets cuDNN
+      first itself on B200 (PR #1209), a stack choice (``cudnn``), not SDPA's.
+    * ``fa3``: Hopper only; elsewhere FlashAttention-2.
+    * ``cudnn`` before Hopper: Transformer Engine prefers FlashAttention-2 on sm80 (its
+      attention backend selection keeps cuDNN fused attention for sm90 and later), so
+      FlashAttention-2.
+
+    >>> resolve(AttentionBackend.SDPA, "Hopper").value, resolve(AttentionBackend.FLASH_ATTENTION_3, "Ampere").value
+    ('fa2', 'fa2')
+    """
+    if backend is AttentionBackend.SDPA:
+        if architecture in ("Ampere", "Ada", "Hopper"):
+            return AttentionBackend.FLASH_ATTENTION_2
+        return AttentionBackend.SDPA_EFFICIENT
+    if backend is AttentionBackend.FLASH_ATTENTION_3 and architecture != "Hopper":
+        return AttentionBackend.FLASH_ATTENTION_2
+    if backend is AttentionBackend.CUDNN and architecture in ("Ampere", "Ada"):
+        return AttentionBackend.FLASH_ATTENTION_2
+    return backend
+
+
+@dataclass(frozen=True)
+class AttentionEfficiency:
+    """Forward and backward efficiency (fraction of the dense peak) of one attention call."""
+
+    fwd: float
+    bwd: float
+    backend: AttentionBackend
+    source: str
+
+
+def attention_efficiency(
+    backend: AttentionBackend,
+    architecture: str,
+    head_dim: int,
+    seq_kv: int,
+    causal: bool,
+    *,
+    generic: tuple[float, float],
+) -> AttentionEfficiency:
+    """Efficiency of the fused attention ``backend`` runs on ``architecture``.
+
+    ``generic`` is the ``(forward, backward)`` pair used where no table applies: the backend is
+    ``generic``, or no benchmark of that kernel on that GPU generation is published (cuDNN and
+    FlashAttention-3 on Blackwell, any kernel before Ampere). ``sdpa-efficient`` is
+    :data:`SDPA_EFFICIENT_OVER_FA2` times FlashAttention-2 where FlashAttention-2 has a table,
+    else half the generic pair.
+
+    >>> e = attention_efficiency(AttentionBackend.SDPA, "Hopper", 128, 8192, True,
+    ...                          generic=(0.5, 0.24))
+    >>> e.backend.value, round(e.fwd, 3), round(e.bwd, 3)
+    ('fa2', 0.337, 0.289)
+
+    Raises
+    ------
+    ConfigError
+        On a non-positive head dimension or sequence length.
+    """
+    if head_dim <= 0 or seq_kv <= 0:
+        raise ConfigError(
+            f"attention with head dimension {head_dim} and sequence {seq_kv}",
+            value=(head_dim, seq_kv),
+            where="attention_efficiency",
+        )
+    kernel = resolve(backend, architecture)
+    if kernel is AttentionBackend.GENERIC:
+        return AttentionEfficiency(generic[0], generic[1], kernel, "generic fused-attention pair")
+    if kernel is AttentionBackend.SDPA_EFFICIENT:
+        fa2 = _tables(AttentionBackend.FLASH_ATTENTION_2, architecture)
+        if fa2 is None:
+            f, b = generic
+            src = "generic pair"
+        else:
+            f, b = fa2.efficiency(head_dim, seq_kv, causal)
+            src = fa2.source
+        k = SDPA_EFFICIENT_OVER_FA2
+        return AttentionEfficiency(f * k, b * k, kernel, f"{k} x ({src})")
+    tables = _tables(kernel, architecture)
+    if tables is None:
+        return AttentionEfficiency(
+            generic[0],
+            generic[1],
+            kernel,
+            f"no published {kernel.value} benchmark on {architecture}: generic pair",
+        )
+    f, b = tables.efficiency(head_dim, seq_kv, causal)
+    return AttentionEfficiency(f, b, kernel, tables.source)
+
+
+__all__ = [
+    "SDPA_EFFICIENT_OVER_FA2",
+    "AttentionBackend",
+    "AttentionEfficiency",
+    "attention_efficiency",
+    "resolve",
+]
