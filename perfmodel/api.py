@@ -371,7 +371,7 @@ def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, A
 
     The host cost per kernel of a *training step* is what the model needs
     (``ComputeParams.host_dispatch_s``). A GPU profile's ``launch.eager`` fit times a bare
-    1-element kernel, a lower bound (the H100's 9.68 us against 35.63 us per kernel of its
+    1-element kernel, a lower bound (the H100's 9.68 us against 35.55 us per kernel of its
     host-bound training steps), so for torch (GPU) profiles it is not used: their own eager host
     fit over host-bound steps (``fits["host.eager_step"]``, see
     :func:`perfmodel.calibration.runner.finish_profile`) if they have one, else the software

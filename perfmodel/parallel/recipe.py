@@ -33,7 +33,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from perfmodel.compute.attention import AttentionBackend
@@ -259,9 +258,14 @@ def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> floa
     """
     follows_attention: set[tuple[object, ...]] = set()
     for block in _blocks(layers):
-        for prev, la in pairwise(block):
-            if prev.kind is LayerKind.ATTENTION and la.kind is LayerKind.LINEAR:
-                follows_attention.add(la.cost_key())
+        after_attention = False  # memory-bound layers (an eager output copy) may sit between
+        for la in block:
+            if la.kind is LayerKind.ATTENTION:
+                after_attention = True
+            elif la.gemm is not None:
+                if after_attention and la.kind is LayerKind.LINEAR:
+                    follows_attention.add(la.cost_key())
+                after_attention = False
     per_el = 1.0 / act_bytes
 
     def delta(la: LayerCost) -> float:
@@ -316,7 +320,8 @@ def mm_products(block: Sequence[LayerCost]) -> list[tuple[float, ...]]:
             out.append(())
             continue
         n = float(la.output_shape[-1])
-        nxt = next((x for x in block[i + 1 :] if x.kind is not LayerKind.NORM), None)
+        # the next product (norms on q/k, RoPE and the eager K/V expansion may come between)
+        nxt = next((x for x in block[i + 1 :] if x.gemm is not None), None)
         after = block[i + 1] if i + 1 < len(block) else None
         widths: tuple[float, ...] = (n,)
         if (
@@ -392,9 +397,10 @@ def op_checkpoint(layers: Sequence[LayerCost], act_bytes: float) -> OpCheckpoint
     >>> plan = op_checkpoint(w.layers, 2)
     >>> {la.name: round(plan.share[la.cost_key()], 4) for la in w.layers if la.block == 0}
     ... # doctest: +NORMALIZE_WHITESPACE
-    {'layer0.ln1': 1.0, 'layer0.qkv': 0.1667, 'layer0.attention': 0.0,
-     'layer0.attn_out': 1.0, 'layer0.residual1': 1.0, 'layer0.ln2': 1.0, 'layer0.fc1': 0.5,
-     'layer0.swiglu': 1.0, 'layer0.fc2': 0.0, 'layer0.residual2': 1.0}
+    {'layer0.ln1': 1.0, 'layer0.qkv': 0.1667, 'layer0.rope': 1.0, 'layer0.repeat_kv': 1.0,
+     'layer0.attention': 0.0, 'layer0.attn_out_copy': 1.0, 'layer0.attn_out': 1.0,
+     'layer0.residual1': 1.0, 'layer0.ln2': 1.0, 'layer0.fc1': 0.5, 'layer0.swiglu': 1.0,
+     'layer0.fc2': 0.0, 'layer0.residual2': 1.0}
     """
     share: dict[tuple[object, ...], float] = {}
     saved: dict[tuple[object, ...], float] = {}

@@ -304,11 +304,11 @@ class SoftwarePreset:
 
         Eager stacks: ``measured_eager_s`` when given (a calibration profile's own measurement
         for its device, see :func:`perfmodel.api.system_costs`), else
-        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.63 us, fitted on host-bound H100
+        ``HOST_DISPATCH_S[dispatch_mode]`` (PyTorch eager: 35.55 us, fitted on host-bound H100
         training steps). Graph-mode stacks: 0 (not host-bound), whatever was measured.
 
         >>> round(get_preset("pytorch-ddp").host_dispatch_s() * 1e6, 2)
-        35.63
+        35.55
         >>> get_preset("fsdp").host_dispatch_s(8e-6), get_preset("tf-replicated").host_dispatch_s(8e-6)
         (8e-06, 0.0)
         """
@@ -500,6 +500,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             grad_clip=GradClip.L2NORM,
             fp8_params=True,
             dispatch_mode="pytorch-eager",
+            attention_backend=AttentionBackend.CUDNN,
         ),
         SoftwarePreset(
             name="nemo",
@@ -588,6 +589,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             grad_clip=GradClip.FOREACH,
             fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
+            attention_backend=AttentionBackend.SDPA,
         ),
         SoftwarePreset(
             name="internevo",
@@ -611,9 +613,11 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "order; HybridZeroOptimizer._step issues the broadcasts after "
                 "torch.cuda.synchronize() and broadcast_params ends with another, so the step "
                 "returns only once every broadcast is done: not overlapped with the next forward",
+                "InternEvo@34fc28d7 configs/7B_sft.py model.use_flash_attn=True: the flash_attn "
+                "package's FlashAttention-2 kernels",
             ),
             dispatch_mode="pytorch-eager",
-            attention_backend=AttentionBackend.SDPA,
+            attention_backend=AttentionBackend.FLASH_ATTENTION_2,
         ),
         SoftwarePreset(
             name="crossbow",

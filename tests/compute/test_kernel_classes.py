@@ -63,11 +63,15 @@ def test_fp8_split_accumulation_passes_read_one_function(monkeypatch: pytest.Mon
     split ceiling (read through ``fp8_ceiling`` only) slows the backward GEMMs alone."""
     la = _linear(8192, 8192, 8192)
     p = ComputeParams.for_gpu(H100, cast_weights_each_step=False)  # a 16-bit model (TE)
-    base = ComputeModel(H100, p, fp8_recipe=Fp8Recipe.TE_DELAYED).layer_time(la, "fp8")
+
+    def no_split_cost(params: ComputeParams, *, split_accumulation: bool) -> float:
+        return params.gemm_ceiling(DType.FP8)
 
     def slower_split(params: ComputeParams, *, split_accumulation: bool) -> float:
-        return params.tensor_core_efficiency * (0.5 if split_accumulation else 1.0)
+        return params.gemm_ceiling(DType.FP8) * (0.5 if split_accumulation else 1.0)
 
+    monkeypatch.setattr(cmodel, "fp8_ceiling", no_split_cost)
+    base = ComputeModel(H100, p, fp8_recipe=Fp8Recipe.TE_DELAYED).layer_time(la, "fp8")
     monkeypatch.setattr(cmodel, "fp8_ceiling", slower_split)
     te = ComputeModel(H100, p, fp8_recipe=Fp8Recipe.TE_DELAYED).layer_time(la, "fp8")
     mx = ComputeModel(H100, p, fp8_recipe=Fp8Recipe.MXFP8).layer_time(la, "fp8")

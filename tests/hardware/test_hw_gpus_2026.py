@@ -30,6 +30,8 @@ LANES_PER_SM = {
 def test_sourced_and_datasheet_only(name: str) -> None:
     gpu = get_gpu(name)
     for group in SOURCE_GROUPS:
+        if group == "achieved":  # optional: measured rates, or published ones for the reader
+            continue
         assert len(gpu.sources.get(group, "").strip()) > 15, (name, group)
     assert gpu.datasheet_only
     note = datasheet_note(gpu)

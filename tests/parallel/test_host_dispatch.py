@@ -118,7 +118,7 @@ def test_host_issue_task_per_pipeline_stage() -> None:
 @pytest.mark.skipif(not PROFILE.exists(), reason="H100 profile not in this checkout")
 def test_gpu_profile_bare_launch_is_not_the_training_host_cost() -> None:
     """A torch (GPU) profile's ``launch.eager`` times a bare 1-element kernel (9.68 us on the
-    H100 host), a lower bound for a training step's ops (35.63 us per modelled kernel, fitted on
+    H100 host), a lower bound for a training step's ops (35.55 us per modelled kernel, fitted on
     the same host's host-bound steps): the preset's training value is used; the rest of the
     calibrated parameters are kept."""
     from perfmodel.calibration import load_profile

@@ -8,7 +8,7 @@ gives the same simulation, so the SimPy executor is not re-run here.
 
 They were re-recorded once when the round's model changes were merged (NCCL latency counted once,
 rail-aligned rings, the training recipes' seams), and for issue 24 (sustained GEMM ceilings per
-GPU and format, the eager host cost re-fitted to 35.63 us). Any later change to these numbers must be an
+GPU and format, the eager host cost re-fitted to 35.55 us). Any later change to these numbers must be an
 intended model change: re-record with ``python3 tests/parallel/test_lowering_equivalence.py`` (it
 prints the new ``GOLDEN``) and say why in the commit; a refactor must leave them as they are.
 """

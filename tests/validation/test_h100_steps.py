@@ -9,7 +9,7 @@ Variants printed (``pytest -s``):
 * ``datasheet``: ``ComputeParams.for_gpu`` (catalogue peaks x documented efficiencies), no host
   model (the GPU's kernel time alone, comparable with GPU-busy time);
 * ``datasheet+host``: the same with ``host_dispatch_s`` = PyTorch eager training host cost
-  (35.63 us per modelled kernel, ``HOST_DISPATCH_S["pytorch-eager"]``, fitted on 10 host-bound
+  (35.55 us per modelled kernel, ``HOST_DISPATCH_S["pytorch-eager"]``, fitted on 10 host-bound
   steps of a later lease at batch <= 16, ``calibration/h100-sxm5-80gb/hostbound/``), applied as a
   step-level floor (the host issues ahead of the GPU);
 * ``profile+host``: the profile's fitted ``ComputeParams`` (``load_profile(...).compute_params``)
