@@ -33,7 +33,14 @@ from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.report.step import StepReport, breakdown
-from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse_scenario, pos_int
+from perfmodel.scenario_parse import (
+    MAX_BATCH_PER_REPLICA,
+    Fidelity,
+    ParsedScenario,
+    parse_flag,
+    parse_scenario,
+    pos_int,
+)
 from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
@@ -542,6 +549,14 @@ def resolve(sc: Scenario) -> Resolved:
         bpr = gb // split
     else:
         bpr = p.batch_per_gpu
+    if bpr > MAX_BATCH_PER_REPLICA:  # a global batch over few replicas (issue 28, item 11)
+        raise InfeasiblePlanError(
+            f"global batch {p.global_batch} is {bpr} samples per replica over dp={dp}, above "
+            f"the largest batch accepted ({MAX_BATCH_PER_REPLICA}); use more GPUs or a smaller "
+            "global batch",
+            value=p.global_batch,
+            where="global_batch",
+        )
     mb = p.microbatch
     if mb is None:
         mb = 1 if pp > 1 else bpr

@@ -38,10 +38,23 @@ from perfmodel.cli._common import (
 from perfmodel.errors import ConfigError
 
 
-def _ints(text: str | None, where: str) -> tuple[int, ...] | None:
+def _ints(text: str | None, where: str, maximum: int | None = None) -> tuple[int, ...] | None:
     from perfmodel.search.plans import parse_int_list
 
-    return None if text is None else parse_int_list(text, where=where)
+    return None if text is None else parse_int_list(text, where=where, maximum=maximum)
+
+
+def _batches(text: str | None) -> tuple[int, ...] | None:
+    """``--global-batch`` list, each at most :data:`perfmodel.scenario_parse.MAX_GLOBAL_BATCH`."""
+    from perfmodel.scenario_parse import MAX_GLOBAL_BATCH
+
+    return _ints(text, "--global-batch", MAX_GLOBAL_BATCH)
+
+
+def _max_batch() -> int:
+    from perfmodel.scenario_parse import MAX_BATCH_PER_REPLICA
+
+    return MAX_BATCH_PER_REPLICA
 
 
 def _strs(text: str | None, where: str = "") -> tuple[str, ...] | None:
@@ -89,7 +102,7 @@ def register(subparsers: Any) -> None:
     )
     b.add_argument(
         "--batch-per-gpu",
-        type=ty.positive_int("--batch-per-gpu"),
+        type=ty.batch_int("--batch-per-gpu"),
         help="samples per replica per step",
     )
     p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
@@ -301,7 +314,7 @@ def _run_search(args: argparse.Namespace) -> int:
     gpn, total = _gpus_per_node(base)
     gpus = _ints(args.gpus, "--gpus") or (total,)
     if args.global_batch is not None:
-        batches = _ints(args.global_batch, "--global-batch")
+        batches = _batches(args.global_batch)
     elif args.batch_per_gpu is not None:
         if len(gpus) > 1:
             raise ConfigError("with several --gpus give --global-batch", where="--batch-per-gpu")
@@ -312,7 +325,7 @@ def _run_search(args: argparse.Namespace) -> int:
         tp_degrees=_ints(args.tp, "--tp"),
         pp_degrees=_ints(args.pp, "--pp"),
         max_tp=args.max_tp,
-        microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
+        microbatch_sizes=_ints(args.microbatch, "--microbatch", _max_batch()) or (1,),
         schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
         zero_stages=_zero_stages(args.zero),
@@ -385,7 +398,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     base.pop("system", None)
     base.pop("nodes", None)
     if args.global_batch is not None:
-        gbs = _ints(args.global_batch, "--global-batch")
+        gbs = _batches(args.global_batch)
         if len(gbs) != 1:
             raise ConfigError("what-if takes one --global-batch", where="--global-batch")
         base["global_batch"] = gbs[0]

@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--batch",
-        type=ty.positive_int("--batch"),
+        type=ty.batch_int("--batch"),
         required=True,
         help="samples per GPU in the traced step",
     )

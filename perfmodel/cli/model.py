@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_model_arg(show)
     show.add_argument(
         "--batch",
-        type=ty.positive_int("--batch"),
+        type=ty.batch_int("--batch"),
         default=1,
         help="per-GPU micro-batch (default 1)",
     )

@@ -45,12 +45,12 @@ def register(subparsers: Any) -> None:
     b = p.add_mutually_exclusive_group()
     b.add_argument(
         "--batch-per-gpu",
-        type=ty.positive_int("--batch-per-gpu"),
+        type=ty.batch_int("--batch-per-gpu"),
         help="samples per data-parallel replica per step",
     )
     b.add_argument(
         "--global-batch",
-        type=ty.positive_int("--global-batch"),
+        type=ty.batch_int("--global-batch", global_batch=True),
         help="samples per step over all replicas",
     )
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])

@@ -429,8 +429,16 @@ PLAN_KEYS: tuple[str, ...] = (
 )
 
 
-def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> ``(1, 2, 4)`` with a :class:`ConfigError` naming the flag on bad input."""
+def parse_int_list(
+    text: str | Sequence[int], *, where: str, maximum: int | None = None
+) -> tuple[int, ...]:
+    """``"1,2,4"`` -> ``(1, 2, 4)`` with a :class:`ConfigError` naming the flag on bad input
+    (not an integer, below 1, above ``maximum``, or more than 19 digits: refused before
+    ``int()`` converts it).
+
+    >>> parse_int_list("1, 2,4", where="--gpus")
+    (1, 2, 4)
+    """
     if not isinstance(text, str):
         return tuple(int(v) for v in text)
     out = []
@@ -438,6 +446,12 @@ def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
         item = item.strip()
         if not item:
             continue
+        if len(item.lstrip("+-")) > 19:
+            raise ConfigError(
+                f"{where}: {item[:24]}... ({len(item)} digits) is not a count perfmodel reads",
+                value=item[:24],
+                where=where,
+            )
         try:
             v = int(item)
         except ValueError as exc:
@@ -446,6 +460,8 @@ def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
             ) from exc
         if v < 1:
             raise ConfigError(f"{where}: {v} must be positive", value=v, where=where)
+        if maximum is not None and v > maximum:
+            raise ConfigError(f"{where}: {v} is above {maximum}", value=v, where=where)
         out.append(v)
     if not out:
         raise ConfigError(f"{where}: empty list", value=text, where=where)

@@ -111,7 +111,7 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
     ax2.set_title("throughput vs memory")
     ax2.legend(fontsize=7)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)
     _save(fig, path)
 
 
@@ -177,7 +177,7 @@ def plot_whatif(
     ax2.set_title(panel, fontsize=8)
     second = "cost per run" if has_cost else "epoch time" if has_epoch else "throughput"
     suptitle = f"{title + ': ' if title else ''}speedup and {second} per system"
-    fig.suptitle(suptitle)
+    fig.suptitle(suptitle, parse_math=False)
     fig.canvas.draw()
     xt = [t.get_text() for t in ax1.get_xticklabels()]
     _save(fig, path)
@@ -249,5 +249,5 @@ def plot_tta(
         ax2.set_title("S(B) x predicted step time", fontsize=9)
         ax2.legend(fontsize=7)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)
     _save(fig, path)

@@ -27,7 +27,10 @@ from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
 
-_INT_KEYS = {"nics_per_node", "nodes", "gpus_per_node"}
+_INT_KEYS = {"nics_per_node", "gpus_per_node"}
+#: Keys the what-if sets per point (``nodes = ceil(gpus / gpus_per_node)``): refused in an option
+#: (``dgx1-v100:nodes=0`` was accepted and ignored; issue 28, item 11).
+_PER_POINT_KEYS = {"nodes", "gpus"}
 _FLOAT_KEYS = {"oversubscription"}
 
 
@@ -57,12 +60,31 @@ class SystemOption:
                 )
             k, v = (s.strip() for s in item.split("=", 1))
             k = k.replace("-", "_")
+            if k in _PER_POINT_KEYS:
+                raise ConfigError(
+                    f"{where}: {k}={v!r} in {text!r}: the what-if sets {k} for every GPU count "
+                    "of --gpus (servers = ceil(GPUs / GPUs per server)); give --gpus instead",
+                    value=item,
+                    where=where,
+                )
             try:
                 over[k] = int(v) if k in _INT_KEYS else float(v) if k in _FLOAT_KEYS else v
             except ValueError as exc:
                 raise ConfigError(
                     f"{where}: {k}={v!r} is not a number", value=v, where=where
                 ) from exc
+            if k in _INT_KEYS and over[k] < 1:
+                raise ConfigError(
+                    f"{where}: {k}={v!r} in {text!r} must be a positive integer",
+                    value=v,
+                    where=where,
+                )
+            if k in _FLOAT_KEYS and not (math.isfinite(over[k]) and over[k] >= 1):
+                raise ConfigError(
+                    f"{where}: {k}={v!r} in {text!r} must be a finite number >= 1",
+                    value=v,
+                    where=where,
+                )
         return cls(label=str(text).strip(), system=parts[0], overrides=over)
 
 
