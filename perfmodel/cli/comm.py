@@ -77,7 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "on = P2P between all GPUs, as with NCCL_P2P_LEVEL=SYS)",
     )
     p.add_argument(
-        "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
+        "--compare",
+        metavar="LOG",
+        help="an nccl-tests log (text or -J JSON) to compare; exit status 0 healthy, "
+        "3 degraded, 4 nothing to judge (docs/cli.md)",
     )
     p.add_argument(
         "--plot",
@@ -212,7 +215,7 @@ def _gbs(x: float) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from perfmodel.comm.nccl_tests import health_verdict, read_nccl_tests
+    from perfmodel.comm.nccl_tests import health_check, read_nccl_tests
 
     log = read_nccl_tests(args.compare, op=args.op if args.op != "allreduce" else None)
     op = log.op or CollectiveOp.parse(args.op)
@@ -248,6 +251,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
         terr = (pred.time_s - row.time_s) / row.time_s * 100
         rows.append((row, pred, err, terr))
+    verdict = health_check([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows])
     if args.json:
         print(
             json.dumps(
@@ -258,9 +262,9 @@ def _compare(args: argparse.Namespace) -> int:
                     "op": op.value,
                     "skipped_lines": [s.__dict__ for s in log.skipped],
                     "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
-                    "verdict": health_verdict(
-                        [r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]
-                    ),
+                    "verdict": verdict.text,
+                    "health": verdict.health.value,
+                    "exit_status": verdict.exit_status,
                     "rows": [
                         {
                             "size_bytes": r.size_bytes,
@@ -302,7 +306,7 @@ def _compare(args: argparse.Namespace) -> int:
             )
         for s in log.skipped:
             print(f"# skipped line {s.line}: {s.reason}: {s.text.strip()[:60]}")
-        print(health_verdict([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]))
+        print(verdict.text)
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 
@@ -314,4 +318,5 @@ def _compare(args: argparse.Namespace) -> int:
             title=f"{op.value}, {len(group)} ranks, {topo.name}: measured vs predicted",
         )
         print(f"# plot written to {args.plot}", file=sys.stderr)
-    return 0
+    # a script acts on the status: 0 healthy, 3 degraded, 4 nothing to judge (docs/cli.md)
+    return verdict.exit_status
