@@ -860,6 +860,7 @@ def _predict(
     if T <= 0:
         raise PerfModelError(f"predicted a non-positive iteration time {T!r} for {sc.model}")
     notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
+    notes = (*notes, *_host_memory_notes(r.topology, r.num_gpus))
     if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
         notes = (*notes, feed.describe(T))
         T = feed.step_time(T)
@@ -874,8 +875,10 @@ def _predict(
         epoch = math.ceil(r.parsed.dataset_size / samples) * T
     speedup = eff = None
     base_gpus = 1
-    if baseline:
-        fits = all(m.fits for m in step.memory)
+    fits = all(m.fits for m in step.memory)
+    if baseline and not fits:  # a run that cannot start has no speedup (issue 28, item 3)
+        defaults.append("no speedup: this run does not fit in GPU memory")
+    elif baseline:
         base = _speedup_baseline(sc, r, workload_fn, (step.num_gpus, thr, fits))
         base_gpus = base.gpus
         speedup = thr / base.throughput_samples_per_s
@@ -913,6 +916,16 @@ def _predict(
         tokens_per_sample=step.tokens_per_sample,
         device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
     )
+
+
+@lru_cache(maxsize=64)
+def _host_memory_notes(topo: Topology, num_gpus: int) -> tuple[str, ...]:
+    """:func:`perfmodel.report.notes.host_memory_notes` of the run's GPUs (the topology's
+    first ``num_gpus``), cached per topology (hashed by identity) and count: notes are data on
+    the report, so every view prints them (issue 28, item 4)."""
+    from perfmodel.report.notes import host_memory_notes
+
+    return host_memory_notes(topo, topo.gpus[:num_gpus])
 
 
 @lru_cache(maxsize=16)

@@ -30,7 +30,6 @@ from perfmodel.cli._common import (
     add_system_args,
     system_from_args,
 )
-from perfmodel.comm.model import shm_note
 from perfmodel.comm.params import Algorithm
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -189,14 +188,10 @@ def run(args: argparse.Namespace) -> int:
             )
         big = [r.busbw_Bps for r in results]
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
-        note = shm_note(topo, group)
-        if note:
-            print(f"# {note}")
-            from perfmodel.topology.importers import nccl_p2p_rule_note
+        from perfmodel.report.notes import host_memory_notes
 
-            rule = nccl_p2p_rule_note(topo, group)
-            if rule:
-                print(f"# {rule}")
+        for note in host_memory_notes(topo, group):  # the pairs, as predict names them
+            print(f"# {note}")
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 

@@ -219,20 +219,28 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     return d, curve
 
 
-def _print_shm_note(sc: Any, num_gpus: int) -> None:
-    """Say so when the GPUs talk through host memory (no peer-to-peer; issue 12)."""
-    from perfmodel.api import topology_of
-    from perfmodel.comm.model import shm_note
+def _speedup_cells(r: Any) -> str:
+    """``speedup`` and ``eff`` cells of a curve row; ``-`` where the row has none (it does not
+    fit in memory)."""
+    if r.speedup is None or r.scaling_efficiency is None:
+        return f"{'-':>8} {'-':>5}"
+    return f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}%"
 
-    topo = topology_of(sc)
-    note = shm_note(topo, topo.gpus[:num_gpus])
-    if note:
-        print(note)
-        from perfmodel.topology.importers import nccl_p2p_rule_note
 
-        rule = nccl_p2p_rule_note(topo, topo.gpus[:num_gpus])
-        if rule:
-            print(rule)
+def curve_notes(reports: Any) -> list[str]:
+    """The printed notes of a curve's rows (:attr:`StepReport.printed_notes`): a note every
+    row has once, a note of some rows with their GPU counts."""
+    order: dict[str, list[int]] = {}
+    for r in reports:
+        for note in r.printed_notes:
+            order.setdefault(note, []).append(r.num_gpus)
+    out = []
+    for note, counts in order.items():
+        if len(counts) == len(reports):
+            out.append(note)
+        else:
+            out.append(f"{'/'.join(map(str, counts))} GPUs: {note}")
+    return out
 
 
 def _epoch_text(seconds: float | None) -> str:
@@ -313,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
             for r in reports:
                 print(
                     f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
-                    f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
+                    f"{_speedup_cells(r)} {r.exposed_comm_time_s * 1e3:7.2f}ms "
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
                     + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
                     + (
@@ -327,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
             for r in reports:  # speedups not against 1 GPU, and other choices made per row
                 for d in r.defaults:
                     print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
+            print("\n".join(curve_notes(reports)))
         if args.plot:
             print(
                 f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
@@ -365,12 +374,6 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}")
             for src in recipe.sources:
                 print(f"  source: {src}")
-        _print_shm_note(sc, report.num_gpus)
-        for note in report.notes:
-            if note.startswith(
-                ("input pipeline", "expert parallel", "context parallel", "mixture of experts")
-            ):
-                print(note)
         if budget is not None:
             print("\n".join(budget.format_lines()))
         if args.trace:

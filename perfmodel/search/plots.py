@@ -129,7 +129,8 @@ def plot_whatif(
     gmax = 1
     for name, pts in result.series().items():
         pts = sorted(pts, key=lambda p: p.gpus)
-        ax1.plot([p.gpus for p in pts], [p.speedup for p in pts], marker="o", label=name)
+        speedups = [math.nan if p.speedup is None else p.speedup for p in pts]  # no fit: a gap
+        ax1.plot([p.gpus for p in pts], speedups, marker="o", label=name)
         gmax = max(gmax, *(p.gpus for p in pts))
         if any(p.cost_per_run is not None for p in pts):
             ax2.plot([p.gpus for p in pts], [p.cost_per_run for p in pts], marker="o", label=name)

@@ -131,8 +131,8 @@ class WhatIfPoint:
     nodes: int
     iteration_time_s: float
     throughput_samples_per_s: float
-    speedup: float
-    scaling_efficiency: float
+    speedup: float | None
+    scaling_efficiency: float | None
     fits_in_memory: bool
     epoch_time_s: float | None
     run_time_s: float | None
@@ -140,9 +140,13 @@ class WhatIfPoint:
     cost_per_epoch: float | None
     cost_per_run: float | None
     meets_deadline: bool | None
+    notes: tuple[str, ...] = ()
+    """The report's printed notes (:attr:`perfmodel.report.step.StepReport.printed_notes`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["notes"] = list(self.notes)
+        return d
 
 
 @dataclass(frozen=True)
@@ -246,7 +250,10 @@ def hardware_whatif(
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
             tput = float(rep["throughput_samples_per_s"])
-            speedup = tput / ref_tput
+            fits = bool(rep.get("fits_in_memory", True))
+            # a run that does not fit, or a 1-GPU reference that does not, has no speedup
+            ref_fits = bool(ref.get("fits_in_memory", True))
+            speedup = tput / ref_tput if (fits and ref_fits) else None
             if n_samples:
                 epoch_s: float | None = float(n_samples) / tput
             else:
@@ -267,14 +274,15 @@ def hardware_whatif(
                     iteration_time_s=float(rep["iteration_time_s"]),
                     throughput_samples_per_s=tput,
                     speedup=speedup,
-                    scaling_efficiency=speedup / int(g),
-                    fits_in_memory=bool(rep.get("fits_in_memory", True)),
+                    scaling_efficiency=None if speedup is None else speedup / int(g),
+                    fits_in_memory=fits,
                     epoch_time_s=epoch_s,
                     run_time_s=run_s,
                     price_per_gpu_hour=price.price_per_gpu_hour if price else None,
                     cost_per_epoch=c_epoch,
                     cost_per_run=c_run,
                     meets_deadline=meets,
+                    notes=tuple(rep.get("printed_notes") or ()),
                 )
             )
     usable = [p for p in points if p.fits_in_memory]
@@ -330,12 +338,19 @@ def format_whatif(result: WhatIfResult) -> str:
         oom = "" if p.fits_in_memory else "  (out of memory)"
         lines.append(
             f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
-            f"{p.throughput_samples_per_s:11.1f} {p.speedup:8.2f} {p.scaling_efficiency:5.2f} "
+            f"{p.throughput_samples_per_s:11.1f} {f(p.speedup, '8.2f'):>8} "
+            f"{f(p.scaling_efficiency, '5.2f'):>5} "
             f"{f(p.epoch_time_s and p.epoch_time_s / 3600, '8.3f'):>8} "
             f"{f(p.run_time_s and p.run_time_s / 3600, '8.2f'):>8} "
             f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} {dl:>8}{oom}"
         )
     for k, v in result.failures.items():
         lines.append(f"failed {k}: {v}")
+    notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
+    for p in result.points:
+        for n in p.notes:
+            notes.setdefault((p.system, n), []).append(p.gpus)
+    for (system, n), counts in notes.items():
+        lines.append(f"{system} x{'/'.join(map(str, counts))}: {n}")
     lines.append(result.verdict)
     return "\n".join(lines)
