@@ -66,16 +66,23 @@ def _strs(text: str | None, where: str = "") -> tuple[str, ...] | None:
     return items
 
 
-def _zero_stages(text: str | None) -> tuple[int, ...]:
+def _zero_stages(text: str | None) -> tuple[int, ...] | None:
+    """``--zero`` stages; ``None`` (not given): the software preset's
+    (:func:`perfmodel.search.plans.preset_zero_stages`)."""
+    if text is None:
+        return None
     out = []
-    for t in _strs(text) or ("0",):
+    for t in _strs(text, "--zero") or ("0",):
         if not t.isdigit():
             raise ConfigError(f"--zero: {t!r} is not a ZeRO stage (0-3)", value=t, where="--zero")
         out.append(int(t))
     return tuple(out)
 
 
-def _bools(text: str | None, where: str) -> tuple[bool, ...]:
+def _bools(text: str | None, where: str) -> tuple[bool, ...] | None:
+    """``true``/``false`` list; ``None`` (not given): the software preset's default."""
+    if text is None:
+        return None
     out = []
     for t in _strs(text) or ("false",):
         if t.lower() not in ("true", "false"):
@@ -144,9 +151,17 @@ def register(subparsers: Any) -> None:
     s.add_argument(
         "--interleave", default="2", help="chunks per device for interleaved (default 2)"
     )
-    s.add_argument("--zero", default="0,1", help="ZeRO stages (default 0,1)")
+    s.add_argument(
+        "--zero",
+        help="ZeRO stages (default: what the software preset runs: its own stage for fsdp, "
+        "torchtitan and deepspeed-zero2/3, else 0,1)",
+    )
     s.add_argument("--recompute", default="none,selective,full", help="recomputation settings")
-    s.add_argument("--sequence-parallel", default="false", help="false, true or false,true")
+    s.add_argument(
+        "--sequence-parallel",
+        help="false, true or false,true (default: the software preset's: on with tp > 1 for "
+        "megatron-core and torchtitan, off otherwise)",
+    )
     s.add_argument("--learners", default="1", help="Crossbow learners per GPU (CNNs), e.g. 1,2,4")
     s.add_argument("--cnn-tp", action="store_true", help="also split CNN fully-connected layers")
     st = p.add_argument_group("search stages")
@@ -363,6 +378,7 @@ def _run_search(args: argparse.Namespace) -> int:
         jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
         nodes_for=nodes_for,
         hard_budget=True,
+        progress=getattr(args, "progress", None),
     )
     if args.plot:
         from perfmodel.search.plots import plot_search
@@ -376,6 +392,7 @@ def _run_search(args: argparse.Namespace) -> int:
         json.dump(res.to_dict(top=args.top), sys.stdout, indent=2, default=str)
         print()
     else:
+        print(_header(args, base, gpus, batches))
         print(format_table(res, top=args.top))
         if args.plot:
             print(f"plot written to {args.plot}")
@@ -388,6 +405,24 @@ def _run_search(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _header(
+    args: argparse.Namespace, base: dict[str, Any], gpus: tuple[int, ...], batches: Any
+) -> str:
+    """What the search is about, naming every default it took: the software preset (the
+    framework whose plans are searched; issue 28, item 6), precision and optimizer."""
+    from perfmodel.api import Scenario
+
+    software = args.software or f"{Scenario.software} (default preset; --software to choose)"
+    precision = args.precision or f"{Scenario.precision} (default)"
+    optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
+    return (
+        f"{args.model} on {args.system} x{base.get('nodes', 1)} node(s), {software}, "
+        f"{precision}, {optimizer}; {'/'.join(map(str, gpus))} GPUs, global batch "
+        f"{'/'.join(map(str, batches))}; plans a label names run with `perfmodel predict "
+        "--plan LABEL` and the same flags"
+    )
 
 
 def _run_whatif(args: argparse.Namespace) -> int:

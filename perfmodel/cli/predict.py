@@ -56,7 +56,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
     p.add_argument(
         "--plan",
-        help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V[,mode=..,hybrid=owt]",
+        help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V"
+        "[,zero=Z,recompute=..,sp,mode=..,hybrid=owt], or a compare row's label as printed "
+        "('dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full sp')",
     )
     p.add_argument("--recompute", choices=["none", "selective", "full"])
     add_quiet_arg(p)
@@ -189,7 +191,15 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     if args.plan:
         d.pop("plan", None)
         for k, v in parse_plan_string(args.plan).items():
-            d["microbatch" if k == "microbatch_size" else k] = v
+            key = "microbatch" if k == "microbatch_size" else k
+            flag = getattr(args, key, None)
+            if flag is not None and flag != v:  # --recompute full --plan "... rc=selective"
+                raise ConfigError(
+                    f"--plan sets {key}={v!r} but --{key.replace('_', '-')} says {flag!r}",
+                    value=args.plan,
+                    where="--plan",
+                )
+            d[key] = v
     curve: list[int] | None = None
     gpus = args.gpus if args.gpus is not None else d.pop("gpus", None)
     if isinstance(gpus, list):
