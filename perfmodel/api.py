@@ -24,7 +24,7 @@ from typing import Any
 
 from perfmodel._gc import fewer_collections
 from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
-from perfmodel.dtypes import Precision
+from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
 from perfmodel.host.input_pipeline import InputPipeline, check_single_node, input_pipeline
 from perfmodel.parallel.costs import SystemCosts
@@ -441,6 +441,7 @@ def _system_costs(
     if calibration:
         cp, lp, _ = _calibration(calibration, gpu, stamp)
     casts = None if recipe is None else recipe.autocast_casts
+    tf32_conv = None if recipe is None else recipe.fp32_conv_tf32
     if (
         host_dispatch_s > 0
         or cp is not None
@@ -455,8 +456,38 @@ def _system_costs(
             host_dispatch_s=host_dispatch_s,
             conv_layout=conv_layout or base.conv_layout,
             cast_weights_each_step=base.cast_weights_each_step if casts is None else casts,
+            fp32_conv_tf32=base.fp32_conv_tf32 if tf32_conv is None else tf32_conv,
         )
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp, recipe=recipe)
+
+
+def check_precision_runs(spec: Any, precision: Precision, *, where: str = "precision") -> None:
+    """Refuse a precision the device cannot run as its framework runs it (``docs/cli.md``: exit
+    2). BF16 needs BF16 tensor cores (NVIDIA Ampere and newer; the V100 and T4 datasheets list
+    FP16, FP32 and FP64 only): PyTorch's ``torch.autocast(device_type="cuda",
+    dtype=torch.bfloat16)`` raises "Current CUDA Device does not support bfloat16" where
+    ``torch.cuda.is_bf16_supported()`` is false (``torch/amp/autocast_mode.py``), so a V100
+    "bf16" run is not a run to predict (it was accepted at the FP32 rate, MFU 61.9% against the
+    FP32 peak; issue 28, item 5). FP8 before Hopper/Ada and any format the GPU lacks raise from
+    :meth:`~perfmodel.hardware.GPUSpec.peak`. A calibrated CPU device is not checked.
+
+    Raises
+    ------
+    ConfigError
+        Naming the GPU, its architecture and what to use instead.
+    """
+    if getattr(spec, "architecture", "") == "CPU":
+        return
+    dtype = precision.matmul_dtype
+    if dtype is DType.BF16 and DType.BF16 not in spec.peak_flops:
+        raise ConfigError(
+            f"{spec.name} ({spec.architecture}) has no BF16 tensor cores: bf16 needs an Ampere "
+            "or newer GPU (PyTorch's autocast refuses bfloat16 where "
+            "torch.cuda.is_bf16_supported() is false); use fp16 (mixed precision) or fp32",
+            value=precision.value,
+            where=where,
+        )
+    spec.peak(dtype)  # FP8 before Hopper/Ada, BF16 before Volta: the spec's own refusal
 
 
 def _divisors(n: int) -> list[int]:
@@ -495,6 +526,7 @@ def resolve(sc: Scenario) -> Resolved:
     """
     p = parse_scenario(sc)
     topo = topology_of(sc)
+    check_precision_runs(topo.gpu_spec(), p.precision, where="scenario.precision")
     n = p.gpus or topo.num_gpus
     if n > topo.num_gpus:
         per = topo.gpus_per_node
@@ -868,7 +900,11 @@ def _predict(
     thr = samples / T
     bd = breakdown(timeline, period_s=T)
     worst = max(step.memory, key=lambda m: m.total_bytes)
-    peak = float(r.topology.gpu_spec().peak(r.precision.matmul_dtype))
+    peak_dtype = r.precision.matmul_dtype
+    if _tf32_convolutions(sc, r, workload_fn):
+        peak_dtype = DType.TF32  # the convolutions' math, which the step's FLOP are
+        notes = (*notes, TF32_CONV_NOTE)
+    peak = float(r.topology.gpu_spec().peak(peak_dtype))
     per_gpu_flops = step.model_flop_per_step / T / step.num_gpus
     epoch = None
     if r.parsed.dataset_size is not None:
@@ -916,6 +952,30 @@ def _predict(
         tokens_per_sample=step.tokens_per_sample,
         device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
     )
+
+
+#: Printed with an FP32 CNN prediction under a PyTorch preset on a GPU with TF32 (issue 28).
+TF32_CONV_NOTE = (
+    "note: fp32 as PyTorch runs it: convolutions on TF32 tensor cores "
+    "(torch.backends.cudnn.allow_tf32 defaults to True), matmuls in FP32 "
+    "(torch.backends.cuda.matmul.allow_tf32 defaults to False); MFU against the TF32 peak"
+)
+
+
+def _tf32_convolutions(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> bool:
+    """Whether an FP32 run of a zoo CNN does its convolutions in TF32: the recipe says so
+    (:attr:`~perfmodel.parallel.recipe.Recipe.fp32_conv_tf32`, the PyTorch presets) and the
+    GPU has TF32 tensor cores (Ampere and newer)."""
+    if workload_fn is not None or r.recipe is None or not r.recipe.fp32_conv_tf32:
+        return False
+    if DType.TF32 not in r.topology.gpu_spec().peak_flops:
+        return False
+    from perfmodel.workload.zoo import get_model_info
+
+    try:
+        return get_model_info(sc.model).family == "cnn"
+    except PerfModelError:
+        return False
 
 
 @lru_cache(maxsize=64)

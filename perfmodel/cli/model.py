@@ -281,10 +281,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
+    from perfmodel.api import check_precision_runs
+    from perfmodel.dtypes import Precision
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
-    gpu.peak(args.precision)  # refuse what predict refuses: a format this GPU cannot execute
+    # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
+    check_precision_runs(
+        gpu, Precision.parse(args.precision, where="--precision"), where="--precision"
+    )
     r = max_batch_size(
         args.name,
         gpu,

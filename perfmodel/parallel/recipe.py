@@ -125,12 +125,15 @@ class ComputeRecipe:
 
     ``autocast_casts``: ``ComputeParams.cast_weights_each_step``; ``grad_bytes``: the gradient
     the optimizer step reads; ``working_copy_bytes``: the 16-bit copy it writes (half-model
-    stacks; 0 where the kept weights are the FP32 ones).
+    stacks; 0 where the kept weights are the FP32 ones); ``fp32_conv_tf32``:
+    ``ComputeParams.fp32_conv_tf32`` (FP32 convolutions on TF32 tensor cores where the GPU has
+    them, :attr:`Recipe.fp32_conv_tf32`).
     """
 
     autocast_casts: bool
     grad_bytes: int
     working_copy_bytes: int
+    fp32_conv_tf32: bool = False
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -182,6 +185,12 @@ class Recipe:
         Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
     selective_recompute
         What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
+    fp32_conv_tf32
+        An FP32 run's convolutions use TF32 tensor cores on GPUs that have them (Ampere and
+        newer), as PyTorch runs them by default: ``torch.backends.cudnn.allow_tf32`` defaults
+        to ``True`` while ``torch.backends.cuda.matmul.allow_tf32`` defaults to ``False``
+        (PyTorch >= 1.12, docs ``notes/cuda.rst`` "TensorFloat-32 (TF32) on Ampere (and later)
+        devices"), so matmuls stay FP32. Set for the PyTorch presets (issue 28, item 5).
     sources
         Where the preset's recipe comes from.
     """
@@ -204,13 +213,14 @@ class Recipe:
     first_bucket_bytes: float | None = None
     shard_group: int = 0
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    fp32_conv_tf32: bool = False
     sources: tuple[str, ...] = ()
 
     @property
     def compute(self) -> ComputeRecipe:
         """What the compute model reads (:class:`ComputeRecipe`)."""
         working = self.param_bytes if self.master_bytes else 0
-        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working)
+        return ComputeRecipe(self.autocast_casts, self.grad_bytes, working, self.fp32_conv_tf32)
 
     @property
     def state_bytes(self) -> int:
@@ -251,7 +261,13 @@ class Recipe:
             f"bytes/param: weights {self.param_bytes}, grads {self.grad_bytes}, "
             f"grad reduction {self.grad_reduce_bytes}, param gather {self.gather_bytes}, "
             f"FP32 master {self.master_bytes}, optimizer state {self.optimizer.state_bytes_per_param}",
-            f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}",
+            f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}"
+            + (
+                "; FP32 convolutions in TF32 where the GPU has it (cudnn.allow_tf32 default), "
+                "matmuls FP32"
+                if self.fp32_conv_tf32
+                else ""
+            ),
             f"grad reduction {self.grad_comm.describe()}; param all-gather "
             f"{self.param_gather.describe()}",
             f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
@@ -362,6 +378,7 @@ def build_recipe(
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=preset.selective_recompute,
+        fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
     )
 
