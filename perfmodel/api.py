@@ -44,7 +44,8 @@ from perfmodel.scenario_parse import (
 from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
-from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.layers import distinct_layers
+from perfmodel.workload.memory import Optimizer, Recompute
 
 FIDELITIES = tuple(f.value for f in Fidelity)
 
@@ -757,7 +758,10 @@ def _speedup_baseline(
         thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
     counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
     base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
-    if base.gpus == 1 and fits1 and chosen:  # how the 1-GPU baseline runs, chosen for it
+    # how the 1-GPU baseline runs, chosen for it (its micro-batch; not its other defaults,
+    # which the run's own say)
+    chosen = tuple(c for c in chosen if c.startswith("micro-batch"))
+    if base.gpus == 1 and fits1 and chosen:
         base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
     return base
 
@@ -778,6 +782,15 @@ def _auto_microbatch(
     search probes twice, or the default it probes, reuses its lowering (issue 14: the speedup
     baseline's one-replica prediction is such a search)."""
     auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
+    if auto and not r.preset.gradient_accumulation:  # the stack runs the whole batch at once
+        step, costs = _build_step(sc, r, workload_fn)
+        if not all(m.fits for m in step.memory):
+            defaults.append(
+                f"{r.preset.name} does not accumulate gradients (SoftwarePreset."
+                f"gradient_accumulation): the whole per-replica batch of {r.batch_per_replica} "
+                "runs at once; give a smaller batch, or a micro-batch to model accumulation"
+            )
+        return sc, r, step, costs
     if not auto:
         return sc, r, *_build_step(sc, r, workload_fn)
     built: dict[int, tuple[Scenario, Resolved, LoweredStep, SystemCosts]] = {}
@@ -906,11 +919,28 @@ def _predict(
         notes = (*notes, TF32_CONV_NOTE)
     peak = float(r.topology.gpu_spec().peak(peak_dtype))
     per_gpu_flops = step.model_flop_per_step / T / step.num_gpus
+    if peak > 0 and per_gpu_flops > peak:  # say why, instead of a bare 156% (issue 28)
+        notes = (
+            *notes,
+            "note: MFU above 100%: it counts the model's FLOP as direct convolutions; the "
+            "device runs them as fewer operations (Winograd/FFT, ComputeParams."
+            f"winograd_speedup), so they beat its {peak_dtype.value} GEMM peak of "
+            f"{peak / 1e12:.3g} TFLOP/s",
+        )
     epoch = None
     if r.parsed.dataset_size is not None:
         epoch = math.ceil(r.parsed.dataset_size / samples) * T
     speedup = eff = None
     base_gpus = 1
+    if r.plan.recompute is Recompute.SELECTIVE and r.recipe is not None:
+        wl, _ = _step_workload(sc, r, workload_fn)
+        rule = r.recipe.selective_recompute
+        if not any(rule.share(la) > 0 for la in distinct_layers(wl.layers)):
+            defaults.append(  # a silent no-op before (issue 28, item 6)
+                f"recompute=selective re-runs nothing for {sc.model}: {r.preset.name}'s selective "
+                f"recomputation ({rule.value}) re-runs no layer of it (fused or no attention); "
+                "--recompute full re-runs whole blocks"
+            )
     fits = all(m.fits for m in step.memory)
     if baseline and not fits:  # a run that cannot start has no speedup (issue 28, item 3)
         defaults.append("no speedup: this run does not fit in GPU memory")

@@ -24,7 +24,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_model_arg, parse_model_args
+from perfmodel.cli._common import add_model_arg, attention_kind, parse_model_args
 from perfmodel.hardware import get_gpu
 
 __all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, kept importable
@@ -76,6 +76,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
     mb.add_argument("--recompute", default="none", help="none|selective|full")
     mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
+    mb.add_argument(
+        "--software",
+        default="pytorch-ddp",
+        help="software preset whose training recipe keeps the model state (weights, gradients, "
+        "optimizer state bytes), as predict (default pytorch-ddp, predict's default)",
+    )
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
     mb.set_defaults(func=_cmd_maxbatch)
 
@@ -290,6 +296,18 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     check_precision_runs(
         gpu, Precision.parse(args.precision, where="--precision"), where="--precision"
     )
+    from perfmodel.parallel.plan import ParallelismPlan
+    from perfmodel.parallel.recipe import build_recipe
+    from perfmodel.parallel.software import get_preset
+    from perfmodel.search.screen import recipe_memory
+    from perfmodel.workload.memory import Optimizer
+
+    precision = Precision.parse(args.precision, where="--precision")
+    optimizer = Optimizer.parse(args.optimizer, where="--optimizer")
+    preset = get_preset(args.software)
+    plan = ParallelismPlan(tp=args.tp, zero=0)  # one replica: nothing sharded
+    recipe = build_recipe(preset, precision, optimizer, plan)
+    model_args = parse_model_args(args.model_arg)
     r = max_batch_size(
         args.name,
         gpu,
@@ -297,25 +315,39 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
         args.optimizer,
         recompute=args.recompute,
         tp=args.tp,
-        **parse_model_args(args.model_arg),
+        # the training recipe's bytes per parameter, as predict splits the same memory
+        memory=lambda w: recipe_memory(
+            w, recipe, optimizer=optimizer, recompute=str(args.recompute).lower()
+        ),
+        **model_args,
     )
+    attention = attention_kind(args.name, model_args)
     if args.json:
         d = r.to_dict()
-        d.update(model=args.name, gpu=gpu.name, precision=args.precision, optimizer=args.optimizer)
+        d.update(
+            model=args.name,
+            gpu=gpu.name,
+            precision=args.precision,
+            optimizer=args.optimizer,
+            software=preset.name,
+            attention=attention,
+        )
         print(json.dumps(d, indent=2))
         return 0
     b = r.breakdown
     what = f"{args.name} on {gpu.name} ({units.format_bytes(gpu.memory_bytes)}), {args.precision}"
-    what += f", {args.optimizer}, recompute {args.recompute}"
+    what += f", {args.optimizer}, {preset.name}, recompute {args.recompute}"
+    if attention:
+        what += f", {attention}"
     if r.batch_size == 0:
         print(f"{what}: does not fit even at batch 1")
     else:
         print(f"{what}: largest per-GPU batch {r.batch_size}")
     print(f"memory at batch {max(r.batch_size, 1)}:")
     for label, value in (
-        ("weights (incl. fp32 master, buffers)", b.weights_bytes),
+        ("weights (incl. buffers)", b.weights_bytes),
         ("gradients", b.gradients_bytes),
-        ("optimizer state", b.optimizer_bytes),
+        ("optimizer state (incl. an fp32 master copy)", b.optimizer_bytes),
         ("activations", b.activations_bytes),
         ("workspace (CUDA ctx, libraries, peak temp, fragmentation)", b.workspace_bytes),
         ("total", b.total_bytes),

@@ -23,6 +23,7 @@ from perfmodel.cli._common import (
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    attention_kind,
     parse_model_args,
 )
 from perfmodel.errors import ConfigError
@@ -237,19 +238,25 @@ def _speedup_cells(r: Any) -> str:
     return f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}%"
 
 
-def curve_notes(reports: Any) -> list[str]:
-    """The printed notes of a curve's rows (:attr:`StepReport.printed_notes`): a note every
-    row has once, a note of some rows with their GPU counts."""
+def curve_lines(reports: Any, attr: str) -> list[str]:
+    """One line per distinct entry of the rows' ``attr`` (``defaults`` or ``printed_notes``):
+    an entry every row has once, an entry of some rows with their GPU counts (a curve repeated
+    each default once per row; issue 28, item 6). A row's "the 1-GPU baseline runs X" is left
+    out when the rows say X themselves."""
     order: dict[str, list[int]] = {}
     for r in reports:
-        for note in r.printed_notes:
-            order.setdefault(note, []).append(r.num_gpus)
+        own = set(getattr(r, attr))
+        for entry in getattr(r, attr):
+            if entry.startswith("the 1-GPU baseline runs ") and entry[24:] in own:
+                continue
+            order.setdefault(entry, []).append(r.num_gpus)
     out = []
-    for note, counts in order.items():
-        if len(counts) == len(reports):
-            out.append(note)
+    for entry, counts in order.items():
+        if len(counts) == len(reports) and len(reports) > 1:
+            out.append(f"  all rows: {entry}" if attr == "defaults" else entry)
         else:
-            out.append(f"{'/'.join(map(str, counts))} GPUs: {note}")
+            where = f"{'/'.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
+            out.append(f"  {where}: {entry}")
     return out
 
 
@@ -260,6 +267,20 @@ def _epoch_text(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.3f} s"
     return f"{seconds:.0f} s ({units.format_duration(seconds)})"
+
+
+def _cpu_software(sc: Any) -> str:
+    """What runs on a calibrated CPU: the library the profile was measured with (its
+    ``provenance.backend``, e.g. NumPy), not a framework it never ran (issue 28, item 6)."""
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.errors import PerfModelError
+
+    try:
+        backend = str(read_profile(sc.calibration).provenance.get("backend") or "")
+    except PerfModelError:
+        backend = ""
+    what = f"{backend} kernels as calibrated" if backend else "the kernels as calibrated"
+    return f"CPU: {what} ({sc.software} preset for the rest)"
 
 
 def header(sc: Any, report: Any, *, curve: bool = False) -> str:
@@ -276,7 +297,7 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     cpu = getattr(report, "device", "GPU") == "CPU"
     parts = [
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        f"PyTorch on the CPU ({sc.software} preset's host costs)" if cpu else str(sc.software),
+        _cpu_software(sc) if cpu else str(sc.software),
         str(sc.precision),
         (
             f"batch {sc.batch_per_gpu} per GPU"
@@ -286,6 +307,9 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     ]
     if report.is_sequence_model:
         parts.append(f"sequence length {report.tokens_per_sample}")
+        kind = attention_kind(sc.model, dict(sc.model_args))
+        if kind:  # which attention kernel (its memory): gpt and gpt2 differ (issue 28)
+            parts.append(kind.split(" (", 1)[0])
     if family == "cnn":
         parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
     return ", ".join(parts)
@@ -342,10 +366,10 @@ def run(args: argparse.Namespace) -> int:
                 )
             # the executor that timed the rows, as the single prediction's "[analytic]" says
             print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
-            for r in reports:  # speedups not against 1 GPU, and other choices made per row
-                for d in r.defaults:
-                    print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
-            print("\n".join(curve_notes(reports)))
+            # choices made per row (automatic micro-batch, speedup baseline) and notes: each
+            # once, with the GPU counts it concerns unless every row has it
+            for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+                print(line)
         if args.plot:
             print(
                 f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout

@@ -100,6 +100,15 @@ class SoftwarePreset:
     selective_recompute
         What ``recompute=selective`` re-runs on this stack
         (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+    gradient_accumulation
+        The stack can split a replica's batch into micro-batches and accumulate their gradients
+        before one optimizer step (PyTorch ``no_sync``/DDP, Megatron ``--micro-batch-size``,
+        DeepSpeed ``gradient_accumulation_steps``, FSDP, Horovod ``backward_passes_per_step``),
+        so ``predict`` may choose a micro-batch that fits. ``False`` for the TensorFlow/Keras
+        graph stacks and cuda-convnet2 (Keras 2 ``Model.fit`` under ``MirroredStrategy`` and
+        tf_cnn_benchmarks run one optimizer step per batch, with no accumulation setting): the
+        whole per-replica batch runs at once, and a batch that does not fit is reported so
+        (issue 28, item 6).
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
@@ -138,6 +147,7 @@ class SoftwarePreset:
     selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
+    gradient_accumulation: bool = True
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -269,6 +279,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="tf-mirrored",
+            gradient_accumulation=False,
             dp_mode=DPMode.ALLREDUCE,
             sources=(
                 "tf.distribute.MirroredStrategy docs: NcclAllReduce cross-device ops; gradients are "
@@ -280,6 +291,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="tf-replicated",
+            gradient_accumulation=False,
             dp_mode=DPMode.ALLREDUCE,
             sources=(
                 "tensorflow/benchmarks tf_cnn_benchmarks (2017): variable_update=replicated with "
@@ -289,6 +301,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="cuda-convnet2",
+            gradient_accumulation=False,
             dp_mode=DPMode.ALLREDUCE,
             sources=(
                 "Krizhevsky 2014, 'One weird trick...' (arXiv:1404.5997), sections 3-5: workers "
@@ -298,6 +311,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="keras-multi-gpu",
+            gradient_accumulation=False,
             dp_mode=DPMode.CPU_MERGE,
             sources=(
                 "tf.keras.utils.multi_gpu_model docs (TF 1.15/2.1): sub-batches on each GPU, "

@@ -42,7 +42,7 @@ def test_curve_and_json_curve_print_the_note(capsys: pytest.CaptureFixture[str])
     assert "no PCIe peer-to-peer" in out and "gpu0-gpu1" in out
     assert main(["predict", *RTX, *RN50, "--gpus", "1,2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows[0]["printed_notes"] == []
+    assert not any("host memory" in n for n in rows[0]["printed_notes"])
     assert any("no PCIe peer-to-peer" in n for n in rows[1]["notes"])
     assert main(["predict", *RTX, *RN50, "--gpus", "2", "--json"]) == 0
     assert any("no PCIe peer-to-peer" in n for n in json.loads(capsys.readouterr().out)["notes"])
