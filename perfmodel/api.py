@@ -1018,6 +1018,40 @@ def _host_memory_notes(topo: Topology, num_gpus: int) -> tuple[str, ...]:
     return host_memory_notes(topo, topo.gpus[:num_gpus])
 
 
+def chakra_metadata(sc: Scenario, report: StepReport) -> dict[str, object]:
+    """What an exported Chakra trace says of its run (``perfmodel_<key>`` metadata,
+    :func:`perfmodel.report.chakra.write_chakra`), so ``model import-chakra`` of perfmodel's own
+    export needs no ``--gpu``, ``--params``, ``--batch`` or ``--precision`` (issue 28, item 9):
+    the GPU, the model's and one tensor-parallel rank's parameters, the precision and the
+    gradient bytes on the wire per parameter, the software preset, the plan's degrees, the
+    per-replica batch and the micro-batch."""
+    sc = Scenario.from_dict(report.scenario) if report.scenario else sc
+    r = resolve(sc)
+    plan = r.plan
+    out: dict[str, object] = {
+        "gpu": r.topology.gpu_spec().name,
+        "model": sc.model,
+        "precision": r.precision.value,
+        "software": r.preset.name,
+        "dp": plan.dp,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "cp": plan.cp,
+        "ep": plan.ep,
+        "batch_per_replica": r.batch_per_replica,
+        "microbatch": r.microbatch,
+    }
+    if r.recipe is not None:
+        out["grad_reduce_bytes"] = r.recipe.grad_reduce_bytes
+    try:  # the zoo model's parameters: whole model, and one tensor-parallel rank's shard
+        wl, _ = _step_workload(sc, r, None)
+        out["rank_params"] = int(wl.params)
+        out["model_params"] = int(wl.total_params or wl.params * plan.tp)
+    except PerfModelError:
+        pass
+    return out
+
+
 @lru_cache(maxsize=16)
 def _host_profile(path: str, _stamp: int | None) -> tuple[bool, Mapping[Any, float]]:
     """``(input only, per-sample costs)`` of a calibration profile's ``input`` measurements

@@ -383,11 +383,13 @@ def run(args: argparse.Namespace) -> int:
         plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
     chakra_paths = []
     if args.chakra and report.timeline is not None:
-        from perfmodel.api import topology_of
+        from perfmodel.api import chakra_metadata, topology_of
         from perfmodel.report.chakra import write_chakra
 
         ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
-        chakra_paths = write_chakra(report.timeline, args.chakra, ranks=ranks)
+        chakra_paths = write_chakra(
+            report.timeline, args.chakra, ranks=ranks, meta=chakra_metadata(sc, report)
+        )
     if args.json:
         out = report.to_dict()
         if budget is not None:
