@@ -136,7 +136,13 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
         sequence_parallel=args.sequence_parallel,
         **parse_model_args(args.model_arg),
     )
-    cm = ComputeModel(get_gpu(args.gpu, where="--gpu")) if args.gpu else None
+    cm = None
+    if args.gpu:
+        from perfmodel.api import check_precision_runs
+
+        gpu = get_gpu(args.gpu, where="--gpu")
+        check_precision_runs(gpu, w.precision, where="--precision")  # as predict and maxbatch
+        cm = ComputeModel(gpu)
     rows: list[dict[str, Any]] = []
     fwd_total = bwd_total = 0.0
     for la in w.layers:

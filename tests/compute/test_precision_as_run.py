@@ -88,6 +88,7 @@ def test_a100_resnet50_fp32_under_pytorch_is_about_its_tf32_speed() -> None:
     [
         ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--batch-per-gpu", "64"],
         ["model", "maxbatch", "gpt2", "--gpu", "V100-SXM2-16GB"],
+        ["model", "show", "resnet50", "--gpu", "V100-SXM2-16GB", "--batch", "8"],
         [
             "predict",
             "--system",
