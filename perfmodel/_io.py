@@ -236,9 +236,12 @@ def output_lock(path: str | os.PathLike[str], *, where: str = "-o") -> Iterator[
     for the whole command, so two processes never read-modify-write it at once.
 
     The file is replaced by ``os.replace`` on every save, so the lock lives on a companion file
-    ``.NAME.lock`` beside it (``fcntl.flock(LOCK_EX | LOCK_NB)``, released when the process ends
-    however it ends; the empty companion is left in place, as deleting lock files races). A
-    second process raises :class:`FileAccessError` at once. No-op where ``fcntl`` is missing.
+    ``.NAME.lock`` beside it (``fcntl.flock(LOCK_EX | LOCK_NB)``), which the holder removes
+    when it is done, failed or not, so no empty ``.NAME.lock`` is left beside the output
+    (issue 28). Removing a lock file is safe with the usual check: after ``flock`` succeeds the
+    holder compares the path's inode with the one it locked, and starts again when another
+    holder has removed (and so released) that file in between. A second process raises
+    :class:`FileAccessError` at once. No-op where ``fcntl`` is missing.
     """
     try:
         import fcntl
@@ -247,28 +250,53 @@ def output_lock(path: str | os.PathLike[str], *, where: str = "-o") -> Iterator[
         return
     p = Path(path)
     lock = p.absolute().parent / f".{p.name}.lock"
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise FileAccessError(
-            f"{where} {p}: cannot create the lock {lock.name}: {os_error_message(exc)}",
-            value=str(p),
-            where=where,
-        ) from exc
-    try:
+    created = not lock.parent.exists()
+    fd = -1
+    for _ in range(100):  # another holder removing its file between our open and flock
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise FileAccessError(
+                f"{where} {p}: cannot create the lock {lock.name}: {os_error_message(exc)}",
+                value=str(p),
+                where=where,
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
+            os.close(fd)
             raise FileAccessError(
                 f"{where} {p}: another perfmodel process is writing this file (lock {lock.name} "
                 "held); wait for it or write to another file",
                 value=str(p),
                 where=where,
             ) from exc
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # we locked a file its holder had just removed: lock the new one
+        fd = -1
+    if fd < 0:  # pragma: no cover - a hundred holders in a row
+        raise FileAccessError(
+            f"{where} {p}: the lock {lock.name} keeps changing", value=str(p), where=where
+        )
+    try:
         yield
     finally:
+        try:
+            os.unlink(lock)  # while holding it: a newcomer then locks a fresh file
+        except OSError:
+            pass
         os.close(fd)
+        if created:  # a folder made only for the lock, nothing else written in it
+            try:
+                lock.parent.rmdir()
+            except OSError:
+                pass
 
 
 def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -333,22 +361,33 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
     """Write a file atomically: write to a temporary file beside it, then ``os.replace``.
 
     Nothing half-written is ever left at ``path``: on an exception the temporary file is removed.
+    An OS error of the temporary file (a folder the user cannot write, a full disk) is raised
+    naming ``path``, the file the user asked for.
     """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:  # named by the user's path, not the temporary file's (issue 28)
+        raise OSError(exc.errno, exc.strerror, str(p)) from exc
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, p)
-    except BaseException:
+        try:
+            os.replace(tmp, p)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(p)) from exc
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.filename in (None, tmp) and exc.errno is not None:
+            # a full disk or a lost folder, named by the user's path
+            raise OSError(exc.errno, exc.strerror, str(p)) from exc
         raise
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from perfmodel._gc import fewer_collections
 from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
-from perfmodel.dtypes import Precision
+from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
 from perfmodel.host.input_pipeline import InputPipeline, check_single_node, input_pipeline
 from perfmodel.parallel.costs import SystemCosts
@@ -34,12 +34,20 @@ from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PipelineSch
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.report.step import StepReport, breakdown
-from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_flag, parse_scenario, pos_int
+from perfmodel.scenario_parse import (
+    MAX_BATCH_PER_REPLICA,
+    Fidelity,
+    ParsedScenario,
+    parse_flag,
+    parse_scenario,
+    pos_int,
+)
 from perfmodel.search import autobatch
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate
 from perfmodel.topology import Topology
 from perfmodel.workload.kernels import DEFAULT_KERNELS, Fp8Recipe, KernelRecipe
-from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.layers import distinct_layers
+from perfmodel.workload.memory import Optimizer, Recompute
 
 FIDELITIES = tuple(f.value for f in Fidelity)
 
@@ -452,6 +460,7 @@ def _system_costs(
         cp, lp, _ = _calibration(calibration, gpu, stamp)
     casts = None if recipe is None else recipe.autocast_casts
     attention = None if recipe is None else recipe.attention_backend
+    tf32_conv = None if recipe is None else recipe.fp32_conv_tf32
     if (
         host_dispatch_s > 0
         or cp is not None
@@ -467,8 +476,38 @@ def _system_costs(
             conv_layout=conv_layout or base.conv_layout,
             cast_weights_each_step=base.cast_weights_each_step if casts is None else casts,
             attention_backend=base.attention_backend if attention is None else attention,
+            fp32_conv_tf32=base.fp32_conv_tf32 if tf32_conv is None else tf32_conv,
         )
     return SystemCosts(topo, precision, compute_params=cp, link_params=lp, recipe=recipe)
+
+
+def check_precision_runs(spec: Any, precision: Precision, *, where: str = "precision") -> None:
+    """Refuse a precision the device cannot run as its framework runs it (``docs/cli.md``: exit
+    2). BF16 needs BF16 tensor cores (NVIDIA Ampere and newer; the V100 and T4 datasheets list
+    FP16, FP32 and FP64 only): PyTorch's ``torch.autocast(device_type="cuda",
+    dtype=torch.bfloat16)`` raises "Current CUDA Device does not support bfloat16" where
+    ``torch.cuda.is_bf16_supported()`` is false (``torch/amp/autocast_mode.py``), so a V100
+    "bf16" run is not a run to predict (it was accepted at the FP32 rate, MFU 61.9% against the
+    FP32 peak; issue 28, item 5). FP8 before Hopper/Ada and any format the GPU lacks raise from
+    :meth:`~perfmodel.hardware.GPUSpec.peak`. A calibrated CPU device is not checked.
+
+    Raises
+    ------
+    ConfigError
+        Naming the GPU, its architecture and what to use instead.
+    """
+    if getattr(spec, "architecture", "") == "CPU":
+        return
+    dtype = precision.matmul_dtype
+    if dtype is DType.BF16 and DType.BF16 not in spec.peak_flops:
+        raise ConfigError(
+            f"{spec.name} ({spec.architecture}) has no BF16 tensor cores: bf16 needs an Ampere "
+            "or newer GPU (PyTorch's autocast refuses bfloat16 where "
+            "torch.cuda.is_bf16_supported() is false); use fp16 (mixed precision) or fp32",
+            value=precision.value,
+            where=where,
+        )
+    spec.peak(dtype)  # FP8 before Hopper/Ada, BF16 before Volta: the spec's own refusal
 
 
 def _divisors(n: int) -> list[int]:
@@ -507,6 +546,7 @@ def resolve(sc: Scenario) -> Resolved:
     """
     p = parse_scenario(sc)
     topo = topology_of(sc)
+    check_precision_runs(topo.gpu_spec(), p.precision, where="scenario.precision")
     n = p.gpus or topo.num_gpus
     if n > topo.num_gpus:
         per = topo.gpus_per_node
@@ -561,6 +601,14 @@ def resolve(sc: Scenario) -> Resolved:
         bpr = gb // split
     else:
         bpr = p.batch_per_gpu
+    if bpr > MAX_BATCH_PER_REPLICA:  # a global batch over few replicas (issue 28, item 11)
+        raise InfeasiblePlanError(
+            f"global batch {p.global_batch} is {bpr} samples per replica over dp={dp}, above "
+            f"the largest batch accepted ({MAX_BATCH_PER_REPLICA}); use more GPUs or a smaller "
+            "global batch",
+            value=p.global_batch,
+            where="global_batch",
+        )
     mb = p.microbatch
     if mb is None:
         mb = 1 if pp > 1 else bpr
@@ -743,7 +791,10 @@ def _speedup_baseline(
         thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn)
     counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
     base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
-    if base.gpus == 1 and fits1 and chosen:  # how the 1-GPU baseline runs, chosen for it
+    # how the 1-GPU baseline runs, chosen for it (its micro-batch; not its other defaults,
+    # which the run's own say)
+    chosen = tuple(c for c in chosen if c.startswith("micro-batch"))
+    if base.gpus == 1 and fits1 and chosen:
         base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
     return base
 
@@ -764,6 +815,15 @@ def _auto_microbatch(
     search probes twice, or the default it probes, reuses its lowering (issue 14: the speedup
     baseline's one-replica prediction is such a search)."""
     auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
+    if auto and not r.preset.gradient_accumulation:  # the stack runs the whole batch at once
+        step, costs = _build_step(sc, r, workload_fn)
+        if not all(m.fits for m in step.memory):
+            defaults.append(
+                f"{r.preset.name} does not accumulate gradients (SoftwarePreset."
+                f"gradient_accumulation): the whole per-replica batch of {r.batch_per_replica} "
+                "runs at once; give a smaller batch, or a micro-batch to model accumulation"
+            )
+        return sc, r, step, costs
     if not auto:
         return sc, r, *_build_step(sc, r, workload_fn)
     built: dict[int, tuple[Scenario, Resolved, LoweredStep, SystemCosts]] = {}
@@ -897,7 +957,7 @@ def _predict(
     wait = straggler_wait_s(bd.compute_s, step.num_gpus)
     T = T_sync = T_gpu + wait
     notes, feed = step.graph.notes, _input_pipeline(sc, r, step, costs)
-    notes = (*notes, *hardware_notes(r.topology))
+    notes = (*notes, *hardware_notes(r.topology), *_host_memory_notes(r.topology, r.num_gpus))
     if feed is not None:  # the host's input pipeline bounds (prefetch) or lengthens the step
         notes = (*notes, feed.describe(T))
         T = feed.step_time(T)
@@ -906,15 +966,38 @@ def _predict(
     if T != T_sync or wait:  # beyond the simulated period: idle (breakdown's rule), the wait
         bd = replace(bd, bubble_s=bd.bubble_s + (T - T_sync), sync_wait_s=wait)
     worst = max(step.memory, key=lambda m: m.total_bytes)
-    peak = float(r.topology.gpu_spec().peak(r.precision.matmul_dtype))
+    peak_dtype = r.precision.matmul_dtype
+    if _tf32_convolutions(sc, r, workload_fn):
+        peak_dtype = DType.TF32  # the convolutions' math, which the step's FLOP are
+        notes = (*notes, TF32_CONV_NOTE)
+    peak = float(r.topology.gpu_spec().peak(peak_dtype))
     per_gpu_flops = step.model_flop_per_step / T / step.num_gpus
+    if peak > 0 and per_gpu_flops > peak:  # say why, instead of a bare 156% (issue 28)
+        notes = (
+            *notes,
+            "note: MFU above 100%: it counts the model's FLOP as direct convolutions; the "
+            "device runs them as fewer operations (Winograd/FFT, ComputeParams."
+            f"winograd_speedup), so they beat its {peak_dtype.value} GEMM peak of "
+            f"{peak / 1e12:.3g} TFLOP/s",
+        )
     epoch = None
     if r.parsed.dataset_size is not None:
         epoch = math.ceil(r.parsed.dataset_size / samples) * T
     speedup = eff = None
     base_gpus = 1
-    if baseline:
-        fits = all(m.fits for m in step.memory)
+    if r.plan.recompute is Recompute.SELECTIVE and r.recipe is not None:
+        wl, _ = _step_workload(sc, r, workload_fn)
+        rule = r.recipe.selective_recompute
+        if not any(rule.share(la) > 0 for la in distinct_layers(wl.layers)):
+            defaults.append(  # a silent no-op before (issue 28, item 6)
+                f"recompute=selective re-runs nothing for {sc.model}: {r.preset.name}'s selective "
+                f"recomputation ({rule.value}) re-runs no layer of it (fused or no attention); "
+                "--recompute full re-runs whole blocks"
+            )
+    fits = all(m.fits for m in step.memory)
+    if baseline and not fits:  # a run that cannot start has no speedup (issue 28, item 3)
+        defaults.append("no speedup: this run does not fit in GPU memory")
+    elif baseline:
         base = _speedup_baseline(sc, r, workload_fn, (step.num_gpus, thr, fits))
         base_gpus = base.gpus
         speedup = thr / base.throughput_samples_per_s
@@ -1004,6 +1087,74 @@ def _kernel_classes(
     if optimizer_s > 0:
         best["optimizer"] = best.get("optimizer", 0.0) + optimizer_s
     return best
+
+
+#: Printed with an FP32 CNN prediction under a PyTorch preset on a GPU with TF32 (issue 28).
+TF32_CONV_NOTE = (
+    "note: fp32 as PyTorch runs it: convolutions on TF32 tensor cores "
+    "(torch.backends.cudnn.allow_tf32 defaults to True), matmuls in FP32 "
+    "(torch.backends.cuda.matmul.allow_tf32 defaults to False); MFU against the TF32 peak"
+)
+
+
+def _tf32_convolutions(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> bool:
+    """Whether an FP32 run of a zoo CNN does its convolutions in TF32: the recipe says so
+    (:attr:`~perfmodel.parallel.recipe.Recipe.fp32_conv_tf32`, the PyTorch presets) and the
+    GPU has TF32 tensor cores (Ampere and newer)."""
+    if workload_fn is not None or r.recipe is None or not r.recipe.fp32_conv_tf32:
+        return False
+    if DType.TF32 not in r.topology.gpu_spec().peak_flops:
+        return False
+    from perfmodel.workload.zoo import get_model_info
+
+    try:
+        return get_model_info(sc.model).family == "cnn"
+    except PerfModelError:
+        return False
+
+
+@lru_cache(maxsize=64)
+def _host_memory_notes(topo: Topology, num_gpus: int) -> tuple[str, ...]:
+    """:func:`perfmodel.report.notes.host_memory_notes` of the run's GPUs (the topology's
+    first ``num_gpus``), cached per topology (hashed by identity) and count: notes are data on
+    the report, so every view prints them (issue 28, item 4)."""
+    from perfmodel.report.notes import host_memory_notes
+
+    return host_memory_notes(topo, topo.gpus[:num_gpus])
+
+
+def chakra_metadata(sc: Scenario, report: StepReport) -> dict[str, object]:
+    """What an exported Chakra trace says of its run (``perfmodel_<key>`` metadata,
+    :func:`perfmodel.report.chakra.write_chakra`), so ``model import-chakra`` of perfmodel's own
+    export needs no ``--gpu``, ``--params``, ``--batch`` or ``--precision`` (issue 28, item 9):
+    the GPU, the model's and one tensor-parallel rank's parameters, the precision and the
+    gradient bytes on the wire per parameter, the software preset, the plan's degrees, the
+    per-replica batch and the micro-batch."""
+    sc = Scenario.from_dict(report.scenario) if report.scenario else sc
+    r = resolve(sc)
+    plan = r.plan
+    out: dict[str, object] = {
+        "gpu": r.topology.gpu_spec().name,
+        "model": sc.model,
+        "precision": r.precision.value,
+        "software": r.preset.name,
+        "dp": plan.dp,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "cp": plan.cp,
+        "ep": plan.ep,
+        "batch_per_replica": r.batch_per_replica,
+        "microbatch": r.microbatch,
+    }
+    if r.recipe is not None:
+        out["grad_reduce_bytes"] = r.recipe.grad_reduce_bytes
+    try:  # the zoo model's parameters: whole model, and one tensor-parallel rank's shard
+        wl, _ = _step_workload(sc, r, None)
+        out["rank_params"] = int(wl.params)
+        out["model_params"] = int(wl.total_params or wl.params * plan.tp)
+    except PerfModelError:
+        pass
+    return out
 
 
 @lru_cache(maxsize=16)

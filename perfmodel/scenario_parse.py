@@ -52,6 +52,18 @@ class Fidelity(str, enum.Enum):
     ANALYTIC = "analytic"  # list schedule with closed-form communication times (fast path)
 
 
+#: Largest batch of one data-parallel replica a scenario may ask for, samples (2**20).
+#: Published large-batch training stops well below it: 65,536 images globally for ImageNet
+#: (Ying et al. 2018, "Image Classification at Supercomputer Scale", TPU v3 pod) and for BERT
+#: (You et al. ICLR 2020, LAMB), so one replica never needs more; above it the automatic
+#: micro-batch search walks ever larger accumulation loops (a batch of 10**7 per GPU took over
+#: a minute). Refused at parse time, naming the flag or key (issue 28, item 11).
+MAX_BATCH_PER_REPLICA = 2**20
+
+#: Largest global batch, samples: :data:`MAX_BATCH_PER_REPLICA` on each GPU of the largest
+#: cluster accepted (:data:`perfmodel.topology.builders.MAX_CLUSTER_GPUS`, 16,384 = 2**14).
+MAX_GLOBAL_BATCH = MAX_BATCH_PER_REPLICA * 2**14
+
 #: Placement dimensions (:mod:`perfmodel.parallel.placement`), fastest first by default.
 _DIMS = ("tp", "pp", "dp")
 
@@ -135,6 +147,32 @@ def pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
             return iv
     where = _where(name)
     raise ConfigError(f"{where} must be a positive integer, got {v!r}", value=v, where=where)
+
+
+def batch_int(
+    v: Any, name: str, *, allow_none: bool = False, limit: int | None = None
+) -> int | None:
+    """:func:`pos_int` of a batch key, at most ``limit`` samples (default
+    :data:`MAX_BATCH_PER_REPLICA`).
+
+    >>> batch_int(64, "batch_per_gpu")
+    64
+    >>> batch_int(2**40, "batch_per_gpu")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: scenario.batch_per_gpu 1099511627776 is above the largest batch accepted, 1048576 samples (2**20)
+    """
+    iv = pos_int(v, name, allow_none=allow_none)
+    cap = MAX_BATCH_PER_REPLICA if limit is None else limit
+    if iv is not None and iv > cap:
+        where = _where(name)
+        raise ConfigError(
+            f"{where} {iv} is above the largest batch accepted, {cap} samples "
+            f"(2**{cap.bit_length() - 1})",
+            value=v,
+            where=where,
+        )
+    return iv
 
 
 def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[str, str, str]:
@@ -236,9 +274,11 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         dp=pos_int(sc.dp, "dp", allow_none=True),
         tp=tp,
         pp=pos_int(sc.pp, "pp"),
-        batch_per_gpu=pos_int(sc.batch_per_gpu, "batch_per_gpu", allow_none=True),
-        global_batch=pos_int(sc.global_batch, "global_batch", allow_none=True),
-        microbatch=pos_int(sc.microbatch, "microbatch", allow_none=True),
+        batch_per_gpu=batch_int(sc.batch_per_gpu, "batch_per_gpu", allow_none=True),
+        global_batch=batch_int(
+            sc.global_batch, "global_batch", allow_none=True, limit=MAX_GLOBAL_BATCH
+        ),
+        microbatch=batch_int(sc.microbatch, "microbatch", allow_none=True),
         schedule=schedule,
         interleave=interleave,
         recompute=Recompute.parse(sc.recompute, where=_where("recompute")),
@@ -277,4 +317,13 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
     )
 
 
-__all__ = ["Fidelity", "ParsedScenario", "parse_placement", "parse_scenario", "pos_int"]
+__all__ = [
+    "MAX_BATCH_PER_REPLICA",
+    "MAX_GLOBAL_BATCH",
+    "Fidelity",
+    "ParsedScenario",
+    "batch_int",
+    "parse_placement",
+    "parse_scenario",
+    "pos_int",
+]

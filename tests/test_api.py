@@ -54,7 +54,7 @@ def test_predict_report_has_contract_keys() -> None:
         )
     )
     d = r.to_dict()
-    assert len(REPORT_COLUMNS) == 12  # the docs/design.md contract keys
+    assert len(REPORT_COLUMNS) == 13  # the docs/design.md contract keys (+ printed_notes)
     for key in REPORT_COLUMNS:
         assert key in d
     assert 0 < d["mfu"] < 1

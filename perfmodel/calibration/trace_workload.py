@@ -93,6 +93,14 @@ class ImportedTrace:
     params_source: str
     not_imported_s: float
     source: str
+    tp: int = 1
+    """Tensor-parallel degree of the traced run: a ``tp > 1`` trace is one rank's shard (its
+    layers, times and parameters are the shard's) and predicts with the same ``tp``."""
+    meta: dict[str, object] | None = None
+    """What a perfmodel export states of its run (``perfmodel_*`` metadata, prefix removed)."""
+    layer_params: tuple[int, ...] | None = None
+    """Parameters per layer when the trace says them (a perfmodel export: the gradient
+    buckets reduced after each backward segment), else split by forward time."""
 
     @property
     def fwd_s(self) -> float:
@@ -118,6 +126,8 @@ class ImportedTrace:
             shares[i] = int(self.params * self.layers[i].fwd_s / total_t)
         if weighted:
             shares[weighted[0]] += self.params - sum(shares)
+        if self.layer_params is not None and sum(self.layer_params) == self.params:
+            shares = list(self.layer_params)
         layers = tuple(
             LayerCost(
                 name=x.name,
@@ -143,17 +153,19 @@ class ImportedTrace:
             layers=layers,
             batch_size=batch_size,
             precision=prec,
-            total_params=self.params,
+            total_params=self.params * self.tp,
+            tp=self.tp,
         )
 
     def workload_fn(self, batch_size: int, name: str = "") -> Callable[..., Workload]:
-        """``workload_fn`` for :func:`perfmodel.api.predict`: the traced batch, no tensor
-        parallelism (a trace of one rank cannot be re-split)."""
+        """``workload_fn`` for :func:`perfmodel.api.predict`: the traced batch and the traced
+        tensor-parallel degree (a trace of one rank cannot be re-split)."""
 
         def fn(*, batch_size: int, precision, tp: int = 1, sequence_parallel: bool = False):
-            if tp != 1:
+            if tp != self.tp:
                 raise ConfigError(
-                    "an imported trace runs without tensor parallelism (tp=1)",
+                    f"the trace is one rank of tp={self.tp}: it predicts with tp={self.tp} "
+                    f"(a trace of one rank cannot be re-split), not tp={tp}",
                     value=tp,
                     where="--plan",
                 )
@@ -215,30 +227,53 @@ def _kineto(path: str, gpu: str | None, params: int | None) -> ImportedTrace:
 _BACKWARD = re.compile(r"backward", re.IGNORECASE)
 
 
-def _chakra(path: str, gpu: str | None, params: int | None, precision: Precision) -> ImportedTrace:
+def _chakra(
+    path: str, gpu: str | None, params: int | None, precision: Precision | None
+) -> ImportedTrace:
     tr = read_trace(path)
     ours = tr.meta("producer") == "perfmodel"
-    layers = []
+    meta = {
+        a.name[len("perfmodel_") :]: a.value
+        for a in tr.metadata
+        if a.name.startswith("perfmodel_")
+    }
+    if precision is None:
+        precision = Precision.parse(str(meta.get("precision", "fp32")), where="trace precision")
+    if gpu is None and meta.get("gpu"):
+        from perfmodel.hardware import get_gpu
+
+        gpu = get_gpu(str(meta["gpu"]), where=f"{path}: metadata perfmodel_gpu").name
+    paired = _perfmodel_layers(tr) if ours else None
+    layers: list[ImportedLayer] = []
+    layer_params: tuple[int, ...] | None = None
     allreduce_bytes = dp_bytes = 0
-    for n in tr.nodes:
-        if n.type is NodeType.COMP_NODE and not n.attr("is_cpu_op", True):
-            t = n.duration_micros * 1e-6
-            kind = n.attr("perfmodel_kind", "")
-            back = bool(_BACKWARD.search(n.name)) or (
-                ours and kind in ("compute", "recompute") and n.name[:1] in "BR"
-            )
-            if ours and kind == "optimizer":
-                continue
-            layers.append(
-                ImportedLayer(
-                    n.name, "", 0.0 if back else t, t if back else 0.0, 1, 1 if back else 0
+    if paired is not None:
+        layers, dp_bytes_per_layer = paired
+        grad_b = int(meta.get("grad_reduce_bytes") or precision.grad_bytes)
+        layer_params = tuple(round(b / grad_b) for b in dp_bytes_per_layer)
+        dp_bytes = sum(dp_bytes_per_layer)
+    else:
+        for n in tr.nodes:
+            if n.type is NodeType.COMP_NODE and not n.attr("is_cpu_op", True):
+                t = n.duration_micros * 1e-6
+                kind = n.attr("perfmodel_kind", "")
+                back = bool(_BACKWARD.search(n.name)) or (
+                    ours and kind in ("compute", "recompute") and n.name[:1] in "BR"
                 )
-            )
-        elif n.type is NodeType.COMM_COLL_NODE and n.attr("comm_type") == int(CommType.ALL_REDUCE):
-            size = int(n.attr("comm_size", 0) or 0)
-            allreduce_bytes += size
-            if n.attr("perfmodel_comm_class") == "dp":
-                dp_bytes += size
+                if ours and kind == "optimizer":
+                    continue
+                layers.append(
+                    ImportedLayer(
+                        n.name, "", 0.0 if back else t, t if back else 0.0, 1, 1 if back else 0
+                    )
+                )
+            elif n.type is NodeType.COMM_COLL_NODE and n.attr("comm_type") == int(
+                CommType.ALL_REDUCE
+            ):
+                size = int(n.attr("comm_size", 0) or 0)
+                allreduce_bytes += size
+                if n.attr("perfmodel_comm_class") == "dp":
+                    dp_bytes += size
     if gpu is None:
         raise ConfigError(
             f"{path}: a Chakra ET does not name its GPU; give --gpu (a catalogue name)",
@@ -246,17 +281,106 @@ def _chakra(path: str, gpu: str | None, params: int | None, precision: Precision
             where="--gpu",
         )
     src = "given (--params)"
+    grad_bytes = int(meta.get("grad_reduce_bytes") or precision.grad_bytes)
     if params is None:
         grad = dp_bytes or allreduce_bytes
-        if not grad:
+        if grad:
+            params = round(grad / grad_bytes)
+            src = f"{grad:,} all-reduced bytes / {grad_bytes} bytes per gradient"
+        elif meta.get("rank_params") and int(meta.get("pp", 1) or 1) == 1:
+            params = int(meta["rank_params"])  # type: ignore[arg-type]
+            src = "the trace's metadata (perfmodel_rank_params)"
+        else:
             raise ConfigError(
                 f"{path}: no gradient all-reduce in the trace to count parameters from; give --params",
                 value=path,
                 where="--params",
             )
-        params = round(grad / precision.grad_bytes)
-        src = f"{grad:,} all-reduced bytes / {precision.grad_bytes} bytes per gradient"
-    return ImportedTrace(tuple(layers), gpu, int(params), src, 0.0, path)
+    tp = int(meta.get("tp", 1) or 1)  # type: ignore[arg-type]
+    if layer_params is not None and sum(layer_params) != params:
+        layer_params = None  # a --params of the caller's own: split by forward time instead
+    return ImportedTrace(
+        tuple(layers),
+        gpu,
+        int(params),
+        src,
+        0.0,
+        path,
+        tp=tp,
+        meta=meta or None,
+        layer_params=layer_params,
+    )
+
+
+def _perfmodel_layers(tr: object) -> tuple[list[ImportedLayer], list[int]] | None:
+    """One layer per forward segment of a perfmodel export, with the backward segment that
+    mirrors it and the data-parallel gradient bytes reduced after that backward segment.
+
+    perfmodel writes a step's compute as segments (one task per run of layers between gradient
+    buckets, :mod:`perfmodel.parallel.lowering`), forward ``F`` in order and backward ``B``
+    (and recompute ``R``) in reverse; a tensor-parallel collective on the compute stream is
+    exposed there and its measured time is kept with the segment it follows. Only micro-batch
+    0 is read (one micro-batch's layers: the others repeat them). ``None`` when the trace does
+    not pair up (another producer's, or a pipeline stage whose forward and backward counts
+    differ): the caller reads node by node."""
+    from perfmodel.workload.chakra_et import Trace
+
+    assert isinstance(tr, Trace)
+    fwd: list[list[float]] = []  # [seconds] per forward segment
+    bwd: list[list[float]] = []
+    grad_after: dict[int, int] = {}  # index into bwd -> dp bytes reduced after it
+    last_b_node: dict[int, int] = {}  # node id -> backward segment index (any micro-batch)
+    b_count: dict[int, int] = {}  # micro-batch -> backward segments seen
+    phase = None
+    for n in tr.nodes:
+        mb = n.attr("perfmodel_microbatch", 0)
+        kind = n.attr("perfmodel_kind", "")
+        if n.type is NodeType.COMP_NODE and not n.attr("is_cpu_op", True):
+            if kind == "optimizer":
+                continue
+            if mb not in (0, None):  # the same segments again: their ids, for the buckets
+                if kind == "compute" and n.name[:1] == "B":
+                    last_b_node[n.id] = b_count.get(mb, 0)
+                    b_count[mb] = b_count.get(mb, 0) + 1
+                continue
+            t = n.duration_micros * 1e-6
+            head = n.name[:1]
+            if kind == "compute" and head == "F":
+                fwd.append([t])
+                phase = "F"
+            elif kind in ("compute", "recompute") and head in "BR":
+                if kind == "recompute" or head == "R":
+                    if not bwd:
+                        bwd.append([0.0])
+                    bwd[-1].append(t)  # re-run forward, charged to the backward it precedes
+                else:
+                    bwd.append([t])
+                    last_b_node[n.id] = len(bwd) - 1
+                phase = "B"
+            elif t > 0 and phase is not None:
+                (fwd if phase == "F" else bwd)[-1].append(t)  # a join, a cast ...
+        elif n.type is NodeType.COMM_COLL_NODE:
+            cls = n.attr("perfmodel_comm_class", "")
+            if cls == "dp":
+                owner = next((last_b_node[d] for d in n.data_deps if d in last_b_node), None)
+                if owner is None and bwd:
+                    owner = len(bwd) - 1
+                if owner is not None:
+                    grad_after[owner] = grad_after.get(owner, 0) + int(n.attr("comm_size", 0) or 0)
+            elif (
+                n.attr("perfmodel_stream") == "compute" and mb in (0, None) and phase is not None
+            ):  # a collective on the compute stream (blocking TP): exposed, kept with its segment
+                (fwd if phase == "F" else bwd)[-1].append(n.duration_micros * 1e-6)
+    if not fwd or len(fwd) != len(bwd):
+        return None
+    layers = []
+    dp_bytes = []
+    n_seg = len(fwd)
+    for i, f in enumerate(fwd):
+        j = n_seg - 1 - i  # the backward segment that mirrors forward segment i
+        layers.append(ImportedLayer(f"segment {i}", "", sum(f), sum(bwd[j]), 1, 1))
+        dp_bytes.append(grad_after.get(j, 0))
+    return layers, dp_bytes
 
 
 def import_trace(
@@ -264,14 +388,18 @@ def import_trace(
     *,
     gpu: str | None = None,
     params: int | None = None,
-    precision: Precision | str = "fp32",
+    precision: Precision | str | None = "fp32",
 ) -> ImportedTrace:
     """Read a Chakra ET (``.et``) or a Kineto trace (``.json``, ``.json.gz``) of one rank.
 
     ``gpu`` is the catalogue GPU the trace was recorded on (read from a Kineto trace's
-    ``deviceProperties`` when omitted); ``params`` the trainable parameters (required when the
-    trace has no gradient all-reduce); ``precision`` sets the gradient bytes used to count
-    parameters from all-reduce sizes.
+    ``deviceProperties``, or a perfmodel ET's ``perfmodel_gpu`` metadata, when omitted);
+    ``params`` the trainable parameters (required when the trace has no gradient all-reduce);
+    ``precision`` sets the gradient bytes used to count parameters from all-reduce sizes
+    (``None``: a perfmodel ET's own, else fp32; a perfmodel ET states its bytes per gradient).
+    A perfmodel ET reads as one layer per forward segment with its mirrored backward segment
+    and the gradient bytes reduced after it (so the scale-out prediction buckets as the export
+    did), from micro-batch 0; a ``tp > 1`` export is one rank's shard.
 
     Raises
     ------
@@ -279,7 +407,7 @@ def import_trace(
         An unreadable trace, or a fact the trace lacks and the caller did not give.
     """
     p = str(path)
-    prec = Precision.parse(precision, where="--precision")
+    prec = None if precision is None else Precision.parse(precision, where="--precision")
     if gpu is not None:
         from perfmodel.hardware import get_gpu
 

@@ -132,7 +132,8 @@ def _main(argv: Sequence[str] | None) -> int:
     # sweep prints its own progress (sweep --quiet)
     show = not getattr(args, "quiet", False) and args.command != "sweep"
     try:
-        with progress_line(label, sys.stderr, enabled=show):
+        with progress_line(label, sys.stderr, enabled=show) as status:
+            args.progress = status.set  # a command may say what it is doing (compare's stages)
             return int(args.func(args) or 0)
     except PerfModelError as exc:
         print(f"perfmodel: error: {exc}", file=sys.stderr)

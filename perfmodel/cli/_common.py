@@ -222,6 +222,36 @@ def parse_model_args(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def attention_kind(name: str, model_args: dict[str, object]) -> str:
+    """``"flash attention (the zoo entry's default; --model-arg flash_attention=false)"`` or
+    the unfused kind, for a zoo model with a ``flash_attention`` argument; ``""`` otherwise.
+    The kind sets the attention's memory (no s x s score matrix kept with fused kernels) and
+    the zoo's GPT entries differ (``gpt`` on, ``gpt2`` off): issue 28, item 6."""
+    import inspect
+
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload.zoo import get_model_info
+
+    try:
+        info = get_model_info(name)
+    except PerfModelError:
+        return ""
+    if "flash_attention" in model_args:
+        on, why = bool(model_args["flash_attention"]), "as asked"
+    elif "flash_attention" in info.fixed:
+        on, why = bool(info.fixed["flash_attention"]), "fixed by the zoo entry"
+    elif "flash_attention" in info.defaults:
+        on, why = bool(info.defaults["flash_attention"]), "the zoo entry's default"
+    else:
+        param = inspect.signature(info.builder).parameters.get("flash_attention")
+        if param is None or param.default is inspect.Parameter.empty:
+            return ""
+        on, why = bool(param.default), "the builder's default"
+    other = "false" if on else "true"
+    kind = "flash attention" if on else "unfused attention (s x s scores kept)"
+    return f"{kind} ({why}; --model-arg flash_attention={other} for the other)"
+
+
 # ----------------------------------------------------------------------------------- --budget
 
 #: How every ``--budget`` flag reads its value (``calibrate``, ``compare``).

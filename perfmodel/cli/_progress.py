@@ -29,6 +29,24 @@ if hasattr(os, "register_at_fork"):
     )
 
 
+class Status:
+    """What the command is doing now (``compare``: ``"screen 800/1275 plans, ~3 s left"``),
+    shown after the label; set by the command (:meth:`set`), read by the line's thread."""
+
+    def __init__(self) -> None:
+        self._text = ""
+        self._lock = threading.Lock()
+
+    def set(self, text: str) -> None:
+        with self._lock:
+            self._text = str(text)
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return self._text
+
+
 @contextmanager
 def progress_line(
     label: str,
@@ -37,15 +55,18 @@ def progress_line(
     enabled: bool = True,
     delay_s: float = DELAY_S,
     interval_s: float = 1.0,
-) -> Iterator[None]:
-    """Show ``label`` and the elapsed seconds on ``stream`` while the ``with`` body runs.
+) -> Iterator[Status]:
+    """Show ``label``, the command's :class:`Status` and the elapsed seconds on ``stream``
+    while the ``with`` body runs (``perfmodel compare: working (analytic 3/8 plans, at most
+    25 s left), 4 s``).
 
     Nothing is written unless ``enabled`` and ``stream.isatty()``; the line is written by a
     daemon thread (the body keeps the main thread) and erased with ``\\r`` + spaces on exit.
     """
+    status = Status()
     isatty = getattr(stream, "isatty", None)
     if not enabled or isatty is None or not isatty():
-        yield
+        yield status
         return
     stop = threading.Event()
     start = time.monotonic()
@@ -55,7 +76,8 @@ def progress_line(
         if stop.wait(delay_s):
             return
         while True:
-            text = f"{label}, {time.monotonic() - start:.0f} s"
+            detail = status.text
+            text = f"{label}{f' ({detail})' if detail else ''}, {time.monotonic() - start:.0f} s"
             with _WRITING:
                 stream.write("\r" + text.ljust(width[0]))
                 stream.flush()
@@ -66,7 +88,7 @@ def progress_line(
     thread = threading.Thread(target=show, name="perfmodel-progress", daemon=True)
     thread.start()
     try:
-        yield
+        yield status
     finally:
         stop.set()
         thread.join()
@@ -75,4 +97,4 @@ def progress_line(
             stream.flush()
 
 
-__all__ = ["DELAY_S", "progress_line"]
+__all__ = ["DELAY_S", "Status", "progress_line"]

@@ -24,15 +24,27 @@ def _fail(flag: str, text: str, expected: str) -> FlagError:
     return FlagError(f"{flag} {text!r}: expected {expected}", value=text, where=flag)
 
 
-def _int_type(flag: str, minimum: int, *, minus_one: bool = False) -> Callable[[str], int]:
-    expected = f"an integer >= {minimum}" + (" or -1" if minus_one else "")
+#: Digits an integer flag may have: every count perfmodel reads fits in 2**63 (19 digits); a
+#: longer number is refused before ``int()`` converts it (CPython's conversion of a huge digit
+#: string is itself quadratic).
+MAX_INT_DIGITS = 19
+
+
+def _int_type(
+    flag: str, minimum: int, *, minus_one: bool = False, maximum: int | None = None
+) -> Callable[[str], int]:
+    expected = (
+        f"an integer >= {minimum}" if maximum is None else f"an integer from {minimum} to {maximum}"
+    ) + (" or -1" if minus_one else "")
 
     def parse(text: str) -> int:
         t = str(text).strip()
-        if not _INT.fullmatch(t):
+        if not _INT.fullmatch(t) or len(t.lstrip("+-")) > MAX_INT_DIGITS:
             raise _fail(flag, text, expected)
         v = int(t)
         if v < minimum and not (minus_one and v == -1):
+            raise _fail(flag, text, expected)
+        if maximum is not None and v > maximum:
             raise _fail(flag, text, expected)
         return v
 
@@ -43,6 +55,48 @@ def _int_type(flag: str, minimum: int, *, minus_one: bool = False) -> Callable[[
 def positive_int(flag: str) -> Callable[[str], int]:
     """Counts that must be >= 1 (``--top``, ``--nodes``, ``--batch-per-gpu``)."""
     return _int_type(flag, 1)
+
+
+def batch_int(flag: str, *, global_batch: bool = False) -> Callable[[str], int]:
+    """A batch in samples: >= 1 and at most
+    :data:`perfmodel.scenario_parse.MAX_BATCH_PER_REPLICA` (per GPU or replica) or
+    :data:`~perfmodel.scenario_parse.MAX_GLOBAL_BATCH` (``global_batch``), refused when parsed:
+    a huge batch ran the automatic micro-batch search for minutes (issue 28). The limit is
+    read when a value is parsed (building the parser loads nothing more)."""
+
+    def parse(text: str) -> int:
+        from perfmodel.scenario_parse import MAX_BATCH_PER_REPLICA, MAX_GLOBAL_BATCH
+
+        cap = MAX_GLOBAL_BATCH if global_batch else MAX_BATCH_PER_REPLICA
+        return _int_type(flag, 1, maximum=cap)(text)
+
+    parse.__name__ = "int"
+    return parse
+
+
+#: Longest picture title accepted (``topo draw --title``), characters: a title is one line
+#: above the picture; matplotlib lays out longer text glyph by glyph for nothing.
+MAX_TITLE_CHARS = 200
+
+
+def title_text(flag: str = "--title") -> Callable[[str], str]:
+    """A picture title: printable text of at most :data:`MAX_TITLE_CHARS` characters, drawn as
+    plain text (``parse_math=False``: a ``$`` is a dollar sign, not mathtext)."""
+
+    def parse(text: str) -> str:
+        t = str(text)
+        if len(t) > MAX_TITLE_CHARS:
+            raise FlagError(
+                f"{flag}: {len(t)} characters, at most {MAX_TITLE_CHARS} accepted",
+                value=t[:40] + "...",
+                where=flag,
+            )
+        if any(not c.isprintable() for c in t):
+            raise _fail(flag, t[:40], "printable text on one line")
+        return t
+
+    parse.__name__ = "title"
+    return parse
 
 
 def nonneg_int(flag: str) -> Callable[[str], int]:

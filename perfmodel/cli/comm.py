@@ -30,7 +30,6 @@ from perfmodel.cli._common import (
     add_system_args,
     system_from_args,
 )
-from perfmodel.comm.model import shm_note
 from perfmodel.comm.params import Algorithm
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -77,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "on = P2P between all GPUs, as with NCCL_P2P_LEVEL=SYS)",
     )
     p.add_argument(
-        "--compare", metavar="LOG", help="an nccl-tests log (text or -J JSON) to compare"
+        "--compare",
+        metavar="LOG",
+        help="an nccl-tests log (text or -J JSON) to compare; exit status 0 healthy, "
+        "3 degraded, 4 nothing to judge (docs/cli.md)",
     )
     p.add_argument(
         "--plot",
@@ -193,14 +195,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
         for line in reference_lines(topo, op, group, results):
             print(f"# {line}")
-        note = shm_note(topo, group)
-        if note:
-            print(f"# {note}")
-            from perfmodel.topology.importers import nccl_p2p_rule_note
+        from perfmodel.report.notes import host_memory_notes
 
-            rule = nccl_p2p_rule_note(topo, group)
-            if rule:
-                print(f"# {rule}")
+        for note in host_memory_notes(topo, group):  # the pairs, as predict names them
+            print(f"# {note}")
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 
@@ -242,7 +240,7 @@ def _gbs(x: float) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from perfmodel.comm.nccl_tests import health_verdict, read_nccl_tests
+    from perfmodel.comm.nccl_tests import health_check, read_nccl_tests
 
     log = read_nccl_tests(args.compare, op=args.op if args.op != "allreduce" else None)
     op = log.op or CollectiveOp.parse(args.op)
@@ -278,6 +276,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
         terr = (pred.time_s - row.time_s) / row.time_s * 100
         rows.append((row, pred, err, terr))
+    verdict = health_check([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows])
     if args.json:
         print(
             json.dumps(
@@ -288,9 +287,9 @@ def _compare(args: argparse.Namespace) -> int:
                     "op": op.value,
                     "skipped_lines": [s.__dict__ for s in log.skipped],
                     "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
-                    "verdict": health_verdict(
-                        [r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]
-                    ),
+                    "verdict": verdict.text,
+                    "health": verdict.health.value,
+                    "exit_status": verdict.exit_status,
                     "rows": [
                         {
                             "size_bytes": r.size_bytes,
@@ -332,7 +331,7 @@ def _compare(args: argparse.Namespace) -> int:
             )
         for s in log.skipped:
             print(f"# skipped line {s.line}: {s.reason}: {s.text.strip()[:60]}")
-        print(health_verdict([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows]))
+        print(verdict.text)
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 
@@ -344,4 +343,5 @@ def _compare(args: argparse.Namespace) -> int:
             title=f"{op.value}, {len(group)} ranks, {topo.name}: measured vs predicted",
         )
         print(f"# plot written to {args.plot}", file=sys.stderr)
-    return 0
+    # a script acts on the status: 0 healthy, 3 degraded, 4 nothing to judge (docs/cli.md)
+    return verdict.exit_status

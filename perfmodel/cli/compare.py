@@ -38,10 +38,23 @@ from perfmodel.cli._common import (
 from perfmodel.errors import ConfigError
 
 
-def _ints(text: str | None, where: str) -> tuple[int, ...] | None:
+def _ints(text: str | None, where: str, maximum: int | None = None) -> tuple[int, ...] | None:
     from perfmodel.search.plans import parse_int_list
 
-    return None if text is None else parse_int_list(text, where=where)
+    return None if text is None else parse_int_list(text, where=where, maximum=maximum)
+
+
+def _batches(text: str | None) -> tuple[int, ...] | None:
+    """``--global-batch`` list, each at most :data:`perfmodel.scenario_parse.MAX_GLOBAL_BATCH`."""
+    from perfmodel.scenario_parse import MAX_GLOBAL_BATCH
+
+    return _ints(text, "--global-batch", MAX_GLOBAL_BATCH)
+
+
+def _max_batch() -> int:
+    from perfmodel.scenario_parse import MAX_BATCH_PER_REPLICA
+
+    return MAX_BATCH_PER_REPLICA
 
 
 def _strs(text: str | None, where: str = "") -> tuple[str, ...] | None:
@@ -53,16 +66,23 @@ def _strs(text: str | None, where: str = "") -> tuple[str, ...] | None:
     return items
 
 
-def _zero_stages(text: str | None) -> tuple[int, ...]:
+def _zero_stages(text: str | None) -> tuple[int, ...] | None:
+    """``--zero`` stages; ``None`` (not given): the software preset's
+    (:func:`perfmodel.search.plans.preset_zero_stages`)."""
+    if text is None:
+        return None
     out = []
-    for t in _strs(text) or ("0",):
+    for t in _strs(text, "--zero") or ("0",):
         if not t.isdigit():
             raise ConfigError(f"--zero: {t!r} is not a ZeRO stage (0-3)", value=t, where="--zero")
         out.append(int(t))
     return tuple(out)
 
 
-def _bools(text: str | None, where: str) -> tuple[bool, ...]:
+def _bools(text: str | None, where: str) -> tuple[bool, ...] | None:
+    """``true``/``false`` list; ``None`` (not given): the software preset's default."""
+    if text is None:
+        return None
     out = []
     for t in _strs(text) or ("false",):
         if t.lower() not in ("true", "false"):
@@ -96,7 +116,7 @@ def register(subparsers: Any) -> None:
     )
     b.add_argument(
         "--batch-per-gpu",
-        type=ty.positive_int("--batch-per-gpu"),
+        type=ty.batch_int("--batch-per-gpu"),
         help="samples per replica per step",
     )
     p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
@@ -138,9 +158,17 @@ def register(subparsers: Any) -> None:
     s.add_argument(
         "--interleave", default="2", help="chunks per device for interleaved (default 2)"
     )
-    s.add_argument("--zero", default="0,1", help="ZeRO stages (default 0,1)")
+    s.add_argument(
+        "--zero",
+        help="ZeRO stages (default: what the software preset runs: its own stage for fsdp, "
+        "torchtitan and deepspeed-zero2/3, else 0,1)",
+    )
     s.add_argument("--recompute", default="none,selective,full", help="recomputation settings")
-    s.add_argument("--sequence-parallel", default="false", help="false, true or false,true")
+    s.add_argument(
+        "--sequence-parallel",
+        help="false, true or false,true (default: the software preset's: on with tp > 1 for "
+        "megatron-core and torchtitan, off otherwise)",
+    )
     s.add_argument("--learners", default="1", help="Crossbow learners per GPU (CNNs), e.g. 1,2,4")
     s.add_argument("--cnn-tp", action="store_true", help="also split CNN fully-connected layers")
     st = p.add_argument_group("search stages")
@@ -309,7 +337,7 @@ def _run_search(args: argparse.Namespace) -> int:
     gpn, total = _gpus_per_node(base)
     gpus = _ints(args.gpus, "--gpus") or (total,)
     if args.global_batch is not None:
-        batches = _ints(args.global_batch, "--global-batch")
+        batches = _batches(args.global_batch)
     elif args.batch_per_gpu is not None:
         if len(gpus) > 1:
             raise ConfigError("with several --gpus give --global-batch", where="--batch-per-gpu")
@@ -344,6 +372,7 @@ def _run_search(args: argparse.Namespace) -> int:
         jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
         nodes_for=nodes_for,
         hard_budget=True,
+        progress=getattr(args, "progress", None),
     )
     if args.plot:
         from perfmodel.search.plots import plot_search
@@ -357,6 +386,7 @@ def _run_search(args: argparse.Namespace) -> int:
         json.dump(res.to_dict(top=args.top), sys.stdout, indent=2, default=str)
         print()
     else:
+        print(_header(args, base, gpus, batches))
         print(format_table(res, top=args.top))
         if args.plot:
             print(f"plot written to {args.plot}")
@@ -371,6 +401,24 @@ def _run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _header(
+    args: argparse.Namespace, base: dict[str, Any], gpus: tuple[int, ...], batches: Any
+) -> str:
+    """What the search is about, naming every default it took: the software preset (the
+    framework whose plans are searched; issue 28, item 6), precision and optimizer."""
+    from perfmodel.api import Scenario
+
+    software = args.software or f"{Scenario.software} (default preset; --software to choose)"
+    precision = args.precision or f"{Scenario.precision} (default)"
+    optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
+    return (
+        f"{args.model} on {args.system} x{base.get('nodes', 1)} node(s), {software}, "
+        f"{precision}, {optimizer}; {'/'.join(map(str, gpus))} GPUs, global batch "
+        f"{'/'.join(map(str, batches))}; plans a label names run with `perfmodel predict "
+        "--plan LABEL` and the same flags"
+    )
+
+
 def _search_space(args: argparse.Namespace) -> Any:
     from perfmodel.search.plans import SearchSpace
 
@@ -378,7 +426,7 @@ def _search_space(args: argparse.Namespace) -> Any:
         tp_degrees=_ints(args.tp, "--tp"),
         pp_degrees=_ints(args.pp, "--pp"),
         max_tp=args.max_tp,
-        microbatch_sizes=_ints(args.microbatch, "--microbatch") or (1,),
+        microbatch_sizes=_ints(args.microbatch, "--microbatch", _max_batch()) or (1,),
         schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
         zero_stages=_zero_stages(args.zero),
@@ -551,7 +599,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     base.pop("system", None)
     base.pop("nodes", None)
     if args.global_batch is not None:
-        gbs = _ints(args.global_batch, "--global-batch")
+        gbs = _batches(args.global_batch)
         if len(gbs) != 1:
             raise ConfigError("what-if takes one --global-batch", where="--global-batch")
         base["global_batch"] = gbs[0]

@@ -4,7 +4,7 @@
 
     perfmodel model import-chakra calibration/h100-sxm5-80gb/trace-gpt2-bf16-b8-seq-len1024.json.gz \\
         --params 124439808 --batch 8 --precision bf16 --system dgx-h100 --gpus 1,2,4,8
-    perfmodel model import-chakra run/perfmodel.0.et --gpu H100-SXM5-80GB --batch 8 --precision bf16
+    perfmodel model import-chakra run/perfmodel.0.et --system dgx-h100 --gpus 1,8  # its own export
 
 Prints the imported layers' measured forward and backward time; with ``--system`` (a system with
 the traced GPU) it predicts the step on ``--gpus`` of it (data parallelism of the traced batch per
@@ -20,6 +20,7 @@ from typing import Any
 
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import SYSTEM_KEYS, add_system_args
+from perfmodel.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -37,11 +38,14 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--batch",
-        type=ty.positive_int("--batch"),
-        required=True,
-        help="samples per GPU in the traced step",
+        type=ty.batch_int("--batch"),
+        help="samples per GPU in the traced step (default: a perfmodel export's own)",
     )
-    p.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8 of the traced run")
+    p.add_argument(
+        "--precision",
+        help="fp32|tf32|fp16|bf16|fp8 of the traced run (default: a perfmodel export's own, "
+        "else fp32)",
+    )
     add_system_args(p, required=False)  # its --gpu: the GPU the trace was recorded on
     p.add_argument(
         "--gpus", default="1", help="GPU counts to predict, e.g. 1,2,4,8 (with --system)"
@@ -55,6 +59,16 @@ def run(args: argparse.Namespace) -> int:
     from perfmodel.calibration.trace_workload import import_trace
 
     t = import_trace(args.trace, gpu=args.gpu, params=args.params, precision=args.precision)
+    meta = t.meta or {}
+    precision = args.precision or str(meta.get("precision") or "fp32")
+    micro = args.batch or meta.get("microbatch")
+    if micro is None:
+        raise ConfigError(
+            f"{args.trace}: the trace does not state its batch; give --batch",
+            value=args.trace,
+            where="--batch",
+        )
+    batch = int(meta.get("batch_per_replica") or micro) if args.batch is None else args.batch
     out: dict[str, Any] = {
         "source": t.source,
         "gpu": t.gpu,
@@ -64,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
         "not_imported_s": t.not_imported_s,
         "params": t.params,
         "params_source": t.params_source,
+        "tp": t.tp,
+        "batch": batch,
+        "microbatch": int(micro),
+        "precision": precision,
     }
     reports = []
     if args.system:
@@ -75,30 +93,67 @@ def run(args: argparse.Namespace) -> int:
         sc = Scenario(
             **system,
             model=f"trace:{t.source.rsplit('/', 1)[-1]}",
-            batch_per_gpu=args.batch,
-            precision=args.precision,
-            software=args.software or "pytorch-ddp",
+            batch_per_gpu=batch,
+            microbatch=int(micro) if int(micro) != batch else None,
+            tp=t.tp,
+            precision=precision,
+            software=args.software or str(meta.get("software") or "pytorch-ddp"),
             fidelity="analytic",
         )
-        reports = predict_curve(sc, counts, workload_fn=t.workload_fn(args.batch, sc.model))
+        bad = [g for g in counts if g % t.tp]
+        if bad:
+            raise ConfigError(
+                f"--gpus {','.join(map(str, bad))}: the trace is one rank of tp={t.tp}, so every "
+                f"GPU count is a multiple of {t.tp}",
+                value=args.gpus,
+                where="--gpus",
+            )
+        fn = t.workload_fn(int(micro), sc.model)
+        if t.tp == 1:
+            reports = predict_curve(sc, counts, workload_fn=fn)
+        else:  # a shard has no 1-GPU run to be the speedup's baseline
+            import dataclasses
+            import math
+
+            from perfmodel.api import predict, topology_of
+
+            per = topology_of(dataclasses.replace(sc, nodes=1)).gpus_per_node
+            reports = [
+                predict(
+                    dataclasses.replace(sc, gpus=g, nodes=max(sc.nodes, math.ceil(g / per))),
+                    workload_fn=fn,
+                    baseline=False,
+                )
+                for g in counts
+            ]
         out["predictions"] = [r.to_dict() for r in reports]
     if args.json:
         json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
+    what = "layers" if t.layer_params is None else "segments (perfmodel's export)"
     print(
-        f"{t.source}: {len(t.layers)} layers measured on {t.gpu}, forward {t.fwd_s * 1e3:.2f} ms, "
-        f"backward {t.bwd_s * 1e3:.2f} ms per step at batch {args.batch} "
+        f"{t.source}: {len(t.layers)} {what} measured on {t.gpu}, forward {t.fwd_s * 1e3:.2f} ms, "
+        f"backward {t.bwd_s * 1e3:.2f} ms per micro-batch of {micro} (batch {batch} per GPU) "
         f"(not imported: {t.not_imported_s * 1e3:.2f} ms of optimizer/unattributed kernels)"
     )
-    print(f"parameters {t.params:,} ({t.params_source})")
+    shard = (
+        f" on this rank, one of tp={t.tp} (a shard: predicted with tp={t.tp})" if t.tp > 1 else ""
+    )
+    print(f"parameters {t.params:,}{shard} ({t.params_source})")
+    if int(meta.get("pp", 1) or 1) > 1:  # type: ignore[call-overload]
+        print(
+            f"note: the trace is one pipeline stage of pp={meta['pp']}: the prediction runs that "
+            "stage's layers alone (no pipeline)"
+        )
     if reports:
         print(
             f"{'GPUs':>5} {'iter time (ms)':>15} {'samples/s':>11} {'speedup':>8} {'exp. comm (ms)':>15}"
         )
         for r in reports:
+            speedup = "-" if r.speedup is None else f"{r.speedup:.2f}x"
             print(
                 f"{r.num_gpus:>5} {r.iteration_time_s * 1e3:15.2f} {r.throughput_samples_per_s:11.1f} "
-                f"{r.speedup:7.2f}x {r.exposed_comm_time_s * 1e3:15.2f}"
+                f"{speedup:>8} {r.exposed_comm_time_s * 1e3:15.2f}"
             )
     return 0

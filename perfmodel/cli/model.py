@@ -28,7 +28,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_model_arg, parse_model_args
+from perfmodel.cli._common import add_model_arg, attention_kind, parse_model_args
 from perfmodel.hardware import get_gpu
 
 __all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, kept importable
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_model_arg(show)
     show.add_argument(
         "--batch",
-        type=ty.positive_int("--batch"),
+        type=ty.batch_int("--batch"),
         default=1,
         help="per-GPU micro-batch (default 1)",
     )
@@ -93,6 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
     mb.add_argument("--recompute", default="none", help="none|selective|full")
     mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
+    mb.add_argument(
+        "--software",
+        default="pytorch-ddp",
+        help="software preset whose training recipe keeps the model state (weights, gradients, "
+        "optimizer state bytes), as predict (default pytorch-ddp, predict's default)",
+    )
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
     mb.set_defaults(func=_cmd_maxbatch)
 
@@ -158,9 +164,11 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
     )
     cm = None
     if args.gpu:
+        from perfmodel.api import check_precision_runs
         from perfmodel.compute import ComputeParams
 
         gpu = get_gpu(args.gpu, where="--gpu")
+        check_precision_runs(gpu, w.precision, where="--precision")  # as predict and maxbatch
         # Transformer Engine stacks keep a 16-bit model: no autocast casts
         params = ComputeParams.for_gpu(gpu, cast_weights_each_step=kernels.fusion is not Fusion.TE)
         cm = ComputeModel(gpu, params, fp8_recipe=fp8)
@@ -324,10 +332,27 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
+    from perfmodel.api import check_precision_runs
+    from perfmodel.dtypes import Precision
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
-    gpu.peak(args.precision)  # refuse what predict refuses: a format this GPU cannot execute
+    # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
+    check_precision_runs(
+        gpu, Precision.parse(args.precision, where="--precision"), where="--precision"
+    )
+    from perfmodel.parallel.plan import ParallelismPlan
+    from perfmodel.parallel.recipe import build_recipe
+    from perfmodel.parallel.software import get_preset
+    from perfmodel.search.screen import recipe_memory
+    from perfmodel.workload.memory import Optimizer
+
+    precision = Precision.parse(args.precision, where="--precision")
+    optimizer = Optimizer.parse(args.optimizer, where="--optimizer")
+    preset = get_preset(args.software)
+    plan = ParallelismPlan(tp=args.tp, zero=0)  # one replica: nothing sharded
+    recipe = build_recipe(preset, precision, optimizer, plan)
+    model_args = parse_model_args(args.model_arg)
     r = max_batch_size(
         args.name,
         gpu,
@@ -335,25 +360,39 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
         args.optimizer,
         recompute=args.recompute,
         tp=args.tp,
-        **parse_model_args(args.model_arg),
+        # the training recipe's bytes per parameter, as predict splits the same memory
+        memory=lambda w: recipe_memory(
+            w, recipe, optimizer=optimizer, recompute=str(args.recompute).lower()
+        ),
+        **model_args,
     )
+    attention = attention_kind(args.name, model_args)
     if args.json:
         d = r.to_dict()
-        d.update(model=args.name, gpu=gpu.name, precision=args.precision, optimizer=args.optimizer)
+        d.update(
+            model=args.name,
+            gpu=gpu.name,
+            precision=args.precision,
+            optimizer=args.optimizer,
+            software=preset.name,
+            attention=attention,
+        )
         print(json.dumps(d, indent=2))
         return 0
     b = r.breakdown
     what = f"{args.name} on {gpu.name} ({units.format_bytes(gpu.memory_bytes)}), {args.precision}"
-    what += f", {args.optimizer}, recompute {args.recompute}"
+    what += f", {args.optimizer}, {preset.name}, recompute {args.recompute}"
+    if attention:
+        what += f", {attention}"
     if r.batch_size == 0:
         print(f"{what}: does not fit even at batch 1")
     else:
         print(f"{what}: largest per-GPU batch {r.batch_size}")
     print(f"memory at batch {max(r.batch_size, 1)}:")
     for label, value in (
-        ("weights (incl. fp32 master, buffers)", b.weights_bytes),
+        ("weights (incl. buffers)", b.weights_bytes),
         ("gradients", b.gradients_bytes),
-        ("optimizer state", b.optimizer_bytes),
+        ("optimizer state (incl. an fp32 master copy)", b.optimizer_bytes),
         ("activations", b.activations_bytes),
         ("workspace (CUDA ctx, libraries, peak temp, fragmentation)", b.workspace_bytes),
         ("total", b.total_bytes),

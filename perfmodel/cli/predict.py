@@ -23,6 +23,7 @@ from perfmodel.cli._common import (
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    attention_kind,
     parse_model_args,
 )
 from perfmodel.errors import ConfigError
@@ -45,12 +46,12 @@ def register(subparsers: Any) -> None:
     b = p.add_mutually_exclusive_group()
     b.add_argument(
         "--batch-per-gpu",
-        type=ty.positive_int("--batch-per-gpu"),
+        type=ty.batch_int("--batch-per-gpu"),
         help="samples per data-parallel replica per step",
     )
     b.add_argument(
         "--global-batch",
-        type=ty.positive_int("--global-batch"),
+        type=ty.batch_int("--global-batch", global_batch=True),
         help="samples per step over all replicas",
     )
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
@@ -71,7 +72,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--plan",
-        help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V[,mode=..,hybrid=owt]",
+        help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V"
+        "[,zero=Z,recompute=..,sp,mode=..,hybrid=owt], or a compare row's label as printed "
+        "('dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full sp')",
     )
     p.add_argument("--recompute", choices=["none", "selective", "full"])
     add_quiet_arg(p)
@@ -207,7 +210,15 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     if args.plan:
         d.pop("plan", None)
         for k, v in parse_plan_string(args.plan).items():
-            d["microbatch" if k == "microbatch_size" else k] = v
+            key = "microbatch" if k == "microbatch_size" else k
+            flag = getattr(args, key, None)
+            if flag is not None and flag != v:  # --recompute full --plan "... rc=selective"
+                raise ConfigError(
+                    f"--plan sets {key}={v!r} but --{key.replace('_', '-')} says {flag!r}",
+                    value=args.plan,
+                    where="--plan",
+                )
+            d[key] = v
     curve: list[int] | None = None
     gpus = args.gpus if args.gpus is not None else d.pop("gpus", None)
     if isinstance(gpus, list):
@@ -237,20 +248,34 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     return d, curve
 
 
-def _print_shm_note(sc: Any, num_gpus: int) -> None:
-    """Say so when the GPUs talk through host memory (no peer-to-peer; issue 12)."""
-    from perfmodel.api import topology_of
-    from perfmodel.comm.model import shm_note
+def _speedup_cells(r: Any) -> str:
+    """``speedup`` and ``eff`` cells of a curve row; ``-`` where the row has none (it does not
+    fit in memory)."""
+    if r.speedup is None or r.scaling_efficiency is None:
+        return f"{'-':>8} {'-':>5}"
+    return f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}%"
 
-    topo = topology_of(sc)
-    note = shm_note(topo, topo.gpus[:num_gpus])
-    if note:
-        print(note)
-        from perfmodel.topology.importers import nccl_p2p_rule_note
 
-        rule = nccl_p2p_rule_note(topo, topo.gpus[:num_gpus])
-        if rule:
-            print(rule)
+def curve_lines(reports: Any, attr: str) -> list[str]:
+    """One line per distinct entry of the rows' ``attr`` (``defaults`` or ``printed_notes``):
+    an entry every row has once, an entry of some rows with their GPU counts (a curve repeated
+    each default once per row; issue 28, item 6). A row's "the 1-GPU baseline runs X" is left
+    out when the rows say X themselves."""
+    order: dict[str, list[int]] = {}
+    for r in reports:
+        own = set(getattr(r, attr))
+        for entry in getattr(r, attr):
+            if entry.startswith("the 1-GPU baseline runs ") and entry[24:] in own:
+                continue
+            order.setdefault(entry, []).append(r.num_gpus)
+    out = []
+    for entry, counts in order.items():
+        if len(counts) == len(reports) and len(reports) > 1:
+            out.append(f"  all rows: {entry}" if attr == "defaults" else entry)
+        else:
+            where = f"{'/'.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
+            out.append(f"  {where}: {entry}")
+    return out
 
 
 def _epoch_text(seconds: float | None) -> str:
@@ -260,6 +285,20 @@ def _epoch_text(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.3f} s"
     return f"{seconds:.0f} s ({units.format_duration(seconds)})"
+
+
+def _cpu_software(sc: Any) -> str:
+    """What runs on a calibrated CPU: the library the profile was measured with (its
+    ``provenance.backend``, e.g. NumPy), not a framework it never ran (issue 28, item 6)."""
+    from perfmodel.calibration.profile import read_profile
+    from perfmodel.errors import PerfModelError
+
+    try:
+        backend = str(read_profile(sc.calibration).provenance.get("backend") or "")
+    except PerfModelError:
+        backend = ""
+    what = f"{backend} kernels as calibrated" if backend else "the kernels as calibrated"
+    return f"CPU: {what} ({sc.software} preset for the rest)"
 
 
 def header(sc: Any, report: Any, *, curve: bool = False) -> str:
@@ -276,7 +315,7 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     cpu = getattr(report, "device", "GPU") == "CPU"
     parts = [
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        f"PyTorch on the CPU ({sc.software} preset's host costs)" if cpu else str(sc.software),
+        _cpu_software(sc) if cpu else str(sc.software),
         str(sc.precision),
         (
             f"batch {sc.batch_per_gpu} per GPU"
@@ -286,6 +325,9 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     ]
     if report.is_sequence_model:
         parts.append(f"sequence length {report.tokens_per_sample}")
+        kind = attention_kind(sc.model, dict(sc.model_args))
+        if kind:  # which attention kernel (its memory): gpt and gpt2 differ (issue 28)
+            parts.append(kind.split(" (", 1)[0])
     if family == "cnn":
         parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
     return ", ".join(parts)
@@ -350,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
             for r in reports:
                 print(
                     f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
-                    f"{r.speedup:7.2f}x {100 * r.scaling_efficiency:4.0f}% {r.exposed_comm_time_s * 1e3:7.2f}ms "
+                    f"{_speedup_cells(r)} {r.exposed_comm_time_s * 1e3:7.2f}ms "
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
                     + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
                     + (
@@ -361,9 +403,10 @@ def run(args: argparse.Namespace) -> int:
                 )
             # the executor that timed the rows, as the single prediction's "[analytic]" says
             print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
-            for r in reports:  # speedups not against 1 GPU, and other choices made per row
-                for d in r.defaults:
-                    print(f"  {r.num_gpus:>3} GPU{'s' if r.num_gpus > 1 else ' '}: {d}")
+            # choices made per row (automatic micro-batch, speedup baseline) and notes: each
+            # once, with the GPU counts it concerns unless every row has it
+            for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+                print(line)
         if args.plot:
             print(
                 f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
@@ -377,11 +420,13 @@ def run(args: argparse.Namespace) -> int:
         plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
     chakra_paths = []
     if args.chakra and report.timeline is not None:
-        from perfmodel.api import topology_of
+        from perfmodel.api import chakra_metadata, topology_of
         from perfmodel.report.chakra import write_chakra
 
         ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
-        chakra_paths = write_chakra(report.timeline, args.chakra, ranks=ranks)
+        chakra_paths = write_chakra(
+            report.timeline, args.chakra, ranks=ranks, meta=chakra_metadata(sc, report)
+        )
     if args.json:
         out = report.to_dict()
         if budget is not None:
@@ -404,19 +449,6 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  source: {src}")
             if report.kernel_classes:
                 print("\n".join(report.format_kernel_classes()))
-        _print_shm_note(sc, report.num_gpus)
-        for note in report.notes:
-            if note.startswith(
-                (
-                    "input pipeline",
-                    "expert parallel",
-                    "context parallel",
-                    "mixture of experts",
-                    "hardware:",
-                    "cloud:",
-                )
-            ):
-                print(note)
         if budget is not None:
             print("\n".join(budget.format_lines()))
         if args.trace:

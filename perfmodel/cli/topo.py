@@ -76,7 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "-o", "--output", required=True, type=ty.output_file("-o"), help="output file (.png)"
     )
-    p.add_argument("--title", help="picture title")
+    p.add_argument(
+        "--title", type=ty.title_text("--title"), help="picture title (at most 200 characters)"
+    )
     p.set_defaults(func=_cmd_draw)
 
     p = sub.add_parser(

@@ -69,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.output:
         raise ConfigError("-o/--output is required with a profile", where="--output")
     measurements = load_measurements(args.measurements) if args.measurements else []
+    if args.measurements and not measurements:  # not the profile's own rows in its place
+        raise ConfigError(
+            f"--measurements {args.measurements}: the file holds no measurements",
+            value=args.measurements,
+            where="--measurements",
+        )
     if args.profile:
         profile = read_profile(args.profile)
     elif args.measurements and _is_profile(args.measurements):

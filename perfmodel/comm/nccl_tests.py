@@ -18,6 +18,7 @@ Definitions (nccl-tests doc/PERFORMANCE.md): ``algbw = size / time``,
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import re
@@ -417,22 +418,55 @@ def best_time_s(row: NcclTestsRow) -> float:
     return min(times) if times else row.time_s
 
 
-def health_verdict(
+class Health(str, enum.Enum):
+    """What an nccl-tests health check concluded, and the exit status ``comm --compare`` gives
+    for it (:attr:`exit_status`; documented in ``docs/cli.md`` and ``docs/comm.md``)."""
+
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    UNJUDGED = "unjudged"  # no size in the log large enough to judge
+
+    @property
+    def exit_status(self) -> int:
+        """0 healthy, 3 degraded, 4 not judged (1 and 2 are taken: a closed pipe, bad input),
+        so a script can act on ``comm --compare`` alone (issue 28, item 8)."""
+        return {Health.HEALTHY: 0, Health.DEGRADED: 3, Health.UNJUDGED: 4}[self]
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    """A health check's conclusion (:class:`Health`) and its one-line explanation."""
+
+    health: Health
+    text: str
+
+    @property
+    def exit_status(self) -> int:
+        return self.health.exit_status
+
+
+def health_check(
     rows: Sequence[NcclTestsRow], predicted_s: Sequence[float], *, min_bytes: int = 2**20
-) -> str:
-    """A one-line verdict on an nccl-tests log against what the hardware should give.
+) -> HealthVerdict:
+    """A verdict on an nccl-tests log against what the hardware should give.
 
     For every size >= ``min_bytes`` the shortfall is ``1 - t_predicted / t_measured`` with the
     measured time the faster of the out-of-place and in-place columns (equal to
     ``1 - busbw_measured / busbw_predicted``). The machine is *degraded from size X* when every
     size >= X falls short by more than :data:`DEGRADED_SHORTFALL`; the verdict quotes the
-    median shortfall over those sizes. Otherwise it is *healthy*.
+    median shortfall over those sizes. Otherwise it is *healthy*; *unjudged* when the log has
+    no size >= ``min_bytes``.
 
     >>> r = [NcclTestsRow(2**k, 0, "float", "sum", -1, 2e-3, 0.0, 0.0) for k in (20, 30)]
-    >>> health_verdict(r, [1e-3, 1e-3])
+    >>> v = health_check(r, [1e-3, 1e-3])
+    >>> v.health.value, v.exit_status
+    ('degraded', 3)
+    >>> v.text
     'verdict: DEGRADED at sizes >= 1.0 MiB: bus bandwidth 50% below what this hardware should give (median over 2 sizes)'
-    >>> health_verdict(r, [2e-3, 1.9e-3])
+    >>> health_check(r, [2e-3, 1.9e-3]).text
     'verdict: healthy (sizes >= 1.0 MiB within 25% of what this hardware should give; 5% below it at 1.0 GiB)'
+    >>> health_check(r[:0], []).exit_status
+    4
     """
     pairs = [
         (r.size_bytes, 1.0 - p / best_time_s(r))
@@ -440,7 +474,9 @@ def health_verdict(
         if r.size_bytes >= min_bytes and best_time_s(r) > 0
     ]
     if not pairs:
-        return f"verdict: no sizes >= {min_bytes / 2**20:.1f} MiB in the log to judge"
+        return HealthVerdict(
+            Health.UNJUDGED, f"verdict: no sizes >= {min_bytes / 2**20:.1f} MiB in the log to judge"
+        )
     pairs.sort()
     start = None
     for i in range(len(pairs) - 1, -1, -1):
@@ -452,19 +488,28 @@ def health_verdict(
         tail = [s for _, s in pairs[start:]]
         med = statistics.median(tail)
         size = pairs[start][0]
-        return (
+        return HealthVerdict(
+            Health.DEGRADED,
             f"verdict: DEGRADED at sizes >= {_human_size(size)}: bus bandwidth {med:.0%} below "
-            f"what this hardware should give (median over {len(tail)} sizes)"
+            f"what this hardware should give (median over {len(tail)} sizes)",
         )
     j = len(pairs) - 1
     while j > 0 and pairs[j - 1][1] <= DEGRADED_SHORTFALL:
         j -= 1
     size, last = pairs[-1]
-    return (
+    return HealthVerdict(
+        Health.HEALTHY,
         f"verdict: healthy (sizes >= {_human_size(pairs[j][0])} within "
         f"{DEGRADED_SHORTFALL:.0%} of what this hardware should give; "
-        f"{abs(last):.0%} {'below' if last > 0 else 'above'} it at {_human_size(size)})"
+        f"{abs(last):.0%} {'below' if last > 0 else 'above'} it at {_human_size(size)})",
     )
+
+
+def health_verdict(
+    rows: Sequence[NcclTestsRow], predicted_s: Sequence[float], *, min_bytes: int = 2**20
+) -> str:
+    """The text of :func:`health_check` (one line)."""
+    return health_check(rows, predicted_s, min_bytes=min_bytes).text
 
 
 def _human_size(nbytes: float) -> str:

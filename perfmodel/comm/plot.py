@@ -46,7 +46,7 @@ def plot_busbw(
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.grid(True, which="both", alpha=0.3)
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=10, parse_math=False)
     ax.legend(fontsize=8)
     fig.tight_layout()
     buf = io.BytesIO()

@@ -589,6 +589,8 @@ class ComputeModel:
         p = self.params
         g = layer.gemm
         conv = layer.kind is LayerKind.CONV
+        if conv and dtype is DType.FP32 and p.fp32_conv_tf32 and DType.TF32 in p.peak_flops:
+            dtype = DType.TF32  # cuDNN's TF32 convolutions (PyTorch's default; matmuls stay FP32)
         wino = self._winograd(layer, dtype)
         align = self._alignment(layer, dtype)
         cast_w = cast_in_bytes = 0.0

@@ -280,6 +280,11 @@ class ComputeParams:
         and cast once in the optimizer step. It also stands for autocast's FP32 ops: layers
         marked ``LayerCost.autocast_fp32`` (layer norms, the residual stream) move FP32
         activations.
+    fp32_conv_tf32
+        FP32 convolutions run on TF32 tensor cores where the GPU has them (a software setting:
+        PyTorch's ``torch.backends.cudnn.allow_tf32`` defaults to ``True``, its matmul flag to
+        ``False``, PyTorch >= 1.12; :attr:`perfmodel.parallel.recipe.Recipe.fp32_conv_tf32`).
+        Default ``False``: FP32 means FP32 on CUDA cores.
     conv_layout
         Memory format of convolution activations, a software setting: ``"nhwc"`` (TensorFlow,
         Keras, PyTorch ``channels_last``, as NVIDIA's mixed-precision recipes use) or ``"nchw"``
@@ -316,6 +321,7 @@ class ComputeParams:
     host_dispatch_s: float = 0.0
     elementwise_flop_dtype: DType = DType.FP32
     cast_weights_each_step: bool = True
+    fp32_conv_tf32: bool = False
     conv_layout: str = "nhwc"
     architecture: str = ""
     source: str = "datasheet peaks x documented efficiency model (perfmodel.compute.params)"

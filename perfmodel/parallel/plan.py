@@ -14,6 +14,7 @@ data-parallel replicas. :mod:`perfmodel.parallel.placement` maps ranks onto GPUs
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, fields
 
 from perfmodel._enum import parse_enum
@@ -519,30 +520,82 @@ _PLAN_KEYS = {
     "ep_overlap": "ep_overlap",
     "moe_dispatcher": "moe_dispatcher",
     "dispatcher": "moe_dispatcher",
+    "recompute": "recompute",
+    "rc": "recompute",
+    "sequence_parallel": "sequence_parallel",
+    "sp": "sequence_parallel",
+    "learners_per_gpu": "learners_per_gpu",
 }
 
 
 _FLAGS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
 
+#: Compact tokens of ``perfmodel compare``'s plan labels (``dp2 tp4 pp2 cp16 mb1
+#: interleaved(v=2) zero1 rc=full sp``): a key and an integer run together.
+_COMPACT = re.compile(r"(dp|tp|pp|cp|ep|etp|mb|zero|hsdp)(\d{1,19})")
+#: ``interleaved(v=N)``: the interleaved schedule with ``N`` chunks per device.
+_INTERLEAVED = re.compile(r"interleaved\(v=(\d{1,19})\)")
+
 
 def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
-    """Parse ``"dp=4,tp=2,pp=2,microbatch=1,schedule=1f1b,interleave=2"`` into scenario keys.
+    """Parse a plan into scenario keys: ``key=value`` items (``"dp=4,tp=2,pp=2,microbatch=1,
+    schedule=1f1b,interleave=2"``) or ``perfmodel compare``'s labels (``"dp2 tp4 pp2 cp16 mb1
+    interleaved(v=2) zero1 rc=full sp"``), items separated by commas or spaces (issue 28,
+    item 1: a compare row pasted into ``predict --plan`` is that plan).
+
+    Compact tokens: ``dpN tpN ppN cpN epN etpN mbN zeroN hsdpN``, a schedule (``1f1b``,
+    ``gpipe``, ``interleaved`` or ``interleaved(v=N)``), ``sp``/``nosp`` (sequence parallelism
+    on/off), ``fsdp`` (ZeRO-3 under an FSDP preset), a hybrid layout (``one-weird-trick``).
+    A key given twice with different values is refused.
 
     >>> parse_plan_string("dp=2,tp=4")
     {'dp': 2, 'tp': 4}
+    >>> parse_plan_string("dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full nosp")  # doctest: +NORMALIZE_WHITESPACE
+    {'dp': 2, 'tp': 4, 'pp': 2, 'microbatch_size': 1, 'schedule': 'interleaved',
+     'interleave': 2, 'zero': 1, 'recompute': 'full', 'sequence_parallel': False}
     """
     out: dict[str, object] = {}
-    for item in str(text).split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "=" not in item:
+
+    def put(key: str, value: object, item: str) -> None:
+        if key in out and out[key] != value:
             raise ConfigError(
-                f"{where} item {item!r} is not key=value (keys: {', '.join(sorted(_PLAN_KEYS))})",
+                f"{where}: {item!r} contradicts {key}={out[key]!r} earlier in the plan",
                 value=item,
                 where=where,
             )
-        k, v = (s.strip() for s in item.split("=", 1))
+        out[key] = value
+
+    for item in re.split(r"[,\s]+", str(text)):
+        if not item:
+            continue
+        low = item.lower()
+        if "=" not in item or _INTERLEAVED.fullmatch(low):
+            m = _COMPACT.fullmatch(low)
+            iv = _INTERLEAVED.fullmatch(low)
+            if m is not None:
+                key = _PLAN_KEYS["microbatch" if m.group(1) == "mb" else m.group(1)]
+                put(key, int(m.group(2)), item)
+            elif iv is not None:
+                put("schedule", "interleaved", item)
+                put("interleave", int(iv.group(1)), item)
+            elif low in ("1f1b", "gpipe", "interleaved", "pipedream-flush"):
+                put("schedule", low, item)
+            elif low in ("sp", "nosp"):
+                put("sequence_parallel", low == "sp", item)
+            elif low == "fsdp":
+                put("zero", 3, item)
+            elif low in {h.value for h in Hybrid if h is not Hybrid.NONE}:
+                put("hybrid", low, item)
+            else:
+                raise ConfigError(
+                    f"{where} item {item!r} is neither key=value (keys: "
+                    f"{', '.join(sorted(_PLAN_KEYS))}) nor a plan word (dp8, tp4, mb1, 1f1b, "
+                    "interleaved(v=2), zero1, sp, nosp, ...)",
+                    value=item,
+                    where=where,
+                )
+            continue
+        k, v = (part.strip() for part in item.split("=", 1))
         key = _PLAN_KEYS.get(k.lower())
         if key is None:
             raise ConfigError(
@@ -550,18 +603,23 @@ def parse_plan_string(text: str, *, where: str = "--plan") -> dict[str, object]:
                 value=k,
                 where=where,
             )
-        if key in ("schedule", "dp_mode", "ps_host", "hybrid", "cp_comm", "moe_dispatcher"):
-            out[key] = v
-        elif key == "ep_overlap":
+        if key in (
+            "schedule",
+            "dp_mode",
+            "ps_host",
+            "hybrid",
+            "cp_comm",
+            "recompute",
+            "moe_dispatcher",
+        ):
+            put(key, v, item)
+        elif key in ("ep_overlap", "sequence_parallel"):
             flag = _FLAGS.get(v.lower())
             if flag is None:
                 raise ConfigError(f"{where}: {k}={v!r} must be true or false", value=v, where=where)
-            out[key] = flag
+            put(key, flag, item)
         else:
-            try:
-                out[key] = int(v)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{where}: {k}={v!r} is not an integer", value=v, where=where
-                ) from exc
+            if not re.fullmatch(r"[+-]?\d{1,19}", v):
+                raise ConfigError(f"{where}: {k}={v!r} is not an integer", value=v, where=where)
+            put(key, int(v), item)
     return out

@@ -440,7 +440,9 @@ class ComputeRecipe:
     stacks; 0 where the kept weights are the FP32 ones); ``optimizer_impl`` and ``grad_clip``:
     how the step runs (:func:`perfmodel.workload.kernels.optimizer_bytes_per_param`); ``fp8``:
     the FP8 recipe (which GEMM passes accumulate in split mode), ``None`` unless FP8;
-    ``attention_backend``: ``ComputeParams.attention_backend``.
+    ``attention_backend``: ``ComputeParams.attention_backend``; ``fp32_conv_tf32``:
+    ``ComputeParams.fp32_conv_tf32`` (FP32 convolutions on TF32 tensor cores where the GPU has
+    them, :attr:`Recipe.fp32_conv_tf32`).
     """
 
     autocast_casts: bool
@@ -450,6 +452,7 @@ class ComputeRecipe:
     grad_clip: GradClip = GradClip.NONE
     fp8: Fp8Recipe | None = None
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
+    fp32_conv_tf32: bool = False
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -542,6 +545,12 @@ class Recipe:
     attention_backend
         The fused-attention kernel library of the stack
         (:class:`~perfmodel.compute.attention.AttentionBackend`).
+    fp32_conv_tf32
+        An FP32 run's convolutions use TF32 tensor cores on GPUs that have them (Ampere and
+        newer), as PyTorch runs them by default: ``torch.backends.cudnn.allow_tf32`` defaults
+        to ``True`` while ``torch.backends.cuda.matmul.allow_tf32`` defaults to ``False``
+        (PyTorch >= 1.12, docs ``notes/cuda.rst`` "TensorFloat-32 (TF32) on Ampere (and later)
+        devices"), so matmuls stay FP32. Set for the PyTorch presets (issue 28, item 5).
     sources
         Where the preset's recipe comes from.
     """
@@ -575,6 +584,7 @@ class Recipe:
     fsdp_copies: bool = False
     fp8_params: bool = False
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
+    fp32_conv_tf32: bool = False
     sources: tuple[str, ...] = ()
 
     @property
@@ -589,6 +599,7 @@ class Recipe:
             self.grad_clip,
             self.fp8,
             self.attention_backend,
+            self.fp32_conv_tf32,
         )
 
     def kernels(self, microbatches: int = 1) -> KernelRecipe:
@@ -658,7 +669,6 @@ class Recipe:
             f"bytes/param: weights {self.param_bytes}, grads {self.grad_bytes}, "
             f"grad reduction {self.grad_reduce_bytes}, param gather {self.gather_bytes}, "
             f"FP32 master {self.master_bytes}, optimizer state {self.optimizer.state_bytes_per_param}",
-            f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}",
             f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}; "
             f"param sync ({self.param_sync.value}) {self.param_gather.describe()}",
             f"kernels: {self.fusion.value}"
@@ -667,8 +677,13 @@ class Recipe:
             + (f", grad clip {self.grad_clip.value}" if self.grad_clip is not GradClip.NONE else "")
             + ("; FP8 parameters" if self.fp8_params else "")
             + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else ""),
-            f"grad reduction {self.grad_comm.describe()}; param all-gather "
-            f"{self.param_gather.describe()}",
+            f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}"
+            + (
+                "; FP32 convolutions in TF32 where the GPU has it (cudnn.allow_tf32 default), "
+                "matmuls FP32"
+                if self.fp32_conv_tf32
+                else ""
+            ),
             f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
             f"{self.pp_send.describe()}",
             f"attention backend {self.attention_backend.value}",
@@ -844,6 +859,7 @@ def build_recipe(
         fsdp_copies=fsdp2,
         fp8_params=fp8_params,
         attention_backend=preset.attention_backend,
+        fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
     )
 

@@ -183,6 +183,15 @@ class SoftwarePreset:
         half-model stacks: bytes per parameter of the optimizer's master copy (4: FP32; 2: the
         low 16 bits only, the bf16 weight holding the high ones, Apex
         ``DistributedFusedAdam(store_param_remainders=True)``).
+    gradient_accumulation
+        The stack can split a replica's batch into micro-batches and accumulate their gradients
+        before one optimizer step (PyTorch ``no_sync``/DDP, Megatron ``--micro-batch-size``,
+        DeepSpeed ``gradient_accumulation_steps``, FSDP, Horovod ``backward_passes_per_step``),
+        so ``predict`` may choose a micro-batch that fits. ``False`` for the TensorFlow/Keras
+        graph stacks and cuda-convnet2 (Keras 2 ``Model.fit`` under ``MirroredStrategy`` and
+        tf_cnn_benchmarks run one optimizer step per batch, with no accumulation setting): the
+        whole per-replica batch runs at once, and a batch that does not fit is reported so
+        (issue 28, item 6).
     sequence_parallel_with_tp
         Sequence parallelism is on whenever ``tp > 1`` unless the scenario says otherwise
         (``Scenario.sequence_parallel``): the stack's recipes turn it on with tensor parallelism.
@@ -263,6 +272,7 @@ class SoftwarePreset:
     grad_clip: GradClip = GradClip.NONE
     fp8_params: bool = False
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
+    gradient_accumulation: bool = True
 
     def __post_init__(self) -> None:
         if self.dispatch_mode not in HOST_DISPATCH_S:
@@ -404,6 +414,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="tf-mirrored",
+            gradient_accumulation=False,
             dp_mode=DPMode.ALLREDUCE,
             sources=(
                 "tf.distribute.MirroredStrategy docs: NcclAllReduce cross-device ops; gradients are "
@@ -415,6 +426,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="tf-replicated",
+            gradient_accumulation=False,
             dp_mode=DPMode.ALLREDUCE,
             sources=(
                 "tensorflow/benchmarks tf_cnn_benchmarks (2017): variable_update=replicated with "
@@ -424,6 +436,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="cuda-convnet2",
+            gradient_accumulation=False,
             dp_mode=DPMode.ALLREDUCE,
             sources=(
                 "Krizhevsky 2014, 'One weird trick...' (arXiv:1404.5997), sections 3-5: workers "
@@ -433,6 +446,7 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
         SoftwarePreset(
             name="keras-multi-gpu",
+            gradient_accumulation=False,
             dp_mode=DPMode.CPU_MERGE,
             sources=(
                 "tf.keras.utils.multi_gpu_model docs (TF 1.15/2.1): sub-batches on each GPU, "

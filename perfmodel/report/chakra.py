@@ -92,11 +92,14 @@ def _micros(seconds: float) -> int:
 
 
 def _common_attrs(t: Task, start_s: float, end_s: float) -> list[Attr]:
-    return [
+    attrs = [
         Attr("perfmodel_kind", AttrKind.STRING, t.kind.value),
         Attr("perfmodel_stream", AttrKind.STRING, t.stream),
         Attr("perfmodel_duration_s", AttrKind.DOUBLE, end_s - start_s),
     ]
+    if t.microbatch >= 0:  # which micro-batch (the importer reads one micro-batch's layers)
+        attrs.append(Attr("perfmodel_microbatch", AttrKind.INT64, t.microbatch))
+    return attrs
 
 
 def chakra_nodes(
@@ -244,29 +247,47 @@ def _local_ids(per: dict[str, list[Node]], device: str) -> set[int]:
     return {n.id for n in per[device]}
 
 
+def _meta_attr(name: str, value: object) -> Attr:
+    """A ``GlobalMetadata`` attribute of a Python value (text, integer, float, flag)."""
+    if isinstance(value, bool):
+        return Attr(name, AttrKind.BOOL, value)
+    if isinstance(value, int):
+        return Attr(name, AttrKind.INT64, value)
+    if isinstance(value, float):
+        return Attr(name, AttrKind.DOUBLE, value)
+    return Attr(name, AttrKind.STRING, str(value))
+
+
 def write_chakra(
     timeline: Timeline,
     directory: str | os.PathLike[str],
     *,
     ranks: Mapping[str, int] | None = None,
     prefix: str = "perfmodel",
+    meta: Mapping[str, object] | None = None,
 ) -> list[Path]:
-    """Write ``<directory>/<prefix>.<rank>.et`` for every simulated rank; returns the paths."""
+    """Write ``<directory>/<prefix>.<rank>.et`` for every simulated rank; returns the paths.
+
+    ``meta``: more ``GlobalMetadata`` attributes, ``perfmodel_<key>`` in every file (what
+    ``model import-chakra`` needs to read the trace back without hand repair: the GPU, the
+    parameter count, the precision, the plan; :func:`perfmodel.api.chakra_metadata`)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     ranks = complete_ranks(timeline, ranks)
     by_rank = chakra_nodes(timeline, ranks)
     paths = []
+    extra = dict(meta or {})
     for rank, nodes in sorted(by_rank.items()):
-        meta = [
+        attrs = [
             Attr("schema", AttrKind.STRING, CHAKRA_SCHEMA),
             Attr("producer", AttrKind.STRING, "perfmodel"),
             Attr("rank", AttrKind.INT64, rank),
             Attr("simulated_ranks", AttrKind.INT64_LIST, tuple(sorted(by_rank))),
             Attr("multiplicity", AttrKind.INT64, timeline.graph.multiplicity),
             Attr("fidelity", AttrKind.STRING, timeline.fidelity),
+            *(_meta_attr(f"perfmodel_{k}", v) for k, v in extra.items() if v is not None),
         ]
         p = out / f"{prefix}.{rank}.et"
-        write_trace(p, nodes, meta)
+        write_trace(p, nodes, attrs)
         paths.append(p)
     return paths

@@ -407,6 +407,14 @@ class StepReport:
         return budget
 
     @property
+    def printed_notes(self) -> tuple[str, ...]:
+        """The notes every view prints (:func:`perfmodel.report.notes.is_printed_note`); all of
+        :attr:`notes` are in :meth:`to_dict`."""
+        from perfmodel.report.notes import is_printed_note
+
+        return tuple(n for n in self.notes if is_printed_note(n))
+
+    @property
     def compute_time_s(self) -> float:
         return self.breakdown.compute_s
 
@@ -457,6 +465,7 @@ class StepReport:
             "plan": dict(self.plan),
             "scenario": dict(self.scenario),
             "notes": list(self.notes),
+            "printed_notes": list(self.printed_notes),
             "baseline_gpus": self.baseline_gpus,
             "defaults": list(self.defaults),
             "kernel_classes": dict(self.kernel_classes),
@@ -531,4 +540,5 @@ class StepReport:
                 "staleness       "
                 + ", ".join(f"{k}: {v:.2f}" for k, v in sorted(self.staleness.items()))
             )
+        lines.extend(self.printed_notes)
         return "\n".join(lines)

@@ -153,7 +153,7 @@ def plot_gantt(
     ax.set_yticks([len(devs) - 1 - i + 0.5 for i in range(len(devs))])
     ax.set_yticklabels(devs)
     ax.set_xlabel("time (ms)")
-    ax.set_title(title or "pipeline schedule")
+    ax.set_title(title or "pipeline schedule", parse_math=False)
     from matplotlib.patches import Patch
 
     legend = ax.legend(
@@ -188,7 +188,7 @@ def plot_speedup(reports: list[Any], path: str | os.PathLike[str], title: str = 
         ax.annotate(f"{y:.2f}x", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=8)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("speedup vs 1 GPU")
-    ax.set_title(title or "predicted speedup")
+    ax.set_title(title or "predicted speedup", parse_math=False)
     ax.legend()
     ax.grid(alpha=0.3)
     _save(fig, path)

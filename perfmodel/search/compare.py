@@ -81,7 +81,13 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        return describe_plan(self.plan)
+        """The plan as ``predict --plan`` reads it, complete under the scenario's software
+        preset (:func:`~perfmodel.search.plans.describe_plan`)."""
+        from perfmodel.parallel.software import get_preset
+
+        return describe_plan(
+            self.plan, get_preset(str(self.scenario.get("software") or "pytorch-ddp"))
+        )
 
     @property
     def report(self) -> Mapping[str, Any]:
@@ -213,6 +219,12 @@ class SearchResult:
     pruned: Mapping[str, int]
     stages: tuple[StageSummary, ...]
     notes: tuple[str, ...] = field(default=())
+    tokens_per_sample: int | None = None
+    """Tokens per sample of a sequence model (the table then shows tokens/s), else ``None``."""
+    equivalents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Plans folded into a better-ranked one with the same step time and memory, by its label."""
+    hints: tuple[str, ...] = ()
+    """What would help when no plan fits (:func:`oom_hints`)."""
 
     @property
     def best(self) -> Candidate:
@@ -247,6 +259,9 @@ class SearchResult:
             "stages": [s.to_dict() for s in self.stages],
             "elapsed_s": self.elapsed_s,
             "notes": list(self.notes),
+            "tokens_per_sample": self.tokens_per_sample,
+            "equivalents": {k: list(v) for k, v in self.equivalents.items()},
+            "hints": list(self.hints),
             "plans": [
                 {
                     "rank": i + 1,
@@ -264,7 +279,7 @@ class SearchResult:
 
 
 def _scalars(report: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("breakdown", "plan")
+    keep = ("breakdown", "plan", "printed_notes")
     return {
         k: v
         for k, v in report.items()
@@ -277,11 +292,34 @@ def _prune_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {msg[:90]}"
 
 
+#: ``progress(text)``: a one-line status of the running search (stage, plans done, time left).
+Progress = Callable[[str], None]
+
+
+def _time_left(elapsed_s: float, done: int, total: int) -> str:
+    """``"~12 s left"`` from the mean time per plan so far (``""`` before the first plan).
+
+    >>> _time_left(2.0, 4, 10)
+    '~3 s left'
+    """
+    if done <= 0 or total <= done:
+        return ""
+    return f"~{elapsed_s / done * (total - done):.0f} s left"
+
+
 def _evaluate_chunk(
-    evaluator: Evaluator, scenarios: Sequence[Mapping[str, Any]]
+    evaluator: Evaluator,
+    scenarios: Sequence[Mapping[str, Any]],
+    progress: Progress | None = None,
+    stage: str = "screen",
 ) -> list[tuple[Mapping[str, Any] | None, str | None]]:
     res: list[tuple[Mapping[str, Any] | None, str | None]] = []
-    for sc in scenarios:
+    t0 = last = time.perf_counter()
+    n = len(scenarios)
+    for i, sc in enumerate(scenarios):
+        if progress is not None and time.perf_counter() - last > 0.25:
+            last = time.perf_counter()
+            progress(f"{stage} {i}/{n} plans, {_time_left(last - t0, i, n)}".rstrip(", "))
         try:
             res.append((dict(evaluator(sc)), None))
         except PerfModelError as exc:
@@ -290,10 +328,14 @@ def _evaluate_chunk(
 
 
 def _evaluate_all(
-    evaluator: Evaluator, scenarios: Sequence[Mapping[str, Any]], jobs: int
+    evaluator: Evaluator,
+    scenarios: Sequence[Mapping[str, Any]],
+    jobs: int,
+    progress: Progress | None = None,
+    stage: str = "screen",
 ) -> list[tuple[Mapping[str, Any] | None, str | None]]:
     if jobs == 1 or len(scenarios) < 64:
-        return _evaluate_chunk(evaluator, scenarios)
+        return _evaluate_chunk(evaluator, scenarios, progress, stage)
     from joblib import Parallel, delayed
 
     chunk = max(1, len(scenarios) // (4 * jobs))
@@ -369,6 +411,7 @@ def search_plans(
     jobs: int = 1,
     nodes_for: Callable[[int], int] | None = None,
     hard_budget: bool = False,
+    progress: Progress | None = None,
 ) -> SearchResult:
     """Search the plans of ``base`` (a scenario dict) over GPU counts and global batches.
 
@@ -411,8 +454,25 @@ def search_plans(
         Run the later stages in one worker process and stop it when ``budget_s`` runs out, so
         the budget is a wall-time limit even for a plan that takes minutes (the evaluators
         must be picklable; the worker keeps its caches across plans and stages).
+    progress
+        Called with a one-line status (stage, plans done of the stage's, time left) while the
+        search runs (``perfmodel compare``'s progress line).
+
+    Notes
+    -----
+    The search space's ``None`` knobs take the software preset's defaults
+    (:meth:`SearchSpace.for_preset`). A later stage keeps going down the ranking until
+    ``analytic_k``/``confirm_k`` plans that fit have been evaluated (at most three times as
+    many tries, within the budget); a plan it finds out of memory leaves the ranking (counted
+    under ``pruned``), so only plans that fit are ranked (issue 28, item 3). Plans with the
+    same step time and memory as a better-ranked one are collapsed into it
+    (:attr:`SearchResult.equivalents`).
     """
+    from perfmodel.parallel.software import get_preset
+
     obj = Objective.parse(objective) if isinstance(objective, str) else objective
+    preset = get_preset(str(base.get("software") or "pytorch-ddp"), where="software")
+    space = (space or SearchSpace()).for_preset(preset)
     fast = fast_evaluator or analytic_evaluator
     slow = confirm_evaluator or simulated_evaluator
     if shape is None:
@@ -454,7 +514,7 @@ def search_plans(
                 scenarios.append(sc)
                 meta.append((plan, int(g), int(gb)))
     in_process = first_name == "screen"
-    results = _evaluate_all(first, scenarios, 1 if in_process else jobs)
+    results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
     pruned: Counter[str] = Counter()
     feasible: list[Candidate] = []
     for sc, (plan, g, gb), (rep, err) in zip(scenarios, meta, results):
@@ -503,13 +563,26 @@ def search_plans(
         for name, ev, k in later:
             t1 = time.perf_counter()
             head: list[Candidate] = []
+            dropped: set[int] = set()  # out of memory or rejected at this stage
             stopped = None
             prev_name = ranked[0].stage if ranked else first_name
-            for c in ranked[:k]:
+            want = min(k, len(ranked))
+            tries = 0
+            for c in ranked:
+                if len(head) >= k or tries >= 3 * k:
+                    break
+                tries += 1
                 spent = time.perf_counter() - t_budget
+                if progress is not None:
+                    left = (
+                        ""
+                        if budget_s is None
+                        else f", at most {max(budget_s - spent, 0):.0f} s left"
+                    )
+                    progress(f"{name} {len(head)}/{want} plans{left}")
                 if budget_s is not None and spent >= budget_s:
                     stopped = (
-                        f"{name} stage stopped after {len(head)} of {min(k, len(ranked))} plans: "
+                        f"{name} stage stopped after {len(head)} of {want} plans: "
                         f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
                     )
                     break
@@ -520,12 +593,14 @@ def search_plans(
                         rep = dict(ev(c.scenario))
                 except _BudgetExceeded:
                     stopped = (
-                        f"{name} stage stopped after {len(head)} of {min(k, len(ranked))} plans: "
+                        f"{name} stage stopped after {len(head)} of {want} plans: "
                         f"{c.label} was still running when the {budget_s:g} s budget ran out"
                     )
                     break
                 except PerfModelError as exc:
                     notes.append(f"{name} rejected {c.label}: {exc}")
+                    pruned[f"rejected by the {name} stage"] += 1
+                    dropped.add(id(c.scenario))
                     continue
                 except Exception as exc:  # a predictor bug must not lose the earlier stages
                     notes.append(
@@ -533,12 +608,13 @@ def search_plans(
                         f"{type(exc).__name__}: {exc}"
                     )
                     continue
+                if not rep.get("fits_in_memory", True):  # never ranked (issue 28, item 3)
+                    pruned[f"does not fit in memory ({name} stage)"] += 1
+                    dropped.add(id(c.scenario))
+                    continue
                 sc_ = objective_score(
                     rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
                 )
-                if not rep.get("fits_in_memory", True):
-                    notes.append(f"{name} reports {c.label} out of memory")
-                    sc_ = math.inf
                 head.append(c.with_stage(name, rep, sc_))
             tau = pval = math.nan
             top1 = None
@@ -549,7 +625,7 @@ def search_plans(
                 )
             if head:
                 top1 = min(head, key=_rank_key) is head[0]
-            done_ids = {id(c.scenario) for c in head}
+            done_ids = {id(c.scenario) for c in head} | dropped
             ranked = sorted(head, key=_rank_key) + [
                 c for c in ranked if id(c.scenario) not in done_ids
             ]
@@ -559,6 +635,11 @@ def search_plans(
     finally:
         if runner is not None:
             runner.close()
+    ranked, equivalents = _collapse_equal(ranked)
+    if equivalents:
+        pruned["same time and memory as a better-ranked plan"] += sum(
+            map(len, equivalents.values())
+        )
     return SearchResult(
         objective=obj,
         ranked=tuple(ranked),
@@ -567,6 +648,109 @@ def search_plans(
         pruned=dict(pruned),
         stages=tuple(stages),
         notes=tuple(notes),
+        tokens_per_sample=shape.seq_len,
+        equivalents=equivalents,
+        hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
+    )
+
+
+def _collapse_equal(
+    ranked: Sequence[Candidate],
+) -> tuple[list[Candidate], dict[str, tuple[str, ...]]]:
+    """Ranked candidates without repeats: a candidate whose label equals a better-ranked one's,
+    or whose GPUs and batch do and whose step time and memory at its deepest stage equal that
+    one's at the same stage, is folded into it (``{kept label: folded labels}``), so a user
+    sees each distinct result once (issue 28, item 7)."""
+    kept: list[Candidate] = []
+    labels: set[str] = set()
+    by_stage: dict[tuple[Any, ...], Candidate] = {}
+    folded: dict[str, list[str]] = {}
+
+    def sig(c: Candidate, stage: str) -> tuple[Any, ...]:
+        rep = c.reports[stage]
+        return (
+            c.gpus,
+            c.global_batch,
+            stage,
+            rep.get("iteration_time_s"),
+            rep.get("memory_per_gpu_bytes"),
+        )
+
+    for c in ranked:
+        label = c.label
+        if label in labels:
+            continue
+        first = by_stage.get(sig(c, c.stage))
+        if first is not None:
+            folded.setdefault(first.label, []).append(label)
+            continue
+        for stage in c.reports:
+            by_stage.setdefault(sig(c, stage), c)
+        labels.add(label)
+        kept.append(c)
+    return kept, {k: tuple(v) for k, v in folded.items()}
+
+
+def oom_hints(
+    shape: ModelShape,
+    space: SearchSpace,
+    pruned: Mapping[str, int],
+    base: Mapping[str, Any],
+    gpus: Sequence[int],
+) -> tuple[str, ...]:
+    """What would help when no plan is feasible, from what the search did not try: context
+    parallelism for a long sequence (Megatron-Core ``--context-parallel-size``; each rank then
+    holds ``1/cp`` of the sequence's activations), a sharded model state (ZeRO-3/FSDP),
+    recomputation, and more GPUs (issue 28, item 7)."""
+    if not any("memory" in k for k in pruned):
+        return ()
+    out = []
+    if shape.seq_len and shape.seq_len >= 16384 and max(space.cp_degrees) == 1:
+        cps = [c for c in (2, 4, 8, 16) if shape.seq_len % (2 * c) == 0]
+        out.append(
+            f"sequence of {shape.seq_len:,} tokens: try context parallelism "
+            f"(--cp {','.join(map(str, cps))}), each rank then holds 1/cp of its activations"
+        )
+    if 3 not in (space.zero_stages or ()):
+        out.append(
+            "shard the model state over the data-parallel ranks: --zero 3 (or --software fsdp)"
+        )
+    if "full" not in space.recompute:
+        out.append("recompute activations in backward: --recompute full")
+    if space.max_tp is not None or (space.pp_degrees is not None and len(space.pp_degrees) < 2):
+        out.append("allow more model parallelism (--max-tp, --pp)")
+    need = _state_gpus(base)
+    out.append(
+        f"more GPUs: --nodes above {base.get('nodes', 1)} (searched {', '.join(map(str, gpus))} "
+        "GPUs)" + (f"; {need}" if need else "")
+    )
+    return tuple(out)
+
+
+def _state_gpus(base: Mapping[str, Any]) -> str:
+    """``"the model state alone (70.6e9 parameters x 18 B) needs at least 15 of these
+    80.0 GiB GPUs, fully sharded"``: weights, gradients and optimizer state of the training
+    recipe (:meth:`~perfmodel.parallel.recipe.Recipe.model_state_bytes`) over one GPU's
+    memory; ``""`` when it cannot be said."""
+    try:
+        from perfmodel.api import Scenario, resolve
+        from perfmodel.workload import build_model
+
+        sc = Scenario.from_dict(
+            {**{k: v for k, v in base.items() if k != "nodes"}, "gpus": 1, "batch_per_gpu": 1}
+        )
+        r = resolve(sc)
+        params = float(build_model(sc.model, batch_size=1, **dict(sc.model_args)).params)
+    except PerfModelError:
+        return ""
+    if r.recipe is None:
+        return ""
+    per_param = sum(r.recipe.model_state_bytes(1.0, 1))
+    cap = float(r.topology.gpu_spec().memory_bytes)
+    n = math.ceil(params * per_param / cap)
+    return (
+        f"the model state alone ({params:.3g} parameters x {per_param:g} B) needs at least {n} "
+        f"of these {cap / 2**30:.1f} GiB GPUs, fully sharded"
     )
 
 
@@ -590,19 +774,27 @@ def format_table(result: SearchResult, top: int = 10) -> str:
     """Plain-text table of the best plans with their breakdowns (times in s, memory in GiB).
 
     One iteration-time column per stage (``-`` where the stage did not evaluate the plan); the
-    breakdown, memory and MFU come from the deepest stage that evaluated the plan.
+    throughput in tokens/s for a sequence model (samples/s otherwise), the breakdown, memory and
+    MFU (in %, as ``predict`` prints it) come from the deepest stage that evaluated the plan. A
+    label is the plan as ``predict --plan`` reads it. Below the table: plans folded into a row
+    (same time and memory), the notes of the shown plans, and what would help when no plan fits.
     """
     from perfmodel.units import GiB
 
     names = [s.name for s in result.stages]
-    unit = {"throughput": "samples/s", "tta": "TTA s", "cost": "cost/1k smp"}[
-        result.objective.value
-    ]
+    tokens = result.tokens_per_sample
+    unit = {
+        "throughput": "tokens/s" if tokens else "samples/s",
+        "tta": "TTA s",
+        "cost": "cost/1k smp",
+    }[result.objective.value]
     stage_cols = " ".join(f"{n[:9] + ' s':>11}" for n in names)
-    epoch = any(c.report.get("epoch_time_s") is not None for c in result.ranked[:top])
+    shown = result.ranked[:top]
+    width = max([40, *(len(c.label) for c in shown)])
+    epoch = any(c.report.get("epoch_time_s") is not None for c in shown)
     head = (
-        f"{'#':>3} {'plan':<40} {'gpus':>5} {'batch':>6} {stage_cols} {unit:>11} "
-        f"{'compute s':>9} {'comm s':>8} {'bubble s':>8} {'mem GiB':>8} {'MFU':>5}"
+        f"{'#':>3} {'plan':<{width}} {'gpus':>5} {'batch':>6} {stage_cols} {unit:>11} "
+        f"{'compute s':>9} {'comm s':>8} {'bubble s':>8} {'mem GiB':>8} {'MFU %':>6}"
         + (f" {'epoch s':>9}" if epoch else "")
     )
     lines = [head, "-" * len(head)]
@@ -614,7 +806,7 @@ def format_table(result: SearchResult, top: int = 10) -> str:
             else f"{'-':>{width}}"
         )
 
-    for i, c in enumerate(result.ranked[:top], 1):
+    for i, c in enumerate(shown, 1):
         r = c.report
         cols = " ".join(
             num(c.reports[n]["iteration_time_s"], "11.4g", 11) if n in c.reports else f"{'-':>11}"
@@ -622,20 +814,28 @@ def format_table(result: SearchResult, top: int = 10) -> str:
         )
         samples = float(r.get("samples_per_step") or c.global_batch)
         if result.objective is Objective.THROUGHPUT:
-            val = f"{samples / float(r['iteration_time_s']):11.1f}"
+            rate = samples / float(r["iteration_time_s"]) * (tokens or 1)
+            val = f"{rate:11,.0f}" if tokens else f"{rate:11.1f}"
         elif result.objective is Objective.TTA:
             val = f"{c.score:11.1f}"
         else:
             val = f"{c.score * 1000:11.4g}"
         mem = r.get("memory_per_gpu_bytes")
+        mfu = r.get("mfu")
         lines.append(
-            f"{i:>3} {c.label:<40} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
+            f"{i:>3} {c.label:<{width}} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
             f"{num(r.get('compute_time_s'), '9.3g', 9)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
             f"{num(r.get('bubble_time_s'), '8.3g', 8)} "
-            f"{num(None if mem is None else float(mem) / GiB, '8.1f', 8)} {num(r.get('mfu'), '5.2f', 5)}"
+            f"{num(None if mem is None else float(mem) / GiB, '8.1f', 8)} "
+            f"{num(None if mfu is None else 100 * float(mfu), '6.1f', 6)}"
             + (f" {num(r.get('epoch_time_s'), '9.1f', 9)}" if epoch else "")
         )
     lines.append("")
+    rank = {c.label: i for i, c in enumerate(shown, 1)}
+    for label, others in result.equivalents.items():
+        if label in rank:
+            lines.append(f"same time and memory as #{rank[label]}: {', '.join(others)}")
+    lines.extend(_notes_of(shown))
     lines.extend(_why_best_line(result))
     lines.append(
         f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
@@ -663,4 +863,19 @@ def format_table(result: SearchResult, top: int = 10) -> str:
         if st.stopped:
             lines.append(st.stopped)
     lines.extend(result.notes)
+    if result.hints:
+        lines.append("no plan fits in GPU memory; what would help:")
+        lines.extend(f"  - {h}" for h in result.hints)
     return "\n".join(lines)
+
+
+def _notes_of(shown: Sequence[Candidate]) -> list[str]:
+    """The printed notes of the shown plans' reports (``printed_notes``): a note every shown
+    plan has, once; the best plan's other notes prefixed ``#1:``."""
+    if not shown:
+        return []
+    common = set(shown[0].report.get("printed_notes") or ())
+    for c in shown[1:]:
+        common &= set(c.report.get("printed_notes") or ())
+    best = list(shown[0].report.get("printed_notes") or ())
+    return [n if n in common else f"#1: {n}" for n in best]

@@ -125,12 +125,39 @@ class ModelShape:
         )
 
 
+#: ZeRO stages searched when a preset runs no sharding of its own (``zero`` 0 or 1, not FSDP):
+#: none, and ZeRO-1 (PyTorch ``ZeroRedundancyOptimizer``, Megatron's distributed optimizer,
+#: DeepSpeed stage 1).
+UNSHARDED_ZERO_STAGES: tuple[int, ...] = (0, 1)
+
+
+def preset_zero_stages(preset: Any) -> tuple[int, ...]:
+    """The ZeRO stages a software preset's plan search tries by default (issue 28, item 2).
+
+    A preset that shards by default searches its own stage only: ``fsdp``/``torchtitan``
+    (FSDP full sharding, ZeRO-3; a ZeRO-1 plan is not an FSDP plan) and ``deepspeed-zero2``/
+    ``-zero3``. The others (DDP, Megatron, Megatron-Core's distributed optimizer, DeepSpeed
+    stage 1) search :data:`UNSHARDED_ZERO_STAGES`, their own stage first. ``--zero`` widens it.
+
+    >>> from perfmodel.parallel.software import get_preset
+    >>> [preset_zero_stages(get_preset(n)) for n in ("fsdp", "deepspeed-zero2", "megatron-core")]
+    [(3,), (2,), (1, 0)]
+    """
+    own = int(preset.zero)
+    if preset.fsdp or own >= 2:
+        return (own,)
+    return (own, *(z for z in UNSHARDED_ZERO_STAGES if z != own))
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """The knobs to vary and their candidate values.
 
     ``None`` for ``tp_degrees``/``pp_degrees`` means every divisor of the GPU count that the model
     admits (``tp`` limited to powers of two, as Megatron-LM and NCCL favour, up to ``max_tp``).
+    ``None`` for ``zero_stages`` and ``sequence_parallel`` means the software preset's
+    (:meth:`for_preset`: :func:`preset_zero_stages`, and sequence parallelism as the preset
+    sets it with ``tp > 1``); without a preset, ZeRO 0 and 1 and no sequence parallelism.
     """
 
     tp_degrees: tuple[int, ...] | None = None
@@ -139,9 +166,9 @@ class SearchSpace:
     microbatch_sizes: tuple[int, ...] = (1, 2, 4, 8)
     schedules: tuple[str, ...] = ("1f1b", "interleaved")
     interleave: tuple[int, ...] = (2,)
-    zero_stages: tuple[int, ...] = (0, 1)
+    zero_stages: tuple[int, ...] | None = None
     recompute: tuple[str, ...] = ("none", "selective", "full")
-    sequence_parallel: tuple[bool, ...] = (False,)
+    sequence_parallel: tuple[bool, ...] | None = None
     learners_per_gpu: tuple[int, ...] = (1,)
     cnn_tensor_parallel: bool = False
     ep_degrees: tuple[int, ...] | None = None
@@ -159,7 +186,7 @@ class SearchSpace:
                     value=vals,
                     where=name,
                 )
-        bad = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
+        bad = [z for z in (self.zero_stages or ()) if z not in (0, 1, 2, 3)]
         if bad:
             raise ConfigError(f"ZeRO stages must be 0-3, got {bad}", value=bad, where="zero_stages")
         for name, what, allowed in (
@@ -171,6 +198,23 @@ class SearchSpace:
                 raise ConfigError(
                     f"unknown {what} {bad}; expected {', '.join(allowed)}", value=bad, where=name
                 )
+
+    def for_preset(self, preset: Any) -> SearchSpace:
+        """This space with the preset's defaults where it leaves a knob ``None``: the ZeRO
+        stages of :func:`preset_zero_stages` and the preset's sequence parallelism with
+        ``tp > 1`` (``SoftwarePreset.sequence_parallel_with_tp``: on for Megatron-Core and
+        torchtitan), so a search explores what that framework runs (issue 28, item 2)."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            zero_stages=self.zero_stages
+            if self.zero_stages is not None
+            else preset_zero_stages(preset),
+            sequence_parallel=self.sequence_parallel
+            if self.sequence_parallel is not None
+            else (bool(preset.sequence_parallel_with_tp),),
+        )
 
 
 def divisors(n: int) -> list[int]:
@@ -342,8 +386,8 @@ def _inner_plans(
                 scheds.extend(("interleaved", v) for v in sp.interleave if v > 1)
             else:
                 scheds.append((s, 1))
-    zeros = sp.zero_stages if dp > 1 else (0,)
-    seq_par = sp.sequence_parallel if tp > 1 else (False,)
+    zeros = (sp.zero_stages or UNSHARDED_ZERO_STAGES) if dp > 1 else (0,)
+    seq_par = (sp.sequence_parallel or (False,)) if tp > 1 else (False,)
     for k in learners:
         if global_batch % (dp * k):
             rejected["dp x learners does not divide the global batch"] += 1
@@ -385,12 +429,23 @@ def _inner_plans(
                 }
 
 
-def describe_plan(plan: Mapping[str, Any]) -> str:
-    """Short label such as ``"dp8 tp8 pp16 mb1 1f1b"``.
+def describe_plan(plan: Mapping[str, Any], preset: Any = None) -> str:
+    """Short label such as ``"dp8 tp8 pp16 mb1 1f1b"``: a complete plan, which
+    ``perfmodel predict --plan`` reads back (:func:`perfmodel.parallel.plan.parse_plan_string`).
+
+    Knobs at their plain default are left out (``zero0``, ``rc=none``, no ``sp``); with the
+    ``preset`` the plan runs under, a knob whose preset default differs is always written, so
+    the label with the same ``--software`` reproduces the plan (issue 28, item 1): ``zero0``
+    under a preset that shards (Megatron-Core's distributed optimizer, FSDP, DeepSpeed), and
+    ``nosp`` with ``tp > 1`` under a preset that turns sequence parallelism on.
 
     >>> describe_plan({"dp": 2, "tp": 4, "pp": 2, "microbatch": 1, "schedule": "interleaved",
     ...                "interleave": 2, "zero": 1, "recompute": "full"})
     'dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full'
+    >>> from perfmodel.parallel.software import get_preset
+    >>> describe_plan({"dp": 2, "tp": 8, "pp": 1, "microbatch": 1, "zero": 0,
+    ...                "sequence_parallel": False}, get_preset("megatron-core"))
+    'dp2 tp8 pp1 mb1 zero0 nosp'
     """
     parts = [f"dp{plan.get('dp')}", f"tp{plan.get('tp', 1)}", f"pp{plan.get('pp', 1)}"]
     if plan.get("cp", 1) > 1:
@@ -402,12 +457,20 @@ def describe_plan(plan: Mapping[str, Any]) -> str:
     if plan.get("pp", 1) > 1:
         sched = plan.get("schedule", "1f1b")
         parts.append(f"{sched}(v={plan.get('interleave', 1)})" if sched == "interleaved" else sched)
-    if plan.get("zero"):
-        parts.append(f"zero{plan['zero']}")
+    zero = int(plan.get("zero") or 0)
+    if zero or (preset is not None and int(preset.zero) != 0):
+        parts.append(f"zero{zero}")
     if plan.get("recompute", "none") != "none":
         parts.append(f"rc={plan['recompute']}")
     if plan.get("sequence_parallel"):
         parts.append("sp")
+    elif (
+        preset is not None
+        and preset.sequence_parallel_with_tp
+        and int(plan.get("tp", 1)) > 1
+        and plan.get("sequence_parallel") is not None
+    ):
+        parts.append("nosp")
     if plan.get("learners_per_gpu", 1) > 1:
         parts.append(f"learners={plan['learners_per_gpu']}")
     return " ".join(parts)
@@ -429,8 +492,16 @@ PLAN_KEYS: tuple[str, ...] = (
 )
 
 
-def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> ``(1, 2, 4)`` with a :class:`ConfigError` naming the flag on bad input."""
+def parse_int_list(
+    text: str | Sequence[int], *, where: str, maximum: int | None = None
+) -> tuple[int, ...]:
+    """``"1,2,4"`` -> ``(1, 2, 4)`` with a :class:`ConfigError` naming the flag on bad input
+    (not an integer, below 1, above ``maximum``, or more than 19 digits: refused before
+    ``int()`` converts it).
+
+    >>> parse_int_list("1, 2,4", where="--gpus")
+    (1, 2, 4)
+    """
     if not isinstance(text, str):
         return tuple(int(v) for v in text)
     out = []
@@ -438,6 +509,12 @@ def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
         item = item.strip()
         if not item:
             continue
+        if len(item.lstrip("+-")) > 19:
+            raise ConfigError(
+                f"{where}: {item[:24]}... ({len(item)} digits) is not a count perfmodel reads",
+                value=item[:24],
+                where=where,
+            )
         try:
             v = int(item)
         except ValueError as exc:
@@ -446,6 +523,8 @@ def parse_int_list(text: str | Sequence[int], *, where: str) -> tuple[int, ...]:
             ) from exc
         if v < 1:
             raise ConfigError(f"{where}: {v} must be positive", value=v, where=where)
+        if maximum is not None and v > maximum:
+            raise ConfigError(f"{where}: {v} is above {maximum}", value=v, where=where)
         out.append(v)
     if not out:
         raise ConfigError(f"{where}: empty list", value=text, where=where)

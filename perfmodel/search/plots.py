@@ -111,7 +111,7 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
     ax2.set_title("throughput vs memory")
     ax2.legend(fontsize=7)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)
     _save(fig, path)
 
 
@@ -129,7 +129,8 @@ def plot_whatif(
     gmax = 1
     for name, pts in result.series().items():
         pts = sorted(pts, key=lambda p: p.gpus)
-        ax1.plot([p.gpus for p in pts], [p.speedup for p in pts], marker="o", label=name)
+        speedups = [math.nan if p.speedup is None else p.speedup for p in pts]  # no fit: a gap
+        ax1.plot([p.gpus for p in pts], speedups, marker="o", label=name)
         gmax = max(gmax, *(p.gpus for p in pts))
         if any(p.cost_per_run is not None for p in pts):
             ax2.plot([p.gpus for p in pts], [p.cost_per_run for p in pts], marker="o", label=name)
@@ -177,7 +178,7 @@ def plot_whatif(
     ax2.set_title(panel, fontsize=8)
     second = "cost per run" if has_cost else "epoch time" if has_epoch else "throughput"
     suptitle = f"{title + ': ' if title else ''}speedup and {second} per system"
-    fig.suptitle(suptitle)
+    fig.suptitle(suptitle, parse_math=False)
     fig.canvas.draw()
     xt = [t.get_text() for t in ax1.get_xticklabels()]
     _save(fig, path)
@@ -249,5 +250,5 @@ def plot_tta(
         ax2.set_title("S(B) x predicted step time", fontsize=9)
         ax2.legend(fontsize=7)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)
     _save(fig, path)

@@ -33,9 +33,16 @@ component models, but evaluates one representative rank per pipeline stage in cl
   Megatron-LM), else overlapped with the last micro-batch's backward (bucketed DDP,
   Li et al. VLDB 2020).
 - **optimizer**: ``ComputeModel.optimizer_time`` of the rank's parameters (sharded by ZeRO).
-- **memory**: :func:`perfmodel.workload.memory.memory_breakdown` of the first stage's layers,
-  with ``min(pp, m)`` micro-batches in flight for 1F1B, ``m`` for GPipe and
-  ``pp (1 + (pp - 1) / (pp v))`` for the interleaved schedule (Narayanan et al. SC21).
+- **memory**: the larger of the first stage (embedding) and, with pipelining, the last stage
+  (head and loss over the vocabulary); model state by the plan's training recipe
+  (``Recipe.model_state_bytes``, the one accounting ``predict`` uses), activations and
+  workspace by :func:`perfmodel.workload.memory.memory_breakdown` for the stage's peak
+  in-flight micro-batches (:func:`perfmodel.parallel.schedule.stage_peak_in_flight`, as the
+  lowering counts them; Narayanan et al. SC21), full recomputation as
+  :func:`~perfmodel.workload.memory.full_recompute_bytes`, gradient-bucket buffers when
+  gradients are reduced (issue 28, item 3: the screen's own per-parameter sum was 2 B/param
+  short for Megatron bf16 and missed the last stage, so plans ``predict`` finds out of memory
+  were ranked).
 
 What it leaves out (the analytic and simulated fidelities have it): contention between
 concurrent groups on shared links, uneven stage partitioning beyond the first/last stage,
@@ -49,7 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, repeat
+from itertools import chain, pairwise, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -70,6 +77,7 @@ class _StageCosts:
     stage_workload: Any  # the workload with the first stage's layers (memory_breakdown's input)
     model_flop_per_microbatch: float
     host_s: float = 0.0  # eager host issue of one micro-batch of the stage's kernels
+    last_workload: Any = None  # the last stage's layers (head and loss), with pipelining
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,20 @@ class _Parts:
     flop: float
 
 
+def _last_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
+    """The last stage's layers: the blocks ``keep`` (the model's last ones) and every layer
+    after them (final norm, LM head, loss); a slice of the workload's layers when they are its
+    tail (a stack's copies stay unmade), else the tuple of them."""
+    kept = set(keep)
+    lo = min(pt.spans[b][0] for b in kept)
+    spans = sorted(pt.spans[b] for b in kept)
+    contiguous = all(a[1] == b[0] and a[1] - a[0] == a[2] for a, b in pairwise(spans))
+    others_before = all(hi <= lo for b, (_, hi, _) in pt.spans.items() if b not in kept)
+    if contiguous and others_before and spans[-1][1] - spans[-1][0] == spans[-1][2]:
+        return pt.all_layers[lo:]  # read from the spans: no layer (no copy) is made
+    return tuple(la for la in pt.all_layers[lo:] if la.block is None or la.block in kept)
+
+
 def _first_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
     """The first stage's layers: those before the blocks, then the layers of the blocks
     ``keep``, in order. When they are the model's first layers (the kept blocks fill the
@@ -105,6 +127,54 @@ def _first_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
             return pt.pre_layers + tuple(la for la in pt.all_layers if la.block in kept)
         end = hi
     return pt.all_layers[:end]
+
+
+def recipe_memory(
+    workload: Any,
+    recipe: Any,
+    *,
+    optimizer: Any,
+    recompute: str = "none",
+    in_flight: float = 1.0,
+    replicas: int = 1,
+) -> Any:
+    """Memory of one GPU running ``workload`` (a whole model or one pipeline stage's layers)
+    under a training recipe, the accounting of ``predict``
+    (:func:`perfmodel.parallel.lowering.stage_memory`) for one chunk.
+
+    Model state by the recipe (:meth:`~perfmodel.parallel.recipe.Recipe.model_state_bytes` over
+    the ``replicas`` ranks that hold the same weights, ``dp x cp``): Megatron bf16 keeps FP32
+    gradients, 18 B/param with Adam, and DDP under autocast FP32 weights and gradients, where
+    ZeRO's generic mixed-precision sum (:func:`perfmodel.workload.memory.memory_breakdown`) says
+    16 with a 16-bit copy. Activations and workspace by ``memory_breakdown`` for ``in_flight``
+    micro-batches (full recomputation: their block inputs and one recompute working set,
+    :func:`~perfmodel.workload.memory.full_recompute_bytes`), plus the gradient buckets' buffers
+    when gradients are reduced; fragmentation over the sum (issue 28: the screen, ``model
+    maxbatch`` and ``predict`` split memory one way).
+    """
+    from perfmodel.workload.memory import (
+        FRAGMENTATION,
+        MemoryBreakdown,
+        full_recompute_bytes,
+        memory_breakdown,
+    )
+
+    generic = memory_breakdown(workload, optimizer=optimizer, recompute=recompute)
+    base_state = generic.weights_bytes + generic.gradients_bytes + generic.optimizer_bytes
+    # the workspace before fragmentation (memory_breakdown adds FRAGMENTATION x the sum)
+    ws = (generic.workspace_bytes - FRAGMENTATION * (base_state + generic.activations_bytes)) / (
+        1.0 + FRAGMENTATION
+    )
+    weights, grads, state = recipe.model_state_bytes(float(workload.params), replicas)
+    weights += workload.buffers * 4.0
+    buffers = float(recipe.bucket_bytes or 0.0) if replicas > 1 else 0.0
+    if recompute == "full":  # as stage_memory: in-flight block inputs + one working set
+        kept, work = full_recompute_bytes(workload.layers, workload.precision)
+        acts = in_flight * kept + work
+    else:
+        acts = in_flight * generic.activations_bytes
+    ws += FRAGMENTATION * (weights + grads + state + acts + ws + buffers)
+    return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
 
 
 class PlanScreen:
@@ -151,6 +221,7 @@ class PlanScreen:
         self._stage_cache: dict[tuple[int, int, int, str, bool, int, int], _StageCosts] = {}
         self._parts_cache: dict[tuple[int, int, str, bool, int, int], _Parts] = {}
         self._results: dict[str, dict[str, Any]] = {}
+        self._recipes: dict[tuple[int, int, int, int, int], Any] = {}
         self._ring_paths: dict[int, tuple[float, float]] = {}
         one = self._topology(1)
         self.gpus_per_node = one.gpus_per_node
@@ -429,9 +500,59 @@ class PlanScreen:
         if pp == 1:
             stage_params = pt.params
         # one object per stage shape: memory_breakdown memoises its sums on the workload object
-        stage_wl = replace(self._workload(mb, tp, sp, ep, cp), layers=first_layers)
+        wl = self._workload(mb, tp, sp, ep, cp)
+        stage_wl = replace(wl, layers=first_layers)
+        last_wl = None
+        if pp > 1:  # the head and the loss over the vocabulary live on the last stage
+            last_wl = replace(
+                wl, layers=_last_stage(pt, blocks[-max(1, round(per_stage_blocks)) :])
+            )
         return _StageCosts(
-            f, b, c, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop, stage_host
+            f, b, c, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop, stage_host, last_wl
+        )
+
+    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int) -> Any:
+        """The training recipe ``predict`` builds for this plan (:func:`perfmodel.api.resolve`:
+        ZeRO-3 under an FSDP preset is FSDP), cached per plan shape."""
+        key = (zero, dp, cp, tp, pp)
+        hit = self._recipes.get(key)
+        if hit is None:
+            from perfmodel.parallel.plan import ParallelismPlan
+            from perfmodel.parallel.recipe import build_recipe
+
+            fsdp = self.preset.fsdp and zero == 3
+            plan = ParallelismPlan(dp=dp, tp=tp, pp=pp, cp=cp, zero=0 if fsdp else zero, fsdp=fsdp)
+            hit = self._recipes[key] = build_recipe(
+                self.preset, self.precision, self.optimizer, plan
+            )
+        return hit
+
+    @staticmethod
+    def _in_flight(schedule: str, pp: int, m: int, stage: int, v: int) -> float:
+        """Micro-batches whose activations one stage holds at its peak, in whole-stage units:
+        :func:`perfmodel.parallel.schedule.stage_peak_in_flight` (what ``predict``'s lowering
+        reads), its (micro-batch, chunk) sets divided by the ``v`` chunks of the interleaved
+        schedule."""
+        from perfmodel.parallel.plan import PipelineSchedule
+        from perfmodel.parallel.schedule import stage_peak_in_flight
+
+        if pp == 1:
+            return 1.0
+        sched = PipelineSchedule.parse(schedule)
+        v = v if sched is PipelineSchedule.INTERLEAVED else 1
+        return stage_peak_in_flight(sched, pp, m, stage, v) / v
+
+    def _memory(
+        self, workload: Any, recompute: str, in_flight: float, rc: Any, replicas: int
+    ) -> Any:
+        """:func:`recipe_memory` of one pipeline stage's ``workload``."""
+        return recipe_memory(
+            workload,
+            rc,
+            optimizer=self.optimizer,
+            recompute=recompute,
+            in_flight=in_flight,
+            replicas=replicas,
         )
 
     # -------------------------------------------------------------- evaluate
@@ -446,7 +567,6 @@ class PlanScreen:
 
     def _evaluate(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
         from perfmodel.parallel.plan import PipelineSchedule, Recompute
-        from perfmodel.workload.memory import memory_breakdown
 
         sc = {**self.base, **scenario}
         gpus = int(sc["gpus"])
@@ -485,6 +605,7 @@ class PlanScreen:
         recompute = Recompute.parse(sc.get("recompute") or "none").value
         sp = bool(sc.get("sequence_parallel"))
         zero = int(sc.get("zero") or 0)
+        rc = self._plan_recipe(zero, dp, cp, tp, pp)
         st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp)
         t_mb = st.fwd_s + st.bwd_s + st.tp_comm_s
         compute = m * (st.fwd_s + st.bwd_s)
@@ -510,19 +631,13 @@ class PlanScreen:
         # the slowest GPU paces the synchronous step, as predict charges it
         wait = straggler_wait_s(compute, gpus)
         t += wait
-        if schedule == "gpipe":
-            in_flight = m
-        elif schedule == "interleaved" and v > 1:
-            in_flight = math.ceil(pp * (1 + (pp - 1) / (pp * v)))
-        else:
-            in_flight = min(pp, m) if pp > 1 else 1
-        mem = memory_breakdown(
-            st.stage_workload,
-            optimizer=self.optimizer,
-            recompute=recompute,
-            in_flight_microbatches=max(1, in_flight),
-            zero_stage=zero,
-            dp=dp * cp,
+        mem = max(
+            (
+                self._memory(wl, recompute, self._in_flight(schedule, pp, m, stage, v), rc, dp * cp)
+                for wl, stage in ((st.stage_workload, 0), (st.last_workload, pp - 1))
+                if wl is not None
+            ),
+            key=attrgetter("total_bytes"),
         )
         model_flops = st.model_flop_per_microbatch * m * dp * cp * k / t / gpus
         return {

@@ -71,6 +71,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "fits_in_memory",
     "model_flops_per_gpu_per_s",
     "mfu",
+    "printed_notes",  # the notes every view prints (a JSON list in a CSV cell; issue 28)
 )
 _META_COLUMNS = ("key", "status", "error_type", "error", "elapsed_s")
 

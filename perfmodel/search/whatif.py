@@ -27,7 +27,10 @@ from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
 
-_INT_KEYS = {"nics_per_node", "nodes", "gpus_per_node"}
+_INT_KEYS = {"nics_per_node", "gpus_per_node"}
+#: Keys the what-if sets per point (``nodes = ceil(gpus / gpus_per_node)``): refused in an option
+#: (``dgx1-v100:nodes=0`` was accepted and ignored; issue 28, item 11).
+_PER_POINT_KEYS = {"nodes", "gpus"}
 _FLOAT_KEYS = {"oversubscription"}
 
 
@@ -57,12 +60,31 @@ class SystemOption:
                 )
             k, v = (s.strip() for s in item.split("=", 1))
             k = k.replace("-", "_")
+            if k in _PER_POINT_KEYS:
+                raise ConfigError(
+                    f"{where}: {k}={v!r} in {text!r}: the what-if sets {k} for every GPU count "
+                    "of --gpus (servers = ceil(GPUs / GPUs per server)); give --gpus instead",
+                    value=item,
+                    where=where,
+                )
             try:
                 over[k] = int(v) if k in _INT_KEYS else float(v) if k in _FLOAT_KEYS else v
             except ValueError as exc:
                 raise ConfigError(
                     f"{where}: {k}={v!r} is not a number", value=v, where=where
                 ) from exc
+            if k in _INT_KEYS and over[k] < 1:
+                raise ConfigError(
+                    f"{where}: {k}={v!r} in {text!r} must be a positive integer",
+                    value=v,
+                    where=where,
+                )
+            if k in _FLOAT_KEYS and not (math.isfinite(over[k]) and over[k] >= 1):
+                raise ConfigError(
+                    f"{where}: {k}={v!r} in {text!r} must be a finite number >= 1",
+                    value=v,
+                    where=where,
+                )
         return cls(label=str(text).strip(), system=parts[0], overrides=over)
 
 
@@ -109,8 +131,8 @@ class WhatIfPoint:
     nodes: int
     iteration_time_s: float
     throughput_samples_per_s: float
-    speedup: float
-    scaling_efficiency: float
+    speedup: float | None
+    scaling_efficiency: float | None
     fits_in_memory: bool
     epoch_time_s: float | None
     run_time_s: float | None
@@ -118,9 +140,13 @@ class WhatIfPoint:
     cost_per_epoch: float | None
     cost_per_run: float | None
     meets_deadline: bool | None
+    notes: tuple[str, ...] = ()
+    """The report's printed notes (:attr:`perfmodel.report.step.StepReport.printed_notes`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["notes"] = list(self.notes)
+        return d
 
 
 @dataclass(frozen=True)
@@ -224,7 +250,10 @@ def hardware_whatif(
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
             tput = float(rep["throughput_samples_per_s"])
-            speedup = tput / ref_tput
+            fits = bool(rep.get("fits_in_memory", True))
+            # a run that does not fit, or a 1-GPU reference that does not, has no speedup
+            ref_fits = bool(ref.get("fits_in_memory", True))
+            speedup = tput / ref_tput if (fits and ref_fits) else None
             if n_samples:
                 epoch_s: float | None = float(n_samples) / tput
             else:
@@ -245,14 +274,15 @@ def hardware_whatif(
                     iteration_time_s=float(rep["iteration_time_s"]),
                     throughput_samples_per_s=tput,
                     speedup=speedup,
-                    scaling_efficiency=speedup / int(g),
-                    fits_in_memory=bool(rep.get("fits_in_memory", True)),
+                    scaling_efficiency=None if speedup is None else speedup / int(g),
+                    fits_in_memory=fits,
                     epoch_time_s=epoch_s,
                     run_time_s=run_s,
                     price_per_gpu_hour=price.price_per_gpu_hour if price else None,
                     cost_per_epoch=c_epoch,
                     cost_per_run=c_run,
                     meets_deadline=meets,
+                    notes=tuple(rep.get("printed_notes") or ()),
                 )
             )
     usable = [p for p in points if p.fits_in_memory]
@@ -308,12 +338,19 @@ def format_whatif(result: WhatIfResult) -> str:
         oom = "" if p.fits_in_memory else "  (out of memory)"
         lines.append(
             f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
-            f"{p.throughput_samples_per_s:11.1f} {p.speedup:8.2f} {p.scaling_efficiency:5.2f} "
+            f"{p.throughput_samples_per_s:11.1f} {f(p.speedup, '8.2f'):>8} "
+            f"{f(p.scaling_efficiency, '5.2f'):>5} "
             f"{f(p.epoch_time_s and p.epoch_time_s / 3600, '8.3f'):>8} "
             f"{f(p.run_time_s and p.run_time_s / 3600, '8.2f'):>8} "
             f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} {dl:>8}{oom}"
         )
     for k, v in result.failures.items():
         lines.append(f"failed {k}: {v}")
+    notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
+    for p in result.points:
+        for n in p.notes:
+            notes.setdefault((p.system, n), []).append(p.gpus)
+    for (system, n), counts in notes.items():
+        lines.append(f"{system} x{'/'.join(map(str, counts))}: {n}")
     lines.append(result.verdict)
     return "\n".join(lines)

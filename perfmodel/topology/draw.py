@@ -302,7 +302,11 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
         title="links (width ~ sqrt of effective bandwidth per direction)",
         title_fontsize=8,
     )
-    ax.set_title(title or f"{topo.name}: {topo.num_gpus}x {topo.gpu_spec().name}", fontsize=11)
+    ax.set_title(
+        title or f"{topo.name}: {topo.num_gpus}x {topo.gpu_spec().name}",
+        fontsize=11,
+        parse_math=False,  # user text: a "$" is a dollar sign (mathtext raised on "$x^")
+    )
     ax.set_xlim(min(xs) - 1.5, max(xs) + 1.5)
     ax.set_ylim(min(ys) - 1.6, max(ys) + 1.6)
     ax.axis("off")

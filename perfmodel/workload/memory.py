@@ -36,7 +36,7 @@ three recomputation settings (Korthikanti et al. 2022):
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from operator import attrgetter
 
@@ -480,6 +480,7 @@ def max_batch_size(
     sequence_parallel: bool = False,
     memory_fraction: float = 1.0,
     limit: int = 1 << 20,
+    memory: Callable[[Workload], MemoryBreakdown] | None = None,
     **model_args: object,
 ) -> MaxBatchResult:
     """Largest per-GPU micro-batch of zoo model ``model`` whose memory fits on ``gpu``.
@@ -498,6 +499,10 @@ def max_batch_size(
         the CUDA context, library workspace and fragmentation).
     limit
         Largest batch tried.
+    memory
+        The memory of one workload (default :func:`memory_breakdown` with ``optimizer`` and
+        ``recompute``); ``perfmodel model maxbatch`` passes the training recipe's accounting,
+        the one ``predict`` uses.
 
     Examples
     --------
@@ -526,6 +531,8 @@ def max_batch_size(
             sequence_parallel=sequence_parallel,
             **model_args,
         )
+        if memory is not None:
+            return memory(w)
         return memory_breakdown(w, optimizer=optimizer, recompute=recompute)
 
     first = at(1)

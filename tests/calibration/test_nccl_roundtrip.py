@@ -87,8 +87,10 @@ def test_cli_profile_improves_the_shipped_fixture(tmp_path, capsys):
     capsys.readouterr()
 
     def large_error(extra):
-        assert main(["comm", "--compare", str(log), "--json", *extra]) == 0
-        rows = json.loads(capsys.readouterr().out)["rows"]
+        rc = main(["comm", "--compare", str(log), "--json", *extra])
+        doc = json.loads(capsys.readouterr().out)
+        assert rc == doc["exit_status"] and rc in (0, 3)  # healthy or degraded
+        rows = doc["rows"]
         return statistics.median(
             abs(r["time_error_pct"]) for r in rows if r["size_bytes"] >= 64 * 2**20
         )

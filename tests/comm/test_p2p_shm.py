@@ -105,7 +105,8 @@ def test_cli_comm_and_predict_say_host_memory(capsys):
         "analytic",
     ]
     assert main(args) == 0
-    assert "GPUs communicate through host memory" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "all 28 GPU pairs (gpu0-gpu1" in out and "talk through host memory" in out
 
 
 def test_denied_pairs_take_the_host_memory_detour():

@@ -337,7 +337,8 @@ def test_a_predictor_bug_in_a_later_stage_is_a_note_not_a_crash() -> None:
 
     res = toy_search(8, 64, confirm_k=2, confirm_evaluator=buggy)
     assert res.stages[-1].evaluated == 0
-    assert sum("FAILED" in n and "NameError" in n for n in res.notes) == 2
+    # the stage goes down the ranking for plans that run, at most 3 x confirm_k tries
+    assert sum("FAILED" in n and "NameError" in n for n in res.notes) == 6
     assert res.ranked and res.ranked[0].stage == "analytic"
 
 

@@ -34,10 +34,21 @@ def test_screen_makes_no_copy_of_the_stack() -> None:
     """6 blocks (blocks 0 and 1 built, 4 copies of block 1): first stages of 6, 2 and 1
     blocks hold 4 or no whole copies, so none is made (before, every one of the 4 x 12 was)."""
     screen = PlanScreen(BASE)
-    for tp, pp in ((1, 1), (2, 1), (1, 6), (2, 3), (1, 3)):  # pp 2: see the next test
+    for tp, pp in ((1, 1), (2, 1), (2, 3), (1, 3)):  # pp 2: see the next test
         for rc in ("none", "full"):
             screen(_plan(tp, pp, rc))
     assert _made(screen) == 0
+
+
+def test_a_last_stage_of_one_copy_makes_that_copy_only() -> None:
+    """pp 6: the last stage (whose memory the screen takes too, with the LM head and loss;
+    issue 28) is the stack's last copy and the layers after it: that one copy is made once,
+    whatever the recomputation."""
+    screen = PlanScreen(BASE)
+    for rc in ("none", "full"):
+        screen(_plan(1, 6, rc))
+    template = whole_copies(screen._workload(1, 1, False).layers)[1]  # type: ignore[index]
+    assert _made(screen) == len(template)
 
 
 def test_a_stage_with_one_whole_copy_makes_only_that_copy() -> None:

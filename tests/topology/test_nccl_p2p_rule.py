@@ -185,7 +185,8 @@ def test_cli_predict_names_the_rule(capsys):
     args = ["predict", "--model", "resnet50", "--system", "pcie-8xtitanx", "--batch-per-gpu", "32"]
     assert main([*args, "--fidelity", "analytic", "--nccl", "2.0"]) == 0
     out = capsys.readouterr().out
-    assert "GPUs communicate through host memory" in out and "NCCL 2.0's P2P level PHB" in out
+    assert "GPU pairs" in out and "talk through host memory" in out
+    assert "NCCL 2.0's P2P level PHB" in out
 
 
 def test_cli_topo_show_names_the_rule(capsys):

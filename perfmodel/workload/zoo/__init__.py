@@ -450,6 +450,12 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
             if text.lower() in ("false", "0", "no", "off"):
                 return False
             raise ConfigError(f"model arg {key}={value!r} is not a boolean", value=value, where=key)
+        if "," in text and isinstance(default, int) and not isinstance(default, bool):
+            raise ConfigError(
+                f"model arg {key}={text!r}: expected an integer, not a list",
+                value=value,
+                where=key,
+            )
         if key == "widths" or "," in text:
             try:
                 return [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
@@ -476,6 +482,13 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, (list, tuple)):
+        if isinstance(default, int | str) and not isinstance(default, bool):
+            kind = "an integer" if isinstance(default, int) else "one value"
+            raise ConfigError(
+                f"model arg {key}={','.join(map(str, value))}: expected {kind}, not a list",
+                value=value,
+                where=key,
+            )
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise ConfigError(
                 f"model arg {key}={value!r}: expected a list of integers", value=value, where=key
