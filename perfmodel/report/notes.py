@@ -22,13 +22,17 @@ if TYPE_CHECKING:
 #: Beginnings of the notes every view prints (the rest describe the lowering, in ``--json``):
 #: the host-memory and NCCL P2P notes (``note:``), the input pipeline
 #: (:mod:`perfmodel.host.input_pipeline`), expert / context parallelism and mixture-of-experts
-#: accounting (:mod:`perfmodel.parallel.lower_pipeline`).
+#: accounting (:mod:`perfmodel.parallel.lower_pipeline`), and the hardware itself: a
+#: datasheet-only GPU (``hardware:``) and a cloud instance's transport and price (``cloud:``,
+#: :func:`perfmodel.api.hardware_notes`).
 PRINTED_PREFIXES: tuple[str, ...] = (
     "note:",
     "input pipeline",
     "expert parallel",
     "context parallel",
     "mixture of experts",
+    "hardware:",
+    "cloud:",
 )
 
 
