@@ -134,6 +134,7 @@ def register(subparsers: Any) -> None:
         type=ty.positive_float("--price-per-gpu-hour"),
         help="price of one GPU-hour (your currency): with --tokens, prints the cost",
     )
+    add_run_args(p)
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument(
@@ -412,8 +413,10 @@ def run(args: argparse.Namespace) -> int:
                 f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
             )
         return 0
+    run_opts = run_options(args)
     report = predict(sc)
     budget = None if args.tokens is None else report.token_budget(args.tokens, pricing)
+    estimate = None if budget is None else training_run(sc, report, args, pricing, run_opts)
     if args.trace and report.timeline is not None:
         write_chrome_trace(report.timeline, args.trace)
     if args.gantt and report.timeline is not None:
@@ -431,6 +434,8 @@ def run(args: argparse.Namespace) -> int:
         out = report.to_dict()
         if budget is not None:
             out["token_budget"] = budget.to_dict()
+        if estimate is not None:
+            out["training_run"] = estimate.to_dict()
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         json.dump(out, sys.stdout, indent=2, default=str)
@@ -451,6 +456,8 @@ def run(args: argparse.Namespace) -> int:
                 print("\n".join(report.format_kernel_classes()))
         if budget is not None:
             print("\n".join(budget.format_lines()))
+        if estimate is not None:
+            print("\n".join(estimate.format_lines()))
         if args.trace:
             print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
         if args.gantt:
@@ -466,3 +473,123 @@ def run(args: argparse.Namespace) -> int:
                 f"{names} (one per simulated rank)"
             )
     return 0
+
+
+# ------------------------------------------------------------------ token budget: what it costs
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """Flags of a token budget's failures, checkpoints and restarts (``--tokens``;
+    :mod:`perfmodel.report.goodput`, docs/predict.md "Goodput")."""
+    g = p.add_argument_group(
+        "token budget: failures, checkpoints, energy (with --tokens; docs/predict.md 'Goodput')"
+    )
+    g.add_argument(
+        "--mtbf-gpu-hours",
+        type=ty.positive_float("--mtbf-gpu-hours"),
+        help="mean GPU-hours between interruptions charged per GPU (default 79,230: Llama 3 "
+        "405B, Table 5 GPU rows)",
+    )
+    g.add_argument(
+        "--mtbf-node-hours",
+        type=ty.positive_float("--mtbf-node-hours"),
+        help="mean host-hours between interruptions charged per host (default 17,578: Llama 3 "
+        "405B, Table 5 other rows)",
+    )
+    g.add_argument(
+        "--storage-write-GBps",
+        type=ty.positive_float("--storage-write-GBps"),
+        help="aggregate checkpoint write bandwidth, GB/s (default: DGX SuperPOD 'Better', 4 GB/s "
+        "per 8 GPUs up to 20 GB/s per 256 GPUs)",
+    )
+    g.add_argument(
+        "--storage-read-GBps",
+        type=ty.positive_float("--storage-read-GBps"),
+        help="aggregate checkpoint read bandwidth, GB/s (default: 8 GB/s per 8 GPUs up to 40 "
+        "GB/s per 256 GPUs)",
+    )
+    g.add_argument(
+        "--checkpoint-save-s",
+        type=ty.positive_float("--checkpoint-save-s"),
+        help="seconds a checkpoint save blocks training (an asynchronous save; default: "
+        "checkpoint bytes / write bandwidth)",
+    )
+    g.add_argument(
+        "--checkpoint-interval-s",
+        type=ty.positive_float("--checkpoint-interval-s"),
+        help="your compute seconds between checkpoints (default: Daly's optimum)",
+    )
+    g.add_argument(
+        "--restart-s",
+        type=ty.nonneg_float("--restart-s"),
+        help="relaunch seconds of a restart before the checkpoint is read (default 600, an "
+        "estimate)",
+    )
+
+
+_RUN_FLAGS = (
+    "mtbf_gpu_hours",
+    "mtbf_node_hours",
+    "storage_write_GBps",
+    "storage_read_GBps",
+    "checkpoint_save_s",
+    "checkpoint_interval_s",
+    "restart_s",
+)
+
+
+def run_options(args: argparse.Namespace) -> tuple[Any, Any, float | None]:
+    """``(Reliability, Storage, checkpoint interval or None)`` from the flags of
+    :func:`add_run_args`; a flag given without ``--tokens`` is refused (it would do nothing)."""
+    from perfmodel.report.goodput import RESTART_OVERHEAD_S, Reliability, Storage
+
+    given = [f for f in _RUN_FLAGS if getattr(args, f, None) is not None]
+    if given and getattr(args, "tokens", None) is None:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(
+            f"{flag} needs --tokens (the budget whose failures and checkpoints it describes)",
+            value=getattr(args, given[0]),
+            where=flag,
+        )
+    rel = Reliability(
+        **{
+            k: getattr(args, k)
+            for k in ("mtbf_gpu_hours", "mtbf_node_hours")
+            if getattr(args, k, None) is not None
+        }
+    )
+    if args_given := [k for k in ("mtbf_gpu_hours", "mtbf_node_hours") if k in given]:
+        import dataclasses
+
+        rel = dataclasses.replace(
+            rel,
+            source=f"{', '.join('--' + k.replace('_', '-') for k in args_given)} given; "
+            + rel.source,
+        )
+    w, r = getattr(args, "storage_write_GBps", None), getattr(args, "storage_read_GBps", None)
+    restart = getattr(args, "restart_s", None)
+    sto = Storage(
+        write_Bps=None if w is None else w * units.GB,
+        read_Bps=None if r is None else r * units.GB,
+        restart_overhead_s=RESTART_OVERHEAD_S if restart is None else restart,
+        save_s=getattr(args, "checkpoint_save_s", None),
+    )
+    return rel, sto, getattr(args, "checkpoint_interval_s", None)
+
+
+def training_run(
+    sc: Any, report: Any, args: argparse.Namespace, pricing: Any, opts: tuple[Any, Any, Any]
+) -> Any:
+    """The :class:`~perfmodel.report.goodput.RunEstimate` of ``--tokens`` for one prediction."""
+    from perfmodel.api import run_estimate
+
+    rel, sto, interval = opts
+    return run_estimate(
+        sc,
+        report,
+        args.tokens,
+        pricing=pricing,
+        reliability=rel,
+        storage=sto,
+        interval_s=interval,
+    )
