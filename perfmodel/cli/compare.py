@@ -288,6 +288,14 @@ def _pricing(args: argparse.Namespace, labels: list[str]) -> dict[str, Any]:
     return {}
 
 
+def _system_prices(args: argparse.Namespace, systems: list[Any]) -> dict[str, Any]:
+    """Each option's price: the flags' (``--price-per-gpu-hour``, ``--purchase-price``), else a
+    cloud system's dated list price (:func:`perfmodel.search.whatif.listed_prices`)."""
+    from perfmodel.search.whatif import listed_prices
+
+    return {**listed_prices(systems), **_pricing(args, [s.label for s in systems])}
+
+
 def _stat(args: argparse.Namespace) -> Any:
     from perfmodel.search.tta import StatisticalEfficiency
 
@@ -459,7 +467,9 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     space = _search_space(args)
     results: list[tuple[str, Any, Any, int, int]] = []  # label, best candidate, result, gpn, dom
     failures: dict[str, str] = {}
-    for opt in parse_systems(args.systems):
+    options = parse_systems(args.systems)
+    prices = _system_prices(args, options)
+    for opt in options:
         sc = {**base, **opt.overrides, "system": opt.system}
         gpn, _ = _gpus_per_node(sc)
         domain = _nvlink_domain(sc)
@@ -498,6 +508,10 @@ def _run_systems_search(args: argparse.Namespace) -> int:
             continue
         results.append((opt.label, best, res, gpn, domain))
     out = format_systems_search(results, failures)
+    summary = out.splitlines()[-1] if results else None
+    cost_lines = _search_cost_lines(results, options, prices)
+    if cost_lines:
+        out += "\n" + "\n".join(cost_lines)
     if args.json:
         json.dump(
             {
@@ -512,7 +526,8 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                     for label, best, _, gpn, dom in results
                 ],
                 "failures": failures,
-                "summary": out.splitlines()[-1] if results else None,
+                "per_million_tokens": cost_lines,
+                "summary": summary,
             },
             sys.stdout,
             indent=2,
@@ -525,6 +540,63 @@ def _run_systems_search(args: argparse.Namespace) -> int:
         print("perfmodel: error: no system has a feasible plan", file=sys.stderr)
         return 2
     return 0
+
+
+def _search_cost_lines(
+    results: list[tuple[str, Any, Any, int, int]], options: list[Any], prices: dict[str, Any]
+) -> list[str]:
+    """The best plans of ``compare --systems --search`` ranked by cost (or energy) per million
+    tokens, with why (:func:`perfmodel.search.whatif.per_million_tokens_lines`)."""
+    from perfmodel.search.whatif import (
+        WhatIfPoint,
+        catalogue_gpu_spec,
+        per_million_tokens_lines,
+        per_token_figures,
+    )
+
+    by_label = {o.label: o for o in options}
+    points = []
+    for label, best, _, gpn, _ in results:
+        rep = dict(best.report)
+        rep.setdefault("num_gpus", best.gpus)
+        price = prices.get(label)
+        tok, cost, kwh = per_token_figures(rep, catalogue_gpu_spec(by_label[label]), price)
+        t = float(rep["iteration_time_s"])
+        points.append(
+            WhatIfPoint(
+                system=label,
+                gpus=int(best.gpus),
+                nodes=max(1, math.ceil(int(best.gpus) / gpn)),
+                iteration_time_s=t,
+                throughput_samples_per_s=float(rep.get("samples_per_step") or best.global_batch)
+                / t,
+                speedup=None,
+                scaling_efficiency=None,
+                fits_in_memory=True,
+                epoch_time_s=None,
+                run_time_s=None,
+                price_per_gpu_hour=None if price is None else price.price_per_gpu_hour,
+                cost_per_epoch=None,
+                cost_per_run=None,
+                meets_deadline=None,
+                tokens_per_s=tok,
+                cost_per_million_tokens=cost,
+                kwh_per_million_tokens=kwh,
+                price_source="" if price is None else price.source,
+            )
+        )
+    reports = {label: best for label, best, _, _, _ in results}
+
+    def why(a: str, b: str) -> str | None:
+        from perfmodel.search.why import why_best
+
+        ra, rb = reports[a], reports[b]
+        fa, fb = float(ra.report["iteration_time_s"]), float(rb.report["iteration_time_s"])
+        if fa > fb:  # the cheaper system is the slower one: its price decides
+            return None
+        return why_best([f"{a} ({ra.label})", f"{b} ({rb.label})"], [ra.report, rb.report])
+
+    return per_million_tokens_lines(points, why)
 
 
 def _nvlink_domain(sc: dict[str, Any]) -> int:
@@ -614,7 +686,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
         base,
         systems,
         gpus,
-        pricing=_pricing(args, [s.label for s in systems]),
+        pricing=_system_prices(args, systems),
         epochs=args.epochs,
         dataset_size=args.dataset_size,
         deadline_s=args.deadline * 3600.0 if args.deadline is not None else None,

@@ -122,6 +122,166 @@ def catalogue_gpus_per_node(option: SystemOption) -> int:
     return topology_of(sc).gpus_per_node
 
 
+def catalogue_gpu_spec(option: SystemOption) -> Any:
+    """The GPU of a system option's servers (:func:`perfmodel.api.topology_of`), for its power;
+    ``None`` when the option cannot be built (its predictions fail and say why)."""
+    from perfmodel.api import Scenario, topology_of
+
+    kw = {k: v for k, v in option.overrides.items() if k in _HARDWARE_KEYS}
+    try:
+        sc = Scenario.from_dict({**kw, "system": option.system, "nodes": 1}, where=option.label)
+        return topology_of(sc).gpu_spec()
+    except PerfModelError:
+        return None
+
+
+def listed_prices(systems: Sequence[SystemOption]) -> dict[str, Pricing]:
+    """The dated list price of each option whose system is a cloud instance with one
+    (``[system.cloud]``), as a :class:`Pricing` naming its source; others are left out."""
+    from perfmodel.api import Scenario, topology_of
+
+    out: dict[str, Pricing] = {}
+    for opt in systems:
+        kw = {k: v for k, v in opt.overrides.items() if k in _HARDWARE_KEYS}
+        try:
+            sc = Scenario.from_dict({**kw, "system": opt.system, "nodes": 1}, where=opt.label)
+            cloud = topology_of(sc).cloud
+        except PerfModelError:
+            continue
+        if cloud is not None and cloud.price_per_gpu_hour is not None:
+            out[opt.label] = Pricing(
+                cloud.price_per_gpu_hour,
+                source=f"{cloud.provider} {cloud.instance} list price, {cloud.price_currency} "
+                f"(source dated {cloud.price_date})",
+            )
+    return out
+
+
+def per_token_figures(
+    report: Mapping[str, Any], spec: Any, price: Pricing | None
+) -> tuple[float | None, float | None, float | None]:
+    """``(tokens/s, cost per million tokens, kWh per million tokens)`` of a report dict; each
+    ``None`` where the model has no tokens, no price is given or the GPU has no power model.
+
+    ``cost = price_per_gpu_hour * gpus * 1e6 / (tokens_per_s * 3600)``; the energy is
+    :func:`perfmodel.report.goodput.step_energy` of the step (GPU boards only).
+    """
+    tok = report.get("tokens_per_s")
+    if not isinstance(tok, int | float) or not tok > 0:
+        return None, None, None
+    tok = float(tok)
+    gpus = int(report.get("num_gpus") or 1)
+    cost = None if price is None else price.price_per_gpu_hour * gpus * 1e6 / (tok * 3600.0)
+    kwh = None
+    bd = report.get("breakdown")
+    t = report.get("iteration_time_s")
+    if spec is not None and isinstance(bd, Mapping) and isinstance(t, int | float) and t > 0:
+        from perfmodel.report.goodput import step_energy
+
+        busy = float(bd.get("compute_s", 0.0)) + float(bd.get("optimizer_s", 0.0))
+        e = step_energy(spec, num_gpus=gpus, iteration_time_s=float(t), busy_s=busy)
+        if e is not None:
+            kwh = e.energy_per_step_j / (tok * float(t)) * 1e6 / 3.6e6
+    return tok, cost, kwh
+
+
+def per_million_tokens_lines(
+    points: Sequence[WhatIfPoint], why: Callable[[str, str], str | None] | None = None
+) -> list[str]:
+    """Each system's cheapest point (by cost per million tokens when priced, else by energy)
+    ranked, and why the first beats the second: its cost ratio is the price ratio over the
+    ratio of tokens/s per GPU (``cost = price / (tokens/s per GPU)``), then ``why(first,
+    second)`` (where the throughput difference comes from), when given. Empty for models
+    without tokens."""
+    usable = [p for p in points if p.fits_in_memory and p.tokens_per_s]
+    if not usable:
+        return []
+    priced = any(p.cost_per_million_tokens is not None for p in usable)
+
+    def key(p: WhatIfPoint) -> tuple[float, float]:
+        c = p.cost_per_million_tokens if priced else p.kwh_per_million_tokens
+        return (math.inf if c is None else c, -(p.tokens_per_s or 0.0))
+
+    best: dict[str, WhatIfPoint] = {}
+    for p in usable:
+        if p.system not in best or key(p) < key(best[p.system]):
+            best[p.system] = p
+    ranked = sorted(best.values(), key=key)
+
+    def cell(v: float | None, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    lines = [
+        "per million tokens (failure-free; energy of the GPU boards only"
+        + ("" if priced else "; no price given: ranked by energy")
+        + ("; each system at its cheapest GPU count" if len(usable) > len(best) else "")
+        + "):",
+        f"  {'system':<28} {'gpus':>5} {'tok/s/GPU':>10} {'price/GPU-h':>11} "
+        f"{'cost/Mtok':>10} {'kWh/Mtok':>9}",
+    ]
+    for p in ranked:
+        lines.append(
+            f"  {p.system:<28} {p.gpus:>5} {cell(p.tokens_per_s_per_gpu, ',.0f'):>10} "
+            f"{cell(p.price_per_gpu_hour, '.4g'):>11} {cell(p.cost_per_million_tokens, '.4g'):>10} "
+            f"{cell(p.kwh_per_million_tokens, '.3g'):>9}"
+        )
+    pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
+    if len(pair) >= 2:
+        lines.append(why_cheaper(pair[0], pair[1], priced=priced))
+        more = why(pair[0].system, pair[1].system) if why is not None else None
+        if more:
+            lines.append(f"  {more}")
+    unpriced = [p.system for p in ranked if p.cost_per_million_tokens is None]
+    if priced and unpriced:
+        lines.append(
+            f"  no price for {', '.join(unpriced)}: give --price-per-gpu-hour (one value or "
+            "one per system) to rank them by cost"
+        )
+    if priced:
+        for p in ranked:
+            if p.price_source and p.price_source != "price per GPU-hour":
+                lines.append(f"  price of {p.system}: {p.price_source}")
+    return lines
+
+
+def why_cheaper(a: WhatIfPoint, b: WhatIfPoint, *, priced: bool = True) -> str:
+    """Why point ``a`` costs less per million tokens than ``b``: ``cost_a / cost_b =
+    (price_a / price_b) / (tps_a / tps_b)`` with ``tps`` tokens/s per GPU.
+
+    >>> a = WhatIfPoint("x", 8, 1, 1.0, 1.0, None, None, True, None, None, 4.0, None, None,
+    ...                 None, tokens_per_s=8000.0, cost_per_million_tokens=0.5)
+    >>> b = WhatIfPoint("y", 8, 1, 1.0, 1.0, None, None, True, None, None, 2.0, None, None,
+    ...                 None, tokens_per_s=2000.0, cost_per_million_tokens=1.0)
+    >>> why_cheaper(a, b)
+    'cheapest per million tokens: x (0.5 vs 1 for y, 2.00x less): 4.00x the tokens/s per GPU (1,000 vs 250) at 2.00x the price per GPU-hour (4 vs 2)'
+    """
+    ta, tb = a.tokens_per_s_per_gpu or 0.0, b.tokens_per_s_per_gpu or 0.0
+    if priced and a.cost_per_million_tokens and b.cost_per_million_tokens:
+        ca, cb = a.cost_per_million_tokens, b.cost_per_million_tokens
+        pa, pb = a.price_per_gpu_hour or 0.0, b.price_per_gpu_hour or 0.0
+        head = (
+            f"cheapest per million tokens: {a.system} ({ca:.4g} vs {cb:.4g} for {b.system}, "
+            f"{cb / ca:.2f}x less)"
+        )
+        speed = f"{ta / tb:.2f}x the tokens/s per GPU ({ta:,.0f} vs {tb:,.0f})" if tb else ""
+        if pa and pb:
+            price = f"{pa / pb:.2f}x the price per GPU-hour ({pa:g} vs {pb:g})"
+            return f"{head}: {speed} at {price}" if speed else f"{head}: {price}"
+        return f"{head}: {speed}" if speed else head
+    ea, eb = a.kwh_per_million_tokens, b.kwh_per_million_tokens
+    if ea and eb:
+        return (
+            f"least energy per million tokens: {a.system} ({ea:.3g} vs {eb:.3g} kWh for "
+            f"{b.system}): {ta / tb:.2f}x the tokens/s per GPU; give --price-per-gpu-hour to "
+            "rank by cost"
+            if tb
+            else f"least energy per million tokens: {a.system}"
+        )
+    return (
+        "give --price-per-gpu-hour (one value or one per system) to rank by cost per million tokens"
+    )
+
+
 @dataclass(frozen=True)
 class WhatIfPoint:
     """One system option at one GPU count."""
@@ -142,6 +302,17 @@ class WhatIfPoint:
     meets_deadline: bool | None
     notes: tuple[str, ...] = ()
     """The report's printed notes (:attr:`perfmodel.report.step.StepReport.printed_notes`)."""
+    tokens_per_s: float | None = None
+    """Tokens per second of the run (sequence models; ``None`` otherwise)."""
+    cost_per_million_tokens: float | None = None
+    """``price_per_gpu_hour * gpus / (tokens_per_s * 3600) * 1e6``, failure-free."""
+    kwh_per_million_tokens: float | None = None
+    """GPU-board energy of a million tokens (:func:`perfmodel.report.goodput.step_energy`)."""
+    price_source: str = ""
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float | None:
+        return None if self.tokens_per_s is None else self.tokens_per_s / self.gpus
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -160,6 +331,9 @@ class WhatIfResult:
     cheapest: WhatIfPoint | None
     fastest: WhatIfPoint | None
     verdict: str
+    per_million_tokens: tuple[str, ...] = ()
+    """The ranking by cost (or energy) per million tokens and why
+    (:func:`per_million_tokens_lines`); empty for models without tokens."""
 
     def series(self) -> dict[str, list[WhatIfPoint]]:
         out: dict[str, list[WhatIfPoint]] = {}
@@ -176,6 +350,7 @@ class WhatIfResult:
             "cheapest": self.cheapest.to_dict() if self.cheapest else None,
             "fastest": self.fastest.to_dict() if self.fastest else None,
             "verdict": self.verdict,
+            "per_million_tokens": list(self.per_million_tokens),
         }
 
 
@@ -190,6 +365,7 @@ def hardware_whatif(
     deadline_s: float | None = None,
     evaluator: Evaluator | None = None,
     gpus_per_node: Callable[[SystemOption], int] = catalogue_gpus_per_node,
+    gpu_spec: Callable[[SystemOption], Any] | None = None,
 ) -> WhatIfResult:
     """Predict ``base`` on every system option and GPU count.
 
@@ -212,6 +388,9 @@ def hardware_whatif(
         Scenario dict -> report dict (default :func:`perfmodel.api.predict`).
     gpus_per_node
         GPUs per server of an option (default: from the catalogue).
+    gpu_spec
+        The GPU of an option, for its energy (default: the catalogue's; ``None`` from it: no
+        energy).
     """
     ev = evaluator or default_evaluator
     prices = dict(pricing or {})
@@ -226,8 +405,10 @@ def hardware_whatif(
         )
     points: list[WhatIfPoint] = []
     failures: dict[str, str] = {}
+    spec_of = gpu_spec or catalogue_gpu_spec
     for opt in systems:
         gpn = gpus_per_node(opt)
+        spec = spec_of(opt)
 
         def run(g: int, opt: SystemOption = opt, gpn: int = gpn) -> Mapping[str, Any]:
             sc = dict(base)
@@ -266,6 +447,7 @@ def hardware_whatif(
             meets = (
                 (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
             )
+            tok, c_mtok, kwh = per_token_figures(rep, spec, price)
             points.append(
                 WhatIfPoint(
                     system=opt.label,
@@ -283,6 +465,10 @@ def hardware_whatif(
                     cost_per_run=c_run,
                     meets_deadline=meets,
                     notes=tuple(rep.get("printed_notes") or ()),
+                    tokens_per_s=tok,
+                    cost_per_million_tokens=c_mtok,
+                    kwh_per_million_tokens=kwh,
+                    price_source="" if price is None else price.source,
                 )
             )
     usable = [p for p in points if p.fits_in_memory]
@@ -319,7 +505,16 @@ def hardware_whatif(
             "--dataset-size for costs; --deadline for the cheapest option meeting it"
         )
         cheapest = c
-    return WhatIfResult(tuple(points), failures, epochs, deadline_s, cheapest, fastest, verdict)
+    return WhatIfResult(
+        tuple(points),
+        failures,
+        epochs,
+        deadline_s,
+        cheapest,
+        fastest,
+        verdict,
+        tuple(per_million_tokens_lines(points)),
+    )
 
 
 def format_whatif(result: WhatIfResult) -> str:
@@ -353,4 +548,5 @@ def format_whatif(result: WhatIfResult) -> str:
     for (system, n), counts in notes.items():
         lines.append(f"{system} x{'/'.join(map(str, counts))}: {n}")
     lines.append(result.verdict)
+    lines.extend(result.per_million_tokens)
     return "\n".join(lines)

@@ -1,0 +1,123 @@
+"""Hardware ranked by cost (or energy) per million tokens, with why (issue 25, item 6)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from perfmodel.cli import main
+from perfmodel.hardware import get_gpu
+from perfmodel.search.cost import Pricing
+from perfmodel.search.whatif import (
+    hardware_whatif,
+    listed_prices,
+    parse_systems,
+    per_million_tokens_lines,
+    per_token_figures,
+)
+
+#: Tokens/s per GPU of each fake system (a flat scaling: the figures are per GPU).
+RATE = {"fast": 4000.0, "slow": 1000.0}
+
+
+def _fake(sc: Mapping[str, Any]) -> dict[str, Any]:
+    g = int(sc["gpus"])
+    t = 2.0
+    tok = RATE[sc["system"]] * g
+    return {
+        "iteration_time_s": t,
+        "throughput_samples_per_s": tok / 1000.0,
+        "tokens_per_s": tok,
+        "num_gpus": g,
+        "breakdown": {"compute_s": 1.5, "optimizer_s": 0.0},
+        "fits_in_memory": True,
+    }
+
+
+def _whatif(prices: dict[str, Pricing]) -> Any:
+    return hardware_whatif(
+        {"model": "toy"},
+        parse_systems("fast,slow"),
+        [8],
+        pricing=prices,
+        evaluator=_fake,
+        gpus_per_node=lambda o: 8,
+        gpu_spec=lambda o: get_gpu("H100-SXM5-80GB"),
+    )
+
+
+def test_cost_per_million_tokens_by_hand() -> None:
+    res = _whatif({"fast": Pricing(6.0), "slow": Pricing(1.0)})
+    pts = {p.system: p for p in res.points}
+    # price x GPUs x 1e6 / (tokens/s x 3600)
+    assert pts["fast"].cost_per_million_tokens == pytest.approx(6.0 * 8 * 1e6 / (32000 * 3600))
+    assert pts["slow"].cost_per_million_tokens == pytest.approx(1.0 * 8 * 1e6 / (8000 * 3600))
+    # energy: 8 x (88 + 612 x 0.75) W x 2 s per 64,000 tokens
+    e = 8 * (88 + 612 * 0.75) * 2.0 / (32000 * 2.0) * 1e6 / 3.6e6
+    assert pts["fast"].kwh_per_million_tokens == pytest.approx(e)
+    text = "\n".join(res.per_million_tokens)
+    # slow is cheaper: 1/4 the speed at 1/6 the price
+    assert "cheapest per million tokens: slow" in text
+    assert "0.25x the tokens/s per GPU" in text and "0.17x the price per GPU-hour" in text
+    assert res.to_dict()["per_million_tokens"] == list(res.per_million_tokens)
+
+
+def test_ranking_follows_the_prices() -> None:
+    res = _whatif({"fast": Pricing(3.0), "slow": Pricing(1.0)})
+    assert "cheapest per million tokens: fast" in "\n".join(res.per_million_tokens)
+
+
+def test_without_prices_energy_ranks_and_says_so() -> None:
+    res = _whatif({})
+    text = "\n".join(res.per_million_tokens)
+    assert "no price given: ranked by energy" in text
+    assert "give --price-per-gpu-hour" in text
+
+
+def test_unpriced_systems_are_named() -> None:
+    res = _whatif({"slow": Pricing(1.0)})
+    text = "\n".join(res.per_million_tokens)
+    assert "no price for fast" in text
+
+
+def test_models_without_tokens_have_no_ranking() -> None:
+    assert per_token_figures({"iteration_time_s": 1.0}, None, Pricing(1.0)) == (None, None, None)
+    assert per_million_tokens_lines([]) == []
+
+
+def test_cloud_systems_bring_their_list_price() -> None:
+    prices = listed_prices(parse_systems("aws-p5.48xlarge,dgx-h100"))
+    assert set(prices) == {"aws-p5.48xlarge"}
+    assert prices["aws-p5.48xlarge"].price_per_gpu_hour == pytest.approx(12.29)
+    assert "dated" in prices["aws-p5.48xlarge"].source
+
+
+def test_cli_whatif_ranks_by_cost_per_million_tokens(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["compare", "--systems", "aws-p5.48xlarge,dgx-b200", "--model", "llama3_8b"]
+    argv += ["--global-batch", "64", "--gpus", "8", "--precision", "bf16", "--optimizer", "adam"]
+    argv += ["--software", "fsdp", "--fidelity", "analytic", "--json"]
+    assert main([*argv, "--price-per-gpu-hour=4,5"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    lines = d["per_million_tokens"]
+    assert lines[0].startswith("per million tokens")
+    assert any(line.startswith("cheapest per million tokens:") for line in lines)
+    pts = {p["system"]: p for p in d["points"]}
+    p = pts["dgx-b200"]
+    assert p["cost_per_million_tokens"] == pytest.approx(5.0 * 8 * 1e6 / (p["tokens_per_s"] * 3600))
+    # no flag: the cloud system's list price, and the other is named as unpriced
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    pts = {p["system"]: p for p in d["points"]}
+    assert pts["aws-p5.48xlarge"]["price_per_gpu_hour"] == pytest.approx(12.29)
+    assert pts["dgx-b200"]["cost_per_million_tokens"] is None
+    assert any("no price for dgx-b200" in x for x in d["per_million_tokens"])
+
+
+def test_cli_negative_price_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["compare", "--systems", "dgx-h100,dgx-b200", "--model", "gpt2", "--batch-per-gpu"]
+    argv += ["4", "--gpus", "8", "--fidelity", "analytic", "--price-per-gpu-hour=-1,2"]
+    assert main(argv) == 2
+    assert "price" in capsys.readouterr().err
