@@ -7,6 +7,7 @@ Subcommands::
                                                          NCCL rings, nvidia-smi topo -m matrix
     perfmodel topo draw SYSTEM -o FILE.png               picture of the graph
     perfmodel topo import FILE [--gpu G] [--json]        nvidia-smi text / NCCL XML / JSON
+                          [-o box.toml [--force]]        ... written as a system file
 
 ``SYSTEM`` may also be given as ``--system`` with every hardware flag of ``perfmodel predict``
 (``--system custom --gpu V100-SXM2-16GB --gpus-per-node 4 --intra-node nvlink2``, ``--network``,
@@ -95,6 +96,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="nvidia-smi topo -p2p r output: GPU pairs not OK communicate through host memory",
     )
     p.add_argument("--json", action="store_true", help="print JSON (importable again)")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=ty.output_file("-o", ".toml", ".json"),
+        help="write a system file that --system accepts (predict, compare, comm, sweep): "
+        "NAME.toml (a topology file stating the import's assumptions) or NAME.json; written "
+        "atomically, and an existing file only if perfmodel wrote it (else --force)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="with -o: replace a file perfmodel did not write"
+    )
     p.set_defaults(func=_cmd_import)
     parser.set_defaults(func=_help(parser))
 
@@ -371,8 +383,91 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
         text = read_text(args.p2p_status, where="--p2p-status")  # regular UTF-8 file, else exit 2
         topo = topo.with_p2p_denied(parse_p2p_status(text, source=str(args.p2p_status)))
+    written = None
+    if getattr(args, "output", None):
+        written = write_imported_system(topo, args.file, args.output, force=args.force)
+        topo = load_system(str(written))  # what --system reads back from it
     if args.json:
         print(json.dumps(show_data(topo), indent=1))
     else:
         _print_show(topo)
+    if written is not None:
+        print(
+            f"wrote {written}: use it as --system {written} (predict, compare, comm, sweep); "
+            "edit its [[link]] tables or assumptions as you measure",
+            file=sys.stderr if args.json else sys.stdout,
+        )
     return 0
+
+
+def import_assumptions(topo: Topology) -> list[str]:
+    """The import's assumptions plus what it could not know about the network: the NIC speed
+    (no default fabric: multi-node predictions need ``--network``) or the NICs themselves."""
+    out = [str(a) for a in topo.meta.get("assumptions", ())]
+    nics = sum(1 for n in topo.server_nodes(0) if topo.graph.nodes[n]["kind"] is NodeKind.NIC)
+    if topo.fabric is None and nics:
+        out.append(
+            f"NIC speed unknown ({nics} NIC(s) in the input, no link technology stated): no "
+            "default fabric; give --network (e.g. ib-ndr) to topo import or to predict for "
+            "--nodes > 1"
+        )
+    elif not nics:
+        out.append("no NIC in the input: a single server; --nodes > 1 needs a NIC to join servers")
+    return out
+
+
+def write_imported_system(topo: Topology, source: str, output: str, *, force: bool) -> Any:
+    """Write an imported machine as ``output`` (``.toml``: a topology file with its
+    :func:`import_assumptions`; ``.json``: :func:`export_dict` with them), atomically, never
+    replacing a file perfmodel did not write unless ``force``; return the path."""
+    import dataclasses
+    import datetime
+    from pathlib import Path
+
+    from perfmodel.topology.importers import server_description
+    from perfmodel.topology.io import write_system_file
+
+    out = Path(output)
+    assumptions = import_assumptions(topo)
+    topo = dataclasses.replace(topo, meta={**topo.meta, "assumptions": tuple(assumptions)})
+    if out.suffix.lower() == ".json":
+        return _write_json_system(topo, out, force=force)
+    desc = server_description(topo, name=out.stem, source=str(out))
+    header = f"from {source} on {datetime.date.today().isoformat()}"
+    return write_system_file(desc, out, header=header, force=force)
+
+
+def _write_json_system(topo: Topology, out: Any, *, force: bool) -> Any:
+    """:func:`export_dict` of ``topo`` at ``out`` (atomically; an existing file only if it is a
+    perfmodel export, or ``force``)."""
+    from perfmodel._io import os_error_message, write_json_atomic
+    from perfmodel.errors import FileAccessError
+    from perfmodel.topology.importers import EXPORT_FORMAT
+
+    if out.exists() and not force:
+        try:
+            old = json.loads(out.read_text(encoding="utf-8"))
+            ours = isinstance(old, dict) and (
+                old.get("format") == EXPORT_FORMAT
+                or (
+                    isinstance(old.get("topology"), dict)
+                    and old["topology"].get("format") == EXPORT_FORMAT
+                )
+            )
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            raise FileAccessError(
+                f"-o {out}: the file exists and is not a perfmodel topology export; give "
+                "--force to replace it, or another name",
+                value=str(out),
+                where="-o",
+            )
+    data = {**export_dict(topo), "name": out.stem}
+    try:
+        write_json_atomic(out, data)
+    except OSError as exc:
+        raise FileAccessError(
+            f"-o {out}: {os_error_message(exc)}", value=str(out), where="-o"
+        ) from exc
+    return out

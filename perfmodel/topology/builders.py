@@ -15,6 +15,7 @@ from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link, list_links
 from perfmodel.topology.io import (
     FABRIC_TOPOLOGIES,
+    SYSTEM_FILE_SUFFIXES,
     LinkSpec,
     ServerDescription,
     link_from_tech,
@@ -39,8 +40,15 @@ def list_systems() -> list[str]:
 def system_path(name: str) -> Path:
     """Path of a catalogue system or of a topology file given by path."""
     p = Path(name)
-    if p.suffix == ".toml" and p.exists():
-        return p
+    if p.suffix.lower() in SYSTEM_FILE_SUFFIXES:
+        if p.is_file():
+            return p
+        raise UnknownHardwareError(
+            f"system file {name!r} does not exist (a {p.suffix} system file: one that `perfmodel "
+            "topo import FILE -o NAME.toml` or `topo show --json` writes, or a topology file)",
+            value=name,
+            where="--system",
+        )
     cand = topologies_dir() / f"{name}.toml"
     if cand.exists():
         return cand
@@ -73,6 +81,8 @@ def add_server(
             attrs["p2p"] = bool(n.p2p)
         if n.tray is not None:
             attrs["tray"] = int(n.tray)
+        if n.p2p_denied and n.kind is NodeKind.GPU:
+            attrs["p2p_denied"] = tuple(sorted(n.p2p_denied))
         if n.kind is NodeKind.GPU:
             attrs["gpu_index"] = gpu_index
             gpu_index += 1
@@ -480,7 +490,8 @@ def load_system(
     Parameters
     ----------
     name
-        Catalogue name (``dgx1-v100``) or a path to a ``.toml`` topology file.
+        Catalogue name (``dgx1-v100``), a path to a ``.toml`` topology file, or to the JSON
+        ``perfmodel topo show --json`` writes (server 0 of it, on its fabric).
     nodes
         Number of servers; > 1 joins them with the file's default fabric unless overridden.
     network, nics_per_node, fabric_topology, oversubscription
@@ -539,7 +550,10 @@ def load_system(
                 )
     from perfmodel.topology.importers import with_nccl_p2p_rule  # NCCL's P2P level (issue 12)
 
-    return with_nccl_p2p_rule(build_cluster(desc, nodes, fabric))
+    topo = with_nccl_p2p_rule(build_cluster(desc, nodes, fabric))
+    if desc.assumptions:  # an imported machine's (topo import -o): topo show and predict say them
+        topo.meta["assumptions"] = desc.assumptions
+    return topo
 
 
 def _is_board_variant(current: str, requested: str) -> bool:

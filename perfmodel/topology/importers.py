@@ -63,6 +63,7 @@ __all__ = [
     "nccl_p2p_level",
     "nccl_p2p_level_denied",
     "nccl_p2p_rule_note",
+    "server_description",
     "with_nccl_p2p_rule",
 ]
 
@@ -1198,12 +1199,18 @@ def export_dict(topo: Topology) -> dict[str, Any]:
             "nics_per_node": fabric.nics_per_node,
             "oversubscription": fabric.oversubscription,
             "leaf_radix": fabric.leaf_radix,
+            **({"sharp": True} if fabric.sharp else {}),
         },
         "nodes": nodes,
         "links": links,
         **(
             {"nccl_p2p_rule": _rule_export(topo.meta["nccl_p2p_rule"])}
             if "nccl_p2p_rule" in topo.meta
+            else {}
+        ),
+        **(
+            {"assumptions": [str(a) for a in topo.meta["assumptions"]]}
+            if topo.meta.get("assumptions")
             else {}
         ),
     }
@@ -1302,7 +1309,19 @@ def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
         )
     validate_graph(g, source=source)
     fab = data.get("fabric")
-    fabric = None if fab is None else FabricSpec(**fab)
+    fabric = None if fab is None else _fabric_import(fab, f"{source}: fabric")
+    meta: dict[str, Any] = {}
+    if data.get("nccl_p2p_rule") is not None:
+        meta["nccl_p2p_rule"] = _rule_import(data["nccl_p2p_rule"], f"{source}: nccl_p2p_rule")
+    assumptions = data.get("assumptions")
+    if assumptions:
+        if not isinstance(assumptions, list):
+            raise TopologyError(
+                f"{source}: assumptions must be a list of sentences",
+                value=assumptions,
+                where=source,
+            )
+        meta["assumptions"] = tuple(str(a) for a in assumptions)
     return Topology(
         name=str(data.get("name", "imported")),
         graph=g,
@@ -1311,9 +1330,95 @@ def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
         source=source,
         fabric=fabric,
         sources=tuple(data.get("sources", ())),
-        meta={}
-        if data.get("nccl_p2p_rule") is None
-        else {"nccl_p2p_rule": _rule_import(data["nccl_p2p_rule"], f"{source}: nccl_p2p_rule")},
+        meta=meta,
+    )
+
+
+def _fabric_import(fab: Any, where: str) -> FabricSpec:
+    """An exported ``fabric`` object, checked as a topology file's ``[system.fabric]`` is
+    (:func:`perfmodel.topology.io.parse_fabric`): a bad key or value names the file."""
+    from perfmodel.topology.io import parse_fabric
+
+    return parse_fabric(fab, where)
+
+
+def server_description(
+    topo: Topology, *, name: str | None = None, source: str | None = None
+) -> ServerDescription:
+    """Server 0 of ``topo`` as the :class:`ServerDescription` a topology file holds: its nodes
+    by local id (kind, model, label, rail, ``p2p``, tray, and the ``p2p_denied`` peers other
+    than those of NCCL's P2P rule, which loading applies again), the links among them (tech,
+    family, bundle count, bandwidth, efficiency, latency as in the graph) and the fabric.
+    :func:`perfmodel.topology.builders.build_cluster` of it rebuilds the same server.
+
+    Raises
+    ------
+    TopologyError
+        If server 0 has no GPU.
+    """
+    g = topo.graph
+    members = topo.server_nodes(0)
+    lid = {n: str(g.nodes[n].get("local_id", n)) for n in members}
+    rule = topo.meta.get("nccl_p2p_rule")
+    rule_pairs = {
+        frozenset((str(a), str(b)))
+        for a, b in (rule.get("pairs", ()) if isinstance(rule, dict) else ())
+    }
+    nodes: list[NodeSpec] = []
+    for n in members:
+        d = g.nodes[n]
+        mine = lid[n]
+        denied = tuple(
+            str(x) for x in d.get("p2p_denied", ()) if frozenset((mine, str(x))) not in rule_pairs
+        )
+        nodes.append(
+            NodeSpec(
+                id=mine,
+                kind=d["kind"],
+                model=str(d.get("model", "")),
+                label=str(d.get("label", "")),
+                rail=d.get("rail"),
+                p2p=d.get("p2p"),
+                tray=d.get("tray"),
+                p2p_denied=denied,
+            )
+        )
+    if not any(x.kind is NodeKind.GPU for x in nodes):
+        raise TopologyError(
+            f"{topo.source}: server 0 has no GPU", value=topo.name, where=topo.source
+        )
+    inside = set(members)
+    links = [
+        LinkSpec(
+            a=lid[u],
+            b=lid[v],
+            tech=str(d["tech"]),
+            family=d["family"],
+            count=int(d["count"]),
+            bandwidth_Bps=float(d["bandwidth_Bps"]),
+            efficiency=float(d["efficiency"]),
+            latency_s=float(d["latency_s"]),
+        )
+        for u, v, d in g.edges(members, data=True)
+        if u in inside and v in inside
+    ]
+    seen: set[frozenset[str]] = set()
+    unique = []
+    for link in links:  # g.edges(nbunch) yields each edge once; kept defensive
+        key = frozenset((link.a, link.b))
+        if key not in seen:
+            seen.add(key)
+            unique.append(link)
+    return ServerDescription(
+        name=name or topo.name,
+        nodes=tuple(nodes),
+        links=tuple(unique),
+        fabric=topo.fabric,
+        description=topo.description,
+        sources=tuple(topo.sources),
+        gpu=topo.gpu_spec().name,
+        source=source or topo.source,
+        assumptions=tuple(str(a) for a in topo.meta.get("assumptions", ())),
     )
 
 

@@ -9,6 +9,9 @@ them. Format (all keys documented; an unknown key is an error)::
     sources = ["whitepaper, figure ..."]    # where the wiring comes from
     gpu = "V100-SXM2-16GB"                  # GPU model of every gpu node that does not name one
     gpu_selectable = false                  # true: --gpu may replace the model
+    assumptions = ["..."]                   # optional: what an importer could not know and
+                                            # assumed (`perfmodel topo import -o`); shown by
+                                            # `topo show` and noted by `predict`
     nvlink_domain = 72                      # optional: GPUs one NVLink domain joins (checked
                                             # against the links; NVLink, NVSwitch or Infinity
                                             # Fabric); a rack-scale server is one domain
@@ -41,6 +44,8 @@ them. Format (all keys documented; an unknown key is an error)::
     model = "V100-SXM2-16GB"                # optional for gpu (defaults to system.gpu)
     label = "..."                           # optional
     tray = 3                                # optional: compute tray of a rack-scale server
+    p2p_denied = ["gpu4"]                   # optional, GPUs: peers refused peer-to-peer
+                                            # (nvidia-smi topo -p2p r), through host memory
 
     [[link]]
     a = "gpu0"
@@ -86,6 +91,7 @@ _SYSTEM_KEYS = {
     "nvlink_domain",
     "cloud",
     "reference",
+    "assumptions",
 }
 _REFERENCE_KEYS = {"op", "gpus", "nodes", "size_bytes", "busbw_GBps", "source"}
 _CLOUD_KEYS = {
@@ -100,7 +106,7 @@ _CLOUD_KEYS = {
     "region",
 }
 _FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p", "tray"}
+_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p", "tray", "p2p_denied"}
 _LINK_KEYS = {
     "a",
     "b",
@@ -125,6 +131,7 @@ class NodeSpec:
     rail: int | None = None
     p2p: bool | None = None
     tray: int | None = None
+    p2p_denied: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,8 @@ class ServerDescription:
     nvlink_domain: int | None = None
     cloud: CloudSpec | None = None
     references: tuple[ReferenceMeasurement, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    """What the file's importer could not know and assumed (``[system] assumptions``)."""
 
     @property
     def gpu_ids(self) -> list[str]:
@@ -466,10 +475,17 @@ def parse_server(
                     if "tray" in entry
                     else None
                 ),
+                p2p_denied=tuple(
+                    str(x)
+                    for x in as_list(
+                        entry.get("p2p_denied", []), "p2p_denied", where=where, error=TopologyError
+                    )
+                ),
             )
         )
     if not any(n.kind is NodeKind.GPU for n in nodes):
         raise TopologyError(f"{source}: no GPU node", value=None, where=source)
+    _check_p2p_denied(nodes, source)
 
     links: list[LinkSpec] = []
     pairs: set[frozenset[str]] = set()
@@ -516,7 +532,36 @@ def parse_server(
         nvlink_domain=domain,
         cloud=cloud,
         references=refs,
+        assumptions=tuple(
+            str(a)
+            for a in as_list(
+                system.get("assumptions", []),
+                "system.assumptions",
+                where=source,
+                error=TopologyError,
+            )
+        ),
     )
+
+
+def _check_p2p_denied(nodes: list[NodeSpec], source: str) -> None:
+    """Every ``p2p_denied`` entry names another GPU of the file, and only GPUs carry one."""
+    gpus = {n.id for n in nodes if n.kind is NodeKind.GPU}
+    for i, n in enumerate(nodes):
+        if n.p2p_denied and n.kind is not NodeKind.GPU:
+            raise TopologyError(
+                f"{source}: node[{i}] ({n.id}): p2p_denied is for GPU nodes, not {n.kind.value}",
+                value=n.id,
+                where=f"{source}: node[{i}]",
+            )
+        for peer in n.p2p_denied:
+            if peer not in gpus or peer == n.id:
+                raise TopologyError(
+                    f"{source}: node[{i}] ({n.id}): p2p_denied names {peer!r}, which is not "
+                    "another GPU of the file",
+                    value=peer,
+                    where=f"{source}: node[{i}]",
+                )
 
 
 def _check_nvlink_domain(
@@ -623,6 +668,10 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
 
 _READ_CACHE: BoundedMemo[tuple[str, str, str | None], ServerDescription] = BoundedMemo(64)
 
+#: Suffixes ``--system`` reads as a file: a topology file, or the JSON ``topo show --json``
+#: (and ``topo import --json``, :func:`perfmodel.topology.importers.export_dict`) writes.
+SYSTEM_FILE_SUFFIXES = (".toml", ".json")
+
 
 def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
     """Read and validate one topology file.
@@ -635,7 +684,196 @@ def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> Se
     """
     p = Path(path)
     text = read_text(p)
+    if p.suffix.lower() == ".json":
+        return _READ_CACHE.get(
+            (str(p), text, gpu_override), lambda: _server_from_json(text, p, gpu_override)
+        )
     return _READ_CACHE.get(
         (str(p), text, gpu_override),
         lambda: parse_server(parse_toml(text, p), source=str(p), gpu_override=gpu_override),
     )
+
+
+def _server_from_json(text: str, path: Path, gpu_override: str | None) -> ServerDescription:
+    """Server 0 of the JSON ``topo show --json`` / ``topo import --json`` writes
+    (:func:`perfmodel.topology.importers.from_dict`,
+    :func:`~perfmodel.topology.importers.server_description`), with ``gpu_override`` as the
+    model of every GPU when given."""
+    import dataclasses
+    import json
+
+    from perfmodel.errors import ParseError
+    from perfmodel.topology.importers import from_dict, server_description
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{path}: invalid JSON: {exc}", value=None, where=str(path)) from exc
+    if not isinstance(data, dict):
+        raise ParseError(f"{path}: JSON top level is not an object", value=None, where=str(path))
+    desc = server_description(from_dict(data, source=str(path)), source=str(path))
+    if gpu_override is None:
+        return desc
+    model = get_gpu(gpu_override, where="--gpu").name
+    nodes = tuple(
+        dataclasses.replace(n, model=model) if n.kind is NodeKind.GPU else n for n in desc.nodes
+    )
+    return dataclasses.replace(desc, nodes=nodes, gpu=model)
+
+
+# --------------------------------------------------------------------------- writing a file
+
+#: First line of a system file ``perfmodel topo import -o`` writes: the mark that lets a later
+#: import replace the file without ``--force`` (a file without it is the user's own).
+WRITTEN_MARK = "# perfmodel topo import:"
+
+
+def _toml_str(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's)."""
+    import json
+
+    return json.dumps(str(text), ensure_ascii=False)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not (v == v and abs(v) != float("inf")):
+            raise TopologyError(f"cannot write {v!r} to TOML", value=v, where="system file")
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        items = [_toml_value(x) for x in v]
+        if sum(len(x) + 2 for x in items) > 80:  # one item a line, as a reader edits them
+            return "[\n" + "".join(f"    {x},\n" for x in items) + "]"
+        return "[" + ", ".join(items) + "]"
+    return _toml_str(str(v))
+
+
+def _link_table(link: LinkSpec) -> dict[str, Any]:
+    """A ``[[link]]`` table: the catalogue technology and count when the link is exactly that,
+    else explicit numbers per bundled link (and the technology's name when it has one)."""
+    from perfmodel.hardware.links import find_link
+
+    out: dict[str, Any] = {"a": link.a, "b": link.b}
+    tech = find_link(link.tech) if link.tech != "custom" else None
+    exact = (
+        tech is not None
+        and abs(tech.bandwidth_Bps * link.count - link.bandwidth_Bps) <= 1e-12 * link.bandwidth_Bps
+        and tech.efficiency == link.efficiency
+        and tech.latency_s == link.latency_s
+        and tech.family is link.family
+    )
+    if tech is not None:
+        out["tech"] = tech.name
+    if link.count != 1:
+        out["count"] = link.count
+    if not exact:
+        out["bandwidth_GBps"] = link.bandwidth_Bps / link.count / units.GB
+        out["latency_us"] = link.latency_s / units.us
+        out["efficiency"] = link.efficiency
+        out["family"] = link.family.value
+    return out
+
+
+def format_system_file(desc: ServerDescription, *, header: str = "") -> str:
+    """The TOML topology file of ``desc`` (the format of this module's docstring):
+    :func:`parse_server` of it gives back ``desc``'s nodes, links, fabric and assumptions.
+    ``header``: comment lines put first (each prefixed ``#`` if it is not)."""
+    lines = [ln if ln.startswith("#") else f"# {ln}" for ln in header.splitlines() if ln.strip()]
+    system: dict[str, Any] = {"name": desc.name}
+    if desc.description:
+        system["description"] = desc.description
+    if desc.sources:
+        system["sources"] = list(desc.sources)
+    if desc.gpu:
+        system["gpu"] = desc.gpu
+    if desc.assumptions:
+        system["assumptions"] = list(desc.assumptions)
+    lines.append("[system]")
+    lines += [f"{k} = {_toml_value(v)}" for k, v in system.items()]
+    fab = desc.fabric
+    if fab is not None:
+        lines += ["", "[system.fabric]"]
+        table: dict[str, Any] = {
+            "network": fab.network,
+            "topology": fab.topology,
+            "nics_per_node": fab.nics_per_node,
+            "oversubscription": float(fab.oversubscription),
+            "leaf_radix": fab.leaf_radix,
+        }
+        if fab.sharp:
+            table["sharp"] = True
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    for n in desc.nodes:
+        lines += ["", "[[node]]", f"id = {_toml_str(n.id)}", f"kind = {_toml_str(n.kind.value)}"]
+        if n.model:
+            lines.append(f"model = {_toml_str(n.model)}")
+        if n.label:
+            lines.append(f"label = {_toml_str(n.label)}")
+        if n.rail is not None:
+            lines.append(f"rail = {int(n.rail)}")
+        if n.p2p is not None:
+            lines.append(f"p2p = {_toml_value(bool(n.p2p))}")
+        if n.tray is not None:
+            lines.append(f"tray = {int(n.tray)}")
+        if n.p2p_denied:
+            lines.append(f"p2p_denied = {_toml_value(list(n.p2p_denied))}")
+    for link in desc.links:
+        lines += ["", "[[link]]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in _link_table(link).items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_system_file(
+    desc: ServerDescription, path: str | Path, *, header: str = "", force: bool = False
+) -> Path:
+    """Write ``desc`` as a topology file at ``path``, atomically, after checking that the text
+    reads back (:func:`parse_server`) and builds; nothing is written on any error.
+
+    An existing file is replaced only if its first line is :data:`WRITTEN_MARK` (a file this
+    function wrote) or ``force``; the file's ``[system] name`` is ``path``'s stem.
+
+    Raises
+    ------
+    FileAccessError
+        ``path`` exists and was not written by perfmodel (without ``force``), or cannot be
+        written.
+    TopologyError
+        The description does not make a valid system file.
+    """
+    import dataclasses
+
+    from perfmodel._io import atomic_write, check_output_path, os_error_message
+    from perfmodel.errors import FileAccessError
+
+    p = check_output_path(path, where="-o", suffixes=(".toml",))
+    if p.exists() and not force:
+        try:
+            first = p.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+        except OSError as exc:
+            raise FileAccessError(
+                f"-o {p}: {os_error_message(exc)}", value=str(p), where="-o"
+            ) from exc
+        if not first.startswith(WRITTEN_MARK):
+            raise FileAccessError(
+                f"-o {p}: the file exists and was not written by perfmodel topo import; "
+                "give --force to replace it, or another name",
+                value=str(p),
+                where="-o",
+            )
+    desc = dataclasses.replace(desc, name=p.stem)
+    mark = f"{WRITTEN_MARK} {header}".rstrip() if header else WRITTEN_MARK
+    text = format_system_file(desc, header=mark)
+    check = parse_server(parse_toml(text, p), source=str(p))  # reads back, or raises
+    from perfmodel.topology.builders import build_cluster
+
+    build_cluster(check, 1, check.fabric)  # builds (connectivity, schema), or raises
+    try:
+        with atomic_write(p) as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise FileAccessError(f"-o {p}: {os_error_message(exc)}", value=str(p), where="-o") from exc
+    return p
