@@ -44,7 +44,8 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     g.add_argument(
         "--system",
         required=required,
-        help="catalogue system (perfmodel topo list), a .toml file, 'custom' (hardware from parts), or "
+        help="catalogue system (perfmodel topo list), a .toml or .json system file (perfmodel topo "
+        "import FILE -o box.toml writes one), 'custom' (hardware from parts), or "
         "'calibrated' (predict: the one device a --calibration profile measured, e.g. a CPU)",
     )
     g.add_argument(

@@ -189,3 +189,19 @@ tech = "pcie3-x16"
 
     with pytest.raises(TopologyError, match="gpu9"):
         parse_server(tomllib.loads(text), source="x.toml")
+
+
+def test_sweep_takes_an_imported_system(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    xml = str(FIXTURES / "nccl-dgx-a100.xml")
+    assert main(["topo", "import", xml, "-o", "box.toml"]) == 0
+    (tmp_path / "s.toml").write_text(
+        '[base]\nmodel = "gpt2"\nbatch_per_gpu = 4\nfidelity = "analytic"\n'
+        'system = "box.toml"\n[axes]\ngpus = [1, 8]\n'
+    )
+    assert main(["sweep", "s.toml", "-o", "r.jsonl", "--backend", "serial"]) == 0
+    capsys.readouterr()
+    rows = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
