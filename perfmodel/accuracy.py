@@ -589,6 +589,15 @@ def load_scale(directory: str | Path | None = None) -> list[dict[str, Any]]:
     return read_jsonl(path, where="--published") if path.exists() else []
 
 
+def load_systems2026(directory: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of ``systems2026.jsonl`` in ``directory`` (default: the shipped copy); a
+    ``published.jsonl`` path reads its sibling; a directory without the file gives no rows
+    (:func:`perfmodel.accuracy_2026.load_rows`)."""
+    from perfmodel.accuracy_2026 import load_rows
+
+    return load_rows(directory)
+
+
 def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
     a = [abs(e) for e in errs]
     return statistics.median(a), max(errs, key=abs)
@@ -600,6 +609,7 @@ def accuracy_table(
     training: TrainingResults | None = None,
     modern: Sequence[Mapping[str, Any]] = (),
     scale: Sequence[Mapping[str, Any]] = (),
+    systems2026: Sequence[Mapping[str, Any]] = (),
 ) -> AccuracyTable:
     """The README accuracy table computed from published rows (about a minute on 2 cores).
 
@@ -609,6 +619,9 @@ def accuracy_table(
     a few seconds more); without them those two rows are left out. ``scale`` are the
     ``scale.jsonl`` rows (:func:`load_scale`): the InternEvo series on 8-1,024 A100 and the B200
     ring collectives (:mod:`perfmodel.accuracy_scale`); without them those rows are left out.
+    ``systems2026`` are the ``systems2026.jsonl`` rows (:func:`load_systems2026`): the
+    Megatron-Bridge GB300 / GB200 / B300 rows (:mod:`perfmodel.accuracy_2026`, about 30 s more);
+    without them that row is left out.
     """
     from perfmodel.comm.validation import CommComparison, CommSkip, compare
     from perfmodel.comm.validation import map_row as map_comm_row
@@ -670,6 +683,7 @@ def accuracy_table(
     )
     out.extend(_modern_rows(modern))
     out.extend(_scale_rows(scale))
+    out.extend(_systems2026_rows(systems2026))
     eff = scaling_efficiency_points(tr)
     pts = [e.error_points for e in eff]
     out.append(
@@ -763,6 +777,24 @@ def _scale_rows(scale: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
             med, worst = _median_worst([d.error for d in done])
             out.append(AccuracyRow(what, len(done), med, worst, target))
     return out
+
+
+def _systems2026_rows(rows: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
+    """The "2026 systems" row: tokens/s per GPU of every mapped ``systems2026.jsonl`` row
+    (:func:`perfmodel.accuracy_2026.results`), target the training target, 15 %."""
+    from perfmodel.accuracy_2026 import results
+
+    if not rows:
+        return []
+    res = results(rows)
+    if not res.done:
+        return []
+    med, worst = _median_worst([d.error for d in res.done])
+    what = (
+        "2026 systems: GB300 / GB200 NVL72 and B300 (systems2026.jsonl: Megatron-Bridge "
+        "26.04.01, dense and MoE, 8-256 GPUs; tokens/s/GPU)"
+    )
+    return [AccuracyRow(what, len(res.done), med, worst, 0.15)]
 
 
 def _pct(x: float) -> str:

@@ -34,8 +34,8 @@ By interconnect, training rows: NVLink 8.7% (n=31, worst +42%)."""
 def fake_table(monkeypatch):
     seen = []
 
-    def fake(rows, training=None, modern=(), scale=()):
-        seen.append((len(rows), len(modern), len(scale)))
+    def fake(rows, training=None, modern=(), scale=(), systems2026=()):
+        seen.append((len(rows), len(modern), len(scale), len(systems2026)))
         return TABLE
 
     monkeypatch.setattr(acc, "accuracy_table", fake)
@@ -45,7 +45,8 @@ def fake_table(monkeypatch):
 def test_markdown(fake_table, capsys) -> None:
     assert main(["validate", "--published", "--markdown"]) == 0
     assert capsys.readouterr().out.strip() == EXPECTED
-    assert fake_table == [(518, 56, 26)]  # the shipped published, modern and scale rows
+    # the shipped published, modern, scale and 2026-systems rows
+    assert fake_table == [(518, 56, 26, 34)]
 
 
 def test_update_readme_between_markers(fake_table, tmp_path, capsys) -> None:
@@ -158,3 +159,35 @@ def test_readme_has_the_markers() -> None:
     assert "| training throughput / iteration time, all judged rows |" in block
     assert "| today's stacks, dense (modern.jsonl" in block
     assert "| mixture-of-experts and context-parallel rows (modern.jsonl" in block
+
+
+def test_systems2026_rows_beside_published(tmp_path) -> None:
+    assert acc.load_systems2026(tmp_path) == []  # no systems2026.jsonl: no table row
+    (tmp_path / "published.jsonl").write_text('{"id": "a", "kind": "x"}\n')
+    (tmp_path / "systems2026.jsonl").write_text('{"id": "g"}\n')
+    assert acc.load_systems2026(tmp_path) == [{"id": "g"}]
+    assert acc.load_systems2026(tmp_path / "published.jsonl") == [{"id": "g"}]  # its sibling
+    assert len(acc.load_systems2026()) == 34  # the shipped copy
+
+
+def test_systems2026_row_in_the_table(monkeypatch) -> None:
+    """Median |error| and worst signed error of the 2026-systems rows (hand-computed), 15 %."""
+    import perfmodel.accuracy_2026 as a26
+    import perfmodel.accuracy_modern as am
+
+    def res(*pairs):  # (measured, predicted) tokens/s/GPU
+        return am.ModernResults(
+            tuple(am.ModernPrediction({"measured": m}, p, 1.0, True) for m, p in pairs)
+        )
+
+    # -20 %, +5 %, +40 % -> median 20 %, worst +40 %
+    monkeypatch.setattr(a26, "results", lambda rows: res((100, 80), (200, 210), (10, 14)))
+    assert acc._systems2026_rows([]) == []
+    (row,) = acc._systems2026_rows([{"id": "x"}])
+    assert (row.rows, row.median, row.worst, row.target) == (
+        3,
+        pytest.approx(0.2),
+        pytest.approx(0.4),
+        0.15,
+    )
+    assert row.what.startswith("2026 systems")

@@ -54,6 +54,25 @@ def test_shipped_rows_are_complete() -> None:
     }
 
 
+def test_systems2026_rows_ship_with_their_sources() -> None:
+    """``systems2026.jsonl`` (issue 25: the GB300 / GB200 / B300 rows) ships in the package
+    data beside the others; every row names its source (repository, commit, path, table row)
+    and the measured tokens/s per GPU; it is not in ``../shared/data`` (the lead's copy)."""
+    rows = [
+        json.loads(x)
+        for x in (validation_dir() / "systems2026.jsonl").read_text().splitlines()
+        if x.strip()
+    ]
+    assert len(rows) == 34 and len({r["id"] for r in rows}) == 34
+    for r in rows:
+        assert (
+            "@21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 docs/performance-summary.md" in r["source"]
+        )
+        assert r["metric"] == "tokens_per_s_per_gpu" and r["measured"] > 0
+        assert {"gpu", "gpus", "gpus_per_node", "interconnect"} <= set(r["system"])
+        assert {"tp", "pp", "cp", "ep", "micro_batch", "global_batch"} <= set(r["parallel"])
+
+
 def test_shipped_copy_equals_shared_when_present() -> None:
     sib = sibling_shared_data()
     if sib is None:

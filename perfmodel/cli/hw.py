@@ -248,6 +248,19 @@ def _describe(spec: GPUSpec | LinkTech | CPUSpec) -> list[str]:
                 f"{d.value} {v / units.TFLOPS:.4g} TFLOPS" for d, v in spec.peak_flops.items()
             ),
             *(
+                [
+                    f"  {label:<18} "
+                    + ", ".join(
+                        f"{f.value} {v / units.TFLOPS:.4g} TFLOPS" for f, v in rates.items()
+                    )
+                    for label, rates in (
+                        ("sustained GEMM", spec.sustained_flops),
+                        ("burst GEMM", spec.burst_flops),
+                    )
+                    if rates
+                ]
+            ),
+            *(
                 ["  datasheet only     yes: no training run or calibration has checked it"]
                 if spec.datasheet_only
                 else []

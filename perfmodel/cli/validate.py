@@ -106,6 +106,7 @@ def _accuracy_table(args: argparse.Namespace) -> int:
         load_modern,
         load_published,
         load_scale,
+        load_systems2026,
         replace_between_markers,
         to_markdown,
         to_text,
@@ -122,6 +123,7 @@ def _accuracy_table(args: argparse.Namespace) -> int:
         load_published(args.published or None),
         modern=load_modern(args.published or None),
         scale=load_scale(args.published or None),
+        systems2026=load_systems2026(args.published or None),
     )
     md = to_markdown(table)
     if readme is not None:

@@ -269,10 +269,23 @@ def resolve(backend: AttentionBackend, architecture: str) -> AttentionBackend:
     * ``cudnn`` before Hopper: Transformer Engine prefers FlashAttention-2 on sm80 (its
       attention backend selection keeps cuDNN fused attention for sm90 and later), so
       FlashAttention-2.
+    * AMD Instinct (CDNA architectures): ``generic`` for every fused backend. PyTorch's SDPA on
+      ROCm runs its flash and memory-efficient backends as AOTriton kernels, or Composable
+      Kernel's when ``torch.backends.cuda.preferred_rocm_fa_library("ck")`` is set
+      (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``,
+      ``check_flash_attention_hardware_support`` under ``USE_ROCM``: ``aotriton::v2::flash``
+      / ``ROCmFABackend::Ck``), and Transformer Engine for ROCm runs CK or AOTriton fused
+      attention; none is the FlashAttention-2/3 or cuDNN kernel of the NVIDIA tables and no
+      efficiency table of them by head dimension and length is published, so the generic pair
+      applies (the unfused ``sdpa-math`` path keeps its table).
 
     >>> resolve(AttentionBackend.SDPA, "Hopper").value, resolve(AttentionBackend.FLASH_ATTENTION_3, "Ampere").value
     ('fa2', 'fa2')
+    >>> resolve(AttentionBackend.SDPA, "CDNA3").value, resolve(AttentionBackend.CUDNN, "CDNA4").value
+    ('generic', 'generic')
     """
+    if architecture.startswith("CDNA") and backend is not AttentionBackend.SDPA_MATH:
+        return AttentionBackend.GENERIC
     if backend is AttentionBackend.SDPA:
         if architecture in ("Ampere", "Ada", "Hopper"):
             return AttentionBackend.FLASH_ATTENTION_2

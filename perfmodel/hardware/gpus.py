@@ -673,13 +673,31 @@ def _rates(entry: dict[str, Any], key: str, where: str) -> MappingProxyType[Gemm
 def datasheet_note(gpu: GPUSpec) -> str | None:
     """The line a report prints for a GPU whose figures are datasheet only, else ``None``.
 
-    >>> datasheet_note(get_gpu("MI300X")).startswith("hardware: MI300X")
+    A GPU with measured GEMM ceilings is not datasheet only; on a GPU of another vendor than
+    NVIDIA the line then says which figures still are: every other measured part of the model
+    (memory efficiency fits, the fused-attention kernel tables of
+    :mod:`perfmodel.compute.attention`, the NCCL tuner) comes from NVIDIA GPUs, so its memory
+    bandwidth, links and attention kernels rest on the datasheet and the generic efficiency
+    model.
+
+    >>> datasheet_note(get_gpu("L4")).startswith("hardware: L4 figures are datasheet only")
+    True
+    >>> "GEMM ceilings measured" in datasheet_note(get_gpu("MI300X"))
     True
     >>> datasheet_note(get_gpu("H100-SXM5-80GB")) is None
     True
     """
     if not gpu.datasheet_only:
-        return None
+        if gpu.vendor == "NVIDIA" or not (gpu.sustained_flops or gpu.burst_flops):
+            return None
+        measured = ", ".join(sorted(f.value for f in {**gpu.sustained_flops, **gpu.burst_flops}))
+        bandwidth = "" if gpu.achieved_memory_bandwidth_Bps is not None else "memory bandwidth, "
+        return (
+            f"hardware: {gpu.name} GEMM ceilings measured ({measured}; "
+            f"{gpu.sources.get('achieved', '')}); its {bandwidth}GPU-to-GPU links and "
+            "attention kernels are datasheet only (peaks times the generic efficiency model: "
+            f"no published {gpu.vendor} kernel tables)"
+        )
     line = (
         f"hardware: {gpu.name} figures are datasheet only (peaks, memory and links from "
         f"{gpu.vendor}'s datasheet; no training measurement or calibration profile has checked "

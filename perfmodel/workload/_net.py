@@ -51,6 +51,7 @@ from perfmodel.workload.layers import (
     LayerKind,
     StackedLayers,
 )
+from perfmodel.workload.window import AttentionWindow, WindowKind
 
 Shape = tuple[int, ...]
 
@@ -70,6 +71,14 @@ _ELEMENTWISE_FLOP = {
     "scale": (1.0, 1.0),
     "copy": (0.0, 0.0),  # gather/scatter of rows (mixture-of-experts token permutation)
 }
+
+
+def _window_gemm(window: AttentionWindow, s: int, head_dim: int, heads: int) -> GemmShape:
+    """Kernel shape of a windowed attention over ``s`` queries (:meth:`Net.attention`): blocks of
+    ``span`` queries against ``span`` keys (chunks) or ``2 span`` keys (a sliding window)."""
+    span = window.span(s)
+    keys = span if window.kind is WindowKind.CHUNKED else 2 * span
+    return GemmShape(m=span, n=keys, k=head_dim, batch=heads * -(-s // span))
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -947,6 +956,7 @@ class Net:
         causal: bool,
         *,
         v_head_dim: int | None = None,
+        window: AttentionWindow | None = None,
     ) -> Shape:
         """Fused attention kernel (FlashAttention, Dao et al. 2022) for ``heads`` local heads.
 
@@ -983,11 +993,27 @@ class Net:
         ``(10 cp + 6)`` bytes, one kernel per step and one cast. The fused minimum: eager
         PyTorch's unfused merge (``out - sigmoid(lse' - lse) * (out - out')``) moves about
         four times as much.
+
+        Local windows (``window``, :class:`~perfmodel.workload.window.AttentionWindow`; causal
+        only, and only where the window is shorter than the sequence): sliding-window and
+        chunked attention compute :meth:`~perfmodel.workload.window.AttentionWindow.pairs_fraction`
+        of the ``s x s`` scores instead of half, ``fwd = 2 b s^2 heads (d + d_v) x fraction``,
+        and keep the same ``Q, K, V`` and log-sum-exp. The efficiency model sees the kernel as
+        causal blocks of ``span = min(w, s)`` queries: ``GemmShape(span, span, d, b heads
+        ceil(s / span))`` for chunks (each chunk an independent causal attention), and
+        ``GemmShape(span, 2 span, d, ...)`` for a sliding window (a block of ``w`` queries
+        sweeps the ``2 w`` keys from ``w`` before its first query to its last, half of them
+        masked, as the diagonal of a causal kernel), so the attention tables are read at key
+        length ``span`` with the causal mask. With context parallelism a limiting window is not
+        modelled (:class:`InfeasiblePlanError`; ring attention would skip most ring steps).
         """
         a = self.act_bytes
         dv = head_dim if v_head_dim is None else v_head_dim
         frac = 0.5 if causal else 1.0
         cp = self.cp
+        local = self._window(window, s, causal)
+        if local is not None:
+            frac = local.pairs_fraction(s)
         fwd = 2.0 * b * s * (s * cp) * heads * (head_dim + dv) * frac
         q_el = b * s * heads * head_dim
         k_el = b * s * kv_heads * head_dim
@@ -996,6 +1022,12 @@ class Net:
         io = (q_el + k_el + v_el + o_el) * a
         fwd_comm: tuple[CommPoint, ...] = ()
         bwd_comm: tuple[CommPoint, ...] = ()
+        if local is not None:
+            gemm = _window_gemm(local, s, head_dim, b * heads)
+        elif cp == 1:
+            gemm = GemmShape(m=s, n=s, k=head_dim, batch=b * heads)
+        else:
+            gemm = GemmShape(m=s, n=max(s // 2, 1), k=head_dim, batch=b * heads * cp)
         if cp > 1:
             ring = float(cp * (k_el + v_el) * a)  # all cp chunks of K and V (all-gather output)
             fwd_comm = (CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),)
@@ -1012,9 +1044,7 @@ class Net:
             bwd_bytes=2 * io + b * heads * s * 4,
             activation_bytes=(q_el + k_el + v_el) * a + b * heads * s * 4,
             output_shape=(b, s, heads * dv),
-            gemm=GemmShape(m=s, n=s, k=head_dim, batch=b * heads)
-            if cp == 1
-            else GemmShape(m=s, n=max(s // 2, 1), k=head_dim, batch=b * heads * cp),
+            gemm=gemm,
             fwd_comm=fwd_comm,
             bwd_comm=bwd_comm,
             # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
@@ -1036,6 +1066,28 @@ class Net:
                 bwd_kernels=cp + 1,
             )
         return (b, s, heads * dv)
+
+    def _window(
+        self, window: AttentionWindow | None, s: int, causal: bool
+    ) -> AttentionWindow | None:
+        """``window`` where it limits an attention over ``s`` local queries (else ``None``);
+        refused without the causal mask or under context parallelism."""
+        if window is None or not window.limits(s * self.cp):
+            return None
+        if not causal:
+            raise ConfigError(
+                f"a {window.label()} attention window needs the causal mask",
+                value=window.size,
+                where="attention window",
+            )
+        if self.cp > 1:
+            raise InfeasiblePlanError(
+                f"cp={self.cp}: context parallelism with {window.label()} attention (shorter "
+                f"than the {s * self.cp}-token sequence) is not modelled; use cp=1",
+                value=self.cp,
+                where="cp",
+            )
+        return window
 
     def norm(
         self,

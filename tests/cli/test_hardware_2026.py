@@ -11,7 +11,7 @@ from perfmodel.cli import main
 _LLAMA = ["--model", "llama3_8b", "--precision", "bf16", "--software", "megatron-core"]
 
 
-def test_amd_prediction_says_datasheet_only(capsys) -> None:
+def test_amd_prediction_says_which_figures_are_datasheet_only(capsys) -> None:
     rc = main(
         ["predict", "--system", "mi300x-8", *_LLAMA, "--global-batch", "64", "--plan", "dp=8",
          "--zero", "1", "--fidelity", "analytic"]
@@ -19,7 +19,15 @@ def test_amd_prediction_says_datasheet_only(capsys) -> None:
     out = capsys.readouterr().out
     assert rc == 0
     line = next(x for x in out.splitlines() if x.startswith("hardware: MI300X"))
-    assert "datasheet only" in line and "Max-Achievable FLOPs" in line
+    # AMD's measured Max-Achievable FLOPs are its GEMM ceilings; the rest is datasheet only
+    assert "GEMM ceilings measured" in line and "Max-Achievable FLOPs" in line
+    # its HBM bandwidth is measured (Azure STREAM copy); links and attention kernels are not
+    assert "its GPU-to-GPU links and attention kernels are datasheet only" in line
+    # a GPU without any measured rate still says it is datasheet only
+    assert main(["predict", "--system", "pcie-8x-server", "--gpu", "L4", "--model", "gpt2",
+                 "--global-batch", "8",
+                 "--precision", "bf16", "--fidelity", "analytic"]) == 0  # fmt: skip
+    assert "hardware: L4 figures are datasheet only" in capsys.readouterr().out
     # measured GPUs carry no such line
     assert main(["predict", "--system", "dgx-h100", *_LLAMA, "--global-batch", "64",
                  "--plan", "dp=8", "--zero", "1", "--fidelity", "analytic"]) == 0  # fmt: skip

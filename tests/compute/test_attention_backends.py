@@ -72,6 +72,14 @@ def test_backend_rules() -> None:
     )  # FA3 is Hopper only
     assert resolve_backend(B.CUDNN, "Ampere") is B.FLASH_ATTENTION_2  # TE prefers FA2 on sm80
     assert resolve_backend(B.CUDNN, "Hopper") is B.CUDNN
+    # AMD Instinct: SDPA's AOTriton/CK flash kernels and TE-ROCm's CK/AOTriton attention have no
+    # published tables: the generic pair, whichever backend the stack names (but forced math)
+    for arch in ("CDNA3", "CDNA4"):
+        for b in (B.SDPA, B.SDPA_EFFICIENT, B.FLASH_ATTENTION_2, B.FLASH_ATTENTION_3, B.CUDNN):
+            assert resolve_backend(b, arch) is B.GENERIC
+        assert resolve_backend(B.SDPA_MATH, arch) is B.SDPA_MATH
+    sdpa_amd = attention_efficiency(B.SDPA, "CDNA3", 128, 4096, True, generic=GENERIC)
+    assert (sdpa_amd.fwd, sdpa_amd.bwd) == GENERIC  # not halved as the Blackwell fallback is
 
 
 def test_generic_and_unpublished_pairs() -> None:

@@ -35,6 +35,7 @@ from perfmodel.accuracy import (
     assumed_precision,
     load_modern,
     load_scale,
+    load_systems2026,
     map_row,
     scaling_efficiency_points,
     table_in_readme,
@@ -167,7 +168,7 @@ def test_readme_accuracy_table_is_generated(
     published_rows: list[dict], training, shared_data: Path
 ) -> None:
     """The README's table is what ``perfmodel validate --published`` computes from the shipped
-    rows (``published.jsonl``, ``modern.jsonl`` and ``scale.jsonl``): after a model change,
+    rows (``published.jsonl``, ``modern.jsonl``, ``scale.jsonl`` and ``systems2026.jsonl``): after a model change,
     regenerate it with ``python3 -m perfmodel validate --published --update-readme README.md``."""
     table = to_markdown(
         accuracy_table(
@@ -175,6 +176,7 @@ def test_readme_accuracy_table_is_generated(
             training=training,
             modern=load_modern(shared_data),
             scale=load_scale(shared_data),
+            systems2026=load_systems2026(shared_data),
         )
     )
     readme = (REPO / "README.md").read_text()

@@ -22,7 +22,7 @@ from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload._net import Net
 from perfmodel.workload.kernels import DEFAULT_KERNELS, KernelRecipe
 from perfmodel.workload.layers import LayerCost, Workload, runs_isum
-from perfmodel.workload.zoo import cnn, inception, mlp, moe, transformer
+from perfmodel.workload.zoo import cnn, frontier, inception, mlp, moe, transformer
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,12 @@ _KERAS = "tf.keras.applications"
 _META = "config.json of huggingface.co/meta-llama/"
 _L2 = "(RMSNorm, rope theta 1e4, SwiGLU, untied)"
 _L3 = "(RMSNorm, rope theta 5e5, SwiGLU, untied)"
+#: Qwen3-0.6B/1.7B tie the head to the embedding; their safetensors also store the head
+#: (751,632,384 and 2,031,739,904 counted from the files), the model cards count it once.
+_QWEN_SMALL = (
+    "596,049,920 trained, 440,467,456 without the embedding: the card's 0.6B / 0.44B",
+    "1,720,574,976 trained, 1,409,410,048 without the embedding: the card's 1.7B / 1.4B",
+)
 _MODELS: dict[str, ModelInfo] = {}
 for _info in [
     _m("lenet5", cnn.lenet5, "cnn", "LeCun et al. 1998 (61,706 parameters)"),
@@ -313,11 +319,12 @@ for _info in [
     ),
     _m(
         "deepseek_v3",
-        moe.moe,
+        frontier.deepseek_v3,
         "transformer",
-        "config.json of huggingface.co/deepseek-ai/DeepSeek-V3, main model without the MTP "
-        "module (671,026,404,352 + 14,848 expert-bias buffers; 37,552,282,624 active); "
-        "node-limited routing n_group=8, topk_group=4",
+        "config.json of huggingface.co/deepseek-ai/DeepSeek-V3, main model (671,026,404,352 + "
+        "14,848 expert-bias buffers; 37,552,282,624 active); node-limited routing n_group=8, "
+        "topk_group=4; mtp_layers=1 adds the multi-token-prediction module "
+        "(num_nextn_predict_layers, 682,636,472,320 trained; 38,240,382,976 active)",
         hidden=7168,
         layers=61,
         heads=128,
@@ -378,6 +385,76 @@ for _info in [
             ),
         )
     ],
+    *[
+        _m(
+            name,
+            transformer.llama,
+            "transformer",
+            f"config.json of huggingface.co/Qwen/{hf} (qk-norm, RMSNorm, SwiGLU, GQA 8 KV heads "
+            f"of 128; {'tied' if tied else 'untied'} head; {count})",
+            hidden=hidden,
+            layers=layers,
+            heads=heads,
+            kv_heads=8,
+            head_dim=128,
+            qk_norm=True,
+            ffn_hidden=ffn,
+            vocab=151936,
+            seq_len=4096,
+            tied_embeddings=tied,
+        )
+        for name, hf, hidden, layers, heads, ffn, tied, count in (
+            ("qwen3_0_6b", "Qwen3-0.6B", 1024, 28, 16, 3072, True, _QWEN_SMALL[0]),
+            ("qwen3_1_7b", "Qwen3-1.7B", 2048, 28, 16, 6144, True, _QWEN_SMALL[1]),
+            ("qwen3_4b", "Qwen3-4B", 2560, 36, 32, 9728, True, "4,022,468,096"),
+            ("qwen3_8b", "Qwen3-8B", 4096, 36, 32, 12288, False, "8,190,735,360"),
+            ("qwen3_14b", "Qwen3-14B", 5120, 40, 40, 17408, False, "14,768,307,200"),
+            ("qwen3_32b", "Qwen3-32B", 5120, 64, 64, 25600, False, "32,762,123,264"),
+        )
+    ],
+    _m(
+        "gpt_oss_120b",
+        frontier.gpt_oss,
+        "transformer",
+        "config.json of huggingface.co/openai/gpt-oss-120b (36 layers, 128 experts top-4, "
+        "biased attention with sinks, sliding window 128 on even layers; 116,829,156,672; "
+        "5,711,982,912 active with the embedding)",
+    ),
+    _m(
+        "gpt_oss_20b",
+        frontier.gpt_oss,
+        "transformer",
+        "config.json of huggingface.co/openai/gpt-oss-20b (24 layers, 32 experts top-4; "
+        "20,914,757,184; 4,187,440,704 active with the embedding)",
+        layers=24,
+        experts=32,
+    ),
+    _m(
+        "llama4_scout",
+        frontier.llama4,
+        "transformer",
+        "text_config of config.json of huggingface.co/meta-llama/Llama-4-Scout-17B-16E (16 "
+        "experts top-1 + 1 shared in every layer, chunked attention 8192, L2 qk-norm; "
+        "107,769,861,120; 17,172,894,720 active; no vision encoder)",
+    ),
+    _m(
+        "llama4_maverick",
+        frontier.llama4,
+        "transformer",
+        "text_config of config.json of huggingface.co/meta-llama/Llama-4-Maverick-17B-128E "
+        "(128 experts top-1 + 1 shared in every second layer, dense 16384 between; "
+        "400,711,848,960; 17,184,691,200 active; no vision encoder)",
+        experts=128,
+        moe_layer_step=2,
+        qk_norm=False,
+    ),
+    _m(
+        "grok_1",
+        frontier.grok1,
+        "transformer",
+        "github.com/xai-org/grok-1 @7050ed2 run.py / model.py (8 experts top-2, four RMSNorms "
+        "per layer, tied embedding; 315,684,820,992; 83,756,587,008 active)",
+    ),
     _m(
         "transformer_xl",
         transformer.transformer_xl,
@@ -401,6 +478,13 @@ _ALIASES: dict[str, str] = {
     **{f"llama_3_{n}": f"llama3_{n}" for n in ("8b", "70b", "405b")},
     **{f"llama3_1_{n}": f"llama3_{n}" for n in ("8b", "70b", "405b")},
     **{f"llama_3_1_{n}": f"llama3_{n}" for n in ("8b", "70b", "405b")},
+    "llama_4_scout": "llama4_scout",
+    "llama_4_scout_17b_16e": "llama4_scout",
+    "llama_4_maverick": "llama4_maverick",
+    "llama_4_maverick_17b_128e": "llama4_maverick",
+    "grok1": "grok_1",
+    "gptoss_120b": "gpt_oss_120b",
+    "gptoss_20b": "gpt_oss_20b",
 }
 
 

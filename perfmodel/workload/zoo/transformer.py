@@ -27,6 +27,7 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.kernels import OPS, Fusion, op_kernels, repeat_kv_kernels
 from perfmodel.workload.layers import CommPoint, GemmShape, KernelClass, LayerCost, LayerKind
+from perfmodel.workload.window import AttentionWindow
 
 
 @dataclass(frozen=True)
@@ -228,9 +229,22 @@ def _check_positions(seq_len: int, max_positions: int) -> None:
 Section = Callable[[Net, TransformerConfig, int, int, str], None]
 
 
-def self_attention(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
+def self_attention(
+    net: Net,
+    cfg: TransformerConfig,
+    b: int,
+    s: int,
+    name: str,
+    *,
+    window: AttentionWindow | None = None,
+) -> None:
     """Multi-head (grouped-query when ``kv_heads < heads``) self-attention: fused QKV
-    projection, attention (fused or unfused), output projection."""
+    projection, attention (fused or unfused), output projection.
+
+    ``window``: a sliding-window or chunked causal attention
+    (:class:`~perfmodel.workload.window.AttentionWindow`, :meth:`Net.attention`) for the fused
+    kernel; the unfused path computes and masks the whole ``s x s`` score matrix, as eager
+    attention with a mask does."""
     h, tp = cfg.hidden, net.tp
     d = cfg.head_dim
     heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
@@ -265,7 +279,7 @@ def self_attention(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) 
         net.op_layer(f"{name}.repeat_kv", repeat_kv_kernels(heads_l // kv_l), kv_el,
                      output_shape=(b, s, heads_l, d), tensors=2)  # fmt: skip
     if cfg.flash_attention:
-        net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal)
+        net.attention(f"{name}.attention", b, s, heads_l, kv_l, d, cfg.causal, window=window)
         copy = op_kernels("attn_out_copy", fusion)
         if sdpa and copy is not None:
             net.op_layer(f"{name}.attn_out_copy", copy, float(b * s * heads_l * d),

@@ -1,0 +1,260 @@
+"""The hardware of 2026: the ``systems2026.jsonl`` rows mapped to scenarios and predicted.
+
+The rows (shipped in ``validation/systems2026.jsonl``, the ``modern.jsonl`` schema) are the
+Megatron-Bridge 26.04.01 performance summary's GB300 NVL72, GB200 NVL72 and B300 rows
+(``NVIDIA-NeMo/Megatron-Bridge@21d102f5``, ``docs/performance-summary.md``, the document and commit
+of ``modern.jsonl``'s Megatron-Bridge rows): Llama 3 70B, Llama 3.1 405B, DeepSeek-V3, GPT-OSS
+120B, Qwen3-30B-A3B and -235B-A22B, Kimi K2 and Nemotron 3. :func:`map_row` turns one into a
+:class:`~perfmodel.api.Scenario` or says why it is not mapped:
+
+* system: GB300 and GB200 rows run on NVL72 racks (``gb300-nvl72``, ``gb200-nvl72``: one rack of
+  72 GPUs is one server, ``ceil(gpus / 72)`` racks), B300 rows on DGX B300 (``hgx-b300``, 8 per
+  node); AMD Instinct rows map to ``mi300x-8`` / ``mi325x-8`` / ``mi355x-8``;
+* model: the zoo entry of each (``llama`` with the stated shape, ``deepseek_v3`` with its
+  multi-token-prediction module as the recipe trains it, ``gpt_oss_120b``, ``qwen3_30b_a3b``,
+  ``qwen3_235b_a22b``; Kimi K2 as ``deepseek_v3`` with its own shape and no MTP);
+* precision: FP8 is Transformer Engine current scaling (``te-current``: the perf scripts'
+  ``fp8_cs``), MXFP8 ``mxfp8``; NVFP4 rows are not mapped (no training precision of the model
+  runs FP4 GEMMs);
+* plan: as stated (sequence parallelism with every ``tp > 1``); FSDP > 0 is Megatron FSDP
+  (``zero=3``), FSDP = 0 the distributed optimizer (the ``megatron-core`` preset's); selective
+  recomputation where the recipe lists ``recompute_modules``, none otherwise;
+* MoE rows: the token dispatcher and the all-to-all overlap of each recipe
+  (:data:`MOE_RECIPES_2026`), force-balanced and dropless as the document's footnote says;
+* not mapped: hybrid Mamba-2/attention models (Nemotron 3, not in the zoo) and Muon (Kimi K2:
+  its one momentum buffer is the ``momentum`` optimizer's state, its Newton-Schulz iterations are
+  not modelled, so the row is mapped with that caveat in its note; its routing is one group,
+  ``n_group = topk_group = 1``, as its ``config.json`` states); plans with more pipeline chunks
+  than layers (Llama 3.1 405B on GB200 with PP 16 x VP 8 = 128 chunks for 126 layers: Megatron
+  counts the embedding and the loss as pipeline layers, which the lowering does not).
+
+Not modelled and stated in each row's note: the activation CPU offloading of the Megatron FSDP
+Llama 3 70B recipes (``cpu_offloading_num_layers``; the prediction still runs, its memory says
+whether it would fit without), CUDA graphs. Errors are signed, ``predicted / measured - 1`` of
+tokens per second per GPU. Nothing here feeds the model: no constant is fitted to these rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from perfmodel.accuracy_modern import ModernResults, _predict_rows
+from perfmodel.api import Scenario
+
+_CFG = (
+    "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 scripts/performance/"
+    "configs/"
+)
+
+#: System of each GPU named in a row (first match wins) and GPUs per server.
+SYSTEMS: tuple[tuple[str, str, int], ...] = (
+    ("GB300", "gb300-nvl72", 72),
+    ("GB200", "gb200-nvl72", 72),
+    ("B300", "hgx-b300", 8),
+    ("MI355X", "mi355x-8", 8),
+    ("MI325X", "mi325x-8", 8),
+    ("MI300X", "mi300x-8", 8),
+)
+
+
+@dataclass(frozen=True)
+class MoeRecipe2026:
+    """Token dispatcher (``Scenario.moe_dispatcher``) and all-to-all overlap
+    (``Scenario.ep_overlap``) of one Megatron-Bridge MoE performance recipe, with its source."""
+
+    dispatcher: str
+    ep_overlap: bool
+    source: str
+
+
+#: The 26.04.01 MoE rows' recipes by (model name prefix, GPU). The ``*_llm_pretrain.py``
+#: functions set ``moe_token_dispatcher_type`` ('flex' with the base config's
+#: ``moe_flex_dispatcher_backend``; the gpt-oss bridge's 'alltoall' where the base config names
+#: no backend) and ``set_workload_base_configs`` applies ``moe_a2a_overlap`` (default False).
+MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
+    **{
+        (model, gpu): MoeRecipe2026(
+            "hybridep",
+            False,
+            _CFG + f"qwen/qwen3_workload_base_configs.py {name}_PRETRAIN_CONFIG_{gpu}_FP8_MX_"
+            f"{variant} (moe_flex_dispatcher_backend='hybridep'); qwen3_llm_pretrain.py: "
+            "moe_token_dispatcher_type 'flex'",
+        )
+        for model, name, variant in (
+            ("Qwen3-30B-A3B", "QWEN3_30B_A3B", "V1"),
+            ("Qwen3-235B-A22B", "QWEN3_235B_A22B", "V2"),
+        )
+        for gpu in ("GB300", "GB200", "B300")
+    },
+    **{
+        ("DeepSeek-V3", gpu): MoeRecipe2026(
+            "hybridep",
+            False,
+            _CFG + f"deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_{gpu}"
+            "_V2 (moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False)",
+        )
+        for gpu in ("GB300", "GB200", "B300")
+    },
+    ("GPT-OSS 120B", "GB300"): MoeRecipe2026(
+        "alltoall",
+        False,
+        _CFG + "gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_"
+        "V2 (no flex backend: the bridge's moe_token_dispatcher_type 'alltoall')",
+    ),
+    ("GPT-OSS 120B", "GB200"): MoeRecipe2026(
+        "alltoall",
+        True,
+        _CFG + "gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_"
+        "V2 (moe_a2a_overlap=True, no flex backend)",
+    ),
+    ("GPT-OSS 120B", "B300"): MoeRecipe2026(
+        "hybridep",
+        False,
+        _CFG + "gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_"
+        "V2 (moe_flex_dispatcher_backend='hybridep')",
+    ),
+    ("Kimi K2", "GB300"): MoeRecipe2026(
+        "hybridep",
+        False,
+        _CFG + "kimi/kimi_workload_base_configs.py KIMI_K2_PRETRAIN_CONFIG_GB300 "
+        "(moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False); kimi_llm_pretrain.py: "
+        "apply_flex_dispatcher_backend, optimizer 'muon' by default",
+    ),
+}
+
+
+def load_rows(directory: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of ``systems2026.jsonl`` in ``directory`` (default: the shipped copy); a
+    ``published.jsonl`` path reads its sibling; a directory without the file gives no rows."""
+    from perfmodel._io import read_jsonl
+    from perfmodel.catalogue import validation_dir
+
+    path = Path(directory) if directory is not None else validation_dir()
+    if not path.is_dir():
+        path = path.parent
+    path = path / "systems2026.jsonl"
+    return read_jsonl(path, where="--published") if path.exists() else []
+
+
+def _system(gpu: str) -> tuple[str, int] | None:
+    for key, system, per_node in SYSTEMS:
+        if key in gpu:
+            return system, per_node
+    return None
+
+
+def _model(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], str] | str:
+    """``(zoo model, arguments, optimizer)`` of a row's model block, or why not mapped."""
+    name = str(m["name"])
+    seq = int(m["seq_len"])
+    if "architecture" in m:
+        return f"{name}: {m['architecture']}; not in the zoo"
+    if name.startswith("Llama"):
+        args = {k: int(m[k]) for k in ("hidden", "layers", "heads", "kv_heads", "ffn_hidden")}
+        return "llama", {**args, "vocab": int(m["vocab"]), "seq_len": seq}, "adamw"
+    if name.startswith("DeepSeek-V3"):
+        return "deepseek_v3", {"seq_len": seq, "mtp_layers": int(m.get("mtp_depth") or 0)}, "adamw"
+    if name.startswith("Kimi K2"):
+        return (
+            "deepseek_v3",
+            {
+                "seq_len": seq,
+                "heads": int(m["heads"]),
+                "experts": int(m["experts"]),
+                "first_dense_layers": int(m["dense_layers"]),
+                "vocab": int(m["vocab"]),
+                "router_groups": 1,
+                "router_group_topk": 1,
+                "mtp_layers": int(m.get("mtp_depth") or 0),
+            },
+            "momentum",
+        )
+    for prefix, zoo in (
+        ("GPT-OSS 120B", "gpt_oss_120b"),
+        ("Qwen3-30B-A3B", "qwen3_30b_a3b"),
+        ("Qwen3-235B-A22B", "qwen3_235b_a22b"),
+    ):
+        if name.startswith(prefix):
+            return zoo, {"seq_len": seq}, "adamw"
+    return f"model {name!r} not mapped"
+
+
+def moe_recipe(row: Mapping[str, Any]) -> MoeRecipe2026 | None:
+    """The :data:`MOE_RECIPES_2026` entry of a MoE row, ``None`` otherwise."""
+    if "experts" not in row["model"]:
+        return None
+    name, gpu = str(row["model"]["name"]), str(row["system"]["gpu"])
+    for (model, kind), recipe in MOE_RECIPES_2026.items():
+        if name.startswith(model) and gpu.startswith(kind):
+            return recipe
+    return None
+
+
+def map_row(row: Mapping[str, Any]) -> Scenario | str:
+    """A :class:`Scenario` for a ``systems2026.jsonl`` row, or why it is not mapped."""
+    if row["metric"] != "tokens_per_s_per_gpu":
+        return "not a tokens/s row"
+    prec = str(row["precision"]).upper()
+    if prec == "NVFP4":
+        return "NVFP4 training: no training precision of the model runs FP4 GEMMs"
+    sysd = row["system"]
+    found = _system(str(sysd["gpu"]))
+    if found is None:
+        return f"GPU {sysd['gpu']!r} not mapped"
+    system, per_node = found
+    model = _model(row["model"])
+    if isinstance(model, str):
+        return model
+    name, args, optimizer = model
+    p = row["parallel"]
+    tp, pp = int(p["tp"]), int(p["pp"])
+    v = int(p.get("virtual_pipeline") or 1)
+    layers = row["model"].get("layers")
+    if layers is not None and pp * v > int(layers):
+        return (
+            "more pipeline chunks than layers (Megatron counts the embedding and the loss as "
+            "pipeline layers, account_for_embedding/loss_in_pipeline_split; not modelled)"
+        )
+    gpus = int(sysd["gpus"])
+    rec = str(p.get("recompute") or "").lower()
+    fsdp = str(p.get("sharding") or "").startswith("Megatron FSDP")
+    sc = Scenario(
+        system=system,
+        nodes=math.ceil(gpus / per_node),
+        gpus=gpus,
+        model=name,
+        model_args=args,
+        global_batch=int(p["global_batch"]),
+        precision="bf16" if prec == "BF16" else "fp8",
+        fp8_recipe={"FP8": "te-current", "MXFP8": "mxfp8"}.get(prec),
+        optimizer=optimizer,
+        tp=tp,
+        pp=pp,
+        cp=int(p.get("cp") or 1),
+        ep=int(p.get("ep") or 1),
+        etp=p.get("expert_tensor_parallel"),
+        microbatch=int(p["micro_batch"]),
+        interleave=v if pp > 1 else 1,
+        sequence_parallel=tp > 1,
+        recompute="selective" if rec.startswith("selective") else "none",
+        zero=3 if fsdp else None,
+        software="megatron-core",
+        fidelity="analytic",
+    )
+    recipe = moe_recipe(row)
+    if recipe is not None:
+        sc = replace(sc, moe_dispatcher=recipe.dispatcher, ep_overlap=recipe.ep_overlap)
+    return sc
+
+
+def results(rows: Iterable[Mapping[str, Any]]) -> ModernResults:
+    """Every row :func:`map_row` maps, predicted with the analytic executor; the others counted
+    by reason (:class:`~perfmodel.accuracy_modern.ModernResults`)."""
+    return _predict_rows(rows, map_row)
+
+
+__all__ = ["MOE_RECIPES_2026", "SYSTEMS", "load_rows", "map_row", "moe_recipe", "results"]

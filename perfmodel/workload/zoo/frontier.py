@@ -1,0 +1,501 @@
+"""Open-weight decoders that 2025-2026 machines are benchmarked with: gpt-oss, Llama 4, Grok-1
+and DeepSeek-V3 with its multi-token-prediction module.
+
+Each builder reproduces the parameter count of its published configuration exactly (tests in
+``tests/workload/test_zoo_frontier.py``) from the blocks of :mod:`~perfmodel.workload.zoo.moe`
+and :mod:`~perfmodel.workload.zoo.transformer` (routed experts ``moe_mlp``, the layer, the
+embeddings and the head), adding what these models do differently:
+
+* **gpt-oss** (OpenAI 2025, ``config.json`` of huggingface.co/openai/gpt-oss-120b and -20b; HF
+  ``GptOssForCausalLM``): every layer a mixture of experts with biases on the router and on both
+  expert matrices, attention with biases on Q/K/V/O and a learned *attention sink* per head (one
+  logit added to each softmax denominator: ``heads`` parameters per layer, no FLOP that
+  matters), and alternating attention: layer ``i`` even uses a sliding window of
+  ``sliding_window`` keys, odd a full causal attention (HF ``layer_types``; Megatron-Bridge's
+  gpt-oss bridge sets ``window_size = (sliding_window - 1, 0)``, ``window_attn_skip_freq = 2``).
+  The clamped SwiGLU (``alpha 1.702, limit 7``) costs as the zoo's SwiGLU.
+* **Llama 4** (Meta 2025, ``config.json`` of huggingface.co/meta-llama/Llama-4-Scout-17B-16E and
+  -Maverick-17B-128E, ``text_config``; HF ``Llama4TextModel``): a routed expert layer with one
+  shared expert of the routed width (``Llama4TextMoe.shared_expert``) every
+  ``moe_layer_step``-th layer (HF ``moe_layers = range(step - 1, layers, step)``), dense SwiGLU
+  layers of ``ffn_hidden`` (``intermediate_size_mlp``) between them; rotary layers attend in
+  chunks of ``attention_chunk`` positions, every ``nope_every``-th layer (HF ``no_rope_layers``)
+  has no rotary embedding and attends to the whole causal context; Scout normalises queries and
+  keys by their L2 norm (``use_qk_norm``; ``Llama4TextL2Norm`` has no weight).
+* **Grok-1** (xAI 2024, github.com/xai-org/grok-1 @7050ed2 ``run.py`` and ``model.py``): RMSNorm
+  before *and after* both the attention and the expert block (four per layer), 8 experts of
+  gated-GELU width ``ffn_size(6144, 8) = 32768`` with 2 per token, word embedding tied to the
+  output. The gated GELU costs as the zoo's SwiGLU; the attention-logit soft cap
+  (``30 tanh(x / 30)``) runs inside the fused kernel and is not charged.
+* **DeepSeek-V3** (``config.json`` of huggingface.co/deepseek-ai/DeepSeek-V3,
+  ``num_nextn_predict_layers = 1``; DeepSeek-AI 2024, sec. 2.2): ``mtp_layers`` multi-token
+  prediction modules after the main model, as Megatron-Core's ``MultiTokenPredictionLayer``
+  trains them (Megatron-Bridge ``deepseek_v3`` recipes set ``mtp_num_layers = 1``): the next
+  tokens' embedding (the main model's, shared), ``enorm`` and ``hnorm`` RMSNorms, the projection
+  ``eh_proj`` of the concatenated ``2 h`` to ``h`` (no bias), one decoder layer like the main
+  model's MoE layers, a final RMSNorm and the main model's output layer (shared) with its own
+  cross-entropy. Shared weights are not counted again; the pipeline stage that holds the module
+  keeps a copy of the word embedding synchronised with the first stage (Megatron-Core
+  ``GPTModel`` builds the embedding on the MTP stage and all-reduces its gradient with the
+  first), which the lowering charges through the tied-head rule
+  (:func:`perfmodel.parallel.lowering.tied_embedding_params`).
+
+Parameter counts are those of the trained model (what the optimizer holds): the HF checkpoint of
+DeepSeek-V3 adds a duplicate of the embedding and of the head to its MTP layer (684.5B with
+them). Active counts include the embedding and the head (the zoo's convention, as Mixtral's
+12.9B); OpenAI's model card states gpt-oss's active parameters without the embedding (5.13B and
+3.61B).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.ops import CollectiveOp
+from perfmodel.workload._net import Net
+from perfmodel.workload.layers import CommPoint
+from perfmodel.workload.window import AttentionWindow, WindowKind
+from perfmodel.workload.zoo import moe as _moe
+from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
+from perfmodel.workload.zoo.transformer import (
+    Section,
+    TransformerConfig,
+    _column_linear,
+    _embeddings,
+    block_norm,
+    check_config,
+    decoder_head,
+    dense_mlp,
+    self_attention,
+    transformer_layer,
+)
+
+
+def _routed(
+    net: Net,
+    *,
+    experts: int,
+    top_k: int,
+    expert_ffn_hidden: int,
+    shared_experts: int = 0,
+    load_imbalance: float = 1.0,
+    capacity_factor: float = 0.0,
+) -> MoeConfig:
+    """The routed experts, checked as :func:`perfmodel.workload.zoo.moe.moe` checks them."""
+    m = MoeConfig(
+        experts=_moe._positive("experts", experts),
+        top_k=_moe._positive("top_k", top_k),
+        expert_ffn_hidden=_moe._positive("expert_ffn_hidden", expert_ffn_hidden),
+        shared_experts=_moe._positive("shared_experts", shared_experts, 0),
+        load_imbalance=_moe._factor("load_imbalance", load_imbalance, 1.0),
+        capacity_factor=_moe._factor("capacity_factor", capacity_factor, 0.0),
+    )
+    if m.top_k > m.experts:
+        raise ConfigError(
+            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
+        )
+    if m.expert_ffn_hidden % net.etp:
+        name = "tp" if net.etp == net.tp else "etp"
+        raise InfeasiblePlanError(
+            f"{name}={net.etp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
+            value=net.etp,
+            where=name,
+        )
+    if m.experts % net.ep:
+        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
+        raise InfeasiblePlanError(
+            f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
+            value=net.ep,
+            where="ep",
+        )
+    return m
+
+
+def _add_params(net: Net, name: str, extra: int) -> None:
+    """Add ``extra`` parameters (biases, sinks) to the last layer called ``name``."""
+    for i in range(len(net.layers) - 1, -1, -1):
+        if net.layers[i].name == name:
+            la = net.layers[i]
+            net.layers[i] = replace(la, params=la.params + extra)
+            return
+    raise ValueError(f"no layer {name!r} to add parameters to")  # internal invariant
+
+
+def _drop_params(net: Net, names: tuple[str, ...]) -> None:
+    """Parameter-free copies of the last layers called ``names`` (a norm without weight)."""
+    for i in range(len(net.layers) - 1, -1, -1):
+        if net.layers[i].name in names:
+            net.layers[i] = replace(net.layers[i], params=0)
+
+
+def _window(size: int, kind: WindowKind, where: str) -> AttentionWindow:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(f"{where} must be an integer >= 1, got {size!r}", value=size, where=where)
+    return AttentionWindow(kind, size)
+
+
+# ------------------------------------------------------------------------------- gpt-oss
+
+
+def _gpt_oss_attention(
+    net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, window: AttentionWindow | None
+) -> None:
+    """Biased grouped-query attention (optionally windowed) with one learned sink per head."""
+    self_attention(net, cfg, b, s, name, window=window)
+    sink = f"{name}.attention" if cfg.flash_attention else f"{name}.softmax"
+    _add_params(net, sink, cfg.heads // net.tp)
+
+
+def _gpt_oss_experts(
+    net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig
+) -> None:
+    """:func:`~perfmodel.workload.zoo.moe.moe_mlp` with gpt-oss's biases: the router's (one per
+    expert) and each expert's ``2 f`` (gate and up) and ``h`` (down) biases."""
+    moe_mlp(net, cfg, b, s, name, moe=moe)
+    local = moe.experts // net.ep
+    _add_params(net, f"{name}.router", moe.experts)
+    _add_params(net, f"{name}.experts_fc1", local * 2 * moe.expert_ffn_hidden // net.etp)
+    _add_params(net, f"{name}.experts_fc2", local * cfg.hidden)
+
+
+def gpt_oss(
+    net: Net,
+    *,
+    hidden: int = 2880,
+    layers: int = 36,
+    heads: int = 64,
+    kv_heads: int = 8,
+    head_dim: int = 64,
+    experts: int = 128,
+    top_k: int = 4,
+    expert_ffn_hidden: int = 2880,
+    sliding_window: int = 128,
+    seq_len: int = 4096,
+    vocab: int = 201088,
+    load_imbalance: float = 1.0,
+    capacity_factor: float = 0.0,
+    flash_attention: bool = True,
+) -> TransformerConfig:
+    """gpt-oss (see the module docstring). Defaults are gpt-oss-120b: 116,829,156,672
+    parameters, 5,711,982,912 active (4 of 128 experts; 5,132,849,472 without the embedding).
+
+    Parameters per layer: attention ``h (q + 2 kv d) + q h`` weights, ``q + 2 kv d + h`` biases
+    and ``heads`` sinks (``q = heads d``); router ``h E + E``; experts ``E (3 h f + 2 f + h)``;
+    two RMSNorms. Embedding and untied head ``vocab h`` each, final RMSNorm ``h``.
+    """
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=expert_ffn_hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        rms_norm=True,
+        gated_mlp=True,
+        bias=True,
+        dropout=False,
+        flash_attention=flash_attention,
+        head_size=head_dim,
+        rope=True,
+    )
+    check_config(cfg, net.tp)
+    m = _routed(
+        net,
+        experts=experts,
+        top_k=top_k,
+        expert_ffn_hidden=expert_ffn_hidden,
+        load_imbalance=load_imbalance,
+        capacity_factor=capacity_factor,
+    )
+    window = _window(sliding_window, WindowKind.SLIDING, "sliding_window")
+    routed: Section = partial(_gpt_oss_experts, moe=m)
+    b, s = net.batch_size, net.local_seq(seq_len)
+    _embeddings(net, cfg, b, s, positions=0)
+    for i in range(layers):
+        attention: Section = partial(_gpt_oss_attention, window=window if i % 2 == 0 else None)
+        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=routed)
+    net.end_blocks()
+    decoder_head(net, cfg, b, s, tied=False)
+    return cfg
+
+
+# ------------------------------------------------------------------------------- Llama 4
+
+
+def _l2_qk_attention(
+    net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, window: AttentionWindow | None
+) -> None:
+    """Attention whose query/key norm (when ``cfg.qk_norm``) is a weightless L2 norm."""
+    self_attention(net, cfg, b, s, name, window=window)
+    if cfg.qk_norm:
+        _drop_params(net, (f"{name}.q_norm", f"{name}.k_norm"))
+
+
+def llama4(
+    net: Net,
+    *,
+    hidden: int = 5120,
+    layers: int = 48,
+    heads: int = 40,
+    kv_heads: int = 8,
+    head_dim: int = 128,
+    ffn_hidden: int = 16384,
+    experts: int = 16,
+    top_k: int = 1,
+    expert_ffn_hidden: int = 8192,
+    shared_experts: int = 1,
+    moe_layer_step: int = 1,
+    attention_chunk: int = 8192,
+    nope_every: int = 4,
+    qk_norm: bool = True,
+    seq_len: int = 8192,
+    vocab: int = 202048,
+    load_imbalance: float = 1.0,
+    capacity_factor: float = 0.0,
+    flash_attention: bool = True,
+) -> TransformerConfig:
+    """Llama 4 text decoder (see the module docstring). Defaults are Llama 4 Scout
+    (107,769,861,120 parameters, 17,172,894,720 active); Maverick is ``experts=128,
+    moe_layer_step=2, qk_norm=false`` (400,711,848,960; 17,184,691,200 active).
+
+    Layer ``i`` (from 0) routes its tokens when ``(i + 1) % moe_layer_step == 0``, else runs a
+    dense SwiGLU of ``ffn_hidden``; it attends in chunks of ``attention_chunk`` unless
+    ``(i + 1) % nope_every == 0`` (no rotary embedding, whole causal context).
+    """
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=ffn_hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        rms_norm=True,
+        gated_mlp=True,
+        bias=False,
+        dropout=False,
+        flash_attention=flash_attention,
+        head_size=head_dim,
+        qk_norm=bool(qk_norm),
+        rope=True,
+    )
+    check_config(cfg, net.tp)
+    step = _moe._positive("moe_layer_step", moe_layer_step)
+    nope = _moe._positive("nope_every", nope_every)
+    m = _routed(
+        net,
+        experts=experts,
+        top_k=top_k,
+        expert_ffn_hidden=expert_ffn_hidden,
+        shared_experts=shared_experts,
+        load_imbalance=load_imbalance,
+        capacity_factor=capacity_factor,
+    )
+    chunk = _window(attention_chunk, WindowKind.CHUNKED, "attention_chunk")
+    if m.shared_experts and m.expert_ffn_hidden % net.tp:
+        raise InfeasiblePlanError(
+            f"tp={net.tp} does not divide the shared expert's width {m.expert_ffn_hidden}",
+            value=net.tp,
+            where="tp",
+        )
+    routed: Section = partial(moe_mlp, moe=m)
+    nope_cfg = replace(cfg, rope=False)
+    b, s = net.batch_size, net.local_seq(seq_len)
+    _embeddings(net, cfg, b, s, positions=0)
+    for i in range(layers):
+        rotary = (i + 1) % nope != 0
+        attention: Section = partial(_l2_qk_attention, window=chunk if rotary else None)
+        mlp = routed if (i + 1) % step == 0 else dense_mlp
+        layer_cfg = cfg if rotary else nope_cfg
+        transformer_layer(net, layer_cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
+    net.end_blocks()
+    decoder_head(net, cfg, b, s, tied=False)
+    return cfg
+
+
+# -------------------------------------------------------------------------------- Grok-1
+
+
+def _post_normed(section: Section, norm: str) -> Section:
+    """``section`` followed by an RMSNorm of its output (Grok-1's sandwich norms)."""
+
+    def run(net: Net, cfg: TransformerConfig, b: int, s: int, name: str) -> None:
+        section(net, cfg, b, s, name)
+        h = cfg.hidden
+        block_norm(net, cfg, f"{name}.{norm}", (b, s, h), params=h, shard=net.seq_shard)
+
+    return run
+
+
+def grok1(
+    net: Net,
+    *,
+    hidden: int = 6144,
+    layers: int = 64,
+    heads: int = 48,
+    kv_heads: int = 8,
+    head_dim: int = 128,
+    experts: int = 8,
+    top_k: int = 2,
+    expert_ffn_hidden: int = 32768,
+    seq_len: int = 8192,
+    vocab: int = 131072,
+    load_imbalance: float = 1.0,
+    capacity_factor: float = 0.0,
+    flash_attention: bool = True,
+) -> TransformerConfig:
+    """Grok-1 (see the module docstring): 315,684,820,992 parameters (xAI's "314B"), 83,756,587,008
+    active (2 of 8 experts).
+
+    Per layer: attention ``h (q + 2 kv d) + q h``, router ``h E``, experts ``3 E h f``, four
+    RMSNorms ``h``; embedding ``vocab h`` (tied to the output), final RMSNorm ``h``.
+    """
+    cfg = TransformerConfig(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=expert_ffn_hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        rms_norm=True,
+        gated_mlp=True,
+        bias=False,
+        dropout=False,
+        flash_attention=flash_attention,
+        head_size=head_dim,
+        rope=True,
+    )
+    check_config(cfg, net.tp)
+    m = _routed(
+        net,
+        experts=experts,
+        top_k=top_k,
+        expert_ffn_hidden=expert_ffn_hidden,
+        load_imbalance=load_imbalance,
+        capacity_factor=capacity_factor,
+    )
+    attention = _post_normed(self_attention, "post_attn_norm")
+    routed = _post_normed(partial(moe_mlp, moe=m), "post_moe_norm")
+    b, s = net.batch_size, net.local_seq(seq_len)
+    _embeddings(net, cfg, b, s, positions=0)
+    for i in range(layers):
+        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=routed)
+    net.end_blocks()
+    decoder_head(net, cfg, b, s, tied=True)
+    return cfg
+
+
+# --------------------------------------------------------------------- DeepSeek-V3 + MTP
+
+
+def _mtp_module(
+    net: Net,
+    cfg: TransformerConfig,
+    depth: int,
+    *,
+    attention: Section,
+    mlp: Section,
+) -> None:
+    """One multi-token-prediction module (see the module docstring), depth ``depth`` (from 0).
+
+    Layers: ``mtp<k>.embed`` (lookup in the shared word embedding: no parameters of its own),
+    ``mtp<k>.enorm`` / ``hnorm`` (RMSNorm ``h`` each), ``mtp<k>.eh_proj`` (column-parallel
+    ``2 h -> h`` on the concatenation), one decoder layer, ``mtp<k>.final_norm``,
+    ``mtp<k>.lm_head`` (the shared output layer) and ``mtp<k>.loss``.
+    """
+    h = cfg.hidden
+    b, s = net.batch_size, net.local_seq(cfg.seq_len)
+    p = f"mtp{depth}"
+    shard = net.seq_shard
+    net.block = max(la.block for la in net.layers if la.block is not None)
+    net.new_block()  # the module's inputs: a block of its own after the main model's
+    el = b * s * h
+    comm: tuple[CommPoint, ...] = ()
+    if net.tp > 1:
+        op = CollectiveOp.REDUCESCATTER if net.sp else CollectiveOp.ALLREDUCE
+        comm = (net.comm(op, el),)
+    net.embedding(f"{p}.embed", b, s, cfg.vocab, h, parallel=True, fwd_comm=comm)
+    net.layers[-1] = replace(net.layers[-1], params=0)  # the main model's embedding
+    block_norm(net, cfg, f"{p}.enorm", (b, s, h), params=h, shard=shard)
+    block_norm(net, cfg, f"{p}.hnorm", (b, s, h), params=h, shard=shard)
+    # column-parallel as Megatron-Core's eh_proj; the all-gather of its h/tp outputs back to
+    # the hidden width (once per micro-batch, h elements per token) is not charged
+    _column_linear(net, f"{p}.eh_proj", (b, s, 2 * h), h, bias=False, input_shard=shard)
+    transformer_layer(net, cfg, b, s, f"{p}.layer", attention=attention, mlp=mlp)
+    block_norm(net, cfg, f"{p}.final_norm", (b, s, h), params=h, shard=shard)
+    _column_linear(net, f"{p}.lm_head", (b * s, h), cfg.vocab, bias=False)
+    last = net.layers[-1]
+    net.layers[-1] = replace(last, params=0, keep_16bit=True)
+    loss_comm: tuple[CommPoint, ...] = ()
+    if net.tp > 1:
+        loss_comm = (net.comm(CollectiveOp.ALLREDUCE, 3 * b * s, element_bytes=4),)
+    net.loss(f"{p}.loss", b * s, cfg.vocab // net.tp, fwd_comm=loss_comm)
+
+
+def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerConfig:
+    """DeepSeek-V3 (:func:`perfmodel.workload.zoo.moe.moe` with the zoo entry's shape) and
+    ``mtp_layers`` multi-token-prediction modules (:func:`_mtp_module`; the published model and
+    Megatron-Bridge's recipes have 1). Accepts every argument of
+    :func:`~perfmodel.workload.zoo.moe.moe`.
+
+    With ``mtp_layers=1`` the trained model has 682,636,472,320 parameters (671,026,404,352 +
+    11,610,067,968: one MoE decoder layer, ``eh_proj`` ``2 h^2`` and three norms) and
+    38,240,382,976 active.
+    """
+    depth = _moe._positive("mtp_layers", mtp_layers, 0)
+    cfg = _moe.moe(net, **kwargs)
+    if not depth:
+        return cfg
+    args = inspect.signature(_moe.moe).bind_partial(net, **kwargs)
+    args.apply_defaults()
+    a = args.arguments
+    m = MoeConfig(
+        experts=int(a["experts"]),
+        top_k=int(a["top_k"]),
+        expert_ffn_hidden=int(
+            a["ffn_hidden"] if a["expert_ffn_hidden"] is None else a["expert_ffn_hidden"]
+        ),
+        shared_experts=int(a["shared_experts"]),
+        expert_bias=bool(a["expert_bias"]),
+        load_imbalance=float(a["load_imbalance"]),
+        capacity_factor=float(a["capacity_factor"]),
+        routing_groups=(int(a["router_groups"]), int(a["router_group_topk"])),
+    )
+    attention: Section = self_attention
+    if int(a["kv_lora_rank"]) > 0:
+        dv = a["v_head_dim"]
+        attention = partial(
+            mla_attention,
+            mla=MlaConfig(
+                kv_lora_rank=int(a["kv_lora_rank"]),
+                q_lora_rank=int(a["q_lora_rank"]),
+                qk_rope_head_dim=int(a["qk_rope_head_dim"]),
+                v_head_dim=int(cfg.head_dim if dv is None else dv),
+            ),
+        )
+    mlp: Section = partial(moe_mlp, moe=m)
+    for k in range(depth):
+        _mtp_module(net, cfg, k, attention=attention, mlp=mlp)
+    net.end_blocks()
+    return cfg
+
+
+def _with_moe_signature(fn: Callable[..., Any]) -> None:
+    """Give ``fn`` (``net, *, mtp_layers, **kwargs``) the keyword parameters of
+    :func:`~perfmodel.workload.zoo.moe.moe`, so the zoo lists and checks them."""
+    own = inspect.signature(fn).parameters
+    params = [own["net"], own["mtp_layers"]]
+    params += [p for n, p in inspect.signature(_moe.moe).parameters.items() if n != "net"]
+    fn.__signature__ = inspect.Signature(params, return_annotation=TransformerConfig)  # type: ignore[attr-defined]
+
+
+_with_moe_signature(deepseek_v3)
+
+__all__ = ["deepseek_v3", "gpt_oss", "grok1", "llama4"]
