@@ -1074,6 +1074,7 @@ class CommCostModel:
                 algo = _ALLOWED[op][0]
             else:
                 t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+                t, lat = self._chain_time(op, m, info, t, a, p, lat, bw)
                 return self._result(op, m, info, t, a, p, lat, bw)
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
@@ -1084,9 +1085,58 @@ class CommCostModel:
                     where="algorithm",
                 )
             t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+            t, lat = self._chain_time(op, m, info, t, a, p, lat, bw)
             return self._result(op, m, info, t, a, p, lat, bw)
         t, lat, bw = self._other(op, m, info, algo)
         return self._result(op, m, info, t, algo, None, lat, bw)
+
+    def _chain_time(
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        t: float,
+        algo: Algorithm,
+        proto: Protocol,
+        lat: float,
+        bus: float,
+    ) -> tuple[float, float]:
+        """The time and latency of the choice ``(algo, proto)`` the tuner made (``t``,
+        ``lat``): unchanged, except for a ring broadcast or reduce, a pipelined *chain* whose
+        time the tuner does not model ("Add some chunk latency, waiting for proper chunk
+        modeling", NVIDIA/nccl ``src/graph/tuning.cc`` of every release): NCCL chooses by its
+        estimate, the chain takes its own time (:func:`perfmodel.comm.closed_form.chain_time`).
+
+        The chain passes ``n - 1`` hops, ``nodes - 1`` of them across servers, each with its
+        step latency (``hwLat`` of its transport), and forwards one protocol step at a time
+        (:data:`perfmodel.comm.closed_form.STEP_BYTES`; ``BROADCAST_CHUNKSTEPS`` =
+        ``BROADCAST_SLICESTEPS`` = 1): every network hop stores a whole step before its proxy
+        posts it (``src/transport/net.cc`` ``sendProxyProgress`` waits for the GPU's tail), and
+        so does every hop inside a server with Simple, whose receiver waits for the step's tail;
+        LL and LL128 forward line by line inside a server. A step crosses a hop at the
+        channel's share of the hop's bandwidth (the group's network or server bandwidth over
+        its channels). 90 MB over 1,024 A100 (4 x 100 Gb RoCE, 12 channels, LL128): 127 network
+        hops of 160 us fill the chain, 20 ms that the tuner's 4 ms latency leaves out.
+        """
+        if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+            return t, lat
+        nch = max(1, len(info.channels))
+        step = self.tuner.step_latency_s
+        hw_intra = info.intra_class
+        n, nodes = info.n, info.nodes
+        chain_lat = cf.chain_time(
+            m,
+            n,
+            nodes,
+            nch,
+            proto,
+            base_s=self.tuner.base_latency_s[("ring", proto)],
+            intra_step_s=step[(hw_intra, "ring", proto)] + info.alpha_intra_s,
+            inter_step_s=step[(HwClass.NET, "ring", proto)] + info.alpha_inter_s,
+            intra_channel_Bps=info.intra_bw_Bps / nch,
+            inter_channel_Bps=info.inter_bw_Bps / nch,
+        )
+        return chain_lat + m / bus, chain_lat
 
     def _result(
         self,
