@@ -345,3 +345,68 @@ def host_average_time(
         )
     copy = n * message_bytes / gather_bw_Bps
     return 2 * alpha_s + 2 * copy + (n + 1) * message_bytes / host_memory_Bps
+
+
+# --- pipelined chains (NCCL ring broadcast / reduce) ----------------------------------------
+
+#: Bytes of one NCCL protocol step as a hop forwards it, by protocol: the buffer of each
+#: connection split into ``NCCL_STEPS`` = 8 steps (NVIDIA/nccl ``src/include/device.h`` and
+#: ``collectives.h``, v2.8-v2.29): Simple ``NCCL_BUFFSIZE`` 4 MiB / 8 = 512 KiB; LL128
+#: ``NCCL_LL128_ELEMS_PER_THREAD`` 120 x ``NCCL_LL128_MAX_NTHREADS`` 640 x 8 B = 614,400 B per
+#: step on the wire (15 of every 16 8-byte words data: 576,000 B); LL ``NCCL_LL_LINES_PER_THREAD``
+#: 8 x ``NCCL_LL_MAX_NTHREADS`` 512 x 16 B = 65,536 B on the wire (half of it data).
+STEP_WIRE_BYTES = {"Simple": 512 * 1024, "LL128": 614_400, "LL": 65_536}
+#: Data bytes per wire byte of each protocol (LL128: 120 of 128; LL: 4 of 8).
+WIRE_DATA_RATIO = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
+
+
+def chain_time(
+    message_bytes: float,
+    n: int,
+    nodes: int,
+    channels: int,
+    protocol: object,
+    *,
+    base_s: float,
+    intra_step_s: float,
+    inter_step_s: float,
+    intra_channel_Bps: float,
+    inter_channel_Bps: float,
+) -> float:
+    """Latency of a pipelined chain over ``n`` ranks on ``nodes`` servers (NCCL's ring broadcast
+    and reduce): the time its first step takes to reach the last rank, before the message
+    streams at the chain's bandwidth (which the caller adds).
+
+    ``T = base + (n - nodes) a_intra + (nodes - 1) (a_inter + w / B_inter) + [Simple]
+    (n - nodes) w / B_intra``: ``n - 1`` hops, ``nodes - 1`` of them across servers, each with
+    its step latency; a step of ``w`` wire bytes (``STEP_WIRE_BYTES``, or the channel's share of
+    a smaller message) is stored whole at every network hop (the proxy posts it once the GPU
+    has written it) and, with Simple, at every hop inside a server (the receiver waits for the
+    step's tail); LL and LL128 forward line by line inside a server. ``B_*``: one channel's
+    share of the hop's bandwidth.
+
+    >>> # 90 MB, 1,024 ranks on 128 servers, 12 channels, LL128: 896 x 1.9 us, 127 x (4 us +
+    >>> # 614,400 B at 46/12 GB/s), no base latency given
+    >>> round(chain_time(90e6, 1024, 128, 12, "LL128", base_s=0.0, intra_step_s=1.9e-6,
+    ...                  inter_step_s=4e-6, intra_channel_Bps=270e9 / 12,
+    ...                  inter_channel_Bps=46e9 / 12) * 1e3, 1)
+    22.6
+    """
+    proto = getattr(protocol, "value", protocol)
+    if proto not in STEP_WIRE_BYTES:
+        raise ConfigError(f"unknown protocol {protocol!r}", value=protocol, where="protocol")
+    if int(n) != n or n < 1 or int(nodes) != nodes or not 1 <= nodes <= n:
+        raise ConfigError(
+            f"a chain needs 1 <= nodes <= n, got n={n!r}, nodes={nodes!r}", value=(n, nodes)
+        )
+    if n == 1:
+        return 0.0
+    per_channel = message_bytes / max(1, channels)
+    wire = min(STEP_WIRE_BYTES[proto], per_channel / WIRE_DATA_RATIO[proto])
+    inside, across = n - nodes, nodes - 1
+    t = base_s + inside * intra_step_s + across * inter_step_s
+    if across and math.isfinite(inter_channel_Bps) and inter_channel_Bps > 0:
+        t += across * wire / inter_channel_Bps
+    if proto == "Simple" and inside and math.isfinite(intra_channel_Bps) and intra_channel_Bps > 0:
+        t += inside * wire / intra_channel_Bps
+    return t

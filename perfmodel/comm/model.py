@@ -27,7 +27,9 @@ from perfmodel._memo import BoundedMemo
 from perfmodel.comm import closed_form as cf
 from perfmodel.comm import params as P
 from perfmodel.comm.maxmin import numpy_sum
+from perfmodel.comm.nccl_paths import net_path_type
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers, recent_candidates
+from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
     MAX_CHANNELS,
@@ -44,7 +46,16 @@ from perfmodel.comm.rings import (
     ring_summary,
     split_by_server,
 )
-from perfmodel.comm.tuner import NcclTuner, arch_index, nodes_index, tuner_for
+from perfmodel.comm.tuner import (
+    NVLS_FROM,
+    PXN_FROM,
+    NcclTuner,
+    arch_index,
+    ll128_enabled,
+    nodes_index,
+    released,
+    tuner_for,
+)
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
@@ -164,6 +175,15 @@ class GroupInfo:
     gpu_memory_Bps: float
     extras: dict[str, float] = field(default_factory=dict)
     shm: bool = False
+    net_path: int | None = None
+    """NCCL's ``typeInter`` of the group's ring (:func:`perfmodel.comm.nccl_paths.net_path_type`:
+    the worst path from a server's GPU to a NIC the ring uses), ``None`` on one server."""
+    nvlinks: int = 0
+    """NVLink links from each GPU to its NVSwitch (what NCCL's NVLS graph search loads,
+    :mod:`perfmodel.comm.nvls`); 0 where the GPUs meet no NVSwitch."""
+    net_port_Bps: float = math.inf
+    """Line rate of the NIC ports the group's ring uses (NCCL's ``NET`` bandwidth, from the
+    port speed), bytes/s; infinite on one server."""
 
     @property
     def n(self) -> int:
@@ -345,7 +365,7 @@ class CommCostModel:
         self.fidelity = fidelity
         # ``links``: a table of the same topology and link parameters to share (not rebuilt)
         self.links = links if links is not None else DirectedLinks(topology, self.link_params)
-        self.tuner, self.cpu_vendor = _tuner_of(topology)
+        self.tuner, self.cpu_vendor, self.release = _tuner_of(topology)
         self._groups: dict[tuple[str, ...], GroupInfo] = {}
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
@@ -355,6 +375,8 @@ class CommCostModel:
             BoundedMemo(PATTERN_MEMO_SIZE)
         )
         self._twin_inside: dict[tuple[str, ...], bool] = {}
+        #: a server part's local GPUs (in its class's first server) -> (typeInter, NIC rate)
+        self._net_paths: dict[tuple[str, ...], tuple[int, float]] = {}
         self._flow_cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
         self._shape_results: dict[tuple[Any, ...], CommResult] = {}
         self._patterns: BoundedMemo[tuple[Any, ...], _RingPattern] = BoundedMemo(PATTERN_MEMO_SIZE)
@@ -840,6 +862,7 @@ class CommCostModel:
         spec = self.topology.gpu_spec(gpus[0]) if gpus else None
         arch = spec.architecture.lower() if spec else ""
         mem_bw = spec.memory_bandwidth_Bps if spec else cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
+        net_path, port = (None, math.inf) if len(parts) < 2 or not gpus else self._net_path(parts)
         info = GroupInfo(
             members=members,
             gpus=gpus,
@@ -855,10 +878,62 @@ class CommCostModel:
             gpu_arch=arch,
             gpu_memory_Bps=mem_bw,
             shm=links.uses_shm(ring_members),
+            net_path=net_path,
+            nvlinks=self._nvlinks(gpus[0]) if gpus else 0,
+            net_port_Bps=port,
         )
         if summary is not None and not cpus:
             self._record_pattern(info, summary)
         return info
+
+    def _net_path(self, parts: Sequence[Sequence[str]]) -> tuple[int, float]:
+        """NCCL's ``typeInter`` of a ring over ``parts`` (one per server) and the line rate of
+        the NICs it uses: per server, the NICs its GPUs leave through
+        (:meth:`~perfmodel.comm.rings.DirectedLinks.gpu_nic`), each reached from its nearest
+        GPU of the part (:func:`~perfmodel.comm.nccl_paths.net_path_type`); the worst server's
+        path, the slowest port. Read off each server's inside twin
+        (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.twin`: built alike inside, which is
+        all the GPU-to-NIC paths and the NIC ports read) and kept per twin and local ids, so a
+        cluster of one server model analyses its first server only."""
+        links = self.links
+        sym = server_symmetry(self.topology)
+        g = self.topology.graph
+        worst, port = 0, math.inf
+        seen: set[tuple[int, tuple[str, ...]]] = set()
+        for part in parts:
+            s = sym.server[part[0]]
+            t = sym.twin.get(s, s)
+            local = tuple(sym.local_id[x] for x in part)
+            if (t, local) in seen:
+                continue
+            seen.add((t, local))
+            base = tuple(sym.by_local[t][x] for x in local) if t != s else tuple(part)
+            hit = self._net_paths.get(base)
+            if hit is None:
+                nics = sorted({n for x in base if (n := links.gpu_nic(x)) is not None})
+                pxn = self.release is None or tuple(self.release) >= PXN_FROM
+                kind = int(net_path_type(self.topology, base, nics, pxn=pxn))
+                rate = min(
+                    (
+                        float(d["bandwidth_Bps"])
+                        for n in nics
+                        for v, d in g.adj[n].items()
+                        if links.server.get(v, -1) < 0
+                    ),
+                    default=math.inf,
+                )
+                hit = self._net_paths[base] = (kind, rate)
+            worst, port = max(worst, hit[0]), min(port, hit[1])
+        return worst, port
+
+    def _nvlinks(self, gpu: str) -> int:
+        """NVLink links from ``gpu`` to NVSwitches (edge ``count``), 0 without a switch."""
+        g = self.topology.graph
+        return sum(
+            int(d.get("count", 1))
+            for v, d in g.adj[gpu].items()
+            if g.nodes[v]["kind"] is NodeKind.NVSWITCH
+        )
 
     def _packed(self, members: tuple[str, ...]) -> tuple[Channel, ...]:
         """:func:`~perfmodel.comm.rings.pack_rings` of GPUs of one server (what
@@ -999,6 +1074,7 @@ class CommCostModel:
                 algo = _ALLOWED[op][0]
             else:
                 t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+                t, lat = self._chain_time(op, m, info, t, a, p, lat, bw)
                 return self._result(op, m, info, t, a, p, lat, bw)
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             cands = [c for c in self._nccl_candidates(op, m, info) if c[1] is algo]
@@ -1009,9 +1085,58 @@ class CommCostModel:
                     where="algorithm",
                 )
             t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+            t, lat = self._chain_time(op, m, info, t, a, p, lat, bw)
             return self._result(op, m, info, t, a, p, lat, bw)
         t, lat, bw = self._other(op, m, info, algo)
         return self._result(op, m, info, t, algo, None, lat, bw)
+
+    def _chain_time(
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        t: float,
+        algo: Algorithm,
+        proto: Protocol,
+        lat: float,
+        bus: float,
+    ) -> tuple[float, float]:
+        """The time and latency of the choice ``(algo, proto)`` the tuner made (``t``,
+        ``lat``): unchanged, except for a ring broadcast or reduce, a pipelined *chain* whose
+        time the tuner does not model ("Add some chunk latency, waiting for proper chunk
+        modeling", NVIDIA/nccl ``src/graph/tuning.cc`` of every release): NCCL chooses by its
+        estimate, the chain takes its own time (:func:`perfmodel.comm.closed_form.chain_time`).
+
+        The chain passes ``n - 1`` hops, ``nodes - 1`` of them across servers, each with its
+        step latency (``hwLat`` of its transport), and forwards one protocol step at a time
+        (:data:`perfmodel.comm.closed_form.STEP_BYTES`; ``BROADCAST_CHUNKSTEPS`` =
+        ``BROADCAST_SLICESTEPS`` = 1): every network hop stores a whole step before its proxy
+        posts it (``src/transport/net.cc`` ``sendProxyProgress`` waits for the GPU's tail), and
+        so does every hop inside a server with Simple, whose receiver waits for the step's tail;
+        LL and LL128 forward line by line inside a server. A step crosses a hop at the
+        channel's share of the hop's bandwidth (the group's network or server bandwidth over
+        its channels). 90 MB over 1,024 A100 (4 x 100 Gb RoCE, 12 channels, LL128): 127 network
+        hops of 160 us fill the chain, 20 ms that the tuner's 4 ms latency leaves out.
+        """
+        if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+            return t, lat
+        nch = max(1, len(info.channels))
+        step = self.tuner.step_latency_s
+        hw_intra = info.intra_class
+        n, nodes = info.n, info.nodes
+        chain_lat = cf.chain_time(
+            m,
+            n,
+            nodes,
+            nch,
+            proto,
+            base_s=self.tuner.base_latency_s[("ring", proto)],
+            intra_step_s=step[(hw_intra, "ring", proto)] + info.alpha_intra_s,
+            inter_step_s=step[(HwClass.NET, "ring", proto)] + info.alpha_inter_s,
+            intra_channel_Bps=info.intra_bw_Bps / nch,
+            inter_channel_Bps=info.inter_bw_Bps / nch,
+        )
+        return chain_lat + m / bus, chain_lat
 
     def _result(
         self,
@@ -1044,8 +1169,15 @@ class CommCostModel:
         )
 
     def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
-        """Protocols NCCL would enable for this group."""
-        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and info.intra_class is HwClass.NVLINK
+        """Protocols NCCL would enable for this group: LL and Simple always, LL128 by the rule
+        of the release (:func:`perfmodel.comm.tuner.ll128_enabled`: the GPU generation, NVLink
+        inside the servers and, across servers, the GPU-to-NIC path)."""
+        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and ll128_enabled(
+            self.release,
+            info.gpu_arch,
+            intra_nvlink=info.intra_class is HwClass.NVLINK,
+            net_path=info.net_path if info.nodes > 1 else None,
+        )
         return (
             (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
             if ll128
@@ -1301,12 +1433,14 @@ class CommCostModel:
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
         """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across.
 
-        NVLS (Simple protocol only): each GPU's link carries ``m`` (the switch's multimem loads
-        of every shard, reduced in the switch) plus ``m/n`` (its reduced shard, multicast), so
-        ``t = lat + m (1 + 1/n) / (B x eff x (c - 1)/c)`` with ``B`` the NVLink bus bandwidth
-        of the server, ``eff`` NCCL's ``nvlsEfficiency`` and ``c`` the NVLS channels. On 8 H100
-        (B = 405 GB/s): nccl-tests busbw = algbw x 2(n-1)/n = 501 GB/s, against ~480 GB/s that
-        NCCL's author quotes for 8 H100 (NVIDIA/nccl-tests#212, 2024).
+        NVLS (Simple protocol only; NCCL >= 2.17): NCCL 2.28+'s model of its NVLS graph
+        (:mod:`perfmodel.comm.nvls`): bus bandwidth ``2 k s x eff x (k - 1)/k`` with ``k``
+        heads of ``s`` bytes/s each (the NVLS graph NCCL searches on the GPUs' NVSwitch links)
+        and ``eff`` NCCL's ``nvlsEfficiency``, algorithm bandwidth ``bus x n / (2 (n - 1))``
+        (the tuner's ring-like ratio), latency 25 us (``hwLat[NVLINK][NVLS][Simple]``). The
+        bus bandwidth stays flat with the domain's size: 476 GB/s on 8 H100 (~480 quoted by
+        NCCL's author, NVIDIA/nccl-tests#212), 829 on 8 B200, 918 on a GB200 NVL72 rack
+        (834.6 published, coreweave/nccl-tests#43).
 
         CollNet (NCCL 2.20.3 CollNet Direct, one GPU per NIC): bus bandwidth ``min(intra, inter)``
         per server, x 0.85 on Hopper+, algorithm bandwidth half of it; latency
@@ -1314,12 +1448,13 @@ class CommCostModel:
         """
         out: list[tuple[float, Algorithm, Protocol, float, float]] = []
         n = info.n
-        if info.nodes == 1 and nvls_servers(self, info):
-            eff = P.NVLS_EFFICIENCY[info.gpu_arch] * (P.NVLS_CHANNELS - 1) / P.NVLS_CHANNELS
-            bw = info.ring_bw_Bps * eff
-            algbw = bw * n / (n + 1)
-            lat = P.NCCL_NVLS_LATENCY_S
-            out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, bw))
+        if info.nodes == 1 and released(self.release, NVLS_FROM) and nvls_servers(self, info):
+            k, s = nvls_graph(info.gpu_arch, n, info.nvlinks)
+            bus = nvls_bus_Bps(P.NVLS_EFFICIENCY[info.gpu_arch], k, s, allreduce=True)
+            if bus > 0:
+                algbw = bus * n / (2 * (n - 1))
+                lat = P.NCCL227_NVLS_LATENCY_S
+                out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, bus))
         fabric = self.topology.fabric
         if info.nodes > 1 and fabric is not None and fabric.sharp and info.gpus:
             ppn = info.local
@@ -1689,9 +1824,10 @@ class CommCostModel:
         )
 
 
-def _tuner_of(topology: Topology) -> tuple[NcclTuner, str]:
-    """The NCCL tuner table that prices collectives on ``topology`` and the host CPU vendor its
-    network post overhead reads (``"intel"``, ``"amd"`` or ``"other"``).
+def _tuner_of(topology: Topology) -> tuple[NcclTuner, str, tuple[int, int] | None]:
+    """The NCCL tuner table that prices collectives on ``topology``, the host CPU vendor its
+    network post overhead reads (``"intel"``, ``"amd"`` or ``"other"``) and the release the
+    scenario states (``None``: none stated).
 
     The table follows the NCCL release the scenario states (``meta["nccl_p2p_rule"]`` with
     ``stated``; :func:`perfmodel.topology.importers.with_nccl_p2p_rule`), else the GPUs'
@@ -1711,7 +1847,7 @@ def _tuner_of(topology: Topology) -> tuple[NcclTuner, str]:
     except PerfModelError:  # pragma: no cover - a topology without a GPU model
         arch = ""
     vendor = "amd" if host == "amd" else "intel" if host.startswith("intel") else "other"
-    return tuner_for(release, arch), vendor
+    return tuner_for(release, arch), vendor, release
 
 
 def shm_note(topology: Topology, group: Sequence[str]) -> str | None:

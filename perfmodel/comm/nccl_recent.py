@@ -1,4 +1,4 @@
-"""NCCL algorithms of the 2.27 tuner beyond ring, tree, NVLS all-reduce and CollNet.
+"""NCCL algorithms of the 2.27-2.29 tuners beyond ring, tree, NVLS all-reduce and CollNet.
 
 Source: NVIDIA/nccl 2.27-2.28 series, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
 ``ncclTopoTuneModel``, ``ncclPatEnable``; the file as of v2.28.7-1 carries the same constant
@@ -7,25 +7,24 @@ table), read through the code index; constants in :mod:`perfmodel.comm.params`
 tuple :meth:`perfmodel.comm.model.CommCostModel._nccl_candidates` compares, and every one runs
 the Simple protocol (NCCL allows no other for these algorithms):
 
-- **NVLS all-gather / reduce-scatter** (NCCL >= 2.19; one Hopper/Blackwell NVSwitch server).
-  NCCL's bandwidth ``min(B_nvls x (n-1)/n, B_inter x 0.9)`` is an *algorithm* bandwidth (the
-  tuner applies no bus-factor ratio to non-ring all-gather / reduce-scatter), with
-  ``B_nvls = B x nvlsEfficiency x (c-1)/c``: ``B`` the server's NVLink bus bandwidth (the ring
-  bandwidth over its GPUs), ``c`` the NVLS channels; on one server NCCL's ``bwInter`` is not the
-  limit (its ``inter`` is infinite there; the factor 0.9 is
-  :data:`~perfmodel.comm.params.NCCL227_NVLS_INTER_FACTOR`). Latency
-  ``hwLat[NVLINK][NVLS][Simple]`` = 25 us. Per byte this is slower than the ring
-  (8 H100: 282 GB/s algbw against the ring's 463), so NCCL's tuner, and this one, keep the ring
+- **NVLS all-gather / reduce-scatter** (NCCL 2.17 and >= 2.19; one Hopper/Blackwell NVSwitch
+  server). NCCL 2.28+'s bandwidth of its NVLS graph (:mod:`perfmodel.comm.nvls`: ``k`` heads
+  of ``s`` bytes/s), ``k s x nvlsEfficiency x (k-1)/k x (p-1)/p``, is an *algorithm*
+  bandwidth (the tuner applies no bus-factor ratio to non-ring all-gather / reduce-scatter).
+  Latency ``hwLat[NVLINK][NVLS][Simple]`` = 25 us. Per byte this is slower than the ring
+  (8 H100: 208 GB/s algbw against the ring's 463), so NCCL's tuner, and this one, keep the ring
   for large all-gathers on 8 H100; NVLS is what ``--algorithm nvls`` forces.
-- **NVLS tree** (all-reduce over several NVLS-capable servers; NCCL disables it on one node):
-  bus bandwidth ``min(intra, inter x (2 if nodes <= 2 else 1), 16 x perChMaxNVLSTreeBw)``
-  (16 = NVLS channels), algorithm bandwidth ``bus x n / (2(n-1))`` (NCCL 2.27 converts NVLS and
-  NVLS tree like the ring). ``intra`` is the bus bandwidth one server's NVLS sustains for its
-  ``p`` GPUs, ``B x nvlsEfficiency x (c-1)/c x 2(p-1)/(p+1)`` (the single-server NVLS model of
-  :meth:`~perfmodel.comm.model.CommCostModel._in_switch_candidates`, ~500 GB/s on a DGX H100 where
-  NCCL's author quotes ~480, NVIDIA/nccl-tests#212): NCCL's own ``2 x bwIntra`` rests on an NVLS
-  graph bandwidth the topology does not carry. ``inter`` is the servers' network bandwidth (the
-  ring bandwidth of the inter-server hops). Latency ``25 us + 2 log2(nodes) x 20.9 us``.
+- **NVLS tree** (NCCL >= 2.18; all-reduce over several NVLS-capable servers; NCCL disables it
+  on one node): bus bandwidth ``min(intra, inter x (2 if nodes <= 2 else 1),
+  k x perChMaxNVLSTreeBw)``, algorithm bandwidth ``bus x n / (2(n-1))`` (NCCL converts NVLS and
+  NVLS tree like the ring). ``intra`` is NCCL 2.28+'s NVLS all-reduce bus bandwidth of the
+  server's NVLS graph across servers (``2 k s x nvlsEfficiency x (k-1)/k``, ``s`` from the
+  inter-server speed table, no faster than the NIC port: 8 x 40 GB/s on a DGX H100, 8 x 48 on
+  a DGX B200); ``inter`` is the servers' network bandwidth (the ring bandwidth of the
+  inter-server hops, standing for ``k x bwInter``). On Blackwell with x86 hosts NCCL 2.29
+  multiplies the bandwidth by ``treeCorrectionFactor[Simple]`` below 1 GiB (0.7 at 16 MiB).
+  Latency ``25 us + 2 log2(nodes) x 20.9 us``. Two DGX H100 (8 x 400G each): 462 GB/s busbw
+  against ~430 published with NCCL 2.19.3 (NVIDIA/nccl#1221).
 - **PAT** (NCCL >= 2.23; all-gather / reduce-scatter with one GPU per server, compute
   capability >= 6.0): algorithm bandwidth ``0.75 x B_ring`` (no ratio, as above), latency
   ``8 + log2(nodes) x 14 / 3.5 + n x 2.8`` us. It wins at mid sizes on many nodes (16
@@ -43,8 +42,17 @@ import math
 from typing import TYPE_CHECKING
 
 from perfmodel.comm import params as P
+from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, Protocol
-from perfmodel.comm.tuner import arch_index, nodes_index
+from perfmodel.comm.tuner import (
+    NVLS_FROM,
+    NVLS_GATHER_FROM,
+    NVLS_TREE_FROM,
+    PAT_FROM,
+    arch_index,
+    nodes_index,
+    released,
+)
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.schema import NodeKind
 
@@ -52,6 +60,10 @@ if TYPE_CHECKING:
     from perfmodel.comm.model import CommCostModel, GroupInfo
 
 Candidate = tuple[float, Algorithm, Protocol, float, float]
+
+#: NCCL 2.29 ``ncclTopoGetAlgoTime`` corrects the NVLS tree's bandwidth on Blackwell x86 hosts
+#: for sizes below ``2**24 x 64`` bytes (``logSize < 24``) with ``treeCorrectionFactor``.
+NVLS_TREE_CORRECTION_BELOW = 24
 
 #: Algorithms charged their closed-form time in the simulated fidelity too (no flow model).
 CLOSED_FORM_ONLY = frozenset(
@@ -97,12 +109,6 @@ def nvls_servers(model: CommCostModel, info: GroupInfo) -> bool:
     return all(srv[p[0]] in switched for p in info.parts)
 
 
-def nvls_bus_Bps(info: GroupInfo, nvlink_bus_Bps: float) -> float:
-    """``B x nvlsEfficiency x (c - 1)/c``: what NVLS moves per GPU link, bytes/s (NCCL 2.27)."""
-    eff = P.NVLS_EFFICIENCY[info.gpu_arch]
-    return nvlink_bus_Bps * eff * (P.NVLS_CHANNELS - 1) / P.NVLS_CHANNELS
-
-
 def recent_candidates(
     model: CommCostModel, op: CollectiveOp, m: float, info: GroupInfo
 ) -> list[Candidate]:
@@ -112,8 +118,8 @@ def recent_candidates(
     >>> from perfmodel.comm import CommCostModel
     >>> h = load_system("dgx-h100")
     >>> r = CommCostModel(h).collective("allgather", 2**30, h.gpus, algorithm="nvls")
-    >>> round(r.bandwidth_Bps / 1e9, 1)  # 405 x 0.85 x 15/16 x 7/8 GB/s (plus 25 us)
-    282.4
+    >>> round(r.bandwidth_Bps / 1e9, 1)  # NVLS graph 8 x 40 GB/s x 0.85 x 7/8 x 7/8 (+ 25 us)
+    208.2
 
     PAT against the ring: 16 DGX H100 servers, one GPU each, 1 MiB all-gather (us):
 
@@ -124,28 +130,49 @@ def recent_candidates(
     """
     out: list[Candidate] = []
     n, nodes = info.n, info.nodes
+    release = model.release
     gather = op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER)
-    if gather and nodes == 1 and nvls_servers(model, info):
-        algbw = min(
-            nvls_bus_Bps(info, info.ring_bw_Bps) * (n - 1) / n,
-            info.inter_bw_Bps * P.NCCL227_NVLS_INTER_FACTOR,  # inf on one server
-        )
+    nvls_gather = released(release, NVLS_GATHER_FROM) or tuple(release or ()) == NVLS_FROM
+    if gather and nodes == 1 and nvls_gather and nvls_servers(model, info):
+        k, s = nvls_graph(info.gpu_arch, n, info.nvlinks)
+        eff = P.NVLS_EFFICIENCY[info.gpu_arch]
+        algbw = nvls_bus_Bps(eff, k, s, allreduce=False, ppn=n)  # no bus-factor ratio
         lat = P.NCCL227_NVLS_LATENCY_S
-        out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, algbw))
-    if op is CollectiveOp.ALLREDUCE and nodes > 1 and nvls_servers(model, info):
+        if algbw > 0:
+            out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, algbw))
+    if (
+        op is CollectiveOp.ALLREDUCE
+        and nodes > 1
+        and released(release, NVLS_TREE_FROM)
+        and nvls_servers(model, info)
+    ):
         p = info.local
-        intra = nvls_bus_Bps(info, info.intra_bw_Bps) * 2 * (p - 1) / (p + 1)
+        k, s = nvls_graph(info.gpu_arch, p, info.nvlinks, net_port_Bps=info.net_port_Bps)
+        intra = nvls_bus_Bps(P.NVLS_EFFICIENCY[info.gpu_arch], k, s, allreduce=True)
         inter = info.inter_bw_Bps * (2 if nodes <= 2 else 1)
         # perChMaxNVLSTreeBw of the model's tuner table (2.27-2.28: Blackwell 80 GB/s per channel
-        # beyond 2 nodes, 2.29: 43.8; Hopper 57.7 / 45.5 in both; perfmodel.comm.tuner)
+        # beyond 2 nodes, 2.29: 43.8; Hopper 57.7 / 45.5 in both; perfmodel.comm.tuner), per
+        # channel of the NVLS graph
         per_channel = model.tuner.nvls_tree_max_per_channel_Bps[arch_index(info.gpu_arch)]
-        cap = P.NVLS_CHANNELS * per_channel[nodes_index(nodes)]
+        cap = k * per_channel[nodes_index(nodes)]
         bus = min(intra, inter, cap)
         lat = P.NCCL227_NVLS_LATENCY_S + 2 * _log2i(nodes) * P.NCCL227_NVLS_TREE_NET_LATENCY_S
         if bus > 0 and math.isfinite(bus):
             algbw = bus * n / (2 * (n - 1))
+            if arch_index(info.gpu_arch) >= 3 and model.cpu_vendor in ("intel", "amd"):
+                # NCCL 2.29 ncclTopoGetAlgoTime: NVLS tree on Blackwell with x86 hosts takes the
+                # tree's size correction below 2**24 x 64 B (1 GiB)
+                log_size = int(math.log2(max(m / 64.0, 1.0)))
+                if log_size < NVLS_TREE_CORRECTION_BELOW:
+                    algbw *= model.tuner.tree_correction[Protocol.SIMPLE][log_size]
             out.append((lat + m / algbw, Algorithm.NVLS_TREE, Protocol.SIMPLE, lat, bus))
-    if gather and nodes == n and n > 1 and info.gpu_arch in P.PAT_ARCHITECTURES:
+    if (
+        gather
+        and nodes == n
+        and n > 1
+        and info.gpu_arch in P.PAT_ARCHITECTURES
+        and released(release, PAT_FROM)
+    ):
         algbw = info.ring_bw_Bps * P.NCCL227_PAT_BW_FACTOR
         lat = (
             P.NCCL227_PAT_BASE_LATENCY_S

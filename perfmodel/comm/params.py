@@ -215,15 +215,12 @@ NCCL_TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = MappingProxyType(
         ),
     }
 )  # fmt: skip
-# --- NVLS and CollNet (in-switch reductions), NCCL 2.20.3 src/graph/tuning.cc -----------------
-#: NVLS all-reduce: NCCL's ``hwLat[NVLINK][NVLS][Simple]`` (its ``baseLat`` is 0).
-NCCL_NVLS_LATENCY_S = 23.0 * units.us
-#: NCCL's ``nvlsEfficiency`` by architecture (NCCL >= 2.23 ``src/graph/tuning.cc``; Hopper 0.85,
-#: Blackwell 0.74): the fraction of the NVLink bandwidth the switch's reduce/multicast sustains.
+# --- NVLS and CollNet (in-switch reductions) --------------------------------------------------
+#: NCCL's ``nvlsEfficiency`` by architecture (``src/graph/tuning.cc`` of v2.23 to v2.29.7-1;
+#: Hopper 0.85, Blackwell 0.74): what NCCL's tuner keeps of its NVLS graph's bandwidth
+#: (:mod:`perfmodel.comm.nvls`; the all-reduce latency is ``NCCL227_NVLS_LATENCY_S`` below).
 NVLS_EFFICIENCY: Mapping[str, float] = MappingProxyType({"hopper": 0.85, "blackwell": 0.74})
-#: NVLS channels (``NCCL_NVLS_NCHANNELS`` default 16 on H100); one of them only synchronises,
-#: hence NCCL's ``(nChannels - 1) / nChannels`` factor.
-NVLS_CHANNELS = 16
+#: CollNet: NCCL 2.20.3 ``src/graph/tuning.cc``.
 #: CollNet (IB SHARP) all-reduce latency: ``2 x (hwLat[NVLINK][CollNetDirect] 3.7 us + (ppn-1) x
 #: 0.4 us arity) + hwLat[NET][CollNetDirect] 31 us`` (NCCL 2.20.3), per-GPU-per-node terms below.
 NCCL_COLLNET_INTRA_LATENCY_S = 3.7 * units.us

@@ -271,3 +271,170 @@ def tuner_for(release: tuple[int, int] | None, arch: str) -> NcclTuner:
     if release is not None:
         return NCCL_2_29 if tuple(release) >= MODERN_FROM else NCCL_2_8
     return NCCL_2_29 if arch in MODERN_ARCHITECTURES else NCCL_2_8
+
+
+#: First releases of the in-switch and recent algorithms (NVIDIA/nccl ``src/graph/tuning.cc``
+#: of each tag): NVLS all-reduce 2.17.1 (also all-gather / reduce-scatter there, dropped in
+#: 2.18 and back from 2.19), NVLS tree 2.18.1, PAT 2.23.4.
+NVLS_FROM = (2, 17)
+NVLS_TREE_FROM = (2, 18)
+NVLS_GATHER_FROM = (2, 19)
+PAT_FROM = (2, 23)
+
+
+def released(release: tuple[int, int] | None, first: tuple[int, int]) -> bool:
+    """Whether a stated ``release`` has what came with ``first`` (no stated release: yes, the
+    recent algorithms are offered as the era's tuner, :func:`tuner_for`, assumes).
+
+    >>> released((2, 14), NVLS_FROM), released(None, PAT_FROM), released((2, 29), PAT_FROM)
+    (False, True, True)
+    """
+    return release is None or tuple(release) >= first
+
+
+#: First release with PXN (NVLink to a peer GPU, then its NIC: "PCI x NVLink", NCCL 2.12,
+#: ``NCCL_PXN_DISABLE`` default 0; NVIDIA technical blog "Doubling all2all Performance with
+#: NVIDIA Collective Communication Library 2.12", 2022).
+PXN_FROM = (2, 12)
+
+
+# --- LL128 enable rule by release (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel) -------
+
+#: NCCL's compute capability of each GPU architecture the catalogue names (datacentre parts:
+#: Ampere is the A100's 8.0, Blackwell the B200's 10.0).
+COMPUTE_CAPABILITY = MappingProxyType(
+    {
+        "kepler": 35,
+        "maxwell": 52,
+        "pascal": 60,
+        "volta": 70,
+        "turing": 75,
+        "ampere": 80,
+        "ada": 89,
+        "hopper": 90,
+        "blackwell": 100,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Ll128Rule:
+    """When one release series enables LL128 by default (``NCCL_PROTO`` unset).
+
+    Attributes
+    ----------
+    first
+        The first release (``(major, minor)``) of the series.
+    capabilities
+        Compute capabilities allowed (``None``: every one from 7.0 on).
+    inter_max
+        The worst GPU-to-NIC path (``typeInter``) allowed.
+    inter_max_sm90
+        The worst allowed from compute capability 9.0 on.
+    source
+        The release whose ``tuning.cc`` states the rule.
+    """
+
+    first: tuple[int, int]
+    capabilities: frozenset[int] | None
+    inter_max: int
+    inter_max_sm90: int
+    source: str
+
+
+def _ll128_rules() -> tuple[Ll128Rule, ...]:
+    from perfmodel.comm.nccl_paths import PathType as T
+
+    def rule(first, caps, inter, sm90, source):
+        return Ll128Rule(first, None if caps is None else frozenset(caps), inter, sm90, source)
+
+    return (
+        # 2.5-2.6: "only on Volta+NVLink", typeInter <= LINK_PCI (= PATH_PIX)
+        rule((2, 5), {70}, T.PIX, T.PIX, "v2.6.4-1"),
+        # 2.7-2.14: Volta/Ampere, typeInter <= PATH_PXB, typeIntra <= PATH_NVL
+        rule((2, 7), {70, 80}, T.PXB, T.PXB, "v2.14.3-1"),
+        # 2.15-2.16: + Hopper (case 90)
+        rule((2, 15), {70, 80, 90}, T.PXB, T.PXB, "v2.16.5-1"),
+        # 2.17-2.18: PXN allowed from compute capability 9.0
+        rule((2, 17), {70, 80, 90}, T.PXB, T.PXN, "v2.18.1-1"),
+        # 2.19-2.24: typeIntra <= PATH_NVB
+        rule((2, 19), {70, 80, 90}, T.PXB, T.PXN, "v2.24.3-1"),
+        # 2.25-2.26: + Blackwell (cases 100, 120)
+        rule((2, 25), {70, 80, 90, 100, 120}, T.PXB, T.PXN, "v2.26.2-1"),
+        # 2.27: every capability >= 7.0; from 9.0 up to P2C (NCCL_LL128_C2C=1 default)
+        rule((2, 27), None, T.PXB, T.P2C, "v2.27.3-1"),
+        # 2.28+: from 9.0 every path up to PXN (P2C included), else up to PXB
+        rule((2, 28), None, T.PXB, T.PXN, "v2.29.7-1"),
+    )
+
+
+def ll128_rule(release: tuple[int, int] | None, arch: str) -> Ll128Rule | None:
+    """The LL128 rule of ``release`` (``None``: the release era :func:`tuner_for` assumes for
+    ``arch``: 2.29 for Hopper and Blackwell, 2.8 before), or ``None`` before LL128 (2.4).
+
+    >>> ll128_rule((2, 14), "ampere").source, ll128_rule(None, "hopper").source
+    ('v2.14.3-1', 'v2.29.7-1')
+    >>> ll128_rule((2, 4), "volta") is None
+    True
+    """
+    if release is None:
+        release = (2, 29) if arch in MODERN_ARCHITECTURES else (2, 8)
+    found = None
+    for r in _ll128_rules():
+        if tuple(release) >= r.first:
+            found = r
+    return found
+
+
+def ll128_enabled(
+    release: tuple[int, int] | None,
+    arch: str,
+    *,
+    intra_nvlink: bool,
+    net_path: int | None,
+) -> bool:
+    """Whether NCCL enables LL128 by default on a group: the GPUs' compute capability in the
+    release's list, the ring inside servers over NVLink (``typeIntra``), and, across servers
+    (``net_path`` the ring's GPU-to-NIC path type, :mod:`perfmodel.comm.nccl_paths`; ``None``
+    on one server, where NCCL's ``typeInter`` stays at its best), the path to the NIC no worse
+    than the release allows (``typeInter``). The GPU-to-GPU limit (``typeIntra`` up to
+    ``NVL``, from 2.19 ``NVB``) is met by every NVLink ring the model builds (direct or
+    switched NVLink hops), so ``intra_nvlink`` stands for it. NVIDIA/nccl ``src/graph/tuning.cc`` of the
+    releases in :func:`ll128_rule` (the "Enable LL128 by default only on ..." block).
+
+    The InternEvo servers (A100, NICs behind two PCIe switch levels: ``PXB``) keep LL128 with
+    2.14; a V100 server whose NIC hangs off the CPU (``PHB``) loses it across servers; a
+    Hopper stating 2.14 loses it everywhere (Hopper joined in 2.15), a Blackwell stating 2.24
+    too (Blackwell joined in 2.25); a GPU that reaches its NIC over NVLink through another GPU
+    (``PXN``) keeps it from Hopper on (2.17+), not on Ampere:
+
+    >>> from perfmodel.comm.nccl_paths import PathType as T
+    >>> ll128_enabled((2, 14), "ampere", intra_nvlink=True, net_path=T.PXB)
+    True
+    >>> ll128_enabled((2, 8), "volta", intra_nvlink=True, net_path=T.PHB)
+    False
+    >>> ll128_enabled((2, 14), "hopper", intra_nvlink=True, net_path=None)
+    False
+    >>> ll128_enabled((2, 24), "blackwell", intra_nvlink=True, net_path=None)
+    False
+    >>> [ll128_enabled((2, 29), a, intra_nvlink=True, net_path=T.PXN) for a in ("ampere", "hopper")]
+    [False, True]
+    """
+    if release is None:
+        release = (2, 29) if arch in MODERN_ARCHITECTURES else (2, 8)
+    rule = ll128_rule(release, arch)
+    if rule is None or not intra_nvlink:
+        return False
+    cc = COMPUTE_CAPABILITY.get(arch)
+    if cc is None or cc < 70:
+        return False
+    if rule.capabilities is not None and cc not in rule.capabilities:
+        return False
+    if net_path is None:
+        return True
+    from perfmodel.comm.nccl_paths import PathType
+
+    path = int(net_path)
+    if tuple(release) < (2, 27) and path == PathType.P2C:
+        path = int(PathType.PHB)  # no P2C type before 2.27: the CPU is a host bridge
+    return path <= (rule.inter_max_sm90 if cc >= 90 else rule.inter_max)

@@ -206,10 +206,20 @@ class SystemCosts:
         groups: Sequence[Sequence[str]],
         algorithm: str = "auto",
     ) -> float:
+        """``groups[0]``'s collective while all ``groups`` run it at once: links shared by the
+        groups divide their bandwidth (:func:`ring_sharing_factor`), not the latency, so only
+        the time above the collective's latency (``CommResult.latency_s``: launch and step
+        latencies, and a broadcast chain's fill, which the concurrent chains are taken not to
+        meet on a NIC at once) is stretched by the factor."""
         base = self.collective_time(op, message_bytes, groups[0], algorithm)
         if len(groups) < 2 or base == 0.0:
             return base
-        return base * ring_sharing_factor(self.topology, tuple(tuple(g) for g in groups))
+        factor = ring_sharing_factor(self.topology, tuple(tuple(g) for g in groups))
+        if factor == 1.0:
+            return base
+        lat = float(self.comm.collective(op, message_bytes, tuple(groups[0]), algorithm).latency_s)
+        lat = min(max(lat, 0.0), base)
+        return lat + (base - lat) * factor
 
     def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
         return self.comm.transfers_time(tuple(pairs), nbytes_each)  # NIC-aware sends (issue 12)

@@ -20,7 +20,12 @@ sum grows with both. The forward of each block waits for the broadcasts of its o
 
 The model applies the walk to the workload's layers in order (a fused projection, such as the
 gated MLP's ``fc1``, counts as one tensor where InternEvo has two), and prices each owner's
-broadcast with the collective model (NCCL's tuner picks ring and protocol per broadcast). The
+broadcast with the collective model: NCCL's tuner picks ring and protocol per broadcast, and the
+broadcast takes the time of a pipelined chain (:func:`perfmodel.comm.closed_form.chain_time`:
+each network hop of the chain stores one protocol step before forwarding it, ~160 us a hop with
+LL128 over a channel's share of 4 x 100 Gb RoCE, 20 ms for a 1,024-rank chain of 128 servers,
+which NCCL's tuner does not model); the TP siblings' broadcasts share the links' bandwidth, not
+the chains' fill (:meth:`perfmodel.parallel.costs.SystemCosts.concurrent_time`). The
 lowering charges the series as one task of the summed time; the simulated fidelity replays a
 group of at most 16 ranks as one broadcast of all the bytes (the owners' launch latencies, a few
 microseconds each at that size, are not replayed) and keeps the summed time above.

@@ -8,7 +8,7 @@ import pytest
 
 from perfmodel.comm import CommCostModel
 from perfmodel.comm import rings as R
-from perfmodel.comm.params import NCCL_NVLS_LATENCY_S, HwClass
+from perfmodel.comm.params import NCCL227_NVLS_LATENCY_S, HwClass
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
 
@@ -54,10 +54,11 @@ def test_nvls_across_the_rack(rack) -> None:
     m = CommCostModel(rack)
     r = m.collective("allreduce", 8 * 2**30, rack.gpus)
     assert r.algorithm.value == "nvls"
-    # hand-computed: B = 18 x 50 GB/s x 0.90 = 810 GB/s; NVLS moves B x 0.74 x 15/16 per link
-    # (NCCL's Blackwell nvlsEfficiency, 16 channels); algbw = that x n/(n+1), n = 72
-    bw = 810e9 * 0.74 * 15 / 16
-    t = NCCL_NVLS_LATENCY_S + 8 * 2**30 / (bw * 72 / 73)
+    # hand-computed (NCCL 2.28+, perfmodel.comm.nvls): 32 NVLS heads (NCCL_MAX_NVLS_ARITY) of
+    # 20 GB/s (33 x 20 <= 18 x 40.1 GB/s); bus = 2 x 32 x 20 x 0.74 x 31/32 GB/s,
+    # algbw = bus x 72 / 142, 25 us
+    bus = 2 * 32 * 20e9 * 0.74 * 31 / 32
+    t = NCCL227_NVLS_LATENCY_S + 8 * 2**30 / (bus * 72 / 142)
     assert r.time_s == pytest.approx(t, rel=1e-3)
 
 
