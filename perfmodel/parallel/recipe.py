@@ -39,7 +39,14 @@ from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
-from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, KernelRecipe, OptimizerImpl
+from perfmodel.workload.kernels import (
+    Fp8Recipe,
+    Fusion,
+    GradClip,
+    KernelRecipe,
+    OptimizerImpl,
+    fp8_linear,
+)
 from perfmodel.workload.layers import (
     ExpertRole,
     LayerCost,
@@ -246,7 +253,8 @@ def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> floa
     attention output, is also kept in 16 bit by the fused attention for its own backward (which
     the zoo counts there), so the FP8 copy comes in addition (``+ 1 / act_bytes``). Layers
     outside the blocks (the LM head, embeddings) stay 16 bit, as Megatron-Core builds them
-    without TE.
+    without TE, and so does a block's MoE router, whose GEMM is not FP8
+    (:func:`~perfmodel.workload.kernels.fp8_linear`).
 
     >>> from perfmodel.workload.zoo import build_model
     >>> w = build_model("llama", batch_size=1, hidden=64, layers=1, heads=4, kv_heads=2,
@@ -269,7 +277,7 @@ def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> floa
     per_el = 1.0 / act_bytes
 
     def delta(la: LayerCost) -> float:
-        if la.block is None or la.kind is not LayerKind.LINEAR:
+        if la.block is None or la.kind is not LayerKind.LINEAR or not fp8_linear(la):
             return 0.0
         if la.cost_key() in follows_attention:
             return la.activation_bytes * per_el
