@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
@@ -195,6 +196,7 @@ class PipelineLowering:
                     selective_share=share,
                     comm_groups=groups,
                     seg_memo=seg_memo,  # type: ignore[arg-type]
+                    cp_impl=CPImpl.for_fusion(rc.fusion),
                 )
             )
         return chunks

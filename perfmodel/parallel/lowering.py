@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import (
@@ -389,6 +390,7 @@ def build_chunk(
     selective_share: Callable[[LayerCost], float] | None = None,
     comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
     seg_memo: dict[tuple[object, ...], _SegmentSums] | None = None,
+    cp_impl: CPImpl = CPImpl.TE_P2P,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
@@ -403,7 +405,9 @@ def build_chunk(
     ``"tp"`` (``"ep"``, ``"cp"``) to its groups, the representative's first and then the
     siblings that run the same collective at once (:mod:`perfmodel.parallel.expert`): expert
     all-to-alls are exposed in full, ring attention's exchange only beyond the attention it
-    overlaps (:func:`~perfmodel.parallel.expert.ring_exposed_s`); both become
+    overlaps (``cp_impl``, the stack's context-parallel implementation:
+    :func:`~perfmodel.parallel.expert.ring_exposed_s` for Transformer Engine's,
+    :func:`~perfmodel.parallel.expert.torch_cp_exposed_s` for PyTorch's); both become
     :class:`SegmentComm` entries.
 
     ``seg_memo`` (one dict per lowering: the same ``costs``, workload and keyword arguments)
@@ -480,6 +484,7 @@ def build_chunk(
                     memo,
                     plan.cp_comm,
                     plan.moe_dispatcher,
+                    cp_impl,
                 )
         if plan.recompute is Recompute.FULL:
             rc = f
@@ -730,13 +735,16 @@ def _expert_context_comm(
     memo: dict[tuple[object, ...], float],
     cp_comm: CPComm = CPComm.RING,
     dispatcher: MoEDispatcher = MoEDispatcher.ALLTOALL,
+    cp_impl: CPImpl = CPImpl.TE_P2P,
 ) -> list[SegmentComm]:
     """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: the token
     dispatcher's collectives exposed in full (:func:`_dispatcher_point`); the key/value exchange
     beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
-    (:func:`perfmodel.parallel.expert.cp_exposed_s`), its bytes scaled to the exposed share
-    (what the flow simulation replays)."""
-    from perfmodel.parallel.expert import cp_exposed_s
+    (:func:`perfmodel.parallel.expert.cp_exposed_s`; PyTorch's ring, ``cp_impl`` ``torch``:
+    the all-gather beyond the first step and the FP32 dK/dV permutes beyond each next step,
+    :func:`perfmodel.parallel.expert.torch_cp_exposed_s`), its bytes scaled to the exposed
+    share (what the flow simulation replays)."""
+    from perfmodel.parallel.expert import cp_exposed_s, torch_cp_exposed_s
 
     out: list[SegmentComm] = []
     for phase, points, busy in (
@@ -761,7 +769,12 @@ def _expert_context_comm(
                 out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
         if ring:
             full = sum(t for _, _, t in ring)
-            exposed = cp_exposed_s(full, busy, len(groups_of["cp"][0]), cp_comm)
+            size = len(groups_of["cp"][0])
+            if cp_impl is CPImpl.TORCH and cp_comm is CPComm.RING:
+                gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
+                exposed = torch_cp_exposed_s(gather, full - gather, busy, size)
+            else:
+                exposed = cp_exposed_s(full, busy, size, cp_comm)
             share = exposed / full if full > 0 else 0.0
             out += [
                 SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
@@ -842,12 +855,16 @@ def _overlap_expert_comm(
     return out
 
 
-def cp_gathered_kv_bytes(layers: Sequence[LayerCost], plan: ParallelismPlan) -> float:
-    """Transient bytes of ``cp_comm=allgather``: one layer's K and V gathered for the whole
-    sequence (the largest ``"cp"`` all-gather output, ``cp x b x s/cp x kv_heads x
-    (d + d_v) x act_bytes``), live while that layer's attention runs; 0 for the ring, whose
-    in-flight chunk is not booked here."""
-    if plan.cp <= 1 or plan.cp_comm is not CPComm.ALLGATHER:
+def cp_gathered_kv_bytes(
+    layers: Sequence[LayerCost], plan: ParallelismPlan, cp_impl: CPImpl = CPImpl.TE_P2P
+) -> float:
+    """Transient bytes of ``cp_comm=allgather`` and of PyTorch's all-gather rotater
+    (``cp_impl`` ``torch``, :class:`~perfmodel.parallel.expert.CPImpl`): one layer's K and V
+    gathered for the whole sequence (the largest ``"cp"`` all-gather output, ``cp x b x s/cp x
+    kv_heads x (d + d_v) x act_bytes``, the repeated heads for PyTorch), live while that
+    layer's attention runs; 0 for Transformer Engine's ring, whose in-flight chunk is not
+    booked here."""
+    if plan.cp <= 1 or (plan.cp_comm is not CPComm.ALLGATHER and cp_impl is not CPImpl.TORCH):
         return 0.0
     return max(
         (
@@ -1038,7 +1055,7 @@ def stage_memory(
     # the loss's backward transient and the largest layer pair come at different moments
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
-    ws += cp_gathered_kv_bytes(layers, plan)
+    ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
     if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
         # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
         # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
