@@ -71,11 +71,15 @@ class MoeRecipe:
         ``moe_a2a_overlap`` (Megatron-Core ``overlap_moe_expert_parallel_comm``).
     source
         The config and the lines that set them.
+    recompute_modules
+        Megatron-Core ``recompute_modules`` of a selective-recompute config
+        (``Scenario.recompute_modules``), ``None`` where the config recomputes nothing.
     """
 
     dispatcher: str
     ep_overlap: bool
     source: str
+    recompute_modules: str | None = None
 
 
 _MB_PERF = (
@@ -128,7 +132,10 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
         True,
         _MB_PERF + "deepseek/deepseek_workload_base_configs.py "
         "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (moe_flex_dispatcher_backend='deepep', "
-        "moe_a2a_overlap=True, PP 8, VP 2, EP 32)",
+        "moe_a2a_overlap=True, PP 8, VP 2, EP 32, recompute_modules=['mla_up_proj', 'mlp']); "
+        "deepseek_llm_pretrain.py set_deepseek_v3_common_configs: "
+        "recompute_granularity='selective'",
+        recompute_modules="mla_up_proj,mlp",
     ),
 }
 
@@ -289,9 +296,9 @@ def map_moe_cp_row(row: Mapping[str, Any]) -> Scenario | str:
     """A :class:`Scenario` for a MoE or context-parallel row, or why it is not mapped.
 
     Expert tensor parallelism as the row states; token-dropless with forced balance as the
-    Megatron-Bridge footnote says (the default ``load_imbalance = 1``); the token dispatcher and
-    the combined-1F1B overlap of the Megatron-Bridge MoE rows from their recipes
-    (:data:`MBRIDGE_MOE_RECIPES`).
+    Megatron-Bridge footnote says (the default ``load_imbalance = 1``); the token dispatcher,
+    the combined-1F1B overlap and the selective recomputation modules of the Megatron-Bridge
+    MoE rows from their recipes (:data:`MBRIDGE_MOE_RECIPES`).
     """
     if not _is_moe_or_cp(row):
         return "neither MoE nor context parallel"
@@ -305,6 +312,8 @@ def map_moe_cp_row(row: Mapping[str, Any]) -> Scenario | str:
     recipe = moe_recipe(row)
     if recipe is not None:
         sc = replace(sc, moe_dispatcher=recipe.dispatcher, ep_overlap=recipe.ep_overlap)
+        if recipe.recompute_modules:
+            sc = replace(sc, recompute="selective", recompute_modules=recipe.recompute_modules)
     return sc
 
 

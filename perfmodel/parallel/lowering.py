@@ -73,7 +73,7 @@ from perfmodel.workload.layers import (
     runs_isum,
     sum_pieces,
 )
-from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.memory import ModuleRecompute, Optimizer
 
 
 @dataclass(frozen=True)
@@ -1026,8 +1026,23 @@ def stage_memory(
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
-    op_sac = plan.recompute is Recompute.SELECTIVE and rc.selective_recompute.checkpoints_blocks
-    if plan.recompute is Recompute.FULL or op_sac:
+    policy = rc.selective_recompute
+    op_sac = plan.recompute is Recompute.SELECTIVE and policy.checkpoints_blocks
+    modules = plan.recompute is Recompute.SELECTIVE and isinstance(policy, ModuleRecompute)
+    if modules:  # Megatron-Core recompute_modules: what each module frees
+        assert isinstance(policy, ModuleRecompute)
+        parts = [policy.kept_bytes(c.layers, prec) for c in chunks]
+        if rc.fp8_saves_fp8_inputs:  # FP8 inputs of the linears whose inputs stay kept
+
+            def freed(la: LayerCost) -> bool:  # a linear's saved input (MLA: attention only)
+                return policy.dropped_bytes(la, mla=False) >= la.activation_bytes > 0
+
+            parts = [
+                (k + fp8_saved_input_delta(c.layers, prec.activation_bytes, freed), w)
+                for c, (k, w) in zip(chunks, parts, strict=True)
+            ]
+        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
+    elif plan.recompute is Recompute.FULL or op_sac:
         parts = [
             rc.selective_recompute.kept_bytes(c.layers, prec)
             if op_sac
