@@ -113,3 +113,17 @@ def test_deepseek_v3_needs_its_recompute_modules_to_fit(shared_data: Path) -> No
 
     without = predict(replace(sc, recompute="none", recompute_modules=None), baseline=False)
     assert not without.fits_in_memory
+
+
+def test_h100_moe_rows_take_current_scaling(shared_data: Path) -> None:
+    """Megatron-Bridge's H100 Qwen3 configs are FP8 current scaling (``*_H100_FP8_CS_*``):
+    mapped to ``te-current``; the MXFP8 B200 rows keep their stated recipe."""
+    path = shared_data / "modern.jsonl"
+    rows = {json.loads(x)["id"]: json.loads(x) for x in path.read_text().splitlines() if x.strip()}
+    for rid, recipe in (
+        ("mbridge-260401-h100-qwen3-30b-16g-tokens", "te-current"),
+        ("mbridge-260401-h100-qwen3-235b-256g-tokens", "te-current"),
+        ("mbridge-260401-b200-qwen3-30b-8g-tokens", "mxfp8"),
+    ):
+        sc = map_moe_cp_row(rows[rid])
+        assert not isinstance(sc, str) and sc.fp8_recipe == recipe, rid
