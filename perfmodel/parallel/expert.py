@@ -174,6 +174,36 @@ def torch_cp_exposed_s(gather_s: float, permute_s: float, attention_s: float, cp
     return exposed
 
 
+def dispatcher_sync_stall_s(run: Sequence[tuple[float, float]]) -> float:
+    """GPU idle seconds after a MoE layer's dispatcher synchronises the host with the device.
+
+    Megatron-Core's dropless token dispatchers need the routed-token counts on the host before
+    the dispatch (all-to-all split sizes, the grouped GEMM's ``m_splits``, the flex backends'
+    output buffers): ``MoEAlltoAllTokenDispatcher`` copies them device-to-host and waits at its
+    ``cuda_sync_point`` (``before_ep_alltoall`` with expert or tensor parallelism, else
+    ``before_finish``), DeepEP and HybridEP without a capacity factor size their buffers from
+    ``tokens_per_expert.sum()`` ("CPU sync in dispatch"), Megatron-LM 4415119
+    ``megatron/core/transformer/moe/token_dispatcher.py``. The eager host, which otherwise runs
+    ahead of the GPU, waits there until the GPU has run everything before; it then issues the
+    next kernels while the GPU waits for them. ``run`` is the ``(host, gpu)`` seconds of each
+    layer from the dispatch to the next synchronisation, in order; the GPU is idle for the
+    two-machine flow shop's lead (Johnson 1954, as :func:`perfmodel.parallel.lowering.issue_lead`):
+
+    ``stall = max_i (H_i - G_{i-1})``, ``H_i = h_1 + ... + h_i``, ``G_{i-1} = g_1 + ... + g_{i-1}``
+
+    >>> dispatcher_sync_stall_s([(3e-5, 1e-4), (3e-5, 1e-4)])   # GPU-bound: the first issue
+    3e-05
+    >>> round(dispatcher_sync_stall_s([(3e-5, 1e-5), (3e-5, 1e-5)]), 9)  # host-bound: 6e-5 - 1e-5
+    5e-05
+    """
+    h_sum = g_sum = stall = 0.0
+    for h, g in run:
+        h_sum += h
+        stall = max(stall, h_sum - g_sum)
+        g_sum += g
+    return max(stall, 0.0)
+
+
 def _miss(pool: int, holes: int, k: int) -> float:
     """Probability that ``k`` distinct draws from ``pool`` items all avoid ``holes`` of them:
     ``C(pool - holes, k) / C(pool, k)`` (hypergeometric, no replacement)."""
@@ -358,6 +388,7 @@ __all__ = [
     "context_groups",
     "cp_exposed_s",
     "dispatch_share",
+    "dispatcher_sync_stall_s",
     "ep_overlap_exposed_s",
     "expected_units_hit",
     "expert_groups",

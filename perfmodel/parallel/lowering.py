@@ -107,6 +107,9 @@ class Segment:
     dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
     ep_cp: tuple[SegmentComm, ...] = ()  # expert all-to-alls, exposed ring-attention exchange
     expert_params: int = 0  # routed experts' parameters among ``params``
+    #: GPU idle after its MoE dispatchers' host synchronisations, per forward
+    #: (:func:`~perfmodel.parallel.expert.dispatcher_sync_stall_s`)
+    host_sync_s: float = 0.0
 
     def ep_cp_s(self, phase: str) -> float:
         """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
@@ -127,7 +130,7 @@ class Chunk:
 
     @property
     def fwd_s(self) -> float:
-        return sum(s.fwd_s + s.tp_fwd_s + s.ep_cp_s("F") for s in self.segments)
+        return sum(s.fwd_s + s.tp_fwd_s + s.ep_cp_s("F") + s.host_sync_s for s in self.segments)
 
     @property
     def bwd_s(self) -> float:
@@ -452,6 +455,9 @@ def build_chunk(
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     memo: dict[tuple[object, ...], float] = {}  # identical blocks: one closed form per collective
+    stalls = _dispatch_sync_stalls(
+        layers, layer_ids, costs, groups_of, algorithm, memo, plan.moe_dispatcher
+    )
     tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
     selective = plan.recompute is Recompute.SELECTIVE
     if seg_memo is None:
@@ -494,7 +500,19 @@ def build_chunk(
             extra = _overlap_expert_comm(extra, f, bi + bw + rc, _overlap_slowdown(plan, costs))
         segs.append(
             Segment(
-                ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra), expert
+                ids,
+                f,
+                bi + bw,
+                rc,
+                tf,
+                tb,
+                params,
+                act,
+                flop,
+                dp_params,
+                _merged(extra),
+                expert,
+                sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
             )
         )
     last = workload.layers[layer_ids[-1]]
@@ -781,6 +799,56 @@ def _expert_context_comm(
                 for op, nbytes, t in ring
             ]
     return out
+
+
+def _dispatch_sync_stalls(
+    layers: Sequence[LayerCost],
+    layer_ids: Sequence[int],
+    costs: Costs,
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
+    algorithm: str,
+    memo: dict[tuple[object, ...], float],
+    dispatcher: MoEDispatcher,
+) -> dict[int, float]:
+    """GPU idle after each MoE dispatch layer's host synchronisation in one forward of a chunk
+    (layer id -> seconds; empty without routed experts or a host model): the run from the
+    dispatch to the next one (or the chunk's end), each layer's host issue time against its
+    GPU time, the dispatcher's exposed collectives included
+    (:func:`perfmodel.parallel.expert.dispatcher_sync_stall_s`)."""
+    from perfmodel.parallel.expert import dispatcher_sync_stall_s
+
+    host_of = getattr(costs, "layer_host_time", None)
+    if host_of is None or not any(
+        la.expert_role is ExpertRole.DISPATCH for la in distinct_layers(layers)
+    ):
+        return {}
+    out: dict[int, float] = {}
+    per: dict[object, tuple[float, float]] = {}  # a block's copies: one lookup per layer object
+    run: list[tuple[float, float]] = []
+    owner = -1
+    for lid, la in zip(layer_ids, layers, strict=True):
+        if la.expert_role is ExpertRole.DISPATCH:
+            if owner >= 0:
+                out[owner] = dispatcher_sync_stall_s(run)
+            owner, run = lid, []
+        if owner < 0:
+            continue
+        hg = per.get(la.cost_key())
+        if hg is None:
+            g = costs.layer_time(la)[0]
+            if la.expert_role in (ExpertRole.DISPATCH, ExpertRole.COMBINE) and groups_of:
+                g += sum(
+                    c.duration_s
+                    for c in _expert_context_comm(
+                        la, costs, groups_of, (g, 0.0), algorithm, memo, dispatcher=dispatcher
+                    )
+                    if c.phase == "F"
+                )
+            hg = per[la.cost_key()] = (host_of(la)[0], g)
+        run.append(hg)
+    if owner >= 0:
+        out[owner] = dispatcher_sync_stall_s(run)
+    return {k: v for k, v in out.items() if v > 0}
 
 
 def _dispatcher_point(
