@@ -20,7 +20,8 @@ Assumed where a row is silent (each row's ``note`` states it): sequence parallel
 recomputation where "not stated", AdamW; MXFP8 and FP8 are ``fp8``; DeepSeek-V3 without its
 multi-token-prediction module (the zoo's ``deepseek_v3``). torchtitan's ``torch.compile`` rows
 run the compiled kernels (``Scenario.compile``) and its async-TP rows are predicted as plain TP;
-FP8 rows take the recipe they state (MXFP8, TE current scaling) or the stack's default.
+FP8 rows take the recipe they state (MXFP8, TE current scaling), their Megatron-Bridge config's
+(:attr:`MoeRecipe.fp8_recipe`) or the stack's default.
 torchtitan's rows run on the 96 GB HBM2e, 500 W H100 their hardware line states (:func:`_gpu`).
 """
 
@@ -71,11 +72,21 @@ class MoeRecipe:
         ``moe_a2a_overlap`` (Megatron-Core ``overlap_moe_expert_parallel_comm``).
     source
         The config and the lines that set them.
+    recompute_modules
+        Megatron-Core ``recompute_modules`` of a selective-recompute config
+        (``Scenario.recompute_modules``), ``None`` where the config recomputes nothing.
+    fp8_recipe
+        ``Scenario.fp8_recipe`` of the config's precision where the row does not name it:
+        ``te-current`` for the H100 ``*_FP8_CS_*`` configs (``scripts/performance/utils/
+        precision.py`` ``get_precision_config("fp8_cs")``: ``bf16_with_fp8_current_scaling_mixed``),
+        ``None`` otherwise (MXFP8 rows state their recipe).
     """
 
     dispatcher: str
     ep_overlap: bool
     source: str
+    recompute_modules: str | None = None
+    fp8_recipe: str | None = None
 
 
 _MB_PERF = (
@@ -104,6 +115,7 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
         + "qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1"
         " (moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False); qwen3_llm_pretrain.py "
         "qwen3_30b_a3b_pretrain_config_h100: moe_token_dispatcher_type='flex'",
+        fp8_recipe="te-current",
     ),
     ("Qwen3-235B-A22B", "B200"): MoeRecipe(
         "alltoall",
@@ -122,13 +134,17 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
         " (= H100_FP8_CS_V1, GBS 8192: moe_a2a_overlap=True, no flex backend); "
         "qwen3_llm_pretrain.py qwen3_235b_a22b_pretrain_config_h100: "
         "moe_token_dispatcher_type='alltoall'",
+        fp8_recipe="te-current",
     ),
     ("DeepSeek-V3", "B200"): MoeRecipe(
         "deepep",
         True,
         _MB_PERF + "deepseek/deepseek_workload_base_configs.py "
         "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (moe_flex_dispatcher_backend='deepep', "
-        "moe_a2a_overlap=True, PP 8, VP 2, EP 32)",
+        "moe_a2a_overlap=True, PP 8, VP 2, EP 32, recompute_modules=['mla_up_proj', 'mlp']); "
+        "deepseek_llm_pretrain.py set_deepseek_v3_common_configs: "
+        "recompute_granularity='selective'",
+        recompute_modules="mla_up_proj,mlp",
     ),
 }
 
@@ -289,9 +305,9 @@ def map_moe_cp_row(row: Mapping[str, Any]) -> Scenario | str:
     """A :class:`Scenario` for a MoE or context-parallel row, or why it is not mapped.
 
     Expert tensor parallelism as the row states; token-dropless with forced balance as the
-    Megatron-Bridge footnote says (the default ``load_imbalance = 1``); the token dispatcher and
-    the combined-1F1B overlap of the Megatron-Bridge MoE rows from their recipes
-    (:data:`MBRIDGE_MOE_RECIPES`).
+    Megatron-Bridge footnote says (the default ``load_imbalance = 1``); the token dispatcher,
+    the combined-1F1B overlap, the selective recomputation modules and the FP8 recipe of the
+    Megatron-Bridge MoE rows from their recipes (:data:`MBRIDGE_MOE_RECIPES`).
     """
     if not _is_moe_or_cp(row):
         return "neither MoE nor context parallel"
@@ -305,6 +321,10 @@ def map_moe_cp_row(row: Mapping[str, Any]) -> Scenario | str:
     recipe = moe_recipe(row)
     if recipe is not None:
         sc = replace(sc, moe_dispatcher=recipe.dispatcher, ep_overlap=recipe.ep_overlap)
+        if recipe.recompute_modules:
+            sc = replace(sc, recompute="selective", recompute_modules=recipe.recompute_modules)
+        if recipe.fp8_recipe and sc.fp8_recipe is None and sc.precision == "fp8":
+            sc = replace(sc, fp8_recipe=recipe.fp8_recipe)
     return sc
 
 

@@ -135,6 +135,11 @@ class Scenario:
     """FP8 recipe of ``precision="fp8"`` (``te-delayed``, ``te-current``,
     ``torchao-tensorwise``, ``torchao-rowwise``, ``mxfp8``:
     :class:`~perfmodel.workload.kernels.Fp8Recipe`); ``None``: the software preset's."""
+    recompute_modules: str | None = None
+    """Megatron-Core's ``recompute_modules`` of a ``recompute="selective"`` run,
+    comma-separated (``core_attn``, ``mla_up_proj``, ``mlp``, ``moe_act``:
+    :class:`~perfmodel.workload.memory.RecomputeModule`); ``None``: the software preset's
+    selective rule."""
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -641,7 +646,13 @@ def resolve(sc: Scenario) -> Resolved:
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = preset.memory_format if p.memory_format is None else p.memory_format
     recipe = build_recipe(
-        preset, p.precision, p.optimizer, plan, compile=p.compile, fp8_recipe=p.fp8_recipe
+        preset,
+        p.precision,
+        p.optimizer,
+        plan,
+        compile=p.compile,
+        fp8_recipe=p.fp8_recipe,
+        recompute_modules=p.recompute_modules,
     )
     if recipe.fp8 is Fp8Recipe.MXFP8 and topo.gpu_spec().architecture != "Blackwell":
         raise ConfigError(

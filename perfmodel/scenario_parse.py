@@ -39,7 +39,7 @@ from perfmodel.parallel.plan import (
 )
 from perfmodel.parallel.software import SoftwarePreset, get_preset
 from perfmodel.workload.kernels import Fp8Recipe
-from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.memory import Optimizer, RecomputeModule
 
 if TYPE_CHECKING:
     from perfmodel.api import Scenario
@@ -122,6 +122,7 @@ class ParsedScenario:
     data_loader: LoaderKind | None
     compile: bool | None = None
     fp8_recipe: Fp8Recipe | None = None
+    recompute_modules: frozenset | None = None
 
 
 def _where(name: str) -> str:
@@ -314,7 +315,23 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         fp8_recipe=None
         if sc.fp8_recipe is None
         else Fp8Recipe.parse(sc.fp8_recipe, where=_where("fp8_recipe")),
+        recompute_modules=_recompute_modules(sc),
     )
+
+
+def _recompute_modules(sc: Any) -> frozenset | None:
+    """Megatron-Core ``recompute_modules`` of a ``recompute=selective`` scenario (``None``:
+    the software preset's selective rule)."""
+    if sc.recompute_modules is None:
+        return None
+    if Recompute.parse(sc.recompute, where=_where("recompute")) is not Recompute.SELECTIVE:
+        raise ConfigError(
+            f"recompute_modules={sc.recompute_modules!r} needs recompute=selective "
+            f"(got {sc.recompute!r})",
+            value=sc.recompute_modules,
+            where=_where("recompute_modules"),
+        )
+    return RecomputeModule.parse_list(sc.recompute_modules, where=_where("recompute_modules"))
 
 
 __all__ = [

@@ -182,6 +182,11 @@ def base_compute_params(profile: CalibrationProfile, gpu: Any) -> Any:
     from perfmodel.compute import ComputeParams, Tile
 
     base = ComputeParams.for_gpu(gpu)
+    # a profile fitted with an explicit k_overhead (the constant 64 before Hopper FP8 GEMMs
+    # paid their output store, ComputeParams.k_overhead_for) keeps it: a refit reproduces it
+    stored = (profile.compute_params_data or {}).get("k_overhead")
+    if stored is not None:
+        base = replace(base, k_overhead=float(stored))
     if profile.device.kind is DeviceKind.CPU:
         base = replace(
             base,

@@ -150,7 +150,7 @@ def gemm_efficiency(
     sm_count: int,
     ceiling: float,
     tiles: tuple[Tile, ...],
-    k_overhead: int,
+    k_overhead: float,
     split_k_efficiency: float = 0.9,
 ) -> GemmEfficiency:
     """Best predicted efficiency of a GEMM over the tile menu and split-K factors.
@@ -408,12 +408,13 @@ class ComputeModel:
             return hit
         p = self.params
         tc = p.uses_tensor_cores(dtype)
+        ceiling = p.gemm_ceiling(dtype) if tc else p.cuda_core_efficiency
         hit = gemm_efficiency(
             gemm,
             sm_count=p.sm_count,
-            ceiling=p.gemm_ceiling(dtype) if tc else p.cuda_core_efficiency,
+            ceiling=ceiling,
             tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
-            k_overhead=p.k_overhead,
+            k_overhead=p.k_overhead_for(dtype, p.peak(dtype) * ceiling),
             split_k_efficiency=p.split_k_efficiency,
         )
         self._gemm_cache[key] = hit

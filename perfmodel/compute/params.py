@@ -86,6 +86,18 @@ ALIGNMENT_ELEMENTS: Mapping[DType, int] = MappingProxyType(
     {DType.FP16: 8, DType.BF16: 8, DType.TF32: 4, DType.FP8: 16}
 )
 
+#: ``ComputeParams.k_overhead`` of 16-bit, TF32 and FP32 GEMMs: an estimate, two 32-deep
+#: main-loop stages to fill and drain a CUTLASS-style software pipeline; not fitted.
+DEFAULT_K_OVERHEAD = 64
+
+#: GPU architectures whose FP8 GEMMs pay their tiles' output store beside the main loop
+#: (``ComputeParams.k_overhead_for``: register-resident WGMMA accumulators; checked on H800).
+STORE_BOUND_FP8_ARCHITECTURES = frozenset({"Hopper"})
+
+#: Bytes of an output element of an FP8 GEMM in training (BF16 outputs: Transformer Engine and
+#: torchao ``_scaled_mm`` with ``out_dtype=bfloat16``), for ``ComputeParams.k_overhead_for``.
+FP8_GEMM_OUTPUT_BYTES = 2
+
 #: Host time per kernel of a framework's eager training step, seconds
 #: (``ComputeParams.host_dispatch_s``). ``pytorch-eager``: 35.55 us, the median over 10 host-bound
 #: training steps measured on the lent H100 machine (PyTorch 2.11, its 16-core Xeon VM host;
@@ -217,8 +229,9 @@ class ComputeParams:
     k_overhead
         Prologue/epilogue cost of one tile, as an equivalent number of ``k`` iterations: a GEMM
         with reduction length ``k`` runs at ``k / (k + k_overhead)`` of the tile's rate.
-        Default 64: an estimate, two 32-deep main-loop stages to fill and drain a CUTLASS-style
-        software pipeline; not fitted.
+        ``None`` (default): :data:`DEFAULT_K_OVERHEAD` (64), except FP8 GEMMs on Hopper, which
+        pay their tiles' output store (:meth:`k_overhead_for`); a number (a calibration
+        profile, a user) applies to every dtype.
     split_k_efficiency
         Throughput factor of a split-K GEMM (the partial tiles are reduced by an extra pass).
         Default 0.90, an estimate; not fitted.
@@ -309,7 +322,7 @@ class ComputeParams:
     cuda_core_efficiency: float = 0.90
     memory_efficiency: float = 0.80
     kernel_launch_s: float = 4.0 * units.us
-    k_overhead: int = 64
+    k_overhead: float | None = None
     split_k_efficiency: float = 0.90
     tensor_core_tiles: tuple[Tile, ...] = _TC_TILES
     cuda_core_tiles: tuple[Tile, ...] = _SIMT_TILES
@@ -363,7 +376,11 @@ class ComputeParams:
                 value=self.host_dispatch_s,
                 where="host_dispatch_s",
             )
-        if self.kernel_launch_s < 0 or self.k_overhead < 0 or self.winograd_speedup <= 0:
+        if (
+            self.kernel_launch_s < 0
+            or (self.k_overhead is not None and self.k_overhead < 0)
+            or self.winograd_speedup <= 0
+        ):
             raise CalibrationError(
                 "ComputeParams: kernel_launch_s and k_overhead must be >= 0, winograd_speedup > 0",
                 value=(self.kernel_launch_s, self.k_overhead, self.winograd_speedup),
@@ -504,6 +521,52 @@ class ComputeParams:
         if "extra" in kw:
             kw["extra"] = MappingProxyType(dict(kw["extra"]))
         return cls(**kw)
+
+    def k_overhead_for(self, dtype: DType, rate_flops: float) -> float:
+        """``k_overhead`` of a GEMM in ``dtype`` whose main loop runs at ``rate_flops``.
+
+        An explicit ``k_overhead`` is returned as set. Otherwise :data:`DEFAULT_K_OVERHEAD`,
+        except an FP8 GEMM on Hopper, which takes the time its tiles' output store adds: the
+        WGMMA accumulator lives in registers, so each tile's epilogue writes its ``tm x tn``
+        output tile (``c`` = 2 B per element: FP8 GEMMs of training write BF16) to device
+        memory without overlapping the tile's main loop, and the GEMM takes its compute time
+        plus its output bytes over the memory bandwidth ``B``. Per tile the store takes as long
+        as ``R c / (2 B)`` main-loop iterations of ``2 tm tn`` FLOP at the rate ``R``::
+
+            k_overhead = R x c / (2 x memory_bandwidth_Bps)
+
+        (the datasheet bandwidth: a bulk store streams at the pins' rate). A documented check
+        against a published kernel table that is not a validation row: DeepGEMM's FP8 GEMMs on
+        H800 (deepseek-ai/DeepGEMM README at 55ab91f, 2025-03-25, "Normal GEMMs for dense
+        models" M = 4096 rows and "Grouped GEMMs (contiguous layout)", 10 shapes,
+        K = 512-16384): with the H100's FP8 burst rate (1,402.6 TFLOP/s, ``k_overhead`` = 419)
+        the tile/wave model is within a median 4.8% of the 10 (signed -4.5%; worst +11.6%,
+        N = 2112), against 10.6% (signed +10.6%, K = 512 at +55%) with the constant 64. The
+        table's ``K = 512`` row, 751 TFLOP/s, is the store's signature: its output (268 MB)
+        takes as long at 3.35 TB/s as its 137 TFLOP at the large-GEMM rate. The same store
+        model for 16-bit GEMMs (``k_overhead`` 225 on an H100) was tried and not kept: it moves
+        the classic training rows from 13.3% to 14.7% (single-GPU 14.0% to 16.2%), and no
+        published 16-bit short-``k`` table is at hand to say whether cuBLAS's persistent
+        16-bit kernels hide the store under the next tile's main loop (whose 16-bit main loop
+        is twice as long per ``k`` as FP8's). Blackwell keeps the accumulator in tensor memory
+        (CUTLASS "Utilities for SM100", SM100 epilogue flow), which its kernels double-buffer so
+        one tile's epilogue runs beside the next tile's MMA (Triton's Gluon example
+        "Overlapping Accumulator Block-Scaled Matrix Multiplication"): the B200's measured
+        best-shape FP8 GEMM has ``k`` = 3072 at 76% of peak (stas00/ml-engineering MAMF table,
+        15360 x 4096 x 3072), where a serialised store would cost about a tenth; it keeps 64.
+
+        >>> from perfmodel.hardware import get_gpu
+        >>> p = ComputeParams.for_gpu(get_gpu("H100-SXM5-80GB"))
+        >>> round(p.k_overhead_for(DType.FP8, 1402.6e12))   # 1402.6e12 x 2 / (2 x 3.35e12)
+        419
+        >>> p.k_overhead_for(DType.BF16, 755e12)
+        64.0
+        """
+        if self.k_overhead is not None:
+            return float(self.k_overhead)
+        if dtype is not DType.FP8 or self.architecture not in STORE_BOUND_FP8_ARCHITECTURES:
+            return float(DEFAULT_K_OVERHEAD)
+        return rate_flops * FP8_GEMM_OUTPUT_BYTES / (2.0 * self.memory_bandwidth_Bps)
 
     def peak(self, dtype: DType) -> float:
         """Peak FLOP/s for ``dtype`` with the framework fallbacks of

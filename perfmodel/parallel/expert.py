@@ -16,6 +16,7 @@ of ``ep <= gpus_per_node / etp`` ranks sits inside one server (NVLink) before it
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -108,6 +109,99 @@ def cp_exposed_s(comm_s: float, attention_s: float, cp: int, cp_comm: CPComm) ->
     if cp_comm is CPComm.ALLGATHER:
         return comm_s
     return ring_exposed_s(comm_s, attention_s, cp)
+
+
+class CPImpl(str, enum.Enum):
+    """The context-parallel attention implementation a stack runs (what its K/V exchange is and
+    what it overlaps).
+
+    ``te-p2p``: Megatron-Core with Transformer Engine (``AttnFuncWithCPAndKVP2P``,
+    ``cp_comm_type="p2p"``): each step posts the next K/V chunk's send/receive before the
+    current chunk's attention kernel, so every transfer hides under a step
+    (:func:`ring_exposed_s`); GQA is native (``kv_heads`` exchanged).
+
+    ``torch``: PyTorch's ``context_parallel`` (``torch.distributed.tensor.experimental``, as
+    torchtitan runs it in December 2024: torch 1963fc8, torchtitan 9dec370), whose SDPA
+    dispatch wraps ``_templated_ring_attention``: the K/V it exchanges are SDPA's inputs, which
+    torchtitan's Llama has already repeated to every query head (``repeat_kv`` before
+    ``F.scaled_dot_product_attention``, ``torchtitan/models/llama/model.py``); torchtitan's
+    default ``context_parallel_rotate_method = "allgather"`` (``config_manager.py``) makes the
+    forward rotater one all-gather of every rank's K/V issued at step 0 (``_AllGatherRotater``:
+    "Only one communication will be done"), which only the step-0 attention can hide; the
+    backward gathers K/V again the same way and passes each step's accumulated dK/dV to the
+    next rank (``dkv_rotater``, always ``_AllToAllRotater``, in FP32: ``convert_to_f32`` makes
+    the accumulators FP32), each permute hidden under the next step's attention kernel and the
+    last one waited for after the loop (:func:`torch_cp_exposed_s`).
+    """
+
+    TE_P2P = "te-p2p"
+    TORCH = "torch"
+
+    @classmethod
+    def for_fusion(cls, fusion: object) -> CPImpl:
+        """The implementation of a stack's kernels: Transformer Engine's for ``te``, PyTorch's
+        for eager and ``torch.compile`` stacks."""
+        from perfmodel.workload.kernels import Fusion
+
+        return cls.TE_P2P if fusion is Fusion.TE else cls.TORCH
+
+
+def torch_cp_exposed_s(gather_s: float, permute_s: float, attention_s: float, cp: int) -> float:
+    """Exposed seconds of one pass of PyTorch's all-gather-rotater ring attention
+    (:attr:`CPImpl.TORCH`).
+
+    ``gather_s``: the pass's K/V all-gather, issued at step 0 and waited for at step 1, so only
+    the first step's attention (``attention_s / cp``: the ``cp`` steps do equal work under
+    causal load balancing) hides it. ``permute_s``: the backward's dK/dV permutes, ``cp`` of
+    equal size, each overlapping the next step's attention, the last one waited for after the
+    loop::
+
+        exposed = max(0, gather_s - attention_s / cp)
+                  + (cp - 1) max(0, p - attention_s / cp) + p,     p = permute_s / cp
+
+    >>> torch_cp_exposed_s(3.0, 0.0, 8.0, 4)   # 3 s gather under a 2 s first step
+    1.0
+    >>> torch_cp_exposed_s(1.0, 4.0, 8.0, 4)   # 1 s permutes under 2 s steps: the last shows
+    1.0
+    """
+    if cp <= 1:
+        return 0.0
+    step = attention_s / cp
+    exposed = max(0.0, gather_s - step)
+    if permute_s > 0:
+        p = permute_s / cp
+        exposed += (cp - 1) * max(0.0, p - step) + p
+    return exposed
+
+
+def dispatcher_sync_stall_s(run: Sequence[tuple[float, float]]) -> float:
+    """GPU idle seconds after a MoE layer's dispatcher synchronises the host with the device.
+
+    Megatron-Core's dropless token dispatchers need the routed-token counts on the host before
+    the dispatch (all-to-all split sizes, the grouped GEMM's ``m_splits``, the flex backends'
+    output buffers): ``MoEAlltoAllTokenDispatcher`` copies them device-to-host and waits at its
+    ``cuda_sync_point`` (``before_ep_alltoall`` with expert or tensor parallelism, else
+    ``before_finish``), DeepEP and HybridEP without a capacity factor size their buffers from
+    ``tokens_per_expert.sum()`` ("CPU sync in dispatch"), Megatron-LM 4415119
+    ``megatron/core/transformer/moe/token_dispatcher.py``. The eager host, which otherwise runs
+    ahead of the GPU, waits there until the GPU has run everything before; it then issues the
+    next kernels while the GPU waits for them. ``run`` is the ``(host, gpu)`` seconds of each
+    layer from the dispatch to the next synchronisation, in order; the GPU is idle for the
+    two-machine flow shop's lead (Johnson 1954, as :func:`perfmodel.parallel.lowering.issue_lead`):
+
+    ``stall = max_i (H_i - G_{i-1})``, ``H_i = h_1 + ... + h_i``, ``G_{i-1} = g_1 + ... + g_{i-1}``
+
+    >>> dispatcher_sync_stall_s([(3e-5, 1e-4), (3e-5, 1e-4)])   # GPU-bound: the first issue
+    3e-05
+    >>> round(dispatcher_sync_stall_s([(3e-5, 1e-5), (3e-5, 1e-5)]), 9)  # host-bound: 6e-5 - 1e-5
+    5e-05
+    """
+    h_sum = g_sum = stall = 0.0
+    for h, g in run:
+        h_sum += h
+        stall = max(stall, h_sum - g_sum)
+        g_sum += g
+    return max(stall, 0.0)
 
 
 def _miss(pool: int, holes: int, k: int) -> float:
@@ -290,14 +384,17 @@ def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float, slowdown: fl
 __all__ = [
     "DISPATCHER_SMS",
     "MAX_SIBLINGS",
+    "CPImpl",
     "context_groups",
     "cp_exposed_s",
     "dispatch_share",
+    "dispatcher_sync_stall_s",
     "ep_overlap_exposed_s",
     "expected_units_hit",
     "expert_groups",
     "overlap_compute_slowdown",
     "ring_exposed_s",
     "stage_ranks",
+    "torch_cp_exposed_s",
     "with_neighbours",
 ]

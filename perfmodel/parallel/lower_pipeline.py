@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
@@ -50,7 +51,7 @@ from perfmodel.parallel.periodic import (
     short_limit,
     window_gap,
 )
-from perfmodel.parallel.plan import PipelineSchedule
+from perfmodel.parallel.plan import PipelineSchedule, Recompute
 from perfmodel.parallel.recipe import ParamSync, Sharding
 from perfmodel.parallel.schedule import (
     check_interleaved,
@@ -195,6 +196,7 @@ class PipelineLowering:
                     selective_share=share,
                     comm_groups=groups,
                     seg_memo=seg_memo,  # type: ignore[arg-type]
+                    cp_impl=CPImpl.for_fusion(rc.fusion),
                 )
             )
         return chunks
@@ -220,15 +222,29 @@ class PipelineLowering:
         (:class:`~perfmodel.parallel.lowering.SegmentComm`), on the compute stream after its
         compute: Megatron-Core runs the token dispatcher's all-to-alls between the router and
         the experts without overlap unless ``overlap_moe_expert_parallel_comm`` is set (off by
-        default, not modelled)."""
-        if not seg.ep_cp:  # the common case (no ep / cp): nothing to emit, no list to build
+        default, not modelled). Before them, in forward (and in the recomputed forward of full
+        recomputation), the GPU's wait for the host after the segment's MoE dispatchers
+        synchronise (``Segment.host_sync_s``, a host task the next compute waits for)."""
+        stall = seg.host_sync_s if phase == "F" or self.plan.recompute is Recompute.FULL else 0.0
+        if not seg.ep_cp and not stall:  # the common case (no ep / cp): nothing to emit
             return deps
         comms = [x for x in seg.ep_cp if x.phase == phase and x.duration_s > 0]
-        if not comms:
+        if not comms and not stall:
             return deps
         groups = self.ep_cp_groups.setdefault(s, self.expert_context_groups(s))
         k = c * self.P + s
         tid = self.join(s, deps)
+        if stall:  # the GPU waits for the host after the dispatchers' synchronisations
+            tid = self.b.add(
+                TaskKind.HOST,
+                self.gpu[s],
+                "host-sync",  # not behind the step's whole-step issue task on "host"
+                stall,
+                [tid],
+                label=f"MoE dispatcher host sync {phase}{mb}",
+                microbatch=mb,
+                chunk=k,
+            )
         for x in comms:
             g = groups[x.kind.value]
             tid = self.b.add(
@@ -399,7 +415,8 @@ class PipelineLowering:
         * an overlapped ZeRO-1/2 parameter gather (``overlap_param_gather``) still to come on
           this stage: the first micro-batch's forward waits on one per bucket, and each gather
           is prefetched after the compute two segments back (:meth:`gather`);
-        * expert or context parallelism (all-to-alls and ring exchanges after a segment);
+        * expert or context parallelism (all-to-alls and ring exchanges after a segment) and
+          MoE dispatchers' host synchronisations;
         * a backward that reduces gradients bucket by bucket (overlapped reduction: the last
           micro-batch, or every one from ZeRO-2 on), which slow the next segment's compute.
         """
@@ -427,7 +444,7 @@ class PipelineLowering:
                     self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
                 ):
                     return False
-        return not any(seg.ep_cp for seg in ch.segments)
+        return not any(seg.ep_cp or seg.host_sync_s for seg in ch.segments)
 
     def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
         """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import (
@@ -72,7 +73,7 @@ from perfmodel.workload.layers import (
     runs_isum,
     sum_pieces,
 )
-from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.memory import ModuleRecompute, Optimizer
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,9 @@ class Segment:
     dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
     ep_cp: tuple[SegmentComm, ...] = ()  # expert all-to-alls, exposed ring-attention exchange
     expert_params: int = 0  # routed experts' parameters among ``params``
+    #: GPU idle after its MoE dispatchers' host synchronisations, per forward
+    #: (:func:`~perfmodel.parallel.expert.dispatcher_sync_stall_s`)
+    host_sync_s: float = 0.0
 
     def ep_cp_s(self, phase: str) -> float:
         """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
@@ -126,7 +130,7 @@ class Chunk:
 
     @property
     def fwd_s(self) -> float:
-        return sum(s.fwd_s + s.tp_fwd_s + s.ep_cp_s("F") for s in self.segments)
+        return sum(s.fwd_s + s.tp_fwd_s + s.ep_cp_s("F") + s.host_sync_s for s in self.segments)
 
     @property
     def bwd_s(self) -> float:
@@ -389,6 +393,7 @@ def build_chunk(
     selective_share: Callable[[LayerCost], float] | None = None,
     comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
     seg_memo: dict[tuple[object, ...], _SegmentSums] | None = None,
+    cp_impl: CPImpl = CPImpl.TE_P2P,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
@@ -403,7 +408,9 @@ def build_chunk(
     ``"tp"`` (``"ep"``, ``"cp"``) to its groups, the representative's first and then the
     siblings that run the same collective at once (:mod:`perfmodel.parallel.expert`): expert
     all-to-alls are exposed in full, ring attention's exchange only beyond the attention it
-    overlaps (:func:`~perfmodel.parallel.expert.ring_exposed_s`); both become
+    overlaps (``cp_impl``, the stack's context-parallel implementation:
+    :func:`~perfmodel.parallel.expert.ring_exposed_s` for Transformer Engine's,
+    :func:`~perfmodel.parallel.expert.torch_cp_exposed_s` for PyTorch's); both become
     :class:`SegmentComm` entries.
 
     ``seg_memo`` (one dict per lowering: the same ``costs``, workload and keyword arguments)
@@ -448,6 +455,9 @@ def build_chunk(
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     memo: dict[tuple[object, ...], float] = {}  # identical blocks: one closed form per collective
+    stalls = _dispatch_sync_stalls(
+        layers, layer_ids, costs, groups_of, algorithm, memo, plan.moe_dispatcher
+    )
     tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
     selective = plan.recompute is Recompute.SELECTIVE
     if seg_memo is None:
@@ -480,6 +490,7 @@ def build_chunk(
                     memo,
                     plan.cp_comm,
                     plan.moe_dispatcher,
+                    cp_impl,
                 )
         if plan.recompute is Recompute.FULL:
             rc = f
@@ -489,7 +500,19 @@ def build_chunk(
             extra = _overlap_expert_comm(extra, f, bi + bw + rc, _overlap_slowdown(plan, costs))
         segs.append(
             Segment(
-                ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra), expert
+                ids,
+                f,
+                bi + bw,
+                rc,
+                tf,
+                tb,
+                params,
+                act,
+                flop,
+                dp_params,
+                _merged(extra),
+                expert,
+                sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
             )
         )
     last = workload.layers[layer_ids[-1]]
@@ -730,13 +753,16 @@ def _expert_context_comm(
     memo: dict[tuple[object, ...], float],
     cp_comm: CPComm = CPComm.RING,
     dispatcher: MoEDispatcher = MoEDispatcher.ALLTOALL,
+    cp_impl: CPImpl = CPImpl.TE_P2P,
 ) -> list[SegmentComm]:
     """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: the token
     dispatcher's collectives exposed in full (:func:`_dispatcher_point`); the key/value exchange
     beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
-    (:func:`perfmodel.parallel.expert.cp_exposed_s`), its bytes scaled to the exposed share
-    (what the flow simulation replays)."""
-    from perfmodel.parallel.expert import cp_exposed_s
+    (:func:`perfmodel.parallel.expert.cp_exposed_s`; PyTorch's ring, ``cp_impl`` ``torch``:
+    the all-gather beyond the first step and the FP32 dK/dV permutes beyond each next step,
+    :func:`perfmodel.parallel.expert.torch_cp_exposed_s`), its bytes scaled to the exposed
+    share (what the flow simulation replays)."""
+    from perfmodel.parallel.expert import cp_exposed_s, torch_cp_exposed_s
 
     out: list[SegmentComm] = []
     for phase, points, busy in (
@@ -761,13 +787,68 @@ def _expert_context_comm(
                 out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
         if ring:
             full = sum(t for _, _, t in ring)
-            exposed = cp_exposed_s(full, busy, len(groups_of["cp"][0]), cp_comm)
+            size = len(groups_of["cp"][0])
+            if cp_impl is CPImpl.TORCH and cp_comm is CPComm.RING:
+                gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
+                exposed = torch_cp_exposed_s(gather, full - gather, busy, size)
+            else:
+                exposed = cp_exposed_s(full, busy, size, cp_comm)
             share = exposed / full if full > 0 else 0.0
             out += [
                 SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
                 for op, nbytes, t in ring
             ]
     return out
+
+
+def _dispatch_sync_stalls(
+    layers: Sequence[LayerCost],
+    layer_ids: Sequence[int],
+    costs: Costs,
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
+    algorithm: str,
+    memo: dict[tuple[object, ...], float],
+    dispatcher: MoEDispatcher,
+) -> dict[int, float]:
+    """GPU idle after each MoE dispatch layer's host synchronisation in one forward of a chunk
+    (layer id -> seconds; empty without routed experts or a host model): the run from the
+    dispatch to the next one (or the chunk's end), each layer's host issue time against its
+    GPU time, the dispatcher's exposed collectives included
+    (:func:`perfmodel.parallel.expert.dispatcher_sync_stall_s`)."""
+    from perfmodel.parallel.expert import dispatcher_sync_stall_s
+
+    host_of = getattr(costs, "layer_host_time", None)
+    if host_of is None or not any(
+        la.expert_role is ExpertRole.DISPATCH for la in distinct_layers(layers)
+    ):
+        return {}
+    out: dict[int, float] = {}
+    per: dict[object, tuple[float, float]] = {}  # a block's copies: one lookup per layer object
+    run: list[tuple[float, float]] = []
+    owner = -1
+    for lid, la in zip(layer_ids, layers, strict=True):
+        if la.expert_role is ExpertRole.DISPATCH:
+            if owner >= 0:
+                out[owner] = dispatcher_sync_stall_s(run)
+            owner, run = lid, []
+        if owner < 0:
+            continue
+        hg = per.get(la.cost_key())
+        if hg is None:
+            g = costs.layer_time(la)[0]
+            if la.expert_role in (ExpertRole.DISPATCH, ExpertRole.COMBINE) and groups_of:
+                g += sum(
+                    c.duration_s
+                    for c in _expert_context_comm(
+                        la, costs, groups_of, (g, 0.0), algorithm, memo, dispatcher=dispatcher
+                    )
+                    if c.phase == "F"
+                )
+            hg = per[la.cost_key()] = (host_of(la)[0], g)
+        run.append(hg)
+    if owner >= 0:
+        out[owner] = dispatcher_sync_stall_s(run)
+    return {k: v for k, v in out.items() if v > 0}
 
 
 def _dispatcher_point(
@@ -842,12 +923,16 @@ def _overlap_expert_comm(
     return out
 
 
-def cp_gathered_kv_bytes(layers: Sequence[LayerCost], plan: ParallelismPlan) -> float:
-    """Transient bytes of ``cp_comm=allgather``: one layer's K and V gathered for the whole
-    sequence (the largest ``"cp"`` all-gather output, ``cp x b x s/cp x kv_heads x
-    (d + d_v) x act_bytes``), live while that layer's attention runs; 0 for the ring, whose
-    in-flight chunk is not booked here."""
-    if plan.cp <= 1 or plan.cp_comm is not CPComm.ALLGATHER:
+def cp_gathered_kv_bytes(
+    layers: Sequence[LayerCost], plan: ParallelismPlan, cp_impl: CPImpl = CPImpl.TE_P2P
+) -> float:
+    """Transient bytes of ``cp_comm=allgather`` and of PyTorch's all-gather rotater
+    (``cp_impl`` ``torch``, :class:`~perfmodel.parallel.expert.CPImpl`): one layer's K and V
+    gathered for the whole sequence (the largest ``"cp"`` all-gather output, ``cp x b x s/cp x
+    kv_heads x (d + d_v) x act_bytes``, the repeated heads for PyTorch), live while that
+    layer's attention runs; 0 for Transformer Engine's ring, whose in-flight chunk is not
+    booked here."""
+    if plan.cp <= 1 or (plan.cp_comm is not CPComm.ALLGATHER and cp_impl is not CPImpl.TORCH):
         return 0.0
     return max(
         (
@@ -1009,8 +1094,23 @@ def stage_memory(
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
-    op_sac = plan.recompute is Recompute.SELECTIVE and rc.selective_recompute.checkpoints_blocks
-    if plan.recompute is Recompute.FULL or op_sac:
+    policy = rc.selective_recompute
+    op_sac = plan.recompute is Recompute.SELECTIVE and policy.checkpoints_blocks
+    modules = plan.recompute is Recompute.SELECTIVE and isinstance(policy, ModuleRecompute)
+    if modules:  # Megatron-Core recompute_modules: what each module frees
+        assert isinstance(policy, ModuleRecompute)
+        parts = [policy.kept_bytes(c.layers, prec) for c in chunks]
+        if rc.fp8_saves_fp8_inputs:  # FP8 inputs of the linears whose inputs stay kept
+
+            def freed(la: LayerCost) -> bool:  # a linear's saved input (MLA: attention only)
+                return policy.dropped_bytes(la, mla=False) >= la.activation_bytes > 0
+
+            parts = [
+                (k + fp8_saved_input_delta(c.layers, prec.activation_bytes, freed), w)
+                for c, (k, w) in zip(chunks, parts, strict=True)
+            ]
+        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
+    elif plan.recompute is Recompute.FULL or op_sac:
         parts = [
             rc.selective_recompute.kept_bytes(c.layers, prec)
             if op_sac
@@ -1038,7 +1138,7 @@ def stage_memory(
     # the loss's backward transient and the largest layer pair come at different moments
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
-    ws += cp_gathered_kv_bytes(layers, plan)
+    ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
     if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
         # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
         # with reshard_after_backward and requires_gradient_sync off, so the stage's weights

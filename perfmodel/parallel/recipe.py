@@ -39,7 +39,14 @@ from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
-from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, KernelRecipe, OptimizerImpl
+from perfmodel.workload.kernels import (
+    Fp8Recipe,
+    Fusion,
+    GradClip,
+    KernelRecipe,
+    OptimizerImpl,
+    fp8_linear,
+)
 from perfmodel.workload.layers import (
     ExpertRole,
     LayerCost,
@@ -49,6 +56,7 @@ from perfmodel.workload.layers import (
     runs_sum,
 )
 from perfmodel.workload.memory import (
+    ModuleRecompute,
     Optimizer,
     Recompute,
     is_selectively_recomputed,
@@ -232,7 +240,11 @@ class CrossEntropy(str, enum.Enum):
         return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
 
 
-def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> float:
+def fp8_saved_input_delta(
+    layers: Sequence[LayerCost],
+    act_bytes: float,
+    skip: Callable[[LayerCost], bool] | None = None,
+) -> float:
     """Change of one micro-batch's saved activation bytes when the blocks' linear layers run in
     Transformer Engine FP8 (negative: fewer bytes).
 
@@ -246,7 +258,8 @@ def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> floa
     attention output, is also kept in 16 bit by the fused attention for its own backward (which
     the zoo counts there), so the FP8 copy comes in addition (``+ 1 / act_bytes``). Layers
     outside the blocks (the LM head, embeddings) stay 16 bit, as Megatron-Core builds them
-    without TE.
+    without TE, and so does a block's MoE router, whose GEMM is not FP8
+    (:func:`~perfmodel.workload.kernels.fp8_linear`).
 
     >>> from perfmodel.workload.zoo import build_model
     >>> w = build_model("llama", batch_size=1, hidden=64, layers=1, heads=4, kv_heads=2,
@@ -269,7 +282,9 @@ def fp8_saved_input_delta(layers: Sequence[LayerCost], act_bytes: float) -> floa
     per_el = 1.0 / act_bytes
 
     def delta(la: LayerCost) -> float:
-        if la.block is None or la.kind is not LayerKind.LINEAR:
+        if la.block is None or la.kind is not LayerKind.LINEAR or not fp8_linear(la):
+            return 0.0
+        if skip is not None and skip(la):  # its saved input is not kept (recomputed)
             return 0.0
         if la.cost_key() in follows_attention:
             return la.activation_bytes * per_el
@@ -522,7 +537,9 @@ class Recipe:
     param_sync
         How ZeRO-1/2 parameters reach the other ranks after the step (:class:`ParamSync`).
     selective_recompute
-        What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`).
+        What ``recompute=selective`` re-runs (:class:`SelectiveRecompute`, the stack's rule;
+        or :class:`~perfmodel.workload.memory.ModuleRecompute`, Megatron-Core's
+        ``recompute_modules`` as the run names them).
     cross_entropy
         How the loss is computed, for its backward's memory (:class:`CrossEntropy`).
     fp8_saves_fp8_inputs
@@ -572,7 +589,7 @@ class Recipe:
     bucket_bytes: float | None = None
     first_bucket_bytes: float | None = None
     shard_group: int = 0
-    selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    selective_recompute: SelectiveRecompute | ModuleRecompute = SelectiveRecompute.ATTENTION_CORE
     grad_reduce_op: CollectiveOp = CollectiveOp.ALLREDUCE
     param_sync: ParamSync = ParamSync.ALLGATHER
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
@@ -742,8 +759,12 @@ def build_recipe(
     *,
     compile: bool | None = None,
     fp8_recipe: Fp8Recipe | None = None,
+    recompute_modules: frozenset | None = None,
 ) -> Recipe:
     """The recipe of ``preset`` at ``precision`` with ``optimizer`` under ``plan``.
+
+    ``recompute_modules``: Megatron-Core's ``recompute_modules`` of a ``recompute=selective``
+    run (:class:`~perfmodel.workload.memory.RecomputeModule`), replacing the preset's rule.
 
     Byte counts follow the module table; overlap policies follow the preset's fields
     (``overlap_grad_comm``, ``overlap_param_gather``, ``tp_comm_overlap``). ZeRO-3/FSDP
@@ -843,7 +864,9 @@ def build_recipe(
         bucket_bytes=bucket,
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
-        selective_recompute=preset.selective_recompute,
+        selective_recompute=(
+            ModuleRecompute(recompute_modules) if recompute_modules else preset.selective_recompute
+        ),
         grad_reduce_op=(
             CollectiveOp.REDUCESCATTER
             if sharding.stage >= 1 and not (preset.zero_grad_allreduce and sharding.stage == 1)

@@ -81,8 +81,9 @@ def task_class(task: Task) -> tuple[int, str]:
         if task.comm is not None and task.comm.kind.value in ("ep", "cp"):
             return 0, f"comm:{task.comm.kind.value}"  # expert / context parallel, blocking
         return 0, "comm:tp"
-    if task.kind is TaskKind.HOST and task.stream in ("host", "server"):
-        return 2, "host"  # framework host work, CPU merge / parameter-server update
+    if task.kind is TaskKind.HOST and task.stream in ("host", "server", "host-sync"):
+        return 2, "host"  # framework host work, CPU merge / parameter-server update, the GPU's
+        # wait for the host after a MoE dispatcher's synchronisation ("host-sync")
     if task.stream == "tp":
         return 1, "comm:tp"  # TP collectives overlapped with GEMMs (recipe tp_comm)
     if task.comm is not None:

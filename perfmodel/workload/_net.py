@@ -37,7 +37,9 @@ from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload.kernels import (
     DEFAULT_KERNELS,
+    FP32_BYTES,
     Fp8Recipe,
+    Fusion,
     KernelRecipe,
     OpKernels,
     fp8_linear,
@@ -990,9 +992,21 @@ class Net:
         a memory-bound ``<name>_cp_merge`` layer after the attention moving, per element of
         ``O`` (forward) and of ``Q, K, V`` (backward), ``2`` bytes of the step's BF16 result and
         ``4 + 4`` of the accumulator per step plus a final ``4 + 2`` cast:
-        ``(10 cp + 6)`` bytes, one kernel per step and one cast. The fused minimum: eager
-        PyTorch's unfused merge (``out - sigmoid(lse' - lse) * (out - out')``) moves about
-        four times as much.
+        ``(10 cp + 6)`` bytes, one kernel per step and one cast: the fused minimum, what
+        Transformer Engine's merge kernels and a ``torch.compile``-d ring (inductor fuses the
+        merge's pointwise chain) move.
+
+        PyTorch's ``context_parallel`` (stacks that are not Transformer Engine's,
+        :class:`perfmodel.parallel.expert.CPImpl` ``torch``) exchanges SDPA's inputs, K and V
+        already repeated to all ``heads`` (torchtitan's ``repeat_kv`` precedes SDPA): the
+        all-gather and the backward's accumulators are ``heads / kv_heads`` times larger, and
+        the backward passes each step's FP32 dK/dV to the next rank (``CommPoint``
+        ``SENDRECV`` of ``cp`` chunks at 4 bytes; ``convert_to_f32``). Eager (unfused) it runs
+        the merge as ATen operators (torch ``_SDPAMerger._merge_one``: the FP32 upcast 2 + 4,
+        ``out - block_out`` 4 + 4 + 4, the sigmoid-weighted product 4 + 4, ``out - ...``
+        4 + 4 + 4: 38 bytes per element and step, 6 kernels) and accumulates the gradients
+        with ``+=`` (2 + 4 + 4) and the send buffer's ``torch.cat`` (4 + 4) and the K/V ``cat``
+        (2 + 2): 10 bytes per query element and 22 per key/value element per step.
 
         Local windows (``window``, :class:`~perfmodel.workload.window.AttentionWindow`; causal
         only, and only where the window is shorter than the sequence): sliding-window and
@@ -1028,13 +1042,25 @@ class Net:
             gemm = GemmShape(m=s, n=s, k=head_dim, batch=b * heads)
         else:
             gemm = GemmShape(m=s, n=max(s // 2, 1), k=head_dim, batch=b * heads * cp)
+        torch_cp = cp > 1 and self.kernels.fusion is not Fusion.TE
+        # the keys and values the context-parallel exchange moves: PyTorch's SDPA inputs are
+        # already repeated to every query head
+        kx_el = b * s * heads * head_dim if torch_cp else k_el
+        vx_el = b * s * heads * dv if torch_cp else v_el
         if cp > 1:
-            ring = float(cp * (k_el + v_el) * a)  # all cp chunks of K and V (all-gather output)
+            ring = float(cp * (kx_el + vx_el) * a)  # all cp chunks of K and V (all-gather output)
             fwd_comm = (CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),)
-            bwd_comm = (
-                CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),
-                CommPoint(CollectiveOp.REDUCESCATTER, ring, "cp"),
-            )
+            if torch_cp:  # K/V gathered again; cp permutes of the FP32 dK/dV chunk
+                grads = float(cp * (kx_el + vx_el) * FP32_BYTES)
+                bwd_comm = (
+                    CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),
+                    CommPoint(CollectiveOp.SENDRECV, grads, "cp"),
+                )
+            else:
+                bwd_comm = (
+                    CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),
+                    CommPoint(CollectiveOp.REDUCESCATTER, ring, "cp"),
+                )
         self._kernel(
             name,
             LayerKind.ATTENTION,
@@ -1053,17 +1079,22 @@ class Net:
             bwd_kernels=6 * cp,
         )
         if cp > 1:
-            per = 10.0 * cp + 6.0  # bytes per element: cp merges (2 + 4 + 4) and a final cast
+            # bytes per element: cp merges and a final cast (see the docstring)
+            eager = torch_cp and self.kernels.fusion is Fusion.EAGER
+            per_f = (38.0 if eager else 10.0) * cp + 6.0
+            per_q = 10.0 * cp + 6.0
+            per_kv = (22.0 if eager else 10.0) * cp + 6.0
+            steps = 6 if eager else 1  # kernels per step
             self._kernel(
                 f"{name}_cp_merge",
                 LayerKind.ELEMENTWISE,
                 fwd_flop=5.0 * cp * o_el,
-                bwd_flop=1.0 * cp * (q_el + k_el + v_el),
-                fwd_bytes=per * o_el,
-                bwd_bytes=per * (q_el + k_el + v_el),
+                bwd_flop=1.0 * cp * (q_el + kx_el + vx_el),
+                fwd_bytes=per_f * o_el,
+                bwd_bytes=per_q * q_el + per_kv * (kx_el + vx_el),
                 output_shape=(b, s, heads * dv),
-                kernels=cp + 1,
-                bwd_kernels=cp + 1,
+                kernels=steps * cp + 1,
+                bwd_kernels=steps * cp + 1,
             )
         return (b, s, heads * dv)
 

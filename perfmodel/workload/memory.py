@@ -181,6 +181,140 @@ def is_selectively_recomputed(layer: LayerCost) -> bool:
     )
 
 
+class RecomputeModule(str, enum.Enum):
+    """A Megatron-Core selective-recomputation module (``TransformerConfig.recompute_modules``,
+    Megatron-LM 4415119 ``megatron/core/transformer/transformer_config.py``; default
+    ``["core_attn"]``), for ``recompute=selective`` with a module list
+    (:class:`ModuleRecompute`). Modelled:
+
+    ``core_attn``: the unfused attention core (what ``recompute=selective`` always meant here;
+    nothing for fused attention). ``mla_up_proj``: multi-latent attention's up-projections
+    (``q_up``, ``kv_up``) and their RoPE, output-discarding: the query, key and value that the
+    fused attention keeps are freed and rebuilt in backward from the latents. ``mlp``: the
+    dense MLP submodule, normally checkpointed: its input is kept, its inner activations
+    (``fc1``'s output for the activation, the activation's output for ``fc2``) are re-run.
+    ``moe_act``: the routed experts' activation, output-discarding: its output (``fc2``'s
+    input) is freed and re-run. (``layernorm``, ``moe`` and ``shared_experts`` are not
+    modelled: a :class:`ConfigError` says so.)
+    """
+
+    CORE_ATTN = "core_attn"
+    MLA_UP_PROJ = "mla_up_proj"
+    MLP = "mlp"
+    MOE_ACT = "moe_act"
+
+    @classmethod
+    def parse_list(cls, text: object, *, where: str = "recompute_modules") -> frozenset:
+        """Modules from a comma-separated string or a sequence of names (parsed once, at the
+        edge); an unknown or unmodelled name raises :class:`ConfigError` naming it."""
+        items = text.split(",") if isinstance(text, str) else list(text)  # type: ignore[call-overload]
+        out = set()
+        for item in items:
+            name = str(item).strip()
+            if not name:
+                continue
+            if name in ("layernorm", "moe", "shared_experts"):
+                raise ConfigError(
+                    f"recompute module {name!r} is not modelled (modelled: "
+                    f"{', '.join(m.value for m in cls)})",
+                    value=name,
+                    where=where,
+                )
+            out.add(parse_enum(cls, name, where=where, noun="recompute module"))
+        if not out:
+            raise ConfigError("recompute_modules names no module", value=text, where=where)
+        return frozenset(out)
+
+
+def _part(layer: LayerCost) -> str:
+    """The last part of a zoo layer's name, its FP8 cast's suffix removed (``layer3.q_up``
+    and ``layer3.q_up.fp8_cast`` are both ``q_up``)."""
+    name = layer.name.removesuffix(".fp8_cast")
+    return name.rsplit(".", 1)[-1]
+
+
+_DENSE_MLP = frozenset({"fc1", "swiglu", "gelu", "relu2", "fc2"})
+
+
+@dataclass(frozen=True)
+class ModuleRecompute:
+    """``recompute=selective`` over Megatron-Core's ``recompute_modules``
+    (:class:`RecomputeModule`): what each module re-runs in backward (:meth:`share`) and what
+    it stops keeping (:meth:`dropped_bytes`), by the zoo's layer names (``q_up``/``kv_up`` of
+    multi-latent attention, ``fc1``/activation/``fc2`` of a dense MLP, ``experts_swiglu`` and
+    ``experts_fc2`` of routed experts). The same interface as
+    :class:`~perfmodel.parallel.recipe.SelectiveRecompute` (``share``, ``share_for``,
+    ``kept_bytes``, ``checkpoints_blocks``, ``value``).
+    """
+
+    modules: frozenset
+
+    @property
+    def value(self) -> str:
+        return "modules " + ",".join(sorted(m.value for m in self.modules))
+
+    @property
+    def checkpoints_blocks(self) -> bool:
+        return False
+
+    def share(self, layer: LayerCost) -> float:
+        """1 for a layer a module re-runs in backward (its forward again), else 0."""
+        m, part = self.modules, _part(layer)
+        if layer.block is None:
+            return 0.0
+        if RecomputeModule.CORE_ATTN in m and is_selectively_recomputed(layer):
+            return 1.0
+        if RecomputeModule.MLA_UP_PROJ in m and part in ("q_up", "kv_up"):
+            return 1.0
+        if RecomputeModule.MLP in m and part in _DENSE_MLP and layer.expert_role is None:
+            return 1.0
+        if RecomputeModule.MOE_ACT in m and part == "experts_swiglu":
+            return 1.0
+        return 0.0
+
+    def share_for(self, workload: Workload) -> Callable[[LayerCost], float]:
+        return self.share
+
+    def dropped_bytes(self, layer: LayerCost, *, mla: bool) -> float:
+        """Saved bytes of ``layer`` the modules free (``mla``: the model's attention is
+        multi-latent): the fused attention's Q, K, V under ``mla_up_proj`` (its FP32
+        log-sum-exp stays), a dense MLP's saved bytes but its input under ``mlp``, the routed
+        experts' ``fc2`` input under ``moe_act``, the attention core's recomputable bytes under
+        ``core_attn``."""
+        m, part = self.modules, _part(layer)
+        if layer.block is None:
+            return 0.0
+        if RecomputeModule.CORE_ATTN in m and layer.recomputable_bytes:
+            return float(layer.recomputable_bytes)
+        if (
+            RecomputeModule.MLA_UP_PROJ in m
+            and mla
+            and layer.kind is LayerKind.ATTENTION
+            and layer.gemm is not None
+        ):
+            g, cp = layer.gemm, max(1, layer.kernels // 2)  # cp ring steps: 2 kernels each
+            lse = g.batch // cp * g.m * 4.0  # b heads s FP32 log-sum-exp
+            return max(0.0, layer.activation_bytes - lse)
+        if RecomputeModule.MLP in m and layer.expert_role is None and part in _DENSE_MLP:
+            return 0.0 if part == "fc1" else float(layer.activation_bytes)
+        if RecomputeModule.MOE_ACT in m and part == "experts_fc2":
+            return float(layer.activation_bytes)
+        return 0.0
+
+    def kept_bytes(self, layers: Sequence[LayerCost], precision: Precision) -> tuple[float, float]:
+        """``(kept, working)`` activation bytes of one micro-batch: every layer's saved bytes
+        but what the modules free; while a block's backward runs its freed tensors are live
+        again, the largest block's ``working``."""
+        mla = any(_part(la) == "kv_up" for la in distinct_layers(layers))
+        kept = runs_sum(layers, lambda la: la.activation_bytes - self.dropped_bytes(la, mla=mla))
+        per_block: dict[object, float] = {}
+        for la in distinct_layers(layers):
+            if la.block is not None:
+                key = la.name.split(".", 1)[0]
+                per_block[key] = per_block.get(key, 0.0) + self.dropped_bytes(la, mla=mla)
+        return float(kept), max(per_block.values(), default=0.0)
+
+
 def block_activation_bytes(layers: Iterable[LayerCost]) -> dict[int | None, float]:
     """Saved activation bytes per block index (``None``: layers outside blocks)."""
     out: dict[int | None, float] = {}

@@ -13,6 +13,7 @@ from perfmodel.parallel.expert import cp_exposed_s
 from perfmodel.parallel.lowering import _expert_context_comm
 from perfmodel.parallel.plan import CPComm, ParallelismPlan, parse_plan_string
 from perfmodel.workload import build_model
+from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.memory import FRAGMENTATION
 
 # hidden 512 / 8 heads -> head_dim 64; kv_heads = heads; sequence 8192 over cp = 8 -> 1024
@@ -49,7 +50,8 @@ class _OneGBps:
 
 
 def test_allgather_same_bytes_exposed_in_full() -> None:
-    w = build_model("llama", batch_size=1, precision="bf16", cp=8, **ARGS)
+    te = KernelRecipe(fusion=Fusion.TE)  # Megatron-Core's cp_comm_type: Transformer Engine
+    w = build_model("llama", batch_size=1, precision="bf16", cp=8, kernels=te, **ARGS)
     attn = next(la for la in w.layers if la.name.endswith("attention"))
     groups = {"cp": (tuple(f"g{i}" for i in range(8)),)}
     busy = (0.008, 0.016)  # forward / backward attention, s

@@ -12,11 +12,17 @@ import pytest
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
-from perfmodel.parallel.expert import context_groups, expert_groups, ring_exposed_s
+from perfmodel.parallel.expert import (
+    context_groups,
+    expert_groups,
+    ring_exposed_s,
+    torch_cp_exposed_s,
+)
 from perfmodel.parallel.lowering import partition
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
 from perfmodel.workload import ExpertRole, build_model
+from perfmodel.workload.kernels import Fusion, KernelRecipe
 
 # Mixtral 8x7B (config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1): 32 layers of
 # 8 SwiGLU experts of 3 x 4096 x 14336 weights
@@ -107,9 +113,11 @@ def test_expert_and_context_feasibility_errors() -> None:
 
 
 def test_context_parallel_attention_is_one_cp_th_and_rings_kv() -> None:
+    """Transformer Engine's ring (Megatron-Core kernels): GQA native, the kv heads travel."""
     args = {"hidden": 256, "layers": 2, "heads": 4, "kv_heads": 2, "seq_len": 1024, "vocab": 512}
-    full = build_model("llama", batch_size=1, precision="bf16", **args)
-    part = build_model("llama", batch_size=1, precision="bf16", cp=4, **args)
+    te = KernelRecipe(fusion=Fusion.TE)
+    full = build_model("llama", batch_size=1, precision="bf16", kernels=te, **args)
+    part = build_model("llama", batch_size=1, precision="bf16", cp=4, kernels=te, **args)
 
     def attn(w):
         return next(la for la in w.layers if la.name.endswith("attention"))
@@ -128,6 +136,39 @@ def test_context_parallel_attention_is_one_cp_th_and_rings_kv() -> None:
     ]
     # activations of every layer are for 1/cp of the sequence
     assert part.layers[1].output_shape == (1, 256, 256)
+
+
+@pytest.mark.parametrize("fusion", [Fusion.EAGER, Fusion.COMPILE])
+def test_torch_context_parallel_exchanges_repeated_kv_and_fp32_grads(fusion: Fusion) -> None:
+    """PyTorch's ``context_parallel`` (torchtitan) rings SDPA's inputs, K/V repeated to all 4
+    query heads: the all-gather is twice the kv-head ring; the backward gathers again and
+    permutes the FP32 dK/dV (4 chunks x 256 positions x 4 heads x 64 x 2 tensors x 4 B). The
+    merge moves the fused minimum under torch.compile and the ATen chain in eager (per element
+    and step: forward 10 vs 38 bytes, key/value accumulators 10 vs 22)."""
+    args = {"hidden": 256, "layers": 2, "heads": 4, "kv_heads": 2, "seq_len": 1024, "vocab": 512}
+    w = build_model("llama", batch_size=1, precision="bf16", cp=4,
+                    kernels=KernelRecipe(fusion=fusion), **args)  # fmt: skip
+    by = {la.name: la for la in w.layers}
+    attn, merge = by["layer0.attention"], by["layer0.attention_cp_merge"]
+    ring = 4 * 4 * 256 * 2 * 64 * 2
+    assert [(c.op, c.message_bytes) for c in attn.fwd_comm] == [(CollectiveOp.ALLGATHER, ring)]
+    assert [(c.op, c.message_bytes) for c in attn.bwd_comm] == [
+        (CollectiveOp.ALLGATHER, ring),
+        (CollectiveOp.SENDRECV, 4 * 4 * 256 * 2 * 64 * 4),
+    ]
+    o = q = kv = 256 * 4 * 64  # one element count: 4 heads everywhere after repeat_kv
+    eager = fusion is Fusion.EAGER
+    assert merge.fwd_bytes == ((38 if eager else 10) * 4 + 6) * o
+    assert merge.bwd_bytes == (10 * 4 + 6) * q + ((22 if eager else 10) * 4 + 6) * 2 * kv
+
+
+def test_torch_ring_exposure_golden() -> None:
+    """The all-gather hides under the first of cp steps only; each FP32 dK/dV permute under the
+    next step, the last one waited for."""
+    assert torch_cp_exposed_s(0.5, 0.0, 0.8, 4) == pytest.approx(0.3)
+    assert torch_cp_exposed_s(0.1, 0.4, 0.8, 4) == pytest.approx(0.1)
+    assert torch_cp_exposed_s(0.1, 1.2, 0.8, 4) == pytest.approx(3 * 0.1 + 0.3)
+    assert torch_cp_exposed_s(9.0, 9.0, 0.8, 1) == 0.0
 
 
 def test_ring_overlap_golden() -> None:

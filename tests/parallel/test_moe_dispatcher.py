@@ -201,3 +201,39 @@ def test_overlapped_dispatch_slows_the_compute_beside_it() -> None:
     comms = [SegmentComm(CommKind.EP, "F", a2a, 4e6, 0.002, 0.002)]
     (c,) = _overlap_expert_comm(comms, 0.0, 0.004, s)  # 2 ms beside 4 ms of backward
     assert c.duration_s == pytest.approx(0.002 * s) and c.full_s == 0.002
+
+
+def test_dispatcher_sync_makes_the_gpu_wait_for_the_host() -> None:
+    """Megatron-Core's dropless dispatchers synchronise the host with the GPU once per MoE
+    layer's forward: the lowering adds one host task per forward ("host-sync" stream, counted
+    as host in the breakdown) as long as the two-machine flow-shop lead of the layers from each
+    dispatch to the next or the forward's end, by hand from the layers' own host and GPU
+    times (ep = 1: no dispatch collective in the run); a dense model has none."""
+    from perfmodel.api import _step_workload
+    from perfmodel.parallel.expert import dispatcher_sync_stall_s
+    from perfmodel.workload.layers import ExpertRole
+
+    sc = Scenario(system="dgx-h100", gpus=1, model="moe", model_args=SMALL, batch_per_gpu=2,
+                  microbatch=1, precision="bf16", software="megatron-core",
+                  fidelity="analytic")  # fmt: skip
+    r = resolve(sc)
+    step, costs = _build_step(sc, r)
+    syncs = [t for t in step.graph.tasks if t.label.startswith("MoE dispatcher host sync F")]
+    assert len(syncs) == 2 and {t.stream for t in syncs} == {"host-sync"}  # 2 micro-batches
+    w, _ = _step_workload(sc, r, None)
+    runs: list[list[tuple[float, float]]] = []
+    for la in w.layers:
+        if la.expert_role is ExpertRole.DISPATCH:
+            runs.append([])
+        if runs:
+            runs[-1].append((costs.layer_host_time(la)[0], costs.layer_time(la)[0]))
+    assert len(runs) == SMALL["layers"]
+    expected = sum(dispatcher_sync_stall_s(run) for run in runs)
+    assert expected > 0
+    assert syncs[0].duration_s == pytest.approx(expected)
+    dense = Scenario(system="dgx-h100", gpus=1, model="llama", batch_per_gpu=1, precision="bf16",
+                     software="megatron-core", fidelity="analytic",
+                     model_args={"hidden": 256, "layers": 2, "heads": 4, "seq_len": 512,
+                                 "vocab": 1024})  # fmt: skip
+    step, _ = _build_step(dense, resolve(dense))
+    assert not [t for t in step.graph.tasks if t.stream == "host-sync"]

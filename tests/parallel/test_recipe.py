@@ -509,3 +509,21 @@ def test_sequence_parallel_follows_the_preset_with_tensor_parallelism() -> None:
     assert not sp(software="megatron", tp=2).sequence_parallel
     assert not sp(software="megatron-core", tp=2, sequence_parallel=False).sequence_parallel
     assert sp(software="megatron", tp=2, sequence_parallel=True).sequence_parallel
+
+
+def test_fp8_saved_inputs_leave_the_moe_router_in_16_bit() -> None:
+    """The MoE router's GEMM is not FP8 (Megatron-Core ``moe_router_dtype``), so its saved
+    input keeps its 16-bit size: only the block's FP8 linears shrink. Hand count on one MoE
+    block (b s = 32 tokens, h = 64, 4 experts top-2, f = 128, no attention output projection
+    change counted here): qkv input 32 x 64, experts_fc1 input 64 rows x 64, experts_fc2
+    input 64 x 128, each halved from 2 B to 1 B per element; attn_out gets its FP8 copy."""
+    from perfmodel.parallel.recipe import fp8_saved_input_delta
+    from perfmodel.workload import build_model
+
+    w = build_model("moe", batch_size=1, seq_len=32, hidden=64, layers=1, heads=4, kv_heads=2,
+                    ffn_hidden=128, experts=4, top_k=2, vocab=100, precision="bf16")  # fmt: skip
+    by = {la.name: la for la in w.layers}
+    assert by["layer0.router"].activation_bytes == 32 * 64 * 2
+    qkv, fc1, fc2 = 32 * 64, 64 * 64, 64 * 128
+    attn_out = 32 * 64  # its FP8 copy comes in addition (+1 B per element)
+    assert fp8_saved_input_delta(w.layers, 2) == -(qkv + fc1 + fc2) + attn_out

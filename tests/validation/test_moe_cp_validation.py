@@ -90,3 +90,40 @@ def test_megatron_bridge_moe_rows_take_their_recipe(shared_data: Path) -> None:
         assert "21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6" in recipe.source
     dense = next(r for r in rows if r["id"] == "nemo2407-h100-llama3-8b-tokens")
     assert moe_recipe(dense) is None
+
+
+def test_every_moe_cp_row_that_ran_fits(moe_cp_results: ModernResults) -> None:
+    """Every row ran, so each is predicted to fit in its GPUs' memory (issue 24): the Qwen3
+    MoE rows on B200 with Megatron-Core's probabilities applied in the experts' activation, and
+    DeepSeek-V3 with its config's ``recompute_modules`` (``mla_up_proj``, ``mlp``)."""
+    tight = [(d.row["id"], round(d.memory_gib, 1)) for d in moe_cp_results.done if not d.fits]
+    assert not tight, tight
+
+
+def test_deepseek_v3_needs_its_recompute_modules_to_fit(shared_data: Path) -> None:
+    path = shared_data / "modern.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    row = next(r for r in rows if r["id"] == "mbridge-260401-b200-dsv3-256g-tokens")
+    sc = map_moe_cp_row(row)
+    assert not isinstance(sc, str)
+    assert (sc.recompute, sc.recompute_modules) == ("selective", "mla_up_proj,mlp")
+    from dataclasses import replace
+
+    from perfmodel.api import predict
+
+    without = predict(replace(sc, recompute="none", recompute_modules=None), baseline=False)
+    assert not without.fits_in_memory
+
+
+def test_h100_moe_rows_take_current_scaling(shared_data: Path) -> None:
+    """Megatron-Bridge's H100 Qwen3 configs are FP8 current scaling (``*_H100_FP8_CS_*``):
+    mapped to ``te-current``; the MXFP8 B200 rows keep their stated recipe."""
+    path = shared_data / "modern.jsonl"
+    rows = {json.loads(x)["id"]: json.loads(x) for x in path.read_text().splitlines() if x.strip()}
+    for rid, recipe in (
+        ("mbridge-260401-h100-qwen3-30b-16g-tokens", "te-current"),
+        ("mbridge-260401-h100-qwen3-235b-256g-tokens", "te-current"),
+        ("mbridge-260401-b200-qwen3-30b-8g-tokens", "mxfp8"),
+    ):
+        sc = map_moe_cp_row(rows[rid])
+        assert not isinstance(sc, str) and sc.fp8_recipe == recipe, rid

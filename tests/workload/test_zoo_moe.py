@@ -207,3 +207,27 @@ def test_qwen3_moe_counts(name: str) -> None:
     assert (w.total_params, w.active_params_total) == (total, active)
     q_norm = next(la for la in w.layers if la.name == "layer0.q_norm")
     assert q_norm.params == d and q_norm.fwd_bytes > 0
+
+
+def test_megatron_core_weights_rows_in_the_activation_not_the_unpermute() -> None:
+    """Megatron-Core (Transformer Engine kernels) multiplies each routed row by its probability
+    in the experts' activation, so the un-permutation is a plain scatter-add that saves nothing
+    and the activation keeps the FP32 probabilities; the eager/HF form weights the sum in the
+    un-permutation, which saves the expert outputs (rows x h x 2 B) for the probabilities'
+    gradient. Hand count: b s = 64 tokens, top_k = 2 -> 128 routed rows, h = 256, f = 512."""
+    from perfmodel.workload.kernels import Fusion, KernelRecipe
+    from perfmodel.workload.zoo.moe import PROB_BYTES
+
+    rows, h, f = 64 * 2, 256, 512
+    kw = dict(batch_size=1, seq_len=64, hidden=h, layers=1, heads=4, kv_heads=2,
+              ffn_hidden=f, experts=8, top_k=2, vocab=1000, precision="bf16")  # fmt: skip
+    eager = {la.name: la for la in build_model("moe", **kw).layers}
+    te = {
+        la.name: la
+        for la in build_model("moe", kernels=KernelRecipe(fusion=Fusion.TE), **kw).layers
+    }
+    assert eager["layer0.unpermute"].activation_bytes == rows * h * 2
+    assert te["layer0.unpermute"].activation_bytes == 0
+    assert eager["layer0.experts_swiglu"].activation_bytes == 2 * rows * f * 2
+    assert te["layer0.experts_swiglu"].activation_bytes == 2 * rows * f * 2 + PROB_BYTES * rows
+    assert te["layer0.unpermute"].fwd_flop == 0  # no weighting left in the scatter

@@ -8,7 +8,8 @@ Jiang et al. 2024, Mixtral; DeepSeek-AI 2024, DeepSeek-V3):
 ``router`` (``h x experts`` gate, every token) -> ``router_probs`` (softmax or sigmoid and
 top-k) -> ``permute`` (the ``tokens x top_k`` routed rows gathered in expert order) ->
 ``experts_fc1`` / ``experts_swiglu`` / ``experts_fc2`` (grouped GEMMs over all experts) ->
-``unpermute`` (scatter back and the probability-weighted sum), plus ``shared_experts`` dense
+``unpermute`` (scatter back and the probability-weighted sum; Megatron-Core weights the rows in the
+experts' activation instead, :func:`probs_in_activation`), plus ``shared_experts`` dense
 SwiGLU experts every token visits (DeepSeekMoE).
 
 Parameters count every expert (memory, gradients and data-parallel traffic are for the total);
@@ -42,6 +43,7 @@ from functools import partial
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
+from perfmodel.workload.kernels import Fusion
 from perfmodel.workload.layers import CommPoint, ExpertRole
 from perfmodel.workload.zoo.transformer import (
     Section,
@@ -183,8 +185,15 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         experts=moe.experts,
         top_k=moe.top_k,
     )
+    # Megatron-Core (>= 0.13) scales each routed row by its probability inside the experts'
+    # activation, so the activation also keeps the FP32 probabilities (4 B per routed row)
+    probs_in_act = probs_in_activation(net)
     net.elementwise(
-        f"{name}.experts_swiglu", (rows, f_l), "swiglu", saved_bytes=2.0 * rows * f_l * a, inputs=2
+        f"{name}.experts_swiglu",
+        (rows, f_l),
+        "swiglu",
+        saved_bytes=2.0 * rows * f_l * a + (PROB_BYTES * rows if probs_in_act else 0.0),
+        inputs=2,
     )
     _mark(net, ExpertRole.EXPERT, moe)
     net.grouped_linear(
@@ -199,17 +208,44 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         experts=moe.experts,
         top_k=moe.top_k,
     )
-    # un-permutation and the weighted sum: the probabilities' gradient needs the expert outputs
+    # un-permutation: with the weighted sum here, the probabilities' gradient needs the expert
+    # outputs; with the probabilities applied in the activation it is a plain scatter-add
     fr, br = _row_comms(net, tokens * h) if etp == tp else ((), ())
     fr, br = fr + a2a, br + a2a
-    net.elementwise(
-        f"{name}.unpermute", (rows, h), "scale", inputs=2, saved_bytes=float(rows * h * a)
-    )
+    if probs_in_act:
+        net.elementwise(f"{name}.unpermute", (rows, h), "copy", inputs=1, bwd_elements=2)
+    else:
+        net.elementwise(
+            f"{name}.unpermute", (rows, h), "scale", inputs=2, saved_bytes=float(rows * h * a)
+        )
     _mark(net, ExpertRole.COMBINE, moe, fwd_comm=fr, bwd_comm=br)
     if moe.shared_experts:
         width = moe.shared_experts * moe.expert_ffn_hidden
         dense_mlp(net, cfg, b, s, name, width=width, prefix="shared_fc")
         net.unsave(-3)  # shared_fc1's input is the router's, kept once
+
+
+#: Bytes of one routed row's router probability as the experts' activation keeps it (FP32:
+#: Megatron-Core's router returns FP32 probabilities, ``moe_router_dtype`` or the probs'
+#: upcast in ``TEGroupedMLP.forward``, ``megatron/core/transformer/moe/experts.py`` at 4415119).
+PROB_BYTES = 4
+
+
+def probs_in_activation(net: Net) -> bool:
+    """Whether the routed rows are weighted by their router probabilities inside the experts'
+    activation (so ``unpermute`` saves nothing) rather than in the un-permutation's weighted sum.
+
+    Megatron-Core with Transformer Engine (:attr:`~perfmodel.workload.kernels.Fusion.TE`):
+    since "perf(MoE): Memory efficient token permutation" (Megatron-LM 2659630, 2025-04, in
+    core_v0.13.0; Megatron-Bridge 26.04 pins Megatron-LM 4415119) ``TEGroupedMLP`` multiplies
+    the activation output by ``permuted_probs`` (``bias_act_func``, the weighted SwiGLU of
+    ``megatron/core/transformer/moe/experts.py``) and the dispatchers' ``unpermute`` runs without
+    ``probs`` (``token_dispatcher.py`` ``token_unpermutation`` and
+    ``get_restored_hidden_states_by_experts``), a scatter-add that keeps only its index map.
+    Megatron-Core before 0.13, HuggingFace's Mixtral and the other stacks weight the sum in the
+    un-permutation, whose backward needs the expert outputs (the zoo's default).
+    """
+    return net.kernels.fusion is Fusion.TE
 
 
 def _dispatch_alltoall(net: Net, elements: float) -> tuple[CommPoint, ...]:
@@ -442,4 +478,12 @@ def moe(
     return cfg
 
 
-__all__ = ["MlaConfig", "MoeConfig", "mla_attention", "moe", "moe_mlp"]
+__all__ = [
+    "PROB_BYTES",
+    "MlaConfig",
+    "MoeConfig",
+    "mla_attention",
+    "moe",
+    "moe_mlp",
+    "probs_in_activation",
+]
