@@ -156,7 +156,11 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--explain",
         action="store_true",
-        help="also print the training recipe (dtypes, sharding, overlap and streams) with sources",
+        help="also print the training recipe (dtypes, sharding, overlap and streams) and where "
+        "the step goes: kernel classes (GEMM by dtype, attention by backend, memory-bound by "
+        "kind, casts, loss, optimizer) with the ceiling each ran at, the overlap slowdown, "
+        "exposed communication per kind, host, idle and the slowest-GPU wait, adding up to the "
+        "iteration time, each with its source (with --json: an 'explain' object)",
     )
     p.set_defaults(func=run)
 
@@ -350,6 +354,34 @@ def listed_pricing(sc: Any) -> Any:
     )
 
 
+def explain_lines(sc: Any, report: Any) -> list[str]:
+    """``--explain`` text: the training recipe with its sources, then where the step goes
+    (:meth:`perfmodel.report.explain.StepExplanation.format_lines`: the kernel classes with
+    their ceilings, the overlap slowdown, exposed communication, host, idle and the
+    slowest-GPU wait, adding up to the iteration time)."""
+    from perfmodel.api import resolve
+
+    recipe = resolve(sc).recipe
+    lines = []
+    if recipe is not None:
+        lines.append("training recipe:")
+        lines += [f"  {line}" for line in recipe.describe()]
+        lines += [f"  source: {src}" for src in recipe.sources]
+    if report.explanation is not None:
+        lines += report.explanation.format_lines()
+    elif report.kernel_classes:
+        lines += report.format_kernel_classes()
+    return lines
+
+
+def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
+    """``--json --explain``: the recipe (``plan.recipe`` already holds it) and the
+    explanation's rows (``explain``: key, group, seconds, share, ceiling, source; they sum to
+    ``iteration_time_s``)."""
+    exp = report.explanation
+    return {"explain": None if exp is None else exp.to_dict()}
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario, predict, predict_curve
     from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
@@ -376,6 +408,9 @@ def run(args: argparse.Namespace) -> int:
             plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
         if args.json:
             rows = [r.to_dict() for r in reports]
+            if getattr(args, "explain", False):
+                for row, r in zip(rows, reports, strict=True):
+                    row.update(explain_dict(sc, r))
             if args.tokens is not None:
                 for row, r in zip(rows, reports, strict=True):
                     row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
@@ -429,6 +464,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         out = report.to_dict()
+        if getattr(args, "explain", False):
+            out.update(explain_dict(sc, report))
         if budget is not None:
             out["token_budget"] = budget.to_dict()
         if chakra_paths:
@@ -439,16 +476,7 @@ def run(args: argparse.Namespace) -> int:
         print(header(sc, report))
         print(report.format_table())
         if getattr(args, "explain", False):
-            from perfmodel.api import resolve
-
-            recipe = resolve(sc).recipe
-            print("training recipe:")
-            for line in recipe.describe():
-                print(f"  {line}")
-            for src in recipe.sources:
-                print(f"  source: {src}")
-            if report.kernel_classes:
-                print("\n".join(report.format_kernel_classes()))
+            print("\n".join(explain_lines(sc, report)))
         if budget is not None:
             print("\n".join(budget.format_lines()))
         if args.trace:

@@ -1160,6 +1160,7 @@ class PipelineLowering:
                 for s in range(self.P)
             ),
             microbatches=self.m_step,
+            stage_devices=tuple(self.gpu),
         )
 
 

@@ -170,6 +170,10 @@ class LoweredStep:
         (:func:`perfmodel.compute.model.kernel_class_seconds`); empty where not recorded.
     microbatches
         Micro-batches each stage runs per step.
+    stage_devices
+        The simulated GPU of each pipeline stage (index = stage), for reading the kernel
+        classes of the stage whose GPU the breakdown reads (``StepReport.kernel_classes``);
+        empty where the lowering has one stage.
     """
 
     graph: TaskGraph
@@ -182,6 +186,7 @@ class LoweredStep:
     tokens_per_sample: int = 1
     stage_layers: tuple[tuple[Sequence[LayerCost], ...], ...] = ()
     microbatches: int = 1
+    stage_devices: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- partitioning
