@@ -88,7 +88,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
     p.add_argument(
         "--software",
-        help="software preset: pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, tf-replicated, "
+        help="software preset: pytorch-ddp, pytorch-apex, pytorch-dataparallel, horovod, tf-mirrored, "
+        "tf-replicated, "
         "cuda-convnet2, keras-multi-gpu, megatron, megatron-core, nemo, deepspeed-zero1..3, fsdp, "
         "torchtitan, internevo, "
         "crossbow (docs/predict.md)",

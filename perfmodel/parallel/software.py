@@ -387,6 +387,29 @@ PRESETS: dict[str, SoftwarePreset] = {
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
+            name="pytorch-apex",
+            dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            sources=(
+                "NVIDIA DeepLearningExamples PyTorch recipes (BERT, 19.07-21.11 containers): "
+                "16-bit model with FP32 master weights in the fused optimizer, not autocast: "
+                "apex amp.initialize(opt_level='O2') in PyTorch/LanguageModeling/BERT/"
+                "run_pretraining.py @78ec680207ad (19.07) up to a9e2c1d5^, model.half() with "
+                "FusedLAMBAMP master weights from a9e2c1d5 (2022-03; @729963dd47e7, 21.11) "
+                "when allreduce_post_accumulation_fp16 is set, as scripts/run_pretraining.sh "
+                "does by default",
+                "one FP16 all-reduce of all gradients after the last accumulation step's "
+                "backward (allreduce_post_accumulation: apex flat all-reduce @78ec680207ad; "
+                "DDP with bucket_cap_mb = the GPU's memory, i.e. one bucket, and no_sync on the "
+                "other steps @729963dd47e7)",
+                "kernels: eager PyTorch with apex FusedLayerNorm and the jit-fused bias-GELU "
+                "(modeling.py @78ec680207ad); from a9e2c1d5 the model is torch.jit.script-ed "
+                "with nvFuser, which fuses pointwise chains: --compile models it",
+            ),
+            optimizer_impl=OptimizerImpl.FUSED,
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
             name="pytorch-dataparallel",
             dp_mode=DPMode.GPU_MERGE,
             dispatch_per_op_s=PYTORCH_DISPATCH_PER_OP_S,

@@ -295,7 +295,7 @@ def kernel_ceilings(
     >>> from perfmodel.hardware import get_gpu
     >>> p = ComputeParams.for_gpu(get_gpu("A100-SXM4-80GB"))
     >>> kernel_ceilings(["gemm:bf16"], p)["gemm:bf16"].text.split(",")[0]
-    '0.787 x 312 TFLOP/s bf16 peak = 245 TFLOP/s'
+    '0.787 x 312 TFLOP/s bf16 peak = 246 TFLOP/s'
     """
     fp8_passes = None
     if fp8 is not None:
