@@ -135,6 +135,11 @@ class Scenario:
     """FP8 recipe of ``precision="fp8"`` (``te-delayed``, ``te-current``,
     ``torchao-tensorwise``, ``torchao-rowwise``, ``mxfp8``:
     :class:`~perfmodel.workload.kernels.Fp8Recipe`); ``None``: the software preset's."""
+    software_options: Mapping[str, Any] = field(default_factory=dict)
+    """Knobs of the stack set beside its preset, by name (``--software-option KEY=VALUE``;
+    :data:`perfmodel.parallel.software.SOFTWARE_OPTIONS`: ``tp_comm_overlap``,
+    ``overlap_grad_comm``, ``overlap_param_gather``, ``grad_reduce_fp32``, ``fp8_params``,
+    ``bucket_bytes`` in MiB, or their Megatron/NeMo names); empty: the preset as it is."""
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -178,13 +183,12 @@ class Scenario:
         for flag in ("sequence_parallel", "compile"):
             if data.get(flag) is not None:  # null: the preset's default
                 data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
-        if "model_args" in data:  # null (JSON) is no arguments
-            args = data["model_args"]
-            data["model_args"] = (
-                {} if args is None else dict(as_mapping(args, "model_args", where=where))
-            )
+        for key in ("model_args", "software_options"):  # null (JSON) is none
+            if key in data:
+                args = data[key]
+                data[key] = {} if args is None else dict(as_mapping(args, key, where=where))
         for k, v in data.items():
-            if k not in ("model_args", "sequence_parallel", "compile"):
+            if k not in ("model_args", "software_options", "sequence_parallel", "compile"):
                 data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
@@ -197,7 +201,7 @@ class Scenario:
         d = {}
         for name in _FIELD_NAMES:
             v = getattr(self, name)
-            if name == "model_args":
+            if name in ("model_args", "software_options"):
                 d[name] = dict(v)
             else:
                 d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)

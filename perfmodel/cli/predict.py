@@ -94,6 +94,15 @@ def register(subparsers: Any) -> None:
         "torchtitan, internevo, "
         "crossbow (docs/predict.md)",
     )
+    p.add_argument(
+        "--software-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set one knob of the stack beside its preset (repeatable): tp_comm_overlap, "
+        "overlap_grad_comm, overlap_param_gather, grad_reduce_fp32, fp8_params (true/false), "
+        "bucket_bytes (MiB); Megatron/NeMo names are accepted (ub_tp_comm_overlap, "
+        "grad_reduce_in_fp32, bucket_cap_mb...); docs/predict.md",
+    )
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw", "lamb"])
     p.add_argument(
         "--memory-format",
@@ -212,6 +221,10 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         ma = dict(d.get("model_args") or {})
         ma.update(parse_model_args(args.model_arg))
         d["model_args"] = ma
+    if getattr(args, "software_option", None):
+        so = dict(d.get("software_options") or {})
+        so.update(_software_options(args.software_option))
+        d["software_options"] = so
     if args.plan:
         d.pop("plan", None)
         for k, v in parse_plan_string(args.plan).items():
@@ -251,6 +264,22 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     if "model" not in d:
         raise ConfigError("no model: give --model or a scenario file with 'model'", where="--model")
     return d, curve
+
+
+def _software_options(items: list[str]) -> dict[str, str]:
+    """``--software-option KEY=VALUE`` items as a mapping (values stay text: the scenario's
+    parser types them, :func:`perfmodel.parallel.software.with_software_options`)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--software-option {item!r}: expected KEY=VALUE (tp_comm_overlap=false)",
+                value=item,
+                where="--software-option",
+            )
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _speedup_cells(r: Any) -> str:

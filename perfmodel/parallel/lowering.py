@@ -106,6 +106,9 @@ class Segment:
     dp_params: int = 0  # parameters replicated over data parallelism (gradients all-reduced)
     ep_cp: tuple[SegmentComm, ...] = ()  # expert all-to-alls, exposed ring-attention exchange
     expert_params: int = 0  # routed experts' parameters among ``params``
+    # forward seconds of the layers whose output a tensor-parallel reduce-scatter follows (the
+    # row-parallel GEMMs Transformer Engine's pipelined overlap runs on fewer SMs)
+    tp_rs_fwd_s: float = 0.0
 
     def ep_cp_s(self, phase: str) -> float:
         """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
@@ -463,7 +466,7 @@ def build_chunk(
         sums = _segment_sums(
             seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
         )
-        f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points = sums
+        f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points, rs_f = sums
 
         def point_time(point: tuple[CollectiveOp, float, str]) -> float:
             op, nbytes, grp = point  # another group's collectives are SegmentComm entries
@@ -494,7 +497,19 @@ def build_chunk(
             extra = _overlap_expert_comm(extra, f, bi + bw + rc, _overlap_slowdown(plan, costs))
         segs.append(
             Segment(
-                ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, _merged(extra), expert
+                ids,
+                f,
+                bi + bw,
+                rc,
+                tf,
+                tb,
+                params,
+                act,
+                flop,
+                dp_params,
+                _merged(extra),
+                expert,
+                rs_f,
             )
         )
     last = workload.layers[layer_ids[-1]]
@@ -592,7 +607,7 @@ def _pieces(
 _PointRuns = tuple[tuple[tuple[tuple[CollectiveOp, float, str], ...], int], ...]
 
 _SegmentSums = tuple[
-    float, float, float, float, int, float, float, int, int, _PointRuns, _PointRuns
+    float, float, float, float, int, float, float, int, int, _PointRuns, _PointRuns, float
 ]
 
 
@@ -605,10 +620,11 @@ def _segment_sums(
 ) -> _SegmentSums:
     """A segment's per-layer sums, in layer order: forward, backward-input, backward-weight and
     selectively recomputed (``share`` given) seconds, parameters, activation bytes, FLOP,
-    data-parallel parameters, routed experts' parameters, and its forward and backward
+    data-parallel parameters, routed experts' parameters, its forward and backward
     :class:`~perfmodel.workload.layers.CommPoint` s as ``(op, bytes, group)`` in runs
     (:data:`_PointRuns`: ``(points, n)``, a unit's points for ``n`` identical units, whose time
-    :func:`build_chunk` sums once and multiplies).
+    :func:`build_chunk` sums once and multiplies), and the forward seconds of the layers whose
+    output a tensor-parallel reduce-scatter follows (``Segment.tp_rs_fwd_s``).
 
     Summed by :func:`block_runs`: the layers of a run of ``n`` identical units (a transformer
     stack's blocks) are summed once and the unit's sums added as ``n x sum``; layers of single
@@ -634,13 +650,13 @@ def _segment_sums(
     hit = memo.get(key)
     if hit is not None:
         return hit
-    f = bi = bw = rc = 0.0
+    f = bi = bw = rc = rs_f = 0.0
     params = dp_params = expert = 0
     act = flop = 0.0
     fwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     bwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     for r, (unit, _, n) in enumerate(runs):
-        uf = ubi = ubw = urc = 0.0
+        uf = ubi = ubw = urc = urs = 0.0
         uact = uflop = 0.0
         udp = 0
         ufwd: list[tuple[CollectiveOp, float, str]] = []
@@ -649,8 +665,10 @@ def _segment_sums(
             if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
                 udp += layer.params
             lf, lbi, lbw = costs.layer_time(layer)
+            rs = lf if _tp_reduce_scattered(layer) else 0.0
             if n == 1:  # layer by layer into the totals, as before
                 f += lf
+                rs_f += rs
                 bi += lbi
                 bw += lbw
                 act += layer.activation_bytes
@@ -659,6 +677,7 @@ def _segment_sums(
                     rc += lf * shares[r][j]
             else:
                 uf += lf
+                urs += rs
                 ubi += lbi
                 ubw += lbw
                 uact += layer.activation_bytes
@@ -670,6 +689,7 @@ def _segment_sums(
             ubwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.bwd_comm]
         if n > 1:
             f += n * uf
+            rs_f += n * urs
             bi += n * ubi
             bw += n * ubw
             rc += n * urc
@@ -691,8 +711,18 @@ def _segment_sums(
         expert,
         tuple(fwd),
         tuple(bwd),
+        rs_f,
     )
     return out
+
+
+def _tp_reduce_scattered(layer: LayerCost) -> bool:
+    """Whether ``layer`` is a GEMM whose output a tensor-parallel reduce-scatter follows (the
+    row-parallel linears of sequence parallelism: attention projection and second MLP matrix;
+    not the embedding, whose reduce-scatter no GEMM overlaps)."""
+    return layer.kind is LayerKind.LINEAR and any(
+        cp.op is CollectiveOp.REDUCESCATTER and cp.group == "tp" for cp in layer.fwd_comm
+    )
 
 
 def _add_points(
