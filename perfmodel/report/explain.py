@@ -360,11 +360,17 @@ def _overlap_ceiling(ctx: StepContext) -> Ceiling:
     parts = []
     srcs = []
     if p.tp_overlap is not None and ctx.sm_count:
-        parts.append(
-            f"TP userbuffers hold {p.tp_overlap.fwd_comm_sms:.1f} SMs forward, "
-            f"{p.tp_overlap.bwd_comm_sms:.1f} backward of {ctx.sm_count}"
+        o = p.tp_overlap
+        margin = (
+            f"reduce-scattered GEMMs on {ctx.sm_count} - {o.fwd_margin_sms:g} SMs throughout; "
+            if o.fwd_margin_sms
+            else ""
         )
-        srcs.append(p.tp_overlap.source)
+        parts.append(
+            f"TP userbuffers: {margin}{o.fwd_comm_sms:.1f} SMs forward, "
+            f"{o.bwd_comm_sms:.1f} backward of {ctx.sm_count} while the other collectives run"
+        )
+        srcs.append(o.source)
     parts.append(
         f"overlapped collectives slow compute {100 * p.overlap_compute_slowdown:.0f}% "
         "while they run"
