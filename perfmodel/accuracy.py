@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.api import Scenario, predict
+from perfmodel.compute.validation import DLE_BERT_VOCAB, dle_bert_recipe
 from perfmodel.errors import ConfigError, PerfModelError
 
 
@@ -231,6 +232,13 @@ def _software(row: dict[str, Any]) -> dict[str, Any]:
         out["optimizer"] = "lamb"
     if "bert" in row["model"].lower() and "lamb" not in s:
         out["optimizer"] = "adam"
+    dle = dle_bert_recipe(row)
+    if dle is not None:
+        # a 16-bit model with FP32 master weights in FusedLAMB, one all-reduce after the
+        # accumulation (the pytorch-apex preset's sources); nvFuser from the 21.11 container
+        out["software"] = "pytorch-apex"
+        if dle.nvfuser:
+            out["compile"] = True
     return out
 
 
@@ -254,6 +262,11 @@ def map_row(row: dict[str, Any]) -> Mapped | str:
     if not sysd["gpus"]:
         return "GPU count not stated"
     name, margs = model
+    dle = dle_bert_recipe(row)
+    if dle is not None:  # padded vocabulary; the dense masked-LM head from 21.11 on
+        margs = {**margs, "vocab": DLE_BERT_VOCAB}
+        if dle.mlm_positions is not None:
+            margs["mlm_positions"] = dle.mlm_positions
     batch = row.get("batch") or {}
     plan = row.get("plan") or {}
     dp, tp, pp = (plan.get(k) for k in ("dp", "tp", "pp"))

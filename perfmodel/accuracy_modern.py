@@ -2,7 +2,8 @@
 
 The rows (shipped in ``validation/modern.jsonl``; schema in that directory's README) are
 torchtitan's December 2024 Llama 3.1 H100 tables (``--software torchtitan``), NVIDIA NeMo 24.07
-FP8 DGX-H100 pre-training table and Megatron-Bridge 26.04.01 (``--software megatron-core``).
+FP8 DGX-H100 pre-training table (``--software nemo`` with each model's launcher configuration,
+:data:`NEMO_2407_RECIPES`) and Megatron-Bridge 26.04.01 (``--software megatron-core``).
 Two mappings split them:
 
 * :func:`map_dense_row`: dense rows without context parallelism, on H100;
@@ -28,6 +29,7 @@ torchtitan's rows run on the 96 GB HBM2e, 500 W H100 their hardware line states 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -149,6 +151,157 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
 }
 
 
+@dataclass(frozen=True)
+class NemoRecipe:
+    """What a NeMo 24.07 performance-table row ran beside the sizes the table states: the
+    model's NeMo-Framework-Launcher 24.07 training configuration and the example script for
+    the model's FP8 runs (the table gives GBS, MBS, TP, PP, CP, VP and FP8; the rest is the
+    config's). NeMo 24.07 is NeMo 1.0: Megatron-Core GPT with Transformer Engine and Apex's
+    ``distributed_fused_adam`` (the ``nemo`` preset), whose knobs vary by model.
+
+    Attributes
+    ----------
+    tp_comm_overlap
+        ``ub_tp_comm_overlap`` (Transformer Engine userbuffers) of the config.
+    grad_reduce_fp32
+        The gradient reduce-scatter runs in FP32: ``optim.grad_sync_dtype`` unset, Apex
+        ``DistributedFusedAdam``'s default (the optimizer dtype, FP32); ``False`` where the
+        config or the example script sets ``grad_sync_dtype=bf16``.
+    bucket_mb
+        ``optim.bucket_cap_mb``.
+    model_args
+        Zoo arguments the config fixes and the row does not state (Nemotron: no biases, no
+        dropout, untied embeddings).
+    source
+        The files read.
+    """
+
+    tp_comm_overlap: bool
+    grad_reduce_fp32: bool
+    bucket_mb: float
+    source: str
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def software_options(self) -> dict[str, Any]:
+        """``Scenario.software_options`` of the recipe (on the ``nemo`` preset)."""
+        return {
+            "tp_comm_overlap": self.tp_comm_overlap,
+            "grad_reduce_fp32": self.grad_reduce_fp32,
+            "bucket_bytes": self.bucket_mb,
+        }
+
+
+_NFL = "NVIDIA/NeMo-Framework-Launcher 24.07 (8325688d) "
+_CONF = _NFL + "launcher_scripts/conf/training/"
+_NEMOTRON_ARGS = {"bias": False, "dropout": False, "tied_embeddings": False}
+_NEMOTRON_SRC = (
+    " (bias: false, hidden_dropout/attention_dropout 0.0, share_embeddings_and_output_weights: "
+    "false, ub_tp_comm_overlap: true, bucket_cap_mb: 100, no grad_sync_dtype: Apex "
+    "DistributedFusedAdam reduces in its dtype, FP32); examples/training/nemotron/h100/"
+    "nemotron_*_fp8.sh set no grad_sync_dtype"
+)
+
+#: The NeMo 24.07 performance rows' recipes by the table's model name and, where one model
+#: has rows of different origin, GPU count. The GPT3-175B row on 512 GPUs links its TFLOP/s to
+#: MLPerf: NVIDIA's MLPerf Training v4.0 GPT-3 submission at that size (tp 4, pp 8, micro-batch
+#: 2) sets TP_COMM_OVERLAP=True, unlike the launcher's gpt3/175b.yaml.
+NEMO_2407_RECIPES: Mapping[tuple[str, int | None], NemoRecipe] = {
+    ("GPT3-5B", None): NemoRecipe(
+        False,
+        False,
+        400,
+        _CONF + "gpt3/5b.yaml; examples/training/gpt/h100/5b_fp8_8node.sh "
+        "(+training.model.optim.grad_sync_dtype=bf16)",
+    ),
+    ("GPT3-20B", None): NemoRecipe(
+        True,
+        False,
+        220,
+        _CONF + "gpt3/20b.yaml (ub_tp_comm_overlap: True); "
+        "examples/training/gpt/h100/20b_fp8_8node.sh (grad_sync_dtype=bf16)",
+    ),
+    ("GPT3-175B", None): NemoRecipe(
+        False,
+        False,
+        220,
+        _CONF + "gpt3/175b.yaml (ub_tp_comm_overlap: False); "
+        "examples/training/gpt/h100/175b_fp8_16node.sh (128 GPUs, grad_sync_dtype=bf16)",
+    ),
+    ("GPT3-175B", 512): NemoRecipe(
+        True,
+        False,
+        100,
+        "mlcommons/training_results_v4.0 NVIDIA/benchmarks/gpt3/"
+        "implementations/nemo/config_DGXH100_64x8x128x4x8_mbs2.sh (TP_COMM_OVERLAP=True, "
+        "MICRO_BATCH_SIZE=2) and conf/optim/distributed_fused_adam.yaml (grad_sync_dtype: bf16, "
+        "bucket_cap_mb 100)",
+    ),
+    ("LLAMA2-7B", None): NemoRecipe(
+        False,
+        False,
+        125,
+        _CONF + "llama/llama2_7b.yaml; examples/training/llama/h100/"
+        "llama2_7b_fp8.sh (grad_sync_dtype=bf16)",
+    ),
+    ("LLAMA2-13B", None): NemoRecipe(
+        False,
+        False,
+        125,
+        _CONF + "llama/llama2_13b.yaml; examples/training/llama/h100/"
+        "llama2_13b_fp8.sh (grad_sync_dtype=bf16)",
+    ),
+    ("LLAMA2-70B", None): NemoRecipe(
+        True,
+        False,
+        125,
+        _CONF + "llama/llama2_70b.yaml (ub_tp_comm_overlap: true); "
+        "examples/training/llama/h100/llama2_70b_fp8.sh (grad_sync_dtype=bf16)",
+    ),
+    ("LLAMA3-8B", None): NemoRecipe(
+        False,
+        False,
+        125,
+        _CONF + "llama/llama3_8b.yaml; examples/training/llama/h100/"
+        "llama3_8b_fp8.sh (grad_sync_dtype=bf16)",
+    ),
+    ("LLAMA3-70B", None): NemoRecipe(
+        True,
+        False,
+        125,
+        _CONF + "llama/llama3_70b.yaml (ub_tp_comm_overlap: true); "
+        "examples/training/llama/h100/llama3_70b_fp8.sh (grad_sync_dtype=bf16, "
+        "ub_cfg_h100_fp8_h8192_tp4_mbs1_seqlen8192)",
+    ),
+    ("Nemotron-8B", None): NemoRecipe(
+        True, True, 100, _CONF + "nemotron/nemotron_8b.yaml" + _NEMOTRON_SRC, _NEMOTRON_ARGS
+    ),
+    ("Nemotron-22B", None): NemoRecipe(
+        True, True, 100, _CONF + "nemotron/nemotron_22b.yaml" + _NEMOTRON_SRC, _NEMOTRON_ARGS
+    ),
+    ("Nemotron-340B", None): NemoRecipe(
+        False,
+        False,
+        50,
+        _CONF + "nemotron/nemotron_340b.yaml (bias: false, dropout 0.0, untied, num_query_groups "
+        "8, ub_tp_comm_overlap: False, optim grad_sync_dtype: bf16, bucket_cap_mb: 50; its "
+        "optimizer dtype bf16 is not modelled: FP32 Adam state assumed)",
+        _NEMOTRON_ARGS,
+    ),
+}
+
+
+def nemo_recipe(row: Mapping[str, Any]) -> NemoRecipe | None:
+    """The :data:`NEMO_2407_RECIPES` entry of a NeMo 24.07 performance row (its source names
+    the table row, ``row GPT3-175B (128 GPUs)``), ``None`` for any other row."""
+    if "24.07" not in str(row.get("software", "")):
+        return None
+    m = re.search(r"row (\S+) \((\d+) GPUs\)", str(row.get("source", "")))
+    if m is None:
+        return None
+    name, gpus = m.group(1), int(m.group(2))
+    return NEMO_2407_RECIPES.get((name, gpus)) or NEMO_2407_RECIPES.get((name, None))
+
+
 def moe_recipe(row: Mapping[str, Any]) -> MoeRecipe | None:
     """The :data:`MBRIDGE_MOE_RECIPES` entry of a Megatron-Bridge MoE row, ``None`` otherwise."""
     if not row["id"].startswith("mbridge-") or "experts" not in row["model"]:
@@ -196,8 +349,15 @@ def _model(m: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
             moe["qk_norm"] = True
         return "moe", {**common, "kv_heads": int(m.get("kv_heads") or m["heads"]), **moe}
     common["ffn_hidden"] = int(m["ffn_hidden"])
-    if "swiglu" in str(m.get("mlp", "")).lower():
+    mlp = str(m.get("mlp", "")).lower()
+    if "swiglu" in mlp:
         return "llama", {**common, "kv_heads": int(m.get("kv_heads") or m["heads"])}
+    if m.get("kv_heads"):  # grouped-query attention (Nemotron-4 340B: 8 groups)
+        common["kv_heads"] = int(m["kv_heads"])
+    if "squared-relu" in mlp:  # Nemotron: relu(x W1)^2 W2
+        common["mlp"] = "relu2"
+    if "rope" in mlp:  # the row's architecture text names rotary positions
+        common["position"] = "rope"
     return "gpt", common
 
 
@@ -218,6 +378,9 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
     """The :class:`Scenario` of a mapped row on ``system`` (plan, batch and precision as stated)."""
     m, p, s = row["model"], row["parallel"], row["system"]
     name, args = _model(m)
+    nemo = nemo_recipe(row)
+    if nemo is not None:
+        args = {**args, **nemo.model_args}
     pp = int(p["pp"])
     tp = int(p["tp"])
     v = int(p.get("virtual_pipeline") or 1)
@@ -246,6 +409,7 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
         fidelity="analytic",
         compile=_compiled(row),
         fp8_recipe=_fp8_recipe(row),
+        software_options=_software_options(row),
     )
 
 
@@ -271,8 +435,17 @@ def _fp8_recipe(row: Mapping[str, Any]) -> str | None:
 
 
 def _software(row: Mapping[str, Any]) -> str:
-    """torchtitan for its rows (ids ``tt-``), Megatron-Core for NeMo and Megatron-Bridge."""
-    return "torchtitan" if row["id"].startswith("tt-") else "megatron-core"
+    """torchtitan for its rows (ids ``tt-``), ``nemo`` for NeMo 24.07's (NeMo 1.0 with Apex
+    ``distributed_fused_adam``: :data:`NEMO_2407_RECIPES`), Megatron-Core for Megatron-Bridge."""
+    if row["id"].startswith("tt-"):
+        return "torchtitan"
+    return "nemo" if nemo_recipe(row) is not None else "megatron-core"
+
+
+def _software_options(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's :class:`NemoRecipe` knobs (``Scenario.software_options``), else none."""
+    nemo = nemo_recipe(row)
+    return {} if nemo is None else nemo.software_options()
 
 
 def _is_moe_or_cp(row: Mapping[str, Any]) -> bool:

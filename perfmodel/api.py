@@ -33,7 +33,7 @@ from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe, build_recipe
 from perfmodel.parallel.straggler import straggler_wait_s
-from perfmodel.report.step import StepReport, breakdown
+from perfmodel.report.step import StepReport, breakdown, critical_device
 from perfmodel.scenario_parse import (
     MAX_BATCH_PER_REPLICA,
     Fidelity,
@@ -140,6 +140,11 @@ class Scenario:
     comma-separated (``core_attn``, ``mla_up_proj``, ``mlp``, ``moe_act``:
     :class:`~perfmodel.workload.memory.RecomputeModule`); ``None``: the software preset's
     selective rule."""
+    software_options: Mapping[str, Any] = field(default_factory=dict)
+    """Knobs of the stack set beside its preset, by name (``--software-option KEY=VALUE``;
+    :data:`perfmodel.parallel.software.SOFTWARE_OPTIONS`: ``tp_comm_overlap``,
+    ``overlap_grad_comm``, ``overlap_param_gather``, ``grad_reduce_fp32``, ``fp8_params``,
+    ``bucket_bytes`` in MiB, or their Megatron/NeMo names); empty: the preset as it is."""
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -183,13 +188,12 @@ class Scenario:
         for flag in ("sequence_parallel", "compile"):
             if data.get(flag) is not None:  # null: the preset's default
                 data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
-        if "model_args" in data:  # null (JSON) is no arguments
-            args = data["model_args"]
-            data["model_args"] = (
-                {} if args is None else dict(as_mapping(args, "model_args", where=where))
-            )
+        for key in ("model_args", "software_options"):  # null (JSON) is none
+            if key in data:
+                args = data[key]
+                data[key] = {} if args is None else dict(as_mapping(args, key, where=where))
         for k, v in data.items():
-            if k not in ("model_args", "sequence_parallel", "compile"):
+            if k not in ("model_args", "software_options", "sequence_parallel", "compile"):
                 data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
@@ -202,7 +206,7 @@ class Scenario:
         d = {}
         for name in _FIELD_NAMES:
             v = getattr(self, name)
-            if name == "model_args":
+            if name in ("model_args", "software_options"):
                 d[name] = dict(v)
             else:
                 d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
@@ -963,7 +967,8 @@ def _predict(
     T_gpu = max(timeline.makespan_s, step.min_period_s)
     if T_gpu <= 0:
         raise PerfModelError(f"predicted a non-positive iteration time {T_gpu!r} for {sc.model}")
-    bd = breakdown(timeline, period_s=T_gpu)
+    dev = critical_device(timeline)  # the GPU the breakdown and the kernel classes read
+    bd = breakdown(timeline, dev, period_s=T_gpu)
     # a synchronous step waits for its slowest GPU (perfmodel.parallel.straggler)
     wait = straggler_wait_s(bd.compute_s, step.num_gpus)
     T = T_sync = T_gpu + wait
@@ -1016,7 +1021,9 @@ def _predict(
         if base.note:
             against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
             defaults.append(against + base.note)
-    classes = _kernel_classes(step, r, costs, bd.optimizer_s)
+    classes, stage = _kernel_classes(step, r, costs, bd.optimizer_s, sc, workload_fn, dev)
+    device = "CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU"
+    explanation = _explanation(bd, classes, T, r, costs, step, stage, device)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name
@@ -1045,8 +1052,9 @@ def _predict(
         baseline_gpus=base_gpus,
         defaults=tuple(defaults),
         tokens_per_sample=step.tokens_per_sample,
-        device="CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU",
+        device=device,
         kernel_classes=classes,
+        explanation=explanation,
     )
 
 
@@ -1156,38 +1164,128 @@ def run_estimate(
 
 
 def _kernel_classes(
-    step: LoweredStep, r: Resolved, costs: SystemCosts, optimizer_s: float
-) -> dict[str, float]:
-    """Kernel seconds of one step by class on the stage with the most kernel time
+    step: LoweredStep,
+    r: Resolved,
+    costs: SystemCosts,
+    optimizer_s: float,
+    sc: Scenario,
+    workload_fn: WorkloadFn | None,
+    device: str,
+) -> tuple[dict[str, float], int]:
+    """Kernel seconds of one step by class on the pipeline stage of ``device`` (the critical
+    GPU the breakdown reads; where the lowering does not say which stage a GPU runs, the stage
+    with the most kernel time) and that stage's index
     (:func:`perfmodel.compute.model.kernel_class_seconds`), with its recomputation (full:
-    every block's forward again; selective: the recipe's share) and the breakdown's
-    ``optimizer`` seconds; empty when the lowering recorded no stage layers."""
+    every block's forward again; selective: the recipe's per-layer shares, as the lowering
+    charged them) and the breakdown's ``optimizer`` seconds; empty (stage -1) when the lowering
+    recorded no stage layers."""
     from perfmodel.compute.model import kernel_class_seconds
     from perfmodel.parallel.plan import Recompute
 
     if not step.stage_layers:
-        return {}
+        return {}, -1
     plan = r.plan
     rc = r.recipe
     share = None
     if plan.recompute is Recompute.FULL:
         share = lambda la: 1.0 if la.block is not None else 0.0  # noqa: E731
     elif plan.recompute is Recompute.SELECTIVE and rc is not None:
-        share = rc.selective_recompute.share
-    best: dict[str, float] = {}
-    for chunks in step.stage_layers:
-        got = kernel_class_seconds(
+        # the per-layer shares the lowering charged (torchtitan's op-level checkpoint knows
+        # each block's matrix products, SelectiveRecompute.share_for), not the layer-alone mean
+        share = rc.selective_recompute.share_for(_step_workload(sc, r, workload_fn)[0])
+
+    def of(chunks: Sequence[Any]) -> dict[str, float]:
+        return kernel_class_seconds(
             chunks,
             costs.layer_detail,
             r.precision,
             microbatches=step.microbatches,
             recompute_share=share,
         )
-        if sum(got.values()) > sum(best.values()):
-            best = got
+
+    if device in step.stage_devices:
+        stage = step.stage_devices.index(device)
+        best = of(step.stage_layers[stage])
+    else:
+        stage, best = -1, {}
+        for i, chunks in enumerate(step.stage_layers):
+            got = of(chunks)
+            if stage < 0 or sum(got.values()) > sum(best.values()):
+                stage, best = i, got
     if optimizer_s > 0:
         best["optimizer"] = best.get("optimizer", 0.0) + optimizer_s
-    return best
+    return best, stage
+
+
+def _optimizer_text(rc: Recipe | None) -> str:
+    """How the recipe's optimizer step runs, for the explanation's optimizer row."""
+    if rc is None:
+        return "fused optimizer step"
+    from perfmodel.workload.kernels import GradClip
+
+    clip = "" if rc.grad_clip is GradClip.NONE else f" after {rc.grad_clip.value} clipping"
+    return f"{rc.optimizer_impl.value} {rc.optimizer.value} step{clip}"
+
+
+def _explanation(
+    bd: Any,
+    classes: dict[str, float],
+    T: float,
+    r: Resolved,
+    costs: SystemCosts,
+    step: LoweredStep,
+    stage: int,
+    device: str,
+) -> Any:
+    """The step's :class:`~perfmodel.report.explain.StepExplanation` (``predict --explain``),
+    ``None`` without kernel classes. The attention ceiling is the one of the stage's first
+    fused attention layer (the blocks of a stack share its shape)."""
+    from perfmodel.report.explain import StepContext, explain_step, kernel_ceilings
+    from perfmodel.workload.layers import LayerKind, layer_runs
+
+    if not classes:
+        return None
+    attention = None
+    if "attention" in classes and stage >= 0:
+        for chunk in step.stage_layers[stage]:
+            la = next(
+                (
+                    la
+                    for block, _ in layer_runs(chunk)
+                    for la in block
+                    if la.kind is LayerKind.ATTENTION and la.gemm is not None
+                ),
+                None,
+            )
+            if la is not None:
+                attention = costs.compute.attention(la)
+                break
+    params = costs.compute.params
+    rc = r.recipe
+    ceilings = kernel_ceilings(
+        classes,
+        params,
+        costs.gpu_spec,
+        attention=attention,
+        fusion="eager" if rc is None else rc.fusion.value,
+        fp8=None if rc is None else rc.fp8,
+        optimizer=_optimizer_text(rc),
+    )
+    plan = r.plan
+    tuner = costs.comm.tuner
+    ctx = StepContext(
+        preset=r.preset,
+        num_gpus=step.num_gpus,
+        pp=plan.pp,
+        interleave=plan.interleave,
+        microbatches=step.microbatches,
+        schedule=plan.schedule.value,
+        nccl_release=str(tuner.release),
+        nccl_source=str(tuner.source),
+        host_dispatch_s=params.host_dispatch_s,
+        sm_count=params.sm_count,
+    )
+    return explain_step(bd, classes, T, ceilings, ctx, device=device)
 
 
 #: Printed with an FP32 CNN prediction under a PyTorch preset on a GPU with TF32 (issue 28).

@@ -37,7 +37,7 @@ from perfmodel.parallel.plan import (
     PSHost,
     Recompute,
 )
-from perfmodel.parallel.software import SoftwarePreset, get_preset
+from perfmodel.parallel.software import SoftwarePreset, get_preset, with_software_options
 from perfmodel.workload.kernels import Fp8Recipe
 from perfmodel.workload.memory import Optimizer, RecomputeModule
 
@@ -263,7 +263,11 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
     if interleave > 1 and schedule is PipelineSchedule.ONE_F_ONE_B:
         schedule = PipelineSchedule.INTERLEAVED  # interleave=v > 1 names the interleaved 1F1B
     mf = sc.memory_format
-    preset = get_preset(sc.software, where=_where("software"))
+    preset = with_software_options(
+        get_preset(sc.software, where=_where("software")),
+        dict(sc.software_options or {}),
+        where=_where("software_options"),
+    )
     tp = pos_int(sc.tp, "tp")
     return ParsedScenario(
         fidelity=parse_enum(Fidelity, sc.fidelity, where=_where("fidelity"), noun="fidelity"),

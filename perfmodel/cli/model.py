@@ -152,7 +152,9 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
     fp8 = None
     if prec is Precision.FP8:
         fp8 = Fp8Recipe.parse(getattr(args, "fp8_recipe", None) or "te-delayed")
-    kernels = KernelRecipe(fusion=Fusion.parse(getattr(args, "fusion", "eager")), fp8=fp8)
+    kernels = kernels_recipe = KernelRecipe(
+        fusion=Fusion.parse(getattr(args, "fusion", "eager")), fp8=fp8
+    )
     w = build_model(
         args.name,
         batch_size=args.batch,
@@ -239,6 +241,8 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
         kernels = counter.host_time(w)
         issue = kernels * HOST_DISPATCH_S["pytorch-eager"]
         eager = max(fwd_total + bwd_total, issue) + opt
+        classes["optimizer"] = opt
+        ceilings = _class_ceilings(w, cm, kernels_recipe, classes)
         totals.update(
             gpu=cm.gpu.name,
             fwd_s=fwd_total,
@@ -252,8 +256,32 @@ def _rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[str
             eager_step_s=eager,
             eager_throughput_samples_per_s=w.batch_size / eager,
             kernel_classes=dict(sorted(classes.items(), key=lambda kv: -kv[1])),
+            kernel_class_ceilings={
+                k: {"ceiling": c.text, "source": c.source} for k, c in ceilings.items()
+            },
         )
     return w, rows, totals
+
+
+def _class_ceilings(w: Any, cm: Any, kernels: Any, classes: dict[str, float]) -> dict[str, Any]:
+    """The ceiling and source of each kernel class of one micro-batch
+    (:func:`perfmodel.report.explain.kernel_ceilings`, as ``predict --explain`` prints them):
+    the attention ceiling of the model's first fused attention layer."""
+    from perfmodel.report.explain import kernel_ceilings
+    from perfmodel.workload.layers import LayerKind
+
+    att = next(
+        (la for la in w.layers if la.kind is LayerKind.ATTENTION and la.gemm is not None), None
+    )
+    return kernel_ceilings(
+        classes,
+        cm.params,
+        cm.gpu,
+        attention=None if att is None else cm.attention(att),
+        fusion=kernels.fusion.value,
+        fp8=kernels.fp8,
+        optimizer="fused sgd step (model show times SGD)",
+    )
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -323,12 +351,32 @@ def _cmd_show(args: argparse.Namespace) -> int:
             f"{units.format_time(totals['eager_step_s'])}, "
             f"{totals['eager_throughput_samples_per_s']:.1f} {w.sample_unit}/s"
         )
-        fb = totals["fwd_s"] + totals["bwd_s"]
-        print(f"kernel classes (one forward + backward, {args.fusion} kernels):")
-        for k, v in totals["kernel_classes"].items():
-            if v > 0:
-                print(f"  {k:<14s}{units.format_time(v):>12s}  {100 * v / fb:5.1f}%")
+        print("\n".join(_class_lines(totals, args.fusion)))
     return 0
+
+
+def _class_lines(totals: dict[str, Any], fusion: str) -> list[str]:
+    """The kernel classes of one micro-batch (forward, backward and the SGD step) with their
+    ceilings and numbered sources, as ``predict --explain`` prints a step's; shares of their
+    sum, the graph-mode step."""
+    from perfmodel.report.explain import ExplainRow, RowGroup, format_rows
+
+    ceil = totals["kernel_class_ceilings"]
+    rows = [
+        ExplainRow(
+            k,
+            RowGroup.OPTIMIZER if k == "optimizer" else RowGroup.KERNELS,
+            v,
+            ceil[k]["ceiling"],
+            ceil[k]["source"],
+        )
+        for k, v in totals["kernel_classes"].items()
+    ]
+    return format_rows(
+        rows,
+        sum(r.seconds for r in rows),
+        f"kernel classes (one micro-batch: forward + backward + SGD step, {fusion} kernels):",
+    )
 
 
 def _cmd_maxbatch(args: argparse.Namespace) -> int:

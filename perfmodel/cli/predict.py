@@ -88,10 +88,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
     p.add_argument(
         "--software",
-        help="software preset: pytorch-ddp, pytorch-dataparallel, horovod, tf-mirrored, tf-replicated, "
+        help="software preset: pytorch-ddp, pytorch-apex, pytorch-dataparallel, horovod, tf-mirrored, "
+        "tf-replicated, "
         "cuda-convnet2, keras-multi-gpu, megatron, megatron-core, nemo, deepspeed-zero1..3, fsdp, "
         "torchtitan, internevo, "
         "crossbow (docs/predict.md)",
+    )
+    p.add_argument(
+        "--software-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set one knob of the stack beside its preset (repeatable): tp_comm_overlap, "
+        "overlap_grad_comm, overlap_param_gather, grad_reduce_fp32, fp8_params (true/false), "
+        "bucket_bytes (MiB); Megatron/NeMo names are accepted (ub_tp_comm_overlap, "
+        "grad_reduce_in_fp32, bucket_cap_mb...); docs/predict.md",
     )
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw", "lamb"])
     p.add_argument(
@@ -157,7 +167,11 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--explain",
         action="store_true",
-        help="also print the training recipe (dtypes, sharding, overlap and streams) with sources",
+        help="also print the training recipe (dtypes, sharding, overlap and streams) and where "
+        "the step goes: kernel classes (GEMM by dtype, attention by backend, memory-bound by "
+        "kind, casts, loss, optimizer) with the ceiling each ran at, the overlap slowdown, "
+        "exposed communication per kind, host, idle and the slowest-GPU wait, adding up to the "
+        "iteration time, each with its source (with --json: an 'explain' object)",
     )
     p.set_defaults(func=run)
 
@@ -208,6 +222,10 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         ma = dict(d.get("model_args") or {})
         ma.update(parse_model_args(args.model_arg))
         d["model_args"] = ma
+    if getattr(args, "software_option", None):
+        so = dict(d.get("software_options") or {})
+        so.update(_software_options(args.software_option))
+        d["software_options"] = so
     if args.plan:
         d.pop("plan", None)
         for k, v in parse_plan_string(args.plan).items():
@@ -247,6 +265,22 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     if "model" not in d:
         raise ConfigError("no model: give --model or a scenario file with 'model'", where="--model")
     return d, curve
+
+
+def _software_options(items: list[str]) -> dict[str, str]:
+    """``--software-option KEY=VALUE`` items as a mapping (values stay text: the scenario's
+    parser types them, :func:`perfmodel.parallel.software.with_software_options`)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--software-option {item!r}: expected KEY=VALUE (tp_comm_overlap=false)",
+                value=item,
+                where="--software-option",
+            )
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _speedup_cells(r: Any) -> str:
@@ -351,6 +385,34 @@ def listed_pricing(sc: Any) -> Any:
     )
 
 
+def explain_lines(sc: Any, report: Any) -> list[str]:
+    """``--explain`` text: the training recipe with its sources, then where the step goes
+    (:meth:`perfmodel.report.explain.StepExplanation.format_lines`: the kernel classes with
+    their ceilings, the overlap slowdown, exposed communication, host, idle and the
+    slowest-GPU wait, adding up to the iteration time)."""
+    from perfmodel.api import resolve
+
+    recipe = resolve(sc).recipe
+    lines = []
+    if recipe is not None:
+        lines.append("training recipe:")
+        lines += [f"  {line}" for line in recipe.describe()]
+        lines += [f"  source: {src}" for src in recipe.sources]
+    if report.explanation is not None:
+        lines += report.explanation.format_lines()
+    elif report.kernel_classes:
+        lines += report.format_kernel_classes()
+    return lines
+
+
+def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
+    """``--json --explain``: the recipe (``plan.recipe`` already holds it) and the
+    explanation's rows (``explain``: key, group, seconds, share, ceiling, source; they sum to
+    ``iteration_time_s``)."""
+    exp = report.explanation
+    return {"explain": None if exp is None else exp.to_dict()}
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario, predict, predict_curve
     from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
@@ -377,6 +439,9 @@ def run(args: argparse.Namespace) -> int:
             plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
         if args.json:
             rows = [r.to_dict() for r in reports]
+            if getattr(args, "explain", False):
+                for row, r in zip(rows, reports, strict=True):
+                    row.update(explain_dict(sc, r))
             if args.tokens is not None:
                 for row, r in zip(rows, reports, strict=True):
                     row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
@@ -432,6 +497,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         out = report.to_dict()
+        if getattr(args, "explain", False):
+            out.update(explain_dict(sc, report))
         if budget is not None:
             out["token_budget"] = budget.to_dict()
         if estimate is not None:
@@ -444,16 +511,7 @@ def run(args: argparse.Namespace) -> int:
         print(header(sc, report))
         print(report.format_table())
         if getattr(args, "explain", False):
-            from perfmodel.api import resolve
-
-            recipe = resolve(sc).recipe
-            print("training recipe:")
-            for line in recipe.describe():
-                print(f"  {line}")
-            for src in recipe.sources:
-                print(f"  source: {src}")
-            if report.kernel_classes:
-                print("\n".join(report.format_kernel_classes()))
+            print("\n".join(explain_lines(sc, report)))
         if budget is not None:
             print("\n".join(budget.format_lines()))
         if estimate is not None:

@@ -142,8 +142,82 @@ def _group(row: Mapping[str, Any]) -> str:
 
 
 #: DeepLearningExamples' PyTorch BERT pads the 30522-token vocabulary to a multiple of 8 for
-#: tensor cores ("Padding for divisibility by 8" in ``run_pretraining.py``/``run_squad.py``).
-_DLE_BERT_VOCAB = 30528
+#: tensor cores ("Padding for divisibility by 8" in ``run_pretraining.py``/``run_squad.py``,
+#: ``config.vocab_size += 8 - vocab_size % 8`` at @78ec680207ad and @729963dd47e7).
+DLE_BERT_VOCAB = 30528
+
+#: NGC container from which DeepLearningExamples' PyTorch BERT pre-training runs the
+#: ``model.half()`` model under ``torch.jit.script`` with nvFuser and the dense masked-LM head
+#: (commit a9e2c1d5, 2022-03-02, "[BERT/PyT] update LDDL + NVFuser + Distillation"; its README
+#: tables are of the 21.11 container). Earlier containers ran apex amp O2 and eager kernels
+#: with the masked-LM head on every position (@78ec680207ad, 19.07).
+DLE_BERT_NVFUSER_CONTAINER = (21, 11)
+
+#: Masked positions per sequence of DeepLearningExamples' BERT pre-training by sequence length:
+#: ``--max_predictions_per_seq`` 20 in phase 1 (``--max_seq_length=128``) and 80 in phase 2
+#: (512), ``PyTorch/LanguageModeling/BERT/scripts/run_pretraining.sh`` @729963dd47e7.
+DLE_BERT_MAX_PREDICTIONS = {128: 20, 512: 80}
+
+
+@dataclass(frozen=True)
+class DleBertRecipe:
+    """How a DeepLearningExamples PyTorch BERT pre-training row ran (:func:`dle_bert_recipe`).
+
+    Attributes
+    ----------
+    nvfuser
+        ``torch.jit.script`` with nvFuser fuses the pointwise chains (dropout with the residual
+        add); modelled as ``torch.compile``'s fusion (``Fusion.COMPILE``), which fuses the same
+        chains.
+    mlm_positions
+        Positions per sequence the masked-LM head runs on (dense sequence output), ``None``:
+        every position.
+    source
+        The commit the facts are read at.
+    """
+
+    nvfuser: bool
+    mlm_positions: int | None
+    source: str
+
+
+def _ngc_container(row: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(year, month)`` of the NGC container a row states (``"PyTorch NGC 21.11"``,
+    ``"pytorch:21.11-py3"``), ``None`` when it states none."""
+    m = re.search(r"(?:NGC |:)(\d{2})\.(\d{2})", f"{row.get('software', '')} {row['source']}")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def dle_bert_recipe(row: Mapping[str, Any]) -> DleBertRecipe | None:
+    """The :class:`DleBertRecipe` of a DeepLearningExamples PyTorch BERT pre-training row
+    (``None`` for any other row). Both code generations run mixed precision as a 16-bit model
+    with FP32 master weights in the fused LAMB optimizer (the ``pytorch-apex`` preset, no
+    autocast casts) and pad the vocabulary (:data:`DLE_BERT_VOCAB`); from the 21.11 container
+    on (:data:`DLE_BERT_NVFUSER_CONTAINER`) with nvFuser and the dense masked-LM head.
+
+    >>> row = {"source": "NVIDIA/DeepLearningExamples @729963dd47e7 PyTorch/LanguageModeling/"
+    ...        "BERT/README.md", "software": "PyTorch NGC 21.11, LAMB",
+    ...        "model": "BERT-Large pretraining (seq 128)"}
+    >>> dle_bert_recipe(row).mlm_positions
+    20
+    """
+    src = str(row["source"])
+    model = str(row.get("model", "")).lower()
+    if "DeepLearningExamples" not in src or "LanguageModeling/BERT" not in src:
+        return None
+    if "pretraining" not in model:
+        return None
+    container = _ngc_container(row)
+    new = container is not None and container >= DLE_BERT_NVFUSER_CONTAINER
+    if not new:
+        return DleBertRecipe(False, None, "DeepLearningExamples @78ec680207ad (apex amp O2)")
+    m = re.search(r"seq (\d+)", model)
+    seq = int(m.group(1)) if m else 128
+    return DleBertRecipe(
+        True,
+        DLE_BERT_MAX_PREDICTIONS.get(seq),
+        "DeepLearningExamples @729963dd47e7 (model.half(), nvFuser, dense sequence output)",
+    )
 
 
 def _prediction(
@@ -301,12 +375,13 @@ def _training_case(row: Mapping[str, Any]) -> _TrainingCase | str:
         )  # the SQuAD head has no vocabulary-sized GEMM
     if "bert-large" in m and "pretraining" in m:
         seq = int(re.search(r"seq (\d+)", m).group(1)) if "seq" in m else 128
-        return _TrainingCase(
-            "bert_large",
-            {"seq_len": seq, "head": "pretraining", "vocab": _DLE_BERT_VOCAB},
-            "lamb",
-            "vocabulary padded to 30528 (DeepLearningExamples run_pretraining.py)",
-        )
+        args: dict[str, Any] = {"seq_len": seq, "head": "pretraining", "vocab": DLE_BERT_VOCAB}
+        note = "vocabulary padded to 30528 (DeepLearningExamples run_pretraining.py)"
+        dle = dle_bert_recipe(row)
+        if dle is not None and dle.mlm_positions is not None:
+            args["mlm_positions"] = dle.mlm_positions
+            note += f"; masked-LM head on {dle.mlm_positions} positions"
+        return _TrainingCase("bert_large", args, "lamb", note)
     if "vit" in m and "631m" in m:
         return _TrainingCase(
             "vit_h_14",
@@ -338,7 +413,19 @@ def _predict_training(
     if not batch:
         return Skipped(row["id"], group, "per-GPU batch not stated")
     prec = _training_precision(row["precision"], gpu)
-    w = build_model(case.model, batch_size=int(batch), precision=prec, **case.args)
+    dle = dle_bert_recipe(row)
+    kernels = None
+    if dle is not None and dle.nvfuser:
+        from perfmodel.workload.kernels import Fusion, KernelRecipe
+
+        kernels = KernelRecipe(fusion=Fusion.COMPILE)
+    w = build_model(
+        case.model,
+        batch_size=int(batch),
+        precision=prec,
+        **({} if kernels is None else {"kernels": kernels}),
+        **case.args,
+    )
     # PyTorch keeps NCHW unless the recipe asks for channels_last; DeepLearningExamples'
     # ConvNets configs.yml sets memory_format nhwc for AMP only (TF32/FP32 stay NCHW). Lambda's
     # benchmark configs run the same main.py without --memory-format (its default: nchw), AMP
@@ -346,7 +433,10 @@ def _predict_training(
     pytorch = "pytorch" in (row.get("software", "") + row["model"]).lower()
     lambda_cfg = "lambdal" in row.get("source", "")
     layout = "nchw" if pytorch and (lambda_cfg or not prec.mixed) else "nhwc"
-    cm = ComputeModel(gpu, ComputeParams.for_gpu(gpu, conv_layout=layout))
+    # DeepLearningExamples' BERT keeps a 16-bit model (apex O2 / model.half()): no autocast casts
+    cm = ComputeModel(
+        gpu, ComputeParams.for_gpu(gpu, conv_layout=layout, cast_weights_each_step=dle is None)
+    )
     fwd, bwd = cm.workload_time(w)
     accumulation = 1
     glob = row["batch"].get("global")

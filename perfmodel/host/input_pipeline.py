@@ -241,6 +241,7 @@ _TF_SERVER = FrameworkLoop(
 FRAMEWORK_LOOPS: Mapping[str, FrameworkLoop] = MappingProxyType(
     {
         "pytorch-ddp": _PT_DDP,
+        "pytorch-apex": _PT_DDP,  # DeepLearningExamples: torch.distributed.launch, DataLoader
         "megatron": _PT_DDP,
         "deepspeed-zero1": _PT_DDP,
         "deepspeed-zero2": _PT_DDP,

@@ -461,20 +461,29 @@ class PipelineLowering:
         return hit
 
     def segment(
-        self, s: int, phase: str, mb: int, c: int, dur: float, deps: list[int], tp_s: float
+        self,
+        s: int,
+        phase: str,
+        mb: int,
+        c: int,
+        dur: float,
+        deps: list[int],
+        tp_s: float,
+        rs_s: float = 0.0,
     ) -> list[int]:
         """One segment's compute (``phase`` "F" or "B") and its tensor-parallel collective.
 
         The collective follows the compute on the compute stream, or (recipe ``tp_comm``
-        overlapped) runs beside it on its own stream, chunked under the GEMMs. Returns the task
-        ids the next segment waits on.
+        overlapped) runs beside it on its own stream, chunked under the GEMMs; ``rs_s``: the
+        forward seconds of the GEMMs whose output is reduce-scattered (Segment.tp_rs_fwd_s).
+        Returns the task ids the next segment waits on.
         """
         k = c * self.P + s
         add, gpu = self.b.add, self.gpu[s]
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         tail = 0.0
         if tp_s > 0 and self.tp_overlap:
-            dur, tp_s, tail = self.tp_overlapped(phase, dur, tp_s)
+            dur, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
@@ -502,13 +511,18 @@ class PipelineLowering:
         )
         return [tail_tid]
 
-    def tp_overlapped(self, phase: str, dur: float, tp_s: float) -> tuple[float, float, float]:
+    def tp_overlapped(
+        self, phase: str, dur: float, tp_s: float, rs_s: float = 0.0
+    ) -> tuple[float, float, float]:
         """``(compute, overlapped TP, exposed TP tail)`` seconds of a segment whose ``tp_s`` of
         tensor-parallel communication overlaps its ``dur`` of compute (recipe ``tp_comm``
         overlapped). With the preset's :class:`~perfmodel.parallel.software.TPOverlap` (TE
-        userbuffers): the tail share of the communication waits for the GEMMs, and the compute
-        is slowed by the SMs the communication kernels hold for the overlapped rest (at most the
-        compute); without one, by ``overlap_compute_slowdown`` of it."""
+        userbuffers): the tail share of the communication waits for the GEMMs, the compute is
+        slowed by the SMs the communication kernels hold for the overlapped rest (at most the
+        compute), and the ``rs_s`` forward seconds of the reduce-scattered GEMMs run on the
+        SMs their pipelined overlap leaves them for their whole length
+        (:meth:`~perfmodel.parallel.software.TPOverlap.margin_slowdown`); without one, by
+        ``overlap_compute_slowdown`` of it."""
         cfg = self.preset.tp_overlap
         spec = getattr(self.costs, "gpu_spec", None)
         sms = getattr(spec, "sm_count", 0)
@@ -516,7 +530,8 @@ class PipelineLowering:
             return self.slowed(dur, tp_s), tp_s, 0.0
         tail = cfg.exposed(phase) * tp_s
         under = tp_s - tail
-        return dur + cfg.slowdown(phase, sms) * min(dur, under), under, tail
+        margin = cfg.margin_slowdown(phase, sms) * min(max(rs_s, 0.0), dur)
+        return dur + cfg.slowdown(phase, sms) * min(dur, under) + margin, under, tail
 
     def join(self, s: int, tids: list[int]) -> int:
         """One task id standing for ``tids`` (a zero-length task on the compute stream when a
@@ -590,7 +605,8 @@ class PipelineLowering:
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             f_s, tp_s = self.chunk_sums(k)[:2]
-            tids = self.segment(s, "F", mb, c, f_s, deps, tp_s)
+            rs_s = sum(x.tp_rs_fwd_s for x in ch.segments)
+            tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
             self.first_seg_done[s] = True
         if self.aligned_gather and mb == 0 and c + 1 < self.V:
             self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
@@ -603,7 +619,7 @@ class PipelineLowering:
                 sd.append(ag)
                 if self.first_seg_done[s]:  # the next unit's gather runs under this one
                     dur = self.slowed(dur, self.comm_dur[ag])
-            tids = self.segment(s, "F", mb, c, dur, sd, seg.tp_fwd_s)
+            tids = self.segment(s, "F", mb, c, dur, sd, seg.tp_fwd_s, seg.tp_rs_fwd_s)
             tids = self.expert_context(s, "F", mb, c, seg, tids)
             self.first_seg_done[s] = True
             deps = tids
@@ -1177,6 +1193,7 @@ class PipelineLowering:
                 for s in range(self.P)
             ),
             microbatches=self.m_step,
+            stage_devices=tuple(self.gpu),
         )
 
 

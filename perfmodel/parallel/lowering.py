@@ -110,6 +110,9 @@ class Segment:
     #: GPU idle after its MoE dispatchers' host synchronisations, per forward
     #: (:func:`~perfmodel.parallel.expert.dispatcher_sync_stall_s`)
     host_sync_s: float = 0.0
+    # forward seconds of the layers whose output a tensor-parallel reduce-scatter follows (the
+    # row-parallel GEMMs Transformer Engine's pipelined overlap runs on fewer SMs)
+    tp_rs_fwd_s: float = 0.0
 
     def ep_cp_s(self, phase: str) -> float:
         """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
@@ -174,6 +177,10 @@ class LoweredStep:
         (:func:`perfmodel.compute.model.kernel_class_seconds`); empty where not recorded.
     microbatches
         Micro-batches each stage runs per step.
+    stage_devices
+        The simulated GPU of each pipeline stage (index = stage), for reading the kernel
+        classes of the stage whose GPU the breakdown reads (``StepReport.kernel_classes``);
+        empty where the lowering has one stage.
     """
 
     graph: TaskGraph
@@ -186,6 +193,7 @@ class LoweredStep:
     tokens_per_sample: int = 1
     stage_layers: tuple[tuple[Sequence[LayerCost], ...], ...] = ()
     microbatches: int = 1
+    stage_devices: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- partitioning
@@ -468,7 +476,7 @@ def build_chunk(
         sums = _segment_sums(
             seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
         )
-        f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points = sums
+        f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points, rs_f = sums
 
         def point_time(point: tuple[CollectiveOp, float, str]) -> float:
             op, nbytes, grp = point  # another group's collectives are SegmentComm entries
@@ -513,6 +521,7 @@ def build_chunk(
                 _merged(extra),
                 expert,
                 sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
+                rs_f,
             )
         )
     last = workload.layers[layer_ids[-1]]
@@ -610,7 +619,7 @@ def _pieces(
 _PointRuns = tuple[tuple[tuple[tuple[CollectiveOp, float, str], ...], int], ...]
 
 _SegmentSums = tuple[
-    float, float, float, float, int, float, float, int, int, _PointRuns, _PointRuns
+    float, float, float, float, int, float, float, int, int, _PointRuns, _PointRuns, float
 ]
 
 
@@ -623,10 +632,11 @@ def _segment_sums(
 ) -> _SegmentSums:
     """A segment's per-layer sums, in layer order: forward, backward-input, backward-weight and
     selectively recomputed (``share`` given) seconds, parameters, activation bytes, FLOP,
-    data-parallel parameters, routed experts' parameters, and its forward and backward
+    data-parallel parameters, routed experts' parameters, its forward and backward
     :class:`~perfmodel.workload.layers.CommPoint` s as ``(op, bytes, group)`` in runs
     (:data:`_PointRuns`: ``(points, n)``, a unit's points for ``n`` identical units, whose time
-    :func:`build_chunk` sums once and multiplies).
+    :func:`build_chunk` sums once and multiplies), and the forward seconds of the layers whose
+    output a tensor-parallel reduce-scatter follows (``Segment.tp_rs_fwd_s``).
 
     Summed by :func:`block_runs`: the layers of a run of ``n`` identical units (a transformer
     stack's blocks) are summed once and the unit's sums added as ``n x sum``; layers of single
@@ -652,13 +662,13 @@ def _segment_sums(
     hit = memo.get(key)
     if hit is not None:
         return hit
-    f = bi = bw = rc = 0.0
+    f = bi = bw = rc = rs_f = 0.0
     params = dp_params = expert = 0
     act = flop = 0.0
     fwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     bwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     for r, (unit, _, n) in enumerate(runs):
-        uf = ubi = ubw = urc = 0.0
+        uf = ubi = ubw = urc = urs = 0.0
         uact = uflop = 0.0
         udp = 0
         ufwd: list[tuple[CollectiveOp, float, str]] = []
@@ -667,8 +677,10 @@ def _segment_sums(
             if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
                 udp += layer.params
             lf, lbi, lbw = costs.layer_time(layer)
+            rs = lf if _tp_reduce_scattered(layer) else 0.0
             if n == 1:  # layer by layer into the totals, as before
                 f += lf
+                rs_f += rs
                 bi += lbi
                 bw += lbw
                 act += layer.activation_bytes
@@ -677,6 +689,7 @@ def _segment_sums(
                     rc += lf * shares[r][j]
             else:
                 uf += lf
+                urs += rs
                 ubi += lbi
                 ubw += lbw
                 uact += layer.activation_bytes
@@ -688,6 +701,7 @@ def _segment_sums(
             ubwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.bwd_comm]
         if n > 1:
             f += n * uf
+            rs_f += n * urs
             bi += n * ubi
             bw += n * ubw
             rc += n * urc
@@ -709,8 +723,18 @@ def _segment_sums(
         expert,
         tuple(fwd),
         tuple(bwd),
+        rs_f,
     )
     return out
+
+
+def _tp_reduce_scattered(layer: LayerCost) -> bool:
+    """Whether ``layer`` is a GEMM whose output a tensor-parallel reduce-scatter follows (the
+    row-parallel linears of sequence parallelism: attention projection and second MLP matrix;
+    not the embedding, whose reduce-scatter no GEMM overlaps)."""
+    return layer.kind is LayerKind.LINEAR and any(
+        cp.op is CollectiveOp.REDUCESCATTER and cp.group == "tp" for cp in layer.fwd_comm
+    )
 
 
 def _add_points(

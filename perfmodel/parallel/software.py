@@ -7,6 +7,7 @@ any validation row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from perfmodel import units
@@ -43,11 +44,23 @@ class TPOverlap:
     saved input and reduce-scatter of the data gradient beside the weight-gradient GEMM) runs
     its ``num_sm`` SMs beside the GEMM.
 
+    A ``pipeline`` overlap with ``set_sm_margin`` launches its GEMM chunks on ``SMs -
+    num_sm`` SMs for the GEMM's whole length, not only while its reduce-scatter runs
+    (Transformer Engine v1.8 ``transformer_engine/pytorch/csrc/comm_gemm_overlap.h``:
+    ``_math_sms = set_sm_margin ? multiProcessorCount - num_comm_sm : multiProcessorCount``,
+    passed to every chunk of ``split_overlap_rs``); the ``bulk`` and ``ring_exchange`` methods
+    (``set_sm_margin`` 0) take SMs only while their kernels run.
+
     Attributes
     ----------
     fwd_comm_sms, bwd_comm_sms
-        SMs the communication kernels hold, averaged over the phase's collectives (each of a
-        layer's sequence-parallel collectives moves the same ``s b h`` bytes).
+        SMs the communication kernels take from a GEMM while they run, averaged over the
+        phase's collectives (each of a layer's sequence-parallel collectives moves the same
+        ``s b h`` bytes); a pipelined reduce-scatter's kernels run on the SMs its GEMM gave up
+        and take none.
+    fwd_margin_sms
+        SMs the forward's reduce-scattered GEMMs give up for their whole length (the
+        ``pipeline`` methods' ``num_sm`` with ``set_sm_margin``), averaged over those GEMMs.
     fwd_exposed, bwd_exposed
         Share of the phase's TP communication time left after its GEMMs: the pipelined
         reduce-scatters' last chunk, ``1 / num_splits`` of two of the forward's four.
@@ -60,6 +73,7 @@ class TPOverlap:
     fwd_exposed: float
     bwd_exposed: float
     source: str
+    fwd_margin_sms: float = 0.0
 
     def slowdown(self, phase: str, sm_count: int) -> float:
         """Fractional slowdown of a GEMM while the phase's communication kernels run beside it:
@@ -67,10 +81,21 @@ class TPOverlap:
         longer (SM-bound GEMMs).
 
         >>> round(TP_OVERLAP_UB_H100.slowdown("F", 132), 4), round(TP_OVERLAP_UB_H100.slowdown("B", 132), 4)
-        (0.0864, 0.0366)
+        (0.0038, 0.0366)
         """
         n = self.fwd_comm_sms if phase == "F" else self.bwd_comm_sms
         return n / max(sm_count - n, 1.0)
+
+    def margin_slowdown(self, phase: str, sm_count: int) -> float:
+        """Fractional slowdown of a reduce-scattered GEMM of the phase over its whole length:
+        it runs on ``sm_count - m`` SMs (``m = fwd_margin_sms`` forward, none backward), so
+        takes ``m / (sm_count - m)`` longer.
+
+        >>> round(TP_OVERLAP_UB_H100.margin_slowdown("F", 132), 4)  # 20 of 132 SMs: 20 / 112
+        0.1786
+        """
+        m = self.fwd_margin_sms if phase == "F" else 0.0
+        return m / max(sm_count - m, 1.0)
 
     def exposed(self, phase: str) -> float:
         """Share of the phase's TP communication left exposed after its GEMMs."""
@@ -81,17 +106,22 @@ class TPOverlap:
 #: H100 ``ub_cfg_h100_*`` files of NeMo-Framework-Launcher 24.07 (0b1a110c,
 #: ``launcher_scripts/conf/training/tp_overlap/``; the same values as Megatron-Bridge's
 #: ``training/comm_overlap.py`` ``userbuffers_*_h100_*``): forward QKV and FC1 all-gathers by
-#: ring exchange (1 SM), projection reduce-scatter pipelined on 24 SMs and FC2's on 16, both in 4
-#: splits: (1 + 24 + 1 + 16) / 4 = 10.5 SMs, 2 x (1/4) / 4 = 1/8 of the forward's TP time
-#: exposed; backward QKV dgrad bulk 4, QKV wgrad bulk 16, FC1 dgrad bulk 2, FC1 wgrad bulk 4,
+#: ring exchange (1 SM while they run), projection reduce-scatter pipelined on 24 SMs and FC2's
+#: on 16, both in 4 splits with ``set_sm_margin: 1``: those GEMMs run on 132 - 24 and 132 - 16
+#: SMs throughout, (24 + 16) / 2 = 20 SMs, and their reduce-scatters take nothing more; the
+#: ring exchanges (1 + 0 + 1 + 0) / 4 = 0.5 SMs averaged over the forward's four collectives;
+#: 2 x (1/4) / 4 = 1/8 of the forward's TP time exposed; backward QKV dgrad bulk 4, QKV wgrad
+#: bulk 16, FC1 dgrad bulk 2, FC1 wgrad bulk 4 (``set_sm_margin: 0``: while they run),
 #: projection and FC2 dgrad ring exchange 1 each: 28 / 6 = 4.67 SMs, nothing exposed. GEMM
 #: chunking's own efficiency loss (chunks of ``M / tp`` or ``M / 4`` rows) is not modelled.
 TP_OVERLAP_UB_H100 = TPOverlap(
-    fwd_comm_sms=10.5,
+    fwd_comm_sms=0.5,
     bwd_comm_sms=28 / 6,
     fwd_exposed=0.125,
     bwd_exposed=0.0,
-    source="TE userbuffers ub_cfgs, NeMo-Framework-Launcher 24.07 ub_cfg_h100_* medians",
+    source="TE userbuffers ub_cfgs, NeMo-Framework-Launcher 24.07 ub_cfg_h100_* medians; "
+    "pipelined reduce-scatter GEMMs on SMs - num_sm (TE v1.8 comm_gemm_overlap.h _math_sms)",
+    fwd_margin_sms=20.0,
 )
 
 #: PyTorch eager dispatch cost per operator (CPU side), about 10 us: H. He, "Making Deep Learning
@@ -387,6 +417,29 @@ PRESETS: dict[str, SoftwarePreset] = {
             dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
+            name="pytorch-apex",
+            dp_mode=DPMode.ALLREDUCE,
+            amp=AmpStyle.HALF_MODEL,
+            sources=(
+                "NVIDIA DeepLearningExamples PyTorch recipes (BERT, 19.07-21.11 containers): "
+                "16-bit model with FP32 master weights in the fused optimizer, not autocast: "
+                "apex amp.initialize(opt_level='O2') in PyTorch/LanguageModeling/BERT/"
+                "run_pretraining.py @78ec680207ad (19.07) up to a9e2c1d5^, model.half() with "
+                "FusedLAMBAMP master weights from a9e2c1d5 (2022-03; @729963dd47e7, 21.11) "
+                "when allreduce_post_accumulation_fp16 is set, as scripts/run_pretraining.sh "
+                "does by default",
+                "one FP16 all-reduce of all gradients after the last accumulation step's "
+                "backward (allreduce_post_accumulation: apex flat all-reduce @78ec680207ad; "
+                "DDP with bucket_cap_mb = the GPU's memory, i.e. one bucket, and no_sync on the "
+                "other steps @729963dd47e7)",
+                "kernels: eager PyTorch with apex FusedLayerNorm and the jit-fused bias-GELU "
+                "(modeling.py @78ec680207ad); from a9e2c1d5 the model is torch.jit.script-ed "
+                "with nvFuser, which fuses pointwise chains: --compile models it",
+            ),
+            optimizer_impl=OptimizerImpl.FUSED,
+            dispatch_mode="pytorch-eager",
+        ),
+        SoftwarePreset(
             name="pytorch-dataparallel",
             dp_mode=DPMode.GPU_MERGE,
             dispatch_per_op_s=PYTORCH_DISPATCH_PER_OP_S,
@@ -525,23 +578,33 @@ PRESETS: dict[str, SoftwarePreset] = {
             overlap_grad_comm=True,
             overlap_param_gather=True,
             tp_comm_overlap=True,
-            bucket_params=40e6,
-            bucket_params_per_dp=1e6,
+            bucket_bytes=100 * _MB,
             sequence_parallel_with_tp=True,
             fp8_saves_fp8_inputs=True,
             tp_overlap=TP_OVERLAP_UB_H100,
             master_bytes=2,
             sources=(
                 "NeMo 1.0 (24.07 container) Megatron-Core GPT with optim.name="
-                "distributed_fused_adam (NeMo-Framework-Launcher 0b1a110c conf/training): Apex "
-                "DistributedFusedAdam shards optimizer state over data parallelism; with a bf16 "
-                "model and FP32 state NeMo sets store_params=False, store_param_remainders=True "
-                "(nemo/collections/nlp/models/language_modeling/megatron_base_model.py "
-                "setup_optimization): the master copy is the 16 low bits beside the bf16 weight",
-                "its H100 FP8 examples (examples/training/*/h100/*_fp8*.sh) pass "
-                "optim.grad_sync_dtype=bf16; overlap_grad_sync, overlap_param_sync and "
-                "ub_tp_comm_overlap as the configs set them; the rest as megatron-core",
+                "distributed_fused_adam (NeMo-Framework-Launcher 24.07 8325688d conf/training): "
+                "Apex DistributedFusedAdam shards optimizer state over data parallelism; with a "
+                "bf16 model and FP32 state NeMo sets store_params=False, "
+                "store_param_remainders=True (nemo/collections/nlp/models/language_modeling/"
+                "megatron_base_model.py setup_optimization, NeMo v2.0.0rc0): the master copy is "
+                "the 16 low bits beside the bf16 weight; param_sync_dtype = the model's bf16 "
+                "(no fp8_params in the launcher configs: FP8 weights are cast each step)",
+                "its H100 FP8 examples for GPT and Llama (examples/training/{gpt,llama}/h100/"
+                "*_fp8*.sh) pass optim.grad_sync_dtype=bf16 (Apex's default is FP32: "
+                "--software-option grad_reduce_fp32=true); bucket_cap_mb 100 (Apex's default; "
+                "the configs set 50-400: --software-option bucket_mb=...); overlap_grad_sync, "
+                "overlap_param_sync and ub_tp_comm_overlap as the configs set them (GPT-3 175B "
+                "and Nemotron-340B turn userbuffers off: --software-option tp_comm_overlap=false)",
+                "mcore_gpt: True, transformer_engine: True in every launcher config: Megatron-Core "
+                "TE modules (fused LayerNorm-linear, fused RoPE, bias-activation and "
+                "bias-dropout-add fusions), cuDNN fused attention on Hopper; "
+                "trainer.gradient_clip_val 1.0 (the optimizer's L2-norm clipping)",
             ),
+            fusion=Fusion.TE,
+            grad_clip=GradClip.L2NORM,
             dispatch_mode="pytorch-eager",
             attention_backend=AttentionBackend.CUDNN,
         ),
@@ -644,6 +707,149 @@ PRESETS: dict[str, SoftwarePreset] = {
         ),
     )
 }
+
+
+@dataclass(frozen=True)
+class SoftwareOption:
+    """A knob of a stack that a scenario may set beside its preset (``--software-option``):
+    ``field`` of :class:`SoftwarePreset`, its kind (``bool`` or ``mb``, a bucket size in binary
+    megabytes), the framework settings that name it (accepted as aliases) and what it does."""
+
+    field: str
+    kind: str
+    aliases: tuple[str, ...]
+    help: str
+
+
+#: The preset fields a scenario may override by name (``Scenario.software_options``,
+#: ``--software-option KEY=VALUE``), for stacks configured per run: NeMo's launcher configs set
+#: ``ub_tp_comm_overlap``, ``overlap_grad_sync``, ``grad_sync_dtype``... per model.
+SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
+    o.field if o.field != "fp32_grads_bf16" else "grad_reduce_fp32": o
+    for o in (
+        SoftwareOption(
+            "tp_comm_overlap",
+            "bool",
+            ("ub_tp_comm_overlap",),
+            "tensor-parallel collectives overlap the GEMMs (Megatron-Core tp_comm_overlap, NeMo "
+            "ub_tp_comm_overlap: Transformer Engine userbuffers); off: on the compute stream",
+        ),
+        SoftwareOption(
+            "overlap_grad_comm",
+            "bool",
+            ("overlap_grad_reduce", "overlap_grad_sync"),
+            "gradient reductions start during backward (Megatron-Core overlap_grad_reduce, "
+            "NeMo/Apex overlap_grad_sync)",
+        ),
+        SoftwareOption(
+            "overlap_param_gather",
+            "bool",
+            ("overlap_param_sync",),
+            "distributed-optimizer parameter all-gathers overlap the next forward",
+        ),
+        SoftwareOption(
+            "fp32_grads_bf16",
+            "bool",
+            ("grad_reduce_in_fp32", "fp32_grad_reduce"),
+            "half-model stacks accumulate and reduce bf16/fp8 gradients in FP32 (Megatron-Core "
+            "grad_reduce_in_fp32; NeMo distributed_fused_adam grad_sync_dtype fp32, Apex's "
+            "default); FSDP2 stacks reduce in FP32 (reduce_dtype)",
+        ),
+        SoftwareOption(
+            "fp8_params",
+            "bool",
+            ("fp8_param_gather",),
+            "FP8 linear weights stored and gathered in FP8 (Megatron --fp8-param-gather, NeMo "
+            "fp8_params)",
+        ),
+        SoftwareOption(
+            "bucket_bytes",
+            "mb",
+            ("bucket_mb", "bucket_cap_mb"),
+            "gradient bucket size in MiB (PyTorch DDP bucket_cap_mb, Apex distributed_fused_adam "
+            "bucket_cap_mb)",
+        ),
+    )
+}
+
+
+def software_option_key(name: str, *, where: str = "--software-option") -> str:
+    """The :data:`SOFTWARE_OPTIONS` key of ``name`` or one of its aliases.
+
+    >>> software_option_key("ub_tp_comm_overlap"), software_option_key("grad_reduce_in_fp32")
+    ('tp_comm_overlap', 'grad_reduce_fp32')
+    """
+    key = str(name).strip().lower().replace("-", "_")
+    if key in SOFTWARE_OPTIONS:
+        return key
+    for k, o in SOFTWARE_OPTIONS.items():
+        if key in o.aliases:
+            return k
+    aliases = ", ".join(a for o in SOFTWARE_OPTIONS.values() for a in o.aliases)
+    raise ConfigError(
+        f"{where}: unknown option {name!r}; expected one of {', '.join(SOFTWARE_OPTIONS)} "
+        f"(or their framework names: {aliases})",
+        value=name,
+        where=where,
+    )
+
+
+def _option_value(key: str, value: object, where: str) -> object:
+    from perfmodel.scenario_parse import parse_flag
+
+    kind = SOFTWARE_OPTIONS[key].kind
+    if kind == "bool":
+        return parse_flag(value, where=f"{where}: {key}")
+    try:
+        mb = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        mb = float("nan")
+    if not mb > 0 or mb == float("inf"):
+        raise ConfigError(
+            f"{where}: {key} must be a positive size in MiB, got {value!r}",
+            value=value,
+            where=f"{where}: {key}",
+        )
+    return mb * _MB
+
+
+def with_software_options(
+    preset: SoftwarePreset, options: Mapping[str, object], *, where: str = "--software-option"
+) -> SoftwarePreset:
+    """``preset`` with ``options`` (:data:`SOFTWARE_OPTIONS` names or aliases, values as text,
+    bools or numbers) applied; its sources say what the scenario set. A bucket size replaces
+    the preset's bucket rule (parameters or elements per bucket).
+
+    >>> p = with_software_options(get_preset("nemo"), {"ub_tp_comm_overlap": "false"})
+    >>> p.tp_comm_overlap, p.sources[-1]
+    (False, 'scenario software option tp_comm_overlap=False')
+
+    Raises
+    ------
+    ConfigError
+        An unknown option or a value of the wrong kind, naming it.
+    """
+    if not options:
+        return preset
+    kw: dict[str, object] = {}
+    said = []
+    for name, value in options.items():
+        key = software_option_key(name, where=where)
+        v = _option_value(key, value, where)
+        field_name = SOFTWARE_OPTIONS[key].field
+        kw[field_name] = v
+        if key == "grad_reduce_fp32":
+            kw["fp32_grad_reduce"] = v
+        if key == "bucket_bytes":
+            kw.update(bucket_params=None, bucket_params_per_dp=0.0, bucket_elements=None)
+            said.append(f"{key}={float(v) / _MB:g} MiB")  # type: ignore[arg-type]
+        else:
+            said.append(f"{key}={v}")
+    return replace(
+        preset,
+        **kw,  # type: ignore[arg-type]
+        sources=(*preset.sources, "scenario software option " + ", ".join(said)),
+    )
 
 
 def get_preset(name: str, *, where: str = "--software") -> SoftwarePreset:

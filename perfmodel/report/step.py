@@ -29,6 +29,7 @@ from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
 from perfmodel.units import hour
 
 if TYPE_CHECKING:
+    from perfmodel.report.explain import StepExplanation
     from perfmodel.search.cost import Pricing
 
 
@@ -353,6 +354,11 @@ class StepReport:
     ``"cast"``, ``"fp8_cast"``, ``"loss"``, ``"fsdp_copy"``...) plus ``"optimizer"``: what a
     Kineto trace's kernel totals are held against. Communication, host waits and idle time are
     :attr:`breakdown`'s; empty where not computed."""
+    explanation: StepExplanation | None = field(default=None, compare=False)
+    """Where the step goes and what bounded each part (``predict --explain``): the kernel
+    classes with their ceilings and sources, the overlap slowdown, exposed communication, host,
+    idle and the slowest-GPU wait, adding up to :attr:`iteration_time_s`
+    (:mod:`perfmodel.report.explain`); ``None`` where no kernel classes were computed."""
 
     @property
     def is_sequence_model(self) -> bool:

@@ -26,6 +26,7 @@ from sim_synthetic import FakeCosts, lower_synthetic
 PROFILE = Path(__file__).resolve().parents[2] / "calibration" / "h100-sxm5-80gb.json"
 EAGER = {
     "pytorch-ddp",
+    "pytorch-apex",
     "pytorch-dataparallel",
     "fsdp",
     "deepspeed-zero1",

@@ -144,7 +144,7 @@ def test_cli_compile_and_fp8_recipe_flags(capsys: pytest.CaptureFixture[str]) ->
     assert out["kernel_classes"]["fp8_cast"] > 0
     assert main([*(a for a in argv if a != "--json"), "--explain"]) == 0
     text = capsys.readouterr().out
-    assert "kernels by class" in text and "fp8_cast" in text
+    assert "where the step goes" in text and "fp8_cast" in text
 
 
 def test_precision_fp8_names_the_recipe_it_assumed() -> None:

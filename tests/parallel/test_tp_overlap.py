@@ -25,11 +25,66 @@ def _low(software: str, sm_count: int | None = 132) -> SimpleNamespace:
 
 def test_forward_hand_computed() -> None:
     """1 s of GEMMs under 0.4 s of TP communication, forward, 132 SMs: 1/8 of it (0.05 s) is
-    the pipelined reduce-scatters' tail; the other 0.35 s hold 10.5 SMs on average, so the
-    GEMMs run on 121.5: 1 + 0.35 x 10.5 / 121.5 = 1.030247 s."""
-    comp, under, tail = PipelineLowering.tp_overlapped(_low("megatron-core"), "F", 1.0, 0.4)  # type: ignore[arg-type]
+    the pipelined reduce-scatters' tail; the other 0.35 s the ring exchanges hold 0.5 SMs on
+    average (1 SM for two of the four collectives), so the GEMMs run on 131.5 meanwhile; the
+    0.4 s of reduce-scattered GEMMs run on 132 - 20 SMs throughout (set_sm_margin):
+    1 + 0.35 x 0.5 / 131.5 + 0.4 x 20 / 112 = 1.072759 s."""
+    low = _low("megatron-core")
+    comp, under, tail = PipelineLowering.tp_overlapped(low, "F", 1.0, 0.4, 0.4)  # type: ignore[arg-type]
     assert (under, tail) == pytest.approx((0.35, 0.05))
-    assert comp == pytest.approx(1 + 0.35 * 10.5 / 121.5, rel=1e-12)
+    assert comp == pytest.approx(1 + 0.35 * 0.5 / 131.5 + 0.4 * 20 / 112, rel=1e-12)
+    # without reduce-scattered GEMMs (none in the segment) only the ring exchanges' SMs
+    comp0, _, _ = PipelineLowering.tp_overlapped(low, "F", 1.0, 0.4)  # type: ignore[arg-type]
+    assert comp0 == pytest.approx(1 + 0.35 * 0.5 / 131.5, rel=1e-12)
+
+
+def test_margin_applies_to_the_reduce_scattered_gemms_only() -> None:
+    """The SM margin lasts as long as the reduce-scattered GEMMs, not as the communication,
+    and never more than the segment; backward GEMMs keep every SM (bulk overlaps take SMs only
+    while they run)."""
+    low = _low("megatron-core")
+    short, _, _ = PipelineLowering.tp_overlapped(low, "F", 1.0, 0.001, 0.4)  # type: ignore[arg-type]
+    assert short - 1.0 == pytest.approx(0.4 * 20 / 112 + 0.000875 * 0.5 / 131.5, rel=1e-9)
+    capped, _, _ = PipelineLowering.tp_overlapped(low, "F", 0.1, 0.001, 5.0)  # type: ignore[arg-type]
+    assert capped == pytest.approx(0.1 + 0.1 * 20 / 112 + 0.000875 * 0.5 / 131.5, rel=1e-9)
+    back, _, _ = PipelineLowering.tp_overlapped(low, "B", 1.0, 0.4, 0.4)  # type: ignore[arg-type]
+    back0, _, _ = PipelineLowering.tp_overlapped(low, "B", 1.0, 0.4)  # type: ignore[arg-type]
+    assert back == back0
+
+
+def test_segments_carry_their_reduce_scattered_gemm_time() -> None:
+    """``Segment.tp_rs_fwd_s`` is the forward time of the layers a TP reduce-scatter follows:
+    with sequence parallelism, each block's attention projection and second MLP matrix."""
+    from perfmodel.api import _build_step, resolve
+    from perfmodel.parallel.lowering import _tp_reduce_scattered
+
+    sc = Scenario(
+        system="dgx-h100", gpus=8, model="gpt", model_args={"layers": 2, "hidden": 2048,
+        "heads": 16, "seq_len": 2048, "vocab": 32000}, global_batch=8, tp=4, microbatch=2,
+        precision="bf16", optimizer="adam", software="megatron-core", fidelity="analytic",
+    )  # fmt: skip
+    r = resolve(sc)
+    _step, costs = _build_step(sc, r, None)
+    from perfmodel.api import _step_workload
+
+    wl, _ = _step_workload(sc, r, None)
+    rs = [la for la in wl.layers if _tp_reduce_scattered(la)]
+    assert sorted({la.name.split(".")[-1] for la in rs}) == ["attn_out", "fc2"]
+    want = sum(costs.layer_time(la)[0] for la in rs)
+    from perfmodel.parallel.lowering import build_chunk
+    from perfmodel.parallel.placement import place
+
+    ch = build_chunk(
+        wl,
+        tuple(range(len(wl.layers))),
+        costs,
+        r.plan,
+        place(r.plan, r.topology).tp_group(0, 0),
+        bucket_bytes=None,
+        first_bucket_bytes=None,
+        by_block=False,
+    )
+    assert sum(seg.tp_rs_fwd_s for seg in ch.segments) == pytest.approx(want, rel=1e-12)
 
 
 def test_backward_hand_computed() -> None:
@@ -67,7 +122,7 @@ def test_overlap_costs_something_end_to_end() -> None:
 
     free_preset = replace(
         sw.get_preset("megatron-core"),
-        tp_overlap=sw.TPOverlap(0.0, 0.0, 0.0, 0.0, "free"),
+        tp_overlap=sw.TPOverlap(0.0, 0.0, 0.0, 0.0, "free", fwd_margin_sms=0.0),
     )
     sw.PRESETS["megatron-core-free"] = replace(free_preset, name="megatron-core-free")
     try:

@@ -1,8 +1,8 @@
 """Validation tier: today's large-model stacks (``../shared/data/modern.jsonl``).
 
 Rows: torchtitan's December 2024 Llama 3.1 H100 tables (``--software torchtitan``), NVIDIA NeMo
-24.07 FP8 DGX-H100 pre-training table and the Megatron-Bridge 26.04.01 dense rows
-(``--software megatron-core``). Each mapped row is predicted with the analytic executor and its
+24.07 FP8 DGX-H100 pre-training table (``--software nemo`` with each model's launcher config) and
+the Megatron-Bridge 26.04.01 dense rows (``--software megatron-core``). Each mapped row is predicted with the analytic executor and its
 signed error (predicted / measured tokens per second per GPU - 1) printed; nothing here feeds
 the model (no constant is fitted to these rows).
 
@@ -105,7 +105,7 @@ def test_mapping_keeps_what_the_row_says(modern_rows: list[dict]) -> None:
     assert isinstance(sc, Scenario)
     assert (sc.tp, sc.pp, sc.interleave, sc.microbatch, sc.global_batch) == (4, 4, 20, 1, 128)
     assert sc.model == "llama" and sc.model_args["kv_heads"] == 8
-    assert sc.software == "megatron-core" and sc.precision == "fp8" and sc.sequence_parallel
+    assert sc.software == "nemo" and sc.precision == "fp8" and sc.sequence_parallel
     tt = next(r for r in modern_rows if r["id"] == "tt-2412-t1-8b-8g-fsdp")
     sc = map_row(tt)
     assert isinstance(sc, Scenario) and sc.software == "torchtitan"
@@ -132,3 +132,40 @@ def test_torchtitan_rows_run_on_their_500w_hbm2e_part(modern_rows: list[dict]) -
     assert isinstance(sc_tt, Scenario) and isinstance(sc_nemo, Scenario)
     assert sc_tt.gpu == "H100-SXM5-96GB-500W" and sc_tt.system == "dgx-h100"
     assert sc_nemo.gpu is None
+
+
+def test_nemo_2407_rows_take_their_launcher_configs(modern_rows: list[dict]) -> None:
+    """NeMo 24.07 rows run the ``nemo`` preset (NeMo 1.0, Apex distributed Adam) with the
+    knobs of their model's NeMo-Framework-Launcher 24.07 config (accuracy_modern.
+    NEMO_2407_RECIPES): GPT-3 175B on 128 GPUs without userbuffers (gpt3/175b.yaml), on 512
+    GPUs with them (NVIDIA's MLPerf v4.0 config the row links); Nemotron's FP32 gradient sync
+    (no grad_sync_dtype), squared ReLU, RoPE, no biases, no dropout, untied embeddings; the
+    340B's eight key/value groups."""
+    by_id = {r["id"]: r for r in modern_rows}
+
+    def sc(rid: str) -> Scenario:
+        got = map_row(by_id[rid])
+        assert isinstance(got, Scenario)
+        return got
+
+    g128, g512 = (
+        sc("nemo2407-h100-gpt3-175b-128g-tokens"),
+        sc("nemo2407-h100-gpt3-175b-512g-tokens"),
+    )
+    assert g128.software == g512.software == "nemo"
+    assert g128.software_options["tp_comm_overlap"] is False
+    assert g512.software_options["tp_comm_overlap"] is True
+    n8 = sc("nemo2407-h100-nemotron-8b-tokens")
+    assert n8.software_options == {
+        "tp_comm_overlap": True,
+        "grad_reduce_fp32": True,
+        "bucket_bytes": 100,
+    }
+    assert n8.model_args == {
+        "hidden": 4096, "layers": 32, "heads": 32, "vocab": 256000, "seq_len": 4096,
+        "ffn_hidden": 16384, "kv_heads": 32, "mlp": "relu2", "position": "rope", "bias": False,
+        "dropout": False, "tied_embeddings": False,
+    }  # fmt: skip
+    assert sc("nemo2407-h100-nemotron-340b-tokens").model_args["kv_heads"] == 8
+    mb = sc("mbridge-260401-h100-llama3-70b-64g-gbs256-tokens")
+    assert mb.software == "megatron-core" and not mb.software_options

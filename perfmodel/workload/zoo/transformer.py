@@ -658,6 +658,7 @@ def bert(
     max_positions: int = 512,
     head: str = "pretraining",
     flash_attention: bool = False,
+    mlm_positions: int | None = None,
 ) -> TransformerConfig:
     """BERT encoder (Devlin et al. 2019) in the HuggingFace/Google layout: word, position and
     token-type embeddings with LayerNorm, post-LayerNorm layers, GELU MLP, pooler (dense + tanh
@@ -667,6 +668,14 @@ def bert(
     the word embedding with its own bias, next-sentence dense h->2), ``"squad"`` (span head
     h->2 on every token; no pooler), or ``"none"`` (encoder + pooler: BERT-Large has
     335,141,888 parameters, BERT-Base 109,482,240, as ``transformers.BertModel``).
+
+    ``mlm_positions``: the masked-LM head runs on this many positions per sequence, gathered
+    first (``index_select`` of the masked rows), instead of every token: NVIDIA
+    DeepLearningExamples' PyTorch BERT from a9e2c1d5 (2022-03, "dense sequence output",
+    ``BertPreTrainingHeads`` with ``sequence_output_is_dense``, the default unless
+    ``--no_dense_sequence_output``); its pre-training scripts mask at most
+    ``--max_predictions_per_seq`` 20 positions of 128 (phase 1) and 80 of 512 (phase 2).
+    ``None``: every position (HuggingFace, Google BERT, DeepLearningExamples before a9e2c1d5).
     """
     cfg = TransformerConfig(
         hidden=hidden,
@@ -688,6 +697,13 @@ def bert(
             where="head",
         )
     _check_positions(seq_len, max_positions)
+    if mlm_positions is not None and not 1 <= int(mlm_positions) <= seq_len:
+        raise ConfigError(
+            f"mlm_positions {mlm_positions!r}: the masked-LM head predicts 1 to seq_len "
+            f"({seq_len}) positions per sequence",
+            value=mlm_positions,
+            where="mlm_positions",
+        )
     b, s = net.batch_size, seq_len
     _embeddings(net, cfg, b, s, positions=max_positions, token_types=2)
     net.norm("embed.ln", (b, s, hidden), params=2 * hidden)
@@ -697,10 +713,17 @@ def bert(
         p = net.linear("pooler", (b, hidden), hidden)
         net.act("pooler.tanh", p, "tanh", saves=True)
     if head == "pretraining":
-        t = net.linear("mlm.transform", (b, s, hidden), hidden)
-        net.elementwise("mlm.gelu", t, "gelu", saved_bytes=float(b * s * hidden * net.act_bytes))
+        p = s
+        if mlm_positions is not None:  # dense sequence output: gather the masked rows
+            p = int(mlm_positions)
+            # index_select reads and writes b p h; its backward zero-fills the b s h gradient
+            # and scatters the b p h rows into it (index_add_)
+            net.elementwise("mlm.gather", (b, p, hidden), "copy", bwd_elements=s / p + 2)
+            net.layers[-1] = replace(net.layers[-1], kernel_class=KernelClass.COPY)
+        t = net.linear("mlm.transform", (b, p, hidden), hidden)
+        net.elementwise("mlm.gelu", t, "gelu", saved_bytes=float(b * p * hidden * net.act_bytes))
         net.norm("mlm.ln", t, params=2 * hidden)
-        _lm_head_and_loss(net, cfg, b * s, tied=True, bias=True, name="mlm.decoder")
+        _lm_head_and_loss(net, cfg, b * p, tied=True, bias=True, name="mlm.decoder")
         net.linear("nsp", (b, hidden), 2)
         net.loss("nsp.loss", b, 2)
     elif head == "squad":
