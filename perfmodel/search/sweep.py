@@ -72,6 +72,13 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "model_flops_per_gpu_per_s",
     "mfu",
     "printed_notes",  # the notes every view prints (a JSON list in a CSV cell; issue 28)
+    # the prediction interval (``sweep --interval``, issue 26; empty with --interval off)
+    "iteration_time_s_low",
+    "iteration_time_s_high",
+    "throughput_samples_per_s_low",
+    "throughput_samples_per_s_high",
+    "interval_level",
+    "interval_basis",
 )
 _META_COLUMNS = ("key", "status", "error_type", "error", "elapsed_s")
 
