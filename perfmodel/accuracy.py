@@ -29,6 +29,7 @@ from typing import Any
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.intervals.record import ORIENTATION
 
 
 def assumed_precision(row: dict[str, Any]) -> bool:
@@ -598,18 +599,9 @@ def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
     return statistics.median(a), max(errs, key=abs)
 
 
-#: Orientation of each metric the mappings use: ``+1`` for a rate (higher is faster), ``-1`` for
-#: a time.
-METRIC_ORIENTATION: Mapping[str, int] = {
-    "throughput": 1,
-    "tokens": 1,
-    "tflops": 1,
-    "busbw": 1,
-    "rate": 1,
-    "iteration": -1,
-    "epoch": -1,
-    "time": -1,
-}
+#: Orientation of each metric the mappings use: ``+1`` for a rate, ``-1`` for a time (one table
+#: for the accuracy table and the residual record).
+METRIC_ORIENTATION = ORIENTATION
 
 
 def speed_signed(error: float, orientation: int) -> float:

@@ -271,14 +271,23 @@ class RecordIndex:
 
     def __init__(self, rows: Iterable[ResidualRow]) -> None:
         self.rows: tuple[ResidualRow, ...] = tuple(rows)
-        self._by: dict[tuple[Quantity, int, tuple[Any, ...]], list[ResidualRow]] = {}
         self._own: dict[Quantity, list[ResidualRow]] = defaultdict(list)
         for r in self.rows:
             self._own[r.quantity].append(r)
-            for i, names in enumerate(LEVELS[r.quantity]):
-                self._by.setdefault((r.quantity, i, _key(r.features, names)), []).append(r)
+        # (quantity, level) -> feature values -> rows; built on first use of that level (a
+        # question looks at one quantity's first few levels)
+        self._by: dict[tuple[Quantity, int], dict[tuple[Any, ...], list[ResidualRow]]] = {}
         self._pools: dict[tuple[Quantity, Features, frozenset[str]], Pool] = {}
         self._bounds: dict[tuple[float, frozenset[str]], tuple[float, float, int, bool]] = {}
+
+    def _level(self, quantity: Quantity, i: int) -> dict[tuple[Any, ...], list[ResidualRow]]:
+        table = self._by.get((quantity, i))
+        if table is None:
+            names = LEVELS[quantity][i]
+            table = self._by[(quantity, i)] = {}
+            for r in self.of(quantity):
+                table.setdefault(_key(r.features, names), []).append(r)
+        return table
 
     def of(self, quantity: Quantity) -> list[ResidualRow]:
         """Every row of ``quantity``."""
@@ -295,7 +304,7 @@ class RecordIndex:
             return hit
         pool = None
         for i, names in enumerate(LEVELS[quantity]):
-            found = self._by.get((quantity, i, _key(features, names)), [])
+            found = self._level(quantity, i).get(_key(features, names), [])
             rows = [r for r in found if r.source not in exclude] if exclude else found
             if rows and _enough(rows):
                 labels = tuple(_LABELS[n](features) for n in names)

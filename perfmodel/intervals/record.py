@@ -59,7 +59,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from perfmodel.accuracy import METRIC_ORIENTATION
 from perfmodel.errors import ConfigError
 from perfmodel.intervals.features import (
     CollectiveFeatures,
@@ -228,8 +227,19 @@ def _digest(*parts: Any) -> str:
 
 # --------------------------------------------------------------------------- mappings per file
 
-#: The orientation of each metric name the mappings use (+1 rate, -1 time).
-ORIENTATION = METRIC_ORIENTATION
+#: Orientation of each metric the validation mappings use: ``+1`` for a rate (higher is
+#: faster), ``-1`` for a time (:attr:`ResidualRow.orientation`; the accuracy table's signed
+#: median, :func:`perfmodel.accuracy.speed_signed`, reads it too).
+ORIENTATION: Mapping[str, int] = {
+    "throughput": 1,
+    "tokens": 1,
+    "tflops": 1,
+    "busbw": 1,
+    "rate": 1,
+    "iteration": -1,
+    "epoch": -1,
+    "time": -1,
+}
 
 
 def _published_step_rows(rows: Sequence[Mapping[str, Any]], training: Any) -> Iterator[ResidualRow]:
