@@ -30,6 +30,7 @@ from typing import Any
 from perfmodel.api import Scenario, predict
 from perfmodel.compute.validation import DLE_BERT_VOCAB, dle_bert_recipe
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.intervals.record import ORIENTATION
 
 
 def assumed_precision(row: dict[str, Any]) -> bool:
@@ -550,6 +551,10 @@ class AccuracyRow:
     target: float | None
     unit: str = "%"
     text: str = ""  # a free-form value (the ranking row)
+    signed: float | None = None
+    """Median of the rows' errors signed by speed (:func:`speed_signed`: ``+0.05`` = predicted
+    5 % too fast, whether the row states a rate or a time), in ``unit`` (points for the scaling
+    efficiency, predicted minus measured); ``None`` where there is none (the ranking row)."""
 
     @property
     def meets_target(self) -> bool | None:
@@ -616,6 +621,33 @@ def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
     return statistics.median(a), max(errs, key=abs)
 
 
+#: Orientation of each metric the mappings use: ``+1`` for a rate, ``-1`` for a time (one table
+#: for the accuracy table and the residual record).
+METRIC_ORIENTATION = ORIENTATION
+
+
+def speed_signed(error: float, orientation: int) -> float:
+    """A row's error ``predicted / measured - 1`` signed by speed: as it is for a rate
+    (``orientation`` +1), negated for a time (-1), so positive always means predicted too fast
+    (issue 24's optimism) and the magnitude is the row's own error (the table's median absolute
+    error column).
+
+    >>> speed_signed(0.25, 1), speed_signed(0.25, -1)
+    (0.25, -0.25)
+    """
+    return orientation * error
+
+
+def _unit_orientation(unit: str) -> int:
+    """``-1`` for a time unit (``s``, ``ms``, ``us``), ``+1`` for a rate."""
+    return -1 if unit.strip().lower() in ("s", "ms", "us", "µs") else 1
+
+
+def _signed_median(errs: Sequence[float], orientations: Sequence[int]) -> float:
+    """Median of :func:`speed_signed` over rows."""
+    return statistics.median(speed_signed(e, o) for e, o in zip(errs, orientations, strict=True))
+
+
 def accuracy_table(
     rows: Sequence[Mapping[str, Any]],
     *,
@@ -660,9 +692,13 @@ def accuracy_table(
             med,
             worst,
             0.20,
+            signed=_signed_median(
+                [r.signed_error for r in comp], [_unit_orientation(r.unit) for r in comp]
+            ),
         )
     )
     by_ic: dict[str, list[float]] = defaultdict(list)
+    ic_orient: dict[str, list[int]] = defaultdict(list)
     for r in rows:
         if r["kind"] != "comm_microbenchmark":
             continue
@@ -672,6 +708,7 @@ def accuracy_table(
         c = compare(sc)
         if isinstance(c, CommComparison) and c.large:
             by_ic[sc.interconnect].append(c.error)
+            ic_orient[sc.interconnect].append(METRIC_ORIENTATION[sc.metric])
     for ic, label, target in (
         ("NVLink", "NVLink (DGX-1V)", 0.15),
         ("NVSwitch", "NVSwitch (DGX A100)", 0.15),
@@ -682,7 +719,12 @@ def accuracy_table(
             med, worst = _median_worst(by_ic[ic])
             out.append(
                 AccuracyRow(
-                    f"collectives, large messages, {label}", len(by_ic[ic]), med, worst, target
+                    f"collectives, large messages, {label}",
+                    len(by_ic[ic]),
+                    med,
+                    worst,
+                    target,
+                    signed=_signed_median(by_ic[ic], ic_orient[ic]),
                 )
             )
     tr = training if training is not None else training_results(rows)
@@ -691,7 +733,12 @@ def accuracy_table(
     med, worst = _median_worst(errs)
     out.append(
         AccuracyRow(
-            "training throughput / iteration time, all judged rows", len(errs), med, worst, 0.15
+            "training throughput / iteration time, all judged rows",
+            len(errs),
+            med,
+            worst,
+            0.15,
+            signed=_signed_median(errs, [METRIC_ORIENTATION[m.metric] for m, *_ in judged]),
         )
     )
     out.extend(_modern_rows(modern))
@@ -707,6 +754,7 @@ def accuracy_table(
             None,
             10.0,
             unit="points",
+            signed=statistics.median(pts),
         )
     )
     rk = vtrain_ranking(rows)
@@ -758,8 +806,18 @@ def _modern_rows(modern: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
         ),
     ):
         if res.done:
-            med, worst = _median_worst([d.error for d in res.done])
-            out.append(AccuracyRow(what, len(res.done), med, worst, 0.15))
+            errs = [d.error for d in res.done]
+            med, worst = _median_worst(errs)
+            out.append(
+                AccuracyRow(
+                    what,
+                    len(res.done),
+                    med,
+                    worst,
+                    0.15,
+                    signed=_signed_median(errs, [1] * len(errs)),
+                )
+            )
     return out
 
 
@@ -787,8 +845,18 @@ def _scale_rows(scale: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
         ),
     ):
         if done:
-            med, worst = _median_worst([d.error for d in done])
-            out.append(AccuracyRow(what, len(done), med, worst, target))
+            errs = [d.error for d in done]
+            med, worst = _median_worst(errs)
+            out.append(
+                AccuracyRow(
+                    what,
+                    len(done),
+                    med,
+                    worst,
+                    target,
+                    signed=_signed_median(errs, [1] * len(errs)),
+                )
+            )
     return out
 
 
@@ -817,12 +885,12 @@ def _pct(x: float) -> str:
 def to_markdown(table: AccuracyTable) -> str:
     """The README's accuracy table (Markdown) and its by-interconnect line."""
     lines = [
-        "| what | rows | median abs. error | worst | target |",
-        "|---|---:|---:|---:|---|",
+        "| what | rows | median abs. error | signed median (+ = too fast) | worst | target |",
+        "|---|---:|---:|---:|---:|---|",
     ]
     for r in table.rows:
         if r.unit == "tau":
-            lines.append(f"| {r.what} | {r.rows} | {r.text} | | |")
+            lines.append(f"| {r.what} | {r.rows} | {r.text} | | | |")
             continue
         if r.unit == "points":
             med, tgt, worst = f"{r.median:.1f} points", f"< {r.target:g} points", ""
@@ -831,7 +899,7 @@ def to_markdown(table: AccuracyTable) -> str:
             worst = "" if r.worst is None else f"{100 * r.worst:+.1f}%"
             tgt = "" if r.target is None else f"< {100 * r.target:g}%"
         mark = {True: " ✓", False: " ✗", None: ""}[r.meets_target]
-        lines.append(f"| {r.what} | {r.rows} | {med} | {worst} | {tgt}{mark} |")
+        lines.append(f"| {r.what} | {r.rows} | {med} | {_signed_text(r)} | {worst} | {tgt}{mark} |")
     parts = [
         f"{k} {_pct(med)} (n={n}, worst {100 * worst:+.0f}%)"
         for k, n, med, worst in table.training_by_interconnect
@@ -840,10 +908,19 @@ def to_markdown(table: AccuracyTable) -> str:
     return "\n".join(lines)
 
 
+def _signed_text(r: AccuracyRow) -> str:
+    """The signed median cell: ``+4.2%``, ``-1.3 points``, or empty."""
+    if r.signed is None:
+        return ""
+    return f"{r.signed:+.1f} points" if r.unit == "points" else f"{100 * r.signed:+.1f}%"
+
+
 def to_text(table: AccuracyTable) -> str:
     """Plain-text form of :func:`to_markdown` for the terminal."""
     width = max(len(r.what) for r in table.rows)
-    lines = [f"{'what':<{width}}  {'rows':>5}  {'median':>18}  {'worst':>8}  target"]
+    lines = [
+        f"{'what':<{width}}  {'rows':>5}  {'median':>18}  {'signed':>12}  {'worst':>8}  target"
+    ]
     for r in table.rows:
         if r.unit == "tau":
             lines.append(f"{r.what:<{width}}  {r.rows:>5}  {r.text}")
@@ -854,7 +931,10 @@ def to_text(table: AccuracyTable) -> str:
             med, tgt = _pct(r.median), ("" if r.target is None else f"< {100 * r.target:g}%")
             worst = "" if r.worst is None else f"{100 * r.worst:+.1f}%"
         mark = {True: " ok", False: " MISSED", None: ""}[r.meets_target]
-        lines.append(f"{r.what:<{width}}  {r.rows:>5}  {med:>18}  {worst:>8}  {tgt}{mark}")
+        lines.append(
+            f"{r.what:<{width}}  {r.rows:>5}  {med:>18}  {_signed_text(r):>12}  {worst:>8}  "
+            f"{tgt}{mark}"
+        )
     lines.append(
         "training rows by interconnect: "
         + ", ".join(
@@ -869,19 +949,26 @@ MARK_BEGIN = "<!-- accuracy-table: begin (generated by `perfmodel validate --pub
 MARK_END = "<!-- accuracy-table: end -->"
 
 
-def replace_between_markers(text: str, block: str, *, where: str = "README.md") -> str:
-    """``text`` with the lines between :data:`MARK_BEGIN` and :data:`MARK_END` replaced by ``block``."""
+def replace_between_markers(
+    text: str,
+    block: str,
+    *,
+    where: str = "README.md",
+    begin: str = MARK_BEGIN,
+    end: str = MARK_END,
+) -> str:
+    """``text`` with the lines between ``begin`` and ``end`` (default: the accuracy table's
+    :data:`MARK_BEGIN` and :data:`MARK_END`) replaced by ``block``."""
     try:
-        a = text.index(MARK_BEGIN) + len(MARK_BEGIN)
-        b = text.index(MARK_END, a)
+        a = text.index(begin) + len(begin)
+        b = text.index(end, a)
     except ValueError as exc:
-        raise ConfigError(
-            f"{where}: no accuracy-table markers ({MARK_BEGIN} ... {MARK_END})", where=where
-        ) from exc
+        name = begin.removeprefix("<!-- ").split(":", 1)[0]  # "accuracy-table"
+        raise ConfigError(f"{where}: no {name} markers ({begin} ... {end})", where=where) from exc
     return text[:a] + "\n" + block.strip("\n") + "\n" + text[b:]
 
 
-def table_in_readme(text: str) -> str:
+def table_in_readme(text: str, *, begin: str = MARK_BEGIN, end: str = MARK_END) -> str:
     """The block between the markers (as :func:`to_markdown` wrote it)."""
-    a = text.index(MARK_BEGIN) + len(MARK_BEGIN)
-    return text[a : text.index(MARK_END, a)].strip("\n")
+    a = text.index(begin) + len(begin)
+    return text[a : text.index(end, a)].strip("\n")

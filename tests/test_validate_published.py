@@ -9,25 +9,37 @@ import pytest
 import perfmodel.accuracy as acc
 from perfmodel.cli import main
 from perfmodel.errors import ConfigError
+from perfmodel.intervals import coverage as cov
 
 TABLE = acc.AccuracyTable(
     rows=(
-        acc.AccuracyRow("training rows", 192, 0.138, 0.683, 0.15),
-        acc.AccuracyRow("collectives, PCIe", 12, 0.432, -0.638, 0.25),
-        acc.AccuracyRow("scaling efficiency", 56, 3.1, None, 10.0, unit="points"),
+        acc.AccuracyRow("training rows", 192, 0.138, 0.683, 0.15, signed=-0.052),
+        acc.AccuracyRow("collectives, PCIe", 12, 0.432, -0.638, 0.25, signed=0.432),
+        acc.AccuracyRow("scaling efficiency", 56, 3.1, None, 10.0, unit="points", signed=1.4),
         acc.AccuracyRow("ranking", 72, 0.64, None, None, unit="tau", text="tau +0.64"),
     ),
     training_by_interconnect=(("NVLink", 31, 0.087, 0.424),),
 )
 
-EXPECTED = """| what | rows | median abs. error | worst | target |
-|---|---:|---:|---:|---|
-| training rows | 192 | 13.8% | +68.3% | < 15% ✓ |
-| collectives, PCIe | 12 | 43.2% | -63.8% | < 25% ✗ |
-| scaling efficiency | 56 | 3.1 points |  | < 10 points ✓ |
-| ranking | 72 | tau +0.64 | | |
+EXPECTED = """| what | rows | median abs. error | signed median (+ = too fast) | worst | target |
+|---|---:|---:|---:|---:|---|
+| training rows | 192 | 13.8% | -5.2% | +68.3% | < 15% ✓ |
+| collectives, PCIe | 12 | 43.2% | +43.2% | -63.8% | < 25% ✗ |
+| scaling efficiency | 56 | 3.1 points | +1.4 points |  | < 10 points ✓ |
+| ranking | 72 | tau +0.64 | | | |
 
 By interconnect, training rows: NVLink 8.7% (n=31, worst +42%)."""
+
+COVERAGE = cov.CoverageTable(
+    0.8,
+    (cov.CoverageRow("training rows", 192, 8, 0.83, 2.26, (0.6, 0.95)),),
+    cov.CoverageRow("every validation row", 340, 18, 0.851, 2.27, (0.72, 0.88)),
+)
+
+EXPECTED_COVERAGE = """| group | rows | sources | inside the 80% range (held out by source) | median range (high / low) | target |
+|---|---:|---:|---:|---:|---|
+| training rows | 192 | 8 | 83% | x2.26 | 60%-95% ✓ |
+| **every validation row** | 340 | 18 | 85% | x2.27 | 72%-88% ✓ |"""
 
 
 @pytest.fixture
@@ -39,26 +51,80 @@ def fake_table(monkeypatch):
         return TABLE
 
     monkeypatch.setattr(acc, "accuracy_table", fake)
+    monkeypatch.setattr(cov, "coverage_table", lambda record: COVERAGE)
     return seen
 
 
 def test_markdown(fake_table, capsys) -> None:
     assert main(["validate", "--published", "--markdown"]) == 0
-    assert capsys.readouterr().out.strip() == EXPECTED
+    assert capsys.readouterr().out.strip() == EXPECTED + "\n\n" + EXPECTED_COVERAGE
     # the shipped published, modern, scale and 2026-systems rows
     assert fake_table == [(518, 56, 26, 34)]
 
 
+def test_signed_median_is_signed_by_speed() -> None:
+    """A time 25 % too long is a run predicted 25 % too slow: -25 %, the magnitude of the
+    median absolute error column; a rate 25 % too high is +25 %."""
+    assert acc.speed_signed(0.25, -1) == -0.25 and acc.speed_signed(0.25, 1) == 0.25
+    assert acc._signed_median([0.25, 0.10, -0.30], [-1, 1, -1]) == pytest.approx(0.10)
+
+
 def test_update_readme_between_markers(fake_table, tmp_path, capsys) -> None:
     readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\nbefore\n{acc.MARK_BEGIN}\nold table\n{acc.MARK_END}\nafter\n")
+    readme.write_text(
+        f"# title\n\nbefore\n{acc.MARK_BEGIN}\nold table\n{acc.MARK_END}\nmiddle\n"
+        f"{cov.MARK_BEGIN}\nold coverage\n{cov.MARK_END}\nafter\n"
+    )
     assert main(["validate", "--published", "--update-readme", str(readme)]) == 0
     text = readme.read_text()
-    assert text == f"# title\n\nbefore\n{acc.MARK_BEGIN}\n{EXPECTED}\n{acc.MARK_END}\nafter\n"
+    assert text == (
+        f"# title\n\nbefore\n{acc.MARK_BEGIN}\n{EXPECTED}\n{acc.MARK_END}\nmiddle\n"
+        f"{cov.MARK_BEGIN}\n{EXPECTED_COVERAGE}\n{cov.MARK_END}\nafter\n"
+    )
     assert acc.table_in_readme(text) == EXPECTED
+    assert acc.table_in_readme(text, begin=cov.MARK_BEGIN, end=cov.MARK_END) == EXPECTED_COVERAGE
     out = capsys.readouterr().out
-    assert f"accuracy table written to {readme}" in out
+    assert f"accuracy and interval coverage tables written to {readme}" in out
     assert "< 25% MISSED" in out  # the terminal form
+
+
+def test_readme_without_coverage_markers_keeps_its_text(fake_table, tmp_path, capsys) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{acc.MARK_BEGIN}\nold table\n{acc.MARK_END}\nafter\n")
+    assert main(["validate", "--published", "--update-readme", str(readme)]) == 0
+    assert readme.read_text() == f"{acc.MARK_BEGIN}\n{EXPECTED}\n{acc.MARK_END}\nafter\n"
+    assert f"accuracy table written to {readme}" in capsys.readouterr().out
+
+
+def test_update_residuals_writes_the_record(fake_table, tmp_path, monkeypatch, capsys) -> None:
+    """The record is generated from the table's own training predictions and written where
+    asked; the coverage printed is the new record's."""
+    from perfmodel.intervals import record as rec
+    from perfmodel.intervals.features import KernelFeatures, Quantity
+
+    row = rec.ResidualRow(
+        "r1", "published.jsonl", "S", Quantity.KERNEL, "g", "time", -1, 1.0, 1.1,
+        KernelFeatures("V100-SXM2-16GB", "Volta", "gemm", "fp16"), score=(0.0, 0.0),
+    )  # fmt: skip
+    seen = {}
+
+    def fake_generate(directory=None, *, training=None):
+        seen["training"] = training
+        return (row,)
+
+    monkeypatch.setattr(acc, "training_results", lambda rows: "TRAINING")
+    monkeypatch.setattr(rec, "generate", fake_generate)
+    out = tmp_path / "residuals.jsonl"
+    assert main(["validate", "--published", "--update-residuals", str(out)]) == 0
+    assert rec.parse_record(out.read_text()) == (row,)
+    assert seen["training"] == "TRAINING"
+    assert f"residual record written to {out} (1 rows)" in capsys.readouterr().out
+
+
+def test_update_residuals_needs_published_alone(tmp_path, capsys) -> None:
+    args = ["validate", "--profile", "p.json", "-o", str(tmp_path), "--update-residuals"]
+    assert main(args) == 2
+    assert "--update-residuals go with --published alone" in capsys.readouterr().err
 
 
 def test_readme_without_markers_is_a_config_error(fake_table, tmp_path, capsys) -> None:

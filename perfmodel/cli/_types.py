@@ -203,3 +203,27 @@ def plot_file(flag: str = "--plot") -> Callable[[str], str]:
 def png_file(flag: str = "--plot") -> Callable[[str], str]:
     """A plot written as PNG whatever its name (predict, comm): the name must end in ``.png``."""
     return output_file(flag, ".png")
+
+
+def interval_level(flag: str = "--interval") -> Callable[[str], float | None]:
+    """An interval level (issue 26): ``off`` (no interval: ``None``), a fraction strictly
+    between 0 and 1 (``0.9``), or a percentage (``90`` or ``90%``)."""
+    expected = "off, a level between 0 and 1 (0.9) or a percentage (90%)"
+
+    def parse(text: str) -> float | None:
+        t = str(text).strip().lower()
+        if t in ("off", "none", "no"):
+            return None
+        pct = t.endswith("%")
+        try:
+            v = float(t.rstrip("%"))
+        except ValueError:
+            raise _fail(flag, text, expected) from None
+        if pct or v > 1:
+            v /= 100.0  # 90 and 90% are percentages; 1 itself (a 100% range) has no bound
+        if not (math.isfinite(v) and 0 < v < 1):
+            raise _fail(flag, text, expected)
+        return v
+
+    parse.__name__ = "level"
+    return parse

@@ -76,6 +76,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "on = P2P between all GPUs, as with NCCL_P2P_LEVEL=SYS)",
     )
     p.add_argument(
+        "--interval",
+        type=ty.interval_level("--interval"),
+        default=0.8,
+        metavar="LEVEL|off",
+        help="prediction interval of each size from the published collective measurements "
+        "like it (default 0.8; off: none; docs/intervals.md)",
+    )
+    p.add_argument(
         "--compare",
         metavar="LOG",
         help="an nccl-tests log (text or -J JSON) to compare; exit status 0 healthy, "
@@ -149,13 +157,18 @@ def run(args: argparse.Namespace) -> int:
     model = _model(args, topo)
     results = [model.collective(op, s, group, args.algorithm) for s in sizes]
     n = len(group)
+    ivs = _intervals(topo, group, op, results, getattr(args, "interval", None))
     if args.json:
         print(
             json.dumps(
                 {
                     "system": topo.name,
                     "gpus": n,
-                    "results": [r.to_dict() for r in results],
+                    "results": [
+                        {**r.to_dict(), **_interval_fields(r, iv)}
+                        for r, iv in zip(results, ivs, strict=True)
+                    ],
+                    "interval_level": getattr(args, "interval", None),
                     "checked_against": reference_lines(topo, op, group, results),
                 },
                 indent=2,
@@ -179,17 +192,26 @@ def run(args: argparse.Namespace) -> int:
             f"{len({topo.server_of(g) for g in group})} server(s)), algorithm {args.algorithm}, "
             f"fidelity {args.fidelity}"
         )
+        pct = "" if args.interval is None else f"{100 * args.interval:g}%"
         print(
-            f"#{'size':>12} {'count':>13} {'type':>9} {'time':>10} {'algbw':>8} {'busbw':>8}  algorithm/protocol"
+            f"#{'size':>12} {'count':>13} {'type':>9} {'time':>10} {'algbw':>8} {'busbw':>8}  "
+            f"{'algorithm/protocol':<20}" + (f" {'busbw ' + pct:>15}" if pct else "")
         )
-        print(f"#{'(B)':>12} {'(elements)':>13} {'':>9} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}")
+        print(
+            f"#{'(B)':>12} {'(elements)':>13} {'':>9} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}  "
+            f"{'':<20}" + (f" {'(GB/s)':>15}" if pct else "")
+        )
         per_rank = op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER, CollectiveOp.ALLTOALL)
-        for r in results:
+        for r, iv in zip(results, ivs, strict=True):
             count = int(r.message_bytes) // 4 // (n if per_rank else 1)
             algo = r.algorithm.value + (f"/{r.protocol.value}" if r.protocol else "")
+            rng = ""
+            if iv is not None:
+                lo, hi = iv.speed(r.busbw_Bps)
+                rng = f" {_gbs(lo) + '-' + _gbs(hi):>15}"
             print(
                 f" {int(r.message_bytes):>12} {count:>13} {'float':>9} {r.time_s * 1e6:>10.1f} "
-                f"{_gbs(r.algbw_Bps):>8} {_gbs(r.busbw_Bps):>8}  {algo}"
+                f"{_gbs(r.algbw_Bps):>8} {_gbs(r.busbw_Bps):>8}  {algo:<20}{rng}"
             )
         big = [r.busbw_Bps for r in results]
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
@@ -199,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
 
         for note in host_memory_notes(topo, group):  # the pairs, as predict names them
             print(f"# {note}")
+        for line in _interval_notes(results, ivs, args.interval):
+            print(f"# {line}")
     if args.plot:
         from perfmodel.comm.plot import plot_busbw
 
@@ -210,6 +234,61 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"# plot written to {args.plot}", file=sys.stderr)
     return 0
+
+
+def _intervals(
+    topo: Topology, group: tuple[str, ...], op: CollectiveOp, results: Any, level: float | None
+) -> list[Any]:
+    """Each size's residual interval (:func:`perfmodel.intervals.answers.collective_interval`),
+    or ``None`` for each with ``--interval off`` (or a group of no GPU, or no record)."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.topology.schema import NodeKind
+
+    gpus = [g for g in group if topo.graph.nodes[g]["kind"] is NodeKind.GPU]
+    if level is None or not gpus:
+        return [None] * len(results)
+    from perfmodel.intervals.answers import collective_interval
+
+    try:
+        return [collective_interval(topo, gpus, op.value, r.message_bytes, level) for r in results]
+    except PerfModelError:
+        return [None] * len(results)
+
+
+def _interval_fields(r: Any, iv: Any) -> dict[str, Any]:
+    """The ``--json`` fields of one size's range (empty without one)."""
+    if iv is None:
+        return {}
+    t_lo, t_hi = iv.time(r.time_s)
+    b_lo, b_hi = iv.speed(r.busbw_Bps)
+    a_lo, a_hi = iv.speed(r.algbw_Bps)
+    return {
+        "time_s_low": t_lo,
+        "time_s_high": t_hi,
+        "busbw_Bps_low": b_lo,
+        "busbw_Bps_high": b_hi,
+        "algbw_Bps_low": a_lo,
+        "algbw_Bps_high": a_hi,
+        "interval_basis": iv.basis,
+        "interval_warning": iv.warning,
+    }
+
+
+def _interval_notes(results: Any, ivs: list[Any], level: float | None) -> list[str]:
+    """What the ranges rest on: each distinct basis once, with the sizes it covers."""
+    if level is None:
+        return []
+    seen: dict[str, list[int]] = {}
+    for r, iv in zip(results, ivs, strict=True):
+        if iv is not None:
+            text = iv.basis + (f"; {iv.warning}" if iv.warning else "")
+            seen.setdefault(text, []).append(int(r.message_bytes))
+    pct = f"{100 * level:g}%"
+    return [
+        f"{pct} range of {units.format_bytes(min(sizes))}-{units.format_bytes(max(sizes))}: from "
+        f"{text}"
+        for text, sizes in seen.items()
+    ]
 
 
 def reference_lines(

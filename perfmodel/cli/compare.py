@@ -140,6 +140,14 @@ def register(subparsers: Any) -> None:
         help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--interval",
+        type=ty.interval_level("--interval"),
+        default=0.8,
+        metavar="LEVEL|off",
+        help="mark plans whose prediction interval (default 0.8) overlaps the best plan's as "
+        "statistically tied (docs/intervals.md); off: no intervals",
+    )
     add_quiet_arg(p)
     s = p.add_argument_group("plan search space")
     s.add_argument(
@@ -389,13 +397,16 @@ def _run_search(args: argparse.Namespace) -> int:
             res,
             args.plot,
             title=f"{args.model} on {','.join(map(str, gpus))} GPUs of {args.system}",
+            interval=args.interval,
         )
     if args.json:
-        json.dump(res.to_dict(top=args.top), sys.stdout, indent=2, default=str)
+        json.dump(
+            res.to_dict(top=args.top, interval=args.interval), sys.stdout, indent=2, default=str
+        )
         print()
     else:
         print(_header(args, base, gpus, batches))
-        print(format_table(res, top=args.top))
+        print(format_table(res, top=args.top, interval=args.interval))
         if args.plot:
             print(f"plot written to {args.plot}")
     if not res.ranked:  # the table says why per reason; the exit status says it failed

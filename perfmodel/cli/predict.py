@@ -165,6 +165,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
+        "--interval",
+        type=ty.interval_level("--interval"),
+        default=0.8,
+        metavar="LEVEL|off",
+        help="prediction interval from the published runs like this one (default 0.8, an 80%% "
+        "range; e.g. 0.9, or off): split conformal prediction over the validation record, "
+        "docs/intervals.md",
+    )
+    p.add_argument(
         "--explain",
         action="store_true",
         help="also print the training recipe (dtypes, sharding, overlap and streams) and where "
@@ -435,8 +444,16 @@ def run(args: argparse.Namespace) -> int:
         pricing = listed_pricing(sc)
     if curve:
         reports = predict_curve(sc, curve)
+        level = getattr(args, "interval", None)
+        ivs = [_intervals(r, level) for r in reports]
         if args.plot:
-            plot_speedup(reports, args.plot, title=f"{sc.model} on {sc.system} ({sc.software})")
+            plot_speedup(
+                reports,
+                args.plot,
+                title=f"{sc.model} on {sc.system} ({sc.software})",
+                intervals=[None if sp is None else (sp[0], sp[1]) for _, sp, _ in ivs],
+                level=level,
+            )
         if args.json:
             rows = [r.to_dict() for r in reports]
             if getattr(args, "explain", False):
@@ -445,20 +462,31 @@ def run(args: argparse.Namespace) -> int:
             if args.tokens is not None:
                 for row, r in zip(rows, reports, strict=True):
                     row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
+            for row, iv in zip(rows, ivs, strict=True):
+                row.update(_interval_json(level, *iv))
             json.dump(rows, sys.stdout, indent=2, default=str)
             sys.stdout.write("\n")
         else:
             print(header(sc, reports[-1], curve=True))
             epoch = any(r.epoch_time_s is not None for r in reports)
+            pct = f"{100 * level:g}%" if level is not None else ""
             print(
-                f"{'GPUs':>5} {'plan':<28} {'iter time':>11} {'samples/s':>11} {'speedup':>8} {'eff':>5} {'exp.comm':>9} {'mem/GPU':>9} fits"
+                f"{'GPUs':>5} {'plan':<28} {'iter time':>11} "
+                + (f"{pct + ' iter time':>21} " if level is not None else "")
+                + f"{'samples/s':>11} {'speedup':>8} {'eff':>5} "
+                + (f"{pct + ' speedup':>13} " if level is not None else "")
+                + f"{'exp.comm':>9} {'mem/GPU':>9} fits"
                 + (f" {'epoch':>24}" if epoch else "")
                 + (f" {'time to train':>24}" if args.tokens is not None else "")
             )
-            for r in reports:
+            for r, iv in zip(reports, ivs, strict=True):
+                t_cell, s_cell = _curve_interval_cells(*iv) if level is not None else ("", "")
                 print(
-                    f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms {r.throughput_samples_per_s:11.1f} "
-                    f"{_speedup_cells(r)} {r.exposed_comm_time_s * 1e3:7.2f}ms "
+                    f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms "
+                    + t_cell
+                    + f"{r.throughput_samples_per_s:11.1f} {_speedup_cells(r)} "
+                    + s_cell
+                    + f"{r.exposed_comm_time_s * 1e3:7.2f}ms "
                     f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
                     + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
                     + (
@@ -472,6 +500,8 @@ def run(args: argparse.Namespace) -> int:
             # choices made per row (automatic micro-batch, speedup baseline) and notes: each
             # once, with the GPU counts it concerns unless every row has it
             for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+                print(line)
+            for line in _curve_interval_notes(level, reports, ivs):
                 print(line)
         if args.plot:
             print(
@@ -495,10 +525,13 @@ def run(args: argparse.Namespace) -> int:
         chakra_paths = write_chakra(
             report.timeline, args.chakra, ranks=ranks, meta=chakra_metadata(sc, report)
         )
+    level = getattr(args, "interval", None)
+    step_iv, _speed_iv, iv_error = _intervals(report, level, speedup=False)
     if args.json:
         out = report.to_dict()
         if getattr(args, "explain", False):
             out.update(explain_dict(sc, report))
+        out.update(_interval_json(level, step_iv, None, iv_error))
         if budget is not None:
             out["token_budget"] = budget.to_dict()
         if estimate is not None:
@@ -509,7 +542,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(header(sc, report))
-        print(report.format_table())
+        print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
         if getattr(args, "explain", False):
             print("\n".join(explain_lines(sc, report)))
         if budget is not None:
@@ -651,3 +684,95 @@ def training_run(
         storage=sto,
         interval_s=interval,
     )
+# --------------------------------------------------------------------------- intervals (issue 26)
+
+
+def _intervals(report: Any, level: float | None, *, speedup: bool = True) -> tuple[Any, Any, str]:
+    """``(step interval, speedup interval, error)`` of a report at ``level``
+    (:mod:`perfmodel.intervals.answers`); ``None`` for each with ``--interval off``, and the
+    reason when the residual record cannot give one (the prediction is printed anyway)."""
+    from perfmodel.errors import PerfModelError
+
+    if level is None:
+        return None, None, ""
+    from perfmodel.intervals.answers import speedup_interval, step_interval
+
+    try:
+        step = step_interval(report, level)
+        speed = speedup_interval(report, level) if speedup else None
+    except PerfModelError as exc:
+        return None, None, f"no interval: {exc}"
+    return step, speed, ""
+
+
+def _interval_json(level: float | None, step: Any, speed: Any, error: str = "") -> dict[str, Any]:
+    """The ``--json`` interval fields (``interval_level`` ``None`` with ``--interval off``)."""
+    if step is None:
+        out: dict[str, Any] = {"interval_level": None}
+        if error:
+            out["interval_error"] = error
+        return out
+    out = step.to_dict()
+    if speed is not None:
+        out["speedup_low"], out["speedup_high"] = speed[0], speed[1]
+        out["speedup_interval_basis"] = speed[2].basis
+    return out
+
+
+def _interval_text(report: Any, step: Any, error: str) -> list[str]:
+    if step is None:
+        return [f"note: {error}"] if error else []
+    from perfmodel.intervals.answers import interval_lines
+
+    return interval_lines(report, step)
+
+
+def _table_with_interval(report: Any, lines: list[str]) -> str:
+    """The report's table with the interval ``lines`` before its closing notes (the numbers
+    they bound stay in view)."""
+    table = report.format_table()
+    notes = "\n".join(report.printed_notes)
+    if not lines:
+        return table
+    if notes and table.endswith("\n" + notes):
+        head = table[: -len(notes) - 1]
+        return "\n".join([head, *lines, notes])
+    return "\n".join([table, *lines])
+
+
+def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str, str]:
+    """The ``iter time`` and ``speedup`` range cells of a curve row, each with its trailing
+    space (``-`` where there is none: the baseline itself, a run that does not fit)."""
+    from perfmodel.units import format_time
+
+    t = "-"
+    if step is not None and step.low["iteration_time_s"] is not None:
+        t = f"{format_time(step.low['iteration_time_s'])}-{format_time(step.high['iteration_time_s'])}"
+    sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x"
+    return f"{t:>21} ", f"{sp:>13} "
+
+
+def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[str]:
+    """What a curve's ranges rest on: each distinct basis once, with its GPU counts."""
+    if level is None:
+        return []
+    pct = f"{100 * level:g}%"
+    seen: dict[str, list[int]] = {}
+    for r, (step, speed, error) in zip(reports, ivs, strict=True):
+        if step is None:
+            if error:
+                seen.setdefault(error, []).append(r.num_gpus)
+            continue
+        text = f"{pct} iteration time range from {step.basis}"
+        if step.warning:
+            text += f"; {step.warning}"
+        seen.setdefault(text, []).append(r.num_gpus)
+        if speed is not None:
+            seen.setdefault(
+                f"{pct} speedup range from {speed[2].basis} (the ratio's own residuals)", []
+            ).append(r.num_gpus)
+    out = []
+    for text, counts in seen.items():
+        where = "all rows" if len(counts) == len(reports) else f"{'/'.join(map(str, counts))} GPUs"
+        out.append(f"  {where}: {text}")
+    return out

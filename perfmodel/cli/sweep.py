@@ -53,6 +53,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--retry-errors", action="store_true", help="evaluate error rows again")
     p.add_argument("--dry-run", action="store_true", help="print the grid size and first scenario")
+    p.add_argument(
+        "--interval",
+        type=ty.interval_level("--interval"),
+        default=0.8,
+        metavar="LEVEL|off",
+        help="each row's prediction interval (default 0.8: *_low/*_high fields, "
+        "docs/intervals.md); off: none",
+    )
     add_quiet_arg(p, "no progress on stderr")
     p.set_defaults(func=run)
 
@@ -71,10 +79,18 @@ def run(args: argparse.Namespace) -> int:
         if first is not None:
             print(json.dumps(first[1], indent=2, default=str))
         return 0
+    evaluator = None
+    if args.interval is not None:
+        import functools
+
+        from perfmodel.search._eval import interval_evaluator
+
+        evaluator = functools.partial(interval_evaluator, level=args.interval)
     summary = _with_sigterm_as_interrupt(
         lambda: run_sweep(
             spec,
             args.output,
+            evaluator=evaluator,
             jobs=args.jobs,
             backend=args.backend,
             scheduler=args.scheduler,

@@ -170,8 +170,17 @@ def plot_gantt(
     return labels
 
 
-def plot_speedup(reports: list[Any], path: str | os.PathLike[str], title: str = "") -> None:
-    """Speedup vs GPUs with the linear ideal; points that do not fit in memory are hollow."""
+def plot_speedup(
+    reports: list[Any],
+    path: str | os.PathLike[str],
+    title: str = "",
+    *,
+    intervals: list[tuple[float, float] | None] | None = None,
+    level: float | None = None,
+) -> None:
+    """Speedup vs GPUs with the linear ideal; points that do not fit in memory are hollow.
+    ``intervals`` (one ``(low, high)`` or ``None`` per report) draw each point's prediction
+    interval at ``level`` as an error bar (:func:`perfmodel.intervals.answers.speedup_interval`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,6 +191,18 @@ def plot_speedup(reports: list[Any], path: str | os.PathLike[str], title: str = 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     ax.plot(xs, xs, "--", color="grey", label="linear")
     ax.plot(xs, ys, "-o", color="#4c72b0", label="predicted")
+    bars = [(x, y, iv) for x, y, iv in zip(xs, ys, intervals or [], strict=False) if iv]
+    if bars:
+        ax.errorbar(
+            [b[0] for b in bars],
+            [b[1] for b in bars],
+            yerr=[[b[1] - b[2][0] for b in bars], [b[2][1] - b[1] for b in bars]],
+            fmt="none",
+            ecolor="#4c72b0",
+            alpha=0.6,
+            capsize=3,
+            label=f"{100 * level:g}% range" if level else "range",
+        )
     for x, y, r in zip(xs, ys, reports, strict=True):
         if not r.fits_in_memory:
             ax.plot([x], [y], "o", mfc="white", mec="red")

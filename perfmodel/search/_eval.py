@@ -30,6 +30,25 @@ def _report(scenario: Mapping[str, Any], *, baseline: bool) -> dict[str, Any]:
     return predict(sc, baseline=baseline).to_dict()
 
 
+def interval_evaluator(scenario: Mapping[str, Any], level: float = 0.8) -> dict[str, Any]:
+    """:func:`default_evaluator`'s report with the prediction interval at ``level``
+    (:meth:`perfmodel.intervals.answers.StepInterval.to_dict`: ``<field>_low``, ``<field>_high``,
+    ``interval_level``, ``interval_basis``, ...): a sweep row's range (issue 26). Picklable with
+    ``functools.partial(interval_evaluator, level=...)``."""
+    from perfmodel.api import Scenario, predict
+    from perfmodel.errors import PerfModelError
+    from perfmodel.intervals.answers import step_interval
+
+    sc = Scenario.from_dict(dict(scenario), where="scenario")
+    report = predict(sc, baseline=True)
+    out = report.to_dict()
+    try:
+        out.update(step_interval(report, level, scenario=sc).to_dict())
+    except PerfModelError as exc:  # no record to read: the prediction stands without a range
+        out.update(interval_level=None, interval_error=str(exc))
+    return out
+
+
 def analytic_evaluator(scenario: Mapping[str, Any]) -> dict[str, Any]:
     """The default evaluator with ``fidelity="analytic"`` (the closed-form fast path), without
     the 1-GPU speedup baseline (``speedup`` is ``None``): plan ranking reads step times, and the

@@ -248,8 +248,25 @@ class SearchResult:
     def elapsed_s(self) -> float:
         return sum(s.elapsed_s for s in self.stages)
 
-    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+    def to_dict(self, top: int | None = None, *, interval: float | None = None) -> dict[str, Any]:
+        """JSON-ready dict of the ``top`` plans; with ``interval`` (a level), each plan's
+        ``interval`` (its score's range and whether it ties with the best plan,
+        :func:`plan_ties`) and the ``interval_level`` / ``interval_basis`` of the ranking."""
         rows = self.ranked if top is None else self.ranked[:top]
+        ties = plan_ties(self, len(rows), interval)
+        out = self._to_dict(rows)
+        out["interval_level"] = None if ties is None else interval
+        if ties is not None:
+            out["interval_basis"] = ties.basis
+            for d, t in zip(out["plans"], ties.ties, strict=False):
+                d["interval"] = {
+                    "score_low": t.low,
+                    "score_high": t.high,
+                    "tied_with_best": t.tied,
+                }
+        return out
+
+    def _to_dict(self, rows: Sequence[Candidate]) -> dict[str, Any]:
         return {
             "objective": self.objective.value,
             "enumerated": self.enumerated,
@@ -754,8 +771,9 @@ def _state_gpus(base: Mapping[str, Any]) -> str:
     )
 
 
-def _why_best_line(result: SearchResult) -> list[str]:
-    """:func:`perfmodel.search.why.why_best` of the best two plans the deepest stage ranked."""
+def _why_best_line(result: SearchResult, ties: PlanTies | None = None) -> list[str]:
+    """:func:`perfmodel.search.why.why_best` of the best two plans the deepest stage ranked;
+    with ``ties``, whether that ranking is within the model's error (:func:`plan_ties`)."""
     from perfmodel.search.why import why_best
 
     if len(result.ranked) < 2:
@@ -767,10 +785,20 @@ def _why_best_line(result: SearchResult) -> list[str]:
     if stage is None:
         return []
     line = why_best([best.label, other.label], [best.reports[stage], other.reports[stage]])
-    return [f"{line} ({stage})"] if line else []
+    if not line:
+        return []
+    line = f"{line} ({stage})"
+    if ties is not None and len(ties.ties) > 1:
+        pct = f"{100 * ties.level:g}%"
+        line += (
+            f"; within the model's error: the two {pct} ranges overlap (a statistical tie)"
+            if ties.ties[1].tied
+            else f"; beyond the model's error: the two {pct} ranges do not overlap"
+        )
+    return [line]
 
 
-def format_table(result: SearchResult, top: int = 10) -> str:
+def format_table(result: SearchResult, top: int = 10, *, interval: float | None = None) -> str:
     """Plain-text table of the best plans with their breakdowns (times in s, memory in GiB).
 
     One iteration-time column per stage (``-`` where the stage did not evaluate the plan); the
@@ -778,6 +806,8 @@ def format_table(result: SearchResult, top: int = 10) -> str:
     MFU (in %, as ``predict`` prints it) come from the deepest stage that evaluated the plan. A
     label is the plan as ``predict --plan`` reads it. Below the table: plans folded into a row
     (same time and memory), the notes of the shown plans, and what would help when no plan fits.
+    With ``interval`` (a level such as 0.8), a plan whose range overlaps the best plan's is
+    marked ``~`` after its rank (a statistical tie, :func:`plan_ties`) and a line says so.
     """
     from perfmodel.units import GiB
 
@@ -790,6 +820,8 @@ def format_table(result: SearchResult, top: int = 10) -> str:
     }[result.objective.value]
     stage_cols = " ".join(f"{n[:9] + ' s':>11}" for n in names)
     shown = result.ranked[:top]
+    ties = plan_ties(result, top, interval)
+    tied = {t.rank for t in ties.ties if t.tied} if ties is not None else set()
     width = max([40, *(len(c.label) for c in shown)])
     epoch = any(c.report.get("epoch_time_s") is not None for c in shown)
     head = (
@@ -822,8 +854,9 @@ def format_table(result: SearchResult, top: int = 10) -> str:
             val = f"{c.score * 1000:11.4g}"
         mem = r.get("memory_per_gpu_bytes")
         mfu = r.get("mfu")
+        rank = f"{i:>2}~" if i in tied else f"{i:>3}"
         lines.append(
-            f"{i:>3} {c.label:<{width}} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
+            f"{rank} {c.label:<{width}} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
             f"{num(r.get('compute_time_s'), '9.3g', 9)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
             f"{num(r.get('bubble_time_s'), '8.3g', 8)} "
             f"{num(None if mem is None else float(mem) / GiB, '8.1f', 8)} "
@@ -836,7 +869,8 @@ def format_table(result: SearchResult, top: int = 10) -> str:
         if label in rank:
             lines.append(f"same time and memory as #{rank[label]}: {', '.join(others)}")
     lines.extend(_notes_of(shown))
-    lines.extend(_why_best_line(result))
+    lines.extend(_tie_lines(ties))
+    lines.extend(_why_best_line(result, ties))
     lines.append(
         f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
         + ", ".join(f"{s.name}: {s.evaluated} plans in {s.elapsed_s:.1f} s" for s in result.stages)
@@ -879,3 +913,55 @@ def _notes_of(shown: Sequence[Candidate]) -> list[str]:
         common &= set(c.report.get("printed_notes") or ())
     best = list(shown[0].report.get("printed_notes") or ())
     return [n if n in common else f"#1: {n}" for n in best]
+
+
+# --------------------------------------------------------------------------- ties (issue 26)
+
+
+@dataclass(frozen=True)
+class PlanTies:
+    """The shown plans' intervals at ``level``: each plan's score range and whether it overlaps
+    the best plan's (:class:`perfmodel.intervals.answers.Tie`), what the ranges rest on, and
+    why there are none (``error``)."""
+
+    level: float
+    ties: tuple[Any, ...]
+    basis: str
+    warning: str = ""
+
+
+def plan_ties(result: SearchResult, top: int, level: float | None) -> PlanTies | None:
+    """The intervals of the ``top`` ranked plans' scores (lower is better; every objective is
+    proportional to the step time of a plan) and which of them overlap the best plan's: the
+    plans the model cannot tell apart at ``level`` (issue 26). ``None`` without a level, a
+    ranking, or a residual record to read."""
+    if level is None or not result.ranked:
+        return None
+    from perfmodel.intervals.answers import ties
+
+    shown = [c for c in result.ranked[:top] if math.isfinite(c.score)]
+    if not shown:
+        return None
+    try:
+        found, best = ties([c.score for c in shown], [c.scenario for c in shown], level)
+    except PerfModelError:
+        return None
+    return PlanTies(level, tuple(found), best.basis, best.warning)
+
+
+def _tie_lines(ties: PlanTies | None) -> list[str]:
+    """``~`` explained: which plans tie with the best, and what their ranges rest on."""
+    if ties is None:
+        return []
+    pct = f"{100 * ties.level:g}%"
+    tied = [t.rank for t in ties.ties if t.tied]
+    head = (
+        f"~ statistically tied with #1: {pct} ranges overlap (#{', #'.join(map(str, tied))}); "
+        "the ranking among them is within the model's error"
+        if tied
+        else f"no plan's {pct} range overlaps #1's: the ranking of #1 is beyond the model's error"
+    )
+    out = [head, f"  {pct} ranges from {ties.basis}"]
+    if ties.warning:
+        out.append(f"  note: {ties.warning}")
+    return out

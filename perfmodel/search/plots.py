@@ -35,8 +35,16 @@ def _save(fig: Figure, path: str | os.PathLike[str]) -> None:
         fh.write(buf.getvalue())
 
 
-def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: str = "") -> None:
-    """Two panels: best throughput per (TP, PP) cell, and throughput vs memory with the Pareto front."""
+def plot_search(
+    result: SearchResult,
+    path: str | os.PathLike[str],
+    *,
+    title: str = "",
+    interval: float | None = None,
+) -> None:
+    """Two panels: best throughput per (TP, PP) cell, and throughput vs memory with the Pareto
+    front. With ``interval`` (a level), the best plan's prediction interval is drawn as an error
+    bar and a band: plans inside the band are statistically tied with it (issue 26)."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -106,6 +114,19 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
         zorder=5,
         label=f"ranked first ({top.stage}): {top.label}",
     )
+    band = _best_range(result, interval)
+    if band is not None:
+        lo, hi = band
+        y = tput_of(top)
+        ax2.axhspan(lo, hi, color="C1", alpha=0.12, label=f"#1's {100 * interval:g}% range")
+        ax2.errorbar(
+            [float(top.reports[first].get("memory_per_gpu_bytes", math.nan)) / GiB],
+            [y],
+            yerr=[[y - lo], [hi - y]],
+            fmt="none",
+            ecolor="C1",
+            capsize=4,
+        )
     ax2.set_xlabel("memory per GPU (GiB)")
     ax2.set_ylabel("throughput (samples/s)")
     ax2.set_title("throughput vs memory")
@@ -113,6 +134,28 @@ def plot_search(result: SearchResult, path: str | os.PathLike[str], *, title: st
     if title:
         fig.suptitle(title, parse_math=False)
     _save(fig, path)
+
+
+def _best_range(result: SearchResult, level: float | None) -> tuple[float, float] | None:
+    """The best plan's first-stage throughput range at ``level`` (its step interval), or
+    ``None`` (no level, or no record to read)."""
+    if level is None or not result.ranked:
+        return None
+    from perfmodel.errors import PerfModelError
+    from perfmodel.intervals.answers import step_interval
+
+    top = result.ranked[0]
+    first = result.stages[0].name
+    rep = dict(top.reports[first])
+    try:
+        si = step_interval(rep, level, scenario=top.scenario)
+    except PerfModelError:
+        return None
+    samples = float(rep.get("samples_per_step") or top.global_batch)
+    t_lo, t_hi = si.low["iteration_time_s"], si.high["iteration_time_s"]
+    if t_lo is None or t_hi is None:
+        return None
+    return samples / t_hi, samples / t_lo
 
 
 def plot_whatif(

@@ -73,6 +73,19 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "mfu",
     "printed_notes",  # the notes every view prints (a JSON list in a CSV cell; issue 28)
 )
+#: The prediction interval's fields a CSV row carries after :data:`REPORT_COLUMNS`
+#: (``sweep --interval``, :func:`perfmodel.search._eval.interval_evaluator`; issue 26): empty
+#: with ``--interval off`` or another evaluator.
+INTERVAL_COLUMNS: tuple[str, ...] = (
+    "iteration_time_s_low",
+    "iteration_time_s_high",
+    "throughput_samples_per_s_low",
+    "throughput_samples_per_s_high",
+    "interval_level",
+    "interval_basis",
+)
+#: Every report column of a CSV row.
+ROW_COLUMNS: tuple[str, ...] = (*REPORT_COLUMNS, *INTERVAL_COLUMNS)
 _META_COLUMNS = ("key", "status", "error_type", "error", "elapsed_s")
 
 
@@ -363,7 +376,7 @@ class _RowWriter:
     def __init__(self, fd: int, path: Path, fmt: OutputFormat, axis_names: Sequence[str]) -> None:
         self.path = path
         self.fmt = fmt
-        self.columns = (*_META_COLUMNS, *axis_names, *REPORT_COLUMNS)
+        self.columns = (*_META_COLUMNS, *axis_names, *ROW_COLUMNS)
         self.fd = fd
         self.last_sync = time.monotonic()
         if fmt is OutputFormat.CSV and os.fstat(fd).st_size == 0:
@@ -394,7 +407,7 @@ class _RowWriter:
             for c in self.columns:
                 if c in _META_COLUMNS:
                     v = row.get(c)
-                elif c in REPORT_COLUMNS and c in report:
+                elif c in ROW_COLUMNS and c in report:
                     v = report.get(c)
                 else:
                     v = axes.get(c)
@@ -486,7 +499,7 @@ def _scan_output(
     cut = data.rfind(b"\n") + 1
     tail = data[cut:]
     text = decode_text(data[:cut], p, where="-o")
-    expected = [*_META_COLUMNS, *(axis_names or ()), *REPORT_COLUMNS]
+    expected = [*_META_COLUMNS, *(axis_names or ()), *ROW_COLUMNS]
 
     def foreign(reason: str, line: int | None = None) -> FileAccessError:
         at = f"{p}:{line}" if line else str(p)
@@ -976,7 +989,9 @@ def load_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "INTERVAL_COLUMNS",
     "REPORT_COLUMNS",
+    "ROW_COLUMNS",
     "Backend",
     "OutputFormat",
     "SweepSpec",

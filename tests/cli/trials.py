@@ -582,9 +582,9 @@ def _pub(tmp: Path) -> Path:
 
 
 def _short_csv() -> str:
-    from perfmodel.search.sweep import _META_COLUMNS, REPORT_COLUMNS
+    from perfmodel.search.sweep import _META_COLUMNS, ROW_COLUMNS
 
-    header = [*_META_COLUMNS, "gpus", "precision", "system", *REPORT_COLUMNS]
+    header = [*_META_COLUMNS, "gpus", "precision", "system", *ROW_COLUMNS]
     return ",".join(header) + "\nabc\n"
 
 

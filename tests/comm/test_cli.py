@@ -30,10 +30,12 @@ def test_table(capsys):
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if not line.startswith("#")]
     assert len(lines) == 5  # 1K, 32K, 1M, 32M, 1G
-    size, count, dtype, _time_us, algbw, busbw, algo = lines[-1].split()
+    size, count, dtype, _time_us, algbw, busbw, algo, rng = lines[-1].split()
     assert int(size) == 1 << 30 and int(count) == (1 << 30) // 4 and dtype == "float"
     assert float(busbw) == float(algbw) * 1.75 or abs(float(busbw) - float(algbw) * 1.75) < 0.02
     assert algo.startswith("ring/")
+    lo, hi = (float(x) for x in rng.split("-"))  # the 80% range of busbw (issue 26)
+    assert lo < hi
 
 
 def test_json_and_csv(capsys):

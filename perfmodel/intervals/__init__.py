@@ -1,0 +1,1 @@
+"""Prediction intervals from the validation record (issue 26)."""

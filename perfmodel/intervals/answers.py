@@ -1,0 +1,237 @@
+"""Intervals on the answers perfmodel prints: a step, a speedup curve, a plan ranking, a
+collective.
+
+Every function reads the shipped residual record (:func:`perfmodel.intervals.conformal.
+record_index`: read and indexed once per process, on first use) and returns values; the CLI
+prints them. The method is :mod:`perfmodel.intervals.conformal`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.intervals.conformal import (
+    DEFAULT_LEVEL,
+    RecordIndex,
+    ResidualInterval,
+    interval,
+    record_index,
+)
+from perfmodel.intervals.features import CollectiveFeatures, Quantity, interconnect_of
+
+#: Speed-like fields of a step report (an interval divides them by ``exp(r)``) and time-like
+#: ones (multiplied).
+SPEED_FIELDS = (
+    "throughput_samples_per_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "model_flops_per_gpu_per_s",
+    "mfu",
+)
+TIME_FIELDS = ("iteration_time_s", "epoch_time_s")
+
+
+@dataclass(frozen=True)
+class StepInterval:
+    """A step prediction's interval: ``low`` and ``high`` of every speed and time field of the
+    report (``None`` where the report has no value), what it rests on, and its residual
+    interval."""
+
+    residual: ResidualInterval
+    low: Mapping[str, float | None]
+    high: Mapping[str, float | None]
+
+    @property
+    def level(self) -> float:
+        return self.residual.level
+
+    @property
+    def basis(self) -> str:
+        return self.residual.basis
+
+    @property
+    def warning(self) -> str:
+        return self.residual.warning
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` fields: ``<field>_low`` / ``<field>_high`` of every field with a
+        value, ``interval_level``, ``interval_basis``, ``interval_warning`` (``""`` for none),
+        ``interval_bias`` (the median signed error of the rows it rests on, speed:
+        ``+0.12`` = such runs predicted 12 % too fast) and ``interval_bounded``."""
+        out: dict[str, Any] = {
+            "interval_level": self.level,
+            "interval_basis": self.basis,
+            "interval_warning": self.warning,
+            "interval_bias": math.expm1(self.residual.bias),
+            "interval_bounded": self.residual.bounded,
+        }
+        for k, v in self.low.items():
+            if v is not None:
+                out[f"{k}_low"] = v
+                out[f"{k}_high"] = self.high[k]
+        return out
+
+
+def _span(lo: float, hi: float, fmt: str) -> str:
+    return f"{format(lo, fmt)}-{format(hi, fmt)}"
+
+
+def step_interval(
+    report: Any,
+    level: float = DEFAULT_LEVEL,
+    *,
+    index: RecordIndex | None = None,
+    scenario: Any = None,
+) -> StepInterval:
+    """The interval of a :class:`~perfmodel.report.step.StepReport` (its scenario's features:
+    :func:`perfmodel.intervals.features.step_features`)."""
+    iv = interval(_features_of(report, scenario), Quantity.STEP, index or record_index(), level)
+    return _step_values(iv, report.to_dict() if hasattr(report, "to_dict") else report)
+
+
+def _features_of(report: Any, scenario: Any = None) -> Any:
+    from perfmodel.api import Scenario
+    from perfmodel.intervals.features import step_features
+
+    if scenario is None:
+        d = report.scenario if hasattr(report, "scenario") else report["scenario"]
+        scenario = Scenario.from_dict(dict(d))
+    elif isinstance(scenario, Mapping):
+        scenario = Scenario.from_dict(dict(scenario))
+    return step_features(scenario)
+
+
+def _step_values(iv: ResidualInterval, d: Mapping[str, Any]) -> StepInterval:
+    low: dict[str, float | None] = {}
+    high: dict[str, float | None] = {}
+    for k in SPEED_FIELDS:
+        v = d.get(k)
+        low[k], high[k] = (None, None) if v is None else iv.speed(float(v))
+    for k in TIME_FIELDS:
+        v = d.get(k)
+        low[k], high[k] = (None, None) if v is None else iv.time(float(v))
+    return StepInterval(iv, low, high)
+
+
+def interval_lines(report: Any, si: StepInterval) -> list[str]:
+    """The lines ``predict`` prints under the report: the range of the step time and of each
+    rate the report shows, what the range rests on, the bias of the runs like this one, and a
+    warning where the rows are few or none are on this GPU."""
+    from perfmodel.units import format_time
+
+    pct = f"{100 * si.level:g}%"
+    lo, hi = si.low, si.high
+    lines = [f"{pct} range    (from {si.basis})"]
+    t_lo, t_hi = lo["iteration_time_s"], hi["iteration_time_s"]
+    if t_lo is not None and t_hi is not None:
+        lines.append(f"  iteration time  {format_time(t_lo)} - {format_time(t_hi)}")
+    s_lo, s_hi = lo["throughput_samples_per_s"], hi["throughput_samples_per_s"]
+    if s_lo is not None and s_hi is not None:
+        lines.append(f"  throughput      {s_lo:,.1f} - {s_hi:,.1f} samples/s")
+    g_lo, g_hi = lo["tokens_per_s_per_gpu"], hi["tokens_per_s_per_gpu"]
+    if g_lo is not None and g_hi is not None:
+        lines.append(f"  tokens/s/GPU    {g_lo:,.0f} - {g_hi:,.0f}")
+    m_lo, m_hi = lo["mfu"], hi["mfu"]
+    if m_lo is not None and m_hi is not None and report.mfu > 0:
+        lines.append(f"  MFU             {100 * m_lo:.1f}% - {100 * m_hi:.1f}%")
+    e_lo, e_hi = lo["epoch_time_s"], hi["epoch_time_s"]
+    if e_lo is not None and e_hi is not None:
+        lines.append(f"  epoch time      {format_time(e_lo)} - {format_time(e_hi)}")
+    bias = math.expm1(si.residual.bias)
+    lines.append(
+        f"  runs like this one were predicted {100 * abs(bias):.0f}% too "
+        f"{'fast' if bias >= 0 else 'slow'} (median); the range is their spread, held out "
+        "one publication at a time (docs/intervals.md)"
+    )
+    if not si.residual.bounded:
+        lines.append(
+            f"  note: {si.residual.sources} publications cannot bound a {pct} range; the widest "
+            "they give stands in"
+        )
+    if si.warning:
+        lines.append(f"  note: {si.warning}")
+    return lines
+
+
+# --------------------------------------------------------------------------- speedup curves
+
+
+def speedup_interval(
+    report: Any, level: float = DEFAULT_LEVEL, *, index: RecordIndex | None = None
+) -> tuple[float, float, ResidualInterval] | None:
+    """``(low, high, residual interval)`` of a curve point's speedup: the ratio's own interval,
+    from pairs of published rows at two GPU counts (``speedup`` rows of the record), not two
+    independent intervals. ``None`` for the baseline itself or a point without a speedup."""
+    if report.speedup is None or report.num_gpus <= report.baseline_gpus:
+        return None
+    iv = interval(_features_of(report), Quantity.SPEEDUP, index or record_index(), level)
+    lo, hi = iv.speed(float(report.speedup))
+    return lo, hi, iv
+
+
+# --------------------------------------------------------------------------- plan ranking
+
+
+@dataclass(frozen=True)
+class Tie:
+    """Whether a ranked plan's interval overlaps the best plan's (a statistical tie)."""
+
+    rank: int
+    low: float
+    high: float
+    tied: bool
+
+
+def ties(
+    scores: Sequence[float],
+    scenarios: Sequence[Mapping[str, Any]],
+    level: float = DEFAULT_LEVEL,
+    *,
+    index: RecordIndex | None = None,
+) -> tuple[list[Tie], ResidualInterval]:
+    """Each ranked plan's interval of its score (a time per sample, a time to accuracy or a
+    cost: lower is better, proportional to the step time) and whether it overlaps the best
+    plan's (``scores[0]``): the plans the model cannot tell apart at ``level``; and the best
+    plan's residual interval (what the ranges rest on)."""
+    idx = index or record_index()
+    out: list[Tie] = []
+    first: ResidualInterval | None = None
+    best_hi = math.inf
+    for i, (s, sc) in enumerate(zip(scores, scenarios, strict=True)):
+        iv = interval(_features_of(None, sc), Quantity.STEP, idx, level)
+        lo, hi = iv.time(float(s))
+        if first is None:
+            first, best_hi = iv, hi
+        out.append(Tie(i + 1, lo, hi, i > 0 and lo <= best_hi))
+    if first is None:
+        raise ValueError("ties() needs at least one ranked plan")
+    return out, first
+
+
+# --------------------------------------------------------------------------- collectives
+
+
+def collective_interval(
+    topology: Any,
+    group: Sequence[str],
+    op: str,
+    message_bytes: float,
+    level: float = DEFAULT_LEVEL,
+    *,
+    index: RecordIndex | None = None,
+) -> ResidualInterval:
+    """The interval of a collective's prediction (``perfmodel comm``): the features of the
+    group on the topology, from the published collective rows."""
+    spec = topology.gpu_spec(group[0]) if group else topology.gpu_spec()
+    feats = CollectiveFeatures(
+        spec.name,
+        spec.architecture,
+        interconnect_of(topology, len(group), group=group),
+        op,
+        len(group),
+        float(message_bytes),
+    )
+    return interval(feats, Quantity.COLLECTIVE, index or record_index(), level)

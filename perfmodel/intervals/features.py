@@ -1,0 +1,396 @@
+"""What a prediction is like: the features that decide which validation rows resemble it.
+
+A validation row and a user's scenario go through the same functions here, so "rows like this
+one" means the same thing when the residual record is written (:mod:`perfmodel.intervals.record`)
+and when an interval is asked for (:mod:`perfmodel.intervals.conformal`).
+
+Three kinds of answer have their own features (:class:`Quantity`):
+
+``step``
+    one training step (iteration time, throughput, tokens/s, MFU: all one number, the step
+    time, seen through the batch and the FLOP count): GPU and its architecture, the
+    interconnect the step's GPUs talk over, the software preset and its family, precision,
+    model kind and size, the parallelism kinds in use, and the GPU count;
+``speedup``
+    the ratio of two steps' throughputs at two GPU counts (a speedup curve's point): the
+    features of the larger run;
+``collective``
+    one collective (``perfmodel comm``): GPU architecture, interconnect, operation, GPU count
+    and message size;
+``kernel``
+    one kernel on one GPU (DeepBench GEMM / convolution, matmul ceilings): GPU architecture,
+    kind of kernel and precision.
+
+Every feature is a plain string or number (the record is JSON); bands are documented with the
+function that makes them.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel._enum import parse_enum
+
+
+class Quantity(str, enum.Enum):
+    """Which kind of answer a residual (or an interval) is about."""
+
+    STEP = "step"
+    SPEEDUP = "speedup"
+    COLLECTIVE = "collective"
+    KERNEL = "kernel"
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "quantity") -> Quantity:
+        return parse_enum(cls, text, where=where)
+
+
+class Interconnect(str, enum.Enum):
+    """What the GPUs of a step or collective talk over (the slowest tier they use)."""
+
+    SINGLE = "single GPU"
+    NVLINK = "NVLink"
+    NVSWITCH = "NVSwitch"
+    PCIE = "PCIe"
+    INFINIBAND = "InfiniBand"
+    ETHERNET = "Ethernet"
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "interconnect") -> Interconnect:
+        return parse_enum(cls, text, where=where, normalize=str)
+
+
+#: Software presets grouped by the framework whose kernels and host loop they run (the
+#: presets of :mod:`perfmodel.parallel.software`; a preset not listed is its own family).
+STACK_FAMILY: Mapping[str, str] = {
+    "megatron": "megatron",
+    "megatron-core": "megatron",
+    "nemo": "megatron",
+    "pytorch-ddp": "pytorch",
+    "pytorch-dataparallel": "pytorch",
+    "fsdp": "pytorch",
+    "torchtitan": "pytorch",
+    "deepspeed-zero1": "pytorch",
+    "deepspeed-zero2": "pytorch",
+    "deepspeed-zero3": "pytorch",
+    "internevo": "pytorch",
+    "tf-mirrored": "tensorflow",
+    "tf-replicated": "tensorflow",
+    "keras-multi-gpu": "tensorflow",
+    "horovod": "horovod",
+    "cuda-convnet2": "cuda-convnet2",
+    "crossbow": "crossbow",
+}
+
+
+def stack_family(software: str) -> str:
+    """The framework family of a software preset (:data:`STACK_FAMILY`; else the name)."""
+    return STACK_FAMILY.get(software, software)
+
+
+def gpu_band(gpus: int) -> str:
+    """GPU-count band: ``"1"``, ``"2-8"`` (one server), ``"9-64"``, ``"65-512"``, ``"513+"``
+    (powers of 8: one server, a few racks, a pod, beyond).
+
+    >>> [gpu_band(n) for n in (1, 8, 16, 512, 1024)]
+    ['1', '2-8', '9-64', '65-512', '513+']
+    """
+    if gpus <= 1:
+        return "1"
+    for hi, name in ((8, "2-8"), (64, "9-64"), (512, "65-512")):
+        if gpus <= hi:
+            return name
+    return "513+"
+
+
+def size_band(params: float) -> str:
+    """Model-size band by parameters: ``"<1B"``, ``"1-10B"``, ``"10-100B"``, ``">100B"``.
+
+    >>> [size_band(p) for p in (25e6, 8e9, 70e9, 405e9)]
+    ['<1B', '1-10B', '10-100B', '>100B']
+    """
+    for hi, name in ((1e9, "<1B"), (1e10, "1-10B"), (1e11, "10-100B")):
+        if params < hi:
+            return name
+    return ">100B"
+
+
+def message_band(message_bytes: float) -> str:
+    """Collective message-size band: ``"<1MiB"``, ``"1-64MiB"``, ``">=64MiB"`` (latency-bound,
+    mixed, bandwidth-bound: :data:`perfmodel.comm.validation.LARGE_BYTES`'s side).
+
+    >>> [message_band(b) for b in (4096, 2**24, 2**33)]
+    ['<1MiB', '1-64MiB', '>=64MiB']
+    """
+    if message_bytes < 2**20:
+        return "<1MiB"
+    if message_bytes < 2**26:
+        return "1-64MiB"
+    return ">=64MiB"
+
+
+@dataclass(frozen=True)
+class StepFeatures:
+    """What a training step is like.
+
+    Attributes
+    ----------
+    gpu, architecture
+        Catalogue GPU name (``H100-SXM5-80GB``) and its architecture (``Hopper``).
+    interconnect
+        :class:`Interconnect` of the GPUs the step uses.
+    software, family
+        Software preset (``torchtitan``) and its :func:`stack_family` (``pytorch``).
+    precision
+        ``fp32``, ``tf32``, ``fp16``, ``bf16`` or ``fp8``.
+    model_kind
+        ``cnn``, ``transformer``, ``moe`` (a transformer with experts) or ``mlp``.
+    params
+        Whole-model parameters.
+    parallelism
+        The parallel dimensions in use, sorted: ``dp``, ``tp``, ``pp``, ``cp``, ``ep``,
+        ``zero`` (ZeRO-1/2 or a distributed optimizer), ``fsdp`` (ZeRO-3 / FSDP).
+    gpus
+        GPUs of the step.
+    """
+
+    gpu: str
+    architecture: str
+    interconnect: Interconnect
+    software: str
+    family: str
+    precision: str
+    model_kind: str
+    params: float
+    parallelism: tuple[str, ...]
+    gpus: int
+
+    @property
+    def gpu_band(self) -> str:
+        return gpu_band(self.gpus)
+
+    @property
+    def size_band(self) -> str:
+        return size_band(self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "architecture": self.architecture,
+            "interconnect": self.interconnect.value,
+            "software": self.software,
+            "family": self.family,
+            "precision": self.precision,
+            "model_kind": self.model_kind,
+            "params": self.params,
+            "parallelism": list(self.parallelism),
+            "gpus": self.gpus,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepFeatures:
+        return cls(
+            str(d["gpu"]),
+            str(d["architecture"]),
+            Interconnect.parse(str(d["interconnect"])),
+            str(d["software"]),
+            str(d["family"]),
+            str(d["precision"]),
+            str(d["model_kind"]),
+            float(d["params"]),
+            tuple(str(p) for p in d["parallelism"]),
+            int(d["gpus"]),
+        )
+
+
+@dataclass(frozen=True)
+class CollectiveFeatures:
+    """What a collective is like: GPU, architecture, interconnect, operation, GPU count and
+    message size in bytes."""
+
+    gpu: str
+    architecture: str
+    interconnect: Interconnect
+    op: str
+    gpus: int
+    message_bytes: float
+
+    @property
+    def gpu_band(self) -> str:
+        return gpu_band(self.gpus)
+
+    @property
+    def message_band(self) -> str:
+        return message_band(self.message_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "architecture": self.architecture,
+            "interconnect": self.interconnect.value,
+            "op": self.op,
+            "gpus": self.gpus,
+            "message_bytes": self.message_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CollectiveFeatures:
+        return cls(
+            str(d["gpu"]),
+            str(d["architecture"]),
+            Interconnect.parse(str(d["interconnect"])),
+            str(d["op"]),
+            int(d["gpus"]),
+            float(d["message_bytes"]),
+        )
+
+
+@dataclass(frozen=True)
+class KernelFeatures:
+    """What a single-GPU kernel measurement is like: GPU, architecture, kernel kind (the
+    compute tier's group, e.g. ``deepbench-gemm``) and precision."""
+
+    gpu: str
+    architecture: str
+    kernel: str
+    precision: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "architecture": self.architecture,
+            "kernel": self.kernel,
+            "precision": self.precision,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KernelFeatures:
+        return cls(str(d["gpu"]), str(d["architecture"]), str(d["kernel"]), str(d["precision"]))
+
+
+Features = StepFeatures | CollectiveFeatures | KernelFeatures
+
+_FEATURE_TYPES: Mapping[Quantity, type] = {
+    Quantity.STEP: StepFeatures,
+    Quantity.SPEEDUP: StepFeatures,
+    Quantity.COLLECTIVE: CollectiveFeatures,
+    Quantity.KERNEL: KernelFeatures,
+}
+
+
+def features_from_dict(quantity: Quantity, d: Mapping[str, Any]) -> Features:
+    """The features of ``quantity`` read back from their :meth:`to_dict` form."""
+    return _FEATURE_TYPES[quantity].from_dict(d)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- from a topology
+
+
+def interconnect_of(
+    topology: Any, gpus: int, *, group: Sequence[str] | None = None
+) -> Interconnect:
+    """The tier ``gpus`` GPUs of ``topology`` (the first ones in rank order, or ``group``) talk
+    over.
+
+    One GPU: :attr:`Interconnect.SINGLE`. GPUs on more than one server: the network of the
+    first server's NICs (InfiniBand if any NIC link is InfiniBand, else Ethernet; RoCE is
+    Ethernet). Within one server: NVSwitch if the server has an NVSwitch, NVLink if two of its
+    GPUs share an NVLink (or AMD xGMI) link, else PCIe. Only one server's nodes and links are
+    read (every server of a catalogue cluster is a copy of it).
+    """
+    from perfmodel.hardware.links import LinkFamily
+    from perfmodel.topology.schema import NodeKind
+
+    if gpus <= 1:
+        return Interconnect.SINGLE
+    g = topology.graph
+    members = list(group) if group is not None else list(topology.gpus[:gpus])
+    servers = {topology.server_of(n) for n in members if g.nodes[n]["kind"] is NodeKind.GPU}
+    if not servers:  # a group of hosts (CPUs): the first GPU's server
+        servers = {topology.server_of(topology.gpus[0])}
+    nodes = topology.server_nodes(min(servers))
+    kinds = {n: g.nodes[n]["kind"] for n in nodes}
+    if len(servers) > 1:
+        fams = {
+            d.get("family")
+            for n, k in kinds.items()
+            if k is NodeKind.NIC
+            for _, _, d in g.edges(n, data=True)
+        }
+        if LinkFamily.INFINIBAND in fams:
+            return Interconnect.INFINIBAND
+        return Interconnect.ETHERNET
+    if NodeKind.NVSWITCH in kinds.values():
+        return Interconnect.NVSWITCH
+    for n, k in kinds.items():
+        if k is not NodeKind.GPU:
+            continue
+        for _, v, d in g.edges(n, data=True):
+            if g.nodes[v]["kind"] is NodeKind.GPU and d.get("family") in (
+                LinkFamily.NVLINK,
+                LinkFamily.XGMI,
+            ):
+                return Interconnect.NVLINK
+    return Interconnect.PCIE
+
+
+def step_features(sc: Any, resolved: Any | None = None) -> StepFeatures:
+    """The :class:`StepFeatures` of a :class:`perfmodel.api.Scenario` (resolved with
+    :func:`perfmodel.api.resolve` unless ``resolved`` is given).
+
+    The parameter count is the zoo workload's (``total_params``); a scenario whose model the
+    zoo cannot build counts 0 parameters.
+    """
+    from perfmodel.api import _step_workload, resolve
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload.zoo import get_model_info
+
+    r = resolved if resolved is not None else resolve(sc)
+    spec = r.topology.gpu_spec()
+    plan = r.plan
+    params = 0.0
+    moe = False
+    try:
+        wl, _ = _step_workload(sc, r, None)
+        params = float(wl.total_params or wl.params * plan.tp)
+        moe = wl.total_active_params is not None
+    except PerfModelError:
+        pass
+    try:
+        family = get_model_info(sc.model).family
+    except PerfModelError:
+        family = "other"
+    kind = "moe" if moe or plan.ep > 1 else family
+    used = []
+    if plan.dp > 1:
+        used.append("dp")
+    for name in ("tp", "pp", "cp", "ep"):
+        if getattr(plan, name) > 1:
+            used.append(name)
+    if plan.fsdp or plan.zero == 3:
+        used.append("fsdp")
+    elif plan.zero in (1, 2):
+        used.append("zero")
+    return StepFeatures(
+        gpu=spec.name,
+        architecture=spec.architecture,
+        interconnect=interconnect_of(r.topology, r.num_gpus),
+        software=r.preset.name,
+        family=stack_family(r.preset.name),
+        precision=r.precision.value,
+        model_kind=kind,
+        params=params,
+        parallelism=tuple(sorted(used)),
+        gpus=r.num_gpus,
+    )
+
+
+def log2_distance(a: float, b: float) -> float:
+    """``|log2(a / b)|`` for positive ``a`` and ``b``; ``inf`` when either is not positive."""
+    if a <= 0 or b <= 0:
+        return math.inf
+    return abs(math.log2(a / b))

@@ -1,0 +1,113 @@
+"""The shipped residual record is what the validation tier computes now, and the README's
+interval coverage table is what the record gives (issue 26).
+
+After a model change: ``python3 -m perfmodel validate --published --update-residuals
+--update-readme README.md`` regenerates both (the record from the same predictions as the
+accuracy table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfmodel.accuracy import table_in_readme
+from perfmodel.intervals import coverage as cov
+from perfmodel.intervals.record import generate, read_record
+
+REPO = Path(__file__).resolve().parents[2]
+REGENERATE = (
+    "`python3 -m perfmodel validate --published --update-residuals --update-readme README.md`"
+)
+
+pytestmark = pytest.mark.validation
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return read_record()
+
+
+@pytest.fixture(scope="module")
+def fresh(shared_data: Path, training):
+    return generate(shared_data, training=training)
+
+
+def test_record_is_not_stale(shipped, fresh) -> None:
+    """Same rows, features, sources and groups; predictions and scores to 1e-9 relative."""
+    old = {r.row_id: r for r in shipped}
+    new = {r.row_id: r for r in fresh}
+    assert sorted(old) == sorted(new), (
+        f"residual record rows differ (missing {sorted(set(new) - set(old))[:5]}, extra "
+        f"{sorted(set(old) - set(new))[:5]}): run {REGENERATE}"
+    )
+    stale = []
+    for rid, n in new.items():
+        o = old[rid]
+        same = (
+            (o.source, o.quantity, o.group, o.metric, o.orientation, o.features, o.series)
+            == (n.source, n.quantity, n.group, n.metric, n.orientation, n.features, n.series)
+            and o.measured == pytest.approx(n.measured, rel=1e-12)
+            and o.predicted == pytest.approx(n.predicted, rel=1e-9)
+            and o.score == pytest.approx(n.score, rel=1e-9, abs=1e-12)
+        )
+        if not same:
+            stale.append(f"{rid}: predicted {o.predicted:.6g} -> {n.predicted:.6g}")
+    assert not stale, f"{len(stale)} residual rows are stale ({stale[:3]}): run {REGENERATE}"
+
+
+@pytest.fixture(scope="module")
+def table(shipped):
+    return cov.coverage_table(shipped)
+
+
+def test_readme_coverage_table_is_generated(table) -> None:
+    readme = (REPO / "README.md").read_text()
+    shown = table_in_readme(readme, begin=cov.MARK_BEGIN, end=cov.MARK_END)
+    assert shown == cov.to_markdown(table), (
+        f"README interval coverage table is stale: run {REGENERATE}"
+    )
+
+
+def test_print_coverage(table) -> None:
+    print("\n" + cov.to_text(table))
+
+
+def test_overall_coverage_of_the_80_percent_range(table) -> None:
+    """Issue 26: leave-one-source-out coverage of every validation row in 72-88 %."""
+    lo, hi = cov.OVERALL_TARGET
+    assert lo <= table.overall.coverage <= hi, cov.to_text(table)
+
+
+#: Groups covered more often than 95 %: one or a few publications the model predicts much
+#: better than the rest of their pool, which nothing else in the record can tell (docs/intervals.md).
+OVER_COVERED = {
+    "today's stacks, dense (modern.jsonl)": "torchtitan, NeMo and Megatron-Bridge dense rows err "
+    "by 6.6% (median); their pool's other publications by 20-60%",
+    "B200 rings, InfiniBand": "one publication of ten rows within +7..+16%; the other "
+    "InfiniBand collectives err by -5..+130%",
+    "collectives, NVLink": "vTrain's DGX-1V all-reduce within 1% at large messages; held out, "
+    "the pool is every collective row (-5..+130%)",
+}
+
+
+def _groups() -> list[object]:
+    """The groups held to the target: at least ten validation rows (read at collection, no
+    coverage computed)."""
+    from collections import Counter
+
+    count = Counter(r.group for r in read_record() if r.quantity in cov.BASE)
+    out = []
+    for group in sorted(g for g, n in count.items() if n >= cov.GROUP_MIN_ROWS):
+        marks = []
+        if group in OVER_COVERED:
+            marks.append(pytest.mark.xfail(strict=True, reason=OVER_COVERED[group]))
+        out.append(pytest.param(group, marks=marks, id=group[:40]))
+    return out
+
+
+@pytest.mark.parametrize("group", _groups())
+def test_group_coverage(table, group: str) -> None:
+    """Issue 26: every group of at least ten rows in 60-95 %."""
+    r = next(x for x in table.rows if x.group == group)
+    assert r.meets_target, f"{group}: {100 * r.coverage:.0f}% of {r.rows} rows inside"
