@@ -414,10 +414,33 @@ def scale_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[ResidualRow]:
 
 #: One function per validation file: the file's rows in, residual rows out. A new file plugs in
 #: here (and in :func:`generate`'s loader) with its own mapping.
+def systems2026_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[ResidualRow]:
+    """Residual rows of ``systems2026.jsonl``: Megatron-Bridge runs on GB200 / GB300 NVL72 and
+    DGX B300 (tokens/s per GPU), as the accuracy table predicts them
+    (:mod:`perfmodel.accuracy_2026`)."""
+    from perfmodel.accuracy_2026 import map_row, results
+
+    for d in results(rows).done:
+        row = d.row
+        yield ResidualRow(
+            str(row["id"]),
+            "systems2026.jsonl",
+            source_key(str(row["source"])),
+            Quantity.STEP,
+            "2026 systems (systems2026.jsonl)",
+            "tokens",
+            1,
+            float(d.tokens_per_s_per_gpu),
+            float(row["measured"]),
+            step_features(map_row(row)),
+        )
+
+
 RECORD_SOURCES: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], Iterable[ResidualRow]]] = {
     "published.jsonl": published_rows,
     "modern.jsonl": modern_rows,
     "scale.jsonl": scale_rows,
+    "systems2026.jsonl": systems2026_rows,
 }
 
 
