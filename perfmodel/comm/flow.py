@@ -127,7 +127,10 @@ class FlowNetwork:
         self.links = links if links is not None else DirectedLinks(topology, link_params)
         self.bytes_sent: dict[str, float] = defaultdict(float)
         self.bytes_received: dict[str, float] = defaultdict(float)
-        self.link_bytes: dict[tuple[str, str], float] = defaultdict(float)
+        self._link_bytes: dict[tuple[str, str], float] = defaultdict(float)
+        # (links crossed with their multiplicity, bytes) of each transfer not yet added to
+        # link_bytes: added in order when it is read (the step simulation never reads it)
+        self._pending_bytes: list[tuple[tuple[tuple[tuple[str, str], float], ...], float]] = []
         self.flows_started = 0
         self.flows_completed = 0
         self._flows: dict[int, _Flow] = {}
@@ -139,10 +142,30 @@ class FlowNetwork:
         self._send_alpha: dict[tuple[str, str], float] = {}
         self._paths: dict[
             tuple[str, str, tuple[str, ...] | None],
-            tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float],
+            tuple[tuple[tuple[tuple[str, str], float], ...], np.ndarray, np.ndarray, float],
         ] = {}
+        # per channel (its hops): the flow's distinct link ids, their charged multiplicities and
+        # the links with the number of hops crossing each (transfer_multi's, built once)
+        self._multi: dict[
+            tuple[tuple[str, ...], ...],
+            tuple[np.ndarray, np.ndarray, tuple[tuple[tuple[str, str], float], ...]],
+        ] = {}
+        # per channel tuple (by identity, kept alive here): each channel's share of a ring's
+        # bytes (_ring's, computed once; a group's analysis hands out the same tuple)
+        self._shares: dict[int, tuple[Sequence[Channel], list[float]]] = {}
 
     # ------------------------------------------------------------------ public
+    @property
+    def link_bytes(self) -> dict[tuple[str, str], float]:
+        """Bytes that crossed each directed link (a link crossed twice by one flow counts
+        twice), summed in the order the transfers started."""
+        out = self._link_bytes
+        for crossed, nbytes in self._pending_bytes:
+            for edge, c in crossed:
+                out[edge] += nbytes * c
+        self._pending_bytes.clear()
+        return out
+
     def transfer(
         self,
         src: str,
@@ -171,9 +194,7 @@ class FlowNetwork:
             )
         edges, uniq, counts, path_latency = self._path(src, dst, path)
         latency = path_latency if latency_s is None else float(latency_s)
-        link_bytes = self.link_bytes
-        for e in edges:
-            link_bytes[e] += nbytes
+        self._pending_bytes.append((edges, nbytes))
         mult = counts if charge == 1.0 else counts * charge
         return self._start(uniq, mult, nbytes, latency, ((src, dst, nbytes),))
 
@@ -193,9 +214,10 @@ class FlowNetwork:
 
     def _path(
         self, src: str, dst: str, path: Sequence[str] | None
-    ) -> tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float]:
-        """(directed edges, distinct edge ids, multiplicity per id, path latency in s) of a
-        transfer's route, validated and cached per (source, destination, path)."""
+    ) -> tuple[tuple[tuple[tuple[str, str], float], ...], np.ndarray, np.ndarray, float]:
+        """(directed edges each with multiplicity 1.0, distinct edge ids, multiplicity per id,
+        path latency in s) of a transfer's route, validated and cached per (source,
+        destination, path)."""
         key = (src, dst, None if path is None else tuple(path))
         hit = self._paths.get(key)
         if hit is not None:
@@ -215,7 +237,8 @@ class FlowNetwork:
             uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         else:
             uniq, counts = np.zeros(0, dtype=np.int64), np.zeros(0)
-        edges = tuple(self.links.link(e) for e in ids)
+        # each edge crossed with multiplicity 1.0 (x * 1.0 == x: link_bytes adds the bytes)
+        edges = tuple((self.links.link(e), 1.0) for e in ids)
         hit = self._paths[key] = (edges, uniq, counts.astype(float), self.links.path_latency(p))
         return hit
 
@@ -231,18 +254,25 @@ class FlowNetwork:
         Each hop spends its Intel P2P charge (:meth:`DirectedLinks.charge_p2p`) of link
         capacity per byte, as :func:`~perfmodel.comm.rings.channel_rates` charges it, so a lone
         channel's flow runs at the closed form's channel rate."""
-        ids: list[int] = []
-        weights: list[float] = []
-        for hop in hops:
-            hop_ids = self.links.path_ids(hop)
-            ids.extend(hop_ids)
-            weights.extend([self.links.charge_p2p(hop)] * len(hop_ids))
-        uniq, inverse, counts = np.unique(
-            np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
-        )
-        for e, c in zip(uniq, counts):
-            self.link_bytes[self.links.link(int(e))] += nbytes * float(c)
-        mult = np.bincount(inverse, weights=np.asarray(weights), minlength=len(uniq))
+        key = hops if type(hops) is tuple else tuple(tuple(h) for h in hops)
+        hit = self._multi.get(key)
+        if hit is None:
+            ids: list[int] = []
+            weights: list[float] = []
+            for hop in hops:
+                hop_ids = self.links.path_ids(hop)
+                ids.extend(hop_ids)
+                weights.extend([self.links.charge_p2p(hop)] * len(hop_ids))
+            uniq, inverse, counts = np.unique(
+                np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
+            )
+            crossed = tuple(
+                (self.links.link(int(e)), float(c)) for e, c in zip(uniq, counts, strict=True)
+            )
+            mult = np.bincount(inverse, weights=np.asarray(weights), minlength=len(uniq))
+            hit = self._multi[key] = (uniq, mult, crossed)
+        uniq, mult, crossed = hit
+        self._pending_bytes.append((crossed, nbytes))
         return self._start(uniq, mult, nbytes, latency_s, tuple(accounting))
 
     @property
@@ -724,13 +754,18 @@ def _ring(
     )
     if not chans:
         return
-    rates = channel_rates(net.links, chans, net.links.charge_p2p)
-    total = float(np.sum(rates))
-    shares = (
-        [float(r) / total for r in rates]
-        if total > 0 and math.isfinite(total)
-        else [1 / len(chans)] * len(chans)
-    )
+    hit = net._shares.get(id(chans))
+    if hit is not None and hit[0] is chans:
+        shares = hit[1]
+    else:  # a pure function of the links and channels: once per network and channel tuple
+        rates = channel_rates(net.links, chans, net.links.charge_p2p)
+        total = float(np.sum(rates))
+        shares = (
+            [float(r) / total for r in rates]
+            if total > 0 and math.isfinite(total)
+            else [1 / len(chans)] * len(chans)
+        )
+        net._shares[id(chans)] = (chans, shares)  # the tuple kept: its id is not reused
     n = len(ranks)
     if n * len(chans) > 64:
         chunks = 1  # sub-chunks change nothing uncontended; keep big rings cheap
