@@ -112,6 +112,8 @@ class PipelineLowering:
         self.dp_groups = [pl.dp_group(s, 0) for s in range(self.P)]
         self.dp_sibs = [tuple(pl.dp_group(s, t) for t in range(1, pl.tp)) for s in range(self.P)]
         self.comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
+        # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
+        self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
         self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
@@ -264,10 +266,14 @@ class PipelineLowering:
         replaces the collective model's time (a series of collectives priced by the caller)."""
         preset = self.preset
         main, sibs = self._dp_group(s, group)
-        groups = [main, *sibs]
         wait = preset.fusion_cycle_s / 2
-        if duration_s is None:
-            duration_s = self.costs.concurrent_time(op, nbytes, groups, self.alg)
+        if duration_s is None:  # a pure function of its key: asked once per lowering
+            key = (op, nbytes, s, group)
+            duration_s = self._dp_time.get(key)
+            if duration_s is None:
+                duration_s = self._dp_time[key] = self.costs.concurrent_time(
+                    op, nbytes, [main, *sibs], self.alg
+                )
         dur = duration_s + wait
         spec = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         tid = self.b.add(
