@@ -63,9 +63,12 @@ from perfmodel.workload.layers import distinct_layers
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
 #: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
-#: the ids in the key stay theirs; the oldest dropped first beyond :data:`_SHARED_CHUNKS_SIZE`.
+#: the ids in the key stay theirs; the oldest dropped first beyond :data:`_SHARED_CHUNKS_SIZE`
+#: (a sweep varies its hardware slowest, so every model, batch and software combination of one
+#: cluster size must stay until the next size reads it: 256 combinations and their
+#: micro-batch probes made a 256-entry memo miss every time).
 _SHARED_CHUNKS: dict[tuple[object, ...], tuple[object, object, tuple[Chunk, ...]]] = {}
-_SHARED_CHUNKS_SIZE = 256
+_SHARED_CHUNKS_SIZE = 4096
 
 
 class PipelineLowering:
