@@ -27,6 +27,7 @@ first, as an installed package has it).
 - ``sweep``: analytic ResNet-50 / BERT-Large on DGX-1 V100 clusters, batch 8-256 per GPU, fp32 /
   fp16, SGD / Adam, PyTorch DDP / Horovod, over 5 cluster sizes (1, 50, 100, 150, 200 servers:
   2,560 scenarios) with ``perfmodel sweep --jobs 2`` (joblib) and ``--backend dask --jobs 2``,
+  and every size 1-200 with 8 scenarios each (1,600: as many clusters as the whole grid),
   and in one process (``--jobs 1``): scenarios per second, and the 102,400-scenario grid over
   every size 1-200 estimated from the CPU seconds per scenario on two cores (plus 200 cluster
   builds per worker). ``--full-sweep`` runs that whole grid with ``--jobs 2`` instead (target
@@ -94,6 +95,7 @@ def _child(args: list[str], timeout_s: float = 1800) -> tuple[float, float, int,
     proc = subprocess.run(
         [sys.executable, *args],
         env=_env(),
+        cwd=str(CODE),  # ``python -m`` puts the working folder first on sys.path
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -243,23 +245,61 @@ def case_dp(runs: int) -> dict[str, Any]:
     return {"gpus": gpus, "cpu_s": cols, "ratio": ratio}
 
 
-def _sweep_file(folder: Path, nodes: list[int]) -> Path:
+#: The other axes of the second sample: every cluster size, few scenarios each.
+SWEEP_FEW = {
+    "model": ["resnet50", "bert_large"],
+    "batch_per_gpu": [32, 128],
+    "precision": ["fp32", "fp16"],
+    "optimizer": ["adam"],
+    "software": ["pytorch-ddp"],
+}
+
+
+def _sweep_file(folder: Path, nodes: list[int], axes: dict[str, list[Any]] = SWEEP_AXES) -> Path:
+    """The grid file: ``nodes`` last (innermost in the file's order, as one writes it)."""
     lines = ["[base]", 'system = "dgx1-v100"', 'fidelity = "analytic"', "", "[axes]"]
-    lines += [f"{k} = {json.dumps(v)}" for k, v in SWEEP_AXES.items()]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in axes.items()]
     lines.append(f"nodes = {json.dumps(nodes)}")
-    path = folder / f"grid{len(nodes)}.toml"
+    path = folder / f"grid{_grid_size(nodes, axes)}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _grid_size(nodes: list[int]) -> int:
+def _grid_size(nodes: list[int], axes: dict[str, list[Any]] = SWEEP_AXES) -> int:
     n = len(nodes)
-    for v in SWEEP_AXES.values():
+    for v in axes.values():
         n *= len(v)
     return n
 
 
+def _sweep_runs(
+    grid: Path, n: int, label: str, extra: list[str], runs: int, folder: Path
+) -> dict[str, Any] | None:
+    """``perfmodel sweep GRID`` ``runs`` times (a new output each time): rate and CPU."""
+    walls, cpus = [], []
+    for i in range(runs):
+        out = folder / f"{grid.stem}-{label.split()[0]}{i}.jsonl"
+        w, c, rc, _ = _child(
+            ["-m", "perfmodel", "--quiet", "sweep", str(grid), "-o", str(out), *extra]
+        )
+        if rc != 0:
+            print(f"sweep     {label}: exit {rc}", flush=True)
+            return None
+        walls.append(w)
+        cpus.append(c)
+    rate = [n / w for w in walls]
+    print(
+        f"sweep     {n:,} scenarios, {label:<9}: {_range(rate, '{:.0f}')} scenarios/s wall, "
+        f"{_range([1e3 * c / n for c in cpus], '{:.2f}')} ms CPU per scenario",
+        flush=True,
+    )
+    return {"wall_s": walls, "cpu_s": cpus}
+
+
 def case_sweep(runs: int, full: bool = False) -> dict[str, Any]:
+    """Two samples of the 102,400-scenario grid: 5 cluster sizes x every other axis (2,560: the
+    cost per scenario) and all 200 sizes x 8 scenarios each (1,600: a cluster per 8 rows, as
+    many clusters as the whole grid); ``full``: the whole grid with ``--jobs 2``."""
     res: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="perfmodel-bench-sweep-") as tmp:
         folder = Path(tmp)
@@ -271,53 +311,31 @@ def case_sweep(runs: int, full: bool = False) -> dict[str, Any]:
             "dask x2": ["--backend", "dask", "--jobs", "2"],
         }
         for label, extra in modes.items():
-            walls, cpus = [], []
-            for i in range(runs if label != "serial" else 1):
-                out = folder / f"{label.split()[0]}{i}.jsonl"
-                w, c, rc, _ = _child(
-                    ["-m", "perfmodel", "--quiet", "sweep", str(sample), "-o", str(out), *extra]
-                )
-                if rc != 0:
-                    print(f"sweep     {label}: exit {rc}", flush=True)
-                    break
-                walls.append(w)
-                cpus.append(c)
-            if not walls:
-                continue
-            rate = [n / w for w in walls]
-            print(
-                f"sweep     {n:,} scenarios, {label:<9}: {_range(rate, '{:.0f}')} scenarios/s wall, "
-                f"{_range([1e3 * c / n for c in cpus], '{:.2f}')} ms CPU per scenario",
-                flush=True,
-            )
-            res[label] = {"wall_s": walls, "cpu_s": cpus}
-        if "joblib x2" in res:
+            r = _sweep_runs(sample, n, label, extra, 1 if label == "serial" else runs, folder)
+            if r is not None:
+                res[label] = r
+        sizes = _sweep_file(folder, SWEEP_FULL_NODES, SWEEP_FEW)
+        n_sizes = _grid_size(SWEEP_FULL_NODES, SWEEP_FEW)
+        r = _sweep_runs(sizes, n_sizes, "joblib x2", ["--jobs", "2"], runs, folder)
+        if r is not None:
+            res["sizes joblib x2"] = r
+        if "joblib x2" in res and r is not None:
             total = _grid_size(SWEEP_FULL_NODES)
-            per = min(res["joblib x2"]["cpu_s"]) / n
-            est = total * per / 2
+            per = min(res["joblib x2"]["cpu_s"]) / n  # CPU s per scenario, clusters shared
+            clusters = min(r["cpu_s"]) - per * n_sizes  # the rest: 200 clusters per worker
+            est = (total * per + max(clusters, 0.0)) / 2
             print(
-                f"sweep     {total:,}-scenario grid (1-200 servers) on two cores, from the CPU per "
-                f"scenario above: ~{est / 60:.1f} min",
+                f"sweep     {total:,}-scenario grid (1-200 servers) on two cores, from the two "
+                f"samples' CPU, each worker building each cluster once: ~{est / 60:.1f} min",
                 flush=True,
             )
             res["estimate_full_s"] = est
         if full:
             grid = _sweep_file(folder, SWEEP_FULL_NODES)
             total = _grid_size(SWEEP_FULL_NODES)
-            w, c, rc, _ = _child(
-                [
-                    "-m",
-                    "perfmodel",
-                    "--quiet",
-                    "sweep",
-                    str(grid),
-                    "-o",
-                    str(folder / "full.jsonl"),
-                    "--jobs",
-                    "2",
-                ],
-                timeout_s=7200,
-            )
+            out = folder / "full.jsonl"
+            args = ["-m", "perfmodel", "--quiet", "sweep", str(grid), "-o", str(out)]
+            w, c, rc, _ = _child([*args, "--jobs", "2"], timeout_s=7200)
             print(
                 f"sweep     {total:,}-scenario grid, --jobs 2: {w / 60:.1f} min wall, "
                 f"{c / 60:.1f} min CPU, {total / w:.0f} scenarios/s, exit {rc}",
