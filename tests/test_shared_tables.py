@@ -13,7 +13,7 @@ import pytest
 import perfmodel.api as api
 from perfmodel.api import Scenario, _build_step, predict, resolve
 from perfmodel.dtypes import Precision
-from perfmodel.parallel import lower_pipeline
+from perfmodel.parallel import costs, lower_pipeline
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.search.sweep import SweepSpec
 from perfmodel.topology import load_system
@@ -65,6 +65,9 @@ def _ddp(nodes: int, **kw: object) -> Scenario:
 def test_shared_chunks_are_the_chunks_a_cold_lowering_builds(kw: dict[str, object]) -> None:
     """The chunks of a 4-server plan read from the memo a 1-server plan filled equal those
     built from scratch, segment by segment, and the step and its report are the same."""
+    # system costs kept from earlier tests may hold price tables the shared list has dropped
+    api._system_costs.cache_clear()
+    costs._SHARED_COMPUTE.clear()
     lower_pipeline._SHARED_CHUNKS.clear()
     api._REPORTS.clear()
     small, big = _ddp(1, **kw), _ddp(4, **kw)
