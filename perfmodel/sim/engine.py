@@ -394,6 +394,9 @@ def simulate(
     :class:`~perfmodel.parallel.taskgraph.CommSpec`, so they load no link and the coarse
     simulation equals the fine one up to summation order (docs/design.md, "Stacks of segments
     as one task").
+
+    The run keeps glibc's freed heap top (:func:`perfmodel._malloc.keep_heap`): the flow
+    replay's rate computations allocate and free arrays at every event.
     """
     if isinstance(graph, LazyGraph):
         lazy = graph
