@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel._gc import fewer_collections
+from perfmodel._memo import BoundedMemo
 from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError, SchemaError
@@ -754,10 +755,37 @@ def _baseline_throughput(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
 ) -> tuple[float, bool, tuple[str, ...]]:
     """1-GPU baseline throughput (samples/s), whether it fits in GPU memory, and the defaults
-    chosen for it (its automatic micro-batch). Repeats are answered by :func:`predict`'s report
-    cache (keyed by the baseline scenario's content hash and the profile's file stamp)."""
-    rep = predict(baseline_scenario(sc, r), workload_fn=workload_fn, _baseline=True)
+    chosen for it (its automatic micro-batch). Kept per baseline scenario in
+    :data:`_BASELINES` (zoo models; :func:`_baseline_value`)."""
+    b_sc = baseline_scenario(sc, r)
+    return _baseline_value(
+        b_sc,
+        workload_fn,
+        lambda: _baseline_fields(predict(b_sc, workload_fn=workload_fn, _baseline=True)),
+        "1",
+    )
+
+
+def _baseline_fields(rep: StepReport) -> tuple[float, bool, tuple[str, ...]]:
     return rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults
+
+
+def _baseline_value(
+    b_sc: Scenario,
+    workload_fn: WorkloadFn | None,
+    make: Callable[[], tuple[float, bool, tuple[str, ...]]],
+    kind: str,
+) -> tuple[float, bool, tuple[str, ...]]:
+    """``make()`` (a speedup baseline's throughput, fit and chosen defaults) of baseline
+    scenario ``b_sc``, kept in :data:`_BASELINES` by its content hash, the profile's file stamp
+    and ``kind`` (``"1"``: the 1-GPU baseline, ``"k"``: a k-GPU candidate): every plan, cluster
+    size or sweep row with the same baseline reads it (issue 27; the report cache holds 256
+    whole reports, which a sweep's rows push out). Computed every time for a model of the
+    caller's (``workload_fn``)."""
+    if workload_fn is not None:
+        return make()
+    stamp = _file_stamp(str(b_sc.calibration)) if b_sc.calibration else None
+    return _BASELINES.get((b_sc.content_hash(), stamp, kind), make)
 
 
 def _one_gpu_state_exceeds_memory(sc: Scenario, r: Resolved) -> bool:
@@ -796,8 +824,13 @@ def _speedup_baseline(
             replica_gpus=replica,
             gpus_per_node=r.topology.gpus_per_node,
         )
-        rep = predict(k_sc, workload_fn=workload_fn, baseline=False)
-        return rep.throughput_samples_per_s, rep.fits_in_memory
+        thr, fits, _ = _baseline_value(
+            k_sc,
+            workload_fn,
+            lambda: _baseline_fields(predict(k_sc, workload_fn=workload_fn, baseline=False)),
+            "k",
+        )
+        return thr, fits
 
     if this_run[2] and workload_fn is None and _one_gpu_state_exceeds_memory(sc, r):
         # the 1-GPU throughput is then unused (fitting_baseline): its prediction is skipped
@@ -939,6 +972,14 @@ def predict(
         _REPORTS[key] = report
     return report
 
+
+#: Speedup baselines of zoo-model scenarios (:func:`_baseline_value`): ``(throughput, fits,
+#: defaults)`` by (baseline scenario content hash, profile stamp, kind); small values, so many
+#: (a sweep's rows have as many distinct baselines as model, batch, precision and software
+#: combinations).
+_BASELINES: BoundedMemo[tuple[str, int | None, str], tuple[float, bool, tuple[str, ...]]] = (
+    BoundedMemo(65_536)
+)
 
 #: Reports of zoo-model scenarios by content hash, profile stamp and baseline flags (StepReport is
 #: immutable, so a repeated question is answered by the same value); at most ``_MAX_REPORTS``.

@@ -41,10 +41,11 @@ import numpy as np
 import simpy
 
 from perfmodel.comm import params as P
-from perfmodel.comm.maxmin import maxmin_rates
+from perfmodel.comm.maxmin import maxmin_rates, maxmin_rates_small
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.rings import (
+    SMALL_ENTRIES,
     Channel,
     DirectedLinks,
     _nics_of,
@@ -69,6 +70,8 @@ _EPS_BYTES = 1e-6
 class _Flow:
     edges: np.ndarray  # directed edge ids
     mult: np.ndarray  # multiplicity per edge id
+    ids: Sequence[int]  # edges, as Python ints (the plain-Python rate computation)
+    mults: Sequence[float]  # mult, as Python floats
     remaining: float
     latency_s: float
     event: simpy.Event
@@ -127,7 +130,10 @@ class FlowNetwork:
         self.links = links if links is not None else DirectedLinks(topology, link_params)
         self.bytes_sent: dict[str, float] = defaultdict(float)
         self.bytes_received: dict[str, float] = defaultdict(float)
-        self.link_bytes: dict[tuple[str, str], float] = defaultdict(float)
+        self._link_bytes: dict[tuple[str, str], float] = defaultdict(float)
+        # (links crossed with their multiplicity, bytes) of each transfer not yet added to
+        # link_bytes: added in order when it is read (the step simulation never reads it)
+        self._pending_bytes: list[tuple[tuple[tuple[tuple[str, str], float], ...], float]] = []
         self.flows_started = 0
         self.flows_completed = 0
         self._flows: dict[int, _Flow] = {}
@@ -137,12 +143,26 @@ class FlowNetwork:
         self._pending = False
         self._model: CommCostModel | None = model
         self._send_alpha: dict[tuple[str, str], float] = {}
-        self._paths: dict[
-            tuple[str, str, tuple[str, ...] | None],
-            tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float],
-        ] = {}
+        self._paths: dict[tuple[str, str, tuple[str, ...] | None], Any] = {}
+        # per channel (its hops): the flow's distinct link ids, their charged multiplicities and
+        # the links with the number of hops crossing each (transfer_multi's, built once)
+        self._multi: dict[tuple[tuple[str, ...], ...], Any] = {}
+        # per channel tuple (by identity, kept alive here): each channel's share of a ring's
+        # bytes (_ring's, computed once; a group's analysis hands out the same tuple)
+        self._shares: dict[int, tuple[Sequence[Channel], list[float]]] = {}
 
     # ------------------------------------------------------------------ public
+    @property
+    def link_bytes(self) -> dict[tuple[str, str], float]:
+        """Bytes that crossed each directed link (a link crossed twice by one flow counts
+        twice), summed in the order the transfers started."""
+        out = self._link_bytes
+        for crossed, nbytes in self._pending_bytes:
+            for edge, c in crossed:
+                out[edge] += nbytes * c
+        self._pending_bytes.clear()
+        return out
+
     def transfer(
         self,
         src: str,
@@ -169,13 +189,13 @@ class FlowNetwork:
             raise ConfigError(
                 f"transfer size must be >= 0, got {nbytes!r}", value=nbytes, where="nbytes"
             )
-        edges, uniq, counts, path_latency = self._path(src, dst, path)
+        edges, uniq, counts, path_latency, ids, mults = self._path(src, dst, path)
         latency = path_latency if latency_s is None else float(latency_s)
-        link_bytes = self.link_bytes
-        for e in edges:
-            link_bytes[e] += nbytes
-        mult = counts if charge == 1.0 else counts * charge
-        return self._start(uniq, mult, nbytes, latency, ((src, dst, nbytes),))
+        self._pending_bytes.append((edges, nbytes))
+        if charge != 1.0:
+            counts = counts * charge
+            mults = [c * charge for c in mults]  # the same products as numpy's
+        return self._start(uniq, counts, nbytes, latency, ((src, dst, nbytes),), ids, mults)
 
     def send(self, src: str, dst: str, nbytes: float) -> simpy.Event:
         """A point-to-point send (a pipeline send) on its default route, with latency counted
@@ -193,9 +213,17 @@ class FlowNetwork:
 
     def _path(
         self, src: str, dst: str, path: Sequence[str] | None
-    ) -> tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray, float]:
-        """(directed edges, distinct edge ids, multiplicity per id, path latency in s) of a
-        transfer's route, validated and cached per (source, destination, path)."""
+    ) -> tuple[
+        tuple[tuple[tuple[str, str], float], ...],
+        np.ndarray,
+        np.ndarray,
+        float,
+        list[int],
+        list[float],
+    ]:
+        """(directed edges each with multiplicity 1.0, distinct edge ids, multiplicity per id,
+        path latency in s, the ids and multiplicities as Python lists) of a transfer's route,
+        validated and cached per (source, destination, path)."""
         key = (src, dst, None if path is None else tuple(path))
         hit = self._paths.get(key)
         if hit is not None:
@@ -215,8 +243,17 @@ class FlowNetwork:
             uniq, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         else:
             uniq, counts = np.zeros(0, dtype=np.int64), np.zeros(0)
-        edges = tuple(self.links.link(e) for e in ids)
-        hit = self._paths[key] = (edges, uniq, counts.astype(float), self.links.path_latency(p))
+        # each edge crossed with multiplicity 1.0 (x * 1.0 == x: link_bytes adds the bytes)
+        edges = tuple((self.links.link(e), 1.0) for e in ids)
+        mult = counts.astype(float)
+        hit = self._paths[key] = (
+            edges,
+            uniq,
+            mult,
+            self.links.path_latency(p),
+            uniq.tolist(),
+            mult.tolist(),
+        )
         return hit
 
     def transfer_multi(
@@ -231,19 +268,26 @@ class FlowNetwork:
         Each hop spends its Intel P2P charge (:meth:`DirectedLinks.charge_p2p`) of link
         capacity per byte, as :func:`~perfmodel.comm.rings.channel_rates` charges it, so a lone
         channel's flow runs at the closed form's channel rate."""
-        ids: list[int] = []
-        weights: list[float] = []
-        for hop in hops:
-            hop_ids = self.links.path_ids(hop)
-            ids.extend(hop_ids)
-            weights.extend([self.links.charge_p2p(hop)] * len(hop_ids))
-        uniq, inverse, counts = np.unique(
-            np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
-        )
-        for e, c in zip(uniq, counts):
-            self.link_bytes[self.links.link(int(e))] += nbytes * float(c)
-        mult = np.bincount(inverse, weights=np.asarray(weights), minlength=len(uniq))
-        return self._start(uniq, mult, nbytes, latency_s, tuple(accounting))
+        key = hops if type(hops) is tuple else tuple(tuple(h) for h in hops)
+        hit = self._multi.get(key)
+        if hit is None:
+            ids: list[int] = []
+            weights: list[float] = []
+            for hop in hops:
+                hop_ids = self.links.path_ids(hop)
+                ids.extend(hop_ids)
+                weights.extend([self.links.charge_p2p(hop)] * len(hop_ids))
+            uniq, inverse, counts = np.unique(
+                np.asarray(ids, dtype=np.int64), return_inverse=True, return_counts=True
+            )
+            crossed = tuple(
+                (self.links.link(int(e)), float(c)) for e, c in zip(uniq, counts, strict=True)
+            )
+            mult = np.bincount(inverse, weights=np.asarray(weights), minlength=len(uniq))
+            hit = self._multi[key] = (uniq, mult, crossed, uniq.tolist(), mult.tolist())
+        uniq, mult, crossed, ids, mults = hit
+        self._pending_bytes.append((crossed, nbytes))
+        return self._start(uniq, mult, nbytes, latency_s, tuple(accounting), ids, mults)
 
     @property
     def active_flows(self) -> int:
@@ -268,12 +312,14 @@ class FlowNetwork:
         nbytes: float,
         latency_s: float,
         accounting: tuple[tuple[str, str, float], ...],
+        ids: Sequence[int],
+        mults: Sequence[float],
     ) -> simpy.Event:
         ev = self.env.event()
         self.flows_started += 1
         for s, _, b in accounting:
             self.bytes_sent[s] += b
-        flow = _Flow(edges, mult, float(nbytes), latency_s, ev, accounting)
+        flow = _Flow(edges, mult, ids, mults, float(nbytes), latency_s, ev, accounting)
         if nbytes <= 0 or edges.size == 0:
             self._deliver(flow)
             return ev
@@ -304,10 +350,25 @@ class FlowNetwork:
         if not self._flows:
             return
         flows = list(self._flows.values())
-        fi = np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows])
-        ei = np.concatenate([f.edges for f in flows])
-        mu = np.concatenate([f.mult for f in flows])
-        rates = maxmin_rates(fi, ei, mu, self.links.capacity_view(), len(flows))
+        if sum(len(f.ids) for f in flows) <= SMALL_ENTRIES:
+            # few entries (most rate computations: a few flows): plain Python, the same
+            # rates bit for bit (perfmodel.comm.maxmin), without numpy's per-call overhead
+            fi: list[int] = []
+            ei: list[int] = []
+            mu: list[float] = []
+            for i, f in enumerate(flows):
+                fi += [i] * len(f.ids)
+                ei += f.ids
+                mu += f.mults
+            rates = maxmin_rates_small(fi, ei, mu, self.links.capacity_list, len(flows))
+        else:
+            rates = maxmin_rates(
+                np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows]),
+                np.concatenate([f.edges for f in flows]),
+                np.concatenate([f.mult for f in flows]),
+                self.links.capacity_view(),
+                len(flows),
+            )
         dt = math.inf
         for f, r in zip(flows, rates):
             f.rate = float(r)
@@ -724,24 +785,31 @@ def _ring(
     )
     if not chans:
         return
-    rates = channel_rates(net.links, chans, net.links.charge_p2p)
-    total = float(np.sum(rates))
-    shares = (
-        [float(r) / total for r in rates]
-        if total > 0 and math.isfinite(total)
-        else [1 / len(chans)] * len(chans)
-    )
+    hit = net._shares.get(id(chans))
+    if hit is not None and hit[0] is chans:
+        shares = hit[1]
+    else:  # a pure function of the links and channels: once per network and channel tuple
+        rates = channel_rates(net.links, chans, net.links.charge_p2p)
+        total = float(np.sum(rates))
+        shares = (
+            [float(r) / total for r in rates]
+            if total > 0 and math.isfinite(total)
+            else [1 / len(chans)] * len(chans)
+        )
+        net._shares[id(chans)] = (chans, shares)  # the tuple kept: its id is not reused
     n = len(ranks)
+    if n > COARSE_RING_RANKS or (
+        coarse and op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE)
+    ):
+        # every channel one flow, all in this process (_ring_coarse)
+        yield from _ring_coarse(net, info, chans, shares, op, m, proto, wire)
+        return
     if n * len(chans) > 64:
         chunks = 1  # sub-chunks change nothing uncontended; keep big rings cheap
     procs = []
     for ch, share in zip(chans, shares):
         m_c = m * share
-        if n > COARSE_RING_RANKS or (
-            coarse and op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE)
-        ):
-            procs.append(env.process(_ring_coarse(net, info, ch, op, m_c, proto, wire, m)))
-        elif op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+        if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             procs.append(env.process(_chain(net, info, ch, op, m_c, proto, chunks, wire)))
         else:
             steps = _ring_steps(op, n)
@@ -816,29 +884,34 @@ def _ring_step_latency(
 def _ring_coarse(
     net: FlowNetwork,
     info: GroupInfo,
-    ch: Channel,
+    chans: Sequence[Channel],
+    shares: Sequence[float],
     op: CollectiveOp,
-    m_c: float,
+    m: float,
     proto: Protocol,
     wire: float,
-    m_total: float,
 ) -> Generator[simpy.Event, Any, None]:
-    """A ring channel as one flow over all its links (steady state of the pipelined ring)."""
-    n = len(ch.order)
+    """Each channel of a ring as one flow over all its links (the steady state of the pipelined
+    ring), channel ``c`` carrying ``m x shares[c]`` bytes: the first step's latency (the same
+    for every channel) before the bytes move, then every channel's flow, started in channel
+    order and delivered after the other steps' latencies; done when all are delivered. One
+    process for the whole ring (issue 27: a process per channel started the same flows at the
+    same times in the same order, with ~3 more events per channel)."""
+    n = len(chans[0].order)
     steps = _ring_steps(op, n)
-    lat_step = _ring_step_latency(info, op, n, m_total, proto)
-    if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
-        per_rank = m_c
-        nbytes = m_c * wire
+    lat_step = _ring_step_latency(info, op, n, m, proto)
+    broadcast = op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE)
+    if broadcast:
         steps = n - 1
-    else:
-        per_rank = steps * m_c / n
-        nbytes = per_rank * wire
-    acct = tuple((h[0], h[-1], per_rank) for h in ch.hops)
-    # the first step's latency before the bytes move (the links are busy from then on, as in
-    # the step-by-step replay), the other steps' latencies on delivery
     yield net.env.timeout(lat_step)
-    yield net.transfer_multi(ch.hops, nbytes, acct, latency_s=(steps - 1) * lat_step)
+    events = []
+    for ch, share in zip(chans, shares, strict=True):
+        m_c = m * share
+        per_rank = m_c if broadcast else steps * m_c / n
+        nbytes = m_c * wire if broadcast else per_rank * wire
+        acct = tuple((h[0], h[-1], per_rank) for h in ch.hops)
+        events.append(net.transfer_multi(ch.hops, nbytes, acct, latency_s=(steps - 1) * lat_step))
+    yield net.env.all_of(events)
 
 
 def _chain(

@@ -70,6 +70,35 @@ _LAYER_MEMO_SIZE = 200_000
 of 100 layers; the cost-key cache behind it is unbounded and exact, so a clear only costs time)."""
 
 
+#: Compute models and their layer-price caches shared by :class:`SystemCosts` instances:
+#: ``(GPU spec, compute params, FP8 recipe, precision, model, prices)``, the oldest dropped
+#: first beyond :data:`_SHARED_COMPUTE_SIZE` (issue 27: a sweep over cluster sizes built one
+#: per topology and priced every layer again; GPU specs and parameters do not hash, so the
+#: entries are found by identity or equality).
+_SHARED_COMPUTE: list[tuple[Any, Any, Any, Precision, Any, dict[tuple[Any, ...], LayerTime]]] = []
+_SHARED_COMPUTE_SIZE = 32
+
+
+def _compute_tables(
+    gpu: Any, params: Any, fp8: Any, precision: Precision
+) -> tuple[Any, dict[tuple[Any, ...], LayerTime]]:
+    """The :class:`~perfmodel.compute.ComputeModel` of ``gpu`` with ``params`` and ``fp8`` and
+    its layer prices in ``precision`` (keyed by :meth:`LayerCost.cost_key`), shared by every
+    caller with the same four: the model is a pure function of them (its own caches too), so a
+    price computed for one topology is the price for another with the same GPU."""
+    from perfmodel.compute import ComputeModel
+
+    for g, p, f, pr, model, prices in _SHARED_COMPUTE:
+        if g is gpu and f == fp8 and pr == precision and (p is params or p == params):
+            return model, prices
+    model = ComputeModel(gpu, params, fp8_recipe=fp8)
+    prices: dict[tuple[Any, ...], LayerTime] = {}
+    if len(_SHARED_COMPUTE) >= _SHARED_COMPUTE_SIZE:
+        _SHARED_COMPUTE.pop(0)
+    _SHARED_COMPUTE.append((gpu, params, fp8, precision, model, prices))
+    return model, prices
+
+
 class SystemCosts:
     """Costs on a real topology from the compute and communication models.
 
@@ -108,23 +137,29 @@ class SystemCosts:
         recipe: ComputeRecipe | None = None,
     ) -> None:
         from perfmodel.comm import CommCostModel
-        from perfmodel.compute import ComputeModel
 
         self.topology = topology
         self.precision = precision
         self.recipe = recipe
         self.gpu_spec = topology.gpu_spec()
-        self.compute = ComputeModel(
-            self.gpu_spec, compute_params, fp8_recipe=None if recipe is None else recipe.fp8
+        # the compute model and its layer prices: shared with every SystemCosts of the same GPU,
+        # parameters, FP8 recipe and precision (a sweep over cluster sizes prices each layer once)
+        self.compute, self._layer_cache = _compute_tables(
+            self.gpu_spec, compute_params, None if recipe is None else recipe.fp8, precision
         )
         self.fidelity = fidelity
         self.comm = CommCostModel(topology, link_params=link_params, fidelity=fidelity)
         self.link_params = link_params
-        self._layer_cache: dict[tuple[Any, ...], LayerTime] = {}
         self._by_layer: dict[
             int, tuple[LayerCost, tuple[float, float, float], tuple[float, float]]
         ] = {}
         self._collective_cache: dict[tuple[Any, ...], float] = {}
+
+    @property
+    def price_table(self) -> dict[tuple[Any, ...], LayerTime]:
+        """The layer prices this instance reads (:func:`_compute_tables`): two instances with
+        the same table price every layer alike, whatever their topologies."""
+        return self._layer_cache
 
     def _layer(self, layer: LayerCost) -> LayerTime:
         # keyed by LayerCost.cost_key (no name, no block index): identical blocks cost once

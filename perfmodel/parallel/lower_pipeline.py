@@ -62,6 +62,15 @@ from perfmodel.parallel.schedule import (
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import distinct_layers
 
+#: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
+#: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
+#: the ids in the key stay theirs; the oldest dropped first beyond :data:`_SHARED_CHUNKS_SIZE`
+#: (a sweep varies its hardware slowest, so every model, batch and software combination of one
+#: cluster size must stay until the next size reads it: 256 combinations and their
+#: micro-batch probes made a 256-entry memo miss every time).
+_SHARED_CHUNKS: dict[tuple[object, ...], tuple[object, object, tuple[Chunk, ...]]] = {}
+_SHARED_CHUNKS_SIZE = 4096
+
 
 class PipelineLowering:
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
@@ -113,6 +122,8 @@ class PipelineLowering:
         self.dp_groups = [pl.dp_group(s, 0) for s in range(self.P)]
         self.dp_sibs = [tuple(pl.dp_group(s, t) for t in range(1, pl.tp)) for s in range(self.P)]
         self.comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
+        # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
+        self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
         self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
@@ -159,12 +170,62 @@ class PipelineLowering:
 
     def _build_chunks(self) -> list[Chunk]:
         """The plan's ``pp x interleave`` chunks, segmented by gradient bucket (overlap) or by
-        block (ZeRO-3/FSDP units)."""
+        block (ZeRO-3/FSDP units); shared through :data:`_SHARED_CHUNKS` where they cannot
+        depend on the topology (:meth:`_shared_chunks_key`)."""
+        key = self._shared_chunks_key()
+        if key is None:
+            return self._make_chunks()
+        table = self.costs.price_table  # type: ignore[attr-defined]
+        hit = _SHARED_CHUNKS.get(key)
+        if hit is not None and hit[0] is self.wl and hit[1] is table:
+            return list(hit[2])
+        chunks = self._make_chunks()
+        if len(_SHARED_CHUNKS) >= _SHARED_CHUNKS_SIZE:
+            _SHARED_CHUNKS.pop(next(iter(_SHARED_CHUNKS)))
+        _SHARED_CHUNKS[key] = (self.wl, table, tuple(chunks))  # the ids' objects kept alive
+        return chunks
+
+    def _shared_chunks_key(self) -> tuple[object, ...] | None:
+        """What the chunks of a plan without tensor, expert or context parallelism depend on,
+        or ``None`` where they may depend on more (issue 27, sweeps: the same model, batch and
+        software on another cluster size lowers the same chunks).
+
+        :func:`~perfmodel.parallel.lowering.build_chunk` then prices no collective (a
+        one-GPU tensor-parallel group costs 0, no expert or context group is asked), so a chunk
+        is a function of the workload (by identity), the layer prices (the costs'
+        :attr:`~perfmodel.parallel.costs.SystemCosts.price_table`, by identity: the same for
+        every topology of the same GPU, parameters and precision), the chunk count and split
+        rule, and the recipe and plan fields read below; not of the data-parallel size, the
+        placement or the topology's links."""
+        plan, rc = self.plan, self.rc
+        table = getattr(self.costs, "price_table", None)
+        if table is None or self.pl.tp != 1 or self.owt or plan.ep != 1 or plan.cp != 1:
+            return None
+        return (
+            id(self.wl),
+            id(table),
+            self.costs.precision,  # type: ignore[attr-defined]
+            self.K,
+            self.preset.even_pipeline_split,
+            rc.bucket_bytes if self.overlap else None,
+            rc.first_bucket_bytes,
+            self.zero3,
+            rc.grad_reduce_bytes,
+            rc.selective_recompute,
+            plan.recompute,
+            plan.ep_overlap and self.m_step > 1,
+            plan.cp_comm,
+            plan.moe_dispatcher,
+        )
+
+    def _make_chunks(self) -> list[Chunk]:
+        """:meth:`_build_chunks`, computed."""
         wl, pl, rc = self.wl, self.pl, self.rc
         costs, unit_cost = self.costs, []
         by_key: dict[int, float] = {}  # a layer's summed time, once per cost source
-        for unit, keys, n in block_runs(wl.layers, costs):  # a stack's block read once
-            times = []
+        # the layer times balance the pipeline's chunks: one chunk (K = 1) holds every layer
+        for unit, keys, n in block_runs(wl.layers, costs) if self.K > 1 else ():
+            times = []  # a stack's block read once
             for layer, key in zip(unit, keys, strict=True):
                 t = by_key.get(key)
                 if t is None:
@@ -280,10 +341,14 @@ class PipelineLowering:
         replaces the collective model's time (a series of collectives priced by the caller)."""
         preset = self.preset
         main, sibs = self._dp_group(s, group)
-        groups = [main, *sibs]
         wait = preset.fusion_cycle_s / 2
-        if duration_s is None:
-            duration_s = self.costs.concurrent_time(op, nbytes, groups, self.alg)
+        if duration_s is None:  # a pure function of its key: asked once per lowering
+            key = (op, nbytes, s, group)
+            duration_s = self._dp_time.get(key)
+            if duration_s is None:
+                duration_s = self._dp_time[key] = self.costs.concurrent_time(
+                    op, nbytes, [main, *sibs], self.alg
+                )
         dur = duration_s + wait
         spec = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         tid = self.b.add(

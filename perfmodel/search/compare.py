@@ -633,6 +633,8 @@ def search_plans(
                     rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
                 )
                 head.append(c.with_stage(name, rep, sc_))
+            if stopped is not None:
+                stopped += _left_at(ranked, head, dropped, want, prev_name)
             tau = pval = math.nan
             top1 = None
             finite = [c for c in head if math.isfinite(c.score)]
@@ -669,6 +671,23 @@ def search_plans(
         equivalents=equivalents,
         hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
     )
+
+
+def _left_at(
+    ranked: Sequence[Candidate],
+    head: Sequence[Candidate],
+    dropped: set[int],
+    want: int,
+    prev_name: str,
+) -> str:
+    """``"; ranked by the analytic stage only: A, B"``: the plans a stage stopped by its budget
+    meant to evaluate and did not (the next ``want - len(head)`` of the ranking not yet done
+    or dropped; issue 27: the output names them, as the table's empty column shows them)."""
+    done = {id(c.scenario) for c in head} | dropped
+    left = [c.label for c in ranked if id(c.scenario) not in done][: max(want - len(head), 0)]
+    if not left:
+        return ""
+    return f"; ranked by the {prev_name} stage only: " + ", ".join(left)
 
 
 def _collapse_equal(

@@ -57,6 +57,24 @@ from perfmodel._io import (
 from perfmodel.errors import ConfigError, FileAccessError
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
 
+#: Scenario keys that choose the hardware (:func:`perfmodel.api.topology_of`'s cache key and
+#: the profile): :meth:`SweepSpec.points` ``(grouped=True)`` varies them slowest.
+HARDWARE_KEYS = frozenset(
+    {
+        "system",
+        "nodes",
+        "network",
+        "nics_per_node",
+        "gpu",
+        "gpus_per_node",
+        "intra_node",
+        "fabric_topology",
+        "oversubscription",
+        "nccl",
+        "calibration",
+    }
+)
+
 #: Report fields written as CSV columns (the scalar part of ``StepReport.to_dict()``).
 REPORT_COLUMNS: tuple[str, ...] = (
     "iteration_time_s",
@@ -237,22 +255,41 @@ class SweepSpec:
             n *= len(self.zipped[0][1])
         return n
 
-    def points(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-        """Yield ``(axis values, scenario dict)`` for every grid point, lazily, in order."""
+    def points(self, *, grouped: bool = False) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Yield ``(axis values, scenario dict)`` for every grid point, lazily, in order.
+
+        ``grouped``: the same points in the order of :meth:`grouped_axes` (the axes that name the
+        hardware outermost), so that consecutive points, and the points of one task of a
+        parallel sweep, share their system's topology and cost tables (issue 27: a grid whose
+        innermost axis was ``nodes`` built a topology for nearly every point, its cache holding
+        64). The axis values keep the file's key order."""
         names = [n for n, _ in self.axes]
-        grids = [v for _, v in self.axes]
         zip_rows: list[tuple[Any, ...]] = (
             list(zip(*(v for _, v in self.zipped))) if self.zipped else [()]
         )
         zip_names = [n for n, _ in self.zipped]
-        for combo in itertools.product(*grids):
-            for zrow in zip_rows:
-                axis_values = dict(zip(names, combo))
-                axis_values.update(zip(zip_names, zrow))
-                sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
-                for k, v in axis_values.items():
-                    _set_dotted(sc, k, v)
-                yield axis_values, sc
+        # one coordinate per axis (file order), the zipped lists last as one more
+        coords: list[Sequence[Any]] = [v for _, v in self.axes] + [range(len(zip_rows))]
+        order = self.grouped_axes() if grouped else list(range(len(coords)))
+        for combo in itertools.product(*(coords[i] for i in order)):
+            at = dict(zip(order, combo))
+            axis_values = {n: at[i] for i, n in enumerate(names)}
+            axis_values.update(zip(zip_names, zip_rows[at[len(names)]]))
+            sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
+            for k, v in axis_values.items():
+                _set_dotted(sc, k, v)
+            yield axis_values, sc
+
+    def grouped_axes(self) -> list[int]:
+        """The axes (indices into :attr:`axes`; ``len(axes)`` is the zipped lists) from the
+        outermost to the innermost of :meth:`points` ``(grouped=True)``: those naming a key of
+        :data:`HARDWARE_KEYS` first, then the others, each in file order."""
+        keys = [[n] for n, _ in self.axes] + [[n for n, _ in self.zipped]]
+
+        def hardware(names: list[str]) -> bool:
+            return any(n.split(".")[0] in HARDWARE_KEYS for n in names)
+
+        return sorted(range(len(keys)), key=lambda i: not hardware(keys[i]))
 
 
 @dataclass(frozen=True)
@@ -859,7 +896,8 @@ def run_sweep(
     kf = key_fn or default_key
     if isinstance(points, SweepSpec):
         names = list(points.axis_names)
-        pts: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]] = points.points()
+        # hardware axes slowest: consecutive points (a worker's task) share topology and tables
+        pts: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]] = points.points(grouped=True)
     else:
         pts = list(points)
         names = list(axis_names) if axis_names is not None else (list(pts[0][0]) if pts else [])

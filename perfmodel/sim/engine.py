@@ -394,6 +394,9 @@ def simulate(
     :class:`~perfmodel.parallel.taskgraph.CommSpec`, so they load no link and the coarse
     simulation equals the fine one up to summation order (docs/design.md, "Stacks of segments
     as one task").
+
+    The run keeps glibc's freed heap top (:func:`perfmodel._malloc.keep_heap`): the flow
+    replay's rate computations allocate and free arrays at every event.
     """
     if isinstance(graph, LazyGraph):
         lazy = graph
@@ -404,6 +407,16 @@ def simulate(
             simulate(lazy.coarse(), network_factory=network_factory),
             lambda: simulate(lazy.full(), network_factory=network_factory),
         )
+    from perfmodel._malloc import keep_heap
+
+    with keep_heap():  # the flow replay's rate arrays: no heap trimming between events
+        return _simulate(graph, network_factory)
+
+
+def _simulate(
+    graph: TaskGraph, network_factory: Callable[[simpy.Environment], CommRunner] | None
+) -> Timeline:
+    """:func:`simulate` of a whole graph."""
     import simpy
 
     env = simpy.Environment()
@@ -469,6 +482,12 @@ class FlowComm:
     model
         The ``CommCostModel`` that timed the graph's tasks: its links and cached group
         analyses (ring channels) are reused instead of being rebuilt for this environment.
+    replay_small
+        ``False`` (default, with ``coarse``): a small collective replayed chunk by chunk (NCCL's
+        LL protocol on a tree or a broadcast/reduce chain, :meth:`small_collective`) takes its
+        task's closed-form duration and loads no link, as the collectives over more than
+        ``max_group`` ranks do; ``True``: it is replayed (the reference). See docs/design.md,
+        "Coarsening of the step simulation".
     """
 
     def __init__(
@@ -481,6 +500,7 @@ class FlowComm:
         coarse: bool = True,
         chunks: int = 4,
         model: Any = None,
+        replay_small: bool = False,
     ) -> None:
         from perfmodel import comm
 
@@ -490,6 +510,8 @@ class FlowComm:
         self.chunks = chunks
         self.net = comm.FlowNetwork(env, topology, link_params=link_params, model=model)
         self._run_collective = comm.run_collective
+        self._small_closed_form = coarse and not replay_small
+        self._small: dict[tuple[Any, ...], bool] = {}
 
     def run(self, spec: CommSpec, duration_s: float) -> simpy.Event:
         if spec.wait_s > 0:
@@ -508,7 +530,11 @@ class FlowComm:
             for g in spec.siblings:
                 self.net.send(g[0], g[1], spec.message_bytes)
             return main
-        if len(spec.group) > self.max_group or not spec.message_bytes > 0:
+        if (
+            len(spec.group) > self.max_group
+            or not spec.message_bytes > 0
+            or (self._small_closed_form and self.small_collective(spec))
+        ):
             # a zero-byte collective (e.g. expert gradients with nothing to reduce) moves nothing
             return self.env.timeout(duration_s)
         run, kw = self._run_collective, {"coarse": self.coarse, "chunks": self.chunks}
@@ -516,3 +542,38 @@ class FlowComm:
         for g in spec.siblings:
             run(self.net, spec.op, spec.message_bytes, g, spec.algorithm, **kw)
         return main
+
+    def small_collective(self, spec: CommSpec) -> bool:
+        """Whether collective ``spec`` is a small one whose replay goes chunk by chunk: NCCL's
+        tuner (the closed form's choice, as :func:`perfmodel.comm.run_collective` makes it)
+        picks the LL protocol for it, and its flow replay is a tree or a broadcast/reduce chain,
+        every chunk of every edge a transfer (a 96 KiB all-reduce over 16 DGX A100 is 1,920
+        transfers, 15,360 with its seven sibling groups, where a ring channel is one flow).
+
+        NCCL's LL protocol is its small-message protocol: 8 bytes of flag with every 8 bytes of
+        data halve its bandwidth, so the tuner picks it only for messages whose time the
+        latency decides or nearly (NCCL ``src/graph/tuning.cc``; at most a few hundred KiB per
+        rank on the catalogue's systems). Such a collective takes its task's duration (the
+        analytic fidelity's: its closed form with its sibling groups' sharing) and loads no
+        link, as the collectives over more than ``max_group`` ranks do: the step simulation
+        drops only how its few bytes contend with other flows, both ways (docs/design.md,
+        "Coarsening of the step simulation", states the bound). Memoised per (op, bytes, group,
+        algorithm)."""
+        from perfmodel.comm.params import Algorithm, Protocol
+        from perfmodel.ops import CollectiveOp
+
+        key = (spec.op, spec.message_bytes, spec.group, spec.algorithm)
+        hit = self._small.get(key)
+        if hit is None:
+            hit = False
+            if len(spec.group) > 1 and spec.op is not CollectiveOp.SENDRECV:
+                ref = self.net.cost_model()._analytic(
+                    spec.op, float(spec.message_bytes), spec.group, Algorithm.parse(spec.algorithm)
+                )
+                chunked = ref.algorithm is Algorithm.TREE or (
+                    ref.algorithm is Algorithm.RING
+                    and spec.op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE)
+                )
+                hit = chunked and ref.protocol is Protocol.LL
+            self._small[key] = hit
+        return hit

@@ -159,3 +159,28 @@ def test_simulated_collective_conserves_bytes_and_respects_lower_bound(n, size, 
 
     lower = size * bus_factor(CollectiveOp.parse(op), n) / (10 * GB)
     assert env.now >= lower * (1 - 1e-9)
+
+
+def test_link_bytes_count_every_crossing_of_transfers_and_channel_flows():
+    """``link_bytes`` (added up when read, issue 27): a transfer adds its bytes to each link of
+    its route; a channel flow (``transfer_multi``) adds its bytes once per hop crossing a link,
+    also when the same hops are sent again (their link ids are built once per network)."""
+    topo = star(3, 10 * GB)
+    env = simpy.Environment()
+    net = FlowNetwork(env, topo)
+    hops = (("gpu0", "sw", "gpu1"), ("gpu1", "sw", "gpu0"))
+    net.transfer("gpu1", "gpu0", 1e9)
+    net.transfer_multi(hops, 2e9, [("gpu0", "gpu1", 2e9), ("gpu1", "gpu0", 2e9)])
+    net.transfer_multi(hops, 3e9, [("gpu0", "gpu1", 3e9), ("gpu1", "gpu0", 3e9)])
+    first = dict(net.link_bytes)
+    assert first == {
+        ("gpu1", "sw"): 1e9 + 2e9 + 3e9,
+        ("sw", "gpu0"): 1e9 + 2e9 + 3e9,
+        ("gpu0", "sw"): 2e9 + 3e9,
+        ("sw", "gpu1"): 2e9 + 3e9,
+    }
+    env.run()
+    assert dict(net.link_bytes) == first  # read twice: nothing added twice
+    net.transfer("gpu2", "gpu0", 4e9)
+    assert net.link_bytes[("gpu2", "sw")] == 4e9
+    assert net.link_bytes[("sw", "gpu0")] == 1e9 + 2e9 + 3e9 + 4e9

@@ -313,6 +313,9 @@ def test_hard_budget_abandons_a_plan_that_runs_too_long() -> None:
     assert [s.name for s in res.stages] == ["screen", "simulated"]
     assert res.stages[1].evaluated == 0
     assert "still running when the 1 s budget ran out" in res.stages[1].stopped
+    # the plans it meant to simulate are named as ranked by the screen only (issue 27)
+    left = res.stages[1].stopped.split("ranked by the screen stage only: ")[1]
+    assert left.split(", ") == [c.label for c in res.ranked[:2]]
     # results computed in the worker equal those computed in process; worker errors are notes
     res2 = toy_search(
         16,

@@ -100,10 +100,12 @@ def test_coarse_and_fine_agree_where_pipeline_sends_contend_with_the_ring(ranks:
     assert c == pytest.approx(f, rel=0.01)
 
 
-def _alone(topo, spec: CommSpec) -> float:
+def _alone(topo, spec: CommSpec, *, replay_small: bool = False) -> float:
     b = GraphBuilder()
     b.add(TaskKind.COLLECTIVE, spec.group[0], "c", 1.0, comm=spec)
-    return simulate(b.build(), network_factory=lambda env: FlowComm(env, topo)).makespan_s
+    return simulate(
+        b.build(), network_factory=lambda env: FlowComm(env, topo, replay_small=replay_small)
+    ).makespan_s
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +131,9 @@ def test_step_simulation_counts_latency_once_as_the_closed_form(
     """Issue 12 "latency counted once" in the flow replay: alone, a pipeline send, a multi-node
     ring and a tree take exactly the closed form's time (before: sends paid the summed link
     latencies, 1.0 us instead of 3.4 us inside a DGX A100; the ring missed the plateau factor on
-    NCCL's base latency, 7.56 us; the tree missed LL's 1.8x on intra-server steps)."""
+    NCCL's base latency, 7.56 us; the tree missed LL's 1.8x on intra-server steps). The LL tree
+    is replayed here (``replay_small``): by default the step simulation takes its task's
+    closed-form duration (``test_small_collectives_take_their_closed_form_duration``)."""
     g = a100x2.gpus
     group = tuple(g[i] for i in ranks)
     closed = CommCostModel(a100x2).collective(op, nbytes, group)
@@ -138,7 +142,7 @@ def test_step_simulation_counts_latency_once_as_the_closed_form(
     else:
         assert closed.latency_s * 1e6 == pytest.approx(1.9 * (8.4 + 2 * 9.6), rel=1e-9)
     spec = CommSpec(CollectiveOp(op), nbytes, group)
-    assert _alone(a100x2, spec) == pytest.approx(closed.time_s, rel=1e-4)
+    assert _alone(a100x2, spec, replay_small=True) == pytest.approx(closed.time_s, rel=1e-4)
 
 
 @pytest.mark.parametrize("algorithm", ["hierarchical", "torus2d"])
