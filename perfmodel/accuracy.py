@@ -870,12 +870,17 @@ def _systems2026_rows(rows: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
     res = results(rows)
     if not res.done:
         return []
-    med, worst = _median_worst([d.error for d in res.done])
+    errs = [d.error for d in res.done]
+    med, worst = _median_worst(errs)
     what = (
         "2026 systems: GB300 / GB200 NVL72 and B300 (systems2026.jsonl: Megatron-Bridge "
         "26.04.01, dense and MoE, 8-256 GPUs; tokens/s/GPU)"
     )
-    return [AccuracyRow(what, len(res.done), med, worst, 0.15)]
+    return [
+        AccuracyRow(
+            what, len(res.done), med, worst, 0.15, signed=_signed_median(errs, [1] * len(errs))
+        )
+    ]
 
 
 def _pct(x: float) -> str:
