@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.errors import ConfigError
@@ -330,6 +331,194 @@ def dispatch_share(
     return 1.0
 
 
+class DispatchFabric(str, enum.Enum):
+    """Where a flex dispatcher's expert-parallel group sits, as its published benchmarks split it.
+
+    ``nvlink``: every rank in one NVLink domain (a DGX/HGX server, an NVL72 rack); a token
+    travels once to each rank that holds one of its experts. ``rdma``: the group spans servers;
+    a token crosses the NICs once per destination server and is forwarded over NVLink inside
+    it (:func:`dispatch_share`)."""
+
+    NVLINK = "nvlink"
+    RDMA = "rdma"
+
+
+@dataclass(frozen=True)
+class KernelRate:
+    """Published per-GPU bandwidth of a flex dispatcher's dispatch and combine kernels.
+
+    Stored as fractions of the benchmark link's line rate (``line_rate_Bps``), by
+    expert-parallel ranks, so that the same kernels on another link of the same kind reach
+    the same fraction of it (an assumption: the kernels are link-bound at these sizes).
+    The bytes are counted as the benchmarks count them (:func:`flex_kernel_floor_s`): over
+    ``rdma``, every (token, server) pair the token goes to, the token's own server included
+    (DeepEP ``tests/test_internode.py`` ``num_rdma_token_sent``; Hybrid-EP
+    ``tests/utils.py`` ``count_rdma_send_from_routing_map``: "we do not set the local node map to
+    zeros"); over ``nvlink``, every row a rank receives, its own included (``recv_x.numel()``,
+    ``dispatched_hidden.numel()``). Kernel time only (the benchmarks' Kineto/``bench_kineto``
+    columns): the permutation, the host synchronisation and the copies the Torch API adds are
+    priced apart (the ``permute``/``unpermute`` layers, :func:`dispatcher_sync_stall_s`).
+    """
+
+    ranks: tuple[int, ...]
+    dispatch: tuple[float, ...]
+    combine: tuple[float, ...]
+    line_rate_Bps: float
+    source: str
+
+    def fraction(self, ranks: int, combine: bool) -> float:
+        """The kernel's fraction of the line rate at ``ranks`` expert-parallel ranks, linear in
+        ``log2(ranks)`` between the benchmarked counts and held at the ends.
+
+        >>> r = KernelRate((8, 32), (0.8, 0.6), (0.7, 0.5), 1.0, "")
+        >>> r.fraction(16, False), r.fraction(4, True), r.fraction(64, True)
+        (0.7, 0.7, 0.5)
+        """
+        ys = self.combine if combine else self.dispatch
+        x = math.log2(max(ranks, 1))
+        xs = [math.log2(r) for r in self.ranks]
+        if x <= xs[0]:
+            return ys[0]
+        for (x0, y0), (x1, y1) in zip(
+            zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False
+        ):
+            if x <= x1:
+                return y0 + (x - x0) / (x1 - x0) * (y1 - y0)
+        return ys[-1]
+
+
+_GB = 1e9
+_HYBRID_EP_DOC = (
+    "deepseek-ai/DeepEP branch hybrid-ep @94a9f8f docs/README_Hybrid-EP.md 'Performance "
+    "Results' (4096 tokens per rank, hidden 7168, top-8, random uniform router, 8 local "
+    "experts; 'Kernel Only' columns, BF16 dispatch and combine)"
+)
+_DEEPEP_README = (
+    "deepseek-ai/DeepEP @dd758ca README.md 'Normal kernels with NVLink and RDMA forwarding' "
+    "(H800, ~160 GB/s NVLink, CX7 400 Gb/s ~50 GB/s; 4096 tokens, hidden 7168, top-4 groups, "
+    "top-8 experts, FP8 dispatch, BF16 combine; kernel times)"
+)
+
+#: Published achieved bandwidth of the flex dispatchers' kernels (:class:`KernelRate`), by
+#: backend and fabric, as fractions of the benchmark's line rate:
+#:
+#: * Hybrid-EP over RDMA: H100 + CX7 400 Gb/s (50 GB/s), 16 SMs (the most listed; Megatron-Bridge
+#:   runs 32): 16 ranks 71.71 / 62.95 GB/s, 32 ranks 57.69 / 57.46, 64 ranks 49.97 / 49.77
+#:   (dispatch / combine, "algorithm bandwidth" of the RDMA bytes).
+#: * Hybrid-EP over NVLink: GB200 NVL72 (NVLink 5, 900 GB/s per direction, NVIDIA GB200
+#:   datasheet 1.8 TB/s per GPU both ways), 32 SMs: 8 ranks 764.03 / 737.13 GB/s, 16 ranks
+#:   706.95 / 666.26, 24 ranks 665.97 / 639.80, 32 ranks 642.23 / 605.15, 36 ranks 632.31 /
+#:   596.99 (the same document's B200 8-rank row at 16 SMs, 734.95 / 673.84, is within 5% of
+#:   the GB200 8-rank row at 16 SMs, 750.15 / 684.27).
+#: * DeepEP over RDMA: 16 ranks 43 / 43 GB/s, 32 ranks 58 / 57, 64 ranks 51 / 50 (H800, CX7).
+#: * DeepEP over NVLink: 8 ranks 153 / 158 GB/s of the H800's ~160 GB/s.
+FLEX_KERNEL_RATES: dict[tuple[str, DispatchFabric], KernelRate] = {
+    ("hybridep", DispatchFabric.RDMA): KernelRate(
+        (16, 32, 64),
+        (71.71 / 50, 57.69 / 50, 49.97 / 50),
+        (62.95 / 50, 57.46 / 50, 49.77 / 50),
+        50 * _GB,
+        _HYBRID_EP_DOC + ", H100 Platform, 16/32/64 ranks, SM count 16",
+    ),
+    ("hybridep", DispatchFabric.NVLINK): KernelRate(
+        (8, 16, 24, 32, 36),
+        (764.03 / 900, 706.95 / 900, 665.97 / 900, 642.23 / 900, 632.31 / 900),
+        (737.13 / 900, 666.26 / 900, 639.80 / 900, 605.15 / 900, 596.99 / 900),
+        900 * _GB,
+        _HYBRID_EP_DOC + ", GB200 Platform, 8-36 ranks, SM count 32",
+    ),
+    ("deepep", DispatchFabric.RDMA): KernelRate(
+        (16, 32, 64),
+        (43 / 50, 58 / 50, 51 / 50),
+        (43 / 50, 57 / 50, 50 / 50),
+        50 * _GB,
+        _DEEPEP_README + ", internode EP 16/32/64 (RDMA bottleneck bandwidth)",
+    ),
+    ("deepep", DispatchFabric.NVLINK): KernelRate(
+        (8,),
+        (153 / 160,),
+        (158 / 160,),
+        160 * _GB,
+        _DEEPEP_README + ", intranode EP 8 (NVLink bottleneck bandwidth)",
+    ),
+}
+
+
+def flex_kernel_floor_s(
+    dispatcher: MoEDispatcher,
+    fabric: DispatchFabric,
+    ranks: int,
+    token_bytes: float,
+    units_hit: float,
+    line_rate_Bps: float,
+    combine: bool,
+) -> float:
+    """Shortest time a flex dispatcher's dispatch (or combine) kernel takes, from its published
+    achieved bandwidth (:data:`FLEX_KERNEL_RATES`); 0 where none is published (the NCCL
+    dispatchers, whose collectives the communication model prices).
+
+    ``token_bytes``: one rank's tokens times their hidden bytes; ``units_hit``: the servers
+    (``rdma``) or ranks (``nvlink``) a token goes to on average, its own included
+    (:func:`expected_units_hit`), so ``token_bytes x units_hit`` are the bytes as the benchmark
+    counts them; ``line_rate_Bps``: the line rate of this system's link of that kind (a NIC
+    port, or one GPU's NVLink bandwidth per direction)::
+
+        t = token_bytes x units_hit / (fraction(ranks) x line_rate_Bps)
+
+    >>> # Qwen3-30B-A3B's 4096 tokens x 2048 x 2 B over 2 H100 servers (Hybrid-EP, 16 ranks):
+    >>> # 16.8 MB x 1.994 servers / (1.434 x 50 GB/s)
+    >>> t = flex_kernel_floor_s(MoEDispatcher.HYBRIDEP, DispatchFabric.RDMA, 16,
+    ...                         4096 * 2048 * 2, 1.994, 50e9, combine=False)
+    >>> round(t * 1e6)
+    467
+    >>> flex_kernel_floor_s(MoEDispatcher.ALLTOALL, DispatchFabric.RDMA, 16, 1e6, 2, 50e9, False)
+    0.0
+    """
+    rate = FLEX_KERNEL_RATES.get((dispatcher.value, fabric))
+    if rate is None or token_bytes <= 0 or line_rate_Bps <= 0:
+        return 0.0
+    return token_bytes * units_hit / (rate.fraction(ranks, combine) * line_rate_Bps)
+
+
+def flex_fabric(topology: Any, group: Sequence[str]) -> tuple[DispatchFabric, float]:
+    """The fabric of an expert-parallel ``group`` and its link's line rate (bytes/s per
+    direction): ``rdma`` when the group spans servers, the narrowest link on the route from its
+    first rank to the first rank of another server (the NIC port on a DGX); else ``nvlink``,
+    the narrowest link from its first rank to its second (the GPU's NVLink to the switch).
+    ``bandwidth_Bps`` as the topology states it, before the link's efficiency (the published
+    fractions are of the line rate). ``(nvlink, 0)`` without a topology or a second rank."""
+    from perfmodel.topology import route
+    from perfmodel.topology.routing import path_edges
+
+    if topology is None or len(group) < 2:
+        return DispatchFabric.NVLINK, 0.0
+    first = group[0]
+    home = topology.server_of(first)
+    other = next((g for g in group[1:] if topology.server_of(g) != home), None)
+    fabric = DispatchFabric.NVLINK if other is None else DispatchFabric.RDMA
+    edges = path_edges(route(topology, first, group[1] if other is None else other))
+    g = topology.graph
+    rate = min((float(g.edges[u, v]["bandwidth_Bps"]) for u, v in edges), default=0.0)
+    return fabric, rate
+
+
+def flex_units_hit(
+    experts: int,
+    top_k: int,
+    units: int,
+    routing_groups: tuple[int, int] = (0, 0),
+) -> float:
+    """:func:`expected_units_hit` as :func:`dispatch_share` falls back: without the routing
+    groups where they do not nest in the units, ``top_k`` (every row its own) where the units
+    do not split the experts evenly."""
+    for groups in (routing_groups, (0, 0)):
+        try:
+            return expected_units_hit(experts, top_k, units, groups)
+        except ConfigError:
+            continue
+    return float(min(top_k, units))
+
+
 #: Streaming multiprocessors the flex dispatchers' communication kernels occupy: DeepEP
 #: ``TransformerConfig.moe_deepep_num_sms = 20`` (Megatron-Core default, Megatron-LM 4415119);
 #: HybridEP ``moe_hybridep_num_sms = 32``, set by Megatron-Bridge's performance scripts
@@ -383,8 +572,11 @@ def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float, slowdown: fl
 
 __all__ = [
     "DISPATCHER_SMS",
+    "FLEX_KERNEL_RATES",
     "MAX_SIBLINGS",
     "CPImpl",
+    "DispatchFabric",
+    "KernelRate",
     "context_groups",
     "cp_exposed_s",
     "dispatch_share",
@@ -392,6 +584,9 @@ __all__ = [
     "ep_overlap_exposed_s",
     "expected_units_hit",
     "expert_groups",
+    "flex_fabric",
+    "flex_kernel_floor_s",
+    "flex_units_hit",
     "overlap_compute_slowdown",
     "ring_exposed_s",
     "stage_ranks",

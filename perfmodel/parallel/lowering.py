@@ -798,13 +798,15 @@ def _expert_context_comm(
             groups = groups_of.get(cp.group)
             if groups is None:
                 continue
-            op, nbytes = cp.op, cp.message_bytes
+            op, nbytes, floor = cp.op, cp.message_bytes, 0.0
             if cp.group == "ep":
                 op, nbytes = _dispatcher_point(layer, cp, phase, dispatcher, groups[0], costs)
+                floor = _flex_kernel_floor(layer, cp, phase, dispatcher, groups[0], costs, memo)
             key = (op, nbytes, cp.group)
             t = memo.get(key)
             if t is None:
                 t = memo[key] = costs.concurrent_time(op, nbytes, groups, algorithm)
+            t = max(t, floor)
             if cp.group == "cp":
                 ring.append((op, nbytes, t))
             else:
@@ -910,6 +912,49 @@ def _dispatcher_point(
     servers = len({topo.server_of(g) for g in group}) if topo is not None else 1
     share = dispatch_share(dispatcher, layer.experts, layer.top_k, n, servers, layer.routing_groups)
     return point.op, point.message_bytes * share
+
+
+def _flex_kernel_floor(
+    layer: LayerCost,
+    point: CommPoint,
+    phase: str,
+    dispatcher: MoEDispatcher,
+    group: Sequence[str],
+    costs: Costs,
+    memo: dict[tuple[object, ...], float],
+) -> float:
+    """The flex dispatcher's kernel time from its published bandwidth
+    (:func:`perfmodel.parallel.expert.flex_kernel_floor_s`) for a dispatch/combine layer's
+    all-to-all ``point``: the dispatch layer's forward and the combine layer's backward run the
+    dispatch kernel, the other two the combine kernel; the point's ``tokens x top_k`` rows are
+    ``tokens`` once per server (``rdma``) or rank (``nvlink``) hit. 0 for the NCCL dispatchers,
+    layers without expert counts and a cost model without a topology."""
+    from perfmodel.parallel.expert import flex_fabric, flex_kernel_floor_s, flex_units_hit
+
+    topo = getattr(costs, "topology", None)
+    if (
+        not dispatcher.deduplicates
+        or topo is None
+        or not layer.top_k
+        or not layer.experts
+        or point.op is not CollectiveOp.ALLTOALL
+    ):
+        return 0.0
+    combine = (layer.expert_role is ExpertRole.COMBINE) == (phase == "F")
+    key = ("flex-floor", dispatcher, tuple(group), point.message_bytes, combine, layer.top_k,
+           layer.experts, layer.routing_groups)  # fmt: skip
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    fabric, line = flex_fabric(topo, group)
+    servers = len({topo.server_of(g) for g in group})
+    units = servers if servers > 1 else len(group)
+    hits = flex_units_hit(layer.experts, layer.top_k, units, layer.routing_groups)
+    floor = flex_kernel_floor_s(
+        dispatcher, fabric, len(group), point.message_bytes / layer.top_k, hits, line, combine
+    )
+    memo[key] = floor
+    return floor
 
 
 def _overlap_slowdown(plan: ParallelismPlan, costs: Costs) -> float:

@@ -570,6 +570,10 @@ class Recipe:
         devices"), so matmuls stay FP32. Set for the PyTorch presets (issue 28, item 5).
     sources
         Where the preset's recipe comes from.
+    moe_sort_chunks, moe_quant_padding
+        The copies of the routed rows Megatron-Core makes around its experts
+        (:class:`~perfmodel.workload.kernels.KernelRecipe`, set by :func:`build_recipe` from
+        the plan's token dispatcher and the FP8 recipe).
     """
 
     precision: Precision
@@ -603,6 +607,8 @@ class Recipe:
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
     fp32_conv_tf32: bool = False
     sources: tuple[str, ...] = ()
+    moe_sort_chunks: bool = False
+    moe_quant_padding: bool = False
 
     @property
     def compute(self) -> ComputeRecipe:
@@ -645,6 +651,8 @@ class Recipe:
             fsdp_copies=self.fsdp_copies,
             fsdp_reduce_bytes=self.grad_reduce_bytes,
             weight_cast_share=share,
+            moe_sort_chunks=self.moe_sort_chunks,
+            moe_quant_padding=self.moe_quant_padding,
         )
 
     @property
@@ -884,7 +892,29 @@ def build_recipe(
         attention_backend=preset.attention_backend,
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
+        **_moe_local_copies(fusion, fp8, plan),
     )
+
+
+def _moe_local_copies(
+    fusion: Fusion, fp8: Fp8Recipe | None, plan: ParallelismPlan
+) -> dict[str, bool]:
+    """:attr:`Recipe.moe_sort_chunks` and :attr:`Recipe.moe_quant_padding` of a plan: what
+    Megatron-Core (Transformer Engine stacks) does around its experts at Megatron-LM 4415119.
+    The all-to-all dispatcher regroups the received rows by local expert (expert parallelism
+    only); the experts pad to the quantized GEMM's alignment under FP8 unless the Hybrid-EP
+    dispatcher padded in its permutation (``moe_utils.skip_routed_expert_padding``) or DeepEP's
+    permutation aligned them (``_DeepepManager.get_permuted_hidden_states_by_experts``,
+    ``permute(..., align_size=...)``)."""
+    from perfmodel.parallel.plan import MoEDispatcher
+
+    if fusion is not Fusion.TE:
+        return {"moe_sort_chunks": False, "moe_quant_padding": False}
+    nccl = plan.moe_dispatcher in (MoEDispatcher.ALLTOALL, MoEDispatcher.ALLGATHER)
+    return {
+        "moe_sort_chunks": plan.ep > 1 and plan.moe_dispatcher is MoEDispatcher.ALLTOALL,
+        "moe_quant_padding": fp8 is not None and nccl,
+    }
 
 
 def default_recipe(plan: ParallelismPlan, precision: Precision, optimizer: Optimizer) -> Recipe:

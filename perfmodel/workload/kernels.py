@@ -576,6 +576,19 @@ class KernelRecipe:
     weight_cast_share
         Share of a cached FP8 weight cast charged per micro-batch (``1 / micro-batches`` when
         :attr:`Fp8Recipe.caches_weights`, else 1).
+    moe_sort_chunks
+        The token dispatcher regroups the rows it receives by local expert after its
+        all-to-all and back before the combine's (Megatron-Core ``MoEAlltoAllTokenDispatcher``
+        ``dispatch_postprocess`` / ``combine_preprocess``: ``sort_chunks_by_idxs`` when a rank
+        holds more than one expert, Megatron-LM 4415119 ``megatron/core/transformer/moe/
+        token_dispatcher.py``): a copy of the routed rows each way, in forward and backward.
+    moe_quant_padding
+        The experts pad each expert's rows to the quantized GEMM's alignment before the first
+        grouped GEMM and drop the padding after the second (Megatron-Core ``TEGroupedMLP``
+        ``quantization_padding`` / ``quantization_unpadding``, Transformer Engine
+        ``Fp8Padding``/``Fp8Unpadding``, unless the router or the Hybrid-EP dispatcher padded
+        already, ``moe_utils.skip_routed_expert_padding`` at 4415119): a copy of the routed rows
+        each way, in forward and backward.
     """
 
     fusion: Fusion = Fusion.EAGER
@@ -583,6 +596,8 @@ class KernelRecipe:
     fsdp_copies: bool = False
     fsdp_reduce_bytes: int = 4
     weight_cast_share: float = 1.0
+    moe_sort_chunks: bool = False
+    moe_quant_padding: bool = False
 
 
 def fp8_linear(layer: LayerCost) -> bool:

@@ -237,3 +237,81 @@ def test_dispatcher_sync_makes_the_gpu_wait_for_the_host() -> None:
                                  "vocab": 1024})  # fmt: skip
     step, _ = _build_step(dense, resolve(dense))
     assert not [t for t in step.graph.tasks if t.stream == "host-sync"]
+
+
+def test_flex_kernel_rates_golden() -> None:
+    """The published kernel bandwidths, read back as the benchmarks state them (GB/s at the
+    benchmark's line rate), and the floor by hand."""
+    from perfmodel.parallel.expert import FLEX_KERNEL_RATES, DispatchFabric, flex_kernel_floor_s
+
+    rdma = FLEX_KERNEL_RATES[("hybridep", DispatchFabric.RDMA)]
+    assert rdma.fraction(16, False) * 50 == pytest.approx(71.71)  # H100, 16 ranks, dispatch
+    assert rdma.fraction(32, True) * 50 == pytest.approx(57.46)  # combine, 32 ranks
+    assert rdma.fraction(128, False) * 50 == pytest.approx(49.97)  # held beyond 64 ranks
+    nvl = FLEX_KERNEL_RATES[("hybridep", DispatchFabric.NVLINK)]
+    assert nvl.fraction(8, False) * 900 == pytest.approx(764.03)
+    assert nvl.fraction(4, True) * 900 == pytest.approx(737.13)  # held below 8 ranks
+    # 12 ranks: halfway in log2 between 8 (764.03) and 16 (706.95)? log2(12) = 3.585
+    t = (math.log2(12) - 3) / 1
+    assert nvl.fraction(12, False) * 900 == pytest.approx(764.03 + t * (706.95 - 764.03))
+    assert FLEX_KERNEL_RATES[("deepep", DispatchFabric.RDMA)].fraction(32, False) == 58 / 50
+    # 16.8 MB per rank (4096 tokens x 2048 x 2 B) once to each of 8 B200s it hits (5.29 of 8):
+    # 88.8 MB at 764.03 GB/s
+    t_ = flex_kernel_floor_s(MoEDispatcher.HYBRIDEP, DispatchFabric.NVLINK, 8,
+                             4096 * 2048 * 2, 5.29, 900e9, combine=False)  # fmt: skip
+    assert t_ == pytest.approx(4096 * 2048 * 2 * 5.29 / 764.03e9)
+    for d in (MoEDispatcher.ALLTOALL, MoEDispatcher.ALLGATHER):  # NCCL: priced by comm
+        assert flex_kernel_floor_s(d, DispatchFabric.RDMA, 16, 1e6, 2.0, 50e9, False) == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(ranks=st.integers(1, 512), combine=st.booleans())
+def test_flex_kernel_fractions_stay_in_the_published_range(ranks: int, combine: bool) -> None:
+    from perfmodel.parallel.expert import FLEX_KERNEL_RATES
+
+    for rate in FLEX_KERNEL_RATES.values():
+        ys = rate.combine if combine else rate.dispatch
+        assert min(ys) - 1e-12 <= rate.fraction(ranks, combine) <= max(ys) + 1e-12
+
+
+def test_flex_fabric_reads_the_link() -> None:
+    from perfmodel.parallel.expert import DispatchFabric, flex_fabric
+
+    sc = Scenario(system="dgx-h100", nodes=2, gpus=16, model="moe", model_args=SMALL,
+                  global_batch=16, precision="bf16", fidelity="analytic")  # fmt: skip
+    topo = resolve(sc).topology
+    g = topo.gpus
+    assert flex_fabric(topo, g[:8]) == (DispatchFabric.NVLINK, 450e9)  # NVLink 4 per direction
+    assert flex_fabric(topo, g[:16]) == (DispatchFabric.RDMA, 50e9)  # a 400 Gb/s NIC port
+    assert flex_fabric(None, g[:16]) == (DispatchFabric.NVLINK, 0.0)
+
+
+def test_flex_dispatch_takes_at_least_its_published_kernel_time() -> None:
+    """Hybrid-EP over two H100 servers: each dispatch/combine all-to-all lasts at least the
+    published kernel time of its tokens (4096 x 2048 x 2 B per rank, sent once to each server
+    hit) at 71.71 / 62.95 GB/s (16 ranks); before, the collective model's NIC-bound all-to-all
+    ran at 87.7 GB/s in the same count. The NCCL all-to-all dispatcher keeps its collective."""
+    from perfmodel.parallel.expert import FLEX_KERNEL_RATES, DispatchFabric
+
+    args = {**SMALL, "hidden": 2048, "heads": 16, "kv_heads": 4, "seq_len": 4096,
+            "experts": 32, "top_k": 8, "layers": 1}  # fmt: skip
+
+    def ep_tasks(dispatcher: str) -> list:
+        sc = Scenario(system="dgx-h100", nodes=2, model="moe", model_args=args,
+                      precision="bf16", optimizer="adam", fidelity="analytic",
+                      software="megatron-core", ep=16, global_batch=16,
+                      moe_dispatcher=dispatcher)  # fmt: skip
+        step, _ = _build_step(sc, resolve(sc))
+        return [t for t in step.graph.tasks
+                if t.kind is TaskKind.COLLECTIVE and t.comm is not None
+                and t.comm.kind is CommKind.EP]  # fmt: skip
+
+    flex = ep_tasks("hybridep")
+    assert len(flex) == 2  # per phase, the dispatch and the combine back to back
+    rate = FLEX_KERNEL_RATES[("hybridep", DispatchFabric.RDMA)]
+    counted = 4096 * 2048 * 2 * expected_units_hit(32, 8, 2)
+    pair = sum(counted / (rate.fraction(16, c) * 50e9) for c in (False, True))
+    assert [t.duration_s for t in flex] == pytest.approx([pair, pair])
+    a2a = ep_tasks("alltoall")  # the NCCL all-to-all of every routed row: no floor
+    share = dispatch_share(MoEDispatcher.HYBRIDEP, 32, 8, 16, 2)
+    assert min(t.duration_s for t in a2a) > pair / share * 0.5

@@ -231,3 +231,46 @@ def test_megatron_core_weights_rows_in_the_activation_not_the_unpermute() -> Non
     assert eager["layer0.experts_swiglu"].activation_bytes == 2 * rows * f * 2
     assert te["layer0.experts_swiglu"].activation_bytes == 2 * rows * f * 2 + PROB_BYTES * rows
     assert te["layer0.unpermute"].fwd_flop == 0  # no weighting left in the scatter
+
+
+@pytest.mark.parametrize(
+    ("software", "dispatcher", "precision", "ep", "sort", "pad"),
+    [
+        ("megatron-core", "alltoall", "fp8", 8, True, True),  # regrouped and padded
+        ("megatron-core", "alltoall", "bf16", 8, True, False),  # no quantized GEMM: no pad
+        ("megatron-core", "alltoall", "fp8", 1, False, True),  # one rank: nothing to regroup
+        ("megatron-core", "hybridep", "fp8", 8, False, False),  # Hybrid-EP pads in its permute
+        ("megatron-core", "deepep", "fp8", 8, False, False),  # DeepEP's permute aligns
+        ("megatron-core", "allgather", "fp8", 8, False, True),
+        ("torchtitan", "alltoall", "fp8", 8, False, False),  # not Megatron-Core's dispatcher
+    ],
+)
+def test_megatron_core_copies_routed_rows_around_the_experts(
+    software: str, dispatcher: str, precision: str, ep: int, sort: bool, pad: bool
+) -> None:
+    """Megatron-Core 4415119: the all-to-all dispatcher regroups the received rows by local
+    expert (``sort_chunks_by_idxs``) and back; ``TEGroupedMLP`` pads each expert's rows for the
+    FP8 GEMMs and unpads (``Fp8Padding``/``Fp8Unpadding``) unless Hybrid-EP or DeepEP aligned
+    them. Each is a copy of the routed rows: rows x hidden x 2 B read and written in forward,
+    their gradient's in backward (the ``permute`` layer's bytes)."""
+    from perfmodel.api import _step_workload, resolve
+
+    args = {"hidden": 512, "layers": 2, "heads": 8, "kv_heads": 2, "ffn_hidden": 256,
+            "experts": 16, "top_k": 4, "seq_len": 1024, "vocab": 4096}  # fmt: skip
+    sc = Scenario(system="dgx-h100", nodes=1, gpus=8, model="moe", model_args=args,
+                  precision=precision, global_batch=8, ep=ep, moe_dispatcher=dispatcher,
+                  software=software, fidelity="analytic")  # fmt: skip
+    r = resolve(sc)
+    w, _ = _step_workload(sc, r, None)
+    names = [la.name.split(".")[-1] for la in w.layers]
+    assert ("sort_chunks" in names, "unsort_chunks" in names) == (sort, sort)
+    assert ("quant_pad" in names, "quant_unpad" in names) == (pad, pad)
+    permute = next(la for la in w.layers if la.name.endswith(".permute"))
+    for la in w.layers:
+        if la.name.split(".")[-1] in ("sort_chunks", "unsort_chunks", "quant_pad", "quant_unpad"):
+            assert la.fwd_bytes == permute.fwd_bytes == 2 * permute.output_shape[0] * 512 * 2
+            assert la.bwd_bytes == la.fwd_bytes
+            assert la.activation_bytes == 0
+    order = [n for n in names[: names.index("experts_fc1") + 1] if n != "fp8_cast"]
+    if sort and pad:  # regrouped after the dispatch, padded before the first grouped GEMM
+        assert order[-3:] == ["sort_chunks", "quant_pad", "experts_fc1"]

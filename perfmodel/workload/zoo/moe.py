@@ -172,6 +172,14 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
     fc, bc = fc + a2a, bc + a2a
     _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc)
+    # Megatron-Core's copies of the routed rows around the experts (KernelRecipe): regrouped
+    # by local expert after the dispatch, padded to the quantized GEMM's alignment
+    sort = net.kernels.moe_sort_chunks and ep > 1 and moe.experts // ep > 1
+    pad = net.kernels.moe_quant_padding
+    if sort:
+        net.elementwise(f"{name}.sort_chunks", (rows, h), "copy", inputs=1, bwd_elements=2)
+    if pad:
+        net.elementwise(f"{name}.quant_pad", (rows, h), "copy", inputs=1, bwd_elements=2)
     net.grouped_linear(
         f"{name}.experts_fc1",
         rows,
@@ -210,6 +218,10 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     )
     # un-permutation: with the weighted sum here, the probabilities' gradient needs the expert
     # outputs; with the probabilities applied in the activation it is a plain scatter-add
+    if pad:
+        net.elementwise(f"{name}.quant_unpad", (rows, h), "copy", inputs=1, bwd_elements=2)
+    if sort:
+        net.elementwise(f"{name}.unsort_chunks", (rows, h), "copy", inputs=1, bwd_elements=2)
     fr, br = _row_comms(net, tokens * h) if etp == tp else ((), ())
     fr, br = fr + a2a, br + a2a
     if probs_in_act:
