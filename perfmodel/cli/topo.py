@@ -424,8 +424,8 @@ def write_imported_system(topo: Topology, source: str, output: str, *, force: bo
     import datetime
     from pathlib import Path
 
+    from perfmodel.topology.files import write_system_file
     from perfmodel.topology.importers import server_description
-    from perfmodel.topology.io import write_system_file
 
     out = Path(output)
     assumptions = import_assumptions(topo)

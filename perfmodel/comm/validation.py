@@ -184,7 +184,7 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
 
 def deepbench_10gpu_server() -> Topology:
     """DeepBench's 10-GPU 1080 Ti box: one CPU root port tree, 2 PCIe switches x 5 GPUs (README)."""
-    from perfmodel.topology.builders import build_cluster
+    from perfmodel.topology.cluster import build_cluster
     from perfmodel.topology.io import parse_server
 
     nodes: list[dict[str, Any]] = [

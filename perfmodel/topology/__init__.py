@@ -25,7 +25,8 @@ if TYPE_CHECKING:
         nccl_trees,
         smi_matrix,
     )
-    from perfmodel.topology.builders import build_cluster, list_systems, load_system
+    from perfmodel.topology.builders import list_systems, load_system
+    from perfmodel.topology.cluster import build_cluster
     from perfmodel.topology.custom import IntraNode, custom_system
     from perfmodel.topology.importers import export_dict, from_dict, import_topology
     from perfmodel.topology.model import FabricSpec, Topology
@@ -43,7 +44,7 @@ _EXPORTS = {
     "nccl_rings": "analysis",
     "nccl_trees": "analysis",
     "smi_matrix": "analysis",
-    "build_cluster": "builders",
+    "build_cluster": "cluster",
     "list_systems": "builders",
     "load_system": "builders",
     "IntraNode": "custom",

@@ -36,7 +36,7 @@ from perfmodel._memo import BoundedMemo
 from perfmodel.errors import ConfigError, ParseError, TopologyError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
-from perfmodel.topology.builders import build_cluster
+from perfmodel.topology.cluster import build_cluster
 from perfmodel.topology.io import LinkSpec, NodeSpec, ServerDescription
 from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
@@ -1349,7 +1349,7 @@ def server_description(
     by local id (kind, model, label, rail, ``p2p``, tray, and the ``p2p_denied`` peers other
     than those of NCCL's P2P rule, which loading applies again), the links among them (tech,
     family, bundle count, bandwidth, efficiency, latency as in the graph) and the fabric.
-    :func:`perfmodel.topology.builders.build_cluster` of it rebuilds the same server.
+    :func:`perfmodel.topology.cluster.build_cluster` of it rebuilds the same server.
 
     Raises
     ------

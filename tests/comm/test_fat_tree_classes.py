@@ -16,9 +16,9 @@ import perfmodel.comm.model as comm_model
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.rings import DirectedLinks, LazyChannels, _nics_of, ring_summary
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import build_cluster
+from perfmodel.topology.cluster import build_cluster
+from perfmodel.topology.files import read_server_file
 from perfmodel.topology.importers import with_nccl_p2p_rule
-from perfmodel.topology.io import read_server_file
 from tests.comm.search_only import SearchOnly
 
 

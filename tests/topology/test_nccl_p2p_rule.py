@@ -17,7 +17,7 @@ import pytest
 from perfmodel._memo import BoundedMemo
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import build_cluster
+from perfmodel.topology.cluster import build_cluster
 from perfmodel.topology.importers import (
     DEFAULT_NCCL_RELEASE,
     HostCpu,
