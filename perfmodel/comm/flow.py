@@ -40,20 +40,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from perfmodel.comm import params as P
+import perfmodel.comm.params as P
+from perfmodel.comm.channels import SMALL_ENTRIES, build_channels, channel_rates, channel_route
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.maxmin import maxmin_rates, maxmin_rates_small
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
+from perfmodel.comm.nodes import check_group, nics_of
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
-from perfmodel.comm.rings import (
-    SMALL_ENTRIES,
-    Channel,
-    DirectedLinks,
-    _nics_of,
-    build_channels,
-    channel_rates,
-    channel_route,
-    check_group,
-)
+from perfmodel.comm.rings import Channel
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
@@ -266,7 +260,7 @@ class FlowNetwork:
         """One flow of ``nbytes`` crossing the links of all ``hops`` at one rate (a pipelined
         ring channel in steady state); ``accounting`` lists the per-node bytes it represents.
         Each hop spends its Intel P2P charge (:meth:`DirectedLinks.charge_p2p`) of link
-        capacity per byte, as :func:`~perfmodel.comm.rings.channel_rates` charges it, so a lone
+        capacity per byte, as :func:`~perfmodel.comm.channels.channel_rates` charges it, so a lone
         channel's flow runs at the closed form's channel rate."""
         key = hops if type(hops) is tuple else tuple(tuple(h) for h in hops)
         hit = self._multi.get(key)
@@ -1060,7 +1054,7 @@ def _tree(
 
 
 def _lead(links: DirectedLinks, seg: list[str], server: int, channel: int) -> list[str]:
-    nics = _nics_of(links.topology, server)
+    nics = nics_of(links.topology, server)
     if not nics or len(seg) == 1:
         return seg
     nic = nics[channel % len(nics)]

@@ -23,29 +23,19 @@ from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any
 
+import perfmodel.comm.closed_form as cf
+import perfmodel.comm.params as P
 from perfmodel._memo import BoundedMemo
-from perfmodel.comm import closed_form as cf
-from perfmodel.comm import params as P
+from perfmodel.comm.channels import LazyChannels, build_channels, channel_rates, flow_rates
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_paths import net_path_type
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers, recent_candidates
+from perfmodel.comm.nodes import all_gpus, check_group, split_by_server
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
-from perfmodel.comm.rings import (
-    MAX_CHANNELS,
-    Channel,
-    DirectedLinks,
-    LazyChannels,
-    RingSummary,
-    all_gpus,
-    build_channels,
-    channel_rates,
-    check_group,
-    flow_rates,
-    pack_rings,
-    ring_summary,
-    split_by_server,
-)
+from perfmodel.comm.ring_summary import RingSummary, ring_summary
+from perfmodel.comm.rings import MAX_CHANNELS, Channel, pack_rings
 from perfmodel.comm.tuner import (
     NVLS_FROM,
     PXN_FROM,
@@ -201,7 +191,7 @@ class GroupInfo:
 @dataclass(frozen=True)
 class _RingPattern:
     """What :meth:`CommCostModel._build_group` finds for a group whose ring channels
-    :func:`~perfmodel.comm.rings.ring_summary` summarises, without a name: every group of the
+    :func:`~perfmodel.comm.ring_summary.ring_summary` summarises, without a name: every group of the
     same pattern (:meth:`CommCostModel._pattern_key`) has these numbers
     (:meth:`CommCostModel._pattern_group`).
 
@@ -566,8 +556,8 @@ class CommCostModel:
         self, members: tuple[str, ...]
     ) -> tuple[tuple[Any, ...], list[list[str]]] | None:
         """The ring pattern of a group of GPUs spanning servers and its parts
-        (:func:`~perfmodel.comm.rings.split_by_server`), or ``None`` (one server, or parts of
-        different local ids: :func:`~perfmodel.comm.rings.ring_summary` summarises no such
+        (:func:`~perfmodel.comm.nodes.split_by_server`), or ``None`` (one server, or parts of
+        different local ids: :func:`~perfmodel.comm.ring_summary.ring_summary` summarises no such
         group).
 
         The pattern is ``("ring", local ids of a part, the servers' classes in order of first
@@ -580,7 +570,7 @@ class CommCostModel:
         groups, six images, one pattern per local id).
 
         Why every group of one pattern has :meth:`_build_group`'s numbers
-        (:class:`_RingPattern`), bit for bit: :func:`~perfmodel.comm.rings.ring_summary`
+        (:class:`_RingPattern`), bit for bit: :func:`~perfmodel.comm.ring_summary.ring_summary`
         reads of the servers only (a) the first server's ring packing, NICs and the routes
         from its GPUs to its NICs, which stay in the server and the fabric and compare names
         inside the server only (the same local-id sequence in name order in every server of
@@ -695,11 +685,11 @@ class CommCostModel:
         """The numbers of ring pattern ``key`` read off a group of the same local ids over
         another number of servers of the same one class (:func:`_any_count_key`), kept under
         ``key`` from now on; ``None`` where no such group has been summarised with every
-        boundary's fabric part one switch (:attr:`~perfmodel.comm.rings.RingSummary.fabric_free`).
+        boundary's fabric part one switch (:attr:`~perfmodel.comm.ring_summary.RingSummary.fabric_free`).
 
         Issue 14: the data-parallel groups of 16, 32 and 64 servers of one class (GPT-3 175B
         on 128 DGX A100) are one analysis. Why it is :meth:`_build_group`'s answer, bit for
-        bit: with one class, :func:`~perfmodel.comm.rings.ring_summary` composes one class
+        bit: with one class, :func:`~perfmodel.comm.ring_summary.ring_summary` composes one class
         pair's boundary (the first two servers'; every server pair of the class composes the
         same, :meth:`_ring_pattern`), and the number of boundaries (the server count) enters
         only as the multiplier of the fabric-link loads, of which a fabric-free summary has
@@ -889,7 +879,7 @@ class CommCostModel:
     def _net_path(self, parts: Sequence[Sequence[str]]) -> tuple[int, float]:
         """NCCL's ``typeInter`` of a ring over ``parts`` (one per server) and the line rate of
         the NICs it uses: per server, the NICs its GPUs leave through
-        (:meth:`~perfmodel.comm.rings.DirectedLinks.gpu_nic`), each reached from its nearest
+        (:meth:`~perfmodel.comm.links.DirectedLinks.gpu_nic`), each reached from its nearest
         GPU of the part (:func:`~perfmodel.comm.nccl_paths.net_path_type`); the worst server's
         path, the slowest port. Read off each server's inside twin
         (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.twin`: built alike inside, which is
@@ -937,7 +927,7 @@ class CommCostModel:
 
     def _packed(self, members: tuple[str, ...]) -> tuple[Channel, ...]:
         """:func:`~perfmodel.comm.rings.pack_rings` of GPUs of one server (what
-        :func:`~perfmodel.comm.rings.build_channels` returns for them), computed once per local-id
+        :func:`~perfmodel.comm.channels.build_channels` returns for them), computed once per local-id
         shape in the first server of the server's class and mapped back: the search stays inside
         the server, whose node-name order the exchange keeps (issue 14: a tensor-parallel group
         and the server parts of the wider groups of every plan pack one ring set)."""

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from perfmodel.comm import params as P
+import perfmodel.comm.params as P
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, Protocol
 from perfmodel.comm.tuner import (

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import perfmodel.comm.params as P
 from perfmodel import units
-from perfmodel.comm import params as P
 from perfmodel.comm.params import HwClass, Protocol
 
 #: GPU architecture -> NCCL's compute-capability index (``NCCL_*_COMPCAP_IDX``).

@@ -12,7 +12,8 @@ import pytest
 
 from perfmodel.comm import CommCostModel
 from perfmodel.comm import rings as rg
-from perfmodel.comm.rings import DirectedLinks, pack_rings
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.rings import pack_rings
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.symmetry import member_automorphism
 

@@ -1,5 +1,5 @@
 """Servers whose P2P rule refuses GPU pairs (DGX-1, PCIe-8x hosts; host-memory routes) are
-analysed by :func:`perfmodel.comm.rings.ring_summary` like any servers built alike (issue 14:
+analysed by :func:`perfmodel.comm.ring_summary.ring_summary` like any servers built alike (issue 14:
 a 2,048-server DGX-1 walked every hop of its 16,384-rank ring): every field of the
 :class:`~perfmodel.comm.model.GroupInfo` equals the direct analysis over the listed channels
 with every route searched (:class:`SearchOnly`)."""
@@ -12,7 +12,9 @@ import pytest
 
 import perfmodel.comm.model as comm_model
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.rings import DirectedLinks, LazyChannels, ring_summary
+from perfmodel.comm.channels import LazyChannels
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
 from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
 from tests.comm.search_only import SearchOnly

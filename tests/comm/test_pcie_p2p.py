@@ -71,8 +71,8 @@ def test_intel_charge_slows_only_the_pcie_hops():
 def test_paths_across_both_sockets_are_not_charged():
     """NCCL charges PATH_PHB (exactly one CPU); gpu0 -> gpu5 on a DGX-1V crosses cpu0 and cpu1
     (PATH_SYS): no charge. gpu1 -> gpu2 on the Titan X server crosses cpu0 only: 6/5."""
+    from perfmodel.comm.links import DirectedLinks
     from perfmodel.comm.pcie_p2p import p2p_charge
-    from perfmodel.comm.rings import DirectedLinks
 
     dgx = DirectedLinks(load_system("dgx1-v100"))
     hop = dgx.p2p_route("gpu0", "gpu5")

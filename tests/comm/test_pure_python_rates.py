@@ -15,6 +15,7 @@ import random
 import numpy as np
 import pytest
 
+import perfmodel.comm.channels as channels
 import perfmodel.comm.rings as rings
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.maxmin import maxmin_rates, maxmin_rates_small, numpy_sum
@@ -127,7 +128,7 @@ def test_group_info_equals_the_numpy_analysis(system, nodes, kw, monkeypatch) ->
     plain = CommCostModel(topo)
     got = [plain._build_group(tuple(g)) for g in groups]
     with monkeypatch.context() as m:  # numpy filling for every size, the lexsort search
-        m.setattr(rings, "SMALL_ENTRIES", -1)
+        m.setattr(channels, "SMALL_ENTRIES", -1)
         m.setattr(rings, "_exhaustive_order", _lexsort_order)
         ref_model = CommCostModel(topo)
         ref = [ref_model._build_group(tuple(g)) for g in groups]

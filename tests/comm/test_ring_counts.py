@@ -10,7 +10,7 @@ from reference_models import direct_model
 
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.model import _any_count_key
-from perfmodel.comm.rings import ring_summary
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
 from tests.comm.test_ring_patterns import _group, _same_info
 

@@ -1,5 +1,5 @@
 """A group spanning servers built alike is analysed without listing its channels
-(:func:`perfmodel.comm.rings.ring_summary`, issue 14); every number of its
+(:func:`perfmodel.comm.ring_summary.ring_summary`, issue 14); every number of its
 :class:`~perfmodel.comm.model.GroupInfo` equals the direct analysis over the listed channels, and
 the channels, read, are the direct ones."""
 
@@ -11,7 +11,8 @@ import pytest
 
 import perfmodel.comm.model as comm_model
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.rings import LazyChannels, ring_summary
+from perfmodel.comm.channels import LazyChannels
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
 
 
@@ -118,7 +119,7 @@ def test_link_table_in_graph_edge_order() -> None:
     """Both directions of graph edge ``k`` are links ``2k, 2k+1`` with the edge's capacity
     (bandwidth x efficiency), latency and unit count, as before the table was built by link
     kind; the neighbour maps are made per node on first read."""
-    from perfmodel.comm.rings import DirectedLinks
+    from perfmodel.comm.links import DirectedLinks
 
     topo = load_system("dgx-a100", nodes=2, fabric_topology="fat-tree")
     links = DirectedLinks(topo)

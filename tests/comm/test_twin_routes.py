@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from search_only import SearchOnly
 
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.model import CommCostModel
-from perfmodel.comm.rings import DirectedLinks
 from perfmodel.errors import PerfModelError
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.schema import NodeKind
