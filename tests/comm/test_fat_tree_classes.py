@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-import perfmodel.comm.model as comm_model
+import perfmodel.comm.group as comm_group
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.channels import LazyChannels
 from perfmodel.comm.links import DirectedLinks
@@ -73,10 +73,10 @@ def test_group_info_equals_search_only(system, nodes, radix, oversub, monkeypatc
         "one per server": gs[1::gpn],
         "two per server": tuple(g for i, g in enumerate(gs) if i % gpn in (0, gpn - 1)),
     }.items():
-        fast = model._build_group(tuple(group))
+        fast = model.groups.build(tuple(group))
         with monkeypatch.context() as m:
-            m.setattr(comm_model, "ring_summary", lambda *a, **k: None)
-            direct = CommCostModel(topo, links=SearchOnly(topo))._build_group(tuple(group))
+            m.setattr(comm_group, "ring_summary", lambda *a, **k: None)
+            direct = CommCostModel(topo, links=SearchOnly(topo)).groups.build(tuple(group))
         for f in dataclasses.fields(fast):
             a, b = getattr(fast, f.name), getattr(direct, f.name)
             assert (tuple(a) == tuple(b)) if f.name == "channels" else (a == b), (name, f.name)

@@ -89,8 +89,9 @@ def test_flow_replay_charges_the_same_hops(titanx):
     for a lone ring) give the closed form's time."""
     import simpy
 
-    from perfmodel.comm.flow import FlowNetwork, run_collective
+    from perfmodel.comm.flow import FlowNetwork
     from perfmodel.comm.params import Protocol
+    from perfmodel.comm.replay import run_collective
 
     size, group = 256 << 20, titanx.gpus[:4]
     a = CommCostModel(titanx).collective("allreduce", size, group, "ring")
