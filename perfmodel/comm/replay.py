@@ -234,6 +234,7 @@ def _collective_gen(
     *,
     coarse: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
+    """The replay of ``algo`` for ``op`` of ``m`` bytes over the group ``info`` describes."""
     env = net.env
     if info.n < 2:
         return
@@ -241,18 +242,7 @@ def _collective_gen(
         ranks = info.gpus or info.members
         base = P.NCCL_BASE_LATENCY_S[("ring", proto)]
         yield env.timeout(base * _ring_plateau(info, op, len(ranks), m, proto))
-        yield from _ring(
-            net,
-            model,
-            info,
-            ranks,
-            op,
-            m,
-            proto,
-            chunks,
-            wire,
-            coarse=coarse,
-        )
+        yield from _ring(net, model, info, ranks, op, m, proto, chunks, wire, coarse=coarse)
     elif algo is Algorithm.TREE:
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
         yield from _tree(net, info, m, proto, chunks, wire)
@@ -265,101 +255,174 @@ def _collective_gen(
         yield from _phase(net, info, [(a, b, m / n) for a in ranks for b in ranks if a != b], proto)
         if op is CollectiveOp.REDUCESCATTER:
             yield env.timeout((n - 1) / n * m / model.gpu_reduce_Bps(info))
-    elif algo is Algorithm.PS:
-        if info.cpus:
-            servers, workers, red = (
-                list(info.cpus),
-                list(info.gpus),
-                model.host_memory_Bps(info.cpus[0]),
-            )
-            contrib = len(workers)
-        else:
-            servers, workers, red = [info.gpus[0]], list(info.gpus[1:]), model.gpu_reduce_Bps(info)
-            contrib = len(workers) + 1
-        s = len(servers)
-        yield from _phase(
-            net, info, [(w, v, m / s) for w in workers for v in servers if w != v], proto
-        )
-        yield env.timeout(contrib * m / s / red)
-        yield from _phase(
-            net, info, [(v, w, m / s) for w in workers for v in servers if w != v], proto
-        )
-    elif algo is Algorithm.HOST:
-        host = info.cpus[0] if info.cpus else nearest_cpu(net.topology, info.gpus[0])
-        gpus = list(info.gpus)
-        yield from _phase(net, info, [(g, host, m) for g in gpus], proto)
-        yield env.timeout((len(gpus) + 1) * m / model.host_memory_Bps(host))
-        yield from _phase(net, info, [(host, g, m) for g in gpus], proto)
-    elif algo is Algorithm.HALVING_DOUBLING:
-        ranks = list(info.gpus or info.members)
-        n = len(ranks)
-        p = 1 << (n.bit_length() - 1)
-        red = model.gpu_reduce_Bps(info)
-        if p != n:
-            yield from _phase(net, info, [(ranks[p + i], ranks[i], m) for i in range(n - p)], proto)
-            yield env.timeout(m / red)
-        stages = p.bit_length() - 1
-        order = list(range(stages))
-        phases = [order] if op is not CollectiveOp.ALLREDUCE else [order, order[::-1]]
-        for phase in phases:
-            for k in phase:
-                dist = p >> (k + 1)
-                nb = m / (2 ** (k + 1))
-                yield from _phase(
-                    net, info, [(ranks[i], ranks[i ^ dist], nb) for i in range(p)], proto
-                )
-        if op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER):
-            yield env.timeout((p - 1) / p * m / red)
-        if p != n:
-            yield from _phase(net, info, [(ranks[i], ranks[p + i], m) for i in range(n - p)], proto)
-    elif algo is Algorithm.HIERARCHICAL:
-        parts = [list(p) for p in info.parts]
-        local = max(len(p) for p in parts)
-        if local > 1:
-            yield from _concurrent_rings(
-                net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
-            )
-        cols = [[p[j] for p in parts if j < len(p)] for j in range(local)]
-        yield from _concurrent_rings(
-            net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks, coarse=coarse
-        )
-        if local > 1:
-            yield from _concurrent_rings(
-                net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
-            )
-    elif algo is Algorithm.TORUS2D:
-        ranks = list(info.gpus or info.members)
-        if info.nodes > 1:
-            rows = [list(p) for p in info.parts]
-            cols_n = len(rows[0])
-        else:
-            cols_n = near_square_factor(len(ranks))
-            rows = [ranks[i : i + cols_n] for i in range(0, len(ranks), cols_n)]
-        cols = [[r[j] for r in rows] for j in range(cols_n)]
-        if cols_n > 1:
-            yield from _concurrent_rings(
-                net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
-            )
-        if len(rows) > 1:
-            yield from _concurrent_rings(
-                net,
-                model,
-                info,
-                cols,
-                CollectiveOp.ALLREDUCE,
-                m / cols_n,
-                proto,
-                chunks,
-                coarse=coarse,
-            )
-        if cols_n > 1:
-            yield from _concurrent_rings(
-                net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
-            )
+    elif algo in _PHASED:
+        yield from _PHASED[algo](net, model, info, op, m, proto, chunks, coarse)
     else:  # pragma: no cover - guarded by the model
         raise ConfigError(
             f"algorithm {algo.value} cannot be simulated", value=algo.value, where="algorithm"
         )
+
+
+def _parameter_server(
+    net: FlowNetwork,
+    model: AnalyticCommModel,
+    info: GroupInfo,
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+    coarse: bool,
+) -> Generator[simpy.Event, Any, None]:
+    """A parameter server: push to the servers, their sum, pull back."""
+    env = net.env
+    if info.cpus:
+        servers, workers, red = (
+            list(info.cpus),
+            list(info.gpus),
+            model.host_memory_Bps(info.cpus[0]),
+        )
+        contrib = len(workers)
+    else:
+        servers, workers, red = [info.gpus[0]], list(info.gpus[1:]), model.gpu_reduce_Bps(info)
+        contrib = len(workers) + 1
+    s = len(servers)
+    yield from _phase(net, info, [(w, v, m / s) for w in workers for v in servers if w != v], proto)
+    yield env.timeout(contrib * m / s / red)
+    yield from _phase(net, info, [(v, w, m / s) for w in workers for v in servers if w != v], proto)
+
+
+def _host_average(
+    net: FlowNetwork,
+    model: AnalyticCommModel,
+    info: GroupInfo,
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+    coarse: bool,
+) -> Generator[simpy.Event, Any, None]:
+    """Averaging on a host CPU: gather, average in host memory, scatter."""
+    env = net.env
+    host = info.cpus[0] if info.cpus else nearest_cpu(net.topology, info.gpus[0])
+    gpus = list(info.gpus)
+    yield from _phase(net, info, [(g, host, m) for g in gpus], proto)
+    yield env.timeout((len(gpus) + 1) * m / model.host_memory_Bps(host))
+    yield from _phase(net, info, [(host, g, m) for g in gpus], proto)
+
+
+def _halving_doubling(
+    net: FlowNetwork,
+    model: AnalyticCommModel,
+    info: GroupInfo,
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+    coarse: bool,
+) -> Generator[simpy.Event, Any, None]:
+    """Recursive halving-doubling over the largest power of two of ranks (the rest folded
+    in and out)."""
+    env = net.env
+    ranks = list(info.gpus or info.members)
+    n = len(ranks)
+    p = 1 << (n.bit_length() - 1)
+    red = model.gpu_reduce_Bps(info)
+    if p != n:
+        yield from _phase(net, info, [(ranks[p + i], ranks[i], m) for i in range(n - p)], proto)
+        yield env.timeout(m / red)
+    stages = p.bit_length() - 1
+    order = list(range(stages))
+    phases = [order] if op is not CollectiveOp.ALLREDUCE else [order, order[::-1]]
+    for phase in phases:
+        for k in phase:
+            dist = p >> (k + 1)
+            nb = m / (2 ** (k + 1))
+            yield from _phase(net, info, [(ranks[i], ranks[i ^ dist], nb) for i in range(p)], proto)
+    if op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER):
+        yield env.timeout((p - 1) / p * m / red)
+    if p != n:
+        yield from _phase(net, info, [(ranks[i], ranks[p + i], m) for i in range(n - p)], proto)
+
+
+def _hierarchical(
+    net: FlowNetwork,
+    model: AnalyticCommModel,
+    info: GroupInfo,
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+    coarse: bool,
+) -> Generator[simpy.Event, Any, None]:
+    """Reduce-scatter inside each server, all-reduce across servers per local rank,
+    all-gather inside each server."""
+    parts = [list(p) for p in info.parts]
+    local = max(len(p) for p in parts)
+    if local > 1:
+        yield from _concurrent_rings(
+            net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
+        )
+    cols = [[p[j] for p in parts if j < len(p)] for j in range(local)]
+    yield from _concurrent_rings(
+        net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks, coarse=coarse
+    )
+    if local > 1:
+        yield from _concurrent_rings(
+            net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
+        )
+
+
+def _torus2d(
+    net: FlowNetwork,
+    model: AnalyticCommModel,
+    info: GroupInfo,
+    op: CollectiveOp,
+    m: float,
+    proto: Protocol,
+    chunks: int,
+    coarse: bool,
+) -> Generator[simpy.Event, Any, None]:
+    """2D-torus all-reduce: reduce-scatter along the rows, all-reduce along the columns,
+    all-gather along the rows."""
+    ranks = list(info.gpus or info.members)
+    if info.nodes > 1:
+        rows = [list(p) for p in info.parts]
+        cols_n = len(rows[0])
+    else:
+        cols_n = near_square_factor(len(ranks))
+        rows = [ranks[i : i + cols_n] for i in range(0, len(ranks), cols_n)]
+    cols = [[r[j] for r in rows] for j in range(cols_n)]
+    if cols_n > 1:
+        yield from _concurrent_rings(
+            net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
+        )
+    if len(rows) > 1:
+        yield from _concurrent_rings(
+            net,
+            model,
+            info,
+            cols,
+            CollectiveOp.ALLREDUCE,
+            m / cols_n,
+            proto,
+            chunks,
+            coarse=coarse,
+        )
+    if cols_n > 1:
+        yield from _concurrent_rings(
+            net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
+        )
+
+
+#: The replays of the algorithms made of phases of transfers and rings (the others are inline
+#: in :func:`_collective_gen`).
+_PHASED = {
+    Algorithm.PS: _parameter_server,
+    Algorithm.HOST: _host_average,
+    Algorithm.HALVING_DOUBLING: _halving_doubling,
+    Algorithm.HIERARCHICAL: _hierarchical,
+    Algorithm.TORUS2D: _torus2d,
+}
 
 
 def _phase(
