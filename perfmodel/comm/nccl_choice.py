@@ -419,7 +419,7 @@ def tuner_of(topology: Topology) -> tuple[NcclTuner, str, tuple[int, int] | None
     scenario states (``None``: none stated).
 
     The table follows the NCCL release the scenario states (``meta["nccl_p2p_rule"]`` with
-    ``stated``; :func:`perfmodel.topology.importers.with_nccl_p2p_rule`), else the GPUs'
+    ``stated``; :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule`), else the GPUs'
     generation (:func:`perfmodel.comm.tuner.tuner_for`).
     """
     rule = topology.meta.get("nccl_p2p_rule")

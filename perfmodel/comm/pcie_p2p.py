@@ -18,7 +18,7 @@ its channel are not charged. Which CPUs are Intel comes from the CPU node's ``mo
 catalogue vendor (``perfmodel hw cpus``), or a free-text model naming Intel or Xeon.
 
 NCCL 2.8 and later (``ncclTopoCheckP2p``: ``PATH_PXB`` on Intel; the default release's rule,
-applied when a system is loaded, :func:`perfmodel.topology.importers.nccl_p2p_level`) does not
+applied when a system is loaded, :func:`perfmodel.topology.nccl_p2p.nccl_p2p_level`) does not
 use P2P across the CPU at all; the overhead matters where P2P crosses it anyway: NCCL 2.0-2.5
 (P2P up to ``PATH_PHB``), 2.6-2.7 on Intel CPUs other than Broadwell, ``perfmodel comm --nccl``
 with such a release, and ``--p2p on`` (``NCCL_P2P_LEVEL=SYS``). The flow simulation
@@ -231,7 +231,7 @@ class _DeniedInEveryServer(Mapping[str, frozenset[str]]):
 @cache
 def _intel_model(model: str) -> bool:
     """Whether a CPU ``model`` string names an Intel part (catalogue vendor or free text)."""
-    from perfmodel.topology.importers import HostCpu
+    from perfmodel.topology.nccl_p2p import HostCpu
 
     return HostCpu.from_text(model) in (HostCpu.INTEL, HostCpu.INTEL_BROADWELL)
 
@@ -264,7 +264,7 @@ def p2p_charge(links: DirectedLinks, hop: Sequence[str]) -> float:
 
     >>> from perfmodel.comm.links import DirectedLinks
     >>> from perfmodel.topology import load_system
-    >>> from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    >>> from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
     >>> t = load_system("pcie-8xtitanx")  # 2 x Intel Xeon E5-2650 v3
     >>> t = with_nccl_p2p_rule(t, NcclRelease(2, 0))  # NCCL 2.0: P2P through one CPU
     >>> links = DirectedLinks(t)

@@ -119,7 +119,7 @@ def host_memory_notes(topology: Topology, gpus: Sequence[str]) -> tuple[str, ...
         f"{'its' if verb == 'talks' else 'their'} transfers in CPU memory"
         + ("" if every else "; the other pairs talk directly (NVLink or PCIe peer-to-peer)")
     ]
-    from perfmodel.topology.importers import nccl_p2p_rule_note
+    from perfmodel.topology.nccl_p2p import nccl_p2p_rule_note
 
     rule = nccl_p2p_rule_note(topology, members)
     if rule:

@@ -2,7 +2,7 @@
 system the hardware flags describe (a catalogue system, a file or ``--system custom``).
 
 The graphs themselves are built in :mod:`perfmodel.topology.cluster`; NCCL's peer-to-peer rule
-is applied by :func:`perfmodel.topology.importers.with_nccl_p2p_rule`.
+is applied by :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule`.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def load_system(
                     value=nics_per_node,
                     where="--nics-per-node",
                 )
-    from perfmodel.topology.importers import with_nccl_p2p_rule  # NCCL's P2P level (issue 12)
+    from perfmodel.topology.nccl_p2p import with_nccl_p2p_rule  # NCCL's P2P level (issue 12)
 
     topo = with_nccl_p2p_rule(build_cluster(desc, nodes, fabric))
     if desc.assumptions:  # an imported machine's (topo import -o): topo show and predict say them

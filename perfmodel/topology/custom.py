@@ -291,7 +291,7 @@ def custom_system(
         fabric = FabricSpec(
             network=network, topology=topology, nics_per_node=nics, oversubscription=over
         )
-    from perfmodel.topology.importers import HostCpu, with_nccl_p2p_rule
+    from perfmodel.topology.nccl_p2p import HostCpu, with_nccl_p2p_rule
 
     # NCCL's default P2P level; the host's sockets are joined by UPI (above): an Intel host
     return with_nccl_p2p_rule(build_cluster(desc, nodes, fabric), host=HostCpu.INTEL)

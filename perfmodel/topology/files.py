@@ -21,7 +21,7 @@ from perfmodel.topology.schema import NodeKind
 _READ_CACHE: BoundedMemo[tuple[str, str, str | None], ServerDescription] = BoundedMemo(64)
 
 #: Suffixes ``--system`` reads as a file: a topology file, or the JSON ``topo show --json``
-#: (and ``topo import --json``, :func:`perfmodel.topology.importers.export_dict`) writes.
+#: (and ``topo import --json``, :func:`perfmodel.topology.export.export_dict`) writes.
 SYSTEM_FILE_SUFFIXES = (".toml", ".json")
 
 
@@ -48,14 +48,14 @@ def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> Se
 
 def _server_from_json(text: str, path: Path, gpu_override: str | None) -> ServerDescription:
     """Server 0 of the JSON ``topo show --json`` / ``topo import --json`` writes
-    (:func:`perfmodel.topology.importers.from_dict`,
-    :func:`~perfmodel.topology.importers.server_description`), with ``gpu_override`` as the
+    (:func:`perfmodel.topology.export.from_dict`,
+    :func:`~perfmodel.topology.export.server_description`), with ``gpu_override`` as the
     model of every GPU when given."""
     import dataclasses
     import json
 
     from perfmodel.errors import ParseError
-    from perfmodel.topology.importers import from_dict, server_description
+    from perfmodel.topology.export import from_dict, server_description
 
     try:
         data = json.loads(text)

@@ -520,7 +520,7 @@ def _search(adj: _Adjacency, d: int, server: int | None) -> tuple[list[int], lis
 
 def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     """:func:`route` inside a one-server topology, computed without the routing caches: for a
-    throwaway topology (:func:`~perfmodel.topology.importers.nccl_p2p_level_denied`) that
+    throwaway topology (:func:`~perfmodel.topology.nccl_p2p.nccl_p2p_level_denied`) that
     the caches, keyed on the object, would otherwise keep alive. The same route as
     :func:`route` (one server: no symmetry, the scalar search of :func:`_best_paths`)."""
     return uncached_routes(topo, [(src, dst)])[0]

@@ -21,7 +21,7 @@ from perfmodel.comm.closed_form import STEP_WIRE_BYTES, chain_time
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 from perfmodel.units import GB, us
 
 

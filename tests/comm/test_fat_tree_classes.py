@@ -21,7 +21,7 @@ from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
 from perfmodel.topology.cluster import build_cluster
 from perfmodel.topology.files import read_server_file
-from perfmodel.topology.importers import with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import with_nccl_p2p_rule
 from tests.comm.search_only import SearchOnly
 
 

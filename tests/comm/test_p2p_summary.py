@@ -16,7 +16,7 @@ from perfmodel.comm.channels import LazyChannels
 from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 from tests.comm.search_only import SearchOnly
 
 

@@ -14,7 +14,7 @@ from perfmodel.comm import CommCostModel
 from perfmodel.comm.validation import _with_cpu_model
 from perfmodel.hardware.links import get_link
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, nccl_p2p_level_denied, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, nccl_p2p_level_denied, with_nccl_p2p_rule
 
 GOODPUT = get_link("pcie3-x16").bandwidth_Bps * get_link("pcie3-x16").efficiency
 

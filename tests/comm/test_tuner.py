@@ -12,7 +12,7 @@ from perfmodel.comm import params as P
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.comm.tuner import NCCL_2_8, NCCL_2_29, arch_index, nodes_index, tuner_for
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 from perfmodel.units import GB, GiB, MiB, us
 
 
