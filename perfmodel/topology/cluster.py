@@ -153,21 +153,78 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
     if nodes < 1:
         raise ConfigError(f"--nodes must be >= 1, got {nodes}", value=nodes, where="--nodes")
     if nodes == 1:
-        graph = nx.Graph()
-        add_server(graph, desc, 0, "")
-        topo = Topology(
-            desc.name,
-            graph,
-            1,
-            desc.description,
-            desc.source,
-            fabric,
-            desc.sources,
-            cloud=desc.cloud,
-            references=desc.references,
-        )
-        validate_graph(graph, source=desc.source)
-        return topo
+        return _one_server(desc, fabric)
+    nic_ids = _cluster_nics(desc, nodes, fabric)
+    assert fabric is not None
+    # Servers 1.. are copies of server 0, made in the graph when first read (topology/lazy.py):
+    # the fabric's switches and links are written now, a server's links to them kept in
+    # ``links`` until the server is made.
+    template = _server_template(desc)
+    prefix = ReplicaPattern.prefix
+    wiring = _FabricWiring(nodes, nic_ids, fabric.network, template)
+    graph = lazy_graph(wiring.filler)
+    wiring.wire(fabric)
+    # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
+    # server 0 and the fabric's links of one bundle size share one attribute dict (checked
+    # once, on the first such link).
+    node_data = graph.nodes(data=True)
+    first_ids = [prefix(0) + lid for lid, _, _ in template]
+    first = [(n, node_data[n]) for n in first_ids]
+    first_edges = [(u, v, d) for u, v, d in graph.edges(first_ids, data=True)]
+    fabric_nodes = [(n, node_data[n]) for n in wiring.switches]
+    fabric_edges = [(u, v, wiring.by_count[c]) for c, (u, v) in wiring.first_of_count.items()]
+    gpus = check_attributes(
+        graph, first + fabric_nodes, first_edges + fabric_edges, source=desc.source
+    )
+    if not gpus:
+        raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
+    pattern = ReplicaPattern(
+        graph,
+        nodes,
+        tuple(lid for lid, _, _ in template),
+        tuple(wiring.switches),
+        _attachments(wiring.ends),
+    )
+    topo = Topology(
+        f"{desc.name}x{nodes}",
+        graph,
+        nodes,
+        desc.description,
+        desc.source,
+        fabric,
+        desc.sources,
+        pattern=pattern,
+        cloud=desc.cloud,
+        references=desc.references,
+    )
+    if not _copies_connected(graph, pattern):  # else the whole graph names the GPU
+        gpus_in_node_order = [n for n, kind in graph.nodes(data="kind") if kind is NodeKind.GPU]
+        check_gpu_connectivity(graph, gpus_in_node_order, desc.source)
+    return topo
+
+
+def _one_server(desc: ServerDescription, fabric: FabricSpec | None) -> Topology:
+    """The server alone, its nodes named by their local ids."""
+    graph = nx.Graph()
+    add_server(graph, desc, 0, "")
+    topo = Topology(
+        desc.name,
+        graph,
+        1,
+        desc.description,
+        desc.source,
+        fabric,
+        desc.sources,
+        cloud=desc.cloud,
+        references=desc.references,
+    )
+    validate_graph(graph, source=desc.source)
+    return topo
+
+
+def _cluster_nics(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> list[str]:
+    """The local ids of the NICs each server joins to ``fabric`` (the first ``nics_per_node``),
+    after checking that ``nodes`` servers can be built."""
     if fabric is None:
         raise ConfigError(
             f"system {desc.name} states no default fabric; give --network to build {nodes} nodes",
@@ -198,108 +255,125 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
         )
     if fabric.nics_per_node and fabric.nics_per_node < len(nic_ids):
         nic_ids = nic_ids[: fabric.nics_per_node]
-    # Servers 1.. are copies of server 0, made in the graph when first read (topology/lazy.py):
-    # the fabric's switches and links are written now, a server's links to them kept in
-    # ``links`` until the server is made.
-    template = _server_template(desc)
-    prefix = ReplicaPattern.prefix
-    links: list[list[tuple[str, str, dict[str, object]]]] = [[] for _ in range(nodes)]
-    switches: list[str] = []
-    filler = ClusterFiller(nodes, prefix, template, links, switches)
-    graph = lazy_graph(filler)
-    adj = filler.adj  # the fabric's adjacency dicts are plain dicts, present from the start
-    net = fabric.network
-    # One catalogue lookup and one attribute dict per bundle size, shared by every fabric link
-    # of that size (the graph is read-only, model.Topology), not one per port.
-    by_count: dict[int, dict[str, object]] = {}
-    first_of_count: dict[int, tuple[str, str]] = {}  # the first link of each bundle size
+    return nic_ids
 
-    def link_data(u: str, v: str, count: int) -> dict[str, object]:
-        data = by_count.get(count)
+
+class _FabricWiring:
+    """The fabric of a cluster being built: its switches and links, written into the lazy
+    graph's fabric part (:class:`~perfmodel.topology.lazy.ClusterFiller`), and each server's
+    links to the fabric, kept until the server is made.
+
+    One catalogue lookup and one attribute dict per bundle size, shared by every fabric link of
+    that size (the graph is read-only, :class:`~perfmodel.topology.model.Topology`), not one
+    per port.
+    """
+
+    def __init__(
+        self,
+        nodes: int,
+        nic_ids: list[str],
+        network: str,
+        template: list[tuple[str, dict, list[tuple[str, dict]]]],
+    ) -> None:
+        self.nodes = nodes
+        self.nic_ids = nic_ids
+        self.network = network
+        #: per server: its links to the fabric as (local id, fabric node, attributes)
+        self.links: list[list[tuple[str, str, dict[str, object]]]] = [[] for _ in range(nodes)]
+        self.switches: list[str] = []
+        self.filler = ClusterFiller(
+            nodes, ReplicaPattern.prefix, template, self.links, self.switches
+        )
+        self.adj = (
+            self.filler.adj
+        )  # the fabric's adjacency dicts: plain dicts, present from the start
+        self.by_count: dict[int, dict[str, object]] = {}
+        self.first_of_count: dict[int, tuple[str, str]] = {}  # the first link of each bundle size
+        self.pre = [ReplicaPattern.prefix(s) for s in range(nodes)]
+        #: per server, its links to the fabric as (local id, fabric node), each of one port
+        #: (count 1): the key of its attachment (ReplicaPattern.attach), hashable
+        self.ends: list[list[tuple[str, str]]] = [[] for _ in range(nodes)]
+
+    def wire(self, fabric: FabricSpec) -> None:
+        """The switches and links of ``fabric`` (see :func:`build_cluster`)."""
+        nodes, nic_ids = self.nodes, self.nic_ids
+        n_ports = nodes * len(nic_ids)
+        if fabric.topology in ("single-switch", "fat-tree"):
+            ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
+        if fabric.topology == "single-switch" or (
+            fabric.topology == "fat-tree" and n_ports <= fabric.leaf_radix
+        ):
+            self._port_edges(ports, self._switch("fabric/switch0", 0))
+        elif fabric.topology == "fat-tree":
+            n_leaves = math.ceil(n_ports / fabric.leaf_radix)
+            spine = self._switch("fabric/spine", 1)
+            for i in range(n_leaves):
+                leaf = self._switch(f"fabric/leaf{i}", 0)
+                members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
+                self._port_edges(members, leaf)
+                uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
+                self._trunk(leaf, spine, uplinks)
+        else:  # rail: NIC k of every server on rail k, every server's links alike (one list)
+            links, ends = self.links, self.ends
+            links[1:] = links[:1] * (nodes - 1)
+            ends[1:] = ends[:1] * (nodes - 1)
+            rails = len(nic_ids)
+            spine = self._switch("fabric/spine", 1) if rails > 1 else None
+            for k in range(rails):
+                leaf = self._switch(f"fabric/rail{k}", 0)
+                self._rail_edges(k, leaf)
+                if spine is not None:
+                    self._trunk(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
+
+    def _link_data(self, u: str, v: str, count: int) -> dict[str, object]:
+        data = self.by_count.get(count)
         if data is None:
-            data = by_count[count] = _link_attrs(link_from_tech(u, v, net, count))
-            first_of_count[count] = (u, v)
+            data = self.by_count[count] = _link_attrs(link_from_tech(u, v, self.network, count))
+            self.first_of_count[count] = (u, v)
         return data
 
-    pre = [prefix(s) for s in range(nodes)]
-    # per server, its links to the fabric as (local id, fabric node), each of one port
-    # (count 1): the key of its attachment (ReplicaPattern.attach), hashable
-    ends: list[list[tuple[str, str]]] = [[] for _ in range(nodes)]
-
-    def port_edges(members: list[tuple[int, int]], sw: str) -> None:
+    def _port_edges(self, members: list[tuple[int, int]], sw: str) -> None:
         """One link from NIC ``k`` of server ``s`` to switch ``sw`` for each ``(s, k)`` of
         ``members``, in that order."""
+        pre, nic_ids, links, ends = self.pre, self.nic_ids, self.links, self.ends
         s0, k0 = members[0]
-        data = link_data(pre[s0] + nic_ids[k0], sw, 1)
-        out = adj[sw]
+        data = self._link_data(pre[s0] + nic_ids[k0], sw, 1)
+        out = self.adj[sw]
         for s, k in members:
             lid = nic_ids[k]
             links[s].append((lid, sw, data))
             ends[s].append((lid, sw))
             out[pre[s] + lid] = data
 
-    def rail_edges(k: int, sw: str) -> None:
-        """:func:`port_edges` of NIC ``k`` of every server, in server order, where every
+    def _rail_edges(self, k: int, sw: str) -> None:
+        """:meth:`_port_edges` of NIC ``k`` of every server, in server order, where every
         server shares one list of links and one of attachment ends (rails: every server is
         wired alike)."""
-        lid = nic_ids[k]
-        data = link_data(pre[0] + lid, sw, 1)
-        links[0].append((lid, sw, data))
-        ends[0].append((lid, sw))
-        adj[sw].update(zip([p + lid for p in pre], [data] * nodes))
+        pre = self.pre
+        lid = self.nic_ids[k]
+        data = self._link_data(pre[0] + lid, sw, 1)
+        self.links[0].append((lid, sw, data))
+        self.ends[0].append((lid, sw))
+        self.adj[sw].update(zip([p + lid for p in pre], [data] * self.nodes))
 
-    def trunk(u: str, v: str, count: int) -> None:
+    def _trunk(self, u: str, v: str, count: int) -> None:
         """``count`` links between switches ``u`` and ``v``."""
-        adj[u][v] = adj[v][u] = link_data(u, v, count)
+        adj = self.adj
+        adj[u][v] = adj[v][u] = self._link_data(u, v, count)
 
-    def switch(name: str, tier: int) -> str:
+    def _switch(self, name: str, tier: int) -> str:
         attrs = {"kind": NodeKind.NETWORK_SWITCH, "server": -1, "local_id": name, "tier": tier}
-        dict.__setitem__(filler.node, name, attrs)
-        dict.__setitem__(adj, name, {})
-        switches.append(name)
+        dict.__setitem__(self.filler.node, name, attrs)
+        dict.__setitem__(self.adj, name, {})
+        self.switches.append(name)
         return name
 
-    n_ports = nodes * len(nic_ids)
-    if fabric.topology in ("single-switch", "fat-tree"):
-        ports = [(s, k) for s in range(nodes) for k in range(len(nic_ids))]
-    if fabric.topology == "single-switch" or (
-        fabric.topology == "fat-tree" and n_ports <= fabric.leaf_radix
-    ):
-        port_edges(ports, switch("fabric/switch0", 0))
-    elif fabric.topology == "fat-tree":
-        n_leaves = math.ceil(n_ports / fabric.leaf_radix)
-        spine = switch("fabric/spine", 1)
-        for i in range(n_leaves):
-            leaf = switch(f"fabric/leaf{i}", 0)
-            members = ports[i * fabric.leaf_radix : (i + 1) * fabric.leaf_radix]
-            port_edges(members, leaf)
-            uplinks = max(1, math.ceil(len(members) / fabric.oversubscription))
-            trunk(leaf, spine, uplinks)
-    else:  # rail: NIC k of every server on rail k, every server's links alike (one list)
-        links[1:] = links[:1] * (nodes - 1)
-        ends[1:] = ends[:1] * (nodes - 1)
-        rails = len(nic_ids)
-        spine = switch("fabric/spine", 1) if rails > 1 else None
-        for k in range(rails):
-            leaf = switch(f"fabric/rail{k}", 0)
-            rail_edges(k, leaf)
-            if spine is not None:
-                trunk(leaf, spine, max(1, math.ceil(nodes / fabric.oversubscription)))
-    # Server 0 and the fabric are checked attribute by attribute; servers 1.. are copies of
-    # server 0 and the fabric's links of one bundle size share one attribute dict (checked
-    # once, on the first such link).
-    node_data = graph.nodes(data=True)
-    first_ids = [prefix(0) + lid for lid, _, _ in template]
-    first = [(n, node_data[n]) for n in first_ids]
-    first_edges = [(u, v, d) for u, v, d in graph.edges(first_ids, data=True)]
-    fabric_nodes = [(n, node_data[n]) for n in switches]
-    fabric_edges = [(u, v, by_count[c]) for c, (u, v) in first_of_count.items()]
-    gpus = check_attributes(
-        graph, first + fabric_nodes, first_edges + fabric_edges, source=desc.source
-    )
-    if not gpus:
-        raise TopologyError(f"{desc.source}: topology has no GPU", value=None, where=desc.source)
-    # servers with the same links to the fabric share one attachment (on rails: every server)
+
+def _attachments(
+    ends: list[list[tuple[str, str]]],
+) -> tuple[tuple[tuple[str, str, int], ...], ...]:
+    """Each server's links to the fabric as its attachment (sorted ``(local id, fabric node,
+    1)``); servers with the same links share one (on rails: every server)."""
     attach_of: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str, int], ...]] = {}
     attach = []
     last: list[tuple[str, str]] | None = None  # servers sharing one list of ends: one lookup
@@ -310,25 +384,7 @@ def build_cluster(desc: ServerDescription, nodes: int, fabric: FabricSpec | None
             if a is None:
                 a = attach_of[key] = tuple(sorted([(lid, f, 1) for lid, f in key]))
         attach.append(a)
-    pattern = ReplicaPattern(
-        graph, nodes, tuple(lid for lid, _, _ in template), tuple(switches), tuple(attach)
-    )
-    topo = Topology(
-        f"{desc.name}x{nodes}",
-        graph,
-        nodes,
-        desc.description,
-        desc.source,
-        fabric,
-        desc.sources,
-        pattern=pattern,
-        cloud=desc.cloud,
-        references=desc.references,
-    )
-    if not _copies_connected(graph, pattern):  # else the whole graph names the GPU
-        gpus_in_node_order = [n for n, kind in graph.nodes(data="kind") if kind is NodeKind.GPU]
-        check_gpu_connectivity(graph, gpus_in_node_order, desc.source)
-    return topo
+    return tuple(attach)
 
 
 def _copies_connected(graph: nx.Graph, pattern: ReplicaPattern) -> bool:

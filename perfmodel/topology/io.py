@@ -425,6 +425,51 @@ def parse_server(
     cloud = parse_cloud(system["cloud"], f"{source}: [system.cloud]") if "cloud" in system else None
     refs = parse_references(system.get("reference", []), f"{source}: [[system.reference]]")
 
+    nodes = _parse_nodes(data, source, default_gpu, gpu_override, server_p2p)
+    if not any(n.kind is NodeKind.GPU for n in nodes):
+        raise TopologyError(f"{source}: no GPU node", value=None, where=source)
+    _check_p2p_denied(nodes, source)
+    links = _parse_links(data, source, {n.id for n in nodes})
+    domain = _check_nvlink_domain(system, tuple(nodes), tuple(links), source)
+    return ServerDescription(
+        name=str(system["name"]),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        fabric=fabric,
+        description=str(system.get("description", "")),
+        sources=tuple(
+            str(s)
+            for s in as_list(
+                system.get("sources", []), "system.sources", where=source, error=TopologyError
+            )
+        ),
+        gpu=default_gpu,
+        gpu_selectable=selectable,
+        source=source,
+        nvlink_domain=domain,
+        cloud=cloud,
+        references=refs,
+        assumptions=tuple(
+            str(a)
+            for a in as_list(
+                system.get("assumptions", []),
+                "system.assumptions",
+                where=source,
+                error=TopologyError,
+            )
+        ),
+    )
+
+
+def _parse_nodes(
+    data: dict[str, Any],
+    source: str,
+    default_gpu: str,
+    gpu_override: str | None,
+    server_p2p: bool | None,
+) -> list[NodeSpec]:
+    """The ``[[node]]`` entries, checked: unique ids, a known kind (no network switch), a GPU
+    model from the entry or ``[system] gpu`` (``gpu_override`` replaces both)."""
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
     for i, entry in enumerate(
@@ -480,10 +525,12 @@ def parse_server(
                 ),
             )
         )
-    if not any(n.kind is NodeKind.GPU for n in nodes):
-        raise TopologyError(f"{source}: no GPU node", value=None, where=source)
-    _check_p2p_denied(nodes, source)
+    return nodes
 
+
+def _parse_links(data: dict[str, Any], source: str, seen: set[str]) -> list[LinkSpec]:
+    """The ``[[link]]`` entries, checked: both ends declared nodes (``seen``), no self-loop, one
+    entry per pair (bundles are ``count``)."""
     links: list[LinkSpec] = []
     pairs: set[frozenset[str]] = set()
     for i, entry in enumerate(
@@ -510,35 +557,7 @@ def parse_server(
             )
         pairs.add(key)
         links.append(parse_link_entry(entry, where=f"{where} ({a}-{b})"))
-    domain = _check_nvlink_domain(system, tuple(nodes), tuple(links), source)
-    return ServerDescription(
-        name=str(system["name"]),
-        nodes=tuple(nodes),
-        links=tuple(links),
-        fabric=fabric,
-        description=str(system.get("description", "")),
-        sources=tuple(
-            str(s)
-            for s in as_list(
-                system.get("sources", []), "system.sources", where=source, error=TopologyError
-            )
-        ),
-        gpu=default_gpu,
-        gpu_selectable=selectable,
-        source=source,
-        nvlink_domain=domain,
-        cloud=cloud,
-        references=refs,
-        assumptions=tuple(
-            str(a)
-            for a in as_list(
-                system.get("assumptions", []),
-                "system.assumptions",
-                where=source,
-                error=TopologyError,
-            )
-        ),
-    )
+    return links
 
 
 def _check_p2p_denied(nodes: list[NodeSpec], source: str) -> None:
