@@ -14,6 +14,7 @@ algorithms (:mod:`perfmodel.comm.nccl_recent`); the fastest candidate wins
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import perfmodel.comm.closed_form as cf
@@ -135,12 +136,7 @@ class NcclChoice:
     ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
         """:meth:`table` with NCCL 2.7/2.8's constants (:mod:`perfmodel.comm.params`)."""
         n, nodes = info.n, info.nodes
-        if op is CollectiveOp.ALLREDUCE:
-            nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
-        elif op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
-            nsteps, ninter = n - 1, nodes - 1
-        else:
-            nsteps, ninter = n, nodes
+        nsteps, ninter = _ring_steps(op, n, nodes)
         ppn = n / nodes
         sm80 = info.gpu_arch == "ampere"
         reduce_bw = gpu_reduce_Bps(info, self.link_params)
@@ -193,18 +189,7 @@ class NcclChoice:
                 plateau = False
                 if algo is Algorithm.RING:
                     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
-                        step = P.NCCL_STEP_LATENCY_S[
-                            (
-                                HwClass.NET if nodes > 1 else info.intra_class,
-                                "tree" if proto is Protocol.SIMPLE else "ring",
-                                proto,
-                            )
-                        ]
-                        lat += (
-                            nsteps * step
-                            + (nsteps - ninter) * info.alpha_intra_s
-                            + ninter * info.alpha_inter_s
-                        )
+                        lat += _chain_latency(P.NCCL_STEP_LATENCY_S, info, proto, nsteps, ninter)
                     else:
                         lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
                     # the size's plateau factor: _nccl_candidates
@@ -242,12 +227,7 @@ class NcclChoice:
         """
         tuner = self.tuner
         n, nodes = info.n, info.nodes
-        if op is CollectiveOp.ALLREDUCE:
-            nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
-        elif op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
-            nsteps, ninter = n - 1, nodes - 1
-        else:
-            nsteps, ninter = n, nodes
+        nsteps, ninter = _ring_steps(op, n, nodes)
         if nodes == 1:
             ninter = 0
         ppn = n / nodes
@@ -297,18 +277,7 @@ class NcclChoice:
                 plateau = False
                 if algo is Algorithm.RING:
                     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
-                        hop = step[
-                            (
-                                HwClass.NET if nodes > 1 else info.intra_class,
-                                "tree" if proto is Protocol.SIMPLE else "ring",
-                                proto,
-                            )
-                        ]
-                        lat += (
-                            nsteps * hop
-                            + (nsteps - ninter) * info.alpha_intra_s
-                            + ninter * info.alpha_inter_s
-                        )
+                        lat += _chain_latency(step, info, proto, nsteps, ninter)
                     else:
                         if nodes > 1:
                             intra_lat = max(intra_lat, tuner.overhead_s(self.cpu_vendor, proto))
@@ -437,3 +406,34 @@ def tuner_of(topology: Topology) -> tuple[NcclTuner, str, tuple[int, int] | None
         arch = ""
     vendor = "amd" if host == "amd" else "intel" if host.startswith("intel") else "other"
     return tuner_for(release, arch), vendor, release
+
+
+def _ring_steps(op: CollectiveOp, n: int, nodes: int) -> tuple[int, int]:
+    """NCCL's ring steps of ``op`` over ``n`` ranks on ``nodes`` servers and how many of them
+    cross servers: all-reduce ``2 (n - 1)``, reduce-scatter / all-gather ``n - 1``, broadcast /
+    reduce ``n`` (``src/graph/tuning.cc``, ``nsteps`` and ``nInterSteps``)."""
+    if op is CollectiveOp.ALLREDUCE:
+        return 2 * (n - 1), 2 * (nodes - 1)
+    if op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
+        return n - 1, nodes - 1
+    return n, nodes
+
+
+def _chain_latency(
+    step: Mapping[tuple[HwClass, str, Protocol], float],
+    info: GroupInfo,
+    proto: Protocol,
+    nsteps: int,
+    ninter: int,
+) -> float:
+    """The per-step latency of a ring broadcast or reduce (a chain): ``nsteps`` steps of its
+    transport's ``hwLat`` (the network's across servers; the tree's for Simple), plus the
+    latencies outside NCCL's tables, ``ninter`` of the steps across servers."""
+    hop = step[
+        (
+            HwClass.NET if info.nodes > 1 else info.intra_class,
+            "tree" if proto is Protocol.SIMPLE else "ring",
+            proto,
+        )
+    ]
+    return nsteps * hop + (nsteps - ninter) * info.alpha_intra_s + ninter * info.alpha_inter_s

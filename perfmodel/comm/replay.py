@@ -221,6 +221,20 @@ def _ring_plateau(info: GroupInfo, op: CollectiveOp, n: int, m: float, proto: Pr
     return 1.0
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One collective to replay (the arguments of :func:`_collective_gen`'s phased algorithms)."""
+
+    net: FlowNetwork
+    model: AnalyticCommModel
+    info: GroupInfo
+    op: CollectiveOp
+    m: float
+    proto: Protocol
+    chunks: int
+    coarse: bool
+
+
 def _collective_gen(
     net: FlowNetwork,
     model: AnalyticCommModel,
@@ -256,24 +270,16 @@ def _collective_gen(
         if op is CollectiveOp.REDUCESCATTER:
             yield env.timeout((n - 1) / n * m / model.gpu_reduce_Bps(info))
     elif algo in _PHASED:
-        yield from _PHASED[algo](net, model, info, op, m, proto, chunks, coarse)
+        yield from _PHASED[algo](_Call(net, model, info, op, m, proto, chunks, coarse))
     else:  # pragma: no cover - guarded by the model
         raise ConfigError(
             f"algorithm {algo.value} cannot be simulated", value=algo.value, where="algorithm"
         )
 
 
-def _parameter_server(
-    net: FlowNetwork,
-    model: AnalyticCommModel,
-    info: GroupInfo,
-    op: CollectiveOp,
-    m: float,
-    proto: Protocol,
-    chunks: int,
-    coarse: bool,
-) -> Generator[simpy.Event, Any, None]:
+def _parameter_server(c: _Call) -> Generator[simpy.Event, Any, None]:
     """A parameter server: push to the servers, their sum, pull back."""
+    net, model, info, m, proto = c.net, c.model, c.info, c.m, c.proto
     env = net.env
     if info.cpus:
         servers, workers, red = (
@@ -291,17 +297,9 @@ def _parameter_server(
     yield from _phase(net, info, [(v, w, m / s) for w in workers for v in servers if w != v], proto)
 
 
-def _host_average(
-    net: FlowNetwork,
-    model: AnalyticCommModel,
-    info: GroupInfo,
-    op: CollectiveOp,
-    m: float,
-    proto: Protocol,
-    chunks: int,
-    coarse: bool,
-) -> Generator[simpy.Event, Any, None]:
+def _host_average(c: _Call) -> Generator[simpy.Event, Any, None]:
     """Averaging on a host CPU: gather, average in host memory, scatter."""
+    net, model, info, m, proto = c.net, c.model, c.info, c.m, c.proto
     env = net.env
     host = info.cpus[0] if info.cpus else nearest_cpu(net.topology, info.gpus[0])
     gpus = list(info.gpus)
@@ -310,18 +308,10 @@ def _host_average(
     yield from _phase(net, info, [(host, g, m) for g in gpus], proto)
 
 
-def _halving_doubling(
-    net: FlowNetwork,
-    model: AnalyticCommModel,
-    info: GroupInfo,
-    op: CollectiveOp,
-    m: float,
-    proto: Protocol,
-    chunks: int,
-    coarse: bool,
-) -> Generator[simpy.Event, Any, None]:
+def _halving_doubling(c: _Call) -> Generator[simpy.Event, Any, None]:
     """Recursive halving-doubling over the largest power of two of ranks (the rest folded
     in and out)."""
+    net, model, info, op, m, proto = c.net, c.model, c.info, c.op, c.m, c.proto
     env = net.env
     ranks = list(info.gpus or info.members)
     n = len(ranks)
@@ -344,46 +334,19 @@ def _halving_doubling(
         yield from _phase(net, info, [(ranks[i], ranks[p + i], m) for i in range(n - p)], proto)
 
 
-def _hierarchical(
-    net: FlowNetwork,
-    model: AnalyticCommModel,
-    info: GroupInfo,
-    op: CollectiveOp,
-    m: float,
-    proto: Protocol,
-    chunks: int,
-    coarse: bool,
-) -> Generator[simpy.Event, Any, None]:
+def _hierarchical(c: _Call) -> Generator[simpy.Event, Any, None]:
     """Reduce-scatter inside each server, all-reduce across servers per local rank,
     all-gather inside each server."""
-    parts = [list(p) for p in info.parts]
+    parts = [list(p) for p in c.info.parts]
     local = max(len(p) for p in parts)
-    if local > 1:
-        yield from _concurrent_rings(
-            net, model, info, parts, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
-        )
     cols = [[p[j] for p in parts if j < len(p)] for j in range(local)]
-    yield from _concurrent_rings(
-        net, model, info, cols, CollectiveOp.ALLREDUCE, m / local, proto, chunks, coarse=coarse
-    )
-    if local > 1:
-        yield from _concurrent_rings(
-            net, model, info, parts, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
-        )
+    yield from _rows_and_columns(c, parts, cols, local, across=True)
 
 
-def _torus2d(
-    net: FlowNetwork,
-    model: AnalyticCommModel,
-    info: GroupInfo,
-    op: CollectiveOp,
-    m: float,
-    proto: Protocol,
-    chunks: int,
-    coarse: bool,
-) -> Generator[simpy.Event, Any, None]:
+def _torus2d(c: _Call) -> Generator[simpy.Event, Any, None]:
     """2D-torus all-reduce: reduce-scatter along the rows, all-reduce along the columns,
     all-gather along the rows."""
+    info = c.info
     ranks = list(info.gpus or info.members)
     if info.nodes > 1:
         rows = [list(p) for p in info.parts]
@@ -392,23 +355,27 @@ def _torus2d(
         cols_n = near_square_factor(len(ranks))
         rows = [ranks[i : i + cols_n] for i in range(0, len(ranks), cols_n)]
     cols = [[r[j] for r in rows] for j in range(cols_n)]
-    if cols_n > 1:
+    yield from _rows_and_columns(c, rows, cols, cols_n, across=len(rows) > 1)
+
+
+def _rows_and_columns(
+    c: _Call, rows: list[list[str]], cols: list[list[str]], width: int, *, across: bool
+) -> Generator[simpy.Event, Any, None]:
+    """Rings along the ``rows`` reduce-scatter ``m`` bytes (where a row has ``width > 1``
+    ranks), rings along the ``cols`` all-reduce their ``m / width`` (where ``across``), the
+    rows all-gather: the hierarchical and 2D-torus all-reduce."""
+    net, model, info, m, proto, chunks, coarse = (
+        c.net, c.model, c.info, c.m, c.proto, c.chunks, c.coarse
+    )  # fmt: skip
+    if width > 1:
         yield from _concurrent_rings(
             net, model, info, rows, CollectiveOp.REDUCESCATTER, m, proto, chunks, coarse=coarse
         )
-    if len(rows) > 1:
+    if across:
         yield from _concurrent_rings(
-            net,
-            model,
-            info,
-            cols,
-            CollectiveOp.ALLREDUCE,
-            m / cols_n,
-            proto,
-            chunks,
-            coarse=coarse,
+            net, model, info, cols, CollectiveOp.ALLREDUCE, m / width, proto, chunks, coarse=coarse
         )
-    if cols_n > 1:
+    if width > 1:
         yield from _concurrent_rings(
             net, model, info, rows, CollectiveOp.ALLGATHER, m, proto, chunks, coarse=coarse
         )

@@ -114,6 +114,19 @@ def _rule_import(rule: Any, where: str) -> dict[str, Any]:
         ) from exc
 
 
+def from_json_text(text: str, source: str) -> Topology:
+    """:func:`from_dict` of a JSON text (a file's), its syntax and top level checked first."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{source}: invalid JSON: {exc}", value=None, where=source) from exc
+    if not isinstance(data, dict):
+        raise ParseError(f"{source}: JSON top level is not an object", value=None, where=source)
+    return from_dict(data, source=source)
+
+
 def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
     """Rebuild a :class:`Topology` from :func:`export_dict` output (or ``topo show --json``)."""
     if "topology" in data and isinstance(data["topology"], dict):

@@ -52,18 +52,10 @@ def _server_from_json(text: str, path: Path, gpu_override: str | None) -> Server
     :func:`~perfmodel.topology.export.server_description`), with ``gpu_override`` as the
     model of every GPU when given."""
     import dataclasses
-    import json
 
-    from perfmodel.errors import ParseError
-    from perfmodel.topology.export import from_dict, server_description
+    from perfmodel.topology.export import from_json_text, server_description
 
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{path}: invalid JSON: {exc}", value=None, where=str(path)) from exc
-    if not isinstance(data, dict):
-        raise ParseError(f"{path}: JSON top level is not an object", value=None, where=str(path))
-    desc = server_description(from_dict(data, source=str(path)), source=str(path))
+    desc = server_description(from_json_text(text, str(path)), source=str(path))
     if gpu_override is None:
         return desc
     model = get_gpu(gpu_override, where="--gpu").name

@@ -17,7 +17,6 @@ imported machine gets NCCL's P2P rule (:mod:`perfmodel.topology.nccl_p2p`).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -28,7 +27,7 @@ from perfmodel.errors import ConfigError, ParseError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.topology.cluster import build_cluster
-from perfmodel.topology.export import from_dict
+from perfmodel.topology.export import from_json_text
 from perfmodel.topology.io import LinkSpec, NodeSpec, ServerDescription
 from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
@@ -92,6 +91,28 @@ def _nvlink_techs(spec: GPUSpec, source: str) -> tuple[str, str]:
             where=source,
         )
     return f"nvlink{gen}", f"nvswitch-v{max(gen - 1, 1)}"
+
+
+def _imported(
+    source: str,
+    default_name: str,
+    what: str,
+    nodes: list[NodeSpec],
+    links: list[LinkSpec],
+    spec: GPUSpec,
+) -> ServerDescription:
+    """The description of an imported server: named after its file (``default_name`` for text
+    given directly), described as ``imported from`` ``what``."""
+    return ServerDescription(
+        name=Path(source).stem if source and not source.startswith("<") else default_name,
+        nodes=tuple(nodes),
+        links=tuple(links),
+        fabric=None,
+        description=f"imported from {what}",
+        sources=(source,),
+        gpu=spec.name,
+        source=source,
+    )
 
 
 def _finish(desc: ServerDescription, fabric: FabricSpec | None, assumptions: list[str]) -> Topology:
@@ -245,16 +266,8 @@ def from_smi_text(
     for n in nics:
         nodes.append(NodeSpec(dev_id[n], NodeKind.NIC, label=nic_names.get(n, n)))
     _smi_nvlink(gpus, cls, dev_id, spec, source, nodes, links, assumptions)
-    desc = ServerDescription(
-        name=Path(source).stem if source and not source.startswith("<") else "imported-smi",
-        nodes=tuple(nodes),
-        links=tuple(links),
-        fabric=None,
-        description=f"imported from nvidia-smi topo -m ({len(gpus)} GPUs, {len(nics)} NICs)",
-        sources=(source,),
-        gpu=spec.name,
-        source=source,
-    )
+    what = f"nvidia-smi topo -m ({len(gpus)} GPUs, {len(nics)} NICs)"
+    desc = _imported(source, "imported-smi", what, nodes, links, spec)
     topo = _finish(desc, _fabric(network, len(nics), source), assumptions)
     _check_smi_roundtrip(topo, devs, dev_id, cls, assumptions)
     return topo
@@ -617,16 +630,8 @@ def from_nccl_xml(
     nic_count = len(tree.net_ports)
     if network is None and tree.net_ports:
         network = _xml_network(tree.net_ports[0], source, assumptions)
-    desc = ServerDescription(
-        name=Path(source).stem if source and not source.startswith("<") else "imported-nccl",
-        nodes=tuple(tree.nodes),
-        links=tuple(links),
-        fabric=None,
-        description=f"imported from NCCL topology XML ({len(gpu_elems)} GPUs, {nic_count} NICs)",
-        sources=(source,),
-        gpu=spec.name,
-        source=source,
-    )
+    what = f"NCCL topology XML ({len(gpu_elems)} GPUs, {nic_count} NICs)"
+    desc = _imported(source, "imported-nccl", what, tree.nodes, links, spec)
     topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
     # the rule is stated from meta["nccl_p2p_rule"] where it is shown (`topo import`, `topo show`),
     # so a rule applied again later (another release) is not contradicted by a stored sentence
@@ -890,13 +895,7 @@ def import_topology(
     except ParseError as exc:
         raise ParseError(f"{p}: {exc}", value=exc.value, where=str(p)) from exc
     if kind == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"{p}: invalid JSON: {exc}", value=None, where=str(p)) from exc
-        if not isinstance(data, dict):
-            raise ParseError(f"{p}: JSON top level is not an object", value=None, where=str(p))
-        return from_dict(data, source=str(p))
+        return from_json_text(text, str(p))
     if kind == "nccl-xml":
         return from_nccl_xml(text, gpu=gpu, source=str(p), network=network)
     return from_smi_text(text, gpu=gpu, source=str(p), network=network)

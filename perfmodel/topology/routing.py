@@ -419,11 +419,7 @@ def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
         f = frontier[expandable[frontier]]
         if not f.size:
             break
-        starts, ends = a.indptr[f], a.indptr[f + 1]
-        lens = ends - starts
-        idx = np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
-            lens.sum()
-        )
+        idx = _out_edges(a, f)
         nb = np.unique(a.dst[idx])
         nb = nb[dist[nb] < 0]
         dist[nb] = level
@@ -440,11 +436,7 @@ def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
     for level_nodes in layers[1:]:
         if not level_nodes.size:
             continue
-        starts, ends = a.indptr[level_nodes], a.indptr[level_nodes + 1]
-        lens = ends - starts
-        idx = np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
-            lens.sum()
-        )
+        idx = _out_edges(a, level_nodes)
         u, v = a.src[idx], a.dst[idx]
         keep = (dist[v] == dist[u] - 1) & ok_v[v]
         if not keep.any():
@@ -461,6 +453,18 @@ def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
         best_lat[u[pick]] = lt[pick]
         nxt[u[pick]] = v[pick]
     return dist, nxt  # numpy arrays: index like the scalar search's lists
+
+
+def _out_edges(a: _ArrayAdjacency, nodes: Any) -> Any:
+    """The indices of the directed edges leaving ``nodes`` (an index array) in ``a``'s CSR
+    arrays, node after node."""
+    import numpy as np
+
+    starts, ends = a.indptr[nodes], a.indptr[nodes + 1]
+    lens = ends - starts
+    return np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
+        lens.sum()
+    )
 
 
 @lru_cache(maxsize=8192)
