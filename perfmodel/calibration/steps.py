@@ -164,14 +164,13 @@ def numpy_mlp_step(
             per_layer.setdefault(k, []).append(v)
     spec = StepSpec("mlp", batch_size, "fp32", (("widths", tuple(int(w) for w in widths)),))
     flop = 3.0 * 2.0 * batch_size * sum(a * b for a, b in itertools.pairwise(widths))
+    common = {"model": "mlp", "batch_size": batch_size, "precision": "fp32"}
     out = [
         Measurement(
             kind=BenchKind.STEP,
             key=f"step/{spec.key}",
             params={
-                "model": "mlp",
-                "batch_size": batch_size,
-                "precision": "fp32",
+                **common,
                 "widths": [int(w) for w in widths],
                 "optimizer": "sgd",
                 "framework": f"numpy {np.__version__}",
@@ -189,9 +188,7 @@ def numpy_mlp_step(
                 kind=BenchKind.STEP_LAYER,
                 key=f"step_layer/{spec.key}/{name}",
                 params={
-                    "model": "mlp",
-                    "batch_size": batch_size,
-                    "precision": "fp32",
+                    **common,
                     "layer": layer,
                     "module": "Linear" if layer.startswith("fc") else "",
                     "phase": phase or "optimizer",

@@ -59,6 +59,18 @@ class BenchItem:
     cost: float = 1.0  # relative share of the group's budget
 
 
+def _item(
+    group: str,
+    key: str,
+    label: str,
+    kind: BenchKind,
+    params: dict[str, Any],
+    make: Callable[[Backend], Op],
+) -> BenchItem:
+    """A benchmark of one operation (:func:`_single`) in ``group``."""
+    return BenchItem(group, key, label, _single(kind, key, params, make))
+
+
 def _single(
     kind: BenchKind, key: str, params: dict[str, Any], make: Callable[[Backend], Op]
 ) -> Callable[[Backend, TimingPolicy], list[Measurement]]:
@@ -236,30 +248,24 @@ def _launch_items(
     dev = backend.device_kind
     items: list[BenchItem] = []
     items.append(
-        BenchItem(
+        _item(
             "launch",
             "launch/tiny-op",
             "launch overhead (eager dispatch)",
-            _single(
-                BenchKind.LAUNCH,
-                "launch/tiny-op",
-                {"launches": 1, "mode": "eager"},
-                lambda b: b.launch(graph=False),
-            ),
+            BenchKind.LAUNCH,
+            {"launches": 1, "mode": "eager"},
+            lambda b: b.launch(graph=False),
         )
     )
     if dev is DeviceKind.CUDA:
         items.append(
-            BenchItem(
+            _item(
                 "launch",
                 "launch/tiny-op-graph",
                 "launch overhead (GPU, graph replay)",
-                _single(
-                    BenchKind.LAUNCH,
-                    "launch/tiny-op-graph",
-                    {"launches": 1, "mode": "graph"},
-                    lambda b: b.launch(graph=True),
-                ),
+                BenchKind.LAUNCH,
+                {"launches": 1, "mode": "graph"},
+                lambda b: b.launch(graph=True),
             )
         )
     return items
@@ -296,12 +302,7 @@ def _memory_items(
                 else (lambda b, s=size: b.elementwise(s))
             )
             items.append(
-                BenchItem(
-                    "memory",
-                    key,
-                    f"{fname} {size / MiB:.2f} MiB",
-                    _single(kind, key, {"nbytes": size}, make),
-                )
+                _item("memory", key, f"{fname} {size / MiB:.2f} MiB", kind, {"nbytes": size}, make)
             )
     return items
 
@@ -318,16 +319,13 @@ def _gemm_items(
             key = f"gemm/{dtype.value}/m{m}-n{n}-k{k}-b{batch}"
             params = {"m": m, "n": n, "k": k, "batch": batch, "dtype": dtype.value}
             items.append(
-                BenchItem(
+                _item(
                     "gemm",
                     key,
                     f"gemm {dtype.value} {m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""),
-                    _single(
-                        BenchKind.GEMM,
-                        key,
-                        params,
-                        lambda b, p=(m, n, k, batch, dtype): b.gemm(*p),
-                    ),
+                    BenchKind.GEMM,
+                    params,
+                    lambda b, p=(m, n, k, batch, dtype): b.gemm(*p),
                 )
             )
     return items
@@ -359,16 +357,13 @@ def _attention_items(
                 "phase": phase,
             }
             items.append(
-                BenchItem(
+                _item(
                     "gemm",
                     key,
                     f"attention {phase} b{b} h{h} s{sq} d{d}",
-                    _single(
-                        BenchKind.ATTENTION,
-                        key,
-                        params,
-                        lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(*p),
-                    ),
+                    BenchKind.ATTENTION,
+                    params,
+                    lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(*p),
                 )
             )
     return items
@@ -392,16 +387,13 @@ def _conv_items(
                 "stride": stride, "pad": pad, "dtype": dtype.value,
             }  # fmt: skip
             items.append(
-                BenchItem(
+                _item(
                     "conv",
                     key,
                     f"conv {dtype.value} {c}->{kout} {r}x{s}/{stride} @{h}",
-                    _single(
-                        BenchKind.CONV,
-                        key,
-                        params,
-                        lambda b, p=(batch, c, h, w, kout, r, s, stride, pad, dtype): b.conv(*p),
-                    ),
+                    BenchKind.CONV,
+                    params,
+                    lambda b, p=(batch, c, h, w, kout, r, s, stride, pad, dtype): b.conv(*p),
                 )
             )
     return items
@@ -419,16 +411,13 @@ def _transfer_items(
                 kind = BenchKind.H2D if to_dev else BenchKind.D2H
                 key = f"{kind.value}/{'pinned' if pinned else 'pageable'}/{size}"
                 items.append(
-                    BenchItem(
+                    _item(
                         "transfer",
                         key,
                         f"{kind.value} {'pinned' if pinned else 'pageable'} {size / MiB:.2f} MiB",
-                        _single(
-                            kind,
-                            key,
-                            {"nbytes": size, "pinned": pinned},
-                            lambda b, p=(size, pinned, to_dev): b.host_transfer(*p),
-                        ),
+                        kind,
+                        {"nbytes": size, "pinned": pinned},
+                        lambda b, p=(size, pinned, to_dev): b.host_transfer(*p),
                     )
                 )
     return items
@@ -452,16 +441,13 @@ def _stream_items(
                 "reps": 16,
             }
             items.append(
-                BenchItem(
+                _item(
                     "streams",
                     key,
                     f"{n_streams} concurrent learners, m={m}",
-                    _single(
-                        BenchKind.STREAMS,
-                        key,
-                        params,
-                        lambda b, p=(n_streams, m, 2048, 2048, dtype, 16): b.streams(*p),
-                    ),
+                    BenchKind.STREAMS,
+                    params,
+                    lambda b, p=(n_streams, m, 2048, 2048, dtype, 16): b.streams(*p),
                 )
             )
     return items

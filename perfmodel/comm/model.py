@@ -26,15 +26,12 @@ FIDELITIES = ("analytic", "simulated")
 
 
 class CommCostModel(AnalyticCommModel):
-    """Collective costs on a :class:`~perfmodel.topology.Topology`.
+    """Collective costs on a :class:`~perfmodel.topology.Topology`, in either fidelity.
 
     Parameters
     ----------
-    topology
-        The system.
-    link_params
-        Per-link-class overrides (from calibration, or a dict for :meth:`LinkParams.from_dict`);
-        ``None`` uses the topology's values.
+    topology, link_params, links
+        As for :class:`~perfmodel.comm.analytic.AnalyticCommModel`.
     fidelity
         ``"analytic"`` (closed forms on topology-derived bandwidths) or ``"simulated"``
         (chunked transfers in a SimPy flow network with max-min fair sharing).

@@ -14,7 +14,7 @@ algorithms (:mod:`perfmodel.comm.nccl_recent`); the fastest candidate wins
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import perfmodel.comm.closed_form as cf
@@ -77,6 +77,15 @@ class NcclChoice:
             if ll128
             else (Protocol.LL, Protocol.SIMPLE)
         )
+
+    def _choices(self, op: CollectiveOp, info: GroupInfo) -> Iterator[tuple[Protocol, Algorithm]]:
+        """The (protocol, algorithm) pairs of NCCL's ring/tree table: the ring and, for an
+        all-reduce, the tree, for every enabled protocol (:meth:`protocols`)."""
+        for proto in self.protocols(info):
+            for algo in (Algorithm.RING, Algorithm.TREE):
+                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
+                    continue
+                yield proto, algo
 
     def candidates(
         self, op: CollectiveOp, m: float, info: GroupInfo
@@ -142,63 +151,54 @@ class NcclChoice:
         reduce_bw = gpu_reduce_Bps(info, self.link_params)
         reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
         out = []
-        for proto in self.protocols(info):
-            for algo in (Algorithm.RING, Algorithm.TREE):
-                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
-                    continue
-                a = algo.value
-                bus = (
-                    info.ring_bw_Bps
-                    if algo is Algorithm.RING
-                    else min(info.intra_bw_Bps, info.inter_bw_Bps)
-                )
-                if reduces:
-                    bus = min(bus, reduce_bw)
-                if sm80:
-                    bus = min(bus, P.NCCL_SM80_MAX_BUSBW_Bps)
-                if algo is Algorithm.RING:
-                    if proto is Protocol.LL:
-                        multi = nodes > 1 or op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCE)
-                        bus *= (
-                            P.NCCL_RING_LL_FACTOR_ALLREDUCE
-                            if multi
-                            else P.NCCL_RING_LL_FACTOR_OTHER
-                        )
-                    elif proto is Protocol.LL128:
-                        bus *= P.NCCL_LL128_FACTOR_ONE_PER_NODE if ppn < 2 else P.NCCL_LL128_FACTOR
-                    algbw = bus * n / nsteps
-                else:
-                    cap = P.NCCL_TREE_MAX_BW_Bps[
-                        ("multi" if nodes > 2 else "few", sm80 and proto is Protocol.LL128)
-                    ]
-                    bus = min(bus * P.NCCL_TREE_BW_FACTOR, cap)
-                    if proto is Protocol.LL:
-                        bus *= P.NCCL_TREE_LL_FACTOR
-                    elif proto is Protocol.LL128:
-                        bus *= (
-                            P.NCCL_TREE_LL128_FACTOR_INTRA
-                            if nodes == 1
-                            else P.NCCL_TREE_LL128_FACTOR_INTER
-                        )
-                    algbw = bus * 0.5  # the size's correction: _nccl_candidates
-                intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
-                inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
-                if nodes > 1 and proto is Protocol.LL:
-                    intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
-                lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
-                plateau = False
-                if algo is Algorithm.RING:
-                    if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
-                        lat += _chain_latency(P.NCCL_STEP_LATENCY_S, info, proto, nsteps, ninter)
-                    else:
-                        lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
-                    # the size's plateau factor: _nccl_candidates
-                    plateau = (
-                        proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+        for proto, algo in self._choices(op, info):
+            a = algo.value
+            bus = (
+                info.ring_bw_Bps
+                if algo is Algorithm.RING
+                else min(info.intra_bw_Bps, info.inter_bw_Bps)
+            )
+            if reduces:
+                bus = min(bus, reduce_bw)
+            if sm80:
+                bus = min(bus, P.NCCL_SM80_MAX_BUSBW_Bps)
+            if algo is Algorithm.RING:
+                if proto is Protocol.LL:
+                    multi = nodes > 1 or op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCE)
+                    bus *= P.NCCL_RING_LL_FACTOR_ALLREDUCE if multi else P.NCCL_RING_LL_FACTOR_OTHER
+                elif proto is Protocol.LL128:
+                    bus *= P.NCCL_LL128_FACTOR_ONE_PER_NODE if ppn < 2 else P.NCCL_LL128_FACTOR
+                algbw = bus * n / nsteps
+            else:
+                cap = P.NCCL_TREE_MAX_BW_Bps[
+                    ("multi" if nodes > 2 else "few", sm80 and proto is Protocol.LL128)
+                ]
+                bus = min(bus * P.NCCL_TREE_BW_FACTOR, cap)
+                if proto is Protocol.LL:
+                    bus *= P.NCCL_TREE_LL_FACTOR
+                elif proto is Protocol.LL128:
+                    bus *= (
+                        P.NCCL_TREE_LL128_FACTOR_INTRA
+                        if nodes == 1
+                        else P.NCCL_TREE_LL128_FACTOR_INTER
                     )
+                algbw = bus * 0.5  # the size's correction: _nccl_candidates
+            intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
+            inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
+            if nodes > 1 and proto is Protocol.LL:
+                intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
+            lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
+            plateau = False
+            if algo is Algorithm.RING:
+                if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                    lat += _chain_latency(P.NCCL_STEP_LATENCY_S, info, proto, nsteps, ninter)
                 else:
-                    lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
-                out.append((algo, proto, lat, algbw, bus, plateau))
+                    lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                # the size's plateau factor: _nccl_candidates
+                plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+            else:
+                lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
+            out.append((algo, proto, lat, algbw, bus, plateau))
         return out
 
     def _table_229(
@@ -240,54 +240,47 @@ class NcclChoice:
         reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
         step = tuner.step_latency_s
         out = []
-        for proto in self.protocols(info):
-            for algo in (Algorithm.RING, Algorithm.TREE):
-                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
-                    continue
-                a = algo.value
-                if algo is Algorithm.RING:
-                    bus = info.ring_bw_Bps
-                elif nodes <= 2 and math.isfinite(info.intra_bw_Bps):
-                    bus = info.intra_bw_Bps  # one server's tree part (NCCL's bwIntra)
-                else:  # more servers, or one GPU per server (no part inside a server)
-                    bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
-                if reduces:
-                    bus = min(bus, reduce_bw)
-                if algo is Algorithm.RING:
-                    if proto is Protocol.LL:
-                        bus = min(ll_max, bus * 0.5)
-                    elif proto is Protocol.LL128:
-                        cap = nch * tuner.ring_ll128_max_per_channel_Bps[ai][ni]
-                        bus = min(bus * P.NCCL_LL128_FACTOR, cap)
-                    algbw = bus * n / nsteps
+        for proto, algo in self._choices(op, info):
+            a = algo.value
+            if algo is Algorithm.RING:
+                bus = info.ring_bw_Bps
+            elif nodes <= 2 and math.isfinite(info.intra_bw_Bps):
+                bus = info.intra_bw_Bps  # one server's tree part (NCCL's bwIntra)
+            else:  # more servers, or one GPU per server (no part inside a server)
+                bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
+            if reduces:
+                bus = min(bus, reduce_bw)
+            if algo is Algorithm.RING:
+                if proto is Protocol.LL:
+                    bus = min(ll_max, bus * 0.5)
+                elif proto is Protocol.LL128:
+                    cap = nch * tuner.ring_ll128_max_per_channel_Bps[ai][ni]
+                    bus = min(bus * P.NCCL_LL128_FACTOR, cap)
+                algbw = bus * n / nsteps
+            else:
+                bus = min(bus * tuner.tree_bw_factor, nch * tuner.tree_max_per_channel_Bps[ai][ni])
+                if proto is Protocol.LL:
+                    bus = min(bus * P.NCCL_TREE_LL_FACTOR, ll_max)
+                elif proto is Protocol.LL128:
+                    factor = P.NCCL_TREE_LL128_FACTOR_INTRA if nodes == 1 else 120.0 / 128.0
+                    bus = min(bus * factor, nch * tuner.tree_ll128_max_per_channel_Bps[ai][ni])
+                algbw = bus * 0.5  # the size's correction: _nccl_candidates
+            intra_lat = step[(info.intra_class, a, proto)] + info.alpha_intra_s
+            net_algo = "tree" if ppn == 1 else a  # one GPU per server: latency exposed
+            inter_lat = step[(HwClass.NET, net_algo, proto)] + info.alpha_inter_s
+            lat = tuner.base_latency_s[(a, proto)]
+            plateau = False
+            if algo is Algorithm.RING:
+                if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                    lat += _chain_latency(step, info, proto, nsteps, ninter)
                 else:
-                    bus = min(
-                        bus * tuner.tree_bw_factor, nch * tuner.tree_max_per_channel_Bps[ai][ni]
-                    )
-                    if proto is Protocol.LL:
-                        bus = min(bus * P.NCCL_TREE_LL_FACTOR, ll_max)
-                    elif proto is Protocol.LL128:
-                        factor = P.NCCL_TREE_LL128_FACTOR_INTRA if nodes == 1 else 120.0 / 128.0
-                        bus = min(bus * factor, nch * tuner.tree_ll128_max_per_channel_Bps[ai][ni])
-                    algbw = bus * 0.5  # the size's correction: _nccl_candidates
-                intra_lat = step[(info.intra_class, a, proto)] + info.alpha_intra_s
-                net_algo = "tree" if ppn == 1 else a  # one GPU per server: latency exposed
-                inter_lat = step[(HwClass.NET, net_algo, proto)] + info.alpha_inter_s
-                lat = tuner.base_latency_s[(a, proto)]
-                plateau = False
-                if algo is Algorithm.RING:
-                    if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
-                        lat += _chain_latency(step, info, proto, nsteps, ninter)
-                    else:
-                        if nodes > 1:
-                            intra_lat = max(intra_lat, tuner.overhead_s(self.cpu_vendor, proto))
-                        lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
-                    plateau = (
-                        proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
-                    )
-                else:
-                    lat += 2 * ((ppn - 1) * intra_lat + (nodes.bit_length() - 1) * inter_lat)
-                out.append((algo, proto, lat, algbw, bus, plateau))
+                    if nodes > 1:
+                        intra_lat = max(intra_lat, tuner.overhead_s(self.cpu_vendor, proto))
+                    lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+            else:
+                lat += 2 * ((ppn - 1) * intra_lat + (nodes.bit_length() - 1) * inter_lat)
+            out.append((algo, proto, lat, algbw, bus, plateau))
         return out
 
     def in_switch_candidates(

@@ -63,6 +63,7 @@ with the fabric's ``network`` technology.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -461,6 +462,22 @@ def parse_server(
     )
 
 
+def _entries(
+    data: dict[str, Any], table: str, keys: Any, required: tuple[str, str], source: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, entry)`` of each ``[[table]]`` entry, its keys checked (known ``keys``, the
+    two ``required`` ones present)."""
+    for i, entry in enumerate(
+        as_list(data.get(table, []), table, where=source, error=TopologyError)
+    ):
+        where = f"{source}: {table}[{i}]"
+        _check_keys(entry, keys, where)
+        if required[0] not in entry or required[1] not in entry:
+            need = f"'{required[0]}' and '{required[1]}'"
+            raise TopologyError(f"{where}: needs {need}", value=entry, where=where)
+        yield where, entry
+
+
 def _parse_nodes(
     data: dict[str, Any],
     source: str,
@@ -472,13 +489,7 @@ def _parse_nodes(
     model from the entry or ``[system] gpu`` (``gpu_override`` replaces both)."""
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    for i, entry in enumerate(
-        as_list(data.get("node", []), "node", where=source, error=TopologyError)
-    ):
-        where = f"{source}: node[{i}]"
-        _check_keys(entry, _NODE_KEYS, where)
-        if "id" not in entry or "kind" not in entry:
-            raise TopologyError(f"{where}: needs 'id' and 'kind'", value=entry, where=where)
+    for where, entry in _entries(data, "node", _NODE_KEYS, ("id", "kind"), source):
         nid = str(entry["id"])
         if nid in seen:
             raise TopologyError(f"{where}: duplicate node id {nid!r}", value=nid, where=where)
@@ -533,13 +544,7 @@ def _parse_links(data: dict[str, Any], source: str, seen: set[str]) -> list[Link
     entry per pair (bundles are ``count``)."""
     links: list[LinkSpec] = []
     pairs: set[frozenset[str]] = set()
-    for i, entry in enumerate(
-        as_list(data.get("link", []), "link", where=source, error=TopologyError)
-    ):
-        where = f"{source}: link[{i}]"
-        _check_keys(entry, _LINK_KEYS, where)
-        if "a" not in entry or "b" not in entry:
-            raise TopologyError(f"{where}: needs 'a' and 'b'", value=entry, where=where)
+    for where, entry in _entries(data, "link", _LINK_KEYS, ("a", "b"), source):
         a, b = str(entry["a"]), str(entry["b"])
         for end in (a, b):
             if end not in seen:
