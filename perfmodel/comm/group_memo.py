@@ -141,7 +141,7 @@ class GroupMemo:
         classes, used where that image's channels stay in its servers
         (``_shape_inside``, known once one translate has been analysed): the same bandwidths,
         latencies, channel count, parts and server attributes. The ring, tree and in-switch
-        closed forms (:meth:`_nccl_candidates`, :meth:`_in_switch_candidates`) read only those
+        closed forms (:meth:`NcclChoice.candidates <perfmodel.comm.nccl_choice.NcclChoice.candidates>`) read only those
         numbers and the fabric, never a name, so the result is the same object's numbers, bit
         for bit; results of other algorithms (which route flows by name) are not shared
         (``BY_GROUP_NUMBERS``), nor are explicit algorithms outside them.
@@ -211,7 +211,7 @@ class GroupMemo:
         :meth:`_shape_group` do not merge (GPT-3 175B dp32 tp4 pp8 on 128 DGX A100: eight
         groups, six images, one pattern per local id).
 
-        Why every group of one pattern has :meth:`_build_group`'s numbers
+        Why every group of one pattern has :meth:`build`'s numbers
         (:class:`_RingPattern`), bit for bit: :func:`~perfmodel.comm.ring_summary.ring_summary`
         reads of the servers only (a) the first server's ring packing, NICs and the routes
         from its GPUs to its NICs, which stay in the server and the fabric and compare names
@@ -223,9 +223,9 @@ class GroupMemo:
         capacities; and (d) how many adjacent pairs each class pair has. Every resource of
         its max-min fill is keyed by local ids, capacities and fabric links, and met in the
         order of the channels and of the first boundaries of the class pairs: the same keys
-        in the same order for every group of the pattern. The rest of :meth:`_build_group`
+        in the same order for every group of the pattern. The rest of :meth:`build`
         reads the first part's packed rings and link attributes by local id
-        (:meth:`_packed`), the GPU model and the P2P rule of the servers, alike in a class.
+        (:meth:`GroupAnalysis.packed <perfmodel.comm.group.GroupAnalysis.packed>`), the GPU model and the P2P rule of the servers, alike in a class.
         """
         links = self.links
         if len(members) > 1:  # one member per server, one local id, servers in classes (a
@@ -330,7 +330,7 @@ class GroupMemo:
         boundary's fabric part one switch (:attr:`~perfmodel.comm.ring_summary.RingSummary.fabric_free`).
 
         Issue 14: the data-parallel groups of 16, 32 and 64 servers of one class (GPT-3 175B
-        on 128 DGX A100) are one analysis. Why it is :meth:`_build_group`'s answer, bit for
+        on 128 DGX A100) are one analysis. Why it is :meth:`build`'s answer, bit for
         bit: with one class, :func:`~perfmodel.comm.ring_summary.ring_summary` composes one class
         pair's boundary (the first two servers'; every server pair of the class composes the
         same, :meth:`_ring_pattern`), and the number of boundaries (the server count) enters

@@ -182,7 +182,7 @@ class NcclChoice:
                         if nodes == 1
                         else P.NCCL_TREE_LL128_FACTOR_INTER
                     )
-                algbw = bus * 0.5  # the size's correction: _nccl_candidates
+                algbw = bus * 0.5  # the size's correction: candidates
             intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
             inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
             if nodes > 1 and proto is Protocol.LL:
@@ -194,7 +194,7 @@ class NcclChoice:
                     lat += _chain_latency(P.NCCL_STEP_LATENCY_S, info, proto, nsteps, ninter)
                 else:
                     lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
-                # the size's plateau factor: _nccl_candidates
+                # the size's plateau factor: candidates
                 plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
             else:
                 lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
@@ -264,7 +264,7 @@ class NcclChoice:
                 elif proto is Protocol.LL128:
                     factor = P.NCCL_TREE_LL128_FACTOR_INTRA if nodes == 1 else 120.0 / 128.0
                     bus = min(bus * factor, nch * tuner.tree_ll128_max_per_channel_Bps[ai][ni])
-                algbw = bus * 0.5  # the size's correction: _nccl_candidates
+                algbw = bus * 0.5  # the size's correction: candidates
             intra_lat = step[(info.intra_class, a, proto)] + info.alpha_intra_s
             net_algo = "tree" if ppn == 1 else a  # one GPU per server: latency exposed
             inter_lat = step[(HwClass.NET, net_algo, proto)] + info.alpha_inter_s

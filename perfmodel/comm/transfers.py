@@ -68,7 +68,7 @@ class Transfers:
     def p2p_route(self, src: str, dst: str) -> tuple[str, ...]:
         """:meth:`DirectedLinks.p2p_route` between two servers, read off the same local ids in
         the first servers of their classes (:func:`~perfmodel.topology.symmetry.server_symmetry`)
-        and mapped back, as :meth:`_shape_group` does for groups: the route and the NICs each
+        and mapped back, as :meth:`GroupMemo._shape_group` does for groups: the route and the NICs each
         GPU uses are searched inside the two servers and the fabric, whose name order the
         exchange keeps, so the mapped route is the route (issue 14: a pipeline's sends route
         every server pair once per shape, not once per pair)."""
