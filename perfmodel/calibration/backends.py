@@ -20,6 +20,10 @@ normal distribution (:class:`OperandDistribution`, recorded in the provenance), 
 operation for ``sustain_s`` seconds before timing it, and logs the SM clock, board power and
 clock-event (throttle) reasons with every measurement when NVML is available
 (:class:`NvmlTelemetry`; nothing is logged, and nothing fails, without it).
+
+Kept as one module (~1,050 lines, issue 29): the :class:`Backend` interface and its two
+implementations read side by side, operation by operation; the torch half runs only on a GPU
+machine, which the development machine is not.
 """
 
 from __future__ import annotations
