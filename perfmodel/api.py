@@ -264,7 +264,7 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
 def _topology(key: tuple[Any, ...]) -> Topology:
     (system, nodes, network, nics, gpu, gpn, intra, fabric, oversub, nccl) = key
     if nccl is not None:  # the stated NCCL release's P2P level (issue 12)
-        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+        from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
         base = _topology((*key[:-1], None))
         return with_nccl_p2p_rule(base, NcclRelease.parse(nccl, where="scenario.nccl"))

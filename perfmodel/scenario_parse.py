@@ -61,7 +61,7 @@ class Fidelity(str, enum.Enum):
 MAX_BATCH_PER_REPLICA = 2**20
 
 #: Largest global batch, samples: :data:`MAX_BATCH_PER_REPLICA` on each GPU of the largest
-#: cluster accepted (:data:`perfmodel.topology.builders.MAX_CLUSTER_GPUS`, 16,384 = 2**14).
+#: cluster accepted (:data:`perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, 16,384 = 2**14).
 MAX_GLOBAL_BATCH = MAX_BATCH_PER_REPLICA * 2**14
 
 #: Placement dimensions (:mod:`perfmodel.parallel.placement`), fastest first by default.

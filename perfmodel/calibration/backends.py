@@ -20,6 +20,10 @@ normal distribution (:class:`OperandDistribution`, recorded in the provenance), 
 operation for ``sustain_s`` seconds before timing it, and logs the SM clock, board power and
 clock-event (throttle) reasons with every measurement when NVML is available
 (:class:`NvmlTelemetry`; nothing is logged, and nothing fails, without it).
+
+Kept as one module (~1,050 lines, issue 29): the :class:`Backend` interface and its two
+implementations read side by side, operation by operation; the torch half runs only on a GPU
+machine, which the development machine is not.
 """
 
 from __future__ import annotations
@@ -40,7 +44,13 @@ import numpy as np
 
 from perfmodel import __version__
 from perfmodel.calibration.profile import DeviceInfo, DeviceKind
-from perfmodel.calibration.timing import CLOCKS, Rotation, host_sample
+from perfmodel.calibration.timing import (
+    CLOCKS,
+    DEFAULT_SUSTAIN_S,
+    SUSTAIN_MIN_FLOP,
+    Rotation,
+    host_sample,
+)
 from perfmodel.dtypes import DType
 from perfmodel.errors import CalibrationError, ConfigError
 from perfmodel.units import MiB, parse_size
@@ -77,16 +87,6 @@ class OperandDistribution(str, enum.Enum):
     NORMAL = "normal"
     UNIFORM = "uniform"
 
-
-#: Seconds a large operation runs back to back before it is timed, so the GPU sits at its power
-#: limit and steady clock, as in training (stas00/ml-engineering's MSMF uses 2 s windows; the
-#: clock settles within the first few hundred milliseconds of saturation there). Applied to
-#: operations of at least :data:`SUSTAIN_MIN_FLOP`; 0 disables it.
-DEFAULT_SUSTAIN_S = 0.5
-
-#: Smallest operation (FLOP per call) worth sustaining: below it a kernel is launch- or
-#: memory-bound and does not load the power limit.
-SUSTAIN_MIN_FLOP = 1e10
 
 #: NVML clock-event ("throttle") reason bits (``nvmlClocksEventReasons`` in ``nvml.h``, NVML API
 #: reference, "Clocks Event Reasons"; the older ``nvmlClocksThrottleReasons`` names).
@@ -202,7 +202,6 @@ def summarize_telemetry(samples: list[TelemetrySample]) -> dict[str, Any]:
     if temps:
         out["temperature_c"] = round(max(temps), 1)
     return out
-
 
 
 def _cpu_model_name() -> str:
@@ -552,7 +551,9 @@ class TorchBackend(Backend):
         self.use_graphs = use_graphs
         self.operands = OperandDistribution(operands)
         cuda = device == "cuda"
-        self.sustain_s = float(DEFAULT_SUSTAIN_S if sustain_s is None and cuda else sustain_s or 0.0)
+        self.sustain_s = float(
+            DEFAULT_SUSTAIN_S if sustain_s is None and cuda else sustain_s or 0.0
+        )
         if telemetry == "auto":
             telemetry = make_telemetry(torch.cuda.current_device()) if cuda else None
         self.telemetry = telemetry

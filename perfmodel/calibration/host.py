@@ -64,7 +64,7 @@ def fit_eager_host(measurements: Any, gpu: Any, *, exclude: tuple[str, ...] = ()
     CalibrationError
         When no measured step is host-bound (nothing to fit).
     """
-    from perfmodel.calibration.validate import step_workload
+    from perfmodel.calibration.step_workload import step_workload
     from perfmodel.compute import ComputeModel, ComputeParams
 
     counter = ComputeModel(gpu, replace(ComputeParams.for_gpu(gpu), host_dispatch_s=1.0))

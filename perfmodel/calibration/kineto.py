@@ -165,6 +165,53 @@ def summarize_trace(
         source = source or str(events)
         events = read_trace(events)
     source = source or "<events>"
+    host_by_tid, device, launches = _split_events(events)
+    if not any(
+        str(e.get("name", "")).startswith(LAYER_PREFIX) for evs in host_by_tid.values() for e in evs
+    ):
+        raise ParseError(
+            f"{source}: no '{LAYER_PREFIX}<name>' record_function ranges; trace the step with "
+            "perfmodel's step runner or annotate modules the same way",
+            value=source,
+            where=source,
+        )
+    att = _Attribution(host_by_tid)
+    on_device = bool(device)
+    if on_device:
+        for k in device:
+            corr = (k.get("args") or {}).get("correlation")
+            launch = launches.get(int(corr)) if corr is not None else None
+            if launch is None:
+                att.charge(("other", "", Phase.OTHER), float(k.get("dur", 0.0)))
+                continue
+            tid = (launch.get("pid"), launch.get("tid"))
+            att.charge(att.classify(tid, float(launch["ts"])), float(k.get("dur", 0.0)))
+        t0 = min(float(k["ts"]) for k in device)
+        t1 = max(float(k["ts"]) + float(k.get("dur", 0.0)) for k in device)
+        busy_us = sum(float(k.get("dur", 0.0)) for k in device)
+    else:
+        t0, t1, busy_us = att.charge_host_operators()
+    acc = att.acc
+    layers = tuple(
+        LayerTime(
+            layer=k[0], module=k[1], phase=k[2], time_s=acc[k][0] * 1e-6, events=int(acc[k][1])
+        )
+        for k in att.order
+    )
+    return TraceSummary(
+        layers=layers,
+        device_busy_s=busy_us * 1e-6,
+        span_s=(t1 - t0) * 1e-6,
+        on_device=on_device,
+        source=source,
+    )
+
+
+def _split_events(
+    events: list[dict[str, Any]],
+) -> tuple[dict[Any, list[dict[str, Any]]], list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """The complete events by host thread (``(pid, tid)``), the device kernels and memory
+    operations, and the launches by correlation id."""
     complete = [e for e in events if e.get("ph") == "X" and "ts" in e]
     host_by_tid: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     device: list[dict[str, Any]] = []
@@ -180,82 +227,74 @@ def summarize_trace(
             host_by_tid[(e.get("pid"), e.get("tid"))].append(e)
         else:
             host_by_tid[(e.get("pid"), e.get("tid"))].append(e)
-    labels = [
-        e
-        for evs in host_by_tid.values()
-        for e in evs
-        if str(e.get("name", "")).startswith(LAYER_PREFIX)
-    ]
-    if not labels:
-        raise ParseError(
-            f"{source}: no '{LAYER_PREFIX}<name>' record_function ranges; trace the step with "
-            "perfmodel's step runner or annotate modules the same way",
-            value=source,
-            where=source,
-        )
-    trees = {tid: _Intervals(evs) for tid, evs in host_by_tid.items()}
-    is_label = lambda e: str(e.get("name", "")).startswith(LAYER_PREFIX)  # noqa: E731
-    is_opt = lambda e: e.get("name") == OPTIMIZER_LABEL  # noqa: E731
-    is_bwd = lambda e: str(e.get("name", "")).startswith(_BWD_PREFIX)  # noqa: E731
+    return host_by_tid, device, launches
 
-    # forward operators: sequence number -> (layer, module)
-    seq_to_layer: dict[int, tuple[str, str]] = {}
-    for tid, evs in host_by_tid.items():
-        tree = trees[tid]
-        for e in evs:
-            if e.get("cat") != "cpu_op" or is_bwd(e):
-                continue
-            seq = (e.get("args") or {}).get("Sequence number")
-            if seq is None:
-                continue
-            lab = tree.enclosing(float(e["ts"]), is_label)
-            if lab is not None and int(seq) not in seq_to_layer:
-                seq_to_layer[int(seq)] = _split_label(str(lab["name"]))
 
-    def classify(tid: Any, t: float) -> tuple[str, str, Phase]:
-        tree = trees.get(tid)
+def _is_label(e: dict[str, Any]) -> bool:
+    return str(e.get("name", "")).startswith(LAYER_PREFIX)
+
+
+def _is_opt(e: dict[str, Any]) -> bool:
+    return e.get("name") == OPTIMIZER_LABEL
+
+
+def _is_bwd(e: dict[str, Any]) -> bool:
+    return str(e.get("name", "")).startswith(_BWD_PREFIX)
+
+
+class _Attribution:
+    """Time charged to (layer, module, phase): a host time stamp's phase and layer from the
+    ranges around it on its thread (a backward operator's layer by the sequence number of the
+    forward operator it differentiates)."""
+
+    def __init__(self, host_by_tid: dict[Any, list[dict[str, Any]]]) -> None:
+        self.host_by_tid = host_by_tid
+        self.trees = {tid: _Intervals(evs) for tid, evs in host_by_tid.items()}
+        # forward operators: sequence number -> (layer, module)
+        self.seq_to_layer: dict[int, tuple[str, str]] = {}
+        for tid, evs in host_by_tid.items():
+            tree = self.trees[tid]
+            for e in evs:
+                if e.get("cat") != "cpu_op" or _is_bwd(e):
+                    continue
+                seq = (e.get("args") or {}).get("Sequence number")
+                if seq is None:
+                    continue
+                lab = tree.enclosing(float(e["ts"]), _is_label)
+                if lab is not None and int(seq) not in self.seq_to_layer:
+                    self.seq_to_layer[int(seq)] = _split_label(str(lab["name"]))
+        self.acc: dict[tuple[str, str, Phase], list[float]] = defaultdict(lambda: [0.0, 0])
+        self.order: list[tuple[str, str, Phase]] = []
+
+    def classify(self, tid: Any, t: float) -> tuple[str, str, Phase]:
+        tree = self.trees.get(tid)
         if tree is None:
             return "other", "", Phase.OTHER
-        bwd = tree.enclosing(t, is_bwd)
+        bwd = tree.enclosing(t, _is_bwd)
         if bwd is not None:
             seq = (bwd.get("args") or {}).get("Sequence number")
-            if seq is not None and int(seq) in seq_to_layer:
-                layer, module = seq_to_layer[int(seq)]
+            if seq is not None and int(seq) in self.seq_to_layer:
+                layer, module = self.seq_to_layer[int(seq)]
                 return layer, module, Phase.BACKWARD
             return "other", "", Phase.BACKWARD
-        lab = tree.enclosing(t, is_label)
+        lab = tree.enclosing(t, _is_label)
         if lab is not None:
             layer, module = _split_label(str(lab["name"]))
             return layer, module, Phase.FORWARD
-        if tree.enclosing(t, is_opt) is not None:
+        if tree.enclosing(t, _is_opt) is not None:
             return OPTIMIZER_LABEL, "", Phase.OPTIMIZER
         return "other", "", Phase.OTHER
 
-    acc: dict[tuple[str, str, Phase], list[float]] = defaultdict(lambda: [0.0, 0])
-    order: list[tuple[str, str, Phase]] = []
+    def charge(self, key: tuple[str, str, Phase], dur_us: float) -> None:
+        if key not in self.acc:
+            self.order.append(key)
+        self.acc[key][0] += dur_us
+        self.acc[key][1] += 1
 
-    def charge(key: tuple[str, str, Phase], dur_us: float) -> None:
-        if key not in acc:
-            order.append(key)
-        acc[key][0] += dur_us
-        acc[key][1] += 1
-
-    on_device = bool(device)
-    if on_device:
-        for k in device:
-            corr = (k.get("args") or {}).get("correlation")
-            launch = launches.get(int(corr)) if corr is not None else None
-            if launch is None:
-                charge(("other", "", Phase.OTHER), float(k.get("dur", 0.0)))
-                continue
-            tid = (launch.get("pid"), launch.get("tid"))
-            charge(classify(tid, float(launch["ts"])), float(k.get("dur", 0.0)))
-        t0 = min(float(k["ts"]) for k in device)
-        t1 = max(float(k["ts"]) + float(k.get("dur", 0.0)) for k in device)
-        busy_us = sum(float(k.get("dur", 0.0)) for k in device)
-    else:
-        # CPU trace: charge top-level operators' durations (an operator inside another is skipped)
-        for tid, evs in host_by_tid.items():
+    def charge_host_operators(self) -> tuple[float, float, float]:
+        """A CPU trace: the top-level operators' durations charged (an operator inside another
+        is skipped); (first start, last end, busy) in us."""
+        for tid, evs in self.host_by_tid.items():
             ops = sorted(
                 (e for e in evs if e.get("cat") == "cpu_op"),
                 key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))),
@@ -266,24 +305,11 @@ def summarize_trace(
                 if end <= outer_end:
                     continue
                 outer_end = end
-                charge(classify(tid, start), end - start)
-        host = [e for evs in host_by_tid.values() for e in evs if e.get("cat") == "cpu_op"]
+                self.charge(self.classify(tid, start), end - start)
+        host = [e for evs in self.host_by_tid.values() for e in evs if e.get("cat") == "cpu_op"]
         t0 = min((float(e["ts"]) for e in host), default=0.0)
         t1 = max((float(e["ts"]) + float(e.get("dur", 0.0)) for e in host), default=0.0)
-        busy_us = sum(v[0] for v in acc.values())
-    layers = tuple(
-        LayerTime(
-            layer=k[0], module=k[1], phase=k[2], time_s=acc[k][0] * 1e-6, events=int(acc[k][1])
-        )
-        for k in order
-    )
-    return TraceSummary(
-        layers=layers,
-        device_busy_s=busy_us * 1e-6,
-        span_s=(t1 - t0) * 1e-6,
-        on_device=on_device,
-        source=source,
-    )
+        return t0, t1, sum(v[0] for v in self.acc.values())
 
 
 MODULE_KIND = {

@@ -238,7 +238,7 @@ _BW_BYTES = 64 * 2**20
 
 def _class_link_bandwidth(topology: Any, cls: str) -> float:
     """Per-link goodput (bytes/s) the catalogue gives a link class in ``topology``."""
-    from perfmodel.comm.rings import DirectedLinks
+    from perfmodel.comm.links import DirectedLinks
 
     links = DirectedLinks(topology)
     g = topology.graph

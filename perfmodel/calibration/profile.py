@@ -286,9 +286,9 @@ class CalibrationProfile:
     def sustained_gemms(self) -> bool:
         """True when this profile's GEMMs were timed as training runs them: normally
         distributed operands (``provenance["operands"] == "normal"``) held at the power limit
-        for at least :data:`~perfmodel.calibration.backends.DEFAULT_SUSTAIN_S` before timing
+        for at least :data:`~perfmodel.calibration.timing.DEFAULT_SUSTAIN_S` before timing
         (``provenance["sustain_s"]``). Profiles made before issue 24 record neither."""
-        from perfmodel.calibration.backends import DEFAULT_SUSTAIN_S
+        from perfmodel.calibration.timing import DEFAULT_SUSTAIN_S
 
         prov = self.provenance
         try:

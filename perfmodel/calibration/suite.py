@@ -59,6 +59,18 @@ class BenchItem:
     cost: float = 1.0  # relative share of the group's budget
 
 
+def _item(
+    group: str,
+    key: str,
+    label: str,
+    kind: BenchKind,
+    params: dict[str, Any],
+    make: Callable[[Backend], Op],
+) -> BenchItem:
+    """A benchmark of one operation (:func:`_single`) in ``group``."""
+    return BenchItem(group, key, label, _single(kind, key, params, make))
+
+
 def _single(
     kind: BenchKind, key: str, params: dict[str, Any], make: Callable[[Backend], Op]
 ) -> Callable[[Backend, TimingPolicy], list[Measurement]]:
@@ -212,213 +224,269 @@ def plan_suite(
     wanted &= set(backend.groups)
     dev = backend.device_kind
     items: list[BenchItem] = []
-    if "launch" in wanted:
+    for wants, plan in (
+        ("launch" in wanted, _launch_items),
+        ("input" in wanted, _input_items),
+        ("memory" in wanted, _memory_items),
+        ("gemm" in wanted, _gemm_items),
+        ("gemm" in wanted and dev is DeviceKind.CUDA, _attention_items),
+        ("conv" in wanted, _conv_items),
+        ("transfer" in wanted, _transfer_items),
+        ("streams" in wanted, _stream_items),
+        ("collectives" in wanted and dev is DeviceKind.CUDA, _collective_items),
+        ("steps" in wanted, _step_items),
+    ):
+        if wants:
+            items += plan(backend, steps, trace_dir)
+    return items
+
+
+def _launch_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """The launch-overhead benchmarks (eager; graph replay on a GPU)."""
+    dev = backend.device_kind
+    items: list[BenchItem] = []
+    items.append(
+        _item(
+            "launch",
+            "launch/tiny-op",
+            "launch overhead (eager dispatch)",
+            BenchKind.LAUNCH,
+            {"launches": 1, "mode": "eager"},
+            lambda b: b.launch(graph=False),
+        )
+    )
+    if dev is DeviceKind.CUDA:
         items.append(
-            BenchItem(
+            _item(
                 "launch",
-                "launch/tiny-op",
-                "launch overhead (eager dispatch)",
-                _single(
-                    BenchKind.LAUNCH,
-                    "launch/tiny-op",
-                    {"launches": 1, "mode": "eager"},
-                    lambda b: b.launch(graph=False),
-                ),
+                "launch/tiny-op-graph",
+                "launch overhead (GPU, graph replay)",
+                BenchKind.LAUNCH,
+                {"launches": 1, "mode": "graph"},
+                lambda b: b.launch(graph=True),
             )
         )
-        if dev is DeviceKind.CUDA:
+    return items
+
+
+def _input_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """The input pipeline benchmark (host CPU)."""
+    items: list[BenchItem] = []
+    items.append(
+        BenchItem(
+            "input",
+            "input/samples",
+            "input pipeline: JPEG decode + augment, CIFAR augment (host CPU)",
+            _input_runner,
+        )
+    )
+    return items
+
+
+def _memory_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """Copies and element-wise operations over the device's memory sizes."""
+    dev = backend.device_kind
+    items: list[BenchItem] = []
+    for size in memory_sizes(dev):
+        for kind, fname in ((BenchKind.COPY, "copy"), (BenchKind.ELEMENTWISE, "elementwise")):
+            key = f"{fname}/{size}"
+            make = (
+                (lambda b, s=size: b.copy(s))
+                if fname == "copy"
+                else (lambda b, s=size: b.elementwise(s))
+            )
             items.append(
-                BenchItem(
-                    "launch",
-                    "launch/tiny-op-graph",
-                    "launch overhead (GPU, graph replay)",
-                    _single(
-                        BenchKind.LAUNCH,
-                        "launch/tiny-op-graph",
-                        {"launches": 1, "mode": "graph"},
-                        lambda b: b.launch(graph=True),
-                    ),
+                _item("memory", key, f"{fname} {size / MiB:.2f} MiB", kind, {"nbytes": size}, make)
+            )
+    return items
+
+
+def _gemm_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """GEMMs of every shape in every dtype the backend times."""
+    dev = backend.device_kind
+    items: list[BenchItem] = []
+    shapes = gemm_shapes(dev)
+    for dtype in backend.gemm_dtypes:
+        for m, n, k, batch in shapes:
+            key = f"gemm/{dtype.value}/m{m}-n{n}-k{k}-b{batch}"
+            params = {"m": m, "n": n, "k": k, "batch": batch, "dtype": dtype.value}
+            items.append(
+                _item(
+                    "gemm",
+                    key,
+                    f"gemm {dtype.value} {m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""),
+                    BenchKind.GEMM,
+                    params,
+                    lambda b, p=(m, n, k, batch, dtype): b.gemm(*p),
                 )
             )
-    if "input" in wanted:
+    return items
+
+
+def _attention_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """Fused attention forward and forward+backward (bf16; GPU only)."""
+    items: list[BenchItem] = []
+    # fused attention (GPT-2 small, longer sequences, a non-causal encoder), bf16
+    for b, h, sq, d, causal in (
+        (8, 12, 1024, 64, True),
+        (16, 12, 512, 64, True),
+        (4, 16, 2048, 128, True),
+        (2, 32, 4096, 128, True),
+        (8, 16, 512, 64, False),
+    ):
+        for backward in (False, True):
+            phase = "fwd+bwd" if backward else "fwd"
+            key = f"attention/bf16/b{b}-h{h}-s{sq}-d{d}-{'causal' if causal else 'full'}/{phase}"
+            params = {
+                "batch": b,
+                "heads": h,
+                "seq": sq,
+                "head_dim": d,
+                "causal": causal,
+                "dtype": "bf16",
+                "phase": phase,
+            }
+            items.append(
+                _item(
+                    "gemm",
+                    key,
+                    f"attention {phase} b{b} h{h} s{sq} d{d}",
+                    BenchKind.ATTENTION,
+                    params,
+                    lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(*p),
+                )
+            )
+    return items
+
+
+def _conv_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """ResNet-50 and other CNN convolutions (one dtype on a CPU)."""
+    dev = backend.device_kind
+    items: list[BenchItem] = []
+    batch = 64 if dev is DeviceKind.CUDA else 4
+    conv_dtypes = [d for d in (DType.BF16, DType.TF32, DType.FP32) if d in backend.gemm_dtypes]
+    if dev is not DeviceKind.CUDA:
+        conv_dtypes = conv_dtypes[:1]
+    for dtype in conv_dtypes:
+        for c, h, w, kout, r, s, stride, pad in RESNET50_CONVS + OTHER_CNN_CONVS:
+            key = f"conv/{dtype.value}/n{batch}-c{c}-h{h}-w{w}-k{kout}-r{r}-s{s}-st{stride}-p{pad}"
+            params = {
+                "n": batch, "c": c, "h": h, "w": w, "k": kout, "r": r, "s": s,
+                "stride": stride, "pad": pad, "dtype": dtype.value,
+            }  # fmt: skip
+            items.append(
+                _item(
+                    "conv",
+                    key,
+                    f"conv {dtype.value} {c}->{kout} {r}x{s}/{stride} @{h}",
+                    BenchKind.CONV,
+                    params,
+                    lambda b, p=(batch, c, h, w, kout, r, s, stride, pad, dtype): b.conv(*p),
+                )
+            )
+    return items
+
+
+def _transfer_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """Host-device copies, pinned and pageable, both ways."""
+    items: list[BenchItem] = []
+    sizes = [int(x * MiB) for x in (0.0625, 1, 16, 256)]
+    for pinned in (True, False):
+        for to_dev in (True, False):
+            for size in sizes:
+                kind = BenchKind.H2D if to_dev else BenchKind.D2H
+                key = f"{kind.value}/{'pinned' if pinned else 'pageable'}/{size}"
+                items.append(
+                    _item(
+                        "transfer",
+                        key,
+                        f"{kind.value} {'pinned' if pinned else 'pageable'} {size / MiB:.2f} MiB",
+                        kind,
+                        {"nbytes": size, "pinned": pinned},
+                        lambda b, p=(size, pinned, to_dev): b.host_transfer(*p),
+                    )
+                )
+    return items
+
+
+def _stream_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """Concurrent small GEMMs on 1-8 streams."""
+    items: list[BenchItem] = []
+    dtype = DType.BF16 if DType.BF16 in backend.gemm_dtypes else DType.FP32
+    for m in (32, 256):
+        for n_streams in (1, 2, 4, 8):
+            key = f"streams/{dtype.value}/m{m}-n2048-k2048/x{n_streams}"
+            params = {
+                "streams": n_streams,
+                "m": m,
+                "n": 2048,
+                "k": 2048,
+                "dtype": dtype.value,
+                "reps": 16,
+            }
+            items.append(
+                _item(
+                    "streams",
+                    key,
+                    f"{n_streams} concurrent learners, m={m}",
+                    BenchKind.STREAMS,
+                    params,
+                    lambda b, p=(n_streams, m, 2048, 2048, dtype, 16): b.streams(*p),
+                )
+            )
+    return items
+
+
+def _collective_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """NCCL collectives over every GPU of the machine (two or more)."""
+    items: list[BenchItem] = []
+    n_gpu = backend.device_info().count
+    if n_gpu >= 2:
         items.append(
             BenchItem(
-                "input",
-                "input/samples",
-                "input pipeline: JPEG decode + augment, CIFAR augment (host CPU)",
-                _input_runner,
+                "collectives",
+                f"collectives/nccl/n{n_gpu}",
+                f"NCCL collectives over {n_gpu} GPUs",
+                _collectives_runner(n_gpu),
+                cost=1.0,
             )
         )
-    if "memory" in wanted:
-        for size in memory_sizes(dev):
-            for kind, fname in ((BenchKind.COPY, "copy"), (BenchKind.ELEMENTWISE, "elementwise")):
-                key = f"{fname}/{size}"
-                make = (
-                    (lambda b, s=size: b.copy(s))
-                    if fname == "copy"
-                    else (lambda b, s=size: b.elementwise(s))
-                )
-                items.append(
-                    BenchItem(
-                        "memory",
-                        key,
-                        f"{fname} {size / MiB:.2f} MiB",
-                        _single(kind, key, {"nbytes": size}, make),
-                    )
-                )
-    if "gemm" in wanted:
-        shapes = gemm_shapes(dev)
-        for dtype in backend.gemm_dtypes:
-            for m, n, k, batch in shapes:
-                key = f"gemm/{dtype.value}/m{m}-n{n}-k{k}-b{batch}"
-                params = {"m": m, "n": n, "k": k, "batch": batch, "dtype": dtype.value}
-                items.append(
-                    BenchItem(
-                        "gemm",
-                        key,
-                        f"gemm {dtype.value} {m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""),
-                        _single(
-                            BenchKind.GEMM,
-                            key,
-                            params,
-                            lambda b, p=(m, n, k, batch, dtype): b.gemm(*p),
-                        ),
-                    )
-                )
-    if "gemm" in wanted and dev is DeviceKind.CUDA:
-        # fused attention (GPT-2 small, longer sequences, a non-causal encoder), bf16
-        for b, h, sq, d, causal in (
-            (8, 12, 1024, 64, True),
-            (16, 12, 512, 64, True),
-            (4, 16, 2048, 128, True),
-            (2, 32, 4096, 128, True),
-            (8, 16, 512, 64, False),
-        ):
-            for backward in (False, True):
-                phase = "fwd+bwd" if backward else "fwd"
-                key = (
-                    f"attention/bf16/b{b}-h{h}-s{sq}-d{d}-{'causal' if causal else 'full'}/{phase}"
-                )
-                params = {
-                    "batch": b,
-                    "heads": h,
-                    "seq": sq,
-                    "head_dim": d,
-                    "causal": causal,
-                    "dtype": "bf16",
-                    "phase": phase,
-                }
-                items.append(
-                    BenchItem(
-                        "gemm",
-                        key,
-                        f"attention {phase} b{b} h{h} s{sq} d{d}",
-                        _single(
-                            BenchKind.ATTENTION,
-                            key,
-                            params,
-                            lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(
-                                *p
-                            ),
-                        ),
-                    )
-                )
-    if "conv" in wanted:
-        batch = 64 if dev is DeviceKind.CUDA else 4
-        conv_dtypes = [d for d in (DType.BF16, DType.TF32, DType.FP32) if d in backend.gemm_dtypes]
-        if dev is not DeviceKind.CUDA:
-            conv_dtypes = conv_dtypes[:1]
-        for dtype in conv_dtypes:
-            for c, h, w, kout, r, s, stride, pad in RESNET50_CONVS + OTHER_CNN_CONVS:
-                key = f"conv/{dtype.value}/n{batch}-c{c}-h{h}-w{w}-k{kout}-r{r}-s{s}-st{stride}-p{pad}"
-                params = {
-                    "n": batch, "c": c, "h": h, "w": w, "k": kout, "r": r, "s": s,
-                    "stride": stride, "pad": pad, "dtype": dtype.value,
-                }  # fmt: skip
-                items.append(
-                    BenchItem(
-                        "conv",
-                        key,
-                        f"conv {dtype.value} {c}->{kout} {r}x{s}/{stride} @{h}",
-                        _single(
-                            BenchKind.CONV,
-                            key,
-                            params,
-                            lambda b, p=(batch, c, h, w, kout, r, s, stride, pad, dtype): b.conv(
-                                *p
-                            ),
-                        ),
-                    )
-                )
-    if "transfer" in wanted:
-        sizes = [int(x * MiB) for x in (0.0625, 1, 16, 256)]
-        for pinned in (True, False):
-            for to_dev in (True, False):
-                for size in sizes:
-                    kind = BenchKind.H2D if to_dev else BenchKind.D2H
-                    key = f"{kind.value}/{'pinned' if pinned else 'pageable'}/{size}"
-                    items.append(
-                        BenchItem(
-                            "transfer",
-                            key,
-                            f"{kind.value} {'pinned' if pinned else 'pageable'} {size / MiB:.2f} MiB",
-                            _single(
-                                kind,
-                                key,
-                                {"nbytes": size, "pinned": pinned},
-                                lambda b, p=(size, pinned, to_dev): b.host_transfer(*p),
-                            ),
-                        )
-                    )
-    if "streams" in wanted:
-        dtype = DType.BF16 if DType.BF16 in backend.gemm_dtypes else DType.FP32
-        for m in (32, 256):
-            for n_streams in (1, 2, 4, 8):
-                key = f"streams/{dtype.value}/m{m}-n2048-k2048/x{n_streams}"
-                params = {
-                    "streams": n_streams,
-                    "m": m,
-                    "n": 2048,
-                    "k": 2048,
-                    "dtype": dtype.value,
-                    "reps": 16,
-                }
-                items.append(
-                    BenchItem(
-                        "streams",
-                        key,
-                        f"{n_streams} concurrent learners, m={m}",
-                        _single(
-                            BenchKind.STREAMS,
-                            key,
-                            params,
-                            lambda b, p=(n_streams, m, 2048, 2048, dtype, 16): b.streams(*p),
-                        ),
-                    )
-                )
-    if "collectives" in wanted and dev is DeviceKind.CUDA:
-        n_gpu = backend.device_info().count
-        if n_gpu >= 2:
-            items.append(
-                BenchItem(
-                    "collectives",
-                    f"collectives/nccl/n{n_gpu}",
-                    f"NCCL collectives over {n_gpu} GPUs",
-                    _collectives_runner(n_gpu),
-                    cost=1.0,
-                )
+    return items
+
+
+def _step_items(
+    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
+) -> list[BenchItem]:
+    """Training steps (``steps``, or the backend's default ones)."""
+    items: list[BenchItem] = []
+    for spec in steps if steps is not None else default_steps(backend):
+        items.append(
+            BenchItem(
+                "steps",
+                f"step/{spec.key}",
+                f"training step {spec.key}",
+                _step_runner(spec, trace_dir),
+                cost=4.0,
             )
-    if "steps" in wanted:
-        for spec in steps if steps is not None else default_steps(backend):
-            items.append(
-                BenchItem(
-                    "steps",
-                    f"step/{spec.key}",
-                    f"training step {spec.key}",
-                    _step_runner(spec, trace_dir),
-                    cost=4.0,
-                )
-            )
+        )
     return items
 
 
@@ -625,33 +693,9 @@ def run_suite(
         Stop (as if interrupted) after this many items: for tests of resumption.
     """
     out = Path(out_path)
-    if resume and out.exists():
-        profile = read_profile(out)
-        here = backend.device_info()
-        if (profile.device.kind, profile.device.name) != (here.kind, here.name):
-            raise CalibrationError(
-                f"{out}: cannot resume a calibration of {profile.device.kind.value} "
-                f"{profile.device.name!r} on {here.kind.value} {here.name!r} (field device.name)",
-                value=profile.device.name,
-                where=f"{out}: device.name",
-            )
-        prov = dict(profile.provenance)
-        resumed = list(prov.get("resumed_utc", []))
-        resumed.append(backend.provenance(command)["created_utc"])
-        prov["resumed_utc"] = resumed
-        profile = replace(profile, provenance=MappingProxyType(prov), complete=False)
-    else:
-        profile = new_profile(backend, command)
+    profile = _start_profile(backend, out, resume, command)
     done = set(profile.measured_keys)
-    skipped = {k: v for k, v in profile.skipped.items() if not v.startswith("budget")}
-    for g in GROUP_ORDER:
-        if g not in backend.groups:
-            skipped[f"group:{g}"] = f"not supported by the {backend.name} backend"
-    n_dev = profile.device.count if profile.device.kind is DeviceKind.CUDA else 0
-    if n_dev < 2 and "collectives" in backend.groups:
-        skipped["group:collectives"] = (
-            f"collectives need >= 2 GPUs (found {n_dev}); import nccl-tests logs instead"
-        )
+    skipped = _skipped_before(backend, profile)
     pending = [it for it in items if it.key not in done and it.key not in skipped]
     progress = progress or Progress(len(items), budget_s)
     t_start = time.monotonic()
@@ -689,22 +733,7 @@ def run_suite(
             target = 0.5 * min(remaining_group, remaining_total) * item.cost / rest_cost
             policy = TimingPolicy(target_s=max(5e-3, min(target, 0.3)))
             progress.update(count_done, item.label)
-            try:
-                ms = item.run(backend, policy)
-            except Unsupported as exc:
-                skipped[item.key] = f"unsupported: {exc}"
-                ms = []
-            except MemoryError as exc:
-                skipped[item.key] = f"out of memory: {exc}"
-                ms = []
-            except Exception as exc:  # a failing benchmark is recorded, not fatal
-                first = (str(exc).splitlines() or [""])[0][:300]
-                oom = "out of memory" in str(exc).lower()
-                skipped[item.key] = (
-                    f"{'out of memory' if oom else 'error'}: {type(exc).__name__}: {first}"
-                )
-                ms = []
-                _free_cuda()
+            ms = _run_item(backend, item, policy, skipped)
             count_done += 1
             ran += 1
             if ms:
@@ -721,6 +750,68 @@ def run_suite(
     profile = replace(profile, complete=True)
     profile.save(out)
     return profile
+
+
+def _start_profile(
+    backend: Backend, out: Path, resume: bool, command: str | None
+) -> CalibrationProfile:
+    """A new profile of ``backend``'s device, or, with ``resume``, the one at ``out`` (the same
+    device) with this run's start added to ``provenance.resumed_utc``."""
+    if resume and out.exists():
+        profile = read_profile(out)
+        here = backend.device_info()
+        if (profile.device.kind, profile.device.name) != (here.kind, here.name):
+            raise CalibrationError(
+                f"{out}: cannot resume a calibration of {profile.device.kind.value} "
+                f"{profile.device.name!r} on {here.kind.value} {here.name!r} (field device.name)",
+                value=profile.device.name,
+                where=f"{out}: device.name",
+            )
+        prov = dict(profile.provenance)
+        resumed = list(prov.get("resumed_utc", []))
+        resumed.append(backend.provenance(command)["created_utc"])
+        prov["resumed_utc"] = resumed
+        profile = replace(profile, provenance=MappingProxyType(prov), complete=False)
+        return profile
+    return new_profile(backend, command)
+
+
+def _skipped_before(backend: Backend, profile: CalibrationProfile) -> dict[str, str]:
+    """What the run will not measure: the profile's skipped items (those skipped for lack of
+    budget are tried again), the groups the backend does not support, the collectives on
+    fewer than two GPUs."""
+    skipped = {k: v for k, v in profile.skipped.items() if not v.startswith("budget")}
+    for g in GROUP_ORDER:
+        if g not in backend.groups:
+            skipped[f"group:{g}"] = f"not supported by the {backend.name} backend"
+    n_dev = profile.device.count if profile.device.kind is DeviceKind.CUDA else 0
+    if n_dev < 2 and "collectives" in backend.groups:
+        skipped["group:collectives"] = (
+            f"collectives need >= 2 GPUs (found {n_dev}); import nccl-tests logs instead"
+        )
+    return skipped
+
+
+def _run_item(
+    backend: Backend, item: BenchItem, policy: TimingPolicy, skipped: dict[str, str]
+) -> list[Measurement]:
+    """``item``'s measurements, or none with the reason in ``skipped`` (unsupported, out of
+    memory, an error: a failing benchmark is recorded, not fatal)."""
+    try:
+        ms = item.run(backend, policy)
+    except Unsupported as exc:
+        skipped[item.key] = f"unsupported: {exc}"
+        ms = []
+    except MemoryError as exc:
+        skipped[item.key] = f"out of memory: {exc}"
+        ms = []
+    except Exception as exc:  # a failing benchmark is recorded, not fatal
+        first = (str(exc).splitlines() or [""])[0][:300]
+        oom = "out of memory" in str(exc).lower()
+        skipped[item.key] = f"{'out of memory' if oom else 'error'}: {type(exc).__name__}: {first}"
+        ms = []
+        _free_cuda()
+    return ms
 
 
 def _free_cuda() -> None:

@@ -22,6 +22,16 @@ from typing import Protocol
 from perfmodel.calibration.measurement import TimingStats
 from perfmodel.errors import CalibrationError
 
+#: Seconds a large operation runs back to back before it is timed, so the GPU sits at its power
+#: limit and steady clock, as in training (stas00/ml-engineering's MSMF uses 2 s windows; the
+#: clock settles within the first few hundred milliseconds of saturation there). Applied to
+#: operations of at least :data:`SUSTAIN_MIN_FLOP`; 0 disables it.
+DEFAULT_SUSTAIN_S = 0.5
+
+#: Smallest operation (FLOP per call) worth sustaining: below it a kernel is launch- or
+#: memory-bound and does not load the power limit.
+SUSTAIN_MIN_FLOP = 1e10
+
 
 class SampleTimer(Protocol):
     """Times ``inner`` back-to-back calls of ``fn``; returns seconds for the whole sample."""

@@ -31,6 +31,7 @@ from typing import Any
 from perfmodel._io import atomic_write, write_json_atomic
 from perfmodel.calibration.kineto import MODULE_KIND
 from perfmodel.calibration.measurement import BenchKind, Measurement
+from perfmodel.calibration.step_workload import step_workload
 from perfmodel.errors import CalibrationError
 from perfmodel.units import TFLOPS
 
@@ -124,42 +125,6 @@ class ValidationReport:
 # ---------------------------------------------------------------------------------------------
 # training steps
 # ---------------------------------------------------------------------------------------------
-
-_OPTIMIZER = {
-    "sgd": "sgd",
-    "sgd-momentum": "momentum",
-    "adamw": "adam",
-    "adamw-fused": "adam",
-    "adam": "adam",
-}
-
-
-def step_workload(m: Measurement) -> tuple[Any, str]:
-    """The zoo :class:`~perfmodel.workload.layers.Workload` and optimizer of a measured step.
-
-    GPT-2 steps are built with ``flash_attention=True, dropout=False`` (the measured model uses
-    ``scaled_dot_product_attention`` and no dropout); the MLP with its ``widths``.
-    """
-    from perfmodel.workload import build_model
-
-    p = m.params
-    model = str(p["model"])
-    args: dict[str, Any] = {}
-    if model == "mlp":
-        args["widths"] = [int(w) for w in p["widths"]]
-    elif model == "gpt2":
-        for k in ("seq_len", "layers", "hidden", "heads", "vocab"):
-            if k in p:
-                args[k] = int(p[k])
-        args["flash_attention"] = True
-        args["dropout"] = False
-    elif model.startswith("resnet"):
-        if "image_size" in p:
-            args["image_size"] = int(p["image_size"])
-    workload = build_model(
-        model, batch_size=int(p["batch_size"]), precision=str(p["precision"]), **args
-    )
-    return workload, _OPTIMIZER.get(str(p.get("optimizer", "sgd")), "sgd")
 
 
 def predict_step(

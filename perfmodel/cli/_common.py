@@ -105,7 +105,7 @@ def system_from_args(args: argparse.Namespace) -> Topology:
         oversubscription=args.oversubscription,
     )
     if getattr(args, "nccl", None):
-        from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+        from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
         topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl, where="--nccl"))
     return topo

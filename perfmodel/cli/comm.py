@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     op = CollectiveOp.parse(args.op)
     topo = system_from_args(args)
     if args.p2p is not None:
-        from perfmodel.topology.importers import with_nccl_p2p_rule
+        from perfmodel.topology.nccl_p2p import with_nccl_p2p_rule
 
         # the GPUs now state P2P: the rule of the release in force leaves them alone
         topo = with_nccl_p2p_rule(topo.with_p2p(args.p2p == "on"))

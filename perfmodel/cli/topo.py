@@ -37,7 +37,8 @@ from perfmodel.topology.analysis import (
     nvlink_domains,
     smi_matrix,
 )
-from perfmodel.topology.importers import export_dict, import_topology
+from perfmodel.topology.export import export_dict
+from perfmodel.topology.importers import import_topology
 from perfmodel.topology.schema import NodeKind, effective_bandwidth
 from perfmodel.units import GB
 
@@ -289,7 +290,7 @@ def _print_show(topo: Topology) -> None:
         print("  " + topo.cloud.describe())
     for a in s["assumptions"]:
         print(f"  assumption: {a}")
-    from perfmodel.topology.importers import nccl_p2p_rule_note
+    from perfmodel.topology.nccl_p2p import nccl_p2p_rule_note
 
     rule = nccl_p2p_rule_note(topo, topo.gpus)
     if rule:
@@ -424,8 +425,8 @@ def write_imported_system(topo: Topology, source: str, output: str, *, force: bo
     import datetime
     from pathlib import Path
 
-    from perfmodel.topology.importers import server_description
-    from perfmodel.topology.io import write_system_file
+    from perfmodel.topology.export import server_description
+    from perfmodel.topology.files import write_system_file
 
     out = Path(output)
     assumptions = import_assumptions(topo)
@@ -442,7 +443,7 @@ def _write_json_system(topo: Topology, out: Any, *, force: bool) -> Any:
     perfmodel export, or ``force``)."""
     from perfmodel._io import os_error_message, write_json_atomic
     from perfmodel.errors import FileAccessError
-    from perfmodel.topology.importers import EXPORT_FORMAT
+    from perfmodel.topology.export import EXPORT_FORMAT
 
     if out.exists() and not force:
         try:

@@ -9,7 +9,9 @@ See ``docs/comm.md`` for the formulas, the NCCL tuner approximation and validati
 
 from typing import Any
 
-from perfmodel.comm.model import CommCostModel, CommResult, GroupInfo
+from perfmodel.comm.analytic import CommResult
+from perfmodel.comm.group import GroupInfo
+from perfmodel.comm.model import CommCostModel
 from perfmodel.comm.params import Algorithm, LinkClassParams, LinkParams, Protocol
 
 __all__ = [
@@ -28,8 +30,12 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The flow-level simulator needs SimPy; import it lazily so that the closed-form model and
     # LinkParams load where SimPy is absent (e.g. a calibration run on a GPU machine).
-    if name in ("FlowNetwork", "run_collective"):
-        from perfmodel.comm import flow
+    if name == "FlowNetwork":
+        from perfmodel.comm.flow import FlowNetwork
 
-        return getattr(flow, name)
+        return FlowNetwork
+    if name == "run_collective":
+        from perfmodel.comm.replay import run_collective
+
+        return run_collective
     raise AttributeError(f"module 'perfmodel.comm' has no attribute {name!r}")

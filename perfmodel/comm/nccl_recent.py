@@ -4,7 +4,7 @@ Source: NVIDIA/nccl 2.27-2.28 series, ``src/graph/tuning.cc`` (``ncclTunerConsta
 ``ncclTopoTuneModel``, ``ncclPatEnable``; the file as of v2.28.7-1 carries the same constant
 table), read through the code index; constants in :mod:`perfmodel.comm.params`
 (``NCCL227_*``). Each candidate is ``(time, algorithm, protocol, latency, bus bandwidth)``, the
-tuple :meth:`perfmodel.comm.model.CommCostModel._nccl_candidates` compares, and every one runs
+tuple :meth:`perfmodel.comm.nccl_choice.NcclChoice.candidates` compares, and every one runs
 the Simple protocol (NCCL allows no other for these algorithms):
 
 - **NVLS all-gather / reduce-scatter** (NCCL 2.17 and >= 2.19; one Hopper/Blackwell NVSwitch
@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from perfmodel.comm import params as P
+import perfmodel.comm.params as P
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, Protocol
 from perfmodel.comm.tuner import (
@@ -57,7 +57,9 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.topology.schema import NodeKind
 
 if TYPE_CHECKING:
-    from perfmodel.comm.model import CommCostModel, GroupInfo
+    from perfmodel.comm.group import GroupInfo
+    from perfmodel.comm.links import DirectedLinks
+    from perfmodel.comm.nccl_choice import NcclChoice
 
 Candidate = tuple[float, Algorithm, Protocol, float, float]
 
@@ -76,29 +78,29 @@ def _log2i(x: int) -> int:
     return int(x).bit_length() - 1
 
 
-def nvls_servers(model: CommCostModel, info: GroupInfo) -> bool:
+def nvls_servers(links: DirectedLinks, info: GroupInfo) -> bool:
     """Whether every server of the group offers NVLS: Hopper/Blackwell GPUs, at least two of the
     group's GPUs in each server, joined by NVLink through an NVSwitch there (NCCL's
     ``nvlsSupport``: multicast-capable third-generation NVSwitch and later). The one test of
-    NVLS support: single-server NVLS (:meth:`~perfmodel.comm.model.CommCostModel.
-    _in_switch_candidates`, ``nodes == 1``) and the NVLS tree across servers both use it.
+    NVLS support: single-server NVLS (:meth:`~perfmodel.comm.nccl_choice.NcclChoice.
+    in_switch_candidates`, ``nodes == 1``) and the NVLS tree across servers both use it.
 
     >>> from perfmodel.comm import CommCostModel
     >>> from perfmodel.topology import load_system
     >>> t = load_system("dgx-h100", nodes=2)
     >>> m = CommCostModel(t)
-    >>> nvls_servers(m, m.group_info(t.gpus)), nvls_servers(m, m.group_info(t.gpus[:9]))
+    >>> nvls_servers(m.links, m.group_info(t.gpus)), nvls_servers(m.links, m.group_info(t.gpus[:9]))
     (True, False)
     """
     if info.gpu_arch not in P.NVLS_EFFICIENCY or min((len(p) for p in info.parts), default=0) < 2:
         return False
     if info.intra_class is not HwClass.NVLINK:
         return False
-    g = model.topology.graph
+    g = links.topology.graph
     same = getattr(info.channels, "intra_hops", None)
     if same is not None:  # every server's hops, by local id (a summarised wide group)
         return any(any(g.nodes[x]["kind"] is NodeKind.NVSWITCH for x in h[1:-1]) for h in same)
-    srv = model.links.server
+    srv = links.server
     switched = {
         srv[hop[0]]
         for ch in info.channels
@@ -110,7 +112,7 @@ def nvls_servers(model: CommCostModel, info: GroupInfo) -> bool:
 
 
 def recent_candidates(
-    model: CommCostModel, op: CollectiveOp, m: float, info: GroupInfo
+    choice: NcclChoice, op: CollectiveOp, m: float, info: GroupInfo
 ) -> list[Candidate]:
     """NVLS all-gather / reduce-scatter, NVLS tree all-reduce and PAT candidates for ``op``.
 
@@ -130,10 +132,10 @@ def recent_candidates(
     """
     out: list[Candidate] = []
     n, nodes = info.n, info.nodes
-    release = model.release
+    release = choice.release
     gather = op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER)
     nvls_gather = released(release, NVLS_GATHER_FROM) or tuple(release or ()) == NVLS_FROM
-    if gather and nodes == 1 and nvls_gather and nvls_servers(model, info):
+    if gather and nodes == 1 and nvls_gather and nvls_servers(choice.links, info):
         k, s = nvls_graph(info.gpu_arch, n, info.nvlinks)
         eff = P.NVLS_EFFICIENCY[info.gpu_arch]
         algbw = nvls_bus_Bps(eff, k, s, allreduce=False, ppn=n)  # no bus-factor ratio
@@ -144,7 +146,7 @@ def recent_candidates(
         op is CollectiveOp.ALLREDUCE
         and nodes > 1
         and released(release, NVLS_TREE_FROM)
-        and nvls_servers(model, info)
+        and nvls_servers(choice.links, info)
     ):
         p = info.local
         k, s = nvls_graph(info.gpu_arch, p, info.nvlinks, net_port_Bps=info.net_port_Bps)
@@ -153,18 +155,18 @@ def recent_candidates(
         # perChMaxNVLSTreeBw of the model's tuner table (2.27-2.28: Blackwell 80 GB/s per channel
         # beyond 2 nodes, 2.29: 43.8; Hopper 57.7 / 45.5 in both; perfmodel.comm.tuner), per
         # channel of the NVLS graph
-        per_channel = model.tuner.nvls_tree_max_per_channel_Bps[arch_index(info.gpu_arch)]
+        per_channel = choice.tuner.nvls_tree_max_per_channel_Bps[arch_index(info.gpu_arch)]
         cap = k * per_channel[nodes_index(nodes)]
         bus = min(intra, inter, cap)
         lat = P.NCCL227_NVLS_LATENCY_S + 2 * _log2i(nodes) * P.NCCL227_NVLS_TREE_NET_LATENCY_S
         if bus > 0 and math.isfinite(bus):
             algbw = bus * n / (2 * (n - 1))
-            if arch_index(info.gpu_arch) >= 3 and model.cpu_vendor in ("intel", "amd"):
+            if arch_index(info.gpu_arch) >= 3 and choice.cpu_vendor in ("intel", "amd"):
                 # NCCL 2.29 ncclTopoGetAlgoTime: NVLS tree on Blackwell with x86 hosts takes the
                 # tree's size correction below 2**24 x 64 B (1 GiB)
                 log_size = int(math.log2(max(m / 64.0, 1.0)))
                 if log_size < NVLS_TREE_CORRECTION_BELOW:
-                    algbw *= model.tuner.tree_correction[Protocol.SIMPLE][log_size]
+                    algbw *= choice.tuner.tree_correction[Protocol.SIMPLE][log_size]
             out.append((lat + m / algbw, Algorithm.NVLS_TREE, Protocol.SIMPLE, lat, bus))
     if (
         gather

@@ -133,6 +133,16 @@ class HwClass(str, enum.Enum):
     NET = "net"
 
 
+#: Link families of NCCL's network class (:attr:`HwClass.NET`): a path crossing one is a
+#: network path.
+NET_FAMILIES = frozenset({LinkFamily.INFINIBAND, LinkFamily.ETHERNET})
+#: Link families of NCCL's NVLink class (:attr:`HwClass.NVLINK`): a path of only these is an
+#: NVLink path. RCCL types AMD's GPU-to-GPU Infinity Fabric links as its NVLink class
+#: (``LINK_NVL``, printed "XGMI": ROCm/rccl src/graph/topo.cc ncclTopoAddXGMI, commit 0cbce2a,
+#: 2024), so NCCL's NVLink latencies and protocols apply to them.
+NVLINK_FAMILIES = frozenset({LinkFamily.NVLINK, LinkFamily.NVSWITCH, LinkFamily.XGMI})
+
+
 # --- NCCL tuner constants (src/graph/tuning.cc, NVIDIA/nccl 2.7/2.8), in seconds -------------
 #: ``baseLat``: fixed cost of one collective launch, per algorithm and protocol.
 NCCL_BASE_LATENCY_S: Mapping[tuple[str, Protocol], float] = MappingProxyType(

@@ -18,7 +18,7 @@ meaning, no code) from the named release of NVIDIA/nccl:
   they are priced with the 2.29 table (an approximation, stated).
 
 Which table applies (:func:`tuner_for`): the release the scenario states (``--nccl``, recorded
-by :func:`perfmodel.topology.importers.with_nccl_p2p_rule` as ``stated``); without one, the
+by :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule` as ``stated``); without one, the
 release a GPU generation runs: Hopper and Blackwell need NCCL >= 2.12 / 2.25 (their first
 supporting releases; every published Hopper/Blackwell run states 2.18 or later), so they get
 :data:`NCCL_2_29`; older GPUs keep :data:`NCCL_2_8`.
@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import perfmodel.comm.params as P
 from perfmodel import units
-from perfmodel.comm import params as P
 from perfmodel.comm.params import HwClass, Protocol
 
 #: GPU architecture -> NCCL's compute-capability index (``NCCL_*_COMPCAP_IDX``).

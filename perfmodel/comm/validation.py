@@ -42,7 +42,7 @@ LARGE_BYTES = 64 * 2**20
 
 def stated_nccl(row: dict[str, Any]) -> str | None:
     """The NCCL release a row's ``software`` text states (``"NCCL 2.0 MPI"`` -> ``"2.0"``), whose
-    P2P rule the mapping applies (:func:`perfmodel.topology.importers.nccl_p2p_level`; NCCL 2.0:
+    P2P rule the mapping applies (:func:`perfmodel.topology.nccl_p2p.nccl_p2p_level`; NCCL 2.0:
     PCIe switches and one CPU root complex, not across sockets); ``None``: not stated, the
     default release's rule.
 
@@ -184,7 +184,7 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
 
 def deepbench_10gpu_server() -> Topology:
     """DeepBench's 10-GPU 1080 Ti box: one CPU root port tree, 2 PCIe switches x 5 GPUs (README)."""
-    from perfmodel.topology.builders import build_cluster
+    from perfmodel.topology.cluster import build_cluster
     from perfmodel.topology.io import parse_server
 
     nodes: list[dict[str, Any]] = [
@@ -223,7 +223,7 @@ def _model(
     nccl: str | None = None,
     cpu_model: str | None = None,
 ) -> CommCostModel:
-    from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
     if system == "deepbench-10gpu":
         topo = deepbench_10gpu_server()

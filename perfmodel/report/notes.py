@@ -58,7 +58,7 @@ def host_memory_notes(topology: Topology, gpus: Sequence[str]) -> tuple[str, ...
 
     NCCL connects two GPUs of one server peer-to-peer over NVLink, or over PCIe when both GPUs
     and the host allow it; otherwise its SHM transport stages the transfers in CPU memory
-    (``src/transport/shm.cc``; :meth:`perfmodel.comm.rings.DirectedLinks.shm_cpu` decides each
+    (``src/transport/shm.cc``; :meth:`perfmodel.comm.links.DirectedLinks.shm_cpu` decides each
     pair). The note lists the pairs of the first server the run uses, by local id (every
     server of a catalogue cluster is a copy of it), the share of the server's pairs they are,
     and why: the GPU model has no PCIe peer-to-peer (``GPUSpec.pcie_p2p``, e.g. GeForce RTX
@@ -67,7 +67,7 @@ def host_memory_notes(topology: Topology, gpus: Sequence[str]) -> tuple[str, ...
     that refuses them follows as its own note
     (:func:`perfmodel.topology.importers.nccl_p2p_rule_note`).
     """
-    from perfmodel.comm.rings import DirectedLinks
+    from perfmodel.comm.links import DirectedLinks
 
     links = DirectedLinks(topology)
     from perfmodel.topology import NodeKind
@@ -119,7 +119,7 @@ def host_memory_notes(topology: Topology, gpus: Sequence[str]) -> tuple[str, ...
         f"{'its' if verb == 'talks' else 'their'} transfers in CPU memory"
         + ("" if every else "; the other pairs talk directly (NVLink or PCIe peer-to-peer)")
     ]
-    from perfmodel.topology.importers import nccl_p2p_rule_note
+    from perfmodel.topology.nccl_p2p import nccl_p2p_rule_note
 
     rule = nccl_p2p_rule_note(topology, members)
     if rule:

@@ -25,9 +25,11 @@ if TYPE_CHECKING:
         nccl_trees,
         smi_matrix,
     )
-    from perfmodel.topology.builders import build_cluster, list_systems, load_system
+    from perfmodel.topology.builders import list_systems, load_system
+    from perfmodel.topology.cluster import build_cluster
     from perfmodel.topology.custom import IntraNode, custom_system
-    from perfmodel.topology.importers import export_dict, from_dict, import_topology
+    from perfmodel.topology.export import export_dict, from_dict
+    from perfmodel.topology.importers import import_topology
     from perfmodel.topology.model import FabricSpec, Topology
     from perfmodel.topology.routing import path_bandwidth, path_latency, route
     from perfmodel.topology.schema import NodeKind, effective_bandwidth, validate_graph
@@ -43,13 +45,13 @@ _EXPORTS = {
     "nccl_rings": "analysis",
     "nccl_trees": "analysis",
     "smi_matrix": "analysis",
-    "build_cluster": "builders",
+    "build_cluster": "cluster",
     "list_systems": "builders",
     "load_system": "builders",
     "IntraNode": "custom",
     "custom_system": "custom",
-    "export_dict": "importers",
-    "from_dict": "importers",
+    "export_dict": "export",
+    "from_dict": "export",
     "import_topology": "importers",
     "FabricSpec": "model",
     "Topology": "model",

@@ -479,7 +479,7 @@ def nccl_rings(
       (ties: the higher speed), up to ``max_channels`` channels.
 
     Within one server this agrees with the communication model's ring packing
-    (:func:`perfmodel.comm.rings.build_channels`); across servers it joins the cycles on plain
+    (:func:`perfmodel.comm.channels.build_channels`); across servers it joins the cycles on plain
     GPU-to-GPU routes and under-counts servers with several NICs (2 x DGX A100: 69 GB/s here,
     184 GB/s there, where every channel gets its own NIC). ``perfmodel topo show`` and the cost
     models use the communication model's channels.

@@ -1,7 +1,7 @@
 """Hypothetical hardware from parts: ``--system custom --gpu ... --intra-node ... --network ...``.
 
 One server is built from a GPU model, a GPU count and an intra-node interconnect, then replicated
-over ``nodes`` servers on a fabric by :func:`perfmodel.topology.builders.build_cluster`.
+over ``nodes`` servers on a fabric by :func:`perfmodel.topology.cluster.build_cluster`.
 
 Server layout (documented assumptions)
 --------------------------------------
@@ -36,7 +36,7 @@ from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import get_link
-from perfmodel.topology.builders import build_cluster
+from perfmodel.topology.cluster import build_cluster
 from perfmodel.topology.io import FABRIC_TOPOLOGIES, LinkSpec, NodeSpec, ServerDescription
 from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
@@ -291,7 +291,7 @@ def custom_system(
         fabric = FabricSpec(
             network=network, topology=topology, nics_per_node=nics, oversubscription=over
         )
-    from perfmodel.topology.importers import HostCpu, with_nccl_p2p_rule
+    from perfmodel.topology.nccl_p2p import HostCpu, with_nccl_p2p_rule
 
     # NCCL's default P2P level; the host's sockets are joined by UPI (above): an Intel host
     return with_nccl_p2p_rule(build_cluster(desc, nodes, fabric), host=HostCpu.INTEL)

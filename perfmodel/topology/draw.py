@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
@@ -174,7 +175,6 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     g = topo.graph
     pos = layout(topo)
@@ -183,10 +183,29 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
     width_in = min(max(8.0, 0.75 * (max(xs) - min(xs) + 3)), 48.0)
     height_in = 6.5 if max(ys) < 6 else 8.5
     fig, ax = plt.subplots(figsize=(width_in, height_in), dpi=110)
-    families_seen: set[LinkFamily] = set()
+    _draw_edges(ax, g, pos)
+    _draw_nodes(ax, g, pos, many=topo.num_nodes > 1)
+    _draw_legends(ax, g)
+    ax.set_title(
+        title or f"{topo.name}: {topo.num_gpus}x {topo.gpu_spec().name}",
+        fontsize=11,
+        parse_math=False,  # user text: a "$" is a dollar sign (mathtext raised on "$x^")
+    )
+    ax.set_xlim(min(xs) - 1.5, max(xs) + 1.5)
+    ax.set_ylim(min(ys) - 1.6, max(ys) + 1.6)
+    ax.axis("off")
+    fig.tight_layout()
+    with atomic_write(out, "wb") as fh:
+        fig.savefig(fh, format="png")
+    plt.close(fig)
+    return out
+
+
+def _draw_edges(ax: Any, g: Any, pos: dict[str, tuple[float, float]]) -> None:
+    """Every link as a line (an arc under the GPU row between two GPUs), coloured by family,
+    its width by effective bandwidth, a bundle labelled ``xN``."""
     for u, v, d in g.edges(data=True):
         fam = d["family"]
-        families_seen.add(fam)
         bw = effective_bandwidth(g, u, v)
         colour = FAMILY_COLOURS.get(fam, "#333333")
         lw = edge_width(bw)
@@ -201,36 +220,33 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
             bx = [(1 - s) ** 2 * x1 + 2 * (1 - s) * s * cx + s**2 * x2 for s in ts]
             by = [(1 - s) ** 2 * y1 + 2 * (1 - s) * s * cy + s**2 * y2 for s in ts]
             ax.plot(bx, by, color=colour, lw=lw, alpha=0.75, zorder=1, solid_capstyle="round")
-            if int(d["count"]) > 1:
-                ax.text(
-                    mx,
-                    my - depth,
-                    f"x{d['count']}",
-                    fontsize=7,
-                    ha="center",
-                    va="center",
-                    color=colour,
-                    zorder=4,
-                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"},
-                )
+            _bundle_label(ax, mx, my - depth, int(d["count"]), colour)
             continue
         alpha = 0.45 if LinkFamily(fam) in (LinkFamily.INFINIBAND, LinkFamily.ETHERNET) else 0.85
         ax.plot(
             [x1, x2], [y1, y2], color=colour, lw=lw, alpha=alpha, zorder=1, solid_capstyle="round"
         )
-        if int(d["count"]) > 1:
-            ax.text(
-                (x1 + x2) / 2,
-                (y1 + y2) / 2,
-                f"x{d['count']}",
-                fontsize=7,
-                ha="center",
-                va="center",
-                color=colour,
-                zorder=4,
-                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"},
-            )
-    many = topo.num_nodes > 1
+        _bundle_label(ax, (x1 + x2) / 2, (y1 + y2) / 2, int(d["count"]), colour)
+
+
+def _bundle_label(ax: Any, x: float, y: float, count: int, colour: str) -> None:
+    """``xN`` at ``(x, y)`` for a bundle of ``N > 1`` links."""
+    if count > 1:
+        ax.text(
+            x,
+            y,
+            f"x{count}",
+            fontsize=7,
+            ha="center",
+            va="center",
+            color=colour,
+            zorder=4,
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"},
+        )
+
+
+def _draw_nodes(ax: Any, g: Any, pos: dict[str, tuple[float, float]], *, many: bool) -> None:
+    """Every node as its kind's marker with its label (smaller for several servers)."""
     for kind, (marker, colour, size) in KIND_STYLE.items():
         nodes = [n for n, d in g.nodes(data=True) if d["kind"] is kind]
         if not nodes:
@@ -257,7 +273,13 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
             ax.text(
                 pos[n][0], pos[n][1] + dy, label, fontsize=fs, ha="center", va="center", zorder=5
             )
-    # legends: node kinds, link families (with the width of a typical bandwidth)
+
+
+def _draw_legends(ax: Any, g: Any) -> None:
+    """Two legends: the node kinds drawn, and the link families with the width of their
+    widest link."""
+    from matplotlib.lines import Line2D
+
     kind_handles = [
         Line2D(
             [],
@@ -302,16 +324,3 @@ def draw_topology(topo: Topology, path: str | Path, *, title: str | None = None)
         title="links (width ~ sqrt of effective bandwidth per direction)",
         title_fontsize=8,
     )
-    ax.set_title(
-        title or f"{topo.name}: {topo.num_gpus}x {topo.gpu_spec().name}",
-        fontsize=11,
-        parse_math=False,  # user text: a "$" is a dollar sign (mathtext raised on "$x^")
-    )
-    ax.set_xlim(min(xs) - 1.5, max(xs) + 1.5)
-    ax.set_ylim(min(ys) - 1.6, max(ys) + 1.6)
-    ax.axis("off")
-    fig.tight_layout()
-    with atomic_write(out, "wb") as fh:
-        fig.savefig(fh, format="png")
-    plt.close(fig)
-    return out

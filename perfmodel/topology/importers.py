@@ -1,6 +1,4 @@
-"""Importing real machines and exporting topologies.
-
-Three input formats, auto-detected by :func:`import_topology`:
+"""Importing real machines: three input formats, auto-detected by :func:`import_topology`:
 
 ``nvidia-smi topo -m`` text
     The GPU/NIC connectivity matrix. The PCIe tree is rebuilt from the classes (see
@@ -10,65 +8,42 @@ NCCL topology XML (``NCCL_TOPO_DUMP_FILE``)
     ``<system><cpu><pci><pci><gpu><nvlink/></gpu></pci>...<nic><net/></nic></cpu></system>``:
     CPUs, PCIe bridges (switches), GPUs with their NVLinks, NICs (see :func:`from_nccl_xml`).
 JSON
-    What ``perfmodel topo show --json`` prints (or :func:`export_dict`): the exact graph, read
-    back by :func:`from_dict` into an identical graph.
+    What ``perfmodel topo show --json`` prints: the exact graph, read back into an identical
+    graph (:mod:`perfmodel.topology.export`).
 
-Every assumption an importer makes is listed in ``Topology.meta["assumptions"]``.
+Every assumption an importer makes is listed in ``Topology.meta["assumptions"]``; every
+imported machine gets NCCL's P2P rule (:mod:`perfmodel.topology.nccl_p2p`).
 """
 
 from __future__ import annotations
 
-import enum
-import functools
-import itertools
-import json
 import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import networkx as nx
-
-from perfmodel._memo import BoundedMemo
-from perfmodel.errors import ConfigError, ParseError, TopologyError
+from perfmodel.errors import ConfigError, ParseError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
-from perfmodel.topology.builders import build_cluster
+from perfmodel.topology.cluster import build_cluster
+from perfmodel.topology.export import from_json_text
 from perfmodel.topology.io import LinkSpec, NodeSpec, ServerDescription
 from perfmodel.topology.io import link_from_tech as _link
 from perfmodel.topology.model import FabricSpec, Topology
+from perfmodel.topology.nccl_p2p import HostCpu, with_nccl_p2p_rule
 from perfmodel.topology.schema import (
-    EDGE_ATTRS_REQUIRED,
-    NODE_ATTRS_OPTIONAL,
-    NODE_ATTRS_REQUIRED,
     NodeKind,
-    validate_graph,
 )
 
 __all__ = [
-    "DEFAULT_NCCL_RELEASE",
-    "EXPORT_FORMAT",
-    "HostCpu",
-    "NcclRelease",
-    "P2pLevel",
     "detect_format",
-    "export_dict",
-    "from_dict",
     "from_nccl_xml",
     "from_smi_text",
     "import_topology",
-    "nccl_p2p_level",
-    "nccl_p2p_level_denied",
-    "nccl_p2p_rule_note",
-    "server_description",
-    "with_nccl_p2p_rule",
+    "parse_p2p_status",
 ]
 
-EXPORT_FORMAT = "perfmodel-topology"
-EXPORT_VERSION = 1
 
 # CPU interconnect assumed from the PCIe generation of the GPUs when the input does not say.
 _SOCKET_LINK_BY_PCIE = {3: ("qpi-9.6", 2), 4: ("upi-11.2", 3), 5: ("upi-16", 4)}
@@ -116,6 +91,28 @@ def _nvlink_techs(spec: GPUSpec, source: str) -> tuple[str, str]:
             where=source,
         )
     return f"nvlink{gen}", f"nvswitch-v{max(gen - 1, 1)}"
+
+
+def _imported(
+    source: str,
+    default_name: str,
+    what: str,
+    nodes: list[NodeSpec],
+    links: list[LinkSpec],
+    spec: GPUSpec,
+) -> ServerDescription:
+    """The description of an imported server: named after its file (``default_name`` for text
+    given directly), described as ``imported from`` ``what``."""
+    return ServerDescription(
+        name=Path(source).stem if source and not source.startswith("<") else default_name,
+        nodes=tuple(nodes),
+        links=tuple(links),
+        fabric=None,
+        description=f"imported from {what}",
+        sources=(source,),
+        gpu=spec.name,
+        source=source,
+    )
 
 
 def _finish(desc: ServerDescription, fabric: FabricSpec | None, assumptions: list[str]) -> Topology:
@@ -257,12 +254,42 @@ def from_smi_text(
         f"GPU model {spec.name} (given), PCIe gen {_pcie_gen(spec)} x16 links",
     ]
     pcie = f"pcie{_pcie_gen(spec)}-x16"
+    socket_of, cpus = _smi_sockets(devs, gpus, nics, cls, numa, assumptions)
+    nodes: list[NodeSpec] = [NodeSpec(c, NodeKind.CPU) for c in cpus]
+    links = _socket_links(cpus, spec, assumptions)
+    dev_id = {g: f"gpu{g[3:]}" for g in gpus}
+    dev_id.update({n: f"nic{k}" for k, n in enumerate(nics)})
+    _smi_pcie_tree(cpus, devs, socket_of, cls, dev_id, pcie, nodes, links)
+    for g in gpus:
+        nodes.append(NodeSpec(dev_id[g], NodeKind.GPU, model=spec.name))
+    nic_names = dict(re.findall(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", text, flags=re.MULTILINE))
+    for n in nics:
+        nodes.append(NodeSpec(dev_id[n], NodeKind.NIC, label=nic_names.get(n, n)))
+    _smi_nvlink(gpus, cls, dev_id, spec, source, nodes, links, assumptions)
+    what = f"nvidia-smi topo -m ({len(gpus)} GPUs, {len(nics)} NICs)"
+    desc = _imported(source, "imported-smi", what, nodes, links, spec)
+    topo = _finish(desc, _fabric(network, len(nics), source), assumptions)
+    _check_smi_roundtrip(topo, devs, dev_id, cls, assumptions)
+    return topo
 
-    def host_rel(a: str, b: str) -> str | None:
-        c = cls[a, b]
-        return None if c.startswith("NV") or c == "X" else c
 
-    # --- sockets / NUMA nodes
+def _host_rel(cls: dict[tuple[str, str], str], a: str, b: str) -> str | None:
+    """The PCIe / host class between two devices (``None``: NVLink or the same device)."""
+    c = cls[a, b]
+    return None if c.startswith("NV") or c == "X" else c
+
+
+def _smi_sockets(
+    devs: list[str],
+    gpus: list[str],
+    nics: list[str],
+    cls: dict[tuple[str, str], str],
+    numa: dict[str, str],
+    assumptions: list[str],
+) -> tuple[dict[str, str], list[str]]:
+    """Each device's CPU node and the CPU nodes (sorted): one per NUMA node of the ``NUMA
+    Affinity`` column, else one per connected group of non-``SYS`` relations; a NIC joins the
+    CPU of a GPU it is not ``SYS`` to (else a CPU node of its own)."""
     socket_of: dict[str, str] = {}
     if numa and all(g in numa for g in gpus):
         for g in gpus:
@@ -272,7 +299,7 @@ def from_smi_text(
         uf = _UnionFind(devs)
         for a in devs:
             for b in devs:
-                r = host_rel(a, b)
+                r = _host_rel(cls, a, b)
                 if r is not None and r != "SYS":
                     uf.union(a, b)
         for i, grp in enumerate(g for g in uf.groups(devs) if any(x in gpus for x in g)):
@@ -283,7 +310,7 @@ def from_smi_text(
     for n in nics:
         if n in socket_of:
             continue
-        near = [g for g in gpus if host_rel(n, g) not in (None, "SYS")]
+        near = [g for g in gpus if _host_rel(cls, n, g) not in (None, "SYS")]
         if near:
             socket_of[n] = socket_of[near[0]]
         else:
@@ -293,8 +320,11 @@ def from_smi_text(
     for g in gpus:
         socket_of.setdefault(g, "cpu0")
     cpus = sorted(set(socket_of.values()), key=lambda c: (not c[3:].isdigit(), c))
+    return socket_of, cpus
 
-    nodes: list[NodeSpec] = [NodeSpec(c, NodeKind.CPU) for c in cpus]
+
+def _socket_links(cpus: list[str], spec: GPUSpec, assumptions: list[str]) -> list[LinkSpec]:
+    """The CPU nodes joined pairwise by the socket link of the GPU's PCIe era."""
     links: list[LinkSpec] = []
     sock_tech, sock_count = _SOCKET_LINK_BY_PCIE[_pcie_gen(spec)]
     if len(cpus) > 1:
@@ -302,9 +332,22 @@ def from_smi_text(
     for i, a in enumerate(cpus):
         for b in cpus[i + 1 :]:
             links.append(_link(a, b, sock_tech, sock_count))
+    return links
 
-    dev_id = {g: f"gpu{g[3:]}" for g in gpus}
-    dev_id.update({n: f"nic{k}" for k, n in enumerate(nics)})
+
+def _smi_pcie_tree(
+    cpus: list[str],
+    devs: list[str],
+    socket_of: dict[str, str],
+    cls: dict[tuple[str, str], str],
+    dev_id: dict[str, str],
+    pcie: str,
+    nodes: list[NodeSpec],
+    links: list[LinkSpec],
+) -> None:
+    """Each CPU's PCIe tree (appended to ``nodes`` and ``links``): devices related by ``PIX``
+    share a leaf switch, leaf switches related by ``PXB`` an upper switch; a lone device that is
+    ``NODE`` to another of its CPU sits behind its own switch, else on a root port."""
     switch_no = 0
     for cpu in cpus:
         members = [d for d in devs if socket_of[d] == cpu]
@@ -312,7 +355,7 @@ def from_smi_text(
         pxb = _UnionFind(members)
         for a in members:
             for b in members:
-                r = host_rel(a, b)
+                r = _host_rel(cls, a, b)
                 if r == "PIX":
                     pix.union(a, b)
                     pxb.union(a, b)
@@ -322,7 +365,7 @@ def from_smi_text(
             leaves = pix.groups(group)
             if len(leaves) == 1 and len(leaves[0]) == 1:
                 d = leaves[0][0]
-                behind = any(host_rel(d, o) == "NODE" for o in members if o != d)
+                behind = any(_host_rel(cls, d, o) == "NODE" for o in members if o != d)
                 if not behind:
                     links.append(_link(cpu, dev_id[d], pcie))
                     continue
@@ -343,13 +386,21 @@ def from_smi_text(
                 nodes.append(NodeSpec(sw, NodeKind.PCIE_SWITCH))
                 links.append(_link(up, sw, pcie))
                 links.extend(_link(sw, dev_id[d], pcie) for d in leaf)
-    for g in gpus:
-        nodes.append(NodeSpec(dev_id[g], NodeKind.GPU, model=spec.name))
-    nic_names = dict(re.findall(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", text, flags=re.MULTILINE))
-    for n in nics:
-        nodes.append(NodeSpec(dev_id[n], NodeKind.NIC, label=nic_names.get(n, n)))
 
-    # --- NVLink
+
+def _smi_nvlink(
+    gpus: list[str],
+    cls: dict[tuple[str, str], str],
+    dev_id: dict[str, str],
+    spec: GPUSpec,
+    source: str,
+    nodes: list[NodeSpec],
+    links: list[LinkSpec],
+    assumptions: list[str],
+) -> None:
+    """The ``NV#`` pairs as direct bundles of ``#`` links, or, where a GPU's counts add up to
+    more links than its model has, every GPU on one NVSwitch node (appended to ``nodes`` and
+    ``links``)."""
     nv = {
         (a, b): int(cls[a, b][2:])
         for a in gpus
@@ -372,19 +423,6 @@ def from_smi_text(
             for (a, b), c in nv.items():
                 links.append(_link(dev_id[a], dev_id[b], direct, c))
             assumptions.append(f"NV# pairs are direct {direct} bundles")
-    desc = ServerDescription(
-        name=Path(source).stem if source and not source.startswith("<") else "imported-smi",
-        nodes=tuple(nodes),
-        links=tuple(links),
-        fabric=None,
-        description=f"imported from nvidia-smi topo -m ({len(gpus)} GPUs, {len(nics)} NICs)",
-        sources=(source,),
-        gpu=spec.name,
-        source=source,
-    )
-    topo = _finish(desc, _fabric(network, len(nics), source), assumptions)
-    _check_smi_roundtrip(topo, devs, dev_id, cls, assumptions)
-    return topo
 
 
 def _check_smi_roundtrip(
@@ -563,104 +601,21 @@ def from_nccl_xml(
     cpus = root.findall("cpu")
     if not cpus:
         raise ParseError(f"{source}: no <cpu> element", value=None, where=source)
-
-    # GPU model
     gpu_elems = root.findall(".//gpu")
     if not gpu_elems:
         raise ParseError(f"{source}: no <gpu> element", value=None, where=source)
-    if gpu is not None:
-        spec = get_gpu(gpu, where="--gpu")
-        assumptions.append(f"GPU model {spec.name} (given)")
-    else:
-        sm = _xml_int(gpu_elems[0], "sm", 0, source)
-        has_nvlink = any(g.find("nvlink") is not None for g in gpu_elems)
-        table = _SM_SXM if has_nvlink else _SM_PCIE
-        if sm not in table:
-            raise ParseError(
-                f"{source}: cannot tell the GPU model from sm={sm}; pass --gpu",
-                value=sm,
-                where=source,
-            )
-        spec = get_gpu(table[sm], where=f"{source}: sm={sm}")
-        assumptions.append(f"GPU model {spec.name} inferred from sm={sm}; pass --gpu to change")
-    fallback_gen = _pcie_gen(spec)
-
-    nodes: list[NodeSpec] = []
-    links: list[LinkSpec] = []
-    busid_to_gpu: dict[str, str] = {}
-    gpu_cpu: dict[str, str] = {}
-    nvlinks: list[tuple[str, str, int, str]] = []  # (gpu, target busid, count, tclass)
-    net_ports: list[ET.Element] = []
-    seen_ids: set[str] = set()
-    counters = {"sw": 0, "nic": 0}
-
-    def add_node(spec_: NodeSpec) -> None:
-        if spec_.id in seen_ids:
-            raise ParseError(
-                f"{source}: duplicate element id {spec_.id!r}", value=spec_.id, where=source
-            )
-        seen_ids.add(spec_.id)
-        nodes.append(spec_)
-
-    def add_nics(nic_elem: ET.Element, parent: str, tech: str) -> None:
-        for net in nic_elem.findall("net"):
-            nid = f"nic{counters['nic']}"
-            counters["nic"] += 1
-            add_node(NodeSpec(nid, NodeKind.NIC, label=net.get("name", "")))
-            links.append(_link(parent, nid, tech))
-            net_ports.append(net)
-
-    def walk(elem: ET.Element, parent: str, cpu_id: str) -> None:
-        for child in elem:
-            if child.tag == "pci":
-                busid = child.get("busid", "?")
-                where = f"pci {busid}"
-                tech = _pcie_tech(child, fallback_gen, assumptions, where)
-                g = child.find("gpu")
-                n = child.find("nic")
-                if g is not None:
-                    dev = g.get("dev")
-                    if dev is None or not dev.isdigit():
-                        raise ParseError(
-                            f"{source}: <gpu> under {where} lacks a numeric 'dev'",
-                            value=dev,
-                            where=source,
-                        )
-                    gid = f"gpu{dev}"
-                    add_node(NodeSpec(gid, NodeKind.GPU, model=spec.name))
-                    links.append(_link(parent, gid, tech))
-                    busid_to_gpu[busid.lower()] = gid
-                    gpu_cpu[gid] = cpu_id
-                    for nvl in g.findall("nvlink"):
-                        nvlinks.append(
-                            (
-                                gid,
-                                nvl.get("target", "").lower(),
-                                _xml_int(nvl, "count", 1, source),
-                                nvl.get("tclass", ""),
-                            )
-                        )
-                elif n is not None:
-                    add_nics(n, parent, tech)
-                else:
-                    sid = f"pcie_sw{counters['sw']}"
-                    counters["sw"] += 1
-                    add_node(NodeSpec(sid, NodeKind.PCIE_SWITCH, label=busid))
-                    links.append(_link(parent, sid, tech))
-                    walk(child, sid, cpu_id)
-            elif child.tag == "nic":
-                assumptions.append(f"NIC directly under {parent}: pcie{fallback_gen}-x16 link")
-                add_nics(child, parent, f"pcie{fallback_gen}-x16")
-
+    spec = _xml_gpu_model(gpu_elems, gpu, source, assumptions)
+    tree = _XmlTree(spec, source, assumptions)
     cpu_ids: list[str] = []
     for i, cpu in enumerate(cpus):
         cid = f"cpu{cpu.get('numaid', i)}"
         model = f"{cpu.get('vendor', '')} {cpu.get('modelid', '')}".strip()
         if _xml_host(cpu) is HostCpu.INTEL_BROADWELL:
             model += " (Broadwell)"  # kept for NCCL 2.6-2.7's P2P rule (nccl_p2p_level)
-        add_node(NodeSpec(cid, NodeKind.CPU, model=model))
+        tree.add_node(NodeSpec(cid, NodeKind.CPU, model=model))
         cpu_ids.append(cid)
-        walk(cpu, cid, cid)
+        tree.walk(cpu, cid, cid)
+    links = tree.links
     sock = _cpu_link(cpus[0], assumptions)
     for i, a in enumerate(cpu_ids):
         for b in cpu_ids[i + 1 :]:
@@ -670,14 +625,150 @@ def from_nccl_xml(
                 links.append(_link(a, b, sock[0], sock[1]))
     if sock is None and len(cpu_ids) > 1:
         assumptions.append("AMD sockets joined by 4x xGMI-2 at 32 GB/s per direction (assumed)")
+    if tree.nvlinks:
+        tree.add_nvlinks()
+    nic_count = len(tree.net_ports)
+    if network is None and tree.net_ports:
+        network = _xml_network(tree.net_ports[0], source, assumptions)
+    what = f"NCCL topology XML ({len(gpu_elems)} GPUs, {nic_count} NICs)"
+    desc = _imported(source, "imported-nccl", what, tree.nodes, links, spec)
+    topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
+    # the rule is stated from meta["nccl_p2p_rule"] where it is shown (`topo import`, `topo show`),
+    # so a rule applied again later (another release) is not contradicted by a stored sentence
+    return with_nccl_p2p_rule(topo, host=_xml_host(cpus[0]))
 
-    # NVLinks
-    if nvlinks:
+
+def _xml_gpu_model(
+    gpu_elems: list[ET.Element], gpu: str | None, source: str, assumptions: list[str]
+) -> GPUSpec:
+    """The GPU model: ``gpu`` where given, else the one of the first ``<gpu>``'s ``sm`` (an SXM
+    board where NVLinks are present, a PCIe one otherwise)."""
+    if gpu is not None:
+        spec = get_gpu(gpu, where="--gpu")
+        assumptions.append(f"GPU model {spec.name} (given)")
+        return spec
+    sm = _xml_int(gpu_elems[0], "sm", 0, source)
+    has_nvlink = any(g.find("nvlink") is not None for g in gpu_elems)
+    table = _SM_SXM if has_nvlink else _SM_PCIE
+    if sm not in table:
+        raise ParseError(
+            f"{source}: cannot tell the GPU model from sm={sm}; pass --gpu",
+            value=sm,
+            where=source,
+        )
+    spec = get_gpu(table[sm], where=f"{source}: sm={sm}")
+    assumptions.append(f"GPU model {spec.name} inferred from sm={sm}; pass --gpu to change")
+    return spec
+
+
+def _xml_network(net: ET.Element, source: str, assumptions: list[str]) -> str | None:
+    """The fabric of the first ``<net>`` port: InfiniBand where it has a ``guid``, else
+    Ethernet, by its speed; ``None`` where the speed is not in the catalogue."""
+    speed = int(_xml_number(net, "speed", 0.0, source))
+    table = _IB_SPEED if net.get("guid") else _ETH_SPEED
+    network = table.get(speed)
+    if network is None:
+        assumptions.append(f"NIC speed {speed} Mb/s not in the catalogue: no default fabric")
+    else:
+        assumptions.append(f"fabric {network} from NIC speed {speed} Mb/s")
+    return network
+
+
+class _XmlTree:
+    """The nodes and links of an NCCL topology XML, read by walking each ``<cpu>``'s ``<pci>``
+    tree (:meth:`walk`), with the GPUs' NVLink records (:meth:`add_nvlinks`) and the NIC ports
+    met on the way."""
+
+    def __init__(self, spec: GPUSpec, source: str, assumptions: list[str]) -> None:
+        self.spec = spec
+        self.source = source
+        self.assumptions = assumptions
+        self.fallback_gen = _pcie_gen(spec)
+        self.nodes: list[NodeSpec] = []
+        self.links: list[LinkSpec] = []
+        self.busid_to_gpu: dict[str, str] = {}
+        self.gpu_cpu: dict[str, str] = {}
+        self.nvlinks: list[tuple[str, str, int, str]] = []  # (gpu, target busid, count, tclass)
+        self.net_ports: list[ET.Element] = []
+        self._seen_ids: set[str] = set()
+        self._switches = 0
+        self._nics = 0
+
+    def add_node(self, node: NodeSpec) -> None:
+        if node.id in self._seen_ids:
+            raise ParseError(
+                f"{self.source}: duplicate element id {node.id!r}", value=node.id, where=self.source
+            )
+        self._seen_ids.add(node.id)
+        self.nodes.append(node)
+
+    def _add_nics(self, nic_elem: ET.Element, parent: str, tech: str) -> None:
+        for net in nic_elem.findall("net"):
+            nid = f"nic{self._nics}"
+            self._nics += 1
+            self.add_node(NodeSpec(nid, NodeKind.NIC, label=net.get("name", "")))
+            self.links.append(_link(parent, nid, tech))
+            self.net_ports.append(net)
+
+    def walk(self, elem: ET.Element, parent: str, cpu_id: str) -> None:
+        """The devices under ``elem`` (below node ``parent`` of CPU ``cpu_id``)."""
+        fallback_gen, links = self.fallback_gen, self.links
+        for child in elem:
+            if child.tag == "pci":
+                busid = child.get("busid", "?")
+                where = f"pci {busid}"
+                tech = _pcie_tech(child, fallback_gen, self.assumptions, where)
+                g = child.find("gpu")
+                n = child.find("nic")
+                if g is not None:
+                    self._add_gpu(g, busid, where, parent, tech, cpu_id)
+                elif n is not None:
+                    self._add_nics(n, parent, tech)
+                else:
+                    sid = f"pcie_sw{self._switches}"
+                    self._switches += 1
+                    self.add_node(NodeSpec(sid, NodeKind.PCIE_SWITCH, label=busid))
+                    links.append(_link(parent, sid, tech))
+                    self.walk(child, sid, cpu_id)
+            elif child.tag == "nic":
+                self.assumptions.append(f"NIC directly under {parent}: pcie{fallback_gen}-x16 link")
+                self._add_nics(child, parent, f"pcie{fallback_gen}-x16")
+
+    def _add_gpu(
+        self, g: ET.Element, busid: str, where: str, parent: str, tech: str, cpu_id: str
+    ) -> None:
+        dev = g.get("dev")
+        if dev is None or not dev.isdigit():
+            raise ParseError(
+                f"{self.source}: <gpu> under {where} lacks a numeric 'dev'",
+                value=dev,
+                where=self.source,
+            )
+        gid = f"gpu{dev}"
+        self.add_node(NodeSpec(gid, NodeKind.GPU, model=self.spec.name))
+        self.links.append(_link(parent, gid, tech))
+        self.busid_to_gpu[busid.lower()] = gid
+        self.gpu_cpu[gid] = cpu_id
+        for nvl in g.findall("nvlink"):
+            self.nvlinks.append(
+                (
+                    gid,
+                    nvl.get("target", "").lower(),
+                    _xml_int(nvl, "count", 1, self.source),
+                    nvl.get("tclass", ""),
+                )
+            )
+
+    def add_nvlinks(self) -> None:
+        """The NVLink records as links: a direct bundle per GPU pair, every NVSwitch target
+        aggregated onto one NVSwitch node, a GPU's NVLinks to its CPU (POWER9) replacing its
+        PCIe link."""
+        spec, source, links, busid_to_gpu = self.spec, self.source, self.links, self.busid_to_gpu
         direct, switch = _nvlink_techs(spec, source)
         pair_count: dict[frozenset[str], int] = {}
         switch_ports: dict[str, int] = {}
         cpu_ports: dict[str, int] = {}
-        for gid, target, count, tclass in nvlinks:
+        for gid, target, count, tclass in self.nvlinks:
             if target in busid_to_gpu:
                 key = frozenset((gid, busid_to_gpu[target]))
                 prev = pair_count.get(key)
@@ -696,12 +787,12 @@ def from_nccl_xml(
             a, b = sorted(key)
             links.append(_link(a, b, direct, count))
         if switch_ports:
-            add_node(NodeSpec("nvswitch0", NodeKind.NVSWITCH, label="NVSwitch (aggregate)"))
+            self.add_node(NodeSpec("nvswitch0", NodeKind.NVSWITCH, label="NVSwitch (aggregate)"))
             for gid, ports in switch_ports.items():
                 links.append(_link(gid, "nvswitch0", switch, ports))
-            assumptions.append(f"all NVSwitch targets aggregated into one node ({switch})")
+            self.assumptions.append(f"all NVSwitch targets aggregated into one node ({switch})")
         for gid, ports in cpu_ports.items():
-            cpu_id = gpu_cpu[gid]
+            cpu_id = self.gpu_cpu[gid]
             # a GPU attached by NVLink to its CPU (POWER9) replaces its PCIe link
             links[:] = [
                 lk
@@ -709,34 +800,7 @@ def from_nccl_xml(
                 if not ({lk.a, lk.b} == {cpu_id, gid} and lk.family is LinkFamily.PCIE)
             ]
             links.append(_link(cpu_id, gid, direct, ports))
-            assumptions.append(f"{gid}: {ports} NVLink(s) to {cpu_id}")
-
-    # fabric
-    nic_count = len(net_ports)
-    if network is None and net_ports:
-        net = net_ports[0]
-        speed = int(_xml_number(net, "speed", 0.0, source))
-        table = _IB_SPEED if net.get("guid") else _ETH_SPEED
-        network = table.get(speed)
-        if network is None:
-            assumptions.append(f"NIC speed {speed} Mb/s not in the catalogue: no default fabric")
-        else:
-            assumptions.append(f"fabric {network} from NIC speed {speed} Mb/s")
-    gpu_count = len(gpu_elems)
-    desc = ServerDescription(
-        name=Path(source).stem if source and not source.startswith("<") else "imported-nccl",
-        nodes=tuple(nodes),
-        links=tuple(links),
-        fabric=None,
-        description=f"imported from NCCL topology XML ({gpu_count} GPUs, {nic_count} NICs)",
-        sources=(source,),
-        gpu=spec.name,
-        source=source,
-    )
-    topo = _finish(desc, _fabric(network, nic_count, source), assumptions)
-    # the rule is stated from meta["nccl_p2p_rule"] where it is shown (`topo import`, `topo show`),
-    # so a rule applied again later (another release) is not contradicted by a stored sentence
-    return with_nccl_p2p_rule(topo, host=_xml_host(cpus[0]))
+            self.assumptions.append(f"{gid}: {ports} NVLink(s) to {cpu_id}")
 
 
 def _xml_host(cpu: ET.Element) -> HostCpu:
@@ -751,367 +815,6 @@ def _xml_host(cpu: ET.Element) -> HostCpu:
     if host is HostCpu.INTEL and (cpu.get("familyid"), cpu.get("modelid")) == ("6", "79"):
         return HostCpu.INTEL_BROADWELL
     return host
-
-
-class HostCpu(str, enum.Enum):
-    """The CPU family NCCL's P2P rule distinguishes (``ncclTopoCpuType``, ``src/graph/topo.cc``)."""
-
-    INTEL = "intel"
-    INTEL_BROADWELL = "intel-broadwell"
-    AMD = "amd"
-    ARM = "arm"
-    POWER = "power"
-    ZHAOXIN = "zhaoxin"
-    UNKNOWN = "unknown"
-
-    @classmethod
-    def from_text(cls, text: str) -> HostCpu:
-        """The family a CPU model names (:func:`_host_from_text`, memoised per text)."""
-        return _host_from_text(str(text))
-
-    @classmethod
-    def _from_text(cls, text: str) -> HostCpu:
-        """The family a CPU model names: a catalogue CPU (``perfmodel hw cpus``: vendor and
-        architecture) or free text (``Intel Xeon E5-2650 v3``, ``GenuineIntel 85``); a Xeon
-        E5 v4 is Broadwell with or without a space before ``v4`` (``E5-2698v4``).
-
-        >>> HostCpu._from_text("xeon-e5-2698-v4").value, HostCpu._from_text("AMD EPYC 7763").value
-        ('intel-broadwell', 'amd')
-        """
-        from perfmodel.errors import PerfModelError
-        from perfmodel.hardware.cpus import get_cpu
-
-        try:
-            spec = get_cpu(text)
-            low = f"{spec.vendor} {spec.architecture}".lower()
-        except PerfModelError:
-            low = text.lower()
-        if "intel" in low or "xeon" in low:
-            broadwell = "broadwell" in low or re.search(r"e5-\d{4}\w*?[\s_-]?v4\b", low)
-            return cls.INTEL_BROADWELL if broadwell else cls.INTEL
-        for words, host in (
-            (("amd", "epyc"), cls.AMD),
-            (("ibm", "power"), cls.POWER),
-            (("arm", "aarch64", "grace", "neoverse", "graviton"), cls.ARM),
-            (("zhaoxin", "centaurhauls", "shanghai"), cls.ZHAOXIN),
-        ):
-            if any(w in low for w in words):
-                return host
-        return cls.UNKNOWN
-
-    @classmethod
-    def of(cls, topo: Topology) -> HostCpu:
-        """The family of the first server's CPUs (their first stated ``model``)."""
-        g = topo.graph
-        first = topo.server_of(topo.gpus[0]) if topo.gpus else 0
-        for n in sorted(n for n in topo.server_nodes(first) if g.nodes[n]["kind"] is NodeKind.CPU):
-            model = g.nodes[n].get("model")
-            if model:
-                return cls.from_text(str(model))
-        return cls.UNKNOWN
-
-
-@functools.lru_cache(maxsize=64)
-def _host_from_text(text: str) -> HostCpu:
-    """:meth:`HostCpu._from_text`, once per text: the CPU catalogue is the shipped file, read
-    once per process, so a text names one family (issue 14: each of a ``predict``'s three
-    topology builds asked for the same CPU model)."""
-    return HostCpu._from_text(text)
-
-
-class P2pLevel(str, enum.Enum):
-    """NCCL's P2P level (``NCCL_P2P_LEVEL``): the farthest PCIe path type P2P may take.
-
-    The graph knows CPUs, not host bridges, so the level counts the CPUs a P2P path may cross:
-    ``PXB`` none (PCIe switches only), ``PHB`` one (one CPU's root complex; NCCL 2.4-2.5's
-    ``PATH_NODE`` limit, one NUMA node, reads the same), ``SYS`` any (across sockets).
-    """
-
-    PXB = "PXB"
-    PHB = "PHB"
-    SYS = "SYS"
-
-    @property
-    def max_cpus(self) -> int | None:
-        return {"PXB": 0, "PHB": 1, "SYS": None}[self.value]
-
-
-@dataclass(frozen=True, order=True)
-class NcclRelease:
-    """An NCCL release, ``major.minor`` (the P2P rule changes only between minor releases)."""
-
-    major: int
-    minor: int
-
-    @classmethod
-    def parse(cls, text: str, *, where: str = "--nccl") -> NcclRelease:
-        """``"2.27"``, ``"2.27.5"`` or ``"2.27.5-1"`` (a release tag).
-
-        >>> NcclRelease.parse("2.18.3-1")
-        NcclRelease(major=2, minor=18)
-        """
-        m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:-\d+)?\s*", str(text))
-        if m is None or int(m.group(1)) != 2:
-            raise ConfigError(
-                f"{where}: NCCL release {text!r} not understood; expected 2.MINOR[.PATCH] "
-                "(e.g. 2.27 or 2.18.3)",
-                value=text,
-                where=where,
-            )
-        return cls(int(m.group(1)), int(m.group(2)))
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-
-DEFAULT_NCCL_RELEASE = NcclRelease(2, 27)
-"""The NCCL release whose P2P rule applies unless one is stated (``--nccl``): the 2.27 series
-whose tuner the recent algorithms follow (:mod:`perfmodel.comm.nccl_recent`)."""
-
-
-def nccl_p2p_level(release: NcclRelease, host: HostCpu, gpus: int) -> P2pLevel | None:
-    """NCCL's default P2P level for a host CPU family and ``gpus`` GPUs per server, by release;
-    ``None`` where the CPU family decides and is unknown.
-
-    - 2.0-2.5, ``p2pCanConnect`` (``src/transport/p2p.cc``): "Do not use P2P across root
-      complexes by default" (``PATH_SOC`` in 2.0-2.3, ``PATH_NODE`` in 2.4-2.5): ``PHB``.
-    - 2.6-2.7, ``ncclTopoCheckP2p`` (``src/graph/paths.cc``, 2018-2020 file): ``SYS`` by
-      default; ARM ``PXB``; Intel Broadwell ``PXB``, other Intel ``PHB``.
-    - 2.8-2.22: ARM, Intel (every model) and Zhaoxin (2.8.4, NVIDIA/nccl#435) ``PXB``; AMD
-      and POWER ``SYS``.
-    - 2.23 and later: ``PXB`` for every CPU, except ``SYS`` on AMD x86 with at most 2 GPUs
-      (2.23 commit: "Set P2P level to PXB on AMD CPUs when using more than 2 GPUs per node";
-      paths.cc of 2.27/2.28).
-
-    NCCL counts the GPUs of the communicator on the host; the model takes the server's.
-
-    >>> nccl_p2p_level(NcclRelease(2, 27), HostCpu.AMD, 2).value
-    'SYS'
-    >>> nccl_p2p_level(NcclRelease(2, 27), HostCpu.AMD, 8).value
-    'PXB'
-    """
-    if release < NcclRelease(2, 6):
-        return P2pLevel.PHB
-    if host is HostCpu.UNKNOWN and (release < NcclRelease(2, 23) or gpus <= 2):
-        return None
-    if release < NcclRelease(2, 8):
-        if host in (HostCpu.ARM, HostCpu.INTEL_BROADWELL):
-            return P2pLevel.PXB
-        return P2pLevel.PHB if host is HostCpu.INTEL else P2pLevel.SYS
-    if release < NcclRelease(2, 23):
-        if host in (HostCpu.AMD, HostCpu.POWER):
-            return P2pLevel.SYS
-        return P2pLevel.PXB
-    return P2pLevel.SYS if host is HostCpu.AMD and gpus <= 2 else P2pLevel.PXB
-
-
-def nccl_p2p_level_denied(topo: Topology, *, max_cpus: int | None) -> list[tuple[str, str]]:
-    """GPU pairs (local ids, first server) whose PCIe path crosses more than ``max_cpus`` CPUs
-    (:attr:`P2pLevel.max_cpus`; ``None``: no limit).
-
-    Never denied: pairs whose route has no PCIe link (NVLink, NVSwitch, or POWER9's NVLink to
-    the CPU: paths.cc keeps such paths ``PATH_NVL``). Routes are searched inside the first
-    server only.
-
-    NVB forwarding is not modelled: from NCCL 2.8 (``PATH_NVB``; 2.8.3: "Optimized all-to-all
-    performance on DGX-1") two GPUs joined by NVLink through one intermediate GPU keep P2P
-    over those two NVLinks, but the router never passes through a GPU (:mod:`routing`), so
-    such a pair would travel the PCIe route across both CPUs, a path NCCL never uses. Those
-    pairs stay denied (host memory), as NCCL 2.7 and earlier have them, in every release.
-    """
-    if max_cpus is None or not topo.gpus:
-        return []
-    first = topo.server_of(topo.gpus[0])
-    g = topo.graph
-    local = g.subgraph(topo.server_nodes(first))
-    key = (max_cpus, _subgraph_key(local))  # an unhashable attribute value: computed, not kept
-    return list(_DENIED.get(key, lambda: tuple(_denied_pairs(topo, local, max_cpus))))
-
-
-#: :func:`nccl_p2p_level_denied` by (``max_cpus``, :func:`_subgraph_key` of the first server):
-#: a ``predict`` builds the run's cluster and its k-GPU speedup baseline's from the same server
-#: (issue 14: its 28 GPU pairs were routed for each; a one-server build names its nodes without
-#: the ``n0/`` prefix, a key of its own).
-_DENIED: BoundedMemo[tuple[int, tuple[Any, ...]], tuple[tuple[str, str], ...]] = BoundedMemo(64)
-
-
-def _subgraph_key(local: nx.Graph) -> tuple[Any, ...]:
-    """Everything :func:`_denied_pairs` reads of a server's graph, in graph order: node ids with
-    their attributes, links with theirs (hashing it raises ``TypeError`` where a value is not
-    hashable). Two servers with equal keys are the same graph, routed alike (the router's
-    tie-breaks follow node and edge order, both kept). ~0.2 ms for a DGX A100 server against
-    ~0.5 ms to route its 28 GPU pairs."""
-    return (
-        tuple((n, tuple(a.items())) for n, a in local.nodes(data=True)),
-        tuple((u, v, tuple(a.items())) for u, v, a in local.edges(data=True)),
-    )
-
-
-def _denied_pairs(topo: Topology, local: nx.Graph, max_cpus: int) -> list[tuple[str, str]]:
-    """:func:`nccl_p2p_level_denied` computed: routes inside the server ``local``."""
-    from perfmodel.topology.routing import uncached_routes
-
-    g = topo.graph
-    one = Topology(topo.name, nx.Graph(local), source=topo.source)
-    gpus = list(one.gpus)
-    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1 :]]
-    out = []
-    # `one` is thrown away: keep it out of the caches
-    for (a, b), path in zip(pairs, uncached_routes(one, pairs), strict=True):
-        if not any(g.edges[u, v]["family"] is LinkFamily.PCIE for u, v in itertools.pairwise(path)):
-            continue
-        if sum(g.nodes[x]["kind"] is NodeKind.CPU for x in path[1:-1]) > max_cpus:
-            out.append((str(g.nodes[a]["local_id"]), str(g.nodes[b]["local_id"])))
-    return out
-
-
-def with_nccl_p2p_rule(
-    topo: Topology, release: NcclRelease | None = None, host: HostCpu | None = None
-) -> Topology:
-    """The system with NCCL ``release``'s P2P rule (:func:`nccl_p2p_level`) applied: GPU pairs
-    beyond the level are refused peer-to-peer (``p2p_denied``) and go through host memory.
-
-    ``release`` defaults to the one applied before (``meta["nccl_p2p_rule"]``), else
-    :data:`DEFAULT_NCCL_RELEASE`.
-
-    ``host`` defaults to the CPU family of the first server's CPU ``model``. GPUs whose file
-    states ``p2p`` (``[system] p2p = true``, ``--p2p on``) keep what it states, as with
-    ``NCCL_P2P_LEVEL``. A rule applied before is replaced, not added to (pairs denied by
-    other sources, such as ``nvidia-smi topo -p2p r``, stay). The rule, its level and its
-    pairs are recorded in ``meta["nccl_p2p_rule"]``.
-    """
-    import dataclasses
-
-    previous = topo.meta.get("nccl_p2p_rule")
-    # a release named here is the scenario's (``--nccl``); none keeps what was stated before
-    stated = release is not None or (isinstance(previous, dict) and bool(previous.get("stated")))
-    if release is None:
-        had_release = previous.get("release") if isinstance(previous, dict) else None
-        release = NcclRelease.parse(had_release) if had_release else DEFAULT_NCCL_RELEASE
-    stale = previous.get("pairs", ()) if isinstance(previous, dict) else ()
-    g = topo.graph.copy() if stale else topo.graph  # copied only to strip the previous rule
-    if stale:
-        for a, b in stale:
-            for n in topo.gpus:
-                mine, other = str(g.nodes[n]["local_id"]), {a: b, b: a}
-                if mine in other and other[mine] in g.nodes[n].get("p2p_denied", ()):
-                    left = tuple(x for x in g.nodes[n]["p2p_denied"] if x != other[mine])
-                    if left:
-                        g.nodes[n]["p2p_denied"] = left
-                    else:
-                        del g.nodes[n]["p2p_denied"]
-    base = dataclasses.replace(
-        topo, graph=g, meta=dict(topo.meta), pattern=topo._pattern_on(g)
-    )  # the stale pairs are stripped alike in every server (by local id)
-    if host is None:
-        host = HostCpu.of(base)
-        if host is HostCpu.UNKNOWN and isinstance(previous, dict):
-            host = HostCpu(previous["host"])  # e.g. an imported XML's CPU identification
-    level = nccl_p2p_level(release, host, base.gpus_per_node if base.gpus else 0)
-    pairs: list[tuple[str, str]] = []
-    if level is not None:
-        probe = base.gpus  # by local id; where servers are copies, server 0 says it for all
-        if base.pattern is not None and base.pattern.describes(base):
-            probe = probe[: base.gpus_per_node]
-        fixed = {str(g.nodes[n]["local_id"]) for n in probe if "p2p" in g.nodes[n]}
-        had = {
-            (str(g.nodes[n]["local_id"]), x)
-            for n in probe
-            for x in g.nodes[n].get("p2p_denied", ())
-        }
-        pairs = [
-            (a, b)
-            for a, b in nccl_p2p_level_denied(base, max_cpus=level.max_cpus)
-            if a not in fixed and b not in fixed and (a, b) not in had
-        ]
-    out = base.with_p2p_denied(pairs) if pairs else base
-    out.meta["nccl_p2p_rule"] = {
-        "release": str(release),
-        "host": host.value,
-        "level": level.value if level else None,
-        "pairs": tuple(pairs),
-        "stated": stated,
-    }
-    return out
-
-
-def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
-    """One line naming the GPU pairs of ``group`` that NCCL's P2P rule sends through host
-    memory, and the rule (release, level, host), or ``None`` when it sends none."""
-    rule = topo.meta.get("nccl_p2p_rule")
-    if not isinstance(rule, dict) or not rule.get("pairs"):
-        return None
-    g = topo.graph
-    p = topo.pattern
-    if p is not None and p.describes(topo):
-        # servers are copies of server 0 (read by local id there, none other made): GPU
-        # pairs, their NVLinks and P2P flags are server 0's
-        from perfmodel.topology.lazy import server_of_name
-
-        first = p.prefix(0)
-        lid_set = frozenset(p.local_ids)
-        named = {
-            n[n.index("/") + 1 :]
-            for n in group
-            if server_of_name(n, p.servers, lid_set) is not None
-        }
-        group = [first + lid for lid in p.local_ids if lid in named]
-        inside = set(topo.server_nodes(0))
-        edges = [(u, v, d) for u, v, d in g.edges(inside, data=True) if u in inside and v in inside]
-        gpus = topo.gpus[: topo.gpus_per_node]
-    else:
-        edges, gpus = list(g.edges(data=True)), topo.gpus
-    ids = {
-        str(g.nodes[n]["local_id"])
-        for n in group
-        if n in g and g.nodes[n]["kind"] is NodeKind.GPU and topo.p2p_capable(n)
-    }
-    pairs = [f"{a}-{b}" for a, b in rule["pairs"] if a in ids and b in ids]
-    if not pairs:
-        return None
-    shown = ", ".join(pairs[:6]) + (f" ... ({len(pairs)} pairs)" if len(pairs) > 6 else "")
-    release = NcclRelease.parse(rule["release"])
-    where = (
-        "src/transport/p2p.cc p2pCanConnect"
-        if release < NcclRelease(2, 6)
-        else "src/graph/paths.cc ncclTopoCheckP2p"
-    )
-    nvlinked = {
-        frozenset((str(g.nodes[u]["local_id"]), str(g.nodes[v]["local_id"])))
-        for u, v, d in edges
-        if d["family"] in (LinkFamily.NVLINK, LinkFamily.NVSWITCH)
-        and g.nodes[u]["kind"] is NodeKind.GPU
-        and g.nodes[v]["kind"] is NodeKind.GPU
-    }
-    nvb = release >= NcclRelease(2, 8) and any(
-        frozenset((a, k)) in nvlinked and frozenset((k, b)) in nvlinked
-        for a, b in rule["pairs"]
-        if a in ids and b in ids
-        for k in {str(g.nodes[n]["local_id"]) for n in gpus} - {a, b}
-    )
-    return (
-        f"note: NCCL {rule['release']}'s P2P level {rule['level']} on this host "
-        f"({_HOST_NAMES[rule['host']]} CPU; {where}): GPU pairs {shown} go through host memory "
-        "in every server (--nccl RELEASE states another release; comm --p2p on allows P2P "
-        "between all GPUs)"
-        + (
-            "; NCCL >= 2.8 joins some of them over NVLink through a third GPU (PATH_NVB), "
-            "NVB forwarding not modelled"
-            if nvb
-            else ""
-        )
-    )
-
-
-_HOST_NAMES = {
-    "intel": "Intel",
-    "intel-broadwell": "Intel Broadwell",
-    "amd": "AMD",
-    "arm": "ARM",
-    "power": "POWER",
-    "zhaoxin": "Zhaoxin",
-    "unknown": "unstated",
-}
 
 
 _P2P_OK = {"X", "OK"}
@@ -1154,273 +857,6 @@ def parse_p2p_status(
 # JSON (export / import)
 # ---------------------------------------------------------------------------------------------
 
-# The exported attributes are the graph schema's (topology/schema.py), in its order.
-_NODE_EXPORT = (*NODE_ATTRS_REQUIRED, *NODE_ATTRS_OPTIONAL)
-_EDGE_EXPORT = EDGE_ATTRS_REQUIRED
-
-
-def export_dict(topo: Topology) -> dict[str, Any]:
-    """The exact graph as a JSON-ready dict (``format``, ``version``, ``nodes``, ``links``...).
-
-    :func:`from_dict` turns it back into an identical graph (same nodes, edges and attributes).
-    The record of NCCL's P2P rule (``meta["nccl_p2p_rule"]``: release, host, level and the
-    pairs it refused) travels as ``nccl_p2p_rule``, so that a rule applied after re-import
-    replaces the exported one (:func:`with_nccl_p2p_rule`) instead of adding to it.
-    """
-    g = topo.graph
-    nodes = []
-    for n, d in g.nodes(data=True):
-        item: dict[str, Any] = {"id": n}
-        for k in _NODE_EXPORT:
-            if k in d:
-                v = d[k]
-                item[k] = v.value if isinstance(v, NodeKind) else v
-        nodes.append(item)
-    links = []
-    for u, v, d in g.edges(data=True):
-        item = {"a": u, "b": v}
-        for k in _EDGE_EXPORT:
-            val = d[k]
-            item[k] = val.value if isinstance(val, LinkFamily) else val
-        links.append(item)
-    fabric = topo.fabric
-    return {
-        "format": EXPORT_FORMAT,
-        "version": EXPORT_VERSION,
-        "name": topo.name,
-        "num_nodes": topo.num_nodes,
-        "description": topo.description,
-        "sources": list(topo.sources),
-        "fabric": None
-        if fabric is None
-        else {
-            "network": fabric.network,
-            "topology": fabric.topology,
-            "nics_per_node": fabric.nics_per_node,
-            "oversubscription": fabric.oversubscription,
-            "leaf_radix": fabric.leaf_radix,
-            **({"sharp": True} if fabric.sharp else {}),
-        },
-        "nodes": nodes,
-        "links": links,
-        **(
-            {"nccl_p2p_rule": _rule_export(topo.meta["nccl_p2p_rule"])}
-            if "nccl_p2p_rule" in topo.meta
-            else {}
-        ),
-        **(
-            {"assumptions": [str(a) for a in topo.meta["assumptions"]]}
-            if topo.meta.get("assumptions")
-            else {}
-        ),
-    }
-
-
-def _rule_export(rule: Any) -> dict[str, Any]:
-    """``meta["nccl_p2p_rule"]`` as JSON: pairs as lists."""
-    return {**rule, "pairs": [list(p) for p in rule["pairs"]]}
-
-
-def _rule_import(rule: Any, where: str) -> dict[str, Any]:
-    """An exported ``nccl_p2p_rule`` back as :func:`with_nccl_p2p_rule` records it, checked."""
-    try:
-        pairs = tuple((str(a), str(b)) for a, b in rule["pairs"])
-        level = rule["level"]
-        return {
-            "release": str(NcclRelease.parse(str(rule["release"]), where=where)),
-            "host": HostCpu(rule["host"]).value,
-            "level": None if level is None else P2pLevel(level).value,
-            "pairs": pairs,
-            "stated": bool(rule.get("stated", False)),
-        }
-    except (TypeError, KeyError, ValueError) as exc:
-        raise TopologyError(
-            f"{where}: expected {{release, host, level, pairs: [[a, b], ...]}} ({exc})",
-            value=rule,
-            where=where,
-        ) from exc
-
-
-def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
-    """Rebuild a :class:`Topology` from :func:`export_dict` output (or ``topo show --json``)."""
-    if "topology" in data and isinstance(data["topology"], dict):
-        data = data["topology"]
-    if data.get("format") != EXPORT_FORMAT:
-        raise ParseError(
-            f"{source}: not a perfmodel topology export (format {data.get('format')!r})",
-            value=data.get("format"),
-            where=source,
-        )
-    if int(data.get("version", 0)) > EXPORT_VERSION:
-        raise ParseError(
-            f"{source}: export version {data.get('version')} is newer than {EXPORT_VERSION}",
-            value=data.get("version"),
-            where=source,
-        )
-    g = nx.Graph()
-    for i, item in enumerate(data.get("nodes", [])):
-        where = f"{source}: nodes[{i}]"
-        if "id" not in item or "kind" not in item:
-            raise TopologyError(f"{where}: needs 'id' and 'kind'", value=item, where=where)
-        nid = str(item["id"])
-        if nid in g:
-            raise TopologyError(f"{where}: duplicate node id {nid!r}", value=nid, where=where)
-        unknown = sorted(set(item) - {"id", *_NODE_EXPORT})
-        if unknown:
-            raise TopologyError(f"{where}: unknown key(s) {unknown}", value=unknown, where=where)
-        attrs = {k: item[k] for k in _NODE_EXPORT if k in item}
-        attrs["kind"] = NodeKind.parse(item["kind"], where=where)
-        if "p2p_denied" in attrs:  # a JSON array: the schema's tuple of local ids
-            attrs["p2p_denied"] = tuple(str(x) for x in attrs["p2p_denied"])
-        g.add_node(nid, **attrs)
-    for i, item in enumerate(data.get("links", [])):
-        where = f"{source}: links[{i}]"
-        unknown = sorted(set(item) - {"a", "b", *_EDGE_EXPORT})
-        if unknown:
-            raise TopologyError(f"{where}: unknown key(s) {unknown}", value=unknown, where=where)
-        missing = [k for k in ("a", "b", *_EDGE_EXPORT) if k not in item]
-        if missing:
-            raise TopologyError(f"{where}: missing key(s) {missing}", value=missing, where=where)
-        a, b = str(item["a"]), str(item["b"])
-        for end in (a, b):
-            if end not in g:
-                raise TopologyError(
-                    f"{where}: endpoint {end!r} is not a node", value=end, where=where
-                )
-        if g.has_edge(a, b):
-            raise TopologyError(f"{where}: duplicate link {a}-{b}", value=(a, b), where=where)
-        try:
-            family = LinkFamily(item["family"])
-        except ValueError as exc:
-            raise TopologyError(
-                f"{where}: unknown link family {item['family']!r}",
-                value=item["family"],
-                where=where,
-            ) from exc
-        g.add_edge(
-            a,
-            b,
-            tech=str(item["tech"]),
-            family=family,
-            count=int(item["count"]),
-            bandwidth_Bps=item["bandwidth_Bps"],
-            efficiency=item["efficiency"],
-            latency_s=item["latency_s"],
-        )
-    validate_graph(g, source=source)
-    fab = data.get("fabric")
-    fabric = None if fab is None else _fabric_import(fab, f"{source}: fabric")
-    meta: dict[str, Any] = {}
-    if data.get("nccl_p2p_rule") is not None:
-        meta["nccl_p2p_rule"] = _rule_import(data["nccl_p2p_rule"], f"{source}: nccl_p2p_rule")
-    assumptions = data.get("assumptions")
-    if assumptions:
-        if not isinstance(assumptions, list):
-            raise TopologyError(
-                f"{source}: assumptions must be a list of sentences",
-                value=assumptions,
-                where=source,
-            )
-        meta["assumptions"] = tuple(str(a) for a in assumptions)
-    return Topology(
-        name=str(data.get("name", "imported")),
-        graph=g,
-        num_nodes=int(data.get("num_nodes", 1)),
-        description=str(data.get("description", "")),
-        source=source,
-        fabric=fabric,
-        sources=tuple(data.get("sources", ())),
-        meta=meta,
-    )
-
-
-def _fabric_import(fab: Any, where: str) -> FabricSpec:
-    """An exported ``fabric`` object, checked as a topology file's ``[system.fabric]`` is
-    (:func:`perfmodel.topology.io.parse_fabric`): a bad key or value names the file."""
-    from perfmodel.topology.io import parse_fabric
-
-    return parse_fabric(fab, where)
-
-
-def server_description(
-    topo: Topology, *, name: str | None = None, source: str | None = None
-) -> ServerDescription:
-    """Server 0 of ``topo`` as the :class:`ServerDescription` a topology file holds: its nodes
-    by local id (kind, model, label, rail, ``p2p``, tray, and the ``p2p_denied`` peers other
-    than those of NCCL's P2P rule, which loading applies again), the links among them (tech,
-    family, bundle count, bandwidth, efficiency, latency as in the graph) and the fabric.
-    :func:`perfmodel.topology.builders.build_cluster` of it rebuilds the same server.
-
-    Raises
-    ------
-    TopologyError
-        If server 0 has no GPU.
-    """
-    g = topo.graph
-    members = topo.server_nodes(0)
-    lid = {n: str(g.nodes[n].get("local_id", n)) for n in members}
-    rule = topo.meta.get("nccl_p2p_rule")
-    rule_pairs = {
-        frozenset((str(a), str(b)))
-        for a, b in (rule.get("pairs", ()) if isinstance(rule, dict) else ())
-    }
-    nodes: list[NodeSpec] = []
-    for n in members:
-        d = g.nodes[n]
-        mine = lid[n]
-        denied = tuple(
-            str(x) for x in d.get("p2p_denied", ()) if frozenset((mine, str(x))) not in rule_pairs
-        )
-        nodes.append(
-            NodeSpec(
-                id=mine,
-                kind=d["kind"],
-                model=str(d.get("model", "")),
-                label=str(d.get("label", "")),
-                rail=d.get("rail"),
-                p2p=d.get("p2p"),
-                tray=d.get("tray"),
-                p2p_denied=denied,
-            )
-        )
-    if not any(x.kind is NodeKind.GPU for x in nodes):
-        raise TopologyError(
-            f"{topo.source}: server 0 has no GPU", value=topo.name, where=topo.source
-        )
-    inside = set(members)
-    links = [
-        LinkSpec(
-            a=lid[u],
-            b=lid[v],
-            tech=str(d["tech"]),
-            family=d["family"],
-            count=int(d["count"]),
-            bandwidth_Bps=float(d["bandwidth_Bps"]),
-            efficiency=float(d["efficiency"]),
-            latency_s=float(d["latency_s"]),
-        )
-        for u, v, d in g.edges(members, data=True)
-        if u in inside and v in inside
-    ]
-    seen: set[frozenset[str]] = set()
-    unique = []
-    for link in links:  # g.edges(nbunch) yields each edge once; kept defensive
-        key = frozenset((link.a, link.b))
-        if key not in seen:
-            seen.add(key)
-            unique.append(link)
-    return ServerDescription(
-        name=name or topo.name,
-        nodes=tuple(nodes),
-        links=tuple(unique),
-        fabric=topo.fabric,
-        description=topo.description,
-        sources=tuple(topo.sources),
-        gpu=topo.gpu_spec().name,
-        source=source or topo.source,
-        assumptions=tuple(str(a) for a in topo.meta.get("assumptions", ())),
-    )
-
 
 # ---------------------------------------------------------------------------------------------
 # auto-detection
@@ -1459,13 +895,7 @@ def import_topology(
     except ParseError as exc:
         raise ParseError(f"{p}: {exc}", value=exc.value, where=str(p)) from exc
     if kind == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"{p}: invalid JSON: {exc}", value=None, where=str(p)) from exc
-        if not isinstance(data, dict):
-            raise ParseError(f"{p}: JSON top level is not an object", value=None, where=str(p))
-        return from_dict(data, source=str(p))
+        return from_json_text(text, str(p))
     if kind == "nccl-xml":
         return from_nccl_xml(text, gpu=gpu, source=str(p), network=network)
     return from_smi_text(text, gpu=gpu, source=str(p), network=network)

@@ -63,14 +63,12 @@ with the fabric's ``network`` technology.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from perfmodel import units
 from perfmodel._enum import parse_enum
-from perfmodel._io import parse_toml, read_text
-from perfmodel._memo import BoundedMemo
 from perfmodel._schema import as_int, as_list, as_number, describe
 from perfmodel.errors import PerfModelError, TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
@@ -428,15 +426,70 @@ def parse_server(
     cloud = parse_cloud(system["cloud"], f"{source}: [system.cloud]") if "cloud" in system else None
     refs = parse_references(system.get("reference", []), f"{source}: [[system.reference]]")
 
+    nodes = _parse_nodes(data, source, default_gpu, gpu_override, server_p2p)
+    if not any(n.kind is NodeKind.GPU for n in nodes):
+        raise TopologyError(f"{source}: no GPU node", value=None, where=source)
+    _check_p2p_denied(nodes, source)
+    links = _parse_links(data, source, {n.id for n in nodes})
+    domain = _check_nvlink_domain(system, tuple(nodes), tuple(links), source)
+    return ServerDescription(
+        name=str(system["name"]),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        fabric=fabric,
+        description=str(system.get("description", "")),
+        sources=tuple(
+            str(s)
+            for s in as_list(
+                system.get("sources", []), "system.sources", where=source, error=TopologyError
+            )
+        ),
+        gpu=default_gpu,
+        gpu_selectable=selectable,
+        source=source,
+        nvlink_domain=domain,
+        cloud=cloud,
+        references=refs,
+        assumptions=tuple(
+            str(a)
+            for a in as_list(
+                system.get("assumptions", []),
+                "system.assumptions",
+                where=source,
+                error=TopologyError,
+            )
+        ),
+    )
+
+
+def _entries(
+    data: dict[str, Any], table: str, keys: Any, required: tuple[str, str], source: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, entry)`` of each ``[[table]]`` entry, its keys checked (known ``keys``, the
+    two ``required`` ones present)."""
+    for i, entry in enumerate(
+        as_list(data.get(table, []), table, where=source, error=TopologyError)
+    ):
+        where = f"{source}: {table}[{i}]"
+        _check_keys(entry, keys, where)
+        if required[0] not in entry or required[1] not in entry:
+            need = f"'{required[0]}' and '{required[1]}'"
+            raise TopologyError(f"{where}: needs {need}", value=entry, where=where)
+        yield where, entry
+
+
+def _parse_nodes(
+    data: dict[str, Any],
+    source: str,
+    default_gpu: str,
+    gpu_override: str | None,
+    server_p2p: bool | None,
+) -> list[NodeSpec]:
+    """The ``[[node]]`` entries, checked: unique ids, a known kind (no network switch), a GPU
+    model from the entry or ``[system] gpu`` (``gpu_override`` replaces both)."""
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    for i, entry in enumerate(
-        as_list(data.get("node", []), "node", where=source, error=TopologyError)
-    ):
-        where = f"{source}: node[{i}]"
-        _check_keys(entry, _NODE_KEYS, where)
-        if "id" not in entry or "kind" not in entry:
-            raise TopologyError(f"{where}: needs 'id' and 'kind'", value=entry, where=where)
+    for where, entry in _entries(data, "node", _NODE_KEYS, ("id", "kind"), source):
         nid = str(entry["id"])
         if nid in seen:
             raise TopologyError(f"{where}: duplicate node id {nid!r}", value=nid, where=where)
@@ -483,19 +536,15 @@ def parse_server(
                 ),
             )
         )
-    if not any(n.kind is NodeKind.GPU for n in nodes):
-        raise TopologyError(f"{source}: no GPU node", value=None, where=source)
-    _check_p2p_denied(nodes, source)
+    return nodes
 
+
+def _parse_links(data: dict[str, Any], source: str, seen: set[str]) -> list[LinkSpec]:
+    """The ``[[link]]`` entries, checked: both ends declared nodes (``seen``), no self-loop, one
+    entry per pair (bundles are ``count``)."""
     links: list[LinkSpec] = []
     pairs: set[frozenset[str]] = set()
-    for i, entry in enumerate(
-        as_list(data.get("link", []), "link", where=source, error=TopologyError)
-    ):
-        where = f"{source}: link[{i}]"
-        _check_keys(entry, _LINK_KEYS, where)
-        if "a" not in entry or "b" not in entry:
-            raise TopologyError(f"{where}: needs 'a' and 'b'", value=entry, where=where)
+    for where, entry in _entries(data, "link", _LINK_KEYS, ("a", "b"), source):
         a, b = str(entry["a"]), str(entry["b"])
         for end in (a, b):
             if end not in seen:
@@ -513,35 +562,7 @@ def parse_server(
             )
         pairs.add(key)
         links.append(parse_link_entry(entry, where=f"{where} ({a}-{b})"))
-    domain = _check_nvlink_domain(system, tuple(nodes), tuple(links), source)
-    return ServerDescription(
-        name=str(system["name"]),
-        nodes=tuple(nodes),
-        links=tuple(links),
-        fabric=fabric,
-        description=str(system.get("description", "")),
-        sources=tuple(
-            str(s)
-            for s in as_list(
-                system.get("sources", []), "system.sources", where=source, error=TopologyError
-            )
-        ),
-        gpu=default_gpu,
-        gpu_selectable=selectable,
-        source=source,
-        nvlink_domain=domain,
-        cloud=cloud,
-        references=refs,
-        assumptions=tuple(
-            str(a)
-            for a in as_list(
-                system.get("assumptions", []),
-                "system.assumptions",
-                where=source,
-                error=TopologyError,
-            )
-        ),
-    )
+    return links
 
 
 def _check_p2p_denied(nodes: list[NodeSpec], source: str) -> None:
@@ -666,66 +687,7 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     )
 
 
-_READ_CACHE: BoundedMemo[tuple[str, str, str | None], ServerDescription] = BoundedMemo(64)
-
-#: Suffixes ``--system`` reads as a file: a topology file, or the JSON ``topo show --json``
-#: (and ``topo import --json``, :func:`perfmodel.topology.importers.export_dict`) writes.
-SYSTEM_FILE_SUFFIXES = (".toml", ".json")
-
-
-def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
-    """Read and validate one topology file.
-
-    The file is read every time; text read before from the same path is answered from memory
-    without parsing and validating it again (a prediction loads its system for the cluster, the
-    speedup baseline and the micro-batch search: three parses of the same file, issue 14 cold
-    start). Keyed by the text itself, so an edited file is parsed again whatever its timestamps
-    say; the description is immutable, so sharing it is safe.
-    """
-    p = Path(path)
-    text = read_text(p)
-    if p.suffix.lower() == ".json":
-        return _READ_CACHE.get(
-            (str(p), text, gpu_override), lambda: _server_from_json(text, p, gpu_override)
-        )
-    return _READ_CACHE.get(
-        (str(p), text, gpu_override),
-        lambda: parse_server(parse_toml(text, p), source=str(p), gpu_override=gpu_override),
-    )
-
-
-def _server_from_json(text: str, path: Path, gpu_override: str | None) -> ServerDescription:
-    """Server 0 of the JSON ``topo show --json`` / ``topo import --json`` writes
-    (:func:`perfmodel.topology.importers.from_dict`,
-    :func:`~perfmodel.topology.importers.server_description`), with ``gpu_override`` as the
-    model of every GPU when given."""
-    import dataclasses
-    import json
-
-    from perfmodel.errors import ParseError
-    from perfmodel.topology.importers import from_dict, server_description
-
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{path}: invalid JSON: {exc}", value=None, where=str(path)) from exc
-    if not isinstance(data, dict):
-        raise ParseError(f"{path}: JSON top level is not an object", value=None, where=str(path))
-    desc = server_description(from_dict(data, source=str(path)), source=str(path))
-    if gpu_override is None:
-        return desc
-    model = get_gpu(gpu_override, where="--gpu").name
-    nodes = tuple(
-        dataclasses.replace(n, model=model) if n.kind is NodeKind.GPU else n for n in desc.nodes
-    )
-    return dataclasses.replace(desc, nodes=nodes, gpu=model)
-
-
 # --------------------------------------------------------------------------- writing a file
-
-#: First line of a system file ``perfmodel topo import -o`` writes: the mark that lets a later
-#: import replace the file without ``--force`` (a file without it is the user's own).
-WRITTEN_MARK = "# perfmodel topo import:"
 
 
 def _toml_str(text: str) -> str:
@@ -825,55 +787,3 @@ def format_system_file(desc: ServerDescription, *, header: str = "") -> str:
         lines += ["", "[[link]]"]
         lines += [f"{k} = {_toml_value(v)}" for k, v in _link_table(link).items()]
     return "\n".join(lines) + "\n"
-
-
-def write_system_file(
-    desc: ServerDescription, path: str | Path, *, header: str = "", force: bool = False
-) -> Path:
-    """Write ``desc`` as a topology file at ``path``, atomically, after checking that the text
-    reads back (:func:`parse_server`) and builds; nothing is written on any error.
-
-    An existing file is replaced only if its first line is :data:`WRITTEN_MARK` (a file this
-    function wrote) or ``force``; the file's ``[system] name`` is ``path``'s stem.
-
-    Raises
-    ------
-    FileAccessError
-        ``path`` exists and was not written by perfmodel (without ``force``), or cannot be
-        written.
-    TopologyError
-        The description does not make a valid system file.
-    """
-    import dataclasses
-
-    from perfmodel._io import atomic_write, check_output_path, os_error_message
-    from perfmodel.errors import FileAccessError
-
-    p = check_output_path(path, where="-o", suffixes=(".toml",))
-    if p.exists() and not force:
-        try:
-            first = p.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
-        except OSError as exc:
-            raise FileAccessError(
-                f"-o {p}: {os_error_message(exc)}", value=str(p), where="-o"
-            ) from exc
-        if not first.startswith(WRITTEN_MARK):
-            raise FileAccessError(
-                f"-o {p}: the file exists and was not written by perfmodel topo import; "
-                "give --force to replace it, or another name",
-                value=str(p),
-                where="-o",
-            )
-    desc = dataclasses.replace(desc, name=p.stem)
-    mark = f"{WRITTEN_MARK} {header}".rstrip() if header else WRITTEN_MARK
-    text = format_system_file(desc, header=mark)
-    check = parse_server(parse_toml(text, p), source=str(p))  # reads back, or raises
-    from perfmodel.topology.builders import build_cluster
-
-    build_cluster(check, 1, check.fabric)  # builds (connectivity, schema), or raises
-    try:
-        with atomic_write(p) as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise FileAccessError(f"-o {p}: {os_error_message(exc)}", value=str(p), where="-o") from exc
-    return p

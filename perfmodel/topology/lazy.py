@@ -1,6 +1,6 @@
 """A cluster graph whose servers are made when first read (issue 14, cost independent of node count).
 
-:func:`~perfmodel.topology.builders.build_cluster` joins ``servers`` copies of server 0 with a
+:func:`~perfmodel.topology.cluster.build_cluster` joins ``servers`` copies of server 0 with a
 fabric. A prediction reads the nodes and links of one or two servers and the fabric (routes
 between two servers, the GPUs' specs, NCCL's P2P rule on server 0); the build record
 (:class:`~perfmodel.topology.model.ReplicaPattern`) answers the rest. Materialising the 2,048

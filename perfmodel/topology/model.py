@@ -119,7 +119,7 @@ class ReferenceMeasurement:
 
 @dataclass(frozen=True, eq=False)
 class ReplicaPattern:
-    """How :func:`~perfmodel.topology.builders.build_cluster` made a cluster: servers
+    """How :func:`~perfmodel.topology.cluster.build_cluster` made a cluster: servers
     ``0 .. servers-1`` are copies of server 0 and the fabric switches join their NICs.
 
     Recorded at build time so that questions about the cluster's symmetry

@@ -419,11 +419,7 @@ def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
         f = frontier[expandable[frontier]]
         if not f.size:
             break
-        starts, ends = a.indptr[f], a.indptr[f + 1]
-        lens = ends - starts
-        idx = np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
-            lens.sum()
-        )
+        idx = _out_edges(a, f)
         nb = np.unique(a.dst[idx])
         nb = nb[dist[nb] < 0]
         dist[nb] = level
@@ -440,11 +436,7 @@ def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
     for level_nodes in layers[1:]:
         if not level_nodes.size:
             continue
-        starts, ends = a.indptr[level_nodes], a.indptr[level_nodes + 1]
-        lens = ends - starts
-        idx = np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
-            lens.sum()
-        )
+        idx = _out_edges(a, level_nodes)
         u, v = a.src[idx], a.dst[idx]
         keep = (dist[v] == dist[u] - 1) & ok_v[v]
         if not keep.any():
@@ -461,6 +453,18 @@ def _best_paths_vectorised(topo: Topology, d: int) -> tuple[Any, Any]:
         best_lat[u[pick]] = lt[pick]
         nxt[u[pick]] = v[pick]
     return dist, nxt  # numpy arrays: index like the scalar search's lists
+
+
+def _out_edges(a: _ArrayAdjacency, nodes: Any) -> Any:
+    """The indices of the directed edges leaving ``nodes`` (an index array) in ``a``'s CSR
+    arrays, node after node."""
+    import numpy as np
+
+    starts, ends = a.indptr[nodes], a.indptr[nodes + 1]
+    lens = ends - starts
+    return np.repeat(starts - np.cumsum(np.concatenate(([0], lens[:-1]))), lens) + np.arange(
+        lens.sum()
+    )
 
 
 @lru_cache(maxsize=8192)
@@ -520,7 +524,7 @@ def _search(adj: _Adjacency, d: int, server: int | None) -> tuple[list[int], lis
 
 def uncached_route(topo: Topology, src: str, dst: str) -> tuple[str, ...]:
     """:func:`route` inside a one-server topology, computed without the routing caches: for a
-    throwaway topology (:func:`~perfmodel.topology.importers.nccl_p2p_level_denied`) that
+    throwaway topology (:func:`~perfmodel.topology.nccl_p2p.nccl_p2p_level_denied`) that
     the caches, keyed on the object, would otherwise keep alive. The same route as
     :func:`route` (one server: no symmetry, the scalar search of :func:`_best_paths`)."""
     return uncached_routes(topo, [(src, dst)])[0]

@@ -126,7 +126,7 @@ def check_attributes(
     ``(u, v, data)`` items of ``graph``; returns the GPU nodes among ``nodes``.
 
     The cluster builder checks one server and the fabric this way: its other servers are copies
-    of the checked one, attribute for attribute (:func:`perfmodel.topology.builders.build_cluster`).
+    of the checked one, attribute for attribute (:func:`perfmodel.topology.cluster.build_cluster`).
     """
     from perfmodel.hardware.gpus import get_gpu
 

@@ -24,7 +24,7 @@ that the twin's answer uses the twin's nodes only).
 
 This module is the one place that says which servers are interchangeable and how node names map
 between them; every reuse of an answer across servers asks it: the global routes of
-:mod:`perfmodel.topology.routing`, :meth:`perfmodel.comm.rings.DirectedLinks.route` (pairs in
+:mod:`perfmodel.topology.routing`, :meth:`perfmodel.comm.links.DirectedLinks.route` (pairs in
 one server or two), and the group analyses, ring packings and point-to-point routes of
 :class:`perfmodel.comm.model.CommCostModel`.
 """

@@ -14,20 +14,20 @@ def direct_model(topo: Topology) -> CommCostModel:
     """A model that analyses every group itself: no translated result, relabelled image, ring
     pattern or shared numbers."""
     model = CommCostModel(topo)
-    model._collective_shape = lambda members, algo: None  # type: ignore[method-assign]
-    model._shape_group = lambda members: None  # type: ignore[method-assign]
-    model._pattern_key = lambda members: None  # type: ignore[method-assign]
-    model._numbers_key = lambda members: None  # type: ignore[method-assign]
+    model.groups.collective_shape = lambda members, algo: None  # type: ignore[method-assign]
+    model.groups._shape_group = lambda members: None  # type: ignore[method-assign]
+    model.groups._pattern_key = lambda members: None  # type: ignore[method-assign]
+    model.groups.numbers_key = lambda members: None  # type: ignore[method-assign]
     return model
 
 
 def direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
-    """:meth:`CommCostModel._flow_terms` of ``pairs`` on their own routes: neither a canonical
+    """:meth:`Transfers.terms` of ``pairs`` on their own routes: neither a canonical
     image's nor a twin server's sends read."""
     model = CommCostModel(topo)
-    model._canonical_pairs = lambda p: None  # type: ignore[method-assign]
-    model._twin_pairs = lambda p: None  # type: ignore[method-assign]
-    return model._flow_terms(pairs)
+    model.transfers._canonical_pairs = lambda p: None  # type: ignore[method-assign]
+    model.transfers._twin_pairs = lambda p: None  # type: ignore[method-assign]
+    return model.transfers.terms(pairs)
 
 
 def thin_spine_fat_tree() -> Topology:

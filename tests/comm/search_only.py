@@ -1,9 +1,10 @@
-"""Test helper: :class:`~perfmodel.comm.rings.DirectedLinks` with every shortcut turned off, the
+"""Test helper: :class:`~perfmodel.comm.links.DirectedLinks` with every shortcut turned off, the
 full computation the symmetry and fabric-pattern shortcuts are compared with."""
 
 from __future__ import annotations
 
-from perfmodel.comm.rings import DirectedLinks, _min_hop_widest
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.paths import min_hop_widest
 from perfmodel.topology import route
 
 
@@ -16,5 +17,5 @@ class SearchOnly(DirectedLinks):
     def _fabric_route(
         self, src: str, dst: str, fabric: frozenset[str], pattern: object = None
     ) -> tuple[str, ...]:
-        res = _min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
+        res = min_hop_widest(self, None, src, dst, fabric | {src, dst}, per_unit=False)
         return res[2] if res is not None else route(self.topology, src, dst)

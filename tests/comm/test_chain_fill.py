@@ -21,7 +21,7 @@ from perfmodel.comm.closed_form import STEP_WIRE_BYTES, chain_time
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 from perfmodel.units import GB, us
 
 
@@ -98,7 +98,7 @@ def test_chain_fill_only_for_chains() -> None:
     info = m.group_info(t.gpus)
     for op in ("allreduce", "allgather"):
         r = m.collective(op, 2**28, t.gpus, algorithm="ring")
-        cands = [c for c in m._nccl_candidates(m_op(op), 2**28, info) if c[1] is Algorithm.RING]
+        cands = [c for c in m.nccl.candidates(m_op(op), 2**28, info) if c[1] is Algorithm.RING]
         best = min(cands, key=lambda c: c[0])
         assert (r.time_s, r.latency_s) == (best[0], best[3])
 

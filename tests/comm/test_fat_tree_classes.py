@@ -1,6 +1,6 @@
 """Fabric routes between servers of a fat tree by symmetry (issue 14): the leaf pairs of a fat
 tree are one route search per class of pairs up to a relabelling of the leaves
-(:meth:`perfmodel.comm.rings.DirectedLinks._fabric_class`), and the ring analysis of a
+(:meth:`perfmodel.comm.links.DirectedLinks._fabric_class`), and the ring analysis of a
 2,048-server fat tree makes O(1) of its lazily made servers. Every route and every
 :class:`~perfmodel.comm.model.GroupInfo` field equals the search-only, listed analysis
 (:class:`SearchOnly`)."""
@@ -12,13 +12,16 @@ import random
 
 import pytest
 
-import perfmodel.comm.model as comm_model
+import perfmodel.comm.group as comm_group
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.rings import DirectedLinks, LazyChannels, _nics_of, ring_summary
+from perfmodel.comm.channels import LazyChannels
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.nodes import nics_of
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import build_cluster
-from perfmodel.topology.importers import with_nccl_p2p_rule
-from perfmodel.topology.io import read_server_file
+from perfmodel.topology.cluster import build_cluster
+from perfmodel.topology.files import read_server_file
+from perfmodel.topology.nccl_p2p import with_nccl_p2p_rule
 from tests.comm.search_only import SearchOnly
 
 
@@ -49,7 +52,7 @@ def test_fabric_routes_equal_search(system, nodes, radix, oversub) -> None:
     """Every NIC pair between servers: the route read off its class is the searched one."""
     topo = _fat_tree(system, nodes, radix, oversub)
     links, plain = DirectedLinks(topo), SearchOnly(topo)
-    nics = [x for s in range(nodes) for x in _nics_of(topo, s)]
+    nics = [x for s in range(nodes) for x in nics_of(topo, s)]
     fabric = links.server_nodes[-1]
     for a in nics:
         for b in nics:
@@ -70,10 +73,10 @@ def test_group_info_equals_search_only(system, nodes, radix, oversub, monkeypatc
         "one per server": gs[1::gpn],
         "two per server": tuple(g for i, g in enumerate(gs) if i % gpn in (0, gpn - 1)),
     }.items():
-        fast = model._build_group(tuple(group))
+        fast = model.groups.build(tuple(group))
         with monkeypatch.context() as m:
-            m.setattr(comm_model, "ring_summary", lambda *a, **k: None)
-            direct = CommCostModel(topo, links=SearchOnly(topo))._build_group(tuple(group))
+            m.setattr(comm_group, "ring_summary", lambda *a, **k: None)
+            direct = CommCostModel(topo, links=SearchOnly(topo)).groups.build(tuple(group))
         for f in dataclasses.fields(fast):
             a, b = getattr(fast, f.name), getattr(direct, f.name)
             assert (tuple(a) == tuple(b)) if f.name == "channels" else (a == b), (name, f.name)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.comm import CommCostModel, FlowNetwork, run_collective
-from perfmodel.comm.rings import DirectedLinks
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.units import GB, GiB
 
 

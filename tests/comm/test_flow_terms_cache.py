@@ -12,13 +12,13 @@ def test_second_size_from_cache_equals_fresh_model() -> None:
     pairs = [(topo.gpus[i], topo.gpus[8 + i]) for i in range(8)]
     model = CommCostModel(topo)
     model.transfers_time(pairs, 1e6)
-    assert len(model._flow_cache) == 1
+    assert len(model.transfers._cache) == 1
     for nbytes in (6.29e6, 1.0, 3e9):
         assert model.transfers_time(pairs, nbytes) == CommCostModel(topo).transfers_time(
             pairs, nbytes
         )
-    assert len(model._flow_cache) == 1
+    assert len(model.transfers._cache) == 1
     # 8 sends through 8 HDR NICs (23 GB/s goodput each): 1 GB takes alpha + 1e9 / 23e9
-    (alpha, rate), *_ = model._flow_cache[tuple(pairs)]
+    (alpha, rate), *_ = model.transfers._cache[tuple(pairs)]
     assert rate == 23e9
     assert model.transfers_time(pairs, 1e9) == alpha + 1e9 / 23e9

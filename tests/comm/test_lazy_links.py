@@ -10,9 +10,11 @@ import random
 
 import pytest
 
+from perfmodel.comm.channels import build_channels, channel_rates
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.model import CommCostModel
 from perfmodel.comm.params import LinkParams
-from perfmodel.comm.rings import DirectedLinks, build_channels, channel_rates, pack_rings
+from perfmodel.comm.rings import pack_rings
 from perfmodel.errors import PerfModelError
 from perfmodel.topology import load_system
 
@@ -131,7 +133,7 @@ def test_node_tables_from_build_record_equal_graph_pass(
     read off the build record (server 0's copies), equal a pass over the graph's nodes."""
     import dataclasses
 
-    from perfmodel.comm.rings import _nics_of
+    from perfmodel.comm.nodes import nics_of
 
     topo = load_system(system, nodes=nodes, **kw)
     if change == "no-p2p":
@@ -148,9 +150,9 @@ def test_node_tables_from_build_record_equal_graph_pass(
     for s in [*range(nodes), -1]:
         assert rec.server_nodes.get(s) == ref.server_nodes.get(s), s
         assert rec.by_local.get(s) == ref.by_local.get(s), s
-        assert _nics_of(topo, s) == _nics_of(plain, s), s
+        assert nics_of(topo, s) == nics_of(plain, s), s
     assert rec.server_nodes.get(nodes) is None and rec.by_local.get(nodes) is None
-    assert _nics_of(topo, nodes) == ()
+    assert nics_of(topo, nodes) == ()
     assert rec.no_p2p == ref.no_p2p and rec.p2p_denied == ref.p2p_denied
     if change == "no-p2p":
         assert rec.no_p2p == frozenset(topo.gpus)

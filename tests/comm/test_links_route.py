@@ -3,7 +3,7 @@ same path as ``perfmodel.topology.route`` (the documented routing rule) on clust
 
 import pytest
 
-from perfmodel.comm.rings import DirectedLinks
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.topology import load_system, route
 from perfmodel.topology.schema import NodeKind
 

@@ -15,7 +15,7 @@ from perfmodel.comm.nccl_paths import PathType, host_path_type, net_path_type
 from perfmodel.comm.params import Protocol
 from perfmodel.comm.tuner import ll128_enabled, ll128_rule
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
 
 def _protocols(system: str, nodes: int, release: tuple[int, int] | None, **kw) -> set[Protocol]:

@@ -1,5 +1,5 @@
 """Ring packings read off an automorphism of the server (issue 14,
-``CommCostModel._image_pack``, ``symmetry.member_automorphism``): GPUs 4-7 of a DGX A100 are
+``GroupAnalysis._image_pack``, ``symmetry.member_automorphism``): GPUs 4-7 of a DGX A100 are
 the image of GPUs 0-3 (the other PCIe complexes, CPU and NICs), so their packing is one
 search; every packing equals the group's own search, bit for bit, on several servers; groups
 that are no image, and packings a name decided, are searched."""
@@ -12,7 +12,8 @@ import pytest
 
 from perfmodel.comm import CommCostModel
 from perfmodel.comm import rings as rg
-from perfmodel.comm.rings import DirectedLinks, pack_rings
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.rings import pack_rings
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.symmetry import member_automorphism
 
@@ -43,7 +44,7 @@ def test_packings_equal_own_search(system: str) -> None:
     topo = load_system(system, nodes=2)
     model = CommCostModel(topo)
     hits = 0
-    real = model._image_pack
+    real = model.groups.analysis._image_pack
 
     def counted(members):  # type: ignore[no-untyped-def]
         nonlocal hits
@@ -51,13 +52,13 @@ def test_packings_equal_own_search(system: str) -> None:
         hits += got is not None
         return got
 
-    model._image_pack = counted  # type: ignore[method-assign]
+    model.groups.analysis._image_pack = counted  # type: ignore[method-assign]
     for ids in GROUPS:
         group = _gpus(topo, ids)
         direct = pack_rings(DirectedLinks(topo, model.link_params), group)
-        assert model._packed(group) == direct, (system, ids)
+        assert model.groups.analysis.packed(group) == direct, (system, ids)
         own = CommCostModel(topo)
-        own._image_pack = lambda m: None  # type: ignore[method-assign]
+        own.groups.analysis._image_pack = lambda m: None  # type: ignore[method-assign]
         got, want = model.group_info(group), own.group_info(group)
         assert (got.ring_bw_Bps, got.channels) == (want.ring_bw_Bps, want.channels)
     if system in ("dgx-a100", "dgx-h100"):
@@ -121,10 +122,10 @@ def test_name_decided_packing_is_not_shared(monkeypatch: pytest.MonkeyPatch) -> 
     low, high = _gpus(topo, (0, 1, 2, 3)), _gpus(topo, (4, 5, 6, 7))
     nodes = frozenset(topo.graph.nodes)
     assert member_automorphism(topo, nodes, low, high) is not None
-    model._packed(low)
+    model.groups.analysis.packed(low)
     assert (low, rg.MAX_CHANNELS) not in model.links._name_free
-    assert model._image_pack(high) is None
-    model._packed(high)
+    assert model.groups.analysis._image_pack(high) is None
+    model.groups.analysis.packed(high)
     assert searched == [low, high]
 
 

@@ -1,5 +1,5 @@
 """The fabric route search runs over the nodes of the minimum-hop paths only
-(``_min_hop_span``, a breadth-first search from both ends; issue 14: a fat tree's spines are
+(``min_hop_span``, a breadth-first search from both ends; issue 14: a fat tree's spines are
 reached, never expanded). The span must be exactly the nodes ``x`` with
 ``d(src, x) + d(x, dst) = d(src, dst)`` through transit nodes, and the route over it the route
 over the whole fabric."""
@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import networkx as nx
 import pytest
 
-from perfmodel.comm.rings import DirectedLinks, _min_hop_span, _min_hop_widest
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.paths import min_hop_span, min_hop_widest
 from perfmodel.topology import load_system
 from perfmodel.topology.schema import NodeKind
 
@@ -52,7 +53,7 @@ def test_span_is_the_min_hop_nodes_and_gives_the_same_route(
     pairs = [(a, b) for a in nics for b in nics if links.server[a] != links.server[b]]
     for a, b in pairs[::3]:
         allowed = fabric | {a, b}
-        span = _min_hop_span(links, a, b, allowed)
+        span = min_hop_span(links, a, b, allowed)
         ds, dd = _dist(links, a, allowed), _dist(links, b, allowed)
         if b not in ds:
             assert span is None
@@ -63,8 +64,8 @@ def test_span_is_the_min_hop_nodes_and_gives_the_same_route(
             if x in dd and ds[x] + dd[x] == ds[b] and (x in (a, b) or x in links.transit)
         }
         assert span == on_path, (a, b)
-        full = _min_hop_widest(links, None, a, b, allowed, per_unit=False)
-        assert _min_hop_widest(links, None, a, b, span, per_unit=False) == full, (a, b)
+        full = min_hop_widest(links, None, a, b, allowed, per_unit=False)
+        assert min_hop_widest(links, None, a, b, span, per_unit=False) == full, (a, b)
 
 
 def _spined(nodes: int, spines: int, seed: int):
@@ -101,11 +102,11 @@ def test_several_spines_same_route_as_whole_fabric(seed: int) -> None:
     sizes = set()
     for a, b in rng.sample(pairs, 200):
         allowed = fabric | {a, b}
-        span = _min_hop_span(links, a, b, allowed)
+        span = min_hop_span(links, a, b, allowed)
         assert span is not None
         sizes.add(len(span))
-        full = _min_hop_widest(links, None, a, b, allowed, per_unit=False)
-        assert _min_hop_widest(links, None, a, b, span, per_unit=False) == full, (a, b)
+        full = min_hop_widest(links, None, a, b, allowed, per_unit=False)
+        assert min_hop_widest(links, None, a, b, span, per_unit=False) == full, (a, b)
     assert max(sizes) >= 8  # several spines on the paths between two leaves
 
 
@@ -127,7 +128,7 @@ def test_span_on_random_graphs(seed: int) -> None:
     for a in g:
         ds = _dist(links, a, allowed)
         for b in g:
-            span = _min_hop_span(links, a, b, allowed)  # type: ignore[arg-type]
+            span = min_hop_span(links, a, b, allowed)  # type: ignore[arg-type]
             if b not in ds:
                 assert span is None, (a, b)
                 continue
@@ -144,5 +145,5 @@ def test_no_path_and_same_node() -> None:
     topo = load_system("dgx-a100", nodes=2)
     links = DirectedLinks(topo)
     a, b = topo.gpus[0], topo.gpus[-1]
-    assert _min_hop_span(links, a, b, frozenset({a, b})) is None  # nothing between them
-    assert _min_hop_span(links, a, a, frozenset({a})) == frozenset({a})
+    assert min_hop_span(links, a, b, frozenset({a, b})) is None  # nothing between them
+    assert min_hop_span(links, a, a, frozenset({a})) == frozenset({a})

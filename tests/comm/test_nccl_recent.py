@@ -114,11 +114,11 @@ def test_nvls_needs_every_server_switched():
 
     two = load_system("dgx-h100", nodes=2)
     m = CommCostModel(two)
-    assert nvls_servers(m, m.group_info(two.gpus))
-    assert not nvls_servers(m, m.group_info(two.gpus[:9]))
+    assert nvls_servers(m.links, m.group_info(two.gpus))
+    assert not nvls_servers(m.links, m.group_info(two.gpus[:9]))
     with pytest.raises(ConfigError, match="nvls_tree is not available"):
         m.collective("allreduce", 2**30, two.gpus[:9], algorithm="nvls_tree")
     one = load_system("dgx-h100")
     m1 = CommCostModel(one)
-    assert nvls_servers(m1, m1.group_info(one.gpus))
+    assert nvls_servers(m1.links, m1.group_info(one.gpus))
     assert m1.collective("allreduce", 2**30, one.gpus, algorithm="nvls").algorithm is Algorithm.NVLS

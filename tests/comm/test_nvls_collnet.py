@@ -67,7 +67,7 @@ def test_nvls_bus_bandwidth_flat_with_the_domain():
 def test_nvls_needs_a_release_that_has_it():
     """NVLS all-reduce came with NCCL 2.17 (src/graph/tuning.cc of v2.17.1-1), the NVLS tree
     with 2.18; a scenario stating 2.16 gets neither."""
-    from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
     h = with_nccl_p2p_rule(load_system("dgx-h100"), NcclRelease(2, 16))
     with pytest.raises(ConfigError, match="nvls is not available"):

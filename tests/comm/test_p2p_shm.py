@@ -17,8 +17,8 @@ from perfmodel.errors import TopologyError
 from perfmodel.hardware import get_gpu
 from perfmodel.hardware.links import get_link
 from perfmodel.topology.custom import custom_system
-from perfmodel.topology.importers import with_nccl_p2p_rule
 from perfmodel.topology.io import parse_server
+from perfmodel.topology.nccl_p2p import with_nccl_p2p_rule
 
 GOODPUT = get_link("pcie4-x16").bandwidth_Bps * get_link("pcie4-x16").efficiency
 

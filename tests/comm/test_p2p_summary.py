@@ -1,5 +1,5 @@
 """Servers whose P2P rule refuses GPU pairs (DGX-1, PCIe-8x hosts; host-memory routes) are
-analysed by :func:`perfmodel.comm.rings.ring_summary` like any servers built alike (issue 14:
+analysed by :func:`perfmodel.comm.ring_summary.ring_summary` like any servers built alike (issue 14:
 a 2,048-server DGX-1 walked every hop of its 16,384-rank ring): every field of the
 :class:`~perfmodel.comm.model.GroupInfo` equals the direct analysis over the listed channels
 with every route searched (:class:`SearchOnly`)."""
@@ -10,19 +10,21 @@ import dataclasses
 
 import pytest
 
-import perfmodel.comm.model as comm_model
+import perfmodel.comm.group as comm_group
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.rings import DirectedLinks, LazyChannels, ring_summary
+from perfmodel.comm.channels import LazyChannels
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 from tests.comm.search_only import SearchOnly
 
 
 def _direct(topo, group, monkeypatch):
     """The analysis over the listed channels, every route searched."""
     with monkeypatch.context() as m:
-        m.setattr(comm_model, "ring_summary", lambda *a, **k: None)
-        return CommCostModel(topo, links=SearchOnly(topo))._build_group(tuple(group))
+        m.setattr(comm_group, "ring_summary", lambda *a, **k: None)
+        return CommCostModel(topo, links=SearchOnly(topo)).groups.build(tuple(group))
 
 
 def _same(fast, direct, name) -> None:
@@ -61,7 +63,7 @@ def test_refused_pairs_summarised_as_direct(system, nodes, kw, monkeypatch) -> N
     assert model.links.p2p_denied  # the P2P rule refuses pairs in every server
     shm = set()
     for name, group in _groups(topo).items():
-        fast = model._build_group(tuple(group))
+        fast = model.groups.build(tuple(group))
         assert ring_summary(model.links, group) is not None, name
         assert isinstance(fast.channels, LazyChannels)
         _same(fast, _direct(topo, group, monkeypatch), name)
@@ -74,7 +76,7 @@ def test_no_p2p_at_all_summarised(monkeypatch) -> None:
     topo = load_system("pcie-8x-server", nodes=3).with_p2p(False)
     model = CommCostModel(topo)
     assert model.links.no_p2p
-    fast = model._build_group(topo.gpus)
+    fast = model.groups.build(topo.gpus)
     assert isinstance(fast.channels, LazyChannels) and fast.shm
     _same(fast, _direct(topo, topo.gpus, monkeypatch), "all")
 
@@ -85,7 +87,7 @@ def test_intel_p2p_charge_keeps_the_direct_path(monkeypatch) -> None:
     topo = with_nccl_p2p_rule(load_system("pcie-8xtitanx", nodes=2), NcclRelease(2, 0))
     model = CommCostModel(topo)
     assert ring_summary(model.links, topo.gpus) is None
-    _same(model._build_group(topo.gpus), _direct(topo, topo.gpus, monkeypatch), "all")
+    _same(model.groups.build(topo.gpus), _direct(topo, topo.gpus, monkeypatch), "all")
 
 
 def test_rule_in_one_server_only_is_not_summarised(monkeypatch) -> None:
@@ -106,7 +108,7 @@ def test_rule_in_one_server_only_is_not_summarised(monkeypatch) -> None:
     links = DirectedLinks(changed)
     assert links._pattern is None
     assert ring_summary(links, changed.gpus) is None
-    fast = CommCostModel(changed)._build_group(changed.gpus)
+    fast = CommCostModel(changed).groups.build(changed.gpus)
     _same(fast, _direct(changed, changed.gpus, monkeypatch), "all")
 
 

@@ -14,7 +14,7 @@ from perfmodel.comm import CommCostModel
 from perfmodel.comm.validation import _with_cpu_model
 from perfmodel.hardware.links import get_link
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, nccl_p2p_level_denied, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, nccl_p2p_level_denied, with_nccl_p2p_rule
 
 GOODPUT = get_link("pcie3-x16").bandwidth_Bps * get_link("pcie3-x16").efficiency
 
@@ -71,8 +71,8 @@ def test_intel_charge_slows_only_the_pcie_hops():
 def test_paths_across_both_sockets_are_not_charged():
     """NCCL charges PATH_PHB (exactly one CPU); gpu0 -> gpu5 on a DGX-1V crosses cpu0 and cpu1
     (PATH_SYS): no charge. gpu1 -> gpu2 on the Titan X server crosses cpu0 only: 6/5."""
+    from perfmodel.comm.links import DirectedLinks
     from perfmodel.comm.pcie_p2p import p2p_charge
-    from perfmodel.comm.rings import DirectedLinks
 
     dgx = DirectedLinks(load_system("dgx1-v100"))
     hop = dgx.p2p_route("gpu0", "gpu5")
@@ -89,8 +89,9 @@ def test_flow_replay_charges_the_same_hops(titanx):
     for a lone ring) give the closed form's time."""
     import simpy
 
-    from perfmodel.comm.flow import FlowNetwork, run_collective
+    from perfmodel.comm.flow import FlowNetwork
     from perfmodel.comm.params import Protocol
+    from perfmodel.comm.replay import run_collective
 
     size, group = 256 << 20, titanx.gpus[:4]
     a = CommCostModel(titanx).collective("allreduce", size, group, "ring")

@@ -15,6 +15,7 @@ import random
 import numpy as np
 import pytest
 
+import perfmodel.comm.channels as channels
 import perfmodel.comm.rings as rings
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.maxmin import maxmin_rates, maxmin_rates_small, numpy_sum
@@ -125,12 +126,12 @@ def test_group_info_equals_the_numpy_analysis(system, nodes, kw, monkeypatch) ->
     topo = load_system(system, nodes=nodes, **kw)
     groups = [g for g in _groups(topo) if len(g) >= 2]
     plain = CommCostModel(topo)
-    got = [plain._build_group(tuple(g)) for g in groups]
+    got = [plain.groups.build(tuple(g)) for g in groups]
     with monkeypatch.context() as m:  # numpy filling for every size, the lexsort search
-        m.setattr(rings, "SMALL_ENTRIES", -1)
+        m.setattr(channels, "SMALL_ENTRIES", -1)
         m.setattr(rings, "_exhaustive_order", _lexsort_order)
         ref_model = CommCostModel(topo)
-        ref = [ref_model._build_group(tuple(g)) for g in groups]
+        ref = [ref_model.groups.build(tuple(g)) for g in groups]
         for a, b in zip(got, ref):
             for f in dataclasses.fields(a):
                 x, y = getattr(a, f.name), getattr(b, f.name)
@@ -139,7 +140,7 @@ def test_group_info_equals_the_numpy_analysis(system, nodes, kw, monkeypatch) ->
                 assert x == y, (f.name, a.members)
         # the flows of a pipeline's sends, and rings running at once
         pairs = tuple(zip(topo.gpus[:-1], topo.gpus[1:]))
-        assert CommCostModel(topo)._flow_terms(pairs) == plain._flow_terms(pairs)
+        assert CommCostModel(topo).transfers.terms(pairs) == plain.transfers.terms(pairs)
         halves = [topo.gpus[: len(topo.gpus) // 2], topo.gpus[len(topo.gpus) // 2 :]]
-        want = CommCostModel(topo)._concurrent_ring_bw(halves)
-    assert plain._concurrent_ring_bw(halves) == want
+        want = CommCostModel(topo).others.concurrent_ring_bw(halves)
+    assert plain.others.concurrent_ring_bw(halves) == want

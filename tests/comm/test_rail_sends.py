@@ -50,7 +50,8 @@ def test_gpt3_data_parallel_allreduce_fidelities_agree_within_3_percent():
     (sharing factor) and the flow simulation of all 8 rings agree (0.396 vs 0.445 s before)."""
     import simpy
 
-    from perfmodel.comm.flow import FlowNetwork, run_collective
+    from perfmodel.comm.flow import FlowNetwork
+    from perfmodel.comm.replay import run_collective
     from perfmodel.parallel.costs import ring_sharing_factor
 
     topo = load_system("dgx-a100", nodes=16)

@@ -1,11 +1,12 @@
 """The two ring builders: ``perfmodel.topology.nccl_rings`` (descriptive, ``perfmodel topo show``)
-and ``perfmodel.comm.rings.build_channels`` (what the cost model times). They answer the same
+and ``perfmodel.comm.channels.build_channels`` (what the cost model times). They answer the same
 question and must give the same bus bandwidth; where they do not yet, a strict xfail states it."""
 
 import numpy as np
 import pytest
 
-from perfmodel.comm.rings import DirectedLinks, build_channels, channel_rates
+from perfmodel.comm.channels import build_channels, channel_rates
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.topology import load_system, nccl_rings
 
 

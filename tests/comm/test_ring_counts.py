@@ -1,5 +1,5 @@
 """Ring patterns of one class over any number of servers share one analysis (issue 14,
-``CommCostModel._pattern_of_count``): where each boundary's fabric part is one switch (rails),
+``GroupMemo._pattern_of_count``): where each boundary's fabric part is one switch (rails),
 a group of the same local ids over 2, 3, 8 or 12 servers of the one class has the numbers of
 the first such group analysed, bit for bit; a ring whose boundaries load fabric links (the
 fabric-link loads are the boundary count times each boundary's) keeps its count in its key."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 from reference_models import direct_model
 
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.model import _any_count_key
-from perfmodel.comm.rings import ring_summary
+from perfmodel.comm.group_memo import _any_count_key
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
 from tests.comm.test_ring_patterns import _group, _same_info
 
@@ -19,8 +19,8 @@ ORDERS = [(0, 4, 8), tuple(range(8)), (1, 5), (2, 6, 10, 3, 7, 11), tuple(range(
 
 def _counting(model: CommCostModel) -> list[tuple[str, ...]]:
     built: list[tuple[str, ...]] = []
-    real = model._build_group
-    model._build_group = lambda m: built.append(m) or real(m)  # type: ignore[method-assign]
+    real = model.groups.build
+    model.groups.build = lambda m: built.append(m) or real(m)  # type: ignore[method-assign]
     return built
 
 
@@ -39,7 +39,7 @@ def test_server_counts_share_one_pattern() -> None:
                 for m in (2**12, 2**27, 2**20 + 64 * k):
                     assert model.collective(op, m, group) == direct.collective(op, m, group)
             _same_info(model, model.group_info(group), direct.group_info(group))
-        assert model._patterns.entries.get(("ring*", tuple(f"gpu{i}" for i in lids), 0))
+        assert model.groups._patterns.entries.get(("ring*", tuple(f"gpu{i}" for i in lids), 0))
     spanning = [m for m in built if len({topo.server_of(x) for x in m}) > 1]
     assert len(spanning) == len(lid_sets)  # the first group of each local-id sequence only
 
@@ -58,7 +58,7 @@ def test_fabric_loaded_rings_keep_their_count() -> None:
             "allreduce", 2**27, group
         )
         _same_info(model, model.group_info(group), direct.group_info(group))
-    assert ("ring*", ("gpu0", "gpu4"), 0) not in model._patterns.entries
+    assert ("ring*", ("gpu0", "gpu4"), 0) not in model.groups._patterns.entries
     assert len(built) == len(groups)
     assert ring_summary(model.links, _group(topo, (0, 1), (0,))).fabric_free  # type: ignore[union-attr]
     assert _any_count_key(("ring", ("gpu0",), (0, 1, 0))) is None

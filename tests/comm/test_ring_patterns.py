@@ -1,4 +1,4 @@
-"""Groups of one ring pattern share one analysis (issue 14, ``CommCostModel._pattern_key``):
+"""Groups of one ring pattern share one analysis (issue 14, ``GroupMemo._pattern_key``):
 groups of GPUs spanning servers with the same local ids per server and the same classes of
 servers in the same order have the numbers of the first such group analysed, bit for bit, in
 any name order of their servers; groups of another pattern (other local ids, other classes,
@@ -12,7 +12,8 @@ import pytest
 from reference_models import direct_model, direct_terms, thin_spine_fat_tree
 
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.model import GroupInfo, _channel_servers
+from perfmodel.comm.group import GroupInfo
+from perfmodel.comm.group_memo import _channel_servers
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.symmetry import server_symmetry
 
@@ -88,14 +89,14 @@ def test_strided_stages_share_one_pattern() -> None:
     topo = load_system("dgx-a100", nodes=16)
     model = CommCostModel(topo)
     built = []
-    real = model._build_group
-    model._build_group = lambda m: built.append(m) or real(m)  # type: ignore[method-assign]
+    real = model.groups.build
+    model.groups.build = lambda m: built.append(m) or real(m)  # type: ignore[method-assign]
     groups = [_group(topo, tuple(range(s, 16, 4)), (0,)) for s in range(4)]
     results = [model.collective("allreduce", 2**26, g) for g in groups]
     assert len(built) == 1
     assert all(r is results[0] for r in results[1:])
-    assert model._pattern_key(groups[1])[0] == model._pattern_key(groups[3])[0]  # type: ignore[index]
-    assert model._pattern_key(groups[0])[0] == ("ring", ("gpu0",), (0, 0, 0, 0))  # type: ignore[index]
+    assert model.groups._pattern_key(groups[1])[0] == model.groups._pattern_key(groups[3])[0]  # type: ignore[index]
+    assert model.groups._pattern_key(groups[0])[0] == ("ring", ("gpu0",), (0, 0, 0, 0))  # type: ignore[index]
 
 
 def test_other_patterns_miss() -> None:
@@ -106,7 +107,7 @@ def test_other_patterns_miss() -> None:
     topo = thin_spine_fat_tree()
     assert server_symmetry(topo).cls == {0: 0, 1: 0, 3: 1, 4: 1}
     model, direct = CommCostModel(topo), direct_model(topo)
-    key = model._pattern_key
+    key = model.groups._pattern_key
     inside, across = _group(topo, (0, 1), (0,)), _group(topo, (1, 3), (0,))
     a, b = model.group_info(inside), model.group_info(across)
     assert b.inter_bw_Bps < a.inter_bw_Bps
@@ -132,15 +133,15 @@ def test_twin_groups_share_one_result() -> None:
     topo = load_system("dgx-a100", nodes=6, fabric_topology="fat-tree")
     model, direct = CommCostModel(topo), direct_model(topo)
     priced = []
-    real = model._analytic
-    model._analytic = lambda *a: priced.append(a[2]) or real(*a)  # type: ignore[method-assign]
+    real = model.shared._own
+    model.shared._own = lambda *a: priced.append(a[2]) or real(*a)  # type: ignore[method-assign]
     for lids in [(0, 1, 2, 3), (4, 5, 6, 7), tuple(range(8))]:
         priced.clear()
         groups = [_group(topo, (s,), lids) for s in range(6)]
         results = [model.collective("allreduce", 2**26, g) for g in groups]
         assert len(priced) == 1 and all(r is results[0] for r in results)
         assert results[0] == direct.collective("allreduce", 2**26, groups[3])
-        key = model._numbers_key(groups[4])
+        key = model.groups.numbers_key(groups[4])
         assert key == ("twin", groups[0])  # server 0 is every server's twin
 
 
@@ -160,7 +161,7 @@ def test_unlike_twin_misses() -> None:
     r1 = model.collective("allreduce", 2**26, g1)
     assert r1 == direct.collective("allreduce", 2**26, g1)
     assert r1.bandwidth_Bps < r0.bandwidth_Bps
-    assert model._numbers_key(g1) == ("twin", g1) != model._numbers_key(g0)
+    assert model.groups.numbers_key(g1) == ("twin", g1) != model.groups.numbers_key(g0)
     assert model.collective("allreduce", 2**26, g2) is r0
 
 
@@ -184,15 +185,15 @@ def test_sends_inside_a_server_read_off_its_twin() -> None:
     for t in (topo, odd):
         model = CommCostModel(t)
         routed = []
-        real = model._p2p_route
-        model._p2p_route = lambda a, b, log=routed, f=real: log.append(a) or f(a, b)  # type: ignore[method-assign]
+        real = model.transfers.p2p_route
+        model.transfers.p2p_route = lambda a, b, log=routed, f=real: log.append(a) or f(a, b)  # type: ignore[method-assign]
         for lids, to in [((0, 1, 2, 3), 4), ((4, 5, 6, 7), 4), ((0, 2), 1)]:
             for s in range(6):
                 pairs = _inner_sends(t, s, lids, to)
-                assert model._flow_terms(pairs) == direct_terms(t, pairs), (s, lids)
+                assert model.transfers.terms(pairs) == direct_terms(t, pairs), (s, lids)
         if t is topo:
             assert len(routed) == 4 + 4 + 2  # server 0's sends only
     model = CommCostModel(odd)
     sends = [_inner_sends(odd, s, (0, 1, 2, 3), 4) for s in (0, 4)]
-    assert model._twin_pairs(sends[1]) is None or server_symmetry(odd).twin.get(4) is None
-    assert model._flow_terms(sends[1])[0][1] < model._flow_terms(sends[0])[0][1]
+    assert model.transfers._twin_pairs(sends[1]) is None or server_symmetry(odd).twin.get(4) is None
+    assert model.transfers.terms(sends[1])[0][1] < model.transfers.terms(sends[0])[0][1]

@@ -1,5 +1,5 @@
 """A group spanning servers built alike is analysed without listing its channels
-(:func:`perfmodel.comm.rings.ring_summary`, issue 14); every number of its
+(:func:`perfmodel.comm.ring_summary.ring_summary`, issue 14); every number of its
 :class:`~perfmodel.comm.model.GroupInfo` equals the direct analysis over the listed channels, and
 the channels, read, are the direct ones."""
 
@@ -9,17 +9,18 @@ import dataclasses
 
 import pytest
 
-import perfmodel.comm.model as comm_model
+import perfmodel.comm.group as comm_group
 from perfmodel.comm import CommCostModel
-from perfmodel.comm.rings import LazyChannels, ring_summary
+from perfmodel.comm.channels import LazyChannels
+from perfmodel.comm.ring_summary import ring_summary
 from perfmodel.topology import load_system
 
 
 def _direct(topo, group, monkeypatch):
     """The analysis over the listed channels (the summary switched off)."""
     with monkeypatch.context() as m:
-        m.setattr(comm_model, "ring_summary", lambda *a, **k: None)
-        return CommCostModel(topo)._build_group(tuple(group))
+        m.setattr(comm_group, "ring_summary", lambda *a, **k: None)
+        return CommCostModel(topo).groups.build(tuple(group))
 
 
 def _groups(topo, nodes):
@@ -48,7 +49,7 @@ def test_summary_equals_direct_analysis(system, kw, nodes, monkeypatch) -> None:
     topo = load_system(system, nodes=nodes, **kw)
     model = CommCostModel(topo)
     for name, group in _groups(topo, nodes).items():
-        fast = model._build_group(tuple(group))
+        fast = model.groups.build(tuple(group))
         direct = _direct(topo, group, monkeypatch)
         summarised = ring_summary(model.links, group) is not None
         # where it applies: servers built alike (P2P rule included), same local ids in each
@@ -83,13 +84,13 @@ def test_rails_golden_and_channels_not_listed() -> None:
 
 
 def test_relabelled_lazy_channels_are_mapped() -> None:
-    """A group read off its canonical shape (:meth:`CommCostModel._shape_group`) gets the
+    """A group read off its canonical shape (:meth:`GroupMemo._shape_group`) gets the
     canonical channels renamed when they are listed."""
     topo = load_system("dgx-a100", nodes=4)
     model = CommCostModel(topo)
     group = tuple(topo.gpus[8 * s + 2] for s in (2, 3))
     info = model.group_info(group)
-    direct = CommCostModel(topo)._build_group(group)
+    direct = CommCostModel(topo).groups.build(group)
     assert isinstance(info.channels, LazyChannels)
     assert tuple(info.channels) == tuple(direct.channels)
     assert {n for ch in info.channels for n in ch.order} == set(group)
@@ -105,10 +106,10 @@ def test_nvls_check_reads_one_servers_hops(monkeypatch) -> None:
     model = CommCostModel(topo)
     fast = model.collective("allreduce", 2**30, topo.gpus)
     info = model.group_info(topo.gpus)
-    assert nvls_servers(model, info)
+    assert nvls_servers(model.links, info)
     assert info.channels._items is None
     with monkeypatch.context() as m:
-        m.setattr(comm_model, "ring_summary", lambda *a, **k: None)
+        m.setattr(comm_group, "ring_summary", lambda *a, **k: None)
         direct = CommCostModel(topo).collective("allreduce", 2**30, topo.gpus)
     assert fast == direct
     assert fast.algorithm.value == "nvls_tree"
@@ -118,7 +119,7 @@ def test_link_table_in_graph_edge_order() -> None:
     """Both directions of graph edge ``k`` are links ``2k, 2k+1`` with the edge's capacity
     (bandwidth x efficiency), latency and unit count, as before the table was built by link
     kind; the neighbour maps are made per node on first read."""
-    from perfmodel.comm.rings import DirectedLinks
+    from perfmodel.comm.links import DirectedLinks
 
     topo = load_system("dgx-a100", nodes=2, fabric_topology="fat-tree")
     links = DirectedLinks(topo)

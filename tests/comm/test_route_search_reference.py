@@ -1,4 +1,4 @@
-"""The route search (``_min_hop_widest``) stops at the source and chooses only among nodes on a
+"""The route search (``min_hop_widest``) stops at the source and chooses only among nodes on a
 minimum-hop path (issue 14); it must give what the full search gives: a breadth-first pass over
 every allowed node, then a best choice at every node of the closer layers. The full search is
 kept here as the reference."""
@@ -10,7 +10,8 @@ from collections import deque
 
 import pytest
 
-from perfmodel.comm.rings import DirectedLinks, _min_hop_widest
+from perfmodel.comm.links import DirectedLinks
+from perfmodel.comm.paths import min_hop_widest
 from perfmodel.topology import load_system
 
 
@@ -93,8 +94,6 @@ def test_search_equals_full_search(system: str, nodes: int, kw: dict) -> None:
             if allowed is not None and b not in allowed:
                 continue
             for per_unit in (False, True):
-                got = _min_hop_widest(
-                    links, residual, a, b, allowed, per_unit=per_unit, direct=True
-                )
+                got = min_hop_widest(links, residual, a, b, allowed, per_unit=per_unit, direct=True)
                 ref = _full_search(links, residual, a, b, allowed, per_unit)
                 assert got == ref, (a, b, per_unit, allowed is None)

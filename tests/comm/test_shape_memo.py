@@ -1,5 +1,5 @@
 """Communication queries memoised by shape (issue 14): a pipeline stage pair's sends
-(``CommCostModel._flow_terms``) and a stage's data-parallel group among its sibling groups
+(``Transfers.terms``) and a stage's data-parallel group among its sibling groups
 (``ring_sharing_factor``) are read off their image in the first servers of their classes; the
 answers equal the direct ones, bit for bit, on several systems, and shapes with different
 routes never share an entry."""
@@ -59,7 +59,7 @@ def test_stage_sends_equal_direct(name: str, topo: Topology) -> None:
     for a, b in [(i, j) for i in range(n) for j in range(n) if i != j]:
         for tp in (8, 4, 2):
             pairs = _stage_pairs(topo, a, b, tp)
-            assert model._flow_terms(pairs) == direct_terms(topo, pairs), (name, a, b, tp)
+            assert model.transfers.terms(pairs) == direct_terms(topo, pairs), (name, a, b, tp)
             assert model.transfers_time(pairs, 6.29e6) == CommCostModel(topo).transfers_time(
                 pairs, 6.29e6
             )
@@ -124,14 +124,14 @@ def test_translated_stages_share_one_entry() -> None:
     topo = load_system("dgx-a100", nodes=4)
     model = CommCostModel(topo)
     calls = []
-    real = model._p2p_route
-    model._p2p_route = lambda s, d: calls.append((s, d)) or real(s, d)  # type: ignore[method-assign]
+    real = model.transfers.p2p_route
+    model.transfers.p2p_route = lambda s, d: calls.append((s, d)) or real(s, d)  # type: ignore[method-assign]
     for a in range(3):
-        model._flow_terms(_stage_pairs(topo, a, a + 1, 8))
+        model.transfers.terms(_stage_pairs(topo, a, a + 1, 8))
     assert len(calls) == 8  # the 8 sends of the canonical pair only
     canon = _stage_pairs(topo, 0, 1, 8)
-    assert model._canonical_pairs(_stage_pairs(topo, 2, 3, 8)) == canon
-    assert model._canonical_pairs(canon) == canon
+    assert model.transfers._canonical_pairs(_stage_pairs(topo, 2, 3, 8)) == canon
+    assert model.transfers._canonical_pairs(canon) == canon
 
 
 def test_different_routes_do_not_share_an_entry() -> None:
@@ -142,14 +142,16 @@ def test_different_routes_do_not_share_an_entry() -> None:
     assert server_symmetry(topo).cls == {0: 0, 1: 0, 3: 1, 4: 1}
     model = CommCostModel(topo)
     same_leaf, across = _stage_pairs(topo, 0, 1, 8), _stage_pairs(topo, 1, 4, 8)
-    assert len(model._p2p_route(*same_leaf[0])) + 2 == len(model._p2p_route(*across[0]))
-    t_same, t_across = model._flow_terms(same_leaf), model._flow_terms(across)
+    assert len(model.transfers.p2p_route(*same_leaf[0])) + 2 == len(
+        model.transfers.p2p_route(*across[0])
+    )
+    t_same, t_across = model.transfers.terms(same_leaf), model.transfers.terms(across)
     assert t_same != t_across and t_across[0][1] < t_same[0][1]
     assert t_across == direct_terms(topo, across)
-    assert model._canonical_pairs(across) == _stage_pairs(topo, 0, 3, 8) != same_leaf
+    assert model.transfers._canonical_pairs(across) == _stage_pairs(topo, 0, 3, 8) != same_leaf
     # a server outside every class has no image: answered directly, never from a memo
     assert server_symmetry(topo).cls.get(2) is None
-    assert model._canonical_pairs(_stage_pairs(topo, 2, 3, 8)) is None
+    assert model.transfers._canonical_pairs(_stage_pairs(topo, 2, 3, 8)) is None
 
 
 def test_unlike_server_is_not_memoised() -> None:
@@ -159,7 +161,7 @@ def test_unlike_server_is_not_memoised() -> None:
     assert server_symmetry(topo).cls.get(1) is None
     model = CommCostModel(topo)
     pairs = _stage_pairs(topo, 1, 2, 8)
-    assert model._canonical_pairs(pairs) is None
+    assert model.transfers._canonical_pairs(pairs) is None
     groups = ((topo.gpus[8], topo.gpus[9], topo.gpus[16], topo.gpus[17]),)
     assert costs._canonical_groups(topo, groups) is None
     # servers 0 and 2 are alike, but server 1's names sort between them: no class at all

@@ -1,5 +1,5 @@
 """A new message size of a group spanning servers whose image in the first servers of its
-classes is analysed is priced on the image's analysis (issue 14, ``CommCostModel._by_shape``):
+classes is analysed is priced on the image's analysis (issue 14, ``SharedResults._by_shape``):
 no relabelled copy is made, and the result equals the group's own, bit for bit."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def test_images_priced_without_relabelling(monkeypatch: pytest.MonkeyPatch) -> N
     model.collective("allreduce", 2**20, first)
     model.collective("allreduce", 2**20, other)  # the image's analysis, relabelled once
     relabelled: list[tuple[str, ...]] = []
-    real = model._shape_group
-    monkeypatch.setattr(model, "_shape_group", lambda m: relabelled.append(m) or real(m))
+    real = model.groups._shape_group
+    monkeypatch.setattr(model.groups, "_shape_group", lambda m: relabelled.append(m) or real(m))
     other2 = ("n1/gpu0", "n2/gpu4")
     got = model.collective("allreduce", 3 * 2**20, other2)
     assert relabelled == []
@@ -68,9 +68,9 @@ def test_nccl_table_reads_size_per_call() -> None:
     for group in groups:
         for op in (CollectiveOp.ALLREDUCE, CollectiveOp.ALLGATHER, CollectiveOp.BROADCAST):
             for m in sizes:
-                got = model._nccl_candidates(op, m, model.group_info(group))
+                got = model.nccl.candidates(op, m, model.group_info(group))
                 fresh = CommCostModel(topo)
-                assert got == fresh._nccl_candidates(op, m, fresh.group_info(group))
+                assert got == fresh.nccl.candidates(op, m, fresh.group_info(group))
                 digest.update(repr(got).encode())
-    assert len(model._nccl_tables) == 3 * len(groups)
+    assert len(model.nccl._tables) == 3 * len(groups)
     assert digest.hexdigest()[:16] == "dff310a7a28fe614"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.comm import CommCostModel
+from perfmodel.comm import links as L
 from perfmodel.comm import rings as R
 from perfmodel.comm.params import NCCL227_NVLS_LATENCY_S, HwClass
 from perfmodel.errors import ConfigError
@@ -81,8 +82,8 @@ def test_tcpxo_latency_is_a_socket_latency() -> None:
     """GPUDirect-TCPXO keeps TCP's per-message stack latency: an 8-byte all-reduce over 2 A3
     Mega VMs is charged the catalogue's 25 us per network step beyond NCCL's tables (the
     published log: ~122 us; RDMA would be predicted at ~28 us)."""
-    assert R._is_socket("tcpxo-200g") and R._is_socket("tcpx-200g")
-    assert not R._is_socket("efa-400g") and not R._is_socket("roce-400g")
+    assert L._is_socket("tcpxo-200g") and L._is_socket("tcpx-200g")
+    assert not L._is_socket("efa-400g") and not L._is_socket("roce-400g")
     t = load_system("gcp-a3-megagpu-8g", nodes=2)
     small = CommCostModel(t).collective("allreduce", 8, t.gpus).time_s
     rdma = load_system("gcp-a3-ultragpu-8g", nodes=2)

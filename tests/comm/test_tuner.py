@@ -12,7 +12,7 @@ from perfmodel.comm import params as P
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.comm.tuner import NCCL_2_8, NCCL_2_29, arch_index, nodes_index, tuner_for
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 from perfmodel.units import GB, GiB, MiB, us
 
 
@@ -64,7 +64,7 @@ def test_ring_latency_two_b200_servers(b200_2) -> None:
     assert big.channels == 24
     assert big.latency_s == pytest.approx(131.6 * us * 1.4, rel=1e-12)
     small = m.collective("allreduce", 16 * 1024, b200_2.gpus, "ring")  # below the plateau
-    lat = {c[2]: c[3] for c in m._nccl_candidates(small.op, 16 * 1024, m.group_info(b200_2.gpus))
+    lat = {c[2]: c[3] for c in m.nccl.candidates(small.op, 16 * 1024, m.group_info(b200_2.gpus))
            if c[1] is Algorithm.RING}  # fmt: skip
     assert lat[Protocol.SIMPLE] == pytest.approx(131.6 * us, rel=1e-12)
     # LL: 6.6 us + 28 x max(0.6, 1.0) + 2 x 2.7 us; LL128: 14 + 28 x 1.9 + 2 x 4.0
@@ -95,7 +95,7 @@ def test_ll_and_ll128_caps(b200_8) -> None:
     info = m.group_info(b200_8.gpus)
     bus = {
         c[2]: c[4]
-        for c in m._nccl_candidates(m.collective("allgather", MiB, b200_8.gpus).op, MiB, info)
+        for c in m.nccl.candidates(m.collective("allgather", MiB, b200_8.gpus).op, MiB, info)
         if c[1] is Algorithm.RING
     }
     assert bus[Protocol.LL] == pytest.approx(20.4 * GB)

@@ -27,7 +27,7 @@ def test_twin_equals_direct_analysis(system: str, kw: dict[str, str]) -> None:
         for pick in PICKS:
             group = tuple(topo.gpus[server * gpn + i] for i in pick if i < gpn)
             twin = model.group_info(group)
-            direct = CommCostModel(topo)._build_group(group)
+            direct = CommCostModel(topo).groups.build(group)
             assert twin == direct, (server, pick)
     sym = server_symmetry(topo)
     assert sym.cls.get(1) == sym.cls[0]  # interchangeable (fat tree: server 2 on a new leaf)
@@ -42,6 +42,6 @@ def test_different_server_is_analysed_directly() -> None:
     other = dataclasses.replace(topo, graph=g)
     model = CommCostModel(other)
     group = tuple(other.gpus[8:16])
-    assert model.group_info(group) == CommCostModel(other)._build_group(group)
+    assert model.group_info(group) == CommCostModel(other).groups.build(group)
     assert server_symmetry(other).cls.get(1) is None
     assert server_symmetry(other).twin == {}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from search_only import SearchOnly
 
+from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.model import CommCostModel
-from perfmodel.comm.rings import DirectedLinks
 from perfmodel.errors import PerfModelError
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.schema import NodeKind
@@ -145,11 +145,11 @@ def test_fabric_shortcut_is_never_copied(
         assert all(n.startswith("n0/") for n in links.route("n0/gpu0", "n0/gpu1"))
         assert not inside
     # the sends inside each server, which may be read off the server's inside twin
-    # (:meth:`CommCostModel._twin_pairs`), equal those priced on their own routes: a twin whose
+    # (:meth:`Transfers._twin_pairs`), equal those priced on their own routes: a twin whose
     # route leaves through the fabric is never copied (server 1 of the k = 4, two-CPU ladder:
     # 8.3e-5 s, against server 0's 9.7e-5 s if it were)
     model, direct = CommCostModel(topo), CommCostModel(topo)
-    direct._canonical_pairs = direct._twin_pairs = lambda p: None  # type: ignore[method-assign]
+    direct.transfers._canonical_pairs = direct.transfers._twin_pairs = lambda p: None  # type: ignore[method-assign]
     for s in range(nodes):
         pairs = [(f"n{s}/gpu0", f"n{s}/gpu1")]
         assert model.transfers_time(pairs, 1e6) == direct.transfers_time(pairs, 1e6), s

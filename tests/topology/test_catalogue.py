@@ -8,7 +8,7 @@ import pytest
 
 from perfmodel.catalogue import topologies_dir
 from perfmodel.topology import list_systems, load_system, path_bandwidth, route
-from perfmodel.topology.io import read_server_file
+from perfmodel.topology.files import read_server_file
 from perfmodel.topology.schema import NodeKind
 
 REQUIRED = {

@@ -7,7 +7,7 @@ import pytest
 from perfmodel.cli import main
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import MAX_CLUSTER_GPUS
+from perfmodel.topology.cluster import MAX_CLUSTER_GPUS
 
 
 def test_limit_is_the_issue_target() -> None:

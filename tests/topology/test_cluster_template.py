@@ -10,8 +10,9 @@ import pytest
 
 from perfmodel.errors import TopologyError
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import add_server, system_path
-from perfmodel.topology.io import read_server_file
+from perfmodel.topology.builders import system_path
+from perfmodel.topology.cluster import add_server
+from perfmodel.topology.files import read_server_file
 
 
 @pytest.mark.parametrize(("system", "nodes"), [("dgx1-v100", 5), ("dgx-a100", 3), ("dgx2-v100", 2)])

@@ -13,8 +13,10 @@ from perfmodel.cli import main
 from perfmodel.cli.topo import write_imported_system
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.topology import load_system
-from perfmodel.topology.importers import import_topology, with_nccl_p2p_rule
-from perfmodel.topology.io import WRITTEN_MARK, parse_server
+from perfmodel.topology.files import WRITTEN_MARK
+from perfmodel.topology.importers import import_topology
+from perfmodel.topology.io import parse_server
+from perfmodel.topology.nccl_p2p import with_nccl_p2p_rule
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "topology"
 #: GPU model of each nvidia-smi fixture (the text does not name it); XML dumps infer it.

@@ -15,11 +15,10 @@ from perfmodel.errors import ParseError, TopologyError
 from perfmodel.topology import load_system, path_bandwidth
 from perfmodel.topology.analysis import bandwidth_matrix, smi_matrix
 from perfmodel.topology.custom import custom_system
+from perfmodel.topology.export import export_dict, from_dict
 from perfmodel.topology.importers import _parse_smi_matrix as parse_smi
 from perfmodel.topology.importers import (
     detect_format,
-    export_dict,
-    from_dict,
     from_nccl_xml,
     from_smi_text,
     import_topology,

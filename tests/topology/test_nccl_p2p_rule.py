@@ -17,8 +17,9 @@ import pytest
 from perfmodel._memo import BoundedMemo
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import build_cluster
-from perfmodel.topology.importers import (
+from perfmodel.topology.cluster import build_cluster
+from perfmodel.topology.io import parse_server
+from perfmodel.topology.nccl_p2p import (
     DEFAULT_NCCL_RELEASE,
     HostCpu,
     NcclRelease,
@@ -26,7 +27,6 @@ from perfmodel.topology.importers import (
     nccl_p2p_level,
     with_nccl_p2p_rule,
 )
-from perfmodel.topology.io import parse_server
 
 R = NcclRelease
 
@@ -219,7 +219,7 @@ def test_rule_survives_export_and_reimport(titanx):
     import json
 
     from perfmodel.errors import TopologyError
-    from perfmodel.topology.importers import export_dict, from_dict
+    from perfmodel.topology.export import export_dict, from_dict
 
     back = from_dict(json.loads(json.dumps(export_dict(titanx))))
     assert back.meta["nccl_p2p_rule"] == titanx.meta["nccl_p2p_rule"]
@@ -237,7 +237,7 @@ def test_rule_leaves_the_routing_caches_alone(titanx):
     """The throwaway one-server topology of nccl_p2p_level_denied is routed without the
     caches (keyed on the object, they would keep it alive), on the same routes."""
     from perfmodel.topology import routing
-    from perfmodel.topology.importers import nccl_p2p_level_denied
+    from perfmodel.topology.nccl_p2p import nccl_p2p_level_denied
 
     caches = (routing._route_cached, routing._best_paths, routing._adjacency)
 
@@ -256,7 +256,7 @@ def test_rule_leaves_the_routing_caches_alone(titanx):
 
 
 def test_note_says_nvb_forwarding_is_not_modelled(titanx):
-    from perfmodel.topology.importers import nccl_p2p_rule_note
+    from perfmodel.topology.nccl_p2p import nccl_p2p_rule_note
 
     v = load_system("dgx1-v100")  # gpu0-gpu5: no NVLink, both NVLinked to gpu1 (hybrid cube)
     assert "NVB forwarding not modelled" in nccl_p2p_rule_note(v, ["gpu0", "gpu5"])
@@ -269,20 +269,20 @@ def test_denied_pairs_are_routed_once_per_server_graph(monkeypatch):
     """issue 14: the pairs of one server graph are routed once per process; another build of
     the same server (more nodes) or a changed link is a key of its own, and the memoised
     answer is the routed one (24 PXB pairs, 16 PHB pairs: the module docstring's hand values)."""
-    from perfmodel.topology import importers
-    from perfmodel.topology.importers import nccl_p2p_level_denied
+    from perfmodel.topology import nccl_p2p
+    from perfmodel.topology.nccl_p2p import nccl_p2p_level_denied
 
     titanx = load_system("pcie-8xtitanx", nodes=3)  # servers n0/.. n2/ (one server: no prefix)
     two = load_system("pcie-8xtitanx", nodes=2)  # another build of the same server
     routed: list[int] = []
-    real = importers._denied_pairs
+    real = nccl_p2p._denied_pairs
 
     def counting(topo, local, max_cpus):
         routed.append(max_cpus)
         return real(topo, local, max_cpus)
 
-    monkeypatch.setattr(importers, "_DENIED", BoundedMemo(64))
-    monkeypatch.setattr(importers, "_denied_pairs", counting)
+    monkeypatch.setattr(nccl_p2p, "_DENIED", BoundedMemo(64))
+    monkeypatch.setattr(nccl_p2p, "_denied_pairs", counting)
     first = nccl_p2p_level_denied(titanx, max_cpus=0)
     assert len(first) == 24 and len(nccl_p2p_level_denied(titanx, max_cpus=1)) == 16
     assert nccl_p2p_level_denied(two, max_cpus=0) == first

@@ -50,7 +50,7 @@ def test_nccl_xml_intel_host_stops_p2p_at_pcie_switches():
     joined by NVLink keep it. Pairs joined through one intermediate GPU's NVLinks (PATH_NVB,
     NCCL 2.8+) are not modelled as such: like NCCL before 2.8, the pairs whose only path
     crosses a CPU get host memory."""
-    from perfmodel.topology.importers import NcclRelease, with_nccl_p2p_rule
+    from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
     topo = import_topology(FIX / "nccl-dgx1-v100.xml")
     assert topo.meta["nccl_p2p_rule"]["host"] == "intel-broadwell"  # family 6, model 79

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.topology import load_system
-from perfmodel.topology.builders import list_systems, negotiate_pcie, system_path
-from perfmodel.topology.io import LinkSpec, link_from_tech, read_server_file
+from perfmodel.topology.builders import list_systems, system_path
+from perfmodel.topology.cluster import negotiate_pcie
+from perfmodel.topology.files import read_server_file
+from perfmodel.topology.io import LinkSpec, link_from_tech
 from perfmodel.topology.schema import NodeKind
 
 

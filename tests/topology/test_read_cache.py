@@ -10,7 +10,7 @@ import pytest
 
 from perfmodel.errors import PerfModelError
 from perfmodel.topology.builders import system_path
-from perfmodel.topology.io import read_server_file
+from perfmodel.topology.files import read_server_file
 
 
 def _copy(tmp_path):

@@ -93,7 +93,7 @@ def test_uniform_changes_keep_the_record_other_changes_drop_it() -> None:
 def test_connectivity_proved_from_the_copies() -> None:
     # a cluster whose copies are disconnected is not proved and the whole-graph check names
     # the GPU: test_cluster_template.py::test_disconnected_gpu_of_a_cluster_is_named
-    from perfmodel.topology.builders import _copies_connected
+    from perfmodel.topology.cluster import _copies_connected
 
     for system, nodes, fabric in CASES:
         topo = load_system(system, nodes=nodes, fabric_topology=fabric)

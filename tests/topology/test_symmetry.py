@@ -66,13 +66,13 @@ def test_routes_by_symmetry_equal_direct_routes(system: str, kw: dict[str, str])
 
 def _direct_group(topo, group: tuple[str, ...]):
     """The group's analysis with no server class (every ring packed where it is)."""
-    import perfmodel.comm.model as M
+    import perfmodel.comm.group as M
     from perfmodel.comm import CommCostModel
 
     none = dataclasses.replace(server_symmetry(topo), cls={}, ordered={}, position={})
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(M, "server_symmetry", lambda t: none)
-        return CommCostModel(topo)._build_group(group)
+        return CommCostModel(topo).groups.build(group)
 
 
 @pytest.mark.parametrize(("system", "kw"), SYSTEMS)
@@ -85,10 +85,13 @@ def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> 
     for s in range(4):  # one server: the rings packed in the class's first server, mapped back
         for pick in ((0, 1, 2, 3, 4, 5, 6, 7), (3, 1, 2), (6, 7)):
             group = tuple(topo.gpus[s * gpn + i] for i in pick if i < gpn)
-            assert model._packed(group) == _direct_group(topo, group).channels, (s, pick)
+            assert model.groups.analysis.packed(group) == _direct_group(topo, group).channels, (
+                s,
+                pick,
+            )
     built = []
-    build = model._build_group
-    model._build_group = lambda members: built.append(members) or build(members)  # type: ignore[method-assign]
+    build = model.groups.build
+    model.groups.build = lambda members: built.append(members) or build(members)  # type: ignore[method-assign]
     shapes = [((0, 0), (1, 0)), ((0, 1), (1, 1), (0, 3), (1, 3)), ((1, 2), (0, 2), (1, 0))]
     for shape in shapes:
         for s0, s1 in ((2, 3), (3, 1), (1, 2)):
@@ -97,7 +100,7 @@ def test_group_shapes_equal_direct_analysis(system: str, kw: dict[str, str]) -> 
             assert info == _direct_group(topo, group), (shape, s0, s1)
     if len(server_symmetry(topo).cls) == topo.num_nodes:
         # one class: the first two shapes hold the same local ids in every server, one ring
-        # pattern each in any server order (CommCostModel._pattern_key); the third (mixed local
+        # pattern each in any server order (GroupMemo._pattern_key); the third (mixed local
         # ids) one analysis per server order ((2, 3) and (1, 2) alike, (3, 1) mirrored: its
         # first server sorts last)
         assert len(built) == 1 + 1 + 2
@@ -111,7 +114,7 @@ def test_p2p_routes_by_symmetry_equal_direct(system: str, kw: dict[str, str]) ->
     model, direct = CommCostModel(topo), CommCostModel(topo)
     gpus = topo.gpus[:: max(1, len(topo.gpus) // 12)]
     for a, b in itertools.permutations(gpus, 2):
-        assert model._p2p_route(a, b) == direct.links.p2p_route(a, b), (a, b)
+        assert model.transfers.p2p_route(a, b) == direct.links.p2p_route(a, b), (a, b)
 
 
 @pytest.mark.parametrize(("system", "kw"), SYSTEMS)

@@ -20,7 +20,8 @@ from perfmodel.hardware.links import LinkFamily
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import list_systems, load_system
 from perfmodel.topology.analysis import nvlink_domains, smi_matrix
-from perfmodel.topology.io import parse_server, read_server_file
+from perfmodel.topology.files import read_server_file
+from perfmodel.topology.io import parse_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

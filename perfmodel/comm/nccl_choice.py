@@ -1,0 +1,432 @@
+"""NCCL's choice of algorithm and protocol: every (algorithm, protocol) pair NCCL's tuner would
+consider for a collective on a group, with its latency and bandwidth, and the chain time NCCL's
+tuner leaves out.
+
+How ``auto`` chooses (an approximation of NCCL's tuner, ``src/graph/tuning.cc``): for every
+enabled (algorithm, protocol) pair among ring/tree x LL/LL128/Simple, the time is
+``latency + bytes / algbw`` with the latency table and protocol bandwidth factors of the
+release's tuner (:mod:`perfmodel.comm.tuner`: NCCL 2.8's or 2.29's) applied to the
+topology-derived bus bandwidth, plus the in-switch reductions (NVLS, CollNet) and the 2.27+
+algorithms (:mod:`perfmodel.comm.nccl_recent`); the fastest candidate wins
+(:meth:`~perfmodel.comm.analytic.AnalyticCommModel._analytic_info`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import perfmodel.comm.closed_form as cf
+import perfmodel.comm.params as P
+from perfmodel._memo import BoundedMemo
+from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupInfo, gpu_reduce_Bps
+from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
+from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
+from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
+from perfmodel.comm.tuner import (
+    NVLS_FROM,
+    NcclTuner,
+    arch_index,
+    ll128_enabled,
+    nodes_index,
+    released,
+    tuner_for,
+)
+from perfmodel.errors import PerfModelError
+from perfmodel.ops import CollectiveOp
+from perfmodel.topology import Topology
+
+if TYPE_CHECKING:
+    from perfmodel.comm.links import DirectedLinks
+
+
+class NcclChoice:
+    """The candidates NCCL's tuner weighs for a collective on a group, by the tuner table of the
+    scenario's NCCL release (:func:`tuner_of`); the size-free part of each group's table is kept
+    per (op, group analysis).
+
+    Attributes
+    ----------
+    tuner, cpu_vendor, release
+        What :func:`tuner_of` reads off the topology.
+    """
+
+    def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
+        self.topology = topology
+        self.links = links
+        self.link_params = link_params
+        self.tuner, self.cpu_vendor, self.release = tuner_of(topology)
+        #: (op, id of a GroupInfo) -> (that GroupInfo, :meth:`table`)
+        self._tables: BoundedMemo[tuple[CollectiveOp, int], tuple[GroupInfo, list[Any]]] = (
+            BoundedMemo(PATTERN_MEMO_SIZE)
+        )
+
+    def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
+        """Protocols NCCL would enable for this group: LL and Simple always, LL128 by the rule
+        of the release (:func:`perfmodel.comm.tuner.ll128_enabled`: the GPU generation, NVLink
+        inside the servers and, across servers, the GPU-to-NIC path)."""
+        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and ll128_enabled(
+            self.release,
+            info.gpu_arch,
+            intra_nvlink=info.intra_class is HwClass.NVLINK,
+            net_path=info.net_path if info.nodes > 1 else None,
+        )
+        return (
+            (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
+            if ll128
+            else (Protocol.LL, Protocol.SIMPLE)
+        )
+
+    def _choices(self, op: CollectiveOp, info: GroupInfo) -> Iterator[tuple[Protocol, Algorithm]]:
+        """The (protocol, algorithm) pairs of NCCL's ring/tree table: the ring and, for an
+        all-reduce, the tree, for every enabled protocol (:meth:`protocols`)."""
+        for proto in self.protocols(info):
+            for algo in (Algorithm.RING, Algorithm.TREE):
+                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
+                    continue
+                yield proto, algo
+
+    def candidates(
+        self, op: CollectiveOp, m: float, info: GroupInfo
+    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
+        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice.
+
+        The size-free part of each choice is :meth:`table`'s, kept per (op, group
+        analysis); here only what reads ``m`` is applied, in the same order of operations as
+        one pass would (the ring plateau factor on the latency, the tree correction on the
+        algorithm bandwidth), so every candidate is the same float, bit for bit."""
+        if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+            return []
+        # the entry holds ``info``, so no other object has its id while the entry is kept
+        table = self._tables.get((op, id(info)), lambda: (info, self.table(op, info)))
+        assert table[0] is info
+        out = []
+        tuner = self.tuner
+        if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
+            plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
+        else:
+            plateau_from = info.n * tuner.plateau_bytes_per_rank_channel
+        plateau_factor = tuner.plateau(info.gpu_arch)
+        ring = Algorithm.RING
+        log_size = -1  # the tree correction's size bucket, found at the first tree choice
+        for algo, proto, lat, algbw, bus, plateau in table[1]:
+            if algo is ring:
+                if plateau and m >= plateau_from:
+                    lat *= plateau_factor
+            else:
+                if log_size < 0:
+                    log_size = int(math.log2(max(m / 64.0, 1.0)))
+                if log_size < tuner.tree_correction_below:
+                    algbw *= tuner.tree_correction[proto][log_size]
+            if algbw <= 0:
+                continue
+            out.append((lat + m / algbw, algo, proto, lat, bus))
+        if op is CollectiveOp.ALLREDUCE:
+            out.extend(self.in_switch_candidates(m, info))
+        out.extend(recent_candidates(self, op, m, info))
+        return out
+
+    def table(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """Per NCCL ring/tree choice of ``op`` on ``info``'s group, what does not read the
+        message size: (algorithm, protocol, latency before the ring plateau factor, algorithm
+        bandwidth before the tree correction, bus bandwidth, whether the plateau factor applies
+        from :meth:`candidates`' size on), by the model's tuner table
+        (:mod:`perfmodel.comm.tuner`): NCCL 2.8's (:meth:`_table_28`) or 2.29's
+        (:meth:`_table_229`)."""
+        if self.tuner.per_channel_caps:
+            return self._table_229(op, info)
+        return self._table_28(op, info)
+
+    def _table_28(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """:meth:`table` with NCCL 2.7/2.8's constants (:mod:`perfmodel.comm.params`)."""
+        n, nodes = info.n, info.nodes
+        nsteps, ninter = _ring_steps(op, n, nodes)
+        ppn = n / nodes
+        sm80 = info.gpu_arch == "ampere"
+        reduce_bw = gpu_reduce_Bps(info, self.link_params)
+        reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
+        out = []
+        for proto, algo in self._choices(op, info):
+            a = algo.value
+            bus = (
+                info.ring_bw_Bps
+                if algo is Algorithm.RING
+                else min(info.intra_bw_Bps, info.inter_bw_Bps)
+            )
+            if reduces:
+                bus = min(bus, reduce_bw)
+            if sm80:
+                bus = min(bus, P.NCCL_SM80_MAX_BUSBW_Bps)
+            if algo is Algorithm.RING:
+                if proto is Protocol.LL:
+                    multi = nodes > 1 or op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCE)
+                    bus *= P.NCCL_RING_LL_FACTOR_ALLREDUCE if multi else P.NCCL_RING_LL_FACTOR_OTHER
+                elif proto is Protocol.LL128:
+                    bus *= P.NCCL_LL128_FACTOR_ONE_PER_NODE if ppn < 2 else P.NCCL_LL128_FACTOR
+                algbw = bus * n / nsteps
+            else:
+                cap = P.NCCL_TREE_MAX_BW_Bps[
+                    ("multi" if nodes > 2 else "few", sm80 and proto is Protocol.LL128)
+                ]
+                bus = min(bus * P.NCCL_TREE_BW_FACTOR, cap)
+                if proto is Protocol.LL:
+                    bus *= P.NCCL_TREE_LL_FACTOR
+                elif proto is Protocol.LL128:
+                    bus *= (
+                        P.NCCL_TREE_LL128_FACTOR_INTRA
+                        if nodes == 1
+                        else P.NCCL_TREE_LL128_FACTOR_INTER
+                    )
+                algbw = bus * 0.5  # the size's correction: candidates
+            intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
+            inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
+            if nodes > 1 and proto is Protocol.LL:
+                intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
+            lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
+            plateau = False
+            if algo is Algorithm.RING:
+                if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                    lat += _chain_latency(P.NCCL_STEP_LATENCY_S, info, proto, nsteps, ninter)
+                else:
+                    lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                # the size's plateau factor: candidates
+                plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+            else:
+                lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
+            out.append((algo, proto, lat, algbw, bus, plateau))
+        return out
+
+    def _table_229(
+        self, op: CollectiveOp, info: GroupInfo
+    ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
+        """:meth:`table` with NCCL 2.29's tuner (``ncclTopoTuneModel``, v2.29.7-1).
+
+        Bus bandwidth per choice (``B``: the ring bandwidth on the topology; for the tree the
+        server's inside bandwidth on up to two servers, else (or with one GPU per server) the
+        smaller of it and the network's, as NCCL's ``nNodes <= 2 ? bwIntra : bwInter``: on two
+        servers a tree moves each byte across the network once per direction, a ring
+        ``2 (n - 1) / n`` times; ``c``: the group's ring channels; caps by
+        architecture and node count, :class:`~perfmodel.comm.tuner.NcclTuner`):
+
+        - ring LL ``min(llMaxBw, B / 2)``; LL128 ``min(0.92 B, c x perChMaxRingLL128Bw)``;
+          Simple ``B``; algorithm bandwidth ``bus x n / steps``;
+        - tree ``min(0.92 B, c x perChMaxTreeBw)``, then LL ``min(bus / 3.8, llMaxBw)``, LL128
+          ``min(bus x (7/9 on one node, else 120/128), c x perChMaxTreeLL128Bw)``; algorithm
+          bandwidth ``bus / 2``.
+
+        Latency: ``baseLat`` plus, for the ring, ``(steps - inter) x intra + inter x net`` with
+        the intra-server step floored at the network post overhead once servers are spanned
+        (``getNetOverhead``, x3 for Simple) and the tree network step where each server holds
+        one GPU; for the tree ``2 ((n / nodes - 1) intra + floor(log2 nodes) net)``; broadcast
+        and reduce rings ``steps x`` the step of their transport (the tree's for Simple).
+        """
+        tuner = self.tuner
+        n, nodes = info.n, info.nodes
+        nsteps, ninter = _ring_steps(op, n, nodes)
+        if nodes == 1:
+            ninter = 0
+        ppn = n / nodes
+        ai, ni = arch_index(info.gpu_arch), nodes_index(nodes)
+        # LL cap: the GPU's row on one node, the host CPU vendor's across nodes
+        li = ai if nodes == 1 else (1 if self.cpu_vendor == "amd" else 0)
+        ll_max = tuner.ll_max_Bps[min(li, len(tuner.ll_max_Bps) - 1)][ni]
+        nch = max(1, len(info.channels))
+        reduce_bw = gpu_reduce_Bps(info, self.link_params)
+        reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
+        step = tuner.step_latency_s
+        out = []
+        for proto, algo in self._choices(op, info):
+            a = algo.value
+            if algo is Algorithm.RING:
+                bus = info.ring_bw_Bps
+            elif nodes <= 2 and math.isfinite(info.intra_bw_Bps):
+                bus = info.intra_bw_Bps  # one server's tree part (NCCL's bwIntra)
+            else:  # more servers, or one GPU per server (no part inside a server)
+                bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
+            if reduces:
+                bus = min(bus, reduce_bw)
+            if algo is Algorithm.RING:
+                if proto is Protocol.LL:
+                    bus = min(ll_max, bus * 0.5)
+                elif proto is Protocol.LL128:
+                    cap = nch * tuner.ring_ll128_max_per_channel_Bps[ai][ni]
+                    bus = min(bus * P.NCCL_LL128_FACTOR, cap)
+                algbw = bus * n / nsteps
+            else:
+                bus = min(bus * tuner.tree_bw_factor, nch * tuner.tree_max_per_channel_Bps[ai][ni])
+                if proto is Protocol.LL:
+                    bus = min(bus * P.NCCL_TREE_LL_FACTOR, ll_max)
+                elif proto is Protocol.LL128:
+                    factor = P.NCCL_TREE_LL128_FACTOR_INTRA if nodes == 1 else 120.0 / 128.0
+                    bus = min(bus * factor, nch * tuner.tree_ll128_max_per_channel_Bps[ai][ni])
+                algbw = bus * 0.5  # the size's correction: candidates
+            intra_lat = step[(info.intra_class, a, proto)] + info.alpha_intra_s
+            net_algo = "tree" if ppn == 1 else a  # one GPU per server: latency exposed
+            inter_lat = step[(HwClass.NET, net_algo, proto)] + info.alpha_inter_s
+            lat = tuner.base_latency_s[(a, proto)]
+            plateau = False
+            if algo is Algorithm.RING:
+                if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                    lat += _chain_latency(step, info, proto, nsteps, ninter)
+                else:
+                    if nodes > 1:
+                        intra_lat = max(intra_lat, tuner.overhead_s(self.cpu_vendor, proto))
+                    lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+            else:
+                lat += 2 * ((ppn - 1) * intra_lat + (nodes.bit_length() - 1) * inter_lat)
+            out.append((algo, proto, lat, algbw, bus, plateau))
+        return out
+
+    def in_switch_candidates(
+        self, m: float, info: GroupInfo
+    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
+        """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across.
+
+        NVLS (Simple protocol only; NCCL >= 2.17): NCCL 2.28+'s model of its NVLS graph
+        (:mod:`perfmodel.comm.nvls`): bus bandwidth ``2 k s x eff x (k - 1)/k`` with ``k``
+        heads of ``s`` bytes/s each (the NVLS graph NCCL searches on the GPUs' NVSwitch links)
+        and ``eff`` NCCL's ``nvlsEfficiency``, algorithm bandwidth ``bus x n / (2 (n - 1))``
+        (the tuner's ring-like ratio), latency 25 us (``hwLat[NVLINK][NVLS][Simple]``). The
+        bus bandwidth stays flat with the domain's size: 476 GB/s on 8 H100 (~480 quoted by
+        NCCL's author, NVIDIA/nccl-tests#212), 829 on 8 B200, 918 on a GB200 NVL72 rack
+        (834.6 published, coreweave/nccl-tests#43).
+
+        CollNet (NCCL 2.20.3 CollNet Direct, one GPU per NIC): bus bandwidth ``min(intra, inter)``
+        per server, x 0.85 on Hopper+, algorithm bandwidth half of it; latency
+        ``2 (3.7 us + (ppn - 1) 0.4 us) + 31 us``.
+        """
+        out: list[tuple[float, Algorithm, Protocol, float, float]] = []
+        n = info.n
+        if info.nodes == 1 and released(self.release, NVLS_FROM) and nvls_servers(self.links, info):
+            k, s = nvls_graph(info.gpu_arch, n, info.nvlinks)
+            bus = nvls_bus_Bps(P.NVLS_EFFICIENCY[info.gpu_arch], k, s, allreduce=True)
+            if bus > 0:
+                algbw = bus * n / (2 * (n - 1))
+                lat = P.NCCL227_NVLS_LATENCY_S
+                out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, bus))
+        fabric = self.topology.fabric
+        if info.nodes > 1 and fabric is not None and fabric.sharp and info.gpus:
+            ppn = info.local
+            bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
+            if info.gpu_arch in P.NVLS_EFFICIENCY:  # compute capability >= 9.0
+                bus *= P.NCCL_COLLNET_HOPPER_FACTOR
+            algbw = bus * P.NCCL_COLLNET_ALGBW_RATIO
+            lat = (
+                2 * (min(1, ppn - 1) * P.NCCL_COLLNET_INTRA_LATENCY_S
+                     + (ppn - 1) * P.NCCL_COLLNET_ARITY_LATENCY_S)
+                + P.NCCL_COLLNET_NET_LATENCY_S
+            )  # fmt: skip
+            if algbw > 0 and math.isfinite(algbw):
+                out.append((lat + m / algbw, Algorithm.COLLNET, Protocol.SIMPLE, lat, bus))
+        return out
+
+    def chain_time(
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        t: float,
+        algo: Algorithm,
+        proto: Protocol,
+        lat: float,
+        bus: float,
+    ) -> tuple[float, float]:
+        """The time and latency of the choice ``(algo, proto)`` the tuner made (``t``,
+        ``lat``): unchanged, except for a ring broadcast or reduce, a pipelined *chain* whose
+        time the tuner does not model ("Add some chunk latency, waiting for proper chunk
+        modeling", NVIDIA/nccl ``src/graph/tuning.cc`` of every release): NCCL chooses by its
+        estimate, the chain takes its own time (:func:`perfmodel.comm.closed_form.chain_time`).
+
+        The chain passes ``n - 1`` hops, ``nodes - 1`` of them across servers, each with its
+        step latency (``hwLat`` of its transport), and forwards one protocol step at a time
+        (:data:`perfmodel.comm.closed_form.STEP_BYTES`; ``BROADCAST_CHUNKSTEPS`` =
+        ``BROADCAST_SLICESTEPS`` = 1): every network hop stores a whole step before its proxy
+        posts it (``src/transport/net.cc`` ``sendProxyProgress`` waits for the GPU's tail), and
+        so does every hop inside a server with Simple, whose receiver waits for the step's tail;
+        LL and LL128 forward line by line inside a server. A step crosses a hop at the
+        channel's share of the hop's bandwidth (the group's network or server bandwidth over
+        its channels). 90 MB over 1,024 A100 (4 x 100 Gb RoCE, 12 channels, LL128): 127 network
+        hops of 160 us fill the chain, 20 ms that the tuner's 4 ms latency leaves out.
+        """
+        if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+            return t, lat
+        nch = max(1, len(info.channels))
+        step = self.tuner.step_latency_s
+        hw_intra = info.intra_class
+        n, nodes = info.n, info.nodes
+        chain_lat = cf.chain_time(
+            m,
+            n,
+            nodes,
+            nch,
+            proto,
+            base_s=self.tuner.base_latency_s[("ring", proto)],
+            intra_step_s=step[(hw_intra, "ring", proto)] + info.alpha_intra_s,
+            inter_step_s=step[(HwClass.NET, "ring", proto)] + info.alpha_inter_s,
+            intra_channel_Bps=info.intra_bw_Bps / nch,
+            inter_channel_Bps=info.inter_bw_Bps / nch,
+        )
+        return chain_lat + m / bus, chain_lat
+
+
+def tuner_of(topology: Topology) -> tuple[NcclTuner, str, tuple[int, int] | None]:
+    """The NCCL tuner table that prices collectives on ``topology``, the host CPU vendor its
+    network post overhead reads (``"intel"``, ``"amd"`` or ``"other"``) and the release the
+    scenario states (``None``: none stated).
+
+    The table follows the NCCL release the scenario states (``meta["nccl_p2p_rule"]`` with
+    ``stated``; :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule`), else the GPUs'
+    generation (:func:`perfmodel.comm.tuner.tuner_for`).
+    """
+    rule = topology.meta.get("nccl_p2p_rule")
+    release = None
+    host = ""
+    if isinstance(rule, dict):
+        host = str(rule.get("host") or "")
+        if rule.get("stated"):
+            major, _, minor = str(rule.get("release", "")).partition(".")
+            if major.isdigit() and minor.isdigit():
+                release = (int(major), int(minor))
+    try:
+        arch = topology.gpu_spec().architecture.lower() if topology.gpus else ""
+    except PerfModelError:  # pragma: no cover - a topology without a GPU model
+        arch = ""
+    vendor = "amd" if host == "amd" else "intel" if host.startswith("intel") else "other"
+    return tuner_for(release, arch), vendor, release
+
+
+def _ring_steps(op: CollectiveOp, n: int, nodes: int) -> tuple[int, int]:
+    """NCCL's ring steps of ``op`` over ``n`` ranks on ``nodes`` servers and how many of them
+    cross servers: all-reduce ``2 (n - 1)``, reduce-scatter / all-gather ``n - 1``, broadcast /
+    reduce ``n`` (``src/graph/tuning.cc``, ``nsteps`` and ``nInterSteps``)."""
+    if op is CollectiveOp.ALLREDUCE:
+        return 2 * (n - 1), 2 * (nodes - 1)
+    if op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
+        return n - 1, nodes - 1
+    return n, nodes
+
+
+def _chain_latency(
+    step: Mapping[tuple[HwClass, str, Protocol], float],
+    info: GroupInfo,
+    proto: Protocol,
+    nsteps: int,
+    ninter: int,
+) -> float:
+    """The per-step latency of a ring broadcast or reduce (a chain): ``nsteps`` steps of its
+    transport's ``hwLat`` (the network's across servers; the tree's for Simple), plus the
+    latencies outside NCCL's tables, ``ninter`` of the steps across servers."""
+    hop = step[
+        (
+            HwClass.NET if info.nodes > 1 else info.intra_class,
+            "tree" if proto is Protocol.SIMPLE else "ring",
+            proto,
+        )
+    ]
+    return nsteps * hop + (nsteps - ninter) * info.alpha_intra_s + ninter * info.alpha_inter_s
