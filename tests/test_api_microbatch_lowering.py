@@ -10,19 +10,20 @@ from __future__ import annotations
 import pytest
 
 from perfmodel import api
+from perfmodel.pipeline import autosize
 
 SMALL_GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
 
 
 def _lowered_microbatches(monkeypatch: pytest.MonkeyPatch, sc: api.Scenario) -> list[int]:
     seen: list[int] = []
-    real = api._build_step
+    real = autosize.build_step
 
     def counting(sc_, r, workload_fn=None):
         seen.append(r.microbatch)
         return real(sc_, r, workload_fn)
 
-    monkeypatch.setattr(api, "_build_step", counting)
+    monkeypatch.setattr(autosize, "build_step", counting)
     api._REPORTS.clear()
     api.predict(sc, baseline=False)
     return seen

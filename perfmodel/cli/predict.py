@@ -684,6 +684,8 @@ def training_run(
         storage=sto,
         interval_s=interval,
     )
+
+
 # --------------------------------------------------------------------------- intervals (issue 26)
 
 

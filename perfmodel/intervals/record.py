@@ -576,10 +576,10 @@ def record_path() -> Path:
 def read_record(path: str | Path | None = None) -> tuple[ResidualRow, ...]:
     """The record at ``path`` (default: the shipped one); read once per process per file
     (cached by path and modification time)."""
-    from perfmodel.api import _file_stamp
+    from perfmodel._io import file_stamp
 
     p = Path(path) if path is not None else record_path()
-    return _read_cached(str(p), _file_stamp(str(p)))
+    return _read_cached(str(p), file_stamp(str(p)))
 
 
 @lru_cache(maxsize=4)

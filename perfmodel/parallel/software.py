@@ -795,7 +795,7 @@ def software_option_key(name: str, *, where: str = "--software-option") -> str:
 
 
 def _option_value(key: str, value: object, where: str) -> object:
-    from perfmodel.scenario_parse import parse_flag
+    from perfmodel._schema import parse_flag
 
     kind = SOFTWARE_OPTIONS[key].kind
     if kind == "bool":
