@@ -27,23 +27,18 @@ from collections.abc import Sequence
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import CPImpl
+from perfmodel.parallel.host_lead import issue_lead, issue_times
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
     Segment,
     StepInputs,
-    _embedding_grad_allreduce,
-    _issue_times,
-    block_runs,
     build_chunk,
     expert_grad_share,
-    partition,
-    stage_buffer_bytes,
-    stage_memory,
-    tied_embedding_params,
 )
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.param_sync import owner_bytes, owner_ranks
+from perfmodel.parallel.partition import block_runs, partition
 from perfmodel.parallel.periodic import (
     WINDOW_BACK,
     LazyGraph,
@@ -51,14 +46,16 @@ from perfmodel.parallel.periodic import (
     short_limit,
     window_gap,
 )
+from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import PipelineSchedule, Recompute
-from perfmodel.parallel.recipe import ParamSync, Sharding
+from perfmodel.parallel.recipe import ParamSync, Recipe, Sharding
 from perfmodel.parallel.schedule import (
     check_interleaved,
     stage_ops,
     stage_peak_in_flight,
     warmup_forwards,
 )
+from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import distinct_layers
 
@@ -617,7 +614,7 @@ class PipelineLowering:
 
     def host_step(self) -> None:
         """Host time on the critical path before compute (framework loop, batch split), then
-        each eager stage's issue lead (:func:`~perfmodel.parallel.lowering.issue_lead`): the
+        each eager stage's issue lead (:func:`~perfmodel.parallel.host_lead.issue_lead`): the
         kernels the host must issue before the GPU can run without waiting, which the first
         compute waits on."""
         host_s = self.host_step_s()
@@ -646,8 +643,6 @@ class PipelineLowering:
 
     def issue_lead(self, s: int) -> float:
         """Stage ``s``'s issue lead over the step's operation order."""
-        from perfmodel.parallel.lowering import issue_lead
-
         return issue_lead(
             self.costs,
             self.chunks,
@@ -843,7 +838,7 @@ class PipelineLowering:
         """Each stage's host issue time of the step's kernels (``m_step`` micro-batches, also
         in a short schedule: see :meth:`periodic_count`); computed once per lowering."""
         if self._issue is None:
-            self._issue = _issue_times(
+            self._issue = issue_times(
                 self.costs,
                 self.chunks,
                 self.P,
@@ -1268,3 +1263,39 @@ def lower_pipeline(
     """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`); ``coarse=False``: the
     executors run the fine graph too (one task pair per segment everywhere)."""
     return PipelineLowering(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse).lower()
+
+
+def _embedding_grad_allreduce(
+    b: GraphBuilder,
+    costs: Costs,
+    pl: Placement,
+    rc: Recipe,
+    params: int,
+    last_compute: list[int],
+    grad_comm: list[list[int]],
+) -> None:
+    """All-reduce of a tied word embedding's gradient between the first and the last pipeline
+    stage (each TP rank with its own shard; Megatron-LM ``_allreduce_embedding_grads``), after
+    both stages' backward; both stages' optimizers wait for it."""
+    P = len(last_compute)
+    groups = [(pl.gpu(0, 0, t), pl.gpu(0, P - 1, t)) for t in range(pl.tp)]
+    nbytes = params * rc.grad_reduce_bytes
+    dur = costs.concurrent_time(CollectiveOp.ALLREDUCE, nbytes, groups)
+    spec = CommSpec(
+        CollectiveOp.ALLREDUCE, nbytes, groups[0], "auto", CommKind.PP, tuple(groups[1:])
+    )
+    tid = b.add(
+        TaskKind.COLLECTIVE,
+        pl.gpu(0, P - 1, 0),
+        "dp",
+        dur,
+        [last_compute[0], last_compute[P - 1]],
+        label="embedding grad all-reduce",
+        comm=spec,
+    )
+    grad_comm[0].append(tid)
+    grad_comm[P - 1].append(tid)
+    b.notes.append(
+        f"tied word embedding: the last stage holds a copy ({params} parameters); its gradient is "
+        "all-reduced with the first stage after backward"
+    )

@@ -135,7 +135,7 @@ def _one_gpu_state_exceeds_memory(sc: Scenario, r: Resolved) -> bool:
     (weights, gradients, optimizer state of all ``P`` parameters of the zoo model; none of them
     a routed expert) ``> capacity``. The lowering's one stage holds these bytes plus tied
     copies, non-trainable buffers, activations, workspace and communication buffers, none negative
-    (:func:`perfmodel.parallel.lowering.stage_memory`), so its ``fits`` is then false too;
+    (:func:`perfmodel.parallel.stage_memory.stage_memory`), so its ``fits`` is then false too;
     decided without lowering the step (issue 14: GPT-3 175B needs 2.8 TB of Adam state; the
     1-GPU prediction was ~10 ms of a fresh ``predict``). ``False`` when it cannot say."""
     b_sc = baseline_scenario(sc, r)

@@ -9,7 +9,8 @@ from typing import Any
 
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import SystemCosts
-from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
+from perfmodel.parallel.lower_step import lower
+from perfmodel.parallel.lowering import LoweredStep, StepInputs
 from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode
 from perfmodel.pipeline.inputs import (

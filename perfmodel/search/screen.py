@@ -140,7 +140,7 @@ def recipe_memory(
 ) -> Any:
     """Memory of one GPU running ``workload`` (a whole model or one pipeline stage's layers)
     under a training recipe, the accounting of ``predict``
-    (:func:`perfmodel.parallel.lowering.stage_memory`) for one chunk.
+    (:func:`perfmodel.parallel.stage_memory.stage_memory`) for one chunk.
 
     Model state by the recipe (:meth:`~perfmodel.parallel.recipe.Recipe.model_state_bytes` over
     the ``replicas`` ranks that hold the same weights, ``dp x cp``): Megatron bf16 keeps FP32

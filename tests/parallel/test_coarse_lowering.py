@@ -22,13 +22,13 @@ from sim_synthetic import FakeCosts, block_workload, lower_synthetic
 import perfmodel.api as api
 import perfmodel.pipeline.lower as lower_stage
 from perfmodel.api import Scenario, predict, resolve
-from perfmodel.parallel import lowering
+from perfmodel.parallel import lower_step
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import LazyGraph
 from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.taskgraph import TaskKind
 from perfmodel.pipeline.lower import build_step
-from perfmodel.report.step import breakdown, critical_device
+from perfmodel.report.breakdown import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, _list_schedule, evaluate
 
@@ -45,7 +45,7 @@ def _scenario(**kw: object) -> Scenario:
 
 def _report(sc: Scenario, monkeypatch: pytest.MonkeyPatch, *, coarse: bool) -> api.StepReport:
     with monkeypatch.context() as m:
-        m.setattr(lower_stage, "lower", functools.partial(lowering.lower, coarse=coarse))
+        m.setattr(lower_stage, "lower", functools.partial(lower_step.lower, coarse=coarse))
         m.setattr(api, "_REPORTS", {})
         return predict(sc, baseline=False)
 
@@ -200,7 +200,7 @@ def _inputs(sc: Scenario) -> tuple:
 
     def spy(inp, costs, **kw):
         seen.append((inp, costs))
-        return lowering.lower(inp, costs, **kw)
+        return lower_step.lower(inp, costs, **kw)
 
     orig = lower_stage.lower
     lower_stage.lower = spy

@@ -18,7 +18,7 @@ from perfmodel.parallel.expert import (
     ring_exposed_s,
     torch_cp_exposed_s,
 )
-from perfmodel.parallel.lowering import partition
+from perfmodel.parallel.partition import partition
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
 from perfmodel.workload import ExpertRole, build_model

@@ -14,7 +14,7 @@ from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import SystemCosts
-from perfmodel.parallel.lowering import step_kernels
+from perfmodel.parallel.host_lead import step_kernels
 from perfmodel.parallel.plan import DPMode, ParallelismPlan
 from perfmodel.parallel.software import PRESETS, get_preset
 from perfmodel.topology import load_system

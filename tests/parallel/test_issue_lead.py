@@ -9,7 +9,8 @@ import pytest
 
 from perfmodel.api import Scenario, resolve
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lowering import Chunk, Segment, issue_lead
+from perfmodel.parallel.host_lead import issue_lead
+from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.plan import Recompute
 from perfmodel.pipeline.lower import build_step
 from perfmodel.workload.layers import LayerCost, LayerKind

@@ -12,10 +12,11 @@ import pytest
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.cli import main
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lowering import Chunk, Segment, stage_memory
+from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule, Recompute
 from perfmodel.parallel.recipe import AmpStyle, Sharding, build_recipe
 from perfmodel.parallel.software import get_preset
+from perfmodel.parallel.stage_memory import stage_memory
 from perfmodel.parallel.taskgraph import CommKind, TaskKind
 from perfmodel.pipeline.lower import build_step
 from perfmodel.workload.layers import LayerCost, LayerKind
@@ -479,7 +480,7 @@ def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
     sc = _sc(software="torchtitan", pp=4, microbatch=1, gpus=4, model_args=args)
     _, step = _graph(sc)
     assert step.memory and len(step.memory) == 4
-    from perfmodel.parallel.lowering import partition
+    from perfmodel.parallel.partition import partition
     from perfmodel.pipeline.inputs import zoo_workload
 
     wl = zoo_workload("gpt", 1, "bf16", 1, False, tuple(sorted(args.items())))

@@ -38,7 +38,7 @@ embeddings and the head), adding what these models do differently:
   keeps a copy of the word embedding synchronised with the first stage (Megatron-Core
   ``GPTModel`` builds the embedding on the MTP stage and all-reduces its gradient with the
   first), which the lowering charges through the tied-head rule
-  (:func:`perfmodel.parallel.lowering.tied_embedding_params`).
+  (:func:`perfmodel.parallel.stage_memory.tied_embedding_params`).
 
 Parameter counts are those of the trained model (what the optimizer holds): the HF checkpoint of
 DeepSeek-V3 adds a duplicate of the embedding and of the head to its MTP layer (684.5B with
