@@ -30,7 +30,6 @@ from typing import Any
 from perfmodel.api import Scenario, predict
 from perfmodel.compute.validation import DLE_BERT_VOCAB, dle_bert_recipe
 from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.intervals.record import ORIENTATION
 
 
 def assumed_precision(row: dict[str, Any]) -> bool:
@@ -621,9 +620,20 @@ def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
     return statistics.median(a), max(errs, key=abs)
 
 
-#: Orientation of each metric the mappings use: ``+1`` for a rate, ``-1`` for a time (one table
-#: for the accuracy table and the residual record).
-METRIC_ORIENTATION = ORIENTATION
+#: Orientation of each metric the validation mappings use: ``+1`` for a rate (higher is
+#: faster), ``-1`` for a time (one table for the accuracy table's signed median,
+#: :func:`speed_signed`, and the residual record,
+#: :attr:`perfmodel.intervals.record.ResidualRow.orientation`).
+METRIC_ORIENTATION: Mapping[str, int] = {
+    "throughput": 1,
+    "tokens": 1,
+    "tflops": 1,
+    "busbw": 1,
+    "rate": 1,
+    "iteration": -1,
+    "epoch": -1,
+    "time": -1,
+}
 
 
 def speed_signed(error: float, orientation: int) -> float:
