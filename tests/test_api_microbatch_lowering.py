@@ -86,7 +86,7 @@ def test_guided_search_answers_as_the_bisection(
     monkeypatch: pytest.MonkeyPatch, extra: dict
 ) -> None:
     """issue 14: the report of a search guided by the probes' memory is the bisection's."""
-    from perfmodel.search import autobatch
+    from perfmodel.pipeline import autobatch
 
     args = {"system": "dgx-a100", "nodes": 2, "model": "gpt", "model_args": SMALL_GPT}
     sc = api.Scenario(**{**args, **extra, "precision": "bf16", "optimizer": "adam",

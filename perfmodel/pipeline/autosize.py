@@ -1,5 +1,5 @@
 """Auto-size: the micro-batch a scenario runs when it does not give one (the largest that fits,
-:func:`perfmodel.search.autobatch.choose_microbatch`), lowering each size at most once.
+:func:`perfmodel.pipeline.autobatch.choose_microbatch`), lowering each size at most once.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep
 from perfmodel.parallel.plan import DPMode, PipelineSchedule
+from perfmodel.pipeline import autobatch
 from perfmodel.pipeline.inputs import WorkloadFn
 from perfmodel.pipeline.lower import build_step
 from perfmodel.pipeline.resolve import Resolved, resolve
 from perfmodel.scenario import Scenario
-from perfmodel.search import autobatch
 
 
 def auto_microbatch(
@@ -25,7 +25,7 @@ def auto_microbatch(
 ) -> tuple[Scenario, Resolved, LoweredStep, SystemCosts]:
     """The scenario's step, lowered; without a micro-batch, with pipelining or when the whole
     per-replica batch does not fit: the largest micro-batch that fits
-    (:func:`perfmodel.search.autobatch.choose_microbatch`), its reason appended to
+    (:func:`perfmodel.pipeline.autobatch.choose_microbatch`), its reason appended to
     ``defaults``. Crossbow learners keep their batch.
 
     Each micro-batch size is lowered at most once: with pipelining the resolved default (1)

@@ -1,6 +1,6 @@
 """The speedup baseline of a prediction: one GPU of the same system, model and software
 (:func:`baseline_scenario`), or the smallest GPU count that fits when one GPU does not
-(:func:`perfmodel.search.autobatch.fitting_baseline`).
+(:func:`perfmodel.pipeline.autobatch.fitting_baseline`).
 
 A baseline is itself a prediction: the caller passes :func:`perfmodel.api.predict` in as
 ``predict`` (this module sits below the API and never imports it). Baseline throughputs of zoo
@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 from perfmodel._io import file_stamp
 from perfmodel._memo import BoundedMemo
 from perfmodel.parallel.plan import Hybrid
+from perfmodel.pipeline import autobatch
 from perfmodel.pipeline.inputs import WorkloadFn
 from perfmodel.pipeline.lower import step_workload
 from perfmodel.pipeline.resolve import Resolved, resolve
 from perfmodel.report.step import StepReport
 from perfmodel.scenario import Scenario
-from perfmodel.search import autobatch
 
 #: :func:`perfmodel.api.predict` (its keywords ``workload_fn``, ``baseline``, ``_baseline``).
 PredictFn = Callable[..., StepReport]
@@ -158,7 +158,7 @@ def speedup_baseline(
     predict: PredictFn,
 ) -> autobatch.Baseline:
     """One GPU, or the smallest GPU count that fits when one GPU does not
-    (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    (:func:`perfmodel.pipeline.autobatch.fitting_baseline`)."""
     replica = r.plan.tp * r.plan.pp * r.plan.cp
 
     def run(k: int) -> tuple[float, bool]:

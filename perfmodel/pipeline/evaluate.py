@@ -16,7 +16,7 @@ from perfmodel.parallel.lowering import LoweredStep
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.inputs import host_profile
 from perfmodel.pipeline.resolve import Resolved
-from perfmodel.report.breakdown import Breakdown, breakdown, critical_device
+from perfmodel.report.step_breakdown import Breakdown, breakdown, critical_device
 from perfmodel.scenario import Scenario
 from perfmodel.scenario_parse import Fidelity
 from perfmodel.sim.engine import FlowComm, Timeline, evaluate, simulate

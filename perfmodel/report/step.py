@@ -1,5 +1,5 @@
 """StepReport: what one prediction says (its time, throughput, memory, speedup, notes and the
-breakdown of :mod:`perfmodel.report.breakdown`), and a token budget's steps, hours and cost.
+breakdown of :mod:`perfmodel.report.step_breakdown`), and a token budget's steps, hours and cost.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.report.breakdown import Breakdown
+from perfmodel.report.step_breakdown import Breakdown
 from perfmodel.sim.engine import Timeline
 from perfmodel.units import hour
 
@@ -94,7 +94,7 @@ class StepReport:
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
     baseline_gpus: int = 1
     """GPUs of the speedup baseline: 1, or the smallest count that fits in memory when one GPU
-    does not (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    does not (:func:`perfmodel.pipeline.autobatch.fitting_baseline`)."""
     defaults: tuple[str, ...] = ()
     """Choices made for the user, each with its reason (automatic micro-batch, speedup
     baseline); printed by :meth:`format_table`."""

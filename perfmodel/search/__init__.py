@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
     from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
 
-# name -> submodule, imported on first use (issue 14, cold start: predict imports autobatch only)
+# name -> submodule, imported on first use (issue 14, cold start: predict imports none of them)
 _EXPORTS = {
     "Objective": "compare",
     "SearchResult": "compare",

@@ -28,7 +28,7 @@ from perfmodel.parallel.periodic import LazyGraph
 from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.taskgraph import TaskKind
 from perfmodel.pipeline.lower import build_step
-from perfmodel.report.breakdown import breakdown, critical_device
+from perfmodel.report.step_breakdown import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, _list_schedule, evaluate
 

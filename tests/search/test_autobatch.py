@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import InfeasiblePlanError
-from perfmodel.search.autobatch import (
+from perfmodel.pipeline.autobatch import (
     Baseline,
     affine_limit,
     baseline_gpu_counts,

@@ -20,7 +20,7 @@ from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import GraphBuilder, Task, TaskKind
 from perfmodel.pipeline.lower import build_step
-from perfmodel.report.breakdown import breakdown, critical_device
+from perfmodel.report.step_breakdown import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import PeriodicTimeline, _list_schedule, evaluate
 

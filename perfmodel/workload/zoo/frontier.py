@@ -55,12 +55,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import perfmodel.workload.zoo.moe as _moe
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net
 from perfmodel.workload.layers import CommPoint
 from perfmodel.workload.window import AttentionWindow, WindowKind
-from perfmodel.workload.zoo import moe as _moe
 from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
 from perfmodel.workload.zoo.transformer import (
     Section,
