@@ -30,6 +30,7 @@ Objectives (lower score is better):
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import time
 from collections import Counter
@@ -496,16 +497,78 @@ def search_plans(
         if "model" not in base:
             raise ConfigError("base scenario needs a 'model' to search plans", where="model")
         shape = ModelShape.from_model(str(base["model"]), base.get("model_args") or {})
+    first, first_name = _first_stage(base, screen, fast)
+    t0 = time.perf_counter()
+    scenarios, meta, rejected, enumerated = _plan_scenarios(
+        base, gpus, global_batches, shape, space, nodes_for
+    )
+    in_process = first_name == "screen"
+    results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
+    pruned: Counter[str] = Counter()
+    score = functools.partial(objective_score, objective=obj, stat=stat, pricing=pricing)
+    feasible = _first_ranking(scenarios, meta, results, score, first_name, pruned)
+    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
+    notes: list[str] = []
+    later: list[tuple[str, Evaluator, int]] = []
+    if first_name == "screen" and analytic_k > 0:
+        later.append(("analytic", fast, analytic_k))
+    if confirm_k > 0:
+        later.append(("simulated", slow, confirm_k))
+    budget = _Budget(time.perf_counter(), budget_s, progress)
+    ranked = feasible
+    runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
+    try:
+        for name, ev, k in later:
+            ranked, stage = _later_stage(
+                name, ev, k, ranked, first_name, score, budget, runner, notes, pruned
+            )
+            stages.append(stage)
+    finally:
+        if runner is not None:
+            runner.close()
+    ranked, equivalents = _collapse_equal(ranked)
+    if equivalents:
+        pruned["same time and memory as a better-ranked plan"] += sum(
+            map(len, equivalents.values())
+        )
+    return SearchResult(
+        objective=obj,
+        ranked=tuple(ranked),
+        enumerated=enumerated,
+        rejected=dict(rejected),
+        pruned=dict(pruned),
+        stages=tuple(stages),
+        notes=tuple(notes),
+        tokens_per_sample=shape.seq_len,
+        equivalents=equivalents,
+        hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
+    )
+
+
+def _first_stage(
+    base: Mapping[str, Any], screen: Evaluator | bool, fast: Evaluator
+) -> tuple[Evaluator, str]:
+    """The first stage's evaluator and name: a :class:`PlanScreen` of ``base``
+    (``screen=True``), the analytic predictor (``False``), or the evaluator given."""
     if screen is True:
         from perfmodel.search.screen import PlanScreen
 
-        first: Evaluator = PlanScreen(base)
-        first_name = "screen"
-    elif screen is False:
-        first, first_name = fast, "analytic"
-    else:
-        first, first_name = screen, "screen"
-    t0 = time.perf_counter()
+        return PlanScreen(base), "screen"
+    if screen is False:
+        return fast, "analytic"
+    return screen, "screen"
+
+
+def _plan_scenarios(
+    base: Mapping[str, Any],
+    gpus: Sequence[int],
+    global_batches: Sequence[int],
+    shape: ModelShape,
+    space: SearchSpace,
+    nodes_for: Callable[[int], int] | None,
+) -> tuple[list[dict[str, Any]], list[tuple[Mapping[str, Any], int, int]], Counter[str], int]:
+    """Every enumerated plan of every GPU count and global batch as a scenario dict, with its
+    ``(plan, gpus, global batch)``; the enumeration's rejections and how many it enumerated."""
     scenarios: list[dict[str, Any]] = []
     meta: list[tuple[Mapping[str, Any], int, int]] = []
     rejected: Counter[str] = Counter()
@@ -530,9 +593,19 @@ def search_plans(
                     sc["nodes"] = int(nodes_for(int(g)))
                 scenarios.append(sc)
                 meta.append((plan, int(g), int(gb)))
-    in_process = first_name == "screen"
-    results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
-    pruned: Counter[str] = Counter()
+    return scenarios, meta, rejected, enumerated
+
+
+def _first_ranking(
+    scenarios: Sequence[dict[str, Any]],
+    meta: Sequence[tuple[Mapping[str, Any], int, int]],
+    results: Sequence[tuple[Any, Any]],
+    score: Callable[..., float],
+    first_name: str,
+    pruned: Counter[str],
+) -> list[Candidate]:
+    """The first stage's plans that fit, best first (ties: the simpler plan, then the label);
+    a plan tying exactly with a simpler one of the same degrees is counted in ``pruned``."""
     feasible: list[Candidate] = []
     for sc, (plan, g, gb), (rep, err) in zip(scenarios, meta, results):
         if rep is None:
@@ -541,10 +614,8 @@ def search_plans(
         if not rep.get("fits_in_memory", True):
             pruned["does not fit in memory"] += 1
             continue
-        score = objective_score(rep, obj, gpus=g, global_batch=gb, stat=stat, pricing=pricing)
-        feasible.append(
-            Candidate(sc, plan, g, gb, {first_name: rep}, {first_name: score}, first_name)
-        )
+        s = score(rep, gpus=g, global_batch=gb)
+        feasible.append(Candidate(sc, plan, g, gb, {first_name: rep}, {first_name: s}, first_name))
     feasible.sort(key=lambda c: (c.score, _complexity(c.plan), c.label))
     # plans whose knobs change nothing (e.g. selective recomputation with fused attention) tie
     # exactly with a simpler plan: keep the simplest, count the rest
@@ -565,112 +636,96 @@ def search_plans(
             continue
         seen.add(sig)
         unique.append(c)
-    feasible = unique
-    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
-    notes: list[str] = []
-    later: list[tuple[str, Evaluator, int]] = []
-    if first_name == "screen" and analytic_k > 0:
-        later.append(("analytic", fast, analytic_k))
-    if confirm_k > 0:
-        later.append(("simulated", slow, confirm_k))
-    t_budget = time.perf_counter()
-    ranked = feasible
-    runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
-    try:
-        for name, ev, k in later:
-            t1 = time.perf_counter()
-            head: list[Candidate] = []
-            dropped: set[int] = set()  # out of memory or rejected at this stage
-            stopped = None
-            prev_name = ranked[0].stage if ranked else first_name
-            want = min(k, len(ranked))
-            tries = 0
-            for c in ranked:
-                if len(head) >= k or tries >= 3 * k:
-                    break
-                tries += 1
-                spent = time.perf_counter() - t_budget
-                if progress is not None:
-                    left = (
-                        ""
-                        if budget_s is None
-                        else f", at most {max(budget_s - spent, 0):.0f} s left"
-                    )
-                    progress(f"{name} {len(head)}/{want} plans{left}")
-                if budget_s is not None and spent >= budget_s:
-                    stopped = (
-                        f"{name} stage stopped after {len(head)} of {want} plans: "
-                        f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
-                    )
-                    break
-                try:
-                    if runner is not None and budget_s is not None:
-                        rep = runner.run(ev, c.scenario, timeout_s=budget_s - spent)
-                    else:
-                        rep = dict(ev(c.scenario))
-                except _BudgetExceeded:
-                    stopped = (
-                        f"{name} stage stopped after {len(head)} of {want} plans: "
-                        f"{c.label} was still running when the {budget_s:g} s budget ran out"
-                    )
-                    break
-                except PerfModelError as exc:
-                    notes.append(f"{name} rejected {c.label}: {exc}")
-                    pruned[f"rejected by the {name} stage"] += 1
-                    dropped.add(id(c.scenario))
-                    continue
-                except Exception as exc:  # a predictor bug must not lose the earlier stages
-                    notes.append(
-                        f"{name} FAILED on {c.label} (internal error, please report): "
-                        f"{type(exc).__name__}: {exc}"
-                    )
-                    continue
-                if not rep.get("fits_in_memory", True):  # never ranked (issue 28, item 3)
-                    pruned[f"does not fit in memory ({name} stage)"] += 1
-                    dropped.add(id(c.scenario))
-                    continue
-                sc_ = objective_score(
-                    rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
-                )
-                head.append(c.with_stage(name, rep, sc_))
-            if stopped is not None:
-                stopped += _left_at(ranked, head, dropped, want, prev_name)
-            tau = pval = math.nan
-            top1 = None
-            finite = [c for c in head if math.isfinite(c.score)]
-            if len(finite) >= 2:
-                tau, pval = kendall_tau_b(
-                    [c.scores[prev_name] for c in finite], [c.score for c in finite]
-                )
-            if head:
-                top1 = min(head, key=_rank_key) is head[0]
-            done_ids = {id(c.scenario) for c in head} | dropped
-            ranked = sorted(head, key=_rank_key) + [
-                c for c in ranked if id(c.scenario) not in done_ids
-            ]
-            stages.append(
-                StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
+    return unique
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The later stages' shared wall-time budget: started at ``t0``, ``budget_s`` long
+    (``None``: no limit), with the progress line it reports to."""
+
+    t0: float
+    budget_s: float | None
+    progress: Progress | None
+
+
+def _later_stage(
+    name: str,
+    ev: Evaluator,
+    k: int,
+    ranked: list[Candidate],
+    first_name: str,
+    score: Callable[..., float],
+    budget: _Budget,
+    runner: _IsolatedRunner | None,
+    notes: list[str],
+    pruned: Counter[str],
+) -> tuple[list[Candidate], StageSummary]:
+    """One later stage: down ``ranked`` until ``k`` plans that fit are evaluated (at most
+    ``3 k`` tries, within the budget), those re-ranked first; its summary with Kendall's tau
+    against the stage before."""
+    budget_s, progress = budget.budget_s, budget.progress
+    t1 = time.perf_counter()
+    head: list[Candidate] = []
+    dropped: set[int] = set()  # out of memory or rejected at this stage
+    stopped = None
+    prev_name = ranked[0].stage if ranked else first_name
+    want = min(k, len(ranked))
+    tries = 0
+    for c in ranked:
+        if len(head) >= k or tries >= 3 * k:
+            break
+        tries += 1
+        spent = time.perf_counter() - budget.t0
+        if progress is not None:
+            left = "" if budget_s is None else f", at most {max(budget_s - spent, 0):.0f} s left"
+            progress(f"{name} {len(head)}/{want} plans{left}")
+        if budget_s is not None and spent >= budget_s:
+            stopped = (
+                f"{name} stage stopped after {len(head)} of {want} plans: "
+                f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
             )
-    finally:
-        if runner is not None:
-            runner.close()
-    ranked, equivalents = _collapse_equal(ranked)
-    if equivalents:
-        pruned["same time and memory as a better-ranked plan"] += sum(
-            map(len, equivalents.values())
-        )
-    return SearchResult(
-        objective=obj,
-        ranked=tuple(ranked),
-        enumerated=enumerated,
-        rejected=dict(rejected),
-        pruned=dict(pruned),
-        stages=tuple(stages),
-        notes=tuple(notes),
-        tokens_per_sample=shape.seq_len,
-        equivalents=equivalents,
-        hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
-    )
+            break
+        try:
+            if runner is not None and budget_s is not None:
+                rep = runner.run(ev, c.scenario, timeout_s=budget_s - spent)
+            else:
+                rep = dict(ev(c.scenario))
+        except _BudgetExceeded:
+            stopped = (
+                f"{name} stage stopped after {len(head)} of {want} plans: "
+                f"{c.label} was still running when the {budget_s:g} s budget ran out"
+            )
+            break
+        except PerfModelError as exc:
+            notes.append(f"{name} rejected {c.label}: {exc}")
+            pruned[f"rejected by the {name} stage"] += 1
+            dropped.add(id(c.scenario))
+            continue
+        except Exception as exc:  # a predictor bug must not lose the earlier stages
+            notes.append(
+                f"{name} FAILED on {c.label} (internal error, please report): "
+                f"{type(exc).__name__}: {exc}"
+            )
+            continue
+        if not rep.get("fits_in_memory", True):  # never ranked (issue 28, item 3)
+            pruned[f"does not fit in memory ({name} stage)"] += 1
+            dropped.add(id(c.scenario))
+            continue
+        head.append(c.with_stage(name, rep, score(rep, gpus=c.gpus, global_batch=c.global_batch)))
+    if stopped is not None:
+        stopped += _left_at(ranked, head, dropped, want, prev_name)
+    tau = pval = math.nan
+    top1 = None
+    finite = [c for c in head if math.isfinite(c.score)]
+    if len(finite) >= 2:
+        tau, pval = kendall_tau_b([c.scores[prev_name] for c in finite], [c.score for c in finite])
+    if head:
+        top1 = min(head, key=_rank_key) is head[0]
+    done_ids = {id(c.scenario) for c in head} | dropped
+    ranked = sorted(head, key=_rank_key) + [c for c in ranked if id(c.scenario) not in done_ids]
+    stage = StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
+    return ranked, stage
 
 
 def _left_at(
