@@ -357,7 +357,8 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
 
 
 def _run_search(args: argparse.Namespace) -> int:
-    from perfmodel.search.compare import format_table, search_plans
+    from perfmodel.search.compare import search_plans
+    from perfmodel.search.compare_table import format_table
     from perfmodel.search.sweep import cap_workers
 
     base = _base(args)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from perfmodel._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from perfmodel.search.compare import Objective, SearchResult, format_table, search_plans
+    from perfmodel.search.compare import Objective, SearchResult, search_plans
+    from perfmodel.search.compare_table import format_table
     from perfmodel.search.cost import Pricing
     from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
     from perfmodel.search.sweep import SweepSpec, run_sweep
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Objective": "compare",
     "SearchResult": "compare",
-    "format_table": "compare",
+    "format_table": "compare_table",
     "search_plans": "compare",
     "Pricing": "cost",
     "ModelShape": "plans",
