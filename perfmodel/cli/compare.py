@@ -359,7 +359,7 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
 def _run_search(args: argparse.Namespace) -> int:
     from perfmodel.search.compare import search_plans
     from perfmodel.search.compare_table import format_table
-    from perfmodel.search.sweep import cap_workers
+    from perfmodel.search.sweep_workers import cap_workers
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -475,7 +475,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
     from perfmodel.search.compare import search_plans
-    from perfmodel.search.sweep import cap_workers
+    from perfmodel.search.sweep_workers import cap_workers
     from perfmodel.search.whatif import parse_systems
 
     base = _base(args)
