@@ -15,7 +15,7 @@ import perfmodel.pipeline.baseline as baseline
 import perfmodel.pipeline.inputs as inputs
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
-from perfmodel.parallel import costs, lower_pipeline
+from perfmodel.parallel import costs, lower_shortcuts
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.pipeline.lower import build_step
 from perfmodel.search.sweep import SweepSpec
@@ -71,15 +71,15 @@ def test_shared_chunks_are_the_chunks_a_cold_lowering_builds(kw: dict[str, objec
     # system costs kept from earlier tests may hold price tables the shared list has dropped
     inputs._system_costs.cache_clear()
     costs._SHARED_COMPUTE.clear()
-    lower_pipeline._SHARED_CHUNKS.clear()
+    lower_shortcuts._SHARED_CHUNKS.clear()
     api._REPORTS.clear()
     small, big = _ddp(1, **kw), _ddp(4, **kw)
     build_step(small, resolve(small))
-    assert len(lower_pipeline._SHARED_CHUNKS) == 1
+    assert len(lower_shortcuts._SHARED_CHUNKS) == 1
     warm, _ = build_step(big, resolve(big))
-    assert len(lower_pipeline._SHARED_CHUNKS) == 1  # read, not added
+    assert len(lower_shortcuts._SHARED_CHUNKS) == 1  # read, not added
     rep_warm = predict(big, baseline=False)
-    lower_pipeline._SHARED_CHUNKS.clear()
+    lower_shortcuts._SHARED_CHUNKS.clear()
     api._REPORTS.clear()
     cold, _ = build_step(big, resolve(big))
     rep_cold = predict(big, baseline=False)
@@ -90,7 +90,7 @@ def test_shared_chunks_are_the_chunks_a_cold_lowering_builds(kw: dict[str, objec
 
 
 def test_chunks_with_tensor_parallelism_are_not_shared() -> None:
-    lower_pipeline._SHARED_CHUNKS.clear()
+    lower_shortcuts._SHARED_CHUNKS.clear()
     sc = Scenario(
         system="dgx-a100",
         nodes=2,
@@ -103,7 +103,7 @@ def test_chunks_with_tensor_parallelism_are_not_shared() -> None:
         fidelity="analytic",
     )
     build_step(sc, resolve(sc))
-    assert not lower_pipeline._SHARED_CHUNKS
+    assert not lower_shortcuts._SHARED_CHUNKS
 
 
 def test_a_speedup_baseline_is_predicted_once_for_every_cluster_size(monkeypatch) -> None:
