@@ -187,6 +187,21 @@ class Scenario:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: The fields that name the hardware, in flag order (:func:`perfmodel.api.topology_of`'s cache
+#: key; the ``perfmodel predict`` system flags set them).
+HARDWARE_FIELDS = (
+    "system",
+    "nodes",
+    "network",
+    "nics_per_node",
+    "gpu",
+    "gpus_per_node",
+    "intra_node",
+    "fabric_topology",
+    "oversubscription",
+    "nccl",
+)
+
 _FIELD_NAMES = tuple(f.name for f in fields(Scenario))
 
 _SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict keeps them as is
@@ -228,4 +243,4 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
     return value
 
 
-__all__ = ["Scenario"]
+__all__ = ["HARDWARE_FIELDS", "Scenario"]

@@ -42,10 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from perfmodel._io import (
-    load_structured,
-)
+from perfmodel._io import load_structured
 from perfmodel.errors import ConfigError
+from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
 from perfmodel.search.sweep_file import (
     INTERVAL_COLUMNS,
@@ -70,21 +69,7 @@ from perfmodel.search.sweep_workers import (
 
 #: Scenario keys that choose the hardware (:func:`perfmodel.api.topology_of`'s cache key and
 #: the profile): :meth:`SweepSpec.points` ``(grouped=True)`` varies them slowest.
-HARDWARE_KEYS = frozenset(
-    {
-        "system",
-        "nodes",
-        "network",
-        "nics_per_node",
-        "gpu",
-        "gpus_per_node",
-        "intra_node",
-        "fabric_topology",
-        "oversubscription",
-        "nccl",
-        "calibration",
-    }
-)
+HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"})
 
 
 def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
 
@@ -100,16 +101,7 @@ def parse_systems(text: str, *, where: str = "--systems") -> list[SystemOption]:
 
 
 #: Scenario keys of an option's overrides that shape its hardware (what ``topology_of`` reads)
-_HARDWARE_KEYS = (
-    "network",
-    "nics_per_node",
-    "gpu",
-    "gpus_per_node",
-    "intra_node",
-    "fabric_topology",
-    "oversubscription",
-    "calibration",
-)
+_HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"} - {"system", "nodes", "nccl"})
 
 
 def catalogue_gpus_per_node(option: SystemOption) -> int:
