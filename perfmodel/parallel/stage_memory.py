@@ -1,6 +1,10 @@
 """Memory of one pipeline stage (:func:`stage_memory`): weights, gradients, optimizer state,
 activations of the micro-batches in flight, workspace, communication buffers and non-trainable
 buffers, each as the step's recipe keeps them.
+
+Long function kept whole: :func:`stage_memory` (~130 lines, a third of them its docstring) adds a
+stage's memory terms in one order, each beside its source; split, the sum's order would be
+scattered over helpers.
 """
 
 from __future__ import annotations
