@@ -56,6 +56,18 @@ def os_error_message(exc: OSError) -> str:
     return reasons.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
 
 
+def file_stamp(path: str) -> int | None:
+    """Modification time (ns) of ``path``, ``None`` if it cannot be read.
+
+    Part of every cache key that a calibration profile feeds, so a profile rewritten on disk
+    (``perfmodel calibrate`` again, a hand edit) is read again instead of served stale.
+    """
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None  # load_profile raises its own error naming the file
+
+
 def read_bytes(path: str | os.PathLike[str], *, where: str | None = None) -> bytes:
     """The bytes of a regular file; every failure is a :class:`FileAccessError` naming it.
 

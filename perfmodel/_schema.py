@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from perfmodel.errors import PerfModelError, SchemaError
+from perfmodel.errors import ConfigError, PerfModelError, SchemaError
 
 _MISSING: Any = object()
 
@@ -74,6 +74,23 @@ def as_bool(
     if not isinstance(value, bool):
         raise _fail(where, path, value, "true or false", error)
     return value
+
+
+def parse_flag(v: Any, *, where: str) -> bool:
+    """A boolean from a scenario, a file or a sweep axis: ``True``/``False``, or true/false,
+    yes/no, on/off, 1/0 in any case; anything else is a :class:`ConfigError` naming ``where``.
+
+    >>> parse_flag("False", where="x"), parse_flag(1, where="x")
+    (False, True)
+    """
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
 
 
 def as_int(

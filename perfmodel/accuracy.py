@@ -30,7 +30,6 @@ from typing import Any
 from perfmodel.api import Scenario, predict
 from perfmodel.compute.validation import DLE_BERT_VOCAB, dle_bert_recipe
 from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.intervals.record import ORIENTATION
 
 
 def assumed_precision(row: dict[str, Any]) -> bool:
@@ -621,9 +620,20 @@ def _median_worst(errs: Sequence[float]) -> tuple[float, float]:
     return statistics.median(a), max(errs, key=abs)
 
 
-#: Orientation of each metric the mappings use: ``+1`` for a rate, ``-1`` for a time (one table
-#: for the accuracy table and the residual record).
-METRIC_ORIENTATION = ORIENTATION
+#: Orientation of each metric the validation mappings use: ``+1`` for a rate (higher is
+#: faster), ``-1`` for a time (one table for the accuracy table's signed median,
+#: :func:`speed_signed`, and the residual record,
+#: :attr:`perfmodel.intervals.record.ResidualRow.orientation`).
+METRIC_ORIENTATION: Mapping[str, int] = {
+    "throughput": 1,
+    "tokens": 1,
+    "tflops": 1,
+    "busbw": 1,
+    "rate": 1,
+    "iteration": -1,
+    "epoch": -1,
+    "time": -1,
+}
 
 
 def speed_signed(error: float, orientation: int) -> float:
@@ -668,65 +678,8 @@ def accuracy_table(
     Megatron-Bridge GB300 / GB200 / B300 rows (:mod:`perfmodel.accuracy_2026`, about 30 s more);
     without them that row is left out.
     """
-    from perfmodel.comm.validation import CommComparison, CommSkip, compare
-    from perfmodel.comm.validation import map_row as map_comm_row
-    from perfmodel.compute.validation import RowPrediction, deduplicate_runs, predict_row
-
-    out: list[AccuracyRow] = []
-    single = [
-        r
-        for r in rows
-        if r["kind"] == "compute_microbenchmark"
-        or (r["kind"] == "training_scaling" and r["hardware"].get("gpus") == 1)
-    ]
-    comp = [
-        r
-        for r in deduplicate_runs([predict_row(r) for r in single])
-        if isinstance(r, RowPrediction) and not r.in_sample
-    ]
-    med, worst = _median_worst([r.signed_error for r in comp])
-    out.append(
-        AccuracyRow(
-            "single-GPU compute (DeepBench GEMM/conv, 1-GPU training throughput)",
-            len(comp),
-            med,
-            worst,
-            0.20,
-            signed=_signed_median(
-                [r.signed_error for r in comp], [_unit_orientation(r.unit) for r in comp]
-            ),
-        )
-    )
-    by_ic: dict[str, list[float]] = defaultdict(list)
-    ic_orient: dict[str, list[int]] = defaultdict(list)
-    for r in rows:
-        if r["kind"] != "comm_microbenchmark":
-            continue
-        sc = map_comm_row(r)
-        if isinstance(sc, CommSkip):
-            continue
-        c = compare(sc)
-        if isinstance(c, CommComparison) and c.large:
-            by_ic[sc.interconnect].append(c.error)
-            ic_orient[sc.interconnect].append(METRIC_ORIENTATION[sc.metric])
-    for ic, label, target in (
-        ("NVLink", "NVLink (DGX-1V)", 0.15),
-        ("NVSwitch", "NVSwitch (DGX A100)", 0.15),
-        ("PCIe", "PCIe", 0.25),
-        ("InfiniBand", "InfiniBand", 0.25),
-    ):
-        if by_ic.get(ic):
-            med, worst = _median_worst(by_ic[ic])
-            out.append(
-                AccuracyRow(
-                    f"collectives, large messages, {label}",
-                    len(by_ic[ic]),
-                    med,
-                    worst,
-                    target,
-                    signed=_signed_median(by_ic[ic], ic_orient[ic]),
-                )
-            )
+    out: list[AccuracyRow] = [_compute_row(rows)]
+    out.extend(_collective_rows(rows))
     tr = training if training is not None else training_results(rows)
     judged = tr.judged()
     errs = [p / q - 1 for _m, p, q, _ in judged]
@@ -770,15 +723,88 @@ def accuracy_table(
             text=f"tau {rk.weighted_tau:+.2f} within jobs ({rk.pooled_tau:+.2f} pooled)",
         )
     )
+    return AccuracyTable(tuple(out), _interconnect_rows(judged))
+
+
+def _compute_row(rows: Sequence[Mapping[str, Any]]) -> AccuracyRow:
+    """Single-GPU compute: the out-of-sample compute microbenchmarks and 1-GPU training rows
+    (:mod:`perfmodel.compute.validation`, runs of one configuration once)."""
+    from perfmodel.compute.validation import RowPrediction, deduplicate_runs, predict_row
+
+    single = [
+        r
+        for r in rows
+        if r["kind"] == "compute_microbenchmark"
+        or (r["kind"] == "training_scaling" and r["hardware"].get("gpus") == 1)
+    ]
+    comp = [
+        r
+        for r in deduplicate_runs([predict_row(r) for r in single])
+        if isinstance(r, RowPrediction) and not r.in_sample
+    ]
+    med, worst = _median_worst([r.signed_error for r in comp])
+    return AccuracyRow(
+        "single-GPU compute (DeepBench GEMM/conv, 1-GPU training throughput)",
+        len(comp),
+        med,
+        worst,
+        0.20,
+        signed=_signed_median(
+            [r.signed_error for r in comp], [_unit_orientation(r.unit) for r in comp]
+        ),
+    )
+
+
+def _collective_rows(rows: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
+    """Large-message collectives per interconnect (:mod:`perfmodel.comm.validation`)."""
+    from perfmodel.comm.validation import CommComparison, CommSkip, compare
+    from perfmodel.comm.validation import map_row as map_comm_row
+
+    out: list[AccuracyRow] = []
+    by_ic: dict[str, list[float]] = defaultdict(list)
+    ic_orient: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        if r["kind"] != "comm_microbenchmark":
+            continue
+        sc = map_comm_row(r)
+        if isinstance(sc, CommSkip):
+            continue
+        c = compare(sc)
+        if isinstance(c, CommComparison) and c.large:
+            by_ic[sc.interconnect].append(c.error)
+            ic_orient[sc.interconnect].append(METRIC_ORIENTATION[sc.metric])
+    for ic, label, target in (
+        ("NVLink", "NVLink (DGX-1V)", 0.15),
+        ("NVSwitch", "NVSwitch (DGX A100)", 0.15),
+        ("PCIe", "PCIe", 0.25),
+        ("InfiniBand", "InfiniBand", 0.25),
+    ):
+        if by_ic.get(ic):
+            med, worst = _median_worst(by_ic[ic])
+            out.append(
+                AccuracyRow(
+                    f"collectives, large messages, {label}",
+                    len(by_ic[ic]),
+                    med,
+                    worst,
+                    target,
+                    signed=_signed_median(by_ic[ic], ic_orient[ic]),
+                )
+            )
+    return out
+
+
+def _interconnect_rows(judged: Sequence[Any]) -> tuple[Any, ...]:
+    """``(interconnect, rows, median |error|, worst)`` of the judged training rows, in the
+    table's order of interconnects."""
     by_class: dict[str, list[float]] = defaultdict(list)
     for m, p, q, _ in judged:
         by_class[m.interconnect].append(p / q - 1)
     order = ["NVLink", "InfiniBand", "NVSwitch", "PCIe", "single GPU"]
     classes = sorted(by_class, key=lambda k: (order.index(k) if k in order else len(order), k))
-    ic_rows = tuple(
+    return tuple(
         (k, len(by_class[k]), *(_median_worst(by_class[k]))) for k in classes if by_class[k]
     )
-    return AccuracyTable(tuple(out), ic_rows)
 
 
 def _modern_rows(modern: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:

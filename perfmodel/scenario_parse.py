@@ -1,4 +1,4 @@
-"""A :class:`~perfmodel.api.Scenario` parsed once, at the edge, into typed values.
+"""A :class:`~perfmodel.scenario.Scenario` parsed once, at the edge, into typed values.
 
 ``Scenario`` keeps what the user wrote (the ``perfmodel predict`` flags, a scenario file's keys,
 a sweep axis): text such as ``precision="bf16"``, ``schedule="1f1b"``, ``placement="tp,pp,dp"``.
@@ -10,7 +10,7 @@ one step, raising a typed :class:`~perfmodel.errors.ConfigError` that names the 
 (``docs/design.md``, "Strings from files and flags are parsed into typed values once, at the
 edge").
 
->>> from perfmodel.api import Scenario
+>>> from perfmodel.scenario import Scenario
 >>> p = parse_scenario(Scenario(precision="BF16", optimizer="AdamW", schedule="pipedream-flush",
 ...                             batch_per_gpu=8, placement="tp, dp, pp"))
 >>> p.precision.value, p.optimizer.value, p.schedule.value, p.placement
@@ -42,7 +42,7 @@ from perfmodel.workload.kernels import Fp8Recipe
 from perfmodel.workload.memory import Optimizer, RecomputeModule
 
 if TYPE_CHECKING:
-    from perfmodel.api import Scenario
+    from perfmodel.scenario import Scenario
 
 
 class Fidelity(str, enum.Enum):
@@ -218,26 +218,9 @@ def _zero(v: Any) -> int | None:
     raise ConfigError(f"zero={v!r}: ZeRO stage must be 0, 1, 2 or 3", value=v, where=_where("zero"))
 
 
-def parse_flag(v: Any, *, where: str) -> bool:
-    """A boolean from a scenario, a file or a sweep axis: ``True``/``False``, or true/false,
-    yes/no, on/off, 1/0 in any case; anything else is a :class:`ConfigError` naming ``where``.
-
-    >>> parse_flag("False", where="x"), parse_flag(1, where="x")
-    (False, True)
-    """
-    if isinstance(v, bool):
-        return v
-    text = str(v).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
-
-
 def _flag(v: Any, name: str) -> bool:
     """``v`` if it is ``True`` or ``False``: a :class:`Scenario` holds real booleans (text from
-    files and axes is converted at the edge by :func:`parse_flag`)."""
+    files and axes is converted at the edge by :func:`perfmodel._schema.parse_flag`)."""
     if not isinstance(v, bool):
         where = _where(name)
         raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)

@@ -10,19 +10,20 @@ from __future__ import annotations
 import pytest
 
 from perfmodel import api
+from perfmodel.pipeline import autosize
 
 SMALL_GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
 
 
 def _lowered_microbatches(monkeypatch: pytest.MonkeyPatch, sc: api.Scenario) -> list[int]:
     seen: list[int] = []
-    real = api._build_step
+    real = autosize.build_step
 
     def counting(sc_, r, workload_fn=None):
         seen.append(r.microbatch)
         return real(sc_, r, workload_fn)
 
-    monkeypatch.setattr(api, "_build_step", counting)
+    monkeypatch.setattr(autosize, "build_step", counting)
     api._REPORTS.clear()
     api.predict(sc, baseline=False)
     return seen
@@ -85,7 +86,7 @@ def test_guided_search_answers_as_the_bisection(
     monkeypatch: pytest.MonkeyPatch, extra: dict
 ) -> None:
     """issue 14: the report of a search guided by the probes' memory is the bisection's."""
-    from perfmodel.search import autobatch
+    from perfmodel.pipeline import autobatch
 
     args = {"system": "dgx-a100", "nodes": 2, "model": "gpt", "model_args": SMALL_GPT}
     sc = api.Scenario(**{**args, **extra, "precision": "bf16", "optimizer": "adam",

@@ -17,35 +17,6 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfmodel"
 
-#: Circles still open in the rooms of the other helper of wave 3 (house2: ``api``, ``cli``,
-#: ``search``, ``parallel``, ``workload``, ``report``, ``intervals``, ``accuracy*``): each is
-#: removed from this list with its fix (the test fails while a listed circle no longer exists).
-OPEN_ELSEWHERE: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"perfmodel.workload.zoo", "perfmodel.workload.zoo.frontier"}),
-        frozenset(
-            {"perfmodel.parallel.recipe", "perfmodel.parallel.software", "perfmodel.scenario_parse"}
-        ),
-        frozenset(
-            {
-                "perfmodel.parallel.lower_dp_variants",
-                "perfmodel.parallel.lower_pipeline",
-                "perfmodel.parallel.lowering",
-            }
-        ),
-        frozenset(
-            {
-                "perfmodel.accuracy",
-                "perfmodel.intervals.answers",
-                "perfmodel.intervals.conformal",
-                "perfmodel.intervals.record",
-                "perfmodel.search._eval",
-            }
-        ),
-    }
-)
-
-
 def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     """Dotted module name -> (file, whether it is a package's ``__init__``)."""
     out = {}
@@ -117,10 +88,7 @@ def circles(graph: nx.DiGraph) -> set[frozenset[str]]:
 
 def test_no_import_circles() -> None:
     found = circles(import_graph())
-    new = sorted(sorted(c) for c in found - OPEN_ELSEWHERE)
-    assert not new, f"import circles: {new}"
-    closed = sorted(sorted(c) for c in OPEN_ELSEWHERE - found)
-    assert not closed, f"no longer circles (remove them from OPEN_ELSEWHERE): {closed}"
+    assert not found, f"import circles: {sorted(sorted(c) for c in found)}"
 
 
 def test_the_scan_sees_function_level_and_package_imports(tmp_path: Path) -> None:

@@ -6,12 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-import perfmodel.api as api
+import perfmodel.pipeline.resolve as resolve_stage
 from perfmodel.api import Scenario, resolve
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.host.input_pipeline import DatasetKind, LoaderKind
 from perfmodel.parallel.plan import DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
+from perfmodel.pipeline.lower import build_step
 from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_placement, parse_scenario
 from perfmodel.workload.memory import Optimizer
 from perfmodel.workload.memory import Recompute as MemoryRecompute
@@ -96,26 +97,26 @@ def test_placement_text_and_tuple() -> None:
 
 def test_resolve_parses_once_and_passes_types_down(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Scenario] = []
-    real = api.parse_scenario
+    real = resolve_stage.parse_scenario
 
     def counting(sc: Scenario) -> ParsedScenario:
         calls.append(sc)
         return real(sc)
 
-    monkeypatch.setattr(api, "parse_scenario", counting)
+    monkeypatch.setattr(resolve_stage, "parse_scenario", counting)
     sc = replace(SC, optimizer="adam", precision="bf16", placement="tp,dp,pp")
     r = resolve(sc)
     assert len(calls) == 1
     assert r.parsed.placement == ("tp", "dp", "pp")
     assert r.optimizer is Optimizer.ADAM and r.recipe is not None
     assert r.recipe.optimizer is Optimizer.ADAM
-    step, _ = api._build_step(sc, r)
+    step, _ = build_step(sc, r)
     assert step.num_gpus == 8
 
 
 def test_file_flags_share_one_parser() -> None:
     """Files accept true/false, yes/no, on/off, 1/0 for flags (one parser, at the edge)."""
-    from perfmodel.scenario_parse import parse_flag
+    from perfmodel._schema import parse_flag
 
     assert [parse_flag(v, where="x") for v in ("No", "on", 0, True)] == [False, True, False, True]
     with pytest.raises(ConfigError, match="x must be true or false"):

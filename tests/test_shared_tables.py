@@ -11,10 +11,13 @@ import dataclasses
 import pytest
 
 import perfmodel.api as api
-from perfmodel.api import Scenario, _build_step, predict, resolve
+import perfmodel.pipeline.baseline as baseline
+import perfmodel.pipeline.inputs as inputs
+from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
-from perfmodel.parallel import costs, lower_pipeline
+from perfmodel.parallel import costs, lower_shortcuts
 from perfmodel.parallel.costs import SystemCosts
+from perfmodel.pipeline.lower import build_step
 from perfmodel.search.sweep import SweepSpec
 from perfmodel.topology import load_system
 
@@ -66,19 +69,19 @@ def test_shared_chunks_are_the_chunks_a_cold_lowering_builds(kw: dict[str, objec
     """The chunks of a 4-server plan read from the memo a 1-server plan filled equal those
     built from scratch, segment by segment, and the step and its report are the same."""
     # system costs kept from earlier tests may hold price tables the shared list has dropped
-    api._system_costs.cache_clear()
+    inputs._system_costs.cache_clear()
     costs._SHARED_COMPUTE.clear()
-    lower_pipeline._SHARED_CHUNKS.clear()
+    lower_shortcuts._SHARED_CHUNKS.clear()
     api._REPORTS.clear()
     small, big = _ddp(1, **kw), _ddp(4, **kw)
-    _build_step(small, resolve(small))
-    assert len(lower_pipeline._SHARED_CHUNKS) == 1
-    warm, _ = _build_step(big, resolve(big))
-    assert len(lower_pipeline._SHARED_CHUNKS) == 1  # read, not added
+    build_step(small, resolve(small))
+    assert len(lower_shortcuts._SHARED_CHUNKS) == 1
+    warm, _ = build_step(big, resolve(big))
+    assert len(lower_shortcuts._SHARED_CHUNKS) == 1  # read, not added
     rep_warm = predict(big, baseline=False)
-    lower_pipeline._SHARED_CHUNKS.clear()
+    lower_shortcuts._SHARED_CHUNKS.clear()
     api._REPORTS.clear()
-    cold, _ = _build_step(big, resolve(big))
+    cold, _ = build_step(big, resolve(big))
     rep_cold = predict(big, baseline=False)
     assert warm.graph.tasks == cold.graph.tasks and warm.memory == cold.memory
     fields = ("iteration_time_s", "breakdown", "memory", "notes", "defaults")
@@ -87,7 +90,7 @@ def test_shared_chunks_are_the_chunks_a_cold_lowering_builds(kw: dict[str, objec
 
 
 def test_chunks_with_tensor_parallelism_are_not_shared() -> None:
-    lower_pipeline._SHARED_CHUNKS.clear()
+    lower_shortcuts._SHARED_CHUNKS.clear()
     sc = Scenario(
         system="dgx-a100",
         nodes=2,
@@ -99,15 +102,15 @@ def test_chunks_with_tensor_parallelism_are_not_shared() -> None:
         precision="bf16",
         fidelity="analytic",
     )
-    _build_step(sc, resolve(sc))
-    assert not lower_pipeline._SHARED_CHUNKS
+    build_step(sc, resolve(sc))
+    assert not lower_shortcuts._SHARED_CHUNKS
 
 
 def test_a_speedup_baseline_is_predicted_once_for_every_cluster_size(monkeypatch) -> None:
     """Pure data parallelism on 1-8 servers shares one 1-GPU baseline: predicted once, read
     by the others, also once the whole-report cache has forgotten it; the speedups are those
     of a cold prediction."""
-    api._BASELINES.entries.clear()
+    baseline.BASELINES.entries.clear()
     api._REPORTS.clear()
     calls: list[Scenario] = []
     real = api._predict
@@ -124,7 +127,7 @@ def test_a_speedup_baseline_is_predicted_once_for_every_cluster_size(monkeypatch
     predict(_ddp(16))
     assert len(calls) == 1
     monkeypatch.setattr(api, "_predict", real)
-    api._BASELINES.entries.clear()
+    baseline.BASELINES.entries.clear()
     api._REPORTS.clear()
     assert [predict(_ddp(n)).speedup for n in (1, 2, 4, 8)] == [r.speedup for r in reps]
     assert dataclasses.replace(reps[3], timeline=None) == dataclasses.replace(

@@ -100,6 +100,7 @@ def test_update_residuals_writes_the_record(fake_table, tmp_path, monkeypatch, c
     """The record is generated from the table's own training predictions and written where
     asked; the coverage printed is the new record's."""
     from perfmodel.intervals import record as rec
+    from perfmodel.intervals import residuals
     from perfmodel.intervals.features import KernelFeatures, Quantity
 
     row = rec.ResidualRow(
@@ -113,7 +114,7 @@ def test_update_residuals_writes_the_record(fake_table, tmp_path, monkeypatch, c
         return (row,)
 
     monkeypatch.setattr(acc, "training_results", lambda rows: "TRAINING")
-    monkeypatch.setattr(rec, "generate", fake_generate)
+    monkeypatch.setattr(residuals, "generate", fake_generate)
     out = tmp_path / "residuals.jsonl"
     assert main(["validate", "--published", "--update-residuals", str(out)]) == 0
     assert rec.parse_record(out.read_text()) == (row,)

@@ -11,23 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from perfmodel.cli import _types as ty
 from perfmodel.errors import ConfigError
+from perfmodel.scenario import HARDWARE_FIELDS
 
 if TYPE_CHECKING:  # the topology stack (networkx) loads when a system is built, not at parse
     from perfmodel.topology import Topology
 
 #: Scenario keys set by the :func:`add_system_args` flags (``--fabric`` -> ``fabric_topology``).
-SYSTEM_KEYS = (
-    "system",
-    "nodes",
-    "network",
-    "nics_per_node",
-    "gpu",
-    "gpus_per_node",
-    "intra_node",
-    "fabric_topology",
-    "oversubscription",
-    "nccl",
-)
+SYSTEM_KEYS = HARDWARE_FIELDS
 
 
 def add_quiet_arg(

@@ -149,6 +149,14 @@ def register(subparsers: Any) -> None:
         "statistically tied (docs/intervals.md); off: no intervals",
     )
     add_quiet_arg(p)
+    _add_search_args(p)
+    _add_cost_args(p)
+    p.set_defaults(func=run)
+
+
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    """The plan search's space (degrees, micro-batches, schedules, ZeRO, recomputation) and
+    stages (screen, analytic, simulated; budget and processes)."""
     s = p.add_argument_group("plan search space")
     s.add_argument(
         "--tp", help="tensor-parallel degrees to try (default: powers of two dividing heads)"
@@ -205,6 +213,10 @@ def register(subparsers: Any) -> None:
         default=1,
         help="processes for a non-screen first stage",
     )
+
+
+def _add_cost_args(p: argparse.ArgumentParser) -> None:
+    """Prices, run length and deadline of the what-if, and time to accuracy's inputs."""
     c = p.add_argument_group("cost, deadline and time to accuracy")
     c.add_argument(
         "--price-per-gpu-hour", help="price of one GPU-hour (one value or one per system)"
@@ -249,7 +261,6 @@ def register(subparsers: Any) -> None:
         "--tta-data", help="JSONL with time_to_accuracy rows to fit (seeds.jsonl schema)"
     )
     c.add_argument("--tta-match", help="keep rows whose id/model contains this text")
-    p.set_defaults(func=run)
 
 
 def _base(args: argparse.Namespace) -> dict[str, Any]:
@@ -346,8 +357,9 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
 
 
 def _run_search(args: argparse.Namespace) -> int:
-    from perfmodel.search.compare import format_table, search_plans
-    from perfmodel.search.sweep import cap_workers
+    from perfmodel.search.compare import search_plans
+    from perfmodel.search.compare_table import format_table
+    from perfmodel.search.sweep_workers import cap_workers
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -463,7 +475,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
     from perfmodel.search.compare import search_plans
-    from perfmodel.search.sweep import cap_workers
+    from perfmodel.search.sweep_workers import cap_workers
     from perfmodel.search.whatif import parse_systems
 
     base = _base(args)

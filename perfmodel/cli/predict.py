@@ -78,6 +78,17 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--recompute", choices=["none", "selective", "full"])
     add_quiet_arg(p)
+    _add_software_args(p)
+    _add_data_args(p)
+    add_run_args(p)
+    _add_output_args(p)
+    p.set_defaults(func=run)
+
+
+def _add_software_args(p: argparse.ArgumentParser) -> None:
+    """``predict``'s flags of the training stack: sequence parallelism, ZeRO, the software
+    preset and its options, the optimizer, the convolution memory format and Crossbow's
+    learners."""
     p.add_argument(
         "--sequence-parallel",
         action=argparse.BooleanOptionalAction,
@@ -114,6 +125,10 @@ def register(subparsers: Any) -> None:
         type=ty.positive_int("--learners-per-gpu"),
         help="Crossbow learners per GPU",
     )
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    """``predict``'s flags of the data: epoch size, input pipeline, token budget and price."""
     p.add_argument(
         "--dataset-size",
         type=ty.positive_int("--dataset-size"),
@@ -144,7 +159,10 @@ def register(subparsers: Any) -> None:
         type=ty.positive_float("--price-per-gpu-hour"),
         help="price of one GPU-hour (your currency): with --tokens, prints the cost",
     )
-    add_run_args(p)
+
+
+def _add_output_args(p: argparse.ArgumentParser) -> None:
+    """``predict``'s flags of the calibration, the executor and what is written or printed."""
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
     p.add_argument("--fidelity", choices=["simulated", "analytic"])
     p.add_argument(
@@ -182,7 +200,6 @@ def register(subparsers: Any) -> None:
         "exposed communication per kind, host, idle and the slowest-GPU wait, adding up to the "
         "iteration time, each with its source (with --json: an 'explain' object)",
     )
-    p.set_defaults(func=run)
 
 
 #: Flags copied into the scenario under their own name (when given).
@@ -423,13 +440,20 @@ def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.api import Scenario, predict, predict_curve
-    from perfmodel.report.trace import plot_gantt, plot_speedup, write_chrome_trace
+    from perfmodel.api import Scenario
 
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
     sc = Scenario.from_dict(d, where=where)
-    pricing = None
+    pricing = _pricing(args, sc)
+    if curve:
+        return _run_curve(args, sc, curve, pricing)
+    return _run_one(args, sc, pricing)
+
+
+def _pricing(args: argparse.Namespace, sc: Any) -> Any:
+    """The price of a ``--tokens`` budget: ``--price-per-gpu-hour`` (refused without
+    ``--tokens``), else the cloud system's list price (:func:`listed_pricing`), else ``None``."""
     if args.price_per_gpu_hour is not None:
         from perfmodel.search.cost import Pricing
 
@@ -439,92 +463,101 @@ def run(args: argparse.Namespace) -> int:
                 value=args.price_per_gpu_hour,
                 where="--price-per-gpu-hour",
             )
-        pricing = Pricing(args.price_per_gpu_hour)
-    elif args.tokens is not None:
-        pricing = listed_pricing(sc)
-    if curve:
-        reports = predict_curve(sc, curve)
-        level = getattr(args, "interval", None)
-        ivs = [_intervals(r, level) for r in reports]
-        if args.plot:
-            plot_speedup(
-                reports,
-                args.plot,
-                title=f"{sc.model} on {sc.system} ({sc.software})",
-                intervals=[None if sp is None else (sp[0], sp[1]) for _, sp, _ in ivs],
-                level=level,
+        return Pricing(args.price_per_gpu_hour)
+    if args.tokens is not None:
+        return listed_pricing(sc)
+    return None
+
+
+def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any) -> int:
+    """``--gpus 1,2,4,8``: one prediction per GPU count, as JSON rows or a table, and the
+    speedup plot."""
+    from perfmodel.api import predict_curve
+    from perfmodel.report.trace import plot_speedup
+
+    reports = predict_curve(sc, curve)
+    level = getattr(args, "interval", None)
+    ivs = [_intervals(r, level) for r in reports]
+    if args.plot:
+        plot_speedup(
+            reports,
+            args.plot,
+            title=f"{sc.model} on {sc.system} ({sc.software})",
+            intervals=[None if sp is None else (sp[0], sp[1]) for _, sp, _ in ivs],
+            level=level,
+        )
+    if args.json:
+        rows = [r.to_dict() for r in reports]
+        if getattr(args, "explain", False):
+            for row, r in zip(rows, reports, strict=True):
+                row.update(explain_dict(sc, r))
+        if args.tokens is not None:
+            for row, r in zip(rows, reports, strict=True):
+                row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
+        for row, iv in zip(rows, ivs, strict=True):
+            row.update(_interval_json(level, *iv))
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        _print_curve(args, sc, reports, ivs, level)
+    if args.plot:
+        print(f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _print_curve(
+    args: argparse.Namespace, sc: Any, reports: Any, ivs: Any, level: float | None
+) -> None:
+    """A curve's table: one row per GPU count, then the executor, the choices and notes of the
+    rows (each once) and what the ranges rest on."""
+    print(header(sc, reports[-1], curve=True))
+    epoch = any(r.epoch_time_s is not None for r in reports)
+    pct = f"{100 * level:g}%" if level is not None else ""
+    print(
+        f"{'GPUs':>5} {'plan':<28} {'iter time':>11} "
+        + (f"{pct + ' iter time':>21} " if level is not None else "")
+        + f"{'samples/s':>11} {'speedup':>8} {'eff':>5} "
+        + (f"{pct + ' speedup':>13} " if level is not None else "")
+        + f"{'exp.comm':>9} {'mem/GPU':>9} fits"
+        + (f" {'epoch':>24}" if epoch else "")
+        + (f" {'time to train':>24}" if args.tokens is not None else "")
+    )
+    for r, iv in zip(reports, ivs, strict=True):
+        t_cell, s_cell = _curve_interval_cells(*iv) if level is not None else ("", "")
+        print(
+            f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms "
+            + t_cell
+            + f"{r.throughput_samples_per_s:11.1f} {_speedup_cells(r)} "
+            + s_cell
+            + f"{r.exposed_comm_time_s * 1e3:7.2f}ms "
+            f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
+            + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
+            + (
+                f" {_epoch_text(r.token_budget(args.tokens).time_s):>24}"
+                if args.tokens is not None
+                else ""
             )
-        if args.json:
-            rows = [r.to_dict() for r in reports]
-            if getattr(args, "explain", False):
-                for row, r in zip(rows, reports, strict=True):
-                    row.update(explain_dict(sc, r))
-            if args.tokens is not None:
-                for row, r in zip(rows, reports, strict=True):
-                    row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
-            for row, iv in zip(rows, ivs, strict=True):
-                row.update(_interval_json(level, *iv))
-            json.dump(rows, sys.stdout, indent=2, default=str)
-            sys.stdout.write("\n")
-        else:
-            print(header(sc, reports[-1], curve=True))
-            epoch = any(r.epoch_time_s is not None for r in reports)
-            pct = f"{100 * level:g}%" if level is not None else ""
-            print(
-                f"{'GPUs':>5} {'plan':<28} {'iter time':>11} "
-                + (f"{pct + ' iter time':>21} " if level is not None else "")
-                + f"{'samples/s':>11} {'speedup':>8} {'eff':>5} "
-                + (f"{pct + ' speedup':>13} " if level is not None else "")
-                + f"{'exp.comm':>9} {'mem/GPU':>9} fits"
-                + (f" {'epoch':>24}" if epoch else "")
-                + (f" {'time to train':>24}" if args.tokens is not None else "")
-            )
-            for r, iv in zip(reports, ivs, strict=True):
-                t_cell, s_cell = _curve_interval_cells(*iv) if level is not None else ("", "")
-                print(
-                    f"{r.num_gpus:>5} {r.plan['describe']:<28} {r.iteration_time_s * 1e3:9.2f}ms "
-                    + t_cell
-                    + f"{r.throughput_samples_per_s:11.1f} {_speedup_cells(r)} "
-                    + s_cell
-                    + f"{r.exposed_comm_time_s * 1e3:7.2f}ms "
-                    f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
-                    + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
-                    + (
-                        f" {_epoch_text(r.token_budget(args.tokens).time_s):>24}"
-                        if args.tokens is not None
-                        else ""
-                    )
-                )
-            # the executor that timed the rows, as the single prediction's "[analytic]" says
-            print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
-            # choices made per row (automatic micro-batch, speedup baseline) and notes: each
-            # once, with the GPU counts it concerns unless every row has it
-            for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
-                print(line)
-            for line in _curve_interval_notes(level, reports, ivs):
-                print(line)
-        if args.plot:
-            print(
-                f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout
-            )
-        return 0
+        )
+    # the executor that timed the rows, as the single prediction's "[analytic]" says
+    print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
+    # choices made per row (automatic micro-batch, speedup baseline) and notes: each
+    # once, with the GPU counts it concerns unless every row has it
+    for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+        print(line)
+    for line in _curve_interval_notes(level, reports, ivs):
+        print(line)
+
+
+def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
+    """One prediction: the files asked for (trace, Gantt chart, Chakra traces), then JSON or
+    the table with its interval, explanation, token budget and training-run estimate."""
+    from perfmodel.api import predict
+
     run_opts = run_options(args)
     report = predict(sc)
     budget = None if args.tokens is None else report.token_budget(args.tokens, pricing)
     estimate = None if budget is None else training_run(sc, report, args, pricing, run_opts)
-    if args.trace and report.timeline is not None:
-        write_chrome_trace(report.timeline, args.trace)
-    if args.gantt and report.timeline is not None:
-        plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
-    chakra_paths = []
-    if args.chakra and report.timeline is not None:
-        from perfmodel.api import chakra_metadata, topology_of
-        from perfmodel.report.chakra import write_chakra
-
-        ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
-        chakra_paths = write_chakra(
-            report.timeline, args.chakra, ranks=ranks, meta=chakra_metadata(sc, report)
-        )
+    chakra_paths = _write_files(args, sc, report)
     level = getattr(args, "interval", None)
     step_iv, _speed_iv, iv_error = _intervals(report, level, speedup=False)
     if args.json:
@@ -540,30 +573,47 @@ def run(args: argparse.Namespace) -> int:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
-    else:
-        print(header(sc, report))
-        print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
-        if getattr(args, "explain", False):
-            print("\n".join(explain_lines(sc, report)))
-        if budget is not None:
-            print("\n".join(budget.format_lines()))
-        if estimate is not None:
-            print("\n".join(estimate.format_lines()))
-        if args.trace:
-            print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
-        if args.gantt:
-            print(f"Gantt chart written to {args.gantt}")
-        if chakra_paths:
-            names = (
-                chakra_paths[0].name
-                if len(chakra_paths) == 1
-                else f"{chakra_paths[0].name} ... {chakra_paths[-1].name}"
-            )
-            print(
-                f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
-                f"{names} (one per simulated rank)"
-            )
+        return 0
+    print(header(sc, report))
+    print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
+    if getattr(args, "explain", False):
+        print("\n".join(explain_lines(sc, report)))
+    if budget is not None:
+        print("\n".join(budget.format_lines()))
+    if estimate is not None:
+        print("\n".join(estimate.format_lines()))
+    if args.trace:
+        print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    if args.gantt:
+        print(f"Gantt chart written to {args.gantt}")
+    if chakra_paths:
+        names = (
+            chakra_paths[0].name
+            if len(chakra_paths) == 1
+            else f"{chakra_paths[0].name} ... {chakra_paths[-1].name}"
+        )
+        print(
+            f"Chakra traces written to {args.chakra}: {len(chakra_paths)} file(s), "
+            f"{names} (one per simulated rank)"
+        )
     return 0
+
+
+def _write_files(args: argparse.Namespace, sc: Any, report: Any) -> list[Any]:
+    """Write ``--trace``, ``--gantt`` and ``--chakra`` of one prediction; the Chakra files."""
+    from perfmodel.report.trace import plot_gantt, write_chrome_trace
+
+    if args.trace and report.timeline is not None:
+        write_chrome_trace(report.timeline, args.trace)
+    if args.gantt and report.timeline is not None:
+        plot_gantt(report.timeline, args.gantt, title=f"{sc.model}: {report.plan['describe']}")
+    if not (args.chakra and report.timeline is not None):
+        return []
+    from perfmodel.api import chakra_metadata, topology_of
+    from perfmodel.report.chakra import write_chakra
+
+    ranks = {g: i for i, g in enumerate(topology_of(sc).gpus)}
+    return write_chakra(report.timeline, args.chakra, ranks=ranks, meta=chakra_metadata(sc, report))
 
 
 # ------------------------------------------------------------------ token budget: what it costs

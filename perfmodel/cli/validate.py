@@ -193,7 +193,8 @@ def _record_path(args: argparse.Namespace) -> Path | None:
 def _record(args: argparse.Namespace, out: Path | None, training: object) -> tuple:  # type: ignore[type-arg]
     """The residual record: regenerated (and written to ``out``) with ``--update-residuals``,
     else the shipped one (or DIR's)."""
-    from perfmodel.intervals.record import generate, read_record, write_record
+    from perfmodel.intervals.record import read_record, write_record
+    from perfmodel.intervals.residuals import generate
 
     if out is None:
         if args.published:  # DIR's own record where it has one

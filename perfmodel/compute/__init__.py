@@ -8,7 +8,8 @@
 True
 """
 
-from perfmodel.compute.model import Bound, ComputeModel, GemmEfficiency, LayerTime, gemm_efficiency
+from perfmodel.compute.gemm import GemmEfficiency, gemm_efficiency
+from perfmodel.compute.model import Bound, ComputeModel, LayerTime
 from perfmodel.compute.params import ALIGNMENT_ELEMENTS, HOST_DISPATCH_S, ComputeParams, Tile
 
 __all__ = [

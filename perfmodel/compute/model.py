@@ -28,7 +28,6 @@ efficiencies.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -54,7 +53,8 @@ from perfmodel.workload.layers import (
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
 from .attention import AttentionEfficiency, attention_efficiency
-from .params import ComputeParams, Tile
+from .gemm import GemmEfficiency, gemm_efficiency
+from .params import ComputeParams
 
 #: Ratio ``fwd_flop / (2 m n k batch)`` of a fused-attention layer below which its mask is taken
 #: as causal (:func:`attention_shape`): a full mask gives ``(d + d_v) / d`` (2 for ``d_v = d``,
@@ -103,104 +103,6 @@ class Bound(str, enum.Enum):
 
     COMPUTE = "compute"
     MEMORY = "memory"
-
-
-@dataclass(frozen=True)
-class GemmEfficiency:
-    """Outcome of the tile/wave model for one GEMM.
-
-    Attributes
-    ----------
-    efficiency
-        Fraction of the dtype's datasheet peak this GEMM reaches (all factors multiplied).
-    tile
-        Chosen tile as ``"MxN"`` (with ``/splitK`` when split).
-    tiles
-        Number of tiles (CTAs) launched.
-    waves
-        ``tiles / (sm_count x ctas_per_sm)``: below 1 means idle SMs; a fractional last wave
-        wastes the rest of that wave.
-    tile_utilisation, wave_utilisation, k_utilisation
-        The three quantisation factors (1.0 = no loss).
-    """
-
-    efficiency: float
-    tile: str
-    tiles: int
-    waves: float
-    tile_utilisation: float
-    wave_utilisation: float
-    k_utilisation: float
-
-
-#: Shortest reduction slice a split-K factor may leave, elements. An estimate, not fitted: a
-#: slice of 256 runs its main loop at ``keff = 256 / (256 + k_overhead)`` = 0.8 with the default
-#: 64-element fill/drain (:class:`ComputeParams` ``k_overhead``), and each halving costs a further
-#: reduction pass; shorter slices are not searched.
-SPLIT_K_MIN_SLICE = 256
-
-#: Largest split-K factor searched (a bound on the search, far above what a below-one-wave grid
-#: of a real layer needs).
-SPLIT_K_MAX = 1024
-
-
-def gemm_efficiency(
-    gemm: GemmShape,
-    *,
-    sm_count: int,
-    ceiling: float,
-    tiles: tuple[Tile, ...],
-    k_overhead: float,
-    split_k_efficiency: float = 0.9,
-) -> GemmEfficiency:
-    """Best predicted efficiency of a GEMM over the tile menu and split-K factors.
-
-    For a tile ``tm x tn`` and split factor ``S``::
-
-        T      = ceil(m/tm) ceil(n/tn) batch S                      (tiles)
-        pad    = m n batch / (ceil(m/tm) ceil(n/tn) batch tm tn)    (tile quantisation)
-        waves  = T / (sm_count ctas_per_sm);  wave = waves / ceil(waves)
-        keff   = (k/S) / (k/S + k_overhead)
-        eff    = ceiling x tile.efficiency x pad x wave x keff (x split_k_efficiency if S > 1)
-
-    Examples
-    --------
-    A 1024^3 GEMM on an 80-SM GPU: 256x128 tiles give 32 tiles (0.4 wave); 128x64 tiles at two
-    per SM give 128 tiles = 0.8 wave, the best choice:
-
-    >>> e = gemm_efficiency(GemmShape(1024, 1024, 1024), sm_count=80, ceiling=1.0,
-    ...                     tiles=(Tile(256, 128, 1.0), Tile(128, 64, 1.0, 2)), k_overhead=0)
-    >>> e.tile, e.tiles, round(e.waves, 2), round(e.efficiency, 2)
-    ('128x64', 128, 0.8, 0.8)
-    """
-    m, n, k, batch = max(gemm.m, 1), max(gemm.n, 1), max(gemm.k, 1), max(gemm.batch, 1)
-    # the best candidate's numbers; its GemmEfficiency (and tile name) is built once, at the end
-    best: tuple[float, Tile, int, int, float, float, float, float] | None = None
-    for tile in tiles:
-        tm_count, tn_count = math.ceil(m / tile.m), math.ceil(n / tile.n)
-        base_tiles = tm_count * tn_count * batch
-        pad = (m * n * batch) / (base_tiles * tile.m * tile.n)
-        slots = sm_count * tile.ctas_per_sm
-        split = 1
-        while True:
-            t = base_tiles * split
-            waves = t / slots
-            wave = waves / math.ceil(waves)
-            kk = k / split
-            keff = kk / (kk + k_overhead)
-            eff = ceiling * tile.efficiency * pad * wave * keff
-            if split > 1:
-                eff *= split_k_efficiency
-            if best is None or eff > best[0]:  # the first of equal candidates, as listed
-                best = (eff, tile, split, t, waves, pad, wave, keff)
-            # split-K only helps while the grid is below one wave and k stays long
-            if waves >= 1.0 or k / (split * 2) < SPLIT_K_MIN_SLICE or split >= SPLIT_K_MAX:
-                break
-            split *= 2
-    assert best is not None
-    eff, tile, split, t, waves, pad, wave, keff = best
-    name = f"{tile.m}x{tile.n}" + (f"/splitK{split}" if split > 1 else "")
-    return GemmEfficiency(eff, name, t, waves, pad, wave, keff)
 
 
 @dataclass(frozen=True)
@@ -342,6 +244,50 @@ def kernel_class_seconds(
                 if cast > 0:
                     out["cast"] = out.get("cast", 0.0) + m * n * cast
     return out
+
+
+def _autocast_casts(
+    layer: LayerCost, prec: Precision, p: ComputeParams
+) -> tuple[float, float, int]:
+    """``(weight cast bytes, input cast bytes, weight cast kernels)`` of one forward under
+    autocast with ``cast_weights_each_step``: the FP32 weights (and bias) to 16 bit,
+    ``4 + 2`` bytes per parameter, and a linear layer's FP32 input from a norm; zeros
+    otherwise.
+
+    Autocast casts the weights (and bias) of GEMM-like ops only (conv, linear); norms and
+    embeddings keep FP32 weights (PyTorch "Automatic Mixed Precision" op reference). A layer
+    without parameters of its own (a bare GEMM microbenchmark, a tied LM head) is charged no
+    weight cast."""
+    g = layer.gemm
+    cast_w = cast_in_bytes = 0.0
+    cast_w_kernels = 0
+    autocast = prec.mixed and p.cast_weights_each_step
+    if autocast and layer.kind in (LayerKind.CONV, LayerKind.LINEAR):
+        weights = float(layer.params)
+        bias = 0.0
+        if layer.kind is LayerKind.LINEAR and g is not None:
+            bias = max(weights - g.k * g.n * g.batch, 0.0)
+        if weights:
+            cast_w = weights * (4 + prec.param_bytes)
+            cast_w_kernels = 1 + (1 if bias else 0)
+        if layer.casts_input and g is not None:
+            cast_in_bytes = g.m * g.k * g.batch * (4.0 + prec.activation_bytes)
+    return cast_w, cast_in_bytes, cast_w_kernels
+
+
+@dataclass(frozen=True)
+class _BwdPass:
+    """How a GEMM layer's backward passes run: their dtype, whether a convolution or a routed
+    experts' grouped GEMM, the rate multipliers (Winograd, alignment, the FP8 rates of the
+    forward, input-gradient and weight-gradient passes) and the layout transposes' time."""
+
+    dtype: DType
+    conv: bool
+    grouped: bool
+    wino: float
+    align: float
+    fp8_rates: tuple[float, float, float]
+    transpose_s: float
 
 
 class ComputeModel:
@@ -594,23 +540,8 @@ class ComputeModel:
             dtype = DType.TF32  # cuDNN's TF32 convolutions (PyTorch's default; matmuls stay FP32)
         wino = self._winograd(layer, dtype)
         align = self._alignment(layer, dtype)
-        cast_w = cast_in_bytes = 0.0
-        cast_w_kernels = 0
-        # autocast casts the weights (and bias) of GEMM-like ops only (conv, linear); norms and
-        # embeddings keep FP32 weights (PyTorch "Automatic Mixed Precision" op reference). A
-        # layer without parameters of its own (a bare GEMM microbenchmark, a tied LM head) is
-        # charged no weight cast.
+        cast_w, cast_in_bytes, cast_w_kernels = _autocast_casts(layer, prec, p)
         autocast = prec.mixed and p.cast_weights_each_step
-        if autocast and layer.kind in (LayerKind.CONV, LayerKind.LINEAR):
-            weights = float(layer.params)
-            bias = 0.0
-            if layer.kind is LayerKind.LINEAR and g is not None:
-                bias = max(weights - g.k * g.n * g.batch, 0.0)
-            if weights:
-                cast_w = weights * (4 + prec.param_bytes)
-                cast_w_kernels = 1 + (1 if bias else 0)
-            if layer.casts_input and g is not None:
-                cast_in_bytes = g.m * g.k * g.batch * (4.0 + prec.activation_bytes)
         if autocast and layer.autocast_fp32:
             scale = 4.0 / prec.activation_bytes
             layer = replace(
@@ -624,29 +555,7 @@ class ComputeModel:
             transpose_s = self._mem_time(2.0 * io_bytes) + 2 * p.kernel_launch_s
         host = p.host_dispatch_s
         if layer.kind is LayerKind.ATTENTION and g is not None:
-            peak = p.peak(dtype)
-            att = self.attention(layer)
-            t_fc = layer.fwd_flop / (peak * att.fwd)
-            t_bc = layer.bwd_flop / (peak * att.bwd)
-            k_f = max(layer.kernels, 1)
-            k_b = 2 * k_f if layer.bwd_kernels is None else max(layer.bwd_kernels, 1)
-            t_fm = self._mem_time(layer.fwd_bytes)
-            fwd_gpu = max(t_fc, t_fm) + k_f * p.kernel_launch_s
-            bwd_gpu = max(t_bc, self._mem_time(layer.bwd_bytes)) + k_b * p.kernel_launch_s
-            fwd, bwd = fwd_gpu, bwd_gpu
-            bound = Bound.COMPUTE if t_fc >= t_fm else Bound.MEMORY
-            return LayerTime(
-                fwd,
-                bwd,
-                0.0,
-                bound,
-                att.fwd,
-                None,
-                f"fused ({att.backend.value})",
-                host_bound=(k_f + k_b) * host > fwd_gpu + bwd_gpu,
-                host_s=(k_f + k_b) * host,
-                host_fwd_s=k_f * host,
-            )
+            return self._fused_attention_time(layer, dtype)
         # routed experts: the grouped GEMM's per-expert launches (perfmodel.compute.grouped)
         grouped = (
             layer.expert_role is ExpertRole.EXPERT
@@ -680,83 +589,19 @@ class ComputeModel:
         bytes_w = layer.bwd_bytes - bytes_in
         # FP32 gradients of the 16-bit weight (and bias) copies (ToCopyBackward); the input's
         # gradient is cast back to FP32 after the input-gradient pass
-        t_in = t_w = 0.0
         if g is not None and layer.kind is LayerKind.MATMUL:
-            k_in, _ = self._bwd_kernel_split(layer, False)
-            if layer.bwd_kernels is None:
-                k_in = 2 * max(layer.kernels, 1)
-            g_in = GemmShape(g.m, g.k, g.n, g.batch)
-            t_in, _, _ = self._pass_time(
-                layer.bwd_input_flop, bytes_in, g_in, dtype, k_in, rate_multiplier=align
-            )
-            gpu_s += t_in
-            host_s += k_in * host
+            t_in, t_w, host_add = self._bwd_activation_product(layer, dtype, bytes_in, align)
         elif g is not None:
-            has_in = layer.bwd_input_flop > 0
-            has_w = layer.bwd_weight_flop > 0
-            k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w)
-            if not has_in:
-                k_in, k_w = 0, k_in + k_w
-            g_in = GemmShape(g.m, g.k, g.n, g.batch)
-            g_w = GemmShape(g.k, g.n, g.m, g.batch)
-            if has_in:
-                t_in, _, _ = self._pass_time(
-                    layer.bwd_input_flop,
-                    bytes_in,
-                    g_in,
-                    dtype,
-                    max(k_in, 1),
-                    conv=conv,
-                    rate_multiplier=wino * align * fp8_rates[1],
-                    grouped=grouped,
-                )
-                t_in += transpose_s
-                if cast_in_bytes:  # the input gradient back to FP32
-                    c = self._cast_time(cast_in_bytes, 1)
-                    t_in += c
-                    cast_s += c
-                    k_in += 1
-            if has_w:
-                t_w, _, _ = self._pass_time(
-                    layer.bwd_weight_flop,
-                    bytes_w,
-                    g_w,
-                    dtype,
-                    max(k_w, 1),
-                    conv=conv,
-                    rate_multiplier=wino * align * fp8_rates[2],
-                    grouped=grouped,
-                )
-                t_w += transpose_s
-                if cast_w:  # the weight gradient to FP32
-                    c = self._cast_time(cast_w, cast_w_kernels)
-                    t_w += c
-                    cast_s += c
-                    k_w += cast_w_kernels
-            gpu_s += t_in + t_w
-            host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
+            bp = _BwdPass(dtype, conv, grouped, wino, align, fp8_rates, transpose_s)
+            t_in, t_w, cast_s, host_add = self._bwd_gemm(
+                layer, bp, bytes_in, bytes_w, cast_s, (cast_in_bytes, cast_w, cast_w_kernels)
+            )
         else:
-            cast_back = cast_w
-            has_in = bool(layer.bwd_input_flop or bytes_in)
-            has_w = layer.bwd_weight_flop > 0 or bytes_w > 0 or bool(cast_back)
-            k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w, 1)
-            if layer.bwd_kernels is not None and not has_in:
-                k_in, k_w = 0, k_in + k_w
-            if has_in:
-                t_in, _, _ = self._pass_time(
-                    layer.bwd_input_flop, bytes_in, None, dtype, max(k_in, 1)
-                )
-            if has_w:
-                t_w, _, _ = self._pass_time(
-                    layer.bwd_weight_flop, bytes_w, None, dtype, max(k_w, 1)
-                )
-                if cast_back:
-                    c = self._cast_time(cast_back, 1)
-                    t_w += c
-                    cast_s += c
-                    k_w += 1
-            gpu_s += t_in + t_w
-            host_s += (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
+            t_in, t_w, cast_s, host_add = self._bwd_memory(
+                layer, dtype, bytes_in, bytes_w, cast_s, cast_w
+            )
+        gpu_s += t_in + t_w
+        host_s += host_add
         return LayerTime(
             fwd_s=fwd,
             bwd_input_s=t_in,
@@ -773,6 +618,148 @@ class ComputeModel:
             cast_s=cast_s,
             cast_fwd_s=cast_fwd_s,
         )
+
+    def _fused_attention_time(self, layer: LayerCost, dtype: DType) -> LayerTime:
+        """A fused attention layer (FlashAttention or another backend,
+        :meth:`attention`): each pass at its backend's efficiency or its memory time, plus
+        its launches."""
+        p = self.params
+        host = p.host_dispatch_s
+        peak = p.peak(dtype)
+        att = self.attention(layer)
+        t_fc = layer.fwd_flop / (peak * att.fwd)
+        t_bc = layer.bwd_flop / (peak * att.bwd)
+        k_f = max(layer.kernels, 1)
+        k_b = 2 * k_f if layer.bwd_kernels is None else max(layer.bwd_kernels, 1)
+        t_fm = self._mem_time(layer.fwd_bytes)
+        fwd_gpu = max(t_fc, t_fm) + k_f * p.kernel_launch_s
+        bwd_gpu = max(t_bc, self._mem_time(layer.bwd_bytes)) + k_b * p.kernel_launch_s
+        fwd, bwd = fwd_gpu, bwd_gpu
+        bound = Bound.COMPUTE if t_fc >= t_fm else Bound.MEMORY
+        return LayerTime(
+            fwd,
+            bwd,
+            0.0,
+            bound,
+            att.fwd,
+            None,
+            f"fused ({att.backend.value})",
+            host_bound=(k_f + k_b) * host > fwd_gpu + bwd_gpu,
+            host_s=(k_f + k_b) * host,
+            host_fwd_s=k_f * host,
+        )
+
+    def _bwd_activation_product(
+        self, layer: LayerCost, dtype: DType, bytes_in: float, align: float
+    ) -> tuple[float, float, float]:
+        """Backward of an activation x activation product (``MATMUL``): one pass computing
+        both operand gradients; ``(t_in, 0, host s)``."""
+        g = layer.gemm
+        assert g is not None
+        host = self.params.host_dispatch_s
+        k_in, _ = self._bwd_kernel_split(layer, False)
+        if layer.bwd_kernels is None:
+            k_in = 2 * max(layer.kernels, 1)
+        g_in = GemmShape(g.m, g.k, g.n, g.batch)
+        t_in, _, _ = self._pass_time(
+            layer.bwd_input_flop, bytes_in, g_in, dtype, k_in, rate_multiplier=align
+        )
+        return t_in, 0.0, k_in * host
+
+    def _bwd_gemm(
+        self,
+        layer: LayerCost,
+        bp: _BwdPass,
+        bytes_in: float,
+        bytes_w: float,
+        cast_s: float,
+        casts: tuple[float, float, int],
+    ) -> tuple[float, float, float, float]:
+        """Backward of a GEMM layer with weights: the input-gradient pass (GEMM ``(m, k, n)``)
+        and the weight-gradient pass (``(k, n, m)``), each with its layout transposes and its
+        autocast cast back to FP32; ``(t_in, t_w, cast s so far, host s)``."""
+        g = layer.gemm
+        assert g is not None
+        host = self.params.host_dispatch_s
+        cast_in_bytes, cast_w, cast_w_kernels = casts
+        dtype, conv, grouped, wino, align = bp.dtype, bp.conv, bp.grouped, bp.wino, bp.align
+        fp8_rates, transpose_s = bp.fp8_rates, bp.transpose_s
+        t_in = t_w = 0.0
+        has_in = layer.bwd_input_flop > 0
+        has_w = layer.bwd_weight_flop > 0
+        k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w)
+        if not has_in:
+            k_in, k_w = 0, k_in + k_w
+        g_in = GemmShape(g.m, g.k, g.n, g.batch)
+        g_w = GemmShape(g.k, g.n, g.m, g.batch)
+        if has_in:
+            t_in, _, _ = self._pass_time(
+                layer.bwd_input_flop,
+                bytes_in,
+                g_in,
+                dtype,
+                max(k_in, 1),
+                conv=conv,
+                rate_multiplier=wino * align * fp8_rates[1],
+                grouped=grouped,
+            )
+            t_in += transpose_s
+            if cast_in_bytes:  # the input gradient back to FP32
+                c = self._cast_time(cast_in_bytes, 1)
+                t_in += c
+                cast_s += c
+                k_in += 1
+        if has_w:
+            t_w, _, _ = self._pass_time(
+                layer.bwd_weight_flop,
+                bytes_w,
+                g_w,
+                dtype,
+                max(k_w, 1),
+                conv=conv,
+                rate_multiplier=wino * align * fp8_rates[2],
+                grouped=grouped,
+            )
+            t_w += transpose_s
+            if cast_w:  # the weight gradient to FP32
+                c = self._cast_time(cast_w, cast_w_kernels)
+                t_w += c
+                cast_s += c
+                k_w += cast_w_kernels
+        host_add = (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
+        return t_in, t_w, cast_s, host_add
+
+    def _bwd_memory(
+        self,
+        layer: LayerCost,
+        dtype: DType,
+        bytes_in: float,
+        bytes_w: float,
+        cast_s: float,
+        cast_w: float,
+    ) -> tuple[float, float, float, float]:
+        """Backward of a layer without a GEMM (memory-bound): the input-gradient and
+        weight-gradient kernels, and the weight gradient's cast back to FP32;
+        ``(t_in, t_w, cast s so far, host s)``."""
+        host = self.params.host_dispatch_s
+        t_in = t_w = 0.0
+        cast_back = cast_w
+        has_in = bool(layer.bwd_input_flop or bytes_in)
+        has_w = layer.bwd_weight_flop > 0 or bytes_w > 0 or bool(cast_back)
+        k_in, k_w = self._bwd_kernel_split(layer, has_in and has_w, 1)
+        if layer.bwd_kernels is not None and not has_in:
+            k_in, k_w = 0, k_in + k_w
+        if has_in:
+            t_in, _, _ = self._pass_time(layer.bwd_input_flop, bytes_in, None, dtype, max(k_in, 1))
+        if has_w:
+            t_w, _, _ = self._pass_time(layer.bwd_weight_flop, bytes_w, None, dtype, max(k_w, 1))
+            if cast_back:
+                c = self._cast_time(cast_back, 1)
+                t_w += c
+                cast_s += c
+                k_w += 1
+        host_add = (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
+        return t_in, t_w, cast_s, host_add
 
     def _cast_time(self, nbytes: float, kernels: int) -> float:
         """GPU time of ``kernels`` dtype-conversion kernels moving ``nbytes`` in all (memory

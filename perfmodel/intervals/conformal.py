@@ -525,11 +525,11 @@ def describe_basis(pool: Pool, quantity: Quantity) -> str:
 def record_index(path: str | None = None) -> RecordIndex:
     """The index of the record at ``path`` (default: the shipped one), read and indexed once
     per process (again when the file changes)."""
-    from perfmodel.api import _file_stamp
+    from perfmodel._io import file_stamp
     from perfmodel.intervals.record import record_path
 
     p = str(path) if path is not None else str(record_path())
-    return _index_cached(p, _file_stamp(p))
+    return _index_cached(p, file_stamp(p))
 
 
 @lru_cache(maxsize=4)

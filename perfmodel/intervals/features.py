@@ -345,8 +345,9 @@ def step_features(sc: Any, resolved: Any | None = None) -> StepFeatures:
     The parameter count is the zoo workload's (``total_params``); a scenario whose model the
     zoo cannot build counts 0 parameters.
     """
-    from perfmodel.api import _step_workload, resolve
+    from perfmodel.api import resolve
     from perfmodel.errors import PerfModelError
+    from perfmodel.pipeline.lower import step_workload
     from perfmodel.workload.zoo import get_model_info
 
     r = resolved if resolved is not None else resolve(sc)
@@ -355,7 +356,7 @@ def step_features(sc: Any, resolved: Any | None = None) -> StepFeatures:
     params = 0.0
     moe = False
     try:
-        wl, _ = _step_workload(sc, r, None)
+        wl, _ = step_workload(sc, r, None)
         params = float(wl.total_params or wl.params * plan.tp)
         moe = wl.total_active_params is not None
     except PerfModelError:

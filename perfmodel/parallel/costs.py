@@ -123,7 +123,7 @@ class SystemCosts:
     #: :meth:`layer_time` and :meth:`layer_host_time` depend on a layer's
     #: :meth:`~perfmodel.workload.layers.LayerCost.cost_key` only (they price its
     #: :meth:`~perfmodel.workload.layers.LayerCost.cost_source`): the lowering may sum the
-    #: layers of identical blocks once (:func:`perfmodel.parallel.lowering.block_runs`).
+    #: layers of identical blocks once (:func:`perfmodel.parallel.partition.block_runs`).
     prices_by_cost_key = True
 
     def __init__(

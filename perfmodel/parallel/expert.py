@@ -188,7 +188,7 @@ def dispatcher_sync_stall_s(run: Sequence[tuple[float, float]]) -> float:
     ahead of the GPU, waits there until the GPU has run everything before; it then issues the
     next kernels while the GPU waits for them. ``run`` is the ``(host, gpu)`` seconds of each
     layer from the dispatch to the next synchronisation, in order; the GPU is idle for the
-    two-machine flow shop's lead (Johnson 1954, as :func:`perfmodel.parallel.lowering.issue_lead`):
+    two-machine flow shop's lead (Johnson 1954, as :func:`perfmodel.parallel.host_lead.issue_lead`):
 
     ``stall = max_i (H_i - G_{i-1})``, ``H_i = h_1 + ... + h_i``, ``G_{i-1} = g_1 + ... + g_{i-1}``
 

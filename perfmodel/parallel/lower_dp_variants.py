@@ -15,17 +15,10 @@ from dataclasses import dataclass, field
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
-from perfmodel.parallel.lowering import (
-    Chunk,
-    LoweredStep,
-    StepInputs,
-    _memory_bandwidth_Bps,
-    _single_chunk,
-    stage_buffer_bytes,
-    stage_memory,
-    step_kernels,
-)
+from perfmodel.parallel.host_lead import step_kernels
+from perfmodel.parallel.lowering import Chunk, LoweredStep, StepInputs, build_chunk
 from perfmodel.parallel.plan import DPMode, PSHost
+from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
 
 
@@ -341,3 +334,23 @@ def lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredStep
         stage_layers=((ch.layers,),),
         microbatches=max(1, v.m),
     )
+
+
+def _single_chunk(inp: StepInputs, costs: Costs) -> Chunk:
+    w = inp.workload
+    return build_chunk(
+        w,
+        list(range(len(w.layers))),
+        costs,
+        inp.plan,
+        (inp.placement.gpus[0],),
+        bucket_bytes=None,
+        first_bucket_bytes=None,
+        by_block=False,
+    )
+
+
+def _memory_bandwidth_Bps(costs: Costs) -> float:
+    """GPU memory bandwidth (bytes/s) when the cost model knows it, else 0."""
+    spec = getattr(costs, "gpu_spec", None)
+    return float(getattr(spec, "memory_bandwidth_Bps", 0.0) or 0.0)

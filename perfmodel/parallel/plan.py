@@ -16,15 +16,33 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 from perfmodel._enum import parse_enum
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload.memory import Recompute  # one enum for the plan and the memory model
 
+E = TypeVar("E", bound=enum.Enum)
+
 
 def _dashed(text: str) -> str:
     """Lower case with ``_`` read as ``-`` (``parse_enum``'s ``normalize`` for plan enums)."""
     return text.lower().replace("_", "-")
+
+
+def _plan_enum(
+    cls: type[E],
+    text: object,
+    where: str,
+    aliases: dict[str, str] | None = None,
+    *,
+    unset: E | None = None,
+) -> E:
+    """``text`` as a member of ``cls`` (dashes and underscores alike, ``aliases`` accepted);
+    ``unset`` where ``text`` is ``None`` and the key has a default."""
+    if text is None and unset is not None:
+        return unset
+    return parse_enum(cls, text, where=where, normalize=_dashed, aliases=aliases)
 
 
 class DPMode(str, enum.Enum):
@@ -63,12 +81,11 @@ class DPMode(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "dp_mode") -> DPMode:
-        return parse_enum(
+        return _plan_enum(
             cls,
             text,
-            where=where,
-            normalize=_dashed,
-            aliases={
+            where,
+            {
                 "ps": "parameter-server",
                 "ar": "allreduce",
                 "ddp": "allreduce",
@@ -91,12 +108,8 @@ class PipelineSchedule(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "schedule") -> PipelineSchedule:
-        return parse_enum(
-            cls,
-            text,
-            where=where,
-            normalize=_dashed,
-            aliases={"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"},
+        return _plan_enum(
+            cls, text, where, {"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"}
         )
 
 
@@ -112,14 +125,12 @@ class Hybrid(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "hybrid") -> Hybrid:
-        if text is None:
-            return cls.NONE
-        return parse_enum(
+        return _plan_enum(
             cls,
             text,
-            where=where,
-            normalize=_dashed,
-            aliases={"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"},
+            where,
+            {"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"},
+            unset=cls.NONE,
         )
 
 
@@ -142,14 +153,8 @@ class CPComm(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "cp_comm") -> CPComm:
-        if text is None:
-            return cls.RING
-        return parse_enum(
-            cls,
-            text,
-            where=where,
-            normalize=_dashed,
-            aliases={"p2p": "ring", "all-gather": "allgather"},
+        return _plan_enum(
+            cls, text, where, {"p2p": "ring", "all-gather": "allgather"}, unset=cls.RING
         )
 
 
@@ -183,14 +188,11 @@ class MoEDispatcher(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "moe_dispatcher") -> MoEDispatcher:
-        if text is None:
-            return cls.ALLTOALL
-        return parse_enum(
+        return _plan_enum(
             cls,
             text,
-            where=where,
-            normalize=_dashed,
-            aliases={
+            where,
+            {
                 "all-to-all": "alltoall",
                 "all-gather": "allgather",
                 "flex": "deepep",
@@ -199,6 +201,7 @@ class MoEDispatcher(str, enum.Enum):
                 "hybrid-ep": "hybridep",
                 "deep-ep": "deepep",
             },
+            unset=cls.ALLTOALL,
         )
 
 
@@ -210,7 +213,7 @@ class PSHost(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: object, where: str = "ps_host") -> PSHost:
-        return parse_enum(cls, text, where=where, normalize=_dashed)
+        return _plan_enum(cls, text, where)
 
 
 @dataclass(frozen=True)

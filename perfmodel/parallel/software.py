@@ -15,7 +15,8 @@ from perfmodel.compute.attention import AttentionBackend
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
-from perfmodel.parallel.recipe import AmpStyle, CrossEntropy, ParamSync, SelectiveRecompute
+from perfmodel.parallel.selective import SelectiveRecompute
+from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, ParamSync
 from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, OptimizerImpl
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
@@ -795,7 +796,7 @@ def software_option_key(name: str, *, where: str = "--software-option") -> str:
 
 
 def _option_value(key: str, value: object, where: str) -> object:
-    from perfmodel.scenario_parse import parse_flag
+    from perfmodel._schema import parse_flag
 
     kind = SOFTWARE_OPTIONS[key].kind
     if kind == "bool":

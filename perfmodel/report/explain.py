@@ -1,7 +1,7 @@
 """Where one step's time goes and what bounded each part: ``perfmodel predict --explain``.
 
 A :class:`StepExplanation` splits the iteration time of the critical GPU (the one the
-:class:`~perfmodel.report.step.Breakdown` reads) into rows that add up to it exactly:
+:class:`~perfmodel.report.step_breakdown.Breakdown` reads) into rows that add up to it exactly:
 
 * **kernels** by class (``StepReport.kernel_classes``: GEMMs by dtype, fused attention by
   backend, memory-bound kernels by kind, casts, the loss), each with the ceiling the compute
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from perfmodel.compute.params import ComputeParams
     from perfmodel.hardware.gpus import GPUSpec
     from perfmodel.parallel.software import SoftwarePreset
-    from perfmodel.report.step import Breakdown
+    from perfmodel.report.step_breakdown import Breakdown
     from perfmodel.workload.kernels import Fp8Recipe
 
 #: Relative tolerance of the explanation's own consistency: the kernel classes may exceed the

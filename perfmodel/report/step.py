@@ -1,18 +1,5 @@
-"""StepReport: what one prediction says, and where the time goes.
-
-The breakdown is read off the timeline of the *critical* simulated GPU (the one whose compute
-stream is busiest, i.e. the slowest pipeline stage). Every instant of the iteration
-``[0, T]`` is put in exactly one class, by priority:
-
-1. the GPU's compute stream runs a compute / recompute task -> ``compute``; an optimizer task ->
-   ``optimizer``; a collective issued on the compute stream (Megatron TP, Krizhevsky's feature
-   exchange) -> exposed ``tp`` communication;
-2. otherwise a communication task of that GPU is running -> exposed communication of its kind
-   (``dp``, ``pp``, ``zero``, ``ps``, ``host``);
-3. otherwise a host task is running -> ``host``;
-4. otherwise the GPU waits -> ``bubble``.
-
-So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tested).
+"""StepReport: what one prediction says (its time, throughput, memory, speedup, notes and the
+breakdown of :mod:`perfmodel.report.step_breakdown`), and a token budget's steps, hours and cost.
 """
 
 from __future__ import annotations
@@ -20,250 +7,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.taskgraph import Task, TaskKind
-from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
+from perfmodel.report.step_breakdown import Breakdown
+from perfmodel.sim.engine import Timeline
 from perfmodel.units import hour
 
 if TYPE_CHECKING:
     from perfmodel.report.explain import StepExplanation
     from perfmodel.search.cost import Pricing
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    """Seconds of one iteration on the critical GPU, by class (they sum to the iteration)."""
-
-    compute_s: float
-    optimizer_s: float
-    exposed_comm_s: dict[str, float]
-    host_s: float
-    bubble_s: float
-    sync_wait_s: float = 0.0
-    """Waiting for the slowest GPU of a synchronous step
-    (:func:`perfmodel.parallel.straggler.straggler_wait_s`), after the simulated timeline."""
-
-    @property
-    def exposed_comm_total_s(self) -> float:
-        return sum(self.exposed_comm_s.values())
-
-    @property
-    def total_s(self) -> float:
-        return (
-            self.compute_s
-            + self.optimizer_s
-            + self.exposed_comm_total_s
-            + self.host_s
-            + self.bubble_s
-            + self.sync_wait_s
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "compute_s": self.compute_s,
-            "optimizer_s": self.optimizer_s,
-            "exposed_comm_s": dict(self.exposed_comm_s),
-            "host_s": self.host_s,
-            "bubble_s": self.bubble_s,
-            "sync_wait_s": self.sync_wait_s,
-        }
-
-
-def task_class(task: Task) -> tuple[int, str]:
-    """(priority, class) of a task for the breakdown (lower priority number wins)."""
-    if task.stream == "compute":
-        if task.kind in (TaskKind.COMPUTE, TaskKind.RECOMPUTE):
-            return 0, "compute"
-        if task.kind is TaskKind.OPTIMIZER:
-            return 0, "optimizer"
-        if task.comm is not None and task.comm.kind.value in ("ep", "cp"):
-            return 0, f"comm:{task.comm.kind.value}"  # expert / context parallel, blocking
-        return 0, "comm:tp"
-    if task.kind is TaskKind.HOST and task.stream in ("host", "server", "host-sync"):
-        return 2, "host"  # framework host work, CPU merge / parameter-server update, the GPU's
-        # wait for the host after a MoE dispatcher's synchronisation ("host-sync")
-    if task.stream == "tp":
-        return 1, "comm:tp"  # TP collectives overlapped with GEMMs (recipe tp_comm)
-    if task.comm is not None:
-        return 1, f"comm:{task.comm.kind.value}"
-    if task.kind is TaskKind.SENDRECV:
-        return 1, "comm:ps"
-    if task.kind is TaskKind.HOST:
-        return 1, "comm:host"
-    if task.kind is TaskKind.OPTIMIZER:
-        return 2, "host"  # a parameter-server update running off the worker GPU
-    return 1, "comm:dp"
-
-
-def _compute_busy(timeline: Timeline) -> dict[str, float]:
-    """Seconds each simulated device's compute stream is busy (summed in task order)."""
-    busy: dict[str, float] = {}
-    get = busy.get
-    start_s, end_s = timeline.start_s, timeline.end_s
-    for t in timeline.graph.tasks:
-        if t.stream == "compute":
-            dev, tid = t.device, t.tid
-            busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
-    return busy
-
-
-#: Busy seconds within this fraction of the busiest device's count as a tie (a float's rounding
-#: differs between fidelities and lowerings: summation order, periodic extension).
-BUSY_TIE_REL = 1e-9
-
-
-def _busiest(busy: dict[str, float], devices: tuple[str, ...]) -> str:
-    """The device of ``devices`` with the most busy seconds; devices within
-    :data:`BUSY_TIE_REL` of the most tie, and the first of them in ``devices`` is taken, so the
-    choice does not depend on summation order (coarse or fine lowering, periodic extension,
-    analytic or simulated)."""
-    if not busy:
-        return devices[0]
-    floor = max(busy.values()) * (1.0 - BUSY_TIE_REL)
-    return next(d for d in devices if busy.get(d, -1.0) >= floor)
-
-
-def critical_device(timeline: Timeline) -> str:
-    """The simulated GPU whose compute stream is busiest."""
-    if isinstance(timeline, PeriodicTimeline):
-        return _periodic_critical(timeline)
-    if isinstance(timeline, CoarseTimeline):  # the same busy seconds (coarsenable's proof)
-        timeline = timeline.coarse
-    return _busiest(_compute_busy(timeline), timeline.graph.devices)
-
-
-def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[str, float]:
-    """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring)."""
-    return _sweep(*_class_events(timeline, dev), t0, t1)
-
-
-_Events = list[tuple[float, int, str]]
-
-
-def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
-    """The start and end events of the tasks that count for ``dev`` (its own tasks,
-    communication whose group holds it, host tasks anywhere) as ``(time, +1 | -1, key)`` in
-    time order (ties: ends first, then task order), and each ``"prio|class"`` key's class
-    (keys compare by priority first)."""
-    events: _Events = []
-    append = events.append
-    keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
-    start_s, end_s = timeline.start_s, timeline.end_s
-    for t in timeline.graph.tasks:
-        comm = t.comm
-        if t.device != dev:
-            if t.stream == "compute":
-                continue
-            mine = comm is not None and dev in comm.group
-        else:
-            mine = True
-        tid = t.tid
-        s, e = start_s[tid], end_s[tid]
-        if e <= s:
-            continue
-        ck = (t.stream, t.kind, None if comm is None else comm.kind)
-        key = keys.get(ck)
-        if key is None:
-            prio, cls = task_class(t)
-            key = keys[ck] = f"{prio}|{cls}"
-        if not mine and key != "2|host":
-            continue
-        append((s, 1, key))
-        append((e, -1, key))
-    events.sort(key=_EVENT_ORDER)
-    return events, {k: k.split("|", 1)[1] for k in keys.values()}
-
-
-def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:
-    """Seconds of ``[t0, t1]`` per class: each interval between consecutive events goes to
-    the highest-priority class running, ``bubble`` when none. Stops at the first event at or
-    after ``t1`` (what follows would add nothing).
-
-    ``active`` holds the keys with tasks running only (a key whose count drops to 0 leaves
-    it), so the live keys are its keys: no count is ever negative, as every task's end event
-    (``e > s``) sorts after its start."""
-    active: dict[str, int] = {}
-    acc: dict[str, float] = {}
-    prev = t0
-    for now, d, key in events:
-        if now >= t1:
-            break
-        if now > prev:
-            cls = cls_of[min(active)] if active else "bubble"
-            acc[cls] = acc.get(cls, 0.0) + (now - prev)
-            prev = now
-        c = active.get(key, 0) + d
-        if c:
-            active[key] = c
-        else:
-            del active[key]
-    if t1 > prev:
-        cls = cls_of[min(active)] if active else "bubble"
-        acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
-    return acc
-
-
-_EVENT_ORDER = itemgetter(0, 1)
-"""Sort key of :func:`_class_events`: time, then ends (-1) before starts (+1)."""
-
-
-def breakdown(
-    timeline: Timeline, device: str | None = None, period_s: float | None = None
-) -> Breakdown:
-    """Classify every instant of ``[0, period]`` on ``device`` (see module docstring)."""
-    if isinstance(timeline, PeriodicTimeline):
-        acc = _periodic_seconds(timeline, device or _periodic_critical(timeline))
-        T = timeline.makespan_s
-        if period_s is not None and period_s > T:  # the sweep's bubble up to the period
-            acc["bubble"] = acc.get("bubble", 0.0) + (period_s - T)
-        return _breakdown_of(acc)
-    if isinstance(timeline, CoarseTimeline):  # the same class seconds (coarsenable's proof)
-        timeline = timeline.coarse
-    dev = device or critical_device(timeline)
-    T = max(timeline.makespan_s, period_s or 0.0)
-    return _breakdown_of(_class_seconds(timeline, dev, 0.0, T))
-
-
-def _breakdown_of(acc: dict[str, float]) -> Breakdown:
-    comm = {k.split(":", 1)[1]: v for k, v in acc.items() if k.startswith("comm:")}
-    return Breakdown(
-        compute_s=acc.get("compute", 0.0),
-        optimizer_s=acc.get("optimizer", 0.0),
-        exposed_comm_s=comm,
-        host_s=acc.get("host", 0.0),
-        bubble_s=acc.get("bubble", 0.0),
-    )
-
-
-def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
-    """Breakdown classes of ``dev`` over ``[0, makespan]`` of the whole step: the short
-    schedule's plus ``extra`` times one period's (``[tau, tau + lambda)``,
-    :func:`perfmodel.sim.engine.periodic_timeline`)."""
-    short, lam, tau = tl.short, tl.period_s, tl.window_s
-    events = _class_events(short, dev)  # one sorted list for both sweeps
-    acc = _sweep(*events, 0.0, short.makespan_s)
-    one = _sweep(*events, tau, tau + lam)
-    for cls, v in one.items():
-        acc[cls] = acc.get(cls, 0.0) + tl.extra * v
-    return acc
-
-
-def _periodic_critical(tl: PeriodicTimeline) -> str:
-    """:func:`critical_device` of a periodic timeline: each device's busy compute time is the
-    short schedule's plus ``extra`` times one unit's compute tasks (every unit of the periodic
-    regime, one micro-batch or, interleaved, ``pp`` of them, runs the same); ties as
-    :func:`_busiest` breaks them."""
-    short = tl.short
-    busy = _compute_busy(short)
-    tasks = short.graph.tasks
-    for tid in tl.period_tids:
-        t = tasks[tid]
-        if t.stream == "compute":
-            busy[t.device] += tl.extra * (short.end_s[tid] - short.start_s[tid])
-    return _busiest(busy, short.graph.devices)
 
 
 def _flops_text(flops_per_s: float) -> str:
@@ -341,7 +94,7 @@ class StepReport:
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
     baseline_gpus: int = 1
     """GPUs of the speedup baseline: 1, or the smallest count that fits in memory when one GPU
-    does not (:func:`perfmodel.search.autobatch.fitting_baseline`)."""
+    does not (:func:`perfmodel.pipeline.autobatch.fitting_baseline`)."""
     defaults: tuple[str, ...] = ()
     """Choices made for the user, each with its reason (automatic micro-batch, speedup
     baseline); printed by :meth:`format_table`."""

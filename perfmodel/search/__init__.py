@@ -20,18 +20,19 @@ from typing import TYPE_CHECKING
 from perfmodel._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from perfmodel.search.compare import Objective, SearchResult, format_table, search_plans
+    from perfmodel.search.compare import Objective, SearchResult, search_plans
+    from perfmodel.search.compare_table import format_table
     from perfmodel.search.cost import Pricing
     from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
     from perfmodel.search.sweep import SweepSpec, run_sweep
     from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
     from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
 
-# name -> submodule, imported on first use (issue 14, cold start: predict imports autobatch only)
+# name -> submodule, imported on first use (issue 14, cold start: predict imports none of them)
 _EXPORTS = {
     "Objective": "compare",
     "SearchResult": "compare",
-    "format_table": "compare",
+    "format_table": "compare_table",
     "search_plans": "compare",
     "Pricing": "cost",
     "ModelShape": "plans",

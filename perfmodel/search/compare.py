@@ -30,6 +30,7 @@ Objectives (lower score is better):
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import time
 from collections import Counter
@@ -496,16 +497,78 @@ def search_plans(
         if "model" not in base:
             raise ConfigError("base scenario needs a 'model' to search plans", where="model")
         shape = ModelShape.from_model(str(base["model"]), base.get("model_args") or {})
+    first, first_name = _first_stage(base, screen, fast)
+    t0 = time.perf_counter()
+    scenarios, meta, rejected, enumerated = _plan_scenarios(
+        base, gpus, global_batches, shape, space, nodes_for
+    )
+    in_process = first_name == "screen"
+    results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
+    pruned: Counter[str] = Counter()
+    score = functools.partial(objective_score, objective=obj, stat=stat, pricing=pricing)
+    feasible = _first_ranking(scenarios, meta, results, score, first_name, pruned)
+    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
+    notes: list[str] = []
+    later: list[tuple[str, Evaluator, int]] = []
+    if first_name == "screen" and analytic_k > 0:
+        later.append(("analytic", fast, analytic_k))
+    if confirm_k > 0:
+        later.append(("simulated", slow, confirm_k))
+    budget = _Budget(time.perf_counter(), budget_s, progress)
+    ranked = feasible
+    runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
+    try:
+        for name, ev, k in later:
+            ranked, stage = _later_stage(
+                name, ev, k, ranked, first_name, score, budget, runner, notes, pruned
+            )
+            stages.append(stage)
+    finally:
+        if runner is not None:
+            runner.close()
+    ranked, equivalents = _collapse_equal(ranked)
+    if equivalents:
+        pruned["same time and memory as a better-ranked plan"] += sum(
+            map(len, equivalents.values())
+        )
+    return SearchResult(
+        objective=obj,
+        ranked=tuple(ranked),
+        enumerated=enumerated,
+        rejected=dict(rejected),
+        pruned=dict(pruned),
+        stages=tuple(stages),
+        notes=tuple(notes),
+        tokens_per_sample=shape.seq_len,
+        equivalents=equivalents,
+        hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
+    )
+
+
+def _first_stage(
+    base: Mapping[str, Any], screen: Evaluator | bool, fast: Evaluator
+) -> tuple[Evaluator, str]:
+    """The first stage's evaluator and name: a :class:`PlanScreen` of ``base``
+    (``screen=True``), the analytic predictor (``False``), or the evaluator given."""
     if screen is True:
         from perfmodel.search.screen import PlanScreen
 
-        first: Evaluator = PlanScreen(base)
-        first_name = "screen"
-    elif screen is False:
-        first, first_name = fast, "analytic"
-    else:
-        first, first_name = screen, "screen"
-    t0 = time.perf_counter()
+        return PlanScreen(base), "screen"
+    if screen is False:
+        return fast, "analytic"
+    return screen, "screen"
+
+
+def _plan_scenarios(
+    base: Mapping[str, Any],
+    gpus: Sequence[int],
+    global_batches: Sequence[int],
+    shape: ModelShape,
+    space: SearchSpace,
+    nodes_for: Callable[[int], int] | None,
+) -> tuple[list[dict[str, Any]], list[tuple[Mapping[str, Any], int, int]], Counter[str], int]:
+    """Every enumerated plan of every GPU count and global batch as a scenario dict, with its
+    ``(plan, gpus, global batch)``; the enumeration's rejections and how many it enumerated."""
     scenarios: list[dict[str, Any]] = []
     meta: list[tuple[Mapping[str, Any], int, int]] = []
     rejected: Counter[str] = Counter()
@@ -530,9 +593,19 @@ def search_plans(
                     sc["nodes"] = int(nodes_for(int(g)))
                 scenarios.append(sc)
                 meta.append((plan, int(g), int(gb)))
-    in_process = first_name == "screen"
-    results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
-    pruned: Counter[str] = Counter()
+    return scenarios, meta, rejected, enumerated
+
+
+def _first_ranking(
+    scenarios: Sequence[dict[str, Any]],
+    meta: Sequence[tuple[Mapping[str, Any], int, int]],
+    results: Sequence[tuple[Any, Any]],
+    score: Callable[..., float],
+    first_name: str,
+    pruned: Counter[str],
+) -> list[Candidate]:
+    """The first stage's plans that fit, best first (ties: the simpler plan, then the label);
+    a plan tying exactly with a simpler one of the same degrees is counted in ``pruned``."""
     feasible: list[Candidate] = []
     for sc, (plan, g, gb), (rep, err) in zip(scenarios, meta, results):
         if rep is None:
@@ -541,10 +614,8 @@ def search_plans(
         if not rep.get("fits_in_memory", True):
             pruned["does not fit in memory"] += 1
             continue
-        score = objective_score(rep, obj, gpus=g, global_batch=gb, stat=stat, pricing=pricing)
-        feasible.append(
-            Candidate(sc, plan, g, gb, {first_name: rep}, {first_name: score}, first_name)
-        )
+        s = score(rep, gpus=g, global_batch=gb)
+        feasible.append(Candidate(sc, plan, g, gb, {first_name: rep}, {first_name: s}, first_name))
     feasible.sort(key=lambda c: (c.score, _complexity(c.plan), c.label))
     # plans whose knobs change nothing (e.g. selective recomputation with fused attention) tie
     # exactly with a simpler plan: keep the simplest, count the rest
@@ -565,112 +636,96 @@ def search_plans(
             continue
         seen.add(sig)
         unique.append(c)
-    feasible = unique
-    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
-    notes: list[str] = []
-    later: list[tuple[str, Evaluator, int]] = []
-    if first_name == "screen" and analytic_k > 0:
-        later.append(("analytic", fast, analytic_k))
-    if confirm_k > 0:
-        later.append(("simulated", slow, confirm_k))
-    t_budget = time.perf_counter()
-    ranked = feasible
-    runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
-    try:
-        for name, ev, k in later:
-            t1 = time.perf_counter()
-            head: list[Candidate] = []
-            dropped: set[int] = set()  # out of memory or rejected at this stage
-            stopped = None
-            prev_name = ranked[0].stage if ranked else first_name
-            want = min(k, len(ranked))
-            tries = 0
-            for c in ranked:
-                if len(head) >= k or tries >= 3 * k:
-                    break
-                tries += 1
-                spent = time.perf_counter() - t_budget
-                if progress is not None:
-                    left = (
-                        ""
-                        if budget_s is None
-                        else f", at most {max(budget_s - spent, 0):.0f} s left"
-                    )
-                    progress(f"{name} {len(head)}/{want} plans{left}")
-                if budget_s is not None and spent >= budget_s:
-                    stopped = (
-                        f"{name} stage stopped after {len(head)} of {want} plans: "
-                        f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
-                    )
-                    break
-                try:
-                    if runner is not None and budget_s is not None:
-                        rep = runner.run(ev, c.scenario, timeout_s=budget_s - spent)
-                    else:
-                        rep = dict(ev(c.scenario))
-                except _BudgetExceeded:
-                    stopped = (
-                        f"{name} stage stopped after {len(head)} of {want} plans: "
-                        f"{c.label} was still running when the {budget_s:g} s budget ran out"
-                    )
-                    break
-                except PerfModelError as exc:
-                    notes.append(f"{name} rejected {c.label}: {exc}")
-                    pruned[f"rejected by the {name} stage"] += 1
-                    dropped.add(id(c.scenario))
-                    continue
-                except Exception as exc:  # a predictor bug must not lose the earlier stages
-                    notes.append(
-                        f"{name} FAILED on {c.label} (internal error, please report): "
-                        f"{type(exc).__name__}: {exc}"
-                    )
-                    continue
-                if not rep.get("fits_in_memory", True):  # never ranked (issue 28, item 3)
-                    pruned[f"does not fit in memory ({name} stage)"] += 1
-                    dropped.add(id(c.scenario))
-                    continue
-                sc_ = objective_score(
-                    rep, obj, gpus=c.gpus, global_batch=c.global_batch, stat=stat, pricing=pricing
-                )
-                head.append(c.with_stage(name, rep, sc_))
-            if stopped is not None:
-                stopped += _left_at(ranked, head, dropped, want, prev_name)
-            tau = pval = math.nan
-            top1 = None
-            finite = [c for c in head if math.isfinite(c.score)]
-            if len(finite) >= 2:
-                tau, pval = kendall_tau_b(
-                    [c.scores[prev_name] for c in finite], [c.score for c in finite]
-                )
-            if head:
-                top1 = min(head, key=_rank_key) is head[0]
-            done_ids = {id(c.scenario) for c in head} | dropped
-            ranked = sorted(head, key=_rank_key) + [
-                c for c in ranked if id(c.scenario) not in done_ids
-            ]
-            stages.append(
-                StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
+    return unique
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The later stages' shared wall-time budget: started at ``t0``, ``budget_s`` long
+    (``None``: no limit), with the progress line it reports to."""
+
+    t0: float
+    budget_s: float | None
+    progress: Progress | None
+
+
+def _later_stage(
+    name: str,
+    ev: Evaluator,
+    k: int,
+    ranked: list[Candidate],
+    first_name: str,
+    score: Callable[..., float],
+    budget: _Budget,
+    runner: _IsolatedRunner | None,
+    notes: list[str],
+    pruned: Counter[str],
+) -> tuple[list[Candidate], StageSummary]:
+    """One later stage: down ``ranked`` until ``k`` plans that fit are evaluated (at most
+    ``3 k`` tries, within the budget), those re-ranked first; its summary with Kendall's tau
+    against the stage before."""
+    budget_s, progress = budget.budget_s, budget.progress
+    t1 = time.perf_counter()
+    head: list[Candidate] = []
+    dropped: set[int] = set()  # out of memory or rejected at this stage
+    stopped = None
+    prev_name = ranked[0].stage if ranked else first_name
+    want = min(k, len(ranked))
+    tries = 0
+    for c in ranked:
+        if len(head) >= k or tries >= 3 * k:
+            break
+        tries += 1
+        spent = time.perf_counter() - budget.t0
+        if progress is not None:
+            left = "" if budget_s is None else f", at most {max(budget_s - spent, 0):.0f} s left"
+            progress(f"{name} {len(head)}/{want} plans{left}")
+        if budget_s is not None and spent >= budget_s:
+            stopped = (
+                f"{name} stage stopped after {len(head)} of {want} plans: "
+                f"the {budget_s:g} s budget of the later stages is spent ({spent:.0f} s)"
             )
-    finally:
-        if runner is not None:
-            runner.close()
-    ranked, equivalents = _collapse_equal(ranked)
-    if equivalents:
-        pruned["same time and memory as a better-ranked plan"] += sum(
-            map(len, equivalents.values())
-        )
-    return SearchResult(
-        objective=obj,
-        ranked=tuple(ranked),
-        enumerated=enumerated,
-        rejected=dict(rejected),
-        pruned=dict(pruned),
-        stages=tuple(stages),
-        notes=tuple(notes),
-        tokens_per_sample=shape.seq_len,
-        equivalents=equivalents,
-        hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
-    )
+            break
+        try:
+            if runner is not None and budget_s is not None:
+                rep = runner.run(ev, c.scenario, timeout_s=budget_s - spent)
+            else:
+                rep = dict(ev(c.scenario))
+        except _BudgetExceeded:
+            stopped = (
+                f"{name} stage stopped after {len(head)} of {want} plans: "
+                f"{c.label} was still running when the {budget_s:g} s budget ran out"
+            )
+            break
+        except PerfModelError as exc:
+            notes.append(f"{name} rejected {c.label}: {exc}")
+            pruned[f"rejected by the {name} stage"] += 1
+            dropped.add(id(c.scenario))
+            continue
+        except Exception as exc:  # a predictor bug must not lose the earlier stages
+            notes.append(
+                f"{name} FAILED on {c.label} (internal error, please report): "
+                f"{type(exc).__name__}: {exc}"
+            )
+            continue
+        if not rep.get("fits_in_memory", True):  # never ranked (issue 28, item 3)
+            pruned[f"does not fit in memory ({name} stage)"] += 1
+            dropped.add(id(c.scenario))
+            continue
+        head.append(c.with_stage(name, rep, score(rep, gpus=c.gpus, global_batch=c.global_batch)))
+    if stopped is not None:
+        stopped += _left_at(ranked, head, dropped, want, prev_name)
+    tau = pval = math.nan
+    top1 = None
+    finite = [c for c in head if math.isfinite(c.score)]
+    if len(finite) >= 2:
+        tau, pval = kendall_tau_b([c.scores[prev_name] for c in finite], [c.score for c in finite])
+    if head:
+        top1 = min(head, key=_rank_key) is head[0]
+    done_ids = {id(c.scenario) for c in head} | dropped
+    ranked = sorted(head, key=_rank_key) + [c for c in ranked if id(c.scenario) not in done_ids]
+    stage = StageSummary(name, len(head), time.perf_counter() - t1, tau, pval, top1, stopped)
+    return ranked, stage
 
 
 def _left_at(
@@ -790,150 +845,6 @@ def _state_gpus(base: Mapping[str, Any]) -> str:
     )
 
 
-def _why_best_line(result: SearchResult, ties: PlanTies | None = None) -> list[str]:
-    """:func:`perfmodel.search.why.why_best` of the best two plans the deepest stage ranked;
-    with ``ties``, whether that ranking is within the model's error (:func:`plan_ties`)."""
-    from perfmodel.search.why import why_best
-
-    if len(result.ranked) < 2:
-        return []
-    best, other = result.ranked[0], result.ranked[1]
-    # the deepest stage that evaluated both (the simulation may have confirmed only the best)
-    names = [st.name for st in reversed(result.stages)]
-    stage = next((n for n in names if n in best.reports and n in other.reports), None)
-    if stage is None:
-        return []
-    line = why_best([best.label, other.label], [best.reports[stage], other.reports[stage]])
-    if not line:
-        return []
-    line = f"{line} ({stage})"
-    if ties is not None and len(ties.ties) > 1:
-        pct = f"{100 * ties.level:g}%"
-        line += (
-            f"; within the model's error: the two {pct} ranges overlap (a statistical tie)"
-            if ties.ties[1].tied
-            else f"; beyond the model's error: the two {pct} ranges do not overlap"
-        )
-    return [line]
-
-
-def format_table(result: SearchResult, top: int = 10, *, interval: float | None = None) -> str:
-    """Plain-text table of the best plans with their breakdowns (times in s, memory in GiB).
-
-    One iteration-time column per stage (``-`` where the stage did not evaluate the plan); the
-    throughput in tokens/s for a sequence model (samples/s otherwise), the breakdown, memory and
-    MFU (in %, as ``predict`` prints it) come from the deepest stage that evaluated the plan. A
-    label is the plan as ``predict --plan`` reads it. Below the table: plans folded into a row
-    (same time and memory), the notes of the shown plans, and what would help when no plan fits.
-    With ``interval`` (a level such as 0.8), a plan whose range overlaps the best plan's is
-    marked ``~`` after its rank (a statistical tie, :func:`plan_ties`) and a line says so.
-    """
-    from perfmodel.units import GiB
-
-    names = [s.name for s in result.stages]
-    tokens = result.tokens_per_sample
-    unit = {
-        "throughput": "tokens/s" if tokens else "samples/s",
-        "tta": "TTA s",
-        "cost": "cost/1k smp",
-    }[result.objective.value]
-    stage_cols = " ".join(f"{n[:9] + ' s':>11}" for n in names)
-    shown = result.ranked[:top]
-    ties = plan_ties(result, top, interval)
-    tied = {t.rank for t in ties.ties if t.tied} if ties is not None else set()
-    width = max([40, *(len(c.label) for c in shown)])
-    epoch = any(c.report.get("epoch_time_s") is not None for c in shown)
-    head = (
-        f"{'#':>3} {'plan':<{width}} {'gpus':>5} {'batch':>6} {stage_cols} {unit:>11} "
-        f"{'compute s':>9} {'comm s':>8} {'bubble s':>8} {'mem GiB':>8} {'MFU %':>6}"
-        + (f" {'epoch s':>9}" if epoch else "")
-    )
-    lines = [head, "-" * len(head)]
-
-    def num(v: Any, fmt: str, width: int) -> str:
-        return (
-            format(float(v), fmt)
-            if isinstance(v, int | float) and v is not None
-            else f"{'-':>{width}}"
-        )
-
-    for i, c in enumerate(shown, 1):
-        r = c.report
-        cols = " ".join(
-            num(c.reports[n]["iteration_time_s"], "11.4g", 11) if n in c.reports else f"{'-':>11}"
-            for n in names
-        )
-        samples = float(r.get("samples_per_step") or c.global_batch)
-        if result.objective is Objective.THROUGHPUT:
-            rate = samples / float(r["iteration_time_s"]) * (tokens or 1)
-            val = f"{rate:11,.0f}" if tokens else f"{rate:11.1f}"
-        elif result.objective is Objective.TTA:
-            val = f"{c.score:11.1f}"
-        else:
-            val = f"{c.score * 1000:11.4g}"
-        mem = r.get("memory_per_gpu_bytes")
-        mfu = r.get("mfu")
-        rank = f"{i:>2}~" if i in tied else f"{i:>3}"
-        lines.append(
-            f"{rank} {c.label:<{width}} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
-            f"{num(r.get('compute_time_s'), '9.3g', 9)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
-            f"{num(r.get('bubble_time_s'), '8.3g', 8)} "
-            f"{num(None if mem is None else float(mem) / GiB, '8.1f', 8)} "
-            f"{num(None if mfu is None else 100 * float(mfu), '6.1f', 6)}"
-            + (f" {num(r.get('epoch_time_s'), '9.1f', 9)}" if epoch else "")
-        )
-    lines.append("")
-    rank = {c.label: i for i, c in enumerate(shown, 1)}
-    for label, others in result.equivalents.items():
-        if label in rank:
-            lines.append(f"same time and memory as #{rank[label]}: {', '.join(others)}")
-    lines.extend(_notes_of(shown))
-    lines.extend(_tie_lines(ties))
-    lines.extend(_why_best_line(result, ties))
-    lines.append(
-        f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
-        + ", ".join(f"{s.name}: {s.evaluated} plans in {s.elapsed_s:.1f} s" for s in result.stages)
-    )
-    if result.pruned:
-        lines.append(
-            "pruned: "
-            + "; ".join(f"{v} {k}" for k, v in sorted(result.pruned.items(), key=lambda kv: -kv[1]))
-        )
-    if result.rejected:
-        lines.append(
-            "not enumerated: "
-            + "; ".join(
-                f"{v} {k}" for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1])
-            )
-        )
-    for prev, st in zip(result.stages, result.stages[1:]):
-        if st.evaluated >= 2:
-            agree = "same" if st.top1_agrees else "different"
-            lines.append(
-                f"rank agreement {prev.name} vs {st.name} over the top {st.evaluated}: Kendall tau = "
-                f"{st.kendall_tau:.2f} (p = {st.tau_pvalue:.2g}); best plan {agree}"
-            )
-        if st.stopped:
-            lines.append(st.stopped)
-    lines.extend(result.notes)
-    if result.hints:
-        lines.append("no plan fits in GPU memory; what would help:")
-        lines.extend(f"  - {h}" for h in result.hints)
-    return "\n".join(lines)
-
-
-def _notes_of(shown: Sequence[Candidate]) -> list[str]:
-    """The printed notes of the shown plans' reports (``printed_notes``): a note every shown
-    plan has, once; the best plan's other notes prefixed ``#1:``."""
-    if not shown:
-        return []
-    common = set(shown[0].report.get("printed_notes") or ())
-    for c in shown[1:]:
-        common &= set(c.report.get("printed_notes") or ())
-    best = list(shown[0].report.get("printed_notes") or ())
-    return [n if n in common else f"#1: {n}" for n in best]
-
-
 # --------------------------------------------------------------------------- ties (issue 26)
 
 
@@ -966,21 +877,3 @@ def plan_ties(result: SearchResult, top: int, level: float | None) -> PlanTies |
     except PerfModelError:
         return None
     return PlanTies(level, tuple(found), best.basis, best.warning)
-
-
-def _tie_lines(ties: PlanTies | None) -> list[str]:
-    """``~`` explained: which plans tie with the best, and what their ranges rest on."""
-    if ties is None:
-        return []
-    pct = f"{100 * ties.level:g}%"
-    tied = [t.rank for t in ties.ties if t.tied]
-    head = (
-        f"~ statistically tied with #1: {pct} ranges overlap (#{', #'.join(map(str, tied))}); "
-        "the ranking among them is within the model's error"
-        if tied
-        else f"no plan's {pct} range overlaps #1's: the ranking of #1 is beyond the model's error"
-    )
-    out = [head, f"  {pct} ranges from {ties.basis}"]
-    if ties.warning:
-        out.append(f"  note: {ties.warning}")
-    return out

@@ -54,7 +54,7 @@ checks its order against ``predict`` on the top candidates (Kendall's tau is rep
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, pairwise, repeat
 from operator import attrgetter
@@ -140,7 +140,7 @@ def recipe_memory(
 ) -> Any:
     """Memory of one GPU running ``workload`` (a whole model or one pipeline stage's layers)
     under a training recipe, the accounting of ``predict``
-    (:func:`perfmodel.parallel.lowering.stage_memory`) for one chunk.
+    (:func:`perfmodel.parallel.stage_memory.stage_memory`) for one chunk.
 
     Model state by the recipe (:meth:`~perfmodel.parallel.recipe.Recipe.model_state_bytes` over
     the ``replicas`` ranks that hold the same weights, ``dp x cp``): Megatron bf16 keeps FP32
@@ -175,6 +175,46 @@ def recipe_memory(
         acts = in_flight * generic.activations_bytes
     ws += FRAGMENTATION * (weights + grads + state + acts + ws + buffers)
     return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
+
+
+@dataclass(frozen=True)
+class _BlockLayout:
+    """A workload's layers as the screen reads them: the layers before a stack's copies
+    (``head``) and after them (``tail``) one by one, the copies as their block (``template``)
+    and indices (``copy_ids``, at positions ``start:stop``); every block's layers
+    (``by_block``) and its span ``[first position, last position + 1, layers]``."""
+
+    head: tuple[Any, ...]
+    template: tuple[Any, ...]
+    copy_ids: Any
+    tail: tuple[Any, ...]
+    start: int
+    stop: int
+    by_block: dict[int, Any]
+    spans: dict[int, list[int]]
+
+    @classmethod
+    def of(cls, layers: Sequence[Any]) -> _BlockLayout:
+        head, template, copy_ids, tail = split_at_copies(layers)
+        if any(la.block in copy_ids for la in head + tail):  # a copy's index used elsewhere
+            head, template, copy_ids, tail = tuple(layers), (), range(0), ()
+        start = len(head)
+        stop = start + len(copy_ids) * len(template)
+        by_block: dict[int, Any] = {}
+        spans: dict[int, list[int]] = {}  # block -> [first position, last position + 1, layers]
+        for off, seq in ((0, head), (stop, tail)):
+            for i, la in enumerate(seq, off):
+                if la.block is not None:
+                    by_block.setdefault(la.block, []).append(la)
+                    span = spans.setdefault(la.block, [i, i + 1, 0])
+                    span[1] = i + 1
+                    span[2] += 1
+            if off == 0:  # the copies come between head and tail, in block order
+                p = len(template)
+                for j, b in enumerate(copy_ids):
+                    by_block[b] = template
+                    spans[b] = [start + j * p, start + (j + 1) * p, p]
+        return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
 
 
 class PlanScreen:
@@ -346,79 +386,14 @@ class PlanScreen:
         if hit is not None:
             return hit
         wl = self._workload(mb, tp, sp, ep, cp)
-        costs = self._system_costs(1)
-        from perfmodel.parallel.expert import ring_exposed_s
-        from perfmodel.workload.memory import is_selectively_recomputed
-
-        tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
-        # expert / context groups: ep or cp ranks tp apart (Megatron order, etp = tp)
-        other = {g: self._group(n, tp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
-
-        def side_comm(la: Any, lf: float, lb: float) -> float:
-            """Expert all-to-alls in full, ring attention beyond the attention it hides under."""
-            t = 0.0
-            for points, busy in ((la.fwd_comm, lf), (la.bwd_comm, lb)):
-                ring = 0.0
-                for c in points:
-                    if c.group in other:
-                        grp, gc = other[c.group]
-                        d = gc.collective_time(c.op, c.message_bytes, grp)
-                        if c.group == "cp":
-                            ring += d
-                        else:
-                            t += d
-                t += ring_exposed_s(ring, busy, cp)
-            return t
-
-        def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:
-            """``(forward, backward, TP collectives, host issue)`` seconds of ``layers``."""
-            f = b = c = h = 0.0
-            for la in layers:
-                lf, lbi, lbw = costs.layer_time(la)
-                if other:
-                    c += side_comm(la, lf, lbi + lbw)
-                hf, hb = costs.layer_host_time(la)
-                f += lf
-                b += lbi + lbw
-                h += hf + hb
-                if recompute == "full" and la.block is not None:
-                    b += lf
-                    h += hf
-                elif recompute == "selective" and is_selectively_recomputed(la):
-                    b += lf
-                    h += hf
-                if tp > 1:
-                    comms = list(la.fwd_comm) + list(la.bwd_comm)
-                    if recompute == "full" and la.block is not None:
-                        comms += list(la.fwd_comm)
-                    for pt in comms:
-                        if pt.group == "tp":
-                            c += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
-            return f, b, c, h
-
+        times = self._times(tp, recompute, ep, cp)
         # The blocks, read without making a stack's copies (whole_copies): the layers before
         # the copies and after them one by one, the copies as their block and its indices.
         # Every sum below adds the same numbers in the same order as a layer-by-layer loop.
         layers = wl.layers
-        head, template, copy_ids, tail = split_at_copies(layers)
-        if any(la.block in copy_ids for la in head + tail):  # a copy's index used elsewhere
-            head, template, copy_ids, tail = tuple(layers), (), range(0), ()
-        start = len(head)
-        stop = start + len(copy_ids) * len(template)
-        by_block: dict[int, Any] = {}
-        spans: dict[int, list[int]] = {}  # block -> [first position, last position + 1, layers]
-        for off, seq in ((0, head), (stop, tail)):
-            for i, la in enumerate(seq, off):
-                if la.block is not None:
-                    by_block.setdefault(la.block, []).append(la)
-                    span = spans.setdefault(la.block, [i, i + 1, 0])
-                    span[1] = i + 1
-                    span[2] += 1
-            if off == 0:  # the copies come between head and tail, in block order
-                p = len(template)
-                for j, b in enumerate(copy_ids):
-                    by_block[b] = template
-                    spans[b] = [start + j * p, start + (j + 1) * p, p]
+        lay = _BlockLayout.of(layers)
+        head, template, copy_ids, tail = lay.head, lay.template, lay.copy_ids, lay.tail
+        start, stop, by_block, spans = lay.start, lay.stop, lay.by_block, lay.spans
         # identical blocks (equal LayerCost.cost_key of every layer) are costed once
         per_kind: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
         per_obj: dict[int, tuple[float, float, float, float]] = {}  # the copies: one key
@@ -469,6 +444,65 @@ class PlanScreen:
             flop=sum(each(attrgetter("total_flop"), False)) * tp,  # whole model, all TP ranks
         )
         return hit
+
+    def _times(
+        self, tp: int, recompute: str, ep: int, cp: int
+    ) -> Callable[[Sequence[Any]], tuple[float, float, float, float]]:
+        """``times(layers) -> (forward, backward, TP collectives, host issue)`` seconds of one
+        micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
+        collectives of a ``tp`` group, expert all-to-alls in full and ring attention beyond the
+        attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
+        costs = self._system_costs(1)
+        from perfmodel.parallel.expert import ring_exposed_s
+        from perfmodel.workload.memory import is_selectively_recomputed
+
+        tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
+        # expert / context groups: ep or cp ranks tp apart (Megatron order, etp = tp)
+        other = {g: self._group(n, tp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
+
+        def side_comm(la: Any, lf: float, lb: float) -> float:
+            """Expert all-to-alls in full, ring attention beyond the attention it hides under."""
+            t = 0.0
+            for points, busy in ((la.fwd_comm, lf), (la.bwd_comm, lb)):
+                ring = 0.0
+                for c in points:
+                    if c.group in other:
+                        grp, gc = other[c.group]
+                        d = gc.collective_time(c.op, c.message_bytes, grp)
+                        if c.group == "cp":
+                            ring += d
+                        else:
+                            t += d
+                t += ring_exposed_s(ring, busy, cp)
+            return t
+
+        def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:
+            """``(forward, backward, TP collectives, host issue)`` seconds of ``layers``."""
+            f = b = c = h = 0.0
+            for la in layers:
+                lf, lbi, lbw = costs.layer_time(la)
+                if other:
+                    c += side_comm(la, lf, lbi + lbw)
+                hf, hb = costs.layer_host_time(la)
+                f += lf
+                b += lbi + lbw
+                h += hf + hb
+                if recompute == "full" and la.block is not None:
+                    b += lf
+                    h += hf
+                elif recompute == "selective" and is_selectively_recomputed(la):
+                    b += lf
+                    h += hf
+                if tp > 1:
+                    comms = list(la.fwd_comm) + list(la.bwd_comm)
+                    if recompute == "full" and la.block is not None:
+                        comms += list(la.fwd_comm)
+                    for pt in comms:
+                        if pt.group == "tp":
+                            c += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+            return f, b, c, h
+
+        return times
 
     def _compute_stage(
         self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1

@@ -300,44 +300,12 @@ def fit_time_to_accuracy(
 
     b = np.asarray(batch_sizes, dtype=float)
     t = np.asarray(tta_s, dtype=float)
-    if b.shape != t.shape or b.ndim != 1:
-        raise ConfigError(
-            f"batch_sizes and tta_s must be 1-D of equal length, got {b.shape} and {t.shape}",
-            value=(b.shape, t.shape),
-        )
-    if np.any(~np.isfinite(b)) or np.any(b <= 0) or np.any(~np.isfinite(t)) or np.any(t <= 0):
-        raise ConfigError(
-            "batch sizes and times must be positive and finite", value=(list(b), list(t))
-        )
     model = StepTimeModel.AFFINE if step_time_s is None else StepTimeModel.PREDICTED
     n_params = 3 if model is StepTimeModel.AFFINE else 2
-    if len(b) < n_params + 1:
-        raise ConfigError(
-            f"fitting {n_params} parameters needs at least {n_params + 1} points, got {len(b)}",
-            value=len(b),
-        )
+    _check_points(b, t, n_params)
     log_t = np.log(t)
-    if model is StepTimeModel.PREDICTED:
-        st = np.asarray(step_time_s, dtype=float)
-        if st.shape != b.shape or np.any(st <= 0) or np.any(~np.isfinite(st)):
-            raise ConfigError(
-                "step_time_s must be positive, one per batch size", value=list(np.atleast_1d(st))
-            )
-        names = ("min_steps", "noise_scale_samples")
-
-        def log_model(x: np.ndarray, bb: np.ndarray = b) -> np.ndarray:
-            return x[0] + np.log1p(np.exp(x[1]) / bb) + np.log(st)
-
-        x0 = np.array([np.log(np.median(t / st)), np.log(np.median(b))])
-    else:
-        names = ("noise_scale_samples", "fixed_time_s", "per_sample_time_s")
-
-        def log_model(x: np.ndarray, bb: np.ndarray = b) -> np.ndarray:
-            return np.log1p(np.exp(x[0]) / bb) + np.log(np.exp(x[1]) + np.exp(x[2]) * bb)
-
-        x0 = np.array(
-            [np.log(np.median(b)), np.log(np.min(t) / 2), np.log(np.min(t) / (2 * np.max(b)))]
-        )
+    st = None if step_time_s is None else np.asarray(step_time_s, dtype=float)
+    names, log_model, x0 = _log_model(model, b, t, st)
 
     def solve(y_log: np.ndarray, start: np.ndarray) -> Any:
         return least_squares(
@@ -347,17 +315,7 @@ def fit_time_to_accuracy(
     res = solve(log_t, x0)
     x = res.x
     resid = res.fun
-    dof = max(len(b) - n_params, 1)
-    s2 = float(resid @ resid) / dof
-    jtj = res.jac.T @ res.jac
-    cond = float(np.linalg.cond(jtj))
-    identifiable = bool(np.isfinite(cond) and cond < 1e10)
-    if identifiable:
-        cov = np.linalg.inv(jtj) * s2
-        rel_std = {n: float(math.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(names)}
-    else:
-        cov = np.full((n_params, n_params), np.nan)
-        rel_std = {n: math.nan for n in names}
+    cov, rel_std, identifiable = _covariance(res, names, len(b))
     params = {n: float(np.exp(x[i])) for i, n in enumerate(names)}
     fitted = np.exp(log_model(x))
     dense = np.geomspace(b.min(), b.max(), 256)
@@ -400,6 +358,82 @@ def fit_time_to_accuracy(
         param_range=param_range,
         identifiable=identifiable,
     )
+
+
+def _check_points(b: Any, t: Any, n_params: int) -> None:
+    """Refuse batch sizes and times that are not 1-D of equal length, positive and finite, or
+    fewer than ``n_params + 1`` points."""
+    import numpy as np
+
+    if b.shape != t.shape or b.ndim != 1:
+        raise ConfigError(
+            f"batch_sizes and tta_s must be 1-D of equal length, got {b.shape} and {t.shape}",
+            value=(b.shape, t.shape),
+        )
+    if np.any(~np.isfinite(b)) or np.any(b <= 0) or np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise ConfigError(
+            "batch sizes and times must be positive and finite", value=(list(b), list(t))
+        )
+    if len(b) < n_params + 1:
+        raise ConfigError(
+            f"fitting {n_params} parameters needs at least {n_params + 1} points, got {len(b)}",
+            value=len(b),
+        )
+
+
+def _log_model(
+    model: StepTimeModel, b: Any, t: Any, st: Any
+) -> tuple[tuple[str, ...], Callable[..., Any], Any]:
+    """``(parameter names, log T(x), start)`` of the model fitted in log space, its
+    parameters the logs of the names': ``S_min`` and ``B_noise`` over the step times ``st``
+    (``predicted``), or ``B_noise``, ``a`` and ``b`` of ``T = (1 + B_noise/B)(a + b B)``."""
+    import numpy as np
+
+    if model is StepTimeModel.PREDICTED:
+        if st.shape != b.shape or np.any(st <= 0) or np.any(~np.isfinite(st)):
+            raise ConfigError(
+                "step_time_s must be positive, one per batch size", value=list(np.atleast_1d(st))
+            )
+        names: tuple[str, ...] = ("min_steps", "noise_scale_samples")
+
+        def log_model(x: np.ndarray, bb: np.ndarray = b) -> np.ndarray:
+            return x[0] + np.log1p(np.exp(x[1]) / bb) + np.log(st)
+
+        x0 = np.array([np.log(np.median(t / st)), np.log(np.median(b))])
+        return names, log_model, x0
+    names = ("noise_scale_samples", "fixed_time_s", "per_sample_time_s")
+
+    def log_affine(x: np.ndarray, bb: np.ndarray = b) -> np.ndarray:
+        return np.log1p(np.exp(x[0]) / bb) + np.log(np.exp(x[1]) + np.exp(x[2]) * bb)
+
+    x0 = np.array(
+        [np.log(np.median(b)), np.log(np.min(t) / 2), np.log(np.min(t) / (2 * np.max(b)))]
+    )
+    return names, log_affine, x0
+
+
+def _covariance(
+    res: Any, names: Sequence[str], n_points: int
+) -> tuple[Any, dict[str, float], bool]:
+    """The fit's covariance in log space (``s^2 (J^T J)^-1``), each parameter's relative
+    standard deviation, and whether the parameters are identifiable (``cond(J^T J) < 1e10``;
+    otherwise ``nan``)."""
+    import numpy as np
+
+    n_params = len(names)
+    resid = res.fun
+    dof = max(n_points - n_params, 1)
+    s2 = float(resid @ resid) / dof
+    jtj = res.jac.T @ res.jac
+    cond = float(np.linalg.cond(jtj))
+    identifiable = bool(np.isfinite(cond) and cond < 1e10)
+    if identifiable:
+        cov = np.linalg.inv(jtj) * s2
+        rel_std = {n: float(math.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(names)}
+    else:
+        cov = np.full((n_params, n_params), np.nan)
+        rel_std = {n: math.nan for n in names}
+    return cov, rel_std, identifiable
 
 
 def load_tta_points(path: str, *, match: str | None = None) -> tuple[list[float], list[float], str]:

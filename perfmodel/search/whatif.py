@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
 
@@ -100,16 +101,7 @@ def parse_systems(text: str, *, where: str = "--systems") -> list[SystemOption]:
 
 
 #: Scenario keys of an option's overrides that shape its hardware (what ``topology_of`` reads)
-_HARDWARE_KEYS = (
-    "network",
-    "nics_per_node",
-    "gpu",
-    "gpus_per_node",
-    "intra_node",
-    "fabric_topology",
-    "oversubscription",
-    "calibration",
-)
+_HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"} - {"system", "nodes", "nccl"})
 
 
 def catalogue_gpus_per_node(option: SystemOption) -> int:
@@ -420,7 +412,6 @@ def hardware_whatif(
 
         try:
             ref = run(1)
-            ref_tput = float(ref["throughput_samples_per_s"])
         except PerfModelError as exc:
             failures[f"{opt.label} x1"] = str(exc)
             continue
@@ -430,50 +421,90 @@ def hardware_whatif(
             except PerfModelError as exc:
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
-            tput = float(rep["throughput_samples_per_s"])
-            fits = bool(rep.get("fits_in_memory", True))
-            # a run that does not fit, or a 1-GPU reference that does not, has no speedup
-            ref_fits = bool(ref.get("fits_in_memory", True))
-            speedup = tput / ref_tput if (fits and ref_fits) else None
-            if n_samples:
-                epoch_s: float | None = float(n_samples) / tput
-            else:
-                e = rep.get("epoch_time_s")
-                epoch_s = float(e) if isinstance(e, int | float) and math.isfinite(e) else None
-            run_s = epoch_s * epochs if (epoch_s is not None and epochs is not None) else None
-            price = prices.get(opt.label)
-            c_epoch = price.cost(int(g), epoch_s) if (price and epoch_s is not None) else None
-            c_run = c_epoch * epochs if (c_epoch is not None and epochs is not None) else None
-            meets = (
-                (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
-            )
-            tok, c_mtok, kwh = per_token_figures(rep, spec, price)
-            points.append(
-                WhatIfPoint(
-                    system=opt.label,
-                    gpus=int(g),
-                    nodes=max(1, math.ceil(int(g) / gpn)),
-                    iteration_time_s=float(rep["iteration_time_s"]),
-                    throughput_samples_per_s=tput,
-                    speedup=speedup,
-                    scaling_efficiency=None if speedup is None else speedup / int(g),
-                    fits_in_memory=fits,
-                    epoch_time_s=epoch_s,
-                    run_time_s=run_s,
-                    price_per_gpu_hour=price.price_per_gpu_hour if price else None,
-                    cost_per_epoch=c_epoch,
-                    cost_per_run=c_run,
-                    meets_deadline=meets,
-                    notes=tuple(rep.get("printed_notes") or ()),
-                    tokens_per_s=tok,
-                    cost_per_million_tokens=c_mtok,
-                    kwh_per_million_tokens=kwh,
-                    price_source="" if price is None else price.source,
-                )
-            )
+            run_of = _Run(n_samples, epochs, deadline_s, prices.get(opt.label))
+            points.append(_point(opt, int(g), gpn, rep, ref, spec, run_of))
     usable = [p for p in points if p.fits_in_memory]
     fastest = min(usable, key=lambda p: (-p.throughput_samples_per_s, p.gpus), default=None)
-    cheapest = None
+    cheapest, verdict = _cheapest(usable, epochs, deadline_s)
+    return WhatIfResult(
+        tuple(points),
+        failures,
+        epochs,
+        deadline_s,
+        cheapest,
+        fastest,
+        verdict,
+        tuple(per_million_tokens_lines(points)),
+    )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a what-if point's run is: samples per epoch, epochs, deadline (s) and price."""
+
+    samples: int | None
+    epochs: float | None
+    deadline_s: float | None
+    price: Pricing | None
+
+
+def _point(
+    opt: SystemOption,
+    g: int,
+    gpn: int,
+    rep: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    spec: Any,
+    run: _Run,
+) -> WhatIfPoint:
+    """One option and GPU count: its speedup over the option's 1-GPU run ``ref`` (none when
+    either does not fit), epoch and run time, cost per epoch and run, the deadline, and the
+    per-token figures."""
+    n_samples, epochs, deadline_s, price = run.samples, run.epochs, run.deadline_s, run.price
+    ref_tput = float(ref["throughput_samples_per_s"])
+    tput = float(rep["throughput_samples_per_s"])
+    fits = bool(rep.get("fits_in_memory", True))
+    # a run that does not fit, or a 1-GPU reference that does not, has no speedup
+    ref_fits = bool(ref.get("fits_in_memory", True))
+    speedup = tput / ref_tput if (fits and ref_fits) else None
+    if n_samples:
+        epoch_s: float | None = float(n_samples) / tput
+    else:
+        e = rep.get("epoch_time_s")
+        epoch_s = float(e) if isinstance(e, int | float) and math.isfinite(e) else None
+    run_s = epoch_s * epochs if (epoch_s is not None and epochs is not None) else None
+    c_epoch = price.cost(int(g), epoch_s) if (price and epoch_s is not None) else None
+    c_run = c_epoch * epochs if (c_epoch is not None and epochs is not None) else None
+    meets = (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
+    tok, c_mtok, kwh = per_token_figures(rep, spec, price)
+    return WhatIfPoint(
+        system=opt.label,
+        gpus=int(g),
+        nodes=max(1, math.ceil(int(g) / gpn)),
+        iteration_time_s=float(rep["iteration_time_s"]),
+        throughput_samples_per_s=tput,
+        speedup=speedup,
+        scaling_efficiency=None if speedup is None else speedup / int(g),
+        fits_in_memory=fits,
+        epoch_time_s=epoch_s,
+        run_time_s=run_s,
+        price_per_gpu_hour=price.price_per_gpu_hour if price else None,
+        cost_per_epoch=c_epoch,
+        cost_per_run=c_run,
+        meets_deadline=meets,
+        notes=tuple(rep.get("printed_notes") or ()),
+        tokens_per_s=tok,
+        cost_per_million_tokens=c_mtok,
+        kwh_per_million_tokens=kwh,
+        price_source="" if price is None else price.source,
+    )
+
+
+def _cheapest(
+    usable: Sequence[WhatIfPoint], epochs: float | None, deadline_s: float | None
+) -> tuple[WhatIfPoint | None, str]:
+    """The cheapest point that fits (within the deadline when one is given) and the verdict
+    line saying so, or why there is none."""
     if deadline_s is not None and epochs is not None:
         ok = [p for p in usable if p.meets_deadline and p.cost_per_run is not None]
         cheapest = min(ok, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
@@ -495,26 +526,16 @@ def hardware_whatif(
                 if best
                 else ""
             )
-    else:
-        priced = [p for p in usable if p.cost_per_run is not None]
-        c = min(priced, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
-        verdict = (
-            f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
-            if c
-            else "give --price-per-gpu-hour (or --purchase-price/--lifetime-years), --epochs and "
-            "--dataset-size for costs; --deadline for the cheapest option meeting it"
-        )
-        cheapest = c
-    return WhatIfResult(
-        tuple(points),
-        failures,
-        epochs,
-        deadline_s,
-        cheapest,
-        fastest,
-        verdict,
-        tuple(per_million_tokens_lines(points)),
+        return cheapest, verdict
+    priced = [p for p in usable if p.cost_per_run is not None]
+    c = min(priced, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
+    verdict = (
+        f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
+        if c
+        else "give --price-per-gpu-hour (or --purchase-price/--lifetime-years), --epochs and "
+        "--dataset-size for costs; --deadline for the cheapest option meeting it"
     )
+    return c, verdict
 
 
 def format_whatif(result: WhatIfResult) -> str:

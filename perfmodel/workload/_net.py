@@ -28,18 +28,18 @@ Conventions (used by every primitive, documented in ``docs/workload.md``):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
+from perfmodel.workload._net_attention import AttentionLayers
+from perfmodel.workload._net_conv import ConvLayers
+from perfmodel.workload._net_shapes import Shape, numel
 from perfmodel.workload.kernels import (
     DEFAULT_KERNELS,
-    FP32_BYTES,
     Fp8Recipe,
-    Fusion,
     KernelRecipe,
     OpKernels,
     fp8_linear,
@@ -53,9 +53,6 @@ from perfmodel.workload.layers import (
     LayerKind,
     StackedLayers,
 )
-from perfmodel.workload.window import AttentionWindow, WindowKind
-
-Shape = tuple[int, ...]
 
 #: FLOP per element of common element-wise kernels (forward, backward). Counted as arithmetic
 #: operations of the textbook formula; they only matter for the roofline's compute side.
@@ -75,33 +72,7 @@ _ELEMENTWISE_FLOP = {
 }
 
 
-def _window_gemm(window: AttentionWindow, s: int, head_dim: int, heads: int) -> GemmShape:
-    """Kernel shape of a windowed attention over ``s`` queries (:meth:`Net.attention`): blocks of
-    ``span`` queries against ``span`` keys (chunks) or ``2 span`` keys (a sliding window)."""
-    span = window.span(s)
-    keys = span if window.kind is WindowKind.CHUNKED else 2 * span
-    return GemmShape(m=span, n=keys, k=head_dim, batch=heads * -(-s // span))
-
-
-def numel(shape: Sequence[int]) -> int:
-    """Number of elements of a tensor of ``shape``.
-
-    >>> numel((2, 3, 4))
-    24
-    """
-    return math.prod(int(d) for d in shape)
-
-
-def conv_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
-    """Output length of a convolution/pooling along one axis: ``floor((L + 2p - d(k-1) - 1)/s) + 1``.
-
-    >>> conv_out(224, 7, 2, 3)
-    112
-    """
-    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
-
-
-class Net:
+class Net(ConvLayers, AttentionLayers):
     """Accumulates the layers of one model for one micro-batch on one rank.
 
     Parameters
@@ -477,176 +448,6 @@ class Net:
         """Layers after this call belong to no block (head, loss)."""
         self.block = None
 
-    # -- convolutional networks ------------------------------------------------------------
-    def conv(
-        self,
-        name: str,
-        x: Shape,
-        out_channels: int,
-        kernel: int | tuple[int, int],
-        stride: int | tuple[int, int] = 1,
-        pad: int | tuple[int, int] = 0,
-        *,
-        groups: int = 1,
-        bias: bool = False,
-        dilation: int | tuple[int, int] = 1,
-    ) -> Shape:
-        """2-D convolution on an ``(N, C, H, W)`` input; returns the output shape.
-
-        FLOP ``= 2 N H_o W_o C_out (C_in/groups) R S``; implicit GEMM ``m = N H_o W_o``,
-        ``n = C_out/groups``, ``k = (C_in/groups) R S``, batched over ``groups`` (Chetlur et al.
-        2014). Saves its input for the weight gradient.
-
-        ``bias``: the bias is a kernel of its own in both cuDNN-based frameworks, appended as a
-        layer ``{name}.bias`` (:meth:`_conv_bias`); its ``C_out`` parameters stay on the
-        convolution, so parameter counts per layer are unchanged.
-        """
-        n, c, h, w = x
-        kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-        sh, sw = (stride, stride) if isinstance(stride, int) else stride
-        ph, pw = (pad, pad) if isinstance(pad, int) else pad
-        dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
-        ho, wo = conv_out(h, kh, sh, ph, dh), conv_out(w, kw, sw, pw, dw)
-        if ho < 1 or wo < 1:
-            raise ConfigError(
-                f"image_size too small: layer {name} gets a {h}x{w} input and a {kh}x{kw} kernel "
-                f"with stride {sh} (output {ho}x{wo})",
-                value=(h, w),
-                where="image_size",
-            )
-        if c % groups or out_channels % groups:
-            raise ConfigError(
-                f"layer {name}: groups={groups} must divide channels {c} -> {out_channels}",
-                value=groups,
-                where=name,
-            )
-        cin_g = c // groups
-        gemm = GemmShape(m=n * ho * wo, n=out_channels // groups, k=cin_g * kh * kw, batch=groups)
-        params = out_channels * cin_g * kh * kw + (out_channels if bias else 0)
-        x_el, y_el = numel(x), n * out_channels * ho * wo
-        dgrad = self._needs_dgrad()
-        y = (n, out_channels, ho, wo)
-        self._gemm_layer(
-            name,
-            LayerKind.CONV,
-            gemm,
-            params=params,
-            x_el=x_el,
-            y_el=y_el,
-            bias=False,  # the bias is its own layer below
-            dgrad=dgrad,
-            activation_bytes=x_el * self.act_bytes,
-            output_shape=y,
-            # trace medians: 2 forward (1-3), 4 backward (dgrad + wgrad + helpers; 3-5)
-            kernels=2,
-            bwd_kernels=4 if dgrad else 2,
-            conv_window=(kh, kw, sh, sw, dh, dw),
-        )
-        if bias:
-            self._conv_bias(f"{name}.bias", y)
-        return y
-
-    def _conv_bias(self, name: str, y: Shape) -> None:
-        """Bias of a convolution with output ``y``: a broadcast add in forward, a reduction over
-        ``(N, H, W)`` for its gradient in backward, each a kernel of its own.
-
-        PyTorch's ``_convolution`` runs ``cudnn_convolution`` and then
-        ``output.add_(reshape_bias(...))``, and ``convolution_backward`` computes the bias
-        gradient as ``grad_output.sum({0, 2, 3})`` (``aten/src/ATen/native/Convolution.cpp``).
-        Keras ``Conv2D(use_bias=True)`` emits ``Conv2D`` then ``BiasAdd``, whose gradient is
-        ``BiasAddGrad``; grappler's remapper fuses ``Conv2D + BiasAdd`` on the GPU only when a
-        ReLU follows (``IsGpuCompatible(ContractionWithBiasAdd)`` returns false in
-        ``tensorflow/core/grappler/optimizers/remapper.cc``), which it never does during
-        training of the zoo's biased convolutions.
-
-        Forward reads and writes the output and reads the ``C_out`` biases; backward reads the
-        output gradient and writes ``C_out`` bias gradients (the gradient passes through to the
-        convolution untouched). FLOP: one add per output element each way, counted as the
-        weight gradient. Saves nothing: the add's backward needs only the incoming gradient.
-        The parameters stay on the convolution (``params = 0`` here).
-        """
-        el = numel(y)
-        c = y[1]
-        a, p = self.act_bytes, self.param_bytes
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.ELEMENTWISE,
-                fwd_flop=float(el),
-                bwd_input_flop=0.0,
-                bwd_weight_flop=float(el),
-                params=0,
-                fwd_bytes=2 * el * a + c * p,
-                bwd_bytes=el * a + c * p,
-                activation_bytes=0.0,
-                output_shape=tuple(y),
-                block=self.block,
-                kernels=1,
-                bwd_kernels=1,
-            )
-        )
-
-    def pad(self, name: str, x: Shape, pad: int | tuple[int, int]) -> Shape:
-        """Explicit zero padding of the spatial axes of ``(N, C, H, W)`` by ``pad`` on each side
-        (Keras ``ZeroPadding2D``): the TensorFlow ``Pad`` op in forward (reads ``x``, writes the
-        padded tensor), its gradient a ``Slice`` of the padded gradient (``_PadGrad`` in
-        ``tensorflow/python/ops/array_grad.py``; counted as reading the padded gradient, whose
-        border sectors come with the interior rows, and writing ``x``'s gradient). One kernel
-        each way, no FLOP, saves nothing.
-
-        A pad before the network's first weight layer pads the input images, which need no
-        gradient: no backward.
-        """
-        n, c, h, w = x
-        ph, pw = (pad, pad) if isinstance(pad, int) else pad
-        y = (n, c, h + 2 * ph, w + 2 * pw)
-        x_el, y_el = numel(x), numel(y)
-        a = self.act_bytes
-        grad = not self._first_weight_layer
-        self._kernel(
-            name,
-            LayerKind.ELEMENTWISE,
-            fwd_flop=0.0,
-            bwd_flop=0.0,
-            fwd_bytes=(x_el + y_el) * a,
-            bwd_bytes=(x_el + y_el) * a if grad else 0.0,
-            output_shape=y,
-            kernels=1,
-            bwd_kernels=1 if grad else 0,
-        )
-        return y
-
-    def batchnorm(self, name: str, x: Shape, *, buffers_per_channel: int = 2) -> Shape:
-        """Batch normalisation (training mode) over the channel axis 1.
-
-        ``2 C`` trainable parameters (scale, shift) and ``buffers_per_channel x C`` running
-        statistics (non-trainable; Keras counts them as non-trainable parameters). Forward reads
-        the input twice (statistics, normalise) and writes once; backward reads ``dy`` and ``x``
-        twice and writes ``dx``. Saves its input.
-        """
-        c = x[1]
-        el = numel(x)
-        a = self.act_bytes
-        self.buffers += buffers_per_channel * c
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.NORM,
-                fwd_flop=8.0 * el,
-                bwd_input_flop=12.0 * el,
-                bwd_weight_flop=2.0 * el,
-                params=2 * c,
-                fwd_bytes=3 * el * a + 4 * c * 4,
-                bwd_bytes=5 * el * a + 4 * c * 4,
-                activation_bytes=el * a,
-                output_shape=tuple(x),
-                block=self.block,
-                kernels=3,  # trace: 3 forward, 2 backward (cuDNN BN; all 53 layers)
-                bwd_kernels=2,
-            )
-        )
-        return tuple(x)
-
     def act(self, name: str, x: Shape, fn: str = "relu", *, saves: bool = False) -> Shape:
         """Element-wise activation ``fn``; ``saves`` counts its input/output as kept for backward
         (``False`` when the consumer keeps the same tensor, e.g. in-place ReLU before a conv)."""
@@ -664,52 +465,6 @@ class Net:
             output_shape=tuple(x),
         )
         return tuple(x)
-
-    def pool(
-        self, name: str, x: Shape, kernel: int, stride: int, pad: int = 0, *, mode: str = "max"
-    ) -> Shape:
-        """Max or average pooling over ``(N, C, H, W)``. Max pooling saves its input (cuDNN
-        recomputes the argmax from it); average pooling saves nothing."""
-        n, c, h, w = x
-        ho, wo = conv_out(h, kernel, stride, pad), conv_out(w, kernel, stride, pad)
-        if ho < 1 or wo < 1:
-            raise ConfigError(
-                f"image_size too small: pooling layer {name} gets a {h}x{w} input",
-                value=(h, w),
-                where="image_size",
-            )
-        y = (n, c, ho, wo)
-        x_el, y_el = numel(x), numel(y)
-        a = self.act_bytes
-        self._kernel(
-            name,
-            LayerKind.POOL,
-            fwd_flop=float(y_el * kernel * kernel),
-            bwd_flop=float(y_el * kernel * kernel),
-            fwd_bytes=(x_el + y_el) * a,
-            bwd_bytes=(2 * x_el + y_el) * a if mode == "max" else (x_el + y_el) * a,
-            activation_bytes=x_el * a if mode == "max" else 0.0,
-            output_shape=y,
-            bwd_kernels=2,  # trace (max pool): zero-fill + scatter of the gradient
-        )
-        return y
-
-    def global_pool(self, name: str, x: Shape) -> Shape:
-        """Global average pooling ``(N, C, H, W) -> (N, C)``."""
-        n, c = x[0], x[1]
-        el = numel(x)
-        a = self.act_bytes
-        self._kernel(
-            name,
-            LayerKind.POOL,
-            fwd_flop=float(el),
-            bwd_flop=float(el),
-            fwd_bytes=(el + n * c) * a,
-            bwd_bytes=(el + n * c) * a,
-            output_shape=(n, c),
-            bwd_kernels=3,  # trace (adaptive average pool backward)
-        )
-        return (n, c)
 
     def add(self, name: str, x: Shape) -> Shape:
         """Residual addition of two tensors of shape ``x``.
@@ -730,24 +485,6 @@ class Net:
             output_shape=tuple(x),
         )
         return tuple(x)
-
-    def concat(self, name: str, shapes: Sequence[Shape], axis: int = 1) -> Shape:
-        """Concatenation along ``axis`` (a copy in forward and a split in backward)."""
-        out = list(shapes[0])
-        out[axis] = sum(s[axis] for s in shapes)
-        y = tuple(out)
-        el = numel(y)
-        a = self.act_bytes
-        self._kernel(
-            name,
-            LayerKind.ELEMENTWISE,
-            fwd_flop=0.0,
-            bwd_flop=0.0,
-            fwd_bytes=2 * el * a,
-            bwd_bytes=2 * el * a,
-            output_shape=y,
-        )
-        return y
 
     def dropout(self, name: str, x: Shape, *, shard: int = 1, recomputable: bool = False) -> Shape:
         """Dropout: keeps a 1-byte mask per element (PyTorch bool mask). ``shard`` divides the
@@ -825,77 +562,6 @@ class Net:
         )
         return (*lead, nloc)
 
-    def grouped_linear(
-        self,
-        name: str,
-        rows: int,
-        in_features: int,
-        out_features: int,
-        *,
-        groups: int,
-        parallel: str | None = None,
-        fwd_comm: tuple[CommPoint, ...] = (),
-        bwd_comm: tuple[CommPoint, ...] = (),
-        casts_input: bool = False,
-        shard: int | None = None,
-        **marks: object,
-    ) -> Shape:
-        """Grouped GEMM of ``groups`` weight matrices ``in x out`` (no bias) over ``rows`` rows
-        in all: the routed experts of a mixture-of-experts layer, ``rows = tokens x top_k``
-        (Megatron-Core ``TEGroupedMLP``). ``parallel`` shards each matrix as :meth:`linear`.
-
-        FLOP ``2 rows n k`` per pass (exact, whatever the routing); the GEMM shape for the
-        efficiency model is ``groups`` GEMMs of ``ceil(rows / groups)`` rows (balanced routing).
-        Parameters ``groups k n``: every expert's weights are held and read. ``marks`` (the
-        :class:`LayerCost` fields ``expert_role``, ``experts``, ``top_k``) are stored on the layer.
-        ``shard`` is the tensor-parallel degree of the matrices (default ``tp``; expert tensor
-        parallelism ``etp`` for routed experts).
-
-        >>> from perfmodel.dtypes import Precision
-        >>> net = Net(1, Precision.BF16)
-        >>> _ = net.embedding("e", 1, 4, 10, 8)
-        >>> net.grouped_linear("x", 6, 8, 16, groups=4)
-        (6, 16)
-        >>> la = net.layers[-1]
-        >>> la.fwd_flop, la.params, la.gemm.m  # 2 x 6 x 16 x 8; 4 x 8 x 16; ceil(6 / 4)
-        (1536.0, 512, 2)
-        """
-        tp = self.tp if shard is None else shard
-        if parallel == "column":
-            k, n = in_features, out_features // tp
-        elif parallel == "row":
-            k, n = in_features // tp, out_features
-        else:
-            k, n = in_features, out_features
-        gemm = GemmShape(m=-(-rows // groups), n=n, k=k, batch=groups)
-        flop = 2.0 * rows * n * k
-        dgrad = self._needs_dgrad()
-        x_el, y_el = rows * k, rows * n
-        self._gemm_layer(
-            name,
-            LayerKind.LINEAR,
-            gemm,
-            params=groups * k * n,
-            x_el=x_el,
-            y_el=y_el,
-            bias=False,
-            dgrad=dgrad,
-            activation_bytes=x_el * self.act_bytes,
-            output_shape=(rows, n),
-            fwd_comm=fwd_comm,
-            bwd_comm=bwd_comm,
-            bwd_kernels=2 if dgrad else 1,
-            casts_input=casts_input,
-            **marks,
-        )
-        self.layers[-1] = replace(
-            self.layers[-1],
-            fwd_flop=flop,
-            bwd_input_flop=flop if dgrad else 0.0,
-            bwd_weight_flop=flop,
-        )
-        return (rows, n)
-
     def matmul(
         self,
         name: str,
@@ -946,179 +612,6 @@ class Net:
             recomputable_bytes=el * a if (saves and recomputable) else 0.0,
         )
         return tuple(x)
-
-    def attention(
-        self,
-        name: str,
-        b: int,
-        s: int,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        causal: bool,
-        *,
-        v_head_dim: int | None = None,
-        window: AttentionWindow | None = None,
-    ) -> Shape:
-        """Fused attention kernel (FlashAttention, Dao et al. 2022) for ``heads`` local heads.
-
-        FLOP forward ``2 b s^2 heads (d + d_v)`` (``QK^T`` over the query/key width ``d`` and
-        ``PV`` over the value width ``d_v``, default ``d``: ``4 b s^2 heads d``), halved when
-        ``causal`` (the kernel skips masked tiles); backward ``2.5x`` forward (FlashAttention
-        recomputes ``P``: 5 GEMMs against 2). Saves ``Q, K, V`` and the fp32 log-sum-exp (``O``
-        is kept by the output projection that consumes it); no ``s x s`` matrix. Multi-head
-        latent attention (DeepSeek-V2/V3) has ``d = 192`` (128 + 64 rotary) and ``d_v = 128``.
-
-        Context parallelism (``cp > 1``, ``s`` the local ``seq_len / cp`` queries): ring
-        attention (Liu et al. 2023, arXiv:2310.01889; Megatron-Core/Transformer Engine
-        ``cp_comm_type="p2p"``, torchtitan's ``context_parallel`` ring): the ``s`` local queries
-        meet all ``cp s`` keys, FLOP ``2 b s (cp s) heads (d + d_v)``, halved when causal (the
-        ``2 cp``-chunk load balancing gives every rank the same half), i.e. ``1/cp`` of the whole
-        sequence's attention. The local ``K, V`` chunk travels ``cp - 1`` steps around the ring in
-        forward (an all-gather of ``cp`` chunks, ``CommPoint`` group ``"cp"``) and ``K, V`` plus
-        their gradients in backward (all-gather + reduce-scatter); the lowering overlaps them
-        with the attention kernel (:func:`perfmodel.parallel.expert.ring_exposed_s`).
-
-        The ``cp`` steps each launch the fused kernel on one pair of chunks: step 0 the causal
-        ``s x s`` block, the others a full ``s x s/2`` block (load balancing keeps half of the
-        received keys or half of the local queries; torch ``_templated_ring_attention``,
-        Transformer Engine ``AttnFuncWithCPAndKVP2P``), so the kernel sees ``s`` queries against
-        ``s/2`` keys ``cp`` times: ``GemmShape(s, s/2, d, b heads cp)``, whose FLOP is exactly
-        the causal-halved ``QK^T``, and ``cp`` times the kernels of one call. Each step's
-        partial output is merged into an FP32 accumulator by its log-sum-exp (torch
-        ``_SDPAMerger`` with ``convert_to_f32``, TE ``flash_attn_fwd_out_correction``) and in
-        backward each step's ``dQ, dK, dV`` are summed in FP32 accumulators (torch
-        ``_templated_ring_attention_backward``'s ``accum_dtype``, TE's FP32 ``dq``/``dkv``):
-        a memory-bound ``<name>_cp_merge`` layer after the attention moving, per element of
-        ``O`` (forward) and of ``Q, K, V`` (backward), ``2`` bytes of the step's BF16 result and
-        ``4 + 4`` of the accumulator per step plus a final ``4 + 2`` cast:
-        ``(10 cp + 6)`` bytes, one kernel per step and one cast: the fused minimum, what
-        Transformer Engine's merge kernels and a ``torch.compile``-d ring (inductor fuses the
-        merge's pointwise chain) move.
-
-        PyTorch's ``context_parallel`` (stacks that are not Transformer Engine's,
-        :class:`perfmodel.parallel.expert.CPImpl` ``torch``) exchanges SDPA's inputs, K and V
-        already repeated to all ``heads`` (torchtitan's ``repeat_kv`` precedes SDPA): the
-        all-gather and the backward's accumulators are ``heads / kv_heads`` times larger, and
-        the backward passes each step's FP32 dK/dV to the next rank (``CommPoint``
-        ``SENDRECV`` of ``cp`` chunks at 4 bytes; ``convert_to_f32``). Eager (unfused) it runs
-        the merge as ATen operators (torch ``_SDPAMerger._merge_one``: the FP32 upcast 2 + 4,
-        ``out - block_out`` 4 + 4 + 4, the sigmoid-weighted product 4 + 4, ``out - ...``
-        4 + 4 + 4: 38 bytes per element and step, 6 kernels) and accumulates the gradients
-        with ``+=`` (2 + 4 + 4) and the send buffer's ``torch.cat`` (4 + 4) and the K/V ``cat``
-        (2 + 2): 10 bytes per query element and 22 per key/value element per step.
-
-        Local windows (``window``, :class:`~perfmodel.workload.window.AttentionWindow`; causal
-        only, and only where the window is shorter than the sequence): sliding-window and
-        chunked attention compute :meth:`~perfmodel.workload.window.AttentionWindow.pairs_fraction`
-        of the ``s x s`` scores instead of half, ``fwd = 2 b s^2 heads (d + d_v) x fraction``,
-        and keep the same ``Q, K, V`` and log-sum-exp. The efficiency model sees the kernel as
-        causal blocks of ``span = min(w, s)`` queries: ``GemmShape(span, span, d, b heads
-        ceil(s / span))`` for chunks (each chunk an independent causal attention), and
-        ``GemmShape(span, 2 span, d, ...)`` for a sliding window (a block of ``w`` queries
-        sweeps the ``2 w`` keys from ``w`` before its first query to its last, half of them
-        masked, as the diagonal of a causal kernel), so the attention tables are read at key
-        length ``span`` with the causal mask. With context parallelism a limiting window is not
-        modelled (:class:`InfeasiblePlanError`; ring attention would skip most ring steps).
-        """
-        a = self.act_bytes
-        dv = head_dim if v_head_dim is None else v_head_dim
-        frac = 0.5 if causal else 1.0
-        cp = self.cp
-        local = self._window(window, s, causal)
-        if local is not None:
-            frac = local.pairs_fraction(s)
-        fwd = 2.0 * b * s * (s * cp) * heads * (head_dim + dv) * frac
-        q_el = b * s * heads * head_dim
-        k_el = b * s * kv_heads * head_dim
-        v_el = b * s * kv_heads * dv
-        o_el = b * s * heads * dv
-        io = (q_el + k_el + v_el + o_el) * a
-        fwd_comm: tuple[CommPoint, ...] = ()
-        bwd_comm: tuple[CommPoint, ...] = ()
-        if local is not None:
-            gemm = _window_gemm(local, s, head_dim, b * heads)
-        elif cp == 1:
-            gemm = GemmShape(m=s, n=s, k=head_dim, batch=b * heads)
-        else:
-            gemm = GemmShape(m=s, n=max(s // 2, 1), k=head_dim, batch=b * heads * cp)
-        torch_cp = cp > 1 and self.kernels.fusion is not Fusion.TE
-        # the keys and values the context-parallel exchange moves: PyTorch's SDPA inputs are
-        # already repeated to every query head
-        kx_el = b * s * heads * head_dim if torch_cp else k_el
-        vx_el = b * s * heads * dv if torch_cp else v_el
-        if cp > 1:
-            ring = float(cp * (kx_el + vx_el) * a)  # all cp chunks of K and V (all-gather output)
-            fwd_comm = (CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),)
-            if torch_cp:  # K/V gathered again; cp permutes of the FP32 dK/dV chunk
-                grads = float(cp * (kx_el + vx_el) * FP32_BYTES)
-                bwd_comm = (
-                    CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),
-                    CommPoint(CollectiveOp.SENDRECV, grads, "cp"),
-                )
-            else:
-                bwd_comm = (
-                    CommPoint(CollectiveOp.ALLGATHER, ring, "cp"),
-                    CommPoint(CollectiveOp.REDUCESCATTER, ring, "cp"),
-                )
-        self._kernel(
-            name,
-            LayerKind.ATTENTION,
-            fwd_flop=fwd,
-            bwd_flop=2.5 * fwd,
-            fwd_bytes=io + b * heads * s * 4,
-            bwd_bytes=2 * io + b * heads * s * 4,
-            activation_bytes=(q_el + k_el + v_el) * a + b * heads * s * 4,
-            output_shape=(b, s, heads * dv),
-            gemm=gemm,
-            fwd_comm=fwd_comm,
-            bwd_comm=bwd_comm,
-            # trace (SDPA flash, GPT-2): 2 forward, 6 backward (dO.O preprocessing, the
-            # main kernel, dQ accumulator conversion, layout copies); once per ring step
-            kernels=2 * cp,
-            bwd_kernels=6 * cp,
-        )
-        if cp > 1:
-            # bytes per element: cp merges and a final cast (see the docstring)
-            eager = torch_cp and self.kernels.fusion is Fusion.EAGER
-            per_f = (38.0 if eager else 10.0) * cp + 6.0
-            per_q = 10.0 * cp + 6.0
-            per_kv = (22.0 if eager else 10.0) * cp + 6.0
-            steps = 6 if eager else 1  # kernels per step
-            self._kernel(
-                f"{name}_cp_merge",
-                LayerKind.ELEMENTWISE,
-                fwd_flop=5.0 * cp * o_el,
-                bwd_flop=1.0 * cp * (q_el + kx_el + vx_el),
-                fwd_bytes=per_f * o_el,
-                bwd_bytes=per_q * q_el + per_kv * (kx_el + vx_el),
-                output_shape=(b, s, heads * dv),
-                kernels=steps * cp + 1,
-                bwd_kernels=steps * cp + 1,
-            )
-        return (b, s, heads * dv)
-
-    def _window(
-        self, window: AttentionWindow | None, s: int, causal: bool
-    ) -> AttentionWindow | None:
-        """``window`` where it limits an attention over ``s`` local queries (else ``None``);
-        refused without the causal mask or under context parallelism."""
-        if window is None or not window.limits(s * self.cp):
-            return None
-        if not causal:
-            raise ConfigError(
-                f"a {window.label()} attention window needs the causal mask",
-                value=window.size,
-                where="attention window",
-            )
-        if self.cp > 1:
-            raise InfeasiblePlanError(
-                f"cp={self.cp}: context parallelism with {window.label()} attention (shorter "
-                f"than the {s * self.cp}-token sequence) is not modelled; use cp=1",
-                value=self.cp,
-                where="cp",
-            )
-        return window
 
     def norm(
         self,
@@ -1203,51 +696,6 @@ class Net:
             autocast_fp32=autocast_fp32,
         )
         return tuple(x)
-
-    def embedding(
-        self,
-        name: str,
-        b: int,
-        s: int,
-        num: int,
-        dim: int,
-        *,
-        parallel: bool = False,
-        fwd_comm: tuple[CommPoint, ...] = (),
-        indices: int | None = None,
-    ) -> Shape:
-        """Lookup table of ``num x dim``; forward gathers ``b s`` rows, backward scatter-adds into
-        the dense gradient (written whole). ``parallel``: vocabulary split over ``tp``
-        (Megatron ``VocabParallelEmbedding``; an all-reduce sums the partial lookups).
-
-        ``indices``: distinct index entries looked up (default ``b s``; learned positions use
-        ``s``, broadcast over the batch). PyTorch's ``embedding_dense_backward`` takes a direct
-        path for at most 3072 indices and otherwise sorts them (``aten/src/ATen/native/cuda/
-        Embedding.cu``): 2 backward kernels against 32 in the GPT-2 trace (8192 indices).
-        """
-        rows = num // self.tp if parallel else num
-        params = rows * dim
-        a, p = self.act_bytes, self.param_bytes
-        el = b * s * dim
-        self._first_weight_layer = False  # token ids need no gradient; later layers do
-        self._add(
-            LayerCost(
-                name=name,
-                kind=LayerKind.EMBEDDING,
-                fwd_flop=0.0,
-                bwd_input_flop=0.0,
-                bwd_weight_flop=float(el),
-                params=params,
-                fwd_bytes=el * (a + p) + b * s * 8,
-                bwd_bytes=el * a + params * p,
-                activation_bytes=b * s * 8.0,  # int64 indices
-                output_shape=(b, s, dim),
-                fwd_comm=fwd_comm,
-                block=self.block,
-                bwd_kernels=2 if (b * s if indices is None else indices) <= 3072 else 32,
-            )
-        )
-        return (b, s, dim)
 
     def loss(
         self, name: str, rows: int, classes: int, *, fwd_comm: tuple[CommPoint, ...] = ()

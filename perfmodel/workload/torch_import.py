@@ -139,9 +139,6 @@ def from_torch(
     torch = _require_torch()
     import copy
 
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     prec = Precision.parse(precision, where="precision")
     inputs = sample_input if isinstance(sample_input, (tuple, list)) else (sample_input,)
     meta_inputs = tuple(x.to("meta") if hasattr(x, "to") else x for x in inputs)
@@ -153,16 +150,7 @@ def from_torch(
     )
     net = Net(batch, prec)
     nn = torch.nn
-    leaf_types = (
-        nn.Conv1d,
-        nn.Conv2d,
-        nn.Linear,
-        nn.BatchNorm1d,
-        nn.BatchNorm2d,
-        nn.LayerNorm,
-        nn.GroupNorm,
-        nn.Embedding,
-    ) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+    leaf_types = _leaf_types(nn)
     # tied parameters (an LM head sharing the embedding) are counted once, under their first
     # name; moving to meta may untie them in the copy, so the aliases come from the original
     aliases = {n for n, _ in module.named_parameters(remove_duplicate=False)} - {
@@ -192,40 +180,50 @@ def from_torch(
         nm = names[m] or "root"
         params = own_params(m)
         start = len(net.layers)
-        if isinstance(m, (nn.Conv1d, nn.Conv2d)):
-            xs = _image(x)
-            k, s, d = _pair(m.kernel_size, 1), _pair(m.stride, 1), _pair(m.dilation, 1)
-            if isinstance(m.padding, str):  # "same"/"valid": the padding that gives the output
-                oh, ow = _shape(out)[-2:] if len(x) == 4 else (1, _shape(out)[-1])
-                span = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)  # dilated kernel extent
-                p = (
-                    ((oh - 1) * s[0] + span[0] - xs[2]) // 2,
-                    ((ow - 1) * s[1] + span[1] - xs[3]) // 2,
-                )
-            else:
-                p = _pair(m.padding, 0)
-            net.conv(
-                nm,
-                xs,
-                m.out_channels,
-                k,
-                s,
-                p,
-                groups=m.groups,
-                bias=m.bias is not None,
-                dilation=d,
-            )
-        elif isinstance(m, nn.Linear):
-            net.linear(nm, x, m.out_features, bias=m.bias is not None)
-        elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
-            net.batchnorm(nm, x if len(x) > 1 else (x[0], 1))
-        elif isinstance(m, nn.Embedding):
-            tokens = numel(x)
-            net.embedding(nm, tokens, 1, m.num_embeddings, m.embedding_dim)
-        else:  # LayerNorm, GroupNorm, RMSNorm
-            net.norm(nm, x, params=params, rms=type(m).__name__ == "RMSNorm")
+        _add_leaf(net, nn, m, nm, x, out, params)
         for i in range(start, len(net.layers)):
             net.layers[i] = replace(net.layers[i], params=params if i == start else 0)
+
+    handles = []
+    for m in model.modules():
+        if isinstance(m, leaf_types):
+            handles.append(m.register_forward_pre_hook(pre))
+            handles.append(m.register_forward_hook(post))
+    try:
+        fused, recorder = _trace_modes(torch, net, depth)
+        with fused, recorder:
+            model(*meta_inputs)
+    except Exception as exc:  # any failure of the user's module on the meta device
+        raise ConfigError(
+            f"cannot trace {type(module).__name__} on the meta device: {exc}",
+            value=type(module).__name__,
+            where="torch_import",
+        ) from exc
+    finally:
+        for h in handles:
+            h.remove()
+    total = sum(p.numel() for p in module.parameters())
+    _add_unassigned(net, total)
+    buffers = sum(b.numel() for n, b in model.named_buffers() if "num_batches" not in n)
+    return Workload(
+        name=name or type(module).__name__,
+        layers=tuple(net.layers),
+        batch_size=batch,
+        precision=prec,
+        total_params=int(total),
+        sample_unit=sample_unit,
+        tokens_per_sample=tokens_per_sample,
+        model_args={"imported_from": "torch"},
+        buffers=int(buffers),
+    )
+
+
+def _trace_modes(torch: Any, net: Net, depth: list[int]) -> tuple[Any, Any]:
+    """The two modes a trace runs under: one sees ``F.scaled_dot_product_attention`` before it
+    decomposes on the meta device and records one fused-attention layer; the other records the
+    layer of every ATen call made outside a recognised module (``depth[0] == 0``)."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -256,24 +254,66 @@ def from_torch(
                 _record(net, func, args, kwargs or {}, out)
             return out
 
-    handles = []
-    for m in model.modules():
-        if isinstance(m, leaf_types):
-            handles.append(m.register_forward_pre_hook(pre))
-            handles.append(m.register_forward_hook(post))
-    try:
-        with FusedOps(), Recorder():
-            model(*meta_inputs)
-    except Exception as exc:  # any failure of the user's module on the meta device
-        raise ConfigError(
-            f"cannot trace {type(module).__name__} on the meta device: {exc}",
-            value=type(module).__name__,
-            where="torch_import",
-        ) from exc
-    finally:
-        for h in handles:
-            h.remove()
-    total = sum(p.numel() for p in module.parameters())
+    return FusedOps(), Recorder()
+
+
+def _leaf_types(nn: Any) -> tuple[Any, ...]:
+    """The ``torch.nn`` modules recorded as one layer each (their insides are not traced)."""
+    return (
+        nn.Conv1d,
+        nn.Conv2d,
+        nn.Linear,
+        nn.BatchNorm1d,
+        nn.BatchNorm2d,
+        nn.LayerNorm,
+        nn.GroupNorm,
+        nn.Embedding,
+    ) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+
+
+def _add_leaf(
+    net: Net, nn: Any, m: Any, nm: str, x: tuple[int, ...], out: Any, params: int
+) -> None:
+    """Append the layer of one recognised module ``m`` (named ``nm``) called on an input of
+    shape ``x`` with output ``out``: a convolution (string padding resolved to the padding
+    that gives the output), a linear layer, a batch norm, an embedding or a norm."""
+    if isinstance(m, (nn.Conv1d, nn.Conv2d)):
+        xs = _image(x)
+        k, s, d = _pair(m.kernel_size, 1), _pair(m.stride, 1), _pair(m.dilation, 1)
+        if isinstance(m.padding, str):  # "same"/"valid": the padding that gives the output
+            oh, ow = _shape(out)[-2:] if len(x) == 4 else (1, _shape(out)[-1])
+            span = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)  # dilated kernel extent
+            p = (
+                ((oh - 1) * s[0] + span[0] - xs[2]) // 2,
+                ((ow - 1) * s[1] + span[1] - xs[3]) // 2,
+            )
+        else:
+            p = _pair(m.padding, 0)
+        net.conv(
+            nm,
+            xs,
+            m.out_channels,
+            k,
+            s,
+            p,
+            groups=m.groups,
+            bias=m.bias is not None,
+            dilation=d,
+        )
+    elif isinstance(m, nn.Linear):
+        net.linear(nm, x, m.out_features, bias=m.bias is not None)
+    elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+        net.batchnorm(nm, x if len(x) > 1 else (x[0], 1))
+    elif isinstance(m, nn.Embedding):
+        tokens = numel(x)
+        net.embedding(nm, tokens, 1, m.num_embeddings, m.embedding_dim)
+    else:  # LayerNorm, GroupNorm, RMSNorm
+        net.norm(nm, x, params=params, rms=type(m).__name__ == "RMSNorm")
+
+
+def _add_unassigned(net: Net, total: int) -> None:
+    """One layer holding the module's parameters no recorded layer owns (of modules the trace
+    does not recognise), so the workload's parameter count is the module's."""
     rest = total - sum(la.params for la in net.layers)
     if rest:
         net.layers.append(
@@ -290,18 +330,6 @@ def from_torch(
                 output_shape=(),
             )
         )
-    buffers = sum(b.numel() for n, b in model.named_buffers() if "num_batches" not in n)
-    return Workload(
-        name=name or type(module).__name__,
-        layers=tuple(net.layers),
-        batch_size=batch,
-        precision=prec,
-        total_params=int(total),
-        sample_unit=sample_unit,
-        tokens_per_sample=tokens_per_sample,
-        model_args={"imported_from": "torch"},
-        buffers=int(buffers),
-    )
 
 
 def _record(net: Net, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:

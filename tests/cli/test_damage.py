@@ -117,7 +117,7 @@ def test_profile_save_refuses_non_finite_measurements(tmp_path: Path) -> None:
 def test_second_sweep_on_one_output_stops_at_the_lock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from perfmodel.search.sweep import open_output
+    from perfmodel.search.sweep_file import open_output
 
     out = tmp_path / "r.csv"
     fd = open_output(out)  # the first sweep, mid-run

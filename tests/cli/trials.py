@@ -582,7 +582,7 @@ def _pub(tmp: Path) -> Path:
 
 
 def _short_csv() -> str:
-    from perfmodel.search.sweep import _META_COLUMNS, ROW_COLUMNS
+    from perfmodel.search.sweep_file import _META_COLUMNS, ROW_COLUMNS
 
     header = [*_META_COLUMNS, "gpus", "precision", "system", *ROW_COLUMNS]
     return ",".join(header) + "\nabc\n"

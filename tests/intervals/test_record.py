@@ -22,9 +22,9 @@ from perfmodel.intervals.record import (
     parse_record,
     read_record,
     source_key,
-    speedup_rows,
     to_jsonl,
 )
+from perfmodel.intervals.residuals import speedup_rows
 from perfmodel.topology import load_system
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from perfmodel.api import Scenario, predict
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lowering import _issue_times, _segment_sums, build_chunk
+from perfmodel.parallel.host_lead import issue_times
+from perfmodel.parallel.lowering import _segment_sums, build_chunk
 from perfmodel.parallel.plan import ParallelismPlan, Recompute
 from perfmodel.workload import build_model
 from perfmodel.workload.layers import LayerCost, LayerKind, StackedLayers, Workload
@@ -149,7 +150,7 @@ def test_memos_miss_for_another_count_of_the_same_block() -> None:
         for ids in ([0, 1], [2, 3, 4, 5, 6, 7])  # block 1 / blocks 2-4 (3 copies)
     ]
     assert [c.blocks for c in chunks] == [1, 3]
-    assert _issue_times(costs, chunks, 2, 1, 1, Recompute.NONE) == [
+    assert issue_times(costs, chunks, 2, 1, 1, Recompute.NONE) == [
         pytest.approx(0.8),
         pytest.approx(3 * 0.8),
     ]

@@ -20,13 +20,15 @@ from report_compare import assert_close, gpt_scenario
 from sim_synthetic import FakeCosts, block_workload, lower_synthetic
 
 import perfmodel.api as api
-from perfmodel.api import Scenario, _build_step, predict, resolve
-from perfmodel.parallel import lowering
+import perfmodel.pipeline.lower as lower_stage
+from perfmodel.api import Scenario, predict, resolve
+from perfmodel.parallel import lower_step
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import LazyGraph
 from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.taskgraph import TaskKind
-from perfmodel.report.step import breakdown, critical_device
+from perfmodel.pipeline.lower import build_step
+from perfmodel.report.step_breakdown import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, _list_schedule, evaluate
 
@@ -43,7 +45,7 @@ def _scenario(**kw: object) -> Scenario:
 
 def _report(sc: Scenario, monkeypatch: pytest.MonkeyPatch, *, coarse: bool) -> api.StepReport:
     with monkeypatch.context() as m:
-        m.setattr(api, "lower", functools.partial(lowering.lower, coarse=coarse))
+        m.setattr(lower_stage, "lower", functools.partial(lower_step.lower, coarse=coarse))
         m.setattr(api, "_REPORTS", {})
         return predict(sc, baseline=False)
 
@@ -74,7 +76,7 @@ CASES: dict[str, tuple[dict, bool]] = {
 def test_coarse_equals_fine(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kw, coarsened = CASES[name]
     sc = _scenario(**kw)
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     g = step.graph
     assert (isinstance(g, LazyGraph) and g.merged and len(g.coarse().tasks) < len(g.tasks)) is (
         coarsened
@@ -114,7 +116,7 @@ def test_coarse_task_is_the_segments_sum() -> None:
     low = PipelineLowering(*_inputs(sc), coarse=True)
     n = len(low.chunks[0].segments)
     assert n >= 4  # a bucket per block at least
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     g = step.graph
     assert isinstance(g, LazyGraph)
     fine, coarse = g.full(), g.coarse()
@@ -198,14 +200,14 @@ def _inputs(sc: Scenario) -> tuple:
 
     def spy(inp, costs, **kw):
         seen.append((inp, costs))
-        return lowering.lower(inp, costs, **kw)
+        return lower_step.lower(inp, costs, **kw)
 
-    orig = api.lower
-    api.lower = spy
+    orig = lower_stage.lower
+    lower_stage.lower = spy
     try:
-        _build_step(sc, resolve(sc))
+        build_step(sc, resolve(sc))
     finally:
-        api.lower = orig
+        lower_stage.lower = orig
     return seen[-1]
 
 
@@ -230,7 +232,7 @@ def test_gather_early_refused_until_gathered(monkeypatch: pytest.MonkeyPatch) ->
     assert calls and all(not ok for s, ph, mb, left, ok in calls if left > 0)
     assert any(ok for *_, ok in calls)
     # and evaluate of the step equals the fine one
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     assert evaluate(step.graph).makespan_s == pytest.approx(
         _list_schedule(step.graph.full()).makespan_s, rel=1e-12
     )

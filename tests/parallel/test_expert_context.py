@@ -18,7 +18,7 @@ from perfmodel.parallel.expert import (
     ring_exposed_s,
     torch_cp_exposed_s,
 )
-from perfmodel.parallel.lowering import partition
+from perfmodel.parallel.partition import partition
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
 from perfmodel.workload import ExpertRole, build_model
@@ -249,12 +249,13 @@ def test_flow_simulation_alltoall_contends_with_dp_traffic_on_nics() -> None:
     """The lowering's expert all-to-all spans both servers when ep = 16 on 8-GPU servers; in
     the flow simulation it shares the NICs with a data-parallel all-reduce running at the
     same time and finishes later than alone."""
-    from perfmodel.api import _build_step, topology_of
+    from perfmodel.api import topology_of
     from perfmodel.parallel.taskgraph import CommKind, GraphBuilder, TaskKind
+    from perfmodel.pipeline.lower import build_step
     from perfmodel.sim.engine import FlowComm, simulate
 
     sc = _moe_scenario(nodes=2, ep=16, model_args={**SMALL, "experts": 16}, fidelity="simulated")
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     ep = next(t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.EP)
     assert ep.comm.op is CollectiveOp.ALLTOALL and len(ep.comm.group) == 16
     topo = topology_of(sc)
@@ -277,12 +278,12 @@ def test_expert_gradients_skip_the_dense_reduction_when_ep_spans_the_replicas() 
     """dp = ep = 8: every rank holds different experts (expert data parallelism 1), so only the
     dense gradients are reduced over the 8 replicas (Megatron-Core reduces expert gradients
     over the expert data-parallel group)."""
-    from perfmodel.api import _build_step
     from perfmodel.parallel.taskgraph import CommKind
+    from perfmodel.pipeline.lower import build_step
 
     sc = _moe_scenario(ep=8)
     r = resolve(sc)
-    step, _ = _build_step(sc, r)
+    step, _ = build_step(sc, r)
     grads = [
         t.comm.message_bytes
         for t in step.graph.tasks
@@ -297,11 +298,12 @@ def test_expert_gradients_skip_the_dense_reduction_when_ep_spans_the_replicas() 
 def test_expert_group_fills_a_server_first_under_pipelining() -> None:
     """ep = 8 with pp = 2 on two 8-GPU servers: Megatron-Core's order (stages outermost) puts
     each stage's expert group on one server (the SC21 order tp,pp,dp would stride it over both)."""
-    from perfmodel.api import _build_step, topology_of
+    from perfmodel.api import topology_of
     from perfmodel.parallel.taskgraph import CommKind
+    from perfmodel.pipeline.lower import build_step
 
     sc = _moe_scenario(nodes=2, pp=2, ep=8, microbatch=1)
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     topo = topology_of(sc)
     groups = {t.comm.group for t in step.graph.tasks if t.comm and t.comm.kind is CommKind.EP}
     assert groups and all(len({topo.server_of(g) for g in grp}) == 1 for grp in groups)

@@ -14,7 +14,7 @@ from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import SystemCosts
-from perfmodel.parallel.lowering import step_kernels
+from perfmodel.parallel.host_lead import step_kernels
 from perfmodel.parallel.plan import DPMode, ParallelismPlan
 from perfmodel.parallel.software import PRESETS, get_preset
 from perfmodel.topology import load_system
@@ -107,9 +107,9 @@ def test_host_issue_task_per_pipeline_stage() -> None:
              "seq_len": 128}, batch_per_gpu=None, global_batch=8, gpus=2, pp=2,
              microbatch=1)  # fmt: skip
     r = resolve(sc)
-    from perfmodel.api import _build_step
+    from perfmodel.pipeline.lower import build_step
 
-    step, costs = _build_step(sc, r)
+    step, costs = build_step(sc, r)
     issue = [t for t in step.graph.tasks if t.label == "kernel issue (eager host)"]
     assert len(issue) == 2 and {t.device for t in issue} == set(step.graph.devices)
     h = costs.compute.params.host_dispatch_s

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.api import Scenario, _build_step, resolve
+from perfmodel.api import Scenario, resolve
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lowering import Chunk, Segment, issue_lead
+from perfmodel.parallel.host_lead import issue_lead
+from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.plan import Recompute
+from perfmodel.pipeline.lower import build_step
 from perfmodel.workload.layers import LayerCost, LayerKind
 
 MS = 1e-3
@@ -92,7 +94,7 @@ def test_first_compute_waits_for_the_lead_eager_only() -> None:
                 precision="bf16", fidelity="analytic")  # fmt: skip
     for software, has in (("pytorch-ddp", True), ("tf-replicated", False)):
         sc = Scenario(software=software, **base)  # type: ignore[arg-type]
-        step, _ = _build_step(sc, resolve(sc))
+        step, _ = build_step(sc, resolve(sc))
         lead = [t for t in step.graph.tasks if t.label.startswith("kernel issue lead")]
         assert bool(lead) is has, software
         if has:

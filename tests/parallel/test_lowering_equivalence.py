@@ -19,7 +19,8 @@ import hashlib
 
 import pytest
 
-from perfmodel.api import Scenario, _build_step, predict, resolve
+from perfmodel.api import Scenario, predict, resolve
+from perfmodel.pipeline.lower import build_step
 
 GPT = {"layers": 4, "hidden": 512, "heads": 8, "seq_len": 256, "vocab": 8000}
 CASES = {
@@ -165,7 +166,7 @@ GOLDEN = {
 
 
 def _graph_hash(sc: Scenario) -> tuple[str, int]:
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     h = hashlib.sha256()
     for t in step.graph.tasks:
         key = (t.tid, t.kind.value, t.device, t.stream, round(t.duration_s, 12), t.deps, t.label)

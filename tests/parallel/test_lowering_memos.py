@@ -13,7 +13,8 @@ import pytest
 
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
-from perfmodel.parallel.lowering import _issue_times, build_chunk
+from perfmodel.parallel.host_lead import issue_times
+from perfmodel.parallel.lowering import build_chunk
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, Recompute
 from perfmodel.workload.layers import CommPoint, LayerCost, LayerKind, Workload
@@ -132,14 +133,14 @@ def test_issue_time_memo_per_chunk(recompute: Recompute) -> None:
     kw = dict(bucket_bytes=None, first_bucket_bytes=None, by_block=False)
     chunks = [build_chunk(wl, ids, _ByName(), plan, ("g",), **kw) for ids in ([0], [1], [2])]  # type: ignore[arg-type]
     factor = 2.0 if recompute is Recompute.FULL else 1.0
-    out = _issue_times(_ByName(), chunks, 2, 1, 2, recompute)  # type: ignore[arg-type]
+    out = issue_times(_ByName(), chunks, 2, 1, 2, recompute)  # type: ignore[arg-type]
     assert out == [2 * factor * (1.0 + 4.0), 2 * factor * 2.0]
     # by cost key: the three copies cost alike, but one outside any block (a copy of the same
     # source) is not re-issued under full recomputation
     tail = wl.layers[0].relabelled("tail", None)
     wl2 = Workload("t", (*wl.layers[:2], tail), 1, Precision.FP32, 30)
     chunks2 = [build_chunk(wl2, [i], _ByKey(), plan, ("g",), **kw) for i in range(3)]  # type: ignore[arg-type]
-    assert _issue_times(_ByKey(), chunks2, 3, 1, 1, recompute) == [factor, factor, 1.0]
+    assert issue_times(_ByKey(), chunks2, 3, 1, 1, recompute) == [factor, factor, 1.0]
 
 
 @pytest.mark.parametrize("order", list(itertools.permutations(("tp", "pp", "dp"))))

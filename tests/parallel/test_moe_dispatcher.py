@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.api import Scenario, _build_step, resolve
+from perfmodel.api import Scenario, resolve
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import dispatch_share, expected_units_hit
 from perfmodel.parallel.plan import MoEDispatcher, ParallelismPlan, parse_plan_string
 from perfmodel.parallel.taskgraph import CommKind, TaskKind
+from perfmodel.pipeline.lower import build_step
 from perfmodel.workload import build_model
 from perfmodel.workload.layers import ExpertRole
 
@@ -154,7 +155,7 @@ def _ep_specs(dispatcher: str | None, nodes: int = 2) -> list:
         global_batch=8 * nodes,
         moe_dispatcher=dispatcher,
     )
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     return [
         t.comm
         for t in step.graph.tasks
@@ -209,18 +210,18 @@ def test_dispatcher_sync_makes_the_gpu_wait_for_the_host() -> None:
     as host in the breakdown) as long as the two-machine flow-shop lead of the layers from each
     dispatch to the next or the forward's end, by hand from the layers' own host and GPU
     times (ep = 1: no dispatch collective in the run); a dense model has none."""
-    from perfmodel.api import _step_workload
     from perfmodel.parallel.expert import dispatcher_sync_stall_s
+    from perfmodel.pipeline.lower import step_workload
     from perfmodel.workload.layers import ExpertRole
 
     sc = Scenario(system="dgx-h100", gpus=1, model="moe", model_args=SMALL, batch_per_gpu=2,
                   microbatch=1, precision="bf16", software="megatron-core",
                   fidelity="analytic")  # fmt: skip
     r = resolve(sc)
-    step, costs = _build_step(sc, r)
+    step, costs = build_step(sc, r)
     syncs = [t for t in step.graph.tasks if t.label.startswith("MoE dispatcher host sync F")]
     assert len(syncs) == 2 and {t.stream for t in syncs} == {"host-sync"}  # 2 micro-batches
-    w, _ = _step_workload(sc, r, None)
+    w, _ = step_workload(sc, r, None)
     runs: list[list[tuple[float, float]]] = []
     for la in w.layers:
         if la.expert_role is ExpertRole.DISPATCH:
@@ -235,7 +236,7 @@ def test_dispatcher_sync_makes_the_gpu_wait_for_the_host() -> None:
                      software="megatron-core", fidelity="analytic",
                      model_args={"hidden": 256, "layers": 2, "heads": 4, "seq_len": 512,
                                  "vocab": 1024})  # fmt: skip
-    step, _ = _build_step(dense, resolve(dense))
+    step, _ = build_step(dense, resolve(dense))
     assert not [t for t in step.graph.tasks if t.stream == "host-sync"]
 
 
@@ -301,7 +302,7 @@ def test_flex_dispatch_takes_at_least_its_published_kernel_time() -> None:
                       precision="bf16", optimizer="adam", fidelity="analytic",
                       software="megatron-core", ep=16, global_batch=16,
                       moe_dispatcher=dispatcher)  # fmt: skip
-        step, _ = _build_step(sc, resolve(sc))
+        step, _ = build_step(sc, resolve(sc))
         return [t for t in step.graph.tasks
                 if t.kind is TaskKind.COLLECTIVE and t.comm is not None
                 and t.comm.kind is CommKind.EP]  # fmt: skip

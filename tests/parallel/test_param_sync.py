@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.api import Scenario, _build_step, predict, resolve
+from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.param_sync import owner_bytes, owner_ranks
@@ -16,6 +16,7 @@ from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.recipe import ParamSync, build_recipe
 from perfmodel.parallel.software import get_preset
 from perfmodel.parallel.taskgraph import CommKind
+from perfmodel.pipeline.lower import build_step
 from perfmodel.workload.memory import Optimizer
 
 
@@ -102,7 +103,7 @@ def test_lowering_broadcasts_after_the_optimizer() -> None:
     the data-parallel group, priced by the collective model; the gradients are all-reduced."""
     sc = _internevo(16)
     r = resolve(sc)
-    step, costs = _build_step(sc, r)
+    step, costs = build_step(sc, r)
     tasks = step.graph.tasks
     sync = [t for t in tasks if t.comm is not None and t.comm.kind is CommKind.ZERO]
     assert len(sync) == 1 and sync[0].comm.op is CollectiveOp.BROADCAST
@@ -110,9 +111,9 @@ def test_lowering_broadcasts_after_the_optimizer() -> None:
     assert opt.tid in sync[0].deps
     grads = [t for t in tasks if t.comm is not None and t.comm.kind is CommKind.DP]
     assert grads and all(t.comm.op is CollectiveOp.ALLREDUCE for t in grads)
-    from perfmodel.api import _step_workload  # the owners, recomputed from the layers
+    from perfmodel.pipeline.lower import step_workload  # the owners, recomputed from the layers
 
-    workload, _ = _step_workload(sc, r, None)
+    workload, _ = step_workload(sc, r, None)
     params = [float(la.params) for la in workload.layers]
     owners = owner_ranks(params, 16)
     group = sync[0].comm.group

@@ -6,7 +6,7 @@ import pytest
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.parallel.lowering import partition
+from perfmodel.parallel.partition import partition
 from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import Hybrid, ParallelismPlan, PipelineSchedule, parse_plan_string
 from perfmodel.parallel.software import PRESETS, get_preset, presets_markdown

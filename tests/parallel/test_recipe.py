@@ -9,14 +9,16 @@ from dataclasses import replace
 
 import pytest
 
-from perfmodel.api import Scenario, _build_step, predict, resolve
+from perfmodel.api import Scenario, predict, resolve
 from perfmodel.cli import main
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lowering import Chunk, Segment, stage_memory
+from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule, Recompute
 from perfmodel.parallel.recipe import AmpStyle, Sharding, build_recipe
 from perfmodel.parallel.software import get_preset
+from perfmodel.parallel.stage_memory import stage_memory
 from perfmodel.parallel.taskgraph import CommKind, TaskKind
+from perfmodel.pipeline.lower import build_step
 from perfmodel.workload.layers import LayerCost, LayerKind
 from perfmodel.workload.memory import Optimizer
 
@@ -39,16 +41,16 @@ def _sc(**kw: object) -> Scenario:
 
 def _graph(sc: Scenario):
     r = resolve(sc)
-    step, _ = _build_step(sc, r)
+    step, _ = build_step(sc, r)
     return r, step
 
 
 def _params(sc: Scenario) -> int:
     """Parameters of one model replica (``tp = 1``)."""
-    from perfmodel.api import _workload
+    from perfmodel.pipeline.inputs import zoo_workload
 
     r = resolve(sc)
-    wl = _workload(
+    wl = zoo_workload(
         sc.model, r.microbatch, r.precision.value, r.plan.tp, False, tuple(sorted(GPT.items()))
     )
     return wl.params
@@ -128,8 +130,8 @@ def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
     """Transformer Engine under FP8 saves each block GEMM's input in FP8: the activations of a
     megatron-core fp8 step are the bf16 step's plus :func:`fp8_saved_input_delta` (negative);
     torchtitan (torchao float8 saves the high-precision input) is unchanged."""
-    from perfmodel.api import _workload
     from perfmodel.parallel.recipe import fp8_saved_input_delta
+    from perfmodel.pipeline.inputs import zoo_workload
 
     for software, changes in (("megatron-core", True), ("torchtitan", False)):
         kw = dict(software=software, gpus=1, system="dgx-h100")
@@ -139,7 +141,7 @@ def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
             assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes)
             continue
         r = resolve(_sc(**kw))
-        wl = _workload("gpt", r.microbatch, "bf16", 1, False, tuple(sorted(GPT.items())))
+        wl = zoo_workload("gpt", r.microbatch, "bf16", 1, False, tuple(sorted(GPT.items())))
         delta = fp8_saved_input_delta(wl.layers, 2)
         assert delta < 0
         assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes + delta)
@@ -238,7 +240,7 @@ def test_overlap_slowdown_scales_with_overlapped_comm() -> None:
     _, step = _graph(sc)
     base_r = resolve(sc)
     no_slow = replace(base_r, preset=base_r.preset.with_overrides(overlap_compute_slowdown=0.0))
-    from perfmodel.api import _build_step as build
+    from perfmodel.pipeline.lower import build_step as build
 
     step0, _ = build(sc, no_slow)
     compute = sum(t.duration_s for t in step.graph.tasks if t.kind is TaskKind.COMPUTE)
@@ -478,10 +480,10 @@ def test_torchtitan_splits_pipeline_stages_unevenly() -> None:
     sc = _sc(software="torchtitan", pp=4, microbatch=1, gpus=4, model_args=args)
     _, step = _graph(sc)
     assert step.memory and len(step.memory) == 4
-    from perfmodel.api import _workload
-    from perfmodel.parallel.lowering import partition
+    from perfmodel.parallel.partition import partition
+    from perfmodel.pipeline.inputs import zoo_workload
 
-    wl = _workload("gpt", 1, "bf16", 1, False, tuple(sorted(args.items())))
+    wl = zoo_workload("gpt", 1, "bf16", 1, False, tuple(sorted(args.items())))
     parts = partition(wl, 4, [1.0] * len(wl.layers), allow_uneven=True)
     blocks = [len({wl.layers[i].block for i in p} - {None}) for p in parts]
     assert sorted(blocks) == [1, 1, 2, 2]

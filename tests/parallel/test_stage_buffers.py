@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.api import Scenario, predict
-from perfmodel.parallel.lowering import stage_buffer_bytes
+from perfmodel.parallel.stage_memory import stage_buffer_bytes
 from perfmodel.workload.layers import LayerKind
 from perfmodel.workload.memory import memory_breakdown
 from perfmodel.workload.zoo import build_model

@@ -9,10 +9,11 @@ from dataclasses import replace
 import pytest
 
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lowering import Chunk, Segment, stage_memory
+from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.recipe import CrossEntropy, build_recipe
 from perfmodel.parallel.software import get_preset
+from perfmodel.parallel.stage_memory import stage_memory
 from perfmodel.workload import memory as wmem
 from perfmodel.workload.layers import LayerCost, LayerKind
 from perfmodel.workload.memory import Optimizer

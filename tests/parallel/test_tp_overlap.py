@@ -55,8 +55,9 @@ def test_margin_applies_to_the_reduce_scattered_gemms_only() -> None:
 def test_segments_carry_their_reduce_scattered_gemm_time() -> None:
     """``Segment.tp_rs_fwd_s`` is the forward time of the layers a TP reduce-scatter follows:
     with sequence parallelism, each block's attention projection and second MLP matrix."""
-    from perfmodel.api import _build_step, resolve
+    from perfmodel.api import resolve
     from perfmodel.parallel.lowering import _tp_reduce_scattered
+    from perfmodel.pipeline.lower import build_step
 
     sc = Scenario(
         system="dgx-h100", gpus=8, model="gpt", model_args={"layers": 2, "hidden": 2048,
@@ -64,10 +65,10 @@ def test_segments_carry_their_reduce_scattered_gemm_time() -> None:
         precision="bf16", optimizer="adam", software="megatron-core", fidelity="analytic",
     )  # fmt: skip
     r = resolve(sc)
-    _step, costs = _build_step(sc, r, None)
-    from perfmodel.api import _step_workload
+    _step, costs = build_step(sc, r, None)
+    from perfmodel.pipeline.lower import step_workload
 
-    wl, _ = _step_workload(sc, r, None)
+    wl, _ = step_workload(sc, r, None)
     rs = [la for la in wl.layers if _tp_reduce_scattered(la)]
     assert sorted({la.name.split(".")[-1] for la in rs}) == ["attn_out", "fc2"]
     want = sum(costs.layer_time(la)[0] for la in rs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
-from perfmodel.report.step import _class_seconds
+from perfmodel.report.step_breakdown import _class_seconds
 from perfmodel.sim.engine import evaluate
 
 

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
 from sim_synthetic import FakeCosts, block_workload, lower_synthetic
 
 from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
-from perfmodel.report.step import breakdown
+from perfmodel.report.step_breakdown import breakdown
 from perfmodel.report.trace import chrome_trace, plot_gantt, plot_speedup, write_chrome_trace
 from perfmodel.sim.engine import evaluate
 

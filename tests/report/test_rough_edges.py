@@ -10,7 +10,8 @@ from search_fakes import fake_predict, fake_system_predict
 from perfmodel.api import Scenario, predict
 from perfmodel.cli import main
 from perfmodel.report.trace import GANTT_LEGEND, plot_gantt
-from perfmodel.search.compare import format_table, search_plans
+from perfmodel.search.compare import search_plans
+from perfmodel.search.compare_table import format_table
 from perfmodel.search.cost import Pricing
 from perfmodel.search.plans import ModelFamily, ModelShape
 from perfmodel.search.plots import plot_whatif

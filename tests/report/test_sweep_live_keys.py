@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from perfmodel.report.step import _EVENT_ORDER, _sweep
+from perfmodel.report.step_breakdown import _EVENT_ORDER, _sweep
 
 _CLS = {"0|compute": "compute", "1|comm:dp": "comm:dp", "2|host": "host"}
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import InfeasiblePlanError
-from perfmodel.search.autobatch import (
+from perfmodel.pipeline.autobatch import (
     Baseline,
     affine_limit,
     baseline_gpu_counts,
@@ -225,28 +225,30 @@ def test_one_gpu_baseline_is_skipped_only_where_its_model_state_cannot_fit(monke
     holds at least those bytes. A 24-layer 2048-wide GPT (1.3e9 parameters, 21 GB) may fit:
     not skipped."""
     import perfmodel.api as api
+    import perfmodel.pipeline.baseline as baseline
+    from perfmodel.pipeline.lower import step_workload
 
     sc = LLAMA13_FSDP_32
     r = api.resolve(sc)
-    assert api._one_gpu_state_exceeds_memory(sc, r)
+    assert baseline._one_gpu_state_exceeds_memory(sc, r)
     one = predict(api.baseline_scenario(sc, r), baseline=False)
     assert not one.fits_in_memory
     m = one.memory
     b_r = api.resolve(api.baseline_scenario(sc, r))
-    wl, _ = api._step_workload(api.baseline_scenario(sc, r), b_r, None)
+    wl, _ = step_workload(api.baseline_scenario(sc, r), b_r, None)
     bound = sum(b_r.recipe.model_state_bytes(sum(la.params for la in wl.layers), 1))
     assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes >= bound > 80 * GiB
     assert bound == pytest.approx(16 * 13.0e9, rel=0.01)
     calls: list[int] = []
-    real = api._baseline_throughput
+    real = baseline._baseline_throughput
     monkeypatch.setattr(
-        api, "_baseline_throughput", lambda *a, **k: calls.append(1) or real(*a, **k)
+        baseline, "_baseline_throughput", lambda *a, **k: calls.append(1) or real(*a, **k)
     )
     monkeypatch.setattr(api, "_REPORTS", {})  # no cached report answers in place of the skip
     skipped = predict(sc)
     assert calls == []  # the 1-GPU baseline was not predicted (review)
     monkeypatch.setattr(api, "_REPORTS", {})
-    monkeypatch.setattr(api, "_one_gpu_state_exceeds_memory", lambda sc, r: False)
+    monkeypatch.setattr(baseline, "_one_gpu_state_exceeds_memory", lambda sc, r: False)
     full = predict(sc)
     assert calls == [1]
     assert skipped.to_dict() == full.to_dict()
@@ -261,4 +263,4 @@ def test_one_gpu_baseline_is_skipped_only_where_its_model_state_cannot_fit(monke
         fidelity="analytic",
     )
     monkeypatch.undo()
-    assert not api._one_gpu_state_exceeds_memory(small, api.resolve(small))
+    assert not baseline._one_gpu_state_exceeds_memory(small, api.resolve(small))

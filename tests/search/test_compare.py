@@ -9,7 +9,8 @@ import pytest
 from search_fakes import fake_predict, fake_system_predict
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.search.compare import Objective, format_table, objective_score, search_plans
+from perfmodel.search.compare import Objective, objective_score, search_plans
+from perfmodel.search.compare_table import format_table
 from perfmodel.search.cost import Pricing, parse_prices
 from perfmodel.search.plans import ModelFamily, ModelShape, SearchSpace
 from perfmodel.search.ranking import best_in_top_k, group_ranking, kendall_tau

@@ -223,7 +223,7 @@ def test_only_plans_that_fit_are_ranked() -> None:
 
 
 def test_table_shows_tokens_per_s_and_mfu_percent(capsys: pytest.CaptureFixture[str]) -> None:
-    from perfmodel.search.compare import format_table
+    from perfmodel.search.compare_table import format_table
 
     res = search_plans(BASES[0], gpus=(8,), global_batches=(32,), analytic_k=3, confirm_k=0)
     text = format_table(res, top=5)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
-from perfmodel.parallel.lowering import LoweredStep, StepInputs, lower
+from perfmodel.parallel.lower_step import lower
+from perfmodel.parallel.lowering import LoweredStep, StepInputs
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.software import get_preset

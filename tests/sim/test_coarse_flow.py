@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.api import Scenario, _build_step, resolve, topology_of
+from perfmodel.api import Scenario, resolve, topology_of
 from perfmodel.comm import CommCostModel
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
+from perfmodel.pipeline.lower import build_step
 from perfmodel.sim.engine import FlowComm, simulate
 from perfmodel.topology import load_system
 
@@ -54,7 +55,7 @@ def test_coarse_and_fine_step_simulations_agree(system, nodes, plan, software, b
             **plan,
         }
     )
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     coarse, fine = _makespans(step.graph, topology_of(sc))
     assert coarse == pytest.approx(fine, rel=0.01)
 

@@ -15,11 +15,12 @@ import pytest
 from report_compare import assert_close, gpt_scenario
 
 import perfmodel.api as api
-from perfmodel.api import Scenario, _build_step, predict, resolve
+from perfmodel.api import Scenario, predict, resolve
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import GraphBuilder, Task, TaskKind
-from perfmodel.report.step import breakdown, critical_device
+from perfmodel.pipeline.lower import build_step
+from perfmodel.report.step_breakdown import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
 from perfmodel.sim.engine import PeriodicTimeline, _list_schedule, evaluate
 
@@ -79,7 +80,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     sc = _scenario(**CASES[name])
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     assert isinstance(step.graph, PeriodicGraph)
     tl = evaluate(step.graph)
     assert isinstance(tl, PeriodicTimeline), "the shortcut should apply here"
@@ -108,7 +109,7 @@ def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.Mon
 )
 def test_not_offered_where_micro_batches_differ(kw: dict) -> None:
     sc = _scenario(**kw)
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     assert not isinstance(step.graph, PeriodicGraph)
 
 
@@ -192,14 +193,14 @@ def test_not_offered_when_host_issue_outlasts_the_step() -> None:
         dp=4,
         tp=1,
     )
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     assert not isinstance(step.graph, PeriodicGraph)
 
 
 def test_simulation_runs_the_whole_graph() -> None:
     """The SimPy fidelity is not shortened: it replays every task of the lowered step."""
     sc = _scenario(fidelity="simulated")
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     assert isinstance(step.graph, PeriodicGraph)
     rep = predict(sc, baseline=False)
     assert not isinstance(rep.timeline, PeriodicTimeline)
@@ -213,7 +214,7 @@ def _lowering_of(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[Pipelin
     count = PipelineLowering.periodic_count
     with monkeypatch.context() as m:
         m.setattr(PipelineLowering, "periodic_count", lambda self: seen.append(self) or count(self))
-        step, _ = _build_step(sc, resolve(sc))
+        step, _ = build_step(sc, resolve(sc))
     return seen[0], step
 
 
@@ -254,7 +255,7 @@ def test_interleaved_without_host_issue_takes_twelve_rounds(
     whole schedule's report."""
     monkeypatch.setattr(PipelineLowering, "issue_times", lambda self: [0.0] * self.P)
     sc = _scenario(**CASES["interleaved-pp4-mcore"])
-    step, _ = _build_step(sc, resolve(sc))
+    step, _ = build_step(sc, resolve(sc))
     g = step.graph
     assert isinstance(g, PeriodicGraph) and (g.short_microbatches, g.microbatches) == (48, 96)
     tl = evaluate(g)

@@ -13,7 +13,8 @@ import pytest
 
 from perfmodel.accuracy import table_in_readme
 from perfmodel.intervals import coverage as cov
-from perfmodel.intervals.record import generate, read_record
+from perfmodel.intervals.record import read_record
+from perfmodel.intervals.residuals import generate
 
 REPO = Path(__file__).resolve().parents[2]
 REGENERATE = (

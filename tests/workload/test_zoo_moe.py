@@ -253,7 +253,8 @@ def test_megatron_core_copies_routed_rows_around_the_experts(
     FP8 GEMMs and unpads (``Fp8Padding``/``Fp8Unpadding``) unless Hybrid-EP or DeepEP aligned
     them. Each is a copy of the routed rows: rows x hidden x 2 B read and written in forward,
     their gradient's in backward (the ``permute`` layer's bytes)."""
-    from perfmodel.api import _step_workload, resolve
+    from perfmodel.api import resolve
+    from perfmodel.pipeline.lower import step_workload
 
     args = {"hidden": 512, "layers": 2, "heads": 8, "kv_heads": 2, "ffn_hidden": 256,
             "experts": 16, "top_k": 4, "seq_len": 1024, "vocab": 4096}  # fmt: skip
@@ -261,7 +262,7 @@ def test_megatron_core_copies_routed_rows_around_the_experts(
                   precision=precision, global_batch=8, ep=ep, moe_dispatcher=dispatcher,
                   software=software, fidelity="analytic")  # fmt: skip
     r = resolve(sc)
-    w, _ = _step_workload(sc, r, None)
+    w, _ = step_workload(sc, r, None)
     names = [la.name.split(".")[-1] for la in w.layers]
     assert ("sort_chunks" in names, "unsort_chunks" in names) == (sort, sort)
     assert ("quant_pad" in names, "quant_unpad" in names) == (pad, pad)

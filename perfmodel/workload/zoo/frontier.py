@@ -38,7 +38,7 @@ embeddings and the head), adding what these models do differently:
   keeps a copy of the word embedding synchronised with the first stage (Megatron-Core
   ``GPTModel`` builds the embedding on the MTP stage and all-reduces its gradient with the
   first), which the lowering charges through the tied-head rule
-  (:func:`perfmodel.parallel.lowering.tied_embedding_params`).
+  (:func:`perfmodel.parallel.stage_memory.tied_embedding_params`).
 
 Parameter counts are those of the trained model (what the optimizer holds): the HF checkpoint of
 DeepSeek-V3 adds a duplicate of the embedding and of the head to its MTP layer (684.5B with
@@ -55,12 +55,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import perfmodel.workload.zoo.moe as _moe
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net
 from perfmodel.workload.layers import CommPoint
 from perfmodel.workload.window import AttentionWindow, WindowKind
-from perfmodel.workload.zoo import moe as _moe
 from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
 from perfmodel.workload.zoo.transformer import (
     Section,
@@ -74,6 +74,14 @@ from perfmodel.workload.zoo.transformer import (
     self_attention,
     transformer_layer,
 )
+
+
+def _config(net: Net, **fields: Any) -> TransformerConfig:
+    """The models' shared transformer shape (pre-norm RMSNorm, gated MLP, RoPE, no dropout)
+    with ``fields``, checked against the rank's tensor parallelism."""
+    cfg = TransformerConfig(rms_norm=True, gated_mlp=True, dropout=False, rope=True, **fields)
+    check_config(cfg, net.tp)
+    return cfg
 
 
 def _routed(
@@ -188,7 +196,8 @@ def gpt_oss(
     and ``heads`` sinks (``q = heads d``); router ``h E + E``; experts ``E (3 h f + 2 f + h)``;
     two RMSNorms. Embedding and untied head ``vocab h`` each, final RMSNorm ``h``.
     """
-    cfg = TransformerConfig(
+    cfg = _config(
+        net,
         hidden=hidden,
         layers=layers,
         heads=heads,
@@ -196,15 +205,10 @@ def gpt_oss(
         ffn_hidden=expert_ffn_hidden,
         seq_len=seq_len,
         vocab=vocab,
-        rms_norm=True,
-        gated_mlp=True,
         bias=True,
-        dropout=False,
         flash_attention=flash_attention,
         head_size=head_dim,
-        rope=True,
     )
-    check_config(cfg, net.tp)
     m = _routed(
         net,
         experts=experts,
@@ -268,7 +272,8 @@ def llama4(
     dense SwiGLU of ``ffn_hidden``; it attends in chunks of ``attention_chunk`` unless
     ``(i + 1) % nope_every == 0`` (no rotary embedding, whole causal context).
     """
-    cfg = TransformerConfig(
+    cfg = _config(
+        net,
         hidden=hidden,
         layers=layers,
         heads=heads,
@@ -276,16 +281,11 @@ def llama4(
         ffn_hidden=ffn_hidden,
         seq_len=seq_len,
         vocab=vocab,
-        rms_norm=True,
-        gated_mlp=True,
         bias=False,
-        dropout=False,
         flash_attention=flash_attention,
         head_size=head_dim,
         qk_norm=bool(qk_norm),
-        rope=True,
     )
-    check_config(cfg, net.tp)
     step = _moe._positive("moe_layer_step", moe_layer_step)
     nope = _moe._positive("nope_every", nope_every)
     m = _routed(
@@ -356,7 +356,8 @@ def grok1(
     Per layer: attention ``h (q + 2 kv d) + q h``, router ``h E``, experts ``3 E h f``, four
     RMSNorms ``h``; embedding ``vocab h`` (tied to the output), final RMSNorm ``h``.
     """
-    cfg = TransformerConfig(
+    cfg = _config(
+        net,
         hidden=hidden,
         layers=layers,
         heads=heads,
@@ -364,15 +365,10 @@ def grok1(
         ffn_hidden=expert_ffn_hidden,
         seq_len=seq_len,
         vocab=vocab,
-        rms_norm=True,
-        gated_mlp=True,
         bias=False,
-        dropout=False,
         flash_attention=flash_attention,
         head_size=head_dim,
-        rope=True,
     )
-    check_config(cfg, net.tp)
     m = _routed(
         net,
         experts=experts,

@@ -1,0 +1,348 @@
+"""The lowering's shortcuts: what makes a large step fast to lower, each a small door
+:class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` inherits and calls.
+
+* **Shared chunks** (:meth:`LoweringShortcuts._build_chunks`): chunks that cannot depend on
+  the topology are kept by what they depend on (:data:`_SHARED_CHUNKS`), so the same model,
+  batch and software on another cluster size reads them (issue 27, sweeps).
+* **Coarse segments** (:meth:`LoweringShortcuts.coarsenable`): a chunk's segments become one
+  compute task and one collective where nothing inside them overlaps or is waited on.
+* **Periodic schedules** (:meth:`LoweringShortcuts.periodic_count`): a short schedule whose
+  steady period :func:`perfmodel.sim.engine.periodic_timeline` extends to the whole step.
+
+Each gives the answer the plain lowering gives (the tests compare them:
+``tests/parallel/test_coarse_lowering.py``, ``tests/sim/test_periodic.py``,
+``tests/test_shared_tables.py``). The methods read the lowering's state (``self.plan``,
+``self.P``, ``self.chunks``...), set by ``PipelineLowering.__init__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from perfmodel.parallel.expert import CPImpl
+from perfmodel.parallel.lowering import Chunk, build_chunk
+from perfmodel.parallel.partition import block_runs, partition
+from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
+from perfmodel.parallel.plan import PipelineSchedule
+from perfmodel.parallel.schedule import warmup_forwards
+
+#: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
+#: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
+#: the ids in the key stay theirs; the oldest dropped first beyond :data:`_SHARED_CHUNKS_SIZE`
+#: (a sweep varies its hardware slowest, so every model, batch and software combination of one
+#: cluster size must stay until the next size reads it: 256 combinations and their
+#: micro-batch probes made a 256-entry memo miss every time).
+_SHARED_CHUNKS: dict[tuple[object, ...], tuple[object, object, tuple[Chunk, ...]]] = {}
+
+_SHARED_CHUNKS_SIZE = 4096
+
+
+class LoweringShortcuts:
+    """Shared chunks, coarse segments and periodic schedules of a
+    :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see the module docstring)."""
+
+    # ------------------------------------------------------------------ shared chunks
+
+    def _build_chunks(self) -> list[Chunk]:
+        """The plan's ``pp x interleave`` chunks, segmented by gradient bucket (overlap) or by
+        block (ZeRO-3/FSDP units); shared through :data:`_SHARED_CHUNKS` where they cannot
+        depend on the topology (:meth:`_shared_chunks_key`)."""
+        key = self._shared_chunks_key()
+        if key is None:
+            return self._make_chunks()
+        table = self.costs.price_table  # type: ignore[attr-defined]
+        hit = _SHARED_CHUNKS.get(key)
+        if hit is not None and hit[0] is self.wl and hit[1] is table:
+            return list(hit[2])
+        chunks = self._make_chunks()
+        if len(_SHARED_CHUNKS) >= _SHARED_CHUNKS_SIZE:
+            _SHARED_CHUNKS.pop(next(iter(_SHARED_CHUNKS)))
+        _SHARED_CHUNKS[key] = (self.wl, table, tuple(chunks))  # the ids' objects kept alive
+        return chunks
+
+    def _shared_chunks_key(self) -> tuple[object, ...] | None:
+        """What the chunks of a plan without tensor, expert or context parallelism depend on,
+        or ``None`` where they may depend on more (issue 27, sweeps: the same model, batch and
+        software on another cluster size lowers the same chunks).
+
+        :func:`~perfmodel.parallel.lowering.build_chunk` then prices no collective (a
+        one-GPU tensor-parallel group costs 0, no expert or context group is asked), so a chunk
+        is a function of the workload (by identity), the layer prices (the costs'
+        :attr:`~perfmodel.parallel.costs.SystemCosts.price_table`, by identity: the same for
+        every topology of the same GPU, parameters and precision), the chunk count and split
+        rule, and the recipe and plan fields read below; not of the data-parallel size, the
+        placement or the topology's links."""
+        plan, rc = self.plan, self.rc
+        table = getattr(self.costs, "price_table", None)
+        if table is None or self.pl.tp != 1 or self.owt or plan.ep != 1 or plan.cp != 1:
+            return None
+        return (
+            id(self.wl),
+            id(table),
+            self.costs.precision,  # type: ignore[attr-defined]
+            self.K,
+            self.preset.even_pipeline_split,
+            rc.bucket_bytes if self.overlap else None,
+            rc.first_bucket_bytes,
+            self.zero3,
+            rc.grad_reduce_bytes,
+            rc.selective_recompute,
+            plan.recompute,
+            plan.ep_overlap and self.m_step > 1,
+            plan.cp_comm,
+            plan.moe_dispatcher,
+        )
+
+    def _make_chunks(self) -> list[Chunk]:
+        """:meth:`_build_chunks`, computed."""
+        wl, pl, rc = self.wl, self.pl, self.rc
+        costs, unit_cost = self.costs, []
+        by_key: dict[int, float] = {}  # a layer's summed time, once per cost source
+        # the layer times balance the pipeline's chunks: one chunk (K = 1) holds every layer
+        for unit, keys, n in block_runs(wl.layers, costs) if self.K > 1 else ():
+            times = []  # a stack's block read once
+            for layer, key in zip(unit, keys, strict=True):
+                t = by_key.get(key)
+                if t is None:
+                    t = by_key[key] = sum(costs.layer_time(layer))
+                times.append(t)
+            unit_cost += times * n
+        chunks: list[Chunk] = []
+        parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
+        # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
+        plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
+        seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
+        share = rc.selective_recompute.share_for(wl)
+        for k, ids in enumerate(parts):
+            s = k % self.P
+            groups = self.expert_context_groups(s)
+            chunks.append(
+                build_chunk(
+                    wl,
+                    ids,
+                    self.costs,
+                    plan,
+                    pl.dp_group(0, 0) if self.owt else pl.tp_group(0, s),
+                    bucket_bytes=rc.bucket_bytes if self.overlap else None,
+                    first_bucket_bytes=rc.first_bucket_bytes,
+                    by_block=self.zero3,
+                    algorithm=self.alg,
+                    exclude_sharded=self.owt,
+                    grad_bytes=rc.grad_reduce_bytes,
+                    selective_share=share,
+                    comm_groups=groups,
+                    seg_memo=seg_memo,  # type: ignore[arg-type]
+                    cp_impl=CPImpl.for_fusion(rc.fusion),
+                )
+            )
+        return chunks
+
+    # ------------------------------------------------------------------ coarse segments
+
+    def coarsenable(self, s: int, phase: str, mb: int, ch: Chunk) -> bool:
+        """Whether operation ``phase`` (``"F"``/``"B"``) of micro-batch ``mb`` through chunk
+        ``ch`` of stage ``s`` is lowered coarse: one compute task of the segments' summed
+        durations and one tensor-parallel collective of their summed time, instead of a
+        compute task and a collective per segment.
+
+        Exact (up to the summation order of the durations) where nothing inside the
+        segment loop overlaps or is waited on: the fine tasks then form one chain on the compute
+        stream (each segment's compute, then its collective: ``tp_comm`` not overlapped runs on
+        the compute stream), consecutive in program order, each waiting on the one before; no
+        other task depends on one inside the chain. Both executors (stream FIFO in program
+        order) then run the chain back to back from the time its first task may start, ending
+        at that time plus the summed durations, as the two coarse tasks do; the compute stream
+        is busy over the same interval, compute seconds and exposed ``tp`` seconds (priority 0
+        in :func:`perfmodel.report.step.task_class`) add up the same, and every other task sees
+        the same end time. Refused (one pair per segment, as always) where the chain is broken:
+
+        * a chunk of one segment (nothing to merge), or no coarse lowering asked for;
+        * tensor-parallel communication on its own stream (``tp_comm`` overlapped: each
+          segment's collective starts with its compute and the next segment waits for both)
+          that outlasts its segment's compute: the segment then takes the collective's time,
+          not the compute's, and its exposed ``tp`` seconds yield to other communication in the
+          breakdown depending on when they fall. Where every collective fits under its
+          segment's compute, the segments run back to back on the compute stream (as above)
+          with each collective hidden under its own compute, and the coarse collective (the
+          summed time) under the coarse compute: the same end, nothing exposed either way;
+        * ZeRO-3/FSDP: a parameter gather per segment, which slows the compute under it;
+        * an overlapped ZeRO-1/2 parameter gather (``overlap_param_gather``) still to come on
+          this stage: the first micro-batch's forward waits on one per bucket, and each gather
+          is prefetched after the compute two segments back (:meth:`gather`);
+        * expert or context parallelism (all-to-alls and ring exchanges after a segment) and
+          MoE dispatchers' host synchronisations;
+        * a backward that reduces gradients bucket by bucket (overlapped reduction: the last
+          micro-batch, or every one from ZeRO-2 on), which slow the next segment's compute.
+        """
+        if self.gathers_left[s] > 0:
+            return False
+        if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
+            return False
+        key = (id(ch), phase)  # the rest depends on the chunk and phase only: decided once
+        ok = self._coarse_chunk.get(key)
+        if ok is None:
+            ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
+        if ok:
+            self.coarsened += 1
+        return ok
+
+    def _chunk_coarsenable(self, ch: Chunk, phase: str) -> bool:
+        """The part of :meth:`coarsenable` that depends on the chunk and phase only."""
+        if not self.coarse or len(ch.segments) < 2 or self.zero3:
+            return False
+        if self.tp_stream != "compute":
+            fwd = phase == "F"
+            for seg in ch.segments:
+                tp_s = seg.tp_fwd_s if fwd else seg.tp_bwd_s
+                if tp_s > 0 and not (
+                    self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
+                ):
+                    return False
+        return not any(seg.ep_cp or seg.host_sync_s for seg in ch.segments)
+
+    def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
+        """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward
+        TP seconds over its segments (one micro-batch), computed once."""
+        hit = self._sums.get(k)
+        if hit is None:
+            segs = self.chunks[k].segments
+            hit = self._sums[k] = (
+                sum(x.fwd_s for x in segs),
+                sum(x.tp_fwd_s for x in segs),
+                sum(x.bwd_s + x.recompute_s for x in segs),
+                sum(x.tp_bwd_s for x in segs),
+            )
+        return hit
+
+    # ------------------------------------------------------------------ periodic schedules
+
+    def periodic_count(self) -> int:
+        """Micro-batches of the short schedule a
+        :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
+        step). Only 1F1B (or one stage) and interleaved 1F1B, every micro-batch lowered alike
+        (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
+        parallelism), and a short schedule of at most 3/4 of the step's micro-batches; the
+        check itself is :func:`perfmodel.sim.engine.evaluate`'s (it may ask for a longer one,
+        as long as it stays under 3/4 of the step's).
+
+        The count is the fewest the check can pass on, in units (:attr:`period_unit`):
+        warm-up units ``0 .. j0`` (1F1B: ``j0 = pp``, the first micro-batch whose
+        predecessor on every stream is a steady operation; interleaved: the rounds stage 0's
+        ``2 (pp - 1) + (v - 1) pp`` warm-up forwards reach into, 2, or 1 for pp 2), then
+        shifted copies ``j0 + 1 .. n - tail`` (:attr:`_tail`) around the window's unit
+        ``mid = n - tail - 3``, which the check needs at least ``pp + 2`` (interleaved: 4)
+        units after ``j0``: ``2 pp + 7`` micro-batches for 1F1B, 12 rounds of ``pp``
+        interleaved (11 for pp 2, whose warm-up stays in the first round; before:
+        ``2 pp + 8``, and 10 rounds, which the check always refused, the eager host's
+        bound below making up for it). An eager host's kernel-issue task keeps the step's
+        length in a short schedule (:meth:`kernel_issue`): the check then needs it over
+        before the window, so the schedule is made long enough for that
+        (:meth:`_issue_over_count`), or not offered when it would not be short (docs/design.md,
+        "How short", for the scenarios this was checked on)."""
+        P, plan, u = self.P, self.plan, self.period_unit
+        one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
+            P == 1 and plan.schedule is not PipelineSchedule.GPIPE
+        )
+        if not (one_f_one_b or u > 1) or self.owt or self.zero3:
+            return 0
+        if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
+            return 0
+        # j0, the gap (pp + 2; interleaved 4), the tail and the window's 3: the docstring
+        j0 = P if u == 1 else -(-warmup_forwards(P, 0, self.V) // (P * self.V))
+        base = u * (j0 + window_gap(u, P) + self._tail + WINDOW_BACK)
+        limit = short_limit(self.m_step)
+        issue = max(self.issue_times())
+        if issue > 0:
+            # an eager host issues the step's kernels in one task per stage, from the start
+            # (stage 0's after the host step): the check takes the period after it ends
+            base = self._issue_over_count(base, self.host_step_s() + issue, limit)
+        return base if base <= limit else 0
+
+    def _issue_over_count(self, base: int, issue_end_s: float, limit: int) -> int:
+        """The fewest micro-batches (whole units, at least ``base``; above ``limit`` where
+        none up to it will do) of a short schedule in whose list schedule every stage's
+        kernel-issue task (ending by ``issue_end_s``) ends before the window
+        :func:`perfmodel.sim.engine.periodic_timeline` takes the period in.
+
+        That window starts one period before unit ``mid = n - tail - 3`` of the ``n``
+        units starts (``j1 = n - tail`` the last unit the check finds periodic, :attr:`_tail`),
+        i.e. when unit ``mid - 1`` starts: with stage 0's forward of its first micro-batch
+        (chunk 0; the lowering emits it before any other task of that micro-batch). A compute
+        stream runs its operations one at a time in the schedule's order
+        (:func:`~perfmodel.parallel.schedule.stage_ops`), after the host step, so that forward
+        starts no earlier than the host step plus :meth:`_stage0_busy_before`, a lower bound
+        (every task is at least its segments' summed compute, plus their tensor-parallel
+        collectives where those run on the compute stream). The count is the first ``n``
+        whose bound reaches ``issue_end_s`` (the host step plus the longest stage's issue: the
+        other stages' tasks start at 0). Before, the bound added the issue's length in
+        micro-batches to ``base`` (``ceil(issue / compute per micro-batch) + base``), as if
+        the warm-up and the checked micro-batches ran after the issue rather than beside it:
+        plan dp32 tp8 pp4 mb1 of GPT-3 175B on 1024 A100, 21 -> 15 micro-batches."""
+        u, tail = self.period_unit, self._tail
+        n = -(-base // u)  # whole units
+        while n * u <= limit:
+            # the window starts with unit mid - 1 = n - tail - WINDOW_BACK - 1
+            if self._stage0_busy_before((n - tail - WINDOW_BACK - 1) * u * self.V) >= issue_end_s:
+                break
+            n += 1
+        return n * u
+
+    def _stage0_busy_before(self, x: int) -> float:
+        """A lower bound on when stage 0's forward of virtual micro-batch ``x`` (1F1B: micro-
+        batch ``x``; interleaved: the ``x``-th forward, ``x`` a multiple of ``pp v``, so chunk 0)
+        starts after the host step, seconds: the summed compute-stream time of the operations
+        before it on stage 0 in a schedule that reaches it in its steady part: ``x`` forwards
+        and, after stage 0's ``w`` warm-up forwards (``pp - 1``; interleaved ``2 (pp - 1) +
+        (v - 1) pp``), one backward per forward (the steady part alternates forward and
+        backward), virtual backward ``b`` running chunk ``v - 1 - (b // pp) % v``. For 1F1B
+        also each later stage's compute-stream time up to its backward ``x - pp``, which stage
+        0's backward ``x - pp``, just before this forward, waits for through the pipeline's
+        backward sends (the largest of these sums)."""
+        if x <= 0:
+            return 0.0
+        P, V = self.P, self.V
+        on_stream = self.tp_stream == "compute"
+        fwd, bwd = [], []
+        for c in range(V):
+            f, tf, b, tb = self.chunk_sums(c * P)
+            fwd.append(f + tf if on_stream else f)
+            bwd.append(b + tb if on_stream else b)
+        if self.period_unit == 1:  # 1F1B (one chunk per stage)
+            busy = x * fwd[0] + max(0, x - (P - 1)) * bwd[0]
+            # 1F1B: the backward i = x - pp that stage 0 runs just before this forward waits
+            # for stage s's backward i (pipeline sends), after stage s's forwards 0 .. i + pp -
+            # s - 1 and backwards 0 .. i on its compute stream, for every stage s
+            i = x - P
+            if i >= 0:
+                for s in range(1, P):
+                    f, tf, b, tb = self.chunk_sums(s)
+                    fs, bs = (f + tf, b + tb) if on_stream else (f, b)
+                    busy = max(busy, (i + P - s) * fs + (i + 1) * bs)
+            return busy
+        w = warmup_forwards(P, 0, V)
+        busy = (x // (P * V)) * P * sum(fwd)  # x is whole rounds of pp micro-batches
+        nb = max(0, x - w)
+        busy += (nb // (P * V)) * P * sum(bwd)
+        for b in range(nb - nb % (P * V), nb):
+            busy += bwd[V - 1 - (b // P) % V]
+        return busy
+
+    @property
+    def _tail(self) -> int:
+        """Units at the end of a short schedule that are not shifted copies of the one before
+        (:meth:`periodic_count`): 2 for 1F1B (the last micro-batch reduces the gradients), 3
+        for interleaved 1F1B (its cool-down, ``2 (pp - 1) + (v - 1) pp`` backwards on stage 0,
+        reaches back beyond the last round), as the check finds on every case of
+        docs/design.md's "How short"."""
+        return 2 if self.period_unit == 1 else 3
+
+    @property
+    def period_unit(self) -> int:
+        """Micro-batches per period of a :class:`~perfmodel.parallel.periodic.PeriodicGraph`
+        (:attr:`~perfmodel.parallel.periodic.PeriodicGraph.unit`): ``pp`` for interleaved
+        1F1B (its operation orders repeat with micro-batch ``j`` becoming ``j + pp``), else 1."""
+        interleaved = self.plan.schedule is PipelineSchedule.INTERLEAVED and self.P > 1
+        return self.P if interleaved else 1
+
+
+__all__ = ["LoweringShortcuts"]

@@ -1,0 +1,280 @@
+"""Layers as units and stages: a unit is a run of consecutive layers with the same ``block`` (a
+transformer block, or one layer outside the blocks); :func:`partition` cuts a workload's units
+into pipeline stages, :func:`block_runs` reads a stage's units as runs of identical copies (a
+stack's blocks priced once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from perfmodel.errors import InfeasiblePlanError
+from perfmodel.parallel.costs import Costs
+from perfmodel.workload.layers import (
+    LayerCost,
+    Workload,
+    layer_runs,
+)
+
+
+def _unit_spans(layers: Sequence[LayerCost]) -> list[tuple[int, int, bool]]:
+    """Runs of consecutive layers with the same ``block`` as ``(start, end, has a block)``
+    index ranges; a stack's whole copies (:func:`layer_pieces`) are one unit each, read from the
+    stack's template (no copy is made)."""
+    spans: list[tuple[int, int, bool]] = []
+    i = 0
+    start = 0
+    prev: object = object()
+    for piece, n in layer_pieces(layers):
+        if n > 1:
+            if i > start:
+                spans.append((start, i, prev is not None))
+            p = len(piece)
+            spans += [(i + j * p, i + (j + 1) * p, True) for j in range(n)]
+            i += n * p
+            start, prev = i, object()
+            continue
+        for la in piece:
+            b = la.block
+            if i > start and b != prev:
+                spans.append((start, i, prev is not None))
+                start = i
+            prev = b
+            i += 1
+    if i > start:
+        spans.append((start, i, prev is not None))
+    return spans
+
+
+def unit_ids(layers: Sequence[LayerCost]) -> list[list[int]]:
+    """Runs of consecutive layers with the same ``block`` (``None`` runs are their own unit)."""
+    return [list(range(a, b)) for a, b, _ in _unit_spans(layers)]
+
+
+def take_layers(
+    layers: Sequence[LayerCost], ids: Sequence[int], contiguous: bool
+) -> Sequence[LayerCost]:
+    """``[layers[i] for i in ids]``; the slice of ``layers`` where ``ids`` are ``contiguous``
+    (ascending consecutive indices: a :class:`~perfmodel.workload.layers.StackedLayers` slice
+    keeps its copies unmade)."""
+    if contiguous and ids:
+        return layers[ids[0] : ids[-1] + 1]
+    return [layers[i] for i in ids]
+
+
+def partition(
+    workload: Workload,
+    k: int,
+    unit_cost: Sequence[float],
+    *,
+    where: str = "pp",
+    allow_uneven: bool = False,
+) -> list[list[int]]:
+    """Split the layers into ``k`` contiguous chunks, cutting only between blocks.
+
+    Transformer-like models (all blocks equal) need ``k`` to divide the number of blocks
+    (Megatron-LM's rule); the embedding goes with the first chunk and the head with the last.
+    Other models, and equal blocks that ``k`` does not divide when ``allow_uneven`` (torchtitan
+    splits as evenly as it can), get the contiguous partition minimising the largest chunk time.
+
+    Raises
+    ------
+    InfeasiblePlanError
+        If ``k`` exceeds the blocks, or does not divide equal blocks; the message lists what fits.
+    """
+    spans = _unit_spans(workload.layers)
+    units = [list(range(a, b)) for a, b, _ in spans]
+    in_block = [has for _, _, has in spans]
+    if k == 1:
+        return [list(range(len(workload.layers)))]
+    blocks = [u for u, has in zip(units, in_block, strict=True) if has]
+    nb = len(blocks)
+    if k > nb:
+        raise InfeasiblePlanError(
+            f"{where}: {k} pipeline chunks but model {workload.name} has only {nb} blocks to "
+            f"split between; use at most {nb}",
+            value=k,
+            where=where,
+        )
+    block_costs = [round(sum(unit_cost[a:b]), 12) for a, b, has in spans if has]
+    uniform = len(set(block_costs)) == 1 and nb > 1
+    if uniform and not (allow_uneven and nb % k):
+        per_stage = _uneven_ends(nb, k)
+        if per_stage is not None:
+            return _cut(units, in_block, per_stage)
+        if nb % k:
+            fits = [d for d in range(1, nb + 1) if nb % d == 0]
+            raise InfeasiblePlanError(
+                f"{where}: {k} pipeline chunks do not divide the {nb} layers of "
+                f"{workload.name}; chunk counts that divide: {fits}",
+                value=k,
+                where=where,
+            )
+        per = nb // k
+        out: list[list[int]] = [[] for _ in range(k)]
+        seen = 0
+        for u, has in zip(units, in_block, strict=True):
+            if not has:
+                # embedding-like layers join the neighbouring chunk (first, or the previous block's)
+                out[0 if seen == 0 else (seen - 1) // per].extend(u)
+            else:
+                out[seen // per].extend(u)
+                seen += 1
+        return out
+    # balanced contiguous partition over units (binary search on the bottleneck)
+    costs = [sum(unit_cost[i] for i in u) for u in units]
+
+    def split(limit: float) -> list[list[int]] | None:
+        parts: list[list[int]] = [[]]
+        acc = 0.0
+        for u, c in zip(units, costs, strict=True):
+            if parts[-1] and acc + c > limit:
+                parts.append([])
+                acc = 0.0
+            parts[-1].extend(u)
+            acc += c
+        return parts if len(parts) <= k else None
+
+    lo, hi = max(costs), sum(costs)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if split(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    parts = split(hi)
+    assert parts is not None
+    # make exactly k non-empty chunks by splitting the largest multi-unit chunks
+    while len(parts) < k:
+        idx = max(
+            (i for i, p in enumerate(parts) if len(_units_in(p, units)) > 1),
+            key=lambda i: sum(unit_cost[j] for j in parts[i]),
+        )
+        us = _units_in(parts[idx], units)
+        half = len(us) // 2
+        a = [j for u in us[:half] for j in u]
+        b = [j for u in us[half:] for j in u]
+        parts[idx : idx + 1] = [a, b]
+    return parts
+
+
+def _uneven_ends(nb: int, k: int) -> list[int] | None:
+    """Blocks per chunk when ``k`` does not divide ``nb`` but ``ceil(nb / k) x k - nb == 2``:
+    every chunk takes ``ceil(nb / k)`` blocks except the first and the last, one fewer each
+    (Llama 3 405B's 126 layers on 16 stages, Dubey et al. 2024 sec. 3.3.2: "we remove one
+    Transformer layer each from the first and the last stages"; Megatron-Core
+    ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``); ``None``
+    otherwise (``k`` divides, or another deficit: say which layers go where explicitly).
+
+    >>> _uneven_ends(126, 16)[:3], _uneven_ends(126, 16)[-1], _uneven_ends(8, 4), _uneven_ends(24, 5)
+    ([7, 8, 8], 7, None, None)
+    """
+    if k < 2 or nb % k == 0:
+        return None
+    per = -(-nb // k)
+    short = per * k - nb
+    if short != 2 or per < 2:
+        return None
+    return [per - 1] + [per] * (k - 2) + [per - 1]
+
+
+def _cut(units: list[list[int]], in_block: list[bool], per_stage: list[int]) -> list[list[int]]:
+    """Chunks of ``per_stage[i]`` blocks each; block-less units (``in_block`` false) join the
+    neighbouring chunk (the first, or the previous block's), as in :func:`partition`."""
+    owner: list[int] = [c for c, n in enumerate(per_stage) for _ in range(n)]
+    out: list[list[int]] = [[] for _ in per_stage]
+    seen = 0
+    for u, has in zip(units, in_block, strict=True):
+        if not has:
+            out[0 if seen == 0 else owner[seen - 1]].extend(u)
+        else:
+            out[owner[seen]].extend(u)
+            seen += 1
+    return out
+
+
+def _units_in(part: list[int], units: list[list[int]]) -> list[list[int]]:
+    s = set(part)
+    return [u for u in units if u[0] in s]
+
+
+def block_count(layers: Sequence[LayerCost]) -> int:
+    """Distinct ``block`` indices (not ``None``) of ``layers``; a stack's whole copies are
+    counted from their indices (:meth:`~perfmodel.workload.layers.StackedLayers.copy_blocks`),
+    no copy made."""
+    pieces = layer_pieces(layers)
+    found = {la.block for piece, n in pieces if n == 1 for la in piece}
+    if any(n > 1 for _, n in pieces):
+        found.update(layers.copy_blocks())  # type: ignore[attr-defined]
+    found.discard(None)
+    return len(found)
+
+
+#: A run of identical units (:func:`block_runs`): the first unit's layers, the identities of
+#: their cost sources, and how many copies of that unit follow one another.
+BlockRun = tuple[tuple[LayerCost, ...], tuple[int, ...], int]
+
+
+def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
+    """``layers`` as runs of identical units, in order: a unit is a run of consecutive layers
+    with the same ``block`` (as :func:`partition` cuts), and consecutive units whose layers are
+    copies of the same layers (:meth:`~perfmodel.workload.layers.LayerCost.cost_source`, one
+    identity per layer) form one run ``(first unit's layers, their source ids, copies)``.
+
+    A copy (:meth:`~perfmodel.workload.layers.LayerCost.relabelled`) shares every field of its
+    source but ``name`` and ``block``, and a cost model that ``prices_by_cost_key`` charges it
+    the source's times, so whatever is summed over a run's units is the first unit's sum times
+    the copies. A cost model without that flag (one that may price a layer by its name) gets
+    every unit as its own run (copies 1): nothing is merged. The whole copies of a
+    :class:`~perfmodel.workload.layers.StackedLayers` are read as its template (no copy made,
+    :func:`layer_pieces`), other layers one by one; the ids are valid while the layers live. The
+    first stage of a 96-block GPT-3 is 4 runs (embedding, block 0, block 1 and its copies,
+    the next block...) rather than 1,158 layers.
+    """
+    by_source = getattr(costs, "prices_by_cost_key", False)
+    runs: list[list[object]] = []
+    cur: list[LayerCost] = []
+    prev: object = object()
+
+    def source_ids(unit: Sequence[LayerCost]) -> tuple[int, ...]:
+        if by_source:
+            return tuple(id(la.cost_source()) for la in unit)
+        return tuple(id(la) for la in unit)
+
+    def add(unit: tuple[LayerCost, ...], key: tuple[int, ...], n: int) -> None:
+        if by_source and runs and runs[-1][1] == key:
+            runs[-1][2] += n  # type: ignore[operator]
+        else:
+            runs.append([unit, key, n])
+
+    for piece, n in layer_pieces(layers, by_source):
+        if n > 1:  # n whole copies of one block (layer_pieces): n units, one run
+            if cur:
+                add(tuple(cur), source_ids(cur), 1)
+                cur = []
+            add(piece, source_ids(piece), n)
+            prev = object()
+            continue
+        for la in piece:
+            b = la.block
+            if cur and b != prev:
+                add(tuple(cur), source_ids(cur), 1)
+                cur = []
+            cur.append(la)
+            prev = b
+    if cur:
+        add(tuple(cur), source_ids(cur), 1)
+    return [(u, k, n) for u, k, n in runs]  # type: ignore[misc]
+
+
+def layer_pieces(
+    layers: Sequence[LayerCost], whole_copies: bool = True
+) -> list[tuple[tuple[LayerCost, ...], int]]:
+    """:func:`~perfmodel.workload.layers.layer_runs` of ``layers``, in which each ``n > 1``
+    piece is ``n`` whole units (:meth:`~perfmodel.workload.layers.StackedLayers.of` checks
+    it); with ``whole_copies`` false (a cost model that may price copies apart) the layers one
+    by one as one piece."""
+    pieces = layer_runs(layers)
+    if not whole_copies and any(n > 1 for _, n in pieces):
+        return [(tuple(layers), 1)]
+    return pieces

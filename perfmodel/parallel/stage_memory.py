@@ -1,0 +1,205 @@
+"""Memory of one pipeline stage (:func:`stage_memory`): weights, gradients, optimizer state,
+activations of the micro-batches in flight, workspace, communication buffers and non-trainable
+buffers, each as the step's recipe keeps them.
+
+Long function kept whole: :func:`stage_memory` (~130 lines, a third of them its docstring) adds a
+stage's memory terms in one order, each beside its source; split, the sum's order would be
+scattered over helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.expert import CPImpl
+from perfmodel.parallel.lowering import Chunk, _elements, cp_gathered_kv_bytes, expert_params
+from perfmodel.parallel.memory import PlanMemory
+from perfmodel.parallel.plan import (
+    ParallelismPlan,
+    Recompute,
+)
+from perfmodel.parallel.recipe import (
+    AmpStyle,
+    Recipe,
+    default_recipe,
+    fp8_saved_input_delta,
+)
+from perfmodel.workload.layers import (
+    LayerCost,
+    LayerKind,
+    Workload,
+    distinct_layers,
+)
+from perfmodel.workload.memory import ModuleRecompute, Optimizer
+
+
+def tied_embedding_params(layers: Sequence[LayerCost]) -> int:
+    """Parameters of an output layer whose weight is tied to the input word embedding.
+
+    The zoo's language-model heads (``lm_head``) count no weight of their own when tied
+    (``perfmodel.workload.zoo.transformer._lm_head_and_loss``): their GEMM is ``gemm.k x gemm.n``
+    larger than their ``params``. With pipelining the last stage keeps its own copy of that
+    matrix, kept in sync by an all-reduce of its gradient with the first stage (Megatron-LM
+    ``_allreduce_embedding_grads``; Narayanan et al. SC21). 0 when untied.
+
+    A stack's copies of a block (:func:`~perfmodel.workload.layers.layer_runs`) are read as
+    their block: a copy's name is its block's with another ``layer<i>.`` prefix, and whether a
+    name ends with ``lm_head`` (no digit, no dot) does not depend on that prefix.
+    """
+    for la in distinct_layers(layers):
+        if la.name.endswith("lm_head") and la.gemm is not None:
+            full = la.gemm.k * la.gemm.n
+            if la.params < full:
+                return int(full)
+    return 0
+
+
+def stage_buffer_bytes(workload: Workload, layers: Sequence[LayerCost]) -> float:
+    """Bytes of non-trainable buffers held by a stage made of ``layers``.
+
+    ``Workload.buffers`` (FP32 batch-norm running mean and variance, 4 bytes each) is split over
+    the normalisation layers in proportion to their parameters: a batch norm over ``C`` channels
+    has ``2 C`` parameters and ``2 C`` buffers, so the share is exact for batch-norm networks;
+    layer norms (no buffers) belong to workloads whose ``buffers`` is 0.
+    """
+    if not workload.buffers:
+        return 0.0
+    total = sum(la.params for la in workload.layers if la.kind is LayerKind.NORM)
+    if total <= 0:
+        return 0.0
+    mine = sum(la.params for la in layers if la.kind is LayerKind.NORM)
+    return 4.0 * workload.buffers * mine / total
+
+
+def stage_memory(
+    chunks: Sequence[Chunk],
+    *,
+    plan: ParallelismPlan,
+    costs: Costs,
+    optimizer: Optimizer,
+    in_flight: int,
+    capacity_bytes: float,
+    comm_buffer_bytes: float,
+    replicas_on_gpu: int = 1,
+    buffer_bytes: float = 0.0,
+    recipe: Recipe | None = None,
+    tied_params: float = 0.0,
+) -> PlanMemory:
+    """Per-GPU memory of one pipeline stage, a sum of parts.
+
+    The pieces are ``perfmodel.workload.memory``'s (ZeRO bytes per parameter, activations per
+    recomputation setting, CUDA context + library workspace + fragmentation), composed here with
+    the plan: ``in_flight`` is the schedule's peak number of live (micro-batch, chunk) activation
+    sets (:func:`perfmodel.parallel.schedule.peak_in_flight`), each the mean over the stage's
+    chunks; ZeRO stage 1/2/3 (and FSDP) shard optimizer state (with FP32 master weights),
+    gradients and weights over ``dp``; with Crossbow every learner keeps its own model state.
+    ``buffer_bytes`` are the stage's non-trainable buffers (batch-norm running statistics, see
+    :func:`stage_buffer_bytes`); they count with the weights, as in
+    :func:`perfmodel.workload.memory.memory_breakdown`, and are never sharded.
+
+    Model-state bytes are the ``recipe``'s (:meth:`Recipe.model_state_bytes`; ``None``: the
+    recipe of the plain half-model stack, :func:`default_recipe`). With full recomputation each
+    in-flight micro-batch keeps its block inputs, and one recompute working set (the largest
+    block's activations) is live at a time for the whole stage; with torchtitan's op-level
+    selective checkpointing (:meth:`SelectiveRecompute.kept_bytes`) each also keeps the outputs
+    the policy saves, and the working set is what the cache does not hold. ``tied_params`` are the last
+    pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
+    own weights.
+
+    Workspace: the CUDA context and library workspaces, the largest transient (a layer's output
+    with its gradient, or the loss's backward per the recipe's
+    :class:`~perfmodel.parallel.recipe.CrossEntropy`), context parallelism's gathered K/V and,
+    sharded (ZeRO-3/FSDP), the gathered weights: two units (the one computing and the one
+    prefetched) or, FSDP2 pipelined by ``torch.distributed.pipelining``, the whole stage's
+    weights and its unsharded gradients (``PipelineStage.backward_maybe_with_nosync`` turns
+    ``set_reshard_after_backward`` and ``set_requires_gradient_sync`` off for every backward but
+    the last, PyTorch 2.5-2.6 ``torch/distributed/pipelining/stage.py``; FSDP2's
+    ``FSDPParam.to_accumulated_grad_if_needed`` keeps the accumulated gradient in
+    ``reduce_dtype``); then fragmentation over the total.
+    """
+    from perfmodel.workload import memory as wmem
+
+    prec = costs.precision
+    rc = recipe or default_recipe(plan, prec, optimizer)
+    # a stack's copies of a block read as the block (their shapes and collectives are its)
+    layers = [la for c in chunks for la in distinct_layers(c.layers)]
+    params = float(sum(c.params for c in chunks)) + tied_params
+    stage = rc.sharding.stage
+    expert = float(sum(expert_params(c.layers) for c in chunks))
+    weights, grads, state = rc.model_state_bytes(params - expert, plan.grad_replicas)
+    if expert:  # routed experts: sharded over the expert data-parallel group
+        ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)
+        weights, grads, state = weights + ew, grads + eg, state + es
+    # FP8 weight caches (Transformer Engine keeps each FP8 weight and its transpose)
+    stored = float(rc.param_bytes) if rc.fp8_params else 0.0
+    weights += sum(
+        wmem.fp8_weight_cache_bytes(c.layers, rc.fp8, replaces_bytes=stored) for c in chunks
+    )
+    weights = (weights + buffer_bytes) * replicas_on_gpu
+    grads *= replicas_on_gpu
+    state *= replicas_on_gpu
+    policy = rc.selective_recompute
+    op_sac = plan.recompute is Recompute.SELECTIVE and policy.checkpoints_blocks
+    modules = plan.recompute is Recompute.SELECTIVE and isinstance(policy, ModuleRecompute)
+    if modules:  # Megatron-Core recompute_modules: what each module frees
+        assert isinstance(policy, ModuleRecompute)
+        parts = [policy.kept_bytes(c.layers, prec) for c in chunks]
+        if rc.fp8_saves_fp8_inputs:  # FP8 inputs of the linears whose inputs stay kept
+
+            def freed(la: LayerCost) -> bool:  # a linear's saved input (MLA: attention only)
+                return policy.dropped_bytes(la, mla=False) >= la.activation_bytes > 0
+
+            parts = [
+                (k + fp8_saved_input_delta(c.layers, prec.activation_bytes, freed), w)
+                for c, (k, w) in zip(chunks, parts, strict=True)
+            ]
+        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
+    elif plan.recompute is Recompute.FULL or op_sac:
+        parts = [
+            rc.selective_recompute.kept_bytes(c.layers, prec)
+            if op_sac
+            else wmem.full_recompute_bytes(c.layers, prec)
+            for c in chunks
+        ]
+        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
+    else:
+        per_chunk = [
+            wmem.activation_bytes(c.layers, plan.recompute, precision=prec)
+            + (
+                fp8_saved_input_delta(c.layers, prec.activation_bytes)
+                if rc.fp8_saves_fp8_inputs
+                else 0.0
+            )
+            for c in chunks
+        ]
+        acts = in_flight * sum(per_chunk) / len(per_chunk)
+    act_b = prec.activation_bytes
+    # the largest of the same products over the distinct shapes (a stack repeats a few)
+    peak_layer = max(
+        (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
+        default=0.0,
+    )
+    # the loss's backward transient and the largest layer pair come at different moments
+    peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
+    ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
+    ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
+    if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
+        # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
+        # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
+        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
+        ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
+    elif stage >= 3:
+        biggest = max(s.params for c in chunks for s in c.segments)
+        ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
+    subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
+    ws += wmem.FRAGMENTATION * subtotal
+    return PlanMemory(
+        weights_bytes=weights,
+        grads_bytes=grads,
+        optimizer_bytes=state,
+        activations_bytes=acts,
+        workspace_bytes=ws,
+        comm_buffers_bytes=comm_buffer_bytes,
+        capacity_bytes=capacity_bytes,
+    )

@@ -1,0 +1,227 @@
+"""The speedup baseline of a prediction: one GPU of the same system, model and software
+(:func:`baseline_scenario`), or the smallest GPU count that fits when one GPU does not
+(:func:`perfmodel.pipeline.autobatch.fitting_baseline`).
+
+A baseline is itself a prediction: the caller passes :func:`perfmodel.api.predict` in as
+``predict`` (this module sits below the API and never imports it). Baseline throughputs of zoo
+models are kept in :data:`BASELINES` by the baseline scenario's content hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from perfmodel._io import file_stamp
+from perfmodel._memo import BoundedMemo
+from perfmodel.parallel.plan import Hybrid
+from perfmodel.pipeline import autobatch
+from perfmodel.pipeline.inputs import WorkloadFn
+from perfmodel.pipeline.lower import step_workload
+from perfmodel.pipeline.resolve import Resolved, resolve
+from perfmodel.report.step import StepReport
+from perfmodel.scenario import Scenario
+
+#: :func:`perfmodel.api.predict` (its keywords ``workload_fn``, ``baseline``, ``_baseline``).
+PredictFn = Callable[..., StepReport]
+
+#: Speedup baselines of zoo-model scenarios (:func:`_baseline_value`): ``(throughput, fits,
+#: defaults)`` by (baseline scenario content hash, profile stamp, kind); small values, so many
+#: (a sweep's rows have as many distinct baselines as model, batch, precision and software
+#: combinations).
+BASELINES: BoundedMemo[tuple[str, int | None, str], tuple[float, bool, tuple[str, ...]]] = (
+    BoundedMemo(65_536)
+)
+
+
+def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
+    """One GPU of the same system, model and software: the reference of ``speedup``.
+
+    What stays fixed follows the batch key the scenario uses. ``global_batch`` with pure data
+    parallelism is *strong scaling*: the baseline runs the whole global batch on one GPU (the
+    1-GPU row of a ``--global-batch`` curve), so the speedup is the ratio of the rows.
+    ``batch_per_gpu`` (and Krizhevsky's hybrid, and Crossbow learners) is *weak scaling*: the
+    baseline runs one replica's batch. Model-parallel plans: the global batch divided by the GPUs
+    (at least 1), the samples one GPU handles. The baseline uses the analytic executor (one GPU
+    has no contention).
+    """
+    r = r or resolve(sc)
+    n = r.num_gpus
+    plan = r.plan
+    strong = (
+        sc.global_batch is not None
+        and plan.tp == 1
+        and plan.pp == 1
+        and plan.cp == 1
+        and plan.hybrid is not Hybrid.ONE_WEIRD_TRICK
+        and plan.learners_per_gpu == 1
+    )
+    if strong:
+        per_gpu = r.batch_per_replica * plan.dp
+    elif (plan.tp == 1 and plan.pp == 1) or plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
+        per_gpu = r.batch_per_replica
+    else:
+        per_gpu = max(1, r.batch_per_replica * plan.dp // n)
+    return replace(
+        sc,
+        gpus=1,
+        nodes=1,
+        dp=None,
+        tp=1,
+        pp=1,
+        microbatch=None,
+        schedule="1f1b",
+        interleave=1,
+        sequence_parallel=False,
+        zero=0,
+        hybrid=None,
+        dp_mode=None,
+        hsdp=None,
+        ep=1,
+        cp=1,
+        etp=None,
+        cp_comm=None,
+        ep_overlap=False,
+        moe_dispatcher=None,
+        batch_per_gpu=per_gpu,
+        global_batch=None,
+        fidelity="analytic",
+        software=sc.software,  # zero=0: an FSDP preset runs unsharded, same recipe
+    )
+
+
+def _baseline_throughput(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None, predict: PredictFn
+) -> tuple[float, bool, tuple[str, ...]]:
+    """1-GPU baseline throughput (samples/s), whether it fits in GPU memory, and the defaults
+    chosen for it (its automatic micro-batch). Kept per baseline scenario in
+    :data:`BASELINES` (zoo models; :func:`_baseline_value`)."""
+    b_sc = baseline_scenario(sc, r)
+    return _baseline_value(
+        b_sc,
+        workload_fn,
+        lambda: _baseline_fields(predict(b_sc, workload_fn=workload_fn, _baseline=True)),
+        "1",
+    )
+
+
+def _baseline_fields(rep: StepReport) -> tuple[float, bool, tuple[str, ...]]:
+    return rep.throughput_samples_per_s, rep.fits_in_memory, rep.defaults
+
+
+def _baseline_value(
+    b_sc: Scenario,
+    workload_fn: WorkloadFn | None,
+    make: Callable[[], tuple[float, bool, tuple[str, ...]]],
+    kind: str,
+) -> tuple[float, bool, tuple[str, ...]]:
+    """``make()`` (a speedup baseline's throughput, fit and chosen defaults) of baseline
+    scenario ``b_sc``, kept in :data:`BASELINES` by its content hash, the profile's file stamp
+    and ``kind`` (``"1"``: the 1-GPU baseline, ``"k"``: a k-GPU candidate): every plan, cluster
+    size or sweep row with the same baseline reads it (issue 27; the report cache holds 256
+    whole reports, which a sweep's rows push out). Computed every time for a model of the
+    caller's (``workload_fn``)."""
+    if workload_fn is not None:
+        return make()
+    stamp = file_stamp(str(b_sc.calibration)) if b_sc.calibration else None
+    return BASELINES.get((b_sc.content_hash(), stamp, kind), make)
+
+
+def _one_gpu_state_exceeds_memory(sc: Scenario, r: Resolved) -> bool:
+    """Whether the model state of the 1-GPU baseline (:func:`baseline_scenario`) alone exceeds
+    its GPU's memory, so that it fits at no micro-batch: ``recipe.model_state_bytes(P, 1)``
+    (weights, gradients, optimizer state of all ``P`` parameters of the zoo model; none of them
+    a routed expert) ``> capacity``. The lowering's one stage holds these bytes plus tied
+    copies, non-trainable buffers, activations, workspace and communication buffers, none negative
+    (:func:`perfmodel.parallel.stage_memory.stage_memory`), so its ``fits`` is then false too;
+    decided without lowering the step (issue 14: GPT-3 175B needs 2.8 TB of Adam state; the
+    1-GPU prediction was ~10 ms of a fresh ``predict``). ``False`` when it cannot say."""
+    b_sc = baseline_scenario(sc, r)
+    b_r = resolve(b_sc)
+    rc = b_r.recipe
+    if rc is None or b_r.plan.pp != 1 or b_r.num_gpus != 1:
+        return False
+    wl, _ = step_workload(b_sc, b_r, None)
+    if wl.is_moe:  # a zoo MoE has routed experts (and its routing layers) or no expert role
+        return False
+    state = sum(rc.model_state_bytes(wl.params, b_r.plan.grad_replicas))  # a stack read once
+    return state > float(b_r.topology.gpu_spec().memory_bytes)
+
+
+def speedup_baseline(
+    sc: Scenario,
+    r: Resolved,
+    workload_fn: WorkloadFn | None,
+    this_run: tuple[int, float, bool],
+    predict: PredictFn,
+) -> autobatch.Baseline:
+    """One GPU, or the smallest GPU count that fits when one GPU does not
+    (:func:`perfmodel.pipeline.autobatch.fitting_baseline`)."""
+    replica = r.plan.tp * r.plan.pp * r.plan.cp
+
+    def run(k: int) -> tuple[float, bool]:
+        k_sc = autobatch.scaled_baseline(
+            sc,
+            k,
+            batch_per_replica=r.batch_per_replica,
+            replica_gpus=replica,
+            gpus_per_node=r.topology.gpus_per_node,
+        )
+        thr, fits, _ = _baseline_value(
+            k_sc,
+            workload_fn,
+            lambda: _baseline_fields(predict(k_sc, workload_fn=workload_fn, baseline=False)),
+            "k",
+        )
+        return thr, fits
+
+    if this_run[2] and workload_fn is None and _one_gpu_state_exceeds_memory(sc, r):
+        # the 1-GPU throughput is then unused (fitting_baseline): its prediction is skipped
+        thr1, fits1, chosen = math.nan, False, ()
+    else:
+        thr1, fits1, chosen = _baseline_throughput(sc, r, workload_fn, predict)
+    counts = autobatch.baseline_gpu_counts(r.num_gpus, replica)
+    base = autobatch.fitting_baseline((thr1, fits1), counts, run, this_run=this_run)
+    # how the 1-GPU baseline runs, chosen for it (its micro-batch; not its other defaults,
+    # which the run's own say)
+    chosen = tuple(c for c in chosen if c.startswith("micro-batch"))
+    if base.gpus == 1 and fits1 and chosen:
+        base = dataclasses.replace(base, note="the 1-GPU baseline runs " + "; ".join(chosen))
+    return base
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A run's speedup against its baseline (:func:`speedup`): ``None`` when not computed or
+    when the run does not fit; ``default`` is the line the report's defaults state about the
+    baseline (which one was chosen and how it runs, or why there is none)."""
+
+    speedup: float | None = None
+    scaling_efficiency: float | None = None
+    baseline_gpus: int = 1
+    default: str | None = None
+
+
+def speedup(
+    sc: Scenario,
+    r: Resolved,
+    workload_fn: WorkloadFn | None,
+    this_run: tuple[int, float, bool],
+    predict: PredictFn,
+) -> Speedup:
+    """Speedup and scaling efficiency of a run of ``this_run = (GPUs, samples/s, fits)``:
+    ``throughput / baseline throughput`` and ``speedup * baseline GPUs / GPUs`` against
+    :func:`speedup_baseline`. A run that does not fit in GPU memory cannot start and has no
+    speedup (issue 28, item 3)."""
+    gpus, thr, fits = this_run
+    if not fits:
+        return Speedup(default="no speedup: this run does not fit in GPU memory")
+    base = speedup_baseline(sc, r, workload_fn, this_run, predict)
+    value = thr / base.throughput_samples_per_s
+    default = None
+    if base.note:
+        against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
+        default = against + base.note
+    return Speedup(value, value * base.gpus / gpus, base.gpus, default)

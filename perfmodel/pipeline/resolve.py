@@ -1,0 +1,241 @@
+"""Resolve: a scenario's typed fields (:func:`~perfmodel.scenario_parse.parse_scenario`) and
+its topology become a plan, a batch split and a training recipe (:class:`Resolved`); no timing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.dtypes import DType, Precision
+from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.host.input_pipeline import check_single_node
+from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
+from perfmodel.parallel.recipe import Recipe, build_recipe
+from perfmodel.pipeline.inputs import topology_of
+from perfmodel.scenario import Scenario
+from perfmodel.scenario_parse import MAX_BATCH_PER_REPLICA, Fidelity, ParsedScenario, parse_scenario
+from perfmodel.topology import Topology
+from perfmodel.workload.kernels import Fp8Recipe
+from perfmodel.workload.memory import Optimizer
+
+
+def check_precision_runs(spec: Any, precision: Precision, *, where: str = "precision") -> None:
+    """Refuse a precision the device cannot run as its framework runs it (``docs/cli.md``: exit
+    2). BF16 needs BF16 tensor cores (NVIDIA Ampere and newer; the V100 and T4 datasheets list
+    FP16, FP32 and FP64 only): PyTorch's ``torch.autocast(device_type="cuda",
+    dtype=torch.bfloat16)`` raises "Current CUDA Device does not support bfloat16" where
+    ``torch.cuda.is_bf16_supported()`` is false (``torch/amp/autocast_mode.py``), so a V100
+    "bf16" run is not a run to predict (it was accepted at the FP32 rate, MFU 61.9% against the
+    FP32 peak; issue 28, item 5). FP8 before Hopper/Ada and any format the GPU lacks raise from
+    :meth:`~perfmodel.hardware.GPUSpec.peak`. A calibrated CPU device is not checked.
+
+    Raises
+    ------
+    ConfigError
+        Naming the GPU, its architecture and what to use instead.
+    """
+    if getattr(spec, "architecture", "") == "CPU":
+        return
+    dtype = precision.matmul_dtype
+    if dtype is DType.BF16 and DType.BF16 not in spec.peak_flops:
+        raise ConfigError(
+            f"{spec.name} ({spec.architecture}) has no BF16 tensor cores: bf16 needs an Ampere "
+            "or newer GPU (PyTorch's autocast refuses bfloat16 where "
+            "torch.cuda.is_bf16_supported() is false); use fp16 (mixed precision) or fp32",
+            value=precision.value,
+            where=where,
+        )
+    spec.peak(dtype)  # FP8 before Hopper/Ada, BF16 before Volta: the spec's own refusal
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scenario turned into values: topology, plan, preset, batch split (no timing yet)."""
+
+    topology: Topology
+    plan: ParallelismPlan
+    preset: Any
+    precision: Precision
+    num_gpus: int
+    batch_per_replica: int
+    microbatch: int
+    parsed: ParsedScenario  # the scenario's typed fields (parse_scenario)
+    fidelity: Fidelity = Fidelity.SIMULATED
+    memory_format: str = "nhwc"
+    optimizer: Optimizer = Optimizer.SGD
+    recipe: Recipe | None = None
+
+
+def resolve(sc: Scenario) -> Resolved:
+    """Validate a scenario and derive its plan.
+
+    Every text field is parsed once, first, by
+    :func:`~perfmodel.scenario_parse.parse_scenario`; what follows derives values from typed
+    ones only: the GPUs used (:func:`_gpus_used`), the plan's degrees (:func:`_degrees`), the
+    data-parallel mode and batch split (:func:`_batch_per_replica`), the plan and the training
+    recipe (:func:`_recipe`).
+
+    Raises
+    ------
+    ConfigError, InfeasiblePlanError
+        Naming the bad number and what would fit.
+    """
+    p = parse_scenario(sc)
+    topo = topology_of(sc)
+    check_precision_runs(topo.gpu_spec(), p.precision, where="scenario.precision")
+    n = _gpus_used(p, topo, sc.nodes)
+    preset = p.preset
+    check_single_node(preset.name, n, topo.gpus_per_node)
+    dp, tp = _degrees(p, n)
+    learners = p.learners_per_gpu
+    mode = p.dp_mode or preset.dp_mode
+    if learners > 1 and p.dp_mode is None:
+        mode = DPMode.CROSSBOW  # several learners per GPU is Crossbow's synchronous model averaging
+    bpr = _batch_per_replica(p, dp, learners, mode)
+    mb = p.microbatch
+    if mb is None:
+        mb = 1 if p.pp > 1 else bpr
+    zero = preset.zero if p.zero is None else p.zero
+    plan = ParallelismPlan(
+        dp=dp,
+        tp=tp,
+        pp=p.pp,
+        microbatch_size=mb,
+        schedule=p.schedule,
+        interleave=p.interleave,
+        recompute=p.recompute,
+        sequence_parallel=p.sequence_parallel,
+        zero=zero if zero != 3 or not preset.fsdp else 0,
+        fsdp=preset.fsdp and zero == 3,
+        dp_mode=mode,
+        learners_per_gpu=learners,
+        sync_period=p.sync_period,
+        ps_host=p.ps_host,
+        ps_shards=p.ps_shards,
+        hybrid=p.hybrid,
+        hsdp=p.hsdp,
+        ep=p.ep,
+        cp=p.cp,
+        etp=p.etp,
+        cp_comm=p.cp_comm,
+        ep_overlap=p.ep_overlap,
+        moe_dispatcher=p.moe_dispatcher,
+    )
+    plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
+    layout = preset.memory_format if p.memory_format is None else p.memory_format
+    recipe = _recipe(p, plan, topo)
+    return Resolved(
+        topo, plan, preset, p.precision, n, bpr, mb, p, p.fidelity, layout, p.optimizer, recipe
+    )
+
+
+def _gpus_used(p: ParsedScenario, topo: Topology, nodes: Any) -> int:
+    """The GPUs the run uses (``gpus``, default all of the topology's), at most the
+    topology's."""
+    n = p.gpus or topo.num_gpus
+    if n > topo.num_gpus:
+        per = topo.gpus_per_node
+        raise InfeasiblePlanError(
+            f"gpus={n} but system {topo.name} with nodes={nodes} has {topo.num_gpus} GPUs; "
+            f"use nodes={math.ceil(n / per)} or gpus<={topo.num_gpus}",
+            value=n,
+            where="gpus",
+        )
+    return n
+
+
+def _degrees(p: ParsedScenario, n: int) -> tuple[int, int]:
+    """``(dp, tp)`` of ``n`` GPUs: ``dp`` the GPUs over ``tp * pp * cp`` unless given (then it
+    must multiply out to ``n``); Krizhevsky's one weird trick splits its fully-connected layers
+    over all data-parallel GPUs (``tp = dp``)."""
+    tp, pp = p.tp, p.pp
+    if p.hybrid is Hybrid.ONE_WEIRD_TRICK:
+        dp = p.dp or n
+        return dp, dp
+    cp = p.cp
+    rest = tp * pp * cp
+    names, sizes = ("tp*pp", f"{tp}*{pp}") if cp == 1 else ("tp*pp*cp", f"{tp}*{pp}*{cp}")
+    if n % rest:
+        fits = [d for d in _divisors(n) if d % pp == 0] if n % pp == 0 else _divisors(n)
+        raise InfeasiblePlanError(
+            f"{names}={rest} does not divide the {n} GPUs; {names} values that divide: {fits}",
+            value=rest,
+            where="plan",
+        )
+    dp = p.dp or n // rest
+    if dp * rest != n:
+        raise InfeasiblePlanError(
+            f"dp*{names} = {dp}*{sizes} = {dp * rest} but {n} GPUs are used; "
+            f"use dp={n // rest} or gpus={dp * rest}",
+            value=dp,
+            where="dp",
+        )
+    return dp, tp
+
+
+def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) -> int:
+    """Samples of one data-parallel replica per step: ``batch_per_gpu``, or the global batch
+    split over the replicas (and Crossbow's learners, whose batch keys count one learner's
+    samples), at most :data:`~perfmodel.scenario_parse.MAX_BATCH_PER_REPLICA`."""
+    split = dp * (learners if mode is DPMode.CROSSBOW else 1)
+    if p.global_batch is not None:
+        gb = p.global_batch
+        if gb % split:
+            what = f"dp={dp} replicas" + (f" x {learners} learners" if split != dp else "")
+            raise InfeasiblePlanError(
+                f"global batch {gb} does not split over {what}; global batches that "
+                f"do: multiples of {split}, e.g. {max(split, gb // split * split)} or "
+                f"{(gb // split + 1) * split}",
+                value=gb,
+                where="global_batch",
+            )
+        bpr = gb // split
+    else:
+        bpr = p.batch_per_gpu
+    if bpr > MAX_BATCH_PER_REPLICA:  # a global batch over few replicas (issue 28, item 11)
+        raise InfeasiblePlanError(
+            f"global batch {p.global_batch} is {bpr} samples per replica over dp={dp}, above "
+            f"the largest batch accepted ({MAX_BATCH_PER_REPLICA}); use more GPUs or a smaller "
+            "global batch",
+            value=p.global_batch,
+            where="global_batch",
+        )
+    return bpr
+
+
+def _recipe(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recipe:
+    """The training recipe of the preset, precision, optimizer and plan
+    (:func:`~perfmodel.parallel.recipe.build_recipe`); MX block-scaled FP8 only on Blackwell."""
+    recipe = build_recipe(
+        p.preset,
+        p.precision,
+        p.optimizer,
+        plan,
+        compile=p.compile,
+        fp8_recipe=p.fp8_recipe,
+        recompute_modules=p.recompute_modules,
+    )
+    if recipe.fp8 is Fp8Recipe.MXFP8 and topo.gpu_spec().architecture != "Blackwell":
+        raise ConfigError(
+            f"--fp8-recipe mxfp8: MX block-scaled FP8 GEMMs need a Blackwell GPU, not "
+            f"{topo.gpu_spec().name} ({topo.gpu_spec().architecture}); use te-delayed, "
+            "te-current, torchao-tensorwise or torchao-rowwise",
+            value="mxfp8",
+            where="--fp8-recipe",
+        )
+    return recipe
+
+
+def fp8_default(r: Resolved) -> str | None:
+    """The line stating the FP8 recipe a ``precision="fp8"`` run took from its software preset
+    (no ``fp8_recipe`` given), or ``None``."""
+    fp8 = None if r.recipe is None else r.recipe.fp8
+    if fp8 is None or r.parsed.fp8_recipe is not None:
+        return None
+    return f"FP8 recipe {fp8.value}, the {r.preset.name} preset's (--fp8-recipe chooses another)"

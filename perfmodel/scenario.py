@@ -1,0 +1,246 @@
+"""The question a prediction answers, as the user wrote it: :class:`Scenario`.
+
+A scenario keeps text and numbers (the ``perfmodel predict`` flags, a scenario file's keys, a
+sweep axis); :func:`perfmodel.scenario_parse.parse_scenario` turns it into typed values once,
+and :mod:`perfmodel.pipeline` derives everything else from those (``docs/design.md``, "The
+prediction API"). This module is the bottom of the prediction pipeline: it imports no model
+code, so the parser, the pipeline and the search can all import it.
+
+>>> sc = Scenario.from_dict({"system": "dgx-a100", "plan": "tp=2", "batch_per_gpu": 8})
+>>> sc.tp, sc.batch_per_gpu, len(sc.content_hash())
+(2, 8, 64)
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe, parse_flag
+from perfmodel.errors import ConfigError, SchemaError
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One question: this model, this batch, this plan, this software, on this hardware.
+
+    Keys are the ``perfmodel predict`` flags (see ``docs/predict.md``). Beyond the
+    ``docs/design.md`` contract: ``dp_mode`` (data-parallel variant, default from the software
+    preset), ``hybrid`` (``one-weird-trick``), ``sync_period`` (local SGD), ``ps_host`` and
+    ``ps_shards`` (parameter server), ``placement`` (dimension order, fastest first),
+    ``memory_format`` (``nchw``/``nhwc`` convolution layout; ``None`` takes the software preset's
+    framework default, :attr:`~perfmodel.parallel.software.SoftwarePreset.memory_format`),
+    ``dataset`` (``imagenet-jpeg``, ``cifar-memory``; ``None`` or ``synthetic``: no input pipeline),
+    ``data_loader`` and ``data_loader_workers`` (the input pipeline's library and workers per
+    pipeline; ``None``: the preset's framework loop, :mod:`perfmodel.host.input_pipeline`).
+
+    ``batch_per_gpu`` is the batch of one data-parallel replica (for Crossbow: of one learner);
+    ``global_batch`` is split over the replicas.
+    """
+
+    system: str = "dgx1-v100"
+    nodes: int = 1
+    gpus: int | None = None
+    network: str | None = None
+    nics_per_node: int | None = None
+    gpu: str | None = None
+    gpus_per_node: int | None = None
+    intra_node: str | None = None
+    fabric_topology: str | None = None
+    oversubscription: float | None = None
+    nccl: str | None = None
+    """NCCL release whose P2P level applies (``"2.7"``); ``None``: the default release
+    (:func:`perfmodel.topology.importers.with_nccl_p2p_rule`)."""
+    model: str = "resnet50"
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    batch_per_gpu: int | None = None
+    global_batch: int | None = None
+    precision: str = "fp32"
+    optimizer: str = "sgd"
+    dp: int | None = None
+    tp: int = 1
+    pp: int = 1
+    microbatch: int | None = None
+    schedule: str = "1f1b"
+    interleave: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool | None = None
+    """Megatron sequence parallelism; ``None``: the preset's default (on with ``tp > 1`` for
+    ``megatron-core`` and ``torchtitan``, off otherwise; ``SoftwarePreset.sequence_parallel_with_tp``)."""
+    zero: int | None = None
+    software: str = "pytorch-ddp"
+    learners_per_gpu: int = 1
+    dataset_size: int | None = None
+    calibration: str | None = None
+    fidelity: str = "simulated"
+    dp_mode: str | None = None
+    hybrid: str | None = None
+    sync_period: int = 1
+    ps_host: str = "cpu"
+    ps_shards: int = 1
+    placement: str = "tp,pp,dp"
+    memory_format: str | None = None
+    hsdp: int | None = None
+    ep: int = 1
+    cp: int = 1
+    etp: int | None = None
+    cp_comm: str | None = None
+    ep_overlap: bool = False
+    moe_dispatcher: str | None = None
+    """Token dispatcher of expert-parallel layers (``alltoall``, ``deepep``, ``hybridep``,
+    ``allgather``; :class:`~perfmodel.parallel.plan.MoEDispatcher`); ``None``: ``alltoall``."""
+    dataset: str | None = None
+    data_loader: str | None = None
+    data_loader_workers: int | None = None
+    compile: bool | None = None
+    """The model runs under ``torch.compile`` (inductor fuses each block's pointwise chains:
+    :class:`~perfmodel.workload.kernels.Fusion`); ``None``: the software preset's kernels
+    (eager for the PyTorch presets, Transformer Engine's for Megatron)."""
+    fp8_recipe: str | None = None
+    """FP8 recipe of ``precision="fp8"`` (``te-delayed``, ``te-current``,
+    ``torchao-tensorwise``, ``torchao-rowwise``, ``mxfp8``:
+    :class:`~perfmodel.workload.kernels.Fp8Recipe`); ``None``: the software preset's."""
+    recompute_modules: str | None = None
+    """Megatron-Core's ``recompute_modules`` of a ``recompute="selective"`` run,
+    comma-separated (``core_attn``, ``mla_up_proj``, ``mlp``, ``moe_act``:
+    :class:`~perfmodel.workload.memory.RecomputeModule`); ``None``: the software preset's
+    selective rule."""
+    software_options: Mapping[str, Any] = field(default_factory=dict)
+    """Knobs of the stack set beside its preset, by name (``--software-option KEY=VALUE``;
+    :data:`perfmodel.parallel.software.SOFTWARE_OPTIONS`: ``tp_comm_overlap``,
+    ``overlap_grad_comm``, ``overlap_param_gather``, ``grad_reduce_fp32``, ``fp8_params``,
+    ``bucket_bytes`` in MiB, or their Megatron/NeMo names); empty: the preset as it is."""
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str = "scenario") -> Scenario:
+        """Build from a mapping with the same keys (``plan = "dp=..,tp=.."`` also accepted).
+
+        Raises
+        ------
+        ConfigError
+            On an unknown key (naming it and the accepted keys).
+        """
+        from perfmodel.parallel.plan import parse_plan_string
+
+        known = {f.name for f in fields(cls)}
+        data = {str(k).replace("-", "_"): v for k, v in dict(d).items()}
+        if "plan" in data:
+            plan = data.pop("plan")
+            if not isinstance(plan, str | Mapping):
+                raise SchemaError(
+                    f"{where}: plan: expected text such as 'dp=2,tp=4' or a table, "
+                    f"got {describe(plan)}",
+                    value=plan,
+                    where=f"{where}: plan",
+                )
+            parsed = (
+                parse_plan_string(plan, where=f"{where}: plan")
+                if isinstance(plan, str)
+                else dict(plan)
+            )
+            for k, v in parsed.items():
+                data.setdefault({"microbatch_size": "microbatch"}.get(k, k), v)
+        if "microbatch_size" in data:
+            data["microbatch"] = data.pop("microbatch_size")
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r}; accepted keys: {', '.join(sorted(known))}",
+                value=unknown[0],
+                where=where,
+            )
+        for flag in ("sequence_parallel", "compile"):
+            if data.get(flag) is not None:  # null: the preset's default
+                data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
+        for key in ("model_args", "software_options"):  # null (JSON) is none
+            if key in data:
+                args = data[key]
+                data[key] = {} if args is None else dict(as_mapping(args, key, where=where))
+        for k, v in data.items():
+            if k not in ("model_args", "software_options", "sequence_parallel", "compile"):
+                data[k] = _check_field_type(k, v, where)
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field by name, ``model_args`` as a plain ``dict`` (a shallow copy).
+
+        The value ``dataclasses.asdict`` gives (a field of text, number, flag or ``None`` is
+        itself; any other value a deep copy), without its generic walk: a scenario's hash and
+        report read it on every prediction (issue 14)."""
+        d = {}
+        for name in _FIELD_NAMES:
+            v = getattr(self, name)
+            if name in ("model_args", "software_options"):
+                d[name] = dict(v)
+            else:
+                d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
+        return d
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON of :meth:`to_dict` (stable across runs)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+#: The fields that name the hardware, in flag order (:func:`perfmodel.api.topology_of`'s cache
+#: key; the ``perfmodel predict`` system flags set them).
+HARDWARE_FIELDS = (
+    "system",
+    "nodes",
+    "network",
+    "nics_per_node",
+    "gpu",
+    "gpus_per_node",
+    "intra_node",
+    "fabric_topology",
+    "oversubscription",
+    "nccl",
+)
+
+_FIELD_NAMES = tuple(f.name for f in fields(Scenario))
+
+_SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict keeps them as is
+
+
+#: The JSON/TOML type each scenario key must have (from the :class:`Scenario` annotations):
+#: ``(kind, optional)`` with kind ``"str"``, ``"int"``, ``"float"`` or ``"any"``.
+_FIELD_KINDS: dict[str, tuple[str, bool]] = {}
+
+
+def _check_field_type(key: str, value: Any, where: str) -> Any:
+    """A scenario value of the type its field is annotated with, or a :class:`SchemaError`
+    naming the key, the value and the type (``system = ["dgx1-v100"]``: expected text). An
+    integral float (``4.0`` from JSON) is taken as the integer; a boolean is not an integer;
+    ``null`` only where the field may be ``None``."""
+    if not _FIELD_KINDS:
+        for f in fields(Scenario):
+            ann = str(f.type)
+            kind = (
+                "str" if ann.startswith("str") else "int" if ann.startswith("int")
+                else "float" if ann.startswith("float") else "any"
+            )  # fmt: skip
+            _FIELD_KINDS[f.name] = (kind, "None" in ann)
+    kind, optional = _FIELD_KINDS.get(key, ("any", True))
+    if value is None and optional:
+        return value
+    if kind == "str":
+        return as_str(value, key, where=where)
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return as_int(value, key, where=where)
+    if kind == "float":
+        if key == "oversubscription":  # the topology files' rule
+            from perfmodel.topology.io import MIN_OVERSUBSCRIPTION
+
+            return as_number(value, key, where=where, minimum=MIN_OVERSUBSCRIPTION)
+        return as_number(value, key, where=where)
+    return value
+
+
+__all__ = ["HARDWARE_FIELDS", "Scenario"]
