@@ -17,6 +17,7 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfmodel"
 
+
 def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     """Dotted module name -> (file, whether it is a package's ``__init__``)."""
     out = {}
