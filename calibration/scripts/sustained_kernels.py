@@ -12,7 +12,19 @@ Measures, on normally distributed operands, each kernel held back to back for ``
   cuDNN, math) at head dimension 64 and 128, sequence 4096, causal, forward + backward;
 * grouped expert GEMMs at Mixtral 8x7B (8 experts of 4096 -> 14336, top-2) and Qwen3-30B-A3B
   (128 experts of 2048 -> 768, top-8) shapes, ``torch._grouped_mm`` where it exists, else a
-  batched matmul over equal expert loads.
+  batched matmul over equal expert loads;
+* the three attention calls of one rank's context-parallel ring as PyTorch's
+  ``_templated_ring_attention`` makes them with its round-robin load balancing (torch 1963fc8,
+  the torch of torchtitan's December 2024 CP table): step 0 causal over the rank's ``s`` local
+  queries and keys, then ``s`` queries against the first half of the received keys
+  (``key.chunk(2, dim=2)[0]``) or the second half of the queries (``query.chunk(2, dim=2)[1]``)
+  against all ``s`` keys, without mask; each forward + backward through SDPA's flash and
+  memory-efficient backends (torchtitan's CP allows only these two), at torchtitan's
+  Llama-3.1-8B CP shapes (32 heads after ``repeat_kv``, head dimension 128, ``s`` = 32768). The
+  three calls have equal FLOP; the model prices them from the FlashAttention-2 tables
+  (``perfmodel.compute.attention``). Read against the model's step, the torchtitan CP rows
+  (``validation/modern.jsonl``) spend 1.4-1.6x the modelled attention time in five of six rows
+  (1.1x at Llama-3.1-8B cp2): these kernels say whether the per-step kernels are the cause.
 
 Each record (one JSON line in ``OUTDIR/sustained.jsonl``) holds the kernel, its FLOP, the median
 time of the timed window, the achieved TFLOP/s and the NVML readings taken during the window
@@ -44,6 +56,10 @@ from perfmodel.calibration.backends import TelemetrySample, make_telemetry, summ
 #: Tokens per GPU of the GEMM shapes (a micro-batch of 2 x 8192, torchtitan's Llama-3-8B run).
 TOKENS = 16384
 
+#: Local tokens per rank of torchtitan's Llama-3.1-8B context-parallel rows (sequence 32768 x cp
+#: over cp ranks: benchmarks/llama3_h100_202412_torchtitan.md, Table 2).
+RING_LOCAL_TOKENS = 32768
+
 
 @dataclass(frozen=True)
 class Kernel:
@@ -66,6 +82,9 @@ class Kernel:
         if self.kind == "attention":
             fwd = 4.0 * s["batch"] * s["heads"] * s["seq"] ** 2 * s["head_dim"] * 0.5
             return fwd * 3.5  # forward + backward (2.5x)
+        if self.kind == "ring":
+            pairs = s["q_len"] * s["k_len"] * (0.5 if s["causal"] else 1.0)
+            return 4.0 * s["batch"] * s["heads"] * pairs * s["head_dim"] * 3.5
         raise ValueError(f"unknown kernel kind {self.kind!r}")
 
 
@@ -96,6 +115,16 @@ def plan() -> list[Kernel]:
                     {"backend": backend, "batch": 2, "heads": heads, "seq": 4096, "head_dim": d},
                 )
             )
+    s = RING_LOCAL_TOKENS
+    for backend in ("flash", "efficient"):
+        for step, (q_len, k_len, causal) in (
+            ("step0-causal", (s, s, True)),
+            ("kv-half", (s, s // 2, False)),
+            ("q-half", (s // 2, s, False)),
+        ):
+            shape = {"backend": backend, "batch": 1, "heads": 32, "seq": s, "q_len": q_len,
+                     "k_len": k_len, "causal": causal, "head_dim": 128}  # fmt: skip
+            out.append(Kernel("ring", f"cp-ring-{backend}.{step}", "bf16", shape))
     for name, experts, top_k, k, n in (
         ("mixtral-8x7b.w1", 8, 2, 4096, 14336),
         ("qwen3-30b-a3b.w1", 128, 8, 2048, 768),
@@ -243,6 +272,26 @@ def torch_factory(
                 out.backward(torch.ones_like(out))
 
             return timed(step)
+        if k.kind == "ring":
+            backend = {
+                "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            }[s["backend"]]
+            full = [
+                randn(s["batch"], s["heads"], s["seq"], s["head_dim"]).requires_grad_()
+                for _ in range(3)
+            ]
+            # the ring's views of its local tensors (torch _templated_ring_attention)
+            q = full[0] if s["q_len"] == s["seq"] else full[0].chunk(2, dim=2)[1]
+            kk, v = (t if s["k_len"] == s["seq"] else t.chunk(2, dim=2)[0] for t in full[1:])
+
+            def ring_step() -> None:
+                with sdpa_kernel(backend):
+                    out = F.scaled_dot_product_attention(q, kk, v, is_causal=s["causal"])
+                out.backward(torch.ones_like(out))
+
+            ring_step()  # fails here when the backend cannot run this shape
+            return timed(ring_step)
         if k.kind == "grouped":
             e, per = s["experts"], s["tokens"] * s["top_k"] // s["experts"]
             x, w = randn(e * per, s["k"]) / s["k"] ** 0.5, randn(e, s["k"], s["n"])

@@ -41,6 +41,21 @@ def test_plan_covers_issue_24_item_9(script) -> None:
     assert grouped["mixtral-8x7b.w1"].flop == 2 * 16384 * 2 * 14336 * 4096
 
 
+def test_plan_has_the_ring_steps_of_torch_context_parallel(script) -> None:
+    ring = {k.name: k for k in script.plan() if k.kind == "ring"}
+    assert {k.shape["backend"] for k in ring.values()} == {"flash", "efficient"}
+    s = script.RING_LOCAL_TOKENS
+    step0 = ring["cp-ring-flash.step0-causal"]
+    assert step0.shape["causal"] and step0.shape["q_len"] == step0.shape["k_len"] == s
+    kv, q = ring["cp-ring-flash.kv-half"], ring["cp-ring-flash.q-half"]
+    assert (kv.shape["q_len"], kv.shape["k_len"], kv.shape["causal"]) == (s, s // 2, False)
+    assert (q.shape["q_len"], q.shape["k_len"], q.shape["causal"]) == (s // 2, s, False)
+    # FLOP by hand: 32 heads of 128 over 32768 x 32768 causal pairs, forward + 2.5x backward;
+    # load balancing gives the unmasked half-steps the same FLOP as the causal step
+    assert step0.flop == 4 * 32 * (32768 * 32768 // 2) * 128 * 3.5
+    assert kv.flop == q.flop == step0.flop
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.t = 0.0
