@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from perfmodel.errors import ConfigError
 from perfmodel.intervals import conformal as cf
 from perfmodel.intervals.coverage import leave_one_source_out
-from perfmodel.intervals.features import KernelFeatures, Quantity
+from perfmodel.intervals.features import Interconnect, KernelFeatures, Quantity, StepFeatures
 from perfmodel.intervals.record import ResidualRow
 
 GEMM = KernelFeatures("V100-SXM2-16GB", "Volta", "DeepBench GEMM", "fp16")
@@ -113,6 +114,39 @@ def test_pool_backs_off_to_fewer_features(monkeypatch) -> None:
     iv = cf.interval(CONV, Quantity.KERNEL, index)
     assert iv.warning == "few validation runs like this one"
     assert iv.basis.startswith("3 published kernel measurements of every kind")
+
+
+def _step_row(rid: str, source: str, r: float, arch: str, params: float) -> ResidualRow:
+    f = StepFeatures(
+        f"{arch}-GPU", arch, Interconnect.NVSWITCH, "megatron", "megatron", "bf16",
+        "transformer", params, ("dp",), 8,
+    )  # fmt: skip
+    return ResidualRow(rid, "f", source, Quantity.STEP, "g", "x", 1, math.exp(r), 1.0, f)
+
+
+def test_a_large_model_pools_with_large_models_before_its_gpus_small_ones(monkeypatch) -> None:
+    """A 7B transformer on Ampere, where the other publications ran only BERT-sized models on
+    Ampere: its pool is the 1B+ transformers of two publications on Hopper (residuals 0.0 and
+    0.1), not Ampere's small ones (-0.5 and -0.4) (before the size class it was the latter)."""
+    monkeypatch.setattr(cf, "MIN_EFFECTIVE_ROWS", 2.0)
+    rows = [
+        _step_row("a", "A", -0.5, "Ampere", 110e6),
+        _step_row("b", "B", -0.4, "Ampere", 340e6),
+        _step_row("c", "C", 0.0, "Hopper", 8e9),
+        _step_row("d", "D", 0.1, "Hopper", 70e9),
+    ]
+    index = cf.RecordIndex(rows)
+    big = replace(rows[0].features, params=7e9)
+    pool = index.pool(big, Quantity.STEP)
+    assert pool.matched == ("model_kind", "size_class") and pool.sources == 2
+    assert (pool.band_lo, pool.band_hi) == pytest.approx((0.0, 0.1))
+    assert cf.describe_basis(pool, Quantity.STEP) == (
+        "2 published runs (2 sources) like this one (dense transformers, 1B+ parameters)"
+    )
+    # a small model on Ampere keeps the architecture's small ones
+    small = index.pool(replace(big, params=125e6), Quantity.STEP)
+    assert {"architecture", "size_class"} <= set(small.matched)
+    assert (small.band_lo, small.band_hi) == pytest.approx((-0.5, -0.4))
 
 
 def test_a_gpu_without_rows_is_outside_the_validated_range() -> None:

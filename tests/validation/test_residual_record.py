@@ -89,9 +89,6 @@ OVER_COVERED = {
     "InfiniBand collectives err by -5..+130%",
     "collectives, NVLink": "vTrain's DGX-1V all-reduce within 1% at large messages; held out, "
     "the pool is every collective row (-5..+130%)",
-    "InternEvo on 8-1,024 A100 (scale.jsonl)": "one publication of 16 rows within -25..+3% "
-    "(median 2.8%) since the NCCL LL128 network rule and chain fill; held out, its pool is the "
-    "classic A100 training rows (median 13%)",
 }
 
 
