@@ -483,9 +483,11 @@ def interval(
     level = check_level(level)
     pool = index.pool(features, quantity, exclude)
     q_lo, q_hi, k, bounded = index.bounds(level, exclude)
-    lo, hi = pool.band_lo - q_lo, pool.band_hi + q_hi
-    if hi < lo:  # margins below the band's half width (a level far under the band's 80 %)
-        lo = hi = (lo + hi) / 2
+    # Negative margins (a level far under the band's 80 %) can cross the bounds; each bound
+    # stops at the pool's median instead, so the interval always holds the median and a
+    # higher level's interval holds a lower level's (the margins grow with the level).
+    lo = min(pool.band_lo - q_lo, pool.center)
+    hi = max(pool.band_hi + q_hi, pool.center)
     warning = _warning(features, quantity, index, pool, exclude)
     basis = describe_basis(pool, quantity)
     return ResidualInterval(level, lo, hi, pool, basis, warning, quantity, k, bounded)
