@@ -8,8 +8,8 @@ A prediction ``y_hat`` of a speed (throughput; a time is its inverse) has the sp
 question with features ``x``:
 
 1. **The rows like it (the pool).** :data:`LEVELS` lists, per quantity, feature sets from the
-   most specific to none (GPU architecture, software preset, precision, model kind,
-   interconnect, then fewer). The pool is the rows matching ``x`` on the first level that has
+   most specific to none (GPU architecture, software preset, precision, model kind and size
+   class, interconnect, then fewer). The pool is the rows matching ``x`` on the first level that has
    rows from at least :data:`MIN_SOURCES` publications and an effective size of at least
    :data:`MIN_EFFECTIVE_ROWS` (:meth:`RecordIndex.pool`); past every level, the quantity's
    rows, and past those, every row of the record. A
@@ -85,18 +85,23 @@ MIN_EFFECTIVE_ROWS = 10.0
 BAND = (0.1, 0.9)
 
 _STEP_LEVELS = (
-    ("architecture", "software", "precision", "model_kind", "interconnect"),
-    ("architecture", "family", "model_kind", "interconnect"),
-    ("architecture", "family", "model_kind"),
-    ("architecture", "model_kind"),
+    ("architecture", "software", "precision", "model_kind", "size_class", "interconnect"),
+    ("architecture", "family", "model_kind", "size_class", "interconnect"),
+    ("architecture", "family", "model_kind", "size_class"),
+    ("architecture", "model_kind", "size_class"),
+    ("model_kind", "size_class"),
     ("architecture",),
     ("model_kind",),
 )
 
 #: Per quantity, the feature sets a pool's rows share with the question, most specific first.
-#: Step: the GPU architecture decides the compute model's error most (achieved GEMM and
-#: attention rates per GPU), then the stack (its kernels and host loop), the precision, the
-#: model kind and the interconnect (communication); the architecture is dropped last. A
+#: Step: the kind of model and its size class (:func:`~perfmodel.intervals.features.size_class`:
+#: under 1B parameters a step is small kernels and host loop, from 1B on large GEMMs and the
+#: plan's collectives) are kept throughout the levels that match the GPU architecture (achieved
+#: GEMM and attention rates per GPU), the stack (its kernels and host loop), the precision and
+#: the interconnect (communication); where no other publication ran this kind and size on this
+#: architecture, the same kind and size on any GPU comes before the architecture's rows of
+#: every size (a 7B model on A100 errs like an 8B one on H100, not like BERT-base on A100). A
 #: speedup is a ratio of two steps: the same features. Collectives: interconnect, operation
 #: and message size (latency- or bandwidth-bound) first. Kernels: the kind of kernel.
 LEVELS: Mapping[Quantity, tuple[tuple[str, ...], ...]] = {
@@ -118,7 +123,7 @@ LEVELS: Mapping[Quantity, tuple[tuple[str, ...], ...]] = {
 #: From this level on (an index of :data:`LEVELS`) a pool no longer shares what matters most
 #: with the question: the interval says "few validation runs like this one".
 FEW_FROM: Mapping[Quantity, int] = {
-    Quantity.STEP: 4,  # the architecture alone, or not even that
+    Quantity.STEP: 4,  # not the architecture's rows of this kind and size
     Quantity.SPEEDUP: 4,
     Quantity.COLLECTIVE: 3,  # the interconnect alone, or not even that
     Quantity.KERNEL: 2,  # the kind of kernel alone
@@ -139,6 +144,7 @@ _LABELS: Mapping[str, Callable[[Any], str]] = {
     "family": lambda f: f"{f.family} stacks",
     "precision": lambda f: f.precision,
     "model_kind": lambda f: _KIND_NAMES.get(f.model_kind, f.model_kind),
+    "size_class": lambda f: f"{f.size_class} parameters",
     "interconnect": lambda f: f.interconnect.value,
     "op": lambda f: f.op,
     "message_band": lambda f: f"{f.message_band} messages",
@@ -477,9 +483,11 @@ def interval(
     level = check_level(level)
     pool = index.pool(features, quantity, exclude)
     q_lo, q_hi, k, bounded = index.bounds(level, exclude)
-    lo, hi = pool.band_lo - q_lo, pool.band_hi + q_hi
-    if hi < lo:  # margins below the band's half width (a level far under the band's 80 %)
-        lo = hi = (lo + hi) / 2
+    # Negative margins (a level far under the band's 80 %) can cross the bounds; each bound
+    # stops at the pool's median instead, so the interval always holds the median and a
+    # higher level's interval holds a lower level's (the margins grow with the level).
+    lo = min(pool.band_lo - q_lo, pool.center)
+    hi = max(pool.band_hi + q_hi, pool.center)
     warning = _warning(features, quantity, index, pool, exclude)
     basis = describe_basis(pool, quantity)
     return ResidualInterval(level, lo, hi, pool, basis, warning, quantity, k, bounded)

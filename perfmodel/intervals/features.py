@@ -119,6 +119,29 @@ def size_band(params: float) -> str:
     return ">100B"
 
 
+def size_class(params: float) -> str:
+    """The two model-size classes the intervals' pools tell apart: ``"<1B"`` and ``"1B+"``
+    (the first boundary of :func:`size_band`).
+
+    Under a billion parameters (BERT-base/large, ResNets, GPT-2 small) a layer's GEMMs have a
+    hidden size of at most ~1,024-1,600, far from the sizes where a GPU sustains its matmul
+    ceiling, so the step is shaped by small kernels, launches and the host loop, whose
+    prediction errs differently per framework and release; from a billion parameters on
+    (hidden 2,048 and more) the step is dominated by large GEMMs and the collectives of the
+    parallel plan, which the model times from calibrated ceilings on every GPU alike (NVIDIA
+    "Matrix Multiplication Background User's Guide", sections "Tile quantization" and "Wave
+    quantization": a GEMM reaches the large-tile rate once its tiles fill every SM, as
+    :mod:`perfmodel.compute.model` models it). A transformer of 7B parameters on A100 is
+    therefore more like one of 8B on H100 than like BERT-base on A100, and pools keep the class
+    before the architecture (:data:`perfmodel.intervals.conformal.LEVELS`). The boundary is
+    :func:`size_band`'s first decade, not fitted to any row.
+
+    >>> [size_class(p) for p in (0, 110e6, 1e9, 7e9)]
+    ['<1B', '<1B', '1B+', '1B+']
+    """
+    return "<1B" if size_band(params) == "<1B" else "1B+"
+
+
 def message_band(message_bytes: float) -> str:
     """Collective message-size band: ``"<1MiB"``, ``"1-64MiB"``, ``">=64MiB"`` (latency-bound,
     mixed, bandwidth-bound: :data:`perfmodel.comm.validation.LARGE_BYTES`'s side).
@@ -176,6 +199,11 @@ class StepFeatures:
     @property
     def size_band(self) -> str:
         return size_band(self.params)
+
+    @property
+    def size_class(self) -> str:
+        """:func:`size_class` of the parameter count (``"<1B"`` or ``"1B+"``)."""
+        return size_class(self.params)
 
     def to_dict(self) -> dict[str, Any]:
         return {

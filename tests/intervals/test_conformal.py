@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.errors import ConfigError
 from perfmodel.intervals import conformal as cf
 from perfmodel.intervals.coverage import leave_one_source_out
-from perfmodel.intervals.features import KernelFeatures, Quantity
+from perfmodel.intervals.features import Interconnect, KernelFeatures, Quantity, StepFeatures
 from perfmodel.intervals.record import ResidualRow
 
 GEMM = KernelFeatures("V100-SXM2-16GB", "Volta", "DeepBench GEMM", "fp16")
@@ -115,6 +116,39 @@ def test_pool_backs_off_to_fewer_features(monkeypatch) -> None:
     assert iv.basis.startswith("3 published kernel measurements of every kind")
 
 
+def _step_row(rid: str, source: str, r: float, arch: str, params: float) -> ResidualRow:
+    f = StepFeatures(
+        f"{arch}-GPU", arch, Interconnect.NVSWITCH, "megatron", "megatron", "bf16",
+        "transformer", params, ("dp",), 8,
+    )  # fmt: skip
+    return ResidualRow(rid, "f", source, Quantity.STEP, "g", "x", 1, math.exp(r), 1.0, f)
+
+
+def test_a_large_model_pools_with_large_models_before_its_gpus_small_ones(monkeypatch) -> None:
+    """A 7B transformer on Ampere, where the other publications ran only BERT-sized models on
+    Ampere: its pool is the 1B+ transformers of two publications on Hopper (residuals 0.0 and
+    0.1), not Ampere's small ones (-0.5 and -0.4) (before the size class it was the latter)."""
+    monkeypatch.setattr(cf, "MIN_EFFECTIVE_ROWS", 2.0)
+    rows = [
+        _step_row("a", "A", -0.5, "Ampere", 110e6),
+        _step_row("b", "B", -0.4, "Ampere", 340e6),
+        _step_row("c", "C", 0.0, "Hopper", 8e9),
+        _step_row("d", "D", 0.1, "Hopper", 70e9),
+    ]
+    index = cf.RecordIndex(rows)
+    big = replace(rows[0].features, params=7e9)
+    pool = index.pool(big, Quantity.STEP)
+    assert pool.matched == ("model_kind", "size_class") and pool.sources == 2
+    assert (pool.band_lo, pool.band_hi) == pytest.approx((0.0, 0.1))
+    assert cf.describe_basis(pool, Quantity.STEP) == (
+        "2 published runs (2 sources) like this one (dense transformers, 1B+ parameters)"
+    )
+    # a small model on Ampere keeps the architecture's small ones
+    small = index.pool(replace(big, params=125e6), Quantity.STEP)
+    assert {"architecture", "size_class"} <= set(small.matched)
+    assert (small.band_lo, small.band_hi) == pytest.approx((-0.5, -0.4))
+
+
 def test_a_gpu_without_rows_is_outside_the_validated_range() -> None:
     index = cf.RecordIndex(_twenty())
     mi300 = KernelFeatures("MI300X", "CDNA3", "DeepBench GEMM", "fp16")
@@ -135,6 +169,12 @@ def test_level_must_be_a_fraction(level: float) -> None:
 
 
 @settings(max_examples=40, deadline=None)
+@example(
+    [0, 0.5, -0.5, 0, 0.5, -0.5, 0, 1, 0, -1, 0.5, 0.5, 1, 0, 0, 0, -0.5, 0, -1, 0.5],
+    0.0,
+    0.3,
+    0.05,
+)
 @given(
     st.lists(st.floats(-1, 1, allow_nan=False), min_size=20, max_size=30),
     st.floats(-0.5, 0.5, allow_nan=False),
@@ -143,7 +183,9 @@ def test_level_must_be_a_fraction(level: float) -> None:
 )
 def test_invariants(residuals: list[float], shift: float, level: float, step: float) -> None:
     """Intervals nest with the level, follow a shift of every residual and score-free record,
-    and do not depend on the order of the rows."""
+    and do not depend on the order of the rows. The example: margins below the band's half
+    width at levels 0.3 and 0.35 used to collapse each interval to its crossed bounds'
+    midpoint (0.25, then 0.0: not nested); each bound now stops at the pool's median."""
     rows = [row(str(i), f"S{i % 7}", r) for i, r in enumerate(residuals)]
     scored = cf.with_scores(rows)
     index = cf.RecordIndex(scored)

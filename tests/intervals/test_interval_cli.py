@@ -31,7 +31,7 @@ def test_predict_json_fields_are_consistent(capsys) -> None:
     d = _json(capsys, ["predict", *H100, "--json"])
     assert d["interval_level"] == 0.8
     assert d["interval_basis"].endswith(
-        "like this one (Hopper, pytorch stacks, dense transformers)"
+        "like this one (Hopper, dense transformers, 1B+ parameters)"
     )
     t_lo, t_hi = d["iteration_time_s_low"], d["iteration_time_s_high"]
     assert t_lo < t_hi
