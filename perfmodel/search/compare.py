@@ -25,6 +25,9 @@ Objectives (lower score is better):
 ``cost``
     money per sample, ``gpus * price_per_gpu_s * iteration_time_s / samples_per_step``
     (matters when several GPU counts are searched).
+
+Long function kept whole: :func:`search_plans` (~125 lines, 60 of them the docstring of its 19
+parameters) is the stage sequence itself; each stage is a function of its own.
 """
 
 from __future__ import annotations
@@ -515,17 +518,10 @@ def search_plans(
     if confirm_k > 0:
         later.append(("simulated", slow, confirm_k))
     budget = _Budget(time.perf_counter(), budget_s, progress)
-    ranked = feasible
     runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
-    try:
-        for name, ev, k in later:
-            ranked, stage = _later_stage(
-                name, ev, k, ranked, first_name, score, budget, runner, notes, pruned
-            )
-            stages.append(stage)
-    finally:
-        if runner is not None:
-            runner.close()
+    ranked = _later_stages(
+        later, feasible, first_name, score, budget, runner, notes, pruned, stages
+    )
     ranked, equivalents = _collapse_equal(ranked)
     if equivalents:
         pruned["same time and memory as a better-ranked plan"] += sum(
@@ -543,6 +539,32 @@ def search_plans(
         equivalents=equivalents,
         hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
     )
+
+
+def _later_stages(
+    later: Sequence[tuple[str, Evaluator, int]],
+    ranked: list[Candidate],
+    first_name: str,
+    score: Callable[..., float],
+    budget: _Budget,
+    runner: _IsolatedRunner | None,
+    notes: list[str],
+    pruned: Counter[str],
+    stages: list[StageSummary],
+) -> list[Candidate]:
+    """Run the later stages (``(name, evaluator, k)`` each, in order) over the ranking, each
+    re-ranking the head of the one before; their summaries go to ``stages``. The isolated
+    ``runner`` (``hard_budget``), when there is one, is closed when they end."""
+    try:
+        for name, ev, k in later:
+            ranked, stage = _later_stage(
+                name, ev, k, ranked, first_name, score, budget, runner, notes, pruned
+            )
+            stages.append(stage)
+    finally:
+        if runner is not None:
+            runner.close()
+    return ranked
 
 
 def _first_stage(

@@ -84,46 +84,6 @@ def _config(net: Net, **fields: Any) -> TransformerConfig:
     return cfg
 
 
-def _routed(
-    net: Net,
-    *,
-    experts: int,
-    top_k: int,
-    expert_ffn_hidden: int,
-    shared_experts: int = 0,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-) -> MoeConfig:
-    """The routed experts, checked as :func:`perfmodel.workload.zoo.moe.moe` checks them."""
-    m = MoeConfig(
-        experts=_moe._positive("experts", experts),
-        top_k=_moe._positive("top_k", top_k),
-        expert_ffn_hidden=_moe._positive("expert_ffn_hidden", expert_ffn_hidden),
-        shared_experts=_moe._positive("shared_experts", shared_experts, 0),
-        load_imbalance=_moe._factor("load_imbalance", load_imbalance, 1.0),
-        capacity_factor=_moe._factor("capacity_factor", capacity_factor, 0.0),
-    )
-    if m.top_k > m.experts:
-        raise ConfigError(
-            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
-        )
-    if m.expert_ffn_hidden % net.etp:
-        name = "tp" if net.etp == net.tp else "etp"
-        raise InfeasiblePlanError(
-            f"{name}={net.etp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
-            value=net.etp,
-            where=name,
-        )
-    if m.experts % net.ep:
-        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
-        raise InfeasiblePlanError(
-            f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
-            value=net.ep,
-            where="ep",
-        )
-    return m
-
-
 def _add_params(net: Net, name: str, extra: int) -> None:
     """Add ``extra`` parameters (biases, sinks) to the last layer called ``name``."""
     for i in range(len(net.layers) - 1, -1, -1):
@@ -209,7 +169,7 @@ def gpt_oss(
         flash_attention=flash_attention,
         head_size=head_dim,
     )
-    m = _routed(
+    m = _moe.routed_experts(
         net,
         experts=experts,
         top_k=top_k,
@@ -288,7 +248,7 @@ def llama4(
     )
     step = _moe._positive("moe_layer_step", moe_layer_step)
     nope = _moe._positive("nope_every", nope_every)
-    m = _routed(
+    m = _moe.routed_experts(
         net,
         experts=experts,
         top_k=top_k,
@@ -369,7 +329,7 @@ def grok1(
         flash_attention=flash_attention,
         head_size=head_dim,
     )
-    m = _routed(
+    m = _moe.routed_experts(
         net,
         experts=experts,
         top_k=top_k,
