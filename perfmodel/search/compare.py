@@ -519,9 +519,8 @@ def search_plans(
         later.append(("simulated", slow, confirm_k))
     budget = _Budget(time.perf_counter(), budget_s, progress)
     runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
-    ranked = _later_stages(
-        later, feasible, first_name, score, budget, runner, notes, pruned, stages
-    )
+    shared = _StageShared(first_name, score, budget, runner, notes, pruned)
+    ranked = _later_stages(later, feasible, shared, stages)
     ranked, equivalents = _collapse_equal(ranked)
     if equivalents:
         pruned["same time and memory as a better-ranked plan"] += sum(
@@ -544,26 +543,19 @@ def search_plans(
 def _later_stages(
     later: Sequence[tuple[str, Evaluator, int]],
     ranked: list[Candidate],
-    first_name: str,
-    score: Callable[..., float],
-    budget: _Budget,
-    runner: _IsolatedRunner | None,
-    notes: list[str],
-    pruned: Counter[str],
+    shared: _StageShared,
     stages: list[StageSummary],
 ) -> list[Candidate]:
     """Run the later stages (``(name, evaluator, k)`` each, in order) over the ranking, each
     re-ranking the head of the one before; their summaries go to ``stages``. The isolated
-    ``runner`` (``hard_budget``), when there is one, is closed when they end."""
+    runner (``hard_budget``), when there is one, is closed when they end."""
     try:
         for name, ev, k in later:
-            ranked, stage = _later_stage(
-                name, ev, k, ranked, first_name, score, budget, runner, notes, pruned
-            )
+            ranked, stage = _later_stage(name, ev, k, ranked, shared)
             stages.append(stage)
     finally:
-        if runner is not None:
-            runner.close()
+        if shared.runner is not None:
+            shared.runner.close()
     return ranked
 
 
@@ -671,22 +663,30 @@ class _Budget:
     progress: Progress | None
 
 
+@dataclass(frozen=True)
+class _StageShared:
+    """What the later stages share: the first stage's name, the objective's ``score``, the
+    budget, the isolated runner (``hard_budget``; ``None``: in process), and the search's notes
+    and pruned counts, which each stage appends to."""
+
+    first_name: str
+    score: Callable[..., float]
+    budget: _Budget
+    runner: _IsolatedRunner | None
+    notes: list[str]
+    pruned: Counter[str]
+
+
 def _later_stage(
-    name: str,
-    ev: Evaluator,
-    k: int,
-    ranked: list[Candidate],
-    first_name: str,
-    score: Callable[..., float],
-    budget: _Budget,
-    runner: _IsolatedRunner | None,
-    notes: list[str],
-    pruned: Counter[str],
+    name: str, ev: Evaluator, k: int, ranked: list[Candidate], shared: _StageShared
 ) -> tuple[list[Candidate], StageSummary]:
     """One later stage: down ``ranked`` until ``k`` plans that fit are evaluated (at most
     ``3 k`` tries, within the budget), those re-ranked first; its summary with Kendall's tau
     against the stage before."""
+    budget = shared.budget
     budget_s, progress = budget.budget_s, budget.progress
+    first_name, score, runner = shared.first_name, shared.score, shared.runner
+    notes, pruned = shared.notes, shared.pruned
     t1 = time.perf_counter()
     head: list[Candidate] = []
     dropped: set[int] = set()  # out of memory or rejected at this stage
