@@ -63,14 +63,14 @@ from perfmodel.workload.layers import CommPoint
 from perfmodel.workload.window import AttentionWindow, WindowKind
 from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
 from perfmodel.workload.zoo.transformer import (
+    LayerParts,
     Section,
     TransformerConfig,
     _column_linear,
-    _embeddings,
     block_norm,
     check_config,
-    decoder_head,
     dense_mlp,
+    layered_decoder,
     self_attention,
     transformer_layer,
 )
@@ -179,14 +179,11 @@ def gpt_oss(
     )
     window = _window(sliding_window, WindowKind.SLIDING, "sliding_window")
     routed: Section = partial(_gpt_oss_experts, moe=m)
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        attention: Section = partial(_gpt_oss_attention, window=window if i % 2 == 0 else None)
-        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=routed)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=False)
-    return cfg
+
+    def layer(i: int) -> LayerParts:
+        return cfg, partial(_gpt_oss_attention, window=window if i % 2 == 0 else None), routed
+
+    return layered_decoder(net, cfg, layer, tied=False)
 
 
 # ------------------------------------------------------------------------------- Llama 4
@@ -266,17 +263,14 @@ def llama4(
         )
     routed: Section = partial(moe_mlp, moe=m)
     nope_cfg = replace(cfg, rope=False)
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
+
+    def layer(i: int) -> LayerParts:
         rotary = (i + 1) % nope != 0
         attention: Section = partial(_l2_qk_attention, window=chunk if rotary else None)
         mlp = routed if (i + 1) % step == 0 else dense_mlp
-        layer_cfg = cfg if rotary else nope_cfg
-        transformer_layer(net, layer_cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=False)
-    return cfg
+        return (cfg if rotary else nope_cfg), attention, mlp
+
+    return layered_decoder(net, cfg, layer, tied=False)
 
 
 # -------------------------------------------------------------------------------- Grok-1
@@ -339,13 +333,7 @@ def grok1(
     )
     attention = _post_normed(self_attention, "post_attn_norm")
     routed = _post_normed(partial(moe_mlp, moe=m), "post_moe_norm")
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=routed)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=True)
-    return cfg
+    return layered_decoder(net, cfg, lambda i: (cfg, attention, routed), tied=True)
 
 
 # --------------------------------------------------------------------- DeepSeek-V3 + MTP

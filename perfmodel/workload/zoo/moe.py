@@ -46,17 +46,16 @@ from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.kernels import Fusion
 from perfmodel.workload.layers import CommPoint, ExpertRole
 from perfmodel.workload.zoo.transformer import (
+    LayerParts,
     Section,
     TransformerConfig,
     _col_comms,
-    _embeddings,
     _row_comms,
     _row_linear,
     check_config,
-    decoder_head,
     dense_mlp,
+    layered_decoder,
     self_attention,
-    transformer_layer,
 )
 
 
@@ -522,14 +521,11 @@ def moe(
         )
         attention = partial(mla_attention, mla=mla)
     routed: Section = partial(moe_mlp, moe=m)
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        mlp = routed if m.is_moe_layer(i) else dense_mlp
-        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=tied_embeddings)
-    return cfg
+
+    def layer(i: int) -> LayerParts:
+        return cfg, attention, routed if m.is_moe_layer(i) else dense_mlp
+
+    return layered_decoder(net, cfg, layer, tied=tied_embeddings)
 
 
 __all__ = [
