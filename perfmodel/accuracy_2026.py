@@ -130,14 +130,9 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
 def load_rows(directory: str | Path | None = None) -> list[dict[str, Any]]:
     """Rows of ``systems2026.jsonl`` in ``directory`` (default: the shipped copy); a
     ``published.jsonl`` path reads its sibling; a directory without the file gives no rows."""
-    from perfmodel._io import read_jsonl
-    from perfmodel.catalogue import validation_dir
+    from perfmodel.catalogue import validation_rows
 
-    path = Path(directory) if directory is not None else validation_dir()
-    if not path.is_dir():
-        path = path.parent
-    path = path / "systems2026.jsonl"
-    return read_jsonl(path, where="--published") if path.exists() else []
+    return validation_rows(directory, "systems2026.jsonl")
 
 
 def _system(gpu: str) -> tuple[str, int] | None:
