@@ -76,6 +76,7 @@ from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.model import CloudSpec, FabricSpec, ReferenceMeasurement
 from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.unionfind import UnionFind
 
 _SYSTEM_KEYS = {
     "name",
@@ -213,31 +214,19 @@ def joined_groups(
 ) -> list[tuple[str, ...]]:
     """``gpus`` (in their order) grouped by the connected components of ``edges`` among
     ``members`` (GPUs and the switches between them; an edge with an end outside is ignored,
-    and a GPU outside ``members`` is left out), largest group first: the union-find of both
+    and a GPU outside ``members`` is left out), largest group first (:class:`UnionFind`), for both
     :func:`nvlink_domains` (a system file's nodes and links) and
     :func:`perfmodel.topology.analysis.nvlink_domains` (a built topology's graph).
 
     >>> joined_groups(["g0", "g1", "g2"], ["g0", "g1", "g2", "sw"], [("g2", "sw"), ("sw", "g0")])
     [('g0', 'g2'), ('g1',)]
     """
-    parent = {n: n for n in members}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    uf = UnionFind(members)
     for a, b in edges:
-        if a in parent and b in parent:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[str, list[str]] = {}
-    for n in gpus:
-        if n in parent:
-            groups.setdefault(find(n), []).append(n)
-    return sorted((tuple(g) for g in groups.values()), key=lambda g: -len(g))
+        if a in uf and b in uf:
+            uf.union(a, b)
+    groups = uf.groups(n for n in gpus if n in uf)
+    return sorted((tuple(g) for g in groups), key=lambda g: -len(g))
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
