@@ -18,10 +18,9 @@ caller's setting afterwards, so a library user's own GC configuration holds outs
 from __future__ import annotations
 
 import gc
-import os
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+
+from perfmodel._outermost import Outermost
 
 YOUNG_THRESHOLD = 50_000
 """Net container allocations between young collections inside :func:`fewer_collections`
@@ -35,41 +34,34 @@ process exits after it. Once numpy left the analytic prediction (issue 14), the 
 0.37 s command (``gc.callbacks`` timing on the 2-core development machine), none at 200,000.
 Only unreachable cycles wait longer to be freed; the results are the same."""
 
-_LOCK = threading.Lock()
-if hasattr(os, "register_at_fork"):  # a fork (compare's worker pool) never copies it held
-    os.register_at_fork(
-        before=_LOCK.acquire, after_in_parent=_LOCK.release, after_in_child=_LOCK.release
-    )
-_depth = 0
+_COLLECTOR = Outermost()
 _saved: tuple[int, ...] | None = None
 _young = YOUNG_THRESHOLD  # the threshold the outermost use set (restored from when it exits)
 
 
-@contextmanager
-def fewer_collections(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
+def fewer_collections(young: int = YOUNG_THRESHOLD) -> AbstractContextManager[None]:
     """Run the body with the young-generation threshold at ``young`` (default
     :data:`YOUNG_THRESHOLD`; unless the caller's is already higher, or 0: collection disabled);
     nested and concurrent uses share the outermost one's setting, restored when the last one
     exits unless someone changed it meanwhile."""
-    global _depth, _saved, _young
-    with _LOCK:
-        if _depth == 0:
-            old = gc.get_threshold()
+
+    def enter() -> None:
+        global _saved, _young
+        old = gc.get_threshold()
+        _saved = None
+        if 0 < old[0] < young:
+            _saved = old
+            _young = young
+            gc.set_threshold(young, *old[1:])
+
+    def leave() -> None:
+        global _saved
+        if _saved is not None:
+            if gc.get_threshold() == (_young, *_saved[1:]):
+                gc.set_threshold(*_saved)
             _saved = None
-            if 0 < old[0] < young:
-                _saved = old
-                _young = young
-                gc.set_threshold(young, *old[1:])
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _depth -= 1
-            if _depth == 0 and _saved is not None:
-                if gc.get_threshold() == (_young, *_saved[1:]):
-                    gc.set_threshold(*_saved)
-                _saved = None
+
+    return _COLLECTOR.use(enter, leave)
 
 
 __all__ = ["CLI_YOUNG_THRESHOLD", "YOUNG_THRESHOLD", "fewer_collections"]

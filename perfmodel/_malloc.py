@@ -22,10 +22,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
+
+from perfmodel._outermost import Outermost
 
 TOP_PAD_BYTES = 64 << 20
 """Free heap bytes kept at the top of the heap inside :func:`keep_heap` (64 MiB): more than the
@@ -38,12 +38,7 @@ M_TOP_PAD = -2
 DEFAULT_TOP_PAD_BYTES = 128 * 1024
 """glibc's default top pad (``DEFAULT_TOP_PAD``, ``malloc/malloc.c``), set back on exit."""
 
-_LOCK = threading.Lock()
-if hasattr(os, "register_at_fork"):  # a fork never copies it held
-    os.register_at_fork(
-        before=_LOCK.acquire, after_in_parent=_LOCK.release, after_in_child=_LOCK.release
-    )
-_depth = 0
+_HEAP = Outermost()
 _mallopt: Any = None  # libc's mallopt, looked up on first use (False: not glibc)
 
 
@@ -67,23 +62,21 @@ def _libc_mallopt() -> Any:
     return _mallopt
 
 
-@contextmanager
-def keep_heap(pad_bytes: int = TOP_PAD_BYTES) -> Iterator[None]:
+def keep_heap(pad_bytes: int = TOP_PAD_BYTES) -> AbstractContextManager[None]:
     """Run the body with glibc's heap top pad at ``pad_bytes``; nested and concurrent uses
     share the outermost one's setting. Does nothing where the C library is not glibc."""
-    global _depth
-    with _LOCK:
+
+    def enter() -> None:
         fn = _libc_mallopt()
-        if _depth == 0 and fn:
+        if fn:
             fn(M_TOP_PAD, int(pad_bytes))
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _depth -= 1
-            if _depth == 0 and fn:
-                fn(M_TOP_PAD, DEFAULT_TOP_PAD_BYTES)
+
+    def leave() -> None:
+        fn = _libc_mallopt()
+        if fn:
+            fn(M_TOP_PAD, DEFAULT_TOP_PAD_BYTES)
+
+    return _HEAP.use(enter, leave)
 
 
 __all__ = ["DEFAULT_TOP_PAD_BYTES", "TOP_PAD_BYTES", "keep_heap"]

@@ -587,23 +587,17 @@ def load_modern(directory: str | Path | None = None) -> list[dict[str, Any]]:
     ``directory`` may also be a ``published.jsonl`` path: its sibling ``modern.jsonl`` is read.
     A directory without ``modern.jsonl`` gives no rows (the table then leaves its rows out).
     """
-    from perfmodel._io import read_jsonl
+    from perfmodel.catalogue import validation_rows
 
-    path = _validation_file(directory, "modern.jsonl")
-    if path.name != "modern.jsonl":
-        path = path.parent / "modern.jsonl"
-    return read_jsonl(path, where="--published") if path.exists() else []
+    return validation_rows(directory, "modern.jsonl")
 
 
 def load_scale(directory: str | Path | None = None) -> list[dict[str, Any]]:
     """Rows of ``scale.jsonl`` in ``directory`` (default: the shipped copy); a
     ``published.jsonl`` path reads its sibling; a directory without the file gives no rows."""
-    from perfmodel._io import read_jsonl
+    from perfmodel.catalogue import validation_rows
 
-    path = _validation_file(directory, "scale.jsonl")
-    if path.name != "scale.jsonl":
-        path = path.parent / "scale.jsonl"
-    return read_jsonl(path, where="--published") if path.exists() else []
+    return validation_rows(directory, "scale.jsonl")
 
 
 def load_systems2026(directory: str | Path | None = None) -> list[dict[str, Any]]:

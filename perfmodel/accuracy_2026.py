@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfmodel.accuracy_modern import ModernResults, _predict_rows
+from perfmodel.accuracy_modern import ModernResults, _predict_rows, megatron_plan
 from perfmodel.api import Scenario
 
 _CFG = (
@@ -130,14 +130,9 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
 def load_rows(directory: str | Path | None = None) -> list[dict[str, Any]]:
     """Rows of ``systems2026.jsonl`` in ``directory`` (default: the shipped copy); a
     ``published.jsonl`` path reads its sibling; a directory without the file gives no rows."""
-    from perfmodel._io import read_jsonl
-    from perfmodel.catalogue import validation_dir
+    from perfmodel.catalogue import validation_rows
 
-    path = Path(directory) if directory is not None else validation_dir()
-    if not path.is_dir():
-        path = path.parent
-    path = path / "systems2026.jsonl"
-    return read_jsonl(path, where="--published") if path.exists() else []
+    return validation_rows(directory, "systems2026.jsonl")
 
 
 def _system(gpu: str) -> tuple[str, int] | None:
@@ -211,7 +206,7 @@ def map_row(row: Mapping[str, Any]) -> Scenario | str:
         return model
     name, args, optimizer = model
     p = row["parallel"]
-    tp, pp = int(p["tp"]), int(p["pp"])
+    pp = int(p["pp"])
     v = int(p.get("virtual_pipeline") or 1)
     layers = row["model"].get("layers")
     if layers is not None and pp * v > int(layers):
@@ -232,14 +227,7 @@ def map_row(row: Mapping[str, Any]) -> Scenario | str:
         precision="bf16" if prec == "BF16" else "fp8",
         fp8_recipe={"FP8": "te-current", "MXFP8": "mxfp8"}.get(prec),
         optimizer=optimizer,
-        tp=tp,
-        pp=pp,
-        cp=int(p.get("cp") or 1),
-        ep=int(p.get("ep") or 1),
-        etp=p.get("expert_tensor_parallel"),
-        microbatch=int(p["micro_batch"]),
-        interleave=v if pp > 1 else 1,
-        sequence_parallel=tp > 1,
+        **megatron_plan(p),
         recompute="selective" if rec.startswith("selective") else "none",
         zero=3 if fsdp else None,
         software="megatron-core",

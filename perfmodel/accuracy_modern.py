@@ -374,6 +374,25 @@ def _gpu(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def megatron_plan(p: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`Scenario` plan keys of a row's ``parallel`` table (Megatron's names: ``tp``,
+    ``pp``, ``cp``, ``ep``, ``expert_tensor_parallel``, ``micro_batch``, ``virtual_pipeline``):
+    interleaving only with ``pp > 1``, sequence parallelism with ``tp > 1`` (the published
+    Megatron-Core and NeMo runs set ``--sequence-parallel`` with tensor parallelism)."""
+    tp, pp = int(p["tp"]), int(p["pp"])
+    v = int(p.get("virtual_pipeline") or 1)
+    return {
+        "tp": tp,
+        "pp": pp,
+        "cp": int(p.get("cp") or 1),
+        "ep": int(p.get("ep") or 1),
+        "etp": p.get("expert_tensor_parallel"),
+        "microbatch": int(p["micro_batch"]),
+        "interleave": v if pp > 1 else 1,
+        "sequence_parallel": tp > 1,
+    }
+
+
 def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
     """The :class:`Scenario` of a mapped row on ``system`` (plan, batch and precision as stated)."""
     m, p, s = row["model"], row["parallel"], row["system"]
@@ -381,9 +400,6 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
     nemo = nemo_recipe(row)
     if nemo is not None:
         args = {**args, **nemo.model_args}
-    pp = int(p["pp"])
-    tp = int(p["tp"])
-    v = int(p.get("virtual_pipeline") or 1)
     gpus = int(s["gpus"])
     prec = str(row["precision"]).lower()
     return Scenario(
@@ -396,14 +412,7 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
         global_batch=int(p["global_batch"]),
         precision="fp8" if "fp8" in prec else prec,
         optimizer="adamw",
-        tp=tp,
-        pp=pp,
-        cp=int(p.get("cp") or 1),
-        ep=int(p.get("ep") or 1),
-        etp=p.get("expert_tensor_parallel"),
-        microbatch=int(p["micro_batch"]),
-        interleave=v if pp > 1 else 1,
-        sequence_parallel=tp > 1,
+        **megatron_plan(p),
         recompute=_recompute(p.get("recompute")),
         software=_software(row),
         fidelity="analytic",

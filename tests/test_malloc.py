@@ -22,11 +22,11 @@ def test_keep_heap_sets_the_pad_for_the_outermost_use_only(monkeypatch) -> None:
     with pytest.raises(RuntimeError), _malloc.keep_heap():
         raise RuntimeError("boom")
     assert calls[-1] == (_malloc.M_TOP_PAD, _malloc.DEFAULT_TOP_PAD_BYTES)
-    assert len(calls) == 4 and _malloc._depth == 0
+    assert len(calls) == 4 and _malloc._HEAP.depth == 0
 
 
 def test_keep_heap_does_nothing_without_glibc(monkeypatch) -> None:
     monkeypatch.setattr(_malloc, "_mallopt", False)
     with _malloc.keep_heap():
-        assert _malloc._depth == 1
-    assert _malloc._depth == 0
+        assert _malloc._HEAP.depth == 1
+    assert _malloc._HEAP.depth == 0

@@ -8,7 +8,9 @@ in a source checkout they are read from the repository root.
 from __future__ import annotations
 
 import importlib.resources
+import os
 from pathlib import Path
+from typing import Any
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,3 +50,15 @@ def calibration_dir() -> Path:
 def validation_dir() -> Path:
     """Folder holding the published measurements (``published.jsonl``, ``seeds.jsonl``, ...)."""
     return _data_dir("validation", "validation")
+
+
+def validation_rows(directory: str | os.PathLike[str] | None, name: str) -> list[dict[str, Any]]:
+    """Rows of the validation file ``name`` (JSONL) in ``directory`` (default:
+    :func:`validation_dir`); a file path (the ``published.jsonl`` given to ``--published``)
+    stands for its folder, so its sibling ``name`` is read. No such file: no rows (a table leaves
+    the file's rows out)."""
+    from perfmodel._io import read_jsonl
+
+    path = Path(directory) if directory is not None else validation_dir()
+    path = path / name if path.is_dir() else path.parent / name
+    return read_jsonl(path, where="--published") if path.exists() else []

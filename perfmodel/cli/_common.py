@@ -101,6 +101,23 @@ def system_from_args(args: argparse.Namespace) -> Topology:
     return topo
 
 
+#: ``--interval``'s default level: :data:`perfmodel.intervals.conformal.DEFAULT_LEVEL` (kept
+#: here so that building the parser loads no interval machinery; a test checks they agree).
+INTERVAL_LEVEL = 0.8
+
+
+def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--interval LEVEL|off``: the prediction-interval level (:func:`ty.interval_level`;
+    default :data:`INTERVAL_LEVEL`, issue 26); ``help`` says what the command does with it."""
+    parser.add_argument(
+        "--interval",
+        type=ty.interval_level("--interval"),
+        default=INTERVAL_LEVEL,
+        metavar="LEVEL|off",
+        help=help,
+    )
+
+
 def add_format_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON")

@@ -26,6 +26,7 @@ from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     add_format_args,
+    add_interval_arg,
     add_quiet_arg,
     add_system_args,
     system_from_args,
@@ -75,12 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "off = NCCL's SHM transport through host memory, as with NCCL_P2P_DISABLE=1; "
         "on = P2P between all GPUs, as with NCCL_P2P_LEVEL=SYS)",
     )
-    p.add_argument(
-        "--interval",
-        type=ty.interval_level("--interval"),
-        default=0.8,
-        metavar="LEVEL|off",
-        help="prediction interval of each size from the published collective measurements "
+    add_interval_arg(
+        p,
+        "prediction interval of each size from the published collective measurements "
         "like it (default 0.8; off: none; docs/intervals.md)",
     )
     p.add_argument(

@@ -29,6 +29,7 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
+    add_interval_arg,
     add_model_arg,
     add_quiet_arg,
     add_system_args,
@@ -140,12 +141,9 @@ def register(subparsers: Any) -> None:
         help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument(
-        "--interval",
-        type=ty.interval_level("--interval"),
-        default=0.8,
-        metavar="LEVEL|off",
-        help="mark plans whose prediction interval (default 0.8) overlaps the best plan's as "
+    add_interval_arg(
+        p,
+        "mark plans whose prediction interval (default 0.8) overlaps the best plan's as "
         "statistically tied (docs/intervals.md); off: no intervals",
     )
     add_quiet_arg(p)

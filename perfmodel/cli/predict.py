@@ -20,6 +20,7 @@ from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     SYSTEM_KEYS,
+    add_interval_arg,
     add_model_arg,
     add_quiet_arg,
     add_system_args,
@@ -182,12 +183,9 @@ def _add_output_args(p: argparse.ArgumentParser) -> None:
         "--plot", type=ty.png_file("--plot"), help="with a GPU list: write the speedup curve PNG"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument(
-        "--interval",
-        type=ty.interval_level("--interval"),
-        default=0.8,
-        metavar="LEVEL|off",
-        help="prediction interval from the published runs like this one (default 0.8, an 80%% "
+    add_interval_arg(
+        p,
+        "prediction interval from the published runs like this one (default 0.8, an 80%% "
         "range; e.g. 0.9, or off): split conformal prediction over the validation record, "
         "docs/intervals.md",
     )

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_quiet_arg
+from perfmodel.cli._common import add_interval_arg, add_quiet_arg
 
 
 def register(subparsers: Any) -> None:
@@ -53,12 +53,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--retry-errors", action="store_true", help="evaluate error rows again")
     p.add_argument("--dry-run", action="store_true", help="print the grid size and first scenario")
-    p.add_argument(
-        "--interval",
-        type=ty.interval_level("--interval"),
-        default=0.8,
-        metavar="LEVEL|off",
-        help="each row's prediction interval (default 0.8: *_low/*_high fields, "
+    add_interval_arg(
+        p,
+        "each row's prediction interval (default 0.8: *_low/*_high fields, "
         "docs/intervals.md); off: none",
     )
     add_quiet_arg(p, "no progress on stderr")

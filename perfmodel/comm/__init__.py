@@ -7,12 +7,17 @@ Public API::
 See ``docs/comm.md`` for the formulas, the NCCL tuner approximation and validation.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from perfmodel._lazy import lazy_exports
 from perfmodel.comm.analytic import CommResult
 from perfmodel.comm.group import GroupInfo
 from perfmodel.comm.model import CommCostModel
 from perfmodel.comm.params import Algorithm, LinkClassParams, LinkParams, Protocol
+
+if TYPE_CHECKING:
+    from perfmodel.comm.flow import FlowNetwork
+    from perfmodel.comm.replay import run_collective
 
 __all__ = [
     "Algorithm",
@@ -27,15 +32,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The flow-level simulator needs SimPy; import it lazily so that the closed-form model and
-    # LinkParams load where SimPy is absent (e.g. a calibration run on a GPU machine).
-    if name == "FlowNetwork":
-        from perfmodel.comm.flow import FlowNetwork
-
-        return FlowNetwork
-    if name == "run_collective":
-        from perfmodel.comm.replay import run_collective
-
-        return run_collective
-    raise AttributeError(f"module 'perfmodel.comm' has no attribute {name!r}")
+# The flow-level simulator needs SimPy: imported on first use, so that the closed-form model and
+# LinkParams load where SimPy is absent (e.g. a calibration run on a GPU machine).
+__getattr__, __dir__ = lazy_exports(globals(), {"FlowNetwork": "flow", "run_collective": "replay"})

@@ -90,30 +90,6 @@ _REQUIRED = (
     "peak_TFLOPS",
     "sources",
 )
-_ALLOWED = set(_REQUIRED) | {
-    "aliases",
-    "vendor",
-    "boost_clock_GHz",
-    "memory_GB",
-    "memory_bytes",
-    "l2_MB",
-    "l2_MiB",
-    "tdp_W",
-    "nvlink_links",
-    "nvlink_gen",
-    "pcie_gen",
-    "pcie_p2p",
-    "infinity_fabric_links",
-    "infinity_fabric_GBps",
-    "datasheet_only",
-    "notes",
-    "sustained_TFLOPS",
-    "burst_TFLOPS",
-    "sustained_power_W",
-    "idle_W",
-    "memory_bandwidth_achieved_GBps",
-}
-
 #: Which fields each ``[gpu.sources]`` key vouches for. A group whose fields appear in an entry
 #: must have a non-empty source.
 SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
@@ -139,6 +115,15 @@ SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         ),
     }
 )
+
+#: Every field an entry may have: the required ones, those a source group vouches for, and
+#: the unsourced ``aliases``, ``vendor``, ``datasheet_only`` and ``notes``.
+_ALLOWED = set(_REQUIRED).union(*SOURCE_GROUPS.values()) | {
+    "aliases",
+    "vendor",
+    "datasheet_only",
+    "notes",
+}
 
 
 class GemmFormat(str, enum.Enum):

@@ -25,6 +25,9 @@ Objectives (lower score is better):
 ``cost``
     money per sample, ``gpus * price_per_gpu_s * iteration_time_s / samples_per_step``
     (matters when several GPU counts are searched).
+
+Long function kept whole: :func:`search_plans` (~125 lines, 60 of them the docstring of its 19
+parameters) is the stage sequence itself; each stage is a function of its own.
 """
 
 from __future__ import annotations
@@ -515,17 +518,9 @@ def search_plans(
     if confirm_k > 0:
         later.append(("simulated", slow, confirm_k))
     budget = _Budget(time.perf_counter(), budget_s, progress)
-    ranked = feasible
     runner = _IsolatedRunner() if (hard_budget and budget_s is not None) else None
-    try:
-        for name, ev, k in later:
-            ranked, stage = _later_stage(
-                name, ev, k, ranked, first_name, score, budget, runner, notes, pruned
-            )
-            stages.append(stage)
-    finally:
-        if runner is not None:
-            runner.close()
+    shared = _StageShared(first_name, score, budget, runner, notes, pruned)
+    ranked = _later_stages(later, feasible, shared, stages)
     ranked, equivalents = _collapse_equal(ranked)
     if equivalents:
         pruned["same time and memory as a better-ranked plan"] += sum(
@@ -543,6 +538,25 @@ def search_plans(
         equivalents=equivalents,
         hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
     )
+
+
+def _later_stages(
+    later: Sequence[tuple[str, Evaluator, int]],
+    ranked: list[Candidate],
+    shared: _StageShared,
+    stages: list[StageSummary],
+) -> list[Candidate]:
+    """Run the later stages (``(name, evaluator, k)`` each, in order) over the ranking, each
+    re-ranking the head of the one before; their summaries go to ``stages``. The isolated
+    runner (``hard_budget``), when there is one, is closed when they end."""
+    try:
+        for name, ev, k in later:
+            ranked, stage = _later_stage(name, ev, k, ranked, shared)
+            stages.append(stage)
+    finally:
+        if shared.runner is not None:
+            shared.runner.close()
+    return ranked
 
 
 def _first_stage(
@@ -649,22 +663,30 @@ class _Budget:
     progress: Progress | None
 
 
+@dataclass(frozen=True)
+class _StageShared:
+    """What the later stages share: the first stage's name, the objective's ``score``, the
+    budget, the isolated runner (``hard_budget``; ``None``: in process), and the search's notes
+    and pruned counts, which each stage appends to."""
+
+    first_name: str
+    score: Callable[..., float]
+    budget: _Budget
+    runner: _IsolatedRunner | None
+    notes: list[str]
+    pruned: Counter[str]
+
+
 def _later_stage(
-    name: str,
-    ev: Evaluator,
-    k: int,
-    ranked: list[Candidate],
-    first_name: str,
-    score: Callable[..., float],
-    budget: _Budget,
-    runner: _IsolatedRunner | None,
-    notes: list[str],
-    pruned: Counter[str],
+    name: str, ev: Evaluator, k: int, ranked: list[Candidate], shared: _StageShared
 ) -> tuple[list[Candidate], StageSummary]:
     """One later stage: down ``ranked`` until ``k`` plans that fit are evaluated (at most
     ``3 k`` tries, within the budget), those re-ranked first; its summary with Kendall's tau
     against the stage before."""
+    budget = shared.budget
     budget_s, progress = budget.budget_s, budget.progress
+    first_name, score, runner = shared.first_name, shared.score, shared.runner
+    notes, pruned = shared.notes, shared.pruned
     t1 = time.perf_counter()
     head: list[Candidate] = []
     dropped: set[int] = set()  # out of memory or rejected at this stage

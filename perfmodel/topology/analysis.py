@@ -813,7 +813,7 @@ def nvlink_domains(topo: Topology, server: int = 0) -> list[tuple[str, ...]]:
     >>> [len(d) for d in nvlink_domains(load_system("dgx1-v100"))]
     [8]
     """
-    from perfmodel.topology.io import SCALE_UP_FAMILIES
+    from perfmodel.topology.io import SCALE_UP_FAMILIES, joined_groups
 
     g = topo.graph
     members = [
@@ -821,26 +821,10 @@ def nvlink_domains(topo: Topology, server: int = 0) -> list[tuple[str, ...]]:
         for n in topo.server_nodes(server)
         if g.nodes[n]["kind"] in (NodeKind.GPU, NodeKind.NVSWITCH)
     ]
-    inside = set(members)
-    parent = {n: n for n in members}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for n in members:
-        for v, d in g.adj[n].items():
-            if v in inside and d["family"] in SCALE_UP_FAMILIES:
-                ra, rb = find(n), find(v)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[str, list[str]] = {}
-    for n in topo.gpus:
-        if n in inside:
-            groups.setdefault(find(n), []).append(n)
-    return sorted((tuple(x) for x in groups.values()), key=lambda x: -len(x))
+    edges = (
+        (n, v) for n in members for v, d in g.adj[n].items() if d["family"] in SCALE_UP_FAMILIES
+    )
+    return joined_groups(topo.gpus, members, edges)
 
 
 def format_smi_matrix(topo: Topology, server: int = 0, *, include_nics: bool = True) -> str:

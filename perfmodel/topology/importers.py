@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
 from pathlib import Path
 
 from perfmodel.errors import ConfigError, ParseError
@@ -35,6 +34,7 @@ from perfmodel.topology.nccl_p2p import HostCpu, with_nccl_p2p_rule
 from perfmodel.topology.schema import (
     NodeKind,
 )
+from perfmodel.topology.unionfind import UnionFind
 
 __all__ = [
     "detect_format",
@@ -52,28 +52,6 @@ _SOCKET_LINK_BY_PCIE = {3: ("qpi-9.6", 2), 4: ("upi-11.2", 3), 5: ("upi-16", 4)}
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-
-
-class _UnionFind:
-    def __init__(self, items: Iterable[str]) -> None:
-        self.parent = {i: i for i in items}
-
-    def find(self, x: str) -> str:
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-    def groups(self, order: Iterable[str]) -> list[list[str]]:
-        out: dict[str, list[str]] = {}
-        for x in order:
-            out.setdefault(self.find(x), []).append(x)
-        return list(out.values())
 
 
 def _pcie_gen(spec: GPUSpec) -> int:
@@ -296,7 +274,7 @@ def _smi_sockets(
             socket_of[g] = f"cpu{numa[g]}"
         assumptions.append("one CPU node per NUMA node of the 'NUMA Affinity' column")
     else:
-        uf = _UnionFind(devs)
+        uf = UnionFind(devs)
         for a in devs:
             for b in devs:
                 r = _host_rel(cls, a, b)
@@ -351,8 +329,8 @@ def _smi_pcie_tree(
     switch_no = 0
     for cpu in cpus:
         members = [d for d in devs if socket_of[d] == cpu]
-        pix = _UnionFind(members)
-        pxb = _UnionFind(members)
+        pix = UnionFind(members)
+        pxb = UnionFind(members)
         for a in members:
             for b in members:
                 r = _host_rel(cls, a, b)

@@ -63,7 +63,7 @@ with the fabric's ``network`` technology.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,7 @@ from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.model import CloudSpec, FabricSpec, ReferenceMeasurement
 from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.unionfind import UnionFind
 
 _SYSTEM_KEYS = {
     "name",
@@ -202,25 +203,30 @@ def nvlink_domains(
     >>> nvlink_domains(n, l)
     [('gpu0', 'gpu1'), ('gpu2',)]
     """
-    kind = {n.id: n.kind for n in nodes}
-    parent = {n.id: n.id for n in nodes if n.kind in (NodeKind.GPU, NodeKind.NVSWITCH)}
+    gpus = [n.id for n in nodes if n.kind is NodeKind.GPU]
+    members = [n.id for n in nodes if n.kind in (NodeKind.GPU, NodeKind.NVSWITCH)]
+    edges = ((lk.a, lk.b) for lk in links if lk.family in SCALE_UP_FAMILIES)
+    return joined_groups(gpus, members, edges)
 
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
-    for link in links:
-        if link.family in SCALE_UP_FAMILIES and link.a in parent and link.b in parent:
-            ra, rb = find(link.a), find(link.b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[str, list[str]] = {}
-    for n in nodes:
-        if kind[n.id] is NodeKind.GPU:
-            groups.setdefault(find(n.id), []).append(n.id)
-    return sorted((tuple(g) for g in groups.values()), key=lambda g: -len(g))
+def joined_groups(
+    gpus: Iterable[str], members: Iterable[str], edges: Iterable[tuple[str, str]]
+) -> list[tuple[str, ...]]:
+    """``gpus`` (in their order) grouped by the connected components of ``edges`` among
+    ``members`` (GPUs and the switches between them; an edge with an end outside is ignored,
+    and a GPU outside ``members`` is left out), largest group first (:class:`UnionFind`), for both
+    :func:`nvlink_domains` (a system file's nodes and links) and
+    :func:`perfmodel.topology.analysis.nvlink_domains` (a built topology's graph).
+
+    >>> joined_groups(["g0", "g1", "g2"], ["g0", "g1", "g2", "sw"], [("g2", "sw"), ("sw", "g0")])
+    [('g0', 'g2'), ('g1',)]
+    """
+    uf = UnionFind(members)
+    for a, b in edges:
+        if a in uf and b in uf:
+            uf.union(a, b)
+    groups = uf.groups(n for n in gpus if n in uf)
+    return sorted((tuple(g) for g in groups), key=lambda g: -len(g))
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:

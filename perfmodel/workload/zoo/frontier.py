@@ -63,14 +63,14 @@ from perfmodel.workload.layers import CommPoint
 from perfmodel.workload.window import AttentionWindow, WindowKind
 from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
 from perfmodel.workload.zoo.transformer import (
+    LayerParts,
     Section,
     TransformerConfig,
     _column_linear,
-    _embeddings,
     block_norm,
     check_config,
-    decoder_head,
     dense_mlp,
+    layered_decoder,
     self_attention,
     transformer_layer,
 )
@@ -82,46 +82,6 @@ def _config(net: Net, **fields: Any) -> TransformerConfig:
     cfg = TransformerConfig(rms_norm=True, gated_mlp=True, dropout=False, rope=True, **fields)
     check_config(cfg, net.tp)
     return cfg
-
-
-def _routed(
-    net: Net,
-    *,
-    experts: int,
-    top_k: int,
-    expert_ffn_hidden: int,
-    shared_experts: int = 0,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-) -> MoeConfig:
-    """The routed experts, checked as :func:`perfmodel.workload.zoo.moe.moe` checks them."""
-    m = MoeConfig(
-        experts=_moe._positive("experts", experts),
-        top_k=_moe._positive("top_k", top_k),
-        expert_ffn_hidden=_moe._positive("expert_ffn_hidden", expert_ffn_hidden),
-        shared_experts=_moe._positive("shared_experts", shared_experts, 0),
-        load_imbalance=_moe._factor("load_imbalance", load_imbalance, 1.0),
-        capacity_factor=_moe._factor("capacity_factor", capacity_factor, 0.0),
-    )
-    if m.top_k > m.experts:
-        raise ConfigError(
-            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
-        )
-    if m.expert_ffn_hidden % net.etp:
-        name = "tp" if net.etp == net.tp else "etp"
-        raise InfeasiblePlanError(
-            f"{name}={net.etp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
-            value=net.etp,
-            where=name,
-        )
-    if m.experts % net.ep:
-        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
-        raise InfeasiblePlanError(
-            f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
-            value=net.ep,
-            where="ep",
-        )
-    return m
 
 
 def _add_params(net: Net, name: str, extra: int) -> None:
@@ -209,7 +169,7 @@ def gpt_oss(
         flash_attention=flash_attention,
         head_size=head_dim,
     )
-    m = _routed(
+    m = _moe.routed_experts(
         net,
         experts=experts,
         top_k=top_k,
@@ -219,14 +179,11 @@ def gpt_oss(
     )
     window = _window(sliding_window, WindowKind.SLIDING, "sliding_window")
     routed: Section = partial(_gpt_oss_experts, moe=m)
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        attention: Section = partial(_gpt_oss_attention, window=window if i % 2 == 0 else None)
-        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=routed)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=False)
-    return cfg
+
+    def layer(i: int) -> LayerParts:
+        return cfg, partial(_gpt_oss_attention, window=window if i % 2 == 0 else None), routed
+
+    return layered_decoder(net, cfg, layer, tied=False)
 
 
 # ------------------------------------------------------------------------------- Llama 4
@@ -288,7 +245,7 @@ def llama4(
     )
     step = _moe._positive("moe_layer_step", moe_layer_step)
     nope = _moe._positive("nope_every", nope_every)
-    m = _routed(
+    m = _moe.routed_experts(
         net,
         experts=experts,
         top_k=top_k,
@@ -306,17 +263,14 @@ def llama4(
         )
     routed: Section = partial(moe_mlp, moe=m)
     nope_cfg = replace(cfg, rope=False)
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
+
+    def layer(i: int) -> LayerParts:
         rotary = (i + 1) % nope != 0
         attention: Section = partial(_l2_qk_attention, window=chunk if rotary else None)
         mlp = routed if (i + 1) % step == 0 else dense_mlp
-        layer_cfg = cfg if rotary else nope_cfg
-        transformer_layer(net, layer_cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=False)
-    return cfg
+        return (cfg if rotary else nope_cfg), attention, mlp
+
+    return layered_decoder(net, cfg, layer, tied=False)
 
 
 # -------------------------------------------------------------------------------- Grok-1
@@ -369,7 +323,7 @@ def grok1(
         flash_attention=flash_attention,
         head_size=head_dim,
     )
-    m = _routed(
+    m = _moe.routed_experts(
         net,
         experts=experts,
         top_k=top_k,
@@ -379,13 +333,7 @@ def grok1(
     )
     attention = _post_normed(self_attention, "post_attn_norm")
     routed = _post_normed(partial(moe_mlp, moe=m), "post_moe_norm")
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=routed)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=True)
-    return cfg
+    return layered_decoder(net, cfg, lambda i: (cfg, attention, routed), tied=True)
 
 
 # --------------------------------------------------------------------- DeepSeek-V3 + MTP

@@ -46,17 +46,16 @@ from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.kernels import Fusion
 from perfmodel.workload.layers import CommPoint, ExpertRole
 from perfmodel.workload.zoo.transformer import (
+    LayerParts,
     Section,
     TransformerConfig,
     _col_comms,
-    _embeddings,
     _row_comms,
     _row_linear,
     check_config,
-    decoder_head,
     dense_mlp,
+    layered_decoder,
     self_attention,
-    transformer_layer,
 )
 
 
@@ -354,6 +353,71 @@ def _routing_groups(experts: int, top_k: int, groups: int, picked: int) -> tuple
     return (groups, picked)
 
 
+def routed_experts(
+    net: Net,
+    *,
+    experts: int,
+    top_k: int,
+    expert_ffn_hidden: int,
+    shared_experts: int = 0,
+    moe_layer_freq: int = 1,
+    first_dense_layers: int = 0,
+    expert_bias: bool = False,
+    load_imbalance: float = 1.0,
+    capacity_factor: float = 0.0,
+    router_groups: int = 0,
+    router_group_topk: int = 0,
+) -> MoeConfig:
+    """The routed experts of a MoE decoder from its model arguments (CLI text parsed here),
+    checked against the rank's parallelism: ``top_k <= experts``, ``Net.etp`` dividing
+    ``expert_ffn_hidden`` and ``Net.ep`` dividing ``experts``. The one check of :func:`moe` and
+    of the :mod:`~perfmodel.workload.zoo.frontier` builders.
+
+    Raises
+    ------
+    ConfigError
+        A bad argument, named.
+    InfeasiblePlanError
+        ``tp``/``etp`` or ``ep`` that does not divide the experts' width or count.
+    """
+    m = MoeConfig(
+        experts=_positive("experts", experts),
+        top_k=_positive("top_k", top_k),
+        expert_ffn_hidden=_positive("expert_ffn_hidden", expert_ffn_hidden),
+        shared_experts=_positive("shared_experts", shared_experts, 0),
+        moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
+        first_dense_layers=_positive("first_dense_layers", first_dense_layers, 0),
+        expert_bias=bool(expert_bias),
+        load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
+        capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
+        routing_groups=_routing_groups(
+            _positive("experts", experts),
+            _positive("top_k", top_k),
+            _positive("router_groups", router_groups, 0),
+            _positive("router_group_topk", router_group_topk, 0),
+        ),
+    )
+    if m.top_k > m.experts:
+        raise ConfigError(
+            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
+        )
+    if m.expert_ffn_hidden % net.etp:
+        name = "tp" if net.etp == net.tp else "etp"
+        raise InfeasiblePlanError(
+            f"{name}={net.etp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
+            value=net.etp,
+            where=name,
+        )
+    if m.experts % net.ep:
+        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
+        raise InfeasiblePlanError(
+            f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
+            value=net.ep,
+            where="ep",
+        )
+    return m
+
+
 def moe(
     net: Net,
     *,
@@ -433,43 +497,20 @@ def moe(
         qk_norm=bool(qk_norm),
     )
     check_config(cfg, net.tp)
-    m = MoeConfig(
-        experts=_positive("experts", experts),
-        top_k=_positive("top_k", top_k),
-        expert_ffn_hidden=_positive(
-            "expert_ffn_hidden", ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden
-        ),
-        shared_experts=_positive("shared_experts", shared_experts, 0),
-        moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
-        first_dense_layers=_positive("first_dense_layers", first_dense_layers, 0),
-        expert_bias=bool(expert_bias),
-        load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
-        capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
-        routing_groups=_routing_groups(
-            _positive("experts", experts),
-            _positive("top_k", top_k),
-            _positive("router_groups", router_groups, 0),
-            _positive("router_group_topk", router_group_topk, 0),
-        ),
+    m = routed_experts(
+        net,
+        experts=experts,
+        top_k=top_k,
+        expert_ffn_hidden=ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden,
+        shared_experts=shared_experts,
+        moe_layer_freq=moe_layer_freq,
+        first_dense_layers=first_dense_layers,
+        expert_bias=expert_bias,
+        load_imbalance=load_imbalance,
+        capacity_factor=capacity_factor,
+        router_groups=router_groups,
+        router_group_topk=router_group_topk,
     )
-    if m.top_k > m.experts:
-        raise ConfigError(
-            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
-        )
-    if m.expert_ffn_hidden % net.etp:
-        name = "tp" if net.etp == net.tp else "etp"
-        raise InfeasiblePlanError(
-            f"{name}={net.etp} does not divide expert_ffn_hidden={m.expert_ffn_hidden}",
-            value=net.etp,
-            where=name,
-        )
-    if m.experts % net.ep:
-        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
-        raise InfeasiblePlanError(
-            f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
-            value=net.ep,
-            where="ep",
-        )
     attention: Section = self_attention
     if int(kv_lora_rank) > 0:
         mla = MlaConfig(
@@ -480,14 +521,11 @@ def moe(
         )
         attention = partial(mla_attention, mla=mla)
     routed: Section = partial(moe_mlp, moe=m)
-    b, s = net.batch_size, net.local_seq(seq_len)
-    _embeddings(net, cfg, b, s, positions=0)
-    for i in range(layers):
-        mlp = routed if m.is_moe_layer(i) else dense_mlp
-        transformer_layer(net, cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
-    net.end_blocks()
-    decoder_head(net, cfg, b, s, tied=tied_embeddings)
-    return cfg
+
+    def layer(i: int) -> LayerParts:
+        return cfg, attention, routed if m.is_moe_layer(i) else dense_mlp
+
+    return layered_decoder(net, cfg, layer, tied=tied_embeddings)
 
 
 __all__ = [
@@ -498,4 +536,5 @@ __all__ = [
     "moe",
     "moe_mlp",
     "probs_in_activation",
+    "routed_experts",
 ]

@@ -606,6 +606,28 @@ def decoder_head(net: Net, cfg: TransformerConfig, b: int, s: int, *, tied: bool
     _lm_head_and_loss(net, cfg, b * s, tied=tied)
 
 
+#: One decoder layer's parts: its config, attention section and MLP section.
+LayerParts = tuple[TransformerConfig, Section, Section]
+
+
+def layered_decoder(
+    net: Net, cfg: TransformerConfig, layer: Callable[[int], LayerParts], *, tied: bool
+) -> TransformerConfig:
+    """A decoder without a position table (rotary positions or none): the word embedding,
+    ``cfg.layers`` transformer layers, layer ``i`` built from ``layer(i)`` (the layers of a MoE,
+    windowed or no-rotary-every-k model differ), then :func:`decoder_head` with the LM head
+    ``tied`` to the embedding or not. The skeleton of :func:`perfmodel.workload.zoo.moe.moe` and
+    the :mod:`~perfmodel.workload.zoo.frontier` builders. Returns ``cfg``."""
+    b, s = net.batch_size, net.local_seq(cfg.seq_len)
+    _embeddings(net, cfg, b, s, positions=0)
+    for i in range(cfg.layers):
+        layer_cfg, attention, mlp = layer(i)
+        transformer_layer(net, layer_cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
+    net.end_blocks()
+    decoder_head(net, cfg, b, s, tied=tied)
+    return cfg
+
+
 def llama(
     net: Net,
     *,
