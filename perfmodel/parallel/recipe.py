@@ -25,7 +25,13 @@ fsdp-policy     4    4      2 / 4  2    0    FSDP2 ``MixedPrecisionPolicy(param_
 ==============  ===  =====  =====  ===  ===  =========================================
 
 Model state per parameter is then ``P + G + M + optimizer state`` (mixed-precision Adam: 16 bytes
-in every style but half-model with FP32 gradients, 18), sharded per :class:`Sharding`.
+in every style but half-model with FP32 gradients, 18), sharded per :class:`Sharding`. The
+optimizer state is FP32 unless the run says otherwise (:attr:`Recipe.optimizer_dtype`: Adam's
+two moments 8 bytes in FP32, 4 in bf16), and ``M`` follows the stack's
+:class:`~perfmodel.parallel.stack_choices.MasterCopy` rule: NeMo 1.0's Apex distributed Adam
+keeps 2 bytes (the FP32 value's low half) over a bf16 model with FP32 state and none with bf16
+state, so Nemotron-4 340B's ``optim.dtype: bf16`` holds ``2 + 2 + 4 / dp`` bytes per parameter
+where FP32 state would hold ``2 + 2 + 10 / dp``.
 
 Long function kept whole for now: :func:`build_recipe` (~135 lines) is being extended by the
 MoE change (the experts' copies); it splits after that change merges (issue 29).
@@ -39,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfmodel.compute.attention import AttentionBackend
-from perfmodel.dtypes import Precision
+from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.selective import (
@@ -50,7 +56,7 @@ from perfmodel.parallel.selective import (
     transformer_blocks,
 )
 from perfmodel.parallel.software import SoftwarePreset
-from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, ParamSync
+from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, MasterCopy, ParamSync
 from perfmodel.workload.kernels import (
     Fp8Recipe,
     Fusion,
@@ -212,8 +218,12 @@ class Recipe:
     gather_bytes
         Bytes per parameter of a parameter all-gather (ZeRO/FSDP) on the wire.
     master_bytes
-        Bytes per parameter of a separate FP32 master copy (counted with the optimizer state,
-        as ZeRO does); 0 when the kept weights are FP32 already.
+        Bytes per parameter of a separate master copy (counted with the optimizer state, as
+        ZeRO does); 0 when the kept weights are FP32 already, or when the optimizer steps the
+        16-bit weights in place (:class:`~perfmodel.parallel.stack_choices.MasterCopy`).
+    optimizer_dtype
+        The dtype of the optimizer's state tensors (the preset's ``optimizer_dtype``: FP32
+        unless the run sets another, e.g. NeMo ``optim.dtype: bf16``).
     autocast_casts
         Whether every step casts weights to 16 bit and runs autocast's FP32 ops
         (``ComputeParams.cast_weights_each_step``).
@@ -303,6 +313,7 @@ class Recipe:
     sources: tuple[str, ...] = ()
     moe_sort_chunks: bool = False
     moe_quant_padding: bool = False
+    optimizer_dtype: DType = DType.FP32
 
     @property
     def compute(self) -> ComputeRecipe:
@@ -350,9 +361,27 @@ class Recipe:
         )
 
     @property
+    def optimizer_state_bytes(self) -> int:
+        """Bytes per parameter of the optimizer's state tensors in :attr:`optimizer_dtype`
+        (``Optimizer.state_bytes_per_param`` counts them in FP32, 4 bytes each): Adam 8 in
+        FP32, 4 in bf16."""
+        return self.optimizer.state_bytes_per_param * self.optimizer_dtype.itemsize // 4
+
+    @property
     def state_bytes(self) -> int:
-        """Optimizer state plus FP32 master bytes per parameter (ZeRO's ``K``)."""
-        return self.optimizer.state_bytes_per_param + self.master_bytes
+        """Optimizer state plus master-copy bytes per parameter (ZeRO's ``K``).
+
+        >>> from perfmodel.parallel.software import get_preset, with_software_options
+        >>> from perfmodel.parallel.plan import ParallelismPlan
+        >>> nemo = get_preset("nemo")
+        >>> plan = ParallelismPlan(dp=2, zero=1)
+        >>> build_recipe(nemo, Precision.BF16, Optimizer.ADAM, plan).state_bytes  # 8 + 2
+        10
+        >>> bf16 = with_software_options(nemo, {"optim.dtype": "bf16"})
+        >>> build_recipe(bf16, Precision.FP8, Optimizer.ADAM, plan).state_bytes  # 4 + 0
+        4
+        """
+        return self.optimizer_state_bytes + self.master_bytes
 
     def shard_degree(self, dp: int) -> int:
         """Ranks the sharded model state is split over: the HSDP shard group, else ``dp``."""
@@ -387,7 +416,8 @@ class Recipe:
             f"sharding {self.sharding.value}",
             f"bytes/param: weights {self.param_bytes}, grads {self.grad_bytes}, "
             f"grad reduction {self.grad_reduce_bytes}, param gather {self.gather_bytes}, "
-            f"FP32 master {self.master_bytes}, optimizer state {self.optimizer.state_bytes_per_param}",
+            f"master copy {self.master_bytes}, optimizer state {self.optimizer_state_bytes} "
+            f"({self.optimizer_dtype.value})",
             f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}; "
             f"param sync ({self.param_sync.value}) {self.param_gather.describe()}",
             f"kernels: {self.fusion.value}"
@@ -419,6 +449,8 @@ class Recipe:
             "grad_reduce_bytes": self.grad_reduce_bytes,
             "gather_bytes": self.gather_bytes,
             "master_bytes": self.master_bytes,
+            "optimizer_dtype": self.optimizer_dtype.value,
+            "optimizer_state_bytes": self.optimizer_state_bytes,
             "autocast_casts": self.autocast_casts,
             "grad_comm": {"overlap": self.grad_comm.overlap, "stream": self.grad_comm.stream},
             "param_gather": {
@@ -516,6 +548,7 @@ def build_recipe(
             value=fp8_recipe.value,
             where="--fp8-recipe",
         )
+    fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
     mixed = precision.mixed
     amp = preset.amp
     half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
@@ -525,7 +558,10 @@ def build_recipe(
     elif amp is AmpStyle.HALF_MODEL:
         p = a = half
         g = r = 4 if (preset.fp32_grads_bf16 and precision is not Precision.FP16) else half
-        master = preset.master_bytes
+        model_dtype = DType.FP16 if precision is Precision.FP16 else DType.BF16
+        master = preset.master_copy.bytes_per_param(
+            model_dtype, preset.optimizer_dtype, fp8_params=fp8_params
+        )
     else:  # FSDP2 mixed-precision policy
         p = g = 4
         a = half
@@ -534,7 +570,6 @@ def build_recipe(
     fsdp2 = sharding.stage >= 3 and amp is AmpStyle.FSDP_POLICY
     if fsdp2 and mixed and fp8 is not None and fp8.fsdp_fp8_all_gather:
         a = 1  # FP8 all-gather of the FP8 linears' weights (the rest, ~10-15%, in 16 bit)
-    fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
     if fp8_params:
         a = 1  # the distributed optimizer gathers the FP8 parameters
     dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
@@ -586,6 +621,7 @@ def build_recipe(
         attention_backend=preset.attention_backend,
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
+        optimizer_dtype=preset.optimizer_dtype,
         **_moe_local_copies(fusion, fp8, plan),
     )
 
@@ -635,6 +671,7 @@ __all__ = [
     "CommPolicy",
     "ComputeRecipe",
     "CrossEntropy",
+    "MasterCopy",
     "OpCheckpoint",
     "ParamSync",
     "Recipe",

@@ -1,6 +1,7 @@
 """What a training stack chooses, as enums: its mixed-precision style (:class:`AmpStyle`), how it
-computes the language-model loss (:class:`CrossEntropy`) and how a ZeRO-1/2 stack brings every
-rank the updated parameters (:class:`ParamSync`).
+computes the language-model loss (:class:`CrossEntropy`), how a ZeRO-1/2 stack brings every
+rank the updated parameters (:class:`ParamSync`) and where its optimizer keeps the master copy
+of 16-bit weights (:class:`MasterCopy`).
 
 Software presets (:mod:`perfmodel.parallel.software`) name them; the training recipe
 (:mod:`perfmodel.parallel.recipe`) applies them. Both import this module, which imports neither.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from perfmodel.dtypes import DType
 from perfmodel.workload.layers import LayerCost, LayerKind
 
 
@@ -63,4 +65,51 @@ class ParamSync(str, enum.Enum):
     OWNER_BROADCAST = "owner-broadcast"
 
 
-__all__ = ["AmpStyle", "CrossEntropy", "ParamSync"]
+class MasterCopy(str, enum.Enum):
+    """Where a half-model stack's optimizer keeps the higher-precision copy of the 16-bit
+    weights it updates (:meth:`bytes_per_param`).
+
+    ``fp32``: a separate FP32 copy, 4 bytes per parameter, whatever the optimizer state's
+    dtype: Megatron-LM's ``Float16OptimizerWithFloat16Params`` and Megatron-Core's distributed
+    optimizer (FP32 ``main_param`` shards; core_r0.8.0 has no other ``main_params`` dtype),
+    DeepSpeed's ZeRO optimizers (FP32 partitioned master weights).
+
+    ``apex-distributed-adam``: Apex ``DistributedFusedAdam`` as NeMo 1.0 builds it
+    (``MegatronBaseModel.setup_optimization``, NVIDIA/NeMo r2.0.0rc1 / v2.0.0
+    ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py``, where
+    ``optim.store_params`` is not set): ``store_params=False`` when the optimizer ``dtype`` is
+    the model's (the Adam kernel reads and writes the 16-bit weights themselves: no copy);
+    ``store_param_remainders=True`` for an FP32 optimizer over a bf16 model (the 16 low bits of
+    each FP32 master value as int16, 2 bytes, the bf16 weight holding the high 16); otherwise
+    (``fp8_params``, an FP16 model, a 16-bit state of the other format) ``store_params=True``:
+    a full copy in the optimizer dtype (Apex ``DistributedFusedAdam.StateBucket.params_shard``,
+    ``dtype=self.dtype``, NVIDIA/apex f3f04924 ``apex/contrib/optimizers/
+    distributed_fused_adam.py``).
+    """
+
+    FP32 = "fp32"
+    APEX_DISTRIBUTED_ADAM = "apex-distributed-adam"
+
+    def bytes_per_param(self, model: DType, state: DType, *, fp8_params: bool = False) -> int:
+        """Bytes per parameter of the master copy, before sharding, for a ``model`` dtype
+        (the 16-bit weights: bf16 under bf16 and FP8 training, fp16 under fp16) and an
+        optimizer ``state`` dtype.
+
+        >>> apex = MasterCopy.APEX_DISTRIBUTED_ADAM
+        >>> apex.bytes_per_param(DType.BF16, DType.FP32), apex.bytes_per_param(DType.BF16, DType.BF16)
+        (2, 0)
+        >>> apex.bytes_per_param(DType.FP16, DType.FP32), MasterCopy.FP32.bytes_per_param(DType.BF16, DType.BF16)
+        (4, 4)
+        """
+        if self is MasterCopy.FP32:
+            return 4
+        if fp8_params:
+            return state.itemsize
+        if state is model:
+            return 0
+        if state is DType.FP32 and model is DType.BF16:
+            return 2
+        return state.itemsize
+
+
+__all__ = ["AmpStyle", "CrossEntropy", "MasterCopy", "ParamSync"]
