@@ -224,6 +224,11 @@ class Recipe:
     optimizer_dtype
         The dtype of the optimizer's state tensors (the preset's ``optimizer_dtype``: FP32
         unless the run sets another, e.g. NeMo ``optim.dtype: bf16``).
+    activation_offload_layers
+        Transformer blocks whose saved activations wait in host memory between their forward
+        and backward (the preset's ``activation_offload_layers``, Megatron-Core
+        ``cpu_offloading_num_layers``); :func:`~perfmodel.parallel.stage_memory.stage_memory`
+        keeps the others' only.
     autocast_casts
         Whether every step casts weights to 16 bit and runs autocast's FP32 ops
         (``ComputeParams.cast_weights_each_step``).
@@ -314,6 +319,7 @@ class Recipe:
     moe_sort_chunks: bool = False
     moe_quant_padding: bool = False
     optimizer_dtype: DType = DType.FP32
+    activation_offload_layers: int = 0
 
     @property
     def compute(self) -> ComputeRecipe:
@@ -425,7 +431,12 @@ class Recipe:
             + f"; optimizer step {self.optimizer_impl.value}"
             + (f", grad clip {self.grad_clip.value}" if self.grad_clip is not GradClip.NONE else "")
             + ("; FP8 parameters" if self.fp8_params else "")
-            + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else ""),
+            + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else "")
+            + (
+                f"; activations of {self.activation_offload_layers} blocks offloaded to the host"
+                if self.activation_offload_layers
+                else ""
+            ),
             f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}"
             + (
                 "; FP32 convolutions in TF32 where the GPU has it (cudnn.allow_tf32 default), "
@@ -451,6 +462,7 @@ class Recipe:
             "master_bytes": self.master_bytes,
             "optimizer_dtype": self.optimizer_dtype.value,
             "optimizer_state_bytes": self.optimizer_state_bytes,
+            "activation_offload_layers": self.activation_offload_layers,
             "autocast_casts": self.autocast_casts,
             "grad_comm": {"overlap": self.grad_comm.overlap, "stream": self.grad_comm.stream},
             "param_gather": {
@@ -549,6 +561,7 @@ def build_recipe(
             where="--fp8-recipe",
         )
     fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
+    _check_activation_offload(preset.activation_offload_layers, plan)
     mixed = precision.mixed
     amp = preset.amp
     half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
@@ -622,8 +635,41 @@ def build_recipe(
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
         optimizer_dtype=preset.optimizer_dtype,
+        activation_offload_layers=preset.activation_offload_layers,
         **_moe_local_copies(fusion, fp8, plan),
     )
+
+
+def _check_activation_offload(layers: int, plan: ParallelismPlan) -> None:
+    """Megatron-Core's conditions for activation CPU offloading
+    (``TransformerConfig.__post_init__``, Megatron-LM d98e8a64 ``megatron/core/transformer/
+    transformer_config.py``): no pipeline parallelism, no activation recomputation.
+
+    Raises
+    ------
+    ConfigError
+        ``layers > 0`` with ``pp > 1`` or with recomputation, naming both.
+    """
+    from perfmodel.parallel.plan import Recompute
+
+    if layers <= 0:
+        return
+    where = "--software-option activation_offload_layers"
+    if plan.pp > 1:
+        raise ConfigError(
+            f"activation_offload_layers={layers} needs pp=1 (got pp={plan.pp}): Megatron-Core "
+            "has no CPU offloading with pipeline parallelism",
+            value=layers,
+            where=where,
+        )
+    if plan.recompute is not Recompute.NONE:
+        raise ConfigError(
+            f"activation_offload_layers={layers} needs recompute=none (got "
+            f"{plan.recompute.value}): Megatron-Core's CPU offloading does not run with "
+            "activation recomputation",
+            value=layers,
+            where=where,
+        )
 
 
 def _moe_local_copies(

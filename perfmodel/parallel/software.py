@@ -221,6 +221,12 @@ class SoftwarePreset:
         core_r0.8.0, DeepSpeed); a run may keep them in 16 bit (NeMo ``optim.dtype: bf16``,
         Apex ``DistributedFusedAdam(dtype=torch.bfloat16)``; Megatron-Core's later
         ``exp_avg_dtype``): ``--software-option optimizer_dtype=bf16``.
+    activation_offload_layers
+        Transformer blocks whose saved activations go to host memory after their forward and
+        come back for their backward (Megatron-Core ``cpu_offloading_num_layers`` with
+        ``cpu_offloading_activations``, Transformer Engine ``get_cpu_offload_context``): 0 on
+        every preset; the Megatron-Bridge GB200/GB300 Megatron-FSDP Llama 3 70B recipes set
+        20-40 (``--software-option cpu_offloading_num_layers=20``).
     gradient_accumulation
         The stack can split a replica's batch into micro-batches and accumulate their gradients
         before one optimizer step (PyTorch ``no_sync``/DDP, Megatron ``--micro-batch-size``,
@@ -302,6 +308,7 @@ class SoftwarePreset:
     fp8_saves_fp8_inputs: bool = False
     master_copy: MasterCopy = MasterCopy.FP32
     optimizer_dtype: DType = DType.FP32
+    activation_offload_layers: int = 0
     tp_overlap: TPOverlap | None = None
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
@@ -730,7 +737,7 @@ OPTIMIZER_DTYPES = (DType.FP32, DType.BF16, DType.FP16)
 class SoftwareOption:
     """A knob of a stack that a scenario may set beside its preset (``--software-option``):
     ``field`` of :class:`SoftwarePreset`, its kind (``bool``; ``mb``, a bucket size in binary
-    megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`), the framework settings that name it (accepted as aliases) and what it does."""
+    megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0), the framework settings that name it (accepted as aliases) and what it does."""
 
     field: str
     kind: str
@@ -788,6 +795,14 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "NeMo's Apex optimizer a state in the model's dtype also drops the master copy",
         ),
         SoftwareOption(
+            "activation_offload_layers",
+            "count",
+            ("cpu_offloading_num_layers",),
+            "transformer blocks whose saved activations are offloaded to host memory between "
+            "their forward and backward (Megatron-Core cpu_offloading_num_layers, activations "
+            "only; needs pp=1 and no recomputation, as Megatron-Core does)",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),
@@ -825,6 +840,18 @@ def _option_value(key: str, value: object, where: str) -> object:
     kind = SOFTWARE_OPTIONS[key].kind
     if kind == "bool":
         return parse_flag(value, where=f"{where}: {key}")
+    if kind == "count":
+        try:
+            n = int(str(value).strip()) if not isinstance(value, bool) else -1
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise ConfigError(
+                f"{where}: {key} must be a whole number >= 0, got {value!r}",
+                value=value,
+                where=f"{where}: {key}",
+            )
+        return n
     if kind == "dtype":
         aliases = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
         text = str(value).strip().lower().removeprefix("torch.")

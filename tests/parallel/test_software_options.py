@@ -44,6 +44,7 @@ def test_aliases_name_the_same_knob() -> None:
         "fp8_params",
         "bucket_bytes",
         "optimizer_dtype",
+        "activation_offload_layers",
     }
     assert software_option_key("optim.dtype") == software_option_key("exp_avg_dtype")
     assert software_option_key("optim_dtype") == "optimizer_dtype"

@@ -104,6 +104,30 @@ def test_mapping_keeps_what_the_row_says(rows: list[dict]) -> None:
     assert isinstance(gb200_oss, Scenario) and gb200_oss.ep_overlap  # moe_a2a_overlap=True
 
 
+def test_mapping_takes_each_recipes_memory_settings(rows: list[dict]) -> None:
+    """The recipes' ``recompute_modules`` as the rows name them (``layernorm`` not modelled:
+    left out) and the Megatron FSDP Llama 3 70B recipes' activation CPU offloading
+    (``cpu_offloading_num_layers`` 20 on GB300, 40 on GB200)."""
+    by_id = {r["id"]: r for r in rows}
+
+    def sc(rid: str) -> Scenario:
+        got = map_row(by_id[rid])
+        assert isinstance(got, Scenario)
+        return got
+
+    assert sc("mbridge-260401-gb300-dsv3-256g-mxfp8-tokens").recompute_modules == "mla_up_proj"
+    assert sc("mbridge-260401-gb200-dsv3-256g-mxfp8-tokens").recompute_modules == "mlp"
+    oss = sc("mbridge-260401-gb200-gptoss-120b-64g-bf16-tokens")
+    assert (oss.recompute, oss.recompute_modules) == ("selective", "moe_act")
+    assert sc("mbridge-260401-b300-gptoss-120b-64g-bf16-tokens").recompute_modules is None
+    for rid, n in (
+        ("mbridge-260401-gb300-llama3-70b-64g-fp8-tokens", 20),
+        ("mbridge-260401-gb200-llama3-70b-64g-fp8-tokens", 40),
+    ):
+        assert sc(rid).software_options == {"activation_offload_layers": n}
+    assert not sc("mbridge-260401-gb300-llama3-70b-64g-mxfp8-tokens").software_options
+
+
 def test_unmapped_rows_say_why(rows: list[dict]) -> None:
     by_id = {r["id"]: r for r in rows}
     assert "NVFP4" in map_row(by_id["mbridge-260401-gb300-llama3-70b-64g-nvfp4-tokens"])
