@@ -21,7 +21,8 @@ of ``modern.jsonl``'s Megatron-Bridge rows): Llama 3 70B, Llama 3.1 405B, DeepSe
   recomputation of the ``recompute_modules`` the row names (``selective: mla_up_proj``), none
   otherwise (``layernorm`` is not modelled: its norms' outputs stay counted, an over-estimate);
   the activation CPU offloading of the Megatron FSDP Llama 3 70B recipes
-  (``cpu_offloading_num_layers``, :data:`ACTIVATION_OFFLOAD_2026`);
+  (``cpu_offloading_num_layers``, :data:`ACTIVATION_OFFLOAD_2026`); Transformer Engine's
+  in-place cross entropy (:data:`~perfmodel.accuracy_modern.MBRIDGE_SOFTWARE_OPTIONS`);
 * MoE rows: the token dispatcher and the all-to-all overlap of each recipe
   (:data:`MOE_RECIPES_2026`), force-balanced and dropless as the document's footnote says;
 * not mapped: hybrid Mamba-2/attention models (Nemotron 3, not in the zoo) and Muon (Kimi K2:
@@ -45,7 +46,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfmodel.accuracy_modern import ModernResults, _predict_rows
+from perfmodel.accuracy_modern import MBRIDGE_SOFTWARE_OPTIONS, ModernResults, _predict_rows
 from perfmodel.api import Scenario
 
 _CFG = (
@@ -285,11 +286,13 @@ def map_row(row: Mapping[str, Any]) -> Scenario | str:
         recompute_modules=_recompute_modules(rec) if rec.startswith("selective") else None,
         zero=3 if fsdp else None,
         software="megatron-core",
+        software_options=dict(MBRIDGE_SOFTWARE_OPTIONS),
         fidelity="analytic",
     )
     offload = activation_offload(row)
     if offload is not None:
-        sc = replace(sc, software_options={"activation_offload_layers": offload[0]})
+        opts = {**sc.software_options, "activation_offload_layers": offload[0]}
+        sc = replace(sc, software_options=opts)
     recipe = moe_recipe(row)
     if recipe is not None:
         sc = replace(sc, moe_dispatcher=recipe.dispatcher, ep_overlap=recipe.ep_overlap)

@@ -466,10 +466,20 @@ def _software(row: Mapping[str, Any]) -> str:
     return "nemo" if nemo_recipe(row) is not None else "megatron-core"
 
 
+#: ``Scenario.software_options`` of every Megatron-Bridge performance row: the perf scripts
+#: set ``cross_entropy_fusion_impl = "te"`` (``scripts/performance/utils/overrides.py``) over
+#: the recipes' ``cross_entropy_loss_fusion=True`` (``GPTModelProvider`` default), Transformer
+#: Engine's in-place cross entropy (``CrossEntropy.TE_FUSED``).
+MBRIDGE_SOFTWARE_OPTIONS: Mapping[str, Any] = {"cross_entropy": "te-fused"}
+
+
 def _software_options(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row's :class:`NemoRecipe` knobs (``Scenario.software_options``), else none."""
+    """The row's :class:`NemoRecipe` knobs (``Scenario.software_options``), Megatron-Bridge's
+    :data:`MBRIDGE_SOFTWARE_OPTIONS`, else none."""
     nemo = nemo_recipe(row)
-    return {} if nemo is None else nemo.software_options()
+    if nemo is not None:
+        return nemo.software_options()
+    return dict(MBRIDGE_SOFTWARE_OPTIONS) if row["id"].startswith("mbridge-") else {}
 
 
 def _is_moe_or_cp(row: Mapping[str, Any]) -> bool:

@@ -737,7 +737,9 @@ OPTIMIZER_DTYPES = (DType.FP32, DType.BF16, DType.FP16)
 class SoftwareOption:
     """A knob of a stack that a scenario may set beside its preset (``--software-option``):
     ``field`` of :class:`SoftwarePreset`, its kind (``bool``; ``mb``, a bucket size in binary
-    megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0), the framework settings that name it (accepted as aliases) and what it does."""
+    megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0;
+    ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
+    ``cross_entropy_fusion_impl`` name, ``te`` or ``native``), the framework settings that name it (accepted as aliases) and what it does."""
 
     field: str
     kind: str
@@ -803,6 +805,14 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "only; needs pp=1 and no recomputation, as Megatron-Core does)",
         ),
         SoftwareOption(
+            "cross_entropy",
+            "cross-entropy",
+            ("cross_entropy_fusion_impl",),
+            "how the loss keeps its backward's tensors: te-fused (te: Transformer Engine's "
+            "parallel_cross_entropy, the 16-bit logits with their gradient written in place), "
+            "default (native: FP32 softmax), eager-fp32 (F.cross_entropy on .float() logits)",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),
@@ -840,6 +850,8 @@ def _option_value(key: str, value: object, where: str) -> object:
     kind = SOFTWARE_OPTIONS[key].kind
     if kind == "bool":
         return parse_flag(value, where=f"{where}: {key}")
+    if kind == "cross-entropy":
+        return CrossEntropy.parse(value, where=f"{where}: {key}")
     if kind == "count":
         try:
             n = int(str(value).strip()) if not isinstance(value, bool) else -1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from perfmodel._enum import parse_enum
 from perfmodel.dtypes import DType
 from perfmodel.workload.layers import LayerCost, LayerKind
 
@@ -38,18 +39,64 @@ class CrossEntropy(str, enum.Enum):
     pred``): ``log_softmax`` saves its FP32 output, and in backward ``nll_loss``'s FP32 gradient
     and ``log_softmax``'s FP32 input gradient are live with it, two more FP32 tensors of the
     logits' size (:meth:`transient_bytes`).
+
+    ``te-fused``: Transformer Engine's ``parallel_cross_entropy`` (Megatron-Core
+    ``cross_entropy_loss_fusion`` with ``cross_entropy_fusion_impl='te'``, which the
+    Megatron-Bridge performance scripts set, ``scripts/performance/utils/overrides.py`` at
+    21d102f5; Megatron-Core's own default is ``'native'``, the FP32 softmax of ``default``).
+    Its Triton forward computes the loss in FP32 registers and writes the logits' gradient in
+    place into the 16-bit logits, the one tensor it saves (TE v2.12 ``transformer_engine/
+    pytorch/cross_entropy.py`` ``CrossEntropyFunction``: ``ctx.save_for_backward(inp)``; the
+    gradient is upcast to the input's dtype): the loss keeps the logits at the activation size
+    instead of FP32 probabilities (:meth:`saved_delta_bytes`), and no logits-sized tensor is
+    made in its backward or the LM head's (whose output gradient is that saved tensor):
+    :attr:`logits_in_place`.
     """
 
     DEFAULT = "default"
     EAGER_FP32 = "eager-fp32"
+    TE_FUSED = "te-fused"
+
+    @property
+    def logits_in_place(self) -> bool:
+        """The loss's backward writes the logits' gradient into the saved logits (no
+        output-and-gradient pair of the LM head's output size)."""
+        return self is CrossEntropy.TE_FUSED
 
     def transient_bytes(self, layers: Sequence[LayerCost]) -> float:
         """Bytes live beside the saved ones at the loss's backward: twice the loss layers'
         saved FP32 log-probabilities for ``eager-fp32``; 0 for ``default`` (covered by the
-        generic output-and-gradient pair)."""
-        if self is CrossEntropy.DEFAULT:
+        generic output-and-gradient pair) and ``te-fused`` (in place)."""
+        if self is not CrossEntropy.EAGER_FP32:
             return 0.0
         return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+
+    @classmethod
+    def parse(cls, text: object, *, where: str = "cross_entropy") -> CrossEntropy:
+        """A member from its value or Megatron-Core's ``cross_entropy_fusion_impl`` name
+        (``te``: ``te-fused``; ``native``: ``default``).
+
+        >>> CrossEntropy.parse("te"), CrossEntropy.parse("eager-fp32")
+        (<CrossEntropy.TE_FUSED: 'te-fused'>, <CrossEntropy.EAGER_FP32: 'eager-fp32'>)
+        """
+        return parse_enum(cls, text, where=where, aliases={"te": "te-fused", "native": "default"})
+
+    def saved_delta_bytes(self, layers: Sequence[LayerCost], act_bytes: float) -> float:
+        """Change of the loss layers' saved bytes against the zoo's count (FP32 probabilities,
+        4 bytes per logit): ``te-fused`` keeps the logits at ``act_bytes`` per element
+        (``(act_bytes / 4 - 1)`` of the count); 0 for the others.
+
+        >>> from perfmodel.workload.layers import LayerCost, LayerKind
+        >>> loss = LayerCost(name="loss", kind=LayerKind.LOSS, fwd_flop=0.0, bwd_input_flop=0.0,
+        ...                  bwd_weight_flop=0.0, params=0, fwd_bytes=0.0, bwd_bytes=0.0,
+        ...                  activation_bytes=4.0 * 1000, output_shape=(1,))
+        >>> CrossEntropy.TE_FUSED.saved_delta_bytes([loss], 2), CrossEntropy.DEFAULT.saved_delta_bytes([loss], 2)
+        (-2000.0, 0.0)
+        """
+        if self is not CrossEntropy.TE_FUSED:
+            return 0.0
+        saved = sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+        return float(saved * (act_bytes / 4.0 - 1.0))
 
 
 class ParamSync(str, enum.Enum):

@@ -241,11 +241,14 @@ def stage_memory(
             ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     act_b = prec.activation_bytes
-    # the largest of the same products over the distinct shapes (a stack repeats a few)
-    peak_layer = max(
-        (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
-        default=0.0,
-    )
+    ce = rc.cross_entropy
+    acts += in_flight * sum(ce.saved_delta_bytes(c.layers, act_b) for c in chunks) / len(chunks)
+    # the largest of the same products over the distinct shapes (a stack repeats a few); a loss
+    # that writes the logits' gradient in place makes no pair of the LM head's output size
+    shapes = {
+        la.output_shape for la in layers if not (ce.logits_in_place and la.name.endswith("lm_head"))
+    }
+    peak_layer = max((2.0 * _elements(shape) * act_b for shape in shapes), default=0.0)
     # the loss's backward transient and the largest layer pair come at different moments
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer

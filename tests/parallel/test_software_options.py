@@ -45,9 +45,22 @@ def test_aliases_name_the_same_knob() -> None:
         "bucket_bytes",
         "optimizer_dtype",
         "activation_offload_layers",
+        "cross_entropy",
     }
+    assert software_option_key("cross_entropy_fusion_impl") == "cross_entropy"
     assert software_option_key("optim.dtype") == software_option_key("exp_avg_dtype")
     assert software_option_key("optim_dtype") == "optimizer_dtype"
+
+
+def test_cross_entropy_takes_megatron_core_names() -> None:
+    from perfmodel.parallel.stack_choices import CrossEntropy
+
+    p = with_software_options(get_preset("megatron-core"), {"cross_entropy_fusion_impl": "te"})
+    assert p.cross_entropy is CrossEntropy.TE_FUSED
+    native = with_software_options(get_preset("megatron-core"), {"cross_entropy": "native"})
+    assert native.cross_entropy is CrossEntropy.DEFAULT
+    with pytest.raises(ConfigError, match="'flash'"):
+        with_software_options(get_preset("megatron-core"), {"cross_entropy": "flash"})
 
 
 def test_optimizer_dtype_is_parsed_once_and_checked() -> None:

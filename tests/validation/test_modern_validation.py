@@ -200,4 +200,5 @@ def test_nemo_2407_rows_take_their_launcher_configs(modern_rows: list[dict]) -> 
     }  # fmt: skip
     assert sc("nemo2407-h100-nemotron-340b-tokens").model_args["kv_heads"] == 8
     mb = sc("mbridge-260401-h100-llama3-70b-64g-gbs256-tokens")
-    assert mb.software == "megatron-core" and not mb.software_options
+    assert mb.software == "megatron-core"
+    assert mb.software_options == {"cross_entropy": "te-fused"}  # the perf scripts' TE loss
