@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from perfmodel._enum import parse_enum
 from perfmodel.dtypes import DType
-from perfmodel.workload.layers import LayerCost, LayerKind
+from perfmodel.workload.layers import LayerCost, LayerKind, runs_sum
 
 
 class AmpStyle(str, enum.Enum):
@@ -86,7 +86,7 @@ class CrossEntropy(str, enum.Enum):
         4 bytes per logit): ``te-fused`` keeps the logits at ``act_bytes`` per element
         (``(act_bytes / 4 - 1)`` of the count); 0 for the others.
 
-        >>> from perfmodel.workload.layers import LayerCost, LayerKind
+        >>> from perfmodel.workload.layers import LayerCost, LayerKind, runs_sum
         >>> loss = LayerCost(name="loss", kind=LayerKind.LOSS, fwd_flop=0.0, bwd_input_flop=0.0,
         ...                  bwd_weight_flop=0.0, params=0, fwd_bytes=0.0, bwd_bytes=0.0,
         ...                  activation_bytes=4.0 * 1000, output_shape=(1,))
@@ -95,7 +95,9 @@ class CrossEntropy(str, enum.Enum):
         """
         if self is not CrossEntropy.TE_FUSED:
             return 0.0
-        saved = sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+        saved = runs_sum(
+            layers, lambda la: la.activation_bytes if la.kind is LayerKind.LOSS else 0.0
+        )
         return float(saved * (act_bytes / 4.0 - 1.0))
 
 
