@@ -174,6 +174,12 @@ class NemoRecipe:
         dropout, untied embeddings).
     source
         The files read.
+    optimizer_dtype
+        ``optim.dtype`` where the config sets it (Apex ``DistributedFusedAdam``'s state dtype,
+        ``--software-option optimizer_dtype``); ``None``: unset, Apex's FP32.
+    recompute
+        ``activations_checkpoint_granularity`` where the config sets it (``Scenario.recompute``
+        of a row that states none); ``None``: null in the config, no recomputation.
     """
 
     tp_comm_overlap: bool
@@ -181,14 +187,19 @@ class NemoRecipe:
     bucket_mb: float
     source: str
     model_args: Mapping[str, Any] = field(default_factory=dict)
+    optimizer_dtype: str | None = None
+    recompute: str | None = None
 
     def software_options(self) -> dict[str, Any]:
         """``Scenario.software_options`` of the recipe (on the ``nemo`` preset)."""
-        return {
+        opts: dict[str, Any] = {
             "tp_comm_overlap": self.tp_comm_overlap,
             "grad_reduce_fp32": self.grad_reduce_fp32,
             "bucket_bytes": self.bucket_mb,
         }
+        if self.optimizer_dtype is not None:
+            opts["optimizer_dtype"] = self.optimizer_dtype
+        return opts
 
 
 _NFL = "NVIDIA/NeMo-Framework-Launcher 24.07 (8325688d) "
@@ -283,9 +294,13 @@ NEMO_2407_RECIPES: Mapping[tuple[str, int | None], NemoRecipe] = {
         False,
         50,
         _CONF + "nemotron/nemotron_340b.yaml (bias: false, dropout 0.0, untied, num_query_groups "
-        "8, ub_tp_comm_overlap: False, optim grad_sync_dtype: bf16, bucket_cap_mb: 50; its "
-        "optimizer dtype bf16 is not modelled: FP32 Adam state assumed)",
+        "8, ub_tp_comm_overlap: False, activations_checkpoint_granularity: selective, optim "
+        "grad_sync_dtype: bf16, dtype: bf16, bucket_cap_mb: 50): Apex DistributedFusedAdam "
+        "keeps Adam's moments in bf16 and, the model being bf16 too, no master copy "
+        "(NeMo r2.0.0rc1 megatron_base_model.py setup_optimization: store_params=False)",
         _NEMOTRON_ARGS,
+        optimizer_dtype="bf16",
+        recompute="selective",
     ),
 }
 
@@ -317,6 +332,15 @@ def _recompute(text: str | None) -> str:
     """``full`` / ``selective`` from the row's ``recompute`` text; ``none`` otherwise."""
     t = (text or "").lower()
     return "full" if t.startswith("full") else "selective" if t.startswith("selective") else "none"
+
+
+def _nemo_recompute(text: str | None, nemo: NemoRecipe | None) -> str:
+    """The row's recomputation (:func:`_recompute`), or its NeMo config's where the row
+    states none."""
+    stated = _recompute(text)
+    if stated == "none" and nemo is not None and nemo.recompute is not None:
+        return nemo.recompute
+    return stated
 
 
 def _model(m: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -413,7 +437,7 @@ def _scenario(row: Mapping[str, Any], system: str) -> Scenario:
         precision="fp8" if "fp8" in prec else prec,
         optimizer="adamw",
         **megatron_plan(p),
-        recompute=_recompute(p.get("recompute")),
+        recompute=_nemo_recompute(p.get("recompute"), nemo),
         software=_software(row),
         fidelity="analytic",
         compile=_compiled(row),
@@ -451,10 +475,20 @@ def _software(row: Mapping[str, Any]) -> str:
     return "nemo" if nemo_recipe(row) is not None else "megatron-core"
 
 
+#: ``Scenario.software_options`` of every Megatron-Bridge performance row: the perf scripts
+#: set ``cross_entropy_fusion_impl = "te"`` (``scripts/performance/utils/overrides.py``) over
+#: the recipes' ``cross_entropy_loss_fusion=True`` (``GPTModelProvider`` default), Transformer
+#: Engine's in-place cross entropy (``CrossEntropy.TE_FUSED``).
+MBRIDGE_SOFTWARE_OPTIONS: Mapping[str, Any] = {"cross_entropy": "te-fused"}
+
+
 def _software_options(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row's :class:`NemoRecipe` knobs (``Scenario.software_options``), else none."""
+    """The row's :class:`NemoRecipe` knobs (``Scenario.software_options``), Megatron-Bridge's
+    :data:`MBRIDGE_SOFTWARE_OPTIONS`, else none."""
     nemo = nemo_recipe(row)
-    return {} if nemo is None else nemo.software_options()
+    if nemo is not None:
+        return nemo.software_options()
+    return dict(MBRIDGE_SOFTWARE_OPTIONS) if row["id"].startswith("mbridge-") else {}
 
 
 def _is_moe_or_cp(row: Mapping[str, Any]) -> bool:

@@ -25,7 +25,13 @@ fsdp-policy     4    4      2 / 4  2    0    FSDP2 ``MixedPrecisionPolicy(param_
 ==============  ===  =====  =====  ===  ===  =========================================
 
 Model state per parameter is then ``P + G + M + optimizer state`` (mixed-precision Adam: 16 bytes
-in every style but half-model with FP32 gradients, 18), sharded per :class:`Sharding`.
+in every style but half-model with FP32 gradients, 18), sharded per :class:`Sharding`. The
+optimizer state is FP32 unless the run says otherwise (:attr:`Recipe.optimizer_dtype`: Adam's
+two moments 8 bytes in FP32, 4 in bf16), and ``M`` follows the stack's
+:class:`~perfmodel.parallel.stack_choices.MasterCopy` rule: NeMo 1.0's Apex distributed Adam
+keeps 2 bytes (the FP32 value's low half) over a bf16 model with FP32 state and none with bf16
+state, so Nemotron-4 340B's ``optim.dtype: bf16`` holds ``2 + 2 + 4 / dp`` bytes per parameter
+where FP32 state would hold ``2 + 2 + 10 / dp``.
 
 Long function kept whole for now: :func:`build_recipe` (~135 lines) is being extended by the
 MoE change (the experts' copies); it splits after that change merges (issue 29).
@@ -39,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfmodel.compute.attention import AttentionBackend
-from perfmodel.dtypes import Precision
+from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.selective import (
@@ -50,7 +56,7 @@ from perfmodel.parallel.selective import (
     transformer_blocks,
 )
 from perfmodel.parallel.software import SoftwarePreset
-from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, ParamSync
+from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, MasterCopy, ParamSync
 from perfmodel.workload.kernels import (
     Fp8Recipe,
     Fusion,
@@ -212,8 +218,17 @@ class Recipe:
     gather_bytes
         Bytes per parameter of a parameter all-gather (ZeRO/FSDP) on the wire.
     master_bytes
-        Bytes per parameter of a separate FP32 master copy (counted with the optimizer state,
-        as ZeRO does); 0 when the kept weights are FP32 already.
+        Bytes per parameter of a separate master copy (counted with the optimizer state, as
+        ZeRO does); 0 when the kept weights are FP32 already, or when the optimizer steps the
+        16-bit weights in place (:class:`~perfmodel.parallel.stack_choices.MasterCopy`).
+    optimizer_dtype
+        The dtype of the optimizer's state tensors (the preset's ``optimizer_dtype``: FP32
+        unless the run sets another, e.g. NeMo ``optim.dtype: bf16``).
+    activation_offload_layers
+        Transformer blocks whose saved activations wait in host memory between their forward
+        and backward (the preset's ``activation_offload_layers``, Megatron-Core
+        ``cpu_offloading_num_layers``); :func:`~perfmodel.parallel.stage_memory.stage_memory`
+        keeps the others' only.
     autocast_casts
         Whether every step casts weights to 16 bit and runs autocast's FP32 ops
         (``ComputeParams.cast_weights_each_step``).
@@ -303,6 +318,8 @@ class Recipe:
     sources: tuple[str, ...] = ()
     moe_sort_chunks: bool = False
     moe_quant_padding: bool = False
+    optimizer_dtype: DType = DType.FP32
+    activation_offload_layers: int = 0
 
     @property
     def compute(self) -> ComputeRecipe:
@@ -350,9 +367,27 @@ class Recipe:
         )
 
     @property
+    def optimizer_state_bytes(self) -> int:
+        """Bytes per parameter of the optimizer's state tensors in :attr:`optimizer_dtype`
+        (``Optimizer.state_bytes_per_param`` counts them in FP32, 4 bytes each): Adam 8 in
+        FP32, 4 in bf16."""
+        return self.optimizer.state_bytes_per_param * self.optimizer_dtype.itemsize // 4
+
+    @property
     def state_bytes(self) -> int:
-        """Optimizer state plus FP32 master bytes per parameter (ZeRO's ``K``)."""
-        return self.optimizer.state_bytes_per_param + self.master_bytes
+        """Optimizer state plus master-copy bytes per parameter (ZeRO's ``K``).
+
+        >>> from perfmodel.parallel.software import get_preset, with_software_options
+        >>> from perfmodel.parallel.plan import ParallelismPlan
+        >>> nemo = get_preset("nemo")
+        >>> plan = ParallelismPlan(dp=2, zero=1)
+        >>> build_recipe(nemo, Precision.BF16, Optimizer.ADAM, plan).state_bytes  # 8 + 2
+        10
+        >>> bf16 = with_software_options(nemo, {"optim.dtype": "bf16"})
+        >>> build_recipe(bf16, Precision.FP8, Optimizer.ADAM, plan).state_bytes  # 4 + 0
+        4
+        """
+        return self.optimizer_state_bytes + self.master_bytes
 
     def shard_degree(self, dp: int) -> int:
         """Ranks the sharded model state is split over: the HSDP shard group, else ``dp``."""
@@ -387,7 +422,8 @@ class Recipe:
             f"sharding {self.sharding.value}",
             f"bytes/param: weights {self.param_bytes}, grads {self.grad_bytes}, "
             f"grad reduction {self.grad_reduce_bytes}, param gather {self.gather_bytes}, "
-            f"FP32 master {self.master_bytes}, optimizer state {self.optimizer.state_bytes_per_param}",
+            f"master copy {self.master_bytes}, optimizer state {self.optimizer_state_bytes} "
+            f"({self.optimizer_dtype.value})",
             f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}; "
             f"param sync ({self.param_sync.value}) {self.param_gather.describe()}",
             f"kernels: {self.fusion.value}"
@@ -395,7 +431,12 @@ class Recipe:
             + f"; optimizer step {self.optimizer_impl.value}"
             + (f", grad clip {self.grad_clip.value}" if self.grad_clip is not GradClip.NONE else "")
             + ("; FP8 parameters" if self.fp8_params else "")
-            + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else ""),
+            + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else "")
+            + (
+                f"; activations of {self.activation_offload_layers} blocks offloaded to the host"
+                if self.activation_offload_layers
+                else ""
+            ),
             f"autocast casts each step: {'yes' if self.autocast_casts else 'no'}"
             + (
                 "; FP32 convolutions in TF32 where the GPU has it (cudnn.allow_tf32 default), "
@@ -419,6 +460,9 @@ class Recipe:
             "grad_reduce_bytes": self.grad_reduce_bytes,
             "gather_bytes": self.gather_bytes,
             "master_bytes": self.master_bytes,
+            "optimizer_dtype": self.optimizer_dtype.value,
+            "optimizer_state_bytes": self.optimizer_state_bytes,
+            "activation_offload_layers": self.activation_offload_layers,
             "autocast_casts": self.autocast_casts,
             "grad_comm": {"overlap": self.grad_comm.overlap, "stream": self.grad_comm.stream},
             "param_gather": {
@@ -516,6 +560,8 @@ def build_recipe(
             value=fp8_recipe.value,
             where="--fp8-recipe",
         )
+    fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
+    _check_activation_offload(preset.activation_offload_layers, plan)
     mixed = precision.mixed
     amp = preset.amp
     half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
@@ -525,7 +571,10 @@ def build_recipe(
     elif amp is AmpStyle.HALF_MODEL:
         p = a = half
         g = r = 4 if (preset.fp32_grads_bf16 and precision is not Precision.FP16) else half
-        master = preset.master_bytes
+        model_dtype = DType.FP16 if precision is Precision.FP16 else DType.BF16
+        master = preset.master_copy.bytes_per_param(
+            model_dtype, preset.optimizer_dtype, fp8_params=fp8_params
+        )
     else:  # FSDP2 mixed-precision policy
         p = g = 4
         a = half
@@ -534,7 +583,6 @@ def build_recipe(
     fsdp2 = sharding.stage >= 3 and amp is AmpStyle.FSDP_POLICY
     if fsdp2 and mixed and fp8 is not None and fp8.fsdp_fp8_all_gather:
         a = 1  # FP8 all-gather of the FP8 linears' weights (the rest, ~10-15%, in 16 bit)
-    fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
     if fp8_params:
         a = 1  # the distributed optimizer gathers the FP8 parameters
     dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
@@ -586,8 +634,42 @@ def build_recipe(
         attention_backend=preset.attention_backend,
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
+        optimizer_dtype=preset.optimizer_dtype,
+        activation_offload_layers=preset.activation_offload_layers,
         **_moe_local_copies(fusion, fp8, plan),
     )
+
+
+def _check_activation_offload(layers: int, plan: ParallelismPlan) -> None:
+    """Megatron-Core's conditions for activation CPU offloading
+    (``TransformerConfig.__post_init__``, Megatron-LM d98e8a64 ``megatron/core/transformer/
+    transformer_config.py``): no pipeline parallelism, no activation recomputation.
+
+    Raises
+    ------
+    ConfigError
+        ``layers > 0`` with ``pp > 1`` or with recomputation, naming both.
+    """
+    from perfmodel.parallel.plan import Recompute
+
+    if layers <= 0:
+        return
+    where = "--software-option activation_offload_layers"
+    if plan.pp > 1:
+        raise ConfigError(
+            f"activation_offload_layers={layers} needs pp=1 (got pp={plan.pp}): Megatron-Core "
+            "has no CPU offloading with pipeline parallelism",
+            value=layers,
+            where=where,
+        )
+    if plan.recompute is not Recompute.NONE:
+        raise ConfigError(
+            f"activation_offload_layers={layers} needs recompute=none (got "
+            f"{plan.recompute.value}): Megatron-Core's CPU offloading does not run with "
+            "activation recomputation",
+            value=layers,
+            where=where,
+        )
 
 
 def _moe_local_copies(
@@ -635,6 +717,7 @@ __all__ = [
     "CommPolicy",
     "ComputeRecipe",
     "CrossEntropy",
+    "MasterCopy",
     "OpCheckpoint",
     "ParamSync",
     "Recipe",

@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 from perfmodel import units
 from perfmodel.compute.attention import AttentionBackend
 from perfmodel.compute.params import HOST_DISPATCH_S
+from perfmodel.dtypes import DType
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
 from perfmodel.parallel.selective import SelectiveRecompute
-from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, ParamSync
+from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, MasterCopy, ParamSync
 from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, OptimizerImpl
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
@@ -210,10 +211,22 @@ class SoftwarePreset:
     fp8_saves_fp8_inputs
         Under FP8 the transformer blocks' GEMM inputs are saved for backward in FP8
         (Transformer Engine; :func:`~perfmodel.parallel.recipe.fp8_saved_input_delta`).
-    master_bytes
-        half-model stacks: bytes per parameter of the optimizer's master copy (4: FP32; 2: the
-        low 16 bits only, the bf16 weight holding the high ones, Apex
-        ``DistributedFusedAdam(store_param_remainders=True)``).
+    master_copy
+        half-model stacks: where the optimizer keeps the master copy of the 16-bit weights
+        (:class:`~perfmodel.parallel.stack_choices.MasterCopy`: a separate FP32 copy, or Apex
+        ``DistributedFusedAdam``'s rule under NeMo, whose bytes follow :attr:`optimizer_dtype`).
+    optimizer_dtype
+        The dtype of the optimizer's state tensors (Adam's two moments; momentum): FP32 on
+        every stack by default (``torch.optim``, Apex and TE fused Adam, Megatron-Core
+        core_r0.8.0, DeepSpeed); a run may keep them in 16 bit (NeMo ``optim.dtype: bf16``,
+        Apex ``DistributedFusedAdam(dtype=torch.bfloat16)``; Megatron-Core's later
+        ``exp_avg_dtype``): ``--software-option optimizer_dtype=bf16``.
+    activation_offload_layers
+        Transformer blocks whose saved activations go to host memory after their forward and
+        come back for their backward (Megatron-Core ``cpu_offloading_num_layers`` with
+        ``cpu_offloading_activations``, Transformer Engine ``get_cpu_offload_context``): 0 on
+        every preset; the Megatron-Bridge GB200/GB300 Megatron-FSDP Llama 3 70B recipes set
+        20-40 (``--software-option cpu_offloading_num_layers=20``).
     gradient_accumulation
         The stack can split a replica's batch into micro-batches and accumulate their gradients
         before one optimizer step (PyTorch ``no_sync``/DDP, Megatron ``--micro-batch-size``,
@@ -293,7 +306,9 @@ class SoftwarePreset:
     param_sync: ParamSync = ParamSync.ALLGATHER
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     fp8_saves_fp8_inputs: bool = False
-    master_bytes: int = 4
+    master_copy: MasterCopy = MasterCopy.FP32
+    optimizer_dtype: DType = DType.FP32
+    activation_offload_layers: int = 0
     tp_overlap: TPOverlap | None = None
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
@@ -583,16 +598,19 @@ PRESETS: dict[str, SoftwarePreset] = {
             sequence_parallel_with_tp=True,
             fp8_saves_fp8_inputs=True,
             tp_overlap=TP_OVERLAP_UB_H100,
-            master_bytes=2,
+            master_copy=MasterCopy.APEX_DISTRIBUTED_ADAM,
             sources=(
                 "NeMo 1.0 (24.07 container) Megatron-Core GPT with optim.name="
                 "distributed_fused_adam (NeMo-Framework-Launcher 24.07 8325688d conf/training): "
-                "Apex DistributedFusedAdam shards optimizer state over data parallelism; with a "
-                "bf16 model and FP32 state NeMo sets store_params=False, "
-                "store_param_remainders=True (nemo/collections/nlp/models/language_modeling/"
-                "megatron_base_model.py setup_optimization, NeMo v2.0.0rc0): the master copy is "
-                "the 16 low bits beside the bf16 weight; param_sync_dtype = the model's bf16 "
-                "(no fp8_params in the launcher configs: FP8 weights are cast each step)",
+                "Apex DistributedFusedAdam (NeMo MegatronDistributedFusedAdam) shards optimizer "
+                "state over the data-parallel group with context parallelism; its state dtype "
+                "optim.dtype defaults to FP32 (Apex's default; the 340B config sets bf16: "
+                "--software-option optimizer_dtype=bf16); with a bf16 model and FP32 state NeMo "
+                "sets store_params=False, store_param_remainders=True, with the model's dtype "
+                "store_params=False (nemo/collections/nlp/models/language_modeling/"
+                "megatron_base_model.py setup_optimization, NeMo r2.0.0rc1): the master copy is "
+                "the 16 low bits beside the bf16 weight, or none; param_sync_dtype = the model's "
+                "bf16 (no fp8_params in the launcher configs: FP8 weights are cast each step)",
                 "its H100 FP8 examples for GPT and Llama (examples/training/{gpt,llama}/h100/"
                 "*_fp8*.sh) pass optim.grad_sync_dtype=bf16 (Apex's default is FP32: "
                 "--software-option grad_reduce_fp32=true); bucket_cap_mb 100 (Apex's default; "
@@ -710,11 +728,18 @@ PRESETS: dict[str, SoftwarePreset] = {
 }
 
 
+#: Optimizer-state dtypes a run may set (``optimizer_dtype``): the ones Apex
+#: ``DistributedFusedAdam`` and PyTorch's fused Adam kernels take.
+OPTIMIZER_DTYPES = (DType.FP32, DType.BF16, DType.FP16)
+
+
 @dataclass(frozen=True)
 class SoftwareOption:
     """A knob of a stack that a scenario may set beside its preset (``--software-option``):
-    ``field`` of :class:`SoftwarePreset`, its kind (``bool`` or ``mb``, a bucket size in binary
-    megabytes), the framework settings that name it (accepted as aliases) and what it does."""
+    ``field`` of :class:`SoftwarePreset`, its kind (``bool``; ``mb``, a bucket size in binary
+    megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0;
+    ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
+    ``cross_entropy_fusion_impl`` name, ``te`` or ``native``), the framework settings that name it (accepted as aliases) and what it does."""
 
     field: str
     kind: str
@@ -764,6 +789,30 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "fp8_params)",
         ),
         SoftwareOption(
+            "optimizer_dtype",
+            "dtype",
+            ("optim_dtype", "optim.dtype", "exp_avg_dtype"),
+            "dtype of the optimizer state (Adam's moments): fp32 (default), bf16 or fp16 (NeMo "
+            "optim.dtype, Apex DistributedFusedAdam dtype; Megatron-Core exp_avg_dtype); under "
+            "NeMo's Apex optimizer a state in the model's dtype also drops the master copy",
+        ),
+        SoftwareOption(
+            "activation_offload_layers",
+            "count",
+            ("cpu_offloading_num_layers",),
+            "transformer blocks whose saved activations are offloaded to host memory between "
+            "their forward and backward (Megatron-Core cpu_offloading_num_layers, activations "
+            "only; needs pp=1 and no recomputation, as Megatron-Core does)",
+        ),
+        SoftwareOption(
+            "cross_entropy",
+            "cross-entropy",
+            ("cross_entropy_fusion_impl",),
+            "how the loss keeps its backward's tensors: te-fused (te: Transformer Engine's "
+            "parallel_cross_entropy, the 16-bit logits with their gradient written in place), "
+            "default (native: FP32 softmax), eager-fp32 (F.cross_entropy on .float() logits)",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),
@@ -801,6 +850,32 @@ def _option_value(key: str, value: object, where: str) -> object:
     kind = SOFTWARE_OPTIONS[key].kind
     if kind == "bool":
         return parse_flag(value, where=f"{where}: {key}")
+    if kind == "cross-entropy":
+        return CrossEntropy.parse(value, where=f"{where}: {key}")
+    if kind == "count":
+        try:
+            n = int(str(value).strip()) if not isinstance(value, bool) else -1
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise ConfigError(
+                f"{where}: {key} must be a whole number >= 0, got {value!r}",
+                value=value,
+                where=f"{where}: {key}",
+            )
+        return n
+    if kind == "dtype":
+        aliases = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+        text = str(value).strip().lower().removeprefix("torch.")
+        dt = DType.parse(aliases.get(text, text), where=f"{where}: {key}")
+        if dt not in OPTIMIZER_DTYPES:
+            raise ConfigError(
+                f"{where}: {key} must be one of {', '.join(d.value for d in OPTIMIZER_DTYPES)}, "
+                f"got {value!r}",
+                value=value,
+                where=f"{where}: {key}",
+            )
+        return dt
     try:
         mb = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -845,7 +920,7 @@ def with_software_options(
             kw.update(bucket_params=None, bucket_params_per_dp=0.0, bucket_elements=None)
             said.append(f"{key}={float(v) / _MB:g} MiB")  # type: ignore[arg-type]
         else:
-            said.append(f"{key}={v}")
+            said.append(f"{key}={getattr(v, 'value', v)}")
     return replace(
         preset,
         **kw,  # type: ignore[arg-type]

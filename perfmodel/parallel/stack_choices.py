@@ -1,6 +1,7 @@
 """What a training stack chooses, as enums: its mixed-precision style (:class:`AmpStyle`), how it
-computes the language-model loss (:class:`CrossEntropy`) and how a ZeRO-1/2 stack brings every
-rank the updated parameters (:class:`ParamSync`).
+computes the language-model loss (:class:`CrossEntropy`), how a ZeRO-1/2 stack brings every
+rank the updated parameters (:class:`ParamSync`) and where its optimizer keeps the master copy
+of 16-bit weights (:class:`MasterCopy`).
 
 Software presets (:mod:`perfmodel.parallel.software`) name them; the training recipe
 (:mod:`perfmodel.parallel.recipe`) applies them. Both import this module, which imports neither.
@@ -11,7 +12,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from perfmodel.workload.layers import LayerCost, LayerKind
+from perfmodel._enum import parse_enum
+from perfmodel.dtypes import DType
+from perfmodel.workload.layers import LayerCost, LayerKind, runs_sum
 
 
 class AmpStyle(str, enum.Enum):
@@ -36,18 +39,66 @@ class CrossEntropy(str, enum.Enum):
     pred``): ``log_softmax`` saves its FP32 output, and in backward ``nll_loss``'s FP32 gradient
     and ``log_softmax``'s FP32 input gradient are live with it, two more FP32 tensors of the
     logits' size (:meth:`transient_bytes`).
+
+    ``te-fused``: Transformer Engine's ``parallel_cross_entropy`` (Megatron-Core
+    ``cross_entropy_loss_fusion`` with ``cross_entropy_fusion_impl='te'``, which the
+    Megatron-Bridge performance scripts set, ``scripts/performance/utils/overrides.py`` at
+    21d102f5; Megatron-Core's own default is ``'native'``, the FP32 softmax of ``default``).
+    Its Triton forward computes the loss in FP32 registers and writes the logits' gradient in
+    place into the 16-bit logits, the one tensor it saves (TE v2.12 ``transformer_engine/
+    pytorch/cross_entropy.py`` ``CrossEntropyFunction``: ``ctx.save_for_backward(inp)``; the
+    gradient is upcast to the input's dtype): the loss keeps the logits at the activation size
+    instead of FP32 probabilities (:meth:`saved_delta_bytes`), and no logits-sized tensor is
+    made in its backward or the LM head's (whose output gradient is that saved tensor):
+    :attr:`logits_in_place`.
     """
 
     DEFAULT = "default"
     EAGER_FP32 = "eager-fp32"
+    TE_FUSED = "te-fused"
+
+    @property
+    def logits_in_place(self) -> bool:
+        """The loss's backward writes the logits' gradient into the saved logits (no
+        output-and-gradient pair of the LM head's output size)."""
+        return self is CrossEntropy.TE_FUSED
 
     def transient_bytes(self, layers: Sequence[LayerCost]) -> float:
         """Bytes live beside the saved ones at the loss's backward: twice the loss layers'
         saved FP32 log-probabilities for ``eager-fp32``; 0 for ``default`` (covered by the
-        generic output-and-gradient pair)."""
-        if self is CrossEntropy.DEFAULT:
+        generic output-and-gradient pair) and ``te-fused`` (in place)."""
+        if self is not CrossEntropy.EAGER_FP32:
             return 0.0
         return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+
+    @classmethod
+    def parse(cls, text: object, *, where: str = "cross_entropy") -> CrossEntropy:
+        """A member from its value or Megatron-Core's ``cross_entropy_fusion_impl`` name
+        (``te``: ``te-fused``; ``native``: ``default``).
+
+        >>> CrossEntropy.parse("te"), CrossEntropy.parse("eager-fp32")
+        (<CrossEntropy.TE_FUSED: 'te-fused'>, <CrossEntropy.EAGER_FP32: 'eager-fp32'>)
+        """
+        return parse_enum(cls, text, where=where, aliases={"te": "te-fused", "native": "default"})
+
+    def saved_delta_bytes(self, layers: Sequence[LayerCost], act_bytes: float) -> float:
+        """Change of the loss layers' saved bytes against the zoo's count (FP32 probabilities,
+        4 bytes per logit): ``te-fused`` keeps the logits at ``act_bytes`` per element
+        (``(act_bytes / 4 - 1)`` of the count); 0 for the others.
+
+        >>> from perfmodel.workload.layers import LayerCost, LayerKind, runs_sum
+        >>> loss = LayerCost(name="loss", kind=LayerKind.LOSS, fwd_flop=0.0, bwd_input_flop=0.0,
+        ...                  bwd_weight_flop=0.0, params=0, fwd_bytes=0.0, bwd_bytes=0.0,
+        ...                  activation_bytes=4.0 * 1000, output_shape=(1,))
+        >>> CrossEntropy.TE_FUSED.saved_delta_bytes([loss], 2), CrossEntropy.DEFAULT.saved_delta_bytes([loss], 2)
+        (-2000.0, 0.0)
+        """
+        if self is not CrossEntropy.TE_FUSED:
+            return 0.0
+        saved = runs_sum(
+            layers, lambda la: la.activation_bytes if la.kind is LayerKind.LOSS else 0.0
+        )
+        return float(saved * (act_bytes / 4.0 - 1.0))
 
 
 class ParamSync(str, enum.Enum):
@@ -63,4 +114,51 @@ class ParamSync(str, enum.Enum):
     OWNER_BROADCAST = "owner-broadcast"
 
 
-__all__ = ["AmpStyle", "CrossEntropy", "ParamSync"]
+class MasterCopy(str, enum.Enum):
+    """Where a half-model stack's optimizer keeps the higher-precision copy of the 16-bit
+    weights it updates (:meth:`bytes_per_param`).
+
+    ``fp32``: a separate FP32 copy, 4 bytes per parameter, whatever the optimizer state's
+    dtype: Megatron-LM's ``Float16OptimizerWithFloat16Params`` and Megatron-Core's distributed
+    optimizer (FP32 ``main_param`` shards; core_r0.8.0 has no other ``main_params`` dtype),
+    DeepSpeed's ZeRO optimizers (FP32 partitioned master weights).
+
+    ``apex-distributed-adam``: Apex ``DistributedFusedAdam`` as NeMo 1.0 builds it
+    (``MegatronBaseModel.setup_optimization``, NVIDIA/NeMo r2.0.0rc1 / v2.0.0
+    ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py``, where
+    ``optim.store_params`` is not set): ``store_params=False`` when the optimizer ``dtype`` is
+    the model's (the Adam kernel reads and writes the 16-bit weights themselves: no copy);
+    ``store_param_remainders=True`` for an FP32 optimizer over a bf16 model (the 16 low bits of
+    each FP32 master value as int16, 2 bytes, the bf16 weight holding the high 16); otherwise
+    (``fp8_params``, an FP16 model, a 16-bit state of the other format) ``store_params=True``:
+    a full copy in the optimizer dtype (Apex ``DistributedFusedAdam.StateBucket.params_shard``,
+    ``dtype=self.dtype``, NVIDIA/apex f3f04924 ``apex/contrib/optimizers/
+    distributed_fused_adam.py``).
+    """
+
+    FP32 = "fp32"
+    APEX_DISTRIBUTED_ADAM = "apex-distributed-adam"
+
+    def bytes_per_param(self, model: DType, state: DType, *, fp8_params: bool = False) -> int:
+        """Bytes per parameter of the master copy, before sharding, for a ``model`` dtype
+        (the 16-bit weights: bf16 under bf16 and FP8 training, fp16 under fp16) and an
+        optimizer ``state`` dtype.
+
+        >>> apex = MasterCopy.APEX_DISTRIBUTED_ADAM
+        >>> apex.bytes_per_param(DType.BF16, DType.FP32), apex.bytes_per_param(DType.BF16, DType.BF16)
+        (2, 0)
+        >>> apex.bytes_per_param(DType.FP16, DType.FP32), MasterCopy.FP32.bytes_per_param(DType.BF16, DType.BF16)
+        (4, 4)
+        """
+        if self is MasterCopy.FP32:
+            return 4
+        if fp8_params:
+            return state.itemsize
+        if state is model:
+            return 0
+        if state is DType.FP32 and model is DType.BF16:
+            return 2
+        return state.itemsize
+
+
+__all__ = ["AmpStyle", "CrossEntropy", "MasterCopy", "ParamSync"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.lowering import Chunk, _elements, cp_gathered_kv_bytes, expert_params
@@ -30,6 +31,8 @@ from perfmodel.workload.layers import (
     LayerKind,
     Workload,
     distinct_layers,
+    layer_runs,
+    runs_sum,
 )
 from perfmodel.workload.memory import ModuleRecompute, Optimizer
 
@@ -72,6 +75,54 @@ def stage_buffer_bytes(workload: Workload, layers: Sequence[LayerCost]) -> float
     return 4.0 * workload.buffers * mine / total
 
 
+def offloaded_activation_bytes(
+    layers: Sequence[LayerCost], blocks: int, act_bytes: float, fp8_inputs: bool = False
+) -> float:
+    """Saved-activation bytes of one micro-batch that activation CPU offloading keeps in host
+    memory: those of ``blocks`` of the ``layers``' transformer blocks, each block the mean of
+    the stack's (exact where the blocks are alike).
+
+    Transformer Engine's ``get_cpu_offload_context`` (v2.10-v2.12 ``transformer_engine/pytorch/
+    cpu_offload.py``, ``_init_offload_synchronization_dicts``; Megatron-Core passes
+    ``cpu_offloading_num_layers`` to it, ``megatron/core/transformer/transformer_block.py``)
+    offloads layers ``0 .. n - 1`` and times each copy back so that the saved activations
+    peak at ``(num_layers - n) x T`` for layers of ``T`` bytes each: the offloaded blocks'
+    activations leave the GPU's peak; the rest of the step (embedding, loss, workspace) stays.
+    ``fp8_inputs``: the blocks' linear layers save FP8 inputs (:func:`fp8_saved_input_delta`).
+    The copies run on their own stream beside compute and are not charged in time.
+
+    >>> from perfmodel.workload.zoo import build_model
+    >>> w = build_model("llama", batch_size=1, hidden=64, layers=4, heads=4, kv_heads=2,
+    ...                 ffn_hidden=128, vocab=100, seq_len=8, precision="bf16")
+    >>> one = sum(la.activation_bytes for la in w.layers if la.block == 0)
+    >>> offloaded_activation_bytes(w.layers, 3, 2) == 3 * one
+    True
+
+    Raises
+    ------
+    ConfigError
+        ``blocks`` not fewer than the stack's blocks (Megatron-Core refuses
+        ``cpu_offloading_num_layers >= num_layers``).
+    """
+    if blocks <= 0:
+        return 0.0
+    total = sum(
+        n * len({la.block for la in p if la.block is not None}) for p, n in layer_runs(layers)
+    )
+    if blocks >= total:
+        raise ConfigError(
+            f"activation_offload_layers={blocks} must be fewer than the model's {total} "
+            "transformer blocks (Megatron-Core: CPU offloading only for layers less than "
+            "num_layers)",
+            value=blocks,
+            where="--software-option activation_offload_layers",
+        )
+    kept = float(runs_sum(layers, lambda la: la.activation_bytes if la.block is not None else 0.0))
+    if fp8_inputs:
+        kept += fp8_saved_input_delta(layers, act_bytes)
+    return kept * blocks / total
+
+
 def stage_memory(
     chunks: Sequence[Chunk],
     *,
@@ -92,7 +143,7 @@ def stage_memory(
     recomputation setting, CUDA context + library workspace + fragmentation), composed here with
     the plan: ``in_flight`` is the schedule's peak number of live (micro-batch, chunk) activation
     sets (:func:`perfmodel.parallel.schedule.peak_in_flight`), each the mean over the stage's
-    chunks; ZeRO stage 1/2/3 (and FSDP) shard optimizer state (with FP32 master weights),
+    chunks; ZeRO stage 1/2/3 (and FSDP) shard optimizer state (with its master weights),
     gradients and weights over ``dp``; with Crossbow every learner keeps its own model state.
     ``buffer_bytes`` are the stage's non-trainable buffers (batch-norm running statistics, see
     :func:`stage_buffer_bytes`); they count with the weights, as in
@@ -103,7 +154,11 @@ def stage_memory(
     in-flight micro-batch keeps its block inputs, and one recompute working set (the largest
     block's activations) is live at a time for the whole stage; with torchtitan's op-level
     selective checkpointing (:meth:`SelectiveRecompute.kept_bytes`) each also keeps the outputs
-    the policy saves, and the working set is what the cache does not hold. ``tied_params`` are the last
+    the policy saves, and the working set is what the cache does not hold. With activation CPU
+    offloading (:attr:`Recipe.activation_offload_layers`, no recomputation) the offloaded
+    blocks' saved activations are not held (:func:`offloaded_activation_bytes`). The optimizer
+    state is the recipe's dtype (:attr:`Recipe.optimizer_dtype`) and its master copy the
+    stack's rule (:class:`~perfmodel.parallel.stack_choices.MasterCopy`). ``tied_params`` are the last
     pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
     own weights.
 
@@ -173,13 +228,27 @@ def stage_memory(
             )
             for c in chunks
         ]
+        if rc.activation_offload_layers:  # pp = 1 (build_recipe checks): one chunk
+            per_chunk = [
+                a
+                - offloaded_activation_bytes(
+                    c.layers,
+                    rc.activation_offload_layers,
+                    prec.activation_bytes,
+                    rc.fp8_saves_fp8_inputs,
+                )
+                for a, c in zip(per_chunk, chunks, strict=True)
+            ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
     act_b = prec.activation_bytes
-    # the largest of the same products over the distinct shapes (a stack repeats a few)
-    peak_layer = max(
-        (2.0 * _elements(shape) * act_b for shape in {la.output_shape for la in layers}),
-        default=0.0,
-    )
+    ce = rc.cross_entropy
+    acts += in_flight * sum(ce.saved_delta_bytes(c.layers, act_b) for c in chunks) / len(chunks)
+    # the largest of the same products over the distinct shapes (a stack repeats a few); a loss
+    # that writes the logits' gradient in place makes no pair of the LM head's output size
+    shapes = {
+        la.output_shape for la in layers if not (ce.logits_in_place and la.name.endswith("lm_head"))
+    }
+    peak_layer = max((2.0 * _elements(shape) * act_b for shape in shapes), default=0.0)
     # the loss's backward transient and the largest layer pair come at different moments
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer

@@ -126,6 +126,50 @@ def test_nemo_distributed_fused_adam_keeps_master_remainders() -> None:
     assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(4 * p + 10 * p / 8)
 
 
+def test_nemo_bf16_optimizer_state_keeps_no_master_copy() -> None:
+    """NeMo's ``optim.dtype: bf16`` (Nemotron-4 340B's launcher config): Apex distributed Adam
+    keeps both moments in bf16 and, its dtype being the model's, no master copy
+    (``store_params=False``): bf16 weights (2) + bf16 gradients (2) + (bf16 Adam 2 x 2) / dp.
+    Hand-computed on the 8-GPU plan (dp = 8): ``4 p + 4 p / 8 = 4.5 p`` bytes, against
+    ``4 p + 10 p / 8 = 5.25 p`` with FP32 state."""
+    sc = _sc(software="nemo", software_options={"optimizer_dtype": "bf16"})
+    r = predict(sc, baseline=False)
+    m = r.memory
+    p = _params(sc)
+    rc = r.plan["recipe"]
+    assert rc["master_bytes"] == 0 and rc["optimizer_state_bytes"] == 4
+    assert rc["optimizer_dtype"] == "bf16"
+    assert m.optimizer_bytes == pytest.approx(4 * p / 8)
+    assert m.weights_bytes + m.grads_bytes + m.optimizer_bytes == pytest.approx(4.5 * p)
+    fp32 = predict(_sc(software="nemo"), baseline=False).memory
+    assert fp32.optimizer_bytes - m.optimizer_bytes == pytest.approx(6 * p / 8)
+
+
+def test_apex_master_copy_follows_nemo_store_params_rule() -> None:
+    """NeMo 1.0 ``setup_optimization`` (r2.0.0rc1): no master with the state in the model's
+    dtype, the 16 low bits (2 B) for FP32 state over bf16, a full copy in the state's dtype for
+    an FP16 model or FP8 parameters (``store_params=True``); Megatron-Core keeps its FP32
+    master (4 B) whatever the moments' dtype."""
+    from perfmodel.parallel.software import with_software_options
+
+    plan = ParallelismPlan(dp=8, zero=1)
+    nemo = get_preset("nemo")
+
+    def master(preset, precision=Precision.BF16, **opts):  # type: ignore[no-untyped-def]
+        p = with_software_options(preset, opts)
+        rc = build_recipe(p, precision, Optimizer.ADAM, plan)
+        return rc.master_bytes, rc.state_bytes
+
+    assert master(nemo) == (2, 10)
+    assert master(nemo, optimizer_dtype="bf16") == (0, 4)
+    assert master(nemo, Precision.FP8, optimizer_dtype="bf16") == (0, 4)
+    assert master(nemo, Precision.FP16) == (4, 12)
+    assert master(nemo, Precision.FP16, optimizer_dtype="fp16") == (0, 4)
+    assert master(nemo, optimizer_dtype="fp16") == (2, 6)  # an FP16 copy beside FP16 moments
+    assert master(nemo, Precision.FP8, fp8_params=True) == (4, 12)
+    assert master(get_preset("megatron-core"), optimizer_dtype="bf16") == (4, 8)
+
+
 def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
     """Transformer Engine under FP8 saves each block GEMM's input in FP8: the activations of a
     megatron-core fp8 step are the bf16 step's plus :func:`fp8_saved_input_delta` (negative);

@@ -43,7 +43,41 @@ def test_aliases_name_the_same_knob() -> None:
         "grad_reduce_fp32",
         "fp8_params",
         "bucket_bytes",
+        "optimizer_dtype",
+        "activation_offload_layers",
+        "cross_entropy",
     }
+    assert software_option_key("cross_entropy_fusion_impl") == "cross_entropy"
+    assert software_option_key("optim.dtype") == software_option_key("exp_avg_dtype")
+    assert software_option_key("optim_dtype") == "optimizer_dtype"
+
+
+def test_cross_entropy_takes_megatron_core_names() -> None:
+    from perfmodel.parallel.stack_choices import CrossEntropy
+
+    p = with_software_options(get_preset("megatron-core"), {"cross_entropy_fusion_impl": "te"})
+    assert p.cross_entropy is CrossEntropy.TE_FUSED
+    native = with_software_options(get_preset("megatron-core"), {"cross_entropy": "native"})
+    assert native.cross_entropy is CrossEntropy.DEFAULT
+    with pytest.raises(ConfigError, match="'flash'"):
+        with_software_options(get_preset("megatron-core"), {"cross_entropy": "flash"})
+
+
+def test_optimizer_dtype_is_parsed_once_and_checked() -> None:
+    """``optimizer_dtype`` takes a dtype name (NeMo's ``bf16``, PyTorch's ``torch.bfloat16``)
+    and becomes a :class:`DType` on the preset; anything but fp32/bf16/fp16 is refused, naming
+    the value."""
+    from perfmodel.dtypes import DType
+
+    for text in ("bf16", "BF16", "torch.bfloat16", "bfloat16"):
+        p = with_software_options(get_preset("nemo"), {"optim.dtype": text})
+        assert p.optimizer_dtype is DType.BF16
+    assert p.sources[-1] == "scenario software option optimizer_dtype=bf16"
+    assert get_preset("nemo").optimizer_dtype is DType.FP32
+    with pytest.raises(ConfigError, match="optimizer_dtype must be one of fp32, bf16, fp16"):
+        with_software_options(get_preset("nemo"), {"optimizer_dtype": "fp8"})
+    with pytest.raises(ConfigError, match="'fp12'"):
+        with_software_options(get_preset("nemo"), {"optimizer_dtype": "fp12"})
 
 
 def test_values_are_typed_and_checked() -> None:
