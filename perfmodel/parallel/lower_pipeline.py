@@ -106,6 +106,7 @@ class PipelineLowering(LoweringShortcuts):
         self.comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
         # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
         self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
+        self._dp_specs: dict[tuple[CollectiveOp, float, int, str, CommKind], CommSpec] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
         self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
@@ -236,7 +237,13 @@ class PipelineLowering(LoweringShortcuts):
                     op, nbytes, [main, *sibs], self.alg
                 )
         dur = duration_s + wait
-        spec = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+        # one (frozen) spec per collective of the stage's groups: FSDP lowers a gather and a
+        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
+        # object for the garbage collector to walk in every cached report
+        spec_key = (op, nbytes, s, group, kind)
+        spec = self._dp_specs.get(spec_key)
+        if spec is None:
+            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         tid = self.b.add(
             TaskKind.COLLECTIVE,
             self.gpu[s],
