@@ -222,8 +222,8 @@ class LoweringShortcuts:
         intervals (Megatron-Core's embedding segment, whose TP all-reduce outlasts its
         compute, left every stage-0 forward of GPT-3 175B fine: 145 segments x 3 tasks per
         micro-batch)."""
-        if self.gathers_left[s] > 0:
-            return None
+        if len(ch.segments) < 3 or self.tp_stream == "compute" or self.gathers_left[s] > 0:
+            return None  # the cheap refusals first (called for every refused operation)
         if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
             return None
         key = (id(ch), phase)
