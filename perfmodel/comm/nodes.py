@@ -207,6 +207,9 @@ class PatternTransit(AbstractSet[str]):
     def __hash__(self) -> int:  # the frozenset's (an equal key finds the same entry)
         return hash(frozenset(self))
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (and copied) as the frozenset it equals
+        return (frozenset, (tuple(self),))
+
 
 def _neighbours(graph: Any, node: str) -> tuple[str, ...]:
     return tuple(graph.adj[node])

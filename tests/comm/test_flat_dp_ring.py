@@ -5,7 +5,9 @@ server. Both give what the whole tables give."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 
@@ -37,6 +39,8 @@ def test_pattern_transit_is_the_set_of_transit_nodes(system: str, nodes: int, kw
     assert [x in got for x in probes] == [x in plain for x in probes]  # remembered answers
     assert len(got) == len(plain) and got == plain and plain == got
     assert set(got) == plain and hash(got) == hash(plain)
+    back = pickle.loads(pickle.dumps(got))  # as the frozenset it equals
+    assert type(back) is frozenset and back == plain and copy.deepcopy(got) == plain
 
 
 def test_few_servers_keep_the_frozenset() -> None:
