@@ -23,7 +23,7 @@ first, as an installed package has it).
   mean with the default speedup baseline.
 - ``dp``: pure data parallelism of GPT 1.3B (h 2048, 24 layers, batch 8 per GPU, Megatron preset)
   on 8 -> 16,384 GPUs of DGX A100, analytic, one new point after another in one process (the
-  in-process scale series of item 3, measured here; its fix waits for ``comm/model.py``).
+  in-process scale series of item 3; target under 2x).
 - ``sweep``: analytic ResNet-50 / BERT-Large on DGX-1 V100 clusters, batch 8-256 per GPU, fp32 /
   fp16, SGD / Adam, PyTorch DDP / Horovod, over 5 cluster sizes (1, 50, 100, 150, 200 servers:
   2,560 scenarios) with ``perfmodel sweep --jobs 2`` (joblib) and ``--backend dask --jobs 2``,

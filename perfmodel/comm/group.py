@@ -219,7 +219,13 @@ class GroupAnalysis:
         spec = self.topology.gpu_spec(gpus[0]) if gpus else None
         arch = spec.architecture.lower() if spec else ""
         mem_bw = spec.memory_bandwidth_Bps if spec else cf.DEFAULT_HOST_MEMORY_BANDWIDTH_Bps
-        net_path, port = (None, math.inf) if len(parts) < 2 or not gpus else self._net_path(parts)
+        # a summarised ring's parts have one local-id sequence and one inside twin
+        # (ring_summary checks both), so every part has the first's key in _net_path: reading
+        # the first alone gives the same answer without a pass over 2,048 servers' parts
+        net_parts = parts[:1] if summary is not None else parts
+        net_path, port = (
+            (None, math.inf) if len(parts) < 2 or not gpus else self._net_path(net_parts)
+        )
         info = GroupInfo(
             members=members,
             gpus=gpus,

@@ -12,12 +12,14 @@ of a 16,384-GPU cluster (issue 14).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from functools import cached_property, lru_cache, partial
 from typing import Any
 
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology
+from perfmodel.topology.lazy import server_of_name
 from perfmodel.topology.model import ReplicaPattern
 from perfmodel.topology.schema import TRANSIT_KINDS, NodeKind
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -101,7 +103,12 @@ class NodeTables:
         first = [p.prefix(0) + lid for lid in p.local_ids]
         inside = [n for n in first if nodes[n]["kind"] in TRANSIT_KINDS]
         fabric = [n for n in p.fabric_nodes if nodes[n]["kind"] in TRANSIT_KINDS]
-        return frozenset(self._in_every_server(inside)).union(fabric)
+        if p.servers <= PATTERN_TRANSIT_SERVERS:
+            return frozenset(self._in_every_server(inside)).union(fabric)
+        lid = self.local_id
+        return PatternTransit(
+            p, tuple(lid[n] for n in inside), tuple(fabric), self._in_every_server
+        )
 
     @cached_property
     def rank(self) -> dict[str, int]:
@@ -143,6 +150,65 @@ class NodeTables:
     @cached_property
     def _symmetry(self) -> ServerSymmetry:
         return server_symmetry(self.topology)
+
+
+PATTERN_TRANSIT_SERVERS = 64
+"""Servers of a cluster of copies above which :attr:`NodeTables.transit` is a
+:class:`PatternTransit` (membership read off the node's name) instead of the set of every
+server's transit nodes: 2,048 DGX A100 servers have ~25,000 of them, ~5 ms CPU to name and hash
+for a prediction whose searches test a few thousand nodes; up to 64 servers (~800 nodes) the
+set costs less than its tests through a Python ``__contains__``."""
+
+
+class PatternTransit(AbstractSet[str]):
+    """The transit nodes of a cluster of copies (:class:`~perfmodel.topology.model.
+    ReplicaPattern`): node ``n<s>/<local id>`` of server ``s < servers`` where server 0's node
+    of that local id is a transit node, and the fabric's transit nodes; equal to the frozenset
+    of them (:meth:`NodeTables.transit` below :data:`PATTERN_TRANSIT_SERVERS`), which iteration
+    lists in the same order, each membership decided by parsing the name
+    (:func:`~perfmodel.topology.lazy.server_of_name`, the inverse of the pattern's naming rule)
+    and remembered."""
+
+    __slots__ = ("_fabric", "_fabric_order", "_inside", "_list", "_local_ids", "_seen", "_servers")
+
+    def __init__(
+        self,
+        pattern: ReplicaPattern,
+        inside: tuple[str, ...],
+        fabric: tuple[str, ...],
+        every_server: Callable[[Iterable[str]], list[str]],
+    ) -> None:
+        self._servers = pattern.servers
+        self._local_ids = frozenset(pattern.local_ids)
+        self._inside = frozenset(inside)
+        self._fabric = frozenset(fabric)
+        self._fabric_order = fabric
+        # the eager set's elements in its order, named when first iterated
+        self._list = partial(every_server, [pattern.prefix(0) + x for x in inside])
+        self._seen: dict[object, bool] = {}
+
+    def __contains__(self, key: object) -> bool:
+        got = self._seen.get(key)
+        if got is None:
+            if key in self._fabric:
+                got = True
+            else:
+                s = server_of_name(key, self._servers, self._local_ids)
+                got = s is not None and key[key.find("/") + 1 :] in self._inside  # type: ignore[index]
+            self._seen[key] = got
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(frozenset(self._list()).union(self._fabric_order))
+
+    def __len__(self) -> int:
+        return self._servers * len(self._inside) + len(self._fabric_order)
+
+    def __hash__(self) -> int:  # the frozenset's (an equal key finds the same entry)
+        return hash(frozenset(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (and copied) as the frozenset it equals
+        return (frozenset, (tuple(self),))
 
 
 def _neighbours(graph: Any, node: str) -> tuple[str, ...]:

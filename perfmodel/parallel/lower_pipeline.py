@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
-from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
+from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
@@ -77,6 +77,7 @@ class PipelineLowering(LoweringShortcuts):
         self.coarsened = 0  # operations lowered coarse
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
+        self._coarse_runs: dict[tuple[int, str], CoarseRuns | None] = {}  # coarse_runs
         plan, pl = inp.plan, inp.placement
         self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload
         self.P, self.V = plan.pp, plan.interleave
@@ -105,6 +106,7 @@ class PipelineLowering(LoweringShortcuts):
         self.comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
         # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
         self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
+        self._dp_specs: dict[tuple[CollectiveOp, float, int, str, CommKind], CommSpec] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
         self.p2p_cache: dict[tuple[int, int, float], tuple[float, CommSpec]] = {}
@@ -235,7 +237,13 @@ class PipelineLowering(LoweringShortcuts):
                     op, nbytes, [main, *sibs], self.alg
                 )
         dur = duration_s + wait
-        spec = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+        # one (frozen) spec per collective of the stage's groups: FSDP lowers a gather and a
+        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
+        # object for the garbage collector to walk in every cached report
+        spec_key = (op, nbytes, s, group, kind)
+        spec = self._dp_specs.get(spec_key)
+        if spec is None:
+            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         tid = self.b.add(
             TaskKind.COLLECTIVE,
             self.gpu[s],
@@ -481,6 +489,15 @@ class PipelineLowering(LoweringShortcuts):
             rs_s = sum(x.tp_rs_fwd_s for x in ch.segments)
             tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
             self.first_seg_done[s] = True
+        elif (runs := self.coarse_runs(s, "F", mb, ch)) is not None:
+            tids = deps
+            for run in runs:  # a refused segment as in the loop below (nothing else applies)
+                if type(run) is tuple:
+                    tids = self.segment(s, "F", mb, c, run[0], tids, run[1], run[4])
+                else:
+                    x: Segment = run  # type: ignore[assignment]
+                    tids = self.segment(s, "F", mb, c, x.fwd_s, tids, x.tp_fwd_s, x.tp_rs_fwd_s)
+            self.first_seg_done[s] = True
         if self.aligned_gather and mb == 0 and c + 1 < self.V:
             self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
         after = self.gather_deps(s, c) if self.aligned_gather and mb == 0 else None
@@ -540,6 +557,14 @@ class PipelineLowering(LoweringShortcuts):
         if self.coarsenable(s, "B", mb, ch):
             b_s, tp_s = self.chunk_sums(k)[2:]
             tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
+        elif (runs := self.coarse_runs(s, "B", mb, ch)) is not None:
+            tids = deps
+            for run in reversed(runs):  # backward order; a refused segment as in the loop
+                if type(run) is tuple:
+                    tids = self.segment(s, "B", mb, c, run[2], tids, run[3])
+                else:
+                    x: Segment = run  # type: ignore[assignment]
+                    tids = self.segment(s, "B", mb, c, x.bwd_s + x.recompute_s, tids, x.tp_bwd_s)
         for si, seg in enumerate(() if tids else reversed(ch.segments)):
             sd = list(deps)
             dur = seg.bwd_s + seg.recompute_s

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from perfmodel.parallel.expert import CPImpl
-from perfmodel.parallel.lowering import Chunk, build_chunk
+from perfmodel.parallel.lowering import Chunk, Segment, build_chunk
 from perfmodel.parallel.partition import block_runs, partition
 from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
@@ -35,6 +35,12 @@ from perfmodel.parallel.schedule import warmup_forwards
 _SHARED_CHUNKS: dict[tuple[object, ...], tuple[object, object, tuple[Chunk, ...]]] = {}
 
 _SHARED_CHUNKS_SIZE = 4096
+
+#: Summed seconds of a run of segments lowered as one (:meth:`LoweringShortcuts.coarse_runs`):
+#: forward, forward TP, backward with recomputation, backward TP, reduce-scattered forward.
+CoarseRun = tuple[float, float, float, float, float]
+#: A chunk's segments in forward order, runs summed (:meth:`LoweringShortcuts.coarse_runs`).
+CoarseRuns = tuple[Segment | CoarseRun, ...]
 
 
 class LoweringShortcuts:
@@ -199,6 +205,73 @@ class LoweringShortcuts:
                 ):
                     return False
         return not any(seg.ep_cp or seg.host_sync_s for seg in ch.segments)
+
+    def coarse_runs(self, s: int, phase: str, mb: int, ch: Chunk) -> CoarseRuns | None:
+        """Where :meth:`coarsenable` refuses a chunk only because some segments' overlapped
+        tensor-parallel collectives outlast their compute: the chunk's segments in forward
+        order as runs, each run of two or more consecutive segments whose collectives fit
+        under their compute summed as one (:data:`CoarseRun`: forward, forward TP, backward
+        with recomputation, backward TP, reduce-scattered forward seconds), every other segment
+        as itself; ``None`` where that merges nothing or any other refusal holds.
+
+        Exact as :meth:`coarsenable` is, run by run: the fine tasks of a run form one chain on
+        the compute stream (each collective beside its compute and ending within it, the
+        exposed tail after it), and a refused segment between two runs is lowered as before,
+        waiting on the run before it, which ends at the same time either way; so every task
+        outside the runs sees the same end times, and the compute stream is busy over the same
+        intervals (Megatron-Core's embedding segment, whose TP all-reduce outlasts its
+        compute, left every stage-0 forward of GPT-3 175B fine: 145 segments x 3 tasks per
+        micro-batch)."""
+        if len(ch.segments) < 3 or self.tp_stream == "compute" or self.gathers_left[s] > 0:
+            return None  # the cheap refusals first (called for every refused operation)
+        if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
+            return None
+        key = (id(ch), phase)
+        if key in self._coarse_runs:
+            runs = self._coarse_runs[key]
+        else:
+            runs = self._coarse_runs[key] = self._chunk_runs(ch, phase)
+        if runs is not None:
+            self.coarsened += 1
+        return runs
+
+    def _chunk_runs(self, ch: Chunk, phase: str) -> CoarseRuns | None:
+        """The part of :meth:`coarse_runs` that depends on the chunk and phase only."""
+        segs = ch.segments
+        if not self.coarse or len(segs) < 3 or self.zero3 or self.tp_stream == "compute":
+            return None  # too few to split, or coarsenable's own refusals
+        if any(seg.ep_cp or seg.host_sync_s for seg in segs):
+            return None
+        fwd = phase == "F"
+        out: list[Segment | CoarseRun] = []
+        run: list[Segment] = []
+
+        def close() -> None:
+            if len(run) >= 2:  # summed in forward order, as chunk_sums
+                out.append(
+                    (
+                        sum(x.fwd_s for x in run),
+                        sum(x.tp_fwd_s for x in run),
+                        sum(x.bwd_s + x.recompute_s for x in run),
+                        sum(x.tp_bwd_s for x in run),
+                        sum(x.tp_rs_fwd_s for x in run),
+                    )
+                )
+            else:
+                out.extend(run)
+            run.clear()
+
+        for seg in segs:
+            tp_s = seg.tp_fwd_s if fwd else seg.tp_bwd_s
+            if tp_s > 0 and not (
+                self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
+            ):
+                close()
+                out.append(seg)
+            else:
+                run.append(seg)
+        close()
+        return tuple(out) if any(type(x) is tuple for x in out) else None
 
     def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
         """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward

@@ -73,6 +73,7 @@ from perfmodel.workload.layers import (
     distinct_layers,
     runs_isum,
     sum_pieces,
+    whole_copies,
 )
 from perfmodel.workload.memory import Optimizer
 
@@ -249,6 +250,7 @@ def build_chunk(
     # are consecutive positions of layer_ids (a block, a bucket or all of them)
     contiguous = bool(layer_ids) and list(layer_ids) == list(range(layer_ids[0], layer_ids[-1] + 1))
     layers = take_layers(workload.layers, layer_ids, contiguous)
+    copies = _StackCopies.of(workload.layers)
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
@@ -267,7 +269,7 @@ def build_chunk(
         cur: list[int] = []
         for i in reversed(layer_ids):
             cur.append(i)
-            layer_i = workload.layers[i]
+            layer_i = copies.source(i) if copies is not None else workload.layers[i]  # no copy made
             if not (exclude_sharded and (layer_i.fwd_comm or layer_i.bwd_comm)):
                 acc += layer_i.params * grad_b
             if acc >= cap:
@@ -289,8 +291,26 @@ def build_chunk(
     selective = plan.recompute is Recompute.SELECTIVE
     if seg_memo is None:
         seg_memo = {}
+    # segments inside a stack's copies, by shape (offset in the block, length): see
+    # _StackCopies; only where nothing per layer id (stalls, expert or context groups) or per
+    # layer object (a cost model pricing copies apart) enters a segment
+    by_shape: dict[tuple[int, int], Segment] | None = (
+        {}
+        if copies is not None
+        and contiguous
+        and not groups_of
+        and not stalls
+        and getattr(costs, "prices_by_cost_key", False)
+        else None
+    )
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
+        shape = None if by_shape is None else copies.shape(ids)  # type: ignore[union-attr]
+        if shape is not None:
+            seen = by_shape.get(shape)  # type: ignore[union-attr]
+            if seen is not None:
+                segs.append(replace(seen, layers=ids))
+                continue
         seg_layers = take_layers(workload.layers, ids, contiguous)
         sums = _segment_sums(
             seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
@@ -343,12 +363,64 @@ def build_chunk(
                 rs_f,
             )
         )
+        if shape is not None:
+            by_shape[shape] = segs[-1]  # type: ignore[index]
     last = workload.layers[layer_ids[-1]]
     first = workload.layers[layer_ids[0]]
     out_bytes = _elements(last.output_shape) * act_b
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+
+
+class _StackCopies:
+    """The whole copies of a transformer stack's block in a workload's layers
+    (:func:`~perfmodel.workload.layers.whole_copies`): ids ``start .. end - 1``, copy ``j``
+    the block's ``p`` layers from ``start + j p``; read without making the copies.
+
+    :func:`build_chunk` prices a segment of consecutive ids inside them once per *shape*
+    (the offset of its first id in the block, its length) and gives the other segments of that
+    shape the same numbers under their own ids. Exact: their layers are copies of the same
+    block layers in the same order, with the block boundaries at the same places, so
+    :func:`~perfmodel.parallel.partition.block_runs` reads the same runs, source ids and
+    counts, :func:`_segment_sums` returns the memoised tuple of that key (the same floats),
+    and the tensor-parallel times are the same sums of the same chunk-wide memo's values;
+    nothing else in a segment depends on its ids where :func:`build_chunk` uses it (no
+    dispatcher stalls, no expert or context groups, a cost model that prices a copy as its
+    source: ``prices_by_cost_key``). Issue 27: the bucket segments of a GPT-3 175B stage
+    repeat with every block (PyTorch DDP's 25 MiB buckets: ~190 segments per chunk, four
+    shapes), and ``block_runs`` per segment made a new plan's chunks 5-8 ms of its 11-25 ms."""
+
+    __slots__ = ("block", "end", "layers", "p", "start")
+
+    def __init__(
+        self, layers: Sequence[LayerCost], start: int, block: tuple[LayerCost, ...], copies: int
+    ) -> None:
+        self.layers, self.start, self.block, self.p = layers, start, block, len(block)
+        self.end = start + copies * self.p
+
+    @classmethod
+    def of(cls, layers: Sequence[LayerCost]) -> _StackCopies | None:
+        wc = whole_copies(layers)
+        if wc is None or not wc[1]:
+            return None
+        start, block, blocks = wc
+        return cls(layers, start, tuple(block), len(blocks))
+
+    def source(self, i: int) -> LayerCost:
+        """A layer equal to layer ``i`` in every cost field (its block layer where ``i`` is a
+        copy's; only the layer outside the copies is read)."""
+        if self.start <= i < self.end:
+            return self.block[(i - self.start) % self.p]
+        return self.layers[i]
+
+    def shape(self, ids: tuple[int, ...]) -> tuple[int, int] | None:
+        """``(offset in the block, length)`` of consecutive ``ids`` inside the copies, else
+        ``None``."""
+        a, b = ids[0], ids[-1]
+        if a < self.start or b >= self.end or b - a + 1 != len(ids):
+            return None
+        return (a - self.start) % self.p, len(ids)
 
 
 #: Collectives of a segment in order, as runs: ``(points, n)`` is ``n`` copies of ``points``

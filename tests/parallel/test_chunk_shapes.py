@@ -1,0 +1,122 @@
+"""A chunk's segments inside a stack's copies priced once per shape (issue 27 item 2:
+``parallel/lowering.py`` ``_StackCopies``): every chunk equals the one priced segment by
+segment, field for field (the same floats), and the shortcut does skip the per-segment runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import perfmodel.api as api
+import perfmodel.parallel.lower_shortcuts as shortcuts
+import perfmodel.parallel.lowering as lowering
+from perfmodel.api import Scenario, resolve
+from perfmodel.pipeline.lower import build_step
+
+GPT = {"layers": 12, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 32000}
+BASE: dict[str, Any] = dict(
+    system="dgx-a100",
+    model="gpt",
+    model_args=GPT,
+    precision="bf16",
+    optimizer="adam",
+    fidelity="analytic",
+    microbatch=1,
+    global_batch=64,
+)
+
+CASES = {
+    # 25 MiB buckets, a first bucket of its own size, gradient overlap
+    "ddp": dict(software="pytorch-ddp", dp=8),
+    "ddp-tp2-pp2": dict(software="pytorch-ddp", dp=2, tp=2, pp=2),
+    "mcore-pp2": dict(software="megatron-core", dp=4, tp=1, pp=2),
+    "mcore-interleaved": dict(
+        software="megatron-core", dp=2, tp=2, pp=2, schedule="interleaved", interleave=2
+    ),
+    "mcore-selective-sp": dict(
+        software="megatron-core", dp=2, tp=4, recompute="selective", sequence_parallel=True
+    ),
+    "mcore-full": dict(software="megatron-core", dp=4, tp=2, recompute="full"),
+    # one segment per block (ZeRO-3 units)
+    "fsdp": dict(software="fsdp", dp=8),
+    "fsdp-tp2-pp2": dict(software="fsdp", dp=2, tp=2, pp=2),
+    "deepspeed-zero2": dict(software="deepspeed-zero2", dp=8),
+    # no buckets: one segment per chunk (the shortcut has nothing to share)
+    "megatron": dict(software="megatron", dp=2, tp=2, pp=2),
+    # a large model: the issue's case (GPT-3 175B's 96 blocks, PyTorch DDP, 1024 A100)
+    "gpt3-ddp": dict(
+        model_args={"hidden": 12288, "heads": 96, "layers": 96, "seq_len": 2048},
+        nodes=128,
+        gpus=1024,
+        software="pytorch-ddp",
+        dp=64,
+        tp=8,
+        pp=2,
+        microbatch=2,
+        global_batch=1536,
+        precision="fp16",
+    ),
+}
+
+
+#: Cases whose segments repeat by shape (buckets that close at block ends, or a segment per
+#: block); the others' buckets span blocks or each chunk is one segment.
+SHARED = {"ddp", "ddp-tp2-pp2", "fsdp", "fsdp-tp2-pp2", "gpt3-ddp", "mcore-pp2", "mcore-full"}
+
+
+def _chunks(sc: Scenario, monkeypatch: pytest.MonkeyPatch, shapes: bool) -> tuple[list, int]:
+    """The chunks the lowering builds, and how many segments it summed (``_segment_sums``)."""
+    made: list[Any] = []
+    summed = [0]
+    build, sums = lowering.build_chunk, lowering._segment_sums
+
+    def record(*a: Any, **kw: Any) -> Any:
+        made.append(build(*a, **kw))
+        return made[-1]
+
+    def count(*a: Any, **kw: Any) -> Any:
+        summed[0] += 1
+        return sums(*a, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(shortcuts, "build_chunk", record)
+        m.setattr(lowering, "_segment_sums", count)
+        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
+        m.setattr(api, "_REPORTS", {})
+        if not shapes:
+            m.setattr(lowering._StackCopies, "of", classmethod(lambda cls, layers: None))
+        build_step(sc, resolve(sc))
+    return made, summed[0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_chunks_equal_the_segment_by_segment_ones(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sc = Scenario.from_dict({**BASE, **CASES[name]})
+    fast, n_fast = _chunks(sc, monkeypatch, True)
+    slow, n_slow = _chunks(sc, monkeypatch, False)
+    assert fast and fast == slow  # every segment's ids, seconds, bytes and FLOP, exactly
+    if name in SHARED:
+        assert n_fast < n_slow, "segments of one shape summed once"
+    else:  # buckets that span blocks (no shape repeats) or one segment per chunk
+        assert n_fast == n_slow
+
+
+def test_shape_reads_consecutive_ids_inside_the_copies() -> None:
+    from perfmodel.workload.zoo import build_model
+
+    wl = build_model("gpt", batch_size=1, **GPT)
+    copies = lowering._StackCopies.of(wl.layers)
+    assert copies is not None
+    p, a = copies.p, copies.start
+    assert (copies.end - a) % p == 0 and (copies.end - a) // p >= GPT["layers"] - 2
+    assert copies.shape((a, a + 1)) == (0, 2)
+    assert copies.shape((a + p + 3, a + p + 4, a + p + 5)) == (3, 3)
+    assert copies.shape((a + 1, a + 3)) is None  # not consecutive
+    assert copies.shape((a - 1, a)) is None  # starts before the copies
+    assert copies.shape((copies.end - 1, copies.end)) is None  # ends after them
+    for i in (a, a + p + 2, copies.end - 1):
+        assert copies.source(i).cost_key() == wl.layers[i].cost_key()
+    assert copies.source(0) is wl.layers[0]
