@@ -305,8 +305,8 @@ class CalibrationProfile:
         overstates what a training step sustains: its fitted achievable peak of a tensor-core
         dtype is capped at the catalogue's sustained rate for this GPU
         (:meth:`perfmodel.hardware.GPUSpec.gemm_ceiling`), where the catalogue has one. The
-        shipped H100 profile (uniform [0.5, 1.5) operands, 50-repeat bursts) fits 862.7
-        TFLOP/s BF16; the H100's sustained BF16 rate is 755 (the H200's MSMF at 700 W), so
+        shipped H100 profile (uniform [0.5, 1.5) operands, 50-repeat bursts) fits 897.6
+        TFLOP/s BF16 (862.7 before the smooth GEMM roofline of issue 24); the H100's sustained BF16 rate is 755 (the H200's MSMF at 700 W), so
         predictions with it use 755. Its other fits (memory, launch, attention, convolution,
         alignment) are kept. The profile's own validation (``perfmodel validate --measurements``)
         still uses :attr:`compute_params`: it judges the bursts it measured.

@@ -52,6 +52,54 @@ SPLIT_K_MIN_SLICE = 256
 SPLIT_K_MAX = 1024
 
 
+#: Exponent ``p`` of :func:`gemm_roofline_time`'s smooth maximum of a tensor-core GEMM's
+#: compute and memory times. A documented one-parameter fit over kernel benchmarks, no training
+#: row: the mean ``|log(model / measured)|`` over 50 GEMMs on Hopper, each predicted at the burst
+#: rates of a short benchmark (``ComputeParams.for_gpu(burst=True)``, as the microbenchmark rows
+#: of :mod:`perfmodel.compute.validation`), scanned over ``p`` = 2.0-6.0 in steps of 0.25: the 28
+#: FP8 rows of the DeepGEMM README's tables (deepseek-ai/DeepGEMM 327ec92, H800: dense "normal"
+#: GEMMs at M = 64, 128 and 4096, grouped contiguous and grouped masked layouts) and the 22
+#: ``m x 4096 x 4096`` GEMMs, ``m`` = 1-1,024 in BF16 and 16-1,024 in FP8 (cuBLAS through ``torch.matmul``
+#: and ``torch._scaled_mm``) of this repository's H100 calibration log
+#: (``calibration/h100-sxm5-80gb/log.txt``). The mean falls from 0.131 for the sharp roofline
+#: (``p`` = infinity) to 0.1005 at ``p`` = 2.75 and 0.1014 at 3 (2.5-3.25 within 0.003; with the
+#: sustained rates the minimum is at 3.0); 3 is kept. Near the ridge point a tile's operand stream
+#: and its tensor-core main loop do not overlap perfectly (DRAM latency under load exposes stalls
+#: of the stage pipeline): the roofline is an upper bound that kernels approach only far from the
+#: ridge (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)). DeepGEMM's masked layout
+#: shows it at equal tiles and waves (``get_best_configs`` picks 128 tiles of 256 x 128 for all
+#: three): 1,233 -> 1,040 -> 932 TFLOP/s at 1,024 -> 512 -> 256 rows per weight matrix
+#: (4096 x 7168), while its DRAM stream, 0.9-2.1 TB/s, stays below the bandwidth roof.
+GEMM_OVERLAP_EXPONENT = 3.0
+
+
+def gemm_roofline_time(
+    compute_s: float, memory_s: float, exponent: float = GEMM_OVERLAP_EXPONENT
+) -> float:
+    """Time of a GEMM pass whose compute takes ``compute_s`` and memory traffic ``memory_s``.
+
+    The smooth maximum ``(compute_s**p + memory_s**p) ** (1/p)`` (``p`` =
+    :data:`GEMM_OVERLAP_EXPONENT`): the sharp roofline ``max(compute_s, memory_s)`` far from
+    the ridge (either time more than twice the other costs at most 4% at ``p`` = 3), ``2**(1/p)``
+    times it at the ridge (26% at ``p`` = 3).
+
+    Examples
+    --------
+    >>> gemm_roofline_time(10.0, 0.0), gemm_roofline_time(0.0, 4.0)
+    (10.0, 4.0)
+    >>> round(gemm_roofline_time(10.0, 10.0), 3), round(gemm_roofline_time(10.0, 5.0), 3)
+    (12.599, 10.4)
+    >>> gemm_roofline_time(10.0, 5.0, exponent=float("inf"))
+    10.0
+    """
+    hi, lo = max(compute_s, memory_s), min(compute_s, memory_s)
+    if hi <= 0.0:
+        return 0.0
+    if exponent == float("inf"):
+        return hi
+    return hi * (1.0 + (lo / hi) ** exponent) ** (1.0 / exponent)
+
+
 def gemm_efficiency(
     gemm: GemmShape,
     *,
@@ -111,4 +159,11 @@ def gemm_efficiency(
     return GemmEfficiency(eff, name, t, waves, pad, wave, keff)
 
 
-__all__ = ["SPLIT_K_MAX", "SPLIT_K_MIN_SLICE", "GemmEfficiency", "gemm_efficiency"]
+__all__ = [
+    "GEMM_OVERLAP_EXPONENT",
+    "SPLIT_K_MAX",
+    "SPLIT_K_MIN_SLICE",
+    "GemmEfficiency",
+    "gemm_efficiency",
+    "gemm_roofline_time",
+]

@@ -2,8 +2,15 @@
 
 For a layer pass with ``F`` FLOP and ``B`` bytes of device-memory traffic::
 
-    t_gpu  = max(F / (peak(dtype) * eff * align), B / (bandwidth * memory_efficiency)) + kernels * launch
+    t_c    = F / (peak(dtype) * eff * align),     t_m = B / (bandwidth * memory_efficiency)
+    t_gpu  = max(t_c, t_m) + kernels * launch   (a pass without a GEMM)
+    t_gpu  = (t_c**p + t_m**p)**(1/p) + kernels * launch   (a GEMM pass, p = 3)
     t_host = kernels * host_dispatch_s          (issue time on the host, reported apart)
+
+A GEMM pass takes the smooth maximum of its compute and memory times
+(:func:`~perfmodel.compute.gemm.gemm_roofline_time`): near the ridge point a GEMM's operand
+stream and tensor-core main loop overlap imperfectly, which is where a GEMM with few rows per
+weight matrix (small batches, the experts of a fine-grained MoE) runs.
 
 ``eff`` is the GEMM efficiency of the pass's matrix product (:func:`gemm_efficiency`): the
 library picks the tile (and split-K factor) with the best predicted rate, and the rate is the
@@ -53,8 +60,8 @@ from perfmodel.workload.layers import (
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
 from .attention import AttentionEfficiency, attention_efficiency
-from .gemm import GemmEfficiency, gemm_efficiency
-from .params import ComputeParams
+from .gemm import GemmEfficiency, gemm_efficiency, gemm_roofline_time
+from .params import FP8_GEMM_OUTPUT_BYTES, ComputeParams
 
 #: Ratio ``fwd_flop / (2 m n k batch)`` of a fused-attention layer below which its mask is taken
 #: as causal (:func:`attention_shape`): a full mask gives ``(d + d_v) / d`` (2 for ``d_v = d``,
@@ -383,14 +390,22 @@ class ComputeModel:
 
     def gemm_time(self, gemm: GemmShape, dtype: DType, *, itemsize: int | None = None) -> float:
         """Roofline time of one GEMM (no launch overhead), operands of ``itemsize`` bytes,
-        including the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`)."""
+        including the tensor-core alignment factor (:meth:`ComputeParams.alignment_factor`).
+
+        Compute and memory times combine as a GEMM pass's do
+        (:func:`~perfmodel.compute.gemm.gemm_roofline_time`). The output has the operands'
+        ``itemsize`` except an FP8 GEMM's, which writes BF16
+        (:data:`~perfmodel.compute.params.FP8_GEMM_OUTPUT_BYTES`: Transformer Engine, torchao
+        ``_scaled_mm(out_dtype=bfloat16)``, DeepGEMM)."""
         size = dtype.itemsize if itemsize is None else itemsize
+        out_size = FP8_GEMM_OUTPUT_BYTES if itemsize is None and dtype is DType.FP8 else size
         eff = self.gemm(gemm, dtype).efficiency * self.params.alignment_factor(
             dtype, gemm.n, gemm.k
         )
         t_c = gemm.flop / (self.params.peak(dtype) * eff)
-        nbytes = gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n) * size
-        return max(t_c, self._mem_time(nbytes))
+        operands = gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n) * size
+        nbytes = operands + gemm.batch * gemm.m * gemm.n * out_size
+        return self._combine(t_c, self._mem_time(nbytes), gemm, dtype)
 
     def attention(self, layer: LayerCost) -> AttentionEfficiency:
         """Forward and backward efficiency of a fused-attention layer on this GPU under
@@ -476,7 +491,16 @@ class ComputeModel:
             t_c = flop / (p.peak(dtype) * factor)
         t_m = self._mem_time(nbytes)
         bound = Bound.COMPUTE if t_c >= t_m else Bound.MEMORY
-        return max(t_c, t_m) + launch, bound, eff
+        return self._combine(t_c, t_m, None if conv else gemm, dtype) + launch, bound, eff
+
+    def _combine(self, t_c: float, t_m: float, gemm: GemmShape | None, dtype: DType) -> float:
+        """A pass's time from its compute and memory times: the smooth maximum of a
+        tensor-core GEMM (:func:`~perfmodel.compute.gemm.gemm_roofline_time`, the domain of its
+        fit: matrix multiplications), the sharp roofline otherwise (no GEMM, CUDA-core GEMMs,
+        and implicit-GEMM convolutions, whose cuDNN kernels no table of the fit measured)."""
+        if gemm is None or not self.params.uses_tensor_cores(dtype):
+            return max(t_c, t_m)
+        return gemm_roofline_time(t_c, t_m)
 
     # -- public API ----------------------------------------------------------------------
     def _alignment(self, layer: LayerCost, dtype: DType) -> float:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.compute import ComputeModel, ComputeParams
+from perfmodel.compute.gemm import gemm_roofline_time
 from perfmodel.compute.grouped import (
     GROUPED_M_ALIGNMENT,
     TE_COMPUTE_STREAMS,
@@ -71,7 +72,8 @@ def test_multi_stream_is_a_mix_of_its_rounds(m: int, n: int, k: int, groups: int
 
 
 def test_expert_layers_use_the_grouped_model() -> None:
-    """An expert GEMM pass: FLOP at the grouped efficiency plus the busiest stream's launches."""
+    """An expert GEMM pass: FLOP at the grouped efficiency, with its memory time, plus the
+    busiest stream's launches."""
     cm = ComputeModel(
         get_gpu("H100-SXM5-80GB"),
         ComputeParams.for_gpu(get_gpu("H100-SXM5-80GB"), cast_weights_each_step=False),
@@ -82,7 +84,10 @@ def test_expert_layers_use_the_grouped_model() -> None:
     eff, launches = cm.grouped_gemm(fc2.gemm, DType.BF16)
     assert launches == 2  # 8 experts over 4 streams
     p = cm.params
-    expected = fc2.fwd_flop / (p.peak(DType.BF16) * eff.efficiency) + launches * p.kernel_launch_s
+    # the smooth roofline of the pass (perfmodel.compute.gemm.gemm_roofline_time)
+    t_c = fc2.fwd_flop / (p.peak(DType.BF16) * eff.efficiency)
+    t_m = fc2.fwd_bytes / (p.memory_bandwidth_Bps * p.memory_efficiency)
+    expected = gemm_roofline_time(t_c, t_m) + launches * p.kernel_launch_s
     assert cm.layer_time(fc2, "bf16").fwd_s == pytest.approx(expected)
 
 

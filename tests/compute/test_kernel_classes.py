@@ -77,8 +77,10 @@ def test_fp8_split_accumulation_passes_read_one_function(monkeypatch: pytest.Mon
     mx = ComputeModel(H100, p, fp8_recipe=Fp8Recipe.MXFP8).layer_time(la, "fp8")
     assert te.fwd_s == pytest.approx(base.fwd_s)
     launch = ComputeModel(H100).params.kernel_launch_s
-    assert te.bwd_input_s - launch == pytest.approx(2 * (base.bwd_input_s - launch), rel=1e-6)
-    assert te.bwd_weight_s - launch == pytest.approx(2 * (base.bwd_weight_s - launch), rel=1e-6)
+    # twice the compute time: twice the pass, less the memory time's share of the smooth
+    # roofline (gemm_roofline_time; 8192^3 in FP8 moves ~0.2 GB: under 0.5% at p = 3)
+    assert te.bwd_input_s - launch == pytest.approx(2 * (base.bwd_input_s - launch), rel=5e-3)
+    assert te.bwd_weight_s - launch == pytest.approx(2 * (base.bwd_weight_s - launch), rel=5e-3)
     assert mx.bwd_s == pytest.approx(base.bwd_s)  # MXFP8: no split accumulation
 
 
