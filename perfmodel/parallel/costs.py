@@ -217,6 +217,8 @@ class SystemCosts:
                 working_copy_bytes=rc.working_copy_bytes,
                 impl=rc.optimizer_impl,
                 clip=rc.grad_clip,
+                state_bytes=rc.state_bytes,
+                weight_bytes=rc.weight_bytes,
             )
         )
 
