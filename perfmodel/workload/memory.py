@@ -197,9 +197,10 @@ class RecomputeModule(str, enum.Enum):
     (Korthikanti et al. 2022); fused (Transformer Engine's ``DotProductAttention``, with its
     context-parallel merge), the fused kernel's forward re-runs and its saved softmax
     statistics (the FP32 log-sum-exp) are freed: ``Q, K, V`` stay as the checkpoint's inputs
-    and ``O`` as ``linear_proj``'s input. ``mla_up_proj``: multi-latent attention's up-projections
-    (``q_up``, ``kv_up``) and their RoPE, output-discarding: the query, key and value that the
-    fused attention keeps are freed and rebuilt in backward from the latents. ``mlp``: the
+    and ``O`` as ``linear_proj``'s input. ``mla_up_proj``: multi-latent attention's
+    up-projections (``q_up``, ``kv_up``) and their RoPE (``mla_rope``), output-discarding: the
+    query, key and value that the fused attention keeps are freed and rebuilt in backward from
+    the latents. ``mlp``: the
     dense MLP submodule, normally checkpointed: its input is kept, its inner activations
     (``fc1``'s output for the activation, the activation's output for ``fc2``) are re-run.
     ``moe_act``: the routed experts' activation, output-discarding: its output (``fc2``'s
@@ -294,7 +295,7 @@ class ModuleRecompute:
             return 0.0
         if RecomputeModule.CORE_ATTN in m and is_core_attention(layer):
             return 1.0
-        if RecomputeModule.MLA_UP_PROJ in m and part in ("q_up", "kv_up"):
+        if RecomputeModule.MLA_UP_PROJ in m and part in ("q_up", "kv_up", "mla_rope"):
             return 1.0
         if RecomputeModule.MLP in m and part in _DENSE_MLP and layer.expert_role is None:
             return 1.0
