@@ -32,9 +32,9 @@ of ``modern.jsonl``'s Megatron-Bridge rows): Llama 3 70B, Llama 3.1 405B, DeepSe
   than layers (Llama 3.1 405B on GB200 with PP 16 x VP 8 = 128 chunks for 126 layers: Megatron
   counts the embedding and the loss as pipeline layers, which the lowering does not).
 
-Not modelled: CUDA graphs; the time of the offloaded activations' copies over NVLink-C2C (on
-their own stream beside compute; the rows' notes, written before the offload was modelled, say
-"not modelled" of its memory too). Errors are signed, ``predicted / measured - 1`` of
+Not modelled: CUDA graphs. The offloaded activations' copies are timed over NVLink-C2C on their
+own stream beside compute (:mod:`perfmodel.parallel.offload`; they hide behind these rows'
+blocks). Errors are signed, ``predicted / measured - 1`` of
 tokens per second per GPU. Nothing here feeds the model: no constant is fitted to these rows.
 """
 

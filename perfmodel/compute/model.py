@@ -913,6 +913,8 @@ class ComputeModel:
         working_copy_bytes: int | None = None,
         impl: OptimizerImpl = OptimizerImpl.FUSED,
         clip: GradClip = GradClip.NONE,
+        state_bytes: int = 4,
+        weight_bytes: int = 4,
     ) -> float:
         """Time of one optimizer step over ``params`` parameters (memory-bound).
 
@@ -927,7 +929,9 @@ class ComputeModel:
         none: apex ``FusedLAMB``, DeepSpeed's). ``clip`` adds the gradient-norm clipping
         before the step (:class:`~perfmodel.workload.kernels.GradClip`). Defaults (``None``)
         follow the precision: 16-bit gradient and working copy under mixed precision; a
-        training recipe (:class:`perfmodel.parallel.recipe.Recipe`) passes its own.
+        training recipe (:class:`perfmodel.parallel.recipe.Recipe`) passes its own, with the
+        bytes per element of its state tensors (``state_bytes``: 2 for bf16 moments) and of
+        the weight the step updates (``weight_bytes``; :attr:`Recipe.compute`).
 
         >>> from perfmodel.hardware import get_gpu
         >>> cm = ComputeModel(get_gpu("V100-SXM2-16GB"))
@@ -950,6 +954,8 @@ class ComputeModel:
             impl=impl,
             grad_bytes=g,
             working_copy_bytes=working_copy_bytes,
+            state_bytes=state_bytes,
+            weight_bytes=weight_bytes,
         )
         per_param += clip.bytes_per_param(g)
         if opt is Optimizer.LAMB:  # per-layer norms of weights and updates: one more read pass

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel._memo import BoundedMemo
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
@@ -217,6 +217,8 @@ class SystemCosts:
                 working_copy_bytes=rc.working_copy_bytes,
                 impl=rc.optimizer_impl,
                 clip=rc.grad_clip,
+                state_bytes=rc.state_bytes,
+                weight_bytes=rc.weight_bytes,
             )
         )
 
@@ -286,7 +288,19 @@ def nearest_cpu(topology: Topology, gpu: str) -> str:
             value=server,
             where=topology.name,
         )
-    return min(cpus, key=lambda c: (len(route(topology, c, gpu)), c))
+    hops: dict[str, float] = {}
+    for c in cpus:  # a rack-scale server's other CPUs have no route to this GPU (GB200 NVL72)
+        try:
+            hops[c] = len(route(topology, c, gpu))
+        except TopologyError:
+            continue
+    if not hops:
+        raise ConfigError(
+            f"system {topology.name}: no CPU of server {server} reaches {gpu}",
+            value=gpu,
+            where=topology.name,
+        )
+    return min(hops, key=lambda c: (hops[c], c))
 
 
 def transfers_time(

@@ -120,6 +120,7 @@ class PipelineLowering(LoweringShortcuts):
         self.grad_comm: list[list[int]] = [[] for _ in range(P)]
         self.gather_hist: list[list[int]] = [[] for _ in range(P)]  # compute tids (prefetch)
         self.first_seg_done = [False] * P
+        self.offload_stall = self._offload_stall()
         # chunks whose first micro-batch's parameters are still to be gathered (overlapped
         # ZeRO-1/2 gather): until then every segment's compute is a gather's prefetch anchor
         self.gathers_left = [self.V if self.gather_early else 0] * P
@@ -515,6 +516,7 @@ class PipelineLowering(LoweringShortcuts):
             deps = tids
         if self.gather_early and mb == 0:
             self.gathers_left[s] -= 1
+        tids = self.offload_wait(s, "F", mb, c, tids)
         tid = self.join(s, tids)
         self.last_compute[s] = tid
         self.f_done[(mb, k)] = tid
@@ -523,6 +525,57 @@ class PipelineLowering(LoweringShortcuts):
             self.f_out[(mb, k)] = (
                 self.send(s, nxt, ch.out_bytes, [tid], "send_fwd", mb, k) if self.P > 1 else tid
             )
+
+    def _offload_stall(self) -> tuple[float, float]:
+        """``(forward, backward)`` seconds a micro-batch waits for its activation offload
+        copies (:attr:`Recipe.activation_offload_layers`, pipeline-free: one stage;
+        :func:`~perfmodel.parallel.offload.offload_stalls_s` over the stack's blocks, their
+        mean times standing for each): each block's saved activations
+        (:func:`~perfmodel.parallel.stage_memory.offloaded_activation_bytes` of one block) over
+        the host link of the stage's GPU while every GPU on its CPU copies at once."""
+        from perfmodel.parallel.offload import offload_stalls_s
+        from perfmodel.parallel.selective import transformer_blocks
+        from perfmodel.parallel.stage_memory import offloaded_activation_bytes
+        from perfmodel.workload.layers import layer_runs
+
+        n = self.rc.activation_offload_layers
+        if not n or self.P != 1:
+            return 0.0, 0.0
+        layers = self.wl.layers
+        total = sum(
+            k * len({la.block for la in p if la.block is not None}) for p, k in layer_runs(layers)
+        )
+        act_b = self.costs.precision.activation_bytes
+        one = offloaded_activation_bytes(layers, 1, act_b, self.rc.fp8_saves_fp8_inputs)
+        cpu = self.costs.cpu_of(self.gpu[0])
+        pairs = [(g, cpu) for g in self.pl.gpus if self.costs.cpu_of(g) == cpu]
+        link_s = self.costs.transfers_time(pairs, one)
+        blocks = transformer_blocks(layers)
+        fwd = bwd = 0.0
+        for block in blocks:
+            for la in block:
+                f, bi, bw = self.costs.layer_time(la)
+                fwd, bwd = fwd + f, bwd + bi + bw
+        return offload_stalls_s(total, n, fwd / len(blocks), bwd / len(blocks), link_s)
+
+    def offload_wait(self, s: int, phase: str, mb: int, c: int, tids: list[int]) -> list[int]:
+        """The compute stream's wait for the activation offload copies of micro-batch ``mb``
+        in ``phase`` (:meth:`_offload_stall`), after the chunk's compute; none where the
+        copies hide."""
+        stall = self.offload_stall[0 if phase == "F" else 1]
+        if stall <= 0:
+            return tids
+        tid = self.b.add(
+            TaskKind.HOST,
+            self.gpu[s],
+            "d2h" if phase == "F" else "h2d",
+            stall,
+            [self.join(s, tids)],
+            label=f"activation offload wait {phase}{mb}",
+            microbatch=mb,
+            chunk=c * self.P + s,
+        )
+        return [tid]
 
     def gather_deps(self, s: int, c: int) -> list[int]:
         """What chunk ``c``'s parameter all-gathers (all its buckets at once) wait on under an
@@ -580,6 +633,7 @@ class PipelineLowering(LoweringShortcuts):
             prev_grad = 0.0
             if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
                 prev_grad = self.reduce_gradients(s, seg, tids, f"grad {k}.{si}")
+        tids = self.offload_wait(s, "B", mb, c, tids)
         tid = self.join(s, tids)
         self.last_compute[s] = tid
         if k > 0:

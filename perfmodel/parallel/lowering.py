@@ -230,7 +230,8 @@ def build_chunk(
     a layer's forward that selective recomputation re-runs (the recipe's
     ``SelectiveRecompute.share``; default Korthikanti's attention core). With full recomputation the recomputed
     forward's tensor-parallel collectives are booked with the backward's (``tp_bwd_s``), not as
-    compute.
+    compute; an attention that selective recomputation re-runs whole (share 1: Megatron-Core's
+    checkpointed core attention) re-runs its context-parallel exchange in backward.
 
     ``comm_groups`` maps a :class:`~perfmodel.workload.layers.CommPoint` group other than
     ``"tp"`` (``"ep"``, ``"cp"``) to its groups, the representative's first and then the
@@ -328,7 +329,7 @@ def build_chunk(
         if groups_of:
             for layer in seg_layers:
                 lf, lbi, lbw = costs.layer_time(layer)
-                extra += _expert_context_comm(
+                got = _expert_context_comm(
                     layer,
                     costs,
                     groups_of,
@@ -339,6 +340,10 @@ def build_chunk(
                     plan.moe_dispatcher,
                     cp_impl,
                 )
+                if selective and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
+                    # a checkpointed attention core re-runs its forward, ring exchange too
+                    got += [replace(c, phase="B") for c in got if c.phase == "F"]
+                extra += got
         if plan.recompute is Recompute.FULL:
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives

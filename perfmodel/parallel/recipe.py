@@ -170,7 +170,9 @@ class ComputeRecipe:
     the FP8 recipe (which GEMM passes accumulate in split mode), ``None`` unless FP8;
     ``attention_backend``: ``ComputeParams.attention_backend``; ``fp32_conv_tf32``:
     ``ComputeParams.fp32_conv_tf32`` (FP32 convolutions on TF32 tensor cores where the GPU has
-    them, :attr:`Recipe.fp32_conv_tf32`).
+    them, :attr:`Recipe.fp32_conv_tf32`); ``state_bytes``: bytes per element of each
+    optimizer state tensor (:attr:`Recipe.optimizer_dtype`); ``weight_bytes``: bytes of the
+    weight value the optimizer step reads and writes (:meth:`Recipe.compute`).
     """
 
     autocast_casts: bool
@@ -181,6 +183,8 @@ class ComputeRecipe:
     fp8: Fp8Recipe | None = None
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
     fp32_conv_tf32: bool = False
+    state_bytes: int = 4
+    weight_bytes: int = 4
 
 
 #: Streams communication runs on (a stream is a FIFO: tasks on one stream never overlap).
@@ -323,8 +327,37 @@ class Recipe:
 
     @property
     def compute(self) -> ComputeRecipe:
-        """What the compute model reads (:class:`ComputeRecipe`)."""
-        working = self.param_bytes if self.master_bytes else 0
+        """What the compute model reads (:class:`ComputeRecipe`).
+
+        The optimizer step reads and writes each state tensor in :attr:`optimizer_dtype` and
+        the weight at the precision the optimizer keeps it: a master copy at least as wide as
+        the state (:attr:`master_bytes`; FP32, or Apex's full copy in its ``dtype``), written
+        back to the 16-bit working weights; Apex ``DistributedFusedAdam``'s 16-bit remainders
+        (a master copy narrower than its FP32 state) with the bf16 weight holding the high
+        bits, both updated in place (``store_param_remainders``: no separate working copy); no
+        master copy: the kept weights themselves (FP32 parameters, or the 16-bit model under
+        ``store_params=False``)
+        (:class:`~perfmodel.parallel.stack_choices.MasterCopy`).
+
+        >>> from perfmodel.parallel.software import get_preset, with_software_options
+        >>> from perfmodel.parallel.plan import ParallelismPlan
+        >>> nemo, plan = get_preset("nemo"), ParallelismPlan(dp=2, zero=1)
+        >>> c = build_recipe(nemo, Precision.BF16, Optimizer.ADAM, plan).compute
+        >>> c.state_bytes, c.weight_bytes, c.working_copy_bytes  # FP32 state, remainders
+        (4, 4, 0)
+        >>> bf16 = with_software_options(nemo, {"optim.dtype": "bf16"})
+        >>> c = build_recipe(bf16, Precision.BF16, Optimizer.ADAM, plan).compute
+        >>> c.state_bytes, c.weight_bytes, c.working_copy_bytes  # bf16 state, no master copy
+        (2, 2, 0)
+        """
+        state = self.optimizer_dtype.itemsize
+        master = self.master_bytes
+        if master == 0:  # the kept weights are the ones updated
+            weight, working = self.param_bytes, 0
+        elif master < state:  # Apex remainders: the low bits beside the 16-bit weight
+            weight, working = master + self.param_bytes, 0
+        else:
+            weight, working = master, self.param_bytes
         return ComputeRecipe(
             self.autocast_casts,
             self.grad_bytes,
@@ -334,6 +367,8 @@ class Recipe:
             self.fp8,
             self.attention_backend,
             self.fp32_conv_tf32,
+            state_bytes=state,
+            weight_bytes=weight,
         )
 
     def kernels(self, microbatches: int = 1) -> KernelRecipe:

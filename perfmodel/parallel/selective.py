@@ -28,7 +28,11 @@ class SelectiveRecompute(str, enum.Enum):
     """What ``recompute=selective`` re-runs in backward, per stack.
 
     ``attention-core``: the attention scores, softmax, dropout and context products (Korthikanti
-    et al. 2022; Megatron ``--recompute-granularity selective``); nothing for fused attention.
+    et al. 2022; Megatron-LM's ``--recompute-granularity selective``); nothing for fused
+    attention (Megatron-LM's legacy ``ParallelAttention`` checkpoints only the unfused core:
+    ``megatron/legacy/model/transformer.py`` at core_v0.8.0 calls ``core_attention_flash``
+    outside the checkpoint). Megatron-Core checkpoints fused attention too: its presets use
+    :class:`~perfmodel.workload.memory.ModuleRecompute` ``core_attn``.
 
     ``op``: torchtitan's default ``selective_ac_option = "op"`` (torchtitan 9dec370, Dec 2024,
     ``torchtitan/parallelisms/parallelize_llama.py``: ``_save_list`` and ``_custom_policy``).

@@ -19,6 +19,7 @@ from perfmodel.parallel.plan import DPMode
 from perfmodel.parallel.selective import SelectiveRecompute
 from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, MasterCopy, ParamSync
 from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, OptimizerImpl
+from perfmodel.workload.memory import ModuleRecompute, RecomputeModule
 
 #: Fractional slowdown of a compute kernel while a communication kernel runs on the same GPU.
 #: NCCL runs its collectives as CUDA kernels occupying one SM per channel (NCCL_MIN/MAX_NCHANNELS;
@@ -204,7 +205,8 @@ class SoftwarePreset:
         Bucket size in elements (DeepSpeed ``reduce_bucket_size``); bytes follow the recipe.
     selective_recompute
         What ``recompute=selective`` re-runs on this stack
-        (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`).
+        (:class:`~perfmodel.parallel.recipe.SelectiveRecompute`, or Megatron-Core's default
+        ``recompute_modules`` as a :class:`~perfmodel.workload.memory.ModuleRecompute`).
     cross_entropy
         How the stack computes the loss, for the memory of its backward
         (:class:`~perfmodel.parallel.recipe.CrossEntropy`).
@@ -301,7 +303,7 @@ class SoftwarePreset:
     bucket_params: float | None = None
     bucket_params_per_dp: float = 0.0
     bucket_elements: float | None = None
-    selective_recompute: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE
+    selective_recompute: SelectiveRecompute | ModuleRecompute = SelectiveRecompute.ATTENTION_CORE
     zero_grad_allreduce: bool = False
     param_sync: ParamSync = ParamSync.ALLGATHER
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
@@ -401,6 +403,12 @@ _DEEPSPEED_SOURCES = (
     "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
     "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
 )
+
+#: Megatron-Core's ``recompute_granularity='selective'``: the attention core checkpointed,
+#: fused or not (core_v0.8.0 ``megatron/core/transformer/attention.py``:
+#: ``checkpoint_core_attention = recompute_granularity == 'selective'``; at 4415119, the
+#: Megatron-Bridge 26.04 pin, the default ``recompute_modules=["core_attn"]``).
+MCORE_SELECTIVE = ModuleRecompute(frozenset({RecomputeModule.CORE_ATTN}))
 
 _DEEPSPEED_ZERO1 = SoftwarePreset(
     name="deepspeed-zero1",
@@ -584,6 +592,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             fp8_params=True,
             dispatch_mode="pytorch-eager",
             attention_backend=AttentionBackend.CUDNN,
+            selective_recompute=MCORE_SELECTIVE,
         ),
         SoftwarePreset(
             name="nemo",
@@ -626,6 +635,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             grad_clip=GradClip.L2NORM,
             dispatch_mode="pytorch-eager",
             attention_backend=AttentionBackend.CUDNN,
+            selective_recompute=MCORE_SELECTIVE,
         ),
         _DEEPSPEED_ZERO1,
         replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2),

@@ -89,7 +89,8 @@ def offloaded_activation_bytes(
     peak at ``(num_layers - n) x T`` for layers of ``T`` bytes each: the offloaded blocks'
     activations leave the GPU's peak; the rest of the step (embedding, loss, workspace) stays.
     ``fp8_inputs``: the blocks' linear layers save FP8 inputs (:func:`fp8_saved_input_delta`).
-    The copies run on their own stream beside compute and are not charged in time.
+    The copies run on their own stream beside compute; what they do not hide is charged in
+    time (:func:`perfmodel.parallel.offload.offload_stalls_s`).
 
     >>> from perfmodel.workload.zoo import build_model
     >>> w = build_model("llama", batch_size=1, hidden=64, layers=4, heads=4, kv_heads=2,

@@ -514,22 +514,32 @@ def optimizer_bytes_per_param(
     grad_bytes: float,
     working_copy_bytes: float,
     weight_decay: bool = True,
+    state_bytes: float = 4.0,
+    weight_bytes: float = 4.0,
 ) -> float:
-    """Device-memory bytes per parameter of one optimizer step over FP32 parameters.
+    """Device-memory bytes per parameter of one optimizer step.
 
-    ``fused``: read the gradient, read and write the FP32 weights and each FP32 state tensor
-    (``g + 8 + 8 s``), write the 16-bit working copy.
+    ``state_bytes``: bytes per element of each state tensor (4: FP32; 2: Apex
+    ``DistributedFusedAdam`` with ``dtype=bf16``); ``weight_bytes``: bytes of the weight value
+    the step reads and writes (4: an FP32 master copy or FP32 parameters; 2 + 2: a bf16 weight
+    with Apex's 16-bit remainder; 2: the 16-bit weights themselves, no master copy); the
+    defaults are the FP32 step. ``w``, ``t`` and ``g`` below are these and the gradient's
+    bytes.
+
+    ``fused``: read the gradient, read and write the weight and each state tensor
+    (``g + 2 w + 2 s t``), write the 16-bit working copy.
 
     ``foreach`` (``torch/optim/adamw.py _multi_tensor_adamw``, ``sgd.py _multi_tensor_sgd``,
-    PyTorch 2.5/2.6), FP32 weights and state, gradients of ``g`` bytes. AdamW (``s = 2``):
-    ``_foreach_mul_(params, 1 - lr wd)`` 8, ``_foreach_lerp_(exp_avgs, grads)`` 8 + g,
-    ``_foreach_mul_(exp_avg_sqs, beta2)`` 8, ``_foreach_addcmul_(exp_avg_sqs, grads, grads)``
-    8 + 2 g, ``_foreach_sqrt`` 8, ``_foreach_div_`` 8, ``_foreach_add_(eps)`` 8,
-    ``_foreach_addcdiv_(params, exp_avgs, denom)`` 16: ``72 + 3 g``. SGD with momentum
-    (``s = 1``): ``_foreach_add(grads, params, alpha=wd)`` 2 g + 4, ``_foreach_mul_(bufs)`` 8,
-    ``_foreach_add_(bufs, grads)`` 8 + g, ``_foreach_add_(params, bufs)`` 12: ``32 + 3 g``;
-    plain SGD (``s = 0``): weight decay 2 g + 4, update 8 + g: ``12 + 3 g``. Without weight
-    decay its pass is dropped (AdamW: 8; SGD: 2 g + 4).
+    PyTorch 2.5/2.6), gradients of ``g`` bytes. AdamW (``s = 2``):
+    ``_foreach_mul_(params, 1 - lr wd)`` 2 w, ``_foreach_lerp_(exp_avgs, grads)`` 2 t + g,
+    ``_foreach_mul_(exp_avg_sqs, beta2)`` 2 t, ``_foreach_addcmul_(exp_avg_sqs, grads,
+    grads)`` 2 t + 2 g, ``_foreach_sqrt`` 2 t, ``_foreach_div_`` 2 t, ``_foreach_add_(eps)``
+    2 t, ``_foreach_addcdiv_(params, exp_avgs, denom)`` 2 w + 2 t: ``4 w + 14 t + 3 g``
+    (``72 + 3 g`` in FP32). SGD with momentum (``s = 1``): ``_foreach_add(grads, params,
+    alpha=wd)`` 2 g + w, ``_foreach_mul_(bufs)`` 2 t, ``_foreach_add_(bufs, grads)`` 2 t + g,
+    ``_foreach_add_(params, bufs)`` 2 w + t: ``3 w + 5 t + 3 g``; plain SGD (``s = 0``):
+    weight decay 2 g + w, update 2 w + g: ``3 w + 3 g``. Without weight decay its pass is
+    dropped (AdamW: 2 w; SGD: 2 g + w).
 
     >>> optimizer_bytes_per_param(2, impl=OptimizerImpl.FUSED, grad_bytes=4, working_copy_bytes=0)
     28.0
@@ -537,15 +547,23 @@ def optimizer_bytes_per_param(
     84.0
     >>> optimizer_bytes_per_param(1, impl=OptimizerImpl.FOREACH, grad_bytes=4, working_copy_bytes=0)
     44.0
+
+    Adam with bf16 moments over bf16 weights and bf16 gradients (no master copy): 2 + 4 + 8.
+
+    >>> optimizer_bytes_per_param(2, impl=OptimizerImpl.FUSED, grad_bytes=2,
+    ...                           working_copy_bytes=0, state_bytes=2, weight_bytes=2)
+    14.0
     """
-    g = float(grad_bytes)
+    g, t, w = float(grad_bytes), float(state_bytes), float(weight_bytes)
     if impl is OptimizerImpl.FUSED:
-        return g + 8.0 + 8.0 * state_tensors + working_copy_bytes
+        return g + 2.0 * w + 2.0 * t * state_tensors + working_copy_bytes
     if state_tensors >= 2:
-        per = 72.0 + 3.0 * g - (0.0 if weight_decay else 8.0)
+        per = 4.0 * w + 14.0 * t + 3.0 * g - (0.0 if weight_decay else 2.0 * w)
     else:
-        decay = 2.0 * g + 4.0 if weight_decay else 0.0
-        per = decay + (8.0 + (8.0 + g) + 12.0 if state_tensors == 1 else 8.0 + g)
+        decay = 2.0 * g + w if weight_decay else 0.0
+        per = decay + (
+            2.0 * t + (2.0 * t + g) + (2.0 * w + t) if state_tensors == 1 else 2.0 * w + g
+        )
     return per + working_copy_bytes
 
 

@@ -187,10 +187,20 @@ class RecomputeModule(str, enum.Enum):
     ``["core_attn"]``), for ``recompute=selective`` with a module list
     (:class:`ModuleRecompute`). Modelled:
 
-    ``core_attn``: the unfused attention core (what ``recompute=selective`` always meant here;
-    nothing for fused attention). ``mla_up_proj``: multi-latent attention's up-projections
-    (``q_up``, ``kv_up``) and their RoPE, output-discarding: the query, key and value that the
-    fused attention keeps are freed and rebuilt in backward from the latents. ``mlp``: the
+    ``core_attn``: the attention core under a checkpoint, whatever its kernel
+    (:func:`is_core_attention`): Megatron-Core wraps ``core_attention`` in
+    ``tensor_parallel.checkpoint`` (``Attention._checkpointed_attention_forward``; core_v0.8.0
+    sets ``checkpoint_core_attention = recompute_granularity == 'selective'``, 4415119 also
+    asks for ``"core_attn" in recompute_modules``, its default list), which keeps only its
+    arguments (``Q, K, V``) and re-runs the core's forward in backward. Unfused, the scores,
+    softmax, dropout and context product re-run and their ``s x s`` tensors are freed
+    (Korthikanti et al. 2022); fused (Transformer Engine's ``DotProductAttention``, with its
+    context-parallel merge), the fused kernel's forward re-runs and its saved softmax
+    statistics (the FP32 log-sum-exp) are freed: ``Q, K, V`` stay as the checkpoint's inputs
+    and ``O`` as ``linear_proj``'s input. ``mla_up_proj``: multi-latent attention's
+    up-projections (``q_up``, ``kv_up``) and their RoPE (``mla_rope``), output-discarding: the
+    query, key and value that the fused attention keeps are freed and rebuilt in backward from
+    the latents. ``mlp``: the
     dense MLP submodule, normally checkpointed: its input is kept, its inner activations
     (``fc1``'s output for the activation, the activation's output for ``fc2``) are re-run.
     ``moe_act``: the routed experts' activation, output-discarding: its output (``fc2``'s
@@ -224,6 +234,27 @@ class RecomputeModule(str, enum.Enum):
         if not out:
             raise ConfigError("recompute_modules names no module", value=text, where=where)
         return frozenset(out)
+
+
+def is_core_attention(layer: LayerCost) -> bool:
+    """Whether ``layer`` runs inside Megatron-Core's ``core_attention`` module: the unfused core
+    (:func:`is_selectively_recomputed`), a fused attention kernel, or the context-parallel
+    merge of its ring steps (``<attention>_cp_merge``: Transformer Engine's
+    ``AttnFuncWithCPAndKVP2P`` merges inside the same call)."""
+    return (
+        is_selectively_recomputed(layer)
+        or layer.kind is LayerKind.ATTENTION
+        or layer.name.endswith("_cp_merge")
+    )
+
+
+def _lse_bytes(layer: LayerCost) -> float:
+    """The FP32 log-sum-exp a fused attention ``layer`` saves (``b x heads x s``, 4 bytes; its
+    ``cp`` ring steps share one), 0 for any other layer."""
+    if layer.kind is not LayerKind.ATTENTION or layer.gemm is None:
+        return 0.0
+    g, cp = layer.gemm, max(1, layer.kernels // 2)  # cp ring steps: 2 kernels each
+    return g.batch // cp * g.m * 4.0
 
 
 def _part(layer: LayerCost) -> str:
@@ -262,9 +293,9 @@ class ModuleRecompute:
         m, part = self.modules, _part(layer)
         if layer.block is None:
             return 0.0
-        if RecomputeModule.CORE_ATTN in m and is_selectively_recomputed(layer):
+        if RecomputeModule.CORE_ATTN in m and is_core_attention(layer):
             return 1.0
-        if RecomputeModule.MLA_UP_PROJ in m and part in ("q_up", "kv_up"):
+        if RecomputeModule.MLA_UP_PROJ in m and part in ("q_up", "kv_up", "mla_rope"):
             return 1.0
         if RecomputeModule.MLP in m and part in _DENSE_MLP and layer.expert_role is None:
             return 1.0
@@ -279,27 +310,27 @@ class ModuleRecompute:
         """Saved bytes of ``layer`` the modules free (``mla``: the model's attention is
         multi-latent): the fused attention's Q, K, V under ``mla_up_proj`` (its FP32
         log-sum-exp stays), a dense MLP's saved bytes but its input under ``mlp``, the routed
-        experts' ``fc2`` input under ``moe_act``, the attention core's recomputable bytes under
-        ``core_attn``."""
+        experts' ``fc2`` input under ``moe_act``, the unfused attention core's recomputable
+        bytes or a fused attention's log-sum-exp under ``core_attn`` (with ``mla_up_proj``:
+        all of the fused attention's saved bytes)."""
         m, part = self.modules, _part(layer)
         if layer.block is None:
             return 0.0
-        if RecomputeModule.CORE_ATTN in m and layer.recomputable_bytes:
-            return float(layer.recomputable_bytes)
+        drop = 0.0
+        if RecomputeModule.CORE_ATTN in m:
+            drop += float(layer.recomputable_bytes) or _lse_bytes(layer)
         if (
             RecomputeModule.MLA_UP_PROJ in m
             and mla
             and layer.kind is LayerKind.ATTENTION
             and layer.gemm is not None
         ):
-            g, cp = layer.gemm, max(1, layer.kernels // 2)  # cp ring steps: 2 kernels each
-            lse = g.batch // cp * g.m * 4.0  # b heads s FP32 log-sum-exp
-            return max(0.0, layer.activation_bytes - lse)
+            drop += max(0.0, layer.activation_bytes - _lse_bytes(layer))
         if RecomputeModule.MLP in m and layer.expert_role is None and part in _DENSE_MLP:
-            return 0.0 if part == "fc1" else float(layer.activation_bytes)
+            drop += 0.0 if part == "fc1" else float(layer.activation_bytes)
         if RecomputeModule.MOE_ACT in m and part == "experts_fc2":
-            return float(layer.activation_bytes)
-        return 0.0
+            drop += float(layer.activation_bytes)
+        return min(drop, float(layer.activation_bytes))
 
     def kept_bytes(self, layers: Sequence[LayerCost], precision: Precision) -> tuple[float, float]:
         """``(kept, working)`` activation bytes of one micro-batch: every layer's saved bytes

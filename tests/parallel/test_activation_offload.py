@@ -38,7 +38,10 @@ def test_offloaded_blocks_leave_the_activation_peak() -> None:
     assert base.memory.activations_bytes - off.memory.activations_bytes == pytest.approx(3 * block)
     assert off.memory.weights_bytes == base.memory.weights_bytes
     assert off.plan["recipe"]["activation_offload_layers"] == 3
-    assert off.iteration_time_s == pytest.approx(base.iteration_time_s)  # copies not charged
+    # 3 of 4 blocks: one block's activations on the GPU at a time, so no copy overlaps compute
+    # (TE warns of it) and every offloaded block waits for its PCIe copies
+    # (tests/parallel/test_activation_offload_time.py times the schedule)
+    assert off.iteration_time_s > base.iteration_time_s
 
 
 def test_fp8_offload_counts_the_fp8_inputs() -> None:

@@ -147,3 +147,16 @@ def test_unmapped_rows_say_why(rows: list[dict]) -> None:
     assert "pipeline chunks" in map_row(
         by_id["mbridge-260401-gb200-llama31-405b-256g-mxfp8-tokens"]
     )
+
+
+def test_offloading_rows_notes_say_what_is_modelled(rows: list[dict]) -> None:
+    """A row whose recipe offloads activations (``ACTIVATION_OFFLOAD_2026``) has its offload
+    modelled in memory: its note names the option and no longer calls it "not modelled"."""
+    from perfmodel.accuracy_2026 import activation_offload
+
+    offloading = [r for r in rows if activation_offload(r) is not None]
+    assert offloading
+    for r in offloading:
+        n, _ = activation_offload(r)  # type: ignore[misc]
+        assert "not modelled" not in r["note"], r["id"]
+        assert f"activation_offload_layers={n}" in r["note"], r["id"]

@@ -31,7 +31,16 @@ q_lora_rank``, replicated), RMSNorm, ``q_up`` (``q_lora_rank x heads (d + d_rope
 parallel); ``kv_down`` (``h x (kv_lora_rank + d_rope)``, replicated; the rotary key part is
 shared by all heads), RMSNorm, ``kv_up`` (``kv_lora_rank x heads (d + d_v)``, column parallel);
 fused attention with query/key width ``d + d_rope`` and value width ``d_v``; output projection
-``heads d_v x h`` (row parallel), as Megatron-Core's ``MLASelfAttention``.
+``heads d_v x h`` (row parallel), as Megatron-Core's ``MLASelfAttention``. The decoupled rotary
+embedding (DeepSeek-V2 sec. 2.1.3) rotates only the ``d_rope`` channels: each head's query part
+and the one key part all heads share (``mla_rope``, before the key part is expanded to the
+heads: Megatron-Core ``MLASelfAttention.get_query_key_value_tensors`` at 4415119, HF
+``DeepseekV3Attention``).
+
+Positions: every MoE decoder of the zoo uses rotary embeddings (HF ``config.json``
+``rope_theta``: Mixtral 8x7B and 8x22B 1e6, Qwen3-30B-A3B and Qwen3-235B-A22B 1e6, DeepSeek-V3
+1e4 with YaRN ``rope_scaling``), on the queries and keys of standard attention (``rope``, as
+:func:`~perfmodel.workload.zoo.transformer.llama`) or on MLA's rotary part (``mla_rope``).
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from functools import partial
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
-from perfmodel.workload.kernels import Fusion
+from perfmodel.workload.kernels import Fusion, op_kernels
 from perfmodel.workload.layers import CommPoint, ExpertRole
 from perfmodel.workload.zoo.transformer import (
     LayerParts,
@@ -303,6 +312,12 @@ def mla_attention(
     net.linear(f"{name}.kv_down", x, mla.kv_lora_rank + r, saves_input=False, **down)
     net.norm(f"{name}.kv_norm", (b, s, mla.kv_lora_rank), params=mla.kv_lora_rank, rms=True)
     _replicated_up(net, f"{name}.kv_up", (b, s, mla.kv_lora_rank), cfg.heads * (d + dv))
+    if cfg.rope:  # the rotary channels: each local head's query part and the shared key part
+        rope = op_kernels("rope", net.kernels.fusion)
+        assert rope is not None
+        rot_el = float(b * s * (heads_l + 1) * r)
+        net.op_layer(f"{name}.mla_rope", rope, rot_el, output_shape=(b, s, heads_l, r),
+                     flop=(6.0 * rot_el, 6.0 * rot_el), tensors=2)  # fmt: skip
     net.attention(f"{name}.attention", b, s, heads_l, heads_l, d + r, cfg.causal, v_head_dim=dv)
     _row_linear(net, f"{name}.attn_out", (b, s, heads_l * dv * tp), h, bias=False)
 
@@ -495,6 +510,7 @@ def moe(
         flash_attention=flash_attention,
         head_size=head_dim,
         qk_norm=bool(qk_norm),
+        rope=True,
     )
     check_config(cfg, net.tp)
     m = routed_experts(
