@@ -33,9 +33,6 @@ runs of identical blocks), :mod:`perfmodel.parallel.stage_memory` (memory per st
 :mod:`perfmodel.parallel.lower_pipeline` (all-reduce, ZeRO/FSDP, TP, PP schedules, Krizhevsky's
 hybrid) and :mod:`perfmodel.parallel.lower_dp_variants` (one function per other data-parallel
 mode); :func:`perfmodel.parallel.lower_step.lower` dispatches to them.
-
-Long function kept whole for now: :func:`build_chunk` (~145 lines) calls the MoE/CP emitters
-another change is editing; it splits after that change merges (issue 29).
 """
 
 from __future__ import annotations
@@ -255,32 +252,10 @@ def build_chunk(
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
-    # segments in backward order (reverse layers), closed when the bucket is full
-    groups: list[list[int]] = []
-    if by_block:
-        for u in unit_ids(layers):
-            groups.append([layer_ids[i] for i in u])
-        groups.reverse()
-        groups = [list(reversed(g)) for g in groups]
-    elif bucket_bytes is None:
-        groups = [list(reversed(layer_ids))]
-    else:
-        cap = first_bucket_bytes or bucket_bytes
-        acc = 0.0
-        cur: list[int] = []
-        for i in reversed(layer_ids):
-            cur.append(i)
-            layer_i = copies.source(i) if copies is not None else workload.layers[i]  # no copy made
-            if not (exclude_sharded and (layer_i.fwd_comm or layer_i.bwd_comm)):
-                acc += layer_i.params * grad_b
-            if acc >= cap:
-                groups.append(cur)
-                cur, acc, cap = [], 0.0, bucket_bytes
-        if cur:
-            if groups and sum(workload.layers[i].params for i in cur) == 0:
-                groups[-1].extend(cur)
-            else:
-                groups.append(cur)
+    groups = _segment_groups(
+        workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
+        exclude_sharded, grad_b,
+    )  # fmt: skip
     segs: list[Segment] = []
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
@@ -292,18 +267,7 @@ def build_chunk(
     selective = plan.recompute is Recompute.SELECTIVE
     if seg_memo is None:
         seg_memo = {}
-    # segments inside a stack's copies, by shape (offset in the block, length): see
-    # _StackCopies; only where nothing per layer id (stalls, expert or context groups) or per
-    # layer object (a cost model pricing copies apart) enters a segment
-    by_shape: dict[tuple[int, int], Segment] | None = (
-        {}
-        if copies is not None
-        and contiguous
-        and not groups_of
-        and not stalls
-        and getattr(costs, "prices_by_cost_key", False)
-        else None
-    )
+    by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
         shape = None if by_shape is None else copies.shape(ids)  # type: ignore[union-attr]
@@ -325,25 +289,13 @@ def build_chunk(
         # n copies of a block's collectives: n x their time (adding 0.0 changes no sum)
         tf = sum_pieces(fwd_points, point_time)
         tb = sum_pieces(bwd_points, point_time)
-        extra: list[SegmentComm] = []
-        if groups_of:
-            for layer in seg_layers:
-                lf, lbi, lbw = costs.layer_time(layer)
-                got = _expert_context_comm(
-                    layer,
-                    costs,
-                    groups_of,
-                    (lf, lbi + lbw),
-                    algorithm,
-                    memo,
-                    plan.cp_comm,
-                    plan.moe_dispatcher,
-                    cp_impl,
-                )
-                if selective and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
-                    # a checkpointed attention core re-runs its forward, ring exchange too
-                    got += [replace(c, phase="B") for c in got if c.phase == "F"]
-                extra += got
+        extra = (
+            _expert_context_segment(
+                seg_layers, costs, groups_of, algorithm, memo, plan, cp_impl, selective, share
+            )
+            if groups_of
+            else []
+        )
         if plan.recompute is Recompute.FULL:
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
@@ -376,6 +328,106 @@ def build_chunk(
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+
+
+def _segment_groups(
+    workload: Workload,
+    layer_ids: Sequence[int],
+    layers: Sequence[LayerCost],
+    copies: _StackCopies | None,
+    by_block: bool,
+    bucket_bytes: float | None,
+    first_bucket_bytes: float | None,
+    exclude_sharded: bool,
+    grad_b: float,
+) -> list[list[int]]:
+    """A chunk's layer ids split into segments, in backward order (reverse layers): one per
+    block (``by_block``), one for the chunk (no buckets), or closed when the gradient bucket is
+    full (the first bucket ``first_bucket_bytes``, then ``bucket_bytes``; PyTorch DDP's
+    ``bucket_cap_mb`` and Megatron's buckets fill in backward order). A last bucket without
+    parameters joins the one before it."""
+    groups: list[list[int]] = []
+    if by_block:
+        for u in unit_ids(layers):
+            groups.append([layer_ids[i] for i in u])
+        groups.reverse()
+        return [list(reversed(g)) for g in groups]
+    if bucket_bytes is None:
+        return [list(reversed(layer_ids))]
+    cap = first_bucket_bytes or bucket_bytes
+    acc = 0.0
+    cur: list[int] = []
+    for i in reversed(layer_ids):
+        cur.append(i)
+        layer_i = copies.source(i) if copies is not None else workload.layers[i]  # no copy made
+        if not (exclude_sharded and (layer_i.fwd_comm or layer_i.bwd_comm)):
+            acc += layer_i.params * grad_b
+        if acc >= cap:
+            groups.append(cur)
+            cur, acc, cap = [], 0.0, bucket_bytes
+    if cur:
+        if groups and sum(workload.layers[i].params for i in cur) == 0:
+            groups[-1].extend(cur)
+        else:
+            groups.append(cur)
+    return groups
+
+
+def _shape_memo(
+    copies: _StackCopies | None,
+    contiguous: bool,
+    groups_of: Mapping[str, object],
+    stalls: Mapping[int, float],
+    costs: Costs,
+) -> dict[tuple[int, int], Segment] | None:
+    """An empty memo of segments by shape (offset in the block, length) inside a stack's
+    copies (:class:`_StackCopies`), or ``None`` where a segment depends on more than its
+    shape: per layer id (dispatch stalls, expert or context groups) or per layer object (a cost
+    model pricing copies apart)."""
+    if (
+        copies is not None
+        and contiguous
+        and not groups_of
+        and not stalls
+        and getattr(costs, "prices_by_cost_key", False)
+    ):
+        return {}
+    return None
+
+
+def _expert_context_segment(
+    seg_layers: Sequence[LayerCost],
+    costs: Costs,
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
+    algorithm: str,
+    memo: dict[tuple[object, ...], float],
+    plan: ParallelismPlan,
+    cp_impl: CPImpl,
+    selective: bool,
+    share: Callable[[LayerCost], float],
+) -> list[SegmentComm]:
+    """A segment's expert all-to-alls and context-parallel exchanges
+    (:func:`_expert_context_comm` per layer); a checkpointed attention core (selective
+    recomputation re-running it whole) re-runs its forward ring exchange in backward."""
+    extra: list[SegmentComm] = []
+    for layer in seg_layers:
+        lf, lbi, lbw = costs.layer_time(layer)
+        got = _expert_context_comm(
+            layer,
+            costs,
+            groups_of,
+            (lf, lbi + lbw),
+            algorithm,
+            memo,
+            plan.cp_comm,
+            plan.moe_dispatcher,
+            cp_impl,
+        )
+        if selective and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
+            # a checkpointed attention core re-runs its forward, ring exchange too
+            got += [replace(c, phase="B") for c in got if c.phase == "F"]
+        extra += got
+    return extra
 
 
 class _StackCopies:

@@ -32,9 +32,6 @@ two moments 8 bytes in FP32, 4 in bf16), and ``M`` follows the stack's
 keeps 2 bytes (the FP32 value's low half) over a bf16 model with FP32 state and none with bf16
 state, so Nemotron-4 340B's ``optim.dtype: bf16`` holds ``2 + 2 + 4 / dp`` bytes per parameter
 where FP32 state would hold ``2 + 2 + 10 / dp``.
-
-Long function kept whole for now: :func:`build_recipe` (~135 lines) is being extended by the
-MoE change (the experts' copies); it splits after that change merges (issue 29).
 """
 
 from __future__ import annotations
@@ -575,46 +572,13 @@ def build_recipe(
     (2, 4, 4, False)
     """
     sharding = _sharding(preset, plan)
-    fusion = preset.fusion
-    if compile:
-        if not preset.compilable:
-            raise ConfigError(
-                f"--compile: software preset {preset.name} runs {preset.fusion.value} kernels, "
-                "not PyTorch modules torch.compile can fuse; compile applies to the PyTorch "
-                "eager presets (pytorch-ddp, fsdp, torchtitan, deepspeed-*)",
-                value=preset.name,
-                where="--compile",
-            )
-        fusion = Fusion.COMPILE
-    fp8: Fp8Recipe | None = None
-    if precision is Precision.FP8:
-        fp8 = preset.fp8_recipe if fp8_recipe is None else fp8_recipe
-    elif fp8_recipe is not None:
-        raise ConfigError(
-            f"--fp8-recipe {fp8_recipe.value} needs --precision fp8 (got {precision.value})",
-            value=fp8_recipe.value,
-            where="--fp8-recipe",
-        )
+    fusion = _fusion(preset, compile)
+    fp8 = _fp8(preset, precision, fp8_recipe)
     fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
     _check_activation_offload(preset.activation_offload_layers, plan)
     mixed = precision.mixed
     amp = preset.amp
-    half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
-    if not mixed or amp is AmpStyle.AUTOCAST:  # FP32 parameters; autocast casts per op
-        p = g = r = a = 4
-        master = 0
-    elif amp is AmpStyle.HALF_MODEL:
-        p = a = half
-        g = r = 4 if (preset.fp32_grads_bf16 and precision is not Precision.FP16) else half
-        model_dtype = DType.FP16 if precision is Precision.FP16 else DType.BF16
-        master = preset.master_copy.bytes_per_param(
-            model_dtype, preset.optimizer_dtype, fp8_params=fp8_params
-        )
-    else:  # FSDP2 mixed-precision policy
-        p = g = 4
-        a = half
-        r = 4 if preset.fp32_grad_reduce else half
-        master = 0
+    p, g, r, a, master = _model_state_bytes(preset, precision, fp8_params)
     fsdp2 = sharding.stage >= 3 and amp is AmpStyle.FSDP_POLICY
     if fsdp2 and mixed and fp8 is not None and fp8.fsdp_fp8_all_gather:
         a = 1  # FP8 all-gather of the FP8 linears' weights (the rest, ~10-15%, in 16 bit)
@@ -623,11 +587,6 @@ def build_recipe(
     dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
     overlap_grads = preset.overlap_grad_comm and dp_on
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
-    bucket = preset.bucket_bytes
-    if preset.bucket_params is not None:
-        bucket = max(preset.bucket_params, preset.bucket_params_per_dp * plan.dp) * r
-    elif preset.bucket_elements is not None:
-        bucket = preset.bucket_elements * r
     return Recipe(
         precision=precision,
         amp=amp,
@@ -646,7 +605,7 @@ def build_recipe(
             STREAM_TP if preset.tp_comm_overlap else STREAM_COMPUTE,
         ),
         pp_send=CommPolicy(True, "send_fwd/send_bwd"),
-        bucket_bytes=bucket,
+        bucket_bytes=_bucket_bytes(preset, plan, r),
         first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=(
@@ -673,6 +632,84 @@ def build_recipe(
         activation_offload_layers=preset.activation_offload_layers,
         **_moe_local_copies(fusion, fp8, plan),
     )
+
+
+def _fusion(preset: SoftwarePreset, compile: bool | None) -> Fusion:
+    """The kernels the stack launches: the preset's, or ``Fusion.COMPILE`` under
+    ``torch.compile`` (only for stacks that run PyTorch eager modules).
+
+    Raises
+    ------
+    ConfigError
+        ``compile`` on a stack that does not run PyTorch eager modules.
+    """
+    if not compile:
+        return preset.fusion
+    if not preset.compilable:
+        raise ConfigError(
+            f"--compile: software preset {preset.name} runs {preset.fusion.value} kernels, "
+            "not PyTorch modules torch.compile can fuse; compile applies to the PyTorch "
+            "eager presets (pytorch-ddp, fsdp, torchtitan, deepspeed-*)",
+            value=preset.name,
+            where="--compile",
+        )
+    return Fusion.COMPILE
+
+
+def _fp8(
+    preset: SoftwarePreset, precision: Precision, fp8_recipe: Fp8Recipe | None
+) -> Fp8Recipe | None:
+    """The FP8 recipe of a ``precision="fp8"`` run (the stated one, else the preset's);
+    ``None`` for any other precision.
+
+    Raises
+    ------
+    ConfigError
+        An FP8 recipe stated without ``precision="fp8"``.
+    """
+    if precision is Precision.FP8:
+        return preset.fp8_recipe if fp8_recipe is None else fp8_recipe
+    if fp8_recipe is not None:
+        raise ConfigError(
+            f"--fp8-recipe {fp8_recipe.value} needs --precision fp8 (got {precision.value})",
+            value=fp8_recipe.value,
+            where="--fp8-recipe",
+        )
+    return None
+
+
+def _model_state_bytes(
+    preset: SoftwarePreset, precision: Precision, fp8_params: bool
+) -> tuple[int, int, int, int, int]:
+    """Bytes per parameter ``(parameter, gradient, gradient reduction, parameter gather,
+    master copy)`` of the preset's mixed-precision style (the module table above): FP32
+    parameters under autocast or full precision; 16-bit model with FP32 or 16-bit gradients
+    and the optimizer's master copy (:class:`MasterCopy`) for half-model stacks; FP32 shards
+    gathered in 16 bit under the FSDP2 mixed-precision policy."""
+    amp = preset.amp
+    half = precision.param_bytes  # 2 under mixed precision, 4 otherwise
+    if not precision.mixed or amp is AmpStyle.AUTOCAST:  # FP32 parameters; autocast casts per op
+        return 4, 4, 4, 4, 0
+    if amp is AmpStyle.HALF_MODEL:
+        g = 4 if (preset.fp32_grads_bf16 and precision is not Precision.FP16) else half
+        model_dtype = DType.FP16 if precision is Precision.FP16 else DType.BF16
+        master = preset.master_copy.bytes_per_param(
+            model_dtype, preset.optimizer_dtype, fp8_params=fp8_params
+        )
+        return half, g, g, half, master
+    # FSDP2 mixed-precision policy
+    return 4, 4, 4 if preset.fp32_grad_reduce else half, half, 0
+
+
+def _bucket_bytes(preset: SoftwarePreset, plan: ParallelismPlan, reduce_bytes: int) -> int:
+    """Gradient bucket size in bytes: the preset's bytes, or its parameter / element count
+    (Megatron-Core: ``max(bucket_params, bucket_params_per_dp * dp)``) at the reduction's
+    bytes per element."""
+    if preset.bucket_params is not None:
+        return max(preset.bucket_params, preset.bucket_params_per_dp * plan.dp) * reduce_bytes
+    if preset.bucket_elements is not None:
+        return preset.bucket_elements * reduce_bytes
+    return preset.bucket_bytes
 
 
 def _check_activation_offload(layers: int, plan: ParallelismPlan) -> None:
