@@ -1,16 +1,13 @@
 """Memory of one pipeline stage (:func:`stage_memory`): weights, gradients, optimizer state,
 activations of the micro-batches in flight, workspace, communication buffers and non-trainable
 buffers, each as the step's recipe keeps them.
-
-Long function kept whole: :func:`stage_memory` (~130 lines, a third of them its docstring) adds a
-stage's memory terms in one order, each beside its source; split, the sum's order would be
-scattered over helpers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import CPImpl
@@ -195,6 +192,55 @@ def stage_memory(
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
+    acts = _activation_bytes(chunks, plan, rc, prec, in_flight)
+    act_b = prec.activation_bytes
+    ce = rc.cross_entropy
+    acts += in_flight * sum(ce.saved_delta_bytes(c.layers, act_b) for c in chunks) / len(chunks)
+    # the largest of the same products over the distinct shapes (a stack repeats a few); a loss
+    # that writes the logits' gradient in place makes no pair of the LM head's output size
+    shapes = {
+        la.output_shape for la in layers if not (ce.logits_in_place and la.name.endswith("lm_head"))
+    }
+    peak_layer = max((2.0 * _elements(shape) * act_b for shape in shapes), default=0.0)
+    # the loss's backward transient and the largest layer pair come at different moments
+    peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
+    ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
+    ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
+    if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
+        # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
+        # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
+        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
+        ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
+    elif stage >= 3:
+        biggest = max(s.params for c in chunks for s in c.segments)
+        ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
+    subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
+    ws += wmem.FRAGMENTATION * subtotal
+    return PlanMemory(
+        weights_bytes=weights,
+        grads_bytes=grads,
+        optimizer_bytes=state,
+        activations_bytes=acts,
+        workspace_bytes=ws,
+        comm_buffers_bytes=comm_buffer_bytes,
+        capacity_bytes=capacity_bytes,
+    )
+
+
+def _activation_bytes(
+    chunks: Sequence[Chunk],
+    plan: ParallelismPlan,
+    rc: Recipe,
+    prec: Precision,
+    in_flight: float,
+) -> float:
+    """Saved activations of ``in_flight`` micro-batches of the stage's chunks (bytes), as the
+    plan's recomputation keeps them: Megatron-Core's ``recompute_modules`` (what each module
+    frees), full or op-level selective checkpointing (the kept inputs, plus one chunk's working
+    set while it recomputes), or the layers' saved tensors (less what CPU offloading moves out).
+    """
+    from perfmodel.workload import memory as wmem
+
     policy = rc.selective_recompute
     op_sac = plan.recompute is Recompute.SELECTIVE and policy.checkpoints_blocks
     modules = plan.recompute is Recompute.SELECTIVE and isinstance(policy, ModuleRecompute)
@@ -241,35 +287,4 @@ def stage_memory(
                 for a, c in zip(per_chunk, chunks, strict=True)
             ]
         acts = in_flight * sum(per_chunk) / len(per_chunk)
-    act_b = prec.activation_bytes
-    ce = rc.cross_entropy
-    acts += in_flight * sum(ce.saved_delta_bytes(c.layers, act_b) for c in chunks) / len(chunks)
-    # the largest of the same products over the distinct shapes (a stack repeats a few); a loss
-    # that writes the logits' gradient in place makes no pair of the LM head's output size
-    shapes = {
-        la.output_shape for la in layers if not (ce.logits_in_place and la.name.endswith("lm_head"))
-    }
-    peak_layer = max((2.0 * _elements(shape) * act_b for shape in shapes), default=0.0)
-    # the loss's backward transient and the largest layer pair come at different moments
-    peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
-    ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
-    ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
-    if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
-        # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
-        # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
-        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
-        ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
-    elif stage >= 3:
-        biggest = max(s.params for c in chunks for s in c.segments)
-        ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
-    subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
-    ws += wmem.FRAGMENTATION * subtotal
-    return PlanMemory(
-        weights_bytes=weights,
-        grads_bytes=grads,
-        optimizer_bytes=state,
-        activations_bytes=acts,
-        workspace_bytes=ws,
-        comm_buffers_bytes=comm_buffer_bytes,
-        capacity_bytes=capacity_bytes,
-    )
+    return acts
