@@ -127,8 +127,10 @@ def _gpt_oss_attention(
 #: 4415119, the commit Megatron-Bridge 26.04 pins, ``megatron/core/transformer/moe/experts.py``):
 #: ``linear_fc2`` is built with ``skip_bias_add=True`` and ``_apply_bias`` adds the bias in eager
 #: PyTorch after the grouped GEMM, ``torch.cat([t + b * p for t, b, p in zip(split(out),
-#: biases, split(permuted_probs))]).to(out.dtype)`` (the fused op-fuser path is off unless
-#: ``use_transformer_engine_op_fuser``). ``permuted_probs`` are FP32
+#: biases, split(permuted_probs))]).to(out.dtype)`` (the fused op-fuser path needs
+#: ``use_transformer_engine_op_fuser``, which the performance scripts turn off: Megatron-Bridge
+#: 21d102f5 ``scripts/performance/utils/overrides.py`` ``_set_common_perf_overrides``).
+#: ``permuted_probs`` are FP32
 #: (:data:`~perfmodel.workload.zoo.moe.PROB_BYTES`), so ``b * p`` and the sum are FP32 tensors
 #: of the routed rows: per element of the ``rows x h`` output the forward writes ``b * p``
 #: (FP32), reads it with ``t`` and writes the FP32 sum, copies it in ``cat`` and casts it back;
@@ -153,7 +155,8 @@ MEGATRON_EXPERT_BIAS_OPS = OpKernels(
         KernelIO("grad_prob_sum", read_f=1),
     ),
     source="Megatron-LM 4415119 megatron/core/transformer/moe/experts.py TEGroupedMLP._apply_bias "
-    "(eager, FP32 probabilities); PyTorch autograd derivatives of mul/add/cat/to",
+    "(eager, FP32 probabilities; op fuser off in Megatron-Bridge 21d102f5 scripts/performance/"
+    "utils/overrides.py); PyTorch autograd derivatives of mul/add/cat/to",
 )
 
 #: The down-projection bias of an eager expert (HuggingFace ``GptOssExperts``: ``bmm(...) +
