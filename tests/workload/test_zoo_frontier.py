@@ -114,6 +114,41 @@ def test_gpt_oss_expert_down_bias_is_its_own_kernels() -> None:
     assert (e.fwd_bytes, e.bwd_bytes) == (pytest.approx(4 * el), pytest.approx(2 * el))
 
 
+def test_gpt_oss_clamped_activation_kernels() -> None:
+    """The clamp of the expert activation's input (limit 7): under Megatron-Core two eager
+    clamps and a cat (4 elements forward, 5 backward per element of the rows x 2f fc1 output),
+    the clamped copy saved beside the fc1 output (counted with experts_fc2, which moe_act
+    frees); torch.compile fuses it away."""
+    from perfmodel.workload.kernels import Fusion, KernelRecipe
+
+    b, s, ep, f = 2, 256, 8, 2880
+    ws = {
+        fu: build_model(
+            "gpt_oss_20b",
+            batch_size=b,
+            seq_len=s,
+            ep=ep,
+            precision="bf16",
+            kernels=KernelRecipe(fusion=fu),
+        )
+        for fu in (Fusion.TE, Fusion.COMPILE, Fusion.EAGER)
+    }
+    lay = {fu: {la.name: la for la in w.layers} for fu, w in ws.items()}
+    rows = b * s * 4
+    el = rows * 2 * f  # the fc1 output
+    te, co, ea = (
+        lay[fu]["layer0.experts_swiglu"] for fu in (Fusion.TE, Fusion.COMPILE, Fusion.EAGER)
+    )
+    assert co.fwd_bytes == pytest.approx(3 * rows * f * 2)  # the zoo's SwiGLU, nothing added
+    assert te.fwd_bytes - co.fwd_bytes == pytest.approx(4 * el * 2)
+    assert te.bwd_bytes - co.bwd_bytes == pytest.approx(5 * el * 2)
+    assert ea.fwd_bytes - co.fwd_bytes == pytest.approx(2 * el * 2)
+    assert te.kernels - co.kernels == 3
+    fc2 = {fu: lay[fu]["layer0.experts_fc2"].activation_bytes for fu in lay}
+    assert fc2[Fusion.TE] - fc2[Fusion.COMPILE] == pytest.approx(el * 2)
+    assert fc2[Fusion.EAGER] == fc2[Fusion.COMPILE]
+
+
 # --------------------------------------------------------------------------------- Llama 4
 # text_config of config.json of huggingface.co/meta-llama/Llama-4-Scout-17B-16E and
 # Llama-4-Maverick-17B-128E: hidden_size 5120, num_hidden_layers 48, num_attention_heads 40,

@@ -13,7 +13,9 @@ embeddings and the head), adding what these models do differently:
   matters), and alternating attention: layer ``i`` even uses a sliding window of
   ``sliding_window`` keys, odd a full causal attention (HF ``layer_types``; Megatron-Bridge's
   gpt-oss bridge sets ``window_size = (sliding_window - 1, 0)``, ``window_attn_skip_freq = 2``).
-  The clamped SwiGLU (``alpha 1.702, limit 7``) costs as the zoo's SwiGLU. The experts'
+  The clamped SwiGLU (``alpha 1.702, limit 7``) costs as the zoo's SwiGLU plus its clamps
+  (:func:`_clamped_activation`: eager clamp and concatenation kernels under Megatron-Core). The
+  experts'
   down-projection bias is weighted by the router probability, so no GEMM epilogue adds it: its
   own memory-bound kernels follow the grouped GEMM (:func:`_expert_bias`; Megatron-Core's eager
   FP32 ``_apply_bias`` moves 28 + 36 bytes per routed element).
@@ -198,20 +200,67 @@ def _expert_bias(net: Net, name: str, rows: int, h: int, local: int, moe: MoeCon
     raise ValueError(f"no layer {name}.experts_fc2 to follow")  # internal invariant
 
 
+def _clamped_activation(net: Net, name: str, rows: int, f: int) -> None:
+    """The clamp of gpt-oss's expert activation input (``limit 7``: the gate half clamped
+    above, the linear half on both sides) as the stack runs it, added to ``{name}.experts_swiglu``
+    (so ``moe_act`` recomputation re-runs it) on the ``rows x 2 f`` fc1 output:
+
+    * Megatron-Core with TE: ``weighted_bias_quick_geglu_impl`` (Megatron-LM 4415119
+      ``megatron/core/fusions/fused_bias_geglu.py``; the bridge sets
+      ``activation_func_clamp_value = 7.0``) clamps the two halves and ``torch.cat`` them in
+      eager PyTorch before the fused weighted quick-GeGLU: forward, each element read and
+      written by its clamp and again by the cat (4 elements); backward (autograd
+      ``clamp_backward(grad, self, min, max)``, PyTorch ``tools/autograd/derivatives.yaml``)
+      each clamp reads the gradient and its input and writes the gradient (3), and the two
+      halves' gradients are concatenated into the fc1 output's (2). Both the fc1 output (kept by
+      the clamps) and the clamped copy (kept by the fused activation) are saved: the copy is
+      counted with ``experts_fc2``'s saved bytes, which ``moe_act``'s checkpoint of the whole
+      activation frees;
+    * eager (HuggingFace ``GptOssExperts``): the two clamps (2 forward, 3 backward, and the
+      halves' gradients assembled, 2); the clamped halves are new tensors the eager
+      activation reads instead of the fc1 output (no extra saved bytes counted);
+    * ``torch.compile``: fused into the activation's kernel, nothing added.
+    """
+    fusion = net.kernels.fusion
+    if fusion is Fusion.COMPILE:
+        return
+    te = fusion is Fusion.TE
+    a, el = net.act_bytes, float(rows * 2 * f)
+    fwd_el, fwd_k = (4.0, 3) if te else (2.0, 2)
+    for i in range(len(net.layers) - 1, -1, -1):  # experts_fc2 comes after experts_swiglu
+        la = net.layers[i]
+        if te and la.name == f"{name}.experts_fc2":
+            net.layers[i] = replace(la, activation_bytes=la.activation_bytes + el * a)
+        elif la.name == f"{name}.experts_swiglu":
+            bwd_k = la.kernels if la.bwd_kernels is None else la.bwd_kernels
+            net.layers[i] = replace(
+                la,
+                fwd_bytes=la.fwd_bytes + fwd_el * el * a,
+                bwd_bytes=la.bwd_bytes + 5.0 * el * a,
+                kernels=la.kernels + fwd_k,
+                bwd_kernels=bwd_k + 3,
+            )
+            return
+    raise ValueError(f"no layer {name}.experts_swiglu")  # internal invariant
+
+
 def _gpt_oss_experts(
     net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig
 ) -> None:
     """:func:`~perfmodel.workload.zoo.moe.moe_mlp` with gpt-oss's biases: the router's (one per
     expert) and each expert's ``2 f`` (gate and up) and ``h`` (down) biases. The gate/up bias
     rides in the grouped GEMM's epilogue; the down bias is weighted by the router probability
-    and added by its own kernels (:func:`_expert_bias`)."""
+    and added by its own kernels (:func:`_expert_bias`); the activation's input is clamped
+    first (:func:`_clamped_activation`)."""
     moe_mlp(net, cfg, b, s, name, moe=moe)
     local = moe.experts // net.ep
     _add_params(net, f"{name}.router", moe.experts)
     _add_params(net, f"{name}.experts_fc1", local * 2 * moe.expert_ffn_hidden // net.etp)
     _add_params(net, f"{name}.experts_fc2", local * cfg.hidden)
     fc2 = next(la for la in reversed(net.layers) if la.name == f"{name}.experts_fc2")
-    _expert_bias(net, name, int(fc2.output_shape[0]), cfg.hidden, local, moe)
+    rows = int(fc2.output_shape[0])
+    _clamped_activation(net, name, rows, moe.expert_ffn_hidden // net.etp)
+    _expert_bias(net, name, rows, cfg.hidden, local, moe)
 
 
 def gpt_oss(
