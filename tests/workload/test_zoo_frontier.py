@@ -83,6 +83,72 @@ def test_gpt_oss_alternates_sliding_and_full_attention() -> None:
     assert (shape.seq, shape.causal) == (128, True)
 
 
+def test_gpt_oss_expert_down_bias_is_its_own_kernels() -> None:
+    """Megatron-Core adds the probability-weighted down-projection bias in eager PyTorch after
+    the grouped GEMM (``TEGroupedMLP._apply_bias``, FP32 probabilities): 28 bytes per element of
+    the routed rows forward, 36 backward, per-expert launches; eager stacks one bf16 add."""
+    from perfmodel.workload.kernels import Fusion, KernelRecipe
+
+    b, s, ep = 2, 256, 8  # gpt-oss-20b: 32 experts top-4, hidden 2880; 4 local experts
+    te = build_model(
+        "gpt_oss_20b",
+        batch_size=b,
+        seq_len=s,
+        ep=ep,
+        precision="bf16",
+        kernels=KernelRecipe(fusion=Fusion.TE),
+    )
+    names = [la.name for la in te.layers]
+    i = names.index("layer0.experts_fc2")
+    assert names[i + 1] == "layer0.experts_fc2_bias"  # between the GEMM and the combine
+    bias = te.layers[i + 1]
+    rows = b * s * 4  # force-balanced: every rank gets tokens x top_k routed rows
+    assert bias.output_shape == (rows, 2880)
+    el = rows * 2880
+    assert bias.fwd_bytes == pytest.approx(28 * el)  # b*p 4 + add 2+4+4 + cat 4+4 + to 4+2
+    assert bias.bwd_bytes == pytest.approx(36 * el)  # casts 6+6, two products 8+8, two sums 4+4
+    assert (bias.kernels, bias.bwd_kernels) == (4 + 2 * 3, 6 + 5 * 3)
+    assert bias.expert_role is not None and bias.params == 0
+    eager = build_model("gpt_oss_20b", batch_size=b, seq_len=s, ep=ep, precision="bf16")
+    e = next(la for la in eager.layers if la.name == "layer0.experts_fc2_bias")
+    assert (e.fwd_bytes, e.bwd_bytes) == (pytest.approx(4 * el), pytest.approx(2 * el))
+
+
+def test_gpt_oss_clamped_activation_kernels() -> None:
+    """The clamp of the expert activation's input (limit 7): under Megatron-Core two eager
+    clamps and a cat (4 elements forward, 5 backward per element of the rows x 2f fc1 output),
+    the clamped copy saved beside the fc1 output (counted with experts_fc2, which moe_act
+    frees); torch.compile fuses it away."""
+    from perfmodel.workload.kernels import Fusion, KernelRecipe
+
+    b, s, ep, f = 2, 256, 8, 2880
+    ws = {
+        fu: build_model(
+            "gpt_oss_20b",
+            batch_size=b,
+            seq_len=s,
+            ep=ep,
+            precision="bf16",
+            kernels=KernelRecipe(fusion=fu),
+        )
+        for fu in (Fusion.TE, Fusion.COMPILE, Fusion.EAGER)
+    }
+    lay = {fu: {la.name: la for la in w.layers} for fu, w in ws.items()}
+    rows = b * s * 4
+    el = rows * 2 * f  # the fc1 output
+    te, co, ea = (
+        lay[fu]["layer0.experts_swiglu"] for fu in (Fusion.TE, Fusion.COMPILE, Fusion.EAGER)
+    )
+    assert co.fwd_bytes == pytest.approx(3 * rows * f * 2)  # the zoo's SwiGLU, nothing added
+    assert te.fwd_bytes - co.fwd_bytes == pytest.approx(4 * el * 2)
+    assert te.bwd_bytes - co.bwd_bytes == pytest.approx(5 * el * 2)
+    assert ea.fwd_bytes - co.fwd_bytes == pytest.approx(2 * el * 2)
+    assert te.kernels - co.kernels == 3
+    fc2 = {fu: lay[fu]["layer0.experts_fc2"].activation_bytes for fu in lay}
+    assert fc2[Fusion.TE] - fc2[Fusion.COMPILE] == pytest.approx(el * 2)
+    assert fc2[Fusion.EAGER] == fc2[Fusion.COMPILE]
+
+
 # --------------------------------------------------------------------------------- Llama 4
 # text_config of config.json of huggingface.co/meta-llama/Llama-4-Scout-17B-16E and
 # Llama-4-Maverick-17B-128E: hidden_size 5120, num_hidden_layers 48, num_attention_heads 40,

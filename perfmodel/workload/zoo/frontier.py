@@ -13,7 +13,12 @@ embeddings and the head), adding what these models do differently:
   matters), and alternating attention: layer ``i`` even uses a sliding window of
   ``sliding_window`` keys, odd a full causal attention (HF ``layer_types``; Megatron-Bridge's
   gpt-oss bridge sets ``window_size = (sliding_window - 1, 0)``, ``window_attn_skip_freq = 2``).
-  The clamped SwiGLU (``alpha 1.702, limit 7``) costs as the zoo's SwiGLU.
+  The clamped SwiGLU (``alpha 1.702, limit 7``) costs as the zoo's SwiGLU plus its clamps
+  (:func:`_clamped_activation`: eager clamp and concatenation kernels under Megatron-Core). The
+  experts'
+  down-projection bias is weighted by the router probability, so no GEMM epilogue adds it: its
+  own memory-bound kernels follow the grouped GEMM (:func:`_expert_bias`; Megatron-Core's eager
+  FP32 ``_apply_bias`` moves 28 + 36 bytes per routed element).
 * **Llama 4** (Meta 2025, ``config.json`` of huggingface.co/meta-llama/Llama-4-Scout-17B-16E and
   -Maverick-17B-128E, ``text_config``; HF ``Llama4TextModel``): a routed expert layer with one
   shared expert of the routed width (``Llama4TextMoe.shared_expert``) every
@@ -59,7 +64,8 @@ import perfmodel.workload.zoo.moe as _moe
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net
-from perfmodel.workload.layers import CommPoint
+from perfmodel.workload.kernels import Fusion, KernelIO, OpKernels
+from perfmodel.workload.layers import CommPoint, ExpertRole, KernelClass
 from perfmodel.workload.window import AttentionWindow, WindowKind
 from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
 from perfmodel.workload.zoo.transformer import (
@@ -119,16 +125,142 @@ def _gpt_oss_attention(
     _add_params(net, sink, cfg.heads // net.tp)
 
 
+#: The probability-weighted down-projection bias of Megatron-Core's ``TEGroupedMLP`` (Megatron-LM
+#: 4415119, the commit Megatron-Bridge 26.04 pins, ``megatron/core/transformer/moe/experts.py``):
+#: ``linear_fc2`` is built with ``skip_bias_add=True`` and ``_apply_bias`` adds the bias in eager
+#: PyTorch after the grouped GEMM, ``torch.cat([t + b * p for t, b, p in zip(split(out),
+#: biases, split(permuted_probs))]).to(out.dtype)`` (the fused op-fuser path needs
+#: ``use_transformer_engine_op_fuser``, which the performance scripts turn off: Megatron-Bridge
+#: 21d102f5 ``scripts/performance/utils/overrides.py`` ``_set_common_perf_overrides``).
+#: ``permuted_probs`` are FP32
+#: (:data:`~perfmodel.workload.zoo.moe.PROB_BYTES`), so ``b * p`` and the sum are FP32 tensors
+#: of the routed rows: per element of the ``rows x h`` output the forward writes ``b * p``
+#: (FP32), reads it with ``t`` and writes the FP32 sum, copies it in ``cat`` and casts it back;
+#: the backward (autograd, PyTorch ``tools/autograd/derivatives.yaml``: ``to`` casts the
+#: gradient to FP32, ``add`` casts it back for ``t``, ``mul`` multiplies by the other factor and
+#: reduces to the broadcast shape for both ``b`` and ``p``) moves 36 bytes. The forward's ``mul``
+#: and ``add`` and the backward's cast, two products and two reductions run once per local expert.
+MEGATRON_EXPERT_BIAS_OPS = OpKernels(
+    KernelClass.ELEMENTWISE,
+    fwd=(
+        KernelIO("bias_x_prob", write_f=1),
+        KernelIO("add_bias", read_a=1, read_f=1, write_f=1),
+        KernelIO("cat", read_f=1, write_f=1),
+        KernelIO("to_act", read_f=1, write_a=1, cast=True),
+    ),
+    bwd=(
+        KernelIO("grad_to_fp32", read_a=1, write_f=1, cast=True),
+        KernelIO("grad_out_cast", read_f=1, write_a=1, cast=True),
+        KernelIO("grad_bias_mul", read_f=1, write_f=1),
+        KernelIO("grad_bias_sum", read_f=1),
+        KernelIO("grad_prob_mul", read_f=1, write_f=1),
+        KernelIO("grad_prob_sum", read_f=1),
+    ),
+    source="Megatron-LM 4415119 megatron/core/transformer/moe/experts.py TEGroupedMLP._apply_bias "
+    "(eager, FP32 probabilities; op fuser off in Megatron-Bridge 21d102f5 scripts/performance/"
+    "utils/overrides.py); PyTorch autograd derivatives of mul/add/cat/to",
+)
+
+#: The down-projection bias of an eager expert (HuggingFace ``GptOssExperts``: ``bmm(...) +
+#: down_proj_bias[..., None, :]`` before the routing weights are applied): one add in the
+#: activation dtype, and the bias gradient's reduction in backward.
+EAGER_EXPERT_BIAS_OPS = OpKernels(
+    KernelClass.ELEMENTWISE,
+    fwd=(KernelIO("add_bias", read_a=1, write_a=1),),
+    bwd=(KernelIO("grad_bias_sum", read_a=1),),
+    source="HuggingFace transformers GptOssExperts.forward (training path): bias added after the "
+    "down-projection bmm",
+)
+
+
+def _expert_bias(net: Net, name: str, rows: int, h: int, local: int, moe: MoeConfig) -> None:
+    """The routed rows' down-projection bias as the stack adds it (Megatron-Core with TE:
+    :data:`MEGATRON_EXPERT_BIAS_OPS`, per-expert launches; others: :data:`EAGER_EXPERT_BIAS_OPS`),
+    placed right after ``{name}.experts_fc2`` as an expert layer (its rows are the routed
+    rows the expert-parallel rank holds)."""
+    te = net.kernels.fusion is Fusion.TE
+    ops = MEGATRON_EXPERT_BIAS_OPS if te else EAGER_EXPERT_BIAS_OPS
+    net.op_layer(f"{name}.experts_fc2_bias", ops, float(rows * h), output_shape=(rows, h))
+    la = net.layers.pop()
+    if te and local > 1:  # mul and add per expert forward; cast, 2 mul, 2 sums per expert backward
+        la = replace(
+            la, kernels=la.kernels + 2 * (local - 1), bwd_kernels=la.bwd_kernels + 5 * (local - 1)
+        )
+    la = replace(
+        la,
+        expert_role=ExpertRole.EXPERT,
+        experts=moe.experts,
+        top_k=moe.top_k,
+        routing_groups=moe.routing_groups,
+    )
+    for i in range(len(net.layers) - 1, -1, -1):
+        if net.layers[i].name == f"{name}.experts_fc2":
+            net.layers.insert(i + 1, la)
+            return
+    raise ValueError(f"no layer {name}.experts_fc2 to follow")  # internal invariant
+
+
+def _clamped_activation(net: Net, name: str, rows: int, f: int) -> None:
+    """The clamp of gpt-oss's expert activation input (``limit 7``: the gate half clamped
+    above, the linear half on both sides) as the stack runs it, added to ``{name}.experts_swiglu``
+    (so ``moe_act`` recomputation re-runs it) on the ``rows x 2 f`` fc1 output:
+
+    * Megatron-Core with TE: ``weighted_bias_quick_geglu_impl`` (Megatron-LM 4415119
+      ``megatron/core/fusions/fused_bias_geglu.py``; the bridge sets
+      ``activation_func_clamp_value = 7.0``) clamps the two halves and ``torch.cat`` them in
+      eager PyTorch before the fused weighted quick-GeGLU: forward, each element read and
+      written by its clamp and again by the cat (4 elements); backward (autograd
+      ``clamp_backward(grad, self, min, max)``, PyTorch ``tools/autograd/derivatives.yaml``)
+      each clamp reads the gradient and its input and writes the gradient (3), and the two
+      halves' gradients are concatenated into the fc1 output's (2). Both the fc1 output (kept by
+      the clamps) and the clamped copy (kept by the fused activation) are saved: the copy is
+      counted with ``experts_fc2``'s saved bytes, which ``moe_act``'s checkpoint of the whole
+      activation frees;
+    * eager (HuggingFace ``GptOssExperts``): the two clamps (2 forward, 3 backward, and the
+      halves' gradients assembled, 2); the clamped halves are new tensors the eager
+      activation reads instead of the fc1 output (no extra saved bytes counted);
+    * ``torch.compile``: fused into the activation's kernel, nothing added.
+    """
+    fusion = net.kernels.fusion
+    if fusion is Fusion.COMPILE:
+        return
+    te = fusion is Fusion.TE
+    a, el = net.act_bytes, float(rows * 2 * f)
+    fwd_el, fwd_k = (4.0, 3) if te else (2.0, 2)
+    for i in range(len(net.layers) - 1, -1, -1):  # experts_fc2 comes after experts_swiglu
+        la = net.layers[i]
+        if te and la.name == f"{name}.experts_fc2":
+            net.layers[i] = replace(la, activation_bytes=la.activation_bytes + el * a)
+        elif la.name == f"{name}.experts_swiglu":
+            bwd_k = la.kernels if la.bwd_kernels is None else la.bwd_kernels
+            net.layers[i] = replace(
+                la,
+                fwd_bytes=la.fwd_bytes + fwd_el * el * a,
+                bwd_bytes=la.bwd_bytes + 5.0 * el * a,
+                kernels=la.kernels + fwd_k,
+                bwd_kernels=bwd_k + 3,
+            )
+            return
+    raise ValueError(f"no layer {name}.experts_swiglu")  # internal invariant
+
+
 def _gpt_oss_experts(
     net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig
 ) -> None:
     """:func:`~perfmodel.workload.zoo.moe.moe_mlp` with gpt-oss's biases: the router's (one per
-    expert) and each expert's ``2 f`` (gate and up) and ``h`` (down) biases."""
+    expert) and each expert's ``2 f`` (gate and up) and ``h`` (down) biases. The gate/up bias
+    rides in the grouped GEMM's epilogue; the down bias is weighted by the router probability
+    and added by its own kernels (:func:`_expert_bias`); the activation's input is clamped
+    first (:func:`_clamped_activation`)."""
     moe_mlp(net, cfg, b, s, name, moe=moe)
     local = moe.experts // net.ep
     _add_params(net, f"{name}.router", moe.experts)
     _add_params(net, f"{name}.experts_fc1", local * 2 * moe.expert_ffn_hidden // net.etp)
     _add_params(net, f"{name}.experts_fc2", local * cfg.hidden)
+    fc2 = next(la for la in reversed(net.layers) if la.name == f"{name}.experts_fc2")
+    rows = int(fc2.output_shape[0])
+    _clamped_activation(net, name, rows, moe.expert_ffn_hidden // net.etp)
+    _expert_bias(net, name, rows, cfg.hidden, local, moe)
 
 
 def gpt_oss(
