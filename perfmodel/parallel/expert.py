@@ -555,8 +555,9 @@ def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float, slowdown: fl
     guide features/moe_a2a_overlap) pairs the forward of one micro-batch with the backward of
     another and runs each one's dispatch/combine all-to-all on a communication stream while
     the other's independent compute runs; DeepSeek-V3's DualPipe (arXiv:2412.19437, sec. 3.2.1)
-    overlaps the same pairs. As an approximation of the steady state (warm-up and cool-down
-    micro-batches, which have no partner, are not singled out), a segment's all-to-alls of one
+    overlaps the same pairs. As an approximation of the steady state (the warm-up and cool-down
+    operations with no partner expose theirs in full: :func:`unpaired_phases`, applied per
+    micro-batch by the pipeline lowering), a segment's all-to-alls of one
     phase hide under the segment's compute of the other phase, which runs ``slowdown`` slower
     while they share the SMs (:func:`overlap_compute_slowdown`):
 
@@ -568,6 +569,36 @@ def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float, slowdown: fl
     0.25
     """
     return max(0.0, alltoall_s - other_compute_s) + min(alltoall_s, other_compute_s) * slowdown
+
+
+def unpaired_phases(ops: Sequence[tuple[str, int, int]]) -> frozenset[tuple[str, int, int]]:
+    """The operations of one stage's schedule that Megatron-Core's combined 1F1B
+    (``overlap_moe_expert_parallel_comm``) runs alone, with no other micro-batch's compute to
+    hide their expert all-to-alls under.
+
+    ``ops`` is the stage's order of ``(phase, micro-batch, chunk)``
+    (:func:`~perfmodel.parallel.schedule.stage_ops`): ``w`` warm-up forwards, then forward
+    and backward alternating, then ``w`` cool-down backwards. At Megatron-LM 4415119,
+    ``combined_1f1b_schedule_for_no_pipelining`` (``pipeline_parallel/combined_1f1b.py``)
+    runs micro-batch 0's forward alone, pairs forward ``i + 1`` with backward ``i``, and runs
+    the last backward alone; with interleaved pipelining, ``get_pp_rank_microbatches``
+    (``pipeline_parallel/schedules.py``) adds one warm-up forward "to ensure the forward and
+    backward computations are independent", so the ``w + 1`` forwards before the first
+    backward run alone, each steady step pairs a forward with the backward ``w + 1`` places
+    before it, and the ``w + 1`` backwards after the last forward run alone. Both are the
+    same order as the plain schedule's: the first ``n`` forwards and the last ``n``
+    backwards, ``n`` the forwards before the first backward, have no partner (every
+    operation with one micro-batch).
+
+    >>> from perfmodel.parallel.schedule import one_f_one_b
+    >>> sorted(unpaired_phases(one_f_one_b(1, 3, 0)))
+    [('B', 2, 0), ('F', 0, 0)]
+    >>> len(unpaired_phases(one_f_one_b(1, 1, 0)))
+    2
+    """
+    n = next((i for i, op in enumerate(ops) if op[0] == "B"), len(ops))
+    backward = [op for op in ops if op[0] == "B"]
+    return frozenset(ops[:n]) | frozenset(backward[len(backward) - n :] if n else ())
 
 
 __all__ = [
@@ -591,5 +622,6 @@ __all__ = [
     "ring_exposed_s",
     "stage_ranks",
     "torch_cp_exposed_s",
+    "unpaired_phases",
     "with_neighbours",
 ]

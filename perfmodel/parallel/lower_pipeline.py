@@ -140,6 +140,7 @@ class PipelineLowering(LoweringShortcuts):
         self.expert_share = expert_grad_share(plan)
         # stage -> ({layer id: owner rank}, {layer id: parameters}): owner-broadcast sync
         self._owners: dict[int, tuple[dict[int, int], dict[int, float]]] = {}
+        self._unpaired: dict[int, frozenset[tuple[str, int, int]]] = {}
 
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
@@ -149,6 +150,16 @@ class PipelineLowering(LoweringShortcuts):
             plan, P = self.plan, self.P
             self._ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
         return self._ops
+
+    def unpaired(self, s: int) -> frozenset[tuple[str, int, int]]:
+        """Stage ``s``'s operations whose expert all-to-alls ``ep_overlap`` cannot hide
+        (:func:`~perfmodel.parallel.expert.unpaired_phases`), found on first use."""
+        from perfmodel.parallel.expert import unpaired_phases
+
+        got = self._unpaired.get(s)
+        if got is None:
+            got = self._unpaired[s] = unpaired_phases(self.ops[s])
+        return got
 
     def expert_context_groups(self, s: int) -> dict[str, tuple[tuple[str, ...], ...]]:
         """Stage ``s``'s expert- and context-parallel groups with their server neighbours
@@ -171,13 +182,15 @@ class PipelineLowering(LoweringShortcuts):
         (:class:`~perfmodel.parallel.lowering.SegmentComm`), on the compute stream after its
         compute: Megatron-Core runs the token dispatcher's all-to-alls between the router and
         the experts without overlap unless ``overlap_moe_expert_parallel_comm`` is set (off by
-        default, not modelled). Before them, in forward (and in the recomputed forward of full
+        default; ``ep_overlap``: the share beyond the partner micro-batch's compute, in full for
+        an operation with no partner, :meth:`unpaired`). Before them, in forward (and in the recomputed forward of full
         recomputation), the GPU's wait for the host after the segment's MoE dispatchers
         synchronise (``Segment.host_sync_s``, a host task the next compute waits for)."""
         stall = seg.host_sync_s if phase == "F" or self.plan.recompute is Recompute.FULL else 0.0
         if not seg.ep_cp and not stall:  # the common case (no ep / cp): nothing to emit
             return deps
-        comms = [x for x in seg.ep_cp if x.phase == phase and x.duration_s > 0]
+        paired = not seg.ep_unpaired or (phase, mb, c) not in self.unpaired(s)
+        comms = [x for x in seg.ep_cp_of(phase, paired) if x.duration_s > 0]
         if not comms and not stall:
             return deps
         groups = self.ep_cp_groups.setdefault(s, self.expert_context_groups(s))
@@ -897,6 +910,21 @@ class PipelineLowering(LoweringShortcuts):
             ]
             full = self.m_step * sum(x.full_s for x in comms)
             exposed = self.m_step * sum(x.duration_s for x in comms)
+            if kind == "ep" and plan.ep_overlap and self.m == self.m_step > 1:
+                # the operations with no partner expose their all-to-alls in full
+                exposed += sum(
+                    x.duration_s
+                    for phase, _, c in self.unpaired(0)
+                    for seg in self.chunks[c * self.P].segments
+                    for x in seg.ep_unpaired
+                    if x.phase == phase
+                ) - sum(
+                    x.duration_s
+                    for phase, _, c in self.unpaired(0)
+                    for seg in self.chunks[c * self.P].segments
+                    for x in seg.ep_cp
+                    if x.phase == phase and x.kind.value == "ep"
+                )
             self.b.notes.append(
                 f"{what} over {size} ranks: {full * 1e3:.2f} ms of transfers per step on stage 0, "
                 f"{exposed * 1e3:.2f} ms exposed"

@@ -112,10 +112,24 @@ class Segment:
     # forward seconds of the layers whose output a tensor-parallel reduce-scatter follows (the
     # row-parallel GEMMs Transformer Engine's pipelined overlap runs on fewer SMs)
     tp_rs_fwd_s: float = 0.0
+    #: ``ep_overlap``: the expert all-to-alls as a phase with no partner exposes them (in
+    #: full, unscaled): Megatron-Core's combined 1F1B runs the warm-up forwards and cool-down
+    #: backwards alone (:func:`perfmodel.parallel.expert.unpaired_phases`)
+    ep_unpaired: tuple[SegmentComm, ...] = ()
 
     def ep_cp_s(self, phase: str) -> float:
         """Exposed expert/context-parallel time of ``phase`` (``"F"`` or ``"B"``)."""
         return sum(c.duration_s for c in self.ep_cp if c.phase == phase)
+
+    def ep_cp_of(self, phase: str, paired: bool = True) -> list[SegmentComm]:
+        """The exposed expert/context-parallel entries of ``phase``: with ``paired`` false
+        (``ep_overlap``, a phase with no partner), the expert all-to-alls in full
+        (:attr:`ep_unpaired`) in place of their overlapped share."""
+        if paired or not self.ep_unpaired:
+            return [c for c in self.ep_cp if c.phase == phase]
+        return [c for c in self.ep_cp if c.phase == phase and c.kind is not CommKind.EP] + [
+            c for c in self.ep_unpaired if c.phase == phase
+        ]
 
 
 @dataclass(frozen=True)
@@ -300,7 +314,9 @@ def build_chunk(
             rc = f
             tb += tf  # the recomputed forward re-runs its TP collectives
             extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
+        unpaired: tuple[SegmentComm, ...] = ()
         if plan.ep_overlap:
+            unpaired = _merged([c for c in extra if c.kind is CommKind.EP])
             extra = _overlap_expert_comm(extra, f, bi + bw + rc, _overlap_slowdown(plan, costs))
         segs.append(
             Segment(
@@ -318,6 +334,7 @@ def build_chunk(
                 expert,
                 sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
                 rs_f,
+                unpaired,
             )
         )
         if shape is not None:
