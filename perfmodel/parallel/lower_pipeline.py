@@ -141,6 +141,12 @@ class PipelineLowering(LoweringShortcuts):
         # stage -> ({layer id: owner rank}, {layer id: parameters}): owner-broadcast sync
         self._owners: dict[int, tuple[dict[int, int], dict[int, float]]] = {}
         self._unpaired: dict[int, frozenset[tuple[str, int, int]]] = {}
+        # ep_overlap with pipelining: Megatron-Core's combined 1F1B sends a paired backward's
+        # input gradient after the pair's layers (TransformerModelChunkSchedulePlan.run's
+        # post_backward, Megatron-LM 4415119), so the lowering holds it until the partner
+        # forward, the stage's next operation, is emitted: stage -> (to, bytes, mb, chunk)
+        self.combined = plan.ep_overlap and self.m_step > 1
+        self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
 
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
@@ -533,6 +539,10 @@ class PipelineLowering(LoweringShortcuts):
         tid = self.join(s, tids)
         self.last_compute[s] = tid
         self.f_done[(mb, k)] = tid
+        held = self.held_bwd.pop(s, None)
+        if held is not None:  # ep_overlap: the paired backward's gradient leaves with the pair
+            prv, nbytes, b_mb, b_k = held
+            self.b_out[(b_mb, b_k)] = self.send(s, prv, nbytes, [tid], "send_bwd", b_mb, b_k)
         if k < self.K - 1:
             nxt = (k + 1) % self.P
             self.f_out[(mb, k)] = (
@@ -653,6 +663,9 @@ class PipelineLowering(LoweringShortcuts):
             prv = (k - 1) % P
             # the gradient of the chunk's input: the previous chunk's output tensor
             nbytes = self.chunks[k - 1].out_bytes
+            if P > 1 and self.combined and ("B", mb, c) not in self.unpaired(s):
+                self.held_bwd[s] = (prv, nbytes, mb, k)  # sent after the partner forward
+                return
             self.b_out[(mb, k)] = (
                 self.send(s, prv, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
             )

@@ -205,3 +205,61 @@ def test_exposed_between_steady_state_and_no_overlap(m: int) -> None:
     steady = m * (tasks.get(("F", 1, 0), 0.0) + tasks.get(("B", 0, 0), 0.0))
     assert on >= steady * (1 - 1e-9)
     assert on > steady  # the first forward and the last backward add their shortfall
+
+
+def test_paired_backward_sends_its_gradient_after_the_pair() -> None:
+    """Megatron-Core's combined step interleaves the pair's layers and sends the backward's
+    input gradient after them (``post_backward`` after the layer loop, Megatron-LM 4415119):
+    pp 2, v 2, 4 micro-batches, each paired backward's send waits for its partner forward,
+    the stage's next operation (hand-derived pairs: stage 1 runs F0 F1 of chunk 0 and F0 of
+    chunk 1 alone, then (B0.1, F1.1), (B1.1, F2.0), (B0.0, F3.0), (B1.0, F2.1), (B2.1, F3.1),
+    then B3.1 B2.0 B3.0 alone; stage 0's pairs with a send are (B0.1, F3.0), (B1.1, F2.1)).
+    Without the overlap every send waits for its own backward."""
+    from perfmodel.api import resolve
+    from perfmodel.pipeline.lower import build_step
+
+    def sends(**extra: object) -> dict[tuple[str, int, int], tuple[str, int, int]]:
+        sc = Scenario(
+            system="dgx-h100",
+            model="moe",
+            model_args={**SMALL, "layers": 4},
+            precision="bf16",
+            optimizer="adam",
+            fidelity="analytic",
+            software="megatron-core",
+            ep=4,
+            pp=2,
+            interleave=2,
+            schedule="interleaved",
+            global_batch=16,
+            microbatch=1,
+            **extra,  # type: ignore[arg-type]
+        )
+        step, _ = build_step(sc, resolve(sc))
+        tasks = step.graph.tasks
+        out = {}
+        for t in tasks:
+            if t.label.startswith("send B"):
+                (d,) = t.deps
+                dep = tasks[d]  # the chunk's last task: its last all-to-all
+                out[t.device, t.microbatch, t.chunk // 2] = (
+                    dep.label.split()[-1][0],
+                    dep.microbatch,
+                    dep.chunk // 2,
+                )
+        return out
+
+    paired = {
+        ("gpu4", 0, 1): ("F", 1, 1),
+        ("gpu4", 1, 1): ("F", 2, 0),
+        ("gpu4", 0, 0): ("F", 3, 0),
+        ("gpu4", 1, 0): ("F", 2, 1),
+        ("gpu4", 2, 1): ("F", 3, 1),
+        ("gpu0", 0, 1): ("F", 3, 0),
+        ("gpu0", 1, 1): ("F", 2, 1),
+    }
+    on, off = sends(ep_overlap=True), sends()
+    assert len(on) == len(off) == 12
+    for key, dep in on.items():
+        assert dep == paired.get(key, ("B", *key[1:]))
+        assert off[key] == ("B", *key[1:])
