@@ -99,7 +99,11 @@ def open_output(path: str | os.PathLike[str]) -> int:
     FIFO, writable); the file is created empty if missing and never truncated here. The lock is
     ``fcntl.flock(LOCK_EX | LOCK_NB)`` on the open file (Linux and macOS; held until the
     descriptor is closed, also when the process is killed): a second sweep on the same file
-    stops at once with :class:`OutputLockedError` instead of interleaving rows.
+    stops with :class:`OutputLockedError` instead of interleaving rows, after a grace of
+    :data:`LOCK_GRACE_S` (a child process forked by the sweep that held the file, e.g. a dask
+    nanny restarting a killed worker, shares the open file and its lock from ``fork`` until its
+    ``exec`` closes the ``O_CLOEXEC`` descriptor: Linux ``flock(2)``, locks belong to the open
+    file description; ``multiprocessing`` "spawn" is ``fork`` + ``exec`` on POSIX).
 
     Returns
     -------
@@ -124,20 +128,33 @@ def open_output(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def _lock(fd: int, p: Path) -> None:
+#: Seconds a sweep retries a held output lock before :class:`OutputLockedError` (every
+#: :data:`_LOCK_RETRY_S`): long enough for a forked child to reach ``exec`` on a loaded machine,
+#: short against any real sweep holding the file.
+LOCK_GRACE_S = 2.0
+_LOCK_RETRY_S = 0.05
+
+
+def _lock(fd: int, p: Path, grace_s: float = LOCK_GRACE_S) -> None:
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no advisory lock
         return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        raise OutputLockedError(
-            f"-o {p}: another perfmodel sweep is writing this file (advisory lock held); "
-            "wait for it or write to another file",
-            value=str(p),
-            where="-o",
-        ) from exc
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError as exc:
+            if time.monotonic() < deadline:
+                time.sleep(_LOCK_RETRY_S)
+                continue
+            raise OutputLockedError(
+                f"-o {p}: another perfmodel sweep is writing this file (advisory lock held); "
+                "wait for it or write to another file",
+                value=str(p),
+                where="-o",
+            ) from exc
 
 
 def _read_fd(fd: int) -> bytes:

@@ -132,6 +132,28 @@ def test_second_sweep_on_one_output_stops_at_the_lock(
     assert main(["sweep", str(_spec(tmp_path)), "-o", str(out), "--quiet"]) == 0
 
 
+def test_a_lock_released_within_the_grace_is_taken(tmp_path: Path) -> None:
+    """A lock held for a moment (a child forked by the sweep that held the file, before its
+    exec closes the descriptor) is waited for; one held past the grace stops the sweep."""
+    import threading
+
+    from perfmodel.search.sweep_file import OutputLockedError, _lock, open_output
+
+    out = tmp_path / "r.csv"
+    held = open_output(out)
+    threading.Timer(0.3, os.close, args=(held,)).start()
+    fd = open_output(out)  # waits for the release instead of failing at once
+    os.close(fd)
+    held = open_output(out)
+    fd = os.open(out, os.O_RDWR)
+    try:
+        with pytest.raises(OutputLockedError):
+            _lock(fd, out, grace_s=0.1)
+    finally:
+        os.close(fd)
+        os.close(held)
+
+
 def test_second_calibrate_on_one_profile_stops_at_the_lock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
