@@ -575,7 +575,7 @@ def build_recipe(
     fusion = _fusion(preset, compile)
     fp8 = _fp8(preset, precision, fp8_recipe)
     fp8_params = preset.fp8_params and fp8 is not None and fp8.caches_weights
-    _check_activation_offload(preset.activation_offload_layers, plan)
+    _check_activation_offload(preset.activation_offload_layers, plan, fusion)
     mixed = precision.mixed
     amp = preset.amp
     p, g, r, a, master = _model_state_bytes(preset, precision, fp8_params)
@@ -712,21 +712,32 @@ def _bucket_bytes(preset: SoftwarePreset, plan: ParallelismPlan, reduce_bytes: i
     return preset.bucket_bytes
 
 
-def _check_activation_offload(layers: int, plan: ParallelismPlan) -> None:
+def _check_activation_offload(layers: int, plan: ParallelismPlan, fusion: Fusion) -> None:
     """Megatron-Core's conditions for activation CPU offloading
     (``TransformerConfig.__post_init__``, Megatron-LM d98e8a64 ``megatron/core/transformer/
-    transformer_config.py``): no pipeline parallelism, no activation recomputation.
+    transformer_config.py``): a Transformer Engine stack (the offload is TE's
+    ``get_cpu_offload_context`` around its modules), no pipeline parallelism, no activation
+    recomputation.
 
     Raises
     ------
     ConfigError
-        ``layers > 0`` with ``pp > 1`` or with recomputation, naming both.
+        ``layers > 0`` on a stack that does not run Transformer Engine modules, with ``pp > 1``
+        or with recomputation, naming both.
     """
     from perfmodel.parallel.plan import Recompute
 
     if layers <= 0:
         return
     where = "--software-option activation_offload_layers"
+    if fusion is not Fusion.TE:
+        raise ConfigError(
+            f"activation_offload_layers={layers} needs a Transformer Engine stack (--software "
+            f"megatron-core or nemo; this stack runs {fusion.value} kernels): the offload is "
+            "Megatron-Core's cpu_offloading_num_layers around TE modules",
+            value=layers,
+            where=where,
+        )
     if plan.pp > 1:
         raise ConfigError(
             f"activation_offload_layers={layers} needs pp=1 (got pp={plan.pp}): Megatron-Core "

@@ -28,7 +28,7 @@ def gpus_per_host(topology: Topology) -> int:
 
 def checkpoint_bytes(sc: Scenario, report: StepReport | None = None) -> float:
     """Bytes of one training checkpoint of the scenario's model: its parameters times the
-    recipe's weight, FP32 master and optimizer-state bytes per parameter (gradients are not
+    recipe's weight, master-copy and optimizer-state bytes per parameter (gradients are not
     saved), 14 per parameter for BF16 with Adam (:mod:`perfmodel.report.goodput`)."""
     if report is not None and report.scenario:
         sc = Scenario.from_dict(report.scenario)

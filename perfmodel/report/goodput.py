@@ -30,7 +30,7 @@ Failures (:class:`Reliability`)
     fleet's, applied to every GPU (no other published run breaks its failures down this way).
 
 Checkpoints (:class:`Storage`) and the interval (:func:`daly_interval_s`)
-    A checkpoint holds the weights, the FP32 master copy and the optimizer state (not the
+    A checkpoint holds the weights, the optimizer's master copy (if any) and the optimizer state (not the
     gradients): ``parameters * (param_bytes + master_bytes + optimizer state bytes)``, 14 bytes
     per parameter for BF16 with Adam. Saving blocks training for ``bytes / write bandwidth``
     (synchronous save: torchtitan's ``checkpoint.async_mode`` defaults to ``"disabled"``,

@@ -68,6 +68,13 @@ def test_megatron_core_conditions_are_typed_errors() -> None:
         predict(_sc(software_options={"activation_offload_layers": 4}), baseline=False)
     with pytest.raises(ConfigError, match="whole number >= 0"):
         predict(_sc(software_options={"activation_offload_layers": "two"}), baseline=False)
+    for eager in ("pytorch-ddp", "fsdp", "torchtitan"):  # TE's offload context only
+        with pytest.raises(ConfigError, match="needs a Transformer Engine stack") as err:
+            predict(
+                _sc(software=eager, software_options={"activation_offload_layers": 1}),
+                baseline=False,
+            )
+        assert err.value.where == "--software-option activation_offload_layers"
 
 
 def test_no_blocks_offloaded_is_nothing() -> None:
