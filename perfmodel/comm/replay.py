@@ -51,16 +51,6 @@ if TYPE_CHECKING:
 COARSE_RING_RANKS = 64
 
 
-@dataclass(frozen=True)
-class _Plan:
-    channels: tuple[Channel, ...]
-    shares: tuple[float, ...]
-    step_s: float
-    inter_step_s: float
-    base_s: float
-    wire_factor: float
-
-
 def run_collective(
     net: FlowNetwork,
     op: CollectiveOp | str,

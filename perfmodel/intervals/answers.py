@@ -75,10 +75,6 @@ class StepInterval:
         return out
 
 
-def _span(lo: float, hi: float, fmt: str) -> str:
-    return f"{format(lo, fmt)}-{format(hi, fmt)}"
-
-
 def step_interval(
     report: Any,
     level: float = DEFAULT_LEVEL,

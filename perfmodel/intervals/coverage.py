@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfmodel.intervals.conformal import DEFAULT_LEVEL, RecordIndex, interval
+from perfmodel.intervals.conformal import CALIBRATED, DEFAULT_LEVEL, RecordIndex, interval
 from perfmodel.intervals.features import Quantity
 from perfmodel.intervals.record import ResidualRow
 
@@ -30,8 +30,8 @@ GROUP_TARGET = (0.60, 0.95)
 GROUP_MIN_ROWS = 10
 
 #: Quantities whose rows are validation rows (the speedup rows are derived pairs of step rows,
-#: reported on their own line, not counted in the overall coverage).
-BASE = (Quantity.STEP, Quantity.COLLECTIVE, Quantity.KERNEL)
+#: reported on their own line, not counted in the overall coverage): the calibrated ones.
+BASE = CALIBRATED
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,12 @@ function that makes them.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from perfmodel._enum import parse_enum
+from perfmodel.units import MiB
 
 
 class Quantity(str, enum.Enum):
@@ -149,9 +149,9 @@ def message_band(message_bytes: float) -> str:
     >>> [message_band(b) for b in (4096, 2**24, 2**33)]
     ['<1MiB', '1-64MiB', '>=64MiB']
     """
-    if message_bytes < 2**20:
+    if message_bytes < MiB:
         return "<1MiB"
-    if message_bytes < 2**26:
+    if message_bytes < 64 * MiB:  # comm.validation.LARGE_BYTES (not imported: it loads topologies)
         return "1-64MiB"
     return ">=64MiB"
 
@@ -416,10 +416,3 @@ def step_features(sc: Any, resolved: Any | None = None) -> StepFeatures:
         parallelism=tuple(sorted(used)),
         gpus=r.num_gpus,
     )
-
-
-def log2_distance(a: float, b: float) -> float:
-    """``|log2(a / b)|`` for positive ``a`` and ``b``; ``inf`` when either is not positive."""
-    if a <= 0 or b <= 0:
-        return math.inf
-    return abs(math.log2(a / b))

@@ -25,6 +25,7 @@ from typing import Any
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import CPComm, MoEDispatcher
+from perfmodel.units import GB, Gbit
 
 #: Most sibling groups a collective names for NIC sharing (the analytic sharing factor and the
 #: flow simulation); groups on other servers do not share the representative's NICs.
@@ -387,7 +388,6 @@ class KernelRate:
         return ys[-1]
 
 
-_GB = 1e9
 _HYBRID_EP_DOC = (
     "deepseek-ai/DeepEP branch hybrid-ep @94a9f8f docs/README_Hybrid-EP.md 'Performance "
     "Results' (4096 tokens per rank, hidden 7168, top-8, random uniform router, 8 local "
@@ -417,28 +417,28 @@ FLEX_KERNEL_RATES: dict[tuple[str, DispatchFabric], KernelRate] = {
         (16, 32, 64),
         (71.71 / 50, 57.69 / 50, 49.97 / 50),
         (62.95 / 50, 57.46 / 50, 49.77 / 50),
-        50 * _GB,
+        400 * Gbit,  # CX7 400 Gb/s
         _HYBRID_EP_DOC + ", H100 Platform, 16/32/64 ranks, SM count 16",
     ),
     ("hybridep", DispatchFabric.NVLINK): KernelRate(
         (8, 16, 24, 32, 36),
         (764.03 / 900, 706.95 / 900, 665.97 / 900, 642.23 / 900, 632.31 / 900),
         (737.13 / 900, 666.26 / 900, 639.80 / 900, 605.15 / 900, 596.99 / 900),
-        900 * _GB,
+        900 * GB,
         _HYBRID_EP_DOC + ", GB200 Platform, 8-36 ranks, SM count 32",
     ),
     ("deepep", DispatchFabric.RDMA): KernelRate(
         (16, 32, 64),
         (43 / 50, 58 / 50, 51 / 50),
         (43 / 50, 57 / 50, 50 / 50),
-        50 * _GB,
+        400 * Gbit,  # CX7 400 Gb/s
         _DEEPEP_README + ", internode EP 16/32/64 (RDMA bottleneck bandwidth)",
     ),
     ("deepep", DispatchFabric.NVLINK): KernelRate(
         (8,),
         (153 / 160,),
         (158 / 160,),
-        160 * _GB,
+        160 * GB,
         _DEEPEP_README + ", intranode EP 8 (NVLink bottleneck bandwidth)",
     ),
 }

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfmodel import units
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
@@ -163,7 +164,7 @@ def per_token_figures(
         return None, None, None
     tok = float(tok)
     gpus = int(report.get("num_gpus") or 1)
-    cost = None if price is None else price.price_per_gpu_hour * gpus * 1e6 / (tok * 3600.0)
+    cost = None if price is None else price.price_per_gpu_hour * gpus * 1e6 / (tok * units.hour)
     kwh = None
     bd = report.get("breakdown")
     t = report.get("iteration_time_s")
@@ -171,9 +172,15 @@ def per_token_figures(
         from perfmodel.report.goodput import step_energy
 
         busy = float(bd.get("compute_s", 0.0)) + float(bd.get("optimizer_s", 0.0))
-        e = step_energy(spec, num_gpus=gpus, iteration_time_s=float(t), busy_s=busy)
+        e = step_energy(
+            spec,
+            num_gpus=gpus,
+            iteration_time_s=float(t),
+            busy_s=busy,
+            tokens_per_step=tok * float(t),
+        )
         if e is not None:
-            kwh = e.energy_per_step_j / (tok * float(t)) * 1e6 / 3.6e6
+            kwh = e.kwh_per_million_tokens
     return tok, cost, kwh
 
 
