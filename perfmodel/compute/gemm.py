@@ -70,6 +70,9 @@ SPLIT_K_MAX = 1024
 #: shows it at equal tiles and waves (``get_best_configs`` picks 128 tiles of 256 x 128 for all
 #: three): 1,233 -> 1,040 -> 932 TFLOP/s at 1,024 -> 512 -> 256 rows per weight matrix
 #: (4096 x 7168), while its DRAM stream, 0.9-2.1 TB/s, stays below the bandwidth roof.
+#: ``tools/fit_gemm_overlap.py`` re-runs the scan from the shipped data
+#: (``calibration/kernels/deepgemm-327ec92-h800-fp8.json`` and the calibration log);
+#: ``tests/compute/test_gemm_overlap_fit.py`` fails when the model moves the optimum off this value.
 GEMM_OVERLAP_EXPONENT = 3.0
 
 
