@@ -66,7 +66,15 @@ def stated_nccl(row: dict[str, Any]) -> str | None:
 #: ``nccl2.26.2-1``, ``NCCL_NVLS_ENABLE=0`` (commit a736384, 2025-04-14: "per NV ask, we need to
 #: disable NVLS temporarily for our nccl-tests"), ``NCCL_COLLNET_ENABLE=0``,
 #: ``NCCL_NET_GDR_C2C=1``, ``UCX_NET_DEVICES=ibp0:1,ibp1:1,ibp2:1,ibp3:1`` (four InfiniBand HCAs
-#: per 4-GPU compute tray), ``all_reduce_perf -b 512M -e 8G -f 2 -g 1``.
+#: per 4-GPU compute tray), ``all_reduce_perf -b 512M -e 8G -f 2 -g 1``. The README states all
+#: three logs as NCCL 2.26.2 runs, but the 1- and 2-rack logs were first posted in pull request
+#: #43 (2025-02-20), whose Slurm job had an NCCL 2.25.1 image and ``NCCL_NVLS_ENABLE=1``;
+#: CoreWeave later wrote that NVLS "was disabled previously due to issues with older NCCL
+#: versions" (pull request #60, 2025-08-27). Whether NVLS ran in those two logs is therefore not
+#: stated; the mapping takes the README's job (NVLS off) for all six rows, an assumption for the
+#: 1- and 2-rack rows that the row notes state (their measured 512 MiB - 8 GiB curve carries a
+#: ~0.56 ms fixed cost per call, like the tuner's 72-rank ring latency, 0.49 ms, where NVLS's is
+#: 25 us).
 CORE_WEAVE_GB200_JOB = (
     "coreweave/nccl-tests@bee97e7 slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm: "
     "NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0, 4 IB HCAs per tray"
@@ -246,8 +254,9 @@ def map_gb200(row: dict[str, Any], size: int, measured: float, metric: str) -> C
     return CommScenario(
         rid, "gb200-nvl72", racks, gpus, CollectiveOp.ALLREDUCE, size, metric, measured,
         "GB200 NVL72",
-        note=f"{racks} rack(s) of 72; NVLS and CollNet off, ring or tree ({CORE_WEAVE_GB200_JOB}); "
-        "assumed NIC speed: NDR 400 Gb/s, one per GPU (4 HCAs per tray stated, speed not)",
+        note=f"{racks} rack(s) of 72; NVLS and CollNet off, ring or tree ({CORE_WEAVE_GB200_JOB}"
+        f"{'' if racks > 2 else '; assumed for this log: first posted with an NVLS-on job, PR #43'}"
+        "); assumed NIC speed: NDR 400 Gb/s, one per GPU (4 HCAs per tray stated, speed not)",
         nccl=stated_nccl(row), disabled=NVLS_COLLNET_OFF,
     )  # fmt: skip
 
