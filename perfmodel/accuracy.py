@@ -772,6 +772,8 @@ def _collective_rows(rows: Sequence[Mapping[str, Any]]) -> list[AccuracyRow]:
         ("NVSwitch", "NVSwitch (DGX A100)", 0.15),
         ("PCIe", "PCIe", 0.25),
         ("InfiniBand", "InfiniBand", 0.25),
+        # one rack and 2 / 20 racks over InfiniBand: issue 3's multi-node target
+        ("GB200 NVL72", "GB200 NVL72 (NVLink domain and across racks)", 0.25),
     ):
         if by_ic.get(ic):
             med, worst = _median_worst(by_ic[ic])

@@ -294,8 +294,8 @@ class NcclChoice:
         and ``eff`` NCCL's ``nvlsEfficiency``, algorithm bandwidth ``bus x n / (2 (n - 1))``
         (the tuner's ring-like ratio), latency 25 us (``hwLat[NVLINK][NVLS][Simple]``). The
         bus bandwidth stays flat with the domain's size: 476 GB/s on 8 H100 (~480 quoted by
-        NCCL's author, NVIDIA/nccl-tests#212), 829 on 8 B200, 918 on a GB200 NVL72 rack
-        (834.6 published, coreweave/nccl-tests#43).
+        NCCL's author, NVIDIA/nccl-tests#212), 829 on 8 B200, 918 on a GB200 NVL72 rack (no
+        published NVLS log: CoreWeave's 834.6 ran with NVLS off, ring).
 
         CollNet (NCCL 2.20.3 CollNet Direct, one GPU per NIC): bus bandwidth ``min(intra, inter)``
         per server, x 0.85 on Hopper+, algorithm bandwidth half of it; latency

@@ -19,9 +19,11 @@ all-reduce ("AllReduce pipelines two operations"), times ``(p - 1)/p`` for all-g
 reduce-scatter (``p`` GPUs per server), summed over the ``k`` channels. So the all-reduce bus
 bandwidth does *not* grow as ``2 (n - 1)/(n + 1)`` with the domain: 8 B200 and a 72-GPU NVL72
 rack are both ``k s`` = 640 GB/s of graph (80 x 8 and 20 x 32), 829 and 918 GB/s of bus
-bandwidth, against ~830-850 measured on 8 B200 and 834.6 on a GB200 NVL72 rack (CoreWeave,
-coreweave/nccl-tests pull request #43, 2025); 8 H100 get 320 GB/s of graph, 476 GB/s of bus
-bandwidth, against ~480 that NCCL's author quotes (NVIDIA/nccl-tests#212).
+bandwidth, against ~830-850 measured on 8 B200; 8 H100 get 320 GB/s of graph, 476 GB/s of bus
+bandwidth, against ~480 that NCCL's author quotes (NVIDIA/nccl-tests#212). CoreWeave's GB200
+NVL72 rack log (834.6 GB/s at 8 GiB, coreweave/nccl-tests README, commit bee97e7) is not a
+stated NVLS measurement: the README's job sets ``NCCL_NVLS_ENABLE=0`` (ring and tree only,
+:data:`perfmodel.comm.validation.CORE_WEAVE_GB200_JOB`, which also tells its older history).
 """
 
 from __future__ import annotations

@@ -20,8 +20,13 @@ Mapping (from the rows' own hardware text):
 - CoreWeave H100 with SHARP: ``dgx-h100`` x 8 with its default fabric marked SHARP-capable
   (the job is ``nccl-test-distributed-h100-64-las1-sharp-mpijob``): NCCL's CollNet competes
   with ring and tree.
-- Skipped: GB200 NVL72 racks (no NVL72 topology in the catalogue), Megatron-LM bisection
-  bandwidths (aggregate traffic during training, not a collective time).
+- CoreWeave GB200 NVL72 (1, 2 and 20 racks of 72 GPUs, NCCL 2.26.2): ``gb200-nvl72`` with one
+  rack per server and ``--nodes`` racks, its catalogue scale-out fabric (one 400 Gb/s NDR NIC
+  per GPU; the job names four InfiniBand HCAs per 4-GPU compute tray, their speed is not
+  stated), with NVLS and CollNet off as the job that produced the log sets them
+  (:data:`CORE_WEAVE_GB200_JOB`): NCCL chooses between ring and tree (:func:`compare`).
+- Skipped: Megatron-LM bisection bandwidths (aggregate traffic during training, not a
+  collective time).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel.comm.model import CommCostModel
+from perfmodel.comm.params import Algorithm
+from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology, load_system
 from perfmodel.units import GB, ms, us
@@ -52,6 +59,44 @@ def stated_nccl(row: dict[str, Any]) -> str | None:
     m = re.search(r"NCCL (\d+\.\d+(?:\.\d+)?)", str(row.get("software") or ""))
     return m.group(1) if m else None
 
+
+#: The job behind CoreWeave's GB200 "Expected Performance" logs: coreweave/nccl-tests commit
+#: bee97e7 (2025-05-05, "Add gb200 example with performance", the commit that added the logs),
+#: ``slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm`` and the matching MPIJob: image
+#: ``nccl2.26.2-1``, ``NCCL_NVLS_ENABLE=0`` (commit a736384, 2025-04-14: "per NV ask, we need to
+#: disable NVLS temporarily for our nccl-tests"), ``NCCL_COLLNET_ENABLE=0``,
+#: ``NCCL_NET_GDR_C2C=1``, ``UCX_NET_DEVICES=ibp0:1,ibp1:1,ibp2:1,ibp3:1`` (four InfiniBand HCAs
+#: per 4-GPU compute tray), ``all_reduce_perf -b 512M -e 8G -f 2 -g 1``. The README states all
+#: three logs as NCCL 2.26.2 runs, but the 1- and 2-rack logs were first posted in pull request
+#: #43 (2025-02-20), whose Slurm job had an NCCL 2.25.1 image and ``NCCL_NVLS_ENABLE=1``;
+#: CoreWeave later wrote that NVLS "was disabled previously due to issues with older NCCL
+#: versions" (pull request #60, 2025-08-27). Whether NVLS ran in those two logs is therefore not
+#: stated; the mapping takes the README's job (NVLS off) for all six rows, an assumption for the
+#: 1- and 2-rack rows that the row notes state (their measured 512 MiB - 8 GiB curve carries a
+#: ~0.56 ms fixed cost per call, like the tuner's 72-rank ring latency, 0.49 ms, where NVLS's is
+#: 25 us).
+CORE_WEAVE_GB200_JOB = (
+    "coreweave/nccl-tests@bee97e7 slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm: "
+    "NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0, 4 IB HCAs per tray"
+)
+
+#: The algorithms ``NCCL_NVLS_ENABLE=0`` and ``NCCL_COLLNET_ENABLE=0`` take out of NCCL's choice
+#: (NVIDIA/nccl ``src/graph/tuning.cc``: NVLS and NVLS tree need NVLS support, CollNet needs
+#: the CollNet network; with both off ``auto`` weighs ring and tree only).
+NVLS_COLLNET_OFF: tuple[Algorithm, ...] = (
+    Algorithm.NVLS,
+    Algorithm.NVLS_TREE,
+    Algorithm.COLLNET,
+)
+
+#: What NCCL's tuner weighs for an all-reduce (``auto``), in the order it lists them.
+NCCL_ALLREDUCE_ALGORITHMS: tuple[Algorithm, ...] = (
+    Algorithm.RING,
+    Algorithm.TREE,
+    Algorithm.COLLNET,
+    Algorithm.NVLS,
+    Algorithm.NVLS_TREE,
+)
 
 #: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
 #: Intel QPI" (the model is not stated; only the vendor matters here: Intel P2P TLP overhead).
@@ -80,6 +125,9 @@ class CommScenario:
     """CPU model the source states (free text), replacing the catalogue's."""
     algorithm: str = "auto"
     """The algorithm the run forced (nccl-tests with ``NCCL_ALGO``), else ``auto``."""
+    disabled: tuple[Algorithm, ...] = ()
+    """Algorithms the run's environment switched off (``NCCL_NVLS_ENABLE=0``,
+    ``NCCL_COLLNET_ENABLE=0``): ``auto`` chooses among the rest (:func:`compare`)."""
 
 
 @dataclass(frozen=True)
@@ -124,10 +172,6 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
     if rid.startswith("ptdp-comm"):
         return CommSkip(
             rid, "aggregate bisection bandwidth observed during training, not a collective time"
-        )
-    if "gb200" in rid:
-        return CommSkip(
-            rid, "GB200 NVL72 rack: no NVL72 (72-GPU NVLink domain) topology in the catalogue"
         )
     size = _size_from(row)
     if size is None:
@@ -174,12 +218,47 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
             rid, "dgx-a100", gpus // 8, gpus, op, size, metric, measured, "InfiniBand",
             note="assumed fabric: standard 8x HDR rail (HCA count/speed not stated)",
         )  # fmt: skip
+    if rid.startswith("coreweave-gb200"):
+        return map_gb200(row, size, measured, metric)
     if rid.startswith("coreweave-h100"):
         return CommScenario(
             rid, "dgx-h100", gpus // 8, gpus, op, size, metric, measured, "InfiniBand",
             note="fabric marked SHARP-capable (job name)", sharp=True,
         )  # fmt: skip
     return CommSkip(rid, "no mapping for this source")
+
+
+#: GPUs of one GB200 NVL72 rack (one NVLink domain; NVIDIA GB200 NVL72 datasheet).
+NVL72_GPUS = 72
+
+
+def map_gb200(row: dict[str, Any], size: int, measured: float, metric: str) -> CommScenario:
+    """A CoreWeave GB200 NVL72 row as ``gb200-nvl72`` racks: ``gpus / 72`` racks (servers),
+    the catalogue fabric (one ConnectX-7 NDR 400 Gb/s NIC per GPU, fat tree 1:1), NCCL 2.26
+    as the row states, NVLS / NVLS tree / CollNet off (:data:`CORE_WEAVE_GB200_JOB`).
+
+    The row's fabric text (Quantum-X800 InfiniBand with SHARP) names the switches; the job
+    turns CollNet off, so SHARP takes no part, and it names four HCAs per 4-GPU tray without
+    their speed: the catalogue's NDR 400 Gb/s NIC is assumed (NVIDIA DGX SuperPOD GB200
+    reference: one ConnectX-7 400 Gb/s per GPU).
+    """
+    rid = row["id"]
+    gpus = int(row["hardware"]["gpus"])
+    if gpus % NVL72_GPUS:
+        raise ConfigError(
+            f"{rid}: {gpus} GPUs is not a whole number of 72-GPU NVL72 racks",
+            value=gpus,
+            where=f"published row {rid}",
+        )
+    racks = gpus // NVL72_GPUS
+    return CommScenario(
+        rid, "gb200-nvl72", racks, gpus, CollectiveOp.ALLREDUCE, size, metric, measured,
+        "GB200 NVL72",
+        note=f"{racks} rack(s) of 72; NVLS and CollNet off, ring or tree ({CORE_WEAVE_GB200_JOB}"
+        f"{'' if racks > 2 else '; assumed for this log: first posted with an NVLS-on job, PR #43'}"
+        "); assumed NIC speed: NDR 400 Gb/s, one per GPU (4 HCAs per tray stated, speed not)",
+        nccl=stated_nccl(row), disabled=NVLS_COLLNET_OFF,
+    )  # fmt: skip
 
 
 def deepbench_10gpu_server() -> Topology:
@@ -267,7 +346,46 @@ def compare(
         cpu_model or sc.cpu_model,
     )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]
-    r = model.collective(sc.op, sc.message_bytes, group, sc.algorithm)
+    if sc.disabled and sc.algorithm == "auto":
+        r = _auto_without(model, sc.op, sc.message_bytes, group, sc.disabled)
+    else:
+        r = model.collective(sc.op, sc.message_bytes, group, sc.algorithm)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s
     algo = r.algorithm.value + (f"/{r.protocol.value}" if r.protocol else "")
     return CommComparison(sc, pred, algo)
+
+
+def _auto_without(
+    model: CommCostModel,
+    op: CollectiveOp,
+    message_bytes: int,
+    group: list[str],
+    disabled: tuple[Algorithm, ...],
+) -> Any:
+    """NCCL's ``auto`` with ``disabled`` switched off by the environment: the fastest of the
+    remaining all-reduce algorithms, each at its best protocol (the tuner's time of each
+    forced algorithm; an all-reduce's time is the tuner's estimate, so this is ``auto``'s pick
+    over the rest). Algorithms the group does not offer (NVLS without an NVSwitch, CollNet
+    without SHARP) are passed over.
+    """
+    if op is not CollectiveOp.ALLREDUCE:
+        raise ConfigError(
+            f"switching algorithms off is modelled for the all-reduce only, not {op.value}",
+            value=op.value,
+            where="comm validation",
+        )
+    results = []
+    for algo in NCCL_ALLREDUCE_ALGORITHMS:
+        if algo in disabled:
+            continue
+        try:
+            results.append(model.collective(op, message_bytes, group, algo))
+        except ConfigError:  # not offered on this group
+            continue
+    if not results:
+        raise ConfigError(
+            f"no all-reduce algorithm left with {', '.join(a.value for a in disabled)} off",
+            value=disabled,
+            where="comm validation",
+        )
+    return min(results, key=lambda r: r.time_s)

@@ -88,7 +88,8 @@ def _published_comm_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[Residual
         c = compare(sc)
         if not isinstance(c, CommComparison):  # pragma: no cover - compare always returns one
             continue
-        yield _collective_row(row, "published.jsonl", sc, c.predicted, sc.measured, "collectives")
+        label = "GB200 NVL72" if sc.interconnect == "GB200 NVL72" else "collectives"
+        yield _collective_row(row, "published.jsonl", sc, c.predicted, sc.measured, label)
 
 
 def _collective_row(

@@ -22,7 +22,13 @@ from perfmodel.comm.validation import CommComparison, CommScenario, CommSkip, co
 
 pytestmark = pytest.mark.validation
 
-TARGET = {"NVLink": 0.15, "NVSwitch": 0.15, "PCIe": 0.25, "InfiniBand": 0.25}
+TARGET = {
+    "NVLink": 0.15,
+    "NVSwitch": 0.15,
+    "PCIe": 0.25,
+    "InfiniBand": 0.25,
+    "GB200 NVL72": 0.25,
+}
 FINDINGS = {
     "PCIe": (
         "DeepBench P100 box measures ~5-6 GB/s bus bandwidth at every GPU count, even for 2 GPUs "
@@ -193,3 +199,112 @@ def test_deepbench_p100_mapped_as_nccl_2_0_on_an_intel_host(published_rows):
     bus = link.bandwidth_Bps * link.efficiency / 1.2
     hand = (8.4 + 6 * 5.7) * 1e-6 + sc.message_bytes / (bus * 4 / 6)
     assert compare(sc).predicted == pytest.approx(hand, rel=1e-9)
+
+
+# ------------------------------------------------------------------- GB200 NVL72 (CoreWeave)
+GB200_ROWS = {
+    # id: (racks, GPUs, bytes)
+    "coreweave-gb200-nvl72-1rack-536870912B": (1, 72, 512 * 2**20),
+    "coreweave-gb200-nvl72-1rack-8589934592B": (1, 72, 8 * 2**30),
+    "coreweave-gb200-2racks-536870912B": (2, 144, 512 * 2**20),
+    "coreweave-gb200-2racks-17179869184B": (2, 144, 16 * 2**30),
+    "coreweave-gb200-20racks-536870912B": (20, 1440, 512 * 2**20),
+    "coreweave-gb200-20racks-17179869184B": (20, 1440, 16 * 2**30),
+}
+
+
+def test_gb200_rows_map_to_nvl72_racks_with_nvls_and_collnet_off(published_rows):
+    """Golden mapping: every CoreWeave GB200 row is ``gb200-nvl72`` with one rack per server,
+    the size its id states, NCCL 2.26.2 and NVLS / NVLS tree / CollNet off (the job's
+    ``NCCL_NVLS_ENABLE=0``, ``NCCL_COLLNET_ENABLE=0``); none is skipped."""
+    from perfmodel.comm.params import Algorithm
+
+    by_id = {r["id"]: r for r in published_rows}
+    assert {i for i in by_id if i.startswith("coreweave-gb200")} == set(GB200_ROWS)
+    for rid, (racks, gpus, size) in GB200_ROWS.items():
+        sc = map_row(by_id[rid])
+        assert isinstance(sc, CommScenario), sc
+        assert (sc.system, sc.nodes, sc.gpus, sc.message_bytes) == (
+            "gb200-nvl72",
+            racks,
+            gpus,
+            size,
+        )
+        assert (sc.metric, sc.interconnect, sc.nccl, sc.sharp) == (
+            "busbw",
+            "GB200 NVL72",
+            "2.26.2",
+            False,
+        )
+        assert set(sc.disabled) == {Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.COLLNET}
+        assert sc.measured == pytest.approx(float(by_id[rid]["value"]) * 1e9)
+        assert "assumed" in sc.note and "NCCL_NVLS_ENABLE=0" in sc.note
+
+
+def test_gb200_rack_takes_ring_or_tree_never_nvls(published_rows):
+    """With NVLS off, the full rack's all-reduce is NCCL's faster of ring and tree (by the
+    tuner's time), and the catalogue rack alone would have chosen NVLS."""
+    from dataclasses import replace
+
+    row = next(r for r in published_rows if r["id"] == "coreweave-gb200-nvl72-1rack-8589934592B")
+    sc = map_row(row)
+    assert isinstance(sc, CommScenario)
+    c = compare(sc)
+    assert c.algorithm.split("/")[0] in ("ring", "tree")
+    ring, tree = (compare(replace(sc, algorithm=a)) for a in ("ring", "tree"))
+    # busbw of one size: the faster algorithm has the larger busbw
+    assert c.predicted == max(ring.predicted, tree.predicted)
+    assert compare(replace(sc, disabled=())).algorithm == "nvls/Simple"
+
+
+def test_gb200_accuracy_line(published_rows):
+    """The accuracy table has its own GB200 NVL72 collectives line over all six rows."""
+    from perfmodel.accuracy import _collective_rows
+
+    rows = [r for r in published_rows if r["kind"] == "comm_microbenchmark"]
+    (line,) = [r for r in _collective_rows(rows) if "GB200 NVL72" in r.what]
+    assert line.what == (
+        "collectives, large messages, GB200 NVL72 (NVLink domain and across racks)"
+    )
+    assert line.rows == len(GB200_ROWS)
+    assert line.target == 0.25
+
+
+GB200_20_RACKS_FINDING = (
+    "20 racks (1,440 GPUs, NVLS off): predicted NCCL tree at 504 / 734 GB/s busbw (512 MiB / "
+    "16 GiB), measured 151 / 406. The measured curve (coreweave/nccl-tests README, 6 sizes) is "
+    "a line: ~4.6 ms fixed + busbw ~430 GB/s asymptote (1 and 2 racks: ~0.56 / ~0.9 ms, ~830), "
+    "so both a fixed cost 7x the tuner's tree latency (0.69 ms) and half the bandwidth are "
+    "missing. NCCL's author: trees need 32 SMs to reach peak, 16 by default, 'Tree usually "
+    "achieves significantly lower bandwidth' and 'rings degrade at scale' (NVIDIA/nccl#1649); "
+    "GB200 racks with NVLS off pick ring where tree is faster (NVIDIA/nccl#1801, 2.27.3). "
+    "Candidates not sourced to a number: the tree's 72-GPU intra-rack chain pipeline fill "
+    "(the model prices chain fill for ring broadcast/reduce only), the NICs the net graph uses "
+    "per rack (~430 GB/s is ~9 NICs of 48 GB/s), and the 20-rack fabric (not stated)"
+)
+
+
+def test_gb200_20_racks_within_multinode_target(results):
+    """Each 20-rack GB200 row within the 25 % multi-node target (a strict known miss)."""
+    errs = [
+        c.error
+        for c in results
+        if isinstance(c, CommComparison) and c.scenario.row_id.startswith("coreweave-gb200-20")
+    ]
+    assert len(errs) == 2
+    if max(map(abs, errs)) > TARGET["GB200 NVL72"]:
+        pytest.xfail(GB200_20_RACKS_FINDING)
+    assert max(map(abs, errs)) <= TARGET["GB200 NVL72"]
+
+
+def test_gb200_one_and_two_racks_within_target(results):
+    """One and two racks (NVLink domain, then 2 racks over InfiniBand): every row within 10 %."""
+    errs = [
+        c.error
+        for c in results
+        if isinstance(c, CommComparison)
+        and c.scenario.row_id.startswith("coreweave-gb200")
+        and c.scenario.nodes <= 2
+    ]
+    assert len(errs) == 4
+    assert max(map(abs, errs)) < 0.10
