@@ -20,7 +20,6 @@ Three questions, one subcommand::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
@@ -29,12 +28,14 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
+    add_documented_command,
     add_interval_arg,
     add_model_arg,
     add_quiet_arg,
     add_system_args,
     parse_budget,
     parse_model_args,
+    print_json,
 )
 from perfmodel.errors import ConfigError
 
@@ -93,11 +94,11 @@ def _bools(text: str | None, where: str) -> tuple[bool, ...] | None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_documented_command(
+        subparsers,
         "compare",
-        help="rank parallelism plans, compare systems and costs, time to accuracy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "rank parallelism plans, compare systems and costs, time to accuracy",
+        __doc__,
     )
     add_system_args(p, required=False)
     p.add_argument("--systems", help="what-if: comma list of NAME[:key=value...] system options")
@@ -410,10 +411,7 @@ def _run_search(args: argparse.Namespace) -> int:
             interval=args.interval,
         )
     if args.json:
-        json.dump(
-            res.to_dict(top=args.top, interval=args.interval), sys.stdout, indent=2, default=str
-        )
-        print()
+        print_json(res.to_dict(top=args.top, interval=args.interval))
     else:
         print(_header(args, base, gpus, batches))
         print(format_table(res, top=args.top, interval=args.interval))
@@ -534,7 +532,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     if cost_lines:
         out += "\n" + "\n".join(cost_lines)
     if args.json:
-        json.dump(
+        print_json(
             {
                 "systems": [
                     {
@@ -550,11 +548,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                 "per_million_tokens": cost_lines,
                 "summary": summary,
             },
-            sys.stdout,
-            indent=2,
-            default=str,
         )
-        print()
     else:
         print(out)
     if not results:
@@ -718,8 +712,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
 
         plot_whatif(res, args.plot, title=str(args.model))
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, indent=2, default=str)
-        print()
+        print_json(res.to_dict())
     else:
         print(format_whatif(res))
         if args.plot:
@@ -797,8 +790,7 @@ def _run_tta(args: argparse.Namespace) -> int:
         plot_tta([fit, pfit] if pfit else [fit], args.plot, grid=grid, title=desc)
         lines.append(f"plot written to {args.plot}")
     if args.json:
-        json.dump(out, sys.stdout, indent=2, default=str)
-        print()
+        print_json(out)
     else:
         print("\n".join(lines))
     return 0
