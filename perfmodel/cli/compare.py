@@ -28,11 +28,13 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
+    TypedFlag,
     add_documented_command,
     add_interval_arg,
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    add_typed_args,
     parse_budget,
     parse_model_args,
     print_json,
@@ -214,6 +216,14 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: McCandlish et al. 2018's statistical efficiency (:func:`_stat`): ``(flag, kind, help)``.
+STATISTICAL_EFFICIENCY_FLAGS: tuple[TypedFlag, ...] = (
+    ("--b-noise", ty.positive_float, "gradient noise scale B_noise (samples)"),
+    ("--min-steps", ty.positive_float, "S_min: steps to target at infinite batch"),
+    ("--min-epochs", ty.positive_float, "E_min in epochs (needs --dataset-size)"),
+)
+
+
 def _add_cost_args(p: argparse.ArgumentParser) -> None:
     """Prices, run length and deadline of the what-if, and time to accuracy's inputs."""
     c = p.add_argument_group("cost, deadline and time to accuracy")
@@ -241,21 +251,7 @@ def _add_cost_args(p: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--fidelity", default="simulated", choices=["simulated", "analytic"], help="what-if"
     )
-    c.add_argument(
-        "--b-noise",
-        type=ty.positive_float("--b-noise"),
-        help="gradient noise scale B_noise (samples)",
-    )
-    c.add_argument(
-        "--min-steps",
-        type=ty.positive_float("--min-steps"),
-        help="S_min: steps to target at infinite batch",
-    )
-    c.add_argument(
-        "--min-epochs",
-        type=ty.positive_float("--min-epochs"),
-        help="E_min in epochs (needs --dataset-size)",
-    )
+    add_typed_args(c, STATISTICAL_EFFICIENCY_FLAGS)
     c.add_argument(
         "--tta-data", help="JSONL with time_to_accuracy rows to fit (seeds.jsonl schema)"
     )
