@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
                 ],
                 "interval_level": getattr(args, "interval", None),
                 "checked_against": reference_lines(topo, op, group, results),
-            },
+            }
         )
     elif args.csv:
         buf = io.StringIO()
@@ -377,7 +377,7 @@ def _compare(args: argparse.Namespace) -> int:
                     }
                     for r, p, _, t in rows
                 ],
-            },
+            }
         )
     else:
         print(f"# {args.compare}: {op.value}, {len(group)} ranks on {topo.name}{guessed}")

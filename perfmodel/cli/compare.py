@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
+from perfmodel.cli import error_exit
 from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
@@ -415,12 +416,8 @@ def _run_search(args: argparse.Namespace) -> int:
             print(f"plot written to {args.plot}")
     if not res.ranked:  # the table says why per reason; the exit status says it failed
         why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
-        print(
-            f"perfmodel: error: no feasible plan among {res.enumerated} enumerated"
-            + (f" (pruned: {why})" if why else ""),
-            file=sys.stderr,
-        )
-        return 2
+        pruned = f" (pruned: {why})" if why else ""
+        return error_exit(f"no feasible plan among {res.enumerated} enumerated{pruned}")
     return 0
 
 
@@ -543,13 +540,12 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                 "failures": failures,
                 "per_million_tokens": cost_lines,
                 "summary": summary,
-            },
+            }
         )
     else:
         print(out)
     if not results:
-        print("perfmodel: error: no system has a feasible plan", file=sys.stderr)
-        return 2
+        return error_exit("no system has a feasible plan")
     return 0
 
 
@@ -715,8 +711,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
             print(f"plot written to {args.plot}")
     if not res.points:
         why = "; ".join(f"{k}: {v}" for k, v in list(res.failures.items())[:3])
-        print(f"perfmodel: error: every system failed ({why})", file=sys.stderr)
-        return 2
+        return error_exit(f"every system failed ({why})")
     return 0
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import error_exit
 from perfmodel.cli._common import add_command_group, print_json
 from perfmodel.dtypes import DType
 from perfmodel.errors import UnknownHardwareError
@@ -292,8 +292,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         spec = _lookup(args.name)
     except UnknownHardwareError as exc:
         # One clean line (KeyError's str() would quote the message).
-        print(f"perfmodel: error: {exc.args[0]}", file=sys.stderr)
-        return 2
+        return error_exit(exc.args[0])
     if args.json:
         kind = (
             "gpu" if isinstance(spec, GPUSpec) else "link" if isinstance(spec, LinkTech) else "cpu"

@@ -130,7 +130,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                     "arguments": m.arguments(),
                 }
                 for m in models
-            ],
+            ]
         )
         return 0
     print(f"{'name':14s} {'family':12s} {'params':>14s}  reference")
