@@ -29,6 +29,13 @@ SUBCOMMANDS = (
 )
 
 
+def error_exit(message: object) -> int:
+    """Print ``perfmodel: error: MESSAGE`` on stderr, the CLI's one line for bad input or a
+    command that found nothing to show, and return exit status 2."""
+    print(f"perfmodel: error: {message}", file=sys.stderr)
+    return 2
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``perfmodel`` parser with every subcommand, or with subcommand ``only`` alone (its
     module and what it imports are all a run of that command loads: issue 14, cold start)."""
@@ -120,8 +127,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise FlagError(f"{flag} '--': expected a value", value=value, where=flag)
         args = parser.parse_args(argv)
     except PerfModelError as exc:  # a typed flag value (perfmodel.cli._types): one line, exit 2
-        print(f"perfmodel: error: {exc}", file=sys.stderr)
-        return 2
+        return error_exit(exc)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -136,15 +142,13 @@ def _main(argv: Sequence[str] | None) -> int:
             args.progress = status.set  # a command may say what it is doing (compare's stages)
             return int(args.func(args) or 0)
     except PerfModelError as exc:
-        print(f"perfmodel: error: {exc}", file=sys.stderr)
-        return 2
+        return error_exit(exc)
     except OSError as exc:  # a path the loaders did not check: still bad input, not a crash
         if isinstance(exc, BrokenPipeError) or exc.filename is None:
             raise  # a closed pipe: program() ends quietly
         from perfmodel._io import os_error_message
 
-        print(f"perfmodel: error: {exc.filename}: {os_error_message(exc)}", file=sys.stderr)
-        return 2
+        return error_exit(f"{exc.filename}: {os_error_message(exc)}")
     except KeyboardInterrupt:  # pragma: no cover
         print("perfmodel: interrupted", file=sys.stderr)
         return 130

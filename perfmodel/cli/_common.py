@@ -1,12 +1,16 @@
-"""Arguments shared by several subcommands: choosing a system, output format, ``--model-arg``
-and ``--budget``."""
+"""What several subcommands share: their parsers' shape (a command described by its module's
+docstring, a command of subcommands), choosing a system, typed flags read from a table, output
+format and JSON printing, ``--model-arg`` and ``--budget``."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import inspect
+import json
 import re
+import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.cli import _types as ty
@@ -18,6 +22,65 @@ if TYPE_CHECKING:  # the topology stack (networkx) loads when a system is built,
 
 #: Scenario keys set by the :func:`add_system_args` flags (``--fabric`` -> ``fabric_topology``).
 SYSTEM_KEYS = HARDWARE_FIELDS
+
+
+# ------------------------------------------------------------------------------- parsers
+
+
+def add_documented_command(subparsers: Any, name: str, help: str, doc: str | None) -> Any:
+    """The parser of subcommand ``name`` whose description is its module's docstring ``doc``,
+    shown as written (``RawDescriptionHelpFormatter``: the example command lines keep their
+    line breaks); ``predict``, ``compare``, ``sweep``, ``model import-chakra``."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_command_group(
+    subparsers: Any, name: str, *, help: str, description: str, commands: Sequence[str]
+) -> Any:
+    """Add command ``name`` made of subcommands (``hw``, ``model``, ``topo``) and return the
+    action that their parsers are added to: the chosen one is ``args.<name>_command``, listed
+    as ``{a,b,...}`` from ``commands``. The command alone prints its help on stderr, exit 2."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    sub = parser.add_subparsers(dest=f"{name}_command", metavar="{" + ",".join(commands) + "}")
+
+    def print_help(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    parser.set_defaults(func=print_help)
+    return sub
+
+
+#: A typed flag: ``(flag, kind, help)``, ``kind`` a :mod:`perfmodel.cli._types` factory.
+TypedFlag = tuple[str, Callable[[str], Callable[[str], Any]], str]
+
+
+def add_typed_args(group: Any, rows: Sequence[TypedFlag]) -> None:
+    """Add one flag per ``(flag, kind, help)`` row, in order; its values are parsed by
+    ``kind(flag)``, so a bad value's error names the flag as written in the row."""
+    for flag, kind, help in rows:
+        group.add_argument(flag, type=kind(flag), help=help)
+
+
+def flag_dest(flag: str) -> str:
+    """The attribute argparse stores ``flag``'s value under (``--storage-write-GBps`` ->
+    ``storage_write_GBps``)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def print_json(data: Any, *, indent: int = 2) -> None:
+    """Print ``data`` as JSON on stdout, then a newline: every ``--json`` of the CLI (values JSON
+    has no type for, a path or an enum, as their ``str``)."""
+    json.dump(data, sys.stdout, indent=indent, default=str)
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------------------------- flags
 
 
 def add_quiet_arg(

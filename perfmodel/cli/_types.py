@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 from perfmodel.errors import ConfigError, FlagError
 
@@ -149,37 +150,33 @@ def nonneg_float(flag: str) -> Callable[[str], float]:
     return _float_type(flag, minimum=0.0, strict=False)
 
 
-def output_file(flag: str, *suffixes: str) -> Callable[[str], str]:
-    """An output file, checked writable and of the right kind when parsed (before any work;
-    :func:`perfmodel._io.check_output_path`). ``suffixes``: the allowed extensions."""
+def _output_path(flag: str, kind: str, **check: Any) -> Callable[[str], str]:
+    """A path checked by :func:`perfmodel._io.check_output_path` (``check``: its keywords) when
+    parsed; its error becomes a :class:`FlagError` naming ``flag``. ``kind``: the value's name
+    in argparse's messages (``path``, ``folder``)."""
 
     def parse(text: str) -> str:
         from perfmodel._io import check_output_path
 
         try:
-            check_output_path(text, where=flag, suffixes=suffixes or None)
+            check_output_path(text, where=flag, **check)
         except ConfigError as exc:
             raise FlagError(str(exc), value=text, where=flag) from None
         return text
 
-    parse.__name__ = "path"
+    parse.__name__ = kind
     return parse
+
+
+def output_file(flag: str, *suffixes: str) -> Callable[[str], str]:
+    """An output file, checked writable and of the right kind when parsed (before any work;
+    :func:`perfmodel._io.check_output_path`). ``suffixes``: the allowed extensions."""
+    return _output_path(flag, "path", suffixes=suffixes or None)
 
 
 def output_dir(flag: str) -> Callable[[str], str]:
     """An output folder (created if missing; must not be a file; writable)."""
-
-    def parse(text: str) -> str:
-        from perfmodel._io import check_output_path
-
-        try:
-            check_output_path(text, where=flag, directory=True)
-        except ConfigError as exc:
-            raise FlagError(str(exc), value=text, where=flag) from None
-        return text
-
-    parse.__name__ = "folder"
-    return parse
+    return _output_path(flag, "folder", directory=True)
 
 
 def matplotlib_formats() -> tuple[str, ...]:

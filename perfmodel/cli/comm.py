@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import statistics
 import sys
 from typing import Any
@@ -29,6 +28,7 @@ from perfmodel.cli._common import (
     add_interval_arg,
     add_quiet_arg,
     add_system_args,
+    print_json,
     system_from_args,
 )
 from perfmodel.comm.params import Algorithm
@@ -157,20 +157,17 @@ def run(args: argparse.Namespace) -> int:
     n = len(group)
     ivs = _intervals(topo, group, op, results, getattr(args, "interval", None))
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "system": topo.name,
-                    "gpus": n,
-                    "results": [
-                        {**r.to_dict(), **_interval_fields(r, iv)}
-                        for r, iv in zip(results, ivs, strict=True)
-                    ],
-                    "interval_level": getattr(args, "interval", None),
-                    "checked_against": reference_lines(topo, op, group, results),
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "system": topo.name,
+                "gpus": n,
+                "results": [
+                    {**r.to_dict(), **_interval_fields(r, iv)}
+                    for r, iv in zip(results, ivs, strict=True)
+                ],
+                "interval_level": getattr(args, "interval", None),
+                "checked_against": reference_lines(topo, op, group, results),
+            }
         )
     elif args.csv:
         buf = io.StringIO()
@@ -355,35 +352,32 @@ def _compare(args: argparse.Namespace) -> int:
         rows.append((row, pred, err, terr))
     verdict = health_check([r for r, *_ in rows], [p.time_s for _, p, _, _ in rows])
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "log": str(args.compare),
-                    "system": topo.name,
-                    "gpus": len(group),
-                    "op": op.value,
-                    "skipped_lines": [s.__dict__ for s in log.skipped],
-                    "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
-                    "verdict": verdict.text,
-                    "health": verdict.health.value,
-                    "exit_status": verdict.exit_status,
-                    "rows": [
-                        {
-                            "size_bytes": r.size_bytes,
-                            "measured_time_s": r.time_s,
-                            "predicted_time_s": p.time_s,
-                            "measured_busbw_Bps": r.busbw_Bps,
-                            "predicted_busbw_Bps": p.busbw_Bps,
-                            "time_error_pct": t,
-                            "measured_inplace_time_s": r.inplace_time_s,
-                            "algorithm": p.algorithm.value,
-                            "protocol": p.protocol.value if p.protocol else None,
-                        }
-                        for r, p, _, t in rows
-                    ],
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "log": str(args.compare),
+                "system": topo.name,
+                "gpus": len(group),
+                "op": op.value,
+                "skipped_lines": [s.__dict__ for s in log.skipped],
+                "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
+                "verdict": verdict.text,
+                "health": verdict.health.value,
+                "exit_status": verdict.exit_status,
+                "rows": [
+                    {
+                        "size_bytes": r.size_bytes,
+                        "measured_time_s": r.time_s,
+                        "predicted_time_s": p.time_s,
+                        "measured_busbw_Bps": r.busbw_Bps,
+                        "predicted_busbw_Bps": p.busbw_Bps,
+                        "time_error_pct": t,
+                        "measured_inplace_time_s": r.inplace_time_s,
+                        "algorithm": p.algorithm.value,
+                        "protocol": p.protocol.value if p.protocol else None,
+                    }
+                    for r, p, _, t in rows
+                ],
+            }
         )
     else:
         print(f"# {args.compare}: {op.value}, {len(group)} ranks on {topo.name}{guessed}")

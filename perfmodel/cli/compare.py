@@ -20,21 +20,25 @@ Three questions, one subcommand::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
+from perfmodel.cli import error_exit
 from perfmodel.cli._common import (
     DURATION_HELP,
     SYSTEM_KEYS,
+    TypedFlag,
+    add_documented_command,
     add_interval_arg,
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    add_typed_args,
     parse_budget,
     parse_model_args,
+    print_json,
 )
 from perfmodel.errors import ConfigError
 
@@ -93,11 +97,11 @@ def _bools(text: str | None, where: str) -> tuple[bool, ...] | None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_documented_command(
+        subparsers,
         "compare",
-        help="rank parallelism plans, compare systems and costs, time to accuracy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "rank parallelism plans, compare systems and costs, time to accuracy",
+        __doc__,
     )
     add_system_args(p, required=False)
     p.add_argument("--systems", help="what-if: comma list of NAME[:key=value...] system options")
@@ -213,6 +217,14 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: McCandlish et al. 2018's statistical efficiency (:func:`_stat`): ``(flag, kind, help)``.
+STATISTICAL_EFFICIENCY_FLAGS: tuple[TypedFlag, ...] = (
+    ("--b-noise", ty.positive_float, "gradient noise scale B_noise (samples)"),
+    ("--min-steps", ty.positive_float, "S_min: steps to target at infinite batch"),
+    ("--min-epochs", ty.positive_float, "E_min in epochs (needs --dataset-size)"),
+)
+
+
 def _add_cost_args(p: argparse.ArgumentParser) -> None:
     """Prices, run length and deadline of the what-if, and time to accuracy's inputs."""
     c = p.add_argument_group("cost, deadline and time to accuracy")
@@ -240,21 +252,7 @@ def _add_cost_args(p: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--fidelity", default="simulated", choices=["simulated", "analytic"], help="what-if"
     )
-    c.add_argument(
-        "--b-noise",
-        type=ty.positive_float("--b-noise"),
-        help="gradient noise scale B_noise (samples)",
-    )
-    c.add_argument(
-        "--min-steps",
-        type=ty.positive_float("--min-steps"),
-        help="S_min: steps to target at infinite batch",
-    )
-    c.add_argument(
-        "--min-epochs",
-        type=ty.positive_float("--min-epochs"),
-        help="E_min in epochs (needs --dataset-size)",
-    )
+    add_typed_args(c, STATISTICAL_EFFICIENCY_FLAGS)
     c.add_argument(
         "--tta-data", help="JSONL with time_to_accuracy rows to fit (seeds.jsonl schema)"
     )
@@ -410,10 +408,7 @@ def _run_search(args: argparse.Namespace) -> int:
             interval=args.interval,
         )
     if args.json:
-        json.dump(
-            res.to_dict(top=args.top, interval=args.interval), sys.stdout, indent=2, default=str
-        )
-        print()
+        print_json(res.to_dict(top=args.top, interval=args.interval))
     else:
         print(_header(args, base, gpus, batches))
         print(format_table(res, top=args.top, interval=args.interval))
@@ -421,12 +416,8 @@ def _run_search(args: argparse.Namespace) -> int:
             print(f"plot written to {args.plot}")
     if not res.ranked:  # the table says why per reason; the exit status says it failed
         why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
-        print(
-            f"perfmodel: error: no feasible plan among {res.enumerated} enumerated"
-            + (f" (pruned: {why})" if why else ""),
-            file=sys.stderr,
-        )
-        return 2
+        pruned = f" (pruned: {why})" if why else ""
+        return error_exit(f"no feasible plan among {res.enumerated} enumerated{pruned}")
     return 0
 
 
@@ -534,7 +525,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     if cost_lines:
         out += "\n" + "\n".join(cost_lines)
     if args.json:
-        json.dump(
+        print_json(
             {
                 "systems": [
                     {
@@ -549,17 +540,12 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                 "failures": failures,
                 "per_million_tokens": cost_lines,
                 "summary": summary,
-            },
-            sys.stdout,
-            indent=2,
-            default=str,
+            }
         )
-        print()
     else:
         print(out)
     if not results:
-        print("perfmodel: error: no system has a feasible plan", file=sys.stderr)
-        return 2
+        return error_exit("no system has a feasible plan")
     return 0
 
 
@@ -718,16 +704,14 @@ def _run_whatif(args: argparse.Namespace) -> int:
 
         plot_whatif(res, args.plot, title=str(args.model))
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, indent=2, default=str)
-        print()
+        print_json(res.to_dict())
     else:
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")
     if not res.points:
         why = "; ".join(f"{k}: {v}" for k, v in list(res.failures.items())[:3])
-        print(f"perfmodel: error: every system failed ({why})", file=sys.stderr)
-        return 2
+        return error_exit(f"every system failed ({why})")
     return 0
 
 
@@ -797,8 +781,7 @@ def _run_tta(args: argparse.Namespace) -> int:
         plot_tta([fit, pfit] if pfit else [fit], args.plot, grid=grid, title=desc)
         lines.append(f"plot written to {args.plot}")
     if args.json:
-        json.dump(out, sys.stdout, indent=2, default=str)
-        print()
+        print_json(out)
     else:
         print("\n".join(lines))
     return 0

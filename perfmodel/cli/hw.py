@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from perfmodel import units
+from perfmodel.cli import error_exit
+from perfmodel.cli._common import add_command_group, print_json
 from perfmodel.dtypes import DType
 from perfmodel.errors import UnknownHardwareError
 from perfmodel.hardware import (
@@ -39,13 +39,14 @@ from perfmodel.hardware import (
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``hw`` and its subcommands to the top-level parser."""
-    parser = subparsers.add_parser(
+    sub = add_command_group(
+        subparsers,
         "hw",
         help="hardware catalogue: GPUs, links, CPUs",
         description="Browse the hardware catalogue. Every number has a source "
         "(perfmodel hw show NAME).",
+        commands=("gpus", "links", "cpus", "show"),
     )
-    sub = parser.add_subparsers(dest="hw_command", metavar="{gpus,links,cpus,show}")
     for name, helptext, func in (
         ("gpus", "table of GPU models", _cmd_gpus),
         ("links", "table of link technologies", _cmd_links),
@@ -60,15 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     show.add_argument("name", help="GPU, link technology or CPU name or alias")
     show.add_argument("--json", action="store_true", help="print JSON in SI units")
     show.set_defaults(func=_cmd_show)
-    parser.set_defaults(func=_cmd_help(parser))
-
-
-def _cmd_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return 2
-
-    return run
 
 
 # ----------------------------------------------------------------------------------- tables
@@ -106,95 +98,92 @@ def _gpu_links(gpu: GPUSpec) -> str:
     return "-"
 
 
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+def _print_catalogue(
+    args: argparse.Namespace,
+    entries: Sequence[Any],
+    header: Sequence[str],
+    row: Callable[[Any], Sequence[str]],
+    notes: str,
+) -> int:
+    """A catalogue table (``hw gpus``, ``links``, ``cpus``): with ``--json`` every entry's fields
+    in SI units, else one row per entry in human units and the notes under the table."""
+    if args.json:
+        print_json([e.to_dict() for e in entries])
+        return 0
+    print(_table(header, [row(e) for e in entries]))
+    print(notes)
+    return 0
+
+
+def _gpu_row(g: GPUSpec) -> tuple[str, ...]:
+    return (
+        g.name + (" *" if g.datasheet_only else ""),
+        g.architecture,
+        g.form_factor,
+        str(g.sm_count),
+        _fmt(g.memory_bytes, units.GiB, 0),
+        _fmt(g.memory_bandwidth_Bps, units.GB, 0),
+        *(_peak(g, d) for d in DType),
+        _gpu_links(g),
+        f"gen{g.pcie_gen}" if g.pcie_gen else "-",
+    )
 
 
 def _cmd_gpus(args: argparse.Namespace) -> int:
-    gpus = list_gpus()
-    if args.json:
-        _print_json([g.to_dict() for g in gpus])
-        return 0
     header = (
         "name", "arch", "form", "SMs", "mem GiB", "mem GB/s", "fp64", "fp32", "tf32",
         "fp16", "bf16", "fp8", "fp6", "fp4", "GPU links", "PCIe",
     )  # fmt: skip
-    rows = [
-        (
-            g.name + (" *" if g.datasheet_only else ""),
-            g.architecture,
-            g.form_factor,
-            str(g.sm_count),
-            _fmt(g.memory_bytes, units.GiB, 0),
-            _fmt(g.memory_bandwidth_Bps, units.GB, 0),
-            *(_peak(g, d) for d in DType),
-            _gpu_links(g),
-            f"gen{g.pcie_gen}" if g.pcie_gen else "-",
-        )
-        for g in gpus
-    ]
-    print(_table(header, rows))
-    print("\nPeaks: dense TFLOPS (no sparsity); fp16/bf16/tf32/fp8 on tensor cores with FP32")
-    print("accumulate where present; fp6/fp4 the block-scaled formats (NVFP4, MXFP6/MXFP4).")
-    print(
-        "GPU links: NVLink count x generation, or Infinity Fabric (IF) links x GB/s per direction."
+    notes = (
+        "\nPeaks: dense TFLOPS (no sparsity); fp16/bf16/tf32/fp8 on tensor cores with FP32\n"
+        "accumulate where present; fp6/fp4 the block-scaled formats (NVFP4, MXFP6/MXFP4).\n"
+        "GPU links: NVLink count x generation, or Infinity Fabric (IF) links x GB/s per direction.\n"
+        "* datasheet only: no training run or calibration profile has checked perfmodel on it.\n"
+        "Sources: perfmodel hw show NAME."
     )
-    print("* datasheet only: no training run or calibration profile has checked perfmodel on it.")
-    print("Sources: perfmodel hw show NAME.")
-    return 0
+    return _print_catalogue(args, list_gpus(), header, _gpu_row, notes)
+
+
+def _link_row(lk: LinkTech) -> tuple[str, ...]:
+    return (
+        lk.name,
+        lk.family.value,
+        lk.protocol or "-",
+        _fmt(lk.bandwidth_Bps, units.GB, 3),
+        f"{lk.efficiency:.2f}",
+        _fmt(lk.effective_bandwidth_Bps, units.GB, 3),
+        _fmt(lk.latency_s, units.us, 2),
+        ", ".join(lk.aliases) or "-",
+    )
 
 
 def _cmd_links(args: argparse.Namespace) -> int:
-    links = list_links()
-    if args.json:
-        _print_json([lk.to_dict() for lk in links])
-        return 0
     header = ("name", "family", "protocol", "raw GB/s", "eff", "eff GB/s", "latency us", "aliases")
-    rows = [
-        (
-            lk.name,
-            lk.family.value,
-            lk.protocol or "-",
-            _fmt(lk.bandwidth_Bps, units.GB, 3),
-            f"{lk.efficiency:.2f}",
-            _fmt(lk.effective_bandwidth_Bps, units.GB, 3),
-            _fmt(lk.latency_s, units.us, 2),
-            ", ".join(lk.aliases) or "-",
-        )
-        for lk in links
-    ]
-    print(_table(header, rows))
-    print("\nBandwidth per direction per link (or switch port), after line coding.")
-    return 0
+    notes = "\nBandwidth per direction per link (or switch port), after line coding."
+    return _print_catalogue(args, list_links(), header, _link_row, notes)
+
+
+def _cpu_row(c: CPUSpec) -> tuple[str, ...]:
+    return (
+        c.name,
+        c.architecture,
+        str(c.cores),
+        _fmt(c.base_clock_hz, units.GHz, 2),
+        _fmt(c.peak_fp32_flops, units.GFLOPS, 0),
+        str(c.memory_channels),
+        _fmt(c.memory_bandwidth_Bps, units.GB, 1),
+        f"{c.pcie_lanes}x gen{c.pcie_gen}",
+        f"{c.socket_links}x {c.socket_link}",
+    )
 
 
 def _cmd_cpus(args: argparse.Namespace) -> int:
-    cpus = list_cpus()
-    if args.json:
-        _print_json([c.to_dict() for c in cpus])
-        return 0
     header = (
         "name", "arch", "cores", "base GHz", "fp32 GFLOPS", "mem ch", "mem GB/s", "PCIe",
         "socket link",
     )  # fmt: skip
-    rows = [
-        (
-            c.name,
-            c.architecture,
-            str(c.cores),
-            _fmt(c.base_clock_hz, units.GHz, 2),
-            _fmt(c.peak_fp32_flops, units.GFLOPS, 0),
-            str(c.memory_channels),
-            _fmt(c.memory_bandwidth_Bps, units.GB, 1),
-            f"{c.pcie_lanes}x gen{c.pcie_gen}",
-            f"{c.socket_links}x {c.socket_link}",
-        )
-        for c in cpus
-    ]
-    print(_table(header, rows))
-    print("\nOne socket per row; peak FP32 at the base clock (cores x clock x FLOP/cycle).")
-    return 0
+    notes = "\nOne socket per row; peak FP32 at the base clock (cores x clock x FLOP/cycle)."
+    return _print_catalogue(args, list_cpus(), header, _cpu_row, notes)
 
 
 # ------------------------------------------------------------------------------------- show
@@ -303,13 +292,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
         spec = _lookup(args.name)
     except UnknownHardwareError as exc:
         # One clean line (KeyError's str() would quote the message).
-        print(f"perfmodel: error: {exc.args[0]}", file=sys.stderr)
-        return 2
+        return error_exit(exc.args[0])
     if args.json:
         kind = (
             "gpu" if isinstance(spec, GPUSpec) else "link" if isinstance(spec, LinkTech) else "cpu"
         )
-        _print_json({"kind": kind, **spec.to_dict()})
+        print_json({"kind": kind, **spec.to_dict()})
         return 0
     print("\n".join(_describe(spec)))
     return 0

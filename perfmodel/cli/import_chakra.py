@@ -14,21 +14,19 @@ GPU), the speedup curve included. See :mod:`perfmodel.calibration.trace_workload
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import SYSTEM_KEYS, add_system_args
+from perfmodel.cli._common import SYSTEM_KEYS, add_documented_command, add_system_args, print_json
 from perfmodel.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_documented_command(
+        sub,
         "import-chakra",
-        help="a Chakra ET (.et) or Kineto trace (.json[.gz]) of one rank as a workload; predict its scale-out",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "a Chakra ET (.et) or Kineto trace (.json[.gz]) of one rank as a workload; predict its scale-out",
+        __doc__,
     )
     p.add_argument("trace", help="Chakra ET (.et) or PyTorch profiler trace (.json, .json.gz)")
     p.add_argument(
@@ -128,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         out["predictions"] = [r.to_dict() for r in reports]
     if args.json:
-        json.dump(out, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     what = "layers" if t.layer_params is None else "segments (perfmodel's export)"
     print(

@@ -28,7 +28,13 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_model_arg, attention_kind, parse_model_args
+from perfmodel.cli._common import (
+    add_command_group,
+    add_model_arg,
+    attention_kind,
+    parse_model_args,
+    print_json,
+)
 from perfmodel.hardware import get_gpu
 
 __all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, kept importable
@@ -36,12 +42,13 @@ __all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``model`` and its subcommands to the top-level parser."""
-    parser = subparsers.add_parser(
+    sub = add_command_group(
+        subparsers,
         "model",
         help="model zoo: layers, FLOP, memory, largest batch",
         description="Browse the model zoo, per-layer costs and predicted times.",
+        commands=("list", "show", "maxbatch", "import-chakra"),
     )
-    sub = parser.add_subparsers(dest="model_command", metavar="{list,show,maxbatch,import-chakra}")
 
     lst = sub.add_parser("list", help="zoo models and their arguments")
     lst.add_argument("--json", action="store_true", help="print JSON")
@@ -106,8 +113,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     import_chakra.add_parser(sub)
 
-    parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
-
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from perfmodel.workload import build_model, list_models
@@ -115,21 +120,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     models = list_models()
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": m.name,
-                        "family": m.family,
-                        "reference": m.reference,
-                        "aliases": model_aliases(m.name),
-                        "arguments": m.arguments(),
-                    }
-                    for m in models
-                ],
-                indent=2,
-                default=str,
-            )
+        print_json(
+            [
+                {
+                    "name": m.name,
+                    "family": m.family,
+                    "reference": m.reference,
+                    "aliases": model_aliases(m.name),
+                    "arguments": m.arguments(),
+                }
+                for m in models
+            ]
         )
         return 0
     print(f"{'name':14s} {'family':12s} {'params':>14s}  reference")
@@ -287,7 +288,7 @@ def _class_ceilings(w: Any, cm: Any, kernels: Any, classes: dict[str, float]) ->
 def _cmd_show(args: argparse.Namespace) -> int:
     w, rows, totals = _rows(args)
     if args.json:
-        print(json.dumps({"totals": totals, "layers": rows}, indent=2, default=str))
+        print_json({"totals": totals, "layers": rows})
         return 0
     if args.csv:
         fields = list(rows[0].keys())
@@ -425,7 +426,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
             software=preset.name,
             attention=attention,
         )
-        print(json.dumps(d, indent=2))
+        print_json(d)
         return 0
     b = r.breakdown
     what = f"{args.name} on {gpu.name} ({units.format_bytes(gpu.memory_bytes)}), {args.precision}"

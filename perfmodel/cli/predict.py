@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -20,22 +19,27 @@ from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     SYSTEM_KEYS,
+    TypedFlag,
+    add_documented_command,
     add_interval_arg,
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    add_typed_args,
     attention_kind,
+    flag_dest,
     parse_model_args,
+    print_json,
 )
 from perfmodel.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_documented_command(
+        subparsers,
         "predict",
-        help="predict iteration time, throughput, speedup and memory of a training run",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "predict iteration time, throughput, speedup and memory of a training run",
+        __doc__,
     )
     p.add_argument(
         "scenario", nargs="?", help="scenario file (.toml/.yaml/.json) with the same keys"
@@ -496,8 +500,7 @@ def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any
                 row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
         for row, iv in zip(rows, ivs, strict=True):
             row.update(_interval_json(level, *iv))
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(rows)
     else:
         _print_curve(args, sc, reports, ivs, level)
     if args.plot:
@@ -571,8 +574,7 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
             out["training_run"] = estimate.to_dict()
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
-        json.dump(out, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     print(header(sc, report))
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
@@ -619,64 +621,58 @@ def _write_files(args: argparse.Namespace, sc: Any, report: Any) -> list[Any]:
 # ------------------------------------------------------------------ token budget: what it costs
 
 
+#: The flags of a token budget's failures, checkpoints and restarts: ``(flag, kind, help)``.
+RUN_FLAGS: tuple[TypedFlag, ...] = (
+    (
+        "--mtbf-gpu-hours",
+        ty.positive_float,
+        "mean GPU-hours between interruptions charged per GPU (default 79,230: Llama 3 "
+        "405B, Table 5 GPU rows)",
+    ),
+    (
+        "--mtbf-node-hours",
+        ty.positive_float,
+        "mean host-hours between interruptions charged per host (default 17,578: Llama 3 "
+        "405B, Table 5 other rows)",
+    ),
+    (
+        "--storage-write-GBps",
+        ty.positive_float,
+        "aggregate checkpoint write bandwidth, GB/s (default: DGX SuperPOD 'Better', 4 GB/s "
+        "per 8 GPUs up to 20 GB/s per 256 GPUs)",
+    ),
+    (
+        "--storage-read-GBps",
+        ty.positive_float,
+        "aggregate checkpoint read bandwidth, GB/s (default: 8 GB/s per 8 GPUs up to 40 "
+        "GB/s per 256 GPUs)",
+    ),
+    (
+        "--checkpoint-save-s",
+        ty.positive_float,
+        "seconds a checkpoint save blocks training (an asynchronous save; default: "
+        "checkpoint bytes / write bandwidth)",
+    ),
+    (
+        "--checkpoint-interval-s",
+        ty.positive_float,
+        "your compute seconds between checkpoints (default: Daly's optimum)",
+    ),
+    (
+        "--restart-s",
+        ty.nonneg_float,
+        "relaunch seconds of a restart before the checkpoint is read (default 600, an estimate)",
+    ),
+)
+
+
 def add_run_args(p: argparse.ArgumentParser) -> None:
     """Flags of a token budget's failures, checkpoints and restarts (``--tokens``;
-    :mod:`perfmodel.report.goodput`, docs/predict.md "Goodput")."""
+    :mod:`perfmodel.report.goodput`, docs/predict.md "Goodput"): :data:`RUN_FLAGS`."""
     g = p.add_argument_group(
         "token budget: failures, checkpoints, energy (with --tokens; docs/predict.md 'Goodput')"
     )
-    g.add_argument(
-        "--mtbf-gpu-hours",
-        type=ty.positive_float("--mtbf-gpu-hours"),
-        help="mean GPU-hours between interruptions charged per GPU (default 79,230: Llama 3 "
-        "405B, Table 5 GPU rows)",
-    )
-    g.add_argument(
-        "--mtbf-node-hours",
-        type=ty.positive_float("--mtbf-node-hours"),
-        help="mean host-hours between interruptions charged per host (default 17,578: Llama 3 "
-        "405B, Table 5 other rows)",
-    )
-    g.add_argument(
-        "--storage-write-GBps",
-        type=ty.positive_float("--storage-write-GBps"),
-        help="aggregate checkpoint write bandwidth, GB/s (default: DGX SuperPOD 'Better', 4 GB/s "
-        "per 8 GPUs up to 20 GB/s per 256 GPUs)",
-    )
-    g.add_argument(
-        "--storage-read-GBps",
-        type=ty.positive_float("--storage-read-GBps"),
-        help="aggregate checkpoint read bandwidth, GB/s (default: 8 GB/s per 8 GPUs up to 40 "
-        "GB/s per 256 GPUs)",
-    )
-    g.add_argument(
-        "--checkpoint-save-s",
-        type=ty.positive_float("--checkpoint-save-s"),
-        help="seconds a checkpoint save blocks training (an asynchronous save; default: "
-        "checkpoint bytes / write bandwidth)",
-    )
-    g.add_argument(
-        "--checkpoint-interval-s",
-        type=ty.positive_float("--checkpoint-interval-s"),
-        help="your compute seconds between checkpoints (default: Daly's optimum)",
-    )
-    g.add_argument(
-        "--restart-s",
-        type=ty.nonneg_float("--restart-s"),
-        help="relaunch seconds of a restart before the checkpoint is read (default 600, an "
-        "estimate)",
-    )
-
-
-_RUN_FLAGS = (
-    "mtbf_gpu_hours",
-    "mtbf_node_hours",
-    "storage_write_GBps",
-    "storage_read_GBps",
-    "checkpoint_save_s",
-    "checkpoint_interval_s",
-    "restart_s",
-)
+    add_typed_args(g, RUN_FLAGS)
 
 
 def run_options(args: argparse.Namespace) -> tuple[Any, Any, float | None]:
@@ -684,13 +680,12 @@ def run_options(args: argparse.Namespace) -> tuple[Any, Any, float | None]:
     :func:`add_run_args`; a flag given without ``--tokens`` is refused (it would do nothing)."""
     from perfmodel.report.goodput import RESTART_OVERHEAD_S, Reliability, Storage
 
-    given = [f for f in _RUN_FLAGS if getattr(args, f, None) is not None]
+    given = [f for f, _, _ in RUN_FLAGS if getattr(args, flag_dest(f), None) is not None]
     if given and getattr(args, "tokens", None) is None:
-        flag = "--" + given[0].replace("_", "-")
         raise ConfigError(
-            f"{flag} needs --tokens (the budget whose failures and checkpoints it describes)",
-            value=getattr(args, given[0]),
-            where=flag,
+            f"{given[0]} needs --tokens (the budget whose failures and checkpoints it describes)",
+            value=getattr(args, flag_dest(given[0])),
+            where=given[0],
         )
     rel = Reliability(
         **{
@@ -699,14 +694,10 @@ def run_options(args: argparse.Namespace) -> tuple[Any, Any, float | None]:
             if getattr(args, k, None) is not None
         }
     )
-    if args_given := [k for k in ("mtbf_gpu_hours", "mtbf_node_hours") if k in given]:
+    if mtbf_given := [f for f in given if f.startswith("--mtbf-")]:
         import dataclasses
 
-        rel = dataclasses.replace(
-            rel,
-            source=f"{', '.join('--' + k.replace('_', '-') for k in args_given)} given; "
-            + rel.source,
-        )
+        rel = dataclasses.replace(rel, source=f"{', '.join(mtbf_given)} given; " + rel.source)
     w, r = getattr(args, "storage_write_GBps", None), getattr(args, "storage_read_GBps", None)
     restart = getattr(args, "restart_s", None)
     sto = Storage(

@@ -15,20 +15,24 @@ On a Dask cluster (scheduler, workers, a worker dying mid-sweep): ``docs/sweep.m
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_interval_arg, add_quiet_arg
+from perfmodel.cli._common import (
+    add_documented_command,
+    add_interval_arg,
+    add_quiet_arg,
+    print_json,
+)
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_documented_command(
+        subparsers,
         "sweep",
-        help="evaluate a grid of scenarios in parallel, streamed and resumable",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "evaluate a grid of scenarios in parallel, streamed and resumable",
+        __doc__,
     )
     p.add_argument("spec", help="sweep file (.toml, .yaml or .json)")
     p.add_argument(
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         first = next(spec.points(), None)
         print(f"{len(spec)} scenarios over axes {', '.join(spec.axis_names) or '(none)'}")
         if first is not None:
-            print(json.dumps(first[1], indent=2, default=str))
+            print_json(first[1])
         return 0
     evaluator = None
     if args.interval is not None:

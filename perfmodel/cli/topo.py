@@ -23,11 +23,10 @@ import dataclasses
 import json
 import math
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_system_args, system_from_args
+from perfmodel.cli._common import add_command_group, add_system_args, print_json, system_from_args
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, list_systems, load_system
 from perfmodel.topology.analysis import (
@@ -48,12 +47,13 @@ MATRIX_GPU_LIMIT = 128
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``topo`` and its subcommands to the top-level parser."""
-    parser = subparsers.add_parser(
+    sub = add_command_group(
+        subparsers,
         "topo",
         help="topologies: list, show, draw, import",
         description="Hardware topologies as graphs: the catalogue, analyses, pictures, importers.",
+        commands=("list", "show", "draw", "import"),
     )
-    sub = parser.add_subparsers(dest="topo_command", metavar="{list,show,draw,import}")
 
     p = sub.add_parser("list", help="catalogue systems", description="List catalogue systems.")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -109,15 +109,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--force", action="store_true", help="with -o: replace a file perfmodel did not write"
     )
     p.set_defaults(func=_cmd_import)
-    parser.set_defaults(func=_help(parser))
-
-
-def _help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return 2
-
-    return run
 
 
 def _topology(args: argparse.Namespace) -> Topology:
@@ -171,7 +162,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
         return 0
     wn = max(22, *(len(r["name"]) for r in rows))
     wg = max(16, *(len(r["gpu"]) for r in rows))
@@ -355,7 +346,7 @@ def _short_list(items: list[str], limit: int = 8) -> str:
 def _cmd_show(args: argparse.Namespace) -> int:
     topo = _topology(args)
     if args.json:
-        print(json.dumps(show_data(topo), indent=1))
+        print_json(show_data(topo), indent=1)
     else:
         _print_show(topo)
     return 0
@@ -389,7 +380,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         written = write_imported_system(topo, args.file, args.output, force=args.force)
         topo = load_system(str(written))  # what --system reads back from it
     if args.json:
-        print(json.dumps(show_data(topo), indent=1))
+        print_json(show_data(topo), indent=1)
     else:
         _print_show(topo)
     if written is not None:
