@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
+from statistics import NormalDist
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
@@ -116,19 +117,40 @@ class MoeConfig:
 
     @property
     def rank_load(self) -> float:
-        """Routed rows of the busiest expert-parallel rank over the mean: ``load_imbalance``,
-        capped at ``capacity_factor`` when tokens beyond capacity are dropped (> 0).
+        """Routed rows of the busiest expert-parallel rank over the mean in expectation over
+        many micro-batches: ``load_imbalance``, capped at ``capacity_factor`` when tokens beyond
+        capacity are dropped (> 0). :meth:`busiest_rank_load` adds the sampling noise of one
+        micro-batch's routing.
 
         Defaults: ``load_imbalance = 1.0`` (the balanced routing that the auxiliary
         load-balancing loss, Fedus et al. 2022, and DeepSeek-V3's bias-based balancing,
-        DeepSeek-AI 2024 sec. 2.1.2, train towards; no measured per-rank imbalance of a named
-        run is transcribed, so none is assumed: set ``load_imbalance`` from a profile) and
-        ``capacity_factor = 0``: dropless, Megatron-Core's default
-        (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py`` core_r0.12).
+        DeepSeek-AI 2024 sec. 2.1.2, train towards, and that Megatron-Core's
+        ``moe_router_force_load_balancing`` benchmarks force; no measured skew of the expected
+        per-rank load of a named run is transcribed, so none is assumed: set
+        ``load_imbalance`` from a profile) and ``capacity_factor = 0``: dropless, Megatron-Core's
+        default (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py``
+        core_r0.12).
         """
         if self.capacity_factor > 0:
             return min(self.load_imbalance, self.capacity_factor)
         return self.load_imbalance
+
+    def busiest_rank_load(self, ep: int, mean_rows: float) -> float:
+        """Routed rows of the busiest of ``ep`` expert-parallel ranks over the mean, for one
+        micro-batch of one layer whose ranks receive ``mean_rows`` routed rows on average.
+
+        ``load_imbalance x`` :func:`routing_sampling_load` (the expected maximum of the
+        per-rank counts that balanced routing of a finite number of tokens draws), capped at
+        ``capacity_factor`` when tokens beyond capacity are dropped. Each layer's combine
+        all-to-all waits for every rank of the group, so the layer runs at the busiest rank's
+        pace (Lepikhin et al. 2021, GShard sec. 2.2; Hwang et al. 2023, Tutel sec. 2.2).
+        """
+        load = self.load_imbalance * routing_sampling_load(
+            self.experts, self.top_k, ep, mean_rows, self.routing_groups
+        )
+        if self.capacity_factor > 0:
+            return min(load, self.capacity_factor)
+        return load
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer ``index`` (from 0) has routed experts."""
@@ -161,10 +183,11 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     a = net.act_bytes
     tokens = b * s
     # rows this rank's experts process: the tp group's routed tokens split over tp / etp ranks
-    # (all of them when etp = tp); the busiest expert-parallel rank gets rank_load x the mean
+    # (all of them when etp = tp); the busiest expert-parallel rank gets busiest_rank_load x
+    # the mean
     rows = -(-tokens * moe.top_k * etp // tp)
     if ep > 1:
-        rows = math.ceil(rows * moe.rank_load)
+        rows = math.ceil(rows * moe.busiest_rank_load(ep, rows))
     f_l = moe.expert_ffn_hidden // etp
     # the router scores the tokens this rank holds (1/tp of the sequence under sequence
     # parallelism, before the dispatcher gathers them)
@@ -243,6 +266,122 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         width = moe.shared_experts * moe.expert_ffn_hidden
         dense_mlp(net, cfg, b, s, name, width=width, prefix="shared_fc")
         net.unsave(-3)  # shared_fc1's input is the router's, kept once
+
+
+def _hypergeometric_moments(pool: int, marked: int, draws: int) -> tuple[float, float]:
+    """Mean and variance of how many of ``draws`` distinct picks from ``pool`` items land on
+    ``marked`` of them (hypergeometric: ``k m / P`` and ``k (m/P)(1 - m/P)(P - k)/(P - 1)``)."""
+    if pool <= 1:
+        return float(min(marked, draws)), 0.0
+    q = marked / pool
+    return draws * q, draws * q * (1.0 - q) * (pool - draws) / (pool - 1)
+
+
+def rank_hit_moments(
+    experts: int, top_k: int, ranks: int, routing_groups: tuple[int, int] = (0, 0)
+) -> tuple[float, float]:
+    """Mean and variance of how many of one token's ``top_k`` routed rows land on one of
+    ``ranks`` expert-parallel ranks, each holding ``experts / ranks`` consecutive experts
+    (Megatron-Core ``local_expert_indices``), under uniform random routing.
+
+    Uniform routing picks the ``top_k`` experts as a uniform draw without replacement: what
+    Megatron-Core's benchmark mode ``moe_router_force_load_balancing`` does (the router's
+    logits replaced by i.i.d. normal draws, ``RandomSTE`` in ``megatron/core/transformer/moe/
+    moe_utils.py`` at Megatron-LM 4415119, set by every Megatron-Bridge 26.04 MoE performance
+    recipe), and the best that balanced-in-expectation routing of independent tokens can do.
+    A rank's count is hypergeometric: ``c`` of the ``P`` reachable experts are the rank's,
+    ``mean = k c / P``, ``var = k (c/P)(1 - c/P)(P - k)/(P - 1)``. With group-limited routing
+    ``(G, g)`` (DeepSeek-V3 sec. 2.1.2; i.i.d. logits pick the ``g`` groups uniformly) the
+    token first picks ``g`` of ``G`` groups, ``P = g E / G``, and ``c`` is the rank's experts
+    inside the picked groups (mixing over how many of its groups were picked: ranks nested in
+    groups, or groups in ranks; other splits are treated as unlimited routing)::
+
+        E[X] = sum_c p_c mean_c,    Var[X] = sum_c p_c (var_c + mean_c^2) - E[X]^2
+
+    >>> m, v = rank_hit_moments(128, 8, 16)   # Qwen3-30B-A3B over 16 ranks: 8 * 1/16 ...
+    >>> round(m, 4), round(v, 4)              # ... and 8 (1/16)(15/16)(120/127)
+    (0.5, 0.4429)
+    >>> m, v = rank_hit_moments(256, 8, 32, (8, 4))  # DeepSeek-V3, node-limited, EP 32
+    >>> round(m, 4), round(v, 4)
+    (0.25, 0.284)
+    """
+    block = experts // max(ranks, 1)
+    groups, picked = routing_groups
+    cases: list[tuple[float, int]] = []  # (probability, the rank's experts in the pool)
+    pool = experts
+    if groups and experts % groups == 0 and ranks >= groups and ranks % groups == 0:
+        pool = picked * experts // groups
+        cases = [(picked / groups, block), (1.0 - picked / groups, 0)]
+    elif groups and experts % groups == 0 and groups % ranks == 0:
+        pool = picked * experts // groups
+        own = groups // ranks
+        total = math.comb(groups, picked)
+        for j in range(0, min(own, picked) + 1):
+            p_j = math.comb(own, j) * math.comb(groups - own, picked - j) / total
+            cases.append((p_j, j * experts // groups))
+    else:
+        cases = [(1.0, block)]
+    mean = second = 0.0
+    for p, c in cases:
+        if p <= 0:
+            continue
+        m_c, v_c = _hypergeometric_moments(pool, c, top_k)
+        mean += p * m_c
+        second += p * (v_c + m_c * m_c)
+    return mean, max(second - mean * mean, 0.0)
+
+
+def expected_max_std_normal(n: int) -> float:
+    """Expected maximum of ``n`` independent standard normal draws, Blom's approximation
+    (G. Blom 1958, "Statistical Estimates and Transformed Beta-Variables"):
+    ``Phi^-1((n - 0.375) / (n + 0.25))``, 0 for ``n <= 1`` (the same closed form as
+    :func:`perfmodel.parallel.straggler.expected_max_std_normal`, which the workload layer
+    cannot import).
+
+    >>> round(expected_max_std_normal(8), 3)
+    1.434
+    """
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def routing_sampling_load(
+    experts: int,
+    top_k: int,
+    ranks: int,
+    mean_rows: float,
+    routing_groups: tuple[int, int] = (0, 0),
+) -> float:
+    """Expected routed rows of the busiest of ``ranks`` expert-parallel ranks over the mean,
+    for one layer of one micro-batch routed uniformly at random (:func:`rank_hit_moments`).
+
+    The group routes ``N = mean_rows / E[X]`` tokens, each independently; a rank's rows are
+    the sum of ``N`` per-token counts, normal for large ``N`` with standard deviation
+    ``sigma = sqrt(N Var[X])``. The ranks' rows always add up to ``N top_k`` (every token sends
+    exactly ``top_k`` rows), so the per-rank counts are exchangeable with correlation
+    ``-1/(n - 1)``: the deviations of ``n`` i.i.d. normals of variance ``sigma^2 n/(n - 1)``
+    from their mean, whose expected maximum is that of the i.i.d. draws::
+
+        load = 1 + sigma / mean_rows x E[max of n std normals] x sqrt(n / (n - 1))
+
+    with Blom's approximation of the expected maximum (:func:`expected_max_std_normal`). Pure
+    sampling statistics: nothing is fitted; 1 with one rank or no rows.
+
+    >>> round(routing_sampling_load(128, 8, 16, 32768), 4)   # Qwen3-30B on 16 H100, 4096 tokens
+    1.0095
+    >>> round(routing_sampling_load(8, 2, 4, 1024), 4)        # 8 experts, top-2, 4 ranks
+    1.0304
+    """
+    if ranks <= 1 or mean_rows <= 0:
+        return 1.0
+    mean, var = rank_hit_moments(experts, top_k, ranks, routing_groups)
+    if mean <= 0 or var <= 0:
+        return 1.0
+    tokens = mean_rows / mean
+    sigma = math.sqrt(tokens * var)
+    spread = expected_max_std_normal(ranks) * math.sqrt(ranks / (ranks - 1))
+    return 1.0 + sigma / mean_rows * spread
 
 
 #: Bytes of one routed row's router probability as the experts' activation keeps it (FP32:
@@ -548,9 +687,12 @@ __all__ = [
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
+    "expected_max_std_normal",
     "mla_attention",
     "moe",
     "moe_mlp",
     "probs_in_activation",
+    "rank_hit_moments",
     "routed_experts",
+    "routing_sampling_load",
 ]
