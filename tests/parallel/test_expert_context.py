@@ -267,7 +267,12 @@ def test_flow_simulation_alltoall_contends_with_dp_traffic_on_nics() -> None:
 
     sc = _moe_scenario(nodes=2, ep=16, model_args={**SMALL, "experts": 16}, fidelity="simulated")
     step, _ = build_step(sc, resolve(sc))
-    ep = next(t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.EP)
+    # the dispatcher's all-to-all of the routed rows (the all-gather of the token counts
+    # before it is an expert-parallel collective too)
+    ep = max(
+        (t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.EP),
+        key=lambda t: t.comm.message_bytes,  # type: ignore[union-attr]
+    )
     assert ep.comm.op is CollectiveOp.ALLTOALL and len(ep.comm.group) == 16
     topo = topology_of(sc)
     dp_spec = replace(ep.comm, op=CollectiveOp.ALLREDUCE, kind=CommKind.DP, siblings=())

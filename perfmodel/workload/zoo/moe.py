@@ -97,6 +97,13 @@ class MoeConfig:
         HF ``n_group`` / ``topk_group``; Megatron-Core ``--moe-router-num-groups`` /
         ``--moe-router-group-topk``); ``(0, 0)``: unlimited. Decides how many servers a token's
         rows reach (:func:`perfmodel.parallel.expert.dispatch_share`), not the FLOP.
+    aux_loss
+        The router adds a load-balancing loss (Megatron ``moe_router_load_balancing_type``
+        ``aux_loss`` / ``seq_aux_loss`` / ``global_aux_loss`` with ``moe_aux_loss_coeff > 0``:
+        Qwen3 ``aux_loss`` 1e-3, DeepSeek-V3 ``seq_aux_loss`` 1e-4, Kimi K2 ``seq_aux_loss``
+        1e-3, Megatron-Bridge 21d102f ``src/megatron/bridge/models/*/*_bridge.py``; gpt-oss
+        ``none``): its kernels run beside the router under Megatron-Core
+        (:data:`~perfmodel.workload.kernels.OPS` ``moe_aux_loss``).
     expert_bias
         The router keeps a per-expert score-correction bias for load balancing without an
         auxiliary loss (DeepSeek-V3; Megatron ``--moe-router-enable-expert-bias``): a buffer of
@@ -114,6 +121,7 @@ class MoeConfig:
     load_imbalance: float = 1.0
     capacity_factor: float = 0.0
     routing_groups: tuple[int, int] = (0, 0)
+    aux_loss: bool = True
 
     @property
     def rank_load(self) -> float:
@@ -198,8 +206,24 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     _mark(net, ExpertRole.ROUTER)
     if moe.expert_bias:
         net.buffers += moe.experts
+    scores = (local, moe.experts)
+    aux = op_kernels("moe_aux_loss", net.kernels.fusion) if moe.aux_loss else None
+    if aux is not None:
+        net.op_layer(f"{name}.router_aux_loss", aux, float(numel(scores)), output_shape=scores)
+        _mark(net, ExpertRole.ROUTER)
+    # Megatron-Core's all-to-all dispatcher (the recipe's moe_sort_chunks marks it): the token
+    # counts are reduced, all-gathered over the group and copied to the host before the sync
+    nccl_a2a = bool(net.kernels.moe_sort_chunks) and ep > 1
+    pre = op_kernels("moe_alltoall_preprocess", net.kernels.fusion) if nccl_a2a else None
+    if pre is not None:
+        counts = CommPoint(CollectiveOp.ALLGATHER, float(ep * moe.experts * COUNT_BYTES), "ep")
+        net.op_layer(f"{name}.dispatch_preprocess", pre, float(numel(scores)), output_shape=scores)
+        _mark(net, ExpertRole.ROUTER, fwd_comm=(counts,))
     fc, bc = _col_comms(net, tokens * h) if etp == tp else ((), ())
-    a2a = _dispatch_alltoall(net, rows * h // (net.seq_shard if etp == tp else 1))
+    shard = net.seq_shard if etp == tp else 1
+    a2a = _dispatch_alltoall(net, rows * h // shard)
+    if pre is not None:  # the routed rows' FP32 probabilities travel in an all-to-all of their own
+        a2a += (CommPoint(CollectiveOp.ALLTOALL, float(rows // shard * PROB_BYTES), "ep"),)
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
     fc, bc = fc + a2a, bc + a2a
     _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc)
@@ -254,6 +278,7 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     if sort:
         net.elementwise(f"{name}.unsort_chunks", (rows, h), "copy", inputs=1, bwd_elements=2)
     fr, br = _row_comms(net, tokens * h) if etp == tp else ((), ())
+    a2a = a2a[:1]  # the combine returns the rows only (the probabilities were applied)
     fr, br = fr + a2a, br + a2a
     if probs_in_act:
         net.elementwise(f"{name}.unpermute", (rows, h), "copy", inputs=1, bwd_elements=2)
@@ -389,6 +414,11 @@ def routing_sampling_load(
 #: upcast in ``TEGroupedMLP.forward``, ``megatron/core/transformer/moe/experts.py`` at 4415119).
 PROB_BYTES = 4
 
+#: Bytes of one expert's token count as Megatron-Core's all-to-all dispatcher all-gathers it
+#: (``routing_map.sum(dim=0).long()``: int64, ``MoEAlltoAllTokenDispatcher.preprocess``,
+#: ``megatron/core/transformer/moe/token_dispatcher.py`` at Megatron-LM 4415119).
+COUNT_BYTES = 8
+
 
 def probs_in_activation(net: Net) -> bool:
     """Whether the routed rows are weighted by their router probabilities inside the experts'
@@ -521,6 +551,7 @@ def routed_experts(
     capacity_factor: float = 0.0,
     router_groups: int = 0,
     router_group_topk: int = 0,
+    aux_loss: bool = True,
 ) -> MoeConfig:
     """The routed experts of a MoE decoder from its model arguments (CLI text parsed here),
     checked against the rank's parallelism: ``top_k <= experts``, ``Net.etp`` dividing
@@ -550,6 +581,7 @@ def routed_experts(
             _positive("router_groups", router_groups, 0),
             _positive("router_group_topk", router_group_topk, 0),
         ),
+        aux_loss=bool(aux_loss),
     )
     if m.top_k > m.experts:
         raise ConfigError(
@@ -593,6 +625,7 @@ def moe(
     capacity_factor: float = 0.0,
     router_groups: int = 0,
     router_group_topk: int = 0,
+    aux_loss: bool = True,
     kv_lora_rank: int = 0,
     q_lora_rank: int = 0,
     qk_rope_head_dim: int = 0,
@@ -621,6 +654,8 @@ def moe(
         beyond which tokens are dropped (0: dropless); see :attr:`MoeConfig.rank_load`.
     router_groups, router_group_topk
         Group-limited routing (:attr:`MoeConfig.routing_groups`; both 0: unlimited).
+    aux_loss
+        The router's load-balancing loss (:attr:`MoeConfig.aux_loss`).
     kv_lora_rank, q_lora_rank, qk_rope_head_dim, v_head_dim
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
@@ -665,6 +700,7 @@ def moe(
         capacity_factor=capacity_factor,
         router_groups=router_groups,
         router_group_topk=router_group_topk,
+        aux_loss=aux_loss,
     )
     attention: Section = self_attention
     if int(kv_lora_rank) > 0:
@@ -684,6 +720,7 @@ def moe(
 
 
 __all__ = [
+    "COUNT_BYTES",
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
