@@ -298,6 +298,59 @@ OPS: dict[str, dict[Fusion, OpKernels]] = {
             "cross_entropy_loss_fusion as the Megatron-Bridge recipes set it)",
         ),
     },
+    # Megatron-Core's MoE bookkeeping around the router and the all-to-all dispatcher: per
+    # element of the router's scores (local tokens x experts); the reductions and scalar ops
+    # over the experts or the ranks move next to nothing, their launches are what costs.
+    "moe_aux_loss": {
+        Fusion.TE: OpKernels(
+            KernelClass.SOFTMAX,
+            fwd=(
+                _k("fused_compute_score_for_moe_aux_loss", ra=1, wf=1.25),
+                _k("routing_map.sum(dim=0) (tokens per expert)", rf=0.25),
+                _k("fused_moe_aux_loss", rf=1),
+                _k("aux_loss / coeff (tracker)"),
+                _k("tracker values[layer] += loss"),
+            ),
+            bwd=(
+                _k("MoEAuxLossAutoScaler: ones_like(aux_loss)"),
+                _k("MoEAuxLossAutoScaler: * main_loss_backward_scale"),
+                _k("fused_moe_aux_loss backward", wf=1),
+                _k("fused_compute_score_for_moe_aux_loss backward", rf=2, wf=1),
+                _k("logits grad: top-k path + aux-loss path", rf=2, wf=1),
+            ),
+            source="Megatron-LM 4415119 megatron/core/transformer/moe/router.py "
+            "TopKRouter.routing / _apply_aux_loss / attach_and_log_load_balancing_loss and "
+            "moe_utils.py get_tokens_per_expert_and_token_count, switch_load_balancing_loss_func, "
+            "save_to_aux_losses_tracker, MoEAuxLossAutoScaler (moe_router_fusion=True: Transformer "
+            "Engine's fused score and aux-loss kernels, as the Megatron-Bridge 26.04 perf "
+            "recipes set it)",
+        ),
+    },
+    "moe_alltoall_preprocess": {
+        Fusion.TE: OpKernels(
+            KernelClass.ELEMENTWISE,
+            fwd=(
+                _k("routing_map.sum(dim=0) (local tokens per expert)", rf=0.25),
+                _k(".long()"),
+                _k("input_splits: reshape(ep, local experts).sum(1)"),
+                _k("global tokens per local expert: slice .contiguous()"),
+                _k("tokens per rank: sum(axis=2)"),
+                _k("output_splits_tp: sum(axis=1)"),
+                _k("tokens per local expert: sum(dim=(0, 1))"),
+                _k("D2H tokens_per_expert"),
+                _k("D2H input_splits"),
+                _k("D2H output_splits"),
+                _k("D2H output_splits_tp"),
+                _k("D2H num_out_tokens"),
+            ),
+            bwd=(),
+            source="Megatron-LM 4415119 megatron/core/transformer/moe/token_dispatcher.py "
+            "MoEAlltoAllTokenDispatcher.preprocess (dropless, ep > 1, moe_permute_fusion=True) "
+            "and _maybe_dtoh_and_synchronize (the copies to the host before the sync); the "
+            "all-gather of the tokens per expert over the expert-parallel group is the layer's "
+            "collective",
+        ),
+    },
 }
 
 

@@ -4,6 +4,8 @@ model predicting on one GPU and under data/tensor/pipeline parallelism (experts 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from perfmodel.api import Scenario, predict
@@ -275,3 +277,134 @@ def test_megatron_core_copies_routed_rows_around_the_experts(
     order = [n for n in names[: names.index("experts_fc1") + 1] if n != "fp8_cast"]
     if sort and pad:  # regrouped after the dispatch, padded before the first grouped GEMM
         assert order[-3:] == ["sort_chunks", "quant_pad", "experts_fc1"]
+
+
+@pytest.mark.parametrize(
+    ("software", "dispatcher", "aux_loss", "aux", "pre"),
+    [
+        ("megatron-core", "alltoall", True, True, True),
+        ("megatron-core", "alltoall", False, False, True),  # gpt-oss: no load-balancing loss
+        ("megatron-core", "hybridep", True, True, False),  # Hybrid-EP preprocesses in its kernel
+        ("torchtitan", "alltoall", True, False, False),  # not Megatron-Core's router
+    ],
+)
+def test_megatron_core_router_and_dispatcher_bookkeeping(
+    software: str, dispatcher: str, aux_loss: bool, aux: bool, pre: bool
+) -> None:
+    """Megatron-LM 4415119 with the fused router: the load-balancing loss launches 5 kernels in
+    forward and 5 in backward beside the router (scores, tokens per expert, the fused loss, the
+    logging tracker; the loss scaler, the two fused backwards, the logits' gradient sum); the
+    all-to-all dispatcher's preprocess launches 7 reductions and 5 copies to the host before its
+    sync and all-gathers the int64 token counts over the group (ep x experts x 8 B), and sends
+    each routed row's FP32 probability in an all-to-all of its own (rows x 4 B)."""
+    from perfmodel.api import resolve
+    from perfmodel.ops import CollectiveOp
+    from perfmodel.pipeline.lower import step_workload
+
+    ep = 8
+    args = {"hidden": 512, "layers": 2, "heads": 8, "kv_heads": 2, "ffn_hidden": 256,
+            "experts": 16, "top_k": 4, "seq_len": 1024, "vocab": 4096,
+            "aux_loss": aux_loss}  # fmt: skip
+    sc = Scenario(system="dgx-h100", nodes=1, gpus=8, model="moe", model_args=args,
+                  precision="bf16", global_batch=8, ep=ep, moe_dispatcher=dispatcher,
+                  software=software, fidelity="analytic")  # fmt: skip
+    w, _ = step_workload(sc, resolve(sc), None)
+    by = {la.name: la for la in w.layers}
+    assert ("layer0.router_aux_loss" in by) is aux
+    assert ("layer0.dispatch_preprocess" in by) is pre
+    names = [la.name for la in w.layers]
+    if aux:
+        la = by["layer0.router_aux_loss"]
+        assert (la.kernels, la.bwd_kernels) == (5, 5)
+        assert la.expert_role is ExpertRole.ROUTER and la.params == 0
+        el = 1024 * 16  # the local tokens' scores
+        assert la.fwd_bytes == pytest.approx(el * (2 + 5 + 1 + 4))  # bf16 logits in, FP32 out
+        assert names.index("layer0.router_aux_loss") == names.index("layer0.router_probs") + 1
+    dispatch = by["layer0.permute"]
+    if pre:
+        la = by["layer0.dispatch_preprocess"]
+        assert (la.kernels, la.bwd_kernels) == (12, 0)
+        (counts,) = la.fwd_comm
+        assert (counts.op, counts.group, counts.message_bytes) == (
+            CollectiveOp.ALLGATHER,
+            "ep",
+            ep * 16 * 8,
+        )
+        assert names.index("layer0.dispatch_preprocess") < names.index("layer0.permute")
+        rows, probs = dispatch.fwd_comm
+        assert probs.op is rows.op is CollectiveOp.ALLTOALL
+        assert probs.message_bytes == dispatch.output_shape[0] * 4
+        assert rows.message_bytes == dispatch.output_shape[0] * 512 * 2
+        (back,) = by["layer0.unpermute"].fwd_comm  # the combine returns the rows alone
+        assert back == rows
+    else:
+        assert len(dispatch.fwd_comm) == 1
+
+
+def test_routing_sampling_load_hand_counted_and_monotone() -> None:
+    """The busiest rank's load under uniform top-k routing: by hand for 8 experts, top-2, 4 ranks
+    of 2 experts and 512 routed rows per rank (1,024 tokens): per token the rank's hits are
+    hypergeometric, mean 1/2, variance 2 (1/4)(3/4)(6/7) = 9/28; sigma = sqrt(1024 x 9/28);
+    Blom's E[max of 4] = Phi^-1(3.625/4.25) and the fixed total's sqrt(4/3)."""
+    from statistics import NormalDist
+
+    from perfmodel.parallel.straggler import expected_max_std_normal as straggler_max
+    from perfmodel.workload.zoo.moe import (
+        expected_max_std_normal,
+        rank_hit_moments,
+        routing_sampling_load,
+    )
+
+    assert rank_hit_moments(8, 2, 4) == pytest.approx((0.5, 9 / 28))
+    sigma = (1024 * 9 / 28) ** 0.5
+    want = 1 + sigma / 512 * NormalDist().inv_cdf(3.625 / 4.25) * (4 / 3) ** 0.5
+    assert routing_sampling_load(8, 2, 4, 512) == pytest.approx(want)
+    for n in (1, 2, 8, 256, 1024):
+        assert expected_max_std_normal(n) == straggler_max(n)
+    # one rank, no rows: nothing to wait for; the load falls with the rows (sqrt) and grows
+    # with the ranks
+    assert routing_sampling_load(8, 2, 1, 512) == 1.0 == routing_sampling_load(8, 2, 4, 0)
+    loads = [routing_sampling_load(128, 8, 16, r) for r in (1024, 4096, 16384, 65536)]
+    assert all(a > b > 1 for a, b in itertools.pairwise(loads))
+    excess = [x - 1 for x in loads]
+    assert excess[0] / excess[1] == pytest.approx(2.0)  # 4x the rows: half the excess
+    assert routing_sampling_load(128, 8, 32, 4096) > routing_sampling_load(128, 8, 8, 4096)
+    # every expert on its own rank and top_k = experts: every token hits every rank
+    assert routing_sampling_load(8, 8, 8, 512) == 1.0
+
+
+def test_routing_sampling_load_matches_a_simulated_router() -> None:
+    """A Monte Carlo of Megatron-Core's forced-balance router (i.i.d. normal logits, top-k;
+    group-limited: the top groups by their two best scores, DeepSeek-V3's rule) against the
+    closed form: the expected busiest rank within 1.5% of its excess over the mean."""
+    import numpy as np
+
+    from perfmodel.workload.zoo.moe import routing_sampling_load
+
+    rng = np.random.default_rng(7)
+
+    def simulate(experts: int, top_k: int, ranks: int, tokens: int, groups=(0, 0)) -> float:
+        out = []
+        for _ in range(300):
+            logits = rng.standard_normal((tokens, experts))
+            if groups[0]:
+                g, picked = groups
+                per = logits.reshape(tokens, g, experts // g)
+                score = np.sort(per, axis=2)[:, :, -2:].sum(2)
+                top = np.argsort(-score, axis=1)[:, :picked]
+                mask = np.full((tokens, g), -np.inf)
+                np.put_along_axis(mask, top, 0.0, axis=1)
+                logits = (per + mask[:, :, None]).reshape(tokens, experts)
+            chosen = np.argpartition(-logits, top_k, axis=1)[:, :top_k]
+            counts = np.bincount((chosen // (experts // ranks)).ravel(), minlength=ranks)
+            out.append(counts.max() / counts.mean())
+        return float(np.mean(out))
+
+    for experts, top_k, ranks, tokens, groups in (
+        (16, 4, 4, 2048, (0, 0)),
+        (32, 8, 8, 1024, (4, 2)),
+    ):
+        mean_rows = tokens * top_k / ranks
+        model = routing_sampling_load(experts, top_k, ranks, mean_rows, groups)
+        sim = simulate(experts, top_k, ranks, tokens, groups)
+        assert model - 1 == pytest.approx(sim - 1, rel=0.15)

@@ -308,6 +308,7 @@ def gpt_oss(
         expert_ffn_hidden=expert_ffn_hidden,
         load_imbalance=load_imbalance,
         capacity_factor=capacity_factor,
+        aux_loss=False,  # Megatron-Bridge gpt_oss_bridge.py: moe_router_load_balancing_type "none"
     )
     window = _window(sliding_window, WindowKind.SLIDING, "sliding_window")
     routed: Section = partial(_gpt_oss_experts, moe=m)
@@ -543,6 +544,7 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
         load_imbalance=float(a["load_imbalance"]),
         capacity_factor=float(a["capacity_factor"]),
         routing_groups=(int(a["router_groups"]), int(a["router_group_topk"])),
+        aux_loss=bool(a["aux_loss"]),
     )
     attention: Section = self_attention
     if int(a["kv_lora_rank"]) > 0:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
+from statistics import NormalDist
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
@@ -96,6 +97,13 @@ class MoeConfig:
         HF ``n_group`` / ``topk_group``; Megatron-Core ``--moe-router-num-groups`` /
         ``--moe-router-group-topk``); ``(0, 0)``: unlimited. Decides how many servers a token's
         rows reach (:func:`perfmodel.parallel.expert.dispatch_share`), not the FLOP.
+    aux_loss
+        The router adds a load-balancing loss (Megatron ``moe_router_load_balancing_type``
+        ``aux_loss`` / ``seq_aux_loss`` / ``global_aux_loss`` with ``moe_aux_loss_coeff > 0``:
+        Qwen3 ``aux_loss`` 1e-3, DeepSeek-V3 ``seq_aux_loss`` 1e-4, Kimi K2 ``seq_aux_loss``
+        1e-3, Megatron-Bridge 21d102f ``src/megatron/bridge/models/*/*_bridge.py``; gpt-oss
+        ``none``): its kernels run beside the router under Megatron-Core
+        (:data:`~perfmodel.workload.kernels.OPS` ``moe_aux_loss``).
     expert_bias
         The router keeps a per-expert score-correction bias for load balancing without an
         auxiliary loss (DeepSeek-V3; Megatron ``--moe-router-enable-expert-bias``): a buffer of
@@ -113,22 +121,44 @@ class MoeConfig:
     load_imbalance: float = 1.0
     capacity_factor: float = 0.0
     routing_groups: tuple[int, int] = (0, 0)
+    aux_loss: bool = True
 
     @property
     def rank_load(self) -> float:
-        """Routed rows of the busiest expert-parallel rank over the mean: ``load_imbalance``,
-        capped at ``capacity_factor`` when tokens beyond capacity are dropped (> 0).
+        """Routed rows of the busiest expert-parallel rank over the mean in expectation over
+        many micro-batches: ``load_imbalance``, capped at ``capacity_factor`` when tokens beyond
+        capacity are dropped (> 0). :meth:`busiest_rank_load` adds the sampling noise of one
+        micro-batch's routing.
 
         Defaults: ``load_imbalance = 1.0`` (the balanced routing that the auxiliary
         load-balancing loss, Fedus et al. 2022, and DeepSeek-V3's bias-based balancing,
-        DeepSeek-AI 2024 sec. 2.1.2, train towards; no measured per-rank imbalance of a named
-        run is transcribed, so none is assumed: set ``load_imbalance`` from a profile) and
-        ``capacity_factor = 0``: dropless, Megatron-Core's default
-        (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py`` core_r0.12).
+        DeepSeek-AI 2024 sec. 2.1.2, train towards, and that Megatron-Core's
+        ``moe_router_force_load_balancing`` benchmarks force; no measured skew of the expected
+        per-rank load of a named run is transcribed, so none is assumed: set
+        ``load_imbalance`` from a profile) and ``capacity_factor = 0``: dropless, Megatron-Core's
+        default (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py``
+        core_r0.12).
         """
         if self.capacity_factor > 0:
             return min(self.load_imbalance, self.capacity_factor)
         return self.load_imbalance
+
+    def busiest_rank_load(self, ep: int, mean_rows: float) -> float:
+        """Routed rows of the busiest of ``ep`` expert-parallel ranks over the mean, for one
+        micro-batch of one layer whose ranks receive ``mean_rows`` routed rows on average.
+
+        ``load_imbalance x`` :func:`routing_sampling_load` (the expected maximum of the
+        per-rank counts that balanced routing of a finite number of tokens draws), capped at
+        ``capacity_factor`` when tokens beyond capacity are dropped. Each layer's combine
+        all-to-all waits for every rank of the group, so the layer runs at the busiest rank's
+        pace (Lepikhin et al. 2021, GShard sec. 2.2; Hwang et al. 2023, Tutel sec. 2.2).
+        """
+        load = self.load_imbalance * routing_sampling_load(
+            self.experts, self.top_k, ep, mean_rows, self.routing_groups
+        )
+        if self.capacity_factor > 0:
+            return min(load, self.capacity_factor)
+        return load
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer ``index`` (from 0) has routed experts."""
@@ -161,10 +191,11 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     a = net.act_bytes
     tokens = b * s
     # rows this rank's experts process: the tp group's routed tokens split over tp / etp ranks
-    # (all of them when etp = tp); the busiest expert-parallel rank gets rank_load x the mean
+    # (all of them when etp = tp); the busiest expert-parallel rank gets busiest_rank_load x
+    # the mean
     rows = -(-tokens * moe.top_k * etp // tp)
     if ep > 1:
-        rows = math.ceil(rows * moe.rank_load)
+        rows = math.ceil(rows * moe.busiest_rank_load(ep, rows))
     f_l = moe.expert_ffn_hidden // etp
     # the router scores the tokens this rank holds (1/tp of the sequence under sequence
     # parallelism, before the dispatcher gathers them)
@@ -175,8 +206,24 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     _mark(net, ExpertRole.ROUTER)
     if moe.expert_bias:
         net.buffers += moe.experts
+    scores = (local, moe.experts)
+    aux = op_kernels("moe_aux_loss", net.kernels.fusion) if moe.aux_loss else None
+    if aux is not None:
+        net.op_layer(f"{name}.router_aux_loss", aux, float(numel(scores)), output_shape=scores)
+        _mark(net, ExpertRole.ROUTER)
+    # Megatron-Core's all-to-all dispatcher (the recipe's moe_sort_chunks marks it): the token
+    # counts are reduced, all-gathered over the group and copied to the host before the sync
+    nccl_a2a = bool(net.kernels.moe_sort_chunks) and ep > 1
+    pre = op_kernels("moe_alltoall_preprocess", net.kernels.fusion) if nccl_a2a else None
+    if pre is not None:
+        counts = CommPoint(CollectiveOp.ALLGATHER, float(ep * moe.experts * COUNT_BYTES), "ep")
+        net.op_layer(f"{name}.dispatch_preprocess", pre, float(numel(scores)), output_shape=scores)
+        _mark(net, ExpertRole.ROUTER, fwd_comm=(counts,))
     fc, bc = _col_comms(net, tokens * h) if etp == tp else ((), ())
-    a2a = _dispatch_alltoall(net, rows * h // (net.seq_shard if etp == tp else 1))
+    shard = net.seq_shard if etp == tp else 1
+    a2a = _dispatch_alltoall(net, rows * h // shard)
+    if pre is not None:  # the routed rows' FP32 probabilities travel in an all-to-all of their own
+        a2a += (CommPoint(CollectiveOp.ALLTOALL, float(rows // shard * PROB_BYTES), "ep"),)
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
     fc, bc = fc + a2a, bc + a2a
     _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc)
@@ -231,6 +278,7 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
     if sort:
         net.elementwise(f"{name}.unsort_chunks", (rows, h), "copy", inputs=1, bwd_elements=2)
     fr, br = _row_comms(net, tokens * h) if etp == tp else ((), ())
+    a2a = a2a[:1]  # the combine returns the rows only (the probabilities were applied)
     fr, br = fr + a2a, br + a2a
     if probs_in_act:
         net.elementwise(f"{name}.unpermute", (rows, h), "copy", inputs=1, bwd_elements=2)
@@ -245,10 +293,131 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         net.unsave(-3)  # shared_fc1's input is the router's, kept once
 
 
+def _hypergeometric_moments(pool: int, marked: int, draws: int) -> tuple[float, float]:
+    """Mean and variance of how many of ``draws`` distinct picks from ``pool`` items land on
+    ``marked`` of them (hypergeometric: ``k m / P`` and ``k (m/P)(1 - m/P)(P - k)/(P - 1)``)."""
+    if pool <= 1:
+        return float(min(marked, draws)), 0.0
+    q = marked / pool
+    return draws * q, draws * q * (1.0 - q) * (pool - draws) / (pool - 1)
+
+
+def rank_hit_moments(
+    experts: int, top_k: int, ranks: int, routing_groups: tuple[int, int] = (0, 0)
+) -> tuple[float, float]:
+    """Mean and variance of how many of one token's ``top_k`` routed rows land on one of
+    ``ranks`` expert-parallel ranks, each holding ``experts / ranks`` consecutive experts
+    (Megatron-Core ``local_expert_indices``), under uniform random routing.
+
+    Uniform routing picks the ``top_k`` experts as a uniform draw without replacement: what
+    Megatron-Core's benchmark mode ``moe_router_force_load_balancing`` does (the router's
+    logits replaced by i.i.d. normal draws, ``RandomSTE`` in ``megatron/core/transformer/moe/
+    moe_utils.py`` at Megatron-LM 4415119, set by every Megatron-Bridge 26.04 MoE performance
+    recipe), and the best that balanced-in-expectation routing of independent tokens can do.
+    A rank's count is hypergeometric: ``c`` of the ``P`` reachable experts are the rank's,
+    ``mean = k c / P``, ``var = k (c/P)(1 - c/P)(P - k)/(P - 1)``. With group-limited routing
+    ``(G, g)`` (DeepSeek-V3 sec. 2.1.2; i.i.d. logits pick the ``g`` groups uniformly) the
+    token first picks ``g`` of ``G`` groups, ``P = g E / G``, and ``c`` is the rank's experts
+    inside the picked groups (mixing over how many of its groups were picked: ranks nested in
+    groups, or groups in ranks; other splits are treated as unlimited routing)::
+
+        E[X] = sum_c p_c mean_c,    Var[X] = sum_c p_c (var_c + mean_c^2) - E[X]^2
+
+    >>> m, v = rank_hit_moments(128, 8, 16)   # Qwen3-30B-A3B over 16 ranks: 8 * 1/16 ...
+    >>> round(m, 4), round(v, 4)              # ... and 8 (1/16)(15/16)(120/127)
+    (0.5, 0.4429)
+    >>> m, v = rank_hit_moments(256, 8, 32, (8, 4))  # DeepSeek-V3, node-limited, EP 32
+    >>> round(m, 4), round(v, 4)
+    (0.25, 0.284)
+    """
+    block = experts // max(ranks, 1)
+    groups, picked = routing_groups
+    cases: list[tuple[float, int]] = []  # (probability, the rank's experts in the pool)
+    pool = experts
+    if groups and experts % groups == 0 and ranks >= groups and ranks % groups == 0:
+        pool = picked * experts // groups
+        cases = [(picked / groups, block), (1.0 - picked / groups, 0)]
+    elif groups and experts % groups == 0 and groups % ranks == 0:
+        pool = picked * experts // groups
+        own = groups // ranks
+        total = math.comb(groups, picked)
+        for j in range(0, min(own, picked) + 1):
+            p_j = math.comb(own, j) * math.comb(groups - own, picked - j) / total
+            cases.append((p_j, j * experts // groups))
+    else:
+        cases = [(1.0, block)]
+    mean = second = 0.0
+    for p, c in cases:
+        if p <= 0:
+            continue
+        m_c, v_c = _hypergeometric_moments(pool, c, top_k)
+        mean += p * m_c
+        second += p * (v_c + m_c * m_c)
+    return mean, max(second - mean * mean, 0.0)
+
+
+def expected_max_std_normal(n: int) -> float:
+    """Expected maximum of ``n`` independent standard normal draws, Blom's approximation
+    (G. Blom 1958, "Statistical Estimates and Transformed Beta-Variables"):
+    ``Phi^-1((n - 0.375) / (n + 0.25))``, 0 for ``n <= 1`` (the same closed form as
+    :func:`perfmodel.parallel.straggler.expected_max_std_normal`, which the workload layer
+    cannot import).
+
+    >>> round(expected_max_std_normal(8), 3)
+    1.434
+    """
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def routing_sampling_load(
+    experts: int,
+    top_k: int,
+    ranks: int,
+    mean_rows: float,
+    routing_groups: tuple[int, int] = (0, 0),
+) -> float:
+    """Expected routed rows of the busiest of ``ranks`` expert-parallel ranks over the mean,
+    for one layer of one micro-batch routed uniformly at random (:func:`rank_hit_moments`).
+
+    The group routes ``N = mean_rows / E[X]`` tokens, each independently; a rank's rows are
+    the sum of ``N`` per-token counts, normal for large ``N`` with standard deviation
+    ``sigma = sqrt(N Var[X])``. The ranks' rows always add up to ``N top_k`` (every token sends
+    exactly ``top_k`` rows), so the per-rank counts are exchangeable with correlation
+    ``-1/(n - 1)``: the deviations of ``n`` i.i.d. normals of variance ``sigma^2 n/(n - 1)``
+    from their mean, whose expected maximum is that of the i.i.d. draws::
+
+        load = 1 + sigma / mean_rows x E[max of n std normals] x sqrt(n / (n - 1))
+
+    with Blom's approximation of the expected maximum (:func:`expected_max_std_normal`). Pure
+    sampling statistics: nothing is fitted; 1 with one rank or no rows.
+
+    >>> round(routing_sampling_load(128, 8, 16, 32768), 4)   # Qwen3-30B on 16 H100, 4096 tokens
+    1.0095
+    >>> round(routing_sampling_load(8, 2, 4, 1024), 4)        # 8 experts, top-2, 4 ranks
+    1.0304
+    """
+    if ranks <= 1 or mean_rows <= 0:
+        return 1.0
+    mean, var = rank_hit_moments(experts, top_k, ranks, routing_groups)
+    if mean <= 0 or var <= 0:
+        return 1.0
+    tokens = mean_rows / mean
+    sigma = math.sqrt(tokens * var)
+    spread = expected_max_std_normal(ranks) * math.sqrt(ranks / (ranks - 1))
+    return 1.0 + sigma / mean_rows * spread
+
+
 #: Bytes of one routed row's router probability as the experts' activation keeps it (FP32:
 #: Megatron-Core's router returns FP32 probabilities, ``moe_router_dtype`` or the probs'
 #: upcast in ``TEGroupedMLP.forward``, ``megatron/core/transformer/moe/experts.py`` at 4415119).
 PROB_BYTES = 4
+
+#: Bytes of one expert's token count as Megatron-Core's all-to-all dispatcher all-gathers it
+#: (``routing_map.sum(dim=0).long()``: int64, ``MoEAlltoAllTokenDispatcher.preprocess``,
+#: ``megatron/core/transformer/moe/token_dispatcher.py`` at Megatron-LM 4415119).
+COUNT_BYTES = 8
 
 
 def probs_in_activation(net: Net) -> bool:
@@ -382,6 +551,7 @@ def routed_experts(
     capacity_factor: float = 0.0,
     router_groups: int = 0,
     router_group_topk: int = 0,
+    aux_loss: bool = True,
 ) -> MoeConfig:
     """The routed experts of a MoE decoder from its model arguments (CLI text parsed here),
     checked against the rank's parallelism: ``top_k <= experts``, ``Net.etp`` dividing
@@ -411,6 +581,7 @@ def routed_experts(
             _positive("router_groups", router_groups, 0),
             _positive("router_group_topk", router_group_topk, 0),
         ),
+        aux_loss=bool(aux_loss),
     )
     if m.top_k > m.experts:
         raise ConfigError(
@@ -454,6 +625,7 @@ def moe(
     capacity_factor: float = 0.0,
     router_groups: int = 0,
     router_group_topk: int = 0,
+    aux_loss: bool = True,
     kv_lora_rank: int = 0,
     q_lora_rank: int = 0,
     qk_rope_head_dim: int = 0,
@@ -482,6 +654,8 @@ def moe(
         beyond which tokens are dropped (0: dropless); see :attr:`MoeConfig.rank_load`.
     router_groups, router_group_topk
         Group-limited routing (:attr:`MoeConfig.routing_groups`; both 0: unlimited).
+    aux_loss
+        The router's load-balancing loss (:attr:`MoeConfig.aux_loss`).
     kv_lora_rank, q_lora_rank, qk_rope_head_dim, v_head_dim
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
@@ -526,6 +700,7 @@ def moe(
         capacity_factor=capacity_factor,
         router_groups=router_groups,
         router_group_topk=router_group_topk,
+        aux_loss=aux_loss,
     )
     attention: Section = self_attention
     if int(kv_lora_rank) > 0:
@@ -545,12 +720,16 @@ def moe(
 
 
 __all__ = [
+    "COUNT_BYTES",
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
+    "expected_max_std_normal",
     "mla_attention",
     "moe",
     "moe_mlp",
     "probs_in_activation",
+    "rank_hit_moments",
     "routed_experts",
+    "routing_sampling_load",
 ]
