@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -100,6 +100,17 @@ def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     return float(sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo))
 
 
+def require_fields(
+    d: Mapping[str, Any], names: Iterable[str], where: str, *, table: str = ""
+) -> None:
+    """:class:`CalibrationError` naming the first of ``names`` missing from ``d`` (as
+    ``table.name`` when the fields sit in a sub-table ``table``)."""
+    for name in names:
+        if name not in d:
+            field = f"{table}.{name}" if table else name
+            raise CalibrationError(f"{where}: missing field {field!r}", value=name, where=where)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One measured operation.
@@ -175,9 +186,7 @@ class Measurement:
             raise CalibrationError(
                 f"{where}: expected a table/mapping, got {describe(d)}", value=d, where=where
             )
-        for name in ("kind", "key", "params", "time_s", "repeats"):
-            if name not in d:
-                raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
+        require_fields(d, ("kind", "key", "params", "time_s", "repeats"), where)
         kind = parse_enum(
             BenchKind,
             as_str(d["kind"], "kind", where=where, error=CalibrationError),

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel._enum import parse_enum
 from perfmodel._io import read_text, write_json_atomic
 from perfmodel._schema import as_bool, as_int, as_list, as_mapping, as_number, as_str, number_map
-from perfmodel.calibration.measurement import BenchKind, Measurement
+from perfmodel.calibration.measurement import BenchKind, Measurement, require_fields
 from perfmodel.errors import CalibrationError, PerfModelError, UnknownHardwareError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,13 +113,7 @@ class DeviceInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> DeviceInfo:
         as_mapping(d, "device", where=where, error=CalibrationError)
-        for name in ("kind", "name"):
-            if name not in d:
-                raise CalibrationError(
-                    f"{where}: missing field 'device.{name}'",
-                    value=name,
-                    where=where,
-                )
+        require_fields(d, ("kind", "name"), where, table="device")
         kind = parse_enum(
             DeviceKind,
             as_str(d["kind"], "device.kind", where=where, error=CalibrationError),
@@ -197,9 +191,7 @@ class FitSummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:
         as_mapping(d, "fit", where=where, error=CalibrationError)
-        for name in ("model", "values", "stderr", "n_points"):
-            if name not in d:
-                raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
+        require_fields(d, ("model", "values", "stderr", "n_points"), where)
         stderr = {
             k: float("nan") if v is None else v
             for k, v in as_mapping(
@@ -453,9 +445,7 @@ class CalibrationProfile:
                 value=version,
                 where=where,
             )
-        for name in _REQUIRED_TOP:
-            if name not in data:
-                raise CalibrationError(f"{where}: missing field {name!r}", value=name, where=where)
+        require_fields(data, _REQUIRED_TOP, where)
         for name in sorted(set(data) - _KNOWN_TOP):
             warnings.warn(
                 f"{where}: unknown field {name!r} ignored (written by another perfmodel version?)",

@@ -233,9 +233,7 @@ def _chakra(
     tr = read_trace(path)
     ours = tr.meta("producer") == "perfmodel"
     meta = {
-        a.name[len("perfmodel_") :]: a.value
-        for a in tr.metadata
-        if a.name.startswith("perfmodel_")
+        a.name[len("perfmodel_") :]: a.value for a in tr.metadata if a.name.startswith("perfmodel_")
     }
     if precision is None:
         precision = Precision.parse(str(meta.get("precision", "fp32")), where="trace precision")

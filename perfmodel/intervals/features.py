@@ -28,9 +28,9 @@ function that makes them.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Self
 
 from perfmodel._enum import parse_enum
 from perfmodel.units import MiB
@@ -156,8 +156,40 @@ def message_band(message_bytes: float) -> str:
     return ">=64MiB"
 
 
+#: How :meth:`_FlatFeatures.from_dict` reads a field back, by its annotation (this module's
+#: annotations are strings: ``from __future__ import annotations``).
+_READ_FIELD: Mapping[str, Callable[[Any], Any]] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "Interconnect": lambda v: Interconnect.parse(str(v)),
+    "tuple[str, ...]": lambda v: tuple(str(p) for p in v),
+}
+
+
+class _FlatFeatures:
+    """Features as one flat JSON record: every field under its own name, an enum as its value,
+    a tuple as a list (:meth:`to_dict`), read back by each field's type (:meth:`from_dict`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, enum.Enum):
+                v = v.value
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        read = {f.name: _READ_FIELD[str(f.type)](d[f.name]) for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**read)
+
+
 @dataclass(frozen=True)
-class StepFeatures:
+class StepFeatures(_FlatFeatures):
     """What a training step is like.
 
     Attributes
@@ -205,38 +237,9 @@ class StepFeatures:
         """:func:`size_class` of the parameter count (``"<1B"`` or ``"1B+"``)."""
         return size_class(self.params)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "architecture": self.architecture,
-            "interconnect": self.interconnect.value,
-            "software": self.software,
-            "family": self.family,
-            "precision": self.precision,
-            "model_kind": self.model_kind,
-            "params": self.params,
-            "parallelism": list(self.parallelism),
-            "gpus": self.gpus,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> StepFeatures:
-        return cls(
-            str(d["gpu"]),
-            str(d["architecture"]),
-            Interconnect.parse(str(d["interconnect"])),
-            str(d["software"]),
-            str(d["family"]),
-            str(d["precision"]),
-            str(d["model_kind"]),
-            float(d["params"]),
-            tuple(str(p) for p in d["parallelism"]),
-            int(d["gpus"]),
-        )
-
 
 @dataclass(frozen=True)
-class CollectiveFeatures:
+class CollectiveFeatures(_FlatFeatures):
     """What a collective is like: GPU, architecture, interconnect, operation, GPU count and
     message size in bytes."""
 
@@ -255,30 +258,9 @@ class CollectiveFeatures:
     def message_band(self) -> str:
         return message_band(self.message_bytes)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "architecture": self.architecture,
-            "interconnect": self.interconnect.value,
-            "op": self.op,
-            "gpus": self.gpus,
-            "message_bytes": self.message_bytes,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CollectiveFeatures:
-        return cls(
-            str(d["gpu"]),
-            str(d["architecture"]),
-            Interconnect.parse(str(d["interconnect"])),
-            str(d["op"]),
-            int(d["gpus"]),
-            float(d["message_bytes"]),
-        )
-
 
 @dataclass(frozen=True)
-class KernelFeatures:
+class KernelFeatures(_FlatFeatures):
     """What a single-GPU kernel measurement is like: GPU, architecture, kernel kind (the
     compute tier's group, e.g. ``deepbench-gemm``) and precision."""
 
@@ -286,18 +268,6 @@ class KernelFeatures:
     architecture: str
     kernel: str
     precision: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "architecture": self.architecture,
-            "kernel": self.kernel,
-            "precision": self.precision,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> KernelFeatures:
-        return cls(str(d["gpu"]), str(d["architecture"]), str(d["kernel"]), str(d["precision"]))
 
 
 Features = StepFeatures | CollectiveFeatures | KernelFeatures

@@ -165,6 +165,34 @@ def published_rows(
     yield from _published_kernel_rows(rows)
 
 
+def _tokens_row(
+    row: Mapping[str, Any],
+    file: str,
+    label: str,
+    predicted: float,
+    measured: float,
+    scenario: Any,
+    *,
+    series: str = "",
+) -> ResidualRow:
+    """A ``step`` row of ``file`` measured in tokens/s per GPU (higher is better), with the
+    features of its mapped ``scenario``: the rows of ``modern.jsonl``, ``scale.jsonl`` and
+    ``systems2026.jsonl``."""
+    return ResidualRow(
+        str(row["id"]),
+        file,
+        source_key(str(row["source"])),
+        Quantity.STEP,
+        label,
+        "tokens",
+        1,
+        float(predicted),
+        float(measured),
+        step_features(scenario),
+        series=series,
+    )
+
+
 def modern_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[ResidualRow]:
     """Residual rows of ``modern.jsonl``: the dense rows and the MoE / context-parallel rows
     (tokens/s per GPU), as the accuracy table predicts them."""
@@ -181,18 +209,8 @@ def modern_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[ResidualRow]:
     ):
         for d in res.done:
             row = d.row
-            sc = mapper(row)
-            yield ResidualRow(
-                str(row["id"]),
-                "modern.jsonl",
-                source_key(str(row["source"])),
-                Quantity.STEP,
-                label,
-                "tokens",
-                1,
-                float(d.tokens_per_s_per_gpu),
-                float(row["measured"]),
-                step_features(sc),
+            yield _tokens_row(
+                row, "modern.jsonl", label, d.tokens_per_s_per_gpu, row["measured"], mapper(row)
             )
 
 
@@ -204,18 +222,13 @@ def scale_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[ResidualRow]:
     res = scale_results(rows)
     for d in res.training:
         row = d.row
-        sc = map_training_row(row)
-        yield ResidualRow(
-            str(row["id"]),
+        yield _tokens_row(
+            row,
             "scale.jsonl",
-            source_key(str(row["source"])),
-            Quantity.STEP,
             "InternEvo on 8-1,024 A100 (scale.jsonl)",
-            "tokens",
-            1,
-            float(d.predicted),
-            float(d.measured),
-            step_features(sc),
+            d.predicted,
+            d.measured,
+            map_training_row(row),
             series=_digest(source_key(str(row["source"])), row["plan"].get("tp")),
         )
     for d in res.comm:
@@ -235,17 +248,13 @@ def systems2026_rows(rows: Sequence[Mapping[str, Any]]) -> Iterator[ResidualRow]
 
     for d in results(rows).done:
         row = d.row
-        yield ResidualRow(
-            str(row["id"]),
+        yield _tokens_row(
+            row,
             "systems2026.jsonl",
-            source_key(str(row["source"])),
-            Quantity.STEP,
             "2026 systems (systems2026.jsonl)",
-            "tokens",
-            1,
-            float(d.tokens_per_s_per_gpu),
-            float(row["measured"]),
-            step_features(map_row(row)),
+            d.tokens_per_s_per_gpu,
+            row["measured"],
+            map_row(row),
         )
 
 

@@ -231,6 +231,24 @@ class LayerCost:
     ``module_filter_fn=lambda mod, fqn: fqn != "output"`` in ``torchtitan/float8.py`` at
     ``9dec370``)."""
 
+    @classmethod
+    def parameters_only(cls, name: str, params: int, output_shape: tuple[int, ...]) -> LayerCost:
+        """An ``OTHER`` layer that holds ``params`` parameters and costs nothing in forward and
+        backward (the layers that use them charge the work): the weights and optimizer state
+        in memory, the gradients in the data-parallel synchronisation."""
+        return cls(
+            name=name,
+            kind=LayerKind.OTHER,
+            fwd_flop=0.0,
+            bwd_input_flop=0.0,
+            bwd_weight_flop=0.0,
+            params=params,
+            fwd_bytes=0.0,
+            bwd_bytes=0.0,
+            activation_bytes=0.0,
+            output_shape=output_shape,
+        )
+
     @property
     def klass(self) -> KernelClass:
         """:attr:`kernel_class`, or the class of the layer's kind."""

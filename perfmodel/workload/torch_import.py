@@ -316,20 +316,7 @@ def _add_unassigned(net: Net, total: int) -> None:
     does not recognise), so the workload's parameter count is the module's."""
     rest = total - sum(la.params for la in net.layers)
     if rest:
-        net.layers.append(
-            LayerCost(
-                name="unassigned_parameters",
-                kind=LayerKind.OTHER,
-                fwd_flop=0.0,
-                bwd_input_flop=0.0,
-                bwd_weight_flop=0.0,
-                params=rest,
-                fwd_bytes=0.0,
-                bwd_bytes=0.0,
-                activation_bytes=0.0,
-                output_shape=(),
-            )
-        )
+        net.layers.append(LayerCost.parameters_only("unassigned_parameters", rest, ()))
 
 
 def _record(net: Net, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:

@@ -10,7 +10,9 @@ import pytest
 from perfmodel.api import Scenario
 from perfmodel.errors import ConfigError
 from perfmodel.intervals.features import (
+    CollectiveFeatures,
     Interconnect,
+    KernelFeatures,
     Quantity,
     StepFeatures,
     gpu_band,
@@ -21,6 +23,7 @@ from perfmodel.intervals.record import (
     ResidualRow,
     parse_record,
     read_record,
+    record_path,
     source_key,
     to_jsonl,
 )
@@ -113,6 +116,15 @@ def test_shipped_record_reads() -> None:
     assert rows and all(r.score is not None for r in rows)
     assert {r.quantity for r in rows} == set(Quantity)
     assert len({r.row_id for r in rows}) == len(rows)
+
+
+def test_shipped_record_rewrites_to_the_same_text() -> None:
+    """Every feature kind (step, collective, kernel) reads back and writes out as the file
+    holds it: field order, enums as their values, tuples as lists, numbers unchanged."""
+    path = record_path()
+    rows = read_record(path)
+    assert {type(r.features) for r in rows} == {StepFeatures, CollectiveFeatures, KernelFeatures}
+    assert to_jsonl(rows) == path.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

@@ -90,14 +90,18 @@ def _config(net: Net, **fields: Any) -> TransformerConfig:
     return cfg
 
 
-def _add_params(net: Net, name: str, extra: int) -> None:
-    """Add ``extra`` parameters (biases, sinks) to the last layer called ``name``."""
+def _last(net: Net, name: str) -> int:
+    """Index of the last layer called ``name`` (the section just built)."""
     for i in range(len(net.layers) - 1, -1, -1):
         if net.layers[i].name == name:
-            la = net.layers[i]
-            net.layers[i] = replace(la, params=la.params + extra)
-            return
-    raise ValueError(f"no layer {name!r} to add parameters to")  # internal invariant
+            return i
+    raise ValueError(f"no layer {name!r}")  # internal invariant
+
+
+def _add_params(net: Net, name: str, extra: int) -> None:
+    """Add ``extra`` parameters (biases, sinks) to the last layer called ``name``."""
+    i = _last(net, name)
+    net.layers[i] = replace(net.layers[i], params=net.layers[i].params + extra)
 
 
 def _drop_params(net: Net, names: tuple[str, ...]) -> None:
@@ -193,11 +197,7 @@ def _expert_bias(net: Net, name: str, rows: int, h: int, local: int, moe: MoeCon
         top_k=moe.top_k,
         routing_groups=moe.routing_groups,
     )
-    for i in range(len(net.layers) - 1, -1, -1):
-        if net.layers[i].name == f"{name}.experts_fc2":
-            net.layers.insert(i + 1, la)
-            return
-    raise ValueError(f"no layer {name}.experts_fc2 to follow")  # internal invariant
+    net.layers.insert(_last(net, f"{name}.experts_fc2") + 1, la)
 
 
 def _clamped_activation(net: Net, name: str, rows: int, f: int) -> None:
@@ -227,21 +227,20 @@ def _clamped_activation(net: Net, name: str, rows: int, f: int) -> None:
     te = fusion is Fusion.TE
     a, el = net.act_bytes, float(rows * 2 * f)
     fwd_el, fwd_k = (4.0, 3) if te else (2.0, 2)
-    for i in range(len(net.layers) - 1, -1, -1):  # experts_fc2 comes after experts_swiglu
+    if te:
+        i = _last(net, f"{name}.experts_fc2")
         la = net.layers[i]
-        if te and la.name == f"{name}.experts_fc2":
-            net.layers[i] = replace(la, activation_bytes=la.activation_bytes + el * a)
-        elif la.name == f"{name}.experts_swiglu":
-            bwd_k = la.kernels if la.bwd_kernels is None else la.bwd_kernels
-            net.layers[i] = replace(
-                la,
-                fwd_bytes=la.fwd_bytes + fwd_el * el * a,
-                bwd_bytes=la.bwd_bytes + 5.0 * el * a,
-                kernels=la.kernels + fwd_k,
-                bwd_kernels=bwd_k + 3,
-            )
-            return
-    raise ValueError(f"no layer {name}.experts_swiglu")  # internal invariant
+        net.layers[i] = replace(la, activation_bytes=la.activation_bytes + el * a)
+    i = _last(net, f"{name}.experts_swiglu")
+    la = net.layers[i]
+    bwd_k = la.kernels if la.bwd_kernels is None else la.bwd_kernels
+    net.layers[i] = replace(
+        la,
+        fwd_bytes=la.fwd_bytes + fwd_el * el * a,
+        bwd_bytes=la.bwd_bytes + 5.0 * el * a,
+        kernels=la.kernels + fwd_k,
+        bwd_kernels=bwd_k + 3,
+    )
 
 
 def _gpt_oss_experts(
@@ -257,8 +256,7 @@ def _gpt_oss_experts(
     _add_params(net, f"{name}.router", moe.experts)
     _add_params(net, f"{name}.experts_fc1", local * 2 * moe.expert_ffn_hidden // net.etp)
     _add_params(net, f"{name}.experts_fc2", local * cfg.hidden)
-    fc2 = next(la for la in reversed(net.layers) if la.name == f"{name}.experts_fc2")
-    rows = int(fc2.output_shape[0])
+    rows = int(net.layers[_last(net, f"{name}.experts_fc2")].output_shape[0])
     _clamped_activation(net, name, rows, moe.expert_ffn_hidden // net.etp)
     _expert_bias(net, name, rows, cfg.hidden, local, moe)
 

@@ -884,20 +884,7 @@ def transformer_xl(
     net.embedding("word_emb", b, s, vocab, h)
     net.elementwise("word_emb.scale", (b, s, h), "scale")
     net.dropout("emb.dropout", (b, s, h))
-    net.other(
-        LayerCost(
-            name="r_w_bias+r_r_bias",
-            kind=LayerKind.OTHER,
-            fwd_flop=0.0,
-            bwd_input_flop=0.0,
-            bwd_weight_flop=0.0,
-            params=2 * heads * d,
-            fwd_bytes=0.0,
-            bwd_bytes=0.0,
-            activation_bytes=0.0,
-            output_shape=(heads, d),
-        )
-    )
+    net.other(LayerCost.parameters_only("r_w_bias+r_r_bias", 2 * heads * d, (heads, d)))
     for i in range(layers):
         n = f"layer{i}"
         net.new_block()
