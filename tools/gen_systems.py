@@ -36,6 +36,15 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _toml_value(v: object) -> str:
+    """A TOML value: strings quoted, tables inline (``{ K = "v" }``), numbers as written."""
+    if isinstance(v, str):
+        return _q(v)
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return str(v)
+
+
 @dataclass
 class System:
     """One topology file being written (nodes and links in file order)."""
@@ -100,7 +109,7 @@ class System:
         for ref in self.references:
             lines.append("[[system.reference]]")
             for k, v in ref.items():
-                lines.append(f"{k} = {_q(v) if isinstance(v, str) else v}")
+                lines.append(f"{k} = {_toml_value(v)}")
         lines.append("")
         lines += self.lines_nodes
         lines += self.lines_links
@@ -220,7 +229,8 @@ def gb200_nvl72() -> System:
             "nodes": 1,
             "size_bytes": 8 * 2**30,
             "busbw_GBps": 834.57,
-            "source": "coreweave/nccl-tests pull request #43 (2025-02-20), GB200 NVL72 example: all_reduce_perf over a full rack (72 ranks), 8 GiB out-of-place busbw 834.57 GB/s (846.82 in place)",
+            "source": "coreweave/nccl-tests README 'Expected Performance', GB200 NVL72 (log first posted in pull request #43, 2025-02-20): all_reduce_perf over a full rack (72 ranks), 8 GiB out-of-place busbw 834.57 GB/s (846.82 in place); the README states the job of commit bee97e7 (NCCL 2.26.2, NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0), while pull request #43's job ran NCCL 2.25.1 with NVLS on: whether NVLS ran is not stated, the README's job is taken",
+            "nccl_env": {"NCCL_COLLNET_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"},
         }
     )
     return s

@@ -291,14 +291,26 @@ def reference_lines(
 ) -> list[str]:
     """``checked against SOURCE: measured ..., predicted ... (+x%)`` for every published
     measurement of the system (``[[system.reference]]``) this run matches: same collective,
-    ranks, servers and size. What the prediction is checked against, never an input."""
+    ranks, servers and size. What the prediction is checked against, never an input. A
+    prediction that used an algorithm the measured run's NCCL environment switched off
+    (``nccl_env``) is not compared: the line says so and how to compare like with like."""
+    from perfmodel.comm.validation import disabled_by_env
+
     nodes = len({topo.server_of(g) for g in group})
     out = []
     for ref in topo.references:
         if ref.op is not op or ref.gpus != len(group) or ref.nodes != nodes:
             continue
+        off = disabled_by_env(ref.nccl_env)
         for r in results:
             if int(r.message_bytes) != ref.message_bytes:
+                continue
+            if r.algorithm in off:
+                env = ", ".join(f"{k}={v}" for k, v in ref.nccl_env)
+                out.append(
+                    f"not checked against {ref.source}: that run had {env}, this prediction "
+                    f"used {r.algorithm.value}; --algorithm ring or tree compares like with like"
+                )
                 continue
             err = (r.busbw_Bps / ref.busbw_Bps - 1) * 100
             out.append(

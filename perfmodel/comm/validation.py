@@ -32,6 +32,7 @@ Mapping (from the rows' own hardware text):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -80,13 +81,32 @@ CORE_WEAVE_GB200_JOB = (
     "NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0, 4 IB HCAs per tray"
 )
 
-#: The algorithms ``NCCL_NVLS_ENABLE=0`` and ``NCCL_COLLNET_ENABLE=0`` take out of NCCL's choice
-#: (NVIDIA/nccl ``src/graph/tuning.cc``: NVLS and NVLS tree need NVLS support, CollNet needs
-#: the CollNet network; with both off ``auto`` weighs ring and tree only).
-NVLS_COLLNET_OFF: tuple[Algorithm, ...] = (
-    Algorithm.NVLS,
-    Algorithm.NVLS_TREE,
-    Algorithm.COLLNET,
+#: NCCL variables that switch algorithms out of NCCL's choice when set to ``0`` (NVIDIA/nccl
+#: ``src/graph/tuning.cc``: NVLS and NVLS tree need NVLS support, CollNet needs the CollNet
+#: network; with both off ``auto`` weighs ring and tree only).
+_ENV_SWITCHES: dict[str, tuple[Algorithm, ...]] = {
+    "NCCL_NVLS_ENABLE": (Algorithm.NVLS, Algorithm.NVLS_TREE),
+    "NCCL_COLLNET_ENABLE": (Algorithm.COLLNET,),
+}
+
+
+def disabled_by_env(env: Iterable[tuple[str, str]]) -> tuple[Algorithm, ...]:
+    """The algorithms an NCCL environment (``(name, value)`` pairs) switches off: those of
+    ``NCCL_NVLS_ENABLE=0`` and ``NCCL_COLLNET_ENABLE=0``; other variables switch none off.
+
+    >>> [a.value for a in disabled_by_env([("NCCL_NVLS_ENABLE", "0"), ("NCCL_DEBUG", "INFO")])]
+    ['nvls', 'nvls_tree']
+    """
+    off: list[Algorithm] = []
+    for name, value in env:
+        if value.strip() == "0":
+            off += _ENV_SWITCHES.get(name, ())
+    return tuple(off)
+
+
+#: What the CoreWeave GB200 job switches off (:data:`CORE_WEAVE_GB200_JOB`).
+NVLS_COLLNET_OFF: tuple[Algorithm, ...] = disabled_by_env(
+    [("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")]
 )
 
 #: What NCCL's tuner weighs for an all-reduce (``auto``), in the order it lists them.

@@ -37,6 +37,7 @@ them. Format (all keys documented; an unknown key is an error)::
     size_bytes = 8589934592
     busbw_GBps = 834.57
     source = "..."
+    nccl_env = { NCCL_NVLS_ENABLE = "0" }   # optional: NCCL variables the source states
 
     [[node]]                                # one per device in the server
     id = "gpu0"
@@ -92,7 +93,7 @@ _SYSTEM_KEYS = {
     "reference",
     "assumptions",
 }
-_REFERENCE_KEYS = {"op", "gpus", "nodes", "size_bytes", "busbw_GBps", "source"}
+_REFERENCE_KEYS = {"op", "gpus", "nodes", "size_bytes", "busbw_GBps", "source", "nccl_env"}
 _CLOUD_KEYS = {
     "provider",
     "instance",
@@ -359,7 +360,8 @@ def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]
     ------
     TopologyError
         On an unknown or missing key, an unknown collective, a non-positive count, size or
-        bandwidth, or an empty source.
+        bandwidth, an empty source, or an ``nccl_env`` that is not a table of ``NCCL_*`` names
+        to strings.
     """
     out = []
     for i, table in enumerate(as_list(items, "system.reference", where=where, error=TopologyError)):
@@ -389,9 +391,26 @@ def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]
                 ),
                 busbw_Bps=bw * units.GB,
                 source=str(table["source"]),
+                nccl_env=_nccl_env(table.get("nccl_env", {}), f"{w}.nccl_env"),
             )
         )
     return tuple(out)
+
+
+def _nccl_env(table: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """A reference's ``nccl_env`` table as sorted ``(name, value)`` pairs of strings."""
+    if not isinstance(table, dict):
+        raise TopologyError(
+            f'{where}: expected a table of NCCL_* = "value"', value=table, where=where
+        )
+    for name, value in table.items():
+        if not name.startswith("NCCL_") or not isinstance(value, str):
+            raise TopologyError(
+                f"{where}: {name} = {value!r}: expected an NCCL_* variable set to a string",
+                value=value,
+                where=where,
+            )
+    return tuple(sorted(table.items()))
 
 
 def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:

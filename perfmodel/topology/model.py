@@ -107,6 +107,11 @@ class ReferenceMeasurement:
         Measured bus bandwidth (nccl-tests convention), bytes/s.
     source
         Where to check it (repository, pull request or log, date).
+    nccl_env
+        NCCL environment variables the source states for the run, as ``(name, value)`` pairs
+        (``NCCL_NVLS_ENABLE = "0"``): what the measured run could not use
+        (:func:`perfmodel.comm.validation.disabled_by_env` reads them), so a prediction that
+        used a switched-off algorithm is not compared with it.
     """
 
     op: CollectiveOp
@@ -115,6 +120,7 @@ class ReferenceMeasurement:
     message_bytes: int
     busbw_Bps: float
     source: str
+    nccl_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

@@ -255,7 +255,15 @@ def test_references_parse_and_are_checked_by_comm(capsys) -> None:
                "--sizes", "8G"])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0 and "nvls/Simple" in out
-    assert "checked against coreweave/nccl-tests pull request #43" in out
+    # the measured run had NVLS switched off: the NVLS prediction is not compared with it
+    assert ref.nccl_env == (("NCCL_COLLNET_ENABLE", "0"), ("NCCL_NVLS_ENABLE", "0"))
+    assert "# not checked against coreweave/nccl-tests README" in out
+    assert "this prediction used nvls; --algorithm ring or tree compares" in out
+    # like with like: the ring is compared (CoreWeave's job could use ring and tree)
+    assert main(["comm", "--system", "gb200-nvl72", "--gpus", "72", "--op", "allreduce",
+                 "--sizes", "8G", "--algorithm", "ring"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "# checked against coreweave/nccl-tests README" in out and "%, ring)" in out
     # no line for a run the measurement does not describe
     assert main(["comm", "--system", "gb200-nvl72", "--gpus", "64", "--op", "allreduce",
                  "--sizes", "8G"]) == 0  # fmt: skip
@@ -269,6 +277,26 @@ def test_reference_errors(tmp_path) -> None:
     bad = RACK_TEXT.replace("busbw_GBps = 834.57", "busbw_GBps = -1")
     with pytest.raises(TopologyError, match="busbw_GBps"):
         read_server_file(_write(tmp_path, bad, "b.toml"))
+    env = 'nccl_env = { NCCL_COLLNET_ENABLE = "0", NCCL_NVLS_ENABLE = "0" }'
+    assert env in RACK_TEXT
+    for wrong, named in (
+        ('nccl_env = { NVLS = "0" }', "NVLS"),
+        ("nccl_env = { NCCL_NVLS_ENABLE = 0 }", "NCCL_NVLS_ENABLE"),
+        ('nccl_env = "0"', "nccl_env"),
+    ):
+        with pytest.raises(TopologyError, match=named) as info:
+            read_server_file(_write(tmp_path, RACK_TEXT.replace(env, wrong), "c.toml"))
+        assert "nccl_env" in str(info.value)
+
+
+def test_disabled_by_env() -> None:
+    from perfmodel.comm.params import Algorithm
+    from perfmodel.comm.validation import NVLS_COLLNET_OFF, disabled_by_env
+
+    assert disabled_by_env([]) == ()
+    assert disabled_by_env([("NCCL_NVLS_ENABLE", "1"), ("NCCL_DEBUG", "0")]) == ()
+    assert disabled_by_env([("NCCL_COLLNET_ENABLE", " 0")]) == (Algorithm.COLLNET,)
+    assert set(NVLS_COLLNET_OFF) == {Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.COLLNET}
 
 
 def test_topo_show_states_the_domain_and_cloud(capsys) -> None:
