@@ -26,7 +26,12 @@ from collections.abc import Sequence
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
-from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
+from perfmodel.parallel.lower_shortcuts import (
+    CoarseRuns,
+    GatherPlan,
+    HiddenBackward,
+    LoweringShortcuts,
+)
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
@@ -65,16 +70,23 @@ class PipelineLowering(LoweringShortcuts):
         microbatches: int | None = None,
         chunks: list[Chunk] | None = None,
         coarse: bool = False,
+        hidden: bool = False,
     ) -> None:
         """``microbatches`` schedules that many micro-batches instead of the step's (a short
         schedule of :mod:`perfmodel.parallel.periodic`; notes, memory and FLOP keep the step's
         count); ``chunks`` reuses another lowering's chunks of the same inputs; ``coarse``
         lowers a chunk's segments as one compute task and one tensor-parallel collective where
         :meth:`coarsenable` allows (the graph the executors run; :meth:`lower` keeps the fine
-        one for what shows tasks)."""
+        one for what shows tasks); ``hidden`` (with ``coarse``) also summarises the gradient
+        reductions of a bucketed backward where :meth:`hidden_backward` allows (the graph the
+        analytic list schedule runs, not the flow replay)."""
         self.inp, self.costs, self.owt = inp, costs, one_weird_trick
         self.coarse = coarse
+        self.hidden = hidden and coarse
         self.coarsened = 0  # operations lowered coarse
+        self.hidden_merged = 0  # backward operations whose reductions were summarised
+        self._hidden_ops: dict[tuple[int, bool], HiddenBackward | None] = {}
+        self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
         self._coarse_runs: dict[tuple[int, str], CoarseRuns | None] = {}  # coarse_runs
@@ -246,24 +258,14 @@ class PipelineLowering(LoweringShortcuts):
         links), on the gradient stream unless ``stream`` is given; ``group`` "shard" or
         "replica" takes the HSDP shard group or the replica group instead; ``duration_s``
         replaces the collective model's time (a series of collectives priced by the caller)."""
-        preset = self.preset
-        main, sibs = self._dp_group(s, group)
-        wait = preset.fusion_cycle_s / 2
-        if duration_s is None:  # a pure function of its key: asked once per lowering
-            key = (op, nbytes, s, group)
-            duration_s = self._dp_time.get(key)
+        if duration_s is None:  # the memo's hit inline (FSDP: ~10^5 calls per plan)
+            duration_s = self._dp_time.get((op, nbytes, s, group))
             if duration_s is None:
-                duration_s = self._dp_time[key] = self.costs.concurrent_time(
-                    op, nbytes, [main, *sibs], self.alg
-                )
-        dur = duration_s + wait
-        # one (frozen) spec per collective of the stage's groups: FSDP lowers a gather and a
-        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
-        # object for the garbage collector to walk in every cached report
-        spec_key = (op, nbytes, s, group, kind)
-        spec = self._dp_specs.get(spec_key)
+                duration_s = self.dp_time(s, op, nbytes, group)
+        dur = duration_s + self.preset.fusion_cycle_s / 2
+        spec = self._dp_specs.get((op, nbytes, s, group, kind))
         if spec is None:
-            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+            spec = self.dp_spec(s, op, nbytes, kind, group)
         tid = self.b.add(
             TaskKind.COLLECTIVE,
             self.gpu[s],
@@ -275,6 +277,33 @@ class PipelineLowering(LoweringShortcuts):
         )
         self.comm_dur[tid] = dur
         return tid
+
+    def dp_time(self, s: int, op: CollectiveOp, nbytes: float, group: str = "dp") -> float:
+        """The collective model's time of ``op`` of ``nbytes`` over stage ``s``'s ``group``
+        (:meth:`dp_collective`) with its TP siblings sharing links, without the fusion wait;
+        a pure function of its key, asked once per lowering."""
+        key = (op, nbytes, s, group)
+        duration_s = self._dp_time.get(key)
+        if duration_s is None:
+            main, sibs = self._dp_group(s, group)
+            duration_s = self._dp_time[key] = self.costs.concurrent_time(
+                op, nbytes, [main, *sibs], self.alg
+            )
+        return duration_s
+
+    def dp_spec(self, s: int, op: CollectiveOp, nbytes: float, kind: CommKind = CommKind.DP,
+                group: str = "dp") -> CommSpec:  # fmt: skip
+        """The (frozen, shared) :class:`CommSpec` of a collective over stage ``s``'s group."""
+        # one spec per collective of the stage's groups: FSDP lowers a gather and a
+        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
+        # object for the garbage collector to walk in every cached report
+        spec_key = (op, nbytes, s, group, kind)
+        spec = self._dp_specs.get(spec_key)
+        if spec is None:
+            main, sibs = self._dp_group(s, group)
+            wait = self.preset.fusion_cycle_s / 2
+            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+        return spec
 
     def _dp_group(self, s: int, which: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
         """``(group, sibling groups)`` of stage ``s``: the data-parallel group, or under HSDP
@@ -518,6 +547,8 @@ class PipelineLowering(LoweringShortcuts):
                     x: Segment = run  # type: ignore[assignment]
                     tids = self.segment(s, "F", mb, c, x.fwd_s, tids, x.tp_fwd_s, x.tp_rs_fwd_s)
             self.first_seg_done[s] = True
+        elif (plan := self.gather_runs(s, "F", mb, ch, False)) is not None:
+            tids = self.lower_gather_runs(s, "F", mb, c, ch, plan, deps)
         if self.aligned_gather and mb == 0 and c + 1 < self.V:
             self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
         after = self.gather_deps(s, c) if self.aligned_gather and mb == 0 else None
@@ -633,6 +664,10 @@ class PipelineLowering(LoweringShortcuts):
         if self.coarsenable(s, "B", mb, ch):
             b_s, tp_s = self.chunk_sums(k)[2:]
             tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
+        elif (hid := self.hidden_backward(s, mb, c, ch, final_mb)) is not None:
+            tids = self.lower_hidden_backward(s, mb, c, hid, deps)
+        elif (plan := self.gather_runs(s, "B", mb, ch, final_mb)) is not None:
+            tids = self.lower_gather_runs(s, "B", mb, c, ch, plan, deps)
         elif (runs := self.coarse_runs(s, "B", mb, ch)) is not None:
             tids = deps
             for run in reversed(runs):  # backward order; a refused segment as in the loop
@@ -1012,9 +1047,14 @@ class PipelineLowering(LoweringShortcuts):
         inp, costs, owt, chunks, issue = self.inp, self.costs, self.owt, self.chunks, None
         m, coarse = self.m, self.coarse
 
-        def relower(microbatches: int, coarse: bool) -> tuple[TaskGraph, bool]:
+        hidden = self.hidden
+
+        def relower(
+            microbatches: int, coarse: bool, hidden: bool = False
+        ) -> tuple[TaskGraph, bool]:
             """This step's graph with ``microbatches`` micro-batches (same chunks, notes and
-            kernel issue), and whether a coarse lowering merged anything."""
+            kernel issue), and whether a coarse lowering merged anything (``hidden``: also
+            the analytic graph's summarised reductions)."""
             low = PipelineLowering(
                 inp,
                 costs,
@@ -1022,25 +1062,36 @@ class PipelineLowering(LoweringShortcuts):
                 microbatches=microbatches,
                 chunks=chunks,
                 coarse=coarse,
+                hidden=hidden,
             )
             low._issue = issue
-            return low.graph(), low.coarsened > 0
+            return low.graph(), low.coarsened > 0 or low.hidden_merged > 0
 
         graph: TaskGraph
         if k:
             issue = self.issue_times()
             graph = PeriodicGraph(
                 lambda: relower(m, False)[0],
-                lambda n: relower(n, coarse)[0],
+                lambda n: relower(n, coarse, hidden)[0],  # read by the analytic executor only
                 k,
                 m,
                 multiplicity=mult,
                 coarse=(lambda: relower(m, True)) if coarse else None,
                 unit=self.period_unit,
+                analytic=(lambda: relower(m, True, True)) if hidden else None,
             )
         else:
             graph = self.graph()
-            if self.coarsened:
+            if self.hidden_merged:  # the analytic graph; the replay's is lowered when asked
+                issue = self.issue_times()
+                analytic_graph = graph
+                graph = LazyGraph(
+                    lambda: relower(m, False)[0],
+                    lambda: relower(m, True),
+                    multiplicity=mult,
+                    analytic=lambda: (analytic_graph, True),
+                )
+            elif self.coarsened:
                 issue = self.issue_times()
                 coarse_graph = graph
                 graph = LazyGraph(
@@ -1067,7 +1118,9 @@ def lower_pipeline(
 ) -> LoweredStep:
     """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`); ``coarse=False``: the
     executors run the fine graph too (one task pair per segment everywhere)."""
-    return PipelineLowering(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse).lower()
+    return PipelineLowering(
+        inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=coarse
+    ).lower()
 
 
 def _embedding_grad_allreduce(
