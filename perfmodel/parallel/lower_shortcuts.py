@@ -73,7 +73,8 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
     for j, d in enumerate(on_stream):
         f += d
         best = max(best, f + tails[j])
-    return max(0.0, best - suffix), suffix
+    # clamped to [0, sum D]: the difference rounds to an ulp of sum R beyond either bound
+    return min(max(0.0, best - suffix), f), suffix
 
 
 class LoweringShortcuts:
