@@ -547,7 +547,11 @@ class PipelineLowering(LoweringShortcuts):
                     x: Segment = run  # type: ignore[assignment]
                     tids = self.segment(s, "F", mb, c, x.fwd_s, tids, x.tp_fwd_s, x.tp_rs_fwd_s)
             self.first_seg_done[s] = True
-        elif (plan := self.gather_runs(s, "F", mb, ch, False)) is not None:
+        elif (
+            self.hidden
+            and (self.zero3 or (self.gather_early and mb == 0))
+            and (plan := self.gather_runs(s, "F", mb, ch, False)) is not None
+        ):
             tids = self.lower_gather_runs(s, "F", mb, c, ch, plan, deps)
         if self.aligned_gather and mb == 0 and c + 1 < self.V:
             self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
@@ -664,9 +668,18 @@ class PipelineLowering(LoweringShortcuts):
         if self.coarsenable(s, "B", mb, ch):
             b_s, tp_s = self.chunk_sums(k)[2:]
             tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
-        elif (hid := self.hidden_backward(s, mb, c, ch, final_mb)) is not None:
+        elif (
+            self.hidden
+            and self.overlap
+            and (final_mb or reduce_every_mb)
+            and (hid := self.hidden_backward(s, mb, c, ch, final_mb)) is not None
+        ):
             tids = self.lower_hidden_backward(s, mb, c, hid, deps)
-        elif (plan := self.gather_runs(s, "B", mb, ch, final_mb)) is not None:
+        elif (
+            self.hidden
+            and self.zero3
+            and (plan := self.gather_runs(s, "B", mb, ch, final_mb)) is not None
+        ):
             tids = self.lower_gather_runs(s, "B", mb, c, ch, plan, deps)
         elif (runs := self.coarse_runs(s, "B", mb, ch)) is not None:
             tids = deps

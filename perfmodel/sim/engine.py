@@ -249,15 +249,19 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
         if len(a) != len(b):
             continue
         lam = first[j] - first[j - 1]
-        ok[j] = all(
-            x.kind is y.kind
-            and x.device == y.device
-            and x.stream == y.stream
-            and x.duration_s == y.duration_s
-            and abs(start[y.tid] - start[x.tid] - lam) <= tol
-            and abs(end[y.tid] - end[x.tid] - lam) <= tol
-            for x, y in zip(a, b, strict=True)
-        )
+        for x, y in zip(a, b, strict=True):  # a loop, not all(<generator>): the same test
+            xt, yt = x.tid, y.tid
+            if not (
+                x.kind is y.kind
+                and x.device == y.device
+                and x.stream == y.stream
+                and x.duration_s == y.duration_s
+                and abs(start[yt] - start[xt] - lam) <= tol
+                and abs(end[yt] - end[xt] - lam) <= tol
+            ):
+                break
+        else:
+            ok[j] = True
     best = (0, 0)  # (j0, j1): units j0 + 1 .. j1 each shifted from the previous
     j = 1
     while j < n:
