@@ -8,11 +8,17 @@
   compute task and one collective where nothing inside them overlaps or is waited on.
 * **Periodic schedules** (:meth:`LoweringShortcuts.periodic_count`): a short schedule whose
   steady period :func:`perfmodel.sim.engine.periodic_timeline` extends to the whole step.
+* **Hidden collectives** (:meth:`LoweringShortcuts.hidden_backward`,
+  :meth:`LoweringShortcuts.gather_runs`), in the analytic list schedule's graph only
+  (:meth:`~perfmodel.parallel.periodic.LazyGraph.analytic`): a bucketed backward's gradient
+  reductions as a lead and one reduction (max-plus), and runs of segments whose parameter
+  gathers hide under the compute as two computes.
 
 Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/parallel/test_coarse_lowering.py``, ``tests/sim/test_periodic.py``,
-``tests/test_shared_tables.py``). The methods read the lowering's state (``self.plan``,
-``self.P``, ``self.chunks``...), set by ``PipelineLowering.__init__``.
+``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``). The methods
+read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
+``PipelineLowering.__init__``.
 """
 
 from __future__ import annotations
