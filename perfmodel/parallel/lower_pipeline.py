@@ -88,6 +88,9 @@ class PipelineLowering(LoweringShortcuts):
         self._hidden_ops: dict[tuple[int, bool], HiddenBackward | None] = {}
         self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._sums: dict[int, tuple[float, float, float, float]] = {}
+        self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
+        # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)
+        self._tp_over: dict[tuple[str, float, float, float], tuple[float, float, float]] = {}
         self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
         self._coarse_runs: dict[tuple[int, str], CoarseRuns | None] = {}  # coarse_runs
         plan, pl = inp.plan, inp.placement
@@ -415,7 +418,11 @@ class PipelineLowering(LoweringShortcuts):
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         tail = 0.0
         if tp_s > 0 and self.tp_overlap:
-            dur, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
+            key = (phase, dur, tp_s, rs_s)
+            over = self._tp_over.get(key)
+            if over is None:
+                over = self._tp_over[key] = self.tp_overlapped(phase, dur, tp_s, rs_s)
+            dur, tp_s, tail = over
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
@@ -535,7 +542,7 @@ class PipelineLowering(LoweringShortcuts):
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             f_s, tp_s = self.chunk_sums(k)[:2]
-            rs_s = sum(x.tp_rs_fwd_s for x in ch.segments)
+            rs_s = self.chunk_rs_sum(k)
             tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
             self.first_seg_done[s] = True
         elif (runs := self.coarse_runs(s, "F", mb, ch)) is not None:

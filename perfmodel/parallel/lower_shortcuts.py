@@ -684,6 +684,15 @@ class LoweringShortcuts:
             )
         return hit
 
+    def chunk_rs_sum(self, k: int) -> float:
+        """Chunk ``k``'s summed reduce-scattered forward seconds over its segments
+        (:attr:`~perfmodel.parallel.lowering.Segment.tp_rs_fwd_s`, the same sum every coarse
+        forward read), computed once."""
+        hit = self._rs_sums.get(k)
+        if hit is None:
+            hit = self._rs_sums[k] = sum(x.tp_rs_fwd_s for x in self.chunks[k].segments)
+        return hit
+
     # ------------------------------------------------------------------ periodic schedules
 
     def periodic_count(self) -> int:
