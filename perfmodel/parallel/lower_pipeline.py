@@ -1134,12 +1134,18 @@ class PipelineLowering(LoweringShortcuts):
 
 
 def lower_pipeline(
-    inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False, coarse: bool = True
+    inp: StepInputs,
+    costs: Costs,
+    *,
+    one_weird_trick: bool = False,
+    coarse: bool = True,
+    hidden: bool = True,
 ) -> LoweredStep:
     """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`); ``coarse=False``: the
-    executors run the fine graph too (one task pair per segment everywhere)."""
+    executors run the fine graph too (one task pair per segment everywhere); ``hidden=False``:
+    no analytic graph with summarised collectives (a step for the SimPy replay)."""
     return PipelineLowering(
-        inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=coarse
+        inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=coarse and hidden
     ).lower()
 
 
