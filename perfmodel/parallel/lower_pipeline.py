@@ -113,6 +113,11 @@ class PipelineLowering(LoweringShortcuts):
         self.tp_overlap = rc.tp_comm.overlap
         self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
         self.chunks = self._build_chunks() if chunks is None else chunks
+        # chunk k's one segment where forward() and backward() take their short path: one
+        # segment without expert/context communication or host stalls, in a step without
+        # parameter gathers (ZeRO-3/FSDP, overlapped ZeRO-1/2), activation offload or combined
+        # 1F1B (Megatron's preset: one segment per chunk); else None
+        self.plain_single: list[Segment | None] = [None] * len(self.chunks)
         self._issue: list[float] | None = None
         self.b = GraphBuilder()
         self.gpu = [pl.gpu(0, s, 0) for s in range(self.P)]
@@ -162,6 +167,12 @@ class PipelineLowering(LoweringShortcuts):
         # forward, the stage's next operation, is emitted: stage -> (to, bytes, mb, chunk)
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
+        if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
+            for i, ch in enumerate(self.chunks):
+                if len(ch.segments) == 1:
+                    seg = ch.segments[0]
+                    if not (seg.ep_cp or seg.host_sync_s):
+                        self.plain_single[i] = seg
 
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
@@ -539,6 +550,20 @@ class PipelineLowering(LoweringShortcuts):
         deps = [self.last_compute[s]]
         if k > 0:
             deps.append(self.f_out[(mb, k - 1)])
+        seg1 = self.plain_single[k]
+        if seg1 is not None:  # what the general path below does for such a chunk, directly
+            tids = self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
+            self.first_seg_done[s] = True
+            tid = tids[0] if len(tids) == 1 else self.join(s, tids)
+            self.last_compute[s] = tid
+            self.f_done[(mb, k)] = tid
+            if k < self.K - 1:
+                self.f_out[(mb, k)] = (
+                    self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
+                    if self.P > 1
+                    else tid
+                )
+            return
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             f_s, tp_s = self.chunk_sums(k)[:2]
@@ -670,6 +695,19 @@ class PipelineLowering(LoweringShortcuts):
             deps.append(self.b_out[(mb, k + 1)])
         final_mb = mb == self.m - 1
         reduce_every_mb = self.reduce_every_mb
+        seg1 = self.plain_single[k]
+        if seg1 is not None:  # what the general path below does for such a chunk, directly
+            tids = self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
+                self.reduce_gradients(s, seg1, tids, f"grad {k}.0")
+            tid = tids[0] if len(tids) == 1 else self.join(s, tids)
+            self.last_compute[s] = tid
+            if k > 0:
+                nbytes = self.chunks[k - 1].out_bytes
+                self.b_out[(mb, k)] = (
+                    self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
+                )
+            return
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
