@@ -33,6 +33,7 @@ from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.schedule import warmup_forwards
+from perfmodel.parallel.taskgraph import CommKind, CommSpec
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
 #: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
@@ -57,10 +58,14 @@ HiddenBackward = tuple[float, float, float, float, float]
 
 #: An operation lowered as runs with hidden gathers (:meth:`LoweringShortcuts.gather_runs`):
 #: per segment in operation order ``(compute before the TP overlap's adjustment, compute, TP
-#: seconds, gather seconds, reduction seconds, may join a run)``, the runs ``(i0, i1)`` and
-#: the gradient reduction's operation.
+#: seconds, gather seconds, reduction seconds, may join a run)``, the runs ``(i0, i1)`` (none:
+#: every segment as the fine loop lowers it), the gradient reduction's operation and per
+#: segment the gather's and the reduction's :class:`CommSpec`.
 GatherPlan = tuple[
-    tuple[tuple[float, float, float, float, float, bool], ...], tuple[tuple[int, int], ...], object
+    tuple[tuple[float, float, float, float, float, bool], ...],
+    tuple[tuple[int, int], ...],
+    object,
+    tuple[tuple[CommSpec, CommSpec | None], ...],
 ]
 
 
@@ -494,7 +499,7 @@ class LoweringShortcuts:
             hit = self._gather_ops[key]
         else:
             hit = self._gather_ops[key] = self._gather_plan(s, ch, phase, reducing, final_mb, first)
-        if hit is not None:
+        if hit is not None and hit[1]:
             self.hidden_merged += 1
         return hit
 
@@ -515,9 +520,11 @@ class LoweringShortcuts:
         gb, grad_b = self.rc.gather_bytes, self.rc.grad_reduce_bytes
         op = self._grad_op()
         rows: list[tuple[float, float, float, float, float, bool]] = []
+        specs: list[tuple[CommSpec, CommSpec | None]] = []
         prev = 0.0
         for si, seg in enumerate(segs):
             g = self.dp_time(s, CollectiveOp.ALLGATHER, seg.params * gb) + wait
+            g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, seg.params * gb, CommKind.ZERO)
             if fwd:
                 dur = self.slowed(seg.fwd_s, g) if (first or si > 0) else seg.fwd_s
                 tp_s, rs_s = seg.tp_fwd_s, seg.tp_rs_fwd_s
@@ -533,10 +540,13 @@ class LoweringShortcuts:
                     ok = False
             prev = 0.0
             red = 0.0
+            r_spec = None
             if reducing:
                 nbytes = self.reduced_params(seg.params, seg.expert_params) * grad_b
                 red = prev = self.dp_time(s, op, nbytes) + wait
+                r_spec = self.dp_spec(s, op, nbytes)
             rows.append((raw, c_s, max(tp_s, 0.0), g, red, ok))
+            specs.append((g_spec, r_spec))
         runs: list[tuple[int, int]] = []
         i0 = 0
         n = len(rows)
@@ -546,9 +556,9 @@ class LoweringShortcuts:
             if i - i0 >= 3:
                 runs.append((i0, i - 1))
             i0 = i
-        if not runs:
-            return None
-        return tuple(rows), tuple(runs), op
+        # without runs the plan still lowers the operation, segment by segment as the fine
+        # loop does, from these durations (gather_runs does not count it as merged)
+        return tuple(rows), tuple(runs), op, tuple(specs)
 
     def lower_gather_runs(
         self, s: int, phase: str, mb: int, c: int, ch: Chunk, plan: GatherPlan, deps: list[int]
@@ -559,7 +569,7 @@ class LoweringShortcuts:
         waits on."""
         from perfmodel.parallel.taskgraph import TaskKind
 
-        rows, runs, op = plan
+        rows, runs, op, specs = plan
         P = self.P
         k = c * P + s
         fwd = phase == "F"
@@ -576,11 +586,36 @@ class LoweringShortcuts:
         tids = deps
         si = 0
         n = len(segs)
+        inline = not self.tp_overlap  # a segment as segment() emits it, without the calls
+        g_stream = self.rc.param_gather.stream
+        comm_dur = self.comm_dur
         while si < n:
             seg = segs[si]
+            i1 = starts.get(si)
+            if i1 is None and inline:  # as the fine loop: gather(), segment(), reductions
+                raw, _, tp_s, g_s, red_s, _ = rows[si]
+                g_spec, r_spec = specs[si]
+                ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
+                         f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
+                comm_dur[ag] = g_s
+                tid = add(TaskKind.COMPUTE, gpu, "compute", raw, [*tids, ag], label, mb, k)
+                if keep_hist:
+                    hist.append(tid)
+                if tp_s > 0:
+                    tid = add(
+                        TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], tp_label, mb, k
+                    )
+                tids = [tid]
+                self.first_seg_done[s] = True
+                if reducing:
+                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids,
+                            f"grad {k}.{si}", -1, -1, r_spec)  # fmt: skip
+                    comm_dur[g] = red_s
+                    self.grad_comm[s].append(g)
+                si += 1
+                continue
             ag = self.gather(s, seg, f"AG {phase}{mb}.{k}.{si}")
             sd = [*tids, ag]
-            i1 = starts.get(si)
             if i1 is None:  # as the fine loop
                 raw = rows[si][0]
                 if fwd:

@@ -142,7 +142,8 @@ def test_refused_where_gathers_outlast_the_compute() -> None:
     for low, runs in ((slow, False), (fast, True)):
         ch = low.chunks[0]
         assert low.zero3 and len(ch.segments) >= 3
-        assert (low.gather_runs(0, "F", 1, ch, False) is not None) is runs
+        plan = low.gather_runs(0, "F", 1, ch, False)
+        assert plan is not None and bool(plan[1]) is runs
 
 
 def _fine_chain(
@@ -250,3 +251,41 @@ def test_forcing_runs_where_gathers_are_exposed_changes_the_answer(
     monkeypatch.setattr(LoweringShortcuts, "_gather_plan", free_gathers)
     forced = _report(sc, monkeypatch, coarse=True)
     assert forced.iteration_time_s < fine.iteration_time_s * (1 - 1e-6)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(software="fsdp", tp=1, pp=1, dp=8, microbatch=1),
+        dict(software="fsdp", tp=2, pp=2, dp=2, microbatch=4),
+        dict(software="deepspeed-zero3", tp=1, pp=2, dp=4, microbatch=1),
+        dict(software="megatron-core", tp=1, pp=2, dp=4, microbatch=1),
+        dict(software="fsdp", tp=2, pp=2, dp=2, schedule="interleaved", interleave=2),
+    ],
+)
+def test_segments_outside_runs_lower_as_the_fine_loop(
+    kw: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.lower_gather_runs` emits
+    the segments outside its runs from precomputed durations, not through ``gather()``,
+    ``segment()`` and ``reduce_gradients()``: with every run refused (and no summarised
+    backward), the analytic graph is the fine loop's, task for task."""
+    from test_coarse_lowering import _inputs  # type: ignore[import-not-found]
+
+    from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
+
+    inp = _inputs(_scenario(**kw))
+    orig = LoweringShortcuts._gather_plan
+
+    def no_runs(self, *a):  # type: ignore[no-untyped-def]
+        plan = orig(self, *a)
+        return None if plan is None else (plan[0], (), plan[2], plan[3])
+
+    hits = _counting(monkeypatch)
+    monkeypatch.setattr(LoweringShortcuts, "_gather_plan", no_runs)
+    monkeypatch.setattr(LoweringShortcuts, "hidden_backward", lambda self, *a: None)
+    shortcut = PipelineLowering(*inp, coarse=True, hidden=True)
+    a = shortcut.graph()
+    assert hits["gathers"] > 0 and shortcut.hidden_merged == 0
+    b = PipelineLowering(*inp, coarse=True, hidden=False).graph()
+    assert a.tasks == b.tasks and a.devices == b.devices and a.notes == b.notes
