@@ -586,26 +586,29 @@ class LoweringShortcuts:
         tids = deps
         si = 0
         n = len(segs)
-        inline = not self.tp_overlap  # a segment as segment() emits it, without the calls
+        overlap = self.tp_overlap
         g_stream = self.rc.param_gather.stream
         comm_dur = self.comm_dur
         while si < n:
             seg = segs[si]
             i1 = starts.get(si)
-            if i1 is None and inline:  # as the fine loop: gather(), segment(), reductions
-                raw, _, tp_s, g_s, red_s, _ = rows[si]
+            # as the fine loop: gather(), segment(), reduce_gradients() without the calls
+            # (a segment with overlapped TP through segment(): its tail and slowdown)
+            if i1 is None and (not overlap or (seg.tp_fwd_s if fwd else seg.tp_bwd_s) <= 0):
+                _, c_s, tp_s, g_s, red_s, _ = rows[si]
                 g_spec, r_spec = specs[si]
                 ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
                          f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
-                tid = add(TaskKind.COMPUTE, gpu, "compute", raw, [*tids, ag], label, mb, k)
+                sd = [*tids, ag]
+                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k)
                 if keep_hist:
                     hist.append(tid)
-                if tp_s > 0:
-                    tid = add(
-                        TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], tp_label, mb, k
-                    )
-                tids = [tid]
+                if tp_s <= 0:
+                    tids = [tid]
+                else:  # after it (not overlapped)
+                    tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],
+                                tp_label, mb, k)]  # fmt: skip
                 self.first_seg_done[s] = True
                 if reducing:
                     g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids,

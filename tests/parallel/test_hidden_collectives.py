@@ -260,6 +260,13 @@ def test_forcing_runs_where_gathers_are_exposed_changes_the_answer(
         dict(software="fsdp", tp=2, pp=2, dp=2, microbatch=4),
         dict(software="deepspeed-zero3", tp=1, pp=2, dp=4, microbatch=1),
         dict(software="megatron-core", tp=1, pp=2, dp=4, microbatch=1),
+        dict(  # TP beside the compute, a segment whose collective leaves no tail
+            software="megatron-core",
+            tp=2,
+            pp=2,
+            dp=2,
+            model_args={**GPT, "hidden": 8192, "heads": 64, "seq_len": 2048},
+        ),
         dict(software="fsdp", tp=2, pp=2, dp=2, schedule="interleaved", interleave=2),
     ],
 )
