@@ -60,12 +60,13 @@ HiddenBackward = tuple[float, float, float, float, float]
 #: per segment in operation order ``(compute before the TP overlap's adjustment, compute, TP
 #: seconds, gather seconds, reduction seconds, may join a run)``, the runs ``(i0, i1)`` (none:
 #: every segment as the fine loop lowers it), the gradient reduction's operation and per
-#: segment the gather's and the reduction's :class:`CommSpec`.
+#: segment the gather's and the reduction's :class:`CommSpec` and its overlapped TP
+#: collective's exposed tail (seconds).
 GatherPlan = tuple[
     tuple[tuple[float, float, float, float, float, bool], ...],
     tuple[tuple[int, int], ...],
     object,
-    tuple[tuple[CommSpec, CommSpec | None], ...],
+    tuple[tuple[CommSpec, CommSpec | None, float], ...],
 ]
 
 
@@ -520,7 +521,7 @@ class LoweringShortcuts:
         gb, grad_b = self.rc.gather_bytes, self.rc.grad_reduce_bytes
         op = self._grad_op()
         rows: list[tuple[float, float, float, float, float, bool]] = []
-        specs: list[tuple[CommSpec, CommSpec | None]] = []
+        specs: list[tuple[CommSpec, CommSpec | None, float]] = []
         prev = 0.0
         for si, seg in enumerate(segs):
             g = self.dp_time(s, CollectiveOp.ALLGATHER, seg.params * gb) + wait
@@ -531,7 +532,7 @@ class LoweringShortcuts:
             else:  # ZeRO-3/FSDP: the gather and the previous segment's reduction under it
                 dur = self.slowed(seg.bwd_s + seg.recompute_s, g + prev)
                 tp_s, rs_s = seg.tp_bwd_s, 0.0
-            raw, c_s, ok = dur, dur, True
+            raw, c_s, ok, tail = dur, dur, True, 0.0
             if tp_s > 0:
                 if self.tp_overlap:
                     c_s, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
@@ -546,7 +547,7 @@ class LoweringShortcuts:
                 red = prev = self.dp_time(s, op, nbytes) + wait
                 r_spec = self.dp_spec(s, op, nbytes)
             rows.append((raw, c_s, max(tp_s, 0.0), g, red, ok))
-            specs.append((g_spec, r_spec))
+            specs.append((g_spec, r_spec, tail))
         runs: list[tuple[int, int]] = []
         i0 = 0
         n = len(rows)
@@ -592,11 +593,9 @@ class LoweringShortcuts:
         while si < n:
             seg = segs[si]
             i1 = starts.get(si)
-            # as the fine loop: gather(), segment(), reduce_gradients() without the calls
-            # (a segment with overlapped TP through segment(): its tail and slowdown)
-            if i1 is None and (not overlap or (seg.tp_fwd_s if fwd else seg.tp_bwd_s) <= 0):
-                _, c_s, tp_s, g_s, red_s, _ = rows[si]
-                g_spec, r_spec = specs[si]
+            if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
+                _, c_s, tp_s, g_s, red_s, _ = rows[si]  # c_s, tp_s: after the TP overlap's
+                g_spec, r_spec, tail = specs[si]
                 ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
                          f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
@@ -606,9 +605,16 @@ class LoweringShortcuts:
                     hist.append(tid)
                 if tp_s <= 0:
                     tids = [tid]
-                else:  # after it (not overlapped)
+                elif not overlap:  # after the compute
                     tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],
                                 tp_label, mb, k)]  # fmt: skip
+                else:  # beside it, from the same dependencies; the exposed tail after both
+                    tp_tid = add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, sd, tp_label,
+                                 mb, k)  # fmt: skip
+                    tids = [tid, tp_tid]
+                    if tail > 0:
+                        tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids,
+                                    f"TP tail {phase}{mb}", mb, k)]  # fmt: skip
                 self.first_seg_done[s] = True
                 if reducing:
                     g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids,
@@ -619,17 +625,6 @@ class LoweringShortcuts:
                 continue
             ag = self.gather(s, seg, f"AG {phase}{mb}.{k}.{si}")
             sd = [*tids, ag]
-            if i1 is None:  # as the fine loop
-                raw = rows[si][0]
-                if fwd:
-                    tids = self.segment(s, "F", mb, c, raw, sd, seg.tp_fwd_s, seg.tp_rs_fwd_s)
-                else:
-                    tids = self.segment(s, "B", mb, c, raw, sd, seg.tp_bwd_s)
-                self.first_seg_done[s] = True
-                if reducing:
-                    self.reduce_gradients(s, seg, tids, f"grad {k}.{si}")
-                si += 1
-                continue
             run = rows[si : i1 + 1]
             # the next gather may start before the run does (its anchor, the compute two
             # back, may have ended long before): as the fine loop emits it; it ends within
