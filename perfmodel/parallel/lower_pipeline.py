@@ -26,7 +26,12 @@ from collections.abc import Sequence
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
-from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
+from perfmodel.parallel.lower_shortcuts import (
+    CoarseRuns,
+    GatherPlan,
+    HiddenBackward,
+    LoweringShortcuts,
+)
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
@@ -65,17 +70,27 @@ class PipelineLowering(LoweringShortcuts):
         microbatches: int | None = None,
         chunks: list[Chunk] | None = None,
         coarse: bool = False,
+        hidden: bool = False,
     ) -> None:
         """``microbatches`` schedules that many micro-batches instead of the step's (a short
         schedule of :mod:`perfmodel.parallel.periodic`; notes, memory and FLOP keep the step's
         count); ``chunks`` reuses another lowering's chunks of the same inputs; ``coarse``
         lowers a chunk's segments as one compute task and one tensor-parallel collective where
         :meth:`coarsenable` allows (the graph the executors run; :meth:`lower` keeps the fine
-        one for what shows tasks)."""
+        one for what shows tasks); ``hidden`` (with ``coarse``) also summarises the gradient
+        reductions of a bucketed backward where :meth:`hidden_backward` allows (the graph the
+        analytic list schedule runs, not the flow replay)."""
         self.inp, self.costs, self.owt = inp, costs, one_weird_trick
         self.coarse = coarse
+        self.hidden = hidden and coarse
         self.coarsened = 0  # operations lowered coarse
+        self.hidden_merged = 0  # backward operations whose reductions were summarised
+        self._hidden_ops: dict[tuple[int, bool], HiddenBackward | None] = {}
+        self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._sums: dict[int, tuple[float, float, float, float]] = {}
+        self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
+        # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)
+        self._tp_over: dict[tuple[str, float, float, float], tuple[float, float, float]] = {}
         self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
         self._coarse_runs: dict[tuple[int, str], CoarseRuns | None] = {}  # coarse_runs
         plan, pl = inp.plan, inp.placement
@@ -98,6 +113,11 @@ class PipelineLowering(LoweringShortcuts):
         self.tp_overlap = rc.tp_comm.overlap
         self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
         self.chunks = self._build_chunks() if chunks is None else chunks
+        # chunk k's one segment where forward() and backward() take their short path: one
+        # segment without expert/context communication or host stalls, in a step without
+        # parameter gathers (ZeRO-3/FSDP, overlapped ZeRO-1/2), activation offload or combined
+        # 1F1B (Megatron's preset: one segment per chunk); else None
+        self.plain_single: list[Segment | None] = [None] * len(self.chunks)
         self._issue: list[float] | None = None
         self.b = GraphBuilder()
         self.gpu = [pl.gpu(0, s, 0) for s in range(self.P)]
@@ -147,6 +167,12 @@ class PipelineLowering(LoweringShortcuts):
         # forward, the stage's next operation, is emitted: stage -> (to, bytes, mb, chunk)
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
+        if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
+            for i, ch in enumerate(self.chunks):
+                if len(ch.segments) == 1:
+                    seg = ch.segments[0]
+                    if not (seg.ep_cp or seg.host_sync_s):
+                        self.plain_single[i] = seg
 
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
@@ -246,24 +272,14 @@ class PipelineLowering(LoweringShortcuts):
         links), on the gradient stream unless ``stream`` is given; ``group`` "shard" or
         "replica" takes the HSDP shard group or the replica group instead; ``duration_s``
         replaces the collective model's time (a series of collectives priced by the caller)."""
-        preset = self.preset
-        main, sibs = self._dp_group(s, group)
-        wait = preset.fusion_cycle_s / 2
-        if duration_s is None:  # a pure function of its key: asked once per lowering
-            key = (op, nbytes, s, group)
-            duration_s = self._dp_time.get(key)
+        if duration_s is None:  # the memo's hit inline (FSDP: ~10^5 calls per plan)
+            duration_s = self._dp_time.get((op, nbytes, s, group))
             if duration_s is None:
-                duration_s = self._dp_time[key] = self.costs.concurrent_time(
-                    op, nbytes, [main, *sibs], self.alg
-                )
-        dur = duration_s + wait
-        # one (frozen) spec per collective of the stage's groups: FSDP lowers a gather and a
-        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
-        # object for the garbage collector to walk in every cached report
-        spec_key = (op, nbytes, s, group, kind)
-        spec = self._dp_specs.get(spec_key)
+                duration_s = self.dp_time(s, op, nbytes, group)
+        dur = duration_s + self.preset.fusion_cycle_s / 2
+        spec = self._dp_specs.get((op, nbytes, s, group, kind))
         if spec is None:
-            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+            spec = self.dp_spec(s, op, nbytes, kind, group)
         tid = self.b.add(
             TaskKind.COLLECTIVE,
             self.gpu[s],
@@ -275,6 +291,33 @@ class PipelineLowering(LoweringShortcuts):
         )
         self.comm_dur[tid] = dur
         return tid
+
+    def dp_time(self, s: int, op: CollectiveOp, nbytes: float, group: str = "dp") -> float:
+        """The collective model's time of ``op`` of ``nbytes`` over stage ``s``'s ``group``
+        (:meth:`dp_collective`) with its TP siblings sharing links, without the fusion wait;
+        a pure function of its key, asked once per lowering."""
+        key = (op, nbytes, s, group)
+        duration_s = self._dp_time.get(key)
+        if duration_s is None:
+            main, sibs = self._dp_group(s, group)
+            duration_s = self._dp_time[key] = self.costs.concurrent_time(
+                op, nbytes, [main, *sibs], self.alg
+            )
+        return duration_s
+
+    def dp_spec(self, s: int, op: CollectiveOp, nbytes: float, kind: CommKind = CommKind.DP,
+                group: str = "dp") -> CommSpec:  # fmt: skip
+        """The (frozen, shared) :class:`CommSpec` of a collective over stage ``s``'s group."""
+        # one spec per collective of the stage's groups: FSDP lowers a gather and a
+        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
+        # object for the garbage collector to walk in every cached report
+        spec_key = (op, nbytes, s, group, kind)
+        spec = self._dp_specs.get(spec_key)
+        if spec is None:
+            main, sibs = self._dp_group(s, group)
+            wait = self.preset.fusion_cycle_s / 2
+            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+        return spec
 
     def _dp_group(self, s: int, which: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
         """``(group, sibling groups)`` of stage ``s``: the data-parallel group, or under HSDP
@@ -386,7 +429,11 @@ class PipelineLowering(LoweringShortcuts):
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         tail = 0.0
         if tp_s > 0 and self.tp_overlap:
-            dur, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
+            key = (phase, dur, tp_s, rs_s)
+            over = self._tp_over.get(key)
+            if over is None:
+                over = self._tp_over[key] = self.tp_overlapped(phase, dur, tp_s, rs_s)
+            dur, tp_s, tail = over
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
@@ -503,10 +550,24 @@ class PipelineLowering(LoweringShortcuts):
         deps = [self.last_compute[s]]
         if k > 0:
             deps.append(self.f_out[(mb, k - 1)])
+        seg1 = self.plain_single[k]
+        if seg1 is not None:  # what the general path below does for such a chunk, directly
+            tids = self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
+            self.first_seg_done[s] = True
+            tid = tids[0] if len(tids) == 1 else self.join(s, tids)
+            self.last_compute[s] = tid
+            self.f_done[(mb, k)] = tid
+            if k < self.K - 1:
+                self.f_out[(mb, k)] = (
+                    self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
+                    if self.P > 1
+                    else tid
+                )
+            return
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             f_s, tp_s = self.chunk_sums(k)[:2]
-            rs_s = sum(x.tp_rs_fwd_s for x in ch.segments)
+            rs_s = self.chunk_rs_sum(k)
             tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
             self.first_seg_done[s] = True
         elif (runs := self.coarse_runs(s, "F", mb, ch)) is not None:
@@ -518,6 +579,12 @@ class PipelineLowering(LoweringShortcuts):
                     x: Segment = run  # type: ignore[assignment]
                     tids = self.segment(s, "F", mb, c, x.fwd_s, tids, x.tp_fwd_s, x.tp_rs_fwd_s)
             self.first_seg_done[s] = True
+        elif (
+            self.hidden
+            and (self.zero3 or (self.gather_early and mb == 0))
+            and (plan := self.gather_runs(s, "F", mb, ch, False)) is not None
+        ):
+            tids = self.lower_gather_runs(s, "F", mb, c, ch, plan, deps)
         if self.aligned_gather and mb == 0 and c + 1 < self.V:
             self.gather_launch[s][c + 1] = list(deps[:1])  # chunk c + 1's: as chunk c starts
         after = self.gather_deps(s, c) if self.aligned_gather and mb == 0 else None
@@ -628,11 +695,37 @@ class PipelineLowering(LoweringShortcuts):
             deps.append(self.b_out[(mb, k + 1)])
         final_mb = mb == self.m - 1
         reduce_every_mb = self.reduce_every_mb
+        seg1 = self.plain_single[k]
+        if seg1 is not None:  # what the general path below does for such a chunk, directly
+            tids = self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
+                self.reduce_gradients(s, seg1, tids, f"grad {k}.0")
+            tid = tids[0] if len(tids) == 1 else self.join(s, tids)
+            self.last_compute[s] = tid
+            if k > 0:
+                nbytes = self.chunks[k - 1].out_bytes
+                self.b_out[(mb, k)] = (
+                    self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
+                )
+            return
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
             b_s, tp_s = self.chunk_sums(k)[2:]
             tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
+        elif (
+            self.hidden
+            and self.overlap
+            and (final_mb or reduce_every_mb)
+            and (hid := self.hidden_backward(s, mb, c, ch, final_mb)) is not None
+        ):
+            tids = self.lower_hidden_backward(s, mb, c, hid, deps)
+        elif (
+            self.hidden
+            and self.zero3
+            and (plan := self.gather_runs(s, "B", mb, ch, final_mb)) is not None
+        ):
+            tids = self.lower_gather_runs(s, "B", mb, c, ch, plan, deps)
         elif (runs := self.coarse_runs(s, "B", mb, ch)) is not None:
             tids = deps
             for run in reversed(runs):  # backward order; a refused segment as in the loop
@@ -1012,9 +1105,14 @@ class PipelineLowering(LoweringShortcuts):
         inp, costs, owt, chunks, issue = self.inp, self.costs, self.owt, self.chunks, None
         m, coarse = self.m, self.coarse
 
-        def relower(microbatches: int, coarse: bool) -> tuple[TaskGraph, bool]:
+        hidden = self.hidden
+
+        def relower(
+            microbatches: int, coarse: bool, hidden: bool = False
+        ) -> tuple[TaskGraph, bool]:
             """This step's graph with ``microbatches`` micro-batches (same chunks, notes and
-            kernel issue), and whether a coarse lowering merged anything."""
+            kernel issue), and whether a coarse lowering merged anything (``hidden``: also
+            the analytic graph's summarised reductions)."""
             low = PipelineLowering(
                 inp,
                 costs,
@@ -1022,25 +1120,36 @@ class PipelineLowering(LoweringShortcuts):
                 microbatches=microbatches,
                 chunks=chunks,
                 coarse=coarse,
+                hidden=hidden,
             )
             low._issue = issue
-            return low.graph(), low.coarsened > 0
+            return low.graph(), low.coarsened > 0 or low.hidden_merged > 0
 
         graph: TaskGraph
         if k:
             issue = self.issue_times()
             graph = PeriodicGraph(
                 lambda: relower(m, False)[0],
-                lambda n: relower(n, coarse)[0],
+                lambda n: relower(n, coarse, hidden)[0],  # read by the analytic executor only
                 k,
                 m,
                 multiplicity=mult,
                 coarse=(lambda: relower(m, True)) if coarse else None,
                 unit=self.period_unit,
+                analytic=(lambda: relower(m, True, True)) if hidden else None,
             )
         else:
             graph = self.graph()
-            if self.coarsened:
+            if self.hidden_merged:  # the analytic graph; the replay's is lowered when asked
+                issue = self.issue_times()
+                analytic_graph = graph
+                graph = LazyGraph(
+                    lambda: relower(m, False)[0],
+                    lambda: relower(m, True),
+                    multiplicity=mult,
+                    analytic=lambda: (analytic_graph, True),
+                )
+            elif self.coarsened:
                 issue = self.issue_times()
                 coarse_graph = graph
                 graph = LazyGraph(
@@ -1063,11 +1172,19 @@ class PipelineLowering(LoweringShortcuts):
 
 
 def lower_pipeline(
-    inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False, coarse: bool = True
+    inp: StepInputs,
+    costs: Costs,
+    *,
+    one_weird_trick: bool = False,
+    coarse: bool = True,
+    hidden: bool = True,
 ) -> LoweredStep:
     """Lower an ``allreduce``-mode plan (see :class:`PipelineLowering`); ``coarse=False``: the
-    executors run the fine graph too (one task pair per segment everywhere)."""
-    return PipelineLowering(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse).lower()
+    executors run the fine graph too (one task pair per segment everywhere); ``hidden=False``:
+    no analytic graph with summarised collectives (a step for the SimPy replay)."""
+    return PipelineLowering(
+        inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=coarse and hidden
+    ).lower()
 
 
 def _embedding_grad_allreduce(

@@ -19,13 +19,17 @@ from perfmodel.parallel.plan import (
 )
 
 
-def lower(inp: StepInputs, costs: Costs, *, coarse: bool = True) -> LoweredStep:
+def lower(
+    inp: StepInputs, costs: Costs, *, coarse: bool = True, hidden: bool = True
+) -> LoweredStep:
     """Lower one training step; dispatches on the plan's data-parallel mode and hybrid.
     ``coarse=False``: the executors run the fine pipeline graph (one task pair per segment;
-    :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.coarsenable`)."""
+    :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.coarsenable`); ``hidden=False``:
+    no analytic graph with summarised collectives (a step the SimPy replay runs:
+    :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.hidden_backward`)."""
     plan = inp.plan
     if plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
-        return _lower_pipeline(inp, costs, one_weird_trick=True, coarse=coarse)
+        return _lower_pipeline(inp, costs, one_weird_trick=True, coarse=coarse, hidden=hidden)
     mode = plan.dp_mode if plan.dp > 1 else DPMode.ALLREDUCE
     if mode is not DPMode.ALLREDUCE and (plan.tp > 1 or plan.pp > 1):
         raise InfeasiblePlanError(
@@ -35,17 +39,22 @@ def lower(inp: StepInputs, costs: Costs, *, coarse: bool = True) -> LoweredStep:
             where="dp_mode",
         )
     if mode is DPMode.ALLREDUCE:
-        return _lower_pipeline(inp, costs, coarse=coarse)
+        return _lower_pipeline(inp, costs, coarse=coarse, hidden=hidden)
     return _lower_dp_variant(inp, costs, mode)
 
 
 def _lower_pipeline(
-    inp: StepInputs, costs: Costs, *, one_weird_trick: bool = False, coarse: bool = True
+    inp: StepInputs,
+    costs: Costs,
+    *,
+    one_weird_trick: bool = False,
+    coarse: bool = True,
+    hidden: bool = True,
 ) -> LoweredStep:
     """``allreduce``-mode plans: :class:`perfmodel.parallel.lower_pipeline.PipelineLowering`
     (imported here: it builds on this module's chunks and memory)."""
 
-    return lower_pipeline(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse)
+    return lower_pipeline(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=hidden)
 
 
 def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredStep:

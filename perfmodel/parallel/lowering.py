@@ -288,7 +288,7 @@ def build_chunk(
         if shape is not None:
             seen = by_shape.get(shape)  # type: ignore[union-attr]
             if seen is not None:
-                segs.append(replace(seen, layers=ids))
+                segs.append(_with_layers(seen, ids))
                 continue
         seg_layers = take_layers(workload.layers, ids, contiguous)
         sums = _segment_sums(
@@ -345,6 +345,18 @@ def build_chunk(
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+
+
+def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
+    """``dataclasses.replace(seg, layers=ids)`` without the frozen dataclass's ``__init__``
+    (one ``object.__setattr__`` per field; ``Segment`` has no ``__post_init__``): the same
+    type, fields and values, so equal, hashed and pickled alike (a chunk's segments by shape:
+    ~300 copies per new PyTorch DDP plan of GPT-3 175B)."""
+    new = object.__new__(Segment)
+    fields_ = new.__dict__
+    fields_.update(seg.__dict__)
+    fields_["layers"] = ids
+    return new
 
 
 def _segment_groups(

@@ -68,6 +68,13 @@ class LazyGraph(TaskGraph):
         it merged anything (if not, it is the whole graph too); ``None``: the whole one.
     multiplicity
         As :attr:`TaskGraph.multiplicity`.
+    analytic
+        Lowers the graph :func:`perfmodel.sim.engine.evaluate` (the analytic list schedule)
+        executes instead of the coarse one (called at most once), and says whether it merged
+        anything: the coarse graph with, in addition, the gradient reductions of a bucketed
+        backward summarised (:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.
+        hidden_backward`), exact for the list schedule but not for the flow replay, whose
+        collectives contend by their bytes and start times; ``None``: the coarse one.
     """
 
     def __init__(
@@ -76,13 +83,17 @@ class LazyGraph(TaskGraph):
         coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
         *,
         multiplicity: int = 1,
+        analytic: Callable[[], tuple[TaskGraph, bool]] | None = None,
     ) -> None:
         object.__setattr__(self, "multiplicity", multiplicity)
         object.__setattr__(self, "_merged", coarse is not None)
         object.__setattr__(self, "_lower_full", full)
         object.__setattr__(self, "_lower_coarse", coarse)
+        object.__setattr__(self, "_lower_analytic", analytic)
         object.__setattr__(self, "_full", None)
         object.__setattr__(self, "_coarse", None)
+        object.__setattr__(self, "_analytic", None)
+        object.__setattr__(self, "_analytic_merged", analytic is not None)
         object.__setattr__(self, "_shorts", {})
 
     def full(self) -> TaskGraph:
@@ -115,12 +126,34 @@ class LazyGraph(TaskGraph):
         self.coarse()
         return self._merged
 
+    def analytic(self) -> TaskGraph:
+        """The graph the analytic list schedule runs (lowered on the first call): the
+        ``analytic`` lowering where one was given, else :meth:`coarse`."""
+        if self._lower_analytic is None:
+            return self.coarse()
+        g = self._analytic
+        if g is None:
+            g, merged = self._lower_analytic()
+            object.__setattr__(self, "_analytic", g)
+            object.__setattr__(self, "_analytic_merged", merged)
+        return g
+
+    @property
+    def analytic_merged(self) -> bool:
+        """Whether :meth:`analytic` differs from the whole graph (lowers it if needed)."""
+        if self._lower_analytic is None:
+            return self.merged
+        self.analytic()
+        return self._analytic_merged
+
     def _any(self) -> TaskGraph:
         """A graph already lowered (the same devices and notes), else the coarse one."""
         if self._full is not None:
             return self._full
         if self._coarse is not None:
             return self._coarse
+        if self._analytic is not None:
+            return self._analytic
         if self._shorts:
             return next(iter(self._shorts.values()))
         return self.coarse()
@@ -148,7 +181,7 @@ class PeriodicGraph(LazyGraph):
 
     Parameters
     ----------
-    full, coarse, multiplicity
+    full, coarse, multiplicity, analytic
         As :class:`LazyGraph`.
     short
         ``short(k)`` lowers the same step with ``k`` micro-batches (same notes and devices;
@@ -174,8 +207,9 @@ class PeriodicGraph(LazyGraph):
         multiplicity: int = 1,
         coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
         unit: int = 1,
+        analytic: Callable[[], tuple[TaskGraph, bool]] | None = None,
     ) -> None:
-        super().__init__(full, coarse, multiplicity=multiplicity)
+        super().__init__(full, coarse, multiplicity=multiplicity, analytic=analytic)
         assert not (short_microbatches % unit or microbatches % unit), "whole units only"
         object.__setattr__(self, "unit", unit)
         object.__setattr__(self, "short_microbatches", short_microbatches)

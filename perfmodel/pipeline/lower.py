@@ -22,6 +22,7 @@ from perfmodel.pipeline.inputs import (
 )
 from perfmodel.pipeline.resolve import Resolved
 from perfmodel.scenario import Scenario
+from perfmodel.scenario_parse import Fidelity
 from perfmodel.workload.kernels import DEFAULT_KERNELS
 
 
@@ -90,4 +91,7 @@ def build_step(
     )
     if plan.dp_mode is DPMode.CROSSBOW:
         inp = replace(inp, plan=replace(plan, microbatch_size=batch))
-    return replace(lower(inp, costs), tokens_per_sample=wl.tokens_per_sample), costs
+    # the analytic graph's summarised collectives only where the list schedule runs the step
+    # (a simulated step would lower its coarse graph a second time for the replay)
+    step = lower(inp, costs, hidden=r.fidelity is Fidelity.ANALYTIC)
+    return replace(step, tokens_per_sample=wl.tokens_per_sample), costs

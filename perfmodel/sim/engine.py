@@ -91,7 +91,8 @@ class CoarseTimeline(_WholeOnRead):
     Attributes
     ----------
     coarse
-        Timeline of ``graph.coarse()``.
+        Timeline of ``graph.coarse()`` (the SimPy replay) or ``graph.analytic()`` (the analytic
+        list schedule).
     """
 
     def __init__(self, graph: LazyGraph, coarse: Timeline, whole: Callable[[], Timeline]) -> None:
@@ -248,15 +249,19 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
         if len(a) != len(b):
             continue
         lam = first[j] - first[j - 1]
-        ok[j] = all(
-            x.kind is y.kind
-            and x.device == y.device
-            and x.stream == y.stream
-            and x.duration_s == y.duration_s
-            and abs(start[y.tid] - start[x.tid] - lam) <= tol
-            and abs(end[y.tid] - end[x.tid] - lam) <= tol
-            for x, y in zip(a, b, strict=True)
-        )
+        for x, y in zip(a, b, strict=True):  # a loop, not all(<generator>): the same test
+            xt, yt = x.tid, y.tid
+            if not (
+                x.kind is y.kind
+                and x.device == y.device
+                and x.stream == y.stream
+                and x.duration_s == y.duration_s
+                and abs(start[yt] - start[xt] - lam) <= tol
+                and abs(end[yt] - end[xt] - lam) <= tol
+            ):
+                break
+        else:
+            ok[j] = True
     best = (0, 0)  # (j0, j1): units j0 + 1 .. j1 each shifted from the previous
     j = 1
     while j < n:
@@ -324,7 +329,8 @@ def evaluate(graph: TaskGraph) -> Timeline:
     :func:`periodic_timeline`'s check is not lowered in full: the result is a
     :class:`PeriodicTimeline` (same makespan and report fields, the per-task times computed
     when first read); otherwise the whole graph is lowered and scheduled: a
-    :class:`~perfmodel.parallel.periodic.LazyGraph`'s coarse graph, as a
+    :class:`~perfmodel.parallel.periodic.LazyGraph`'s analytic graph (its coarse one with
+    summarised gradient reductions, :meth:`~perfmodel.parallel.periodic.LazyGraph.analytic`), as a
     :class:`CoarseTimeline` (the fine graph's per-task times scheduled when first read).
 
     >>> from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
@@ -347,10 +353,10 @@ def evaluate(graph: TaskGraph) -> Timeline:
             k, spent = tl, spent + k
     if isinstance(graph, LazyGraph):
         lazy = graph
-        if not lazy.merged:
+        if not lazy.analytic_merged:
             return _list_schedule(lazy.full())
         return CoarseTimeline(
-            lazy, _list_schedule(lazy.coarse()), lambda: _list_schedule(lazy.full())
+            lazy, _list_schedule(lazy.analytic()), lambda: _list_schedule(lazy.full())
         )
     return _list_schedule(graph)
 
