@@ -26,6 +26,7 @@ from perfmodel._schema import (
     as_optional_number,
     as_str,
     describe,
+    require_fields,
 )
 from perfmodel.errors import CalibrationError
 
@@ -98,17 +99,6 @@ def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
     return float(sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo))
-
-
-def require_fields(
-    d: Mapping[str, Any], names: Iterable[str], where: str, *, table: str = ""
-) -> None:
-    """:class:`CalibrationError` naming the first of ``names`` missing from ``d`` (as
-    ``table.name`` when the fields sit in a sub-table ``table``)."""
-    for name in names:
-        if name not in d:
-            field = f"{table}.{name}" if table else name
-            raise CalibrationError(f"{where}: missing field {field!r}", value=name, where=where)
 
 
 @dataclass(frozen=True)
@@ -186,7 +176,9 @@ class Measurement:
             raise CalibrationError(
                 f"{where}: expected a table/mapping, got {describe(d)}", value=d, where=where
             )
-        require_fields(d, ("kind", "key", "params", "time_s", "repeats"), where)
+        require_fields(
+            d, ("kind", "key", "params", "time_s", "repeats"), where, error=CalibrationError
+        )
         kind = parse_enum(
             BenchKind,
             as_str(d["kind"], "kind", where=where, error=CalibrationError),
