@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from perfmodel.errors import ConfigError, PerfModelError
 
@@ -141,23 +141,11 @@ class ParsedEnum(enum.Enum):
 
     _parse_rule: ClassVar[ParseRule]
 
-    def __init_subclass__(
-        cls,
-        *,
-        where: str | None = None,
-        noun: str | None = None,
-        aliases: Mapping[str, str] | None = None,
-        normalize: Callable[[str], str] = str.lower,
-        expected: str | None = None,
-        template: str | None = None,
-        error: type[PerfModelError] = ConfigError,
-        unset: str | None = None,
-        **kwargs: object,
-    ) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._parse_rule = ParseRule(
-            where, noun, aliases, normalize, expected, template, error, unset
-        )  # fmt: skip
+    def __init_subclass__(cls, **rule: Any) -> None:
+        """Store the class keywords as the subclass's :class:`ParseRule` (an unknown keyword is a
+        ``TypeError`` naming it)."""
+        super().__init_subclass__()
+        cls._parse_rule = ParseRule(**rule)
 
     @classmethod
     def parse(cls: type[P], text: object, *, where: str | None = None) -> P:

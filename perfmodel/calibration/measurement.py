@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel._schema import (
     _MISSING,
     as_int,
@@ -31,7 +31,12 @@ from perfmodel._schema import (
 from perfmodel.errors import CalibrationError
 
 
-class BenchKind(str, enum.Enum):
+class BenchKind(
+    str,
+    ParsedEnum,
+    error=CalibrationError,
+    template="{where}: unknown measurement kind {text!r}; expected {expected}",
+):
     """The family a measurement belongs to (decides which fit consumes it)."""
 
     GEMM = "gemm"  # (m x k) @ (k x n), batch times; params: m, n, k, batch, dtype
@@ -179,12 +184,8 @@ class Measurement:
         require_fields(
             d, ("kind", "key", "params", "time_s", "repeats"), where, error=CalibrationError
         )
-        kind = parse_enum(
-            BenchKind,
-            as_str(d["kind"], "kind", where=where, error=CalibrationError),
-            where=where,
-            template="{where}: unknown measurement kind {text!r}; expected {expected}",
-            error=CalibrationError,
+        kind = BenchKind.parse(
+            as_str(d["kind"], "kind", where=where, error=CalibrationError), where=where
         )
 
         def num(name: str, default: Any = _MISSING) -> float:

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel._io import read_text, write_json_atomic
 from perfmodel._schema import (
     as_bool,
@@ -72,7 +72,9 @@ _KNOWN_TOP = {
 }
 
 
-class DeviceKind(str, enum.Enum):
+class DeviceKind(
+    str, ParsedEnum, error=CalibrationError, template="{where}: device.kind {text!r} is not {expected}"
+):
     """What was calibrated."""
 
     CPU = "cpu"
@@ -123,12 +125,8 @@ class DeviceInfo:
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> DeviceInfo:
         as_mapping(d, "device", where=where, error=CalibrationError)
         require_fields(d, ("kind", "name"), where, table="device", error=CalibrationError)
-        kind = parse_enum(
-            DeviceKind,
-            as_str(d["kind"], "device.kind", where=where, error=CalibrationError),
-            where=where,
-            template="{where}: device.kind {text!r} is not {expected}",
-            error=CalibrationError,
+        kind = DeviceKind.parse(
+            as_str(d["kind"], "device.kind", where=where, error=CalibrationError), where=where
         )
 
         def opt_int(name: str) -> int | None:
