@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
 from perfmodel.errors import ConfigError, PerfModelError
 
@@ -28,6 +29,15 @@ def squash(text: str) -> str:
     'allreduce'
     """
     return text.lower().replace("_", "").replace("-", "")
+
+
+def dashed(text: str) -> str:
+    """Lower case with ``_`` read as ``-``, a ``normalize`` for :func:`parse_enum`.
+
+    >>> dashed("Interleaved_1F1B")
+    'interleaved-1f1b'
+    """
+    return text.lower().replace("_", "-")
 
 
 def snake(text: str) -> str:
@@ -88,3 +98,67 @@ def parse_enum(
                 template = "unknown {noun} {text!r} ({where}); expected {expected}"
         message = template.format(where=where, noun=noun, text=text, expected=expected)
         raise error(message, value=text, where=where) from exc
+
+
+@dataclass(frozen=True)
+class ParseRule:
+    """How :meth:`ParsedEnum.parse` reads one enum: :func:`parse_enum`'s keywords, a default
+    ``where``, and ``unset``, the value of the member that ``None`` stands for (``None``: ``None``
+    is an unknown value like any other)."""
+
+    where: str | None = None
+    noun: str | None = None
+    aliases: Mapping[str, str] | None = None
+    normalize: Callable[[str], str] = str.lower
+    expected: str | None = None
+    template: str | None = None
+    error: type[PerfModelError] = ConfigError
+    unset: str | None = None
+
+
+P = TypeVar("P", bound="ParsedEnum")
+
+
+class ParsedEnum(enum.Enum):
+    """Base of the enums read from files and flags: one ``parse`` with :func:`parse_enum`'s wording.
+
+    A subclass states its :class:`ParseRule` as class keywords (the fields of the rule)::
+
+        class Precision(str, ParsedEnum, where="--precision", noun="precision"):
+            FP32 = "fp32"
+
+    ``Precision.parse(text, where=...)`` then returns the member, or raises the rule's error
+    naming the value, ``where`` (the caller's, else the rule's) and the choices.
+
+    >>> from perfmodel.dtypes import Precision
+    >>> Precision.parse("BF16")
+    <Precision.BF16: 'bf16'>
+    >>> Precision.parse("fp12", where="scenario.precision")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: unknown precision 'fp12' (scenario.precision); expected one of fp32, tf32, fp16, bf16, fp8
+    """
+
+    _parse_rule: ClassVar[ParseRule]
+
+    def __init_subclass__(cls, **rule: Any) -> None:
+        """Store the class keywords as the subclass's :class:`ParseRule` (an unknown keyword is a
+        ``TypeError`` naming it)."""
+        super().__init_subclass__()
+        cls._parse_rule = ParseRule(**rule)
+
+    @classmethod
+    def parse(cls: type[P], text: object, *, where: str | None = None) -> P:
+        """The member named by ``text`` (see :func:`parse_enum`); ``where`` defaults to the rule's."""
+        rule = cls._parse_rule
+        if text is None and rule.unset is not None:
+            return cls(rule.unset)
+        if where is None:
+            where = rule.where
+        if where is None:
+            raise TypeError(f"{cls.__name__}.parse needs where= (its rule names none)")
+        return parse_enum(
+            cls, text, where=where, noun=rule.noun, aliases=rule.aliases,
+            normalize=rule.normalize, expected=rule.expected, template=rule.template,
+            error=rule.error,
+        )  # fmt: skip

@@ -12,7 +12,7 @@ integers or floats, and a number must be finite unless the caller allows otherwi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from perfmodel.errors import ConfigError, PerfModelError, SchemaError
@@ -40,6 +40,28 @@ def _fail(
         value=value,
         where=f"{where}: {path}",
     )
+
+
+def require_fields(
+    d: Mapping[str, Any],
+    names: Iterable[str],
+    where: str,
+    *,
+    table: str = "",
+    error: type[PerfModelError] = SchemaError,
+) -> None:
+    """``error`` naming the first of ``names`` missing from ``d`` (as ``table.name`` when the
+    fields sit in a sub-table ``table``).
+
+    >>> require_fields({"gpu": "h100"}, ("gpu", "sm_count"), "p.json")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.SchemaError: p.json: missing field 'sm_count'
+    """
+    for name in names:
+        if name not in d:
+            field = f"{table}.{name}" if table else name
+            raise error(f"{where}: missing field {field!r}", value=name, where=where)
 
 
 def as_mapping(
@@ -181,4 +203,5 @@ __all__ = [
     "as_str",
     "describe",
     "number_map",
+    "require_fields",
 ]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import enum
-
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError
 
 
-class DType(str, enum.Enum):
+class DType(str, ParsedEnum, where="dtype"):
     """A number format a GPU executes. Peak rates are listed per DType in the GPU catalogue.
 
     ``FP32`` is non-tensor-core FP32 (CUDA cores); ``TF32``, ``FP16``, ``BF16`` and ``FP8`` are
@@ -54,16 +52,12 @@ class DType(str, enum.Enum):
             )
         return bits // 8
 
-    @classmethod
-    def parse(cls, text: str | DType, *, where: str = "dtype") -> DType:
-        return parse_enum(cls, text, where=where)
-
 
 #: Storage bits per element of each :class:`DType` value.
 _BITS = {"fp64": 64, "fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp6": 6, "fp4": 4}
 
 
-class Precision(str, enum.Enum):
+class Precision(str, ParsedEnum, where="--precision", noun="precision"):
     """A training precision recipe.
 
     ``fp32``: everything FP32 on CUDA cores. ``tf32``: FP32 storage, matmuls on TF32 tensor cores.
@@ -109,7 +103,3 @@ class Precision(str, enum.Enum):
     def mixed(self) -> bool:
         """True when FP32 master weights are kept beside 16/8-bit working copies."""
         return self not in (Precision.FP32, Precision.TF32)
-
-    @classmethod
-    def parse(cls, text: str | Precision, *, where: str = "--precision") -> Precision:
-        return parse_enum(cls, text, where=where, noun="precision")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import enum
-
-from perfmodel._enum import parse_enum, squash
+from perfmodel._enum import ParsedEnum, squash
 from perfmodel.errors import ConfigError
 
 _OP_ALIASES = {
@@ -16,7 +14,9 @@ _OP_ALIASES = {
 }
 
 
-class CollectiveOp(str, enum.Enum):
+class CollectiveOp(
+    str, ParsedEnum, where="--op", noun="collective", normalize=squash, aliases=_OP_ALIASES
+):
     """A communication operation over a group of ranks.
 
     ``message_bytes`` conventions follow nccl-tests: for all-reduce, broadcast and reduce the
@@ -32,12 +32,6 @@ class CollectiveOp(str, enum.Enum):
     REDUCE = "reduce"
     ALLTOALL = "alltoall"
     SENDRECV = "sendrecv"
-
-    @classmethod
-    def parse(cls, text: str | CollectiveOp, *, where: str = "--op") -> CollectiveOp:
-        return parse_enum(
-            cls, text, where=where, noun="collective", normalize=squash, aliases=_OP_ALIASES
-        )
 
 
 def bus_factor(op: CollectiveOp, n: int) -> float:

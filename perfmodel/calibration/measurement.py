@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel._schema import (
     _MISSING,
     as_int,
@@ -26,11 +26,17 @@ from perfmodel._schema import (
     as_optional_number,
     as_str,
     describe,
+    require_fields,
 )
 from perfmodel.errors import CalibrationError
 
 
-class BenchKind(str, enum.Enum):
+class BenchKind(
+    str,
+    ParsedEnum,
+    error=CalibrationError,
+    template="{where}: unknown measurement kind {text!r}; expected {expected}",
+):
     """The family a measurement belongs to (decides which fit consumes it)."""
 
     GEMM = "gemm"  # (m x k) @ (k x n), batch times; params: m, n, k, batch, dtype
@@ -98,17 +104,6 @@ def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
     return float(sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo))
-
-
-def require_fields(
-    d: Mapping[str, Any], names: Iterable[str], where: str, *, table: str = ""
-) -> None:
-    """:class:`CalibrationError` naming the first of ``names`` missing from ``d`` (as
-    ``table.name`` when the fields sit in a sub-table ``table``)."""
-    for name in names:
-        if name not in d:
-            field = f"{table}.{name}" if table else name
-            raise CalibrationError(f"{where}: missing field {field!r}", value=name, where=where)
 
 
 @dataclass(frozen=True)
@@ -186,13 +181,11 @@ class Measurement:
             raise CalibrationError(
                 f"{where}: expected a table/mapping, got {describe(d)}", value=d, where=where
             )
-        require_fields(d, ("kind", "key", "params", "time_s", "repeats"), where)
-        kind = parse_enum(
-            BenchKind,
-            as_str(d["kind"], "kind", where=where, error=CalibrationError),
-            where=where,
-            template="{where}: unknown measurement kind {text!r}; expected {expected}",
-            error=CalibrationError,
+        require_fields(
+            d, ("kind", "key", "params", "time_s", "repeats"), where, error=CalibrationError
+        )
+        kind = BenchKind.parse(
+            as_str(d["kind"], "kind", where=where, error=CalibrationError), where=where
         )
 
         def num(name: str, default: Any = _MISSING) -> float:

@@ -36,10 +36,19 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel._io import read_text, write_json_atomic
-from perfmodel._schema import as_bool, as_int, as_list, as_mapping, as_number, as_str, number_map
-from perfmodel.calibration.measurement import BenchKind, Measurement, require_fields
+from perfmodel._schema import (
+    as_bool,
+    as_int,
+    as_list,
+    as_mapping,
+    as_number,
+    as_str,
+    number_map,
+    require_fields,
+)
+from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.errors import CalibrationError, PerfModelError, UnknownHardwareError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,7 +72,9 @@ _KNOWN_TOP = {
 }
 
 
-class DeviceKind(str, enum.Enum):
+class DeviceKind(
+    str, ParsedEnum, error=CalibrationError, template="{where}: device.kind {text!r} is not {expected}"
+):
     """What was calibrated."""
 
     CPU = "cpu"
@@ -113,13 +124,9 @@ class DeviceInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> DeviceInfo:
         as_mapping(d, "device", where=where, error=CalibrationError)
-        require_fields(d, ("kind", "name"), where, table="device")
-        kind = parse_enum(
-            DeviceKind,
-            as_str(d["kind"], "device.kind", where=where, error=CalibrationError),
-            where=where,
-            template="{where}: device.kind {text!r} is not {expected}",
-            error=CalibrationError,
+        require_fields(d, ("kind", "name"), where, table="device", error=CalibrationError)
+        kind = DeviceKind.parse(
+            as_str(d["kind"], "device.kind", where=where, error=CalibrationError), where=where
         )
 
         def opt_int(name: str) -> int | None:
@@ -191,7 +198,7 @@ class FitSummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:
         as_mapping(d, "fit", where=where, error=CalibrationError)
-        require_fields(d, ("model", "values", "stderr", "n_points"), where)
+        require_fields(d, ("model", "values", "stderr", "n_points"), where, error=CalibrationError)
         stderr = {
             k: float("nan") if v is None else v
             for k, v in as_mapping(
@@ -445,7 +452,7 @@ class CalibrationProfile:
                 value=version,
                 where=where,
             )
-        require_fields(data, _REQUIRED_TOP, where)
+        require_fields(data, _REQUIRED_TOP, where, error=CalibrationError)
         for name in sorted(set(data) - _KNOWN_TOP):
             warnings.warn(
                 f"{where}: unknown field {name!r} ignored (written by another perfmodel version?)",

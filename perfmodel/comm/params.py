@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
-from perfmodel._enum import parse_enum, snake
+from perfmodel._enum import ParsedEnum, snake
 from perfmodel._schema import as_number
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.links import LinkFamily
@@ -45,7 +45,14 @@ _ALGORITHM_ALIASES = {
 }
 
 
-class Algorithm(str, enum.Enum):
+class Algorithm(
+    str,
+    ParsedEnum,
+    where="--algorithm",
+    noun="algorithm",
+    normalize=snake,
+    aliases=_ALGORITHM_ALIASES,
+):
     """Collective algorithms the model knows.
 
     ``auto`` chooses as NCCL's tuner does (ring or tree, and a protocol) by message size and group
@@ -103,12 +110,6 @@ class Algorithm(str, enum.Enum):
     COLLNET = "collnet"
     NVLS_TREE = "nvls_tree"
     PAT = "pat"
-
-    @classmethod
-    def parse(cls, text: str | Algorithm, *, where: str = "--algorithm") -> Algorithm:
-        return parse_enum(
-            cls, text, where=where, noun="algorithm", normalize=snake, aliases=_ALGORITHM_ALIASES
-        )
 
 
 class Protocol(str, enum.Enum):

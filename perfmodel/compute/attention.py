@@ -33,13 +33,12 @@ tables are interpolated linearly in ``log2``.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError
 
 #: Tensor-core peak the Hopper tables are measured against (H100 SXM5 dense BF16, TFLOP/s).
@@ -49,7 +48,7 @@ _H100_PEAK_TFLOPS = 989.4
 _SEQ = (512, 1024, 2048, 4096, 8192, 16384)
 
 
-class AttentionBackend(str, enum.Enum):
+class AttentionBackend(str, ParsedEnum, where="attention_backend"):
     """The fused-attention kernel library a software stack runs.
 
     ``generic``: the backend is not known; the model uses the fitted or default pair
@@ -67,12 +66,6 @@ class AttentionBackend(str, enum.Enum):
     SDPA = "sdpa"
     SDPA_EFFICIENT = "sdpa-efficient"
     SDPA_MATH = "sdpa-math"
-
-    @classmethod
-    def parse(
-        cls, text: str | AttentionBackend, *, where: str = "attention_backend"
-    ) -> AttentionBackend:
-        return parse_enum(cls, text, where=where)
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,11 @@ launches the pass waits for.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum, dashed
 from perfmodel.workload.layers import GemmShape
 
 #: Compute streams Transformer Engine spreads a grouped GEMM's per-expert cuBLAS calls over:
@@ -48,15 +47,11 @@ TE_COMPUTE_STREAMS = 4
 GROUPED_M_ALIGNMENT = 128
 
 
-class GroupedImpl(str, enum.Enum):
+class GroupedImpl(str, ParsedEnum, where="grouped_gemm", normalize=dashed):
     """How a grouped GEMM's per-expert GEMMs are launched (see the module docstring)."""
 
     MULTI_STREAM = "multi-stream"
     GROUPED_KERNEL = "grouped-kernel"
-
-    @classmethod
-    def parse(cls, text: object, where: str = "grouped_gemm") -> GroupedImpl:
-        return parse_enum(cls, text, where=where, normalize=lambda t: t.lower().replace("_", "-"))
 
 
 @dataclass(frozen=True)

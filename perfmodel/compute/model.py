@@ -706,8 +706,6 @@ class ComputeModel:
         assert g is not None
         host = self.params.host_dispatch_s
         cast_in_bytes, cast_w, cast_w_kernels = casts
-        dtype, conv, grouped, wino, align = bp.dtype, bp.conv, bp.grouped, bp.wino, bp.align
-        fp8_rates, transpose_s = bp.fp8_rates, bp.transpose_s
         t_in = t_w = 0.0
         has_in = layer.bwd_input_flop > 0
         has_w = layer.bwd_weight_flop > 0
@@ -716,42 +714,55 @@ class ComputeModel:
             k_in, k_w = 0, k_in + k_w
         g_in = GemmShape(g.m, g.k, g.n, g.batch)
         g_w = GemmShape(g.k, g.n, g.m, g.batch)
-        if has_in:
-            t_in, _, _ = self._pass_time(
-                layer.bwd_input_flop,
-                bytes_in,
-                g_in,
-                dtype,
-                max(k_in, 1),
-                conv=conv,
-                rate_multiplier=wino * align * fp8_rates[1],
-                grouped=grouped,
+        if has_in:  # the input gradient's cast back to FP32: one kernel
+            t_in, c, k_in = self._bwd_gemm_pass(
+                bp, layer.bwd_input_flop, bytes_in, g_in, k_in, bp.fp8_rates[1], cast_in_bytes, 1
             )
-            t_in += transpose_s
-            if cast_in_bytes:  # the input gradient back to FP32
-                c = self._cast_time(cast_in_bytes, 1)
-                t_in += c
-                cast_s += c
-                k_in += 1
-        if has_w:
-            t_w, _, _ = self._pass_time(
+            cast_s += c
+        if has_w:  # the weight gradient's cast to FP32
+            t_w, c, k_w = self._bwd_gemm_pass(
+                bp,
                 layer.bwd_weight_flop,
                 bytes_w,
                 g_w,
-                dtype,
-                max(k_w, 1),
-                conv=conv,
-                rate_multiplier=wino * align * fp8_rates[2],
-                grouped=grouped,
+                k_w,
+                bp.fp8_rates[2],
+                cast_w,
+                cast_w_kernels,
             )
-            t_w += transpose_s
-            if cast_w:  # the weight gradient to FP32
-                c = self._cast_time(cast_w, cast_w_kernels)
-                t_w += c
-                cast_s += c
-                k_w += cast_w_kernels
+            cast_s += c
         host_add = (k_in if has_in else 0) * host + (k_w if has_w else 0) * host
         return t_in, t_w, cast_s, host_add
+
+    def _bwd_gemm_pass(
+        self,
+        bp: _BwdPass,
+        flop: float,
+        nbytes: float,
+        gemm: GemmShape,
+        kernels: int,
+        fp8_rate: float,
+        cast_bytes: float,
+        cast_kernels: int,
+    ) -> tuple[float, float, int]:
+        """One backward GEMM pass of :meth:`_bwd_gemm`: the GEMM at ``bp``'s rate multipliers
+        (Winograd x alignment x ``fp8_rate``), its layout transposes, and ``cast_kernels``
+        casts of ``cast_bytes`` to FP32 where there are any; ``(s, cast s, kernels)``."""
+        t, _, _ = self._pass_time(
+            flop,
+            nbytes,
+            gemm,
+            bp.dtype,
+            max(kernels, 1),
+            conv=bp.conv,
+            rate_multiplier=bp.wino * bp.align * fp8_rate,
+            grouped=bp.grouped,
+        )
+        t += bp.transpose_s
+        if not cast_bytes:
+            return t, 0.0, kernels
+        c = self._cast_time(cast_bytes, cast_kernels)
+        return t + c, c, kernels + cast_kernels
 
     def _bwd_memory(
         self,

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
+from perfmodel._schema import require_fields
 from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import DType
 from perfmodel.errors import CalibrationError, ConfigError
@@ -498,9 +499,8 @@ class ComputeParams:
                 value=sorted(unknown),
                 where=where,
             )
-        for req in ("gpu", "peak_flops", "memory_bandwidth_Bps", "sm_count"):
-            if req not in data:
-                raise CalibrationError(f"{where}: missing field {req!r}", value=req, where=where)
+        required = ("gpu", "peak_flops", "memory_bandwidth_Bps", "sm_count")
+        require_fields(data, required, where, error=CalibrationError)
         kw: dict[str, Any] = dict(data)
         kw["peak_flops"] = {
             DType.parse(k, where=f"{where}.peak_flops"): float(v)

@@ -57,7 +57,6 @@ default fraction of its peak. A board run below the power its rates were measure
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,7 +65,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel import units
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel._schema import as_bool
 from perfmodel.dtypes import DType
 from perfmodel.errors import ConfigError
@@ -126,7 +125,7 @@ _ALLOWED = set(_REQUIRED).union(*SOURCE_GROUPS.values()) | {
 }
 
 
-class GemmFormat(str, enum.Enum):
+class GemmFormat(str, ParsedEnum, where="gemm format"):
     """A matrix-multiply format whose achieved rate the catalogue can state.
 
     ``fp8`` is FP8 with the tensor core's fast accumulation (cuBLASLt
@@ -149,10 +148,6 @@ class GemmFormat(str, enum.Enum):
     FP8_SPLIT = "fp8-split"
     NVFP4 = "nvfp4"
     MXFP4 = "mxfp4"
-
-    @classmethod
-    def parse(cls, text: str | GemmFormat, *, where: str = "gemm format") -> GemmFormat:
-        return parse_enum(cls, text, where=where)
 
     @classmethod
     def of(cls, dtype: DType, *, split_accumulation: bool = False) -> GemmFormat:

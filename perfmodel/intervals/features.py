@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.units import MiB
 
 
-class Quantity(str, enum.Enum):
+class Quantity(str, ParsedEnum, where="quantity"):
     """Which kind of answer a residual (or an interval) is about."""
 
     STEP = "step"
@@ -44,12 +44,8 @@ class Quantity(str, enum.Enum):
     COLLECTIVE = "collective"
     KERNEL = "kernel"
 
-    @classmethod
-    def parse(cls, text: str, *, where: str = "quantity") -> Quantity:
-        return parse_enum(cls, text, where=where)
 
-
-class Interconnect(str, enum.Enum):
+class Interconnect(str, ParsedEnum, where="interconnect", normalize=str):
     """What the GPUs of a step or collective talk over (the slowest tier they use)."""
 
     SINGLE = "single GPU"
@@ -58,10 +54,6 @@ class Interconnect(str, enum.Enum):
     PCIE = "PCIe"
     INFINIBAND = "InfiniBand"
     ETHERNET = "Ethernet"
-
-    @classmethod
-    def parse(cls, text: str, *, where: str = "interconnect") -> Interconnect:
-        return parse_enum(cls, text, where=where, normalize=str)
 
 
 #: Software presets grouped by the framework whose kernels and host loop they run (the

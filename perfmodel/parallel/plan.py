@@ -16,36 +16,33 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, fields
-from typing import TypeVar
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum, dashed
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload.memory import Recompute  # one enum for the plan and the memory model
 
-E = TypeVar("E", bound=enum.Enum)
+#: Other names accepted for the plan enums' values (looked up after ``_`` is read as ``-``).
+_DP_MODE_ALIASES = {
+    "ps": "parameter-server",
+    "ar": "allreduce",
+    "ddp": "allreduce",
+    "asgd": "async",
+}
+_SCHEDULE_ALIASES = {"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"}
+_HYBRID_ALIASES = {"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"}
+_CP_COMM_ALIASES = {"p2p": "ring", "all-gather": "allgather"}
+_MOE_DISPATCHER_ALIASES = {
+    "all-to-all": "alltoall",
+    "all-gather": "allgather",
+    "flex": "deepep",
+    "flex-deepep": "deepep",
+    "flex-hybridep": "hybridep",
+    "hybrid-ep": "hybridep",
+    "deep-ep": "deepep",
+}
 
 
-def _dashed(text: str) -> str:
-    """Lower case with ``_`` read as ``-`` (``parse_enum``'s ``normalize`` for plan enums)."""
-    return text.lower().replace("_", "-")
-
-
-def _plan_enum(
-    cls: type[E],
-    text: object,
-    where: str,
-    aliases: dict[str, str] | None = None,
-    *,
-    unset: E | None = None,
-) -> E:
-    """``text`` as a member of ``cls`` (dashes and underscores alike, ``aliases`` accepted);
-    ``unset`` where ``text`` is ``None`` and the key has a default."""
-    if text is None and unset is not None:
-        return unset
-    return parse_enum(cls, text, where=where, normalize=_dashed, aliases=aliases)
-
-
-class DPMode(str, enum.Enum):
+class DPMode(str, ParsedEnum, where="dp_mode", normalize=dashed, aliases=_DP_MODE_ALIASES):
     """How data-parallel replicas combine their gradients.
 
     ``allreduce``
@@ -79,22 +76,10 @@ class DPMode(str, enum.Enum):
     LOCAL_SGD = "local-sgd"
     CROSSBOW = "crossbow"
 
-    @classmethod
-    def parse(cls, text: object, where: str = "dp_mode") -> DPMode:
-        return _plan_enum(
-            cls,
-            text,
-            where,
-            {
-                "ps": "parameter-server",
-                "ar": "allreduce",
-                "ddp": "allreduce",
-                "asgd": "async",
-            },
-        )
 
-
-class PipelineSchedule(str, enum.Enum):
+class PipelineSchedule(
+    str, ParsedEnum, where="schedule", normalize=dashed, aliases=_SCHEDULE_ALIASES
+):
     """Pipeline schedules.
 
     ``gpipe``: all forwards then all backwards (Huang et al. NeurIPS 2019). ``1f1b``: one forward
@@ -106,14 +91,10 @@ class PipelineSchedule(str, enum.Enum):
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
 
-    @classmethod
-    def parse(cls, text: object, where: str = "schedule") -> PipelineSchedule:
-        return _plan_enum(
-            cls, text, where, {"pipedream-flush": "1f1b", "interleaved-1f1b": "interleaved"}
-        )
 
-
-class Hybrid(str, enum.Enum):
+class Hybrid(
+    str, ParsedEnum, where="hybrid", normalize=dashed, aliases=_HYBRID_ALIASES, unset="none"
+):
     """Hybrid layouts that are not a plain ``dp x tp x pp`` grid.
 
     ``one-weird-trick``: Krizhevsky 2014: convolutional layers data parallel over all GPUs,
@@ -123,18 +104,10 @@ class Hybrid(str, enum.Enum):
     NONE = "none"
     ONE_WEIRD_TRICK = "one-weird-trick"
 
-    @classmethod
-    def parse(cls, text: object, where: str = "hybrid") -> Hybrid:
-        return _plan_enum(
-            cls,
-            text,
-            where,
-            {"owt": "one-weird-trick", "krizhevsky": "one-weird-trick"},
-            unset=cls.NONE,
-        )
 
-
-class CPComm(str, enum.Enum):
+class CPComm(
+    str, ParsedEnum, where="cp_comm", normalize=dashed, aliases=_CP_COMM_ALIASES, unset="ring"
+):
     """How context-parallel ranks exchange keys and values (plan key ``cp_comm``).
 
     ``ring`` (default): ring attention, each step's K/V chunk sent to the next rank while the
@@ -151,14 +124,15 @@ class CPComm(str, enum.Enum):
     RING = "ring"
     ALLGATHER = "allgather"
 
-    @classmethod
-    def parse(cls, text: object, where: str = "cp_comm") -> CPComm:
-        return _plan_enum(
-            cls, text, where, {"p2p": "ring", "all-gather": "allgather"}, unset=cls.RING
-        )
 
-
-class MoEDispatcher(str, enum.Enum):
+class MoEDispatcher(
+    str,
+    ParsedEnum,
+    where="moe_dispatcher",
+    normalize=dashed,
+    aliases=_MOE_DISPATCHER_ALIASES,
+    unset="alltoall",
+):
     """How routed tokens reach their experts and come back (plan key ``moe_dispatcher``;
     Megatron-Core ``--moe-token-dispatcher-type`` and ``--moe-flex-dispatcher-backend``,
     ``megatron/core/transformer/moe/token_dispatcher.py`` and the MoE README's "Token
@@ -186,34 +160,12 @@ class MoEDispatcher(str, enum.Enum):
         """Whether a token is sent once per destination rank / server (the flex backends)."""
         return self in (MoEDispatcher.DEEPEP, MoEDispatcher.HYBRIDEP)
 
-    @classmethod
-    def parse(cls, text: object, where: str = "moe_dispatcher") -> MoEDispatcher:
-        return _plan_enum(
-            cls,
-            text,
-            where,
-            {
-                "all-to-all": "alltoall",
-                "all-gather": "allgather",
-                "flex": "deepep",
-                "flex-deepep": "deepep",
-                "flex-hybridep": "hybridep",
-                "hybrid-ep": "hybridep",
-                "deep-ep": "deepep",
-            },
-            unset=cls.ALLTOALL,
-        )
 
-
-class PSHost(str, enum.Enum):
+class PSHost(str, ParsedEnum, where="ps_host", normalize=dashed):
     """Where parameter-server shards live."""
 
     CPU = "cpu"
     GPU = "gpu"
-
-    @classmethod
-    def parse(cls, text: object, where: str = "ps_host") -> PSHost:
-        return _plan_enum(cls, text, where)
 
 
 @dataclass(frozen=True)

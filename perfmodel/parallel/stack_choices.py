@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.dtypes import DType
 from perfmodel.workload.layers import LayerCost, LayerKind, runs_sum
 
@@ -25,7 +25,11 @@ class AmpStyle(str, enum.Enum):
     FSDP_POLICY = "fsdp-policy"
 
 
-class CrossEntropy(str, enum.Enum):
+#: Megatron-Core's ``cross_entropy_fusion_impl`` names of the :class:`CrossEntropy` members.
+_CROSS_ENTROPY_ALIASES = {"te": "te-fused", "native": "default"}
+
+
+class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROPY_ALIASES):
     """How a stack computes the language-model loss, for the memory of its backward.
 
     ``default``: what the zoo's loss layer states (it saves the FP32 probabilities of the
@@ -51,6 +55,12 @@ class CrossEntropy(str, enum.Enum):
     instead of FP32 probabilities (:meth:`saved_delta_bytes`), and no logits-sized tensor is
     made in its backward or the LM head's (whose output gradient is that saved tensor):
     :attr:`logits_in_place`.
+
+    ``parse`` also reads Megatron-Core's ``cross_entropy_fusion_impl`` names (``te``: ``te-fused``;
+    ``native``: ``default``):
+
+    >>> CrossEntropy.parse("te"), CrossEntropy.parse("eager-fp32")
+    (<CrossEntropy.TE_FUSED: 'te-fused'>, <CrossEntropy.EAGER_FP32: 'eager-fp32'>)
     """
 
     DEFAULT = "default"
@@ -70,16 +80,6 @@ class CrossEntropy(str, enum.Enum):
         if self is not CrossEntropy.EAGER_FP32:
             return 0.0
         return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
-
-    @classmethod
-    def parse(cls, text: object, *, where: str = "cross_entropy") -> CrossEntropy:
-        """A member from its value or Megatron-Core's ``cross_entropy_fusion_impl`` name
-        (``te``: ``te-fused``; ``native``: ``default``).
-
-        >>> CrossEntropy.parse("te"), CrossEntropy.parse("eager-fp32")
-        (<CrossEntropy.TE_FUSED: 'te-fused'>, <CrossEntropy.EAGER_FP32: 'eager-fp32'>)
-        """
-        return parse_enum(cls, text, where=where, aliases={"te": "te-fused", "native": "default"})
 
     def saved_delta_bytes(self, layers: Sequence[LayerCost], act_bytes: float) -> float:
         """Change of the loss layers' saved bytes against the zoo's count (FP32 probabilities,

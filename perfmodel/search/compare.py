@@ -32,7 +32,6 @@ parameters) is the stage sequence itself; each stage is a function of its own.
 
 from __future__ import annotations
 
-import enum
 import functools
 import math
 import time
@@ -41,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.search._eval import Evaluator, analytic_evaluator, simulated_evaluator
 from perfmodel.search.cost import Pricing
@@ -56,14 +55,10 @@ from perfmodel.search.ranking import kendall_tau_b
 from perfmodel.search.tta import StatisticalEfficiency
 
 
-class Objective(str, enum.Enum):
+class Objective(str, ParsedEnum, where="--objective"):
     THROUGHPUT = "throughput"
     TTA = "tta"
     COST = "cost"
-
-    @classmethod
-    def parse(cls, text: str, *, where: str = "--objective") -> Objective:
-        return parse_enum(cls, text, where=where)
 
 
 @dataclass(frozen=True)

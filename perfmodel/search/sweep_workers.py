@@ -6,28 +6,23 @@ workers that end with the sweep, or on a dask cluster; one row per scenario
 
 from __future__ import annotations
 
-import enum
 import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError
 from perfmodel.search._eval import Evaluator
 
 
-class Backend(str, enum.Enum):
+class Backend(str, ParsedEnum, where="--backend"):
     """Where scenarios are evaluated."""
 
     SERIAL = "serial"  # in this process
     JOBLIB = "joblib"  # local worker processes (loky)
     DASK = "dask"  # a dask.distributed cluster (optional extra)
-
-    @classmethod
-    def parse(cls, text: str, *, where: str = "--backend") -> Backend:
-        return parse_enum(cls, text, where=where)
 
 
 def evaluate_row(

@@ -29,10 +29,9 @@ H100, v4: NVLink 5 / B200).
 
 from __future__ import annotations
 
-import enum
 import math
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.hardware.links import get_link
@@ -43,7 +42,9 @@ from perfmodel.topology.model import FabricSpec, Topology
 from perfmodel.topology.schema import NodeKind
 
 
-class IntraNode(str, enum.Enum):
+class IntraNode(
+    str, ParsedEnum, where="--intra-node", template="--intra-node {text!r} is not {expected}"
+):
     """Intra-node interconnect choices of ``--intra-node``."""
 
     PCIE3 = "pcie3"
@@ -79,17 +80,18 @@ class IntraNode(str, enum.Enum):
         return None
 
     @classmethod
-    def parse(cls, text: str | None) -> IntraNode:
+    def parse(cls, text: object, *, where: str | None = None) -> IntraNode:
+        """The member named by ``text`` (surrounding white space dropped); ``None`` (no
+        ``--intra-node`` given) raises `ConfigError` asking for one."""
         if text is None:
             raise ConfigError(
                 f"--system custom needs --intra-node (one of {', '.join(m.value for m in cls)})",
                 value=None,
                 where="--intra-node",
             )
-        return parse_enum(
-            cls, str(text).strip(), where="--intra-node",
-            template="--intra-node {text!r} is not {expected}",
-        )  # fmt: skip
+        if isinstance(text, cls):  # str(member) would be "IntraNode.X" (Python 3.11)
+            return text
+        return super().parse(str(text).strip(), where=where)
 
 
 # CPU interconnect assumed for a host of the given PCIe generation: (link tech, count).

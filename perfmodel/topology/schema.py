@@ -55,31 +55,29 @@ A missing physical attribute is an error, never a silent default.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Iterable
 
 import networkx as nx
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import TopologyError
 from perfmodel.hardware.links import LinkFamily
 
 
-class NodeKind(str, enum.Enum):
+class NodeKind(
+    str,
+    ParsedEnum,
+    normalize=str,
+    error=TopologyError,
+    template="{where}: unknown node kind {text!r}; expected {expected}",
+):
     GPU = "gpu"
     CPU = "cpu"
     PCIE_SWITCH = "pcie_switch"
     NVSWITCH = "nvswitch"
     NIC = "nic"
     NETWORK_SWITCH = "network_switch"
-
-    @classmethod
-    def parse(cls, text: str, *, where: str) -> NodeKind:
-        return parse_enum(
-            cls, text, where=where, normalize=str, error=TopologyError,
-            template="{where}: unknown node kind {text!r}; expected {expected}",
-        )  # fmt: skip
 
 
 NODE_ATTRS_REQUIRED = ("kind", "server", "local_id")

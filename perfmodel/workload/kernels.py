@@ -32,14 +32,34 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from perfmodel._enum import parse_enum, squash
+from perfmodel._enum import ParsedEnum, dashed, squash
 from perfmodel.workload.layers import ExpertRole, KernelClass, LayerCost, LayerKind
 
 #: Bytes of an FP32 element.
 FP32_BYTES = 4
 
+#: Other names of the fusion modes (looked up after lower-casing and dropping ``_`` and ``-``).
+_FUSION_ALIASES = {
+    "torchcompile": "compile",
+    "inductor": "compile",
+    "transformerengine": "te",
+    "megatron": "te",
+}
+#: Other names of the FP8 recipes (looked up after lower-casing and reading ``_`` as ``-``).
+_FP8_RECIPE_ALIASES = {
+    "delayed": "te-delayed",
+    "current": "te-current",
+    "fp8-cs": "te-current",
+    "tensorwise": "torchao-tensorwise",
+    "rowwise": "torchao-rowwise",
+    "mx": "mxfp8",
+    "blockwise": "mxfp8",
+}
 
-class Fusion(str, enum.Enum):
+
+class Fusion(
+    str, ParsedEnum, where="fusion", noun="fusion mode", normalize=squash, aliases=_FUSION_ALIASES
+):
     """How a stack turns a transformer block into kernels.
 
     ``eager``: PyTorch eager, one ATen kernel per operator, as torchtitan's Llama (torchtitan
@@ -57,22 +77,6 @@ class Fusion(str, enum.Enum):
     EAGER = "eager"
     COMPILE = "compile"
     TE = "te"
-
-    @classmethod
-    def parse(cls, text: str | Fusion, *, where: str = "fusion") -> Fusion:
-        return parse_enum(
-            cls,
-            text,
-            where=where,
-            noun="fusion mode",
-            normalize=squash,
-            aliases={
-                "torchcompile": "compile",
-                "inductor": "compile",
-                "transformerengine": "te",
-                "megatron": "te",
-            },
-        )
 
 
 @dataclass(frozen=True)
@@ -375,7 +379,14 @@ def repeat_kv_kernels(n_rep: int) -> OpKernels:
     )
 
 
-class Fp8Recipe(str, enum.Enum):
+class Fp8Recipe(
+    str,
+    ParsedEnum,
+    where="--fp8-recipe",
+    noun="FP8 recipe",
+    normalize=dashed,
+    aliases=_FP8_RECIPE_ALIASES,
+):
     """FP8 training recipes (``--fp8-recipe``).
 
     ``te-delayed``: Transformer Engine ``DelayedScaling`` (per-tensor scale from an amax history;
@@ -392,25 +403,6 @@ class Fp8Recipe(str, enum.Enum):
     TORCHAO_TENSORWISE = "torchao-tensorwise"
     TORCHAO_ROWWISE = "torchao-rowwise"
     MXFP8 = "mxfp8"
-
-    @classmethod
-    def parse(cls, text: str | Fp8Recipe, *, where: str = "--fp8-recipe") -> Fp8Recipe:
-        return parse_enum(
-            cls,
-            text,
-            where=where,
-            noun="FP8 recipe",
-            normalize=lambda t: t.lower().replace("_", "-"),
-            aliases={
-                "delayed": "te-delayed",
-                "current": "te-current",
-                "fp8-cs": "te-current",
-                "tensorwise": "torchao-tensorwise",
-                "rowwise": "torchao-rowwise",
-                "mx": "mxfp8",
-                "blockwise": "mxfp8",
-            },
-        )
 
     @property
     def cast_bytes(self) -> Fp8CastBytes:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from operator import attrgetter
 
 from perfmodel import units
-from perfmodel._enum import parse_enum, squash
+from perfmodel._enum import ParsedEnum, parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import numel
@@ -56,8 +56,18 @@ from perfmodel.workload.layers import (
     runs_sum,
 )
 
+#: Other names of the optimizers (looked up after lower-casing and dropping ``_`` and ``-``).
+_OPTIMIZER_ALIASES = {"sgdmomentum": "momentum", "nesterov": "momentum"}
 
-class Optimizer(str, enum.Enum):
+
+class Optimizer(
+    str,
+    ParsedEnum,
+    where="--optimizer",
+    noun="optimizer",
+    normalize=squash,
+    aliases=_OPTIMIZER_ALIASES,
+):
     """Optimizer whose state lives on the GPU. ``lamb`` keeps Adam's two moments."""
 
     SGD = "sgd"
@@ -71,26 +81,15 @@ class Optimizer(str, enum.Enum):
         """FP32 optimizer-state bytes per parameter (excluding master weights)."""
         return {"sgd": 0, "momentum": 4, "adam": 8, "adamw": 8, "lamb": 8}[self.value]
 
-    @classmethod
-    def parse(cls, text: str | Optimizer, *, where: str = "--optimizer") -> Optimizer:
-        aliases = {"sgdmomentum": "momentum", "nesterov": "momentum"}
-        return parse_enum(
-            cls, text, where=where, noun="optimizer", normalize=squash, aliases=aliases
-        )
 
-
-class Recompute(str, enum.Enum):
+class Recompute(
+    str, ParsedEnum, where="recompute", noun="recompute setting", expected="none, selective or full"
+):
     """Activation recomputation setting (Korthikanti et al. 2022)."""
 
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
-
-    @classmethod
-    def parse(cls, text: str | Recompute, *, where: str = "recompute") -> Recompute:
-        return parse_enum(
-            cls, text, where=where, noun="recompute setting", expected="none, selective or full"
-        )
 
 
 @dataclass(frozen=True)

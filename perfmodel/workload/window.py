@@ -28,22 +28,17 @@ K, V`` and the log-sum-exp) do not depend on the window.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-from perfmodel._enum import parse_enum
+from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError
 
 
-class WindowKind(str, enum.Enum):
+class WindowKind(str, ParsedEnum, where="window"):
     """How a local attention window is laid out (see the module docstring)."""
 
     SLIDING = "sliding"
     CHUNKED = "chunked"
-
-    @classmethod
-    def parse(cls, text: str | WindowKind, *, where: str = "window") -> WindowKind:
-        return parse_enum(cls, text, where=where)
 
 
 @dataclass(frozen=True)
