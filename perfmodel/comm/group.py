@@ -67,6 +67,10 @@ class GroupInfo:
     net_port_Bps: float = math.inf
     """Line rate of the NIC ports the group's ring uses (NCCL's ``NET`` bandwidth, from the
     port speed), bytes/s; infinite on one server."""
+    net_nics: int = 0
+    """NICs a server's GPUs of the group leave through (the fewest over its servers; what
+    NCCL's graph search spreads channels over, :mod:`perfmodel.comm.nccl_graph`); 0 on one
+    server."""
 
     @property
     def n(self) -> int:
@@ -145,7 +149,7 @@ class GroupAnalysis:
         self.release = release
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         #: a server part's local GPUs (in its class's first server) -> (typeInter, NIC rate)
-        self._net_paths: dict[tuple[str, ...], tuple[int, float]] = {}
+        self._net_paths: dict[tuple[str, ...], tuple[int, float, int]] = {}
 
     def build(self, members: tuple[str, ...]) -> tuple[GroupInfo, RingSummary | None]:
         """The analysis of group ``members`` and, for a group over servers built alike, its
@@ -223,8 +227,8 @@ class GroupAnalysis:
         # (ring_summary checks both), so every part has the first's key in _net_path: reading
         # the first alone gives the same answer without a pass over 2,048 servers' parts
         net_parts = parts[:1] if summary is not None else parts
-        net_path, port = (
-            (None, math.inf) if len(parts) < 2 or not gpus else self._net_path(net_parts)
+        net_path, port, net_nics = (
+            (None, math.inf, 0) if len(parts) < 2 or not gpus else self._net_path(net_parts)
         )
         info = GroupInfo(
             members=members,
@@ -244,12 +248,14 @@ class GroupAnalysis:
             net_path=net_path,
             nvlinks=self._nvlinks(gpus[0]) if gpus else 0,
             net_port_Bps=port,
+            net_nics=net_nics,
         )
         return info, summary
 
-    def _net_path(self, parts: Sequence[Sequence[str]]) -> tuple[int, float]:
-        """NCCL's ``typeInter`` of a ring over ``parts`` (one per server) and the line rate of
-        the NICs it uses: per server, the NICs its GPUs leave through
+    def _net_path(self, parts: Sequence[Sequence[str]]) -> tuple[int, float, int]:
+        """NCCL's ``typeInter`` of a ring over ``parts`` (one per server), the line rate of
+        the NICs it uses and how many (the fewest over servers): per server, the NICs its GPUs
+        leave through
         (:meth:`~perfmodel.comm.links.DirectedLinks.gpu_nic`), each reached from its nearest
         GPU of the part (:func:`~perfmodel.comm.nccl_paths.net_path_type`); the worst server's
         path, the slowest port. Read off each server's inside twin
@@ -259,7 +265,7 @@ class GroupAnalysis:
         links = self.links
         sym = server_symmetry(self.topology)
         g = self.topology.graph
-        worst, port = 0, math.inf
+        worst, port, count = 0, math.inf, 0
         seen: set[tuple[int, tuple[str, ...]]] = set()
         for part in parts:
             s = sym.server[part[0]]
@@ -283,9 +289,10 @@ class GroupAnalysis:
                     ),
                     default=math.inf,
                 )
-                hit = self._net_paths[base] = (kind, rate)
+                hit = self._net_paths[base] = (kind, rate, len(nics))
             worst, port = max(worst, hit[0]), min(port, hit[1])
-        return worst, port
+            count = hit[2] if not count else min(count, hit[2])
+        return worst, port, count
 
     def _nvlinks(self, gpu: str) -> int:
         """NVLink links from ``gpu`` to NVSwitches (edge ``count``), 0 without a switch."""

@@ -21,6 +21,7 @@ import perfmodel.comm.closed_form as cf
 import perfmodel.comm.params as P
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupInfo, gpu_reduce_Bps
+from perfmodel.comm.nccl_graph import inter_graph_channels
 from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
@@ -235,7 +236,7 @@ class NcclChoice:
         # LL cap: the GPU's row on one node, the host CPU vendor's across nodes
         li = ai if nodes == 1 else (1 if self.cpu_vendor == "amd" else 0)
         ll_max = tuner.ll_max_Bps[min(li, len(tuner.ll_max_Bps) - 1)][ni]
-        nch = max(1, len(info.channels))
+        nch = graph_channels(info)
         reduce_bw = gpu_reduce_Bps(info, self.link_params)
         reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
         step = tuner.step_latency_s
@@ -399,6 +400,26 @@ def tuner_of(topology: Topology) -> tuple[NcclTuner, str, tuple[int, int] | None
         arch = ""
     vendor = "amd" if host == "amd" else "intel" if host.startswith("intel") else "other"
     return tuner_for(release, arch), vendor, release
+
+
+def graph_channels(info: GroupInfo) -> int:
+    """The channel count NCCL's tuner multiplies its per-channel caps by
+    (``graphs[a]->nChannels``): across servers the search channels of NCCL's ring graph,
+    which its tree graph shares (:func:`perfmodel.comm.nccl_graph.inter_graph_channels`,
+    NVIDIA/nccl ``src/graph/search.cc`` and ``src/init.cc``), where NCCL's numbers give it;
+    else the group's ring channels.
+
+    A GB200 NVL72 rack with 72 NICs has 32 ring channels in the model (one per NIC, up to
+    32) but 16 in NCCL's graph (45.1 GB/s each, its NVLinks' 721.8 GB/s): the tree's 2.29 cap
+    across more than two racks is 16 x 24 = 384 GB/s of bus bandwidth, not 32 x 24.
+    """
+    own = max(1, len(info.channels))
+    if info.nodes < 2:
+        return own
+    searched = inter_graph_channels(
+        info.gpu_arch, nvlinks=info.nvlinks, net_port_Bps=info.net_port_Bps, nics=info.net_nics
+    )
+    return own if searched is None else searched
 
 
 def _ring_steps(op: CollectiveOp, n: int, nodes: int) -> tuple[int, int]:

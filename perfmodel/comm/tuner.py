@@ -14,8 +14,11 @@ meaning, no code) from the named release of NVIDIA/nccl:
   Simple), the bandwidth caps (per channel and per architecture: Volta, Ampere, Hopper,
   Blackwell, for 1, 2 and more nodes), the ring plateau factor (1.4 on compute capability 8.0 and
   newer) and the tree correction table. Releases 2.18-2.28 differ from 2.29 in a few entries
-  (tree Simple NVLink step 28 us in 2.19-2.26; Blackwell tree caps twice Hopper's in 2.27-2.28);
-  they are priced with the 2.29 table (an approximation, stated).
+  (tree Simple NVLink step 28 us in 2.19-2.22, 4 us from 2.23; Blackwell tree caps twice
+  Hopper's, 77.4 / 82.8 / 72 GB/s per channel, in 2.25-2.28, where 2.29 has 70 / 42.8 / 24);
+  they are priced with the 2.29 table (an approximation, stated: 2.29's Blackwell caps are
+  NVIDIA's later, lower figures for the same kernels, so a 2.26 tuner would choose the tree
+  across GB200 racks where this table prices it slower).
 
 Which table applies (:func:`tuner_for`): the release the scenario states (``--nccl``, recorded
 by :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule` as ``stated``); without one, the

@@ -63,4 +63,4 @@ def test_summarised_ring_net_path_is_the_first_servers(
     whole = GroupAnalysis(topo, DirectedLinks(topo), None)._net_path(parts)
     assert analysis._net_path(parts[:1]) == whole
     info, summary = analysis.build(members)
-    assert summary is not None and (info.net_path, info.net_port_Bps) == whole
+    assert summary is not None and (info.net_path, info.net_port_Bps, info.net_nics) == whole

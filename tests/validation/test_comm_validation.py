@@ -271,16 +271,21 @@ def test_gb200_accuracy_line(published_rows):
 
 
 GB200_20_RACKS_FINDING = (
-    "20 racks (1,440 GPUs, NVLS off): predicted NCCL tree at 504 / 734 GB/s busbw (512 MiB / "
-    "16 GiB), measured 151 / 406. The measured curve (coreweave/nccl-tests README, 6 sizes) is "
-    "a line: ~4.6 ms fixed + busbw ~430 GB/s asymptote (1 and 2 racks: ~0.56 / ~0.9 ms, ~830), "
-    "so both a fixed cost 7x the tuner's tree latency (0.69 ms) and half the bandwidth are "
-    "missing. NCCL's author: trees need 32 SMs to reach peak, 16 by default, 'Tree usually "
-    "achieves significantly lower bandwidth' and 'rings degrade at scale' (NVIDIA/nccl#1649); "
-    "GB200 racks with NVLS off pick ring where tree is faster (NVIDIA/nccl#1801, 2.27.3). "
-    "Candidates not sourced to a number: the tree's 72-GPU intra-rack chain pipeline fill "
-    "(the model prices chain fill for ring broadcast/reduce only), the NICs the net graph uses "
-    "per rack (~430 GB/s is ~9 NICs of 48 GB/s), and the 20-rack fabric (not stated)"
+    "20 racks (1,440 GPUs, NVLS off): predicted NCCL tree at 308 GB/s busbw (512 MiB) and ring "
+    "at 606 GB/s (16 GiB), measured 151 / 406 (+104% / +49%; they were +234% / +81% with the "
+    "tree at 504 / 734 before its 2.29 per-channel cap, 24 GB/s beyond two nodes, was taken "
+    "over NCCL's 16 graph channels instead of the model's 32 rings, comm/nccl_graph.py). The "
+    "measured curve (coreweave/nccl-tests README, 6 sizes) is a line: ~4.6 ms fixed + busbw "
+    "~430 GB/s asymptote; the tree now has 384 GB/s (16 GiB would be -6% on it) but the "
+    "2.29 table makes the ring win at 16 GiB, while NCCL 2.26.2's own table (Blackwell tree "
+    "cap 72 GB/s per channel) would keep the tree; the fixed cost is 7x the tuner's tree "
+    "latency (0.69 ms) and unexplained by a number in NCCL's source: NCCL's author says "
+    "trees need 32 SMs for peak, 16 by default, and 'rings degrade at scale' "
+    "(NVIDIA/nccl#1649). Not sourced to a number: a tree pipeline fill through the 72-GPU "
+    "rack chain (a whole 512 KiB Simple step per hop would add ~3 ms at 20 racks but also at "
+    "2 racks, where 512 MiB is measured within 1% of the tuner's tree), the NICs NCCL's ring "
+    "uses per rack (16 graph channels: 16 NICs, ~736 GB/s against the model's 32), and the "
+    "20-rack fabric (not stated)"
 )
 
 
