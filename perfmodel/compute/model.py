@@ -61,7 +61,7 @@ from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recom
 
 from .attention import AttentionEfficiency, attention_efficiency
 from .gemm import GemmEfficiency, gemm_efficiency, gemm_roofline_time
-from .params import FP8_GEMM_OUTPUT_BYTES, ComputeParams
+from .params import FP8_GEMM_OUTPUT_BYTES, HOST_LAUNCH_SHARE, ComputeParams
 
 #: Ratio ``fwd_flop / (2 m n k batch)`` of a fused-attention layer below which its mask is taken
 #: as causal (:func:`attention_shape`): a full mask gives ``(d + d_v) / d`` (2 for ``d_v = d``,
@@ -626,6 +626,8 @@ class ComputeModel:
             )
         gpu_s += t_in + t_w
         host_s += host_add
+        expert_f, expert_b = self._grouped_host_launches(layer, grouped)
+        host_s += expert_f + expert_b
         return LayerTime(
             fwd_s=fwd,
             bwd_input_s=t_in,
@@ -638,10 +640,35 @@ class ComputeModel:
             tile=None if eff is None else eff.tile,
             host_bound=host > 0 and host_s > gpu_s,
             host_s=host_s,
-            host_fwd_s=kernels_fwd * host,
+            host_fwd_s=kernels_fwd * host + expert_f,
             cast_s=cast_s,
             cast_fwd_s=cast_fwd_s,
         )
+
+    def _grouped_host_launches(self, layer: LayerCost, grouped: bool) -> tuple[float, float]:
+        """Host seconds, forward and backward, of a grouped GEMM's per-expert launches beyond
+        the layer's modelled kernels (0 unless ``grouped`` and the host is modelled).
+
+        Transformer Engine's ``GroupedLinear`` runs ``multi_stream_cublas_gemm``, which calls
+        cuBLASLt once per local expert from a C++ loop (``transformer_engine/common/gemm/
+        cublaslt_gemm.cu``, TE v2.14; the CUTLASS grouped kernel is opt-in, Hopper and 16-bit
+        only): ``groups = gemm.batch`` GEMMs forward and ``groups`` per backward pass (input and
+        weight gradients). The layer's own modelled kernel pays the module call
+        (``host_dispatch_s``); each further GEMM is one bare launch,
+        ``HOST_LAUNCH_SHARE x host_dispatch_s``
+        (:data:`~perfmodel.compute.params.HOST_LAUNCH_SHARE`):
+
+        ``forward = (groups - 1) x share x host``, ``backward = passes x (groups - 1) x share x host``
+
+        The GPU side of those launches is :mod:`perfmodel.compute.grouped`'s.
+        """
+        host = self.params.host_dispatch_s
+        g = layer.gemm
+        if not grouped or host <= 0 or g is None or g.batch <= 1:
+            return 0.0, 0.0
+        per = (g.batch - 1) * HOST_LAUNCH_SHARE * host
+        passes = (layer.bwd_input_flop > 0) + (layer.bwd_weight_flop > 0)
+        return per, passes * per
 
     def _fused_attention_time(self, layer: LayerCost, dtype: DType) -> LayerTime:
         """A fused attention layer (FlashAttention or another backend,

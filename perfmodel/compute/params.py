@@ -125,6 +125,20 @@ HOST_DISPATCH_S: Mapping[str, float] = MappingProxyType(
 )
 
 
+#: Host time of one kernel launch that a framework's C++ code issues inside a module call,
+#: as a share of :data:`HOST_DISPATCH_S` (the host time of a modelled kernel of an eager step,
+#: which also pays the Python module call, autograd and the allocator): 9.68 us / 35.55 us,
+#: the bare eager launch of a 1-element kernel (``launch/tiny-op``) over the fitted per-kernel
+#: time, both measured on the lent H100 machine's host (see :data:`HOST_DISPATCH_S`). Used for
+#: Transformer Engine's grouped GEMM, whose ``multi_stream_cublas_gemm`` calls
+#: ``nvte_cublas_gemm_v2`` once per local expert in a C++ loop
+#: (``transformer_engine/common/gemm/cublaslt_gemm.cu``, TE v2.14): the module call is the
+#: layer's modelled kernel, each further expert GEMM one bare launch on the same host
+#: (:meth:`perfmodel.compute.ComputeModel.layer_time`). Scaling by ``host_dispatch_s`` keeps a
+#: faster or slower host, and graph mode (0), consistent.
+HOST_LAUNCH_SHARE = 9.68 / 35.55
+
+
 #: Accepted spellings of a convolution memory format -> ``ComputeParams.conv_layout``.
 MEMORY_FORMATS = {
     "nhwc": "nhwc",

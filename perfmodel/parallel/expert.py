@@ -185,7 +185,17 @@ def dispatcher_sync_stall_s(run: Sequence[tuple[float, float]]) -> float:
     ``cuda_sync_point`` (``before_ep_alltoall`` with expert or tensor parallelism, else
     ``before_finish``), DeepEP and HybridEP without a capacity factor size their buffers from
     ``tokens_per_expert.sum()`` ("CPU sync in dispatch"), Megatron-LM 4415119
-    ``megatron/core/transformer/moe/token_dispatcher.py``. The eager host, which otherwise runs
+    ``megatron/core/transformer/moe/token_dispatcher.py``. In every case the host waits before
+    the data moves, so the dispatch collective is the first GPU work after the wait: the NCCL
+    dispatcher syncs ``before_ep_alltoall``; DeepEP's ``Buffer.dispatch`` has the host wait for
+    the notify kernel's counts in pinned memory before it launches the dispatch kernel
+    (``fused_a2a.py`` ``FusedDispatch``: "the CPU will wait for GPU's signal"); HybridEP's
+    ``dispatch_with_permute`` copies the metadata kernel's token count to the host before its
+    dispatch kernel (deepseek-ai/DeepEP ``deep_ep/hybrid_ep_buffer.py``, hybrid-ep branch,
+    ``use_host_meta=True`` by default). ``TEGroupedMLP.forward``'s ``tokens_per_expert.tolist()``
+    (``experts.py`` at 4415119) then finds the counts on the host already (DeepEP: a
+    ``torch.tensor`` of a host list; HybridEP: ``use_host_meta``; NCCL: moved at the dispatcher's
+    ``cuda_dtoh_point``), so it adds no second wait. The eager host, which otherwise runs
     ahead of the GPU, waits there until the GPU has run everything before; it then issues the
     next kernels while the GPU waits for them. ``run`` is the ``(host, gpu)`` seconds of each
     layer from the dispatch to the next synchronisation, in order; the GPU is idle for the

@@ -735,7 +735,10 @@ def _dispatch_sync_stalls(
     (layer id -> seconds; empty without routed experts or a host model): the run from the
     dispatch to the next one (or the chunk's end), each layer's host issue time against its
     GPU time, the dispatcher's exposed collectives included
-    (:func:`perfmodel.parallel.expert.dispatcher_sync_stall_s`)."""
+    (:func:`perfmodel.parallel.expert.dispatcher_sync_stall_s`). The all-gather dispatcher
+    waits *after* its gather (``MoEAllGatherTokenDispatcher``: ``local_map.sum(0).cpu()`` once
+    the tokens are gathered, Megatron-LM 4415119), so its dispatch collective is not in the run;
+    the others wait before the tokens move, so theirs is."""
     from perfmodel.parallel.expert import dispatcher_sync_stall_s
 
     host_of = getattr(costs, "layer_host_time", None)
@@ -757,7 +760,10 @@ def _dispatch_sync_stalls(
         hg = per.get(la.cost_key())
         if hg is None:
             g = costs.layer_time(la)[0]
-            if la.expert_role in (ExpertRole.DISPATCH, ExpertRole.COMBINE) and groups_of:
+            moves = la.expert_role is ExpertRole.COMBINE or (
+                la.expert_role is ExpertRole.DISPATCH and dispatcher is not MoEDispatcher.ALLGATHER
+            )
+            if moves and groups_of:
                 g += sum(
                     c.duration_s
                     for c in _expert_context_comm(

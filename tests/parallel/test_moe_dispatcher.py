@@ -328,3 +328,39 @@ def test_flex_dispatch_takes_at_least_its_published_kernel_time() -> None:
     a2a = [t for t in a2a if t.comm.op is CollectiveOp.ALLTOALL]
     share = dispatch_share(MoEDispatcher.HYBRIDEP, 32, 8, 16, 2)
     assert min(t.duration_s for t in a2a) > pair / share * 0.5
+
+
+def test_allgather_dispatcher_waits_after_its_gather() -> None:
+    """The all-gather dispatcher reads the token counts on the host once the tokens are
+    gathered (Megatron-LM 4415119 ``MoEAllGatherTokenDispatcher``): the gather runs before the
+    wait, so it hides none of the host's issue after it. The GPU's wait is the flow shop's lead
+    of each run with the permute's compute alone and the combine's reduce-scatter, by hand;
+    counting the gather in the run (the NCCL dispatcher's order) would hide it."""
+    from perfmodel.parallel.expert import dispatcher_sync_stall_s
+    from perfmodel.pipeline.lower import step_workload
+
+    sc = Scenario(system="dgx-h100", gpus=8, model="moe", model_args=SMALL, precision="bf16",
+                  optimizer="adam", fidelity="analytic", software="megatron-core", ep=8,
+                  global_batch=8, moe_dispatcher="allgather")  # fmt: skip
+    r = resolve(sc)
+    step, costs = build_step(sc, r)
+    tasks = step.graph.tasks
+    w, _ = step_workload(sc, r, None)
+    # the segment's collectives add up its identical MoE layers'
+    n = sum(la.expert_role is ExpertRole.DISPATCH for la in w.layers)
+    gather = next(t.duration_s for t in tasks if t.label.startswith("EP allgather F0")) / n
+    scatter = next(t.duration_s for t in tasks if t.label.startswith("EP reducescatter F0")) / n
+    runs: list[list[tuple[float, float]]] = []
+    for la in w.layers:
+        if la.expert_role is ExpertRole.DISPATCH:
+            runs.append([])
+        if runs:
+            g = costs.layer_time(la)[0] + (scatter if la.expert_role is ExpertRole.COMBINE else 0)
+            runs[-1].append((costs.layer_host_time(la)[0], g))
+    expected = sum(dispatcher_sync_stall_s(run) for run in runs)
+    hidden = sum(
+        dispatcher_sync_stall_s([(run[0][0], run[0][1] + gather), *run[1:]]) for run in runs
+    )
+    syncs = [t for t in tasks if t.label.startswith("MoE dispatcher host sync F0")]
+    assert len(syncs) == 1 and syncs[0].duration_s == pytest.approx(expected)
+    assert expected > hidden  # the gather would have hidden part of the issue
