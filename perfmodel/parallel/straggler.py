@@ -29,29 +29,13 @@ so one GPU is charged nothing.
 
 from __future__ import annotations
 
-from statistics import NormalDist
-
 from perfmodel.errors import ConfigError
+from perfmodel.order_stats import expected_max_std_normal
 
 #: Relative standard deviation of a GPU's sustained speed within one cluster: Sinha et al. SC22
 #: (arXiv:2208.11035) report an average 8% performance variation between the GPUs of one cluster;
 #: read as a Tukey whisker span (+-2.698 sigma of a normal distribution): 8% / 5.396.
 PER_GPU_SPEED_CV = 0.08 / (2 * 2.698)
-
-_STD_NORMAL = NormalDist()
-
-
-def expected_max_std_normal(n: int) -> float:
-    """Expected maximum of ``n`` independent standard normal draws (Blom 1958); 0 for ``n <= 1``.
-
-    >>> round(expected_max_std_normal(2), 3), round(expected_max_std_normal(1024), 2)
-    (0.589, 3.23)
-    """
-    if int(n) != n:
-        raise ConfigError(f"GPU count must be an integer, got {n!r}", value=n, where="gpus")
-    if n <= 1:
-        return 0.0
-    return _STD_NORMAL.inv_cdf((n - 0.375) / (n + 0.25))
 
 
 def straggler_wait_s(compute_s: float, gpus: int, cv: float = PER_GPU_SPEED_CV) -> float:
@@ -70,3 +54,6 @@ def straggler_wait_s(compute_s: float, gpus: int, cv: float = PER_GPU_SPEED_CV) 
     if not cv >= 0:
         raise ConfigError(f"speed variation must be >= 0, got {cv!r}", value=cv, where="cv")
     return compute_s * cv * expected_max_std_normal(gpus)
+
+
+__all__ = ["PER_GPU_SPEED_CV", "expected_max_std_normal", "straggler_wait_s"]

@@ -48,10 +48,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
-from statistics import NormalDist
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
+from perfmodel.order_stats import expected_max_std_normal
 from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.kernels import Fusion, op_kernels
 from perfmodel.workload.layers import CommPoint, ExpertRole
@@ -354,21 +354,6 @@ def rank_hit_moments(
         mean += p * m_c
         second += p * (v_c + m_c * m_c)
     return mean, max(second - mean * mean, 0.0)
-
-
-def expected_max_std_normal(n: int) -> float:
-    """Expected maximum of ``n`` independent standard normal draws, Blom's approximation
-    (G. Blom 1958, "Statistical Estimates and Transformed Beta-Variables"):
-    ``Phi^-1((n - 0.375) / (n + 0.25))``, 0 for ``n <= 1`` (the same closed form as
-    :func:`perfmodel.parallel.straggler.expected_max_std_normal`, which the workload layer
-    cannot import).
-
-    >>> round(expected_max_std_normal(8), 3)
-    1.434
-    """
-    if n <= 1:
-        return 0.0
-    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
 def routing_sampling_load(
@@ -724,7 +709,6 @@ __all__ = [
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
-    "expected_max_std_normal",
     "mla_attention",
     "moe",
     "moe_mlp",
