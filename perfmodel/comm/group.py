@@ -265,7 +265,7 @@ class GroupAnalysis:
         links = self.links
         sym = server_symmetry(self.topology)
         g = self.topology.graph
-        worst, port, count = 0, math.inf, 0
+        worst, port, count = 0, math.inf, None
         seen: set[tuple[int, tuple[str, ...]]] = set()
         for part in parts:
             s = sym.server[part[0]]
@@ -291,8 +291,8 @@ class GroupAnalysis:
                 )
                 hit = self._net_paths[base] = (kind, rate, len(nics))
             worst, port = max(worst, hit[0]), min(port, hit[1])
-            count = hit[2] if not count else min(count, hit[2])
-        return worst, port, count
+            count = hit[2] if count is None else min(count, hit[2])
+        return worst, port, 0 if count is None else count
 
     def _nvlinks(self, gpu: str) -> int:
         """NVLink links from ``gpu`` to NVSwitches (edge ``count``), 0 without a switch."""

@@ -211,8 +211,11 @@ class NcclChoice:
         server's inside bandwidth on up to two servers, else (or with one GPU per server) the
         smaller of it and the network's, as NCCL's ``nNodes <= 2 ? bwIntra : bwInter``: on two
         servers a tree moves each byte across the network once per direction, a ring
-        ``2 (n - 1) / n`` times; ``c``: the group's ring channels; caps by
-        architecture and node count, :class:`~perfmodel.comm.tuner.NcclTuner`):
+        ``2 (n - 1) / n`` times; ``c``: NCCL's searched graph channels,
+        :func:`graph_channels` (across servers the count of NCCL's graph search,
+        :func:`~perfmodel.comm.nccl_graph.inter_graph_channels`; inside one server the group's
+        ring channels); caps by architecture and node count,
+        :class:`~perfmodel.comm.tuner.NcclTuner`):
 
         - ring LL ``min(llMaxBw, B / 2)``; LL128 ``min(0.92 B, c x perChMaxRingLL128Bw)``;
           Simple ``B``; algorithm bandwidth ``bus x n / steps``;

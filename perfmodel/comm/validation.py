@@ -252,7 +252,9 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
 NVL72_GPUS = 72
 
 
-def map_gb200(row: dict[str, Any], size: int, measured: float, metric: str) -> CommScenario:
+def map_gb200(
+    row: dict[str, Any], size: int, measured: float, metric: str
+) -> CommScenario | CommSkip:
     """A CoreWeave GB200 NVL72 row as ``gb200-nvl72`` racks: ``gpus / 72`` racks (servers),
     the catalogue fabric (one ConnectX-7 NDR 400 Gb/s NIC per GPU, fat tree 1:1), NCCL 2.26
     as the row states, NVLS / NVLS tree / CollNet off (:data:`CORE_WEAVE_GB200_JOB`).
@@ -265,11 +267,7 @@ def map_gb200(row: dict[str, Any], size: int, measured: float, metric: str) -> C
     rid = row["id"]
     gpus = int(row["hardware"]["gpus"])
     if gpus % NVL72_GPUS:
-        raise ConfigError(
-            f"{rid}: {gpus} GPUs is not a whole number of 72-GPU NVL72 racks",
-            value=gpus,
-            where=f"published row {rid}",
-        )
+        return CommSkip(rid, f"{gpus} GPUs is not a whole number of 72-GPU NVL72 racks")
     racks = gpus // NVL72_GPUS
     return CommScenario(
         rid, "gb200-nvl72", racks, gpus, CollectiveOp.ALLREDUCE, size, metric, measured,

@@ -241,6 +241,17 @@ def test_gb200_rows_map_to_nvl72_racks_with_nvls_and_collnet_off(published_rows)
         assert "assumed" in sc.note and "NCCL_NVLS_ENABLE=0" in sc.note
 
 
+def test_gb200_row_of_part_of_a_rack_is_skipped_with_the_reason(published_rows):
+    """A GB200 row whose GPU count is not whole racks is skipped (like every unmappable row),
+    not an error that would stop the validation tier."""
+    from perfmodel.comm.validation import CommSkip
+
+    row = next(r for r in published_rows if r["id"].startswith("coreweave-gb200"))
+    odd = {**row, "hardware": {**row["hardware"], "gpus": 36}}
+    got = map_row(odd)
+    assert isinstance(got, CommSkip) and "36 GPUs is not a whole number" in got.reason
+
+
 def test_gb200_rack_takes_ring_or_tree_never_nvls(published_rows):
     """With NVLS off, the full rack's all-reduce is NCCL's faster of ring and tree (by the
     tuner's time), and the catalogue rack alone would have chosen NVLS."""
