@@ -7,31 +7,21 @@ errors. Each test failed before the offload was modelled (the option did not exi
 from __future__ import annotations
 
 import pytest
+from tiny_llama import LLAMA, scenario
 
-from perfmodel.api import Scenario, predict, resolve
+from perfmodel.api import predict, resolve
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.stage_memory import offloaded_activation_bytes
 from perfmodel.pipeline.inputs import zoo_workload
-
-LLAMA = {"layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "ffn_hidden": 2816,
-         "vocab": 32000, "seq_len": 2048}  # fmt: skip
-
-
-def _sc(**kw: object) -> Scenario:
-    base = dict(system="dgx-h100", model="llama", model_args=LLAMA, global_batch=16,
-                microbatch=2, precision="bf16", software="megatron-core", optimizer="adamw",
-                fidelity="analytic")  # fmt: skip
-    base.update(kw)
-    return Scenario(**base)  # type: ignore[arg-type]
 
 
 def test_offloaded_blocks_leave_the_activation_peak() -> None:
     """Hand-computed: 8 GPUs of data parallelism, one micro-batch of 2 in flight; offloading
     3 of the 4 identical Llama blocks removes 3 blocks' saved bytes (each block's layers'
     ``activation_bytes``, summed from the zoo workload), and nothing else."""
-    base = predict(_sc(), baseline=False)
-    off = predict(_sc(software_options={"cpu_offloading_num_layers": 3}), baseline=False)
-    r = resolve(_sc())
+    base = predict(scenario(), baseline=False)
+    off = predict(scenario(software_options={"cpu_offloading_num_layers": 3}), baseline=False)
+    r = resolve(scenario())
     wl = zoo_workload("llama", 2, r.precision, 1, False, tuple(sorted(LLAMA.items())))
     block = sum(la.activation_bytes for la in wl.layers if la.block == 0)
     assert block > 0
@@ -48,36 +38,38 @@ def test_fp8_offload_counts_the_fp8_inputs() -> None:
     """Under Transformer Engine FP8 a block keeps FP8 GEMM inputs: the offloaded share is of
     what the block keeps, so offloading every block but one leaves one such block."""
     kw = dict(precision="fp8")
-    base = predict(_sc(**kw), baseline=False).memory.activations_bytes
-    three = predict(_sc(**kw, software_options={"activation_offload_layers": 3}), baseline=False)
+    base = predict(scenario(**kw), baseline=False).memory.activations_bytes
+    three = predict(
+        scenario(**kw, software_options={"activation_offload_layers": 3}), baseline=False
+    )
     one_block = (base - three.memory.activations_bytes) / 3
-    bf16 = predict(_sc(), baseline=False).memory.activations_bytes
-    bf16_3 = predict(_sc(software_options={"activation_offload_layers": 3}), baseline=False)
+    bf16 = predict(scenario(), baseline=False).memory.activations_bytes
+    bf16_3 = predict(scenario(software_options={"activation_offload_layers": 3}), baseline=False)
     assert one_block < (bf16 - bf16_3.memory.activations_bytes) / 3  # FP8 inputs: smaller
 
 
 def test_megatron_core_conditions_are_typed_errors() -> None:
     with pytest.raises(ConfigError, match="needs pp=1"):
-        predict(_sc(pp=2, software_options={"activation_offload_layers": 1}), baseline=False)
+        predict(scenario(pp=2, software_options={"activation_offload_layers": 1}), baseline=False)
     with pytest.raises(ConfigError, match="needs recompute=none"):
         predict(
-            _sc(recompute="full", software_options={"activation_offload_layers": 1}),
+            scenario(recompute="full", software_options={"activation_offload_layers": 1}),
             baseline=False,
         )
     with pytest.raises(ConfigError, match="fewer than the model's 4 transformer blocks"):
-        predict(_sc(software_options={"activation_offload_layers": 4}), baseline=False)
+        predict(scenario(software_options={"activation_offload_layers": 4}), baseline=False)
     with pytest.raises(ConfigError, match="whole number >= 0"):
-        predict(_sc(software_options={"activation_offload_layers": "two"}), baseline=False)
+        predict(scenario(software_options={"activation_offload_layers": "two"}), baseline=False)
     for eager in ("pytorch-ddp", "fsdp", "torchtitan"):  # TE's offload context only
         with pytest.raises(ConfigError, match="needs a Transformer Engine stack") as err:
             predict(
-                _sc(software=eager, software_options={"activation_offload_layers": 1}),
+                scenario(software=eager, software_options={"activation_offload_layers": 1}),
                 baseline=False,
             )
         assert err.value.where == "--software-option activation_offload_layers"
 
 
 def test_no_blocks_offloaded_is_nothing() -> None:
-    r = resolve(_sc())
+    r = resolve(scenario())
     wl = zoo_workload("llama", 2, r.precision, 1, False, tuple(sorted(LLAMA.items())))
     assert offloaded_activation_bytes(wl.layers, 0, 2) == 0.0

@@ -6,20 +6,10 @@ before ``CrossEntropy.TE_FUSED`` existed (the option did not)."""
 from __future__ import annotations
 
 import pytest
+from tiny_llama import LLAMA, scenario
 
-from perfmodel.api import Scenario, predict, resolve
+from perfmodel.api import predict, resolve
 from perfmodel.pipeline.inputs import zoo_workload
-
-LLAMA = {"layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "ffn_hidden": 2816,
-         "vocab": 32000, "seq_len": 2048}  # fmt: skip
-
-
-def _sc(**kw: object) -> Scenario:
-    base = dict(system="dgx-h100", model="llama", model_args=LLAMA, global_batch=16,
-                microbatch=2, precision="bf16", software="megatron-core", optimizer="adamw",
-                fidelity="analytic")  # fmt: skip
-    base.update(kw)
-    return Scenario(**base)  # type: ignore[arg-type]
 
 
 def test_te_fused_cross_entropy_keeps_16_bit_logits_in_place() -> None:
@@ -32,10 +22,10 @@ def test_te_fused_cross_entropy_keeps_16_bit_logits_in_place() -> None:
     from perfmodel.workload.layers import LayerKind
     from perfmodel.workload.memory import FRAGMENTATION
 
-    base = predict(_sc(), baseline=False).memory
-    te = predict(_sc(software_options={"cross_entropy_fusion_impl": "te"}), baseline=False)
+    base = predict(scenario(), baseline=False).memory
+    te = predict(scenario(software_options={"cross_entropy_fusion_impl": "te"}), baseline=False)
     assert te.plan["recipe"]["cross_entropy"] == "te-fused"
-    r = resolve(_sc())
+    r = resolve(scenario())
     wl = zoo_workload("llama", 2, r.precision, 1, False, tuple(sorted(LLAMA.items())))
     loss = sum(la.activation_bytes for la in wl.layers if la.kind is LayerKind.LOSS)
     d_acts = loss / 2  # 4 -> 2 bytes per logit
@@ -50,4 +40,6 @@ def test_te_fused_cross_entropy_keeps_16_bit_logits_in_place() -> None:
     d_peak = peak_all - peak_te
     d_ws = d_peak * (1 + FRAGMENTATION) + FRAGMENTATION * d_acts
     assert base.workspace_bytes - te.memory.workspace_bytes == pytest.approx(d_ws)
-    assert te.iteration_time_s == pytest.approx(predict(_sc(), baseline=False).iteration_time_s)
+    assert te.iteration_time_s == pytest.approx(
+        predict(scenario(), baseline=False).iteration_time_s
+    )
