@@ -9,10 +9,9 @@ later with a better model.
 
 from __future__ import annotations
 
-import enum
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any

@@ -24,7 +24,6 @@ suite finishes, so an interrupted calibration keeps what it measured and ``--res
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import os
@@ -73,7 +72,10 @@ _KNOWN_TOP = {
 
 
 class DeviceKind(
-    str, ParsedEnum, error=CalibrationError, template="{where}: device.kind {text!r} is not {expected}"
+    str,
+    ParsedEnum,
+    error=CalibrationError,
+    template="{where}: device.kind {text!r} is not {expected}",
 ):
     """What was calibrated."""
 

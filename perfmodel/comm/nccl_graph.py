@@ -28,23 +28,9 @@ channels of 20 GB/s instead of NCCL's 8 of 24).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from types import MappingProxyType
 
 from perfmodel import units
-from perfmodel.comm.nvls import SPEEDS_INTER_GBps
-
-#: NCCL's bandwidth of one NVLink link by architecture, ``src/graph/topo.h`` (v2.29.7-1):
-#: ``SM60_NVLINK_BW`` 18, ``SM70``/``SM80`` 20, ``SM90`` 20.6, ``SM100`` 40.1 GB/s.
-NCCL_NVLINK_LINK_Bps: Mapping[str, float] = MappingProxyType(
-    {
-        "pascal": 18.0 * units.GB,
-        "volta": 20.0 * units.GB,
-        "ampere": 20.0 * units.GB,
-        "hopper": 20.6 * units.GB,
-        "blackwell": 40.1 * units.GB,
-    }
-)
+from perfmodel.comm.nvls import NCCL_NVLINK_BW_Bps, SPEEDS_INTER_GBps
 
 #: ``speedArrayInter`` (GB/s per channel) of ``src/graph/search.cc`` (v2.26.2-1 to v2.29.7-1):
 #: the search speeds across servers before Hopper.
@@ -91,7 +77,7 @@ def inter_graph_channels(arch: str, *, nvlinks: int, net_port_Bps: float, nics: 
     >>> inter_graph_channels("ampere", nvlinks=12, net_port_Bps=25e9, nics=8)
     8
     """
-    per_link = NCCL_NVLINK_LINK_Bps.get(arch)
+    per_link = NCCL_NVLINK_BW_Bps.get(arch)
     if per_link is None or nvlinks < 1 or nics < 1 or not math.isfinite(net_port_Bps):
         return None
     total = nvlinks * per_link

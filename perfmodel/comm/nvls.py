@@ -37,9 +37,17 @@ from perfmodel import units
 #: ``NCCL_MAX_NVLS_ARITY``: at most this many NVLS heads (channels of the NVLS graph).
 NVLS_MAX_ARITY = 32
 
-#: NCCL's bandwidth of one NVLink link by architecture (``SM90_NVLINK_BW``, ``SM100_NVLINK_BW``).
+#: NCCL's bandwidth of one NVLink link by architecture, ``src/graph/topo.h`` (v2.29.7-1):
+#: ``SM60_NVLINK_BW`` 18, ``SM70``/``SM80`` 20, ``SM90`` 20.6, ``SM100`` 40.1 GB/s (the NVLS
+#: graph and the ring/tree graph search, :mod:`perfmodel.comm.nccl_graph`, read it).
 NCCL_NVLINK_BW_Bps: Mapping[str, float] = MappingProxyType(
-    {"hopper": 20.6 * units.GB, "blackwell": 40.1 * units.GB}
+    {
+        "pascal": 18.0 * units.GB,
+        "volta": 20.0 * units.GB,
+        "ampere": 20.0 * units.GB,
+        "hopper": 20.6 * units.GB,
+        "blackwell": 40.1 * units.GB,
+    }
 )
 
 #: NCCL's graph-search speed tables (GB/s per channel), v2.29.7-1 ``src/graph/search.cc``:
@@ -86,8 +94,8 @@ def nvls_graph(
     (8, 40.0)
     """
     per_link = NCCL_NVLINK_BW_Bps.get(arch)
-    if per_link is None or gpus < 2 or nvlinks < 1:
-        return 0, 0.0
+    if per_link is None or arch not in SPEEDS_INTRA_GBps or gpus < 2 or nvlinks < 1:
+        return 0, 0.0  # NVLS: Hopper and later (the speed tables)
     k = min(NVLS_MAX_ARITY, int(gpus))
     link = nvlinks * per_link
     multi = math.isfinite(net_port_Bps)

@@ -114,6 +114,9 @@ FP8_GEMM_OUTPUT_BYTES = 2
 #: issue kernels without per-op Python dispatch and are not modelled as host-bound (0).
 #: Re-fitted when the modelled kernels of those steps changed (issue 24: the eager loss's FP32
 #: casts, 3 + 4 kernels instead of 2 + 3): 35.65 -> 35.56 us.
+#: The bare eager launch of a 1-element kernel on that host (``launch/tiny-op``), seconds.
+BARE_EAGER_LAUNCH_S = 9.68 * units.us
+
 HOST_DISPATCH_S: Mapping[str, float] = MappingProxyType(
     {
         "pytorch-eager": 35.55 * units.us,
@@ -136,7 +139,7 @@ HOST_DISPATCH_S: Mapping[str, float] = MappingProxyType(
 #: layer's modelled kernel, each further expert GEMM one bare launch on the same host
 #: (:meth:`perfmodel.compute.ComputeModel.layer_time`). Scaling by ``host_dispatch_s`` keeps a
 #: faster or slower host, and graph mode (0), consistent.
-HOST_LAUNCH_SHARE = 9.68 / 35.55
+HOST_LAUNCH_SHARE = BARE_EAGER_LAUNCH_S / HOST_DISPATCH_S["pytorch-eager"]
 
 
 #: Accepted spellings of a convolution memory format -> ``ComputeParams.conv_layout``.

@@ -45,7 +45,7 @@ from perfmodel._enum import ParsedEnum, parse_enum, squash
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.workload._net import numel
-from perfmodel.workload.kernels import Fp8Recipe, fp8_linear
+from perfmodel.workload.kernels import FP32_BYTES, Fp8Recipe, fp8_linear
 from perfmodel.workload.layers import (
     LayerCost,
     LayerKind,
@@ -253,7 +253,7 @@ def _lse_bytes(layer: LayerCost) -> float:
     if layer.kind is not LayerKind.ATTENTION or layer.gemm is None:
         return 0.0
     g, cp = layer.gemm, max(1, layer.kernels // 2)  # cp ring steps: 2 kernels each
-    return g.batch // cp * g.m * 4.0
+    return float(g.batch // cp * g.m * FP32_BYTES)
 
 
 def _part(layer: LayerCost) -> str:

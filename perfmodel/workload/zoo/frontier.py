@@ -514,6 +514,14 @@ def _mtp_module(
     net.loss(f"{p}.loss", b * s, cfg.vocab // net.tp, fwd_comm=loss_comm)
 
 
+#: The arguments of :func:`~perfmodel.workload.zoo.moe.routed_experts` that
+#: :func:`deepseek_v3`'s MTP layer takes from :func:`~perfmodel.workload.zoo.moe.moe`'s as given.
+_ROUTED_ARGS = (
+    "experts", "top_k", "shared_experts", "expert_bias", "load_imbalance", "capacity_factor",
+    "router_groups", "router_group_topk", "aux_loss",
+)  # fmt: skip
+
+
 def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerConfig:
     """DeepSeek-V3 (:func:`perfmodel.workload.zoo.moe.moe` with the zoo entry's shape) and
     ``mtp_layers`` multi-token-prediction modules (:func:`_mtp_module`; the published model and
@@ -531,18 +539,15 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     args = inspect.signature(_moe.moe).bind_partial(net, **kwargs)
     args.apply_defaults()
     a = args.arguments
-    m = MoeConfig(
-        experts=int(a["experts"]),
-        top_k=int(a["top_k"]),
-        expert_ffn_hidden=int(
-            a["ffn_hidden"] if a["expert_ffn_hidden"] is None else a["expert_ffn_hidden"]
-        ),
-        shared_experts=int(a["shared_experts"]),
-        expert_bias=bool(a["expert_bias"]),
-        load_imbalance=float(a["load_imbalance"]),
-        capacity_factor=float(a["capacity_factor"]),
-        routing_groups=(int(a["router_groups"]), int(a["router_group_topk"])),
-        aux_loss=bool(a["aux_loss"]),
+    # the MTP layer's routed experts: moe()'s, checked by the same routed_experts (one MoE layer)
+    m = _moe.routed_experts(
+        net,
+        **{k: a[k] for k in _ROUTED_ARGS},
+        expert_ffn_hidden=a["ffn_hidden"]
+        if a["expert_ffn_hidden"] is None
+        else a["expert_ffn_hidden"],
+        moe_layer_freq=1,
+        first_dense_layers=0,
     )
     attention: Section = self_attention
     if int(a["kv_lora_rank"]) > 0:

@@ -123,26 +123,6 @@ class MoeConfig:
     routing_groups: tuple[int, int] = (0, 0)
     aux_loss: bool = True
 
-    @property
-    def rank_load(self) -> float:
-        """Routed rows of the busiest expert-parallel rank over the mean in expectation over
-        many micro-batches: ``load_imbalance``, capped at ``capacity_factor`` when tokens beyond
-        capacity are dropped (> 0). :meth:`busiest_rank_load` adds the sampling noise of one
-        micro-batch's routing.
-
-        Defaults: ``load_imbalance = 1.0`` (the balanced routing that the auxiliary
-        load-balancing loss, Fedus et al. 2022, and DeepSeek-V3's bias-based balancing,
-        DeepSeek-AI 2024 sec. 2.1.2, train towards, and that Megatron-Core's
-        ``moe_router_force_load_balancing`` benchmarks force; no measured skew of the expected
-        per-rank load of a named run is transcribed, so none is assumed: set
-        ``load_imbalance`` from a profile) and ``capacity_factor = 0``: dropless, Megatron-Core's
-        default (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py``
-        core_r0.12).
-        """
-        if self.capacity_factor > 0:
-            return min(self.load_imbalance, self.capacity_factor)
-        return self.load_imbalance
-
     def busiest_rank_load(self, ep: int, mean_rows: float) -> float:
         """Routed rows of the busiest of ``ep`` expert-parallel ranks over the mean, for one
         micro-batch of one layer whose ranks receive ``mean_rows`` routed rows on average.
@@ -152,6 +132,15 @@ class MoeConfig:
         ``capacity_factor`` when tokens beyond capacity are dropped. Each layer's combine
         all-to-all waits for every rank of the group, so the layer runs at the busiest rank's
         pace (Lepikhin et al. 2021, GShard sec. 2.2; Hwang et al. 2023, Tutel sec. 2.2).
+
+        Defaults: ``load_imbalance = 1.0`` (the balanced routing that the auxiliary
+        load-balancing loss, Fedus et al. 2022, and DeepSeek-V3's bias-based balancing,
+        DeepSeek-AI 2024 sec. 2.1.2, train towards, and that Megatron-Core's
+        ``moe_router_force_load_balancing`` benchmarks force; no measured skew of the expected
+        per-rank load of a named run is transcribed, so none is assumed: set
+        ``load_imbalance`` from a profile) and ``capacity_factor = 0``: dropless, Megatron-Core's
+        default (``--moe-expert-capacity-factor`` None, ``megatron/training/arguments.py``
+        core_r0.12).
         """
         load = self.load_imbalance * routing_sampling_load(
             self.experts, self.top_k, ep, mean_rows, self.routing_groups
@@ -636,7 +625,7 @@ def moe(
         :class:`MoeConfig`; ``expert_ffn_hidden`` defaults to ``ffn_hidden``.
     load_imbalance, capacity_factor
         Busiest expert-parallel rank's routed rows over the mean, and the capacity factor
-        beyond which tokens are dropped (0: dropless); see :attr:`MoeConfig.rank_load`.
+        beyond which tokens are dropped (0: dropless); see :meth:`MoeConfig.busiest_rank_load`.
     router_groups, router_group_topk
         Group-limited routing (:attr:`MoeConfig.routing_groups`; both 0: unlimited).
     aux_loss
