@@ -187,8 +187,9 @@ class Scenario:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-#: The fields that name the hardware, in flag order (:func:`perfmodel.api.topology_of`'s cache
-#: key; the ``perfmodel predict`` system flags set them).
+#: The fields that name the hardware, in flag order (:func:`perfmodel.pipeline.inputs.topology_of`'s
+#: cache key, ``nccl`` last; the other names are :func:`perfmodel.topology.build_system`'s
+#: keywords; the ``perfmodel predict`` system flags set them).
 HARDWARE_FIELDS = (
     "system",
     "nodes",

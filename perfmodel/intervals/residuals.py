@@ -313,18 +313,14 @@ def generate(
 
     ``training`` reuses :func:`perfmodel.accuracy.training_results` of ``published.jsonl``.
     """
-    from perfmodel._io import read_jsonl
-    from perfmodel.accuracy import _validation_file
+    from perfmodel.catalogue import validation_rows
     from perfmodel.intervals.conformal import with_scores
 
     out: list[ResidualRow] = []
     for name, mapper in RECORD_SOURCES.items():
-        path = _validation_file(directory, name)
-        if path.name != name:
-            path = path.parent / name
-        if not path.exists():
+        rows = validation_rows(directory, name)  # no file: no rows
+        if not rows:
             continue
-        rows = read_jsonl(path, where="--published")
         if name == "published.jsonl":
             out.extend(published_rows(rows, training=training))
         else:

@@ -19,7 +19,7 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.recipe import ComputeRecipe, Recipe
-from perfmodel.scenario import Scenario
+from perfmodel.scenario import HARDWARE_FIELDS, Scenario
 from perfmodel.scenario_parse import pos_int
 from perfmodel.topology import Topology
 from perfmodel.workload.kernels import DEFAULT_KERNELS, KernelRecipe
@@ -30,7 +30,9 @@ WorkloadFn = Callable[..., Any]
 
 @lru_cache(maxsize=64)
 def _topology(key: tuple[Any, ...]) -> Topology:
-    (system, nodes, network, nics, gpu, gpn, intra, fabric, oversub, nccl) = key
+    """The topology of the hardware fields ``key`` (values of :data:`HARDWARE_FIELDS`, in order)."""
+    hw = dict(zip(HARDWARE_FIELDS, key, strict=True))
+    nccl = hw.pop("nccl")
     if nccl is not None:  # the stated NCCL release's P2P level (issue 12)
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
@@ -38,17 +40,7 @@ def _topology(key: tuple[Any, ...]) -> Topology:
         return with_nccl_p2p_rule(base, NcclRelease.parse(nccl, where="scenario.nccl"))
     from perfmodel.topology.builders import build_system
 
-    return build_system(
-        system,
-        nodes=nodes,
-        network=network,
-        nics_per_node=nics,
-        gpu=gpu,
-        gpus_per_node=gpn,
-        intra_node=intra,
-        fabric_topology=fabric,
-        oversubscription=oversub,
-    )
+    return build_system(hw.pop("system"), **hw)
 
 
 def _calibrated_device(path: str) -> Topology:
@@ -78,20 +70,8 @@ def topology_of(sc: Scenario) -> Topology:
                 where="--system",
             )
         return _calibrated_device(str(sc.calibration))
-    return _topology(
-        (
-            sc.system,
-            pos_int(sc.nodes, "nodes"),
-            sc.network,
-            sc.nics_per_node,
-            sc.gpu,
-            sc.gpus_per_node,
-            sc.intra_node,
-            sc.fabric_topology,
-            sc.oversubscription,
-            sc.nccl,
-        )
-    )
+    nodes = pos_int(sc.nodes, "nodes")
+    return _topology(tuple(nodes if f == "nodes" else getattr(sc, f) for f in HARDWARE_FIELDS))
 
 
 def freeze(v: Any) -> Any:

@@ -50,10 +50,6 @@ def check_precision_runs(spec: Any, precision: Precision, *, where: str = "preci
     spec.peak(dtype)  # FP8 before Hopper/Ada, BF16 before Volta: the spec's own refusal
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 @dataclass(frozen=True)
 class Resolved:
     """A scenario turned into values: topology, plan, preset, batch split (no timing yet)."""
@@ -162,7 +158,9 @@ def _degrees(p: ParsedScenario, n: int) -> tuple[int, int]:
     rest = tp * pp * cp
     names, sizes = ("tp*pp", f"{tp}*{pp}") if cp == 1 else ("tp*pp*cp", f"{tp}*{pp}*{cp}")
     if n % rest:
-        fits = [d for d in _divisors(n) if d % pp == 0] if n % pp == 0 else _divisors(n)
+        from perfmodel.search.plans import divisors  # the error path only (cold imports)
+
+        fits = [d for d in divisors(n) if d % pp == 0] if n % pp == 0 else divisors(n)
         raise InfeasiblePlanError(
             f"{names}={rest} does not divide the {n} GPUs; {names} values that divide: {fits}",
             value=rest,
