@@ -178,3 +178,13 @@ def test_gpu_band_edges() -> None:
     assert [gpu_band(n) for n in (1, 2, 8, 9, 64, 65, 512, 513)] == [
         "1", "2-8", "2-8", "9-64", "9-64", "65-512", "65-512", "513+",
     ]  # fmt: skip
+
+
+def test_large_message_band_is_the_accuracy_tables_threshold() -> None:
+    """``message_band`` restates ``comm.validation.LARGE_BYTES`` (it may not import it: that
+    module loads topologies); the two stay one threshold."""
+    from perfmodel.comm.validation import LARGE_BYTES
+    from perfmodel.intervals.features import message_band
+
+    assert message_band(LARGE_BYTES - 1) != ">=64MiB"
+    assert message_band(LARGE_BYTES) == ">=64MiB"
