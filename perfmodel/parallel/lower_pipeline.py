@@ -21,7 +21,7 @@ Every precision and overlap decision comes from the step's :class:`~perfmodel.pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -55,7 +55,7 @@ from perfmodel.parallel.schedule import (
 )
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
-from perfmodel.workload.layers import distinct_layers
+from perfmodel.workload.layers import LayerCost, distinct_layers
 
 
 class PipelineLowering(LoweringShortcuts):
@@ -624,29 +624,27 @@ class PipelineLowering(LoweringShortcuts):
         (:func:`~perfmodel.parallel.stage_memory.offloaded_activation_bytes` of one block) over
         the host link of the stage's GPU while every GPU on its CPU copies at once."""
         from perfmodel.parallel.offload import offload_stalls_s
-        from perfmodel.parallel.selective import transformer_blocks
-        from perfmodel.parallel.stage_memory import offloaded_activation_bytes
-        from perfmodel.workload.layers import layer_runs
+        from perfmodel.parallel.stage_memory import block_count, offloaded_activation_bytes
+        from perfmodel.workload.layers import runs_sum
 
         n = self.rc.activation_offload_layers
         if not n or self.P != 1:
             return 0.0, 0.0
         layers = self.wl.layers
-        total = sum(
-            k * len({la.block for la in p if la.block is not None}) for p, k in layer_runs(layers)
-        )
+        total = block_count(layers)
         act_b = self.costs.precision.activation_bytes
         one = offloaded_activation_bytes(layers, 1, act_b, self.rc.fp8_saves_fp8_inputs)
         cpu = self.costs.cpu_of(self.gpu[0])
         pairs = [(g, cpu) for g in self.pl.gpus if self.costs.cpu_of(g) == cpu]
         link_s = self.costs.transfers_time(pairs, one)
-        blocks = transformer_blocks(layers)
-        fwd = bwd = 0.0
-        for block in blocks:
-            for la in block:
-                f, bi, bw = self.costs.layer_time(la)
-                fwd, bwd = fwd + f, bwd + bi + bw
-        return offload_stalls_s(total, n, fwd / len(blocks), bwd / len(blocks), link_s)
+
+        def block_s(part: slice) -> Callable[[LayerCost], float]:
+            return lambda la: sum(self.costs.layer_time(la)[part]) if la.block is not None else 0.0
+
+        # the mean block over every block of the stack (copies counted), as the bytes above
+        fwd = runs_sum(layers, block_s(slice(0, 1))) / total
+        bwd = runs_sum(layers, block_s(slice(1, 3))) / total
+        return offload_stalls_s(total, n, fwd, bwd, link_s)
 
     def offload_wait(self, s: int, phase: str, mb: int, c: int, tids: list[int]) -> list[int]:
         """The compute stream's wait for the activation offload copies of micro-batch ``mb``

@@ -72,6 +72,13 @@ def stage_buffer_bytes(workload: Workload, layers: Sequence[LayerCost]) -> float
     return 4.0 * workload.buffers * mine / total
 
 
+def block_count(layers: Sequence[LayerCost]) -> int:
+    """Transformer blocks of ``layers`` (a stack's copies counted), e.g. 32 for Llama-3-8B."""
+    return sum(
+        n * len({la.block for la in p if la.block is not None}) for p, n in layer_runs(layers)
+    )
+
+
 def offloaded_activation_bytes(
     layers: Sequence[LayerCost], blocks: int, act_bytes: float, fp8_inputs: bool = False
 ) -> float:
@@ -104,9 +111,7 @@ def offloaded_activation_bytes(
     """
     if blocks <= 0:
         return 0.0
-    total = sum(
-        n * len({la.block for la in p if la.block is not None}) for p, n in layer_runs(layers)
-    )
+    total = block_count(layers)
     if blocks >= total:
         raise ConfigError(
             f"activation_offload_layers={blocks} must be fewer than the model's {total} "
