@@ -86,3 +86,48 @@ def test_offload_hides_on_c2c_and_stalls_on_pcie() -> None:
     roughly double the step on B300."""
     assert _step_s("gb200-nvl72", 6) == pytest.approx(_step_s("gb200-nvl72", 0), rel=1e-12)
     assert _step_s("hgx-b300", 6) > 1.5 * _step_s("hgx-b300", 0)
+
+
+_LLAMA12 = {"hidden": 1024, "layers": 12, "heads": 16, "kv_heads": 4, "ffn_hidden": 2816,
+            "seq_len": 2048, "vocab": 32000}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [("llama", {}), ("moe", {"experts": 4, "top_k": 2, "first_dense_layers": 1})],
+    ids=["stacked-llama", "dense-then-moe"],
+)
+def test_stall_compares_with_the_mean_of_every_block(monkeypatch, model: str, extra: dict) -> None:
+    """The offload schedule gets the mean block time over all 12 blocks, each block's layers
+    priced as the step prices them (a plain loop over every layer here): a stack of copies
+    (Llama: one block and a count) and a mixed stack (1 dense block, then 11 MoE blocks). The
+    mean used to run over the stack's distinct block shapes, which weighs a few unlike blocks
+    like the many copies; every zoo stack's copies are alike today, so the two agreed."""
+    import perfmodel.parallel.offload as offload_mod
+    from perfmodel.parallel.lower_pipeline import PipelineLowering
+
+    seen: list[tuple[float, float, float, float]] = []
+    lowerings: list[PipelineLowering] = []
+    real_stalls, real_method = offload_mod.offload_stalls_s, PipelineLowering._offload_stall
+
+    def spy(blocks: int, n: int, f: float, b: float, c: float) -> tuple[float, float]:
+        seen.append((blocks, n, f, b))
+        return real_stalls(blocks, n, f, b, c)
+
+    def method(self: PipelineLowering) -> tuple[float, float]:
+        lowerings.append(self)
+        return real_method(self)
+
+    monkeypatch.setattr(offload_mod, "offload_stalls_s", spy)
+    monkeypatch.setattr(PipelineLowering, "_offload_stall", method)
+    args = {**_LLAMA12, **extra}
+    sc = Scenario(system="hgx-b300", model=model, model_args=args, precision="bf16",
+                  optimizer="adam", batch_per_gpu=1, gpus=8, fidelity="analytic",
+                  software="megatron-core", software_options={"activation_offload_layers": 2})  # fmt: skip
+    predict(sc, baseline=False)
+    blocks, n, f, b = seen[0]
+    low = lowerings[0]
+    times = [low.costs.layer_time(la) for la in low.wl.layers if la.block is not None]
+    assert (blocks, n) == (12, 2)
+    assert f == pytest.approx(sum(t[0] for t in times) / 12, rel=1e-12)
+    assert b == pytest.approx(sum(t[1] + t[2] for t in times) / 12, rel=1e-12)
