@@ -134,23 +134,49 @@ class CPImpl(str, enum.Enum):
     next rank (``dkv_rotater``, always ``_AllToAllRotater``, in FP32: ``convert_to_f32`` makes
     the accumulators FP32), each permute hidden under the next step's attention kernel and the
     last one waited for after the loop (:func:`torch_cp_exposed_s`).
+
+    ``torch-compile``: the same ring traced by ``torch.compile`` (torchtitan compiles each
+    transformer block with ``fullgraph=True``, ``apply_compile`` in
+    ``torchtitan/parallelisms/parallelize_llama.py`` at 9dec370, so the SDPA call and the ring
+    it dispatches to are in the block's graph, forward and backward). The same kernels, bytes
+    and transient memory as ``torch``, but every collective is waited for where it is issued:
+    a functional collective traced by dynamo or AOTAutograd returns ``wait_tensor(result)`` at
+    once instead of an ``AsyncCollectiveTensor`` that waits at first use
+    (``torch/distributed/_functional_collectives.py`` ``_maybe_wrap_tensor`` under
+    ``_are_we_tracing()``; its module note: traced, "wait_tensor() op is immediately called"),
+    and inductor moves a wait later only with ``reorder_for_compute_comm_overlap``, off by
+    default (``torch/_inductor/config.py``, torch 2.6) and not set by torchtitan 9dec370. The
+    step-0 K/V all-gather and each FP32 dK/dV permute therefore block the compute stream
+    (:func:`torch_cp_exposed_s` with ``traced=True``).
     """
 
     TE_P2P = "te-p2p"
     TORCH = "torch"
+    TORCH_COMPILE = "torch-compile"
+
+    @property
+    def sdpa_ring(self) -> bool:
+        """Whether this is PyTorch's ``context_parallel`` ring (eager or compiled): SDPA's
+        repeated K/V exchanged, the all-gather rotater's gathered K/V live for a layer."""
+        return self is not CPImpl.TE_P2P
 
     @classmethod
     def for_fusion(cls, fusion: object) -> CPImpl:
         """The implementation of a stack's kernels: Transformer Engine's for ``te``, PyTorch's
-        for eager and ``torch.compile`` stacks."""
+        for eager stacks, PyTorch's traced by ``torch.compile`` for ``compile`` stacks."""
         from perfmodel.workload.kernels import Fusion
 
-        return cls.TE_P2P if fusion is Fusion.TE else cls.TORCH
+        if fusion is Fusion.TE:
+            return cls.TE_P2P
+        return cls.TORCH_COMPILE if fusion is Fusion.COMPILE else cls.TORCH
 
 
-def torch_cp_exposed_s(gather_s: float, permute_s: float, attention_s: float, cp: int) -> float:
+def torch_cp_exposed_s(
+    gather_s: float, permute_s: float, attention_s: float, cp: int, *, traced: bool = False
+) -> float:
     """Exposed seconds of one pass of PyTorch's all-gather-rotater ring attention
-    (:attr:`CPImpl.TORCH`).
+    (:attr:`CPImpl.TORCH`; ``traced``: :attr:`CPImpl.TORCH_COMPILE`, whose collectives are
+    waited for where they are issued, so ``exposed = gather_s + permute_s``).
 
     ``gather_s``: the pass's K/V all-gather, issued at step 0 and waited for at step 1, so only
     the first step's attention (``attention_s / cp``: the ``cp`` steps do equal work under
@@ -165,9 +191,13 @@ def torch_cp_exposed_s(gather_s: float, permute_s: float, attention_s: float, cp
     1.0
     >>> torch_cp_exposed_s(1.0, 4.0, 8.0, 4)   # 1 s permutes under 2 s steps: the last shows
     1.0
+    >>> torch_cp_exposed_s(1.0, 4.0, 8.0, 4, traced=True)   # compiled: nothing hides
+    5.0
     """
     if cp <= 1:
         return 0.0
+    if traced:
+        return max(0.0, gather_s) + max(0.0, permute_s)
     step = attention_s / cp
     exposed = max(0.0, gather_s - step)
     if permute_s > 0:

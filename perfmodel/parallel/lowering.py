@@ -679,6 +679,7 @@ def _expert_context_comm(
     beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
     (:func:`perfmodel.parallel.expert.cp_exposed_s`; PyTorch's ring, ``cp_impl`` ``torch``:
     the all-gather beyond the first step and the FP32 dK/dV permutes beyond each next step,
+    ``torch-compile``: all of them, waited for where the traced graph issues them,
     :func:`perfmodel.parallel.expert.torch_cp_exposed_s`), its bytes scaled to the exposed
     share (what the flow simulation replays)."""
     from perfmodel.parallel.expert import cp_exposed_s, torch_cp_exposed_s
@@ -709,9 +710,10 @@ def _expert_context_comm(
         if ring:
             full = sum(t for _, _, t in ring)
             size = len(groups_of["cp"][0])
-            if cp_impl is CPImpl.TORCH and cp_comm is CPComm.RING:
+            if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
                 gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
-                exposed = torch_cp_exposed_s(gather, full - gather, busy, size)
+                traced = cp_impl is CPImpl.TORCH_COMPILE
+                exposed = torch_cp_exposed_s(gather, full - gather, busy, size, traced=traced)
             else:
                 exposed = cp_exposed_s(full, busy, size, cp_comm)
             share = exposed / full if full > 0 else 0.0
@@ -897,12 +899,12 @@ def cp_gathered_kv_bytes(
     layers: Sequence[LayerCost], plan: ParallelismPlan, cp_impl: CPImpl = CPImpl.TE_P2P
 ) -> float:
     """Transient bytes of ``cp_comm=allgather`` and of PyTorch's all-gather rotater
-    (``cp_impl`` ``torch``, :class:`~perfmodel.parallel.expert.CPImpl`): one layer's K and V
-    gathered for the whole sequence (the largest ``"cp"`` all-gather output, ``cp x b x s/cp x
-    kv_heads x (d + d_v) x act_bytes``, the repeated heads for PyTorch), live while that
-    layer's attention runs; 0 for Transformer Engine's ring, whose in-flight chunk is not
+    (``cp_impl`` ``torch`` or ``torch-compile``, :class:`~perfmodel.parallel.expert.CPImpl`):
+    one layer's K and V gathered for the whole sequence (the largest ``"cp"`` all-gather
+    output, ``cp x b x s/cp x kv_heads x (d + d_v) x act_bytes``, the repeated heads for
+    PyTorch), live while that layer's attention runs; 0 for Transformer Engine's ring, whose in-flight chunk is not
     booked here."""
-    if plan.cp <= 1 or (plan.cp_comm is not CPComm.ALLGATHER and cp_impl is not CPImpl.TORCH):
+    if plan.cp <= 1 or (plan.cp_comm is not CPComm.ALLGATHER and not cp_impl.sdpa_ring):
         return 0.0
     return max(
         (

@@ -13,11 +13,13 @@ from perfmodel.api import Scenario, predict, resolve
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import (
+    CPImpl,
     context_groups,
     expert_groups,
     ring_exposed_s,
     torch_cp_exposed_s,
 )
+from perfmodel.parallel.lowering import _expert_context_comm
 from perfmodel.parallel.partition import partition
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
@@ -180,6 +182,57 @@ def test_torch_ring_exposure_golden() -> None:
     assert torch_cp_exposed_s(0.1, 0.4, 0.8, 4) == pytest.approx(0.1)
     assert torch_cp_exposed_s(0.1, 1.2, 0.8, 4) == pytest.approx(3 * 0.1 + 0.3)
     assert torch_cp_exposed_s(9.0, 9.0, 0.8, 1) == 0.0
+
+
+def test_compiled_torch_ring_exposes_every_collective_golden() -> None:
+    """Traced by torch.compile, each functional collective is waited for where it is issued:
+    the all-gather and the permutes show in full, whatever the attention beside them."""
+    assert torch_cp_exposed_s(0.5, 0.4, 0.8, 4, traced=True) == pytest.approx(0.9)
+    assert torch_cp_exposed_s(0.1, 0.4, 80.0, 4, traced=True) == pytest.approx(0.5)
+    assert torch_cp_exposed_s(9.0, 9.0, 0.8, 1, traced=True) == 0.0
+    # untraced, the same transfers under 80 s of attention leave only the last permute
+    assert torch_cp_exposed_s(0.1, 0.4, 80.0, 4) == pytest.approx(0.1)
+
+
+def test_cp_impl_follows_the_stack_fusion() -> None:
+    assert CPImpl.for_fusion(Fusion.TE) is CPImpl.TE_P2P
+    assert CPImpl.for_fusion(Fusion.EAGER) is CPImpl.TORCH
+    assert CPImpl.for_fusion(Fusion.COMPILE) is CPImpl.TORCH_COMPILE
+    assert CPImpl.TORCH.sdpa_ring and CPImpl.TORCH_COMPILE.sdpa_ring
+    assert not CPImpl.TE_P2P.sdpa_ring
+
+
+class _FlatCosts:
+    """Every collective at 1 TB/s, whatever its group (the exposure rule under test)."""
+
+    def concurrent_time(self, op: CollectiveOp, nbytes: float, groups: object, alg: str) -> float:
+        return nbytes / 1e12
+
+
+def test_lowering_exposes_the_compiled_torch_ring_in_full() -> None:
+    """One cp=4 attention layer under 10 s of compute per phase: the eager ring hides its
+    all-gather under step 0 and each permute under the next step (only the last permute
+    shows); the compiled one exposes every transfer; Transformer Engine's hides them all."""
+    args = {k: v for k, v in SMALL.items() if k not in ("experts", "top_k")}
+    w = build_model("llama", batch_size=1, precision="bf16", cp=4,
+                    kernels=KernelRecipe(fusion=Fusion.COMPILE), **args)  # fmt: skip
+    attn = next(la for la in w.layers if la.name == "layer0.attention")
+    groups = {"cp": (("g0", "g1", "g2", "g3"),)}
+
+    def exposed(impl: CPImpl, phase: str) -> tuple[float, float]:
+        got = _expert_context_comm(attn, _FlatCosts(), groups, (10.0, 10.0), "ring", {},
+                                   cp_impl=impl)  # fmt: skip
+        mine = [c for c in got if c.phase == phase]
+        return sum(c.duration_s for c in mine), sum(c.full_s for c in mine)
+
+    for phase, points in (("F", attn.fwd_comm), ("B", attn.bwd_comm)):
+        full = sum(c.message_bytes for c in points) / 1e12
+        shown, total = exposed(CPImpl.TORCH_COMPILE, phase)
+        assert total == pytest.approx(full) and shown == pytest.approx(full)
+        assert exposed(CPImpl.TE_P2P, phase)[0] == pytest.approx(0.0)
+    last_permute = attn.bwd_comm[1].message_bytes / 4 / 1e12
+    assert exposed(CPImpl.TORCH, "F")[0] == pytest.approx(0.0)
+    assert exposed(CPImpl.TORCH, "B")[0] == pytest.approx(last_permute)
 
 
 def test_ring_overlap_golden() -> None:
