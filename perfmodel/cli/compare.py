@@ -147,7 +147,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_interval_arg(
         p,
-        "mark plans whose prediction interval (default 0.8) overlaps the best plan's as "
+        "mark plans whose prediction interval (default %(default)s) overlaps the best plan's as "
         "statistically tied (docs/intervals.md); off: no intervals",
     )
     add_quiet_arg(p)

@@ -18,6 +18,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
+    INTERVAL_LEVEL,
     SYSTEM_KEYS,
     TypedFlag,
     add_documented_command,
@@ -191,8 +192,8 @@ def _add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_interval_arg(
         p,
-        "prediction interval from the published runs like this one (default 0.8, an 80%% "
-        "range; e.g. 0.9, or off): split conformal prediction over the validation record, "
+        "prediction interval from the published runs like this one (default %(default)s, "
+        f"an {INTERVAL_LEVEL:.0%}% range; e.g. 0.9, or off): split conformal prediction over the validation record, "
         "docs/intervals.md",
     )
     p.add_argument(

@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the grid size and first scenario")
     add_interval_arg(
         p,
-        "each row's prediction interval (default 0.8: *_low/*_high fields, "
+        "each row's prediction interval (default %(default)s: *_low/*_high fields, "
         "docs/intervals.md); off: none",
     )
     add_quiet_arg(p, "no progress on stderr")

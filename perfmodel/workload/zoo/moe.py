@@ -539,9 +539,10 @@ def routed_experts(
     InfeasiblePlanError
         ``tp``/``etp`` or ``ep`` that does not divide the experts' width or count.
     """
+    experts, top_k = _positive("experts", experts), _positive("top_k", top_k)
     m = MoeConfig(
-        experts=_positive("experts", experts),
-        top_k=_positive("top_k", top_k),
+        experts=experts,
+        top_k=top_k,
         expert_ffn_hidden=_positive("expert_ffn_hidden", expert_ffn_hidden),
         shared_experts=_positive("shared_experts", shared_experts, 0),
         moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
@@ -550,8 +551,8 @@ def routed_experts(
         load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
         capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
         routing_groups=_routing_groups(
-            _positive("experts", experts),
-            _positive("top_k", top_k),
+            experts,
+            top_k,
             _positive("router_groups", router_groups, 0),
             _positive("router_group_topk", router_group_topk, 0),
         ),
