@@ -62,9 +62,9 @@ from perfmodel.workload.zoo.transformer import (
     _col_comms,
     _row_comms,
     _row_linear,
-    check_config,
     dense_mlp,
     layered_decoder,
+    rotary_decoder_config,
     self_attention,
 )
 
@@ -540,6 +540,8 @@ def routed_experts(
         ``tp``/``etp`` or ``ep`` that does not divide the experts' width or count.
     """
     experts, top_k = _positive("experts", experts), _positive("top_k", top_k)
+    if top_k > experts:  # before the routing groups, which could not hold them either
+        raise ConfigError(f"top_k={top_k} exceeds experts={experts}", value=top_k, where="top_k")
     m = MoeConfig(
         experts=experts,
         top_k=top_k,
@@ -558,10 +560,6 @@ def routed_experts(
         ),
         aux_loss=bool(aux_loss),
     )
-    if m.top_k > m.experts:
-        raise ConfigError(
-            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
-        )
     if m.expert_ffn_hidden % net.etp:
         name = "tp" if net.etp == net.tp else "etp"
         raise InfeasiblePlanError(
@@ -644,7 +642,8 @@ def moe(
                 value=flash_attention,
                 where="flash_attention",
             )
-    cfg = TransformerConfig(
+    cfg = rotary_decoder_config(
+        net,
         hidden=hidden,
         layers=layers,
         heads=heads,
@@ -652,16 +651,11 @@ def moe(
         ffn_hidden=ffn_hidden,
         seq_len=seq_len,
         vocab=vocab,
-        rms_norm=True,
-        gated_mlp=True,
         bias=False,
-        dropout=False,
         flash_attention=flash_attention,
         head_size=head_dim,
         qk_norm=bool(qk_norm),
-        rope=True,
     )
-    check_config(cfg, net.tp)
     m = routed_experts(
         net,
         experts=experts,
