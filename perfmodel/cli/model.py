@@ -386,17 +386,15 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
+    precision = Precision.parse(args.precision, where="--precision")
     # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
-    check_precision_runs(
-        gpu, Precision.parse(args.precision, where="--precision"), where="--precision"
-    )
+    check_precision_runs(gpu, precision, where="--precision")
     from perfmodel.parallel.plan import ParallelismPlan
     from perfmodel.parallel.recipe import build_recipe
     from perfmodel.parallel.software import get_preset
     from perfmodel.search.screen import recipe_memory
     from perfmodel.workload.memory import Optimizer
 
-    precision = Precision.parse(args.precision, where="--precision")
     optimizer = Optimizer.parse(args.optimizer, where="--optimizer")
     preset = get_preset(args.software)
     plan = ParallelismPlan(tp=args.tp, zero=0)  # one replica: nothing sharded
