@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfmodel._schema import FLAG_WORDS
 from perfmodel.cli import _types as ty
+from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.intervals import DEFAULT_LEVEL
 from perfmodel.scenario import HARDWARE_FIELDS
@@ -181,6 +182,11 @@ def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
         metavar="LEVEL|off",
         help=help,
     )
+
+
+#: The ``--precision`` values, :class:`perfmodel.dtypes.Precision`'s in its order (``fp32`` ...
+#: ``fp8``): the choices and help texts of every command that takes the flag.
+PRECISIONS = tuple(p.value for p in Precision)
 
 
 def add_format_args(parser: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli import error_exit
 from perfmodel.cli._common import (
     DURATION_HELP,
+    PRECISIONS,
     SYSTEM_KEYS,
     TypedFlag,
     add_documented_command,
@@ -124,7 +125,7 @@ def register(subparsers: Any) -> None:
         type=ty.batch_int("--batch-per-gpu"),
         help="samples per replica per step",
     )
-    p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
+    p.add_argument("--precision", default=None, choices=PRECISIONS)
     p.add_argument(
         "--optimizer", default=None, choices=["sgd", "momentum", "adam", "adamw", "lamb"]
     )

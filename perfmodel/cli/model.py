@@ -29,6 +29,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
+    PRECISIONS,
     add_command_group,
     add_model_arg,
     attention_kind,
@@ -64,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="per-GPU micro-batch (default 1)",
     )
     show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
-    show.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
+    show.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
     show.add_argument(
         "--tp",
         type=ty.positive_int("--tp"),
@@ -96,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("name", help="zoo model")
     add_model_arg(mb)
     mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
-    mb.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
+    mb.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
     mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
     mb.add_argument("--recompute", default="none", help="none|selective|full")
     mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")

@@ -19,6 +19,7 @@ from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     INTERVAL_LEVEL,
+    PRECISIONS,
     SYSTEM_KEYS,
     TypedFlag,
     add_documented_command,
@@ -60,7 +61,7 @@ def register(subparsers: Any) -> None:
         type=ty.batch_int("--global-batch", global_batch=True),
         help="samples per step over all replicas",
     )
-    p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
+    p.add_argument("--precision", choices=PRECISIONS)
     p.add_argument(
         "--fp8-recipe",
         choices=["te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8"],
