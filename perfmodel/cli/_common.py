@@ -188,6 +188,18 @@ def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
 #: ``fp8``): the choices and help texts of every command that takes the flag.
 PRECISIONS = tuple(p.value for p in Precision)
 
+# The values of the other choice flags that several commands take, one list each: their enums
+# live below the CLI, in modules that building a parser does not load (issue 14, cold start);
+# tests/cli/test_choice_lists.py checks each list against its enum.
+#: ``--fp8-recipe``: :class:`perfmodel.workload.kernels.Fp8Recipe`.
+FP8_RECIPES = ("te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8")
+#: ``--optimizer``: :class:`perfmodel.workload.memory.Optimizer`.
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
+#: ``--recompute``: :class:`perfmodel.workload.memory.Recompute`.
+RECOMPUTE = ("none", "selective", "full")
+#: ``--fidelity``: :class:`perfmodel.scenario_parse.Fidelity`.
+FIDELITIES = ("simulated", "analytic")
+
 
 def add_format_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_mutually_exclusive_group()

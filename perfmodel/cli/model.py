@@ -29,7 +29,10 @@ from typing import Any
 from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
+    FP8_RECIPES,
+    OPTIMIZERS,
     PRECISIONS,
+    RECOMPUTE,
     add_command_group,
     add_model_arg,
     attention_kind,
@@ -84,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     show.add_argument(
         "--fp8-recipe",
-        choices=["te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8"],
+        choices=FP8_RECIPES,
         help="with --precision fp8: the recipe whose cast kernels follow each FP8 linear "
         "(default te-delayed)",
     )
@@ -98,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_model_arg(mb)
     mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
     mb.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
-    mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
-    mb.add_argument("--recompute", default="none", help="none|selective|full")
+    mb.add_argument("--optimizer", default="sgd", help="|".join(OPTIMIZERS))
+    mb.add_argument("--recompute", default="none", help="|".join(RECOMPUTE))
     mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
     mb.add_argument(
         "--software",
