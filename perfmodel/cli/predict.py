@@ -198,8 +198,8 @@ def _add_output_args(p: argparse.ArgumentParser) -> None:
     add_interval_arg(
         p,
         "prediction interval from the published runs like this one (default %(default)s, "
-        f"an {INTERVAL_LEVEL:.0%}% range; e.g. 0.9, or off): split conformal prediction over the validation record, "
-        "docs/intervals.md",
+        f"an {INTERVAL_LEVEL:.0%}% range; e.g. 0.9, or off): split conformal prediction over "
+        "the validation record, docs/intervals.md",
     )
     p.add_argument(
         "--explain",
