@@ -2,6 +2,8 @@
 and each list is its enum's values in the enum's order: a value added to the model is offered by
 every command, and none is offered that the model would refuse."""
 
+import argparse
+
 import pytest
 
 from perfmodel.cli import _common as c
@@ -26,6 +28,15 @@ def test_a_choice_list_is_its_enums_values(values, enum):
     assert values == tuple(e.value for e in enum)
 
 
+def _actions(parser):
+    """Every action of ``parser`` and of its subcommands' parsers."""
+    for a in parser._actions:
+        yield a
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                yield from _actions(sub)
+
+
 @pytest.mark.parametrize(
     ("command", "flag", "values"),
     [
@@ -42,12 +53,5 @@ def test_a_choice_list_is_its_enums_values(values, enum):
     ],
 )
 def test_every_command_offers_the_list(command, flag, values):
-    def actions(parser):
-        for a in parser._actions:
-            yield a
-            for sub in getattr(a, "choices", None) or {}:
-                if hasattr(a.choices, "items"):
-                    yield from actions(a.choices[sub])
-
-    found = [a for a in actions(build_parser(command)) if flag in a.option_strings]
+    found = [a for a in _actions(build_parser(command)) if flag in a.option_strings]
     assert found and all(tuple(a.choices) == values for a in found)
