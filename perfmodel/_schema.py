@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from perfmodel.errors import ConfigError, PerfModelError, SchemaError
@@ -98,9 +99,19 @@ def as_bool(
     return value
 
 
+#: The words a boolean is written with in text (lower case; read in any case): the one table
+#: of :func:`parse_flag`, of ``--model-arg`` values (``perfmodel.cli._common.model_arg_value``,
+#: where ``1``/``0`` are read as integers first) and of the zoo's model arguments.
+FLAG_WORDS: Mapping[str, bool] = MappingProxyType(
+    dict.fromkeys(("true", "yes", "on", "1"), True)
+    | dict.fromkeys(("false", "no", "off", "0"), False)
+)
+
+
 def parse_flag(v: Any, *, where: str) -> bool:
-    """A boolean from a scenario, a file or a sweep axis: ``True``/``False``, or true/false,
-    yes/no, on/off, 1/0 in any case; anything else is a :class:`ConfigError` naming ``where``.
+    """A boolean from a scenario, a file or a sweep axis: ``True``/``False``, or one of
+    :data:`FLAG_WORDS` (true/false, yes/no, on/off, 1/0 in any case); anything else is a
+    :class:`ConfigError` naming ``where``.
 
     >>> parse_flag("False", where="x"), parse_flag(1, where="x")
     (False, True)
@@ -108,10 +119,8 @@ def parse_flag(v: Any, *, where: str) -> bool:
     if isinstance(v, bool):
         return v
     text = str(v).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
+    if text in FLAG_WORDS:
+        return FLAG_WORDS[text]
     raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
 
 

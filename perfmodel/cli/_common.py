@@ -13,8 +13,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfmodel._schema import FLAG_WORDS
 from perfmodel.cli import _types as ty
+from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
+from perfmodel.intervals import DEFAULT_LEVEL
 from perfmodel.scenario import HARDWARE_FIELDS
 
 if TYPE_CHECKING:  # the topology stack (networkx) loads when a system is built, not at parse
@@ -164,9 +167,9 @@ def system_from_args(args: argparse.Namespace) -> Topology:
     return topo
 
 
-#: ``--interval``'s default level: :data:`perfmodel.intervals.conformal.DEFAULT_LEVEL` (kept
-#: here so that building the parser loads no interval machinery; a test checks they agree).
-INTERVAL_LEVEL = 0.8
+#: ``--interval``'s default level: :data:`perfmodel.intervals.DEFAULT_LEVEL` (the package's
+#: ``__init__`` alone: building the parser loads no interval machinery).
+INTERVAL_LEVEL = DEFAULT_LEVEL
 
 
 def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
@@ -179,6 +182,23 @@ def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
         metavar="LEVEL|off",
         help=help,
     )
+
+
+#: The ``--precision`` values, :class:`perfmodel.dtypes.Precision`'s in its order (``fp32`` ...
+#: ``fp8``): the choices and help texts of every command that takes the flag.
+PRECISIONS = tuple(p.value for p in Precision)
+
+# The values of the other choice flags that several commands take, one list each: their enums
+# live below the CLI, in modules that building a parser does not load (issue 14, cold start);
+# tests/cli/test_choice_lists.py checks each list against its enum.
+#: ``--fp8-recipe``: :class:`perfmodel.workload.kernels.Fp8Recipe`.
+FP8_RECIPES = ("te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8")
+#: ``--optimizer``: :class:`perfmodel.workload.memory.Optimizer`.
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
+#: ``--recompute``: :class:`perfmodel.workload.memory.Recompute`.
+RECOMPUTE = ("none", "selective", "full")
+#: ``--fidelity``: :class:`perfmodel.scenario_parse.Fidelity`.
+FIDELITIES = ("simulated", "analytic")
 
 
 def add_format_args(parser: argparse.ArgumentParser) -> None:
@@ -198,7 +218,6 @@ MODEL_ARG_HELP = (
 )
 
 _INT = re.compile(r"[+-]?[0-9]+")
-_BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
 def add_model_arg(parser: argparse.ArgumentParser | Any) -> None:
@@ -258,8 +277,8 @@ def model_arg_value(text: str, key: str = "") -> Any:
         return v
     if _INT.fullmatch(v):
         return int(v)
-    if v.lower() in _BOOLS:
-        return _BOOLS[v.lower()]
+    if v.lower() in FLAG_WORDS:  # after the integers: "1" and "0" stay integers
+        return FLAG_WORDS[v.lower()]
     if "," in v:
         items = [t.strip() for t in v.split(",") if t.strip()]
         if items and all(_INT.fullmatch(t) for t in items):

@@ -28,6 +28,10 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli import error_exit
 from perfmodel.cli._common import (
     DURATION_HELP,
+    FIDELITIES,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
     SYSTEM_KEYS,
     TypedFlag,
     add_documented_command,
@@ -124,10 +128,8 @@ def register(subparsers: Any) -> None:
         type=ty.batch_int("--batch-per-gpu"),
         help="samples per replica per step",
     )
-    p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
-    p.add_argument(
-        "--optimizer", default=None, choices=["sgd", "momentum", "adam", "adamw", "lamb"]
-    )
+    p.add_argument("--precision", default=None, choices=PRECISIONS)
+    p.add_argument("--optimizer", default=None, choices=OPTIMIZERS)
     p.add_argument(
         "--software", help="software preset (megatron, pytorch-ddp, deepspeed-zero1, ...)"
     )
@@ -147,7 +149,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_interval_arg(
         p,
-        "mark plans whose prediction interval (default 0.8) overlaps the best plan's as "
+        "mark plans whose prediction interval (default %(default)s) overlaps the best plan's as "
         "statistically tied (docs/intervals.md); off: no intervals",
     )
     add_quiet_arg(p)
@@ -181,7 +183,7 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="ZeRO stages (default: what the software preset runs: its own stage for fsdp, "
         "torchtitan and deepspeed-zero2/3, else 0,1)",
     )
-    s.add_argument("--recompute", default="none,selective,full", help="recomputation settings")
+    s.add_argument("--recompute", default=",".join(RECOMPUTE), help="recomputation settings")
     s.add_argument(
         "--sequence-parallel",
         help="false, true or false,true (default: the software preset's: on with tp > 1 for "
@@ -249,9 +251,7 @@ def _add_cost_args(p: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--deadline", type=ty.positive_float("--deadline"), help="hours the run may take"
     )
-    c.add_argument(
-        "--fidelity", default="simulated", choices=["simulated", "analytic"], help="what-if"
-    )
+    c.add_argument("--fidelity", default="simulated", choices=FIDELITIES, help="what-if")
     add_typed_args(c, STATISTICAL_EFFICIENCY_FLAGS)
     c.add_argument(
         "--tta-data", help="JSONL with time_to_accuracy rows to fit (seeds.jsonl schema)"

@@ -17,7 +17,13 @@ import argparse
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import SYSTEM_KEYS, add_documented_command, add_system_args, print_json
+from perfmodel.cli._common import (
+    PRECISIONS,
+    SYSTEM_KEYS,
+    add_documented_command,
+    add_system_args,
+    print_json,
+)
 from perfmodel.errors import ConfigError
 
 
@@ -41,7 +47,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--precision",
-        help="fp32|tf32|fp16|bf16|fp8 of the traced run (default: a perfmodel export's own, "
+        help=f"{'|'.join(PRECISIONS)} of the traced run (default: a perfmodel export's own, "
         "else fp32)",
     )
     add_system_args(p, required=False)  # its --gpu: the GPU the trace was recorded on

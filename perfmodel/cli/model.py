@@ -29,6 +29,10 @@ from typing import Any
 from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
+    FP8_RECIPES,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
     add_command_group,
     add_model_arg,
     attention_kind,
@@ -64,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="per-GPU micro-batch (default 1)",
     )
     show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
-    show.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
+    show.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
     show.add_argument(
         "--tp",
         type=ty.positive_int("--tp"),
@@ -83,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     show.add_argument(
         "--fp8-recipe",
-        choices=["te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8"],
+        choices=FP8_RECIPES,
         help="with --precision fp8: the recipe whose cast kernels follow each FP8 linear "
         "(default te-delayed)",
     )
@@ -96,9 +100,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("name", help="zoo model")
     add_model_arg(mb)
     mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
-    mb.add_argument("--precision", default="fp32", help="fp32|tf32|fp16|bf16|fp8")
-    mb.add_argument("--optimizer", default="sgd", help="sgd|momentum|adam|adamw|lamb")
-    mb.add_argument("--recompute", default="none", help="none|selective|full")
+    mb.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
+    mb.add_argument("--optimizer", default="sgd", help="|".join(OPTIMIZERS))
+    mb.add_argument("--recompute", default="none", help="|".join(RECOMPUTE))
     mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
     mb.add_argument(
         "--software",
@@ -386,17 +390,15 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from perfmodel.workload.memory import max_batch_size
 
     gpu = get_gpu(args.gpu, where="--gpu")
+    precision = Precision.parse(args.precision, where="--precision")
     # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
-    check_precision_runs(
-        gpu, Precision.parse(args.precision, where="--precision"), where="--precision"
-    )
+    check_precision_runs(gpu, precision, where="--precision")
     from perfmodel.parallel.plan import ParallelismPlan
     from perfmodel.parallel.recipe import build_recipe
     from perfmodel.parallel.software import get_preset
     from perfmodel.search.screen import recipe_memory
     from perfmodel.workload.memory import Optimizer
 
-    precision = Precision.parse(args.precision, where="--precision")
     optimizer = Optimizer.parse(args.optimizer, where="--optimizer")
     preset = get_preset(args.software)
     plan = ParallelismPlan(tp=args.tp, zero=0)  # one replica: nothing sharded

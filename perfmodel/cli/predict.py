@@ -18,6 +18,12 @@ from typing import Any
 from perfmodel import units
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
+    FIDELITIES,
+    FP8_RECIPES,
+    INTERVAL_LEVEL,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
     SYSTEM_KEYS,
     TypedFlag,
     add_documented_command,
@@ -59,10 +65,10 @@ def register(subparsers: Any) -> None:
         type=ty.batch_int("--global-batch", global_batch=True),
         help="samples per step over all replicas",
     )
-    p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16", "fp8"])
+    p.add_argument("--precision", choices=PRECISIONS)
     p.add_argument(
         "--fp8-recipe",
-        choices=["te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8"],
+        choices=FP8_RECIPES,
         help="FP8 recipe of --precision fp8 (default: the software preset's, printed by "
         "--explain): its cast/amax/transpose kernels, split-accumulation GEMM passes, FP8 "
         "gathers and weight caches (docs/workload.md)",
@@ -81,7 +87,7 @@ def register(subparsers: Any) -> None:
         "[,zero=Z,recompute=..,sp,mode=..,hybrid=owt], or a compare row's label as printed "
         "('dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full sp')",
     )
-    p.add_argument("--recompute", choices=["none", "selective", "full"])
+    p.add_argument("--recompute", choices=RECOMPUTE)
     add_quiet_arg(p)
     _add_software_args(p)
     _add_data_args(p)
@@ -121,7 +127,7 @@ def _add_software_args(p: argparse.ArgumentParser) -> None:
         "(ub_tp_comm_overlap, grad_reduce_in_fp32, bucket_cap_mb, optim.dtype, "
         "cpu_offloading_num_layers, cross_entropy_fusion_impl...); docs/predict.md",
     )
-    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw", "lamb"])
+    p.add_argument("--optimizer", choices=OPTIMIZERS)
     p.add_argument(
         "--memory-format",
         help="convolution memory format: nchw (PyTorch's default contiguous layout) or nhwc "
@@ -171,7 +177,7 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
 def _add_output_args(p: argparse.ArgumentParser) -> None:
     """``predict``'s flags of the calibration, the executor and what is written or printed."""
     p.add_argument("--calibration", help="calibration profile JSON (perfmodel calibrate)")
-    p.add_argument("--fidelity", choices=["simulated", "analytic"])
+    p.add_argument("--fidelity", choices=FIDELITIES)
     p.add_argument(
         "--trace",
         type=ty.output_file("--trace", ".json"),
@@ -191,9 +197,9 @@ def _add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_interval_arg(
         p,
-        "prediction interval from the published runs like this one (default 0.8, an 80%% "
-        "range; e.g. 0.9, or off): split conformal prediction over the validation record, "
-        "docs/intervals.md",
+        "prediction interval from the published runs like this one (default %(default)s, "
+        f"an {INTERVAL_LEVEL:.0%}% range; e.g. 0.9, or off): split conformal prediction over "
+        "the validation record, docs/intervals.md",
     )
     p.add_argument(
         "--explain",

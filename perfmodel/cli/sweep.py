@@ -20,6 +20,7 @@ from typing import Any
 
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
+    FIDELITIES,
     add_documented_command,
     add_interval_arg,
     add_quiet_arg,
@@ -52,14 +53,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--scheduler", help="dask.distributed scheduler address (default: local cluster)"
     )
-    p.add_argument(
-        "--fidelity", choices=["simulated", "analytic"], help="override the base fidelity"
-    )
+    p.add_argument("--fidelity", choices=FIDELITIES, help="override the base fidelity")
     p.add_argument("--retry-errors", action="store_true", help="evaluate error rows again")
     p.add_argument("--dry-run", action="store_true", help="print the grid size and first scenario")
     add_interval_arg(
         p,
-        "each row's prediction interval (default 0.8: *_low/*_high fields, "
+        "each row's prediction interval (default %(default)s: *_low/*_high fields, "
         "docs/intervals.md); off: none",
     )
     add_quiet_arg(p, "no progress on stderr")

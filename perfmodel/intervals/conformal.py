@@ -65,11 +65,9 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel.errors import ConfigError
+from perfmodel.intervals import DEFAULT_LEVEL
 from perfmodel.intervals.features import Features, Quantity
 from perfmodel.intervals.record import ResidualRow
-
-#: The default interval level (80 %: issue 26).
-DEFAULT_LEVEL = 0.8
 
 #: A pool needs rows from at least this many publications: one publication's rows share one
 #: setup, so alone they say how that setup errs, not how a new one does.

@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from perfmodel.intervals import DEFAULT_LEVEL
+
 Evaluator = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 KeyFunction = Callable[[Mapping[str, Any]], str]
 
@@ -30,7 +32,7 @@ def _report(scenario: Mapping[str, Any], *, baseline: bool) -> dict[str, Any]:
     return predict(sc, baseline=baseline).to_dict()
 
 
-def interval_evaluator(scenario: Mapping[str, Any], level: float = 0.8) -> dict[str, Any]:
+def interval_evaluator(scenario: Mapping[str, Any], level: float = DEFAULT_LEVEL) -> dict[str, Any]:
     """:func:`default_evaluator`'s report with the prediction interval at ``level``
     (:meth:`perfmodel.intervals.answers.StepInterval.to_dict`: ``<field>_low``, ``<field>_high``,
     ``interval_level``, ``interval_basis``, ...): a sweep row's range (issue 26). Picklable with

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from perfmodel._memo import BoundedMemo
+from perfmodel._schema import FLAG_WORDS
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload._net import Net
@@ -532,10 +533,8 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if isinstance(default, bool) or text.lower() in ("true", "false"):
-            if text.lower() in ("true", "1", "yes", "on"):
-                return True
-            if text.lower() in ("false", "0", "no", "off"):
-                return False
+            if text.lower() in FLAG_WORDS:
+                return FLAG_WORDS[text.lower()]
             raise ConfigError(f"model arg {key}={value!r} is not a boolean", value=value, where=key)
         if "," in text and isinstance(default, int) and not isinstance(default, bool):
             raise ConfigError(

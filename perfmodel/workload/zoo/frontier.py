@@ -74,20 +74,12 @@ from perfmodel.workload.zoo.transformer import (
     TransformerConfig,
     _column_linear,
     block_norm,
-    check_config,
     dense_mlp,
     layered_decoder,
+    rotary_decoder_config,
     self_attention,
     transformer_layer,
 )
-
-
-def _config(net: Net, **fields: Any) -> TransformerConfig:
-    """The models' shared transformer shape (pre-norm RMSNorm, gated MLP, RoPE, no dropout)
-    with ``fields``, checked against the rank's tensor parallelism."""
-    cfg = TransformerConfig(rms_norm=True, gated_mlp=True, dropout=False, rope=True, **fields)
-    check_config(cfg, net.tp)
-    return cfg
 
 
 def _last(net: Net, name: str) -> int:
@@ -286,7 +278,7 @@ def gpt_oss(
     and ``heads`` sinks (``q = heads d``); router ``h E + E``; experts ``E (3 h f + 2 f + h)``;
     two RMSNorms. Embedding and untied head ``vocab h`` each, final RMSNorm ``h``.
     """
-    cfg = _config(
+    cfg = rotary_decoder_config(
         net,
         hidden=hidden,
         layers=layers,
@@ -360,7 +352,7 @@ def llama4(
     dense SwiGLU of ``ffn_hidden``; it attends in chunks of ``attention_chunk`` unless
     ``(i + 1) % nope_every == 0`` (no rotary embedding, whole causal context).
     """
-    cfg = _config(
+    cfg = rotary_decoder_config(
         net,
         hidden=hidden,
         layers=layers,
@@ -441,7 +433,7 @@ def grok1(
     Per layer: attention ``h (q + 2 kv d) + q h``, router ``h E``, experts ``3 E h f``, four
     RMSNorms ``h``; embedding ``vocab h`` (tied to the output), final RMSNorm ``h``.
     """
-    cfg = _config(
+    cfg = rotary_decoder_config(
         net,
         hidden=hidden,
         layers=layers,

@@ -62,9 +62,9 @@ from perfmodel.workload.zoo.transformer import (
     _col_comms,
     _row_comms,
     _row_linear,
-    check_config,
     dense_mlp,
     layered_decoder,
+    rotary_decoder_config,
     self_attention,
 )
 
@@ -539,9 +539,12 @@ def routed_experts(
     InfeasiblePlanError
         ``tp``/``etp`` or ``ep`` that does not divide the experts' width or count.
     """
+    experts, top_k = _positive("experts", experts), _positive("top_k", top_k)
+    if top_k > experts:  # before the routing groups, which could not hold them either
+        raise ConfigError(f"top_k={top_k} exceeds experts={experts}", value=top_k, where="top_k")
     m = MoeConfig(
-        experts=_positive("experts", experts),
-        top_k=_positive("top_k", top_k),
+        experts=experts,
+        top_k=top_k,
         expert_ffn_hidden=_positive("expert_ffn_hidden", expert_ffn_hidden),
         shared_experts=_positive("shared_experts", shared_experts, 0),
         moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
@@ -550,17 +553,13 @@ def routed_experts(
         load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
         capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
         routing_groups=_routing_groups(
-            _positive("experts", experts),
-            _positive("top_k", top_k),
+            experts,
+            top_k,
             _positive("router_groups", router_groups, 0),
             _positive("router_group_topk", router_group_topk, 0),
         ),
         aux_loss=bool(aux_loss),
     )
-    if m.top_k > m.experts:
-        raise ConfigError(
-            f"top_k={m.top_k} exceeds experts={m.experts}", value=m.top_k, where="top_k"
-        )
     if m.expert_ffn_hidden % net.etp:
         name = "tp" if net.etp == net.tp else "etp"
         raise InfeasiblePlanError(
@@ -643,7 +642,8 @@ def moe(
                 value=flash_attention,
                 where="flash_attention",
             )
-    cfg = TransformerConfig(
+    cfg = rotary_decoder_config(
+        net,
         hidden=hidden,
         layers=layers,
         heads=heads,
@@ -651,16 +651,11 @@ def moe(
         ffn_hidden=ffn_hidden,
         seq_len=seq_len,
         vocab=vocab,
-        rms_norm=True,
-        gated_mlp=True,
         bias=False,
-        dropout=False,
         flash_attention=flash_attention,
         head_size=head_dim,
         qk_norm=bool(qk_norm),
-        rope=True,
     )
-    check_config(cfg, net.tp)
     m = routed_experts(
         net,
         experts=experts,

@@ -20,6 +20,7 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from perfmodel._enum import parse_enum, snake, squash
 from perfmodel.errors import ConfigError, InfeasiblePlanError
@@ -103,6 +104,17 @@ def check_config(cfg: TransformerConfig, tp: int) -> None:
                 value=tp,
                 where="tp",
             )
+
+
+def rotary_decoder_config(net: Net, **fields: Any) -> TransformerConfig:
+    """The shape today's decoders share, Llama's (Touvron et al. 2023): pre-norm RMSNorm, gated
+    (SwiGLU) MLP, rotary positions, no dropout; with ``fields`` (sizes, ``bias``, ...), checked
+    against the rank's tensor parallelism (:func:`check_config`). The configuration of
+    :func:`perfmodel.workload.zoo.moe.moe` and the :mod:`~perfmodel.workload.zoo.frontier`
+    builders."""
+    cfg = TransformerConfig(rms_norm=True, gated_mlp=True, dropout=False, rope=True, **fields)
+    check_config(cfg, net.tp)
+    return cfg
 
 
 def block_norm(
@@ -948,6 +960,7 @@ __all__ = [
     "dense_mlp",
     "gpt",
     "llama",
+    "rotary_decoder_config",
     "self_attention",
     "swiglu_ffn_hidden",
     "transformer_layer",
