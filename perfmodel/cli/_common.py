@@ -139,6 +139,14 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         help="NCCL release whose P2P level applies (e.g. 2.7, 2.18.3; default 2.27: P2P only "
         "through PCIe switches, except AMD hosts with <= 2 GPUs)",
     )
+    g.add_argument(
+        "--nccl-env",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an NCCL variable of the job (repeatable): NCCL_ALGO (e.g. ^NVLS, Ring, "
+        "allreduce:tree), NCCL_PROTO (e.g. ^LL128), NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0 "
+        "take what they switch off out of NCCL's choice; others change nothing",
+    )
 
 
 def system_from_args(args: argparse.Namespace) -> Topology:
@@ -161,6 +169,10 @@ def system_from_args(args: argparse.Namespace) -> Topology:
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
         topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl, where="--nccl"))
+    if getattr(args, "nccl_env", None):
+        from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
+
+        topo = with_nccl_env(topo, NcclEnv.parse_assignments(args.nccl_env, where="--nccl-env"))
     return topo
 
 

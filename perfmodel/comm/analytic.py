@@ -328,7 +328,7 @@ class AnalyticCommModel:
                 t, lat = self.nccl.chain_time(op, m, info, t, a, p, lat, bw)
                 return self._result(op, m, info, t, a, p, lat, bw)
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
-            cands = [c for c in self.nccl.candidates(op, m, info) if c[1] is algo]
+            cands = [c for c in self.nccl.candidates(op, m, info, forced=algo) if c[1] is algo]
             if not cands:
                 raise ConfigError(
                     f"{algo.value} is not available for {op.value} on this group",

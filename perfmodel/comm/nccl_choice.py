@@ -21,6 +21,7 @@ import perfmodel.comm.closed_form as cf
 import perfmodel.comm.params as P
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupInfo, gpu_reduce_Bps
+from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of
 from perfmodel.comm.nccl_graph import inter_graph_channels
 from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
@@ -34,7 +35,7 @@ from perfmodel.comm.tuner import (
     released,
     tuner_for,
 )
-from perfmodel.errors import PerfModelError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
 
@@ -51,6 +52,10 @@ class NcclChoice:
     ----------
     tuner, cpu_vendor, release
         What :func:`tuner_of` reads off the topology.
+    env
+        The job's NCCL environment (:class:`~perfmodel.comm.nccl_env.NcclEnv`, recorded on the
+        topology by :func:`~perfmodel.comm.nccl_env.with_nccl_env`): the algorithms and
+        protocols it switches off are not candidates.
     """
 
     def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
@@ -58,6 +63,7 @@ class NcclChoice:
         self.links = links
         self.link_params = link_params
         self.tuner, self.cpu_vendor, self.release = tuner_of(topology)
+        self.env: NcclEnv = nccl_env_of(topology)
         #: (op, id of a GroupInfo) -> (that GroupInfo, :meth:`table`)
         self._tables: BoundedMemo[tuple[CollectiveOp, int], tuple[GroupInfo, list[Any]]] = (
             BoundedMemo(PATTERN_MEMO_SIZE)
@@ -89,9 +95,20 @@ class NcclChoice:
                 yield proto, algo
 
     def candidates(
-        self, op: CollectiveOp, m: float, info: GroupInfo
+        self, op: CollectiveOp, m: float, info: GroupInfo, forced: Algorithm | None = None
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
-        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice.
+        """(time, algorithm, protocol, latency, busbw) of every choice NCCL's tuner weighs
+        that the job's environment (:attr:`env`) leaves on: ``NCCL_ALGO`` / ``NCCL_PROTO`` /
+        ``NCCL_NVLS_ENABLE`` / ``NCCL_COLLNET_ENABLE`` drop theirs, as NCCL's
+        ``algoEnable`` / ``protoEnable`` do before its tuner compares times. ``forced``: the
+        algorithm a caller forces (``--algorithm``), kept whatever ``NCCL_ALGO`` says; the
+        protocols the environment switches off stay off.
+
+        Raises
+        ------
+        ConfigError
+            The environment leaves no algorithm and protocol for ``op`` on this group (NCCL
+            fails the call: "no algorithm/protocol available").
 
         The size-free part of each choice is :meth:`table`'s, kept per (op, group
         analysis); here only what reads ``m`` is applied, in the same order of operations as
@@ -126,7 +143,21 @@ class NcclChoice:
         if op is CollectiveOp.ALLREDUCE:
             out.extend(self.in_switch_candidates(m, info))
         out.extend(recent_candidates(self, op, m, info))
-        return out
+        env = self.env
+        if env.default or not out:
+            return out
+        if forced is not None:  # the caller's algorithm: the protocols alone are filtered
+            return [c for c in out if (op, c[2]) not in env.disabled_protocols]
+        kept = [c for c in out if env.allows(op, c[1], c[2])]
+        if not kept:
+            raise ConfigError(
+                f"{env.where}: {env.text()} leaves NCCL no algorithm and protocol for "
+                f"{op.value} on this group (it weighs "
+                f"{', '.join(sorted({f'{c[1].value}/{c[2].value}' for c in out}))})",
+                value=env.text(),
+                where=env.where,
+            )
+        return kept
 
     def table(
         self, op: CollectiveOp, info: GroupInfo

@@ -218,6 +218,7 @@ def test_gb200_rows_map_to_nvl72_racks_with_nvls_and_collnet_off(published_rows)
     the size its id states, NCCL 2.26.2 and NVLS / NVLS tree / CollNet off (the job's
     ``NCCL_NVLS_ENABLE=0``, ``NCCL_COLLNET_ENABLE=0``); none is skipped."""
     from perfmodel.comm.params import Algorithm
+    from perfmodel.ops import CollectiveOp
 
     by_id = {r["id"]: r for r in published_rows}
     assert {i for i in by_id if i.startswith("coreweave-gb200")} == set(GB200_ROWS)
@@ -236,7 +237,8 @@ def test_gb200_rows_map_to_nvl72_racks_with_nvls_and_collnet_off(published_rows)
             "2.26.2",
             False,
         )
-        assert set(sc.disabled) == {Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.COLLNET}
+        off = set(sc.env.off(CollectiveOp.ALLREDUCE))
+        assert off == {Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.COLLNET}
         assert sc.measured == pytest.approx(float(by_id[rid]["value"]) * 1e9)
         assert "assumed" in sc.note and "NCCL_NVLS_ENABLE=0" in sc.note
 
@@ -265,7 +267,9 @@ def test_gb200_rack_takes_ring_or_tree_never_nvls(published_rows):
     ring, tree = (compare(replace(sc, algorithm=a)) for a in ("ring", "tree"))
     # busbw of one size: the faster algorithm has the larger busbw
     assert c.predicted == max(ring.predicted, tree.predicted)
-    assert compare(replace(sc, disabled=())).algorithm == "nvls/Simple"
+    from perfmodel.comm.nccl_env import DEFAULT_ENV
+
+    assert compare(replace(sc, env=DEFAULT_ENV)).algorithm == "nvls/Simple"
 
 
 def test_gb200_accuracy_line(published_rows):
