@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, FlagError
 from perfmodel.scenario import HARDWARE_FIELDS
 
 if TYPE_CHECKING:  # the topology stack (networkx) loads when a system is built, not at parse
@@ -142,11 +142,25 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     g.add_argument(
         "--nccl-env",
         action="append",
+        type=_nccl_env_item,
         metavar="NAME=VALUE",
         help="an NCCL variable of the job (repeatable): NCCL_ALGO (e.g. ^NVLS, Ring, "
         "allreduce:tree), NCCL_PROTO (e.g. ^LL128), NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0 "
         "take what they switch off out of NCCL's choice; others change nothing",
     )
+
+
+def _nccl_env_item(text: str) -> str:
+    """One ``--nccl-env NAME=VALUE``, checked when parsed (NCCL's rules,
+    :meth:`perfmodel.comm.nccl_env.NcclEnv.parse`): a bad one is a :class:`FlagError` naming
+    the flag and the variable (exit 2) before any scenario is built."""
+    from perfmodel.comm.nccl_env import NcclEnv
+
+    try:
+        NcclEnv.parse_assignments([text], where="--nccl-env")
+    except ConfigError as exc:
+        raise FlagError(str(exc), value=text, where="--nccl-env") from None
+    return text
 
 
 def system_from_args(args: argparse.Namespace) -> Topology:

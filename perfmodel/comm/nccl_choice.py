@@ -32,6 +32,7 @@ from perfmodel.comm.tuner import (
     arch_index,
     ll128_enabled,
     nodes_index,
+    pricing_tuner,
     released,
     tuner_for,
 )
@@ -63,9 +64,11 @@ class NcclChoice:
         self.links = links
         self.link_params = link_params
         self.tuner, self.cpu_vendor, self.release = tuner_of(topology)
+        #: the table that prices the choice :attr:`tuner` makes (:func:`pricing_tuner`)
+        self.price_tuner: NcclTuner = pricing_tuner(self.tuner)
         self.env: NcclEnv = nccl_env_of(topology)
-        #: (op, id of a GroupInfo) -> (that GroupInfo, :meth:`table`)
-        self._tables: BoundedMemo[tuple[CollectiveOp, int], tuple[GroupInfo, list[Any]]] = (
+        #: (op, id of a GroupInfo, tuner release) -> (that GroupInfo, :meth:`table`)
+        self._tables: BoundedMemo[tuple[CollectiveOp, int, str], tuple[GroupInfo, list[Any]]] = (
             BoundedMemo(PATTERN_MEMO_SIZE)
         )
 
@@ -94,15 +97,42 @@ class NcclChoice:
                     continue
                 yield proto, algo
 
-    def candidates(
+    def best(
         self, op: CollectiveOp, m: float, info: GroupInfo, forced: Algorithm | None = None
+    ) -> tuple[float, Algorithm, Protocol, float, float] | None:
+        """The candidate NCCL runs (``None``: none, e.g. an all-to-all): the fastest of
+        :meth:`candidates` (of ``forced`` alone, when given) by :attr:`tuner`'s times, priced
+        by :attr:`price_tuner` (the same candidate of that table; itself where the two are
+        one table, :func:`~perfmodel.comm.tuner.pricing_tuner`)."""
+        cands = self.candidates(op, m, info, forced)
+        if forced is not None:
+            cands = [c for c in cands if c[1] is forced]
+        if not cands:
+            return None
+        i = min(range(len(cands)), key=lambda k: cands[k][0])
+        if self.price_tuner is self.tuner:
+            return cands[i]
+        priced = self.candidates(op, m, info, forced, tuner=self.price_tuner)
+        if forced is not None:
+            priced = [c for c in priced if c[1] is forced]
+        assert [c[1:3] for c in priced] == [c[1:3] for c in cands]  # one list, other numbers
+        return priced[i]
+
+    def candidates(
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        forced: Algorithm | None = None,
+        tuner: NcclTuner | None = None,
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
         """(time, algorithm, protocol, latency, busbw) of every choice NCCL's tuner weighs
         that the job's environment (:attr:`env`) leaves on: ``NCCL_ALGO`` / ``NCCL_PROTO`` /
         ``NCCL_NVLS_ENABLE`` / ``NCCL_COLLNET_ENABLE`` drop theirs, as NCCL's
         ``algoEnable`` / ``protoEnable`` do before its tuner compares times. ``forced``: the
         algorithm a caller forces (``--algorithm``), kept whatever ``NCCL_ALGO`` says; the
-        protocols the environment switches off stay off.
+        protocols the environment switches off stay off. ``tuner``: the table (default
+        :attr:`tuner`, NCCL's own for the choice).
 
         Raises
         ------
@@ -116,11 +146,13 @@ class NcclChoice:
         algorithm bandwidth), so every candidate is the same float, bit for bit."""
         if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
             return []
+        tuner = tuner or self.tuner
         # the entry holds ``info``, so no other object has its id while the entry is kept
-        table = self._tables.get((op, id(info)), lambda: (info, self.table(op, info)))
+        table = self._tables.get(
+            (op, id(info), tuner.release), lambda: (info, self.table(op, info, tuner))
+        )
         assert table[0] is info
         out = []
-        tuner = self.tuner
         if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
             plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
         else:
@@ -160,16 +192,17 @@ class NcclChoice:
         return kept
 
     def table(
-        self, op: CollectiveOp, info: GroupInfo
+        self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner | None = None
     ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
         """Per NCCL ring/tree choice of ``op`` on ``info``'s group, what does not read the
         message size: (algorithm, protocol, latency before the ring plateau factor, algorithm
         bandwidth before the tree correction, bus bandwidth, whether the plateau factor applies
         from :meth:`candidates`' size on), by the model's tuner table
-        (:mod:`perfmodel.comm.tuner`): NCCL 2.8's (:meth:`_table_28`) or 2.29's
-        (:meth:`_table_229`)."""
-        if self.tuner.per_channel_caps:
-            return self._table_229(op, info)
+        (:mod:`perfmodel.comm.tuner`; ``tuner``, default :attr:`tuner`): NCCL 2.8's
+        (:meth:`_table_28`) or a 2.18+ release's (:meth:`_table_229`)."""
+        tuner = tuner or self.tuner
+        if tuner.per_channel_caps:
+            return self._table_229(op, info, tuner)
         return self._table_28(op, info)
 
     def _table_28(
@@ -234,7 +267,7 @@ class NcclChoice:
         return out
 
     def _table_229(
-        self, op: CollectiveOp, info: GroupInfo
+        self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner
     ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
         """:meth:`table` with NCCL 2.29's tuner (``ncclTopoTuneModel``, v2.29.7-1).
 
@@ -260,7 +293,6 @@ class NcclChoice:
         one GPU; for the tree ``2 ((n / nodes - 1) intra + floor(log2 nodes) net)``; broadcast
         and reduce rings ``steps x`` the step of their transport (the tree's for Simple).
         """
-        tuner = self.tuner
         n, nodes = info.n, info.nodes
         nsteps, ninter = _ring_steps(op, n, nodes)
         if nodes == 1:
