@@ -244,3 +244,21 @@ def test_predict_flag_prices_the_step(capsys) -> None:
     assert off["exposed_comm_time_s"] > free["exposed_comm_time_s"]
     assert off["iteration_time_s"] > free["iteration_time_s"]
     assert off["scenario"]["nccl_env"] == [["NCCL_NVLS_ENABLE", "0"]]
+
+
+def test_b200_scale_rows_state_nccl_algo_as_their_environment() -> None:
+    """The B200 nccl-tests rows of scale.jsonl ran with ``NCCL_ALGO=Ring``: their scenario's
+    environment leaves NCCL the ring alone (its protocols), the algorithm left at ``auto``."""
+    import json
+    from pathlib import Path
+
+    from perfmodel.accuracy_scale import map_comm_row
+
+    path = Path(__file__).resolve().parents[2] / "validation" / "scale.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    mapped = [map_comm_row(r) for r in rows if str(r["id"]).startswith("together-b200")]
+    assert mapped
+    for sc in mapped:
+        assert sc.algorithm == "auto" and sc.env.variables == (("NCCL_ALGO", "Ring"),)
+        assert set(sc.env.off(sc.op)) >= {Algorithm.TREE, Algorithm.NVLS, Algorithm.PAT}
+        assert sc.env.allows(sc.op, Algorithm.RING)
