@@ -72,15 +72,21 @@ class NcclChoice:
             BoundedMemo(PATTERN_MEMO_SIZE)
         )
 
-    def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
+    def protocols(self, info: GroupInfo, op: CollectiveOp | None = None) -> tuple[Protocol, ...]:
         """Protocols NCCL would enable for this group: LL and Simple always, LL128 by the rule
         of the release (:func:`perfmodel.comm.tuner.ll128_enabled`: the GPU generation, NVLink
-        inside the servers and, across servers, the GPU-to-NIC path)."""
-        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and ll128_enabled(
-            self.release,
-            info.gpu_arch,
-            intra_nvlink=info.intra_class is HwClass.NVLINK,
-            net_path=info.net_path if info.nodes > 1 else None,
+        inside the servers and, across servers, the GPU-to-NIC path), or for ``op`` where the
+        job's ``NCCL_PROTO`` turns LL128 on explicitly (NCCL skips its rule then;
+        :attr:`~perfmodel.comm.nccl_env.NcclEnv.ll128_stated`). What ``NCCL_PROTO`` switches
+        off is dropped in :meth:`candidates`."""
+        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and (
+            (op is not None and op in self.env.ll128_stated)
+            or ll128_enabled(
+                self.release,
+                info.gpu_arch,
+                intra_nvlink=info.intra_class is HwClass.NVLINK,
+                net_path=info.net_path if info.nodes > 1 else None,
+            )
         )
         return (
             (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
@@ -91,7 +97,7 @@ class NcclChoice:
     def _choices(self, op: CollectiveOp, info: GroupInfo) -> Iterator[tuple[Protocol, Algorithm]]:
         """The (protocol, algorithm) pairs of NCCL's ring/tree table: the ring and, for an
         all-reduce, the tree, for every enabled protocol (:meth:`protocols`)."""
-        for proto in self.protocols(info):
+        for proto in self.protocols(info, op):
             for algo in (Algorithm.RING, Algorithm.TREE):
                 if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
                     continue

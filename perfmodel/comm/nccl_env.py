@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.errors import ConfigError
@@ -79,6 +80,11 @@ class NcclEnv:
         ``(collective, algorithm)`` pairs the environment switches off.
     disabled_protocols
         ``(collective, protocol)`` pairs the environment switches off.
+    ll128_stated
+        Collectives whose LL128 ``NCCL_PROTO`` turns on explicitly (any ``NCCL_PROTO`` entry
+        for a collective that leaves LL128 on, ``^LL`` included): NCCL then skips its LL128
+        enable rule (``protoEnable`` 1, not the default 2: v2.26.2-1 ``src/graph/tuning.cc``
+        lines 424-438), where the GPUs can run it (Volta and newer).
     variables
         The ``(name, value)`` pairs as stated, sorted by name (for reports).
     where
@@ -88,13 +94,14 @@ class NcclEnv:
 
     disabled: frozenset[tuple[CollectiveOp, Algorithm]] = frozenset()
     disabled_protocols: frozenset[tuple[CollectiveOp, Protocol]] = frozenset()
+    ll128_stated: frozenset[CollectiveOp] = frozenset()
     variables: tuple[tuple[str, str], ...] = ()
     where: str = field(default="", compare=False)
 
     @property
     def default(self) -> bool:
-        """Whether nothing is switched off (NCCL's own choice, unchanged)."""
-        return not self.disabled and not self.disabled_protocols
+        """Whether nothing is switched off or forced on (NCCL's own choice, unchanged)."""
+        return not self.disabled and not self.disabled_protocols and not self.ll128_stated
 
     def allows(self, op: CollectiveOp, algo: Algorithm, proto: Protocol | None = None) -> bool:
         """Whether ``algo`` (with ``proto``, when given) stays in NCCL's choice for ``op``.
@@ -146,8 +153,13 @@ class NcclEnv:
                     where=where,
                 )
             stated[name] = value.strip()
-        algos = {(op, a): True for op in NCCL_FUNCTIONS.values() for a in TUNED_ALGORITHMS}
-        protos = {(op, p): True for op in NCCL_FUNCTIONS.values() for p in Protocol}
+        algos = {(op, a): 1 for op in NCCL_FUNCTIONS.values() for a in TUNED_ALGORITHMS}
+        # NCCL's protoEnable: 1 on, 0 off, 2 (LL128's default) for its enable rule to decide
+        protos = {
+            (op, p): 2 if p is Protocol.LL128 else 1
+            for op in NCCL_FUNCTIONS.values()
+            for p in Protocol
+        }
         if "NCCL_PROTO" in stated:
             _parse_list("NCCL_PROTO", stated["NCCL_PROTO"], NCCL_PROTOCOLS, protos, where)
         if "NCCL_ALGO" in stated:
@@ -165,7 +177,7 @@ class NcclEnv:
                 ) from None
             if nvls == 0:
                 for op in NCCL_FUNCTIONS.values():
-                    algos[op, Algorithm.NVLS] = algos[op, Algorithm.NVLS_TREE] = False
+                    algos[op, Algorithm.NVLS] = algos[op, Algorithm.NVLS_TREE] = 0
         if "NCCL_COLLNET_ENABLE" in stated:
             text = stated["NCCL_COLLNET_ENABLE"]
             if text not in ("0", "1"):
@@ -177,10 +189,13 @@ class NcclEnv:
                 )
             if text == "0":
                 for op in NCCL_FUNCTIONS.values():
-                    algos[op, Algorithm.COLLNET] = False
+                    algos[op, Algorithm.COLLNET] = 0
         return cls(
             disabled=frozenset(k for k, on in algos.items() if not on),
             disabled_protocols=frozenset(k for k, on in protos.items() if not on),
+            ll128_stated=frozenset(
+                op for (op, p), on in protos.items() if p is Protocol.LL128 and on == 1
+            ),
             variables=tuple(sorted(stated.items())),
             where=where,
         )
@@ -214,10 +229,10 @@ def _parse_list(
     name: str,
     text: str,
     elems: Mapping[str, object],
-    enabled: dict[tuple[CollectiveOp, object], bool],
+    enabled: dict[tuple[CollectiveOp, Any], int],
     where: str,
 ) -> None:
-    """NCCL's ``parseList`` on ``enabled`` (``(collective, element) -> on``): for each
+    """NCCL's ``parseList`` on ``enabled`` (``(collective, element) -> 1 on / 0 off``): for each
     ``;``-separated entry, ``[collective:][^]name,name...``; the first entry alone may omit the
     collective (then it sets every collective)."""
     if not text:
@@ -257,10 +272,10 @@ def _parse_list(
         targets = {v for v in elems.values() if v is not None}
         for op in ops:
             for v in targets:
-                enabled[op, v] = not on
+                enabled[op, v] = int(not on)
             for e in names:
                 if elems[e] is not None:
-                    enabled[op, elems[e]] = on
+                    enabled[op, elems[e]] = int(on)
 
 
 #: No variable stated: NCCL's own choice.

@@ -119,6 +119,29 @@ def test_protocol_off_on_a_dgx_h100() -> None:
             assert r.time_s >= base.collective(AR, s, t.gpus, algo).time_s
 
 
+def test_nccl_proto_stating_ll128_skips_the_enable_rule() -> None:
+    """NCCL_PROTO set for a collective makes LL128 explicit (``protoEnable`` 1 or 0, not the
+    default 2 its enable rule decides; v2.26.2-1 src/graph/tuning.cc): a Hopper stating NCCL
+    2.14 has no LL128 by the rule (Hopper joined in 2.15), but ``NCCL_PROTO=^LL`` turns it on
+    (and LL off); ``NCCL_PROTO=Simple`` leaves Simple alone."""
+    from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
+
+    t = with_nccl_p2p_rule(load_system("dgx-h100"), NcclRelease.parse("2.14"))
+    sizes = [2**k for k in range(12, 31, 2)]
+    env = NcclEnv.parse([("NCCL_PROTO", "^LL")])
+    assert env.ll128_stated == frozenset(
+        {AR, CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER, CollectiveOp.BROADCAST,
+         CollectiveOp.REDUCE}
+    )  # fmt: skip
+    base, on = CommCostModel(t), CommCostModel(with_nccl_env(t, env))
+    assert Protocol.LL128 not in {base.collective(AR, s, t.gpus).protocol for s in sizes}
+    got = {on.collective(AR, s, t.gpus).protocol for s in sizes}
+    assert Protocol.LL128 in got and Protocol.LL not in got
+    simple = CommCostModel(with_nccl_env(t, NcclEnv.parse([("NCCL_PROTO", "Simple")])))
+    assert {simple.collective(AR, s, t.gpus).protocol for s in sizes} == {Protocol.SIMPLE}
+    assert not NcclEnv.parse([("NCCL_PROTO", "^LL128")]).ll128_stated
+
+
 def test_nothing_left_is_an_error_naming_the_variable() -> None:
     t = load_system("dgx-h100")
     env = with_nccl_env(t, NcclEnv.parse([("NCCL_ALGO", "Tree")], where="--nccl-env"))

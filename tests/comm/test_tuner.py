@@ -145,26 +145,33 @@ def test_release_tables_2_25_to_2_28() -> None:
     assert pricing_tuner(NCCL_2_29) is NCCL_2_29 and pricing_tuner(NCCL_2_8) is NCCL_2_8
 
 
-def test_nccl_2_26_chooses_the_tree_across_20_gb200_racks() -> None:
-    """Golden: 20 GB200 NVL72 racks, 16 GiB all-reduce, NVLS and CollNet off (CoreWeave's job).
-    NCCL 2.26's tree cap, 16 graph channels x 72 GB/s = 1,152 GB/s, does not bind; 2.29's,
-    16 x 24 = 384 GB/s, does. 2.26 chooses the tree (its estimate beats the ring's), 2.29 the
-    ring; the tree 2.26 runs is priced at the 2.29 cap: bus bandwidth 384 GB/s."""
+def test_nccl_2_26_chooses_the_tree_across_gb200_racks() -> None:
+    """Golden: 3 GB200 NVL72 racks, 512 MiB all-reduce, NVLS and CollNet off (CoreWeave's job;
+    its 20-rack 16 GiB row is the validation's case). Beyond two nodes NCCL 2.26's Blackwell
+    tree cap, 16 graph channels x 72 GB/s = 1,152 GB/s, does not bind and 2.29's,
+    16 x 24 = 384 GB/s, does: 2.26 chooses the tree, 2.29 the ring (LL128). The tree 2.26 runs
+    is priced at 2.29's cap: bus bandwidth 384 GB/s, the time of 2.29's tree forced."""
     from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
 
     base = with_nccl_env(
-        load_system("gb200-nvl72", nodes=20),
+        load_system("gb200-nvl72", nodes=3),
         NcclEnv.parse([("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")]),
     )
-    size = 16 * GiB
-    picks = {}
-    for release in ("2.26.2", "2.29.7"):
-        m = CommCostModel(with_nccl_p2p_rule(base, NcclRelease.parse(release)))
-        picks[release] = m.collective("allreduce", size, m.topology.gpus)
-    r26, r29 = picks["2.26.2"], picks["2.29.7"]
+    size = 512 * MiB
+    m26, m29 = (
+        CommCostModel(with_nccl_p2p_rule(base, NcclRelease.parse(release)))
+        for release in ("2.26.2", "2.29.7")
+    )
+    r26, r29 = (m.collective("allreduce", size, base.gpus) for m in (m26, m29))
     assert (r26.algorithm, r26.protocol) == (Algorithm.TREE, Protocol.SIMPLE)
-    assert r29.algorithm is Algorithm.RING
+    assert (r29.algorithm, r29.protocol) == (Algorithm.RING, Protocol.LL128)
     assert r26.bandwidth_Bps == pytest.approx(16 * 24 * GB)
-    # the price is 2.29's tree, forced: the same number
-    m29 = CommCostModel(with_nccl_p2p_rule(base, NcclRelease.parse("2.29.7")))
     assert r26.time_s == m29.collective("allreduce", size, base.gpus, "tree").time_s
+    # NCCL 2.26's own estimate of the tree it picks: the cap does not bind
+    info = m26.group_info(base.gpus)
+    tree = [
+        c
+        for c in m26.nccl.candidates(r26.op, size, info)
+        if c[1:3] == (r26.algorithm, r26.protocol)
+    ]
+    assert tree[0][4] > 16 * 24 * GB
