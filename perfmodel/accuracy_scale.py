@@ -85,7 +85,11 @@ def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
 
 
 def map_comm_row(row: Mapping[str, Any]) -> CommScenario | CommSkip:
-    """The collective a B200 nccl-tests row measured (``NCCL_ALGO`` as stated), or a skip."""
+    """The collective a B200 nccl-tests row measured, or a skip: the row's ``NCCL_ALGO``
+    (``software``) is its NCCL environment (:class:`~perfmodel.comm.nccl_env.NcclEnv`), which
+    NCCL's choice then follows."""
+    from perfmodel.comm.nccl_env import NcclEnv
+
     rid = str(row["id"])
     if row.get("kind") != "comm_microbenchmark" or not rid.startswith("together-b200"):
         return CommSkip(rid, "no mapping for this source")
@@ -111,7 +115,7 @@ def map_comm_row(row: Mapping[str, Any]) -> CommScenario | CommSkip:
         "InfiniBand",
         note="NCCL_ALGO as stated",
         nccl=nccl.group(1) if nccl else None,
-        algorithm=algo.group(1).lower() if algo else "auto",
+        env=NcclEnv.parse([("NCCL_ALGO", algo.group(1))] if algo else [], where=rid),
     )
 
 

@@ -55,6 +55,11 @@ class Scenario:
     nccl: str | None = None
     """NCCL release whose P2P level applies (``"2.7"``); ``None``: the default release
     (:func:`perfmodel.topology.importers.with_nccl_p2p_rule`)."""
+    nccl_env: tuple[tuple[str, str], ...] = ()
+    """The job's NCCL variables as sorted ``(name, value)`` pairs (a file's table
+    ``nccl_env = { NCCL_NVLS_ENABLE = "0" }``, ``--nccl-env NCCL_NVLS_ENABLE=0``): the
+    algorithms and protocols they switch off are not in NCCL's choice
+    (:class:`perfmodel.comm.nccl_env.NcclEnv`; :func:`perfmodel.scenario_parse.nccl_env_pairs`)."""
     model: str = "resnet50"
     model_args: Mapping[str, Any] = field(default_factory=dict)
     batch_per_gpu: int | None = None
@@ -161,8 +166,18 @@ class Scenario:
             if key in data:
                 args = data[key]
                 data[key] = {} if args is None else dict(as_mapping(args, key, where=where))
+        if "nccl_env" in data:
+            from perfmodel.scenario_parse import nccl_env_pairs
+
+            data["nccl_env"] = nccl_env_pairs(data["nccl_env"], where=f"{where}: nccl_env")
         for k, v in data.items():
-            if k not in ("model_args", "software_options", "sequence_parallel", "compile"):
+            if k not in (
+                "model_args",
+                "software_options",
+                "sequence_parallel",
+                "compile",
+                "nccl_env",
+            ):
                 data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
@@ -188,7 +203,7 @@ class Scenario:
 
 
 #: The fields that name the hardware, in flag order (:func:`perfmodel.pipeline.inputs.topology_of`'s
-#: cache key, ``nccl`` last; the other names are :func:`perfmodel.topology.build_system`'s
+#: cache key, ``nccl`` and ``nccl_env`` last; the other names are :func:`perfmodel.topology.build_system`'s
 #: keywords; the ``perfmodel predict`` system flags set them).
 HARDWARE_FIELDS = (
     "system",
@@ -201,6 +216,7 @@ HARDWARE_FIELDS = (
     "fabric_topology",
     "oversubscription",
     "nccl",
+    "nccl_env",
 )
 
 _FIELD_NAMES = tuple(f.name for f in fields(Scenario))

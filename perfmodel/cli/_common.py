@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel._schema import FLAG_WORDS
 from perfmodel.cli import _types as ty
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, FlagError
 from perfmodel.intervals import DEFAULT_LEVEL
 from perfmodel.scenario import HARDWARE_FIELDS
 
@@ -142,6 +142,28 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         help="NCCL release whose P2P level applies (e.g. 2.7, 2.18.3; default 2.27: P2P only "
         "through PCIe switches, except AMD hosts with <= 2 GPUs)",
     )
+    g.add_argument(
+        "--nccl-env",
+        action="append",
+        type=_nccl_env_item,
+        metavar="NAME=VALUE",
+        help="an NCCL variable of the job (repeatable): NCCL_ALGO (e.g. ^NVLS, Ring, "
+        "allreduce:tree), NCCL_PROTO (e.g. ^LL128), NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0 "
+        "take what they switch off out of NCCL's choice; others change nothing",
+    )
+
+
+def _nccl_env_item(text: str) -> str:
+    """One ``--nccl-env NAME=VALUE``, checked when parsed (NCCL's rules,
+    :meth:`perfmodel.comm.nccl_env.NcclEnv.parse`): a bad one is a :class:`FlagError` naming
+    the flag and the variable (exit 2) before any scenario is built."""
+    from perfmodel.comm.nccl_env import NcclEnv
+
+    try:
+        NcclEnv.parse_assignments([text], where="--nccl-env")
+    except ConfigError as exc:
+        raise FlagError(str(exc), value=text, where="--nccl-env") from None
+    return text
 
 
 def system_from_args(args: argparse.Namespace) -> Topology:
@@ -164,6 +186,10 @@ def system_from_args(args: argparse.Namespace) -> Topology:
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
         topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl, where="--nccl"))
+    if getattr(args, "nccl_env", None):
+        from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
+
+        topo = with_nccl_env(topo, NcclEnv.parse_assignments(args.nccl_env, where="--nccl-env"))
     return topo
 
 

@@ -19,6 +19,7 @@ import csv
 import io
 import statistics
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from perfmodel import units
@@ -154,6 +155,11 @@ def run(args: argparse.Namespace) -> int:
     sizes = parse_size_range(args.sizes)
     model = _model(args, topo)
     results = [model.collective(op, s, group, args.algorithm) for s in sizes]
+
+    def reprice(system: Topology, size: float) -> Any:
+        """The same call on ``system`` (a reference's NCCL environment: reference_lines)."""
+        return _model(args, system).collective(op, size, group, args.algorithm)
+
     n = len(group)
     ivs = _intervals(topo, group, op, results, getattr(args, "interval", None))
     if args.json:
@@ -166,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
                     for r, iv in zip(results, ivs, strict=True)
                 ],
                 "interval_level": getattr(args, "interval", None),
-                "checked_against": reference_lines(topo, op, group, results),
+                "checked_against": reference_lines(topo, op, group, results, reprice),
             }
         )
     elif args.csv:
@@ -210,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             )
         big = [r.busbw_Bps for r in results]
         print(f"# Avg bus bandwidth    : {statistics.fmean(big) / units.GB:.3f}")
-        for line in reference_lines(topo, op, group, results):
+        for line in reference_lines(topo, op, group, results, reprice):
             print(f"# {line}")
         from perfmodel.report.notes import host_memory_notes
 
@@ -287,35 +293,51 @@ def _interval_notes(results: Any, ivs: list[Any], level: float | None) -> list[s
 
 
 def reference_lines(
-    topo: Topology, op: CollectiveOp, group: tuple[str, ...], results: list[Any]
+    topo: Topology,
+    op: CollectiveOp,
+    group: tuple[str, ...],
+    results: list[Any],
+    reprice: Callable[[Topology, float], Any] | None = None,
 ) -> list[str]:
     """``checked against SOURCE: measured ..., predicted ... (+x%)`` for every published
     measurement of the system (``[[system.reference]]``) this run matches: same collective,
-    ranks, servers and size. What the prediction is checked against, never an input. A
-    prediction that used an algorithm the measured run's NCCL environment switched off
-    (``nccl_env``) is not compared: the line says so and how to compare like with like."""
-    from perfmodel.comm.validation import disabled_by_env
+    ranks, servers and size. What the prediction is checked against, never an input.
+
+    A measured run whose NCCL environment (``nccl_env``) differs from this run's
+    (``--nccl-env``) is compared like with like: ``reprice(system, bytes)`` prices the same
+    call again on the system under the reference's environment
+    (:func:`~perfmodel.comm.nccl_env.with_nccl_env`), as that run's NCCL would have chosen;
+    without ``reprice`` the line says it is not compared."""
+    from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of, with_nccl_env
 
     nodes = len({topo.server_of(g) for g in group})
+    run_env = nccl_env_of(topo)
     out = []
     for ref in topo.references:
         if ref.op is not op or ref.gpus != len(group) or ref.nodes != nodes:
             continue
-        off = disabled_by_env(ref.nccl_env)
+        env = NcclEnv.parse(ref.nccl_env, where=f"{topo.source}: reference {ref.source}")
+        under_env = None
         for r in results:
             if int(r.message_bytes) != ref.message_bytes:
                 continue
-            if r.algorithm in off:
-                env = ", ".join(f"{k}={v}" for k, v in ref.nccl_env)
-                out.append(
-                    f"not checked against {ref.source}: that run had {env}, this prediction "
-                    f"used {r.algorithm.value}; --algorithm ring or tree compares like with like"
-                )
-                continue
+            under = ""
+            if env != run_env:
+                if reprice is None:
+                    out.append(
+                        f"not checked against {ref.source}: that run had "
+                        f"{env.text() or 'no NCCL variables'}, this one "
+                        f"{run_env.text() or 'none'}"
+                    )
+                    continue
+                if under_env is None:
+                    under_env = with_nccl_env(topo, env)
+                r = reprice(under_env, r.message_bytes)
+                under = f" under its {env.text() or 'default NCCL environment'}"
             err = (r.busbw_Bps / ref.busbw_Bps - 1) * 100
             out.append(
                 f"checked against {ref.source}: measured busbw {ref.busbw_Bps / units.GB:.1f} "
-                f"GB/s, predicted {r.busbw_Bps / units.GB:.1f} GB/s ({err:+.1f}%, "
+                f"GB/s, predicted{under} {r.busbw_Bps / units.GB:.1f} GB/s ({err:+.1f}%, "
                 f"{r.algorithm.value})"
             )
     return out

@@ -320,22 +320,22 @@ class AnalyticCommModel:
     ) -> CommResult:
         """The analytic result of ``op`` over the group ``info`` describes."""
         if algo is Algorithm.AUTO:
-            cands = self.nccl.candidates(op, m, info)
-            if not cands:
+            best = self.nccl.best(op, m, info)
+            if best is None:
                 algo = _ALLOWED[op][0]
             else:
-                t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+                t, a, p, lat, bw = best
                 t, lat = self.nccl.chain_time(op, m, info, t, a, p, lat, bw)
                 return self._result(op, m, info, t, a, p, lat, bw)
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
-            cands = [c for c in self.nccl.candidates(op, m, info) if c[1] is algo]
-            if not cands:
+            best = self.nccl.best(op, m, info, forced=algo)
+            if best is None:
                 raise ConfigError(
                     f"{algo.value} is not available for {op.value} on this group",
                     value=algo.value,
                     where="algorithm",
                 )
-            t, a, p, lat, bw = min(cands, key=lambda c: c[0])
+            t, a, p, lat, bw = best
             t, lat = self.nccl.chain_time(op, m, info, t, a, p, lat, bw)
             return self._result(op, m, info, t, a, p, lat, bw)
         t, lat, bw = self.others.time(op, m, info, algo)

@@ -21,6 +21,7 @@ import perfmodel.comm.closed_form as cf
 import perfmodel.comm.params as P
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupInfo, gpu_reduce_Bps
+from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of
 from perfmodel.comm.nccl_graph import inter_graph_channels
 from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
@@ -31,10 +32,11 @@ from perfmodel.comm.tuner import (
     arch_index,
     ll128_enabled,
     nodes_index,
+    pricing_tuner,
     released,
     tuner_for,
 )
-from perfmodel.errors import PerfModelError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
 
@@ -51,6 +53,10 @@ class NcclChoice:
     ----------
     tuner, cpu_vendor, release
         What :func:`tuner_of` reads off the topology.
+    env
+        The job's NCCL environment (:class:`~perfmodel.comm.nccl_env.NcclEnv`, recorded on the
+        topology by :func:`~perfmodel.comm.nccl_env.with_nccl_env`): the algorithms and
+        protocols it switches off are not candidates.
     """
 
     def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
@@ -58,20 +64,29 @@ class NcclChoice:
         self.links = links
         self.link_params = link_params
         self.tuner, self.cpu_vendor, self.release = tuner_of(topology)
-        #: (op, id of a GroupInfo) -> (that GroupInfo, :meth:`table`)
-        self._tables: BoundedMemo[tuple[CollectiveOp, int], tuple[GroupInfo, list[Any]]] = (
+        #: the table that prices the choice :attr:`tuner` makes (:func:`pricing_tuner`)
+        self.price_tuner: NcclTuner = pricing_tuner(self.tuner)
+        self.env: NcclEnv = nccl_env_of(topology)
+        #: (op, id of a GroupInfo, tuner release) -> (that GroupInfo, :meth:`table`)
+        self._tables: BoundedMemo[tuple[CollectiveOp, int, str], tuple[GroupInfo, list[Any]]] = (
             BoundedMemo(PATTERN_MEMO_SIZE)
         )
 
-    def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
+    def protocols(self, info: GroupInfo, op: CollectiveOp | None = None) -> tuple[Protocol, ...]:
         """Protocols NCCL would enable for this group: LL and Simple always, LL128 by the rule
         of the release (:func:`perfmodel.comm.tuner.ll128_enabled`: the GPU generation, NVLink
-        inside the servers and, across servers, the GPU-to-NIC path)."""
-        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and ll128_enabled(
-            self.release,
-            info.gpu_arch,
-            intra_nvlink=info.intra_class is HwClass.NVLINK,
-            net_path=info.net_path if info.nodes > 1 else None,
+        inside the servers and, across servers, the GPU-to-NIC path), or for ``op`` where the
+        job's ``NCCL_PROTO`` turns LL128 on explicitly (NCCL skips its rule then;
+        :attr:`~perfmodel.comm.nccl_env.NcclEnv.ll128_stated`). What ``NCCL_PROTO`` switches
+        off is dropped in :meth:`candidates`."""
+        ll128 = info.gpu_arch in P.LL128_ARCHITECTURES and (
+            (op is not None and op in self.env.ll128_stated)
+            or ll128_enabled(
+                self.release,
+                info.gpu_arch,
+                intra_nvlink=info.intra_class is HwClass.NVLINK,
+                net_path=info.net_path if info.nodes > 1 else None,
+            )
         )
         return (
             (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
@@ -82,16 +97,54 @@ class NcclChoice:
     def _choices(self, op: CollectiveOp, info: GroupInfo) -> Iterator[tuple[Protocol, Algorithm]]:
         """The (protocol, algorithm) pairs of NCCL's ring/tree table: the ring and, for an
         all-reduce, the tree, for every enabled protocol (:meth:`protocols`)."""
-        for proto in self.protocols(info):
+        for proto in self.protocols(info, op):
             for algo in (Algorithm.RING, Algorithm.TREE):
                 if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
                     continue
                 yield proto, algo
 
+    def best(
+        self, op: CollectiveOp, m: float, info: GroupInfo, forced: Algorithm | None = None
+    ) -> tuple[float, Algorithm, Protocol, float, float] | None:
+        """The candidate NCCL runs (``None``: none, e.g. an all-to-all): the fastest of
+        :meth:`candidates` (of ``forced`` alone, when given) by :attr:`tuner`'s times, priced
+        by :attr:`price_tuner` (the same candidate of that table; itself where the two are
+        one table, :func:`~perfmodel.comm.tuner.pricing_tuner`)."""
+        cands = self.candidates(op, m, info, forced)
+        if forced is not None:
+            cands = [c for c in cands if c[1] is forced]
+        if not cands:
+            return None
+        i = min(range(len(cands)), key=lambda k: cands[k][0])
+        if self.price_tuner is self.tuner:
+            return cands[i]
+        priced = self.candidates(op, m, info, forced, tuner=self.price_tuner)
+        if forced is not None:
+            priced = [c for c in priced if c[1] is forced]
+        assert [c[1:3] for c in priced] == [c[1:3] for c in cands]  # one list, other numbers
+        return priced[i]
+
     def candidates(
-        self, op: CollectiveOp, m: float, info: GroupInfo
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        forced: Algorithm | None = None,
+        tuner: NcclTuner | None = None,
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
-        """(time, algorithm, protocol, latency, busbw) of every NCCL ring/tree choice.
+        """(time, algorithm, protocol, latency, busbw) of every choice NCCL's tuner weighs
+        that the job's environment (:attr:`env`) leaves on: ``NCCL_ALGO`` / ``NCCL_PROTO`` /
+        ``NCCL_NVLS_ENABLE`` / ``NCCL_COLLNET_ENABLE`` drop theirs, as NCCL's
+        ``algoEnable`` / ``protoEnable`` do before its tuner compares times. ``forced``: the
+        algorithm a caller forces (``--algorithm``), kept whatever ``NCCL_ALGO`` says; the
+        protocols the environment switches off stay off. ``tuner``: the table (default
+        :attr:`tuner`, NCCL's own for the choice).
+
+        Raises
+        ------
+        ConfigError
+            The environment leaves no algorithm and protocol for ``op`` on this group (NCCL
+            fails the call: "no algorithm/protocol available").
 
         The size-free part of each choice is :meth:`table`'s, kept per (op, group
         analysis); here only what reads ``m`` is applied, in the same order of operations as
@@ -99,11 +152,13 @@ class NcclChoice:
         algorithm bandwidth), so every candidate is the same float, bit for bit."""
         if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
             return []
+        tuner = tuner or self.tuner
         # the entry holds ``info``, so no other object has its id while the entry is kept
-        table = self._tables.get((op, id(info)), lambda: (info, self.table(op, info)))
+        table = self._tables.get(
+            (op, id(info), tuner.release), lambda: (info, self.table(op, info, tuner))
+        )
         assert table[0] is info
         out = []
-        tuner = self.tuner
         if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
             plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
         else:
@@ -126,19 +181,34 @@ class NcclChoice:
         if op is CollectiveOp.ALLREDUCE:
             out.extend(self.in_switch_candidates(m, info))
         out.extend(recent_candidates(self, op, m, info))
-        return out
+        env = self.env
+        if env.default or not out:
+            return out
+        if forced is not None:  # the caller's algorithm: the protocols alone are filtered
+            return [c for c in out if (op, c[2]) not in env.disabled_protocols]
+        kept = [c for c in out if env.allows(op, c[1], c[2])]
+        if not kept:
+            raise ConfigError(
+                f"{env.where}: {env.text()} leaves NCCL no algorithm and protocol for "
+                f"{op.value} on this group (it weighs "
+                f"{', '.join(sorted({f'{c[1].value}/{c[2].value}' for c in out}))})",
+                value=env.text(),
+                where=env.where,
+            )
+        return kept
 
     def table(
-        self, op: CollectiveOp, info: GroupInfo
+        self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner | None = None
     ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
         """Per NCCL ring/tree choice of ``op`` on ``info``'s group, what does not read the
         message size: (algorithm, protocol, latency before the ring plateau factor, algorithm
         bandwidth before the tree correction, bus bandwidth, whether the plateau factor applies
         from :meth:`candidates`' size on), by the model's tuner table
-        (:mod:`perfmodel.comm.tuner`): NCCL 2.8's (:meth:`_table_28`) or 2.29's
-        (:meth:`_table_229`)."""
-        if self.tuner.per_channel_caps:
-            return self._table_229(op, info)
+        (:mod:`perfmodel.comm.tuner`; ``tuner``, default :attr:`tuner`): NCCL 2.8's
+        (:meth:`_table_28`) or a 2.18+ release's (:meth:`_table_229`)."""
+        tuner = tuner or self.tuner
+        if tuner.per_channel_caps:
+            return self._table_229(op, info, tuner)
         return self._table_28(op, info)
 
     def _table_28(
@@ -203,7 +273,7 @@ class NcclChoice:
         return out
 
     def _table_229(
-        self, op: CollectiveOp, info: GroupInfo
+        self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner
     ) -> list[tuple[Algorithm, Protocol, float, float, float, bool]]:
         """:meth:`table` with NCCL 2.29's tuner (``ncclTopoTuneModel``, v2.29.7-1).
 
@@ -229,7 +299,6 @@ class NcclChoice:
         one GPU; for the tree ``2 ((n / nodes - 1) intra + floor(log2 nodes) net)``; broadcast
         and reduce rings ``steps x`` the step of their transport (the tree's for Simple).
         """
-        tuner = self.tuner
         n, nodes = info.n, info.nodes
         nsteps, ninter = _ring_steps(op, n, nodes)
         if nodes == 1:

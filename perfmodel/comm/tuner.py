@@ -13,12 +13,21 @@ meaning, no code) from the named release of NVIDIA/nccl:
   base latencies 6.6-14 us, a network post overhead of 1 us on Intel and 2 us on AMD hosts, x3 for
   Simple), the bandwidth caps (per channel and per architecture: Volta, Ampere, Hopper,
   Blackwell, for 1, 2 and more nodes), the ring plateau factor (1.4 on compute capability 8.0 and
-  newer) and the tree correction table. Releases 2.18-2.28 differ from 2.29 in a few entries
-  (tree Simple NVLink step 28 us in 2.19-2.22, 4 us from 2.23; Blackwell tree caps twice
-  Hopper's, 77.4 / 82.8 / 72 GB/s per channel, in 2.25-2.28, where 2.29 has 70 / 42.8 / 24);
-  they are priced with the 2.29 table (an approximation, stated: 2.29's Blackwell caps are
-  NVIDIA's later, lower figures for the same kernels, so a 2.26 tuner would choose the tree
-  across GB200 racks where this table prices it slower).
+  newer) and the tree correction table.
+- :data:`NCCL_2_25` (v2.25.1-1 to v2.27.7-1, read at v2.26.2-1): 2.29's table but for the
+  Blackwell per-channel caps, twice Hopper's in those releases (``2*38.7, 2*41.4, 2*36.0`` tree,
+  ``2*36.7`` ring LL128, ``2*36.7, 2*36.7, 2*29.0`` tree LL128), where 2.28 and 2.29 have
+  NVIDIA's later, lower figures (tree 70 / 42.8 / 24 GB/s).
+- :data:`NCCL_2_28` (v2.28.9-1): 2.29's table but for the Blackwell ring LL128 caps
+  (``2*36.7, 34.6, 2*36.7`` against 2.29.7's 40 GB/s).
+
+Releases 2.18-2.24 are priced with :data:`NCCL_2_29`: they predate Blackwell, and their
+Volta / Ampere / Hopper caps are 2.29's; their latencies differ in places (tree Simple step
+28 us on every transport in 2.19-2.22, 4 us from 2.23; 2.18's ring LL factor 1/4 and ring LL128
+0.7 with one GPU per node), an approximation stated here. The NVLS and NVLS tree candidates
+keep the 2.28+ model (:mod:`perfmodel.comm.nccl_recent`, :mod:`perfmodel.comm.nvls`) and its
+NVLS-tree caps for every release (2.25-2.27 have no NVLS-tree cap and another NVLS bandwidth
+formula).
 
 Which table applies (:func:`tuner_for`): the release the scenario states (``--nccl``, recorded
 by :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule` as ``stated``); without one, the
@@ -31,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import perfmodel.comm.params as P
@@ -254,6 +263,65 @@ NCCL_2_29 = NcclTuner(
     source="NVIDIA/nccl v2.29.7-1 src/graph/tuning.cc",
 )
 
+#: NVIDIA/nccl v2.26.2-1 ``src/graph/tuning.cc`` lines 151-175 (``llMaxBws``,
+#: ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``, ``perChMaxTreeBws``; the same numbers in
+#: every tag from v2.25.1-1 to v2.27.7-1): Blackwell's caps are twice Hopper's. Everything else
+#: of the ring and tree model is :data:`NCCL_2_29`'s (the latencies, ``getNetOverhead``, the
+#: tree correction below ``logSize`` 23 and the plateau factor are the same in v2.26.2-1).
+NCCL_2_25 = replace(
+    NCCL_2_29,
+    release="2.25",
+    ring_ll128_max_per_channel_Bps=_gb(
+        ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 73.4, 73.4))
+    ),
+    tree_ll128_max_per_channel_Bps=_gb(
+        ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
+    ),
+    tree_max_per_channel_Bps=_gb(
+        ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (77.4, 82.8, 72.0))
+    ),
+    source="NVIDIA/nccl v2.26.2-1 src/graph/tuning.cc (v2.25.1-1 to v2.27.7-1)",
+)
+
+#: NVIDIA/nccl v2.28.9-1 ``src/graph/tuning.cc`` lines 169-198 (``ncclTunerConstantsDefaults``):
+#: 2.29's caps but Blackwell's ring LL128, ``{2*36.7, 34.6, 2*36.7}`` GB/s per channel
+#: (v2.28.7-1 and v2.28.9-1; v2.28.3-1 has ``2*36.7`` for two nodes too).
+NCCL_2_28 = replace(
+    NCCL_2_29,
+    release="2.28",
+    ring_ll128_max_per_channel_Bps=_gb(
+        ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 34.6, 73.4))
+    ),
+    source="NVIDIA/nccl v2.28.9-1 src/graph/tuning.cc",
+)
+
+#: First release of :data:`NCCL_2_25`'s and :data:`NCCL_2_28`'s tables.
+BLACKWELL_CAPS_FROM = {(2, 25): NCCL_2_25, (2, 28): NCCL_2_28, (2, 29): NCCL_2_29}
+
+#: The table that prices a choice made by each release's table (:func:`pricing_tuner`).
+_PRICED_BY = MappingProxyType({NCCL_2_25.release: NCCL_2_29, NCCL_2_28.release: NCCL_2_29})
+
+
+def pricing_tuner(tuner: NcclTuner) -> NcclTuner:
+    """The table whose numbers price the (algorithm, protocol) ``tuner`` chooses: itself, but
+    for :data:`NCCL_2_25` and :data:`NCCL_2_28`, whose choices are priced by
+    :data:`NCCL_2_29`.
+
+    A tuner's per-channel cap is NVIDIA's figure for what one channel of a kernel sustains on a
+    GPU generation. The 2.25-2.27 Blackwell caps are Hopper's doubled (written ``2*38.7`` in
+    v2.26.2-1 ``src/graph/tuning.cc``: a placeholder for GPUs NCCL had not yet measured); 2.28
+    replaced them with Blackwell's own (tree 70 / 42.8 / 24 GB/s per channel), and 2.29.7 the
+    ring LL128 cap (40 GB/s). The release a job runs decides what NCCL chooses; how fast the
+    chosen kernel runs on the GPUs is priced with the latest figures for those same GPUs (the
+    ring and tree kernels and every other constant of the table are the same). Where the two
+    tables agree, as everywhere off Blackwell, the price is the release's own.
+
+    >>> pricing_tuner(NCCL_2_25).release, pricing_tuner(NCCL_2_8).release
+    ('2.29', '2.8')
+    """
+    return _PRICED_BY.get(tuner.release, tuner)
+
+
 #: First release of the :data:`NCCL_2_29` latency table (v2.18.1-1 reworked ``baseLat`` and
 #: ``hwLat``: ring Simple network step 9.6 -> 14 us).
 MODERN_FROM = (2, 18)
@@ -268,12 +336,21 @@ def tuner_for(release: tuple[int, int] | None, arch: str) -> NcclTuner:
 
     >>> tuner_for((2, 14), "hopper").release, tuner_for((2, 21), "ampere").release
     ('2.8', '2.29')
+    >>> [tuner_for((2, m), "blackwell").release for m in (25, 26, 27, 28, 29, 30)]
+    ['2.25', '2.25', '2.25', '2.28', '2.29', '2.29']
     >>> tuner_for(None, "blackwell").release, tuner_for(None, "ampere").release
     ('2.29', '2.8')
     """
-    if release is not None:
-        return NCCL_2_29 if tuple(release) >= MODERN_FROM else NCCL_2_8
-    return NCCL_2_29 if arch in MODERN_ARCHITECTURES else NCCL_2_8
+    if release is None:
+        return NCCL_2_29 if arch in MODERN_ARCHITECTURES else NCCL_2_8
+    release = tuple(release)
+    if release < MODERN_FROM:
+        return NCCL_2_8
+    found = NCCL_2_29
+    for first, table in BLACKWELL_CAPS_FROM.items():
+        if release >= first:
+            found = table
+    return found
 
 
 #: First releases of the in-switch and recent algorithms (NVIDIA/nccl ``src/graph/tuning.cc``

@@ -32,14 +32,12 @@ Mapping (from the rows' own hardware text):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from perfmodel.comm.model import CommCostModel
-from perfmodel.comm.params import Algorithm
-from perfmodel.errors import ConfigError
+from perfmodel.comm.nccl_env import DEFAULT_ENV, NcclEnv, with_nccl_env
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology, load_system
 from perfmodel.units import GB, ms, us
@@ -81,41 +79,10 @@ CORE_WEAVE_GB200_JOB = (
     "NCCL_NVLS_ENABLE=0, NCCL_COLLNET_ENABLE=0, 4 IB HCAs per tray"
 )
 
-#: NCCL variables that switch algorithms out of NCCL's choice when set to ``0`` (NVIDIA/nccl
-#: ``src/graph/tuning.cc``: NVLS and NVLS tree need NVLS support, CollNet needs the CollNet
-#: network; with both off ``auto`` weighs ring and tree only).
-_ENV_SWITCHES: dict[str, tuple[Algorithm, ...]] = {
-    "NCCL_NVLS_ENABLE": (Algorithm.NVLS, Algorithm.NVLS_TREE),
-    "NCCL_COLLNET_ENABLE": (Algorithm.COLLNET,),
-}
-
-
-def disabled_by_env(env: Iterable[tuple[str, str]]) -> tuple[Algorithm, ...]:
-    """The algorithms an NCCL environment (``(name, value)`` pairs) switches off: those of
-    ``NCCL_NVLS_ENABLE=0`` and ``NCCL_COLLNET_ENABLE=0``; other variables switch none off.
-
-    >>> [a.value for a in disabled_by_env([("NCCL_NVLS_ENABLE", "0"), ("NCCL_DEBUG", "INFO")])]
-    ['nvls', 'nvls_tree']
-    """
-    off: list[Algorithm] = []
-    for name, value in env:
-        if value.strip() == "0":
-            off += _ENV_SWITCHES.get(name, ())
-    return tuple(off)
-
-
-#: What the CoreWeave GB200 job switches off (:data:`CORE_WEAVE_GB200_JOB`).
-NVLS_COLLNET_OFF: tuple[Algorithm, ...] = disabled_by_env(
-    [("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")]
-)
-
-#: What NCCL's tuner weighs for an all-reduce (``auto``), in the order it lists them.
-NCCL_ALLREDUCE_ALGORITHMS: tuple[Algorithm, ...] = (
-    Algorithm.RING,
-    Algorithm.TREE,
-    Algorithm.COLLNET,
-    Algorithm.NVLS,
-    Algorithm.NVLS_TREE,
+#: The CoreWeave GB200 job's environment (:data:`CORE_WEAVE_GB200_JOB`): NVLS, NVLS tree and
+#: CollNet off, so NCCL chooses between ring and tree.
+CORE_WEAVE_GB200_ENV: NcclEnv = NcclEnv.parse(
+    [("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")], where=CORE_WEAVE_GB200_JOB
 )
 
 #: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
@@ -145,9 +112,9 @@ class CommScenario:
     """CPU model the source states (free text), replacing the catalogue's."""
     algorithm: str = "auto"
     """The algorithm the run forced (nccl-tests with ``NCCL_ALGO``), else ``auto``."""
-    disabled: tuple[Algorithm, ...] = ()
-    """Algorithms the run's environment switched off (``NCCL_NVLS_ENABLE=0``,
-    ``NCCL_COLLNET_ENABLE=0``): ``auto`` chooses among the rest (:func:`compare`)."""
+    env: NcclEnv = DEFAULT_ENV
+    """The run's NCCL environment (``NCCL_NVLS_ENABLE=0``, ``NCCL_COLLNET_ENABLE=0``): NCCL's
+    choice weighs what it leaves on (:class:`~perfmodel.comm.nccl_env.NcclEnv`)."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +242,7 @@ def map_gb200(
         note=f"{racks} rack(s) of 72; NVLS and CollNet off, ring or tree ({CORE_WEAVE_GB200_JOB}"
         f"{'' if racks > 2 else '; assumed for this log: first posted with an NVLS-on job, PR #43'}"
         "); assumed NIC speed: NDR 400 Gb/s, one per GPU (4 HCAs per tray stated, speed not)",
-        nccl=stated_nccl(row), disabled=NVLS_COLLNET_OFF,
+        nccl=stated_nccl(row), env=CORE_WEAVE_GB200_ENV,
     )  # fmt: skip
 
 
@@ -319,6 +286,7 @@ def _model(
     p2p: bool | None = None,
     nccl: str | None = None,
     cpu_model: str | None = None,
+    env: NcclEnv = DEFAULT_ENV,
 ) -> CommCostModel:
     from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
@@ -337,6 +305,8 @@ def _model(
         topo = with_nccl_p2p_rule(topo, release)
     if p2p is not None:
         topo = topo.with_p2p(p2p)
+    if not env.default:
+        topo = with_nccl_env(topo, env)
     return CommCostModel(topo)
 
 
@@ -361,49 +331,10 @@ def compare(
     mapping itself)."""
     model = _model(
         sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p, sc.nccl,
-        cpu_model or sc.cpu_model,
+        cpu_model or sc.cpu_model, sc.env,
     )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]
-    if sc.disabled and sc.algorithm == "auto":
-        r = _auto_without(model, sc.op, sc.message_bytes, group, sc.disabled)
-    else:
-        r = model.collective(sc.op, sc.message_bytes, group, sc.algorithm)
+    r = model.collective(sc.op, sc.message_bytes, group, sc.algorithm)
     pred = r.busbw_Bps if sc.metric == "busbw" else r.time_s
     algo = r.algorithm.value + (f"/{r.protocol.value}" if r.protocol else "")
     return CommComparison(sc, pred, algo)
-
-
-def _auto_without(
-    model: CommCostModel,
-    op: CollectiveOp,
-    message_bytes: int,
-    group: list[str],
-    disabled: tuple[Algorithm, ...],
-) -> Any:
-    """NCCL's ``auto`` with ``disabled`` switched off by the environment: the fastest of the
-    remaining all-reduce algorithms, each at its best protocol (the tuner's time of each
-    forced algorithm; an all-reduce's time is the tuner's estimate, so this is ``auto``'s pick
-    over the rest). Algorithms the group does not offer (NVLS without an NVSwitch, CollNet
-    without SHARP) are passed over.
-    """
-    if op is not CollectiveOp.ALLREDUCE:
-        raise ConfigError(
-            f"switching algorithms off is modelled for the all-reduce only, not {op.value}",
-            value=op.value,
-            where="comm validation",
-        )
-    results = []
-    for algo in NCCL_ALLREDUCE_ALGORITHMS:
-        if algo in disabled:
-            continue
-        try:
-            results.append(model.collective(op, message_bytes, group, algo))
-        except ConfigError:  # not offered on this group
-            continue
-    if not results:
-        raise ConfigError(
-            f"no all-reduce algorithm left with {', '.join(a.value for a in disabled)} off",
-            value=disabled,
-            where="comm validation",
-        )
-    return min(results, key=lambda r: r.time_s)

@@ -30,13 +30,20 @@ WorkloadFn = Callable[..., Any]
 
 @lru_cache(maxsize=64)
 def _topology(key: tuple[Any, ...]) -> Topology:
-    """The topology of the hardware fields ``key`` (values of :data:`HARDWARE_FIELDS`, in order)."""
+    """The topology of the hardware fields ``key`` (values of :data:`HARDWARE_FIELDS`, in order;
+    ``nccl_env`` as sorted pairs, :func:`perfmodel.scenario_parse.nccl_env_pairs`)."""
     hw = dict(zip(HARDWARE_FIELDS, key, strict=True))
+    env = hw.pop("nccl_env")
+    if env:  # the job's NCCL variables: what NCCL's choice weighs (comm/nccl_env.py)
+        from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
+
+        base = _topology((*key[:-1], ()))
+        return with_nccl_env(base, NcclEnv.parse(env, where="scenario.nccl_env"))
     nccl = hw.pop("nccl")
     if nccl is not None:  # the stated NCCL release's P2P level (issue 12)
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
-        base = _topology((*key[:-1], None))
+        base = _topology((*key[:-2], None, ()))
         return with_nccl_p2p_rule(base, NcclRelease.parse(nccl, where="scenario.nccl"))
     from perfmodel.topology.builders import build_system
 
@@ -71,7 +78,12 @@ def topology_of(sc: Scenario) -> Topology:
             )
         return _calibrated_device(str(sc.calibration))
     nodes = pos_int(sc.nodes, "nodes")
-    return _topology(tuple(nodes if f == "nodes" else getattr(sc, f) for f in HARDWARE_FIELDS))
+    from perfmodel.scenario_parse import nccl_env_pairs
+
+    key = tuple(nodes if f == "nodes" else getattr(sc, f) for f in HARDWARE_FIELDS)
+    if sc.nccl_env and not isinstance(sc.nccl_env, tuple):  # a Scenario built in code
+        key = (*key[:-1], nccl_env_pairs(sc.nccl_env))
+    return _topology(key)
 
 
 def freeze(v: Any) -> Any:

@@ -109,9 +109,9 @@ class ReferenceMeasurement:
         Where to check it (repository, pull request or log, date).
     nccl_env
         NCCL environment variables the source states for the run, as ``(name, value)`` pairs
-        (``NCCL_NVLS_ENABLE = "0"``): what the measured run could not use
-        (:func:`perfmodel.comm.validation.disabled_by_env` reads them), so a prediction that
-        used a switched-off algorithm is not compared with it.
+        (``NCCL_NVLS_ENABLE = "0"``): what the measured run's NCCL could choose
+        (:class:`perfmodel.comm.nccl_env.NcclEnv` parses them), so ``perfmodel comm`` prices
+        the call under them before comparing (like with like).
     """
 
     op: CollectiveOp

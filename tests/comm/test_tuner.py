@@ -112,3 +112,66 @@ def test_one_gpu_per_server_tree_uses_the_network() -> None:
     pair = [topo.gpus[0], topo.gpus[8]]
     r = m.collective("allreduce", 64 * MiB, pair, "tree")
     assert math.isfinite(r.bandwidth_Bps) and r.bandwidth_Bps <= m.group_info(pair).inter_bw_Bps
+
+
+# ------------------------------------------------------ 2.25-2.28 tables (issue 24, wave 8)
+
+
+def test_release_tables_2_25_to_2_28() -> None:
+    """NVIDIA/nccl v2.26.2-1 and v2.28.9-1 ``src/graph/tuning.cc``: Blackwell caps per channel
+    (GB/s); every other number is 2.29's."""
+    from perfmodel.comm.tuner import NCCL_2_25, NCCL_2_28, pricing_tuner
+
+    bw = arch_index("blackwell")
+    assert [tuner_for((2, m), "blackwell") for m in (24, 25, 26, 27, 28, 29)] == [
+        NCCL_2_29, NCCL_2_25, NCCL_2_25, NCCL_2_25, NCCL_2_28, NCCL_2_29,
+    ]  # fmt: skip
+    gb = [round(x / GB, 2) for x in NCCL_2_25.tree_max_per_channel_Bps[bw]]
+    assert gb == [77.4, 82.8, 72.0]  # 2*38.7, 2*41.4, 2*36.0
+    assert [round(x / GB, 2) for x in NCCL_2_25.ring_ll128_max_per_channel_Bps[bw]] == [73.4] * 3
+    assert [round(x / GB, 2) for x in NCCL_2_25.tree_ll128_max_per_channel_Bps[bw]] == [
+        73.4, 73.4, 58.0,
+    ]  # fmt: skip
+    assert [round(x / GB, 2) for x in NCCL_2_28.ring_ll128_max_per_channel_Bps[bw]] == [
+        73.4, 34.6, 73.4,
+    ]  # fmt: skip
+    assert NCCL_2_28.tree_max_per_channel_Bps == NCCL_2_29.tree_max_per_channel_Bps
+    for t in (NCCL_2_25, NCCL_2_28):
+        assert pricing_tuner(t) is NCCL_2_29
+        for field in ("base_latency_s", "step_latency_s", "ll_max_Bps", "tree_correction"):
+            assert getattr(t, field) == getattr(NCCL_2_29, field)
+        for field in ("tree_max_per_channel_Bps", "ring_ll128_max_per_channel_Bps"):
+            assert getattr(t, field)[:bw] == getattr(NCCL_2_29, field)[:bw]  # off Blackwell
+    assert pricing_tuner(NCCL_2_29) is NCCL_2_29 and pricing_tuner(NCCL_2_8) is NCCL_2_8
+
+
+def test_nccl_2_26_chooses_the_tree_across_gb200_racks() -> None:
+    """Golden: 3 GB200 NVL72 racks, 512 MiB all-reduce, NVLS and CollNet off (CoreWeave's job;
+    its 20-rack 16 GiB row is the validation's case). Beyond two nodes NCCL 2.26's Blackwell
+    tree cap, 16 graph channels x 72 GB/s = 1,152 GB/s, does not bind and 2.29's,
+    16 x 24 = 384 GB/s, does: 2.26 chooses the tree, 2.29 the ring (LL128). The tree 2.26 runs
+    is priced at 2.29's cap: bus bandwidth 384 GB/s, the time of 2.29's tree forced."""
+    from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
+
+    base = with_nccl_env(
+        load_system("gb200-nvl72", nodes=3),
+        NcclEnv.parse([("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")]),
+    )
+    size = 512 * MiB
+    m26, m29 = (
+        CommCostModel(with_nccl_p2p_rule(base, NcclRelease.parse(release)))
+        for release in ("2.26.2", "2.29.7")
+    )
+    r26, r29 = (m.collective("allreduce", size, base.gpus) for m in (m26, m29))
+    assert (r26.algorithm, r26.protocol) == (Algorithm.TREE, Protocol.SIMPLE)
+    assert (r29.algorithm, r29.protocol) == (Algorithm.RING, Protocol.LL128)
+    assert r26.bandwidth_Bps == pytest.approx(16 * 24 * GB)
+    assert r26.time_s == m29.collective("allreduce", size, base.gpus, "tree").time_s
+    # NCCL 2.26's own estimate of the tree it picks: the cap does not bind
+    info = m26.group_info(base.gpus)
+    tree = [
+        c
+        for c in m26.nccl.candidates(r26.op, size, info)
+        if c[1:3] == (r26.algorithm, r26.protocol)
+    ]
+    assert tree[0][4] > 16 * 24 * GB

@@ -255,15 +255,19 @@ def test_references_parse_and_are_checked_by_comm(capsys) -> None:
                "--sizes", "8G"])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0 and "nvls/Simple" in out
-    # the measured run had NVLS switched off: the NVLS prediction is not compared with it
+    # the measured run had NVLS switched off: the call is priced again under its environment
+    # (NCCL's choice without NVLS: ring or tree), like with like
     assert ref.nccl_env == (("NCCL_COLLNET_ENABLE", "0"), ("NCCL_NVLS_ENABLE", "0"))
-    assert "# not checked against coreweave/nccl-tests README" in out
-    assert "this prediction used nvls; --algorithm ring or tree compares" in out
-    # like with like: the ring is compared (CoreWeave's job could use ring and tree)
+    assert "# checked against coreweave/nccl-tests README" in out
+    assert "predicted under its NCCL_COLLNET_ENABLE=0, NCCL_NVLS_ENABLE=0" in out
+    assert "%, ring)" in out
+    # the same run under that environment by the flag: the same line (both environments alike)
     assert main(["comm", "--system", "gb200-nvl72", "--gpus", "72", "--op", "allreduce",
-                 "--sizes", "8G", "--algorithm", "ring"]) == 0  # fmt: skip
+                 "--sizes", "8G", "--nccl-env", "NCCL_NVLS_ENABLE=0",
+                 "--nccl-env", "NCCL_COLLNET_ENABLE=0"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "# checked against coreweave/nccl-tests README" in out and "%, ring)" in out
+    assert "predicted under its" not in out and "ring/Simple" in out
     # no line for a run the measurement does not describe
     assert main(["comm", "--system", "gb200-nvl72", "--gpus", "64", "--op", "allreduce",
                  "--sizes", "8G"]) == 0  # fmt: skip
@@ -287,16 +291,6 @@ def test_reference_errors(tmp_path) -> None:
         with pytest.raises(TopologyError, match=named) as info:
             read_server_file(_write(tmp_path, RACK_TEXT.replace(env, wrong), "c.toml"))
         assert "nccl_env" in str(info.value)
-
-
-def test_disabled_by_env() -> None:
-    from perfmodel.comm.params import Algorithm
-    from perfmodel.comm.validation import NVLS_COLLNET_OFF, disabled_by_env
-
-    assert disabled_by_env([]) == ()
-    assert disabled_by_env([("NCCL_NVLS_ENABLE", "1"), ("NCCL_DEBUG", "0")]) == ()
-    assert disabled_by_env([("NCCL_COLLNET_ENABLE", " 0")]) == (Algorithm.COLLNET,)
-    assert set(NVLS_COLLNET_OFF) == {Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.COLLNET}
 
 
 def test_topo_show_states_the_domain_and_cloud(capsys) -> None:
