@@ -559,6 +559,45 @@ def flex_units_hit(
     return float(min(top_k, units))
 
 
+#: Bytes of one (token, expert) entry of the routing map Hybrid-EP all-gathers: a ``torch.bool``
+#: tensor (deepseek-ai/DeepEP hybrid-ep branch @94a9f8f ``deep_ep/hybrid_ep_buffer.py``
+#: ``dispatch_with_permute``: ``assert routing_map.dtype == torch.bool``).
+ROUTING_MAP_ENTRY_BYTES = 1
+
+
+def routing_map_gather_bytes(
+    dispatcher: MoEDispatcher, tokens: float, experts: int, ranks: int
+) -> float:
+    """Output bytes of the routing-map all-gather a dispatcher's forward dispatch runs over the
+    expert-parallel group before its tokens move; 0 where it runs none.
+
+    Hybrid-EP builds each dispatch's metadata (which node and rank each token goes to) from
+    the routing map of every rank of the group: ``HybridEPBuffer.dispatch_with_permute``
+    without a cached handle (Megatron-Core's forward dispatch: ``_HybridEPManager.dispatch``
+    passes none, Megatron-LM 4415119 ``megatron/core/transformer/moe/token_dispatcher.py``;
+    the backward passes reuse the handle) calls ``metadata_preprocessing``, whose
+    ``Executor::allgather_routing_map`` runs ``torch.distributed.all_gather_into_tensor`` of the
+    ``tokens x experts`` boolean map over the group whenever the group spans NVLink domains or
+    the custom all-gather is off (deepseek-ai/DeepEP hybrid-ep branch @94a9f8f
+    ``csrc/hybrid_ep/executor/executor.cu``; ``enable_custom_allgather=False`` is the
+    ``HybridEPBuffer`` default and Megatron-Core's ``init_hybrid_ep_buffer`` does not set it,
+    ``megatron/core/transformer/moe/fused_a2a.py`` at 4415119): an NCCL all-gather of
+
+    ``bytes = ranks x tokens x experts x 1 B``   (the gathered output, as the lowering counts)
+
+    ``tokens``: one rank's tokens routed by the layer. DeepEP's own layout exchange runs inside
+    its notify kernel and the NCCL dispatchers gather token counts, not maps (0 here).
+
+    >>> routing_map_gather_bytes(MoEDispatcher.HYBRIDEP, 4096, 128, 16)  # Qwen3-30B, EP 16
+    8388608.0
+    >>> routing_map_gather_bytes(MoEDispatcher.DEEPEP, 4096, 128, 16)
+    0.0
+    """
+    if dispatcher is not MoEDispatcher.HYBRIDEP or ranks < 2 or tokens <= 0 or experts <= 0:
+        return 0.0
+    return float(ranks) * float(tokens) * experts * ROUTING_MAP_ENTRY_BYTES
+
+
 #: Streaming multiprocessors the flex dispatchers' communication kernels occupy: DeepEP
 #: ``TransformerConfig.moe_deepep_num_sms = 20`` (Megatron-Core default, Megatron-LM 4415119);
 #: HybridEP ``moe_hybridep_num_sms = 32``, set by Megatron-Bridge's performance scripts
@@ -645,6 +684,7 @@ __all__ = [
     "DISPATCHER_SMS",
     "FLEX_KERNEL_RATES",
     "MAX_SIBLINGS",
+    "ROUTING_MAP_ENTRY_BYTES",
     "CPImpl",
     "DispatchFabric",
     "KernelRate",
@@ -660,6 +700,7 @@ __all__ = [
     "flex_units_hit",
     "overlap_compute_slowdown",
     "ring_exposed_s",
+    "routing_map_gather_bytes",
     "stage_ranks",
     "torch_cp_exposed_s",
     "unpaired_phases",

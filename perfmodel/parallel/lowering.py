@@ -707,6 +707,8 @@ def _expert_context_comm(
                 ring.append((op, nbytes, t))
             else:
                 out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
+        if phase == "F":
+            out += _routing_map_gather(layer, costs, groups_of, algorithm, memo, dispatcher)
         if ring:
             full = sum(t for _, _, t in ring)
             size = len(groups_of["cp"][0])
@@ -778,6 +780,39 @@ def _dispatch_sync_stalls(
     if owner >= 0:
         out[owner] = dispatcher_sync_stall_s(run)
     return {k: v for k, v in out.items() if v > 0}
+
+
+def _routing_map_gather(
+    layer: LayerCost,
+    costs: Costs,
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
+    algorithm: str,
+    memo: dict[tuple[object, ...], float],
+    dispatcher: MoEDispatcher,
+) -> list[SegmentComm]:
+    """The forward routing-map all-gather of a dispatch layer whose ``dispatcher`` runs one
+    before its tokens move (:func:`perfmodel.parallel.expert.routing_map_gather_bytes`: Hybrid-EP),
+    exposed in full on the expert-parallel group; the rank's routed tokens are the layer's
+    routed rows over ``top_k``. Empty for other layers and dispatchers."""
+    from perfmodel.parallel.expert import routing_map_gather_bytes
+
+    groups = groups_of.get("ep")
+    if (
+        layer.expert_role is not ExpertRole.DISPATCH
+        or not groups
+        or not layer.top_k
+        or not layer.output_shape
+    ):
+        return []
+    tokens = layer.output_shape[0] / layer.top_k
+    nbytes = routing_map_gather_bytes(dispatcher, tokens, layer.experts, len(groups[0]))
+    if nbytes <= 0:
+        return []
+    key = (CollectiveOp.ALLGATHER, nbytes, "ep")
+    t = memo.get(key)
+    if t is None:
+        t = memo[key] = costs.concurrent_time(CollectiveOp.ALLGATHER, nbytes, groups, algorithm)
+    return [SegmentComm(CommKind.EP, "F", CollectiveOp.ALLGATHER, nbytes, t, t)]
 
 
 def _dispatcher_point(

@@ -316,7 +316,7 @@ def test_flex_dispatch_takes_at_least_its_published_kernel_time() -> None:
                 if t.kind is TaskKind.COLLECTIVE and t.comm is not None
                 and t.comm.kind is CommKind.EP]  # fmt: skip
 
-    flex = ep_tasks("hybridep")
+    flex = [t for t in ep_tasks("hybridep") if t.comm.op is CollectiveOp.ALLTOALL]
     assert len(flex) == 2  # per phase, the dispatch and the combine back to back
     rate = FLEX_KERNEL_RATES[("hybridep", DispatchFabric.RDMA)]
     # the busiest rank's rows (tokens x top_k x the sampling load) over top_k, as tokens
@@ -328,6 +328,46 @@ def test_flex_dispatch_takes_at_least_its_published_kernel_time() -> None:
     a2a = [t for t in a2a if t.comm.op is CollectiveOp.ALLTOALL]
     share = dispatch_share(MoEDispatcher.HYBRIDEP, 32, 8, 16, 2)
     assert min(t.duration_s for t in a2a) > pair / share * 0.5
+
+
+def test_hybridep_gathers_the_routing_map_once_per_forward_dispatch() -> None:
+    """Hybrid-EP's forward dispatch all-gathers every rank's boolean routing map (tokens x
+    experts x 1 B) over the expert-parallel group before the tokens move (DeepEP hybrid-ep
+    ``Executor::allgather_routing_map``); the backward passes reuse the handle. By hand: the
+    busiest rank's routed rows over top_k, times 32 experts, times 16 ranks, priced as the
+    communication model's all-gather of those bytes on the group. DeepEP and the NCCL
+    all-to-all dispatcher gather no map (the latter only its token counts, int64 per expert)."""
+    from perfmodel.parallel.expert import routing_map_gather_bytes
+
+    assert routing_map_gather_bytes(MoEDispatcher.HYBRIDEP, 4096, 128, 16) == 16 * 4096 * 128
+    assert routing_map_gather_bytes(MoEDispatcher.HYBRIDEP, 4096, 128, 1) == 0.0
+    for d in (MoEDispatcher.DEEPEP, MoEDispatcher.ALLTOALL, MoEDispatcher.ALLGATHER):
+        assert routing_map_gather_bytes(d, 4096, 128, 16) == 0.0
+
+    args = {**SMALL, "hidden": 2048, "heads": 16, "kv_heads": 4, "seq_len": 4096,
+            "experts": 32, "top_k": 8, "layers": 1}  # fmt: skip
+
+    def gathers(dispatcher: str) -> tuple[list, object, object]:
+        sc = Scenario(system="dgx-h100", nodes=2, model="moe", model_args=args,
+                      precision="bf16", optimizer="adam", fidelity="analytic",
+                      software="megatron-core", ep=16, global_batch=16,
+                      moe_dispatcher=dispatcher)  # fmt: skip
+        step, costs = build_step(sc, resolve(sc))
+        tasks = [t for t in step.graph.tasks
+                 if t.kind is TaskKind.COLLECTIVE and t.comm is not None
+                 and t.comm.kind is CommKind.EP and t.comm.op is CollectiveOp.ALLGATHER]  # fmt: skip
+        return tasks, costs, step
+
+    tasks, costs, _ = gathers("hybridep")
+    assert len(tasks) == 1 and tasks[0].label.startswith("EP allgather F")
+    rows = math.ceil(4096 * 8 * routing_sampling_load(32, 8, 16, 4096 * 8))
+    nbytes = 16 * rows / 8 * 32
+    assert tasks[0].comm.message_bytes == pytest.approx(nbytes)
+    group = tasks[0].comm.group
+    assert len(group) == 16
+    t = costs.concurrent_time(CollectiveOp.ALLGATHER, nbytes, (group,), "auto")
+    assert tasks[0].duration_s == pytest.approx(t) and t > 0
+    assert gathers("deepep")[0] == []
 
 
 def test_allgather_dispatcher_waits_after_its_gather() -> None:
