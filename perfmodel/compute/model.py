@@ -102,7 +102,13 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     ...                 bwd_bytes=1.0, activation_bytes=1.0, output_shape=(1,),
     ...                 gemm=GemmShape(1024, 1024, 128, 8))
     >>> attention_shape(att)
-    AttentionShape(head_dim=128, seq=1024, causal=True)
+    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=1)
+
+    The same block as step 0 of a causal ring of 4 (four calls of equal FLOP):
+
+    >>> from dataclasses import replace
+    >>> attention_shape(replace(att, fwd_flop=4 * att.fwd_flop, ring_steps=4))
+    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=4)
     """
     g = layer.gemm
     assert g is not None
