@@ -358,10 +358,51 @@ def attention_efficiency(
     return AttentionEfficiency(f, b, kernel, tables.source)
 
 
+def ring_attention_efficiency(
+    first: AttentionEfficiency, rest: AttentionEfficiency, steps: int
+) -> AttentionEfficiency:
+    """Efficiency of a causal ring (context-parallel) attention of ``steps`` kernel calls of
+    equal FLOP: the first at ``first`` (the causal block of the local queries and keys), the
+    ``steps - 1`` others at ``rest`` (unmasked half blocks), each pass separately.
+
+    With ``F`` the layer's FLOP of a pass, the time is ``F/steps / (peak first) +
+    F (steps - 1)/steps / (peak rest)``, so the layer's efficiency is the FLOP-weighted harmonic
+    mean ``steps / (1/first + (steps - 1)/rest)``. The step structure: PyTorch
+    ``torch/distributed/tensor/experimental/_attention.py`` (``_is_causal_behavior``: step 0
+    ``IS_CAUSAL``, later steps ``NOT_IS_CAUSAL`` under load balancing; ``_templated_ring_attention``
+    keeps the first half of the received keys or the second half of the local queries, so every
+    step sweeps ``s^2/2`` score pairs), Transformer Engine ``AttnFuncWithCPAndKVP2P`` (v1.8
+    ``AttnFuncWithCP``: step ``i == 0`` causal, ``i <= rank`` half keys, else half queries,
+    unmasked; v2.14 ``context_parallel.py``: sections ``"diagonal"``, ``"lower-triangle"``,
+    ``"upper-triangle"``).
+
+    >>> c = AttentionEfficiency(0.4, 0.3, AttentionBackend.CUDNN, "t")
+    >>> n = AttentionEfficiency(0.6, 0.5, AttentionBackend.CUDNN, "t")
+    >>> e = ring_attention_efficiency(c, n, 3)
+    >>> round(e.fwd, 4), round(e.bwd, 4)   # 3 / (1/0.4 + 2/0.6), 3 / (1/0.3 + 2/0.5)
+    (0.5143, 0.4091)
+    >>> ring_attention_efficiency(c, n, 1) == c
+    True
+    """
+    if steps <= 1:
+        return first
+
+    def blend(f: float, r: float) -> float:
+        return steps / (1.0 / f + (steps - 1) / r)
+
+    return AttentionEfficiency(
+        blend(first.fwd, rest.fwd),
+        blend(first.bwd, rest.bwd),
+        first.backend,
+        f"{first.source}; ring of {steps}: 1 causal step + {steps - 1} unmasked half blocks",
+    )
+
+
 __all__ = [
     "SDPA_EFFICIENT_OVER_FA2",
     "AttentionBackend",
     "AttentionEfficiency",
     "attention_efficiency",
     "resolve",
+    "ring_attention_efficiency",
 ]

@@ -59,7 +59,7 @@ from perfmodel.workload.layers import (
 )
 from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
 
-from .attention import AttentionEfficiency, attention_efficiency
+from .attention import AttentionEfficiency, attention_efficiency, ring_attention_efficiency
 from .gemm import GemmEfficiency, gemm_efficiency, gemm_roofline_time
 from .params import FP8_GEMM_OUTPUT_BYTES, HOST_LAUNCH_SHARE, ComputeParams
 
@@ -75,20 +75,26 @@ class AttentionShape:
 
     ``seq`` is the key length one kernel call sweeps: the layer's query length ``m`` (equal to
     the key length without context parallelism; under ring context parallelism each of the
-    ``cp`` steps is a local-by-local block, so the local length).
+    ``cp`` steps is a local-by-local block, so the local length). ``ring_steps``: the kernel
+    calls of a ring context-parallel attention (``cp``; 1 without), whose first is the causal
+    block and the others unmasked when ``causal``
+    (:func:`~perfmodel.compute.attention.ring_attention_efficiency`).
     """
 
     head_dim: int
     seq: int
     causal: bool
+    ring_steps: int = 1
 
 
 def attention_shape(layer: LayerCost) -> AttentionShape:
     """Head dimension, per-call sequence and mask of a fused-attention layer.
 
-    The zoo's attention layer (:meth:`perfmodel.workload._net.Net.attention`) carries
-    ``GemmShape(m=s, n=s cp, k=d, batch=b h)`` and forward FLOP ``2 b s (s cp) h (d + d_v)``,
-    halved under a causal mask; the mask is read from that ratio (:data:`_CAUSAL_FLOP_RATIO`).
+    The zoo's attention layer (:meth:`perfmodel.workload._net.Net.attention`) carries one
+    kernel call's block ``GemmShape(m=s, n=s, k=d, batch=b h)``, ``ring_steps = cp`` and forward
+    FLOP ``2 b s (s cp) h (d + d_v)``, halved under a causal mask; the mask is read from the
+    ratio of one call's FLOP (``fwd_flop / ring_steps``) to the block's
+    (:data:`_CAUSAL_FLOP_RATIO`).
 
     >>> from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind
     >>> att = LayerCost(name="a", kind=LayerKind.ATTENTION, fwd_flop=2 * 8 * 1024**2 * 128,
@@ -96,13 +102,22 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     ...                 bwd_bytes=1.0, activation_bytes=1.0, output_shape=(1,),
     ...                 gemm=GemmShape(1024, 1024, 128, 8))
     >>> attention_shape(att)
-    AttentionShape(head_dim=128, seq=1024, causal=True)
+    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=1)
+
+    The same block as step 0 of a causal ring of 4 (four calls of equal FLOP):
+
+    >>> from dataclasses import replace
+    >>> attention_shape(replace(att, fwd_flop=4 * att.fwd_flop, ring_steps=4))
+    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=4)
     """
     g = layer.gemm
     assert g is not None
     gemm_flop = 2.0 * g.m * g.n * g.k * g.batch
-    causal = gemm_flop > 0 and layer.fwd_flop / gemm_flop < _CAUSAL_FLOP_RATIO
-    return AttentionShape(head_dim=max(int(g.k), 1), seq=max(int(g.m), 1), causal=causal)
+    steps = max(int(layer.ring_steps), 1)
+    causal = gemm_flop > 0 and layer.fwd_flop / (steps * gemm_flop) < _CAUSAL_FLOP_RATIO
+    return AttentionShape(
+        head_dim=max(int(g.k), 1), seq=max(int(g.m), 1), causal=causal, ring_steps=steps
+    )
 
 
 class Bound(str, enum.Enum):
@@ -410,6 +425,8 @@ class ComputeModel:
     def attention(self, layer: LayerCost) -> AttentionEfficiency:
         """Forward and backward efficiency of a fused-attention layer on this GPU under
         ``params.attention_backend`` (:func:`perfmodel.compute.attention.attention_efficiency`;
+        a causal ring context-parallel layer blends its causal first step with its unmasked
+        steps, :func:`perfmodel.compute.attention.ring_attention_efficiency`;
         the ``generic`` backend uses ``fused_attention_efficiency`` and
         ``fused_attention_bwd_efficiency``). Backend tables are scaled by
         ``params.power_clock_ratio`` (a power-limited board)."""
@@ -428,6 +445,16 @@ class ComputeModel:
             shape.causal,
             generic=generic,
         )
+        if shape.causal and shape.ring_steps > 1:  # the ring's unmasked steps
+            rest = attention_efficiency(
+                p.attention_backend,
+                p.architecture,
+                shape.head_dim,
+                shape.seq,
+                False,
+                generic=generic,
+            )
+            e = ring_attention_efficiency(e, rest, shape.ring_steps)
         if p.power_clock_ratio != 1.0 and (e.fwd, e.bwd) != generic:
             r = p.power_clock_ratio
             e = replace(e, fwd=e.fwd * r, bwd=e.bwd * r, source=f"{e.source} x power limit {r:.3f}")

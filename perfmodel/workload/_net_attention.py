@@ -65,11 +65,16 @@ class AttentionLayers:
         with the attention kernel (:func:`perfmodel.parallel.expert.ring_exposed_s`).
 
         The ``cp`` steps each launch the fused kernel on one pair of chunks: step 0 the causal
-        ``s x s`` block, the others a full ``s x s/2`` block (load balancing keeps half of the
-        received keys or half of the local queries; torch ``_templated_ring_attention``,
-        Transformer Engine ``AttnFuncWithCPAndKVP2P``), so the kernel sees ``s`` queries against
-        ``s/2`` keys ``cp`` times: ``GemmShape(s, s/2, d, b heads cp)``, whose FLOP is exactly
-        the causal-halved ``QK^T``, and ``cp`` times the kernels of one call. Each step's
+        ``s x s`` block of the local queries and keys, the others a full (unmasked) ``s x s/2``
+        block (load balancing keeps half of the received keys or half of the local queries;
+        torch ``_templated_ring_attention`` with ``_is_causal_behavior``, Transformer Engine
+        ``AttnFuncWithCPAndKVP2P``'s ``"diagonal"`` then ``"lower-triangle"``/``"upper-triangle"``
+        sections), each step the same FLOP (``s^2/2`` score pairs). The layer carries step 0's
+        block, ``GemmShape(s, s, d, b heads)``, and ``ring_steps = cp``
+        (:attr:`~perfmodel.workload.layers.LayerCost.ring_steps`): the compute model prices the
+        causal step and the ``cp - 1`` unmasked ones each at its own efficiency
+        (:meth:`perfmodel.compute.model.ComputeModel.attention`); ``cp`` times the kernels of
+        one call. Without the causal mask every step is an unmasked ``s x s`` block. Each step's
         partial output is merged into an FP32 accumulator by its log-sum-exp (torch
         ``_SDPAMerger`` with ``convert_to_f32``, TE ``flash_attn_fwd_out_correction``) and in
         backward each step's ``dQ, dK, dV`` are summed in FP32 accumulators (torch
@@ -123,10 +128,8 @@ class AttentionLayers:
         bwd_comm: tuple[CommPoint, ...] = ()
         if local is not None:
             gemm = _window_gemm(local, s, head_dim, b * heads)
-        elif cp == 1:
+        else:  # the whole attention, or one ring step's block (see the docstring)
             gemm = GemmShape(m=s, n=s, k=head_dim, batch=b * heads)
-        else:
-            gemm = GemmShape(m=s, n=max(s // 2, 1), k=head_dim, batch=b * heads * cp)
         torch_cp = cp > 1 and self.kernels.fusion is not Fusion.TE
         # the keys and values the context-parallel exchange moves: PyTorch's SDPA inputs are
         # already repeated to every query head
@@ -162,6 +165,7 @@ class AttentionLayers:
             # main kernel, dQ accumulator conversion, layout copies); once per ring step
             kernels=2 * cp,
             bwd_kernels=6 * cp,
+            ring_steps=cp,
         )
         if cp > 1:
             # bytes per element: cp merges and a final cast (see the docstring)

@@ -221,6 +221,11 @@ class LayerCost:
     in ``groups per token`` of them (DeepSeek-V3's node-limited routing; Megatron-Core
     ``--moe-router-num-groups`` / ``--moe-router-group-topk``); ``(0, 0)``: no limit. Read by
     the token dispatchers' deduplication (:func:`perfmodel.parallel.expert.dispatch_share`)."""
+    ring_steps: int = 1
+    """Fused attention under ring context parallelism: the ``cp`` kernel calls (ring steps) its
+    FLOP is split over in equal shares, :attr:`gemm` being one call's block (step 0: the local
+    queries against the local keys); 1 without context parallelism. Read by
+    :func:`perfmodel.compute.model.attention_shape`."""
     kernel_class: KernelClass | None = None
     """What its kernels do (:class:`KernelClass`); ``None``: the class of its kind
     (:attr:`klass`)."""

@@ -249,11 +249,12 @@ def is_core_attention(layer: LayerCost) -> bool:
 
 def _lse_bytes(layer: LayerCost) -> float:
     """The FP32 log-sum-exp a fused attention ``layer`` saves (``b x heads x s``, 4 bytes; its
-    ``cp`` ring steps share one), 0 for any other layer."""
+    ``cp`` ring steps share one; ``gemm`` is one step's block, batch ``b x heads``), 0 for any
+    other layer."""
     if layer.kind is not LayerKind.ATTENTION or layer.gemm is None:
         return 0.0
-    g, cp = layer.gemm, max(1, layer.kernels // 2)  # cp ring steps: 2 kernels each
-    return float(g.batch // cp * g.m * FP32_BYTES)
+    g = layer.gemm
+    return float(g.batch * g.m * FP32_BYTES)
 
 
 def _part(layer: LayerCost) -> str:

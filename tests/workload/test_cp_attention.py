@@ -1,5 +1,6 @@
-"""Context-parallel attention accounting in ``Net.attention``: ``cp`` ring steps of one
-``s x s/2`` kernel call each and the FP32 merge of their partial results."""
+"""Context-parallel attention accounting in ``Net.attention``: ``cp`` ring steps (a causal
+``s x s`` block, then unmasked ``s x s/2`` ones) of one kernel call each and the FP32 merge of
+their partial results."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ def test_one_rank_has_no_merge() -> None:
 def test_ring_steps_shape_kernels_and_merge_bytes() -> None:
     cp, s, b, heads, kv, d = 4, 1024, 2, 8, 2, 64
     att, merge = _attention(cp, s, b, heads, kv, d)
-    # cp calls of s queries against s/2 keys: the causal-halved QK^T FLOP exactly
-    assert (att.gemm.m, att.gemm.n, att.gemm.k, att.gemm.batch) == (s, s // 2, d, b * heads * cp)
-    assert att.gemm.flop == pytest.approx(att.fwd_flop / 2)  # QK^T is half of QK^T + PV
+    # cp calls of equal FLOP; the layer carries step 0's causal s x s block and cp once
+    assert (att.gemm.m, att.gemm.n, att.gemm.k, att.gemm.batch) == (s, s, d, b * heads)
+    assert att.ring_steps == cp
+    # one call: the causal-halved QK^T + PV of the block, i.e. its full QK^T
+    assert att.gemm.flop == pytest.approx(att.fwd_flop / cp)
     assert (att.kernels, att.bwd_kernels) == (2 * cp, 6 * cp)
     # merge: (10 cp + 6) bytes per element of O forward, of Q, K, V backward
     o_el, q_el, kv_el = b * s * heads * d, b * s * heads * d, b * s * kv * d
