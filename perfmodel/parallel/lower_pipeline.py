@@ -40,7 +40,7 @@ from perfmodel.parallel.lowering import (
     expert_grad_share,
 )
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.param_sync import owner_bytes, owner_ranks
+from perfmodel.parallel.param_sync import owner_bytes, owners_by_rule
 from perfmodel.parallel.periodic import (
     LazyGraph,
     PeriodicGraph,
@@ -389,15 +389,17 @@ class PipelineLowering(LoweringShortcuts):
 
     def param_sync_s(self, s: int, layer_ids: Sequence[int]) -> float:
         """Seconds of the owner broadcasts that bring stage ``s``'s layers ``layer_ids`` to every
-        data-parallel rank (:mod:`perfmodel.parallel.param_sync`), the TP siblings' broadcasts
-        sharing the links."""
+        data-parallel rank (:mod:`perfmodel.parallel.param_sync`; owners by the preset's
+        ``param_owners`` rule), the TP siblings' broadcasts sharing the links."""
         owners = self._owners.get(s)
         if owners is None:
             ids = [i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
                    for i in sorted(seg.layers)]  # fmt: skip
             ids.sort()
             params = {i: float(self.wl.layers[i].params) for i in ids}
-            ranks = owner_ranks([params[i] for i in ids], len(self.dp_groups[s]))
+            ranks = owners_by_rule(
+                self.preset.param_owners, [params[i] for i in ids], len(self.dp_groups[s])
+            )
             owners = self._owners[s] = (dict(zip(ids, ranks, strict=True)), params)
         main, sibs = self._dp_group(s, "dp")
         groups = [main, *sibs]

@@ -18,7 +18,18 @@ count stops growing once the ranks outnumber the large tensors (about 160 for a 
 each broadcast spans the whole ZeRO group: a ring broadcast's latency grows with the ranks, and the
 sum grows with both. The forward of each block waits for the broadcasts of its owners.
 
-The model applies the walk to the workload's layers in order (a fused projection, such as the
+InternEvo's releases before that handler (added 2023-08-23; the initial commit ``fa7337b`` of
+2023-07-06, whose throughput table ``doc/train_performance.md`` still shows unchanged at
+``34fc28d7``), and later ones with ``overlap_sync_param=False``, partition by size instead
+(``HybridZeroOptimizer._partition_param_list``, ``fa7337b`` lines 272-290): the tensors sorted
+largest first, each given to the rank with the fewest elements so far (the lowest such rank on a
+tie), :func:`size_greedy_owner_ranks`. On a group with at least as many ranks as tensors every
+tensor then has a rank of its own, the norms' and biases' small ones included, and the
+broadcasts run in rank order, largest tensor first (``broadcast_params``, ``fa7337b`` lines
+629-647: one ``dist.broadcast`` per owner, all waited for before the next forward).
+:class:`~perfmodel.parallel.stack_choices.ParamOwners` names the two rules.
+
+The model applies the rule to the workload's layers in order (a fused projection, such as the
 gated MLP's ``fc1``, counts as one tensor where InternEvo has two), and prices each owner's
 broadcast with the collective model: NCCL's tuner picks ring and protocol per broadcast, and the
 broadcast takes the time of a pipelined chain (:func:`perfmodel.comm.closed_form.chain_time`:
@@ -33,9 +44,11 @@ microseconds each at that size, are not replayed) and keeps the summed time abov
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from perfmodel.errors import ConfigError
+from perfmodel.parallel.stack_choices import ParamOwners
 
 #: InternEvo ``ParamBcastSyncHandler``: a rank takes tensors until its count exceeds 1.01 x the
 #: average share (``alloc_num > avg_param_num * 1.01``).
@@ -64,6 +77,44 @@ def owner_ranks(params: Sequence[float], ranks: int) -> tuple[int, ...]:
             alloc = 0.0
         out.append(rank)
     return tuple(out)
+
+
+def size_greedy_owner_ranks(params: Sequence[float], ranks: int) -> tuple[int, ...]:
+    """The owner rank of each tensor of ``params`` (elements, in module order) over ``ranks``
+    ranks by InternEvo's size-greedy partition (``HybridZeroOptimizer._partition_param_list``
+    at ``fa7337b``): tensors taken largest first (equal sizes in module order: Python's stable
+    ``sorted(..., reverse=True)``), each to the rank holding the fewest elements so far, the
+    lowest rank on a tie (``numel_per_rank.index(min(numel_per_rank))``).
+
+    >>> size_greedy_owner_ranks([10, 30, 20, 5], 8)  # more ranks than tensors: one rank each
+    (2, 0, 1, 3)
+    >>> size_greedy_owner_ranks([10, 30, 20, 5], 2)  # 30 -> r0; 20 -> r1; 10 -> r1; 5 -> r0
+    (1, 0, 1, 0)
+    """
+    if int(ranks) != ranks or ranks < 1:
+        raise ConfigError(f"ranks must be a positive integer, got {ranks!r}", value=ranks)
+    order = sorted(range(len(params)), key=lambda i: -float(params[i]))
+    heap = [(0.0, r) for r in range(int(ranks))]  # (elements held, rank): min load, then rank
+    out = [0] * len(params)
+    for i in order:
+        load, r = heapq.heappop(heap)
+        out[i] = r
+        heapq.heappush(heap, (load + float(params[i]), r))
+    return tuple(out)
+
+
+def owners_by_rule(rule: ParamOwners, params: Sequence[float], ranks: int) -> tuple[int, ...]:
+    """The owner rank of each tensor under ``rule`` (:class:`ParamOwners`): the module walk
+    (:func:`owner_ranks`) or the size-greedy partition (:func:`size_greedy_owner_ranks`).
+
+    >>> owners_by_rule(ParamOwners.MODULE_WALK, [10, 10, 10, 10], 4)
+    (0, 1, 1, 2)
+    >>> owners_by_rule(ParamOwners.SIZE_GREEDY, [10, 10, 10, 10], 4)
+    (0, 1, 2, 3)
+    """
+    if rule is ParamOwners.SIZE_GREEDY:
+        return size_greedy_owner_ranks(params, ranks)
+    return owner_ranks(params, ranks)
 
 
 def owner_bytes(
