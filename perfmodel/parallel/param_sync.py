@@ -29,8 +29,9 @@ broadcasts run in rank order, largest tensor first (``broadcast_params``, ``fa73
 629-647: one ``dist.broadcast`` per owner, all waited for before the next forward).
 :class:`~perfmodel.parallel.stack_choices.ParamOwners` names the two rules.
 
-The model applies the rule to the workload's layers in order (a fused projection, such as the
-gated MLP's ``fc1``, counts as one tensor where InternEvo has two), and prices each owner's
+The model applies the rule to the workload's parameter tensors in order (:func:`layer_tensors`:
+one per layer, except a gated MLP's fused input projection, ``fc1`` before its SwiGLU, which is
+InternEvo's two matrices ``w1`` and ``w2``; biases are not in the workload), and prices each owner's
 broadcast with the collective model: NCCL's tuner picks ring and protocol per broadcast, and the
 broadcast takes the time of a pipelined chain (:func:`perfmodel.comm.closed_form.chain_time`:
 each network hop of the chain stores one protocol step before forwarding it, ~160 us a hop with
@@ -49,6 +50,7 @@ from collections.abc import Sequence
 
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.stack_choices import ParamOwners
+from perfmodel.workload.layers import LayerCost, LayerKind
 
 #: InternEvo ``ParamBcastSyncHandler``: a rank takes tensors until its count exceeds 1.01 x the
 #: average share (``alloc_num > avg_param_num * 1.01``).
@@ -135,4 +137,55 @@ def owner_bytes(
         p = params.get(i, 0.0)
         if p > 0:
             acc[owners[i]] = acc.get(owners[i], 0.0) + p * bytes_per_param
+    return list(acc.values())
+
+
+def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple[int, float]]:
+    """``(layer id, elements)`` of each parameter tensor of the layers ``ids`` (ids into
+    ``layers``, in order): one tensor per layer with parameters, two equal ones for a gated MLP's
+    fused input projection (a linear layer followed by its ``swiglu``: the zoo's ``fc1`` holds
+    the gate and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
+    ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44).
+
+    >>> def layer(name, kind, params):
+    ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, ())
+    >>> ls = [layer("b.ln2", LayerKind.NORM, 4), layer("b.fc1", LayerKind.LINEAR, 80),
+    ...       layer("b.swiglu", LayerKind.ACTIVATION, 0), layer("b.fc2", LayerKind.LINEAR, 40)]
+    >>> layer_tensors(ls, [0, 1, 2, 3])
+    [(0, 4.0), (1, 40.0), (1, 40.0), (3, 40.0)]
+    """
+    out: list[tuple[int, float]] = []
+    for i in ids:
+        p = float(layers[i].params)
+        if p <= 0:
+            continue
+        nxt = layers[i + 1] if i + 1 < len(layers) else None
+        gated = (
+            layers[i].kind is LayerKind.LINEAR
+            and nxt is not None
+            and nxt.kind is LayerKind.ACTIVATION
+            and nxt.name.endswith("swiglu")
+        )
+        out.extend([(i, p / 2), (i, p / 2)] if gated else [(i, p)])
+    return out
+
+
+def tensor_owner_bytes(
+    layer_ids: Sequence[int],
+    tensors: Sequence[tuple[int, float]],
+    owners: Sequence[int],
+    bytes_per_param: float,
+) -> list[float]:
+    """Bytes each owner broadcasts for the layers ``layer_ids``, given the tensors
+    (:func:`layer_tensors`) and each tensor's owner; one entry per owner in order of first
+    appearance.
+
+    >>> tensor_owner_bytes([1], [(0, 4.0), (1, 40.0), (1, 40.0)], [0, 0, 1], 2.0)
+    [80.0, 80.0]
+    """
+    want = set(layer_ids)
+    acc: dict[int, float] = {}
+    for (i, p), o in zip(tensors, owners, strict=True):
+        if i in want and p > 0:
+            acc[o] = acc.get(o, 0.0) + p * bytes_per_param
     return list(acc.values())

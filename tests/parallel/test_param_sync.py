@@ -11,13 +11,19 @@ from hypothesis import strategies as st
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
-from perfmodel.parallel.param_sync import owner_bytes, owner_ranks, size_greedy_owner_ranks
+from perfmodel.parallel.param_sync import (
+    layer_tensors,
+    owner_bytes,
+    owner_ranks,
+    size_greedy_owner_ranks,
+    tensor_owner_bytes,
+)
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.recipe import ParamSync, build_recipe
 from perfmodel.parallel.software import get_preset, with_software_options
 from perfmodel.parallel.stack_choices import ParamOwners
 from perfmodel.parallel.taskgraph import CommKind
-from perfmodel.pipeline.lower import build_step
+from perfmodel.pipeline.lower import build_step, step_workload
 from perfmodel.workload.memory import Optimizer
 
 
@@ -113,17 +119,14 @@ def test_lowering_broadcasts_after_the_optimizer() -> None:
     assert opt.tid in sync[0].deps
     grads = [t for t in tasks if t.comm is not None and t.comm.kind is CommKind.DP]
     assert grads and all(t.comm.op is CollectiveOp.ALLREDUCE for t in grads)
-    from perfmodel.pipeline.lower import step_workload  # the owners, recomputed from the layers
-
     workload, _ = step_workload(sc, r, None)
-    params = [float(la.params) for la in workload.layers]
-    owners = owner_ranks(params, 16)
+    ids = range(len(workload.layers))
+    tensors = layer_tensors(workload.layers, ids)
+    owners = owner_ranks([p for _, p in tensors], 16)
     group = sync[0].comm.group
     want = sum(
         costs.collective_time(CollectiveOp.BROADCAST, b, group)
-        for b in owner_bytes(
-            range(len(params)), dict(enumerate(owners)), dict(enumerate(params)), 2.0
-        )
+        for b in tensor_owner_bytes(ids, tensors, owners, 2.0)
     )
     assert sync[0].duration_s == pytest.approx(want, rel=1e-12)
 
@@ -204,8 +207,6 @@ def test_size_greedy_owners_priced_in_the_lowering() -> None:
     """With ``param_owners=size-greedy`` the sync task sums one broadcast per size-greedy
     owner: on 16 ranks more owners than the module walk gives the same small model, so the
     series takes longer (every broadcast pays the chain's latency)."""
-    from perfmodel.pipeline.lower import step_workload
-
     durations = {}
     for rule in ParamOwners:
         sc = _internevo(16, software_options={"param_owners": rule.value})
@@ -214,18 +215,36 @@ def test_size_greedy_owners_priced_in_the_lowering() -> None:
         sync = [t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.ZERO]
         assert len(sync) == 1
         workload, _ = step_workload(sc, r, None)
-        params = [float(la.params) for la in workload.layers]
+        ids = range(len(workload.layers))
+        tensors = layer_tensors(workload.layers, ids)
+        sizes = [p for _, p in tensors]
         owners = (
-            size_greedy_owner_ranks(params, 16)
+            size_greedy_owner_ranks(sizes, 16)
             if rule is ParamOwners.SIZE_GREEDY
-            else owner_ranks(params, 16)
+            else owner_ranks(sizes, 16)
         )
-        by_owner = owner_bytes(
-            range(len(params)), dict(enumerate(owners)), dict(enumerate(params)), 2.0
-        )
+        by_owner = tensor_owner_bytes(ids, tensors, owners, 2.0)
         want = sum(
             costs.collective_time(CollectiveOp.BROADCAST, b, sync[0].comm.group) for b in by_owner
         )
         assert sync[0].duration_s == pytest.approx(want, rel=1e-12)
         durations[rule] = (len(by_owner), sync[0].duration_s)
     assert durations[ParamOwners.SIZE_GREEDY][0] >= durations[ParamOwners.MODULE_WALK][0]
+
+
+def test_gated_fc1_is_two_tensors() -> None:
+    """A Llama block's fused gate/up projection (``fc1`` before ``swiglu``) counts as InternEvo's
+    two tensors ``w1`` and ``w2``: over more ranks than tensors each half has its own owner, so
+    the block broadcasts five large tensors (qkv, attn_out, w1, w2, fc2), not four."""
+    sc = _internevo(16)
+    workload, _ = step_workload(sc, resolve(sc), None)
+    ids = range(len(workload.layers))
+    tensors = layer_tensors(workload.layers, ids)
+    names = [workload.layers[i].name for i, _ in tensors]
+    assert names.count("layer0.fc1") == 2
+    assert len(tensors) == sum(1 for la in workload.layers if la.params > 0) + 4  # 4 blocks
+    fc1 = next(la for la in workload.layers if la.name == "layer0.fc1")
+    halves = [p for (i, p) in tensors if workload.layers[i] is fc1]
+    assert halves == [fc1.params / 2, fc1.params / 2]
+    owners = size_greedy_owner_ranks([p for _, p in tensors], 1024)
+    assert len(tensor_owner_bytes(ids, tensors, owners, 2.0)) == len(tensors)

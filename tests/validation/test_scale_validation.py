@@ -21,7 +21,7 @@ import pytest
 
 from perfmodel.accuracy_scale import ScaleResults, map_training_row, scale_results
 from perfmodel.api import Scenario
-from perfmodel.parallel.param_sync import owner_ranks, size_greedy_owner_ranks
+from perfmodel.parallel.param_sync import layer_tensors, owner_ranks, size_greedy_owner_ranks
 from perfmodel.pipeline.lower import step_workload
 from perfmodel.pipeline.resolve import resolve
 
@@ -134,6 +134,6 @@ def test_internevo_rows_take_the_owners_of_the_measuring_code() -> None:
     assert isinstance(sc, Scenario)
     assert dict(sc.software_options) == {"param_owners": "size-greedy"}
     wl, _ = step_workload(sc, resolve(sc), None)
-    params = [float(la.params) for la in wl.layers if la.params > 0]
+    params = [p for _, p in layer_tensors(wl.layers, range(len(wl.layers)))]
     assert len(set(size_greedy_owner_ranks(params, 1024))) == len(params)
     assert len(set(owner_ranks(params, 1024))) < len(params)
