@@ -92,12 +92,14 @@ def test_per_gpu_throughput_falls_with_scale(results: ScaleResults, tp: int) -> 
     "one broadcast per tensor, InternLM-7B's 227), InternEvo's own zero1=-1 minus zero1=8 / "
     "zero1=4 step times leave 7.5-11 us per rank per broadcast at 256-1,024 ranks, for tp=1 "
     "groups (8 ranks per server) and tp=2 groups (4 per server) alike (per server: 84 us for "
-    "tp=1 and 30 us for tp=2 at 128 servers). The model's chain fill (comm.closed_form."
-    "chain_time: 127 network hops x ~160 us, one 614 kB LL128 step at a channel's share of 4 x "
-    "100 Gb) gives both 1,024-GPU groups ~16 ms per broadcast where the data leave 10.6 ms "
-    "(tp=1, 1,024 ranks) and 3.8 ms (tp=2, 512 ranks): tp=1 -12% and tp=2 -32% at 1,024 GPUs. "
-    "NCCL 2.14's own tuner prices a ring broadcast's latency per rank (src/graph/tuning.cc: "
-    "nsteps = nRanks network hop latencies, 4 us each with LL128); the change is comm/'s",
+    "tp=1 and 30 us for tp=2 at 128 servers). The model's chain fill (comm.nccl_choice."
+    "NcclChoice.chain_time, read off NCCL 2.14's source: a whole 614,400 B LL128 step stored at "
+    "each network hop, 8 channels two per 100 Gb NIC) averages 13.0 ms over the 227 broadcasts "
+    "for tp=1 (1,024 ranks; the data leave 10.6 ms, every tp=1 row is within 2.2%) and 10.7 ms "
+    "for tp=2 (512 ranks on 2 NICs per server, 108 us per server; the data leave 3.8 ms): tp=2 "
+    "-11% at 512 and -20% at 1,024 GPUs. 30 us per server is below one LL128 step's wire time "
+    "at a whole 100 Gb port (49 us): no chain that stores a step per network hop gives it, "
+    "so the rest of tp=2's miss is not in the chain's source",
 )
 def test_internevo_within_15_percent(results: ScaleResults) -> None:
     worst = max((p for p in results.training), key=lambda p: abs(p.error))
