@@ -12,7 +12,9 @@ InternEvo rows (``InternLM/InternEvo@34fc28d7``, ``doc/en/train_performance.md``
 2048) as the zoo's ``llama``; the stated micro-batch and micro-batch count, tensor parallelism
 1 or 2 without sequence parallelism, bf16, AdamW, and the ``internevo`` software preset
 (:mod:`perfmodel.parallel.software`: gradients all-reduced in 16 bit bucket by bucket during the
-last backward, ZeRO-1 partitions, owner broadcasts of the updated parameters). The server is
+last backward, ZeRO-1 partitions, owner broadcasts of the updated parameters) with the owners
+of the code that measured the table, July 2023 (:data:`INTERNEVO_PARAM_OWNERS`: size-greedy, one
+broadcast per tensor once the ZeRO group outnumbers the tensors). The server is
 taken as a DGX-A100-like NVSwitch node (the source names the GPU only) with the stated 4 x 100 Gb
 RoCE NICs; NCCL 2.14, the release of the PyTorch 1.13.1 image InternEvo's ``doc/install.md``
 names at that commit. Not modelled: the attention and output-projection biases of InternLM-7B
@@ -52,6 +54,16 @@ INTERNLM_7B = {
 INTERNEVO_NCCL = "2.14"
 
 
+#: The owner rule of the code that measured the rows: the throughput table of
+#: ``doc/train_performance.md`` is unchanged since InternLM ``c18bec9`` (2023-07-08; ``git diff
+#: c18bec9 34fc28d7`` changes only trailing spaces), and the rows' stack states that era's config key
+#: (``zero_overlap_communication=True``; ``34fc28d7``'s ``configs/7B_sft.py`` has
+#: ``overlap_sync_grad`` / ``overlap_sync_param`` instead). Its ``HybridZeroOptimizer`` (``fa7337b``
+#: ``internlm/solver/optimizer/hybrid_zero_optim.py`` lines 272-290) partitions by size; the module
+#: walk (``ParamBcastSyncHandler``) arrived on 2023-08-23 (InternEvo ``3266432``).
+INTERNEVO_PARAM_OWNERS = "size-greedy"
+
+
 def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
     """A :class:`Scenario` for an InternEvo row, or why it is skipped."""
     if row.get("kind") != "training_scaling":
@@ -79,6 +91,7 @@ def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
         precision="bf16",
         optimizer="adamw",
         software="internevo",
+        software_options={"param_owners": INTERNEVO_PARAM_OWNERS},
         sequence_parallel=False,
         fidelity="analytic",
     )

@@ -381,16 +381,19 @@ def chain_time(
     (n - nodes) w / B_intra``: ``n - 1`` hops, ``nodes - 1`` of them across servers, each with
     its step latency; a step of ``w`` wire bytes (``STEP_WIRE_BYTES``, or the channel's share of
     a smaller message) is stored whole at every network hop (the proxy posts it once the GPU
-    has written it) and, with Simple, at every hop inside a server (the receiver waits for the
-    step's tail); LL and LL128 forward line by line inside a server. ``B_*``: one channel's
-    share of the hop's bandwidth.
+    has written it: NVIDIA/nccl v2.14.3-1 ``src/transport/net.cc`` ``sendProxyProgress`` waits
+    for the step's ``tail``, which ``prims_ll128.h`` ``postSend`` advances once per step) and,
+    with Simple, at every hop inside a server (the receiver waits for the step's tail); LL and
+    LL128 readers poll each line's flag, so they forward line by line inside a server and
+    from a network hop on. ``B_*``: one channel's share of the hop's bandwidth (the caller's:
+    :meth:`perfmodel.comm.nccl_choice.NcclChoice.chain_time` takes NCCL's channels).
 
-    >>> # 90 MB, 1,024 ranks on 128 servers, 12 channels, LL128: 896 x 1.9 us, 127 x (4 us +
-    >>> # 614,400 B at 46/12 GB/s), no base latency given
-    >>> round(chain_time(90e6, 1024, 128, 12, "LL128", base_s=0.0, intra_step_s=1.9e-6,
-    ...                  inter_step_s=4e-6, intra_channel_Bps=270e9 / 12,
-    ...                  inter_channel_Bps=46e9 / 12) * 1e3, 1)
-    22.6
+    >>> # 90 MB, 1,024 ranks on 128 servers, 8 channels (2 per 100 Gb NIC), LL128:
+    >>> # 896 x 1.9 us, 127 x (4 us + 614,400 B at 46/8 GB/s), no base latency given
+    >>> round(chain_time(90e6, 1024, 128, 8, "LL128", base_s=0.0, intra_step_s=1.9e-6,
+    ...                  inter_step_s=4e-6, intra_channel_Bps=270e9 / 8,
+    ...                  inter_channel_Bps=46e9 / 8) * 1e3, 1)
+    15.8
     """
     proto = getattr(protocol, "value", protocol)
     if proto not in STEP_WIRE_BYTES:

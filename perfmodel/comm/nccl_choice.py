@@ -418,18 +418,48 @@ class NcclChoice:
 
         The chain passes ``n - 1`` hops, ``nodes - 1`` of them across servers, each with its
         step latency (``hwLat`` of its transport), and forwards one protocol step at a time
-        (:data:`perfmodel.comm.closed_form.STEP_BYTES`; ``BROADCAST_CHUNKSTEPS`` =
-        ``BROADCAST_SLICESTEPS`` = 1): every network hop stores a whole step before its proxy
-        posts it (``src/transport/net.cc`` ``sendProxyProgress`` waits for the GPU's tail), and
-        so does every hop inside a server with Simple, whose receiver waits for the step's tail;
-        LL and LL128 forward line by line inside a server. A step crosses a hop at the
-        channel's share of the hop's bandwidth (the group's network or server bandwidth over
-        its channels). 90 MB over 1,024 A100 (4 x 100 Gb RoCE, 12 channels, LL128): 127 network
-        hops of 160 us fill the chain, 20 ms that the tuner's 4 ms latency leaves out.
+        (:data:`perfmodel.comm.closed_form.STEP_WIRE_BYTES`; ``BROADCAST_CHUNKSTEPS`` =
+        ``BROADCAST_SLICESTEPS`` = 1, ``src/include/collectives.h``; ``broadcast.h`` ``runRing``
+        hands each primitive call one step): every network hop stores a whole step before its
+        proxy posts it (``src/transport/net.cc`` ``sendProxyProgress`` waits for the GPU's
+        ``tail``, which ``prims_ll128.h`` ``postSend`` and the Simple primitives advance once per
+        step), and so does every hop inside a server with Simple, whose receiver waits for the
+        step's tail; LL and LL128 readers poll each line's flag, so a server's receiving GPU
+        forwards line by line. A step crosses a hop at one channel's share of the hop.
+
+        The channels are the ones NCCL runs (NVIDIA/nccl v2.14.3-1 ``src/graph/connect.cc``
+        line 299, v2.29.7-1 line 453: ``ncclTopoPostset`` doubles the searched graph's
+        channels), not the model's own ring channels: across servers ``2 s`` channels for
+        NCCL's ``s`` search channels (:func:`perfmodel.comm.nccl_graph.inter_graph_channels`),
+        and channel ``c`` and its copy ``c + s`` leave through the same NIC (``src/graph/
+        topo.cc`` ``ncclTopoGetNetDev``: ``channelId % graph->nChannels``): a NIC carries
+        ``2 ceil(s / nics)`` channels, each at that share of the NIC's rate, the group's network
+        bandwidth over the ``nics`` NICs its GPUs leave through, at most the port's line rate.
+        Inside one server, or where NCCL's search cannot be read off, the group's ring channels
+        share the group's bandwidths. 90 MB
+        over 1,024 A100 (4 x 100 Gb RoCE: 4 search channels at 12 GB/s, 8 run, two per NIC;
+        LL128): 127 network hops of 4 us + 614,400 B at 46/8 GB/s (107 us) and 896 NVLink hops of
+        1.9 us fill the chain, 16 ms that the tuner's 4 ms latency leaves out.
         """
         if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             return t, lat
         nch = max(1, len(info.channels))
+        inter_channel_Bps = info.inter_bw_Bps / nch
+        searched = (
+            inter_graph_channels(
+                info.gpu_arch,
+                nvlinks=info.nvlinks,
+                net_port_Bps=info.net_port_Bps,
+                nics=info.net_nics,
+            )
+            if info.nodes > 1
+            else None
+        )
+        if searched is not None:
+            nch = 2 * searched
+            per_nic = 2 * math.ceil(searched / info.net_nics)
+            nic_Bps = min(info.inter_bw_Bps / info.net_nics, info.net_port_Bps)
+            inter_channel_Bps = nic_Bps / per_nic
         step = self.tuner.step_latency_s
         hw_intra = info.intra_class
         n, nodes = info.n, info.nodes
@@ -443,7 +473,7 @@ class NcclChoice:
             intra_step_s=step[(hw_intra, "ring", proto)] + info.alpha_intra_s,
             inter_step_s=step[(HwClass.NET, "ring", proto)] + info.alpha_inter_s,
             intra_channel_Bps=info.intra_bw_Bps / nch,
-            inter_channel_Bps=info.inter_bw_Bps / nch,
+            inter_channel_Bps=inter_channel_Bps,
         )
         return chain_lat + m / bus, chain_lat
 

@@ -40,7 +40,7 @@ from perfmodel.parallel.lowering import (
     expert_grad_share,
 )
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.param_sync import owner_bytes, owner_ranks
+from perfmodel.parallel.param_sync import layer_tensors, owners_by_rule, tensor_owner_bytes
 from perfmodel.parallel.periodic import (
     LazyGraph,
     PeriodicGraph,
@@ -159,7 +159,7 @@ class PipelineLowering(LoweringShortcuts):
         self.ep_cp_groups: dict[int, dict[str, tuple[tuple[str, ...], ...]]] = {}
         self.expert_share = expert_grad_share(plan)
         # stage -> ({layer id: owner rank}, {layer id: parameters}): owner-broadcast sync
-        self._owners: dict[int, tuple[dict[int, int], dict[int, float]]] = {}
+        self._owners: dict[int, tuple[list[tuple[int, float]], tuple[int, ...]]] = {}
         self._unpaired: dict[int, frozenset[tuple[str, int, int]]] = {}
         # ep_overlap with pipelining: Megatron-Core's combined 1F1B sends a paired backward's
         # input gradient after the pair's layers (TransformerModelChunkSchedulePlan.run's
@@ -389,21 +389,22 @@ class PipelineLowering(LoweringShortcuts):
 
     def param_sync_s(self, s: int, layer_ids: Sequence[int]) -> float:
         """Seconds of the owner broadcasts that bring stage ``s``'s layers ``layer_ids`` to every
-        data-parallel rank (:mod:`perfmodel.parallel.param_sync`), the TP siblings' broadcasts
-        sharing the links."""
+        data-parallel rank (:mod:`perfmodel.parallel.param_sync`; owners by the preset's
+        ``param_owners`` rule), the TP siblings' broadcasts sharing the links."""
         owners = self._owners.get(s)
         if owners is None:
-            ids = [i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-                   for i in sorted(seg.layers)]  # fmt: skip
-            ids.sort()
-            params = {i: float(self.wl.layers[i].params) for i in ids}
-            ranks = owner_ranks([params[i] for i in ids], len(self.dp_groups[s]))
-            owners = self._owners[s] = (dict(zip(ids, ranks, strict=True)), params)
+            ids = sorted({i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
+                          for i in seg.layers})  # fmt: skip
+            tensors = layer_tensors(self.wl.layers, ids)
+            ranks = owners_by_rule(
+                self.preset.param_owners, [p for _, p in tensors], len(self.dp_groups[s])
+            )
+            owners = self._owners[s] = (tensors, ranks)
         main, sibs = self._dp_group(s, "dp")
         groups = [main, *sibs]
         return sum(
             self.costs.concurrent_time(CollectiveOp.BROADCAST, b, groups, self.alg)
-            for b in owner_bytes(layer_ids, owners[0], owners[1], self.rc.gather_bytes)
+            for b in tensor_owner_bytes(layer_ids, owners[0], owners[1], self.rc.gather_bytes)
         )
 
     def segment(

@@ -18,8 +18,20 @@ count stops growing once the ranks outnumber the large tensors (about 160 for a 
 each broadcast spans the whole ZeRO group: a ring broadcast's latency grows with the ranks, and the
 sum grows with both. The forward of each block waits for the broadcasts of its owners.
 
-The model applies the walk to the workload's layers in order (a fused projection, such as the
-gated MLP's ``fc1``, counts as one tensor where InternEvo has two), and prices each owner's
+InternEvo's releases before that handler (added 2023-08-23; the initial commit ``fa7337b`` of
+2023-07-06, whose throughput table ``doc/train_performance.md`` still shows unchanged at
+``34fc28d7``), and later ones with ``overlap_sync_param=False``, partition by size instead
+(``HybridZeroOptimizer._partition_param_list``, ``fa7337b`` lines 272-290): the tensors sorted
+largest first, each given to the rank with the fewest elements so far (the lowest such rank on a
+tie), :func:`size_greedy_owner_ranks`. On a group with at least as many ranks as tensors every
+tensor then has a rank of its own, the norms' and biases' small ones included, and the
+broadcasts run in rank order, largest tensor first (``broadcast_params``, ``fa7337b`` lines
+629-647: one ``dist.broadcast`` per owner, all waited for before the next forward).
+:class:`~perfmodel.parallel.stack_choices.ParamOwners` names the two rules.
+
+The model applies the rule to the workload's parameter tensors in order (:func:`layer_tensors`:
+one per layer, except a gated MLP's fused input projection, ``fc1`` before its SwiGLU, which is
+InternEvo's two matrices ``w1`` and ``w2``; biases are not in the workload), and prices each owner's
 broadcast with the collective model: NCCL's tuner picks ring and protocol per broadcast, and the
 broadcast takes the time of a pipelined chain (:func:`perfmodel.comm.closed_form.chain_time`:
 each network hop of the chain stores one protocol step before forwarding it, ~160 us a hop with
@@ -33,9 +45,12 @@ microseconds each at that size, are not replayed) and keeps the summed time abov
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from perfmodel.errors import ConfigError
+from perfmodel.parallel.stack_choices import ParamOwners
+from perfmodel.workload.layers import LayerCost, LayerKind
 
 #: InternEvo ``ParamBcastSyncHandler``: a rank takes tensors until its count exceeds 1.01 x the
 #: average share (``alloc_num > avg_param_num * 1.01``).
@@ -66,6 +81,44 @@ def owner_ranks(params: Sequence[float], ranks: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def size_greedy_owner_ranks(params: Sequence[float], ranks: int) -> tuple[int, ...]:
+    """The owner rank of each tensor of ``params`` (elements, in module order) over ``ranks``
+    ranks by InternEvo's size-greedy partition (``HybridZeroOptimizer._partition_param_list``
+    at ``fa7337b``): tensors taken largest first (equal sizes in module order: Python's stable
+    ``sorted(..., reverse=True)``), each to the rank holding the fewest elements so far, the
+    lowest rank on a tie (``numel_per_rank.index(min(numel_per_rank))``).
+
+    >>> size_greedy_owner_ranks([10, 30, 20, 5], 8)  # more ranks than tensors: one rank each
+    (2, 0, 1, 3)
+    >>> size_greedy_owner_ranks([10, 30, 20, 5], 2)  # 30 -> r0; 20 -> r1; 10 -> r1; 5 -> r0
+    (1, 0, 1, 0)
+    """
+    if int(ranks) != ranks or ranks < 1:
+        raise ConfigError(f"ranks must be a positive integer, got {ranks!r}", value=ranks)
+    order = sorted(range(len(params)), key=lambda i: -float(params[i]))
+    heap = [(0.0, r) for r in range(int(ranks))]  # (elements held, rank): min load, then rank
+    out = [0] * len(params)
+    for i in order:
+        load, r = heapq.heappop(heap)
+        out[i] = r
+        heapq.heappush(heap, (load + float(params[i]), r))
+    return tuple(out)
+
+
+def owners_by_rule(rule: ParamOwners, params: Sequence[float], ranks: int) -> tuple[int, ...]:
+    """The owner rank of each tensor under ``rule`` (:class:`ParamOwners`): the module walk
+    (:func:`owner_ranks`) or the size-greedy partition (:func:`size_greedy_owner_ranks`).
+
+    >>> owners_by_rule(ParamOwners.MODULE_WALK, [10, 10, 10, 10], 4)
+    (0, 1, 1, 2)
+    >>> owners_by_rule(ParamOwners.SIZE_GREEDY, [10, 10, 10, 10], 4)
+    (0, 1, 2, 3)
+    """
+    if rule is ParamOwners.SIZE_GREEDY:
+        return size_greedy_owner_ranks(params, ranks)
+    return owner_ranks(params, ranks)
+
+
 def owner_bytes(
     layer_ids: Sequence[int],
     owners: dict[int, int],
@@ -84,4 +137,55 @@ def owner_bytes(
         p = params.get(i, 0.0)
         if p > 0:
             acc[owners[i]] = acc.get(owners[i], 0.0) + p * bytes_per_param
+    return list(acc.values())
+
+
+def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple[int, float]]:
+    """``(layer id, elements)`` of each parameter tensor of the layers ``ids`` (ids into
+    ``layers``, in order): one tensor per layer with parameters, two equal ones for a gated MLP's
+    fused input projection (a linear layer followed by its ``swiglu``: the zoo's ``fc1`` holds
+    the gate and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
+    ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44).
+
+    >>> def layer(name, kind, params):
+    ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, ())
+    >>> ls = [layer("b.ln2", LayerKind.NORM, 4), layer("b.fc1", LayerKind.LINEAR, 80),
+    ...       layer("b.swiglu", LayerKind.ACTIVATION, 0), layer("b.fc2", LayerKind.LINEAR, 40)]
+    >>> layer_tensors(ls, [0, 1, 2, 3])
+    [(0, 4.0), (1, 40.0), (1, 40.0), (3, 40.0)]
+    """
+    out: list[tuple[int, float]] = []
+    for i in ids:
+        p = float(layers[i].params)
+        if p <= 0:
+            continue
+        nxt = layers[i + 1] if i + 1 < len(layers) else None
+        gated = (
+            layers[i].kind is LayerKind.LINEAR
+            and nxt is not None
+            and nxt.kind is LayerKind.ACTIVATION
+            and nxt.name.endswith("swiglu")
+        )
+        out.extend([(i, p / 2), (i, p / 2)] if gated else [(i, p)])
+    return out
+
+
+def tensor_owner_bytes(
+    layer_ids: Sequence[int],
+    tensors: Sequence[tuple[int, float]],
+    owners: Sequence[int],
+    bytes_per_param: float,
+) -> list[float]:
+    """Bytes each owner broadcasts for the layers ``layer_ids``, given the tensors
+    (:func:`layer_tensors`) and each tensor's owner; one entry per owner in order of first
+    appearance.
+
+    >>> tensor_owner_bytes([1], [(0, 4.0), (1, 40.0), (1, 40.0)], [0, 0, 1], 2.0)
+    [80.0, 80.0]
+    """
+    want = set(layer_ids)
+    acc: dict[int, float] = {}
+    for (i, p), o in zip(tensors, owners, strict=True):
+        if i in want and p > 0:
+            acc[o] = acc.get(o, 0.0) + p * bytes_per_param
     return list(acc.values())

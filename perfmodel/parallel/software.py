@@ -17,7 +17,13 @@ from perfmodel.dtypes import DType
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.plan import DPMode
 from perfmodel.parallel.selective import SelectiveRecompute
-from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, MasterCopy, ParamSync
+from perfmodel.parallel.stack_choices import (
+    AmpStyle,
+    CrossEntropy,
+    MasterCopy,
+    ParamOwners,
+    ParamSync,
+)
 from perfmodel.workload.kernels import Fp8Recipe, Fusion, GradClip, OptimizerImpl
 from perfmodel.workload.memory import ModuleRecompute, RecomputeModule
 
@@ -247,6 +253,11 @@ class SoftwarePreset:
     param_sync
         How ZeRO-1/2 parameters reach the other ranks after the step
         (:class:`~perfmodel.parallel.recipe.ParamSync`: all-gather, or one broadcast per owner).
+    param_owners
+        Which rank owns each tensor when owners broadcast
+        (:class:`~perfmodel.parallel.stack_choices.ParamOwners`): InternEvo's module walk
+        (``overlap_sync_param`` on, the default since 2023-08), or its size-greedy partition
+        (``overlap_sync_param`` off, and every release before the walk existed).
     fusion
         The kernels a transformer block launches (:class:`~perfmodel.workload.kernels.Fusion`):
         ``eager`` (PyTorch eager, the default), ``te`` (Megatron with Transformer Engine /
@@ -306,6 +317,7 @@ class SoftwarePreset:
     selective_recompute: SelectiveRecompute | ModuleRecompute = SelectiveRecompute.ATTENTION_CORE
     zero_grad_allreduce: bool = False
     param_sync: ParamSync = ParamSync.ALLGATHER
+    param_owners: ParamOwners = ParamOwners.MODULE_WALK
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     fp8_saves_fp8_inputs: bool = False
     master_copy: MasterCopy = MasterCopy.FP32
@@ -749,7 +761,9 @@ class SoftwareOption:
     ``field`` of :class:`SoftwarePreset`, its kind (``bool``; ``mb``, a bucket size in binary
     megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0;
     ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
-    ``cross_entropy_fusion_impl`` name, ``te`` or ``native``), the framework settings that name it (accepted as aliases) and what it does."""
+    ``cross_entropy_fusion_impl`` name, ``te`` or ``native``; ``param-owners``, a
+    :class:`~perfmodel.parallel.stack_choices.ParamOwners` or InternEvo's ``overlap_sync_param``
+    value, ``true`` or ``false``), the framework settings that name it (accepted as aliases) and what it does."""
 
     field: str
     kind: str
@@ -823,6 +837,14 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "default (native: FP32 softmax), eager-fp32 (F.cross_entropy on .float() logits)",
         ),
         SoftwareOption(
+            "param_owners",
+            "param-owners",
+            ("overlap_sync_param",),
+            "which rank owns and broadcasts each tensor under owner broadcasts (InternEvo): "
+            "module-walk (overlap_sync_param=True, ParamBcastSyncHandler) or size-greedy "
+            "(overlap_sync_param=False; InternLM/InternEvo before 2023-08-23)",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),
@@ -862,6 +884,8 @@ def _option_value(key: str, value: object, where: str) -> object:
         return parse_flag(value, where=f"{where}: {key}")
     if kind == "cross-entropy":
         return CrossEntropy.parse(value, where=f"{where}: {key}")
+    if kind == "param-owners":
+        return ParamOwners.parse(value, where=f"{where}: {key}")
     if kind == "count":
         try:
             n = int(str(value).strip()) if not isinstance(value, bool) else -1

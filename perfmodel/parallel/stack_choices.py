@@ -1,7 +1,8 @@
 """What a training stack chooses, as enums: its mixed-precision style (:class:`AmpStyle`), how it
 computes the language-model loss (:class:`CrossEntropy`), how a ZeRO-1/2 stack brings every
-rank the updated parameters (:class:`ParamSync`) and where its optimizer keeps the master copy
-of 16-bit weights (:class:`MasterCopy`).
+rank the updated parameters (:class:`ParamSync`, with :class:`ParamOwners` saying which rank owns
+which tensor when owners broadcast) and where its optimizer keeps the master copy of 16-bit
+weights (:class:`MasterCopy`).
 
 Software presets (:mod:`perfmodel.parallel.software`) name them; the training recipe
 (:mod:`perfmodel.parallel.recipe`) applies them. Both import this module, which imports neither.
@@ -112,6 +113,37 @@ class ParamSync(str, enum.Enum):
 
     ALLGATHER = "allgather"
     OWNER_BROADCAST = "owner-broadcast"
+
+
+#: InternEvo's ``overlap_sync_param`` flag read as the owner rule it selects.
+_PARAM_OWNERS_ALIASES = {"true": "module-walk", "false": "size-greedy"}
+
+
+class ParamOwners(str, ParsedEnum, where="param_owners", aliases=_PARAM_OWNERS_ALIASES):
+    """Which rank of the ZeRO group owns (updates, then broadcasts) each parameter tensor, for
+    :attr:`ParamSync.OWNER_BROADCAST` (:mod:`perfmodel.parallel.param_sync`).
+
+    ``module-walk``: InternEvo's ``ParamBcastSyncHandler`` (added 2023-08-23, InternEvo
+    ``3266432``; used when ``hybrid_zero_optimizer.overlap_sync_param`` is on, the default of
+    ``configs/7B_sft.py`` at ``34fc28d7``): tensors in module order, a rank taking tensors until
+    its count passes 1.01 x the average share (:func:`~perfmodel.parallel.param_sync.owner_ranks`).
+
+    ``size-greedy``: ``HybridZeroOptimizer._partition_param_list`` without that handler (every
+    InternEvo/InternLM release before it, e.g. the initial commit ``fa7337b`` of 2023-07-06,
+    ``internlm/solver/optimizer/hybrid_zero_optim.py`` lines 272-290; at ``34fc28d7`` with
+    ``overlap_sync_param=False``): tensors by size, largest first, each to the rank holding the
+    fewest elements so far
+    (:func:`~perfmodel.parallel.param_sync.size_greedy_owner_ranks`).
+
+    ``parse`` also reads InternEvo's ``overlap_sync_param`` as written (``true``: module walk,
+    ``false``: size greedy):
+
+    >>> ParamOwners.parse("false"), ParamOwners.parse("module-walk")
+    (<ParamOwners.SIZE_GREEDY: 'size-greedy'>, <ParamOwners.MODULE_WALK: 'module-walk'>)
+    """
+
+    MODULE_WALK = "module-walk"
+    SIZE_GREEDY = "size-greedy"
 
 
 class MasterCopy(str, enum.Enum):

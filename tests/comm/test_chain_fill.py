@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.closed_form import STEP_WIRE_BYTES, chain_time
+from perfmodel.comm.nccl_choice import graph_channels
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.errors import ConfigError
 from perfmodel.topology import load_system
@@ -73,8 +74,10 @@ def test_chain_time_grows_with_servers(n_per, nodes, m, proto) -> None:
 def test_broadcast_over_1024_internevo_ranks() -> None:
     """90 MB over 1,024 A100 (128 servers, 4 x 100 Gb RoCE, NCCL 2.14): the tuner picks LL128
     (its estimate: 1,024 network steps of 4 us); the chain fills in 896 NVLink hops of 1.9 us
-    and 127 network hops of 4 us plus 614,400 B at the channel's 46/12 GB/s, then streams at
-    LL128's 0.92 x 46 GB/s."""
+    and 127 network hops of 4 us plus 614,400 B at a channel's share of its NIC, then streams at
+    LL128's 0.92 x 46 GB/s. NCCL runs 8 channels (4 searched at 12 GB/s, one per NIC, doubled
+    by ``ncclTopoPostset``), two per NIC: 46 / 4 / 2 GB/s each, not the model's 12 ring
+    channels' 46 / 12."""
     t = with_nccl_p2p_rule(
         load_system("dgx-a100", nodes=128, network="roce-100g", nics_per_node=4),
         NcclRelease(2, 14),
@@ -82,12 +85,68 @@ def test_broadcast_over_1024_internevo_ranks() -> None:
     m = CommCostModel(t)
     info = m.group_info(t.gpus)
     assert len(info.channels) == 12 and info.inter_bw_Bps == pytest.approx(46 * GB)
+    assert (info.net_nics, graph_channels(info)) == (4, 4)
     r = m.collective("broadcast", 90e6, t.gpus)
     assert (r.algorithm, r.protocol) == (Algorithm.RING, Protocol.LL128)
-    fill = 10 * us + 896 * 1.9 * us + 127 * (4 * us + 614_400 / (46 * GB / 12))
+    fill = 10 * us + 896 * 1.9 * us + 127 * (4 * us + 614_400 / (46 * GB / 4 / 2))
     assert r.latency_s == pytest.approx(fill, rel=1e-9)
     assert r.time_s == pytest.approx(fill + 90e6 / (0.92 * 46 * GB), rel=1e-9)
-    assert r.time_s > 3.5 * (4 * us * 1024 + 90e6 / (0.92 * 46 * GB))  # the tuner's estimate
+    assert r.time_s > 2.5 * (4 * us * 1024 + 90e6 / (0.92 * 46 * GB))  # the tuner's estimate
+
+
+def test_chain_channels_are_nccls_not_the_models_rings() -> None:
+    """Across servers a step crosses a NIC at the share of NCCL's channels on it (two per NIC
+    while the search finds no more channels than NICs), not of the model's ring channels: a
+    group whose GPUs leave through 2 NICs (every other GPU of a 4-NIC A100 server) runs 4
+    channels, two per NIC, each at half of one NIC's line rate (the group's 46 GB/s over 2
+    NICs is above the 12.5 GB/s port). One server keeps the group's own ring channels."""
+    t = with_nccl_p2p_rule(
+        load_system("dgx-a100", nodes=4, network="roce-100g", nics_per_node=4),
+        NcclRelease(2, 14),
+    )
+    m = CommCostModel(t)
+    even = tuple(g for g in t.gpus if int(g[-1]) % 2 == 0)
+    info = m.group_info(even)
+    assert (info.net_nics, graph_channels(info), info.net_port_Bps) == (2, 2, 12.5 * GB)
+    r = m.collective("broadcast", 90e6, even, "ring")
+    assert r.protocol is Protocol.LL128
+    fill = 10 * us + 12 * 1.9 * us + 3 * (4 * us + 614_400 / (12.5 * GB / 2))
+    assert r.latency_s == pytest.approx(fill, rel=1e-9)
+    # one server (8 GPUs, Simple chain stores a step per NVLink hop): the group's ring channels
+    one = load_system("dgx-a100", nodes=1)
+    m1 = CommCostModel(one)
+    i1 = m1.group_info(one.gpus)
+    nch = len(i1.channels)
+    for c in m1.nccl.candidates(m_op("broadcast"), 1e9, i1):
+        if c[2] is Protocol.SIMPLE:
+            lat = m1.nccl.chain_time(m_op("broadcast"), 1e9, i1, *c)[1]
+            step = m1.nccl.tuner.step_latency_s[(i1.intra_class, "ring", Protocol.SIMPLE)]
+            base = m1.nccl.tuner.base_latency_s[("ring", Protocol.SIMPLE)]
+            hand = base + 7 * (step + i1.alpha_intra_s + 512 * 1024 / (i1.intra_bw_Bps / nch))
+            assert lat == pytest.approx(hand, rel=1e-12)
+
+
+@pytest.mark.parametrize("proto", [Protocol.LL, Protocol.LL128, Protocol.SIMPLE])
+def test_chain_fill_monotone_in_servers_and_bytes(proto) -> None:
+    """Per protocol, NCCL's chain over a 4-NIC A100 cluster never fills faster with more
+    servers or more bytes."""
+    op = m_op("broadcast")
+    prev_nodes = 0.0
+    for nodes in (1, 2, 3, 8, 32):
+        t = with_nccl_p2p_rule(
+            load_system("dgx-a100", nodes=nodes, network="roce-100g", nics_per_node=4),
+            NcclRelease(2, 14),
+        )
+        m = CommCostModel(t)
+        info = m.group_info(t.gpus)
+        prev_bytes = 0.0
+        for size in (1e3, 1e5, 2e6, 3e7, 1e9):
+            c = next(c for c in m.nccl.candidates(op, size, info) if c[2] is proto)
+            lat = m.nccl.chain_time(op, size, info, *c)[1]
+            assert lat >= prev_bytes
+            prev_bytes = lat
+        assert lat > prev_nodes
+        prev_nodes = lat
 
 
 def test_chain_fill_only_for_chains() -> None:
@@ -127,3 +186,25 @@ def test_sharing_stretches_bandwidth_not_latency() -> None:
         got = costs.concurrent_time(m_op(op), 64e6, (a, b))
         assert got == pytest.approx(r.latency_s + f * (r.time_s - r.latency_s), rel=1e-12)
         assert r.time_s < got < f * r.time_s
+
+
+def test_tuner_pick_can_cost_a_hair_with_more_bandwidth() -> None:
+    """NCCL picks the chain's protocol by its estimate (``nsteps`` step latencies, no chunks),
+    so more bandwidth can move the pick to a protocol whose chain is slower: 3 ranks on the
+    star test switch (20 GB/s links, 1 us), a 117,237 B broadcast takes LL128 (estimate
+    22.07 us, chain 20.17158 us); at 22.5 GB/s LL's estimate (20.64 us) wins and its chain,
+    4.54 us of hops plus 117,237 B at 7.5 GB/s, takes 20.17160 us. Each protocol's own chain
+    is faster with the faster links."""
+    from comm_topos import star
+
+    from perfmodel.comm import LinkParams
+
+    topo = star(8, 20 * GB, 1e-6)
+    slow = CommCostModel(topo)
+    fast = CommCostModel(topo, LinkParams.from_dict({"nvswitch": {"bandwidth_Bps": 22.5 * GB}}))
+    group = topo.gpus[:3]
+    a = slow.collective("broadcast", 117_237, group)
+    b = fast.collective("broadcast", 117_237, group)
+    assert (a.protocol, b.protocol) == (Protocol.LL128, Protocol.LL)
+    assert b.time_s == pytest.approx(b.latency_s + 117_237 / (7.5 * GB), rel=1e-12)
+    assert a.time_s < b.time_s < a.time_s * (1 + 1e-5)

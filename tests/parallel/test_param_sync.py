@@ -11,12 +11,19 @@ from hypothesis import strategies as st
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
-from perfmodel.parallel.param_sync import owner_bytes, owner_ranks
+from perfmodel.parallel.param_sync import (
+    layer_tensors,
+    owner_bytes,
+    owner_ranks,
+    size_greedy_owner_ranks,
+    tensor_owner_bytes,
+)
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.recipe import ParamSync, build_recipe
-from perfmodel.parallel.software import get_preset
+from perfmodel.parallel.software import get_preset, with_software_options
+from perfmodel.parallel.stack_choices import ParamOwners
 from perfmodel.parallel.taskgraph import CommKind
-from perfmodel.pipeline.lower import build_step
+from perfmodel.pipeline.lower import build_step, step_workload
 from perfmodel.workload.memory import Optimizer
 
 
@@ -74,7 +81,7 @@ def test_recipe_of_internevo() -> None:
     assert plain.grad_reduce_op is CollectiveOp.ALLREDUCE
 
 
-def _internevo(gpus: int) -> Scenario:
+def _internevo(gpus: int, **kw: object) -> Scenario:
     return Scenario(
         system="dgx-a100",
         nodes=max(1, gpus // 8),
@@ -95,6 +102,7 @@ def _internevo(gpus: int) -> Scenario:
         optimizer="adamw",
         software="internevo",
         fidelity="analytic",
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -111,17 +119,14 @@ def test_lowering_broadcasts_after_the_optimizer() -> None:
     assert opt.tid in sync[0].deps
     grads = [t for t in tasks if t.comm is not None and t.comm.kind is CommKind.DP]
     assert grads and all(t.comm.op is CollectiveOp.ALLREDUCE for t in grads)
-    from perfmodel.pipeline.lower import step_workload  # the owners, recomputed from the layers
-
     workload, _ = step_workload(sc, r, None)
-    params = [float(la.params) for la in workload.layers]
-    owners = owner_ranks(params, 16)
+    ids = range(len(workload.layers))
+    tensors = layer_tensors(workload.layers, ids)
+    owners = owner_ranks([p for _, p in tensors], 16)
     group = sync[0].comm.group
     want = sum(
         costs.collective_time(CollectiveOp.BROADCAST, b, group)
-        for b in owner_bytes(
-            range(len(params)), dict(enumerate(owners)), dict(enumerate(params)), 2.0
-        )
+        for b in tensor_owner_bytes(ids, tensors, owners, 2.0)
     )
     assert sync[0].duration_s == pytest.approx(want, rel=1e-12)
 
@@ -130,3 +135,116 @@ def test_owner_broadcasts_slow_the_step_as_the_group_grows() -> None:
     """Per-GPU throughput falls with the ZeRO group: each broadcast's ring spans every rank."""
     rates = [predict(_internevo(n), baseline=False).tokens_per_s_per_gpu for n in (16, 64, 256)]
     assert rates[0] > rates[1] > rates[2]
+
+
+def _internlm_7b_tensors() -> list[int]:
+    """InternLM-7B's tensors in module order (InternLM ``fa7337b`` ``modeling_internlm.py``:
+    embedding; per block Wqkv, out_proj, two RMSNorm weights, w1, w2, w3, no biases; final
+    norm; head)."""
+    h, f, v = 4096, 11008, 103168
+    block = [3 * h * h, h * h, h, h, f * h, f * h, f * h]
+    return [v * h, *block * 32, h, v * h]
+
+
+def _first_fit_by_size(params: list[int], ranks: int) -> list[int]:
+    """InternLM ``fa7337b`` ``_partition_param_list`` as written there (a plain loop)."""
+    load = [0] * ranks
+    owner = [0] * len(params)
+    for i in sorted(range(len(params)), key=lambda k: params[k], reverse=True):
+        r = load.index(min(load))
+        owner[i] = r
+        load[r] += params[i]
+    return owner
+
+
+def test_internlm_7b_size_greedy_owners() -> None:
+    """The July 2023 partition over 1,024 ranks: 227 tensors, each on a rank of its own, in
+    size order (embedding rank 0, head rank 1: equal sizes keep module order; the 65 norms
+    last), so 227 broadcasts where the module walk makes 162: 65 more, the norms'. Over 8 ranks
+    the loads differ by less than the largest tensor."""
+    params = _internlm_7b_tensors()
+    owners = size_greedy_owner_ranks(params, 1024)
+    assert sorted(owners) == list(range(len(params))) and len(params) == 227
+    assert (owners[0], owners[-1]) == (0, 1)
+    h = 4096
+    assert sorted(o for p, o in zip(params, owners, strict=True) if p == h) == list(
+        range(227 - 65, 227)
+    )
+    eight = size_greedy_owner_ranks(params, 8)
+    loads = [sum(p for p, o in zip(params, eight, strict=True) if o == r) for r in range(8)]
+    assert max(loads) - min(loads) <= max(params)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=10**9), min_size=1, max_size=60),
+    st.integers(min_value=1, max_value=200),
+)
+def test_size_greedy_matches_internlm_loop(params: list[int], ranks: int) -> None:
+    """Same owners as InternLM's own loop (ties: lowest rank; equal sizes: module order); a
+    group with at least as many ranks as tensors gives every non-empty tensor its own rank."""
+    owners = size_greedy_owner_ranks(params, ranks)
+    assert list(owners) == _first_fit_by_size(params, ranks)
+    if ranks >= len(params) and all(params):
+        assert len(set(owners)) == len(params)
+
+
+def test_overlap_sync_param_selects_the_owner_rule() -> None:
+    """InternEvo's ``overlap_sync_param`` as a software option: false is the size-greedy
+    partition, true the module walk (the preset's default); the rule's own names parse too."""
+    base = get_preset("internevo")
+    assert base.param_owners is ParamOwners.MODULE_WALK
+    off = with_software_options(base, {"overlap_sync_param": False})
+    assert off.param_owners is ParamOwners.SIZE_GREEDY
+    assert with_software_options(base, {"param_owners": "module-walk"}).param_owners is (
+        ParamOwners.MODULE_WALK
+    )
+    with pytest.raises(ValueError, match="param_owners"):
+        with_software_options(base, {"param_owners": "round-robin"})
+
+
+def test_size_greedy_owners_priced_in_the_lowering() -> None:
+    """With ``param_owners=size-greedy`` the sync task sums one broadcast per size-greedy
+    owner: on 16 ranks more owners than the module walk gives the same small model, so the
+    series takes longer (every broadcast pays the chain's latency)."""
+    durations = {}
+    for rule in ParamOwners:
+        sc = _internevo(16, software_options={"param_owners": rule.value})
+        r = resolve(sc)
+        step, costs = build_step(sc, r)
+        sync = [t for t in step.graph.tasks if t.comm is not None and t.comm.kind is CommKind.ZERO]
+        assert len(sync) == 1
+        workload, _ = step_workload(sc, r, None)
+        ids = range(len(workload.layers))
+        tensors = layer_tensors(workload.layers, ids)
+        sizes = [p for _, p in tensors]
+        owners = (
+            size_greedy_owner_ranks(sizes, 16)
+            if rule is ParamOwners.SIZE_GREEDY
+            else owner_ranks(sizes, 16)
+        )
+        by_owner = tensor_owner_bytes(ids, tensors, owners, 2.0)
+        want = sum(
+            costs.collective_time(CollectiveOp.BROADCAST, b, sync[0].comm.group) for b in by_owner
+        )
+        assert sync[0].duration_s == pytest.approx(want, rel=1e-12)
+        durations[rule] = (len(by_owner), sync[0].duration_s)
+    assert durations[ParamOwners.SIZE_GREEDY][0] >= durations[ParamOwners.MODULE_WALK][0]
+
+
+def test_gated_fc1_is_two_tensors() -> None:
+    """A Llama block's fused gate/up projection (``fc1`` before ``swiglu``) counts as InternEvo's
+    two tensors ``w1`` and ``w2``: over more ranks than tensors each half has its own owner, so
+    the block broadcasts five large tensors (qkv, attn_out, w1, w2, fc2), not four."""
+    sc = _internevo(16)
+    workload, _ = step_workload(sc, resolve(sc), None)
+    ids = range(len(workload.layers))
+    tensors = layer_tensors(workload.layers, ids)
+    names = [workload.layers[i].name for i, _ in tensors]
+    assert names.count("layer0.fc1") == 2
+    assert len(tensors) == sum(1 for la in workload.layers if la.params > 0) + 4  # 4 blocks
+    fc1 = next(la for la in workload.layers if la.name == "layer0.fc1")
+    halves = [p for (i, p) in tensors if workload.layers[i] is fc1]
+    assert halves == [fc1.params / 2, fc1.params / 2]
+    owners = size_greedy_owner_ranks([p for _, p in tensors], 1024)
+    assert len(tensor_owner_bytes(ids, tensors, owners, 2.0)) == len(tensors)

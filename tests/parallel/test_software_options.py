@@ -46,8 +46,10 @@ def test_aliases_name_the_same_knob() -> None:
         "optimizer_dtype",
         "activation_offload_layers",
         "cross_entropy",
+        "param_owners",
     }
     assert software_option_key("cross_entropy_fusion_impl") == "cross_entropy"
+    assert software_option_key("overlap_sync_param") == "param_owners"
     assert software_option_key("optim.dtype") == software_option_key("exp_avg_dtype")
     assert software_option_key("optim_dtype") == "optimizer_dtype"
 

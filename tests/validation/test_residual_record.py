@@ -89,6 +89,9 @@ OVER_COVERED = {
     "calibrated upper margin is 0.22-0.25",
     "B200 rings, InfiniBand": "one publication of ten rows within +6..+17%, inside the band of "
     "the other publications' collectives (-13..+268%) even without a margin",
+    "InternEvo on 8-1,024 A100 (scale.jsonl)": "one publication of sixteen rows within "
+    "-20..+2% (tp=1 within 2.2%) once the owner broadcasts' chain takes NCCL's channels, inside "
+    "the band (median x1.76) of the other publications' 1B+ Ampere transformers",
     "collectives, NVLink": "vTrain's DGX-1V all-reduce within -2..+5% from 16 MiB on, inside the "
     "band of the other publications' collectives (-13..+268%) even without a margin",
     "collectives, NVSwitch": "vTrain's DGX A100 all-reduce (+2..+137%): its worst row (2 GPUs, "
