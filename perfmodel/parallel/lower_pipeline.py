@@ -54,7 +54,14 @@ from perfmodel.parallel.schedule import (
     stage_peak_in_flight,
 )
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
-from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
+from perfmodel.parallel.taskgraph import (
+    SENT,
+    CommKind,
+    CommSpec,
+    GraphBuilder,
+    TaskGraph,
+    TaskKind,
+)
 from perfmodel.workload.layers import LayerCost, distinct_layers
 
 
@@ -85,6 +92,7 @@ class PipelineLowering(LoweringShortcuts):
         self.hidden = hidden and coarse
         self.coarsened = 0  # operations lowered coarse
         self.hidden_merged = 0  # backward operations whose reductions were summarised
+        self.op_merged = 0  # operation tasks and folded sends (op_task, fold_send)
         self._hidden_ops: dict[tuple[int, bool], HiddenBackward | None] = {}
         self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._sums: dict[int, tuple[float, float, float, float]] = {}
@@ -167,6 +175,7 @@ class PipelineLowering(LoweringShortcuts):
         # forward, the stage's next operation, is emitted: stage -> (to, bytes, mb, chunk)
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
+        self.init_op_tasks()
         if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
@@ -355,6 +364,8 @@ class PipelineLowering(LoweringShortcuts):
             )
             hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
         dur, spec = hit
+        if self.op_tasks and len(deps) == 1 and self.fold_send(s_from, deps[0], stream, dur, spec):
+            return deps[0] + SENT  # the send folded into its operation's task
         label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
         # positional: label, microbatch, chunk, comm (one call per pipeline send)
         return self.b.add(
@@ -436,6 +447,10 @@ class PipelineLowering(LoweringShortcuts):
             dur, tp_s, tail = over
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
+        if self.op_tasks:
+            self.compute_emitted(s, dur)
+            if tp_s > 0 and self.op_task(s, tid, dur, tp_s, tail):
+                return [tid]
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
             self.gather_hist[s].append(tid)
         if tp_s <= 0:
@@ -1121,7 +1136,7 @@ class PipelineLowering(LoweringShortcuts):
                 hidden=hidden,
             )
             low._issue = issue
-            return low.graph(), low.coarsened > 0 or low.hidden_merged > 0
+            return low.graph(), low.coarsened > 0 or low.hidden_merged > 0 or low.op_merged > 0
 
         graph: TaskGraph
         if k:
@@ -1138,7 +1153,8 @@ class PipelineLowering(LoweringShortcuts):
             )
         else:
             graph = self.graph()
-            if self.hidden_merged:  # the analytic graph; the replay's is lowered when asked
+            if self.hidden_merged or self.op_merged:  # the analytic graph; the replay's is
+                # lowered when asked
                 issue = self.issue_times()
                 analytic_graph = graph
                 graph = LazyGraph(

@@ -33,7 +33,7 @@ from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.schedule import warmup_forwards
-from perfmodel.parallel.taskgraph import CommKind, CommSpec
+from perfmodel.parallel.taskgraph import _S_SEND, _S_SEND_S, _S_TAIL, CommKind, CommSpec
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
 #: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
@@ -318,6 +318,85 @@ class LoweringShortcuts:
                 run.append(seg)
         close()
         return tuple(out) if any(type(x) is tuple for x in out) else None
+
+    # ------------------------------------------------------------------ operation tasks
+
+    def init_op_tasks(self) -> None:
+        """State of :meth:`op_task` and :meth:`fold_send`: on in the analytic list schedule's
+        graph only (``hidden``; not with Megatron-Core's combined 1F1B, whose held backward
+        sends leave after another operation)."""
+        self.op_tasks = self.hidden and not self.combined
+        # per stage and send stream (0: send_fwd, 1: send_bwd): the longest compute task
+        # emitted since that stream's last send, the last send's seconds, and whether every
+        # send so far started when its operation ended (folded or not)
+        self._cs_max = [[0.0, 0.0] for _ in range(self.P)]
+        self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
+        self._send_exact = [[True, True] for _ in range(self.P)]
+
+    def compute_emitted(self, s: int, dur: float) -> None:
+        """A compute task of ``dur`` seconds was emitted on stage ``s``'s compute stream (read by
+        :meth:`fold_send`)."""
+        m = self._cs_max[s]
+        if dur > m[0]:
+            m[0] = dur
+        if dur > m[1]:
+            m[1] = dur
+
+    def op_task(self, s: int, tid: int, dur: float, tp_s: float, tail: float) -> bool:
+        """Make compute task ``tid`` (``dur`` seconds, just emitted by
+        :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.segment`) stand for its
+        segment's tensor-parallel collective too, where that is exact: the collective runs on
+        the compute stream right after the compute (``tp_comm`` not overlapped: ``tp_s``
+        seconds), or beside it on its own stream ending within it (``tp_s <= dur``), followed
+        by an exposed ``tail`` on the compute stream. The task then ends at ``(start + dur) +
+        tail`` (:attr:`~perfmodel.parallel.taskgraph.Task.tail_s`), where the collective that
+        followed it ended; the collective beside it ran inside the compute's interval, where
+        the breakdown counts compute (priority 0) and no later task waited on it (the next
+        segment waits on the tail, which waited on it). Refused where a parameter gather
+        is prefetched after this compute (ZeRO-3/FSDP, Megatron-Core's first overlapped
+        gathers: it waits on the compute's end, not the tail's) and where the overlapped
+        collective has no tail or outlasts the compute. Returns whether it did."""
+        if self.zero3 or self.gathers_left[s] > 0:
+            return False
+        if self.tp_overlap:
+            if not (tail > 0 and tp_s <= dur):
+                return False
+        else:
+            tail = tp_s
+        _S_TAIL(self.b.tasks[tid], tail)
+        self.op_merged += 1
+        return True
+
+    def fold_send(self, s: int, x: int, stream: str, dur: float, spec: CommSpec) -> bool:
+        """Fold the pipeline send of ``dur`` seconds that stage ``s`` issues on ``stream``
+        after task ``x`` into ``x`` (:attr:`~perfmodel.parallel.taskgraph.Task.send_s`), where
+        it starts exactly when ``x`` ends: the stream's previous send ended by then.
+
+        Why that holds: ``x`` is a compute-stream task, the last of its operation, and the
+        stream's sends follow the stage's operations in program order. By induction every
+        send so far started when its task ended (at ``e``); the stream's previous one ended at
+        ``e + d``, and some compute task of at least ``d`` seconds was emitted on the stage
+        since (:meth:`compute_emitted`): it started after ``e`` (the compute stream runs in
+        program order, behind the previous send's task) and ``x`` ends no earlier than it, so
+        by monotone rounding ``x`` ends no earlier than ``e + d``. A task that waits on the
+        send lists ``x + SENT`` and the list schedule reads ``end[x] + send_s``: the send's
+        end, bit for bit. Where the test fails (or ``x`` is not a compute task) the send is a
+        task as before, and so is every later send on that stream (its start is then not
+        known here)."""
+        i = 0 if stream == "send_fwd" else 1
+        exact = self._send_exact[s]
+        ok = exact[i] and self._cs_max[s][i] >= self._send_prev[s][i]
+        task = self.b.tasks[x]
+        fold = ok and task.stream == "compute" and task.send is None
+        self._send_prev[s][i] = dur
+        self._cs_max[s][i] = 0.0
+        if not fold:
+            exact[i] = False
+            return False
+        _S_SEND_S(task, dur)
+        _S_SEND(task, spec)
+        self.op_merged += 1
+        return True
 
     # ------------------------------------------------------------------ hidden reductions
 

@@ -77,6 +77,13 @@ class Task:
         Pipeline coordinates (``-1`` when not applicable).
     comm
         For communication tasks: what moves.
+    tail_s, send_s, send
+        An *operation task* of the analytic graph (:mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks"):
+        ``tail_s`` seconds of exposed tensor-parallel communication on the compute stream right
+        after the ``duration_s`` of compute (the task ends at ``(start + duration_s) +
+        tail_s``), and a pipeline send ``send`` of ``send_s`` seconds that starts when the task
+        ends; a task that depends on the send lists ``tid + SENT`` (:data:`SENT`). Zero / ``None``
+        for every task of the graphs that show tasks and of the SimPy replay.
     """
 
     tid: int
@@ -89,6 +96,14 @@ class Task:
     microbatch: int = -1
     chunk: int = -1
     comm: CommSpec | None = None
+    tail_s: float = 0.0
+    send_s: float = 0.0
+    send: CommSpec | None = None
+
+
+#: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
+#: :attr:`Task.send_s`); plain dependencies are below it (:mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks").
+SENT = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -123,9 +138,21 @@ class TaskGraph:
 _new_task = object.__new__
 #: The slot setters of :class:`Task`'s fields, in declaration order (GraphBuilder.add).
 _TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
-_S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUNK, _S_COMM = (
-    _TASK_SETTERS
-)
+(
+    _S_TID,
+    _S_KIND,
+    _S_DEVICE,
+    _S_STREAM,
+    _S_DUR,
+    _S_DEPS,
+    _S_LABEL,
+    _S_MB,
+    _S_CHUNK,
+    _S_COMM,
+    _S_TAIL,
+    _S_SEND_S,
+    _S_SEND,
+) = _TASK_SETTERS
 
 
 @dataclass
@@ -176,7 +203,9 @@ class GraphBuilder:
                 clean = (a, d) if a < d else (d, a)
         else:
             clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
-        assert not clean or clean[-1] < tid, "dependencies must precede the task"
+        assert not clean or (clean[-1] if clean[-1] < SENT else clean[-1] - SENT) < tid, (
+            "dependencies must precede the task"
+        )
         # Task(...) without the frozen dataclass's __init__ (its field-by-field
         # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
         # own setters, the same fields, the same values
@@ -191,6 +220,9 @@ class GraphBuilder:
         _S_MB(task, microbatch)
         _S_CHUNK(task, chunk)
         _S_COMM(task, comm)
+        _S_TAIL(task, 0.0)
+        _S_SEND_S(task, 0.0)
+        _S_SEND(task, None)
         tasks.append(task)
         if device not in self._device_set:
             self._device_set.add(device)
