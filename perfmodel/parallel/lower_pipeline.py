@@ -445,12 +445,14 @@ class PipelineLowering(LoweringShortcuts):
             if over is None:
                 over = self._tp_over[key] = self.tp_overlapped(phase, dur, tp_s, rs_s)
             dur, tp_s, tail = over
+        if self.op_tasks:
+            op = self.op_task(s, (phase, mb, c), dur, deps, tp_s, tail, label)
+            if op is not None:
+                return op
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.op_tasks:
             self.compute_emitted(s, dur)
-            if tp_s > 0 and self.op_task(s, tid, dur, tp_s, tail):
-                return [tid]
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
             self.gather_hist[s].append(tid)
         if tp_s <= 0:

@@ -33,7 +33,14 @@ from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.schedule import warmup_forwards
-from perfmodel.parallel.taskgraph import _S_SEND, _S_SEND_S, _S_TAIL, CommKind, CommSpec
+from perfmodel.parallel.taskgraph import (
+        _S_SEND,
+    _S_SEND_S,
+    _S_THEN,
+    CommKind,
+    CommSpec,
+    TaskKind,
+)
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
 #: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
@@ -332,6 +339,8 @@ class LoweringShortcuts:
         self._cs_max = [[0.0, 0.0] for _ in range(self.P)]
         self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
         self._send_exact = [[True, True] for _ in range(self.P)]
+        # (task id, operation, stage) of the last operation task op_task emitted
+        self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
 
     def compute_emitted(self, s: int, dur: float) -> None:
         """A compute task of ``dur`` seconds was emitted on stage ``s``'s compute stream (read by
@@ -342,30 +351,69 @@ class LoweringShortcuts:
         if dur > m[1]:
             m[1] = dur
 
-    def op_task(self, s: int, tid: int, dur: float, tp_s: float, tail: float) -> bool:
-        """Make compute task ``tid`` (``dur`` seconds, just emitted by
-        :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.segment`) stand for its
-        segment's tensor-parallel collective too, where that is exact: the collective runs on
-        the compute stream right after the compute (``tp_comm`` not overlapped: ``tp_s``
-        seconds), or beside it on its own stream ending within it (``tp_s <= dur``), followed
-        by an exposed ``tail`` on the compute stream. The task then ends at ``(start + dur) +
-        tail`` (:attr:`~perfmodel.parallel.taskgraph.Task.tail_s`), where the collective that
-        followed it ended; the collective beside it ran inside the compute's interval, where
-        the breakdown counts compute (priority 0) and no later task waited on it (the next
-        segment waits on the tail, which waited on it). Refused where a parameter gather
-        is prefetched after this compute (ZeRO-3/FSDP, Megatron-Core's first overlapped
-        gathers: it waits on the compute's end, not the tail's) and where the overlapped
-        collective has no tail or outlasts the compute. Returns whether it did."""
-        if self.zero3 or self.gathers_left[s] > 0:
-            return False
-        if self.tp_overlap:
-            if not (tail > 0 and tp_s <= dur):
-                return False
-        else:
-            tail = tp_s
-        _S_TAIL(self.b.tasks[tid], tail)
+    def op_task(
+        self,
+        s: int,
+        op: tuple[str, int, int],
+        dur: float,
+        deps: list[int],
+        tp_s: float,
+        tail: float,
+        label: str,
+    ) -> list[int] | None:
+        """Lower a segment of operation ``op`` (phase, micro-batch, chunk) on stage ``s`` as
+        one task of the analytic graph: ``dur`` seconds of compute, then ``tail`` seconds of
+        exposed tensor-parallel communication on the compute stream
+        (:attr:`~perfmodel.parallel.taskgraph.Task.then_s`), where that is exact; the next
+        segments of the same operation extend it (``then_s`` gets their compute and tail).
+        Returns what the next segment waits on (``[tid]``), or ``None`` where refused.
+
+        A segment is its compute task, then its TP collective (``tp_s`` seconds): on the
+        compute stream right after the compute (``tp_comm`` not overlapped; ``tail`` is then
+        ``tp_s``), or beside it on its own stream, then its exposed ``tail`` on the compute
+        stream after both. Exact where the collective beside the compute ends within it
+        (``tp_s <= dur``): it starts with the compute (both wait on the same tasks, and every
+        earlier collective of its stream ended before those: the tasks after it waited on it),
+        so the tail starts when the compute ends (without a tail, the join of the two is the
+        compute's end), and the collective ran inside the compute's interval, where the
+        breakdown counts compute (priority 0); nothing waits on it but the tail or the join.
+        A chain of such segments (each waiting on the one before only, consecutive on the
+        compute stream, one operation) runs back to back, so the task ends where the chain
+        ended, its durations added in the same order (bit for bit), and the breakdown reads
+        each piece where it ran (:func:`perfmodel.report.step_breakdown.breakdown`). Refused
+        where a parameter gather is prefetched after a segment's compute (ZeRO-3/FSDP,
+        Megatron-Core's first overlapped gathers without interleaving: it waits on the
+        compute's end; an interleaved schedule launches them after whole operations,
+        :meth:`gather_deps`) and where the collective outlasts the compute (its exposed part
+        yields to other communication)."""
+        if self.zero3 or (self.gathers_left[s] > 0 and not self.aligned_gather):
+            return None
+        if tp_s > 0:
+            if not self.tp_overlap:
+                tail = tp_s
+            elif not tp_s <= dur:
+                return None
+        b = self.b
+        prev = self._op_chain
+        if (
+            prev is not None
+            and prev[1] == op
+            and prev[2] == s
+            and len(deps) == 1
+            and deps[0] == prev[0] == len(b.tasks) - 1
+        ):
+            task = b.tasks[prev[0]]
+            _S_THEN(task, (*task.then_s, dur, tail))
+            self.compute_emitted(s, dur)
+            self.op_merged += 1
+            return [prev[0]]
+        k = op[2] * self.P + s
+        tid = b.add(TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, op[1], k)
+        _S_THEN(b.tasks[tid], (tail,))
+        self._op_chain = (tid, op, s)
+        self.compute_emitted(s, dur)
         self.op_merged += 1
-        return True
+        return [tid]
 
     def fold_send(self, s: int, x: int, stream: str, dur: float, spec: CommSpec) -> bool:
         """Fold the pipeline send of ``dur`` seconds that stage ``s`` issues on ``stream``

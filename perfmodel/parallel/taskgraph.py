@@ -77,13 +77,15 @@ class Task:
         Pipeline coordinates (``-1`` when not applicable).
     comm
         For communication tasks: what moves.
-    tail_s, send_s, send
-        An *operation task* of the analytic graph (:mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks"):
-        ``tail_s`` seconds of exposed tensor-parallel communication on the compute stream right
-        after the ``duration_s`` of compute (the task ends at ``(start + duration_s) +
-        tail_s``), and a pipeline send ``send`` of ``send_s`` seconds that starts when the task
-        ends; a task that depends on the send lists ``tid + SENT`` (:data:`SENT`). Zero / ``None``
-        for every task of the graphs that show tasks and of the SimPy replay.
+    then_s, send_s, send
+        An *operation task* of the analytic graph (:mod:`perfmodel.parallel.lower_shortcuts`,
+        "Operation tasks"): after its ``duration_s`` of compute the compute stream runs
+        ``then_s``, alternately seconds of exposed tensor-parallel communication and of
+        compute (the segments it stands for, in order: the task ends at ``start + duration_s
+        + then_s[0] + then_s[1] + ...``, added in that order), and a pipeline send ``send``
+        of ``send_s`` seconds starts when the task ends; a task that waits on the send lists
+        ``tid + SENT`` (:data:`SENT`). Empty / zero / ``None`` in every task of the graphs
+        that show tasks and of the SimPy replay.
     """
 
     tid: int
@@ -96,7 +98,7 @@ class Task:
     microbatch: int = -1
     chunk: int = -1
     comm: CommSpec | None = None
-    tail_s: float = 0.0
+    then_s: tuple[float, ...] = ()
     send_s: float = 0.0
     send: CommSpec | None = None
 
@@ -149,7 +151,7 @@ _TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
     _S_MB,
     _S_CHUNK,
     _S_COMM,
-    _S_TAIL,
+    _S_THEN,
     _S_SEND_S,
     _S_SEND,
 ) = _TASK_SETTERS
@@ -220,7 +222,7 @@ class GraphBuilder:
         _S_MB(task, microbatch)
         _S_CHUNK(task, chunk)
         _S_COMM(task, comm)
-        _S_TAIL(task, 0.0)
+        _S_THEN(task, ())
         _S_SEND_S(task, 0.0)
         _S_SEND(task, None)
         tasks.append(task)

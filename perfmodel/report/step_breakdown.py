@@ -156,7 +156,7 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
             mine = True
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
-        if t.tail_s or t.send_s:  # an operation task of the analytic graph
+        if t.then_s or t.send_s:  # an operation task of the analytic graph
             _folded(append, keys, t, e, s)
             e = s + t.duration_s  # its own task: until its tail
         if e <= s:
@@ -178,16 +178,24 @@ def _folded(
     append: Any, keys: dict[tuple[object, ...], str], t: Task, e: float, s: float | None = None
 ) -> None:
     """The events of the tasks folded into an operation task ``t`` ending at ``e``
-    (:attr:`Task.tail_s`, :attr:`Task.send_s`; ``perfmodel.parallel.lower_shortcuts``,
-    "Operation tasks"), as those tasks give them: on its own device (``s``: its start) the
-    exposed TP collective from ``s + duration_s`` to ``e``; its pipeline send from ``e`` to
-    ``e + send_s`` on both ends of the send."""
+    (:attr:`Task.then_s`, :attr:`Task.send_s`; ``perfmodel.parallel.lower_shortcuts``,
+    "Operation tasks"), as those tasks give them: on its own device (``s``: its start) each
+    exposed TP collective and compute of ``then_s`` after its first compute, at the times
+    the list schedule added them; its pipeline send from ``e`` to ``e + send_s`` on both ends
+    of the send."""
     if s is not None:
-        mid = s + t.duration_s
-        if e > mid:
-            append((mid, 1, "0|comm:tp"))
-            append((e, -1, "0|comm:tp"))
-            keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        a = s + t.duration_s
+        tp = True
+        for x in t.then_s:
+            b = a + x
+            if b > a:
+                key = "0|comm:tp" if tp else "0|compute"
+                append((a, 1, key))
+                append((b, -1, key))
+            a = b
+            tp = not tp
+        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
     if t.send_s > 0:
         f = e + t.send_s
         if f > e:

@@ -256,7 +256,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
                 and x.device == y.device
                 and x.stream == y.stream
                 and x.duration_s == y.duration_s
-                and x.tail_s == y.tail_s
+                and x.then_s == y.then_s
                 and x.send_s == y.send_s
                 and abs(start[yt] - start[xt] - lam) <= tol
                 and abs(end[yt] - end[xt] - lam) <= tol
@@ -385,9 +385,10 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         tid = t.tid
         start[tid] = s
         e = s + t.duration_s
-        tail = t.tail_s
-        if tail:  # an operation task: its exposed TP collective after the compute
-            e += tail
+        then = t.then_s
+        if then:  # an operation task: its segments' TP collectives and computes that follow
+            for x in then:
+                e += x
         end[tid] = e
         free[key] = e
     return Timeline(graph, tuple(start), tuple(end), "analytic")
