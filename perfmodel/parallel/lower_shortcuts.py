@@ -34,9 +34,10 @@ from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.schedule import warmup_forwards
 from perfmodel.parallel.taskgraph import (
-        _S_SEND,
+    _S_SEND,
     _S_SEND_S,
     _S_THEN,
+    HEAD,
     CommKind,
     CommSpec,
     TaskKind,
@@ -380,14 +381,13 @@ class LoweringShortcuts:
         A chain of such segments (each waiting on the one before only, consecutive on the
         compute stream, one operation) runs back to back, so the task ends where the chain
         ended, its durations added in the same order (bit for bit), and the breakdown reads
-        each piece where it ran (:func:`perfmodel.report.step_breakdown.breakdown`). Refused
-        where a parameter gather is prefetched after a segment's compute (ZeRO-3/FSDP,
-        Megatron-Core's first overlapped gathers without interleaving: it waits on the
-        compute's end; an interleaved schedule launches them after whole operations,
-        :meth:`gather_deps`) and where the collective outlasts the compute (its exposed part
-        yields to other communication)."""
-        if self.zero3 or (self.gathers_left[s] > 0 and not self.aligned_gather):
-            return None
+        each piece where it ran (:func:`perfmodel.report.step_breakdown.breakdown`). A
+        parameter gather prefetched after a segment's compute (ZeRO-3/FSDP, Megatron-Core's
+        first overlapped gathers) waits on ``tid + HEAD``, the end of the task's first
+        compute, bit for bit the compute task's end (such segments are not chained: their
+        gathers enter the chain). Refused where the collective outlasts the compute (its
+        exposed part yields to other communication)."""
+        anchor = self.zero3 or self.gathers_left[s] > 0  # read by gather() (its anchors)
         if tp_s > 0:
             if not self.tp_overlap:
                 tail = tp_s
@@ -397,6 +397,7 @@ class LoweringShortcuts:
         prev = self._op_chain
         if (
             prev is not None
+            and not anchor
             and prev[1] == op
             and prev[2] == s
             and len(deps) == 1
@@ -410,6 +411,8 @@ class LoweringShortcuts:
         k = op[2] * self.P + s
         tid = b.add(TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, op[1], k)
         _S_THEN(b.tasks[tid], (tail,))
+        if anchor:  # a gather prefetched after this compute waits on its end
+            self.gather_hist[s].append(tid + HEAD)
         self._op_chain = (tid, op, s)
         self.compute_emitted(s, dur)
         self.op_merged += 1
@@ -728,9 +731,15 @@ class LoweringShortcuts:
                 comm_dur[ag] = g_s
                 sd = [*tids, ag]
                 tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k)
+                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
+                if one:  # one operation task (op_task's argument), its compute's end the anchor
+                    _S_THEN(self.b.tasks[tid], (0.0 if tp_s <= 0 else tp_s if not overlap
+                                                else tail,))  # fmt: skip
+                    self.compute_emitted(s, c_s)
+                    self.op_merged += 1
                 if keep_hist:
-                    hist.append(tid)
-                if tp_s <= 0:
+                    hist.append(tid + HEAD if one else tid)
+                if one or tp_s <= 0:
                     tids = [tid]
                 elif not overlap:  # after the compute
                     tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],

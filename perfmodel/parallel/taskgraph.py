@@ -104,8 +104,12 @@ class Task:
 
 
 #: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
-#: :attr:`Task.send_s`); plain dependencies are below it (:mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks").
+#: :attr:`Task.send_s`); plain dependencies are below it (analytic graphs only:
+#: :mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks").
 SENT = 1 << 40
+#: A dependency ``tid + HEAD`` is on the end of task ``tid``'s first compute (its start plus
+#: :attr:`Task.duration_s`), where a parameter gather is prefetched (analytic graphs only).
+HEAD = 2 << 40
 
 
 @dataclass(frozen=True)
@@ -205,9 +209,7 @@ class GraphBuilder:
                 clean = (a, d) if a < d else (d, a)
         else:
             clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
-        assert not clean or (clean[-1] if clean[-1] < SENT else clean[-1] - SENT) < tid, (
-            "dependencies must precede the task"
-        )
+        assert not clean or clean[-1] % SENT < tid, "dependencies must precede the task"
         # Task(...) without the frozen dataclass's __init__ (its field-by-field
         # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
         # own setters, the same fields, the same values

@@ -32,7 +32,7 @@ from perfmodel.parallel.periodic import (
     short_limit,
     window_gap,
 )
-from perfmodel.parallel.taskgraph import SENT, CommSpec, Task, TaskGraph
+from perfmodel.parallel.taskgraph import HEAD, SENT, CommSpec, Task, TaskGraph
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
     import simpy
@@ -377,9 +377,12 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         for d in t.deps:
             if d < SENT:
                 e = end[d]
-            else:  # the pipeline send folded into task d - SENT ends send_s after it
+            elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
                 d -= SENT
                 e = end[d] + tasks[d].send_s
+            else:  # the first compute of task d - HEAD
+                d -= HEAD
+                e = start[d] + tasks[d].duration_s
             if e > s:
                 s = e
         tid = t.tid
