@@ -329,11 +329,14 @@ class LoweringShortcuts:
 
     # ------------------------------------------------------------------ operation tasks
 
+    #: Whether analytic graphs get operation tasks and folded sends (tests compare both ways).
+    OP_TASKS = True
+
     def init_op_tasks(self) -> None:
         """State of :meth:`op_task` and :meth:`fold_send`: on in the analytic list schedule's
         graph only (``hidden``; not with Megatron-Core's combined 1F1B, whose held backward
         sends leave after another operation)."""
-        self.op_tasks = self.hidden and not self.combined
+        self.op_tasks = self.OP_TASKS and self.hidden and not self.combined
         # per stage and send stream (0: send_fwd, 1: send_bwd): the longest compute task
         # emitted since that stream's last send, the last send's seconds, and whether every
         # send so far started when its operation ended (folded or not)

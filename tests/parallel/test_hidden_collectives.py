@@ -292,8 +292,7 @@ def test_segments_outside_runs_lower_as_the_fine_loop(
     monkeypatch.setattr(LoweringShortcuts, "_gather_plan", no_runs)
     monkeypatch.setattr(LoweringShortcuts, "hidden_backward", lambda self, *a: None)
     # and no operation tasks (tests/parallel/test_op_tasks.py compares those)
-    monkeypatch.setattr(LoweringShortcuts, "op_task", lambda self, *a: None)
-    monkeypatch.setattr(LoweringShortcuts, "fold_send", lambda self, *a: False)
+    monkeypatch.setattr(LoweringShortcuts, "OP_TASKS", False)
     shortcut = PipelineLowering(*inp, coarse=True, hidden=True)
     a = shortcut.graph()
     assert hits["gathers"] > 0 and shortcut.hidden_merged == 0
