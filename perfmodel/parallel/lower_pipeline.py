@@ -92,7 +92,6 @@ class PipelineLowering(LoweringShortcuts):
         self.hidden = hidden and coarse
         self.coarsened = 0  # operations lowered coarse
         self.hidden_merged = 0  # backward operations whose reductions were summarised
-        self.op_merged = 0  # operation tasks and folded sends (op_task, fold_send)
         self._hidden_ops: dict[tuple[int, bool], HiddenBackward | None] = {}
         self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._sums: dict[int, tuple[float, float, float, float]] = {}
@@ -364,8 +363,12 @@ class PipelineLowering(LoweringShortcuts):
             )
             hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
         dur, spec = hit
-        if self.op_tasks and len(deps) == 1 and self.fold_send(s_from, deps[0], stream, dur, spec):
-            return deps[0] + SENT  # the send folded into its operation's task
+        if self.op_tasks:
+            folded, wait = self.fold_send(s_from, deps, stream, dur, spec)
+            if folded:
+                return deps[0] + SENT  # the send folded into its operation's task
+            if wait >= 0:
+                deps = [*deps, wait]
         label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
         # positional: label, microbatch, chunk, comm (one call per pipeline send)
         return self.b.add(

@@ -38,6 +38,7 @@ from perfmodel.parallel.taskgraph import (
     _S_SEND_S,
     _S_THEN,
     HEAD,
+    SENT,
     CommKind,
     CommSpec,
     TaskKind,
@@ -337,12 +338,14 @@ class LoweringShortcuts:
         graph only (``hidden``; not with Megatron-Core's combined 1F1B, whose held backward
         sends leave after another operation)."""
         self.op_tasks = self.OP_TASKS and self.hidden and not self.combined
+        self.op_merged = 0  # operation tasks and folded sends made
         # per stage and send stream (0: send_fwd, 1: send_bwd): the longest compute task
         # emitted since that stream's last send, the last send's seconds, and whether every
         # send so far started when its operation ended (folded or not)
         self._cs_max = [[0.0, 0.0] for _ in range(self.P)]
         self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
         self._send_exact = [[True, True] for _ in range(self.P)]
+        self._send_last = [[-1, -1] for _ in range(self.P)]  # the last folded send's task
         # (task id, operation, stage) of the last operation task op_task emitted
         self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
 
@@ -421,10 +424,15 @@ class LoweringShortcuts:
         self.op_merged += 1
         return [tid]
 
-    def fold_send(self, s: int, x: int, stream: str, dur: float, spec: CommSpec) -> bool:
+    def fold_send(
+        self, s: int, deps: list[int], stream: str, dur: float, spec: CommSpec
+    ) -> tuple[bool, int]:
         """Fold the pipeline send of ``dur`` seconds that stage ``s`` issues on ``stream``
-        after task ``x`` into ``x`` (:attr:`~perfmodel.parallel.taskgraph.Task.send_s`), where
-        it starts exactly when ``x`` ends: the stream's previous send ended by then.
+        after ``deps`` (one task ``x``) into ``x`` (:attr:`~perfmodel.parallel.taskgraph.Task.
+        send_s`), where it starts exactly when ``x`` ends: the stream's previous send ended by
+        then. Returns ``(folded, wait)``: where not folded, the send is a task as before, which
+        must also wait on ``wait`` (``x' + SENT``: the stream's previous send, folded into
+        ``x'``, occupies the stream until then; ``-1``: nothing more).
 
         Why that holds: ``x`` is a compute-stream task, the last of its operation, and the
         stream's sends follow the stage's operations in program order. By induction every
@@ -434,23 +442,26 @@ class LoweringShortcuts:
         program order, behind the previous send's task) and ``x`` ends no earlier than it, so
         by monotone rounding ``x`` ends no earlier than ``e + d``. A task that waits on the
         send lists ``x + SENT`` and the list schedule reads ``end[x] + send_s``: the send's
-        end, bit for bit. Where the test fails (or ``x`` is not a compute task) the send is a
-        task as before, and so is every later send on that stream (its start is then not
-        known here)."""
+        end, bit for bit. Where the test fails (or ``x`` is not one compute task) the send is
+        a task, waiting on the previous send as the stream made it wait, and so is every later
+        send on that stream (tasks occupy the stream themselves)."""
         i = 0 if stream == "send_fwd" else 1
         exact = self._send_exact[s]
-        ok = exact[i] and self._cs_max[s][i] >= self._send_prev[s][i]
-        task = self.b.tasks[x]
-        fold = ok and task.stream == "compute" and task.send is None
+        if not exact[i]:
+            return False, -1
+        ok = self._cs_max[s][i] >= self._send_prev[s][i]
+        task = self.b.tasks[deps[0]] if len(deps) == 1 else None
         self._send_prev[s][i] = dur
         self._cs_max[s][i] = 0.0
-        if not fold:
+        last = self._send_last[s]
+        if not (ok and task is not None and task.stream == "compute" and task.send is None):
             exact[i] = False
-            return False
+            return False, (last[i] + SENT if last[i] >= 0 else -1)
         _S_SEND_S(task, dur)
         _S_SEND(task, spec)
+        last[i] = task.tid
         self.op_merged += 1
-        return True
+        return True, -1
 
     # ------------------------------------------------------------------ hidden reductions
 
