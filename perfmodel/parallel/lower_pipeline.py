@@ -572,7 +572,12 @@ class PipelineLowering(LoweringShortcuts):
             deps.append(self.f_out[(mb, k - 1)])
         seg1 = self.plain_single[k]
         if seg1 is not None:  # what the general path below does for such a chunk, directly
-            tids = self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
+            tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
+            tids = (
+                [tid]
+                if tid >= 0
+                else self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
+            )
             self.first_seg_done[s] = True
             tid = tids[0] if len(tids) == 1 else self.join(s, tids)
             self.last_compute[s] = tid
@@ -586,9 +591,13 @@ class PipelineLowering(LoweringShortcuts):
             return
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
-            f_s, tp_s = self.chunk_sums(k)[:2]
-            rs_s = self.chunk_rs_sum(k)
-            tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
+            tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0:
+                tids = [tid]
+            else:
+                f_s, tp_s = self.chunk_sums(k)[:2]
+                rs_s = self.chunk_rs_sum(k)
+                tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
             self.first_seg_done[s] = True
         elif (runs := self.coarse_runs(s, "F", mb, ch)) is not None:
             tids = deps
@@ -715,7 +724,12 @@ class PipelineLowering(LoweringShortcuts):
         reduce_every_mb = self.reduce_every_mb
         seg1 = self.plain_single[k]
         if seg1 is not None:  # what the general path below does for such a chunk, directly
-            tids = self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
+            tids = (
+                [tid]
+                if tid >= 0
+                else self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            )
             if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
                 self.reduce_gradients(s, seg1, tids, f"grad {k}.0")
             tid = tids[0] if len(tids) == 1 else self.join(s, tids)
@@ -729,8 +743,12 @@ class PipelineLowering(LoweringShortcuts):
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
-            b_s, tp_s = self.chunk_sums(k)[2:]
-            tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
+            tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0:
+                tids = [tid]
+            else:
+                b_s, tp_s = self.chunk_sums(k)[2:]
+                tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
         elif (
             self.hidden
             and self.overlap

@@ -41,6 +41,7 @@ from perfmodel.parallel.taskgraph import (
     SENT,
     CommKind,
     CommSpec,
+    OpTask,
     TaskKind,
 )
 
@@ -346,6 +347,7 @@ class LoweringShortcuts:
         self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
         self._send_exact = [[True, True] for _ in range(self.P)]
         self._send_last = [[-1, -1] for _ in range(self.P)]  # the last folded send's task
+        self._plain_ops: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
         # (task id, operation, stage) of the last operation task op_task emitted
         self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
 
@@ -415,14 +417,66 @@ class LoweringShortcuts:
             self.op_merged += 1
             return [prev[0]]
         k = op[2] * self.P + s
-        tid = b.add(TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, op[1], k)
-        _S_THEN(b.tasks[tid], (tail,))
+        tid = b.add(
+            TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, op[1], k, None, (tail,)
+        )
         if anchor:  # a gather prefetched after this compute waits on its end
             self.gather_hist[s].append(tid + HEAD)
         self._op_chain = (tid, op, s)
         self.compute_emitted(s, dur)
         self.op_merged += 1
         return [tid]
+
+    def plain_op(self, s: int, phase: str, mb: int, c: int, deps: list[int]) -> int:
+        """Operation ``phase`` of micro-batch ``mb`` through chunk ``c`` of stage ``s`` as one
+        operation task, where the chunk is one segment (``plain_single``) or lowered coarse
+        (:meth:`coarsenable`, asked by the caller): what :meth:`segment` and :meth:`op_task`
+        emit for it, with its durations computed once per chunk and phase. Returns the task's
+        id, or ``-1`` where :meth:`op_task` would refuse (the caller lowers it as before)."""
+        k = c * self.P + s
+        key = (k, phase)
+        hit = self._plain_ops.get(key)
+        if hit is None:
+            hit = self._plain_ops[key] = self._plain_op_times(k, phase)
+        if hit is False or self.zero3 or self.gathers_left[s] > 0:
+            return -1
+        dur, then = hit
+        b = self.b
+        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        tid = b.add(TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, mb, k, None, then)
+        self._op_chain = (tid, (phase, mb, c), s)
+        self.compute_emitted(s, dur)
+        self.op_merged += 1
+        return tid
+
+    def _plain_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
+        """``(compute, (tail,))`` seconds of :meth:`plain_op`'s task for chunk ``k`` and
+        ``phase`` (the segment's or the chunk's summed durations after the TP overlap's
+        adjustment, as :meth:`segment` computes them), or ``False`` where :meth:`op_task`
+        refuses (an overlapped collective longer than its compute)."""
+        seg1 = self.plain_single[k]
+        fwd = phase == "F"
+        if seg1 is not None:
+            dur = seg1.fwd_s if fwd else seg1.bwd_s + seg1.recompute_s
+            tp_s = seg1.tp_fwd_s if fwd else seg1.tp_bwd_s
+            rs_s = seg1.tp_rs_fwd_s if fwd else 0.0
+        else:
+            sums = self.chunk_sums(k)
+            dur, tp_s = sums[:2] if fwd else sums[2:]
+            rs_s = self.chunk_rs_sum(k) if fwd else 0.0
+        tail = 0.0
+        if tp_s > 0:
+            if not self.tp_overlap:
+                tail = tp_s
+            else:
+                tkey = (phase, dur, tp_s, rs_s)
+                over = self._tp_over.get(tkey)
+                if over is None:
+                    over = self._tp_over[tkey] = self.tp_overlapped(phase, dur, tp_s, rs_s)
+                dur, under, tail = over
+                if not under <= dur:
+                    return False
+        return dur, (tail,)
 
     def fold_send(
         self, s: int, deps: list[int], stream: str, dur: float, spec: CommSpec
@@ -451,10 +505,12 @@ class LoweringShortcuts:
             return False, -1
         ok = self._cs_max[s][i] >= self._send_prev[s][i]
         task = self.b.tasks[deps[0]] if len(deps) == 1 else None
+        if type(task) is not OpTask:  # a send is folded into an operation task only
+            task = None
         self._send_prev[s][i] = dur
         self._cs_max[s][i] = 0.0
         last = self._send_last[s]
-        if not (ok and task is not None and task.stream == "compute" and task.send is None):
+        if not (ok and task is not None and task.send is None):
             exact[i] = False
             return False, (last[i] + SENT if last[i] >= 0 else -1)
         _S_SEND_S(task, dur)
@@ -744,11 +800,11 @@ class LoweringShortcuts:
                          f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
                 sd = [*tids, ag]
-                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k)
                 one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
-                if one:  # one operation task (op_task's argument), its compute's end the anchor
-                    _S_THEN(self.b.tasks[tid], (0.0 if tp_s <= 0 else tp_s if not overlap
-                                                else tail,))  # fmt: skip
+                # one operation task where op_task's argument holds, its compute's end the anchor
+                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
+                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
+                if one:
                     self.compute_emitted(s, c_s)
                     self.op_merged += 1
                 if keep_hist:

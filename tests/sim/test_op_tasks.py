@@ -24,7 +24,6 @@ from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
 from perfmodel.parallel.taskgraph import (
     _S_SEND,
     _S_SEND_S,
-    _S_THEN,
     HEAD,
     SENT,
     CommKind,
@@ -159,8 +158,7 @@ def test_operation_task_golden() -> None:
     the same times (g0 ends at 3.75 s, the send at 3.875 s, g1 at 4.875 s, the gather at
     1.1 s) and the same breakdown (g0: compute 3, tp 0.75, pp 0.125, bubble 1)."""
     op = GraphBuilder()
-    a = op.add(TaskKind.COMPUTE, "g0", "compute", 1.0, label="F0")
-    _S_THEN(op.tasks[a], (0.5, 2.0, 0.25))
+    a = op.add(TaskKind.COMPUTE, "g0", "compute", 1.0, label="F0", then=(0.5, 2.0, 0.25))
     _S_SEND_S(op.tasks[a], 0.125)
     _S_SEND(op.tasks[a], _spec("g0", "g1"))
     b = op.add(TaskKind.COMPUTE, "g1", "compute", 1.0, [a + SENT], "F0")
@@ -200,7 +198,7 @@ class _Stage(LoweringShortcuts):
         self.init_op_tasks()
 
     def op(self, dur: float, deps: list[int]) -> int:
-        tid = self.b.add(TaskKind.COMPUTE, "g0", "compute", dur, deps)
+        tid = self.b.add(TaskKind.COMPUTE, "g0", "compute", dur, deps, then=(0.0,))
         self.compute_emitted(0, dur)
         return tid
 
