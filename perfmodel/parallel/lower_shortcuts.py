@@ -13,10 +13,18 @@
   (:meth:`~perfmodel.parallel.periodic.LazyGraph.analytic`): a bucketed backward's gradient
   reductions as a lead and one reduction (max-plus), and runs of segments whose parameter
   gathers hide under the compute as two computes.
+* **Operation tasks** (:meth:`LoweringShortcuts.op_task`, :meth:`LoweringShortcuts.plain_op`,
+  :meth:`LoweringShortcuts.fold_send`), in the analytic list schedule's graph only (issue 27):
+  an operation's chain of segments (each compute with its exposed tensor-parallel collective)
+  as one :class:`~perfmodel.parallel.taskgraph.OpTask` whose pieces the list schedule adds in
+  the same order, and the pipeline send after it folded into it where it provably starts when
+  the task ends (dependencies ``tid + SENT``; a gather prefetched after its first compute
+  waits on ``tid + HEAD``): one task per operation instead of three to five.
 
 Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/parallel/test_coarse_lowering.py``, ``tests/sim/test_periodic.py``,
-``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``). The methods
+``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``,
+``tests/sim/test_op_tasks.py``). The methods
 read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
 ``PipelineLowering.__init__``.
 """

@@ -113,6 +113,18 @@ class OpTask(Task):
 
     __slots__ = ("send", "send_s", "then_s")
 
+    def __getstate__(self) -> tuple[object, ...]:
+        """The fields and the three slots of its own (the dataclass's state has the fields)."""
+        return (*(getattr(self, f.name) for f in fields(self)), self.then_s, self.send_s, self.send)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *values, then_s, send_s, send = state
+        for f, v in zip(fields(self), values, strict=True):
+            object.__setattr__(self, f.name, v)
+        object.__setattr__(self, "then_s", then_s)
+        object.__setattr__(self, "send_s", send_s)
+        object.__setattr__(self, "send", send)
+
 
 #: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
 #: :attr:`Task.send_s`); plain dependencies are below it (analytic graphs only:

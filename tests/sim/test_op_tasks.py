@@ -233,3 +233,21 @@ def test_send_is_folded_only_where_it_starts_when_its_task_ends() -> None:
     rtl = _list_schedule(real.build())
     assert (tl.start_s[ys], tl.start_s[zs]) == (rtl.start_s[rys], rtl.start_s[rzs]) == (3.0, 7.5)
     assert tl.end_s[x] + st_.b.tasks[x].send_s == 3.0
+
+
+def test_operation_task_pickles_with_its_pieces() -> None:
+    """An operation task keeps its pieces and send through pickling (a report's periodic
+    timeline holds its short schedule's graph; sweeps pickle reports across processes)."""
+    import pickle
+
+    b = GraphBuilder()
+    a = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [], "F0", 3, 1, None, (0.5, 2.0))
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [a])
+    _S_SEND_S(b.tasks[a], 0.125)
+    _S_SEND(b.tasks[a], _spec("g0", "g1"))
+    g = b.build()
+    back = pickle.loads(pickle.dumps(g))
+    t = back.tasks[0]
+    assert back == g and type(t) is type(g.tasks[0])
+    assert (t.then_s, t.send_s, t.send, t.microbatch) == ((0.5, 2.0), 0.125, _spec("g0", "g1"), 3)
+    assert back.tasks[1].then_s == () and _list_schedule(back).end_s == _list_schedule(g).end_s
