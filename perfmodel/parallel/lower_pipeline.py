@@ -54,7 +54,14 @@ from perfmodel.parallel.schedule import (
     stage_peak_in_flight,
 )
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
-from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
+from perfmodel.parallel.taskgraph import (
+    SENT,
+    CommKind,
+    CommSpec,
+    GraphBuilder,
+    TaskGraph,
+    TaskKind,
+)
 from perfmodel.workload.layers import LayerCost, distinct_layers
 
 
@@ -167,6 +174,7 @@ class PipelineLowering(LoweringShortcuts):
         # forward, the stage's next operation, is emitted: stage -> (to, bytes, mb, chunk)
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
+        self.init_op_tasks()
         if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
@@ -355,6 +363,12 @@ class PipelineLowering(LoweringShortcuts):
             )
             hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
         dur, spec = hit
+        if self.op_tasks:
+            folded, wait = self.fold_send(s_from, deps, stream, dur, spec)
+            if folded:
+                return deps[0] + SENT  # the send folded into its operation's task
+            if wait >= 0:
+                deps = [*deps, wait]
         label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
         # positional: label, microbatch, chunk, comm (one call per pipeline send)
         return self.b.add(
@@ -435,8 +449,14 @@ class PipelineLowering(LoweringShortcuts):
             if over is None:
                 over = self._tp_over[key] = self.tp_overlapped(phase, dur, tp_s, rs_s)
             dur, tp_s, tail = over
+        if self.op_tasks:
+            op = self.op_task(s, (phase, mb, c), dur, deps, tp_s, tail, label)
+            if op is not None:
+                return op
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
+        if self.op_tasks:
+            self.compute_emitted(s, dur)
         if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
             self.gather_hist[s].append(tid)
         if tp_s <= 0:
@@ -553,7 +573,12 @@ class PipelineLowering(LoweringShortcuts):
             deps.append(self.f_out[(mb, k - 1)])
         seg1 = self.plain_single[k]
         if seg1 is not None:  # what the general path below does for such a chunk, directly
-            tids = self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
+            tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
+            tids = (
+                [tid]
+                if tid >= 0
+                else self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
+            )
             self.first_seg_done[s] = True
             tid = tids[0] if len(tids) == 1 else self.join(s, tids)
             self.last_compute[s] = tid
@@ -567,9 +592,13 @@ class PipelineLowering(LoweringShortcuts):
             return
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
-            f_s, tp_s = self.chunk_sums(k)[:2]
-            rs_s = self.chunk_rs_sum(k)
-            tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
+            tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0:
+                tids = [tid]
+            else:
+                f_s, tp_s = self.chunk_sums(k)[:2]
+                rs_s = self.chunk_rs_sum(k)
+                tids = self.segment(s, "F", mb, c, f_s, deps, tp_s, rs_s)
             self.first_seg_done[s] = True
         elif (runs := self.coarse_runs(s, "F", mb, ch)) is not None:
             tids = deps
@@ -696,7 +725,12 @@ class PipelineLowering(LoweringShortcuts):
         reduce_every_mb = self.reduce_every_mb
         seg1 = self.plain_single[k]
         if seg1 is not None:  # what the general path below does for such a chunk, directly
-            tids = self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
+            tids = (
+                [tid]
+                if tid >= 0
+                else self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            )
             if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
                 self.reduce_gradients(s, seg1, tids, f"grad {k}.0")
             tid = tids[0] if len(tids) == 1 else self.join(s, tids)
@@ -710,8 +744,12 @@ class PipelineLowering(LoweringShortcuts):
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
-            b_s, tp_s = self.chunk_sums(k)[2:]
-            tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
+            tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0:
+                tids = [tid]
+            else:
+                b_s, tp_s = self.chunk_sums(k)[2:]
+                tids = self.segment(s, "B", mb, c, b_s, deps, tp_s)
         elif (
             self.hidden
             and self.overlap
@@ -1122,7 +1160,7 @@ class PipelineLowering(LoweringShortcuts):
                 hidden=hidden,
             )
             low._issue = issue
-            return low.graph(), low.coarsened > 0 or low.hidden_merged > 0
+            return low.graph(), low.coarsened > 0 or low.hidden_merged > 0 or low.op_merged > 0
 
         graph: TaskGraph
         if k:
@@ -1139,7 +1177,8 @@ class PipelineLowering(LoweringShortcuts):
             )
         else:
             graph = self.graph()
-            if self.hidden_merged:  # the analytic graph; the replay's is lowered when asked
+            if self.hidden_merged or self.op_merged:  # the analytic graph; the replay's is
+                # lowered when asked
                 issue = self.issue_times()
                 analytic_graph = graph
                 graph = LazyGraph(

@@ -13,10 +13,18 @@
   (:meth:`~perfmodel.parallel.periodic.LazyGraph.analytic`): a bucketed backward's gradient
   reductions as a lead and one reduction (max-plus), and runs of segments whose parameter
   gathers hide under the compute as two computes.
+* **Operation tasks** (:meth:`LoweringShortcuts.op_task`, :meth:`LoweringShortcuts.plain_op`,
+  :meth:`LoweringShortcuts.fold_send`), in the analytic list schedule's graph only (issue 27):
+  an operation's chain of segments (each compute with its exposed tensor-parallel collective)
+  as one :class:`~perfmodel.parallel.taskgraph.OpTask` whose pieces the list schedule adds in
+  the same order, and the pipeline send after it folded into it where it provably starts when
+  the task ends (dependencies ``tid + SENT``; a gather prefetched after its first compute
+  waits on ``tid + HEAD``): one task per operation instead of three to five.
 
 Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/parallel/test_coarse_lowering.py``, ``tests/sim/test_periodic.py``,
-``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``). The methods
+``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``,
+``tests/sim/test_op_tasks.py``). The methods
 read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
 ``PipelineLowering.__init__``.
 """
@@ -33,7 +41,17 @@ from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.schedule import warmup_forwards
-from perfmodel.parallel.taskgraph import CommKind, CommSpec
+from perfmodel.parallel.taskgraph import (
+    _S_SEND,
+    _S_SEND_S,
+    _S_THEN,
+    HEAD,
+    SENT,
+    CommKind,
+    CommSpec,
+    OpTask,
+    TaskKind,
+)
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
 #: _shared_chunks_key`): ``key -> (workload, price table, chunks)``, the first two kept so that
@@ -319,6 +337,196 @@ class LoweringShortcuts:
         close()
         return tuple(out) if any(type(x) is tuple for x in out) else None
 
+    # ------------------------------------------------------------------ operation tasks
+
+    #: Whether analytic graphs get operation tasks and folded sends (tests compare both ways).
+    OP_TASKS = True
+
+    def init_op_tasks(self) -> None:
+        """State of :meth:`op_task` and :meth:`fold_send`: on in the analytic list schedule's
+        graph only (``hidden``; not with Megatron-Core's combined 1F1B, whose held backward
+        sends leave after another operation)."""
+        self.op_tasks = self.OP_TASKS and self.hidden and not self.combined
+        self.op_merged = 0  # operation tasks and folded sends made
+        # per stage and send stream (0: send_fwd, 1: send_bwd): the longest compute task
+        # emitted since that stream's last send, the last send's seconds, and whether every
+        # send so far started when its operation ended (folded or not)
+        self._cs_max = [[0.0, 0.0] for _ in range(self.P)]
+        self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
+        self._send_exact = [[True, True] for _ in range(self.P)]
+        self._send_last = [[-1, -1] for _ in range(self.P)]  # the last folded send's task
+        self._plain_ops: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
+        # (task id, operation, stage) of the last operation task op_task emitted
+        self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
+
+    def compute_emitted(self, s: int, dur: float) -> None:
+        """A compute task of ``dur`` seconds was emitted on stage ``s``'s compute stream (read by
+        :meth:`fold_send`)."""
+        m = self._cs_max[s]
+        if dur > m[0]:
+            m[0] = dur
+        if dur > m[1]:
+            m[1] = dur
+
+    def op_task(
+        self,
+        s: int,
+        op: tuple[str, int, int],
+        dur: float,
+        deps: list[int],
+        tp_s: float,
+        tail: float,
+        label: str,
+    ) -> list[int] | None:
+        """Lower a segment of operation ``op`` (phase, micro-batch, chunk) on stage ``s`` as
+        one task of the analytic graph: ``dur`` seconds of compute, then ``tail`` seconds of
+        exposed tensor-parallel communication on the compute stream
+        (:attr:`~perfmodel.parallel.taskgraph.Task.then_s`), where that is exact; the next
+        segments of the same operation extend it (``then_s`` gets their compute and tail).
+        Returns what the next segment waits on (``[tid]``), or ``None`` where refused.
+
+        A segment is its compute task, then its TP collective (``tp_s`` seconds): on the
+        compute stream right after the compute (``tp_comm`` not overlapped; ``tail`` is then
+        ``tp_s``), or beside it on its own stream, then its exposed ``tail`` on the compute
+        stream after both. Exact where the collective beside the compute ends within it
+        (``tp_s <= dur``): it starts with the compute (both wait on the same tasks, and every
+        earlier collective of its stream ended before those: the tasks after it waited on it),
+        so the tail starts when the compute ends (without a tail, the join of the two is the
+        compute's end), and the collective ran inside the compute's interval, where the
+        breakdown counts compute (priority 0); nothing waits on it but the tail or the join.
+        A chain of such segments (each waiting on the one before only, consecutive on the
+        compute stream, one operation) runs back to back, so the task ends where the chain
+        ended, its durations added in the same order (bit for bit), and the breakdown reads
+        each piece where it ran (:func:`perfmodel.report.step_breakdown.breakdown`). A
+        parameter gather prefetched after a segment's compute (ZeRO-3/FSDP, Megatron-Core's
+        first overlapped gathers) waits on ``tid + HEAD``, the end of the task's first
+        compute, bit for bit the compute task's end (such segments are not chained: their
+        gathers enter the chain). Refused where the collective outlasts the compute (its
+        exposed part yields to other communication)."""
+        anchor = self.zero3 or self.gathers_left[s] > 0  # read by gather() (its anchors)
+        if tp_s > 0:
+            if not self.tp_overlap:
+                tail = tp_s
+            elif not tp_s <= dur:
+                return None
+        b = self.b
+        prev = self._op_chain
+        if (
+            prev is not None
+            and not anchor
+            and prev[1] == op
+            and prev[2] == s
+            and len(deps) == 1
+            and deps[0] == prev[0] == len(b.tasks) - 1
+        ):
+            task = b.tasks[prev[0]]
+            _S_THEN(task, (*task.then_s, dur, tail))
+            self.compute_emitted(s, dur)
+            self.op_merged += 1
+            return [prev[0]]
+        k = op[2] * self.P + s
+        tid = b.add(
+            TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, op[1], k, None, (tail,)
+        )
+        if anchor:  # a gather prefetched after this compute waits on its end
+            self.gather_hist[s].append(tid + HEAD)
+        self._op_chain = (tid, op, s)
+        self.compute_emitted(s, dur)
+        self.op_merged += 1
+        return [tid]
+
+    def plain_op(self, s: int, phase: str, mb: int, c: int, deps: list[int]) -> int:
+        """Operation ``phase`` of micro-batch ``mb`` through chunk ``c`` of stage ``s`` as one
+        operation task, where the chunk is one segment (``plain_single``) or lowered coarse
+        (:meth:`coarsenable`, asked by the caller): what :meth:`segment` and :meth:`op_task`
+        emit for it, with its durations computed once per chunk and phase. Returns the task's
+        id, or ``-1`` where :meth:`op_task` would refuse (the caller lowers it as before)."""
+        k = c * self.P + s
+        key = (k, phase)
+        hit = self._plain_ops.get(key)
+        if hit is None:
+            hit = self._plain_ops[key] = self._plain_op_times(k, phase)
+        if hit is False or self.zero3 or self.gathers_left[s] > 0:
+            return -1
+        dur, then = hit
+        b = self.b
+        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        tid = b.add(TaskKind.COMPUTE, self.gpu[s], "compute", dur, deps, label, mb, k, None, then)
+        self._op_chain = (tid, (phase, mb, c), s)
+        self.compute_emitted(s, dur)
+        self.op_merged += 1
+        return tid
+
+    def _plain_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
+        """``(compute, (tail,))`` seconds of :meth:`plain_op`'s task for chunk ``k`` and
+        ``phase`` (the segment's or the chunk's summed durations after the TP overlap's
+        adjustment, as :meth:`segment` computes them), or ``False`` where :meth:`op_task`
+        refuses (an overlapped collective longer than its compute)."""
+        seg1 = self.plain_single[k]
+        fwd = phase == "F"
+        if seg1 is not None:
+            dur = seg1.fwd_s if fwd else seg1.bwd_s + seg1.recompute_s
+            tp_s = seg1.tp_fwd_s if fwd else seg1.tp_bwd_s
+            rs_s = seg1.tp_rs_fwd_s if fwd else 0.0
+        else:
+            sums = self.chunk_sums(k)
+            dur, tp_s = sums[:2] if fwd else sums[2:]
+            rs_s = self.chunk_rs_sum(k) if fwd else 0.0
+        tail = 0.0
+        if tp_s > 0:
+            if not self.tp_overlap:
+                tail = tp_s
+            else:
+                tkey = (phase, dur, tp_s, rs_s)
+                over = self._tp_over.get(tkey)
+                if over is None:
+                    over = self._tp_over[tkey] = self.tp_overlapped(phase, dur, tp_s, rs_s)
+                dur, under, tail = over
+                if not under <= dur:
+                    return False
+        return dur, (tail,)
+
+    def fold_send(
+        self, s: int, deps: list[int], stream: str, dur: float, spec: CommSpec
+    ) -> tuple[bool, int]:
+        """Fold the pipeline send of ``dur`` seconds that stage ``s`` issues on ``stream``
+        after ``deps`` (one task ``x``) into ``x`` (:attr:`~perfmodel.parallel.taskgraph.Task.
+        send_s`), where it starts exactly when ``x`` ends: the stream's previous send ended by
+        then. Returns ``(folded, wait)``: where not folded, the send is a task as before, which
+        must also wait on ``wait`` (``x' + SENT``: the stream's previous send, folded into
+        ``x'``, occupies the stream until then; ``-1``: nothing more).
+
+        Why that holds: ``x`` is a compute-stream task, the last of its operation, and the
+        stream's sends follow the stage's operations in program order. By induction every
+        send so far started when its task ended (at ``e``); the stream's previous one ended at
+        ``e + d``, and some compute task of at least ``d`` seconds was emitted on the stage
+        since (:meth:`compute_emitted`): it started after ``e`` (the compute stream runs in
+        program order, behind the previous send's task) and ``x`` ends no earlier than it, so
+        by monotone rounding ``x`` ends no earlier than ``e + d``. A task that waits on the
+        send lists ``x + SENT`` and the list schedule reads ``end[x] + send_s``: the send's
+        end, bit for bit. Where the test fails (or ``x`` is not one compute task) the send is
+        a task, waiting on the previous send as the stream made it wait, and so is every later
+        send on that stream (tasks occupy the stream themselves)."""
+        i = 0 if stream == "send_fwd" else 1
+        exact = self._send_exact[s]
+        if not exact[i]:
+            return False, -1
+        ok = self._cs_max[s][i] >= self._send_prev[s][i]
+        task = self.b.tasks[deps[0]] if len(deps) == 1 else None
+        if type(task) is not OpTask:  # a send is folded into an operation task only
+            task = None
+        self._send_prev[s][i] = dur
+        self._cs_max[s][i] = 0.0
+        last = self._send_last[s]
+        if not (ok and task is not None and task.send is None):
+            exact[i] = False
+            return False, (last[i] + SENT if last[i] >= 0 else -1)
+        _S_SEND_S(task, dur)
+        _S_SEND(task, spec)
+        last[i] = task.tid
+        self.op_merged += 1
+        return True, -1
+
     # ------------------------------------------------------------------ hidden reductions
 
     def hidden_backward(
@@ -600,10 +808,16 @@ class LoweringShortcuts:
                          f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
                 sd = [*tids, ag]
-                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k)
+                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
+                # one operation task where op_task's argument holds, its compute's end the anchor
+                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
+                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
+                if one:
+                    self.compute_emitted(s, c_s)
+                    self.op_merged += 1
                 if keep_hist:
-                    hist.append(tid)
-                if tp_s <= 0:
+                    hist.append(tid + HEAD if one else tid)
+                if one or tp_s <= 0:
                     tids = [tid]
                 elif not overlap:  # after the compute
                     tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from perfmodel.ops import CollectiveOp
 
@@ -77,6 +78,9 @@ class Task:
         Pipeline coordinates (``-1`` when not applicable).
     comm
         For communication tasks: what moves.
+    then_s, send_s, send
+        Empty / zero / ``None`` (class attributes, no slots: see :class:`OpTask`, which has
+        them).
     """
 
     tid: int
@@ -89,6 +93,46 @@ class Task:
     microbatch: int = -1
     chunk: int = -1
     comm: CommSpec | None = None
+    then_s: ClassVar[tuple[float, ...]] = ()
+    send_s: ClassVar[float] = 0.0
+    send: ClassVar[CommSpec | None] = None
+
+
+class OpTask(Task):
+    """An *operation task* of the analytic graph (:mod:`perfmodel.parallel.lower_shortcuts`,
+    "Operation tasks"; made by :meth:`GraphBuilder.add` given ``then``): after its
+    ``duration_s`` of compute the compute stream runs ``then_s``, alternately seconds of
+    exposed tensor-parallel communication and of compute (the segments it stands for, in
+    order: the task ends at ``start + duration_s + then_s[0] + then_s[1] + ...``, added in that
+    order), and a pipeline send ``send`` of ``send_s`` seconds starts when the task ends (set
+    by the lowering once the send is known); a task that waits on the send lists ``tid + SENT``
+    (:data:`SENT`), one that waits on its first compute ``tid + HEAD`` (:data:`HEAD`). Only the
+    analytic list schedule's graphs have them (never the graphs that show tasks, nor the
+    SimPy replay's); a plain :class:`Task` reads ``()``, ``0.0`` and ``None`` (its class
+    attributes), so the executors read every task the same way."""
+
+    __slots__ = ("send", "send_s", "then_s")
+
+    def __getstate__(self) -> tuple[object, ...]:
+        """The fields and the three slots of its own (the dataclass's state has the fields)."""
+        return (*(getattr(self, f.name) for f in fields(self)), self.then_s, self.send_s, self.send)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *values, then_s, send_s, send = state
+        for f, v in zip(fields(self), values, strict=True):
+            object.__setattr__(self, f.name, v)
+        object.__setattr__(self, "then_s", then_s)
+        object.__setattr__(self, "send_s", send_s)
+        object.__setattr__(self, "send", send)
+
+
+#: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
+#: :attr:`Task.send_s`); plain dependencies are below it (analytic graphs only:
+#: :mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks").
+SENT = 1 << 40
+#: A dependency ``tid + HEAD`` is on the end of task ``tid``'s first compute (its start plus
+#: :attr:`Task.duration_s`), where a parameter gather is prefetched (analytic graphs only).
+HEAD = 2 << 40
 
 
 @dataclass(frozen=True)
@@ -126,6 +170,8 @@ _TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
 _S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUNK, _S_COMM = (
     _TASK_SETTERS
 )
+#: :class:`OpTask`'s own slot setters.
+_S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
 
 
 @dataclass
@@ -152,11 +198,12 @@ class GraphBuilder:
         microbatch: int = -1,
         chunk: int = -1,
         comm: CommSpec | None = None,
+        then: tuple[float, ...] | None = None,
     ) -> int:
         """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
         dependency) and duplicates; they are dropped and the rest sorted. The arguments after
         ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
-        more per task)."""
+        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet)."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
         tasks = self.tasks
@@ -176,11 +223,17 @@ class GraphBuilder:
                 clean = (a, d) if a < d else (d, a)
         else:
             clean = tuple(sorted({d for d in deps if d is not None and d >= 0}))
-        assert not clean or clean[-1] < tid, "dependencies must precede the task"
+        assert not clean or clean[-1] % SENT < tid, "dependencies must precede the task"
         # Task(...) without the frozen dataclass's __init__ (its field-by-field
         # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
         # own setters, the same fields, the same values
-        task = _new_task(Task)
+        if then is None:
+            task = _new_task(Task)
+        else:
+            task = _new_task(OpTask)
+            _S_THEN(task, then)
+            _S_SEND_S(task, 0.0)
+            _S_SEND(task, None)
         _S_TID(task, tid)
         _S_KIND(task, kind)
         _S_DEVICE(task, device)

@@ -148,12 +148,17 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
         comm = t.comm
         if t.device != dev:
             if t.stream == "compute":
+                if t.send_s > 0 and dev in t.send.group:  # a send into dev, folded
+                    _folded(append, keys, t, end_s[t.tid])
                 continue
             mine = comm is not None and dev in comm.group
         else:
             mine = True
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
+        if t.then_s or t.send_s:  # an operation task of the analytic graph
+            _folded(append, keys, t, e, s)
+            e = s + t.duration_s  # its own task: until its tail
         if e <= s:
             continue
         ck = (t.stream, t.kind, None if comm is None else comm.kind)
@@ -167,6 +172,36 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
         append((e, -1, key))
     events.sort(key=_EVENT_ORDER)
     return events, {k: k.split("|", 1)[1] for k in keys.values()}
+
+
+def _folded(
+    append: Any, keys: dict[tuple[object, ...], str], t: Task, e: float, s: float | None = None
+) -> None:
+    """The events of the tasks folded into an operation task ``t`` ending at ``e``
+    (:attr:`Task.then_s`, :attr:`Task.send_s`; ``perfmodel.parallel.lower_shortcuts``,
+    "Operation tasks"), as those tasks give them: on its own device (``s``: its start) each
+    exposed TP collective and compute of ``then_s`` after its first compute, at the times
+    the list schedule added them; its pipeline send from ``e`` to ``e + send_s`` on both ends
+    of the send."""
+    if s is not None:
+        a = s + t.duration_s
+        tp = True
+        for x in t.then_s:
+            b = a + x
+            if b > a:
+                key = "0|comm:tp" if tp else "0|compute"
+                append((a, 1, key))
+                append((b, -1, key))
+            a = b
+            tp = not tp
+        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+    if t.send_s > 0:
+        f = e + t.send_s
+        if f > e:
+            append((e, 1, "1|comm:pp"))
+            append((f, -1, "1|comm:pp"))
+            keys.setdefault(("send", TaskKind.SENDRECV, t.send.kind), "1|comm:pp")
 
 
 def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:

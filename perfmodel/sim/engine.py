@@ -32,7 +32,7 @@ from perfmodel.parallel.periodic import (
     short_limit,
     window_gap,
 )
-from perfmodel.parallel.taskgraph import CommSpec, Task, TaskGraph
+from perfmodel.parallel.taskgraph import HEAD, SENT, CommSpec, Task, TaskGraph
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
     import simpy
@@ -227,7 +227,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     for t in tasks:
         j = t.microbatch
         if j < 0 and t.deps:
-            owners = {mb[d] for d in t.deps}
+            owners = {mb[d % SENT] for d in t.deps}
             if len(owners) == 1:
                 j = mb[t.tid] = owners.pop()
         if j >= 0:
@@ -256,6 +256,8 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
                 and x.device == y.device
                 and x.stream == y.stream
                 and x.duration_s == y.duration_s
+                and x.then_s == y.then_s
+                and x.send_s == y.send_s
                 and abs(start[yt] - start[xt] - lam) <= tol
                 and abs(end[yt] - end[xt] - lam) <= tol
             ):
@@ -368,16 +370,28 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     end = [0.0] * n
     free: dict[tuple[str, str], float] = {}
     free_get = free.get
-    for t in graph.tasks:
+    tasks = graph.tasks
+    for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
         for d in t.deps:
-            e = end[d]
+            if d < SENT:
+                e = end[d]
+            elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
+                d -= SENT
+                e = end[d] + tasks[d].send_s
+            else:  # the first compute of task d - HEAD
+                d -= HEAD
+                e = start[d] + tasks[d].duration_s
             if e > s:
                 s = e
         tid = t.tid
         start[tid] = s
         e = s + t.duration_s
+        then = t.then_s
+        if then:  # an operation task: its segments' TP collectives and computes that follow
+            for x in then:
+                e += x
         end[tid] = e
         free[key] = e
     return Timeline(graph, tuple(start), tuple(end), "analytic")

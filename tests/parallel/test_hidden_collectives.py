@@ -291,6 +291,8 @@ def test_segments_outside_runs_lower_as_the_fine_loop(
     hits = _counting(monkeypatch)
     monkeypatch.setattr(LoweringShortcuts, "_gather_plan", no_runs)
     monkeypatch.setattr(LoweringShortcuts, "hidden_backward", lambda self, *a: None)
+    # and no operation tasks (tests/parallel/test_op_tasks.py compares those)
+    monkeypatch.setattr(LoweringShortcuts, "OP_TASKS", False)
     shortcut = PipelineLowering(*inp, coarse=True, hidden=True)
     a = shortcut.graph()
     assert hits["gathers"] > 0 and shortcut.hidden_merged == 0
