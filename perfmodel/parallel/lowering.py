@@ -26,8 +26,8 @@ What is simulated (speed rules, see ``docs/predict.md``):
 * **Precision and overlap** come from the step's :class:`~perfmodel.parallel.recipe.Recipe`.
 
 This module holds the step's values (:class:`StepInputs`, :class:`LoweredStep`) and the chunks
-and segments a stage's compute is cut into, with their communication points (tensor, expert and
-context parallelism); around it: :mod:`perfmodel.parallel.partition` (units, pipeline stages,
+and segments a stage's compute is cut into, with their tensor-parallel collectives (the expert
+and context-parallel ones: :mod:`perfmodel.parallel.segment_comm`); around it: :mod:`perfmodel.parallel.partition` (units, pipeline stages,
 runs of identical blocks), :mod:`perfmodel.parallel.stage_memory` (memory per stage),
 :mod:`perfmodel.parallel.host_lead` (the eager host's issue lead). The emitters are
 :mod:`perfmodel.parallel.lower_pipeline` (all-reduce, ZeRO/FSDP, TP, PP schedules, Krizhevsky's
@@ -47,47 +47,29 @@ from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.partition import block_count, block_runs, take_layers, unit_ids
 from perfmodel.parallel.placement import Placement
-from perfmodel.parallel.plan import (
-    CPComm,
-    MoEDispatcher,
-    ParallelismPlan,
-    Recompute,
-)
-from perfmodel.parallel.recipe import (
-    Recipe,
-    SelectiveRecompute,
-    build_recipe,
+from perfmodel.parallel.plan import CPComm, ParallelismPlan, Recompute
+from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe
+from perfmodel.parallel.segment_comm import (
+    SegmentComm,
+    _dispatch_sync_stalls,
+    _expert_context_segment,
+    _merged,
+    _overlap_expert_comm,
+    _overlap_slowdown,
 )
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, TaskGraph
 from perfmodel.workload.layers import (
-    CommPoint,
     ExpertRole,
     LayerCost,
     LayerKind,
     StackedLayers,
     Workload,
-    distinct_layers,
     runs_isum,
     sum_pieces,
     whole_copies,
 )
 from perfmodel.workload.memory import Optimizer
-
-
-@dataclass(frozen=True)
-class SegmentComm:
-    """Expert- or context-parallel communication of a segment in one phase (``"F"`` or
-    ``"B"``), summed over its layers: ``op`` moving ``message_bytes`` on the segment's
-    ``kind`` group, exposed for ``duration_s`` on the compute stream out of ``full_s`` of
-    transfers (ring attention hides the rest under the attention kernels)."""
-
-    kind: CommKind
-    phase: str
-    op: CollectiveOp
-    message_bytes: float
-    duration_s: float
-    full_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -424,41 +406,6 @@ def _shape_memo(
     return None
 
 
-def _expert_context_segment(
-    seg_layers: Sequence[LayerCost],
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    plan: ParallelismPlan,
-    cp_impl: CPImpl,
-    selective: bool,
-    share: Callable[[LayerCost], float],
-) -> list[SegmentComm]:
-    """A segment's expert all-to-alls and context-parallel exchanges
-    (:func:`_expert_context_comm` per layer); a checkpointed attention core (selective
-    recomputation re-running it whole) re-runs its forward ring exchange in backward."""
-    extra: list[SegmentComm] = []
-    for layer in seg_layers:
-        lf, lbi, lbw = costs.layer_time(layer)
-        got = _expert_context_comm(
-            layer,
-            costs,
-            groups_of,
-            (lf, lbi + lbw),
-            algorithm,
-            memo,
-            plan.cp_comm,
-            plan.moe_dispatcher,
-            cp_impl,
-        )
-        if selective and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
-            # a checkpointed attention core re-runs its forward, ring exchange too
-            got += [replace(c, phase="B") for c in got if c.phase == "F"]
-        extra += got
-    return extra
-
-
 class _StackCopies:
     """The whole copies of a transformer stack's block in a workload's layers
     (:func:`~perfmodel.workload.layers.whole_copies`): ids ``start .. end - 1``, copy ``j``
@@ -663,273 +610,6 @@ def _tp_time(
     return t
 
 
-def _expert_context_comm(
-    layer: LayerCost,
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    compute_s: tuple[float, float],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    cp_comm: CPComm = CPComm.RING,
-    dispatcher: MoEDispatcher = MoEDispatcher.ALLTOALL,
-    cp_impl: CPImpl = CPImpl.TE_P2P,
-) -> list[SegmentComm]:
-    """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: the token
-    dispatcher's collectives exposed in full (:func:`_dispatcher_point`); the key/value exchange
-    beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
-    (:func:`perfmodel.parallel.expert.cp_exposed_s`; PyTorch's ring, ``cp_impl`` ``torch``:
-    the all-gather beyond the first step and the FP32 dK/dV permutes beyond each next step,
-    ``torch-compile``: all of them, waited for where the traced graph issues them,
-    :func:`perfmodel.parallel.expert.torch_cp_exposed_s`), its bytes scaled to the exposed
-    share (what the flow simulation replays)."""
-    from perfmodel.parallel.expert import cp_exposed_s, torch_cp_exposed_s
-
-    out: list[SegmentComm] = []
-    for phase, points, busy in (
-        ("F", layer.fwd_comm, compute_s[0]),
-        ("B", layer.bwd_comm, compute_s[1]),
-    ):
-        ring: list[tuple[CollectiveOp, float, float]] = []
-        for cp in points:
-            groups = groups_of.get(cp.group)
-            if groups is None:
-                continue
-            op, nbytes, floor = cp.op, cp.message_bytes, 0.0
-            if cp.group == "ep":
-                op, nbytes = _dispatcher_point(layer, cp, phase, dispatcher, groups[0], costs)
-                floor = _flex_kernel_floor(layer, cp, phase, dispatcher, groups[0], costs, memo)
-            key = (op, nbytes, cp.group)
-            t = memo.get(key)
-            if t is None:
-                t = memo[key] = costs.concurrent_time(op, nbytes, groups, algorithm)
-            t = max(t, floor)
-            if cp.group == "cp":
-                ring.append((op, nbytes, t))
-            else:
-                out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
-        if phase == "F":
-            out += _routing_map_gather(layer, costs, groups_of, algorithm, memo, dispatcher)
-        if ring:
-            full = sum(t for _, _, t in ring)
-            size = len(groups_of["cp"][0])
-            if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
-                gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
-                traced = cp_impl is CPImpl.TORCH_COMPILE
-                exposed = torch_cp_exposed_s(gather, full - gather, busy, size, traced=traced)
-            else:
-                exposed = cp_exposed_s(full, busy, size, cp_comm)
-            share = exposed / full if full > 0 else 0.0
-            out += [
-                SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
-                for op, nbytes, t in ring
-            ]
-    return out
-
-
-def _dispatch_sync_stalls(
-    layers: Sequence[LayerCost],
-    layer_ids: Sequence[int],
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    dispatcher: MoEDispatcher,
-) -> dict[int, float]:
-    """GPU idle after each MoE dispatch layer's host synchronisation in one forward of a chunk
-    (layer id -> seconds; empty without routed experts or a host model): the run from the
-    dispatch to the next one (or the chunk's end), each layer's host issue time against its
-    GPU time, the dispatcher's exposed collectives included
-    (:func:`perfmodel.parallel.expert.dispatcher_sync_stall_s`). The all-gather dispatcher
-    waits *after* its gather (``MoEAllGatherTokenDispatcher``: ``local_map.sum(0).cpu()`` once
-    the tokens are gathered, Megatron-LM 4415119), so its dispatch collective is not in the run;
-    the others wait before the tokens move, so theirs is."""
-    from perfmodel.parallel.expert import dispatcher_sync_stall_s
-
-    host_of = getattr(costs, "layer_host_time", None)
-    if host_of is None or not any(
-        la.expert_role is ExpertRole.DISPATCH for la in distinct_layers(layers)
-    ):
-        return {}
-    out: dict[int, float] = {}
-    per: dict[object, tuple[float, float]] = {}  # a block's copies: one lookup per layer object
-    run: list[tuple[float, float]] = []
-    owner = -1
-    for lid, la in zip(layer_ids, layers, strict=True):
-        if la.expert_role is ExpertRole.DISPATCH:
-            if owner >= 0:
-                out[owner] = dispatcher_sync_stall_s(run)
-            owner, run = lid, []
-        if owner < 0:
-            continue
-        hg = per.get(la.cost_key())
-        if hg is None:
-            g = costs.layer_time(la)[0]
-            moves = la.expert_role is ExpertRole.COMBINE or (
-                la.expert_role is ExpertRole.DISPATCH and dispatcher is not MoEDispatcher.ALLGATHER
-            )
-            if moves and groups_of:
-                g += sum(
-                    c.duration_s
-                    for c in _expert_context_comm(
-                        la, costs, groups_of, (g, 0.0), algorithm, memo, dispatcher=dispatcher
-                    )
-                    if c.phase == "F"
-                )
-            hg = per[la.cost_key()] = (host_of(la)[0], g)
-        run.append(hg)
-    if owner >= 0:
-        out[owner] = dispatcher_sync_stall_s(run)
-    return {k: v for k, v in out.items() if v > 0}
-
-
-def _routing_map_gather(
-    layer: LayerCost,
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    dispatcher: MoEDispatcher,
-) -> list[SegmentComm]:
-    """The forward routing-map all-gather of a dispatch layer whose ``dispatcher`` runs one
-    before its tokens move (:func:`perfmodel.parallel.expert.routing_map_gather_bytes`: Hybrid-EP),
-    exposed in full on the expert-parallel group; the rank's routed tokens are the layer's
-    routed rows over ``top_k``. Empty for other layers and dispatchers."""
-    from perfmodel.parallel.expert import routing_map_gather_bytes
-
-    groups = groups_of.get("ep")
-    if (
-        layer.expert_role is not ExpertRole.DISPATCH
-        or not groups
-        or not layer.top_k
-        or not layer.output_shape
-    ):
-        return []
-    tokens = layer.output_shape[0] / layer.top_k
-    nbytes = routing_map_gather_bytes(dispatcher, tokens, layer.experts, len(groups[0]))
-    if nbytes <= 0:
-        return []
-    key = (CollectiveOp.ALLGATHER, nbytes, "ep")
-    t = memo.get(key)
-    if t is None:
-        t = memo[key] = costs.concurrent_time(CollectiveOp.ALLGATHER, nbytes, groups, algorithm)
-    return [SegmentComm(CommKind.EP, "F", CollectiveOp.ALLGATHER, nbytes, t, t)]
-
-
-def _dispatcher_point(
-    layer: LayerCost,
-    point: CommPoint,
-    phase: str,
-    dispatcher: MoEDispatcher,
-    group: Sequence[str],
-    costs: Costs,
-) -> tuple[CollectiveOp, float]:
-    """The collective and bytes that ``dispatcher`` runs for a dispatch/combine layer's
-    all-to-all ``point`` of ``tokens x top_k`` routed rows on the expert-parallel ``group``.
-
-    ``alltoall``: the point as built. ``deepep`` / ``hybridep``: the all-to-all of the
-    deduplicated rows, ``message x dispatch_share`` (:func:`perfmodel.parallel.expert.dispatch_share`;
-    the servers the group spans come from the topology, one server without it). ``allgather``:
-    the dispatch all-gathers the ``tokens`` of every rank of the group (output ``ep x message /
-    top_k``) and the combine reduce-scatters them (Megatron-Core ``MoEAllGatherTokenDispatcher``);
-    in backward the two swap. A layer without expert counts keeps its point.
-    """
-    from perfmodel.parallel.expert import dispatch_share
-
-    if (
-        dispatcher is MoEDispatcher.ALLTOALL
-        or not layer.top_k
-        or point.op is not (CollectiveOp.ALLTOALL)
-    ):
-        return point.op, point.message_bytes
-    n = len(group)
-    if dispatcher is MoEDispatcher.ALLGATHER:
-        gather = (layer.expert_role is ExpertRole.DISPATCH) == (phase == "F")
-        op = CollectiveOp.ALLGATHER if gather else CollectiveOp.REDUCESCATTER
-        return op, point.message_bytes / layer.top_k * n
-    topo = getattr(costs, "topology", None)
-    servers = len({topo.server_of(g) for g in group}) if topo is not None else 1
-    share = dispatch_share(dispatcher, layer.experts, layer.top_k, n, servers, layer.routing_groups)
-    return point.op, point.message_bytes * share
-
-
-def _flex_kernel_floor(
-    layer: LayerCost,
-    point: CommPoint,
-    phase: str,
-    dispatcher: MoEDispatcher,
-    group: Sequence[str],
-    costs: Costs,
-    memo: dict[tuple[object, ...], float],
-) -> float:
-    """The flex dispatcher's kernel time from its published bandwidth
-    (:func:`perfmodel.parallel.expert.flex_kernel_floor_s`) for a dispatch/combine layer's
-    all-to-all ``point``: the dispatch layer's forward and the combine layer's backward run the
-    dispatch kernel, the other two the combine kernel; the point's ``tokens x top_k`` rows are
-    ``tokens`` once per server (``rdma``) or rank (``nvlink``) hit. 0 for the NCCL dispatchers,
-    layers without expert counts and a cost model without a topology."""
-    from perfmodel.parallel.expert import flex_fabric, flex_kernel_floor_s, flex_units_hit
-
-    topo = getattr(costs, "topology", None)
-    if (
-        not dispatcher.deduplicates
-        or topo is None
-        or not layer.top_k
-        or not layer.experts
-        or point.op is not CollectiveOp.ALLTOALL
-    ):
-        return 0.0
-    combine = (layer.expert_role is ExpertRole.COMBINE) == (phase == "F")
-    key = ("flex-floor", dispatcher, tuple(group), point.message_bytes, combine, layer.top_k,
-           layer.experts, layer.routing_groups)  # fmt: skip
-    hit = memo.get(key)
-    if hit is not None:
-        return hit
-    fabric, line = flex_fabric(topo, group)
-    servers = len({topo.server_of(g) for g in group})
-    units = servers if servers > 1 else len(group)
-    hits = flex_units_hit(layer.experts, layer.top_k, units, layer.routing_groups)
-    floor = flex_kernel_floor_s(
-        dispatcher, fabric, len(group), point.message_bytes / layer.top_k, hits, line, combine
-    )
-    memo[key] = floor
-    return floor
-
-
-def _overlap_slowdown(plan: ParallelismPlan, costs: Costs) -> float:
-    """Compute slowdown beside the plan's dispatcher kernels
-    (:func:`perfmodel.parallel.expert.overlap_compute_slowdown`; the GPU's SM count from the
-    compute model, the house estimate without one)."""
-    from perfmodel.parallel.expert import overlap_compute_slowdown
-
-    compute = getattr(costs, "compute", None)
-    sm_count = compute.params.sm_count if compute is not None else 0
-    return overlap_compute_slowdown(plan.moe_dispatcher, sm_count)
-
-
-def _overlap_expert_comm(
-    comms: Sequence[SegmentComm], fwd_s: float, bwd_s: float, slowdown: float = 0.0
-) -> list[SegmentComm]:
-    """``ep_overlap``: a segment's expert all-to-alls of each phase exposed only beyond its
-    compute of the other phase, plus that compute's slowdown while they share the SMs
-    (:func:`perfmodel.parallel.expert.ep_overlap_exposed_s`), the exposed share scaling the
-    duration and the replayed bytes; the transfers (``full_s``) are unchanged."""
-    from perfmodel.parallel.expert import ep_overlap_exposed_s
-
-    out = [c for c in comms if c.kind is not CommKind.EP]
-    for phase, other in (("F", bwd_s), ("B", fwd_s)):
-        ep = [c for c in comms if c.kind is CommKind.EP and c.phase == phase]
-        full = sum(c.duration_s for c in ep)
-        if full <= 0:
-            out += ep
-            continue
-        share = ep_overlap_exposed_s(full, other, slowdown) / full
-        out += [
-            replace(c, message_bytes=c.message_bytes * share, duration_s=c.duration_s * share)
-            for c in ep
-        ]
-    return out
-
-
 def cp_gathered_kv_bytes(
     layers: Sequence[LayerCost], plan: ParallelismPlan, cp_impl: CPImpl = CPImpl.TE_P2P
 ) -> float:
@@ -950,18 +630,6 @@ def cp_gathered_kv_bytes(
         ),
         default=0.0,
     )
-
-
-def _merged(comms: Sequence[SegmentComm]) -> tuple[SegmentComm, ...]:
-    """One entry per (kind, phase, op): a segment's collectives of one kind run back to back
-    on the compute stream, so their sum is what the step waits for."""
-    acc: dict[tuple[CommKind, str, CollectiveOp], list[float]] = {}
-    for c in comms:
-        a = acc.setdefault((c.kind, c.phase, c.op), [0.0, 0.0, 0.0])
-        a[0] += c.message_bytes
-        a[1] += c.duration_s
-        a[2] += c.full_s
-    return tuple(SegmentComm(k, ph, op, b, t, f) for (k, ph, op), (b, t, f) in acc.items())
 
 
 def expert_params(layers: Sequence[LayerCost]) -> int:

@@ -10,8 +10,8 @@ from perfmodel.api import Scenario, predict
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import cp_exposed_s
-from perfmodel.parallel.lowering import _expert_context_comm
 from perfmodel.parallel.plan import CPComm, ParallelismPlan, parse_plan_string
+from perfmodel.parallel.segment_comm import _expert_context_comm
 from perfmodel.workload import build_model
 from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.memory import FRAGMENTATION

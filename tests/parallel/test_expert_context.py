@@ -19,10 +19,10 @@ from perfmodel.parallel.expert import (
     ring_exposed_s,
     torch_cp_exposed_s,
 )
-from perfmodel.parallel.lowering import _expert_context_comm
 from perfmodel.parallel.partition import partition
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
+from perfmodel.parallel.segment_comm import _expert_context_comm
 from perfmodel.workload import ExpertRole, build_model
 from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.zoo.moe import routing_sampling_load
