@@ -285,21 +285,10 @@ def build_chunk(
         # n copies of a block's collectives: n x their time (adding 0.0 changes no sum)
         tf = sum_pieces(fwd_points, point_time)
         tb = sum_pieces(bwd_points, point_time)
-        extra = (
-            _expert_context_segment(
-                seg_layers, costs, groups_of, algorithm, memo, plan, cp_impl, selective, share
-            )
-            if groups_of
-            else []
-        )
-        if plan.recompute is Recompute.FULL:
-            rc = f
-            tb += tf  # the recomputed forward re-runs its TP collectives
-            extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
-        unpaired: tuple[SegmentComm, ...] = ()
-        if plan.ep_overlap:
-            unpaired = _merged([c for c in extra if c.kind is CommKind.EP])
-            extra = _overlap_expert_comm(extra, f, bi + bw + rc, _overlap_slowdown(plan, costs))
+        rc, tb, extra, unpaired = _recomputed_and_expert_context(
+            seg_layers, f, bi + bw, rc, tf, tb, costs, groups_of, algorithm, memo, plan,
+            cp_impl, selective, share,
+        )  # fmt: skip
         segs.append(
             Segment(
                 ids,
@@ -312,7 +301,7 @@ def build_chunk(
                 act,
                 flop,
                 dp_params,
-                _merged(extra),
+                extra,
                 expert,
                 sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
                 rs_f,
@@ -327,6 +316,50 @@ def build_chunk(
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+
+
+def _recomputed_and_expert_context(
+    seg_layers: Sequence[LayerCost],
+    fwd_s: float,
+    bwd_s: float,
+    recompute_s: float,
+    tp_fwd_s: float,
+    tp_bwd_s: float,
+    costs: Costs,
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
+    algorithm: str,
+    memo: dict[tuple[object, ...], float],
+    plan: ParallelismPlan,
+    cp_impl: CPImpl,
+    selective: bool,
+    share: Callable[[LayerCost], float],
+) -> tuple[float, float, tuple[SegmentComm, ...], tuple[SegmentComm, ...]]:
+    """A segment's ``(recompute_s, tp_bwd_s, expert/context comms, unpaired expert comms)``
+    (:func:`build_chunk`): its expert and context-parallel collectives
+    (:func:`~perfmodel.parallel.segment_comm._expert_context_segment`, only with ``"ep"`` /
+    ``"cp"`` groups); full recomputation re-runs the forward (``recompute_s = fwd_s``), its TP
+    collectives (added to ``tp_bwd_s``) and its expert/context exchanges in backward;
+    ``ep_overlap`` keeps the expert collectives as issued (``unpaired``) and exposes them only
+    beyond the other phase's compute (:func:`~perfmodel.parallel.segment_comm.
+    _overlap_expert_comm`)."""
+    extra = (
+        _expert_context_segment(
+            seg_layers, costs, groups_of, algorithm, memo, plan, cp_impl, selective, share
+        )
+        if groups_of
+        else []
+    )
+    if plan.recompute is Recompute.FULL:
+        recompute_s = fwd_s
+        tp_bwd_s += tp_fwd_s  # the recomputed forward re-runs its TP collectives
+        extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
+    unpaired: tuple[SegmentComm, ...] = ()
+    if plan.ep_overlap:
+        unpaired = _merged([c for c in extra if c.kind is CommKind.EP])
+        extra = _overlap_expert_comm(
+            extra, fwd_s, bwd_s + recompute_s, _overlap_slowdown(plan, costs)
+        )
+    return recompute_s, tp_bwd_s, _merged(extra), unpaired
 
 
 def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
