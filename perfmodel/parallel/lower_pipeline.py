@@ -26,12 +26,8 @@ from collections.abc import Callable, Sequence
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
-from perfmodel.parallel.lower_shortcuts import (
-    CoarseRuns,
-    GatherPlan,
-    HiddenBackward,
-    LoweringShortcuts,
-)
+from perfmodel.parallel.lower_hidden import GatherPlan, HiddenBackward, HiddenCollectives
+from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
 from perfmodel.parallel.lowering import (
     Chunk,
     LoweredStep,
@@ -65,7 +61,7 @@ from perfmodel.parallel.taskgraph import (
 from perfmodel.workload.layers import LayerCost, distinct_layers
 
 
-class PipelineLowering(LoweringShortcuts):
+class PipelineLowering(LoweringShortcuts, HiddenCollectives):
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
 
     def __init__(

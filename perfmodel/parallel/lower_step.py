@@ -26,7 +26,7 @@ def lower(
     ``coarse=False``: the executors run the fine pipeline graph (one task pair per segment;
     :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.coarsenable`); ``hidden=False``:
     no analytic graph with summarised collectives (a step the SimPy replay runs:
-    :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.hidden_backward`)."""
+    :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.hidden_backward`)."""
     plan = inp.plan
     if plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
         return _lower_pipeline(inp, costs, one_weird_trick=True, coarse=coarse, hidden=hidden)

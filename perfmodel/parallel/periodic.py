@@ -72,7 +72,7 @@ class LazyGraph(TaskGraph):
         Lowers the graph :func:`perfmodel.sim.engine.evaluate` (the analytic list schedule)
         executes instead of the coarse one (called at most once), and says whether it merged
         anything: the coarse graph with, in addition, the gradient reductions of a bucketed
-        backward summarised (:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.
+        backward summarised (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.
         hidden_backward`), exact for the list schedule but not for the flow replay, whose
         collectives contend by their bytes and start times; ``None``: the coarse one.
     """

@@ -1,9 +1,9 @@
 """The analytic graph's summarised collectives (issue 27 item 2) agree with the fine lowering.
 
-:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.hidden_backward` lowers a
+:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.hidden_backward` lowers a
 backward that reduces its gradients bucket by bucket as one compute, one TP collective, a lead
 and one reduction (max-plus: the last reduction ends where the fine chain's does);
-:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.gather_runs` lowers runs of
+:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.gather_runs` lowers runs of
 segments whose parameter gathers hide under the compute before them as two computes. Both
 are the analytic list schedule's graph only (:meth:`~perfmodel.parallel.periodic.LazyGraph.
 analytic`); the SimPy replay keeps the coarse graph with every collective. Every report field
@@ -25,8 +25,8 @@ import perfmodel.api as api
 import perfmodel.pipeline.lower as lower_stage
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.parallel import lower_step
+from perfmodel.parallel.lower_hidden import _lead
 from perfmodel.parallel.lower_pipeline import PipelineLowering
-from perfmodel.parallel.lower_shortcuts import _lead
 from perfmodel.parallel.periodic import LazyGraph
 from perfmodel.parallel.taskgraph import GraphBuilder, TaskKind
 from perfmodel.pipeline.lower import build_step
@@ -226,7 +226,7 @@ def test_forcing_runs_where_gathers_are_exposed_changes_the_answer(
     gather-bound segments of short sequences form runs) drops gathers the compute waits for,
     and the step comes out shorter than the fine lowering's."""
     from perfmodel.ops import CollectiveOp
-    from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
+    from perfmodel.parallel.lower_hidden import HiddenCollectives
 
     sc = _scenario(
         software="fsdp", tp=1, pp=1, dp=8, microbatch=1, model_args={**GPT, "seq_len": 128}
@@ -234,7 +234,7 @@ def test_forcing_runs_where_gathers_are_exposed_changes_the_answer(
     fine = _report(sc, monkeypatch, coarse=False)
     honest = _report(sc, monkeypatch, coarse=True)
     assert honest.iteration_time_s == pytest.approx(fine.iteration_time_s, rel=1e-12)
-    orig = LoweringShortcuts._gather_plan
+    orig = HiddenCollectives._gather_plan
 
     def free_gathers(self, *a):  # type: ignore[no-untyped-def]
         real = self.dp_time
@@ -248,7 +248,7 @@ def test_forcing_runs_where_gathers_are_exposed_changes_the_answer(
         finally:
             del self.dp_time
 
-    monkeypatch.setattr(LoweringShortcuts, "_gather_plan", free_gathers)
+    monkeypatch.setattr(HiddenCollectives, "_gather_plan", free_gathers)
     forced = _report(sc, monkeypatch, coarse=True)
     assert forced.iteration_time_s < fine.iteration_time_s * (1 - 1e-6)
 
@@ -273,24 +273,25 @@ def test_forcing_runs_where_gathers_are_exposed_changes_the_answer(
 def test_segments_outside_runs_lower_as_the_fine_loop(
     kw: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.lower_gather_runs` emits
+    """:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.lower_gather_runs` emits
     the segments outside its runs from precomputed durations, not through ``gather()``,
     ``segment()`` and ``reduce_gradients()``: with every run refused (and no summarised
     backward), the analytic graph is the fine loop's, task for task."""
     from test_coarse_lowering import _inputs  # type: ignore[import-not-found]
 
+    from perfmodel.parallel.lower_hidden import HiddenCollectives
     from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
 
     inp = _inputs(_scenario(**kw))
-    orig = LoweringShortcuts._gather_plan
+    orig = HiddenCollectives._gather_plan
 
     def no_runs(self, *a):  # type: ignore[no-untyped-def]
         plan = orig(self, *a)
         return None if plan is None else (plan[0], (), plan[2], plan[3])
 
     hits = _counting(monkeypatch)
-    monkeypatch.setattr(LoweringShortcuts, "_gather_plan", no_runs)
-    monkeypatch.setattr(LoweringShortcuts, "hidden_backward", lambda self, *a: None)
+    monkeypatch.setattr(HiddenCollectives, "_gather_plan", no_runs)
+    monkeypatch.setattr(HiddenCollectives, "hidden_backward", lambda self, *a: None)
     # and no operation tasks (tests/parallel/test_op_tasks.py compares those)
     monkeypatch.setattr(LoweringShortcuts, "OP_TASKS", False)
     shortcut = PipelineLowering(*inp, coarse=True, hidden=True)

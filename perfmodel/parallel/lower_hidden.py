@@ -1,0 +1,482 @@
+"""The lowering's hidden collectives, in the analytic list schedule's graph only
+(:meth:`~perfmodel.parallel.periodic.LazyGraph.analytic`): doors
+:class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` inherits and calls.
+
+* **Hidden reductions** (:meth:`HiddenCollectives.hidden_backward`): a bucketed backward's
+  gradient reductions as a lead and one reduction (max-plus, :func:`_lead`).
+* **Hidden gathers** (:meth:`HiddenCollectives.gather_runs`): runs of segments whose parameter
+  gathers hide under the compute as two computes.
+
+Each gives the answer the plain lowering gives (``tests/parallel/test_hidden_collectives.py``
+compares them). The methods read the lowering's state (``self.plan``, ``self.P``,
+``self.chunks``...), set by ``PipelineLowering.__init__``; the other shortcuts are in
+:mod:`perfmodel.parallel.lower_shortcuts`.
+"""
+
+from __future__ import annotations
+
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.lowering import Chunk, Segment
+from perfmodel.parallel.recipe import ParamSync
+from perfmodel.parallel.taskgraph import (
+    HEAD,
+    CommKind,
+    CommSpec,
+    TaskKind,
+)
+
+#: A bucketed backward with its gradient reductions summarised
+#: (:meth:`HiddenCollectives.hidden_backward`): compute seconds, TP seconds, the lead's seconds
+#: (``kappa``), the reductions' summed seconds (fusion waits included) and bytes.
+HiddenBackward = tuple[float, float, float, float, float]
+
+
+#: An operation lowered as runs with hidden gathers (:meth:`HiddenCollectives.gather_runs`):
+#: per segment in operation order ``(compute before the TP overlap's adjustment, compute, TP
+#: seconds, gather seconds, reduction seconds, may join a run)``, the runs ``(i0, i1)`` (none:
+#: every segment as the fine loop lowers it), the gradient reduction's operation and per
+#: segment the gather's and the reduction's :class:`CommSpec` and its overlapped TP
+#: collective's exposed tail (seconds).
+GatherPlan = tuple[
+    tuple[tuple[float, float, float, float, float, bool], ...],
+    tuple[tuple[int, int], ...],
+    object,
+    tuple[tuple[CommSpec, CommSpec | None, float], ...],
+]
+
+
+def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
+    """``(kappa, sum R)`` of :meth:`HiddenCollectives.hidden_backward`: segments of
+    ``on_stream`` seconds back to back from ``a`` (``f_j = a + F_j``), reductions of ``red``
+    seconds each after its segment and the one before, one at a time; the last ends at
+    ``max(r_p + sum R, a + max_j (F_j + R_j + ... + R_n))``, so ``kappa = max_j (F_j + R_j + ...
+    + R_n) - sum R`` (``0 <= kappa <= sum on_stream``)."""
+    suffix = 0.0
+    tails = [0.0] * len(red)
+    for j in range(len(red) - 1, -1, -1):
+        suffix += red[j]
+        tails[j] = suffix
+    f = best = 0.0
+    for j, d in enumerate(on_stream):
+        f += d
+        best = max(best, f + tails[j])
+    # clamped to [0, sum D]: the difference rounds to an ulp of sum R beyond either bound
+    return min(max(0.0, best - suffix), f), suffix
+
+
+class HiddenCollectives:
+    """Hidden gradient reductions and parameter gathers of a
+    :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see the module docstring)."""
+
+    # ------------------------------------------------------------------ hidden reductions
+
+    def hidden_backward(
+        self, s: int, mb: int, c: int, ch: Chunk, final_mb: bool
+    ) -> HiddenBackward | None:
+        """Where the analytic graph (``hidden``) may lower a backward that reduces its
+        gradients bucket by bucket (overlapped reduction: the last micro-batch, or every one
+        from ZeRO-2 on; PyTorch DDP's 25 MiB buckets, Megatron-Core's) as one compute task, one
+        tensor-parallel collective and one reduction: the summed durations
+        (:data:`HiddenBackward`), else ``None`` (lowered segment by segment).
+
+        The fine tasks: in backward order, segment ``j``'s compute (``D_j`` on the compute
+        stream: its slowed seconds plus its TP collective there, or alone where the TP
+        collective runs beside it and fits under it) and, after it, its reduction of ``R_j``
+        seconds on the gradient stream. Nothing on the compute stream waits for a reduction
+        (the slowdown it causes is a fixed function of its duration,
+        :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.slowed`), so the segments
+        run back to back from the operation's start ``a``: segment ``j`` ends at
+        ``f_j = a + F_j`` (``F_j = D_0 + ... + D_j``). The reductions run one at a time in
+        program order, ``r_j = max(r_{j-1}, f_j) + R_j``, so (max-plus) the last ends at
+        ``r = max(r_p + sum R, a + max_j (F_j + R_j + ... + R_n))`` with ``r_p`` the end of
+        the stream's previous task. The summary emits a zero-length compute task at ``a``, the
+        compute (``sum D`` split into its compute and TP tasks as :meth:`coarsenable`'s), a
+        *lead* of ``kappa = max_j (F_j + R_j + ... + R_n) - sum R`` seconds on a stream of its
+        own from ``a``, and one reduction of ``sum R`` seconds after the lead on the gradient
+        stream: it ends at ``max(r_p, a + kappa) + sum R = r``. ``0 <= kappa <= sum D``, so the
+        lead lies under the busy compute stream. The breakdown (:mod:`perfmodel.report.
+        step_breakdown`) is the same: until ``f_n`` the compute stream is busy (priority 0);
+        after it every remaining reduction starts as the previous ends, so the gradient stream
+        is busy from ``f_n`` (or ``r_p``) to ``r``, as the summary's reduction is. Every task
+        after the operation (the next segment, the optimizer, the next reduction on the
+        stream) sees the same end times, up to the summation order of the durations.
+
+        Refused where that chain does not hold or the executor is not the list schedule: the
+        SimPy replay runs :meth:`~perfmodel.parallel.periodic.LazyGraph.coarse` (reductions
+        contend by their bytes and start times); ZeRO-3/FSDP (a gather per segment the compute
+        waits for), HSDP (two collectives per bucket), an overlapped parameter gather still
+        to come on the stage, expert or context parallelism and MoE host synchronisations, a
+        TP collective on its own stream that follows its compute, outlasts it or leaves a
+        tail, and a chunk of one segment."""
+        if not self.hidden or self.zero3 or self.hsdp or not (self.dp_on and self.overlap):
+            return None
+        if not (final_mb or self.reduce_every_mb) or self.gathers_left[s] > 0:
+            return None
+        key = (id(ch), final_mb)
+        if key in self._hidden_ops:
+            hit = self._hidden_ops[key]
+        else:
+            hit = self._hidden_ops[key] = self._hidden_op(s, ch, final_mb)
+        if hit is not None:
+            self.hidden_merged += 1
+        return hit
+
+    def _hidden_op(self, s: int, ch: Chunk, final_mb: bool) -> HiddenBackward | None:
+        """The part of :meth:`hidden_backward` that depends on the chunk (hence the stage) and
+        whether it is the last micro-batch: the fine loop's durations, summed."""
+        segs = ch.segments
+        if len(segs) < 2 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
+            return None
+        on_compute = self.tp_stream == "compute"
+        if self.tp_overlap and on_compute:
+            return None  # an "overlapped" collective queued behind its compute: not modelled
+        op = self._grad_op()
+        wait = self.preset.fusion_cycle_s / 2
+        grad_b = self.rc.grad_reduce_bytes
+        comp = tp_total = nbytes_total = 0.0
+        on_stream: list[float] = []  # D_j, backward order
+        red: list[float] = []  # R_j
+        prev = 0.0
+        for si, seg in enumerate(reversed(segs)):  # as the fine loop of backward()
+            dur = seg.bwd_s + seg.recompute_s
+            if final_mb and si > 0:
+                dur = self.slowed(dur, prev)
+            tp_s = seg.tp_bwd_s
+            d = dur
+            if tp_s > 0:
+                if self.tp_overlap:
+                    dur, tp_s, tail = self.tp_overlapped("B", dur, tp_s)
+                    if tail > 0 or tp_s > dur:
+                        return None
+                    d = dur
+                elif on_compute:
+                    d = dur + tp_s
+                else:
+                    return None  # after its compute on a stream of its own: exposed as "tp"
+            comp += dur
+            if tp_s > 0:
+                tp_total += tp_s
+            on_stream.append(d)
+            nbytes = self.reduced_params(seg.params, seg.expert_params) * grad_b
+            nbytes_total += nbytes
+            prev = self.dp_time(s, op, nbytes) + wait
+            red.append(prev)
+        lead, total = _lead(on_stream, red)
+        return (comp, tp_total, lead, total, nbytes_total)
+
+    def lower_hidden_backward(
+        self, s: int, mb: int, c: int, hid: HiddenBackward, deps: list[int]
+    ) -> list[int]:
+        """Emit :meth:`hidden_backward`'s tasks after ``deps``; returns the task ids the
+        operation's end waits on (as :meth:`segment`'s)."""
+
+        comp_s, tp_s, lead_s, red_s, nbytes = hid
+        k = c * self.P + s
+        add, gpu = self.b.add, self.gpu[s]
+        label = f"B{mb}.c{c}" if self.V > 1 else f"B{mb}"
+        # positional: label, microbatch, chunk
+        a = add(TaskKind.COMPUTE, gpu, "compute", 0.0, deps, label, mb, k)  # starts at a
+        tid = add(TaskKind.COMPUTE, gpu, "compute", comp_s, [a], label, mb, k)
+        out = [tid]
+        if tp_s > 0:
+            if self.tp_overlap:  # beside the compute, within it
+                out.append(
+                    add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [a], f"TP B{mb}", mb, k)
+                )
+            else:  # after it on the compute stream
+                out = [
+                    add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], f"TP B{mb}", mb, k)
+                ]
+        lead = add(TaskKind.COMPUTE, gpu, "grad-lead", lead_s, [a], f"grad lead {k}", mb, k)
+        spec = self.dp_spec(s, self._grad_op(), nbytes)
+        g = add(TaskKind.COLLECTIVE, gpu, self.rc.grad_comm.stream, red_s, [lead],
+                f"grad {k} (summarised)", -1, -1, spec)  # fmt: skip
+        self.comm_dur[g] = red_s
+        self.grad_comm[s].append(g)
+        return out
+
+    # ------------------------------------------------------------------ hidden gathers
+
+    def gather_runs(
+        self, s: int, phase: str, mb: int, ch: Chunk, final_mb: bool
+    ) -> GatherPlan | None:
+        """Where the analytic graph (``hidden``) may lower an operation whose segments each
+        wait for a parameter gather (ZeRO-3/FSDP in forward and backward; Megatron-Core's
+        ``overlap_param_gather`` in the first micro-batch's forward, one chunk per stage) as
+        runs of segments with their gathers hidden: :data:`GatherPlan`, else ``None``.
+
+        Gathers run one at a time on their stream, gather ``i`` once the compute of segment
+        ``i - 2`` has ended (prefetch depth 1, :meth:`~perfmodel.parallel.lower_pipeline.
+        PipelineLowering.gather`), ``g_i = max(g_{i-1}, e_{i-2}) + G_i``; segment ``i`` starts
+        at ``max(f_{i-1}, g_i)`` (``e``: its compute's end, ``f``: its end, its TP collective
+        included). In a run ``i0 .. i1`` of segments with ``G_i <= C_{i-1}`` for ``i > i0``
+        (``C``: the compute's seconds, slowed as the fine loop slows it, which depends on
+        durations only), by induction ``g_i <= e_{i-1}`` for ``i > i0`` (``g_{i0 + 1} <= s_{i0}
+        + G``, both its inputs ended by the run's start ``s_{i0}``; then ``g_i = e_{i-2} + G_i
+        <= e_{i-2} + C_{i-1} <= e_{i-1}``, so gathers ``i0 + 2 ..`` run under the busy compute
+        stream): no segment after ``i0`` waits for its gather, the
+        run's computes and TP collectives run back to back from ``s_{i0}``, and the next gather
+        after the run starts at ``e_{i1 - 1}`` (its stream is free by then), the one after
+        it at ``e_{i1}`` at the earliest. The run is lowered as gathers ``i0`` and
+        ``i0 + 1`` (the latter may start before the run, as soon as its anchor, the compute
+        before ``i0``, ends: it is kept, and ends within compute ``i0``); the TP seconds
+        of segments ``i0 .. i1 - 2`` (on the compute stream; beside the compute where they
+        overlap); one compute of segments ``i0 .. i1 - 1``, ending at ``e_{i1 - 1}``; segment
+        ``i1 - 1``'s TP; segment ``i1``'s compute, ending at ``e_{i1}``; its TP: the two
+        computes are the prefetch anchors of the next gathers, as ``e_{i1 - 1}`` and ``e_{i1}``
+        are in the fine graph, and every task after the run sees the same end times. The
+        compute stream is busy over the same interval with the same compute and TP seconds
+        (priority 0 in the breakdown), under which the dropped gathers ran. A backward's
+        gradient reductions are summarised run by run as in :meth:`hidden_backward`.
+        Runs shorter than three segments stay fine, as do the refusals of
+        :meth:`hidden_backward` (HSDP, expert or context parallelism, TP collectives that
+        leave their compute) and owner broadcasts or interleaved launches of the gathers."""
+        if not self.hidden or self.hsdp:
+            return None
+        if not (self.zero3 or (phase == "F" and self.gather_early and mb == 0)):
+            return None
+        if not self.zero3 and (
+            self.aligned_gather or self.rc.param_sync is ParamSync.OWNER_BROADCAST
+        ):
+            return None
+        reducing = (
+            phase == "B" and self.dp_on and self.overlap and (final_mb or self.reduce_every_mb)
+        )
+        first = self.first_seg_done[s]
+        key = (id(ch), phase, reducing, final_mb, first)
+        if key in self._gather_ops:
+            hit = self._gather_ops[key]
+        else:
+            hit = self._gather_ops[key] = self._gather_plan(s, ch, phase, reducing, final_mb, first)
+        if hit is not None and hit[1]:
+            self.hidden_merged += 1
+        return hit
+
+    def _gather_plan(
+        self, s: int, ch: Chunk, phase: str, reducing: bool, final_mb: bool, first: bool
+    ) -> GatherPlan | None:
+        """The part of :meth:`gather_runs` that depends on the chunk, the phase and the
+        stage's state: per segment (operation order) its compute before and after the TP
+        overlap's adjustment, TP seconds and reduction, and the runs."""
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
+        if len(segs) < 3 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
+            return None
+        on_compute = self.tp_stream == "compute"
+        if self.tp_overlap and on_compute:
+            return None
+        fwd = phase == "F"
+        wait = self.preset.fusion_cycle_s / 2
+        gb, grad_b = self.rc.gather_bytes, self.rc.grad_reduce_bytes
+        op = self._grad_op()
+        rows: list[tuple[float, float, float, float, float, bool]] = []
+        specs: list[tuple[CommSpec, CommSpec | None, float]] = []
+        prev = 0.0
+        for si, seg in enumerate(segs):
+            g = self.dp_time(s, CollectiveOp.ALLGATHER, seg.params * gb) + wait
+            g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, seg.params * gb, CommKind.ZERO)
+            if fwd:
+                dur = self.slowed(seg.fwd_s, g) if (first or si > 0) else seg.fwd_s
+                tp_s, rs_s = seg.tp_fwd_s, seg.tp_rs_fwd_s
+            else:  # ZeRO-3/FSDP: the gather and the previous segment's reduction under it
+                dur = self.slowed(seg.bwd_s + seg.recompute_s, g + prev)
+                tp_s, rs_s = seg.tp_bwd_s, 0.0
+            raw, c_s, ok, tail = dur, dur, True, 0.0
+            if tp_s > 0:
+                if self.tp_overlap:
+                    c_s, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
+                    ok = tail <= 0 and tp_s <= c_s
+                elif not on_compute:
+                    ok = False
+            prev = 0.0
+            red = 0.0
+            r_spec = None
+            if reducing:
+                nbytes = self.reduced_params(seg.params, seg.expert_params) * grad_b
+                red = prev = self.dp_time(s, op, nbytes) + wait
+                r_spec = self.dp_spec(s, op, nbytes)
+            rows.append((raw, c_s, max(tp_s, 0.0), g, red, ok))
+            specs.append((g_spec, r_spec, tail))
+        runs: list[tuple[int, int]] = []
+        i0 = 0
+        n = len(rows)
+        for i in range(1, n + 1):
+            if i < n and rows[i][5] and rows[i - 1][5] and rows[i][3] <= rows[i - 1][1]:
+                continue  # segment i joins the run (its gather fits under the compute before)
+            if i - i0 >= 3:
+                runs.append((i0, i - 1))
+            i0 = i
+        # without runs the plan still lowers the operation, segment by segment as the fine
+        # loop does, from these durations (gather_runs does not count it as merged)
+        return tuple(rows), tuple(runs), op, tuple(specs)
+
+    def lower_gather_runs(
+        self, s: int, phase: str, mb: int, c: int, ch: Chunk, plan: GatherPlan, deps: list[int]
+    ) -> list[int]:
+        """Emit :meth:`gather_runs`' operation after ``deps``: segments outside the runs as
+        the fine loop of ``forward`` / ``backward`` emits them (with the durations it
+        computes), each run as that method describes; returns the ids the operation's end
+        waits on."""
+
+        rows, runs, op, specs = plan
+        P = self.P
+        k = c * P + s
+        fwd = phase == "F"
+        segs = ch.segments if fwd else tuple(reversed(ch.segments))
+        add, gpu = self.b.add, self.gpu[s]
+        hist = self.gather_hist[s]
+        keep_hist = self.zero3 or self.gathers_left[s] > 0
+        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        tp_label = f"TP {phase}{mb}"
+        on_compute = self.tp_stream == "compute"
+        reducing = any(r[4] for r in rows)
+        grad_stream = self.rc.grad_comm.stream
+        starts = {i0: i1 for i0, i1 in runs}
+        tids = deps
+        si = 0
+        n = len(segs)
+        overlap = self.tp_overlap
+        g_stream = self.rc.param_gather.stream
+        comm_dur = self.comm_dur
+        while si < n:
+            seg = segs[si]
+            i1 = starts.get(si)
+            if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
+                _, c_s, tp_s, g_s, red_s, _ = rows[si]  # c_s, tp_s: after the TP overlap's
+                g_spec, r_spec, tail = specs[si]
+                ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
+                         f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
+                comm_dur[ag] = g_s
+                sd = [*tids, ag]
+                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
+                # one operation task where op_task's argument holds, its compute's end the anchor
+                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
+                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
+                if one:
+                    self.compute_emitted(s, c_s)
+                    self.op_merged += 1
+                if keep_hist:
+                    hist.append(tid + HEAD if one else tid)
+                if one or tp_s <= 0:
+                    tids = [tid]
+                elif not overlap:  # after the compute
+                    tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],
+                                tp_label, mb, k)]  # fmt: skip
+                else:  # beside it, from the same dependencies; the exposed tail after both
+                    tp_tid = add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, sd, tp_label,
+                                 mb, k)  # fmt: skip
+                    tids = [tid, tp_tid]
+                    if tail > 0:
+                        tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids,
+                                    f"TP tail {phase}{mb}", mb, k)]  # fmt: skip
+                self.first_seg_done[s] = True
+                if reducing:
+                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids,
+                            f"grad {k}.{si}", -1, -1, r_spec)  # fmt: skip
+                    comm_dur[g] = red_s
+                    self.grad_comm[s].append(g)
+                si += 1
+                continue
+            ag = self.gather(s, seg, f"AG {phase}{mb}.{k}.{si}")
+            sd = [*tids, ag]
+            run = rows[si : i1 + 1]
+            # the next gather may start before the run does (its anchor, the compute two
+            # back, may have ended long before): as the fine loop emits it; it ends within
+            # the run's first compute
+            # (the fine loop emits it after compute i0 joined the anchors: its anchor, two
+            # computes back, is the last anchor now)
+            self.gather(s, segs[si + 1], f"AG {phase}{mb}.{k}.{si + 1}", hist[-1:])
+            head = sd
+            if reducing:  # the run's start, for the reductions' lead
+                z = add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)
+                head = [z]
+            tp_pre = sum(r[2] for r in run[:-2])
+            comp_a = sum(r[1] for r in run[:-1])
+            if on_compute:
+                prev = head
+                if tp_pre > 0:
+                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)]
+                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
+                prev = [a]
+                if run[-2][2] > 0:
+                    prev = [
+                        add(TaskKind.COLLECTIVE, gpu, "compute", run[-2][2], prev, tp_label, mb, k)
+                    ]
+                b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], prev, label, mb, k)
+                out = [b]
+                if run[-1][2] > 0:
+                    out = [
+                        add(TaskKind.COLLECTIVE, gpu, "compute", run[-1][2], [b], tp_label, mb, k)
+                    ]
+                ends = [r[1] + r[2] for r in run]
+            else:  # TP beside the compute, each within it
+                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
+                b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], [a], label, mb, k)
+                out = [b]
+                tp_all = sum(r[2] for r in run)
+                if tp_all > 0:
+                    out.append(
+                        add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head, tp_label, mb, k)
+                    )
+                ends = [r[1] for r in run]
+            if keep_hist:  # the next gathers' prefetch anchors: e_{i1 - 1}, e_{i1}
+                hist.append(a)
+                hist.append(b)
+            self.first_seg_done[s] = True
+            if reducing:
+                self._summary_reduction(s, k, mb, head, ends, [r[4] for r in run],
+                                        segs[si : i1 + 1], op, grad_stream)  # fmt: skip
+            tids = out
+            si = i1 + 1
+        return tids
+
+    def _summary_reduction(
+        self,
+        s: int,
+        k: int,
+        mb: int,
+        head: list[int],
+        on_stream: list[float],
+        red: list[float],
+        segs: tuple[Segment, ...],
+        op: object,
+        stream: str,
+    ) -> None:
+        """The lead and the one reduction standing for a run's gradient reductions
+        (:meth:`hidden_backward`'s construction), the run starting when ``head`` ends."""
+
+        lead_s, red_s = _lead(on_stream, red)
+        grad_b = self.rc.grad_reduce_bytes
+        nbytes = sum(self.reduced_params(x.params, x.expert_params) * grad_b for x in segs)
+        gpu = self.gpu[s]
+        lead = self.b.add(TaskKind.COMPUTE, gpu, "grad-lead", lead_s, head, f"grad lead {k}", mb, k)
+        spec = self.dp_spec(s, op, nbytes)  # type: ignore[arg-type]
+        g = self.b.add(TaskKind.COLLECTIVE, gpu, stream, red_s, [lead],
+                       f"grad {k} (summarised)", -1, -1, spec)  # fmt: skip
+        self.comm_dur[g] = red_s
+        self.grad_comm[s].append(g)
+
+    def chunk_sums(self, k: int) -> tuple[float, float, float, float]:
+        """Chunk ``k``'s summed forward, forward TP, backward (with recomputation) and backward
+        TP seconds over its segments (one micro-batch), computed once."""
+        hit = self._sums.get(k)
+        if hit is None:
+            segs = self.chunks[k].segments
+            hit = self._sums[k] = (
+                sum(x.fwd_s for x in segs),
+                sum(x.tp_fwd_s for x in segs),
+                sum(x.bwd_s + x.recompute_s for x in segs),
+                sum(x.tp_bwd_s for x in segs),
+            )
+        return hit
+
+    def chunk_rs_sum(self, k: int) -> float:
+        """Chunk ``k``'s summed reduce-scattered forward seconds over its segments
+        (:attr:`~perfmodel.parallel.lowering.Segment.tp_rs_fwd_s`, the same sum every coarse
+        forward read), computed once."""
+        hit = self._rs_sums.get(k)
+        if hit is None:
+            hit = self._rs_sums[k] = sum(x.tp_rs_fwd_s for x in self.chunks[k].segments)
+        return hit
+
+
+__all__ = ["GatherPlan", "HiddenBackward", "HiddenCollectives"]
