@@ -17,51 +17,40 @@ stage last emitted) and emits the step in this order, each piece a small method:
 5. :meth:`~PipelineLowering.memory`: per-stage memory.
 
 Every precision and overlap decision comes from the step's :class:`~perfmodel.parallel.recipe.Recipe`.
+
+The class is read in five modules, each a concept it inherits: this one (the state, the
+schedule's forward and backward, segments, sends, the host and memory),
+:mod:`~perfmodel.parallel.lower_data_parallel` (data-parallel collectives, gradient reduction,
+parameter gathers, the optimizer tail), :mod:`~perfmodel.parallel.lower_expert_context` (expert
+and context-parallel tasks and notes), and the speed doors
+:mod:`~perfmodel.parallel.lower_shortcuts` and :mod:`~perfmodel.parallel.lower_hidden`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
+from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
+from perfmodel.parallel.lower_expert_context import ExpertContextEmitters
 from perfmodel.parallel.lower_hidden import GatherPlan, HiddenBackward, HiddenCollectives
 from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
-from perfmodel.parallel.lowering import (
-    Chunk,
-    LoweredStep,
-    Segment,
-    StepInputs,
-    expert_grad_share,
-)
+from perfmodel.parallel.lowering import Chunk, LoweredStep, Segment, StepInputs, expert_grad_share
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.param_sync import layer_tensors, owners_by_rule, tensor_owner_bytes
-from perfmodel.parallel.periodic import (
-    LazyGraph,
-    PeriodicGraph,
-)
-from perfmodel.parallel.placement import Placement
-from perfmodel.parallel.plan import PipelineSchedule, Recompute
-from perfmodel.parallel.recipe import ParamSync, Recipe, Sharding
-from perfmodel.parallel.schedule import (
-    check_interleaved,
-    stage_ops,
-    stage_peak_in_flight,
-)
+from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
+from perfmodel.parallel.plan import PipelineSchedule
+from perfmodel.parallel.recipe import Sharding
+from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
-from perfmodel.parallel.taskgraph import (
-    SENT,
-    CommKind,
-    CommSpec,
-    GraphBuilder,
-    TaskGraph,
-    TaskKind,
-)
-from perfmodel.workload.layers import LayerCost, distinct_layers
+from perfmodel.parallel.taskgraph import SENT, CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
+from perfmodel.workload.layers import LayerCost
 
 
-class PipelineLowering(LoweringShortcuts, HiddenCollectives):
+class PipelineLowering(
+    LoweringShortcuts, HiddenCollectives, DataParallelEmitters, ExpertContextEmitters
+):
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
 
     def __init__(
@@ -187,154 +176,7 @@ class PipelineLowering(LoweringShortcuts, HiddenCollectives):
             self._ops = [stage_ops(plan.schedule, P, self.m, s, self.V) for s in range(P)]
         return self._ops
 
-    def unpaired(self, s: int) -> frozenset[tuple[str, int, int]]:
-        """Stage ``s``'s operations whose expert all-to-alls ``ep_overlap`` cannot hide
-        (:func:`~perfmodel.parallel.expert.unpaired_phases`), found on first use."""
-        from perfmodel.parallel.expert import unpaired_phases
-
-        got = self._unpaired.get(s)
-        if got is None:
-            got = self._unpaired[s] = unpaired_phases(self.ops[s])
-        return got
-
-    def expert_context_groups(self, s: int) -> dict[str, tuple[tuple[str, ...], ...]]:
-        """Stage ``s``'s expert- and context-parallel groups with their server neighbours
-        (:mod:`perfmodel.parallel.expert`); empty without ``ep`` / ``cp``."""
-        from perfmodel.parallel.expert import context_groups, expert_groups, with_neighbours
-
-        plan, topo = self.plan, getattr(self.costs, "topology", None)
-        out: dict[str, tuple[tuple[str, ...], ...]] = {}
-        if plan.ep > 1:
-            groups = expert_groups(self.pl, s, plan.ep, plan.expert_tp)
-            out["ep"] = with_neighbours(groups, topo)
-        if plan.cp > 1:
-            out["cp"] = with_neighbours(context_groups(self.pl, s, plan.cp), topo)
-        return out
-
-    def expert_context(
-        self, s: int, phase: str, mb: int, c: int, seg: Segment, deps: list[int]
-    ) -> list[int]:
-        """A segment's exposed expert all-to-alls and ring-attention exchange
-        (:class:`~perfmodel.parallel.lowering.SegmentComm`), on the compute stream after its
-        compute: Megatron-Core runs the token dispatcher's all-to-alls between the router and
-        the experts without overlap unless ``overlap_moe_expert_parallel_comm`` is set (off by
-        default; ``ep_overlap``: the share beyond the partner micro-batch's compute, in full for
-        an operation with no partner, :meth:`unpaired`). Before them, in forward (and in the recomputed forward of full
-        recomputation), the GPU's wait for the host after the segment's MoE dispatchers
-        synchronise (``Segment.host_sync_s``, a host task the next compute waits for)."""
-        stall = seg.host_sync_s if phase == "F" or self.plan.recompute is Recompute.FULL else 0.0
-        if not seg.ep_cp and not stall:  # the common case (no ep / cp): nothing to emit
-            return deps
-        paired = not seg.ep_unpaired or (phase, mb, c) not in self.unpaired(s)
-        comms = [x for x in seg.ep_cp_of(phase, paired) if x.duration_s > 0]
-        if not comms and not stall:
-            return deps
-        groups = self.ep_cp_groups.setdefault(s, self.expert_context_groups(s))
-        k = c * self.P + s
-        tid = self.join(s, deps)
-        if stall:  # the GPU waits for the host after the dispatchers' synchronisations
-            tid = self.b.add(
-                TaskKind.HOST,
-                self.gpu[s],
-                "host-sync",  # not behind the step's whole-step issue task on "host"
-                stall,
-                [tid],
-                label=f"MoE dispatcher host sync {phase}{mb}",
-                microbatch=mb,
-                chunk=k,
-            )
-        for x in comms:
-            g = groups[x.kind.value]
-            tid = self.b.add(
-                TaskKind.COLLECTIVE,
-                self.gpu[s],
-                "compute",
-                x.duration_s,
-                [tid],
-                label=f"{x.kind.value.upper()} {x.op.value} {phase}{mb}",
-                microbatch=mb,
-                chunk=k,
-                comm=CommSpec(x.op, x.message_bytes, g[0], "auto", x.kind, g[1:]),
-            )
-        return [tid]
-
     # ------------------------------------------------------------------ task helpers
-
-    def dp_collective(
-        self,
-        s: int,
-        op: CollectiveOp,
-        nbytes: float,
-        deps: list[int],
-        label: str,
-        kind: CommKind = CommKind.DP,
-        stream: str | None = None,
-        group: str = "dp",
-        duration_s: float | None = None,
-    ) -> int:
-        """A collective over stage ``s``'s data-parallel group (with its TP siblings sharing
-        links), on the gradient stream unless ``stream`` is given; ``group`` "shard" or
-        "replica" takes the HSDP shard group or the replica group instead; ``duration_s``
-        replaces the collective model's time (a series of collectives priced by the caller)."""
-        if duration_s is None:  # the memo's hit inline (FSDP: ~10^5 calls per plan)
-            duration_s = self._dp_time.get((op, nbytes, s, group))
-            if duration_s is None:
-                duration_s = self.dp_time(s, op, nbytes, group)
-        dur = duration_s + self.preset.fusion_cycle_s / 2
-        spec = self._dp_specs.get((op, nbytes, s, group, kind))
-        if spec is None:
-            spec = self.dp_spec(s, op, nbytes, kind, group)
-        tid = self.b.add(
-            TaskKind.COLLECTIVE,
-            self.gpu[s],
-            stream or self.rc.grad_comm.stream,
-            dur,
-            deps,
-            label=label,
-            comm=spec,
-        )
-        self.comm_dur[tid] = dur
-        return tid
-
-    def dp_time(self, s: int, op: CollectiveOp, nbytes: float, group: str = "dp") -> float:
-        """The collective model's time of ``op`` of ``nbytes`` over stage ``s``'s ``group``
-        (:meth:`dp_collective`) with its TP siblings sharing links, without the fusion wait;
-        a pure function of its key, asked once per lowering."""
-        key = (op, nbytes, s, group)
-        duration_s = self._dp_time.get(key)
-        if duration_s is None:
-            main, sibs = self._dp_group(s, group)
-            duration_s = self._dp_time[key] = self.costs.concurrent_time(
-                op, nbytes, [main, *sibs], self.alg
-            )
-        return duration_s
-
-    def dp_spec(self, s: int, op: CollectiveOp, nbytes: float, kind: CommKind = CommKind.DP,
-                group: str = "dp") -> CommSpec:  # fmt: skip
-        """The (frozen, shared) :class:`CommSpec` of a collective over stage ``s``'s group."""
-        # one spec per collective of the stage's groups: FSDP lowers a gather and a
-        # reduce-scatter per block and micro-batch (~10^5 specs for GPT-3 175B), each a new
-        # object for the garbage collector to walk in every cached report
-        spec_key = (op, nbytes, s, group, kind)
-        spec = self._dp_specs.get(spec_key)
-        if spec is None:
-            main, sibs = self._dp_group(s, group)
-            wait = self.preset.fusion_cycle_s / 2
-            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
-        return spec
-
-    def _dp_group(self, s: int, which: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-        """``(group, sibling groups)`` of stage ``s``: the data-parallel group, or under HSDP
-        the shard group (``shard_group`` consecutive replicas, one server with the default
-        placement) or the replica group (every ``shard_group``-th replica, across servers)."""
-        full, sibs = self.dp_groups[s], self.dp_sibs[s]
-        if which == "dp":
-            return full, sibs
-        g = self.rc.shard_group
-        if which == "shard":
-            return full[:g], tuple(x[:g] for x in sibs)
-        others = tuple(full[i::g] for i in range(1, g)) + tuple(x[::g] for x in sibs)
-        return full[::g], others
 
     def slowed(self, dur: float, comm_s: float) -> float:
         """Compute ``dur`` stretched by the overlap slowdown for the ``comm_s`` seconds of
@@ -369,52 +211,6 @@ class PipelineLowering(LoweringShortcuts, HiddenCollectives):
         # positional: label, microbatch, chunk, comm (one call per pipeline send)
         return self.b.add(
             TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
-        )
-
-    def gather(self, s: int, seg: Segment, label: str, after: list[int] | None = None) -> int:
-        """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
-        segment ahead (it may start once the compute two segments back has finished), or, given
-        ``after``, launched once those tasks are done (:meth:`gather_deps`); owner broadcasts
-        where the recipe syncs parameters so (:meth:`param_sync_s`)."""
-        hist = self.gather_hist[s]
-        if after is not None:
-            dep = after
-        else:
-            dep = [hist[-2]] if len(hist) >= 2 else []
-        nbytes = seg.params * self.rc.gather_bytes
-        op, dur = CollectiveOp.ALLGATHER, None
-        if self.rc.param_sync is ParamSync.OWNER_BROADCAST and not self.zero3:
-            op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, seg.layers)
-        return self.dp_collective(
-            s,
-            op,
-            nbytes,
-            dep,
-            label,
-            CommKind.ZERO,
-            self.rc.param_gather.stream,
-            "shard" if self.hsdp else "dp",
-            dur,
-        )
-
-    def param_sync_s(self, s: int, layer_ids: Sequence[int]) -> float:
-        """Seconds of the owner broadcasts that bring stage ``s``'s layers ``layer_ids`` to every
-        data-parallel rank (:mod:`perfmodel.parallel.param_sync`; owners by the preset's
-        ``param_owners`` rule), the TP siblings' broadcasts sharing the links."""
-        owners = self._owners.get(s)
-        if owners is None:
-            ids = sorted({i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-                          for i in seg.layers})  # fmt: skip
-            tensors = layer_tensors(self.wl.layers, ids)
-            ranks = owners_by_rule(
-                self.preset.param_owners, [p for _, p in tensors], len(self.dp_groups[s])
-            )
-            owners = self._owners[s] = (tensors, ranks)
-        main, sibs = self._dp_group(s, "dp")
-        groups = [main, *sibs]
-        return sum(
-            self.costs.concurrent_time(CollectiveOp.BROADCAST, b, groups, self.alg)
-            for b in tensor_owner_bytes(layer_ids, owners[0], owners[1], self.rc.gather_bytes)
         )
 
     def segment(
@@ -796,38 +592,6 @@ class PipelineLowering(LoweringShortcuts, HiddenCollectives):
                 self.send(s, prv, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
             )
 
-    def reduce_gradients(self, s: int, seg: Segment, deps: list[int], label: str) -> float:
-        """Reduce ``seg``'s gradients over the data-parallel group (HSDP: reduce-scatter in the
-        shard group, then all-reduce of the shard across the replicas, FSDP2's order); returns
-        the communication time that runs under the next segment."""
-        rc = self.rc
-        nbytes = self.reduced_params(seg.params, seg.expert_params) * rc.grad_reduce_bytes
-        if not self.hsdp:
-            g = self.dp_collective(s, self._grad_op(), nbytes, deps, label)
-            self.grad_comm[s].append(g)
-            return self.comm_dur[g]
-        rs = self.dp_collective(s, CollectiveOp.REDUCESCATTER, nbytes, deps, label, group="shard")
-        ar = self.dp_collective(
-            s,
-            CollectiveOp.ALLREDUCE,
-            nbytes / rc.shard_group,
-            [rs],
-            f"{label} replicas",
-            group="replica",
-        )
-        self.grad_comm[s] += [rs, ar]
-        return self.comm_dur[rs] + self.comm_dur[ar]
-
-    def reduced_params(self, params: float, expert: float) -> float:
-        """Parameters whose gradients the dense data-parallel collective carries: the routed
-        experts' count :func:`~perfmodel.parallel.lowering.expert_grad_share` of theirs."""
-        if not expert or self.expert_share == 1.0:
-            return params
-        return params - expert * (1.0 - self.expert_share)
-
-    def _grad_op(self) -> CollectiveOp:
-        return self.rc.grad_reduce_op  # reduce-scatter from ZeRO-1 on, unless the stack keeps it
-
     def run_schedule(self) -> None:
         """Emit every stage's operations in a dependency-respecting global order (round robin
         over stages: an operation waits until the chunk it depends on has been emitted)."""
@@ -893,96 +657,6 @@ class PipelineLowering(LoweringShortcuts, HiddenCollectives):
             )
         return self._issue
 
-    def tied_embedding(self) -> None:
-        """A tied word embedding: the last stage (which holds the last chunk) keeps a copy,
-        whose gradient is all-reduced with the first stage."""
-        P = self.P
-        if P > 1:
-            if self.tied[P - 1]:
-                _embedding_grad_allreduce(
-                    self.b,
-                    self.costs,
-                    self.pl,
-                    self.rc,
-                    self.tied[P - 1],
-                    self.last_compute,
-                    self.grad_comm,
-                )
-
-    def stage_params(self, s: int) -> int:
-        """Parameters stage ``s`` holds (its chunks plus a tied embedding's copy)."""
-        return sum(self.chunks[c * self.P + s].params for c in range(self.V)) + self.tied[s]
-
-    def sharded_params(self, s: int, stage_params: float) -> float:
-        """Parameters stage ``s``'s optimizer updates: with ZeRO/FSDP sharding the dense ones
-        over the ``dp x cp`` replicas and the routed experts' over the expert data-parallel
-        group (:attr:`ParallelismPlan.expert_dp`), as Megatron-Core's distributed optimizer
-        shards each over the group that reduces its gradients."""
-        rc, plan = self.rc, self.plan
-        if rc.sharding.stage < 1:
-            return stage_params
-        expert = self.stage_expert_params(s)
-        return (stage_params - expert) / rc.shard_degree(plan.grad_replicas) + expert / (
-            rc.shard_degree(plan.expert_dp)
-        )
-
-    def stage_expert_params(self, s: int) -> int:
-        """Routed experts' parameters among stage ``s``'s (its segments'
-        :attr:`~perfmodel.parallel.lowering.Segment.expert_params`, which cover its chunks'
-        layers: an integer sum, the same in any order)."""
-        return sum(
-            seg.expert_params for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-        )
-
-    def finish_stage(self, s: int) -> None:
-        """Stage ``s`` after its last backward: the tied copy's gradient (overlapped stacks),
-        the gradient reduction that did not overlap (one collective of all the stage's
-        gradients), the optimizer step over the stage's (sharded) parameters and ZeRO-1/2's
-        parameter all-gather after it."""
-        rc, b = self.rc, self.b
-        stage_params = self.stage_params(s)
-        if self.dp_on and self.overlap and self.tied[s]:  # the copy's gradient, after backward
-            nbytes = self.tied[s] * rc.grad_reduce_bytes
-            self.grad_comm[s].append(
-                self.dp_collective(
-                    s, self._grad_op(), nbytes, [self.last_compute[s]], "grad tied embedding"
-                )
-            )
-        if self.dp_on and not self.overlap:
-            nbytes = (
-                self.reduced_params(stage_params, self.stage_expert_params(s))
-                * rc.grad_reduce_bytes
-            )
-            self.grad_comm[s].append(
-                self.dp_collective(s, self._grad_op(), nbytes, [self.last_compute[s]], "grad all")
-            )
-        opt_params = self.sharded_params(s, stage_params)
-        issue = [self.issue_tid[s]] if self.issue_tid[s] >= 0 else []
-        t_opt = b.add(
-            TaskKind.OPTIMIZER,
-            self.gpu[s],
-            "compute",
-            self.costs.optimizer_time(opt_params, self.inp.optimizer),
-            [self.last_compute[s], *self.grad_comm[s], *issue],
-            label="optimizer",
-        )
-        if self.dp_on and 1 <= rc.sharding.stage <= 2 and not self.gather_early:
-            op, dur = CollectiveOp.ALLGATHER, None
-            if rc.param_sync is ParamSync.OWNER_BROADCAST:
-                ids = [i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-                       for i in seg.layers]  # fmt: skip
-                op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, ids)
-            self.dp_collective(
-                s,
-                op,
-                stage_params * rc.gather_bytes,
-                [t_opt],
-                "param all-gather" if dur is None else "param owner broadcasts",
-                CommKind.ZERO,
-                rc.param_gather.stream,
-                duration_s=dur,
-            )
-
     def notes(self) -> None:
         b = self.b
         if self.zero3:
@@ -1000,82 +674,6 @@ class PipelineLowering(LoweringShortcuts, HiddenCollectives):
             b.notes.append(
                 f"pipeline: {self.P} stages x {self.V} chunks, {self.m_step} micro-batches, one task "
                 "per micro-batch and chunk"
-            )
-
-    def expert_context_notes(self) -> None:
-        """One line per expert / context parallelism: stage 0's transfers per step and what
-        of them is exposed (the rest overlaps the attention kernels); for a MoE model, its total
-        and active parameters and that model FLOP/s count the active FLOP."""
-        plan, wl = self.plan, self.wl
-        routed = None
-        if wl.total_active_params:  # set for a mixture of experts only (no scan of a dense one)
-            routed = next(
-                (
-                    la
-                    for la in distinct_layers(wl.layers)
-                    if la.expert_role is not None and la.experts
-                ),
-                None,
-            )
-        if routed is not None:
-            self.b.notes.append(
-                f"mixture of experts: {wl.total_params / 1e9:.1f} B parameters, "
-                f"{wl.total_active_params / 1e9:.1f} B active (top_k {routed.top_k} of "
-                f"{routed.experts} experts per token); model FLOP/s and MFU count the active FLOP"
-            )
-        for kind, what, size in (
-            (
-                "ep",
-                "expert parallel (token dispatch/combine all-to-all"
-                + (", overlapped with another micro-batch)" if plan.ep_overlap else ")"),
-                plan.ep,
-            ),
-            (
-                "cp",
-                "context parallel (K/V all-gather, not overlapped)"
-                if plan.cp_comm.value == "allgather"
-                else "context parallel (ring attention K/V exchange)",
-                plan.cp,
-            ),
-        ):
-            if size < 2:
-                continue
-            comms = [
-                x
-                for c in range(self.V)
-                for seg in self.chunks[c * self.P].segments
-                for x in seg.ep_cp
-                if x.kind.value == kind
-            ]
-            full = self.m_step * sum(x.full_s for x in comms)
-            exposed = self.m_step * sum(x.duration_s for x in comms)
-            if kind == "ep" and plan.ep_overlap and self.m == self.m_step > 1:
-                # the operations with no partner expose their all-to-alls in full
-                exposed += sum(
-                    x.duration_s
-                    for phase, _, c in self.unpaired(0)
-                    for seg in self.chunks[c * self.P].segments
-                    for x in seg.ep_unpaired
-                    if x.phase == phase
-                ) - sum(
-                    x.duration_s
-                    for phase, _, c in self.unpaired(0)
-                    for seg in self.chunks[c * self.P].segments
-                    for x in seg.ep_cp
-                    if x.phase == phase and x.kind.value == "ep"
-                )
-            self.b.notes.append(
-                f"{what} over {size} ranks: {full * 1e3:.2f} ms of transfers per step on stage 0, "
-                f"{exposed * 1e3:.2f} ms exposed"
-                + (
-                    ""
-                    if kind == "cp" and plan.cp_comm.value == "allgather"
-                    else ", the rest under the attention"
-                    if kind == "cp"
-                    else ", the rest under the other micro-batch's compute"
-                    if plan.ep_overlap
-                    else " (not overlapped)"
-                )
             )
 
     def memory(self) -> tuple[PlanMemory, ...]:
@@ -1219,39 +817,3 @@ def lower_pipeline(
     return PipelineLowering(
         inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=coarse and hidden
     ).lower()
-
-
-def _embedding_grad_allreduce(
-    b: GraphBuilder,
-    costs: Costs,
-    pl: Placement,
-    rc: Recipe,
-    params: int,
-    last_compute: list[int],
-    grad_comm: list[list[int]],
-) -> None:
-    """All-reduce of a tied word embedding's gradient between the first and the last pipeline
-    stage (each TP rank with its own shard; Megatron-LM ``_allreduce_embedding_grads``), after
-    both stages' backward; both stages' optimizers wait for it."""
-    P = len(last_compute)
-    groups = [(pl.gpu(0, 0, t), pl.gpu(0, P - 1, t)) for t in range(pl.tp)]
-    nbytes = params * rc.grad_reduce_bytes
-    dur = costs.concurrent_time(CollectiveOp.ALLREDUCE, nbytes, groups)
-    spec = CommSpec(
-        CollectiveOp.ALLREDUCE, nbytes, groups[0], "auto", CommKind.PP, tuple(groups[1:])
-    )
-    tid = b.add(
-        TaskKind.COLLECTIVE,
-        pl.gpu(0, P - 1, 0),
-        "dp",
-        dur,
-        [last_compute[0], last_compute[P - 1]],
-        label="embedding grad all-reduce",
-        comm=spec,
-    )
-    grad_comm[0].append(tid)
-    grad_comm[P - 1].append(tid)
-    b.notes.append(
-        f"tied word embedding: the last stage holds a copy ({params} parameters); its gradient is "
-        "all-reduced with the first stage after backward"
-    )
