@@ -21,7 +21,7 @@ operation for ``sustain_s`` seconds before timing it, and logs the SM clock, boa
 clock-event (throttle) reasons with every measurement when NVML is available
 (:class:`NvmlTelemetry`; nothing is logged, and nothing fails, without it).
 
-Kept as one module (~1,050 lines, issue 29): the :class:`Backend` interface and its two
+Kept whole (issue 29): this module (~1,050 lines): the :class:`Backend` interface and its two
 implementations read side by side, operation by operation; the torch half runs only on a GPU
 machine, which the development machine is not.
 """

@@ -26,7 +26,7 @@ Objectives (lower score is better):
     money per sample, ``gpus * price_per_gpu_s * iteration_time_s / samples_per_step``
     (matters when several GPU counts are searched).
 
-Long function kept whole: :func:`search_plans` (~125 lines, 60 of them the docstring of its 19
+Kept whole (issue 29): :func:`search_plans` (~125 lines, 60 of them the docstring of its 19
 parameters) is the stage sequence itself; each stage is a function of its own.
 """
 

@@ -14,7 +14,7 @@ in program order, as a CUDA stream) is free and all its dependencies have finish
 
 Results are deterministic: no randomness, ties broken by task id.
 
-Long function kept whole: :func:`periodic_timeline` (~140 lines, 40 of them docstring) checks
+Kept whole (issue 29): :func:`periodic_timeline` (~140 lines, 40 of them docstring) checks
 and extends one short schedule's window in one pass over it.
 """
 

@@ -4,7 +4,7 @@ context-parallel exchange, routed experts' grouped GEMMs and embeddings. The con
 (FLOP, bytes, saved activations, kernels) are :mod:`perfmodel.workload._net`'s; the methods
 use its helpers (``self._add``, ``self._kernel``, ``self._gemm_layer``, ...).
 
-Long function kept whole: :meth:`AttentionLayers.attention` (~150 lines, 60 of them the
+Kept whole (issue 29): :meth:`AttentionLayers.attention` (~150 lines, 60 of them the
 docstring stating each kernel's FLOP and bytes) prices one attention in one formula set.
 """
 

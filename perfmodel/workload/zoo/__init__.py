@@ -4,7 +4,7 @@ Every entry names its reference implementation; parameter counts are tested exac
 (``tests/workload/test_zoo.py``). Model arguments arrive typed (Python, YAML) or as strings (the
 CLI's ``--model-arg key=value``) and are converted to the builder's types here.
 
-Long function kept whole: :func:`build_model` (~125 lines, 40 of them docstring) is the one
+Kept whole (issue 29): :func:`build_model` (~125 lines, 40 of them docstring) is the one
 place model arguments are coerced, checked and handed to a builder, in that order.
 """
 
