@@ -17,8 +17,12 @@ of the code that measured the table, July 2023 (:data:`INTERNEVO_PARAM_OWNERS`: 
 broadcast per tensor once the ZeRO group outnumbers the tensors). The server is
 taken as a DGX-A100-like NVSwitch node (the source names the GPU only) with the stated 4 x 100 Gb
 RoCE NICs; NCCL 2.14, the release of the PyTorch 1.13.1 image InternEvo's ``doc/install.md``
-names at that commit. Not modelled: the attention and output-projection biases of InternLM-7B
-and packed variable-length samples (``pack_sample_into_one=False``).
+names at that commit; that code's apex RMSNorm (re-run in backward) and flash-attention rotary
+kernels (:data:`INTERNEVO_JULY_KERNELS`). Not modelled: the attention and output-projection
+biases of InternLM-7B, packed variable-length samples (``pack_sample_into_one=False``), the
+``torch.cuda.synchronize()`` before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py``
+line 404) and the separate gate and up projections (two tensor-parallel all-reduces in backward
+where the model's fused ``fc1`` has one).
 
 Errors are signed, ``predicted / measured - 1``. Nothing here feeds the model.
 """
@@ -63,6 +67,14 @@ INTERNEVO_NCCL = "2.14"
 #: walk (``ParamBcastSyncHandler``) arrived on 2023-08-23 (InternEvo ``3266432``).
 INTERNEVO_PARAM_OWNERS = "size-greedy"
 
+#: The kernels of that code beside PyTorch eager (software options of the ``internevo`` preset):
+#: its layer normalises ``residual.float()`` with apex ``MixedFusedRMSNorm`` and re-runs the
+#: dropout, residual add and norm in backward (``dropout_selective_checkpoint``), and rotates the
+#: queries and keys with flash-attention's in-place ``rotary_emb`` kernel (InternLM ``fa7337b``
+#: ``internlm/model/modeling_internlm.py`` lines 8, 68-75, 186-210; ``internlm/model/
+#: embedding.py`` lines 62-110; apex 23.05 and flash-attention v1.0.5 per ``doc/en/install.md``).
+INTERNEVO_JULY_KERNELS = {"apex_rms_norm": True, "fused_rope": True}
+
 
 def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
     """A :class:`Scenario` for an InternEvo row, or why it is skipped."""
@@ -91,7 +103,7 @@ def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
         precision="bf16",
         optimizer="adamw",
         software="internevo",
-        software_options={"param_owners": INTERNEVO_PARAM_OWNERS},
+        software_options={"param_owners": INTERNEVO_PARAM_OWNERS, **INTERNEVO_JULY_KERNELS},
         sequence_parallel=False,
         fidelity="analytic",
     )

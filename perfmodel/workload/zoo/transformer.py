@@ -26,7 +26,14 @@ from perfmodel._enum import parse_enum, snake, squash
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
-from perfmodel.workload.kernels import OPS, Fusion, op_kernels, repeat_kv_kernels
+from perfmodel.workload.kernels import (
+    APEX_MIXED_RMS_NORM,
+    FLASH_ATTN_ROTARY,
+    OPS,
+    Fusion,
+    op_kernels,
+    repeat_kv_kernels,
+)
 from perfmodel.workload.layers import CommPoint, GemmShape, KernelClass, LayerCost, LayerKind
 from perfmodel.workload.window import AttentionWindow
 
@@ -133,18 +140,21 @@ def block_norm(
     are the same traffic): :meth:`Net.norm`. RMSNorm in PyTorch eager is the written-out
     ``x * rsqrt(x.pow(2).mean(-1) + eps)`` of torchtitan's ``RMSNorm`` (eight kernels forward,
     fourteen backward, :data:`perfmodel.workload.kernels.OPS` ``rms_norm``); compiled or under
-    Transformer Engine it is one fused kernel like LayerNorm. ``accumulate``: the norm's input
+    Transformer Engine it is one fused kernel like LayerNorm; a recipe with
+    ``apex_rms_norm`` runs InternLM's July 2023 norm
+    (:data:`~perfmodel.workload.kernels.APEX_MIXED_RMS_NORM`). ``accumulate``: the norm's input
     also feeds the residual skip, whose gradient is summed with the norm's (one add kernel,
     ``3 el`` elements).
     """
-    if not (cfg.rms_norm and net.kernels.fusion is Fusion.EAGER):
+    apex = cfg.rms_norm and net.kernels.apex_rms_norm
+    if not (cfg.rms_norm and net.kernels.fusion is Fusion.EAGER) and not apex:
         net.norm(name, x, params=params, shard=shard, rms=cfg.rms_norm, accumulate=accumulate)
         return
     el = numel(x) / shard
     a = net.act_bytes
     net.op_layer(
         name,
-        OPS["rms_norm"][Fusion.EAGER],
+        APEX_MIXED_RMS_NORM if apex else OPS["rms_norm"][Fusion.EAGER],
         el,
         output_shape=tuple(x),
         flop=(4.0 * el, 8.0 * el),
@@ -280,7 +290,7 @@ def self_attention(
             )
     fusion = net.kernels.fusion
     if cfg.rope:  # on the queries and keys of this rank (after any all-gather)
-        rope = op_kernels("rope", fusion)
+        rope = FLASH_ATTN_ROTARY if net.kernels.fused_rope else op_kernels("rope", fusion)
         assert rope is not None
         qk_el = float(b * s * (heads_l + kv_l) * d)
         net.op_layer(f"{name}.rope", rope, qk_el, output_shape=(b, s, heads_l, d),
