@@ -18,9 +18,8 @@ broadcast per tensor once the ZeRO group outnumbers the tensors). The server is
 taken as a DGX-A100-like NVSwitch node (the source names the GPU only) with the stated 4 x 100 Gb
 RoCE NICs; NCCL 2.14, the release of the PyTorch 1.13.1 image InternEvo's ``doc/install.md``
 names at that commit; that code's apex RMSNorm (re-run in backward) and flash-attention rotary
-kernels (:data:`INTERNEVO_JULY_KERNELS`). Not modelled: the attention and output-projection
-biases of InternLM-7B, packed variable-length samples (``pack_sample_into_one=False``), the
-``torch.cuda.synchronize()`` before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py``
+kernels (:data:`INTERNEVO_JULY_KERNELS`); InternLM-7B's attention biases. Not modelled: packed
+variable-length samples (``pack_sample_into_one=False``), the ``torch.cuda.synchronize()`` before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py``
 line 404) and the separate gate and up projections (two tensor-parallel all-reduces in backward
 where the model's fused ``fc1`` has one).
 
@@ -42,7 +41,10 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.units import GB, GiB
 
 #: InternLM-7B (InternEvo ``configs/7B_sft.py``: HIDDEN_SIZE 4096, NUM_ATTENTION_HEAD 32,
-#: NUM_LAYER 32, MLP_RATIO 8/3 rounded to 11008, VOCAB_SIZE 103168, SEQ_LEN 2048).
+#: NUM_LAYER 32, MLP_RATIO 8/3 rounded to 11008, VOCAB_SIZE 103168, SEQ_LEN 2048), with biases on
+#: the attention's ``Wqkv`` and ``out_proj`` (InternLM ``fa7337b``
+#: ``internlm/model/multi_head_attention.py`` lines 78-97: ``bias=True``, and flash-attention's
+#: ``RowParallelLinear`` default) and none in the MLP (``modeling_internlm.py`` ``bias=False``).
 INTERNLM_7B = {
     "hidden": 4096,
     "layers": 32,
@@ -51,6 +53,7 @@ INTERNLM_7B = {
     "ffn_hidden": 11008,
     "vocab": 103168,
     "seq_len": 2048,
+    "attn_bias": True,
 }
 
 #: NCCL of the PyTorch 1.13.1 + CUDA 11.7 image (``internlm/internlm:torch1.13.1-cuda11.7.1``)

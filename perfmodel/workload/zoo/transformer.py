@@ -64,6 +64,11 @@ class TransformerConfig:
     """Norm of each query and key head over its ``head_dim`` channels before attention (Qwen3,
     OLMo 2; Megatron ``--qk-layernorm``): ``head_dim`` weights each (``2 head_dim`` for
     LayerNorm)."""
+    attn_bias: bool | None = None
+    """Biases on the attention's QKV and output projections when they differ from ``bias``
+    (InternLM-7B: ``MHA.Wqkv`` and ``out_proj`` with biases, the MLP without, InternLM
+    ``fa7337b`` ``internlm/model/multi_head_attention.py`` lines 78-97 and
+    ``modeling_internlm.py`` ``bias=False`` for ``FeedForward``); ``None``: ``bias``."""
     rope: bool = False
     """Rotary position embedding (Su et al. 2021) applied to the queries and keys of every
     layer: memory-bound kernels of their own (:data:`perfmodel.workload.kernels.OPS` ``rope``)."""
@@ -272,12 +277,13 @@ def self_attention(
     heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
     a = net.act_bytes
     x: Shape = (b, s, h)
+    attn_bias = cfg.bias if cfg.attn_bias is None else cfg.attn_bias
     _column_linear(
         net,
         f"{name}.qkv",
         x,
         cfg.q_width + 2 * cfg.kv_heads * d,
-        bias=cfg.bias,
+        bias=attn_bias,
         input_shard=net.seq_shard,
     )
     if cfg.qk_norm:  # on the full sequence (after the sequence-parallel all-gather)
@@ -323,7 +329,7 @@ def self_attention(
             saved_bytes=(b * heads_l * s * s + kv_el) * a,
             recomputable_bytes=float(b * heads_l * s * s * a),
         )
-    _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=cfg.bias)
+    _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=attn_bias)
 
 
 def dense_mlp(
@@ -529,6 +535,7 @@ def gpt(
     mlp: str = "gelu",
     norm: str = "layernorm",
     bias: bool = True,
+    attn_bias: bool | None = None,
     position: str = "learned",
     seq_len: int = 1024,
     vocab: int = 50257,
@@ -593,6 +600,7 @@ def gpt(
         gated_mlp=gated,
         squared_relu=mlp_kind is Mlp.RELU2,
         bias=bool(bias),
+        attn_bias=None if attn_bias is None else bool(attn_bias),
         dropout=dropout,
         flash_attention=flash_attention,
         head_size=head_dim,
@@ -664,11 +672,13 @@ def llama(
     vocab: int = 32000,
     tied_embeddings: bool = False,
     flash_attention: bool = True,
+    attn_bias: bool = False,
 ) -> TransformerConfig:
     """Llama-style decoder (Touvron et al. 2023): :func:`gpt` with RMSNorm, rotary positions
     (no parameters), grouped-query attention with ``kv_heads`` (default ``heads``), SwiGLU MLP of
-    width ``ffn_hidden``, no biases, no dropout, untied LM head. Defaults are Llama-2-7B
-    (6,738,415,616 parameters)."""
+    width ``ffn_hidden``, no biases (``attn_bias``: on the QKV and output projections, as
+    InternLM-7B), no dropout, untied LM head. Defaults are Llama-2-7B (6,738,415,616
+    parameters)."""
     return gpt(
         net,
         hidden=hidden,
@@ -681,6 +691,7 @@ def llama(
         mlp=Mlp.SWIGLU,
         norm=Norm.RMSNORM,
         bias=False,
+        attn_bias=attn_bias,
         position=Position.ROPE,
         seq_len=seq_len,
         vocab=vocab,
