@@ -19,9 +19,18 @@ taken as a DGX-A100-like NVSwitch node (the source names the GPU only) with the 
 RoCE NICs; NCCL 2.14, the release of the PyTorch 1.13.1 image InternEvo's ``doc/install.md``
 names at that commit; that code's apex RMSNorm (re-run in backward) and flash-attention rotary
 kernels (:data:`INTERNEVO_JULY_KERNELS`); InternLM-7B's attention biases. Not modelled: packed
-variable-length samples (``pack_sample_into_one=False``), the ``torch.cuda.synchronize()`` before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py``
-line 404) and the separate gate and up projections (two tensor-parallel all-reduces in backward
-where the model's fused ``fc1`` has one).
+variable-length samples (``pack_sample_into_one=False``); that code's attention kernels,
+flash-attention v1.0.5 (FlashAttention-1: ``fa7337b`` ``doc/en/install.md``; submodule
+``eff9fe6b`` from ``6150e4d`` on; the docker image ``torch1.13-cuda11.7-flashatten1.0.5`` of
+``26205c1``), which the preset's FlashAttention-2 stands in for; flash-attention's
+``FusedDenseFunc`` backward (``eff9fe6b`` ``flash_attn/ops/fused_dense.py`` lines 94-109), which
+all-reduces each column-parallel input gradient (``Wqkv``, ``w1``, ``w2``: three per layer)
+asynchronously beside its own weight-gradient GEMM, where the model charges two on the compute
+stream (the row-parallel forward all-reduces are synchronous, lines 185-186, as modelled), and
+the output projection's bias on tensor-parallel rank 0 only (lines 173-174); the ``torch.cuda.synchronize()``
+before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py`` line 404: with the model's
+bucket times it delays no step end by more than 5 ms) and the bucket's flatten and unflatten
+copies; the fused cross-entropy of ``flash_attn.losses``.
 
 Errors are signed, ``predicted / measured - 1``. Nothing here feeds the model.
 """
