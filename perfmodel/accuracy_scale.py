@@ -17,8 +17,20 @@ of the code that measured the table, July 2023 (:data:`INTERNEVO_PARAM_OWNERS`: 
 broadcast per tensor once the ZeRO group outnumbers the tensors). The server is
 taken as a DGX-A100-like NVSwitch node (the source names the GPU only) with the stated 4 x 100 Gb
 RoCE NICs; NCCL 2.14, the release of the PyTorch 1.13.1 image InternEvo's ``doc/install.md``
-names at that commit. Not modelled: the attention and output-projection biases of InternLM-7B
-and packed variable-length samples (``pack_sample_into_one=False``).
+names at that commit; that code's apex RMSNorm (re-run in backward) and flash-attention rotary
+kernels (:data:`INTERNEVO_JULY_KERNELS`); InternLM-7B's attention biases. Not modelled: packed
+variable-length samples (``pack_sample_into_one=False``); that code's attention kernels,
+flash-attention v1.0.5 (FlashAttention-1: ``fa7337b`` ``doc/en/install.md``; submodule
+``eff9fe6b`` from ``6150e4d`` on; the docker image ``torch1.13-cuda11.7-flashatten1.0.5`` of
+``26205c1``), which the preset's FlashAttention-2 stands in for; flash-attention's
+``FusedDenseFunc`` backward (``eff9fe6b`` ``flash_attn/ops/fused_dense.py`` lines 94-109), which
+all-reduces each column-parallel input gradient (``Wqkv``, ``w1``, ``w2``: three per layer)
+asynchronously beside its own weight-gradient GEMM, where the model charges two on the compute
+stream (the row-parallel forward all-reduces are synchronous, lines 185-186, as modelled), and
+the output projection's bias on tensor-parallel rank 0 only (lines 173-174); the ``torch.cuda.synchronize()``
+before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py`` line 404: with the model's
+bucket times it delays no step end by more than 5 ms) and the bucket's flatten and unflatten
+copies; the fused cross-entropy of ``flash_attn.losses``.
 
 Errors are signed, ``predicted / measured - 1``. Nothing here feeds the model.
 """
@@ -38,7 +50,10 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.units import GB, GiB
 
 #: InternLM-7B (InternEvo ``configs/7B_sft.py``: HIDDEN_SIZE 4096, NUM_ATTENTION_HEAD 32,
-#: NUM_LAYER 32, MLP_RATIO 8/3 rounded to 11008, VOCAB_SIZE 103168, SEQ_LEN 2048).
+#: NUM_LAYER 32, MLP_RATIO 8/3 rounded to 11008, VOCAB_SIZE 103168, SEQ_LEN 2048), with biases on
+#: the attention's ``Wqkv`` and ``out_proj`` (InternLM ``fa7337b``
+#: ``internlm/model/multi_head_attention.py`` lines 78-97: ``bias=True``, and flash-attention's
+#: ``RowParallelLinear`` default) and none in the MLP (``modeling_internlm.py`` ``bias=False``).
 INTERNLM_7B = {
     "hidden": 4096,
     "layers": 32,
@@ -47,6 +62,7 @@ INTERNLM_7B = {
     "ffn_hidden": 11008,
     "vocab": 103168,
     "seq_len": 2048,
+    "attn_bias": True,
 }
 
 #: NCCL of the PyTorch 1.13.1 + CUDA 11.7 image (``internlm/internlm:torch1.13.1-cuda11.7.1``)
@@ -62,6 +78,14 @@ INTERNEVO_NCCL = "2.14"
 #: ``internlm/solver/optimizer/hybrid_zero_optim.py`` lines 272-290) partitions by size; the module
 #: walk (``ParamBcastSyncHandler``) arrived on 2023-08-23 (InternEvo ``3266432``).
 INTERNEVO_PARAM_OWNERS = "size-greedy"
+
+#: The kernels of that code beside PyTorch eager (software options of the ``internevo`` preset):
+#: its layer normalises ``residual.float()`` with apex ``MixedFusedRMSNorm`` and re-runs the
+#: dropout, residual add and norm in backward (``dropout_selective_checkpoint``), and rotates the
+#: queries and keys with flash-attention's in-place ``rotary_emb`` kernel (InternLM ``fa7337b``
+#: ``internlm/model/modeling_internlm.py`` lines 8, 68-75, 186-210; ``internlm/model/
+#: embedding.py`` lines 62-110; apex 23.05 and flash-attention v1.0.5 per ``doc/en/install.md``).
+INTERNEVO_JULY_KERNELS = {"apex_rms_norm": True, "fused_rope": True}
 
 
 def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
@@ -91,7 +115,7 @@ def map_training_row(row: Mapping[str, Any]) -> Scenario | str:
         precision="bf16",
         optimizer="adamw",
         software="internevo",
-        software_options={"param_owners": INTERNEVO_PARAM_OWNERS},
+        software_options={"param_owners": INTERNEVO_PARAM_OWNERS, **INTERNEVO_JULY_KERNELS},
         sequence_parallel=False,
         fidelity="analytic",
     )

@@ -145,7 +145,9 @@ def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple
     ``layers``, in order): one tensor per layer with parameters, two equal ones for a gated MLP's
     fused input projection (a linear layer followed by its ``swiglu``: the zoo's ``fc1`` holds
     the gate and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
-    ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44).
+    ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44); a linear layer's
+    bias (its parameters beyond the GEMM's ``k x n`` weight) is a tensor of its own, as
+    ``nn.Linear`` keeps it (InternLM-7B's ``Wqkv.bias`` and ``out_proj.bias``).
 
     >>> def layer(name, kind, params):
     ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, ())
@@ -159,6 +161,9 @@ def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple
         p = float(layers[i].params)
         if p <= 0:
             continue
+        g = layers[i].gemm
+        bias = p - g.k * g.n if layers[i].kind is LayerKind.LINEAR and g is not None else 0.0
+        p -= max(bias, 0.0)
         nxt = layers[i + 1] if i + 1 < len(layers) else None
         gated = (
             layers[i].kind is LayerKind.LINEAR
@@ -167,6 +172,8 @@ def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple
             and nxt.name.endswith("swiglu")
         )
         out.extend([(i, p / 2), (i, p / 2)] if gated else [(i, p)])
+        if bias > 0:
+            out.extend([(i, bias / 2), (i, bias / 2)] if gated else [(i, bias)])
     return out
 
 

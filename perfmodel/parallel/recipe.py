@@ -321,6 +321,8 @@ class Recipe:
     moe_quant_padding: bool = False
     optimizer_dtype: DType = DType.FP32
     activation_offload_layers: int = 0
+    apex_rms_norm: bool = False
+    fused_rope: bool = False
 
     @property
     def compute(self) -> ComputeRecipe:
@@ -396,6 +398,8 @@ class Recipe:
             weight_cast_share=share,
             moe_sort_chunks=self.moe_sort_chunks,
             moe_quant_padding=self.moe_quant_padding,
+            apex_rms_norm=self.apex_rms_norm,
+            fused_rope=self.fused_rope,
         )
 
     @property
@@ -630,6 +634,8 @@ def build_recipe(
         sources=tuple(preset.sources),
         optimizer_dtype=preset.optimizer_dtype,
         activation_offload_layers=preset.activation_offload_layers,
+        apex_rms_norm=preset.apex_rms_norm,
+        fused_rope=preset.fused_rope,
         **_moe_local_copies(fusion, fp8, plan),
     )
 

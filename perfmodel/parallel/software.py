@@ -507,6 +507,19 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "(overlap_sync_param=False; InternLM/InternEvo before 2023-08-23)",
         ),
         SoftwareOption(
+            "apex_rms_norm",
+            "bool",
+            (),
+            "RMSNorm as apex MixedFusedRMSNorm on the FP32-cast residual, re-run in backward "
+            "(InternLM fa7337b, July 2023)",
+        ),
+        SoftwareOption(
+            "fused_rope",
+            "bool",
+            (),
+            "rotary embedding as flash-attention's in-place rotary_emb kernel (InternLM fa7337b)",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),

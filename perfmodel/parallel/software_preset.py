@@ -264,6 +264,9 @@ class SoftwarePreset:
         The kernels a transformer block launches (:class:`~perfmodel.workload.kernels.Fusion`):
         ``eager`` (PyTorch eager, the default), ``te`` (Megatron with Transformer Engine /
         Megatron's fused kernels). ``Scenario.compile`` turns a compilable stack to ``compile``.
+    apex_rms_norm, fused_rope
+        Norms and rotary embeddings run as CUDA extensions beside the fusion mode's other
+        kernels (:class:`~perfmodel.workload.kernels.KernelRecipe`; InternLM July 2023).
     fp8_recipe
         The FP8 recipe ``--precision fp8`` assumes on this stack
         (:class:`~perfmodel.workload.kernels.Fp8Recipe`; ``--fp8-recipe`` chooses another):
@@ -329,6 +332,8 @@ class SoftwarePreset:
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
     fusion: Fusion = Fusion.EAGER
+    apex_rms_norm: bool = False
+    fused_rope: bool = False
     fp8_recipe: Fp8Recipe = Fp8Recipe.TE_DELAYED
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
     grad_clip: GradClip = GradClip.NONE

@@ -358,6 +358,55 @@ OPS: dict[str, dict[Fusion, OpKernels]] = {
 }
 
 
+_INTERNLM_JULY = (
+    "InternLM/InternLM fa7337b (2023-07-06, the code of InternEvo's train_performance table)"
+)
+
+#: RMSNorm as InternLM's July 2023 layer runs it (``_dropout_and_norm_attn`` /
+#: ``_dropout_and_norm_ffn``, ``internlm/model/modeling_internlm.py`` lines 186-210 at
+#: ``fa7337b``): ``norm(residual.float())`` with apex's ``MixedFusedRMSNorm`` (line 8; apex 23.05,
+#: ``doc/en/install.md``), whose output takes the dtype of its 16-bit weight
+#: (``csrc/layer_norm_cuda.cpp`` ``rms_norm_affine_mixed_dtypes``: ``output`` in ``gamma``'s
+#: dtype); the backward's ``dx`` has the FP32 input's dtype and the cast's backward takes it back
+#: to 16 bit. The dropout (``drop_rate=0``: ATen returns the input), the residual add and the
+#: norm run inside ``activation_checkpoint`` (``dropout_selective_checkpoint=True`` by default
+#: with ``checkpoint=False``, lines 68-75): their forward is re-run in backward; the re-run
+#: residual add (one of the two norms of a layer has one) is charged to the norm at half.
+#: Per element of the norm's input.
+APEX_MIXED_RMS_NORM = OpKernels(
+    KernelClass.NORM,
+    fwd=(
+        _k("residual.float()", ra=1, wf=1, cast=True),
+        _k("apex rms_norm_affine_mixed_dtypes fwd", rf=1, wa=1),
+    ),
+    bwd=(
+        _k("recompute: residual add (one norm in two)", ra=1, wa=0.5),
+        _k("recompute: residual.float()", ra=1, wf=1, cast=True),
+        _k("recompute: apex rms_norm fwd", rf=1, wa=1),
+        _k("apex cuComputeGradInput (dx in FP32)", ra=1, rf=1, wf=1),
+        _k("apex cuComputePartGradGammaBeta", ra=1, rf=1),
+        _k("apex cuComputeGradGammaBeta"),
+        _k("float() backward", rf=1, wa=1, cast=True),
+    ),
+    source=f"{_INTERNLM_JULY} internlm/model/modeling_internlm.py: apex.normalization."
+    "fused_layer_norm.MixedFusedRMSNorm on residual.float(), re-run in backward "
+    "(dropout_selective_checkpoint); apex 23.05 csrc/layer_norm_cuda_kernel.cu",
+)
+
+#: Rotary embedding as InternLM's July 2023 attention runs it: flash-attention's CUDA extension
+#: ``rotary_emb.apply_rotary`` in place on the query and key halves of the packed ``qkv``
+#: (``internlm/model/embedding.py`` lines 62-110 at ``fa7337b``, ``ApplyRotaryEmbQKV_``; forward
+#: and backward one kernel each, reading and writing each rotated element once; flash-attention
+#: v1.0.5, ``doc/en/install.md``). Per element of the rotated queries and keys.
+FLASH_ATTN_ROTARY = OpKernels(
+    KernelClass.ROPE,
+    fwd=(_k("rotary_emb.apply_rotary (in place)", ra=1, wa=1),),
+    bwd=(_k("rotary_emb.apply_rotary conj (in place)", ra=1, wa=1),),
+    source=f"{_INTERNLM_JULY} internlm/model/embedding.py ApplyRotaryEmbQKV_ "
+    "(flash-attention v1.0.5 csrc/rotary)",
+)
+
+
 def op_kernels(op: str, fusion: Fusion) -> OpKernels | None:
     """``OPS[op][fusion]``, or ``None`` where the stack launches no kernel for ``op`` (TE has
     no attention-output copy: its ``sbhd`` layout is contiguous)."""
@@ -652,6 +701,13 @@ class KernelRecipe:
         ``Fp8Padding``/``Fp8Unpadding``, unless the router or the Hybrid-EP dispatcher padded
         already, ``moe_utils.skip_routed_expert_padding`` at 4415119): a copy of the routed rows
         each way, in forward and backward.
+    apex_rms_norm
+        RMSNorms run as InternLM's July 2023 layer runs them (:data:`APEX_MIXED_RMS_NORM`:
+        apex ``MixedFusedRMSNorm`` on the FP32-cast residual, re-run in backward) instead of the
+        fusion mode's.
+    fused_rope
+        Rotary embeddings run as one in-place CUDA kernel each way (:data:`FLASH_ATTN_ROTARY`,
+        flash-attention's ``rotary_emb`` extension) instead of the fusion mode's.
     """
 
     fusion: Fusion = Fusion.EAGER
@@ -661,6 +717,8 @@ class KernelRecipe:
     weight_cast_share: float = 1.0
     moe_sort_chunks: bool = False
     moe_quant_padding: bool = False
+    apex_rms_norm: bool = False
+    fused_rope: bool = False
 
 
 def fp8_linear(layer: LayerCost) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -248,3 +249,32 @@ def test_gated_fc1_is_two_tensors() -> None:
     assert halves == [fc1.params / 2, fc1.params / 2]
     owners = size_greedy_owner_ranks([p for _, p in tensors], 1024)
     assert len(tensor_owner_bytes(ids, tensors, owners, 2.0)) == len(tensors)
+
+
+def test_linear_bias_is_a_tensor_of_its_own() -> None:
+    """A biased linear layer lists its weight (``k x n`` of its GEMM) and its bias as two
+    tensors; InternLM-7B with attention biases (the InternEvo mapping) then has the 291 tensors
+    of ``test_internlm_7b_owners``' list (227 without them), of the same sizes."""
+    from perfmodel.accuracy_scale import INTERNLM_7B
+
+    h, f, v = 4096, 11008, 103168
+    block = [3 * h * h, 3 * h, h * h, h, h, h, f * h, f * h, f * h]
+    want = sorted([v * h, *block * 32, h, v * h])
+    sc = Scenario(
+        system="dgx-a100",
+        model="llama",
+        model_args=dict(INTERNLM_7B),
+        global_batch=8,
+        microbatch=1,
+        precision="bf16",
+        optimizer="adamw",
+        software="internevo",
+        dp=8,
+        fidelity="analytic",
+    )
+    wl, _ = step_workload(sc, resolve(sc), None)
+    got = layer_tensors(wl.layers, range(len(wl.layers)))
+    assert sorted(p for _, p in got) == want
+    no_bias = dataclasses.replace(sc, model_args={**INTERNLM_7B, "attn_bias": False})
+    wl0, _ = step_workload(no_bias, resolve(no_bias), None)
+    assert len(layer_tensors(wl0.layers, range(len(wl0.layers)))) == 227

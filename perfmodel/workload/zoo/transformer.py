@@ -26,7 +26,14 @@ from perfmodel._enum import parse_enum, snake, squash
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
-from perfmodel.workload.kernels import OPS, Fusion, op_kernels, repeat_kv_kernels
+from perfmodel.workload.kernels import (
+    APEX_MIXED_RMS_NORM,
+    FLASH_ATTN_ROTARY,
+    OPS,
+    Fusion,
+    op_kernels,
+    repeat_kv_kernels,
+)
 from perfmodel.workload.layers import CommPoint, GemmShape, KernelClass, LayerCost, LayerKind
 from perfmodel.workload.window import AttentionWindow
 
@@ -57,6 +64,11 @@ class TransformerConfig:
     """Norm of each query and key head over its ``head_dim`` channels before attention (Qwen3,
     OLMo 2; Megatron ``--qk-layernorm``): ``head_dim`` weights each (``2 head_dim`` for
     LayerNorm)."""
+    attn_bias: bool | None = None
+    """Biases on the attention's QKV and output projections when they differ from ``bias``
+    (InternLM-7B: ``MHA.Wqkv`` and ``out_proj`` with biases, the MLP without, InternLM
+    ``fa7337b`` ``internlm/model/multi_head_attention.py`` lines 78-97 and
+    ``modeling_internlm.py`` ``bias=False`` for ``FeedForward``); ``None``: ``bias``."""
     rope: bool = False
     """Rotary position embedding (Su et al. 2021) applied to the queries and keys of every
     layer: memory-bound kernels of their own (:data:`perfmodel.workload.kernels.OPS` ``rope``)."""
@@ -133,18 +145,21 @@ def block_norm(
     are the same traffic): :meth:`Net.norm`. RMSNorm in PyTorch eager is the written-out
     ``x * rsqrt(x.pow(2).mean(-1) + eps)`` of torchtitan's ``RMSNorm`` (eight kernels forward,
     fourteen backward, :data:`perfmodel.workload.kernels.OPS` ``rms_norm``); compiled or under
-    Transformer Engine it is one fused kernel like LayerNorm. ``accumulate``: the norm's input
+    Transformer Engine it is one fused kernel like LayerNorm; a recipe with
+    ``apex_rms_norm`` runs InternLM's July 2023 norm
+    (:data:`~perfmodel.workload.kernels.APEX_MIXED_RMS_NORM`). ``accumulate``: the norm's input
     also feeds the residual skip, whose gradient is summed with the norm's (one add kernel,
     ``3 el`` elements).
     """
-    if not (cfg.rms_norm and net.kernels.fusion is Fusion.EAGER):
+    apex = cfg.rms_norm and net.kernels.apex_rms_norm
+    if not (cfg.rms_norm and net.kernels.fusion is Fusion.EAGER) and not apex:
         net.norm(name, x, params=params, shard=shard, rms=cfg.rms_norm, accumulate=accumulate)
         return
     el = numel(x) / shard
     a = net.act_bytes
     net.op_layer(
         name,
-        OPS["rms_norm"][Fusion.EAGER],
+        APEX_MIXED_RMS_NORM if apex else OPS["rms_norm"][Fusion.EAGER],
         el,
         output_shape=tuple(x),
         flop=(4.0 * el, 8.0 * el),
@@ -262,12 +277,13 @@ def self_attention(
     heads_l, kv_l = cfg.heads // tp, cfg.kv_heads // tp
     a = net.act_bytes
     x: Shape = (b, s, h)
+    attn_bias = cfg.bias if cfg.attn_bias is None else cfg.attn_bias
     _column_linear(
         net,
         f"{name}.qkv",
         x,
         cfg.q_width + 2 * cfg.kv_heads * d,
-        bias=cfg.bias,
+        bias=attn_bias,
         input_shard=net.seq_shard,
     )
     if cfg.qk_norm:  # on the full sequence (after the sequence-parallel all-gather)
@@ -280,7 +296,7 @@ def self_attention(
             )
     fusion = net.kernels.fusion
     if cfg.rope:  # on the queries and keys of this rank (after any all-gather)
-        rope = op_kernels("rope", fusion)
+        rope = FLASH_ATTN_ROTARY if net.kernels.fused_rope else op_kernels("rope", fusion)
         assert rope is not None
         qk_el = float(b * s * (heads_l + kv_l) * d)
         net.op_layer(f"{name}.rope", rope, qk_el, output_shape=(b, s, heads_l, d),
@@ -313,7 +329,7 @@ def self_attention(
             saved_bytes=(b * heads_l * s * s + kv_el) * a,
             recomputable_bytes=float(b * heads_l * s * s * a),
         )
-    _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=cfg.bias)
+    _row_linear(net, f"{name}.attn_out", (b, s, heads_l * d * tp), h, bias=attn_bias)
 
 
 def dense_mlp(
@@ -519,6 +535,7 @@ def gpt(
     mlp: str = "gelu",
     norm: str = "layernorm",
     bias: bool = True,
+    attn_bias: bool | None = None,
     position: str = "learned",
     seq_len: int = 1024,
     vocab: int = 50257,
@@ -583,6 +600,7 @@ def gpt(
         gated_mlp=gated,
         squared_relu=mlp_kind is Mlp.RELU2,
         bias=bool(bias),
+        attn_bias=None if attn_bias is None else bool(attn_bias),
         dropout=dropout,
         flash_attention=flash_attention,
         head_size=head_dim,
@@ -654,11 +672,13 @@ def llama(
     vocab: int = 32000,
     tied_embeddings: bool = False,
     flash_attention: bool = True,
+    attn_bias: bool = False,
 ) -> TransformerConfig:
     """Llama-style decoder (Touvron et al. 2023): :func:`gpt` with RMSNorm, rotary positions
     (no parameters), grouped-query attention with ``kv_heads`` (default ``heads``), SwiGLU MLP of
-    width ``ffn_hidden``, no biases, no dropout, untied LM head. Defaults are Llama-2-7B
-    (6,738,415,616 parameters)."""
+    width ``ffn_hidden``, no biases (``attn_bias``: on the QKV and output projections, as
+    InternLM-7B), no dropout, untied LM head. Defaults are Llama-2-7B (6,738,415,616
+    parameters)."""
     return gpt(
         net,
         hidden=hidden,
@@ -671,6 +691,7 @@ def llama(
         mlp=Mlp.SWIGLU,
         norm=Norm.RMSNORM,
         bias=False,
+        attn_bias=attn_bias,
         position=Position.ROPE,
         seq_len=seq_len,
         vocab=vocab,
