@@ -418,6 +418,8 @@ def _run_search(args: argparse.Namespace) -> int:
         why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
         pruned = f" (pruned: {why})" if why else ""
         return error_exit(f"no feasible plan among {res.enumerated} enumerated{pruned}")
+    if res.unconfirmed:  # screen-only rows are not a ranking: no winner, exit 2
+        return error_exit(res.unconfirmed)
     return 0
 
 
