@@ -98,6 +98,10 @@ class NcclEnv:
     variables: tuple[tuple[str, str], ...] = ()
     where: str = field(default="", compare=False)
 
+    def __bool__(self) -> bool:
+        """Whether any variable is stated (:data:`DEFAULT_ENV`, none, is false)."""
+        return bool(self.variables)
+
     @property
     def default(self) -> bool:
         """Whether nothing is switched off or forced on (NCCL's own choice, unchanged)."""
@@ -199,6 +203,47 @@ class NcclEnv:
             variables=tuple(sorted(stated.items())),
             where=where,
         )
+
+    @classmethod
+    def of(cls, value: Any, *, where: str = "scenario.nccl_env") -> NcclEnv:
+        """The environment of any form a scenario states it in, parsed once: an
+        :class:`NcclEnv` as it is (keeping where it was stated), a table
+        ``{NCCL_ALGO = "^NVLS"}`` (a scenario file), ``NAME=VALUE`` texts (``--nccl-env``,
+        repeatable: a later one of a name wins), ``(name, value)`` pairs (what
+        :meth:`~perfmodel.scenario.Scenario.to_dict` writes); ``None`` is none. Anything else
+        is a :class:`~perfmodel.errors.ConfigError` naming ``where``.
+
+        >>> env = NcclEnv.of(["NCCL_PROTO=^LL128"], where="--nccl-env")
+        >>> NcclEnv.of(env) is env, NcclEnv.of([("NCCL_PROTO", "^LL128")]) == env, env.where
+        (True, True, '--nccl-env')
+        """
+        if isinstance(value, NcclEnv):
+            return value
+        if value is None:
+            return DEFAULT_ENV
+        if isinstance(value, Mapping):
+            pairs = list(value.items())
+        elif isinstance(value, list | tuple):
+            pairs = []
+            for item in value:
+                if isinstance(item, str):
+                    pairs += split_assignments([item], where=where)
+                elif isinstance(item, list | tuple) and len(item) == 2:
+                    pairs.append((item[0], item[1]))
+                else:
+                    raise ConfigError(
+                        f"{where}: {item!r}: expected NAME=VALUE or a (name, value) pair",
+                        value=item,
+                        where=where,
+                    )
+        else:
+            raise ConfigError(
+                f'{where}: expected a table of NCCL_* = "value" or a list of NAME=VALUE, '
+                f"got {value!r}",
+                value=value,
+                where=where,
+            )
+        return cls.parse(pairs, where=where)
 
     @classmethod
     def parse_assignments(cls, items: Iterable[str], *, where: str = "--nccl-env") -> NcclEnv:

@@ -241,11 +241,12 @@ def test_scenario_key_round_trips_through_toml(tmp_path) -> None:
         'nccl_env = { NCCL_NVLS_ENABLE = "0", NCCL_PROTO = "^LL128" }\n'
     )
     sc = Scenario.from_dict(load_toml(f), where=str(f))
-    assert sc.nccl_env == (("NCCL_NVLS_ENABLE", "0"), ("NCCL_PROTO", "^LL128"))
+    assert sc.nccl_env.variables == (("NCCL_NVLS_ENABLE", "0"), ("NCCL_PROTO", "^LL128"))
+    assert sc.nccl_env.where == f"{f}: nccl_env"  # parsed once, naming the file
     again = Scenario.from_dict(sc.to_dict())
     assert again == sc and again.content_hash() == sc.content_hash()
     env = nccl_env_of(topology_of(sc))
-    assert env.variables == sc.nccl_env and Algorithm.NVLS in env.off(AR)
+    assert env is sc.nccl_env and Algorithm.NVLS in env.off(AR)
     assert nccl_env_of(topology_of(Scenario.from_dict({**sc.to_dict(), "nccl_env": {}}))).default
     f.write_text('system = "dgx-h100"\nnccl_env = { NCCL_ALGO = "Rings" }\n')
     with pytest.raises(ConfigError, match="nccl_env") as info:
@@ -285,3 +286,43 @@ def test_b200_scale_rows_state_nccl_algo_as_their_environment() -> None:
         assert sc.algorithm == "auto" and sc.env.variables == (("NCCL_ALGO", "Ring"),)
         assert set(sc.env.off(sc.op)) >= {Algorithm.TREE, Algorithm.NVLS, Algorithm.PAT}
         assert sc.env.allows(sc.op, Algorithm.RING)
+
+
+def test_scenario_built_in_code_parses_its_environment() -> None:
+    """Review mend 4: ``Scenario(nccl_env=("NCCL_ALGO=Ring",))`` built in code (no
+    ``from_dict``) is parsed when built (was an untyped ValueError in the pipeline); a bad one
+    is a ConfigError naming ``scenario.nccl_env``; none stated stays ``()``."""
+    from perfmodel.pipeline.inputs import topology_of
+    from perfmodel.scenario import Scenario
+
+    sc = Scenario(system="dgx-h100", nccl_env=("NCCL_ALGO=Ring",))
+    assert sc.nccl_env == NcclEnv.parse([("NCCL_ALGO", "Ring")])
+    assert sc.nccl_env.where == "scenario.nccl_env"
+    assert nccl_env_of(topology_of(sc)).off(AR) == NcclEnv.parse([("NCCL_ALGO", "Ring")]).off(AR)
+    assert Scenario(system="dgx-h100", nccl_env={"NCCL_ALGO": "Ring"}) == sc
+    assert Scenario(system="dgx-h100", nccl_env=sc.nccl_env).nccl_env is sc.nccl_env
+    assert Scenario(nccl_env=[]).nccl_env == () == Scenario(nccl_env={}).nccl_env
+    with pytest.raises(ConfigError, match=r"scenario\.nccl_env") as info:
+        Scenario(nccl_env=("NCCL_ALGO=Rings",))
+    assert info.value.where == "scenario.nccl_env"
+
+
+def test_predict_names_the_flag_the_user_typed(capsys) -> None:
+    """Review mend 5: ``--nccl-env`` is parsed once at the edge and carried with its origin, so
+    an error found deep in the pipeline names ``--nccl-env``, not ``scenario.nccl_env``; the
+    same environment from two origins are two topology cache entries."""
+    from perfmodel.pipeline.inputs import topology_of
+    from perfmodel.scenario import Scenario
+
+    args = ["predict", "--system", "dgx-h100", "--nodes", "2", "--model", "gpt2_xl",
+            "--batch-per-gpu", "1", "--software", "fsdp", "--zero", "3",
+            "--fidelity", "analytic", "--nccl-env", "NCCL_ALGO=Tree"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--nccl-env: NCCL_ALGO=Tree leaves NCCL no algorithm" in err
+    assert "scenario.nccl_env" not in err
+    flag = Scenario(system="dgx-h100", nccl_env=NcclEnv.parse([("NCCL_ALGO", "Tree")], where="x"))
+    code = Scenario(system="dgx-h100", nccl_env=[("NCCL_ALGO", "Tree")])
+    assert flag == code and flag.content_hash() == code.content_hash()
+    assert nccl_env_of(topology_of(flag)).where == "x"
+    assert nccl_env_of(topology_of(code)).where == "scenario.nccl_env"
