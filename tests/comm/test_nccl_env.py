@@ -47,6 +47,25 @@ def test_parse_list_follows_nccl_parselist() -> None:
     )
 
 
+def test_parse_list_splits_as_strtok_r() -> None:
+    """Review mend 7: NCCL's parseList splits with strtok_r (v2.26.2-1 and v2.29.7-1
+    src/graph/tuning.cc): empty pieces are skipped, so ``LL,,Simple``, ``ring;`` and an empty
+    value are accepted (the empty value changes nothing), and ``^`` alone enables all."""
+    two = NcclEnv.parse([("NCCL_PROTO", "LL,,Simple")])
+    assert two.disabled_protocols == NcclEnv.parse([("NCCL_PROTO", "LL,Simple")]).disabled_protocols
+    assert not two.allows(AR, Algorithm.RING, Protocol.LL128)
+    assert NcclEnv.parse([("NCCL_ALGO", "ring;")]).off(AR) == NcclEnv.parse(
+        [("NCCL_ALGO", "ring")]
+    ).off(AR)
+    assert NcclEnv.parse([("NCCL_ALGO", "")]).default
+    assert NcclEnv.parse([("NCCL_ALGO", "^")]).default
+    assert NcclEnv.parse([("NCCL_ALGO", "allreduce:tree;;broadcast:ring")]).off(AR) == (
+        NcclEnv.parse([("NCCL_ALGO", "allreduce:tree")]).off(AR)
+    )
+    # NCCL_NVLS_ENABLE empty is its default (ncclLoadParam reads only a non-empty value)
+    assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "")]).default
+
+
 def test_switches_and_other_variables() -> None:
     assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "1"), ("NCCL_DEBUG", "INFO")]).default
     assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "2")]).default
@@ -69,7 +88,10 @@ def test_switches_and_other_variables() -> None:
         (("NCCL_ALGO", "ring;tree"), "must name a collective"),
         (("NCCL_ALGO", "alltoall:ring"), "alltoall"),
         (("NCCL_PROTO", "LL256"), "ll256"),
-        (("NCCL_PROTO", ""), "empty"),
+        (("NCCL_ALGO", "ring, tree"), "' tree'"),  # NCCL strips nothing
+        (("NCCL_ALGO", "^^ring"), "'\\^ring'"),  # one caret; the second is in the name
+        (("NCCL_ALGO", ";ring"), "must name a collective"),  # the first token starts the value
+        (("NCCL_COLLNET_ENABLE", "1 "), "2.29"),
         (("NCCL_NVLS_ENABLE", "off"), "NCCL_NVLS_ENABLE"),
         (("NCCL_COLLNET_ENABLE", "2"), "NCCL_COLLNET_ENABLE"),
         (("NVLS_ENABLE", "0"), "not an NCCL_"),
