@@ -380,6 +380,11 @@ def ring_attention_efficiency(
     unmasked; v2.14 ``context_parallel.py``: sections ``"diagonal"``, ``"lower-triangle"``,
     ``"upper-triangle"``).
 
+    ``rest`` is read (``ComputeModel.attention``) from the kernel's unmasked table at the
+    local sequence length ``s``, an ``s x s`` call, though each unmasked step sweeps an
+    ``s x s/2`` half block: the tables have no half-block shape, so a half block is taken to
+    run at the rate of the full one (an approximation, not measured).
+
     >>> c = AttentionEfficiency(0.4, 0.3, AttentionBackend.CUDNN, "t")
     >>> n = AttentionEfficiency(0.6, 0.5, AttentionBackend.CUDNN, "t")
     >>> e = ring_attention_efficiency(c, n, 3)
