@@ -348,3 +348,20 @@ def test_predict_names_the_flag_the_user_typed(capsys) -> None:
     assert flag == code and flag.content_hash() == code.content_hash()
     assert nccl_env_of(topology_of(flag)).where == "x"
     assert nccl_env_of(topology_of(code)).where == "scenario.nccl_env"
+
+
+def test_public_protocols_follow_the_environment() -> None:
+    """Review nit 13: ``CommCostModel.protocols`` drops what ``NCCL_PROTO`` switches off (was:
+    NCCL's enable rule alone, whatever the environment)."""
+    t = load_system("dgx-h100")
+
+    def protos(value: str, op=None) -> set:
+        m = CommCostModel(with_nccl_env(t, NcclEnv.parse([("NCCL_PROTO", value)])))
+        return set(m.protocols(m.group_info(t.gpus), op))
+
+    m = CommCostModel(t)
+    every = set(m.protocols(m.group_info(t.gpus)))
+    assert Protocol.LL in every
+    assert protos("^LL") == every - {Protocol.LL}
+    assert protos("allreduce:^LL", AR) == every - {Protocol.LL}
+    assert protos("allreduce:^LL") == every == protos("allreduce:^LL", CollectiveOp.ALLGATHER)
