@@ -340,8 +340,16 @@ class AnalyticCommModel:
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             best = self.nccl.best(op, m, info, forced=algo)
             if best is None:
+                env = self.nccl.env
+                off = sorted(p.value for o, p in env.disabled_protocols if o is op)
+                why = (
+                    f": {env.where}: NCCL_PROTO={dict(env.variables).get('NCCL_PROTO')} "
+                    f"switches off {', '.join(off)} for {op.value}"
+                    if off
+                    else ""
+                )
                 raise ConfigError(
-                    f"{algo.value} is not available for {op.value} on this group",
+                    f"{algo.value} is not available for {op.value} on this group{why}",
                     value=algo.value,
                     where="algorithm",
                 )

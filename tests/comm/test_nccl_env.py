@@ -365,3 +365,15 @@ def test_public_protocols_follow_the_environment() -> None:
     assert protos("^LL") == every - {Protocol.LL}
     assert protos("allreduce:^LL", AR) == every - {Protocol.LL}
     assert protos("allreduce:^LL") == every == protos("allreduce:^LL", CollectiveOp.ALLGATHER)
+
+
+def test_forced_algorithm_without_protocols_names_nccl_proto() -> None:
+    """Review nit 15: a forced algorithm whose protocols NCCL_PROTO switched off says so,
+    naming the variable and where it was stated (was: "tree is not available" alone)."""
+    t = load_system("dgx-h100")
+    env = NcclEnv.parse([("NCCL_PROTO", "allreduce:^LL,LL128,Simple")], where="--nccl-env")
+    m = CommCostModel(with_nccl_env(t, env))
+    with pytest.raises(ConfigError, match="tree is not available") as info:
+        m.collective(AR, 8e6, t.gpus, "tree")
+    assert "--nccl-env: NCCL_PROTO=allreduce:^LL,LL128,Simple switches off" in str(info.value)
+    assert m.collective(CollectiveOp.ALLGATHER, 8e6, t.gpus, "ring").time_s > 0
