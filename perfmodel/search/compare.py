@@ -839,7 +839,8 @@ def oom_hints(
     parallelism for a long sequence (Megatron-Core ``--context-parallel-size``; each rank then
     holds ``1/cp`` of the sequence's activations), a sharded model state (ZeRO-3/FSDP),
     recomputation, and more GPUs (issue 28, item 7)."""
-    if not any("memory" in k for k in pruned):
+    # plans out of memory only ("same time and memory" folds and rejections are not)
+    if not any("does not fit in memory" in k for k in pruned):
         return ()
     out = []
     if shape.seq_len and shape.seq_len >= 16384 and max(space.cp_degrees) == 1:

@@ -432,3 +432,17 @@ def test_a_stage_past_the_previous_survivors_compares_only_what_both_scored() ->
     )  # fmt: skip
     assert [s.evaluated for s in res.stages] == [res.stages[0].evaluated, 1, 3]
     assert res.unconfirmed is None and res.best.stage == "simulated"
+
+
+def test_no_memory_hints_when_no_plan_ran_out_of_memory() -> None:
+    """Plans all rejected (an NCCL environment, say) and some folded as "same time and
+    memory" are not out of memory: no "no plan fits in GPU memory" hints (the fold's reason
+    matched "memory")."""
+    from perfmodel.search.compare import oom_hints
+
+    pruned = {
+        "rejected by the analytic stage": 10,
+        "equivalent to a simpler plan (same time and memory)": 5,
+    }
+    assert oom_hints(SHAPE, SearchSpace(), pruned, BASE, [16]) == ()
+    assert oom_hints(SHAPE, SearchSpace(), {"does not fit in memory": 1}, BASE, [16])
