@@ -55,11 +55,14 @@ class Scenario:
     nccl: str | None = None
     """NCCL release whose P2P level applies (``"2.7"``); ``None``: the default release
     (:func:`perfmodel.topology.importers.with_nccl_p2p_rule`)."""
-    nccl_env: tuple[tuple[str, str], ...] = ()
-    """The job's NCCL variables as sorted ``(name, value)`` pairs (a file's table
-    ``nccl_env = { NCCL_NVLS_ENABLE = "0" }``, ``--nccl-env NCCL_NVLS_ENABLE=0``): the
-    algorithms and protocols they switch off are not in NCCL's choice
-    (:class:`perfmodel.comm.nccl_env.NcclEnv`; :func:`perfmodel.scenario_parse.nccl_env_pairs`)."""
+    nccl_env: Any = ()
+    """The job's NCCL variables (a file's table ``nccl_env = { NCCL_NVLS_ENABLE = "0" }``,
+    ``--nccl-env NCCL_NVLS_ENABLE=0``), parsed once when the scenario is built into a frozen
+    :class:`perfmodel.comm.nccl_env.NcclEnv` that keeps where they were stated (a value
+    given in code is parsed as ``scenario.nccl_env``: :meth:`NcclEnv.of
+    <perfmodel.comm.nccl_env.NcclEnv.of>`); ``()``: none stated. The algorithms and
+    protocols they switch off are not in NCCL's choice. :meth:`to_dict` writes the sorted
+    ``(name, value)`` pairs."""
     model: str = "resnet50"
     model_args: Mapping[str, Any] = field(default_factory=dict)
     batch_per_gpu: int | None = None
@@ -120,6 +123,17 @@ class Scenario:
     ``overlap_grad_comm``, ``overlap_param_gather``, ``grad_reduce_fp32``, ``fp8_params``,
     ``bucket_bytes`` in MiB, or their Megatron/NeMo names); empty: the preset as it is."""
 
+    def __post_init__(self) -> None:
+        # the NCCL environment is parsed here, once, whatever built the scenario (a Scenario
+        # built in code skips from_dict); none stated stays () without importing comm/
+        env = self.nccl_env
+        if env == ():
+            return
+        from perfmodel.comm.nccl_env import NcclEnv
+
+        parsed = NcclEnv.of(env, where="scenario.nccl_env")
+        object.__setattr__(self, "nccl_env", parsed if parsed else ())
+
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str = "scenario") -> Scenario:
@@ -167,9 +181,10 @@ class Scenario:
                 args = data[key]
                 data[key] = {} if args is None else dict(as_mapping(args, key, where=where))
         if "nccl_env" in data:
-            from perfmodel.scenario_parse import nccl_env_pairs
+            from perfmodel.comm.nccl_env import NcclEnv
 
-            data["nccl_env"] = nccl_env_pairs(data["nccl_env"], where=f"{where}: nccl_env")
+            env = NcclEnv.of(data["nccl_env"], where=f"{where}: nccl_env")
+            data["nccl_env"] = env if env else ()
         for k, v in data.items():
             if k not in (
                 "model_args",
@@ -192,6 +207,8 @@ class Scenario:
             v = getattr(self, name)
             if name in ("model_args", "software_options"):
                 d[name] = dict(v)
+            elif name == "nccl_env":  # the pairs: JSON, and one hash wherever they were stated
+                d[name] = v.variables if v else ()
             else:
                 d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
         return d

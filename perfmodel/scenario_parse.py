@@ -229,41 +229,18 @@ def _flag(v: Any, name: str) -> bool:
 
 def nccl_env_pairs(value: Any, *, where: str = "scenario.nccl_env") -> tuple[tuple[str, str], ...]:
     """A scenario's ``nccl_env`` as sorted ``(name, value)`` pairs, checked by NCCL's rules
-    (:meth:`perfmodel.comm.nccl_env.NcclEnv.parse`: a :class:`~perfmodel.errors.ConfigError`
-    naming the variable and ``where``). Accepted: a table ``{NCCL_ALGO = "^NVLS"}`` (a scenario
-    file), ``NAME=VALUE`` texts (``--nccl-env``, repeatable: a later one of a name wins) or
-    ``(name, value)`` pairs (what :meth:`~perfmodel.scenario.Scenario.to_dict` writes); ``None``
-    is none.
+    (:meth:`perfmodel.comm.nccl_env.NcclEnv.of`: any form a scenario states it in, a parsed
+    ``NcclEnv`` included; a :class:`~perfmodel.errors.ConfigError` naming the variable and
+    ``where``); ``None`` is none.
 
     >>> nccl_env_pairs(["NCCL_PROTO=^LL128", "NCCL_NVLS_ENABLE=0"])
     (('NCCL_NVLS_ENABLE', '0'), ('NCCL_PROTO', '^LL128'))
+    >>> nccl_env_pairs(nccl_env_pairs(["NCCL_PROTO=^LL128"]))  # idempotent
+    (('NCCL_PROTO', '^LL128'),)
     """
-    from perfmodel.comm.nccl_env import NcclEnv, split_assignments
+    from perfmodel.comm.nccl_env import NcclEnv
 
-    if value is None:
-        return ()
-    if isinstance(value, dict):
-        pairs = list(value.items())
-    elif isinstance(value, list | tuple):
-        pairs = []
-        for item in value:
-            if isinstance(item, str):
-                pairs += split_assignments([item], where=where)
-            elif isinstance(item, list | tuple) and len(item) == 2:
-                pairs.append((item[0], item[1]))
-            else:
-                raise ConfigError(
-                    f"{where}: {item!r}: expected NAME=VALUE or a (name, value) pair",
-                    value=item,
-                    where=where,
-                )
-    else:
-        raise ConfigError(
-            f'{where}: expected a table of NCCL_* = "value" or a list of NAME=VALUE, got {value!r}',
-            value=value,
-            where=where,
-        )
-    return NcclEnv.parse(pairs, where=where).variables
+    return NcclEnv.of(value, where=where).variables
 
 
 def parse_scenario(sc: Scenario) -> ParsedScenario:

@@ -166,6 +166,18 @@ def _nccl_env_item(text: str) -> str:
     return text
 
 
+def system_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The system flags given (:data:`SYSTEM_KEYS`), by scenario key: ``--nccl-env`` parsed
+    once here into an :class:`~perfmodel.comm.nccl_env.NcclEnv` that names ``--nccl-env`` as
+    its origin (what an error about it later names)."""
+    d = {k: v for k in SYSTEM_KEYS if (v := getattr(args, k, None)) is not None}
+    if d.get("nccl_env"):
+        from perfmodel.comm.nccl_env import NcclEnv
+
+        d["nccl_env"] = NcclEnv.parse_assignments(d["nccl_env"], where="--nccl-env")
+    return d
+
+
 def system_from_args(args: argparse.Namespace) -> Topology:
     """Build the :class:`Topology` the hardware flags describe
     (:func:`perfmodel.topology.builders.build_system`, then ``--nccl``'s P2P rule)."""

@@ -32,7 +32,6 @@ from perfmodel.cli._common import (
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTE,
-    SYSTEM_KEYS,
     TypedFlag,
     add_documented_command,
     add_interval_arg,
@@ -43,6 +42,7 @@ from perfmodel.cli._common import (
     parse_budget,
     parse_model_args,
     print_json,
+    system_flags,
 )
 from perfmodel.errors import ConfigError
 
@@ -263,8 +263,8 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
     if not args.model:
         raise ConfigError("--model is required", where="--model")
     d: dict[str, Any] = {"model": args.model, "model_args": parse_model_args(args.model_arg)}
+    d.update(system_flags(args))  # --nccl-env parsed once, naming the flag
     for attr in (
-        *SYSTEM_KEYS,
         "precision",
         "optimizer",
         "software",
@@ -418,6 +418,8 @@ def _run_search(args: argparse.Namespace) -> int:
         why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
         pruned = f" (pruned: {why})" if why else ""
         return error_exit(f"no feasible plan among {res.enumerated} enumerated{pruned}")
+    if res.unconfirmed:  # screen-only rows are not a ranking: no winner, exit 2
+        return error_exit(res.unconfirmed)
     return 0
 
 

@@ -19,10 +19,10 @@ from typing import Any
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     PRECISIONS,
-    SYSTEM_KEYS,
     add_documented_command,
     add_system_args,
     print_json,
+    system_flags,
 )
 from perfmodel.errors import ConfigError
 
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         from perfmodel.search.plans import parse_int_list
 
         counts = list(parse_int_list(str(args.gpus), where="--gpus"))
-        system = {k: getattr(args, k) for k in SYSTEM_KEYS if getattr(args, k, None) is not None}
+        system = system_flags(args)
         sc = Scenario(
             **system,
             model=f"trace:{t.source.rsplit('/', 1)[-1]}",

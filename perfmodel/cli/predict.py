@@ -36,6 +36,7 @@ from perfmodel.cli._common import (
     flag_dest,
     parse_model_args,
     print_json,
+    system_flags,
 )
 from perfmodel.errors import ConfigError
 
@@ -250,6 +251,8 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         if v is None or (key == "nodes" and v == 1 and "nodes" in d):
             continue
         d[key] = v
+    if d.get("nccl_env") is getattr(args, "nccl_env", None) is not None:  # the flag's, parsed
+        d["nccl_env"] = system_flags(args)["nccl_env"]
     if args.batch_per_gpu is not None:
         d.pop("global_batch", None)
     if args.global_batch is not None:

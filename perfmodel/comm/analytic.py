@@ -299,10 +299,20 @@ class AnalyticCommModel:
         (:func:`~perfmodel.comm.algorithms.host_memory_Bps`)."""
         return host_memory_Bps(self.topology, self.link_params, cpu)
 
-    def protocols(self, info: GroupInfo) -> tuple[Protocol, ...]:
-        """Protocols NCCL would enable for this group (:meth:`NcclChoice.protocols
-        <perfmodel.comm.nccl_choice.NcclChoice.protocols>`)."""
-        return self.nccl.protocols(info)
+    def protocols(self, info: GroupInfo, op: CollectiveOp | None = None) -> tuple[Protocol, ...]:
+        """Protocols NCCL would enable for this group under the job's NCCL environment
+        (:meth:`NcclChoice.protocols <perfmodel.comm.nccl_choice.NcclChoice.protocols>`, less
+        what ``NCCL_PROTO`` switches off: for ``op``, or with ``op=None`` for every
+        collective ``NCCL_PROTO`` can name)."""
+        from perfmodel.comm.nccl_env import NCCL_FUNCTIONS
+
+        env = self.nccl.env
+        ops = tuple(NCCL_FUNCTIONS.values()) if op is None else (op,)
+        return tuple(
+            p
+            for p in self.nccl.protocols(info, op)
+            if not all((o, p) in env.disabled_protocols for o in ops)
+        )
 
     def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
         """Completion time (s) of concurrent point-to-point sends of ``nbytes_each`` bytes
@@ -330,8 +340,16 @@ class AnalyticCommModel:
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             best = self.nccl.best(op, m, info, forced=algo)
             if best is None:
+                env = self.nccl.env
+                off = sorted(p.value for o, p in env.disabled_protocols if o is op)
+                why = (
+                    f": {env.where}: NCCL_PROTO={dict(env.variables).get('NCCL_PROTO')} "
+                    f"switches off {', '.join(off)} for {op.value}"
+                    if off
+                    else ""
+                )
                 raise ConfigError(
-                    f"{algo.value} is not available for {op.value} on this group",
+                    f"{algo.value} is not available for {op.value} on this group{why}",
                     value=algo.value,
                     where="algorithm",
                 )

@@ -22,7 +22,7 @@ import perfmodel.comm.params as P
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupInfo, gpu_reduce_Bps
 from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of
-from perfmodel.comm.nccl_graph import inter_graph_channels
+from perfmodel.comm.nccl_graph import NCCL_MAXCHANNELS, inter_graph_channels
 from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
@@ -456,7 +456,7 @@ class NcclChoice:
             else None
         )
         if searched is not None:
-            nch = 2 * searched
+            nch = min(NCCL_MAXCHANNELS, 2 * searched)  # ncclTopoPostset's doubling, capped
             per_nic = 2 * math.ceil(searched / info.net_nics)
             nic_Bps = min(info.inter_bw_Bps / info.net_nics, info.net_port_Bps)
             inter_channel_Bps = nic_Bps / per_nic

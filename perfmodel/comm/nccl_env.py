@@ -3,25 +3,36 @@ NCCL's choice (:class:`NcclEnv`), parsed once at the edge (CLI flag ``--nccl-env
 ``nccl_env``, a system reference's ``nccl_env`` table) and read by
 :class:`~perfmodel.comm.nccl_choice.NcclChoice`.
 
-The variables and their syntax are NCCL's (NVIDIA/nccl v2.26.2-1 and v2.29.7-1, the same in
-both):
+The variables and their syntax are NCCL's (NVIDIA/nccl v2.26.2-1 and v2.29.7-1; where the two
+releases differ, it is said):
 
-- ``NCCL_ALGO`` and ``NCCL_PROTO``: ``src/graph/tuning.cc`` ``parseList`` (lines 34-113 of
-  v2.26.2-1) and ``ncclTopoTuneModel`` (lines 365-374). A list of names, comma separated,
-  enables those and disables the rest; a leading ``^`` disables those and enables the rest;
-  ``;``-separated entries after the first may name a collective first (``allreduce:tree``),
-  acting on that collective alone; every name is compared without case. The names are
-  ``ncclAlgoStr`` / ``ncclProtoStr`` / ``ncclFuncStr`` of ``src/init.cc`` (lines 42-44):
-  Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT; LL, LL128, Simple; Broadcast,
-  Reduce, AllGather, ReduceScatter, AllReduce. An unknown name is NCCL's
-  ``ncclInvalidUsage`` at init; here a :class:`~perfmodel.errors.ConfigError` naming the
-  variable and where it was stated.
+- ``NCCL_ALGO`` and ``NCCL_PROTO``: ``src/graph/tuning.cc`` ``parseList`` (lines 53-113 of
+  v2.26.2-1, the same rules in v2.29.7-1) and ``ncclTopoTuneModel`` (lines 365-374). The
+  value splits on ``;`` into entries, an entry on ``:`` into ``collective:list``, a list on
+  ``,`` into names, each with ``strtok_r``, so empty pieces are skipped (``LL,,Simple`` and
+  ``ring;`` are accepted, an empty value changes nothing) and nothing is stripped (``ring,
+  tree`` names ``" tree"``, an error in NCCL and here). A list naming some enables those and
+  disables the rest; one leading ``^`` disables those and enables the rest (``^`` alone
+  enables all; ``^^ring`` names ``"^ring"``, an error); entries after the first must name a
+  collective first (``allreduce:tree``), acting on that collective alone; every name is
+  compared without case. The names are ``ncclAlgoStr`` / ``ncclProtoStr`` / ``ncclFuncStr``
+  of ``src/init.cc`` (lines 42-44): Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree,
+  PAT; LL, LL128, Simple; Broadcast, Reduce, AllGather, ReduceScatter, AllReduce. An unknown
+  name is NCCL's ``ncclInvalidUsage`` at init; here a :class:`~perfmodel.errors.ConfigError`
+  naming the variable and where it was stated.
 - ``NCCL_NVLS_ENABLE``: an integer (``NCCL_PARAM(NvlsEnable, "NVLS_ENABLE", 2)``,
   ``src/transport/nvls.cc`` line 147): ``0`` leaves ``nvlsSupport`` at 0, so neither NVLS nor
-  NVLS tree is offered (line 157); any other value keeps them where the hardware offers them.
-- ``NCCL_COLLNET_ENABLE``: ``src/init.cc`` lines 822-830 turn CollNet on only for ``"1"``;
-  the model offers CollNet where the fabric is SHARP-capable (``sharp``), which stands for
-  ``1``; ``0`` switches it off.
+  NVLS tree is offered (line 157); any other value keeps them where the hardware offers them;
+  empty is the default (``ncclLoadParam``, ``src/misc/param.cc`` lines 74-92). DIFFERENCE:
+  NCCL reads the value with ``strtoll`` (text without leading digits, ``off``, reads as 0;
+  a value out of range falls back to the default, 2); the model raises a ConfigError on
+  anything but an integer, as such text is almost surely a mistake.
+- ``NCCL_COLLNET_ENABLE``: v2.26.2-1 ``src/init.cc`` lines 822-830 turn CollNet on for
+  ``"1"`` only; v2.29.7-1 ``src/init.cc`` lines 1885-1893 read an integer (``strtol``), any
+  non-zero on. The model offers CollNet where the fabric is SHARP-capable (``sharp``), which
+  stands for on; a value both releases read as off (``strtol`` 0: ``0``, `` 0``) switches it
+  off, ``1`` keeps it; any other value (``2``: on in 2.29, off in 2.26) is a ConfigError
+  naming the difference.
 
 Every other ``NCCL_*`` variable is kept (for reports) and changes nothing the model prices.
 CollNet Chain has no model (only CollNet Direct, :data:`Algorithm.COLLNET`): naming it enables
@@ -98,6 +109,10 @@ class NcclEnv:
     variables: tuple[tuple[str, str], ...] = ()
     where: str = field(default="", compare=False)
 
+    def __bool__(self) -> bool:
+        """Whether any variable is stated (:data:`DEFAULT_ENV`, none, is false)."""
+        return bool(self.variables)
+
     @property
     def default(self) -> bool:
         """Whether nothing is switched off or forced on (NCCL's own choice, unchanged)."""
@@ -152,7 +167,7 @@ class NcclEnv:
                     value=value,
                     where=where,
                 )
-            stated[name] = value.strip()
+            stated[name] = value  # as NCCL's getenv reads it: nothing stripped
         algos = {(op, a): 1 for op in NCCL_FUNCTIONS.values() for a in TUNED_ALGORITHMS}
         # NCCL's protoEnable: 1 on, 0 off, 2 (LL128's default) for its enable rule to decide
         protos = {
@@ -164,7 +179,7 @@ class NcclEnv:
             _parse_list("NCCL_PROTO", stated["NCCL_PROTO"], NCCL_PROTOCOLS, protos, where)
         if "NCCL_ALGO" in stated:
             _parse_list("NCCL_ALGO", stated["NCCL_ALGO"], NCCL_ALGORITHMS, algos, where)
-        if "NCCL_NVLS_ENABLE" in stated:
+        if stated.get("NCCL_NVLS_ENABLE"):  # empty: the default (ncclLoadParam)
             text = stated["NCCL_NVLS_ENABLE"]
             try:
                 nvls = int(text, 0)
@@ -180,14 +195,14 @@ class NcclEnv:
                     algos[op, Algorithm.NVLS] = algos[op, Algorithm.NVLS_TREE] = 0
         if "NCCL_COLLNET_ENABLE" in stated:
             text = stated["NCCL_COLLNET_ENABLE"]
-            if text not in ("0", "1"):
+            if text != "1" and _strtol(text) != 0:
                 raise ConfigError(
-                    f"{where}: NCCL_COLLNET_ENABLE={text!r}: expected 0 or 1 (NCCL turns CollNet "
-                    'on for "1" only)',
+                    f"{where}: NCCL_COLLNET_ENABLE={text!r}: expected 0 or 1 (NCCL 2.26 turns "
+                    'CollNet on for "1" only, 2.29 for any non-zero integer)',
                     value=text,
                     where=where,
                 )
-            if text == "0":
+            if text != "1":
                 for op in NCCL_FUNCTIONS.values():
                     algos[op, Algorithm.COLLNET] = 0
         return cls(
@@ -199,6 +214,47 @@ class NcclEnv:
             variables=tuple(sorted(stated.items())),
             where=where,
         )
+
+    @classmethod
+    def of(cls, value: Any, *, where: str = "scenario.nccl_env") -> NcclEnv:
+        """The environment of any form a scenario states it in, parsed once: an
+        :class:`NcclEnv` as it is (keeping where it was stated), a table
+        ``{NCCL_ALGO = "^NVLS"}`` (a scenario file), ``NAME=VALUE`` texts (``--nccl-env``,
+        repeatable: a later one of a name wins), ``(name, value)`` pairs (what
+        :meth:`~perfmodel.scenario.Scenario.to_dict` writes); ``None`` is none. Anything else
+        is a :class:`~perfmodel.errors.ConfigError` naming ``where``.
+
+        >>> env = NcclEnv.of(["NCCL_PROTO=^LL128"], where="--nccl-env")
+        >>> NcclEnv.of(env) is env, NcclEnv.of([("NCCL_PROTO", "^LL128")]) == env, env.where
+        (True, True, '--nccl-env')
+        """
+        if isinstance(value, NcclEnv):
+            return value
+        if value is None:
+            return DEFAULT_ENV
+        if isinstance(value, Mapping):
+            pairs = list(value.items())
+        elif isinstance(value, list | tuple):
+            pairs = []
+            for item in value:
+                if isinstance(item, str):
+                    pairs += split_assignments([item], where=where)
+                elif isinstance(item, list | tuple) and len(item) == 2:
+                    pairs.append((item[0], item[1]))
+                else:
+                    raise ConfigError(
+                        f"{where}: {item!r}: expected NAME=VALUE or a (name, value) pair",
+                        value=item,
+                        where=where,
+                    )
+        else:
+            raise ConfigError(
+                f'{where}: expected a table of NCCL_* = "value" or a list of NAME=VALUE, '
+                f"got {value!r}",
+                value=value,
+                where=where,
+            )
+        return cls.parse(pairs, where=where)
 
     @classmethod
     def parse_assignments(cls, items: Iterable[str], *, where: str = "--nccl-env") -> NcclEnv:
@@ -225,6 +281,28 @@ def split_assignments(items: Iterable[str], *, where: str) -> list[tuple[str, st
     return out
 
 
+def _strtol(text: str) -> int:
+    """C's ``strtol(text, NULL, 0)``: leading white space, a sign, then the longest prefix of
+    a decimal, ``0x`` hexadecimal or ``0`` octal number; 0 where there is none.
+
+    >>> _strtol(" 12abc"), _strtol("0x1f"), _strtol("010"), _strtol("off"), _strtol("-3")
+    (12, 31, 8, 0, -3)
+    """
+    import re
+
+    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if m is None:
+        return 0
+    sign, digits = m.groups()
+    if digits[:2].lower() == "0x":
+        value = int(digits[2:], 16)
+    elif digits.startswith("0"):
+        value = int(digits, 8)
+    else:
+        value = int(digits)
+    return -value if sign == "-" else value
+
+
 def _parse_list(
     name: str,
     text: str,
@@ -234,41 +312,48 @@ def _parse_list(
 ) -> None:
     """NCCL's ``parseList`` on ``enabled`` (``(collective, element) -> 1 on / 0 off``): for each
     ``;``-separated entry, ``[collective:][^]name,name...``; the first entry alone may omit the
-    collective (then it sets every collective)."""
-    if not text:
-        raise ConfigError(f"{where}: {name} is empty", value=text, where=where)
-    entries = text.split(";")
-    for i, entry in enumerate(entries):
-        prefix, colon, elem_list = entry.partition(":")
-        if not colon:
-            if i > 0:
+    collective (then it sets every collective). Split as ``strtok_r`` splits: empty pieces
+    skipped, nothing stripped (the module docstring)."""
+    for i, entry in enumerate(text.split(";")):
+        if not entry:
+            continue  # strtok_r skips empty entries
+        parts = [p for p in entry.split(":") if p]
+        prefix, elem_list = [*parts, None, None][:2]
+        if elem_list is None:
+            if i > 0:  # NCCL: the first token must start the value to lack a collective
                 raise ConfigError(
                     f"{where}: {name}={text!r}: every entry but the first must name a "
                     f"collective ({', '.join(NCCL_FUNCTIONS)}): {entry!r}",
                     value=text,
                     where=where,
                 )
-            prefix, elem_list = "", entry
-        prefix = prefix.strip().lower()
-        if prefix and prefix not in NCCL_FUNCTIONS:
+            prefix, elem_list = None, prefix
+        if elem_list is None:  # an entry of colons alone
+            raise ConfigError(
+                f"{where}: {name}={text!r}: entry {entry!r} names nothing",
+                value=text,
+                where=where,
+            )
+        if prefix is not None and prefix.lower() not in NCCL_FUNCTIONS:
             raise ConfigError(
                 f"{where}: {name}={text!r}: unknown collective {prefix!r} (NCCL's are "
                 f"{', '.join(NCCL_FUNCTIONS)})",
                 value=text,
                 where=where,
             )
-        elem_list = elem_list.strip()
         on = not elem_list.startswith("^")
-        names = [e.strip().lower() for e in elem_list.lstrip("^").split(",")]
+        if not on:
+            elem_list = elem_list[1:]  # one caret: NCCL reads a second as part of the name
+        names = [e.lower() for e in elem_list.split(",") if e]
         for e in names:
             if e not in elems:
                 raise ConfigError(
                     f"{where}: {name}={text!r}: unknown name {e!r} (NCCL's are "
-                    f"{', '.join(elems)}, any case)",
+                    f"{', '.join(elems)}, any case; no spaces)",
                     value=text,
                     where=where,
                 )
-        ops = [NCCL_FUNCTIONS[prefix]] if prefix else list(NCCL_FUNCTIONS.values())
+        ops = [NCCL_FUNCTIONS[prefix.lower()]] if prefix else list(NCCL_FUNCTIONS.values())
         targets = {v for v in elems.values() if v is not None}
         for op in ops:
             for v in targets:

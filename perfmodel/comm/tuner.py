@@ -309,12 +309,20 @@ def pricing_tuner(tuner: NcclTuner) -> NcclTuner:
 
     A tuner's per-channel cap is NVIDIA's figure for what one channel of a kernel sustains on a
     GPU generation. The 2.25-2.27 Blackwell caps are Hopper's doubled (written ``2*38.7`` in
-    v2.26.2-1 ``src/graph/tuning.cc``: a placeholder for GPUs NCCL had not yet measured); 2.28
-    replaced them with Blackwell's own (tree 70 / 42.8 / 24 GB/s per channel), and 2.29.7 the
-    ring LL128 cap (40 GB/s). The release a job runs decides what NCCL chooses; how fast the
-    chosen kernel runs on the GPUs is priced with the latest figures for those same GPUs (the
-    ring and tree kernels and every other constant of the table are the same). Where the two
-    tables agree, as everywhere off Blackwell, the price is the release's own.
+    v2.26.2-1 ``src/graph/tuning.cc``); 2.28 replaced them with Blackwell's own (tree 70 /
+    42.8 / 24 GB/s per channel), and 2.29.7 the ring LL128 cap (40 GB/s). The release a job
+    runs decides what NCCL chooses; how fast the chosen kernel runs on the GPUs is priced with
+    the latest figures for those same GPUs. Where the two tables agree, as everywhere off
+    Blackwell, the price is the release's own.
+
+    ASSUMPTIONS (not read from NCCL): (1) the 2.25-2.27 Blackwell caps were a placeholder for
+    GPUs NCCL had not yet measured, not a measurement of those releases' kernels (the source
+    writes them as Hopper's doubled and says no more); (2) the ring and tree kernels run as fast
+    in 2.25-2.28 as in 2.29 on the same GPUs (no release note or benchmark compared them). The
+    only evidence for pricing by 2.29 is one validation row: scale.jsonl's CoreWeave GB200 20
+    racks 16 GiB all-reduce (NCCL 2.26: tree), +49.3% priced by 2.25's caps, -6.2% by 2.29's;
+    no other comm or scale row moves. ``--explain`` says which table chose and which priced
+    (:class:`perfmodel.report.explain.StepContext`).
 
     >>> pricing_tuner(NCCL_2_25).release, pricing_tuner(NCCL_2_8).release
     ('2.29', '2.8')

@@ -298,6 +298,10 @@ class AttentionEfficiency:
     bwd: float
     backend: AttentionBackend
     source: str
+    from_table: bool = False
+    """Whether the values come from a published benchmark table of the kernel (those are
+    scaled by a power-limited board's clock ratio); ``False``: the generic pair (a fitted
+    number of its own, not scaled)."""
 
 
 def attention_efficiency(
@@ -345,7 +349,7 @@ def attention_efficiency(
             f, b = fa2.efficiency(head_dim, seq_kv, causal)
             src = fa2.source
         k = SDPA_EFFICIENT_OVER_FA2
-        return AttentionEfficiency(f * k, b * k, kernel, f"{k} x ({src})")
+        return AttentionEfficiency(f * k, b * k, kernel, f"{k} x ({src})", fa2 is not None)
     tables = _tables(kernel, architecture)
     if tables is None:
         return AttentionEfficiency(
@@ -355,7 +359,7 @@ def attention_efficiency(
             f"no published {kernel.value} benchmark on {architecture}: generic pair",
         )
     f, b = tables.efficiency(head_dim, seq_kv, causal)
-    return AttentionEfficiency(f, b, kernel, tables.source)
+    return AttentionEfficiency(f, b, kernel, tables.source, True)
 
 
 def ring_attention_efficiency(
@@ -376,16 +380,21 @@ def ring_attention_efficiency(
     unmasked; v2.14 ``context_parallel.py``: sections ``"diagonal"``, ``"lower-triangle"``,
     ``"upper-triangle"``).
 
+    ``rest`` is read (``ComputeModel.attention``) from the kernel's unmasked table at the
+    local sequence length ``s``, an ``s x s`` call, though each unmasked step sweeps an
+    ``s x s/2`` half block: the tables have no half-block shape, so a half block is taken to
+    run at the rate of the full one (an approximation, not measured).
+
     >>> c = AttentionEfficiency(0.4, 0.3, AttentionBackend.CUDNN, "t")
     >>> n = AttentionEfficiency(0.6, 0.5, AttentionBackend.CUDNN, "t")
     >>> e = ring_attention_efficiency(c, n, 3)
     >>> round(e.fwd, 4), round(e.bwd, 4)   # 3 / (1/0.4 + 2/0.6), 3 / (1/0.3 + 2/0.5)
     (0.5143, 0.4091)
-    >>> ring_attention_efficiency(c, n, 1) == c
+    >>> ring_attention_efficiency(c, n, 1) == c == ring_attention_efficiency(c, c, 5)
     True
     """
-    if steps <= 1:
-        return first
+    if steps <= 1 or (first.fwd, first.bwd) == (rest.fwd, rest.bwd):
+        return first  # one rate: the blend of equal values is that value (not one ulp off)
 
     def blend(f: float, r: float) -> float:
         return steps / (1.0 / f + (steps - 1) / r)
@@ -395,6 +404,7 @@ def ring_attention_efficiency(
         blend(first.bwd, rest.bwd),
         first.backend,
         f"{first.source}; ring of {steps}: 1 causal step + {steps - 1} unmasked half blocks",
+        first.from_table and rest.from_table,
     )
 
 

@@ -163,7 +163,11 @@ class CPImpl(str, enum.Enum):
     @classmethod
     def for_fusion(cls, fusion: object) -> CPImpl:
         """The implementation of a stack's kernels: Transformer Engine's for ``te``, PyTorch's
-        for eager stacks, PyTorch's traced by ``torch.compile`` for ``compile`` stacks."""
+        for eager stacks, PyTorch's traced by ``torch.compile`` for ``compile`` stacks.
+
+        The traced ring for every ``compile`` stack is an ASSUMPTION: its evidence is
+        torchtitan's per-block ``fullgraph=True`` compile (``docs/predict.md``, context
+        parallelism); a stack that compiles around the ring would hide as the eager one."""
         from perfmodel.workload.kernels import Fusion
 
         if fusion is Fusion.TE:

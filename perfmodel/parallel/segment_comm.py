@@ -201,20 +201,17 @@ def _routing_map_gather(
 ) -> list[SegmentComm]:
     """The forward routing-map all-gather of a dispatch layer whose ``dispatcher`` runs one
     before its tokens move (:func:`perfmodel.parallel.expert.routing_map_gather_bytes`: Hybrid-EP),
-    exposed in full on the expert-parallel group; the rank's routed tokens are the layer's
-    routed rows over ``top_k``. Empty for other layers and dispatchers."""
+    exposed in full on the expert-parallel group; the map's rows are the tokens the rank's
+    router scores (:attr:`LayerCost.router_tokens`, whatever the load). Empty for other
+    layers and dispatchers."""
     from perfmodel.parallel.expert import routing_map_gather_bytes
 
     groups = groups_of.get("ep")
-    if (
-        layer.expert_role is not ExpertRole.DISPATCH
-        or not groups
-        or not layer.top_k
-        or not layer.output_shape
-    ):
+    if layer.expert_role is not ExpertRole.DISPATCH or not groups or not layer.router_tokens:
         return []
-    tokens = layer.output_shape[0] / layer.top_k
-    nbytes = routing_map_gather_bytes(dispatcher, tokens, layer.experts, len(groups[0]))
+    nbytes = routing_map_gather_bytes(
+        dispatcher, layer.router_tokens, layer.experts, len(groups[0])
+    )
     if nbytes <= 0:
         return []
     key = (CollectiveOp.ALLGATHER, nbytes, "ep")

@@ -14,6 +14,7 @@ import enum
 from collections.abc import Sequence
 
 from perfmodel._enum import ParsedEnum
+from perfmodel._schema import FLAG_WORDS
 from perfmodel.dtypes import DType
 from perfmodel.workload.layers import LayerCost, LayerKind, runs_sum
 
@@ -115,8 +116,11 @@ class ParamSync(str, enum.Enum):
     OWNER_BROADCAST = "owner-broadcast"
 
 
-#: InternEvo's ``overlap_sync_param`` flag read as the owner rule it selects.
-_PARAM_OWNERS_ALIASES = {"true": "module-walk", "false": "size-greedy"}
+#: InternEvo's ``overlap_sync_param`` flag read as the owner rule it selects, in every spelling
+#: a flag takes (:data:`perfmodel._schema.FLAG_WORDS`: true/yes/on/1, false/no/off/0).
+_PARAM_OWNERS_ALIASES = {
+    word: "module-walk" if on else "size-greedy" for word, on in FLAG_WORDS.items()
+}
 
 
 class ParamOwners(str, ParsedEnum, where="param_owners", aliases=_PARAM_OWNERS_ALIASES):
@@ -135,8 +139,8 @@ class ParamOwners(str, ParsedEnum, where="param_owners", aliases=_PARAM_OWNERS_A
     fewest elements so far
     (:func:`~perfmodel.parallel.param_sync.size_greedy_owner_ranks`).
 
-    ``parse`` also reads InternEvo's ``overlap_sync_param`` as written (``true``: module walk,
-    ``false``: size greedy):
+    ``parse`` also reads InternEvo's ``overlap_sync_param`` as written, in any flag spelling
+    (``true``/``on``/``1``: module walk, ``false``/``off``/``0``: size greedy):
 
     >>> ParamOwners.parse("false"), ParamOwners.parse("module-walk")
     (<ParamOwners.SIZE_GREEDY: 'size-greedy'>, <ParamOwners.MODULE_WALK: 'module-walk'>)

@@ -194,7 +194,10 @@ def _explanation(
         optimizer=_optimizer_text(rc),
     )
     plan = r.plan
+    from perfmodel.comm.tuner import pricing_tuner
+
     tuner = costs.comm.tuner
+    priced = pricing_tuner(tuner)
     ctx = StepContext(
         preset=r.preset,
         num_gpus=step.num_gpus,
@@ -203,7 +206,8 @@ def _explanation(
         microbatches=step.microbatches,
         schedule=plan.schedule.value,
         nccl_release=str(tuner.release),
-        nccl_source=str(tuner.source),
+        nccl_source=str(tuner.source) + ("" if priced is tuner else f"; priced by {priced.source}"),
+        nccl_priced_by="" if priced is tuner else str(priced.release),
         host_dispatch_s=params.host_dispatch_s,
         sm_count=params.sm_count,
     )

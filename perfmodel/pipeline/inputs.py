@@ -31,14 +31,15 @@ WorkloadFn = Callable[..., Any]
 @lru_cache(maxsize=64)
 def _topology(key: tuple[Any, ...]) -> Topology:
     """The topology of the hardware fields ``key`` (values of :data:`HARDWARE_FIELDS`, in order;
-    ``nccl_env`` as sorted pairs, :func:`perfmodel.scenario_parse.nccl_env_pairs`)."""
+    ``nccl_env`` as ``(NcclEnv, where it was stated)``, or ``()`` for none: the parsed value,
+    its origin in the key so that an error names what the user typed)."""
     hw = dict(zip(HARDWARE_FIELDS, key, strict=True))
     env = hw.pop("nccl_env")
     if env:  # the job's NCCL variables: what NCCL's choice weighs (comm/nccl_env.py)
-        from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
+        from perfmodel.comm.nccl_env import with_nccl_env
 
         base = _topology((*key[:-1], ()))
-        return with_nccl_env(base, NcclEnv.parse(env, where="scenario.nccl_env"))
+        return with_nccl_env(base, env[0])
     nccl = hw.pop("nccl")
     if nccl is not None:  # the stated NCCL release's P2P level (issue 12)
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
@@ -78,12 +79,9 @@ def topology_of(sc: Scenario) -> Topology:
             )
         return _calibrated_device(str(sc.calibration))
     nodes = pos_int(sc.nodes, "nodes")
-    from perfmodel.scenario_parse import nccl_env_pairs
-
     key = tuple(nodes if f == "nodes" else getattr(sc, f) for f in HARDWARE_FIELDS)
-    if sc.nccl_env and not isinstance(sc.nccl_env, tuple):  # a Scenario built in code
-        key = (*key[:-1], nccl_env_pairs(sc.nccl_env))
-    return _topology(key)
+    env = sc.nccl_env  # parsed when the scenario was built (Scenario.__post_init__)
+    return _topology((*key[:-1], (env, env.where) if env else ()))
 
 
 def freeze(v: Any) -> Any:

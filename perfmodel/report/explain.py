@@ -349,6 +349,9 @@ class StepContext:
     schedule: str = "1f1b"
     nccl_release: str = ""
     nccl_source: str = ""
+    nccl_priced_by: str = ""
+    """The release whose table prices what ``nccl_release``'s chooses, where another
+    (:func:`perfmodel.comm.tuner.pricing_tuner`); empty: its own."""
     host_dispatch_s: float = 0.0
     sm_count: int = 0
 
@@ -399,7 +402,12 @@ def _comm_ceiling(kind: str, ctx: StepContext) -> Ceiling:
         "cp": "context-parallel exchange",
     }.get(kind, kind)
     text = f"exposed {what}: collective model on the topology's links"
-    if ctx.nccl_release:
+    if ctx.nccl_release and ctx.nccl_priced_by and ctx.nccl_priced_by != ctx.nccl_release:
+        text += (
+            f", chosen by NCCL {ctx.nccl_release}'s table, priced by {ctx.nccl_priced_by}'s "
+            "(an assumption: perfmodel.comm.tuner.pricing_tuner)"
+        )
+    elif ctx.nccl_release:
         text += f", NCCL {ctx.nccl_release} tuner"
     src = "perfmodel.comm (alpha-beta closed forms / flow simulation)"
     if ctx.nccl_source:

@@ -235,6 +235,32 @@ class SearchResult:
         return self.ranked[0]
 
     @property
+    def unconfirmed(self) -> str | None:
+        """``None``, or why no plan survived past the first stage: the later stages ran to the
+        end (no budget stop) and rejected, or found out of memory, every plan they tried, so
+        :attr:`ranked` holds the first stage's estimates only and names no winner (a screen
+        does not price what a later stage rejects, e.g. an ``NCCL_ALGO`` that leaves a
+        collective no algorithm)."""
+        if len(self.stages) < 2 or not self.ranked:
+            return None
+        first = self.stages[0].name
+        if any(c.stage != first for c in self.ranked):
+            return None
+        if any(s.stopped for s in self.stages[1:]):
+            return None
+        later = ", ".join(s.name for s in self.stages[1:])
+        why = "; ".join(
+            f"{v} {k}"
+            for k, v in sorted(self.pruned.items(), key=lambda kv: -kv[1])
+            if "stage" in k
+        )
+        return (
+            f"no plan survived past the {first} stage: the {later} stage(s) rejected every plan "
+            f"they tried ({why or 'none fit'}); the rows are the {first} stage's estimates "
+            "only, not a ranking"
+        )
+
+    @property
     def kendall_tau(self) -> float:
         """Tau of the last stage against the one before (``nan`` with a single stage)."""
         return self.stages[-1].kendall_tau if len(self.stages) > 1 else math.nan
@@ -278,6 +304,7 @@ class SearchResult:
             "tokens_per_sample": self.tokens_per_sample,
             "equivalents": {k: list(v) for k, v in self.equivalents.items()},
             "hints": list(self.hints),
+            "unconfirmed": self.unconfirmed,
             "plans": [
                 {
                     "rank": i + 1,
@@ -734,7 +761,9 @@ def _later_stage(
         stopped += _left_at(ranked, head, dropped, want, prev_name)
     tau = pval = math.nan
     top1 = None
-    finite = [c for c in head if math.isfinite(c.score)]
+    # plans the stage before ranked too (a stage that went past the previous stage's survivors
+    # reaches plans only the first stage scored)
+    finite = [c for c in head if math.isfinite(c.score) and prev_name in c.scores]
     if len(finite) >= 2:
         tau, pval = kendall_tau_b([c.scores[prev_name] for c in finite], [c.score for c in finite])
     if head:
@@ -810,7 +839,8 @@ def oom_hints(
     parallelism for a long sequence (Megatron-Core ``--context-parallel-size``; each rank then
     holds ``1/cp`` of the sequence's activations), a sharded model state (ZeRO-3/FSDP),
     recomputation, and more GPUs (issue 28, item 7)."""
-    if not any("memory" in k for k in pruned):
+    # plans out of memory only ("same time and memory" folds and rejections are not)
+    if not any("does not fit in memory" in k for k in pruned):
         return ()
     out = []
     if shape.seq_len and shape.seq_len >= 16384 and max(space.cp_degrees) == 1:

@@ -60,7 +60,8 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
     }[result.objective.value]
     stage_cols = " ".join(f"{n[:9] + ' s':>11}" for n in names)
     shown = result.ranked[:top]
-    ties = plan_ties(result, top, interval)
+    unconfirmed = result.unconfirmed  # the first stage's estimates only: no ranks, no ties
+    ties = None if unconfirmed else plan_ties(result, top, interval)
     tied = {t.rank for t in ties.ties if t.tied} if ties is not None else set()
     width = max([40, *(len(c.label) for c in shown)])
     epoch = any(c.report.get("epoch_time_s") is not None for c in shown)
@@ -94,7 +95,7 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
             val = f"{c.score * 1000:11.4g}"
         mem = r.get("memory_per_gpu_bytes")
         mfu = r.get("mfu")
-        rank = f"{i:>2}~" if i in tied else f"{i:>3}"
+        rank = "  -" if unconfirmed else f"{i:>2}~" if i in tied else f"{i:>3}"
         lines.append(
             f"{rank} {c.label:<{width}} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
             f"{num(r.get('compute_time_s'), '9.3g', 9)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
@@ -109,8 +110,11 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
         if label in rank:
             lines.append(f"same time and memory as #{rank[label]}: {', '.join(others)}")
     lines.extend(_notes_of(shown))
-    lines.extend(_tie_lines(ties))
-    lines.extend(_why_best_line(result, ties))
+    if unconfirmed:  # no winner: the later stages rejected every plan they tried
+        lines.append(f"NO WINNER: {unconfirmed}")
+    else:
+        lines.extend(_tie_lines(ties))
+        lines.extend(_why_best_line(result, ties))
     lines.append(
         f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
         + ", ".join(f"{s.name}: {s.evaluated} plans in {s.elapsed_s:.1f} s" for s in result.stages)

@@ -273,9 +273,10 @@ class PlanScreen:
         topo = self._topos.get(nodes)
         if topo is None:
             from perfmodel.api import Scenario, topology_of
+            from perfmodel.scenario import HARDWARE_FIELDS
 
-            keys = ("system", "network", "nics_per_node", "gpu", "gpus_per_node", "intra_node")
-            keys += ("fabric_topology", "oversubscription")
+            # every hardware field predict() reads, the NCCL release and environment included
+            keys = tuple(f for f in HARDWARE_FIELDS if f != "nodes")
             sc = Scenario.from_dict(
                 {k: self.base[k] for k in keys if k in self.base} | {"nodes": nodes}
             )

@@ -71,7 +71,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._enum import parse_enum
 from perfmodel._schema import as_int, as_list, as_number, describe
-from perfmodel.errors import PerfModelError, TopologyError, UnknownHardwareError
+from perfmodel.errors import ConfigError, PerfModelError, TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
 from perfmodel.hardware.links import LinkFamily, get_link
 from perfmodel.ops import CollectiveOp
@@ -398,7 +398,11 @@ def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]
 
 
 def _nccl_env(table: Any, where: str) -> tuple[tuple[str, str], ...]:
-    """A reference's ``nccl_env`` table as sorted ``(name, value)`` pairs of strings."""
+    """A reference's ``nccl_env`` table as sorted ``(name, value)`` pairs of strings, each
+    value checked by NCCL's rules when the file is loaded
+    (:meth:`perfmodel.comm.nccl_env.NcclEnv.parse`), so a bad one (``NCCL_NVLS_ENABLE =
+    "off"``) is a :class:`TopologyError` naming the file and the key, not a failure halfway
+    through ``perfmodel comm``'s table."""
     if not isinstance(table, dict):
         raise TopologyError(
             f'{where}: expected a table of NCCL_* = "value"', value=table, where=where
@@ -410,7 +414,12 @@ def _nccl_env(table: Any, where: str) -> tuple[tuple[str, str], ...]:
                 value=value,
                 where=where,
             )
-    return tuple(sorted(table.items()))
+    from perfmodel.comm.nccl_env import NcclEnv  # lazy: comm/ is not a topology dependency
+
+    try:
+        return NcclEnv.parse(table.items(), where=where).variables
+    except ConfigError as exc:
+        raise TopologyError(str(exc), value=exc.value, where=where) from None
 
 
 def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:

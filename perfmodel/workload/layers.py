@@ -221,6 +221,11 @@ class LayerCost:
     in ``groups per token`` of them (DeepSeek-V3's node-limited routing; Megatron-Core
     ``--moe-router-num-groups`` / ``--moe-router-group-topk``); ``(0, 0)``: no limit. Read by
     the token dispatchers' deduplication (:func:`perfmodel.parallel.expert.dispatch_share`)."""
+    router_tokens: int = 0
+    """``DISPATCH`` layers: the tokens this rank's router scores (its own tokens, 1/tp of the
+    sequence under sequence parallelism), before any routing or load imbalance: the rows of
+    the rank's routing map (:func:`perfmodel.parallel.expert.routing_map_gather_bytes`);
+    0 elsewhere."""
     ring_steps: int = 1
     """Fused attention under ring context parallelism: the ``cp`` kernel calls (ring steps) its
     FLOP is split over in equal shares, :attr:`gemm` being one call's block (step 0: the local

@@ -208,3 +208,20 @@ def test_tuner_pick_can_cost_a_hair_with_more_bandwidth() -> None:
     assert (a.protocol, b.protocol) == (Protocol.LL128, Protocol.LL)
     assert b.time_s == pytest.approx(b.latency_s + 117_237 / (7.5 * GB), rel=1e-12)
     assert a.time_s < b.time_s < a.time_s * (1 + 1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arch=st.sampled_from(["ampere", "hopper", "blackwell"]),
+    nvlinks=st.integers(1, 18),
+    port_GBps=st.floats(1.0, 200.0),
+    nics=st.integers(1, 16),
+)
+def test_run_channels_never_pass_maxchannels(arch, nvlinks, port_GBps, nics) -> None:
+    """Review mend 10: NCCL runs ``min(MAXCHANNELS, 2 s)`` channels for ``s`` searched
+    (v2.29.7-1 src/graph/connect.cc line 453); the search keeps at most ``MAXCHANNELS / 2``,
+    so the doubling never reaches the cap the chain's channel count takes."""
+    from perfmodel.comm.nccl_graph import NCCL_MAXCHANNELS, inter_graph_channels
+
+    s = inter_graph_channels(arch, nvlinks=nvlinks, net_port_Bps=port_GBps * GB, nics=nics)
+    assert s is None or (1 <= s and 2 * s <= NCCL_MAXCHANNELS)

@@ -47,6 +47,25 @@ def test_parse_list_follows_nccl_parselist() -> None:
     )
 
 
+def test_parse_list_splits_as_strtok_r() -> None:
+    """Review mend 7: NCCL's parseList splits with strtok_r (v2.26.2-1 and v2.29.7-1
+    src/graph/tuning.cc): empty pieces are skipped, so ``LL,,Simple``, ``ring;`` and an empty
+    value are accepted (the empty value changes nothing), and ``^`` alone enables all."""
+    two = NcclEnv.parse([("NCCL_PROTO", "LL,,Simple")])
+    assert two.disabled_protocols == NcclEnv.parse([("NCCL_PROTO", "LL,Simple")]).disabled_protocols
+    assert not two.allows(AR, Algorithm.RING, Protocol.LL128)
+    assert NcclEnv.parse([("NCCL_ALGO", "ring;")]).off(AR) == NcclEnv.parse(
+        [("NCCL_ALGO", "ring")]
+    ).off(AR)
+    assert NcclEnv.parse([("NCCL_ALGO", "")]).default
+    assert NcclEnv.parse([("NCCL_ALGO", "^")]).default
+    assert NcclEnv.parse([("NCCL_ALGO", "allreduce:tree;;broadcast:ring")]).off(AR) == (
+        NcclEnv.parse([("NCCL_ALGO", "allreduce:tree")]).off(AR)
+    )
+    # NCCL_NVLS_ENABLE empty is its default (ncclLoadParam reads only a non-empty value)
+    assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "")]).default
+
+
 def test_switches_and_other_variables() -> None:
     assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "1"), ("NCCL_DEBUG", "INFO")]).default
     assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "2")]).default
@@ -69,7 +88,10 @@ def test_switches_and_other_variables() -> None:
         (("NCCL_ALGO", "ring;tree"), "must name a collective"),
         (("NCCL_ALGO", "alltoall:ring"), "alltoall"),
         (("NCCL_PROTO", "LL256"), "ll256"),
-        (("NCCL_PROTO", ""), "empty"),
+        (("NCCL_ALGO", "ring, tree"), "' tree'"),  # NCCL strips nothing
+        (("NCCL_ALGO", "^^ring"), "'\\^ring'"),  # one caret; the second is in the name
+        (("NCCL_ALGO", ";ring"), "must name a collective"),  # the first token starts the value
+        (("NCCL_COLLNET_ENABLE", "1 "), "2.29"),
         (("NCCL_NVLS_ENABLE", "off"), "NCCL_NVLS_ENABLE"),
         (("NCCL_COLLNET_ENABLE", "2"), "NCCL_COLLNET_ENABLE"),
         (("NVLS_ENABLE", "0"), "not an NCCL_"),
@@ -241,11 +263,12 @@ def test_scenario_key_round_trips_through_toml(tmp_path) -> None:
         'nccl_env = { NCCL_NVLS_ENABLE = "0", NCCL_PROTO = "^LL128" }\n'
     )
     sc = Scenario.from_dict(load_toml(f), where=str(f))
-    assert sc.nccl_env == (("NCCL_NVLS_ENABLE", "0"), ("NCCL_PROTO", "^LL128"))
+    assert sc.nccl_env.variables == (("NCCL_NVLS_ENABLE", "0"), ("NCCL_PROTO", "^LL128"))
+    assert sc.nccl_env.where == f"{f}: nccl_env"  # parsed once, naming the file
     again = Scenario.from_dict(sc.to_dict())
     assert again == sc and again.content_hash() == sc.content_hash()
     env = nccl_env_of(topology_of(sc))
-    assert env.variables == sc.nccl_env and Algorithm.NVLS in env.off(AR)
+    assert env is sc.nccl_env and Algorithm.NVLS in env.off(AR)
     assert nccl_env_of(topology_of(Scenario.from_dict({**sc.to_dict(), "nccl_env": {}}))).default
     f.write_text('system = "dgx-h100"\nnccl_env = { NCCL_ALGO = "Rings" }\n')
     with pytest.raises(ConfigError, match="nccl_env") as info:
@@ -285,3 +308,72 @@ def test_b200_scale_rows_state_nccl_algo_as_their_environment() -> None:
         assert sc.algorithm == "auto" and sc.env.variables == (("NCCL_ALGO", "Ring"),)
         assert set(sc.env.off(sc.op)) >= {Algorithm.TREE, Algorithm.NVLS, Algorithm.PAT}
         assert sc.env.allows(sc.op, Algorithm.RING)
+
+
+def test_scenario_built_in_code_parses_its_environment() -> None:
+    """Review mend 4: ``Scenario(nccl_env=("NCCL_ALGO=Ring",))`` built in code (no
+    ``from_dict``) is parsed when built (was an untyped ValueError in the pipeline); a bad one
+    is a ConfigError naming ``scenario.nccl_env``; none stated stays ``()``."""
+    from perfmodel.pipeline.inputs import topology_of
+    from perfmodel.scenario import Scenario
+
+    sc = Scenario(system="dgx-h100", nccl_env=("NCCL_ALGO=Ring",))
+    assert sc.nccl_env == NcclEnv.parse([("NCCL_ALGO", "Ring")])
+    assert sc.nccl_env.where == "scenario.nccl_env"
+    assert nccl_env_of(topology_of(sc)).off(AR) == NcclEnv.parse([("NCCL_ALGO", "Ring")]).off(AR)
+    assert Scenario(system="dgx-h100", nccl_env={"NCCL_ALGO": "Ring"}) == sc
+    assert Scenario(system="dgx-h100", nccl_env=sc.nccl_env).nccl_env is sc.nccl_env
+    assert Scenario(nccl_env=[]).nccl_env == () == Scenario(nccl_env={}).nccl_env
+    with pytest.raises(ConfigError, match=r"scenario\.nccl_env") as info:
+        Scenario(nccl_env=("NCCL_ALGO=Rings",))
+    assert info.value.where == "scenario.nccl_env"
+
+
+def test_predict_names_the_flag_the_user_typed(capsys) -> None:
+    """Review mend 5: ``--nccl-env`` is parsed once at the edge and carried with its origin, so
+    an error found deep in the pipeline names ``--nccl-env``, not ``scenario.nccl_env``; the
+    same environment from two origins are two topology cache entries."""
+    from perfmodel.pipeline.inputs import topology_of
+    from perfmodel.scenario import Scenario
+
+    args = ["predict", "--system", "dgx-h100", "--nodes", "2", "--model", "gpt2_xl",
+            "--batch-per-gpu", "1", "--software", "fsdp", "--zero", "3",
+            "--fidelity", "analytic", "--nccl-env", "NCCL_ALGO=Tree"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--nccl-env: NCCL_ALGO=Tree leaves NCCL no algorithm" in err
+    assert "scenario.nccl_env" not in err
+    flag = Scenario(system="dgx-h100", nccl_env=NcclEnv.parse([("NCCL_ALGO", "Tree")], where="x"))
+    code = Scenario(system="dgx-h100", nccl_env=[("NCCL_ALGO", "Tree")])
+    assert flag == code and flag.content_hash() == code.content_hash()
+    assert nccl_env_of(topology_of(flag)).where == "x"
+    assert nccl_env_of(topology_of(code)).where == "scenario.nccl_env"
+
+
+def test_public_protocols_follow_the_environment() -> None:
+    """Review nit 13: ``CommCostModel.protocols`` drops what ``NCCL_PROTO`` switches off (was:
+    NCCL's enable rule alone, whatever the environment)."""
+    t = load_system("dgx-h100")
+
+    def protos(value: str, op=None) -> set:
+        m = CommCostModel(with_nccl_env(t, NcclEnv.parse([("NCCL_PROTO", value)])))
+        return set(m.protocols(m.group_info(t.gpus), op))
+
+    m = CommCostModel(t)
+    every = set(m.protocols(m.group_info(t.gpus)))
+    assert Protocol.LL in every
+    assert protos("^LL") == every - {Protocol.LL}
+    assert protos("allreduce:^LL", AR) == every - {Protocol.LL}
+    assert protos("allreduce:^LL") == every == protos("allreduce:^LL", CollectiveOp.ALLGATHER)
+
+
+def test_forced_algorithm_without_protocols_names_nccl_proto() -> None:
+    """Review nit 15: a forced algorithm whose protocols NCCL_PROTO switched off says so,
+    naming the variable and where it was stated (was: "tree is not available" alone)."""
+    t = load_system("dgx-h100")
+    env = NcclEnv.parse([("NCCL_PROTO", "allreduce:^LL,LL128,Simple")], where="--nccl-env")
+    m = CommCostModel(with_nccl_env(t, env))
+    with pytest.raises(ConfigError, match="tree is not available") as info:
+        m.collective(AR, 8e6, t.gpus, "tree")
+    assert "--nccl-env: NCCL_PROTO=allreduce:^LL,LL128,Simple switches off" in str(info.value)
+    assert m.collective(CollectiveOp.ALLGATHER, 8e6, t.gpus, "ring").time_s > 0

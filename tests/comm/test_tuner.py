@@ -175,3 +175,21 @@ def test_nccl_2_26_chooses_the_tree_across_gb200_racks() -> None:
         if c[1:3] == (r26.algorithm, r26.protocol)
     ]
     assert tree[0][4] > 16 * 24 * GB
+
+
+def test_explain_says_which_table_chose_and_which_priced() -> None:
+    """Review mend 9: ``--explain`` of a Blackwell step under NCCL 2.26 says the choice is
+    2.25's table's and the price 2.29's (an assumption, pricing_tuner); under the default
+    release one table does both."""
+    from perfmodel.api import Scenario, predict
+
+    base = dict(system="gb200-nvl72", nodes=2, model="llama3_8b", batch_per_gpu=1,
+                precision="bf16", fidelity="analytic")  # fmt: skip
+
+    def comm_line(**kw) -> str:
+        exp = predict(Scenario(**base, **kw)).explanation
+        return next(line for line in exp.format_lines() if "comm:dp" in line)
+
+    old = comm_line(nccl="2.26")
+    assert "chosen by NCCL 2.25's table, priced by 2.29's" in old
+    assert "NCCL 2.29 tuner" in comm_line() and "priced by" not in comm_line()

@@ -110,3 +110,19 @@ def test_cp1_is_unchanged() -> None:
     assert (shape.seq, shape.causal, shape.ring_steps) == (8192, True, 1)
     plain = attention_efficiency(B.CUDNN, "Hopper", 128, 8192, True, generic=(1, 1))
     assert (cm.attention(att).fwd, cm.attention(att).bwd) == (plain.fwd, plain.bwd)
+
+
+@pytest.mark.parametrize("cp", [2, 4, 5, 6, 8, 10, 13, 17])
+def test_generic_pair_is_not_derated_for_any_cp(cp: int) -> None:
+    """Review mend 2: on a power-limited board (H100 500 W, clock ratio 0.876) the generic
+    pair is never scaled, whatever the ring's length; the ring blend of two equal values was
+    one ulp off for cp = 5, 6, 10, 13, 17, so float equality with the pair scaled it for those
+    cp only (0.438/0.210 against 0.5/0.24). A table backend is scaled for every cp."""
+    part = get_gpu("H100-SXM5-96GB-500W")
+    (att,) = _layers(cp, seq=1024 * cp)
+    gen = ComputeModel(part, ComputeParams.for_gpu(part)).attention(att)
+    assert (gen.fwd, gen.bwd) == (0.5, 0.24)
+    tab = ComputeModel(part, ComputeParams.for_gpu(part, attention_backend=B.CUDNN)).attention(att)
+    full = get_gpu("H100-SXM5-80GB")
+    ref = ComputeModel(full, ComputeParams.for_gpu(full, attention_backend=B.CUDNN)).attention(att)
+    assert tab.fwd == pytest.approx(ref.fwd * part.power_clock_ratio(), rel=1e-12)

@@ -81,3 +81,17 @@ def test_attention_core_unchanged() -> None:
     kept, working = SelectiveRecompute.ATTENTION_CORE.kept_bytes(wl.layers, Precision.BF16)
     assert kept == activation_bytes(wl.layers, "selective", precision=Precision.BF16)
     assert working == 0.0
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_context_parallel_qkv_still_splits_into_q_k_v(cp: int) -> None:
+    """Review nit 11: under context parallelism the attention's ``gemm.batch`` is the local
+    heads alone (cp is in the ring's steps, not the batch: cpstep0), so a CP model's fused
+    projection still splits into ``wq, wk, wv``: 4 heads x 16 = 64 query columns and
+    (128 - 64) / 2 = 32 per key and value, as without CP."""
+    args = dict(batch_size=1, hidden=64, layers=1, heads=4, kv_heads=2, ffn_hidden=128,
+                vocab=100, seq_len=32)  # fmt: skip
+    w = build_model("llama", cp=cp, **args)
+    block = [la for la in w.layers if la.block == 0]
+    qkv = dict(zip((la.name for la in block), mm_products(block), strict=True))["layer0.qkv"]
+    assert qkv == (64.0, 32.0, 32.0)

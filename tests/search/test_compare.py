@@ -371,3 +371,78 @@ def test_screen_reads_schedule_and_recompute_as_predict_does() -> None:
     assert alias == screen({**plan, "schedule": "1f1b"})
     with pytest.raises(ConfigError, match="schedule"):
         screen({**plan, "schedule": "zigzag"})
+
+
+def test_no_winner_when_every_plan_past_the_screen_is_rejected() -> None:
+    """Review mend 1: later stages that reject every plan they try (an NCCL environment the
+    screen does not price) leave the screen's estimates, which name no winner."""
+
+    def reject(sc):
+        raise ConfigError("NCCL_ALGO=Tree leaves NCCL no algorithm for allgather", value=sc)
+
+    res = toy_search(
+        32, 256, screen=fast, analytic_k=3, confirm_k=2, budget_s=None, fast_evaluator=reject
+    )
+    assert res.ranked and all(c.stage == "screen" for c in res.ranked)
+    assert res.unconfirmed is not None and "no plan survived past the screen" in res.unconfirmed
+    assert "9 rejected by the analytic stage" in res.unconfirmed  # 3 k tries
+    table = format_table(res, top=5, interval=0.8)
+    assert "NO WINNER" in table and "wins" not in table and "~" not in table
+    assert res.to_dict(top=2)["unconfirmed"] == res.unconfirmed
+    # one plan surviving the analytic stage is a ranking again
+    ok = toy_search(32, 256, screen=fast, analytic_k=3, confirm_k=0, budget_s=None)
+    assert ok.unconfirmed is None and ok.to_dict(top=1)["unconfirmed"] is None
+
+
+def test_screen_prices_on_the_stated_nccl_release_and_environment() -> None:
+    """Review mend 1: the screen's systems carry every hardware field predict() reads, the NCCL
+    release and environment included."""
+    from perfmodel.api import Scenario, topology_of
+    from perfmodel.search.screen import PlanScreen
+
+    base = {
+        "system": "dgx-h100",
+        "model": "gpt2",
+        "nccl": "2.26",
+        "nccl_env": ("NCCL_ALGO=Tree",),
+    }
+    topo = PlanScreen(base)._topology(2)
+    sc = Scenario.from_dict({k: base[k] for k in ("system", "nccl", "nccl_env")} | {"nodes": 2})
+    assert topo is topology_of(sc)  # the one topology predict() builds
+    assert topo.meta["nccl_env"].variables == (("NCCL_ALGO", "Tree"),)
+
+
+def test_a_stage_past_the_previous_survivors_compares_only_what_both_scored() -> None:
+    """Review mend 1: the simulated stage, going past the one plan the analytic stage kept,
+    reaches screen-only plans; its rank agreement is over plans both stages scored (was a
+    KeyError on ``scores["analytic"]``)."""
+    kept: list[str] = []
+
+    def picky(sc):
+        key = repr(sorted(sc.items()))
+        if not kept:
+            kept.append(key)
+        if key != kept[0]:
+            raise ConfigError("rejected", value=sc)
+        return fast(sc)
+
+    res = toy_search(
+        32, 256, screen=fast, analytic_k=3, confirm_k=3, budget_s=None,
+        fast_evaluator=picky, confirm_evaluator=slow,
+    )  # fmt: skip
+    assert [s.evaluated for s in res.stages] == [res.stages[0].evaluated, 1, 3]
+    assert res.unconfirmed is None and res.best.stage == "simulated"
+
+
+def test_no_memory_hints_when_no_plan_ran_out_of_memory() -> None:
+    """Plans all rejected (an NCCL environment, say) and some folded as "same time and
+    memory" are not out of memory: no "no plan fits in GPU memory" hints (the fold's reason
+    matched "memory")."""
+    from perfmodel.search.compare import oom_hints
+
+    pruned = {
+        "rejected by the analytic stage": 10,
+        "equivalent to a simpler plan (same time and memory)": 5,
+    }
+    assert oom_hints(SHAPE, SearchSpace(), pruned, BASE, [16]) == ()
+    assert oom_hints(SHAPE, SearchSpace(), {"does not fit in memory": 1}, BASE, [16])

@@ -287,10 +287,13 @@ def test_reference_errors(tmp_path) -> None:
         ('nccl_env = { NVLS = "0" }', "NVLS"),
         ("nccl_env = { NCCL_NVLS_ENABLE = 0 }", "NCCL_NVLS_ENABLE"),
         ('nccl_env = "0"', "nccl_env"),
+        # review mend 6: values are parsed at load (was: loaded, then comm failed mid-table)
+        ('nccl_env = { NCCL_NVLS_ENABLE = "off" }', "NCCL_NVLS_ENABLE='off'"),
+        ('nccl_env = { NCCL_ALGO = "Rings" }', "rings"),
     ):
         with pytest.raises(TopologyError, match=named) as info:
             read_server_file(_write(tmp_path, RACK_TEXT.replace(env, wrong), "c.toml"))
-        assert "nccl_env" in str(info.value)
+        assert "nccl_env" in str(info.value) and "c.toml" in str(info.value)
 
 
 def test_topo_show_states_the_domain_and_cloud(capsys) -> None:

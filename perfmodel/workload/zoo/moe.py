@@ -215,7 +215,7 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         a2a += (CommPoint(CollectiveOp.ALLTOALL, float(rows // shard * PROB_BYTES), "ep"),)
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
     fc, bc = fc + a2a, bc + a2a
-    _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc)
+    _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc, router_tokens=local)
     # Megatron-Core's copies of the routed rows around the experts (KernelRecipe): regrouped
     # by local expert after the dispatch, padded to the quantized GEMM's alignment
     sort = net.kernels.moe_sort_chunks and ep > 1 and moe.experts // ep > 1
