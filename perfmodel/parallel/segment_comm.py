@@ -5,8 +5,9 @@ the GPU idle after a dispatch's host synchronisation, ``ep_overlap``'s exposed s
 attention's key/value exchange beyond the attention it overlaps.
 
 :func:`perfmodel.parallel.lowering.build_chunk` calls these for each segment of a chunk that
-has ``"ep"`` or ``"cp"`` groups; the formulas and their sources are in
-:mod:`perfmodel.parallel.expert`.
+has ``"ep"`` or ``"cp"`` groups, in one :class:`SegmentCommContext` it builds per chunk (the
+cost model, groups, algorithm, plan and the memo of collective times); the formulas and their
+sources are in :mod:`perfmodel.parallel.expert`.
 """
 
 from __future__ import annotations
