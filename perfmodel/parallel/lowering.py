@@ -51,6 +51,7 @@ from perfmodel.parallel.plan import CPComm, ParallelismPlan, Recompute
 from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe
 from perfmodel.parallel.segment_comm import (
     SegmentComm,
+    SegmentCommContext,
     _dispatch_sync_stalls,
     _expert_context_segment,
     _merged,
@@ -255,12 +256,10 @@ def build_chunk(
     segs: list[Segment] = []
     tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
-    memo: dict[tuple[object, ...], float] = {}  # identical blocks: one closed form per collective
-    stalls = _dispatch_sync_stalls(
-        layers, layer_ids, costs, groups_of, algorithm, memo, plan.moe_dispatcher
-    )
+    rerun = share if plan.recompute is Recompute.SELECTIVE else None
+    ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
+    stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
     tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
-    selective = plan.recompute is Recompute.SELECTIVE
     if seg_memo is None:
         seg_memo = {}
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
@@ -273,9 +272,7 @@ def build_chunk(
                 segs.append(_with_layers(seen, ids))
                 continue
         seg_layers = take_layers(workload.layers, ids, contiguous)
-        sums = _segment_sums(
-            seg_layers, costs, exclude_sharded, share if selective else None, seg_memo
-        )
+        sums = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
         f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points, rs_f = sums
 
         def point_time(point: tuple[CollectiveOp, float, str]) -> float:
@@ -286,9 +283,8 @@ def build_chunk(
         tf = sum_pieces(fwd_points, point_time)
         tb = sum_pieces(bwd_points, point_time)
         rc, tb, extra, unpaired = _recomputed_and_expert_context(
-            seg_layers, f, bi + bw, rc, tf, tb, costs, groups_of, algorithm, memo, plan,
-            cp_impl, selective, share,
-        )  # fmt: skip
+            seg_layers, f, bi + bw, rc, tf, tb, ctx
+        )
         segs.append(
             Segment(
                 ids,
@@ -325,14 +321,7 @@ def _recomputed_and_expert_context(
     recompute_s: float,
     tp_fwd_s: float,
     tp_bwd_s: float,
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    plan: ParallelismPlan,
-    cp_impl: CPImpl,
-    selective: bool,
-    share: Callable[[LayerCost], float],
+    ctx: SegmentCommContext,
 ) -> tuple[float, float, tuple[SegmentComm, ...], tuple[SegmentComm, ...]]:
     """A segment's ``(recompute_s, tp_bwd_s, expert/context comms, unpaired expert comms)``
     (:func:`build_chunk`): its expert and context-parallel collectives
@@ -342,13 +331,8 @@ def _recomputed_and_expert_context(
     ``ep_overlap`` keeps the expert collectives as issued (``unpaired``) and exposes them only
     beyond the other phase's compute (:func:`~perfmodel.parallel.segment_comm.
     _overlap_expert_comm`)."""
-    extra = (
-        _expert_context_segment(
-            seg_layers, costs, groups_of, algorithm, memo, plan, cp_impl, selective, share
-        )
-        if groups_of
-        else []
-    )
+    plan = ctx.plan
+    extra = _expert_context_segment(seg_layers, ctx) if ctx.groups_of else []
     if plan.recompute is Recompute.FULL:
         recompute_s = fwd_s
         tp_bwd_s += tp_fwd_s  # the recomputed forward re-runs its TP collectives
@@ -356,9 +340,7 @@ def _recomputed_and_expert_context(
     unpaired: tuple[SegmentComm, ...] = ()
     if plan.ep_overlap:
         unpaired = _merged([c for c in extra if c.kind is CommKind.EP])
-        extra = _overlap_expert_comm(
-            extra, fwd_s, bwd_s + recompute_s, _overlap_slowdown(plan, costs)
-        )
+        extra = _overlap_expert_comm(extra, fwd_s, bwd_s + recompute_s, _overlap_slowdown(ctx))
     return recompute_s, tp_bwd_s, _merged(extra), unpaired
 
 

@@ -5,14 +5,15 @@ the GPU idle after a dispatch's host synchronisation, ``ep_overlap``'s exposed s
 attention's key/value exchange beyond the attention it overlaps.
 
 :func:`perfmodel.parallel.lowering.build_chunk` calls these for each segment of a chunk that
-has ``"ep"`` or ``"cp"`` groups; the formulas and their sources are in
-:mod:`perfmodel.parallel.expert`.
+has ``"ep"`` or ``"cp"`` groups, in one :class:`SegmentCommContext` it builds per chunk (the
+cost model, groups, algorithm, plan and the memo of collective times); the formulas and their
+sources are in :mod:`perfmodel.parallel.expert`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -37,35 +38,49 @@ class SegmentComm:
     full_s: float = 0.0
 
 
+@dataclass(frozen=True, eq=False)
+class SegmentCommContext:
+    """What a chunk's expert and context collectives are priced in, the same for every segment
+    of one :func:`~perfmodel.parallel.lowering.build_chunk`: the cost model, the ``"ep"`` /
+    ``"cp"`` groups (the representative's first, then the siblings running the same collective
+    at once), the collective algorithm, the plan (its ``cp_comm``, ``moe_dispatcher``,
+    ``recompute`` and ``ep_overlap``), the stack's context-parallel implementation, the share
+    of a layer's forward that selective recomputation re-runs (``None`` without selective
+    recomputation) and the memo of collective times it fills (identical blocks: one closed form
+    per collective)."""
+
+    costs: Costs
+    groups_of: Mapping[str, tuple[tuple[str, ...], ...]]
+    algorithm: str
+    plan: ParallelismPlan
+    cp_impl: CPImpl = CPImpl.TE_P2P
+    selective_share: Callable[[LayerCost], float] | None = None
+    memo: dict[tuple[object, ...], float] = field(default_factory=dict)
+
+    def collective_s(self, op: CollectiveOp, nbytes: float, group: str) -> float:
+        """Seconds of ``op`` moving ``nbytes`` on every ``group`` group at once
+        (:meth:`~perfmodel.parallel.costs.Costs.concurrent_time`), asked once per chunk."""
+        key = (op, nbytes, group)
+        t = self.memo.get(key)
+        if t is None:
+            t = self.memo[key] = self.costs.concurrent_time(
+                op, nbytes, self.groups_of[group], self.algorithm
+            )
+        return t
+
+
 def _expert_context_segment(
-    seg_layers: Sequence[LayerCost],
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    plan: ParallelismPlan,
-    cp_impl: CPImpl,
-    selective: bool,
-    share: Callable[[LayerCost], float],
+    seg_layers: Sequence[LayerCost], ctx: SegmentCommContext
 ) -> list[SegmentComm]:
     """A segment's expert all-to-alls and context-parallel exchanges
     (:func:`_expert_context_comm` per layer); a checkpointed attention core (selective
     recomputation re-running it whole) re-runs its forward ring exchange in backward."""
     extra: list[SegmentComm] = []
+    share = ctx.selective_share
     for layer in seg_layers:
-        lf, lbi, lbw = costs.layer_time(layer)
-        got = _expert_context_comm(
-            layer,
-            costs,
-            groups_of,
-            (lf, lbi + lbw),
-            algorithm,
-            memo,
-            plan.cp_comm,
-            plan.moe_dispatcher,
-            cp_impl,
-        )
-        if selective and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
+        lf, lbi, lbw = ctx.costs.layer_time(layer)
+        got = _expert_context_comm(layer, (lf, lbi + lbw), ctx)
+        if share is not None and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
             # a checkpointed attention core re-runs its forward, ring exchange too
             got += [replace(c, phase="B") for c in got if c.phase == "F"]
         extra += got
@@ -73,17 +88,10 @@ def _expert_context_segment(
 
 
 def _expert_context_comm(
-    layer: LayerCost,
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    compute_s: tuple[float, float],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    cp_comm: CPComm = CPComm.RING,
-    dispatcher: MoEDispatcher = MoEDispatcher.ALLTOALL,
-    cp_impl: CPImpl = CPImpl.TE_P2P,
+    layer: LayerCost, compute_s: tuple[float, float], ctx: SegmentCommContext
 ) -> list[SegmentComm]:
-    """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase: the token
+    """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase, beside its
+    forward and backward ``compute_s``: the token
     dispatcher's collectives exposed in full (:func:`_dispatcher_point`); the key/value exchange
     beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
     (:func:`perfmodel.parallel.expert.cp_exposed_s`; PyTorch's ring, ``cp_impl`` ``torch``:
@@ -93,6 +101,7 @@ def _expert_context_comm(
     share (what the flow simulation replays)."""
     from perfmodel.parallel.expert import cp_exposed_s, torch_cp_exposed_s
 
+    cp_comm, cp_impl = ctx.plan.cp_comm, ctx.cp_impl
     out: list[SegmentComm] = []
     for phase, points, busy in (
         ("F", layer.fwd_comm, compute_s[0]),
@@ -100,27 +109,23 @@ def _expert_context_comm(
     ):
         ring: list[tuple[CollectiveOp, float, float]] = []
         for cp in points:
-            groups = groups_of.get(cp.group)
+            groups = ctx.groups_of.get(cp.group)
             if groups is None:
                 continue
             op, nbytes, floor = cp.op, cp.message_bytes, 0.0
             if cp.group == "ep":
-                op, nbytes = _dispatcher_point(layer, cp, phase, dispatcher, groups[0], costs)
-                floor = _flex_kernel_floor(layer, cp, phase, dispatcher, groups[0], costs, memo)
-            key = (op, nbytes, cp.group)
-            t = memo.get(key)
-            if t is None:
-                t = memo[key] = costs.concurrent_time(op, nbytes, groups, algorithm)
-            t = max(t, floor)
+                op, nbytes = _dispatcher_point(layer, cp, phase, groups[0], ctx)
+                floor = _flex_kernel_floor(layer, cp, phase, groups[0], ctx)
+            t = max(ctx.collective_s(op, nbytes, cp.group), floor)
             if cp.group == "cp":
                 ring.append((op, nbytes, t))
             else:
                 out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
         if phase == "F":
-            out += _routing_map_gather(layer, costs, groups_of, algorithm, memo, dispatcher)
+            out += _routing_map_gather(layer, ctx)
         if ring:
             full = sum(t for _, _, t in ring)
-            size = len(groups_of["cp"][0])
+            size = len(ctx.groups_of["cp"][0])
             if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
                 gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
                 traced = cp_impl is CPImpl.TORCH_COMPILE
@@ -136,13 +141,7 @@ def _expert_context_comm(
 
 
 def _dispatch_sync_stalls(
-    layers: Sequence[LayerCost],
-    layer_ids: Sequence[int],
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    dispatcher: MoEDispatcher,
+    layers: Sequence[LayerCost], layer_ids: Sequence[int], ctx: SegmentCommContext
 ) -> dict[int, float]:
     """GPU idle after each MoE dispatch layer's host synchronisation in one forward of a chunk
     (layer id -> seconds; empty without routed experts or a host model): the run from the
@@ -154,6 +153,7 @@ def _dispatch_sync_stalls(
     the others wait before the tokens move, so theirs is."""
     from perfmodel.parallel.expert import dispatcher_sync_stall_s
 
+    costs, dispatcher = ctx.costs, ctx.plan.moe_dispatcher
     host_of = getattr(costs, "layer_host_time", None)
     if host_of is None or not any(
         la.expert_role is ExpertRole.DISPATCH for la in distinct_layers(layers)
@@ -176,13 +176,9 @@ def _dispatch_sync_stalls(
             moves = la.expert_role is ExpertRole.COMBINE or (
                 la.expert_role is ExpertRole.DISPATCH and dispatcher is not MoEDispatcher.ALLGATHER
             )
-            if moves and groups_of:
+            if moves and ctx.groups_of:
                 g += sum(
-                    c.duration_s
-                    for c in _expert_context_comm(
-                        la, costs, groups_of, (g, 0.0), algorithm, memo, dispatcher=dispatcher
-                    )
-                    if c.phase == "F"
+                    c.duration_s for c in _expert_context_comm(la, (g, 0.0), ctx) if c.phase == "F"
                 )
             hg = per[la.cost_key()] = (host_of(la)[0], g)
         run.append(hg)
@@ -191,45 +187,30 @@ def _dispatch_sync_stalls(
     return {k: v for k, v in out.items() if v > 0}
 
 
-def _routing_map_gather(
-    layer: LayerCost,
-    costs: Costs,
-    groups_of: Mapping[str, tuple[tuple[str, ...], ...]],
-    algorithm: str,
-    memo: dict[tuple[object, ...], float],
-    dispatcher: MoEDispatcher,
-) -> list[SegmentComm]:
-    """The forward routing-map all-gather of a dispatch layer whose ``dispatcher`` runs one
+def _routing_map_gather(layer: LayerCost, ctx: SegmentCommContext) -> list[SegmentComm]:
+    """The forward routing-map all-gather of a dispatch layer whose dispatcher runs one
     before its tokens move (:func:`perfmodel.parallel.expert.routing_map_gather_bytes`: Hybrid-EP),
     exposed in full on the expert-parallel group; the map's rows are the tokens the rank's
     router scores (:attr:`LayerCost.router_tokens`, whatever the load). Empty for other
     layers and dispatchers."""
     from perfmodel.parallel.expert import routing_map_gather_bytes
 
-    groups = groups_of.get("ep")
+    groups = ctx.groups_of.get("ep")
     if layer.expert_role is not ExpertRole.DISPATCH or not groups or not layer.router_tokens:
         return []
     nbytes = routing_map_gather_bytes(
-        dispatcher, layer.router_tokens, layer.experts, len(groups[0])
+        ctx.plan.moe_dispatcher, layer.router_tokens, layer.experts, len(groups[0])
     )
     if nbytes <= 0:
         return []
-    key = (CollectiveOp.ALLGATHER, nbytes, "ep")
-    t = memo.get(key)
-    if t is None:
-        t = memo[key] = costs.concurrent_time(CollectiveOp.ALLGATHER, nbytes, groups, algorithm)
+    t = ctx.collective_s(CollectiveOp.ALLGATHER, nbytes, "ep")
     return [SegmentComm(CommKind.EP, "F", CollectiveOp.ALLGATHER, nbytes, t, t)]
 
 
 def _dispatcher_point(
-    layer: LayerCost,
-    point: CommPoint,
-    phase: str,
-    dispatcher: MoEDispatcher,
-    group: Sequence[str],
-    costs: Costs,
+    layer: LayerCost, point: CommPoint, phase: str, group: Sequence[str], ctx: SegmentCommContext
 ) -> tuple[CollectiveOp, float]:
-    """The collective and bytes that ``dispatcher`` runs for a dispatch/combine layer's
+    """The collective and bytes that the plan's dispatcher runs for a dispatch/combine layer's
     all-to-all ``point`` of ``tokens x top_k`` routed rows on the expert-parallel ``group``.
 
     ``alltoall``: the point as built. ``deepep`` / ``hybridep``: the all-to-all of the
@@ -241,6 +222,7 @@ def _dispatcher_point(
     """
     from perfmodel.parallel.expert import dispatch_share
 
+    dispatcher = ctx.plan.moe_dispatcher
     if (
         dispatcher is MoEDispatcher.ALLTOALL
         or not layer.top_k
@@ -252,20 +234,14 @@ def _dispatcher_point(
         gather = (layer.expert_role is ExpertRole.DISPATCH) == (phase == "F")
         op = CollectiveOp.ALLGATHER if gather else CollectiveOp.REDUCESCATTER
         return op, point.message_bytes / layer.top_k * n
-    topo = getattr(costs, "topology", None)
+    topo = getattr(ctx.costs, "topology", None)
     servers = len({topo.server_of(g) for g in group}) if topo is not None else 1
     share = dispatch_share(dispatcher, layer.experts, layer.top_k, n, servers, layer.routing_groups)
     return point.op, point.message_bytes * share
 
 
 def _flex_kernel_floor(
-    layer: LayerCost,
-    point: CommPoint,
-    phase: str,
-    dispatcher: MoEDispatcher,
-    group: Sequence[str],
-    costs: Costs,
-    memo: dict[tuple[object, ...], float],
+    layer: LayerCost, point: CommPoint, phase: str, group: Sequence[str], ctx: SegmentCommContext
 ) -> float:
     """The flex dispatcher's kernel time from its published bandwidth
     (:func:`perfmodel.parallel.expert.flex_kernel_floor_s`) for a dispatch/combine layer's
@@ -275,7 +251,8 @@ def _flex_kernel_floor(
     layers without expert counts and a cost model without a topology."""
     from perfmodel.parallel.expert import flex_fabric, flex_kernel_floor_s, flex_units_hit
 
-    topo = getattr(costs, "topology", None)
+    dispatcher, memo = ctx.plan.moe_dispatcher, ctx.memo
+    topo = getattr(ctx.costs, "topology", None)
     if (
         not dispatcher.deduplicates
         or topo is None
@@ -301,15 +278,15 @@ def _flex_kernel_floor(
     return floor
 
 
-def _overlap_slowdown(plan: ParallelismPlan, costs: Costs) -> float:
+def _overlap_slowdown(ctx: SegmentCommContext) -> float:
     """Compute slowdown beside the plan's dispatcher kernels
     (:func:`perfmodel.parallel.expert.overlap_compute_slowdown`; the GPU's SM count from the
     compute model, the house estimate without one)."""
     from perfmodel.parallel.expert import overlap_compute_slowdown
 
-    compute = getattr(costs, "compute", None)
+    compute = getattr(ctx.costs, "compute", None)
     sm_count = compute.params.sm_count if compute is not None else 0
-    return overlap_compute_slowdown(plan.moe_dispatcher, sm_count)
+    return overlap_compute_slowdown(ctx.plan.moe_dispatcher, sm_count)
 
 
 def _overlap_expert_comm(

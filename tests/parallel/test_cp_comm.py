@@ -11,7 +11,7 @@ from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import cp_exposed_s
 from perfmodel.parallel.plan import CPComm, ParallelismPlan, parse_plan_string
-from perfmodel.parallel.segment_comm import _expert_context_comm
+from perfmodel.parallel.segment_comm import SegmentCommContext, _expert_context_comm
 from perfmodel.workload import build_model
 from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.memory import FRAGMENTATION
@@ -58,7 +58,9 @@ def test_allgather_same_bytes_exposed_in_full() -> None:
 
     def run(kind: CPComm) -> dict[str, tuple[float, float, float]]:
         out: dict[str, list[float]] = {}
-        for c in _expert_context_comm(attn, _OneGBps(), groups, busy, "ring", {}, kind):
+        plan = ParallelismPlan(cp=8, cp_comm=kind)
+        ctx = SegmentCommContext(_OneGBps(), groups, "ring", plan)
+        for c in _expert_context_comm(attn, busy, ctx):
             acc = out.setdefault(c.phase, [0.0, 0.0, 0.0])
             acc[0] += c.message_bytes
             acc[1] += c.duration_s

@@ -22,7 +22,7 @@ from perfmodel.parallel.expert import (
 from perfmodel.parallel.partition import partition
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, parse_plan_string
-from perfmodel.parallel.segment_comm import _expert_context_comm
+from perfmodel.parallel.segment_comm import SegmentCommContext, _expert_context_comm
 from perfmodel.workload import ExpertRole, build_model
 from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.zoo.moe import routing_sampling_load
@@ -220,8 +220,8 @@ def test_lowering_exposes_the_compiled_torch_ring_in_full() -> None:
     groups = {"cp": (("g0", "g1", "g2", "g3"),)}
 
     def exposed(impl: CPImpl, phase: str) -> tuple[float, float]:
-        got = _expert_context_comm(attn, _FlatCosts(), groups, (10.0, 10.0), "ring", {},
-                                   cp_impl=impl)  # fmt: skip
+        ctx = SegmentCommContext(_FlatCosts(), groups, "ring", ParallelismPlan(cp=4), impl)
+        got = _expert_context_comm(attn, (10.0, 10.0), ctx)
         mine = [c for c in got if c.phase == phase]
         return sum(c.duration_s for c in mine), sum(c.full_s for c in mine)
 
