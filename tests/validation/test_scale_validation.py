@@ -108,19 +108,24 @@ def test_b200_rings_within_10_percent(results: ScaleResults) -> None:
     assert abs(worst.error) <= 0.10, (worst.row["id"], worst.error)
 
 
+def _internevo_row(gpus: int) -> dict[str, object]:
+    """A hand-made InternEvo tp=1 row as scale.jsonl states one: micro-batch 2, global batch
+    8 x GPUs, 8 GPUs per server on 4 x 100 Gb RoCE."""
+    return {
+        "id": f"internevo-7b-tp1-zero1all-{gpus}g",
+        "kind": "training_scaling",
+        "hardware": {"gpus": gpus, "gpus_per_node": 8, "inter_node_link": "4 x 100 Gb/s RoCE"},
+        "plan": {"tp": 1, "micro_batch_size": 2},
+        "batch": {"global": 8 * gpus},
+    }
+
+
 def test_internevo_rows_take_the_owners_of_the_measuring_code() -> None:
     """The InternEvo rows name the July 2023 config key (``zero_overlap_communication``) and the
     table predates ``ParamBcastSyncHandler`` (2023-08-23): their scenarios use the size-greedy
     owners, and over 1,024 ranks every tensor of the workload then broadcasts alone (more
     broadcasts than the module walk's one per large tensor)."""
-    row = {
-        "id": "internevo-7b-tp1-zero1all-1024g",
-        "kind": "training_scaling",
-        "hardware": {"gpus": 1024, "gpus_per_node": 8, "inter_node_link": "4 x 100 Gb/s RoCE"},
-        "plan": {"tp": 1, "micro_batch_size": 2},
-        "batch": {"global": 8192},
-    }
-    sc = map_training_row(row)
+    sc = map_training_row(_internevo_row(1024))
     assert isinstance(sc, Scenario)
     assert dict(sc.software_options) == {
         "param_owners": "size-greedy",
@@ -147,14 +152,7 @@ def test_apex_rms_norm_bytes_golden() -> None:
 def test_internevo_july_kernels_cut_the_norm_and_rope_time() -> None:
     """The July options replace the eager norm (22 kernels, 128 B per element) and RoPE by the
     extension kernels: the workload's norm and rope bytes fall, its GEMMs stay."""
-    row = {
-        "id": "internevo-7b-tp1-zero1all-8g",
-        "kind": "training_scaling",
-        "hardware": {"gpus": 8, "gpus_per_node": 8, "inter_node_link": "4 x 100 Gb/s RoCE"},
-        "plan": {"tp": 1, "micro_batch_size": 2},
-        "batch": {"global": 64},
-    }
-    sc = map_training_row(row)
+    sc = map_training_row(_internevo_row(8))
     assert isinstance(sc, Scenario)
     eager = replace(sc, software_options={"param_owners": "size-greedy"})
 
