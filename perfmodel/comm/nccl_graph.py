@@ -39,14 +39,14 @@ SPEEDS_INTER_BASE_GBps: tuple[float, ...] = (
     1.2, 0.24, 0.12,
 )  # fmt: skip
 
-#: ``MAXCHANNELS / 2``: the most channels the ring graph search keeps (``src/init.cc``,
-#: ``ringGraph->maxChannels``; ``MAXCHANNELS`` = 64 in ``src/include/device.h``).
-NCCL_GRAPH_MAX_CHANNELS = 32
-
 #: ``MAXCHANNELS`` (NVIDIA/nccl v2.29.7-1 ``src/include/device.h`` line 88): the most channels
 #: a communicator runs; ``ncclTopoPostset`` doubles the searched ones up to it
 #: (``src/graph/connect.cc`` line 453, ``std::min(MAXCHANNELS, nChannels*2)``).
 NCCL_MAXCHANNELS = 64
+
+#: ``MAXCHANNELS / 2``: the most channels the ring graph search keeps (``src/init.cc``,
+#: ``ringGraph->maxChannels``).
+NCCL_GRAPH_MAX_CHANNELS = NCCL_MAXCHANNELS // 2
 
 #: The search tries a slower speed only while it is more than this share of the best speed
 #: found (``speedArray[speedIndex+1]/graph->bwInter > .49``).
