@@ -59,14 +59,15 @@ _CFG = (
     "configs/"
 )
 
-#: System of each GPU named in a row (first match wins) and GPUs per server.
-SYSTEMS: tuple[tuple[str, str, int], ...] = (
-    ("GB300", "gb300-nvl72", 72),
-    ("GB200", "gb200-nvl72", 72),
-    ("B300", "hgx-b300", 8),
-    ("MI355X", "mi355x-8", 8),
-    ("MI325X", "mi325x-8", 8),
-    ("MI300X", "mi300x-8", 8),
+#: System of each GPU named in a row (first match wins); its GPUs per server come from the
+#: catalogue file (:func:`perfmodel.topology.builders.gpus_per_server`).
+SYSTEMS: tuple[tuple[str, str], ...] = (
+    ("GB300", "gb300-nvl72"),
+    ("GB200", "gb200-nvl72"),
+    ("B300", "hgx-b300"),
+    ("MI355X", "mi355x-8"),
+    ("MI325X", "mi325x-8"),
+    ("MI300X", "mi300x-8"),
 )
 
 
@@ -183,9 +184,11 @@ def load_rows(directory: str | Path | None = None) -> list[dict[str, Any]]:
 
 
 def _system(gpu: str) -> tuple[str, int] | None:
-    for key, system, per_node in SYSTEMS:
+    from perfmodel.topology.builders import gpus_per_server
+
+    for key, system in SYSTEMS:
         if key in gpu:
-            return system, per_node
+            return system, gpus_per_server(system)
     return None
 
 

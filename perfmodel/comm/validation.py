@@ -40,6 +40,7 @@ from perfmodel.comm.model import CommCostModel
 from perfmodel.comm.nccl_env import DEFAULT_ENV, NcclEnv, with_nccl_env
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology, load_system
+from perfmodel.topology.builders import gpus_per_server
 from perfmodel.units import GB, ms, us
 
 #: Large-message threshold for the accuracy targets (bandwidth-bound regime), bytes.
@@ -215,10 +216,6 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
     return CommSkip(rid, "no mapping for this source")
 
 
-#: GPUs of one GB200 NVL72 rack (one NVLink domain; NVIDIA GB200 NVL72 datasheet).
-NVL72_GPUS = 72
-
-
 def map_gb200(
     row: dict[str, Any], size: int, measured: float, metric: str
 ) -> CommScenario | CommSkip:
@@ -231,15 +228,17 @@ def map_gb200(
     their speed: the catalogue's NDR 400 Gb/s NIC is assumed (NVIDIA DGX SuperPOD GB200
     reference: one ConnectX-7 400 Gb/s per GPU).
     """
+
     rid = row["id"]
     gpus = int(row["hardware"]["gpus"])
-    if gpus % NVL72_GPUS:
-        return CommSkip(rid, f"{gpus} GPUs is not a whole number of 72-GPU NVL72 racks")
-    racks = gpus // NVL72_GPUS
+    rack = gpus_per_server("gb200-nvl72")  # one NVLink domain, as the catalogue file states it
+    if gpus % rack:
+        return CommSkip(rid, f"{gpus} GPUs is not a whole number of {rack}-GPU NVL72 racks")
+    racks = gpus // rack
     return CommScenario(
         rid, "gb200-nvl72", racks, gpus, CollectiveOp.ALLREDUCE, size, metric, measured,
         "GB200 NVL72",
-        note=f"{racks} rack(s) of 72; NVLS and CollNet off, ring or tree ({CORE_WEAVE_GB200_JOB}"
+        note=f"{racks} rack(s) of {rack}; NVLS and CollNet off, ring or tree ({CORE_WEAVE_GB200_JOB}"
         f"{'' if racks > 2 else '; assumed for this log: first posted with an NVLS-on job, PR #43'}"
         "); assumed NIC speed: NDR 400 Gb/s, one per GPU (4 HCAs per tray stated, speed not)",
         nccl=stated_nccl(row), env=CORE_WEAVE_GB200_ENV,

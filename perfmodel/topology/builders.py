@@ -48,6 +48,12 @@ def system_path(name: str) -> Path:
     )
 
 
+def gpus_per_server(name: str) -> int:
+    """GPUs of one server of the catalogue system (or topology file) ``name``, as its file
+    states them (a GB200 NVL72 rack: 72; a DGX: 8); the file is read once per process."""
+    return len(read_server_file(system_path(name)).gpu_ids)
+
+
 def load_system(
     name: str,
     *,
