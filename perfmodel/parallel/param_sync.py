@@ -31,12 +31,13 @@ broadcasts run in rank order, largest tensor first (``broadcast_params``, ``fa73
 
 The model applies the rule to the workload's parameter tensors in order (:func:`layer_tensors`:
 one per layer, except a gated MLP's fused input projection, ``fc1`` before its SwiGLU, which is
-InternEvo's two matrices ``w1`` and ``w2``; biases are not in the workload), and prices each owner's
-broadcast with the collective model: NCCL's tuner picks ring and protocol per broadcast, and the
-broadcast takes the time of a pipelined chain (:func:`perfmodel.comm.closed_form.chain_time`:
-each network hop of the chain stores one protocol step before forwarding it, ~160 us a hop with
-LL128 over a channel's share of 4 x 100 Gb RoCE, 20 ms for a 1,024-rank chain of 128 servers,
-which NCCL's tuner does not model); the TP siblings' broadcasts share the links' bandwidth, not
+InternEvo's two matrices ``w1`` and ``w2``, and a linear layer's bias, a tensor of its own), and
+prices each owner's broadcast with the collective model: NCCL's tuner picks ring and protocol per
+broadcast, and the broadcast takes the time of a pipelined chain
+(:func:`perfmodel.comm.closed_form.chain_time`: each network hop of the chain stores one protocol
+step before forwarding it, ~124 us a server hop with LL128 over a run channel's share of
+4 x 100 Gb RoCE, ~16 ms for a 1,024-rank chain of 128 servers, which NCCL's tuner does not
+model); the TP siblings' broadcasts share the links' bandwidth, not
 the chains' fill (:meth:`perfmodel.parallel.costs.SystemCosts.concurrent_time`). The
 lowering charges the series as one task of the summed time; the simulated fidelity replays a
 group of at most 16 ranks as one broadcast of all the bytes (the owners' launch latencies, a few
@@ -50,7 +51,7 @@ from collections.abc import Sequence
 
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.stack_choices import ParamOwners
-from perfmodel.workload.layers import LayerCost, LayerKind
+from perfmodel.workload.layers import LayerCost, LayerKind, feeds_gated_activation
 
 #: InternEvo ``ParamBcastSyncHandler``: a rank takes tensors until its count exceeds 1.01 x the
 #: average share (``alloc_num > avg_param_num * 1.01``).
@@ -143,16 +144,18 @@ def owner_bytes(
 def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple[int, float]]:
     """``(layer id, elements)`` of each parameter tensor of the layers ``ids`` (ids into
     ``layers``, in order): one tensor per layer with parameters, two equal ones for a gated MLP's
-    fused input projection (a linear layer followed by its ``swiglu``: the zoo's ``fc1`` holds
-    the gate and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
+    fused input projection (a linear layer feeding a gated activation,
+    :func:`~perfmodel.workload.layers.feeds_gated_activation`: the zoo's ``fc1`` holds the gate
+    and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
     ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44); a linear layer's
     bias (its parameters beyond the GEMM's ``k x n`` weight) is a tensor of its own, as
     ``nn.Linear`` keeps it (InternLM-7B's ``Wqkv.bias`` and ``out_proj.bias``).
 
-    >>> def layer(name, kind, params):
-    ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, ())
-    >>> ls = [layer("b.ln2", LayerKind.NORM, 4), layer("b.fc1", LayerKind.LINEAR, 80),
-    ...       layer("b.swiglu", LayerKind.ACTIVATION, 0), layer("b.fc2", LayerKind.LINEAR, 40)]
+    >>> def layer(name, kind, params, width):
+    ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, (1, width))
+    >>> ls = [layer("b.ln2", LayerKind.NORM, 4, 4), layer("b.fc1", LayerKind.LINEAR, 80, 20),
+    ...       layer("b.swiglu", LayerKind.ACTIVATION, 0, 10),
+    ...       layer("b.fc2", LayerKind.LINEAR, 40, 4)]
     >>> layer_tensors(ls, [0, 1, 2, 3])
     [(0, 4.0), (1, 40.0), (1, 40.0), (3, 40.0)]
     """
@@ -164,13 +167,7 @@ def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple
         g = layers[i].gemm
         bias = p - g.k * g.n if layers[i].kind is LayerKind.LINEAR and g is not None else 0.0
         p -= max(bias, 0.0)
-        nxt = layers[i + 1] if i + 1 < len(layers) else None
-        gated = (
-            layers[i].kind is LayerKind.LINEAR
-            and nxt is not None
-            and nxt.kind is LayerKind.ACTIVATION
-            and nxt.name.endswith("swiglu")
-        )
+        gated = feeds_gated_activation(layers[i], layers[i + 1] if i + 1 < len(layers) else None)
         out.extend([(i, p / 2), (i, p / 2)] if gated else [(i, p)])
         if bias > 0:
             out.extend([(i, bias / 2), (i, bias / 2)] if gated else [(i, bias)])

@@ -18,6 +18,7 @@ from perfmodel.workload.layers import (
     LayerCost,
     LayerKind,
     Workload,
+    feeds_gated_activation,
     layer_runs,
     runs_sum,
 )
@@ -187,12 +188,7 @@ def mm_products(block: Sequence[LayerCost]) -> list[tuple[float, ...]]:
             kv = (n - q) / 2
             if 0 < q < n and kv > 0:
                 widths = (q, kv, kv)
-        elif (
-            after is not None
-            and after.kind is LayerKind.ACTIVATION
-            and after.output_shape
-            and 2 * _elements(after.output_shape) == _elements(la.output_shape)
-        ):
+        elif feeds_gated_activation(la, after):
             widths = (n / 2, n / 2)
         out.append(widths)
     return out

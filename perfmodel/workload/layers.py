@@ -7,6 +7,7 @@ any tensor-parallel sharding the workload was built with).
 from __future__ import annotations
 
 import enum
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -526,6 +527,21 @@ class StackedLayers(Sequence[LayerCost]):
             return range(0)
         ja, jb = -(-(a - h) // p), (b - h) // p
         return range(s.block0 + ja, s.block0 + max(ja, jb))
+
+
+def feeds_gated_activation(linear: LayerCost, nxt: LayerCost | None) -> bool:
+    """Whether ``linear`` is a gated MLP's fused input projection: the next layer is an
+    activation whose output is half its output (SwiGLU / GEGLU: ``act(x W_gate) * (x W_up)``,
+    Shazeer 2020, "GLU Variants Improve Transformer"), so its weight is two matrices (gate, up).
+    """
+    return (
+        linear.kind is LayerKind.LINEAR
+        and nxt is not None
+        and nxt.kind is LayerKind.ACTIVATION
+        and bool(nxt.output_shape)
+        and bool(linear.output_shape)
+        and 2 * math.prod(nxt.output_shape) == math.prod(linear.output_shape)
+    )
 
 
 def layer_runs(layers: Sequence[LayerCost]) -> list[tuple[tuple[LayerCost, ...], int]]:

@@ -279,3 +279,19 @@ def test_linear_bias_is_a_tensor_of_its_own() -> None:
     no_bias = dataclasses.replace(sc, model_args={**INTERNLM_7B, "attn_bias": False})
     wl0, _ = step_workload(no_bias, resolve(no_bias), None)
     assert len(layer_tensors(wl0.layers, range(len(wl0.layers)))) == 227
+
+
+def test_gated_projection_read_from_shapes_not_names() -> None:
+    """A gated MLP's input projection is found by its activation halving the width (SwiGLU and
+    GEGLU alike), not by the activation's name; a non-gated activation keeps one tensor."""
+    from perfmodel.workload.layers import LayerCost, LayerKind, feeds_gated_activation
+
+    def layer(name: str, kind: LayerKind, params: float, width: int) -> LayerCost:
+        return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, (1, width))
+
+    fc1 = layer("b.fc1", LayerKind.LINEAR, 80, 20)
+    geglu = layer("b.geglu", LayerKind.ACTIVATION, 0, 10)
+    gelu = layer("b.gelu", LayerKind.ACTIVATION, 0, 20)
+    assert feeds_gated_activation(fc1, geglu) and not feeds_gated_activation(fc1, gelu)
+    assert layer_tensors([fc1, geglu], [0, 1]) == [(0, 40.0), (0, 40.0)]
+    assert layer_tensors([fc1, gelu], [0, 1]) == [(0, 80.0)]
