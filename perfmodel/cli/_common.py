@@ -63,11 +63,20 @@ def add_command_group(
 TypedFlag = tuple[str, Callable[[str], Callable[[str], Any]], str]
 
 
+def add_typed_arg(
+    group: Any, flag: str, kind: Callable[[str], Callable[[str], Any]], **options: Any
+) -> Any:
+    """Add ``flag`` to ``group`` (a parser or an argument group) with its values parsed by
+    ``kind(flag)``, a :mod:`perfmodel.cli._types` factory, so a bad value's error names the
+    flag as it is declared here, stated once; ``options`` are ``add_argument``'s others
+    (``default``, ``help``, ``metavar``, ...). Returns argparse's action."""
+    return group.add_argument(flag, type=kind(flag), **options)
+
+
 def add_typed_args(group: Any, rows: Sequence[TypedFlag]) -> None:
-    """Add one flag per ``(flag, kind, help)`` row, in order; its values are parsed by
-    ``kind(flag)``, so a bad value's error names the flag as written in the row."""
+    """Add one flag per ``(flag, kind, help)`` row, in order (:func:`add_typed_arg`)."""
     for flag, kind, help in rows:
-        group.add_argument(flag, type=kind(flag), help=help)
+        add_typed_arg(group, flag, kind, help=help)
 
 
 def flag_dest(flag: str) -> str:
@@ -104,17 +113,13 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         "import FILE -o box.toml writes one), 'custom' (hardware from parts), or "
         "'calibrated' (predict: the one device a --calibration profile measured, e.g. a CPU)",
     )
-    g.add_argument(
-        "--nodes", type=ty.positive_int("--nodes"), default=1, help="number of servers (default 1)"
-    )
+    add_typed_arg(g, "--nodes", ty.positive_int, default=1, help="number of servers (default 1)")
     g.add_argument(
         "--network",
         help="fabric link technology, overrides the system default (e.g. ib-hdr, eth-40g)",
     )
-    g.add_argument(
-        "--nics-per-node",
-        type=ty.positive_int("--nics-per-node"),
-        help="NIC ports per server used by the fabric",
+    add_typed_arg(
+        g, "--nics-per-node", ty.positive_int, help="NIC ports per server used by the fabric"
     )
     g.add_argument(
         "--fabric",
@@ -122,17 +127,14 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         choices=["single-switch", "fat-tree", "rail"],
         help="fabric topology",
     )
-    g.add_argument(
+    add_typed_arg(
+        g,
         "--oversubscription",
-        type=ty.oversubscription("--oversubscription"),
+        ty.oversubscription,
         help="fat-tree leaf oversubscription (2 = 2:1)",
     )
     g.add_argument("--gpu", help="GPU model (custom systems and GPU-selectable systems)")
-    g.add_argument(
-        "--gpus-per-node",
-        type=ty.positive_int("--gpus-per-node"),
-        help="custom systems: GPUs per server",
-    )
+    add_typed_arg(g, "--gpus-per-node", ty.positive_int, help="custom systems: GPUs per server")
     g.add_argument(
         "--intra-node", help="custom systems: pcie3|pcie4|pcie5|nvlink1..nvlink5|nvswitch-v1..v4"
     )
@@ -213,9 +215,10 @@ INTERVAL_LEVEL = DEFAULT_LEVEL
 def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
     """``--interval LEVEL|off``: the prediction-interval level (:func:`ty.interval_level`;
     default :data:`INTERVAL_LEVEL`, issue 26); ``help`` says what the command does with it."""
-    parser.add_argument(
+    add_typed_arg(
+        parser,
         "--interval",
-        type=ty.interval_level("--interval"),
+        ty.interval_level,
         default=INTERVAL_LEVEL,
         metavar="LEVEL|off",
         help=help,

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import DURATION_HELP, parse_budget
+from perfmodel.cli._common import DURATION_HELP, add_typed_arg, parse_budget
 from perfmodel.units import GB
 
 
@@ -81,10 +81,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "link class is then fitted through the communication model so the profile reproduces "
         "the log",
     )
-    p.add_argument(
-        "--trace-dir",
-        type=ty.output_dir("--trace-dir"),
-        help="write the training-step profiler traces here (torch)",
+    add_typed_arg(
+        p, "--trace-dir", ty.output_dir, help="write the training-step profiler traces here (torch)"
     )
     g.add_argument(
         "--refit",

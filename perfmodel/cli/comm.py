@@ -29,6 +29,7 @@ from perfmodel.cli._common import (
     add_interval_arg,
     add_quiet_arg,
     add_system_args,
+    add_typed_arg,
     print_json,
     system_from_args,
 )
@@ -52,10 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "nccl-tests log with the prediction.",
     )
     add_system_args(p, required=False)
-    p.add_argument(
-        "--gpus",
-        type=ty.positive_int("--gpus"),
-        help="GPUs in the group (default: all GPUs of the system)",
+    add_typed_arg(
+        p, "--gpus", ty.positive_int, help="GPUs in the group (default: all GPUs of the system)"
     )
     p.add_argument(
         "--group",
@@ -88,12 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="an nccl-tests log (text or -J JSON) to compare; exit status 0 healthy, "
         "3 degraded, 4 nothing to judge (docs/cli.md)",
     )
-    p.add_argument(
-        "--plot",
-        type=ty.png_file("--plot"),
-        metavar="FILE.png",
-        help="write busbw vs size to a PNG",
-    )
+    add_typed_arg(p, "--plot", ty.png_file, metavar="FILE.png", help="write busbw vs size to a PNG")
     p.add_argument(
         "--link-params",
         metavar="FILE",

@@ -38,6 +38,7 @@ from perfmodel.cli._common import (
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    add_typed_arg,
     add_typed_args,
     parse_budget,
     parse_model_args,
@@ -123,27 +124,20 @@ def register(subparsers: Any) -> None:
     b.add_argument(
         "--global-batch", help="samples per step over all replicas (comma list to search)"
     )
-    b.add_argument(
-        "--batch-per-gpu",
-        type=ty.batch_int("--batch-per-gpu"),
-        help="samples per replica per step",
-    )
+    add_typed_arg(b, "--batch-per-gpu", ty.batch_int, help="samples per replica per step")
     p.add_argument("--precision", default=None, choices=PRECISIONS)
     p.add_argument("--optimizer", default=None, choices=OPTIMIZERS)
     p.add_argument(
         "--software", help="software preset (megatron, pytorch-ddp, deepspeed-zero1, ...)"
     )
-    p.add_argument(
-        "--dataset-size", type=ty.positive_int("--dataset-size"), help="samples per epoch"
-    )
+    add_typed_arg(p, "--dataset-size", ty.positive_int, help="samples per epoch")
     p.add_argument("--calibration", help="calibration profile JSON")
-    p.add_argument(
-        "--top", type=ty.positive_int("--top"), default=10, help="plans to show (default 10)"
-    )
+    add_typed_arg(p, "--top", ty.positive_int, default=10, help="plans to show (default 10)")
     p.add_argument("--objective", default="throughput", choices=["throughput", "tta", "cost"])
-    p.add_argument(
+    add_typed_arg(
+        p,
         "--plot",
-        type=ty.plot_file("--plot"),
+        ty.plot_file,
         help="write a PNG (plan heatmap + Pareto, speedup curves, or TTA)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -170,9 +164,7 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "--ep", help="expert-parallel degrees (MoE; default: powers of two dividing the experts)"
     )
     s.add_argument("--cp", default="1", help="context-parallel degrees to try (default 1)")
-    s.add_argument(
-        "--max-tp", type=ty.positive_int("--max-tp"), help="largest tensor-parallel degree"
-    )
+    add_typed_arg(s, "--max-tp", ty.positive_int, help="largest tensor-parallel degree")
     s.add_argument("--microbatch", default="1,2,4,8", help="micro-batch sizes (default 1,2,4,8)")
     s.add_argument("--schedules", default="1f1b,interleaved", help="gpipe,1f1b,interleaved")
     s.add_argument(
@@ -193,17 +185,11 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--cnn-tp", action="store_true", help="also split CNN fully-connected layers")
     st = p.add_argument_group("search stages")
     st.add_argument("--no-screen", action="store_true", help="analytic predictor for every plan")
-    st.add_argument(
-        "--analytic-k",
-        type=ty.nonneg_int("--analytic-k"),
-        default=8,
-        help="plans re-ranked analytically (8)",
+    add_typed_arg(
+        st, "--analytic-k", ty.nonneg_int, default=8, help="plans re-ranked analytically (8)"
     )
-    st.add_argument(
-        "--confirm-k",
-        type=ty.nonneg_int("--confirm-k"),
-        default=3,
-        help="plans confirmed by simulation (3)",
+    add_typed_arg(
+        st, "--confirm-k", ty.nonneg_int, default=3, help="plans confirmed by simulation (3)"
     )
     st.add_argument(
         "--budget",
@@ -211,11 +197,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help=f"wall-time limit of the analytic+simulated stages: {DURATION_HELP} (default 30s)",
     )
-    st.add_argument(
-        "--jobs",
-        type=ty.jobs_int("--jobs"),
-        default=1,
-        help="processes for a non-screen first stage",
+    add_typed_arg(
+        st, "--jobs", ty.jobs_int, default=1, help="processes for a non-screen first stage"
     )
 
 
@@ -234,23 +217,14 @@ def _add_cost_args(p: argparse.ArgumentParser) -> None:
         "--price-per-gpu-hour", help="price of one GPU-hour (one value or one per system)"
     )
     c.add_argument("--purchase-price", help="purchase price per GPU (one value or one per system)")
-    c.add_argument(
-        "--lifetime-years",
-        type=ty.positive_float("--lifetime-years"),
-        help="amortisation period of --purchase-price",
+    add_typed_arg(
+        c, "--lifetime-years", ty.positive_float, help="amortisation period of --purchase-price"
     )
-    c.add_argument(
-        "--utilization",
-        type=ty.positive_float("--utilization"),
-        default=1.0,
-        help="fraction of lifetime in use (1.0)",
+    add_typed_arg(
+        c, "--utilization", ty.positive_float, default=1.0, help="fraction of lifetime in use (1.0)"
     )
-    c.add_argument(
-        "--epochs", type=ty.positive_float("--epochs"), help="epochs of the training run"
-    )
-    c.add_argument(
-        "--deadline", type=ty.positive_float("--deadline"), help="hours the run may take"
-    )
+    add_typed_arg(c, "--epochs", ty.positive_float, help="epochs of the training run")
+    add_typed_arg(c, "--deadline", ty.positive_float, help="hours the run may take")
     c.add_argument("--fidelity", default="simulated", choices=FIDELITIES, help="what-if")
     add_typed_args(c, STATISTICAL_EFFICIENCY_FLAGS)
     c.add_argument(

@@ -21,6 +21,7 @@ from perfmodel.cli._common import (
     PRECISIONS,
     add_documented_command,
     add_system_args,
+    add_typed_arg,
     print_json,
     system_flags,
 )
@@ -35,14 +36,16 @@ def add_parser(sub: Any) -> None:
         __doc__,
     )
     p.add_argument("trace", help="Chakra ET (.et) or PyTorch profiler trace (.json, .json.gz)")
-    p.add_argument(
+    add_typed_arg(
+        p,
         "--params",
-        type=ty.positive_int("--params"),
+        ty.positive_int,
         help="trainable parameters (when the trace has no all-reduce)",
     )
-    p.add_argument(
+    add_typed_arg(
+        p,
         "--batch",
-        type=ty.batch_int("--batch"),
+        ty.batch_int,
         help="samples per GPU in the traced step (default: a perfmodel export's own)",
     )
     p.add_argument(

@@ -35,6 +35,7 @@ from perfmodel.cli._common import (
     RECOMPUTE,
     add_command_group,
     add_model_arg,
+    add_typed_arg,
     attention_kind,
     parse_model_args,
     print_json,
@@ -61,19 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     show = sub.add_parser("show", help="per-layer table of one model")
     show.add_argument("name", help="zoo model (perfmodel model list)")
     add_model_arg(show)
-    show.add_argument(
-        "--batch",
-        type=ty.batch_int("--batch"),
-        default=1,
-        help="per-GPU micro-batch (default 1)",
-    )
+    add_typed_arg(show, "--batch", ty.batch_int, default=1, help="per-GPU micro-batch (default 1)")
     show.add_argument("--gpu", help="GPU model for predicted times (perfmodel hw gpus)")
     show.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
-    show.add_argument(
-        "--tp",
-        type=ty.positive_int("--tp"),
-        default=1,
-        help="tensor-parallel degree (per-rank shard)",
+    add_typed_arg(
+        show, "--tp", ty.positive_int, default=1, help="tensor-parallel degree (per-rank shard)"
     )
     show.add_argument(
         "--sequence-parallel", action="store_true", help="Megatron sequence parallelism"
@@ -103,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
     mb.add_argument("--optimizer", default="sgd", help="|".join(OPTIMIZERS))
     mb.add_argument("--recompute", default="none", help="|".join(RECOMPUTE))
-    mb.add_argument("--tp", type=ty.positive_int("--tp"), default=1, help="tensor-parallel degree")
+    add_typed_arg(mb, "--tp", ty.positive_int, default=1, help="tensor-parallel degree")
     mb.add_argument(
         "--software",
         default="pytorch-ddp",

@@ -31,6 +31,7 @@ from perfmodel.cli._common import (
     add_model_arg,
     add_quiet_arg,
     add_system_args,
+    add_typed_arg,
     add_typed_args,
     attention_kind,
     flag_dest,
@@ -56,10 +57,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)
     b = p.add_mutually_exclusive_group()
-    b.add_argument(
-        "--batch-per-gpu",
-        type=ty.batch_int("--batch-per-gpu"),
-        help="samples per data-parallel replica per step",
+    add_typed_arg(
+        b, "--batch-per-gpu", ty.batch_int, help="samples per data-parallel replica per step"
     )
     b.add_argument(
         "--global-batch",
@@ -134,19 +133,13 @@ def _add_software_args(p: argparse.ArgumentParser) -> None:
         help="convolution memory format: nchw (PyTorch's default contiguous layout) or nhwc "
         "(channels_last); default: the software preset's framework default (docs/predict.md)",
     )
-    p.add_argument(
-        "--learners-per-gpu",
-        type=ty.positive_int("--learners-per-gpu"),
-        help="Crossbow learners per GPU",
-    )
+    add_typed_arg(p, "--learners-per-gpu", ty.positive_int, help="Crossbow learners per GPU")
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     """``predict``'s flags of the data: epoch size, input pipeline, token budget and price."""
-    p.add_argument(
-        "--dataset-size",
-        type=ty.positive_int("--dataset-size"),
-        help="samples per epoch (gives epoch_time_s)",
+    add_typed_arg(
+        p, "--dataset-size", ty.positive_int, help="samples per epoch (gives epoch_time_s)"
     )
     p.add_argument(
         "--dataset",
@@ -158,19 +151,22 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
         choices=["pytorch", "tf-data", "keras", "dali"],
         help="loading library (default: the software preset's framework loader); docs/host.md",
     )
-    p.add_argument(
+    add_typed_arg(
+        p,
         "--data-loader-workers",
-        type=ty.nonneg_int("--data-loader-workers"),
+        ty.nonneg_int,
         help="loader workers per pipeline (PyTorch num_workers; 0 = load in the training process)",
     )
-    p.add_argument(
+    add_typed_arg(
+        p,
         "--tokens",
-        type=ty.positive_float("--tokens"),
+        ty.positive_float,
         help="training budget in tokens (e.g. 26e9; sequence models): prints the time to train",
     )
-    p.add_argument(
+    add_typed_arg(
+        p,
         "--price-per-gpu-hour",
-        type=ty.positive_float("--price-per-gpu-hour"),
+        ty.positive_float,
         help="price of one GPU-hour (your currency): with --tokens, prints the cost",
     )
 
@@ -184,17 +180,16 @@ def _add_output_args(p: argparse.ArgumentParser) -> None:
         type=ty.output_file("--trace", ".json"),
         help="write a Chrome/Perfetto trace JSON of the step",
     )
-    p.add_argument("--gantt", type=ty.png_file("--gantt"), help="write a Gantt PNG of the schedule")
-    p.add_argument(
+    add_typed_arg(p, "--gantt", ty.png_file, help="write a Gantt PNG of the schedule")
+    add_typed_arg(
+        p,
         "--chakra",
+        ty.output_dir,
         metavar="DIR",
-        type=ty.output_dir("--chakra"),
         help="write MLCommons Chakra execution traces (ASTRA-sim's workload), DIR/perfmodel.<rank>.et "
         "for every simulated rank",
     )
-    p.add_argument(
-        "--plot", type=ty.png_file("--plot"), help="with a GPU list: write the speedup curve PNG"
-    )
+    add_typed_arg(p, "--plot", ty.png_file, help="with a GPU list: write the speedup curve PNG")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_interval_arg(
         p,

@@ -24,6 +24,7 @@ from perfmodel.cli._common import (
     add_documented_command,
     add_interval_arg,
     add_quiet_arg,
+    add_typed_arg,
     print_json,
 )
 
@@ -43,11 +44,8 @@ def register(subparsers: Any) -> None:
         type=ty.output_file("-o"),  # the extension is checked by run_sweep, first
         help="results file (.jsonl or .csv)",
     )
-    p.add_argument(
-        "--jobs",
-        type=ty.jobs_int("--jobs"),
-        default=1,
-        help="worker processes (-1: all cores; default 1)",
+    add_typed_arg(
+        p, "--jobs", ty.jobs_int, default=1, help="worker processes (-1: all cores; default 1)"
     )
     p.add_argument("--backend", default="joblib", choices=["joblib", "dask", "serial"])
     p.add_argument(

@@ -26,7 +26,13 @@ import sys
 from typing import Any
 
 from perfmodel.cli import _types as ty
-from perfmodel.cli._common import add_command_group, add_system_args, print_json, system_from_args
+from perfmodel.cli._common import (
+    add_command_group,
+    add_system_args,
+    add_typed_arg,
+    print_json,
+    system_from_args,
+)
 from perfmodel.errors import ConfigError
 from perfmodel.topology import Topology, list_systems, load_system
 from perfmodel.topology.analysis import (
@@ -78,9 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "-o", "--output", required=True, type=ty.output_file("-o"), help="output file (.png)"
     )
-    p.add_argument(
-        "--title", type=ty.title_text("--title"), help="picture title (at most 200 characters)"
-    )
+    add_typed_arg(p, "--title", ty.title_text, help="picture title (at most 200 characters)")
     p.set_defaults(func=_cmd_draw)
 
     p = sub.add_parser(
