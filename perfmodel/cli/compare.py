@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from perfmodel.cli import _types as ty
 from perfmodel.cli import error_exit
@@ -46,6 +47,10 @@ from perfmodel.cli._common import (
     system_flags,
 )
 from perfmodel.errors import ConfigError
+
+if TYPE_CHECKING:  # the search stack loads when a search runs, not at parse
+    from perfmodel.search.compare import SearchResult
+    from perfmodel.search.plans import SearchSpace
 
 
 def _ints(text: str | None, where: str, maximum: int | None = None) -> tuple[int, ...] | None:
@@ -326,10 +331,43 @@ def _gpus_per_node(base: dict[str, Any]) -> tuple[int, int]:
     return one.gpus_per_node, one.gpus_per_node * int(base.get("nodes", 1))
 
 
-def _run_search(args: argparse.Namespace) -> int:
+def _search_plans(
+    args: argparse.Namespace,
+    base: dict[str, Any],
+    gpus: Sequence[int],
+    batches: Sequence[int],
+    space: SearchSpace,
+    gpus_per_node: int,
+    **extra: Any,
+) -> SearchResult:
+    """The plan search of ``base`` as the flags set it: the search stages (``--objective``,
+    ``--no-screen``, ``--analytic-k``, ``--confirm-k``, ``--budget`` as a hard limit, ``--jobs``)
+    and the statistical efficiency (:func:`_stat`); each GPU count runs on
+    ``ceil(gpus / gpus_per_node)`` servers. One reading of these flags for ``compare --system``
+    and ``compare --systems --search``; ``extra``: more :func:`search_plans` keywords."""
     from perfmodel.search.compare import search_plans
-    from perfmodel.search.compare_table import format_table
     from perfmodel.search.sweep_workers import cap_workers
+
+    return search_plans(
+        base,
+        gpus=gpus,
+        global_batches=batches,
+        space=space,
+        objective=args.objective,
+        stat=_stat(args),
+        screen=not args.no_screen,
+        analytic_k=args.analytic_k,
+        confirm_k=args.confirm_k,
+        budget_s=parse_budget(args.budget, allow_zero=True),
+        jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
+        nodes_for=lambda g: max(1, math.ceil(g / gpus_per_node)),
+        hard_budget=True,
+        **extra,
+    )
+
+
+def _run_search(args: argparse.Namespace) -> int:
+    from perfmodel.search.compare_table import format_table
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -352,24 +390,14 @@ def _run_search(args: argparse.Namespace) -> int:
                 where="--gpus",
             )
 
-    def nodes_for(g: int) -> int:
-        return max(1, math.ceil(g / gpn))
-
-    res = search_plans(
+    res = _search_plans(
+        args,
         base,
-        gpus=gpus,
-        global_batches=batches,
-        space=space,
-        objective=args.objective,
-        stat=_stat(args),
+        gpus,
+        batches,
+        space,
+        gpn,
         pricing=pricing,
-        screen=not args.no_screen,
-        analytic_k=args.analytic_k,
-        confirm_k=args.confirm_k,
-        budget_s=parse_budget(args.budget, allow_zero=True),
-        jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
-        nodes_for=nodes_for,
-        hard_budget=True,
         progress=getattr(args, "progress", None),
     )
     if args.plot:
@@ -439,8 +467,6 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     """``compare --systems A,B --search --gpus N``: the best plan of the job on each system
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
-    from perfmodel.search.compare import search_plans
-    from perfmodel.search.sweep_workers import cap_workers
     from perfmodel.search.whatif import parse_systems
 
     base = _base(args)
@@ -461,21 +487,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
         sc = {**base, **opt.overrides, "system": opt.system}
         gpn, _ = _gpus_per_node(sc)
         domain = _nvlink_domain(sc)
-        res = search_plans(
-            sc,
-            gpus=gpus,
-            global_batches=batches,
-            space=space,
-            objective=args.objective,
-            stat=_stat(args),
-            screen=not args.no_screen,
-            analytic_k=args.analytic_k,
-            confirm_k=args.confirm_k,
-            budget_s=parse_budget(args.budget, allow_zero=True),
-            jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
-            nodes_for=lambda g, gpn=gpn: max(1, math.ceil(g / gpn)),
-            hard_budget=True,
-        )
+        res = _search_plans(args, sc, gpus, batches, space, gpn)
         # the best plan the deepest stage kept in memory (a later stage may find the screen's
         # favourite out of memory: its score is then infinite)
         best = next(
