@@ -181,29 +181,22 @@ def system_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def system_from_args(args: argparse.Namespace) -> Topology:
-    """Build the :class:`Topology` the hardware flags describe
-    (:func:`perfmodel.topology.builders.build_system`, then ``--nccl``'s P2P rule)."""
+    """Build the :class:`Topology` the hardware flags (:data:`SYSTEM_KEYS`, one per scenario
+    hardware field) describe (:func:`perfmodel.topology.builders.build_system`, then
+    ``--nccl``'s P2P rule and ``--nccl-env``)."""
     from perfmodel.topology.builders import build_system
 
-    topo = build_system(
-        args.system,
-        nodes=args.nodes,
-        network=args.network,
-        nics_per_node=args.nics_per_node,
-        gpu=args.gpu,
-        gpus_per_node=args.gpus_per_node,
-        intra_node=args.intra_node,
-        fabric_topology=args.fabric_topology,
-        oversubscription=args.oversubscription,
-    )
-    if getattr(args, "nccl", None):
+    hw = {k: getattr(args, k) for k in SYSTEM_KEYS}
+    nccl, nccl_env = hw.pop("nccl"), hw.pop("nccl_env")
+    topo = build_system(hw.pop("system"), **hw)
+    if nccl:
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
-        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(args.nccl, where="--nccl"))
-    if getattr(args, "nccl_env", None):
+        topo = with_nccl_p2p_rule(topo, NcclRelease.parse(nccl, where="--nccl"))
+    if nccl_env:
         from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
 
-        topo = with_nccl_env(topo, NcclEnv.parse_assignments(args.nccl_env, where="--nccl-env"))
+        topo = with_nccl_env(topo, NcclEnv.parse_assignments(nccl_env, where="--nccl-env"))
     return topo
 
 
