@@ -140,6 +140,12 @@ def ring_exposed_s(comm_s: float, steps: RingSteps) -> float:
     With equal steps this is ``(cp - 1) max(0, c - attention_s / cp)``, and is computed as
     that plus the diagonal's difference (0 there), so equal steps give the same float.
 
+    Not modelled: TE runs the steps on two alternating CUDA streams ("to resolve wave
+    quantization"), so transfer ``i + 1`` is posted on step ``i + 1``'s stream once transfer
+    ``i`` has arrived and step ``i - 1`` has finished, possibly while step ``i`` still runs; a
+    slow transfer can then borrow part of the step before its own. Charging each transfer
+    against its own step alone is the upper bound of that overlap.
+
     >>> ring_exposed_s(3.0, RingSteps.equal(4.0, 4))  # 1 s per transfer under 1 s: hidden
     0.0
     >>> ring_exposed_s(6.0, RingSteps.equal(4.0, 4))  # 2 s per transfer under 1 s: 3 x 1 s
