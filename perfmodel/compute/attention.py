@@ -302,6 +302,12 @@ class AttentionEfficiency:
     """Whether the values come from a published benchmark table of the kernel (those are
     scaled by a power-limited board's clock ratio); ``False``: the generic pair (a fitted
     number of its own, not scaled)."""
+    causal_over_rest: tuple[float, float] = (1.0, 1.0)
+    """``(forward, backward)`` time of a causal ring's causal step over one unmasked step's
+    (the same FLOP: the unmasked rate over the causal one,
+    :func:`ring_attention_efficiency`); ``(1, 1)`` for one call or equal rates. The
+    context-parallel overlap reads it to know which step hides which transfer
+    (:class:`perfmodel.parallel.expert.RingSteps`)."""
 
 
 def attention_efficiency(
@@ -383,13 +389,17 @@ def ring_attention_efficiency(
     ``rest`` is read (``ComputeModel.attention``) from the kernel's unmasked table at the
     local sequence length ``s``, an ``s x s`` call, though each unmasked step sweeps an
     ``s x s/2`` half block: the tables have no half-block shape, so a half block is taken to
-    run at the rate of the full one (an approximation, not measured).
+    run at the rate of the full one (an approximation, not measured). The blend keeps the
+    causal step's time over an unmasked step's, ``rest / first`` per pass
+    (:attr:`AttentionEfficiency.causal_over_rest`), for the overlap of the ring's transfers.
 
     >>> c = AttentionEfficiency(0.4, 0.3, AttentionBackend.CUDNN, "t")
     >>> n = AttentionEfficiency(0.6, 0.5, AttentionBackend.CUDNN, "t")
     >>> e = ring_attention_efficiency(c, n, 3)
     >>> round(e.fwd, 4), round(e.bwd, 4)   # 3 / (1/0.4 + 2/0.6), 3 / (1/0.3 + 2/0.5)
     (0.5143, 0.4091)
+    >>> e.causal_over_rest   # the causal step's time over an unmasked one's: 0.6/0.4, 0.5/0.3
+    (1.4999999999999998, 1.6666666666666667)
     >>> ring_attention_efficiency(c, n, 1) == c == ring_attention_efficiency(c, c, 5)
     True
     """
@@ -405,6 +415,7 @@ def ring_attention_efficiency(
         first.backend,
         f"{first.source}; ring of {steps}: 1 causal step + {steps - 1} unmasked half blocks",
         first.from_table and rest.from_table,
+        (rest.fwd / first.fwd, rest.bwd / first.bwd),
     )
 
 

@@ -22,7 +22,7 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
-from perfmodel.workload.layers import LayerCost
+from perfmodel.workload.layers import LayerCost, LayerKind
 
 if TYPE_CHECKING:
     from perfmodel.compute.model import LayerTime
@@ -196,6 +196,14 @@ class SystemCosts:
         """The compute model's whole :class:`~perfmodel.compute.model.LayerTime` of ``layer``
         (cached by cost key, as :meth:`layer_time`): the per-class breakdown reads its casts."""
         return self._layer(layer.cost_source())
+
+    def ring_step_ratio(self, layer: LayerCost) -> tuple[float, float]:
+        """``(forward, backward)`` time of a ring context-parallel attention's causal step over
+        one unmasked step's (:attr:`perfmodel.compute.attention.AttentionEfficiency.
+        causal_over_rest`); ``(1, 1)`` for any other layer."""
+        if layer.kind is not LayerKind.ATTENTION or layer.ring_steps <= 1 or layer.gemm is None:
+            return (1.0, 1.0)
+        return self.compute.attention(layer.cost_source()).causal_over_rest
 
     def layer_host_time(self, layer: LayerCost) -> tuple[float, float]:
         """``(LayerTime.host_fwd_s, host_s - host_fwd_s)``: kernels x

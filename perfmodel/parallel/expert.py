@@ -72,45 +72,153 @@ def with_neighbours(
     return (first, *sibs[:MAX_SIBLINGS])
 
 
-def ring_exposed_s(comm_s: float, attention_s: float, cp: int) -> float:
-    """Exposed time of ring attention's key/value exchange.
+@dataclass(frozen=True)
+class RingSteps:
+    """The attention kernel time of one pass of a ring (context-parallel) attention, per step.
 
-    The attention over ``cp`` chunks runs in ``cp`` steps; the transfer of the next chunk
-    (``comm_s / (cp - 1)`` per step) runs beside the current step's attention
-    (``attention_s / cp``), so each of the ``cp - 1`` transfers shows only what exceeds the step
-    it hides under (Megatron-Core / Transformer Engine ``AttnFuncWithCPAndKVP2P``, which posts
-    the next P2P exchange before the current block's attention kernel; Liu et al. 2023, Ring
-    Attention, sec. 3):
+    A causal ring of ``count`` steps runs one causal diagonal block (``first_s``, the local
+    queries against the local keys) and ``count - 1`` unmasked half blocks (``rest_s`` each),
+    all of equal FLOP; the diagonal runs at the causal kernel's efficiency, the half blocks at
+    the unmasked kernel's (:func:`perfmodel.compute.attention.ring_attention_efficiency`), so
+    ``first_s`` is longer by the ratio of the two rates. Which step each transfer hides under
+    is the implementation's order (:func:`ring_exposed_s`, :func:`te_ring_bwd_exposed_s`,
+    :func:`torch_cp_exposed_s`).
 
-    ``exposed = (cp - 1) max(0, comm_s / (cp - 1) - attention_s / cp)``
-
-    >>> ring_exposed_s(3.0, 4.0, 4)  # 1 s per transfer under 1 s of attention: hidden
-    0.0
-    >>> ring_exposed_s(6.0, 4.0, 4)  # 2 s per transfer under 1 s: 3 x 1 s exposed
-    3.0
+    >>> RingSteps.split(10.0, 4, 1.5)   # 1.5 + 3 = 4.5 step units of 10 s / 4.5
+    RingSteps(count=4, first_s=3.3333333333333335, rest_s=2.2222222222222223)
+    >>> RingSteps.equal(8.0, 4) == RingSteps.split(8.0, 4, 1.0) == RingSteps(4, 2.0, 2.0)
+    True
     """
+
+    count: int
+    first_s: float
+    rest_s: float
+
+    @classmethod
+    def equal(cls, attention_s: float, count: int) -> RingSteps:
+        """``count`` steps of equal time ``attention_s / count`` (no causal diagonal, or no
+        ratio known)."""
+        return cls.split(attention_s, count, 1.0)
+
+    @classmethod
+    def split(cls, attention_s: float, count: int, first_over_rest: float) -> RingSteps:
+        """The pass's ``attention_s`` split into a causal step ``first_over_rest`` times as
+        long as each of the ``count - 1`` others:
+
+        ``rest_s = attention_s / (first_over_rest + count - 1)``,
+        ``first_s = first_over_rest x rest_s``
+
+        (with ``first_over_rest = 1`` both are exactly ``attention_s / count``)."""
+        n = max(int(count), 1)
+        r = float(first_over_rest)
+        if not r > 0 or not math.isfinite(r):
+            raise ConfigError(
+                f"a ring's causal-step time ratio must be positive and finite, got {r!r}",
+                value=r,
+                where="RingSteps.split first_over_rest",
+            )
+        return cls(n, attention_s * r / (r + n - 1), attention_s / (r + n - 1))
+
+
+def ring_exposed_s(comm_s: float, steps: RingSteps) -> float:
+    """Exposed time of ring attention's forward key/value exchange (Transformer Engine's p2p
+    ring, Megatron-Core ``cp_comm_type="p2p"``).
+
+    The ``cp = steps.count`` steps run in order: step ``i`` waits for the chunk transfer
+    ``i - 1`` brought, posts transfer ``i`` (the chunk it holds, on to the next rank) and then
+    runs its attention, so transfer ``i`` (``comm_s / (cp - 1)`` each) runs beside step ``i``
+    and shows only what exceeds it (Transformer Engine v1.8
+    ``transformer_engine/pytorch/attention.py`` ``AttnFuncWithCP.forward`` lines 631-650,
+    v2.14 ``attention/dot_product_attention/context_parallel.py``
+    ``AttnFuncWithCPAndKVP2P.forward`` lines 1571-1590; Liu et al. 2023, Ring Attention,
+    sec. 3). Step 0 is the causal diagonal (``first_s``), steps ``1 .. cp-1`` the half blocks
+    (``rest_s``); transfer 0 hides under the diagonal, transfers ``1 .. cp-2`` under half
+    blocks and the last step has nothing to hide:
+
+    ``exposed = max(0, c - first_s) + (cp - 2) max(0, c - rest_s)``, ``c = comm_s / (cp - 1)``
+
+    With equal steps this is ``(cp - 1) max(0, c - attention_s / cp)``, and is computed as
+    that plus the diagonal's difference (0 there), so equal steps give the same float.
+
+    Not modelled: TE runs the steps on two alternating CUDA streams ("to resolve wave
+    quantization"), so transfer ``i + 1`` is posted on step ``i + 1``'s stream once transfer
+    ``i`` has arrived and step ``i - 1`` has finished, possibly while step ``i`` still runs; a
+    slow transfer can then borrow part of the step before its own. Charging each transfer
+    against its own step alone is the upper bound of that overlap.
+
+    >>> ring_exposed_s(3.0, RingSteps.equal(4.0, 4))  # 1 s per transfer under 1 s: hidden
+    0.0
+    >>> ring_exposed_s(6.0, RingSteps.equal(4.0, 4))  # 2 s per transfer under 1 s: 3 x 1 s
+    3.0
+    >>> round(ring_exposed_s(6.0, RingSteps(4, 1.5, 5 / 6)), 6)  # diagonal: 0.5 + 2 x 7/6
+    2.833333
+    """
+    cp = steps.count
     if cp <= 1 or comm_s <= 0:
         return 0.0
-    return (cp - 1) * max(0.0, comm_s / (cp - 1) - attention_s / cp)
+    c = comm_s / (cp - 1)
+    under_half = max(0.0, c - steps.rest_s)
+    # every transfer as under a half block, then the first's difference under the diagonal
+    # (0 for equal steps: exactly the equal-step formula)
+    return (cp - 1) * under_half + (max(0.0, c - steps.first_s) - under_half)
 
 
-def cp_exposed_s(comm_s: float, attention_s: float, cp: int, cp_comm: CPComm) -> float:
-    """Exposed seconds of a layer's context-parallel K/V exchange for the plan's ``cp_comm``.
+def te_ring_bwd_exposed_s(comm_s: float, steps: RingSteps) -> float:
+    """Exposed time of Transformer Engine's p2p ring in backward (K/V and the dK/dV
+    accumulators travelling together).
 
-    ``ring``: :func:`ring_exposed_s`. ``allgather``: the all-gather of the whole sequence's K/V
-    (forward) and the reduce-scatter of dK/dV (backward) run before/after the attention kernel
-    and cannot overlap it (Megatron-Core ``TransformerConfig.cp_comm_type`` docstring, see
+    The backward runs the forward's steps in reverse, the causal diagonal LAST
+    (TE v1.8 ``attention.py`` ``AttnFuncWithCP.backward``: "In reversed order of fwd", line
+    1177, ``i == cp_size - 1`` the causal block; v2.14 ``context_parallel.py`` line 2423,
+    ``section = "diagonal"`` for ``i == cp_size - 1``). Each of the ``cp`` steps posts one
+    transfer before its attention and waits for it after ("wait until dKV is received": v1.8
+    lines 1157-1176 and 1553-1555; v2.14 lines 2310-2345 and 2552-2553): step 0 sends the
+    K/V chunk alone, steps ``1 .. cp-2`` the K/V chunk and the dK/dV accumulated so far,
+    the last the dK/dV alone. With ``comm_s`` the pass's ``cp - 1`` K/V and ``cp - 1`` dK/dV
+    chunk transfers (``u = comm_s / (2 (cp - 1))`` each):
+
+    ``exposed = max(0, u - rest_s) + (cp - 2) max(0, 2u - rest_s) + max(0, u - first_s)``
+
+    >>> te_ring_bwd_exposed_s(4.0, RingSteps.equal(8.0, 2))   # 2 s + 2 s under 4 s + 4 s
+    0.0
+    >>> te_ring_bwd_exposed_s(12.0, RingSteps(4, 1.0, 1.0))   # u = 2: 1 + 2 x 3 + 1
+    8.0
+    """
+    cp = steps.count
+    if cp <= 1 or comm_s <= 0:
+        return 0.0
+    u = comm_s / (2 * (cp - 1))
+    return (
+        max(0.0, u - steps.rest_s)
+        + (cp - 2) * max(0.0, 2 * u - steps.rest_s)
+        + max(0.0, u - steps.first_s)
+    )
+
+
+def cp_exposed_s(
+    comm_s: float, steps: RingSteps, cp_comm: CPComm, *, backward: bool = False
+) -> float:
+    """Exposed seconds of a layer's context-parallel K/V exchange (Transformer Engine) for the
+    plan's ``cp_comm``.
+
+    ``ring``: :func:`ring_exposed_s` forward, :func:`te_ring_bwd_exposed_s` with ``backward``.
+    ``allgather``: the all-gather of the whole sequence's K/V (forward) and the reduce-scatter
+    of dK/dV (backward) run before/after the attention kernel and cannot overlap it
+    (Megatron-Core ``TransformerConfig.cp_comm_type`` docstring, see
     :class:`~perfmodel.parallel.plan.CPComm`), so ``exposed = comm_s`` (0 when ``cp == 1``).
     Both move the same bytes; only the overlap differs.
 
-    >>> cp_exposed_s(3.0, 4.0, 4, CPComm.ALLGATHER), cp_exposed_s(3.0, 4.0, 4, CPComm.RING)
+    >>> four = RingSteps.equal(4.0, 4)
+    >>> cp_exposed_s(3.0, four, CPComm.ALLGATHER), cp_exposed_s(3.0, four, CPComm.RING)
     (3.0, 0.0)
     """
-    if cp <= 1 or comm_s <= 0:
+    if steps.count <= 1 or comm_s <= 0:
         return 0.0
     if cp_comm is CPComm.ALLGATHER:
         return comm_s
-    return ring_exposed_s(comm_s, attention_s, cp)
+    if backward:
+        return te_ring_bwd_exposed_s(comm_s, steps)
+    return ring_exposed_s(comm_s, steps)
 
 
 class CPImpl(str, enum.Enum):
@@ -176,37 +284,45 @@ class CPImpl(str, enum.Enum):
 
 
 def torch_cp_exposed_s(
-    gather_s: float, permute_s: float, attention_s: float, cp: int, *, traced: bool = False
+    gather_s: float, permute_s: float, steps: RingSteps, *, traced: bool = False
 ) -> float:
     """Exposed seconds of one pass of PyTorch's all-gather-rotater ring attention
     (:attr:`CPImpl.TORCH`; ``traced``: :attr:`CPImpl.TORCH_COMPILE`, whose collectives are
     waited for where they are issued, so ``exposed = gather_s + permute_s``).
 
-    ``gather_s``: the pass's K/V all-gather, issued at step 0 and waited for at step 1, so only
-    the first step's attention (``attention_s / cp``: the ``cp`` steps do equal work under
-    causal load balancing) hides it. ``permute_s``: the backward's dK/dV permutes, ``cp`` of
-    equal size, each overlapping the next step's attention, the last one waited for after the
-    loop::
+    PyTorch runs the causal diagonal FIRST in both passes (``_is_causal_behavior``: ``i == 0``
+    is ``IS_CAUSAL``, later steps unmasked under load balancing; the backward loop runs the
+    same order). ``gather_s``: the pass's K/V all-gather, issued at step 0
+    (``rotater.exchange_buffers`` before the step's ``op``) and waited for at step 1
+    (``rotater.next_buffer``), so only the causal step-0 attention (``steps.first_s``) hides it.
+    ``permute_s``: the backward's dK/dV permutes, ``cp`` of equal size: permute ``i`` is issued
+    after step ``i``'s kernel and waited for after step ``i + 1``'s, so it overlaps that
+    unmasked half block (``steps.rest_s``); the last one is waited for after the loop
+    (``_templated_ring_attention`` / ``_templated_ring_attention_backward`` in
+    ``torch/distributed/tensor/experimental/_attention.py``, read at pytorch 0123248, the same
+    loop as torchtitan 9dec370's torch 1963fc8)::
 
-        exposed = max(0, gather_s - attention_s / cp)
-                  + (cp - 1) max(0, p - attention_s / cp) + p,     p = permute_s / cp
+        exposed = max(0, gather_s - first_s)
+                  + (cp - 1) max(0, p - rest_s) + p,     p = permute_s / cp
 
-    >>> torch_cp_exposed_s(3.0, 0.0, 8.0, 4)   # 3 s gather under a 2 s first step
+    >>> torch_cp_exposed_s(3.0, 0.0, RingSteps.equal(8.0, 4))   # 3 s gather, 2 s first step
     1.0
-    >>> torch_cp_exposed_s(1.0, 4.0, 8.0, 4)   # 1 s permutes under 2 s steps: the last shows
+    >>> torch_cp_exposed_s(3.0, 0.0, RingSteps(4, 2.5, 11 / 6))   # a longer causal step
+    0.5
+    >>> torch_cp_exposed_s(1.0, 4.0, RingSteps.equal(8.0, 4))   # 1 s permutes under 2 s
     1.0
-    >>> torch_cp_exposed_s(1.0, 4.0, 8.0, 4, traced=True)   # compiled: nothing hides
+    >>> torch_cp_exposed_s(1.0, 4.0, RingSteps.equal(8.0, 4), traced=True)   # nothing hides
     5.0
     """
+    cp = steps.count
     if cp <= 1:
         return 0.0
     if traced:
         return max(0.0, gather_s) + max(0.0, permute_s)
-    step = attention_s / cp
-    exposed = max(0.0, gather_s - step)
+    exposed = max(0.0, gather_s - steps.first_s)
     if permute_s > 0:
         p = permute_s / cp
-        exposed += (cp - 1) * max(0.0, p - step) + p
+        exposed += (cp - 1) * max(0.0, p - steps.rest_s) + p
     return exposed
 
 
@@ -692,6 +808,7 @@ __all__ = [
     "CPImpl",
     "DispatchFabric",
     "KernelRate",
+    "RingSteps",
     "context_groups",
     "cp_exposed_s",
     "dispatch_share",
@@ -706,6 +823,7 @@ __all__ = [
     "ring_exposed_s",
     "routing_map_gather_bytes",
     "stage_ranks",
+    "te_ring_bwd_exposed_s",
     "torch_cp_exposed_s",
     "unpaired_phases",
     "with_neighbours",

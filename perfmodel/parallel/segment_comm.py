@@ -93,15 +93,21 @@ def _expert_context_comm(
     """A layer's expert (``"ep"``) and context (``"cp"``) collectives, per phase, beside its
     forward and backward ``compute_s``: the token
     dispatcher's collectives exposed in full (:func:`_dispatcher_point`); the key/value exchange
-    beyond the layer's own compute for ring attention, in full for ``cp_comm=allgather``
-    (:func:`perfmodel.parallel.expert.cp_exposed_s`; PyTorch's ring, ``cp_impl`` ``torch``:
-    the all-gather beyond the first step and the FP32 dK/dV permutes beyond each next step,
-    ``torch-compile``: all of them, waited for where the traced graph issues them,
+    beyond the ring step each transfer runs beside, in full for ``cp_comm=allgather``
+    (:func:`perfmodel.parallel.expert.cp_exposed_s`: Transformer Engine's forward from the
+    causal diagonal first, its backward ending on it; PyTorch's ring, ``cp_impl`` ``torch``:
+    the all-gather beyond the causal first step and the FP32 dK/dV permutes beyond each next
+    step, ``torch-compile``: all of them, waited for where the traced graph issues them,
     :func:`perfmodel.parallel.expert.torch_cp_exposed_s`), its bytes scaled to the exposed
-    share (what the flow simulation replays)."""
-    from perfmodel.parallel.expert import cp_exposed_s, torch_cp_exposed_s
+    share (what the flow simulation replays). The pass's attention time is split into its
+    steps by the cost model's ``ring_step_ratio`` where it has one
+    (:meth:`perfmodel.parallel.costs.SystemCosts.ring_step_ratio`; equal steps otherwise),
+    one :class:`~perfmodel.parallel.expert.RingSteps` per pass."""
+    from perfmodel.parallel.expert import RingSteps, cp_exposed_s, torch_cp_exposed_s
 
     cp_comm, cp_impl = ctx.plan.cp_comm, ctx.cp_impl
+    ratio_of = getattr(ctx.costs, "ring_step_ratio", None)
+    ratio = (1.0, 1.0) if ratio_of is None or not layer.ring_steps > 1 else ratio_of(layer)
     out: list[SegmentComm] = []
     for phase, points, busy in (
         ("F", layer.fwd_comm, compute_s[0]),
@@ -126,12 +132,13 @@ def _expert_context_comm(
         if ring:
             full = sum(t for _, _, t in ring)
             size = len(ctx.groups_of["cp"][0])
+            steps = RingSteps.split(busy, size, ratio[phase == "B"])
             if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
                 gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
                 traced = cp_impl is CPImpl.TORCH_COMPILE
-                exposed = torch_cp_exposed_s(gather, full - gather, busy, size, traced=traced)
+                exposed = torch_cp_exposed_s(gather, full - gather, steps, traced=traced)
             else:
-                exposed = cp_exposed_s(full, busy, size, cp_comm)
+                exposed = cp_exposed_s(full, steps, cp_comm, backward=phase == "B")
             share = exposed / full if full > 0 else 0.0
             out += [
                 SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)

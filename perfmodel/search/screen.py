@@ -454,7 +454,7 @@ class PlanScreen:
         collectives of a ``tp`` group, expert all-to-alls in full and ring attention beyond the
         attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
         costs = self._system_costs(1)
-        from perfmodel.parallel.expert import ring_exposed_s
+        from perfmodel.parallel.expert import RingSteps, ring_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
         tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
@@ -474,7 +474,7 @@ class PlanScreen:
                             ring += d
                         else:
                             t += d
-                t += ring_exposed_s(ring, busy, cp)
+                t += ring_exposed_s(ring, RingSteps.equal(busy, cp))
             return t
 
         def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:

@@ -14,6 +14,7 @@ from perfmodel.errors import InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import (
     CPImpl,
+    RingSteps,
     context_groups,
     expert_groups,
     ring_exposed_s,
@@ -178,20 +179,20 @@ def test_torch_context_parallel_exchanges_repeated_kv_and_fp32_grads(fusion: Fus
 def test_torch_ring_exposure_golden() -> None:
     """The all-gather hides under the first of cp steps only; each FP32 dK/dV permute under the
     next step, the last one waited for."""
-    assert torch_cp_exposed_s(0.5, 0.0, 0.8, 4) == pytest.approx(0.3)
-    assert torch_cp_exposed_s(0.1, 0.4, 0.8, 4) == pytest.approx(0.1)
-    assert torch_cp_exposed_s(0.1, 1.2, 0.8, 4) == pytest.approx(3 * 0.1 + 0.3)
-    assert torch_cp_exposed_s(9.0, 9.0, 0.8, 1) == 0.0
+    assert torch_cp_exposed_s(0.5, 0.0, RingSteps.equal(0.8, 4)) == pytest.approx(0.3)
+    assert torch_cp_exposed_s(0.1, 0.4, RingSteps.equal(0.8, 4)) == pytest.approx(0.1)
+    assert torch_cp_exposed_s(0.1, 1.2, RingSteps.equal(0.8, 4)) == pytest.approx(3 * 0.1 + 0.3)
+    assert torch_cp_exposed_s(9.0, 9.0, RingSteps.equal(0.8, 1)) == 0.0
 
 
 def test_compiled_torch_ring_exposes_every_collective_golden() -> None:
     """Traced by torch.compile, each functional collective is waited for where it is issued:
     the all-gather and the permutes show in full, whatever the attention beside them."""
-    assert torch_cp_exposed_s(0.5, 0.4, 0.8, 4, traced=True) == pytest.approx(0.9)
-    assert torch_cp_exposed_s(0.1, 0.4, 80.0, 4, traced=True) == pytest.approx(0.5)
-    assert torch_cp_exposed_s(9.0, 9.0, 0.8, 1, traced=True) == 0.0
+    assert torch_cp_exposed_s(0.5, 0.4, RingSteps.equal(0.8, 4), traced=True) == pytest.approx(0.9)
+    assert torch_cp_exposed_s(0.1, 0.4, RingSteps.equal(80.0, 4), traced=True) == pytest.approx(0.5)
+    assert torch_cp_exposed_s(9.0, 9.0, RingSteps.equal(0.8, 1), traced=True) == 0.0
     # untraced, the same transfers under 80 s of attention leave only the last permute
-    assert torch_cp_exposed_s(0.1, 0.4, 80.0, 4) == pytest.approx(0.1)
+    assert torch_cp_exposed_s(0.1, 0.4, RingSteps.equal(80.0, 4)) == pytest.approx(0.1)
 
 
 def test_cp_impl_follows_the_stack_fusion() -> None:
@@ -236,9 +237,9 @@ def test_lowering_exposes_the_compiled_torch_ring_in_full() -> None:
 
 
 def test_ring_overlap_golden() -> None:
-    assert ring_exposed_s(0.3, 0.8, 4) == 0.0
-    assert ring_exposed_s(0.9, 0.8, 4) == pytest.approx(3 * (0.3 - 0.2))
-    assert ring_exposed_s(1.0, 0.0, 1) == 0.0
+    assert ring_exposed_s(0.3, RingSteps.equal(0.8, 4)) == 0.0
+    assert ring_exposed_s(0.9, RingSteps.equal(0.8, 4)) == pytest.approx(3 * (0.3 - 0.2))
+    assert ring_exposed_s(1.0, RingSteps.equal(0.0, 1)) == 0.0
 
 
 # ---------------------------------------------------------------------------- groups
