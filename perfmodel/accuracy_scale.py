@@ -32,6 +32,43 @@ before each gradient bucket (``fa7337b`` ``hybrid_zero_optim.py`` line 404: with
 bucket times it delays no step end by more than 5 ms) and the bucket's flatten and unflatten
 copies; the fused cross-entropy of ``flash_attn.losses``.
 
+B200 ring rows (``togethercomputer/together-dgxc-benchmarking@661e8e14``, ``worklog/``): what the
+source itself says about them, and why the model keeps no step between 2 and 4 servers.
+
+* **The 32-GPU rows ran on degraded nodes.** The report's session notes
+  (``2026-04-27_nccl_rebaseline_report.md``, "Interpretation") say its single 4-node allocation
+  drew ``gpu-[216,217,226,227]``, the cohort its own per-group sweeps mark "4n-slow" (ring -5 to
+  -7% in any 4-node group they join: ``2026-04-26_nccl_per_group_scaling.md`` section 2,
+  ``2026-04-28_straggler_finder_report.md``), and that its 8- and 16-node allocations included
+  suspect nodes. Healthy 4-node groups: 332.0 GB/s (13 of 16 groups, 331.3-332.2, averaged
+  over 2-16 GiB) and 332.7 (standard deviation 0.24); the 2026-04-16 sweep at 8 GiB: 332.4. So the
+  healthy step from 2 to 4 servers is 344 -> 332 (-3.5%), not 344 -> 311.
+* **NCCL 2.29.7 has no ring rule that changes between 2 and more servers** at 8 GiB: ring
+  graphs keep ``bwIntra == bwInter`` (``src/graph/search.cc`` ``ncclTopoCompute`` pass 2), so
+  the tuner's ``nNodes <= 2 ? bwIntra : bwInter`` (``tuning.cc`` ``ncclTopoTuneModel``) gives
+  the same 8 channels x 48 GB/s at every server count; the channel doubling of ``connect.cc``
+  depends on ``nNodes > 1`` only; the other node-count rules (``index2``: the LL, LL128, tree
+  and NVLS-tree caps; the NVLS-tree chunk size of ``enqueue.cc``) do not touch a Simple ring.
+  Each NIC carries one channel's stream per direction at any server count
+  (with ``crossNic = 0`` the ring enters and leaves a server on one rail; ``crossNic = 2``
+  pairs channels symmetrically), and NVIDIA's DGX SuperPOD B200 reference architecture keeps
+  every rail of a 32-node scalable unit on one leaf ("Network Fabrics": rail-aligned groups of
+  32 nodes, 31 with the UFM). NCCL's own tuner (8 x 48 GB/s and its ring latency, the model's)
+  predicts 382, 381, 377, 370, 357 and 334 GB/s busbw on 2 to 64 servers: no step.
+* **Per byte and fixed cost, from the source's own 2/4/8 GiB tables** (two sweeps, 2026-04-16 and
+  -27; ``t = L + s x 2(n-1)/n / B`` through three sizes): the per-byte bus rate is 43.1 GB/s per
+  NIC on 2 servers, 41.7 on a healthy 4, and 38.2-39.9 from 8 to 64 servers (4 servers on the
+  slow cohort: 39.0); the fixed cost ``L`` is 5.3-6.2 ms on 64 servers and 2.7-3.2 ms on 32,
+  where NCCL 2.29's ring latency (the model's) is 6.7 and 3.4 ms. The model's per-NIC 46 GB/s
+  (NDR x 0.92) is what public rings reach elsewhere (1,024 H100 over 8 x 400G, 45.6-45.9 GB/s
+  per NIC, NVIDIA/nccl-tests#322) and below this cluster's ``ib_write_bw`` per HCA (44,676-45,060
+  MiB/s = 46.8-47.2 GB/s, ``2026-04-28_ib_layer_investigation.md`` section 3); nccl-tests
+  ``sendrecv`` (one cross-server edge per HCA) reaches 42.5-44.3 GB/s there on 2 and 4 servers
+  but 24.0-25.7 on 8 and 14.7-15.7 on 16-64 (the 04-16 and 04-27 reports): a fabric that
+  loses bandwidth with the server count for reasons the sources do not state (placement
+  across leaves, routing, the HPC-X net plugin that the ``NET/IB ... /SHARP`` log line
+  suggests). Not modelled: no source gives the mechanism.
+
 Errors are signed, ``predicted / measured - 1``. Nothing here feeds the model.
 """
 

@@ -95,13 +95,14 @@ def test_internevo_within_15_percent(results: ScaleResults) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="finding: 4 to 32 DGX B200 reach 38.5-39 GB/s per NDR NIC where NVIDIA states "
-    "46-48 GB/s for NCCL over NDR 400 (NVIDIA/nccl-tests#290) and 2 nodes reach 43: predicted "
-    "+12-17% on 32-512 GPUs (+6-7% on 16). Another public ring at scale does not lose it: "
-    "1,024 H100 over 8 x 400G (NVIDIA/nccl-tests#322, NCCL_ALGO=Ring, LL128) reach 364.6 and "
-    "367.3 GB/s busbw at 8 and 16 GiB, 45.6-45.9 GB/s per NIC on 128 servers; so no general "
-    "mechanism of scale (NCCL's ring code has no node-count rule past 2; rail-local rings meet "
-    "no spine below 32 servers) explains Together's 10% from 3 nodes on",
+    reason="finding: this cluster moves 38.2-39.9 GB/s per NDR NIC and byte from 8 to 64 DGX "
+    "B200 (43.1 on 2, 41.7 on a healthy 4), where the model's ring moves 46 (NDR x 0.92; 1,024 "
+    "H100 over 8 x 400G reach 45.6-45.9, NVIDIA/nccl-tests#322): +6% on 16 GPUs, +12-17% on "
+    "32-512. The 32-GPU rows ran on nodes the source's own sweeps mark '4n-slow' (healthy 4 "
+    "servers: 332 GB/s, not 311). NCCL 2.29.7's ring and tuner have no rule that changes "
+    "between 2 and more servers; the fixed cost on 32-64 servers (2.7-6.2 ms from the source's "
+    "2/4/8 GiB tables) is NCCL's ring latency (3.4-6.7 ms). Evidence in "
+    "perfmodel.accuracy_scale's docstring",
 )
 def test_b200_rings_within_10_percent(results: ScaleResults) -> None:
     worst = max((p for p in results.comm), key=lambda p: abs(p.error))
