@@ -23,6 +23,7 @@ from perfmodel.parallel.taskgraph import (
     CommKind,
     CommSpec,
     TaskKind,
+    piece_end,
 )
 
 #: A bucketed backward with its gradient reductions summarised
@@ -386,38 +387,74 @@ class HiddenCollectives:
             # computes back, is the last anchor now)
             self.gather(s, segs[si + 1], f"AG {phase}{mb}.{k}.{si + 1}", hist[-1:])
             head = sd
-            if reducing:  # the run's start, for the reductions' lead
-                z = add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)
-                head = [z]
             tp_pre = sum(r[2] for r in run[:-2])
             comp_a = sum(r[1] for r in run[:-1])
-            if on_compute:
-                prev = head
-                if tp_pre > 0:
-                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)]
-                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
-                prev = [a]
-                if run[-2][2] > 0:
-                    prev = [
-                        add(TaskKind.COLLECTIVE, gpu, "compute", run[-2][2], prev, tp_label, mb, k)
-                    ]
-                b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], prev, label, mb, k)
-                out = [b]
-                if run[-1][2] > 0:
-                    out = [
-                        add(TaskKind.COLLECTIVE, gpu, "compute", run[-1][2], [b], tp_label, mb, k)
-                    ]
+            if on_compute and self.op_tasks:
+                # the run's tasks below on the compute stream as one operation task
+                t, a, b = self._run_task(s, mb, k, sd, label, tp_pre, comp_a, run)
+                head = [t + HEAD]  # its start (after no compute): the reductions' lead's
+                out = [t]
                 ends = [r[1] + r[2] for r in run]
-            else:  # TP beside the compute, each within it
-                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
-                b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], [a], label, mb, k)
-                out = [b]
-                tp_all = sum(r[2] for r in run)
-                if tp_all > 0:
-                    out.append(
-                        add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head, tp_label, mb, k)
-                    )
-                ends = [r[1] for r in run]
+            else:
+                if reducing:  # the run's start, for the reductions' lead
+                    z = add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)
+                    head = [z]
+                if on_compute:
+                    prev = head
+                    if tp_pre > 0:
+                        prev = [
+                            add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)
+                        ]
+                    a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
+                    prev = [a]
+                    if run[-2][2] > 0:
+                        prev = [
+                            add(
+                                TaskKind.COLLECTIVE,
+                                gpu,
+                                "compute",
+                                run[-2][2],
+                                prev,
+                                tp_label,
+                                mb,
+                                k,
+                            )
+                        ]
+                    b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], prev, label, mb, k)
+                    out = [b]
+                    if run[-1][2] > 0:
+                        out = [
+                            add(
+                                TaskKind.COLLECTIVE,
+                                gpu,
+                                "compute",
+                                run[-1][2],
+                                [b],
+                                tp_label,
+                                mb,
+                                k,
+                            )
+                        ]
+                    ends = [r[1] + r[2] for r in run]
+                else:  # TP beside the compute, each within it
+                    a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
+                    b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], [a], label, mb, k)
+                    out = [b]
+                    tp_all = sum(r[2] for r in run)
+                    if tp_all > 0:
+                        out.append(
+                            add(
+                                TaskKind.COLLECTIVE,
+                                gpu,
+                                self.tp_stream,
+                                tp_all,
+                                head,
+                                tp_label,
+                                mb,
+                                k,
+                            )
+                        )
+                    ends = [r[1] for r in run]
             if keep_hist:  # the next gathers' prefetch anchors: e_{i1 - 1}, e_{i1}
                 hist.append(a)
                 hist.append(b)
@@ -428,6 +465,39 @@ class HiddenCollectives:
             tids = out
             si = i1 + 1
         return tids
+
+    def _run_task(
+        self,
+        s: int,
+        mb: int,
+        k: int,
+        deps: list[int],
+        label: str,
+        tp_pre: float,
+        comp_a: float,
+        run: tuple[tuple[float, float, float, float, float, bool], ...],
+    ) -> tuple[int, int, int]:
+        """A run of :meth:`lower_gather_runs` whose TP collectives follow their computes on the
+        compute stream, as one operation task (:class:`~perfmodel.parallel.taskgraph.OpTask`,
+        :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`): the run's
+        zero-length start, the TP seconds of segments ``i0 .. i1 - 2``, compute ``a``
+        (segments ``i0 .. i1 - 1``), segment ``i1 - 1``'s TP, compute ``b`` (segment ``i1``),
+        its TP, all after ``deps``. Those were one task each, back to back on the compute
+        stream in this order, each waiting on the one before only (or, the first, on
+        ``deps``), so the task starts where the first did and the list schedule adds the same
+        seconds in the same order (``x + 0.0 == x`` where a piece is absent): every piece ends
+        bit for bit where its task ended, and the breakdown reads each piece where it ran.
+        Returns ``(task, a, b)``: the task's id and the dependencies on the ends of ``a`` and
+        ``b`` (:func:`~perfmodel.parallel.taskgraph.piece_end`), the next gathers' anchors."""
+        then = (tp_pre, comp_a, run[-2][2], run[-1][1], run[-1][2])
+        tid = self.b.add(
+            TaskKind.COMPUTE, self.gpu[s], "compute", 0.0, deps, label, mb, k, None, then
+        )
+        # it occupies the compute stream at least its longest piece (monotone rounding): a
+        # compute that long, for fold_send's test
+        self.compute_emitted(s, max(then))
+        self.op_merged += 1
+        return tid, piece_end(tid, 2), piece_end(tid, 4)
 
     def _summary_reduction(
         self,
