@@ -5,7 +5,10 @@
 * **Hidden reductions** (:meth:`HiddenCollectives.hidden_backward`): a bucketed backward's
   gradient reductions as a lead and one reduction (max-plus, :func:`_lead`).
 * **Hidden gathers** (:meth:`HiddenCollectives.gather_runs`): runs of segments whose parameter
-  gathers hide under the compute as two computes.
+  gathers hide under the compute as two computes; where the TP collectives follow their
+  computes on the compute stream, the run's start, TP and computes as one operation task
+  whose computes' ends later gathers wait on (:meth:`HiddenCollectives._run_task`,
+  :func:`~perfmodel.parallel.taskgraph.piece_end`; ``tests/sim/test_run_tasks.py``).
 
 Each gives the answer the plain lowering gives (``tests/parallel/test_hidden_collectives.py``
 compares them). The methods read the lowering's state (``self.plan``, ``self.P``,
@@ -68,6 +71,10 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
 class HiddenCollectives:
     """Hidden gradient reductions and parameter gathers of a
     :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see the module docstring)."""
+
+    #: Whether a hidden gather run with its TP on the compute stream is one operation task
+    #: (:meth:`_run_task`) where operation tasks are on (tests compare both ways).
+    RUN_TASKS = True
 
     # ------------------------------------------------------------------ hidden reductions
 
@@ -389,7 +396,7 @@ class HiddenCollectives:
             head = sd
             tp_pre = sum(r[2] for r in run[:-2])
             comp_a = sum(r[1] for r in run[:-1])
-            if on_compute and self.op_tasks:
+            if on_compute and self.op_tasks and self.RUN_TASKS:
                 # the run's tasks below on the compute stream as one operation task
                 t, a, b = self._run_task(s, mb, k, sd, label, tp_pre, comp_a, run)
                 head = [t + HEAD]  # its start (after no compute): the reductions' lead's
