@@ -325,7 +325,7 @@ class HiddenCollectives:
         computes), each run as that method describes; returns the ids the operation's end
         waits on."""
 
-        rows, runs, op, specs = plan
+        rows, runs, _, specs = plan
         P = self.P
         k = c * P + s
         fwd = phase == "F"
@@ -335,7 +335,6 @@ class HiddenCollectives:
         keep_hist = self.zero3 or self.gathers_left[s] > 0
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         tp_label = f"TP {phase}{mb}"
-        on_compute = self.tp_stream == "compute"
         reducing = any(r[4] for r in rows)
         grad_stream = self.rc.grad_comm.stream
         starts = {i0: i1 for i0, i1 in runs}
@@ -346,7 +345,6 @@ class HiddenCollectives:
         g_stream = self.rc.param_gather.stream
         comm_dur = self.comm_dur
         while si < n:
-            seg = segs[si]
             i1 = starts.get(si)
             if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
                 _, c_s, tp_s, g_s, red_s, _ = rows[si]  # c_s, tp_s: after the TP overlap's
@@ -384,94 +382,74 @@ class HiddenCollectives:
                     self.grad_comm[s].append(g)
                 si += 1
                 continue
-            ag = self.gather(s, seg, f"AG {phase}{mb}.{k}.{si}")
-            sd = [*tids, ag]
-            run = rows[si : i1 + 1]
-            # the next gather may start before the run does (its anchor, the compute two
-            # back, may have ended long before): as the fine loop emits it; it ends within
-            # the run's first compute
-            # (the fine loop emits it after compute i0 joined the anchors: its anchor, two
-            # computes back, is the last anchor now)
-            self.gather(s, segs[si + 1], f"AG {phase}{mb}.{k}.{si + 1}", hist[-1:])
-            head = sd
-            tp_pre = sum(r[2] for r in run[:-2])
-            comp_a = sum(r[1] for r in run[:-1])
-            if on_compute and self.op_tasks and self.RUN_TASKS:
-                # the run's tasks below on the compute stream as one operation task
-                t, a, b = self._run_task(s, mb, k, sd, label, tp_pre, comp_a, run)
-                head = [t + HEAD]  # its start (after no compute): the reductions' lead's
-                out = [t]
-                ends = [r[1] + r[2] for r in run]
-            else:
-                if reducing:  # the run's start, for the reductions' lead
-                    z = add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)
-                    head = [z]
-                if on_compute:
-                    prev = head
-                    if tp_pre > 0:
-                        prev = [
-                            add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)
-                        ]
-                    a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
-                    prev = [a]
-                    if run[-2][2] > 0:
-                        prev = [
-                            add(
-                                TaskKind.COLLECTIVE,
-                                gpu,
-                                "compute",
-                                run[-2][2],
-                                prev,
-                                tp_label,
-                                mb,
-                                k,
-                            )
-                        ]
-                    b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], prev, label, mb, k)
-                    out = [b]
-                    if run[-1][2] > 0:
-                        out = [
-                            add(
-                                TaskKind.COLLECTIVE,
-                                gpu,
-                                "compute",
-                                run[-1][2],
-                                [b],
-                                tp_label,
-                                mb,
-                                k,
-                            )
-                        ]
-                    ends = [r[1] + r[2] for r in run]
-                else:  # TP beside the compute, each within it
-                    a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
-                    b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], [a], label, mb, k)
-                    out = [b]
-                    tp_all = sum(r[2] for r in run)
-                    if tp_all > 0:
-                        out.append(
-                            add(
-                                TaskKind.COLLECTIVE,
-                                gpu,
-                                self.tp_stream,
-                                tp_all,
-                                head,
-                                tp_label,
-                                mb,
-                                k,
-                            )
-                        )
-                    ends = [r[1] for r in run]
-            if keep_hist:  # the next gathers' prefetch anchors: e_{i1 - 1}, e_{i1}
-                hist.append(a)
-                hist.append(b)
-            self.first_seg_done[s] = True
-            if reducing:
-                self._summary_reduction(s, k, mb, head, ends, [r[4] for r in run],
-                                        segs[si : i1 + 1], op, grad_stream)  # fmt: skip
-            tids = out
+            tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing)
             si = i1 + 1
         return tids
+
+    def _lower_run(
+        self,
+        s: int,
+        phase: str,
+        mb: int,
+        k: int,
+        segs: tuple[Segment, ...],
+        plan: GatherPlan,
+        i0: int,
+        i1: int,
+        deps: list[int],
+        label: str,
+        reducing: bool,
+    ) -> list[int]:
+        """Emit run ``i0 .. i1`` of ``plan`` (:meth:`gather_runs`) after ``deps``: its two
+        gathers, its computes and TP collectives (one operation task where they all run on the
+        compute stream: :meth:`_run_task`), and its summary reduction; returns the ids the next
+        segment waits on."""
+        add, gpu, hist = self.b.add, self.gpu[s], self.gather_hist[s]
+        ag = self.gather(s, segs[i0], f"AG {phase}{mb}.{k}.{i0}")
+        sd = [*deps, ag]
+        # the next gather may start before the run does (its anchor, the compute two back,
+        # may have ended long before): as the fine loop emits it; it ends within the run's
+        # first compute (the fine loop emits it after compute i0 joined the anchors: its
+        # anchor, two computes back, is the last anchor now)
+        self.gather(s, segs[i0 + 1], f"AG {phase}{mb}.{k}.{i0 + 1}", hist[-1:])
+        tp_pre, comp_a, then, ends_c, ends_b, summary = self._run_sums(plan, s, i0, i1, segs)
+        on_compute = self.tp_stream == "compute"
+        head, ends = sd, ends_c if on_compute else ends_b
+        if on_compute and self.op_tasks and self.RUN_TASKS:
+            t, a, b = self._run_task(s, mb, k, sd, label, then)
+            head, out = [t + HEAD], [t]  # its start (after no compute): the lead's
+        else:
+            _, _, tp_mid, b_s, tp_last = then
+            tp_label = f"TP {phase}{mb}"
+            if reducing:  # the run's start, for the reductions' lead
+                head = [add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)]
+            if on_compute:  # each TP collective after its compute, on the compute stream
+                prev = head
+                if tp_pre > 0:
+                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)]
+                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
+                prev = [a]
+                if tp_mid > 0:
+                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_mid, prev, tp_label, mb, k)]
+                b = add(TaskKind.COMPUTE, gpu, "compute", b_s, prev, label, mb, k)
+                out = [b]
+                if tp_last > 0:
+                    out = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_last, [b], tp_label, mb, k)]
+            else:  # TP beside the compute, each within it
+                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
+                b = add(TaskKind.COMPUTE, gpu, "compute", b_s, [a], label, mb, k)
+                out = [b]
+                tp_all = sum(r[2] for r in plan[0][i0 : i1 + 1])
+                if tp_all > 0:
+                    out.append(add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head,
+                                   tp_label, mb, k))  # fmt: skip
+        if self.zero3 or self.gathers_left[s] > 0:  # the next gathers' anchors: e_{i1 - 1}, e_{i1}
+            hist.append(a)
+            hist.append(b)
+        self.first_seg_done[s] = True
+        if reducing:
+            self._summary_reduction(s, k, mb, head, ends, summary, self.rc.grad_comm.stream)
+        return out
 
     def _run_task(
         self,
@@ -480,23 +458,21 @@ class HiddenCollectives:
         k: int,
         deps: list[int],
         label: str,
-        tp_pre: float,
-        comp_a: float,
-        run: tuple[tuple[float, float, float, float, float, bool], ...],
+        then: tuple[float, float, float, float, float],
     ) -> tuple[int, int, int]:
         """A run of :meth:`lower_gather_runs` whose TP collectives follow their computes on the
         compute stream, as one operation task (:class:`~perfmodel.parallel.taskgraph.OpTask`,
-        :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`): the run's
-        zero-length start, the TP seconds of segments ``i0 .. i1 - 2``, compute ``a``
-        (segments ``i0 .. i1 - 1``), segment ``i1 - 1``'s TP, compute ``b`` (segment ``i1``),
-        its TP, all after ``deps``. Those were one task each, back to back on the compute
-        stream in this order, each waiting on the one before only (or, the first, on
-        ``deps``), so the task starts where the first did and the list schedule adds the same
-        seconds in the same order (``x + 0.0 == x`` where a piece is absent): every piece ends
-        bit for bit where its task ended, and the breakdown reads each piece where it ran.
-        Returns ``(task, a, b)``: the task's id and the dependencies on the ends of ``a`` and
-        ``b`` (:func:`~perfmodel.parallel.taskgraph.piece_end`), the next gathers' anchors."""
-        then = (tp_pre, comp_a, run[-2][2], run[-1][1], run[-1][2])
+        :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`) of no compute
+        and then ``then`` (:meth:`_run_sums`): the run's zero-length start, the TP seconds of
+        segments ``i0 .. i1 - 2``, compute ``a`` (segments ``i0 .. i1 - 1``), segment
+        ``i1 - 1``'s TP, compute ``b`` (segment ``i1``), its TP, all after ``deps``. Those
+        were one task each, back to back on the compute stream in this order, each waiting on
+        the one before only (or, the first, on ``deps``), so the task starts where the first
+        did and the list schedule adds the same seconds in the same order (``x + 0.0 == x``
+        where a piece is absent): every piece ends bit for bit where its task ended, and the
+        breakdown reads each piece where it ran. Returns ``(task, a, b)``: the task's id and
+        the dependencies on the ends of ``a`` and ``b``
+        (:func:`~perfmodel.parallel.taskgraph.piece_end`), the next gathers' anchors."""
         tid = self.b.add(
             TaskKind.COMPUTE, self.gpu[s], "compute", 0.0, deps, label, mb, k, None, then
         )
@@ -506,6 +482,48 @@ class HiddenCollectives:
         self.op_merged += 1
         return tid, piece_end(tid, 2), piece_end(tid, 4)
 
+    def _run_sums(
+        self, plan: GatherPlan, s: int, i0: int, i1: int, segs: tuple[Segment, ...]
+    ) -> tuple[
+        float,
+        float,
+        tuple[float, float, float, float, float],
+        list[float],
+        list[float],
+        tuple[float, float, CommSpec],
+    ]:
+        """What :meth:`_lower_run` sums over run ``i0 .. i1`` of ``plan`` on stage ``s``
+        (the same for every micro-batch: computed once per lowering, in the same order): the
+        TP seconds of segments ``i0 .. i1 - 2``, the compute of ``i0 .. i1 - 1``, the
+        compute-stream pieces of :meth:`_run_task`, each segment's compute-stream seconds with
+        its TP there and without, and the summary reduction's ``(lead, reduction seconds,
+        CommSpec)`` (:meth:`_summary_reduction`, its lead from those seconds)."""
+        key = (id(plan), s, i0)
+        hit = self._run_memo.get(key)
+        if hit is None:
+            rows, _, op, _ = plan
+            run = rows[i0 : i1 + 1]
+            on_stream = [r[1] + r[2] for r in run]
+            on_beside = [r[1] for r in run]
+            lead_s, red_s = _lead(
+                on_stream if self.tp_stream == "compute" else on_beside, [r[4] for r in run]
+            )
+            grad_b = self.rc.grad_reduce_bytes
+            nbytes = sum(
+                self.reduced_params(x.params, x.expert_params) * grad_b for x in segs[i0 : i1 + 1]
+            )
+            tp_pre = sum(r[2] for r in run[:-2])
+            comp_a = sum(r[1] for r in run[:-1])
+            hit = self._run_memo[key] = (
+                tp_pre,
+                comp_a,
+                (tp_pre, comp_a, run[-2][2], run[-1][1], run[-1][2]),
+                on_stream,
+                on_beside,
+                (lead_s, red_s, self.dp_spec(s, op, nbytes)),  # type: ignore[arg-type]
+            )
+        return hit
+
     def _summary_reduction(
         self,
         s: int,
@@ -513,20 +531,16 @@ class HiddenCollectives:
         mb: int,
         head: list[int],
         on_stream: list[float],
-        red: list[float],
-        segs: tuple[Segment, ...],
-        op: object,
+        summary: tuple[float, float, CommSpec],
         stream: str,
     ) -> None:
         """The lead and the one reduction standing for a run's gradient reductions
-        (:meth:`hidden_backward`'s construction), the run starting when ``head`` ends."""
-
-        lead_s, red_s = _lead(on_stream, red)
-        grad_b = self.rc.grad_reduce_bytes
-        nbytes = sum(self.reduced_params(x.params, x.expert_params) * grad_b for x in segs)
+        (:meth:`hidden_backward`'s construction over the run's ``on_stream`` seconds, made by
+        :meth:`_run_sums`: ``summary``, the lead's and the reduction's seconds and its
+        :class:`CommSpec`), the run starting when ``head`` ends."""
+        lead_s, red_s, spec = summary
         gpu = self.gpu[s]
         lead = self.b.add(TaskKind.COMPUTE, gpu, "grad-lead", lead_s, head, f"grad lead {k}", mb, k)
-        spec = self.dp_spec(s, op, nbytes)  # type: ignore[arg-type]
         g = self.b.add(TaskKind.COLLECTIVE, gpu, stream, red_s, [lead],
                        f"grad {k} (summarised)", -1, -1, spec)  # fmt: skip
         self.comm_dur[g] = red_s
