@@ -68,6 +68,16 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
     return min(max(0.0, best - suffix), f), suffix
 
 
+#: A segment of a :data:`GatherPlan` outside its runs, as :meth:`HiddenCollectives.
+#: lower_gather_runs` emits it: gather seconds and :class:`CommSpec`, compute seconds, the
+#: operation task's ``then_s`` (``None``: a plain compute task), TP seconds and exposed tail,
+#: reduction seconds and :class:`CommSpec`, the gather's label after its phase and micro-batch,
+#: the reduction's label.
+FineSegment = tuple[
+    float, CommSpec, float, tuple[float] | None, float, float, float, CommSpec | None, str, str
+]
+
+
 class HiddenCollectives:
     """Hidden gradient reductions and parameter gathers of a
     :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see the module docstring)."""
@@ -325,65 +335,97 @@ class HiddenCollectives:
         computes), each run as that method describes; returns the ids the operation's end
         waits on."""
 
-        rows, runs, _, specs = plan
-        P = self.P
-        k = c * P + s
-        fwd = phase == "F"
-        segs = ch.segments if fwd else tuple(reversed(ch.segments))
+        rows, runs, _, _ = plan
+        k = c * self.P + s
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
         hist = self.gather_hist[s]
         keep_hist = self.zero3 or self.gathers_left[s] > 0
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
-        tp_label = f"TP {phase}{mb}"
+        ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
-        grad_stream = self.rc.grad_comm.stream
+        grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
         starts = {i0: i1 for i0, i1 in runs}
+        fine = self._fine_segments(plan, k)
         tids = deps
         si = 0
         n = len(segs)
-        overlap = self.tp_overlap
-        g_stream = self.rc.param_gather.stream
         comm_dur = self.comm_dur
+        busy = self._cs_max[s] if self.op_tasks else None  # compute_emitted's, inline
+        merged = 0
         while si < n:
             i1 = starts.get(si)
             if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
-                _, c_s, tp_s, g_s, red_s, _ = rows[si]  # c_s, tp_s: after the TP overlap's
-                g_spec, r_spec, tail = specs[si]
+                g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, ag_suffix, g_label = fine[si]
                 ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
-                         f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
+                         ag_label + ag_suffix, -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
                 sd = [*tids, ag]
-                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
-                # one operation task where op_task's argument holds, its compute's end the anchor
-                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
                 tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
-                if one:
-                    self.compute_emitted(s, c_s)
-                    self.op_merged += 1
-                if keep_hist:
-                    hist.append(tid + HEAD if one else tid)
-                if one or tp_s <= 0:
+                if then is not None:  # one operation task, its compute's end the anchor
+                    if c_s > busy[0]:  # type: ignore[index]
+                        busy[0] = c_s  # type: ignore[index]
+                    if c_s > busy[1]:  # type: ignore[index]
+                        busy[1] = c_s  # type: ignore[index]
+                    merged += 1
+                    if keep_hist:
+                        hist.append(tid + HEAD)
                     tids = [tid]
-                elif not overlap:  # after the compute
-                    tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],
-                                tp_label, mb, k)]  # fmt: skip
-                else:  # beside it, from the same dependencies; the exposed tail after both
-                    tp_tid = add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, sd, tp_label,
-                                 mb, k)  # fmt: skip
-                    tids = [tid, tp_tid]
-                    if tail > 0:
-                        tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids,
-                                    f"TP tail {phase}{mb}", mb, k)]  # fmt: skip
+                else:
+                    if keep_hist:
+                        hist.append(tid)
+                    tids = self._fine_tp(s, phase, mb, k, tid, sd, tp_s, tail)
                 self.first_seg_done[s] = True
                 if reducing:
-                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids,
-                            f"grad {k}.{si}", -1, -1, r_spec)  # fmt: skip
+                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids, g_label, -1, -1,
+                            r_spec)  # fmt: skip
                     comm_dur[g] = red_s
                     self.grad_comm[s].append(g)
                 si += 1
                 continue
             tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing)
             si = i1 + 1
+        self.op_merged += merged
+        return tids
+
+    def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:
+        """Per segment of ``plan`` (operation order) on chunk ``k``, what
+        :meth:`lower_gather_runs` emits for it outside a run (:data:`FineSegment`), the same
+        for every micro-batch: computed once per lowering. An operation task (``then``) where
+        :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`'s argument
+        holds: no TP collective, one after the compute, or one beside it within it."""
+        key = (id(plan), k)
+        hit = self._fine_memo.get(key)
+        if hit is None:
+            rows, _, _, specs = plan
+            overlap = self.tp_overlap
+            hit = self._fine_memo[key] = []
+            for si, ((_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail)) in enumerate(
+                zip(rows, specs, strict=True)
+            ):
+                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
+                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
+                hit.append((g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, f".{k}.{si}",
+                            f"grad {k}.{si}"))  # fmt: skip
+        return hit
+
+    def _fine_tp(
+        self, s: int, phase: str, mb: int, k: int, tid: int, deps: list[int], tp_s: float,
+        tail: float,
+    ) -> list[int]:  # fmt: skip
+        """A fine segment's TP collective where it is not in its operation task (as
+        :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.segment` emits it) after
+        compute ``tid`` (which waited on ``deps``); returns the ids the next segment waits on."""
+        if tp_s <= 0:
+            return [tid]
+        add, gpu, label = self.b.add, self.gpu[s], f"TP {phase}{mb}"
+        if not self.tp_overlap:  # after the compute
+            return [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], label, mb, k)]
+        # beside it, from the same dependencies; the exposed tail after both
+        tids = [tid, add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, deps, label, mb, k)]
+        if tail > 0:
+            tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids, f"TP tail {phase}{mb}",
+                        mb, k)]  # fmt: skip
         return tids
 
     def _lower_run(
