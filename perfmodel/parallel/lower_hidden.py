@@ -5,7 +5,10 @@
 * **Hidden reductions** (:meth:`HiddenCollectives.hidden_backward`): a bucketed backward's
   gradient reductions as a lead and one reduction (max-plus, :func:`_lead`).
 * **Hidden gathers** (:meth:`HiddenCollectives.gather_runs`): runs of segments whose parameter
-  gathers hide under the compute as two computes.
+  gathers hide under the compute as two computes; where the TP collectives follow their
+  computes on the compute stream, the run's start, TP and computes as one operation task
+  whose computes' ends later gathers wait on (:meth:`HiddenCollectives._run_task`,
+  :func:`~perfmodel.parallel.taskgraph.piece_end`; ``tests/sim/test_run_tasks.py``).
 
 Each gives the answer the plain lowering gives (``tests/parallel/test_hidden_collectives.py``
 compares them). The methods read the lowering's state (``self.plan``, ``self.P``,
@@ -23,6 +26,7 @@ from perfmodel.parallel.taskgraph import (
     CommKind,
     CommSpec,
     TaskKind,
+    piece_end,
 )
 
 #: A bucketed backward with its gradient reductions summarised
@@ -64,9 +68,23 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
     return min(max(0.0, best - suffix), f), suffix
 
 
+#: A segment of a :data:`GatherPlan` outside its runs, as :meth:`HiddenCollectives.
+#: lower_gather_runs` emits it: gather seconds and :class:`CommSpec`, compute seconds, the
+#: operation task's ``then_s`` (``None``: a plain compute task), TP seconds and exposed tail,
+#: reduction seconds and :class:`CommSpec`, the gather's label after its phase and micro-batch,
+#: the reduction's label.
+FineSegment = tuple[
+    float, CommSpec, float, tuple[float] | None, float, float, float, CommSpec | None, str, str
+]
+
+
 class HiddenCollectives:
     """Hidden gradient reductions and parameter gathers of a
     :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see the module docstring)."""
+
+    #: Whether a hidden gather run with its TP on the compute stream is one operation task
+    #: (:meth:`_run_task`) where operation tasks are on (tests compare both ways).
+    RUN_TASKS = True
 
     # ------------------------------------------------------------------ hidden reductions
 
@@ -317,117 +335,236 @@ class HiddenCollectives:
         computes), each run as that method describes; returns the ids the operation's end
         waits on."""
 
-        rows, runs, op, specs = plan
-        P = self.P
-        k = c * P + s
-        fwd = phase == "F"
-        segs = ch.segments if fwd else tuple(reversed(ch.segments))
+        rows, runs, _, _ = plan
+        k = c * self.P + s
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
         hist = self.gather_hist[s]
         keep_hist = self.zero3 or self.gathers_left[s] > 0
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
-        tp_label = f"TP {phase}{mb}"
-        on_compute = self.tp_stream == "compute"
+        ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
-        grad_stream = self.rc.grad_comm.stream
+        grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
         starts = {i0: i1 for i0, i1 in runs}
+        fine = self._fine_segments(plan, k)
         tids = deps
         si = 0
         n = len(segs)
-        overlap = self.tp_overlap
-        g_stream = self.rc.param_gather.stream
         comm_dur = self.comm_dur
+        busy = self._cs_max[s] if self.op_tasks else None  # compute_emitted's, inline
+        merged = 0
         while si < n:
-            seg = segs[si]
             i1 = starts.get(si)
             if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
-                _, c_s, tp_s, g_s, red_s, _ = rows[si]  # c_s, tp_s: after the TP overlap's
-                g_spec, r_spec, tail = specs[si]
+                g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, ag_suffix, g_label = fine[si]
                 ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
-                         f"AG {phase}{mb}.{k}.{si}", -1, -1, g_spec)  # fmt: skip
+                         ag_label + ag_suffix, -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
                 sd = [*tids, ag]
-                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
-                # one operation task where op_task's argument holds, its compute's end the anchor
-                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
                 tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
-                if one:
-                    self.compute_emitted(s, c_s)
-                    self.op_merged += 1
-                if keep_hist:
-                    hist.append(tid + HEAD if one else tid)
-                if one or tp_s <= 0:
+                if then is not None:  # one operation task, its compute's end the anchor
+                    if c_s > busy[0]:  # type: ignore[index]
+                        busy[0] = c_s  # type: ignore[index]
+                    if c_s > busy[1]:  # type: ignore[index]
+                        busy[1] = c_s  # type: ignore[index]
+                    merged += 1
+                    if keep_hist:
+                        hist.append(tid + HEAD)
                     tids = [tid]
-                elif not overlap:  # after the compute
-                    tids = [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid],
-                                tp_label, mb, k)]  # fmt: skip
-                else:  # beside it, from the same dependencies; the exposed tail after both
-                    tp_tid = add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, sd, tp_label,
-                                 mb, k)  # fmt: skip
-                    tids = [tid, tp_tid]
-                    if tail > 0:
-                        tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids,
-                                    f"TP tail {phase}{mb}", mb, k)]  # fmt: skip
+                else:
+                    if keep_hist:
+                        hist.append(tid)
+                    tids = self._fine_tp(s, phase, mb, k, tid, sd, tp_s, tail)
                 self.first_seg_done[s] = True
                 if reducing:
-                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids,
-                            f"grad {k}.{si}", -1, -1, r_spec)  # fmt: skip
+                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids, g_label, -1, -1,
+                            r_spec)  # fmt: skip
                     comm_dur[g] = red_s
                     self.grad_comm[s].append(g)
                 si += 1
                 continue
-            ag = self.gather(s, seg, f"AG {phase}{mb}.{k}.{si}")
-            sd = [*tids, ag]
-            run = rows[si : i1 + 1]
-            # the next gather may start before the run does (its anchor, the compute two
-            # back, may have ended long before): as the fine loop emits it; it ends within
-            # the run's first compute
-            # (the fine loop emits it after compute i0 joined the anchors: its anchor, two
-            # computes back, is the last anchor now)
-            self.gather(s, segs[si + 1], f"AG {phase}{mb}.{k}.{si + 1}", hist[-1:])
-            head = sd
+            tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing)
+            si = i1 + 1
+        self.op_merged += merged
+        return tids
+
+    def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:
+        """Per segment of ``plan`` (operation order) on chunk ``k``, what
+        :meth:`lower_gather_runs` emits for it outside a run (:data:`FineSegment`), the same
+        for every micro-batch: computed once per lowering. An operation task (``then``) where
+        :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`'s argument
+        holds: no TP collective, one after the compute, or one beside it within it."""
+        key = (id(plan), k)
+        hit = self._fine_memo.get(key)
+        if hit is None:
+            rows, _, _, specs = plan
+            overlap = self.tp_overlap
+            hit = self._fine_memo[key] = []
+            for si, ((_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail)) in enumerate(
+                zip(rows, specs, strict=True)
+            ):
+                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
+                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
+                hit.append((g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, f".{k}.{si}",
+                            f"grad {k}.{si}"))  # fmt: skip
+        return hit
+
+    def _fine_tp(
+        self, s: int, phase: str, mb: int, k: int, tid: int, deps: list[int], tp_s: float,
+        tail: float,
+    ) -> list[int]:  # fmt: skip
+        """A fine segment's TP collective where it is not in its operation task (as
+        :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.segment` emits it) after
+        compute ``tid`` (which waited on ``deps``); returns the ids the next segment waits on."""
+        if tp_s <= 0:
+            return [tid]
+        add, gpu, label = self.b.add, self.gpu[s], f"TP {phase}{mb}"
+        if not self.tp_overlap:  # after the compute
+            return [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], label, mb, k)]
+        # beside it, from the same dependencies; the exposed tail after both
+        tids = [tid, add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, deps, label, mb, k)]
+        if tail > 0:
+            tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids, f"TP tail {phase}{mb}",
+                        mb, k)]  # fmt: skip
+        return tids
+
+    def _lower_run(
+        self,
+        s: int,
+        phase: str,
+        mb: int,
+        k: int,
+        segs: tuple[Segment, ...],
+        plan: GatherPlan,
+        i0: int,
+        i1: int,
+        deps: list[int],
+        label: str,
+        reducing: bool,
+    ) -> list[int]:
+        """Emit run ``i0 .. i1`` of ``plan`` (:meth:`gather_runs`) after ``deps``: its two
+        gathers, its computes and TP collectives (one operation task where they all run on the
+        compute stream: :meth:`_run_task`), and its summary reduction; returns the ids the next
+        segment waits on."""
+        add, gpu, hist = self.b.add, self.gpu[s], self.gather_hist[s]
+        ag = self.gather(s, segs[i0], f"AG {phase}{mb}.{k}.{i0}")
+        sd = [*deps, ag]
+        # the next gather may start before the run does (its anchor, the compute two back,
+        # may have ended long before): as the fine loop emits it; it ends within the run's
+        # first compute (the fine loop emits it after compute i0 joined the anchors: its
+        # anchor, two computes back, is the last anchor now)
+        self.gather(s, segs[i0 + 1], f"AG {phase}{mb}.{k}.{i0 + 1}", hist[-1:])
+        tp_pre, comp_a, then, ends_c, ends_b, summary = self._run_sums(plan, s, i0, i1, segs)
+        on_compute = self.tp_stream == "compute"
+        head, ends = sd, ends_c if on_compute else ends_b
+        if on_compute and self.op_tasks and self.RUN_TASKS:
+            t, a, b = self._run_task(s, mb, k, sd, label, then)
+            head, out = [t + HEAD], [t]  # its start (after no compute): the lead's
+        else:
+            _, _, tp_mid, b_s, tp_last = then
+            tp_label = f"TP {phase}{mb}"
             if reducing:  # the run's start, for the reductions' lead
-                z = add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)
-                head = [z]
-            tp_pre = sum(r[2] for r in run[:-2])
-            comp_a = sum(r[1] for r in run[:-1])
-            if on_compute:
+                head = [add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)]
+            if on_compute:  # each TP collective after its compute, on the compute stream
                 prev = head
                 if tp_pre > 0:
                     prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)]
                 a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
                 prev = [a]
-                if run[-2][2] > 0:
-                    prev = [
-                        add(TaskKind.COLLECTIVE, gpu, "compute", run[-2][2], prev, tp_label, mb, k)
-                    ]
-                b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], prev, label, mb, k)
+                if tp_mid > 0:
+                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_mid, prev, tp_label, mb, k)]
+                b = add(TaskKind.COMPUTE, gpu, "compute", b_s, prev, label, mb, k)
                 out = [b]
-                if run[-1][2] > 0:
-                    out = [
-                        add(TaskKind.COLLECTIVE, gpu, "compute", run[-1][2], [b], tp_label, mb, k)
-                    ]
-                ends = [r[1] + r[2] for r in run]
+                if tp_last > 0:
+                    out = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_last, [b], tp_label, mb, k)]
             else:  # TP beside the compute, each within it
                 a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
-                b = add(TaskKind.COMPUTE, gpu, "compute", run[-1][1], [a], label, mb, k)
+                b = add(TaskKind.COMPUTE, gpu, "compute", b_s, [a], label, mb, k)
                 out = [b]
-                tp_all = sum(r[2] for r in run)
+                tp_all = sum(r[2] for r in plan[0][i0 : i1 + 1])
                 if tp_all > 0:
-                    out.append(
-                        add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head, tp_label, mb, k)
-                    )
-                ends = [r[1] for r in run]
-            if keep_hist:  # the next gathers' prefetch anchors: e_{i1 - 1}, e_{i1}
-                hist.append(a)
-                hist.append(b)
-            self.first_seg_done[s] = True
-            if reducing:
-                self._summary_reduction(s, k, mb, head, ends, [r[4] for r in run],
-                                        segs[si : i1 + 1], op, grad_stream)  # fmt: skip
-            tids = out
-            si = i1 + 1
-        return tids
+                    out.append(add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head,
+                                   tp_label, mb, k))  # fmt: skip
+        if self.zero3 or self.gathers_left[s] > 0:  # the next gathers' anchors: e_{i1 - 1}, e_{i1}
+            hist.append(a)
+            hist.append(b)
+        self.first_seg_done[s] = True
+        if reducing:
+            self._summary_reduction(s, k, mb, head, ends, summary, self.rc.grad_comm.stream)
+        return out
+
+    def _run_task(
+        self,
+        s: int,
+        mb: int,
+        k: int,
+        deps: list[int],
+        label: str,
+        then: tuple[float, float, float, float, float],
+    ) -> tuple[int, int, int]:
+        """A run of :meth:`lower_gather_runs` whose TP collectives follow their computes on the
+        compute stream, as one operation task (:class:`~perfmodel.parallel.taskgraph.OpTask`,
+        :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`) of no compute
+        and then ``then`` (:meth:`_run_sums`): the run's zero-length start, the TP seconds of
+        segments ``i0 .. i1 - 2``, compute ``a`` (segments ``i0 .. i1 - 1``), segment
+        ``i1 - 1``'s TP, compute ``b`` (segment ``i1``), its TP, all after ``deps``. Those
+        were one task each, back to back on the compute stream in this order, each waiting on
+        the one before only (or, the first, on ``deps``), so the task starts where the first
+        did and the list schedule adds the same seconds in the same order (``x + 0.0 == x``
+        where a piece is absent): every piece ends bit for bit where its task ended, and the
+        breakdown reads each piece where it ran. Returns ``(task, a, b)``: the task's id and
+        the dependencies on the ends of ``a`` and ``b``
+        (:func:`~perfmodel.parallel.taskgraph.piece_end`), the next gathers' anchors."""
+        tid = self.b.add(
+            TaskKind.COMPUTE, self.gpu[s], "compute", 0.0, deps, label, mb, k, None, then
+        )
+        # it occupies the compute stream at least its longest piece (monotone rounding): a
+        # compute that long, for fold_send's test
+        self.compute_emitted(s, max(then))
+        self.op_merged += 1
+        return tid, piece_end(tid, 2), piece_end(tid, 4)
+
+    def _run_sums(
+        self, plan: GatherPlan, s: int, i0: int, i1: int, segs: tuple[Segment, ...]
+    ) -> tuple[
+        float,
+        float,
+        tuple[float, float, float, float, float],
+        list[float],
+        list[float],
+        tuple[float, float, CommSpec],
+    ]:
+        """What :meth:`_lower_run` sums over run ``i0 .. i1`` of ``plan`` on stage ``s``
+        (the same for every micro-batch: computed once per lowering, in the same order): the
+        TP seconds of segments ``i0 .. i1 - 2``, the compute of ``i0 .. i1 - 1``, the
+        compute-stream pieces of :meth:`_run_task`, each segment's compute-stream seconds with
+        its TP there and without, and the summary reduction's ``(lead, reduction seconds,
+        CommSpec)`` (:meth:`_summary_reduction`, its lead from those seconds)."""
+        key = (id(plan), s, i0)
+        hit = self._run_memo.get(key)
+        if hit is None:
+            rows, _, op, _ = plan
+            run = rows[i0 : i1 + 1]
+            on_stream = [r[1] + r[2] for r in run]
+            on_beside = [r[1] for r in run]
+            lead_s, red_s = _lead(
+                on_stream if self.tp_stream == "compute" else on_beside, [r[4] for r in run]
+            )
+            grad_b = self.rc.grad_reduce_bytes
+            nbytes = sum(
+                self.reduced_params(x.params, x.expert_params) * grad_b for x in segs[i0 : i1 + 1]
+            )
+            tp_pre = sum(r[2] for r in run[:-2])
+            comp_a = sum(r[1] for r in run[:-1])
+            hit = self._run_memo[key] = (
+                tp_pre,
+                comp_a,
+                (tp_pre, comp_a, run[-2][2], run[-1][1], run[-1][2]),
+                on_stream,
+                on_beside,
+                (lead_s, red_s, self.dp_spec(s, op, nbytes)),  # type: ignore[arg-type]
+            )
+        return hit
 
     def _summary_reduction(
         self,
@@ -436,20 +573,16 @@ class HiddenCollectives:
         mb: int,
         head: list[int],
         on_stream: list[float],
-        red: list[float],
-        segs: tuple[Segment, ...],
-        op: object,
+        summary: tuple[float, float, CommSpec],
         stream: str,
     ) -> None:
         """The lead and the one reduction standing for a run's gradient reductions
-        (:meth:`hidden_backward`'s construction), the run starting when ``head`` ends."""
-
-        lead_s, red_s = _lead(on_stream, red)
-        grad_b = self.rc.grad_reduce_bytes
-        nbytes = sum(self.reduced_params(x.params, x.expert_params) * grad_b for x in segs)
+        (:meth:`hidden_backward`'s construction over the run's ``on_stream`` seconds, made by
+        :meth:`_run_sums`: ``summary``, the lead's and the reduction's seconds and its
+        :class:`CommSpec`), the run starting when ``head`` ends."""
+        lead_s, red_s, spec = summary
         gpu = self.gpu[s]
         lead = self.b.add(TaskKind.COMPUTE, gpu, "grad-lead", lead_s, head, f"grad lead {k}", mb, k)
-        spec = self.dp_spec(s, op, nbytes)  # type: ignore[arg-type]
         g = self.b.add(TaskKind.COLLECTIVE, gpu, stream, red_s, [lead],
                        f"grad {k} (summarised)", -1, -1, spec)  # fmt: skip
         self.comm_dur[g] = red_s

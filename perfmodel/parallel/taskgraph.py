@@ -131,8 +131,20 @@ class OpTask(Task):
 #: :mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks").
 SENT = 1 << 40
 #: A dependency ``tid + HEAD`` is on the end of task ``tid``'s first compute (its start plus
-#: :attr:`Task.duration_s`), where a parameter gather is prefetched (analytic graphs only).
+#: :attr:`Task.duration_s`), where a parameter gather is prefetched (analytic graphs only);
+#: ``tid + HEAD + j * SENT`` (:func:`piece_end`) on the end of its ``j``-th piece of
+#: :attr:`Task.then_s` after it.
 HEAD = 2 << 40
+
+
+def piece_end(tid: int, j: int) -> int:
+    """The dependency on the end of operation task ``tid``'s first compute and the first ``j``
+    pieces of its :attr:`~Task.then_s` (``j = 0``: ``tid + HEAD``): the list schedule reads
+    ``start + duration_s + then_s[0] + ... + then_s[j - 1]``, added in that order, bit for bit
+    the end of the task that piece stood for in the graph without operation tasks (analytic
+    graphs only; :meth:`perfmodel.parallel.lower_hidden.HiddenCollectives.lower_gather_runs`).
+    """
+    return tid + HEAD + j * SENT
 
 
 @dataclass(frozen=True)

@@ -380,9 +380,13 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
             elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
                 d -= SENT
                 e = end[d] + tasks[d].send_s
-            else:  # the first compute of task d - HEAD
-                d -= HEAD
-                e = start[d] + tasks[d].duration_s
+            else:  # the first compute of task d - HEAD (and j pieces after it: piece_end)
+                j, d = divmod(d - HEAD, SENT)
+                x = tasks[d]
+                e = start[d] + x.duration_s
+                if j:
+                    for y in x.then_s[:j]:
+                        e += y
             if e > s:
                 s = e
         tid = t.tid
