@@ -67,7 +67,7 @@ from perfmodel.workload._net import Net
 from perfmodel.workload.kernels import Fusion, KernelIO, OpKernels
 from perfmodel.workload.layers import CommPoint, ExpertRole, KernelClass
 from perfmodel.workload.window import AttentionWindow, WindowKind
-from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
+from perfmodel.workload.zoo.moe import MoeConfig, moe_mlp
 from perfmodel.workload.zoo.transformer import (
     LayerParts,
     Section,
@@ -514,6 +514,11 @@ _ROUTED_ARGS = (
 )  # fmt: skip
 
 
+#: The arguments of :func:`~perfmodel.workload.zoo.moe.latent_attention`: the MTP layer attends
+#: as the main model's layers do.
+_MLA_ARGS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
+
+
 def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerConfig:
     """DeepSeek-V3 (:func:`perfmodel.workload.zoo.moe.moe` with the zoo entry's shape) and
     ``mtp_layers`` multi-token-prediction modules (:func:`_mtp_module`; the published model and
@@ -535,24 +540,11 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     m = _moe.routed_experts(
         net,
         **{k: a[k] for k in _ROUTED_ARGS},
-        expert_ffn_hidden=a["ffn_hidden"]
-        if a["expert_ffn_hidden"] is None
-        else a["expert_ffn_hidden"],
+        expert_ffn_hidden=_moe.expert_width(a["ffn_hidden"], a["expert_ffn_hidden"]),
         moe_layer_freq=1,
         first_dense_layers=0,
     )
-    attention: Section = self_attention
-    if int(a["kv_lora_rank"]) > 0:
-        dv = a["v_head_dim"]
-        attention = partial(
-            mla_attention,
-            mla=MlaConfig(
-                kv_lora_rank=int(a["kv_lora_rank"]),
-                q_lora_rank=int(a["q_lora_rank"]),
-                qk_rope_head_dim=int(a["qk_rope_head_dim"]),
-                v_head_dim=int(cfg.head_dim if dv is None else dv),
-            ),
-        )
+    attention = _moe.latent_attention(cfg, **{k: a[k] for k in _MLA_ARGS})
     mlp: Section = partial(moe_mlp, moe=m)
     for k in range(depth):
         _mtp_module(net, cfg, k, attention=attention, mlp=mlp)

@@ -577,6 +577,34 @@ def routed_experts(
     return m
 
 
+def expert_width(ffn_hidden: int, expert_ffn_hidden: int | None) -> int:
+    """A routed expert's width: ``expert_ffn_hidden``, by default the dense layers'
+    ``ffn_hidden`` (:func:`moe`'s rule)."""
+    return ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden
+
+
+def latent_attention(
+    cfg: TransformerConfig,
+    *,
+    kv_lora_rank: int,
+    q_lora_rank: int,
+    qk_rope_head_dim: int,
+    v_head_dim: int | None,
+) -> Section:
+    """The attention section of a :func:`moe` decoder from its model arguments: multi-head
+    latent attention (:func:`mla_attention` with a checked :class:`MlaConfig`; ``v_head_dim``
+    defaults to ``cfg.head_dim``) when ``kv_lora_rank > 0``, else standard attention."""
+    if int(kv_lora_rank) <= 0:
+        return self_attention
+    mla = MlaConfig(
+        kv_lora_rank=int(kv_lora_rank),
+        q_lora_rank=_positive("q_lora_rank", q_lora_rank, 0),
+        qk_rope_head_dim=_positive("qk_rope_head_dim", qk_rope_head_dim, 0),
+        v_head_dim=_positive("v_head_dim", cfg.head_dim if v_head_dim is None else v_head_dim),
+    )
+    return partial(mla_attention, mla=mla)
+
+
 def moe(
     net: Net,
     *,
@@ -633,7 +661,6 @@ def moe(
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
     """
-    mla = None
     if int(kv_lora_rank) > 0:
         kv_heads = heads  # MLA expands the latent to every head
         if not flash_attention:
@@ -660,7 +687,7 @@ def moe(
         net,
         experts=experts,
         top_k=top_k,
-        expert_ffn_hidden=ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden,
+        expert_ffn_hidden=expert_width(ffn_hidden, expert_ffn_hidden),
         shared_experts=shared_experts,
         moe_layer_freq=moe_layer_freq,
         first_dense_layers=first_dense_layers,
@@ -671,15 +698,13 @@ def moe(
         router_group_topk=router_group_topk,
         aux_loss=aux_loss,
     )
-    attention: Section = self_attention
-    if int(kv_lora_rank) > 0:
-        mla = MlaConfig(
-            kv_lora_rank=int(kv_lora_rank),
-            q_lora_rank=_positive("q_lora_rank", q_lora_rank, 0),
-            qk_rope_head_dim=_positive("qk_rope_head_dim", qk_rope_head_dim, 0),
-            v_head_dim=_positive("v_head_dim", cfg.head_dim if v_head_dim is None else v_head_dim),
-        )
-        attention = partial(mla_attention, mla=mla)
+    attention = latent_attention(
+        cfg,
+        kv_lora_rank=kv_lora_rank,
+        q_lora_rank=q_lora_rank,
+        qk_rope_head_dim=qk_rope_head_dim,
+        v_head_dim=v_head_dim,
+    )
     routed: Section = partial(moe_mlp, moe=m)
 
     def layer(i: int) -> LayerParts:
@@ -693,6 +718,8 @@ __all__ = [
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
+    "expert_width",
+    "latent_attention",
     "mla_attention",
     "moe",
     "moe_mlp",
