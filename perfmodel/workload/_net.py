@@ -451,20 +451,8 @@ class Net(ConvLayers, AttentionLayers):
     def act(self, name: str, x: Shape, fn: str = "relu", *, saves: bool = False) -> Shape:
         """Element-wise activation ``fn``; ``saves`` counts its input/output as kept for backward
         (``False`` when the consumer keeps the same tensor, e.g. in-place ReLU before a conv)."""
-        el = numel(x)
-        f, b = _ELEMENTWISE_FLOP[fn]
-        a = self.act_bytes
-        self._kernel(
-            name,
-            LayerKind.ACTIVATION,
-            fwd_flop=f * el,
-            bwd_flop=b * el,
-            fwd_bytes=2 * el * a,
-            bwd_bytes=3 * el * a,
-            activation_bytes=el * a if saves else 0.0,
-            output_shape=tuple(x),
-        )
-        return tuple(x)
+        kept = numel(x) * self.act_bytes if saves else 0.0
+        return self._elementwise(name, x, fn, LayerKind.ACTIVATION, saved_bytes=kept)
 
     def add(self, name: str, x: Shape) -> Shape:
         """Residual addition of two tensors of shape ``x``.
@@ -681,12 +669,38 @@ class Net(ConvLayers, AttentionLayers):
         ``bwd_elements``: elements moved by the backward per output element (default
         ``inputs + 2``); ``autocast_fp32``: see :class:`LayerCost`.
         """
+        kind = LayerKind.ACTIVATION if fn not in ("add", "scale", "copy") else LayerKind.ELEMENTWISE
+        return self._elementwise(
+            name,
+            x,
+            fn,
+            kind,
+            saved_bytes=saved_bytes,
+            inputs=inputs,
+            bwd_elements=bwd_elements,
+            autocast_fp32=autocast_fp32,
+        )
+
+    def _elementwise(
+        self,
+        name: str,
+        x: Shape,
+        fn: str,
+        kind: LayerKind,
+        *,
+        saved_bytes: float,
+        inputs: int = 1,
+        bwd_elements: float | None = None,
+        autocast_fp32: bool = False,
+    ) -> Shape:
+        """:meth:`elementwise` (and :meth:`act`) as a layer of ``kind``: ``_ELEMENTWISE_FLOP[fn]``
+        FLOP per element, ``inputs + 1`` tensors moved forward, ``bwd_elements`` backward."""
         el = numel(x)
         f, b = _ELEMENTWISE_FLOP[fn]
         a = self.act_bytes
         self._kernel(
             name,
-            LayerKind.ACTIVATION if fn not in ("add", "scale", "copy") else LayerKind.ELEMENTWISE,
+            kind,
             fwd_flop=f * el,
             bwd_flop=b * el,
             fwd_bytes=(inputs + 1) * el * a,
