@@ -452,7 +452,7 @@ class Net(ConvLayers, AttentionLayers):
         """Element-wise activation ``fn``; ``saves`` counts its input/output as kept for backward
         (``False`` when the consumer keeps the same tensor, e.g. in-place ReLU before a conv)."""
         kept = numel(x) * self.act_bytes if saves else 0.0
-        return self._elementwise(name, x, fn, LayerKind.ACTIVATION, saved_bytes=kept)
+        return self.elementwise(name, x, fn, saved_bytes=kept, kind=LayerKind.ACTIVATION)
 
     def add(self, name: str, x: Shape) -> Shape:
         """Residual addition of two tensors of shape ``x``.
@@ -663,38 +663,17 @@ class Net(ConvLayers, AttentionLayers):
         inputs: int = 1,
         bwd_elements: float | None = None,
         autocast_fp32: bool = False,
+        kind: LayerKind | None = None,
     ) -> Shape:
-        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes.
+        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes:
+        ``_ELEMENTWISE_FLOP[fn]`` FLOP per element, ``inputs + 1`` tensors moved forward.
 
         ``bwd_elements``: elements moved by the backward per output element (default
-        ``inputs + 2``); ``autocast_fp32``: see :class:`LayerCost`.
+        ``inputs + 2``); ``autocast_fp32``: see :class:`LayerCost`; ``kind``: the layer's kind,
+        by default ``ELEMENTWISE`` for ``add``, ``scale`` and ``copy``, else ``ACTIVATION``.
         """
-        kind = LayerKind.ACTIVATION if fn not in ("add", "scale", "copy") else LayerKind.ELEMENTWISE
-        return self._elementwise(
-            name,
-            x,
-            fn,
-            kind,
-            saved_bytes=saved_bytes,
-            inputs=inputs,
-            bwd_elements=bwd_elements,
-            autocast_fp32=autocast_fp32,
-        )
-
-    def _elementwise(
-        self,
-        name: str,
-        x: Shape,
-        fn: str,
-        kind: LayerKind,
-        *,
-        saved_bytes: float,
-        inputs: int = 1,
-        bwd_elements: float | None = None,
-        autocast_fp32: bool = False,
-    ) -> Shape:
-        """:meth:`elementwise` (and :meth:`act`) as a layer of ``kind``: ``_ELEMENTWISE_FLOP[fn]``
-        FLOP per element, ``inputs + 1`` tensors moved forward, ``bwd_elements`` backward."""
+        if kind is None:
+            kind = LayerKind.ELEMENTWISE if fn in ("add", "scale", "copy") else LayerKind.ACTIVATION
         el = numel(x)
         f, b = _ELEMENTWISE_FLOP[fn]
         a = self.act_bytes
