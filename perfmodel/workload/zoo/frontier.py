@@ -540,7 +540,9 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     m = _moe.routed_experts(
         net,
         **{k: a[k] for k in _ROUTED_ARGS},
-        expert_ffn_hidden=_moe.expert_width(a["ffn_hidden"], a["expert_ffn_hidden"]),
+        expert_ffn_hidden=a["ffn_hidden"]
+        if a["expert_ffn_hidden"] is None
+        else a["expert_ffn_hidden"],
         moe_layer_freq=1,
         first_dense_layers=0,
     )

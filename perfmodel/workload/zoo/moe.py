@@ -577,12 +577,6 @@ def routed_experts(
     return m
 
 
-def expert_width(ffn_hidden: int, expert_ffn_hidden: int | None) -> int:
-    """A routed expert's width: ``expert_ffn_hidden``, by default the dense layers'
-    ``ffn_hidden`` (:func:`moe`'s rule)."""
-    return ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden
-
-
 def latent_attention(
     cfg: TransformerConfig,
     *,
@@ -687,7 +681,7 @@ def moe(
         net,
         experts=experts,
         top_k=top_k,
-        expert_ffn_hidden=expert_width(ffn_hidden, expert_ffn_hidden),
+        expert_ffn_hidden=ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden,
         shared_experts=shared_experts,
         moe_layer_freq=moe_layer_freq,
         first_dense_layers=first_dense_layers,
@@ -698,7 +692,7 @@ def moe(
         router_group_topk=router_group_topk,
         aux_loss=aux_loss,
     )
-    attention = latent_attention(
+    attention: Section = latent_attention(
         cfg,
         kv_lora_rank=kv_lora_rank,
         q_lora_rank=q_lora_rank,
@@ -718,7 +712,6 @@ __all__ = [
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
-    "expert_width",
     "latent_attention",
     "mla_attention",
     "moe",
