@@ -14,7 +14,7 @@ Both functions have the ``workload_fn`` signature of :func:`perfmodel.api.predic
 from __future__ import annotations
 
 from perfmodel.dtypes import Precision
-from perfmodel.workload._net import Net
+from perfmodel.workload._net import Net, RankLayout
 from perfmodel.workload.layers import Workload
 from perfmodel.workload.zoo import build_model
 from perfmodel.workload.zoo.cnn import classifier, loss
@@ -42,7 +42,7 @@ def navid_mnist_cnn(
 ) -> Workload:
     """Navid's Keras MNIST CNN (about 2.4 M parameters)."""
     prec = Precision.parse(precision)  # a Precision is returned as is
-    net = Net(batch_size, prec, tp=tp)
+    net = Net(batch_size, prec, RankLayout(tp=tp))
     x = (batch_size, 1, 28, 28)
     net.new_block()
     x = net.conv("conv1", x, 32, 3, 1, 0, bias=True)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from perfmodel.compute.attention import AttentionBackend
@@ -55,6 +55,7 @@ from perfmodel.parallel.selective import (
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.stack_choices import AmpStyle, CrossEntropy, MasterCopy, ParamSync
 from perfmodel.workload.kernels import (
+    DEFAULT_KERNELS,
     Fp8Recipe,
     Fusion,
     GradClip,
@@ -255,17 +256,18 @@ class Recipe:
     fp8_saves_fp8_inputs
         Under ``fp8`` the blocks' linear layers save their inputs in FP8 (Transformer Engine;
         :func:`fp8_saved_input_delta`); torchao's float8 linear saves the high-precision input.
-    fusion
-        The kernels a block launches (:class:`~perfmodel.workload.kernels.Fusion`): the
-        preset's, or ``compile`` when the scenario compiles (``--compile``).
-    fp8
-        The FP8 recipe (:class:`~perfmodel.workload.kernels.Fp8Recipe`) when the precision is
-        FP8: ``--fp8-recipe``, else the preset's default; ``None`` otherwise.
+    stack_kernels
+        The kernels the stack launches (:class:`~perfmodel.workload.kernels.KernelRecipe`,
+        one cached FP8 weight cast per micro-batch; :meth:`kernels` gives a step's): its
+        ``fusion``, the preset's or ``compile`` when the scenario compiles (``--compile``); its
+        ``fp8`` recipe when the precision is FP8 (``--fp8-recipe``, else the preset's default;
+        ``None`` otherwise); FSDP2's copy kernels (``fsdp_copies``, FSDP2 stacks) with the
+        reduce-scatter input's width (:attr:`grad_reduce_bytes`); the copies of the routed rows
+        Megatron-Core makes around its experts (``moe_sort_chunks``, ``moe_quant_padding``:
+        from the plan's token dispatcher and the FP8 recipe); the preset's ``apex_rms_norm``
+        and ``fused_rope``. :attr:`fusion` and :attr:`fp8` read those two.
     optimizer_impl, grad_clip
         How the optimizer step runs and the gradient clipping before it (the preset's).
-    fsdp_copies
-        FSDP2's all-gather copy-out and reduce-scatter copy-in kernels run (FSDP2 stacks,
-        :attr:`~perfmodel.workload.kernels.KernelRecipe.fsdp_copies`).
     fp8_params
         The FP8 linear weights are stored in FP8 (the preset's ``fp8_params`` under a
         Transformer Engine recipe): gathered in FP8, no 16-bit copy beside TE's cache.
@@ -280,10 +282,6 @@ class Recipe:
         devices"), so matmuls stay FP32. Set for the PyTorch presets (issue 28, item 5).
     sources
         Where the preset's recipe comes from.
-    moe_sort_chunks, moe_quant_padding
-        The copies of the routed rows Megatron-Core makes around its experts
-        (:class:`~perfmodel.workload.kernels.KernelRecipe`, set by :func:`build_recipe` from
-        the plan's token dispatcher and the FP8 recipe).
     """
 
     precision: Precision
@@ -308,21 +306,25 @@ class Recipe:
     param_sync: ParamSync = ParamSync.ALLGATHER
     cross_entropy: CrossEntropy = CrossEntropy.DEFAULT
     fp8_saves_fp8_inputs: bool = False
-    fusion: Fusion = Fusion.EAGER
-    fp8: Fp8Recipe | None = None
+    stack_kernels: KernelRecipe = DEFAULT_KERNELS
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED
     grad_clip: GradClip = GradClip.NONE
-    fsdp_copies: bool = False
     fp8_params: bool = False
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
     fp32_conv_tf32: bool = False
     sources: tuple[str, ...] = ()
-    moe_sort_chunks: bool = False
-    moe_quant_padding: bool = False
     optimizer_dtype: DType = DType.FP32
     activation_offload_layers: int = 0
-    apex_rms_norm: bool = False
-    fused_rope: bool = False
+
+    @property
+    def fusion(self) -> Fusion:
+        """The kernels a block launches (:attr:`stack_kernels`' fusion)."""
+        return self.stack_kernels.fusion
+
+    @property
+    def fp8(self) -> Fp8Recipe | None:
+        """The FP8 recipe (:attr:`stack_kernels`'), ``None`` unless the precision is FP8."""
+        return self.stack_kernels.fp8
 
     @property
     def compute(self) -> ComputeRecipe:
@@ -390,17 +392,7 @@ class Recipe:
             share = 1.0 / max(int(microbatches), 1)
             if self.fp8_params:  # the weight is FP8 already: only its transpose, 1 + 1 of 4 B
                 share *= 0.5
-        return KernelRecipe(
-            fusion=self.fusion,
-            fp8=self.fp8,
-            fsdp_copies=self.fsdp_copies,
-            fsdp_reduce_bytes=self.grad_reduce_bytes,
-            weight_cast_share=share,
-            moe_sort_chunks=self.moe_sort_chunks,
-            moe_quant_padding=self.moe_quant_padding,
-            apex_rms_norm=self.apex_rms_norm,
-            fused_rope=self.fused_rope,
-        )
+        return replace(self.stack_kernels, weight_cast_share=share)
 
     @property
     def optimizer_state_bytes(self) -> int:
@@ -467,7 +459,7 @@ class Recipe:
             + f"; optimizer step {self.optimizer_impl.value}"
             + (f", grad clip {self.grad_clip.value}" if self.grad_clip is not GradClip.NONE else "")
             + ("; FP8 parameters" if self.fp8_params else "")
-            + ("; FSDP2 copy-in/copy-out kernels" if self.fsdp_copies else "")
+            + ("; FSDP2 copy-in/copy-out kernels" if self.stack_kernels.fsdp_copies else "")
             + (
                 f"; activations of {self.activation_offload_layers} blocks offloaded to the host"
                 if self.activation_offload_layers
@@ -518,7 +510,7 @@ class Recipe:
             "fp8_recipe": None if self.fp8 is None else self.fp8.value,
             "optimizer_impl": self.optimizer_impl.value,
             "grad_clip": self.grad_clip.value,
-            "fsdp_copies": self.fsdp_copies,
+            "fsdp_copies": self.stack_kernels.fsdp_copies,
             "fp8_params": self.fp8_params,
             "attention_backend": self.attention_backend.value,
             "sources": list(self.sources),
@@ -623,20 +615,23 @@ def build_recipe(
         param_sync=preset.param_sync,
         cross_entropy=preset.cross_entropy,
         fp8_saves_fp8_inputs=preset.fp8_saves_fp8_inputs and precision is Precision.FP8,
-        fusion=fusion,
-        fp8=fp8,
+        stack_kernels=KernelRecipe(
+            fusion=fusion,
+            fp8=fp8,
+            fsdp_copies=fsdp2,
+            fsdp_reduce_bytes=r,
+            apex_rms_norm=preset.apex_rms_norm,
+            fused_rope=preset.fused_rope,
+            **_moe_local_copies(fusion, fp8, plan),
+        ),
         optimizer_impl=preset.optimizer_impl,
         grad_clip=preset.grad_clip,
-        fsdp_copies=fsdp2,
         fp8_params=fp8_params,
         attention_backend=preset.attention_backend,
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
         optimizer_dtype=preset.optimizer_dtype,
         activation_offload_layers=preset.activation_offload_layers,
-        apex_rms_norm=preset.apex_rms_norm,
-        fused_rope=preset.fused_rope,
-        **_moe_local_copies(fusion, fp8, plan),
     )
 
 
@@ -764,7 +759,8 @@ def _check_activation_offload(layers: int, plan: ParallelismPlan, fusion: Fusion
 def _moe_local_copies(
     fusion: Fusion, fp8: Fp8Recipe | None, plan: ParallelismPlan
 ) -> dict[str, bool]:
-    """:attr:`Recipe.moe_sort_chunks` and :attr:`Recipe.moe_quant_padding` of a plan: what
+    """:class:`~perfmodel.workload.kernels.KernelRecipe`'s ``moe_sort_chunks`` and
+    ``moe_quant_padding`` of a plan: what
     Megatron-Core (Transformer Engine stacks) does around its experts at Megatron-LM 4415119.
     The all-to-all dispatcher regroups the received rows by local expert (expert parallelism
     only); the experts pad to the quantized GEMM's alignment under FP8 unless the Hybrid-EP

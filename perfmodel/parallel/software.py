@@ -95,6 +95,75 @@ _DEEPSPEED_ZERO1 = SoftwarePreset(
     dispatch_mode="pytorch-eager",
 )
 
+#: Megatron-Core with Transformer Engine as NeMo 2.0 / Megatron-Bridge's performance recipes run it.
+_MEGATRON_CORE = SoftwarePreset(
+    name="megatron-core",
+    dp_mode=DPMode.ALLREDUCE,
+    amp=AmpStyle.HALF_MODEL,
+    zero=1,
+    distributed_optimizer=True,
+    overlap_grad_comm=True,
+    overlap_param_gather=True,
+    tp_comm_overlap=True,
+    bucket_params=40e6,
+    bucket_params_per_dp=1e6,
+    sequence_parallel_with_tp=True,
+    fp8_saves_fp8_inputs=True,
+    tp_overlap=TP_OVERLAP_UB_H100,
+    sources=(
+        "Megatron-Core 0.7-0.9 megatron/core/distributed/distributed_data_parallel_config.py"
+        ": bucket_size default max(40000000, 1000000 x dp) parameters",
+        "gradient buffer and reduction in bf16 (2 bytes), as the performance recipes run: "
+        "NeMo-Framework-Launcher 24.07 (0b1a110c) examples/training/*/h100/*_fp8*.sh pass "
+        "+training.model.optim.grad_sync_dtype=bf16; Megatron-Bridge (2026-04) "
+        "perf_recipes/_common.py _benchmark_common and scripts/performance/configs/llama "
+        "set ddp.grad_reduce_in_fp32 = False (Megatron-LM's own pretrain script keeps FP32 "
+        "for bf16: the 'megatron' preset)",
+        "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
+        "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
+        "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
+        "NeMo 2.0 nemo/collections/llm/recipes/precision/mixed_precision.py "
+        "bf16_with_fp8_mixed: fp8='hybrid' (E4M3 forward, E5M2 backward), delayed "
+        "scaling with amax_history_len 1024, fp8_params=True; Megatron-Core TE modules "
+        "(fused norm-linear, RoPE apply_rope_fusion, bias-SwiGLU and bias-dropout-add "
+        "fusions, fused cross-entropy), distributed optimizer with TE/apex fused Adam "
+        "and clip_grad_norm_fp32 (multi_tensor_l2norm)",
+        "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
+        "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
+        "defaults to off; give sequence_parallel=false to model that)",
+        "attention: Megatron-Core's TEDotProductAttention (transformer_impl="
+        "'transformer_engine', the NeMo/Megatron-Bridge default); Transformer Engine "
+        "selects cuDNN fused attention on sm90 and later and FlashAttention-2 on sm80",
+    ),
+    fusion=Fusion.TE,
+    grad_clip=GradClip.L2NORM,
+    fp8_params=True,
+    dispatch_mode="pytorch-eager",
+    attention_backend=AttentionBackend.CUDNN,
+    selective_recompute=MCORE_SELECTIVE,
+)
+
+#: PyTorch FSDP2 (``fully_shard``) with a bf16 ``MixedPrecisionPolicy``.
+_FSDP2 = SoftwarePreset(
+    name="fsdp",
+    dp_mode=DPMode.ALLREDUCE,
+    overlap_grad_comm=True,
+    zero=3,
+    fsdp=True,
+    amp=AmpStyle.FSDP_POLICY,
+    sources=(
+        "Zhao et al., PyTorch FSDP, VLDB 2023: per-unit all-gather in forward and backward, "
+        "reduce-scatter of gradients in backward, prefetching overlaps them with compute",
+        "PyTorch 2.4+ FSDP2 fully_shard docs: MixedPrecisionPolicy(param_dtype=bf16) keeps "
+        "FP32 sharded parameters (the optimizer's copy), all-gathers in param_dtype; "
+        "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
+        "streams (all-gather stream, reduce-scatter stream)",
+    ),
+    optimizer_impl=OptimizerImpl.FOREACH,
+    fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
+    dispatch_mode="pytorch-eager",
+)
+
 #: Every preset states only what differs from the :class:`SoftwarePreset` defaults.
 PRESETS: dict[str, SoftwarePreset] = {
     p.name: p
@@ -221,67 +290,17 @@ PRESETS: dict[str, SoftwarePreset] = {
             grad_clip=GradClip.L2NORM,
             dispatch_mode="pytorch-eager",
         ),
-        SoftwarePreset(
-            name="megatron-core",
-            dp_mode=DPMode.ALLREDUCE,
-            amp=AmpStyle.HALF_MODEL,
-            fp32_grads_bf16=False,
-            zero=1,
-            distributed_optimizer=True,
-            overlap_grad_comm=True,
-            overlap_param_gather=True,
-            tp_comm_overlap=True,
-            bucket_params=40e6,
-            bucket_params_per_dp=1e6,
-            sequence_parallel_with_tp=True,
-            fp8_saves_fp8_inputs=True,
-            tp_overlap=TP_OVERLAP_UB_H100,
-            sources=(
-                "Megatron-Core 0.7-0.9 megatron/core/distributed/distributed_data_parallel_config.py"
-                ": bucket_size default max(40000000, 1000000 x dp) parameters",
-                "gradient buffer and reduction in bf16 (2 bytes), as the performance recipes run: "
-                "NeMo-Framework-Launcher 24.07 (0b1a110c) examples/training/*/h100/*_fp8*.sh pass "
-                "+training.model.optim.grad_sync_dtype=bf16; Megatron-Bridge (2026-04) "
-                "perf_recipes/_common.py _benchmark_common and scripts/performance/configs/llama "
-                "set ddp.grad_reduce_in_fp32 = False (Megatron-LM's own pretrain script keeps FP32 "
-                "for bf16: the 'megatron' preset)",
-                "NeMo 24.07 / Megatron-Bridge performance recipes: --use-distributed-optimizer, "
-                "overlap_grad_reduce, overlap_param_gather and tp_comm_overlap (Transformer "
-                "Engine userbuffers) enabled; bf16 model with FP32 master weights, FP8 via TE",
-                "NeMo 2.0 nemo/collections/llm/recipes/precision/mixed_precision.py "
-                "bf16_with_fp8_mixed: fp8='hybrid' (E4M3 forward, E5M2 backward), delayed "
-                "scaling with amax_history_len 1024, fp8_params=True; Megatron-Core TE modules "
-                "(fused norm-linear, RoPE apply_rope_fusion, bias-SwiGLU and bias-dropout-add "
-                "fusions, fused cross-entropy), distributed optimizer with TE/apex fused Adam "
-                "and clip_grad_norm_fp32 (multi_tensor_l2norm)",
-                "NeMo 2.0 / Megatron-Bridge LLM recipes: sequence_parallel=True wherever "
-                "tensor_model_parallel_size > 1 (Megatron-Core's own --sequence-parallel "
-                "defaults to off; give sequence_parallel=false to model that)",
-                "attention: Megatron-Core's TEDotProductAttention (transformer_impl="
-                "'transformer_engine', the NeMo/Megatron-Bridge default); Transformer Engine "
-                "selects cuDNN fused attention on sm90 and later and FlashAttention-2 on sm80",
-            ),
-            fusion=Fusion.TE,
-            grad_clip=GradClip.L2NORM,
-            fp8_params=True,
-            dispatch_mode="pytorch-eager",
-            attention_backend=AttentionBackend.CUDNN,
-            selective_recompute=MCORE_SELECTIVE,
-        ),
-        SoftwarePreset(
+        _MEGATRON_CORE,
+        # NeMo 1.0 trains Megatron-Core's GPT (mcore_gpt: True): the megatron-core stack with
+        # Apex's distributed Adam, its bucket and no FP8 parameters.
+        replace(
+            _MEGATRON_CORE,
             name="nemo",
-            dp_mode=DPMode.ALLREDUCE,
-            amp=AmpStyle.HALF_MODEL,
-            zero=1,
-            distributed_optimizer=True,
-            overlap_grad_comm=True,
-            overlap_param_gather=True,
-            tp_comm_overlap=True,
             bucket_bytes=100 * _MB,
-            sequence_parallel_with_tp=True,
-            fp8_saves_fp8_inputs=True,
-            tp_overlap=TP_OVERLAP_UB_H100,
+            bucket_params=None,
+            bucket_params_per_dp=0.0,
             master_copy=MasterCopy.APEX_DISTRIBUTED_ADAM,
+            fp8_params=False,
             sources=(
                 "NeMo 1.0 (24.07 container) Megatron-Core GPT with optim.name="
                 "distributed_fused_adam (NeMo-Framework-Launcher 24.07 8325688d conf/training): "
@@ -305,41 +324,15 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "bias-dropout-add fusions), cuDNN fused attention on Hopper; "
                 "trainer.gradient_clip_val 1.0 (the optimizer's L2-norm clipping)",
             ),
-            fusion=Fusion.TE,
-            grad_clip=GradClip.L2NORM,
-            dispatch_mode="pytorch-eager",
-            attention_backend=AttentionBackend.CUDNN,
-            selective_recompute=MCORE_SELECTIVE,
         ),
         _DEEPSPEED_ZERO1,
         replace(_DEEPSPEED_ZERO1, name="deepspeed-zero2", zero=2),
         replace(_DEEPSPEED_ZERO1, name="deepspeed-zero3", zero=3, overlap_grad_comm=True),
-        SoftwarePreset(
-            name="fsdp",
-            dp_mode=DPMode.ALLREDUCE,
-            overlap_grad_comm=True,
-            zero=3,
-            fsdp=True,
-            amp=AmpStyle.FSDP_POLICY,
-            sources=(
-                "Zhao et al., PyTorch FSDP, VLDB 2023: per-unit all-gather in forward and backward, "
-                "reduce-scatter of gradients in backward, prefetching overlaps them with compute",
-                "PyTorch 2.4+ FSDP2 fully_shard docs: MixedPrecisionPolicy(param_dtype=bf16) keeps "
-                "FP32 sharded parameters (the optimizer's copy), all-gathers in param_dtype; "
-                "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
-                "streams (all-gather stream, reduce-scatter stream)",
-            ),
-            optimizer_impl=OptimizerImpl.FOREACH,
-            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
-            dispatch_mode="pytorch-eager",
-        ),
-        SoftwarePreset(
+        _FSDP2,
+        # torchtitan shards every block with FSDP2 (fully_shard) as the fsdp preset does.
+        replace(
+            _FSDP2,
             name="torchtitan",
-            dp_mode=DPMode.ALLREDUCE,
-            overlap_grad_comm=True,
-            zero=3,
-            fsdp=True,
-            amp=AmpStyle.FSDP_POLICY,
             fp32_grad_reduce=True,
             selective_recompute=SelectiveRecompute.OP,
             cross_entropy=CrossEntropy.EAGER_FP32,
@@ -365,10 +358,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "the FlashAttention-2 kernels on H100 (cuDNN deprioritised after 2.5.0, pytorch "
                 "issue #141133; torchtitan PR #1209)",
             ),
-            optimizer_impl=OptimizerImpl.FOREACH,
             grad_clip=GradClip.FOREACH,
-            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
-            dispatch_mode="pytorch-eager",
             attention_backend=AttentionBackend.SDPA,
         ),
         SoftwarePreset(

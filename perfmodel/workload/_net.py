@@ -29,7 +29,7 @@ Conventions (used by every primitive, documented in ``docs/workload.md``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from perfmodel.dtypes import Precision
 from perfmodel.errors import InfeasiblePlanError
@@ -72,15 +72,14 @@ _ELEMENTWISE_FLOP = {
 }
 
 
-class Net(ConvLayers, AttentionLayers):
-    """Accumulates the layers of one model for one micro-batch on one rank.
+@dataclass(frozen=True)
+class RankLayout:
+    """How one rank's layers are cut from the model: the parallel degrees that change what a
+    rank builds (data and pipeline parallelism take whole layers). :class:`Net` builds with one;
+    :func:`perfmodel.workload.build_model` makes it from its keyword arguments.
 
-    Parameters
+    Attributes
     ----------
-    batch_size
-        Micro-batch size (samples).
-    precision
-        Training precision recipe (decides bytes per element).
     tp
         Tensor-parallel degree (transformers: Megatron sharding; CNNs: fully connected layers).
     sequence_parallel
@@ -90,8 +89,35 @@ class Net(ConvLayers, AttentionLayers):
         Expert parallelism and expert tensor parallelism (mixture-of-experts layers shard their
         routed experts over ``ep`` ranks and each expert's GEMMs over ``etp``; 0 = ``tp``).
     cp
-        Context parallelism: this rank holds ``1/cp`` of every sequence (:meth:`local_seq`) and
-        its fused attention exchanges keys and values with the ``cp`` group (:meth:`attention`).
+        Context parallelism: this rank holds ``1/cp`` of every sequence (:meth:`Net.local_seq`)
+        and its fused attention exchanges keys and values with the ``cp`` group
+        (:meth:`Net.attention`).
+    """
+
+    tp: int = 1
+    sequence_parallel: bool = False
+    ep: int = 1
+    cp: int = 1
+    etp: int = 0
+
+
+#: The unsharded model: every degree 1.
+WHOLE_RANK = RankLayout()
+
+
+class Net(ConvLayers, AttentionLayers):
+    """Accumulates the layers of one model for one micro-batch on one rank.
+
+    Parameters
+    ----------
+    batch_size
+        Micro-batch size (samples).
+    precision
+        Training precision recipe (decides bytes per element).
+    layout
+        The rank's tensor, sequence, expert and context parallelism (:class:`RankLayout`),
+        kept as the attributes ``tp``, ``sp`` (sequence parallelism with ``tp > 1``), ``ep``,
+        ``cp`` and ``etp`` (``tp`` where the layout's is 0).
     kernels
         The stack's kernels (:class:`~perfmodel.workload.kernels.KernelRecipe`): the fusion mode
         the transformer builders decompose a block with, the FP8 recipe whose cast kernels
@@ -103,22 +129,18 @@ class Net(ConvLayers, AttentionLayers):
         self,
         batch_size: int,
         precision: Precision,
-        tp: int = 1,
-        sequence_parallel: bool = False,
+        layout: RankLayout = WHOLE_RANK,
         *,
-        ep: int = 1,
-        cp: int = 1,
-        etp: int = 0,
         kernels: KernelRecipe = DEFAULT_KERNELS,
     ) -> None:
         self.batch_size = batch_size
         self.kernels = kernels
         self.precision = precision
-        self.tp = tp
-        self.ep = ep
-        self.cp = cp
-        self.etp = etp or tp
-        self.sp = sequence_parallel and tp > 1
+        self.tp = tp = layout.tp
+        self.ep = layout.ep
+        self.cp = layout.cp
+        self.etp = layout.etp or tp
+        self.sp = layout.sequence_parallel and tp > 1
         self.act_bytes = precision.activation_bytes
         self.param_bytes = precision.param_bytes
         self.layers: list[LayerCost] = []
@@ -451,20 +473,8 @@ class Net(ConvLayers, AttentionLayers):
     def act(self, name: str, x: Shape, fn: str = "relu", *, saves: bool = False) -> Shape:
         """Element-wise activation ``fn``; ``saves`` counts its input/output as kept for backward
         (``False`` when the consumer keeps the same tensor, e.g. in-place ReLU before a conv)."""
-        el = numel(x)
-        f, b = _ELEMENTWISE_FLOP[fn]
-        a = self.act_bytes
-        self._kernel(
-            name,
-            LayerKind.ACTIVATION,
-            fwd_flop=f * el,
-            bwd_flop=b * el,
-            fwd_bytes=2 * el * a,
-            bwd_bytes=3 * el * a,
-            activation_bytes=el * a if saves else 0.0,
-            output_shape=tuple(x),
-        )
-        return tuple(x)
+        kept = numel(x) * self.act_bytes if saves else 0.0
+        return self.elementwise(name, x, fn, saved_bytes=kept, kind=LayerKind.ACTIVATION)
 
     def add(self, name: str, x: Shape) -> Shape:
         """Residual addition of two tensors of shape ``x``.
@@ -675,18 +685,23 @@ class Net(ConvLayers, AttentionLayers):
         inputs: int = 1,
         bwd_elements: float | None = None,
         autocast_fp32: bool = False,
+        kind: LayerKind | None = None,
     ) -> Shape:
-        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes.
+        """Generic element-wise kernel of ``inputs`` input tensors with explicit saved bytes:
+        ``_ELEMENTWISE_FLOP[fn]`` FLOP per element, ``inputs + 1`` tensors moved forward.
 
         ``bwd_elements``: elements moved by the backward per output element (default
-        ``inputs + 2``); ``autocast_fp32``: see :class:`LayerCost`.
+        ``inputs + 2``); ``autocast_fp32``: see :class:`LayerCost`; ``kind``: the layer's kind,
+        by default ``ELEMENTWISE`` for ``add``, ``scale`` and ``copy``, else ``ACTIVATION``.
         """
+        if kind is None:
+            kind = LayerKind.ELEMENTWISE if fn in ("add", "scale", "copy") else LayerKind.ACTIVATION
         el = numel(x)
         f, b = _ELEMENTWISE_FLOP[fn]
         a = self.act_bytes
         self._kernel(
             name,
-            LayerKind.ACTIVATION if fn not in ("add", "scale", "copy") else LayerKind.ELEMENTWISE,
+            kind,
             fwd_flop=f * el,
             bwd_flop=b * el,
             fwd_bytes=(inputs + 1) * el * a,

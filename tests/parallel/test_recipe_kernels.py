@@ -52,7 +52,7 @@ def test_presets_name_their_kernels() -> None:
     assert (tt.fusion, tt.fp8, tt.optimizer_impl, tt.grad_clip) == (
         Fusion.EAGER, Fp8Recipe.TORCHAO_TENSORWISE, OptimizerImpl.FOREACH, GradClip.FOREACH,
     )  # fmt: skip
-    assert tt.fsdp_copies and tt.gather_bytes == 1  # FSDP2 float8 all-gather
+    assert tt.stack_kernels.fsdp_copies and tt.gather_bytes == 1  # FSDP2 float8 all-gather
     mc = build_recipe(get_preset("megatron-core"), Precision.FP8, adam, plan)
     assert (mc.fusion, mc.fp8, mc.optimizer_impl) == (
         Fusion.TE,
@@ -60,7 +60,7 @@ def test_presets_name_their_kernels() -> None:
         OptimizerImpl.FUSED,
     )
     # NeMo 2.0 FP8 keeps FP8 parameters: the distributed optimizer gathers 1 byte each
-    assert not mc.fsdp_copies and mc.fp8_params and mc.gather_bytes == 1
+    assert not mc.stack_kernels.fsdp_copies and mc.fp8_params and mc.gather_bytes == 1
     mbf = build_recipe(get_preset("megatron-core"), Precision.BF16, adam, plan)
     assert not mbf.fp8_params and mbf.gather_bytes == 2
     bf = build_recipe(get_preset("torchtitan"), Precision.BF16, adam, plan, compile=True)

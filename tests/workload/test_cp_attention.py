@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.dtypes import Precision
-from perfmodel.workload._net import Net
+from perfmodel.workload._net import Net, RankLayout
 from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.layers import LayerKind
 
 
 def _attention(cp: int, s: int = 1024, b: int = 2, heads: int = 8, kv: int = 2, d: int = 64):
     # Transformer Engine's ring (Megatron-Core kernels): the fused merge, GQA native
-    net = Net(b, Precision.BF16, cp=cp, kernels=KernelRecipe(fusion=Fusion.TE))
+    net = Net(b, Precision.BF16, RankLayout(cp=cp), kernels=KernelRecipe(fusion=Fusion.TE))
     net.attention("a", b, s, heads, kv, d, causal=True)
     return net.layers
 

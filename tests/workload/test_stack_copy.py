@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.dtypes import Precision
-from perfmodel.workload._net import Net
+from perfmodel.workload._net import Net, RankLayout
 from perfmodel.workload.zoo.transformer import TransformerConfig, _stack, transformer_layer
 
 
@@ -30,11 +30,11 @@ def test_copied_layers_equal_built_layers(
         flash_attention=flash,
     )
     prec = Precision.parse("bf16")
-    built = Net(2, prec, tp=tp, sequence_parallel=sp)
+    built = Net(2, prec, RankLayout(tp=tp, sequence_parallel=sp))
     for i in range(layers):
         transformer_layer(built, cfg, 2, 32, f"layer{i}")
     built.end_blocks()
-    copied = Net(2, prec, tp=tp, sequence_parallel=sp)
+    copied = Net(2, prec, RankLayout(tp=tp, sequence_parallel=sp))
     _stack(copied, cfg, 2, 32)
     stacked = copied.all_layers()
     assert stacked == tuple(built.layers)  # names and block indices included

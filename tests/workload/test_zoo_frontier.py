@@ -16,7 +16,7 @@ from perfmodel.compute.model import attention_shape
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload import LayerKind, build_model, get_model_info
-from perfmodel.workload._net import Net
+from perfmodel.workload._net import Net, RankLayout
 from perfmodel.workload.window import AttentionWindow, WindowKind
 from perfmodel.workload.zoo.moe import routing_sampling_load
 
@@ -331,7 +331,7 @@ def test_window_refusals() -> None:
     net = Net(1, Precision.BF16)
     with pytest.raises(ConfigError, match="causal"):
         net.attention("a", 1, 256, 8, 8, 64, False, window=AttentionWindow("sliding", 64))
-    cp = Net(1, Precision.BF16, cp=2)
+    cp = Net(1, Precision.BF16, RankLayout(cp=2))
     with pytest.raises(InfeasiblePlanError, match="cp=2"):
         cp.attention("a", 1, 256, 8, 8, 64, True, window=AttentionWindow("sliding", 64))
     # a window as long as the whole sequence is no window, context parallel or not

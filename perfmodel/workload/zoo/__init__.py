@@ -23,7 +23,7 @@ from perfmodel._memo import BoundedMemo
 from perfmodel._schema import FLAG_WORDS
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.workload._net import Net
+from perfmodel.workload._net import WHOLE_RANK, Net, RankLayout
 from perfmodel.workload.kernels import DEFAULT_KERNELS, KernelRecipe
 from perfmodel.workload.layers import LayerCost, Workload, runs_isum
 from perfmodel.workload.zoo import cnn, frontier, inception, mlp, moe, transformer
@@ -629,7 +629,7 @@ def build_model(
     sequence_parallel
         Megatron sequence parallelism (transformers, ``tp > 1``).
     ep, cp, etp
-        Expert, context and expert tensor parallelism (:class:`perfmodel.workload._net.Net`);
+        Expert, context and expert tensor parallelism (:class:`perfmodel.workload._net.RankLayout`);
         ``ep > 1`` needs a mixture-of-experts model, ``cp > 1`` a decoder that splits its
         sequence (``Net.local_seq``).
     kernels
@@ -687,21 +687,11 @@ def build_model(
         kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
     kwargs.update(info.fixed)
     _check_depth(info, kwargs)
-    if (batch, int(tp), bool(sequence_parallel), int(ep), int(cp), int(etp)) == _WHOLE and (
-        kernels == DEFAULT_KERNELS
-    ):
+    layout = RankLayout(int(tp), bool(sequence_parallel), int(ep), int(cp), int(etp))
+    if batch == 1 and layout == WHOLE_RANK and kernels == DEFAULT_KERNELS:
         net, cfg = _whole_build(info, kwargs, prec)  # the whole model at micro-batch 1
     else:
-        net = Net(
-            batch,
-            prec,
-            tp=int(tp),
-            sequence_parallel=bool(sequence_parallel),
-            ep=int(ep),
-            cp=int(cp),
-            etp=int(etp),
-            kernels=kernels,
-        )
+        net = Net(batch, prec, layout, kernels=kernels)
         cfg = info.builder(net, **kwargs)
     _check_expert_context(info.name, net)
     layers = net.all_layers()
@@ -767,16 +757,12 @@ def _check_depth(info: ModelInfo, kwargs: dict[str, Any]) -> None:
         )
 
 
-#: ``(batch, tp, sequence_parallel, ep, cp, etp)`` of :func:`_whole_build`'s network,
-#: ``Net(1, precision)``'s defaults.
-_WHOLE = (1, 1, False, 1, 1, 0)
-
 #: :func:`_whole_build` by (name, sorted arguments, precision).
 _WHOLE_BUILDS: BoundedMemo[tuple[Any, ...], tuple[Net, Any]] = BoundedMemo(16)
 
 
 def _whole_build(info: ModelInfo, kwargs: dict[str, Any], prec: Precision) -> tuple[Net, Any]:
-    """``(network, builder's return)`` of the unsharded model at micro-batch 1 (:data:`_WHOLE`),
+    """``(network, builder's return)`` of the unsharded model at micro-batch 1 (:data:`~perfmodel.workload._net.WHOLE_RANK`),
     memoised where the arguments are hashable: the whole-model parameter counts of every
     sharded workload and a workload of those settings are the same build (issue 14: the 1-GPU
     speedup baseline of a model-parallel plan at one sample per GPU rebuilt the whole GPT-3

@@ -67,7 +67,7 @@ from perfmodel.workload._net import Net
 from perfmodel.workload.kernels import Fusion, KernelIO, OpKernels
 from perfmodel.workload.layers import CommPoint, ExpertRole, KernelClass
 from perfmodel.workload.window import AttentionWindow, WindowKind
-from perfmodel.workload.zoo.moe import MlaConfig, MoeConfig, mla_attention, moe_mlp
+from perfmodel.workload.zoo.moe import MoeConfig, moe_mlp
 from perfmodel.workload.zoo.transformer import (
     LayerParts,
     Section,
@@ -293,12 +293,14 @@ def gpt_oss(
     )
     m = _moe.routed_experts(
         net,
-        experts=experts,
-        top_k=top_k,
-        expert_ffn_hidden=expert_ffn_hidden,
-        load_imbalance=load_imbalance,
-        capacity_factor=capacity_factor,
-        aux_loss=False,  # Megatron-Bridge gpt_oss_bridge.py: moe_router_load_balancing_type "none"
+        MoeConfig(
+            experts=experts,
+            top_k=top_k,
+            expert_ffn_hidden=expert_ffn_hidden,
+            load_imbalance=load_imbalance,
+            capacity_factor=capacity_factor,
+            aux_loss=False,  # Megatron-Bridge gpt_oss_bridge.py: load_balancing_type "none"
+        ),
     )
     window = _window(sliding_window, WindowKind.SLIDING, "sliding_window")
     routed: Section = partial(_gpt_oss_experts, moe=m)
@@ -370,12 +372,14 @@ def llama4(
     nope = _moe._positive("nope_every", nope_every)
     m = _moe.routed_experts(
         net,
-        experts=experts,
-        top_k=top_k,
-        expert_ffn_hidden=expert_ffn_hidden,
-        shared_experts=shared_experts,
-        load_imbalance=load_imbalance,
-        capacity_factor=capacity_factor,
+        MoeConfig(
+            experts=experts,
+            top_k=top_k,
+            expert_ffn_hidden=expert_ffn_hidden,
+            shared_experts=shared_experts,
+            load_imbalance=load_imbalance,
+            capacity_factor=capacity_factor,
+        ),
     )
     chunk = _window(attention_chunk, WindowKind.CHUNKED, "attention_chunk")
     if m.shared_experts and m.expert_ffn_hidden % net.tp:
@@ -448,11 +452,13 @@ def grok1(
     )
     m = _moe.routed_experts(
         net,
-        experts=experts,
-        top_k=top_k,
-        expert_ffn_hidden=expert_ffn_hidden,
-        load_imbalance=load_imbalance,
-        capacity_factor=capacity_factor,
+        MoeConfig(
+            experts=experts,
+            top_k=top_k,
+            expert_ffn_hidden=expert_ffn_hidden,
+            load_imbalance=load_imbalance,
+            capacity_factor=capacity_factor,
+        ),
     )
     attention = _post_normed(self_attention, "post_attn_norm")
     routed = _post_normed(partial(moe_mlp, moe=m), "post_moe_norm")
@@ -506,12 +512,18 @@ def _mtp_module(
     net.loss(f"{p}.loss", b * s, cfg.vocab // net.tp, fwd_comm=loss_comm)
 
 
-#: The arguments of :func:`~perfmodel.workload.zoo.moe.routed_experts` that
-#: :func:`deepseek_v3`'s MTP layer takes from :func:`~perfmodel.workload.zoo.moe.moe`'s as given.
+#: The fields of :class:`~perfmodel.workload.zoo.moe.MoeConfig` that :func:`deepseek_v3`'s MTP
+#: layer takes from :func:`~perfmodel.workload.zoo.moe.moe`'s arguments as given (one MoE layer:
+#: ``moe_layer_freq`` and ``first_dense_layers`` at their defaults).
 _ROUTED_ARGS = (
     "experts", "top_k", "shared_experts", "expert_bias", "load_imbalance", "capacity_factor",
-    "router_groups", "router_group_topk", "aux_loss",
+    "aux_loss",
 )  # fmt: skip
+
+
+#: The arguments of :func:`~perfmodel.workload.zoo.moe.latent_attention`: the MTP layer attends
+#: as the main model's layers do.
+_MLA_ARGS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
 
 
 def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerConfig:
@@ -534,25 +546,15 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     # the MTP layer's routed experts: moe()'s, checked by the same routed_experts (one MoE layer)
     m = _moe.routed_experts(
         net,
-        **{k: a[k] for k in _ROUTED_ARGS},
-        expert_ffn_hidden=a["ffn_hidden"]
-        if a["expert_ffn_hidden"] is None
-        else a["expert_ffn_hidden"],
-        moe_layer_freq=1,
-        first_dense_layers=0,
+        MoeConfig(
+            **{k: a[k] for k in _ROUTED_ARGS},
+            expert_ffn_hidden=a["ffn_hidden"]
+            if a["expert_ffn_hidden"] is None
+            else a["expert_ffn_hidden"],
+            routing_groups=(a["router_groups"], a["router_group_topk"]),
+        ),
     )
-    attention: Section = self_attention
-    if int(a["kv_lora_rank"]) > 0:
-        dv = a["v_head_dim"]
-        attention = partial(
-            mla_attention,
-            mla=MlaConfig(
-                kv_lora_rank=int(a["kv_lora_rank"]),
-                q_lora_rank=int(a["q_lora_rank"]),
-                qk_rope_head_dim=int(a["qk_rope_head_dim"]),
-                v_head_dim=int(cfg.head_dim if dv is None else dv),
-            ),
-        )
+    attention = _moe.latent_attention(cfg, **{k: a[k] for k in _MLA_ARGS})
     mlp: Section = partial(moe_mlp, moe=m)
     for k in range(depth):
         _mtp_module(net, cfg, k, attention=attention, mlp=mlp)

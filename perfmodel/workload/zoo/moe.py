@@ -71,7 +71,9 @@ from perfmodel.workload.zoo.transformer import (
 
 @dataclass(frozen=True)
 class MoeConfig:
-    """Routed experts of a MoE decoder (after argument validation).
+    """Routed experts of a MoE decoder, checked on construction (:meth:`__post_init__`): the
+    model arguments' defaults and checks, stated once for :func:`moe` and the
+    :mod:`~perfmodel.workload.zoo.frontier` builders.
 
     Attributes
     ----------
@@ -122,6 +124,38 @@ class MoeConfig:
     capacity_factor: float = 0.0
     routing_groups: tuple[int, int] = (0, 0)
     aux_loss: bool = True
+
+    def __post_init__(self) -> None:
+        """Check the model arguments as given (CLI text parsed here) and keep them typed:
+        counts are integers (``experts=8.7`` refused, not truncated), ``top_k <= experts``
+        (named before the routing groups, which could not hold them either), factors real
+        numbers, ``routing_groups`` as :func:`_routing_groups` allows."""
+        experts, top_k = _positive("experts", self.experts), _positive("top_k", self.top_k)
+        if top_k > experts:
+            raise ConfigError(
+                f"top_k={top_k} exceeds experts={experts}", value=top_k, where="top_k"
+            )
+        groups, picked = self.routing_groups
+        checked = {
+            "experts": experts,
+            "top_k": top_k,
+            "expert_ffn_hidden": _positive("expert_ffn_hidden", self.expert_ffn_hidden),
+            "shared_experts": _positive("shared_experts", self.shared_experts, 0),
+            "moe_layer_freq": _positive("moe_layer_freq", self.moe_layer_freq),
+            "first_dense_layers": _positive("first_dense_layers", self.first_dense_layers, 0),
+            "expert_bias": bool(self.expert_bias),
+            "load_imbalance": _factor("load_imbalance", self.load_imbalance, 1.0),
+            "capacity_factor": _factor("capacity_factor", self.capacity_factor, 0.0),
+            "routing_groups": _routing_groups(
+                experts,
+                top_k,
+                _positive("router_groups", groups, 0),
+                _positive("router_group_topk", picked, 0),
+            ),
+            "aux_loss": bool(self.aux_loss),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     def busiest_rank_load(self, ep: int, mean_rows: float) -> float:
         """Routed rows of the busiest of ``ep`` expert-parallel ranks over the mean, for one
@@ -511,55 +545,17 @@ def _routing_groups(experts: int, top_k: int, groups: int, picked: int) -> tuple
     return (groups, picked)
 
 
-def routed_experts(
-    net: Net,
-    *,
-    experts: int,
-    top_k: int,
-    expert_ffn_hidden: int,
-    shared_experts: int = 0,
-    moe_layer_freq: int = 1,
-    first_dense_layers: int = 0,
-    expert_bias: bool = False,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-    router_groups: int = 0,
-    router_group_topk: int = 0,
-    aux_loss: bool = True,
-) -> MoeConfig:
-    """The routed experts of a MoE decoder from its model arguments (CLI text parsed here),
-    checked against the rank's parallelism: ``top_k <= experts``, ``Net.etp`` dividing
-    ``expert_ffn_hidden`` and ``Net.ep`` dividing ``experts``. The one check of :func:`moe` and
-    of the :mod:`~perfmodel.workload.zoo.frontier` builders.
+def routed_experts(net: Net, m: MoeConfig) -> MoeConfig:
+    """The routed experts ``m`` of a MoE decoder, checked against the rank's parallelism:
+    ``Net.etp`` dividing ``expert_ffn_hidden`` and ``Net.ep`` dividing ``experts``. The one
+    check of :func:`moe` and of the :mod:`~perfmodel.workload.zoo.frontier` builders (the
+    arguments themselves are checked by :class:`MoeConfig`).
 
     Raises
     ------
-    ConfigError
-        A bad argument, named.
     InfeasiblePlanError
         ``tp``/``etp`` or ``ep`` that does not divide the experts' width or count.
     """
-    experts, top_k = _positive("experts", experts), _positive("top_k", top_k)
-    if top_k > experts:  # before the routing groups, which could not hold them either
-        raise ConfigError(f"top_k={top_k} exceeds experts={experts}", value=top_k, where="top_k")
-    m = MoeConfig(
-        experts=experts,
-        top_k=top_k,
-        expert_ffn_hidden=_positive("expert_ffn_hidden", expert_ffn_hidden),
-        shared_experts=_positive("shared_experts", shared_experts, 0),
-        moe_layer_freq=_positive("moe_layer_freq", moe_layer_freq),
-        first_dense_layers=_positive("first_dense_layers", first_dense_layers, 0),
-        expert_bias=bool(expert_bias),
-        load_imbalance=_factor("load_imbalance", load_imbalance, 1.0),
-        capacity_factor=_factor("capacity_factor", capacity_factor, 0.0),
-        routing_groups=_routing_groups(
-            experts,
-            top_k,
-            _positive("router_groups", router_groups, 0),
-            _positive("router_group_topk", router_group_topk, 0),
-        ),
-        aux_loss=bool(aux_loss),
-    )
     if m.expert_ffn_hidden % net.etp:
         name = "tp" if net.etp == net.tp else "etp"
         raise InfeasiblePlanError(
@@ -575,6 +571,28 @@ def routed_experts(
             where="ep",
         )
     return m
+
+
+def latent_attention(
+    cfg: TransformerConfig,
+    *,
+    kv_lora_rank: int,
+    q_lora_rank: int,
+    qk_rope_head_dim: int,
+    v_head_dim: int | None,
+) -> Section:
+    """The attention section of a :func:`moe` decoder from its model arguments: multi-head
+    latent attention (:func:`mla_attention` with a checked :class:`MlaConfig`; ``v_head_dim``
+    defaults to ``cfg.head_dim``) when ``kv_lora_rank > 0``, else standard attention."""
+    if int(kv_lora_rank) <= 0:
+        return self_attention
+    mla = MlaConfig(
+        kv_lora_rank=int(kv_lora_rank),
+        q_lora_rank=_positive("q_lora_rank", q_lora_rank, 0),
+        qk_rope_head_dim=_positive("qk_rope_head_dim", qk_rope_head_dim, 0),
+        v_head_dim=_positive("v_head_dim", cfg.head_dim if v_head_dim is None else v_head_dim),
+    )
+    return partial(mla_attention, mla=mla)
 
 
 def moe(
@@ -633,7 +651,6 @@ def moe(
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
     """
-    mla = None
     if int(kv_lora_rank) > 0:
         kv_heads = heads  # MLA expands the latent to every head
         if not flash_attention:
@@ -658,28 +675,27 @@ def moe(
     )
     m = routed_experts(
         net,
-        experts=experts,
-        top_k=top_k,
-        expert_ffn_hidden=ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden,
-        shared_experts=shared_experts,
-        moe_layer_freq=moe_layer_freq,
-        first_dense_layers=first_dense_layers,
-        expert_bias=expert_bias,
-        load_imbalance=load_imbalance,
-        capacity_factor=capacity_factor,
-        router_groups=router_groups,
-        router_group_topk=router_group_topk,
-        aux_loss=aux_loss,
+        MoeConfig(
+            experts=experts,
+            top_k=top_k,
+            expert_ffn_hidden=ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden,
+            shared_experts=shared_experts,
+            moe_layer_freq=moe_layer_freq,
+            first_dense_layers=first_dense_layers,
+            expert_bias=expert_bias,
+            load_imbalance=load_imbalance,
+            capacity_factor=capacity_factor,
+            routing_groups=(router_groups, router_group_topk),
+            aux_loss=aux_loss,
+        ),
     )
-    attention: Section = self_attention
-    if int(kv_lora_rank) > 0:
-        mla = MlaConfig(
-            kv_lora_rank=int(kv_lora_rank),
-            q_lora_rank=_positive("q_lora_rank", q_lora_rank, 0),
-            qk_rope_head_dim=_positive("qk_rope_head_dim", qk_rope_head_dim, 0),
-            v_head_dim=_positive("v_head_dim", cfg.head_dim if v_head_dim is None else v_head_dim),
-        )
-        attention = partial(mla_attention, mla=mla)
+    attention: Section = latent_attention(
+        cfg,
+        kv_lora_rank=kv_lora_rank,
+        q_lora_rank=q_lora_rank,
+        qk_rope_head_dim=qk_rope_head_dim,
+        v_head_dim=v_head_dim,
+    )
     routed: Section = partial(moe_mlp, moe=m)
 
     def layer(i: int) -> LayerParts:
@@ -693,6 +709,7 @@ __all__ = [
     "PROB_BYTES",
     "MlaConfig",
     "MoeConfig",
+    "latent_attention",
     "mla_attention",
     "moe",
     "moe_mlp",
