@@ -15,8 +15,9 @@ Mapping (from the rows' own hardware text):
 - DeepBench 1080 Ti (single root, 2 PLX switches x 5 GPUs): a 10-GPU server built from that
   statement (:func:`deepbench_10gpu_server`) with the Intel CPU of the workbook's Specs sheet
   (:data:`DEEPBENCH_CPU`); rows with more than 8 GPUs skipped (inter-node link not stated); time.
-- CoreWeave HGX A100 x 16 servers (InfiniBand, HCA count/speed not stated): ``dgx-a100`` with its
-  standard 8 x HDR rail fabric, flagged ``assumed fabric``; busbw.
+- CoreWeave HGX A100 x 16 servers (InfiniBand, HCA count/speed not stated; the README: "built
+  to the design of NVIDIA DGX SuperPODs"): ``dgx-a100`` with its standard 8 x HDR rail fabric,
+  flagged ``assumed fabric``; busbw.
 - CoreWeave H100 with SHARP: ``dgx-h100`` x 8 with its default fabric marked SHARP-capable
   (the job is ``nccl-test-distributed-h100-64-las1-sharp-mpijob``): NCCL's CollNet competes
   with ring and tree.
@@ -212,7 +213,8 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
             return CommSkip(rid, "busbw printed as 0.00 GB/s (below the log's resolution)")
         return CommScenario(
             rid, "dgx-a100", gpus // 8, gpus, op, size, metric, measured, "InfiniBand",
-            note="assumed fabric: standard 8x HDR rail (HCA count/speed not stated)",
+            note="assumed fabric: 8x HDR rail, the DGX SuperPOD design the README states "
+            "(HCA count/speed per node not stated)",
         )  # fmt: skip
     if rid.startswith("coreweave-gb200"):
         return map_gb200(row, size, measured, metric)

@@ -40,10 +40,16 @@ FINDINGS = {
         "8.0.88; no P2P/ACS setting); the 1080 Ti rows, same CPU, are within 19 %"
     ),
     "InfiniBand": (
-        "CoreWeave A100 plateaus at 115 GB/s where 8 x HDR gives 184 (HCA count/speed not stated: "
-        "the job selects NCCL_IB_HCA=ibp and rdma/ib: 1; we assume the standard 8 x HDR); "
-        "DeepBench P100 16-GPU rows inherit the P100 box's missing P2P and run Baidu's MPI ring "
-        "over FDR (NICs per server and GPUDirect RDMA not stated)"
+        "CoreWeave A100 plateaus at 115 GB/s where 8 x HDR gives 184: the README states the A100 "
+        "HGX clusters are 'built to the design of NVIDIA DGX SuperPODs' with Quantum InfiniBand "
+        "and SHARP (the 8 x HDR rail the mapping assumes), the job selects NCCL_IB_HCA=ibp and "
+        "rdma/ib: 1, and its image (coreweave/nccl-tests:2022-07-05, the initial Dockerfile: "
+        "nvidia/cuda 11.6.2 devel base, HPC-X 2.11, SHARP plugin from master) loads libsharp, "
+        "whose group messages are in the log; not stated: the NCCL release of that image (the "
+        "README's table gives 2.12 for the 2022-09-28 image on the same CUDA base), GPUDirect "
+        "RDMA (nvidia-peermem) and the HCAs per node; DeepBench P100 16-GPU rows >= 16M floats "
+        "were measured with Baidu's MPI RingAllReduce (the workbook's 'Selected Algorithm'), "
+        "not NCCL, over FDR (NICs per server and GPUDirect RDMA not stated)"
     ),
 }
 
