@@ -94,3 +94,16 @@ def test_other_collectives_and_one_rank_copy_nothing():
     for op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE, CollectiveOp.ALLTOALL):
         assert local_copy_s(op, GIB, 8, 2e12) == 0.0
     assert local_copy_s(CollectiveOp.ALLREDUCE, GIB, 1, 2e12) == 0.0
+
+
+def test_the_flow_replay_pays_the_same_copy(a100):
+    """The simulated fidelity replays the ring's flows, then the ranks' local copies: alone on
+    its links, a 2-GPU A100 all-reduce takes the analytic time (both include the copy)."""
+    sim = CommCostModel(a100.topology, fidelity="simulated")
+    for n in (2, 8):
+        assert sim.collective(CollectiveOp.ALLREDUCE, GIB, a100.topology.gpus[:n]).time_s == (
+            pytest.approx(
+                a100.collective(CollectiveOp.ALLREDUCE, GIB, a100.topology.gpus[:n]).time_s,
+                rel=1e-6,
+            )
+        )
