@@ -20,6 +20,7 @@ from perfmodel.comm.channels import LazyChannels, build_channels, channel_rates
 from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_paths import net_path_type
 from perfmodel.comm.nodes import all_gpus, split_by_server
+from perfmodel.comm.p2p_read import reads_over_nvlink
 from perfmodel.comm.params import HwClass, LinkParams
 from perfmodel.comm.ring_summary import RingSummary, ring_summary
 from perfmodel.comm.rings import MAX_CHANNELS, Channel, pack_rings
@@ -71,6 +72,10 @@ class GroupInfo:
     """NICs a server's GPUs of the group leave through (the fewest over its servers; what
     NCCL's graph search spreads channels over, :mod:`perfmodel.comm.nccl_graph`); 0 on one
     server."""
+    p2p_read: bool = False
+    """Whether NCCL's P2P transport reads over NVLink between the group's GPUs inside a server
+    (compute capability 8.0 and NVLink: :func:`perfmodel.comm.p2p_read.reads_over_nvlink`), so
+    its rings copy each chunk locally first (:func:`perfmodel.comm.p2p_read.local_copy_s`)."""
 
     @property
     def n(self) -> int:
@@ -249,6 +254,10 @@ class GroupAnalysis:
             nvlinks=self._nvlinks(gpus[0]) if gpus else 0,
             net_port_Bps=port,
             net_nics=net_nics,
+            p2p_read=spec is not None
+            and reads_over_nvlink(
+                spec.name, nvlink=bool(intra_hops) and intra_class is HwClass.NVLINK
+            ),
         )
         return info, summary
 

@@ -25,6 +25,7 @@ from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of
 from perfmodel.comm.nccl_graph import NCCL_MAXCHANNELS, inter_graph_channels
 from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
+from perfmodel.comm.p2p_read import local_copy_s
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.tuner import (
     NVLS_FROM,
@@ -411,7 +412,11 @@ class NcclChoice:
         bus: float,
     ) -> tuple[float, float]:
         """The time and latency of the choice ``(algo, proto)`` the tuner made (``t``,
-        ``lat``): unchanged, except for a ring broadcast or reduce, a pipelined *chain* whose
+        ``lat``): unchanged, except for a ring/Simple all-reduce, all-gather or reduce-scatter
+        inside one server whose GPUs NCCL reads from over NVLink (``info.p2p_read``: A100),
+        which adds each rank's local copies the tuner leaves out
+        (:func:`perfmodel.comm.p2p_read.local_copy_s`), and a ring broadcast or reduce, a
+        pipelined *chain* whose
         time the tuner does not model ("Add some chunk latency, waiting for proper chunk
         modeling", NVIDIA/nccl ``src/graph/tuning.cc`` of every release): NCCL chooses by its
         estimate, the chain takes its own time (:func:`perfmodel.comm.closed_form.chain_time`).
@@ -441,6 +446,15 @@ class NcclChoice:
         LL128): 127 network hops of 4 us + 614,400 B at 46/8 GB/s (107 us) and 896 NVLink hops of
         1.9 us fill the chain, 16 ms that the tuner's 4 ms latency leaves out.
         """
+        if (
+            algo is Algorithm.RING
+            and proto is Protocol.SIMPLE
+            and info.p2p_read
+            and info.nodes == 1
+        ):
+            # NCCL's P2P read mode (A100 NVLink): each rank's local send copies, serial with the
+            # pulls of the channel's thread block (perfmodel.comm.p2p_read)
+            t += local_copy_s(op, m, info.n, info.gpu_memory_Bps)  # 0 for broadcast, reduce
         if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             return t, lat
         nch = max(1, len(info.channels))

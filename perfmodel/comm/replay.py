@@ -36,6 +36,7 @@ from perfmodel.comm.channels import build_channels, channel_rates, channel_route
 from perfmodel.comm.flow import FlowNetwork, p2p_alpha_s
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.nodes import check_group, nics_of
+from perfmodel.comm.p2p_read import local_copy_s
 from perfmodel.comm.params import Algorithm, HwClass, Protocol
 from perfmodel.comm.rings import Channel
 from perfmodel.comm.transfers import p2p_transfers
@@ -247,6 +248,10 @@ def _collective_gen(
         base = P.NCCL_BASE_LATENCY_S[("ring", proto)]
         yield env.timeout(base * _ring_plateau(info, op, len(ranks), m, proto))
         yield from _ring(net, model, info, ranks, op, m, proto, chunks, wire, coarse=coarse)
+        if proto is Protocol.SIMPLE and info.p2p_read and info.nodes == 1:
+            # NCCL's P2P read mode (A100 NVLink): each rank's local send copies, serial with the
+            # channel's pulls (perfmodel.comm.p2p_read), as the analytic model adds them
+            yield env.timeout(local_copy_s(op, m, len(ranks), info.gpu_memory_Bps))
     elif algo is Algorithm.TREE:
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
         yield from _tree(net, info, m, proto, chunks, wire)

@@ -13,10 +13,11 @@ Mapping (from the rows' own hardware text):
 - DeepBench P100 (PCIe Gen3, 2 PLX switches per socket, dual root): ``pcie-8x-server --gpu P100``;
   16 GPUs = 2 servers on the stated FDR InfiniBand; time.
 - DeepBench 1080 Ti (single root, 2 PLX switches x 5 GPUs): a 10-GPU server built from that
-  statement (:func:`deepbench_10gpu_server`); rows with more than 8 GPUs skipped (inter-node link
-  not stated); time.
-- CoreWeave HGX A100 x 16 servers (InfiniBand, HCA count/speed not stated): ``dgx-a100`` with its
-  standard 8 x HDR rail fabric, flagged ``assumed fabric``; busbw.
+  statement (:func:`deepbench_10gpu_server`) with the Intel CPU of the workbook's Specs sheet
+  (:data:`DEEPBENCH_CPU`); rows with more than 8 GPUs skipped (inter-node link not stated); time.
+- CoreWeave HGX A100 x 16 servers (InfiniBand, HCA count/speed not stated; the README: "built
+  to the design of NVIDIA DGX SuperPODs"): ``dgx-a100`` with its standard 8 x HDR rail fabric,
+  flagged ``assumed fabric``; busbw.
 - CoreWeave H100 with SHARP: ``dgx-h100`` x 8 with its default fabric marked SHARP-capable
   (the job is ``nccl-test-distributed-h100-64-las1-sharp-mpijob``): NCCL's CollNet competes
   with ring and tree.
@@ -86,9 +87,17 @@ CORE_WEAVE_GB200_ENV: NcclEnv = NcclEnv.parse(
     [("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")], where=CORE_WEAVE_GB200_JOB
 )
 
-#: DeepBench README, "Topology for NVIDIA 8 GPU System": "The two CPU sockets are connected via
-#: Intel QPI" (the model is not stated; only the vendor matters here: Intel P2P TLP overhead).
-DEEPBENCH_8GPU_CPU = "Intel Xeon with QPI (DeepBench README; model not stated)"
+#: The CPU of DeepBench's GPU results: the ``Specs`` sheet of both training workbooks,
+#: ``results/train/DeepBench_NV_P100.xlsx`` and ``DeepBench_NV_1080Ti.xlsx`` (baidu-research/
+#: DeepBench @da81ba782073; the README: the libraries used "are mentioned in each of Excel
+#: workbooks in `Specs` sheet"), cell B1: "Intel(R) Xeon(R) CPU E5-2690 v4@2.60GHz 3.5GHz Turbo
+#: (Broadwell) HT On" (same sheet: CUDA 8.0.88, driver 375.66, kernel 3.13.0-57). The README's
+#: 8-GPU topology adds "The two CPU sockets are connected via Intel QPI". The vendor is what the
+#: model reads (NCCL's Intel P2P TLP overhead, 6/5, on paths through one root complex). Caveat:
+#: the same sheet names an ASUS X99-E WS board (one socket, seven x16 slots), which cannot hold
+#: the 8- or 10-GPU all-reduce servers the README describes, so the sheet may describe the box of
+#: the single-GPU kernels; it is still the only CPU the source states for these results.
+DEEPBENCH_CPU = "Intel Xeon E5-2690 v4 (Broadwell; DeepBench workbook Specs sheet)"
 
 
 @dataclass(frozen=True)
@@ -186,25 +195,26 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
         return CommScenario(
             rid, "pcie-8x-server", nodes, gpus, op, size, metric, measured, ic,
             note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring; NCCL 2.0 P2P "
-            "rule (not across sockets), Intel QPI host",
+            "rule (not across sockets), Intel Xeon E5-2690 v4 host (Specs sheet), QPI",
             network="ib-fdr" if nodes > 1 else None, gpu="P100-PCIE-16GB",
-            nccl=stated_nccl(row), cpu_model=DEEPBENCH_8GPU_CPU,
+            nccl=stated_nccl(row), cpu_model=DEEPBENCH_CPU,
         )  # fmt: skip
     if rid.startswith("deepbench-ar-1080ti"):
         if gpus > 8:
             return CommSkip(rid, "inter-node link of the 1080 Ti cluster not stated")
         return CommScenario(
             rid, "deepbench-10gpu", 1, gpus, op, size, metric, measured, "PCIe",
-            note="10-GPU single-root server built from the DeepBench README; CPU vendor not "
-            "stated",
-            nccl=stated_nccl(row),
+            note="10-GPU single-root server built from the DeepBench README; Intel Xeon "
+            "E5-2690 v4 (the workbook's Specs sheet)",
+            nccl=stated_nccl(row), cpu_model=DEEPBENCH_CPU,
         )  # fmt: skip
     if rid.startswith("coreweave-a100"):
         if size < 1 << 20:
             return CommSkip(rid, "busbw printed as 0.00 GB/s (below the log's resolution)")
         return CommScenario(
             rid, "dgx-a100", gpus // 8, gpus, op, size, metric, measured, "InfiniBand",
-            note="assumed fabric: standard 8x HDR rail (HCA count/speed not stated)",
+            note="assumed fabric: 8x HDR rail, the DGX SuperPOD design the README states "
+            "(HCA count/speed per node not stated)",
         )  # fmt: skip
     if rid.startswith("coreweave-gb200"):
         return map_gb200(row, size, measured, metric)
