@@ -148,23 +148,41 @@ def read_jsonl_numbered(
     path: str | os.PathLike[str], *, where: str | None = None
 ) -> list[tuple[int, dict]]:
     """Like :func:`read_jsonl`, each object with its 1-based line number (for error messages)."""
-    from perfmodel.errors import ConfigError
+    return parse_jsonl_numbered(read_text(path, where=where), where=str(path))
 
+
+def parse_jsonl_numbered(text: str, *, where: str) -> list[tuple[int, dict]]:
+    """The JSON objects of JSONL ``text``, one per non-blank line, each with its 1-based line
+    number; ``where`` names the text (a file) in errors.
+
+    >>> parse_jsonl_numbered('{"a": 1}\\n\\n{"b": 2}\\n', where="x.jsonl")
+    [(1, {'a': 1}), (3, {'b': 2})]
+    >>> parse_jsonl_numbered("[1]", where="x.jsonl")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: x.jsonl:1: expected a JSON object, got list
+
+    Raises
+    ------
+    ConfigError
+        A line that is not JSON, or not a JSON object, naming ``where`` and the line
+        (``where`` of the error ``"<where>:<line>"``, ``value`` the line's first 80 characters).
+    """
     rows = []
-    for i, line in enumerate(read_text(path, where=where).splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(
-                f"{path}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{path}:{i}"
+                f"{where}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{where}:{i}"
             ) from exc
         if not isinstance(row, dict):
             raise ConfigError(
-                f"{path}:{i}: expected a JSON object, got {type(row).__name__}",
+                f"{where}:{i}: expected a JSON object, got {type(row).__name__}",
                 value=line[:80],
-                where=f"{path}:{i}",
+                where=f"{where}:{i}",
             )
         rows.append((i, row))
     return rows
