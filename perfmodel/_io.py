@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from perfmodel.errors import ConfigError, FileAccessError
+from perfmodel.errors import ConfigError, FileAccessError, PerfModelError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -345,6 +345,26 @@ def parse_toml(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}", value=str(path), where=str(path)) from exc
 
 
+def parse_json(
+    text: str | bytes, path: str | os.PathLike[str], *, error: type[PerfModelError] = ConfigError
+) -> Any:
+    """Parse JSON text read from ``path``; a syntax error becomes ``error`` naming the file
+    (``"<path>: invalid JSON: <reason> (line, column)"``, ``value`` and ``where`` the path), as
+    :func:`parse_toml` does for TOML.
+
+    >>> parse_json('{"a": [1, 2]}', "x.json")
+    {'a': [1, 2]}
+    >>> parse_json("{", "x.json")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: x.json: invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: invalid JSON: {exc}", value=str(path), where=str(path)) from exc
+
+
 def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a ``.toml``, ``.json``, ``.yaml`` or ``.yml`` file into a dict (YAML needs PyYAML)."""
     p = Path(path)
@@ -352,11 +372,7 @@ def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:
     if suffix == ".toml":
         data: Any = load_toml(p)
     elif suffix == ".json":
-        text = read_text(p)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
+        data = parse_json(read_text(p), p)
     elif suffix in (".yaml", ".yml"):
         try:
             import yaml
