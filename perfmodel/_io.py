@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from perfmodel.errors import ConfigError, FileAccessError
+from perfmodel.errors import ConfigError, FileAccessError, PerfModelError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -148,23 +148,41 @@ def read_jsonl_numbered(
     path: str | os.PathLike[str], *, where: str | None = None
 ) -> list[tuple[int, dict]]:
     """Like :func:`read_jsonl`, each object with its 1-based line number (for error messages)."""
-    from perfmodel.errors import ConfigError
+    return parse_jsonl_numbered(read_text(path, where=where), where=str(path))
 
+
+def parse_jsonl_numbered(text: str, *, where: str) -> list[tuple[int, dict]]:
+    """The JSON objects of JSONL ``text``, one per non-blank line, each with its 1-based line
+    number; ``where`` names the text (a file) in errors.
+
+    >>> parse_jsonl_numbered('{"a": 1}\\n\\n{"b": 2}\\n', where="x.jsonl")
+    [(1, {'a': 1}), (3, {'b': 2})]
+    >>> parse_jsonl_numbered("[1]", where="x.jsonl")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: x.jsonl:1: expected a JSON object, got list
+
+    Raises
+    ------
+    ConfigError
+        A line that is not JSON, or not a JSON object, naming ``where`` and the line
+        (``where`` of the error ``"<where>:<line>"``, ``value`` the line's first 80 characters).
+    """
     rows = []
-    for i, line in enumerate(read_text(path, where=where).splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(
-                f"{path}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{path}:{i}"
+                f"{where}:{i}: invalid JSON: {exc}", value=line[:80], where=f"{where}:{i}"
             ) from exc
         if not isinstance(row, dict):
             raise ConfigError(
-                f"{path}:{i}: expected a JSON object, got {type(row).__name__}",
+                f"{where}:{i}: expected a JSON object, got {type(row).__name__}",
                 value=line[:80],
-                where=f"{path}:{i}",
+                where=f"{where}:{i}",
             )
         rows.append((i, row))
     return rows
@@ -327,6 +345,26 @@ def parse_toml(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}", value=str(path), where=str(path)) from exc
 
 
+def parse_json(
+    text: str | bytes, path: str | os.PathLike[str], *, error: type[PerfModelError] = ConfigError
+) -> Any:
+    """Parse JSON text read from ``path``; a syntax error becomes ``error`` naming the file
+    (``"<path>: invalid JSON: <reason> (line, column)"``, ``value`` and ``where`` the path), as
+    :func:`parse_toml` does for TOML.
+
+    >>> parse_json('{"a": [1, 2]}', "x.json")
+    {'a': [1, 2]}
+    >>> parse_json("{", "x.json")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: x.json: invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: invalid JSON: {exc}", value=str(path), where=str(path)) from exc
+
+
 def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a ``.toml``, ``.json``, ``.yaml`` or ``.yml`` file into a dict (YAML needs PyYAML)."""
     p = Path(path)
@@ -334,11 +372,7 @@ def load_structured(path: str | os.PathLike[str]) -> dict[str, Any]:
     if suffix == ".toml":
         data: Any = load_toml(p)
     elif suffix == ".json":
-        text = read_text(p)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
+        data = parse_json(read_text(p), p)
     elif suffix in (".yaml", ".yml"):
         try:
             import yaml

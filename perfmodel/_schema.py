@@ -1,5 +1,6 @@
 """Field checks for structured documents read from files (profiles, measurements, topologies,
-scenarios, sweep specs, link parameters).
+scenarios, sweep specs, link parameters), and the one reader of ``NAME=VALUE`` texts
+(:func:`split_assignments`: ``--software-option``, ``--nccl-env``).
 
 A loader calls these on each field it reads instead of ``int(d["x"])`` or ``float(...)``, so a
 wrongly typed field is an error naming the file, the field path, the bad value and the expected
@@ -124,6 +125,38 @@ def parse_flag(v: Any, *, where: str) -> bool:
     raise ConfigError(f"{where} must be true or false, got {v!r}", value=v, where=where)
 
 
+def split_assignments(
+    items: Iterable[Any], *, where: str, example: str, form: str = "NAME=VALUE"
+) -> list[tuple[str, str]]:
+    """``NAME=VALUE`` texts as ``(name, value)`` pairs, in order: each text splits at its first
+    ``=`` (the value may hold ``=``); the name is stripped of white space and may not be empty;
+    the value stays as written (a caller that reads it as a word strips it; ``--nccl-env``
+    keeps it, as NCCL reads its variables unstripped).
+
+    >>> split_assignments(["a = b=c ", "d="], where="--opt", example="a=1")
+    [('a', ' b=c '), ('d', '')]
+    >>> split_assignments(["a"], where="--opt", example="a=1", form="KEY=VALUE")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: --opt 'a': expected KEY=VALUE (e.g. a=1)
+
+    Raises
+    ------
+    ConfigError
+        A text without ``=`` or with a blank name: ``where`` and the text, ``form`` and
+        ``example`` (``value`` the text).
+    """
+    out = []
+    for item in items:
+        name, eq, value = str(item).partition("=")
+        if not eq or not name.strip():
+            raise ConfigError(
+                f"{where} {item!r}: expected {form} (e.g. {example})", value=item, where=where
+            )
+        out.append((name.strip(), value))
+    return out
+
+
 def as_int(
     value: Any,
     path: str,
@@ -213,4 +246,5 @@ __all__ = [
     "describe",
     "number_map",
     "require_fields",
+    "split_assignments",
 ]

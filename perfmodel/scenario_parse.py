@@ -129,8 +129,25 @@ def _where(name: str) -> str:
     return f"scenario.{name}"
 
 
+def _integral(v: Any) -> int | None:
+    """``v`` as an int where it is an integral number (an int, an integral float or a numpy
+    integer; never a bool or text), else ``None``: the integers of a :class:`Scenario`.
+
+    >>> _integral(4.0), _integral(4.5), _integral(True), _integral("4"), _integral(float("inf"))
+    (4, None, None, None, None)
+    """
+    if isinstance(v, bool):
+        return None
+    try:
+        iv = int(v)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf
+        return None
+    return iv if iv == v else None
+
+
 def pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
-    """``v`` as a positive int (an integral float or numpy integer too; never a bool).
+    """``v`` as a positive int (:func:`_integral`: an integral float or numpy integer too;
+    never a bool).
 
     ``name`` is the scenario field, named in the error as ``scenario.<name>``.
 
@@ -139,13 +156,9 @@ def pos_int(v: Any, name: str, *, allow_none: bool = False) -> int | None:
     """
     if v is None and allow_none:
         return None
-    if not isinstance(v, bool):
-        try:
-            iv = int(v)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: inf
-            iv = 0
-        if iv >= 1 and iv == v:
-            return iv
+    iv = _integral(v)
+    if iv is not None and iv >= 1:
+        return iv
     where = _where(name)
     raise ConfigError(f"{where} must be a positive integer, got {v!r}", value=v, where=where)
 
@@ -201,20 +214,16 @@ def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[
 
 
 def _zero(v: Any) -> int | None:
-    """``v`` as a ZeRO stage 0-3 (an integral number, never a bool or text), or ``None``.
+    """``v`` as a ZeRO stage 0-3 (:func:`_integral`: never a bool or text), or ``None``.
 
     >>> _zero(2.0), _zero(None)
     (2, None)
     """
     if v is None:
         return None
-    if not isinstance(v, bool):
-        try:
-            iv = int(v)
-        except (TypeError, ValueError, OverflowError):
-            iv = -1
-        if iv == v and 0 <= iv <= 3:
-            return iv
+    iv = _integral(v)
+    if iv is not None and 0 <= iv <= 3:
+        return iv
     raise ConfigError(f"zero={v!r}: ZeRO stage must be 0, 1, 2 or 3", value=v, where=_where("zero"))
 
 

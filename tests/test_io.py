@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from perfmodel._io import atomic_write, load_structured, write_json_atomic
-from perfmodel.errors import ConfigError
+from perfmodel._io import atomic_write, load_structured, parse_json, write_json_atomic
+from perfmodel.errors import CalibrationError, ConfigError
 
 
 def test_atomic_write_leaves_nothing_on_error(tmp_path):
@@ -35,6 +35,22 @@ def test_load_structured_errors_name_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_structured(other)
     assert ".ini" in str(info.value)
+
+
+def test_bad_json_names_the_file_with_the_callers_error(tmp_path):
+    """One JSON reader (``parse_json``) for ``load_structured`` and the typed loaders that
+    raise their own error class; the text names the file, the reason, line and column."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": 1,}')
+    with pytest.raises(ConfigError) as info:
+        load_structured(bad)
+    assert str(info.value).startswith(f"{bad}: invalid JSON: ") and "line 1 column 9" in str(
+        info.value
+    )
+    assert info.value.where == info.value.value == str(bad)
+    with pytest.raises(CalibrationError, match=r"p\.json: invalid JSON"):
+        parse_json(b"[1,", "p.json", error=CalibrationError)
+    assert parse_json(b'{"a": [1]}', bad) == {"a": [1]}
 
 
 def test_atomic_write_respects_umask(tmp_path):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import perfmodel.pipeline.resolve as resolve_stage
 from perfmodel.api import Scenario, resolve
@@ -13,7 +16,14 @@ from perfmodel.errors import ConfigError
 from perfmodel.host.input_pipeline import DatasetKind, LoaderKind
 from perfmodel.parallel.plan import DPMode, Hybrid, PipelineSchedule, PSHost, Recompute
 from perfmodel.pipeline.lower import build_step
-from perfmodel.scenario_parse import Fidelity, ParsedScenario, parse_placement, parse_scenario
+from perfmodel.scenario_parse import (
+    Fidelity,
+    ParsedScenario,
+    _zero,
+    parse_placement,
+    parse_scenario,
+    pos_int,
+)
 from perfmodel.workload.memory import Optimizer
 from perfmodel.workload.memory import Recompute as MemoryRecompute
 
@@ -121,3 +131,32 @@ def test_file_flags_share_one_parser() -> None:
     assert [parse_flag(v, where="x") for v in ("No", "on", 0, True)] == [False, True, False, True]
     with pytest.raises(ConfigError, match="x must be true or false"):
         parse_flag("maybe", where="x")
+
+
+@given(
+    st.one_of(
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.text(max_size=3),
+        st.none(),
+    )
+)
+def test_pos_int_and_zero_read_one_rule_of_integers(v: object) -> None:
+    """``tp``-like counts and the ZeRO stage accept the same integers (an int or an integral
+    finite float, never a bool or text: ``scenario_parse._integral``), each in its own range."""
+    integral = (
+        None
+        if isinstance(v, bool | str) or v is None
+        else int(v)
+        if isinstance(v, int) or (math.isfinite(v) and float(v).is_integer())
+        else None
+    )
+    for read, ok in ((lambda x: pos_int(x, "tp"), lambda i: i >= 1), (_zero, lambda i: i <= 3)):
+        if v is None and read is _zero:
+            assert read(v) is None
+        elif integral is not None and ok(integral) and integral >= 0:
+            assert read(v) == integral and type(read(v)) is int
+        else:
+            with pytest.raises(ConfigError):
+                read(v)

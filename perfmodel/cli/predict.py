@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from perfmodel import units
+from perfmodel._schema import split_assignments
 from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     FIDELITIES,
@@ -302,19 +303,13 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
 
 
 def _software_options(items: list[str]) -> dict[str, str]:
-    """``--software-option KEY=VALUE`` items as a mapping (values stay text: the scenario's
-    parser types them, :func:`perfmodel.parallel.software.with_software_options`)."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = str(item).partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(
-                f"--software-option {item!r}: expected KEY=VALUE (tp_comm_overlap=false)",
-                value=item,
-                where="--software-option",
-            )
-        out[key.strip()] = value.strip()
-    return out
+    """``--software-option KEY=VALUE`` items as a mapping, later items winning (values stripped
+    but still text: the scenario's parser types them,
+    :func:`perfmodel.parallel.software.with_software_options`)."""
+    pairs = split_assignments(
+        items, where="--software-option", example="tp_comm_overlap=false", form="KEY=VALUE"
+    )
+    return {key: value.strip() for key, value in pairs}
 
 
 def _speedup_cells(r: Any) -> str:

@@ -45,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfmodel import _schema
 from perfmodel.comm.params import Algorithm, Protocol
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -267,18 +268,9 @@ class NcclEnv:
 
 
 def split_assignments(items: Iterable[str], *, where: str) -> list[tuple[str, str]]:
-    """``NAME=VALUE`` texts as ``(name, value)`` pairs (the value may hold ``=``)."""
-    out = []
-    for item in items:
-        name, eq, value = str(item).partition("=")
-        if not eq or not name.strip():
-            raise ConfigError(
-                f"{where} {item!r}: expected NAME=VALUE (e.g. NCCL_NVLS_ENABLE=0)",
-                value=item,
-                where=where,
-            )
-        out.append((name.strip(), value))
-    return out
+    """``NAME=VALUE`` texts as ``(name, value)`` pairs, the values unstripped as NCCL reads them
+    (:func:`perfmodel._schema.split_assignments`, with an NCCL example in its error)."""
+    return _schema.split_assignments(items, where=where, example="NCCL_NVLS_ENABLE=0")
 
 
 def _strtol(text: str) -> int:

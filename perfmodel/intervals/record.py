@@ -222,18 +222,13 @@ def parse_record(text: str, *, where: str = RECORD_NAME) -> tuple[ResidualRow, .
     Raises
     ------
     ConfigError
-        A line that is not JSON, a header of another format, or a malformed row.
+        A line that is not a JSON object (:func:`perfmodel._io.parse_jsonl_numbered`), a
+        header of another format, or a malformed row.
     """
+    from perfmodel._io import parse_jsonl_numbered
+
     rows: list[ResidualRow] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{where}:{i}: not JSON ({exc.msg})", value=line[:60], where=where
-            ) from exc
+    for i, d in parse_jsonl_numbered(text, where=where):
         if "format" in d:
             if d["format"] != RECORD_FORMAT:
                 raise ConfigError(

@@ -10,12 +10,13 @@ stage 3 (and FSDP full sharding) also weights.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
 class PlanMemory:
-    """Bytes one GPU holds at its peak, by part.
+    """Bytes one GPU holds at its peak, by part (each field but ``capacity_bytes``, the GPU's
+    memory, is a part).
 
     ``total_bytes`` is exactly the sum of the parts (a property test checks it).
     """
@@ -37,14 +38,8 @@ class PlanMemory:
         return self.total_bytes <= self.capacity_bytes
 
     def parts(self) -> dict[str, float]:
-        return {
-            "weights_bytes": self.weights_bytes,
-            "grads_bytes": self.grads_bytes,
-            "optimizer_bytes": self.optimizer_bytes,
-            "activations_bytes": self.activations_bytes,
-            "workspace_bytes": self.workspace_bytes,
-            "comm_buffers_bytes": self.comm_buffers_bytes,
-        }
+        """The parts by field name (every field but ``capacity_bytes``), in field order."""
+        return {name: getattr(self, name) for name in _PART_FIELDS}
 
     def to_dict(self) -> dict[str, float | bool]:
         d: dict[str, float | bool] = dict(self.parts())
@@ -52,3 +47,7 @@ class PlanMemory:
         d["capacity_bytes"] = self.capacity_bytes
         d["fits"] = self.fits
         return d
+
+
+#: The fields of :class:`PlanMemory` that are parts of its total, in field order.
+_PART_FIELDS = tuple(f.name for f in fields(PlanMemory) if f.name != "capacity_bytes")

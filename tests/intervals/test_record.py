@@ -102,8 +102,11 @@ def test_record_round_trip_and_bad_input() -> None:
     assert text.splitlines()[0].startswith('{"format": 1')
     with pytest.raises(ConfigError, match="format 99"):
         parse_record('{"format": 99}\n')
-    with pytest.raises(ConfigError, match="not JSON"):
-        parse_record("{\n")
+    with pytest.raises(ConfigError, match=r"residuals\.jsonl:2: invalid JSON"):
+        parse_record("\n{\n")
+    for line in ("[1]", "3", '"x"'):  # a JSON line that is no object: an error, not a crash
+        with pytest.raises(ConfigError, match=r"residuals\.jsonl:1: expected a JSON object"):
+            parse_record(line)
     with pytest.raises(ConfigError, match="malformed"):
         parse_record('{"id": "x", "quantity": "step"}\n')
     bad = text.replace('"predicted": 1.5', '"predicted": -1.5')
