@@ -214,6 +214,23 @@ def test_shared_parser_rejects_malformed_items(item):
     assert repr(item) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("items", "says"),
+    [
+        (["foo", "k="], "'foo': expected KEY=VALUE (e.g. seq_len=512)"),
+        ([" =1"], "' =1': expected KEY=VALUE (e.g. seq_len=512)"),
+        (["k= ", "foo"], "'k= ': expected KEY=VALUE with a non-empty value (e.g. seq_len=512)"),
+    ],
+)
+def test_the_first_malformed_item_is_named_with_its_fault(items, says):
+    """The split is ``_schema.split_assignments`` (the ``--software-option`` one); the blank
+    value is ``--model-arg``'s own rule on top; items are checked in order."""
+    with pytest.raises(ConfigError) as info:
+        parse_model_args(["layers=2", *items])
+    assert str(info.value) == f"--model-arg {says}"
+    assert info.value.value == items[0] and info.value.where == "--model-arg"
+
+
 @pytest.mark.parametrize("item", BAD)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_each_command_reports_a_malformed_item(command, item, monkeypatch, capsys):

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from perfmodel._schema import FLAG_WORDS
+from perfmodel._schema import FLAG_WORDS, split_assignments
 from perfmodel.cli import _types as ty
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, FlagError
@@ -322,10 +322,17 @@ def model_arg_value(text: str, key: str = "") -> Any:
 
 def parse_model_args(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``--model-arg`` items -> typed dict (later items win), the one parser of ``predict``,
-    ``model show``/``maxbatch`` and ``compare``; see :func:`model_arg_value` for the rule.
+    ``model show``/``maxbatch`` and ``compare``: each item splits as
+    :func:`perfmodel._schema.split_assignments` splits ``--software-option``; its own rule on
+    top is that the value may not be blank (a model argument has no empty setting). See
+    :func:`model_arg_value` for how the value is typed.
 
     >>> parse_model_args(["seq_len=512", "flash_attention=true", "widths=784,100,10"])
     {'seq_len': 512, 'flash_attention': True, 'widths': [784, 100, 10]}
+    >>> parse_model_args(["layers="])
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: --model-arg 'layers=': expected KEY=VALUE with a non-empty value (e.g. seq_len=512)
 
     Raises
     ------
@@ -333,16 +340,17 @@ def parse_model_args(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         An item without ``=``, with an empty key or an empty value (``where="--model-arg"``,
         ``value`` the item).
     """
+    where, example = "--model-arg", "seq_len=512"
     out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = str(item).partition("=")
-        if not sep or not key.strip() or not value.strip():
+    for item in items:  # one at a time: the first malformed item is the one named
+        ((key, value),) = split_assignments([item], where=where, example=example, form="KEY=VALUE")
+        if not value.strip():
             raise ConfigError(
-                f"--model-arg {item!r}: expected KEY=VALUE with a non-empty key and value",
+                f"{where} {item!r}: expected KEY=VALUE with a non-empty value (e.g. {example})",
                 value=item,
-                where="--model-arg",
+                where=where,
             )
-        out[key.strip()] = model_arg_value(value, key.strip())
+        out[key] = model_arg_value(value, key)
     return out
 
 
