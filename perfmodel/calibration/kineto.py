@@ -25,7 +25,6 @@ from __future__ import annotations
 import bisect
 import enum
 import gzip
-import json
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -98,7 +97,7 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def read_trace_json(path: str | os.PathLike[str]) -> Any:
     """The parsed JSON of a Chrome-trace file (``.json`` or ``.json.gz``), read once."""
-    from perfmodel._io import read_bytes
+    from perfmodel._io import parse_json, read_bytes
 
     p = Path(path)
     if not p.exists() and not p.is_symlink():
@@ -106,11 +105,7 @@ def read_trace_json(path: str | os.PathLike[str]) -> Any:
     raw = read_bytes(p)
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{p}: not a JSON trace: {exc}", value=str(p), where=str(p)) from exc
-    return data
+    return parse_json(raw, p, error=ParseError)
 
 
 def trace_events(data: Any, path: str | os.PathLike[str]) -> list[dict[str, Any]]:

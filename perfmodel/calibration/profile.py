@@ -24,7 +24,6 @@ suite finishes, so an interrupted calibration keeps what it measured and ``--res
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -36,7 +35,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfmodel._enum import ParsedEnum
-from perfmodel._io import read_text, write_json_atomic
+from perfmodel._io import parse_json, read_text, write_json_atomic
 from perfmodel._schema import (
     as_bool,
     as_int,
@@ -578,11 +577,7 @@ def read_profile(path: str | os.PathLike[str]) -> CalibrationProfile:
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         raise CalibrationError(f"calibration profile not found: {p}", value=str(p), where=str(p))
-    text = read_text(p)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
+    data = parse_json(read_text(p), p, error=CalibrationError)
     return CalibrationProfile.from_dict(data, where=str(p))
 
 

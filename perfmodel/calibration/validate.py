@@ -18,7 +18,6 @@ so their errors are out-of-sample.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perfmodel._io import atomic_write, write_json_atomic
+from perfmodel._io import atomic_write, parse_json, read_text, write_json_atomic
 from perfmodel.calibration.kineto import MODULE_KIND
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.calibration.step_workload import step_workload
@@ -533,21 +532,17 @@ def load_measurements(path: str | Path) -> list[Measurement]:
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         raise CalibrationError(f"measurements file not found: {p}", value=str(p), where=str(p))
-    from perfmodel._io import read_text
-
     text = read_text(p)
     stripped = text.lstrip()
     if stripped.startswith("{") and '"format_version"' in text[:2000]:
         from perfmodel.calibration.profile import read_profile
 
         return list(read_profile(p).measurements)
-    try:
-        if stripped.startswith("["):
-            items = json.loads(text)
-        else:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"{p}: invalid JSON: {exc}", value=str(p), where=str(p)) from exc
+    if stripped.startswith("["):
+        items = parse_json(text, p, error=CalibrationError)
+    else:  # JSONL: a bad line is named by its number, "<path>:<line>"
+        lines = enumerate(text.splitlines(), 1)
+        items = [parse_json(t, f"{p}:{i}", error=CalibrationError) for i, t in lines if t.strip()]
     return [Measurement.from_dict(d, where=f"{p}: [{i}]") for i, d in enumerate(items)]
 
 

@@ -19,7 +19,6 @@ Definitions (nccl-tests doc/PERFORMANCE.md): ``algbw = size / time``,
 from __future__ import annotations
 
 import enum
-import json
 import math
 import re
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel import units
+from perfmodel._io import parse_json
 from perfmodel.errors import ParseError
 from perfmodel.ops import CollectiveOp
 
@@ -308,10 +308,7 @@ def _get(d: dict[str, Any], *names: str) -> Any:
 
 
 def _parse_json(text: str, *, op: CollectiveOp | str | None, source: str) -> NcclTestsLog:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{source}: invalid JSON: {exc}", value=source, where=source) from exc
+    doc = parse_json(text, source, error=ParseError)
     op_enum = _op(op)
     rows: list[NcclTestsRow] = []
     skipped: list[SkippedLine] = []

@@ -116,12 +116,9 @@ def _rule_import(rule: Any, where: str) -> dict[str, Any]:
 
 def from_json_text(text: str, source: str) -> Topology:
     """:func:`from_dict` of a JSON text (a file's), its syntax and top level checked first."""
-    import json
+    from perfmodel._io import parse_json
 
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{source}: invalid JSON: {exc}", value=None, where=source) from exc
+    data = parse_json(text, source, error=ParseError)
     if not isinstance(data, dict):
         raise ParseError(f"{source}: JSON top level is not an object", value=None, where=source)
     return from_dict(data, source=source)
