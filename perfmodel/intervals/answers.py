@@ -119,23 +119,21 @@ def interval_lines(report: Any, si: StepInterval) -> list[str]:
     from perfmodel.units import format_time
 
     pct = f"{100 * si.level:g}%"
-    lo, hi = si.low, si.high
     lines = [f"{pct} range    (from {si.basis})"]
-    t_lo, t_hi = lo["iteration_time_s"], hi["iteration_time_s"]
-    if t_lo is not None and t_hi is not None:
-        lines.append(f"  iteration time  {format_time(t_lo)} - {format_time(t_hi)}")
-    s_lo, s_hi = lo["throughput_samples_per_s"], hi["throughput_samples_per_s"]
-    if s_lo is not None and s_hi is not None:
-        lines.append(f"  throughput      {s_lo:,.1f} - {s_hi:,.1f} samples/s")
-    g_lo, g_hi = lo["tokens_per_s_per_gpu"], hi["tokens_per_s_per_gpu"]
-    if g_lo is not None and g_hi is not None:
-        lines.append(f"  tokens/s/GPU    {g_lo:,.0f} - {g_hi:,.0f}")
-    m_lo, m_hi = lo["mfu"], hi["mfu"]
-    if m_lo is not None and m_hi is not None and report.mfu > 0:
-        lines.append(f"  MFU             {100 * m_lo:.1f}% - {100 * m_hi:.1f}%")
-    e_lo, e_hi = lo["epoch_time_s"], hi["epoch_time_s"]
-    if e_lo is not None and e_hi is not None:
-        lines.append(f"  epoch time      {format_time(e_lo)} - {format_time(e_hi)}")
+    shown = (  # (value of StepInterval.low/high, label, how one end prints, after the range)
+        ("iteration_time_s", "iteration time", format_time, ""),
+        ("throughput_samples_per_s", "throughput", "{:,.1f}".format, " samples/s"),
+        ("tokens_per_s_per_gpu", "tokens/s/GPU", "{:,.0f}".format, ""),
+        ("mfu", "MFU", lambda f: f"{100 * f:.1f}%", ""),
+        ("epoch_time_s", "epoch time", format_time, ""),
+    )
+    for key, label, end, unit in shown:
+        low, high = si.low[key], si.high[key]
+        if low is None or high is None:
+            continue  # a rate the report does not give
+        if key == "mfu" and not report.mfu > 0:
+            continue  # no model FLOP count: the report shows no MFU, so no range of it
+        lines.append(f"  {label:<16}{end(low)} - {end(high)}{unit}")
     bias = math.expm1(si.residual.bias)
     lines.append(
         f"  runs like this one were predicted {100 * abs(bias):.0f}% too "
