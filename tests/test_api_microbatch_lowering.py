@@ -1,5 +1,7 @@
-"""Issue 14: the automatic micro-batch search lowers each candidate size once, and with
-pipelining it does not lower the resolved default (micro-batch 1) before the search.
+"""Issue 14: the automatic micro-batch search probes each candidate size once, and with
+pipelining it does not lower the resolved default (micro-batch 1) before the search. Issue 27:
+a probe reads the size's memory without lowering its task graph (``step_memory``), the same
+values as the lowered step's; the chosen size is lowered once.
 
 The speedup baseline of a model that does not fit one GPU is a one-replica prediction with the
 micro-batch left open, so this search runs inside every such ``predict``.
@@ -15,31 +17,41 @@ from perfmodel.pipeline import autosize
 SMALL_GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
 
 
-def _lowered_microbatches(monkeypatch: pytest.MonkeyPatch, sc: api.Scenario) -> list[int]:
-    seen: list[int] = []
-    real = autosize.build_step
+def _probes(monkeypatch: pytest.MonkeyPatch, sc: api.Scenario) -> tuple[list[int], list[int]]:
+    """(the micro-batch sizes whose memory the search probed, the sizes lowered whole), in
+    order; every probe's memory checked against its size's whole lowering."""
+    probed: list[int] = []
+    lowered: list[int] = []
+    build, memory = autosize.build_step, autosize.step_memory
 
-    def counting(sc_, r, workload_fn=None):
-        seen.append(r.microbatch)
-        return real(sc_, r, workload_fn)
+    def counting_build(sc_, r, workload_fn=None):
+        lowered.append(r.microbatch)
+        return build(sc_, r, workload_fn)
 
-    monkeypatch.setattr(autosize, "build_step", counting)
+    def counting_memory(sc_, r, workload_fn=None):
+        probed.append(r.microbatch)
+        got = memory(sc_, r, workload_fn)
+        assert got == build(sc_, r, workload_fn)[0].memory  # the lowered step's, exactly
+        return got
+
+    monkeypatch.setattr(autosize, "build_step", counting_build)
+    monkeypatch.setattr(autosize, "step_memory", counting_memory)
     api._REPORTS.clear()
     api.predict(sc, baseline=False)
-    return seen
+    return probed, lowered
 
 
 def test_pipelined_search_lowers_only_the_probed_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     # dp=4 replicas of tp2 x pp2 on 16 GPUs, 64 / 4 = 16 samples per replica; with pp=2 the
     # candidates keep >= 2 micro-batches: [1, 2, 4, 8]. All fit (a 4-layer model): the search
     # probes index 1 (2), whose memory estimates that 8 fits, then 8 (a bisection would probe
-    # 4 before 8) and chooses 8; micro-batch 1 is never lowered (it was, as the default,
-    # before the search).
+    # 4 before 8) and chooses 8, lowered once; micro-batch 1 is never lowered (it was, as the
+    # default, before the search).
     sc = api.Scenario(
         system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
         tp=2, pp=2, precision="bf16", fidelity="analytic",
     )  # fmt: skip
-    assert _lowered_microbatches(monkeypatch, sc) == [2, 8]
+    assert _probes(monkeypatch, sc) == ([2, 8], [8])
     rep = api.predict(sc, baseline=False)
     assert rep.plan["microbatch_size"] == 8
     assert rep.defaults[0].startswith("micro-batch 8 chosen automatically")
@@ -49,13 +61,14 @@ def test_search_reuses_the_default_when_it_probes_it(monkeypatch: pytest.MonkeyP
     # pure data parallelism on 2 GPUs, 8 samples per replica: the default is the whole batch
     # (8), lowered first because it stays when it fits. This 2.6B-parameter GPT with Adam at
     # sequence 2048 fits an 80 GB A100 with micro-batch 4 (68 GiB) but not 8, so the bisection
-    # over [1, 2, 4, 8] probes 2 (fits), 4 (fits), then 8: the default's lowering, reused.
+    # over [1, 2, 4, 8] probes 2 (fits), 4 (fits), then 8: the default's lowering, reused;
+    # then 4 is lowered whole.
     sc = api.Scenario(
         system="dgx-a100", gpus=2, model="gpt",
         model_args={"layers": 32, "hidden": 2560, "heads": 32, "seq_len": 2048},
         batch_per_gpu=8, precision="bf16", optimizer="adam", fidelity="analytic",
     )  # fmt: skip
-    assert _lowered_microbatches(monkeypatch, sc) == [8, 2, 4]
+    assert _probes(monkeypatch, sc) == ([2, 4], [8, 4])
     rep = api.predict(sc, baseline=False)
     assert rep.plan["microbatch_size"] == 4 and rep.fits_in_memory
 
@@ -63,12 +76,12 @@ def test_search_reuses_the_default_when_it_probes_it(monkeypatch: pytest.MonkeyP
 def test_interleaved_search_is_the_bisection(monkeypatch: pytest.MonkeyPatch) -> None:
     # the interleaved schedule refuses micro-batch counts pp does not divide, so fits is not
     # monotone there and the search takes the bisection's probes: 2, 4, 8 (the same plan with
-    # 1F1B: 2, 8 above); here every count (16, 8, 4, 2) is even and all fit
+    # 1F1B: 2, 8 above); here every count (16, 8, 4, 2) is even and all fit: 8 is lowered
     sc = api.Scenario(
         system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
         tp=2, pp=2, schedule="interleaved", interleave=2, precision="bf16", fidelity="analytic",
     )  # fmt: skip
-    assert _lowered_microbatches(monkeypatch, sc) == [2, 4, 8]
+    assert _probes(monkeypatch, sc) == ([2, 4, 8], [8])
 
 
 @pytest.mark.parametrize(

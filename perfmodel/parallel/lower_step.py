@@ -11,8 +11,9 @@ from __future__ import annotations
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.lower_dp_variants import lower_dp_variant
-from perfmodel.parallel.lower_pipeline import lower_pipeline
+from perfmodel.parallel.lower_pipeline import PipelineLowering, lower_pipeline
 from perfmodel.parallel.lowering import LoweredStep, StepInputs
+from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.plan import (
     DPMode,
     Hybrid,
@@ -27,9 +28,49 @@ def lower(
     :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.coarsenable`); ``hidden=False``:
     no analytic graph with summarised collectives (a step the SimPy replay runs:
     :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.hidden_backward`)."""
+    mode = _mode(inp)
+    if mode is None or mode is DPMode.ALLREDUCE:
+        return _lower_pipeline(
+            inp, costs, one_weird_trick=mode is None, coarse=coarse, hidden=hidden
+        )
+    return _lower_dp_variant(inp, costs, mode)
+
+
+def lower_memory(
+    inp: StepInputs, costs: Costs, *, coarse: bool = True, hidden: bool = True
+) -> tuple[PlanMemory, ...]:
+    """``lower(inp, costs, coarse=coarse, hidden=hidden).memory`` without the task graph where
+    the plan lowers through :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (the
+    per-stage memory of an auto-size probe, :func:`perfmodel.pipeline.autosize.auto_microbatch`;
+    issue 27: most of a probe's lowering was its graph, which the probe never reads).
+
+    The same value, bit for bit: :meth:`PipelineLowering.memory
+    <perfmodel.parallel.lower_pipeline.PipelineLowering.memory>` reads only what the
+    constructor sets (the chunks, plan, recipe, costs, inputs and the tied copy; the schedule's
+    peak in flight is a function of the plan) and no state the graph's emitters change, which
+    is why :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.lower` may already compute
+    it before any graph (a periodic step's graph is lowered when first read). Every refusal of
+    the plan (:class:`~perfmodel.errors.InfeasiblePlanError`: the mode check here, the
+    partition and the interleaved schedule's micro-batch count in the constructor) is raised as
+    :func:`lower` raises it. The other data-parallel modes are lowered whole."""
+    mode = _mode(inp)
+    if mode is None or mode is DPMode.ALLREDUCE:
+        return PipelineLowering(
+            inp,
+            costs,
+            one_weird_trick=mode is None,
+            coarse=coarse,
+            hidden=coarse and hidden,
+        ).memory()
+    return _lower_dp_variant(inp, costs, mode).memory
+
+
+def _mode(inp: StepInputs) -> DPMode | None:
+    """The data-parallel mode :func:`lower` dispatches on (``None``: Krizhevsky's hybrid);
+    raises for another mode than all-reduce with tensor or pipeline parallelism."""
     plan = inp.plan
     if plan.hybrid is Hybrid.ONE_WEIRD_TRICK:
-        return _lower_pipeline(inp, costs, one_weird_trick=True, coarse=coarse, hidden=hidden)
+        return None
     mode = plan.dp_mode if plan.dp > 1 else DPMode.ALLREDUCE
     if mode is not DPMode.ALLREDUCE and (plan.tp > 1 or plan.pp > 1):
         raise InfeasiblePlanError(
@@ -38,9 +79,7 @@ def lower(
             value=mode.value,
             where="dp_mode",
         )
-    if mode is DPMode.ALLREDUCE:
-        return _lower_pipeline(inp, costs, coarse=coarse, hidden=hidden)
-    return _lower_dp_variant(inp, costs, mode)
+    return mode
 
 
 def _lower_pipeline(
@@ -64,4 +103,4 @@ def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredSte
     return lower_dp_variant(inp, costs, mode)
 
 
-__all__ = ["lower"]
+__all__ = ["lower", "lower_memory"]

@@ -9,10 +9,11 @@ from dataclasses import replace
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.parallel.lowering import LoweredStep
+from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.plan import DPMode, PipelineSchedule
 from perfmodel.pipeline import autobatch
 from perfmodel.pipeline.inputs import WorkloadFn
-from perfmodel.pipeline.lower import build_step
+from perfmodel.pipeline.lower import build_step, step_memory
 from perfmodel.pipeline.resolve import Resolved, resolve
 from perfmodel.scenario import Scenario
 
@@ -30,8 +31,10 @@ def auto_microbatch(
 
     Each micro-batch size is lowered at most once: with pipelining the resolved default (1)
     is not lowered before the search (the search picks the step it returns), and a size the
-    search probes twice, or the default it probes, reuses its lowering (issue 14: the speedup
-    baseline's one-replica prediction is such a search)."""
+    search probes twice, or the default it probes, reuses its probe (issue 14: the speedup
+    baseline's one-replica prediction is such a search). A probe reads the size's per-stage
+    memory only (:func:`~perfmodel.pipeline.lower.step_memory`, the same values as the lowered
+    step's, without its task graph: issue 27), and the chosen size is lowered once, whole."""
     auto = sc.microbatch is None and r.plan.dp_mode is not DPMode.CROSSBOW
     if auto and not r.preset.gradient_accumulation:  # the stack runs the whole batch at once
         step, costs = build_step(sc, r, workload_fn)
@@ -45,30 +48,32 @@ def auto_microbatch(
     if not auto:
         return sc, r, *build_step(sc, r, workload_fn)
     built: dict[int, tuple[Scenario, Resolved, LoweredStep, SystemCosts]] = {}
+    probed: dict[int, tuple[PlanMemory, ...] | None] = {}  # None: an infeasible size
     if r.plan.pp == 1:  # the whole batch as one micro-batch stays when it fits
         step, costs = build_step(sc, r, workload_fn)
         if all(m.fits for m in step.memory):
             return sc, r, step, costs
         built[r.microbatch] = (sc, r, step, costs)
+        probed[r.microbatch] = step.memory
 
     def fits(mb: int) -> bool:
-        """Whether every stage fits in GPU memory with micro-batch ``mb`` (lowered, not run;
-        an infeasible plan does not fit); the lowered step is kept for the chosen size."""
-        if mb not in built:
+        """Whether every stage fits in GPU memory with micro-batch ``mb`` (its memory, the
+        graph not lowered: :func:`~perfmodel.pipeline.lower.step_memory`; an infeasible plan
+        does not fit)."""
+        if mb not in probed:
             mb_sc = replace(sc, microbatch=mb)
             try:
-                mb_r = resolve(mb_sc)
-                mb_step, mb_costs = build_step(mb_sc, mb_r, workload_fn)
+                probed[mb] = step_memory(mb_sc, resolve(mb_sc), workload_fn)
             except InfeasiblePlanError:
-                return False
-            built[mb] = (mb_sc, mb_r, mb_step, mb_costs)
-        return all(m.fits for m in built[mb][2].memory)
+                probed[mb] = None
+        got = probed[mb]
+        return got is not None and all(m.fits for m in got)
 
     def limit(mb: int) -> float | None:
         """The largest micro-batch estimated to fit from the probe of ``mb`` (guides the next
         probe only; ``None`` for an infeasible size)."""
-        hit = built.get(mb)
-        return None if hit is None else autobatch.affine_limit(mb, hit[2].memory)
+        got = probed.get(mb)
+        return None if got is None else autobatch.affine_limit(mb, got)
 
     # the interleaved schedule refuses micro-batch counts pp does not divide: such a size is
     # infeasible between feasible ones, fits is not monotone there, and only the bisection's

@@ -9,8 +9,9 @@ from typing import Any
 
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import SystemCosts
-from perfmodel.parallel.lower_step import lower
+from perfmodel.parallel.lower_step import lower, lower_memory
 from perfmodel.parallel.lowering import LoweredStep, StepInputs
+from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode
 from perfmodel.pipeline.inputs import (
@@ -65,6 +66,30 @@ def step_workload(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> 
 def build_step(
     sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
 ) -> tuple[LoweredStep, SystemCosts]:
+    """The resolved scenario's step, lowered (its task graph and per-stage memory), and the
+    system's costs."""
+    inp, costs, wl = _step_inputs(sc, r, workload_fn)
+    # the analytic graph's summarised collectives only where the list schedule runs the step
+    # (a simulated step would lower its coarse graph a second time for the replay)
+    step = lower(inp, costs, hidden=r.fidelity is Fidelity.ANALYTIC)
+    return replace(step, tokens_per_sample=wl.tokens_per_sample), costs
+
+
+def step_memory(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None = None
+) -> tuple[PlanMemory, ...]:
+    """``build_step(sc, r, workload_fn)[0].memory`` without lowering the task graph where the
+    plan allows (:func:`perfmodel.parallel.lower_step.lower_memory`: the same values, and the
+    same refusals): what an auto-size probe reads."""
+    inp, costs, _ = _step_inputs(sc, r, workload_fn)
+    return lower_memory(inp, costs, hidden=r.fidelity is Fidelity.ANALYTIC)
+
+
+def _step_inputs(
+    sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
+) -> tuple[StepInputs, SystemCosts, Any]:
+    """The lowering's inputs of a resolved scenario (workload, placement, batch, recipe), the
+    system's costs and the workload."""
     calib = None if host_only_profile(sc.calibration) else sc.calibration
     costs = system_costs(r.topology, r.precision, calib, r.preset, r.memory_format, r.recipe)
     plan = r.plan
@@ -91,7 +116,4 @@ def build_step(
     )
     if plan.dp_mode is DPMode.CROSSBOW:
         inp = replace(inp, plan=replace(plan, microbatch_size=batch))
-    # the analytic graph's summarised collectives only where the list schedule runs the step
-    # (a simulated step would lower its coarse graph a second time for the replay)
-    step = lower(inp, costs, hidden=r.fidelity is Fidelity.ANALYTIC)
-    return replace(step, tokens_per_sample=wl.tokens_per_sample), costs
+    return inp, costs, wl
