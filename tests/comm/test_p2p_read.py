@@ -154,3 +154,27 @@ def test_the_flow_replay_pays_the_same_copy(a100):
                 rel=1e-6,
             )
         )
+
+
+def test_vtrain_rows_take_nccl_tests_single_process_example():
+    """vTrain does not state its layout: the mapping takes nccl-tests' ``-g N`` example (one
+    process), so its V100 ring writes through direct pointers (NCCL 2.8 era) and pays no copy,
+    while a CoreWeave MPIJob row keeps one process per GPU."""
+    from perfmodel.comm.validation import compare, map_row
+
+    row = {
+        "id": "vtrain-ar-v100-8g-1GiB",
+        "hardware": {"gpus": 8},
+        "value": 130.0,
+        "unit": "GB/s",
+        "notes": "message 1073741824 B",
+    }
+    sc = map_row(row)
+    assert sc.processes is ProcessLayout.PER_SERVER
+    model = CommCostModel(with_process_layout(load_system("dgx1-v100"), ProcessLayout.PER_SERVER))
+    info = model.group_info(tuple(model.topology.gpus[:8]))
+    assert info.p2p is not None and info.p2p.direct
+    r = model.collective(CollectiveOp.ALLREDUCE, GIB, model.topology.gpus[:8])
+    assert compare(sc).predicted == pytest.approx(r.busbw_Bps, rel=1e-12)
+    cw = map_row({**row, "id": "coreweave-a100-128g-1GiB", "hardware": {"gpus": 128}})
+    assert cw.processes is ProcessLayout.PER_GPU
