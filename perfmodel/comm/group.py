@@ -20,7 +20,7 @@ from perfmodel.comm.channels import LazyChannels, build_channels, channel_rates
 from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_paths import net_path_type
 from perfmodel.comm.nodes import all_gpus, split_by_server
-from perfmodel.comm.p2p_read import reads_over_nvlink
+from perfmodel.comm.p2p_read import P2pPath, p2p_path, priced_release, process_layout
 from perfmodel.comm.params import HwClass, LinkParams
 from perfmodel.comm.ring_summary import RingSummary, ring_summary
 from perfmodel.comm.rings import MAX_CHANNELS, Channel, pack_rings
@@ -72,10 +72,11 @@ class GroupInfo:
     """NICs a server's GPUs of the group leave through (the fewest over its servers; what
     NCCL's graph search spreads channels over, :mod:`perfmodel.comm.nccl_graph`); 0 on one
     server."""
-    p2p_read: bool = False
-    """Whether NCCL's P2P transport reads over NVLink between the group's GPUs inside a server
-    (compute capability 8.0 and NVLink: :func:`perfmodel.comm.p2p_read.reads_over_nvlink`), so
-    its rings copy each chunk locally first (:func:`perfmodel.comm.p2p_read.local_copy_s`)."""
+    p2p: P2pPath | None = None
+    """How NCCL's P2P transport moves ring steps over NVLink between the group's GPUs inside a
+    server (read or write mode, direct pointers or not: :func:`perfmodel.comm.p2p_read.p2p_path`),
+    which decides each rank's local ring copy (:func:`perfmodel.comm.p2p_read.local_copy_s`);
+    ``None`` without NVLink between them."""
 
     @property
     def n(self) -> int:
@@ -254,9 +255,13 @@ class GroupAnalysis:
             nvlinks=self._nvlinks(gpus[0]) if gpus else 0,
             net_port_Bps=port,
             net_nics=net_nics,
-            p2p_read=spec is not None
-            and reads_over_nvlink(
-                spec.name, nvlink=bool(intra_hops) and intra_class is HwClass.NVLINK
+            p2p=None
+            if spec is None
+            else p2p_path(
+                spec.compute_capability,
+                nvlink=bool(intra_hops) and intra_class is HwClass.NVLINK,
+                layout=process_layout(self.topology),
+                release=priced_release(self.release, arch),
             ),
         )
         return info, summary

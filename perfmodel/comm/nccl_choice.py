@@ -413,8 +413,9 @@ class NcclChoice:
     ) -> tuple[float, float]:
         """The time and latency of the choice ``(algo, proto)`` the tuner made (``t``,
         ``lat``): unchanged, except for a ring/Simple all-reduce, all-gather or reduce-scatter
-        inside one server whose GPUs NCCL reads from over NVLink (``info.p2p_read``: A100),
-        which adds each rank's local copies the tuner leaves out
+        inside one server whose GPUs NCCL joins over NVLink (``info.p2p``), which adds each
+        rank's local ring copy the tuner leaves out (read mode: A100; write mode without
+        direct pointers)
         (:func:`perfmodel.comm.p2p_read.local_copy_s`), and a ring broadcast or reduce, a
         pipelined *chain* whose
         time the tuner does not model ("Add some chunk latency, waiting for proper chunk
@@ -449,12 +450,12 @@ class NcclChoice:
         if (
             algo is Algorithm.RING
             and proto is Protocol.SIMPLE
-            and info.p2p_read
+            and info.p2p is not None
             and info.nodes == 1
         ):
-            # NCCL's P2P read mode (A100 NVLink): each rank's local send copies, serial with the
-            # pulls of the channel's thread block (perfmodel.comm.p2p_read)
-            t += local_copy_s(op, m, info.n, info.gpu_memory_Bps)  # 0 for broadcast, reduce
+            # NCCL's P2P transport over NVLink: each rank's local ring copy, serial with the
+            # NVLink steps of the channel's thread block (perfmodel.comm.p2p_read)
+            t += local_copy_s(op, m, info.n, info.gpu_memory_Bps, info.p2p)  # 0: bcast, reduce
         if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             return t, lat
         nch = max(1, len(info.channels))

@@ -248,10 +248,10 @@ def _collective_gen(
         base = P.NCCL_BASE_LATENCY_S[("ring", proto)]
         yield env.timeout(base * _ring_plateau(info, op, len(ranks), m, proto))
         yield from _ring(net, model, info, ranks, op, m, proto, chunks, wire, coarse=coarse)
-        if proto is Protocol.SIMPLE and info.p2p_read and info.nodes == 1:
-            # NCCL's P2P read mode (A100 NVLink): each rank's local send copies, serial with the
-            # channel's pulls (perfmodel.comm.p2p_read), as the analytic model adds them
-            yield env.timeout(local_copy_s(op, m, len(ranks), info.gpu_memory_Bps))
+        if proto is Protocol.SIMPLE and info.p2p is not None and info.nodes == 1:
+            # NCCL's P2P transport over NVLink: each rank's local ring copy, serial with the
+            # channel's NVLink steps (perfmodel.comm.p2p_read), as the analytic model adds it
+            yield env.timeout(local_copy_s(op, m, len(ranks), info.gpu_memory_Bps, info.p2p))
     elif algo is Algorithm.TREE:
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
         yield from _tree(net, info, m, proto, chunks, wire)

@@ -10,11 +10,19 @@ Mapping (from the rows' own hardware text):
   an HGX with NVSwitch), first 2/4/8 GPUs; busbw (out-of-place).
 - vTrain V100 (8-GPU V100 node, 2-GPU busbw of one NVLink2 link): ``dgx1-v100`` hybrid cube-mesh,
   first 2/4/8 GPUs; busbw.
+- vTrain's process layout and NCCL release are not stated (VIA-Research/vTrain @f8dda84 holds
+  the ``trace/*/AR_GPU*_LUT`` tables, no script that made them): the mapping takes nccl-tests'
+  own single-node example, one process for ``-g N`` GPUs (NVIDIA/nccl-tests README, "Run on
+  8 GPUs (-g 8)"), :data:`VTRAIN_PROCESSES`, and the tuner era's release (2.8 for V100 and
+  A100): the V100 ring then writes through direct pointers and pays no local copy
+  (:mod:`perfmodel.comm.p2p_read`); the A100 reads and pays it in any layout.
 - DeepBench P100 (PCIe Gen3, 2 PLX switches per socket, dual root): ``pcie-8x-server --gpu P100``;
   16 GPUs = 2 servers on the stated FDR InfiniBand; time.
 - DeepBench 1080 Ti (single root, 2 PLX switches x 5 GPUs): a 10-GPU server built from that
   statement (:func:`deepbench_10gpu_server`) with the Intel CPU of the workbook's Specs sheet
-  (:data:`DEEPBENCH_CPU`); rows with more than 8 GPUs skipped (inter-node link not stated); time.
+  (:data:`DEEPBENCH_CPU`: the only CPU the source states, possibly of another box; the Intel
+  vendor is what the model reads); rows with more than 8 GPUs skipped (inter-node link not
+  stated); time.
 - CoreWeave HGX A100 x 16 servers (InfiniBand, HCA count/speed not stated; the README: "built
   to the design of NVIDIA DGX SuperPODs"): ``dgx-a100`` with its standard 8 x HDR rail fabric,
   flagged ``assumed fabric``; busbw.
@@ -39,6 +47,7 @@ from typing import Any
 
 from perfmodel.comm.model import CommCostModel
 from perfmodel.comm.nccl_env import DEFAULT_ENV, NcclEnv, with_nccl_env
+from perfmodel.comm.p2p_read import ProcessLayout, with_process_layout
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.builders import gpus_per_server
@@ -87,17 +96,24 @@ CORE_WEAVE_GB200_ENV: NcclEnv = NcclEnv.parse(
     [("NCCL_NVLS_ENABLE", "0"), ("NCCL_COLLNET_ENABLE", "0")], where=CORE_WEAVE_GB200_JOB
 )
 
-#: The CPU of DeepBench's GPU results: the ``Specs`` sheet of both training workbooks,
+#: The only CPU DeepBench states, possibly of another box: the ``Specs`` sheet of both training
+#: workbooks,
 #: ``results/train/DeepBench_NV_P100.xlsx`` and ``DeepBench_NV_1080Ti.xlsx`` (baidu-research/
 #: DeepBench @da81ba782073; the README: the libraries used "are mentioned in each of Excel
 #: workbooks in `Specs` sheet"), cell B1: "Intel(R) Xeon(R) CPU E5-2690 v4@2.60GHz 3.5GHz Turbo
-#: (Broadwell) HT On" (same sheet: CUDA 8.0.88, driver 375.66, kernel 3.13.0-57). The README's
-#: 8-GPU topology adds "The two CPU sockets are connected via Intel QPI". The vendor is what the
-#: model reads (NCCL's Intel P2P TLP overhead, 6/5, on paths through one root complex). Caveat:
-#: the same sheet names an ASUS X99-E WS board (one socket, seven x16 slots), which cannot hold
-#: the 8- or 10-GPU all-reduce servers the README describes, so the sheet may describe the box of
-#: the single-GPU kernels; it is still the only CPU the source states for these results.
+#: (Broadwell) HT On" (same sheet: CUDA 8.0.88, driver 375.66, kernel 3.13.0-57). The same sheet
+#: names an ASUS X99-E WS board (one socket, seven x16 slots), which cannot hold the 8- or 10-GPU
+#: all-reduce servers the README describes: the sheet likely describes the box of the single-GPU
+#: kernels, so this CPU is not known to be the all-reduce servers'. What the model reads is the
+#: vendor alone (NCCL's Intel P2P TLP overhead, 6/5, on paths through one root complex), which
+#: the README's 8-GPU topology states for that box ("The two CPU sockets are connected via Intel
+#: QPI"); for the 10-GPU 1080 Ti box the Intel vendor rests on this sheet only.
 DEEPBENCH_CPU = "Intel Xeon E5-2690 v4 (Broadwell; DeepBench workbook Specs sheet)"
+
+
+#: vTrain's nccl-tests process layout: not stated; nccl-tests' README single-node example
+#: (``all_reduce_perf -b 8 -e 128M -f 2 -g 8``: one process, eight GPUs) taken.
+VTRAIN_PROCESSES = ProcessLayout.PER_SERVER
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,9 @@ class CommScenario:
     env: NcclEnv = DEFAULT_ENV
     """The run's NCCL environment (``NCCL_NVLS_ENABLE=0``, ``NCCL_COLLNET_ENABLE=0``): NCCL's
     choice weighs what it leaves on (:class:`~perfmodel.comm.nccl_env.NcclEnv`)."""
+    processes: ProcessLayout = ProcessLayout.PER_GPU
+    """The run's process layout (:class:`~perfmodel.comm.p2p_read.ProcessLayout`): one per GPU
+    (MPI / srun with ``-g 1``, CoreWeave's jobs) unless the mapping says otherwise."""
 
 
 @dataclass(frozen=True)
@@ -186,16 +205,23 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
         return CommSkip(rid, f"unit {unit!r} not handled")
     op = CollectiveOp.ALLREDUCE
     if rid.startswith("vtrain-ar-a100"):
-        return CommScenario(rid, "dgx-a100", 1, gpus, op, size, metric, measured, "NVSwitch")
+        return CommScenario(
+            rid, "dgx-a100", 1, gpus, op, size, metric, measured, "NVSwitch",
+            processes=VTRAIN_PROCESSES,
+        )  # fmt: skip
     if rid.startswith("vtrain-ar-v100"):
-        return CommScenario(rid, "dgx1-v100", 1, gpus, op, size, metric, measured, "NVLink")
+        return CommScenario(
+            rid, "dgx1-v100", 1, gpus, op, size, metric, measured, "NVLink",
+            processes=VTRAIN_PROCESSES,
+        )  # fmt: skip
     if rid.startswith("deepbench-ar-p100"):
         nodes = max(1, gpus // 8)
         ic = "PCIe" if nodes == 1 else "InfiniBand"
         return CommScenario(
             rid, "pcie-8x-server", nodes, gpus, op, size, metric, measured, ic,
             note="DeepBench time = fastest of NCCL 2.0 / MPI / OSU / Baidu ring; NCCL 2.0 P2P "
-            "rule (not across sockets), Intel Xeon E5-2690 v4 host (Specs sheet), QPI",
+            "rule (not across sockets), Intel host (README: QPI; the Specs sheet's E5-2690 v4, "
+            "possibly another box)",
             network="ib-fdr" if nodes > 1 else None, gpu="P100-PCIE-16GB",
             nccl=stated_nccl(row), cpu_model=DEEPBENCH_CPU,
         )  # fmt: skip
@@ -204,8 +230,8 @@ def map_row(row: dict[str, Any]) -> CommScenario | CommSkip:
             return CommSkip(rid, "inter-node link of the 1080 Ti cluster not stated")
         return CommScenario(
             rid, "deepbench-10gpu", 1, gpus, op, size, metric, measured, "PCIe",
-            note="10-GPU single-root server built from the DeepBench README; Intel Xeon "
-            "E5-2690 v4 (the workbook's Specs sheet)",
+            note="10-GPU single-root server built from the DeepBench README; Intel CPU: the "
+            "workbook's Specs sheet (E5-2690 v4), the only one stated, possibly of another box",
             nccl=stated_nccl(row), cpu_model=DEEPBENCH_CPU,
         )  # fmt: skip
     if rid.startswith("coreweave-a100"):
@@ -296,6 +322,7 @@ def _model(
     nccl: str | None = None,
     cpu_model: str | None = None,
     env: NcclEnv = DEFAULT_ENV,
+    processes: ProcessLayout = ProcessLayout.PER_GPU,
 ) -> CommCostModel:
     from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
@@ -316,6 +343,8 @@ def _model(
         topo = topo.with_p2p(p2p)
     if not env.default:
         topo = with_nccl_env(topo, env)
+    if processes is not ProcessLayout.PER_GPU:
+        topo = with_process_layout(topo, processes)
     return CommCostModel(topo)
 
 
@@ -340,7 +369,7 @@ def compare(
     mapping itself)."""
     model = _model(
         sc.system, sc.nodes, sc.network, sc.gpu, sc.sharp, p2p, sc.nccl,
-        cpu_model or sc.cpu_model, sc.env,
+        cpu_model or sc.cpu_model, sc.env, sc.processes,
     )  # fmt: skip
     group = model.topology.gpus[: sc.gpus]
     r = model.collective(sc.op, sc.message_bytes, group, sc.algorithm)

@@ -6,6 +6,7 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     aliases = ["v100", "v100-sxm2"]    # case-insensitive alternative names
     vendor = "NVIDIA"
     architecture = "Volta"
+    compute_capability = "7.0"        # CUDA compute capability (NVIDIA GPUs; see GPUSpec)
     form_factor = "SXM2"              # SXM2 | SXM3 | SXM4 | SXM5 | PCIe | ...
     sm_count = 80
     boost_clock_GHz = 1.53
@@ -122,6 +123,7 @@ _ALLOWED = set(_REQUIRED).union(*SOURCE_GROUPS.values()) | {
     "vendor",
     "datasheet_only",
     "notes",
+    "compute_capability",
 }
 
 
@@ -282,6 +284,12 @@ class GPUSpec:
         Canonical catalogue name and case-insensitive alternatives.
     architecture, form_factor, vendor
         E.g. ``"Volta"``, ``"SXM2"``, ``"NVIDIA"``.
+    compute_capability
+        CUDA compute capability ``(major, minor)``, e.g. ``(8, 0)`` for the A100 and ``(8, 6)``
+        for the other Ampere parts (NVIDIA, "CUDA GPUs - Compute Capability",
+        developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's compute
+        capability table; the catalogue header cites them once); ``None`` for GPUs without
+        CUDA (AMD). What NCCL reads as ``cudaCompCap`` (:mod:`perfmodel.comm.p2p_read`).
     sm_count
         Streaming multiprocessors enabled on this product.
     memory_bytes
@@ -368,6 +376,7 @@ class GPUSpec:
     sustained_power_w: float | None = None
     idle_w: float | None = None
     achieved_memory_bandwidth_Bps: float | None = None
+    compute_capability: tuple[int, int] | None = None
 
     def power_clock_ratio(self) -> float:
         """Sustained clock of this board relative to the one its sustained rates were measured at
@@ -627,7 +636,30 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
             if "memory_bandwidth_achieved_GBps" in entry
             else None
         ),
+        compute_capability=_compute_capability(entry, where),
     )
+
+
+def _compute_capability(entry: dict[str, Any], where: str) -> tuple[int, int] | None:
+    """``entry["compute_capability"]`` (``"major.minor"``, e.g. ``"8.0"``) as ``(8, 0)``;
+    ``None`` when absent.
+
+    Raises
+    ------
+    ConfigError
+        On text that is not two dot-separated non-negative integers.
+    """
+    if "compute_capability" not in entry:
+        return None
+    text = str(entry["compute_capability"])
+    major, dot, minor = text.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        raise ConfigError(
+            f"{where}: compute_capability must read 'major.minor' (e.g. '8.0'), got {text!r}",
+            value=entry["compute_capability"],
+            where=f"{where}.compute_capability",
+        )
+    return int(major), int(minor)
 
 
 def _rates(entry: dict[str, Any], key: str, where: str) -> MappingProxyType[GemmFormat, float]:

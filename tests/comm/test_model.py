@@ -8,6 +8,7 @@ import pytest
 from comm_topos import star
 
 from perfmodel.comm import Algorithm, CommCostModel, LinkParams, Protocol
+from perfmodel.comm.p2p_read import ProcessLayout, with_process_layout
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.units import GB, GiB, us
@@ -18,18 +19,27 @@ def test_golden_ring_allreduce_1gib_8gpus():
 
     latency = baseLat(ring, Simple) + 2(n-1) x hwLat(NVLink, ring, Simple) = 8.4 + 14 x 3.4 us
     bandwidth term = 2 (n-1)/n x 2^30 / 100e9 s.
+
+    One process for the 8 GPUs (nccl-tests ``-g 8``; NCCL 2.8 era): direct pointers, no local
+    copy. One process per GPU adds each rank's final ``directRecv`` copy, 2 (m/n) / B_mem
+    (:mod:`perfmodel.comm.p2p_read`).
     """
-    topo = star(8, 100 * GB)
+    topo = with_process_layout(star(8, 100 * GB), ProcessLayout.PER_SERVER)
     r = CommCostModel(topo).collective("allreduce", GiB, topo.gpus, algorithm="ring")
     expected = (8.4 + 14 * 3.4) * us + 1.75 * GiB / (100 * GB)
     assert r.protocol is Protocol.SIMPLE
     assert r.time_s == pytest.approx(expected, rel=1e-12)
     assert r.algbw_Bps == pytest.approx(GiB / expected)
     assert r.busbw_Bps == pytest.approx(r.algbw_Bps * 1.75)
+    per_gpu = star(8, 100 * GB)
+    r = CommCostModel(per_gpu).collective("allreduce", GiB, per_gpu.gpus, algorithm="ring")
+    copy = 2 * (GiB / 8) / per_gpu.gpu_spec().memory_bandwidth_Bps
+    assert r.time_s == pytest.approx(expected + copy, rel=1e-12)
 
 
 def test_busbw_of_bandwidth_bound_ring_is_bottleneck_link():
-    topo = star(8, 100 * GB, slow={3: 40 * GB})
+    # one process for the 8 GPUs: no local ring copy (perfmodel.comm.p2p_read), the link alone
+    topo = with_process_layout(star(8, 100 * GB, slow={3: 40 * GB}), ProcessLayout.PER_SERVER)
     r = CommCostModel(topo).collective("allreduce", 8 * GiB, topo.gpus, algorithm="ring")
     assert r.bandwidth_Bps == pytest.approx(40 * GB)
     assert r.busbw_Bps == pytest.approx(40 * GB, rel=0.005)

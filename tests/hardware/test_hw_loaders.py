@@ -82,6 +82,9 @@ def test_valid_files_parse(write_toml) -> None:
     assert gpu.memory_bytes == 16 * units.GiB
     assert gpu.l2_bytes == 6 * units.MiB
     assert gpu.peak("fp16") == pytest.approx(120e12)
+    assert gpu.compute_capability is None  # not stated
+    cc = read_gpus(write_toml(_replace(GPU_OK, "sm_count", 'compute_capability = "7.0"\nsm_count')))
+    assert cc["TEST-GPU"].compute_capability == (7, 0)
     link = read_links(write_toml(LINK_OK))["test-link"]
     assert link.bandwidth_Bps == pytest.approx(5e9)
     assert link.latency_s == pytest.approx(25e-6)
@@ -104,6 +107,12 @@ def test_valid_files_parse(write_toml) -> None:
         ('memory = "test datasheet, memory table"', 'memory = " "', "no source for memory"),
         ("memory_bytes = 17179869184\n", "", "memory_bytes or memory_GB"),
         ("l2_MiB = 6.0", "l2_MiB = 6.0\nl2_MB = 6.0", "not both"),
+        (
+            'architecture = "Volta"',
+            'architecture = "Volta"\ncompute_capability = "7"',
+            "major.minor",
+        ),
+        ('architecture = "Volta"', 'architecture = "Volta"\ncompute_capability = "sm70"', "'sm70'"),
     ],
 )
 def test_gpu_file_errors(write_toml, old: str, new: str, message: str) -> None:
