@@ -540,7 +540,10 @@ class HiddenCollectives:
         compute-stream pieces of :meth:`_run_task`, each segment's compute-stream seconds with
         its TP there and without, and the summary reduction's ``(lead, reduction seconds,
         CommSpec)`` (:meth:`_summary_reduction`, its lead from those seconds)."""
-        key = (id(plan), s, i0)
+        # ``id(plan)`` is safe: ``_gather_ops`` holds every plan for the whole lowering, so no
+        # id is reused; ``segs`` is the plan's chunk's segments in the plan's phase order (its
+        # key holds both), so the plan and the run's bounds fix everything summed here
+        key = (id(plan), s, i0, i1)
         hit = self._run_memo.get(key)
         if hit is None:
             rows, _, op, _ = plan

@@ -261,8 +261,10 @@ class Recipe:
         one cached FP8 weight cast per micro-batch; :meth:`kernels` gives a step's): its
         ``fusion``, the preset's or ``compile`` when the scenario compiles (``--compile``); its
         ``fp8`` recipe when the precision is FP8 (``--fp8-recipe``, else the preset's default;
-        ``None`` otherwise); FSDP2's copy kernels (``fsdp_copies``, FSDP2 stacks) with the
-        reduce-scatter input's width (:attr:`grad_reduce_bytes`); the copies of the routed rows
+        ``None`` otherwise); FSDP2's copy kernels (``fsdp_copies``, FSDP2 stacks; the
+        reduce-scatter input's width is :attr:`grad_reduce_bytes`, which :meth:`kernels` sets
+        as ``fsdp_reduce_bytes`` when called: this field keeps KernelRecipe's default); the
+        copies of the routed rows
         Megatron-Core makes around its experts (``moe_sort_chunks``, ``moe_quant_padding``:
         from the plan's token dispatcher and the FP8 recipe); the preset's ``apex_rms_norm``
         and ``fused_rope``. :attr:`fusion` and :attr:`fp8` read those two.
@@ -376,7 +378,7 @@ class Recipe:
         """What a workload of this recipe is built with
         (:class:`~perfmodel.workload.kernels.KernelRecipe`) for a step of ``microbatches``
         micro-batches per replica: the fusion mode, the FP8 recipe, FSDP2's copies (with the
-        reduce-scatter input's width) and the share of a cached FP8 weight cast each
+        reduce-scatter input's width, :attr:`grad_reduce_bytes` as it is now) and the share of a cached FP8 weight cast each
         micro-batch carries (``1 / microbatches``).
 
         >>> from perfmodel.parallel.software import get_preset
@@ -392,7 +394,11 @@ class Recipe:
             share = 1.0 / max(int(microbatches), 1)
             if self.fp8_params:  # the weight is FP8 already: only its transpose, 1 + 1 of 4 B
                 share *= 0.5
-        return replace(self.stack_kernels, weight_cast_share=share)
+        return replace(
+            self.stack_kernels,
+            weight_cast_share=share,
+            fsdp_reduce_bytes=self.grad_reduce_bytes,
+        )
 
     @property
     def optimizer_state_bytes(self) -> int:
@@ -619,7 +625,6 @@ def build_recipe(
             fusion=fusion,
             fp8=fp8,
             fsdp_copies=fsdp2,
-            fsdp_reduce_bytes=r,
             apex_rms_norm=preset.apex_rms_norm,
             fused_rope=preset.fused_rope,
             **_moe_local_copies(fusion, fp8, plan),

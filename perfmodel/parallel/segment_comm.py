@@ -87,6 +87,46 @@ def _expert_context_segment(
     return extra
 
 
+def cp_pass_exposed_s(
+    ring: Sequence[tuple[CollectiveOp, float]],
+    busy_s: float,
+    cp: int,
+    first_over_rest: float,
+    cp_comm: CPComm,
+    cp_impl: CPImpl,
+    *,
+    backward: bool,
+) -> float:
+    """Exposed seconds of one pass's context-parallel exchange of a ring attention layer:
+    ``ring`` its ``"cp"`` collectives ``(op, seconds)`` in order, beside ``busy_s`` of the
+    layer's compute in that pass, split into ``cp`` ring steps with the causal one
+    ``first_over_rest`` times a half block's
+    (:meth:`~perfmodel.parallel.expert.RingSteps.split`; the cost model's
+    ``ring_step_ratio``). PyTorch's ring (``cp_impl`` ``torch`` / ``torch-compile`` under
+    ``cp_comm=ring``): :func:`~perfmodel.parallel.expert.torch_cp_exposed_s` of the
+    all-gathers and the rest; otherwise Transformer Engine's
+    (:func:`~perfmodel.parallel.expert.cp_exposed_s`, its backward with ``backward``). The
+    lowering (:func:`_expert_context_comm`) and the search screen
+    (:class:`perfmodel.search.screen.PlanScreen`) both price the exchange here.
+
+    >>> from perfmodel.parallel.plan import CPComm
+    >>> kv = [(CollectiveOp.ALLGATHER, 6.0)]  # cp 4: 2 s per transfer beside 1.5 s steps
+    >>> cp_pass_exposed_s(kv, 6.0, 4, 1.0, CPComm.RING, CPImpl.TE_P2P, backward=False)
+    1.5
+    >>> cp_pass_exposed_s(kv, 6.0, 4, 1.0, CPComm.ALLGATHER, CPImpl.TE_P2P, backward=False)
+    6.0
+    """
+    from perfmodel.parallel.expert import RingSteps, cp_exposed_s, torch_cp_exposed_s
+
+    full = sum(t for _, t in ring)
+    steps = RingSteps.split(busy_s, cp, first_over_rest)
+    if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
+        gather = sum(t for o, t in ring if o is CollectiveOp.ALLGATHER)
+        traced = cp_impl is CPImpl.TORCH_COMPILE
+        return torch_cp_exposed_s(gather, full - gather, steps, traced=traced)
+    return cp_exposed_s(full, steps, cp_comm, backward=backward)
+
+
 def _expert_context_comm(
     layer: LayerCost, compute_s: tuple[float, float], ctx: SegmentCommContext
 ) -> list[SegmentComm]:
@@ -103,8 +143,6 @@ def _expert_context_comm(
     steps by the cost model's ``ring_step_ratio`` where it has one
     (:meth:`perfmodel.parallel.costs.SystemCosts.ring_step_ratio`; equal steps otherwise),
     one :class:`~perfmodel.parallel.expert.RingSteps` per pass."""
-    from perfmodel.parallel.expert import RingSteps, cp_exposed_s, torch_cp_exposed_s
-
     cp_comm, cp_impl = ctx.plan.cp_comm, ctx.cp_impl
     ratio_of = getattr(ctx.costs, "ring_step_ratio", None)
     ratio = (1.0, 1.0) if ratio_of is None or not layer.ring_steps > 1 else ratio_of(layer)
@@ -132,13 +170,11 @@ def _expert_context_comm(
         if ring:
             full = sum(t for _, _, t in ring)
             size = len(ctx.groups_of["cp"][0])
-            steps = RingSteps.split(busy, size, ratio[phase == "B"])
-            if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
-                gather = sum(t for o, _, t in ring if o is CollectiveOp.ALLGATHER)
-                traced = cp_impl is CPImpl.TORCH_COMPILE
-                exposed = torch_cp_exposed_s(gather, full - gather, steps, traced=traced)
-            else:
-                exposed = cp_exposed_s(full, steps, cp_comm, backward=phase == "B")
+            backward = phase == "B"
+            exposed = cp_pass_exposed_s(
+                [(o, t) for o, _, t in ring], busy, size, ratio[backward], cp_comm, cp_impl,
+                backward=backward,
+            )  # fmt: skip
             share = exposed / full if full > 0 else 0.0
             out += [
                 SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)

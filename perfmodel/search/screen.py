@@ -13,8 +13,12 @@ component models, but evaluates one representative rank per pipeline stage in cl
 - **expert / context parallelism** (``ep``, ``cp``): the per-rank workload of
   :func:`perfmodel.workload.build_model` with ``ep``/``cp``; expert all-to-alls timed on a
   group of ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp``
-  ranks ``tp`` apart, exposed beyond the attention (``perfmodel.parallel.expert``); both in
-  the ``tp_comm_s`` column. Gradients are reduced over ``dp x cp`` ranks; the experts' smaller
+  ranks ``tp`` apart, exposed beyond the attention as the lowering exposes it
+  (:func:`perfmodel.parallel.segment_comm.cp_pass_exposed_s`: the cost model's unequal ring
+  steps, the base's ``cp_comm``, the preset's implementation, each pass its own formula); both
+  in the ``tp_comm_s`` column. The screen's workload is built with the default (eager)
+  kernels, so the exchange's bytes are PyTorch's ring's (K/V repeated to every query head,
+  FP32 dK/dV permutes in backward) for every stack, a Transformer Engine stack's included. Gradients are reduced over ``dp x cp`` ranks; the experts' smaller
   expert data-parallel group (and its sharded optimizer state) is left to ``predict``.
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
   topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
@@ -253,6 +257,13 @@ class PlanScreen:
 
         self.preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
         self.recipe = build_recipe(self.preset, self.precision, self.optimizer, ParallelismPlan())
+        # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
+        # implementation (the preset's fusion; a base's --compile is not read, as for compute)
+        from perfmodel.parallel.expert import CPImpl
+        from perfmodel.parallel.plan import CPComm
+
+        self.cp_comm = CPComm.parse(self.base.get("cp_comm"))
+        self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
         self._topos: dict[int, Any] = {}
         self._costs: dict[int, Any] = {}
         # keys: (batch, tp, sp, ep, cp); (mb, tp, pp, recompute, sp, ep, cp); (mb, tp,
@@ -454,7 +465,7 @@ class PlanScreen:
         collectives of a ``tp`` group, expert all-to-alls in full and ring attention beyond the
         attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
         costs = self._system_costs(1)
-        from perfmodel.parallel.expert import RingSteps, ring_exposed_s
+        from perfmodel.parallel.segment_comm import cp_pass_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
         tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
@@ -462,19 +473,25 @@ class PlanScreen:
         other = {g: self._group(n, tp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
 
         def side_comm(la: Any, lf: float, lb: float) -> float:
-            """Expert all-to-alls in full, ring attention beyond the attention it hides under."""
+            """Expert all-to-alls in full, ring attention beyond the attention it hides under
+            (the lowering's exposure: :func:`~perfmodel.parallel.segment_comm.
+            cp_pass_exposed_s`, the cost model's ring steps, each pass its own formula)."""
             t = 0.0
-            for points, busy in ((la.fwd_comm, lf), (la.bwd_comm, lb)):
-                ring = 0.0
+            ratio = costs.ring_step_ratio(la) if "cp" in other else (1.0, 1.0)
+            for k, (points, busy) in enumerate(((la.fwd_comm, lf), (la.bwd_comm, lb))):
+                ring: list[tuple[Any, float]] = []
                 for c in points:
                     if c.group in other:
                         grp, gc = other[c.group]
                         d = gc.collective_time(c.op, c.message_bytes, grp)
                         if c.group == "cp":
-                            ring += d
+                            ring.append((c.op, d))
                         else:
                             t += d
-                t += ring_exposed_s(ring, RingSteps.equal(busy, cp))
+                if ring:
+                    t += cp_pass_exposed_s(
+                        ring, busy, cp, ratio[k], self.cp_comm, self.cp_impl, backward=k == 1
+                    )
             return t
 
         def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:

@@ -123,15 +123,44 @@ def test_equal_steps_reproduce_the_equal_step_formulas(
 @given(
     times, times, st.integers(min_value=2, max_value=64), st.floats(min_value=1.0, max_value=3.0)
 )
-def test_a_longer_diagonal_hides_more_forward_and_backward_is_bounded(
+def test_unequal_step_exposure_is_bounded(
     comm_s: float, attention_s: float, cp: int, ratio: float
 ) -> None:
-    """With the pass's time fixed, a longer diagonal makes the half blocks shorter: the
-    exposure lies between the transfers beyond everything and the transfers in full."""
+    """With the pass's time fixed and any diagonal ratio, the exposure of either TE pass lies
+    between the transfers beyond everything and the transfers in full."""
     steps = RingSteps.split(attention_s, cp, ratio)
     for got in (ring_exposed_s(comm_s, steps), te_ring_bwd_exposed_s(comm_s, steps)):
         assert 0.0 <= got <= comm_s + 1e-9
         assert got >= comm_s - attention_s - 1e-9 * max(1.0, comm_s)
+
+
+@given(
+    times,
+    times,
+    st.floats(min_value=1.0, max_value=3.0),
+    st.floats(min_value=1.0, max_value=3.0),
+)
+def test_a_longer_diagonal_hides_more_forward_at_cp2(
+    comm_s: float, attention_s: float, r0: float, r1: float
+) -> None:
+    """At ``cp = 2``, with the pass's time fixed, a longer diagonal hides at least as much of
+    the forward (its one transfer runs under the diagonal) and at most as much of the TE
+    backward (its K/V transfer runs under the half block, which shrinks)."""
+    lo, hi = sorted((r0, r1))
+    a, b = RingSteps.split(attention_s, 2, lo), RingSteps.split(attention_s, 2, hi)
+    tol = 1e-12 * max(1.0, comm_s, attention_s)
+    assert ring_exposed_s(comm_s, b) <= ring_exposed_s(comm_s, a) + tol
+    assert te_ring_bwd_exposed_s(comm_s, b) >= te_ring_bwd_exposed_s(comm_s, a) - tol
+
+
+def test_a_longer_diagonal_need_not_hide_more_forward_golden() -> None:
+    """Beyond ``cp = 2`` the forward is not monotone in the ratio: cp = 4, 6 s of attention,
+    1.9 s per transfer. Equal steps (1.5 s): 3 x 0.4 = 1.2 s. Ratio 1.5 (diagonal 2 s, half
+    blocks 4/3 s): 0 + 2 x (1.9 - 4/3) = 17/15 s, less. Ratio 3 (diagonal 3 s, half blocks
+    1 s): 0 + 2 x 0.9 = 1.8 s, more: the transfers under the half blocks lose what the
+    diagonal's gains."""
+    got = [ring_exposed_s(5.7, RingSteps.split(6.0, 4, r)) for r in (1.0, 1.5, 3.0)]
+    assert got == pytest.approx([1.2, 17 / 15, 1.8])
 
 
 def test_ring_attention_keeps_the_causal_over_unmasked_ratio() -> None:

@@ -70,6 +70,23 @@ def test_presets_name_their_kernels() -> None:
     assert any("kernels: compile" in line for line in bf.describe())
 
 
+def test_kernels_read_the_reduce_width_when_called() -> None:
+    """FSDP2's reduce-scatter input width is the recipe's ``grad_reduce_bytes``, read by
+    ``kernels()`` when called (review10 finding 8): a recipe replaced with another width gives
+    kernels of that width, not the one the recipe was built with."""
+    from dataclasses import replace
+
+    plan = ParallelismPlan(dp=8, fsdp=True)
+    for precision in (Precision.BF16, Precision.FP8):
+        tt = build_recipe(get_preset("torchtitan"), precision, Optimizer.ADAMW, plan)
+        assert tt.stack_kernels.fsdp_copies
+        assert tt.kernels(1).fsdp_reduce_bytes == tt.grad_reduce_bytes
+        other = 2 if tt.grad_reduce_bytes != 2 else 4
+        moved = replace(tt, grad_reduce_bytes=other)
+        assert moved.kernels(1).fsdp_reduce_bytes == other
+        assert moved.kernels(4).fsdp_reduce_bytes == other
+
+
 def test_recipe_refuses_what_the_stack_cannot_run() -> None:
     adam, plan = Optimizer.ADAMW, ParallelismPlan(dp=8)
     with pytest.raises(ConfigError, match="--compile"):
