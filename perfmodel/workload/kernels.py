@@ -497,7 +497,7 @@ class Fp8Recipe(
         Transformer Engine's ``GroupedLinear`` does for its input (forward) and its output
         gradient (backward): ``tex.split_quantize`` (``transformer_engine/pytorch/module/
         grouped_linear.py``, ``csrc/extensions/cast.cpp`` ``multi_tensor_quantize_impl``,
-        TE v2.14, unchanged at v2.20.dev ``d0067d0``).
+        TE v2.9 to v2.14 alike, and v2.20.dev ``d0067d0``).
 
         * ``te-delayed`` (``Float8Quantizer``): one fused ``nvte_multi_cast_transpose`` for
           every split together: 1.
