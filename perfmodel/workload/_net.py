@@ -47,6 +47,7 @@ from perfmodel.workload.kernels import (
 )
 from perfmodel.workload.layers import (
     CommPoint,
+    ExpertRole,
     GemmShape,
     KernelClass,
     LayerCost,
@@ -226,11 +227,17 @@ class Net(ConvLayers, AttentionLayers):
         where the recipe needs them). The weight cast of a recipe that caches it
         (:attr:`~perfmodel.workload.kernels.Fp8Recipe.caches_weights`) is charged at
         ``weight_cast_share`` per micro-batch; under FSDP with FP8 all-gathers the weight is
-        cast on its shard before the gather (``1/dp`` of it: left out)."""
+        cast on its shard before the gather (``1/dp`` of it: left out). A routed experts'
+        grouped linear (``gemm.batch`` local experts) quantises its input and output gradient
+        per expert: :meth:`~perfmodel.workload.kernels.Fp8Recipe.grouped_cast_extra_launches`
+        more launches each way, and the cast layer is marked an expert layer (the compute model
+        charges those launches as bare C++ launches on the host)."""
         k = self.kernels
         assert k.fp8 is not None and la.gemm is not None
         cb = k.fp8.cast_bytes
         g = la.gemm
+        grouped = la.expert_role is ExpertRole.EXPERT and g.batch > 1
+        extra = k.fp8.grouped_cast_extra_launches(g.batch) if grouped else 0
         x_el = float(g.m * g.k * g.batch)
         dy_el = float(g.m * g.n * g.batch)
         w_el = float(g.k * g.n * g.batch)
@@ -250,9 +257,10 @@ class Net(ConvLayers, AttentionLayers):
             activation_bytes=0.0,
             output_shape=la.output_shape,
             block=la.block,
-            kernels=cb.kernels_fwd,
-            bwd_kernels=cb.kernels_bwd,
+            kernels=cb.kernels_fwd + extra,
+            bwd_kernels=cb.kernels_bwd + extra,
             kernel_class=KernelClass.FP8_CAST,
+            expert_role=ExpertRole.EXPERT if grouped else None,
         )
 
     def _fp8_gather(self, la: LayerCost) -> LayerCost:

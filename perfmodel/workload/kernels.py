@@ -492,6 +492,51 @@ class Fp8Recipe(
         it)."""
         return self is Fp8Recipe.TORCHAO_TENSORWISE
 
+    def split_quantize_launches(self, groups: int) -> int:
+        """Kernel launches that quantise one tensor split row-wise over ``groups`` experts, as
+        Transformer Engine's ``GroupedLinear`` does for its input (forward) and its output
+        gradient (backward): ``tex.split_quantize`` (``transformer_engine/pytorch/module/
+        grouped_linear.py``, ``csrc/extensions/cast.cpp`` ``multi_tensor_quantize_impl``,
+        TE v2.9 to v2.14 alike, and v2.20.dev ``d0067d0``).
+
+        * ``te-delayed`` (``Float8Quantizer``): one fused ``nvte_multi_cast_transpose`` for
+          every split together: 1.
+        * ``te-current`` (``Float8CurrentScalingQuantizer``): no fused path; each expert's
+          ``quantize_impl`` launches ``zero_amax_kernel``, the amax reduction,
+          ``compute_scale_from_amax_kernel`` and the cast-transpose
+          (``common/recipe/current_scaling.cu``): ``4 x groups``.
+        * ``mxfp8`` (``MXFP8Quantizer``): the outputs are allocated in bulk, then one
+          ``nvte_quantize_v2`` per expert (the block scales need no amax pass):
+          ``groups``.
+        * torchao recipes do not run ``GroupedLinear``; their grouped path is not modelled,
+          so one tensor keeps the dense count (:attr:`Fp8CastBytes.kernels_bwd`).
+
+        >>> Fp8Recipe.TE_CURRENT.split_quantize_launches(8), Fp8Recipe.MXFP8.split_quantize_launches(8)
+        (32, 8)
+        >>> Fp8Recipe.TE_DELAYED.split_quantize_launches(8)
+        1
+        """
+        g = max(int(groups), 1)
+        if self is Fp8Recipe.TE_CURRENT:
+            return 4 * g
+        if self is Fp8Recipe.MXFP8:
+            return g
+        if self is Fp8Recipe.TE_DELAYED:
+            return 1
+        return self.cast_bytes.kernels_bwd
+
+    def grouped_cast_extra_launches(self, groups: int) -> int:
+        """Launches one quantised tensor of a grouped (per-expert) FP8 linear adds over the
+        dense count the cast layer carries for it (:attr:`Fp8CastBytes.kernels_bwd`, one
+        tensor's kernels): ``split_quantize_launches(groups) - kernels_bwd``, at least 0.
+
+        >>> Fp8Recipe.TE_CURRENT.grouped_cast_extra_launches(8)  # 32 - 2
+        30
+        >>> Fp8Recipe.MXFP8.grouped_cast_extra_launches(1), Fp8Recipe.TE_DELAYED.grouped_cast_extra_launches(16)
+        (0, 0)
+        """
+        return max(self.split_quantize_launches(groups) - self.cast_bytes.kernels_bwd, 0)
+
     def weight_cache_bytes_per_param(self) -> float:
         """Bytes per FP8 linear parameter of the FP8 weight copies a recipe keeps between
         micro-batches: TE caches the FP8 weight and its transpose (Hopper: 1 + 1; MXFP8: row-

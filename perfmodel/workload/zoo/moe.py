@@ -208,6 +208,12 @@ def _mark(net: Net, role: ExpertRole, moe: MoeConfig | None = None, **fields: ob
     net.layers[-1] = replace(net.layers[-1], expert_role=role, **fields)  # type: ignore[arg-type]
 
 
+def _chunk_sort_map(net: Net) -> None:
+    """The last layer (a chunk sort's copy) with its map kernel first
+    (:data:`CHUNK_SORT_MAP_KERNELS`), one kernel in backward."""
+    net.layers[-1] = replace(net.layers[-1], kernels=1 + CHUNK_SORT_MAP_KERNELS, bwd_kernels=1)
+
+
 def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig) -> None:
     """Routed-expert feed-forward block (see the module docstring) on a ``(b, s, h)`` input."""
     h, tp, ep, etp = cfg.hidden, net.tp, net.ep, net.etp
@@ -249,13 +255,16 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         a2a += (CommPoint(CollectiveOp.ALLTOALL, float(rows // shard * PROB_BYTES), "ep"),)
     net.elementwise(f"{name}.permute", (rows, h), "copy", inputs=1, bwd_elements=2)
     fc, bc = fc + a2a, bc + a2a
-    _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc, router_tokens=local)
+    # Transformer Engine's fused permutation builds its row map first (PERMUTE_MAP_KERNELS)
+    maps = {"kernels": 1 + PERMUTE_MAP_KERNELS, "bwd_kernels": 1} if nccl_a2a else {}
+    _mark(net, ExpertRole.DISPATCH, moe, fwd_comm=fc, bwd_comm=bc, router_tokens=local, **maps)
     # Megatron-Core's copies of the routed rows around the experts (KernelRecipe): regrouped
     # by local expert after the dispatch, padded to the quantized GEMM's alignment
     sort = net.kernels.moe_sort_chunks and ep > 1 and moe.experts // ep > 1
     pad = net.kernels.moe_quant_padding
     if sort:
         net.elementwise(f"{name}.sort_chunks", (rows, h), "copy", inputs=1, bwd_elements=2)
+        _chunk_sort_map(net)
     if pad:
         net.elementwise(f"{name}.quant_pad", (rows, h), "copy", inputs=1, bwd_elements=2)
     net.grouped_linear(
@@ -300,6 +309,7 @@ def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe:
         net.elementwise(f"{name}.quant_unpad", (rows, h), "copy", inputs=1, bwd_elements=2)
     if sort:
         net.elementwise(f"{name}.unsort_chunks", (rows, h), "copy", inputs=1, bwd_elements=2)
+        _chunk_sort_map(net)
     fr, br = _row_comms(net, tokens * h) if etp == tp else ((), ())
     a2a = a2a[:1]  # the combine returns the rows only (the probabilities were applied)
     fr, br = fr + a2a, br + a2a
@@ -421,6 +431,18 @@ def routing_sampling_load(
 #: Megatron-Core's router returns FP32 probabilities, ``moe_router_dtype`` or the probs'
 #: upcast in ``TEGroupedMLP.forward``, ``megatron/core/transformer/moe/experts.py`` at 4415119).
 PROB_BYTES = 4
+
+#: Kernels of Transformer Engine's fused permutation that build its index map before the copy
+#: (``moe_permute_fusion=True``; Megatron-Core's all-to-all dispatcher calls ``permute`` and
+#: ``sort_chunks_by_idxs`` with ``fused=self.config.moe_permute_fusion``, token_dispatcher.py at
+#: Megatron-LM d98e8a6): ``moe_permute_with_probs`` (mask map) runs ``make_row_id_map``, three
+#: Triton kernels (``_row_id_map_pass_1/2/3_kernel``), before ``_permute_kernel``; each chunk
+#: sort runs ``make_chunk_sort_map`` (one kernel) before ``_sort_chunks_by_map_kernel``.
+#: The backward passes reuse the saved maps: one kernel each (``transformer_engine/pytorch/
+#: permutation.py`` ``_moe_permute_mask_map`` / ``_moe_chunk_sort`` and ``triton/permutation.py``,
+#: TE v2.9-v2.14).
+PERMUTE_MAP_KERNELS = 3
+CHUNK_SORT_MAP_KERNELS = 1
 
 #: Bytes of one expert's token count as Megatron-Core's all-to-all dispatcher all-gathers it
 #: (``routing_map.sum(dim=0).long()``: int64, ``MoEAlltoAllTokenDispatcher.preprocess``,
