@@ -224,3 +224,21 @@ def interval_level(flag: str = "--interval") -> Callable[[str], float | None]:
 
     parse.__name__ = "level"
     return parse
+
+
+def process_layout(flag: str = "--processes") -> Callable[[str], Any]:
+    """A job's process layout (:class:`~perfmodel.comm.p2p_read.ProcessLayout`): ``per-gpu``
+    or ``per-server`` (case-insensitive)."""
+    from perfmodel.comm.p2p_read import ProcessLayout
+
+    expected = " or ".join(e.value for e in ProcessLayout)
+
+    def parse(text: str) -> ProcessLayout:
+        t = str(text).strip().lower()
+        for e in ProcessLayout:
+            if t == e.value:
+                return e
+        raise _fail(flag, text, expected)
+
+    parse.__name__ = "process layout"
+    return parse

@@ -10,6 +10,13 @@ Examples::
 ``--gpus G`` is the total number of GPUs of the group: the first ``G`` GPUs in rank order
 (server by server); ``--group gpu0,gpu3`` names the members instead. The table prints what nccl-tests prints (time in us, algbw and busbw in
 GB/s, decimal) plus the algorithm and protocol the model used.
+
+``--processes per-server`` prices the run as nccl-tests' single-process form (``-g N``, or
+``-t N``, for a server's ``N`` GPUs: every rank of a server in one process); the default,
+``per-gpu``, is one process per GPU (``mpirun`` / ``srun`` with nccl-tests' default ``-g 1``,
+as every torchrun job runs). It decides NCCL's direct pointers between NVLink GPUs
+(:func:`perfmodel.comm.p2p_read.p2p_path`). ``--compare`` reads it from the log's ``Pid``
+columns unless the flag is given.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from perfmodel.cli._common import (
     print_json,
     system_from_args,
 )
+from perfmodel.comm.p2p_read import ProcessLayout
 from perfmodel.comm.params import Algorithm
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -69,6 +77,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--algorithm", default="auto", help=f"one of {', '.join(_ALGOS)}")
     p.add_argument("--fidelity", choices=["analytic", "simulated"], default="analytic")
+    add_typed_arg(
+        p,
+        "--processes",
+        ty.process_layout,
+        metavar="{per-gpu,per-server}",
+        help="how the ranks map onto processes: per-gpu (default: one process per GPU, "
+        "nccl-tests -g 1 under mpirun/srun, as torchrun jobs run) or per-server (one process "
+        "drives a server's GPUs, nccl-tests -g N); with --compare, default: read from the "
+        "log's Pid column (per-gpu where it does not say)",
+    )
     p.add_argument(
         "--p2p",
         choices=["on", "off"],
@@ -113,6 +131,13 @@ def _model(args: argparse.Namespace, topo: Topology) -> Any:
     return CommCostModel(topo, lp, fidelity=args.fidelity)
 
 
+def _laid_out(topo: Topology, layout: ProcessLayout) -> Topology:
+    """``topo`` run by a job of ``layout`` (unchanged for one process per GPU)."""
+    from perfmodel.comm.p2p_read import with_process_layout
+
+    return topo if layout is ProcessLayout.PER_GPU else with_process_layout(topo, layout)
+
+
 def _group(topo: Topology, gpus: int | None) -> tuple[str, ...]:
     if gpus is None:
         return topo.gpus
@@ -141,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
 
         # the GPUs now state P2P: the rule of the release in force leaves them alone
         topo = with_nccl_p2p_rule(topo.with_p2p(args.p2p == "on"))
+    layout = args.processes or ProcessLayout.PER_GPU
+    topo = _laid_out(topo, layout)
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]
@@ -161,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "system": topo.name,
                 "gpus": n,
+                "processes": layout.value,
                 "results": [
                     {**r.to_dict(), **_interval_fields(r, iv)}
                     for r, iv in zip(results, ivs, strict=True)
@@ -186,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
             f"# perfmodel comm: {op.value} on {topo.name} ({n} GPUs, "
             f"{len({topo.server_of(g) for g in group})} server(s)), algorithm {args.algorithm}, "
             f"fidelity {args.fidelity}"
+            + (", one process per server" if layout is ProcessLayout.PER_SERVER else "")
         )
         pct = "" if args.interval is None else f"{100 * args.interval:g}%"
         print(
@@ -362,7 +391,8 @@ def _compare(args: argparse.Namespace) -> int:
         if args.nodes == 1 and log.nodes > 1:
             args.nodes = log.nodes
         guessed = " (guessed from the log's devices; give --system to choose)"
-    topo = system_from_args(args)
+    layout, layout_note = _log_layout(args.processes, log)
+    topo = _laid_out(system_from_args(args), layout)
     ranks = args.gpus or log.ranks or topo.num_gpus
     group = _group(topo, ranks)
     if args.group:
@@ -386,6 +416,8 @@ def _compare(args: argparse.Namespace) -> int:
                 "system": topo.name,
                 "gpus": len(group),
                 "op": op.value,
+                "processes": layout.value,
+                "processes_from": layout_note,
                 "skipped_lines": [s.__dict__ for s in log.skipped],
                 "error_convention": "time_error_pct = predicted / measured - 1 (x100)",
                 "verdict": verdict.text,
@@ -409,6 +441,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     else:
         print(f"# {args.compare}: {op.value}, {len(group)} ranks on {topo.name}{guessed}")
+        print(f"# processes: {layout.value} ({layout_note})")
         print(
             "# time err = predicted / measured - 1 (out-of-place time): negative = the machine is "
             "slower than the model expects; in-place = the log's in-place time"
@@ -444,3 +477,20 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"# plot written to {args.plot}", file=sys.stderr)
     # a script acts on the status: 0 healthy, 3 degraded, 4 nothing to judge (docs/cli.md)
     return verdict.exit_status
+
+
+def _log_layout(flag: ProcessLayout | None, log: Any) -> tuple[ProcessLayout, str]:
+    """The compared run's process layout and where it came from: ``--processes`` when given,
+    else the log's ``Pid`` column (:attr:`~perfmodel.comm.nccl_tests.NcclTestsLog.processes`),
+    else one process per GPU."""
+    if flag is not None:
+        return flag, "--processes"
+    found = log.processes
+    if found is not None:
+        return found, "the log's Pid column"
+    if log.rank_processes:
+        return ProcessLayout.PER_GPU, (
+            "the log's processes drive some but not all of a server's GPUs; priced as one "
+            "process per GPU (mixed layouts not modelled)"
+        )
+    return ProcessLayout.PER_GPU, "the default: the log lists no Pid"

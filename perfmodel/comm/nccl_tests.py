@@ -29,6 +29,7 @@ from typing import Any
 
 from perfmodel import units
 from perfmodel._io import parse_json
+from perfmodel.comm.p2p_read import ProcessLayout
 from perfmodel.errors import ParseError
 from perfmodel.ops import CollectiveOp
 
@@ -48,6 +49,7 @@ _DTYPES = {
 }  # fmt: skip
 _REDOPS = {"sum", "prod", "max", "min", "avg", "none", "premulsum", "mulsum"}
 _RANK_RE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device")
+_PID_RE = re.compile(r"\bPid\s+(\d+)\b")
 _NGPUS_RE = re.compile(r"nGpus\s+(\d+)")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _BIN_RE = re.compile(
@@ -93,6 +95,11 @@ class NcclTestsLog:
         Ranks listed under "Using devices" (0 if absent) and their distinct host names.
     rows
         The parsed rows; ``skipped`` lists the rejected table lines and why.
+    rank_processes
+        ``(host, pid)`` of each rank listed with a ``Pid`` (nccl-tests' ``common.cu`` prints
+        ``Rank r [Group g] Pid p on host device d``, one line per rank in rank order); empty when
+        the log lists none (JSON logs, older layouts). :attr:`processes` reads the job's layout
+        from it.
     """
 
     rows: tuple[NcclTestsRow, ...]
@@ -105,10 +112,38 @@ class NcclTestsLog:
     source: str = "<text>"
     layout: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    rank_processes: tuple[tuple[str, int], ...] = ()
 
     @property
     def nodes(self) -> int:
         return max(1, len(self.hosts))
+
+    @property
+    def processes(self) -> ProcessLayout | None:
+        """The run's process layout from :attr:`rank_processes`: one process per GPU when
+        every rank has its own ``(host, pid)``, one per server when every host's ranks share
+        one pid (nccl-tests ``-g N`` or ``-t N`` with ``N`` = the host's GPUs); ``None`` when
+        the log lists no pids, has one rank, or mixes the two (``-g 2`` under ``mpirun -np 4``
+        on 8 GPUs: some ring neighbours share a process, some do not; not modelled).
+
+        >>> NcclTestsLog(rows=(), rank_processes=(("a", 7), ("a", 7), ("b", 9), ("b", 9))).processes
+        <ProcessLayout.PER_SERVER: 'per-server'>
+        >>> NcclTestsLog(rows=(), rank_processes=(("a", 7), ("a", 8))).processes
+        <ProcessLayout.PER_GPU: 'per-gpu'>
+        >>> NcclTestsLog(rows=(), rank_processes=(("a", 7), ("a", 7), ("a", 8), ("a", 8))).processes is None
+        True
+        """
+        procs = self.rank_processes
+        if len(procs) < 2:
+            return None
+        if len(set(procs)) == len(procs):
+            return ProcessLayout.PER_GPU
+        per_host: dict[str, set[int]] = {}
+        for host, pid in procs:
+            per_host.setdefault(host, set()).add(pid)
+        if all(len(pids) == 1 for pids in per_host.values()):
+            return ProcessLayout.PER_SERVER
+        return None
 
 
 def _num(tok: str) -> float:
@@ -194,6 +229,7 @@ def parse_nccl_tests(
     skipped: list[SkippedLine] = []
     hosts: list[str] = []
     devices: list[str] = []
+    procs: list[tuple[str, int]] = []
     ranks = 0
     avg = None
     layouts: set[str] = set()
@@ -212,6 +248,9 @@ def parse_nccl_tests(
                 ranks += 1
                 if m.group(2) not in hosts:
                     hosts.append(m.group(2))
+                pid = _PID_RE.search(line)
+                if pid:
+                    procs.append((m.group(2), int(pid.group(1))))
                 devices.append(line.split("]")[-1].strip() if "]" in line else "")
                 continue
             m = _AVG_RE.match(line)
@@ -256,6 +295,7 @@ def parse_nccl_tests(
         source=source,
         layout=",".join(sorted(layouts)),
         info=info,
+        rank_processes=tuple(procs) if len(procs) == ranks else (),
     )
 
 

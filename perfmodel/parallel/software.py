@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from perfmodel import units
+from perfmodel.comm.p2p_read import ProcessLayout
 from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import DType
 from perfmodel.errors import ConfigError
@@ -215,6 +216,7 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "scatter inputs, gather outputs; gradients reduced into device_ids[0]",
                 "PyTorch docs: DataParallel is single-process multi-thread and suffers GIL contention",
             ),
+            processes=ProcessLayout.PER_SERVER,
             optimizer_impl=OptimizerImpl.FOREACH,
             fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
             dispatch_mode="pytorch-eager",
@@ -241,8 +243,13 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "all-reduced (batched into packs) after the gradient computation, before apply",
                 "host split per sample: fit over the MareNostrum 5 rows, see "
                 "TF_MIRRORED_SPLIT_PER_SAMPLE_S",
+                "one process per server: MirroredStrategy replicates in-graph over the local GPUs "
+                "(docs: 'synchronous training across multiple replicas on one machine'); the "
+                "process's NcclManager (tensorflow/core/nccl/nccl_manager.cc, TF 1.13-2.x) keys "
+                "a single-node communicator on the set of its local devices",
             ),
             host_split_per_sample_s=TF_MIRRORED_SPLIT_PER_SAMPLE_S,
+            processes=ProcessLayout.PER_SERVER,
         ),
         SoftwarePreset(
             name="tf-replicated",
@@ -252,7 +259,11 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "tensorflow/benchmarks tf_cnn_benchmarks (2017): variable_update=replicated with "
                 "NCCL all-reduce of the gradients after they are computed, in the same graph step; "
                 "variable_update=parameter_server uses dp_mode=parameter-server",
+                "one process per server: tf_cnn_benchmarks builds one replica tower per local GPU "
+                "(--num_gpus) in its one graph, and the NCCL all-reduce runs in that process "
+                "(tensorflow/core/nccl/nccl_manager.cc)",
             ),
+            processes=ProcessLayout.PER_SERVER,
         ),
         SoftwarePreset(
             name="cuda-convnet2",
@@ -271,7 +282,9 @@ PRESETS: dict[str, SoftwarePreset] = {
             sources=(
                 "tf.keras.utils.multi_gpu_model docs (TF 1.15/2.1): sub-batches on each GPU, "
                 "results concatenated on the CPU, cpu_merge=True keeps/merges weights on the CPU",
+                "one process: multi_gpu_model replicates the model in-graph over the local GPUs",
             ),
+            processes=ProcessLayout.PER_SERVER,
         ),
         SoftwarePreset(
             name="megatron",
@@ -649,8 +662,8 @@ def presets_markdown() -> str:
     """The preset table as Markdown (for ``docs/predict.md``)."""
     head = (
         "| preset | DP mode | bucket | overlap | fusion cycle | algorithm | ZeRO | host cost "
-        "| conv layout | sources |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n"
+        "| conv layout | processes | sources |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for p in PRESETS.values():
@@ -675,6 +688,6 @@ def presets_markdown() -> str:
         rows.append(
             f"| {p.name} | {p.dp_mode.value} | {bucket} | {'yes' if p.overlap_grad_comm else 'no'} "
             f"| {p.fusion_cycle_s * 1e3:g} ms | {p.comm_algorithm} | {zero} | {'; '.join(host) or '-'} "
-            f"| {p.memory_format} | {'; '.join(p.sources)} |"
+            f"| {p.memory_format} | {p.processes.value} | {'; '.join(p.sources)} |"
         )
     return head + "\n".join(rows) + "\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from perfmodel import units
+from perfmodel.comm.p2p_read import ProcessLayout
 from perfmodel.compute.attention import AttentionBackend
 from perfmodel.compute.params import HOST_DISPATCH_S
 from perfmodel.dtypes import DType
@@ -287,6 +288,17 @@ class SoftwarePreset:
         ``scaled_dot_product_attention`` with PyTorch 2.5.1-2.8's backend choice
         (:func:`perfmodel.compute.attention.resolve`), ``cudnn`` for Transformer Engine's fused
         attention, ``generic`` where the stack does not fix it (the fitted or default pair).
+    processes
+        How the stack maps a server's GPUs onto processes
+        (:class:`~perfmodel.comm.p2p_read.ProcessLayout`): one process per GPU (the default:
+        torchrun-launched PyTorch DDP / FSDP / Megatron / DeepSpeed / torchtitan / NeMo,
+        ``horovodrun -np N``), or one process driving every GPU of its server (in-graph
+        replication: TensorFlow ``MirroredStrategy`` and tf_cnn_benchmarks'
+        ``variable_update=replicated``, PyTorch ``nn.DataParallel``, Keras ``multi_gpu_model``).
+        NCCL gives same-process P2P connections direct pointers up to release 2.22
+        (:func:`~perfmodel.comm.p2p_read.p2p_path`); the system costs price the stack's
+        collectives on the topology stamped with this layout
+        (:func:`perfmodel.pipeline.inputs.system_costs`).
     even_pipeline_split
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
@@ -329,6 +341,7 @@ class SoftwarePreset:
     optimizer_dtype: DType = DType.FP32
     activation_offload_layers: int = 0
     tp_overlap: TPOverlap | None = None
+    processes: ProcessLayout = ProcessLayout.PER_GPU
     even_pipeline_split: bool = True
     sequence_parallel_with_tp: bool = False
     fusion: Fusion = Fusion.EAGER

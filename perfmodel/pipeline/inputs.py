@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from perfmodel._io import file_stamp
+from perfmodel.comm.p2p_read import ProcessLayout, process_layout, with_process_layout
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import SystemCosts
@@ -181,7 +182,12 @@ def system_costs(
     ``recipe`` (the scenario's training recipe) sets ``ComputeParams.cast_weights_each_step``
     from :attr:`Recipe.autocast_casts`, ``ComputeParams.attention_backend`` from
     :attr:`Recipe.attention_backend` and the optimizer step's bytes; ``None`` keeps them.
+    The preset's process layout (:attr:`~perfmodel.parallel.software.SoftwarePreset.processes`)
+    is stamped on the topology the costs price collectives on (:func:`laid_out`): NCCL's direct
+    pointers inside one process (:func:`perfmodel.comm.p2p_read.p2p_path`).
     """
+    if preset is not None:
+        topo = laid_out(topo, preset.processes)
     cp = None
     measured = None
     gpu = stamp = None
@@ -197,6 +203,22 @@ def system_costs(
         host = float(cp.host_dispatch_s) if cp is not None else 0.0
     compute = None if recipe is None else recipe.compute  # plan-independent: one cache entry
     return _system_costs(topo, precision, calibration, gpu, stamp, host, memory_format, compute)
+
+
+@lru_cache(maxsize=64)
+def _laid_out(topo: Topology, layout: ProcessLayout) -> Topology:
+    return with_process_layout(topo, layout)
+
+
+def laid_out(topo: Topology, layout: ProcessLayout) -> Topology:
+    """``topo`` run by a job of process ``layout`` (a
+    :class:`~perfmodel.comm.p2p_read.ProcessLayout`): ``topo`` itself where it already records
+    that layout (one process per GPU on every built system), else one stamped copy per
+    (topology, layout), so that :func:`_system_costs`, cached on the topology's identity, finds
+    it again."""
+    if process_layout(topo) is layout:
+        return topo
+    return _laid_out(topo, layout)
 
 
 @lru_cache(maxsize=256)
