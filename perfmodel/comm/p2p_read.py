@@ -51,9 +51,13 @@ anything here; which A100 board vTrain used is not stated, the mapping takes the
 80 GB part).
 
 Whether the ranks are one process per GPU is a property of the job (:class:`ProcessLayout`,
-:func:`with_process_layout`): training through torchrun / Megatron-LM / torchtitan / NeMo runs
-one process per GPU (the default); nccl-tests runs one process for ``-g N`` GPUs, one per GPU
-under MPI or srun with ``-g 1``. The release is the one the scenario states, else the era of
+:func:`with_process_layout`), stated once per training stack
+(:attr:`perfmodel.parallel.software.SoftwarePreset.processes`, stamped on the topology by
+:func:`perfmodel.pipeline.inputs.system_costs`): training through torchrun / Megatron-LM /
+torchtitan / NeMo runs one process per GPU (the default); TensorFlow's in-graph replication
+(``MirroredStrategy``, tf_cnn_benchmarks) and PyTorch ``nn.DataParallel`` one per server.
+nccl-tests runs one process for ``-g N`` GPUs, one per GPU under MPI or srun with ``-g 1``
+(``perfmodel comm --processes``; ``--compare`` reads the log's ``Pid`` column). The release is the one the scenario states, else the era of
 the tuner table the model prices with (:func:`perfmodel.comm.tuner.tuner_for`: 2.29 for Hopper
 and Blackwell, 2.8 before; :func:`priced_release`).
 """
