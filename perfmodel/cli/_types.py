@@ -234,11 +234,10 @@ def process_layout(flag: str = "--processes") -> Callable[[str], Any]:
     expected = " or ".join(e.value for e in ProcessLayout)
 
     def parse(text: str) -> ProcessLayout:
-        t = str(text).strip().lower()
-        for e in ProcessLayout:
-            if t == e.value:
-                return e
-        raise _fail(flag, text, expected)
+        try:
+            return ProcessLayout.parse(str(text).strip(), where=flag)
+        except ConfigError:
+            raise _fail(flag, text, expected) from None
 
     parse.__name__ = "process layout"
     return parse

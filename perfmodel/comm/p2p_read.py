@@ -64,10 +64,10 @@ and Blackwell, 2.8 before; :func:`priced_release`).
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel._enum import ParsedEnum
 from perfmodel.comm.tuner import NCCL_2_29, tuner_for
 from perfmodel.ops import CollectiveOp
 
@@ -86,8 +86,12 @@ _RING_OPS = frozenset({CollectiveOp.ALLREDUCE, CollectiveOp.ALLGATHER, Collectiv
 META_KEY = "process_layout"
 
 
-class ProcessLayout(enum.Enum):
-    """How a job's ranks map onto processes."""
+class ProcessLayout(ParsedEnum, where="processes", noun="process layout"):
+    """How a job's ranks map onto processes.
+
+    >>> ProcessLayout.parse("Per-Server")
+    <ProcessLayout.PER_SERVER: 'per-server'>
+    """
 
     PER_GPU = "per-gpu"
     """One process per GPU (torchrun, Megatron-LM, torchtitan, NeMo; nccl-tests under MPI or

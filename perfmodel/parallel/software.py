@@ -428,7 +428,8 @@ class SoftwareOption:
     ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
     ``cross_entropy_fusion_impl`` name, ``te`` or ``native``; ``param-owners``, a
     :class:`~perfmodel.parallel.stack_choices.ParamOwners` or InternEvo's ``overlap_sync_param``
-    value, ``true`` or ``false``), the framework settings that name it (accepted as aliases) and what it does."""
+    value, ``true`` or ``false``; ``processes``, a
+    :class:`~perfmodel.comm.p2p_read.ProcessLayout`), the framework settings that name it (accepted as aliases) and what it does."""
 
     field: str
     kind: str
@@ -523,6 +524,15 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "rotary embedding as flash-attention's in-place rotary_emb kernel (InternLM fa7337b)",
         ),
         SoftwareOption(
+            "processes",
+            "processes",
+            (),
+            "how the stack maps a server's GPUs onto processes: per-gpu (torchrun, horovodrun, "
+            "MultiWorkerMirroredStrategy with a worker per GPU) or per-server (in-graph "
+            "replication: MirroredStrategy, tf_cnn_benchmarks, nn.DataParallel); NCCL <= 2.22 "
+            "gives same-process NVLink peers direct pointers",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),
@@ -564,6 +574,8 @@ def _option_value(key: str, value: object, where: str) -> object:
         return CrossEntropy.parse(value, where=f"{where}: {key}")
     if kind == "param-owners":
         return ParamOwners.parse(value, where=f"{where}: {key}")
+    if kind == "processes":
+        return ProcessLayout.parse(str(value).strip(), where=f"{where}: {key}")
     if kind == "count":
         try:
             n = int(str(value).strip()) if not isinstance(value, bool) else -1

@@ -114,3 +114,19 @@ def test_compare_reads_the_log_unless_told(capsys):
     assert told["processes"] == "per-gpu" and told["processes_from"] == "--processes"
     big_read, big_told = read["rows"][-1], told["rows"][-1]
     assert big_read["predicted_time_s"] < big_told["predicted_time_s"]
+
+
+def test_a_run_may_state_its_layout():
+    """``--software-option processes=...`` overrides the preset's fact (MultiWorkerMirrored
+    with a worker per GPU; Horovod never runs one process per server by default); a bad value
+    names itself and where it came from."""
+    from perfmodel.errors import ConfigError
+    from perfmodel.parallel.software import with_software_options
+
+    topo = load_system("dgx1-v100")
+    tf = get_preset("tf-mirrored")
+    per_gpu = with_software_options(tf, {"processes": "per-gpu"})
+    assert per_gpu.processes is ProcessLayout.PER_GPU
+    assert system_costs(topo, Precision.FP32, None, per_gpu).topology is topo
+    with pytest.raises(ConfigError, match="unknown process layout 'threads'"):
+        with_software_options(tf, {"processes": "threads"})

@@ -49,6 +49,7 @@ def test_aliases_name_the_same_knob() -> None:
         "param_owners",
         "apex_rms_norm",
         "fused_rope",
+        "processes",
     }
     assert software_option_key("cross_entropy_fusion_impl") == "cross_entropy"
     assert software_option_key("overlap_sync_param") == "param_owners"
