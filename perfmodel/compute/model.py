@@ -508,7 +508,7 @@ class ComputeModel:
         gpu_s += t_in + t_w
         host_s += host_add
         expert_f, expert_b = self._grouped_host_launches(layer, grouped)
-        bare_f, bare_b = self._grouped_cast_bare_launches(layer)
+        bare_f, bare_b = self._fp8_cast_bare_launches(layer)
         expert_f -= bare_f * (1.0 - HOST_LAUNCH_SHARE) * host
         expert_b -= bare_b * (1.0 - HOST_LAUNCH_SHARE) * host
         host_s += expert_f + expert_b
@@ -529,23 +529,20 @@ class ComputeModel:
             cast_fwd_s=cast_fwd_s,
         )
 
-    def _grouped_cast_bare_launches(self, layer: LayerCost) -> tuple[int, int]:
-        """Launches, forward and backward, of a routed experts' FP8 cast layer beyond the
-        dense count of the model's FP8 recipe: Transformer Engine's ``split_quantize`` issues
-        them from its C++ loop over the experts (:meth:`~perfmodel.workload.kernels.Fp8Recipe.
-        split_quantize_launches`), so each costs the host a bare launch,
-        ``HOST_LAUNCH_SHARE x host_dispatch_s``, not a modelled kernel's ``host_dispatch_s``
-        (:data:`~perfmodel.compute.params.HOST_LAUNCH_SHARE`). ``(0, 0)`` for any other layer
-        or without a recipe."""
-        if (
-            self._fp8 is None
-            or layer.kernel_class is not KernelClass.FP8_CAST
-            or layer.expert_role is not ExpertRole.EXPERT
-        ):
+    def _fp8_cast_bare_launches(self, layer: LayerCost) -> tuple[int, int]:
+        """Launches, forward and backward, of an FP8 cast layer beyond the quantise calls the
+        host issues for it (:attr:`~perfmodel.workload.kernels.Fp8Recipe.cast_calls`): current
+        scaling's zero-amax, amax and scale kernels, a grouped linear's per-expert
+        ``split_quantize`` loop, MXFP8's scale swizzles inside the GEMM call (:meth:`~perfmodel.
+        workload.kernels.Fp8Recipe.cast_launches`) all come from one C++ call, so each costs
+        the host a bare launch, ``HOST_LAUNCH_SHARE x host_dispatch_s``, not a modelled
+        kernel's ``host_dispatch_s`` (:data:`~perfmodel.compute.params.HOST_LAUNCH_SHARE`).
+        ``(0, 0)`` for any other layer or without a recipe."""
+        if self._fp8 is None or layer.kernel_class is not KernelClass.FP8_CAST:
             return 0, 0
-        cb = self._fp8.cast_bytes
+        calls_f, calls_b = self._fp8.cast_calls
         bwd = layer.kernels if layer.bwd_kernels is None else layer.bwd_kernels
-        return max(layer.kernels - cb.kernels_fwd, 0), max(bwd - cb.kernels_bwd, 0)
+        return max(layer.kernels - calls_f, 0), max(bwd - calls_b, 0)
 
     def _grouped_host_launches(self, layer: LayerCost, grouped: bool) -> tuple[float, float]:
         """Host seconds, forward and backward, of a grouped GEMM's per-expert launches beyond

@@ -226,18 +226,20 @@ class Net(ConvLayers, AttentionLayers):
         weight, backward casts of the output gradient (and the re-quantised input and weight
         where the recipe needs them). The weight cast of a recipe that caches it
         (:attr:`~perfmodel.workload.kernels.Fp8Recipe.caches_weights`) is charged at
-        ``weight_cast_share`` per micro-batch; under FSDP with FP8 all-gathers the weight is
-        cast on its shard before the gather (``1/dp`` of it: left out). A routed experts'
-        grouped linear (``gemm.batch`` local experts) quantises its input and output gradient
-        per expert: :meth:`~perfmodel.workload.kernels.Fp8Recipe.grouped_cast_extra_launches`
-        more launches each way, and the cast layer is marked an expert layer (the compute model
-        charges those launches as bare C++ launches on the host)."""
+        ``weight_cast_share`` per micro-batch, bytes and launches; under FSDP with FP8
+        all-gathers the weight is cast on its shard before the gather (``1/dp`` of it: left
+        out). Launches: :meth:`~perfmodel.workload.kernels.Fp8Recipe.cast_launches` (a routed
+        experts' grouped linear, ``gemm.batch`` local experts, quantises its input and output
+        gradient per expert; MXFP8 swizzles the block scales of the weight and of any operand
+        that sequence parallelism all-gathers, a ``tp`` all-gather or reduce-scatter in
+        ``la.fwd_comm``, before each GEMM, 2 B per 32 elements each:
+        :attr:`~perfmodel.workload.kernels.Fp8Recipe.scale_swizzle_bytes`). A grouped cast
+        layer is marked an expert layer."""
         k = self.kernels
         assert k.fp8 is not None and la.gemm is not None
         cb = k.fp8.cast_bytes
         g = la.gemm
         grouped = la.expert_role is ExpertRole.EXPERT and g.batch > 1
-        extra = k.fp8.grouped_cast_extra_launches(g.batch) if grouped else 0
         x_el = float(g.m * g.k * g.batch)
         dy_el = float(g.m * g.n * g.batch)
         w_el = float(g.k * g.n * g.batch)
@@ -245,6 +247,23 @@ class Net(ConvLayers, AttentionLayers):
         if k.fsdp_copies and k.fp8.fsdp_fp8_all_gather:
             share = 0.0
         dgrad = la.bwd_input_flop > 0
+        tp_ops = {c.op for c in la.fwd_comm if c.group == "tp"}
+        gathered = CollectiveOp.ALLGATHER in tp_ops
+        scattered = CollectiveOp.REDUCESCATTER in tp_ops
+        kernels, bwd_kernels = k.fp8.cast_launches(
+            g.batch if grouped else 1,
+            share,
+            dgrad=dgrad,
+            input_gathered=gathered,
+            grad_gathered=scattered,
+        )
+        sw = k.fp8.scale_swizzle_bytes
+        sw_fwd = sw * (w_el + (x_el if gathered else 0.0))
+        sw_bwd = sw * (
+            (w_el if dgrad else 0.0)
+            + (x_el if gathered else 0.0)
+            + (2 * dy_el if scattered else 0.0)
+        )
         return LayerCost(
             name=f"{la.name}.fp8_cast",
             kind=LayerKind.ELEMENTWISE,
@@ -252,13 +271,16 @@ class Net(ConvLayers, AttentionLayers):
             bwd_input_flop=2.0 * dy_el,
             bwd_weight_flop=0.0,
             params=0,
-            fwd_bytes=cb.x_fwd * x_el + cb.w_fwd * w_el * share,
-            bwd_bytes=cb.dy_bwd * dy_el + cb.x_bwd * x_el + (cb.w_bwd * w_el if dgrad else 0.0),
+            fwd_bytes=cb.x_fwd * x_el + cb.w_fwd * w_el * share + sw_fwd,
+            bwd_bytes=cb.dy_bwd * dy_el
+            + cb.x_bwd * x_el
+            + (cb.w_bwd * w_el if dgrad else 0.0)
+            + sw_bwd,
             activation_bytes=0.0,
             output_shape=la.output_shape,
             block=la.block,
-            kernels=cb.kernels_fwd + extra,
-            bwd_kernels=cb.kernels_bwd + extra,
+            kernels=kernels,
+            bwd_kernels=bwd_kernels,
             kernel_class=KernelClass.FP8_CAST,
             expert_role=ExpertRole.EXPERT if grouped else None,
         )

@@ -525,17 +525,125 @@ class Fp8Recipe(
             return 1
         return self.cast_bytes.kernels_bwd
 
-    def grouped_cast_extra_launches(self, groups: int) -> int:
-        """Launches one quantised tensor of a grouped (per-expert) FP8 linear adds over the
-        dense count the cast layer carries for it (:attr:`Fp8CastBytes.kernels_bwd`, one
-        tensor's kernels): ``split_quantize_launches(groups) - kernels_bwd``, at least 0.
+    @property
+    def quantize_launches(self) -> int:
+        """GPU kernels that quantise one tensor, undivided, under a Transformer Engine recipe
+        (``tex.quantize``; TE v2.14 ``transformer_engine/pytorch/csrc/quantizer.cpp``):
 
-        >>> Fp8Recipe.TE_CURRENT.grouped_cast_extra_launches(8)  # 32 - 2
-        30
-        >>> Fp8Recipe.MXFP8.grouped_cast_extra_launches(1), Fp8Recipe.TE_DELAYED.grouped_cast_extra_launches(16)
+        * ``te-delayed`` (``Float8Quantizer``): one cast-transpose, the amax fused and the
+          scale from the amax history: 1.
+        * ``te-current`` (``Float8CurrentScalingQuantizer::quantize_impl``, quantizer.cpp:857-896):
+          ``zero_amax_kernel`` and the amax reduction (``nvte_compute_amax_with_config``,
+          ``common/recipe/current_scaling.cu``:75 and :97-107), ``compute_scale_from_amax_kernel``
+          (current_scaling.cu:258), then the cast (``nvte_quantize_v2``): 4 (the same in TE v2.9,
+          v2.12 and v2.15).
+        * ``mxfp8`` (``MXFP8Quantizer``): one ``nvte_quantize_v2``, the block amax local: 1.
+        * torchao recipes: their per-layer counts (:attr:`Fp8CastBytes.kernels_fwd`) hold;
+          here the backward count of one tensor, :attr:`Fp8CastBytes.kernels_bwd`.
+
+        >>> [r.quantize_launches for r in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT, Fp8Recipe.MXFP8)]
+        [1, 4, 1]
+        """
+        if self is Fp8Recipe.TE_CURRENT:
+            return 4
+        if self in (Fp8Recipe.TE_DELAYED, Fp8Recipe.MXFP8):
+            return 1
+        return self.cast_bytes.kernels_bwd
+
+    @property
+    def scale_swizzle_bytes(self) -> float:
+        """Bytes per element of one GEMM operand that Transformer Engine's scale swizzle moves
+        before an MXFP8 GEMM: it reads one E8M0 scale per 32 elements and writes it in the
+        GEMM's interleaved layout (1 + 1 B per 32 elements); 0 for the other recipes, whose
+        GEMMs take per-tensor scales as they are (``swizzle_scales_for_gemm`` returns early,
+        TE v2.14 ``pytorch/csrc/extensions/swizzle.cpp``:47-61)."""
+        return 2.0 / 32 if self is Fp8Recipe.MXFP8 else 0.0
+
+    def gemm_swizzle_launches(
+        self, *, dgrad: bool = True, input_gathered: bool = False, grad_gathered: bool = False
+    ) -> tuple[int, int]:
+        """Scale-swizzle launches, forward and backward, around one FP8 linear's GEMMs.
+
+        Transformer Engine v2.14 swizzles an MXFP8 operand's block scales into the GEMM layout
+        inside the GEMM call (``pytorch/csrc/extensions/gemm.cpp``:281-282, one
+        ``nvte_swizzle_scaling_factors`` per operand; grouped GEMMs one multi-tensor swizzle per
+        operand list, gemm.cpp:545-547) unless the quantize kernel wrote them swizzled already.
+        ``Linear``/``LayerNormLinear``/``GroupedLinear`` ask for that (``optimize_for_gemm``,
+        ``module/linear.py``:1486-1495, ``grouped_linear.py``:1229-1239; since TE v2.12) for the
+        input and the output gradient, not for the weight, and not for a tensor that
+        sequence parallelism all-gathers (the column-parallel input, the row-parallel output
+        gradient). So:
+
+        * forward: the weight's row-wise scales (1), plus the gathered input's;
+        * backward: the weight's column-wise scales for the input gradient (1 if ``dgrad``),
+          the gathered input's column-wise scales for the weight gradient, the gathered
+          output gradient's for both GEMMs (2).
+
+        ``(0, 0)`` for per-tensor recipes (:attr:`scale_swizzle_bytes`).
+
+        >>> Fp8Recipe.MXFP8.gemm_swizzle_launches(), Fp8Recipe.MXFP8.gemm_swizzle_launches(grad_gathered=True)
+        ((1, 1), (1, 3))
+        >>> Fp8Recipe.TE_CURRENT.gemm_swizzle_launches(input_gathered=True)
         (0, 0)
         """
-        return max(self.split_quantize_launches(groups) - self.cast_bytes.kernels_bwd, 0)
+        if self is not Fp8Recipe.MXFP8:
+            return 0, 0
+        fwd = 1 + int(input_gathered)
+        return fwd, int(dgrad) + int(input_gathered) + 2 * int(grad_gathered)
+
+    def cast_launches(
+        self,
+        groups: int = 1,
+        weight_share: float = 1.0,
+        *,
+        dgrad: bool = True,
+        input_gathered: bool = False,
+        grad_gathered: bool = False,
+    ) -> tuple[int, int]:
+        """GPU launches, forward and backward, of one FP8 linear layer's quantisation per
+        micro-batch.
+
+        Transformer Engine recipes: forward, the input (``split_quantize_launches(groups)``
+        for a grouped linear, else :attr:`quantize_launches`) and the weight
+        (``quantize_launches``, on the micro-batches that cast it: ``weight_share`` is the
+        share of a cast each micro-batch carries, :attr:`KernelRecipe.weight_cast_share`, and
+        the expected count ``weight_share x quantize_launches`` is rounded half up); backward,
+        the output gradient (as the input); each plus :meth:`gemm_swizzle_launches`. torchao
+        recipes: :attr:`Fp8CastBytes.kernels_fwd`/``kernels_bwd`` (casts at every
+        micro-batch; their grouped path is not modelled).
+
+        >>> Fp8Recipe.TE_CURRENT.cast_launches()  # input 4 + weight 4; output gradient 4
+        (8, 4)
+        >>> Fp8Recipe.TE_CURRENT.cast_launches(8, weight_share=1 / 16)  # 32 + 0; 32
+        (32, 32)
+        >>> Fp8Recipe.MXFP8.cast_launches(), Fp8Recipe.TE_DELAYED.cast_launches()
+        ((3, 2), (2, 1))
+        """
+        if self not in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT, Fp8Recipe.MXFP8):
+            return self.cast_bytes.kernels_fwd, self.cast_bytes.kernels_bwd
+        g = max(int(groups), 1)
+        q = self.quantize_launches
+        act = self.split_quantize_launches(g) if g > 1 else q
+        weight = int(q * min(max(weight_share, 0.0), 1.0) + 0.5)
+        sw_f, sw_b = self.gemm_swizzle_launches(
+            dgrad=dgrad, input_gathered=input_gathered, grad_gathered=grad_gathered
+        )
+        return act + weight + sw_f, act + sw_b
+
+    @property
+    def cast_calls(self) -> tuple[int, int]:
+        """Quantise calls, forward and backward, of one FP8 linear layer that pay a
+        module-level dispatch on the host (``host_dispatch_s``); every further launch of
+        :meth:`cast_launches` costs the host a bare launch. Transformer Engine: the input's
+        (forward) and the output gradient's (backward) ``tex.quantize``: (1, 1); the launches
+        behind them (current scaling's zero-amax, amax and scale kernels, a grouped linear's
+        per-expert loop, the GEMM call's scale swizzles) and the weight's cast on the
+        micro-batches that cast it (inside the module's forward, whose dispatch the linear's
+        GEMM pays) are bare. torchao: every kernel is its own call
+        (:attr:`Fp8CastBytes.kernels_fwd`)."""
+        if self in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT, Fp8Recipe.MXFP8):
+            return 1, 1
+        return self.cast_bytes.kernels_fwd, self.cast_bytes.kernels_bwd
 
     def weight_cache_bytes_per_param(self) -> float:
         """Bytes per FP8 linear parameter of the FP8 weight copies a recipe keeps between
@@ -563,7 +671,8 @@ class Fp8CastBytes:
     ``x_fwd``/``x_bwd``: casts of the input in forward / backward (re-quantised along the other
     axis for the weight gradient); ``dy_bwd``: of the output gradient; ``w_fwd``/``w_bwd``: of
     the weight for the forward and for the input gradient. ``kernels_fwd``/``kernels_bwd``:
-    launches per linear layer.
+    launches per linear layer of the torchao recipes; Transformer Engine's launches are
+    counted by :meth:`Fp8Recipe.cast_launches` (0 here).
     """
 
     x_fwd: float
@@ -571,22 +680,22 @@ class Fp8CastBytes:
     dy_bwd: float
     w_fwd: float
     w_bwd: float
-    kernels_fwd: int
-    kernels_bwd: int
     source: str
+    kernels_fwd: int = 0
+    kernels_bwd: int = 0
 
 
 #: Per recipe: a 16-bit read is 2 B, an FP8 write 1 B, an amax pass a 2 B read.
 _FP8_CASTS: dict[Fp8Recipe, Fp8CastBytes] = {
     Fp8Recipe.TE_DELAYED: Fp8CastBytes(
-        x_fwd=4.0, x_bwd=0.0, dy_bwd=4.0, w_fwd=4.0, w_bwd=0.0, kernels_fwd=2, kernels_bwd=1,
+        x_fwd=4.0, x_bwd=0.0, dy_bwd=4.0, w_fwd=4.0, w_bwd=0.0,
         source="TE 1.x fp8_cast_transpose_fused: one kernel reads the 16-bit tensor (2 B) and "
         "writes the FP8 copy and its transpose (1 + 1 B), amax fused; the scale comes from the "
         "amax history (no extra pass); weight cast once per step, output gradient with "
         "fp8_cast_transpose_bgrad_fused",
     ),
     Fp8Recipe.TE_CURRENT: Fp8CastBytes(
-        x_fwd=6.0, x_bwd=0.0, dy_bwd=6.0, w_fwd=6.0, w_bwd=0.0, kernels_fwd=4, kernels_bwd=2,
+        x_fwd=6.0, x_bwd=0.0, dy_bwd=6.0, w_fwd=6.0, w_bwd=0.0,
         source="TE 2.x Float8CurrentScaling: an amax kernel reads the tensor (2 B) before the "
         "cast-transpose (2 + 1 + 1 B)",
     ),
@@ -607,7 +716,7 @@ _FP8_CASTS: dict[Fp8Recipe, Fp8CastBytes] = {
     ),
     Fp8Recipe.MXFP8: Fp8CastBytes(
         x_fwd=4.0 + 2.0 / 32, x_bwd=0.0, dy_bwd=4.0 + 2.0 / 32, w_fwd=4.0 + 2.0 / 32,
-        w_bwd=0.0, kernels_fwd=2, kernels_bwd=1,
+        w_bwd=0.0,
         source="TE 2.x MXFP8Quantizer: one kernel reads the 16-bit tensor and writes row- and "
         "column-wise MXFP8 data (1 + 1 B) with one E8M0 scale per 32 elements each; block "
         "amax local (no extra pass); weight once per step",

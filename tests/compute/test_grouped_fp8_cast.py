@@ -48,23 +48,23 @@ def test_split_quantize_launches(recipe: Fp8Recipe, per_expert: int, fixed: int)
 
 def test_grouped_cast_layer_golden() -> None:
     """Qwen3-30B-A3B on 16 ranks (8 local experts), FP8 current scaling: the experts' fc1 cast
-    layer launches 4 + (32 - 2) kernels forward and 2 + 30 backward, against the dense count
-    (4, 2) of the attention's qkv cast; 30 of them each way pay a bare launch on the host
-    (9.68 us) and the model's kernel launch on the GPU (4 us) more than the dense count."""
+    layer launches 4 x 8 (input, per expert) + 4 (weight) kernels forward and 4 x 8 backward,
+    against the dense count (4 + 4, 4) of the attention's qkv cast; the 28 more each way pay
+    a bare launch on the host (9.68 us) and the model's kernel launch on the GPU (4 us)."""
     by = _casts(Fp8Recipe.TE_CURRENT, 8)
     cast, qkv = by["experts_fc1.fp8_cast"], by["qkv.fp8_cast"]
-    assert (qkv.kernels, qkv.bwd_kernels, qkv.expert_role) == (4, 2, None)
-    assert (cast.kernels, cast.bwd_kernels) == (34, 32)
+    assert (qkv.kernels, qkv.bwd_kernels, qkv.expert_role) == (8, 4, None)
+    assert (cast.kernels, cast.bwd_kernels) == (36, 32)
     assert cast.expert_role is ExpertRole.EXPERT and cast.kernel_class is KernelClass.FP8_CAST
     cm = _model(Fp8Recipe.TE_CURRENT)
-    dense = replace(cast, kernels=4, bwd_kernels=2, expert_role=None)
+    dense = replace(cast, kernels=8, bwd_kernels=4, expert_role=None)
     t, d = cm.layer_time(cast, "fp8"), cm.layer_time(dense, "fp8")
-    assert t.host_fwd_s - d.host_fwd_s == pytest.approx(30 * 9.68e-6)
-    assert t.host_s - d.host_s == pytest.approx(60 * 9.68e-6)
+    assert t.host_fwd_s - d.host_fwd_s == pytest.approx(28 * 9.68e-6)
+    assert t.host_s - d.host_s == pytest.approx(56 * 9.68e-6)
     launch = cm.params.kernel_launch_s
-    assert t.fwd_s - d.fwd_s == pytest.approx(30 * launch)
+    assert t.fwd_s - d.fwd_s == pytest.approx(28 * launch)
     assert (t.bwd_input_s + t.bwd_weight_s) - (d.bwd_input_s + d.bwd_weight_s) == pytest.approx(
-        30 * launch
+        28 * launch
     )
 
 
@@ -72,15 +72,15 @@ def test_bytes_do_not_depend_on_the_split() -> None:
     """Splitting the rows over experts adds launches, not traffic."""
     a = _casts(Fp8Recipe.TE_CURRENT, 8)["experts_fc1.fp8_cast"]
     b = _casts(Fp8Recipe.TE_DELAYED, 8)["experts_fc1.fp8_cast"]
-    assert (a.kernels, b.kernels) == (34, 2)
+    assert (a.kernels, b.kernels) == (36, 2)
     assert a.fwd_bytes > 0 and b.fwd_bytes > 0
     one = _casts(Fp8Recipe.TE_CURRENT, 1)["experts_fc1.fp8_cast"]
-    assert (one.kernels, one.bwd_kernels, one.expert_role) == (4, 2, None)
+    assert (one.kernels, one.bwd_kernels, one.expert_role) == (8, 4, None)
 
 
 def test_graph_mode_has_no_host_cost_for_the_split() -> None:
     cast = _casts(Fp8Recipe.MXFP8, 16)["experts_fc2.fp8_cast"]
-    assert (cast.kernels, cast.bwd_kernels) == (2 + 15, 1 + 15)
+    assert (cast.kernels, cast.bwd_kernels) == (16 + 1 + 1, 16 + 1)  # + weight, + swizzles
     t = _model(Fp8Recipe.MXFP8, 0.0).layer_time(cast, "fp8")
     assert t.host_s == 0.0
 
