@@ -215,12 +215,30 @@ class Net(ConvLayers, AttentionLayers):
                 )
             prev = la.block
             if k.fp8 is not None and fp8_linear(la):
-                out.append(self._fp8_cast(la))
+                norm_fed = (
+                    k.fp8.fuses_norm_quantize and bool(out) and out[-1].kind is LayerKind.NORM
+                )
+                if norm_fed:
+                    out[-1] = self._fp8_norm(out[-1], la)
+                out.append(self._fp8_cast(la, norm_fed=norm_fed))
                 la = self._fp8_gather(la)
             out.append(la)
         return out
 
-    def _fp8_cast(self, la: LayerCost) -> LayerCost:
+    def _fp8_norm(self, norm: LayerCost, la: LayerCost) -> LayerCost:
+        """``norm``, which feeds FP8 linear ``la`` and quantises its input (Transformer Engine's
+        ``LayerNormLinear``, :attr:`~perfmodel.workload.kernels.Fp8Recipe.fuses_norm_quantize`),
+        with its output written at :meth:`~perfmodel.workload.kernels.Fp8Recipe.norm_output_bytes`
+        per element instead of ``act_bytes``. Its output has ``m k / seq_shard`` elements when
+        sequence parallelism all-gathers ``la``'s input, else ``m k``."""
+        assert self.kernels.fp8 is not None and la.gemm is not None
+        g = la.gemm
+        gathered = any(c.op is CollectiveOp.ALLGATHER and c.group == "tp" for c in la.fwd_comm)
+        el = float(g.m * g.k * g.batch) / (self.seq_shard if gathered else 1)
+        saved = el * (self.act_bytes - self.kernels.fp8.norm_output_bytes(self.act_bytes))
+        return norm if saved <= 0 else replace(norm, fwd_bytes=norm.fwd_bytes - saved)
+
+    def _fp8_cast(self, la: LayerCost, *, norm_fed: bool = False) -> LayerCost:
         """The quantisation kernels of FP8 linear layer ``la`` under :attr:`kernels`' recipe
         (:class:`~perfmodel.workload.kernels.Fp8CastBytes`): forward casts of its input and
         weight, backward casts of the output gradient (and the re-quantised input and weight
@@ -234,7 +252,9 @@ class Net(ConvLayers, AttentionLayers):
         that sequence parallelism all-gathers, a ``tp`` all-gather or reduce-scatter in
         ``la.fwd_comm``, before each GEMM, 2 B per 32 elements each:
         :attr:`~perfmodel.workload.kernels.Fp8Recipe.scale_swizzle_bytes`). A grouped cast
-        layer is marked an expert layer."""
+        layer is marked an expert layer. ``norm_fed``: ``la``'s input comes from a norm that
+        quantises it (:meth:`~perfmodel.workload.kernels.Fp8Recipe.norm_fed_input` replaces
+        the input cast's launches and bytes)."""
         k = self.kernels
         assert k.fp8 is not None and la.gemm is not None
         cb = k.fp8.cast_bytes
@@ -256,7 +276,11 @@ class Net(ConvLayers, AttentionLayers):
             dgrad=dgrad,
             input_gathered=gathered,
             grad_gathered=scattered,
+            norm_fed=norm_fed,
         )
+        x_fwd, x_bwd = cb.x_fwd, cb.x_bwd
+        if norm_fed:
+            x_fwd, x_bwd = k.fp8.norm_fed_input()[2:]
         sw = k.fp8.scale_swizzle_bytes
         sw_fwd = sw * (w_el + (x_el if gathered else 0.0))
         sw_bwd = sw * (
@@ -271,9 +295,9 @@ class Net(ConvLayers, AttentionLayers):
             bwd_input_flop=2.0 * dy_el,
             bwd_weight_flop=0.0,
             params=0,
-            fwd_bytes=cb.x_fwd * x_el + cb.w_fwd * w_el * share + sw_fwd,
+            fwd_bytes=x_fwd * x_el + cb.w_fwd * w_el * share + sw_fwd,
             bwd_bytes=cb.dy_bwd * dy_el
-            + cb.x_bwd * x_el
+            + x_bwd * x_el
             + (cb.w_bwd * w_el if dgrad else 0.0)
             + sw_bwd,
             activation_bytes=0.0,

@@ -551,6 +551,66 @@ class Fp8Recipe(
         return self.cast_bytes.kernels_bwd
 
     @property
+    def fuses_norm_quantize(self) -> bool:
+        """Whether the norm of Transformer Engine's ``LayerNormLinear`` (the qkv and fc1 inputs
+        of a TE transformer layer) quantises the linear's input itself, so that the linear's
+        input cast changes to :meth:`norm_fed_input`.
+
+        TE v2.14 ``pytorch/csrc/extensions/normalization.cpp``:93-120 (``layernorm_fwd``,
+        ``rmsnorm_fwd`` alike) picks ``FULLY_FUSED`` for ``Float8Quantizer`` (delayed
+        scaling: the norm kernel writes FP8), ``FUSED_NORM_AMAX_FP8`` for
+        ``Float8CurrentScalingQuantizer`` (the norm writes its 16-bit output and its amax),
+        and for ``MXFP8Quantizer`` the unfused norm-then-quantise unless
+        ``NVTE_NORM_FWD_USE_CUDNN`` is set (off by default): MXFP8 is not fused. TE 1.x
+        (``module/layernorm_linear.py`` v1.8:126-137, NeMo 24.07) writes the norm's output as
+        FP8 under delayed scaling the same way. torchao recipes run no ``LayerNormLinear``.
+
+        >>> [r.fuses_norm_quantize for r in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT, Fp8Recipe.MXFP8)]
+        [True, True, False]
+        """
+        return self in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT)
+
+    def norm_fed_input(self) -> tuple[int, int, float, float]:
+        """The input quantise of an FP8 linear fed by a fused norm (:attr:`fuses_norm_quantize`):
+        ``(launches_fwd, launches_bwd, bytes_fwd, bytes_bwd)`` per input element, replacing
+        :attr:`quantize_launches` and :attr:`Fp8CastBytes.x_fwd`/``x_bwd``.
+
+        * ``te-delayed``: the norm writes the row-wise FP8 input (1 B instead of 2: the norm's
+          saving, :meth:`norm_output_bytes`); the weight-gradient GEMM's transposed copy is
+          one ``fp8_transpose`` (read 1 B, write 1 B) in backward (TE v1.8
+          ``module/layernorm_linear.py``:584; TE v2.14 makes it in forward,
+          ``common/normalization/layernorm/ln_api.cpp``:116-122, or, for a sequence-parallel
+          gathered input, in backward, ``layernorm_linear.py``:201-204 and :824): ``(0, 1, 0, 2)``.
+        * ``te-current``: the norm computes the amax, so ``quantize_with_amax``
+          (``pytorch/csrc/quantizer.cpp``:903-909) runs no amax pass: ``amax.zero_()``
+          before the norm (quantizer.cpp:755), ``compute_scale_from_amax_kernel`` and the
+          cast-transpose (2 + 1 + 1 B): ``(3, 0, 4, 0)``.
+
+        Raises
+        ------
+        ValueError
+            For a recipe whose norm does not quantise (``fuses_norm_quantize`` false).
+
+        >>> Fp8Recipe.TE_DELAYED.norm_fed_input(), Fp8Recipe.TE_CURRENT.norm_fed_input()
+        ((0, 1, 0.0, 2.0), (3, 0, 4.0, 0.0))
+        """
+        if self is Fp8Recipe.TE_DELAYED:
+            return 0, 1, 0.0, 2.0
+        if self is Fp8Recipe.TE_CURRENT:
+            return 3, 0, 4.0, 0.0
+        raise ValueError(f"FP8 recipe {self.value!r} does not quantise in the norm")
+
+    def norm_output_bytes(self, act_bytes: float) -> float:
+        """Bytes per element the norm feeding an FP8 linear writes: 1 (FP8) where the norm
+        writes the quantised input itself (delayed scaling, :meth:`norm_fed_input`), else the
+        16-bit ``act_bytes`` (current scaling's norm writes its 16-bit output and the amax).
+
+        >>> Fp8Recipe.TE_DELAYED.norm_output_bytes(2), Fp8Recipe.TE_CURRENT.norm_output_bytes(2)
+        (1.0, 2.0)
+        """
+        return 1.0 if self is Fp8Recipe.TE_DELAYED else float(act_bytes)
+
+    @property
     def scale_swizzle_bytes(self) -> float:
         """Bytes per element of one GEMM operand that Transformer Engine's scale swizzle moves
         before an MXFP8 GEMM: it reads one E8M0 scale per 32 elements and writes it in the
@@ -599,6 +659,7 @@ class Fp8Recipe(
         dgrad: bool = True,
         input_gathered: bool = False,
         grad_gathered: bool = False,
+        norm_fed: bool = False,
     ) -> tuple[int, int]:
         """GPU launches, forward and backward, of one FP8 linear layer's quantisation per
         micro-batch.
@@ -608,7 +669,9 @@ class Fp8Recipe(
         (``quantize_launches``, on the micro-batches that cast it: ``weight_share`` is the
         share of a cast each micro-batch carries, :attr:`KernelRecipe.weight_cast_share`, and
         the expected count ``weight_share x quantize_launches`` is rounded half up); backward,
-        the output gradient (as the input); each plus :meth:`gemm_swizzle_launches`. torchao
+        the output gradient (as the input); each plus :meth:`gemm_swizzle_launches`.
+        ``norm_fed``: the input comes from a norm that quantises it (:attr:`fuses_norm_quantize`;
+        ignored otherwise): its launches are :meth:`norm_fed_input`'s. torchao
         recipes: :attr:`Fp8CastBytes.kernels_fwd`/``kernels_bwd`` (casts at every
         micro-batch; their grouped path is not modelled).
 
@@ -618,6 +681,8 @@ class Fp8Recipe(
         (32, 32)
         >>> Fp8Recipe.MXFP8.cast_launches(), Fp8Recipe.TE_DELAYED.cast_launches()
         ((3, 2), (2, 1))
+        >>> Fp8Recipe.TE_CURRENT.cast_launches(norm_fed=True), Fp8Recipe.TE_DELAYED.cast_launches(norm_fed=True)
+        ((7, 4), (1, 2))
         """
         if self not in (Fp8Recipe.TE_DELAYED, Fp8Recipe.TE_CURRENT, Fp8Recipe.MXFP8):
             return self.cast_bytes.kernels_fwd, self.cast_bytes.kernels_bwd
@@ -628,7 +693,10 @@ class Fp8Recipe(
         sw_f, sw_b = self.gemm_swizzle_launches(
             dgrad=dgrad, input_gathered=input_gathered, grad_gathered=grad_gathered
         )
-        return act + weight + sw_f, act + sw_b
+        act_f, act_b = act, 0
+        if norm_fed and self.fuses_norm_quantize:
+            act_f, act_b = self.norm_fed_input()[:2]
+        return act_f + weight + sw_f, act + act_b + sw_b
 
     @property
     def cast_calls(self) -> tuple[int, int]:

@@ -40,12 +40,12 @@ def _model(recipe: Fp8Recipe, host_s: float = EAGER) -> ComputeModel:
 
 
 def test_current_scaling_dense_golden() -> None:
-    """One micro-batch: input and weight quantised with zero-amax, amax, scale and cast (4 + 4
+    """One micro-batch of a plain ``Linear`` (attn_out): input and weight quantised with zero-amax, amax, scale and cast (4 + 4
     launches), the output gradient likewise (4); over 8 micro-batches the cached weight's 4
     launches are expected 0.5 a micro-batch (rounded half up: 1 x 4 x 1/8 + 0.5 -> 1);
     over 16, none."""
-    assert _casts(Fp8Recipe.TE_CURRENT)["qkv.fp8_cast"].kernels == 8
-    assert _casts(Fp8Recipe.TE_CURRENT)["qkv.fp8_cast"].bwd_kernels == 4
+    assert _casts(Fp8Recipe.TE_CURRENT)["attn_out.fp8_cast"].kernels == 8
+    assert _casts(Fp8Recipe.TE_CURRENT)["attn_out.fp8_cast"].bwd_kernels == 4
     assert _casts(Fp8Recipe.TE_CURRENT, 1 / 8)["fc2.fp8_cast"].kernels == 5
     assert _casts(Fp8Recipe.TE_CURRENT, 1 / 16)["fc2.fp8_cast"].kernels == 4
 
@@ -85,7 +85,7 @@ def test_mxfp8_sequence_parallel_swizzles() -> None:
     by = _casts(Fp8Recipe.MXFP8, tp=2)
     assert (by["qkv.fp8_cast"].kernels, by["qkv.fp8_cast"].bwd_kernels) == (4, 3)
     assert (by["attn_out.fp8_cast"].kernels, by["attn_out.fp8_cast"].bwd_kernels) == (3, 4)
-    te = _casts(Fp8Recipe.TE_CURRENT, tp=2)["qkv.fp8_cast"]
+    te = _casts(Fp8Recipe.TE_CURRENT, tp=2)["attn_out.fp8_cast"]
     assert (te.kernels, te.bwd_kernels) == (8, 4)  # per-tensor scales: no swizzle
 
 

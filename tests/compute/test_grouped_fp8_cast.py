@@ -49,10 +49,11 @@ def test_split_quantize_launches(recipe: Fp8Recipe, per_expert: int, fixed: int)
 def test_grouped_cast_layer_golden() -> None:
     """Qwen3-30B-A3B on 16 ranks (8 local experts), FP8 current scaling: the experts' fc1 cast
     layer launches 4 x 8 (input, per expert) + 4 (weight) kernels forward and 4 x 8 backward,
-    against the dense count (4 + 4, 4) of the attention's qkv cast; the 28 more each way pay
+    against the dense count (4 + 4, 4) of the attention output projection's cast (a plain
+    ``Linear``: no norm quantises its input); the 28 more each way pay
     a bare launch on the host (9.68 us) and the model's kernel launch on the GPU (4 us)."""
     by = _casts(Fp8Recipe.TE_CURRENT, 8)
-    cast, qkv = by["experts_fc1.fp8_cast"], by["qkv.fp8_cast"]
+    cast, qkv = by["experts_fc1.fp8_cast"], by["attn_out.fp8_cast"]
     assert (qkv.kernels, qkv.bwd_kernels, qkv.expert_role) == (8, 4, None)
     assert (cast.kernels, cast.bwd_kernels) == (36, 32)
     assert cast.expert_role is ExpertRole.EXPERT and cast.kernel_class is KernelClass.FP8_CAST
