@@ -43,6 +43,17 @@ _PATTERN_FIELDS = tuple(
     if f.name not in {"members", "gpus", "cpus", "parts", "channels"}
 )
 
+PROBE_SERVERS = 64
+"""Servers of one class from which a ring pattern not yet known is read off the same local
+ids over the group's first two servers (:meth:`GroupMemo._pattern_group`,
+:meth:`GroupMemo._pattern_of_count`) before the group is analysed itself. Issue 27: a
+data-parallel ring over 2,048 identical servers is one boundary and a count; its direct
+analysis spends ~10 ms CPU in loops over the servers (splitting, per-part checks, class pairs)
+on the 2-core development machine, the two-server one none. Where the two-server summary is
+not fabric-free (no count-free pattern) the probe is one analysis of two servers spent in
+vain, once per pattern: below 64 servers (:attr:`~perfmodel.topology.lazy.NodeTable.WIDE`'s
+scale) the loops cost less than that (~5 us per server)."""
+
 BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
 """Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
 fabric (:meth:`GroupMemo.collective_shape`)."""
@@ -271,6 +282,10 @@ class GroupMemo:
         key, parts = got
         pat = self._patterns.entries.get(key)
         if pat is None:
+            pat = self._pattern_of_count(key, len(parts))
+        if pat is None and len(parts) >= PROBE_SERVERS and _any_count_key(key) is not None:
+            # one class of servers: the group over its first two servers (:data:`PROBE_SERVERS`)
+            self.info((*parts[0], *parts[1]))
             pat = self._pattern_of_count(key, len(parts))
         if pat is None:
             if key in self._unsummarised:
