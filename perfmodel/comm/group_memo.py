@@ -45,14 +45,16 @@ _PATTERN_FIELDS = tuple(
 
 PROBE_SERVERS = 64
 """Servers of one class from which a ring pattern not yet known is read off the same local
-ids over the group's first two servers (:meth:`GroupMemo._pattern_group`,
-:meth:`GroupMemo._pattern_of_count`) before the group is analysed itself. Issue 27: a
-data-parallel ring over 2,048 identical servers is one boundary and a count; its direct
-analysis spends ~10 ms CPU in loops over the servers (splitting, per-part checks, class pairs)
-on the 2-core development machine, the two-server one none. Where the two-server summary is
-not fabric-free (no count-free pattern) the probe is one analysis of two servers spent in
-vain, once per pattern: below 64 servers (:attr:`~perfmodel.topology.lazy.NodeTable.WIDE`'s
-scale) the loops cost less than that (~5 us per server)."""
+ids over the group's first two servers (:meth:`GroupMemo._pattern_group`, then
+:meth:`GroupMemo._pattern_of_count`, which states why that is the group's own analysis, bit for
+bit) before the group is analysed itself. Issue 27: a data-parallel ring over 2,048 identical
+servers is one boundary and a count; its own analysis loops over the servers (splits, per-part
+checks, class pairs: ~3 us per server, 38-39 -> 33 ms CPU for the 16,384-GPU predict of
+``benchmarks/bench_speed.py --only dp`` on the 2-core development machine). Where the
+two-server summary has no count-free pattern (a boundary through more than one fabric switch)
+the probe is one two-server analysis spent in vain, once per pattern; from 64 servers
+(:attr:`~perfmodel.topology.lazy.NodeTable.WIDE`'s scale) on, the loops it saves where it
+succeeds are of the same order."""
 
 BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
 """Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
