@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.comm.maxmin import maxmin_rates_small
@@ -105,6 +106,12 @@ def ring_plan(links: DirectedLinks, parts: list[list[str]], max_channels: int) -
 def _distinct_shapes(links: DirectedLinks, parts: list[list[str]]) -> list[list[str]]:
     """One part per local-id sequence (the parts :func:`build_channels` packs; the others are
     remapped copies with as many rings)."""
+    lid = links.local_id.__getitem__
+    first = list(map(lid, parts[0]))
+    if len(set(map(len, parts))) == 1 and list(map(lid, chain.from_iterable(parts))) == first * len(
+        parts
+    ):
+        return [parts[0]]  # one shape (a data-parallel ring: thousands of parts, one C pass)
     seen: dict[tuple[str, ...], list[str]] = {}
     for part in parts:
         seen.setdefault(tuple(map(links.local_id.__getitem__, part)), part)

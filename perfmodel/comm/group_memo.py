@@ -12,16 +12,18 @@ and the tests compare.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.channels import LazyChannels, build_channels
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, relabel
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
-from perfmodel.comm.nodes import all_gpus, split_by_server
+from perfmodel.comm.nodes import all_gpus, equal_runs, split_by_server
 from perfmodel.comm.params import Algorithm
 from perfmodel.comm.ring_summary import RingSummary
 from perfmodel.comm.rings import Channel
@@ -40,6 +42,19 @@ _PATTERN_FIELDS = tuple(
     for f in fields(GroupInfo)
     if f.name not in {"members", "gpus", "cpus", "parts", "channels"}
 )
+
+PROBE_SERVERS = 64
+"""Servers of one class from which a ring pattern not yet known is read off the same local
+ids over the group's first two servers (:meth:`GroupMemo._pattern_group`, then
+:meth:`GroupMemo._pattern_of_count`, which states why that is the group's own analysis, bit for
+bit) before the group is analysed itself. Issue 27: a data-parallel ring over 2,048 identical
+servers is one boundary and a count; its own analysis loops over the servers (splits, per-part
+checks, class pairs: ~3 us per server, 38-39 -> 33 ms CPU for the 16,384-GPU predict of
+``benchmarks/bench_speed.py --only dp`` on the 2-core development machine). Where the
+two-server summary has no count-free pattern (a boundary through more than one fabric switch)
+the probe is one two-server analysis spent in vain, once per pattern; from 64 servers
+(:attr:`~perfmodel.topology.lazy.NodeTable.WIDE`'s scale) on, the loops it saves where it
+succeeds are of the same order."""
 
 BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
 """Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
@@ -148,8 +163,7 @@ class GroupMemo:
         """
         if algo not in BY_GROUP_NUMBERS and algo is not Algorithm.AUTO:
             return None
-        srv = self.links.server
-        servers = {srv[x] for x in members}
+        servers = set(map(self.links.server.__getitem__, members))
         if len(servers) < 2:
             return None
         sym = server_symmetry(self.topology)
@@ -169,7 +183,7 @@ class GroupMemo:
         links = self.links
         srv = links.server
         s = srv[members[0]]
-        if any(srv[x] != s for x in members):
+        if any(map(s.__ne__, map(srv.__getitem__, members))):  # spans servers (C loops)
             got = self._pattern_key(members)
             if got is None or got[0] not in self._patterns.entries:
                 return None
@@ -228,29 +242,33 @@ class GroupMemo:
         (:meth:`GroupAnalysis.packed <perfmodel.comm.group.GroupAnalysis.packed>`), the GPU model and the P2P rule of the servers, alike in a class.
         """
         links = self.links
+        of_member = list(map(links.server.__getitem__, members))
         if len(members) > 1:  # one member per server, one local id, servers in classes (a
             # data-parallel group): the same key and parts, read in C loops
-            servers = list(map(links.server.__getitem__, members))
-            lids = set(map(links.local_id.__getitem__, members))
-            if len(lids) == 1 and len(set(servers)) == len(members):
-                seq = tuple(map(links._symmetry.cls.get, servers))
-                if None not in seq:
-                    return ("ring", (lids.pop(),), seq), [[m] for m in members]
-        parts = split_by_server(self.topology, members, links.server)
+            if len(set(of_member)) == len(members):
+                lids = set(map(links.local_id.__getitem__, members))
+                if len(lids) == 1:
+                    seq = tuple(map(links._symmetry.cls.get, of_member))
+                    if None not in seq:
+                        return ("ring", (lids.pop(),), seq), [[m] for m in members]
+        parts = equal_runs(members, of_member)
+        if parts is None:
+            parts = split_by_server(self.topology, members, links.server)
         if len(parts) < 2:
             return None
         lid = links.local_id.__getitem__
         key0 = tuple(map(lid, parts[0]))
-        if any(tuple(map(lid, p)) != key0 for p in parts[1:]):
+        if len(set(map(len, parts))) == 1:  # parts of one size: every part's local ids at once
+            if list(map(lid, itertools.chain.from_iterable(parts))) != list(key0) * len(parts):
+                return None
+        elif any(tuple(map(lid, p)) != key0 for p in parts[1:]):
             return None
-        srv = links.server
+        servers = list(map(links.server.__getitem__, map(itemgetter(0), parts)))
         cls = links._symmetry.cls
-        seq = []
-        for p in parts:
-            s = srv[p[0]]
-            c = cls.get(s)
-            seq.append(c if c is not None else ("u", s))
-        return ("ring", key0, tuple(seq)), parts
+        seq = tuple(map(cls.get, servers))
+        if None in seq:  # a server outside every class stands for itself
+            seq = tuple(c if c is not None else ("u", s) for s, c in zip(servers, seq))
+        return ("ring", key0, seq), parts
 
     def _pattern_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The analysis of a group of GPUs spanning servers from the numbers of its ring
@@ -266,6 +284,10 @@ class GroupMemo:
         key, parts = got
         pat = self._patterns.entries.get(key)
         if pat is None:
+            pat = self._pattern_of_count(key, len(parts))
+        if pat is None and len(parts) >= PROBE_SERVERS and _any_count_key(key) is not None:
+            # one class of servers: the group over its first two servers (:data:`PROBE_SERVERS`)
+            self.info((*parts[0], *parts[1]))
             pat = self._pattern_of_count(key, len(parts))
         if pat is None:
             if key in self._unsummarised:
@@ -399,7 +421,7 @@ class GroupMemo:
         """
         links = self.links
         s = links.server.get(members[0], -1)
-        if s < 0 or any(links.server[m] != s for m in members):
+        if s < 0 or any(map(s.__ne__, map(links.server.__getitem__, members))):
             return None
         fwd = server_symmetry(self.topology).twin_map(s)
         if fwd is None:

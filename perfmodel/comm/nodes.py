@@ -371,6 +371,9 @@ def split_by_server(
         for m in members:
             groups.setdefault(int(nodes[m]["server"]), []).append(m)
     else:
+        blocks = equal_runs(members, list(map(server.__getitem__, members)))
+        if blocks is not None:
+            return blocks
         # runs of one server at a time (a group in rank order is one run per server)
         for srv, run in itertools.groupby(members, key=server.__getitem__):
             part = groups.get(srv)
@@ -379,3 +382,27 @@ def split_by_server(
             else:
                 part.extend(run)
     return list(groups.values())
+
+
+def equal_runs(members: Sequence[str], srv: list[int]) -> list[list[str]] | None:
+    """:func:`split_by_server` of a group that is consecutive runs of ``k`` members per server,
+    each server in one run (a data-parallel group in rank order: ``k`` GPUs of each of
+    thousands of servers), read with C loops (slices and comparisons of the members' server
+    list); ``None`` for any other group (then split member by member).
+
+    The same parts, in the same order: with every run of length ``k`` and the runs' servers
+    distinct, the servers in order of first appearance are the runs' and each run is its
+    server's whole part. Issue 27: the 2,048-server ring of 16,384 GPUs is split three times
+    per analysis. ``srv``: the members' servers, in order.
+    """
+    n = len(members)
+    if n < 2:
+        return None
+    first = srv[0]
+    k = next((i for i, s in enumerate(srv) if s != first), n)
+    if n % k:
+        return None
+    heads = srv[::k]
+    if len(set(heads)) != len(heads) or any(srv[j::k] != heads for j in range(1, k)):
+        return None
+    return [list(members[i : i + k]) for i in range(0, n, k)]
