@@ -206,7 +206,11 @@ def test_fast_path_equals_fine_graph(
     """Small GPTs over the presets (hypothesis): the analytic fast path (coarse chunks, hidden
     reductions and gathers, operation and run tasks, folded sends, periodic extension) gives
     the report the list schedule of the whole fine graph gives, up to the summation order of
-    the durations (1e-12 relative)."""
+    the durations. Derived seconds such as the exposed communication are differences of two
+    sums of thousands of durations, so a different summation order moves them by about
+    ``n eps |sum| / |difference|``: ~1e-12 relative was seen (fsdp, tp 8, one server);
+    1e-9 bounds it with room and still fails on any modelled difference (a nanosecond per
+    second)."""
     from report_compare import assert_close
 
     gpus = 8 * nodes
@@ -231,4 +235,4 @@ def test_fast_path_equals_fine_graph(
         fine = _fine(sc, monkeypatch)
     except PerfModelError:  # a plan the model refuses (the batch does not divide)
         assume(False)
-    assert_close(fast, fine, rel=1e-12)
+    assert_close(fast, fine, rel=1e-9)
