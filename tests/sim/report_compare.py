@@ -26,6 +26,42 @@ def gpt_scenario(**kw: object) -> Scenario:
     return Scenario.from_dict({**base, **kw})
 
 
+def drawn_plan(
+    *,
+    model_args: dict,
+    global_batch: int,
+    software: str,
+    nodes: int,
+    tp: int,
+    pp: int,
+    mb: int,
+    interleaved: bool,
+    recompute: str,
+    **kw: object,
+) -> Scenario | None:
+    """The plan a hypothesis test drew, on ``nodes`` DGX A100 servers with data parallelism over
+    the rest of the GPUs (:func:`gpt_scenario`); ``None`` where the draw is not a plan (more
+    model-parallel GPUs than there are, an interleaved schedule without a pipeline, sequence
+    parallelism without TP), for the caller to ``assume`` away."""
+    gpus = 8 * nodes
+    if tp * pp > gpus or (interleaved and pp == 1) or (kw.get("sequence_parallel") and tp == 1):
+        return None
+    return gpt_scenario(
+        model_args=model_args,
+        global_batch=global_batch,
+        software=software,
+        nodes=nodes,
+        dp=gpus // (tp * pp),
+        tp=tp,
+        pp=pp,
+        microbatch=mb,
+        schedule="interleaved" if interleaved else "1f1b",
+        interleave=2 if interleaved else 1,
+        recompute=recompute,
+        **kw,
+    )
+
+
 def assert_close(a: object, b: object, rel: float = 1e-9, path: str = "") -> None:
     """Every float of two nested dicts / lists equal to ``rel`` relative (absolute 1e-15),
     everything else exactly; ``path`` names the first difference."""

@@ -14,7 +14,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from report_compare import assert_close, gpt_scenario
+from report_compare import assert_close, drawn_plan, gpt_scenario
 
 import perfmodel.api as api
 from perfmodel.api import predict
@@ -91,22 +91,19 @@ def test_reports_equal_without_operation_tasks(
     """Small GPTs over the presets, pipelines, schedules, recomputation and TP (hypothesis):
     every report field equal to the one without operation tasks to 1e-12 relative, the
     iteration time to 1e-15."""
-    gpus = 8 * nodes
-    assume(tp * pp <= gpus and not (interleaved and pp == 1) and not (sp and tp == 1))
-    sc = gpt_scenario(
+    sc = drawn_plan(
         model_args=GPT,
         global_batch=batch,
         software=software,
         nodes=nodes,
-        dp=gpus // (tp * pp),
         tp=tp,
         pp=pp,
-        microbatch=mb,
-        schedule="interleaved" if interleaved else "1f1b",
-        interleave=2 if interleaved else 1,
+        mb=mb,
+        interleaved=interleaved,
         recompute=recompute,
         sequence_parallel=sp,
     )
+    assume(sc is not None)
     try:
         with_ops, without = _both(sc, monkeypatch)
     except PerfModelError:  # a plan the model refuses (the batch does not divide)

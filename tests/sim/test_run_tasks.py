@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from report_compare import gpt_scenario
+from report_compare import drawn_plan, gpt_scenario
 
 import perfmodel.api as api
 import perfmodel.sim.engine as engine
@@ -78,21 +78,18 @@ def test_reports_identical_without_run_tasks(
     """Small GPTs over the gathering presets, pipelines, schedules, recomputation, TP and
     micro-batches (hypothesis): every report field identical (``==``) to the one without run
     tasks."""
-    gpus = 8 * nodes
-    assume(tp * pp <= gpus and not (interleaved and pp == 1))
-    sc = gpt_scenario(
+    sc = drawn_plan(
         model_args=GPT,
         global_batch=batch,
         software=software,
         nodes=nodes,
-        dp=gpus // (tp * pp),
         tp=tp,
         pp=pp,
-        microbatch=mb,
-        schedule="interleaved" if interleaved else "1f1b",
-        interleave=2 if interleaved else 1,
+        mb=mb,
+        interleaved=interleaved,
         recompute=recompute,
     )
+    assume(sc is not None)
     try:
         with_runs, without, _ = _both(sc, monkeypatch)
     except PerfModelError:  # a plan the model refuses (the batch does not divide)
@@ -213,21 +210,18 @@ def test_fast_path_equals_fine_graph(
     second)."""
     from report_compare import assert_close
 
-    gpus = 8 * nodes
-    assume(tp * pp <= gpus and not (interleaved and pp == 1))
-    sc = gpt_scenario(
+    sc = drawn_plan(
         model_args=GPT,
         global_batch=64,
         software=software,
         nodes=nodes,
-        dp=gpus // (tp * pp),
         tp=tp,
         pp=pp,
-        microbatch=mb,
-        schedule="interleaved" if interleaved else "1f1b",
-        interleave=2 if interleaved else 1,
+        mb=mb,
+        interleaved=interleaved,
         recompute=recompute,
     )
+    assume(sc is not None)
     try:
         with monkeypatch.context() as m:
             m.setattr(api, "_REPORTS", {})
