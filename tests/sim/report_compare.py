@@ -62,6 +62,34 @@ def drawn_plan(
     )
 
 
+def plan_draws(
+    software: list[str],
+    *,
+    recompute: tuple[str, ...] = ("none", "full", "selective"),
+    mb: tuple[int, ...] = (1, 2, 4),
+    global_batch: tuple[int, ...] = (32, 64),
+    sequence_parallel: bool = False,
+) -> object:
+    """A hypothesis strategy for :func:`drawn_plan`'s keywords (all but ``model_args``): one of
+    ``software``, pp 1/2/4, tp 1/2/8, 1F1B or interleaved, ``recompute``, micro-batch ``mb``,
+    1 or 2 servers, ``global_batch``, and sequence parallelism on or off if asked."""
+    from hypothesis import strategies as st
+
+    fields = dict(
+        software=st.sampled_from(software),
+        pp=st.sampled_from([1, 2, 4]),
+        tp=st.sampled_from([1, 2, 8]),
+        interleaved=st.booleans(),
+        recompute=st.sampled_from(recompute),
+        mb=st.sampled_from(mb),
+        nodes=st.sampled_from([1, 2]),
+        global_batch=st.sampled_from(global_batch),
+    )
+    if sequence_parallel:
+        fields["sequence_parallel"] = st.booleans()
+    return st.fixed_dictionaries(fields)
+
+
 def assert_close(a: object, b: object, rel: float = 1e-9, path: str = "") -> None:
     """Every float of two nested dicts / lists equal to ``rel`` relative (absolute 1e-15),
     everything else exactly; ``path`` names the first difference."""

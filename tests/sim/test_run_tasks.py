@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-from report_compare import drawn_plan, gpt_scenario
+from report_compare import drawn_plan, gpt_scenario, plan_draws
 
 import perfmodel.api as api
 import perfmodel.sim.engine as engine
@@ -54,41 +53,12 @@ def _both(sc: object, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, int]
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(
-    software=st.sampled_from(["fsdp", "deepspeed-zero3", "megatron-core", "torchtitan"]),
-    pp=st.sampled_from([1, 2, 4]),
-    tp=st.sampled_from([1, 2, 8]),
-    interleaved=st.booleans(),
-    recompute=st.sampled_from(["none", "full", "selective"]),
-    mb=st.sampled_from([1, 2, 4]),
-    nodes=st.sampled_from([1, 2]),
-    batch=st.sampled_from([32, 64]),
-)
-def test_reports_identical_without_run_tasks(
-    monkeypatch: pytest.MonkeyPatch,
-    software: str,
-    pp: int,
-    tp: int,
-    interleaved: bool,
-    recompute: str,
-    mb: int,
-    nodes: int,
-    batch: int,
-) -> None:
+@given(plan=plan_draws(["fsdp", "deepspeed-zero3", "megatron-core", "torchtitan"]))
+def test_reports_identical_without_run_tasks(monkeypatch: pytest.MonkeyPatch, plan: dict) -> None:
     """Small GPTs over the gathering presets, pipelines, schedules, recomputation, TP and
     micro-batches (hypothesis): every report field identical (``==``) to the one without run
     tasks."""
-    sc = drawn_plan(
-        model_args=GPT,
-        global_batch=batch,
-        software=software,
-        nodes=nodes,
-        tp=tp,
-        pp=pp,
-        mb=mb,
-        interleaved=interleaved,
-        recompute=recompute,
-    )
+    sc = drawn_plan(model_args=GPT, **plan)
     assume(sc is not None)
     try:
         with_runs, without, _ = _both(sc, monkeypatch)
@@ -170,7 +140,7 @@ def _fine(sc: object, monkeypatch: pytest.MonkeyPatch) -> dict:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    software=st.sampled_from(
+    plan=plan_draws(
         [
             "megatron",
             "megatron-core",
@@ -181,25 +151,13 @@ def _fine(sc: object, monkeypatch: pytest.MonkeyPatch) -> dict:
             "deepspeed-zero1",
             "deepspeed-zero2",
             "deepspeed-zero3",
-        ]
-    ),
-    pp=st.sampled_from([1, 2, 4]),
-    tp=st.sampled_from([1, 2, 8]),
-    interleaved=st.booleans(),
-    recompute=st.sampled_from(["none", "full"]),
-    mb=st.sampled_from([1, 4]),
-    nodes=st.sampled_from([1, 2]),
+        ],
+        recompute=("none", "full"),
+        mb=(1, 4),
+        global_batch=(64,),
+    )
 )
-def test_fast_path_equals_fine_graph(
-    monkeypatch: pytest.MonkeyPatch,
-    software: str,
-    pp: int,
-    tp: int,
-    interleaved: bool,
-    recompute: str,
-    mb: int,
-    nodes: int,
-) -> None:
+def test_fast_path_equals_fine_graph(monkeypatch: pytest.MonkeyPatch, plan: dict) -> None:
     """Small GPTs over the presets (hypothesis): the analytic fast path (coarse chunks, hidden
     reductions and gathers, operation and run tasks, folded sends, periodic extension) gives
     the report the list schedule of the whole fine graph gives, up to the summation order of
@@ -210,17 +168,7 @@ def test_fast_path_equals_fine_graph(
     second)."""
     from report_compare import assert_close
 
-    sc = drawn_plan(
-        model_args=GPT,
-        global_batch=64,
-        software=software,
-        nodes=nodes,
-        tp=tp,
-        pp=pp,
-        mb=mb,
-        interleaved=interleaved,
-        recompute=recompute,
-    )
+    sc = drawn_plan(model_args=GPT, **plan)
     assume(sc is not None)
     try:
         with monkeypatch.context() as m:
