@@ -106,6 +106,12 @@ class RankLayout:
 WHOLE_RANK = RankLayout()
 
 
+def _tp_ops(la: LayerCost) -> set[CollectiveOp]:
+    """The ``tp`` collectives of ``la``'s forward: sequence parallelism's all-gather of its
+    input (``ALLGATHER``) and reduce-scatter of its output (``REDUCESCATTER``)."""
+    return {c.op for c in la.fwd_comm if c.group == "tp"}
+
+
 class Net(ConvLayers, AttentionLayers):
     """Accumulates the layers of one model for one micro-batch on one rank.
 
@@ -233,7 +239,7 @@ class Net(ConvLayers, AttentionLayers):
         sequence parallelism all-gathers ``la``'s input, else ``m k``."""
         assert self.kernels.fp8 is not None and la.gemm is not None
         g = la.gemm
-        gathered = any(c.op is CollectiveOp.ALLGATHER and c.group == "tp" for c in la.fwd_comm)
+        gathered = CollectiveOp.ALLGATHER in _tp_ops(la)
         el = float(g.m * g.k * g.batch) / (self.seq_shard if gathered else 1)
         saved = el * (self.act_bytes - self.kernels.fp8.norm_output_bytes(self.act_bytes))
         return norm if saved <= 0 else replace(norm, fwd_bytes=norm.fwd_bytes - saved)
@@ -267,7 +273,7 @@ class Net(ConvLayers, AttentionLayers):
         if k.fsdp_copies and k.fp8.fsdp_fp8_all_gather:
             share = 0.0
         dgrad = la.bwd_input_flop > 0
-        tp_ops = {c.op for c in la.fwd_comm if c.group == "tp"}
+        tp_ops = _tp_ops(la)
         gathered = CollectiveOp.ALLGATHER in tp_ops
         scattered = CollectiveOp.REDUCESCATTER in tp_ops
         kernels, bwd_kernels = k.fp8.cast_launches(
