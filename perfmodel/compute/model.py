@@ -309,7 +309,8 @@ class ComputeModel:
                 generic=generic,
             )
             e = ring_attention_efficiency(e, rest, shape.ring_steps)
-        if p.power_clock_ratio != 1.0 and e.from_table:  # not the generic pair (review mend 2)
+        # the power limit scales measured tables only, not the generic pair (its own ceiling)
+        if p.power_clock_ratio != 1.0 and e.from_table:
             r = p.power_clock_ratio
             e = replace(e, fwd=e.fwd * r, bwd=e.bwd * r, source=f"{e.source} x power limit {r:.3f}")
         self._attention_cache[key] = e
