@@ -30,6 +30,7 @@ from perfmodel.comm.group import GroupAnalysis, GroupInfo, gpu_reduce_Bps
 from perfmodel.comm.group_memo import GroupMemo, SharedResults
 from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.nccl_choice import NcclChoice
+from perfmodel.comm.nccl_env import NCCL_FUNCTIONS
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.nodes import all_gpus, check_group
 from perfmodel.comm.params import Algorithm, LinkParams, Protocol
@@ -304,8 +305,6 @@ class AnalyticCommModel:
         (:meth:`NcclChoice.protocols <perfmodel.comm.nccl_choice.NcclChoice.protocols>`, less
         what ``NCCL_PROTO`` switches off: for ``op``, or with ``op=None`` for every
         collective ``NCCL_PROTO`` can name)."""
-        from perfmodel.comm.nccl_env import NCCL_FUNCTIONS
-
         env = self.nccl.env
         ops = tuple(NCCL_FUNCTIONS.values()) if op is None else (op,)
         return tuple(

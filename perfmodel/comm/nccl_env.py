@@ -41,6 +41,7 @@ nothing, and a list that names only it leaves CollNet Direct off.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,16 +183,14 @@ class NcclEnv:
             _parse_list("NCCL_ALGO", stated["NCCL_ALGO"], NCCL_ALGORITHMS, algos, where)
         if stated.get("NCCL_NVLS_ENABLE"):  # empty: the default (ncclLoadParam)
             text = stated["NCCL_NVLS_ENABLE"]
-            try:
-                nvls = int(text, 0)
-            except ValueError:
+            if _INTEGER.fullmatch(text) is None:  # strtoll's forms only, nothing after them
                 raise ConfigError(
                     f"{where}: NCCL_NVLS_ENABLE={text!r}: expected an integer (0 off, 1 on, "
                     "2 auto: NCCL's default)",
                     value=text,
                     where=where,
-                ) from None
-            if nvls == 0:
+                )
+            if _strtol(text) == 0:
                 for op in NCCL_FUNCTIONS.values():
                     algos[op, Algorithm.NVLS] = algos[op, Algorithm.NVLS_TREE] = 0
         if "NCCL_COLLNET_ENABLE" in stated:
@@ -273,6 +272,12 @@ def split_assignments(items: Iterable[str], *, where: str) -> list[tuple[str, st
     return _schema.split_assignments(items, where=where, example="NCCL_NVLS_ENABLE=0")
 
 
+#: What C's ``strtol(text, NULL, 0)`` reads as a whole number (:func:`_strtol`), blanks around
+#: it allowed: a decimal, ``0x`` hexadecimal or ``0`` octal integer (``"010"`` is 8, as NCCL
+#: reads it; Python's ``int(text, 0)`` rejects it).
+_INTEGER = re.compile(r"\s*[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\s*")
+
+
 def _strtol(text: str) -> int:
     """C's ``strtol(text, NULL, 0)``: leading white space, a sign, then the longest prefix of
     a decimal, ``0x`` hexadecimal or ``0`` octal number; 0 where there is none.
@@ -280,8 +285,6 @@ def _strtol(text: str) -> int:
     >>> _strtol(" 12abc"), _strtol("0x1f"), _strtol("010"), _strtol("off"), _strtol("-3")
     (12, 31, 8, 0, -3)
     """
-    import re
-
     m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
     if m is None:
         return 0

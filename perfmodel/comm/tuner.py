@@ -296,7 +296,7 @@ NCCL_2_28 = replace(
 )
 
 #: First release of :data:`NCCL_2_25`'s and :data:`NCCL_2_28`'s tables.
-BLACKWELL_CAPS_FROM = {(2, 25): NCCL_2_25, (2, 28): NCCL_2_28, (2, 29): NCCL_2_29}
+BLACKWELL_CAPS_FROM = MappingProxyType({(2, 25): NCCL_2_25, (2, 28): NCCL_2_28, (2, 29): NCCL_2_29})
 
 #: The table that prices a choice made by each release's table (:func:`pricing_tuner`).
 _PRICED_BY = MappingProxyType({NCCL_2_25.release: NCCL_2_29, NCCL_2_28.release: NCCL_2_29})

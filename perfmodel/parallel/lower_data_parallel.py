@@ -54,7 +54,7 @@ class DataParallelEmitters:
             duration_s = self._dp_time.get((op, nbytes, s, group))
             if duration_s is None:
                 duration_s = self.dp_time(s, op, nbytes, group)
-        dur = duration_s + self.preset.fusion_cycle_s / 2
+        dur = duration_s + self.preset.fusion_wait_s
         spec = self._dp_specs.get((op, nbytes, s, group, kind))
         if spec is None:
             spec = self.dp_spec(s, op, nbytes, kind, group)
@@ -93,7 +93,7 @@ class DataParallelEmitters:
         spec = self._dp_specs.get(spec_key)
         if spec is None:
             main, sibs = self._dp_group(s, group)
-            wait = self.preset.fusion_cycle_s / 2
+            wait = self.preset.fusion_wait_s
             spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
         return spec
 

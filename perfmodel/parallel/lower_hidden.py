@@ -149,7 +149,7 @@ class HiddenCollectives:
         if self.tp_overlap and on_compute:
             return None  # an "overlapped" collective queued behind its compute: not modelled
         op = self._grad_op()
-        wait = self.preset.fusion_cycle_s / 2
+        wait = self.preset.fusion_wait_s
         grad_b = self.rc.grad_reduce_bytes
         comp = tp_total = nbytes_total = 0.0
         on_stream: list[float] = []  # D_j, backward order
@@ -283,7 +283,7 @@ class HiddenCollectives:
         if self.tp_overlap and on_compute:
             return None
         fwd = phase == "F"
-        wait = self.preset.fusion_cycle_s / 2
+        wait = self.preset.fusion_wait_s
         gb, grad_b = self.rc.gather_bytes, self.rc.grad_reduce_bytes
         op = self._grad_op()
         rows: list[tuple[float, float, float, float, float, bool]] = []

@@ -817,5 +817,5 @@ def lower_pipeline(
     executors run the fine graph too (one task pair per segment everywhere); ``hidden=False``:
     no analytic graph with summarised collectives (a step for the SimPy replay)."""
     return PipelineLowering(
-        inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=coarse and hidden
+        inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=hidden
     ).lower()

@@ -60,7 +60,7 @@ def lower_memory(
             costs,
             one_weird_trick=mode is None,
             coarse=coarse,
-            hidden=coarse and hidden,
+            hidden=hidden,
         ).memory()
     return _lower_dp_variant(inp, costs, mode).memory
 

@@ -17,7 +17,20 @@ from dataclasses import dataclass, field, replace
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
-from perfmodel.parallel.expert import CPImpl
+from perfmodel.parallel.expert import (
+    CPImpl,
+    RingSteps,
+    cp_exposed_s,
+    dispatch_share,
+    dispatcher_sync_stall_s,
+    ep_overlap_exposed_s,
+    flex_fabric,
+    flex_kernel_floor_s,
+    flex_units_hit,
+    overlap_compute_slowdown,
+    routing_map_gather_bytes,
+    torch_cp_exposed_s,
+)
 from perfmodel.parallel.plan import CPComm, MoEDispatcher, ParallelismPlan
 from perfmodel.parallel.taskgraph import CommKind
 from perfmodel.workload.layers import CommPoint, ExpertRole, LayerCost, LayerKind, distinct_layers
@@ -116,8 +129,6 @@ def cp_pass_exposed_s(
     >>> cp_pass_exposed_s(kv, 6.0, 4, 1.0, CPComm.ALLGATHER, CPImpl.TE_P2P, backward=False)
     6.0
     """
-    from perfmodel.parallel.expert import RingSteps, cp_exposed_s, torch_cp_exposed_s
-
     full = sum(t for _, t in ring)
     steps = RingSteps.split(busy_s, cp, first_over_rest)
     if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
@@ -194,8 +205,6 @@ def _dispatch_sync_stalls(
     waits *after* its gather (``MoEAllGatherTokenDispatcher``: ``local_map.sum(0).cpu()`` once
     the tokens are gathered, Megatron-LM 4415119), so its dispatch collective is not in the run;
     the others wait before the tokens move, so theirs is."""
-    from perfmodel.parallel.expert import dispatcher_sync_stall_s
-
     costs, dispatcher = ctx.costs, ctx.plan.moe_dispatcher
     host_of = getattr(costs, "layer_host_time", None)
     if host_of is None or not any(
@@ -236,8 +245,6 @@ def _routing_map_gather(layer: LayerCost, ctx: SegmentCommContext) -> list[Segme
     exposed in full on the expert-parallel group; the map's rows are the tokens the rank's
     router scores (:attr:`LayerCost.router_tokens`, whatever the load). Empty for other
     layers and dispatchers."""
-    from perfmodel.parallel.expert import routing_map_gather_bytes
-
     groups = ctx.groups_of.get("ep")
     if layer.expert_role is not ExpertRole.DISPATCH or not groups or not layer.router_tokens:
         return []
@@ -263,8 +270,6 @@ def _dispatcher_point(
     top_k``) and the combine reduce-scatters them (Megatron-Core ``MoEAllGatherTokenDispatcher``);
     in backward the two swap. A layer without expert counts keeps its point.
     """
-    from perfmodel.parallel.expert import dispatch_share
-
     dispatcher = ctx.plan.moe_dispatcher
     if (
         dispatcher is MoEDispatcher.ALLTOALL
@@ -292,8 +297,6 @@ def _flex_kernel_floor(
     dispatch kernel, the other two the combine kernel; the point's ``tokens x top_k`` rows are
     ``tokens`` once per server (``rdma``) or rank (``nvlink``) hit. 0 for the NCCL dispatchers,
     layers without expert counts and a cost model without a topology."""
-    from perfmodel.parallel.expert import flex_fabric, flex_kernel_floor_s, flex_units_hit
-
     dispatcher, memo = ctx.plan.moe_dispatcher, ctx.memo
     topo = getattr(ctx.costs, "topology", None)
     if (
@@ -325,8 +328,6 @@ def _overlap_slowdown(ctx: SegmentCommContext) -> float:
     """Compute slowdown beside the plan's dispatcher kernels
     (:func:`perfmodel.parallel.expert.overlap_compute_slowdown`; the GPU's SM count from the
     compute model, the house estimate without one)."""
-    from perfmodel.parallel.expert import overlap_compute_slowdown
-
     compute = getattr(ctx.costs, "compute", None)
     sm_count = compute.params.sm_count if compute is not None else 0
     return overlap_compute_slowdown(ctx.plan.moe_dispatcher, sm_count)
@@ -339,8 +340,6 @@ def _overlap_expert_comm(
     compute of the other phase, plus that compute's slowdown while they share the SMs
     (:func:`perfmodel.parallel.expert.ep_overlap_exposed_s`), the exposed share scaling the
     duration and the replayed bytes; the transfers (``full_s``) are unchanged."""
-    from perfmodel.parallel.expert import ep_overlap_exposed_s
-
     out = [c for c in comms if c.kind is not CommKind.EP]
     for phase, other in (("F", bwd_s), ("B", fwd_s)):
         ep = [c for c in comms if c.kind is CommKind.EP and c.phase == phase]

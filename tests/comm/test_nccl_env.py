@@ -81,6 +81,20 @@ def test_switches_and_other_variables() -> None:
     }
 
 
+def test_nvls_enable_reads_integers_as_strtoll() -> None:
+    """NCCL reads NCCL_NVLS_ENABLE with ``strtoll(str, NULL, 0)`` (src/misc/param.cc): a
+    leading 0 is octal, so ``010`` is 8 (on) and ``00`` / ``0x0`` are 0 (off); Python's
+    ``int(text, 0)`` rejected ``010``."""
+    nvls = {Algorithm.NVLS, Algorithm.NVLS_TREE}
+    assert NcclEnv.parse([("NCCL_NVLS_ENABLE", "010")]).default
+    assert NcclEnv.parse([("NCCL_NVLS_ENABLE", " 1 ")]).default
+    for zero in ("00", "0x0", "-0", " 0"):
+        assert set(NcclEnv.parse([("NCCL_NVLS_ENABLE", zero)]).off(AR)) == nvls, zero
+    for bad in ("off", "1abc", "08", "1_0"):
+        with pytest.raises(ConfigError, match="NCCL_NVLS_ENABLE"):
+            NcclEnv.parse([("NCCL_NVLS_ENABLE", bad)])
+
+
 @pytest.mark.parametrize(
     ("pair", "named"),
     [
