@@ -25,7 +25,7 @@ from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of
 from perfmodel.comm.nccl_graph import NCCL_MAXCHANNELS, inter_graph_channels
 from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
-from perfmodel.comm.p2p_read import local_copy_s
+from perfmodel.comm.p2p_read import ring_copy_s
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
 from perfmodel.comm.tuner import (
     NVLS_FROM,
@@ -447,15 +447,10 @@ class NcclChoice:
         LL128): 127 network hops of 4 us + 614,400 B at 46/8 GB/s (107 us) and 896 NVLink hops of
         1.9 us fill the chain, 16 ms that the tuner's 4 ms latency leaves out.
         """
-        if (
-            algo is Algorithm.RING
-            and proto is Protocol.SIMPLE
-            and info.p2p is not None
-            and info.nodes == 1
-        ):
-            # NCCL's P2P transport over NVLink: each rank's local ring copy, serial with the
-            # NVLink steps of the channel's thread block (perfmodel.comm.p2p_read)
-            t += local_copy_s(op, m, info.n, info.gpu_memory_Bps, info.p2p)  # 0: bcast, reduce
+        if algo is Algorithm.RING:
+            # NCCL's P2P transport: each rank's local ring copy, serial with the link steps of
+            # the channel's thread block (perfmodel.comm.p2p_read; 0 for broadcast, reduce)
+            t += ring_copy_s(info, op, m, info.n, proto) or 0.0
         if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
             return t, lat
         nch = max(1, len(info.channels))

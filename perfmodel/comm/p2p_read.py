@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel._enum import ParsedEnum
+from perfmodel.comm.params import Protocol
 from perfmodel.comm.tuner import NCCL_2_29, tuner_for
 from perfmodel.ops import CollectiveOp
 
@@ -218,3 +219,16 @@ def local_copy_s(
     526.6
     """
     return local_copy_bytes(op, message_bytes, ranks, path) / memory_Bps
+
+
+def ring_copy_s(
+    info: Any, op: CollectiveOp, message_bytes: float, ranks: int, proto: Protocol
+) -> float | None:
+    """The local copy a ring of ``ranks`` GPUs adds to ``op`` of ``message_bytes`` over the group
+    ``info`` (a :class:`~perfmodel.comm.group.GroupInfo`), seconds: :func:`local_copy_s` where
+    NCCL makes it (the Simple protocol over a P2P path inside one server, ``info.p2p``; 0 for
+    a broadcast or reduce), ``None`` where it makes none. The one rule the analytic chain time
+    and the flow replay both add."""
+    if proto is not Protocol.SIMPLE or info.p2p is None or info.nodes != 1:
+        return None
+    return local_copy_s(op, message_bytes, ranks, info.gpu_memory_Bps, info.p2p)

@@ -36,7 +36,7 @@ from perfmodel.comm.channels import build_channels, channel_rates, channel_route
 from perfmodel.comm.flow import FlowNetwork, p2p_alpha_s
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.nodes import check_group, nics_of
-from perfmodel.comm.p2p_read import local_copy_s
+from perfmodel.comm.p2p_read import ring_copy_s
 from perfmodel.comm.params import Algorithm, HwClass, Protocol
 from perfmodel.comm.rings import Channel
 from perfmodel.comm.transfers import p2p_transfers
@@ -248,10 +248,9 @@ def _collective_gen(
         base = P.NCCL_BASE_LATENCY_S[("ring", proto)]
         yield env.timeout(base * _ring_plateau(info, op, len(ranks), m, proto))
         yield from _ring(net, model, info, ranks, op, m, proto, chunks, wire, coarse=coarse)
-        if proto is Protocol.SIMPLE and info.p2p is not None and info.nodes == 1:
-            # NCCL's P2P transport over NVLink: each rank's local ring copy, serial with the
-            # channel's NVLink steps (perfmodel.comm.p2p_read), as the analytic model adds it
-            yield env.timeout(local_copy_s(op, m, len(ranks), info.gpu_memory_Bps, info.p2p))
+        copy_s = ring_copy_s(info, op, m, len(ranks), proto)  # as the analytic model adds it
+        if copy_s is not None:
+            yield env.timeout(copy_s)
     elif algo is Algorithm.TREE:
         yield env.timeout(P.NCCL_BASE_LATENCY_S[("tree", proto)])
         yield from _tree(net, info, m, proto, chunks, wire)
