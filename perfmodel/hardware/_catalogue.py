@@ -188,7 +188,15 @@ class Catalogue(Generic[S]):
         return specs, index
 
     def read(self, path: str | os.PathLike[str]) -> dict[str, S]:
-        """``{canonical name: spec}`` of a catalogue file, in file order."""
+        """``{canonical name: spec}`` of a catalogue file of this schema, in file order (the
+        shipped file or a user's: ``read_gpus``, ``read_links``, ``read_cpus``).
+
+        Raises
+        ------
+        ConfigError
+            Naming the file, the entry and the bad value (the module's ``parse``), a duplicate
+            name, or an alias that already names another entry.
+        """
         return self.read_indexed(path)[0]
 
     def _shipped(self) -> tuple[dict[str, S], dict[str, str]]:
@@ -284,7 +292,8 @@ class Catalogue(Generic[S]):
         return spec
 
     def specs(self) -> list[S]:
-        """Every spec of the shipped catalogue, in file order."""
+        """Every spec of the shipped catalogue, in file order (``list_gpus``, ``list_links``,
+        ``list_cpus``)."""
         return list(self._shipped()[0].values())
 
     def find(self, name: str) -> S | None:
@@ -302,13 +311,22 @@ class Catalogue(Generic[S]):
         specs, index = self._shipped()
         return specs[index[key]] if key in index else None
 
-    def get(self, name: str | S, where: str) -> S:
-        """The spec named ``name`` (canonical or alias, case-insensitive); a spec is returned as is.
+    def get(self, name: str | S, where: str | None = None) -> S:
+        """The shipped spec named ``name`` (canonical name or alias, case-insensitive); a spec is
+        returned as is (``get_gpu``, ``get_link``, ``get_cpu``).
 
-        Raises UnknownHardwareError naming the value, ``where`` and up to three close names.
+        ``where`` names what stated ``name`` in an error (default: the table, ``"gpu"``).
+
+        Raises
+        ------
+        UnknownHardwareError
+            Naming the value, ``where``, up to three close names and the ``perfmodel hw``
+            command listing the catalogue.
         """
         if isinstance(name, self.spec_type):
             return name
+        if where is None:
+            where = self.table
         key = str(name).lower()
         if self._loaded is None:
             found = self._lookup(key)

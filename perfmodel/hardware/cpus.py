@@ -34,7 +34,6 @@ The peak FP32 rate is computed, never typed in:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -228,18 +227,6 @@ def _parse_cpu(entry: dict[str, Any], where: str) -> CPUSpec:
     )
 
 
-def read_cpus(path: str | os.PathLike[str]) -> dict[str, CPUSpec]:
-    """Parse a CPU catalogue file (schema above) into ``{canonical name: CPUSpec}``.
-
-    Raises
-    ------
-    ConfigError
-        Naming the file, the entry and the bad value, a duplicate name, or an alias that already
-        names another CPU.
-    """
-    return _CPUS.read(path)
-
-
 _CPUS: Catalogue[CPUSpec] = Catalogue(
     table="cpu",
     kind="CPU",
@@ -250,18 +237,12 @@ _CPUS: Catalogue[CPUSpec] = Catalogue(
     data=_DATA,
 )
 
-
-def list_cpus() -> list[CPUSpec]:
-    """All CPU models in the catalogue, in file order."""
-    return _CPUS.specs()
-
-
-def get_cpu(name: str | CPUSpec, *, where: str = "cpu") -> CPUSpec:
-    """Look up a CPU by canonical name or alias (case-insensitive).
-
-    Raises
-    ------
-    UnknownHardwareError
-        Naming the bad value and the closest known names.
-    """
-    return _CPUS.get(name, where)
+#: ``read_cpus(path) -> {canonical name: CPUSpec}``: a CPU catalogue file of the schema above
+#: (the shipped one or a user's), its errors naming the file, the entry and the bad value.
+read_cpus = _CPUS.read
+#: ``list_cpus() -> list[CPUSpec]``: every CPU model of the shipped catalogue, in file order.
+list_cpus = _CPUS.specs
+#: ``get_cpu(name, where="cpu") -> CPUSpec``: the CPU model named ``name`` (canonical name or
+#: alias, case-insensitive; a CPUSpec as is), an UnknownHardwareError naming ``where`` and the
+#: closest names otherwise.
+get_cpu = _CPUS.get

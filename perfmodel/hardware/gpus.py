@@ -58,7 +58,6 @@ default fraction of its peak. A board run below the power its rates were measure
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -722,20 +721,6 @@ def datasheet_note(gpu: GPUSpec) -> str | None:
     return line
 
 
-def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
-    """Parse a GPU catalogue file (schema above) into ``{canonical name: GPUSpec}``.
-
-    Used for the shipped ``gpus.toml`` and for user catalogues or tests.
-
-    Raises
-    ------
-    ConfigError
-        Naming the file, the entry and the bad value (see :func:`_parse_gpu`), a duplicate name,
-        or an alias that already names another GPU.
-    """
-    return _GPUS.read(path)
-
-
 _GPUS: Catalogue[GPUSpec] = Catalogue(
     table="gpu",
     kind="GPU",
@@ -746,18 +731,12 @@ _GPUS: Catalogue[GPUSpec] = Catalogue(
     data=_DATA,
 )
 
-
-def list_gpus() -> list[GPUSpec]:
-    """All GPU models in the catalogue, in file order."""
-    return _GPUS.specs()
-
-
-def get_gpu(name: str | GPUSpec, *, where: str = "gpu") -> GPUSpec:
-    """Look up a GPU by canonical name or alias (case-insensitive).
-
-    Raises
-    ------
-    UnknownHardwareError
-        Naming the bad value and the closest known names.
-    """
-    return _GPUS.get(name, where)
+#: ``read_gpus(path) -> {canonical name: GPUSpec}``: a GPU catalogue file of the schema above
+#: (the shipped one or a user's), its errors naming the file, the entry and the bad value.
+read_gpus = _GPUS.read
+#: ``list_gpus() -> list[GPUSpec]``: every GPU model of the shipped catalogue, in file order.
+list_gpus = _GPUS.specs
+#: ``get_gpu(name, where="gpu") -> GPUSpec``: the GPU model named ``name`` (canonical name or
+#: alias, case-insensitive; a GPUSpec as is), an UnknownHardwareError naming ``where`` and the
+#: closest names otherwise.
+get_gpu = _GPUS.get

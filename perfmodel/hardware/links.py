@@ -22,7 +22,6 @@ well-implemented transfer sees; a calibration profile replaces it by measured va
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -186,18 +185,6 @@ def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
     )
 
 
-def read_links(path: str | os.PathLike[str]) -> dict[str, LinkTech]:
-    """Parse a link catalogue file (schema above) into ``{canonical name: LinkTech}``.
-
-    Raises
-    ------
-    ConfigError
-        Naming the file, the entry and the bad value, a duplicate name, or an alias that already
-        names another link.
-    """
-    return _LINKS.read(path)
-
-
 _LINKS: Catalogue[LinkTech] = Catalogue(
     table="link",
     kind="link",
@@ -208,15 +195,15 @@ _LINKS: Catalogue[LinkTech] = Catalogue(
     data=_DATA,
 )
 
-
-def list_links() -> list[LinkTech]:
-    """All link technologies in the catalogue, in file order."""
-    return _LINKS.specs()
-
-
-def get_link(name: str | LinkTech, *, where: str = "link") -> LinkTech:
-    """Look up a link technology by name or alias (case-insensitive)."""
-    return _LINKS.get(name, where)
+#: ``read_links(path) -> {canonical name: LinkTech}``: a link catalogue file of the schema above
+#: (the shipped one or a user's), its errors naming the file, the entry and the bad value.
+read_links = _LINKS.read
+#: ``list_links() -> list[LinkTech]``: every link technology of the shipped catalogue, in file order.
+list_links = _LINKS.specs
+#: ``get_link(name, where="link") -> LinkTech``: the link technology named ``name`` (canonical name or
+#: alias, case-insensitive; a LinkTech as is), an UnknownHardwareError naming ``where`` and the
+#: closest names otherwise.
+get_link = _LINKS.get
 
 
 def find_link(name: str) -> LinkTech | None:
