@@ -21,6 +21,7 @@ from perfmodel.intervals import DEFAULT_LEVEL
 from perfmodel.scenario import HARDWARE_FIELDS
 
 if TYPE_CHECKING:  # the topology stack (networkx) loads when a system is built, not at parse
+    from perfmodel.comm.nccl_env import NcclEnv
     from perfmodel.topology import Topology
 
 #: Scenario keys set by the :func:`add_system_args` flags (``--fabric`` -> ``fabric_topology``).
@@ -168,15 +169,24 @@ def _nccl_env_item(text: str) -> str:
     return text
 
 
+def _nccl_env_flag(args: argparse.Namespace) -> NcclEnv | None:
+    """The ``--nccl-env`` items given (each checked as the flag was read: :func:`_nccl_env_item`)
+    as one :class:`~perfmodel.comm.nccl_env.NcclEnv` that names ``--nccl-env`` as its origin
+    (what an error about it later names); ``None`` when the flag is not given."""
+    items = getattr(args, "nccl_env", None)
+    if not items:
+        return None
+    from perfmodel.comm.nccl_env import NcclEnv
+
+    return NcclEnv.parse_assignments(items, where="--nccl-env")
+
+
 def system_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The system flags given (:data:`SYSTEM_KEYS`), by scenario key: ``--nccl-env`` parsed
-    once here into an :class:`~perfmodel.comm.nccl_env.NcclEnv` that names ``--nccl-env`` as
-    its origin (what an error about it later names)."""
+    """The system flags given (:data:`SYSTEM_KEYS`), by scenario key, ``--nccl-env`` parsed
+    (:func:`_nccl_env_flag`)."""
     d = {k: v for k in SYSTEM_KEYS if (v := getattr(args, k, None)) is not None}
     if d.get("nccl_env"):
-        from perfmodel.comm.nccl_env import NcclEnv
-
-        d["nccl_env"] = NcclEnv.parse_assignments(d["nccl_env"], where="--nccl-env")
+        d["nccl_env"] = _nccl_env_flag(args)
     return d
 
 
@@ -187,16 +197,18 @@ def system_from_args(args: argparse.Namespace) -> Topology:
     from perfmodel.topology.builders import build_system
 
     hw = {k: getattr(args, k) for k in SYSTEM_KEYS}
-    nccl, nccl_env = hw.pop("nccl"), hw.pop("nccl_env")
+    nccl = hw.pop("nccl")
+    del hw["nccl_env"]  # parsed once: _nccl_env_flag
     topo = build_system(hw.pop("system"), **hw)
     if nccl:
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
         topo = with_nccl_p2p_rule(topo, NcclRelease.parse(nccl, where="--nccl"))
-    if nccl_env:
-        from perfmodel.comm.nccl_env import NcclEnv, with_nccl_env
+    env = _nccl_env_flag(args)
+    if env is not None:
+        from perfmodel.comm.nccl_env import with_nccl_env
 
-        topo = with_nccl_env(topo, NcclEnv.parse_assignments(nccl_env, where="--nccl-env"))
+        topo = with_nccl_env(topo, env)
     return topo
 
 

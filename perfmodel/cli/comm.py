@@ -40,7 +40,7 @@ from perfmodel.cli._common import (
     print_json,
     system_from_args,
 )
-from perfmodel.comm.p2p_read import ProcessLayout
+from perfmodel.comm.p2p_read import ProcessLayout, with_process_layout
 from perfmodel.comm.params import Algorithm
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -131,13 +131,6 @@ def _model(args: argparse.Namespace, topo: Topology) -> Any:
     return CommCostModel(topo, lp, fidelity=args.fidelity)
 
 
-def _laid_out(topo: Topology, layout: ProcessLayout) -> Topology:
-    """``topo`` run by a job of ``layout`` (unchanged for one process per GPU)."""
-    from perfmodel.comm.p2p_read import with_process_layout
-
-    return topo if layout is ProcessLayout.PER_GPU else with_process_layout(topo, layout)
-
-
 def _group(topo: Topology, gpus: int | None) -> tuple[str, ...]:
     if gpus is None:
         return topo.gpus
@@ -167,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         # the GPUs now state P2P: the rule of the release in force leaves them alone
         topo = with_nccl_p2p_rule(topo.with_p2p(args.p2p == "on"))
     layout = args.processes or ProcessLayout.PER_GPU
-    topo = _laid_out(topo, layout)
+    topo = with_process_layout(topo, layout)
     group = _group(topo, args.gpus)
     if op is CollectiveOp.SENDRECV and args.gpus is None:
         group = group[:2]
@@ -392,7 +385,7 @@ def _compare(args: argparse.Namespace) -> int:
             args.nodes = log.nodes
         guessed = " (guessed from the log's devices; give --system to choose)"
     layout, layout_note = _log_layout(args.processes, log)
-    topo = _laid_out(system_from_args(args), layout)
+    topo = with_process_layout(system_from_args(args), layout)
     ranks = args.gpus or log.ranks or topo.num_gpus
     group = _group(topo, ranks)
     if args.group:
