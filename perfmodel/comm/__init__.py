@@ -34,4 +34,6 @@ __all__ = [
 
 # The flow-level simulator needs SimPy: imported on first use, so that the closed-form model and
 # LinkParams load where SimPy is absent (e.g. a calibration run on a GPU machine).
-__getattr__, __dir__ = lazy_exports(globals(), {"FlowNetwork": "flow", "run_collective": "replay"})
+__getattr__, __dir__, _ = lazy_exports(
+    globals(), {"flow": ("FlowNetwork",), "replay": ("run_collective",)}
+)

@@ -28,42 +28,17 @@ if TYPE_CHECKING:
     from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
     from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
 
-# name -> submodule, imported on first use (issue 14, cold start: predict imports none of them)
-_EXPORTS = {
-    "Objective": "compare",
-    "SearchResult": "compare",
-    "format_table": "compare_table",
-    "search_plans": "compare",
-    "Pricing": "cost",
-    "ModelShape": "plans",
-    "SearchSpace": "plans",
-    "enumerate_plans": "plans",
-    "SweepSpec": "sweep",
-    "run_sweep": "sweep",
-    "StatisticalEfficiency": "tta",
-    "TTAFit": "tta",
-    "fit_time_to_accuracy": "tta",
-    "SystemOption": "whatif",
-    "WhatIfResult": "whatif",
-    "hardware_whatif": "whatif",
-}
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
-
-__all__ = [
-    "ModelShape",
-    "Objective",
-    "Pricing",
-    "SearchResult",
-    "SearchSpace",
-    "StatisticalEfficiency",
-    "SweepSpec",
-    "SystemOption",
-    "TTAFit",
-    "WhatIfResult",
-    "enumerate_plans",
-    "fit_time_to_accuracy",
-    "format_table",
-    "hardware_whatif",
-    "run_sweep",
-    "search_plans",
-]
+# submodule -> the names it exports, imported on first use (the package's one list of them at
+# run time; issue 14, cold start: predict imports none of them)
+__getattr__, __dir__, __all__ = lazy_exports(
+    globals(),
+    {
+        "compare": ("Objective", "SearchResult", "search_plans"),
+        "compare_table": ("format_table",),
+        "cost": ("Pricing",),
+        "plans": ("ModelShape", "SearchSpace", "enumerate_plans"),
+        "sweep": ("SweepSpec", "run_sweep"),
+        "tta": ("StatisticalEfficiency", "TTAFit", "fit_time_to_accuracy"),
+        "whatif": ("SystemOption", "WhatIfResult", "hardware_whatif"),
+    },
+)

@@ -34,60 +34,29 @@ if TYPE_CHECKING:
     from perfmodel.topology.routing import path_bandwidth, path_latency, route
     from perfmodel.topology.schema import NodeKind, effective_bandwidth, validate_graph
 
-# name -> submodule, imported on first use (issue 14, cold start: a prediction needs no analysis)
-_EXPORTS = {
-    "Bisection": "analysis",
-    "Ring": "analysis",
-    "RingSet": "analysis",
-    "Tree": "analysis",
-    "bandwidth_matrix": "analysis",
-    "bisection_bandwidth": "analysis",
-    "nccl_rings": "analysis",
-    "nccl_trees": "analysis",
-    "smi_matrix": "analysis",
-    "build_cluster": "cluster",
-    "list_systems": "builders",
-    "load_system": "builders",
-    "IntraNode": "custom",
-    "custom_system": "custom",
-    "export_dict": "export",
-    "from_dict": "export",
-    "import_topology": "importers",
-    "FabricSpec": "model",
-    "Topology": "model",
-    "path_bandwidth": "routing",
-    "path_latency": "routing",
-    "route": "routing",
-    "NodeKind": "schema",
-    "effective_bandwidth": "schema",
-    "validate_graph": "schema",
-}
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
-
-__all__ = [
-    "Bisection",
-    "FabricSpec",
-    "IntraNode",
-    "NodeKind",
-    "Ring",
-    "RingSet",
-    "Topology",
-    "Tree",
-    "bandwidth_matrix",
-    "bisection_bandwidth",
-    "build_cluster",
-    "custom_system",
-    "effective_bandwidth",
-    "export_dict",
-    "from_dict",
-    "import_topology",
-    "list_systems",
-    "load_system",
-    "nccl_rings",
-    "nccl_trees",
-    "path_bandwidth",
-    "path_latency",
-    "route",
-    "smi_matrix",
-    "validate_graph",
-]
+# submodule -> the names it exports, imported on first use (the package's one list of them at
+# run time; issue 14, cold start: a prediction needs no analysis)
+__getattr__, __dir__, __all__ = lazy_exports(
+    globals(),
+    {
+        "analysis": (
+            "Bisection",
+            "Ring",
+            "RingSet",
+            "Tree",
+            "bandwidth_matrix",
+            "bisection_bandwidth",
+            "nccl_rings",
+            "nccl_trees",
+            "smi_matrix",
+        ),
+        "builders": ("list_systems", "load_system"),
+        "cluster": ("build_cluster",),
+        "custom": ("IntraNode", "custom_system"),
+        "export": ("export_dict", "from_dict"),
+        "importers": ("import_topology",),
+        "model": ("FabricSpec", "Topology"),
+        "routing": ("path_bandwidth", "path_latency", "route"),
+        "schema": ("NodeKind", "effective_bandwidth", "validate_graph"),
+    },
+)
