@@ -234,16 +234,14 @@ def plan_suite(
         ("transfer" in wanted, _transfer_items),
         ("streams" in wanted, _stream_items),
         ("collectives" in wanted and dev is DeviceKind.CUDA, _collective_items),
-        ("steps" in wanted, _step_items),
+        ("steps" in wanted, lambda be: _step_items(be, steps, trace_dir)),
     ):
         if wants:
-            items += plan(backend, steps, trace_dir)
+            items += plan(backend)
     return items
 
 
-def _launch_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _launch_items(backend: Backend) -> list[BenchItem]:
     """The launch-overhead benchmarks (eager; graph replay on a GPU)."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -271,9 +269,7 @@ def _launch_items(
     return items
 
 
-def _input_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _input_items(backend: Backend) -> list[BenchItem]:
     """The input pipeline benchmark (host CPU)."""
     items: list[BenchItem] = []
     items.append(
@@ -287,9 +283,7 @@ def _input_items(
     return items
 
 
-def _memory_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _memory_items(backend: Backend) -> list[BenchItem]:
     """Copies and element-wise operations over the device's memory sizes."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -307,9 +301,7 @@ def _memory_items(
     return items
 
 
-def _gemm_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _gemm_items(backend: Backend) -> list[BenchItem]:
     """GEMMs of every shape in every dtype the backend times."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -331,9 +323,7 @@ def _gemm_items(
     return items
 
 
-def _attention_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _attention_items(backend: Backend) -> list[BenchItem]:
     """Fused attention forward and forward+backward (bf16; GPU only)."""
     items: list[BenchItem] = []
     # fused attention (GPT-2 small, longer sequences, a non-causal encoder), bf16
@@ -369,9 +359,7 @@ def _attention_items(
     return items
 
 
-def _conv_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _conv_items(backend: Backend) -> list[BenchItem]:
     """ResNet-50 and other CNN convolutions (one dtype on a CPU)."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -399,9 +387,7 @@ def _conv_items(
     return items
 
 
-def _transfer_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _transfer_items(backend: Backend) -> list[BenchItem]:
     """Host-device copies, pinned and pageable, both ways."""
     items: list[BenchItem] = []
     sizes = [int(x * MiB) for x in (0.0625, 1, 16, 256)]
@@ -423,9 +409,7 @@ def _transfer_items(
     return items
 
 
-def _stream_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _stream_items(backend: Backend) -> list[BenchItem]:
     """Concurrent small GEMMs on 1-8 streams."""
     items: list[BenchItem] = []
     dtype = DType.BF16 if DType.BF16 in backend.gemm_dtypes else DType.FP32
@@ -453,9 +437,7 @@ def _stream_items(
     return items
 
 
-def _collective_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _collective_items(backend: Backend) -> list[BenchItem]:
     """NCCL collectives over every GPU of the machine (two or more)."""
     items: list[BenchItem] = []
     n_gpu = backend.device_info().count
