@@ -180,8 +180,18 @@ class _FlatFeatures:
         return cls(**read)
 
 
+class _OnGpus:
+    """A record of work over ``gpus`` GPUs: its :func:`gpu_band`."""
+
+    gpus: int
+
+    @property
+    def gpu_band(self) -> str:
+        return gpu_band(self.gpus)
+
+
 @dataclass(frozen=True)
-class StepFeatures(_FlatFeatures):
+class StepFeatures(_OnGpus, _FlatFeatures):
     """What a training step is like.
 
     Attributes
@@ -217,10 +227,6 @@ class StepFeatures(_FlatFeatures):
     gpus: int
 
     @property
-    def gpu_band(self) -> str:
-        return gpu_band(self.gpus)
-
-    @property
     def size_band(self) -> str:
         return size_band(self.params)
 
@@ -231,7 +237,7 @@ class StepFeatures(_FlatFeatures):
 
 
 @dataclass(frozen=True)
-class CollectiveFeatures(_FlatFeatures):
+class CollectiveFeatures(_OnGpus, _FlatFeatures):
     """What a collective is like: GPU, architecture, interconnect, operation, GPU count and
     message size in bytes."""
 
@@ -241,10 +247,6 @@ class CollectiveFeatures(_FlatFeatures):
     op: str
     gpus: int
     message_bytes: float
-
-    @property
-    def gpu_band(self) -> str:
-        return gpu_band(self.gpus)
 
     @property
     def message_band(self) -> str:
