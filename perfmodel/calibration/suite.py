@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from perfmodel.calibration.backends import Backend, Op, Unsupported
 from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
 from perfmodel.calibration.profile import CalibrationProfile, DeviceKind, read_profile
+from perfmodel.calibration.shapes import AttentionShape, ConvShape
 from perfmodel.calibration.steps import StepSpec, numpy_mlp_step, torch_step
 from perfmodel.calibration.timing import TimingPolicy, time_operation
 from perfmodel.dtypes import DType
@@ -334,18 +335,11 @@ def _attention_items(backend: Backend) -> list[BenchItem]:
         (2, 32, 4096, 128, True),
         (8, 16, 512, 64, False),
     ):
+        shape = AttentionShape(b, h, sq, d, causal)
         for backward in (False, True):
             phase = "fwd+bwd" if backward else "fwd"
             key = f"attention/bf16/b{b}-h{h}-s{sq}-d{d}-{'causal' if causal else 'full'}/{phase}"
-            params = {
-                "batch": b,
-                "heads": h,
-                "seq": sq,
-                "head_dim": d,
-                "causal": causal,
-                "dtype": "bf16",
-                "phase": phase,
-            }
+            params = {**shape.params(), "dtype": "bf16", "phase": phase}
             items.append(
                 _item(
                     "gemm",
@@ -353,7 +347,7 @@ def _attention_items(backend: Backend) -> list[BenchItem]:
                     f"attention {phase} b{b} h{h} s{sq} d{d}",
                     BenchKind.ATTENTION,
                     params,
-                    lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(*p),
+                    lambda be, p=(shape, DType.BF16, backward): be.attention(*p),
                 )
             )
     return items
@@ -370,18 +364,15 @@ def _conv_items(backend: Backend) -> list[BenchItem]:
     for dtype in conv_dtypes:
         for c, h, w, kout, r, s, stride, pad in RESNET50_CONVS + OTHER_CNN_CONVS:
             key = f"conv/{dtype.value}/n{batch}-c{c}-h{h}-w{w}-k{kout}-r{r}-s{s}-st{stride}-p{pad}"
-            params = {
-                "n": batch, "c": c, "h": h, "w": w, "k": kout, "r": r, "s": s,
-                "stride": stride, "pad": pad, "dtype": dtype.value,
-            }  # fmt: skip
+            shape = ConvShape(batch, c, h, w, kout, r, s, stride, pad)
             items.append(
                 _item(
                     "conv",
                     key,
                     f"conv {dtype.value} {c}->{kout} {r}x{s}/{stride} @{h}",
                     BenchKind.CONV,
-                    params,
-                    lambda b, p=(batch, c, h, w, kout, r, s, stride, pad, dtype): b.conv(*p),
+                    {**shape.params(), "dtype": dtype.value},
+                    lambda b, p=(shape, dtype): b.conv(*p),
                 )
             )
     return items
