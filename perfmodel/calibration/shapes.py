@@ -75,8 +75,8 @@ class AttentionShape:
     ``head_dim`` wide, causal or full.
 
     FLOP convention of the zoo's attention layer: forward ``4 b h s^2 d`` (``Q K^T`` and
-    ``P V``, two FLOP per multiply-add), halved when causal; Dao, "FlashAttention-2" (2023),
-    section 4.1, counts the same.
+    ``P V``, two FLOP per multiply-add), halved when causal; Dao, "FlashAttention-2" (arXiv
+    2307.08691, 2023), section 4.1, counts the same (and the backward as 2.5x the forward).
     """
 
     batch: int
