@@ -44,6 +44,7 @@ import numpy as np
 
 from perfmodel import __version__
 from perfmodel.calibration.profile import DeviceInfo, DeviceKind
+from perfmodel.calibration.shapes import AttentionShape, ConvShape
 from perfmodel.calibration.timing import (
     CLOCKS,
     DEFAULT_SUSTAIN_S,
@@ -354,31 +355,10 @@ class Backend:
     def gemm(self, m: int, n: int, k: int, batch: int, dtype: DType) -> Op:
         raise Unsupported(f"{self.name}: no GEMM")
 
-    def conv(
-        self,
-        n: int,
-        c: int,
-        h: int,
-        w: int,
-        k: int,
-        r: int,
-        s: int,
-        stride: int,
-        pad: int,
-        dtype: DType,
-    ) -> Op:
+    def conv(self, shape: ConvShape, dtype: DType) -> Op:
         raise Unsupported(f"{self.name}: no convolution library")
 
-    def attention(
-        self,
-        batch: int,
-        heads: int,
-        seq: int,
-        head_dim: int,
-        causal: bool,
-        dtype: DType,
-        backward: bool,
-    ) -> Op:
+    def attention(self, shape: AttentionShape, dtype: DType, backward: bool) -> Op:
         raise Unsupported(f"{self.name}: no fused attention")
 
     def copy(self, nbytes: int) -> Op:
@@ -810,29 +790,16 @@ class TorchBackend(Backend):
             notes="torch._scaled_mm e4m3 -> bf16, use_fast_accum=True",
         )
 
-    def conv(
-        self,
-        n: int,
-        c: int,
-        h: int,
-        w: int,
-        k: int,
-        r: int,
-        s: int,
-        stride: int,
-        pad: int,
-        dtype: DType,
-    ) -> Op:
+    def conv(self, shape: ConvShape, dtype: DType) -> Op:
         t = self.torch
         if dtype is DType.FP8:
             raise Unsupported("fp8 convolution not measured")
         tdt = self._torch_dtype(dtype)
         itemsize = dtype.itemsize
-        ho = (h + 2 * pad - r) // stride + 1
-        wo = (w + 2 * pad - s) // stride + 1
-        if ho <= 0 or wo <= 0:
+        n, c, h, w, k, r, s = shape.n, shape.c, shape.h, shape.w, shape.k, shape.r, shape.s
+        if shape.out_h <= 0 or shape.out_w <= 0:
             raise ConfigError(f"conv {h}x{w} with kernel {r}x{s}: empty output", value=(h, w))
-        set_bytes = itemsize * (n * c * h * w + n * k * ho * wo)
+        set_bytes = itemsize * (shape.input_elems + shape.output_elems)
         count = Rotation.count(set_bytes, self.cache_bytes, max_sets=8)
         weight = self._rand((k, c, r, s), tdt) * (1.0 / math.sqrt(c * r * s))
         fmt = t.channels_last if self.device_kind is DeviceKind.CUDA else t.contiguous_format
@@ -846,36 +813,26 @@ class TorchBackend(Backend):
         def fn() -> None:
             if cuda:
                 t.backends.cudnn.allow_tf32 = tf32
-            F.conv2d(rot.next(), weight, stride=stride, padding=pad)
+            F.conv2d(rot.next(), weight, stride=shape.stride, padding=shape.pad)
 
-        flop = 2.0 * n * k * ho * wo * c * r * s
         return Op(
             fn,
-            work_flop=flop,
-            work_bytes=float(set_bytes + itemsize * k * c * r * s),
+            work_flop=shape.flop,
+            work_bytes=float(set_bytes + itemsize * shape.weight_elems),
             notes="channels_last" if self.device_kind is DeviceKind.CUDA else "NCHW",
         )
 
-    def attention(
-        self,
-        batch: int,
-        heads: int,
-        seq: int,
-        head_dim: int,
-        causal: bool,
-        dtype: DType,
-        backward: bool,
-    ) -> Op:
+    def attention(self, shape: AttentionShape, dtype: DType, backward: bool) -> Op:
         """``scaled_dot_product_attention`` (FlashAttention kernels on Hopper/Ampere), forward or
-        forward + backward. FLOP: ``4 b h s^2 d`` forward (halved when causal), backward 2.5x
+        forward + backward. FLOP: :attr:`AttentionShape.fwd_flop` forward, backward 2.5x
         forward (Dao 2023); bytes: Q, K, V read and O written (x2 with the backward)."""
         t = self.torch
         if self.device_kind is not DeviceKind.CUDA:
             raise Unsupported("fused attention is measured on CUDA only")
         tdt = self._torch_dtype(dtype)
-        shape = (batch, heads, seq, head_dim)
-        q, k, v = (self._rand(shape, tdt).requires_grad_(backward) for _ in range(3))
-        grad = self._rand(shape, tdt)
+        causal = shape.causal
+        q, k, v = (self._rand(shape.dims, tdt).requires_grad_(backward) for _ in range(3))
+        grad = self._rand(shape.dims, tdt)
         F = t.nn.functional
         if backward:
 
@@ -889,8 +846,8 @@ class TorchBackend(Backend):
                 with t.no_grad():
                     F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        fwd = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
-        nbytes = 4.0 * dtype.itemsize * batch * heads * seq * head_dim
+        fwd = shape.fwd_flop
+        nbytes = shape.qkvo_bytes(dtype.itemsize)
         return Op(
             fn,
             work_flop=fwd * (3.5 if backward else 1.0),

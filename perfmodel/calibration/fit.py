@@ -35,6 +35,7 @@ import numpy as np
 
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.calibration.profile import CalibrationProfile, FitSummary
+from perfmodel.calibration.shapes import AttentionShape, ConvShape
 from perfmodel.errors import CalibrationError
 
 
@@ -401,12 +402,11 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
         return layer, _precision_of(dtype, Precision)
     if m.kind is BenchKind.CONV:
         dtype = DType(p["dtype"])
-        n, c, h, w = int(p["n"]), int(p["c"]), int(p["h"]), int(p["w"])
-        k, r, s, st, pad = int(p["k"]), int(p["r"]), int(p["s"]), int(p["stride"]), int(p["pad"])
-        ho = (h + 2 * pad - r) // st + 1
-        wo = (w + 2 * pad - s) // st + 1
-        flop = 2.0 * n * ho * wo * k * c * r * s
+        cs = ConvShape.from_params(p)
+        ho, wo = cs.out_h, cs.out_w
+        flop = cs.flop
         item = dtype.itemsize
+        operands = cs.input_elems + cs.output_elems + cs.weight_elems
         layer = LayerCost(
             name=m.key,
             kind=LayerKind.CONV,
@@ -414,18 +414,19 @@ def measurement_layer(m: Measurement) -> tuple[Any, Any] | None:
             bwd_input_flop=flop,
             bwd_weight_flop=flop,
             params=0,  # a bare convolution: no master weights to cast
-            fwd_bytes=float(item * (n * c * h * w + n * k * ho * wo + k * c * r * s)),
-            bwd_bytes=float(2 * item * (n * c * h * w + n * k * ho * wo + k * c * r * s)),
-            activation_bytes=float(item * n * c * h * w),
-            output_shape=(n, k, ho, wo),
-            gemm=GemmShape(n * ho * wo, k, c * r * s),
+            fwd_bytes=float(item * operands),
+            bwd_bytes=float(2 * item * operands),
+            activation_bytes=float(item * cs.input_elems),
+            output_shape=(cs.n, cs.k, ho, wo),
+            gemm=GemmShape(cs.n * ho * wo, cs.k, cs.c * cs.r * cs.s),
         )
         return layer, _precision_of(dtype, Precision)
     if m.kind is BenchKind.ATTENTION:
         dtype = DType(p["dtype"])
-        b, h, sq, d = int(p["batch"]), int(p["heads"]), int(p["seq"]), int(p["head_dim"])
-        fwd = 4.0 * b * h * sq * sq * d * (0.5 if p.get("causal", True) else 1.0)
-        nbytes = 4.0 * dtype.itemsize * b * h * sq * d
+        att = AttentionShape.from_params(p)
+        b, h, sq, d = att.dims
+        fwd = att.fwd_flop
+        nbytes = att.qkvo_bytes(dtype.itemsize)
         layer = LayerCost(
             name=m.key,
             kind=LayerKind.ATTENTION,

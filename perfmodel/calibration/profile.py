@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfmodel._enum import ParsedEnum
 from perfmodel._io import parse_json, read_text, write_json_atomic
+from perfmodel._record import FlatRecord
 from perfmodel._schema import (
     as_bool,
     as_int,
@@ -83,8 +84,8 @@ class DeviceKind(
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
-    """The calibrated device.
+class DeviceInfo(FlatRecord):
+    """The calibrated device (its JSON form: :class:`~perfmodel._record.FlatRecord`).
 
     Attributes
     ----------
@@ -110,17 +111,6 @@ class DeviceInfo:
     cores: int | None = None
     count: int = 1
     compute_capability: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "name": self.name,
-            "gpu_model": self.gpu_model,
-            "memory_bytes": self.memory_bytes,
-            "cores": self.cores,
-            "count": self.count,
-            "compute_capability": self.compute_capability,
-        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> DeviceInfo:
@@ -160,8 +150,9 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True)
-class FitSummary:
-    """The result of one fit: parameter values with one-sigma standard errors.
+class FitSummary(FlatRecord):
+    """The result of one fit: parameter values with one-sigma standard errors (its JSON form:
+    :class:`~perfmodel._record.FlatRecord`).
 
     Attributes
     ----------
@@ -184,17 +175,6 @@ class FitSummary:
     rms_log_residual: float
     median_abs_error: float
     notes: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "values": dict(self.values),
-            "stderr": dict(self.stderr),
-            "n_points": self.n_points,
-            "rms_log_residual": self.rms_log_residual,
-            "median_abs_error": self.median_abs_error,
-            "notes": self.notes,
-        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from perfmodel.calibration.backends import Backend, Op, Unsupported
 from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
 from perfmodel.calibration.profile import CalibrationProfile, DeviceKind, read_profile
+from perfmodel.calibration.shapes import AttentionShape, ConvShape
 from perfmodel.calibration.steps import StepSpec, numpy_mlp_step, torch_step
 from perfmodel.calibration.timing import TimingPolicy, time_operation
 from perfmodel.dtypes import DType
@@ -234,16 +235,14 @@ def plan_suite(
         ("transfer" in wanted, _transfer_items),
         ("streams" in wanted, _stream_items),
         ("collectives" in wanted and dev is DeviceKind.CUDA, _collective_items),
-        ("steps" in wanted, _step_items),
+        ("steps" in wanted, lambda be: _step_items(be, steps, trace_dir)),
     ):
         if wants:
-            items += plan(backend, steps, trace_dir)
+            items += plan(backend)
     return items
 
 
-def _launch_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _launch_items(backend: Backend) -> list[BenchItem]:
     """The launch-overhead benchmarks (eager; graph replay on a GPU)."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -271,9 +270,7 @@ def _launch_items(
     return items
 
 
-def _input_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _input_items(backend: Backend) -> list[BenchItem]:
     """The input pipeline benchmark (host CPU)."""
     items: list[BenchItem] = []
     items.append(
@@ -287,9 +284,7 @@ def _input_items(
     return items
 
 
-def _memory_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _memory_items(backend: Backend) -> list[BenchItem]:
     """Copies and element-wise operations over the device's memory sizes."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -307,9 +302,7 @@ def _memory_items(
     return items
 
 
-def _gemm_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _gemm_items(backend: Backend) -> list[BenchItem]:
     """GEMMs of every shape in every dtype the backend times."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -331,9 +324,7 @@ def _gemm_items(
     return items
 
 
-def _attention_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _attention_items(backend: Backend) -> list[BenchItem]:
     """Fused attention forward and forward+backward (bf16; GPU only)."""
     items: list[BenchItem] = []
     # fused attention (GPT-2 small, longer sequences, a non-causal encoder), bf16
@@ -344,18 +335,11 @@ def _attention_items(
         (2, 32, 4096, 128, True),
         (8, 16, 512, 64, False),
     ):
+        shape = AttentionShape(b, h, sq, d, causal)
         for backward in (False, True):
             phase = "fwd+bwd" if backward else "fwd"
             key = f"attention/bf16/b{b}-h{h}-s{sq}-d{d}-{'causal' if causal else 'full'}/{phase}"
-            params = {
-                "batch": b,
-                "heads": h,
-                "seq": sq,
-                "head_dim": d,
-                "causal": causal,
-                "dtype": "bf16",
-                "phase": phase,
-            }
+            params = {**shape.params(), "dtype": "bf16", "phase": phase}
             items.append(
                 _item(
                     "gemm",
@@ -363,15 +347,13 @@ def _attention_items(
                     f"attention {phase} b{b} h{h} s{sq} d{d}",
                     BenchKind.ATTENTION,
                     params,
-                    lambda be, p=(b, h, sq, d, causal, DType.BF16, backward): be.attention(*p),
+                    lambda be, p=(shape, DType.BF16, backward): be.attention(*p),
                 )
             )
     return items
 
 
-def _conv_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _conv_items(backend: Backend) -> list[BenchItem]:
     """ResNet-50 and other CNN convolutions (one dtype on a CPU)."""
     dev = backend.device_kind
     items: list[BenchItem] = []
@@ -382,26 +364,21 @@ def _conv_items(
     for dtype in conv_dtypes:
         for c, h, w, kout, r, s, stride, pad in RESNET50_CONVS + OTHER_CNN_CONVS:
             key = f"conv/{dtype.value}/n{batch}-c{c}-h{h}-w{w}-k{kout}-r{r}-s{s}-st{stride}-p{pad}"
-            params = {
-                "n": batch, "c": c, "h": h, "w": w, "k": kout, "r": r, "s": s,
-                "stride": stride, "pad": pad, "dtype": dtype.value,
-            }  # fmt: skip
+            shape = ConvShape(batch, c, h, w, kout, r, s, stride, pad)
             items.append(
                 _item(
                     "conv",
                     key,
                     f"conv {dtype.value} {c}->{kout} {r}x{s}/{stride} @{h}",
                     BenchKind.CONV,
-                    params,
-                    lambda b, p=(batch, c, h, w, kout, r, s, stride, pad, dtype): b.conv(*p),
+                    {**shape.params(), "dtype": dtype.value},
+                    lambda b, p=(shape, dtype): b.conv(*p),
                 )
             )
     return items
 
 
-def _transfer_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _transfer_items(backend: Backend) -> list[BenchItem]:
     """Host-device copies, pinned and pageable, both ways."""
     items: list[BenchItem] = []
     sizes = [int(x * MiB) for x in (0.0625, 1, 16, 256)]
@@ -423,9 +400,7 @@ def _transfer_items(
     return items
 
 
-def _stream_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _stream_items(backend: Backend) -> list[BenchItem]:
     """Concurrent small GEMMs on 1-8 streams."""
     items: list[BenchItem] = []
     dtype = DType.BF16 if DType.BF16 in backend.gemm_dtypes else DType.FP32
@@ -453,9 +428,7 @@ def _stream_items(
     return items
 
 
-def _collective_items(
-    backend: Backend, steps: Sequence[StepSpec] | None, trace_dir: Path | None
-) -> list[BenchItem]:
+def _collective_items(backend: Backend) -> list[BenchItem]:
     """NCCL collectives over every GPU of the machine (two or more)."""
     items: list[BenchItem] = []
     n_gpu = backend.device_info().count

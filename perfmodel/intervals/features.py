@@ -27,12 +27,12 @@ function that makes them.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
 from perfmodel._enum import ParsedEnum
+from perfmodel._record import FlatRecord
 from perfmodel.units import MiB
 
 
@@ -159,20 +159,10 @@ _READ_FIELD: Mapping[str, Callable[[Any], Any]] = {
 }
 
 
-class _FlatFeatures:
-    """Features as one flat JSON record: every field under its own name, an enum as its value,
-    a tuple as a list (:meth:`to_dict`), read back by each field's type (:meth:`from_dict`)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
-            if isinstance(v, enum.Enum):
-                v = v.value
-            elif isinstance(v, tuple):
-                v = list(v)
-            out[f.name] = v
-        return out
+class _FlatFeatures(FlatRecord):
+    """Features as one flat JSON record (:class:`~perfmodel._record.FlatRecord`: every field
+    under its own name, an enum as its value, a tuple as a list), read back by each field's type
+    (:meth:`from_dict`)."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
@@ -180,8 +170,18 @@ class _FlatFeatures:
         return cls(**read)
 
 
+class _OnGpus:
+    """A record of work over ``gpus`` GPUs: its :func:`gpu_band`."""
+
+    gpus: int
+
+    @property
+    def gpu_band(self) -> str:
+        return gpu_band(self.gpus)
+
+
 @dataclass(frozen=True)
-class StepFeatures(_FlatFeatures):
+class StepFeatures(_OnGpus, _FlatFeatures):
     """What a training step is like.
 
     Attributes
@@ -217,10 +217,6 @@ class StepFeatures(_FlatFeatures):
     gpus: int
 
     @property
-    def gpu_band(self) -> str:
-        return gpu_band(self.gpus)
-
-    @property
     def size_band(self) -> str:
         return size_band(self.params)
 
@@ -231,7 +227,7 @@ class StepFeatures(_FlatFeatures):
 
 
 @dataclass(frozen=True)
-class CollectiveFeatures(_FlatFeatures):
+class CollectiveFeatures(_OnGpus, _FlatFeatures):
     """What a collective is like: GPU, architecture, interconnect, operation, GPU count and
     message size in bytes."""
 
@@ -241,10 +237,6 @@ class CollectiveFeatures(_FlatFeatures):
     op: str
     gpus: int
     message_bytes: float
-
-    @property
-    def gpu_band(self) -> str:
-        return gpu_band(self.gpus)
 
     @property
     def message_band(self) -> str:
