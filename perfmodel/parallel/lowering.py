@@ -272,16 +272,7 @@ def build_chunk(
                 segs.append(_with_layers(seen, ids))
                 continue
         seg_layers = take_layers(workload.layers, ids, contiguous)
-        if shape is None:
-            sums = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
-        else:  # other chunks' segments of this shape: the same sums (_StackCopies)
-            skey = ("shape", id(copies.block[0]), *shape, exclude_sharded, rerun)  # type: ignore[union-attr]
-            hit = seg_memo.get(skey)
-            if hit is None:
-                hit = seg_memo[skey] = _segment_sums(
-                    seg_layers, costs, exclude_sharded, rerun, seg_memo
-                )
-            sums = hit
+        sums = _shape_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo, copies, shape)
         f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points, rs_f = sums
 
         def point_time(point: tuple[CollectiveOp, float, str]) -> float:
@@ -321,6 +312,29 @@ def build_chunk(
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+
+
+def _shape_sums(
+    seg_layers: Sequence[LayerCost],
+    costs: Costs,
+    exclude_sharded: bool,
+    rerun: Callable[[LayerCost], float] | None,
+    seg_memo: dict[tuple[object, ...], _SegmentSums],
+    copies: _StackCopies | None,
+    shape: tuple[int, int] | None,
+) -> _SegmentSums:
+    """:func:`_segment_sums` of a segment; one of a stack's copies (``shape`` given,
+    :meth:`_StackCopies.shape`) is kept in ``seg_memo`` under its shape too, so the segments of
+    that shape in the lowering's other chunks skip :func:`~perfmodel.parallel.partition.
+    block_runs` (exact as the shape memo of :func:`build_chunk`: the same runs' keys, hence the
+    memo's tuple)."""
+    if shape is None or copies is None:
+        return _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
+    key = ("shape", id(copies.block[0]), *shape, exclude_sharded, rerun)
+    hit = seg_memo.get(key)
+    if hit is None:
+        hit = seg_memo[key] = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
+    return hit
 
 
 def _recomputed_and_expert_context(
