@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import perfmodel.comm.closed_form as cf
 from perfmodel.comm.channels import LazyChannels, build_channels, channel_rates
 from perfmodel.comm.maxmin import numpy_sum
-from perfmodel.comm.nccl_paths import net_path_type
+from perfmodel.comm.nccl_paths import PathType, host_path_types, net_path_type
 from perfmodel.comm.nodes import all_gpus, split_by_server
 from perfmodel.comm.p2p_read import P2pPath, p2p_path, priced_release, process_layout
 from perfmodel.comm.params import HwClass, LinkParams
@@ -156,6 +156,8 @@ class GroupAnalysis:
         self._packs: dict[tuple[str, ...], tuple[Channel, ...]] = {}
         #: a server part's local GPUs (in its class's first server) -> (typeInter, NIC rate)
         self._net_paths: dict[tuple[str, ...], tuple[int, float, int]] = {}
+        #: a GPU of a class's first server -> its host path types (``nccl_paths.HostTypes``)
+        self._host_types: dict[str, Mapping[str, PathType]] = {}
 
     def build(self, members: tuple[str, ...]) -> tuple[GroupInfo, RingSummary | None]:
         """The analysis of group ``members`` and, for a group over servers built alike, its
@@ -293,7 +295,7 @@ class GroupAnalysis:
             if hit is None:
                 nics = sorted({n for x in base if (n := links.gpu_nic(x)) is not None})
                 pxn = self.release is None or tuple(self.release) >= PXN_FROM
-                kind = int(net_path_type(self.topology, base, nics, pxn=pxn))
+                kind = int(net_path_type(self.topology, base, nics, pxn=pxn, host=self._host))
                 rate = min(
                     (
                         float(d["bandwidth_Bps"])
@@ -307,6 +309,16 @@ class GroupAnalysis:
             worst, port = max(worst, hit[0]), min(port, hit[1])
             count = hit[2] if count is None else min(count, hit[2])
         return worst, port, 0 if count is None else count
+
+    def _host(self, gpu: str) -> Mapping[str, PathType]:
+        """:func:`~perfmodel.comm.nccl_paths.host_path_types` of ``gpu`` (a GPU of a class's
+        first server, as :meth:`_net_path` asks), searched once per analysis: every part and
+        NIC of that server reads the same table (issue 27: the first cross-server
+        tensor-parallel group of a process searched each (GPU, NIC) pair, 232 times)."""
+        hit = self._host_types.get(gpu)
+        if hit is None:
+            hit = self._host_types[gpu] = host_path_types(self.topology, gpu)
+        return hit
 
     def _nvlinks(self, gpu: str) -> int:
         """NVLink links from ``gpu`` to NVSwitches (edge ``count``), 0 without a switch."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from perfmodel.hardware.links import LinkFamily
 from perfmodel.topology import Topology
@@ -58,7 +58,8 @@ _HOST_PATH_KINDS = frozenset({NodeKind.PCIE_SWITCH, NodeKind.CPU})
 
 def _host_path(topology: Topology, gpu: str, nic: str) -> list[str] | None:
     """The fewest-hop path from ``gpu`` to ``nic`` through PCIe switches and CPUs only (no
-    other GPU, no NVSwitch), or ``None``."""
+    other GPU, no NVSwitch), or ``None``: breadth first, neighbours in name order, the first
+    path found."""
     g = topology.graph
     prev: dict[str, str | None] = {gpu: None}
     todo = deque([gpu])
@@ -69,14 +70,34 @@ def _host_path(topology: Topology, gpu: str, nic: str) -> list[str] | None:
                 continue
             if y == nic:
                 prev[y] = x
-                path = [y]
-                while prev[path[-1]] is not None:
-                    path.append(prev[path[-1]])  # type: ignore[arg-type]
-                return path[::-1]
+                return _walk_back(prev, y)
             if g.nodes[y]["kind"] in _HOST_PATH_KINDS:
                 prev[y] = x
                 todo.append(y)
     return None
+
+
+def _walk_back(prev: dict[str, str | None], end: str) -> list[str]:
+    """The path from the search's root to ``end`` along ``prev`` (each node's parent)."""
+    path = [end]
+    while prev[path[-1]] is not None:
+        path.append(prev[path[-1]])  # type: ignore[arg-type]
+    return path[::-1]
+
+
+def _path_type(topology: Topology, path: list[str]) -> PathType:
+    """NCCL's type of a GPU-to-NIC host path (:func:`host_path_type`)."""
+    g = topology.graph
+    inner = path[1:-1]
+    cpus = sum(1 for x in inner if g.nodes[x]["kind"] is NodeKind.CPU)
+    if cpus == 0:
+        switches = sum(1 for x in inner if g.nodes[x]["kind"] is NodeKind.PCIE_SWITCH)
+        return PathType.PIX if switches <= 1 else PathType.PXB
+    if cpus == 1:
+        first = g.edges[path[0], path[1]]
+        c2c = first.get("family") is LinkFamily.CPU and "c2c" in str(first.get("tech", ""))
+        return PathType.P2C if c2c else PathType.PHB
+    return PathType.SYS
 
 
 def host_path_type(topology: Topology, gpu: str, nic: str) -> PathType:
@@ -90,19 +111,60 @@ def host_path_type(topology: Topology, gpu: str, nic: str) -> PathType:
     ('PIX', 'SYS')
     """
     path = _host_path(topology, gpu, nic)
-    if path is None:
-        return PathType.SYS
+    return PathType.SYS if path is None else _path_type(topology, path)
+
+
+def host_path_types(topology: Topology, gpu: str) -> dict[str, PathType]:
+    """:func:`host_path_type` from ``gpu`` to every node it reaches, in one search: a node
+    absent from the answer (``gpu`` itself, or one with no host path) is ``SYS``.
+
+    Equal to :func:`host_path_type` node by node: :func:`_host_path` is this breadth-first
+    search stopped at its first meeting with the target, and until then both make the same
+    moves (a node of another kind is met but never entered, so remembering where it was first
+    met changes nothing else); the target's parent is where it was first met and every parent
+    before it is fixed when first set, so the path, hence its type, is the same. The type is
+    read off counts carried down the search tree instead of a walk back: a target met from
+    ``x`` has as inner nodes ``x``'s own path without ``gpu``, so its CPUs and PCIe switches
+    are ``x``'s counts and its first hop ``x``'s (the target itself where ``x`` is ``gpu``)
+    (``tests/comm/test_host_path_table.py`` compares both on every catalogue server). One
+    search per GPU instead of one per (GPU, NIC) pair and per NVLink peer: a DGX A100 part of
+    8 GPUs and 8 NICs, 232 searches -> 8 (issue 27)."""
     g = topology.graph
-    inner = path[1:-1]
-    cpus = sum(1 for x in inner if g.nodes[x]["kind"] is NodeKind.CPU)
-    if cpus == 0:
-        switches = sum(1 for x in inner if g.nodes[x]["kind"] is NodeKind.PCIE_SWITCH)
-        return PathType.PIX if switches <= 1 else PathType.PXB
-    if cpus == 1:
-        first = g.edges[path[0], path[1]]
-        c2c = first.get("family") is LinkFamily.CPU and "c2c" in str(first.get("tech", ""))
-        return PathType.P2C if c2c else PathType.PHB
-    return PathType.SYS
+    nodes = g.nodes
+    # entered node -> (CPUs, PCIe switches on its path after gpu, its path's first hop)
+    tree: dict[str, tuple[int, int, str | None]] = {gpu: (0, 0, None)}
+    out: dict[str, PathType] = {}
+    c2c: dict[str, bool] = {}  # first hop -> whether gpu reaches it over NVLink-C2C
+    todo = deque([gpu])
+    while todo:
+        x = todo.popleft()
+        cpus, switches, first = tree[x]
+        for y in sorted(g.adj[x], key=str):
+            if y in tree or y in out:
+                continue
+            hop = y if first is None else first
+            if cpus == 0:
+                out[y] = PathType.PIX if switches <= 1 else PathType.PXB
+            elif cpus == 1:
+                over = c2c.get(hop)
+                if over is None:
+                    e = g.edges[gpu, hop]
+                    over = c2c[hop] = e.get("family") is LinkFamily.CPU and "c2c" in str(
+                        e.get("tech", "")
+                    )
+                out[y] = PathType.P2C if over else PathType.PHB
+            else:
+                out[y] = PathType.SYS
+            kind = nodes[y]["kind"]
+            if kind in _HOST_PATH_KINDS:
+                cpu = kind is NodeKind.CPU
+                tree[y] = (cpus + cpu, switches + (not cpu), hop)
+                todo.append(y)
+    return out
+
+
+#: :func:`host_path_types` of one GPU, looked up (a memo's ``__getitem__`` or a search).
+HostTypes = Callable[[str], Mapping[str, PathType]]
 
 
 def _nvlink_peers(topology: Topology, gpu: str, gpus: Sequence[str]) -> list[str]:
@@ -122,25 +184,55 @@ def _nvlink_peers(topology: Topology, gpu: str, gpus: Sequence[str]) -> list[str
 
 
 def gpu_nic_path_type(
-    topology: Topology, gpu: str, nic: str, server_gpus: Sequence[str], *, pxn: bool = True
+    topology: Topology,
+    gpu: str,
+    nic: str,
+    server_gpus: Sequence[str],
+    *,
+    pxn: bool = True,
+    host: HostTypes | None = None,
 ) -> PathType:
     """The path NCCL takes from ``gpu`` to ``nic``: the host path (:func:`host_path_type`), or,
     where that passes a CPU and ``pxn`` (NCCL >= 2.12), ``PXN`` through a GPU of
     ``server_gpus`` on NVLink whose own host path to the NIC is ``PXB`` or better (NCCL
     ``src/graph/paths.cc``: a GPU-to-NIC path worse than ``PXB`` is replaced by the PXN path).
+    ``host``: the GPUs' host path tables (:data:`HostTypes`; default one search per GPU asked).
 
     >>> from perfmodel.topology import load_system
     >>> t = load_system("dgx-h100", nodes=2)
     >>> gpu_nic_path_type(t, "n0/gpu0", "n0/nic7", t.gpus[:8]).name
     'PXN'
     """
-    direct = host_path_type(topology, gpu, nic)
+    if host is None:
+        host = _searched(topology)
+    return _with_pxn(host, gpu, nic, pxn, lambda: _nvlink_peers(topology, gpu, server_gpus))
+
+
+def _with_pxn(
+    host: HostTypes, gpu: str, nic: str, pxn: bool, peers: Callable[[], Sequence[str]]
+) -> PathType:
+    """:func:`gpu_nic_path_type` from the host path tables, ``peers()`` (the GPU's NVLink
+    peers of the server's GPUs) asked only where PXN may apply."""
+    direct = host(gpu).get(nic, PathType.SYS)
     if not pxn or direct <= PathType.PXB:
         return direct
-    for h in _nvlink_peers(topology, gpu, server_gpus):
-        if host_path_type(topology, h, nic) <= PathType.PXB:
+    for h in peers():
+        if host(h).get(nic, PathType.SYS) <= PathType.PXB:
             return min(direct, PathType.PXN)
     return direct
+
+
+def _searched(topology: Topology) -> HostTypes:
+    """:func:`host_path_types` per GPU, each searched once for this lookup's life."""
+    tables: dict[str, Mapping[str, PathType]] = {}
+
+    def host(gpu: str) -> Mapping[str, PathType]:
+        hit = tables.get(gpu)
+        if hit is None:
+            hit = tables[gpu] = host_path_types(topology, gpu)
+        return hit
+
+    return host
 
 
 def net_path_type(
@@ -149,20 +241,36 @@ def net_path_type(
     nics: Sequence[str],
     *,
     pxn: bool = True,
+    host: HostTypes | None = None,
 ) -> PathType:
     """NCCL's ``typeInter`` of a ring over the GPUs ``part`` of one server that reach the
     network through ``nics``: NCCL enters and leaves each server at the GPUs nearest the NIC
     of each channel (its ring search starts from the lowest path type and relaxes it only
     when no ring is found), so each NIC counts with its nearest GPU of the part and the ring
     takes the worst of those. ``PIX`` where ``nics`` is empty (nothing to classify).
+    ``host``: the GPUs' host path tables (:data:`HostTypes`, e.g. a memo kept per topology;
+    default one search per GPU of the part, shared by its NICs).
 
     >>> from perfmodel.topology import load_system
     >>> t = load_system("dgx-a100", nodes=2, network="roce-100g", nics_per_node=4)
     >>> net_path_type(t, t.gpus[:8], ["n0/nic0", "n0/nic1", "n0/nic2", "n0/nic3"]).name
     'PXB'
     """
+    if host is None:
+        host = _searched(topology)
+    known: dict[str, list[str]] = {}  # a GPU's NVLink peers in the part, found once
+
+    def peers_of(x: str) -> Callable[[], Sequence[str]]:
+        def peers() -> Sequence[str]:
+            hit = known.get(x)
+            if hit is None:
+                hit = known[x] = _nvlink_peers(topology, x, part)
+            return hit
+
+        return peers
+
     worst = PathType.PIX
     for nic in nics:
-        best = min(gpu_nic_path_type(topology, x, nic, part, pxn=pxn) for x in part)
+        best = min(_with_pxn(host, x, nic, pxn, peers_of(x)) for x in part)
         worst = max(worst, best)
     return worst

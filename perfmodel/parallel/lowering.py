@@ -272,7 +272,7 @@ def build_chunk(
                 segs.append(_with_layers(seen, ids))
                 continue
         seg_layers = take_layers(workload.layers, ids, contiguous)
-        sums = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
+        sums = _shape_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo, copies, shape)
         f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points, rs_f = sums
 
         def point_time(point: tuple[CollectiveOp, float, str]) -> float:
@@ -312,6 +312,29 @@ def build_chunk(
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+
+
+def _shape_sums(
+    seg_layers: Sequence[LayerCost],
+    costs: Costs,
+    exclude_sharded: bool,
+    rerun: Callable[[LayerCost], float] | None,
+    seg_memo: dict[tuple[object, ...], _SegmentSums],
+    copies: _StackCopies | None,
+    shape: tuple[int, int] | None,
+) -> _SegmentSums:
+    """:func:`_segment_sums` of a segment; one of a stack's copies (``shape`` given,
+    :meth:`_StackCopies.shape`) is kept in ``seg_memo`` under its shape too, so the segments of
+    that shape in the lowering's other chunks skip :func:`~perfmodel.parallel.partition.
+    block_runs` (exact as the shape memo of :func:`build_chunk`: the same runs' keys, hence the
+    memo's tuple)."""
+    if shape is None or copies is None:
+        return _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
+    key = ("shape", id(copies.block[0]), *shape, exclude_sharded, rerun)
+    hit = seg_memo.get(key)
+    if hit is None:
+        hit = seg_memo[key] = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
+    return hit
 
 
 def _recomputed_and_expert_context(
@@ -383,20 +406,37 @@ def _segment_groups(
     cap = first_bucket_bytes or bucket_bytes
     acc = 0.0
     cur: list[int] = []
+    # a gradient's bytes per block layer, read once: a copy's layer adds its block layer's
+    # (the same product; an excluded layer adds 0.0, which leaves a non-negative sum as it is)
+    start, end, p = (copies.start, copies.end, copies.p) if copies is not None else (0, 0, 1)
+    block_b = (
+        [] if copies is None else [_grad_bytes(la, exclude_sharded, grad_b) for la in copies.block]
+    )
     for i in reversed(layer_ids):
         cur.append(i)
-        layer_i = copies.source(i) if copies is not None else workload.layers[i]  # no copy made
-        if not (exclude_sharded and (layer_i.fwd_comm or layer_i.bwd_comm)):
-            acc += layer_i.params * grad_b
+        if start <= i < end:
+            acc += block_b[(i - start) % p]
+        else:
+            acc += _grad_bytes(workload.layers[i], exclude_sharded, grad_b)
         if acc >= cap:
             groups.append(cur)
             cur, acc, cap = [], 0.0, bucket_bytes
     if cur:
-        if groups and sum(workload.layers[i].params for i in cur) == 0:
+        source = copies.source if copies is not None else workload.layers.__getitem__
+        if groups and sum(source(i).params for i in cur) == 0:
             groups[-1].extend(cur)
         else:
             groups.append(cur)
     return groups
+
+
+def _grad_bytes(layer: LayerCost, exclude_sharded: bool, grad_b: float) -> float:
+    """Gradient bytes ``layer`` adds to a data-parallel bucket (:func:`_segment_groups`):
+    ``params x grad_b``, 0 for a layer whose parameters are sharded (``exclude_sharded`` and a
+    collective of its own)."""
+    if exclude_sharded and (layer.fwd_comm or layer.bwd_comm):
+        return 0.0
+    return layer.params * grad_b
 
 
 def _shape_memo(

@@ -61,8 +61,19 @@ CASES = {
 
 
 #: Cases whose segments repeat by shape (buckets that close at block ends, or a segment per
-#: block); the others' buckets span blocks or each chunk is one segment.
-SHARED = {"ddp", "ddp-tp2-pp2", "fsdp", "fsdp-tp2-pp2", "gpt3-ddp", "mcore-pp2", "mcore-full"}
+#: block), in one chunk or across a lowering's chunks (the sums are kept per shape for all of
+#: them: the interleaved chunks' buckets); the others' buckets span blocks or each chunk is one
+#: segment of its own shape.
+SHARED = {
+    "ddp",
+    "ddp-tp2-pp2",
+    "fsdp",
+    "fsdp-tp2-pp2",
+    "gpt3-ddp",
+    "mcore-pp2",
+    "mcore-full",
+    "mcore-interleaved",
+}
 
 
 def _chunks(sc: Scenario, monkeypatch: pytest.MonkeyPatch, shapes: bool) -> tuple[list, int]:

@@ -38,3 +38,36 @@ def test_collective_memo_returns_the_model_time() -> None:
     ref = costs.comm.collective(CollectiveOp.ALLREDUCE, 2**30, tuple(group)).time_s
     assert t == ref > 0
     assert costs.collective_time(CollectiveOp.ALLREDUCE, 2**30, list(group)) == t
+
+
+def test_concurrent_time_keeps_the_factor_per_groups(monkeypatch) -> None:
+    """The sharing factor reads the groups only: asked once per set of concurrent groups,
+    whatever the op and size, and every answer equals the one computed afresh (issue 27)."""
+    import perfmodel.parallel.costs as costs_mod
+
+    topo = load_system("dgx-a100", nodes=4, network="roce-100g", nics_per_node=1)
+    costs = SystemCosts(topo, Precision.parse("bf16"))
+    gpus = topo.gpus
+    # 8 data-parallel groups, one GPU per server each, all behind one NIC per server
+    groups = [tuple(gpus[8 * s + i] for s in range(4)) for i in range(8)]
+    asked = []
+    real = costs_mod.ring_sharing_factor
+
+    def counted(t, gs):
+        asked.append(gs)
+        return real(t, gs)
+
+    monkeypatch.setattr(costs_mod, "ring_sharing_factor", counted)
+    cases = [
+        (op, nbytes)
+        for op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER)
+        for nbytes in (2**20, 3 * 2**24, 2**30)
+    ]
+    got = [costs.concurrent_time(op, nbytes, groups) for op, nbytes in cases]
+    assert len(asked) == 1
+    factor = real(topo, tuple(groups))
+    assert factor > 1.0  # the NIC is shared: the memo has something to keep
+    for (op, nbytes), t in zip(cases, got, strict=True):
+        base = costs.comm.collective(op, nbytes, groups[0]).time_s
+        lat = min(max(costs.comm.collective(op, nbytes, groups[0]).latency_s, 0.0), base)
+        assert t == lat + (base - lat) * factor
