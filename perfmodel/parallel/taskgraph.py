@@ -177,6 +177,23 @@ class TaskGraph:
 
 
 _new_task = object.__new__
+
+
+class _TaskTwin:
+    """A mutable twin of :class:`Task`: the same slots in the same order on the same base, so
+    :meth:`GraphBuilder.add` fills one with plain attribute stores and then makes it a
+    :class:`Task` by ``__class__`` assignment (CPython allows it between heap types whose
+    slot layouts are the same; the object *is* a :class:`Task` from then on, frozen, with the
+    same fields and values). Ten stores to a slot of a mutable object and one class
+    assignment take ~0.24 us where the ten slot setters of the frozen class took ~0.6 us per
+    task (``time.process_time`` of 200,000 tasks on the 2-core development machine), ~1e5
+    tasks in a gather-bound FSDP step of GPT-3 175B on 1024 A100."""
+
+    __slots__ = Task.__slots__  # type: ignore[attr-defined]
+
+
+assert _TaskTwin.__slots__ == tuple(f.name for f in fields(Task)), "Task's slots changed"
+
 #: The slot setters of :class:`Task`'s fields, in declaration order (GraphBuilder.add).
 _TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
 _S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUNK, _S_COMM = (
@@ -245,13 +262,28 @@ class GraphBuilder:
         # Task(...) without the frozen dataclass's __init__ (its field-by-field
         # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
         # own setters, the same fields, the same values
-        if then is None:
-            task = _new_task(Task)
-        else:
-            task = _new_task(OpTask)
-            _S_THEN(task, then)
-            _S_SEND_S(task, 0.0)
-            _S_SEND(task, None)
+        if then is None:  # the mutable twin's stores, then a Task (_TaskTwin)
+            twin = _new_task(_TaskTwin)
+            twin.tid = tid
+            twin.kind = kind
+            twin.device = device
+            twin.stream = stream
+            twin.duration_s = duration_s if type(duration_s) is float else float(duration_s)
+            twin.deps = clean
+            twin.label = label
+            twin.microbatch = microbatch
+            twin.chunk = chunk
+            twin.comm = comm
+            twin.__class__ = Task  # type: ignore[assignment]
+            tasks.append(twin)  # type: ignore[arg-type]
+            if device not in self._device_set:
+                self._device_set.add(device)
+                self.devices.append(device)
+            return tid
+        task = _new_task(OpTask)  # an OpTask (its own three slots): the slot setters
+        _S_THEN(task, then)
+        _S_SEND_S(task, 0.0)
+        _S_SEND(task, None)
         _S_TID(task, tid)
         _S_KIND(task, kind)
         _S_DEVICE(task, device)
