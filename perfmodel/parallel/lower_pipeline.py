@@ -162,6 +162,14 @@ class PipelineLowering(
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
         self.init_op_tasks()
+        # (forward, backward): whether a coarse chunk lowered as one operation task
+        # (plain_op) ends its operation at once, the rest of forward() / backward() then only
+        # recording the task and sending its output, as the plain_single path does: no
+        # activation offload wait. The rest holds whenever plain_op gave a task: no held
+        # backward send (operation tasks are off with combined 1F1B), and no overlapped
+        # ZeRO-1/2 gather to count or launch (those are for micro-batch 0 of a chunk while
+        # gathers_left > 0, where plain_op refuses)
+        self._op_exit = tuple(st <= 0 for st in self.offload_stall)
         if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
@@ -387,6 +395,17 @@ class PipelineLowering(
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0 and self._op_exit[0]:  # what the rest below does for it, directly
+                self.first_seg_done[s] = True
+                self.last_compute[s] = tid
+                self.f_done[(mb, k)] = tid
+                if k < self.K - 1:
+                    self.f_out[(mb, k)] = (
+                        self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
+                        if self.P > 1
+                        else tid
+                    )
+                return
             if tid >= 0:
                 tids = [tid]
             else:
@@ -539,6 +558,16 @@ class PipelineLowering(
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
             tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0 and self._op_exit[1]:  # what the rest below does for it, directly
+                self.last_compute[s] = tid
+                if k > 0:
+                    nbytes = self.chunks[k - 1].out_bytes
+                    self.b_out[(mb, k)] = (
+                        self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k)
+                        if P > 1
+                        else tid
+                    )
+                return
             if tid >= 0:
                 tids = [tid]
             else:

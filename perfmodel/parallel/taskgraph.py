@@ -257,7 +257,7 @@ class GraphBuilder:
         assert not clean or (
             clean[0] % SENT < tid
             and clean[-1] % SENT < tid
-            and (len(clean) < 3 or all(d % SENT < tid for d in clean))
+            and (len(clean) < 3 or max([d % SENT for d in clean]) < tid)
         ), "dependencies must precede the task"
         # Task(...) without the frozen dataclass's __init__ (its field-by-field
         # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
