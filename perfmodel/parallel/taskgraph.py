@@ -126,6 +126,46 @@ class OpTask(Task):
         object.__setattr__(self, "send", send)
 
 
+class ChainTask(OpTask):
+    """A *gather chain* of the analytic graph (ZeRO-3/FSDP, :meth:`perfmodel.parallel.
+    lower_hidden.HiddenCollectives.lower_gather_runs`; made by :meth:`GraphBuilder.add_chain`):
+    one operation whose segments each wait for their parameter all-gather, lowered as the one
+    task standing for every gather, compute (with its TP piece) and gradient reduction of the
+    operation. :attr:`chain` is ``(static, a0, a1)``: ``static`` the operation's per-segment
+    durations, streams and specs (the same for every micro-batch, :data:`ChainStatic`), ``a0``
+    and ``a1`` the dependencies (or ``-1``) its first two gathers are prefetched after. The
+    list schedule runs the fine tasks' recurrence inside it (``perfmodel.sim.engine``
+    ``_chain``); its :attr:`then_s` is :data:`CHAIN_MARK` (identity-checked), its
+    ``duration_s`` 0. A task that waits on mark ``j`` lists :func:`chain_mark` ``(tid, j)``."""
+
+    __slots__ = ("chain",)
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return (*super().__getstate__(), self.chain)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *rest, chain = state
+        super().__setstate__(tuple(rest))
+        object.__setattr__(self, "chain", chain)
+
+
+#: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
+CHAIN_MARK: tuple[float, ...] = (0.0,)
+
+#: Per segment ``(gather s, compute s, then_s of its compute, reduction s, gather group,
+#: reduction group)``, then the gather stream, the reduction stream, whether it reduces, a
+#: gather :class:`Task` and a reduction :class:`Task` that stand for the fine ones in the
+#: breakdown's classes, and every device in any of the groups (:class:`ChainTask`).
+ChainStatic = tuple[
+    tuple[tuple[float, float, tuple[float, ...], float, tuple[str, ...], tuple[str, ...]], ...],
+    str,
+    str,
+    bool,
+    "Task",
+    "Task",
+    frozenset[str],
+]
+
 #: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
 #: :attr:`Task.send_s`); plain dependencies are below it (analytic graphs only:
 #: :mod:`perfmodel.parallel.lower_shortcuts`, "Operation tasks").
@@ -135,6 +175,18 @@ SENT = 1 << 40
 #: ``tid + HEAD + j * SENT`` (:func:`piece_end`) on the end of its ``j``-th piece of
 #: :attr:`Task.then_s` after it.
 HEAD = 2 << 40
+
+
+#: A dependency ``tid + CHAIN + j * SENT`` (:func:`chain_mark`) is on mark ``j`` of
+#: :class:`ChainTask` ``tid``: the end of segment ``j``'s first compute (``j < n``, where the
+#: next gathers are prefetched) or, ``j = n``, of its last gradient reduction. Far above every
+#: ``HEAD + j * SENT`` (analytic graphs only).
+CHAIN = 1 << 52
+
+
+def chain_mark(tid: int, j: int) -> int:
+    """The dependency on mark ``j`` of chain task ``tid`` (:data:`CHAIN`)."""
+    return tid + CHAIN + j * SENT
 
 
 def piece_end(tid: int, j: int) -> int:
@@ -201,6 +253,7 @@ _S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUN
 )
 #: :class:`OpTask`'s own slot setters.
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
+_S_CHAIN = ChainTask.__dict__["chain"].__set__
 
 
 @dataclass
@@ -294,6 +347,42 @@ class GraphBuilder:
         _S_MB(task, microbatch)
         _S_CHUNK(task, chunk)
         _S_COMM(task, comm)
+        tasks.append(task)
+        if device not in self._device_set:
+            self._device_set.add(device)
+            self.devices.append(device)
+        return tid
+
+    def add_chain(
+        self,
+        device: str,
+        deps: list[int],
+        label: str,
+        microbatch: int,
+        chunk: int,
+        chain: tuple[ChainStatic, int, int],
+    ) -> int:
+        """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
+        operation's: no ``None`` or negative ids); returns its id."""
+        tasks = self.tasks
+        tid = len(tasks)
+        clean = tuple(sorted(set(deps)))
+        assert all(d >= 0 and d % SENT < tid for d in clean), "dependencies must precede"
+        task = _new_task(ChainTask)
+        _S_THEN(task, CHAIN_MARK)
+        _S_SEND_S(task, 0.0)
+        _S_SEND(task, None)
+        _S_CHAIN(task, chain)
+        _S_TID(task, tid)
+        _S_KIND(task, TaskKind.COMPUTE)
+        _S_DEVICE(task, device)
+        _S_STREAM(task, "compute")
+        _S_DUR(task, 0.0)
+        _S_DEPS(task, clean)
+        _S_LABEL(task, label)
+        _S_MB(task, microbatch)
+        _S_CHUNK(task, chunk)
+        _S_COMM(task, None)
         tasks.append(task)
         if device not in self._device_set:
             self._device_set.add(device)
