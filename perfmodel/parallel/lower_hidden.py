@@ -345,22 +345,15 @@ class HiddenCollectives:
 
         rows, runs, _, _ = plan
         k = c * self.P + s
-        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
-        add, gpu = self.b.add, self.gpu[s]
         hist = self.gather_hist[s]
-        keep_hist = self.zero3 or self.gathers_left[s] > 0
-        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
-        ag_label = f"AG {phase}{mb}"
-        reducing = any(r[4] for r in rows)
-        grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
-        fine = self._fine_segments(plan, k)
         if not runs and self.zero3 and self.CHAINS and self.op_tasks:
-            chain = self._chain_static(plan, k, fine, reducing, g_stream, grad_stream, gpu)
+            chain = self._chain_static(plan, k)
             if chain is not None:  # one gather chain (_chain_static)
                 static, c_max, offs = chain
                 a0 = hist[-2] if len(hist) >= 2 else -1
                 a1 = hist[-1] if hist else -1
-                tid = self.b.add_chain(gpu, deps, label, mb, k, (static, a0, a1))
+                label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+                tid = self.b.add_chain(self.gpu[s], deps, label, mb, k, (static, a0, a1))
                 busy = self._cs_max[s]  # compute_emitted's, for the segments' computes
                 if c_max > busy[0]:
                     busy[0] = c_max
@@ -368,10 +361,18 @@ class HiddenCollectives:
                     busy[1] = c_max
                 hist.extend([tid + o for o in offs])
                 self.first_seg_done[s] = True
-                if reducing:  # the last reduction's end (they end in order on their stream)
+                if static[3]:  # the last reduction's end (they end in order on their stream)
                     self.grad_comm[s].append(tid + offs[-1] + SENT)
                 self.op_merged += len(offs)
                 return [tid]
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
+        add, gpu = self.b.add, self.gpu[s]
+        keep_hist = self.zero3 or self.gathers_left[s] > 0
+        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        ag_label = f"AG {phase}{mb}"
+        reducing = any(r[4] for r in rows)
+        grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
+        fine = self._fine_segments(plan, k)
         starts = {i0: i1 for i0, i1 in runs}
         tids = deps
         si = 0
@@ -415,14 +416,7 @@ class HiddenCollectives:
         return tids
 
     def _chain_static(
-        self,
-        plan: GatherPlan,
-        k: int,
-        fine: list[FineSegment],
-        reducing: bool,
-        g_stream: str,
-        grad_stream: str,
-        gpu: str,
+        self, plan: GatherPlan, k: int
     ) -> tuple[ChainStatic, float, tuple[int, ...]] | None:
         """Where :meth:`lower_gather_runs` lowers an operation of ``plan`` on chunk ``k``
         without runs, each segment a gather, an operation task (``then``, :meth:`_fine_segments`)
@@ -444,9 +438,13 @@ class HiddenCollectives:
         (``perfmodel.report.step_breakdown``). An FSDP step of GPT-3 175B on 1024 A100 (dp8
         tp16 pp8, micro-batch 1, interleaved) is gather-bound (8.7 ms gathers against 3.2 ms
         forward segments): 94,106 tasks before, one per operation and send now."""
-        key = (id(plan), k, reducing)
+        key = (id(plan), k)
         hit = self._chain_memo.get(key)
         if hit is None:
+            fine = self._fine_segments(plan, k)
+            reducing = any(r[4] for r in plan[0])
+            gpu = self.gpu[k % self.P]
+            g_stream, grad_stream = self.rc.param_gather.stream, self.rc.grad_comm.stream
             if any(f[3] is None for f in fine):
                 hit = self._chain_memo[key] = False
             else:

@@ -81,7 +81,7 @@ class PipelineLowering(
         self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums
         self._fine_memo: dict[tuple[int, int], list] = {}  # lower_hidden._fine_segments
-        self._chain_memo: dict[tuple[int, int, bool], tuple | bool] = {}  # _chain_static
+        self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
         # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)

@@ -366,8 +366,10 @@ class GraphBuilder:
         operation's: no ``None`` or negative ids); returns its id."""
         tasks = self.tasks
         tid = len(tasks)
-        clean = tuple(sorted(set(deps)))
-        assert all(d >= 0 and d % SENT < tid for d in clean), "dependencies must precede"
+        clean = tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps)
+        assert not clean or (clean[0] >= 0 and max([d % SENT for d in clean]) < tid), (
+            "dependencies must precede the task"
+        )
         task = _new_task(ChainTask)
         _S_THEN(task, CHAIN_MARK)
         _S_SEND_S(task, 0.0)

@@ -466,51 +466,58 @@ def _chain(
     gk, rk = (dev, g_stream), (dev, r_stream)
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end
+    two = _anchor_end(a0, start, end, tasks, chains)
+    one = _anchor_end(a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
+    add_mark, add_row = marks.append, rows.append
     ce = s
     rs = re = 0.0
-    for i, (g, c, then, r, _, _) in enumerate(segs):
-        gs = fg
-        if i >= 2:
-            a = marks[i - 2]
-            if a > gs:
-                gs = a
-        else:
-            d = a0 if i == 0 else a1
-            if d >= 0:
-                if d < SENT:
-                    a = end[d]
-                elif d < HEAD:
-                    a = end[d - SENT] + tasks[d - SENT].send_s
-                else:
-                    a = _encoded_end(d, start, end, tasks, chains)
-                if a > gs:
-                    gs = a
+    for g, c, then, r, _, _ in segs:
+        gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
         ge = gs + g
         fg = ge
-        cs = ce
-        if ge > cs:
-            cs = ge
+        cs = ce if ce >= ge else ge
         h = cs + c
         e = h
         for x in then:
             e += x
-        marks.append(h)
+        add_mark(h)
+        two, one = one, h
         if reducing:
-            rs = fr
-            if e > rs:
-                rs = e
+            rs = fr if fr >= e else e
             re = rs + r
             fr = re
-        rows.append((gs, ge, cs, h, e, rs, re))
+        add_row((gs, ge, cs, h, e, rs, re))
         ce = e
-    marks.append(fr)
+    add_mark(fr)
     free[gk] = fg
     if reducing:
         free[rk] = fr
     chains[t.tid] = (marks, rows)
     return rows[0][2], ce
+
+
+_NONE = float("-inf")
+
+
+def _anchor_end(
+    d: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> float:
+    """The end of dependency ``d`` as :func:`_list_schedule` reads it (``-inf``: ``d < 0``, no
+    anchor)."""
+    if d < 0:
+        return _NONE
+    if d < SENT:
+        return end[d]
+    if d < HEAD:
+        return end[d - SENT] + tasks[d - SENT].send_s
+    return _encoded_end(d, start, end, tasks, chains)
 
 
 def simulate(
