@@ -163,14 +163,6 @@ class PipelineLowering(
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
         self.init_op_tasks()
-        # (forward, backward): whether a coarse chunk lowered as one operation task
-        # (plain_op) ends its operation at once, the rest of forward() / backward() then only
-        # recording the task and sending its output, as the plain_single path does: no
-        # activation offload wait. The rest holds whenever plain_op gave a task: no held
-        # backward send (operation tasks are off with combined 1F1B), and no overlapped
-        # ZeRO-1/2 gather to count or launch (those are for micro-batch 0 of a chunk while
-        # gathers_left > 0, where plain_op refuses)
-        self._op_exit = tuple(st <= 0 for st in self.offload_stall)
         if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
