@@ -410,7 +410,8 @@ class HiddenCollectives:
                     self.grad_comm[s].append(g)
                 si += 1
                 continue
-            tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing)
+            tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing,
+                                   fine)  # fmt: skip
             si = i1 + 1
         self.op_merged += merged
         return tids
@@ -524,19 +525,30 @@ class HiddenCollectives:
         deps: list[int],
         label: str,
         reducing: bool,
+        fine: list[FineSegment],
     ) -> list[int]:
         """Emit run ``i0 .. i1`` of ``plan`` (:meth:`gather_runs`) after ``deps``: its two
         gathers, its computes and TP collectives (one operation task where they all run on the
         compute stream: :meth:`_run_task`), and its summary reduction; returns the ids the next
-        segment waits on."""
+        segment waits on. The gathers are :meth:`~perfmodel.parallel.lower_data_parallel.
+        DataParallelEmitters.gather`'s (prefetched after the compute two back; HSDP and owner
+        broadcasts take no runs), from ``fine`` (:meth:`_fine_segments`: the same seconds,
+        fusion wait included, spec and label, computed once per lowering)."""
         add, gpu, hist = self.b.add, self.gpu[s], self.gather_hist[s]
-        ag = self.gather(s, segs[i0], f"AG {phase}{mb}.{k}.{i0}")
+        g_stream, comm_dur = self.rc.param_gather.stream, self.comm_dur
+        g_s, g_spec, *_, ag_suffix, _ = fine[i0]
+        ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1], f"AG {phase}{mb}" + ag_suffix,
+                 -1, -1, g_spec)  # fmt: skip
+        comm_dur[ag] = g_s
         sd = [*deps, ag]
         # the next gather may start before the run does (its anchor, the compute two back,
         # may have ended long before): as the fine loop emits it; it ends within the run's
         # first compute (the fine loop emits it after compute i0 joined the anchors: its
         # anchor, two computes back, is the last anchor now)
-        self.gather(s, segs[i0 + 1], f"AG {phase}{mb}.{k}.{i0 + 1}", hist[-1:])
+        g_s, g_spec, *_, ag_suffix, _ = fine[i0 + 1]
+        nxt = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-1:], f"AG {phase}{mb}" + ag_suffix,
+                  -1, -1, g_spec)  # fmt: skip
+        comm_dur[nxt] = g_s
         tp_pre, comp_a, then, ends_c, ends_b, summary = self._run_sums(plan, s, i0, i1, segs)
         on_compute = self.tp_stream == "compute"
         head, ends = sd, ends_c if on_compute else ends_b
