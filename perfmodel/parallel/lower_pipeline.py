@@ -163,6 +163,7 @@ class PipelineLowering(
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
         self.init_op_tasks()
+        self._op_exit = tuple(st <= 0 for st in self.offload_stall)  # forward's _op_exit note
         if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
@@ -388,7 +389,12 @@ class PipelineLowering(
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
-            if tid >= 0 and self._op_exit[0]:  # what the rest below does for it, directly
+            # what the rest below does for such an operation, directly, where no activation
+            # offload wait follows the compute (_op_exit). The rest holds whenever plain_op
+            # gave a task: no held backward send (operation tasks are off with combined
+            # 1F1B), no overlapped ZeRO-1/2 gather to count or launch (those are for
+            # micro-batch 0 of a chunk while gathers_left > 0, where plain_op refuses)
+            if tid >= 0 and self._op_exit[0]:
                 self.first_seg_done[s] = True
                 self.last_compute[s] = tid
                 self.f_done[(mb, k)] = tid

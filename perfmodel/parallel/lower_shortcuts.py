@@ -319,14 +319,6 @@ class LoweringShortcuts:
         self._plain_ops: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
         # (task id, operation, stage) of the last operation task op_task emitted
         self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
-        # (forward, backward): whether a coarse chunk lowered as one operation task
-        # (plain_op) ends its operation at once, the rest of forward() / backward() then only
-        # recording the task and sending its output, as the plain_single path does: no
-        # activation offload wait. The rest holds whenever plain_op gave a task: no held
-        # backward send (operation tasks are off with combined 1F1B), and no overlapped
-        # ZeRO-1/2 gather to count or launch (those are for micro-batch 0 of a chunk while
-        # gathers_left > 0, where plain_op refuses)
-        self._op_exit = tuple(st <= 0 for st in self.offload_stall)
 
     def compute_emitted(self, s: int, dur: float) -> None:
         """A compute task of ``dur`` seconds was emitted on stage ``s``'s compute stream (read by
