@@ -22,9 +22,13 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.taskgraph import (
+    CHAIN,
     HEAD,
+    SENT,
+    ChainStatic,
     CommKind,
     CommSpec,
+    Task,
     TaskKind,
     piece_end,
 )
@@ -85,6 +89,10 @@ class HiddenCollectives:
     #: Whether a hidden gather run with its TP on the compute stream is one operation task
     #: (:meth:`_run_task`) where operation tasks are on (tests compare both ways).
     RUN_TASKS = True
+
+    #: Whether an operation whose every segment waits for its gather outside any run, each an
+    #: operation task, is one gather chain (:meth:`_chain_static`; tests compare both ways).
+    CHAINS = True
 
     # ------------------------------------------------------------------ hidden reductions
 
@@ -337,16 +345,35 @@ class HiddenCollectives:
 
         rows, runs, _, _ = plan
         k = c * self.P + s
+        hist = self.gather_hist[s]
+        if not runs and self.zero3 and self.CHAINS and self.op_tasks:
+            chain = self._chain_static(plan, k)
+            if chain is not None:  # one gather chain (_chain_static)
+                static, c_max, offs = chain
+                a0 = hist[-2] if len(hist) >= 2 else -1
+                a1 = hist[-1] if hist else -1
+                label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+                tid = self.b.add_chain(self.gpu[s], deps, label, mb, k, (static, a0, a1))
+                busy = self._cs_max[s]  # compute_emitted's, for the segments' computes
+                if c_max > busy[0]:
+                    busy[0] = c_max
+                if c_max > busy[1]:
+                    busy[1] = c_max
+                hist.extend([tid + o for o in offs])
+                self.first_seg_done[s] = True
+                if static[3]:  # the last reduction's end (they end in order on their stream)
+                    self.grad_comm[s].append(tid + offs[-1] + SENT)
+                self.op_merged += len(offs)
+                return [tid]
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
-        hist = self.gather_hist[s]
         keep_hist = self.zero3 or self.gathers_left[s] > 0
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
         grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
-        starts = {i0: i1 for i0, i1 in runs}
         fine = self._fine_segments(plan, k)
+        starts = {i0: i1 for i0, i1 in runs}
         tids = deps
         si = 0
         n = len(segs)
@@ -383,10 +410,67 @@ class HiddenCollectives:
                     self.grad_comm[s].append(g)
                 si += 1
                 continue
-            tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing)
+            tids = self._lower_run(s, phase, mb, k, segs, plan, si, i1, tids, label, reducing,
+                                   fine)  # fmt: skip
             si = i1 + 1
         self.op_merged += merged
         return tids
+
+    def _chain_static(
+        self, plan: GatherPlan, k: int
+    ) -> tuple[ChainStatic, float, tuple[int, ...]] | None:
+        """Where :meth:`lower_gather_runs` lowers an operation of ``plan`` on chunk ``k``
+        without runs, each segment a gather, an operation task (``then``, :meth:`_fine_segments`)
+        and, ``reducing``, a gradient reduction: ``(static, longest compute, mark offsets)`` of
+        its :class:`~perfmodel.parallel.taskgraph.ChainTask` (the same for every micro-batch:
+        computed once per lowering), else ``None`` (a segment whose TP is not in its task).
+
+        Exact: those fine tasks are consecutive in the graph, each segment's gather waiting on
+        the anchor before it (the first two on the stage's last two computes, ``a0`` and
+        ``a1``; then on the first compute two segments back), its compute on the previous
+        compute (the operation's dependencies for the first) and its gather, its reduction on
+        its compute; nothing outside waits on any of them but the next gathers (on the last
+        two computes' first compute: marks ``n - 2`` and ``n - 1``), the optimizer (on every
+        reduction: their ends rise in program order on one stream, so the last one's, mark
+        ``n``) and the operation's successors (on its last task). The list schedule of the
+        chain (``perfmodel.sim.engine`` ``_chain``) is theirs, with the same additions in the
+        same order, so every time is bit for bit the fine tasks'; the breakdown reads each
+        gather, compute, TP piece and reduction where it ran, with the fine tasks' classes
+        (``perfmodel.report.step_breakdown``). An FSDP step of GPT-3 175B on 1024 A100 (dp8
+        tp16 pp8, micro-batch 1, interleaved) is gather-bound (8.7 ms gathers against 3.2 ms
+        forward segments): 94,106 tasks before, one per operation and send now."""
+        key = (id(plan), k)
+        hit = self._chain_memo.get(key)
+        if hit is None:
+            fine = self._fine_segments(plan, k)
+            reducing = any(r[4] for r in plan[0])
+            gpu = self.gpu[k % self.P]
+            g_stream, grad_stream = self.rc.param_gather.stream, self.rc.grad_comm.stream
+            if any(f[3] is None for f in fine):
+                hit = self._chain_memo[key] = False
+            else:
+                segs = tuple(
+                    (g_s, c_s, then, red_s, g_spec.group,
+                     r_spec.group if r_spec is not None else ())
+                    for g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ in fine
+                )  # fmt: skip
+                g_spec, r_spec = fine[0][1], fine[0][7]
+                g_proto = Task(-1, TaskKind.COLLECTIVE, gpu, g_stream, 0.0, comm=g_spec)
+                r_proto = Task(-1, TaskKind.COLLECTIVE, gpu, grad_stream, 0.0, comm=r_spec)
+                members = frozenset(d for seg in segs for grp in seg[4:] for d in grp)
+                static: ChainStatic = (
+                    segs,
+                    g_stream,
+                    grad_stream,
+                    reducing,
+                    g_proto,
+                    r_proto,
+                    members,
+                )
+                n = len(segs)
+                offs = tuple(CHAIN + j * SENT for j in range(n))
+                hit = self._chain_memo[key] = (static, max(f[2] for f in fine), offs)
+        return hit or None
 
     def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:
         """Per segment of ``plan`` (operation order) on chunk ``k``, what
@@ -441,19 +525,30 @@ class HiddenCollectives:
         deps: list[int],
         label: str,
         reducing: bool,
+        fine: list[FineSegment],
     ) -> list[int]:
         """Emit run ``i0 .. i1`` of ``plan`` (:meth:`gather_runs`) after ``deps``: its two
         gathers, its computes and TP collectives (one operation task where they all run on the
         compute stream: :meth:`_run_task`), and its summary reduction; returns the ids the next
-        segment waits on."""
+        segment waits on. The gathers are :meth:`~perfmodel.parallel.lower_data_parallel.
+        DataParallelEmitters.gather`'s (prefetched after the compute two back; HSDP and owner
+        broadcasts take no runs), from ``fine`` (:meth:`_fine_segments`: the same seconds,
+        fusion wait included, spec and label, computed once per lowering)."""
         add, gpu, hist = self.b.add, self.gpu[s], self.gather_hist[s]
-        ag = self.gather(s, segs[i0], f"AG {phase}{mb}.{k}.{i0}")
+        g_stream, comm_dur = self.rc.param_gather.stream, self.comm_dur
+        g_s, g_spec, *_, ag_suffix, _ = fine[i0]
+        ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1], f"AG {phase}{mb}" + ag_suffix,
+                 -1, -1, g_spec)  # fmt: skip
+        comm_dur[ag] = g_s
         sd = [*deps, ag]
         # the next gather may start before the run does (its anchor, the compute two back,
         # may have ended long before): as the fine loop emits it; it ends within the run's
         # first compute (the fine loop emits it after compute i0 joined the anchors: its
         # anchor, two computes back, is the last anchor now)
-        self.gather(s, segs[i0 + 1], f"AG {phase}{mb}.{k}.{i0 + 1}", hist[-1:])
+        g_s, g_spec, *_, ag_suffix, _ = fine[i0 + 1]
+        nxt = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-1:], f"AG {phase}{mb}" + ag_suffix,
+                  -1, -1, g_spec)  # fmt: skip
+        comm_dur[nxt] = g_s
         tp_pre, comp_a, then, ends_c, ends_b, summary = self._run_sums(plan, s, i0, i1, segs)
         on_compute = self.tp_stream == "compute"
         head, ends = sd, ends_c if on_compute else ends_b

@@ -81,6 +81,7 @@ class PipelineLowering(
         self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums
         self._fine_memo: dict[tuple[int, int], list] = {}  # lower_hidden._fine_segments
+        self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
         # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)
@@ -162,6 +163,7 @@ class PipelineLowering(
         self.combined = plan.ep_overlap and self.m_step > 1
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
         self.init_op_tasks()
+        self._op_exit = tuple(st <= 0 for st in self.offload_stall)  # forward's _op_exit note
         if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
@@ -387,6 +389,22 @@ class PipelineLowering(
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
             tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
+            # what the rest below does for such an operation, directly, where no activation
+            # offload wait follows the compute (_op_exit). The rest holds whenever plain_op
+            # gave a task: no held backward send (operation tasks are off with combined
+            # 1F1B), no overlapped ZeRO-1/2 gather to count or launch (those are for
+            # micro-batch 0 of a chunk while gathers_left > 0, where plain_op refuses)
+            if tid >= 0 and self._op_exit[0]:
+                self.first_seg_done[s] = True
+                self.last_compute[s] = tid
+                self.f_done[(mb, k)] = tid
+                if k < self.K - 1:
+                    self.f_out[(mb, k)] = (
+                        self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
+                        if self.P > 1
+                        else tid
+                    )
+                return
             if tid >= 0:
                 tids = [tid]
             else:
@@ -539,6 +557,16 @@ class PipelineLowering(
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
             tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
+            if tid >= 0 and self._op_exit[1]:  # what the rest below does for it, directly
+                self.last_compute[s] = tid
+                if k > 0:
+                    nbytes = self.chunks[k - 1].out_bytes
+                    self.b_out[(mb, k)] = (
+                        self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k)
+                        if P > 1
+                        else tid
+                    )
+                return
             if tid >= 0:
                 tids = [tid]
             else:

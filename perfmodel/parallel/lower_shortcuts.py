@@ -45,6 +45,7 @@ from perfmodel.parallel.taskgraph import (
     _S_THEN,
     HEAD,
     SENT,
+    ChainTask,
     CommSpec,
     OpTask,
     TaskKind,
@@ -473,8 +474,8 @@ class LoweringShortcuts:
             return False, -1
         ok = self._cs_max[s][i] >= self._send_prev[s][i]
         task = self.b.tasks[deps[0]] if len(deps) == 1 else None
-        if type(task) is not OpTask:  # a send is folded into an operation task only
-            task = None
+        if type(task) is not OpTask and type(task) is not ChainTask:
+            task = None  # a send is folded into an operation task (or gather chain) only
         self._send_prev[s][i] = dur
         self._cs_max[s][i] = 0.0
         last = self._send_last[s]

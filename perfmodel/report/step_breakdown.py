@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from perfmodel.parallel.taskgraph import Task, TaskKind
+from perfmodel.parallel.taskgraph import CHAIN_MARK, ChainTask, Task, TaskKind
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
 
 
@@ -95,9 +95,16 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
     busy: dict[str, float] = {}
     get = busy.get
     start_s, end_s = timeline.start_s, timeline.end_s
+    chains = timeline.chains
     for t in timeline.graph.tasks:
         if t.stream == "compute":
             dev, tid = t.device, t.tid
+            if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
+                b = get(dev, 0.0)
+                for row in chains[tid][1]:  # type: ignore[index]
+                    b = b + row[4] - row[2]
+                busy[dev] = b
+                continue
             busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
     return busy
 
@@ -134,6 +141,13 @@ def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[s
 
 _Events = list[tuple[float, int, str]]
 
+_HOST_KINDS = frozenset((TaskKind.HOST, TaskKind.OPTIMIZER))
+"""The kinds of the only tasks :func:`task_class` may put in ``"host"`` (priority 2), the class
+:func:`_class_events` counts for a device whatever device runs the task: every other task of
+another device that is not in its communication group adds no event (an FSDP step of GPT-3
+175B on 1024 A100, dp8 tp16 pp8 interleaved: 94,106 tasks, ~12,000 of them the critical
+stage's), so it is passed over before its times and class are read."""
+
 
 def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
     """The start and end events of the tasks that count for ``dev`` (its own tasks,
@@ -144,14 +158,22 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
     append = events.append
     keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
     start_s, end_s = timeline.start_s, timeline.end_s
+    chains = timeline.chains
     for t in timeline.graph.tasks:
         comm = t.comm
+        if t.then_s is CHAIN_MARK:  # a gather chain: its fine tasks' events
+            _chain_events(append, keys, t, chains[t.tid][1], dev)  # type: ignore[arg-type, index]
+            if t.send_s > 0 and (t.device == dev or dev in t.send.group):
+                _folded(append, keys, t, end_s[t.tid])
+            continue
         if t.device != dev:
             if t.stream == "compute":
                 if t.send_s > 0 and dev in t.send.group:  # a send into dev, folded
                     _folded(append, keys, t, end_s[t.tid])
                 continue
             mine = comm is not None and dev in comm.group
+            if not mine and t.kind not in _HOST_KINDS:
+                continue  # not dev's, and never "2|host" (task_class): no event
         else:
             mine = True
         tid = t.tid
@@ -202,6 +224,64 @@ def _folded(
             append((e, 1, "1|comm:pp"))
             append((f, -1, "1|comm:pp"))
             keys.setdefault(("send", TaskKind.SENDRECV, t.send.kind), "1|comm:pp")
+
+
+def _chain_events(
+    append: Any,
+    keys: dict[tuple[object, ...], str],
+    t: ChainTask,
+    rows: list[tuple[float, ...]],
+    dev: str,
+) -> None:
+    """The events of the fine tasks gather chain ``t`` stands for
+    (:class:`~perfmodel.parallel.taskgraph.ChainTask`; ``rows``: the list schedule's times of
+    each segment's gather, compute and reduction), as :func:`_class_events` gives them: on
+    ``t``'s device every gather, compute (its first compute, then its ``then_s`` pieces as
+    :func:`_folded` reads them) and reduction; on another device the gathers and reductions
+    whose group holds it."""
+    static = t.chain[0]
+    segs, reducing, g_proto, r_proto, members = (
+        static[0], static[3], static[4], static[5], static[6]
+    )  # fmt: skip
+    own = t.device == dev
+    if not own and dev not in members:
+        return
+    g_key = _key(keys, g_proto)
+    r_key = _key(keys, r_proto) if reducing else ""
+    for (_, _, then, _, g_grp, r_grp), (gs, ge, cs, h, _, rs, re) in zip(segs, rows, strict=True):
+        if ge > gs and (own or dev in g_grp):
+            append((gs, 1, g_key))
+            append((ge, -1, g_key))
+        if own:
+            a = h
+            tp = True
+            for x in then:
+                b = a + x
+                if b > a:
+                    key = "0|comm:tp" if tp else "0|compute"
+                    append((a, 1, key))
+                    append((b, -1, key))
+                a = b
+                tp = not tp
+            if h > cs:
+                append((cs, 1, "0|compute"))
+                append((h, -1, "0|compute"))
+        if reducing and re > rs and (own or dev in r_grp):
+            append((rs, 1, r_key))
+            append((re, -1, r_key))
+    if own:
+        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+
+
+def _key(keys: dict[tuple[object, ...], str], t: Task) -> str:
+    """``"prio|class"`` of ``t`` (:func:`task_class`), kept in ``keys`` by what it depends on."""
+    ck = (t.stream, t.kind, None if t.comm is None else t.comm.kind)
+    key = keys.get(ck)
+    if key is None:
+        prio, cls = task_class(t)
+        key = keys[ck] = f"{prio}|{cls}"
+    return key
 
 
 def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.parallel.periodic import (
@@ -32,7 +32,16 @@ from perfmodel.parallel.periodic import (
     short_limit,
     window_gap,
 )
-from perfmodel.parallel.taskgraph import HEAD, SENT, CommSpec, Task, TaskGraph
+from perfmodel.parallel.taskgraph import (
+    CHAIN,
+    CHAIN_MARK,
+    HEAD,
+    SENT,
+    ChainTask,
+    CommSpec,
+    Task,
+    TaskGraph,
+)
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
     import simpy
@@ -46,6 +55,13 @@ class Timeline:
     start_s: tuple[float, ...]
     end_s: tuple[float, ...]
     fidelity: str = "analytic"
+    #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, ``(marks, rows)``: its marks
+    #: (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per segment ``(gather start, gather
+    #: end, compute start, first compute's end, compute end, reduction start, reduction end)``
+    #: (the analytic list schedule's; ``None``: the graph has none)
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def makespan_s(self) -> float:
@@ -371,6 +387,7 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     free: dict[tuple[str, str], float] = {}
     free_get = free.get
     tasks = graph.tasks
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] = {}
     for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
@@ -380,25 +397,127 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
             elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
                 d -= SENT
                 e = end[d] + tasks[d].send_s
-            else:  # the first compute of task d - HEAD (and j pieces after it: piece_end)
-                j, d = divmod(d - HEAD, SENT)
-                x = tasks[d]
-                e = start[d] + x.duration_s
-                if j:
-                    for y in x.then_s[:j]:
-                        e += y
+            else:
+                e = _encoded_end(d, start, end, tasks, chains)
             if e > s:
                 s = e
         tid = t.tid
+        then = t.then_s
+        if then is CHAIN_MARK:  # a gather chain: its fine tasks' recurrence
+            s, e = _chain(t, s, free, start, end, tasks, chains)  # type: ignore[arg-type]
+            start[tid] = s
+            end[tid] = e
+            free[key] = e
+            continue
         start[tid] = s
         e = s + t.duration_s
-        then = t.then_s
         if then:  # an operation task: its segments' TP collectives and computes that follow
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
-    return Timeline(graph, tuple(start), tuple(end), "analytic")
+    return Timeline(graph, tuple(start), tuple(end), "analytic", chains or None)
+
+
+def _encoded_end(
+    d: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> float:
+    """The end a dependency at or above ``HEAD`` stands for (:func:`_list_schedule`): the first
+    compute of task ``d - HEAD`` and ``j`` pieces after it (``piece_end``), or mark ``j`` of a
+    chain task (``chain_mark``)."""
+    if d >= CHAIN:
+        j, d = divmod(d - CHAIN, SENT)
+        return chains[d][0][j]
+    j, d = divmod(d - HEAD, SENT)
+    x = tasks[d]
+    e = start[d] + x.duration_s
+    if j:
+        for y in x.then_s[:j]:
+            e += y
+    return e
+
+
+def _chain(
+    t: ChainTask,
+    s: float,
+    free: dict[tuple[str, str], float],
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> tuple[float, float]:
+    """Start and end of gather chain ``t`` (:class:`~perfmodel.parallel.taskgraph.ChainTask`)
+    whose compute stream and dependencies let it start at ``s``: the list schedule of the fine
+    tasks it stands for, in their program order and with their arithmetic. Segment ``i``'s
+    gather starts when the gather stream is free and its anchor ended (``a0``, ``a1``; from
+    segment 2 on, the first compute of segment ``i - 2``: ``g_i = max(g_{i-1}, h_{i-2}) +
+    G_i``); its compute when the previous one ended (``s`` for the first) and its gather did,
+    ends ``h_i`` after its first compute and ``e_i`` after its ``then_s``; its reduction (if
+    the operation reduces) when the reduction stream is free and ``e_i``, for ``R_i``. Records
+    the marks and per-segment times in ``chains`` and the gather and reduction streams' free
+    times in ``free``."""
+    static, a0, a1 = t.chain
+    segs, g_stream, r_stream, reducing = static[0], static[1], static[2], static[3]
+    dev = t.device
+    gk, rk = (dev, g_stream), (dev, r_stream)
+    fg = free.get(gk, 0.0)
+    fr = free.get(rk, 0.0)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end
+    two = _anchor_end(a0, start, end, tasks, chains)
+    one = _anchor_end(a1, start, end, tasks, chains)
+    marks: list[float] = []
+    rows: list[tuple[float, ...]] = []
+    add_mark, add_row = marks.append, rows.append
+    ce = s
+    rs = re = 0.0
+    for g, c, then, r, _, _ in segs:
+        gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+        ge = gs + g
+        fg = ge
+        cs = ce if ce >= ge else ge
+        h = cs + c
+        e = h
+        for x in then:
+            e += x
+        add_mark(h)
+        two, one = one, h
+        if reducing:
+            rs = fr if fr >= e else e
+            re = rs + r
+            fr = re
+        add_row((gs, ge, cs, h, e, rs, re))
+        ce = e
+    add_mark(fr)
+    free[gk] = fg
+    if reducing:
+        free[rk] = fr
+    chains[t.tid] = (marks, rows)
+    return rows[0][2], ce
+
+
+_NONE = float("-inf")
+
+
+def _anchor_end(
+    d: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> float:
+    """The end of dependency ``d`` as :func:`_list_schedule` reads it (``-inf``: ``d < 0``, no
+    anchor)."""
+    if d < 0:
+        return _NONE
+    if d < SENT:
+        return end[d]
+    if d < HEAD:
+        return end[d - SENT] + tasks[d - SENT].send_s
+    return _encoded_end(d, start, end, tasks, chains)
 
 
 def simulate(

@@ -62,3 +62,32 @@ def test_two_dependencies_cleaned_as_any_other_count() -> None:
         tid = b.add(TaskKind.COMPUTE, "g", "compute", 1.0, [a, d])
         want = tuple(sorted({x for x in (a, d) if x is not None and x >= 0}))
         assert b.tasks[tid].deps == want, (a, d)
+
+
+def test_tasks_from_the_mutable_twin_are_frozen_tasks_equal_to_constructed_ones() -> None:
+    """``add`` fills a :class:`~perfmodel.parallel.taskgraph._TaskTwin` and makes it a
+    :class:`Task` by class assignment: the result is a ``Task`` (not a subclass), frozen,
+    equal (and hashing equal) to the dataclass constructor's task, pickles as one, and reads
+    the class attributes ``then_s``, ``send_s``, ``send`` of a plain task; an operation task
+    (``then``) is still an :class:`OpTask`."""
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    from perfmodel.parallel.taskgraph import OpTask, Task
+
+    spec = CommSpec(CollectiveOp.ALLGATHER, 64.0, ("g0", "g1"), "auto", CommKind.ZERO)
+    b = GraphBuilder()
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    tid = b.add(TaskKind.COLLECTIVE, "g0", "zero", 3, [0], "AG F1", 1, 2, spec)
+    t = b.tasks[tid]
+    want = Task(1, TaskKind.COLLECTIVE, "g0", "zero", 3.0, (0,), "AG F1", 1, 2, spec)
+    assert type(t) is Task and t == want and hash(t) == hash(want)
+    assert dataclasses.astuple(t) == dataclasses.astuple(want)
+    assert (t.then_s, t.send_s, t.send) == ((), 0.0, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.duration_s = 2.0  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(t)) == want
+    op = b.tasks[b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [1], "F1", 1, 2, None, (0.5,))]
+    assert type(op) is OpTask and op.then_s == (0.5,) and op.deps == (1,)

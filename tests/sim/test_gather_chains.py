@@ -1,0 +1,179 @@
+"""Gather chains (issue 27, ``perfmodel.parallel.lower_hidden`` ``_chain_static``): a ZeRO-3 /
+FSDP operation whose every segment waits for its parameter gather (no hidden runs: the gathers
+outlast the computes) is one :class:`~perfmodel.parallel.taskgraph.ChainTask` in the analytic
+graph, whose list schedule (``perfmodel.sim.engine._chain``) is the fine tasks' recurrence with
+the same additions in the same order, and whose breakdown events are the fine tasks'. Every
+report is bit for bit (``==``) the one without chains."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from report_compare import drawn_plan, gpt_scenario, plan_draws
+
+import perfmodel.api as api
+import perfmodel.sim.engine as engine
+from perfmodel.api import Scenario, predict
+from perfmodel.errors import PerfModelError
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.lower_hidden import HiddenCollectives
+from perfmodel.parallel.taskgraph import (
+    HEAD,
+    ChainTask,
+    CommKind,
+    CommSpec,
+    GraphBuilder,
+    Task,
+    TaskKind,
+    chain_mark,
+)
+from perfmodel.report.step_breakdown import breakdown, critical_device
+from perfmodel.sim.engine import _list_schedule
+
+GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
+
+
+def _both(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, int]:
+    """The report with gather chains and without, each computed afresh, and how many chain
+    tasks the analytic graphs with them had (none without: the switch is not vacuous)."""
+    seen: list[int] = []
+    orig = engine._list_schedule
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        seen.append(sum(1 for t in g.tasks if type(t) is ChainTask))
+        return orig(g)
+
+    out = []
+    chains = 0
+    for on in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(HiddenCollectives, "CHAINS", on)
+            m.setattr(api, "_REPORTS", {})
+            m.setattr(engine, "_list_schedule", spy)
+            out.append(predict(sc, baseline=False).to_dict())
+            if on:
+                chains = sum(seen)
+                seen.clear()
+    assert sum(seen) == 0, f"{sum(seen)} chains with CHAINS off"
+    return out[0], out[1], chains
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=plan_draws(["fsdp", "deepspeed-zero3", "torchtitan"], mb=(1, 2)))
+def test_reports_identical_without_chains(monkeypatch: pytest.MonkeyPatch, plan: dict) -> None:
+    """Small GPTs over the ZeRO-3/FSDP presets, pipelines, schedules, recomputation, TP,
+    micro-batches and one or two servers (hypothesis): every report field identical."""
+    sc = drawn_plan(model_args=GPT, **plan)
+    assume(sc is not None)
+    try:
+        with_chains, without, _ = _both(sc, monkeypatch)  # type: ignore[arg-type]
+    except PerfModelError:  # a plan the model refuses (the batch does not divide)
+        assume(False)
+        return
+    assert with_chains == without
+
+
+@pytest.mark.parametrize(
+    ("software", "tp", "pp", "extra"),
+    [
+        ("fsdp", 2, 2, {}),
+        ("fsdp", 1, 4, {"schedule": "interleaved", "interleave": 2}),
+        ("deepspeed-zero3", 2, 1, {}),
+        ("torchtitan", 1, 4, {"recompute": "full"}),
+    ],
+)
+def test_gather_bound_shapes_take_chains_and_equal_the_fine_tasks(
+    monkeypatch: pytest.MonkeyPatch, software: str, tp: int, pp: int, extra: dict
+) -> None:
+    """Two DGX A100 servers, micro-batch 1: the gathers cross servers and outlast the
+    segments' compute, so operations become chains (counted), with the same report."""
+    sc = gpt_scenario(model_args=GPT, global_batch=64, software=software, nodes=2,
+                      dp=16 // (tp * pp), tp=tp, pp=pp, microbatch=1, **extra)  # fmt: skip
+    with_chains, without, chains = _both(sc, monkeypatch)
+    assert chains > 0
+    assert with_chains == without
+
+
+def test_gpt3_fsdp_plans_of_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's case: the nine GPT-3 175B plans of ``bench_speed.py`` on 1024 A100 with the
+    FSDP preset (the interleaved dp8 tp16 pp8 micro-batch 1 plan: 94,106 tasks before, 6,170
+    with chains): identical reports."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_scale import _plans
+    from bench_search import BASE175
+    from bench_speed import PLAN_KEYS
+
+    total = 0
+    for p in _plans()[1:10]:
+        sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "fsdp",
+                                 "fidelity": "analytic"})  # fmt: skip
+        with_chains, without, chains = _both(sc, monkeypatch)
+        assert with_chains == without
+        total += chains
+    assert total > 6000
+
+
+def _specs() -> tuple[CommSpec, CommSpec]:
+    g = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
+    r = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
+    return g, r
+
+
+def test_hand_computed_chain_and_its_fine_tasks() -> None:
+    """One anchor compute X (1 s), then a chain of three segments: gathers 2, 0.5, 0.5 s
+    (the first without an anchor, the second after X, the third after segment 0's compute),
+    computes 1 s each (segment 0 with 0.25 s of TP after it), reductions 0.5 s each:
+    gathers [0, 2], [2, 2.5], [3, 3.5]; computes [2, 3.25], [3.25, 4.25], [4.25, 5.25];
+    reductions [3.25, 3.75], [4.25, 4.75], [5.25, 5.75]; a task on mark 1 (segment 1's
+    compute) starts at 4.25, the optimizer on mark 3 (the last reduction) at 5.75. The graph
+    of the fine tasks schedules the same times and gives the same breakdown."""
+    g_spec, r_spec = _specs()
+    segs = tuple(
+        (g, 1.0, then, 0.5, g_spec.group, r_spec.group)
+        for g, then in ((2.0, (0.25,)), (0.5, (0.0,)), (0.5, (0.0,)))
+    )
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    static = (segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")))
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
+    w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, 1)])
+    o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
+    tl = _list_schedule(b.build())
+    assert (tl.start_s[c], tl.end_s[c]) == (2.0, 5.25)
+    assert tl.start_s[w] == 4.25 and tl.start_s[o] == 5.75
+    marks, rows = tl.chains[c]  # type: ignore[index]
+    assert marks == [3.0, 4.25, 5.25, 5.75]
+    assert [r[:2] for r in rows] == [(0.0, 2.0), (2.0, 2.5), (3.0, 3.5)]
+    assert [r[5:] for r in rows] == [(3.25, 3.75), (4.25, 4.75), (5.25, 5.75)]
+    # the fine tasks: gather, compute (an operation task), reduction per segment
+    f = GraphBuilder()
+    x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    hist, prev = [x], [x]
+    reds = []
+    for g_s, _, then, red, _, _ in segs:
+        ag = f.add(TaskKind.COLLECTIVE, "g0", "zero", g_s, hist[-2:-1], "AG", -1, -1, g_spec)
+        tid = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [*prev, ag], "F0", 0, 0, None, then)
+        hist.append(tid + HEAD)
+        prev = [tid]
+        reds.append(f.add(TaskKind.COLLECTIVE, "g0", "dp", red, prev, "grad", -1, -1, r_spec))
+    f.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [hist[2]])
+    f.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [prev[0], *reds])
+    fine = _list_schedule(f.build())
+    assert fine.makespan_s == tl.makespan_s == 6.75
+    assert critical_device(fine) == critical_device(tl) == "g0"
+    assert breakdown(fine) == breakdown(tl)
+    bd = breakdown(tl)
+    assert (bd.compute_s, bd.exposed_comm_s, bd.optimizer_s) == (
+        4.0,
+        {"zero": 1.0, "tp": 0.25, "dp": 0.5},
+        1.0,
+    )
