@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 _KW = inspect.Parameter.KEYWORD_ONLY
+_EMPTY = inspect.Parameter.empty
 
 
 def _net_parameter(fn: Callable[..., Any]) -> inspect.Parameter:
@@ -23,7 +24,7 @@ def _net_parameter(fn: Callable[..., Any]) -> inspect.Parameter:
 
 def table_signature(fn: Callable[..., Any], defaults: Mapping[str, Any]) -> None:
     """Give ``fn`` (``net, **kwargs``) keyword-only parameters ``defaults`` (name -> default, in
-    that order, each annotated with its default's type), so the zoo lists and coerces them."""
+    that order, each annotated with its default's type, a ``None`` default not annotated), so the zoo lists and coerces them."""
     params = [_net_parameter(fn)]
     params += [
         inspect.Parameter(k, _KW, default=v, annotation=type(v).__name__)

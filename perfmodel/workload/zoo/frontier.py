@@ -54,8 +54,6 @@ them). Active counts include the embedding and the head (the zoo's convention, a
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -77,7 +75,6 @@ from perfmodel.workload.zoo.transformer import (
     block_norm,
     dense_mlp,
     layered_decoder,
-    rotary_decoder_config,
     self_attention,
     transformer_layer,
 )
@@ -142,17 +139,6 @@ def _defaults(model: str) -> dict[str, Any]:
     head = {k: v for k, v in shape.items() if k not in ("seq_len", "vocab")}
     tail = {"seq_len": shape["seq_len"], "vocab": shape["vocab"]}
     return {**head, **_OWN_ARGS[model], **tail, **_ROUTING_ARGS}
-
-
-def _decoder_config(
-    net: Net, a: dict[str, Any], ffn_hidden: int, **fields: Any
-) -> TransformerConfig:
-    """The rotary decoder configuration of model arguments ``a`` (dense width ``ffn_hidden``)."""
-    names = ("hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "flash_attention")
-    shape = {k: a[k] for k in names}
-    return rotary_decoder_config(
-        net, **shape, ffn_hidden=ffn_hidden, head_size=a["head_dim"], **fields
-    )
 
 
 def _routed(net: Net, a: dict[str, Any], **fields: Any) -> MoeConfig:
@@ -316,7 +302,7 @@ def gpt_oss(net: Net, **kwargs: Any) -> TransformerConfig:
     two RMSNorms. Embedding and untied head ``vocab h`` each, final RMSNorm ``h``.
     """
     a = bound(gpt_oss, net, kwargs)
-    cfg = _decoder_config(net, a, a["expert_ffn_hidden"], bias=True)
+    cfg = _moe.decoder_config(net, a, ffn_hidden=a["expert_ffn_hidden"], bias=True)
     # Megatron-Bridge gpt_oss_bridge.py: load_balancing_type "none"
     m = _routed(net, a, aux_loss=False)
     window = _window(a["sliding_window"], WindowKind.SLIDING, "sliding_window")
@@ -352,7 +338,9 @@ def llama4(net: Net, **kwargs: Any) -> TransformerConfig:
     ``(i + 1) % nope_every == 0`` (no rotary embedding, whole causal context).
     """
     a = bound(llama4, net, kwargs)
-    cfg = _decoder_config(net, a, a["ffn_hidden"], bias=False, qk_norm=bool(a["qk_norm"]))
+    cfg = _moe.decoder_config(
+        net, a, ffn_hidden=a["ffn_hidden"], bias=False, qk_norm=bool(a["qk_norm"])
+    )
     step = _moe._positive("moe_layer_step", a["moe_layer_step"])
     nope = _moe._positive("nope_every", a["nope_every"])
     m = _routed(net, a, shared_experts=a["shared_experts"])
@@ -397,7 +385,7 @@ def grok1(net: Net, **kwargs: Any) -> TransformerConfig:
     RMSNorms ``h``; embedding ``vocab h`` (tied to the output), final RMSNorm ``h``.
     """
     a = bound(grok1, net, kwargs)
-    cfg = _decoder_config(net, a, a["expert_ffn_hidden"], bias=False)
+    cfg = _moe.decoder_config(net, a, ffn_hidden=a["expert_ffn_hidden"], bias=False)
     m = _routed(net, a)
     attention = _post_normed(self_attention, "post_attn_norm")
     routed = _post_normed(partial(moe_mlp, moe=m), "post_moe_norm")
@@ -451,20 +439,6 @@ def _mtp_module(
     net.loss(f"{p}.loss", b * s, cfg.vocab // net.tp, fwd_comm=loss_comm)
 
 
-#: The fields of :class:`~perfmodel.workload.zoo.moe.MoeConfig` that :func:`deepseek_v3`'s MTP
-#: layer takes from :func:`~perfmodel.workload.zoo.moe.moe`'s arguments as given (one MoE layer:
-#: ``moe_layer_freq`` and ``first_dense_layers`` at their defaults).
-_ROUTED_ARGS = (
-    "experts", "top_k", "shared_experts", "expert_bias", "load_imbalance", "capacity_factor",
-    "aux_loss",
-)  # fmt: skip
-
-
-#: The arguments of :func:`~perfmodel.workload.zoo.moe.latent_attention`: the MTP layer attends
-#: as the main model's layers do.
-_MLA_ARGS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
-
-
 def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerConfig:
     """DeepSeek-V3 (:func:`perfmodel.workload.zoo.moe.moe` with the zoo entry's shape) and
     ``mtp_layers`` multi-token-prediction modules (:func:`_mtp_module`; the published model and
@@ -479,21 +453,10 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     cfg = _moe.moe(net, **kwargs)
     if not depth:
         return cfg
-    args = inspect.signature(_moe.moe).bind_partial(net, **kwargs)
-    args.apply_defaults()
-    a = args.arguments
-    # the MTP layer's routed experts: moe()'s, checked by the same routed_experts (one MoE layer)
-    m = _moe.routed_experts(
-        net,
-        MoeConfig(
-            **{k: a[k] for k in _ROUTED_ARGS},
-            expert_ffn_hidden=a["ffn_hidden"]
-            if a["expert_ffn_hidden"] is None
-            else a["expert_ffn_hidden"],
-            routing_groups=(a["router_groups"], a["router_group_topk"]),
-        ),
-    )
-    attention = _moe.latent_attention(cfg, **{k: a[k] for k in _MLA_ARGS})
+    a = bound(_moe.moe, net, kwargs)
+    # the MTP layer's routed experts: moe()'s (one MoE layer), checked by the same routed_experts
+    m = _moe.routed_experts(net, _moe.moe_config(a))
+    attention = _moe.latent_attention(cfg, **{k: a[k] for k in _moe.MLA_ARGS})
     mlp: Section = partial(moe_mlp, moe=m)
     for k in range(depth):
         _mtp_module(net, cfg, k, attention=attention, mlp=mlp)
@@ -501,16 +464,7 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     return cfg
 
 
-def _with_moe_signature(fn: Callable[..., Any]) -> None:
-    """Give ``fn`` (``net, *, mtp_layers, **kwargs``) the keyword parameters of
-    :func:`~perfmodel.workload.zoo.moe.moe`, so the zoo lists and checks them."""
-    own = inspect.signature(fn).parameters
-    params = [own["net"], own["mtp_layers"]]
-    params += [p for n, p in inspect.signature(_moe.moe).parameters.items() if n != "net"]
-    fn.__signature__ = inspect.Signature(params, return_annotation=TransformerConfig)  # type: ignore[attr-defined]
-
-
-_with_moe_signature(deepseek_v3)
+table_signature(deepseek_v3, {"mtp_layers": 0, **_moe.MOE_DEFAULTS})
 for _fn in (gpt_oss, llama4, grok1):
     table_signature(_fn, _defaults(_fn.__name__))
 
