@@ -77,3 +77,10 @@ def test_zoo_family_rows() -> None:
     assert list(b.defaults) == ["hidden", "heads", "max_positions"]
     with pytest.raises(ValueError, match="more values"):
         _transformers(transformer.gpt, "hidden", (("c", "ref c", 1, 2),))
+
+
+@pytest.mark.parametrize("model", sorted(frontier._SHAPES))
+def test_frontier_defaults_keep_every_argument(model: str) -> None:
+    """Every argument of a frontier builder's table rows is listed (``_ARG_ORDER`` drops none)."""
+    given = {*frontier._SHAPE_ARGS, *frontier._OWN_ARGS[model], *frontier._ROUTING_ARGS}
+    assert set(frontier._defaults(model)) == given

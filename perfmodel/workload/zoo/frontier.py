@@ -110,8 +110,8 @@ def _window(size: int, kind: WindowKind, where: str) -> AttentionWindow:
 #: The shapes the builders default to, one row per builder (columns :data:`_SHAPE_ARGS`):
 #: gpt-oss-120b, Llama 4 Scout (``expert_ffn_hidden`` is its ``intermediate_size``) and Grok-1,
 #: from the configurations the module docstring names; ``seq_len`` is the default sequence
-#: length of a training sample. Each builder adds its own arguments (:data:`_OWN_ARGS`) before
-#: ``seq_len``, and all end with :data:`_ROUTING_ARGS`.
+#: length of a training sample. Each builder adds its own arguments (:data:`_OWN_ARGS`) and all
+#: take :data:`_ROUTING_ARGS`; a builder lists its arguments in the order of :data:`_ARG_ORDER`.
 _SHAPE_ARGS = (
     "hidden", "layers", "heads", "kv_heads", "head_dim", "experts", "top_k", "expert_ffn_hidden",
     "seq_len", "vocab",
@@ -131,14 +131,18 @@ _OWN_ARGS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 #: Balanced routing without a capacity limit and fused attention, every builder's defaults.
 _ROUTING_ARGS = {"load_imbalance": 1.0, "capacity_factor": 0.0, "flash_attention": True}
+_ARG_ORDER = (
+    "hidden", "layers", "heads", "kv_heads", "head_dim", "ffn_hidden", "experts", "top_k",
+    "expert_ffn_hidden", "sliding_window", "shared_experts", "moe_layer_step", "attention_chunk",
+    "nope_every", "qk_norm", "seq_len", "vocab", *_ROUTING_ARGS,
+)  # fmt: skip
 
 
 def _defaults(model: str) -> dict[str, Any]:
     """Model arguments of builder ``model`` with their defaults, in order (see :data:`_SHAPES`)."""
-    shape = dict(zip(_SHAPE_ARGS, _SHAPES[model], strict=True))
-    head = {k: v for k, v in shape.items() if k not in ("seq_len", "vocab")}
-    tail = {"seq_len": shape["seq_len"], "vocab": shape["vocab"]}
-    return {**head, **_OWN_ARGS[model], **tail, **_ROUTING_ARGS}
+    given = {**dict(zip(_SHAPE_ARGS, _SHAPES[model], strict=True)), **_OWN_ARGS[model]}
+    given.update(_ROUTING_ARGS)
+    return {k: given[k] for k in _ARG_ORDER if k in given}
 
 
 def _routed(net: Net, a: dict[str, Any], **fields: Any) -> MoeConfig:
