@@ -531,6 +531,15 @@ def _sharding(preset: SoftwarePreset, plan: ParallelismPlan) -> Sharding:
     return {0: Sharding.NONE, 1: Sharding.ZERO1, 2: Sharding.ZERO2, 3: Sharding.ZERO3}[plan.zero]
 
 
+#: The :class:`Recipe` fields that are the software preset's values as they are
+#: (:class:`~perfmodel.parallel.software_preset.SoftwarePreset`, the same names);
+#: :func:`build_recipe` derives the others from the preset, precision and plan.
+_RECIPE_AS_PRESET = (
+    "first_bucket_bytes", "param_sync", "cross_entropy", "optimizer_impl", "grad_clip",
+    "attention_backend", "optimizer_dtype", "activation_offload_layers",
+)  # fmt: skip
+
+
 def build_recipe(
     preset: SoftwarePreset,
     precision: Precision,
@@ -590,6 +599,7 @@ def build_recipe(
     overlap_grads = preset.overlap_grad_comm and dp_on
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
     return Recipe(
+        **{k: getattr(preset, k) for k in _RECIPE_AS_PRESET},
         precision=precision,
         amp=amp,
         optimizer=optimizer,
@@ -608,7 +618,6 @@ def build_recipe(
         ),
         pp_send=CommPolicy(True, "send_fwd/send_bwd"),
         bucket_bytes=_bucket_bytes(preset, plan, r),
-        first_bucket_bytes=preset.first_bucket_bytes,
         shard_group=plan.hsdp if plan.fsdp else 0,
         selective_recompute=(
             ModuleRecompute(recompute_modules) if recompute_modules else preset.selective_recompute
@@ -618,8 +627,6 @@ def build_recipe(
             if sharding.stage >= 1 and not (preset.zero_grad_allreduce and sharding.stage == 1)
             else CollectiveOp.ALLREDUCE
         ),
-        param_sync=preset.param_sync,
-        cross_entropy=preset.cross_entropy,
         fp8_saves_fp8_inputs=preset.fp8_saves_fp8_inputs and precision is Precision.FP8,
         stack_kernels=KernelRecipe(
             fusion=fusion,
@@ -629,14 +636,9 @@ def build_recipe(
             fused_rope=preset.fused_rope,
             **_moe_local_copies(fusion, fp8, plan),
         ),
-        optimizer_impl=preset.optimizer_impl,
-        grad_clip=preset.grad_clip,
         fp8_params=fp8_params,
-        attention_backend=preset.attention_backend,
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
-        optimizer_dtype=preset.optimizer_dtype,
-        activation_offload_layers=preset.activation_offload_layers,
     )
 
 

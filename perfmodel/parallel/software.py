@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from perfmodel import units
 from perfmodel.comm.p2p_read import ProcessLayout
@@ -144,8 +145,22 @@ _MEGATRON_CORE = SoftwarePreset(
     selective_recompute=MCORE_SELECTIVE,
 )
 
+
+def _pytorch_native(**fields: Any) -> SoftwarePreset:
+    """A preset of a PyTorch-native stack with ``fields``: what these stacks share
+    (:class:`~perfmodel.parallel.software_preset.SoftwarePreset`): the optimizer step as
+    ``torch.optim``'s ``foreach`` implementation, FP8 as torchao's tensor-wise dynamic scaling,
+    and every op dispatched from Python (``"pytorch-eager"``)."""
+    return SoftwarePreset(
+        optimizer_impl=OptimizerImpl.FOREACH,
+        fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
+        dispatch_mode="pytorch-eager",
+        **fields,
+    )
+
+
 #: PyTorch FSDP2 (``fully_shard``) with a bf16 ``MixedPrecisionPolicy``.
-_FSDP2 = SoftwarePreset(
+_FSDP2 = _pytorch_native(
     name="fsdp",
     dp_mode=DPMode.ALLREDUCE,
     overlap_grad_comm=True,
@@ -160,16 +175,13 @@ _FSDP2 = SoftwarePreset(
         "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
         "streams (all-gather stream, reduce-scatter stream)",
     ),
-    optimizer_impl=OptimizerImpl.FOREACH,
-    fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
-    dispatch_mode="pytorch-eager",
 )
 
 #: Every preset states only what differs from the :class:`SoftwarePreset` defaults.
 PRESETS: dict[str, SoftwarePreset] = {
     p.name: p
     for p in (
-        SoftwarePreset(
+        _pytorch_native(
             name="pytorch-ddp",
             dp_mode=DPMode.ALLREDUCE,
             bucket_bytes=25 * _MB,
@@ -180,9 +192,6 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "Li et al., PyTorch Distributed, VLDB 2020: buckets all-reduced during backward; "
                 "first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES)",
             ),
-            optimizer_impl=OptimizerImpl.FOREACH,
-            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
-            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="pytorch-apex",
@@ -207,7 +216,7 @@ PRESETS: dict[str, SoftwarePreset] = {
             optimizer_impl=OptimizerImpl.FUSED,
             dispatch_mode="pytorch-eager",
         ),
-        SoftwarePreset(
+        _pytorch_native(
             name="pytorch-dataparallel",
             dp_mode=DPMode.GPU_MERGE,
             dispatch_per_op_s=PYTORCH_DISPATCH_PER_OP_S,
@@ -217,9 +226,6 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "PyTorch docs: DataParallel is single-process multi-thread and suffers GIL contention",
             ),
             processes=ProcessLayout.PER_SERVER,
-            optimizer_impl=OptimizerImpl.FOREACH,
-            fp8_recipe=Fp8Recipe.TORCHAO_TENSORWISE,
-            dispatch_mode="pytorch-eager",
         ),
         SoftwarePreset(
             name="horovod",

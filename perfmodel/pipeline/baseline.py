@@ -36,6 +36,16 @@ BASELINES: BoundedMemo[tuple[str, int | None, str], tuple[float, bool, tuple[str
 )
 
 
+#: The :class:`~perfmodel.scenario.Scenario` fields :func:`baseline_scenario` puts back to their
+#: defaults (:data:`_SCENARIO_DEFAULTS`): one server, no parallelism of any kind, no micro-batch
+#: and no global batch of the run's own.
+_RESET_TO_DEFAULT = (
+    "nodes", "dp", "tp", "pp", "microbatch", "schedule", "interleave", "hybrid", "dp_mode",
+    "hsdp", "ep", "cp", "etp", "cp_comm", "ep_overlap", "moe_dispatcher", "global_batch",
+)  # fmt: skip
+_SCENARIO_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Scenario)}
+
+
 def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
     """One GPU of the same system, model and software: the reference of ``speedup``.
 
@@ -64,31 +74,15 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         per_gpu = r.batch_per_replica
     else:
         per_gpu = max(1, r.batch_per_replica * plan.dp // n)
+    # software stays: with zero=0 an FSDP preset runs unsharded, same recipe
     return replace(
         sc,
+        **{k: _SCENARIO_DEFAULTS[k] for k in _RESET_TO_DEFAULT},
         gpus=1,
-        nodes=1,
-        dp=None,
-        tp=1,
-        pp=1,
-        microbatch=None,
-        schedule="1f1b",
-        interleave=1,
         sequence_parallel=False,
         zero=0,
-        hybrid=None,
-        dp_mode=None,
-        hsdp=None,
-        ep=1,
-        cp=1,
-        etp=None,
-        cp_comm=None,
-        ep_overlap=False,
-        moe_dispatcher=None,
         batch_per_gpu=per_gpu,
-        global_batch=None,
         fidelity="analytic",
-        software=sc.software,  # zero=0: an FSDP preset runs unsharded, same recipe
     )
 
 

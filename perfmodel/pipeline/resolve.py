@@ -68,6 +68,16 @@ class Resolved:
     recipe: Recipe | None = None
 
 
+#: The :class:`~perfmodel.parallel.plan.ParallelismPlan` fields that are the parsed scenario's
+#: values as they are (:class:`~perfmodel.scenario_parse.ParsedScenario`, the same names);
+#: :func:`resolve` derives the others (degrees, micro-batch, ZeRO and FSDP, the data-parallel
+#: mode, learners).
+_PLAN_AS_PARSED = (
+    "pp", "schedule", "interleave", "recompute", "sequence_parallel", "sync_period", "ps_host",
+    "ps_shards", "hybrid", "hsdp", "ep", "cp", "etp", "cp_comm", "ep_overlap", "moe_dispatcher",
+)  # fmt: skip
+
+
 def resolve(sc: Scenario) -> Resolved:
     """Validate a scenario and derive its plan.
 
@@ -99,29 +109,14 @@ def resolve(sc: Scenario) -> Resolved:
         mb = 1 if p.pp > 1 else bpr
     zero = preset.zero if p.zero is None else p.zero
     plan = ParallelismPlan(
+        **{k: getattr(p, k) for k in _PLAN_AS_PARSED},
         dp=dp,
         tp=tp,
-        pp=p.pp,
         microbatch_size=mb,
-        schedule=p.schedule,
-        interleave=p.interleave,
-        recompute=p.recompute,
-        sequence_parallel=p.sequence_parallel,
         zero=zero if zero != 3 or not preset.fsdp else 0,
         fsdp=preset.fsdp and zero == 3,
         dp_mode=mode,
         learners_per_gpu=learners,
-        sync_period=p.sync_period,
-        ps_host=p.ps_host,
-        ps_shards=p.ps_shards,
-        hybrid=p.hybrid,
-        hsdp=p.hsdp,
-        ep=p.ep,
-        cp=p.cp,
-        etp=p.etp,
-        cp_comm=p.cp_comm,
-        ep_overlap=p.ep_overlap,
-        moe_dispatcher=p.moe_dispatcher,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     layout = preset.memory_format if p.memory_format is None else p.memory_format

@@ -17,10 +17,13 @@ forward, a reduce-scatter of its gradient in backward).
 
 from __future__ import annotations
 
+from typing import Any
+
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.layers import LayerKind
+from perfmodel.workload.zoo._args import bound, variant_signature
 
 # -- shared pieces ------------------------------------------------------------------------------
 
@@ -198,23 +201,22 @@ def vgg(
     loss(net, logits)
 
 
-def cifar_vgg(
-    net: Net,
-    *,
-    depth: int = 19,
-    batch_norm: bool = True,
-    image_size: int = 32,
-    num_classes: int = 10,
-) -> None:
+def cifar_vgg(net: Net, **kwargs: Any) -> None:
     """CIFAR VGG-``depth`` as ``bearpaw/pytorch-classification`` ``models/cifar/vgg.py`` (and
     ``kuangliu/pytorch-cifar``): torchvision's feature layers (3x3 convolutions with bias,
     optional batch norm, five 2x2 max-pools) on 32x32 inputs, then a single
-    ``Linear(512, num_classes)`` (no 4096-wide head, no adaptive pool). VGG-19-BN with 10 classes
-    has 20,040,522 parameters.
+    ``Linear(512, num_classes)`` (no 4096-wide head, no adaptive pool). Takes :func:`vgg`'s
+    arguments; defaults VGG-19-BN with 10 classes (:data:`_CIFAR_VGG_DEFAULTS`: 20,040,522
+    parameters).
     """
-    x = _vgg_features(net, _image_input(net, image_size), depth, batch_norm)
-    logits = classifier(net, x, [num_classes])
+    a = bound(cifar_vgg, net, kwargs)
+    x = _vgg_features(net, _image_input(net, a["image_size"]), a["depth"], a["batch_norm"])
+    logits = classifier(net, x, [a["num_classes"]])
     loss(net, logits)
+
+
+_CIFAR_VGG_DEFAULTS = {"depth": 19, "batch_norm": True, "image_size": 32, "num_classes": 10}
+variant_signature(cifar_vgg, vgg, tuple(_CIFAR_VGG_DEFAULTS), _CIFAR_VGG_DEFAULTS)
 
 
 # -- ResNets ----------------------------------------------------------------------------------

@@ -54,8 +54,6 @@ them). Active counts include the embedding and the head (the zoo's convention, a
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -67,6 +65,7 @@ from perfmodel.workload._net import Net
 from perfmodel.workload.kernels import Fusion, KernelIO, OpKernels
 from perfmodel.workload.layers import CommPoint, ExpertRole, KernelClass
 from perfmodel.workload.window import AttentionWindow, WindowKind
+from perfmodel.workload.zoo._args import bound, table_signature
 from perfmodel.workload.zoo.moe import MoeConfig, moe_mlp
 from perfmodel.workload.zoo.transformer import (
     LayerParts,
@@ -76,7 +75,6 @@ from perfmodel.workload.zoo.transformer import (
     block_norm,
     dense_mlp,
     layered_decoder,
-    rotary_decoder_config,
     self_attention,
     transformer_layer,
 )
@@ -107,6 +105,51 @@ def _window(size: int, kind: WindowKind, where: str) -> AttentionWindow:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ConfigError(f"{where} must be an integer >= 1, got {size!r}", value=size, where=where)
     return AttentionWindow(kind, size)
+
+
+#: The shapes the builders default to, one row per builder (columns :data:`_SHAPE_ARGS`):
+#: gpt-oss-120b, Llama 4 Scout (``expert_ffn_hidden`` is its ``intermediate_size``) and Grok-1,
+#: from the configurations the module docstring names; ``seq_len`` is the default sequence
+#: length of a training sample. Each builder adds its own arguments (:data:`_OWN_ARGS`) and all
+#: take :data:`_ROUTING_ARGS`; a builder lists its arguments in the order of :data:`_ARG_ORDER`.
+_SHAPE_ARGS = (
+    "hidden", "layers", "heads", "kv_heads", "head_dim", "experts", "top_k", "expert_ffn_hidden",
+    "seq_len", "vocab",
+)  # fmt: skip
+_SHAPES = {
+    "gpt_oss": (2880, 36, 64, 8, 64, 128, 4, 2880, 4096, 201088),
+    "llama4": (5120, 48, 40, 8, 128, 16, 1, 8192, 8192, 202048),
+    "grok1": (6144, 64, 48, 8, 128, 8, 2, 32768, 8192, 131072),
+}
+_OWN_ARGS: dict[str, dict[str, Any]] = {
+    "gpt_oss": {"sliding_window": 128},
+    "llama4": {
+        "ffn_hidden": 16384, "shared_experts": 1, "moe_layer_step": 1, "attention_chunk": 8192,
+        "nope_every": 4, "qk_norm": True,
+    },
+    "grok1": {},
+}  # fmt: skip
+#: Balanced routing without a capacity limit and fused attention, every builder's defaults.
+_ROUTING_ARGS = {"load_imbalance": 1.0, "capacity_factor": 0.0, "flash_attention": True}
+_ARG_ORDER = (
+    "hidden", "layers", "heads", "kv_heads", "head_dim", "ffn_hidden", "experts", "top_k",
+    "expert_ffn_hidden", "sliding_window", "shared_experts", "moe_layer_step", "attention_chunk",
+    "nope_every", "qk_norm", "seq_len", "vocab", *_ROUTING_ARGS,
+)  # fmt: skip
+
+
+def _defaults(model: str) -> dict[str, Any]:
+    """Model arguments of builder ``model`` with their defaults, in order (see :data:`_SHAPES`)."""
+    given = {**dict(zip(_SHAPE_ARGS, _SHAPES[model], strict=True)), **_OWN_ARGS[model]}
+    given.update(_ROUTING_ARGS)
+    return {k: given[k] for k in _ARG_ORDER if k in given}
+
+
+def _routed(net: Net, a: dict[str, Any], **fields: Any) -> MoeConfig:
+    """The routed experts of model arguments ``a``, checked
+    (:func:`~perfmodel.workload.zoo.moe.routed_experts`)."""
+    names = ("experts", "top_k", "expert_ffn_hidden", "load_imbalance", "capacity_factor")
+    return _moe.routed_experts(net, MoeConfig(**{k: a[k] for k in names}, **fields))
 
 
 # ------------------------------------------------------------------------------- gpt-oss
@@ -253,56 +296,20 @@ def _gpt_oss_experts(
     _expert_bias(net, name, rows, cfg.hidden, local, moe)
 
 
-def gpt_oss(
-    net: Net,
-    *,
-    hidden: int = 2880,
-    layers: int = 36,
-    heads: int = 64,
-    kv_heads: int = 8,
-    head_dim: int = 64,
-    experts: int = 128,
-    top_k: int = 4,
-    expert_ffn_hidden: int = 2880,
-    sliding_window: int = 128,
-    seq_len: int = 4096,
-    vocab: int = 201088,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-    flash_attention: bool = True,
-) -> TransformerConfig:
-    """gpt-oss (see the module docstring). Defaults are gpt-oss-120b: 116,829,156,672
-    parameters, 5,711,982,912 active (4 of 128 experts; 5,132,849,472 without the embedding).
+def gpt_oss(net: Net, **kwargs: Any) -> TransformerConfig:
+    """gpt-oss (see the module docstring). Defaults are gpt-oss-120b (:data:`_SHAPES`, with
+    ``sliding_window=128``): 116,829,156,672 parameters, 5,711,982,912 active (4 of 128 experts;
+    5,132,849,472 without the embedding).
 
     Parameters per layer: attention ``h (q + 2 kv d) + q h`` weights, ``q + 2 kv d + h`` biases
     and ``heads`` sinks (``q = heads d``); router ``h E + E``; experts ``E (3 h f + 2 f + h)``;
     two RMSNorms. Embedding and untied head ``vocab h`` each, final RMSNorm ``h``.
     """
-    cfg = rotary_decoder_config(
-        net,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        ffn_hidden=expert_ffn_hidden,
-        seq_len=seq_len,
-        vocab=vocab,
-        bias=True,
-        flash_attention=flash_attention,
-        head_size=head_dim,
-    )
-    m = _moe.routed_experts(
-        net,
-        MoeConfig(
-            experts=experts,
-            top_k=top_k,
-            expert_ffn_hidden=expert_ffn_hidden,
-            load_imbalance=load_imbalance,
-            capacity_factor=capacity_factor,
-            aux_loss=False,  # Megatron-Bridge gpt_oss_bridge.py: load_balancing_type "none"
-        ),
-    )
-    window = _window(sliding_window, WindowKind.SLIDING, "sliding_window")
+    a = bound(gpt_oss, net, kwargs)
+    cfg = _moe.decoder_config(net, a, ffn_hidden=a["expert_ffn_hidden"], bias=True)
+    # Megatron-Bridge gpt_oss_bridge.py: load_balancing_type "none"
+    m = _routed(net, a, aux_loss=False)
+    window = _window(a["sliding_window"], WindowKind.SLIDING, "sliding_window")
     routed: Section = partial(_gpt_oss_experts, moe=m)
 
     def layer(i: int) -> LayerParts:
@@ -323,65 +330,25 @@ def _l2_qk_attention(
         _drop_params(net, (f"{name}.q_norm", f"{name}.k_norm"))
 
 
-def llama4(
-    net: Net,
-    *,
-    hidden: int = 5120,
-    layers: int = 48,
-    heads: int = 40,
-    kv_heads: int = 8,
-    head_dim: int = 128,
-    ffn_hidden: int = 16384,
-    experts: int = 16,
-    top_k: int = 1,
-    expert_ffn_hidden: int = 8192,
-    shared_experts: int = 1,
-    moe_layer_step: int = 1,
-    attention_chunk: int = 8192,
-    nope_every: int = 4,
-    qk_norm: bool = True,
-    seq_len: int = 8192,
-    vocab: int = 202048,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-    flash_attention: bool = True,
-) -> TransformerConfig:
+def llama4(net: Net, **kwargs: Any) -> TransformerConfig:
     """Llama 4 text decoder (see the module docstring). Defaults are Llama 4 Scout
-    (107,769,861,120 parameters, 17,172,894,720 active); Maverick is ``experts=128,
-    moe_layer_step=2, qk_norm=false`` (400,711,848,960; 17,184,691,200 active).
+    (:data:`_SHAPES`, with ``ffn_hidden=16384``, one shared expert, ``moe_layer_step=1``,
+    ``attention_chunk=8192``, ``nope_every=4``, ``qk_norm=true``; 107,769,861,120 parameters,
+    17,172,894,720 active); Maverick is ``experts=128, moe_layer_step=2, qk_norm=false``
+    (400,711,848,960; 17,184,691,200 active).
 
     Layer ``i`` (from 0) routes its tokens when ``(i + 1) % moe_layer_step == 0``, else runs a
     dense SwiGLU of ``ffn_hidden``; it attends in chunks of ``attention_chunk`` unless
     ``(i + 1) % nope_every == 0`` (no rotary embedding, whole causal context).
     """
-    cfg = rotary_decoder_config(
-        net,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        ffn_hidden=ffn_hidden,
-        seq_len=seq_len,
-        vocab=vocab,
-        bias=False,
-        flash_attention=flash_attention,
-        head_size=head_dim,
-        qk_norm=bool(qk_norm),
+    a = bound(llama4, net, kwargs)
+    cfg = _moe.decoder_config(
+        net, a, ffn_hidden=a["ffn_hidden"], bias=False, qk_norm=bool(a["qk_norm"])
     )
-    step = _moe._positive("moe_layer_step", moe_layer_step)
-    nope = _moe._positive("nope_every", nope_every)
-    m = _moe.routed_experts(
-        net,
-        MoeConfig(
-            experts=experts,
-            top_k=top_k,
-            expert_ffn_hidden=expert_ffn_hidden,
-            shared_experts=shared_experts,
-            load_imbalance=load_imbalance,
-            capacity_factor=capacity_factor,
-        ),
-    )
-    chunk = _window(attention_chunk, WindowKind.CHUNKED, "attention_chunk")
+    step = _moe._positive("moe_layer_step", a["moe_layer_step"])
+    nope = _moe._positive("nope_every", a["nope_every"])
+    m = _routed(net, a, shared_experts=a["shared_experts"])
+    chunk = _window(a["attention_chunk"], WindowKind.CHUNKED, "attention_chunk")
     if m.shared_experts and m.expert_ffn_hidden % net.tp:
         raise InfeasiblePlanError(
             f"tp={net.tp} does not divide the shared expert's width {m.expert_ffn_hidden}",
@@ -414,52 +381,16 @@ def _post_normed(section: Section, norm: str) -> Section:
     return run
 
 
-def grok1(
-    net: Net,
-    *,
-    hidden: int = 6144,
-    layers: int = 64,
-    heads: int = 48,
-    kv_heads: int = 8,
-    head_dim: int = 128,
-    experts: int = 8,
-    top_k: int = 2,
-    expert_ffn_hidden: int = 32768,
-    seq_len: int = 8192,
-    vocab: int = 131072,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-    flash_attention: bool = True,
-) -> TransformerConfig:
-    """Grok-1 (see the module docstring): 315,684,820,992 parameters (xAI's "314B"), 83,756,587,008
-    active (2 of 8 experts).
+def grok1(net: Net, **kwargs: Any) -> TransformerConfig:
+    """Grok-1 (see the module docstring; defaults :data:`_SHAPES`): 315,684,820,992 parameters
+    (xAI's "314B"), 83,756,587,008 active (2 of 8 experts).
 
     Per layer: attention ``h (q + 2 kv d) + q h``, router ``h E``, experts ``3 E h f``, four
     RMSNorms ``h``; embedding ``vocab h`` (tied to the output), final RMSNorm ``h``.
     """
-    cfg = rotary_decoder_config(
-        net,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        ffn_hidden=expert_ffn_hidden,
-        seq_len=seq_len,
-        vocab=vocab,
-        bias=False,
-        flash_attention=flash_attention,
-        head_size=head_dim,
-    )
-    m = _moe.routed_experts(
-        net,
-        MoeConfig(
-            experts=experts,
-            top_k=top_k,
-            expert_ffn_hidden=expert_ffn_hidden,
-            load_imbalance=load_imbalance,
-            capacity_factor=capacity_factor,
-        ),
-    )
+    a = bound(grok1, net, kwargs)
+    cfg = _moe.decoder_config(net, a, ffn_hidden=a["expert_ffn_hidden"], bias=False)
+    m = _routed(net, a)
     attention = _post_normed(self_attention, "post_attn_norm")
     routed = _post_normed(partial(moe_mlp, moe=m), "post_moe_norm")
     return layered_decoder(net, cfg, lambda i: (cfg, attention, routed), tied=True)
@@ -512,20 +443,6 @@ def _mtp_module(
     net.loss(f"{p}.loss", b * s, cfg.vocab // net.tp, fwd_comm=loss_comm)
 
 
-#: The fields of :class:`~perfmodel.workload.zoo.moe.MoeConfig` that :func:`deepseek_v3`'s MTP
-#: layer takes from :func:`~perfmodel.workload.zoo.moe.moe`'s arguments as given (one MoE layer:
-#: ``moe_layer_freq`` and ``first_dense_layers`` at their defaults).
-_ROUTED_ARGS = (
-    "experts", "top_k", "shared_experts", "expert_bias", "load_imbalance", "capacity_factor",
-    "aux_loss",
-)  # fmt: skip
-
-
-#: The arguments of :func:`~perfmodel.workload.zoo.moe.latent_attention`: the MTP layer attends
-#: as the main model's layers do.
-_MLA_ARGS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
-
-
 def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerConfig:
     """DeepSeek-V3 (:func:`perfmodel.workload.zoo.moe.moe` with the zoo entry's shape) and
     ``mtp_layers`` multi-token-prediction modules (:func:`_mtp_module`; the published model and
@@ -540,21 +457,10 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     cfg = _moe.moe(net, **kwargs)
     if not depth:
         return cfg
-    args = inspect.signature(_moe.moe).bind_partial(net, **kwargs)
-    args.apply_defaults()
-    a = args.arguments
-    # the MTP layer's routed experts: moe()'s, checked by the same routed_experts (one MoE layer)
-    m = _moe.routed_experts(
-        net,
-        MoeConfig(
-            **{k: a[k] for k in _ROUTED_ARGS},
-            expert_ffn_hidden=a["ffn_hidden"]
-            if a["expert_ffn_hidden"] is None
-            else a["expert_ffn_hidden"],
-            routing_groups=(a["router_groups"], a["router_group_topk"]),
-        ),
-    )
-    attention = _moe.latent_attention(cfg, **{k: a[k] for k in _MLA_ARGS})
+    a = bound(_moe.moe, net, kwargs)
+    # the MTP layer's routed experts: moe()'s (one MoE layer), checked by the same routed_experts
+    m = _moe.routed_experts(net, _moe.moe_config(a))
+    attention = _moe.latent_attention(cfg, **{k: a[k] for k in _moe.MLA_ARGS})
     mlp: Section = partial(moe_mlp, moe=m)
     for k in range(depth):
         _mtp_module(net, cfg, k, attention=attention, mlp=mlp)
@@ -562,15 +468,8 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     return cfg
 
 
-def _with_moe_signature(fn: Callable[..., Any]) -> None:
-    """Give ``fn`` (``net, *, mtp_layers, **kwargs``) the keyword parameters of
-    :func:`~perfmodel.workload.zoo.moe.moe`, so the zoo lists and checks them."""
-    own = inspect.signature(fn).parameters
-    params = [own["net"], own["mtp_layers"]]
-    params += [p for n, p in inspect.signature(_moe.moe).parameters.items() if n != "net"]
-    fn.__signature__ = inspect.Signature(params, return_annotation=TransformerConfig)  # type: ignore[attr-defined]
-
-
-_with_moe_signature(deepseek_v3)
+table_signature(deepseek_v3, {"mtp_layers": 0, **_moe.MOE_DEFAULTS})
+for _fn in (gpt_oss, llama4, grok1):
+    table_signature(_fn, _defaults(_fn.__name__))
 
 __all__ = ["deepseek_v3", "gpt_oss", "grok1", "llama4"]

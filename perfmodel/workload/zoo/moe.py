@@ -46,8 +46,10 @@ Positions: every MoE decoder of the zoo uses rotary embeddings (HF ``config.json
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
@@ -55,6 +57,7 @@ from perfmodel.order_stats import expected_max_std_normal
 from perfmodel.workload._net import Net, Shape, numel
 from perfmodel.workload.kernels import Fusion, op_kernels
 from perfmodel.workload.layers import CommPoint, ExpertRole
+from perfmodel.workload.zoo._args import bound, table_signature
 from perfmodel.workload.zoo.transformer import (
     LayerParts,
     Section,
@@ -617,37 +620,53 @@ def latent_attention(
     return partial(mla_attention, mla=mla)
 
 
-def moe(
-    net: Net,
-    *,
-    hidden: int = 4096,
-    layers: int = 32,
-    heads: int = 32,
-    kv_heads: int | None = 8,
-    head_dim: int | None = None,
-    qk_norm: bool = False,
-    ffn_hidden: int = 14336,
-    experts: int = 8,
-    top_k: int = 2,
-    expert_ffn_hidden: int | None = None,
-    shared_experts: int = 0,
-    moe_layer_freq: int = 1,
-    first_dense_layers: int = 0,
-    expert_bias: bool = False,
-    load_imbalance: float = 1.0,
-    capacity_factor: float = 0.0,
-    router_groups: int = 0,
-    router_group_topk: int = 0,
-    aux_loss: bool = True,
-    kv_lora_rank: int = 0,
-    q_lora_rank: int = 0,
-    qk_rope_head_dim: int = 0,
-    v_head_dim: int | None = None,
-    seq_len: int = 4096,
-    vocab: int = 32000,
-    tied_embeddings: bool = False,
-    flash_attention: bool = True,
-) -> TransformerConfig:
+#: The model arguments of :func:`moe` in their order, with their defaults: Mixtral 8x7B
+#: (``config.json`` of huggingface.co/mistralai/Mixtral-8x7B-v0.1: ``hidden_size``,
+#: ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``,
+#: ``intermediate_size``, ``num_local_experts``, ``num_experts_per_tok``, ``vocab_size``), no
+#: shared experts, no latent attention, balanced dropless routing with the auxiliary loss.
+MOE_DEFAULTS: dict[str, Any] = {
+    "hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 8, "head_dim": None, "qk_norm": False,
+    "ffn_hidden": 14336, "experts": 8, "top_k": 2, "expert_ffn_hidden": None,
+    "shared_experts": 0, "moe_layer_freq": 1, "first_dense_layers": 0, "expert_bias": False,
+    "load_imbalance": 1.0, "capacity_factor": 0.0, "router_groups": 0, "router_group_topk": 0,
+    "aux_loss": True, "kv_lora_rank": 0, "q_lora_rank": 0, "qk_rope_head_dim": 0,
+    "v_head_dim": None, "seq_len": 4096, "vocab": 32000, "tied_embeddings": False,
+    "flash_attention": True,
+}  # fmt: skip
+
+#: The model arguments that are :class:`MoeConfig` fields of the same name, as every MoE layer
+#: of :func:`moe` has them (``moe_layer_freq`` and ``first_dense_layers`` say which layers).
+ROUTED_ARGS = (
+    "experts", "top_k", "shared_experts", "expert_bias", "load_imbalance", "capacity_factor",
+    "aux_loss",
+)  # fmt: skip
+
+#: The model arguments of :func:`latent_attention`.
+MLA_ARGS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
+
+
+def decoder_config(net: Net, a: Mapping[str, Any], **fields: Any) -> TransformerConfig:
+    """:func:`~perfmodel.workload.zoo.transformer.rotary_decoder_config` of a MoE builder's model
+    arguments ``a``: the sizes named as the arguments, ``kv_heads`` (default ``heads``),
+    ``head_size`` from ``head_dim``, and ``fields``. The configuration of :func:`moe` and the
+    :mod:`~perfmodel.workload.zoo.frontier` builders."""
+    shape = {k: a[k] for k in ("hidden", "layers", "heads", "seq_len", "vocab", "flash_attention")}
+    kv_heads = a["kv_heads"] or a["heads"]
+    return rotary_decoder_config(net, **shape, kv_heads=kv_heads, head_size=a["head_dim"], **fields)
+
+
+def moe_config(a: Mapping[str, Any], **fields: Any) -> MoeConfig:
+    """The :class:`MoeConfig` of :func:`moe`'s model arguments ``a`` (:data:`ROUTED_ARGS`,
+    ``expert_ffn_hidden`` defaulting to ``ffn_hidden``, the router groups) and ``fields``."""
+    width = a["ffn_hidden"] if a["expert_ffn_hidden"] is None else a["expert_ffn_hidden"]
+    groups = (a["router_groups"], a["router_group_topk"])
+    return MoeConfig(
+        **{k: a[k] for k in ROUTED_ARGS}, expert_ffn_hidden=width, routing_groups=groups, **fields
+    )
+
+
+def moe(net: Net, **kwargs: Any) -> TransformerConfig:
     """Mixture-of-experts decoder (see the module docstring). Defaults are Mixtral 8x7B
     (46,702,792,704 parameters, 12,879,925,248 active).
 
@@ -673,67 +692,46 @@ def moe(
         Multi-head latent attention when ``kv_lora_rank > 0`` (:class:`MlaConfig`;
         ``v_head_dim`` defaults to ``head_dim``).
     """
-    if int(kv_lora_rank) > 0:
-        kv_heads = heads  # MLA expands the latent to every head
-        if not flash_attention:
+    a = bound(moe, net, kwargs)
+    if int(a["kv_lora_rank"]) > 0:
+        a["kv_heads"] = a["heads"]  # MLA expands the latent to every head
+        if not a["flash_attention"]:
             raise ConfigError(
                 "flash_attention=false is not modelled for multi-head latent attention",
-                value=flash_attention,
+                value=a["flash_attention"],
                 where="flash_attention",
             )
-    cfg = rotary_decoder_config(
-        net,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads or heads,
-        ffn_hidden=ffn_hidden,
-        seq_len=seq_len,
-        vocab=vocab,
-        bias=False,
-        flash_attention=flash_attention,
-        head_size=head_dim,
-        qk_norm=bool(qk_norm),
-    )
+    cfg = decoder_config(net, a, ffn_hidden=a["ffn_hidden"], bias=False, qk_norm=bool(a["qk_norm"]))
     m = routed_experts(
         net,
-        MoeConfig(
-            experts=experts,
-            top_k=top_k,
-            expert_ffn_hidden=ffn_hidden if expert_ffn_hidden is None else expert_ffn_hidden,
-            shared_experts=shared_experts,
-            moe_layer_freq=moe_layer_freq,
-            first_dense_layers=first_dense_layers,
-            expert_bias=expert_bias,
-            load_imbalance=load_imbalance,
-            capacity_factor=capacity_factor,
-            routing_groups=(router_groups, router_group_topk),
-            aux_loss=aux_loss,
+        moe_config(
+            a, moe_layer_freq=a["moe_layer_freq"], first_dense_layers=a["first_dense_layers"]
         ),
     )
-    attention: Section = latent_attention(
-        cfg,
-        kv_lora_rank=kv_lora_rank,
-        q_lora_rank=q_lora_rank,
-        qk_rope_head_dim=qk_rope_head_dim,
-        v_head_dim=v_head_dim,
-    )
+    attention: Section = latent_attention(cfg, **{k: a[k] for k in MLA_ARGS})
     routed: Section = partial(moe_mlp, moe=m)
 
     def layer(i: int) -> LayerParts:
         return cfg, attention, routed if m.is_moe_layer(i) else dense_mlp
 
-    return layered_decoder(net, cfg, layer, tied=tied_embeddings)
+    return layered_decoder(net, cfg, layer, tied=a["tied_embeddings"])
 
+
+table_signature(moe, MOE_DEFAULTS)
 
 __all__ = [
     "COUNT_BYTES",
+    "MLA_ARGS",
+    "MOE_DEFAULTS",
     "PROB_BYTES",
+    "ROUTED_ARGS",
     "MlaConfig",
     "MoeConfig",
+    "decoder_config",
     "latent_attention",
     "mla_attention",
     "moe",
+    "moe_config",
     "moe_mlp",
     "probs_in_activation",
     "rank_hit_moments",

@@ -36,6 +36,7 @@ from perfmodel.workload.kernels import (
 )
 from perfmodel.workload.layers import CommPoint, GemmShape, KernelClass, LayerCost, LayerKind
 from perfmodel.workload.window import AttentionWindow
+from perfmodel.workload.zoo._args import bound, variant_signature
 
 
 @dataclass(frozen=True)
@@ -658,47 +659,34 @@ def layered_decoder(
     return cfg
 
 
-def llama(
-    net: Net,
-    *,
-    hidden: int = 4096,
-    layers: int = 32,
-    heads: int = 32,
-    kv_heads: int | None = None,
-    head_dim: int | None = None,
-    qk_norm: bool = False,
-    ffn_hidden: int = 11008,
-    seq_len: int = 4096,
-    vocab: int = 32000,
-    tied_embeddings: bool = False,
-    flash_attention: bool = True,
-    attn_bias: bool = False,
-) -> TransformerConfig:
+def llama(net: Net, **kwargs: Any) -> TransformerConfig:
     """Llama-style decoder (Touvron et al. 2023): :func:`gpt` with RMSNorm, rotary positions
     (no parameters), grouped-query attention with ``kv_heads`` (default ``heads``), SwiGLU MLP of
     width ``ffn_hidden``, no biases (``attn_bias``: on the QKV and output projections, as
-    InternLM-7B), no dropout, untied LM head. Defaults are Llama-2-7B (6,738,415,616
-    parameters)."""
-    return gpt(
-        net,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        qk_norm=qk_norm,
-        ffn_hidden=ffn_hidden,
-        mlp=Mlp.SWIGLU,
-        norm=Norm.RMSNORM,
-        bias=False,
-        attn_bias=attn_bias,
-        position=Position.ROPE,
-        seq_len=seq_len,
-        vocab=vocab,
-        tied_embeddings=tied_embeddings,
-        flash_attention=flash_attention,
-        dropout=False,
-    )
+    InternLM-7B), no dropout, untied LM head (:data:`_LLAMA_PINNED`). Takes :func:`gpt`'s
+    arguments :data:`_LLAMA_ARGS`; defaults are Llama-2-7B (:data:`_LLAMA_DEFAULTS`,
+    6,738,415,616 parameters)."""
+    return gpt(net, **bound(llama, net, kwargs), **_LLAMA_PINNED)
+
+
+#: :func:`gpt`'s arguments :func:`llama` takes, in their order, and their Llama-2-7B defaults
+#: (``config.json`` of huggingface.co/meta-llama/Llama-2-7b-hf: ``hidden_size``,
+#: ``num_hidden_layers``, ``num_attention_heads``, ``intermediate_size``,
+#: ``max_position_embeddings``, ``vocab_size``, ``tie_word_embeddings``, ``attention_bias``).
+_LLAMA_ARGS = (
+    "hidden", "layers", "heads", "kv_heads", "head_dim", "qk_norm", "ffn_hidden", "seq_len",
+    "vocab", "tied_embeddings", "flash_attention", "attn_bias",
+)  # fmt: skip
+_LLAMA_DEFAULTS = {
+    "hidden": 4096, "layers": 32, "heads": 32, "ffn_hidden": 11008, "seq_len": 4096,
+    "vocab": 32000, "tied_embeddings": False, "attn_bias": False,
+}  # fmt: skip
+#: :func:`gpt`'s arguments a Llama decoder pins.
+_LLAMA_PINNED = {
+    "mlp": Mlp.SWIGLU, "norm": Norm.RMSNORM, "bias": False, "position": Position.ROPE,
+    "dropout": False,
+}  # fmt: skip
+variant_signature(llama, gpt, _LLAMA_ARGS, _LLAMA_DEFAULTS)
 
 
 def bert(
