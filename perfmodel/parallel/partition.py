@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from perfmodel._ints import divisors
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel.costs import Costs
 from perfmodel.workload.layers import (
@@ -103,7 +104,7 @@ def partition(
         if per_stage is not None:
             return _cut(units, in_block, per_stage)
         if nb % k:
-            fits = [d for d in range(1, nb + 1) if nb % d == 0]
+            fits = divisors(nb)
             raise InfeasiblePlanError(
                 f"{where}: {k} pipeline chunks do not divide the {nb} layers of "
                 f"{workload.name}; chunk counts that divide: {fits}",

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, fields
 
 from perfmodel._enum import ParsedEnum, dashed
+from perfmodel._ints import divisors
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload.memory import Recompute  # one enum for the plan and the memory model
 
@@ -302,7 +303,7 @@ class ParallelismPlan:
             raise InfeasiblePlanError("crossbow needs learners_per_gpu >= 1")
         if self.hsdp:
             if not self.fsdp or self.hsdp < 1 or self.dp % self.hsdp:
-                fits = [d for d in range(1, self.dp + 1) if self.dp % d == 0]
+                fits = divisors(self.dp)
                 raise InfeasiblePlanError(
                     f"hsdp={self.hsdp}: hybrid sharding needs FSDP (--software fsdp or "
                     f"torchtitan) and a shard group that divides dp={self.dp}; shard groups that "
@@ -396,7 +397,7 @@ class ParallelismPlan:
         """Micro-batches per replica and step; raises if the micro-batch does not divide."""
         mb = self.microbatch_size or batch_per_replica
         if batch_per_replica % mb:
-            fits = [d for d in range(1, batch_per_replica + 1) if batch_per_replica % d == 0]
+            fits = divisors(batch_per_replica)
             raise InfeasiblePlanError(
                 f"micro-batch size {mb} does not divide the per-replica batch "
                 f"{batch_per_replica}; divisors that fit: {fits[:12]}",

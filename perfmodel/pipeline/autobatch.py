@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel._ints import divisors
 from perfmodel.errors import PerfModelError
 
 __all__ = [
@@ -70,10 +71,10 @@ def microbatch_candidates(batch_per_replica: int, pp: int) -> list[int]:
     [1, 2, 4, 8]
     """
     b = int(batch_per_replica)
-    divisors = [d for d in range(1, b + 1) if b % d == 0]
+    fits = divisors(b) if b >= 1 else []
     if pp > 1:
-        divisors = [d for d in divisors if b // d >= pp] or [1]
-    return divisors
+        fits = [d for d in fits if b // d >= pp] or [1]
+    return fits
 
 
 def choose_microbatch(

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel._ints import divisors
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.host.input_pipeline import check_single_node
@@ -153,8 +154,6 @@ def _degrees(p: ParsedScenario, n: int) -> tuple[int, int]:
     rest = tp * pp * cp
     names, sizes = ("tp*pp", f"{tp}*{pp}") if cp == 1 else ("tp*pp*cp", f"{tp}*{pp}*{cp}")
     if n % rest:
-        from perfmodel.search.plans import divisors  # the error path only (cold imports)
-
         fits = [d for d in divisors(n) if d % pp == 0] if n % pp == 0 else divisors(n)
         raise InfeasiblePlanError(
             f"{names}={rest} does not divide the {n} GPUs; {names} values that divide: {fits}",

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfmodel._ints import divisors
 from perfmodel.errors import ConfigError
 
 
@@ -215,18 +216,6 @@ class SearchSpace:
             if self.sequence_parallel is not None
             else (bool(preset.sequence_parallel_with_tp),),
         )
-
-
-def divisors(n: int) -> list[int]:
-    """Positive divisors of ``n`` in increasing order.
-
-    >>> divisors(12)
-    [1, 2, 3, 4, 6, 12]
-    """
-    if n < 1:
-        raise ConfigError(f"divisors of a non-positive number {n!r}", value=n)
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 def _is_pow2(n: int) -> bool:

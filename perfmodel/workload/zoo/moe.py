@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from perfmodel._ints import divisors
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.order_stats import expected_max_std_normal
@@ -589,7 +590,7 @@ def routed_experts(net: Net, m: MoeConfig) -> MoeConfig:
             where=name,
         )
     if m.experts % net.ep:
-        fits = [e for e in range(1, m.experts + 1) if m.experts % e == 0]
+        fits = divisors(m.experts)
         raise InfeasiblePlanError(
             f"ep={net.ep} must divide experts={m.experts}; ep values that do: {fits}",
             value=net.ep,

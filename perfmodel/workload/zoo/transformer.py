@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfmodel._enum import parse_enum, snake, squash
+from perfmodel._ints import divisors
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net import Net, Shape, numel
@@ -111,7 +112,7 @@ def check_config(cfg: TransformerConfig, tp: int) -> None:
     for name in ("heads", "kv_heads", "ffn_hidden"):
         size = int(getattr(cfg, name))
         if size % tp:
-            fits = [d for d in range(1, size + 1) if size % d == 0]
+            fits = divisors(size)
             raise InfeasiblePlanError(
                 f"tp={tp} does not divide {name}={size}; tp values that fit: {fits}",
                 value=tp,
