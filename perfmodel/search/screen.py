@@ -5,21 +5,33 @@ full topology (for 1024 GPUs about 0.1-2 s per plan after a first call that buil
 for tens of seconds), too slow for the ~1000 plans of a large search. The screen reuses the same
 component models, but evaluates one representative rank per pipeline stage in closed form:
 
-- **compute**: ``ComputeModel.layer_time`` of every layer of the tensor-parallel shard
-  (:func:`perfmodel.workload.build_model` with ``tp``), per micro-batch; a stage holds
-  ``blocks / pp`` blocks plus the layers outside blocks of the first or last stage (the slower
-  of the two is the pipeline's bottleneck stage). Recomputation adds the forward of the
-  recomputed layers to the backward (``ComputeModel.workload_time`` rules).
-- **expert / context parallelism** (``ep``, ``cp``): the per-rank workload of
-  :func:`perfmodel.workload.build_model` with ``ep``/``cp``; expert all-to-alls timed on a
-  group of ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp``
-  ranks ``tp`` apart, exposed beyond the attention as the lowering exposes it
+- **workload**: each plan's rank workload is the one ``predict`` builds, from the same cache
+  (:func:`perfmodel.pipeline.inputs.zoo_workload`): the tensor-, expert- and
+  context-parallel shard of one micro-batch, built with the kernels of the plan's training
+  recipe (:meth:`perfmodel.parallel.recipe.Recipe.kernels` for its ``m`` micro-batches: the
+  stack's fusion mode, eager PyTorch, ``torch.compile`` or Transformer Engine; the FP8
+  recipe's cast and amax kernels and the cached weight cast's share of each micro-batch;
+  FSDP2's copies; Megatron-Core's MoE permutation copies). The recipe is built as ``predict``
+  builds it (:func:`perfmodel.pipeline.resolve._recipe`) from the base's fields typed by
+  ``predict``'s parse (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset
+  with its ``software_options``, the precision, optimizer, ``compile`` (``--compile``), FP8
+  recipe, ``cp_comm`` and MoE dispatcher. Plans of equal kernels share workloads and layer
+  times. Megatron-Core's ``recompute_modules`` are not read: the screen's selective
+  recomputation is the default rule (``is_selectively_recomputed``).
+- **compute**: ``ComputeModel.layer_time`` of every layer of that workload, per micro-batch; a
+  stage holds ``blocks / pp`` blocks plus the layers outside blocks of the first or last stage
+  (the slower of the two is the pipeline's bottleneck stage). Recomputation adds the forward
+  of the recomputed layers to the backward (``ComputeModel.workload_time`` rules).
+- **expert / context parallelism** (``ep``, ``cp``): expert all-to-alls timed on a group of
+  ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp`` ranks ``tp``
+  apart, exposed beyond the attention as the lowering exposes it
   (:func:`perfmodel.parallel.segment_comm.cp_pass_exposed_s`: the cost model's unequal ring
-  steps, the base's ``cp_comm``, the preset's implementation, each pass its own formula); both
-  in the ``tp_comm_s`` column. The screen's workload is built with the default (eager)
-  kernels, so the exchange's bytes are PyTorch's ring's (K/V repeated to every query head,
-  FP32 dK/dV permutes in backward) for every stack, a Transformer Engine stack's included. Gradients are reduced over ``dp x cp`` ranks; the experts' smaller
-  expert data-parallel group (and its sharded optimizer state) is left to ``predict``.
+  steps, the base's ``cp_comm``, the stack's implementation, each pass its own formula); both
+  in the ``tp_comm_s`` column. The exchange's bytes are the stack's: PyTorch's ring (K/V
+  repeated to every query head, FP32 dK/dV permutes in backward) for eager and compiled
+  stacks, Transformer Engine's (the K/V heads only) for its stacks (megatron, megatron-core,
+  nemo). Gradients are reduced over ``dp x cp`` ranks; the experts' smaller expert
+  data-parallel group (and its sharded optimizer state) is left to ``predict``.
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
   topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
   order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server); full recomputation
@@ -181,6 +193,69 @@ def recipe_memory(
     return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
 
 
+#: Scenario fields each plan states (the search's plan keys and batch): left out of the base's
+#: parse, which types the fields every plan shares.
+_PLAN_FIELDS = frozenset(
+    {
+        "gpus",
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "cp",
+        "microbatch",
+        "schedule",
+        "interleave",
+        "zero",
+        "recompute",
+        "recompute_modules",
+        "sequence_parallel",
+        "learners_per_gpu",
+        "dp_mode",
+        "fidelity",
+        "batch_per_gpu",
+        "global_batch",
+    }
+)
+
+
+def _parsed_base(base: Mapping[str, Any]) -> Any:
+    """The fields every plan of ``base`` shares, typed by the parse ``predict`` runs
+    (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset with its
+    ``software_options``, the precision, optimizer, ``compile``, FP8 recipe, ``cp_comm`` and
+    MoE dispatcher. The plan's own fields (:data:`_PLAN_FIELDS`) are each plan's and left out;
+    the parse needs a batch, so the base is parsed with one sample per GPU, which none of the
+    fields read here depends on. Unset (``None``) fields take the scenario's defaults.
+
+    Raises
+    ------
+    ConfigError
+        A shared field ``predict`` would refuse (naming it, ``where="scenario.<field>"``).
+    """
+    from perfmodel.scenario import Scenario
+    from perfmodel.scenario_parse import parse_scenario
+
+    shared = {k: v for k, v in base.items() if k not in _PLAN_FIELDS and v is not None}
+    return parse_scenario(Scenario.from_dict({**shared, "batch_per_gpu": 1}))
+
+
+def _predict_recipe(parsed: Any, plan: Any, topo: Any) -> Any:
+    """The training recipe ``predict`` builds for ``plan`` from the parsed scenario
+    (:func:`perfmodel.pipeline.resolve._recipe`: the preset, precision, optimizer,
+    ``--compile`` and FP8 recipe, its refusals included)."""
+    from perfmodel.pipeline.resolve import _recipe
+
+    return _recipe(parsed, plan, topo)
+
+
+def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``model_args`` as :func:`perfmodel.pipeline.inputs.zoo_workload`'s cache key takes
+    them (sorted, lists frozen: :func:`perfmodel.pipeline.inputs.freeze`)."""
+    from perfmodel.pipeline.inputs import freeze
+
+    return tuple(sorted((str(k), freeze(v)) for k, v in model_args.items()))
+
+
 @dataclass(frozen=True)
 class _BlockLayout:
     """A workload's layers as the screen reads them: the layers before a stack's copies
@@ -240,41 +315,42 @@ class PlanScreen:
     fidelity = "screen"
 
     def __init__(self, base: Mapping[str, Any]) -> None:
-        from perfmodel.dtypes import Precision
-        from perfmodel.workload.memory import Optimizer
-
         self.base = dict(base)
         self.model = str(self.base.get("model", ""))
         if not self.model:
             raise ConfigError("the screen needs a 'model'", where="model")
         self.model_args = dict(self.base.get("model_args") or {})
-        self.precision = Precision.parse(self.base.get("precision", "fp32"))
-        self.optimizer = Optimizer.parse(self.base.get("optimizer", "sgd"))
-        # the training recipe's bytes and autocast casts, as predict reads them (issue 11)
-        from perfmodel.parallel.plan import ParallelismPlan
-        from perfmodel.parallel.recipe import build_recipe
-        from perfmodel.parallel.software import get_preset
-
-        self.preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
-        self.recipe = build_recipe(self.preset, self.precision, self.optimizer, ParallelismPlan())
-        # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
-        # implementation (the preset's fusion; a base's --compile is not read, as for compute)
-        from perfmodel.parallel.expert import CPImpl
-        from perfmodel.parallel.plan import CPComm
-
-        self.cp_comm = CPComm.parse(self.base.get("cp_comm"))
-        self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
+        # the base's fields typed as predict types them: the preset with its options, the
+        # precision, optimizer, --compile, FP8 recipe, cp_comm and MoE dispatcher
+        self.parsed = _parsed_base(self.base)
         self._topos: dict[int, Any] = {}
-        self._costs: dict[int, Any] = {}
-        # keys: (batch, tp, sp, ep, cp); (mb, tp, pp, recompute, sp, ep, cp); (mb, tp,
-        # recompute, sp, ep, cp)
-        self._wl_cache: dict[tuple[int, int, bool, int, int], Any] = {}
-        self._stage_cache: dict[tuple[int, int, int, str, bool, int, int], _StageCosts] = {}
-        self._parts_cache: dict[tuple[int, int, str, bool, int, int], _Parts] = {}
-        self._results: dict[str, dict[str, Any]] = {}
-        self._recipes: dict[tuple[int, int, int, int, int], Any] = {}
-        self._ring_paths: dict[int, tuple[float, float]] = {}
         one = self._topology(1)
+        self.precision = self.parsed.precision
+        self.optimizer = self.parsed.optimizer
+        self.preset = self.parsed.preset
+        from perfmodel.parallel.plan import ParallelismPlan
+
+        # the training recipe's bytes, autocast casts and kernels, as predict builds it
+        self.recipe = _predict_recipe(self.parsed, ParallelismPlan(), one)
+        # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
+        # implementation (the recipe's fusion: the preset's, or torch.compile's under --compile)
+        from perfmodel.parallel.expert import CPImpl
+
+        self.cp_comm = self.parsed.cp_comm
+        self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
+        self._args = _frozen_args(self.model_args)
+        self._costs: dict[int, Any] = {}
+        # keys: (batch, tp, sp, ep, cp, kernels); (mb, tp, pp, recompute, sp, ep, cp, kernels);
+        # (mb, tp, recompute, sp, ep, cp, kernels), ``kernels`` the index of a KernelRecipe
+        self._wl_cache: dict[tuple[int, int, bool, int, int, int], Any] = {}
+        self._stage_cache: dict[tuple[int, int, int, str, bool, int, int, int], _StageCosts] = {}
+        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], _Parts] = {}
+        self._results: dict[str, dict[str, Any]] = {}
+        self._recipes: dict[tuple[int, int, int, int, int, int], Any] = {}
+        self._kernel_ids: dict[tuple[int, int, int, int, int, int, int], int] = {}
+        # KernelRecipe by index; 0: the base's recipe at one micro-batch
+        self._kernels: list[Any] = [self.recipe.kernels(1)]
+        self._ring_paths: dict[int, tuple[float, float]] = {}
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
         self.peak_flops = float(one.gpu_spec().peak(self.precision.matmul_dtype))
@@ -355,35 +431,58 @@ class PlanScreen:
         return ring_allreduce_time(n, nbytes, alpha, bw)
 
     # -------------------------------------------------------------- workload
-    def _workload(self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1) -> Any:
-        key = (batch, tp, sp, ep, cp)
+    def _workload(
+        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
+    ) -> Any:
+        """The workload of one rank as ``predict`` builds it
+        (:func:`perfmodel.pipeline.inputs.zoo_workload`, the same cache): ``batch`` samples,
+        the tensor-, expert- and context-parallel shard, the kernels ``self._kernels[kern]``
+        (index 0: the base's recipe at one micro-batch)."""
+        key = (batch, tp, sp, ep, cp, kern)
         hit = self._wl_cache.get(key)
         if hit is not None:
             return hit
-        from perfmodel.workload import build_model
+        from perfmodel.pipeline.inputs import zoo_workload
 
-        hit = self._wl_cache[key] = build_model(
-            self.model,
-            batch_size=batch,
-            precision=self.precision.value,
-            tp=tp,
-            sequence_parallel=sp,
-            **({"ep": ep, "cp": cp} if (ep, cp) != (1, 1) else {}),
-            **self.model_args,
-        )
+        try:
+            hit = zoo_workload(
+                self.model,
+                batch,
+                self.precision,
+                tp,
+                sp,
+                self._args,
+                (ep, cp, 0),
+                self._kernels[kern],
+            )
+        except TypeError as exc:  # unhashable model argument value, as predict says it
+            raise ConfigError(
+                f"model_args: {exc}", value=self.model_args, where="model_args"
+            ) from exc
+        self._wl_cache[key] = hit
         return hit
 
     def _stage(
-        self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+        self,
+        mb: int,
+        tp: int,
+        pp: int,
+        recompute: str,
+        sp: bool,
+        ep: int = 1,
+        cp: int = 1,
+        kern: int = 0,
     ) -> _StageCosts:
-        key = (mb, tp, pp, recompute, sp, ep, cp)
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
         hit = self._stage_cache.get(key)
         if hit is None:
-            hit = self._stage_cache[key] = self._compute_stage(mb, tp, pp, recompute, sp, ep, cp)
+            hit = self._stage_cache[key] = self._compute_stage(
+                mb, tp, pp, recompute, sp, ep, cp, kern
+            )
         return hit
 
     def _parts(
-        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
     ) -> _Parts:
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
@@ -393,11 +492,11 @@ class PlanScreen:
         adds the same numbers in the same order as a layer-by-layer loop (a copy prices as
         its block: equal cost fields), so the reports are bit-equal to reading the layers one
         by one (``tests/search/test_screen_stack.py``)."""
-        key = (mb, tp, recompute, sp, ep, cp)
+        key = (mb, tp, recompute, sp, ep, cp, kern)
         hit = self._parts_cache.get(key)
         if hit is not None:
             return hit
-        wl = self._workload(mb, tp, sp, ep, cp)
+        wl = self._workload(mb, tp, sp, ep, cp, kern)
         times = self._times(tp, recompute, ep, cp)
         # The blocks, read without making a stack's copies (whole_copies): the layers before
         # the copies and after them one by one, the copies as their block and its indices.
@@ -523,9 +622,17 @@ class PlanScreen:
         return times
 
     def _compute_stage(
-        self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+        self,
+        mb: int,
+        tp: int,
+        pp: int,
+        recompute: str,
+        sp: bool,
+        ep: int = 1,
+        cp: int = 1,
+        kern: int = 0,
     ) -> _StageCosts:
-        pt = self._parts(mb, tp, recompute, sp, ep, cp)
+        pt = self._parts(mb, tp, recompute, sp, ep, cp, kern)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
             raise InfeasiblePlanError(
@@ -552,7 +659,7 @@ class PlanScreen:
         if pp == 1:
             stage_params = pt.params
         # one object per stage shape: memory_breakdown memoises its sums on the workload object
-        wl = self._workload(mb, tp, sp, ep, cp)
+        wl = self._workload(mb, tp, sp, ep, cp, kern)
         stage_wl = replace(wl, layers=first_layers)
         last_wl = None
         if pp > 1:  # the head and the loss over the vocabulary live on the last stage
@@ -563,20 +670,44 @@ class PlanScreen:
             f, b, c, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop, stage_host, last_wl
         )
 
-    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int) -> Any:
+    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int = 1) -> Any:
         """The training recipe ``predict`` builds for this plan (:func:`perfmodel.api.resolve`:
-        ZeRO-3 under an FSDP preset is FSDP), cached per plan shape."""
-        key = (zero, dp, cp, tp, pp)
+        ZeRO-3 under an FSDP preset is FSDP; the base's ``--compile``, FP8 recipe and MoE
+        dispatcher), cached per plan shape."""
+        key = (zero, dp, cp, tp, pp, ep)
         hit = self._recipes.get(key)
         if hit is None:
             from perfmodel.parallel.plan import ParallelismPlan
-            from perfmodel.parallel.recipe import build_recipe
 
             fsdp = self.preset.fsdp and zero == 3
-            plan = ParallelismPlan(dp=dp, tp=tp, pp=pp, cp=cp, zero=0 if fsdp else zero, fsdp=fsdp)
-            hit = self._recipes[key] = build_recipe(
-                self.preset, self.precision, self.optimizer, plan
+            plan = ParallelismPlan(
+                dp=dp,
+                tp=tp,
+                pp=pp,
+                cp=cp,
+                ep=ep,
+                zero=0 if fsdp else zero,
+                fsdp=fsdp,
+                moe_dispatcher=self.parsed.moe_dispatcher,
             )
+            hit = self._recipes[key] = _predict_recipe(self.parsed, plan, self._topology(1))
+        return hit
+
+    def _kernel_id(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int, m: int) -> int:
+        """Index in ``self._kernels`` of the kernels ``predict`` builds this plan's workload with
+        (:meth:`~perfmodel.parallel.recipe.Recipe.kernels` of the plan's recipe for ``m``
+        micro-batches per replica); equal kernels share an index, so plans of different shapes
+        share workloads and layer times."""
+        key = (zero, dp, cp, tp, pp, ep, m)
+        hit = self._kernel_ids.get(key)
+        if hit is None:
+            kernels = self._plan_recipe(zero, dp, cp, tp, pp, ep).kernels(m)
+            try:
+                hit = self._kernels.index(kernels)
+            except ValueError:
+                hit = len(self._kernels)
+                self._kernels.append(kernels)
+            self._kernel_ids[key] = hit
         return hit
 
     @staticmethod
@@ -657,8 +788,11 @@ class PlanScreen:
         recompute = Recompute.parse(sc.get("recompute") or "none").value
         sp = bool(sc.get("sequence_parallel"))
         zero = int(sc.get("zero") or 0)
-        rc = self._plan_recipe(zero, dp, cp, tp, pp)
-        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp)
+        rc = self._plan_recipe(zero, dp, cp, tp, pp, ep)
+        # the kernels predict builds this plan's workload with (fusion, FP8 casts, FSDP2's
+        # copies, the FP8 weight cast's share of each of the m micro-batches)
+        kern = self._kernel_id(zero, dp, cp, tp, pp, ep, m)
+        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern)
         t_mb = st.fwd_s + st.bwd_s + st.tp_comm_s
         compute = m * (st.fwd_s + st.bwd_s)
         bubble = (pp - 1) / v * t_mb if pp > 1 else 0.0
