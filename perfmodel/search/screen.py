@@ -436,8 +436,9 @@ class PlanScreen:
     ) -> Any:
         """The workload of one rank as ``predict`` builds it
         (:func:`perfmodel.pipeline.inputs.zoo_workload`, the same cache): ``batch`` samples,
-        the tensor-, expert- and context-parallel shard, the kernels ``self._kernels[kern]``
-        (index 0: the base's recipe at one micro-batch)."""
+        the tensor-, expert- and context-parallel shard (the base's expert tensor parallelism,
+        ``etp``), the kernels ``self._kernels[kern]`` (index 0: the base's recipe at one
+        micro-batch)."""
         key = (batch, tp, sp, ep, cp, kern)
         hit = self._wl_cache.get(key)
         if hit is not None:
@@ -452,7 +453,7 @@ class PlanScreen:
                 tp,
                 sp,
                 self._args,
-                (ep, cp, 0),
+                (ep, cp, self.parsed.etp),
                 self._kernels[kern],
             )
         except TypeError as exc:  # unhashable model argument value, as predict says it
