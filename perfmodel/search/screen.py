@@ -193,8 +193,9 @@ def recipe_memory(
     return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
 
 
-#: Scenario fields each plan states (the search's plan keys and batch): left out of the base's
-#: parse, which types the fields every plan shares.
+#: Scenario fields each plan states (the search's plan keys and batch), and the fidelity, which
+#: the screen does not read: left out of the base's parse, which types the fields every plan
+#: shares.
 _PLAN_FIELDS = frozenset(
     {
         "gpus",
