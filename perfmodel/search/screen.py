@@ -87,7 +87,10 @@ class _StageCosts:
 
     fwd_s: float
     bwd_s: float
-    tp_comm_s: float
+    side_s: float  # expert all-to-alls and ring attention's exposed exchange
+    tp_fwd_s: float  # the forward's tensor-parallel collectives
+    tp_bwd_s: float  # the backward's (and a fully recomputed forward's)
+    rs_fwd_s: float  # forward seconds of the GEMMs a tensor-parallel reduce-scatter follows
     p2p_bytes: float
     stage_params: float
     stage_workload: Any  # the workload with the first stage's layers (memory_breakdown's input)
@@ -96,16 +99,23 @@ class _StageCosts:
     last_workload: Any = None  # the last stage's layers (head and loss), with pipelining
 
 
+#: The per-micro-batch sums the screen keeps of a run of layers, in this order: forward,
+#: backward (recomputation included), expert/context side communication exposed, host issue,
+#: the forward's and the backward's tensor-parallel collectives, and the forward seconds of
+#: the GEMMs a tensor-parallel reduce-scatter follows.
+_SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
+
+
 @dataclass(frozen=True)
 class _Parts:
-    """Per-micro-batch ``(forward, backward, TP collectives, host issue)`` seconds of the whole
-    block stack, of the layers before it and after it, for one (mb, tp, recompute, sp) shape;
-    shared by every ``pp`` (a stage holds ``1/pp`` of the blocks)."""
+    """Per-micro-batch :data:`_SUMS` seconds of the whole block stack, of the layers before it
+    and after it, for one (mb, tp, recompute, sp) shape; shared by every ``pp`` (a stage holds
+    ``1/pp`` of the blocks)."""
 
     blocks: tuple[int, ...]
-    block: tuple[float, float, float, float]
-    pre: tuple[float, float, float, float]
-    post: tuple[float, float, float, float]
+    block: tuple[float, ...]
+    pre: tuple[float, ...]
+    post: tuple[float, ...]
     pre_layers: tuple[Any, ...]
     spans: dict[int, tuple[int, int, int]]  # block -> (first position, last + 1, its layers)
     p2p_bytes: float
@@ -297,6 +307,20 @@ class _BlockLayout:
         return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
 
 
+class _LoweringView:
+    """What :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped` reads of
+    a lowering (its preset, cost model and ``slowed``), so the screen calls the lowering's own
+    rule rather than restating it."""
+
+    def __init__(self, preset: Any, costs: Any) -> None:
+        self.preset, self.costs = preset, costs
+
+    def slowed(self, dur: float, comm_s: float) -> float:
+        from perfmodel.parallel.lower_pipeline import PipelineLowering
+
+        return PipelineLowering.slowed(self, dur, comm_s)  # type: ignore[arg-type]
+
+
 class PlanScreen:
     """Closed-form plan evaluator with the evaluator interface (scenario dict -> report dict).
 
@@ -352,6 +376,7 @@ class PlanScreen:
         # KernelRecipe by index; 0: the base's recipe at one micro-batch
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._ring_paths: dict[int, tuple[float, float]] = {}
+        self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
         self.peak_flops = float(one.gpu_spec().peak(self.precision.matmul_dtype))
@@ -508,9 +533,9 @@ class PlanScreen:
         head, template, copy_ids, tail = lay.head, lay.template, lay.copy_ids, lay.tail
         start, stop, by_block, spans = lay.start, lay.stop, lay.by_block, lay.spans
         # identical blocks (equal LayerCost.cost_key of every layer) are costed once
-        per_kind: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
-        per_obj: dict[int, tuple[float, float, float, float]] = {}  # the copies: one key
-        block_sum = [0.0, 0.0, 0.0, 0.0]
+        per_kind: dict[tuple[Any, ...], tuple[float, ...]] = {}
+        per_obj: dict[int, tuple[float, ...]] = {}  # the copies: one key
+        block_sum = [0.0] * len(_SUMS)
         for blk in by_block.values():
             t = per_obj.get(id(blk))
             if t is None:
@@ -519,7 +544,7 @@ class PlanScreen:
                 if t is None:
                     t = per_kind[kind] = times(blk)
                 per_obj[id(blk)] = t
-            for i in range(4):
+            for i in range(len(_SUMS)):
                 block_sum[i] += t[i]
         first_block = min((s[0] for s in spans.values()), default=0)
         last_block = max((s[1] for s in spans.values()), default=0) - 1
@@ -543,7 +568,7 @@ class PlanScreen:
             boundary = layers[last_block].output_shape  # layers[-1] when there are no blocks
         hit = self._parts_cache[key] = _Parts(
             blocks=tuple(sorted(by_block)),
-            block=(block_sum[0], block_sum[1], block_sum[2], block_sum[3]),
+            block=tuple(block_sum),
             pre=times(pre),
             post=times(post),
             pre_layers=pre,
@@ -560,12 +585,13 @@ class PlanScreen:
 
     def _times(
         self, tp: int, recompute: str, ep: int, cp: int
-    ) -> Callable[[Sequence[Any]], tuple[float, float, float, float]]:
-        """``times(layers) -> (forward, backward, TP collectives, host issue)`` seconds of one
-        micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
-        collectives of a ``tp`` group, expert all-to-alls in full and ring attention beyond the
-        attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
+    ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
+        """``times(layers) ->`` the :data:`_SUMS` seconds of one micro-batch of ``layers``:
+        recomputation charged per ``recompute``, the tensor-parallel collectives of a ``tp``
+        group per phase, expert all-to-alls in full and ring attention beyond the attention it
+        hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
         costs = self._system_costs(1)
+        from perfmodel.parallel.lowering import _tp_reduce_scattered
         from perfmodel.parallel.segment_comm import cp_pass_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
@@ -595,9 +621,13 @@ class PlanScreen:
                     )
             return t
 
-        def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:
-            """``(forward, backward, TP collectives, host issue)`` seconds of ``layers``."""
-            f = b = c = h = 0.0
+        def times(layers: Sequence[Any]) -> tuple[float, ...]:
+            """:data:`_SUMS` seconds of ``layers``: forward, backward (recomputation in it),
+            expert/context side communication, host issue, the forward's and the backward's
+            tensor-parallel collectives (the recomputed forward's in the backward's, as
+            :func:`~perfmodel.parallel.lowering.build_chunk` books them) and the forward of the
+            GEMMs a tensor-parallel reduce-scatter follows (``Segment.tp_rs_fwd_s``)."""
+            f = b = c = h = tf = tb = rs = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)
                 if other:
@@ -606,20 +636,23 @@ class PlanScreen:
                 f += lf
                 b += lbi + lbw
                 h += hf + hb
-                if recompute == "full" and la.block is not None:
-                    b += lf
-                    h += hf
-                elif recompute == "selective" and is_selectively_recomputed(la):
+                full = recompute == "full" and la.block is not None
+                if full or (recompute == "selective" and is_selectively_recomputed(la)):
                     b += lf
                     h += hf
                 if tp > 1:
-                    comms = list(la.fwd_comm) + list(la.bwd_comm)
-                    if recompute == "full" and la.block is not None:
-                        comms += list(la.fwd_comm)
-                    for pt in comms:
+                    if _tp_reduce_scattered(la):
+                        rs += lf
+                    for pt in la.fwd_comm:
                         if pt.group == "tp":
-                            c += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
-            return f, b, c, h
+                            d = tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+                            tf += d
+                            if full:  # the recomputed forward re-runs its TP collectives
+                                tb += d
+                    for pt in la.bwd_comm:
+                        if pt.group == "tp":
+                            tb += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+            return f, b, c, h, tf, tb, rs
 
         return times
 
@@ -640,22 +673,22 @@ class PlanScreen:
             raise InfeasiblePlanError(
                 f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
             )
-        bf, bb, bc, bh = pt.block
-        pf, pb, pc, ph = pt.pre
-        qf, qb, qc, qh = pt.post
+        host = _SUMS.index("host")
+        bh, ph, qh = pt.block[host], pt.pre[host], pt.post[host]
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
         stage_host = bh * (per_stage_blocks / n_blocks) + max(ph, qh)
         if pp == 1:
             stage_host = bh + ph + qh
-            f, b, c = bf + pf + qf, bb + pb + qb, bc + pc + qc
+            sums = tuple(x + y + z for x, y, z in zip(pt.block, pt.pre, pt.post, strict=True))
             first_layers = pt.all_layers
         else:
             share = per_stage_blocks / n_blocks
-            # the slower of the first stage (embedding) and the last stage (head, loss)
-            first = (bf * share + pf, bb * share + pb, bc * share + pc)
-            last = (bf * share + qf, bb * share + qb, bc * share + qc)
-            f, b, c = max(first, last, key=lambda t: t[0] + t[1] + t[2])
+            # the slower of the first stage (embedding) and the last stage (head, loss), by
+            # compute and communication (host issue is the step floor's, below)
+            first = tuple(x * share + y for x, y in zip(pt.block, pt.pre, strict=True))
+            last = tuple(x * share + y for x, y in zip(pt.block, pt.post, strict=True))
+            sums = max(first, last, key=lambda t: t[0] + t[1] + t[2] + t[4] + t[5])
             first_layers = _first_stage(pt, blocks[: max(1, round(per_stage_blocks))])
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
@@ -668,9 +701,11 @@ class PlanScreen:
             last_wl = replace(
                 wl, layers=_last_stage(pt, blocks[-max(1, round(per_stage_blocks)) :])
             )
+        f, b, side, _, tf, tb, rs = sums
         return _StageCosts(
-            f, b, c, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop, stage_host, last_wl
-        )
+            f, b, side, tf, tb, rs, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop,
+            stage_host, last_wl,
+        )  # fmt: skip
 
     def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int = 1) -> Any:
         """The training recipe ``predict`` builds for this plan (:func:`perfmodel.api.resolve`:
@@ -710,6 +745,31 @@ class PlanScreen:
                 hit = len(self._kernels)
                 self._kernels.append(kernels)
             self._kernel_ids[key] = hit
+        return hit
+
+    def _phase_s(self, overlap: bool, phase: str, dur: float, tp_s: float, rs_s: float) -> float:
+        """Seconds one micro-batch's ``phase`` (``"F"``/``"B"``) holds the compute path:
+        ``dur`` of compute and ``tp_s`` of tensor-parallel collectives after it; with the
+        recipe's ``tp_comm`` overlapped (``overlap``), the lowering's split
+        (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`: the
+        preset's :class:`~perfmodel.parallel.software.TPOverlap`, the compute slowed by the
+        SMs the communication holds, ``rs_s`` seconds of reduce-scattered GEMMs on fewer SMs,
+        the exposed tail) run as :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.
+        segment` runs it: ``max(compute, overlapped) + tail``. Applied to the stage's sums,
+        where the lowering applies it per segment (gradient bucket or block): the same while
+        every segment's overlapped communication is shorter than its compute."""
+        if tp_s <= 0:
+            return dur
+        if not overlap:
+            return dur + tp_s
+        key = (phase, dur, tp_s, rs_s)
+        hit = self._tp_over.get(key)
+        if hit is None:
+            from perfmodel.parallel.lower_pipeline import PipelineLowering
+
+            view = _LoweringView(self.preset, self._system_costs(1))
+            c, under, tail = PipelineLowering.tp_overlapped(view, phase, dur, tp_s, rs_s)  # type: ignore[arg-type]
+            hit = self._tp_over[key] = max(c, under) + tail
         return hit
 
     @staticmethod
@@ -795,7 +855,13 @@ class PlanScreen:
         # copies, the FP8 weight cast's share of each of the m micro-batches)
         kern = self._kernel_id(zero, dp, cp, tp, pp, ep, m)
         st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern)
-        t_mb = st.fwd_s + st.bwd_s + st.tp_comm_s
+        # each phase's tensor-parallel collectives after its compute, or beside it as the
+        # recipe overlaps them (Megatron-Core tp_comm_overlap: the lowering's split)
+        overlap = rc.tp_comm.overlap
+        seg_f = self._phase_s(overlap, "F", st.fwd_s, st.tp_fwd_s, st.rs_fwd_s)
+        seg_b = self._phase_s(overlap, "B", st.bwd_s, st.tp_bwd_s, 0.0)
+        comm_mb = seg_f + seg_b - st.fwd_s - st.bwd_s + st.side_s  # exposed per micro-batch
+        t_mb = st.fwd_s + st.bwd_s + comm_mb
         compute = m * (st.fwd_s + st.bwd_s)
         bubble = (pp - 1) / v * t_mb if pp > 1 else 0.0
         p2p = 0.0
@@ -811,7 +877,7 @@ class PlanScreen:
         dp_exposed = dp_time if pp > 1 else max(0.0, dp_time - st.bwd_s)
         opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
-        t = compute + m * st.tp_comm_s + bubble + p2p + dp_exposed
+        t = compute + m * comm_mb + bubble + p2p + dp_exposed
         # eager stacks: the host issues the step's kernels ahead of the GPU (step-level floor)
         host = m * st.host_s
         host_exposed = max(0.0, host - t)
@@ -833,7 +899,7 @@ class PlanScreen:
             "throughput_samples_per_s": gb / t,
             "samples_per_step": gb,
             "compute_time_s": compute,
-            "exposed_comm_time_s": m * st.tp_comm_s + p2p + dp_exposed,
+            "exposed_comm_time_s": m * comm_mb + p2p + dp_exposed,
             "bubble_time_s": bubble,
             "optimizer_time_s": optimizer,
             "memory_per_gpu_bytes": float(mem.total_bytes),
@@ -843,7 +909,7 @@ class PlanScreen:
             "fidelity": "screen",
             "breakdown": {
                 "compute_s": compute,
-                "tp_comm_s": m * st.tp_comm_s,
+                "tp_comm_s": m * comm_mb,
                 "pp_p2p_s": p2p,
                 "dp_comm_exposed_s": dp_exposed,
                 "bubble_s": bubble,
