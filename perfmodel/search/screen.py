@@ -375,7 +375,7 @@ class PlanScreen:
         self._kernel_ids: dict[tuple[int, int, int, int, int, int, int], int] = {}
         # KernelRecipe by index; 0: the base's recipe at one micro-batch
         self._kernels: list[Any] = [self.recipe.kernels(1)]
-        self._ring_paths: dict[int, tuple[float, float]] = {}
+        self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
         self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
@@ -428,33 +428,80 @@ class PlanScreen:
         topo = self._topology(nodes)
         return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
 
-    def _ring_time(self, nbytes: float, n: int, stride: int) -> float:
-        """Ring all-reduce ``2 (n-1)/n S / bw + 2 (n-1) alpha`` over the group's bottleneck path.
-
-        Members are ``stride`` ranks apart; if they all fit in one server the path between two
-        neighbours inside it is the bottleneck, otherwise the per-GPU path between servers.
-        """
-        from perfmodel.comm.closed_form import ring_allreduce_time
-        from perfmodel.topology import path_bandwidth, path_latency
-
+    def _dp_collective_s(self, op: Any, nbytes: float, n: int, stride: int) -> float:
+        """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
+        ranks ``stride`` apart (Megatron rank order), priced by the topology's
+        ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
+        protocols and latencies). A group on one or two servers is priced as it is; a group
+        spanning more servers is priced on two of them (the same members per server) and
+        extended to ``n`` ranks as a ring extends: latency ``x (n - 1) / (r - 1)`` and
+        transfer time ``x ((n - 1) / n) / ((r - 1) / r)`` from the ``r``-rank
+        representative (Patarasuk & Yuan 2009: a ring moves ``(n - 1)/n`` of the message per
+        rank over ``n - 1`` steps; the per-server bottleneck of a ring across servers does not
+        depend on how many servers it crosses). Cached per key: a search asks a few dozen."""
         if n < 2 or nbytes <= 0:
             return 0.0
-        inside = (n - 1) * stride + 1 <= self.gpus_per_node
-        key = stride if inside else 0  # (alpha, bw) of the path, one per neighbour distance
-        hit = self._ring_paths.get(key)
-        if hit is None:
-            if inside:
-                topo = self._topology(1)
-                a, b = topo.gpus[0], topo.gpus[stride]
-            else:
-                topo = self._topology(2)
-                a, b = topo.gpus[0], topo.gpus[self.gpus_per_node]
-            hit = self._ring_paths[key] = (
-                float(path_latency(topo, a, b)),
-                float(path_bandwidth(topo, a, b)),
-            )
-        alpha, bw = hit
-        return ring_allreduce_time(n, nbytes, alpha, bw)
+        key = (op, nbytes, n, stride)
+        hit = self._dp_times.get(key)
+        if hit is not None:
+            return hit
+        gpn = self.gpus_per_node
+        per_server = max(1, min(n, gpn // stride)) if stride < gpn else 1
+        servers = math.ceil(n / per_server)
+        r = n if servers <= 2 else 2 * per_server
+        topo = self._topology(min(servers, 2))
+        if stride < gpn:
+            members = tuple(topo.gpus[i * stride] for i in range(r))
+        else:  # one member per server
+            members = tuple(topo.gpus[i * gpn] for i in range(r))
+        res = self._system_costs(min(servers, 2)).comm.collective(op, nbytes, members)
+        t = float(res.time_s)
+        if r < n:
+            lat = min(max(float(res.latency_s), 0.0), t)
+            t = lat * (n - 1) / (r - 1) + (t - lat) * ((n - 1) / n) / ((r - 1) / r)
+        self._dp_times[key] = t
+        return t
+
+    def _dp_exposed(
+        self, rc: Any, params: float, n: int, stride: int, m: int, fwd_s: float, bwd_s: float
+    ) -> tuple[float, float]:
+        """``(gradient reduction, parameter gather)`` seconds exposed per step of a stage's
+        ``params`` over its ``n`` data-parallel (``dp x cp``) ranks ``stride`` apart
+        (:meth:`_dp_collective_s`), as the recipe ``rc`` runs them
+        (:class:`~perfmodel.parallel.recipe.Recipe`: ``grad_reduce_op`` of
+        ``grad_reduce_bytes`` per parameter, gathers of ``gather_bytes``, ``sharding``,
+        ``grad_comm`` / ``param_gather`` overlap), beside ``m`` micro-batches whose phases hold
+        the compute path ``fwd_s`` / ``bwd_s`` seconds each:
+
+        - ZeRO-3 / FSDP: every micro-batch gathers the parameters before its forward and again
+          before its backward and reduce-scatters the gradients in its backward (the
+          lowering's prefetched gathers and per-micro-batch reduction): each phase exposes
+          what it moves beyond its compute, ``m [max(0, AG - F) + max(0, AG + RS - B)]``;
+        - ZeRO-2: the gradients reduce-scattered in every micro-batch's backward, beyond it
+          when overlapped, else in full;
+        - ZeRO-0/1: one reduction beyond the last micro-batch's backward when overlapped
+          (bucketed DDP, Megatron's ``overlap_grad_reduce``; Li et al. VLDB 2020), else in
+          full after it (a pipeline flush included);
+        - ZeRO-1/2's parameter all-gather after the optimizer: beyond the next step's first
+          forward when the recipe overlaps it (Megatron's ``overlap_param_gather``), else in
+          full. Owner broadcasts (``param_sync``) are priced as that all-gather.
+        """
+        if n < 2 or params <= 0:
+            return 0.0, 0.0
+        from perfmodel.ops import CollectiveOp
+
+        red = self._dp_collective_s(rc.grad_reduce_op, params * rc.grad_reduce_bytes, n, stride)
+        gather = self._dp_collective_s(CollectiveOp.ALLGATHER, params * rc.gather_bytes, n, stride)
+        stage, over = rc.sharding.stage, rc.grad_comm.overlap
+        if stage >= 3:
+            bwd = max(0.0, gather + red - bwd_s) if over else max(0.0, gather - bwd_s) + red
+            return m * bwd, m * max(0.0, gather - fwd_s)
+        exposed = max(0.0, red - bwd_s) if over else red
+        if stage == 2:
+            exposed *= m
+        if stage < 1:
+            return exposed, 0.0
+        return exposed, max(0.0, gather - fwd_s) if rc.param_gather.overlap else gather
 
     # -------------------------------------------------------------- workload
     def _workload(
@@ -860,7 +907,7 @@ class PlanScreen:
         overlap = rc.tp_comm.overlap
         seg_f = self._phase_s(overlap, "F", st.fwd_s, st.tp_fwd_s, st.rs_fwd_s)
         seg_b = self._phase_s(overlap, "B", st.bwd_s, st.tp_bwd_s, 0.0)
-        comm_mb = seg_f + seg_b - st.fwd_s - st.bwd_s + st.side_s  # exposed per micro-batch
+        comm_mb = (seg_f - st.fwd_s) + (seg_b - st.bwd_s) + st.side_s  # exposed per micro-batch
         t_mb = st.fwd_s + st.bwd_s + comm_mb
         compute = m * (st.fwd_s + st.bwd_s)
         bubble = (pp - 1) / v * t_mb if pp > 1 else 0.0
@@ -870,11 +917,9 @@ class PlanScreen:
             nbytes = st.p2p_bytes / tp
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
-        grad_bytes = st.stage_params * self.recipe.grad_reduce_bytes
         # context-parallel ranks reduce the dense gradients with the replicas (dp x cp); the
         # experts' smaller expert data-parallel group is not told apart here
-        dp_time = self._ring_time(grad_bytes, dp * cp, tp * pp)
-        dp_exposed = dp_time if pp > 1 else max(0.0, dp_time - st.bwd_s)
+        dp_exposed = sum(self._dp_exposed(rc, st.stage_params, dp * cp, tp * pp, m, seg_f, seg_b))
         opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * comm_mb + bubble + p2p + dp_exposed
