@@ -97,6 +97,9 @@ class _StageCosts:
     model_flop_per_microbatch: float
     host_s: float = 0.0  # eager host issue of one micro-batch of the stage's kernels
     last_workload: Any = None  # the last stage's layers (head and loss), with pipelining
+    # the other pp - 1 stages' per-micro-batch times over the bottleneck stage's (pp - 1 for
+    # equal stages): the pipeline's fill and drain
+    others_over_max: float = 0.0
 
 
 #: The per-micro-batch sums the screen keeps of a run of layers, in this order: forward,
@@ -104,6 +107,12 @@ class _StageCosts:
 #: the forward's and the backward's tensor-parallel collectives, and the forward seconds of
 #: the GEMMs a tensor-parallel reduce-scatter follows.
 _SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
+
+
+def _busy_s(sums: Sequence[float]) -> float:
+    """Per-micro-batch seconds of :data:`_SUMS` ``sums`` on the compute path, every collective
+    after its compute: forward, backward, side and tensor-parallel communication."""
+    return sums[0] + sums[1] + sums[2] + sums[4] + sums[5]
 
 
 @dataclass(frozen=True)
@@ -307,10 +316,30 @@ class _BlockLayout:
         return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
 
 
+@dataclass(frozen=True)
+class _DpOnly:
+    """The plan field :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`
+    reads."""
+
+    dp: int
+
+
+@dataclass(frozen=True)
+class _PerReplica:
+    """The input field :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`
+    reads."""
+
+    batch_per_replica: int
+
+
 class _LoweringView:
-    """What :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped` reads of
-    a lowering (its preset, cost model and ``slowed``), so the screen calls the lowering's own
-    rule rather than restating it."""
+    """What :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped` and
+    :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s` read of a lowering
+    (its preset, cost model, plan, inputs and ``slowed``), so the screen calls the lowering's
+    own rules rather than restating them."""
+
+    plan: Any = None
+    inp: Any = None
 
     def __init__(self, preset: Any, costs: Any) -> None:
         self.preset, self.costs = preset, costs
@@ -377,6 +406,7 @@ class PlanScreen:
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
         self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
+        self._leads: dict[tuple[Any, ...], tuple[_StageCosts, float]] = {}  # _issue_lead_s
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
         self.peak_flops = float(one.gpu_spec().peak(self.precision.matmul_dtype))
@@ -725,6 +755,7 @@ class PlanScreen:
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
         stage_host = bh * (per_stage_blocks / n_blocks) + max(ph, qh)
+        others = 0.0
         if pp == 1:
             stage_host = bh + ph + qh
             sums = tuple(x + y + z for x, y, z in zip(pt.block, pt.pre, pt.post, strict=True))
@@ -735,7 +766,11 @@ class PlanScreen:
             # compute and communication (host issue is the step floor's, below)
             first = tuple(x * share + y for x, y in zip(pt.block, pt.pre, strict=True))
             last = tuple(x * share + y for x, y in zip(pt.block, pt.post, strict=True))
-            sums = max(first, last, key=lambda t: t[0] + t[1] + t[2] + t[4] + t[5])
+            sums = max(first, last, key=_busy_s)
+            # the stages between them hold blocks only
+            total = _busy_s(first) + _busy_s(last) + (pp - 2) * share * _busy_s(pt.block)
+            top = _busy_s(sums)
+            others = (total - top) / top if top > 0 else float(pp - 1)
             first_layers = _first_stage(pt, blocks[: max(1, round(per_stage_blocks))])
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
@@ -751,7 +786,7 @@ class PlanScreen:
         f, b, side, _, tf, tb, rs = sums
         return _StageCosts(
             f, b, side, tf, tb, rs, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop,
-            stage_host, last_wl,
+            stage_host, last_wl, others,
         )  # fmt: skip
 
     def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int = 1) -> Any:
@@ -818,6 +853,46 @@ class PlanScreen:
             c, under, tail = PipelineLowering.tp_overlapped(view, phase, dur, tp_s, rs_s)  # type: ignore[arg-type]
             hit = self._tp_over[key] = max(c, under) + tail
         return hit
+
+    def _issue_lead_s(
+        self, st: _StageCosts, rc: Any, schedule: str, pp: int, m: int, v: int, recompute: str
+    ) -> float:
+        """Seconds the eager host issues before the first stage's GPU can run its step without
+        waiting (:func:`perfmodel.parallel.host_lead.issue_lead`, predict's rule, over the
+        stage's operation order; every chunk of an interleaved stage priced as the whole
+        stage's layers, an upper bound of the first operation's lead), at most its issue time;
+        cached per stage shape and schedule."""
+        key = (id(st), schedule, pp, m, v, recompute)
+        hit = self._leads.get(key)
+        if hit is not None:
+            return hit[1]
+        from perfmodel.parallel.host_lead import issue_lead
+        from perfmodel.parallel.lowering import Chunk
+        from perfmodel.parallel.plan import PipelineSchedule, Recompute
+        from perfmodel.parallel.schedule import stage_ops
+
+        sched = PipelineSchedule.parse(schedule)
+        v = v if sched is PipelineSchedule.INTERLEAVED and pp > 1 else 1
+        wl = st.stage_workload
+        chunks = [Chunk((), 0.0, 0.0, 0, wl.layers)] * (pp * v)
+        share = rc.selective_recompute.share_for(wl)
+        costs = self._system_costs(1)
+        ops = stage_ops(sched, pp, m, 0, v)
+        lead = issue_lead(costs, chunks, ops, pp, 0, Recompute.parse(recompute), share)
+        lead = min(lead, m * st.host_s)
+        self._leads[key] = (st, lead)  # st kept: its id stays its own
+        return lead
+
+    def _host_step_s(self, dp: int, per_replica: int) -> float:
+        """The framework's host work before the step's compute (loop, batch split over ``dp``
+        replicas of ``per_replica`` samples):
+        :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`."""
+        from perfmodel.parallel.lower_pipeline import PipelineLowering
+
+        view = _LoweringView(self.preset, None)
+        view.plan = _DpOnly(dp)
+        view.inp = _PerReplica(per_replica)
+        return PipelineLowering.host_step_s(view)  # type: ignore[arg-type]
 
     @staticmethod
     def _in_flight(schedule: str, pp: int, m: int, stage: int, v: int) -> float:
@@ -910,7 +985,9 @@ class PlanScreen:
         comm_mb = (seg_f - st.fwd_s) + (seg_b - st.bwd_s) + st.side_s  # exposed per micro-batch
         t_mb = st.fwd_s + st.bwd_s + comm_mb
         compute = m * (st.fwd_s + st.bwd_s)
-        bubble = (pp - 1) / v * t_mb if pp > 1 else 0.0
+        # the bottleneck stage waits for the others' forward (fill) and backward (drain) of
+        # one micro-batch: for unequal stages the sum of theirs, not (pp - 1) of its own
+        bubble = st.others_over_max / v * t_mb if pp > 1 else 0.0
         p2p = 0.0
         if pp > 1:
             # Megatron's scatter/gather optimisation (SC21 section 4.1): each TP rank sends 1/tp
@@ -923,10 +1000,15 @@ class PlanScreen:
         opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * comm_mb + bubble + p2p + dp_exposed
-        # eager stacks: the host issues the step's kernels ahead of the GPU (step-level floor)
+        # eager stacks: the host issues the step's kernels ahead of the GPU, which starts after
+        # the issue lead; the optimizer waits for the last issue (predict's host tasks)
         host = m * st.host_s
-        host_exposed = max(0.0, host - t)
-        t = max(t, host) + optimizer
+        gpu_s = t
+        if host > 0:
+            lead = self._issue_lead_s(st, rc, schedule, pp, m, v, recompute)
+            t = self._host_step_s(dp, per_replica) + max(lead + t, host)
+        host_exposed = t - gpu_s
+        t += optimizer
         # the slowest GPU paces the synchronous step, as predict charges it
         wait = straggler_wait_s(compute, gpus)
         t += wait
