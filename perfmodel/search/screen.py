@@ -109,6 +109,21 @@ class _StageCosts:
 _SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
 
 
+def _beyond(comm_s: float, busy_s: float, k: int) -> float:
+    """Seconds a collective of ``comm_s`` split into ``k`` equal buckets runs past ``busy_s``
+    of compute that makes its buckets ready one by one, evenly (backward's gradient buckets),
+    or that consumes them in order (forward's parameter gathers): bucket ``i`` can start once
+    ``i / k`` of the compute is done and the buckets queue on one stream, so the last ends at
+    ``max(busy / k + comm, busy + comm / k)`` (the queue's finish over the readiness of
+    its first and last bucket), ``max(comm - busy + busy / k, comm / k)`` past the compute:
+    at least one bucket exposed, all of it with one bucket.
+
+    >>> _beyond(1.0, 4.0, 4), _beyond(1.0, 4.0, 1), _beyond(4.0, 2.0, 2)
+    (0.25, 1.0, 3.0)
+    """
+    return max(comm_s - busy_s + busy_s / k, comm_s / k)
+
+
 def _busy_s(sums: Sequence[float]) -> float:
     """Per-micro-batch seconds of :data:`_SUMS` ``sums`` on the compute path, every collective
     after its compute: forward, backward, side and tensor-parallel communication."""
@@ -508,30 +523,37 @@ class PlanScreen:
           lowering's prefetched gathers and per-micro-batch reduction): each phase exposes
           what it moves beyond its compute, ``m [max(0, AG - F) + max(0, AG + RS - B)]``;
         - ZeRO-2: the gradients reduce-scattered in every micro-batch's backward, beyond it
-          when overlapped, else in full;
+          when overlapped (:func:`_beyond`), else in full;
         - ZeRO-0/1: one reduction beyond the last micro-batch's backward when overlapped
           (bucketed DDP, Megatron's ``overlap_grad_reduce``; Li et al. VLDB 2020), else in
           full after it (a pipeline flush included);
         - ZeRO-1/2's parameter all-gather after the optimizer: beyond the next step's first
           forward when the recipe overlaps it (Megatron's ``overlap_param_gather``), else in
           full. Owner broadcasts (``param_sync``) are priced as that all-gather.
+
+        Overlapped ZeRO-0/1/2 collectives run per bucket of the recipe's ``bucket_bytes``
+        (:func:`_beyond`); the first bucket's own size (``first_bucket_bytes``), HSDP's two
+        groups and the experts' own data-parallel group are left to ``predict``.
         """
         if n < 2 or params <= 0:
             return 0.0, 0.0
         from perfmodel.ops import CollectiveOp
 
-        red = self._dp_collective_s(rc.grad_reduce_op, params * rc.grad_reduce_bytes, n, stride)
+        grad_bytes = params * rc.grad_reduce_bytes
+        red = self._dp_collective_s(rc.grad_reduce_op, grad_bytes, n, stride)
         gather = self._dp_collective_s(CollectiveOp.ALLGATHER, params * rc.gather_bytes, n, stride)
         stage, over = rc.sharding.stage, rc.grad_comm.overlap
         if stage >= 3:
             bwd = max(0.0, gather + red - bwd_s) if over else max(0.0, gather - bwd_s) + red
             return m * bwd, m * max(0.0, gather - fwd_s)
-        exposed = max(0.0, red - bwd_s) if over else red
+        # k buckets of the recipe's bucket_bytes (one without buckets)
+        k = max(1, math.ceil(grad_bytes / rc.bucket_bytes)) if rc.bucket_bytes else 1
+        exposed = _beyond(red, bwd_s, k) if over else red
         if stage == 2:
             exposed *= m
         if stage < 1:
             return exposed, 0.0
-        return exposed, max(0.0, gather - fwd_s) if rc.param_gather.overlap else gather
+        return exposed, _beyond(gather, fwd_s, k) if rc.param_gather.overlap else gather
 
     # -------------------------------------------------------------- workload
     def _workload(
