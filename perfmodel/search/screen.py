@@ -883,7 +883,16 @@ class PlanScreen:
         waiting (:func:`perfmodel.parallel.host_lead.issue_lead`, predict's rule, over the
         stage's operation order; every chunk of an interleaved stage priced as the whole
         stage's layers, an upper bound of the first operation's lead), at most its issue time;
-        cached per stage shape and schedule."""
+        cached per stage shape and schedule.
+
+        Without pipelining the order is ``m`` identical forward-backward pairs, whose lead is
+        the first pair's plus ``m - 1`` times what each pair's issue outruns its GPU time
+        (``issue_lead``'s running maximum over a periodic sequence), so it is asked for one
+        and two micro-batches and extended to ``m``: exact, and one call per stage shape."""
+        if pp == 1 and m > 2:
+            one = self._issue_lead_s(st, rc, schedule, pp, 1, v, recompute)
+            two = self._issue_lead_s(st, rc, schedule, pp, 2, v, recompute)
+            return min(one + (m - 1) * (two - one), m * st.host_s)
         key = (id(st), schedule, pp, m, v, recompute)
         hit = self._leads.get(key)
         if hit is not None:
