@@ -34,20 +34,41 @@ component models, but evaluates one representative rank per pipeline stage in cl
   data-parallel group (and its sharded optimizer state) is left to ``predict``.
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
   topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
-  order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server); full recomputation
-  repeats the forward collectives.
-- **pipeline bubble** (Narayanan et al. SC21, section 2.2): ``(pp - 1) / v`` stage-micro-batch
-  times for 1F1B/GPipe with ``v`` interleaved chunks.
+  order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server), per phase; full
+  recomputation repeats the forward collectives in the backward. Where the plan's recipe
+  overlaps them (``Recipe.tp_comm``: Megatron-Core ``tp_comm_overlap``) each phase is split
+  by the lowering's own rule
+  (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`: the preset's
+  :class:`~perfmodel.parallel.software.TPOverlap`, Transformer Engine userbuffers' SMs, the
+  reduce-scattered GEMMs' margin, the exposed tail) and run as the lowering's segment runs
+  it, ``max(slowed compute, overlapped) + tail``; otherwise after the compute.
+- **pipeline fill and drain** (Narayanan et al. SC21, section 2.2, ``(pp - 1) / v``
+  stage-micro-batch times for equal stages): the bottleneck stage waits for one
+  micro-batch's forward and backward through every other stage, so the bubble is the other
+  ``pp - 1`` stages' micro-batch times (the first, the last and ``pp - 2`` stages of blocks,
+  each with its collectives after its compute) over ``v`` interleaved chunks, in units of
+  the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1); ``(m + pp - 1) * v`` exposed transfers of each direction
   (no overlap: an upper bound).
-- **data-parallel gradient all-reduce** (ZeRO 1/2: reduce-scatter + all-gather, the same
-  bytes): ring ``2 (n - 1)/n S / bw + 2 (n - 1) alpha`` (Patarasuk & Yuan 2009) over the
-  bottleneck link of the group (intra-server path, or the per-GPU inter-server path when the
-  replicas are on different servers); exposed in full after a pipeline flush (``pp > 1``,
-  Megatron-LM), else overlapped with the last micro-batch's backward (bucketed DDP,
-  Li et al. VLDB 2020).
+- **data-parallel communication** as the plan's recipe runs it (:func:`perfmodel.search.screen_overlap.dp_exposed`:
+  ``grad_reduce_op`` of ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``,
+  the ``grad_comm`` / ``param_gather`` overlap and ``bucket_bytes``), over ``dp x cp`` ranks
+  ``tp x pp`` apart (the lowering's placement), priced by the topology's ``CommCostModel``
+  on the group itself when it spans one or two servers, else on two servers' worth and
+  extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP gathers before
+  every micro-batch's forward and backward and reduce-scatters in its backward, each phase
+  exposing what it moves beyond its compute; ZeRO-2 reduce-scatters every micro-batch;
+  ZeRO-0/1 reduce once after the last micro-batch; overlapped reductions and ZeRO-1/2's
+  parameter all-gather (beside the next step's first forward) expose at least their last
+  bucket (:func:`~perfmodel.search.screen_overlap.beyond`), the rest beyond the compute; not overlapped, in full.
+- **host** (eager stacks): the host step (``PipelineLowering.host_step_s``: the framework
+  loop, the batch split; :func:`~perfmodel.search.screen_overlap.host_step_s`) and the issue of ``m`` micro-batches of the stage's kernels; the GPU
+  starts after the issue lead (:func:`perfmodel.parallel.host_lead.issue_lead` over the
+  first stage's operation order) and the optimizer waits for the last issue, so the step is
+  ``host step + max(lead + GPU path, issue)`` (``predict``'s host tasks): a host-bound step
+  shows the collectives the GPU waits for after the lead.
 - **optimizer**: ``ComputeModel.optimizer_time`` of the rank's parameters (sharded by ZeRO).
 - **memory**: the larger of the first stage (embedding) and, with pipelining, the last stage
   (head and loss over the vocabulary); model state by the plan's training recipe
@@ -61,10 +82,15 @@ component models, but evaluates one representative rank per pipeline stage in cl
   were ranked).
 
 What it leaves out (the analytic and simulated fidelities have it): contention between
-concurrent groups on shared links, uneven stage partitioning beyond the first/last stage,
-software-preset overlap details, host work other than eager kernel issue (which is a step
-floor: ``max(GPU path, m x host issue of the stage's kernels)``). It is used to *order* plans, and the search
-checks its order against ``predict`` on the top candidates (Kendall's tau is reported).
+concurrent groups on shared links (the TP siblings of a data-parallel group included),
+uneven stage partitioning beyond the first/last stage, per-segment overlap (the TP split and
+the buckets' exposure are applied to the stage's sums, the same while each segment's
+communication is shorter than its compute), the first bucket's own size, HSDP's two-level
+reduction, the experts' data-parallel group, the interleaved schedule's order of chunk
+reductions, the host's per-operation issue after the lead with pipelining (the lead of an
+interleaved stage is priced on the whole stage), and Megatron-Core's combined 1F1B. It is
+used to *order* plans, and the search checks its order against ``predict`` on the top
+candidates (Kendall's tau is reported).
 """
 
 from __future__ import annotations
@@ -78,6 +104,12 @@ from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
+from perfmodel.search.screen_overlap import (
+    dp_exposed,
+    host_step_s,
+    stage_issue_lead_s,
+    tp_phase_s,
+)
 from perfmodel.workload.layers import split_at_copies
 
 
@@ -107,21 +139,6 @@ class _StageCosts:
 #: the forward's and the backward's tensor-parallel collectives, and the forward seconds of
 #: the GEMMs a tensor-parallel reduce-scatter follows.
 _SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
-
-
-def _beyond(comm_s: float, busy_s: float, k: int) -> float:
-    """Seconds a collective of ``comm_s`` split into ``k`` equal buckets runs past ``busy_s``
-    of compute that makes its buckets ready one by one, evenly (backward's gradient buckets),
-    or that consumes them in order (forward's parameter gathers): bucket ``i`` can start once
-    ``i / k`` of the compute is done and the buckets queue on one stream, so the last ends at
-    ``max(busy / k + comm, busy + comm / k)`` (the queue's finish over the readiness of
-    its first and last bucket), ``max(comm - busy + busy / k, comm / k)`` past the compute:
-    at least one bucket exposed, all of it with one bucket.
-
-    >>> _beyond(1.0, 4.0, 4), _beyond(1.0, 4.0, 1), _beyond(4.0, 2.0, 2)
-    (0.25, 1.0, 3.0)
-    """
-    return max(comm_s - busy_s + busy_s / k, comm_s / k)
 
 
 def _busy_s(sums: Sequence[float]) -> float:
@@ -331,40 +348,6 @@ class _BlockLayout:
         return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
 
 
-@dataclass(frozen=True)
-class _DpOnly:
-    """The plan field :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`
-    reads."""
-
-    dp: int
-
-
-@dataclass(frozen=True)
-class _PerReplica:
-    """The input field :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`
-    reads."""
-
-    batch_per_replica: int
-
-
-class _LoweringView:
-    """What :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped` and
-    :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s` read of a lowering
-    (its preset, cost model, plan, inputs and ``slowed``), so the screen calls the lowering's
-    own rules rather than restating them."""
-
-    plan: Any = None
-    inp: Any = None
-
-    def __init__(self, preset: Any, costs: Any) -> None:
-        self.preset, self.costs = preset, costs
-
-    def slowed(self, dur: float, comm_s: float) -> float:
-        from perfmodel.parallel.lower_pipeline import PipelineLowering
-
-        return PipelineLowering.slowed(self, dur, comm_s)  # type: ignore[arg-type]
-
-
 class PlanScreen:
     """Closed-form plan evaluator with the evaluator interface (scenario dict -> report dict).
 
@@ -510,50 +493,13 @@ class PlanScreen:
     def _dp_exposed(
         self, rc: Any, params: float, n: int, stride: int, m: int, fwd_s: float, bwd_s: float
     ) -> tuple[float, float]:
-        """``(gradient reduction, parameter gather)`` seconds exposed per step of a stage's
-        ``params`` over its ``n`` data-parallel (``dp x cp``) ranks ``stride`` apart
-        (:meth:`_dp_collective_s`), as the recipe ``rc`` runs them
-        (:class:`~perfmodel.parallel.recipe.Recipe`: ``grad_reduce_op`` of
-        ``grad_reduce_bytes`` per parameter, gathers of ``gather_bytes``, ``sharding``,
-        ``grad_comm`` / ``param_gather`` overlap), beside ``m`` micro-batches whose phases hold
-        the compute path ``fwd_s`` / ``bwd_s`` seconds each:
-
-        - ZeRO-3 / FSDP: every micro-batch gathers the parameters before its forward and again
-          before its backward and reduce-scatters the gradients in its backward (the
-          lowering's prefetched gathers and per-micro-batch reduction): each phase exposes
-          what it moves beyond its compute, ``m [max(0, AG - F) + max(0, AG + RS - B)]``;
-        - ZeRO-2: the gradients reduce-scattered in every micro-batch's backward, beyond it
-          when overlapped (:func:`_beyond`), else in full;
-        - ZeRO-0/1: one reduction beyond the last micro-batch's backward when overlapped
-          (bucketed DDP, Megatron's ``overlap_grad_reduce``; Li et al. VLDB 2020), else in
-          full after it (a pipeline flush included);
-        - ZeRO-1/2's parameter all-gather after the optimizer: beyond the next step's first
-          forward when the recipe overlaps it (Megatron's ``overlap_param_gather``), else in
-          full. Owner broadcasts (``param_sync``) are priced as that all-gather.
-
-        Overlapped ZeRO-0/1/2 collectives run per bucket of the recipe's ``bucket_bytes``
-        (:func:`_beyond`); the first bucket's own size (``first_bucket_bytes``), HSDP's two
-        groups and the experts' own data-parallel group are left to ``predict``.
-        """
+        """:func:`perfmodel.search.screen_overlap.dp_exposed` of a stage's ``params`` over
+        ``n`` data-parallel ranks ``stride`` apart (:meth:`_dp_collective_s`)."""
         if n < 2 or params <= 0:
             return 0.0, 0.0
-        from perfmodel.ops import CollectiveOp
-
-        grad_bytes = params * rc.grad_reduce_bytes
-        red = self._dp_collective_s(rc.grad_reduce_op, grad_bytes, n, stride)
-        gather = self._dp_collective_s(CollectiveOp.ALLGATHER, params * rc.gather_bytes, n, stride)
-        stage, over = rc.sharding.stage, rc.grad_comm.overlap
-        if stage >= 3:
-            bwd = max(0.0, gather + red - bwd_s) if over else max(0.0, gather - bwd_s) + red
-            return m * bwd, m * max(0.0, gather - fwd_s)
-        # k buckets of the recipe's bucket_bytes (one without buckets)
-        k = max(1, math.ceil(grad_bytes / rc.bucket_bytes)) if rc.bucket_bytes else 1
-        exposed = _beyond(red, bwd_s, k) if over else red
-        if stage == 2:
-            exposed *= m
-        if stage < 1:
-            return exposed, 0.0
-        return exposed, _beyond(gather, fwd_s, k) if rc.param_gather.overlap else gather
+        return dp_exposed(
+            rc, params, m, fwd_s, bwd_s, lambda op, b: self._dp_collective_s(op, b, n, stride)
+        )
 
     # -------------------------------------------------------------- workload
     def _workload(
@@ -852,38 +798,24 @@ class PlanScreen:
         return hit
 
     def _phase_s(self, overlap: bool, phase: str, dur: float, tp_s: float, rs_s: float) -> float:
-        """Seconds one micro-batch's ``phase`` (``"F"``/``"B"``) holds the compute path:
-        ``dur`` of compute and ``tp_s`` of tensor-parallel collectives after it; with the
-        recipe's ``tp_comm`` overlapped (``overlap``), the lowering's split
-        (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`: the
-        preset's :class:`~perfmodel.parallel.software.TPOverlap`, the compute slowed by the
-        SMs the communication holds, ``rs_s`` seconds of reduce-scattered GEMMs on fewer SMs,
-        the exposed tail) run as :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.
-        segment` runs it: ``max(compute, overlapped) + tail``. Applied to the stage's sums,
-        where the lowering applies it per segment (gradient bucket or block): the same while
-        every segment's overlapped communication is shorter than its compute."""
+        """:func:`perfmodel.search.screen_overlap.tp_phase_s` on the screen's preset and cost
+        model, cached per argument."""
         if tp_s <= 0:
             return dur
-        if not overlap:
-            return dur + tp_s
-        key = (phase, dur, tp_s, rs_s)
+        key = (overlap, phase, dur, tp_s, rs_s)
         hit = self._tp_over.get(key)
         if hit is None:
-            from perfmodel.parallel.lower_pipeline import PipelineLowering
-
-            view = _LoweringView(self.preset, self._system_costs(1))
-            c, under, tail = PipelineLowering.tp_overlapped(view, phase, dur, tp_s, rs_s)  # type: ignore[arg-type]
-            hit = self._tp_over[key] = max(c, under) + tail
+            costs = self._system_costs(1)
+            hit = tp_phase_s(self.preset, costs, overlap, phase, dur, tp_s, rs_s)
+            self._tp_over[key] = hit
         return hit
 
     def _issue_lead_s(
         self, st: _StageCosts, rc: Any, schedule: str, pp: int, m: int, v: int, recompute: str
     ) -> float:
         """Seconds the eager host issues before the first stage's GPU can run its step without
-        waiting (:func:`perfmodel.parallel.host_lead.issue_lead`, predict's rule, over the
-        stage's operation order; every chunk of an interleaved stage priced as the whole
-        stage's layers, an upper bound of the first operation's lead), at most its issue time;
-        cached per stage shape and schedule.
+        waiting (:func:`perfmodel.search.screen_overlap.stage_issue_lead_s`), at most its issue
+        time; cached per stage shape and schedule.
 
         Without pipelining the order is ``m`` identical forward-backward pairs, whose lead is
         the first pair's plus ``m - 1`` times what each pair's issue outruns its GPU time
@@ -897,33 +829,12 @@ class PlanScreen:
         hit = self._leads.get(key)
         if hit is not None:
             return hit[1]
-        from perfmodel.parallel.host_lead import issue_lead
-        from perfmodel.parallel.lowering import Chunk
-        from perfmodel.parallel.plan import PipelineSchedule, Recompute
-        from perfmodel.parallel.schedule import stage_ops
-
-        sched = PipelineSchedule.parse(schedule)
-        v = v if sched is PipelineSchedule.INTERLEAVED and pp > 1 else 1
-        wl = st.stage_workload
-        chunks = [Chunk((), 0.0, 0.0, 0, wl.layers)] * (pp * v)
-        share = rc.selective_recompute.share_for(wl)
-        costs = self._system_costs(1)
-        ops = stage_ops(sched, pp, m, 0, v)
-        lead = issue_lead(costs, chunks, ops, pp, 0, Recompute.parse(recompute), share)
+        lead = stage_issue_lead_s(
+            self._system_costs(1), st.stage_workload, rc, schedule, pp, m, v, recompute
+        )
         lead = min(lead, m * st.host_s)
         self._leads[key] = (st, lead)  # st kept: its id stays its own
         return lead
-
-    def _host_step_s(self, dp: int, per_replica: int) -> float:
-        """The framework's host work before the step's compute (loop, batch split over ``dp``
-        replicas of ``per_replica`` samples):
-        :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`."""
-        from perfmodel.parallel.lower_pipeline import PipelineLowering
-
-        view = _LoweringView(self.preset, None)
-        view.plan = _DpOnly(dp)
-        view.inp = _PerReplica(per_replica)
-        return PipelineLowering.host_step_s(view)  # type: ignore[arg-type]
 
     @staticmethod
     def _in_flight(schedule: str, pp: int, m: int, stage: int, v: int) -> float:
@@ -1037,7 +948,7 @@ class PlanScreen:
         gpu_s = t
         if host > 0:
             lead = self._issue_lead_s(st, rc, schedule, pp, m, v, recompute)
-            t = self._host_step_s(dp, per_replica) + max(lead + t, host)
+            t = host_step_s(self.preset, dp, per_replica) + max(lead + t, host)
         host_exposed = t - gpu_s
         t += optimizer
         # the slowest GPU paces the synchronous step, as predict charges it

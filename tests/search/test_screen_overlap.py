@@ -23,7 +23,8 @@ from perfmodel.parallel.host_lead import issue_lead
 from perfmodel.parallel.lowering import Chunk
 from perfmodel.parallel.plan import PipelineSchedule, Recompute
 from perfmodel.parallel.schedule import stage_ops
-from perfmodel.search.screen import PlanScreen, _beyond
+from perfmodel.search.screen import PlanScreen
+from perfmodel.search.screen_overlap import _LoweringView, beyond
 
 LLAMA8 = {"layers": 8}
 VTRAIN_SMALL = {"hidden": 1024, "heads": 16, "layers": 12, "seq_len": 1024}
@@ -84,8 +85,6 @@ def test_tp_overlap_is_the_lowerings_split() -> None:
 
 
 def _view(scr: PlanScreen) -> Any:
-    from perfmodel.search.screen import _LoweringView
-
     return _LoweringView(scr.preset, scr._system_costs(1))
 
 
@@ -123,10 +122,10 @@ def test_issue_lead_extension_is_exact(recompute: str, software: str, mb: int) -
 def test_beyond_buckets() -> None:
     """One bucket: all of it after the compute; many: what the compute cannot cover, and at
     least the last bucket."""
-    assert _beyond(2.0, 5.0, 1) == 2.0
-    assert _beyond(2.0, 5.0, 10) == pytest.approx(0.2)
-    assert _beyond(6.0, 5.0, 10) == pytest.approx(1.5)
-    assert _beyond(6.0, 5.0, 1000) > _beyond(6.0, 5.0, 10**6) >= 1.0
+    assert beyond(2.0, 5.0, 1) == 2.0
+    assert beyond(2.0, 5.0, 10) == pytest.approx(0.2)
+    assert beyond(6.0, 5.0, 10) == pytest.approx(1.5)
+    assert beyond(6.0, 5.0, 1000) > beyond(6.0, 5.0, 10**6) >= 1.0
 
 
 def test_vtrain_plans_screen_orders_as_analytic(published_rows: list[dict]) -> None:
