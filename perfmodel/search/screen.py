@@ -107,6 +107,8 @@ from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.search.screen_overlap import (
     dp_exposed,
     host_step_s,
+    ring_extended_s,
+    ring_representative,
     stage_issue_lead_s,
     tp_phase_s,
 )
@@ -460,46 +462,51 @@ class PlanScreen:
         """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
         ranks ``stride`` apart (Megatron rank order), priced by the topology's
         ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
-        protocols and latencies). A group on one or two servers is priced as it is; a group
-        spanning more servers is priced on two of them (the same members per server) and
-        extended to ``n`` ranks as a ring extends: latency ``x (n - 1) / (r - 1)`` and
-        transfer time ``x ((n - 1) / n) / ((r - 1) / r)`` from the ``r``-rank
-        representative (Patarasuk & Yuan 2009: a ring moves ``(n - 1)/n`` of the message per
-        rank over ``n - 1`` steps; the per-server bottleneck of a ring across servers does not
-        depend on how many servers it crosses). Cached per key: a search asks a few dozen."""
+        protocols and latencies) on the group itself or on its two-server representative
+        (:func:`perfmodel.search.screen_overlap.ring_representative`), cached per key."""
         if n < 2 or nbytes <= 0:
             return 0.0
         key = (op, nbytes, n, stride)
         hit = self._dp_times.get(key)
-        if hit is not None:
-            return hit
-        gpn = self.gpus_per_node
-        per_server = max(1, min(n, gpn // stride)) if stride < gpn else 1
-        servers = math.ceil(n / per_server)
-        r = n if servers <= 2 else 2 * per_server
-        topo = self._topology(min(servers, 2))
-        if stride < gpn:
-            members = tuple(topo.gpus[i * stride] for i in range(r))
-        else:  # one member per server
-            members = tuple(topo.gpus[i * gpn] for i in range(r))
-        res = self._system_costs(min(servers, 2)).comm.collective(op, nbytes, members)
-        t = float(res.time_s)
-        if r < n:
-            lat = min(max(float(res.latency_s), 0.0), t)
-            t = lat * (n - 1) / (r - 1) + (t - lat) * ((n - 1) / n) / ((r - 1) / r)
-        self._dp_times[key] = t
-        return t
+        if hit is None:
+            servers, ranks = ring_representative(n, stride, self.gpus_per_node)
+            topo = self._topology(servers)
+            res = self._system_costs(servers).comm.collective(
+                op, nbytes, tuple(topo.gpus[i] for i in ranks)
+            )
+            hit = ring_extended_s(float(res.time_s), float(res.latency_s), len(ranks), n)
+            self._dp_times[key] = hit
+        return hit
 
-    def _dp_exposed(
-        self, rc: Any, params: float, n: int, stride: int, m: int, fwd_s: float, bwd_s: float
-    ) -> tuple[float, float]:
-        """:func:`perfmodel.search.screen_overlap.dp_exposed` of a stage's ``params`` over
-        ``n`` data-parallel ranks ``stride`` apart (:meth:`_dp_collective_s`)."""
-        if n < 2 or params <= 0:
-            return 0.0, 0.0
-        return dp_exposed(
-            rc, params, m, fwd_s, bwd_s, lambda op, b: self._dp_collective_s(op, b, n, stride)
-        )
+    def _dp_s(
+        self,
+        rc: Any,
+        st: _StageCosts,
+        n: int,
+        tp: int,
+        pp: int,
+        m: int,
+        phases: tuple[float, float],
+        schedule: str,
+    ) -> float:
+        """Data-parallel seconds exposed per step of the stage ``st`` over ``n = dp x cp``
+        ranks ``tp x pp`` apart beside micro-batches of ``phases`` (forward, backward) seconds
+        (:func:`perfmodel.search.screen_overlap.dp_exposed`, :meth:`_dp_collective_s`).
+        Context-parallel ranks reduce the dense gradients with the replicas; the experts'
+        smaller expert data-parallel group is not told apart here. Without interleaving every
+        stage gathers its parameters as its first forward starts, so the pipeline's fill
+        waits for ``pp`` such gathers in series."""
+        if n < 2 or st.stage_params <= 0:
+            return 0.0
+        from perfmodel.parallel.plan import PipelineSchedule
+
+        interleaved = schedule == PipelineSchedule.INTERLEAVED.value
+        fill = pp if pp > 1 and not interleaved else 1
+
+        def coll(op: Any, nbytes: float) -> float:
+            return self._dp_collective_s(op, nbytes, n, tp * pp)
+
+        return sum(dp_exposed(rc, st.stage_params, m, phases[0], phases[1], coll, fill))
 
     # -------------------------------------------------------------- workload
     def _workload(
@@ -936,12 +943,10 @@ class PlanScreen:
             nbytes = st.p2p_bytes / tp
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
-        # context-parallel ranks reduce the dense gradients with the replicas (dp x cp); the
-        # experts' smaller expert data-parallel group is not told apart here
-        dp_exposed = sum(self._dp_exposed(rc, st.stage_params, dp * cp, tp * pp, m, seg_f, seg_b))
+        dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
         opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
-        t = compute + m * comm_mb + bubble + p2p + dp_exposed
+        t = compute + m * comm_mb + bubble + p2p + dp_s
         # eager stacks: the host issues the step's kernels ahead of the GPU, which starts after
         # the issue lead; the optimizer waits for the last issue (predict's host tasks)
         host = m * st.host_s
@@ -968,7 +973,7 @@ class PlanScreen:
             "throughput_samples_per_s": gb / t,
             "samples_per_step": gb,
             "compute_time_s": compute,
-            "exposed_comm_time_s": m * comm_mb + p2p + dp_exposed,
+            "exposed_comm_time_s": m * comm_mb + p2p + dp_s,
             "bubble_time_s": bubble,
             "optimizer_time_s": optimizer,
             "memory_per_gpu_bytes": float(mem.total_bytes),
@@ -980,7 +985,7 @@ class PlanScreen:
                 "compute_s": compute,
                 "tp_comm_s": m * comm_mb,
                 "pp_p2p_s": p2p,
-                "dp_comm_exposed_s": dp_exposed,
+                "dp_comm_exposed_s": dp_s,
                 "bubble_s": bubble,
                 "optimizer_s": optimizer,
                 "host_s": host_exposed,

@@ -67,6 +67,39 @@ class _LoweringView:
         return PipelineLowering.slowed(self, dur, comm_s)  # type: ignore[arg-type]
 
 
+def ring_representative(n: int, stride: int, gpus_per_node: int) -> tuple[int, list[int]]:
+    """``(servers, ranks)``: where to price a collective of ``n`` ranks ``stride`` apart
+    (Megatron rank order) on a topology of ``servers`` servers: the group itself when it
+    spans one or two servers, else two servers' worth of it (the same members per server;
+    one per server when ``stride`` is a server or more), which :func:`ring_extended_s`
+    extends to ``n`` ranks.
+
+    >>> ring_representative(4, 2, 8), ring_representative(32, 1, 8), ring_representative(16, 32, 8)
+    ((1, [0, 2, 4, 6]), (2, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]), (2, [0, 8]))
+    """
+    per_server = max(1, min(n, gpus_per_node // stride)) if stride < gpus_per_node else 1
+    servers = math.ceil(n / per_server)
+    r = n if servers <= 2 else 2 * per_server
+    step = stride if stride < gpus_per_node else gpus_per_node
+    return min(servers, 2), [i * step for i in range(r)]
+
+
+def ring_extended_s(time_s: float, latency_s: float, r: int, n: int) -> float:
+    """A ring collective priced on ``r`` ranks (``time_s``, of which ``latency_s`` latency)
+    extended to ``n`` ranks: latency ``x (n - 1) / (r - 1)``, transfer time
+    ``x ((n - 1) / n) / ((r - 1) / r)`` (Patarasuk & Yuan 2009: a ring moves ``(n - 1)/n`` of
+    the message per rank over ``n - 1`` steps; the per-server bottleneck of a ring across
+    servers does not depend on how many servers it crosses).
+
+    >>> ring_extended_s(3.0, 1.0, 2, 2), ring_extended_s(3.0, 1.0, 2, 4)
+    (3.0, 6.0)
+    """
+    if r >= n:
+        return time_s
+    lat = min(max(latency_s, 0.0), time_s)
+    return lat * (n - 1) / (r - 1) + (time_s - lat) * ((n - 1) / n) / ((r - 1) / r)
+
+
 def tp_phase_s(
     preset: Any, costs: Any, overlap: bool, phase: str, dur: float, tp_s: float, rs_s: float
 ) -> float:
@@ -131,6 +164,7 @@ def dp_exposed(
     fwd_s: float,
     bwd_s: float,
     collective_s: Callable[[CollectiveOp, float], float],
+    fill_stages: int = 1,
 ) -> tuple[float, float]:
     """``(gradient reduction, parameter gather)`` seconds exposed per step of a stage's
     ``params`` over its data-parallel (``dp x cp``) ranks, ``collective_s(op, bytes)`` the
@@ -151,7 +185,12 @@ def dp_exposed(
       full after it (a pipeline flush included);
     - ZeRO-1/2's parameter all-gather after the optimizer: beyond the next step's first
       forward when the recipe overlaps it (Megatron's ``overlap_param_gather``), else in
-      full. Owner broadcasts (``param_sync``) are priced as that all-gather.
+      full. Owner broadcasts (``param_sync``) are priced as that all-gather. A pipeline
+      whose stages each start their gathers with their own first forward (the lowering's
+      ``forward`` without interleaving: the first micro-batch's gathers prefetched from the
+      stage's compute) fills ``fill_stages`` such delays in series, one per stage; an
+      interleaved schedule launches them at the step's start (``aligned_gather``,
+      Megatron-LM core_v0.9.0 ``schedules.py``'s ``param_sync_func``): one.
 
     Overlapped ZeRO-0/1/2 collectives run per bucket of the recipe's ``bucket_bytes``
     (:func:`beyond`); the first bucket's own size (``first_bucket_bytes``), HSDP's two
@@ -171,4 +210,6 @@ def dp_exposed(
         exposed *= m
     if stage < 1:
         return exposed, 0.0
-    return exposed, beyond(gather, fwd_s, k) if rc.param_gather.overlap else gather
+    if not rc.param_gather.overlap:
+        return exposed, gather
+    return exposed, fill_stages * beyond(gather, fwd_s, k)
