@@ -52,23 +52,25 @@ component models, but evaluates one representative rank per pipeline stage in cl
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1); ``(m + pp - 1) * v`` exposed transfers of each direction
   (no overlap: an upper bound).
-- **data-parallel communication** as the plan's recipe runs it (:func:`perfmodel.search.screen_overlap.dp_exposed`:
-  ``grad_reduce_op`` of ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``,
-  the ``grad_comm`` / ``param_gather`` overlap and ``bucket_bytes``), over ``dp x cp`` ranks
-  ``tp x pp`` apart (the lowering's placement), priced by the topology's ``CommCostModel``
-  on the group itself when it spans one or two servers, else on two servers' worth and
-  extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP gathers before
-  every micro-batch's forward and backward and reduce-scatters in its backward, each phase
-  exposing what it moves beyond its compute; ZeRO-2 reduce-scatters every micro-batch;
-  ZeRO-0/1 reduce once after the last micro-batch; overlapped reductions and ZeRO-1/2's
-  parameter all-gather (beside the next step's first forward) expose at least their last
-  bucket (:func:`~perfmodel.search.screen_overlap.beyond`), the rest beyond the compute; not overlapped, in full.
-- **host** (eager stacks): the host step (``PipelineLowering.host_step_s``: the framework
-  loop, the batch split; :func:`~perfmodel.search.screen_overlap.host_step_s`) and the issue of ``m`` micro-batches of the stage's kernels; the GPU
-  starts after the issue lead (:func:`perfmodel.parallel.host_lead.issue_lead` over the
-  first stage's operation order) and the optimizer waits for the last issue, so the step is
-  ``host step + max(lead + GPU path, issue)`` (``predict``'s host tasks): a host-bound step
-  shows the collectives the GPU waits for after the lead.
+- **data-parallel communication** as the plan's recipe runs it
+  (:func:`perfmodel.search.screen_overlap.dp_exposed`: ``grad_reduce_op`` of
+  ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``, the ``grad_comm`` /
+  ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks ``tp x pp`` apart (the
+  lowering's placement), priced by the topology's ``CommCostModel`` on the group, or on two
+  servers of it extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
+  gathers before every micro-batch's forward and backward and reduce-scatters in its
+  backward, each phase exposing what it moves beyond its compute; ZeRO-2 reduce-scatters
+  every micro-batch; ZeRO-0/1 reduce once after the last micro-batch; overlapped reductions
+  and ZeRO-1/2's parameter all-gather (beside the next step's first forward; without
+  interleaving, ``pp`` stages' in series along the fill) expose at least their last bucket
+  (:func:`~perfmodel.search.screen_overlap.beyond`), the rest beyond the compute; not
+  overlapped, in full.
+- **host** (eager stacks): the host step (the framework loop, the batch split:
+  :func:`~perfmodel.search.screen_overlap.host_step_s`) and the issue of ``m`` micro-batches
+  of the stage's kernels; the GPU starts after the issue lead
+  (:func:`perfmodel.parallel.host_lead.issue_lead`, the first stage's operation order) and the
+  optimizer waits for the last issue: ``host step + max(lead + GPU path, issue)`` (predict's
+  host tasks), a host-bound step showing the collectives the GPU waits for after the lead.
 - **optimizer**: ``ComputeModel.optimizer_time`` of the rank's parameters (sharded by ZeRO).
 - **memory**: the larger of the first stage (embedding) and, with pipelining, the last stage
   (head and loss over the vocabulary); model state by the plan's training recipe
