@@ -5,37 +5,72 @@ full topology (for 1024 GPUs about 0.1-2 s per plan after a first call that buil
 for tens of seconds), too slow for the ~1000 plans of a large search. The screen reuses the same
 component models, but evaluates one representative rank per pipeline stage in closed form:
 
-- **compute**: ``ComputeModel.layer_time`` of every layer of the tensor-parallel shard
-  (:func:`perfmodel.workload.build_model` with ``tp``), per micro-batch; a stage holds
-  ``blocks / pp`` blocks plus the layers outside blocks of the first or last stage (the slower
-  of the two is the pipeline's bottleneck stage). Recomputation adds the forward of the
-  recomputed layers to the backward (``ComputeModel.workload_time`` rules).
-- **expert / context parallelism** (``ep``, ``cp``): the per-rank workload of
-  :func:`perfmodel.workload.build_model` with ``ep``/``cp``; expert all-to-alls timed on a
-  group of ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp``
-  ranks ``tp`` apart, exposed beyond the attention as the lowering exposes it
+- **workload**: each plan's rank workload is the one ``predict`` builds, from the same cache
+  (:func:`perfmodel.pipeline.inputs.zoo_workload`): the tensor-, expert- and
+  context-parallel shard of one micro-batch, built with the kernels of the plan's training
+  recipe (:meth:`perfmodel.parallel.recipe.Recipe.kernels` for its ``m`` micro-batches: the
+  stack's fusion mode, eager PyTorch, ``torch.compile`` or Transformer Engine; the FP8
+  recipe's cast and amax kernels and the cached weight cast's share of each micro-batch;
+  FSDP2's copies; Megatron-Core's MoE permutation copies). The recipe is built as ``predict``
+  builds it (:func:`perfmodel.pipeline.resolve._recipe`) from the base's fields typed by
+  ``predict``'s parse (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset
+  with its ``software_options``, the precision, optimizer, ``compile`` (``--compile``), FP8
+  recipe, ``cp_comm`` and MoE dispatcher. Plans of equal kernels share workloads and layer
+  times. Megatron-Core's ``recompute_modules`` are not read: the screen's selective
+  recomputation is the default rule (``is_selectively_recomputed``).
+- **compute**: ``ComputeModel.layer_time`` of every layer of that workload, per micro-batch; a
+  stage holds ``blocks / pp`` blocks plus the layers outside blocks of the first or last stage
+  (the slower of the two is the pipeline's bottleneck stage). Recomputation adds the forward
+  of the recomputed layers to the backward (``ComputeModel.workload_time`` rules).
+- **expert / context parallelism** (``ep``, ``cp``): expert all-to-alls timed on a group of
+  ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp`` ranks ``tp``
+  apart, exposed beyond the attention as the lowering exposes it
   (:func:`perfmodel.parallel.segment_comm.cp_pass_exposed_s`: the cost model's unequal ring
-  steps, the base's ``cp_comm``, the preset's implementation, each pass its own formula); both
-  in the ``tp_comm_s`` column. The screen's workload is built with the default (eager)
-  kernels, so the exchange's bytes are PyTorch's ring's (K/V repeated to every query head,
-  FP32 dK/dV permutes in backward) for every stack, a Transformer Engine stack's included. Gradients are reduced over ``dp x cp`` ranks; the experts' smaller
-  expert data-parallel group (and its sharded optimizer state) is left to ``predict``.
+  steps, the base's ``cp_comm``, the stack's implementation, each pass its own formula); both
+  in the ``tp_comm_s`` column. The exchange's bytes are the stack's: PyTorch's ring (K/V
+  repeated to every query head, FP32 dK/dV permutes in backward) for eager and compiled
+  stacks, Transformer Engine's (the K/V heads only) for its stacks (megatron, megatron-core,
+  nemo). Gradients are reduced over ``dp x cp`` ranks; the experts' smaller expert
+  data-parallel group (and its sharded optimizer state) is left to ``predict``.
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
   topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
-  order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server); full recomputation
-  repeats the forward collectives.
-- **pipeline bubble** (Narayanan et al. SC21, section 2.2): ``(pp - 1) / v`` stage-micro-batch
-  times for 1F1B/GPipe with ``v`` interleaved chunks.
+  order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server), per phase; full
+  recomputation repeats the forward collectives in the backward. Where the plan's recipe
+  overlaps them (``Recipe.tp_comm``: Megatron-Core ``tp_comm_overlap``) each phase is split
+  by the lowering's own rule
+  (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`: the preset's
+  :class:`~perfmodel.parallel.software.TPOverlap`, Transformer Engine userbuffers' SMs, the
+  reduce-scattered GEMMs' margin, the exposed tail) and run as the lowering's segment runs
+  it, ``max(slowed compute, overlapped) + tail``; otherwise after the compute.
+- **pipeline fill and drain** (Narayanan et al. SC21, section 2.2, ``(pp - 1) / v``
+  stage-micro-batch times for equal stages): the bottleneck stage waits for one
+  micro-batch's forward and backward through every other stage, so the bubble is the other
+  ``pp - 1`` stages' micro-batch times (the first, the last and ``pp - 2`` stages of blocks,
+  each with its collectives after its compute) over ``v`` interleaved chunks, in units of
+  the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1); ``(m + pp - 1) * v`` exposed transfers of each direction
   (no overlap: an upper bound).
-- **data-parallel gradient all-reduce** (ZeRO 1/2: reduce-scatter + all-gather, the same
-  bytes): ring ``2 (n - 1)/n S / bw + 2 (n - 1) alpha`` (Patarasuk & Yuan 2009) over the
-  bottleneck link of the group (intra-server path, or the per-GPU inter-server path when the
-  replicas are on different servers); exposed in full after a pipeline flush (``pp > 1``,
-  Megatron-LM), else overlapped with the last micro-batch's backward (bucketed DDP,
-  Li et al. VLDB 2020).
+- **data-parallel communication** as the plan's recipe runs it
+  (:func:`perfmodel.search.screen_overlap.dp_exposed`: ``grad_reduce_op`` of
+  ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``, the ``grad_comm`` /
+  ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks ``tp x pp`` apart (the
+  lowering's placement), priced by the topology's ``CommCostModel`` on the group, or on two
+  servers of it extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
+  gathers before every micro-batch's forward and backward and reduce-scatters in its
+  backward, each phase exposing what it moves beyond its compute; ZeRO-2 reduce-scatters
+  every micro-batch; ZeRO-0/1 reduce once after the last micro-batch; overlapped reductions
+  and ZeRO-1/2's parameter all-gather (beside the next step's first forward; without
+  interleaving, ``pp`` stages' in series along the fill) expose at least their last bucket
+  (:func:`~perfmodel.search.screen_overlap.beyond`), the rest beyond the compute; not
+  overlapped, in full.
+- **host** (eager stacks): the host step (the framework loop, the batch split:
+  :func:`~perfmodel.search.screen_overlap.host_step_s`) and the issue of ``m`` micro-batches
+  of the stage's kernels; the GPU starts after the issue lead
+  (:func:`perfmodel.parallel.host_lead.issue_lead`, the first stage's operation order) and the
+  optimizer waits for the last issue: ``host step + max(lead + GPU path, issue)`` (predict's
+  host tasks), a host-bound step showing the collectives the GPU waits for after the lead.
 - **optimizer**: ``ComputeModel.optimizer_time`` of the rank's parameters (sharded by ZeRO).
 - **memory**: the larger of the first stage (embedding) and, with pipelining, the last stage
   (head and loss over the vocabulary); model state by the plan's training recipe
@@ -49,10 +84,15 @@ component models, but evaluates one representative rank per pipeline stage in cl
   were ranked).
 
 What it leaves out (the analytic and simulated fidelities have it): contention between
-concurrent groups on shared links, uneven stage partitioning beyond the first/last stage,
-software-preset overlap details, host work other than eager kernel issue (which is a step
-floor: ``max(GPU path, m x host issue of the stage's kernels)``). It is used to *order* plans, and the search
-checks its order against ``predict`` on the top candidates (Kendall's tau is reported).
+concurrent groups on shared links (the TP siblings of a data-parallel group included),
+uneven stage partitioning beyond the first/last stage, per-segment overlap (the TP split and
+the buckets' exposure are applied to the stage's sums, the same while each segment's
+communication is shorter than its compute), the first bucket's own size, HSDP's two-level
+reduction, the experts' data-parallel group, the interleaved schedule's order of chunk
+reductions, the host's per-operation issue after the lead with pipelining (the lead of an
+interleaved stage is priced on the whole stage), and Megatron-Core's combined 1F1B. It is
+used to *order* plans, and the search checks its order against ``predict`` on the top
+candidates (Kendall's tau is reported).
 """
 
 from __future__ import annotations
@@ -66,6 +106,14 @@ from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
+from perfmodel.search.screen_overlap import (
+    dp_exposed,
+    host_step_s,
+    ring_extended_s,
+    ring_representative,
+    stage_issue_lead_s,
+    tp_phase_s,
+)
 from perfmodel.workload.layers import split_at_copies
 
 
@@ -75,25 +123,44 @@ class _StageCosts:
 
     fwd_s: float
     bwd_s: float
-    tp_comm_s: float
+    side_s: float  # expert all-to-alls and ring attention's exposed exchange
+    tp_fwd_s: float  # the forward's tensor-parallel collectives
+    tp_bwd_s: float  # the backward's (and a fully recomputed forward's)
+    rs_fwd_s: float  # forward seconds of the GEMMs a tensor-parallel reduce-scatter follows
     p2p_bytes: float
     stage_params: float
     stage_workload: Any  # the workload with the first stage's layers (memory_breakdown's input)
     model_flop_per_microbatch: float
     host_s: float = 0.0  # eager host issue of one micro-batch of the stage's kernels
     last_workload: Any = None  # the last stage's layers (head and loss), with pipelining
+    # the other pp - 1 stages' per-micro-batch times over the bottleneck stage's (pp - 1 for
+    # equal stages): the pipeline's fill and drain
+    others_over_max: float = 0.0
+
+
+#: The per-micro-batch sums the screen keeps of a run of layers, in this order: forward,
+#: backward (recomputation included), expert/context side communication exposed, host issue,
+#: the forward's and the backward's tensor-parallel collectives, and the forward seconds of
+#: the GEMMs a tensor-parallel reduce-scatter follows.
+_SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
+
+
+def _busy_s(sums: Sequence[float]) -> float:
+    """Per-micro-batch seconds of :data:`_SUMS` ``sums`` on the compute path, every collective
+    after its compute: forward, backward, side and tensor-parallel communication."""
+    return sums[0] + sums[1] + sums[2] + sums[4] + sums[5]
 
 
 @dataclass(frozen=True)
 class _Parts:
-    """Per-micro-batch ``(forward, backward, TP collectives, host issue)`` seconds of the whole
-    block stack, of the layers before it and after it, for one (mb, tp, recompute, sp) shape;
-    shared by every ``pp`` (a stage holds ``1/pp`` of the blocks)."""
+    """Per-micro-batch :data:`_SUMS` seconds of the whole block stack, of the layers before it
+    and after it, for one (mb, tp, recompute, sp) shape; shared by every ``pp`` (a stage holds
+    ``1/pp`` of the blocks)."""
 
     blocks: tuple[int, ...]
-    block: tuple[float, float, float, float]
-    pre: tuple[float, float, float, float]
-    post: tuple[float, float, float, float]
+    block: tuple[float, ...]
+    pre: tuple[float, ...]
+    post: tuple[float, ...]
     pre_layers: tuple[Any, ...]
     spans: dict[int, tuple[int, int, int]]  # block -> (first position, last + 1, its layers)
     p2p_bytes: float
@@ -181,6 +248,70 @@ def recipe_memory(
     return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
 
 
+#: Scenario fields each plan states (the search's plan keys and batch), and the fidelity, which
+#: the screen does not read: left out of the base's parse, which types the fields every plan
+#: shares.
+_PLAN_FIELDS = frozenset(
+    {
+        "gpus",
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "cp",
+        "microbatch",
+        "schedule",
+        "interleave",
+        "zero",
+        "recompute",
+        "recompute_modules",
+        "sequence_parallel",
+        "learners_per_gpu",
+        "dp_mode",
+        "fidelity",
+        "batch_per_gpu",
+        "global_batch",
+    }
+)
+
+
+def _parsed_base(base: Mapping[str, Any]) -> Any:
+    """The fields every plan of ``base`` shares, typed by the parse ``predict`` runs
+    (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset with its
+    ``software_options``, the precision, optimizer, ``compile``, FP8 recipe, ``cp_comm`` and
+    MoE dispatcher. The plan's own fields (:data:`_PLAN_FIELDS`) are each plan's and left out;
+    the parse needs a batch, so the base is parsed with one sample per GPU, which none of the
+    fields read here depends on. Unset (``None``) fields take the scenario's defaults.
+
+    Raises
+    ------
+    ConfigError
+        A shared field ``predict`` would refuse (naming it, ``where="scenario.<field>"``).
+    """
+    from perfmodel.scenario import Scenario
+    from perfmodel.scenario_parse import parse_scenario
+
+    shared = {k: v for k, v in base.items() if k not in _PLAN_FIELDS and v is not None}
+    return parse_scenario(Scenario.from_dict({**shared, "batch_per_gpu": 1}))
+
+
+def _predict_recipe(parsed: Any, plan: Any, topo: Any) -> Any:
+    """The training recipe ``predict`` builds for ``plan`` from the parsed scenario
+    (:func:`perfmodel.pipeline.resolve._recipe`: the preset, precision, optimizer,
+    ``--compile`` and FP8 recipe, its refusals included)."""
+    from perfmodel.pipeline.resolve import _recipe
+
+    return _recipe(parsed, plan, topo)
+
+
+def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``model_args`` as :func:`perfmodel.pipeline.inputs.zoo_workload`'s cache key takes
+    them (sorted, lists frozen: :func:`perfmodel.pipeline.inputs.freeze`)."""
+    from perfmodel.pipeline.inputs import freeze
+
+    return tuple(sorted((str(k), freeze(v)) for k, v in model_args.items()))
+
+
 @dataclass(frozen=True)
 class _BlockLayout:
     """A workload's layers as the screen reads them: the layers before a stack's copies
@@ -240,41 +371,44 @@ class PlanScreen:
     fidelity = "screen"
 
     def __init__(self, base: Mapping[str, Any]) -> None:
-        from perfmodel.dtypes import Precision
-        from perfmodel.workload.memory import Optimizer
-
         self.base = dict(base)
         self.model = str(self.base.get("model", ""))
         if not self.model:
             raise ConfigError("the screen needs a 'model'", where="model")
         self.model_args = dict(self.base.get("model_args") or {})
-        self.precision = Precision.parse(self.base.get("precision", "fp32"))
-        self.optimizer = Optimizer.parse(self.base.get("optimizer", "sgd"))
-        # the training recipe's bytes and autocast casts, as predict reads them (issue 11)
-        from perfmodel.parallel.plan import ParallelismPlan
-        from perfmodel.parallel.recipe import build_recipe
-        from perfmodel.parallel.software import get_preset
-
-        self.preset = get_preset(str(self.base.get("software") or "pytorch-ddp"))
-        self.recipe = build_recipe(self.preset, self.precision, self.optimizer, ParallelismPlan())
-        # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
-        # implementation (the preset's fusion; a base's --compile is not read, as for compute)
-        from perfmodel.parallel.expert import CPImpl
-        from perfmodel.parallel.plan import CPComm
-
-        self.cp_comm = CPComm.parse(self.base.get("cp_comm"))
-        self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
+        # the base's fields typed as predict types them: the preset with its options, the
+        # precision, optimizer, --compile, FP8 recipe, cp_comm and MoE dispatcher
+        self.parsed = _parsed_base(self.base)
         self._topos: dict[int, Any] = {}
-        self._costs: dict[int, Any] = {}
-        # keys: (batch, tp, sp, ep, cp); (mb, tp, pp, recompute, sp, ep, cp); (mb, tp,
-        # recompute, sp, ep, cp)
-        self._wl_cache: dict[tuple[int, int, bool, int, int], Any] = {}
-        self._stage_cache: dict[tuple[int, int, int, str, bool, int, int], _StageCosts] = {}
-        self._parts_cache: dict[tuple[int, int, str, bool, int, int], _Parts] = {}
-        self._results: dict[str, dict[str, Any]] = {}
-        self._recipes: dict[tuple[int, int, int, int, int], Any] = {}
-        self._ring_paths: dict[int, tuple[float, float]] = {}
         one = self._topology(1)
+        self.precision = self.parsed.precision
+        self.optimizer = self.parsed.optimizer
+        self.preset = self.parsed.preset
+        from perfmodel.parallel.plan import ParallelismPlan
+
+        # the training recipe's bytes, autocast casts and kernels, as predict builds it
+        self.recipe = _predict_recipe(self.parsed, ParallelismPlan(), one)
+        # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
+        # implementation (the recipe's fusion: the preset's, or torch.compile's under --compile)
+        from perfmodel.parallel.expert import CPImpl
+
+        self.cp_comm = self.parsed.cp_comm
+        self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
+        self._args = _frozen_args(self.model_args)
+        self._costs: dict[int, Any] = {}
+        # keys: (batch, tp, sp, ep, cp, kernels); (mb, tp, pp, recompute, sp, ep, cp, kernels);
+        # (mb, tp, recompute, sp, ep, cp, kernels), ``kernels`` the index of a KernelRecipe
+        self._wl_cache: dict[tuple[int, int, bool, int, int, int], Any] = {}
+        self._stage_cache: dict[tuple[int, int, int, str, bool, int, int, int], _StageCosts] = {}
+        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], _Parts] = {}
+        self._results: dict[str, dict[str, Any]] = {}
+        self._recipes: dict[tuple[int, int, int, int, int, int], Any] = {}
+        self._kernel_ids: dict[tuple[int, int, int, int, int, int, int], int] = {}
+        # KernelRecipe by index; 0: the base's recipe at one micro-batch
+        self._kernels: list[Any] = [self.recipe.kernels(1)]
+        self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
+        self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
+        self._leads: dict[tuple[Any, ...], tuple[_StageCosts, float]] = {}  # _issue_lead_s
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
         self.peak_flops = float(one.gpu_spec().peak(self.precision.matmul_dtype))
@@ -326,64 +460,110 @@ class PlanScreen:
         topo = self._topology(nodes)
         return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
 
-    def _ring_time(self, nbytes: float, n: int, stride: int) -> float:
-        """Ring all-reduce ``2 (n-1)/n S / bw + 2 (n-1) alpha`` over the group's bottleneck path.
-
-        Members are ``stride`` ranks apart; if they all fit in one server the path between two
-        neighbours inside it is the bottleneck, otherwise the per-GPU path between servers.
-        """
-        from perfmodel.comm.closed_form import ring_allreduce_time
-        from perfmodel.topology import path_bandwidth, path_latency
-
+    def _dp_collective_s(self, op: Any, nbytes: float, n: int, stride: int) -> float:
+        """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
+        ranks ``stride`` apart (Megatron rank order), priced by the topology's
+        ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
+        protocols and latencies) on the group itself or on its two-server representative
+        (:func:`perfmodel.search.screen_overlap.ring_representative`), cached per key."""
         if n < 2 or nbytes <= 0:
             return 0.0
-        inside = (n - 1) * stride + 1 <= self.gpus_per_node
-        key = stride if inside else 0  # (alpha, bw) of the path, one per neighbour distance
-        hit = self._ring_paths.get(key)
+        key = (op, nbytes, n, stride)
+        hit = self._dp_times.get(key)
         if hit is None:
-            if inside:
-                topo = self._topology(1)
-                a, b = topo.gpus[0], topo.gpus[stride]
-            else:
-                topo = self._topology(2)
-                a, b = topo.gpus[0], topo.gpus[self.gpus_per_node]
-            hit = self._ring_paths[key] = (
-                float(path_latency(topo, a, b)),
-                float(path_bandwidth(topo, a, b)),
+            servers, ranks = ring_representative(n, stride, self.gpus_per_node)
+            topo = self._topology(servers)
+            res = self._system_costs(servers).comm.collective(
+                op, nbytes, tuple(topo.gpus[i] for i in ranks)
             )
-        alpha, bw = hit
-        return ring_allreduce_time(n, nbytes, alpha, bw)
+            hit = ring_extended_s(float(res.time_s), float(res.latency_s), len(ranks), n)
+            self._dp_times[key] = hit
+        return hit
+
+    def _dp_s(
+        self,
+        rc: Any,
+        st: _StageCosts,
+        n: int,
+        tp: int,
+        pp: int,
+        m: int,
+        phases: tuple[float, float],
+        schedule: str,
+    ) -> float:
+        """Data-parallel seconds exposed per step of the stage ``st`` over ``n = dp x cp``
+        ranks ``tp x pp`` apart beside micro-batches of ``phases`` (forward, backward) seconds
+        (:func:`perfmodel.search.screen_overlap.dp_exposed`, :meth:`_dp_collective_s`).
+        Context-parallel ranks reduce the dense gradients with the replicas; the experts'
+        smaller expert data-parallel group is not told apart here. Without interleaving every
+        stage gathers its parameters as its first forward starts, so the pipeline's fill
+        waits for ``pp`` such gathers in series."""
+        if n < 2 or st.stage_params <= 0:
+            return 0.0
+        from perfmodel.parallel.plan import PipelineSchedule
+
+        interleaved = schedule == PipelineSchedule.INTERLEAVED.value
+        fill = pp if pp > 1 and not interleaved else 1
+
+        def coll(op: Any, nbytes: float) -> float:
+            return self._dp_collective_s(op, nbytes, n, tp * pp)
+
+        return sum(dp_exposed(rc, st.stage_params, m, phases[0], phases[1], coll, fill))
 
     # -------------------------------------------------------------- workload
-    def _workload(self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1) -> Any:
-        key = (batch, tp, sp, ep, cp)
+    def _workload(
+        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
+    ) -> Any:
+        """The workload of one rank as ``predict`` builds it
+        (:func:`perfmodel.pipeline.inputs.zoo_workload`, the same cache): ``batch`` samples,
+        the tensor-, expert- and context-parallel shard (the base's expert tensor parallelism,
+        ``etp``), the kernels ``self._kernels[kern]`` (index 0: the base's recipe at one
+        micro-batch)."""
+        key = (batch, tp, sp, ep, cp, kern)
         hit = self._wl_cache.get(key)
         if hit is not None:
             return hit
-        from perfmodel.workload import build_model
+        from perfmodel.pipeline.inputs import zoo_workload
 
-        hit = self._wl_cache[key] = build_model(
-            self.model,
-            batch_size=batch,
-            precision=self.precision.value,
-            tp=tp,
-            sequence_parallel=sp,
-            **({"ep": ep, "cp": cp} if (ep, cp) != (1, 1) else {}),
-            **self.model_args,
-        )
+        try:
+            hit = zoo_workload(
+                self.model,
+                batch,
+                self.precision,
+                tp,
+                sp,
+                self._args,
+                (ep, cp, self.parsed.etp),
+                self._kernels[kern],
+            )
+        except TypeError as exc:  # unhashable model argument value, as predict says it
+            raise ConfigError(
+                f"model_args: {exc}", value=self.model_args, where="model_args"
+            ) from exc
+        self._wl_cache[key] = hit
         return hit
 
     def _stage(
-        self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+        self,
+        mb: int,
+        tp: int,
+        pp: int,
+        recompute: str,
+        sp: bool,
+        ep: int = 1,
+        cp: int = 1,
+        kern: int = 0,
     ) -> _StageCosts:
-        key = (mb, tp, pp, recompute, sp, ep, cp)
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
         hit = self._stage_cache.get(key)
         if hit is None:
-            hit = self._stage_cache[key] = self._compute_stage(mb, tp, pp, recompute, sp, ep, cp)
+            hit = self._stage_cache[key] = self._compute_stage(
+                mb, tp, pp, recompute, sp, ep, cp, kern
+            )
         return hit
 
     def _parts(
-        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
     ) -> _Parts:
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
@@ -393,11 +573,11 @@ class PlanScreen:
         adds the same numbers in the same order as a layer-by-layer loop (a copy prices as
         its block: equal cost fields), so the reports are bit-equal to reading the layers one
         by one (``tests/search/test_screen_stack.py``)."""
-        key = (mb, tp, recompute, sp, ep, cp)
+        key = (mb, tp, recompute, sp, ep, cp, kern)
         hit = self._parts_cache.get(key)
         if hit is not None:
             return hit
-        wl = self._workload(mb, tp, sp, ep, cp)
+        wl = self._workload(mb, tp, sp, ep, cp, kern)
         times = self._times(tp, recompute, ep, cp)
         # The blocks, read without making a stack's copies (whole_copies): the layers before
         # the copies and after them one by one, the copies as their block and its indices.
@@ -407,9 +587,9 @@ class PlanScreen:
         head, template, copy_ids, tail = lay.head, lay.template, lay.copy_ids, lay.tail
         start, stop, by_block, spans = lay.start, lay.stop, lay.by_block, lay.spans
         # identical blocks (equal LayerCost.cost_key of every layer) are costed once
-        per_kind: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
-        per_obj: dict[int, tuple[float, float, float, float]] = {}  # the copies: one key
-        block_sum = [0.0, 0.0, 0.0, 0.0]
+        per_kind: dict[tuple[Any, ...], tuple[float, ...]] = {}
+        per_obj: dict[int, tuple[float, ...]] = {}  # the copies: one key
+        block_sum = [0.0] * len(_SUMS)
         for blk in by_block.values():
             t = per_obj.get(id(blk))
             if t is None:
@@ -418,7 +598,7 @@ class PlanScreen:
                 if t is None:
                     t = per_kind[kind] = times(blk)
                 per_obj[id(blk)] = t
-            for i in range(4):
+            for i in range(len(_SUMS)):
                 block_sum[i] += t[i]
         first_block = min((s[0] for s in spans.values()), default=0)
         last_block = max((s[1] for s in spans.values()), default=0) - 1
@@ -442,7 +622,7 @@ class PlanScreen:
             boundary = layers[last_block].output_shape  # layers[-1] when there are no blocks
         hit = self._parts_cache[key] = _Parts(
             blocks=tuple(sorted(by_block)),
-            block=(block_sum[0], block_sum[1], block_sum[2], block_sum[3]),
+            block=tuple(block_sum),
             pre=times(pre),
             post=times(post),
             pre_layers=pre,
@@ -459,12 +639,13 @@ class PlanScreen:
 
     def _times(
         self, tp: int, recompute: str, ep: int, cp: int
-    ) -> Callable[[Sequence[Any]], tuple[float, float, float, float]]:
-        """``times(layers) -> (forward, backward, TP collectives, host issue)`` seconds of one
-        micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
-        collectives of a ``tp`` group, expert all-to-alls in full and ring attention beyond the
-        attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
+    ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
+        """``times(layers) ->`` the :data:`_SUMS` seconds of one micro-batch of ``layers``:
+        recomputation charged per ``recompute``, the tensor-parallel collectives of a ``tp``
+        group per phase, expert all-to-alls in full and ring attention beyond the attention it
+        hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
         costs = self._system_costs(1)
+        from perfmodel.parallel.lowering import _tp_reduce_scattered
         from perfmodel.parallel.segment_comm import cp_pass_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
@@ -494,9 +675,13 @@ class PlanScreen:
                     )
             return t
 
-        def times(layers: Sequence[Any]) -> tuple[float, float, float, float]:
-            """``(forward, backward, TP collectives, host issue)`` seconds of ``layers``."""
-            f = b = c = h = 0.0
+        def times(layers: Sequence[Any]) -> tuple[float, ...]:
+            """:data:`_SUMS` seconds of ``layers``: forward, backward (recomputation in it),
+            expert/context side communication, host issue, the forward's and the backward's
+            tensor-parallel collectives (the recomputed forward's in the backward's, as
+            :func:`~perfmodel.parallel.lowering.build_chunk` books them) and the forward of the
+            GEMMs a tensor-parallel reduce-scatter follows (``Segment.tp_rs_fwd_s``)."""
+            f = b = c = h = tf = tb = rs = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)
                 if other:
@@ -505,79 +690,160 @@ class PlanScreen:
                 f += lf
                 b += lbi + lbw
                 h += hf + hb
-                if recompute == "full" and la.block is not None:
-                    b += lf
-                    h += hf
-                elif recompute == "selective" and is_selectively_recomputed(la):
+                full = recompute == "full" and la.block is not None
+                if full or (recompute == "selective" and is_selectively_recomputed(la)):
                     b += lf
                     h += hf
                 if tp > 1:
-                    comms = list(la.fwd_comm) + list(la.bwd_comm)
-                    if recompute == "full" and la.block is not None:
-                        comms += list(la.fwd_comm)
-                    for pt in comms:
+                    if _tp_reduce_scattered(la):
+                        rs += lf
+                    for pt in la.fwd_comm:
                         if pt.group == "tp":
-                            c += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
-            return f, b, c, h
+                            d = tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+                            tf += d
+                            if full:  # the recomputed forward re-runs its TP collectives
+                                tb += d
+                    for pt in la.bwd_comm:
+                        if pt.group == "tp":
+                            tb += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+            return f, b, c, h, tf, tb, rs
 
         return times
 
     def _compute_stage(
-        self, mb: int, tp: int, pp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1
+        self,
+        mb: int,
+        tp: int,
+        pp: int,
+        recompute: str,
+        sp: bool,
+        ep: int = 1,
+        cp: int = 1,
+        kern: int = 0,
     ) -> _StageCosts:
-        pt = self._parts(mb, tp, recompute, sp, ep, cp)
+        pt = self._parts(mb, tp, recompute, sp, ep, cp, kern)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
             raise InfeasiblePlanError(
                 f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
             )
-        bf, bb, bc, bh = pt.block
-        pf, pb, pc, ph = pt.pre
-        qf, qb, qc, qh = pt.post
+        host = _SUMS.index("host")
+        bh, ph, qh = pt.block[host], pt.pre[host], pt.post[host]
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
         stage_host = bh * (per_stage_blocks / n_blocks) + max(ph, qh)
+        others = 0.0
         if pp == 1:
             stage_host = bh + ph + qh
-            f, b, c = bf + pf + qf, bb + pb + qb, bc + pc + qc
+            sums = tuple(x + y + z for x, y, z in zip(pt.block, pt.pre, pt.post, strict=True))
             first_layers = pt.all_layers
         else:
             share = per_stage_blocks / n_blocks
-            # the slower of the first stage (embedding) and the last stage (head, loss)
-            first = (bf * share + pf, bb * share + pb, bc * share + pc)
-            last = (bf * share + qf, bb * share + qb, bc * share + qc)
-            f, b, c = max(first, last, key=lambda t: t[0] + t[1] + t[2])
+            # the slower of the first stage (embedding) and the last stage (head, loss), by
+            # compute and communication (host issue is the step floor's, below)
+            first = tuple(x * share + y for x, y in zip(pt.block, pt.pre, strict=True))
+            last = tuple(x * share + y for x, y in zip(pt.block, pt.post, strict=True))
+            sums = max(first, last, key=_busy_s)
+            # the stages between them hold blocks only
+            total = _busy_s(first) + _busy_s(last) + (pp - 2) * share * _busy_s(pt.block)
+            top = _busy_s(sums)
+            others = (total - top) / top if top > 0 else float(pp - 1)
             first_layers = _first_stage(pt, blocks[: max(1, round(per_stage_blocks))])
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
             stage_params = pt.params
         # one object per stage shape: memory_breakdown memoises its sums on the workload object
-        wl = self._workload(mb, tp, sp, ep, cp)
+        wl = self._workload(mb, tp, sp, ep, cp, kern)
         stage_wl = replace(wl, layers=first_layers)
         last_wl = None
         if pp > 1:  # the head and the loss over the vocabulary live on the last stage
             last_wl = replace(
                 wl, layers=_last_stage(pt, blocks[-max(1, round(per_stage_blocks)) :])
             )
+        f, b, side, _, tf, tb, rs = sums
         return _StageCosts(
-            f, b, c, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop, stage_host, last_wl
-        )
+            f, b, side, tf, tb, rs, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop,
+            stage_host, last_wl, others,
+        )  # fmt: skip
 
-    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int) -> Any:
+    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int = 1) -> Any:
         """The training recipe ``predict`` builds for this plan (:func:`perfmodel.api.resolve`:
-        ZeRO-3 under an FSDP preset is FSDP), cached per plan shape."""
-        key = (zero, dp, cp, tp, pp)
+        ZeRO-3 under an FSDP preset is FSDP; the base's ``--compile``, FP8 recipe and MoE
+        dispatcher), cached per plan shape."""
+        key = (zero, dp, cp, tp, pp, ep)
         hit = self._recipes.get(key)
         if hit is None:
             from perfmodel.parallel.plan import ParallelismPlan
-            from perfmodel.parallel.recipe import build_recipe
 
             fsdp = self.preset.fsdp and zero == 3
-            plan = ParallelismPlan(dp=dp, tp=tp, pp=pp, cp=cp, zero=0 if fsdp else zero, fsdp=fsdp)
-            hit = self._recipes[key] = build_recipe(
-                self.preset, self.precision, self.optimizer, plan
+            plan = ParallelismPlan(
+                dp=dp,
+                tp=tp,
+                pp=pp,
+                cp=cp,
+                ep=ep,
+                zero=0 if fsdp else zero,
+                fsdp=fsdp,
+                moe_dispatcher=self.parsed.moe_dispatcher,
             )
+            hit = self._recipes[key] = _predict_recipe(self.parsed, plan, self._topology(1))
         return hit
+
+    def _kernel_id(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int, m: int) -> int:
+        """Index in ``self._kernels`` of the kernels ``predict`` builds this plan's workload with
+        (:meth:`~perfmodel.parallel.recipe.Recipe.kernels` of the plan's recipe for ``m``
+        micro-batches per replica); equal kernels share an index, so plans of different shapes
+        share workloads and layer times."""
+        key = (zero, dp, cp, tp, pp, ep, m)
+        hit = self._kernel_ids.get(key)
+        if hit is None:
+            kernels = self._plan_recipe(zero, dp, cp, tp, pp, ep).kernels(m)
+            try:
+                hit = self._kernels.index(kernels)
+            except ValueError:
+                hit = len(self._kernels)
+                self._kernels.append(kernels)
+            self._kernel_ids[key] = hit
+        return hit
+
+    def _phase_s(self, overlap: bool, phase: str, dur: float, tp_s: float, rs_s: float) -> float:
+        """:func:`perfmodel.search.screen_overlap.tp_phase_s` on the screen's preset and cost
+        model, cached per argument."""
+        if tp_s <= 0:
+            return dur
+        key = (overlap, phase, dur, tp_s, rs_s)
+        hit = self._tp_over.get(key)
+        if hit is None:
+            costs = self._system_costs(1)
+            hit = tp_phase_s(self.preset, costs, overlap, phase, dur, tp_s, rs_s)
+            self._tp_over[key] = hit
+        return hit
+
+    def _issue_lead_s(
+        self, st: _StageCosts, rc: Any, schedule: str, pp: int, m: int, v: int, recompute: str
+    ) -> float:
+        """Seconds the eager host issues before the first stage's GPU can run its step without
+        waiting (:func:`perfmodel.search.screen_overlap.stage_issue_lead_s`), at most its issue
+        time; cached per stage shape and schedule.
+
+        Without pipelining the order is ``m`` identical forward-backward pairs, whose lead is
+        the first pair's plus ``m - 1`` times what each pair's issue outruns its GPU time
+        (``issue_lead``'s running maximum over a periodic sequence), so it is asked for one
+        and two micro-batches and extended to ``m``: exact, and one call per stage shape."""
+        if pp == 1 and m > 2:
+            one = self._issue_lead_s(st, rc, schedule, pp, 1, v, recompute)
+            two = self._issue_lead_s(st, rc, schedule, pp, 2, v, recompute)
+            return min(one + (m - 1) * (two - one), m * st.host_s)
+        key = (id(st), schedule, pp, m, v, recompute)
+        hit = self._leads.get(key)
+        if hit is not None:
+            return hit[1]
+        lead = stage_issue_lead_s(
+            self._system_costs(1), st.stage_workload, rc, schedule, pp, m, v, recompute
+        )
+        lead = min(lead, m * st.host_s)
+        self._leads[key] = (st, lead)  # st kept: its id stays its own
+        return lead
 
     @staticmethod
     def _in_flight(schedule: str, pp: int, m: int, stage: int, v: int) -> float:
@@ -657,29 +923,41 @@ class PlanScreen:
         recompute = Recompute.parse(sc.get("recompute") or "none").value
         sp = bool(sc.get("sequence_parallel"))
         zero = int(sc.get("zero") or 0)
-        rc = self._plan_recipe(zero, dp, cp, tp, pp)
-        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp)
-        t_mb = st.fwd_s + st.bwd_s + st.tp_comm_s
+        rc = self._plan_recipe(zero, dp, cp, tp, pp, ep)
+        # the kernels predict builds this plan's workload with (fusion, FP8 casts, FSDP2's
+        # copies, the FP8 weight cast's share of each of the m micro-batches)
+        kern = self._kernel_id(zero, dp, cp, tp, pp, ep, m)
+        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern)
+        # each phase's tensor-parallel collectives after its compute, or beside it as the
+        # recipe overlaps them (Megatron-Core tp_comm_overlap: the lowering's split)
+        overlap = rc.tp_comm.overlap
+        seg_f = self._phase_s(overlap, "F", st.fwd_s, st.tp_fwd_s, st.rs_fwd_s)
+        seg_b = self._phase_s(overlap, "B", st.bwd_s, st.tp_bwd_s, 0.0)
+        comm_mb = (seg_f - st.fwd_s) + (seg_b - st.bwd_s) + st.side_s  # exposed per micro-batch
+        t_mb = st.fwd_s + st.bwd_s + comm_mb
         compute = m * (st.fwd_s + st.bwd_s)
-        bubble = (pp - 1) / v * t_mb if pp > 1 else 0.0
+        # the bottleneck stage waits for the others' forward (fill) and backward (drain) of
+        # one micro-batch: for unequal stages the sum of theirs, not (pp - 1) of its own
+        bubble = st.others_over_max / v * t_mb if pp > 1 else 0.0
         p2p = 0.0
         if pp > 1:
             # Megatron's scatter/gather optimisation (SC21 section 4.1): each TP rank sends 1/tp
             nbytes = st.p2p_bytes / tp
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
-        grad_bytes = st.stage_params * self.recipe.grad_reduce_bytes
-        # context-parallel ranks reduce the dense gradients with the replicas (dp x cp); the
-        # experts' smaller expert data-parallel group is not told apart here
-        dp_time = self._ring_time(grad_bytes, dp * cp, tp * pp)
-        dp_exposed = dp_time if pp > 1 else max(0.0, dp_time - st.bwd_s)
+        dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
         opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
-        t = compute + m * st.tp_comm_s + bubble + p2p + dp_exposed
-        # eager stacks: the host issues the step's kernels ahead of the GPU (step-level floor)
+        t = compute + m * comm_mb + bubble + p2p + dp_s
+        # eager stacks: the host issues the step's kernels ahead of the GPU, which starts after
+        # the issue lead; the optimizer waits for the last issue (predict's host tasks)
         host = m * st.host_s
-        host_exposed = max(0.0, host - t)
-        t = max(t, host) + optimizer
+        gpu_s = t
+        if host > 0:
+            lead = self._issue_lead_s(st, rc, schedule, pp, m, v, recompute)
+            t = host_step_s(self.preset, dp, per_replica) + max(lead + t, host)
+        host_exposed = t - gpu_s
+        t += optimizer
         # the slowest GPU paces the synchronous step, as predict charges it
         wait = straggler_wait_s(compute, gpus)
         t += wait
@@ -697,7 +975,7 @@ class PlanScreen:
             "throughput_samples_per_s": gb / t,
             "samples_per_step": gb,
             "compute_time_s": compute,
-            "exposed_comm_time_s": m * st.tp_comm_s + p2p + dp_exposed,
+            "exposed_comm_time_s": m * comm_mb + p2p + dp_s,
             "bubble_time_s": bubble,
             "optimizer_time_s": optimizer,
             "memory_per_gpu_bytes": float(mem.total_bytes),
@@ -707,9 +985,9 @@ class PlanScreen:
             "fidelity": "screen",
             "breakdown": {
                 "compute_s": compute,
-                "tp_comm_s": m * st.tp_comm_s,
+                "tp_comm_s": m * comm_mb,
                 "pp_p2p_s": p2p,
-                "dp_comm_exposed_s": dp_exposed,
+                "dp_comm_exposed_s": dp_s,
                 "bubble_s": bubble,
                 "optimizer_s": optimizer,
                 "host_s": host_exposed,

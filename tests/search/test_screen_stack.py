@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from perfmodel.pipeline.inputs import zoo_workload
 from perfmodel.search.plans import ModelShape
 from perfmodel.search.screen import PlanScreen
 from perfmodel.workload import build_model
@@ -15,6 +16,13 @@ from perfmodel.workload.layers import StackedLayers, split_at_copies, whole_copi
 
 ARGS = {"layers": 6, "hidden": 512, "heads": 8, "seq_len": 256}
 BASE = {"system": "dgx-a100", "model": "gpt", "model_args": ARGS, "precision": "bf16"}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_workloads() -> None:
+    """The screen's workloads are ``predict``'s cached ones (``zoo_workload``): start from an
+    empty cache, so that the copies counted are this test's."""
+    zoo_workload.cache_clear()
 
 
 def _made(screen: PlanScreen) -> int:
@@ -64,8 +72,10 @@ def test_a_stage_with_one_whole_copy_makes_only_that_copy() -> None:
 class _TupleScreen(PlanScreen):
     """The same screen on the same layers held as a plain tuple (read layer by layer)."""
 
-    def _workload(self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1) -> Any:
-        wl = super()._workload(batch, tp, sp, ep, cp)
+    def _workload(
+        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
+    ) -> Any:
+        wl = super()._workload(batch, tp, sp, ep, cp, kern)
         return replace(wl, layers=tuple(wl.layers))
 
 
