@@ -248,21 +248,29 @@ def _chain_events(
         return
     g_key = _key(keys, g_proto)
     r_key = _key(keys, r_proto) if reducing else ""
-    for (_, _, then, _, g_grp, r_grp), (gs, ge, cs, h, _, rs, re) in zip(segs, rows, strict=True):
+    l_key = _key(keys, static[7]) if own and reducing and static[7] is not None else ""
+    for seg, row in zip(segs, rows, strict=True):
+        then, g_grp, r_grp = seg[2], seg[4], seg[5]
+        gs, ge, cs, h, _, rs, re = row[:7]
         if ge > gs and (own or dev in g_grp):
             append((gs, 1, g_key))
             append((ge, -1, g_key))
+        if len(seg) > 6:  # a hidden gather run: its second gather, run task, lead, reduction
+            g1s, g1e, ls, le = row[7:]
+            if g1e > g1s and (own or dev in seg[7]):
+                append((g1s, 1, g_key))
+                append((g1e, -1, g_key))
+            if own:
+                _pieces(append, h, then)
+                if reducing and le > ls:
+                    append((ls, 1, l_key))
+                    append((le, -1, l_key))
+            if reducing and re > rs and (own or dev in r_grp):
+                append((rs, 1, r_key))
+                append((re, -1, r_key))
+            continue
         if own:
-            a = h
-            tp = True
-            for x in then:
-                b = a + x
-                if b > a:
-                    key = "0|comm:tp" if tp else "0|compute"
-                    append((a, 1, key))
-                    append((b, -1, key))
-                a = b
-                tp = not tp
+            _pieces(append, h, then)
             if h > cs:
                 append((cs, 1, "0|compute"))
                 append((h, -1, "0|compute"))
@@ -272,6 +280,20 @@ def _chain_events(
     if own:
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+
+
+def _pieces(append: Any, a: float, then: tuple[float, ...]) -> None:
+    """The events of an operation task's ``then_s`` pieces from ``a`` (TP first, then compute,
+    alternating), as :func:`_folded` gives them."""
+    tp = True
+    for x in then:
+        b = a + x
+        if b > a:
+            key = "0|comm:tp" if tp else "0|compute"
+            append((a, 1, key))
+            append((b, -1, key))
+        a = b
+        tp = not tp
 
 
 def _key(keys: dict[tuple[object, ...], str], t: Task) -> str:
