@@ -152,7 +152,7 @@ stage's), so it is passed over before its times and class are read."""
 def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
     """The start and end events of the tasks that count for ``dev`` (its own tasks,
     communication whose group holds it, host tasks anywhere) as ``(time, +1 | -1, key)`` in
-    time order (ties: ends first, then task order), and each ``"prio|class"`` key's class
+    time order (ties: in task order, :data:`_EVENT_ORDER`), and each ``"prio|class"`` key's class
     (keys compare by priority first)."""
     events: _Events = []
     append = events.append
@@ -335,8 +335,14 @@ def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dic
     return acc
 
 
-_EVENT_ORDER = itemgetter(0, 1)
-"""Sort key of :func:`_class_events`: time, then ends (-1) before starts (+1)."""
+_EVENT_ORDER = itemgetter(0)
+"""Sort key of :func:`_class_events`: time only. :func:`_sweep` gives the same seconds
+whatever the order of events at one time: it adds an interval only on reaching a later time,
+from the keys running after every event at the earlier one, and no count goes below zero on
+the way (a task's end follows its start, ``e > s``, so its key counts it at any event of time
+``e``). A float key sorts about four times faster than ``(time, +1 | -1)`` pairs (~74,000
+events on the critical device of an FSDP step of GPT-3 175B on 1024 A100, dp8 tp16 pp8
+interleaved; ``tests/report/test_sweep_live_keys.py`` shuffles ties)."""
 
 
 def breakdown(
