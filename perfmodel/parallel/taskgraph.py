@@ -367,10 +367,11 @@ class GraphBuilder:
         chain: tuple[ChainStatic, int, int],
     ) -> int:
         """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
-        operation's: no ``None`` or negative ids); returns its id."""
+        operation's; negative ids, no dependency, are dropped as :meth:`add` drops them: the
+        stage's first operation without a host task waits on ``-1``); returns its id."""
         tasks = self.tasks
         tid = len(tasks)
-        clean = tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps)
+        clean = tuple(sorted({d for d in deps if d >= 0}))
         assert not clean or (clean[0] >= 0 and max([d % SENT for d in clean]) < tid), (
             "dependencies must precede the task"
         )

@@ -268,3 +268,21 @@ def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
         {"tp": 0.5, "dp": 0.5},
         1.0,
     )
+
+
+def test_a_chain_drops_negative_dependencies() -> None:
+    """A stage's first operation without a host task waits on ``-1`` (no task): the chain drops
+    it as ``GraphBuilder.add`` does (``lower_synthetic`` steps with runs failed on it)."""
+    g_spec, r_spec = _specs()
+    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    static = ((seg,), "zero", "dp", False, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    b = GraphBuilder()
+    c = b.add_chain("g0", [-1], "F0", 0, 0, (static, -1, -1))  # type: ignore[arg-type]
+    assert b.tasks[c].deps == ()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    d = b.add_chain("g0", [x, -1, x], "F1", 1, 0, (static, -1, -1))  # type: ignore[arg-type]
+    assert b.tasks[d].deps == (x,)
+    tl = _list_schedule(b.build())
+    assert (tl.start_s[c], tl.end_s[c]) == (0.5, 1.5)
