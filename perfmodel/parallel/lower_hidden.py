@@ -346,8 +346,8 @@ class HiddenCollectives:
         rows, runs, _, _ = plan
         k = c * self.P + s
         hist = self.gather_hist[s]
-        if not runs and self.zero3 and self.CHAINS and self.op_tasks:
-            chain = self._chain_static(plan, k)
+        if self.zero3 and self.CHAINS and self.op_tasks:
+            chain = self._chain_static(plan, k, ch, phase)
             if chain is not None:  # one gather chain (_chain_static)
                 static, c_max, offs = chain
                 a0 = hist[-2] if len(hist) >= 2 else -1
@@ -363,7 +363,7 @@ class HiddenCollectives:
                 self.first_seg_done[s] = True
                 if static[3]:  # the last reduction's end (they end in order on their stream)
                     self.grad_comm[s].append(tid + offs[-1] + SENT)
-                self.op_merged += len(offs)
+                self.op_merged += len(static[0])
                 return [tid]
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
@@ -417,13 +417,17 @@ class HiddenCollectives:
         return tids
 
     def _chain_static(
-        self, plan: GatherPlan, k: int
+        self, plan: GatherPlan, k: int, ch: Chunk, phase: str
     ) -> tuple[ChainStatic, float, tuple[int, ...]] | None:
         """Where :meth:`lower_gather_runs` lowers an operation of ``plan`` on chunk ``k``
-        without runs, each segment a gather, an operation task (``then``, :meth:`_fine_segments`)
-        and, ``reducing``, a gradient reduction: ``(static, longest compute, mark offsets)`` of
-        its :class:`~perfmodel.parallel.taskgraph.ChainTask` (the same for every micro-batch:
-        computed once per lowering), else ``None`` (a segment whose TP is not in its task).
+        (``ch``, phase ``phase``) as segments outside runs, each a gather, an operation task
+        (``then``, :meth:`_fine_segments`) and, ``reducing``, a gradient reduction, and hidden
+        gather runs, each lowered by :meth:`_lower_run` as two gathers, one run task
+        (:meth:`_run_task`) and, ``reducing``, a lead and a summary reduction:
+        ``(static, longest compute, mark offsets)`` of its
+        :class:`~perfmodel.parallel.taskgraph.ChainTask` (the same for every micro-batch:
+        computed once per lowering), else ``None`` (a segment whose TP is not in its task, or
+        a run not lowered as one task: TP beside the compute).
 
         Exact: those fine tasks are consecutive in the graph, each segment's gather waiting on
         the anchor before it (the first two on the stage's last two computes, ``a0`` and
@@ -438,39 +442,82 @@ class HiddenCollectives:
         gather, compute, TP piece and reduction where it ran, with the fine tasks' classes
         (``perfmodel.report.step_breakdown``). An FSDP step of GPT-3 175B on 1024 A100 (dp8
         tp16 pp8, micro-batch 1, interleaved) is gather-bound (8.7 ms gathers against 3.2 ms
-        forward segments): 94,106 tasks before, one per operation and send now."""
+        forward segments): 94,106 tasks before, one per operation and send now.
+
+        A run is the same argument over its fine tasks (``perfmodel.sim.engine``
+        ``_chain_runs``): its first gather waits on the anchor two back, its second on the
+        anchor one back (both on the gather stream, in that order), its run task on the
+        previous task and its first gather, the next gathers on the run task's pieces 2 and 4
+        (two marks: :func:`~perfmodel.parallel.taskgraph.piece_end` of the fine graph), its
+        lead on the run task's start (on the device's ``grad-lead`` stream), its summary
+        reduction on its lead (on the reduction stream, in program order with the segments'
+        reductions: the last one's end is still the largest). The pp 16 FSDP plans of the
+        benchmark (dp2 tp32 pp16 and dp4 tp16 pp16 interleaved, micro-batch 8): 12,530 and
+        12,434 tasks before, 3,122 now."""
         key = (id(plan), k)
         hit = self._chain_memo.get(key)
         if hit is None:
-            fine = self._fine_segments(plan, k)
-            reducing = any(r[4] for r in plan[0])
-            gpu = self.gpu[k % self.P]
-            g_stream, grad_stream = self.rc.param_gather.stream, self.rc.grad_comm.stream
-            if any(f[3] is None for f in fine):
-                hit = self._chain_memo[key] = False
-            else:
-                segs = tuple(
-                    (g_s, c_s, then, red_s, g_spec.group,
-                     r_spec.group if r_spec is not None else ())
-                    for g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ in fine
-                )  # fmt: skip
-                g_spec, r_spec = fine[0][1], fine[0][7]
-                g_proto = Task(-1, TaskKind.COLLECTIVE, gpu, g_stream, 0.0, comm=g_spec)
-                r_proto = Task(-1, TaskKind.COLLECTIVE, gpu, grad_stream, 0.0, comm=r_spec)
-                members = frozenset(d for seg in segs for grp in seg[4:] for d in grp)
-                static: ChainStatic = (
-                    segs,
-                    g_stream,
-                    grad_stream,
-                    reducing,
-                    g_proto,
-                    r_proto,
-                    members,
-                )
-                n = len(segs)
-                offs = tuple(CHAIN + j * SENT for j in range(n))
-                hit = self._chain_memo[key] = (static, max(f[2] for f in fine), offs)
+            hit = self._chain_memo[key] = self._chain_items(plan, k, ch, phase) or False
         return hit or None
+
+    def _chain_items(
+        self, plan: GatherPlan, k: int, ch: Chunk, phase: str
+    ) -> tuple[ChainStatic, float, tuple[int, ...]] | None:
+        """:meth:`_chain_static` computed: its items (segments outside the runs, then runs, in
+        operation order), longest compute and mark offsets, or ``None`` where refused."""
+        fine = self._fine_segments(plan, k)
+        rows, runs, _, _ = plan
+        starts = {i0: i1 for i0, i1 in runs}
+        if runs and not (self.tp_stream == "compute" and self.RUN_TASKS):
+            return None  # a run not lowered as one operation task
+        reducing = any(r[4] for r in rows)
+        s = k % self.P
+        gpu = self.gpu[s]
+        g_stream, grad_stream = self.rc.param_gather.stream, self.rc.grad_comm.stream
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
+        items: list[tuple] = []
+        c_max = 0.0
+        marks = 0
+        i = 0
+        while i < len(fine):
+            g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
+            i1 = starts.get(i)
+            if i1 is None:  # a segment: its gather, operation task and reduction
+                if then is None:
+                    return None  # its TP not in its task
+                r_grp = r_spec.group if r_spec is not None else ()
+                items.append((g_s, c_s, then, red_s, g_spec.group, r_grp))
+                c_max = max(c_max, c_s)
+                marks += 1
+                i += 1
+                continue
+            # a run (_lower_run): its two gathers, run task (_run_task) and summary reduction
+            g1_s, g1_spec = fine[i + 1][0], fine[i + 1][1]
+            *_, then_r, _, _, (lead_s, red_r, spec) = self._run_sums(plan, s, i, i1, segs)
+            items.append((g_s, 0.0, then_r, red_r, g_spec.group, spec.group if reducing else (),
+                          g1_s, g1_spec.group, lead_s))  # fmt: skip
+            c_max = max(c_max, max(then_r))
+            marks += 2
+            i = i1 + 1
+        g_spec, r_spec = fine[0][1], fine[0][7]
+        g_proto = Task(-1, TaskKind.COLLECTIVE, gpu, g_stream, 0.0, comm=g_spec)
+        r_proto = Task(-1, TaskKind.COLLECTIVE, gpu, grad_stream, 0.0, comm=r_spec)
+        lead = Task(-1, TaskKind.COMPUTE, gpu, "grad-lead", 0.0) if runs else None
+        # every device of the groups, each distinct group read once (the segments share
+        # one gather and one reduction group: a data-parallel group of 64 read ~600 times)
+        groups = {id(grp): grp for it in items for grp in (it[4], it[5], *it[7:8])}
+        members = frozenset().union(*groups.values())
+        static: ChainStatic = (
+            tuple(items),
+            g_stream,
+            grad_stream,
+            reducing,
+            g_proto,
+            r_proto,
+            members,
+            lead,
+        )
+        return static, c_max, tuple(CHAIN + j * SENT for j in range(marks))
 
     def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:
         """Per segment of ``plan`` (operation order) on chunk ``k``, what

@@ -303,6 +303,10 @@ class LoweringShortcuts:
     #: Whether analytic graphs get operation tasks and folded sends (tests compare both ways).
     OP_TASKS = True
 
+    #: Whether the segments of an operation extend one operation task while Megatron-Core's
+    #: aligned parameter gathers are still to come (:meth:`op_task`; tests compare both ways).
+    ALIGNED_CHAINS = True
+
     def init_op_tasks(self) -> None:
         """State of :meth:`op_task` and :meth:`fold_send`: on in the analytic list schedule's
         graph only (``hidden``; not with Megatron-Core's combined 1F1B, whose held backward
@@ -362,9 +366,17 @@ class LoweringShortcuts:
         parameter gather prefetched after a segment's compute (ZeRO-3/FSDP, Megatron-Core's
         first overlapped gathers) waits on ``tid + HEAD``, the end of the task's first
         compute, bit for bit the compute task's end (such segments are not chained: their
-        gathers enter the chain). Refused where the collective outlasts the compute (its
-        exposed part yields to other communication)."""
-        anchor = self.zero3 or self.gathers_left[s] > 0  # read by gather() (its anchors)
+        gathers enter the chain). Megatron-Core's interleaved ``overlap_param_gather``
+        launches each chunk's gathers at once after :meth:`gather_deps` (``after``) and
+        reads no anchor, so while they are still to come (``gathers_left``) the other
+        operations' segments chain as usual (GPT-3 175B, Megatron-Core, dp4 tp16 pp16
+        interleaved: 1,712 forward segments of 272 operations were a task each). Refused
+        where the collective outlasts the compute (its exposed part yields to other
+        communication)."""
+        # read by gather() (its anchors); aligned launches (gather_deps) read none
+        anchor = self.zero3 or (
+            self.gathers_left[s] > 0 and not (self.aligned_gather and self.ALIGNED_CHAINS)
+        )
         if tp_s > 0:
             if not self.tp_overlap:
                 tail = tp_s

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from perfmodel.ops import CollectiveOp
 
@@ -152,18 +152,22 @@ class ChainTask(OpTask):
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
 CHAIN_MARK: tuple[float, ...] = (0.0,)
 
-#: Per segment ``(gather s, compute s, then_s of its compute, reduction s, gather group,
-#: reduction group)``, then the gather stream, the reduction stream, whether it reduces, a
-#: gather :class:`Task` and a reduction :class:`Task` that stand for the fine ones in the
-#: breakdown's classes, and every device in any of the groups (:class:`ChainTask`).
+#: Per item in operation order, a segment ``(gather s, compute s, then_s of its compute,
+#: reduction s, gather group, reduction group)`` or a hidden gather run ``(first gather s, 0.0,
+#: then_s of its run task, summary reduction s, first gather group, reduction group, second
+#: gather s, second gather group, lead s)``; then the gather stream, the reduction stream,
+#: whether it reduces, a gather :class:`Task` and a reduction :class:`Task` that stand for the
+#: fine ones in the breakdown's classes, every device in any of the groups, and a lead
+#: :class:`Task` standing for the runs' leads (``None``: no runs) (:class:`ChainTask`).
 ChainStatic = tuple[
-    tuple[tuple[float, float, tuple[float, ...], float, tuple[str, ...], tuple[str, ...]], ...],
+    tuple[tuple[Any, ...], ...],
     str,
     str,
     bool,
     "Task",
     "Task",
     frozenset[str],
+    "Task | None",
 ]
 
 #: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
@@ -363,10 +367,11 @@ class GraphBuilder:
         chain: tuple[ChainStatic, int, int],
     ) -> int:
         """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
-        operation's: no ``None`` or negative ids); returns its id."""
+        operation's; negative ids, no dependency, are dropped as :meth:`add` drops them: the
+        stage's first operation without a host task waits on ``-1``); returns its id."""
         tasks = self.tasks
         tid = len(tasks)
-        clean = tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps)
+        clean = tuple(sorted({d for d in deps if d >= 0}))
         assert not clean or (clean[0] >= 0 and max([d % SENT for d in clean]) < tid), (
             "dependencies must precede the task"
         )

@@ -152,7 +152,7 @@ stage's), so it is passed over before its times and class are read."""
 def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
     """The start and end events of the tasks that count for ``dev`` (its own tasks,
     communication whose group holds it, host tasks anywhere) as ``(time, +1 | -1, key)`` in
-    time order (ties: ends first, then task order), and each ``"prio|class"`` key's class
+    time order (ties: in task order, :data:`_EVENT_ORDER`), and each ``"prio|class"`` key's class
     (keys compare by priority first)."""
     events: _Events = []
     append = events.append
@@ -248,21 +248,29 @@ def _chain_events(
         return
     g_key = _key(keys, g_proto)
     r_key = _key(keys, r_proto) if reducing else ""
-    for (_, _, then, _, g_grp, r_grp), (gs, ge, cs, h, _, rs, re) in zip(segs, rows, strict=True):
+    l_key = _key(keys, static[7]) if own and reducing and static[7] is not None else ""
+    for seg, row in zip(segs, rows, strict=True):
+        then, g_grp, r_grp = seg[2], seg[4], seg[5]
+        gs, ge, cs, h, _, rs, re = row[:7]
         if ge > gs and (own or dev in g_grp):
             append((gs, 1, g_key))
             append((ge, -1, g_key))
+        if len(seg) > 6:  # a hidden gather run: its second gather, run task, lead, reduction
+            g1s, g1e, ls, le = row[7:]
+            if g1e > g1s and (own or dev in seg[7]):
+                append((g1s, 1, g_key))
+                append((g1e, -1, g_key))
+            if own:
+                _pieces(append, h, then)
+                if reducing and le > ls:
+                    append((ls, 1, l_key))
+                    append((le, -1, l_key))
+            if reducing and re > rs and (own or dev in r_grp):
+                append((rs, 1, r_key))
+                append((re, -1, r_key))
+            continue
         if own:
-            a = h
-            tp = True
-            for x in then:
-                b = a + x
-                if b > a:
-                    key = "0|comm:tp" if tp else "0|compute"
-                    append((a, 1, key))
-                    append((b, -1, key))
-                a = b
-                tp = not tp
+            _pieces(append, h, then)
             if h > cs:
                 append((cs, 1, "0|compute"))
                 append((h, -1, "0|compute"))
@@ -272,6 +280,20 @@ def _chain_events(
     if own:
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+
+
+def _pieces(append: Any, a: float, then: tuple[float, ...]) -> None:
+    """The events of an operation task's ``then_s`` pieces from ``a`` (TP first, then compute,
+    alternating), as :func:`_folded` gives them."""
+    tp = True
+    for x in then:
+        b = a + x
+        if b > a:
+            key = "0|comm:tp" if tp else "0|compute"
+            append((a, 1, key))
+            append((b, -1, key))
+        a = b
+        tp = not tp
 
 
 def _key(keys: dict[tuple[object, ...], str], t: Task) -> str:
@@ -313,8 +335,14 @@ def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dic
     return acc
 
 
-_EVENT_ORDER = itemgetter(0, 1)
-"""Sort key of :func:`_class_events`: time, then ends (-1) before starts (+1)."""
+_EVENT_ORDER = itemgetter(0)
+"""Sort key of :func:`_class_events`: time only. :func:`_sweep` gives the same seconds
+whatever the order of events at one time: it adds an interval only on reaching a later time,
+from the keys running after every event at the earlier one, and no count goes below zero on
+the way (a task's end follows its start, ``e > s``, so its key counts it at any event of time
+``e``). A float key sorts about four times faster than ``(time, +1 | -1)`` pairs (~74,000
+events on the critical device of an FSDP step of GPT-3 175B on 1024 A100, dp8 tp16 pp8
+interleaved; ``tests/report/test_sweep_live_keys.py`` shuffles ties)."""
 
 
 def breakdown(

@@ -461,6 +461,8 @@ def _chain(
     the marks and per-segment times in ``chains`` and the gather and reduction streams' free
     times in ``free``."""
     static, a0, a1 = t.chain
+    if static[7] is not None:  # with hidden gather runs
+        return _chain_runs(t, s, free, start, end, tasks, chains)
     segs, g_stream, r_stream, reducing = static[0], static[1], static[2], static[3]
     dev = t.device
     gk, rk = (dev, g_stream), (dev, r_stream)
@@ -495,6 +497,87 @@ def _chain(
     free[gk] = fg
     if reducing:
         free[rk] = fr
+    chains[t.tid] = (marks, rows)
+    return rows[0][2], ce
+
+
+def _chain_runs(
+    t: ChainTask,
+    s: float,
+    free: dict[tuple[str, str], float],
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> tuple[float, float]:
+    """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
+    ``_lower_run``): a segment item as there; a run item ``(G_0, 0.0, then, R, ..., G_1, _,
+    L)`` as its fine tasks: its first gather after anchor ``two`` (``g_0``), its second after
+    anchor ``one`` (``g_1``), both on the gather stream in that order; its run task at ``cs =
+    max(previous end, g_0's end)``, its pieces added in order (``then``: the computes ending
+    at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
+    ``grad-lead`` stream from ``cs`` for ``L``, then its summary reduction of ``R`` on the
+    reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
+    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``."""
+    static, a0, a1 = t.chain
+    segs, g_stream, r_stream, reducing = static[0], static[1], static[2], static[3]
+    dev = t.device
+    gk, rk, lk = (dev, g_stream), (dev, r_stream), (dev, "grad-lead")
+    fg = free.get(gk, 0.0)
+    fr = free.get(rk, 0.0)
+    fl = free.get(lk, 0.0)
+    two = _anchor_end(a0, start, end, tasks, chains)
+    one = _anchor_end(a1, start, end, tasks, chains)
+    marks: list[float] = []
+    rows: list[tuple[float, ...]] = []
+    ce = s
+    rs = re = 0.0
+    for seg in segs:
+        g, c, then, r = seg[0], seg[1], seg[2], seg[3]
+        gs = fg if fg >= two else two
+        ge = gs + g
+        fg = ge
+        if len(seg) == 6:  # a segment: as _chain
+            cs = ce if ce >= ge else ge
+            h = cs + c
+            e = h
+            for x in then:
+                e += x
+            marks.append(h)
+            two, one = one, h
+            if reducing:
+                rs = fr if fr >= e else e
+                re = rs + r
+                fr = re
+            rows.append((gs, ge, cs, h, e, rs, re))
+            ce = e
+            continue
+        g1s = fg if fg >= one else one  # the run's second gather, on its own anchor
+        g1e = g1s + seg[6]
+        fg = g1e
+        cs = ce if ce >= ge else ge
+        h = cs + c  # the run task's zero-length start
+        a = h + then[0] + then[1]
+        b = a + then[2] + then[3]
+        e = b + then[4]
+        marks.append(a)
+        marks.append(b)
+        two, one = a, b
+        ls = le = 0.0
+        if reducing:
+            ls = fl if fl >= h else h
+            le = ls + seg[8]
+            fl = le
+            rs = fr if fr >= le else le
+            re = rs + r
+            fr = re
+        rows.append((gs, ge, cs, h, e, rs, re, g1s, g1e, ls, le))
+        ce = e
+    marks.append(fr)
+    free[gk] = fg
+    if reducing:
+        free[rk] = fr
+        free[lk] = fl
     chains[t.tid] = (marks, rows)
     return rows[0][2], ce
 

@@ -10,6 +10,7 @@ import pytest
 
 import perfmodel.api as api
 from perfmodel.api import Scenario, predict
+from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.report import step_breakdown as sb
 from perfmodel.report.step_breakdown import _EVENT_ORDER, _folded, task_class
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline
@@ -76,6 +77,8 @@ def test_same_events_as_classifying_every_task(
 
     monkeypatch.setattr(sb, "_class_events", spy)
     monkeypatch.setattr(api, "_REPORTS", {})
+    # the reference knows no gather chains (their events: tests/sim/test_gather_chains.py)
+    monkeypatch.setattr(HiddenCollectives, "CHAINS", False)
     sc = Scenario.from_dict(
         {"system": "dgx-a100", "model": "gpt", "model_args": GPT, "microbatch": 1,
          "schedule": "1f1b", "precision": "bf16", "optimizer": "adam",

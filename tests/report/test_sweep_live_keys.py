@@ -63,3 +63,25 @@ def test_equal_to_the_count_scanning_version_bit_for_bit() -> None:
         t0, t1 = sorted((rng.random() * 4, rng.random() * 4))
         assert _sweep(ev, _CLS, t0, t1) == _reference(ev, _CLS, t0, t1)
         assert _sweep(ev, _CLS, 0.0, 4.0) == _reference(ev, _CLS, 0.0, 4.0)
+
+
+def test_the_order_of_events_at_one_time_changes_nothing() -> None:
+    """``_EVENT_ORDER`` sorts by time only: the seconds per class are bit for bit those of
+    events sorted with ends before starts at each time, whatever the order within a time
+    (ties shuffled, many tasks starting and ending at the same instants)."""
+    rng = random.Random(27)
+    for _ in range(300):
+        spans = []
+        for _ in range(rng.randint(1, 14)):
+            s = rng.choice([0.0, 0.5, 1.0, 1.5, rng.random() * 3])
+            spans.append(
+                (s, s + rng.choice([0.5, 1.0, rng.random() + 1e-3]), rng.choice(list(_CLS)))
+            )
+        ev = [x for s, e, key in spans for x in ((s, 1, key), (e, -1, key))]
+        paired = sorted(ev, key=lambda x: (x[0], x[1]))
+        rng.shuffle(ev)
+        ev.sort(key=_EVENT_ORDER)
+        t0, t1 = sorted((rng.random() * 4, rng.random() * 4))
+        for a, b in ((t0, t1), (0.0, 4.0), (-1.0, 5.0)):
+            assert _sweep(ev, _CLS, a, b) == _sweep(paired, _CLS, a, b)
+            assert _sweep(ev, _CLS, a, b) == _reference(paired, _CLS, a, b)

@@ -1,7 +1,7 @@
 """Gather chains (issue 27, ``perfmodel.parallel.lower_hidden`` ``_chain_static``): a ZeRO-3 /
-FSDP operation whose every segment waits for its parameter gather (no hidden runs: the gathers
-outlast the computes) is one :class:`~perfmodel.parallel.taskgraph.ChainTask` in the analytic
-graph, whose list schedule (``perfmodel.sim.engine._chain``) is the fine tasks' recurrence with
+FSDP operation whose every segment waits for its parameter gather (segments whose gathers
+outlast the computes, and hidden gather runs) is one
+:class:`~perfmodel.parallel.taskgraph.ChainTask` in the analytic graph, whose list schedule (``perfmodel.sim.engine._chain``) is the fine tasks' recurrence with
 the same additions in the same order, and whose breakdown events are the fine tasks'. Every
 report is bit for bit (``==``) the one without chains."""
 
@@ -29,21 +29,28 @@ from perfmodel.parallel.taskgraph import (
     Task,
     TaskKind,
     chain_mark,
+    piece_end,
 )
 from perfmodel.report.step_breakdown import breakdown, critical_device
 from perfmodel.sim.engine import _list_schedule
 
 GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
 
+#: How many chains of the last :func:`_both` with chains held hidden gather runs.
+RUN_CHAINS = [0]
+
 
 def _both(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, int]:
     """The report with gather chains and without, each computed afresh, and how many chain
-    tasks the analytic graphs with them had (none without: the switch is not vacuous)."""
+    tasks the analytic graphs with them had (none without: the switch is not vacuous); how
+    many of them hold hidden gather runs is left in ``RUN_CHAINS[0]``."""
     seen: list[int] = []
+    runs: list[int] = []
     orig = engine._list_schedule
 
     def spy(g):  # type: ignore[no-untyped-def]
         seen.append(sum(1 for t in g.tasks if type(t) is ChainTask))
+        runs.append(sum(1 for t in g.tasks if type(t) is ChainTask and t.chain[0][7] is not None))
         return orig(g)
 
     out = []
@@ -56,6 +63,7 @@ def _both(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, in
             out.append(predict(sc, baseline=False).to_dict())
             if on:
                 chains = sum(seen)
+                RUN_CHAINS[0] = sum(runs)
                 seen.clear()
     assert sum(seen) == 0, f"{sum(seen)} chains with CHAINS off"
     return out[0], out[1], chains
@@ -110,14 +118,37 @@ def test_gpt3_fsdp_plans_of_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> No
     from bench_search import BASE175
     from bench_speed import PLAN_KEYS
 
-    total = 0
+    total = runs = 0
     for p in _plans()[1:10]:
         sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "fsdp",
                                  "fidelity": "analytic"})  # fmt: skip
         with_chains, without, chains = _both(sc, monkeypatch)
         assert with_chains == without
         total += chains
-    assert total > 6000
+        runs += RUN_CHAINS[0]
+    assert total > 12000  # 6,144 of the gather-bound plan, 3,072 of each pp 16 plan...
+    assert runs > 6000  # ... those of the pp 16 plans all with hidden gather runs
+
+
+@pytest.mark.parametrize(
+    ("software", "tp", "pp", "microbatch", "extra"),
+    [
+        ("fsdp", 1, 2, 4, {}),
+        ("deepspeed-zero3", 2, 2, 4, {}),
+        ("torchtitan", 1, 4, 8, {"schedule": "interleaved", "interleave": 2}),
+        ("fsdp", 1, 2, 8, {"recompute": "full"}),
+    ],
+)
+def test_hidden_gather_runs_take_chains_and_equal_the_fine_tasks(
+    monkeypatch: pytest.MonkeyPatch, software: str, tp: int, pp: int, microbatch: int, extra: dict
+) -> None:
+    """One DGX A100, larger micro-batches: the gathers hide under the computes, so operations
+    lower hidden gather runs, and those become chains too (counted), with the same report."""
+    sc = gpt_scenario(model_args=GPT, global_batch=128, software=software, nodes=1,
+                      dp=8 // (tp * pp), tp=tp, pp=pp, microbatch=microbatch, **extra)  # fmt: skip
+    with_chains, without, chains = _both(sc, monkeypatch)
+    assert chains > 0 and RUN_CHAINS[0] == chains
+    assert with_chains == without
 
 
 def _specs() -> tuple[CommSpec, CommSpec]:
@@ -141,7 +172,7 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     )
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = (segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")))
+    static = (segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
     b = GraphBuilder()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
     c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
@@ -177,3 +208,81 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
         {"zero": 1.0, "tp": 0.25, "dp": 0.5},
         1.0,
     )
+
+
+def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
+    """One anchor compute X (1 s) and an earlier lead (2 s), then a chain of a hidden gather
+    run and a segment. The run: gathers 0.5 s each (the first without an anchor: [0, 0.5];
+    the second after X: [1, 1.5]), its task from 1 s with pieces TP 0.25, compute 2 (mark
+    3.25), TP 0, compute 1 (mark 4.25), TP 0.25 (ends 4.5), its lead of 1.5 s from its start
+    once the lead stream is free ([2, 3.5]) and its summary reduction of 1 s ([3.5, 4.5]). The segment: gather 0.5 s after the run's first
+    compute ([3.25, 3.75]), compute 1 s ([4.5, 5.5]), reduction 0.5 s ([5.5, 6]). A task on
+    mark 2 starts at 5.5, the optimizer on mark 3 (the last reduction) at 6. The graph of the
+    fine tasks schedules the same times and gives the same breakdown."""
+    g_spec, r_spec = _specs()
+    then_r = (0.25, 2.0, 0.0, 1.0, 0.25)
+    run = (0.5, 0.0, then_r, 1.0, g_spec.group, r_spec.group, 0.5, g_spec.group, 1.5)
+    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    lead = Task(-1, TaskKind.COMPUTE, "g0", "grad-lead", 0.0)
+    static = ((run, seg), "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), lead)
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    b.add(TaskKind.COMPUTE, "g0", "grad-lead", 2.0)
+    c = b.add_chain("g0", [x], "B0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
+    w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, 2)])
+    o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
+    tl = _list_schedule(b.build())
+    assert (tl.start_s[c], tl.end_s[c]) == (1.0, 5.5)
+    assert tl.start_s[w] == 5.5 and tl.start_s[o] == 6.0
+    marks, rows = tl.chains[c]  # type: ignore[index]
+    assert marks == [3.25, 4.25, 5.5, 6.0]
+    assert rows == [
+        (0.0, 0.5, 1.0, 1.0, 4.5, 3.5, 4.5, 1.0, 1.5, 2.0, 3.5),
+        (3.25, 3.75, 4.5, 5.5, 5.5, 5.5, 6.0),
+    ]
+    # the fine tasks (lower_hidden._lower_run, then the fine loop)
+    f = GraphBuilder()
+    x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    f.add(TaskKind.COMPUTE, "g0", "grad-lead", 2.0)
+    hist = [x]
+    ag = f.add(TaskKind.COLLECTIVE, "g0", "zero", 0.5, hist[-2:-1], "AG", -1, -1, g_spec)
+    f.add(TaskKind.COLLECTIVE, "g0", "zero", 0.5, hist[-1:], "AG", -1, -1, g_spec)
+    t = f.add(TaskKind.COMPUTE, "g0", "compute", 0.0, [x, ag], "B0", 0, 0, None, then_r)
+    hist += [piece_end(t, 2), piece_end(t, 4)]
+    ld = f.add(TaskKind.COMPUTE, "g0", "grad-lead", 1.5, [t + HEAD], "lead", 0, 0)
+    red0 = f.add(TaskKind.COLLECTIVE, "g0", "dp", 1.0, [ld], "grad", -1, -1, r_spec)
+    ag = f.add(TaskKind.COLLECTIVE, "g0", "zero", 0.5, hist[-2:-1], "AG", -1, -1, g_spec)
+    s = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [t, ag], "B0", 0, 0, None, (0.0,))
+    red1 = f.add(TaskKind.COLLECTIVE, "g0", "dp", 0.5, [s], "grad", -1, -1, r_spec)
+    f.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [s + HEAD])
+    f.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [s, red0, red1])
+    fine = _list_schedule(f.build())
+    assert fine.makespan_s == tl.makespan_s == 7.0
+    assert critical_device(fine) == critical_device(tl) == "g0"
+    assert breakdown(fine) == breakdown(tl)
+    bd = breakdown(tl)
+    assert (bd.compute_s, bd.exposed_comm_s, bd.optimizer_s) == (
+        5.0,
+        {"tp": 0.5, "dp": 0.5},
+        1.0,
+    )
+
+
+def test_a_chain_drops_negative_dependencies() -> None:
+    """A stage's first operation without a host task waits on ``-1`` (no task): the chain drops
+    it as ``GraphBuilder.add`` does (``lower_synthetic`` steps with runs failed on it)."""
+    g_spec, r_spec = _specs()
+    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    static = ((seg,), "zero", "dp", False, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    b = GraphBuilder()
+    c = b.add_chain("g0", [-1], "F0", 0, 0, (static, -1, -1))  # type: ignore[arg-type]
+    assert b.tasks[c].deps == ()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    d = b.add_chain("g0", [x, -1, x], "F1", 1, 0, (static, -1, -1))  # type: ignore[arg-type]
+    assert b.tasks[d].deps == (x,)
+    tl = _list_schedule(b.build())
+    assert (tl.start_s[c], tl.end_s[c]) == (0.5, 1.5)

@@ -115,6 +115,73 @@ def test_bench_shapes_equal(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
     assert_close(with_ops, without, rel=1e-12)
 
 
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    plan=plan_draws(["megatron-core", "nemo"], mb=(1, 2), sequence_parallel=True),
+)
+def test_aligned_gathers_leave_reports_identical(
+    monkeypatch: pytest.MonkeyPatch, plan: dict
+) -> None:
+    """Interleaved Megatron-Core / NeMo plans (aligned parameter gathers, hypothesis): the
+    segments of the operations before the last chunk's gathers chain into operation tasks
+    (``ALIGNED_CHAINS``, fewer tasks), and every report field is identical (``==``) to the one
+    with a task per segment."""
+    import perfmodel.sim.engine as engine
+
+    sc = drawn_plan(model_args=GPT, **{**plan, "interleaved": True})
+    assume(sc is not None)
+    seen: list[int] = []
+    orig = engine._list_schedule
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        seen.append(len(g.tasks))
+        return orig(g)
+
+    out, tasks = [], []
+    for on in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(LoweringShortcuts, "ALIGNED_CHAINS", on)
+            m.setattr(api, "_REPORTS", {})
+            m.setattr(engine, "_list_schedule", spy)
+            try:
+                out.append(predict(sc, baseline=False).to_dict())  # type: ignore[arg-type]
+            except PerfModelError:  # a plan the model refuses (the batch does not divide)
+                assume(False)
+        tasks.append(sum(seen))
+        seen.clear()
+    assert out[0] == out[1]
+    assert tasks[0] <= tasks[1]
+
+
+def test_aligned_gathers_chain_the_other_operations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Megatron-Core, dp 2 pp 4 interleaved, 32 micro-batches: fewer analytic tasks with
+    ``ALIGNED_CHAINS`` and the same report."""
+    import perfmodel.sim.engine as engine
+
+    seen: list[int] = []
+    orig = engine._list_schedule
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        seen.append(len(g.tasks))
+        return orig(g)
+
+    sc = gpt_scenario(model_args={**GPT, "layers": 32}, global_batch=64, software="megatron-core",
+                      pp=4, dp=2, tp=1, schedule="interleaved", interleave=2)  # fmt: skip
+    out = []
+    for on in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(LoweringShortcuts, "ALIGNED_CHAINS", on)
+            m.setattr(api, "_REPORTS", {})
+            m.setattr(engine, "_list_schedule", spy)
+            out.append(predict(sc, baseline=False).to_dict())
+    assert out[0] == out[1]
+    assert len(seen) == 2 and seen[0] < seen[1]
+
+
 def _spec(a: str, b: str) -> CommSpec:
     return CommSpec(CollectiveOp.SENDRECV, 1e6, (a, b), "auto", CommKind.PP)
 

@@ -37,6 +37,8 @@ def _both(sc: object, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, int]
     out = []
     for on in (True, False):
         with monkeypatch.context() as m:
+            # gather chains take runs in (tests/sim/test_gather_chains.py): off, to see run tasks
+            m.setattr(HiddenCollectives, "CHAINS", False)
             m.setattr(HiddenCollectives, "RUN_TASKS", on)
             m.setattr(api, "_REPORTS", {})
             m.setattr(engine, "_list_schedule", spy)
