@@ -140,8 +140,9 @@ def _qwen3_dense(
     ffn_hidden: int,
     tied_embeddings: bool,
 ) -> ModelInfo:
-    """A dense Qwen3 entry: ``llama`` with Qwen3's 8 KV heads (:data:`_QWEN3_ATTN`), vocabulary
-    and 4096-token samples; ``hf`` its HuggingFace name, ``count`` its parameters."""
+    """A dense Qwen3 entry: ``llama`` with 8 KV heads, Qwen3's heads (:data:`_QWEN3_ATTN`) and
+    vocabulary, 4096-token samples, and the keyword arguments (in the order of its arguments);
+    ``hf`` its HuggingFace name, ``count`` its parameters."""
     head = "tied" if tied_embeddings else "untied"
     reference = (
         f"{_QWEN}{hf} (qk-norm, RMSNorm, SwiGLU, GQA 8 KV heads of 128; {head} head; {count})"
