@@ -87,36 +87,31 @@ def _parameters(builder: Callable[..., Any]) -> tuple[tuple[str, inspect.Paramet
 
 
 def _m(name: str, builder: Callable[..., Any], family: str, reference: str, **kw: Any) -> ModelInfo:
+    """Zoo entry ``name`` of ``builder``: keywords ``_key=value`` pin argument ``key``, the others
+    change its default (in the order given).
+
+    Raises
+    ------
+    ValueError
+        At import, for a keyword that is not an argument of ``builder`` (a mistyped row).
+    """
     fixed = {k[1:]: v for k, v in kw.items() if k.startswith("_")}
     defaults = {k: v for k, v in kw.items() if not k.startswith("_")}
+    known = {p for p, _ in _parameters(builder)} - {"net"}
+    for key in (*fixed, *defaults):
+        if key not in known:
+            raise ValueError(  # internal invariant: the zoo's own table
+                f"zoo entry {name}: {builder.__name__}() has no argument {key!r}; it takes "
+                f"{', '.join(sorted(known))}"
+            )
     return ModelInfo(
         name, builder, family, reference, MappingProxyType(fixed), MappingProxyType(defaults)
     )
 
 
-def _transformers(
-    builder: Callable[..., Any], keys: str, rows: Sequence[tuple[Any, ...]], **shared: Any
-) -> list[ModelInfo]:
-    """Zoo entries of one transformer builder, a row ``(name, reference, *values)`` each: the
-    entry's defaults are the arguments ``keys`` (in that order), those named in ``shared`` the
-    same for every row, the others the row's values in turn (``None`` or a row that ends
-    early: the builder's default)."""
-    out = []
-    for name, reference, *values in rows:
-        given = iter(values)
-        args = {k: shared[k] if k in shared else next(given, None) for k in keys.split()}
-        if next(given, None) is not None:
-            raise ValueError(f"zoo row {name}: more values than {keys!r}")  # internal invariant
-        out.append(
-            _m(
-                name,
-                builder,
-                "transformer",
-                reference,
-                **{k: v for k, v in args.items() if v is not None},
-            )
-        )
-    return out
+def _t(name: str, builder: Callable[..., Any], reference: str, **kw: Any) -> ModelInfo:
+    """A transformer entry (:func:`_m`)."""
+    return _m(name, builder, "transformer", reference, **kw)
 
 
 _TV = "torchvision.models"
@@ -125,20 +120,46 @@ _META = "config.json of huggingface.co/meta-llama/"
 _QWEN = "config.json of huggingface.co/Qwen/"
 _L2 = "(RMSNorm, rope theta 1e4, SwiGLU, untied)"
 _L3 = "(RMSNorm, rope theta 5e5, SwiGLU, untied)"
+#: GPT-2's 1024 learned positions and eager attention (HF ``GPT2Model``).
+_GPT2 = {"max_positions": 1024, "flash_attention": False}
+#: Llama 3's vocabulary and context (``vocab_size``, the 8192 positions it was trained on).
+_LLAMA3 = {"vocab": 128256, "seq_len": 8192}
+#: Qwen3's attention heads: 128 wide, with a query/key RMSNorm.
+_QWEN3_ATTN = {"head_dim": 128, "qk_norm": True}
+_QWEN3_VOCAB = 151936
+
+
+def _qwen3_dense(
+    name: str,
+    hf: str,
+    count: str,
+    *,
+    hidden: int,
+    layers: int,
+    heads: int,
+    ffn_hidden: int,
+    tied_embeddings: bool,
+) -> ModelInfo:
+    """A dense Qwen3 entry: ``llama`` with 8 KV heads, Qwen3's heads (:data:`_QWEN3_ATTN`) and
+    vocabulary, 4096-token samples, and the keyword arguments (in the order of its arguments);
+    ``hf`` its HuggingFace name, ``count`` its parameters."""
+    head = "tied" if tied_embeddings else "untied"
+    reference = (
+        f"{_QWEN}{hf} (qk-norm, RMSNorm, SwiGLU, GQA 8 KV heads of 128; {head} head; {count})"
+    )
+    args = {
+        "hidden": hidden, "layers": layers, "heads": heads, "kv_heads": 8, **_QWEN3_ATTN,
+        "ffn_hidden": ffn_hidden, "vocab": _QWEN3_VOCAB, "seq_len": 4096,
+        "tied_embeddings": tied_embeddings,
+    }  # fmt: skip
+    return _t(name, transformer.llama, reference, **args)
+
+
 #: Qwen3-0.6B/1.7B tie the head to the embedding; their safetensors also store the head
 #: (751,632,384 and 2,031,739,904 counted from the files), the model cards count it once.
 _QWEN_SMALL = (
     "596,049,920 trained, 440,467,456 without the embedding: the card's 0.6B / 0.44B",
     "1,720,574,976 trained, 1,409,410,048 without the embedding: the card's 1.7B / 1.4B",
-)
-#: The dense Qwen3 models: name, HF name, hidden, layers, heads, ffn_hidden, tied head, count.
-_QWEN3_DENSE = (
-    ("qwen3_0_6b", "Qwen3-0.6B", 1024, 28, 16, 3072, True, _QWEN_SMALL[0]),
-    ("qwen3_1_7b", "Qwen3-1.7B", 2048, 28, 16, 6144, True, _QWEN_SMALL[1]),
-    ("qwen3_4b", "Qwen3-4B", 2560, 36, 32, 9728, True, "4,022,468,096"),
-    ("qwen3_8b", "Qwen3-8B", 4096, 36, 32, 12288, False, "8,190,735,360"),
-    ("qwen3_14b", "Qwen3-14B", 5120, 40, 40, 17408, False, "14,768,307,200"),
-    ("qwen3_32b", "Qwen3-32B", 5120, 64, 64, 25600, False, "32,762,123,264"),
 )
 #: DeepSeek-V3's shape (``config.json`` of huggingface.co/deepseek-ai/DeepSeek-V3), the
 #: defaults of its zoo entry.
@@ -193,175 +214,96 @@ for _info in [
         "cifar_resnet", cnn.cifar_resnet, "cnn", "He et al. 2016 sec. 4.2 (layers = 6n+2)", depth=32
     ),
     _m("mobilenet_v2", cnn.mobilenet_v2, "cnn", f"{_TV}.mobilenet_v2 (3,504,872)"),
-    *_transformers(
-        transformer.vit,
-        "patch hidden layers heads ffn_hidden",
-        (
-            ("vit_b_16", f"{_TV}.vit_b_16 (86,567,656)"),
-            ("vit_l_16", f"{_TV}.vit_l_16", None, 1024, 24, 16, 4096),
-            ("vit_h_14", f"{_TV}.vit_h_14", 14, 1280, 32, 16, 5120),
-            ("vit", "ViT (Dosovitskiy et al. 2021), torchvision layout"),
-        ),
-    ),
-    *_transformers(
-        transformer.bert,
-        "hidden layers heads seq_len",
-        (
-            ("bert_base", "transformers.BertModel bert-base-uncased", 768, 12, 12),
-            ("bert_large", "transformers.BertModel bert-large-uncased"),
-            ("bert", "BERT (Devlin et al. 2019), HuggingFace layout"),
-        ),
-        seq_len=128,
-    ),
-    *_transformers(
-        transformer.gpt,
-        "hidden layers heads max_positions flash_attention",
-        (
-            ("gpt2", "transformers.GPT2Model gpt2 (124,439,808)"),
-            ("gpt2_medium", "transformers gpt2-medium", 1024, 24, 16),
-            ("gpt2_large", "transformers gpt2-large", 1280, 36, 20),
-            ("gpt2_xl", "transformers gpt2-xl", 1600, 48, 25),
-        ),
-        max_positions=1024,
-        flash_attention=False,
-    ),
-    _m("gpt", transformer.gpt, "transformer", "Megatron-LM GPT layout (Narayanan et al. 2021)"),
-    _m("llama", transformer.llama, "transformer", "Llama family; defaults are Llama-2-7B"),
-    *_transformers(
-        transformer.llama,
-        "hidden layers heads kv_heads ffn_hidden",
-        (
-            ("llama2_7b", f"{_META}Llama-2-7b-hf {_L2} (6,738,415,616)"),
-            ("llama2_13b", f"{_META}Llama-2-13b-hf {_L2} (13,015,864,320)", 5120, 40, 40, None, 13824),
-            (
-                "llama2_70b",
-                f"{_META}Llama-2-70b-hf {_L2}, GQA 8 KV heads (68,976,648,192)",
-                8192, 80, 64, 8, 28672,
-            ),
-        ),
-    ),
-    *_transformers(
-        transformer.llama,
-        "hidden layers heads kv_heads ffn_hidden vocab seq_len",
-        (
-            ("llama3_8b", f"{_META}Meta-Llama-3-8B {_L3} (8,030,261,248)", 4096, 32, 32, 14336),
-            ("llama3_70b", f"{_META}Meta-Llama-3-70B {_L3} (70,553,706,496)", 8192, 80, 64, 28672),
-            ("llama3_405b", f"{_META}Llama-3.1-405B {_L3} (405,853,388,800)", 16384, 126, 128, 53248),
-        ),
-        kv_heads=8,
-        vocab=128256,
-        seq_len=8192,
-    ),
-    _m("moe", moe.moe, "transformer", "mixture-of-experts decoder; defaults are Mixtral 8x7B"),
-    *_transformers(
-        moe.moe,
-        "hidden layers heads ffn_hidden vocab",
-        (
-            (
-                "mixtral_8x7b",
-                "config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1 (46,702,792,704; "
-                "12,879,925,248 active)",
-            ),
-            (
-                "mixtral_8x22b",
-                "config.json of huggingface.co/mistralai/Mixtral-8x22B-v0.1 (140,630,071,296; "
-                "39,161,468,928 active)",
-                6144, 56, 48, 16384, 32768,
-            ),
-        ),
-    ),
-    _m(
+    _t("vit_b_16", transformer.vit, f"{_TV}.vit_b_16 (86,567,656)"),
+    _t("vit_l_16", transformer.vit, f"{_TV}.vit_l_16",
+       hidden=1024, layers=24, heads=16, ffn_hidden=4096),
+    _t("vit_h_14", transformer.vit, f"{_TV}.vit_h_14",
+       patch=14, hidden=1280, layers=32, heads=16, ffn_hidden=5120),
+    _t("vit", transformer.vit, "ViT (Dosovitskiy et al. 2021), torchvision layout"),
+    _t("bert_base", transformer.bert, "transformers.BertModel bert-base-uncased",
+       hidden=768, layers=12, heads=12, seq_len=128),
+    _t("bert_large", transformer.bert, "transformers.BertModel bert-large-uncased", seq_len=128),
+    _t("bert", transformer.bert, "BERT (Devlin et al. 2019), HuggingFace layout", seq_len=128),
+    _t("gpt2", transformer.gpt, "transformers.GPT2Model gpt2 (124,439,808)", **_GPT2),
+    _t("gpt2_medium", transformer.gpt, "transformers gpt2-medium",
+       hidden=1024, layers=24, heads=16, **_GPT2),
+    _t("gpt2_large", transformer.gpt, "transformers gpt2-large",
+       hidden=1280, layers=36, heads=20, **_GPT2),
+    _t("gpt2_xl", transformer.gpt, "transformers gpt2-xl",
+       hidden=1600, layers=48, heads=25, **_GPT2),
+    _t("gpt", transformer.gpt, "Megatron-LM GPT layout (Narayanan et al. 2021)"),
+    _t("llama", transformer.llama, "Llama family; defaults are Llama-2-7B"),
+    _t("llama2_7b", transformer.llama, f"{_META}Llama-2-7b-hf {_L2} (6,738,415,616)"),
+    _t("llama2_13b", transformer.llama, f"{_META}Llama-2-13b-hf {_L2} (13,015,864,320)",
+       hidden=5120, layers=40, heads=40, ffn_hidden=13824),
+    _t("llama2_70b", transformer.llama,
+       f"{_META}Llama-2-70b-hf {_L2}, GQA 8 KV heads (68,976,648,192)",
+       hidden=8192, layers=80, heads=64, kv_heads=8, ffn_hidden=28672),
+    _t("llama3_8b", transformer.llama, f"{_META}Meta-Llama-3-8B {_L3} (8,030,261,248)",
+       hidden=4096, layers=32, heads=32, kv_heads=8, ffn_hidden=14336, **_LLAMA3),
+    _t("llama3_70b", transformer.llama, f"{_META}Meta-Llama-3-70B {_L3} (70,553,706,496)",
+       hidden=8192, layers=80, heads=64, kv_heads=8, ffn_hidden=28672, **_LLAMA3),
+    _t("llama3_405b", transformer.llama, f"{_META}Llama-3.1-405B {_L3} (405,853,388,800)",
+       hidden=16384, layers=126, heads=128, kv_heads=8, ffn_hidden=53248, **_LLAMA3),
+    _t("moe", moe.moe, "mixture-of-experts decoder; defaults are Mixtral 8x7B"),
+    _t("mixtral_8x7b", moe.moe,
+       "config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1 (46,702,792,704; "
+       "12,879,925,248 active)"),
+    _t("mixtral_8x22b", moe.moe,
+       "config.json of huggingface.co/mistralai/Mixtral-8x22B-v0.1 (140,630,071,296; "
+       "39,161,468,928 active)",
+       hidden=6144, layers=56, heads=48, ffn_hidden=16384, vocab=32768),
+    _t(
         "deepseek_v3",
         frontier.deepseek_v3,
-        "transformer",
         "config.json of huggingface.co/deepseek-ai/DeepSeek-V3, main model (671,026,404,352 + "
         "14,848 expert-bias buffers; 37,552,282,624 active); node-limited routing n_group=8, "
         "topk_group=4; mtp_layers=1 adds the multi-token-prediction module "
         "(num_nextn_predict_layers, 682,636,472,320 trained; 38,240,382,976 active)",
         **_DEEPSEEK_V3,
     ),
-    *_transformers(
-        moe.moe,
-        "hidden layers heads kv_heads head_dim qk_norm ffn_hidden experts top_k expert_ffn_hidden "
-        "vocab",
-        (
-            (
-                "qwen3_30b_a3b",
-                f"{_QWEN}Qwen3-30B-A3B (qk-norm, no shared experts; 30,532,122,624; "
-                "3,353,032,704 active)",
-                2048, 48, 32, 6144, 768,
-            ),
-            (
-                "qwen3_235b_a22b",
-                f"{_QWEN}Qwen3-235B-A22B (qk-norm, no shared experts; 235,093,634,560; "
-                "22,190,763,520 active)",
-                4096, 94, 64, 12288, 1536,
-            ),
-        ),
-        kv_heads=4, head_dim=128, qk_norm=True, experts=128, top_k=8, vocab=151936,
-    ),
-    *_transformers(
-        transformer.llama,
-        "hidden layers heads kv_heads head_dim qk_norm ffn_hidden vocab seq_len tied_embeddings",
-        [
-            (
-                name,
-                f"{_QWEN}{hf} (qk-norm, RMSNorm, SwiGLU, GQA 8 KV heads of 128; "
-                f"{'tied' if tied else 'untied'} head; {count})",
-                hidden, layers, heads, ffn, tied,
-            )
-            for name, hf, hidden, layers, heads, ffn, tied, count in _QWEN3_DENSE
-        ],
-        kv_heads=8, head_dim=128, qk_norm=True, vocab=151936, seq_len=4096,
-    ),
-    *_transformers(
-        frontier.gpt_oss,
-        "layers experts",
-        (
-            (
-                "gpt_oss_120b",
-                "config.json of huggingface.co/openai/gpt-oss-120b (36 layers, 128 experts top-4, "
-                "biased attention with sinks, sliding window 128 on even layers; 116,829,156,672; "
-                "5,711,982,912 active with the embedding)",
-            ),
-            (
-                "gpt_oss_20b",
-                "config.json of huggingface.co/openai/gpt-oss-20b (24 layers, 32 experts top-4; "
-                "20,914,757,184; 4,187,440,704 active with the embedding)",
-                24, 32,
-            ),
-        ),
-    ),
-    *_transformers(
-        frontier.llama4,
-        "experts moe_layer_step qk_norm",
-        (
-            (
-                "llama4_scout",
-                "text_config of config.json of huggingface.co/meta-llama/Llama-4-Scout-17B-16E (16 "
-                "experts top-1 + 1 shared in every layer, chunked attention 8192, L2 qk-norm; "
-                "107,769,861,120; 17,172,894,720 active; no vision encoder)",
-            ),
-            (
-                "llama4_maverick",
-                "text_config of config.json of huggingface.co/meta-llama/Llama-4-Maverick-17B-128E "
-                "(128 experts top-1 + 1 shared in every second layer, dense 16384 between; "
-                "400,711,848,960; 17,184,691,200 active; no vision encoder)",
-                128, 2, False,
-            ),
-        ),
-    ),
-    _m(
+    _t("qwen3_30b_a3b", moe.moe,
+       f"{_QWEN}Qwen3-30B-A3B (qk-norm, no shared experts; 30,532,122,624; "
+       "3,353,032,704 active)",
+       hidden=2048, layers=48, heads=32, kv_heads=4, **_QWEN3_ATTN, ffn_hidden=6144,
+       experts=128, top_k=8, expert_ffn_hidden=768, vocab=_QWEN3_VOCAB),
+    _t("qwen3_235b_a22b", moe.moe,
+       f"{_QWEN}Qwen3-235B-A22B (qk-norm, no shared experts; 235,093,634,560; "
+       "22,190,763,520 active)",
+       hidden=4096, layers=94, heads=64, kv_heads=4, **_QWEN3_ATTN, ffn_hidden=12288,
+       experts=128, top_k=8, expert_ffn_hidden=1536, vocab=_QWEN3_VOCAB),
+    _qwen3_dense("qwen3_0_6b", "Qwen3-0.6B", _QWEN_SMALL[0], hidden=1024, layers=28, heads=16, ffn_hidden=3072, tied_embeddings=True),
+    _qwen3_dense("qwen3_1_7b", "Qwen3-1.7B", _QWEN_SMALL[1], hidden=2048, layers=28, heads=16, ffn_hidden=6144, tied_embeddings=True),
+    _qwen3_dense("qwen3_4b", "Qwen3-4B", "4,022,468,096", hidden=2560, layers=36, heads=32, ffn_hidden=9728, tied_embeddings=True),
+    _qwen3_dense("qwen3_8b", "Qwen3-8B", "8,190,735,360", hidden=4096, layers=36, heads=32, ffn_hidden=12288, tied_embeddings=False),
+    _qwen3_dense("qwen3_14b", "Qwen3-14B", "14,768,307,200", hidden=5120, layers=40, heads=40, ffn_hidden=17408, tied_embeddings=False),
+    _qwen3_dense("qwen3_32b", "Qwen3-32B", "32,762,123,264", hidden=5120, layers=64, heads=64, ffn_hidden=25600, tied_embeddings=False),
+    _t("gpt_oss_120b", frontier.gpt_oss,
+       "config.json of huggingface.co/openai/gpt-oss-120b (36 layers, 128 experts top-4, "
+       "biased attention with sinks, sliding window 128 on even layers; 116,829,156,672; "
+       "5,711,982,912 active with the embedding)"),
+    _t("gpt_oss_20b", frontier.gpt_oss,
+       "config.json of huggingface.co/openai/gpt-oss-20b (24 layers, 32 experts top-4; "
+       "20,914,757,184; 4,187,440,704 active with the embedding)",
+       layers=24, experts=32),
+    _t("llama4_scout", frontier.llama4,
+       "text_config of config.json of huggingface.co/meta-llama/Llama-4-Scout-17B-16E (16 "
+       "experts top-1 + 1 shared in every layer, chunked attention 8192, L2 qk-norm; "
+       "107,769,861,120; 17,172,894,720 active; no vision encoder)"),
+    _t("llama4_maverick", frontier.llama4,
+       "text_config of config.json of huggingface.co/meta-llama/Llama-4-Maverick-17B-128E "
+       "(128 experts top-1 + 1 shared in every second layer, dense 16384 between; "
+       "400,711,848,960; 17,184,691,200 active; no vision encoder)",
+       experts=128, moe_layer_step=2, qk_norm=False),
+    _t(
         "grok_1",
         frontier.grok1,
-        "transformer",
         "github.com/xai-org/grok-1 @7050ed2 run.py / model.py (8 experts top-2, four RMSNorms "
         "per layer, tied embedding; 315,684,820,992; 83,756,587,008 active)",
     ),
-    _m(
+    _t(
         "transformer_xl",
         transformer.transformer_xl,
-        "transformer",
         "Transformer-XL base, DeepLearningExamples wt103_base.yaml (Dai et al. 2019)",
     ),
     _m("mlp", mlp.mlp, "mlp", "plain MLP: widths = input, hidden..., output"),

@@ -107,42 +107,28 @@ def _window(size: int, kind: WindowKind, where: str) -> AttentionWindow:
     return AttentionWindow(kind, size)
 
 
-#: The shapes the builders default to, one row per builder (columns :data:`_SHAPE_ARGS`):
-#: gpt-oss-120b, Llama 4 Scout (``expert_ffn_hidden`` is its ``intermediate_size``) and Grok-1,
-#: from the configurations the module docstring names; ``seq_len`` is the default sequence
-#: length of a training sample. Each builder adds its own arguments (:data:`_OWN_ARGS`) and all
-#: take :data:`_ROUTING_ARGS`; a builder lists its arguments in the order of :data:`_ARG_ORDER`.
-_SHAPE_ARGS = (
-    "hidden", "layers", "heads", "kv_heads", "head_dim", "experts", "top_k", "expert_ffn_hidden",
-    "seq_len", "vocab",
-)  # fmt: skip
-_SHAPES = {
-    "gpt_oss": (2880, 36, 64, 8, 64, 128, 4, 2880, 4096, 201088),
-    "llama4": (5120, 48, 40, 8, 128, 16, 1, 8192, 8192, 202048),
-    "grok1": (6144, 64, 48, 8, 128, 8, 2, 32768, 8192, 131072),
-}
-_OWN_ARGS: dict[str, dict[str, Any]] = {
-    "gpt_oss": {"sliding_window": 128},
-    "llama4": {
-        "ffn_hidden": 16384, "shared_experts": 1, "moe_layer_step": 1, "attention_chunk": 8192,
-        "nope_every": 4, "qk_norm": True,
-    },
-    "grok1": {},
-}  # fmt: skip
-#: Balanced routing without a capacity limit and fused attention, every builder's defaults.
+#: Balanced routing without a capacity limit and fused attention: every builder's last
+#: arguments.
 _ROUTING_ARGS = {"load_imbalance": 1.0, "capacity_factor": 0.0, "flash_attention": True}
-_ARG_ORDER = (
-    "hidden", "layers", "heads", "kv_heads", "head_dim", "ffn_hidden", "experts", "top_k",
-    "expert_ffn_hidden", "sliding_window", "shared_experts", "moe_layer_step", "attention_chunk",
-    "nope_every", "qk_norm", "seq_len", "vocab", *_ROUTING_ARGS,
-)  # fmt: skip
-
-
-def _defaults(model: str) -> dict[str, Any]:
-    """Model arguments of builder ``model`` with their defaults, in order (see :data:`_SHAPES`)."""
-    given = {**dict(zip(_SHAPE_ARGS, _SHAPES[model], strict=True)), **_OWN_ARGS[model]}
-    given.update(_ROUTING_ARGS)
-    return {k: given[k] for k in _ARG_ORDER if k in given}
+#: The model arguments of each builder in their order, with their defaults: gpt-oss-120b,
+#: Llama 4 Scout (``expert_ffn_hidden`` is its ``intermediate_size``, ``ffn_hidden`` its
+#: ``intermediate_size_mlp``) and Grok-1, from the configurations the module docstring names;
+#: ``seq_len`` is the default sequence length of a training sample.
+_GPT_OSS_ARGS = {
+    "hidden": 2880, "layers": 36, "heads": 64, "kv_heads": 8, "head_dim": 64, "experts": 128,
+    "top_k": 4, "expert_ffn_hidden": 2880, "sliding_window": 128, "seq_len": 4096,
+    "vocab": 201088, **_ROUTING_ARGS,
+}  # fmt: skip
+_LLAMA4_ARGS = {
+    "hidden": 5120, "layers": 48, "heads": 40, "kv_heads": 8, "head_dim": 128,
+    "ffn_hidden": 16384, "experts": 16, "top_k": 1, "expert_ffn_hidden": 8192,
+    "shared_experts": 1, "moe_layer_step": 1, "attention_chunk": 8192, "nope_every": 4,
+    "qk_norm": True, "seq_len": 8192, "vocab": 202048, **_ROUTING_ARGS,
+}  # fmt: skip
+_GROK1_ARGS = {
+    "hidden": 6144, "layers": 64, "heads": 48, "kv_heads": 8, "head_dim": 128, "experts": 8,
+    "top_k": 2, "expert_ffn_hidden": 32768, "seq_len": 8192, "vocab": 131072, **_ROUTING_ARGS,
+}  # fmt: skip
 
 
 def _routed(net: Net, a: dict[str, Any], **fields: Any) -> MoeConfig:
@@ -297,7 +283,7 @@ def _gpt_oss_experts(
 
 
 def gpt_oss(net: Net, **kwargs: Any) -> TransformerConfig:
-    """gpt-oss (see the module docstring). Defaults are gpt-oss-120b (:data:`_SHAPES`, with
+    """gpt-oss (see the module docstring). Defaults are gpt-oss-120b (:data:`_GPT_OSS_ARGS`, with
     ``sliding_window=128``): 116,829,156,672 parameters, 5,711,982,912 active (4 of 128 experts;
     5,132,849,472 without the embedding).
 
@@ -332,7 +318,7 @@ def _l2_qk_attention(
 
 def llama4(net: Net, **kwargs: Any) -> TransformerConfig:
     """Llama 4 text decoder (see the module docstring). Defaults are Llama 4 Scout
-    (:data:`_SHAPES`, with ``ffn_hidden=16384``, one shared expert, ``moe_layer_step=1``,
+    (:data:`_LLAMA4_ARGS`: ``ffn_hidden=16384``, one shared expert, ``moe_layer_step=1``,
     ``attention_chunk=8192``, ``nope_every=4``, ``qk_norm=true``; 107,769,861,120 parameters,
     17,172,894,720 active); Maverick is ``experts=128, moe_layer_step=2, qk_norm=false``
     (400,711,848,960; 17,184,691,200 active).
@@ -382,7 +368,7 @@ def _post_normed(section: Section, norm: str) -> Section:
 
 
 def grok1(net: Net, **kwargs: Any) -> TransformerConfig:
-    """Grok-1 (see the module docstring; defaults :data:`_SHAPES`): 315,684,820,992 parameters
+    """Grok-1 (see the module docstring; defaults :data:`_GROK1_ARGS`): 315,684,820,992 parameters
     (xAI's "314B"), 83,756,587,008 active (2 of 8 experts).
 
     Per layer: attention ``h (q + 2 kv d) + q h``, router ``h E``, experts ``3 E h f``, four
@@ -468,8 +454,9 @@ def deepseek_v3(net: Net, *, mtp_layers: int = 0, **kwargs: Any) -> TransformerC
     return cfg
 
 
-table_signature(deepseek_v3, {"mtp_layers": 0, **_moe.MOE_DEFAULTS})
-for _fn in (gpt_oss, llama4, grok1):
-    table_signature(_fn, _defaults(_fn.__name__))
+table_signature(deepseek_v3, {"mtp_layers": 0, **_moe.MOE_DEFAULTS}, _moe.MOE_TYPES)
+table_signature(gpt_oss, _GPT_OSS_ARGS)
+table_signature(llama4, _LLAMA4_ARGS)
+table_signature(grok1, _GROK1_ARGS)
 
 __all__ = ["deepseek_v3", "gpt_oss", "grok1", "llama4"]

@@ -635,6 +635,10 @@ MOE_DEFAULTS: dict[str, Any] = {
     "v_head_dim": None, "seq_len": 4096, "vocab": 32000, "tied_embeddings": False,
     "flash_attention": True,
 }  # fmt: skip
+#: The types of the arguments of :data:`MOE_DEFAULTS` that also take ``None`` (``None``:
+#: ``heads`` KV heads, heads ``hidden / heads`` wide, experts ``ffn_hidden`` wide, values
+#: ``head_dim`` wide); the others are their defaults' types.
+MOE_TYPES = {k: "int | None" for k in ("kv_heads", "head_dim", "expert_ffn_hidden", "v_head_dim")}
 
 #: The model arguments that are :class:`MoeConfig` fields of the same name, as every MoE layer
 #: of :func:`moe` has them (``moe_layer_freq`` and ``first_dense_layers`` say which layers).
@@ -718,12 +722,13 @@ def moe(net: Net, **kwargs: Any) -> TransformerConfig:
     return layered_decoder(net, cfg, layer, tied=a["tied_embeddings"])
 
 
-table_signature(moe, MOE_DEFAULTS)
+table_signature(moe, MOE_DEFAULTS, MOE_TYPES)
 
 __all__ = [
     "COUNT_BYTES",
     "MLA_ARGS",
     "MOE_DEFAULTS",
+    "MOE_TYPES",
     "PROB_BYTES",
     "ROUTED_ARGS",
     "MlaConfig",
