@@ -12,8 +12,11 @@ component models, but evaluates one representative rank per pipeline stage in cl
   stack's fusion mode, eager PyTorch, ``torch.compile`` or Transformer Engine; the FP8
   recipe's cast and amax kernels and the cached weight cast's share of each micro-batch;
   FSDP2's copies; Megatron-Core's MoE permutation copies). The recipe is built as ``predict``
-  builds it (:func:`perfmodel.pipeline.resolve._recipe`) from the base's fields typed by
-  ``predict``'s parse (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset
+  builds it (:func:`perfmodel.pipeline.resolve.recipe_of`) for the plan ``predict`` derives
+  (:func:`perfmodel.pipeline.resolve.plan_for`: the preset's ZeRO stage where the plan
+  states none, ZeRO-3 as FSDP under an FSDP preset, the default micro-batch, ``interleave >
+  1`` as the interleaved schedule, the recomputation) from the fields typed by ``predict``'s
+  parse (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset
   with its ``software_options``, the precision, optimizer, ``compile`` (``--compile``), FP8
   recipe, ``cp_comm`` and MoE dispatcher. Plans of equal kernels share workloads and layer
   times. Megatron-Core's ``recompute_modules`` are not read: the screen's selective
@@ -106,6 +109,7 @@ from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
+from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.screen_overlap import (
     dp_exposed,
     host_step_s,
@@ -295,13 +299,23 @@ def _parsed_base(base: Mapping[str, Any]) -> Any:
     return parse_scenario(Scenario.from_dict({**shared, "batch_per_gpu": 1}))
 
 
-def _predict_recipe(parsed: Any, plan: Any, topo: Any) -> Any:
-    """The training recipe ``predict`` builds for ``plan`` from the parsed scenario
-    (:func:`perfmodel.pipeline.resolve._recipe`: the preset, precision, optimizer,
-    ``--compile`` and FP8 recipe, its refusals included)."""
-    from perfmodel.pipeline.resolve import _recipe
+def _parsed_plan(base: Mapping[str, Any], scenario: Mapping[str, Any]) -> Any:
+    """The base with one plan's fields (``scenario``), typed by the parse ``predict`` runs
+    (:func:`perfmodel.scenario_parse.parse_scenario`: ``interleave > 1`` names the interleaved
+    schedule, the preset's sequence parallelism, ...), for
+    :func:`perfmodel.pipeline.resolve.plan_for`. A global batch, where given, is the plan's
+    batch (``batch_per_gpu`` then left out); ``recompute_modules`` and the fidelity are not
+    read by the screen (its selective recomputation is the preset's rule) and left out.
+    Unset (``None``) fields take the scenario's defaults."""
+    from perfmodel.scenario import Scenario
+    from perfmodel.scenario_parse import parse_scenario
 
-    return _recipe(parsed, plan, topo)
+    drop = {"fidelity", "recompute_modules"}
+    merged = {**base, **scenario}
+    if merged.get("global_batch") is not None:
+        drop.add("batch_per_gpu")
+    fields = {k: v for k, v in merged.items() if k not in drop and v is not None}
+    return parse_scenario(Scenario.from_dict(fields))
 
 
 def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -387,7 +401,7 @@ class PlanScreen:
         from perfmodel.parallel.plan import ParallelismPlan
 
         # the training recipe's bytes, autocast casts and kernels, as predict builds it
-        self.recipe = _predict_recipe(self.parsed, ParallelismPlan(), one)
+        self.recipe = recipe_of(self.parsed, ParallelismPlan(), one)
         # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
         # implementation (the recipe's fusion: the preset's, or torch.compile's under --compile)
         from perfmodel.parallel.expert import CPImpl
@@ -402,8 +416,8 @@ class PlanScreen:
         self._stage_cache: dict[tuple[int, int, int, str, bool, int, int, int], _StageCosts] = {}
         self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], _Parts] = {}
         self._results: dict[str, dict[str, Any]] = {}
-        self._recipes: dict[tuple[int, int, int, int, int, int], Any] = {}
-        self._kernel_ids: dict[tuple[int, int, int, int, int, int, int], int] = {}
+        self._recipes: dict[Any, Any] = {}  # ParallelismPlan -> its Recipe
+        self._kernel_ids: dict[tuple[Any, int], int] = {}  # (plan, micro-batches) -> kernels
         # KernelRecipe by index; 0: the base's recipe at one micro-batch
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
@@ -766,38 +780,25 @@ class PlanScreen:
             stage_host, last_wl, others,
         )  # fmt: skip
 
-    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int = 1) -> Any:
-        """The training recipe ``predict`` builds for this plan (:func:`perfmodel.api.resolve`:
-        ZeRO-3 under an FSDP preset is FSDP; the base's ``--compile``, FP8 recipe and MoE
-        dispatcher), cached per plan shape."""
-        key = (zero, dp, cp, tp, pp, ep)
-        hit = self._recipes.get(key)
+    def _plan_recipe(self, plan: Any) -> Any:
+        """The training recipe ``predict`` builds for ``plan``
+        (:func:`perfmodel.pipeline.resolve.recipe_of`: the base's ``--compile``, FP8 recipe and
+        MoE dispatcher; its refusals, such as activation offloading with recomputation),
+        cached per plan (every field of it is the recipe's input)."""
+        hit = self._recipes.get(plan)
         if hit is None:
-            from perfmodel.parallel.plan import ParallelismPlan
-
-            fsdp = self.preset.fsdp and zero == 3
-            plan = ParallelismPlan(
-                dp=dp,
-                tp=tp,
-                pp=pp,
-                cp=cp,
-                ep=ep,
-                zero=0 if fsdp else zero,
-                fsdp=fsdp,
-                moe_dispatcher=self.parsed.moe_dispatcher,
-            )
-            hit = self._recipes[key] = _predict_recipe(self.parsed, plan, self._topology(1))
+            hit = self._recipes[plan] = recipe_of(self.parsed, plan, self._topology(1))
         return hit
 
-    def _kernel_id(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int, m: int) -> int:
-        """Index in ``self._kernels`` of the kernels ``predict`` builds this plan's workload with
+    def _kernel_id(self, plan: Any, m: int) -> int:
+        """Index in ``self._kernels`` of the kernels ``predict`` builds ``plan``'s workload with
         (:meth:`~perfmodel.parallel.recipe.Recipe.kernels` of the plan's recipe for ``m``
         micro-batches per replica); equal kernels share an index, so plans of different shapes
         share workloads and layer times."""
-        key = (zero, dp, cp, tp, pp, ep, m)
+        key = (plan, m)
         hit = self._kernel_ids.get(key)
         if hit is None:
-            kernels = self._plan_recipe(zero, dp, cp, tp, pp, ep).kernels(m)
+            kernels = self._plan_recipe(plan).kernels(m)
             try:
                 hit = self._kernels.index(kernels)
             except ValueError:
@@ -824,7 +825,8 @@ class PlanScreen:
     ) -> float:
         """Seconds the eager host issues before the first stage's GPU can run its step without
         waiting (:func:`perfmodel.search.screen_overlap.stage_issue_lead_s`), at most its issue
-        time; cached per stage shape and schedule.
+        time; cached per stage shape, schedule and the recipe's selective-recomputation
+        policy (what it reads).
 
         Without pipelining the order is ``m`` identical forward-backward pairs, whose lead is
         the first pair's plus ``m - 1`` times what each pair's issue outruns its GPU time
@@ -834,7 +836,7 @@ class PlanScreen:
             one = self._issue_lead_s(st, rc, schedule, pp, 1, v, recompute)
             two = self._issue_lead_s(st, rc, schedule, pp, 2, v, recompute)
             return min(one + (m - 1) * (two - one), m * st.host_s)
-        key = (id(st), schedule, pp, m, v, recompute)
+        key = (id(st), rc.selective_recompute, schedule, pp, m, v, recompute)
         hit = self._leads.get(key)
         if hit is not None:
             return hit[1]
@@ -884,49 +886,22 @@ class PlanScreen:
         return {**hit, "breakdown": dict(hit["breakdown"])}
 
     def _evaluate(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
-        from perfmodel.parallel.plan import PipelineSchedule, Recompute
+        from perfmodel.parallel.plan import DPMode
 
-        sc = {**self.base, **scenario}
-        gpus = int(sc["gpus"])
-        tp, pp = int(sc.get("tp") or 1), int(sc.get("pp") or 1)
-        ep, cp = int(sc.get("ep") or 1), int(sc.get("cp") or 1)
-        dp = int(sc.get("dp") or gpus // (tp * pp * cp))
-        if dp * tp * pp * cp != gpus:
-            raise InfeasiblePlanError(
-                f"dp*tp*pp*cp = {dp * tp * pp * cp} != gpus = {gpus}",
-                value=(dp, tp, pp, cp),
-                where="plan",
-            )
-        k = int(sc.get("learners_per_gpu") or 1)
-        if sc.get("global_batch") is not None:
-            gb = int(sc["global_batch"])
-        else:
-            gb = int(sc["batch_per_gpu"]) * dp * k
-        if gb % (dp * k):
-            raise InfeasiblePlanError(
-                f"global batch {gb} does not split over dp={dp} x learners={k}",
-                value=gb,
-                where="global_batch",
-            )
-        per_replica = gb // (dp * k)
-        mb = int(sc.get("microbatch") or (1 if pp > 1 else per_replica))
-        if per_replica % mb:
-            raise InfeasiblePlanError(
-                f"micro-batch {mb} does not divide the per-replica batch {per_replica}",
-                value=mb,
-                where="microbatch",
-            )
-        m = per_replica // mb
-        v = int(sc.get("interleave") or 1)
-        # the choices as predict reads them (case, aliases such as "pipedream-flush")
-        schedule = PipelineSchedule.parse(sc.get("schedule") or "1f1b").value
-        recompute = Recompute.parse(sc.get("recompute") or "none").value
-        sp = bool(sc.get("sequence_parallel"))
-        zero = int(sc.get("zero") or 0)
-        rc = self._plan_recipe(zero, dp, cp, tp, pp, ep)
+        # the plan predict runs (one derivation: the preset's ZeRO, FSDP, the micro-batch,
+        # the interleaved schedule, recomputation), with predict's checks of the batch split
+        gpus = int({**self.base, **scenario}["gpus"])
+        plan, per_replica = plan_for(_parsed_plan(self.base, scenario), gpus)
+        dp, tp, pp, ep, cp = plan.dp, plan.tp, plan.pp, plan.ep, plan.cp
+        k, mb, v = plan.learners_per_gpu, plan.microbatch_size, plan.interleave
+        gb = per_replica * dp * (k if plan.dp_mode is DPMode.CROSSBOW else 1)
+        m = plan.num_microbatches(per_replica)
+        schedule, recompute = plan.schedule.value, plan.recompute.value
+        sp = plan.sequence_parallel
+        rc = self._plan_recipe(plan)
         # the kernels predict builds this plan's workload with (fusion, FP8 casts, FSDP2's
         # copies, the FP8 weight cast's share of each of the m micro-batches)
-        kern = self._kernel_id(zero, dp, cp, tp, pp, ep, m)
+        kern = self._kernel_id(plan, m)
         st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern)
         # each phase's tensor-parallel collectives after its compute, or beside it as the
         # recipe overlaps them (Megatron-Core tp_comm_overlap: the lowering's split)
@@ -946,7 +921,7 @@ class PlanScreen:
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
         dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
-        opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
+        opt_params = st.stage_params / (dp * cp if rc.sharding.stage >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * comm_mb + bubble + p2p + dp_s
         # eager stacks: the host issues the step's kernels ahead of the GPU, which starts after
