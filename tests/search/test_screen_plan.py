@@ -67,9 +67,9 @@ def test_plan_without_zero_takes_the_presets_stage(software: str, plan: dict[str
     assert got == screen({**plan, "zero": preset_zero})
     pred = _predicted(base, plan).memory_per_gpu_bytes
     assert got["memory_per_gpu_bytes"] == pytest.approx(pred, rel=0.1)
-    assert got["memory_per_gpu_bytes"] < PlanScreen(base)({**plan, "zero": 0})[
-        "memory_per_gpu_bytes"
-    ]
+    assert (
+        got["memory_per_gpu_bytes"] < PlanScreen(base)({**plan, "zero": 0})["memory_per_gpu_bytes"]
+    )
 
 
 def test_interleave_names_the_interleaved_schedule() -> None:
@@ -115,8 +115,5 @@ def test_issue_lead_cache_is_keyed_on_the_selective_policy() -> None:
         lead = stage_issue_lead_s(costs, wl, recipe, "1f1b", 1, 2, 1, "selective")
         want = min(lead, 2 * st.host_s)
         assert scr._issue_lead_s(st, recipe, "1f1b", 1, 2, 1, "selective") == want
-    leads = {
-        stage_issue_lead_s(costs, wl, r, "1f1b", 1, 2, 1, "selective") for r in (rc, other)
-    }
+    leads = {stage_issue_lead_s(costs, wl, r, "1f1b", 1, 2, 1, "selective") for r in (rc, other)}
     assert len(leads) == 2  # the policies' leads differ: the test can tell the keys apart
-
