@@ -103,13 +103,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, pairwise, repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
+from perfmodel.search.screen_layout import (
+    SUMS,
+    BlockLayout,
+    StackParts,
+    busy_s,
+    first_stage_layers,
+    last_stage_layers,
+)
 from perfmodel.search.screen_overlap import (
     dp_exposed,
     host_step_s,
@@ -118,7 +126,6 @@ from perfmodel.search.screen_overlap import (
     stage_issue_lead_s,
     tp_phase_s,
 )
-from perfmodel.workload.layers import split_at_copies
 
 
 @dataclass(frozen=True)
@@ -140,68 +147,6 @@ class _StageCosts:
     # the other pp - 1 stages' per-micro-batch times over the bottleneck stage's (pp - 1 for
     # equal stages): the pipeline's fill and drain
     others_over_max: float = 0.0
-
-
-#: The per-micro-batch sums the screen keeps of a run of layers, in this order: forward,
-#: backward (recomputation included), expert/context side communication exposed, host issue,
-#: the forward's and the backward's tensor-parallel collectives, and the forward seconds of
-#: the GEMMs a tensor-parallel reduce-scatter follows.
-_SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
-
-
-def _busy_s(sums: Sequence[float]) -> float:
-    """Per-micro-batch seconds of :data:`_SUMS` ``sums`` on the compute path, every collective
-    after its compute: forward, backward, side and tensor-parallel communication."""
-    return sums[0] + sums[1] + sums[2] + sums[4] + sums[5]
-
-
-@dataclass(frozen=True)
-class _Parts:
-    """Per-micro-batch :data:`_SUMS` seconds of the whole block stack, of the layers before it
-    and after it, for one (mb, tp, recompute, sp) shape; shared by every ``pp`` (a stage holds
-    ``1/pp`` of the blocks)."""
-
-    blocks: tuple[int, ...]
-    block: tuple[float, ...]
-    pre: tuple[float, ...]
-    post: tuple[float, ...]
-    pre_layers: tuple[Any, ...]
-    spans: dict[int, tuple[int, int, int]]  # block -> (first position, last + 1, its layers)
-    p2p_bytes: float
-    block_params: float
-    pre_params: float
-    post_params: float
-    params: float
-    all_layers: Sequence[Any]  # the workload's layers (a StackedLayers: copies unmade)
-    flop: float
-
-
-def _last_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
-    """The last stage's layers: the blocks ``keep`` (the model's last ones) and every layer
-    after them (final norm, LM head, loss); a slice of the workload's layers when they are its
-    tail (a stack's copies stay unmade), else the tuple of them."""
-    kept = set(keep)
-    lo = min(pt.spans[b][0] for b in kept)
-    spans = sorted(pt.spans[b] for b in kept)
-    contiguous = all(a[1] == b[0] and a[1] - a[0] == a[2] for a, b in pairwise(spans))
-    others_before = all(hi <= lo for b, (_, hi, _) in pt.spans.items() if b not in kept)
-    if contiguous and others_before and spans[-1][1] - spans[-1][0] == spans[-1][2]:
-        return pt.all_layers[lo:]  # read from the spans: no layer (no copy) is made
-    return tuple(la for la in pt.all_layers[lo:] if la.block is None or la.block in kept)
-
-
-def _first_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
-    """The first stage's layers: those before the blocks, then the layers of the blocks
-    ``keep``, in order. When they are the model's first layers (the kept blocks fill the
-    positions after the leading layers), a slice of the workload's layers (a stack's copies
-    stay unmade), else the tuple of them."""
-    end = len(pt.pre_layers)
-    for lo, hi, n in sorted(pt.spans[b] for b in keep):
-        if lo != end or hi - lo != n:  # a gap, or a block with other layers inside it
-            kept = set(keep)
-            return pt.pre_layers + tuple(la for la in pt.all_layers if la.block in kept)
-        end = hi
-    return pt.all_layers[:end]
 
 
 def recipe_memory(
@@ -326,46 +271,6 @@ def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((str(k), freeze(v)) for k, v in model_args.items()))
 
 
-@dataclass(frozen=True)
-class _BlockLayout:
-    """A workload's layers as the screen reads them: the layers before a stack's copies
-    (``head``) and after them (``tail``) one by one, the copies as their block (``template``)
-    and indices (``copy_ids``, at positions ``start:stop``); every block's layers
-    (``by_block``) and its span ``[first position, last position + 1, layers]``."""
-
-    head: tuple[Any, ...]
-    template: tuple[Any, ...]
-    copy_ids: Any
-    tail: tuple[Any, ...]
-    start: int
-    stop: int
-    by_block: dict[int, Any]
-    spans: dict[int, list[int]]
-
-    @classmethod
-    def of(cls, layers: Sequence[Any]) -> _BlockLayout:
-        head, template, copy_ids, tail = split_at_copies(layers)
-        if any(la.block in copy_ids for la in head + tail):  # a copy's index used elsewhere
-            head, template, copy_ids, tail = tuple(layers), (), range(0), ()
-        start = len(head)
-        stop = start + len(copy_ids) * len(template)
-        by_block: dict[int, Any] = {}
-        spans: dict[int, list[int]] = {}  # block -> [first position, last position + 1, layers]
-        for off, seq in ((0, head), (stop, tail)):
-            for i, la in enumerate(seq, off):
-                if la.block is not None:
-                    by_block.setdefault(la.block, []).append(la)
-                    span = spans.setdefault(la.block, [i, i + 1, 0])
-                    span[1] = i + 1
-                    span[2] += 1
-            if off == 0:  # the copies come between head and tail, in block order
-                p = len(template)
-                for j, b in enumerate(copy_ids):
-                    by_block[b] = template
-                    spans[b] = [start + j * p, start + (j + 1) * p, p]
-        return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
-
-
 class PlanScreen:
     """Closed-form plan evaluator with the evaluator interface (scenario dict -> report dict).
 
@@ -414,7 +319,7 @@ class PlanScreen:
         # (mb, tp, recompute, sp, ep, cp, kernels), ``kernels`` the index of a KernelRecipe
         self._wl_cache: dict[tuple[int, int, bool, int, int, int], Any] = {}
         self._stage_cache: dict[tuple[int, int, int, str, bool, int, int, int], _StageCosts] = {}
-        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], _Parts] = {}
+        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], StackParts] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._recipes: dict[Any, Any] = {}  # ParallelismPlan -> its Recipe
         self._kernel_ids: dict[tuple[Any, int], int] = {}  # (plan, micro-batches) -> kernels
@@ -578,7 +483,7 @@ class PlanScreen:
 
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
-    ) -> _Parts:
+    ) -> StackParts:
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
         A stack (:class:`~perfmodel.workload.layers.StackedLayers`) is read as the layers
@@ -597,13 +502,13 @@ class PlanScreen:
         # the copies and after them one by one, the copies as their block and its indices.
         # Every sum below adds the same numbers in the same order as a layer-by-layer loop.
         layers = wl.layers
-        lay = _BlockLayout.of(layers)
+        lay = BlockLayout.of(layers)
         head, template, copy_ids, tail = lay.head, lay.template, lay.copy_ids, lay.tail
         start, stop, by_block, spans = lay.start, lay.stop, lay.by_block, lay.spans
         # identical blocks (equal LayerCost.cost_key of every layer) are costed once
         per_kind: dict[tuple[Any, ...], tuple[float, ...]] = {}
         per_obj: dict[int, tuple[float, ...]] = {}  # the copies: one key
-        block_sum = [0.0] * len(_SUMS)
+        block_sum = [0.0] * len(SUMS)
         for blk in by_block.values():
             t = per_obj.get(id(blk))
             if t is None:
@@ -612,7 +517,7 @@ class PlanScreen:
                 if t is None:
                     t = per_kind[kind] = times(blk)
                 per_obj[id(blk)] = t
-            for i in range(len(_SUMS)):
+            for i in range(len(SUMS)):
                 block_sum[i] += t[i]
         first_block = min((s[0] for s in spans.values()), default=0)
         last_block = max((s[1] for s in spans.values()), default=0) - 1
@@ -634,7 +539,7 @@ class PlanScreen:
             boundary = template[(last_block - start) % len(template)].output_shape
         else:
             boundary = layers[last_block].output_shape  # layers[-1] when there are no blocks
-        hit = self._parts_cache[key] = _Parts(
+        hit = self._parts_cache[key] = StackParts(
             blocks=tuple(sorted(by_block)),
             block=tuple(block_sum),
             pre=times(pre),
@@ -654,7 +559,7 @@ class PlanScreen:
     def _times(
         self, tp: int, recompute: str, ep: int, cp: int
     ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
-        """``times(layers) ->`` the :data:`_SUMS` seconds of one micro-batch of ``layers``:
+        """``times(layers) ->`` the :data:`~perfmodel.search.screen_layout.SUMS` seconds of one micro-batch of ``layers``:
         recomputation charged per ``recompute``, the tensor-parallel collectives of a ``tp``
         group per phase, expert all-to-alls in full and ring attention beyond the attention it
         hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
@@ -690,7 +595,7 @@ class PlanScreen:
             return t
 
         def times(layers: Sequence[Any]) -> tuple[float, ...]:
-            """:data:`_SUMS` seconds of ``layers``: forward, backward (recomputation in it),
+            """:data:`~perfmodel.search.screen_layout.SUMS` seconds of ``layers``: forward, backward (recomputation in it),
             expert/context side communication, host issue, the forward's and the backward's
             tensor-parallel collectives (the recomputed forward's in the backward's, as
             :func:`~perfmodel.parallel.lowering.build_chunk` books them) and the forward of the
@@ -741,7 +646,7 @@ class PlanScreen:
             raise InfeasiblePlanError(
                 f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
             )
-        host = _SUMS.index("host")
+        host = SUMS.index("host")
         bh, ph, qh = pt.block[host], pt.pre[host], pt.post[host]
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
@@ -757,12 +662,12 @@ class PlanScreen:
             # compute and communication (host issue is the step floor's, below)
             first = tuple(x * share + y for x, y in zip(pt.block, pt.pre, strict=True))
             last = tuple(x * share + y for x, y in zip(pt.block, pt.post, strict=True))
-            sums = max(first, last, key=_busy_s)
+            sums = max(first, last, key=busy_s)
             # the stages between them hold blocks only
-            total = _busy_s(first) + _busy_s(last) + (pp - 2) * share * _busy_s(pt.block)
-            top = _busy_s(sums)
+            total = busy_s(first) + busy_s(last) + (pp - 2) * share * busy_s(pt.block)
+            top = busy_s(sums)
             others = (total - top) / top if top > 0 else float(pp - 1)
-            first_layers = _first_stage(pt, blocks[: max(1, round(per_stage_blocks))])
+            first_layers = first_stage_layers(pt, blocks[: max(1, round(per_stage_blocks))])
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
             stage_params = pt.params
@@ -772,7 +677,7 @@ class PlanScreen:
         last_wl = None
         if pp > 1:  # the head and the loss over the vocabulary live on the last stage
             last_wl = replace(
-                wl, layers=_last_stage(pt, blocks[-max(1, round(per_stage_blocks)) :])
+                wl, layers=last_stage_layers(pt, blocks[-max(1, round(per_stage_blocks)) :])
             )
         f, b, side, _, tf, tb, rs = sums
         return _StageCosts(
