@@ -559,10 +559,11 @@ class PlanScreen:
     def _times(
         self, tp: int, recompute: str, ep: int, cp: int
     ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
-        """``times(layers) ->`` the :data:`~perfmodel.search.screen_layout.SUMS` seconds of one micro-batch of ``layers``:
-        recomputation charged per ``recompute``, the tensor-parallel collectives of a ``tp``
-        group per phase, expert all-to-alls in full and ring attention beyond the attention it
-        hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
+        """``times(layers) ->`` the :data:`~perfmodel.search.screen_layout.SUMS` seconds of one
+        micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
+        collectives of a ``tp`` group per phase, expert all-to-alls in full and ring attention
+        beyond the attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron
+        order)."""
         costs = self._system_costs(1)
         from perfmodel.parallel.lowering import _tp_reduce_scattered
         from perfmodel.parallel.segment_comm import cp_pass_exposed_s
@@ -595,11 +596,12 @@ class PlanScreen:
             return t
 
         def times(layers: Sequence[Any]) -> tuple[float, ...]:
-            """:data:`~perfmodel.search.screen_layout.SUMS` seconds of ``layers``: forward, backward (recomputation in it),
-            expert/context side communication, host issue, the forward's and the backward's
-            tensor-parallel collectives (the recomputed forward's in the backward's, as
-            :func:`~perfmodel.parallel.lowering.build_chunk` books them) and the forward of the
-            GEMMs a tensor-parallel reduce-scatter follows (``Segment.tp_rs_fwd_s``)."""
+            """:data:`~perfmodel.search.screen_layout.SUMS` seconds of ``layers``: forward,
+            backward (recomputation in it), expert/context side communication, host issue, the
+            forward's and the backward's tensor-parallel collectives (the recomputed forward's
+            in the backward's, as :func:`~perfmodel.parallel.lowering.build_chunk` books them)
+            and the forward of the GEMMs a tensor-parallel reduce-scatter follows
+            (``Segment.tp_rs_fwd_s``)."""
             f = b = c = h = tf = tb = rs = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)

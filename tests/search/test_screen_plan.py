@@ -89,8 +89,9 @@ def test_plan_for_is_resolves_plan() -> None:
     """``plan_for`` is the plan ``predict`` resolves (golden fields of a hand-checked case):
     64 samples over dp = 32 / (2 x 2) = 8 replicas is 8 per replica, micro-batch 1 with
     pipelining, the preset's ZeRO-1, interleave 2 naming the interleaved schedule."""
-    sc = Scenario.from_dict({**_base("megatron-core"), "nodes": 4, "gpus": 32, "tp": 2, "pp": 2,
-                             "global_batch": 64, "interleave": 2, "recompute": "selective"})  # fmt: skip
+    plan_fields = {"nodes": 4, "gpus": 32, "tp": 2, "pp": 2, "global_batch": 64, "interleave": 2,
+                   "recompute": "selective"}  # fmt: skip
+    sc = Scenario.from_dict({**_base("megatron-core"), **plan_fields})
     plan, per_replica = plan_for(parse_scenario(sc), 32)
     assert (plan.dp, plan.tp, plan.pp, per_replica, plan.microbatch_size) == (8, 2, 2, 8, 1)
     assert (plan.zero, plan.fsdp, plan.dp_mode) == (1, False, DPMode.ALLREDUCE)
