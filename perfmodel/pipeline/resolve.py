@@ -84,9 +84,8 @@ def resolve(sc: Scenario) -> Resolved:
 
     Every text field is parsed once, first, by
     :func:`~perfmodel.scenario_parse.parse_scenario`; what follows derives values from typed
-    ones only: the GPUs used (:func:`_gpus_used`), the plan's degrees (:func:`_degrees`), the
-    data-parallel mode and batch split (:func:`_batch_per_replica`), the plan and the training
-    recipe (:func:`_recipe`).
+    ones only: the GPUs used (:func:`_gpus_used`), the plan and batch split
+    (:func:`plan_for`) and the training recipe (:func:`recipe_of`).
 
     Raises
     ------
@@ -99,6 +98,38 @@ def resolve(sc: Scenario) -> Resolved:
     n = _gpus_used(p, topo, sc.nodes)
     preset = p.preset
     check_single_node(preset.name, n, topo.gpus_per_node)
+    plan, bpr = plan_for(p, n)
+    layout = preset.memory_format if p.memory_format is None else p.memory_format
+    recipe = recipe_of(p, plan, topo)
+    return Resolved(
+        topo, plan, preset, p.precision, n, bpr, plan.microbatch_size, p, p.fidelity, layout,
+        p.optimizer, recipe,
+    )  # fmt: skip
+
+
+def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
+    """The plan ``predict`` runs a parsed scenario ``p`` with on ``n`` GPUs, and the samples of
+    one data-parallel replica per step: the one place the plan is derived from the scenario's
+    fields (:func:`resolve` and the search's screen,
+    :class:`perfmodel.search.screen.PlanScreen`, both call it).
+
+    The degrees (:func:`_degrees`); the data-parallel mode (the scenario's, else the preset's;
+    several learners per GPU without one is Crossbow's); the batch split
+    (:func:`_batch_per_replica`); the micro-batch (the scenario's, else one sample with
+    pipelining and the whole replica batch without); the ZeRO stage (the scenario's, else the
+    preset's), stage 3 under an FSDP preset being FSDP; the other fields as parsed
+    (:data:`_PLAN_AS_PARSED`: ``recompute``, and ``schedule``, already interleaved where
+    ``interleave > 1`` names it, :func:`~perfmodel.scenario_parse.parse_scenario`).
+
+    Raises
+    ------
+    InfeasiblePlanError
+        Degrees that do not multiply out to ``n``, a batch that does not split over the
+        replicas, or a micro-batch that does not divide the replica's batch.
+    ConfigError
+        A plan :class:`~perfmodel.parallel.plan.ParallelismPlan` refuses.
+    """
+    preset = p.preset
     dp, tp = _degrees(p, n)
     learners = p.learners_per_gpu
     mode = p.dp_mode or preset.dp_mode
@@ -120,11 +151,7 @@ def resolve(sc: Scenario) -> Resolved:
         learners_per_gpu=learners,
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
-    layout = preset.memory_format if p.memory_format is None else p.memory_format
-    recipe = _recipe(p, plan, topo)
-    return Resolved(
-        topo, plan, preset, p.precision, n, bpr, mb, p, p.fidelity, layout, p.optimizer, recipe
-    )
+    return plan, bpr
 
 
 def _gpus_used(p: ParsedScenario, topo: Topology, nodes: Any) -> int:
@@ -201,9 +228,10 @@ def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) 
     return bpr
 
 
-def _recipe(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recipe:
+def recipe_of(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recipe:
     """The training recipe of the preset, precision, optimizer and plan
-    (:func:`~perfmodel.parallel.recipe.build_recipe`); MX block-scaled FP8 only on Blackwell."""
+    (:func:`~perfmodel.parallel.recipe.build_recipe`); MX block-scaled FP8 only on Blackwell.
+    ``predict`` (:func:`resolve`) and the search's screen build every recipe here."""
     recipe = build_recipe(
         p.preset,
         p.precision,

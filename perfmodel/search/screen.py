@@ -12,8 +12,11 @@ component models, but evaluates one representative rank per pipeline stage in cl
   stack's fusion mode, eager PyTorch, ``torch.compile`` or Transformer Engine; the FP8
   recipe's cast and amax kernels and the cached weight cast's share of each micro-batch;
   FSDP2's copies; Megatron-Core's MoE permutation copies). The recipe is built as ``predict``
-  builds it (:func:`perfmodel.pipeline.resolve._recipe`) from the base's fields typed by
-  ``predict``'s parse (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset
+  builds it (:func:`perfmodel.pipeline.resolve.recipe_of`) for the plan ``predict`` derives
+  (:func:`perfmodel.pipeline.resolve.plan_for`: the preset's ZeRO stage where the plan
+  states none, ZeRO-3 as FSDP under an FSDP preset, the default micro-batch, ``interleave >
+  1`` as the interleaved schedule, the recomputation) from the fields typed by ``predict``'s
+  parse (:func:`perfmodel.scenario_parse.parse_scenario`): the software preset
   with its ``software_options``, the precision, optimizer, ``compile`` (``--compile``), FP8
   recipe, ``cp_comm`` and MoE dispatcher. Plans of equal kernels share workloads and layer
   times. Megatron-Core's ``recompute_modules`` are not read: the screen's selective
@@ -100,12 +103,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, pairwise, repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
+from perfmodel.pipeline.resolve import plan_for, recipe_of
+from perfmodel.search.screen_layout import (
+    SUMS,
+    BlockLayout,
+    StackParts,
+    busy_s,
+    first_stage_layers,
+    last_stage_layers,
+)
 from perfmodel.search.screen_overlap import (
     dp_exposed,
     host_step_s,
@@ -114,7 +126,6 @@ from perfmodel.search.screen_overlap import (
     stage_issue_lead_s,
     tp_phase_s,
 )
-from perfmodel.workload.layers import split_at_copies
 
 
 @dataclass(frozen=True)
@@ -136,68 +147,6 @@ class _StageCosts:
     # the other pp - 1 stages' per-micro-batch times over the bottleneck stage's (pp - 1 for
     # equal stages): the pipeline's fill and drain
     others_over_max: float = 0.0
-
-
-#: The per-micro-batch sums the screen keeps of a run of layers, in this order: forward,
-#: backward (recomputation included), expert/context side communication exposed, host issue,
-#: the forward's and the backward's tensor-parallel collectives, and the forward seconds of
-#: the GEMMs a tensor-parallel reduce-scatter follows.
-_SUMS = ("fwd", "bwd", "side", "host", "tp_fwd", "tp_bwd", "rs_fwd")
-
-
-def _busy_s(sums: Sequence[float]) -> float:
-    """Per-micro-batch seconds of :data:`_SUMS` ``sums`` on the compute path, every collective
-    after its compute: forward, backward, side and tensor-parallel communication."""
-    return sums[0] + sums[1] + sums[2] + sums[4] + sums[5]
-
-
-@dataclass(frozen=True)
-class _Parts:
-    """Per-micro-batch :data:`_SUMS` seconds of the whole block stack, of the layers before it
-    and after it, for one (mb, tp, recompute, sp) shape; shared by every ``pp`` (a stage holds
-    ``1/pp`` of the blocks)."""
-
-    blocks: tuple[int, ...]
-    block: tuple[float, ...]
-    pre: tuple[float, ...]
-    post: tuple[float, ...]
-    pre_layers: tuple[Any, ...]
-    spans: dict[int, tuple[int, int, int]]  # block -> (first position, last + 1, its layers)
-    p2p_bytes: float
-    block_params: float
-    pre_params: float
-    post_params: float
-    params: float
-    all_layers: Sequence[Any]  # the workload's layers (a StackedLayers: copies unmade)
-    flop: float
-
-
-def _last_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
-    """The last stage's layers: the blocks ``keep`` (the model's last ones) and every layer
-    after them (final norm, LM head, loss); a slice of the workload's layers when they are its
-    tail (a stack's copies stay unmade), else the tuple of them."""
-    kept = set(keep)
-    lo = min(pt.spans[b][0] for b in kept)
-    spans = sorted(pt.spans[b] for b in kept)
-    contiguous = all(a[1] == b[0] and a[1] - a[0] == a[2] for a, b in pairwise(spans))
-    others_before = all(hi <= lo for b, (_, hi, _) in pt.spans.items() if b not in kept)
-    if contiguous and others_before and spans[-1][1] - spans[-1][0] == spans[-1][2]:
-        return pt.all_layers[lo:]  # read from the spans: no layer (no copy) is made
-    return tuple(la for la in pt.all_layers[lo:] if la.block is None or la.block in kept)
-
-
-def _first_stage(pt: _Parts, keep: Sequence[int]) -> Sequence[Any]:
-    """The first stage's layers: those before the blocks, then the layers of the blocks
-    ``keep``, in order. When they are the model's first layers (the kept blocks fill the
-    positions after the leading layers), a slice of the workload's layers (a stack's copies
-    stay unmade), else the tuple of them."""
-    end = len(pt.pre_layers)
-    for lo, hi, n in sorted(pt.spans[b] for b in keep):
-        if lo != end or hi - lo != n:  # a gap, or a block with other layers inside it
-            kept = set(keep)
-            return pt.pre_layers + tuple(la for la in pt.all_layers if la.block in kept)
-        end = hi
-    return pt.all_layers[:end]
 
 
 def recipe_memory(
@@ -295,13 +244,23 @@ def _parsed_base(base: Mapping[str, Any]) -> Any:
     return parse_scenario(Scenario.from_dict({**shared, "batch_per_gpu": 1}))
 
 
-def _predict_recipe(parsed: Any, plan: Any, topo: Any) -> Any:
-    """The training recipe ``predict`` builds for ``plan`` from the parsed scenario
-    (:func:`perfmodel.pipeline.resolve._recipe`: the preset, precision, optimizer,
-    ``--compile`` and FP8 recipe, its refusals included)."""
-    from perfmodel.pipeline.resolve import _recipe
+def _parsed_plan(base: Mapping[str, Any], scenario: Mapping[str, Any]) -> Any:
+    """The base with one plan's fields (``scenario``), typed by the parse ``predict`` runs
+    (:func:`perfmodel.scenario_parse.parse_scenario`: ``interleave > 1`` names the interleaved
+    schedule, the preset's sequence parallelism, ...), for
+    :func:`perfmodel.pipeline.resolve.plan_for`. A global batch, where given, is the plan's
+    batch (``batch_per_gpu`` then left out); ``recompute_modules`` and the fidelity are not
+    read by the screen (its selective recomputation is the preset's rule) and left out.
+    Unset (``None``) fields take the scenario's defaults."""
+    from perfmodel.scenario import Scenario
+    from perfmodel.scenario_parse import parse_scenario
 
-    return _recipe(parsed, plan, topo)
+    drop = {"fidelity", "recompute_modules"}
+    merged = {**base, **scenario}
+    if merged.get("global_batch") is not None:
+        drop.add("batch_per_gpu")
+    fields = {k: v for k, v in merged.items() if k not in drop and v is not None}
+    return parse_scenario(Scenario.from_dict(fields))
 
 
 def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -310,46 +269,6 @@ def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     from perfmodel.pipeline.inputs import freeze
 
     return tuple(sorted((str(k), freeze(v)) for k, v in model_args.items()))
-
-
-@dataclass(frozen=True)
-class _BlockLayout:
-    """A workload's layers as the screen reads them: the layers before a stack's copies
-    (``head``) and after them (``tail``) one by one, the copies as their block (``template``)
-    and indices (``copy_ids``, at positions ``start:stop``); every block's layers
-    (``by_block``) and its span ``[first position, last position + 1, layers]``."""
-
-    head: tuple[Any, ...]
-    template: tuple[Any, ...]
-    copy_ids: Any
-    tail: tuple[Any, ...]
-    start: int
-    stop: int
-    by_block: dict[int, Any]
-    spans: dict[int, list[int]]
-
-    @classmethod
-    def of(cls, layers: Sequence[Any]) -> _BlockLayout:
-        head, template, copy_ids, tail = split_at_copies(layers)
-        if any(la.block in copy_ids for la in head + tail):  # a copy's index used elsewhere
-            head, template, copy_ids, tail = tuple(layers), (), range(0), ()
-        start = len(head)
-        stop = start + len(copy_ids) * len(template)
-        by_block: dict[int, Any] = {}
-        spans: dict[int, list[int]] = {}  # block -> [first position, last position + 1, layers]
-        for off, seq in ((0, head), (stop, tail)):
-            for i, la in enumerate(seq, off):
-                if la.block is not None:
-                    by_block.setdefault(la.block, []).append(la)
-                    span = spans.setdefault(la.block, [i, i + 1, 0])
-                    span[1] = i + 1
-                    span[2] += 1
-            if off == 0:  # the copies come between head and tail, in block order
-                p = len(template)
-                for j, b in enumerate(copy_ids):
-                    by_block[b] = template
-                    spans[b] = [start + j * p, start + (j + 1) * p, p]
-        return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
 
 
 class PlanScreen:
@@ -387,7 +306,7 @@ class PlanScreen:
         from perfmodel.parallel.plan import ParallelismPlan
 
         # the training recipe's bytes, autocast casts and kernels, as predict builds it
-        self.recipe = _predict_recipe(self.parsed, ParallelismPlan(), one)
+        self.recipe = recipe_of(self.parsed, ParallelismPlan(), one)
         # the context-parallel exchange as predict lowers it: the base's cp_comm, the stack's
         # implementation (the recipe's fusion: the preset's, or torch.compile's under --compile)
         from perfmodel.parallel.expert import CPImpl
@@ -400,10 +319,10 @@ class PlanScreen:
         # (mb, tp, recompute, sp, ep, cp, kernels), ``kernels`` the index of a KernelRecipe
         self._wl_cache: dict[tuple[int, int, bool, int, int, int], Any] = {}
         self._stage_cache: dict[tuple[int, int, int, str, bool, int, int, int], _StageCosts] = {}
-        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], _Parts] = {}
+        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], StackParts] = {}
         self._results: dict[str, dict[str, Any]] = {}
-        self._recipes: dict[tuple[int, int, int, int, int, int], Any] = {}
-        self._kernel_ids: dict[tuple[int, int, int, int, int, int, int], int] = {}
+        self._recipes: dict[Any, Any] = {}  # ParallelismPlan -> its Recipe
+        self._kernel_ids: dict[tuple[Any, int], int] = {}  # (plan, micro-batches) -> kernels
         # KernelRecipe by index; 0: the base's recipe at one micro-batch
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
@@ -564,7 +483,7 @@ class PlanScreen:
 
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
-    ) -> _Parts:
+    ) -> StackParts:
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
         A stack (:class:`~perfmodel.workload.layers.StackedLayers`) is read as the layers
@@ -583,13 +502,13 @@ class PlanScreen:
         # the copies and after them one by one, the copies as their block and its indices.
         # Every sum below adds the same numbers in the same order as a layer-by-layer loop.
         layers = wl.layers
-        lay = _BlockLayout.of(layers)
+        lay = BlockLayout.of(layers)
         head, template, copy_ids, tail = lay.head, lay.template, lay.copy_ids, lay.tail
         start, stop, by_block, spans = lay.start, lay.stop, lay.by_block, lay.spans
         # identical blocks (equal LayerCost.cost_key of every layer) are costed once
         per_kind: dict[tuple[Any, ...], tuple[float, ...]] = {}
         per_obj: dict[int, tuple[float, ...]] = {}  # the copies: one key
-        block_sum = [0.0] * len(_SUMS)
+        block_sum = [0.0] * len(SUMS)
         for blk in by_block.values():
             t = per_obj.get(id(blk))
             if t is None:
@@ -598,7 +517,7 @@ class PlanScreen:
                 if t is None:
                     t = per_kind[kind] = times(blk)
                 per_obj[id(blk)] = t
-            for i in range(len(_SUMS)):
+            for i in range(len(SUMS)):
                 block_sum[i] += t[i]
         first_block = min((s[0] for s in spans.values()), default=0)
         last_block = max((s[1] for s in spans.values()), default=0) - 1
@@ -620,7 +539,7 @@ class PlanScreen:
             boundary = template[(last_block - start) % len(template)].output_shape
         else:
             boundary = layers[last_block].output_shape  # layers[-1] when there are no blocks
-        hit = self._parts_cache[key] = _Parts(
+        hit = self._parts_cache[key] = StackParts(
             blocks=tuple(sorted(by_block)),
             block=tuple(block_sum),
             pre=times(pre),
@@ -640,10 +559,11 @@ class PlanScreen:
     def _times(
         self, tp: int, recompute: str, ep: int, cp: int
     ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
-        """``times(layers) ->`` the :data:`_SUMS` seconds of one micro-batch of ``layers``:
-        recomputation charged per ``recompute``, the tensor-parallel collectives of a ``tp``
-        group per phase, expert all-to-alls in full and ring attention beyond the attention it
-        hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron order)."""
+        """``times(layers) ->`` the :data:`~perfmodel.search.screen_layout.SUMS` seconds of one
+        micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
+        collectives of a ``tp`` group per phase, expert all-to-alls in full and ring attention
+        beyond the attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron
+        order)."""
         costs = self._system_costs(1)
         from perfmodel.parallel.lowering import _tp_reduce_scattered
         from perfmodel.parallel.segment_comm import cp_pass_exposed_s
@@ -676,11 +596,12 @@ class PlanScreen:
             return t
 
         def times(layers: Sequence[Any]) -> tuple[float, ...]:
-            """:data:`_SUMS` seconds of ``layers``: forward, backward (recomputation in it),
-            expert/context side communication, host issue, the forward's and the backward's
-            tensor-parallel collectives (the recomputed forward's in the backward's, as
-            :func:`~perfmodel.parallel.lowering.build_chunk` books them) and the forward of the
-            GEMMs a tensor-parallel reduce-scatter follows (``Segment.tp_rs_fwd_s``)."""
+            """:data:`~perfmodel.search.screen_layout.SUMS` seconds of ``layers``: forward,
+            backward (recomputation in it), expert/context side communication, host issue, the
+            forward's and the backward's tensor-parallel collectives (the recomputed forward's
+            in the backward's, as :func:`~perfmodel.parallel.lowering.build_chunk` books them)
+            and the forward of the GEMMs a tensor-parallel reduce-scatter follows
+            (``Segment.tp_rs_fwd_s``)."""
             f = b = c = h = tf = tb = rs = 0.0
             for la in layers:
                 lf, lbi, lbw = costs.layer_time(la)
@@ -727,7 +648,7 @@ class PlanScreen:
             raise InfeasiblePlanError(
                 f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
             )
-        host = _SUMS.index("host")
+        host = SUMS.index("host")
         bh, ph, qh = pt.block[host], pt.pre[host], pt.post[host]
         n_blocks = max(len(blocks), 1)
         per_stage_blocks = n_blocks / pp
@@ -743,12 +664,12 @@ class PlanScreen:
             # compute and communication (host issue is the step floor's, below)
             first = tuple(x * share + y for x, y in zip(pt.block, pt.pre, strict=True))
             last = tuple(x * share + y for x, y in zip(pt.block, pt.post, strict=True))
-            sums = max(first, last, key=_busy_s)
+            sums = max(first, last, key=busy_s)
             # the stages between them hold blocks only
-            total = _busy_s(first) + _busy_s(last) + (pp - 2) * share * _busy_s(pt.block)
-            top = _busy_s(sums)
+            total = busy_s(first) + busy_s(last) + (pp - 2) * share * busy_s(pt.block)
+            top = busy_s(sums)
             others = (total - top) / top if top > 0 else float(pp - 1)
-            first_layers = _first_stage(pt, blocks[: max(1, round(per_stage_blocks))])
+            first_layers = first_stage_layers(pt, blocks[: max(1, round(per_stage_blocks))])
         stage_params = pt.block_params / pp + max(pt.pre_params, pt.post_params)
         if pp == 1:
             stage_params = pt.params
@@ -758,7 +679,7 @@ class PlanScreen:
         last_wl = None
         if pp > 1:  # the head and the loss over the vocabulary live on the last stage
             last_wl = replace(
-                wl, layers=_last_stage(pt, blocks[-max(1, round(per_stage_blocks)) :])
+                wl, layers=last_stage_layers(pt, blocks[-max(1, round(per_stage_blocks)) :])
             )
         f, b, side, _, tf, tb, rs = sums
         return _StageCosts(
@@ -766,38 +687,25 @@ class PlanScreen:
             stage_host, last_wl, others,
         )  # fmt: skip
 
-    def _plan_recipe(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int = 1) -> Any:
-        """The training recipe ``predict`` builds for this plan (:func:`perfmodel.api.resolve`:
-        ZeRO-3 under an FSDP preset is FSDP; the base's ``--compile``, FP8 recipe and MoE
-        dispatcher), cached per plan shape."""
-        key = (zero, dp, cp, tp, pp, ep)
-        hit = self._recipes.get(key)
+    def _plan_recipe(self, plan: Any) -> Any:
+        """The training recipe ``predict`` builds for ``plan``
+        (:func:`perfmodel.pipeline.resolve.recipe_of`: the base's ``--compile``, FP8 recipe and
+        MoE dispatcher; its refusals, such as activation offloading with recomputation),
+        cached per plan (every field of it is the recipe's input)."""
+        hit = self._recipes.get(plan)
         if hit is None:
-            from perfmodel.parallel.plan import ParallelismPlan
-
-            fsdp = self.preset.fsdp and zero == 3
-            plan = ParallelismPlan(
-                dp=dp,
-                tp=tp,
-                pp=pp,
-                cp=cp,
-                ep=ep,
-                zero=0 if fsdp else zero,
-                fsdp=fsdp,
-                moe_dispatcher=self.parsed.moe_dispatcher,
-            )
-            hit = self._recipes[key] = _predict_recipe(self.parsed, plan, self._topology(1))
+            hit = self._recipes[plan] = recipe_of(self.parsed, plan, self._topology(1))
         return hit
 
-    def _kernel_id(self, zero: int, dp: int, cp: int, tp: int, pp: int, ep: int, m: int) -> int:
-        """Index in ``self._kernels`` of the kernels ``predict`` builds this plan's workload with
+    def _kernel_id(self, plan: Any, m: int) -> int:
+        """Index in ``self._kernels`` of the kernels ``predict`` builds ``plan``'s workload with
         (:meth:`~perfmodel.parallel.recipe.Recipe.kernels` of the plan's recipe for ``m``
         micro-batches per replica); equal kernels share an index, so plans of different shapes
         share workloads and layer times."""
-        key = (zero, dp, cp, tp, pp, ep, m)
+        key = (plan, m)
         hit = self._kernel_ids.get(key)
         if hit is None:
-            kernels = self._plan_recipe(zero, dp, cp, tp, pp, ep).kernels(m)
+            kernels = self._plan_recipe(plan).kernels(m)
             try:
                 hit = self._kernels.index(kernels)
             except ValueError:
@@ -824,7 +732,8 @@ class PlanScreen:
     ) -> float:
         """Seconds the eager host issues before the first stage's GPU can run its step without
         waiting (:func:`perfmodel.search.screen_overlap.stage_issue_lead_s`), at most its issue
-        time; cached per stage shape and schedule.
+        time; cached per stage shape, schedule and the recipe's selective-recomputation
+        policy (what it reads).
 
         Without pipelining the order is ``m`` identical forward-backward pairs, whose lead is
         the first pair's plus ``m - 1`` times what each pair's issue outruns its GPU time
@@ -834,7 +743,7 @@ class PlanScreen:
             one = self._issue_lead_s(st, rc, schedule, pp, 1, v, recompute)
             two = self._issue_lead_s(st, rc, schedule, pp, 2, v, recompute)
             return min(one + (m - 1) * (two - one), m * st.host_s)
-        key = (id(st), schedule, pp, m, v, recompute)
+        key = (id(st), rc.selective_recompute, schedule, pp, m, v, recompute)
         hit = self._leads.get(key)
         if hit is not None:
             return hit[1]
@@ -884,49 +793,22 @@ class PlanScreen:
         return {**hit, "breakdown": dict(hit["breakdown"])}
 
     def _evaluate(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
-        from perfmodel.parallel.plan import PipelineSchedule, Recompute
+        from perfmodel.parallel.plan import DPMode
 
-        sc = {**self.base, **scenario}
-        gpus = int(sc["gpus"])
-        tp, pp = int(sc.get("tp") or 1), int(sc.get("pp") or 1)
-        ep, cp = int(sc.get("ep") or 1), int(sc.get("cp") or 1)
-        dp = int(sc.get("dp") or gpus // (tp * pp * cp))
-        if dp * tp * pp * cp != gpus:
-            raise InfeasiblePlanError(
-                f"dp*tp*pp*cp = {dp * tp * pp * cp} != gpus = {gpus}",
-                value=(dp, tp, pp, cp),
-                where="plan",
-            )
-        k = int(sc.get("learners_per_gpu") or 1)
-        if sc.get("global_batch") is not None:
-            gb = int(sc["global_batch"])
-        else:
-            gb = int(sc["batch_per_gpu"]) * dp * k
-        if gb % (dp * k):
-            raise InfeasiblePlanError(
-                f"global batch {gb} does not split over dp={dp} x learners={k}",
-                value=gb,
-                where="global_batch",
-            )
-        per_replica = gb // (dp * k)
-        mb = int(sc.get("microbatch") or (1 if pp > 1 else per_replica))
-        if per_replica % mb:
-            raise InfeasiblePlanError(
-                f"micro-batch {mb} does not divide the per-replica batch {per_replica}",
-                value=mb,
-                where="microbatch",
-            )
-        m = per_replica // mb
-        v = int(sc.get("interleave") or 1)
-        # the choices as predict reads them (case, aliases such as "pipedream-flush")
-        schedule = PipelineSchedule.parse(sc.get("schedule") or "1f1b").value
-        recompute = Recompute.parse(sc.get("recompute") or "none").value
-        sp = bool(sc.get("sequence_parallel"))
-        zero = int(sc.get("zero") or 0)
-        rc = self._plan_recipe(zero, dp, cp, tp, pp, ep)
+        # the plan predict runs (one derivation: the preset's ZeRO, FSDP, the micro-batch,
+        # the interleaved schedule, recomputation), with predict's checks of the batch split
+        gpus = int({**self.base, **scenario}["gpus"])
+        plan, per_replica = plan_for(_parsed_plan(self.base, scenario), gpus)
+        dp, tp, pp, ep, cp = plan.dp, plan.tp, plan.pp, plan.ep, plan.cp
+        k, mb, v = plan.learners_per_gpu, plan.microbatch_size, plan.interleave
+        gb = per_replica * dp * (k if plan.dp_mode is DPMode.CROSSBOW else 1)
+        m = plan.num_microbatches(per_replica)
+        schedule, recompute = plan.schedule.value, plan.recompute.value
+        sp = plan.sequence_parallel
+        rc = self._plan_recipe(plan)
         # the kernels predict builds this plan's workload with (fusion, FP8 casts, FSDP2's
         # copies, the FP8 weight cast's share of each of the m micro-batches)
-        kern = self._kernel_id(zero, dp, cp, tp, pp, ep, m)
+        kern = self._kernel_id(plan, m)
         st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern)
         # each phase's tensor-parallel collectives after its compute, or beside it as the
         # recipe overlaps them (Megatron-Core tp_comm_overlap: the lowering's split)
@@ -946,7 +828,7 @@ class PlanScreen:
             pair, costs = self._group(2, tp)
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
         dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
-        opt_params = st.stage_params / (dp * cp if zero >= 1 else 1)
+        opt_params = st.stage_params / (dp * cp if rc.sharding.stage >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * comm_mb + bubble + p2p + dp_s
         # eager stacks: the host issues the step's kernels ahead of the GPU, which starts after

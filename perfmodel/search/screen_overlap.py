@@ -177,7 +177,9 @@ def dp_exposed(
     - ZeRO-3 / FSDP: every micro-batch gathers the parameters before its forward and again
       before its backward and reduce-scatters the gradients in its backward (the
       lowering's prefetched gathers and per-micro-batch reduction): each phase exposes
-      what it moves beyond its compute, ``m [max(0, AG - F) + max(0, AG + RS - B)]``;
+      what it moves beyond its compute, ``m [max(0, AG - F) + max(0, AG + RS - B)]`` with
+      the reduction overlapped (``grad_comm``), ``m [max(0, AG - F) + max(0, AG - B) + RS]``
+      without (the reduce-scatter after the backward, in full);
     - ZeRO-2: the gradients reduce-scattered in every micro-batch's backward, beyond it
       when overlapped (:func:`beyond`), else in full;
     - ZeRO-0/1: one reduction beyond the last micro-batch's backward when overlapped

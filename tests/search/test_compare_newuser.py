@@ -180,10 +180,11 @@ def test_preset_zero_stages() -> None:
 def test_screen_model_state_is_the_recipes() -> None:
     """Megatron bf16 with Adam: 2 B weights + 4 B FP32 gradients + 12 B master and moments =
     18 B/param, as predict's stage memory counts it (the screen's own sum said 16)."""
+    from perfmodel.parallel.plan import ParallelismPlan
     from perfmodel.search.screen import PlanScreen
 
     screen = PlanScreen({**BASES[3]})
-    rc = screen._plan_recipe(0, 1, 1, 1, 1)
+    rc = screen._plan_recipe(ParallelismPlan())
     assert sum(rc.model_state_bytes(1.0, 1)) == 18.0
 
 

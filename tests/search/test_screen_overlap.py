@@ -74,7 +74,8 @@ def test_tp_overlap_is_the_lowerings_split() -> None:
     scr = PlanScreen(base)
     got = scr(plan)["breakdown"]["tp_comm_s"]
     (st,) = scr._stage_cache.values()
-    assert scr._plan_recipe(1, 2, 1, 4, 1, 1).tp_comm.overlap
+    (rc,) = scr._recipes.values()  # the plan's recipe, as predict builds it
+    assert rc.tp_comm.overlap
     view = _view(scr)
     f = PipelineLowering.tp_overlapped(view, "F", st.fwd_s, st.tp_fwd_s, st.rs_fwd_s)  # type: ignore[arg-type]
     b = PipelineLowering.tp_overlapped(view, "B", st.bwd_s, st.tp_bwd_s, 0.0)  # type: ignore[arg-type]
@@ -100,7 +101,7 @@ def test_issue_lead_extension_is_exact(recompute: str, software: str, mb: int) -
     plan = dict(gpus=8, dp=4, tp=2, pp=1, microbatch=mb, global_batch=64, recompute=recompute)
     scr(plan)
     (st,) = scr._stage_cache.values()
-    rc = scr._plan_recipe(0, 4, 1, 2, 1, 1)
+    (rc,) = scr._recipes.values()  # the plan's recipe, as predict builds it
     m = 64 // 4 // mb
     got = scr._issue_lead_s(st, rc, "1f1b", 1, m, 1, recompute)
     wl = st.stage_workload
