@@ -22,6 +22,11 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.taskgraph import (
     HEAD,
+    ChainRow,
+    ChainRun,
+    ChainRunRow,
+    ChainSegment,
+    ChainStatic,
     ChainTask,
     CommKind,
     CommSpec,
@@ -50,7 +55,9 @@ def _both(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, in
 
     def spy(g):  # type: ignore[no-untyped-def]
         seen.append(sum(1 for t in g.tasks if type(t) is ChainTask))
-        runs.append(sum(1 for t in g.tasks if type(t) is ChainTask and t.chain[0][7] is not None))
+        runs.append(
+            sum(1 for t in g.tasks if type(t) is ChainTask and t.chain[0].lead_proto is not None)
+        )
         return orig(g)
 
     out = []
@@ -167,15 +174,15 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     of the fine tasks schedules the same times and gives the same breakdown."""
     g_spec, r_spec = _specs()
     segs = tuple(
-        (g, 1.0, then, 0.5, g_spec.group, r_spec.group)
+        ChainSegment(g, 1.0, then, 0.5, g_spec.group, r_spec.group)
         for g, then in ((2.0, (0.25,)), (0.5, (0.0,)), (0.5, (0.0,)))
     )
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = (segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
     b = GraphBuilder()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
-    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
+    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, 1)])
     o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
     tl = _list_schedule(b.build())
@@ -183,8 +190,17 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     assert tl.start_s[w] == 4.25 and tl.start_s[o] == 5.75
     marks, rows = tl.chains[c]  # type: ignore[index]
     assert marks == [3.0, 4.25, 5.25, 5.75]
-    assert [r[:2] for r in rows] == [(0.0, 2.0), (2.0, 2.5), (3.0, 3.5)]
-    assert [r[5:] for r in rows] == [(3.25, 3.75), (4.25, 4.75), (5.25, 5.75)]
+    named = [ChainRow._make(r) for r in rows]
+    assert [(r.gather_start_s, r.gather_end_s) for r in named] == [
+        (0.0, 2.0),
+        (2.0, 2.5),
+        (3.0, 3.5),
+    ]
+    assert [(r.reduce_start_s, r.reduce_end_s) for r in named] == [
+        (3.25, 3.75),
+        (4.25, 4.75),
+        (5.25, 5.75),
+    ]
     # the fine tasks: gather, compute (an operation task), reduction per segment
     f = GraphBuilder()
     x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
@@ -221,16 +237,17 @@ def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
     fine tasks schedules the same times and gives the same breakdown."""
     g_spec, r_spec = _specs()
     then_r = (0.25, 2.0, 0.0, 1.0, 0.25)
-    run = (0.5, 0.0, then_r, 1.0, g_spec.group, r_spec.group, 0.5, g_spec.group, 1.5)
-    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    run = ChainRun(0.5, 0.0, then_r, 1.0, g_spec.group, r_spec.group, 0.5, g_spec.group, 1.5)
+    seg = ChainSegment(0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
     lead = Task(-1, TaskKind.COMPUTE, "g0", "grad-lead", 0.0)
-    static = ((run, seg), "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), lead)
+    members = frozenset(("g0", "g1"))
+    static = ChainStatic((run, seg), "zero", "dp", True, g_proto, r_proto, members, lead)
     b = GraphBuilder()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
     b.add(TaskKind.COMPUTE, "g0", "grad-lead", 2.0)
-    c = b.add_chain("g0", [x], "B0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
+    c = b.add_chain("g0", [x], "B0", 0, 0, (static, -1, x))
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, 2)])
     o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
     tl = _list_schedule(b.build())
@@ -239,9 +256,12 @@ def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
     marks, rows = tl.chains[c]  # type: ignore[index]
     assert marks == [3.25, 4.25, 5.5, 6.0]
     assert rows == [
-        (0.0, 0.5, 1.0, 1.0, 4.5, 3.5, 4.5, 1.0, 1.5, 2.0, 3.5),
-        (3.25, 3.75, 4.5, 5.5, 5.5, 5.5, 6.0),
+        ChainRunRow(0.0, 0.5, 1.0, 1.0, 4.5, 3.5, 4.5, 1.0, 1.5, 2.0, 3.5),
+        ChainRow(3.25, 3.75, 4.5, 5.5, 5.5, 5.5, 6.0),
     ]
+    assert [type(r) for r in rows] == [tuple, tuple]  # plain (ChainRow's docstring)
+    assert ChainRunRow._make(rows[0]).lead_end_s == 3.5
+    assert ChainRow._make(rows[1]).compute_start_s == 4.5
     # the fine tasks (lower_hidden._lower_run, then the fine loop)
     f = GraphBuilder()
     x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
@@ -274,15 +294,17 @@ def test_a_chain_drops_negative_dependencies() -> None:
     """A stage's first operation without a host task waits on ``-1`` (no task): the chain drops
     it as ``GraphBuilder.add`` does (``lower_synthetic`` steps with runs failed on it)."""
     g_spec, r_spec = _specs()
-    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    seg = ChainSegment(0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = ((seg,), "zero", "dp", False, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    static = ChainStatic(
+        (seg,), "zero", "dp", False, g_proto, r_proto, frozenset(("g0", "g1")), None
+    )
     b = GraphBuilder()
-    c = b.add_chain("g0", [-1], "F0", 0, 0, (static, -1, -1))  # type: ignore[arg-type]
+    c = b.add_chain("g0", [-1], "F0", 0, 0, (static, -1, -1))
     assert b.tasks[c].deps == ()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
-    d = b.add_chain("g0", [x, -1, x], "F1", 1, 0, (static, -1, -1))  # type: ignore[arg-type]
+    d = b.add_chain("g0", [x, -1, x], "F1", 1, 0, (static, -1, -1))
     assert b.tasks[d].deps == (x,)
     tl = _list_schedule(b.build())
     assert (tl.start_s[c], tl.end_s[c]) == (0.5, 1.5)
