@@ -228,10 +228,18 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     ``m`` micro-batches is the short one with ``(m - k) / u`` periods inserted at ``tau``: the
     makespan grows by ``(m - k) / u`` times ``lambda`` and every per-device time (busy
     compute, breakdown classes) by as many times its value over ``[tau, tau + lambda)``.
+
+    A short schedule with gather chains is refused (``0``): every
+    :class:`~perfmodel.parallel.taskgraph.ChainTask` has the same kind, ``duration_s`` and
+    ``then_s`` whatever fine tasks it stands for, so the unit check could not tell two chains
+    apart, and the extension would not carry the inserted periods' chain rows the breakdown
+    reads (``periodic_count`` offers none where gathers are per micro-batch, ZeRO-3/FSDP).
     """
     u = graph.unit
     g = graph.short(k)
     tl = _list_schedule(g)
+    if tl.chains is not None:
+        return 0
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
     # a task without a micro-batch whose dependencies all belong to one (a "join" after an
     # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
