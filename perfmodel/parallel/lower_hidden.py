@@ -25,6 +25,8 @@ from perfmodel.parallel.taskgraph import (
     CHAIN,
     HEAD,
     SENT,
+    ChainRun,
+    ChainSegment,
     ChainStatic,
     CommKind,
     CommSpec,
@@ -361,9 +363,9 @@ class HiddenCollectives:
                     busy[1] = c_max
                 hist.extend([tid + o for o in offs])
                 self.first_seg_done[s] = True
-                if static[3]:  # the last reduction's end (they end in order on their stream)
+                if static.reducing:  # the last reduction's end (in order on their stream)
                     self.grad_comm[s].append(tid + offs[-1] + SENT)
-                self.op_merged += len(static[0])
+                self.op_merged += len(static.items)
                 return [tid]
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
@@ -427,7 +429,9 @@ class HiddenCollectives:
         ``(static, longest compute, mark offsets)`` of its
         :class:`~perfmodel.parallel.taskgraph.ChainTask` (the same for every micro-batch:
         computed once per lowering), else ``None`` (a segment whose TP is not in its task, or
-        a run not lowered as one task: TP beside the compute).
+        a run not lowered as one task: TP beside the compute; gathers and reductions on one
+        stream, whose free times ``_chain`` tracks apart: a stream-sharing recipe gets the fine
+        tasks).
 
         Exact: those fine tasks are consecutive in the graph, each segment's gather waiting on
         the anchor before it (the first two on the stage's last two computes, ``a0`` and
@@ -474,8 +478,10 @@ class HiddenCollectives:
         s = k % self.P
         gpu = self.gpu[s]
         g_stream, grad_stream = self.rc.param_gather.stream, self.rc.grad_comm.stream
+        if g_stream == grad_stream:
+            return None  # _chain tracks the gather and the reduction stream's free times apart
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
-        items: list[tuple] = []
+        items: list[ChainSegment | ChainRun] = []
         c_max = 0.0
         marks = 0
         i = 0
@@ -486,7 +492,7 @@ class HiddenCollectives:
                 if then is None:
                     return None  # its TP not in its task
                 r_grp = r_spec.group if r_spec is not None else ()
-                items.append((g_s, c_s, then, red_s, g_spec.group, r_grp))
+                items.append(ChainSegment(g_s, c_s, then, red_s, g_spec.group, r_grp))
                 c_max = max(c_max, c_s)
                 marks += 1
                 i += 1
@@ -494,8 +500,9 @@ class HiddenCollectives:
             # a run (_lower_run): its two gathers, run task (_run_task) and summary reduction
             g1_s, g1_spec = fine[i + 1][0], fine[i + 1][1]
             *_, then_r, _, _, (lead_s, red_r, spec) = self._run_sums(plan, s, i, i1, segs)
-            items.append((g_s, 0.0, then_r, red_r, g_spec.group, spec.group if reducing else (),
-                          g1_s, g1_spec.group, lead_s))  # fmt: skip
+            r_grp = spec.group if reducing else ()
+            items.append(ChainRun(g_s, 0.0, then_r, red_r, g_spec.group, r_grp, g1_s,
+                                  g1_spec.group, lead_s))  # fmt: skip
             c_max = max(c_max, max(then_r))
             marks += 2
             i = i1 + 1
@@ -505,18 +512,12 @@ class HiddenCollectives:
         lead = Task(-1, TaskKind.COMPUTE, gpu, "grad-lead", 0.0) if runs else None
         # every device of the groups, each distinct group read once (the segments share
         # one gather and one reduction group: a data-parallel group of 64 read ~600 times)
-        groups = {id(grp): grp for it in items for grp in (it[4], it[5], *it[7:8])}
+        groups = {id(g): g for it in items for g in (it.gather_group, it.reduce_group)}
+        groups.update((id(it.gather1_group), it.gather1_group) for it in items
+                      if type(it) is ChainRun)  # fmt: skip
         members = frozenset().union(*groups.values())
-        static: ChainStatic = (
-            tuple(items),
-            g_stream,
-            grad_stream,
-            reducing,
-            g_proto,
-            r_proto,
-            members,
-            lead,
-        )
+        static = ChainStatic(tuple(items), g_stream, grad_stream, reducing, g_proto, r_proto,
+                             members, lead)  # fmt: skip
         return static, c_max, tuple(CHAIN + j * SENT for j in range(marks))
 
     def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:

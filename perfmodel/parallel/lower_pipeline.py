@@ -43,6 +43,7 @@ from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
+from perfmodel.parallel.software_preset import SoftwarePreset
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
 from perfmodel.parallel.taskgraph import SENT, CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import LayerCost
@@ -183,9 +184,8 @@ class PipelineLowering(
     # ------------------------------------------------------------------ task helpers
 
     def slowed(self, dur: float, comm_s: float) -> float:
-        """Compute ``dur`` stretched by the overlap slowdown for the ``comm_s`` seconds of
-        communication that run under it: ``dur + slowdown x min(dur, comm_s)``."""
-        return dur + self.preset.overlap_compute_slowdown * min(dur, max(comm_s, 0.0))
+        """:func:`slowed` with this lowering's preset."""
+        return slowed(self.preset, dur, comm_s)
 
     def send(
         self, s_from: int, s_to: int, nbytes: float, deps: list[int], stream: str, mb: int, k: int
@@ -281,24 +281,10 @@ class PipelineLowering(
     def tp_overlapped(
         self, phase: str, dur: float, tp_s: float, rs_s: float = 0.0
     ) -> tuple[float, float, float]:
-        """``(compute, overlapped TP, exposed TP tail)`` seconds of a segment whose ``tp_s`` of
-        tensor-parallel communication overlaps its ``dur`` of compute (recipe ``tp_comm``
-        overlapped). With the preset's :class:`~perfmodel.parallel.software.TPOverlap` (TE
-        userbuffers): the tail share of the communication waits for the GEMMs, the compute is
-        slowed by the SMs the communication kernels hold for the overlapped rest (at most the
-        compute), and the ``rs_s`` forward seconds of the reduce-scattered GEMMs run on the
-        SMs their pipelined overlap leaves them for their whole length
-        (:meth:`~perfmodel.parallel.software.TPOverlap.margin_slowdown`); without one, by
-        ``overlap_compute_slowdown`` of it."""
-        cfg = self.preset.tp_overlap
+        """:func:`tp_overlapped` with this lowering's preset and its cost model's GPU's SM
+        count (0 where the cost model has no GPU datasheet)."""
         spec = getattr(self.costs, "gpu_spec", None)
-        sms = getattr(spec, "sm_count", 0)
-        if cfg is None or not sms:
-            return self.slowed(dur, tp_s), tp_s, 0.0
-        tail = cfg.exposed(phase) * tp_s
-        under = tp_s - tail
-        margin = cfg.margin_slowdown(phase, sms) * min(max(rs_s, 0.0), dur)
-        return dur + cfg.slowdown(phase, sms) * min(dur, under) + margin, under, tail
+        return tp_overlapped(self.preset, getattr(spec, "sm_count", 0), phase, dur, tp_s, rs_s)
 
     def join(self, s: int, tids: list[int]) -> int:
         """One task id standing for ``tids`` (a zero-length task on the compute stream when a
@@ -310,12 +296,9 @@ class PipelineLowering(
     # ------------------------------------------------------------------ the step
 
     def host_step_s(self) -> float:
-        """Seconds of :meth:`host_step`'s task (framework loop, batch split; 0: none)."""
-        preset, plan = self.preset, self.plan
-        host_s = preset.host_step_s
-        if plan.dp > 1:
-            host_s += preset.host_split_per_sample_s * (plan.dp - 1) * self.inp.batch_per_replica
-        return host_s
+        """Seconds of :meth:`host_step`'s task: :func:`host_step_s` of this lowering's
+        preset, data-parallel degree and samples per replica."""
+        return host_step_s(self.preset, self.plan.dp, self.inp.batch_per_replica)
 
     def host_step(self) -> None:
         """Host time on the critical path before compute (framework loop, batch split), then
@@ -847,3 +830,62 @@ def lower_pipeline(
     return PipelineLowering(
         inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=hidden
     ).lower()
+
+
+# ---------------------------------------------------------------------- pure rules the lowering
+# and the plan screen share (PipelineLowering.slowed, tp_overlapped, host_step_s wrap them)
+
+
+def slowed(preset: SoftwarePreset, dur: float, comm_s: float) -> float:
+    """Compute ``dur`` seconds stretched by ``preset``'s overlap slowdown for the ``comm_s``
+    seconds of communication that run under it: ``dur + overlap_compute_slowdown x min(dur,
+    comm_s)`` (``comm_s`` below 0 counts as 0; the constant's source:
+    :attr:`~perfmodel.parallel.software_preset.SoftwarePreset.overlap_compute_slowdown`).
+
+    >>> from dataclasses import replace
+    >>> from perfmodel.parallel.software import get_preset
+    >>> p = replace(get_preset("pytorch-ddp"), overlap_compute_slowdown=0.25)
+    >>> slowed(p, 2.0, 1.0), slowed(p, 1.0, 4.0), slowed(p, 1.0, -1.0)
+    (2.25, 1.25, 1.0)
+    """
+    return dur + preset.overlap_compute_slowdown * min(dur, max(comm_s, 0.0))
+
+
+def tp_overlapped(
+    preset: SoftwarePreset, sm_count: int, phase: str, dur: float, tp_s: float, rs_s: float = 0.0
+) -> tuple[float, float, float]:
+    """``(compute, overlapped TP, exposed TP tail)`` seconds of a segment (``phase`` "F" or
+    "B") whose ``tp_s`` of tensor-parallel communication overlaps its ``dur`` of compute
+    (recipe ``tp_comm`` overlapped) on a GPU of ``sm_count`` SMs (0: unknown). With
+    ``preset``'s :class:`~perfmodel.parallel.software.TPOverlap` (TE userbuffers) and a known
+    SM count: the tail share of the communication waits for the GEMMs, the compute is slowed by
+    the SMs the communication kernels hold for the overlapped rest (at most the compute), and
+    the ``rs_s`` forward seconds of the reduce-scattered GEMMs run on the SMs their pipelined
+    overlap leaves them for their whole length
+    (:meth:`~perfmodel.parallel.software.TPOverlap.margin_slowdown`); otherwise the compute is
+    :func:`slowed` by all of it and nothing is exposed."""
+    cfg = preset.tp_overlap
+    if cfg is None or not sm_count:
+        return slowed(preset, dur, tp_s), tp_s, 0.0
+    tail = cfg.exposed(phase) * tp_s
+    under = tp_s - tail
+    margin = cfg.margin_slowdown(phase, sm_count) * min(max(rs_s, 0.0), dur)
+    return dur + cfg.slowdown(phase, sm_count) * min(dur, under) + margin, under, tail
+
+
+def host_step_s(preset: SoftwarePreset, dp: int, batch_per_replica: int) -> float:
+    """Seconds of the host's work before a step's compute (framework loop, batch split; 0:
+    none): ``preset.host_step_s``, plus ``host_split_per_sample_s x (dp - 1) x
+    batch_per_replica`` where ``dp > 1`` replicas split the batch (the constants' sources:
+    :class:`~perfmodel.parallel.software_preset.SoftwarePreset`).
+
+    >>> from dataclasses import replace
+    >>> from perfmodel.parallel.software import get_preset
+    >>> p = replace(get_preset("pytorch-ddp"), host_step_s=0.5, host_split_per_sample_s=0.25)
+    >>> host_step_s(p, 1, 8), host_step_s(p, 3, 2)
+    (0.5, 1.5)
+    """
+    host_s = preset.host_step_s
+    if dp > 1:
+        host_s += preset.host_split_per_sample_s * (dp - 1) * batch_per_replica
+    return host_s

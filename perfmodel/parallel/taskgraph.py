@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import ClassVar, NamedTuple
 
 from perfmodel.ops import CollectiveOp
 
@@ -140,6 +140,20 @@ class ChainTask(OpTask):
 
     __slots__ = ("chain",)
 
+    chain: tuple[ChainStatic, int, int]
+
+    def __eq__(self, other: object) -> bool:
+        """:class:`Task`'s equality (over its fields) and the same :attr:`chain`: two chains
+        of the same fields (every chain task's ``then_s`` is :data:`CHAIN_MARK`, its
+        ``duration_s`` 0) may stand for different fine tasks."""
+        if other.__class__ is not ChainTask:
+            return NotImplemented
+        return Task.__eq__(self, other) is True and self.chain == other.chain  # type: ignore[attr-defined]
+
+    #: :class:`Task`'s (over its fields): equal chain tasks hash alike (a class that defines
+    #: ``__eq__`` would otherwise get ``None``).
+    __hash__ = Task.__hash__
+
     def __getstate__(self) -> tuple[object, ...]:
         return (*super().__getstate__(), self.chain)
 
@@ -152,23 +166,107 @@ class ChainTask(OpTask):
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
 CHAIN_MARK: tuple[float, ...] = (0.0,)
 
-#: Per item in operation order, a segment ``(gather s, compute s, then_s of its compute,
-#: reduction s, gather group, reduction group)`` or a hidden gather run ``(first gather s, 0.0,
-#: then_s of its run task, summary reduction s, first gather group, reduction group, second
-#: gather s, second gather group, lead s)``; then the gather stream, the reduction stream,
-#: whether it reduces, a gather :class:`Task` and a reduction :class:`Task` that stand for the
-#: fine ones in the breakdown's classes, every device in any of the groups, and a lead
-#: :class:`Task` standing for the runs' leads (``None``: no runs) (:class:`ChainTask`).
-ChainStatic = tuple[
-    tuple[tuple[Any, ...], ...],
-    str,
-    str,
-    bool,
-    "Task",
-    "Task",
-    frozenset[str],
-    "Task | None",
-]
+
+class ChainSegment(NamedTuple):
+    """A segment of a gather chain outside its hidden gather runs (:data:`ChainStatic`
+    ``items``): its gather, its operation task's first compute and ``then_s``, and its
+    gradient reduction, as :meth:`perfmodel.parallel.lower_hidden.HiddenCollectives.
+    lower_gather_runs` would emit them as fine tasks. Seconds, groups of device ids. A tuple:
+    the list schedule unpacks it in its loop (``perfmodel.sim.engine`` ``_chain``)."""
+
+    gather_s: float
+    compute_s: float
+    then_s: tuple[float, ...]
+    reduce_s: float
+    gather_group: tuple[str, ...]
+    #: ``()`` where the operation does not reduce.
+    reduce_group: tuple[str, ...]
+
+
+class ChainRun(NamedTuple):
+    """A hidden gather run of a gather chain (:data:`ChainStatic` ``items``; ``perfmodel.
+    parallel.lower_hidden`` ``_lower_run``): its first gather, no first compute
+    (``compute_s`` 0.0), its run task's ``then_s``, its summary reduction, then its second
+    gather and its reductions' lead on the ``grad-lead`` stream. Seconds, groups of device
+    ids; the first six fields are :class:`ChainSegment`'s."""
+
+    gather_s: float
+    compute_s: float
+    then_s: tuple[float, ...]
+    reduce_s: float
+    gather_group: tuple[str, ...]
+    reduce_group: tuple[str, ...]
+    gather1_s: float
+    gather1_group: tuple[str, ...]
+    lead_s: float
+
+
+class ChainStatic(NamedTuple):
+    """What a :class:`ChainTask` stands for, the same for every micro-batch (built once per
+    lowering: ``perfmodel.parallel.lower_hidden`` ``_chain_static``)."""
+
+    #: Per item in operation order, a :class:`ChainSegment` or a :class:`ChainRun`.
+    items: tuple[ChainSegment | ChainRun, ...]
+    #: The device's gather stream and gradient-reduction stream (never the same: the list
+    #: schedule tracks their free times apart).
+    gather_stream: str
+    reduce_stream: str
+    #: Whether the operation reduces its gradients (backward of the last micro-batch).
+    reducing: bool
+    #: A gather and a reduction :class:`Task` standing for the fine ones in the breakdown's
+    #: classes.
+    gather_proto: Task
+    reduce_proto: Task
+    #: Every device in any of the items' groups.
+    members: frozenset[str]
+    #: A :class:`Task` standing for the runs' leads (``None``: no runs).
+    lead_proto: Task | None
+
+
+class ChainRow(NamedTuple):
+    """The layout of the list schedule's times of one :class:`ChainSegment` (seconds;
+    ``perfmodel.sim.engine`` ``_chain``): its gather, its compute (``head_end_s`` the end of
+    its first compute, ``end_s`` of its ``then_s``), its reduction (0.0, 0.0 where none).
+
+    The schedule stores *plain tuples* in this layout (``ChainRow._make(row)`` names them;
+    readers index by :data:`ROW_COMPUTE_START` ... or unpack): a tuple subclass is never
+    untracked by CPython's garbage collector as a tuple of floats is, and the ~37,000 rows of
+    a list schedule of the benchmark's gather-bound FSDP plan (GPT-3 175B, 1024 A100, dp8 tp16
+    pp8 interleaved, micro-batch 1) as named tuples took its list schedule from ~23 to ~30 ms
+    and its breakdown from ~15 to ~70 ms (``time.perf_counter``, 2-core development machine).
+    """
+
+    gather_start_s: float
+    gather_end_s: float
+    compute_start_s: float
+    head_end_s: float
+    end_s: float
+    reduce_start_s: float
+    reduce_end_s: float
+
+
+class ChainRunRow(NamedTuple):
+    """The layout of a :class:`ChainRun`'s times: :class:`ChainRow`'s (``head_end_s`` =
+    ``compute_start_s``: no first compute) followed by its second gather's and its lead's
+    (0.0, 0.0: no lead); stored as a plain tuple (:class:`ChainRow`)."""
+
+    gather_start_s: float
+    gather_end_s: float
+    compute_start_s: float
+    head_end_s: float
+    end_s: float
+    reduce_start_s: float
+    reduce_end_s: float
+    gather1_start_s: float
+    gather1_end_s: float
+    lead_start_s: float
+    lead_end_s: float
+
+
+#: Indices into a chain row (:class:`ChainRow`, :class:`ChainRunRow`).
+ROW_COMPUTE_START = ChainRow._fields.index("compute_start_s")
+ROW_END = ChainRow._fields.index("end_s")
+assert ChainRunRow._fields[: len(ChainRow._fields)] == ChainRow._fields
 
 #: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
 #: :attr:`Task.send_s`); plain dependencies are below it (analytic graphs only:

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from perfmodel.parallel.taskgraph import CHAIN_MARK, ChainTask, Task, TaskKind
+from perfmodel.parallel.taskgraph import (
+    CHAIN_MARK,
+    ROW_COMPUTE_START,
+    ROW_END,
+    ChainRun,
+    ChainTask,
+    Task,
+    TaskKind,
+)
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
 
 
@@ -102,7 +110,7 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
                 for row in chains[tid][1]:  # type: ignore[index]
-                    b = b + row[4] - row[2]
+                    b = b + row[ROW_END] - row[ROW_COMPUTE_START]
                 busy[dev] = b
                 continue
             busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
@@ -240,24 +248,22 @@ def _chain_events(
     :func:`_folded` reads them) and reduction; on another device the gathers and reductions
     whose group holds it."""
     static = t.chain[0]
-    segs, reducing, g_proto, r_proto, members = (
-        static[0], static[3], static[4], static[5], static[6]
-    )  # fmt: skip
+    reducing, lead = static.reducing, static.lead_proto
     own = t.device == dev
-    if not own and dev not in members:
+    if not own and dev not in static.members:
         return
-    g_key = _key(keys, g_proto)
-    r_key = _key(keys, r_proto) if reducing else ""
-    l_key = _key(keys, static[7]) if own and reducing and static[7] is not None else ""
-    for seg, row in zip(segs, rows, strict=True):
-        then, g_grp, r_grp = seg[2], seg[4], seg[5]
-        gs, ge, cs, h, _, rs, re = row[:7]
+    g_key = _key(keys, static.gather_proto)
+    r_key = _key(keys, static.reduce_proto) if reducing else ""
+    l_key = _key(keys, lead) if own and reducing and lead is not None else ""
+    for seg, row in zip(static.items, rows, strict=True):
+        then, g_grp, r_grp = seg[2], seg[4], seg[5]  # ChainSegment's and ChainRun's
+        gs, ge, cs, h, _, rs, re = row[:7]  # ChainRow's (a ChainRunRow's first seven)
         if ge > gs and (own or dev in g_grp):
             append((gs, 1, g_key))
             append((ge, -1, g_key))
-        if len(seg) > 6:  # a hidden gather run: its second gather, run task, lead, reduction
+        if type(seg) is ChainRun:  # its second gather, run task, lead, reduction
             g1s, g1e, ls, le = row[7:]
-            if g1e > g1s and (own or dev in seg[7]):
+            if g1e > g1s and (own or dev in seg.gather1_group):
                 append((g1s, 1, g_key))
                 append((g1e, -1, g_key))
             if own:

@@ -36,7 +36,9 @@ from perfmodel.parallel.taskgraph import (
     CHAIN,
     CHAIN_MARK,
     HEAD,
+    ROW_COMPUTE_START,
     SENT,
+    ChainSegment,
     ChainTask,
     CommSpec,
     Task,
@@ -56,9 +58,10 @@ class Timeline:
     end_s: tuple[float, ...]
     fidelity: str = "analytic"
     #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, ``(marks, rows)``: its marks
-    #: (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per segment ``(gather start, gather
-    #: end, compute start, first compute's end, compute end, reduction start, reduction end)``
-    #: (the analytic list schedule's; ``None``: the graph has none)
+    #: (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out as
+    #: :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
+    #: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`) (the analytic list schedule's;
+    #: ``None``: the graph has none)
     chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] | None = field(
         default=None, compare=False, repr=False
     )
@@ -225,10 +228,18 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     ``m`` micro-batches is the short one with ``(m - k) / u`` periods inserted at ``tau``: the
     makespan grows by ``(m - k) / u`` times ``lambda`` and every per-device time (busy
     compute, breakdown classes) by as many times its value over ``[tau, tau + lambda)``.
+
+    A short schedule with gather chains is refused (``0``): every
+    :class:`~perfmodel.parallel.taskgraph.ChainTask` has the same kind, ``duration_s`` and
+    ``then_s`` whatever fine tasks it stands for, so the unit check could not tell two chains
+    apart, and the extension would not carry the inserted periods' chain rows the breakdown
+    reads (``periodic_count`` offers none where gathers are per micro-batch, ZeRO-3/FSDP).
     """
     u = graph.unit
     g = graph.short(k)
     tl = _list_schedule(g)
+    if tl.chains is not None:
+        return 0
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
     # a task without a micro-batch whose dependencies all belong to one (a "join" after an
     # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
@@ -461,9 +472,10 @@ def _chain(
     the marks and per-segment times in ``chains`` and the gather and reduction streams' free
     times in ``free``."""
     static, a0, a1 = t.chain
-    if static[7] is not None:  # with hidden gather runs
+    if static.lead_proto is not None:  # with hidden gather runs
         return _chain_runs(t, s, free, start, end, tasks, chains)
-    segs, g_stream, r_stream, reducing = static[0], static[1], static[2], static[3]
+    segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
+    reducing = static.reducing
     dev = t.device
     gk, rk = (dev, g_stream), (dev, r_stream)
     fg = free.get(gk, 0.0)
@@ -498,7 +510,7 @@ def _chain(
     if reducing:
         free[rk] = fr
     chains[t.tid] = (marks, rows)
-    return rows[0][2], ce
+    return rows[0][ROW_COMPUTE_START], ce
 
 
 def _chain_runs(
@@ -520,7 +532,8 @@ def _chain_runs(
     reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
     compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``."""
     static, a0, a1 = t.chain
-    segs, g_stream, r_stream, reducing = static[0], static[1], static[2], static[3]
+    segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
+    reducing = static.reducing
     dev = t.device
     gk, rk, lk = (dev, g_stream), (dev, r_stream), (dev, "grad-lead")
     fg = free.get(gk, 0.0)
@@ -533,11 +546,11 @@ def _chain_runs(
     ce = s
     rs = re = 0.0
     for seg in segs:
-        g, c, then, r = seg[0], seg[1], seg[2], seg[3]
+        g, c, then, r = seg[0], seg[1], seg[2], seg[3]  # ChainSegment's and ChainRun's
         gs = fg if fg >= two else two
         ge = gs + g
         fg = ge
-        if len(seg) == 6:  # a segment: as _chain
+        if type(seg) is ChainSegment:  # as _chain
             cs = ce if ce >= ge else ge
             h = cs + c
             e = h
@@ -553,7 +566,7 @@ def _chain_runs(
             ce = e
             continue
         g1s = fg if fg >= one else one  # the run's second gather, on its own anchor
-        g1e = g1s + seg[6]
+        g1e = g1s + seg.gather1_s
         fg = g1e
         cs = ce if ce >= ge else ge
         h = cs + c  # the run task's zero-length start
@@ -566,7 +579,7 @@ def _chain_runs(
         ls = le = 0.0
         if reducing:
             ls = fl if fl >= h else h
-            le = ls + seg[8]
+            le = ls + seg.lead_s
             fl = le
             rs = fr if fr >= le else le
             re = rs + r
@@ -579,7 +592,7 @@ def _chain_runs(
         free[rk] = fr
         free[lk] = fl
     chains[t.tid] = (marks, rows)
-    return rows[0][2], ce
+    return rows[0][ROW_COMPUTE_START], ce
 
 
 _NONE = float("-inf")

@@ -69,10 +69,11 @@ def plan_draws(
     mb: tuple[int, ...] = (1, 2, 4),
     global_batch: tuple[int, ...] = (32, 64),
     sequence_parallel: bool = False,
+    nodes: tuple[int, ...] = (1, 2),
 ) -> object:
     """A hypothesis strategy for :func:`drawn_plan`'s keywords (all but ``model_args``): one of
     ``software``, pp 1/2/4, tp 1/2/8, 1F1B or interleaved, ``recompute``, micro-batch ``mb``,
-    1 or 2 servers, ``global_batch``, and sequence parallelism on or off if asked."""
+    ``nodes`` servers (1 or 2), ``global_batch``, and sequence parallelism on or off if asked."""
     from hypothesis import strategies as st
 
     fields = dict(
@@ -82,7 +83,7 @@ def plan_draws(
         interleaved=st.booleans(),
         recompute=st.sampled_from(recompute),
         mb=st.sampled_from(mb),
-        nodes=st.sampled_from([1, 2]),
+        nodes=st.sampled_from(nodes),
         global_batch=st.sampled_from(global_batch),
     )
     if sequence_parallel:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from report_compare import drawn_plan, gpt_scenario, plan_draws
 
 import perfmodel.api as api
@@ -20,19 +20,26 @@ from perfmodel.api import Scenario, predict
 from perfmodel.errors import PerfModelError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lower_hidden import HiddenCollectives
+from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import (
     HEAD,
+    ChainRow,
+    ChainRun,
+    ChainRunRow,
+    ChainSegment,
+    ChainStatic,
     ChainTask,
     CommKind,
     CommSpec,
     GraphBuilder,
     Task,
+    TaskGraph,
     TaskKind,
     chain_mark,
     piece_end,
 )
 from perfmodel.report.step_breakdown import breakdown, critical_device
-from perfmodel.sim.engine import _list_schedule
+from perfmodel.sim.engine import _list_schedule, periodic_timeline
 
 GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
 
@@ -50,7 +57,9 @@ def _both(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, in
 
     def spy(g):  # type: ignore[no-untyped-def]
         seen.append(sum(1 for t in g.tasks if type(t) is ChainTask))
-        runs.append(sum(1 for t in g.tasks if type(t) is ChainTask and t.chain[0][7] is not None))
+        runs.append(
+            sum(1 for t in g.tasks if type(t) is ChainTask and t.chain[0].lead_proto is not None)
+        )
         return orig(g)
 
     out = []
@@ -81,10 +90,43 @@ def test_reports_identical_without_chains(monkeypatch: pytest.MonkeyPatch, plan:
     sc = drawn_plan(model_args=GPT, **plan)
     assume(sc is not None)
     try:
-        with_chains, without, _ = _both(sc, monkeypatch)  # type: ignore[arg-type]
+        with_chains, without, chains = _both(sc, monkeypatch)  # type: ignore[arg-type]
     except PerfModelError:  # a plan the model refuses (the batch does not divide)
         assume(False)
         return
+    event(_chain_event(chains))
+    assert with_chains == without
+
+
+def _chain_event(chains: int) -> str:
+    """The hypothesis event of a draw that formed ``chains`` chain tasks (``RUN_CHAINS[0]``
+    of them with hidden gather runs): how often the properties exercise chains at all."""
+    if not chains:
+        return "no chain"
+    return "chains, some with runs" if RUN_CHAINS[0] else "chains, no runs"
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=plan_draws(["fsdp", "deepspeed-zero3", "torchtitan"], mb=(1,), nodes=(2,)))
+def test_gather_bound_draws_identical_without_chains(
+    monkeypatch: pytest.MonkeyPatch, plan: dict
+) -> None:
+    """:func:`test_reports_identical_without_chains` biased to gather-bound draws (two
+    servers: the gathers cross them; micro-batch 1: short computes) and kept only where
+    chains formed (the first property forms any in few of its draws)."""
+    sc = drawn_plan(model_args=GPT, **plan)
+    assume(sc is not None)
+    try:
+        with_chains, without, chains = _both(sc, monkeypatch)  # type: ignore[arg-type]
+    except PerfModelError:  # a plan the model refuses (the batch does not divide)
+        assume(False)
+        return
+    assume(chains > 0)
+    event(_chain_event(chains))
     assert with_chains == without
 
 
@@ -167,15 +209,15 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     of the fine tasks schedules the same times and gives the same breakdown."""
     g_spec, r_spec = _specs()
     segs = tuple(
-        (g, 1.0, then, 0.5, g_spec.group, r_spec.group)
+        ChainSegment(g, 1.0, then, 0.5, g_spec.group, r_spec.group)
         for g, then in ((2.0, (0.25,)), (0.5, (0.0,)), (0.5, (0.0,)))
     )
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = (segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
     b = GraphBuilder()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
-    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
+    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, 1)])
     o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
     tl = _list_schedule(b.build())
@@ -183,8 +225,17 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     assert tl.start_s[w] == 4.25 and tl.start_s[o] == 5.75
     marks, rows = tl.chains[c]  # type: ignore[index]
     assert marks == [3.0, 4.25, 5.25, 5.75]
-    assert [r[:2] for r in rows] == [(0.0, 2.0), (2.0, 2.5), (3.0, 3.5)]
-    assert [r[5:] for r in rows] == [(3.25, 3.75), (4.25, 4.75), (5.25, 5.75)]
+    named = [ChainRow._make(r) for r in rows]
+    assert [(r.gather_start_s, r.gather_end_s) for r in named] == [
+        (0.0, 2.0),
+        (2.0, 2.5),
+        (3.0, 3.5),
+    ]
+    assert [(r.reduce_start_s, r.reduce_end_s) for r in named] == [
+        (3.25, 3.75),
+        (4.25, 4.75),
+        (5.25, 5.75),
+    ]
     # the fine tasks: gather, compute (an operation task), reduction per segment
     f = GraphBuilder()
     x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
@@ -221,16 +272,17 @@ def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
     fine tasks schedules the same times and gives the same breakdown."""
     g_spec, r_spec = _specs()
     then_r = (0.25, 2.0, 0.0, 1.0, 0.25)
-    run = (0.5, 0.0, then_r, 1.0, g_spec.group, r_spec.group, 0.5, g_spec.group, 1.5)
-    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    run = ChainRun(0.5, 0.0, then_r, 1.0, g_spec.group, r_spec.group, 0.5, g_spec.group, 1.5)
+    seg = ChainSegment(0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
     lead = Task(-1, TaskKind.COMPUTE, "g0", "grad-lead", 0.0)
-    static = ((run, seg), "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), lead)
+    members = frozenset(("g0", "g1"))
+    static = ChainStatic((run, seg), "zero", "dp", True, g_proto, r_proto, members, lead)
     b = GraphBuilder()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
     b.add(TaskKind.COMPUTE, "g0", "grad-lead", 2.0)
-    c = b.add_chain("g0", [x], "B0", 0, 0, (static, -1, x))  # type: ignore[arg-type]
+    c = b.add_chain("g0", [x], "B0", 0, 0, (static, -1, x))
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, 2)])
     o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
     tl = _list_schedule(b.build())
@@ -239,9 +291,12 @@ def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
     marks, rows = tl.chains[c]  # type: ignore[index]
     assert marks == [3.25, 4.25, 5.5, 6.0]
     assert rows == [
-        (0.0, 0.5, 1.0, 1.0, 4.5, 3.5, 4.5, 1.0, 1.5, 2.0, 3.5),
-        (3.25, 3.75, 4.5, 5.5, 5.5, 5.5, 6.0),
+        ChainRunRow(0.0, 0.5, 1.0, 1.0, 4.5, 3.5, 4.5, 1.0, 1.5, 2.0, 3.5),
+        ChainRow(3.25, 3.75, 4.5, 5.5, 5.5, 5.5, 6.0),
     ]
+    assert [type(r) for r in rows] == [tuple, tuple]  # plain (ChainRow's docstring)
+    assert ChainRunRow._make(rows[0]).lead_end_s == 3.5
+    assert ChainRow._make(rows[1]).compute_start_s == 4.5
     # the fine tasks (lower_hidden._lower_run, then the fine loop)
     f = GraphBuilder()
     x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
@@ -274,15 +329,83 @@ def test_a_chain_drops_negative_dependencies() -> None:
     """A stage's first operation without a host task waits on ``-1`` (no task): the chain drops
     it as ``GraphBuilder.add`` does (``lower_synthetic`` steps with runs failed on it)."""
     g_spec, r_spec = _specs()
-    seg = (0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    seg = ChainSegment(0.5, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = ((seg,), "zero", "dp", False, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    static = ChainStatic(
+        (seg,), "zero", "dp", False, g_proto, r_proto, frozenset(("g0", "g1")), None
+    )
     b = GraphBuilder()
-    c = b.add_chain("g0", [-1], "F0", 0, 0, (static, -1, -1))  # type: ignore[arg-type]
+    c = b.add_chain("g0", [-1], "F0", 0, 0, (static, -1, -1))
     assert b.tasks[c].deps == ()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
-    d = b.add_chain("g0", [x, -1, x], "F1", 1, 0, (static, -1, -1))  # type: ignore[arg-type]
+    d = b.add_chain("g0", [x, -1, x], "F1", 1, 0, (static, -1, -1))
     assert b.tasks[d].deps == (x,)
     tl = _list_schedule(b.build())
     assert (tl.start_s[c], tl.end_s[c]) == (0.5, 1.5)
+
+
+def _chain_static(gather_s: float) -> ChainStatic:
+    """A one-segment chain: gather ``gather_s``, compute 1 s, reduction 0.5 s."""
+    g_spec, r_spec = _specs()
+    seg = ChainSegment(gather_s, 1.0, (0.0,), 0.5, g_spec.group, r_spec.group)
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    return ChainStatic((seg,), "zero", "dp", True, g_proto, r_proto, frozenset(("g0",)), None)
+
+
+def test_chain_tasks_equal_only_with_the_same_chain() -> None:
+    """Two chain tasks of the same fields (every one's ``then_s`` is ``CHAIN_MARK``, its
+    duration 0) that stand for different gathers are not equal; the same chain is, with the
+    same hash; a plain task of the same fields is not."""
+
+    def chain_task(gather_s: float) -> ChainTask:
+        b = GraphBuilder()
+        return b.tasks[b.add_chain("g0", [], "F0", 0, 0, (_chain_static(gather_s), -1, -1))]
+
+    x, y, z = chain_task(2.0), chain_task(3.0), chain_task(2.0)
+    assert type(x) is ChainTask and x.chain is not z.chain
+    assert x != y and y != x
+    assert x == z and hash(x) == hash(z)
+    plain = Task(x.tid, x.kind, x.device, x.stream, 0.0, x.deps, x.label, 0, 0)
+    assert x != plain and plain != x
+
+
+def test_periodic_check_refuses_gather_chains() -> None:
+    """A short schedule whose micro-batches are each one gather chain (one device, 1F1B units
+    of one micro-batch, every unit a shifted copy of the previous) is refused by the periodic
+    check (``0``: the whole step is scheduled), so ``evaluate`` gives the whole graph's list
+    schedule with every chain's rows."""
+
+    def graph(m: int) -> TaskGraph:
+        b = GraphBuilder()
+        prev: list[int] = []
+        for j in range(m):
+            prev = [b.add_chain("g0", prev, f"F{j}", j, 0, (_chain_static(2.0), -1, -1))]
+        b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, prev)
+        return b.build()
+
+    pg = PeriodicGraph(lambda: graph(64), graph, 16, 64)
+    assert periodic_timeline(pg, 16) == 0
+    tl = engine.evaluate(pg)
+    whole = _list_schedule(graph(64))
+    assert tl.end_s == whole.end_s and tl.chains == whole.chains
+    assert len(tl.chains) == 64  # type: ignore[arg-type]
+
+
+def test_no_chain_where_gathers_and_reductions_share_a_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_chain`` tracks the gather and the reduction stream's free times apart: a recipe
+    whose ZeRO-3 gathers ran on the gradient-reduction stream (today they run on ``"ag"``)
+    gets the fine tasks, not a chain, and the same report (a gather-bound shape of
+    :func:`test_gather_bound_shapes_take_chains_and_equal_the_fine_tasks`)."""
+    import perfmodel.parallel.recipe as recipe
+
+    sc = gpt_scenario(model_args=GPT, global_batch=64, software="fsdp", nodes=2, dp=4, tp=2,
+                      pp=2, microbatch=1)  # fmt: skip
+    assert _both(sc, monkeypatch)[2] > 0  # on "ag": chains
+    monkeypatch.setattr(recipe, "STREAM_GATHER", recipe.STREAM_DP)
+    with_chains, without, chains = _both(sc, monkeypatch)
+    assert chains == 0
+    assert with_chains == without
