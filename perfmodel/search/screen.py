@@ -41,7 +41,7 @@ component models, but evaluates one representative rank per pipeline stage in cl
   recomputation repeats the forward collectives in the backward. Where the plan's recipe
   overlaps them (``Recipe.tp_comm``: Megatron-Core ``tp_comm_overlap``) each phase is split
   by the lowering's own rule
-  (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`: the preset's
+  (:func:`perfmodel.parallel.lower_pipeline.tp_overlapped`: the preset's
   :class:`~perfmodel.parallel.software.TPOverlap`, Transformer Engine userbuffers' SMs, the
   reduce-scattered GEMMs' margin, the exposed tail) and run as the lowering's segment runs
   it, ``max(slowed compute, overlapped) + tail``; otherwise after the compute.

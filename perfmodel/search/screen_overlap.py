@@ -1,18 +1,17 @@
 """What ``predict``'s lowering overlaps, in the closed form of the search screen
 (:class:`perfmodel.search.screen.PlanScreen`): a phase's tensor-parallel collectives beside its
 compute (:func:`tp_phase_s`, the lowering's own
-:meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`), the data-parallel
+:func:`~perfmodel.parallel.lower_pipeline.tp_overlapped`), the data-parallel
 reduction and parameter gathers as the training recipe runs them (:func:`dp_exposed`, buckets
 by :func:`beyond`), and the eager host's step and issue lead (:func:`host_step_s`,
-:func:`stage_issue_lead_s`, the lowering's rules). The lowering's rules are called, through the
-few fields of a lowering they read (:class:`_LoweringView`), not restated.
+:func:`stage_issue_lead_s`, the lowering's rules). The lowering's rules are called (the pure
+functions :mod:`perfmodel.parallel.lower_pipeline` states them as), not restated.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.ops import CollectiveOp
@@ -31,40 +30,6 @@ def beyond(comm_s: float, busy_s: float, k: int) -> float:
     (0.25, 1.0, 3.0)
     """
     return max(comm_s - busy_s + busy_s / k, comm_s / k)
-
-
-@dataclass(frozen=True)
-class _DpOnly:
-    """The plan field :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`
-    reads."""
-
-    dp: int
-
-
-@dataclass(frozen=True)
-class _PerReplica:
-    """The input field :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`
-    reads."""
-
-    batch_per_replica: int
-
-
-class _LoweringView:
-    """What :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped` and
-    :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s` read of a lowering
-    (its preset, cost model, plan, inputs and ``slowed``), so the screen calls the lowering's
-    own rules rather than restating them."""
-
-    plan: Any = None
-    inp: Any = None
-
-    def __init__(self, preset: Any, costs: Any) -> None:
-        self.preset, self.costs = preset, costs
-
-    def slowed(self, dur: float, comm_s: float) -> float:
-        from perfmodel.parallel.lower_pipeline import PipelineLowering
-
-        return PipelineLowering.slowed(self, dur, comm_s)  # type: ignore[arg-type]
 
 
 def ring_representative(n: int, stride: int, gpus_per_node: int) -> tuple[int, list[int]]:
@@ -106,7 +71,7 @@ def tp_phase_s(
     """Seconds one micro-batch's ``phase`` (``"F"``/``"B"``) holds the compute path: ``dur``
     of compute and ``tp_s`` of tensor-parallel collectives after it; with the recipe's
     ``tp_comm`` overlapped (``overlap``), the lowering's split
-    (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.tp_overlapped`: ``preset``'s
+    (:func:`perfmodel.parallel.lower_pipeline.tp_overlapped`: ``preset``'s
     :class:`~perfmodel.parallel.software.TPOverlap`, the compute slowed by the SMs the
     communication holds, ``rs_s`` seconds of reduce-scattered GEMMs on fewer SMs, the exposed
     tail) run as :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.segment` runs it:
@@ -117,23 +82,20 @@ def tp_phase_s(
         return dur
     if not overlap:
         return dur + tp_s
-    from perfmodel.parallel.lower_pipeline import PipelineLowering
+    from perfmodel.parallel.lower_pipeline import tp_overlapped
 
-    view = _LoweringView(preset, costs)
-    c, under, tail = PipelineLowering.tp_overlapped(view, phase, dur, tp_s, rs_s)  # type: ignore[arg-type]
+    sm_count = getattr(getattr(costs, "gpu_spec", None), "sm_count", 0)
+    c, under, tail = tp_overlapped(preset, sm_count, phase, dur, tp_s, rs_s)
     return max(c, under) + tail
 
 
 def host_step_s(preset: Any, dp: int, per_replica: int) -> float:
     """The framework's host work before a step's compute (loop, batch split over ``dp``
     replicas of ``per_replica`` samples):
-    :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.host_step_s`."""
-    from perfmodel.parallel.lower_pipeline import PipelineLowering
+    :func:`perfmodel.parallel.lower_pipeline.host_step_s`."""
+    from perfmodel.parallel.lower_pipeline import host_step_s as lowering_host_step_s
 
-    view = _LoweringView(preset, None)
-    view.plan = _DpOnly(dp)
-    view.inp = _PerReplica(per_replica)
-    return PipelineLowering.host_step_s(view)  # type: ignore[arg-type]
+    return lowering_host_step_s(preset, dp, per_replica)
 
 
 def stage_issue_lead_s(

@@ -1,6 +1,6 @@
 """The screen overlaps what ``predict``'s lowering overlaps, read from the same recipe: the
 tensor-parallel collectives (Megatron-Core ``tp_comm_overlap``: Transformer Engine
-userbuffers, the lowering's ``PipelineLowering.tp_overlapped``), the data-parallel gradient
+userbuffers, the lowering's ``tp_overlapped``), the data-parallel gradient
 reduction and parameter gathers (FSDP per micro-batch, ZeRO-1 per bucket), the eager host's
 issue lead and host step, and the pipeline's fill and drain with unequal stages.
 
@@ -24,7 +24,7 @@ from perfmodel.parallel.lowering import Chunk
 from perfmodel.parallel.plan import PipelineSchedule, Recompute
 from perfmodel.parallel.schedule import stage_ops
 from perfmodel.search.screen import PlanScreen
-from perfmodel.search.screen_overlap import _LoweringView, beyond
+from perfmodel.search.screen_overlap import beyond
 
 LLAMA8 = {"layers": 8}
 VTRAIN_SMALL = {"hidden": 1024, "heads": 16, "layers": 12, "seq_len": 1024}
@@ -68,7 +68,7 @@ def test_screen_step_is_predicts(base: dict[str, Any], plan: dict[str, Any], wha
 def test_tp_overlap_is_the_lowerings_split() -> None:
     """A Megatron-Core TP plan's exposed TP time is the lowering's userbuffers split of the
     stage's per-phase sums, below the collectives' full time (the recipe overlaps them)."""
-    from perfmodel.parallel.lower_pipeline import PipelineLowering
+    from perfmodel.parallel.lower_pipeline import tp_overlapped
 
     base, plan, _ = CASES[0]
     scr = PlanScreen(base)
@@ -76,17 +76,14 @@ def test_tp_overlap_is_the_lowerings_split() -> None:
     (st,) = scr._stage_cache.values()
     (rc,) = scr._recipes.values()  # the plan's recipe, as predict builds it
     assert rc.tp_comm.overlap
-    view = _view(scr)
-    f = PipelineLowering.tp_overlapped(view, "F", st.fwd_s, st.tp_fwd_s, st.rs_fwd_s)  # type: ignore[arg-type]
-    b = PipelineLowering.tp_overlapped(view, "B", st.bwd_s, st.tp_bwd_s, 0.0)  # type: ignore[arg-type]
+    sms = scr._system_costs(1).gpu_spec.sm_count
+    assert sms > 0  # the userbuffers split needs the GPU's SM count
+    f = tp_overlapped(scr.preset, sms, "F", st.fwd_s, st.tp_fwd_s, st.rs_fwd_s)
+    b = tp_overlapped(scr.preset, sms, "B", st.bwd_s, st.tp_bwd_s, 0.0)
     m = 16 // 2 // 1
     by_hand = m * ((max(f[0], f[1]) + f[2] - st.fwd_s) + (max(b[0], b[1]) + b[2] - st.bwd_s))
     assert got == pytest.approx(by_hand, rel=1e-12)
     assert 0 < got < 0.5 * m * (st.tp_fwd_s + st.tp_bwd_s)
-
-
-def _view(scr: PlanScreen) -> Any:
-    return _LoweringView(scr.preset, scr._system_costs(1))
 
 
 @pytest.mark.parametrize("recompute", ["none", "full", "selective"])
