@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import perfmodel.comm.params as P
 from perfmodel.comm.channels import flow_rates
@@ -34,6 +34,10 @@ class Transfers:
         self.links = links
         #: pairs -> (alpha s, rate B/s) of each send (:meth:`terms`)
         self._cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
+        #: name-free shape (:meth:`_shape`) -> the same terms
+        self._shapes: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = {}
+        #: (class, source local id, destination local id) -> :meth:`_mirrored`'s answer
+        self._mirror: dict[tuple[int, str, str], bool] = {}
 
     def time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
         """Completion time (s) of concurrent point-to-point sends of ``nbytes_each`` bytes.
@@ -156,11 +160,90 @@ class Transfers:
                 return None
         return twin
 
+    def _shape(self, pairs: tuple[tuple[str, str], ...]) -> tuple[Any, ...] | None:
+        """What :meth:`terms` reads of ``pairs``, without a name: the classes of the pairs'
+        servers in order of first appearance, each pair's servers as indices in that order, and
+        each pair's local ids; ``None`` where a pair stays in one server, a server is in no
+        class, or two servers of one class are joined by a pair whose local ids' route is not
+        :meth:`_mirrored` (its route then depends on which server's name sorts first).
+
+        Why sets of one shape have one :meth:`terms`, bit for bit: :meth:`p2p_route` reads a
+        pair's route off the same local ids in the first servers of the classes
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.pair_route`), between two servers
+        of one class off the first two in the pair's own name order; where the local ids'
+        route is mirrored, either order gives the image of the one route from the class's first
+        server to its second under the map taking those to the pair's source and destination
+        servers. So the ``k``-th server of one set taken to the ``k``-th of the other (same
+        classes; a permutation of each class's servers, a graph automorphism keeping every
+        attribute, fabric fixed) takes every route of the one set onto the matching route of
+        the other, and the alphas and max-min rates are equal as for
+        :meth:`_canonical_pairs` (with its one exception, max-min's numerical-safety
+        fallback). What it adds to :meth:`_canonical_pairs`: that map keeps the name order of
+        the servers, which the shape does not, so the sends between stages ``n4-n7`` and
+        ``n8-n11`` (``n10`` sorts before ``n4``) and between ``n0-n3`` and ``n4-n7`` are one
+        route and rate computation (issue 27: a tensor-parallel degree of 32 on 128 DGX A100
+        met four such images of one shape per plan).
+        """
+        sym = server_symmetry(self.topology)
+        server, cls, local_id = sym.server, sym.cls, sym.local_id
+        order: dict[int, int] = {}
+        at: list[tuple[int, int]] = []
+        lids: list[tuple[str, str]] = []
+        for s, d in pairs:
+            a, b = server.get(s, -1), server.get(d, -1)
+            ca, cb = cls.get(a), cls.get(b)
+            if a == b or ca is None or cb is None:
+                return None
+            pair_lids = (local_id[s], local_id[d])
+            if ca == cb and not self._mirrored(ca, *pair_lids):
+                return None
+            at.append((order.setdefault(a, len(order)), order.setdefault(b, len(order))))
+            lids.append(pair_lids)
+        return (tuple(map(cls.__getitem__, order)), tuple(at), tuple(lids))
+
+    def _mirrored(self, c: int, src_lid: str, dst_lid: str) -> bool:
+        """Whether the :meth:`DirectedLinks.p2p_route` from local id ``src_lid`` of class
+        ``c``'s second server to ``dst_lid`` of its first is the route from the first server's
+        ``src_lid`` to the second's ``dst_lid`` with the two servers exchanged (nodes by local
+        id, the fabric fixed); kept per ``(c, src_lid, dst_lid)``. Both searches are the ones
+        :meth:`p2p_route` maps for every pair of servers of the class (:meth:`_shape`)."""
+        key = (c, src_lid, dst_lid)
+        hit = self._mirror.get(key)
+        if hit is None:
+            sym = server_symmetry(self.topology)
+            first, second = sym.ordered[c][0], sym.ordered[c][1]
+            by_local, server, local_id = sym.by_local, sym.server, sym.local_id
+            swap = {first: by_local[second], second: by_local[first]}
+            try:
+                fwd = self.links.p2p_route(by_local[first][src_lid], by_local[second][dst_lid])
+                back = self.links.p2p_route(by_local[second][src_lid], by_local[first][dst_lid])
+            except PerfModelError:  # no route: the sends' own search names it
+                hit = False
+            else:
+                image = tuple(swap[server[n]][local_id[n]] if server[n] in swap else n for n in fwd)
+                hit = image == back
+            self._mirror[key] = hit
+        return hit
+
     def terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
         every plan with the same pairs, reuses one route and rate computation), and shared
-        by every set of pairs of the same shape (:meth:`_canonical_pairs`)."""
+        by every set of pairs of the same shape (:meth:`_shape`, :meth:`_canonical_pairs`)."""
+        hit = self._cache.get(pairs)
+        if hit is not None:
+            return hit
+        shape = self._shape(pairs)
+        if shape is not None:
+            hit = self._shapes.get(shape)
+            if hit is None:
+                hit = self._shapes[shape] = self._terms(pairs)
+            self._cache[pairs] = hit
+            return hit
+        return self._terms(pairs)
+
+    def _terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
+        """:meth:`terms` of ``pairs`` read off their canonical image or twin, or searched."""
         hit = self._cache.get(pairs)
         if hit is not None:
             return hit
