@@ -202,27 +202,16 @@ class Transfers:
         return (tuple(map(cls.__getitem__, order)), tuple(at), tuple(lids))
 
     def _mirrored(self, c: int, src_lid: str, dst_lid: str) -> bool:
-        """Whether the :meth:`DirectedLinks.p2p_route` from local id ``src_lid`` of class
-        ``c``'s second server to ``dst_lid`` of its first is the route from the first server's
-        ``src_lid`` to the second's ``dst_lid`` with the two servers exchanged (nodes by local
-        id, the fabric fixed); kept per ``(c, src_lid, dst_lid)``. Both searches are the ones
-        :meth:`p2p_route` maps for every pair of servers of the class (:meth:`_shape`)."""
+        """Whether the :meth:`DirectedLinks.p2p_route` between local ids ``src_lid`` and
+        ``dst_lid`` of two servers of class ``c`` is mirrored
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.mirrored`: the search
+        :meth:`p2p_route` maps for every pair of servers of the class); kept per
+        ``(c, src_lid, dst_lid)``."""
         key = (c, src_lid, dst_lid)
         hit = self._mirror.get(key)
         if hit is None:
             sym = server_symmetry(self.topology)
-            first, second = sym.ordered[c][0], sym.ordered[c][1]
-            by_local, server, local_id = sym.by_local, sym.server, sym.local_id
-            swap = {first: by_local[second], second: by_local[first]}
-            try:
-                fwd = self.links.p2p_route(by_local[first][src_lid], by_local[second][dst_lid])
-                back = self.links.p2p_route(by_local[second][src_lid], by_local[first][dst_lid])
-            except PerfModelError:  # no route: the sends' own search names it
-                hit = False
-            else:
-                image = tuple(swap[server[n]][local_id[n]] if server[n] in swap else n for n in fwd)
-                hit = image == back
-            self._mirror[key] = hit
+            hit = self._mirror[key] = sym.mirrored(c, src_lid, dst_lid, self.links.p2p_route)
         return hit
 
     def terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:

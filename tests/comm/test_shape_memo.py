@@ -272,3 +272,33 @@ def test_unmirrored_route_keeps_its_order() -> None:
     assert model.transfers._shape(pairs) is not None
     model.transfers._mirror = {k: False for k in model.transfers._mirror}
     assert model.transfers._shape(pairs) is None
+
+
+@pytest.mark.parametrize("fabric", ["rail", "fat-tree"])
+def test_sharing_factor_in_any_name_order_equals_direct(fabric: str) -> None:
+    """Twelve servers: the sibling data-parallel groups of stages strided by 4 servers
+    (``n10`` sorts before ``n2``, so the stages' hops sort differently) equal their own
+    routes' factor, and on rails, where every route between like GPUs is mirrored, one
+    name-free shape (``_route_shape``) holds them all."""
+    kw: dict[str, object] = {"nodes": 12}
+    if fabric == "fat-tree":
+        kw["fabric_topology"] = "fat-tree"
+    topo = load_system("dgx-a100", **kw)
+    shapes = set()
+    rng = random.Random(14)
+    for first in range(4):
+        servers = (first, first + 4, first + 8)
+        for locals_ in [(0, 2, 4, 6), (1, 3, 5, 7), (0, 1)]:
+            groups = _dp_groups(topo, servers, locals_)
+            assert costs.ring_sharing_factor(topo, groups) == costs._ring_sharing_factor(
+                topo, groups
+            ), (fabric, servers, locals_)
+        shapes.add(costs._route_shape(topo, _dp_groups(topo, servers, (0, 2, 4, 6))))
+    for _ in range(20):  # any servers, any order
+        servers = tuple(rng.sample(range(12), rng.choice((2, 3, 4))))
+        groups = _dp_groups(topo, servers, tuple(rng.sample(range(8), rng.choice((1, 2, 4)))))
+        assert costs.ring_sharing_factor(topo, groups) == costs._ring_sharing_factor(
+            topo, groups
+        ), (fabric, groups)
+    if fabric == "rail":
+        assert len(shapes) == 1 and None not in shapes
