@@ -333,9 +333,7 @@ class AnalyticCommModel:
             if best is None:
                 algo = _ALLOWED[op][0]
             else:
-                t, a, p, lat, bw = best
-                t, lat = self.nccl.chain_time(op, m, info, t, a, p, lat, bw)
-                return self._result(op, m, info, t, a, p, lat, bw)
+                return self._tuned(op, m, info, best)
         if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
             best = self.nccl.best(op, m, info, forced=algo)
             if best is None:
@@ -352,23 +350,34 @@ class AnalyticCommModel:
                     value=algo.value,
                     where="algorithm",
                 )
-            t, a, p, lat, bw = best
-            t, lat = self.nccl.chain_time(op, m, info, t, a, p, lat, bw)
-            return self._result(op, m, info, t, a, p, lat, bw)
+            return self._tuned(op, m, info, best)
         t, lat, bw = self.others.time(op, m, info, algo)
-        return self._result(op, m, info, t, algo, None, lat, bw)
+        return self._result(op, m, info, (t, algo, None, lat, bw))
+
+    def _tuned(
+        self,
+        op: CollectiveOp,
+        m: float,
+        info: GroupInfo,
+        best: tuple[float, Algorithm, Protocol, float, float],
+    ) -> CommResult:
+        """The result of NCCL's choice ``best`` (time, algorithm, protocol, latency,
+        bandwidth), its time and latency as the chain runs it
+        (:meth:`NcclChoice.chain_time <perfmodel.comm.nccl_choice.NcclChoice.chain_time>`)."""
+        t, lat = self.nccl.chain_time(op, m, info, *best)
+        _, algo, proto, _, bw = best
+        return self._result(op, m, info, (t, algo, proto, lat, bw))
 
     def _result(
         self,
         op: CollectiveOp,
         m: float,
         info: GroupInfo,
-        t: float,
-        algo: Algorithm,
-        proto: Protocol | None,
-        lat: float,
-        bw: float,
+        chosen: tuple[float, Algorithm, Protocol | None, float, float],
     ) -> CommResult:
+        """The :class:`CommResult` of ``op`` over ``info`` for ``chosen``: (time (s),
+        algorithm, protocol or ``None``, latency (s), bandwidth (B/s))."""
+        t, algo, proto, lat, bw = chosen
         algbw = m / t if t > 0 else math.inf
         n = info.n
         return CommResult(

@@ -82,13 +82,11 @@ class CommCostModel(AnalyticCommModel):
         info = self.group_info(members)
         if ref.algorithm in CLOSED_FORM_ONLY:
             # in-switch reductions have no flow model: the switch, not the links, sets the pace
-            return self._result(
-                op, m, info, ref.time_s, ref.algorithm, ref.protocol, ref.latency_s,
-                ref.bandwidth_Bps,
-            )  # fmt: skip
-        t = simulate_collective(self, op, m, members, ref.algorithm, ref.protocol, info)
+            t = ref.time_s
+        else:
+            t = simulate_collective(self, op, m, members, ref.algorithm, ref.protocol, info)
         return self._result(
-            op, m, info, t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps
+            op, m, info, (t, ref.algorithm, ref.protocol, ref.latency_s, ref.bandwidth_Bps)
         )
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from itertools import chain, repeat
+from operator import eq
+from typing import TYPE_CHECKING, Any
 
 import perfmodel.comm.params as P
 from perfmodel.comm.channels import flow_rates
@@ -34,6 +36,10 @@ class Transfers:
         self.links = links
         #: pairs -> (alpha s, rate B/s) of each send (:meth:`terms`)
         self._cache: dict[tuple[tuple[str, str], ...], tuple[tuple[float, float], ...]] = {}
+        #: name-free shape (:meth:`_shape`) -> the same terms
+        self._shapes: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = {}
+        #: (class, source local id, destination local id) -> :meth:`_mirrored`'s answer
+        self._mirror: dict[tuple[int, str, str], bool] = {}
 
     def time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
         """Completion time (s) of concurrent point-to-point sends of ``nbytes_each`` bytes.
@@ -156,11 +162,82 @@ class Transfers:
                 return None
         return twin
 
+    def _shape(self, pairs: tuple[tuple[str, str], ...]) -> tuple[Any, ...] | None:
+        """What :meth:`terms` reads of ``pairs``, without a name: the classes of the pairs'
+        servers in order of first appearance, each pair's servers as indices in that order, and
+        each pair's local ids; ``None`` where a pair stays in one server, a server is in no
+        class, or two servers of one class are joined by a pair whose local ids' route is not
+        :meth:`_mirrored` (its route then depends on which server's name sorts first).
+
+        Why sets of one shape have one :meth:`terms`, bit for bit: :meth:`p2p_route` reads a
+        pair's route off the same local ids in the first servers of the classes
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.pair_route`), between two servers
+        of one class off the first two in the pair's own name order; where the local ids'
+        route is mirrored, either order gives the image of the one route from the class's first
+        server to its second under the map taking those to the pair's source and destination
+        servers. So the ``k``-th server of one set taken to the ``k``-th of the other (same
+        classes; a permutation of each class's servers, a graph automorphism keeping every
+        attribute, fabric fixed) takes every route of the one set onto the matching route of
+        the other, and the alphas and max-min rates are equal as for
+        :meth:`_canonical_pairs` (with its one exception, max-min's numerical-safety
+        fallback). What it adds to :meth:`_canonical_pairs`: that map keeps the name order of
+        the servers, which the shape does not, so the sends between stages ``n4-n7`` and
+        ``n8-n11`` (``n10`` sorts before ``n4``) and between ``n0-n3`` and ``n4-n7`` are one
+        route and rate computation (issue 27: a tensor-parallel degree of 32 on 128 DGX A100
+        met four such images of one shape per plan).
+        """
+        sym = server_symmetry(self.topology)
+        server, cls, local_id = sym.server, sym.cls, sym.local_id
+        # C loops over the pairs (issue 27: 30 sets of 32 sends per plan)
+        src, dst = [s for s, _ in pairs], [d for _, d in pairs]
+        at_src = list(map(server.get, src, repeat(-1)))
+        at_dst = list(map(server.get, dst, repeat(-1)))
+        c_src, c_dst = list(map(cls.get, at_src)), list(map(cls.get, at_dst))
+        if None in c_src or None in c_dst or any(map(eq, at_src, at_dst)):
+            return None
+        lids = tuple(zip(map(local_id.__getitem__, src), map(local_id.__getitem__, dst)))
+        mirror = self._mirror
+        for key in {(c, *ids) for c, d, ids in zip(c_src, c_dst, lids) if c == d}:
+            hit = mirror.get(key)
+            if not (hit or (hit is None and self._mirrored(*key))):
+                return None
+        order = dict.fromkeys(chain.from_iterable(zip(at_src, at_dst)))
+        index = {srv: k for k, srv in enumerate(order)}
+        at = tuple(zip(map(index.__getitem__, at_src), map(index.__getitem__, at_dst)))
+        return (tuple(map(cls.__getitem__, order)), at, lids)
+
+    def _mirrored(self, c: int, src_lid: str, dst_lid: str) -> bool:
+        """Whether the :meth:`DirectedLinks.p2p_route` between local ids ``src_lid`` and
+        ``dst_lid`` of two servers of class ``c`` is mirrored
+        (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.mirrored`: the search
+        :meth:`p2p_route` maps for every pair of servers of the class); kept per
+        ``(c, src_lid, dst_lid)``."""
+        key = (c, src_lid, dst_lid)
+        hit = self._mirror.get(key)
+        if hit is None:
+            sym = server_symmetry(self.topology)
+            hit = self._mirror[key] = sym.mirrored(c, src_lid, dst_lid, self.links.p2p_route)
+        return hit
+
     def terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
         """``(alpha s, max-min fair rate B/s)`` of each of concurrent sends ``pairs`` (cached:
         neither depends on the bytes sent, so every message size of a pipeline's sends, in
         every plan with the same pairs, reuses one route and rate computation), and shared
-        by every set of pairs of the same shape (:meth:`_canonical_pairs`)."""
+        by every set of pairs of the same shape (:meth:`_shape`, :meth:`_canonical_pairs`)."""
+        hit = self._cache.get(pairs)
+        if hit is not None:
+            return hit
+        shape = self._shape(pairs)
+        if shape is not None:
+            hit = self._shapes.get(shape)
+            if hit is None:
+                hit = self._shapes[shape] = self._terms(pairs)
+            self._cache[pairs] = hit
+            return hit
+        return self._terms(pairs)
+
+    def _terms(self, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[float, float], ...]:
+        """:meth:`terms` of ``pairs`` read off their canonical image or twin, or searched."""
         hit = self._cache.get(pairs)
         if hit is not None:
             return hit

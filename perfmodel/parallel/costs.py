@@ -398,7 +398,8 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     """What the ring path of :func:`ring_sharing_factor` reads of ``groups``, without a name:
     :func:`_nic_shape`'s classes, server indices (in order of first appearance) and local ids,
     and for every ring hop between two servers of one class whether the hop's first server
-    sorts before its second in name order; ``None`` where a server is in no class.
+    sorts before its second in name order (``None`` in their place where every such hop's
+    route is mirrored, :func:`_order_free`); ``None`` where a server is in no class.
 
     Why groups of one shape have one factor, bit for bit, where their canonical routes are
     shorter than any path through a third server (:func:`_routes_map_onto`, a property of the
@@ -416,6 +417,16 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     data-parallel groups of a dp4 tp16 pp16 stage of GPT-3 175B on 128 DGX A100 are strided
     by 32 servers, and name order (``n104`` before ``n40``) split the 16 stages into as many
     order-preserving images (:func:`_canonical_groups`).
+
+    Where every hop between two servers of one class is mirrored
+    (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.mirrored` of :func:`route`: the
+    route from the class's second server to its first is the exchanged image of the route
+    from the first to the second, so both have one hop count and the bound holds in either
+    order), the hop's route is the image of the first-to-second route under the map taking
+    those two servers to the hop's own, whichever name sorts first, so the name orders are
+    left out and ``s`` may be any map of the ``k``-th server to the ``k``-th (issue 27: the
+    four sets of sibling data-parallel groups of a dp4 tp16 pp16 plan whose server names
+    sort differently were four shapes).
     """
     sym = server_symmetry(topology)
     cls, position = sym.cls, sym.position
@@ -427,6 +438,11 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     if indexed is None:
         return None
     classes, indices = indexed
+    free = _ORDER_FREE.get(
+        (topology, classes, indices, lids), lambda: _order_free(topology, sym, srvs, lids)
+    )
+    if free:
+        return (classes, indices, lids, None)
     # the hops' name orders, once per distinct server sequence (tensor-parallel siblings on
     # the same servers share one; the indices say which groups have which)
     before = []
@@ -437,6 +453,42 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
             if a != b and cls[a] == cls[b]:
                 before.append(position[a] < position[b])
     return (classes, indices, lids, tuple(before))
+
+
+#: :func:`_order_free` by shape without the name orders (:func:`_route_shape`).
+_ORDER_FREE: BoundedMemo[tuple[Any, ...], bool] = BoundedMemo(4096)
+
+
+def _order_free(
+    topology: Topology,
+    sym: ServerSymmetry,
+    srvs: list[list[int]],
+    lids: tuple[tuple[str, ...], ...],
+) -> bool:
+    """Whether every ring hop between two servers of one class (servers ``srvs``, local ids
+    ``lids`` of each group's members) has a mirrored route (:func:`_mirrored`), so that
+    :func:`_route_shape` need not say which server of a hop sorts first."""
+    cls = sym.cls
+    for sv, ids in zip(srvs, lids, strict=True):
+        n = len(sv)
+        if n < 2:
+            continue
+        for i, a in enumerate(sv):
+            j = (i + 1) % n
+            b = sv[j]
+            if a != b and cls[a] == cls[b] and not _mirrored(topology, cls[a], ids[i], ids[j]):
+                return False
+    return True
+
+
+@lru_cache(maxsize=4096)
+def _mirrored(topology: Topology, c: int, src_lid: str, dst_lid: str) -> bool:
+    """Whether the :func:`~perfmodel.topology.route` between local ids ``src_lid`` and
+    ``dst_lid`` of two servers of class ``c`` is mirrored
+    (:meth:`~perfmodel.topology.symmetry.ServerSymmetry.mirrored`)."""
+    return server_symmetry(topology).mirrored(
+        c, src_lid, dst_lid, lambda a, b: route(topology, a, b)
+    )
 
 
 #: Server-level sharing factors by shape (:func:`_nic_shape`): a plan search meets a few per

@@ -37,7 +37,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from perfmodel._memo import BoundedMemo
-from perfmodel.errors import TopologyError
+from perfmodel.errors import PerfModelError, TopologyError
 from perfmodel.topology.lazy import NodeTable, ServerMap
 from perfmodel.topology.model import ReplicaPattern, Topology
 
@@ -200,6 +200,31 @@ class ServerSymmetry:
             t = back.get(server[n])
             out.append(n if t is None else by_local[t][local_id[n]])
         return tuple(out)
+
+    def mirrored(
+        self, c: int, src_lid: str, dst_lid: str, search: Callable[[str, str], tuple[str, ...]]
+    ) -> bool:
+        """Whether ``search`` from local id ``src_lid`` of class ``c``'s second server to
+        ``dst_lid`` of its first finds the route from the first server's ``src_lid`` to the
+        second's ``dst_lid`` with the two servers exchanged (nodes by local id, the fabric
+        fixed); ``False`` where either search finds none. (Callers keep the answer.)
+
+        Where it holds, :meth:`pair_route` gives the pair of those local ids between any two
+        servers of the class the image of the one route from the first server to the second
+        under the map taking those to the pair's source and destination servers, whichever
+        name sorts first (through the first search or through the second and the exchange):
+        a shape of such pairs need not say which server of a pair sorts first.
+        """
+        first, second = self.ordered[c][0], self.ordered[c][1]
+        by_local, server, local_id = self.by_local, self.server, self.local_id
+        try:
+            fwd = search(by_local[first][src_lid], by_local[second][dst_lid])
+            back = search(by_local[second][src_lid], by_local[first][dst_lid])
+        except PerfModelError:  # no route: the caller's own search names it
+            return False
+        swap = {first: by_local[second], second: by_local[first]}
+        image = tuple(swap[server[n]][local_id[n]] if server[n] in swap else n for n in fwd)
+        return image == back
 
     def twin_map(self, server: int) -> dict[str, str] | None:
         """``{node of server: node of the same local id in its inside twin}`` (:attr:`twin`),

@@ -23,8 +23,9 @@ def direct_model(topo: Topology) -> CommCostModel:
 
 def direct_terms(topo: Topology, pairs: tuple[tuple[str, str], ...]) -> object:
     """:meth:`Transfers.terms` of ``pairs`` on their own routes: neither a canonical
-    image's nor a twin server's sends read."""
+    image's nor a twin server's nor another set of the same name-free shape's sends read."""
     model = CommCostModel(topo)
+    model.transfers._shape = lambda p: None  # type: ignore[method-assign]
     model.transfers._canonical_pairs = lambda p: None  # type: ignore[method-assign]
     model.transfers._twin_pairs = lambda p: None  # type: ignore[method-assign]
     return model.transfers.terms(pairs)

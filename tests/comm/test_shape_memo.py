@@ -7,6 +7,7 @@ routes never share an entry."""
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 from reference_models import direct_model, direct_terms, thin_spine_fat_tree
@@ -203,3 +204,101 @@ def test_collective_translates_share_one_result() -> None:
     first, second, third = (model.collective("allreduce", 2**26, g) for g in groups)
     assert second is third  # the second translate is priced once for both
     assert first == second
+
+
+@pytest.mark.parametrize("fabric", ["rail", "fat-tree"])
+def test_name_free_shape_equals_direct(fabric: str) -> None:
+    """Twelve servers (``n10`` and ``n11`` sort before ``n2``): random sets of sends between
+    servers, in either name order, equal their own routes' terms when read off the name-free
+    shape (``Transfers._shape``), which merges images that do not keep the servers' name
+    order."""
+    kw: dict[str, object] = {"nodes": 12}
+    if fabric == "fat-tree":
+        kw["fabric_topology"] = "fat-tree"
+    topo = load_system("dgx-a100", **kw)
+    model = CommCostModel(topo)
+    gpn = topo.gpus_per_node
+    classes = list(server_symmetry(topo).ordered.values())
+    rng = random.Random(27)
+    shared = 0
+    for _ in range(30):
+        n = rng.choice((1, 2, 4, 8))
+        # two servers of one class (either name order) or any two servers
+        a, b = rng.sample(rng.choice(classes) if rng.random() < 0.5 else range(12), 2)
+        lids = rng.sample(range(gpn), n)
+        far = [rng.randrange(gpn) if rng.random() < 0.3 else k for k in lids]
+        for x, y in ((a, b), (b, a)):
+            pairs = tuple(
+                (topo.gpus[x * gpn + k], topo.gpus[y * gpn + j]) for k, j in zip(lids, far)
+            )
+            shape = model.transfers._shape(pairs)
+            shared += shape is not None and shape in model.transfers._shapes
+            assert model.transfers.terms(pairs) == direct_terms(topo, pairs), (fabric, pairs)
+    assert shared > 0  # the property is checked on the memo's answers, not only on misses
+
+
+def test_stages_in_any_name_order_share_one_shape() -> None:
+    """Stage sends n0-n3 -> n4-n7, n4-n7 -> n8-n11 and back (``n10`` sorts before ``n4``:
+    different images under the name-order-keeping map) are one route and rate computation
+    on rails, where every GPU's route to the other server's same local id is mirrored."""
+    topo = load_system("dgx-a100", nodes=12)
+    model = CommCostModel(topo)
+    gpn = topo.gpus_per_node
+
+    def stage(first: int, second: int) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            (topo.gpus[(first + s) * gpn + k], topo.gpus[(second + s) * gpn + k])
+            for s in range(4)
+            for k in range(gpn)
+        )
+
+    fwd, nxt = stage(0, 4), stage(4, 8)
+    assert model.transfers._canonical_pairs(fwd) != model.transfers._canonical_pairs(nxt)
+    assert model.transfers._shape(fwd) == model.transfers._shape(nxt) is not None
+    calls = []
+    real = model.transfers.p2p_route
+    model.transfers.p2p_route = lambda s, d: calls.append((s, d)) or real(s, d)  # type: ignore[method-assign]
+    for pairs in (fwd, nxt, stage(8, 4), stage(4, 0)):
+        assert model.transfers.terms(pairs) == direct_terms(topo, pairs)
+    assert len(calls) == 4 * gpn  # the 32 sends of the first set only
+
+
+def test_unmirrored_route_keeps_its_order() -> None:
+    """Where a local-id pair's route is not mirrored, a set with such a pair between two servers
+    of one class has no name-free shape (its image depends on which name sorts first)."""
+    topo = load_system("dgx-a100", nodes=4)
+    model = CommCostModel(topo)
+    pairs = _stage_pairs(topo, 0, 1, 2)
+    assert model.transfers._shape(pairs) is not None
+    model.transfers._mirror = {k: False for k in model.transfers._mirror}
+    assert model.transfers._shape(pairs) is None
+
+
+@pytest.mark.parametrize("fabric", ["rail", "fat-tree"])
+def test_sharing_factor_in_any_name_order_equals_direct(fabric: str) -> None:
+    """Twelve servers: the sibling data-parallel groups of stages strided by 4 servers
+    (``n10`` sorts before ``n2``, so the stages' hops sort differently) equal their own
+    routes' factor, and on rails, where every route between like GPUs is mirrored, one
+    name-free shape (``_route_shape``) holds them all."""
+    kw: dict[str, object] = {"nodes": 12}
+    if fabric == "fat-tree":
+        kw["fabric_topology"] = "fat-tree"
+    topo = load_system("dgx-a100", **kw)
+    shapes = set()
+    rng = random.Random(14)
+    for first in range(4):
+        servers = (first, first + 4, first + 8)
+        for locals_ in [(0, 2, 4, 6), (1, 3, 5, 7), (0, 1)]:
+            groups = _dp_groups(topo, servers, locals_)
+            assert costs.ring_sharing_factor(topo, groups) == costs._ring_sharing_factor(
+                topo, groups
+            ), (fabric, servers, locals_)
+        shapes.add(costs._route_shape(topo, _dp_groups(topo, servers, (0, 2, 4, 6))))
+    for _ in range(20):  # any servers, any order
+        servers = tuple(rng.sample(range(12), rng.choice((2, 3, 4))))
+        groups = _dp_groups(topo, servers, tuple(rng.sample(range(8), rng.choice((1, 2, 4)))))
+        assert costs.ring_sharing_factor(topo, groups) == costs._ring_sharing_factor(
+            topo, groups
+        ), (fabric, groups)
+    if fabric == "rail":
+        assert len(shapes) == 1 and None not in shapes

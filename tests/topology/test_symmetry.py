@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from perfmodel.errors import TopologyError
 from perfmodel.topology import load_system
 from perfmodel.topology import routing as R
 from perfmodel.topology.symmetry import server_symmetry
@@ -163,3 +164,18 @@ def test_inside_twins_need_no_more_outside_links() -> None:
     changed = server_symmetry(dataclasses.replace(topo, graph=g))
     assert changed.twin == {}
     assert changed.cls == {}  # attached unlike server 0 as well
+
+
+def test_mirrored_compares_the_reverse_route_with_the_exchanged_one() -> None:
+    """A rail route is mirrored (n1 -> n0 is n0 -> n1 with the servers exchanged); a search
+    whose every path passes server 0's NIC is not, nor one that finds no route."""
+    topo = load_system("dgx-a100", nodes=3)
+    sym = server_symmetry(topo)
+    assert sym.mirrored(0, "gpu0", "gpu0", lambda a, b: R.route(topo, a, b))
+    assert sym.mirrored(0, "gpu0", "gpu0", lambda a, b: (a, "fabric/rail0", b))
+    assert not sym.mirrored(0, "gpu0", "gpu1", lambda a, b: (a, "n0/nic0", "fabric/rail0", b))
+
+    def refuse(a: str, b: str) -> tuple[str, ...]:
+        raise TopologyError("no route", value=(a, b), where="test")
+
+    assert not sym.mirrored(0, "gpu0", "gpu0", refuse)
