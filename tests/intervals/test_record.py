@@ -145,6 +145,16 @@ def test_interconnect_of(system: str, nodes: int, gpus: int, want: Interconnect)
     assert interconnect_of(load_system(system, nodes=nodes), gpus) is want
 
 
+def test_interconnect_of_a_cluster_reads_two_servers() -> None:
+    """Every GPU of a 64-server cluster: the network, read off the first and the last server
+    (the lazily built cluster makes no other; reading every GPU made all 64)."""
+    topo = load_system("dgx-a100", nodes=64)
+    made = topo.graph._node._filler.made
+    assert interconnect_of(topo, topo.num_gpus) is Interconnect.INFINIBAND
+    assert made <= {0, 63}
+    assert interconnect_of(topo, 8) is Interconnect.NVSWITCH  # the first server alone
+
+
 def test_interconnect_of_roce_is_ethernet_and_a_group_spanning_servers_is_the_network() -> None:
     topo = load_system("dgx-a100", nodes=2, network="roce-100g")
     assert interconnect_of(topo, 16) is Interconnect.ETHERNET
