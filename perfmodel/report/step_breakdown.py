@@ -25,12 +25,15 @@ from perfmodel.parallel.taskgraph import (
     CHAIN_MARK,
     ROW_COMPUTE_START,
     ROW_END,
+    ChainRow,
     ChainRun,
     ChainTask,
     Task,
     TaskKind,
 )
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
+
+_ROW = len(ChainRow._fields)  # a chain row's own fields; a ChainRunRow's run fields follow
 
 
 @dataclass(frozen=True)
@@ -214,16 +217,7 @@ def _folded(
     the list schedule added them; its pipeline send from ``e`` to ``e + send_s`` on both ends
     of the send."""
     if s is not None:
-        a = s + t.duration_s
-        tp = True
-        for x in t.then_s:
-            b = a + x
-            if b > a:
-                key = "0|comm:tp" if tp else "0|compute"
-                append((a, 1, key))
-                append((b, -1, key))
-            a = b
-            tp = not tp
+        _pieces(append, s + t.duration_s, t.then_s)
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
     if t.send_s > 0:
@@ -257,12 +251,12 @@ def _chain_events(
     l_key = _key(keys, lead) if own and reducing and lead is not None else ""
     for seg, row in zip(static.items, rows, strict=True):
         then, g_grp, r_grp = seg[2], seg[4], seg[5]  # ChainSegment's and ChainRun's
-        gs, ge, cs, h, _, rs, re = row[:7]  # ChainRow's (a ChainRunRow's first seven)
+        gs, ge, cs, h, _, rs, re = row[:_ROW]  # ChainRow's (a ChainRunRow's first fields)
         if ge > gs and (own or dev in g_grp):
             append((gs, 1, g_key))
             append((ge, -1, g_key))
         if type(seg) is ChainRun:  # its second gather, run task, lead, reduction
-            g1s, g1e, ls, le = row[7:]
+            g1s, g1e, ls, le = row[_ROW:]
             if g1e > g1s and (own or dev in seg.gather1_group):
                 append((g1s, 1, g_key))
                 append((g1e, -1, g_key))
@@ -290,7 +284,7 @@ def _chain_events(
 
 def _pieces(append: Any, a: float, then: tuple[float, ...]) -> None:
     """The events of an operation task's ``then_s`` pieces from ``a`` (TP first, then compute,
-    alternating), as :func:`_folded` gives them."""
+    alternating), for :func:`_folded` and a gather chain's segments."""
     tp = True
     for x in then:
         b = a + x

@@ -69,7 +69,7 @@ component models, but evaluates one representative rank per pipeline stage in cl
   (:func:`~perfmodel.search.screen_overlap.beyond`), the rest beyond the compute; not
   overlapped, in full.
 - **host** (eager stacks): the host step (the framework loop, the batch split:
-  :func:`~perfmodel.search.screen_overlap.host_step_s`) and the issue of ``m`` micro-batches
+  :func:`~perfmodel.parallel.lower_pipeline.host_step_s`) and the issue of ``m`` micro-batches
   of the stage's kernels; the GPU starts after the issue lead
   (:func:`perfmodel.parallel.host_lead.issue_lead`, the first stage's operation order) and the
   optimizer waits for the last issue: ``host step + max(lead + GPU path, issue)`` (predict's
@@ -120,7 +120,6 @@ from perfmodel.search.screen_layout import (
 )
 from perfmodel.search.screen_overlap import (
     dp_exposed,
-    host_step_s,
     ring_extended_s,
     ring_representative,
     stage_issue_lead_s,
@@ -800,8 +799,10 @@ class PlanScreen:
         gpus = int({**self.base, **scenario}["gpus"])
         plan, per_replica = plan_for(_parsed_plan(self.base, scenario), gpus)
         dp, tp, pp, ep, cp = plan.dp, plan.tp, plan.pp, plan.ep, plan.cp
-        k, mb, v = plan.learners_per_gpu, plan.microbatch_size, plan.interleave
-        gb = per_replica * dp * (k if plan.dp_mode is DPMode.CROSSBOW else 1)
+        # learners share a GPU under Crossbow only (predict runs any other mode as one learner)
+        k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
+        mb, v = plan.microbatch_size, plan.interleave
+        gb = per_replica * dp * k
         m = plan.num_microbatches(per_replica)
         schedule, recompute = plan.schedule.value, plan.recompute.value
         sp = plan.sequence_parallel
@@ -836,6 +837,8 @@ class PlanScreen:
         host = m * st.host_s
         gpu_s = t
         if host > 0:
+            from perfmodel.parallel.lower_pipeline import host_step_s
+
             lead = self._issue_lead_s(st, rc, schedule, pp, m, v, recompute)
             t = host_step_s(self.preset, dp, per_replica) + max(lead + t, host)
         host_exposed = t - gpu_s

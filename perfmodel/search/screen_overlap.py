@@ -1,11 +1,11 @@
 """What ``predict``'s lowering overlaps, in the closed form of the search screen
 (:class:`perfmodel.search.screen.PlanScreen`): a phase's tensor-parallel collectives beside its
 compute (:func:`tp_phase_s`, the lowering's own
-:func:`~perfmodel.parallel.lower_pipeline.tp_overlapped`), the data-parallel
-reduction and parameter gathers as the training recipe runs them (:func:`dp_exposed`, buckets
-by :func:`beyond`), and the eager host's step and issue lead (:func:`host_step_s`,
-:func:`stage_issue_lead_s`, the lowering's rules). The lowering's rules are called (the pure
-functions :mod:`perfmodel.parallel.lower_pipeline` states them as), not restated.
+:func:`~perfmodel.parallel.lower_pipeline.tp_overlapped`), the data-parallel reduction and
+parameter gathers as the training recipe runs them (:func:`dp_exposed`, buckets by
+:func:`beyond`), and the eager host's issue lead (:func:`stage_issue_lead_s`). The lowering's
+rules are called (the pure functions :mod:`perfmodel.parallel.lower_pipeline` states them as),
+not restated.
 """
 
 from __future__ import annotations
@@ -87,15 +87,6 @@ def tp_phase_s(
     sm_count = getattr(getattr(costs, "gpu_spec", None), "sm_count", 0)
     c, under, tail = tp_overlapped(preset, sm_count, phase, dur, tp_s, rs_s)
     return max(c, under) + tail
-
-
-def host_step_s(preset: Any, dp: int, per_replica: int) -> float:
-    """The framework's host work before a step's compute (loop, batch split over ``dp``
-    replicas of ``per_replica`` samples):
-    :func:`perfmodel.parallel.lower_pipeline.host_step_s`."""
-    from perfmodel.parallel.lower_pipeline import host_step_s as lowering_host_step_s
-
-    return lowering_host_step_s(preset, dp, per_replica)
 
 
 def stage_issue_lead_s(

@@ -118,3 +118,19 @@ def test_issue_lead_cache_is_keyed_on_the_selective_policy() -> None:
         assert scr._issue_lead_s(st, recipe, "1f1b", 1, 2, 1, "selective") == want
     leads = {stage_issue_lead_s(costs, wl, r, "1f1b", 1, 2, 1, "selective") for r in (rc, other)}
     assert len(leads) == 2  # the policies' leads differ: the test can tell the keys apart
+
+
+def test_learners_outside_crossbow_are_one_learner_as_predict_runs_them() -> None:
+    """Last read of this session: two learners per GPU with all-reduce data parallelism.
+    predict runs it as one learner (128 samples on 8 V100); the screen counted one learner's
+    samples but timed and sized two (0.105 s against predict's 0.058 s, 3.80 against 2.39
+    GiB)."""
+    base = {"system": "dgx1-v100", "model": "resnet50", "precision": "fp32",
+            "optimizer": "sgd", "software": "pytorch-ddp", "batch_per_gpu": 16}  # fmt: skip
+    plan = {"gpus": 8, "dp": 8, "learners_per_gpu": 2, "dp_mode": "allreduce"}
+    one = {"gpus": 8, "dp": 8}
+    got = PlanScreen(base)(plan)
+    assert got["samples_per_step"] == PlanScreen(base)(one)["samples_per_step"] == 128
+    assert got["iteration_time_s"] == PlanScreen(base)(one)["iteration_time_s"]
+    pred = _predicted(base, plan)
+    assert pred.samples_per_step == 128
