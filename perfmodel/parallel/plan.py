@@ -301,6 +301,14 @@ class ParallelismPlan:
                 )
         if self.dp_mode is DPMode.CROSSBOW and self.learners_per_gpu < 1:
             raise InfeasiblePlanError("crossbow needs learners_per_gpu >= 1")
+        if self.learners_per_gpu > 1 and self.dp_mode is not DPMode.CROSSBOW:
+            raise InfeasiblePlanError(
+                f"learners_per_gpu={self.learners_per_gpu}: several learners per GPU are "
+                f"Crossbow's (dp_mode crossbow, or no dp_mode); dp_mode "
+                f"{self.dp_mode.value} runs one learner per GPU",
+                value=self.learners_per_gpu,
+                where="learners_per_gpu",
+            )
         if self.hsdp:
             if not self.fsdp or self.hsdp < 1 or self.dp % self.hsdp:
                 fits = divisors(self.dp)

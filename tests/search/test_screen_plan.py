@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from perfmodel.api import Scenario, predict
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.plan import DPMode, PipelineSchedule, Recompute
 from perfmodel.parallel.selective import SelectiveRecompute
 from perfmodel.parallel.software import get_preset
@@ -120,17 +120,18 @@ def test_issue_lead_cache_is_keyed_on_the_selective_policy() -> None:
     assert len(leads) == 2  # the policies' leads differ: the test can tell the keys apart
 
 
-def test_learners_outside_crossbow_are_one_learner_as_predict_runs_them() -> None:
+def test_learners_outside_crossbow_are_refused_by_predict_and_the_screen() -> None:
     """Last read of this session: two learners per GPU with all-reduce data parallelism.
-    predict runs it as one learner (128 samples on 8 V100); the screen counted one learner's
-    samples but timed and sized two (0.105 s against predict's 0.058 s, 3.80 against 2.39
-    GiB)."""
+    predict ran it as one learner while the plan said two, and the screen counted one
+    learner's samples but timed and sized two (0.105 s against predict's 0.058 s, 3.80 against
+    2.39 GiB). Several learners per GPU are Crossbow's: both refuse the plan, naming it."""
     base = {"system": "dgx1-v100", "model": "resnet50", "precision": "fp32",
             "optimizer": "sgd", "software": "pytorch-ddp", "batch_per_gpu": 16}  # fmt: skip
     plan = {"gpus": 8, "dp": 8, "learners_per_gpu": 2, "dp_mode": "allreduce"}
-    one = {"gpus": 8, "dp": 8}
-    got = PlanScreen(base)(plan)
-    assert got["samples_per_step"] == PlanScreen(base)(one)["samples_per_step"] == 128
-    assert got["iteration_time_s"] == PlanScreen(base)(one)["iteration_time_s"]
-    pred = _predicted(base, plan)
-    assert pred.samples_per_step == 128
+    with pytest.raises(InfeasiblePlanError, match="learners_per_gpu=2") as exc:
+        _predicted(base, plan)
+    assert exc.value.where == "learners_per_gpu"
+    with pytest.raises(InfeasiblePlanError, match="learners_per_gpu=2"):
+        PlanScreen(base)(plan)
+    crossbow = PlanScreen(base)({**plan, "dp_mode": "crossbow"})
+    assert crossbow["samples_per_step"] == 256  # Crossbow's learners each take the batch
