@@ -753,32 +753,44 @@ class PlanScreen:
         self._leads[key] = (st, lead)  # st kept: its id stays its own
         return lead
 
-    @staticmethod
-    def _in_flight(schedule: str, pp: int, m: int, stage: int, v: int) -> float:
-        """Micro-batches whose activations one stage holds at its peak, in whole-stage units:
-        :func:`perfmodel.parallel.schedule.stage_peak_in_flight` (what ``predict``'s lowering
-        reads), its (micro-batch, chunk) sets divided by the ``v`` chunks of the interleaved
-        schedule."""
+    def _memory(self, workload: Any, plan: Any, rc: Any, stage: int, m: int) -> Any:
+        """Memory of pipeline stage ``stage`` holding ``workload``'s layers: ``predict``'s own
+        accounting (:func:`perfmodel.parallel.stage_memory.stage_memory`) on the stage as one
+        chunk, its segments the FSDP units (:func:`perfmodel.parallel.partition.unit_ids`)
+        under ZeRO-3/FSDP, the schedule's peak in-flight (micro-batch, chunk) sets over the
+        ``v`` chunks (each chunk the stage's mean), the gradient buckets' buffers when
+        gradients are reduced and the last stage's copy of a tied embedding."""
+        from perfmodel.parallel.lowering import Chunk, Segment
+        from perfmodel.parallel.partition import unit_ids
         from perfmodel.parallel.plan import PipelineSchedule
         from perfmodel.parallel.schedule import stage_peak_in_flight
+        from perfmodel.parallel.stage_memory import (
+            stage_buffer_bytes,
+            stage_memory,
+            tied_embedding_params,
+        )
 
-        if pp == 1:
-            return 1.0
-        sched = PipelineSchedule.parse(schedule)
-        v = v if sched is PipelineSchedule.INTERLEAVED else 1
-        return stage_peak_in_flight(sched, pp, m, stage, v) / v
-
-    def _memory(
-        self, workload: Any, recompute: str, in_flight: float, rc: Any, replicas: int
-    ) -> Any:
-        """:func:`recipe_memory` of one pipeline stage's ``workload``."""
-        return recipe_memory(
-            workload,
-            rc,
+        layers = workload.layers
+        if rc.sharding.stage >= 3:  # the lowering's segments: one per FSDP unit
+            sizes = [sum(layers[i].params for i in u) for u in unit_ids(layers)]
+        else:
+            sizes = [int(workload.params)]
+        segs = tuple(Segment((), 0.0, 0.0, 0.0, 0.0, 0.0, int(n), 0.0, 0.0) for n in sizes)
+        pp = plan.pp
+        v = plan.interleave if plan.schedule is PipelineSchedule.INTERLEAVED else 1
+        in_flight = stage_peak_in_flight(plan.schedule, pp, m, stage, v) / v if pp > 1 else 1
+        tied = tied_embedding_params(layers) if pp > 1 and stage == pp - 1 else 0
+        return stage_memory(
+            [Chunk(segs, 0.0, 0.0, 0, layers)],
+            plan=plan,
+            costs=self._system_costs(1),
             optimizer=self.optimizer,
-            recompute=recompute,
             in_flight=in_flight,
-            replicas=replicas,
+            capacity_bytes=self.capacity_bytes,
+            comm_buffer_bytes=float(rc.bucket_bytes or 0.0) if plan.grad_replicas > 1 else 0.0,
+            buffer_bytes=stage_buffer_bytes(workload, layers) if workload.buffers else 0.0,
+            recipe=rc,
+            tied_params=tied,
         )
 
     # -------------------------------------------------------------- evaluate
@@ -848,7 +860,7 @@ class PlanScreen:
         t += wait
         mem = max(
             (
-                self._memory(wl, recompute, self._in_flight(schedule, pp, m, stage, v), rc, dp * cp)
+                self._memory(wl, plan, rc, stage, m)
                 for wl, stage in ((st.stage_workload, 0), (st.last_workload, pp - 1))
                 if wl is not None
             ),
