@@ -34,7 +34,7 @@ component models, but evaluates one representative rank per pipeline stage in cl
   repeated to every query head, FP32 dK/dV permutes in backward) for eager and compiled
   stacks, Transformer Engine's (the K/V heads only) for its stacks (megatron, megatron-core,
   nemo). Gradients are reduced over ``dp x cp`` ranks; the experts' smaller expert
-  data-parallel group (and its sharded optimizer state) is left to ``predict``.
+  data-parallel group is left to ``predict`` (its sharded state is in the memory).
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
   topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
   order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server), per phase; full
@@ -76,15 +76,27 @@ component models, but evaluates one representative rank per pipeline stage in cl
   host tasks), a host-bound step showing the collectives the GPU waits for after the lead.
 - **optimizer**: ``ComputeModel.optimizer_time`` of the rank's parameters (sharded by ZeRO).
 - **memory**: the larger of the first stage (embedding) and, with pipelining, the last stage
-  (head and loss over the vocabulary); model state by the plan's training recipe
-  (``Recipe.model_state_bytes``, the one accounting ``predict`` uses), activations and
-  workspace by :func:`perfmodel.workload.memory.memory_breakdown` for the stage's peak
-  in-flight micro-batches (:func:`perfmodel.parallel.schedule.stage_peak_in_flight`, as the
-  lowering counts them; Narayanan et al. SC21), full recomputation as
-  :func:`~perfmodel.workload.memory.full_recompute_bytes`, gradient-bucket buffers when
-  gradients are reduced (issue 28, item 3: the screen's own per-parameter sum was 2 B/param
-  short for Megatron bf16 and missed the last stage, so plans ``predict`` finds out of memory
-  were ranked).
+  (head and loss over the vocabulary), each by ``predict``'s own accounting
+  (:func:`perfmodel.parallel.stage_memory.stage_memory`: the recipe's model state, the
+  routed experts' over the expert data-parallel group, FP8 weight caches, activations as the
+  plan's recomputation and the recipe's loss keep them, the largest transient, context
+  parallelism's gathered K/V, ZeRO-3/FSDP's two gathered units or FSDP2-under-pipelining's
+  whole gathered stage, gradient-bucket buffers when gradients are reduced, the last stage's
+  copy of a tied embedding, fragmentation) on the screened stage's layers as one chunk, its
+  segments the FSDP units (:func:`perfmodel.parallel.partition.unit_ids`), for the stage's
+  peak in-flight (micro-batch, chunk) sets of the schedule
+  (:func:`perfmodel.parallel.schedule.stage_peak_in_flight`, Narayanan et al. SC21) over its
+  ``v`` chunks. What stays simplified: the stage's layers are the screen's layout
+  (``blocks / pp`` blocks plus the embedding or the head), not the lowering's partition; an
+  interleaved stage is one chunk, so each in-flight set is the stage's mean chunk and full or
+  selective recomputation's working set is the whole stage's largest block, not the largest
+  chunk's (0.2% above ``predict`` for Megatron-Core pp 4 x v 2 with full recomputation);
+  the micro-batch is the plan's (:func:`~perfmodel.pipeline.resolve.plan_for`), where
+  ``predict`` sizes an unstated one itself (:mod:`perfmodel.pipeline.autobatch`). Session 11
+  (screenmem): the screen's own sum left out the gathered FSDP units (FSDP, 8 GPUs: 210 MB +
+  fragmentation, 2.45 vs 2.65 GiB) and the tied embedding's last-stage copy (interleaved
+  Megatron-Core: 360 MB + fragmentation, 1.93 vs 2.27 GiB), so ``compare`` showed "fits"
+  for plans ``predict`` found out of memory.
 
 What it leaves out (the analytic and simulated fidelities have it): contention between
 concurrent groups on shared links (the TP siblings of a data-parallel group included),
@@ -169,7 +181,10 @@ def recipe_memory(
     micro-batches (full recomputation: their block inputs and one recompute working set,
     :func:`~perfmodel.workload.memory.full_recompute_bytes`), plus the gradient buckets' buffers
     when gradients are reduced; fragmentation over the sum (issue 28: the screen, ``model
-    maxbatch`` and ``predict`` split memory one way).
+    maxbatch`` and ``predict`` split memory one way). ``model maxbatch`` reads it; the screen
+    itself now calls ``stage_memory`` (:meth:`PlanScreen._memory`), which also holds ZeRO-3's
+    gathered units, a tied embedding's last-stage copy, the experts' state over their
+    data-parallel group, FP8 weight caches, the loss's saved copies and CP's gathered K/V.
     """
     from perfmodel.workload.memory import (
         FRAGMENTATION,

@@ -58,7 +58,8 @@ def test_activation_offload_with_recompute_is_refused_as_predict_refuses_it() ->
 def test_plan_without_zero_takes_the_presets_stage(software: str, plan: dict[str, Any]) -> None:
     """(b) A plan that states no ZeRO stage runs the preset's, as ``predict`` runs it: the
     screen's answer is its answer for the preset's stage, and its memory is ``predict``'s
-    within 10% (59b9956: 71% and 31% above, with ZeRO 0)."""
+    within 2% (59b9956: 71% and 31% above, with ZeRO 0; 2154e7d: FSDP 7.7% below, the two
+    gathered FSDP units missing)."""
     base = _base(software)
     preset_zero = get_preset(software).zero
     assert preset_zero >= 1
@@ -66,7 +67,7 @@ def test_plan_without_zero_takes_the_presets_stage(software: str, plan: dict[str
     got = screen(plan)
     assert got == screen({**plan, "zero": preset_zero})
     pred = _predicted(base, plan).memory_per_gpu_bytes
-    assert got["memory_per_gpu_bytes"] == pytest.approx(pred, rel=0.1)
+    assert got["memory_per_gpu_bytes"] == pytest.approx(pred, rel=0.02)
     assert (
         got["memory_per_gpu_bytes"] < PlanScreen(base)({**plan, "zero": 0})["memory_per_gpu_bytes"]
     )
@@ -76,13 +77,16 @@ def test_interleave_names_the_interleaved_schedule() -> None:
     """(c) ``schedule="1f1b"`` with ``interleave=2`` is the interleaved schedule in ``predict``
     (the parse's rule) and now in the screen: memory (in-flight micro-batches) and time are the
     ``schedule="interleaved"`` plan's (59b9956: 1F1B's in-flight memory, 1.86 vs 1.93 GiB,
-    with the interleaved bubble)."""
+    with the interleaved bubble), and the memory is ``predict``'s within 2% (2154e7d: 1.93 vs
+    2.27 GiB, 15% below: the last stage's copy of the tied embedding missing)."""
     base = _base("megatron-core")
     plan = {"gpus": 8, "pp": 2, "global_batch": 32, "microbatch": 1, "interleave": 2, "zero": 1}
     one_f_one_b, interleaved = {**plan, "schedule": "1f1b"}, {**plan, "schedule": "interleaved"}
     p1, p2 = _predicted(base, one_f_one_b), _predicted(base, interleaved)
     assert p1.memory_per_gpu_bytes == p2.memory_per_gpu_bytes
-    assert PlanScreen(base)(one_f_one_b) == PlanScreen(base)(interleaved)
+    got = PlanScreen(base)(one_f_one_b)
+    assert got == PlanScreen(base)(interleaved)
+    assert got["memory_per_gpu_bytes"] == pytest.approx(p2.memory_per_gpu_bytes, rel=0.02)
 
 
 def test_plan_for_is_resolves_plan() -> None:
