@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from perfmodel import units
@@ -377,6 +378,85 @@ def _class_lines(totals: dict[str, Any], fusion: str) -> list[str]:
     )
 
 
+@dataclass(frozen=True)
+class _PrecisionCosts:
+    """The one field of a cost model that predict's memory accounting reads
+    (:func:`perfmodel.parallel.stage_memory.stage_memory`: ``costs.precision``); ``model
+    maxbatch`` names a GPU, not a system, so it has no times to cost."""
+
+    precision: Any
+
+
+def _predict_memory(
+    args: argparse.Namespace, capacity_bytes: float
+) -> tuple[Any, Any, bool, dict[str, Any]]:
+    """``(memory, preset, sequence_parallel, kernels)``: ``memory(workload)`` is the memory ``predict``
+    states for one replica of ``args.tp`` GPUs running the workload as one micro-batch (the
+    plan :func:`perfmodel.pipeline.resolve.plan_for` derives from the software preset: its
+    ZeRO/FSDP, sequence parallelism and recipe; the accounting
+    :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
+    ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
+    communication buffers with the workspace); ``kernels`` the model argument naming the recipe's
+    kernels, with which predict builds the workload (empty: the default kernels)."""
+    from dataclasses import replace
+
+    from perfmodel.parallel.recipe import build_recipe
+    from perfmodel.pipeline.resolve import plan_for
+    from perfmodel.scenario import Scenario
+    from perfmodel.scenario_parse import parse_scenario
+    from perfmodel.search.screen import plan_stage_memory
+    from perfmodel.workload.kernels import DEFAULT_KERNELS
+    from perfmodel.workload.memory import MemoryBreakdown
+
+    fields = {
+        "model": args.name,
+        "precision": args.precision,
+        "optimizer": args.optimizer,
+        "software": args.software,
+        "recompute": args.recompute,
+        "tp": args.tp,
+        "gpus": args.tp,  # one replica: nothing replicated, nothing sharded across replicas
+        "batch_per_gpu": 1,
+        "microbatch": 1,
+    }
+    parsed = parse_scenario(Scenario.from_dict(fields))
+    plan1, _ = plan_for(parsed, args.tp)
+    recipe = build_recipe(
+        parsed.preset,
+        parsed.precision,
+        parsed.optimizer,
+        plan1,
+        compile=parsed.compile,
+        fp8_recipe=parsed.fp8_recipe,
+        recompute_modules=parsed.recompute_modules,
+    )
+    kernels = recipe.kernels(1)
+    extra = {"kernels": kernels} if kernels != DEFAULT_KERNELS else {}
+    costs = _PrecisionCosts(parsed.precision)
+
+    def memory(workload: Any) -> Any:
+        plan = replace(plan1, microbatch_size=int(workload.batch_size))
+        mem = plan_stage_memory(
+            workload,
+            plan,
+            recipe,
+            stage=0,
+            m=1,
+            costs=costs,
+            optimizer=parsed.optimizer,
+            capacity_bytes=capacity_bytes,
+        )
+        return MemoryBreakdown(
+            mem.weights_bytes,
+            mem.grads_bytes,
+            mem.optimizer_bytes,
+            mem.activations_bytes,
+            mem.workspace_bytes + mem.comm_buffers_bytes,
+        )
+
+    return memory, parsed.preset, bool(plan1.sequence_parallel), extra
+
+
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from perfmodel.api import check_precision_runs
     from perfmodel.dtypes import Precision
@@ -386,17 +466,8 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     precision = Precision.parse(args.precision, where="--precision")
     # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
     check_precision_runs(gpu, precision, where="--precision")
-    from perfmodel.parallel.plan import ParallelismPlan
-    from perfmodel.parallel.recipe import build_recipe
-    from perfmodel.parallel.software import get_preset
-    from perfmodel.search.screen import recipe_memory
-    from perfmodel.workload.memory import Optimizer
-
-    optimizer = Optimizer.parse(args.optimizer, where="--optimizer")
-    preset = get_preset(args.software)
-    plan = ParallelismPlan(tp=args.tp, zero=0)  # one replica: nothing sharded
-    recipe = build_recipe(preset, precision, optimizer, plan)
     model_args = parse_model_args(args.model_arg)
+    memory, preset, sp, kernels = _predict_memory(args, gpu.memory_bytes)
     r = max_batch_size(
         args.name,
         gpu,
@@ -404,11 +475,10 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
         args.optimizer,
         recompute=args.recompute,
         tp=args.tp,
-        # the training recipe's bytes per parameter, as predict splits the same memory
-        memory=lambda w: recipe_memory(
-            w, recipe, optimizer=optimizer, recompute=str(args.recompute).lower()
-        ),
+        sequence_parallel=sp,
+        memory=memory,
         **model_args,
+        **kernels,
     )
     attention = attention_kind(args.name, model_args)
     if args.json:

@@ -211,6 +211,59 @@ def recipe_memory(
     return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
 
 
+def plan_stage_memory(
+    workload: Any,
+    plan: Any,
+    rc: Any,
+    *,
+    stage: int,
+    m: int,
+    costs: Any,
+    optimizer: Any,
+    capacity_bytes: float,
+) -> Any:
+    """Memory of pipeline stage ``stage`` holding ``workload``'s layers under ``plan`` and the
+    training recipe ``rc`` with ``m`` micro-batches per step: ``predict``'s own accounting
+    (:func:`perfmodel.parallel.stage_memory.stage_memory`) on the stage as one chunk, its
+    segments the FSDP units (:func:`perfmodel.parallel.partition.unit_ids`) under ZeRO-3/FSDP,
+    the schedule's peak in-flight (micro-batch, chunk) sets over the ``v`` chunks (each chunk the
+    stage's mean), the gradient buckets' buffers when gradients are reduced and the last stage's
+    copy of a tied embedding. The screen (:meth:`PlanScreen._memory`) and ``perfmodel model
+    maxbatch`` read it; ``costs`` is the cost model (``stage_memory`` reads its precision)."""
+    from perfmodel.parallel.lowering import Chunk, Segment
+    from perfmodel.parallel.partition import unit_ids
+    from perfmodel.parallel.plan import PipelineSchedule
+    from perfmodel.parallel.schedule import stage_peak_in_flight
+    from perfmodel.parallel.stage_memory import (
+        stage_buffer_bytes,
+        stage_memory,
+        tied_embedding_params,
+    )
+
+    layers = workload.layers
+    if rc.sharding.stage >= 3:  # the lowering's segments: one per FSDP unit
+        sizes = [sum(layers[i].params for i in u) for u in unit_ids(layers)]
+    else:
+        sizes = [int(workload.params)]
+    segs = tuple(Segment((), 0.0, 0.0, 0.0, 0.0, 0.0, int(n), 0.0, 0.0) for n in sizes)
+    pp = plan.pp
+    v = plan.interleave if plan.schedule is PipelineSchedule.INTERLEAVED else 1
+    in_flight = stage_peak_in_flight(plan.schedule, pp, m, stage, v) / v if pp > 1 else 1
+    tied = tied_embedding_params(layers) if pp > 1 and stage == pp - 1 else 0
+    return stage_memory(
+        [Chunk(segs, 0.0, 0.0, 0, layers)],
+        plan=plan,
+        costs=costs,
+        optimizer=optimizer,
+        in_flight=in_flight,
+        capacity_bytes=capacity_bytes,
+        comm_buffer_bytes=float(rc.bucket_bytes or 0.0) if plan.grad_replicas > 1 else 0.0,
+        buffer_bytes=stage_buffer_bytes(workload, layers) if workload.buffers else 0.0,
+        recipe=rc,
+        tied_params=tied,
+    )
+
+
 #: Scenario fields each plan states (the search's plan keys and batch), and the fidelity, which
 #: the screen does not read: left out of the base's parse, which types the fields every plan
 #: shares.
@@ -769,43 +822,17 @@ class PlanScreen:
         return lead
 
     def _memory(self, workload: Any, plan: Any, rc: Any, stage: int, m: int) -> Any:
-        """Memory of pipeline stage ``stage`` holding ``workload``'s layers: ``predict``'s own
-        accounting (:func:`perfmodel.parallel.stage_memory.stage_memory`) on the stage as one
-        chunk, its segments the FSDP units (:func:`perfmodel.parallel.partition.unit_ids`)
-        under ZeRO-3/FSDP, the schedule's peak in-flight (micro-batch, chunk) sets over the
-        ``v`` chunks (each chunk the stage's mean), the gradient buckets' buffers when
-        gradients are reduced and the last stage's copy of a tied embedding."""
-        from perfmodel.parallel.lowering import Chunk, Segment
-        from perfmodel.parallel.partition import unit_ids
-        from perfmodel.parallel.plan import PipelineSchedule
-        from perfmodel.parallel.schedule import stage_peak_in_flight
-        from perfmodel.parallel.stage_memory import (
-            stage_buffer_bytes,
-            stage_memory,
-            tied_embedding_params,
-        )
-
-        layers = workload.layers
-        if rc.sharding.stage >= 3:  # the lowering's segments: one per FSDP unit
-            sizes = [sum(layers[i].params for i in u) for u in unit_ids(layers)]
-        else:
-            sizes = [int(workload.params)]
-        segs = tuple(Segment((), 0.0, 0.0, 0.0, 0.0, 0.0, int(n), 0.0, 0.0) for n in sizes)
-        pp = plan.pp
-        v = plan.interleave if plan.schedule is PipelineSchedule.INTERLEAVED else 1
-        in_flight = stage_peak_in_flight(plan.schedule, pp, m, stage, v) / v if pp > 1 else 1
-        tied = tied_embedding_params(layers) if pp > 1 and stage == pp - 1 else 0
-        return stage_memory(
-            [Chunk(segs, 0.0, 0.0, 0, layers)],
-            plan=plan,
+        """Memory of pipeline stage ``stage`` holding ``workload``'s layers
+        (:func:`plan_stage_memory` with this screen's cost model, optimizer and capacity)."""
+        return plan_stage_memory(
+            workload,
+            plan,
+            rc,
+            stage=stage,
+            m=m,
             costs=self._system_costs(1),
             optimizer=self.optimizer,
-            in_flight=in_flight,
             capacity_bytes=self.capacity_bytes,
-            comm_buffer_bytes=float(rc.bucket_bytes or 0.0) if plan.grad_replicas > 1 else 0.0,
-            buffer_bytes=stage_buffer_bytes(workload, layers) if workload.buffers else 0.0,
-            recipe=rc,
-            tied_params=tied,
         )
 
     # -------------------------------------------------------------- evaluate
