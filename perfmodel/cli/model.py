@@ -101,8 +101,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument(
         "--software",
         default="pytorch-ddp",
-        help="software preset whose training recipe keeps the model state (weights, gradients, "
-        "optimizer state bytes), as predict (default pytorch-ddp, predict's default)",
+        help="software preset: its training recipe (model-state bytes, ZeRO/FSDP, sequence "
+        "parallelism, kernels) sizes memory as predict does for one replica of --tp GPUs "
+        "(default pytorch-ddp, predict's default)",
     )
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
     mb.set_defaults(func=_cmd_maxbatch)

@@ -181,8 +181,8 @@ def recipe_memory(
     micro-batches (full recomputation: their block inputs and one recompute working set,
     :func:`~perfmodel.workload.memory.full_recompute_bytes`), plus the gradient buckets' buffers
     when gradients are reduced; fragmentation over the sum (issue 28: the screen, ``model
-    maxbatch`` and ``predict`` split memory one way). ``model maxbatch`` reads it; the screen
-    itself now calls ``stage_memory`` (:meth:`PlanScreen._memory`), which also holds ZeRO-3's
+    maxbatch`` and ``predict`` split memory one way). Neither the screen nor ``model maxbatch``
+    reads it now: both call ``stage_memory`` (:func:`plan_stage_memory`), which also holds ZeRO-3's
     gathered units, a tied embedding's last-stage copy, the experts' state over their
     data-parallel group, FP8 weight caches, the loss's saved copies and CP's gathered K/V.
     """
