@@ -49,42 +49,6 @@ def test_maxbatch_and_predict_name_the_attention_kernel(
     assert capsys.readouterr().out.splitlines()[0].endswith(kind)
 
 
-@pytest.mark.parametrize("software", ["pytorch-ddp", "megatron"])
-def test_maxbatch_splits_memory_as_predict_does(software: str) -> None:
-    from perfmodel.dtypes import Precision
-    from perfmodel.parallel.plan import ParallelismPlan
-    from perfmodel.parallel.recipe import build_recipe
-    from perfmodel.parallel.software import get_preset
-    from perfmodel.search.screen import recipe_memory
-    from perfmodel.workload import build_model
-    from perfmodel.workload.memory import Optimizer
-
-    recipe = build_recipe(get_preset(software), Precision.BF16, Optimizer.ADAM, ParallelismPlan())
-    wl = build_model("gpt2", batch_size=10, precision="bf16", seq_len=1024)
-    mine = recipe_memory(wl, recipe, optimizer=Optimizer.ADAM)
-    rep = predict(
-        Scenario(
-            system="dgx-a100",
-            model="gpt2",
-            model_args={"seq_len": 1024},
-            batch_per_gpu=10,
-            microbatch=10,
-            gpus=1,
-            precision="bf16",
-            optimizer="adam",
-            software=software,
-            fidelity="analytic",
-        ),
-        baseline=False,
-    )
-    m = rep.memory
-    assert mine.weights_bytes == pytest.approx(m.weights_bytes, rel=1e-12)
-    assert mine.gradients_bytes == pytest.approx(m.grads_bytes, rel=1e-12)
-    assert mine.optimizer_bytes == pytest.approx(m.optimizer_bytes, rel=1e-12)
-    assert mine.activations_bytes == pytest.approx(m.activations_bytes, rel=1e-12)
-    assert mine.total_bytes == pytest.approx(m.total_bytes, rel=1e-9)
-
-
 def test_cpu_profile_names_its_backend_and_explains_mfu(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -160,57 +160,6 @@ class _StageCosts:
     others_over_max: float = 0.0
 
 
-def recipe_memory(
-    workload: Any,
-    recipe: Any,
-    *,
-    optimizer: Any,
-    recompute: str = "none",
-    in_flight: float = 1.0,
-    replicas: int = 1,
-) -> Any:
-    """Memory of one GPU running ``workload`` (a whole model or one pipeline stage's layers)
-    under a training recipe, the accounting of ``predict``
-    (:func:`perfmodel.parallel.stage_memory.stage_memory`) for one chunk.
-
-    Model state by the recipe (:meth:`~perfmodel.parallel.recipe.Recipe.model_state_bytes` over
-    the ``replicas`` ranks that hold the same weights, ``dp x cp``): Megatron bf16 keeps FP32
-    gradients, 18 B/param with Adam, and DDP under autocast FP32 weights and gradients, where
-    ZeRO's generic mixed-precision sum (:func:`perfmodel.workload.memory.memory_breakdown`) says
-    16 with a 16-bit copy. Activations and workspace by ``memory_breakdown`` for ``in_flight``
-    micro-batches (full recomputation: their block inputs and one recompute working set,
-    :func:`~perfmodel.workload.memory.full_recompute_bytes`), plus the gradient buckets' buffers
-    when gradients are reduced; fragmentation over the sum (issue 28: the screen, ``model
-    maxbatch`` and ``predict`` split memory one way). Neither the screen nor ``model maxbatch``
-    reads it now: both call ``stage_memory`` (:func:`plan_stage_memory`), which also holds ZeRO-3's
-    gathered units, a tied embedding's last-stage copy, the experts' state over their
-    data-parallel group, FP8 weight caches, the loss's saved copies and CP's gathered K/V.
-    """
-    from perfmodel.workload.memory import (
-        FRAGMENTATION,
-        MemoryBreakdown,
-        full_recompute_bytes,
-        memory_breakdown,
-    )
-
-    generic = memory_breakdown(workload, optimizer=optimizer, recompute=recompute)
-    base_state = generic.weights_bytes + generic.gradients_bytes + generic.optimizer_bytes
-    # the workspace before fragmentation (memory_breakdown adds FRAGMENTATION x the sum)
-    ws = (generic.workspace_bytes - FRAGMENTATION * (base_state + generic.activations_bytes)) / (
-        1.0 + FRAGMENTATION
-    )
-    weights, grads, state = recipe.model_state_bytes(float(workload.params), replicas)
-    weights += workload.buffers * 4.0
-    buffers = float(recipe.bucket_bytes or 0.0) if replicas > 1 else 0.0
-    if recompute == "full":  # as stage_memory: in-flight block inputs + one working set
-        kept, work = full_recompute_bytes(workload.layers, workload.precision)
-        acts = in_flight * kept + work
-    else:
-        acts = in_flight * generic.activations_bytes
-    ws += FRAGMENTATION * (weights + grads + state + acts + ws + buffers)
-    return MemoryBreakdown(weights, grads, state, acts, ws + buffers)
-
-
 def plan_stage_memory(
     workload: Any,
     plan: Any,

@@ -1,9 +1,10 @@
 """``perfmodel model maxbatch`` names the largest batch that ``predict`` says fits: its memory is
 predict's own (``stage_memory`` through :func:`perfmodel.search.screen.plan_stage_memory`), so
 the batch it names fits and the next one up does not. Before, maxbatch read the screen's older
-``recipe_memory``, which missed FSDP's gathered units and the loss's saved copies: gpt2 on an
-A100-80GB under fsdp (bf16, Adam) was named at 107, which predict sizes at 80.0 GiB, over; under
-torchtitan at 107, which predict sizes at 101.5 GiB."""
+accounting (``search.screen.recipe_memory``, since removed), which missed FSDP's gathered units
+and the loss's saved copies: gpt2 on an A100-80GB under fsdp (bf16, Adam) was named at 107,
+which predict sizes at 80.0 GiB, over; under torchtitan at 107, which predict sizes at 101.5
+GiB."""
 
 from __future__ import annotations
 
