@@ -388,11 +388,9 @@ class _PrecisionCosts:
     precision: Any
 
 
-def _predict_memory(
-    args: argparse.Namespace, capacity_bytes: float
-) -> tuple[Any, Any, bool, dict[str, Any]]:
-    """``(memory, preset, sequence_parallel, kernels)``: ``memory(workload)`` is the memory ``predict``
-    states for one replica of ``args.tp`` GPUs running the workload as one micro-batch (the
+def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, bool, dict[str, Any]]:
+    """``(memory, preset, sequence_parallel, kernels)``: ``memory(workload)`` is the memory
+    ``predict`` states on ``gpu`` (a GPUSpec) for one replica of ``args.tp`` GPUs running the workload as one micro-batch (the
     plan :func:`perfmodel.pipeline.resolve.plan_for` derives from the software preset: its
     ZeRO/FSDP, sequence parallelism and recipe; the accounting
     :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
@@ -401,8 +399,7 @@ def _predict_memory(
     kernels, with which predict builds the workload (empty: the default kernels)."""
     from dataclasses import replace
 
-    from perfmodel.parallel.recipe import build_recipe
-    from perfmodel.pipeline.resolve import plan_for
+    from perfmodel.pipeline.resolve import plan_for, recipe_on
     from perfmodel.scenario import Scenario
     from perfmodel.scenario_parse import parse_scenario
     from perfmodel.search.screen import plan_stage_memory
@@ -422,15 +419,7 @@ def _predict_memory(
     }
     parsed = parse_scenario(Scenario.from_dict(fields))
     plan1, _ = plan_for(parsed, args.tp)
-    recipe = build_recipe(
-        parsed.preset,
-        parsed.precision,
-        parsed.optimizer,
-        plan1,
-        compile=parsed.compile,
-        fp8_recipe=parsed.fp8_recipe,
-        recompute_modules=parsed.recompute_modules,
-    )
+    recipe = recipe_on(parsed, plan1, gpu)
     kernels = recipe.kernels(1)
     extra = {"kernels": kernels} if kernels != DEFAULT_KERNELS else {}
     costs = _PrecisionCosts(parsed.precision)
@@ -445,7 +434,7 @@ def _predict_memory(
             m=1,
             costs=costs,
             optimizer=parsed.optimizer,
-            capacity_bytes=capacity_bytes,
+            capacity_bytes=gpu.memory_bytes,
         )
         return MemoryBreakdown(
             mem.weights_bytes,
@@ -468,7 +457,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
     check_precision_runs(gpu, precision, where="--precision")
     model_args = parse_model_args(args.model_arg)
-    memory, preset, sp, kernels = _predict_memory(args, gpu.memory_bytes)
+    memory, preset, sp, kernels = _predict_memory(args, gpu)
     r = max_batch_size(
         args.name,
         gpu,

@@ -11,6 +11,7 @@ from typing import Any
 from perfmodel._ints import divisors
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.hardware import GPUSpec
 from perfmodel.host.input_pipeline import check_single_node
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
 from perfmodel.parallel.recipe import Recipe, build_recipe
@@ -229,9 +230,16 @@ def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) 
 
 
 def recipe_of(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recipe:
+    """The training recipe of the preset, precision, optimizer and plan on ``topo``'s GPU
+    (:func:`recipe_on`). ``predict`` (:func:`resolve`) and the search's screen build every
+    recipe here."""
+    return recipe_on(p, plan, topo.gpu_spec())
+
+
+def recipe_on(p: ParsedScenario, plan: ParallelismPlan, gpu: GPUSpec) -> Recipe:
     """The training recipe of the preset, precision, optimizer and plan
-    (:func:`~perfmodel.parallel.recipe.build_recipe`); MX block-scaled FP8 only on Blackwell.
-    ``predict`` (:func:`resolve`) and the search's screen build every recipe here."""
+    (:func:`~perfmodel.parallel.recipe.build_recipe`) on a ``gpu``; MX block-scaled FP8 only on
+    Blackwell (``model maxbatch``, which has a GPU and no system, calls it directly)."""
     recipe = build_recipe(
         p.preset,
         p.precision,
@@ -241,11 +249,11 @@ def recipe_of(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recip
         fp8_recipe=p.fp8_recipe,
         recompute_modules=p.recompute_modules,
     )
-    if recipe.fp8 is Fp8Recipe.MXFP8 and topo.gpu_spec().architecture != "Blackwell":
+    if recipe.fp8 is Fp8Recipe.MXFP8 and gpu.architecture != "Blackwell":
         raise ConfigError(
             f"--fp8-recipe mxfp8: MX block-scaled FP8 GEMMs need a Blackwell GPU, not "
-            f"{topo.gpu_spec().name} ({topo.gpu_spec().architecture}); use te-delayed, "
-            "te-current, torchao-tensorwise or torchao-rowwise",
+            f"{gpu.name} ({gpu.architecture}); use te-delayed, te-current, torchao-tensorwise "
+            "or torchao-rowwise",
             value="mxfp8",
             where="--fp8-recipe",
         )
