@@ -359,15 +359,7 @@ class PipelineLowering(
                 else self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
             )
             self.first_seg_done[s] = True
-            tid = tids[0] if len(tids) == 1 else self.join(s, tids)
-            self.last_compute[s] = tid
-            self.f_done[(mb, k)] = tid
-            if k < self.K - 1:
-                self.f_out[(mb, k)] = (
-                    self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
-                    if self.P > 1
-                    else tid
-                )
+            self._forward_end(s, mb, k, tids[0] if len(tids) == 1 else self.join(s, tids), ch)
             return
         tids: list[int] = []
         if self.coarsenable(s, "F", mb, ch):
@@ -379,14 +371,7 @@ class PipelineLowering(
             # micro-batch 0 of a chunk while gathers_left > 0, where plain_op refuses)
             if tid >= 0 and self._op_exit[0]:
                 self.first_seg_done[s] = True
-                self.last_compute[s] = tid
-                self.f_done[(mb, k)] = tid
-                if k < self.K - 1:
-                    self.f_out[(mb, k)] = (
-                        self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
-                        if self.P > 1
-                        else tid
-                    )
+                self._forward_end(s, mb, k, tid, ch)
                 return
             if tid >= 0:
                 tids = [tid]
@@ -439,6 +424,19 @@ class PipelineLowering(
             nxt = (k + 1) % self.P
             self.f_out[(mb, k)] = (
                 self.send(s, nxt, ch.out_bytes, [tid], "send_fwd", mb, k) if self.P > 1 else tid
+            )
+
+    def _forward_end(self, s: int, mb: int, k: int, tid: int, ch: Chunk) -> None:
+        """A forward that ends at task ``tid`` with nothing after its compute (no offload
+        wait, no held backward send): stage ``s``'s last compute, the forward's end, and its
+        activation (``ch.out_bytes``) sent to the next stage unless it is the last chunk."""
+        self.last_compute[s] = tid
+        self.f_done[(mb, k)] = tid
+        if k < self.K - 1:
+            self.f_out[(mb, k)] = (
+                self.send(s, (k + 1) % self.P, ch.out_bytes, [tid], "send_fwd", mb, k)
+                if self.P > 1
+                else tid
             )
 
     def _offload_stall(self) -> tuple[float, float]:
