@@ -112,3 +112,56 @@ def test_sibling_groups_over_shared_nics_agree_below_and_above_64_ranks(nodes: i
     groups = (tuple(topo.gpus[::2]), tuple(topo.gpus[1::2]))
     assert costs._uses_nic_sets(topo, groups) is (nodes * 8 > 64)
     assert costs.ring_sharing_factor(topo, groups) == pytest.approx(2.0)
+
+
+_CUT_SYSTEMS = {
+    "dgx-a100": load_system("dgx-a100", nodes=12),
+    "dgx-a100 fat tree": load_system("dgx-a100", nodes=12, fabric_topology="fat-tree"),
+    "dgx-a100 4 nics": load_system("dgx-a100", nodes=12, network="roce-100g", nics_per_node=4),
+    "dgx-h100": load_system("dgx-h100", nodes=10),
+    "dgx1-v100": load_system("dgx1-v100", nodes=10),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CUT_SYSTEMS))
+def test_parallel_rings_cut_to_two_servers_give_the_whole_factor(name: str) -> None:
+    """Property (the shortcut of :func:`costs._nic_counted`): parallel rings over 2 to 12
+    servers of one class (strides 1-5, every start, local-id sets of 1 to 8 GPUs) have bit for
+    bit the factor of the same rings cut to their first two servers; other shapes are counted
+    whole.
+    Through the memo, each parallel shape is made once and equals the whole count."""
+    topo = _CUT_SYSTEMS[name]
+    gpn, nodes = topo.gpus_per_node, topo.num_nodes
+    lid_sets = [(0,), (0, 1), (0, 2), (1, 3), (0, 1, 2, 3), (4, 5, 6, 7), (0, 2, 4, 6)]
+    lid_sets += [tuple(range(gpn)), tuple(range(gpn - 1, -1, -1)), (gpn - 1, 0)]
+    seen = 0
+    for stride in range(1, 6):
+        for first in range(nodes):
+            n = (nodes - 1 - first) // stride + 1
+            if n < 2:
+                continue
+            for lids in lid_sets:
+                groups = tuple(
+                    tuple(topo.gpus[(first + stride * i) * gpn + k] for i in range(n)) for k in lids
+                )
+                shape = costs._nic_shape(topo, groups)
+                if shape is None or shape[0] != "parallel":  # servers of several classes
+                    assert shape is None or costs._nic_counted(shape, groups) is groups
+                    continue
+                cut = costs._nic_counted(shape, groups)
+                assert all(len(g) == 2 for g in cut)
+                whole = costs._nic_sharing_factor(topo, groups)
+                assert costs._nic_sharing_factor(topo, cut) == whole, (stride, first, lids)
+                seen += 1
+    assert seen >= 10
+    costs._NIC_FACTORS.entries.clear()
+    for lids in lid_sets:
+        groups = tuple(tuple(topo.gpus[s * gpn + k] for s in range(nodes)) for k in lids)
+        if sum(map(len, groups)) > 64:
+            assert costs.ring_sharing_factor(topo, groups) == costs._nic_sharing_factor(
+                topo, groups
+            )
+    mixed = ((topo.gpus[0], topo.gpus[gpn]), (topo.gpus[0], topo.gpus[gpn + 1]))
+    shape = costs._nic_shape(topo, mixed)
+    assert shape is not None and shape[0] != "parallel"
+    assert costs._nic_counted(shape, mixed) is mixed
