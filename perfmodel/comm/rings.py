@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import permutations
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.comm.params import HwClass
@@ -33,6 +34,13 @@ MAX_CHANNELS = 32
 
 #: Exhaustive ring search up to this many ranks per server (7! = 5040 orders at 8).
 EXHAUSTIVE_MAX = 8
+
+EVERY_ORDER_MAX = 5
+"""Ranks up to which :func:`_exhaustive_order` compares every order's key
+(:func:`_every_order`) instead of its pruned search: up to 24 orders cost less than the
+bounds (GPT-3 175B on DGX A100, a tensor-parallel group of 4 GPUs: 7 searches of its first
+ring packing ~38-90 -> ~12 us each, ~0.5 ms of a process's first tp 4 plan; CPU on the 2-core
+development machine; 6 ranks: ~100-335 us pruned vs ~270 us every order)."""
 
 _CLASS_RANK = {HwClass.NVLINK: 2, HwClass.PCI: 1, HwClass.NET: 0}
 
@@ -317,9 +325,13 @@ def _exhaustive_order(
     most units (first the looser bound from any predecessor, O(n) instead of O(n^2)). So the
     answer is the exhaustive search's; a server whose hops all look alike (NVSwitch) is
     settled along the first order. Units are integers (as floats), so the
-    totals are exact whatever the order of addition.
+    totals are exact whatever the order of addition. Up to :data:`EVERY_ORDER_MAX` ranks
+    every order's key is compared instead (:func:`_every_order`: the same answer, cheaper than
+    the bounds there).
     """
     n = len(w)
+    if n <= EVERY_ORDER_MAX:
+        return _every_order(w, h, u, u0)
     floor = _ring_key(_greedy_ring(w, h, u, n), w, h, u, u0)
     best: list[Any] = [None, None]  # key, order
     # every node's best incoming hop from any node: a looser bound, O(n) to read
@@ -374,6 +386,26 @@ def _exhaustive_order(
     if best[0] is None or best[0][0] <= 0:
         return None
     return best[1]
+
+
+def _every_order(
+    w: list[list[float]], h: list[list[int]], u: list[list[float]], u0: list[list[float]]
+) -> list[int] | None:
+    """:func:`_exhaustive_order`'s answer by the key of every order ``0, p1, ..., p(n-1)`` in
+    the order of ``itertools.permutations`` (lexicographic), a later order taken only when
+    its key is greater: the first best, as the pruned search finds it (it drops only
+    completions that cannot beat a key it knows, and ties lose to the earlier order);
+    ``None`` where the best slowest hop is ``<= 0``."""
+    best_key: tuple[float, int, float, float] | None = None
+    best: tuple[int, ...] = ()
+    for rest in permutations(range(1, len(w))):
+        order = (0, *rest)
+        key = _ring_key(order, w, h, u, u0)
+        if best_key is None or key > best_key:
+            best_key, best = key, order
+    if best_key is None or best_key[0] <= 0:
+        return None
+    return list(best)
 
 
 def _ring_key(

@@ -54,8 +54,16 @@ def _matrices(rng: random.Random, n: int, levels: int):
     return w, h, u, u0
 
 
-@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8])
-def test_pruned_order_search_equals_the_lexsort_over_every_order(n: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "every"), [*((n, False) for n in range(3, 9)), *((n, True) for n in range(3, 6))]
+)
+def test_pruned_order_search_equals_the_lexsort_over_every_order(
+    n: int, every: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pruned search and (up to ``EVERY_ORDER_MAX`` ranks, issue 27) the comparison of
+    every order's key each give the lexsort's order."""
+    assert n <= rings.EVERY_ORDER_MAX or not every
+    monkeypatch.setattr(rings, "EVERY_ORDER_MAX", n if every else 2)
     rng = random.Random(n)
     for trial in range(12 if n < 8 else 6):
         w, h, u, u0 = _matrices(rng, n, levels=1 + trial % 3)
@@ -67,6 +75,24 @@ def test_pruned_order_search_equals_the_lexsort_over_every_order(n: int) -> None
     assert rings._exhaustive_order(same, ones, units, units) == list(range(n))
     none = [[0.0] * n for _ in range(n)]
     assert rings._exhaustive_order(none, ones, units, units) is None
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_every_order_equals_the_pruned_search_on_many_matrices(n: int) -> None:
+    """Property (issue 27): below ``EVERY_ORDER_MAX`` ranks the comparison of every order's
+    key is the pruned search's answer, on 300 hop matrices with ties everywhere."""
+    assert n <= rings.EVERY_ORDER_MAX
+    rng = random.Random(100 + n)
+    for trial in range(300):
+        w, h, u, u0 = _matrices(rng, n, levels=1 + trial % 4)
+        every = rings._exhaustive_order(w, h, u, u0)
+        saved = rings.EVERY_ORDER_MAX
+        try:
+            rings.EVERY_ORDER_MAX = 2
+            pruned = rings._exhaustive_order(w, h, u, u0)
+        finally:
+            rings.EVERY_ORDER_MAX = saved
+        assert every == pruned, trial
 
 
 def test_plain_python_filling_equals_numpy_bit_for_bit() -> None:
