@@ -249,19 +249,28 @@ def build_chunk(
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
+    if seg_memo is None:
+        seg_memo = {}
+    tp = tuple(tp_group)
+    rerun = share if plan.recompute is Recompute.SELECTIVE else None
+    chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs)
+    if chunk_key is not None:
+        chunk_key = (*chunk_key, by_block, bucket_bytes, first_bucket_bytes, exclude_sharded,
+                     grad_b, rerun)  # fmt: skip
+        seen = seg_memo.get(chunk_key)
+        if seen is not None:
+            shifted = _shifted_chunk(seen, layer_ids[0], layers, costs, tp, algorithm)  # type: ignore[arg-type]
+            if shifted is not None:
+                return shifted
     groups = _segment_groups(
         workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
         exclude_sharded, grad_b,
     )  # fmt: skip
     segs: list[Segment] = []
-    tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
-    rerun = share if plan.recompute is Recompute.SELECTIVE else None
     ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
     stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
     tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
-    if seg_memo is None:
-        seg_memo = {}
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
@@ -311,7 +320,67 @@ def build_chunk(
     out_bytes = _elements(last.output_shape) * act_b
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
-    return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+    chunk = Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+    if chunk_key is not None and by_shape is not None:
+        seg_memo[chunk_key] = (layer_ids[0], chunk, tuple(tp_time.items()))  # type: ignore[assignment]
+    return chunk
+
+
+def _chunk_key(
+    copies: _StackCopies | None,
+    layer_ids: Sequence[int],
+    contiguous: bool,
+    comm_groups: Mapping[str, object] | None,
+    costs: Costs,
+) -> tuple[object, ...] | None:
+    """What a chunk of consecutive ids inside a stack's whole copies depends on beyond the
+    lowering's arguments (:func:`_shifted_chunk`): the block, the offset of its first id in
+    the block and its length; ``None`` outside the copies or where :func:`_shape_memo` would
+    refuse (expert or context groups, a cost model pricing copies apart; dispatcher stalls
+    are refused when the chunk of that key is built)."""
+    if (
+        copies is None
+        or not contiguous
+        or comm_groups
+        or not getattr(costs, "prices_by_cost_key", False)
+        or layer_ids[0] < copies.start
+        or layer_ids[-1] >= copies.end
+    ):
+        return None
+    return ("chunk", id(copies.block[0]), (layer_ids[0] - copies.start) % copies.p, len(layer_ids))
+
+
+def _shifted_chunk(
+    seen: tuple[int, Chunk, tuple[tuple[tuple[CollectiveOp, float], float], ...]],
+    first_id: int,
+    layers: Sequence[LayerCost],
+    costs: Costs,
+    tp: tuple[str, ...],
+    algorithm: str,
+) -> Chunk | None:
+    """The chunk of consecutive ids from ``first_id`` read off ``seen`` (``(its first id, the
+    chunk, its tensor-parallel times by (op, bytes))``, a chunk of the same :func:`_chunk_key`
+    built by :func:`build_chunk` in this lowering) where this chunk's group ``tp`` prices
+    every one of those collectives at the same seconds; else ``None`` (built anew).
+
+    Exact: the ids are a whole number of blocks from ``seen``'s (the same offset in the block),
+    so :func:`_segment_groups` walks the same gradient bytes in the same order (a copy's bytes
+    are its block layer's) and cuts at the same offsets; every segment has the shape of
+    ``seen``'s segment at that place, whose :func:`_shape_sums` are the lowering's memo's
+    tuple, and its tensor-parallel times the same sums of the same values; the first and last
+    layers are copies of the same block layers (the same output shapes) and the blocks as
+    many. So each segment is ``seen``'s under its ids shifted, as :func:`build_chunk` gives it
+    through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
+    segments each, walked and copied once per stage before)."""
+    first0, chunk, tp_items = seen
+    mine: dict[tuple[CollectiveOp, float], float] = {}
+    for (op, nbytes), t in tp_items:
+        if _tp_time(mine, costs, op, nbytes, tp, algorithm) != t:
+            return None
+    d = first_id - first0
+    segs = tuple(_with_layers(x, tuple(i + d for i in x.layers)) for x in chunk.segments)
+    kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
+    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept)
 
 
 def _shape_sums(
