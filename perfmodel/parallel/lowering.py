@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -214,7 +215,7 @@ def build_chunk(
     grad_bytes: float | None = None,
     selective_share: Callable[[LayerCost], float] | None = None,
     comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
-    seg_memo: dict[tuple[object, ...], _SegmentSums] | None = None,
+    seg_memo: dict[tuple[object, ...], Any] | None = None,
     cp_impl: CPImpl = CPImpl.TE_P2P,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
@@ -249,19 +250,14 @@ def build_chunk(
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
-    if seg_memo is None:
-        seg_memo = {}
+    seg_memo = {} if seg_memo is None else seg_memo
     tp = tuple(tp_group)
     rerun = share if plan.recompute is Recompute.SELECTIVE else None
-    chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs)
-    if chunk_key is not None:
-        chunk_key = (*chunk_key, by_block, bucket_bytes, first_bucket_bytes, exclude_sharded,
-                     grad_b, rerun)  # fmt: skip
-        seen = seg_memo.get(chunk_key)
-        if seen is not None:
-            shifted = _shifted_chunk(seen, layer_ids[0], layers, costs, tp, algorithm)  # type: ignore[arg-type]
-            if shifted is not None:
-                return shifted
+    key_args = (by_block, bucket_bytes, first_bucket_bytes, exclude_sharded, grad_b, rerun)
+    chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs, key_args)
+    shifted = _shifted_chunk(seg_memo, chunk_key, layer_ids[0], layers, costs, tp, algorithm)
+    if shifted is not None:  # an earlier chunk's split and segments, ids shifted
+        return shifted
     groups = _segment_groups(
         workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
         exclude_sharded, grad_b,
@@ -322,7 +318,7 @@ def build_chunk(
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
     chunk = Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
     if chunk_key is not None and by_shape is not None:
-        seg_memo[chunk_key] = (layer_ids[0], chunk, tuple(tp_time.items()))  # type: ignore[assignment]
+        seg_memo[chunk_key] = (layer_ids[0], chunk, tuple(tp_time.items()))
     return chunk
 
 
@@ -332,12 +328,14 @@ def _chunk_key(
     contiguous: bool,
     comm_groups: Mapping[str, object] | None,
     costs: Costs,
+    args: tuple[object, ...],
 ) -> tuple[object, ...] | None:
     """What a chunk of consecutive ids inside a stack's whole copies depends on beyond the
     lowering's arguments (:func:`_shifted_chunk`): the block, the offset of its first id in
-    the block and its length; ``None`` outside the copies or where :func:`_shape_memo` would
-    refuse (expert or context groups, a cost model pricing copies apart; dispatcher stalls
-    are refused when the chunk of that key is built)."""
+    the block and its length, then ``args`` (the split's and sums' arguments); ``None``
+    outside the copies or where :func:`_shape_memo` would refuse (expert or context groups, a
+    cost model pricing copies apart; dispatcher stalls are refused when the chunk of that key
+    is built)."""
     if (
         copies is None
         or not contiguous
@@ -347,21 +345,24 @@ def _chunk_key(
         or layer_ids[-1] >= copies.end
     ):
         return None
-    return ("chunk", id(copies.block[0]), (layer_ids[0] - copies.start) % copies.p, len(layer_ids))
+    offset = (layer_ids[0] - copies.start) % copies.p
+    return ("chunk", id(copies.block[0]), offset, len(layer_ids), *args)
 
 
 def _shifted_chunk(
-    seen: tuple[int, Chunk, tuple[tuple[tuple[CollectiveOp, float], float], ...]],
+    seg_memo: Mapping[tuple[object, ...], Any],
+    key: tuple[object, ...] | None,
     first_id: int,
     layers: Sequence[LayerCost],
     costs: Costs,
     tp: tuple[str, ...],
     algorithm: str,
 ) -> Chunk | None:
-    """The chunk of consecutive ids from ``first_id`` read off ``seen`` (``(its first id, the
-    chunk, its tensor-parallel times by (op, bytes))``, a chunk of the same :func:`_chunk_key`
-    built by :func:`build_chunk` in this lowering) where this chunk's group ``tp`` prices
-    every one of those collectives at the same seconds; else ``None`` (built anew).
+    """The chunk of consecutive ids from ``first_id`` read off the chunk :func:`build_chunk`
+    built earlier in this lowering under :func:`_chunk_key` ``key`` (``seg_memo[key]``: its
+    first id, the chunk, its tensor-parallel times by (op, bytes)) where this chunk's group
+    ``tp`` prices every one of those collectives at the same seconds; else ``None`` (no such
+    chunk, or another time: built anew).
 
     Exact: the ids are a whole number of blocks from ``seen``'s (the same offset in the block),
     so :func:`_segment_groups` walks the same gradient bytes in the same order (a copy's bytes
@@ -372,6 +373,9 @@ def _shifted_chunk(
     many. So each segment is ``seen``'s under its ids shifted, as :func:`build_chunk` gives it
     through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
     segments each, walked and copied once per stage before)."""
+    seen = None if key is None else seg_memo.get(key)
+    if seen is None:
+        return None
     first0, chunk, tp_items = seen
     mine: dict[tuple[CollectiveOp, float], float] = {}
     for (op, nbytes), t in tp_items:

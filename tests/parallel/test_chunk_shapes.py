@@ -182,9 +182,10 @@ def test_shifted_chunk_refused_where_a_tp_time_differs(monkeypatch: pytest.Monke
         def collective_time(self, *args: Any) -> float:
             return self.t
 
-    key = (lowering.CollectiveOp.ALLREDUCE, 1e6)
-    seen = (a, first, ((key, 2.0),))
-    assert lowering._shifted_chunk(seen, b, (), Priced(2.5), ("g0", "g1"), "auto") is None
-    same = lowering._shifted_chunk(seen, b, (), Priced(2.0), ("g0", "g1"), "auto")
+    point = (lowering.CollectiveOp.ALLREDUCE, 1e6)
+    memo = {("chunk",): (a, first, ((point, 2.0),))}
+    assert lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.5), ("g0", "g1"), "x") is None
+    assert lowering._shifted_chunk(memo, None, b, (), Priced(2.0), ("g0", "g1"), "x") is None
+    same = lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.0), ("g0", "g1"), "x")
     assert same is not None and same.segments[0].layers[0] == b
     assert [s.fwd_s for s in same.segments] == [s.fwd_s for s in first.segments]
