@@ -151,46 +151,69 @@ class HiddenCollectives:
 
     def _hidden_op(self, s: int, ch: Chunk, final_mb: bool) -> HiddenBackward | None:
         """The part of :meth:`hidden_backward` that depends on the chunk (hence the stage) and
-        whether it is the last micro-batch: the fine loop's durations, summed."""
+        whether it is the last micro-batch: the fine loop's durations, summed.
+
+        Each segment's durations (:meth:`_hidden_row`) are a function of the stage, the
+        segment's fields it reads and the reduction before it (the slowdown's input in the
+        last micro-batch), so they are kept per lowering by those values (``_rows``): the
+        bucket segments of a stack repeat with every block (Megatron-Core's and PyTorch DDP's
+        buckets of a GPT-3 175B stage: ~40-190 segments, a few distinct), and the same
+        floats are summed in the same order."""
         segs = ch.segments
         if len(segs) < 2 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
             return None
-        on_compute = self.tp_stream == "compute"
-        if self.tp_overlap and on_compute:
+        if self.tp_overlap and self.tp_stream == "compute":
             return None  # an "overlapped" collective queued behind its compute: not modelled
-        op = self._grad_op()
-        wait = self.preset.fusion_wait_s
-        grad_b = self.rc.grad_reduce_bytes
+        rows = self._rows
         comp = tp_total = nbytes_total = 0.0
         on_stream: list[float] = []  # D_j, backward order
         red: list[float] = []  # R_j
-        prev = 0.0
-        for si, seg in enumerate(reversed(segs)):  # as the fine loop of backward()
-            dur = seg.bwd_s + seg.recompute_s
-            if final_mb and si > 0:
-                dur = self.slowed(dur, prev)
-            tp_s = seg.tp_bwd_s
-            d = dur
-            if tp_s > 0:
-                if self.tp_overlap:
-                    dur, tp_s, tail = self.tp_overlapped("B", dur, tp_s)
-                    if tail > 0 or tp_s > dur:
-                        return None
-                    d = dur
-                elif on_compute:
-                    d = dur + tp_s
-                else:
-                    return None  # after its compute on a stream of its own: exposed as "tp"
+        prev: float | None = None  # the reduction before (None: the compute is not slowed)
+        for seg in reversed(segs):  # as the fine loop of backward()
+            key = ("hidden", s, seg.bwd_s, seg.recompute_s, seg.tp_bwd_s, seg.params,
+                   seg.expert_params, prev)  # fmt: skip
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = self._hidden_row(s, seg, prev)
+            if not row:
+                return None
+            dur, tp_s, d, nbytes, r = row
             comp += dur
             if tp_s > 0:
                 tp_total += tp_s
             on_stream.append(d)
-            nbytes = self.reduced_params(seg.params, seg.expert_params) * grad_b
             nbytes_total += nbytes
-            prev = self.dp_time(s, op, nbytes) + wait
-            red.append(prev)
+            red.append(r)
+            if final_mb:
+                prev = r
         lead, total = _lead(on_stream, red)
         return (comp, tp_total, lead, total, nbytes_total)
+
+    def _hidden_row(
+        self, s: int, seg: Segment, prev: float | None
+    ) -> tuple[float, float, float, float, float] | tuple[()]:
+        """One segment of :meth:`_hidden_op` on stage ``s``, after a reduction of ``prev``
+        seconds that slows its compute (``None``: none): ``(compute, TP seconds, seconds on
+        the compute stream, reduced bytes, reduction seconds with the fusion wait)``, or
+        ``()`` where its TP collective refuses the summary."""
+        dur = seg.bwd_s + seg.recompute_s
+        if prev is not None:
+            dur = self.slowed(dur, prev)
+        tp_s = seg.tp_bwd_s
+        d = dur
+        if tp_s > 0:
+            if self.tp_overlap:
+                dur, tp_s, tail = self.tp_overlapped("B", dur, tp_s)
+                if tail > 0 or tp_s > dur:
+                    return ()
+                d = dur
+            elif self.tp_stream == "compute":
+                d = dur + tp_s
+            else:
+                return ()  # after its compute on a stream of its own: exposed as "tp"
+        nbytes = self.reduced_params(seg.params, seg.expert_params) * self.rc.grad_reduce_bytes
+        r = self.dp_time(s, self._grad_op(), nbytes) + self.preset.fusion_wait_s
+        return (dur, tp_s, d, nbytes, r)
 
     def lower_hidden_backward(
         self, s: int, mb: int, c: int, hid: HiddenBackward, deps: list[int]
@@ -293,37 +316,24 @@ class HiddenCollectives:
         if self.tp_overlap and on_compute:
             return None
         fwd = phase == "F"
-        wait = self.preset.fusion_wait_s
-        gb, grad_b = self.rc.gather_bytes, self.rc.grad_reduce_bytes
-        op = self._grad_op()
         rows: list[tuple[float, float, float, float, float, bool]] = []
         specs: list[tuple[CommSpec, CommSpec | None, float]] = []
+        memo = self._rows
         prev = 0.0
         for si, seg in enumerate(segs):
-            g = self.dp_time(s, CollectiveOp.ALLGATHER, seg.params * gb) + wait
-            g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, seg.params * gb, CommKind.ZERO)
+            slow = first or si > 0  # forward: the gather slows the compute
             if fwd:
-                dur = self.slowed(seg.fwd_s, g) if (first or si > 0) else seg.fwd_s
-                tp_s, rs_s = seg.tp_fwd_s, seg.tp_rs_fwd_s
-            else:  # ZeRO-3/FSDP: the gather and the previous segment's reduction under it
-                dur = self.slowed(seg.bwd_s + seg.recompute_s, g + prev)
-                tp_s, rs_s = seg.tp_bwd_s, 0.0
-            raw, c_s, ok, tail = dur, dur, True, 0.0
-            if tp_s > 0:
-                if self.tp_overlap:
-                    c_s, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
-                    ok = tail <= 0 and tp_s <= c_s
-                elif not on_compute:
-                    ok = False
-            prev = 0.0
-            red = 0.0
-            r_spec = None
-            if reducing:
-                nbytes = self.reduced_params(seg.params, seg.expert_params) * grad_b
-                red = prev = self.dp_time(s, op, nbytes) + wait
-                r_spec = self.dp_spec(s, op, nbytes)
-            rows.append((raw, c_s, max(tp_s, 0.0), g, red, ok))
-            specs.append((g_spec, r_spec, tail))
+                key = ("F", s, seg.params, seg.fwd_s, seg.tp_fwd_s, seg.tp_rs_fwd_s, slow,
+                       reducing)  # fmt: skip
+            else:
+                key = ("B", s, seg.params, seg.bwd_s, seg.recompute_s, seg.tp_bwd_s,
+                       seg.expert_params, prev, reducing)  # fmt: skip
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = self._gather_row(s, seg, phase, slow, prev, reducing)
+            row, spec, prev = hit
+            rows.append(row)
+            specs.append(spec)
         runs: list[tuple[int, int]] = []
         i0 = 0
         n = len(rows)
@@ -335,7 +345,45 @@ class HiddenCollectives:
             i0 = i
         # without runs the plan still lowers the operation, segment by segment as the fine
         # loop does, from these durations (gather_runs does not count it as merged)
-        return tuple(rows), tuple(runs), op, tuple(specs)
+        return tuple(rows), tuple(runs), self._grad_op(), tuple(specs)
+
+    def _gather_row(
+        self, s: int, seg: Segment, phase: str, slow: bool, prev: float, reducing: bool
+    ) -> tuple[
+        tuple[float, float, float, float, float, bool],
+        tuple[CommSpec, CommSpec | None, float],
+        float,
+    ]:
+        """One segment of :meth:`_gather_plan` on stage ``s`` (``phase``; forward: ``slow``,
+        whether its gather slows its compute; backward: ``prev``, the previous segment's
+        reduction that does too): its row, its specs and its reduction's seconds (0 without
+        one), a function of those values and the segment's fields it reads, so kept per
+        lowering by them (``_rows``: a stack's segments repeat with every block)."""
+        wait = self.preset.fusion_wait_s
+        gb = self.rc.gather_bytes
+        g = self.dp_time(s, CollectiveOp.ALLGATHER, seg.params * gb) + wait
+        g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, seg.params * gb, CommKind.ZERO)
+        if phase == "F":
+            dur = self.slowed(seg.fwd_s, g) if slow else seg.fwd_s
+            tp_s, rs_s = seg.tp_fwd_s, seg.tp_rs_fwd_s
+        else:  # ZeRO-3/FSDP: the gather and the previous segment's reduction under it
+            dur = self.slowed(seg.bwd_s + seg.recompute_s, g + prev)
+            tp_s, rs_s = seg.tp_bwd_s, 0.0
+        raw, c_s, ok, tail = dur, dur, True, 0.0
+        if tp_s > 0:
+            if self.tp_overlap:
+                c_s, tp_s, tail = self.tp_overlapped(phase, dur, tp_s, rs_s)
+                ok = tail <= 0 and tp_s <= c_s
+            elif self.tp_stream != "compute":
+                ok = False
+        red = 0.0
+        r_spec = None
+        if reducing:
+            op = self._grad_op()
+            nbytes = self.reduced_params(seg.params, seg.expert_params) * self.rc.grad_reduce_bytes
+            red = self.dp_time(s, op, nbytes) + wait
+            r_spec = self.dp_spec(s, op, nbytes)
+        return (raw, c_s, max(tp_s, 0.0), g, red, ok), (g_spec, r_spec, tail), red
 
     def lower_gather_runs(
         self, s: int, phase: str, mb: int, c: int, ch: Chunk, plan: GatherPlan, deps: list[int]

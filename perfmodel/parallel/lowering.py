@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -214,7 +215,7 @@ def build_chunk(
     grad_bytes: float | None = None,
     selective_share: Callable[[LayerCost], float] | None = None,
     comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
-    seg_memo: dict[tuple[object, ...], _SegmentSums] | None = None,
+    seg_memo: dict[tuple[object, ...], Any] | None = None,
     cp_impl: CPImpl = CPImpl.TE_P2P,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
@@ -249,19 +250,23 @@ def build_chunk(
     grad_b = costs.precision.grad_bytes if grad_bytes is None else grad_bytes
     share = selective_share or SelectiveRecompute.ATTENTION_CORE.share
     act_b = costs.precision.activation_bytes
+    seg_memo = {} if seg_memo is None else seg_memo
+    tp = tuple(tp_group)
+    rerun = share if plan.recompute is Recompute.SELECTIVE else None
+    key_args = (by_block, bucket_bytes, first_bucket_bytes, exclude_sharded, grad_b, rerun)
+    chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs, key_args)
+    shifted = _shifted_chunk(seg_memo, chunk_key, layer_ids[0], layers, costs, tp, algorithm)
+    if shifted is not None:  # an earlier chunk's split and segments, ids shifted
+        return shifted
     groups = _segment_groups(
         workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
         exclude_sharded, grad_b,
     )  # fmt: skip
     segs: list[Segment] = []
-    tp = tuple(tp_group)
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
-    rerun = share if plan.recompute is Recompute.SELECTIVE else None
     ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
     stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
     tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
-    if seg_memo is None:
-        seg_memo = {}
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
@@ -311,7 +316,75 @@ def build_chunk(
     out_bytes = _elements(last.output_shape) * act_b
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
-    return Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+    chunk = Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+    if chunk_key is not None and by_shape is not None:
+        seg_memo[chunk_key] = (layer_ids[0], chunk, tuple(tp_time.items()))
+    return chunk
+
+
+def _chunk_key(
+    copies: _StackCopies | None,
+    layer_ids: Sequence[int],
+    contiguous: bool,
+    comm_groups: Mapping[str, object] | None,
+    costs: Costs,
+    args: tuple[object, ...],
+) -> tuple[object, ...] | None:
+    """What a chunk of consecutive ids inside a stack's whole copies depends on beyond the
+    lowering's arguments (:func:`_shifted_chunk`): the block, the offset of its first id in
+    the block and its length, then ``args`` (the split's and sums' arguments); ``None``
+    outside the copies or where :func:`_shape_memo` would refuse (expert or context groups, a
+    cost model pricing copies apart; dispatcher stalls are refused when the chunk of that key
+    is built)."""
+    if (
+        copies is None
+        or not contiguous
+        or comm_groups
+        or not getattr(costs, "prices_by_cost_key", False)
+        or layer_ids[0] < copies.start
+        or layer_ids[-1] >= copies.end
+    ):
+        return None
+    offset = (layer_ids[0] - copies.start) % copies.p
+    return ("chunk", id(copies.block[0]), offset, len(layer_ids), *args)
+
+
+def _shifted_chunk(
+    seg_memo: Mapping[tuple[object, ...], Any],
+    key: tuple[object, ...] | None,
+    first_id: int,
+    layers: Sequence[LayerCost],
+    costs: Costs,
+    tp: tuple[str, ...],
+    algorithm: str,
+) -> Chunk | None:
+    """The chunk of consecutive ids from ``first_id`` read off the chunk :func:`build_chunk`
+    built earlier in this lowering under :func:`_chunk_key` ``key`` (``seg_memo[key]``: its
+    first id, the chunk, its tensor-parallel times by (op, bytes)) where this chunk's group
+    ``tp`` prices every one of those collectives at the same seconds; else ``None`` (no such
+    chunk, or another time: built anew).
+
+    Exact: the ids are a whole number of blocks from ``seen``'s (the same offset in the block),
+    so :func:`_segment_groups` walks the same gradient bytes in the same order (a copy's bytes
+    are its block layer's) and cuts at the same offsets; every segment has the shape of
+    ``seen``'s segment at that place, whose :func:`_shape_sums` are the lowering's memo's
+    tuple, and its tensor-parallel times the same sums of the same values; the first and last
+    layers are copies of the same block layers (the same output shapes) and the blocks as
+    many. So each segment is ``seen``'s under its ids shifted, as :func:`build_chunk` gives it
+    through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
+    segments each, walked and copied once per stage before)."""
+    seen = None if key is None else seg_memo.get(key)
+    if seen is None:
+        return None
+    first0, chunk, tp_items = seen
+    mine: dict[tuple[CollectiveOp, float], float] = {}
+    for (op, nbytes), t in tp_items:
+        if _tp_time(mine, costs, op, nbytes, tp, algorithm) != t:
+            return None
+    d = first_id - first0
+    segs = tuple(_with_layers(x, _shifted_ids(x.layers, d)) for x in chunk.segments)
+    kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
+    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept)
 
 
 def _shape_sums(
@@ -367,15 +440,25 @@ def _recomputed_and_expert_context(
     return recompute_s, tp_bwd_s, _merged(extra), unpaired
 
 
+def _shifted_ids(ids: tuple[int, ...], d: int) -> tuple[int, ...]:
+    """``ids`` each plus ``d`` (a range where they are consecutive, as a chunk's segments are)."""
+    a, b = ids[0], ids[-1]
+    if b - a + 1 == len(ids):
+        return tuple(range(a + d, b + d + 1))
+    return tuple(i + d for i in ids)
+
+
 def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
     """``dataclasses.replace(seg, layers=ids)`` without the frozen dataclass's ``__init__``
     (one ``object.__setattr__`` per field; ``Segment`` has no ``__post_init__``): the same
     type, fields and values, so equal, hashed and pickled alike (a chunk's segments by shape:
-    ~300 copies per new PyTorch DDP plan of GPT-3 175B)."""
+    ~300 copies per new PyTorch DDP plan of GPT-3 175B). The copy of ``seg``'s field dict
+    (the same keys in the same order, ``layers`` replaced in place) becomes the new instance's
+    ``__dict__`` at once: half the time of filling the new instance's own dict."""
     new = object.__new__(Segment)
-    fields_ = new.__dict__
-    fields_.update(seg.__dict__)
+    fields_ = seg.__dict__.copy()
     fields_["layers"] = ids
+    object.__setattr__(new, "__dict__", fields_)
     return new
 
 

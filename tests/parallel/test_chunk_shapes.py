@@ -38,9 +38,13 @@ CASES = {
         software="megatron-core", dp=2, tp=4, recompute="selective", sequence_parallel=True
     ),
     "mcore-full": dict(software="megatron-core", dp=4, tp=2, recompute="full"),
+    # four stages: the middle stages' chunks read off the first one's (_shifted_chunk)
+    "ddp-tp2-pp4": dict(software="pytorch-ddp", dp=2, tp=2, pp=4, nodes=2, gpus=16),
+    "mcore-tp2-pp4": dict(software="megatron-core", dp=2, tp=2, pp=4, nodes=2, gpus=16),
     # one segment per block (ZeRO-3 units)
     "fsdp": dict(software="fsdp", dp=8),
     "fsdp-tp2-pp2": dict(software="fsdp", dp=2, tp=2, pp=2),
+    "fsdp-tp2-pp4": dict(software="fsdp", dp=2, tp=2, pp=4, nodes=2, gpus=16),
     "deepspeed-zero2": dict(software="deepspeed-zero2", dp=8),
     # no buckets: one segment per chunk (the shortcut has nothing to share)
     "megatron": dict(software="megatron", dp=2, tp=2, pp=2),
@@ -69,6 +73,9 @@ SHARED = {
     "ddp-tp2-pp2",
     "fsdp",
     "fsdp-tp2-pp2",
+    "fsdp-tp2-pp4",
+    "ddp-tp2-pp4",
+    "mcore-tp2-pp4",
     "gpt3-ddp",
     "mcore-pp2",
     "mcore-full",
@@ -131,3 +138,54 @@ def test_shape_reads_consecutive_ids_inside_the_copies() -> None:
     for i in (a, a + p + 2, copies.end - 1):
         assert copies.source(i).cost_key() == wl.layers[i].cost_key()
     assert copies.source(0) is wl.layers[0]
+
+
+#: Cases with chunks inside the stack's copies at one offset: all but the first read off it.
+SHIFTED = {"ddp-tp2-pp4": 1, "mcore-tp2-pp4": 1, "fsdp-tp2-pp4": 1, "mcore-interleaved": 1}
+
+
+@pytest.mark.parametrize("name", sorted(SHIFTED))
+def test_middle_chunks_are_read_off_the_first(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk of the same offset in the block and length as an earlier chunk of the lowering
+    is that chunk's segments under shifted ids (``_shifted_chunk``), equal to the one built
+    segment by segment (``test_chunks_equal_the_segment_by_segment_ones``)."""
+    sc = Scenario.from_dict({**BASE, **CASES[name]})
+    read = [0]
+    shifted = lowering._shifted_chunk
+
+    def count(*a: Any, **kw: Any) -> Any:
+        out = shifted(*a, **kw)
+        read[0] += out is not None
+        return out
+
+    monkeypatch.setattr(lowering, "_shifted_chunk", count)
+    made, _ = _chunks(sc, monkeypatch, True)
+    assert read[0] == SHIFTED[name]
+    # the chunk read off another has its own ids, a whole number of blocks away
+    ids = [seg.layers for ch in made for seg in ch.segments]
+    assert len(set(ids)) == len(ids)
+
+
+def test_shifted_chunk_refused_where_a_tp_time_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another tensor-parallel group pricing one of the collectives at other seconds: built
+    anew (``None``); the same seconds: the chunk under shifted ids."""
+    sc = Scenario.from_dict({**BASE, **CASES["ddp-tp2-pp4"]})
+    made, _ = _chunks(sc, monkeypatch, True)
+    first = made[1]
+    a = first.segments[0].layers[0]
+    b = made[2].segments[0].layers[0]
+
+    class Priced:
+        def __init__(self, t: float) -> None:
+            self.t = t
+
+        def collective_time(self, *args: Any) -> float:
+            return self.t
+
+    point = (lowering.CollectiveOp.ALLREDUCE, 1e6)
+    memo = {("chunk",): (a, first, ((point, 2.0),))}
+    assert lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.5), ("g0", "g1"), "x") is None
+    assert lowering._shifted_chunk(memo, None, b, (), Priced(2.0), ("g0", "g1"), "x") is None
+    same = lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.0), ("g0", "g1"), "x")
+    assert same is not None and same.segments[0].layers[0] == b
+    assert [s.fwd_s for s in same.segments] == [s.fwd_s for s in first.segments]
