@@ -472,15 +472,86 @@ def _chain(
     the marks and per-segment times in ``chains`` and the gather and reduction streams' free
     times in ``free``."""
     static, a0, a1 = t.chain
-    if static.lead_proto is not None:  # with hidden gather runs
-        return _chain_runs(t, s, free, start, end, tasks, chains)
+    flat = static.flat
+    if flat is None:
+        if static.lead_proto is not None:  # with hidden gather runs
+            return _chain_runs(t, s, free, start, end, tasks, chains)
+        return _chain_pieces(t, s, free, start, end, tasks, chains)
+    dev = t.device
+    gk = (dev, static.gather_stream)
+    fg = free.get(gk, 0.0)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end; a
+    # mark of an earlier chain (the usual anchor) read here as _encoded_end reads it
+    if a0 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+    else:
+        two = _anchor_end(a0, start, end, tasks, chains)
+    if a1 >= CHAIN:
+        j, d = divmod(a1 - CHAIN, SENT)
+        one = chains[d][0][j]
+    else:
+        one = _anchor_end(a1, start, end, tasks, chains)
+    marks: list[float] = []
+    rows: list[tuple[float, ...]] = []
+    add_mark, add_row = marks.append, rows.append
+    ce = s
+    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece)
+    if static.reducing:
+        rk = (dev, static.reduce_stream)
+        fr = free.get(rk, 0.0)
+        for g, c, x, r in flat:
+            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+            fg = ge = gs + g
+            cs = ce if ce >= ge else ge
+            h = cs + c
+            e = h + x
+            add_mark(h)
+            two = one
+            one = h
+            rs = fr if fr >= e else e
+            fr = rs + r
+            add_row((gs, ge, cs, h, e, rs, fr))
+            ce = e
+        add_mark(fr)
+        free[rk] = fr
+    else:
+        fr = free.get((dev, static.reduce_stream), 0.0)
+        for g, c, x, _ in flat:
+            gs = fg if fg >= two else two
+            fg = ge = gs + g
+            cs = ce if ce >= ge else ge
+            h = cs + c
+            e = h + x
+            add_mark(h)
+            two = one
+            one = h
+            add_row((gs, ge, cs, h, e, 0.0, 0.0))
+            ce = e
+        add_mark(fr)
+    free[gk] = fg
+    chains[t.tid] = (marks, rows)
+    return rows[0][ROW_COMPUTE_START], ce
+
+
+def _chain_pieces(
+    t: ChainTask,
+    s: float,
+    free: dict[tuple[str, str], float],
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> tuple[float, float]:
+    """:func:`_chain` of a chain without runs whose segments' ``then_s`` are not all one
+    piece: each segment's pieces added in order after its first compute."""
+    static, a0, a1 = t.chain
     segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
     reducing = static.reducing
     dev = t.device
     gk, rk = (dev, g_stream), (dev, r_stream)
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end
     two = _anchor_end(a0, start, end, tasks, chains)
     one = _anchor_end(a1, start, end, tasks, chains)
     marks: list[float] = []
