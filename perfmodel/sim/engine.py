@@ -480,18 +480,8 @@ def _chain(
     dev = t.device
     gk = (dev, static.gather_stream)
     fg = free.get(gk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end; a
-    # mark of an earlier chain (the usual anchor) read here as _encoded_end reads it
-    if a0 >= CHAIN:
-        j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
-    else:
-        two = _anchor_end(a0, start, end, tasks, chains)
-    if a1 >= CHAIN:
-        j, d = divmod(a1 - CHAIN, SENT)
-        one = chains[d][0][j]
-    else:
-        one = _anchor_end(a1, start, end, tasks, chains)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end
+    two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     add_mark, add_row = marks.append, rows.append
@@ -610,8 +600,7 @@ def _chain_runs(
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
     fl = free.get(lk, 0.0)
-    two = _anchor_end(a0, start, end, tasks, chains)
-    one = _anchor_end(a1, start, end, tasks, chains)
+    two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     ce = s
@@ -667,6 +656,27 @@ def _chain_runs(
 
 
 _NONE = float("-inf")
+
+
+def _anchors(
+    a0: int,
+    a1: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> tuple[float, float]:
+    """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
+    earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
+    if a0 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+    else:
+        two = _anchor_end(a0, start, end, tasks, chains)
+    if a1 >= CHAIN:
+        j, d = divmod(a1 - CHAIN, SENT)
+        return two, chains[d][0][j]
+    return two, _anchor_end(a1, start, end, tasks, chains)
 
 
 def _anchor_end(
