@@ -435,7 +435,8 @@ def test_a_chain_is_its_fine_tasks(
     piece, the general one else), after an anchor compute and with its gather and reduction
     streams busy at first, schedules bit for bit as its fine tasks (the graph of
     :func:`test_hand_computed_chain_and_its_fine_tasks`): every gather, compute and
-    reduction, the marks, the chain's end and what waits on them."""
+    reduction, the marks, the chain's end and what waits on them; and its breakdown is
+    theirs (``step_breakdown._flat_events`` where ``flat`` is made)."""
     g_spec, r_spec = _specs()
     items = tuple(
         ChainSegment(g, c, tuple(then), r if reducing else 0.0, g_spec.group, r_spec.group)
@@ -459,7 +460,8 @@ def test_a_chain_is_its_fine_tasks(
     x = before(b)
     c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, n - 1)])
-    o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, n)])
+    # the optimizer on the last reduction (mark n) where the operation reduces (the lowering)
+    o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, n)] if reducing else [c])
     tl = _list_schedule(b.build())
     marks, rows = tl.chains[c]  # type: ignore[index]
     f = GraphBuilder()
@@ -492,3 +494,5 @@ def test_a_chain_is_its_fine_tasks(
     assert tl.end_s[c] == ft.end_s[fine[-1][1]]
     assert (tl.start_s[w], tl.start_s[o]) == (ft.start_s[fw], ft.start_s[fo])
     assert tl.makespan_s == ft.makespan_s
+    assert critical_device(tl) == critical_device(ft) == "g0"
+    assert breakdown(tl) == breakdown(ft)
