@@ -54,6 +54,15 @@ GatherPlan = tuple[
     tuple[tuple[CommSpec, CommSpec | None, float], ...],
 ]
 
+#: What :meth:`HiddenCollectives.lower_gather_runs` emits a gather chain from, the same for
+#: every micro-batch of an operation of a (stage, chunk, pass) (made once per lowering:
+#: :meth:`HiddenCollectives._chain_static`): the :class:`ChainStatic`, the longest compute
+#: (seconds), the offsets from the chain's id of its last two marks (the next gathers'
+#: anchors: ``CHAIN + (n - 2) * SENT``, ``CHAIN + (n - 1) * SENT``) and of its last
+#: reduction's end (``CHAIN + n * SENT``; 0: the operation does not reduce), and how many
+#: items (segments and runs) it stands for.
+ChainTemplate = tuple[ChainStatic, float, int, int, int, int]
+
 
 def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
     """``(kappa, sum R)`` of :meth:`HiddenCollectives.hidden_backward`: segments of
@@ -393,13 +402,12 @@ class HiddenCollectives:
         computes), each run as that method describes; returns the ids the operation's end
         waits on."""
 
-        rows, runs, _, _ = plan
         k = c * self.P + s
         hist = self.gather_hist[s]
         if self.zero3 and self.CHAINS and self.op_tasks:
             chain = self._chain_static(plan, k, ch, phase)
-            if chain is not None:  # one gather chain (_chain_static)
-                static, c_max, offs = chain
+            if chain is not None:  # one gather chain (_chain_static's template)
+                static, c_max, two, one, red, n_items = chain
                 a0 = hist[-2] if len(hist) >= 2 else -1
                 a1 = hist[-1] if hist else -1
                 label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
@@ -409,12 +417,15 @@ class HiddenCollectives:
                     busy[0] = c_max
                 if c_max > busy[1]:
                     busy[1] = c_max
-                hist.extend([tid + o for o in offs])
+                # the next gathers read the last two anchors only (hist[-2], hist[-1])
+                hist.append(tid + two)
+                hist.append(tid + one)
                 self.first_seg_done[s] = True
-                if static.reducing:  # the last reduction's end (in order on their stream)
-                    self.grad_comm[s].append(tid + offs[-1] + SENT)
-                self.op_merged += len(static.items)
+                if red:  # the last reduction's end (in order on their stream)
+                    self.grad_comm[s].append(tid + red)
+                self.op_merged += n_items
                 return [tid]
+        rows, runs, _, _ = plan
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
         keep_hist = self.zero3 or self.gathers_left[s] > 0
@@ -468,15 +479,14 @@ class HiddenCollectives:
 
     def _chain_static(
         self, plan: GatherPlan, k: int, ch: Chunk, phase: str
-    ) -> tuple[ChainStatic, float, tuple[int, ...]] | None:
+    ) -> ChainTemplate | None:
         """Where :meth:`lower_gather_runs` lowers an operation of ``plan`` on chunk ``k``
         (``ch``, phase ``phase``) as segments outside runs, each a gather, an operation task
         (``then``, :meth:`_fine_segments`) and, ``reducing``, a gradient reduction, and hidden
         gather runs, each lowered by :meth:`_lower_run` as two gathers, one run task
         (:meth:`_run_task`) and, ``reducing``, a lead and a summary reduction:
-        ``(static, longest compute, mark offsets)`` of its
-        :class:`~perfmodel.parallel.taskgraph.ChainTask` (the same for every micro-batch:
-        computed once per lowering), else ``None`` (a segment whose TP is not in its task, or
+        its :data:`ChainTemplate` (the same for every micro-batch: computed once per
+        lowering), else ``None`` (a segment whose TP is not in its task, or
         a run not lowered as one task: TP beside the compute; gathers and reductions on one
         stream, whose free times ``_chain`` tracks apart: a stream-sharing recipe gets the fine
         tasks).
@@ -512,9 +522,7 @@ class HiddenCollectives:
             hit = self._chain_memo[key] = self._chain_items(plan, k, ch, phase) or False
         return hit or None
 
-    def _chain_items(
-        self, plan: GatherPlan, k: int, ch: Chunk, phase: str
-    ) -> tuple[ChainStatic, float, tuple[int, ...]] | None:
+    def _chain_items(self, plan: GatherPlan, k: int, ch: Chunk, phase: str) -> ChainTemplate | None:
         """:meth:`_chain_static` computed: its items (segments outside the runs, then runs, in
         operation order), longest compute and mark offsets, or ``None`` where refused."""
         fine = self._fine_segments(plan, k)
@@ -566,7 +574,10 @@ class HiddenCollectives:
         members = frozenset().union(*groups.values())
         static = ChainStatic(tuple(items), g_stream, grad_stream, reducing, g_proto, r_proto,
                              members, lead)  # fmt: skip
-        return static, c_max, tuple(CHAIN + j * SENT for j in range(marks))
+        # marks >= 2 (three segments at least; a run gives two marks, a segment one)
+        red = CHAIN + marks * SENT if reducing else 0
+        two, one = CHAIN + (marks - 2) * SENT, CHAIN + (marks - 1) * SENT
+        return static, c_max, two, one, red, len(items)
 
     def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:
         """Per segment of ``plan`` (operation order) on chunk ``k``, what

@@ -201,9 +201,11 @@ class ChainRun(NamedTuple):
     lead_s: float
 
 
-class ChainStatic(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ChainStatic:
     """What a :class:`ChainTask` stands for, the same for every micro-batch (built once per
-    lowering: ``perfmodel.parallel.lower_hidden`` ``_chain_static``)."""
+    lowering: ``perfmodel.parallel.lower_hidden`` ``_chain_static``), with :attr:`flat`, the
+    list schedule's arrays of it (made once here, read by every chain of this static part)."""
 
     #: Per item in operation order, a :class:`ChainSegment` or a :class:`ChainRun`.
     items: tuple[ChainSegment | ChainRun, ...]
@@ -221,6 +223,22 @@ class ChainStatic(NamedTuple):
     members: frozenset[str]
     #: A :class:`Task` standing for the runs' leads (``None``: no runs).
     lead_proto: Task | None
+    #: Without runs and with every segment's ``then_s`` one piece, ``(G_i, C_i, T_i, R_i)``
+    #: per segment (``then_s == (T_i,)``: the segment ends at ``h_i + T_i``, the one addition
+    #: of ``then_s``'s loop), which ``perfmodel.sim.engine`` ``_chain`` runs its recurrence
+    #: over without a loop over ``then_s`` per segment; else ``None`` (the general loop).
+    flat: tuple[tuple[float, float, float, float], ...] | None = field(
+        init=False, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        items = self.items
+        flat = None
+        if self.lead_proto is None and all(
+            type(it) is ChainSegment and len(it.then_s) == 1 for it in items
+        ):
+            flat = tuple((it.gather_s, it.compute_s, it.then_s[0], it.reduce_s) for it in items)
+        object.__setattr__(self, "flat", flat)
 
 
 class ChainRow(NamedTuple):
@@ -469,10 +487,21 @@ class GraphBuilder:
         stage's first operation without a host task waits on ``-1``); returns its id."""
         tasks = self.tasks
         tid = len(tasks)
-        clean = tuple(sorted({d for d in deps if d >= 0}))
-        assert not clean or (clean[0] >= 0 and max([d % SENT for d in clean]) < tid), (
-            "dependencies must precede the task"
-        )
+        if len(deps) == 2:  # a forward's (the stage's last compute, its input): no set, no sort
+            a, d = deps
+            if a < 0:
+                clean: tuple[int, ...] = (d,) if d >= 0 else ()
+            elif d < 0 or d == a:
+                clean = (a,)
+            else:
+                clean = (a, d) if a < d else (d, a)
+        else:
+            clean = tuple(sorted({d for d in deps if d >= 0}))
+        assert not clean or (
+            clean[0] % SENT < tid
+            and clean[-1] % SENT < tid
+            and (len(clean) < 3 or max([d % SENT for d in clean]) < tid)
+        ), "dependencies must precede the task"
         task = _new_task(ChainTask)
         _S_THEN(task, CHAIN_MARK)
         _S_SEND_S(task, 0.0)

@@ -248,6 +248,11 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
+    if own and static.flat is not None:  # one-piece segments on t's device: every event
+        _flat_events(append, rows, g_key, r_key)
+        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+        return
     l_key = _key(keys, lead) if own and reducing and lead is not None else ""
     for seg, row in zip(static.items, rows, strict=True):
         then, g_grp, r_grp = seg[2], seg[4], seg[5]  # ChainSegment's and ChainRun's
@@ -280,6 +285,26 @@ def _chain_events(
     if own:
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+
+
+def _flat_events(append: Any, rows: list[tuple[float, ...]], g_key: str, r_key: str) -> None:
+    """:func:`_chain_events` on the chain's own device where every segment's ``then_s`` is one
+    piece (``ChainStatic.flat``; ``r_key`` empty: no reduction): per row, in the same order,
+    the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is the
+    list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction."""
+    for gs, ge, cs, h, e, rs, re in rows:
+        if ge > gs:
+            append((gs, 1, g_key))
+            append((ge, -1, g_key))
+        if e > h:
+            append((h, 1, "0|comm:tp"))
+            append((e, -1, "0|comm:tp"))
+        if h > cs:
+            append((cs, 1, "0|compute"))
+            append((h, -1, "0|compute"))
+        if r_key and re > rs:
+            append((rs, 1, r_key))
+            append((re, -1, r_key))
 
 
 def _pieces(append: Any, a: float, then: tuple[float, ...]) -> None:

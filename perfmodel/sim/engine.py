@@ -472,43 +472,42 @@ def _chain(
     the marks and per-segment times in ``chains`` and the gather and reduction streams' free
     times in ``free``."""
     static, a0, a1 = t.chain
-    if static.lead_proto is not None:  # with hidden gather runs
+    flat = static.flat
+    if flat is None:  # hidden gather runs, or a then_s of more than one piece
         return _chain_runs(t, s, free, start, end, tasks, chains)
-    segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
-    reducing = static.reducing
     dev = t.device
-    gk, rk = (dev, g_stream), (dev, r_stream)
+    gk = (dev, static.gather_stream)
     fg = free.get(gk, 0.0)
-    fr = free.get(rk, 0.0)
     # the anchors of the next two gathers (-inf: none); then each first compute's end
-    two = _anchor_end(a0, start, end, tasks, chains)
-    one = _anchor_end(a1, start, end, tasks, chains)
+    two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     add_mark, add_row = marks.append, rows.append
     ce = s
+    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
+    # reduction (0.0, 0.0: none) when the reduction stream is free and e_i
+    reducing = static.reducing
+    rk = (dev, static.reduce_stream)
+    fr = free.get(rk, 0.0)
     rs = re = 0.0
-    for g, c, then, r, _, _ in segs:
+    for g, c, x, r in flat:
         gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
-        ge = gs + g
-        fg = ge
+        fg = ge = gs + g
         cs = ce if ce >= ge else ge
         h = cs + c
-        e = h
-        for x in then:
-            e += x
+        e = h + x
         add_mark(h)
-        two, one = one, h
+        two = one
+        one = h
         if reducing:
             rs = fr if fr >= e else e
-            re = rs + r
-            fr = re
+            fr = re = rs + r
         add_row((gs, ge, cs, h, e, rs, re))
         ce = e
     add_mark(fr)
-    free[gk] = fg
     if reducing:
         free[rk] = fr
+    free[gk] = fg
     chains[t.tid] = (marks, rows)
     return rows[0][ROW_COMPUTE_START], ce
 
@@ -523,8 +522,9 @@ def _chain_runs(
     chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
 ) -> tuple[float, float]:
     """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
-    ``_lower_run``): a segment item as there; a run item ``(G_0, 0.0, then, R, ..., G_1, _,
-    L)`` as its fine tasks: its first gather after anchor ``two`` (``g_0``), its second after
+    ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
+    segment item as there, its pieces added in order; a run item ``(G_0, 0.0, then, R, ...,
+    G_1, _, L)`` as its fine tasks: its first gather after anchor ``two`` (``g_0``), its second after
     anchor ``one`` (``g_1``), both on the gather stream in that order; its run task at ``cs =
     max(previous end, g_0's end)``, its pieces added in order (``then``: the computes ending
     at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
@@ -539,8 +539,7 @@ def _chain_runs(
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
     fl = free.get(lk, 0.0)
-    two = _anchor_end(a0, start, end, tasks, chains)
-    one = _anchor_end(a1, start, end, tasks, chains)
+    two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     ce = s
@@ -590,12 +589,33 @@ def _chain_runs(
     free[gk] = fg
     if reducing:
         free[rk] = fr
-        free[lk] = fl
+        free[lk] = fl  # unchanged without runs: the value a later read would get
     chains[t.tid] = (marks, rows)
     return rows[0][ROW_COMPUTE_START], ce
 
 
 _NONE = float("-inf")
+
+
+def _anchors(
+    a0: int,
+    a1: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+) -> tuple[float, float]:
+    """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
+    earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
+    if a0 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+    else:
+        two = _anchor_end(a0, start, end, tasks, chains)
+    if a1 >= CHAIN:
+        j, d = divmod(a1 - CHAIN, SENT)
+        return two, chains[d][0][j]
+    return two, _anchor_end(a1, start, end, tasks, chains)
 
 
 def _anchor_end(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 from report_compare import drawn_plan, gpt_scenario, plan_draws
 
 import perfmodel.api as api
@@ -409,3 +410,89 @@ def test_no_chain_where_gathers_and_reductions_share_a_stream(
     with_chains, without, chains = _both(sc, monkeypatch)
     assert chains == 0
     assert with_chains == without
+
+
+_SECONDS = st.floats(0.0, 4.0, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    segs=st.lists(
+        st.tuples(_SECONDS, _SECONDS, st.lists(_SECONDS, min_size=1, max_size=3), _SECONDS),
+        min_size=1,
+        max_size=8,
+    ),
+    reducing=st.booleans(),
+    busy=st.tuples(_SECONDS, _SECONDS, _SECONDS),
+)
+def test_a_chain_is_its_fine_tasks(
+    segs: list[tuple[float, float, list[float], float]],
+    reducing: bool,
+    busy: tuple[float, float, float],
+) -> None:
+    """A chain of drawn segments (gather, first compute, ``then_s`` of one to three pieces,
+    reduction: ``ChainStatic.flat``'s one-piece recurrence where every ``then_s`` is one
+    piece, the general one else), after an anchor compute and with its gather and reduction
+    streams busy at first, schedules bit for bit as its fine tasks (the graph of
+    :func:`test_hand_computed_chain_and_its_fine_tasks`): every gather, compute and
+    reduction, the marks, the chain's end and what waits on them; and its breakdown is
+    theirs (``step_breakdown._flat_events`` where ``flat`` is made)."""
+    g_spec, r_spec = _specs()
+    items = tuple(
+        ChainSegment(g, c, tuple(then), r if reducing else 0.0, g_spec.group, r_spec.group)
+        for g, c, then, r in segs
+    )
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    members = frozenset(("g0", "g1"))
+    static = ChainStatic(items, "zero", "dp", reducing, g_proto, r_proto, members, None)
+    assert (static.flat is not None) == all(len(then) == 1 for _, _, then, _ in segs)
+    x_s, zero_s, dp_s = busy
+    n = len(items)
+
+    def before(b: GraphBuilder) -> int:
+        x = b.add(TaskKind.COMPUTE, "g0", "compute", x_s)
+        b.add(TaskKind.COLLECTIVE, "g0", "zero", zero_s)
+        b.add(TaskKind.COLLECTIVE, "g0", "dp", dp_s)
+        return x
+
+    b = GraphBuilder()
+    x = before(b)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
+    w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, n - 1)])
+    # the optimizer on the last reduction (mark n) where the operation reduces (the lowering)
+    o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, n)] if reducing else [c])
+    tl = _list_schedule(b.build())
+    marks, rows = tl.chains[c]  # type: ignore[index]
+    f = GraphBuilder()
+    x = before(f)
+    hist, prev = [x], [x]
+    fine: list[tuple[float, ...]] = []
+    reds = []
+    for it in items:
+        ag = f.add(TaskKind.COLLECTIVE, "g0", "zero", it.gather_s, hist[-2:-1], "AG", -1, -1,
+                   g_spec)  # fmt: skip
+        tid = f.add(TaskKind.COMPUTE, "g0", "compute", it.compute_s, [*prev, ag], "F0", 0, 0,
+                    None, it.then_s)  # fmt: skip
+        hist.append(tid + HEAD)
+        prev = [tid]
+        if reducing:
+            reds.append(f.add(TaskKind.COLLECTIVE, "g0", "dp", it.reduce_s, prev, "grad", -1,
+                              -1, r_spec))  # fmt: skip
+        fine.append((ag, tid, reds[-1] if reducing else -1))
+    fw = f.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [hist[-1]])
+    fo = f.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [prev[0], *reds])
+    ft = _list_schedule(f.build())
+    for row, (ag, tid, red), it in zip(rows, fine, items, strict=True):
+        r = ChainRow._make(row)
+        assert (r.gather_start_s, r.gather_end_s) == (ft.start_s[ag], ft.end_s[ag])
+        assert (r.compute_start_s, r.end_s) == (ft.start_s[tid], ft.end_s[tid])
+        assert r.head_end_s == ft.start_s[tid] + it.compute_s
+        if reducing:
+            assert (r.reduce_start_s, r.reduce_end_s) == (ft.start_s[red], ft.end_s[red])
+    assert marks[:n] == [ChainRow._make(r).head_end_s for r in rows]
+    assert tl.end_s[c] == ft.end_s[fine[-1][1]]
+    assert (tl.start_s[w], tl.start_s[o]) == (ft.start_s[fw], ft.start_s[fo])
+    assert tl.makespan_s == ft.makespan_s
+    assert critical_device(tl) == critical_device(ft) == "g0"
+    assert breakdown(tl) == breakdown(ft)
