@@ -478,25 +478,6 @@ class PlanScreen:
         self._wl_cache[key] = hit
         return hit
 
-    def _stage(
-        self,
-        mb: int,
-        tp: int,
-        pp: int,
-        recompute: str,
-        sp: bool,
-        ep: int = 1,
-        cp: int = 1,
-        kern: int = 0,
-    ) -> _StageCosts:
-        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
-        hit = self._stage_cache.get(key)
-        if hit is None:
-            hit = self._stage_cache[key] = self._compute_stage(
-                mb, tp, pp, recompute, sp, ep, cp, kern
-            )
-        return hit
-
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
     ) -> StackParts:
@@ -647,7 +628,7 @@ class PlanScreen:
 
         return times
 
-    def _compute_stage(
+    def _stage(
         self,
         mb: int,
         tp: int,
@@ -658,6 +639,10 @@ class PlanScreen:
         cp: int = 1,
         kern: int = 0,
     ) -> _StageCosts:
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
+        hit = self._stage_cache.get(key)
+        if hit is not None:
+            return hit
         pt = self._parts(mb, tp, recompute, sp, ep, cp, kern)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
@@ -698,10 +683,11 @@ class PlanScreen:
                 wl, layers=last_stage_layers(pt, blocks[-max(1, round(per_stage_blocks)) :])
             )
         f, b, side, _, tf, tb, rs = sums
-        return _StageCosts(
+        hit = self._stage_cache[key] = _StageCosts(
             f, b, side, tf, tb, rs, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop,
             stage_host, last_wl, others,
         )  # fmt: skip
+        return hit
 
     def _plan_recipe(self, plan: Any) -> Any:
         """The training recipe ``predict`` builds for ``plan``
