@@ -122,6 +122,7 @@ from typing import Any
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
+from perfmodel.search.plans import PLAN_KEYS
 from perfmodel.search.screen_layout import (
     SUMS,
     BlockLayout,
@@ -213,25 +214,14 @@ def plan_stage_memory(
     )
 
 
-#: Scenario fields each plan states (the search's plan keys and batch), and the fidelity, which
-#: the screen does not read: left out of the base's parse, which types the fields every plan
-#: shares.
+#: Scenario fields each plan states (the search's :data:`~perfmodel.search.plans.PLAN_KEYS`,
+#: the GPUs, batch, recomputed modules and data-parallel mode), and the fidelity, which the
+#: screen does not read: left out of the base's parse, which types the fields every plan shares.
 _PLAN_FIELDS = frozenset(
     {
+        *PLAN_KEYS,
         "gpus",
-        "dp",
-        "tp",
-        "pp",
-        "ep",
-        "cp",
-        "microbatch",
-        "schedule",
-        "interleave",
-        "zero",
-        "recompute",
         "recompute_modules",
-        "sequence_parallel",
-        "learners_per_gpu",
         "dp_mode",
         "fidelity",
         "batch_per_gpu",
