@@ -105,6 +105,11 @@ def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     return float(sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo))
 
 
+#: The measured numbers of a :meth:`Measurement.to_dict` record: finite or absent (``None``),
+#: as :meth:`Measurement.from_dict` reads them back.
+NUMBER_FIELDS = ("time_s", "min_s", "p10_s", "p90_s", "work_flop", "work_bytes")
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One measured operation.

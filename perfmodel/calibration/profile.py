@@ -47,7 +47,7 @@ from perfmodel._schema import (
     number_map,
     require_fields,
 )
-from perfmodel.calibration.measurement import BenchKind, Measurement
+from perfmodel.calibration.measurement import NUMBER_FIELDS, BenchKind, Measurement
 from perfmodel.errors import CalibrationError, PerfModelError, UnknownHardwareError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -517,15 +517,9 @@ def check_finite(profile: CalibrationProfile, *, where: str) -> None:
     be ``nan`` (a parameter the data does not identify).
     """
     for m in profile.measurements:
-        t = m.timing
-        for name, v in (
-            ("time_s", t.median_s),
-            ("min_s", t.min_s),
-            ("p10_s", t.p10_s),
-            ("p90_s", t.p90_s),
-            ("work_flop", m.work_flop),
-            ("work_bytes", m.work_bytes),
-        ):
+        d = m.to_dict()  # the numbers as the file would hold them
+        for name in NUMBER_FIELDS:
+            v = d[name]
             if v is not None and not math.isfinite(v):
                 raise CalibrationError(
                     f"{where}: measurement {m.key!r} ({m.notes or m.backend}): {name} is {v}; "

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel._io import atomic_write, parse_json, read_text, write_json_atomic
+from perfmodel._record import FlatRecord
 from perfmodel.calibration.kineto import MODULE_KIND
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.calibration.step_workload import step_workload
@@ -66,8 +67,9 @@ class ValidationRow:
 
 
 @dataclass(frozen=True)
-class GroupSummary:
-    """Error statistics of one (category, variant) group."""
+class GroupSummary(FlatRecord):
+    """Error statistics of one (category, variant) group (its JSON form:
+    :class:`~perfmodel._record.FlatRecord`)."""
 
     category: str
     variant: str
@@ -76,9 +78,6 @@ class GroupSummary:
     median_abs_error: float
     worst_error: float
     worst_name: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

@@ -327,15 +327,11 @@ class Catalogue(Generic[S]):
             return name
         if where is None:
             where = self.table
-        key = str(name).lower()
-        if self._loaded is None:
-            found = self._lookup(key)
-            if found is not None:
-                return found
-        specs, index = self._shipped()
-        if key in index:
-            return specs[index[key]]
-        close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
+        found = self.find(name)
+        if found is not None:
+            return found
+        specs, index = self._shipped()  # the whole file: its errors, then the close names
+        close = difflib.get_close_matches(str(name).lower(), list(index), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(specs[index[c]].name for c in close)}?" if close else ""
         raise UnknownHardwareError(
             f"unknown {self.unknown} {name!r} ({where}){hint} (see `perfmodel hw {self.command}`)",

@@ -13,12 +13,12 @@ data-parallel replicas. :mod:`perfmodel.parallel.placement` maps ranks onto GPUs
 
 from __future__ import annotations
 
-import enum
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from perfmodel._enum import ParsedEnum, dashed
 from perfmodel._ints import divisors
+from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.workload.memory import Recompute  # one enum for the plan and the memory model
 
@@ -170,8 +170,9 @@ class PSHost(str, ParsedEnum, where="ps_host", normalize=dashed):
 
 
 @dataclass(frozen=True)
-class ParallelismPlan:
-    """How one training step is split over GPUs (validated on construction).
+class ParallelismPlan(FlatRecord):
+    """How one training step is split over GPUs (validated on construction; its JSON form:
+    :class:`~perfmodel._record.FlatRecord`, every field a number, flag, ``None`` or enum).
 
     Attributes
     ----------
@@ -413,15 +414,6 @@ class ParallelismPlan:
                 where="microbatch",
             )
         return batch_per_replica // mb
-
-    def to_dict(self) -> dict[str, object]:
-        """Every field by name, an enum as its value (every field is a number, flag, ``None``
-        or enum: what ``dataclasses.asdict`` gave, without its deep copy)."""
-        d: dict[str, object] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            d[f.name] = v.value if isinstance(v, enum.Enum) else v
-        return d
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel._enum import ParsedEnum
+from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.search._eval import Evaluator, analytic_evaluator, simulated_evaluator
 from perfmodel.search.cost import Pricing
@@ -111,8 +112,8 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class StageSummary:
-    """One stage of the search.
+class StageSummary(FlatRecord):
+    """One stage of the search (its JSON form: :class:`~perfmodel._record.FlatRecord`).
 
     Attributes
     ----------
@@ -138,9 +139,6 @@ class StageSummary:
     tau_pvalue: float = math.nan
     top1_agrees: bool | None = None
     stopped: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def _complexity(plan: Mapping[str, Any]) -> int:

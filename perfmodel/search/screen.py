@@ -122,6 +122,7 @@ from typing import Any
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
+from perfmodel.search.plans import PLAN_KEYS
 from perfmodel.search.screen_layout import (
     SUMS,
     BlockLayout,
@@ -213,25 +214,14 @@ def plan_stage_memory(
     )
 
 
-#: Scenario fields each plan states (the search's plan keys and batch), and the fidelity, which
-#: the screen does not read: left out of the base's parse, which types the fields every plan
-#: shares.
+#: Scenario fields each plan states (the search's :data:`~perfmodel.search.plans.PLAN_KEYS`,
+#: the GPUs, batch, recomputed modules and data-parallel mode), and the fidelity, which the
+#: screen does not read: left out of the base's parse, which types the fields every plan shares.
 _PLAN_FIELDS = frozenset(
     {
+        *PLAN_KEYS,
         "gpus",
-        "dp",
-        "tp",
-        "pp",
-        "ep",
-        "cp",
-        "microbatch",
-        "schedule",
-        "interleave",
-        "zero",
-        "recompute",
         "recompute_modules",
-        "sequence_parallel",
-        "learners_per_gpu",
         "dp_mode",
         "fidelity",
         "batch_per_gpu",
@@ -478,25 +468,6 @@ class PlanScreen:
         self._wl_cache[key] = hit
         return hit
 
-    def _stage(
-        self,
-        mb: int,
-        tp: int,
-        pp: int,
-        recompute: str,
-        sp: bool,
-        ep: int = 1,
-        cp: int = 1,
-        kern: int = 0,
-    ) -> _StageCosts:
-        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
-        hit = self._stage_cache.get(key)
-        if hit is None:
-            hit = self._stage_cache[key] = self._compute_stage(
-                mb, tp, pp, recompute, sp, ep, cp, kern
-            )
-        return hit
-
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
     ) -> StackParts:
@@ -647,7 +618,7 @@ class PlanScreen:
 
         return times
 
-    def _compute_stage(
+    def _stage(
         self,
         mb: int,
         tp: int,
@@ -658,6 +629,10 @@ class PlanScreen:
         cp: int = 1,
         kern: int = 0,
     ) -> _StageCosts:
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
+        hit = self._stage_cache.get(key)
+        if hit is not None:
+            return hit
         pt = self._parts(mb, tp, recompute, sp, ep, cp, kern)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
@@ -698,10 +673,11 @@ class PlanScreen:
                 wl, layers=last_stage_layers(pt, blocks[-max(1, round(per_stage_blocks)) :])
             )
         f, b, side, _, tf, tb, rs = sums
-        return _StageCosts(
+        hit = self._stage_cache[key] = _StageCosts(
             f, b, side, tf, tb, rs, pt.p2p_bytes, float(stage_params), stage_wl, pt.flop,
             stage_host, last_wl, others,
         )  # fmt: skip
+        return hit
 
     def _plan_recipe(self, plan: Any) -> Any:
         """The training recipe ``predict`` builds for ``plan``

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel import units
+from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
@@ -282,8 +283,9 @@ def why_cheaper(a: WhatIfPoint, b: WhatIfPoint, *, priced: bool = True) -> str:
 
 
 @dataclass(frozen=True)
-class WhatIfPoint:
-    """One system option at one GPU count."""
+class WhatIfPoint(FlatRecord):
+    """One system option at one GPU count (its JSON form:
+    :class:`~perfmodel._record.FlatRecord`)."""
 
     system: str
     gpus: int
@@ -312,11 +314,6 @@ class WhatIfPoint:
     @property
     def tokens_per_s_per_gpu(self) -> float | None:
         return None if self.tokens_per_s is None else self.tokens_per_s / self.gpus
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["notes"] = list(self.notes)
-        return d
 
 
 @dataclass(frozen=True)

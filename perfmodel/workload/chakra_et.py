@@ -111,6 +111,14 @@ class Attr:
     value: Any
 
 
+def attr_value(attrs: tuple[Attr, ...], name: str, default: Any = None) -> Any:
+    """Value of the first attribute of ``attrs`` named ``name`` (``default`` when none is)."""
+    for a in attrs:
+        if a.name == name:
+            return a.value
+    return default
+
+
 @dataclass(frozen=True)
 class Node:
     """One ``Node`` message. Times in microseconds (the schema's unit)."""
@@ -126,10 +134,7 @@ class Node:
 
     def attr(self, name: str, default: Any = None) -> Any:
         """Value of the attribute ``name`` (``default`` when absent)."""
-        for a in self.attrs:
-            if a.name == name:
-                return a.value
-        return default
+        return attr_value(self.attrs, name, default)
 
 
 @dataclass(frozen=True)
@@ -142,10 +147,8 @@ class Trace:
     source: str = ""
 
     def meta(self, name: str, default: Any = None) -> Any:
-        for a in self.metadata:
-            if a.name == name:
-                return a.value
-        return default
+        """Value of the metadata attribute ``name`` (``default`` when absent)."""
+        return attr_value(self.metadata, name, default)
 
 
 # --------------------------------------------------------------------------- encoding
