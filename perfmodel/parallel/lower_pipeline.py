@@ -192,6 +192,23 @@ class PipelineLowering(
     ) -> int:
         """Pipeline send of ``nbytes`` (one micro-batch's activation or its gradient) from stage
         ``s_from`` to ``s_to``, every TP rank sending its share."""
+        dur, spec = self.p2p(s_from, s_to, nbytes)
+        if self.op_tasks:
+            folded, wait = self.fold_send(s_from, deps, stream, dur, spec)
+            if folded:
+                return deps[0] + SENT  # the send folded into its operation's task
+            if wait >= 0:
+                deps = [*deps, wait]
+        label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
+        # positional: label, microbatch, chunk, comm (one call per pipeline send)
+        return self.b.add(
+            TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
+        )
+
+    def p2p(self, s_from: int, s_to: int, nbytes: float) -> tuple[float, CommSpec]:
+        """Seconds and :class:`CommSpec` of :meth:`send`'s transfer of ``nbytes`` from stage
+        ``s_from`` to ``s_to`` (each TP rank its share, or all of it with sequence
+        parallelism), computed once per lowering (:attr:`p2p_cache`)."""
         pl = self.pl
         per_rank = nbytes / pl.tp if self.p2p_split else nbytes
         key = (s_from, s_to, per_rank)
@@ -204,18 +221,7 @@ class PipelineLowering(
                 CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
             )
             hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
-        dur, spec = hit
-        if self.op_tasks:
-            folded, wait = self.fold_send(s_from, deps, stream, dur, spec)
-            if folded:
-                return deps[0] + SENT  # the send folded into its operation's task
-            if wait >= 0:
-                deps = [*deps, wait]
-        label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
-        # positional: label, microbatch, chunk, comm (one call per pipeline send)
-        return self.b.add(
-            TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
-        )
+        return hit
 
     def segment(
         self,
@@ -605,7 +611,12 @@ class PipelineLowering(
 
     def run_schedule(self) -> None:
         """Emit every stage's operations in a dependency-respecting global order (round robin
-        over stages: an operation waits until the chunk it depends on has been emitted)."""
+        over stages: an operation waits until the chunk it depends on has been emitted); with
+        operation tasks, the plain operations inline (:meth:`run_plain_schedule`, the same
+        tasks)."""
+        if self.op_tasks and self.PLAIN_LOOP:
+            self.run_plain_schedule()
+            return
         P, K, ops = self.P, self.K, self.ops
         f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
         pos = [0] * P

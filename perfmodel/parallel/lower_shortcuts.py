@@ -40,15 +40,26 @@ from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.schedule import warmup_forwards
 from perfmodel.parallel.taskgraph import (
+    _S_CHUNK,
+    _S_COMM,
+    _S_DEPS,
+    _S_DEVICE,
+    _S_DUR,
+    _S_KIND,
+    _S_LABEL,
+    _S_MB,
     _S_SEND,
     _S_SEND_S,
+    _S_STREAM,
     _S_THEN,
+    _S_TID,
     HEAD,
     SENT,
     ChainTask,
     CommSpec,
     OpTask,
     TaskKind,
+    _new_task,
 )
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
@@ -66,6 +77,11 @@ _SHARED_CHUNKS_SIZE = 4096
 CoarseRun = tuple[float, float, float, float, float]
 #: A chunk's segments in forward order, runs summed (:meth:`LoweringShortcuts.coarse_runs`).
 CoarseRuns = tuple[Segment | CoarseRun, ...]
+#: What :meth:`LoweringShortcuts.run_plain_schedule` emits for a plain operation of a chunk:
+#: the stage's GPU, the operation task's compute seconds and ``then_s``, whether the chunk is
+#: one plain segment (else lowered coarse: counted in ``coarsened``), whether the operation
+#: sends, and the send's ``(seconds, CommSpec)`` (``None``: no send, or one stage).
+PlainTemplate = tuple[str, float, tuple[float, ...], bool, bool, "tuple[float, CommSpec] | None"]
 
 
 class LoweringShortcuts:
@@ -430,12 +446,29 @@ class LoweringShortcuts:
         self.op_merged += 1
         return tid
 
+    def _lone_segment(self, k: int) -> Segment | None:
+        """Chunk ``k``'s one segment where an operation through it, once no parameter gather
+        is to come on its stage, lowers as :meth:`plain_op` lowers a ``plain_single`` chunk's:
+        ``plain_single`` itself, or the same segment in a step with Megatron-Core's overlapped
+        ZeRO-1/2 gathers (the first micro-batch waits on them; every later operation is the
+        segment loop's one :meth:`segment` and :meth:`op_task` task, the same task); else
+        ``None``."""
+        seg1 = self.plain_single[k]
+        if seg1 is not None or not self.gather_early:
+            return seg1
+        segs = self.chunks[k].segments
+        if len(segs) != 1 or segs[0].ep_cp or segs[0].host_sync_s:
+            return None
+        if self.zero3 or self.combined or any(self.offload_stall):
+            return None
+        return segs[0]
+
     def _plain_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
         """``(compute, (tail,))`` seconds of :meth:`plain_op`'s task for chunk ``k`` and
         ``phase`` (the segment's or the chunk's summed durations after the TP overlap's
         adjustment, as :meth:`segment` computes them), or ``False`` where :meth:`op_task`
         refuses (an overlapped collective longer than its compute)."""
-        seg1 = self.plain_single[k]
+        seg1 = self._lone_segment(k)
         fwd = phase == "F"
         if seg1 is not None:
             dur = seg1.fwd_s if fwd else seg1.bwd_s + seg1.recompute_s
@@ -499,6 +532,198 @@ class LoweringShortcuts:
         last[i] = task.tid
         self.op_merged += 1
         return True, -1
+
+    # ------------------------------------------------------------------ plain operation loop
+
+    #: Whether :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.run_schedule` emits
+    #: plain operations inline (:meth:`run_plain_schedule`; tests compare both ways).
+    PLAIN_LOOP = True
+
+    def plain_templates(self, phase: str) -> list[PlainTemplate | None]:
+        """Per chunk ``k``, what :meth:`run_plain_schedule` needs to emit operation ``phase``
+        of chunk ``k`` as :meth:`plain_op` and :meth:`fold_send` would (:data:`PlainTemplate`),
+        or ``None`` where the operation is never plain: the chunk is neither one plain segment
+        (``plain_single``) nor lowered coarse (:meth:`coarsenable`'s chunk part), or
+        :meth:`op_task` refuses it (an overlapped collective outlasting its compute), or an
+        activation offload wait follows its compute. What depends on the micro-batch (a
+        parameter gather still to come, a backward that reduces gradients) is
+        :meth:`run_plain_schedule`'s to check."""
+        fwd = phase == "F"
+        out: list[PlainTemplate | None] = []
+        for k, ch in enumerate(self.chunks):
+            single = self._lone_segment(k) is not None
+            if not single:
+                key = (id(ch), phase)
+                ok = self._coarse_chunk.get(key)
+                if ok is None:
+                    ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
+                if not ok or not self._op_exit[0 if fwd else 1]:
+                    out.append(None)
+                    continue
+            hit = self._plain_ops.get((k, phase))
+            if hit is None:
+                hit = self._plain_ops[(k, phase)] = self._plain_op_times(k, phase)
+            if hit is False or self.zero3:
+                out.append(None)
+                continue
+            dur, then = hit  # type: ignore[misc]
+            if dur < 0 or dur != dur:  # b.add raises on it: the general path does
+                out.append(None)
+                continue
+            s = k % self.P
+            sends = k < self.K - 1 if fwd else k > 0
+            to = (k + 1) % self.P if fwd else (k - 1) % self.P
+            nbytes = ch.out_bytes if fwd else self.chunks[k - 1].out_bytes
+            send = self.p2p(s, to, nbytes) if sends and self.P > 1 else None
+            out.append((self.gpu[s], float(dur), then, single, sends, send))
+        return out
+
+    def run_plain_schedule(self) -> None:
+        """``run_schedule``'s round robin, each plain operation (:meth:`plain_templates`)
+        emitted here as ``forward`` / ``backward``, :meth:`plain_op`, ``send`` and
+        :meth:`fold_send` emit it, from its chunk's template; the others through ``forward`` /
+        ``backward``. The same tasks in the same order and the same state after each operation
+        (``tests/parallel/test_plain_loop.py``), for ~1/3 of the calls' cost (issue 27)."""
+        P, K, V, ops = self.P, self.K, self.V, self.ops
+        f_out, b_out, f_done = self.f_out, self.b_out, self.f_done
+        forward, backward = self.forward, self.backward
+        last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
+        tf, tb = self.plain_templates("F"), self.plain_templates("B")
+        cs_max = self._cs_max
+        b = self.b
+        tasks, dset = b.tasks, b._device_set
+        # a backward that reduces its gradients bucket by bucket is never plain
+        final_b = self.m - 1 if self.overlap else -1
+        every_b = self.overlap and self.reduce_every_mb
+        merged = coarse = 0
+        new, compute = _new_task, TaskKind.COMPUTE
+        pos = [0] * P
+        lens = [len(o) for o in ops]
+        remaining = sum(lens)
+        while remaining:
+            progressed = False
+            for s in range(P):
+                o, i, n = ops[s], pos[s], lens[s]
+                while i < n:
+                    phase, mb, c = o[i]
+                    k = c * P + s
+                    fwd = phase == "F"
+                    if fwd:
+                        if k > 0:
+                            d = f_out.get((mb, k - 1))
+                            if d is None:
+                                break
+                        t = tf[k]
+                    else:
+                        if k < K - 1 and (mb, k + 1) not in b_out:
+                            break
+                        t = None if every_b or mb == final_b else tb[k]
+                    if t is None or gathers_left[s] > 0:  # not plain: the general path
+                        if fwd:
+                            forward(s, mb, c)
+                        else:
+                            backward(s, mb, c)
+                        i += 1
+                        continue
+                    gpu, dur, then, single, sends, send = t
+                    # the operation's dependencies, cleaned as GraphBuilder.add cleans them
+                    a = last[s]
+                    if fwd:
+                        if k == 0:
+                            deps = (a,) if a >= 0 else ()
+                        elif a < 0:
+                            deps = (d,) if d >= 0 else ()
+                        elif d < 0 or d == a:
+                            deps = (a,)
+                        else:
+                            deps = (a, d) if a < d else (d, a)
+                    else:
+                        x = (a, f_done[(mb, k)], b_out[(mb, k + 1)]) if k < K - 1 else None
+                        if x is not None:
+                            deps = tuple(sorted({y for y in x if y >= 0}))
+                        else:
+                            d = f_done[(mb, k)]
+                            if a < 0:
+                                deps = (d,) if d >= 0 else ()
+                            elif d < 0 or d == a:
+                                deps = (a,)
+                            else:
+                                deps = (a, d) if a < d else (d, a)
+                    tid = len(tasks)
+                    # plain_op's OpTask (GraphBuilder.add's slot setters, its values)
+                    task = new(OpTask)
+                    _S_THEN(task, then)
+                    _S_SEND_S(task, 0.0)
+                    _S_SEND(task, None)
+                    _S_TID(task, tid)
+                    _S_KIND(task, compute)
+                    _S_DEVICE(task, gpu)
+                    _S_STREAM(task, "compute")
+                    _S_DUR(task, dur)
+                    _S_DEPS(task, deps)
+                    _S_LABEL(task, f"{phase}{mb}.c{c}" if V > 1 else f"{phase}{mb}")
+                    _S_MB(task, mb)
+                    _S_CHUNK(task, k)
+                    _S_COMM(task, None)
+                    tasks.append(task)
+                    if gpu not in dset:
+                        dset.add(gpu)
+                        b.devices.append(gpu)
+                    merged += 1
+                    if not single:
+                        coarse += 1
+                    cs = cs_max[s]  # compute_emitted
+                    if dur > cs[0]:
+                        cs[0] = dur
+                    if dur > cs[1]:
+                        cs[1] = dur
+                    last[s] = tid
+                    if fwd:
+                        first_done[s] = True
+                        f_done[(mb, k)] = tid
+                    if sends:
+                        out = tid if send is None else self._plain_send(s, fwd, task, mb, k, send)
+                        if out == tid + SENT:  # folded
+                            merged += 1
+                        if fwd:
+                            f_out[(mb, k)] = out
+                        else:
+                            b_out[(mb, k)] = out
+                    i += 1
+                if i > pos[s]:
+                    remaining -= i - pos[s]
+                    pos[s] = i
+                    progressed = True
+            if not progressed:  # pragma: no cover - schedule bug
+                raise RuntimeError("pipeline schedule deadlocked during lowering")
+        self.op_merged += merged
+        self.coarsened += coarse
+
+    def _plain_send(
+        self, s: int, fwd: bool, task: OpTask, mb: int, k: int, send: tuple[float, CommSpec]
+    ) -> int:
+        """:meth:`send` of a plain operation's output (``fwd``: its activation, else its input
+        gradient) after operation task ``task``: folded into it (:meth:`fold_send`'s rule and
+        state), returning ``task.tid + SENT``, or emitted as a send task, returning its id."""
+        i = 0 if fwd else 1
+        dur, spec = send
+        exact = self._send_exact[s]
+        wait = -1
+        if exact[i]:
+            ok = self._cs_max[s][i] >= self._send_prev[s][i]
+            self._send_prev[s][i] = dur
+            self._cs_max[s][i] = 0.0
+            last = self._send_last[s]
+            if ok:
+                _S_SEND_S(task, dur)
+                _S_SEND(task, spec)
+                last[i] = task.tid
+                return task.tid + SENT
+            exact[i] = False
+            wait = last[i] + SENT if last[i] >= 0 else -1
+        stream, label = ("send_fwd", f"send F{mb}") if fwd else ("send_bwd", f"send B{mb}")
+        deps = [task.tid, wait] if wait >= 0 else [task.tid]
+        return self.b.add(TaskKind.SENDRECV, task.device, stream, dur, deps, label, mb, k, spec)
 
     # ------------------------------------------------------------------ periodic schedules
 
