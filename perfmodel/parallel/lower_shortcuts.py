@@ -27,6 +27,11 @@ Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``,
 ``tests/sim/test_op_tasks.py``). The methods read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
 ``PipelineLowering.__init__``.
+
+Kept whole (issue 29): :meth:`LoweringShortcuts.run_plain_schedule` (~150 lines, one loop)
+emits a plain operation per iteration with its dependencies, its task, its folded send and the
+lowering's state inline: each method call it would split into costs ~0.1-0.2 us of the ~0.75
+us an operation takes (thousands per interleaved or pp 16 plan).
 """
 
 from __future__ import annotations
@@ -40,19 +45,9 @@ from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.schedule import warmup_forwards
 from perfmodel.parallel.taskgraph import (
-    _S_CHUNK,
-    _S_COMM,
-    _S_DEPS,
-    _S_DEVICE,
-    _S_DUR,
-    _S_KIND,
-    _S_LABEL,
-    _S_MB,
     _S_SEND,
     _S_SEND_S,
-    _S_STREAM,
     _S_THEN,
-    _S_TID,
     HEAD,
     SENT,
     ChainTask,
@@ -60,6 +55,7 @@ from perfmodel.parallel.taskgraph import (
     OpTask,
     TaskKind,
     _new_task,
+    _OpTaskTwin,
 )
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
@@ -77,11 +73,30 @@ _SHARED_CHUNKS_SIZE = 4096
 CoarseRun = tuple[float, float, float, float, float]
 #: A chunk's segments in forward order, runs summed (:meth:`LoweringShortcuts.coarse_runs`).
 CoarseRuns = tuple[Segment | CoarseRun, ...]
+#: Operation labels (``F3``, ``B3.c1``: what :meth:`~perfmodel.parallel.lower_pipeline.
+#: PipelineLowering.segment` labels an operation's compute task) by phase and chunk (``-1``:
+#: one chunk per stage), indexed by micro-batch; shared by every lowering (formatting one took
+#: ~0.3 us, a fifth of :meth:`LoweringShortcuts.run_plain_schedule`'s cost per operation).
+_OP_LABELS: dict[tuple[str, int], list[str]] = {}
+
+
+def op_labels(phase: str, c: int, m: int) -> list[str]:
+    """The labels of operation ``phase`` through chunk ``c`` (``-1``: the stage's only one) of
+    micro-batches ``0 .. m - 1`` and perhaps more (:data:`_OP_LABELS`)."""
+    labels = _OP_LABELS.setdefault((phase, c), [])
+    for mb in range(len(labels), m):
+        labels.append(f"{phase}{mb}.c{c}" if c >= 0 else f"{phase}{mb}")
+    return labels
+
+
 #: What :meth:`LoweringShortcuts.run_plain_schedule` emits for a plain operation of a chunk:
 #: the stage's GPU, the operation task's compute seconds and ``then_s``, whether the chunk is
 #: one plain segment (else lowered coarse: counted in ``coarsened``), whether the operation
-#: sends, and the send's ``(seconds, CommSpec)`` (``None``: no send, or one stage).
-PlainTemplate = tuple[str, float, tuple[float, ...], bool, bool, "tuple[float, CommSpec] | None"]
+#: sends, the send's ``(seconds, CommSpec)`` (``None``: no send, or one stage), and the
+#: operation's labels by micro-batch (:func:`op_labels`).
+PlainTemplate = tuple[
+    str, float, tuple[float, ...], bool, bool, "tuple[float, CommSpec] | None", list[str]
+]
 
 
 class LoweringShortcuts:
@@ -575,7 +590,8 @@ class LoweringShortcuts:
             to = (k + 1) % self.P if fwd else (k - 1) % self.P
             nbytes = ch.out_bytes if fwd else self.chunks[k - 1].out_bytes
             send = self.p2p(s, to, nbytes) if sends and self.P > 1 else None
-            out.append((self.gpu[s], float(dur), then, single, sends, send))
+            labels = op_labels(phase, k // self.P if self.V > 1 else -1, self.m)
+            out.append((self.gpu[s], float(dur), then, single, sends, send, labels))
         return out
 
     def run_plain_schedule(self) -> None:
@@ -584,19 +600,21 @@ class LoweringShortcuts:
         :meth:`fold_send` emit it, from its chunk's template; the others through ``forward`` /
         ``backward``. The same tasks in the same order and the same state after each operation
         (``tests/parallel/test_plain_loop.py``), for ~1/3 of the calls' cost (issue 27)."""
-        P, K, V, ops = self.P, self.K, self.V, self.ops
+        P, K, ops = self.P, self.K, self.ops
         f_out, b_out, f_done = self.f_out, self.b_out, self.f_done
         forward, backward = self.forward, self.backward
         last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
         tf, tb = self.plain_templates("F"), self.plain_templates("B")
-        cs_max = self._cs_max
+        cs_max, prev_s, exact_s, last_s = (
+            self._cs_max, self._send_prev, self._send_exact, self._send_last,
+        )  # fmt: skip
         b = self.b
         tasks, dset = b.tasks, b._device_set
         # a backward that reduces its gradients bucket by bucket is never plain
         final_b = self.m - 1 if self.overlap else -1
         every_b = self.overlap and self.reduce_every_mb
         merged = coarse = 0
-        new, compute = _new_task, TaskKind.COMPUTE
+        new, twin, compute = _new_task, _OpTaskTwin, TaskKind.COMPUTE
         pos = [0] * P
         lens = [len(o) for o in ops]
         remaining = sum(lens)
@@ -607,16 +625,19 @@ class LoweringShortcuts:
                 while i < n:
                     phase, mb, c = o[i]
                     k = c * P + s
-                    fwd = phase == "F"
-                    if fwd:
+                    if phase == "F":
+                        fwd, j = True, 0  # j: the send stream (fold_send's i)
                         if k > 0:
                             d = f_out.get((mb, k - 1))
                             if d is None:
                                 break
                         t = tf[k]
                     else:
-                        if k < K - 1 and (mb, k + 1) not in b_out:
-                            break
+                        fwd, j = False, 1
+                        if k < K - 1:
+                            d = b_out.get((mb, k + 1))
+                            if d is None:
+                                break
                         t = None if every_b or mb == final_b else tb[k]
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
                         if fwd:
@@ -625,70 +646,99 @@ class LoweringShortcuts:
                             backward(s, mb, c)
                         i += 1
                         continue
-                    gpu, dur, then, single, sends, send = t
+                    gpu, dur, then, single, sends, send, labels = t
+                    key = (mb, k)
                     # the operation's dependencies, cleaned as GraphBuilder.add cleans them
                     a = last[s]
-                    if fwd:
-                        if k == 0:
-                            deps = (a,) if a >= 0 else ()
-                        elif a < 0:
-                            deps = (d,) if d >= 0 else ()
-                        elif d < 0 or d == a:
-                            deps = (a,)
+                    if not fwd:
+                        f = f_done[key]
+                        if k < K - 1:
+                            if a < 0 or f < 0 or d < 0:
+                                deps = tuple(sorted({y for y in (a, f, d) if y >= 0}))
+                            else:  # sorted({a, f, d}), by hand (three compares)
+                                if a > f:
+                                    a, f = f, a
+                                if f > d:
+                                    f, d = d, f
+                                    if a > f:
+                                        a, f = f, a
+                                if a == f:
+                                    deps = (a,) if f == d else (a, d)
+                                else:
+                                    deps = (a, f) if f == d else (a, f, d)
+                            a = -2  # done
                         else:
-                            deps = (a, d) if a < d else (d, a)
+                            d = f
+                    if a == -2:
+                        pass
+                    elif fwd and k == 0:
+                        deps = (a,) if a >= 0 else ()
+                    elif a < 0:
+                        deps = (d,) if d >= 0 else ()
+                    elif d < 0 or d == a:
+                        deps = (a,)
                     else:
-                        x = (a, f_done[(mb, k)], b_out[(mb, k + 1)]) if k < K - 1 else None
-                        if x is not None:
-                            deps = tuple(sorted({y for y in x if y >= 0}))
-                        else:
-                            d = f_done[(mb, k)]
-                            if a < 0:
-                                deps = (d,) if d >= 0 else ()
-                            elif d < 0 or d == a:
-                                deps = (a,)
-                            else:
-                                deps = (a, d) if a < d else (d, a)
+                        deps = (a, d) if a < d else (d, a)
                     tid = len(tasks)
-                    # plain_op's OpTask (GraphBuilder.add's slot setters, its values)
-                    task = new(OpTask)
-                    _S_THEN(task, then)
-                    _S_SEND_S(task, 0.0)
-                    _S_SEND(task, None)
-                    _S_TID(task, tid)
-                    _S_KIND(task, compute)
-                    _S_DEVICE(task, gpu)
-                    _S_STREAM(task, "compute")
-                    _S_DUR(task, dur)
-                    _S_DEPS(task, deps)
-                    _S_LABEL(task, f"{phase}{mb}.c{c}" if V > 1 else f"{phase}{mb}")
-                    _S_MB(task, mb)
-                    _S_CHUNK(task, k)
-                    _S_COMM(task, None)
-                    tasks.append(task)
-                    if gpu not in dset:
-                        dset.add(gpu)
-                        b.devices.append(gpu)
-                    merged += 1
-                    if not single:
-                        coarse += 1
                     cs = cs_max[s]  # compute_emitted
                     if dur > cs[0]:
                         cs[0] = dur
                     if dur > cs[1]:
                         cs[1] = dur
+                    # fold_send, decided before the task is made (it reads the state above)
+                    send_s, spec, wait = 0.0, None, -3  # -3: no send task
+                    if send is not None:
+                        if exact_s[s][j]:
+                            ok = cs[j] >= prev_s[s][j]
+                            prev_s[s][j] = send[0]
+                            cs[j] = 0.0
+                            if ok:
+                                send_s, spec = send
+                                last_s[s][j] = tid
+                            else:
+                                exact_s[s][j] = False
+                                x = last_s[s][j]
+                                wait = x + SENT if x >= 0 else -1
+                        else:
+                            wait = -1
+                    # plain_op's OpTask (GraphBuilder.add's twin and values)
+                    task = new(twin)
+                    task.then_s = then
+                    task.send_s = send_s
+                    task.send = spec
+                    task.tid = tid
+                    task.kind = compute
+                    task.device = gpu
+                    task.stream = "compute"
+                    task.duration_s = dur
+                    task.deps = deps
+                    task.label = labels[mb]
+                    task.microbatch = mb
+                    task.chunk = k
+                    task.comm = None
+                    task.__class__ = OpTask
+                    tasks.append(task)
+                    if gpu not in dset:
+                        dset.add(gpu)
+                        b.devices.append(gpu)
                     last[s] = tid
+                    out = tid
+                    if spec is not None:
+                        out = tid + SENT
+                        merged += 2
+                    else:
+                        merged += 1
+                        if wait != -3:
+                            out = self._send_task(fwd, tid, wait, mb, k, send, gpu)  # type: ignore[arg-type]
+                    if not single:
+                        coarse += 1
                     if fwd:
                         first_done[s] = True
-                        f_done[(mb, k)] = tid
-                    if sends:
-                        out = tid if send is None else self._plain_send(s, fwd, task, mb, k, send)
-                        if out == tid + SENT:  # folded
-                            merged += 1
-                        if fwd:
-                            f_out[(mb, k)] = out
-                        else:
-                            b_out[(mb, k)] = out
+                        f_done[key] = tid
+                        if sends:
+                            f_out[key] = out
+                    elif sends:
+                        b_out[key] = out
                     i += 1
                 if i > pos[s]:
                     remaining -= i - pos[s]
@@ -699,31 +749,17 @@ class LoweringShortcuts:
         self.op_merged += merged
         self.coarsened += coarse
 
-    def _plain_send(
-        self, s: int, fwd: bool, task: OpTask, mb: int, k: int, send: tuple[float, CommSpec]
+    def _send_task(
+        self, fwd: bool, tid: int, wait: int, mb: int, k: int, send: tuple, gpu: str
     ) -> int:
-        """:meth:`send` of a plain operation's output (``fwd``: its activation, else its input
-        gradient) after operation task ``task``: folded into it (:meth:`fold_send`'s rule and
-        state), returning ``task.tid + SENT``, or emitted as a send task, returning its id."""
-        i = 0 if fwd else 1
-        dur, spec = send
-        exact = self._send_exact[s]
-        wait = -1
-        if exact[i]:
-            ok = self._cs_max[s][i] >= self._send_prev[s][i]
-            self._send_prev[s][i] = dur
-            self._cs_max[s][i] = 0.0
-            last = self._send_last[s]
-            if ok:
-                _S_SEND_S(task, dur)
-                _S_SEND(task, spec)
-                last[i] = task.tid
-                return task.tid + SENT
-            exact[i] = False
-            wait = last[i] + SENT if last[i] >= 0 else -1
+        """The send task :meth:`send` emits where :meth:`fold_send` did not fold the send of
+        ``send = (seconds, CommSpec)`` after task ``tid`` (``fwd``: the activation, else the
+        input gradient), waiting also on ``wait`` (the stream's last folded send; ``-1``:
+        none); returns its id."""
         stream, label = ("send_fwd", f"send F{mb}") if fwd else ("send_bwd", f"send B{mb}")
-        deps = [task.tid, wait] if wait >= 0 else [task.tid]
-        return self.b.add(TaskKind.SENDRECV, task.device, stream, dur, deps, label, mb, k, spec)
+        deps = [tid, wait] if wait >= 0 else [tid]
+        dur, spec = send
+        return self.b.add(TaskKind.SENDRECV, gpu, stream, dur, deps, label, mb, k, spec)
 
     # ------------------------------------------------------------------ periodic schedules
 
