@@ -36,6 +36,7 @@ from perfmodel.parallel.host_lead import issue_lead, issue_times
 from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
 from perfmodel.parallel.lower_expert_context import ExpertContextEmitters
 from perfmodel.parallel.lower_hidden import GatherPlan, HiddenBackward, HiddenCollectives
+from perfmodel.parallel.lower_replay import OperationReplay
 from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
 from perfmodel.parallel.lowering import Chunk, LoweredStep, Segment, StepInputs, expert_grad_share
 from perfmodel.parallel.memory import PlanMemory
@@ -50,7 +51,11 @@ from perfmodel.workload.layers import LayerCost
 
 
 class PipelineLowering(
-    LoweringShortcuts, HiddenCollectives, DataParallelEmitters, ExpertContextEmitters
+    LoweringShortcuts,
+    OperationReplay,
+    HiddenCollectives,
+    DataParallelEmitters,
+    ExpertContextEmitters,
 ):
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
 

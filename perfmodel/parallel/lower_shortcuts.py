@@ -605,6 +605,7 @@ class LoweringShortcuts:
         forward, backward = self.forward, self.backward
         last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
         tf, tb = self.plain_templates("F"), self.plain_templates("B")
+        replay = self.init_replay()  # type: ignore[attr-defined]
         cs_max, prev_s, exact_s, last_s = (
             self._cs_max, self._send_prev, self._send_exact, self._send_last,
         )  # fmt: skip
@@ -640,7 +641,9 @@ class LoweringShortcuts:
                                 break
                         t = None if every_b or mb == final_b else tb[k]
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
-                        if fwd:
+                        if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
+                            self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
+                        elif fwd:
                             forward(s, mb, c)
                         else:
                             backward(s, mb, c)
