@@ -594,18 +594,22 @@ class LoweringShortcuts:
             out.append((self.gpu[s], float(dur), then, single, sends, send, labels))
         return out
 
-    def run_plain_schedule(self) -> None:
-        """``run_schedule``'s round robin, each plain operation (:meth:`plain_templates`)
-        emitted here as ``forward`` / ``backward``, :meth:`plain_op`, ``send`` and
-        :meth:`fold_send` emit it, from its chunk's template; the others through ``forward`` /
-        ``backward``. The same tasks in the same order and the same state after each operation
+    def run_plain_schedule(self, plain: bool) -> None:
+        """``run_schedule``'s round robin; with ``plain``, each plain operation
+        (:meth:`plain_templates`) emitted here as ``forward`` / ``backward``, :meth:`plain_op`,
+        ``send`` and :meth:`fold_send` emit it, from its chunk's template, and the replayable
+        ones copied (``lower_replay``); the others through ``forward`` / ``backward``. The same
+        tasks in the same order and the same state after each operation
         (``tests/parallel/test_plain_loop.py``), for ~1/3 of the calls' cost (issue 27)."""
         P, K, ops = self.P, self.K, self.ops
         f_out, b_out, f_done = self.f_out, self.b_out, self.f_done
         forward, backward = self.forward, self.backward
         last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
-        tf, tb = self.plain_templates("F"), self.plain_templates("B")
-        replay = self.init_replay()  # type: ignore[attr-defined]
+        if plain:
+            tf, tb = self.plain_templates("F"), self.plain_templates("B")
+        else:
+            tf = tb = [None] * K
+        replay = plain and self.init_replay()  # type: ignore[attr-defined]
         cs_max, prev_s, exact_s, last_s = (
             self._cs_max, self._send_prev, self._send_exact, self._send_last,
         )  # fmt: skip

@@ -434,42 +434,30 @@ class GraphBuilder:
             and (len(clean) < 3 or max([d % SENT for d in clean]) < tid)
         ), "dependencies must precede the task"
         # Task(...) without the frozen dataclass's __init__ (its field-by-field
-        # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): the slots'
-        # own setters, the same fields, the same values
-        if then is None:  # the mutable twin's stores, then a Task (_TaskTwin)
-            twin = _new_task(_TaskTwin)
-            twin.tid = tid
-            twin.kind = kind
-            twin.device = device
-            twin.stream = stream
-            twin.duration_s = duration_s if type(duration_s) is float else float(duration_s)
-            twin.deps = clean
-            twin.label = label
-            twin.microbatch = microbatch
-            twin.chunk = chunk
-            twin.comm = comm
-            twin.__class__ = Task  # type: ignore[assignment]
-            tasks.append(twin)  # type: ignore[arg-type]
-            if device not in self._device_set:
-                self._device_set.add(device)
-                self.devices.append(device)
-            return tid
-        task = _new_task(_OpTaskTwin)  # an OpTask (its own three slots): its twin's stores
-        task.then_s = then
-        task.send_s = 0.0
-        task.send = None
-        task.tid = tid
-        task.kind = kind
-        task.device = device
-        task.stream = stream
-        task.duration_s = duration_s if type(duration_s) is float else float(duration_s)
-        task.deps = clean
-        task.label = label
-        task.microbatch = microbatch
-        task.chunk = chunk
-        task.comm = comm
-        task.__class__ = OpTask
-        tasks.append(task)  # type: ignore[arg-type]
+        # object.__setattr__ is a third of the cost of a lowering's ~10^4 tasks): a mutable
+        # twin's stores (_TaskTwin, _OpTaskTwin), the same fields, the same values, then the
+        # frozen class
+        if then is None:
+            twin: _TaskTwin | _OpTaskTwin = _new_task(_TaskTwin)
+            cls: type[Task] = Task
+        else:  # an OpTask: its own three slots first
+            twin = _new_task(_OpTaskTwin)
+            twin.then_s = then
+            twin.send_s = 0.0
+            twin.send = None
+            cls = OpTask
+        twin.tid = tid
+        twin.kind = kind
+        twin.device = device
+        twin.stream = stream
+        twin.duration_s = duration_s if type(duration_s) is float else float(duration_s)
+        twin.deps = clean
+        twin.label = label
+        twin.microbatch = microbatch
+        twin.chunk = chunk
+        twin.comm = comm
+        twin.__class__ = cls  # type: ignore[assignment]
+        tasks.append(twin)  # type: ignore[arg-type]
         if device not in self._device_set:
             self._device_set.add(device)
             self.devices.append(device)
