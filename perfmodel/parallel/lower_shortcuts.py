@@ -82,10 +82,15 @@ _OP_LABELS: dict[tuple[str, int], list[str]] = {}
 
 def op_labels(phase: str, c: int, m: int) -> list[str]:
     """The labels of operation ``phase`` through chunk ``c`` (``-1``: the stage's only one) of
-    micro-batches ``0 .. m - 1`` and perhaps more (:data:`_OP_LABELS`)."""
-    labels = _OP_LABELS.setdefault((phase, c), [])
-    for mb in range(len(labels), m):
-        labels.append(f"{phase}{mb}.c{c}" if c >= 0 else f"{phase}{mb}")
+    micro-batches ``0 .. m - 1`` and perhaps more (:data:`_OP_LABELS`). A list in the table is
+    never changed, only replaced by a longer one (twice as long at least), so a lowering in
+    another thread keeps a correct list."""
+    key = (phase, c)
+    labels = _OP_LABELS.get(key)
+    if labels is None or len(labels) < m:
+        n = max(m, 2 * len(labels)) if labels else m
+        fmt = f"{phase}{{}}.c{c}" if c >= 0 else f"{phase}{{}}"
+        labels = _OP_LABELS[key] = [fmt.format(mb) for mb in range(n)]
     return labels
 
 

@@ -198,3 +198,18 @@ def test_plain_loop_over_plans(monkeypatch: pytest.MonkeyPatch, plan: dict) -> N
         _check(sc, monkeypatch)
     except PerfModelError:  # a plan the model refuses (the batch does not divide)
         assume(False)
+
+
+def test_op_labels_are_the_segment_labels() -> None:
+    """``op_labels`` gives what ``segment`` formats (``F3.c1``; ``B3`` with one chunk per
+    stage), and a longer request replaces the table's list instead of extending it, so a list
+    another lowering holds stays as it was."""
+    from perfmodel.parallel.lower_shortcuts import op_labels
+
+    short = op_labels("F", 1, 3)
+    assert short[:3] == ["F0.c1", "F1.c1", "F2.c1"]
+    n = len(short)
+    longer = op_labels("F", 1, n + 5)
+    assert longer is not short and len(short) == n
+    assert longer[: n + 5] == [f"F{mb}.c1" for mb in range(n + 5)]
+    assert op_labels("B", -1, 4)[:4] == ["B0", "B1", "B2", "B3"]
