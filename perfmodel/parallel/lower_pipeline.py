@@ -36,6 +36,7 @@ from perfmodel.parallel.host_lead import issue_lead, issue_times
 from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
 from perfmodel.parallel.lower_expert_context import ExpertContextEmitters
 from perfmodel.parallel.lower_hidden import GatherPlan, HiddenBackward, HiddenCollectives
+from perfmodel.parallel.lower_replay import OperationReplay
 from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
 from perfmodel.parallel.lowering import Chunk, LoweredStep, Segment, StepInputs, expert_grad_share
 from perfmodel.parallel.memory import PlanMemory
@@ -50,7 +51,11 @@ from perfmodel.workload.layers import LayerCost
 
 
 class PipelineLowering(
-    LoweringShortcuts, HiddenCollectives, DataParallelEmitters, ExpertContextEmitters
+    LoweringShortcuts,
+    OperationReplay,
+    HiddenCollectives,
+    DataParallelEmitters,
+    ExpertContextEmitters,
 ):
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
 
@@ -193,6 +198,23 @@ class PipelineLowering(
     ) -> int:
         """Pipeline send of ``nbytes`` (one micro-batch's activation or its gradient) from stage
         ``s_from`` to ``s_to``, every TP rank sending its share."""
+        dur, spec = self.p2p(s_from, s_to, nbytes)
+        if self.op_tasks:
+            folded, wait = self.fold_send(s_from, deps, stream, dur, spec)
+            if folded:
+                return deps[0] + SENT  # the send folded into its operation's task
+            if wait >= 0:
+                deps = [*deps, wait]
+        label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
+        # positional: label, microbatch, chunk, comm (one call per pipeline send)
+        return self.b.add(
+            TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
+        )
+
+    def p2p(self, s_from: int, s_to: int, nbytes: float) -> tuple[float, CommSpec]:
+        """Seconds and :class:`CommSpec` of :meth:`send`'s transfer of ``nbytes`` from stage
+        ``s_from`` to ``s_to`` (each TP rank its share, or all of it with sequence
+        parallelism), computed once per lowering (:attr:`p2p_cache`)."""
         pl = self.pl
         per_rank = nbytes / pl.tp if self.p2p_split else nbytes
         key = (s_from, s_to, per_rank)
@@ -205,18 +227,7 @@ class PipelineLowering(
                 CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
             )
             hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
-        dur, spec = hit
-        if self.op_tasks:
-            folded, wait = self.fold_send(s_from, deps, stream, dur, spec)
-            if folded:
-                return deps[0] + SENT  # the send folded into its operation's task
-            if wait >= 0:
-                deps = [*deps, wait]
-        label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
-        # positional: label, microbatch, chunk, comm (one call per pipeline send)
-        return self.b.add(
-            TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
-        )
+        return hit
 
     def segment(
         self,
@@ -606,34 +617,11 @@ class PipelineLowering(
 
     def run_schedule(self) -> None:
         """Emit every stage's operations in a dependency-respecting global order (round robin
-        over stages: an operation waits until the chunk it depends on has been emitted)."""
-        P, K, ops = self.P, self.K, self.ops
-        f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
-        pos = [0] * P
-        lens = [len(o) for o in ops]
-        remaining = sum(lens)
-        while remaining:
-            progressed = False
-            for s in range(P):
-                o, i, n = ops[s], pos[s], lens[s]
-                while i < n:
-                    phase, mb, c = o[i]
-                    k = c * P + s
-                    if phase == "F":
-                        if k > 0 and (mb, k - 1) not in f_out:
-                            break
-                        forward(s, mb, c)
-                    else:
-                        if k < K - 1 and (mb, k + 1) not in b_out:
-                            break
-                        backward(s, mb, c)
-                    i += 1
-                if i > pos[s]:
-                    remaining -= i - pos[s]
-                    pos[s] = i
-                    progressed = True
-            if not progressed:  # pragma: no cover - schedule bug
-                raise RuntimeError("pipeline schedule deadlocked during lowering")
+        over stages: an operation waits until the chunk it depends on has been emitted), each
+        through :meth:`forward` / :meth:`backward`; with operation tasks, the plain and the
+        replayed ones inline (the speed door :meth:`run_plain_schedule` runs the round robin
+        either way: the same tasks)."""
+        self.run_plain_schedule(plain=self.op_tasks and self.PLAIN_LOOP)
 
     def kernel_issue(self) -> None:
         """Eager stacks: each stage's host thread issues every kernel of the step in order,

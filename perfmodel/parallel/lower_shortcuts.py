@@ -27,6 +27,11 @@ Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``,
 ``tests/sim/test_op_tasks.py``). The methods read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
 ``PipelineLowering.__init__``.
+
+Kept whole (issue 29): :meth:`LoweringShortcuts.run_plain_schedule` (~150 lines, one loop)
+emits a plain operation per iteration with its dependencies, its task, its folded send and the
+lowering's state inline: each method call it would split into costs ~0.1-0.2 us of the ~0.75
+us an operation takes (thousands per interleaved or pp 16 plan).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ from perfmodel.parallel.taskgraph import (
     CommSpec,
     OpTask,
     TaskKind,
+    _new_task,
+    _OpTaskTwin,
 )
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
@@ -66,6 +73,35 @@ _SHARED_CHUNKS_SIZE = 4096
 CoarseRun = tuple[float, float, float, float, float]
 #: A chunk's segments in forward order, runs summed (:meth:`LoweringShortcuts.coarse_runs`).
 CoarseRuns = tuple[Segment | CoarseRun, ...]
+#: Operation labels (``F3``, ``B3.c1``: what :meth:`~perfmodel.parallel.lower_pipeline.
+#: PipelineLowering.segment` labels an operation's compute task) by phase and chunk (``-1``:
+#: one chunk per stage), indexed by micro-batch; shared by every lowering (formatting one took
+#: ~0.3 us, a fifth of :meth:`LoweringShortcuts.run_plain_schedule`'s cost per operation).
+_OP_LABELS: dict[tuple[str, int], list[str]] = {}
+
+
+def op_labels(phase: str, c: int, m: int) -> list[str]:
+    """The labels of operation ``phase`` through chunk ``c`` (``-1``: the stage's only one) of
+    micro-batches ``0 .. m - 1`` and perhaps more (:data:`_OP_LABELS`). A list in the table is
+    never changed, only replaced by a longer one (twice as long at least), so a lowering in
+    another thread keeps a correct list."""
+    key = (phase, c)
+    labels = _OP_LABELS.get(key)
+    if labels is None or len(labels) < m:
+        n = max(m, 2 * len(labels)) if labels else m
+        fmt = f"{phase}{{}}.c{c}" if c >= 0 else f"{phase}{{}}"
+        labels = _OP_LABELS[key] = [fmt.format(mb) for mb in range(n)]
+    return labels
+
+
+#: What :meth:`LoweringShortcuts.run_plain_schedule` emits for a plain operation of a chunk:
+#: the stage's GPU, the operation task's compute seconds and ``then_s``, whether the chunk is
+#: one plain segment (else lowered coarse: counted in ``coarsened``), whether the operation
+#: sends, the send's ``(seconds, CommSpec)`` (``None``: no send, or one stage), and the
+#: operation's labels by micro-batch (:func:`op_labels`).
+PlainTemplate = tuple[
+    str, float, tuple[float, ...], bool, bool, "tuple[float, CommSpec] | None", list[str]
+]
 
 
 class LoweringShortcuts:
@@ -430,12 +466,29 @@ class LoweringShortcuts:
         self.op_merged += 1
         return tid
 
+    def _lone_segment(self, k: int) -> Segment | None:
+        """Chunk ``k``'s one segment where an operation through it, once no parameter gather
+        is to come on its stage, lowers as :meth:`plain_op` lowers a ``plain_single`` chunk's:
+        ``plain_single`` itself, or the same segment in a step with Megatron-Core's overlapped
+        ZeRO-1/2 gathers (the first micro-batch waits on them; every later operation is the
+        segment loop's one :meth:`segment` and :meth:`op_task` task, the same task); else
+        ``None``."""
+        seg1 = self.plain_single[k]
+        if seg1 is not None or not self.gather_early:
+            return seg1
+        segs = self.chunks[k].segments
+        if len(segs) != 1 or segs[0].ep_cp or segs[0].host_sync_s:
+            return None
+        if self.zero3 or self.combined or any(self.offload_stall):
+            return None
+        return segs[0]
+
     def _plain_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
         """``(compute, (tail,))`` seconds of :meth:`plain_op`'s task for chunk ``k`` and
         ``phase`` (the segment's or the chunk's summed durations after the TP overlap's
         adjustment, as :meth:`segment` computes them), or ``False`` where :meth:`op_task`
         refuses (an overlapped collective longer than its compute)."""
-        seg1 = self.plain_single[k]
+        seg1 = self._lone_segment(k)
         fwd = phase == "F"
         if seg1 is not None:
             dur = seg1.fwd_s if fwd else seg1.bwd_s + seg1.recompute_s
@@ -499,6 +552,226 @@ class LoweringShortcuts:
         last[i] = task.tid
         self.op_merged += 1
         return True, -1
+
+    # ------------------------------------------------------------------ plain operation loop
+
+    #: Whether :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.run_schedule` emits
+    #: plain operations inline (:meth:`run_plain_schedule`; tests compare both ways).
+    PLAIN_LOOP = True
+
+    def plain_templates(self, phase: str) -> list[PlainTemplate | None]:
+        """Per chunk ``k``, what :meth:`run_plain_schedule` needs to emit operation ``phase``
+        of chunk ``k`` as :meth:`plain_op` and :meth:`fold_send` would (:data:`PlainTemplate`),
+        or ``None`` where the operation is never plain: the chunk is neither one plain segment
+        (``plain_single``) nor lowered coarse (:meth:`coarsenable`'s chunk part), or
+        :meth:`op_task` refuses it (an overlapped collective outlasting its compute), or an
+        activation offload wait follows its compute. What depends on the micro-batch (a
+        parameter gather still to come, a backward that reduces gradients) is
+        :meth:`run_plain_schedule`'s to check."""
+        fwd = phase == "F"
+        out: list[PlainTemplate | None] = []
+        for k, ch in enumerate(self.chunks):
+            single = self._lone_segment(k) is not None
+            if not single:
+                key = (id(ch), phase)
+                ok = self._coarse_chunk.get(key)
+                if ok is None:
+                    ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
+                if not ok or not self._op_exit[0 if fwd else 1]:
+                    out.append(None)
+                    continue
+            hit = self._plain_ops.get((k, phase))
+            if hit is None:
+                hit = self._plain_ops[(k, phase)] = self._plain_op_times(k, phase)
+            if hit is False or self.zero3:
+                out.append(None)
+                continue
+            dur, then = hit  # type: ignore[misc]
+            if dur < 0 or dur != dur:  # b.add raises on it: the general path does
+                out.append(None)
+                continue
+            s = k % self.P
+            sends = k < self.K - 1 if fwd else k > 0
+            to = (k + 1) % self.P if fwd else (k - 1) % self.P
+            nbytes = ch.out_bytes if fwd else self.chunks[k - 1].out_bytes
+            send = self.p2p(s, to, nbytes) if sends and self.P > 1 else None
+            labels = op_labels(phase, k // self.P if self.V > 1 else -1, self.m)
+            out.append((self.gpu[s], float(dur), then, single, sends, send, labels))
+        return out
+
+    def run_plain_schedule(self, plain: bool) -> None:
+        """``run_schedule``'s round robin; with ``plain``, each plain operation
+        (:meth:`plain_templates`) emitted here as ``forward`` / ``backward``, :meth:`plain_op`,
+        ``send`` and :meth:`fold_send` emit it, from its chunk's template, and the replayable
+        ones copied (``lower_replay``); the others through ``forward`` / ``backward``. The same
+        tasks in the same order and the same state after each operation
+        (``tests/parallel/test_plain_loop.py``), for ~1/3 of the calls' cost (issue 27)."""
+        P, K, ops = self.P, self.K, self.ops
+        f_out, b_out, f_done = self.f_out, self.b_out, self.f_done
+        forward, backward = self.forward, self.backward
+        last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
+        if plain:
+            tf, tb = self.plain_templates("F"), self.plain_templates("B")
+        else:
+            tf = tb = [None] * K
+        replay = plain and self.init_replay()  # type: ignore[attr-defined]
+        cs_max, prev_s, exact_s, last_s = (
+            self._cs_max, self._send_prev, self._send_exact, self._send_last,
+        )  # fmt: skip
+        b = self.b
+        tasks, dset = b.tasks, b._device_set
+        # a backward that reduces its gradients bucket by bucket is never plain
+        final_b = self.m - 1 if self.overlap else -1
+        every_b = self.overlap and self.reduce_every_mb
+        merged = coarse = 0
+        new, twin, compute = _new_task, _OpTaskTwin, TaskKind.COMPUTE
+        pos = [0] * P
+        lens = [len(o) for o in ops]
+        remaining = sum(lens)
+        while remaining:
+            progressed = False
+            for s in range(P):
+                o, i, n = ops[s], pos[s], lens[s]
+                while i < n:
+                    phase, mb, c = o[i]
+                    k = c * P + s
+                    if phase == "F":
+                        fwd, j = True, 0  # j: the send stream (fold_send's i)
+                        if k > 0:
+                            d = f_out.get((mb, k - 1))
+                            if d is None:
+                                break
+                        t = tf[k]
+                    else:
+                        fwd, j = False, 1
+                        if k < K - 1:
+                            d = b_out.get((mb, k + 1))
+                            if d is None:
+                                break
+                        t = None if every_b or mb == final_b else tb[k]
+                    if t is None or gathers_left[s] > 0:  # not plain: the general path
+                        if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
+                            self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
+                        elif fwd:
+                            forward(s, mb, c)
+                        else:
+                            backward(s, mb, c)
+                        i += 1
+                        continue
+                    gpu, dur, then, single, sends, send, labels = t
+                    key = (mb, k)
+                    # the operation's dependencies, cleaned as GraphBuilder.add cleans them
+                    a = last[s]
+                    if not fwd:
+                        f = f_done[key]
+                        if k < K - 1:
+                            if a < 0 or f < 0 or d < 0:
+                                deps = tuple(sorted({y for y in (a, f, d) if y >= 0}))
+                            else:  # sorted({a, f, d}), by hand (three compares)
+                                if a > f:
+                                    a, f = f, a
+                                if f > d:
+                                    f, d = d, f
+                                    if a > f:
+                                        a, f = f, a
+                                if a == f:
+                                    deps = (a,) if f == d else (a, d)
+                                else:
+                                    deps = (a, f) if f == d else (a, f, d)
+                            a = -2  # done
+                        else:
+                            d = f
+                    if a == -2:
+                        pass
+                    elif fwd and k == 0:
+                        deps = (a,) if a >= 0 else ()
+                    elif a < 0:
+                        deps = (d,) if d >= 0 else ()
+                    elif d < 0 or d == a:
+                        deps = (a,)
+                    else:
+                        deps = (a, d) if a < d else (d, a)
+                    tid = len(tasks)
+                    cs = cs_max[s]  # compute_emitted
+                    if dur > cs[0]:
+                        cs[0] = dur
+                    if dur > cs[1]:
+                        cs[1] = dur
+                    # fold_send, decided before the task is made (it reads the state above)
+                    send_s, spec, wait = 0.0, None, -3  # -3: no send task
+                    if send is not None:
+                        if exact_s[s][j]:
+                            ok = cs[j] >= prev_s[s][j]
+                            prev_s[s][j] = send[0]
+                            cs[j] = 0.0
+                            if ok:
+                                send_s, spec = send
+                                last_s[s][j] = tid
+                            else:
+                                exact_s[s][j] = False
+                                x = last_s[s][j]
+                                wait = x + SENT if x >= 0 else -1
+                        else:
+                            wait = -1
+                    # plain_op's OpTask (GraphBuilder.add's twin and values)
+                    task = new(twin)
+                    task.then_s = then
+                    task.send_s = send_s
+                    task.send = spec
+                    task.tid = tid
+                    task.kind = compute
+                    task.device = gpu
+                    task.stream = "compute"
+                    task.duration_s = dur
+                    task.deps = deps
+                    task.label = labels[mb]
+                    task.microbatch = mb
+                    task.chunk = k
+                    task.comm = None
+                    task.__class__ = OpTask
+                    tasks.append(task)
+                    if gpu not in dset:
+                        dset.add(gpu)
+                        b.devices.append(gpu)
+                    last[s] = tid
+                    out = tid
+                    if spec is not None:
+                        out = tid + SENT
+                        merged += 2
+                    else:
+                        merged += 1
+                        if wait != -3:
+                            out = self._send_task(fwd, tid, wait, mb, k, send, gpu)  # type: ignore[arg-type]
+                    if not single:
+                        coarse += 1
+                    if fwd:
+                        first_done[s] = True
+                        f_done[key] = tid
+                        if sends:
+                            f_out[key] = out
+                    elif sends:
+                        b_out[key] = out
+                    i += 1
+                if i > pos[s]:
+                    remaining -= i - pos[s]
+                    pos[s] = i
+                    progressed = True
+            if not progressed:  # pragma: no cover - schedule bug
+                raise RuntimeError("pipeline schedule deadlocked during lowering")
+        self.op_merged += merged
+        self.coarsened += coarse
+
+    def _send_task(
+        self, fwd: bool, tid: int, wait: int, mb: int, k: int, send: tuple, gpu: str
+    ) -> int:
+        """The send task :meth:`send` emits where :meth:`fold_send` did not fold the send of
+        ``send = (seconds, CommSpec)`` after task ``tid`` (``fwd``: the activation, else the
+        input gradient), waiting also on ``wait`` (the stream's last folded send; ``-1``:
+        none); returns its id."""
+        stream, label = ("send_fwd", f"send F{mb}") if fwd else ("send_bwd", f"send B{mb}")
+        deps = [tid, wait] if wait >= 0 else [tid]
+        dur, spec = send
+        return self.b.add(TaskKind.SENDRECV, gpu, stream, dur, deps, label, mb, k, spec)
 
     # ------------------------------------------------------------------ periodic schedules
 

@@ -1,0 +1,249 @@
+"""Replayed operations (issue 27): an operation of the analytic graph that is not plain (not one
+operation task: :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.plain_templates`)
+but lowers alike for every micro-batch is lowered once through ``forward`` / ``backward`` while
+its tasks are recorded, and then copied for the chunk's other micro-batches with their ids,
+dependencies, labels and micro-batch filled in (:class:`OperationReplay`, a door
+:class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` inherits; called from
+:meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.run_plain_schedule`).
+
+Megatron-Core's GPT-3 175B forwards, for one: the first segment's tensor-parallel all-reduce
+outlasts its compute (a compute, a collective and its exposed tail as three tasks), the other
+segments chain into one operation task (``coarse_runs``, ``op_task``): ~4 us of method calls per
+operation, 3,072 operations in the interleaved pp 16 plan.
+
+**Why the copy is the operation's lowering.** Where :meth:`OperationReplay.replayable` holds
+(no ZeRO-3/FSDP gather per segment, not the first micro-batch's forward while overlapped
+ZeRO-1/2 gathers are to come, no backward reducing its gradients bucket by bucket, no
+activation offload, no expert or context exchange, no combined 1F1B), ``forward`` /
+``backward`` take the same path for every micro-batch of a chunk while the stage still has
+gathers to come (``gathers_left``) and for every one after: the decisions read the chunk, the
+phase and that only (``coarsenable``, ``coarse_runs``, ``tp_overlapped``, ``op_task``'s test,
+cached per chunk and phase), so one copy is kept per chunk, phase and gathers to come or not
+(the prefetch anchors it appends to ``gather_hist`` copied too), and the first segment never
+extends an earlier operation's task (``op_task`` chains segments of one operation only). Each emitted task's fields are then the chunk's, its label and micro-batch
+the micro-batch's, and each dependency either a task of the operation itself (its id shifted)
+or one of the operation's inputs (the stage's last compute and the chunk's input: ``f_out`` /
+``f_done`` and ``b_out``); the recording refuses any other dependency, label or micro-batch
+field, and is not taken where two inputs are equal (which one a dependency stands for would be
+ambiguous). The operation's send is not copied: ``send`` emits it after the copy, folding it
+where :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.fold_send` folds it, after
+the operation's computes are counted (:meth:`compute_emitted`, their longest). The same tasks
+in the same order and the same state: ``tests/parallel/test_plain_loop.py`` compares the
+graph with the per-operation lowering's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfmodel.parallel.lower_shortcuts import op_labels
+from perfmodel.parallel.taskgraph import SENT, OpTask, TaskKind
+
+#: A recorded operation (:meth:`OperationReplay._record`): its tasks as ``(kind, device,
+#: stream, seconds, dependencies, label, micro-batch field, chunk, comm, then_s)`` (a
+#: dependency ``(True, i, code)``: the operation's ``i``-th task plus ``code`` (``SENT`` /
+#: ``HEAD`` encodings), ``(False, j, 0)``: input ``j``, ``(None, d, 0)``: ``d`` itself; a label
+#: ``0`` the operation's, ``1`` ``TP <op>``, ``2`` ``TP tail <op>``, else itself; micro-batch
+#: field ``None``: the operation's), the task the next operation and the send wait on, the
+#: longest compute counted, the operation-task and coarse counts it adds, and the prefetch
+#: anchors it appends to ``gather_hist`` (its tasks' indices plus their encodings).
+Recorded = tuple[tuple[tuple[Any, ...], ...], int, float | None, int, int, tuple[int, ...]]
+
+
+class OperationReplay:
+    """Recorded and replayed operations of a
+    :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see the module docstring)."""
+
+    #: Whether the plain loop replays recorded operations (tests compare both ways).
+    REPLAY = True
+
+    def init_replay(self) -> bool:
+        """Start a schedule's replays; returns whether any operation of the step may be
+        replayed (what :meth:`replayable` needs of the whole step)."""
+        low: Any = self
+        low._replays = {}  # (chunk, forward) -> Recorded, or False: never
+        # per chunk: no expert or context exchange, no MoE host synchronisation
+        low._replay_chunk = [
+            not any(seg.ep_cp or seg.host_sync_s for seg in ch.segments) for ch in low.chunks
+        ]
+        return (
+            self.REPLAY
+            and low.op_tasks
+            and not (low.zero3 or low.combined or any(low.offload_stall))
+        )
+
+    def replayable(self, s: int, fwd: bool, mb: int, k: int) -> bool:
+        """Whether operation (``fwd``: forward, else backward) of micro-batch ``mb`` through
+        chunk ``k`` of stage ``s`` lowers as every other micro-batch's does (the module
+        docstring), given :meth:`init_replay`."""
+        low: Any = self
+        if mb == 0 and low.gathers_left[s] > 0:  # the first micro-batch's parameter gathers
+            return False
+        if not fwd and low.overlap and (mb == low.m - 1 or low.reduce_every_mb):
+            return False
+        return low._replay_chunk[k]
+
+    def _inputs(self, s: int, fwd: bool, mb: int, k: int) -> tuple[int, ...]:
+        """The operation's inputs, in ``forward`` / ``backward``'s order."""
+        low: Any = self
+        if fwd:
+            return (
+                (low.last_compute[s], low.f_out[(mb, k - 1)]) if k > 0 else (low.last_compute[s],)
+            )
+        if k < low.K - 1:
+            return (low.last_compute[s], low.f_done[(mb, k)], low.b_out[(mb, k + 1)])
+        return (low.last_compute[s], low.f_done[(mb, k)])
+
+    def replay_op(self, s: int, fwd: bool, mb: int, c: int) -> None:
+        """Lower operation (``fwd``: forward, else backward) of micro-batch ``mb`` through chunk
+        ``c`` of stage ``s``, :meth:`replayable`: a copy of the chunk's recorded operation, or
+        ``forward`` / ``backward`` (recorded where it may be)."""
+        low: Any = self
+        P = low.P
+        k = c * P + s
+        key = (k, fwd, low.gathers_left[s] > 0)
+        rec = low._replays.get(key)
+        ext = self._inputs(s, fwd, mb, k)
+        if rec is None:
+            if min(ext) < 0 or len(set(ext)) < len(ext):  # ambiguous: record a later one
+                (low.forward if fwd else low.backward)(s, mb, c)
+            else:
+                low._replays[key] = self._record(s, fwd, mb, c, k, ext)
+            return
+        if rec is False:
+            (low.forward if fwd else low.backward)(s, mb, c)
+            return
+        tpl, x, cmax, merged, coarse, anchors = rec
+        b = low.b
+        base = len(b.tasks)
+        add = b.add
+        ph = "F" if fwd else "B"
+        labels = None
+        for kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then in tpl:
+            raw = [
+                base + i + code if internal else (ext[i] if internal is False else i)
+                for internal, i, code in deps
+            ]
+            if lab == 0:
+                if labels is None:
+                    labels = op_labels(ph, c if low.V > 1 else -1, low.m)
+                lab = labels[mb]
+            elif lab == 1:
+                lab = f"TP {ph}{mb}"
+            elif lab == 2:
+                lab = f"TP tail {ph}{mb}"
+            add(kind, dev, stream, dur, raw, lab, mb if mbf is None else mbf, chunk, comm, then)
+        if anchors:
+            low.gather_hist[s].extend(base + i for i in anchors)
+        if cmax is not None:
+            low.compute_emitted(s, cmax)
+        low.op_merged += merged
+        low.coarsened += coarse
+        tid = base + x
+        low.last_compute[s] = tid
+        if fwd:
+            low.first_seg_done[s] = True
+            low.f_done[(mb, k)] = tid
+            if k < low.K - 1:
+                low.f_out[(mb, k)] = (
+                    low.send(s, (k + 1) % P, low.chunks[k].out_bytes, [tid], "send_fwd", mb, k)
+                    if P > 1
+                    else tid
+                )
+        elif k > 0:
+            low.b_out[(mb, k)] = (
+                low.send(s, (k - 1) % P, low.chunks[k - 1].out_bytes, [tid], "send_bwd", mb, k)
+                if P > 1
+                else tid
+            )
+
+    def _record(
+        self, s: int, fwd: bool, mb: int, c: int, k: int, ext: tuple[int, ...]
+    ) -> Recorded | bool:
+        """Lower the operation through ``forward`` / ``backward`` while recording what it
+        emits (:data:`Recorded`), or ``False`` where a copy could not be made of it (a
+        dependency, label or micro-batch field the module docstring does not allow)."""
+        low: Any = self
+        b = low.b
+        start = len(b.tasks)
+        calls: list[list[Any]] = []
+        durs: list[float] = []
+        add, emitted = b.add, low.compute_emitted
+
+        def spy_add(*a: Any, **kw: Any) -> int:
+            deps = a[4] if len(a) > 4 else kw.get("deps", ())
+            calls.append(list(deps) if deps else [])
+            return add(*a, **kw)
+
+        def spy_emitted(s_: int, dur: float) -> None:
+            durs.append(dur)
+            emitted(s_, dur)
+
+        m0, c0, h0 = low.op_merged, low.coarsened, len(low.gather_hist[s])
+        b.add, low.compute_emitted = spy_add, spy_emitted
+        try:
+            (low.forward if fwd else low.backward)(s, mb, c)
+        finally:
+            del b.add, low.compute_emitted
+        tasks = b.tasks
+        if len(tasks) - start != len(calls):
+            return False  # something emitted without GraphBuilder.add
+        P, sends = low.P, (k < low.K - 1 if fwd else k > 0)
+        out = (low.f_out if fwd else low.b_out).get((mb, k)) if sends else None
+        x = low.last_compute[s]
+        fold = 0
+        n = len(calls)
+        if sends and P > 1:
+            if out >= SENT:
+                fold = 1
+                if out - SENT != x:
+                    return False
+            else:  # the last task is the send: send() makes it again
+                n -= 1
+                if out != start + n or tasks[out].kind is not TaskKind.SENDRECV:
+                    return False
+                if tasks[out].deps[0] != x:
+                    return False
+        if not start <= x < start + n or (fwd and not low.first_seg_done[s]):
+            return False
+        ph = "F" if fwd else "B"
+        own = {
+            (f"{ph}{mb}.c{c}" if low.V > 1 else f"{ph}{mb}"): 0,
+            f"TP {ph}{mb}": 1,
+            f"TP tail {ph}{mb}": 2,
+        }
+        tpl = []
+        for i in range(n):
+            t = tasks[start + i]
+            deps = []
+            for d in calls[i]:
+                if d is None or d < 0:
+                    deps.append((None, d, 0))
+                    continue
+                base = d % SENT
+                if start <= base < start + n:
+                    deps.append((True, base - start, d - base))
+                elif d in ext:
+                    deps.append((False, ext.index(d), 0))
+                else:
+                    return False
+            lab: Any = own.get(t.label, t.label)
+            if type(lab) is str and str(mb) in lab:
+                return False
+            if t.microbatch not in (mb, -1):
+                return False
+            mbf = None if t.microbatch == mb else -1
+            then = t.then_s if type(t) is OpTask else None
+            dur = t.duration_s
+            tpl.append(
+                (t.kind, t.device, t.stream, dur, tuple(deps), lab, mbf, t.chunk, t.comm, then)
+            )
+        anchors = tuple(a - start for a in low.gather_hist[s][h0:])
+        if any(not 0 <= a % SENT < n for a in anchors):
+            return False
+        cmax = max(durs) if durs else None
+        merged = low.op_merged - m0 - fold
+        return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors
+
+
+__all__ = ["OperationReplay"]

@@ -1,0 +1,215 @@
+"""The plain operation loop (issue 27, ``LoweringShortcuts.run_plain_schedule``): the analytic
+graph's plain operations (one operation task each, the send folded where it may be) emitted in
+one loop from per-chunk templates instead of ``forward`` / ``backward`` / ``plain_op`` /
+``send`` / ``fold_send`` per operation. It must lower the same graph: the same tasks in the
+same order (every field and an operation task's own ``then_s``, ``send_s`` and ``send``), the
+same devices, and the lowering left in the same state (what ``finish_stage`` and the counters
+read), so every report is the one of the per-operation path."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from report_compare import drawn_plan, gpt_scenario, plan_draws
+
+import perfmodel.api as api
+from perfmodel.api import predict
+from perfmodel.errors import PerfModelError
+from perfmodel.parallel import lower_pipeline as lp
+from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
+from perfmodel.parallel.taskgraph import TaskGraph, TaskKind
+
+GPT = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
+
+
+def _whole(g: TaskGraph) -> tuple[object, ...]:
+    """Every task with its class and its operation-task slots, and the devices."""
+    return tuple((t, type(t), t.then_s, t.send_s, t.send) for t in g.tasks), g.devices
+
+
+def _state(low: lp.PipelineLowering) -> tuple[object, ...]:
+    """What the schedule's emitters leave for the rest of the lowering."""
+    return (
+        low.f_out, low.b_out, low.f_done, low.last_compute, low.first_seg_done,
+        low.gathers_left, low.gather_hist, low.op_merged, low.coarsened, low._cs_max, low._send_prev,
+        low._send_exact, low._send_last,
+    )  # fmt: skip
+
+
+def _lowerings(sc: object, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The constructor arguments of every analytic (``hidden``) lowering ``predict`` makes."""
+    seen: list[tuple] = []
+    orig = lp.PipelineLowering.graph
+
+    def spy(self: lp.PipelineLowering) -> TaskGraph:
+        if self.hidden:
+            seen.append((self.inp, self.costs, self.owt, self.m, self.chunks))
+        return orig(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(lp.PipelineLowering, "graph", spy)
+        m.setattr(api, "_REPORTS", {})
+        predict(sc, baseline=False)  # type: ignore[arg-type]
+    return seen
+
+
+def _check(sc: object, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Lower every analytic graph of ``sc`` both ways and compare; returns the operations the
+    plain loop emitted itself (without calling ``forward`` / ``backward``)."""
+    inline = 0
+    for inp, costs, owt, m, chunks in _lowerings(sc, monkeypatch):
+        out, calls = [], []
+        for on in (True, False):
+            n = [0]
+            with monkeypatch.context() as mp:
+                mp.setattr(LoweringShortcuts, "PLAIN_LOOP", on)
+                for name in ("forward", "backward"):
+                    orig = getattr(lp.PipelineLowering, name)
+
+                    def counted(self, *a, orig=orig, n=n):  # type: ignore[no-untyped-def]
+                        n[0] += 1
+                        return orig(self, *a)
+
+                    mp.setattr(lp.PipelineLowering, name, counted)
+                low = lp.PipelineLowering(
+                    inp, costs, one_weird_trick=owt, microbatches=m, chunks=chunks,
+                    coarse=True, hidden=True,
+                )  # fmt: skip
+                out.append((_whole(low.graph()), _state(low)))
+            calls.append(n[0])
+        assert out[0] == out[1]
+        inline += calls[1] - calls[0]
+    return inline
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(software="megatron", pp=4, dp=1, tp=2, schedule="interleaved", interleave=2),
+        dict(software="megatron", pp=2, dp=2, tp=2),
+        dict(software="megatron", pp=1, dp=4, tp=2),
+        dict(software="megatron-core", pp=2, dp=2, tp=2),
+        dict(software="megatron-core", pp=2, dp=2, tp=2, schedule="interleaved", interleave=2),
+        dict(software="pytorch-ddp", pp=2, dp=2, tp=2, recompute="full"),
+        dict(software="fsdp", pp=2, dp=2, tp=2),
+        dict(software="nemo", pp=4, dp=2, tp=1, schedule="interleaved", interleave=2),
+    ],
+)
+def test_plain_loop_lowers_the_same_graph(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
+    """The benchmark's presets on 64 micro-batches (short periodic schedules and whole ones):
+    the same graph and state either way; the plain loop emitted operation tasks itself where
+    the preset has plain operations (not FSDP: a gather per block)."""
+    sc = gpt_scenario(model_args=GPT, global_batch=128, **kw)
+    inline = _check(sc, monkeypatch)
+    assert (inline == 0) == (kw["software"] == "fsdp")
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(pp=2, dp=1, tp=8, nodes=2),
+        dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2),
+    ],
+)
+def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
+    """Megatron-Core with tp 8 (a forward's first segment's TP all-reduce outlasts its
+    compute: three tasks, then one operation task for the rest; interleaved, also while the
+    stage's aligned parameter gathers are still to come): operations copied from a recorded
+    one (``lower_replay``) lower the same graph and state as the per-operation path, and
+    copies were made (the comparison is not vacuous)."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    copies = [0]
+    orig = OperationReplay.replay_op
+
+    def spy(self, s, fwd, mb, c):  # type: ignore[no-untyped-def]
+        low: lp.PipelineLowering = self
+        rec = low._replays.get((c * low.P + s, fwd, low.gathers_left[s] > 0))
+        copies[0] += rec is not None and rec is not False
+        return orig(self, s, fwd, mb, c)
+
+    monkeypatch.setattr(OperationReplay, "replay_op", spy)
+    sc = gpt_scenario(model_args=GPT, global_batch=128, software="megatron-core", **kw)
+    assert _check(sc, monkeypatch) > 0
+    assert copies[0] > 100
+
+
+def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step where some pipeline sends are not folded (after the last micro-batch's
+    backward, which reduces its gradients and is not one operation task, every later send on
+    that stream is a task): the same graph either way, and both kinds of send are in it."""
+    sc = gpt_scenario(
+        model_args={**GPT, "layers": 16}, global_batch=64, software="pytorch-ddp", nodes=2,
+        pp=4, dp=2, tp=2, schedule="interleaved", interleave=2,
+    )  # fmt: skip
+    assert _check(sc, monkeypatch) > 0
+    graphs: list[TaskGraph] = []
+    orig = lp.PipelineLowering.graph
+
+    def spy(self: lp.PipelineLowering) -> TaskGraph:
+        g = orig(self)
+        if self.hidden:
+            graphs.append(g)
+        return g
+
+    with monkeypatch.context() as m:
+        m.setattr(lp.PipelineLowering, "graph", spy)
+        m.setattr(api, "_REPORTS", {})
+        predict(sc, baseline=False)
+    g = graphs[0]
+    folded = sum(1 for t in g.tasks if t.send_s > 0)
+    sends = [t for t in g.tasks if t.kind is TaskKind.SENDRECV]
+    assert folded > 0 and sends
+
+
+def test_reports_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report (``to_dict``) is identical (``==``) with and without the plain loop."""
+    sc = gpt_scenario(
+        model_args=GPT, global_batch=128, software="megatron", pp=4, dp=1, tp=2,
+        schedule="interleaved", interleave=2,
+    )  # fmt: skip
+    out = []
+    for on in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(LoweringShortcuts, "PLAIN_LOOP", on)
+            m.setattr(api, "_REPORTS", {})
+            out.append(predict(sc, baseline=False).to_dict())
+    assert out[0] == out[1]
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    plan=plan_draws(
+        ["megatron", "megatron-core", "pytorch-ddp", "nemo", "torchtitan", "deepspeed-zero1"],
+        mb=(1, 2),
+        sequence_parallel=True,
+    )
+)
+def test_plain_loop_over_plans(monkeypatch: pytest.MonkeyPatch, plan: dict) -> None:
+    """Small GPTs over presets, pipelines, schedules, recomputation, sequence parallelism and
+    TP (hypothesis): the same graph and state either way."""
+    sc = drawn_plan(model_args=GPT, **plan)
+    assume(sc is not None)
+    try:
+        _check(sc, monkeypatch)
+    except PerfModelError:  # a plan the model refuses (the batch does not divide)
+        assume(False)
+
+
+def test_op_labels_are_the_segment_labels() -> None:
+    """``op_labels`` gives what ``segment`` formats (``F3.c1``; ``B3`` with one chunk per
+    stage), and a longer request replaces the table's list instead of extending it, so a list
+    another lowering holds stays as it was."""
+    from perfmodel.parallel.lower_shortcuts import op_labels
+
+    short = op_labels("F", 1, 3)
+    assert short[:3] == ["F0.c1", "F1.c1", "F2.c1"]
+    n = len(short)
+    longer = op_labels("F", 1, n + 5)
+    assert longer is not short and len(short) == n
+    assert longer[: n + 5] == [f"F{mb}.c1" for mb in range(n + 5)]
+    assert op_labels("B", -1, 4)[:4] == ["B0", "B1", "B2", "B3"]
