@@ -12,7 +12,7 @@ are kept per set of pairs and shared by every set of the same shape
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
 from operator import eq
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,11 @@ class Transfers:
         self._shapes: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = {}
         #: (class, source local id, destination local id) -> :meth:`_mirrored`'s answer
         self._mirror: dict[tuple[int, str, str], bool] = {}
+        #: endpoint in a server of a class -> (server, class, local id), as :meth:`_shape`
+        #: reads them (:func:`~perfmodel.topology.symmetry.server_symmetry`'s tables)
+        self._of_node: dict[str, tuple[int, int, str]] = {}
+        #: the symmetry's ``{server: class}`` (set with the first entries of :attr:`_of_node`)
+        self._cls: dict[int, int] = {}
 
     def time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
         """Completion time (s) of concurrent point-to-point sends of ``nbytes_each`` bytes.
@@ -51,10 +56,21 @@ class Transfers:
         ranks of a DGX A100 sending 6.29 MB each to the next server share 8 NICs, not the 4
         that the plain shortest routes pick.
         """
-        todo = [(s, d, float(nbytes_each)) for s, d in pairs if s != d]
-        if not todo or nbytes_each <= 0:
+        if nbytes_each <= 0 or not pairs:
             return 0.0
-        return self.flows_time(todo)[0]
+        key = pairs if type(pairs) is tuple else tuple(pairs)
+        src, dst = zip(*key)
+        if any(map(eq, src, dst)):  # a rank "sending" to itself costs nothing: left out
+            key = tuple((s, d) for s, d in key if s != d)
+            if not key:
+                return 0.0
+        # :meth:`flows_time`'s slowest send, its loop on the one size (issue 27, wave 12b)
+        nbytes, worst = float(nbytes_each), 0.0
+        for alpha, rate in self.terms(key):
+            t = alpha + nbytes / rate
+            if t > worst:
+                worst = t
+        return worst
 
     def flows_time(self, transfers: Sequence[tuple[str, str, float]]) -> tuple[float, float, float]:
         """Concurrent point-to-point transfers: (time of the slowest, its alpha, its rate).
@@ -186,25 +202,64 @@ class Transfers:
         route and rate computation (issue 27: a tensor-parallel degree of 32 on 128 DGX A100
         met four such images of one shape per plan).
         """
+        if not pairs:
+            return self._shape_read(pairs)
+        src, dst = zip(*pairs)
+        of = self._of_node
+        try:  # every endpoint's server known: one C lookup per endpoint (issue 27, wave 12b)
+            at_src, c_src, l_src = zip(*map(of.__getitem__, src))
+            at_dst, c_dst, l_dst = zip(*map(of.__getitem__, dst))
+        except KeyError:
+            if not self._learn(chain(src, dst)):
+                return self._shape_read(pairs)
+            return self._shape(pairs)
+        if any(map(eq, at_src, at_dst)):
+            return None
+        mirror = self._mirror
+        for c, d, *ids in set(zip(c_src, c_dst, l_src, l_dst)):  # the distinct sends
+            if c == d:
+                hit = mirror.get((c, *ids))
+                if not (hit or (hit is None and self._mirrored(c, *ids))):
+                    return None
+        return _shape_key(self._cls, at_src, at_dst, l_src, l_dst)
+
+    def _learn(self, nodes: Iterable[str]) -> bool:
+        """Keep in :attr:`_of_node` every node of the servers of ``nodes`` not kept yet (its
+        server, the server's class and its local id, from
+        :func:`~perfmodel.topology.symmetry.server_symmetry`'s tables); ``False`` where a node
+        is outside every server of a class (then :meth:`_shape` reads the tables itself)."""
+        sym = server_symmetry(self.topology)
+        of, server, cls = self._of_node, sym.server, sym.cls
+        self._cls = cls
+        for n in nodes:
+            if n in of:
+                continue
+            at = server.get(n, -1)
+            c = cls.get(at)
+            if c is None:
+                return False
+            for lid, m in sym.by_local[at].items():
+                of[m] = (at, c, lid)
+        return True
+
+    def _shape_read(self, pairs: tuple[tuple[str, str], ...]) -> tuple[Any, ...] | None:
+        """:meth:`_shape` read off the symmetry's tables endpoint by endpoint (what the
+        kept table :attr:`_of_node` holds; tested equal)."""
         sym = server_symmetry(self.topology)
         server, cls, local_id = sym.server, sym.cls, sym.local_id
-        # C loops over the pairs (issue 27: 30 sets of 32 sends per plan)
         src, dst = [s for s, _ in pairs], [d for _, d in pairs]
         at_src = list(map(server.get, src, repeat(-1)))
         at_dst = list(map(server.get, dst, repeat(-1)))
         c_src, c_dst = list(map(cls.get, at_src)), list(map(cls.get, at_dst))
         if None in c_src or None in c_dst or any(map(eq, at_src, at_dst)):
             return None
-        lids = tuple(zip(map(local_id.__getitem__, src), map(local_id.__getitem__, dst)))
+        l_src, l_dst = list(map(local_id.__getitem__, src)), list(map(local_id.__getitem__, dst))
         mirror = self._mirror
-        for key in {(c, *ids) for c, d, ids in zip(c_src, c_dst, lids) if c == d}:
+        for key in {(c, a, b) for c, d, a, b in zip(c_src, c_dst, l_src, l_dst) if c == d}:
             hit = mirror.get(key)
             if not (hit or (hit is None and self._mirrored(*key))):
                 return None
-        order = dict.fromkeys(chain.from_iterable(zip(at_src, at_dst)))
-        index = {srv: k for k, srv in enumerate(order)}
-        at = tuple(zip(map(index.__getitem__, at_src), map(index.__getitem__, at_dst)))
-        return (tuple(map(cls.__getitem__, order)), at, lids)
+        return _shape_key(cls, at_src, at_dst, l_src, l_dst)
 
     def _mirrored(self, c: int, src_lid: str, dst_lid: str) -> bool:
         """Whether the :meth:`DirectedLinks.p2p_route` between local ids ``src_lid`` and
@@ -259,6 +314,24 @@ class Transfers:
             for path, rate in zip(paths, rates)
         )
         return hit
+
+
+def _shape_key(
+    cls: dict[int, int],
+    at_src: Sequence[int],
+    at_dst: Sequence[int],
+    lid_src: Sequence[str],
+    lid_dst: Sequence[str],
+) -> tuple[Any, ...]:
+    """:meth:`Transfers._shape` of sends from servers ``at_src`` to ``at_dst`` (their
+    classes ``cls``) and local ids ``lid_src`` to ``lid_dst``: the classes of the servers in
+    order of first appearance, the sources' then the destinations' server indices in that
+    order, the sources' and the destinations' local ids (one flat tuple each, read in C
+    loops; the pairs are the ``k``-th of each half)."""
+    order = dict.fromkeys(chain.from_iterable(zip(at_src, at_dst)))
+    index = dict(zip(order, range(len(order))))
+    at = tuple(map(index.__getitem__, chain(at_src, at_dst)))
+    return (tuple(map(cls.__getitem__, order)), at, tuple(lid_src), tuple(lid_dst))
 
 
 def p2p_transfers(members: Sequence[str], m: float) -> list[tuple[str, str, float]]:
