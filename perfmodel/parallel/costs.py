@@ -464,7 +464,7 @@ _ORDER_FREE: BoundedMemo[tuple[Any, ...], bool] = BoundedMemo(4096)
 def _order_free(
     topology: Topology,
     sym: ServerSymmetry,
-    srvs: list[tuple[int, ...]],
+    srvs: list[list[int]],
     lids: tuple[tuple[str, ...], ...],
 ) -> bool:
     """Whether every ring hop between two servers of one class (servers ``srvs``, local ids
@@ -565,20 +565,13 @@ def _nic_counted(
 
 def _servers_and_lids(
     sym: ServerSymmetry, groups: tuple[tuple[str, ...], ...]
-) -> tuple[list[tuple[int, ...]], tuple[tuple[str, ...], ...]] | None:
+) -> tuple[list[list[int]], tuple[tuple[str, ...], ...]] | None:
     """Each group's members' servers and local ids (read in C loops off the symmetry's
     tables), or ``None`` where a name is in no server's table (:func:`_nic_shape`,
     :func:`_route_shape`)."""
     server, local_id = sym.server, sym.local_id
-    size = len(groups[0]) if groups else 0
     try:
-        if size and all(len(g) == size for g in groups):  # one pass over every name, cut
-            # into groups by C zips (issue 27, wave 12b: 16 groups of 4 per stage)
-            flat = tuple(chain.from_iterable(groups))
-            at = [iter(tuple(map(server.__getitem__, flat)))] * size
-            ids = [iter(tuple(map(local_id.__getitem__, flat)))] * size
-            return list(zip(*at)), tuple(zip(*ids))
-        srvs = [tuple(map(server.__getitem__, g)) for g in groups]
+        srvs = [list(map(server.__getitem__, g)) for g in groups]
         lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
     except KeyError:  # a name in no server's table
         return None
@@ -586,7 +579,7 @@ def _servers_and_lids(
 
 
 def _server_indices(
-    cls: Mapping[int, Any], srvs: list[tuple[int, ...]]
+    cls: Mapping[int, Any], srvs: list[list[int]]
 ) -> tuple[tuple[Any, ...], tuple[tuple[int, ...], ...]] | None:
     """The classes of the groups' servers in order of first appearance and each member's
     server as its index in that order, or ``None`` where a server is in no class
