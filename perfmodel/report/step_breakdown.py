@@ -360,6 +360,51 @@ def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dic
     return acc
 
 
+def _sweep_window(
+    events: _Events, cls_of: dict[str, str], t1: float, w0: float, w1: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """``(_sweep(events, cls_of, 0.0, t1), _sweep(events, cls_of, w0, w1))`` in one pass over
+    ``events``, for ``w1 < t1``: both sweeps read the same events in the same
+    order and the same live keys before each event, so each adds the same intervals in the
+    same order as alone (the window's from ``w0``, its last one up to ``w1`` from the live
+    keys after every event before ``w1``)."""
+    active: dict[str, int] = {}
+    acc: dict[str, float] = {}
+    one: dict[str, float] = {}
+    prev = 0.0
+    wprev = w0
+    inside = True  # the window's sweep has not reached w1
+    for now, d, key in events:
+        if now >= t1:
+            break
+        if now > prev:
+            cls = cls_of[min(active)] if active else "bubble"
+            acc[cls] = acc.get(cls, 0.0) + (now - prev)
+            prev = now
+        if inside:
+            if now >= w1:
+                inside = False
+                if w1 > wprev:
+                    cls = cls_of[min(active)] if active else "bubble"
+                    one[cls] = one.get(cls, 0.0) + (w1 - wprev)
+            elif now > wprev:
+                cls = cls_of[min(active)] if active else "bubble"
+                one[cls] = one.get(cls, 0.0) + (now - wprev)
+                wprev = now
+        c = active.get(key, 0) + d
+        if c:
+            active[key] = c
+        else:
+            del active[key]
+    if inside and w1 > wprev:  # every event before w1 (none at or after it below t1)
+        cls = cls_of[min(active)] if active else "bubble"
+        one[cls] = one.get(cls, 0.0) + (w1 - wprev)
+    if t1 > prev:
+        cls = cls_of[min(active)] if active else "bubble"
+        acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
+    return acc, one
+
+
 _EVENT_ORDER = itemgetter(0)
 """Sort key of :func:`_class_events`: time only. :func:`_sweep` gives the same seconds
 whatever the order of events at one time: it adds an interval only on reaching a later time,
@@ -403,9 +448,13 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
     schedule's plus ``extra`` times one period's (``[tau, tau + lambda)``,
     :func:`perfmodel.sim.engine.periodic_timeline`)."""
     short, lam, tau = tl.short, tl.period_s, tl.window_s
-    events = _class_events(short, dev)  # one sorted list for both sweeps
-    acc = _sweep(*events, 0.0, short.makespan_s)
-    one = _sweep(*events, tau, tau + lam)
+    events, cls_of = _class_events(short, dev)
+    T, w1 = short.makespan_s, tau + lam
+    if w1 < T:  # both sweeps in one pass (the check puts the window inside the schedule)
+        acc, one = _sweep_window(events, cls_of, T, tau, w1)
+    else:
+        acc = _sweep(events, cls_of, 0.0, T)
+        one = _sweep(events, cls_of, tau, w1)
     for cls, v in one.items():
         acc[cls] = acc.get(cls, 0.0) + tl.extra * v
     return acc
