@@ -338,39 +338,55 @@ def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dic
 
     ``active`` holds the keys with tasks running only (a key whose count drops to 0 leaves
     it), so the live keys are its keys: no count is ever negative, as every task's end event
-    (``e > s``) sorts after its start."""
+    (``e > s``) sorts after its start. The class running is kept as the keys enter and leave
+    (:func:`_leave`): ``cls_of[min(active)]``, ``bubble`` when none, at every
+    interval, without a ``min`` over the live keys at each one."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
+    got = active.get
+    cur, cls = "", "bubble"  # min(active) ("": none) and its class
     prev = t0
     for now, d, key in events:
         if now >= t1:
             break
         if now > prev:
-            cls = cls_of[min(active)] if active else "bubble"
             acc[cls] = acc.get(cls, 0.0) + (now - prev)
             prev = now
-        c = active.get(key, 0) + d
+        c = got(key, 0) + d
         if c:
             active[key] = c
+            if c == 1 and d > 0 and (not cur or key < cur):  # enters below the running min
+                cur, cls = key, cls_of[key]
         else:
             del active[key]
+            if key == cur:
+                cur, cls = _leave(active, cls_of)
     if t1 > prev:
-        cls = cls_of[min(active)] if active else "bubble"
         acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
     return acc
+
+
+def _leave(active: dict[str, int], cls_of: dict[str, str]) -> tuple[str, str]:
+    """The running min key and its class after the min key left (:func:`_sweep`)."""
+    if active:
+        cur = min(active)
+        return cur, cls_of[cur]
+    return "", "bubble"
 
 
 def _sweep_window(
     events: _Events, cls_of: dict[str, str], t1: float, w0: float, w1: float
 ) -> tuple[dict[str, float], dict[str, float]]:
     """``(_sweep(events, cls_of, 0.0, t1), _sweep(events, cls_of, w0, w1))`` in one pass over
-    ``events``, for ``w1 < t1``: both sweeps read the same events in the same
-    order and the same live keys before each event, so each adds the same intervals in the
-    same order as alone (the window's from ``w0``, its last one up to ``w1`` from the live
-    keys after every event before ``w1``)."""
+    ``events``, for ``w1 < t1``: both sweeps read the same events in the same order and the
+    same live keys before each event, so each adds the same intervals in the same order as
+    alone (the window's from ``w0``, its last one up to ``w1`` from the live keys after every
+    event before ``w1``)."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
     one: dict[str, float] = {}
+    got = active.get
+    cur, cls = "", "bubble"  # as _sweep
     prev = 0.0
     wprev = w0
     inside = True  # the window's sweep has not reached w1
@@ -378,29 +394,28 @@ def _sweep_window(
         if now >= t1:
             break
         if now > prev:
-            cls = cls_of[min(active)] if active else "bubble"
             acc[cls] = acc.get(cls, 0.0) + (now - prev)
             prev = now
         if inside:
             if now >= w1:
                 inside = False
                 if w1 > wprev:
-                    cls = cls_of[min(active)] if active else "bubble"
                     one[cls] = one.get(cls, 0.0) + (w1 - wprev)
             elif now > wprev:
-                cls = cls_of[min(active)] if active else "bubble"
                 one[cls] = one.get(cls, 0.0) + (now - wprev)
                 wprev = now
-        c = active.get(key, 0) + d
+        c = got(key, 0) + d
         if c:
             active[key] = c
+            if c == 1 and d > 0 and (not cur or key < cur):
+                cur, cls = key, cls_of[key]
         else:
             del active[key]
+            if key == cur:
+                cur, cls = _leave(active, cls_of)
     if inside and w1 > wprev:  # every event before w1 (none at or after it below t1)
-        cls = cls_of[min(active)] if active else "bubble"
         one[cls] = one.get(cls, 0.0) + (w1 - wprev)
     if t1 > prev:
-        cls = cls_of[min(active)] if active else "bubble"
         acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
     return acc, one
 
