@@ -171,25 +171,27 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
     start_s, end_s = timeline.start_s, timeline.end_s
     chains = timeline.chains
     for t in timeline.graph.tasks:
-        comm = t.comm
-        if t.then_s is CHAIN_MARK:  # a gather chain: its fine tasks' events
+        then = t.then_s
+        if then is CHAIN_MARK:  # a gather chain: its fine tasks' events
             _chain_events(append, keys, t, chains[t.tid][1], dev)  # type: ignore[arg-type, index]
             if t.send_s > 0 and (t.device == dev or dev in t.send.group):
                 _folded(append, keys, t, end_s[t.tid])
             continue
-        if t.device != dev:
+        if t.device != dev:  # most tasks: another device's compute, passed over first
             if t.stream == "compute":
                 if t.send_s > 0 and dev in t.send.group:  # a send into dev, folded
                     _folded(append, keys, t, end_s[t.tid])
                 continue
+            comm = t.comm
             mine = comm is not None and dev in comm.group
             if not mine and t.kind not in _HOST_KINDS:
                 continue  # not dev's, and never "2|host" (task_class): no event
         else:
+            comm = t.comm
             mine = True
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
-        if t.then_s or t.send_s:  # an operation task of the analytic graph
+        if then or t.send_s:  # an operation task of the analytic graph
             _folded(append, keys, t, e, s)
             e = s + t.duration_s  # its own task: until its tail
         if e <= s:

@@ -345,7 +345,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
         # a longer schedule whose unit `mid` starts two periods after it (its last unit
         # reduces gradients, so `mid` is at most k' / u - 5)
         return u * (j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5)
-    last = max(range(len(end)), key=end.__getitem__)  # the first task that ends last
+    last = end.index(span)  # the first task that ends last (span: the largest end)
     if j0 < unit[last] < j1 or not start[last] >= hi_tol:
         return 0
     period = tuple(t.tid for t in by_unit[mid])
