@@ -17,6 +17,7 @@ So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -336,60 +337,38 @@ def _key(keys: dict[tuple[object, ...], str], t: Task) -> str:
 def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:
     """Seconds of ``[t0, t1]`` per class: each interval between consecutive events goes to
     the highest-priority class running, ``bubble`` when none. Stops at the first event at or
-    after ``t1`` (what follows would add nothing).
-
-    ``active`` holds the keys with tasks running only (a key whose count drops to 0 leaves
-    it), so the live keys are its keys: no count is ever negative, as every task's end event
-    (``e > s``) sorts after its start. The class running is kept as the keys enter and leave
-    (:func:`_leave`): ``cls_of[min(active)]``, ``bubble`` when none, at every
-    interval, without a ``min`` over the live keys at each one."""
-    active: dict[str, int] = {}
-    acc: dict[str, float] = {}
-    got = active.get
-    cur, cls = "", "bubble"  # min(active) ("": none) and its class
-    prev = t0
-    for now, d, key in events:
-        if now >= t1:
-            break
-        if now > prev:
-            acc[cls] = acc.get(cls, 0.0) + (now - prev)
-            prev = now
-        c = got(key, 0) + d
-        if c:
-            active[key] = c
-            if c == 1 and d > 0 and (not cur or key < cur):  # enters below the running min
-                cur, cls = key, cls_of[key]
-        else:
-            del active[key]
-            if key == cur:
-                cur, cls = _leave(active, cls_of)
-    if t1 > prev:
-        acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
-    return acc
+    after ``t1`` (what follows would add nothing). :func:`_sweeps` without a window."""
+    return _sweeps(events, cls_of, t0, t1, -math.inf, -math.inf)[0]
 
 
 def _leave(active: dict[str, int], cls_of: dict[str, str]) -> tuple[str, str]:
-    """The running min key and its class after the min key left (:func:`_sweep`)."""
+    """The running min key and its class after the min key left (:func:`_sweeps`)."""
     if active:
         cur = min(active)
         return cur, cls_of[cur]
     return "", "bubble"
 
 
-def _sweep_window(
-    events: _Events, cls_of: dict[str, str], t1: float, w0: float, w1: float
+def _sweeps(
+    events: _Events, cls_of: dict[str, str], t0: float, t1: float, w0: float, w1: float
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """``(_sweep(events, cls_of, 0.0, t1), _sweep(events, cls_of, w0, w1))`` in one pass over
-    ``events``, for ``w1 < t1``: both sweeps read the same events in the same order and the
-    same live keys before each event, so each adds the same intervals in the same order as
-    alone (the window's from ``w0``, its last one up to ``w1`` from the live keys after every
-    event before ``w1``)."""
+    """``(_sweep(events, cls_of, t0, t1), _sweep(events, cls_of, w0, w1))`` in one pass over
+    ``events``, for ``w1 < t1`` (``w0 = w1 = -inf``: no window, the second empty): both
+    sweeps read the same events in the same order and the same live keys before each event,
+    so each adds the same intervals in the same order as alone (the window's from ``w0``,
+    its last one up to ``w1`` from the live keys after every event before ``w1``).
+
+    ``active`` holds the keys with tasks running only (a key whose count drops to 0 leaves
+    it), so the live keys are its keys: no count is ever negative, as every task's end event
+    (``e > s``) sorts after its start. The class running is kept as keys enter (below the
+    running min) and leave (the min left: :func:`_leave`): ``cls_of[min(active)]``,
+    ``bubble`` when none, at every interval, without a ``min`` over the live keys at each."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
     one: dict[str, float] = {}
     got = active.get
-    cur, cls = "", "bubble"  # as _sweep
-    prev = 0.0
+    cur, cls = "", "bubble"  # min(active) ("": none) and its class
+    prev = t0
     wprev = w0
     inside = True  # the window's sweep has not reached w1
     for now, d, key in events:
@@ -409,7 +388,7 @@ def _sweep_window(
         c = got(key, 0) + d
         if c:
             active[key] = c
-            if c == 1 and d > 0 and (not cur or key < cur):
+            if c == 1 and d > 0 and (not cur or key < cur):  # enters below the running min
                 cur, cls = key, cls_of[key]
         else:
             del active[key]
@@ -468,7 +447,7 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
     events, cls_of = _class_events(short, dev)
     T, w1 = short.makespan_s, tau + lam
     if w1 < T:  # both sweeps in one pass (the check puts the window inside the schedule)
-        acc, one = _sweep_window(events, cls_of, T, tau, w1)
+        acc, one = _sweeps(events, cls_of, 0.0, T, tau, w1)
     else:
         acc = _sweep(events, cls_of, 0.0, T)
         one = _sweep(events, cls_of, tau, w1)

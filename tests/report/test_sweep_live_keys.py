@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from perfmodel.report.step_breakdown import _EVENT_ORDER, _sweep, _sweep_window
+from perfmodel.report.step_breakdown import _EVENT_ORDER, _sweep, _sweeps
 
 _CLS = {"0|compute": "compute", "1|comm:dp": "comm:dp", "2|host": "host"}
 
@@ -88,7 +88,7 @@ def test_the_order_of_events_at_one_time_changes_nothing() -> None:
 
 
 def test_one_pass_window_equals_both_sweeps_bit_for_bit() -> None:
-    """``_sweep_window`` (the periodic breakdown's two sweeps in one pass) returns what the
+    """``_sweeps`` (the periodic breakdown's two sweeps in one pass) returns what the
     whole sweep and the window's sweep return alone: the same seconds, the same classes in
     the same order (the report's dictionaries keep it), windows starting and ending on events,
     between them and before the first."""
@@ -107,7 +107,7 @@ def test_one_pass_window_equals_both_sweeps_bit_for_bit() -> None:
         w1 = rng.choice([w0, w0 + 0.5, w0 + rng.random(), *(t for t in times if t > w0)])
         if not w1 < t1:
             continue
-        got = _sweep_window(ev, _CLS, t1, w0, w1)
+        got = _sweeps(ev, _CLS, 0.0, t1, w0, w1)
         want = (_sweep(ev, _CLS, 0.0, t1), _sweep(ev, _CLS, w0, w1))
         assert got == want
         assert [list(x) for x in got] == [list(x) for x in want]  # the classes' order too
