@@ -17,6 +17,7 @@ So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -171,25 +172,27 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
     start_s, end_s = timeline.start_s, timeline.end_s
     chains = timeline.chains
     for t in timeline.graph.tasks:
-        comm = t.comm
-        if t.then_s is CHAIN_MARK:  # a gather chain: its fine tasks' events
+        then = t.then_s
+        if then is CHAIN_MARK:  # a gather chain: its fine tasks' events
             _chain_events(append, keys, t, chains[t.tid][1], dev)  # type: ignore[arg-type, index]
             if t.send_s > 0 and (t.device == dev or dev in t.send.group):
                 _folded(append, keys, t, end_s[t.tid])
             continue
-        if t.device != dev:
+        if t.device != dev:  # most tasks: another device's compute, passed over first
             if t.stream == "compute":
                 if t.send_s > 0 and dev in t.send.group:  # a send into dev, folded
                     _folded(append, keys, t, end_s[t.tid])
                 continue
+            comm = t.comm
             mine = comm is not None and dev in comm.group
             if not mine and t.kind not in _HOST_KINDS:
                 continue  # not dev's, and never "2|host" (task_class): no event
         else:
+            comm = t.comm
             mine = True
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
-        if t.then_s or t.send_s:  # an operation task of the analytic graph
+        if then or t.send_s:  # an operation task of the analytic graph
             _folded(append, keys, t, e, s)
             e = s + t.duration_s  # its own task: until its tail
         if e <= s:
@@ -334,30 +337,68 @@ def _key(keys: dict[tuple[object, ...], str], t: Task) -> str:
 def _sweep(events: _Events, cls_of: dict[str, str], t0: float, t1: float) -> dict[str, float]:
     """Seconds of ``[t0, t1]`` per class: each interval between consecutive events goes to
     the highest-priority class running, ``bubble`` when none. Stops at the first event at or
-    after ``t1`` (what follows would add nothing).
+    after ``t1`` (what follows would add nothing). :func:`_sweeps` without a window."""
+    return _sweeps(events, cls_of, t0, t1, -math.inf, -math.inf)[0]
+
+
+def _leave(active: dict[str, int], cls_of: dict[str, str]) -> tuple[str, str]:
+    """The running min key and its class after the min key left (:func:`_sweeps`)."""
+    if active:
+        cur = min(active)
+        return cur, cls_of[cur]
+    return "", "bubble"
+
+
+def _sweeps(
+    events: _Events, cls_of: dict[str, str], t0: float, t1: float, w0: float, w1: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """``(_sweep(events, cls_of, t0, t1), _sweep(events, cls_of, w0, w1))`` in one pass over
+    ``events``, for ``w1 < t1`` (``w0 = w1 = -inf``: no window, the second empty): both
+    sweeps read the same events in the same order and the same live keys before each event,
+    so each adds the same intervals in the same order as alone (the window's from ``w0``,
+    its last one up to ``w1`` from the live keys after every event before ``w1``).
 
     ``active`` holds the keys with tasks running only (a key whose count drops to 0 leaves
     it), so the live keys are its keys: no count is ever negative, as every task's end event
-    (``e > s``) sorts after its start."""
+    (``e > s``) sorts after its start. The class running is kept as keys enter (below the
+    running min) and leave (the min left: :func:`_leave`): ``cls_of[min(active)]``,
+    ``bubble`` when none, at every interval, without a ``min`` over the live keys at each."""
     active: dict[str, int] = {}
     acc: dict[str, float] = {}
+    one: dict[str, float] = {}
+    got = active.get
+    cur, cls = "", "bubble"  # min(active) ("": none) and its class
     prev = t0
+    wprev = w0
+    inside = True  # the window's sweep has not reached w1
     for now, d, key in events:
         if now >= t1:
             break
         if now > prev:
-            cls = cls_of[min(active)] if active else "bubble"
             acc[cls] = acc.get(cls, 0.0) + (now - prev)
             prev = now
-        c = active.get(key, 0) + d
+        if inside:
+            if now >= w1:
+                inside = False
+                if w1 > wprev:
+                    one[cls] = one.get(cls, 0.0) + (w1 - wprev)
+            elif now > wprev:
+                one[cls] = one.get(cls, 0.0) + (now - wprev)
+                wprev = now
+        c = got(key, 0) + d
         if c:
             active[key] = c
+            if c == 1 and d > 0 and (not cur or key < cur):  # enters below the running min
+                cur, cls = key, cls_of[key]
         else:
             del active[key]
+            if key == cur:
+                cur, cls = _leave(active, cls_of)
+    if inside and w1 > wprev:  # every event before w1 (none at or after it below t1)
+        one[cls] = one.get(cls, 0.0) + (w1 - wprev)
     if t1 > prev:
-        cls = cls_of[min(active)] if active else "bubble"
         acc[cls] = acc.get(cls, 0.0) + (t1 - prev)
-    return acc
+    return acc, one
 
 
 _EVENT_ORDER = itemgetter(0)
@@ -403,9 +444,13 @@ def _periodic_seconds(tl: PeriodicTimeline, dev: str) -> dict[str, float]:
     schedule's plus ``extra`` times one period's (``[tau, tau + lambda)``,
     :func:`perfmodel.sim.engine.periodic_timeline`)."""
     short, lam, tau = tl.short, tl.period_s, tl.window_s
-    events = _class_events(short, dev)  # one sorted list for both sweeps
-    acc = _sweep(*events, 0.0, short.makespan_s)
-    one = _sweep(*events, tau, tau + lam)
+    events, cls_of = _class_events(short, dev)
+    T, w1 = short.makespan_s, tau + lam
+    if w1 < T:  # both sweeps in one pass (the check puts the window inside the schedule)
+        acc, one = _sweeps(events, cls_of, 0.0, T, tau, w1)
+    else:
+        acc = _sweep(events, cls_of, 0.0, T)
+        one = _sweep(events, cls_of, tau, w1)
     for cls, v in one.items():
         acc[cls] = acc.get(cls, 0.0) + tl.extra * v
     return acc

@@ -251,17 +251,24 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     runs: dict[tuple[int, str, str], list[Task]] = {}
     by_unit: dict[int, list[Task]] = {}
     one = by_unit if u == 1 else None  # 1F1B: a micro-batch's tasks in program order
+    got = by_unit.get if one is not None else runs.get
     for t in tasks:
         j = t.microbatch
-        if j < 0 and t.deps:
+        if j < 0:
+            if not t.deps:
+                continue
             owners = {mb[d % SENT] for d in t.deps}
-            if len(owners) == 1:
-                j = mb[t.tid] = owners.pop()
-        if j >= 0:
-            if one is not None:
-                one.setdefault(j, []).append(t)
-            else:
-                runs.setdefault((j, t.device, t.stream), []).append(t)
+            if len(owners) != 1:
+                continue
+            j = mb[t.tid] = owners.pop()
+            if j < 0:
+                continue
+        key = j if one is not None else (j, t.device, t.stream)
+        run = got(key)
+        if run is None:
+            (by_unit if one is not None else runs)[key] = [t]
+        else:
+            run.append(t)
     for key in sorted(runs):
         by_unit.setdefault(key[0] // u, []).extend(runs[key])
     unit = mb if u == 1 else [j // u for j in mb]  # -1: no micro-batch
@@ -326,11 +333,11 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     tau = first[mid]
     lo, hi = tau - lam, tau + 2 * lam
     blocked = 0.0  # latest end of a task outside the periodic units in the window
-    for t in tasks:
-        s, e = start[t.tid], end[t.tid]
-        if j0 < unit[t.tid] < j1:
+    lo_tol, hi_tol = lo + tol, hi - tol
+    for s, e, un in zip(start, end, unit, strict=True):  # tasks[i].tid == i
+        if j0 < un < j1:
             continue
-        if not (e <= lo + tol or s >= hi - tol):
+        if not (e <= lo_tol or s >= hi_tol):
             if s > lo:  # starts inside the window: no longer schedule moves it out
                 return 0
             blocked = max(blocked, e)
@@ -338,8 +345,8 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
         # a longer schedule whose unit `mid` starts two periods after it (its last unit
         # reduces gradients, so `mid` is at most k' / u - 5)
         return u * (j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5)
-    last = max(range(len(end)), key=end.__getitem__)  # the first task that ends last
-    if j0 < unit[last] < j1 or not start[last] >= hi - tol:
+    last = end.index(span)  # the first task that ends last (span: the largest end)
+    if j0 < unit[last] < j1 or not start[last] >= hi_tol:
         return 0
     period = tuple(t.tid for t in by_unit[mid])
     return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from perfmodel.report.step_breakdown import _EVENT_ORDER, _sweep
+from perfmodel.report.step_breakdown import _EVENT_ORDER, _sweep, _sweeps
 
 _CLS = {"0|compute": "compute", "1|comm:dp": "comm:dp", "2|host": "host"}
 
@@ -85,3 +85,29 @@ def test_the_order_of_events_at_one_time_changes_nothing() -> None:
         for a, b in ((t0, t1), (0.0, 4.0), (-1.0, 5.0)):
             assert _sweep(ev, _CLS, a, b) == _sweep(paired, _CLS, a, b)
             assert _sweep(ev, _CLS, a, b) == _reference(paired, _CLS, a, b)
+
+
+def test_one_pass_window_equals_both_sweeps_bit_for_bit() -> None:
+    """``_sweeps`` (the periodic breakdown's two sweeps in one pass) returns what the
+    whole sweep and the window's sweep return alone: the same seconds, the same classes in
+    the same order (the report's dictionaries keep it), windows starting and ending on events,
+    between them and before the first."""
+    rng = random.Random(12)
+    for _ in range(400):
+        spans = []
+        for _ in range(rng.randint(0, 14)):
+            s = rng.choice([0.0, 0.5, 1.0, 1.5, rng.random() * 3])
+            spans.append(
+                (s, s + rng.choice([0.5, 1.0, rng.random() + 1e-3]), rng.choice(list(_CLS)))
+            )
+        ev = _events(spans)
+        times = [0.0, 0.5, 1.0, 1.5, 2.0] + [x[0] for x in ev]
+        t1 = max(times, default=0.0) + rng.choice([0.0, 0.5])
+        w0 = rng.choice([*times, rng.random() * 3])
+        w1 = rng.choice([w0, w0 + 0.5, w0 + rng.random(), *(t for t in times if t > w0)])
+        if not w1 < t1:
+            continue
+        got = _sweeps(ev, _CLS, 0.0, t1, w0, w1)
+        want = (_sweep(ev, _CLS, 0.0, t1), _sweep(ev, _CLS, w0, w1))
+        assert got == want
+        assert [list(x) for x in got] == [list(x) for x in want]  # the classes' order too
