@@ -243,11 +243,8 @@ def build_chunk(
     stages of a transformer stack hold copies of the same blocks, so their segments are summed
     once (their tensor-parallel times are still asked of each chunk's own group).
 
-    ``tp_used`` (an empty dict, or ``None``) receives the seconds of every tensor-parallel
-    collective the chunk's segments carry, by ``(op, bytes)``, as ``tp_group`` prices them
-    (the chunk's only input from its group: :meth:`~perfmodel.parallel.lower_shortcuts.
-    LoweringShortcuts._make_chunks` reads a chunk of another plan where a new group prices
-    them alike).
+    ``tp_used`` (an empty dict) receives the chunk's TP collectives' seconds by ``(op, bytes)``,
+    its only input from ``tp_group`` (:func:`chunk_of_another_plan`).
     """
     # ascending consecutive ids (a partition's chunk): so are every segment's sorted ids, which
     # are consecutive positions of layer_ids (a block, a bucket or all of them)
@@ -262,6 +259,8 @@ def build_chunk(
     rerun = share if plan.recompute is Recompute.SELECTIVE else None
     key_args = (by_block, bucket_bytes, first_bucket_bytes, exclude_sharded, grad_b, rerun)
     chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs, key_args)
+    # this chunk's TP group and algorithm; a refused shift's asks are of this chunk's own
+    # collectives (the same key: the same block offset and length)
     tp_time: dict[tuple[CollectiveOp, float], float] = {} if tp_used is None else tp_used
     shifted = _shifted_chunk(
         seg_memo, chunk_key, layer_ids[0], layers, costs, tp, algorithm, tp_time
@@ -276,7 +275,6 @@ def build_chunk(
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
     stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
-    tp_time.clear()  # this chunk's TP group, algorithm (a refused shift's asks dropped)
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
@@ -300,25 +298,11 @@ def build_chunk(
         rc, tb, extra, unpaired = _recomputed_and_expert_context(
             seg_layers, f, bi + bw, rc, tf, tb, ctx
         )
-        segs.append(
-            Segment(
-                ids,
-                f,
-                bi + bw,
-                rc,
-                tf,
-                tb,
-                params,
-                act,
-                flop,
-                dp_params,
-                extra,
-                expert,
-                sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
-                rs_f,
-                unpaired,
-            )
-        )
+        stall = sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0
+        segs.append(Segment(
+            ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, extra, expert, stall, rs_f,
+            unpaired,
+        ))  # fmt: skip
         if shape is not None:
             by_shape[shape] = segs[-1]  # type: ignore[index]
     last = workload.layers[layer_ids[-1]]

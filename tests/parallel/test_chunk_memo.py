@@ -14,8 +14,10 @@ import pytest
 import perfmodel.api as api
 import perfmodel.parallel.lower_shortcuts as shortcuts
 import perfmodel.parallel.lowering as lowering
+import perfmodel.pipeline.inputs as inputs
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.ops import CollectiveOp
+from perfmodel.parallel import costs
 from perfmodel.pipeline.lower import build_step
 
 GPT = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
@@ -57,6 +59,14 @@ def _chunks(sc: Scenario) -> list[lowering.Chunk]:
     return made[-1]
 
 
+def _fresh_tables() -> None:
+    """Empty the chunk memo and the shared price tables (a table an earlier test's clusters
+    pushed out of the bounded shared list is made anew: another identity, no chunk read)."""
+    inputs._system_costs.cache_clear()
+    costs._SHARED_COMPUTE.clear()
+    lowering._CHUNKS.clear()
+
+
 def _cold(sc: Scenario) -> list[lowering.Chunk]:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(lowering, "_CHUNKS", {})
@@ -65,7 +75,7 @@ def _cold(sc: Scenario) -> list[lowering.Chunk]:
 
 @pytest.mark.parametrize("software", ["megatron-core", "pytorch-ddp", "fsdp", "megatron"])
 def test_another_data_parallel_size_reads_the_chunks(software: str) -> None:
-    lowering._CHUNKS.clear()
+    _fresh_tables()
     first = _chunks(_sc(software=software, dp=2))  # (one replica reduces no gradients)
     second = _chunks(_sc(software=software, dp=4))
     assert all(a is b for a, b in zip(first, second, strict=True))  # read, not built
@@ -73,7 +83,7 @@ def test_another_data_parallel_size_reads_the_chunks(software: str) -> None:
 
 
 def test_the_report_is_the_cold_one() -> None:
-    lowering._CHUNKS.clear()
+    _fresh_tables()
     predict(_sc(software="megatron-core", recompute="selective"), baseline=False)
     api._REPORTS.clear()
     warm = predict(_sc(software="megatron-core", recompute="selective", dp=4), baseline=False)
@@ -93,7 +103,7 @@ def test_the_report_is_the_cold_one() -> None:
     ],
 )
 def test_what_a_chunk_reads_is_in_the_key(other: dict[str, Any]) -> None:
-    lowering._CHUNKS.clear()
+    _fresh_tables()
     first = _chunks(_sc(software="megatron-core"))
     second = _chunks(_sc(**{"software": "megatron-core", **other}))
     assert not any(a is b for a in first for b in second)
