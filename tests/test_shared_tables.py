@@ -15,7 +15,7 @@ import perfmodel.pipeline.baseline as baseline
 import perfmodel.pipeline.inputs as inputs
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
-from perfmodel.parallel import costs, lower_shortcuts
+from perfmodel.parallel import costs, lower_shortcuts, lowering
 from perfmodel.parallel.costs import SystemCosts
 from perfmodel.pipeline.lower import build_step
 from perfmodel.search.sweep import SweepSpec
@@ -80,6 +80,7 @@ def test_shared_chunks_are_the_chunks_a_cold_lowering_builds(kw: dict[str, objec
     assert len(lower_shortcuts._SHARED_CHUNKS) == 1  # read, not added
     rep_warm = predict(big, baseline=False)
     lower_shortcuts._SHARED_CHUNKS.clear()
+    lowering._CHUNKS.clear()  # the chunks kept one by one as well
     api._REPORTS.clear()
     cold, _ = build_step(big, resolve(big))
     rep_cold = predict(big, baseline=False)

@@ -38,11 +38,18 @@ from __future__ import annotations
 
 import dataclasses
 
+from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import CPImpl
-from perfmodel.parallel.lowering import Chunk, Segment, build_chunk
+from perfmodel.parallel.lowering import (
+    Chunk,
+    Segment,
+    build_chunk,
+    chunk_of_another_plan,
+    keep_chunk,
+)
 from perfmodel.parallel.partition import block_runs, partition
 from perfmodel.parallel.periodic import WINDOW_BACK, short_limit, window_gap
-from perfmodel.parallel.plan import PipelineSchedule
+from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.schedule import warmup_forwards
 from perfmodel.parallel.taskgraph import (
     _S_SEND,
@@ -180,16 +187,23 @@ class LoweringShortcuts:
         plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
         seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
         share = rc.selective_recompute.share_for(wl)
+        memo_key = self._chunk_memo_key(plan)
         for k, ids in enumerate(parts):
             s = k % self.P
-            groups = self.expert_context_groups(s)
+            group = pl.dp_group(0, 0) if self.owt else pl.tp_group(0, s)
+            key = None if memo_key is None else (tuple(ids), *memo_key)
+            hit = None if key is None else chunk_of_another_plan(key, wl, costs, group, self.alg)
+            if hit is not None:
+                chunks.append(hit)
+                continue
+            tp_used: dict[tuple[CollectiveOp, float], float] = {}
             chunks.append(
                 build_chunk(
                     wl,
                     ids,
                     self.costs,
                     plan,
-                    pl.dp_group(0, 0) if self.owt else pl.tp_group(0, s),
+                    group,
                     bucket_bytes=rc.bucket_bytes if self.overlap else None,
                     first_bucket_bytes=rc.first_bucket_bytes,
                     by_block=self.zero3,
@@ -197,12 +211,55 @@ class LoweringShortcuts:
                     exclude_sharded=self.owt,
                     grad_bytes=rc.grad_reduce_bytes,
                     selective_share=share,
-                    comm_groups=groups,
+                    comm_groups=self.expert_context_groups(s),
                     seg_memo=seg_memo,  # type: ignore[arg-type]
                     cp_impl=CPImpl.for_fusion(rc.fusion),
+                    tp_used=tp_used,
                 )
             )
+            if key is not None:
+                keep_chunk(key, wl, costs, chunks[-1], tp_used)
         return chunks
+
+    def _chunk_memo_key(self, plan: ParallelismPlan) -> tuple[object, ...] | None:
+        """What :func:`~perfmodel.parallel.lowering.build_chunk` reads of this lowering for
+        any chunk, beyond the chunk's layer ids and its tensor-parallel group (:func:`~perfmodel.parallel.
+        lowering.chunk_of_another_plan`); ``None`` where it may read more: expert or context
+        groups (``ep`` / ``cp`` > 1: the chunk prices collectives over them), Krizhevsky's
+        hybrid (its data-parallel group stands for the TP group and layers are excluded), or a
+        cost model without a price table (layer prices then need not follow the table).
+
+        Complete: ``build_chunk`` reads the workload's layers (the workload, by identity),
+        layer prices (the costs' :attr:`~perfmodel.parallel.costs.SystemCosts.price_table` by
+        identity, read through the costs' class, and its precision's activation bytes), the
+        tensor-parallel group only through ``costs.collective_time`` of each ``(op, bytes)``
+        (compared per entry), and the arguments below: the split (bucket bytes with overlap,
+        first bucket, by block), the gradient bytes per element, the algorithm, selective
+        recomputation's share (a function of the recipe's rule), and of ``plan`` its
+        ``recompute``, ``ep_overlap`` (as passed: off with one micro-batch per step),
+        ``moe_dispatcher`` and ``cp_comm``; with ``ep = cp = 1`` no other plan field
+        (``SegmentCommContext`` reads the rest only for expert and context groups)."""
+        table = getattr(self.costs, "price_table", None)
+        if table is None or self.owt or plan.ep != 1 or plan.cp != 1:
+            return None
+        rc = self.rc
+        return (
+            id(self.wl),
+            id(table),
+            type(self.costs),
+            self.costs.precision,  # type: ignore[attr-defined]
+            rc.bucket_bytes if self.overlap else None,
+            rc.first_bucket_bytes,
+            self.zero3,
+            rc.grad_reduce_bytes,
+            self.alg,
+            rc.selective_recompute,
+            CPImpl.for_fusion(rc.fusion),
+            plan.recompute,
+            plan.ep_overlap,
+            plan.moe_dispatcher,
+            plan.cp_comm,
+        )
 
     # ------------------------------------------------------------------ coarse segments
 

@@ -217,6 +217,7 @@ def build_chunk(
     comm_groups: Mapping[str, Sequence[Sequence[str]]] | None = None,
     seg_memo: dict[tuple[object, ...], Any] | None = None,
     cp_impl: CPImpl = CPImpl.TE_P2P,
+    tp_used: dict[tuple[CollectiveOp, float], float] | None = None,
 ) -> Chunk:
     """Times and sizes of one chunk, split into segments by gradient bucket or by block.
 
@@ -241,6 +242,9 @@ def build_chunk(
     keeps each segment's per-layer sums (:func:`_segment_sums`) for the other chunks: the
     stages of a transformer stack hold copies of the same blocks, so their segments are summed
     once (their tensor-parallel times are still asked of each chunk's own group).
+
+    ``tp_used`` (an empty dict) receives the chunk's TP collectives' seconds by ``(op, bytes)``,
+    its only input from ``tp_group`` (:func:`chunk_of_another_plan`).
     """
     # ascending consecutive ids (a partition's chunk): so are every segment's sorted ids, which
     # are consecutive positions of layer_ids (a block, a bucket or all of them)
@@ -255,7 +259,12 @@ def build_chunk(
     rerun = share if plan.recompute is Recompute.SELECTIVE else None
     key_args = (by_block, bucket_bytes, first_bucket_bytes, exclude_sharded, grad_b, rerun)
     chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs, key_args)
-    shifted = _shifted_chunk(seg_memo, chunk_key, layer_ids[0], layers, costs, tp, algorithm)
+    # this chunk's TP group and algorithm; a refused shift's asks are of this chunk's own
+    # collectives (the same key: the same block offset and length)
+    tp_time: dict[tuple[CollectiveOp, float], float] = {} if tp_used is None else tp_used
+    shifted = _shifted_chunk(
+        seg_memo, chunk_key, layer_ids[0], layers, costs, tp, algorithm, tp_time
+    )
     if shifted is not None:  # an earlier chunk's split and segments, ids shifted
         return shifted
     groups = _segment_groups(
@@ -266,7 +275,6 @@ def build_chunk(
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
     stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
-    tp_time: dict[tuple[CollectiveOp, float], float] = {}  # this chunk's TP group, algorithm
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     for g in reversed(groups):  # forward order of segments
         ids = tuple(sorted(g))
@@ -290,25 +298,11 @@ def build_chunk(
         rc, tb, extra, unpaired = _recomputed_and_expert_context(
             seg_layers, f, bi + bw, rc, tf, tb, ctx
         )
-        segs.append(
-            Segment(
-                ids,
-                f,
-                bi + bw,
-                rc,
-                tf,
-                tb,
-                params,
-                act,
-                flop,
-                dp_params,
-                extra,
-                expert,
-                sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0,
-                rs_f,
-                unpaired,
-            )
-        )
+        stall = sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0
+        segs.append(Segment(
+            ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, extra, expert, stall, rs_f,
+            unpaired,
+        ))  # fmt: skip
         if shape is not None:
             by_shape[shape] = segs[-1]  # type: ignore[index]
     last = workload.layers[layer_ids[-1]]
@@ -320,6 +314,48 @@ def build_chunk(
     if chunk_key is not None and by_shape is not None:
         seg_memo[chunk_key] = (layer_ids[0], chunk, tuple(tp_time.items()))
     return chunk
+
+
+#: Chunks by what they depend on other than their tensor-parallel group (issue 27: a plan's
+#: micro-batch probes, then its whole lowering; plans that differ in their data-parallel size
+#: or placement only): ``(layer ids, *LoweringShortcuts._chunk_memo_key) -> (workload, price
+#: table, chunk, its TP collectives' seconds by (op, bytes))``, the first two kept so that
+#: the ids in the key stay theirs; the oldest dropped first beyond :data:`_CHUNKS_SIZE`.
+_CHUNKS: dict[tuple[object, ...], tuple[object, object, Chunk, tuple[object, ...]]] = {}
+
+_CHUNKS_SIZE = 1024
+
+
+def chunk_of_another_plan(
+    key: tuple[object, ...], wl: object, costs: object, group: Sequence[str], alg: str
+) -> Chunk | None:
+    """The chunk :func:`keep_chunk` kept under ``key`` where ``group`` prices each of its
+    tensor-parallel collectives at the seconds it was built with; else ``None``.
+
+    Exact: :func:`build_chunk` reads its group only through those prices (the key names
+    everything else it reads: ``LoweringShortcuts._chunk_memo_key``), so with the same
+    prices it builds the same segments, sum for sum."""
+    hit = _CHUNKS.get(key)
+    if hit is None or hit[0] is not wl or hit[1] is not costs.price_table:  # type: ignore[attr-defined]
+        return None
+    tp = tuple(group)
+    for (op, nbytes), t in hit[3]:  # type: ignore[misc]
+        if costs.collective_time(op, nbytes, tp, alg) != t:  # type: ignore[attr-defined]
+            return None
+    return hit[2]
+
+
+def keep_chunk(
+    key: tuple[object, ...],
+    wl: object,
+    costs: object,
+    chunk: Chunk,
+    tp_used: dict[tuple[CollectiveOp, float], float],
+) -> None:
+    """Keep ``chunk`` for :func:`chunk_of_another_plan` (bounded, oldest first out)."""
+    if len(_CHUNKS) >= _CHUNKS_SIZE:
+        _CHUNKS.pop(next(iter(_CHUNKS)), None)
+    _CHUNKS[key] = (wl, costs.price_table, chunk, tuple(tp_used.items()))  # type: ignore[attr-defined]
 
 
 def _chunk_key(
@@ -357,6 +393,7 @@ def _shifted_chunk(
     costs: Costs,
     tp: tuple[str, ...],
     algorithm: str,
+    mine: dict[tuple[CollectiveOp, float], float] | None = None,
 ) -> Chunk | None:
     """The chunk of consecutive ids from ``first_id`` read off the chunk :func:`build_chunk`
     built earlier in this lowering under :func:`_chunk_key` ``key`` (``seg_memo[key]``: its
@@ -377,7 +414,7 @@ def _shifted_chunk(
     if seen is None:
         return None
     first0, chunk, tp_items = seen
-    mine: dict[tuple[CollectiveOp, float], float] = {}
+    mine = {} if mine is None else mine  # filled with this group's times (the caller's)
     for (op, nbytes), t in tp_items:
         if _tp_time(mine, costs, op, nbytes, tp, algorithm) != t:
             return None

@@ -101,6 +101,7 @@ def _chunks(sc: Scenario, monkeypatch: pytest.MonkeyPatch, shapes: bool) -> tupl
         m.setattr(shortcuts, "build_chunk", record)
         m.setattr(lowering, "_segment_sums", count)
         m.setattr(shortcuts, "_SHARED_CHUNKS", {})
+        m.setattr(lowering, "_CHUNKS", {})  # built here, not read off an earlier test's plan
         m.setattr(api, "_REPORTS", {})
         if not shapes:
             m.setattr(lowering._StackCopies, "of", classmethod(lambda cls, layers: None))
