@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -289,8 +290,21 @@ _GARBAGE = st.one_of(
 )
 
 
+def _blank(blob: bytes, suffix: str) -> bool:
+    """Whether ``blob`` says nothing: blank, or (``.toml``) a document that parses to ``{}``."""
+    if not blob.strip():
+        return True
+    if suffix != ".toml":
+        return False
+    try:
+        return tomllib.loads(blob.decode("utf-8")) == {}
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+
+
 @FUZZ
 @given(case=st.sampled_from(_FILE_COMMANDS), blob=_GARBAGE)
+@example(case=("comm --system dgx1-v100 --link-params {f}", ".toml"), blob=b"#")
 def test_garbage_file_exits_2_and_stays_unchanged(
     case: tuple[str, str], blob: bytes, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -308,9 +322,11 @@ def test_garbage_file_exits_2_and_stays_unchanged(
             rc = main(argv)
         except SystemExit as exc:
             rc = int(exc.code or 0)
-    # an empty results file or an empty/blank log can be valid input; everything else is not
+    # an empty results file or an empty/blank log can be valid input, and so can a TOML file
+    # of comments only (an empty table: --link-params then keeps every default, as for a blank
+    # file); everything else is not
     if rc == 0:
-        assert not blob.strip() or f.suffix in (".jsonl", ".csv"), f"{argv} accepted {blob!r}"
+        assert _blank(blob, f.suffix) or f.suffix in (".jsonl", ".csv"), f"{argv} accepted {blob!r}"
     else:
         assert rc == 2, f"{argv}: exit {rc}"
     assert "Traceback" not in err.getvalue()
