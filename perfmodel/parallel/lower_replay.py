@@ -245,5 +245,119 @@ class OperationReplay:
         merged = low.op_merged - m0 - fold
         return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors
 
+    # ------------------------------------------------------------------ gather chains inline
+
+    def init_chain_ops(self) -> bool:
+        """Start a schedule's inline gather chains (:meth:`chain_op`); returns whether any
+        operation of the step may take one: ZeRO-3/FSDP's analytic graph with operation
+        tasks and gather chains, no HSDP, no activation offload, no combined 1F1B (nor
+        ZeRO-1/2's overlapped gathers, which ZeRO-3 excludes)."""
+        low: Any = self
+        low._chain_ops = {}  # (chunk, forward, last micro-batch, first segment done) -> ...
+        return bool(
+            low.op_tasks
+            and low.zero3
+            and low.hidden
+            and low.CHAINS
+            and not (low.hsdp or low.combined or low.gather_early or any(low.offload_stall))
+        )
+
+    def _chain_template(self, s: int, fwd: bool, final: bool, k: int) -> tuple | bool:
+        """What ``forward`` / ``backward`` emit for an operation of chunk ``k`` (``fwd``;
+        ``final``: the last micro-batch's backward) on stage ``s`` in the stage's present
+        state (its first segment done or not; no gathers to come): the gather chain's
+        template (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._chain_static`),
+        whether :meth:`gather_runs` counts it merged, the GPU, labels and the send's
+        arguments; ``False`` where they take another path (the same decisions, in order)."""
+        low: Any = self
+        ch = low.chunks[k]
+        if low.plain_single[k] is not None:
+            return False
+        phase = "F" if fwd else "B"
+        # coarsenable (refuses ZeRO-3 in its chunk part) and coarse_runs (forward: before
+        # gather_runs; backward after it), both without their counters where they refuse
+        if low._chunk_coarsenable(ch, phase):
+            return False
+        if fwd and not (len(ch.segments) < 3 or low.tp_stream == "compute"):
+            rkey = (id(ch), phase)  # coarse_runs' chunk part (its memo, kept as it keeps it)
+            if rkey not in low._coarse_runs:
+                low._coarse_runs[rkey] = low._chunk_runs(ch, phase)
+            if low._coarse_runs[rkey] is not None:
+                return False  # lowered as coarse runs
+        reducing = not fwd and low.dp_on and low.overlap and (final or low.reduce_every_mb)
+        first = low.first_seg_done[s]
+        key = (id(ch), phase, reducing, final, first)
+        plan = low._gather_ops.get(key, False)
+        if plan is False:
+            plan = low._gather_ops[key] = low._gather_plan(s, ch, phase, reducing, final, first)
+        if plan is None:
+            return False
+        chain = low._chain_static(plan, k, ch, phase)
+        if chain is None:
+            return False
+        c = k // low.P
+        P = low.P
+        sends = k < low.K - 1 if fwd else k > 0
+        to = (k + 1) % P if fwd else (k - 1) % P
+        nbytes = ch.out_bytes if fwd else low.chunks[k - 1].out_bytes if k > 0 else 0.0
+        labels = op_labels(phase, c if low.V > 1 else -1, low.m)
+        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, to, nbytes
+
+    def chain_op(self, s: int, fwd: bool, mb: int, c: int) -> bool:
+        """Lower operation (``fwd``: forward, else backward) of micro-batch ``mb`` through
+        chunk ``c`` of stage ``s`` as ``forward`` / ``backward`` would where they lower it
+        as one gather chain (:meth:`_chain_template`: the same ``add_chain`` call, stage state
+        and send), without their calls; returns ``False`` (nothing done) where they would not.
+        Every decision on their path reads the chunk, the phase, whether the backward is the
+        last micro-batch's and whether the stage's first segment is done (``gather_runs``'s
+        key), so the template is kept by those."""
+        low: Any = self
+        P = low.P
+        k = c * P + s
+        final = not fwd and mb == low.m - 1
+        key = (k, fwd, final, low.first_seg_done[s])
+        hit = low._chain_ops.get(key)
+        if hit is None:
+            hit = low._chain_ops[key] = self._chain_template(s, fwd, final, k)
+        if hit is False:
+            return False
+        (static, c_max, two, one, red, n_items), merged, gpu, labels, sends, to, nbytes = hit
+        last = low.last_compute
+        if fwd:
+            deps = [last[s], low.f_out[(mb, k - 1)]] if k > 0 else [last[s]]
+        else:
+            key2 = (mb, k)
+            deps = (
+                [last[s], low.f_done[key2], low.b_out[(mb, k + 1)]]
+                if k < low.K - 1
+                else [last[s], low.f_done[key2]]
+            )
+        low.hidden_merged += merged
+        hist = low.gather_hist[s]
+        a0 = hist[-2] if len(hist) >= 2 else -1
+        a1 = hist[-1] if hist else -1
+        tid = low.b.add_chain(gpu, deps, labels[mb], mb, k, (static, a0, a1))
+        busy = low._cs_max[s]  # compute_emitted's, for the segments' computes
+        if c_max > busy[0]:
+            busy[0] = c_max
+        if c_max > busy[1]:
+            busy[1] = c_max
+        hist.append(tid + two)
+        hist.append(tid + one)
+        low.first_seg_done[s] = True
+        if red:
+            low.grad_comm[s].append(tid + red)
+        low.op_merged += n_items
+        last[s] = tid
+        if fwd:
+            low.f_done[(mb, k)] = tid
+            if sends:
+                low.f_out[(mb, k)] = (
+                    low.send(s, to, nbytes, [tid], "send_fwd", mb, k) if P > 1 else tid
+                )
+        elif sends:
+            low.b_out[(mb, k)] = low.send(s, to, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
+        return True
+
 
 __all__ = ["OperationReplay"]
