@@ -37,7 +37,30 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.parallel.lower_shortcuts import op_labels
-from perfmodel.parallel.taskgraph import SENT, OpTask, TaskKind
+from perfmodel.parallel.taskgraph import (
+    _S_CHAIN,
+    _S_CHUNK,
+    _S_COMM,
+    _S_DEPS,
+    _S_DEVICE,
+    _S_DUR,
+    _S_KIND,
+    _S_LABEL,
+    _S_MB,
+    _S_SEND,
+    _S_SEND_S,
+    _S_STREAM,
+    _S_THEN,
+    _S_TID,
+    CHAIN_MARK,
+    SENT,
+    ChainTask,
+    OpTask,
+    TaskKind,
+    _new_task,
+)
+
+_COMPUTE = TaskKind.COMPUTE
 
 #: A recorded operation (:meth:`OperationReplay._record`): its tasks as ``(kind, device,
 #: stream, seconds, dependencies, label, micro-batch field, chunk, comm, then_s)`` (a
@@ -301,16 +324,21 @@ class OperationReplay:
         to = (k + 1) % P if fwd else (k - 1) % P
         nbytes = ch.out_bytes if fwd else low.chunks[k - 1].out_bytes if k > 0 else 0.0
         labels = op_labels(phase, c if low.V > 1 else -1, low.m)
-        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, to, nbytes
+        send = low.p2p(s, to, nbytes) if sends and P > 1 else None
+        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, send
 
     def chain_op(self, s: int, fwd: bool, mb: int, c: int) -> bool:
         """Lower operation (``fwd``: forward, else backward) of micro-batch ``mb`` through
         chunk ``c`` of stage ``s`` as ``forward`` / ``backward`` would where they lower it
-        as one gather chain (:meth:`_chain_template`: the same ``add_chain`` call, stage state
-        and send), without their calls; returns ``False`` (nothing done) where they would not.
-        Every decision on their path reads the chunk, the phase, whether the backward is the
-        last micro-batch's and whether the stage's first segment is done (``gather_runs``'s
-        key), so the template is kept by those."""
+        as one gather chain (:meth:`_chain_template`), without their calls: the
+        :class:`~perfmodel.parallel.taskgraph.ChainTask` ``GraphBuilder.add_chain`` makes (its
+        dependencies cleaned as it cleans them), the stage state ``lower_gather_runs`` leaves,
+        and the send as ``send`` and ``fold_send`` emit it (the fold decided before the task
+        is made, its ``send_s`` and ``send`` stored with it, as the plain loop does); returns
+        ``False`` (nothing done) where they would not. Every decision on their path reads the
+        chunk, the phase, whether the backward is the last micro-batch's and whether the
+        stage's first segment is done (``gather_runs``' key), so the template is kept by
+        those."""
         low: Any = self
         P = low.P
         k = c * P + s
@@ -321,27 +349,74 @@ class OperationReplay:
             hit = low._chain_ops[key] = self._chain_template(s, fwd, final, k)
         if hit is False:
             return False
-        (static, c_max, two, one, red, n_items), merged, gpu, labels, sends, to, nbytes = hit
+        (static, c_max, two, one, red, n_items), merged, gpu, labels, sends, send = hit
         last = low.last_compute
-        if fwd:
-            deps = [last[s], low.f_out[(mb, k - 1)]] if k > 0 else [last[s]]
+        a = last[s]
+        if fwd:  # [last, input] (k > 0) or [last], cleaned as add_chain cleans them
+            if k > 0:
+                d = low.f_out[(mb, k - 1)]
+                if a < 0:
+                    deps: tuple[int, ...] = (d,) if d >= 0 else ()
+                elif d < 0 or d == a:
+                    deps = (a,)
+                else:
+                    deps = (a, d) if a < d else (d, a)
+            else:
+                deps = (a,) if a >= 0 else ()
         else:
-            key2 = (mb, k)
-            deps = (
-                [last[s], low.f_done[key2], low.b_out[(mb, k + 1)]]
-                if k < low.K - 1
-                else [last[s], low.f_done[key2]]
-            )
+            f = low.f_done[(mb, k)]
+            ins = (a, f, low.b_out[(mb, k + 1)]) if k < low.K - 1 else (a, f)
+            deps = tuple(sorted({x for x in ins if x >= 0}))
         low.hidden_merged += merged
         hist = low.gather_hist[s]
         a0 = hist[-2] if len(hist) >= 2 else -1
         a1 = hist[-1] if hist else -1
-        tid = low.b.add_chain(gpu, deps, labels[mb], mb, k, (static, a0, a1))
+        b = low.b
+        tasks = b.tasks
+        tid = len(tasks)
         busy = low._cs_max[s]  # compute_emitted's, for the segments' computes
         if c_max > busy[0]:
             busy[0] = c_max
         if c_max > busy[1]:
             busy[1] = c_max
+        send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
+        if send is not None:
+            j = 0 if fwd else 1
+            exact = low._send_exact[s]
+            if exact[j]:
+                prev = low._send_prev[s]
+                ok = busy[j] >= prev[j]
+                prev[j] = send[0]
+                busy[j] = 0.0
+                if ok:
+                    send_s, spec = send
+                    low._send_last[s][j] = tid
+                    low.op_merged += 1
+                else:
+                    exact[j] = False
+                    x = low._send_last[s][j]
+                    wait = x + SENT if x >= 0 else -1
+            else:
+                wait = -1
+        task = _new_task(ChainTask)
+        _S_THEN(task, CHAIN_MARK)
+        _S_SEND_S(task, send_s)
+        _S_SEND(task, spec)
+        _S_CHAIN(task, (static, a0, a1))
+        _S_TID(task, tid)
+        _S_KIND(task, _COMPUTE)
+        _S_DEVICE(task, gpu)
+        _S_STREAM(task, "compute")
+        _S_DUR(task, 0.0)
+        _S_DEPS(task, deps)
+        _S_LABEL(task, labels[mb])
+        _S_MB(task, mb)
+        _S_CHUNK(task, k)
+        _S_COMM(task, None)
+        tasks.append(task)
+        if gpu not in b._device_set:
+            b._device_set.add(gpu)
+            b.devices.append(gpu)
         hist.append(tid + two)
         hist.append(tid + one)
         low.first_seg_done[s] = True
@@ -349,14 +424,17 @@ class OperationReplay:
             low.grad_comm[s].append(tid + red)
         low.op_merged += n_items
         last[s] = tid
+        out = tid
+        if spec is not None:
+            out = tid + SENT
+        elif wait != -3:
+            out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
         if fwd:
             low.f_done[(mb, k)] = tid
             if sends:
-                low.f_out[(mb, k)] = (
-                    low.send(s, to, nbytes, [tid], "send_fwd", mb, k) if P > 1 else tid
-                )
+                low.f_out[(mb, k)] = out
         elif sends:
-            low.b_out[(mb, k)] = low.send(s, to, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
+            low.b_out[(mb, k)] = out
         return True
 
 
