@@ -285,9 +285,10 @@ class OperationReplay:
             and not (low.hsdp or low.combined or low.gather_early or any(low.offload_stall))
         )
 
-    def _chain_template(self, s: int, fwd: bool, final: bool, k: int) -> tuple | bool:
+    def _chain_template(self, s: int, fwd: bool, mb: int, final: bool, k: int) -> tuple | bool:
         """What ``forward`` / ``backward`` emit for an operation of chunk ``k`` (``fwd``;
-        ``final``: the last micro-batch's backward) on stage ``s`` in the stage's present
+        micro-batch ``mb``, the first of its key; ``final``: the last micro-batch's backward) on
+        stage ``s`` in the stage's present
         state (its first segment done or not; no gathers to come): the gather chain's
         template (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._chain_static`),
         whether :meth:`gather_runs` counts it merged, the GPU, labels and the send's
@@ -297,9 +298,10 @@ class OperationReplay:
         if low.plain_single[k] is not None:
             return False
         phase = "F" if fwd else "B"
-        # coarsenable (refuses ZeRO-3 in its chunk part) and coarse_runs (forward: before
-        # gather_runs; backward after it), both without their counters where they refuse
-        if low._chunk_coarsenable(ch, phase):
+        # coarsenable (refuses ZeRO-3 in its chunk part: no counter moves; the method itself,
+        # so that a replacement is honoured) and coarse_runs (forward: before gather_runs;
+        # backward after it), without its counter where it refuses
+        if low.coarsenable(s, phase, mb, ch):
             return False
         if fwd and not (len(ch.segments) < 3 or low.tp_stream == "compute"):
             rkey = (id(ch), phase)  # coarse_runs' chunk part (its memo, kept as it keeps it)
@@ -346,7 +348,7 @@ class OperationReplay:
         key = (k, fwd, final, low.first_seg_done[s])
         hit = low._chain_ops.get(key)
         if hit is None:
-            hit = low._chain_ops[key] = self._chain_template(s, fwd, final, k)
+            hit = low._chain_ops[key] = self._chain_template(s, fwd, mb, final, k)
         if hit is False:
             return False
         (static, c_max, two, one, red, n_items), merged, gpu, labels, sends, send = hit
