@@ -38,25 +38,12 @@ from typing import Any
 
 from perfmodel.parallel.lower_shortcuts import op_labels
 from perfmodel.parallel.taskgraph import (
-    _S_CHAIN,
-    _S_CHUNK,
-    _S_COMM,
-    _S_DEPS,
-    _S_DEVICE,
-    _S_DUR,
-    _S_KIND,
-    _S_LABEL,
-    _S_MB,
-    _S_SEND,
-    _S_SEND_S,
-    _S_STREAM,
-    _S_THEN,
-    _S_TID,
     CHAIN_MARK,
     SENT,
     ChainTask,
     OpTask,
     TaskKind,
+    _ChainTaskTwin,
     _new_task,
 )
 
@@ -400,21 +387,22 @@ class OperationReplay:
                     wait = x + SENT if x >= 0 else -1
             else:
                 wait = -1
-        task = _new_task(ChainTask)
-        _S_THEN(task, CHAIN_MARK)
-        _S_SEND_S(task, send_s)
-        _S_SEND(task, spec)
-        _S_CHAIN(task, (static, a0, a1))
-        _S_TID(task, tid)
-        _S_KIND(task, _COMPUTE)
-        _S_DEVICE(task, gpu)
-        _S_STREAM(task, "compute")
-        _S_DUR(task, 0.0)
-        _S_DEPS(task, deps)
-        _S_LABEL(task, labels[mb])
-        _S_MB(task, mb)
-        _S_CHUNK(task, k)
-        _S_COMM(task, None)
+        task = _new_task(_ChainTaskTwin)  # add_chain's stores, then the frozen class
+        task.then_s = CHAIN_MARK
+        task.send_s = send_s
+        task.send = spec
+        task.chain = (static, a0, a1)
+        task.tid = tid
+        task.kind = _COMPUTE
+        task.device = gpu
+        task.stream = "compute"
+        task.duration_s = 0.0
+        task.deps = deps
+        task.label = labels[mb]
+        task.microbatch = mb
+        task.chunk = k
+        task.comm = None
+        task.__class__ = ChainTask  # type: ignore[assignment]
         tasks.append(task)
         if gpu not in b._device_set:
             b._device_set.add(gpu)
