@@ -37,7 +37,17 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.parallel.lower_shortcuts import op_labels
-from perfmodel.parallel.taskgraph import SENT, OpTask, TaskKind
+from perfmodel.parallel.taskgraph import (
+    CHAIN_MARK,
+    SENT,
+    ChainTask,
+    OpTask,
+    TaskKind,
+    _ChainTaskTwin,
+    _new_task,
+)
+
+_COMPUTE = TaskKind.COMPUTE
 
 #: A recorded operation (:meth:`OperationReplay._record`): its tasks as ``(kind, device,
 #: stream, seconds, dependencies, label, micro-batch field, chunk, comm, then_s)`` (a
@@ -244,6 +254,178 @@ class OperationReplay:
         cmax = max(durs) if durs else None
         merged = low.op_merged - m0 - fold
         return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors
+
+    # ------------------------------------------------------------------ gather chains inline
+
+    def init_chain_ops(self) -> bool:
+        """Start a schedule's inline gather chains (:meth:`chain_op`); returns whether any
+        operation of the step may take one: ZeRO-3/FSDP's analytic graph with operation
+        tasks and gather chains, no HSDP, no activation offload, no combined 1F1B (nor
+        ZeRO-1/2's overlapped gathers, which ZeRO-3 excludes)."""
+        low: Any = self
+        low._chain_ops = {}  # (chunk, forward, last micro-batch, first segment done) -> ...
+        return bool(
+            low.op_tasks
+            and low.zero3
+            and low.hidden
+            and low.CHAINS
+            and not (low.hsdp or low.combined or low.gather_early or any(low.offload_stall))
+        )
+
+    def _chain_template(self, s: int, fwd: bool, mb: int, final: bool, k: int) -> tuple | bool:
+        """What ``forward`` / ``backward`` emit for an operation of chunk ``k`` (``fwd``;
+        micro-batch ``mb``, the first of its key; ``final``: the last micro-batch's backward) on
+        stage ``s`` in the stage's present
+        state (its first segment done or not; no gathers to come): the gather chain's
+        template (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._chain_static`),
+        whether :meth:`gather_runs` counts it merged, the GPU, labels and the send's
+        arguments; ``False`` where they take another path (the same decisions, in order)."""
+        low: Any = self
+        ch = low.chunks[k]
+        if low.plain_single[k] is not None:
+            return False
+        phase = "F" if fwd else "B"
+        # coarsenable (refuses ZeRO-3 in its chunk part: no counter moves; the method itself,
+        # so that a replacement is honoured) and coarse_runs (forward: before gather_runs;
+        # backward after it), without its counter where it refuses
+        if low.coarsenable(s, phase, mb, ch):
+            return False
+        if fwd and not (len(ch.segments) < 3 or low.tp_stream == "compute"):
+            rkey = (id(ch), phase)  # coarse_runs' chunk part (its memo, kept as it keeps it)
+            if rkey not in low._coarse_runs:
+                low._coarse_runs[rkey] = low._chunk_runs(ch, phase)
+            if low._coarse_runs[rkey] is not None:
+                return False  # lowered as coarse runs
+        reducing = not fwd and low.dp_on and low.overlap and (final or low.reduce_every_mb)
+        first = low.first_seg_done[s]
+        key = (id(ch), phase, reducing, final, first)
+        plan = low._gather_ops.get(key, False)
+        if plan is False:
+            plan = low._gather_ops[key] = low._gather_plan(s, ch, phase, reducing, final, first)
+        if plan is None:
+            return False
+        chain = low._chain_static(plan, k, ch, phase)
+        if chain is None:
+            return False
+        c = k // low.P
+        P = low.P
+        sends = k < low.K - 1 if fwd else k > 0
+        to = (k + 1) % P if fwd else (k - 1) % P
+        nbytes = ch.out_bytes if fwd else low.chunks[k - 1].out_bytes if k > 0 else 0.0
+        labels = op_labels(phase, c if low.V > 1 else -1, low.m)
+        send = low.p2p(s, to, nbytes) if sends and P > 1 else None
+        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, send
+
+    def chain_op(self, s: int, fwd: bool, mb: int, c: int) -> bool:
+        """Lower operation (``fwd``: forward, else backward) of micro-batch ``mb`` through
+        chunk ``c`` of stage ``s`` as ``forward`` / ``backward`` would where they lower it
+        as one gather chain (:meth:`_chain_template`), without their calls: the
+        :class:`~perfmodel.parallel.taskgraph.ChainTask` ``GraphBuilder.add_chain`` makes (its
+        dependencies cleaned as it cleans them), the stage state ``lower_gather_runs`` leaves,
+        and the send as ``send`` and ``fold_send`` emit it (the fold decided before the task
+        is made, its ``send_s`` and ``send`` stored with it, as the plain loop does); returns
+        ``False`` (nothing done) where they would not. Every decision on their path reads the
+        chunk, the phase, whether the backward is the last micro-batch's and whether the
+        stage's first segment is done (``gather_runs``' key), so the template is kept by
+        those."""
+        low: Any = self
+        P = low.P
+        k = c * P + s
+        final = not fwd and mb == low.m - 1
+        key = (k, fwd, final, low.first_seg_done[s])
+        hit = low._chain_ops.get(key)
+        if hit is None:
+            hit = low._chain_ops[key] = self._chain_template(s, fwd, mb, final, k)
+        if hit is False:
+            return False
+        (static, c_max, two, one, red, n_items), merged, gpu, labels, sends, send = hit
+        last = low.last_compute
+        a = last[s]
+        if fwd:  # [last, input] (k > 0) or [last], cleaned as add_chain cleans them
+            if k > 0:
+                d = low.f_out[(mb, k - 1)]
+                if a < 0:
+                    deps: tuple[int, ...] = (d,) if d >= 0 else ()
+                elif d < 0 or d == a:
+                    deps = (a,)
+                else:
+                    deps = (a, d) if a < d else (d, a)
+            else:
+                deps = (a,) if a >= 0 else ()
+        else:
+            f = low.f_done[(mb, k)]
+            ins = (a, f, low.b_out[(mb, k + 1)]) if k < low.K - 1 else (a, f)
+            deps = tuple(sorted({x for x in ins if x >= 0}))
+        low.hidden_merged += merged
+        hist = low.gather_hist[s]
+        a0 = hist[-2] if len(hist) >= 2 else -1
+        a1 = hist[-1] if hist else -1
+        b = low.b
+        tasks = b.tasks
+        tid = len(tasks)
+        busy = low._cs_max[s]  # compute_emitted's, for the segments' computes
+        if c_max > busy[0]:
+            busy[0] = c_max
+        if c_max > busy[1]:
+            busy[1] = c_max
+        send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
+        if send is not None:
+            j = 0 if fwd else 1
+            exact = low._send_exact[s]
+            if exact[j]:
+                prev = low._send_prev[s]
+                ok = busy[j] >= prev[j]
+                prev[j] = send[0]
+                busy[j] = 0.0
+                if ok:
+                    send_s, spec = send
+                    low._send_last[s][j] = tid
+                    low.op_merged += 1
+                else:
+                    exact[j] = False
+                    x = low._send_last[s][j]
+                    wait = x + SENT if x >= 0 else -1
+            else:
+                wait = -1
+        task = _new_task(_ChainTaskTwin)  # add_chain's stores, then the frozen class
+        task.then_s = CHAIN_MARK
+        task.send_s = send_s
+        task.send = spec
+        task.chain = (static, a0, a1)
+        task.tid = tid
+        task.kind = _COMPUTE
+        task.device = gpu
+        task.stream = "compute"
+        task.duration_s = 0.0
+        task.deps = deps
+        task.label = labels[mb]
+        task.microbatch = mb
+        task.chunk = k
+        task.comm = None
+        task.__class__ = ChainTask  # type: ignore[assignment]
+        tasks.append(task)
+        if gpu not in b._device_set:
+            b._device_set.add(gpu)
+            b.devices.append(gpu)
+        hist.append(tid + two)
+        hist.append(tid + one)
+        low.first_seg_done[s] = True
+        if red:
+            low.grad_comm[s].append(tid + red)
+        low.op_merged += n_items
+        last[s] = tid
+        out = tid
+        if spec is not None:
+            out = tid + SENT
+        elif wait != -3:
+            out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
+        if fwd:
+            low.f_done[(mb, k)] = tid
+            if sends:
+                low.f_out[(mb, k)] = out
+        elif sends:
+            low.b_out[(mb, k)] = out
+        return True
 
 
 __all__ = ["OperationReplay"]

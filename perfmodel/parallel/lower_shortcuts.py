@@ -672,6 +672,7 @@ class LoweringShortcuts:
         else:
             tf = tb = [None] * K
         replay = plain and self.init_replay()  # type: ignore[attr-defined]
+        chains = plain and self.init_chain_ops()  # type: ignore[attr-defined]
         cs_max, prev_s, exact_s, last_s = (
             self._cs_max, self._send_prev, self._send_exact, self._send_last,
         )  # fmt: skip
@@ -707,7 +708,9 @@ class LoweringShortcuts:
                                 break
                         t = None if every_b or mb == final_b else tb[k]
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
-                        if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
+                        if chains and self.chain_op(s, fwd, mb, c):  # type: ignore[attr-defined]
+                            pass  # one gather chain, as forward / backward lower it
+                        elif replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
                             self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
                         elif fwd:
                             forward(s, mb, c)

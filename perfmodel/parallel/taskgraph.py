@@ -385,6 +385,25 @@ class _OpTaskTwin(Task):
 
 assert sorted(_OpTaskTwin.__slots__) == sorted(OpTask.__slots__), "OpTask's slots changed"
 
+
+class _ChainTaskTwin(OpTask):
+    """A mutable twin of :class:`ChainTask`, as :class:`_OpTaskTwin` is of :class:`OpTask`:
+    the same base (:class:`OpTask`) and the same one slot of its own (``chain``), filled with
+    plain stores and made a :class:`ChainTask` by ``__class__`` assignment. Both
+    ``__setattr__`` and ``__delattr__`` are ``object``'s: with the frozen ``__delattr__``
+    inherited (wave 11's attempt) the stores took the generic path, 1.6 us against the slot
+    setters' 1.1 us; with both, fourteen stores and the class assignment take ~0.35-0.42 us
+    against the setters' ~1.2 us (``time.perf_counter`` of 20,000 tasks, one process, garbage
+    collection off, the 2-core development machine). A gather-bound FSDP step of GPT-3 175B on
+    1024 A100 (dp8 tp16 pp8 mb1 interleaved) lowers 6,144 chains."""
+
+    __slots__ = ("chain",)
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+assert _ChainTaskTwin.__slots__ == ChainTask.__slots__, "ChainTask's slots changed"
+
 #: The slot setters of :class:`Task`'s fields, in declaration order (GraphBuilder.add).
 _TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
 _S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUNK, _S_COMM = (
@@ -392,7 +411,6 @@ _S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUN
 )
 #: :class:`OpTask`'s own slot setters.
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
-_S_CHAIN = ChainTask.__dict__["chain"].__set__
 
 
 @dataclass
@@ -510,22 +528,23 @@ class GraphBuilder:
             and clean[-1] % SENT < tid
             and (len(clean) < 3 or max([d % SENT for d in clean]) < tid)
         ), "dependencies must precede the task"
-        task = _new_task(ChainTask)
-        _S_THEN(task, CHAIN_MARK)
-        _S_SEND_S(task, 0.0)
-        _S_SEND(task, None)
-        _S_CHAIN(task, chain)
-        _S_TID(task, tid)
-        _S_KIND(task, TaskKind.COMPUTE)
-        _S_DEVICE(task, device)
-        _S_STREAM(task, "compute")
-        _S_DUR(task, 0.0)
-        _S_DEPS(task, clean)
-        _S_LABEL(task, label)
-        _S_MB(task, microbatch)
-        _S_CHUNK(task, chunk)
-        _S_COMM(task, None)
-        tasks.append(task)
+        task = _new_task(_ChainTaskTwin)  # stores, then the frozen class (_ChainTaskTwin)
+        task.then_s = CHAIN_MARK
+        task.send_s = 0.0
+        task.send = None
+        task.chain = chain
+        task.tid = tid
+        task.kind = TaskKind.COMPUTE
+        task.device = device
+        task.stream = "compute"
+        task.duration_s = 0.0
+        task.deps = clean
+        task.label = label
+        task.microbatch = microbatch
+        task.chunk = chunk
+        task.comm = None
+        task.__class__ = ChainTask  # type: ignore[assignment]
+        tasks.append(task)  # type: ignore[arg-type]
         if device not in self._device_set:
             self._device_set.add(device)
             self.devices.append(device)

@@ -493,27 +493,34 @@ def _chain(
     ce = s
     # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
     # reduction (0.0, 0.0: none) when the reduction stream is free and e_i
-    reducing = static.reducing
     rk = (dev, static.reduce_stream)
     fr = free.get(rk, 0.0)
-    rs = re = 0.0
-    for g, c, x, r in flat:
-        gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
-        fg = ge = gs + g
-        cs = ce if ce >= ge else ge
-        h = cs + c
-        e = h + x
-        add_mark(h)
-        two = one
-        one = h
-        if reducing:
+    if static.reducing:
+        for g, c, x, r in flat:
+            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+            fg = ge = gs + g
+            cs = ce if ce >= ge else ge
+            h = cs + c
+            ce = e = h + x
+            add_mark(h)
+            two = one
+            one = h
             rs = fr if fr >= e else e
             fr = re = rs + r
-        add_row((gs, ge, cs, h, e, rs, re))
-        ce = e
-    add_mark(fr)
-    if reducing:
+            add_row((gs, ge, cs, h, e, rs, re))
         free[rk] = fr
+    else:  # the same loop without the reductions (their row fields 0.0)
+        for g, c, x, _ in flat:
+            gs = fg if fg >= two else two
+            fg = ge = gs + g
+            cs = ce if ce >= ge else ge
+            h = cs + c
+            ce = e = h + x
+            add_mark(h)
+            two = one
+            one = h
+            add_row((gs, ge, cs, h, e, 0.0, 0.0))
+    add_mark(fr)
     free[gk] = fg
     chains[t.tid] = (marks, rows)
     return rows[0][ROW_COMPUTE_START], ce

@@ -91,3 +91,44 @@ def test_tasks_from_the_mutable_twin_are_frozen_tasks_equal_to_constructed_ones(
     assert pickle.loads(pickle.dumps(t)) == want
     op = b.tasks[b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [1], "F1", 1, 2, None, (0.5,))]
     assert type(op) is OpTask and op.then_s == (0.5,) and op.deps == (1,)
+
+
+def test_chain_tasks_from_the_mutable_twin_are_frozen_chain_tasks() -> None:
+    """``add_chain`` (and the plain loop's ``chain_op``) fill a
+    :class:`~perfmodel.parallel.taskgraph._ChainTaskTwin` and make it a :class:`ChainTask` by
+    class assignment: the result is a ``ChainTask``, frozen, equal (and hashing equal) to one
+    made by the frozen class's constructor and slot stores, with the same field values and
+    slots, and pickles as one."""
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    from perfmodel.parallel.taskgraph import (
+        CHAIN_MARK,
+        ChainSegment,
+        ChainStatic,
+        ChainTask,
+        Task,
+    )
+
+    spec = CommSpec(CollectiveOp.ALLGATHER, 64.0, ("g0", "g1"), "auto", CommKind.ZERO)
+    seg = ChainSegment(0.5, 1.0, (0.0,), 0.0, spec.group, ())
+    proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=spec)
+    static = ChainStatic((seg,), "zero", "dp", False, proto, proto, frozenset(("g0", "g1")), None)
+    b = GraphBuilder()
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    tid = b.add_chain("g0", [0, -1], "F1.c1", 1, 3, (static, -1, 0))
+    t = b.tasks[tid]
+    want = ChainTask(1, TaskKind.COMPUTE, "g0", "compute", 0.0, (0,), "F1.c1", 1, 3, None)
+    for name, value in (("then_s", CHAIN_MARK), ("send_s", 0.0), ("send", None),
+                        ("chain", (static, -1, 0))):  # fmt: skip
+        object.__setattr__(want, name, value)  # the frozen class's own slots
+    assert type(t) is ChainTask and t == want and hash(t) == hash(want)
+    assert dataclasses.astuple(t) == dataclasses.astuple(want)
+    assert t.then_s is CHAIN_MARK and (t.send_s, t.send, t.chain) == (0.0, None, want.chain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.duration_s = 2.0  # type: ignore[misc]
+    with pytest.raises((TypeError, AttributeError)):  # as a constructed ChainTask refuses it
+        t.chain = (static, -1, -1)  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(t)) == want
