@@ -618,10 +618,41 @@ class PipelineLowering(
     def run_schedule(self) -> None:
         """Emit every stage's operations in a dependency-respecting global order (round robin
         over stages: an operation waits until the chunk it depends on has been emitted), each
-        through :meth:`forward` / :meth:`backward`; with operation tasks, the plain and the
-        replayed ones inline (the speed door :meth:`run_plain_schedule` runs the round robin
-        either way: the same tasks)."""
-        self.run_plain_schedule(plain=self.op_tasks and self.PLAIN_LOOP)
+        through :meth:`forward` / :meth:`backward`; with operation tasks, the speed door
+        :meth:`run_plain_schedule` instead (the same round robin, written again with the plain,
+        replayed and gather-chain operations inline: the same tasks). This loop is the
+        reference ``tests/parallel/test_plain_loop.py`` compares that one with
+        (``PLAIN_LOOP = False``), so keep the two apart."""
+        if self.op_tasks and self.PLAIN_LOOP:
+            self.run_plain_schedule()
+            return
+        P, K, ops = self.P, self.K, self.ops
+        f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
+        pos = [0] * P
+        lens = [len(o) for o in ops]
+        remaining = sum(lens)
+        while remaining:
+            progressed = False
+            for s in range(P):
+                o, i, n = ops[s], pos[s], lens[s]
+                while i < n:
+                    phase, mb, c = o[i]
+                    k = c * P + s
+                    if phase == "F":
+                        if k > 0 and (mb, k - 1) not in f_out:
+                            break
+                        forward(s, mb, c)
+                    else:
+                        if k < K - 1 and (mb, k + 1) not in b_out:
+                            break
+                        backward(s, mb, c)
+                    i += 1
+                if i > pos[s]:
+                    remaining -= i - pos[s]
+                    pos[s] = i
+                    progressed = True
+            if not progressed:  # pragma: no cover - schedule bug
+                raise RuntimeError("pipeline schedule deadlocked during lowering")
 
     def kernel_issue(self) -> None:
         """Eager stacks: each stage's host thread issues every kernel of the step in order,

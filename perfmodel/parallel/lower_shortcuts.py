@@ -28,7 +28,7 @@ Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/sim/test_op_tasks.py``). The methods read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
 ``PipelineLowering.__init__``.
 
-Kept whole (issue 29): :meth:`LoweringShortcuts.run_plain_schedule` (~150 lines, one loop)
+Kept whole (issue 29): :meth:`LoweringShortcuts.run_plain_schedule` (~165 lines, one loop)
 emits a plain operation per iteration with its dependencies, its task, its folded send and the
 lowering's state inline: each method call it would split into costs ~0.1-0.2 us of the ~0.75
 us an operation takes (thousands per interleaved or pp 16 plan).
@@ -656,23 +656,22 @@ class LoweringShortcuts:
             out.append((self.gpu[s], float(dur), then, single, sends, send, labels))
         return out
 
-    def run_plain_schedule(self, plain: bool) -> None:
-        """``run_schedule``'s round robin; with ``plain``, each plain operation
-        (:meth:`plain_templates`) emitted here as ``forward`` / ``backward``, :meth:`plain_op`,
-        ``send`` and :meth:`fold_send` emit it, from its chunk's template, and the replayable
+    def run_plain_schedule(self) -> None:
+        """``run_schedule``'s round robin with operation tasks (its speed door, written apart
+        from its reference loop): each plain operation (:meth:`plain_templates`) emitted here
+        as ``forward`` / ``backward``, :meth:`plain_op`, ``send`` and :meth:`fold_send` emit
+        it, from its chunk's template, the gather chains as ``chain_op`` and the replayable
         ones copied (``lower_replay``); the others through ``forward`` / ``backward``. The same
         tasks in the same order and the same state after each operation
-        (``tests/parallel/test_plain_loop.py``), for ~1/3 of the calls' cost (issue 27)."""
+        (``tests/parallel/test_plain_loop.py`` compares with ``run_schedule``'s own loop), for
+        ~1/3 of the calls' cost (issue 27)."""
         P, K, ops = self.P, self.K, self.ops
         f_out, b_out, f_done = self.f_out, self.b_out, self.f_done
         forward, backward = self.forward, self.backward
         last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
-        if plain:
-            tf, tb = self.plain_templates("F"), self.plain_templates("B")
-        else:
-            tf = tb = [None] * K
-        replay = plain and self.init_replay()  # type: ignore[attr-defined]
-        chains = plain and self.init_chain_ops()  # type: ignore[attr-defined]
+        tf, tb = self.plain_templates("F"), self.plain_templates("B")
+        replay = self.init_replay()  # type: ignore[attr-defined]
+        chains = self.init_chain_ops()  # type: ignore[attr-defined]
         cs_max, prev_s, exact_s, last_s = (
             self._cs_max, self._send_prev, self._send_exact, self._send_last,
         )  # fmt: skip
