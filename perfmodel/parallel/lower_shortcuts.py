@@ -419,7 +419,8 @@ class LoweringShortcuts:
 
     def compute_emitted(self, s: int, dur: float) -> None:
         """A compute task of ``dur`` seconds was emitted on stage ``s``'s compute stream (read by
-        :meth:`fold_send`)."""
+        :meth:`fold_send`). Mirrored inline in :meth:`run_plain_schedule` and
+        ``OperationReplay.chain_op``; ``tests/parallel/test_plain_loop.py`` compares."""
         m = self._cs_max[s]
         if dur > m[0]:
             m[0] = dur
@@ -506,7 +507,9 @@ class LoweringShortcuts:
         operation task, where the chunk is one segment (``plain_single``) or lowered coarse
         (:meth:`coarsenable`, asked by the caller): what :meth:`segment` and :meth:`op_task`
         emit for it, with its durations computed once per chunk and phase. Returns the task's
-        id, or ``-1`` where :meth:`op_task` would refuse (the caller lowers it as before)."""
+        id, or ``-1`` where :meth:`op_task` would refuse (the caller lowers it as before). Its
+        task and counters (:meth:`compute_emitted`, ``op_merged``) are mirrored inline in
+        :meth:`run_plain_schedule`; ``tests/parallel/test_plain_loop.py`` compares."""
         k = c * self.P + s
         key = (k, phase)
         hit = self._plain_ops.get(key)
@@ -589,7 +592,11 @@ class LoweringShortcuts:
         send lists ``x + SENT`` and the list schedule reads ``end[x] + send_s``: the send's
         end, bit for bit. Where the test fails (or ``x`` is not one compute task) the send is
         a task, waiting on the previous send as the stream made it wait, and so is every later
-        send on that stream (tasks occupy the stream themselves)."""
+        send on that stream (tasks occupy the stream themselves).
+
+        The rule is mirrored inline in :meth:`run_plain_schedule` and
+        ``OperationReplay.chain_op`` (decided before the task is made);
+        ``tests/parallel/test_plain_loop.py`` compares."""
         i = 0 if stream == "send_fwd" else 1
         exact = self._send_exact[s]
         if not exact[i]:
@@ -726,13 +733,15 @@ class LoweringShortcuts:
                         if k < K - 1:
                             if a < 0 or f < 0 or d < 0:
                                 deps = tuple(sorted({y for y in (a, f, d) if y >= 0}))
-                            else:  # sorted({a, f, d}), by hand (three compares)
+                            else:  # sorted({a, f, d}), by hand (two compares):
+                                # d (b_out[(mb, k + 1)], a backward after that forward, or
+                                # its send) always comes after f (f_done[(mb, k)]), so after
+                                # a swap with d, a <= the old f < the new f
                                 if a > f:
                                     a, f = f, a
                                 if f > d:
                                     f, d = d, f
-                                    if a > f:
-                                        a, f = f, a
+                                    assert a < f, "b_out precedes its forward's f_done"
                                 if a == f:
                                     deps = (a,) if f == d else (a, d)
                                 else:

@@ -442,7 +442,10 @@ class GraphBuilder:
         """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
         dependency) and duplicates; they are dropped and the rest sorted. The arguments after
         ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
-        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet)."""
+        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet).
+        The stores and the dependency cleaning are mirrored inline in
+        ``LoweringShortcuts.run_plain_schedule``; ``tests/parallel/test_plain_loop.py``
+        compares."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
         tasks = self.tasks
@@ -510,7 +513,9 @@ class GraphBuilder:
     ) -> int:
         """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
         operation's; negative ids, no dependency, are dropped as :meth:`add` drops them: the
-        stage's first operation without a host task waits on ``-1``); returns its id."""
+        stage's first operation without a host task waits on ``-1``); returns its id. The
+        stores and the dependency cleaning are mirrored inline in ``OperationReplay.chain_op``;
+        ``tests/parallel/test_plain_loop.py`` compares."""
         tasks = self.tasks
         tid = len(tasks)
         if len(deps) == 2:  # a forward's (the stage's last compute, its input): no set, no sort
