@@ -104,6 +104,7 @@ def test_plain_loop_lowers_the_same_graph(monkeypatch: pytest.MonkeyPatch, kw: d
     assert inline > 0
 
 
+@pytest.mark.parametrize("replay", [True, False])
 @pytest.mark.parametrize(
     "kw",
     [
@@ -111,14 +112,19 @@ def test_plain_loop_lowers_the_same_graph(monkeypatch: pytest.MonkeyPatch, kw: d
         dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2),
     ],
 )
-def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
+def test_replayed_operations_match(
+    monkeypatch: pytest.MonkeyPatch, kw: dict, replay: bool
+) -> None:
     """Megatron-Core with tp 8 (a forward's first segment's TP all-reduce outlasts its
     compute: three tasks, then one operation task for the rest; interleaved, also while the
     stage's aligned parameter gathers are still to come): operations copied from a recorded
     one (``lower_replay``) lower the same graph and state as the per-operation path, and
-    copies were made (the comparison is not vacuous)."""
+    copies were made (the comparison is not vacuous). With ``OperationReplay.REPLAY`` off
+    (the plain loop on, no copies: those operations through ``forward`` / ``backward``) the
+    same graph and state too."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
+    monkeypatch.setattr(OperationReplay, "REPLAY", replay)
     copies = [0]
     orig = OperationReplay.replay_op
 
@@ -131,7 +137,7 @@ def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict) ->
     monkeypatch.setattr(OperationReplay, "replay_op", spy)
     sc = gpt_scenario(model_args=GPT, global_batch=128, software="megatron-core", **kw)
     assert _check(sc, monkeypatch) > 0
-    assert copies[0] > 100
+    assert copies[0] > 100 if replay else copies[0] == 0
 
 
 def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:
