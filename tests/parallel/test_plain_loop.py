@@ -112,9 +112,7 @@ def test_plain_loop_lowers_the_same_graph(monkeypatch: pytest.MonkeyPatch, kw: d
         dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2),
     ],
 )
-def test_replayed_operations_match(
-    monkeypatch: pytest.MonkeyPatch, kw: dict, replay: bool
-) -> None:
+def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict, replay: bool) -> None:
     """Megatron-Core with tp 8 (a forward's first segment's TP all-reduce outlasts its
     compute: three tasks, then one operation task for the rest; interleaved, also while the
     stage's aligned parameter gathers are still to come): operations copied from a recorded
