@@ -435,8 +435,9 @@ def test_a_chain_is_its_fine_tasks(
     piece, the general one else), after an anchor compute and with its gather and reduction
     streams busy at first, schedules bit for bit as its fine tasks (the graph of
     :func:`test_hand_computed_chain_and_its_fine_tasks`): every gather, compute and
-    reduction, the marks, the chain's end and what waits on them; and its breakdown is
-    theirs (``step_breakdown._flat_events`` where ``flat`` is made)."""
+    reduction, the marks, the chain's end, what waits on them and a task on each of its
+    reduction and gather streams after it; and its breakdown is theirs
+    (``step_breakdown._flat_events`` where ``flat`` is made)."""
     g_spec, r_spec = _specs()
     items = tuple(
         ChainSegment(g, c, tuple(then), r if reducing else 0.0, g_spec.group, r_spec.group)
@@ -462,6 +463,9 @@ def test_a_chain_is_its_fine_tasks(
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, n - 1)])
     # the optimizer on the last reduction (mark n) where the operation reduces (the lowering)
     o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, n)] if reducing else [c])
+    # a task on each of the chain's reduction and gather streams after it: they start when the
+    # chain leaves those streams free (``_chain``'s write-back of both free times)
+    after = [b.add(TaskKind.COLLECTIVE, "g0", stream, 0.1) for stream in ("dp", "zero")]
     tl = _list_schedule(b.build())
     marks, rows = tl.chains[c]  # type: ignore[index]
     f = GraphBuilder()
@@ -482,6 +486,7 @@ def test_a_chain_is_its_fine_tasks(
         fine.append((ag, tid, reds[-1] if reducing else -1))
     fw = f.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [hist[-1]])
     fo = f.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [prev[0], *reds])
+    f_after = [f.add(TaskKind.COLLECTIVE, "g0", stream, 0.1) for stream in ("dp", "zero")]
     ft = _list_schedule(f.build())
     for row, (ag, tid, red), it in zip(rows, fine, items, strict=True):
         r = ChainRow._make(row)
@@ -493,6 +498,7 @@ def test_a_chain_is_its_fine_tasks(
     assert marks[:n] == [ChainRow._make(r).head_end_s for r in rows]
     assert tl.end_s[c] == ft.end_s[fine[-1][1]]
     assert (tl.start_s[w], tl.start_s[o]) == (ft.start_s[fw], ft.start_s[fo])
+    assert [tl.start_s[a] for a in after] == [ft.start_s[a] for a in f_after]
     assert tl.makespan_s == ft.makespan_s
     assert critical_device(tl) == critical_device(ft) == "g0"
     assert breakdown(tl) == breakdown(ft)
