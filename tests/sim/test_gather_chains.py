@@ -23,6 +23,7 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import (
+    CHAIN_MARK,
     HEAD,
     ChainRow,
     ChainRun,
@@ -260,6 +261,44 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
         {"zero": 1.0, "tp": 0.25, "dp": 0.5},
         1.0,
     )
+
+
+def test_pickled_chains_schedule_as_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph with gather chains keeps them through pickling (a report's periodic timeline
+    holds its graph; sweeps pickle reports across processes): every chain task's ``then_s`` is
+    ``CHAIN_MARK`` again (the executors test its identity; an equal copy made a chain an
+    operation task of one 0 s piece), and the analytic timeline of the copy is the
+    original's: a hand-computed one-segment chain after a 1 s compute (gather [0, 2], compute
+    [2, 3], reduction [3, 3.5]: the optimizer on its last mark at 3.5), and every graph of a
+    one-server FSDP plan with hidden gather runs."""
+    import pickle
+
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (_chain_static(2.0), -1, x))
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 1)])
+    graphs = [b.build()]
+    orig = engine._list_schedule
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        graphs.append(g)
+        return orig(g)
+
+    monkeypatch.setattr(api, "_REPORTS", {})
+    monkeypatch.setattr(engine, "_list_schedule", spy)
+    sc = gpt_scenario(model_args=GPT, global_batch=128, software="fsdp", nodes=1, dp=4, tp=1,
+                      pp=2, microbatch=4)  # fmt: skip
+    predict(sc, baseline=False)
+    monkeypatch.undo()
+    for g in graphs:
+        back = pickle.loads(pickle.dumps(g))
+        chains = [t for t in back.tasks if type(t) is ChainTask]
+        assert all(t.then_s is CHAIN_MARK for t in chains)
+        a, z = _list_schedule(g), _list_schedule(back)
+        assert (z.start_s, z.end_s, z.chains) == (a.start_s, a.end_s, a.chains)
+    hand = _list_schedule(pickle.loads(pickle.dumps(graphs[0])))
+    assert (hand.start_s[c], hand.end_s[c], hand.start_s[c + 1]) == (2.0, 3.0, 3.5)
+    assert sum(type(t) is ChainTask for g in graphs[1:] for t in g.tasks) > 0
 
 
 def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
