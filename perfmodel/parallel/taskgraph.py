@@ -158,9 +158,13 @@ class ChainTask(OpTask):
         return (*super().__getstate__(), self.chain)
 
     def __setstate__(self, state: tuple[object, ...]) -> None:
+        """:class:`OpTask`'s, then :attr:`chain`, and :attr:`then_s` the module's
+        :data:`CHAIN_MARK` again (pickling copies it to an equal tuple, which the executors'
+        ``then_s is CHAIN_MARK`` would take for an operation task's one piece)."""
         *rest, chain = state
         super().__setstate__(tuple(rest))
         object.__setattr__(self, "chain", chain)
+        object.__setattr__(self, "then_s", CHAIN_MARK)
 
 
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).

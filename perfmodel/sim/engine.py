@@ -508,7 +508,8 @@ def _chain(
             rs = fr if fr >= e else e
             fr = re = rs + r
             add_row((gs, ge, cs, h, e, rs, re))
-        free[rk] = fr
+        free[gk] = fg
+        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
     else:  # the same loop without the reductions (their row fields 0.0)
         for g, c, x, _ in flat:
             gs = fg if fg >= two else two
@@ -520,8 +521,8 @@ def _chain(
             two = one
             one = h
             add_row((gs, ge, cs, h, e, 0.0, 0.0))
+        free[gk] = fg
     add_mark(fr)
-    free[gk] = fg
     chains[t.tid] = (marks, rows)
     return rows[0][ROW_COMPUTE_START], ce
 

@@ -190,3 +190,46 @@ def test_shifted_chunk_refused_where_a_tp_time_differs(monkeypatch: pytest.Monke
     same = lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.0), ("g0", "g1"), "x")
     assert same is not None and same.segments[0].layers[0] == b
     assert [s.fwd_s for s in same.segments] == [s.fwd_s for s in first.segments]
+
+
+def test_a_chunk_at_another_block_offset_is_built_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_chunk_key`` holds the offset of a chunk's first id in the block: a chunk of the same
+    length one id further (another offset: its segments start at other layers of the block)
+    is not read off the memo's chunk but built, equal to the one built with a fresh memo; a
+    whole block further it is read off (the same key)."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    build = lowering.build_chunk
+
+    def record(*a: Any, **kw: Any) -> Any:
+        calls.append((a, kw))
+        return build(*a, **kw)
+
+    sc = Scenario.from_dict({**BASE, **CASES["fsdp-tp2-pp4"]})
+    with monkeypatch.context() as m:
+        m.setattr(shortcuts, "build_chunk", record)
+        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
+        m.setattr(lowering, "_CHUNKS", {})
+        m.setattr(api, "_REPORTS", {})
+        build_step(sc, resolve(sc))
+    (wl, ids, *rest), kw = calls[1]  # a middle stage's chunk, inside the stack's copies
+    copies = lowering._StackCopies.of(wl.layers)
+    assert copies is not None and copies.start < ids[0] and ids[-1] + copies.p < copies.end
+    read = [0]
+    shifted = lowering._shifted_chunk
+
+    def count(*a: Any, **k: Any) -> Any:
+        out = shifted(*a, **k)
+        read[0] += out is not None
+        return out
+
+    monkeypatch.setattr(lowering, "_shifted_chunk", count)
+
+    def chunk(first: int, memo: dict) -> Any:
+        return build(wl, range(first, first + len(ids)), *rest, **{**kw, "seg_memo": memo})
+
+    memo: dict = {}
+    chunk(ids[0], memo)
+    moved = chunk(ids[0] + 1, memo)
+    assert read[0] == 0 and moved == chunk(ids[0] + 1, {})
+    assert moved.segments[0].layers[0] == ids[0] + 1
+    assert chunk(ids[0] + copies.p, memo) == chunk(ids[0] + copies.p, {}) and read[0] == 1

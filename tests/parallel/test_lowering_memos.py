@@ -7,6 +7,7 @@ computed afresh: hand-computed values, tiny workloads, no topology.
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.host_lead import issue_times
+from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.lowering import build_chunk
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import ParallelismPlan, Recompute
@@ -167,3 +169,45 @@ def test_placement_strides_match_the_mixed_radix(order: tuple[str, str, str]) ->
     assert pl == Placement(dp, tp, pp, gpus, order) and hash(pl) == hash(  # type: ignore[arg-type]
         Placement(dp, tp, pp, gpus, order)  # type: ignore[arg-type]
     )
+
+
+class _StageHidden(HiddenCollectives):
+    """The parts of a lowering :meth:`HiddenCollectives._hidden_op` reads, with a reduction
+    time that depends on the stage: ``(s + 1)`` seconds per reduced byte, 2 bytes per
+    parameter, no fusion wait, TP on a stream of its own (none here)."""
+
+    tp_overlap = False
+    tp_stream = "tp"
+    preset = SimpleNamespace(fusion_wait_s=0.0)
+    rc = SimpleNamespace(grad_reduce_bytes=2.0)
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[object, ...], tuple] = {}
+
+    def slowed(self, dur: float, comm_s: float) -> float:
+        return dur + comm_s
+
+    def reduced_params(self, params: float, expert: float) -> float:
+        return params + expert
+
+    def _grad_op(self) -> CollectiveOp:
+        return CollectiveOp.REDUCESCATTER
+
+    def dp_time(self, s: int, op: CollectiveOp, nbytes: float, group: str = "dp") -> float:
+        return (s + 1) * nbytes
+
+
+def test_hidden_rows_memo_keys_on_the_stage() -> None:
+    """Two segments of 1 s backward and one parameter each (2 bytes): on stage 0 reductions of
+    2 s each, on stage 1 of 4 s (``dp_time`` by stage), so ``_hidden_op`` gives stage 1
+    ``(compute 2, TP 0, lead 1, reductions 8, bytes 4)`` after stage 0's ``(2, 0, 1, 4, 4)``
+    with the same rows memo (lead ``max(1 + 8, 2 + 4) - 8``), not stage 0's rows again."""
+    seg = SimpleNamespace(bwd_s=1.0, recompute_s=0.0, tp_bwd_s=0.0, params=1.0,
+                          expert_params=0.0, ep_cp=(), host_sync_s=0.0)  # fmt: skip
+    ch = SimpleNamespace(segments=(seg, seg))
+    h = _StageHidden()
+    assert h._hidden_row(0, seg, None) == (1.0, 0.0, 1.0, 2.0, 2.0)  # type: ignore[arg-type]
+    assert h._hidden_row(1, seg, 3.0) == (4.0, 0.0, 4.0, 2.0, 4.0)  # type: ignore[arg-type]
+    assert h._hidden_op(0, ch, False) == (2.0, 0.0, 1.0, 4.0, 4.0)  # type: ignore[arg-type]
+    assert h._hidden_op(1, ch, False) == (2.0, 0.0, 1.0, 8.0, 4.0)  # type: ignore[arg-type]
+    assert len(h._rows) == 2

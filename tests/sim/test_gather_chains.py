@@ -23,6 +23,7 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.periodic import PeriodicGraph
 from perfmodel.parallel.taskgraph import (
+    CHAIN_MARK,
     HEAD,
     ChainRow,
     ChainRun,
@@ -262,6 +263,44 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     )
 
 
+def test_pickled_chains_schedule_as_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph with gather chains keeps them through pickling (a report's periodic timeline
+    holds its graph; sweeps pickle reports across processes): every chain task's ``then_s`` is
+    ``CHAIN_MARK`` again (the executors test its identity; an equal copy made a chain an
+    operation task of one 0 s piece), and the analytic timeline of the copy is the
+    original's: a hand-computed one-segment chain after a 1 s compute (gather [0, 2], compute
+    [2, 3], reduction [3, 3.5]: the optimizer on its last mark at 3.5), and every graph of a
+    one-server FSDP plan with hidden gather runs."""
+    import pickle
+
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (_chain_static(2.0), -1, x))
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 1)])
+    graphs = [b.build()]
+    orig = engine._list_schedule
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        graphs.append(g)
+        return orig(g)
+
+    monkeypatch.setattr(api, "_REPORTS", {})
+    monkeypatch.setattr(engine, "_list_schedule", spy)
+    sc = gpt_scenario(model_args=GPT, global_batch=128, software="fsdp", nodes=1, dp=4, tp=1,
+                      pp=2, microbatch=4)  # fmt: skip
+    predict(sc, baseline=False)
+    monkeypatch.undo()
+    for g in graphs:
+        back = pickle.loads(pickle.dumps(g))
+        chains = [t for t in back.tasks if type(t) is ChainTask]
+        assert all(t.then_s is CHAIN_MARK for t in chains)
+        a, z = _list_schedule(g), _list_schedule(back)
+        assert (z.start_s, z.end_s, z.chains) == (a.start_s, a.end_s, a.chains)
+    hand = _list_schedule(pickle.loads(pickle.dumps(graphs[0])))
+    assert (hand.start_s[c], hand.end_s[c], hand.start_s[c + 1]) == (2.0, 3.0, 3.5)
+    assert sum(type(t) is ChainTask for g in graphs[1:] for t in g.tasks) > 0
+
+
 def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
     """One anchor compute X (1 s) and an earlier lead (2 s), then a chain of a hidden gather
     run and a segment. The run: gathers 0.5 s each (the first without an anchor: [0, 0.5];
@@ -435,8 +474,9 @@ def test_a_chain_is_its_fine_tasks(
     piece, the general one else), after an anchor compute and with its gather and reduction
     streams busy at first, schedules bit for bit as its fine tasks (the graph of
     :func:`test_hand_computed_chain_and_its_fine_tasks`): every gather, compute and
-    reduction, the marks, the chain's end and what waits on them; and its breakdown is
-    theirs (``step_breakdown._flat_events`` where ``flat`` is made)."""
+    reduction, the marks, the chain's end, what waits on them and a task on each of its
+    reduction and gather streams after it; and its breakdown is theirs
+    (``step_breakdown._flat_events`` where ``flat`` is made)."""
     g_spec, r_spec = _specs()
     items = tuple(
         ChainSegment(g, c, tuple(then), r if reducing else 0.0, g_spec.group, r_spec.group)
@@ -462,6 +502,9 @@ def test_a_chain_is_its_fine_tasks(
     w = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [chain_mark(c, n - 1)])
     # the optimizer on the last reduction (mark n) where the operation reduces (the lowering)
     o = b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, n)] if reducing else [c])
+    # a task on each of the chain's reduction and gather streams after it: they start when the
+    # chain leaves those streams free (``_chain``'s write-back of both free times)
+    after = [b.add(TaskKind.COLLECTIVE, "g0", stream, 0.1) for stream in ("dp", "zero")]
     tl = _list_schedule(b.build())
     marks, rows = tl.chains[c]  # type: ignore[index]
     f = GraphBuilder()
@@ -482,6 +525,7 @@ def test_a_chain_is_its_fine_tasks(
         fine.append((ag, tid, reds[-1] if reducing else -1))
     fw = f.add(TaskKind.COLLECTIVE, "g0", "other", 0.1, [hist[-1]])
     fo = f.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [prev[0], *reds])
+    f_after = [f.add(TaskKind.COLLECTIVE, "g0", stream, 0.1) for stream in ("dp", "zero")]
     ft = _list_schedule(f.build())
     for row, (ag, tid, red), it in zip(rows, fine, items, strict=True):
         r = ChainRow._make(row)
@@ -493,6 +537,7 @@ def test_a_chain_is_its_fine_tasks(
     assert marks[:n] == [ChainRow._make(r).head_end_s for r in rows]
     assert tl.end_s[c] == ft.end_s[fine[-1][1]]
     assert (tl.start_s[w], tl.start_s[o]) == (ft.start_s[fw], ft.start_s[fo])
+    assert [tl.start_s[a] for a in after] == [ft.start_s[a] for a in f_after]
     assert tl.makespan_s == ft.makespan_s
     assert critical_device(tl) == critical_device(ft) == "g0"
     assert breakdown(tl) == breakdown(ft)
