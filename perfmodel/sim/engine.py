@@ -495,33 +495,25 @@ def _chain(
     # reduction (0.0, 0.0: none) when the reduction stream is free and e_i
     rk = (dev, static.reduce_stream)
     fr = free.get(rk, 0.0)
-    if static.reducing:
-        for g, c, x, r in flat:
-            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
-            fg = ge = gs + g
-            cs = ce if ce >= ge else ge
-            h = cs + c
-            ce = e = h + x
-            add_mark(h)
-            two = one
-            one = h
+    reducing = static.reducing
+    for g, c, x, r in flat:
+        gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+        fg = ge = gs + g
+        cs = ce if ce >= ge else ge
+        h = cs + c
+        ce = e = h + x
+        add_mark(h)
+        two = one
+        one = h
+        if reducing:
             rs = fr if fr >= e else e
             fr = re = rs + r
             add_row((gs, ge, cs, h, e, rs, re))
-        free[gk] = fg
-        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    else:  # the same loop without the reductions (their row fields 0.0)
-        for g, c, x, _ in flat:
-            gs = fg if fg >= two else two
-            fg = ge = gs + g
-            cs = ce if ce >= ge else ge
-            h = cs + c
-            ce = e = h + x
-            add_mark(h)
-            two = one
-            one = h
+        else:
             add_row((gs, ge, cs, h, e, 0.0, 0.0))
-        free[gk] = fg
+    free[gk] = fg
+    if reducing:
+        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
     add_mark(fr)
     chains[t.tid] = (marks, rows)
     return rows[0][ROW_COMPUTE_START], ce
