@@ -165,9 +165,15 @@ class SweepSpec:
                 out.append((str(k), tuple(v)))
             return tuple(out)
 
-        return cls(
-            dict(base), pairs(data.get("axes"), "axes"), pairs(data.get("zip"), "zip"), where
-        )
+        axes, zipped = pairs(data.get("axes"), "axes"), pairs(data.get("zip"), "zip")
+        if not base and not axes and not zipped:  # an empty file or one of comments only
+            raise ConfigError(
+                f"{where}: the sweep names no scenario; give a [base] table and/or [axes] / "
+                "[zip] lists",
+                value=dict(data),
+                where=where,
+            )
+        return cls(dict(base), axes, zipped, where)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> SweepSpec:
