@@ -363,6 +363,8 @@ class OperationReplay:
         b = low.b
         tasks = b.tasks
         tid = len(tasks)
+        # add_chain's check, once per chain (the template's own tasks are earlier by make)
+        assert all(x % SENT < tid for x in deps), "dependencies must precede the task"
         busy = low._cs_max[s]  # compute_emitted's, for the segments' computes
         if c_max > busy[0]:
             busy[0] = c_max
