@@ -364,3 +364,13 @@ def test_real_sigint_keeps_finished_rows_and_resume_completes(tmp_path: Path) ->
     s = sweep(spec, out, evaluator=ev)
     assert s.already_done == len(done) and s.evaluated == 40 - len(done)
     assert len(set(keys_in(out))) == 40 == len(keys_in(out))
+
+
+@pytest.mark.parametrize("data", [{}, {"base": {}}, {"axes": {}, "zip": {}}])
+def test_a_spec_that_names_no_scenario_is_refused(data: dict) -> None:
+    with pytest.raises(ConfigError, match="names no scenario") as exc:
+        SweepSpec.from_dict(data, where="empty.toml")
+    assert exc.value.where == "empty.toml"
+    # one axis alone, or a base alone, is a sweep
+    assert len(SweepSpec.from_dict({"axes": {"gpus": [1, 2]}})) == 2
+    assert len(SweepSpec.from_dict({"base": {"model": "resnet50"}})) == 1
