@@ -66,7 +66,12 @@ class Transfers:
                 return 0.0
         # :meth:`flows_time`'s slowest send, its loop on the one size (issue 27, wave 12b)
         nbytes, worst = float(nbytes_each), 0.0
-        for alpha, rate in self.terms(key):
+        try:
+            terms = self.terms(key)
+        except TypeError:  # pairs given as 2-lists (unhashable): the same pairs as tuples
+            key = tuple(map(tuple, key))
+            terms = self.terms(key)
+        for alpha, rate in terms:
             t = alpha + nbytes / rate
             if t > worst:
                 worst = t
@@ -210,7 +215,10 @@ class Transfers:
             at_src, c_src, l_src = zip(*map(of.__getitem__, src))
             at_dst, c_dst, l_dst = zip(*map(of.__getitem__, dst))
         except KeyError:
-            if not self._learn(chain(src, dst)):
+            # an endpoint still unknown after learning its server (two nodes of one server with
+            # one local id, which ``by_local`` cannot both hold): read the tables, not recurse
+            learned = self._learn(chain(src, dst))
+            if not learned or not all(map(of.__contains__, chain(src, dst))):
                 return self._shape_read(pairs)
             return self._shape(pairs)
         if any(map(eq, at_src, at_dst)):

@@ -30,6 +30,12 @@ where :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.fold_send` fo
 the operation's computes are counted (:meth:`compute_emitted`, their longest). The same tasks
 in the same order and the same state: ``tests/parallel/test_plain_loop.py`` compares the
 graph with the per-operation lowering's.
+
+**Inline gather chains.** The module also holds the ZeRO-3/FSDP door of the same loop: an
+operation ``forward`` / ``backward`` would lower as one gather chain is emitted from a template
+kept per chunk, phase, last micro-batch and first segment done (:meth:`OperationReplay.chain_op`,
+the template :meth:`OperationReplay._chain_template`, switched on per schedule by
+:meth:`OperationReplay.init_chain_ops`), again the same tasks and state as their calls.
 """
 
 from __future__ import annotations

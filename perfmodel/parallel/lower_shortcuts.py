@@ -620,7 +620,9 @@ class LoweringShortcuts:
     # ------------------------------------------------------------------ plain operation loop
 
     #: Whether :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.run_schedule` emits
-    #: plain operations inline (:meth:`run_plain_schedule`; tests compare both ways).
+    #: plain, replayed and gather-chain operations inline (:meth:`run_plain_schedule`); ``False``:
+    #: its reference loop sends every operation through ``forward`` / ``backward`` (tests
+    #: compare both ways).
     PLAIN_LOOP = True
 
     def plain_templates(self, phase: str) -> list[PlainTemplate | None]:

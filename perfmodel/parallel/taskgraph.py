@@ -408,11 +408,6 @@ class _ChainTaskTwin(OpTask):
 
 assert _ChainTaskTwin.__slots__ == ChainTask.__slots__, "ChainTask's slots changed"
 
-#: The slot setters of :class:`Task`'s fields, in declaration order (GraphBuilder.add).
-_TASK_SETTERS = tuple(Task.__dict__[f.name].__set__ for f in fields(Task))
-_S_TID, _S_KIND, _S_DEVICE, _S_STREAM, _S_DUR, _S_DEPS, _S_LABEL, _S_MB, _S_CHUNK, _S_COMM = (
-    _TASK_SETTERS
-)
 #: :class:`OpTask`'s own slot setters.
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
 

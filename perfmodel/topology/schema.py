@@ -104,8 +104,8 @@ def validate_graph(graph: nx.Graph, *, source: str = "<graph>") -> None:
     """Check a graph against the schema; raise :class:`TopologyError` naming source, element, value.
 
     Checks: required attributes present and typed; positive bandwidth; efficiency in (0, 1];
-    non-negative latency; GPU models known to the catalogue; at least one GPU; every GPU reaches
-    every other GPU through transit nodes.
+    non-negative latency; GPU models known to the catalogue; no two nodes of one server with one
+    local id; at least one GPU; every GPU reaches every other GPU through transit nodes.
     """
     gpus = check_attributes(graph, graph.nodes(data=True), graph.edges(data=True), source=source)
     if not gpus:
@@ -129,12 +129,21 @@ def check_attributes(
     from perfmodel.hardware.gpus import get_gpu
 
     gpus: list[str] = []
+    seen: dict[tuple[object, str], str] = {}  # (server, local id) -> the node that has it
     for node, data in nodes:
         for key in NODE_ATTRS_REQUIRED:
             if key not in data:
                 raise TopologyError(
                     f"{source}: node {node!r} lacks attribute {key!r}", value=node, where=source
                 )
+        other = seen.setdefault((data["server"], str(data["local_id"])), node)
+        if other != node:
+            raise TopologyError(
+                f"{source}: nodes {other!r} and {node!r} share local id {data['local_id']!r} in"
+                f" server {data['server']!r} (a server's local ids name its nodes one to one)",
+                value=(other, node),
+                where=source,
+            )
         kind = data["kind"]
         if not isinstance(kind, NodeKind):
             raise TopologyError(

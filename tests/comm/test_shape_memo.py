@@ -310,3 +310,28 @@ def test_sharing_factor_in_any_name_order_equals_direct(fabric: str) -> None:
         ), (fabric, groups)
     if fabric == "rail":
         assert len(shapes) == 1 and None not in shapes
+
+
+def test_pairs_as_lists_equal_tuples() -> None:
+    """``transfers_time`` takes its pairs as 2-lists too (as read from JSON): the same time as
+    the tuples (wave 12b's memo keyed them unhashed: ``TypeError: unhashable type``)."""
+    model = CommCostModel(load_system("dgx-a100", nodes=2))
+    pairs = _stage_pairs(model.topology, 0, 1, 2)
+    want = model.transfers_time(pairs, 1e6)
+    assert want > 0
+    assert model.transfers_time([list(p) for p in pairs], 1e6) == want
+    assert CommCostModel(model.topology).transfers_time([list(p) for p in pairs], 1e6) == want
+
+
+def test_shadowed_local_id_reads_the_tables() -> None:
+    """Two nodes of one server with one local id (refused by the schema, built here by hand):
+    the kept table cannot hold the shadowed node, so ``_shape`` reads the symmetry's tables
+    (it recursed without end in wave 12b)."""
+    topo = load_system("dgx1-v100", nodes=2)
+    g = topo.graph.copy()
+    for s in (0, 1):
+        g.nodes[f"n{s}/gpu1"]["local_id"] = "gpu0"
+    topo = dataclasses.replace(topo, graph=g, pattern=None)
+    transfers = CommCostModel(topo).transfers
+    pairs = (("n0/gpu0", "n1/gpu0"),)
+    assert transfers._shape(pairs) == transfers._shape_read(pairs)

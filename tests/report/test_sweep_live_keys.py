@@ -89,9 +89,10 @@ def test_the_order_of_events_at_one_time_changes_nothing() -> None:
 
 def test_one_pass_window_equals_both_sweeps_bit_for_bit() -> None:
     """``_sweeps`` (the periodic breakdown's two sweeps in one pass) returns what the
-    whole sweep and the window's sweep return alone: the same seconds, the same classes in
-    the same order (the report's dictionaries keep it), windows starting and ending on events,
-    between them and before the first."""
+    count-scanning :func:`_reference` returns for the whole sweep and for the window alone:
+    the same seconds, the same classes in the same order (the report's dictionaries keep it),
+    windows starting and ending on events, between them and before the first. (Not
+    ``_sweep``: that is ``_sweeps(..., -inf, -inf)[0]``, the function under test.)"""
     rng = random.Random(12)
     for _ in range(400):
         spans = []
@@ -108,6 +109,6 @@ def test_one_pass_window_equals_both_sweeps_bit_for_bit() -> None:
         if not w1 < t1:
             continue
         got = _sweeps(ev, _CLS, 0.0, t1, w0, w1)
-        want = (_sweep(ev, _CLS, 0.0, t1), _sweep(ev, _CLS, w0, w1))
+        want = (_reference(ev, _CLS, 0.0, t1), _reference(ev, _CLS, w0, w1))
         assert got == want
         assert [list(x) for x in got] == [list(x) for x in want]  # the classes' order too

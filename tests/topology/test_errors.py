@@ -130,3 +130,15 @@ def test_cli_reports_one_line_exit_2_no_traceback(tmp_path, capsys):
     assert rc == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "tiny.toml" in err and "V200-PCIE" in err
+
+
+def test_duplicate_local_id_in_one_server_is_refused() -> None:
+    """Two nodes of one server with one local id (``n1/gpu1`` renamed ``gpu0``): the server's
+    local-id table can hold only one of them, so the graph is refused naming both nodes."""
+    from perfmodel.topology.schema import validate_graph
+
+    g = load_system("dgx1-v100", nodes=2).graph.copy()
+    validate_graph(g, source="dgx1-v100 x2")  # the catalogue's graph passes
+    g.nodes["n1/gpu1"]["local_id"] = "gpu0"
+    with pytest.raises(TopologyError, match=r"'n1/gpu0' and 'n1/gpu1' share local id 'gpu0'"):
+        validate_graph(g, source="dgx1-v100 x2")
