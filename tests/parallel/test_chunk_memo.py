@@ -7,6 +7,7 @@ tensor-parallel group prices a collective otherwise build their own."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -234,3 +235,33 @@ def test_a_tensor_parallel_group_across_servers_is_priced_anew(software: str) ->
     api._REPORTS.clear()
     cold = predict(sc("dp,pp,tp"), baseline=False)
     assert warm.to_dict() == cold.to_dict()
+
+
+def test_the_shared_key_names_the_costs_class() -> None:
+    """``_shared_chunks_key`` keys what ``_chunk_memo_key`` keys (mend12c): a cost model of
+    another class reading the same price table (its layer prices read through its class) is
+    another key in both."""
+    seen: list[Any] = []
+    real = shortcuts.LoweringShortcuts._build_chunks
+
+    def record(self: Any) -> Any:
+        seen.append(self)
+        return real(self)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(shortcuts.LoweringShortcuts, "_build_chunks", record)
+        api._REPORTS.clear()
+        sc = _sc(software="pytorch-ddp", tp=1, pp=2)
+        build_step(sc, resolve(sc))
+    low = seen[-1]
+    shared, memo = low._shared_chunks_key(), low._chunk_memo_key(low.plan)
+    assert shared is not None and memo is not None
+    costs = low.costs
+    other = copy.copy(costs)
+    other.__class__ = type("OtherCosts", (type(costs),), {})
+    low.costs = other
+    try:
+        assert low.costs.price_table is costs.price_table
+        assert low._shared_chunks_key() != shared and low._chunk_memo_key(low.plan) != memo
+    finally:
+        low.costs = costs
