@@ -145,7 +145,18 @@ class LoweringShortcuts:
         :attr:`~perfmodel.parallel.costs.SystemCosts.price_table`, by identity: the same for
         every topology of the same GPU, parameters and precision), the chunk count and split
         rule, and the recipe and plan fields read below; not of the data-parallel size, the
-        placement or the topology's links."""
+        placement or the topology's links.
+
+        Keep equal to :meth:`_chunk_memo_key` (the fields ``build_chunk`` reads: a field added
+        to one belongs in the other), save for these differences: this key has the chunk count
+        ``K`` and the preset's ``even_pipeline_split`` (it stands for the whole partition; the
+        other key is prefixed by each chunk's layer ids) and refuses ``tp > 1`` (the other
+        compares the TP collectives' prices instead); it leaves out the algorithm and the
+        context-parallel implementation (with ``tp = ep = cp = 1`` no collective is priced, so
+        neither is read, and a cluster size whose algorithm differs still hits) and has
+        ``plan.ep_overlap and m_step > 1`` where the other is given the plan with that
+        already applied. A ``tp = 1`` plan's chunks are kept in both memos (here as one list,
+        in ``lowering._CHUNKS`` chunk by chunk)."""
         plan, rc = self.plan, self.rc
         table = getattr(self.costs, "price_table", None)
         if table is None or self.pl.tp != 1 or self.owt or plan.ep != 1 or plan.cp != 1:
@@ -153,6 +164,7 @@ class LoweringShortcuts:
         return (
             id(self.wl),
             id(table),
+            type(self.costs),  # layer prices are read through the costs' class (as there)
             self.costs.precision,  # type: ignore[attr-defined]
             self.K,
             self.preset.even_pipeline_split,
@@ -238,7 +250,12 @@ class LoweringShortcuts:
         recomputation's share (a function of the recipe's rule), and of ``plan`` its
         ``recompute``, ``ep_overlap`` (as passed: off with one micro-batch per step),
         ``moe_dispatcher`` and ``cp_comm``; with ``ep = cp = 1`` no other plan field
-        (``SegmentCommContext`` reads the rest only for expert and context groups)."""
+        (``SegmentCommContext`` reads the rest only for expert and context groups).
+
+        Keep equal to :meth:`_shared_chunks_key` (a field ``build_chunk`` comes to read belongs
+        in both); the differences and their reasons are listed there (the chunk count and
+        even split there, the layer ids here; the algorithm and context-parallel
+        implementation here only, since only here are collectives priced)."""
         table = getattr(self.costs, "price_table", None)
         if table is None or self.owt or plan.ep != 1 or plan.cp != 1:
             return None

@@ -323,7 +323,13 @@ def build_chunk(
 #: the ids in the key stay theirs; the oldest dropped first beyond :data:`_CHUNKS_SIZE`.
 _CHUNKS: dict[tuple[object, ...], tuple[object, object, Chunk, tuple[object, ...]]] = {}
 
-_CHUNKS_SIZE = 1024
+#: Entries (chunks, not plans) :data:`_CHUNKS` keeps. One GPT-3 175B tp8 pp8 plan with its
+#: micro-batch probes adds 16 (DDP) to 48 (interleaved Megatron-Core) entries, so 1,024 held
+#: ~21 plans and a cluster-size sweep (hardware varied slowest: every plan of one size must
+#: stay until the next size reads it) missed every time. 4,096 holds ~85-256 such plans at
+#: ~21 KB an entry (measured by the wave-12 read lastrd12), ~90 MB at worst;
+#: the same reason and size as :data:`~perfmodel.parallel.lower_shortcuts._SHARED_CHUNKS_SIZE`.
+_CHUNKS_SIZE = 4096
 
 
 def chunk_of_another_plan(

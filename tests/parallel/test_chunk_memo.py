@@ -7,6 +7,7 @@ tensor-parallel group prices a collective otherwise build their own."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -206,3 +207,61 @@ def test_every_argument_a_chunk_reads_changes_the_key() -> None:
     for groups in (dict(ep=2), dict(cp=2)):
         like = types.SimpleNamespace(**{**dataclasses.asdict(plan), **groups})
         assert low._chunk_memo_key(like) is None
+
+
+@pytest.mark.parametrize("software", ["pytorch-ddp", "megatron-core", "fsdp"])
+def test_a_tensor_parallel_group_across_servers_is_priced_anew(software: str) -> None:
+    """The TP-price check on a real plan (mend12c): tp8 pp4 on four DGX A100, the default
+    placement (each TP group inside a server), then ``dp,pp,tp`` (TP groups across servers:
+    the same chunk keys, slower TP collectives). The second report is the cold one; with the
+    check skipped on :func:`~perfmodel.parallel.lowering.build_chunk`'s shifted path (its
+    ``tp_time`` not passed) it reads the first placement's segments and the pytorch-ddp and
+    megatron-core cases fail (this small GPT's fsdp case does not; the brief's larger probe's
+    fsdp iteration went 0.1312 -> 0.1290 s)."""
+    gpt16 = {**GPT, "layers": 16}
+    kw = dict(model_args=gpt16, software=software, tp=8, pp=4, dp=1)
+
+    def sc(placement: str | None) -> Scenario:
+        d: dict[str, Any] = {**BASE, **kw, "gpus": 32, "nodes": 4, "global_batch": 8}
+        if placement is not None:
+            d["placement"] = placement
+        return Scenario.from_dict(d)
+
+    _fresh_tables()
+    predict(sc(None), baseline=False)
+    api._REPORTS.clear()
+    warm = predict(sc("dp,pp,tp"), baseline=False)
+    lowering._CHUNKS.clear()
+    api._REPORTS.clear()
+    cold = predict(sc("dp,pp,tp"), baseline=False)
+    assert warm.to_dict() == cold.to_dict()
+
+
+def test_the_shared_key_names_the_costs_class() -> None:
+    """``_shared_chunks_key`` keys what ``_chunk_memo_key`` keys (mend12c): a cost model of
+    another class reading the same price table (its layer prices read through its class) is
+    another key in both."""
+    seen: list[Any] = []
+    real = shortcuts.LoweringShortcuts._build_chunks
+
+    def record(self: Any) -> Any:
+        seen.append(self)
+        return real(self)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(shortcuts.LoweringShortcuts, "_build_chunks", record)
+        api._REPORTS.clear()
+        sc = _sc(software="pytorch-ddp", tp=1, pp=2)
+        build_step(sc, resolve(sc))
+    low = seen[-1]
+    shared, memo = low._shared_chunks_key(), low._chunk_memo_key(low.plan)
+    assert shared is not None and memo is not None
+    costs = low.costs
+    other = copy.copy(costs)
+    other.__class__ = type("OtherCosts", (type(costs),), {})
+    low.costs = other
+    try:
+        assert low.costs.price_table is costs.price_table
+        assert low._shared_chunks_key() != shared and low._chunk_memo_key(low.plan) != memo
+    finally:
+        low.costs = costs
