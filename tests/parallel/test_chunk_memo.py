@@ -44,20 +44,26 @@ def _sc(**kw: Any) -> Scenario:
     return Scenario.from_dict(d)
 
 
-def _chunks(sc: Scenario) -> list[lowering.Chunk]:
-    """The chunks of ``sc``'s lowering, as the pipeline lowering holds them."""
-    made: list[Any] = []
+def _lowered(sc: Scenario) -> tuple[Any, list[lowering.Chunk]]:
+    """The pipeline lowering of ``sc``'s step (the last one built: the chosen micro-batch's)
+    and the chunks it holds."""
+    made: list[tuple[Any, Any]] = []
     real = shortcuts.LoweringShortcuts._build_chunks
 
     def record(self: Any) -> Any:
-        made.append(real(self))
-        return made[-1]
+        made.append((self, real(self)))
+        return made[-1][1]
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(shortcuts.LoweringShortcuts, "_build_chunks", record)
         api._REPORTS.clear()
         build_step(sc, resolve(sc))
     return made[-1]
+
+
+def _chunks(sc: Scenario) -> list[lowering.Chunk]:
+    """The chunks of ``sc``'s lowering, as the pipeline lowering holds them."""
+    return _lowered(sc)[1]
 
 
 def _fresh_tables() -> None:
@@ -160,19 +166,7 @@ def test_every_argument_a_chunk_reads_changes_the_key() -> None:
     from perfmodel.parallel.plan import MoEDispatcher, Recompute
     from perfmodel.parallel.selective import SelectiveRecompute
 
-    seen: list[Any] = []
-    real = shortcuts.LoweringShortcuts._build_chunks
-
-    def record(self: Any) -> Any:
-        seen.append(self)
-        return real(self)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(shortcuts.LoweringShortcuts, "_build_chunks", record)
-        api._REPORTS.clear()
-        sc = _sc(software="pytorch-ddp")
-        build_step(sc, resolve(sc))
-    low = seen[-1]
+    low, _ = _lowered(_sc(software="pytorch-ddp"))
     plan, rc = low.plan, low.rc
     base = low._chunk_memo_key(plan)
     assert base is not None and base == low._chunk_memo_key(plan)
@@ -241,19 +235,7 @@ def test_the_shared_key_names_the_costs_class() -> None:
     """``_shared_chunks_key`` keys what ``_chunk_memo_key`` keys (mend12c): a cost model of
     another class reading the same price table (its layer prices read through its class) is
     another key in both."""
-    seen: list[Any] = []
-    real = shortcuts.LoweringShortcuts._build_chunks
-
-    def record(self: Any) -> Any:
-        seen.append(self)
-        return real(self)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(shortcuts.LoweringShortcuts, "_build_chunks", record)
-        api._REPORTS.clear()
-        sc = _sc(software="pytorch-ddp", tp=1, pp=2)
-        build_step(sc, resolve(sc))
-    low = seen[-1]
+    low, _ = _lowered(_sc(software="pytorch-ddp", tp=1, pp=2))
     shared, memo = low._shared_chunks_key(), low._chunk_memo_key(low.plan)
     assert shared is not None and memo is not None
     costs = low.costs
