@@ -369,9 +369,9 @@ class HiddenCollectives:
         one), a function of those values and the segment's fields it reads, so kept per
         lowering by them (``_rows``: a stack's segments repeat with every block)."""
         wait = self.preset.fusion_wait_s
-        gb = self.rc.gather_bytes
-        g = self.dp_time(s, CollectiveOp.ALLGATHER, seg.params * gb) + wait
-        g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, seg.params * gb, CommKind.ZERO)
+        gather_bytes = seg.params * self.rc.gather_bytes  # parameters x bytes per parameter
+        g = self.dp_time(s, CollectiveOp.ALLGATHER, gather_bytes) + wait
+        g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, gather_bytes, CommKind.ZERO)
         if phase == "F":
             dur = self.slowed(seg.fwd_s, g) if slow else seg.fwd_s
             tp_s, rs_s = seg.tp_fwd_s, seg.tp_rs_fwd_s

@@ -781,7 +781,7 @@ class PlanScreen:
         # learners share a GPU under Crossbow only (predict runs any other mode as one learner)
         k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
         mb, v = plan.microbatch_size, plan.interleave
-        gb = per_replica * dp * k
+        samples = per_replica * dp * k  # the global batch
         m = plan.num_microbatches(per_replica)
         schedule, recompute = plan.schedule.value, plan.recompute.value
         sp = plan.sequence_parallel
@@ -836,8 +836,8 @@ class PlanScreen:
         model_flops = st.model_flop_per_microbatch * m * dp * cp * k / t / gpus
         return {
             "iteration_time_s": t,
-            "throughput_samples_per_s": gb / t,
-            "samples_per_step": gb,
+            "throughput_samples_per_s": samples / t,
+            "samples_per_step": samples,
             "compute_time_s": compute,
             "exposed_comm_time_s": m * comm_mb + p2p + dp_s,
             "bubble_time_s": bubble,
