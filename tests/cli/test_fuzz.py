@@ -324,9 +324,9 @@ def test_garbage_file_exits_2_and_stays_unchanged(
             rc = main(argv)
         except SystemExit as exc:
             rc = int(exc.code or 0)
-    # an empty results file or an empty/blank log can be valid input, and so can a
+    # an empty results file (a sweep's -o, resumed) can be valid input, and so can a
     # --link-params file that says nothing (blank, or TOML of comments only: an empty table
-    # keeps every default); everything else is not
+    # keeps every default); everything else, a blank log or spec included, is not
     if rc == 0:
         said_nothing = _blank(blob, f.suffix) and "--link-params" in case[0]
         assert said_nothing or f.suffix in (".jsonl", ".csv"), f"{argv} accepted {blob!r}"
