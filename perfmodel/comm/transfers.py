@@ -59,6 +59,8 @@ class Transfers:
         if nbytes_each <= 0 or not pairs:
             return 0.0
         key = pairs if type(pairs) is tuple else tuple(pairs)
+        if any(type(p) is not tuple for p in key):  # pairs given as 2-lists: hashable tuples
+            key = tuple(map(tuple, key))
         src, dst = zip(*key)
         if any(map(eq, src, dst)):  # a rank "sending" to itself costs nothing: left out
             key = tuple((s, d) for s, d in key if s != d)
@@ -66,12 +68,7 @@ class Transfers:
                 return 0.0
         # :meth:`flows_time`'s slowest send, its loop on the one size (issue 27, wave 12b)
         nbytes, worst = float(nbytes_each), 0.0
-        try:
-            terms = self.terms(key)
-        except TypeError:  # pairs given as 2-lists (unhashable): the same pairs as tuples
-            key = tuple(map(tuple, key))
-            terms = self.terms(key)
-        for alpha, rate in terms:
+        for alpha, rate in self.terms(key):
             t = alpha + nbytes / rate
             if t > worst:
                 worst = t
