@@ -404,7 +404,11 @@ class HiddenCollectives:
 
         k = c * self.P + s
         hist = self.gather_hist[s]
-        if self.zero3 and self.CHAINS and self.op_tasks:
+        # ZeRO-3/FSDP, and Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
+        # (gather_runs' other case: not aligned_gather, no owner broadcasts, no reduction in
+        # forward): the same recurrence, anchored on the same gather history; not in a
+        # periodic extension's short schedule (m < m_step), whose check refuses chains
+        if self.CHAINS and self.op_tasks and (self.zero3 or self.m == self.m_step):
             chain = self._chain_static(plan, k, ch, phase)
             if chain is not None:  # one gather chain (_chain_static's template)
                 static, c_max, two, one, red, n_items = chain
