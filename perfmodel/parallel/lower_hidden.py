@@ -519,7 +519,12 @@ class HiddenCollectives:
         reduction on its lead (on the reduction stream, in program order with the segments'
         reductions: the last one's end is still the largest). The pp 16 FSDP plans of the
         benchmark (dp2 tp32 pp16 and dp4 tp16 pp16 interleaved, micro-batch 8): 12,530 and
-        12,434 tasks before, 3,122 now."""
+        12,434 tasks before, 3,122 now.
+
+        Megatron-Core's first forward with overlapped ZeRO-1/2 gathers (:meth:`gather_runs`'
+        other case, 1F1B) is the same recurrence on the same gather history without
+        reductions, and takes a chain too outside a periodic extension's short schedule
+        (:meth:`lower_gather_runs`)."""
         key = (id(plan), k)
         hit = self._chain_memo.get(key)
         if hit is None:
