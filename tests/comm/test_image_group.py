@@ -73,7 +73,9 @@ def test_second_dgx_a100_quartet_is_read_off_the_first() -> None:
 
 def test_p2p_rule_refuses_the_image() -> None:
     """A NCCL release whose P2P rule stages some pairs through host memory: no group is read
-    off an image (the charge would read the rule), and every group equals its own analysis."""
+    off an image, and every group equals its own analysis. (Under a P2P rule no packing is
+    marked name-free, so no packing is an image and the door finds no source; its own check
+    of the rule, which the charge and the staging read, is a second guard.)"""
     topo = with_nccl_p2p_rule(load_system("pcie-8xtitanx", nodes=2), NcclRelease(2, 0))
     model = CommCostModel(topo)
     assert model.links.no_p2p or model.links.p2p_denied
