@@ -158,6 +158,9 @@ class GroupAnalysis:
         self._net_paths: dict[tuple[str, ...], tuple[int, float, int]] = {}
         #: a GPU of a class's first server -> its host path types (``nccl_paths.HostTypes``)
         self._host_types: dict[str, Mapping[str, PathType]] = {}
+        #: members whose packing :meth:`_image_pack` read off an earlier one -> (the earlier
+        #: packing's members, the server automorphism mapping those onto these)
+        self.images: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, str]]] = {}
 
     def build(self, members: tuple[str, ...]) -> tuple[GroupInfo, RingSummary | None]:
         """The analysis of group ``members`` and, for a group over servers built alike, its
@@ -220,6 +223,12 @@ class GroupAnalysis:
             intra_bw = math.inf
         if summary is not None:
             inter_bw = numpy_sum(summary.inter_rates)
+        elif len(parts) > 1 and not intra_hops:
+            # every hop joins two servers: the inter-server channels are the channels, hop for
+            # hop, and the P2P charge of a hop between servers is 1.0 (p2p_charge), the
+            # weight channel_rates gives a hop without a charge: the same rates (issue 27: a
+            # tied embedding's pair, one GPU per server, filled them twice)
+            inter_bw = ring_bw
         elif len(parts) > 1:
             inter_only = [
                 Channel(ch.order, tuple(h for h in ch.hops if not self._same_server(h)))
@@ -378,6 +387,7 @@ class GroupAnalysis:
                 packed = relabel(self._packs[done], fwd)
                 links._packed[(members, MAX_CHANNELS)] = packed  # pack_rings' answer
                 links._name_free.add((members, MAX_CHANNELS))
+                self.images[members] = (done, fwd)
                 return packed
         return None
 

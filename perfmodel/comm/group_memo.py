@@ -140,11 +140,57 @@ class GroupMemo:
 
     def build(self, members: tuple[str, ...]) -> GroupInfo:
         """:meth:`GroupAnalysis.build <perfmodel.comm.group.GroupAnalysis.build>` of ``members``,
-        its numbers recorded under its ring pattern where it was summarised (a group of GPUs)."""
+        its numbers recorded under its ring pattern where it was summarised (a group of GPUs);
+        a group inside one server whose packing is an image read off as :meth:`_image_group`."""
+        image = self._image_group(members)
+        if image is not None:
+            return image
         info, summary = self.analysis.build(members)
         if summary is not None and not info.cpus:
             self._record_pattern(info, summary)
         return info
+
+    def _image_group(self, members: tuple[str, ...]) -> GroupInfo | None:
+        """The analysis of GPUs inside one server (the first of its class) whose ring packing
+        :meth:`GroupAnalysis.packed <perfmodel.comm.group.GroupAnalysis.packed>` read off an
+        analysed group's through an automorphism of the server
+        (:func:`~perfmodel.topology.symmetry.member_automorphism`), relabelled through that
+        map; ``None`` otherwise (analysed as before).
+
+        Why it is :meth:`GroupAnalysis.build <perfmodel.comm.group.GroupAnalysis.build>`'s
+        answer, bit for bit: of a group inside one server, ``build`` reads the packing (the
+        image of the earlier group's, ``_image_pack``), the max-min rates of its channels
+        (the link ids of each hop, the links' capacities, and each hop's P2P charge: without a
+        P2P rule (``no_p2p``, ``p2p_denied``: then no host-memory staging) the charge reads
+        only the kind and model of the hop's inner nodes), each hop's extra latency and class
+        (link attributes), the first GPU's model (its spec) and NVLink count, the P2P rule
+        and the process layout. The automorphism keeps every node attribute but the names
+        and the GPU number, and every link among the server's nodes with all its attributes,
+        and sends the earlier members to these in order: the channels are the images hop for
+        hop, so every link a hop crosses has the same capacity and attributes and the rates
+        (per-link sums in channel order, minima: independent of the link numbering) are the
+        same floats, summed in the same channel order. The single part is the members in
+        their order, the images of the earlier part's. The NVLink count, which reads the
+        first GPU's links to any switch, is compared. Issue 27: the second tensor-parallel
+        quartet of a DGX A100 (GPUs 4-7, the image of 0-3) of a process's first tp 4 plan.
+        """
+        links = self.links
+        srv = links.server
+        s = srv.get(members[0], -1)
+        if len(members) < 2 or s < 0 or any(map(s.__ne__, map(srv.__getitem__, members))):
+            return None
+        if links.no_p2p or links.p2p_denied or not all_gpus(self.topology, members):
+            return None
+        analysis = self.analysis
+        analysis.packed(members)  # the group's packing, as build reads it (kept)
+        source = analysis.images.get(members)
+        if source is None:  # searched, or the server is not its class's first
+            return None
+        done, fwd = source
+        base = self.infos.get(done)
+        if base is None or base.nvlinks != analysis._nvlinks(members[0]):
+            return None
+        return relabel(base, fwd)
 
     def collective_shape(self, members: tuple[str, ...], algo: Algorithm) -> tuple[str, ...] | None:
         """The members of the group of the same shape whose analytic result a group spanning

@@ -11,13 +11,15 @@ from perfmodel.topology import Topology, load_system
 
 
 def direct_model(topo: Topology) -> CommCostModel:
-    """A model that analyses every group itself: no translated result, relabelled image, ring
+    """A model that analyses every group itself: no translated result, relabelled image (of
+    another server or of other GPUs of one server), ring
     pattern or shared numbers."""
     model = CommCostModel(topo)
     model.groups.collective_shape = lambda members, algo: None  # type: ignore[method-assign]
     model.groups._shape_group = lambda members: None  # type: ignore[method-assign]
     model.groups._pattern_key = lambda members: None  # type: ignore[method-assign]
     model.groups.numbers_key = lambda members: None  # type: ignore[method-assign]
+    model.groups._image_group = lambda members: None  # type: ignore[method-assign]
     return model
 
 
