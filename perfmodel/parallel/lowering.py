@@ -127,6 +127,13 @@ class Chunk:
     layers: tuple[LayerCost, ...] | StackedLayers = ()
     """The chunk's layers: a tuple, or a slice of a stacked workload's layers (reads as that
     tuple; :func:`~perfmodel.workload.layers.layer_runs`)."""
+    values_of: Chunk | None = field(default=None, compare=False, repr=False)
+    """A chunk whose segments are this chunk's field for field but for their layer ids: the
+    one it was read off (:func:`_shifted_chunk`), itself built segment by segment; ``None``:
+    none named. Outside equality and ``repr`` (what the chunk is stays its fields);
+    ``lower_hidden``'s summary reads one for the other (:meth:`~perfmodel.parallel.
+    lower_hidden.HiddenCollectives._hidden_op`). A chunk made from another with other
+    segments must not keep it (none is: chunks are built here and in the screens)."""
 
     @property
     def fwd_s(self) -> float:
@@ -427,7 +434,7 @@ def _shifted_chunk(
     d = first_id - first0
     segs = tuple(_with_layers(x, _shifted_ids(x.layers, d)) for x in chunk.segments)
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
-    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept)
+    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
 
 
 def _shape_sums(
