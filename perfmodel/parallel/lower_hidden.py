@@ -219,7 +219,7 @@ class HiddenCollectives:
         if self.tp_overlap and self.tp_stream == "compute":
             return None  # an "overlapped" collective queued behind its compute: not modelled
         rows = self._rows
-        met: set[tuple[object, ...]] = set()
+        met: dict[tuple[object, ...], tuple] = {}  # this walk's rows: one hash a segment
         comp = tp_total = nbytes_total = 0.0
         on_stream: list[float] = []  # D_j, backward order
         red: list[float] = []  # R_j
@@ -227,11 +227,12 @@ class HiddenCollectives:
         for seg in reversed(segs):  # as the fine loop of backward()
             key = ("hidden", s, seg.bwd_s, seg.recompute_s, seg.tp_bwd_s, seg.params,
                    seg.expert_params, prev)  # fmt: skip
-            row = rows.get(key)
+            row = met.get(key)
             if row is None:
-                row = rows[key] = self._hidden_row(s, seg, prev)
-            if key not in met:
-                met.add(key)
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = self._hidden_row(s, seg, prev)
+                met[key] = row
                 inputs.append((key[2:], seg))
             if not row:
                 return None
