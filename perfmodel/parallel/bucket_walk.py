@@ -16,8 +16,9 @@ or the chunk end; the walk then goes on from that state. Exact: the same additio
 floats in the same order, the same comparisons (the state compared is every input of the
 walk's next step but the layer's bytes, which repeat with the block).
 
-Measured (GPT-3 175B on 1024 A100, PyTorch DDP, dp64 tp8 pp2: two chunks of ~580 layers, 193
-buckets each; a warm lowering's chunks rebuilt, CPU): see ``docs/design.md`` (wave 13).
+Measured: ``docs/design.md``, "A chunk's buckets as id ranges" (a warm GPT-3 175B PyTorch DDP
+dp64 tp8 pp2 plan's chunks, two of ~580 layers and ~193 buckets each, rebuilt in 0.85-1.0 ms
+instead of 1.19 ms).
 """
 
 from __future__ import annotations
