@@ -105,6 +105,11 @@ class HiddenCollectives:
     #: operation task, is one gather chain (:meth:`_chain_static`; tests compare both ways).
     CHAINS = True
 
+    #: Whether a chunk read off an earlier one takes the earlier chunk's hidden-reduction
+    #: summary where its stage prices every row alike (:meth:`_hidden_op`; tests compare both
+    #: ways).
+    SAME_ROWS = True
+
     # ------------------------------------------------------------------ hidden reductions
 
     def hidden_backward(
@@ -167,13 +172,54 @@ class HiddenCollectives:
         last micro-batch), so they are kept per lowering by those values (``_rows``): the
         bucket segments of a stack repeat with every block (Megatron-Core's and PyTorch DDP's
         buckets of a GPT-3 175B stage: ~40-190 segments, a few distinct), and the same
-        floats are summed in the same order."""
+        floats are summed in the same order.
+
+        A chunk read off an earlier one (:attr:`~perfmodel.parallel.lowering.Chunk.values_of`:
+        the same segments field for field but for their layer ids; the middle stages of a
+        pipeline) takes the summary of the
+        first of its class summed (``_hidden_seen``: stage ``s0``, the distinct row inputs in
+        the order the loop met them, the summary) where its stage gives each of those inputs
+        the row ``s0`` gave it (:meth:`_same_rows`), instead of walking its segments. Exact by
+        induction over the loop: both walks read the same fields in the same order, the first
+        reduction before is ``None`` in both, and where the rows so far are equal so is the
+        next row's input (the reduction before), hence its row (compared), so every sum adds
+        the same floats in the same order and the refusal (an empty row) falls at the same
+        segment; where a row differs the walk is done in full."""
+        cls = (id(ch.values_of or ch), final_mb)
+        seen = self._hidden_seen.get(cls)
+        if seen is not None and self.SAME_ROWS and self._same_rows(s, seen[0], seen[1]):
+            return seen[2]  # type: ignore[no-any-return]
+        inputs: list[tuple[tuple, Segment]] = []
+        out = self._hidden_walk(s, ch, final_mb, inputs)
+        if seen is None:
+            self._hidden_seen[cls] = (s, tuple(inputs), out)
+        return out
+
+    def _same_rows(self, s: int, s0: int, inputs: tuple[tuple[tuple, Segment], ...]) -> bool:
+        """Whether stage ``s`` gives each row input of ``inputs`` (:meth:`_hidden_walk`'s:
+        the segment's fields and the reduction before) the row stage ``s0`` gave it."""
+        rows = self._rows
+        for tail, seg in inputs:  # tail: the fields and the reduction before; seg: their segment
+            key = ("hidden", s, *tail)
+            mine = rows.get(key)
+            if mine is None:
+                mine = rows[key] = self._hidden_row(s, seg, tail[-1])  # type: ignore[arg-type]
+            if mine != rows[("hidden", s0, *tail)]:
+                return False
+        return True
+
+    def _hidden_walk(
+        self, s: int, ch: Chunk, final_mb: bool, inputs: list[tuple[tuple, Segment]]
+    ) -> HiddenBackward | None:
+        """:meth:`_hidden_op`'s walk over ``ch``'s segments; the distinct row inputs it meets
+        are appended to ``inputs`` in that order."""
         segs = ch.segments
         if len(segs) < 2 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
             return None
         if self.tp_overlap and self.tp_stream == "compute":
             return None  # an "overlapped" collective queued behind its compute: not modelled
         rows = self._rows
+        met: dict[tuple[object, ...], tuple] = {}  # this walk's rows: one hash a segment
         comp = tp_total = nbytes_total = 0.0
         on_stream: list[float] = []  # D_j, backward order
         red: list[float] = []  # R_j
@@ -181,9 +227,13 @@ class HiddenCollectives:
         for seg in reversed(segs):  # as the fine loop of backward()
             key = ("hidden", s, seg.bwd_s, seg.recompute_s, seg.tp_bwd_s, seg.params,
                    seg.expert_params, prev)  # fmt: skip
-            row = rows.get(key)
+            row = met.get(key)
             if row is None:
-                row = rows[key] = self._hidden_row(s, seg, prev)
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = self._hidden_row(s, seg, prev)
+                met[key] = row
+                inputs.append((key[2:], seg))
             if not row:
                 return None
             dur, tp_s, d, nbytes, r = row

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perfmodel.ops import CollectiveOp
+from perfmodel.parallel import bucket_walk
+from perfmodel.parallel.bucket_walk import bucket_ranges
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.memory import PlanMemory
@@ -127,6 +129,13 @@ class Chunk:
     layers: tuple[LayerCost, ...] | StackedLayers = ()
     """The chunk's layers: a tuple, or a slice of a stacked workload's layers (reads as that
     tuple; :func:`~perfmodel.workload.layers.layer_runs`)."""
+    values_of: Chunk | None = field(default=None, compare=False, repr=False)
+    """A chunk whose segments are this chunk's field for field but for their layer ids: the
+    one it was read off (:func:`_shifted_chunk`), itself built segment by segment; ``None``:
+    none named. Outside equality and ``repr`` (what the chunk is stays its fields);
+    ``lower_hidden``'s summary reads one for the other (:meth:`~perfmodel.parallel.
+    lower_hidden.HiddenCollectives._hidden_op`). A chunk made from another with other
+    segments must not keep it (none is: chunks are built here and in the screens)."""
 
     @property
     def fwd_s(self) -> float:
@@ -267,18 +276,21 @@ def build_chunk(
     )
     if shifted is not None:  # an earlier chunk's split and segments, ids shifted
         return shifted
-    groups = _segment_groups(
-        workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
-        exclude_sharded, grad_b,
+    spans = _segment_ids(
+        workload, layer_ids, layers, copies, contiguous, by_block, bucket_bytes,
+        first_bucket_bytes, exclude_sharded, grad_b,
     )  # fmt: skip
     segs: list[Segment] = []
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
     ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
     stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
-    for g in reversed(groups):  # forward order of segments
-        ids = tuple(sorted(g))
-        shape = None if by_shape is None else copies.shape(ids)  # type: ignore[union-attr]
+    # with a shape memo the ids are consecutive (contiguous): the shape read inline
+    c_start, c_end, c_p = (copies.start, copies.end, copies.p) if copies else (0, 0, 1)
+    for ids in spans:  # forward order of segments
+        shape = None
+        if by_shape is not None and c_start <= ids[0] and ids[-1] < c_end:
+            shape = ((ids[0] - c_start) % c_p, len(ids))  # copies.shape(ids)
         if shape is not None:
             seen = by_shape.get(shape)  # type: ignore[union-attr]
             if seen is not None:
@@ -427,7 +439,7 @@ def _shifted_chunk(
     d = first_id - first0
     segs = tuple(_with_layers(x, _shifted_ids(x.layers, d)) for x in chunk.segments)
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
-    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept)
+    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
 
 
 def _shape_sums(
@@ -503,6 +515,48 @@ def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
     fields_["layers"] = ids
     object.__setattr__(new, "__dict__", fields_)
     return new
+
+
+def _segment_ids(
+    workload: Workload,
+    layer_ids: Sequence[int],
+    layers: Sequence[LayerCost],
+    copies: _StackCopies | None,
+    contiguous: bool,
+    by_block: bool,
+    bucket_bytes: float | None,
+    first_bucket_bytes: float | None,
+    exclude_sharded: bool,
+    grad_b: float,
+) -> list[tuple[int, ...]]:
+    """A chunk's segments' sorted layer ids in forward order: :func:`_segment_groups`, or for
+    a bucketed chunk of consecutive ids the same buckets walked as id ranges
+    (:func:`~perfmodel.parallel.bucket_walk.bucket_ranges`: a stack's repeating blocks walked
+    once; ``bucket_walk.RANGES``)."""
+    if bucket_walk.RANGES and contiguous and not by_block and bucket_bytes is not None:
+        if copies is not None:
+            start, end = copies.start, copies.end
+            block_b = [_grad_bytes(la, exclude_sharded, grad_b) for la in copies.block]
+            source = copies.source
+        else:
+            start, end, block_b, source = 0, 0, [], workload.layers.__getitem__
+        ranges = bucket_ranges(
+            layer_ids[0],
+            layer_ids[-1],
+            first_bucket_bytes or bucket_bytes,
+            bucket_bytes,
+            block_b,
+            start,
+            end,
+            lambda i: _grad_bytes(workload.layers[i], exclude_sharded, grad_b),
+            lambda i: source(i).params,
+        )
+        return [tuple(range(a, b + 1)) for a, b in reversed(ranges)]
+    groups = _segment_groups(
+        workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
+        exclude_sharded, grad_b,
+    )  # fmt: skip
+    return [tuple(sorted(g)) for g in reversed(groups)]
 
 
 def _segment_groups(

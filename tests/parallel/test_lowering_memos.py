@@ -183,6 +183,7 @@ class _StageHidden(HiddenCollectives):
 
     def __init__(self) -> None:
         self._rows: dict[tuple[object, ...], tuple] = {}
+        self._hidden_seen: dict[tuple[int, bool], tuple] = {}
 
     def slowed(self, dur: float, comm_s: float) -> float:
         return dur + comm_s
@@ -204,10 +205,11 @@ def test_hidden_rows_memo_keys_on_the_stage() -> None:
     with the same rows memo (lead ``max(1 + 8, 2 + 4) - 8``), not stage 0's rows again."""
     seg = SimpleNamespace(bwd_s=1.0, recompute_s=0.0, tp_bwd_s=0.0, params=1.0,
                           expert_params=0.0, ep_cp=(), host_sync_s=0.0)  # fmt: skip
-    ch = SimpleNamespace(segments=(seg, seg))
+    ch = SimpleNamespace(segments=(seg, seg), values_of=None)
     h = _StageHidden()
     assert h._hidden_row(0, seg, None) == (1.0, 0.0, 1.0, 2.0, 2.0)  # type: ignore[arg-type]
     assert h._hidden_row(1, seg, 3.0) == (4.0, 0.0, 4.0, 2.0, 4.0)  # type: ignore[arg-type]
     assert h._hidden_op(0, ch, False) == (2.0, 0.0, 1.0, 4.0, 4.0)  # type: ignore[arg-type]
     assert h._hidden_op(1, ch, False) == (2.0, 0.0, 1.0, 8.0, 4.0)  # type: ignore[arg-type]
     assert len(h._rows) == 2
+    assert h._hidden_seen[(id(ch), False)][0] == 0  # stage 0's summary kept, not given to 1
