@@ -39,6 +39,7 @@ from perfmodel.parallel.taskgraph import (
     ROW_COMPUTE_START,
     SENT,
     ChainSegment,
+    ChainStatic,
     ChainTask,
     CommSpec,
     Task,
@@ -49,6 +50,16 @@ if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does 
     import simpy
 
 
+#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows,
+#: None)``, its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple
+#: laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
+#: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
+#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
+#: (gather free, reduction free, anchor two, anchor one))``, whose rows :func:`chain_rows`
+#: makes on demand. Read rows through :func:`chain_rows` / :meth:`Timeline.chain_rows`.
+ChainEntry = tuple[list[float], list[Any], "tuple[float, float, float, float] | None"]
+
+
 @dataclass(frozen=True)
 class Timeline:
     """Start and end time (seconds) of every task of a graph."""
@@ -57,14 +68,10 @@ class Timeline:
     start_s: tuple[float, ...]
     end_s: tuple[float, ...]
     fidelity: str = "analytic"
-    #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, ``(marks, rows)``: its marks
-    #: (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out as
-    #: :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
-    #: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`) (the analytic list schedule's;
-    #: ``None``: the graph has none)
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] | None = field(
-        default=None, compare=False, repr=False
-    )
+    #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, what the analytic list schedule
+    #: kept of it (:data:`ChainEntry`: its marks, its rows or what makes them; ``None``: the
+    #: graph has none)
+    chains: dict[int, ChainEntry] | None = field(default=None, compare=False, repr=False)
 
     @property
     def makespan_s(self) -> float:
@@ -72,6 +79,11 @@ class Timeline:
 
     def records(self) -> list[tuple[Task, float, float]]:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
+
+    def chain_rows(self, tid: int) -> list[tuple[float, ...]]:
+        """The rows of chain task ``tid`` (:func:`chain_rows`)."""
+        assert self.chains is not None
+        return chain_rows(self.graph.tasks[tid].chain[0], self.chains[tid])  # type: ignore[attr-defined]
 
 
 class _WholeOnRead(Timeline):
@@ -405,7 +417,7 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     free: dict[tuple[str, str], float] = {}
     free_get = free.get
     tasks = graph.tasks
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] = {}
+    chains: dict[int, ChainEntry] = {}
     for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
@@ -442,7 +454,7 @@ def _encoded_end(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> float:
     """The end a dependency at or above ``HEAD`` stands for (:func:`_list_schedule`): the first
     compute of task ``d - HEAD`` and ``j`` pieces after it (``piece_end``), or mark ``j`` of a
@@ -466,7 +478,7 @@ def _chain(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> tuple[float, float]:
     """Start and end of gather chain ``t`` (:class:`~perfmodel.parallel.taskgraph.ChainTask`)
     whose compute stream and dependencies let it start at ``s``: the list schedule of the fine
@@ -485,38 +497,82 @@ def _chain(
     dev = t.device
     gk = (dev, static.gather_stream)
     fg = free.get(gk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end
-    two, one = _anchors(a0, a1, start, end, tasks, chains)
-    marks: list[float] = []
-    rows: list[tuple[float, ...]] = []
-    add_mark, add_row = marks.append, rows.append
-    ce = s
-    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
-    # reduction (0.0, 0.0: none) when the reduction stream is free and e_i
     rk = (dev, static.reduce_stream)
     fr = free.get(rk, 0.0)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end
+    two, one = _anchors(a0, a1, start, end, tasks, chains)
+    inputs = (fg, fr, two, one)
+    marks: list[float] = []
+    starts: list[float] = []
+    add_mark, add_start = marks.append, starts.append
+    ce = s
+    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
+    # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
+    # compute's start; the rest of the row is made again on demand (chain_rows)
+    if static.reducing:
+        for g, c, x, r in flat:
+            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+            fg = gs + g
+            cs = ce if ce >= fg else fg
+            h = cs + c
+            ce = e = h + x
+            add_mark(h)
+            add_start(cs)
+            two = one
+            one = h
+            rs = fr if fr >= e else e
+            fr = rs + r
+    else:
+        for g, c, x, _ in flat:
+            gs = fg if fg >= two else two
+            fg = gs + g
+            cs = ce if ce >= fg else fg
+            h = cs + c
+            ce = h + x
+            add_mark(h)
+            add_start(cs)
+            two = one
+            one = h
+    free[gk] = fg
+    if static.reducing:
+        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
+    add_mark(fr)
+    chains[t.tid] = (marks, starts, inputs)
+    return starts[0], ce
+
+
+def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
+    """The rows of a chain whose ``entry`` :func:`_list_schedule` recorded (``Timeline.chains``):
+    per item a plain tuple laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a
+    hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
+
+    A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
+    keeps only its marks ``h_i``, its computes' starts ``cs_i`` and the gather and reduction
+    streams' free times and the two anchors it started from: the rest of each row is the
+    same recurrence made again with the same operations on the same values (``g_i = max(g
+    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
+    e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
+    against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
+    marks, kept, inputs = entry
+    if inputs is None:
+        return kept  # type: ignore[return-value]
+    fg, fr, two, one = inputs
+    rows: list[tuple[float, ...]] = []
+    add = rows.append
     reducing = static.reducing
-    for g, c, x, r in flat:
-        gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+    for (g, _, x, r), h, cs in zip(static.flat, marks, kept, strict=False):  # type: ignore[arg-type]
+        gs = fg if fg >= two else two
         fg = ge = gs + g
-        cs = ce if ce >= ge else ge
-        h = cs + c
-        ce = e = h + x
-        add_mark(h)
-        two = one
-        one = h
+        e = h + x
         if reducing:
             rs = fr if fr >= e else e
             fr = re = rs + r
-            add_row((gs, ge, cs, h, e, rs, re))
+            add((gs, ge, cs, h, e, rs, re))
         else:
-            add_row((gs, ge, cs, h, e, 0.0, 0.0))
-    free[gk] = fg
-    if reducing:
-        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    add_mark(fr)
-    chains[t.tid] = (marks, rows)
-    return rows[0][ROW_COMPUTE_START], ce
+            add((gs, ge, cs, h, e, 0.0, 0.0))
+        two = one
+        one = h
+    return rows
 
 
 def _chain_runs(
@@ -526,7 +582,7 @@ def _chain_runs(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> tuple[float, float]:
     """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
     ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
@@ -597,7 +653,7 @@ def _chain_runs(
     if reducing:
         free[rk] = fr
         free[lk] = fl  # unchanged without runs: the value a later read would get
-    chains[t.tid] = (marks, rows)
+    chains[t.tid] = (marks, rows, None)
     return rows[0][ROW_COMPUTE_START], ce
 
 
@@ -610,7 +666,7 @@ def _anchors(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> tuple[float, float]:
     """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
     earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
@@ -630,7 +686,7 @@ def _anchor_end(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> float:
     """The end of dependency ``d`` as :func:`_list_schedule` reads it (``-inf``: ``d < 0``, no
     anchor)."""
