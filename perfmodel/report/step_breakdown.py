@@ -264,7 +264,7 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
-    if own and static.flat is not None:  # one-piece segments on t's device: every event
+    if own and entry[2] is not None:  # flat, rows on demand, on t's device: every event
         _flat_events(append, static.flat, entry, g_key, r_key)
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
@@ -317,9 +317,7 @@ def _flat_events(
     at the times :func:`perfmodel.sim.engine.chain_rows` makes (the same recurrence inline,
     without a row tuple per segment)."""
     marks, kept, inputs = entry
-    if inputs is None:  # pragma: no cover - a flat chain keeps no rows (sim.engine._chain)
-        raise ValueError("a flat gather chain with eager rows")
-    fg, fr, two, one = inputs
+    fg, fr, two, one = inputs  # type: ignore[misc]
     for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
         gs = fg if fg >= two else two
         fg = ge = gs + g
