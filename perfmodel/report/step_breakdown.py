@@ -186,8 +186,12 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
     for t in timeline.graph.tasks:
         then = t.then_s
         if then is CHAIN_MARK:  # a gather chain: its fine tasks' events
-            _chain_events(append, keys, t, chains[t.tid], dev)  # type: ignore[arg-type, index]
-            if t.send_s > 0 and (t.device == dev or dev in t.send.group):
+            own = t.device == dev
+            # another device's chain whose groups do not hold dev adds no event
+            # (_chain_events' first test, made here without a call)
+            if own or dev in t.chain[0].members:  # type: ignore[attr-defined]
+                _chain_events(append, keys, t, chains[t.tid], dev)  # type: ignore[arg-type, index]
+            if t.send_s > 0 and (own or dev in t.send.group):
                 _folded(append, keys, t, end_s[t.tid])
             continue
         if t.device != dev:  # most tasks: another device's compute, passed over first
