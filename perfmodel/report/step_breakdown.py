@@ -119,13 +119,14 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
             dev, tid = t.device, t.tid
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
-                marks, kept, inputs = chains[tid]  # type: ignore[index]
-                if inputs is not None:  # flat: e = h + T, the list schedule's sum (chain_rows)
+                entry = chains[tid]  # type: ignore[index]
+                if len(entry) > 2:  # flat: e = h + T, the list schedule's sum (chain_rows)
+                    marks, kept = entry[0], entry[1]
                     flat = t.chain[0].flat  # type: ignore[attr-defined]
                     for (_, _, x, _), h, cs in zip(flat, marks, kept, strict=False):
                         b = b + (h + x) - cs
                 else:
-                    for row in kept:
+                    for row in entry[1]:
                         b = b + row[ROW_END] - row[ROW_COMPUTE_START]
                 busy[dev] = b
                 continue
@@ -268,7 +269,7 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
-    if own and entry[2] is not None:  # flat, rows on demand, on t's device: every event
+    if own and len(entry) > 2:  # flat, rows on demand, on t's device: every event
         _flat_events(append, static.flat, entry, g_key, r_key)
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
@@ -320,8 +321,7 @@ def _flat_events(
     the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
     at the times :func:`perfmodel.sim.engine.chain_rows` makes (the same recurrence inline,
     without a row tuple per segment)."""
-    marks, kept, inputs = entry
-    fg, fr, two, one = inputs  # type: ignore[misc]
+    marks, kept, fg, fr, two, one = entry
     for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
         gs = fg if fg >= two else two
         fg = ge = gs + g

@@ -50,14 +50,16 @@ if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does 
     import simpy
 
 
-#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows,
-#: None)``, its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple
-#: laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
+#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows)``,
+#: its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out
+#: as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
 #: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
 #: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
-#: (gather free, reduction free, anchor two, anchor one))``, whose rows :func:`chain_rows`
-#: makes on demand. Read rows through :func:`chain_rows` / :meth:`Timeline.chain_rows`.
-ChainEntry = tuple[list[float], list[Any], "tuple[float, float, float, float] | None"]
+#: gather free, reduction free, anchor two, anchor one)`` (six items, one tuple: no tuple
+#: inside it, ~6,000 chains per list schedule), whose rows :func:`chain_rows` makes on
+#: demand. Read rows through :func:`chain_rows` / :meth:`Timeline.chain_rows`; ``entry[0][j]``
+#: is mark ``j`` either way.
+ChainEntry = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -427,6 +429,9 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
             elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
                 d -= SENT
                 e = end[d] + tasks[d].send_s
+            elif d >= CHAIN:  # a chain's mark (_encoded_end's first case, without a call)
+                j, d = divmod(d - CHAIN, SENT)
+                e = chains[d][0][j]
             else:
                 e = _encoded_end(d, start, end, tasks, chains)
             if e > s:
@@ -499,9 +504,16 @@ def _chain(
     fg = free.get(gk, 0.0)
     rk = (dev, static.reduce_stream)
     fr = free.get(rk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end
-    two, one = _anchors(a0, a1, start, end, tasks, chains)
-    inputs = (fg, fr, two, one)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end. An
+    # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
+    if a0 >= CHAIN and a1 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+        j, d = divmod(a1 - CHAIN, SENT)
+        one = chains[d][0][j]
+    else:
+        two, one = _anchors(a0, a1, start, end, tasks, chains)
+    fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
     marks: list[float] = []
     starts: list[float] = []
     add_mark, add_start = marks.append, starts.append
@@ -537,7 +549,7 @@ def _chain(
     if static.reducing:
         free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
     add_mark(fr)
-    chains[t.tid] = (marks, starts, inputs)
+    chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
     return starts[0], ce
 
 
@@ -553,10 +565,9 @@ def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]
     free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
     e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
     against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
-    marks, kept, inputs = entry
-    if inputs is None:
-        return kept  # type: ignore[return-value]
-    fg, fr, two, one = inputs
+    if len(entry) == 2:
+        return entry[1]  # type: ignore[no-any-return]
+    marks, kept, fg, fr, two, one = entry
     rows: list[tuple[float, ...]] = []
     add = rows.append
     reducing = static.reducing
@@ -653,7 +664,7 @@ def _chain_runs(
     if reducing:
         free[rk] = fr
         free[lk] = fl  # unchanged without runs: the value a later read would get
-    chains[t.tid] = (marks, rows, None)
+    chains[t.tid] = (marks, rows)
     return rows[0][ROW_COMPUTE_START], ce
 
 
