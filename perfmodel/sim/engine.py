@@ -37,6 +37,7 @@ from perfmodel.parallel.taskgraph import (
     CHAIN_MARK,
     HEAD,
     ROW_COMPUTE_START,
+    ROW_END,
     SENT,
     ChainSegment,
     ChainStatic,
@@ -74,6 +75,10 @@ class Timeline:
     #: kept of it (:data:`ChainEntry`: its marks, its rows or what makes them; ``None``: the
     #: graph has none)
     chains: dict[int, ChainEntry] | None = field(default=None, compare=False, repr=False)
+    #: Seconds each device's compute stream is busy, summed as
+    #: ``perfmodel.report.step_breakdown._compute_busy`` sums them (kept by the list schedule
+    #: of a graph with chains, :func:`_chain_mode`; ``None``: that function sums them)
+    busy_s: dict[str, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def makespan_s(self) -> float:
@@ -438,12 +443,9 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
                 s = e
         tid = t.tid
         then = t.then_s
-        if then is CHAIN_MARK:  # a gather chain: its fine tasks' recurrence
-            s, e = _chain(t, s, free, start, end, tasks, chains)  # type: ignore[arg-type]
-            start[tid] = s
-            end[tid] = e
-            free[key] = e
-            continue
+        if then is CHAIN_MARK:  # a gather chain: this task and the rest in _chain_mode
+            busy = _chain_mode(graph, tid, start, end, free, chains)
+            return Timeline(graph, tuple(start), tuple(end), "analytic", chains, busy)
         start[tid] = s
         e = s + t.duration_s
         if then:  # an operation task: its segments' TP collectives and computes that follow
@@ -451,7 +453,65 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
                 e += x
         end[tid] = e
         free[key] = e
-    return Timeline(graph, tuple(start), tuple(end), "analytic", chains or None)
+    return Timeline(graph, tuple(start), tuple(end), "analytic")
+
+
+def _chain_mode(
+    graph: TaskGraph,
+    i0: int,
+    start: list[float],
+    end: list[float],
+    free: dict[tuple[str, str], float],
+    chains: dict[int, ChainEntry],
+) -> dict[str, float]:
+    """:func:`_list_schedule` from its first chain task ``i0`` on,
+    the same loop, keeping each device's busy compute seconds as
+    ``perfmodel.report.step_breakdown._compute_busy`` adds them, in task order with the same
+    operations: ``(busy + end) - start`` per compute-stream task, ``(busy + e_i) - cs_i`` per
+    segment of a chain (:func:`_chain`), so that reader needs not read every chain's
+    segments again. A graph without chains never comes here (nothing to keep)."""
+    tasks = graph.tasks
+    busy: dict[str, float] = {}
+    get = busy.get
+    for t in tasks[:i0]:  # before the first chain: _compute_busy's loop
+        if t.stream == "compute":
+            busy[t.device] = get(t.device, 0.0) + end[t.tid] - start[t.tid]
+    free_get = free.get
+    for t in tasks[i0:]:
+        key = (t.device, t.stream)
+        s = free_get(key, 0.0)
+        for d in t.deps:
+            if d < SENT:
+                e = end[d]
+            elif d < HEAD:
+                d -= SENT
+                e = end[d] + tasks[d].send_s
+            elif d >= CHAIN:
+                j, d = divmod(d - CHAIN, SENT)
+                e = chains[d][0][j]
+            else:
+                e = _encoded_end(d, start, end, tasks, chains)
+            if e > s:
+                s = e
+        tid = t.tid
+        then = t.then_s
+        if then is CHAIN_MARK:  # a gather chain: its fine tasks' recurrence
+            mine = busy if t.stream == "compute" else None
+            s, e = _chain(t, s, free, start, end, tasks, chains, mine)  # type: ignore[arg-type]
+            start[tid] = s
+            end[tid] = e
+            free[key] = e
+            continue
+        start[tid] = s
+        e = s + t.duration_s
+        if then:
+            for x in then:
+                e += x
+        end[tid] = e
+        free[key] = e
+        if t.stream == "compute":
+            busy[t.device] = get(t.device, 0.0) + e - s
+    return busy
 
 
 def _encoded_end(
@@ -484,6 +544,7 @@ def _chain(
     end: list[float],
     tasks: tuple[Task, ...],
     chains: dict[int, ChainEntry],
+    busy: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """Start and end of gather chain ``t`` (:class:`~perfmodel.parallel.taskgraph.ChainTask`)
     whose compute stream and dependencies let it start at ``s``: the list schedule of the fine
@@ -494,12 +555,19 @@ def _chain(
     ends ``h_i`` after its first compute and ``e_i`` after its ``then_s``; its reduction (if
     the operation reduces) when the reduction stream is free and ``e_i``, for ``R_i``. Records
     the marks and per-segment times in ``chains`` and the gather and reduction streams' free
-    times in ``free``."""
+    times in ``free``; with ``busy`` (:func:`_chain_mode`), adds each compute's ``e_i - cs_i``
+    to ``busy[t.device]`` in order (``(b + e_i) - cs_i``, as ``_compute_busy`` read the rows)."""
     static, a0, a1 = t.chain
     flat = static.flat
-    if flat is None:  # hidden gather runs, or a then_s of more than one piece
-        return _chain_runs(t, s, free, start, end, tasks, chains)
     dev = t.device
+    if flat is None:  # hidden gather runs, or a then_s of more than one piece
+        se = _chain_runs(t, s, free, start, end, tasks, chains)
+        if busy is not None:
+            b = busy.get(dev, 0.0)
+            for row in chains[t.tid][1]:
+                b = b + row[ROW_END] - row[ROW_COMPUTE_START]
+            busy[dev] = b
+        return se
     gk = (dev, static.gather_stream)
     fg = free.get(gk, 0.0)
     rk = (dev, static.reduce_stream)
@@ -518,6 +586,7 @@ def _chain(
     starts: list[float] = []
     add_mark, add_start = marks.append, starts.append
     ce = s
+    b = 0.0 if busy is None else busy.get(dev, 0.0)
     # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
     # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
     # compute's start; the rest of the row is made again on demand (chain_rows)
@@ -528,6 +597,7 @@ def _chain(
             cs = ce if ce >= fg else fg
             h = cs + c
             ce = e = h + x
+            b = b + e - cs
             add_mark(h)
             add_start(cs)
             two = one
@@ -541,6 +611,7 @@ def _chain(
             cs = ce if ce >= fg else fg
             h = cs + c
             ce = h + x
+            b = b + ce - cs
             add_mark(h)
             add_start(cs)
             two = one
@@ -549,6 +620,8 @@ def _chain(
     if static.reducing:
         free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
     add_mark(fr)
+    if busy is not None:
+        busy[dev] = b
     chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
     return starts[0], ce
 

@@ -4,11 +4,13 @@ started from); :func:`perfmodel.sim.engine.chain_rows` makes them on demand and 
 breakdown replays them inline (``step_breakdown._compute_busy``, ``_flat_events``). Each test
 compares that lazy path with the eager one: the same graphs scheduled with every chain through
 ``_chain_runs`` (the general recurrence, a row tuple per item), whose rows the breakdown reads
-through its general loop. Marks, rows, busy seconds, every device's events and the breakdown
-must be equal (``==``, bit for bit)."""
+through its general loop. Marks, rows, busy seconds (kept by the list schedule of a graph with
+chains, ``_chain_mode``, against ``_compute_busy``'s reading of the rows), every device's
+events and the breakdown must be equal (``==``, bit for bit)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -40,10 +42,15 @@ GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000
 
 
 def _eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> Timeline:
-    """``graph``'s list schedule with every chain through ``_chain_runs`` (rows kept)."""
+    """``graph``'s list schedule with every chain through ``_chain_runs`` (rows kept), its
+    busy seconds left to ``_compute_busy``'s reading of the rows (as before wave 13)."""
+
+    def eager(t, s, free, start, end, tasks, chains, busy=None):  # type: ignore[no-untyped-def]
+        return engine._chain_runs(t, s, free, start, end, tasks, chains)
+
     with monkeypatch.context() as m:
-        m.setattr(engine, "_chain", engine._chain_runs)
-        return _list_schedule(graph)
+        m.setattr(engine, "_chain", eager)
+        return dataclasses.replace(_list_schedule(graph), busy_s=None)
 
 
 def _assert_lazy_is_eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -60,6 +67,10 @@ def _assert_lazy_is_eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> 
         assert lazy.chain_rows(tid) == eager.chain_rows(tid)
         items = graph.tasks[tid].chain[0].items  # type: ignore[attr-defined]
         assert [type(r) for r in lazy.chain_rows(tid)] == [tuple] * len(items)
+    # the busy seconds the list schedule kept, the reader's over the lazy rows, and over the
+    # eager rows (the reader's loop as it was)
+    assert lazy.busy_s is not None
+    assert lazy.busy_s == sb._compute_busy(dataclasses.replace(lazy, busy_s=None))
     assert sb._compute_busy(lazy) == sb._compute_busy(eager)
     for dev in graph.devices:
         assert sb._class_events(lazy, dev) == sb._class_events(eager, dev)
