@@ -32,7 +32,13 @@ from perfmodel.parallel.taskgraph import (
     Task,
     TaskKind,
 )
-from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline
+from perfmodel.sim.engine import (
+    ChainEntry,
+    CoarseTimeline,
+    PeriodicTimeline,
+    Timeline,
+    chain_rows,
+)
 
 _ROW = len(ChainRow._fields)  # a chain row's own fields; a ChainRunRow's run fields follow
 
@@ -104,6 +110,8 @@ def task_class(task: Task) -> tuple[int, str]:
 
 def _compute_busy(timeline: Timeline) -> dict[str, float]:
     """Seconds each simulated device's compute stream is busy (summed in task order)."""
+    if timeline.busy_s is not None:  # kept by the list schedule (sim.engine._chain_mode)
+        return dict(timeline.busy_s)
     busy: dict[str, float] = {}
     get = busy.get
     start_s, end_s = timeline.start_s, timeline.end_s
@@ -113,8 +121,15 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
             dev, tid = t.device, t.tid
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
-                for row in chains[tid][1]:  # type: ignore[index]
-                    b = b + row[ROW_END] - row[ROW_COMPUTE_START]
+                entry = chains[tid]  # type: ignore[index]
+                if len(entry) > 2:  # flat: e = h + T, the list schedule's sum (chain_rows)
+                    marks, kept = entry[0], entry[1]
+                    flat = t.chain[0].flat  # type: ignore[attr-defined]
+                    for (_, _, x, _), h, cs in zip(flat, marks, kept, strict=False):
+                        b = b + (h + x) - cs
+                else:
+                    for row in entry[1]:
+                        b = b + row[ROW_END] - row[ROW_COMPUTE_START]
                 busy[dev] = b
                 continue
             busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
@@ -174,8 +189,12 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
     for t in timeline.graph.tasks:
         then = t.then_s
         if then is CHAIN_MARK:  # a gather chain: its fine tasks' events
-            _chain_events(append, keys, t, chains[t.tid][1], dev)  # type: ignore[arg-type, index]
-            if t.send_s > 0 and (t.device == dev or dev in t.send.group):
+            own = t.device == dev
+            # another device's chain whose groups do not hold dev adds no event
+            # (_chain_events' first test, made here without a call)
+            if own or dev in t.chain[0].members:  # type: ignore[attr-defined]
+                _chain_events(append, keys, t, chains[t.tid], dev)  # type: ignore[arg-type, index]
+            if t.send_s > 0 and (own or dev in t.send.group):
                 _folded(append, keys, t, end_s[t.tid])
             continue
         if t.device != dev:  # most tasks: another device's compute, passed over first
@@ -235,12 +254,13 @@ def _chain_events(
     append: Any,
     keys: dict[tuple[object, ...], str],
     t: ChainTask,
-    rows: list[tuple[float, ...]],
+    entry: ChainEntry,
     dev: str,
 ) -> None:
     """The events of the fine tasks gather chain ``t`` stands for
-    (:class:`~perfmodel.parallel.taskgraph.ChainTask`; ``rows``: the list schedule's times of
-    each segment's gather, compute and reduction), as :func:`_class_events` gives them: on
+    (:class:`~perfmodel.parallel.taskgraph.ChainTask`; ``entry``: what the list schedule kept
+    of it, :func:`perfmodel.sim.engine.chain_rows`' times of each segment's gather, compute
+    and reduction), as :func:`_class_events` gives them: on
     ``t``'s device every gather, compute (its first compute, then its ``then_s`` pieces as
     :func:`_folded` reads them) and reduction; on another device the gathers and reductions
     whose group holds it."""
@@ -251,13 +271,13 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
-    if own and static.flat is not None:  # one-piece segments on t's device: every event
-        _flat_events(append, rows, g_key, r_key)
+    if own and len(entry) > 2:  # flat, rows on demand, on t's device: every event
+        _flat_events(append, static.flat, entry, g_key, r_key)
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
         return
     l_key = _key(keys, lead) if own and reducing and lead is not None else ""
-    for seg, row in zip(static.items, rows, strict=True):
+    for seg, row in zip(static.items, chain_rows(static, entry), strict=True):
         then, g_grp, r_grp = seg[2], seg[4], seg[5]  # ChainSegment's and ChainRun's
         gs, ge, cs, h, _, rs, re = row[:_ROW]  # ChainRow's (a ChainRunRow's first fields)
         if ge > gs and (own or dev in g_grp):
@@ -290,12 +310,26 @@ def _chain_events(
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
 
 
-def _flat_events(append: Any, rows: list[tuple[float, ...]], g_key: str, r_key: str) -> None:
+def _flat_events(
+    append: Any,
+    flat: tuple[tuple[float, float, float, float], ...],
+    entry: ChainEntry,
+    g_key: str,
+    r_key: str,
+) -> None:
     """:func:`_chain_events` on the chain's own device where every segment's ``then_s`` is one
-    piece (``ChainStatic.flat``; ``r_key`` empty: no reduction): per row, in the same order,
-    the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is the
-    list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction."""
-    for gs, ge, cs, h, e, rs, re in rows:
+    piece (``ChainStatic.flat``; ``r_key`` empty: no reduction): per segment, in the same
+    order, the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is
+    the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
+    at the times :func:`perfmodel.sim.engine.chain_rows` makes (the same recurrence inline,
+    without a row tuple per segment)."""
+    marks, kept, fg, fr, two, one = entry
+    for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
+        gs = fg if fg >= two else two
+        fg = ge = gs + g
+        e = h + x
+        two = one
+        one = h
         if ge > gs:
             append((gs, 1, g_key))
             append((ge, -1, g_key))
@@ -305,9 +339,12 @@ def _flat_events(append: Any, rows: list[tuple[float, ...]], g_key: str, r_key: 
         if h > cs:
             append((cs, 1, "0|compute"))
             append((h, -1, "0|compute"))
-        if r_key and re > rs:
-            append((rs, 1, r_key))
-            append((re, -1, r_key))
+        if r_key:
+            rs = fr if fr >= e else e
+            fr = re = rs + r
+            if re > rs:
+                append((rs, 1, r_key))
+                append((re, -1, r_key))
 
 
 def _pieces(append: Any, a: float, then: tuple[float, ...]) -> None:

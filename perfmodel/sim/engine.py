@@ -37,8 +37,10 @@ from perfmodel.parallel.taskgraph import (
     CHAIN_MARK,
     HEAD,
     ROW_COMPUTE_START,
+    ROW_END,
     SENT,
     ChainSegment,
+    ChainStatic,
     ChainTask,
     CommSpec,
     Task,
@@ -49,6 +51,18 @@ if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does 
     import simpy
 
 
+#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows)``,
+#: its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out
+#: as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
+#: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
+#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
+#: gather free, reduction free, anchor two, anchor one)`` (six items, one tuple: no tuple
+#: inside it, ~6,000 chains per list schedule), whose rows :func:`chain_rows` makes on
+#: demand. Read rows through :func:`chain_rows` / :meth:`Timeline.chain_rows`; ``entry[0][j]``
+#: is mark ``j`` either way.
+ChainEntry = tuple[Any, ...]
+
+
 @dataclass(frozen=True)
 class Timeline:
     """Start and end time (seconds) of every task of a graph."""
@@ -57,14 +71,14 @@ class Timeline:
     start_s: tuple[float, ...]
     end_s: tuple[float, ...]
     fidelity: str = "analytic"
-    #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, ``(marks, rows)``: its marks
-    #: (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out as
-    #: :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
-    #: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`) (the analytic list schedule's;
-    #: ``None``: the graph has none)
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] | None = field(
-        default=None, compare=False, repr=False
-    )
+    #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, what the analytic list schedule
+    #: kept of it (:data:`ChainEntry`: its marks, its rows or what makes them; ``None``: the
+    #: graph has none)
+    chains: dict[int, ChainEntry] | None = field(default=None, compare=False, repr=False)
+    #: Seconds each device's compute stream is busy, summed as
+    #: ``perfmodel.report.step_breakdown._compute_busy`` sums them (kept by the list schedule
+    #: of a graph with chains, :func:`_chain_mode`; ``None``: that function sums them)
+    busy_s: dict[str, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def makespan_s(self) -> float:
@@ -72,6 +86,11 @@ class Timeline:
 
     def records(self) -> list[tuple[Task, float, float]]:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
+
+    def chain_rows(self, tid: int) -> list[tuple[float, ...]]:
+        """The rows of chain task ``tid`` (:func:`chain_rows`)."""
+        assert self.chains is not None
+        return chain_rows(self.graph.tasks[tid].chain[0], self.chains[tid])  # type: ignore[attr-defined]
 
 
 class _WholeOnRead(Timeline):
@@ -405,7 +424,7 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     free: dict[tuple[str, str], float] = {}
     free_get = free.get
     tasks = graph.tasks
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]] = {}
+    chains: dict[int, ChainEntry] = {}
     for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
@@ -415,18 +434,18 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
             elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
                 d -= SENT
                 e = end[d] + tasks[d].send_s
+            elif d >= CHAIN:  # a chain's mark (_encoded_end's first case, without a call)
+                j, d = divmod(d - CHAIN, SENT)
+                e = chains[d][0][j]
             else:
                 e = _encoded_end(d, start, end, tasks, chains)
             if e > s:
                 s = e
         tid = t.tid
         then = t.then_s
-        if then is CHAIN_MARK:  # a gather chain: its fine tasks' recurrence
-            s, e = _chain(t, s, free, start, end, tasks, chains)  # type: ignore[arg-type]
-            start[tid] = s
-            end[tid] = e
-            free[key] = e
-            continue
+        if then is CHAIN_MARK:  # a gather chain: this task and the rest in _chain_mode
+            busy = _chain_mode(graph, tid, start, end, free, chains)
+            return Timeline(graph, tuple(start), tuple(end), "analytic", chains, busy)
         start[tid] = s
         e = s + t.duration_s
         if then:  # an operation task: its segments' TP collectives and computes that follow
@@ -434,7 +453,65 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
                 e += x
         end[tid] = e
         free[key] = e
-    return Timeline(graph, tuple(start), tuple(end), "analytic", chains or None)
+    return Timeline(graph, tuple(start), tuple(end), "analytic")
+
+
+def _chain_mode(
+    graph: TaskGraph,
+    i0: int,
+    start: list[float],
+    end: list[float],
+    free: dict[tuple[str, str], float],
+    chains: dict[int, ChainEntry],
+) -> dict[str, float]:
+    """:func:`_list_schedule` from its first chain task ``i0`` on,
+    the same loop, keeping each device's busy compute seconds as
+    ``perfmodel.report.step_breakdown._compute_busy`` adds them, in task order with the same
+    operations: ``(busy + end) - start`` per compute-stream task, ``(busy + e_i) - cs_i`` per
+    segment of a chain (:func:`_chain`), so that reader needs not read every chain's
+    segments again. A graph without chains never comes here (nothing to keep)."""
+    tasks = graph.tasks
+    busy: dict[str, float] = {}
+    get = busy.get
+    for t in tasks[:i0]:  # before the first chain: _compute_busy's loop
+        if t.stream == "compute":
+            busy[t.device] = get(t.device, 0.0) + end[t.tid] - start[t.tid]
+    free_get = free.get
+    for t in tasks[i0:]:
+        key = (t.device, t.stream)
+        s = free_get(key, 0.0)
+        for d in t.deps:
+            if d < SENT:
+                e = end[d]
+            elif d < HEAD:
+                d -= SENT
+                e = end[d] + tasks[d].send_s
+            elif d >= CHAIN:
+                j, d = divmod(d - CHAIN, SENT)
+                e = chains[d][0][j]
+            else:
+                e = _encoded_end(d, start, end, tasks, chains)
+            if e > s:
+                s = e
+        tid = t.tid
+        then = t.then_s
+        if then is CHAIN_MARK:  # a gather chain: its fine tasks' recurrence
+            mine = busy if t.stream == "compute" else None
+            s, e = _chain(t, s, free, start, end, tasks, chains, mine)  # type: ignore[arg-type]
+            start[tid] = s
+            end[tid] = e
+            free[key] = e
+            continue
+        start[tid] = s
+        e = s + t.duration_s
+        if then:
+            for x in then:
+                e += x
+        end[tid] = e
+        free[key] = e
+        if t.stream == "compute":
+            busy[t.device] = get(t.device, 0.0) + e - s
+    return busy
 
 
 def _encoded_end(
@@ -442,7 +519,7 @@ def _encoded_end(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> float:
     """The end a dependency at or above ``HEAD`` stands for (:func:`_list_schedule`): the first
     compute of task ``d - HEAD`` and ``j`` pieces after it (``piece_end``), or mark ``j`` of a
@@ -466,7 +543,8 @@ def _chain(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
+    busy: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """Start and end of gather chain ``t`` (:class:`~perfmodel.parallel.taskgraph.ChainTask`)
     whose compute stream and dependencies let it start at ``s``: the list schedule of the fine
@@ -477,46 +555,108 @@ def _chain(
     ends ``h_i`` after its first compute and ``e_i`` after its ``then_s``; its reduction (if
     the operation reduces) when the reduction stream is free and ``e_i``, for ``R_i``. Records
     the marks and per-segment times in ``chains`` and the gather and reduction streams' free
-    times in ``free``."""
+    times in ``free``; with ``busy`` (:func:`_chain_mode`), adds each compute's ``e_i - cs_i``
+    to ``busy[t.device]`` in order (``(b + e_i) - cs_i``, as ``_compute_busy`` read the rows)."""
     static, a0, a1 = t.chain
     flat = static.flat
-    if flat is None:  # hidden gather runs, or a then_s of more than one piece
-        return _chain_runs(t, s, free, start, end, tasks, chains)
     dev = t.device
+    if flat is None:  # hidden gather runs, or a then_s of more than one piece
+        se = _chain_runs(t, s, free, start, end, tasks, chains)
+        if busy is not None:
+            b = busy.get(dev, 0.0)
+            for row in chains[t.tid][1]:
+                b = b + row[ROW_END] - row[ROW_COMPUTE_START]
+            busy[dev] = b
+        return se
     gk = (dev, static.gather_stream)
     fg = free.get(gk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end
-    two, one = _anchors(a0, a1, start, end, tasks, chains)
-    marks: list[float] = []
-    rows: list[tuple[float, ...]] = []
-    add_mark, add_row = marks.append, rows.append
-    ce = s
-    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
-    # reduction (0.0, 0.0: none) when the reduction stream is free and e_i
     rk = (dev, static.reduce_stream)
     fr = free.get(rk, 0.0)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end. An
+    # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
+    if a0 >= CHAIN and a1 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+        j, d = divmod(a1 - CHAIN, SENT)
+        one = chains[d][0][j]
+    else:
+        two, one = _anchors(a0, a1, start, end, tasks, chains)
+    fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
+    marks: list[float] = []
+    starts: list[float] = []
+    add_mark, add_start = marks.append, starts.append
+    ce = s
+    b = 0.0 if busy is None else busy.get(dev, 0.0)
+    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
+    # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
+    # compute's start; the rest of the row is made again on demand (chain_rows)
+    if static.reducing:
+        for g, c, x, r in flat:
+            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+            fg = gs + g
+            cs = ce if ce >= fg else fg
+            h = cs + c
+            ce = e = h + x
+            b = b + e - cs
+            add_mark(h)
+            add_start(cs)
+            two = one
+            one = h
+            rs = fr if fr >= e else e
+            fr = rs + r
+    else:
+        for g, c, x, _ in flat:
+            gs = fg if fg >= two else two
+            fg = gs + g
+            cs = ce if ce >= fg else fg
+            h = cs + c
+            ce = h + x
+            b = b + ce - cs
+            add_mark(h)
+            add_start(cs)
+            two = one
+            one = h
+    free[gk] = fg
+    if static.reducing:
+        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
+    add_mark(fr)
+    if busy is not None:
+        busy[dev] = b
+    chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
+    return starts[0], ce
+
+
+def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
+    """The rows of a chain whose ``entry`` :func:`_list_schedule` recorded (``Timeline.chains``):
+    per item a plain tuple laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a
+    hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
+
+    A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
+    keeps only its marks ``h_i``, its computes' starts ``cs_i`` and the gather and reduction
+    streams' free times and the two anchors it started from: the rest of each row is the
+    same recurrence made again with the same operations on the same values (``g_i = max(g
+    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
+    e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
+    against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
+    if len(entry) == 2:
+        return entry[1]  # type: ignore[no-any-return]
+    marks, kept, fg, fr, two, one = entry
+    rows: list[tuple[float, ...]] = []
+    add = rows.append
     reducing = static.reducing
-    for g, c, x, r in flat:
-        gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+    for (g, _, x, r), h, cs in zip(static.flat, marks, kept, strict=False):  # type: ignore[arg-type]
+        gs = fg if fg >= two else two
         fg = ge = gs + g
-        cs = ce if ce >= ge else ge
-        h = cs + c
-        ce = e = h + x
-        add_mark(h)
-        two = one
-        one = h
+        e = h + x
         if reducing:
             rs = fr if fr >= e else e
             fr = re = rs + r
-            add_row((gs, ge, cs, h, e, rs, re))
+            add((gs, ge, cs, h, e, rs, re))
         else:
-            add_row((gs, ge, cs, h, e, 0.0, 0.0))
-    free[gk] = fg
-    if reducing:
-        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    add_mark(fr)
-    chains[t.tid] = (marks, rows)
-    return rows[0][ROW_COMPUTE_START], ce
+            add((gs, ge, cs, h, e, 0.0, 0.0))
+        two = one
+        one = h
+    return rows
 
 
 def _chain_runs(
@@ -526,7 +666,7 @@ def _chain_runs(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> tuple[float, float]:
     """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
     ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
@@ -610,7 +750,7 @@ def _anchors(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> tuple[float, float]:
     """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
     earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
@@ -630,7 +770,7 @@ def _anchor_end(
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
-    chains: dict[int, tuple[list[float], list[tuple[float, ...]]]],
+    chains: dict[int, ChainEntry],
 ) -> float:
     """The end of dependency ``d`` as :func:`_list_schedule` reads it (``-inf``: ``d < 0``, no
     anchor)."""

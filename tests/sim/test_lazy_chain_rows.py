@@ -1,0 +1,192 @@
+"""A gather chain of one-piece segments keeps no rows in the list schedule
+(``perfmodel.sim.engine._chain``: its marks, its computes' starts and the four values it
+started from); :func:`perfmodel.sim.engine.chain_rows` makes them on demand and the
+breakdown replays them inline (``step_breakdown._compute_busy``, ``_flat_events``). Each test
+compares that lazy path with the eager one: the same graphs scheduled with every chain through
+``_chain_runs`` (the general recurrence, a row tuple per item), whose rows the breakdown reads
+through its general loop. Marks, rows, busy seconds (kept by the list schedule of a graph with
+chains, ``_chain_mode``, against ``_compute_busy``'s reading of the rows), every device's
+events and the breakdown must be equal (``==``, bit for bit)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_compare import gpt_scenario
+
+import perfmodel.api as api
+import perfmodel.sim.engine as engine
+from perfmodel.api import Scenario, predict
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.taskgraph import (
+    ChainSegment,
+    ChainStatic,
+    ChainTask,
+    CommKind,
+    CommSpec,
+    GraphBuilder,
+    Task,
+    TaskGraph,
+    TaskKind,
+    chain_mark,
+)
+from perfmodel.report import step_breakdown as sb
+from perfmodel.sim.engine import Timeline, _list_schedule
+
+GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
+
+
+def _eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> Timeline:
+    """``graph``'s list schedule with every chain through ``_chain_runs`` (rows kept), its
+    busy seconds left to ``_compute_busy``'s reading of the rows (as before wave 13)."""
+
+    def eager(t, s, free, start, end, tasks, chains, busy=None):  # type: ignore[no-untyped-def]
+        return engine._chain_runs(t, s, free, start, end, tasks, chains)
+
+    with monkeypatch.context() as m:
+        m.setattr(engine, "_chain", eager)
+        return dataclasses.replace(_list_schedule(graph), busy_s=None)
+
+
+def _assert_lazy_is_eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Compare the lazy and eager schedules of ``graph``; the number of lazy chains."""
+    lazy, eager = _list_schedule(graph), _eager(graph, monkeypatch)
+    assert (lazy.start_s, lazy.end_s) == (eager.start_s, eager.end_s)
+    assert lazy.chains is not None and eager.chains is not None
+    assert lazy.chains.keys() == eager.chains.keys()
+    n = 0
+    for tid, entry in lazy.chains.items():
+        assert len(eager.chains[tid]) == 2  # the reference keeps its rows
+        n += len(entry) > 2
+        assert entry[0] == eager.chains[tid][0]  # marks
+        assert lazy.chain_rows(tid) == eager.chain_rows(tid)
+        items = graph.tasks[tid].chain[0].items  # type: ignore[attr-defined]
+        assert [type(r) for r in lazy.chain_rows(tid)] == [tuple] * len(items)
+    # the busy seconds the list schedule kept, the reader's over the lazy rows, and over the
+    # eager rows (the reader's loop as it was)
+    assert lazy.busy_s is not None
+    assert lazy.busy_s == sb._compute_busy(dataclasses.replace(lazy, busy_s=None))
+    assert sb._compute_busy(lazy) == sb._compute_busy(eager)
+    for dev in graph.devices:
+        assert sb._class_events(lazy, dev) == sb._class_events(eager, dev)
+    assert sb.critical_device(lazy) == sb.critical_device(eager)
+    assert sb.breakdown(lazy) == sb.breakdown(eager)
+    return n
+
+
+_SECONDS = st.floats(0.0, 4.0, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    segs=st.lists(st.tuples(_SECONDS, _SECONDS, _SECONDS, _SECONDS), min_size=1, max_size=8),
+    reducing=st.booleans(),
+    busy=st.tuples(_SECONDS, _SECONDS, _SECONDS),
+    chains=st.integers(1, 3),
+    own=st.booleans(),
+)
+def test_drawn_flat_chains_lazy_equal_eager(
+    segs: list[tuple[float, float, float, float]],
+    reducing: bool,
+    busy: tuple[float, float, float],
+    chains: int,
+    own: bool,
+) -> None:
+    """Drawn one-piece segments, reducing or not, after busy gather and reduction streams,
+    one to three chains in a row (each anchored on the previous one's marks), on the device
+    whose events are read or on another that shares its groups: lazy == eager."""
+    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
+    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
+    items = tuple(
+        ChainSegment(g, c, (x,), r if reducing else 0.0, g_spec.group, r_spec.group)
+        for g, c, x, r in segs
+    )
+    dev = "g0" if own else "g1"
+    g_proto = Task(-1, TaskKind.COLLECTIVE, dev, "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, dev, "dp", 0.0, comm=r_spec)
+    members = frozenset(("g0", "g1"))
+    static = ChainStatic(items, "zero", "dp", reducing, g_proto, r_proto, members, None)
+    assert static.flat is not None
+    x_s, zero_s, dp_s = busy
+    n = len(items)
+    b = GraphBuilder()
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)  # g0 has a compute stream either way
+    x = b.add(TaskKind.COMPUTE, dev, "compute", x_s)
+    b.add(TaskKind.COLLECTIVE, dev, "zero", zero_s)
+    b.add(TaskKind.COLLECTIVE, dev, "dp", dp_s)
+    prev, a0, a1 = [x], -1, x
+    for j in range(chains):
+        c = b.add_chain(dev, prev, f"F{j}", j, 0, (static, a0, a1))
+        prev = [c, chain_mark(c, n)] if reducing else [c]
+        a0, a1 = (chain_mark(c, n - 2), chain_mark(c, n - 1)) if n > 1 else (a1, chain_mark(c, 0))
+    b.add(TaskKind.OPTIMIZER, dev, "compute", 1.0, prev)
+    assert _assert_lazy_is_eager(b.build(), monkeypatch=pytest.MonkeyPatch()) == chains
+
+
+def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
+    """The graphs the analytic list schedule ran for ``sc``'s prediction."""
+    graphs: list[TaskGraph] = []
+    orig = engine._list_schedule
+
+    def spy(g: TaskGraph) -> Timeline:
+        graphs.append(g)
+        return orig(g)
+
+    with monkeypatch.context() as m:
+        m.setattr(api, "_REPORTS", {})
+        m.setattr(engine, "_list_schedule", spy)
+        predict(sc, baseline=False)
+    return [g for g in graphs if any(type(t) is ChainTask for t in g.tasks)]
+
+
+@pytest.mark.parametrize(
+    ("software", "tp", "pp", "nodes", "microbatch", "extra", "flat"),
+    [
+        ("fsdp", 2, 2, 2, 1, {}, True),
+        ("fsdp", 1, 4, 2, 1, {"schedule": "interleaved", "interleave": 2}, True),
+        ("deepspeed-zero3", 2, 1, 2, 1, {}, True),
+        ("torchtitan", 1, 4, 2, 1, {"recompute": "full"}, True),
+        ("fsdp", 1, 2, 1, 4, {}, False),  # hidden gather runs: rows kept
+    ],
+)
+def test_small_plans_lazy_equal_eager(
+    monkeypatch: pytest.MonkeyPatch,
+    software: str,
+    tp: int,
+    pp: int,
+    nodes: int,
+    microbatch: int,
+    extra: dict,
+    flat: bool,
+) -> None:
+    """``test_gather_chains``' gather-bound shapes (two servers, micro-batch 1: flat chains)
+    and one with hidden gather runs (one server: chains that keep their rows) over the ZeRO-3
+    presets: every chain graph's lazy schedule and breakdown equal the eager ones."""
+    sc = gpt_scenario(model_args=GPT, global_batch=64 * nodes, software=software, nodes=nodes,
+                      dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch,
+                      **extra)  # fmt: skip
+    graphs = _graphs(sc, monkeypatch)
+    assert graphs
+    assert (sum(_assert_lazy_is_eager(g, monkeypatch) for g in graphs) > 0) == flat
+
+
+def test_gpt3_fsdp_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nine GPT-3 175B FSDP plans of the benchmark on 1024 A100 (flat chains in the
+    gather-bound plans, chains of hidden gather runs in the pp 16 ones): lazy == eager."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_scale import _plans
+    from bench_search import BASE175
+    from bench_speed import PLAN_KEYS
+
+    lazy = 0
+    for p in _plans()[1:10]:
+        sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "fsdp",
+                                 "fidelity": "analytic"})  # fmt: skip
+        for g in _graphs(sc, monkeypatch):
+            lazy += _assert_lazy_is_eager(g, monkeypatch)
+    assert lazy >= 6144  # the gather-bound dp8 tp16 pp8 interleaved plan's chains at least
