@@ -287,14 +287,17 @@ def build_chunk(
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     # with a shape memo the ids are consecutive (contiguous): the shape read inline
     c_start, c_end, c_p = (copies.start, copies.end, copies.p) if copies else (0, 0, 1)
+    new_seg, set_dict = object.__new__, object.__setattr__  # a copy: see _shifted_chunk
     for ids in spans:  # forward order of segments
         shape = None
         if by_shape is not None and c_start <= ids[0] and ids[-1] < c_end:
             shape = ((ids[0] - c_start) % c_p, len(ids))  # copies.shape(ids)
-        if shape is not None:
-            seen = by_shape.get(shape)  # type: ignore[union-attr]
-            if seen is not None:
-                segs.append(_with_layers(seen, ids))
+            seen = by_shape.get(shape)
+            if seen is not None:  # ``seen`` under ``ids``
+                fields_ = seen.__dict__.copy()
+                fields_["layers"] = ids
+                segs.append(seg := new_seg(Segment))
+                set_dict(seg, "__dict__", fields_)
                 continue
         seg_layers = take_layers(workload.layers, ids, contiguous)
         sums = _shape_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo, copies, shape)
@@ -427,7 +430,14 @@ def _shifted_chunk(
     layers are copies of the same block layers (the same output shapes) and the blocks as
     many. So each segment is ``seen``'s under its ids shifted, as :func:`build_chunk` gives it
     through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
-    segments each, walked and copied once per stage before)."""
+    segments each, walked and copied once per stage before).
+
+    A segment copy here and in :func:`build_chunk`'s shape memo is ``dataclasses.replace(x,
+    layers=ids)`` made without the frozen dataclass's ``__init__`` (``Segment`` has no
+    ``__post_init__``): a copy of ``x``'s field dict (the same keys in the same order,
+    ``layers`` replaced in place) becomes the new instance's ``__dict__`` at once, so it has
+    the same type, fields and values (equal, hashed and pickled alike); inline (~400 per new
+    PyTorch DDP plan of GPT-3 175B: a function call each was ~5% of rebuilding the chunks)."""
     seen = None if key is None else seg_memo.get(key)
     if seen is None:
         return None
@@ -437,9 +447,19 @@ def _shifted_chunk(
         if _tp_time(mine, costs, op, nbytes, tp, algorithm) != t:
             return None
     d = first_id - first0
-    segs = tuple(_with_layers(x, _shifted_ids(x.layers, d)) for x in chunk.segments)
+    segs = []
+    new_seg, set_dict = object.__new__, object.__setattr__
+    for x in chunk.segments:  # ``x`` under its ids plus ``d`` (a range where consecutive)
+        fields_ = x.__dict__.copy()
+        ids = fields_["layers"]
+        a, n = ids[0] + d, len(ids)
+        fields_["layers"] = (
+            tuple(range(a, a + n)) if ids[-1] + d - a + 1 == n else tuple(i + d for i in ids)
+        )
+        segs.append(seg := new_seg(Segment))
+        set_dict(seg, "__dict__", fields_)
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
-    return Chunk(segs, chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
+    return Chunk(tuple(segs), chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
 
 
 def _shape_sums(
@@ -493,28 +513,6 @@ def _recomputed_and_expert_context(
         unpaired = _merged([c for c in extra if c.kind is CommKind.EP])
         extra = _overlap_expert_comm(extra, fwd_s, bwd_s + recompute_s, _overlap_slowdown(ctx))
     return recompute_s, tp_bwd_s, _merged(extra), unpaired
-
-
-def _shifted_ids(ids: tuple[int, ...], d: int) -> tuple[int, ...]:
-    """``ids`` each plus ``d`` (a range where they are consecutive, as a chunk's segments are)."""
-    a, b = ids[0], ids[-1]
-    if b - a + 1 == len(ids):
-        return tuple(range(a + d, b + d + 1))
-    return tuple(i + d for i in ids)
-
-
-def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
-    """``dataclasses.replace(seg, layers=ids)`` without the frozen dataclass's ``__init__``
-    (one ``object.__setattr__`` per field; ``Segment`` has no ``__post_init__``): the same
-    type, fields and values, so equal, hashed and pickled alike (a chunk's segments by shape:
-    ~300 copies per new PyTorch DDP plan of GPT-3 175B). The copy of ``seg``'s field dict
-    (the same keys in the same order, ``layers`` replaced in place) becomes the new instance's
-    ``__dict__`` at once: half the time of filling the new instance's own dict."""
-    new = object.__new__(Segment)
-    fields_ = seg.__dict__.copy()
-    fields_["layers"] = ids
-    object.__setattr__(new, "__dict__", fields_)
-    return new
 
 
 def _segment_ids(
