@@ -78,10 +78,38 @@ class DataParallelEmitters:
         duration_s = self._dp_time.get(key)
         if duration_s is None:
             main, sibs = self._dp_group(s, group)
-            duration_s = self._dp_time[key] = self.costs.concurrent_time(
-                op, nbytes, [main, *sibs], self.alg
-            )
+            costs = self.costs
+            by_key = getattr(costs, "concurrent_key", None)
+            if by_key is None:  # a cost model without shared values (tests)
+                duration_s = costs.concurrent_time(op, nbytes, [main, *sibs], self.alg)
+            else:
+                duration_s = self._dp_keyed(s, group, op, nbytes, [main, *sibs])
+            self._dp_time[key] = duration_s
         return duration_s
+
+    def _dp_keyed(
+        self, s: int, group: str, op: CollectiveOp, nbytes: float, groups: list[tuple[str, ...]]
+    ) -> float:
+        """:meth:`dp_time` through ``SystemCosts.concurrent_keyed``: the stage's key
+        (``SystemCosts.concurrent_key``, asked once per stage and group once known) shares
+        the value with earlier stages whose groups have the same key (issue 27: a pipeline's
+        stages price the same collectives on translated groups)."""
+        keys: dict[tuple[int, str], tuple[object, ...]] | None = self.__dict__.get("_dp_keys")
+        if keys is None:
+            keys = self.__dict__["_dp_keys"] = {}
+        costs = self.costs
+        sk = keys.get((s, group))
+        if sk is None:
+            sk = costs.concurrent_key(groups, self.alg)  # type: ignore[attr-defined]
+            if sk is None:  # not known yet: priced as before, asked again after
+                duration_s = costs.concurrent_time(op, nbytes, groups, self.alg)
+                sk = costs.concurrent_key(groups, self.alg)  # type: ignore[attr-defined]
+                if sk is None:
+                    return duration_s
+                keys[(s, group)] = sk
+                return costs.concurrent_keyed(op, nbytes, groups, self.alg, sk)  # type: ignore[attr-defined]
+            keys[(s, group)] = sk
+        return costs.concurrent_keyed(op, nbytes, groups, self.alg, sk)  # type: ignore[attr-defined]
 
     def dp_spec(self, s: int, op: CollectiveOp, nbytes: float, kind: CommKind = CommKind.DP,
                 group: str = "dp") -> CommSpec:  # fmt: skip
