@@ -27,9 +27,10 @@ GPT = {"layers": 16, "hidden": 2048, "heads": 16, "seq_len": 1024, "vocab": 3200
 PLANS = [(8, 4, 4), (4, 8, 4), (16, 2, 4), (2, 8, 8), (8, 2, 8), (4, 4, 8)]
 
 
-def _sc(system: str, software: str, dp: int, tp: int, pp: int) -> Scenario:
+def _sc(system: str, software: str, dp: int, tp: int, pp: int, **extra: Any) -> Scenario:
     return Scenario.from_dict(
         dict(
+            **extra,
             system=system,
             nodes=16,
             model="gpt",
@@ -53,34 +54,48 @@ def _fresh() -> None:
     api._REPORTS.clear()
 
 
-def _reports(system: str, software: str) -> list[str]:
+def _reports(system: str, software: str, **extra: Any) -> list[str]:
     """repr of each plan's report (timeline apart, then the timeline), the plans priced in one
     process after another (the later stages and plans read the earlier ones' values)."""
     _fresh()
     out = []
     for dp, tp, pp in PLANS:
-        r = predict(_sc(system, software, dp, tp, pp), baseline=False)
+        r = predict(_sc(system, software, dp, tp, pp, **extra), baseline=False)
         out.append(repr(dataclasses.replace(r, timeline=None)) + repr(r.timeline))
     return out
 
 
-@pytest.mark.parametrize("system", ["dgx-a100", "dgx-h100", "aws-p5.48xlarge"])
-@pytest.mark.parametrize("software", ["megatron-core", "fsdp", "pytorch-ddp", "megatron"])
-def test_reports_equal_with_the_shortcut_off(system: str, software: str) -> None:
+@pytest.mark.parametrize(
+    "system, software, extra",
+    [
+        (system, software, {})
+        for system in ("dgx-a100", "dgx-h100", "aws-p5.48xlarge")
+        for software in ("megatron-core", "fsdp", "pytorch-ddp", "megatron")
+    ]
+    + [
+        ("dgx-a100", "deepspeed-zero3", {}),
+        ("dgx-a100", "fsdp", {"hsdp": 2}),  # the shard and replica groups
+        ("dgx-h100", "torchtitan", {}),
+    ],
+)
+def test_reports_equal_with_the_shortcut_off(
+    system: str, software: str, extra: dict[str, Any]
+) -> None:
     shared: list[Any] = []
     real = SystemCosts.concurrent_keyed
 
     def counted(self: SystemCosts, *a: Any) -> float:
-        shared.append(a[-1])
+        if (a[0], a[1], a[-1]) in self._by_concurrent_key:
+            shared.append(a[-1])
         return real(self, *a)
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(SystemCosts, "concurrent_keyed", counted)
-        on = _reports(system, software)
-    assert shared  # the shortcut was taken
+        on = _reports(system, software, **extra)
+    assert shared  # values were read off other stages or plans
     with pytest.MonkeyPatch.context() as m:
         m.setattr(SystemCosts, "concurrent_key", lambda self, groups, algorithm="auto": None)
-        off = _reports(system, software)
+        off = _reports(system, software, **extra)
     _fresh()
     for a, b in zip(on, off, strict=True):
         assert a == b
