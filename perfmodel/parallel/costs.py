@@ -280,10 +280,23 @@ class SystemCosts:
         factor = self._factors.get(gs)
         if factor is None:
             factor = self._factors[gs] = ring_sharing_factor(self.topology, gs)
+        return self._stretched(op, message_bytes, gs[0], algorithm, base, factor)
+
+    def _stretched(
+        self,
+        op: CollectiveOp,
+        message_bytes: float,
+        group: tuple[str, ...],
+        algorithm: str,
+        base: float,
+        factor: float,
+    ) -> float:
+        """:meth:`concurrent_time` of a collective over ``group`` that :meth:`collective_time`
+        priced at ``base`` (> 0), its links shared by the sharing ``factor``."""
         if factor == 1.0:
             return base
         # the latency of the result collective_time priced (the comm model's same answer)
-        lat = self._latency_cache[(op, message_bytes, gs[0], algorithm)]
+        lat = self._latency_cache[(op, message_bytes, group, algorithm)]
         lat = min(max(lat, 0.0), base)
         return lat + (base - lat) * factor
 
@@ -342,8 +355,13 @@ class SystemCosts:
         hit = self._by_concurrent_key.get(k)
         if hit is not None:
             return hit
-        value = self.concurrent_time(op, message_bytes, groups, algorithm)
-        got = self._algorithm_cache.get((op, message_bytes, tuple(groups[0]), algorithm))
+        # concurrent_time's operations, with the factor the key holds (the groups' own)
+        g0 = tuple(groups[0])
+        value = self.collective_time(op, message_bytes, g0, algorithm)
+        factor = key[2]
+        if factor is not None and value != 0.0:
+            value = self._stretched(op, message_bytes, g0, algorithm, value, factor)
+        got = self._algorithm_cache.get((op, message_bytes, g0, algorithm))
         if got is not None and got in BY_GROUP_NUMBERS:
             self._by_concurrent_key[k] = value
         return value
