@@ -16,6 +16,8 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel._memo import BoundedMemo
+from perfmodel.comm.group_memo import BY_GROUP_NUMBERS
+from perfmodel.comm.nodes import all_gpus, check_group
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
@@ -158,6 +160,13 @@ class SystemCosts:
         self._latency_cache: dict[tuple[Any, ...], float] = {}
         #: :func:`ring_sharing_factor` per set of concurrent groups (:meth:`concurrent_time`)
         self._factors: dict[tuple[tuple[str, ...], ...], float] = {}
+        #: ``CommResult.algorithm`` of each collective :meth:`collective_time` priced
+        self._algorithm_cache: dict[tuple[Any, ...], Any] = {}
+        #: :meth:`concurrent_time` values by ``(op, bytes, concurrent_key)`` (:meth:`concurrent_keyed`)
+        self._by_concurrent_key: dict[tuple[Any, ...], float] = {}
+        #: whether :meth:`concurrent_key` gives keys (``False``: every call priced as before;
+        #: the tests compare both)
+        self.share_concurrent = fidelity == "analytic"
 
     @property
     def price_table(self) -> dict[tuple[Any, ...], LayerTime]:
@@ -246,6 +255,7 @@ class SystemCosts:
             result = self.comm.collective(op, message_bytes, key[2], algorithm=algorithm)
             hit = self._collective_cache[key] = float(result.time_s)
             self._latency_cache[key] = float(result.latency_s)
+            self._algorithm_cache[key] = result.algorithm
         return hit
 
     def concurrent_time(
@@ -270,12 +280,91 @@ class SystemCosts:
         factor = self._factors.get(gs)
         if factor is None:
             factor = self._factors[gs] = ring_sharing_factor(self.topology, gs)
+        return self._stretched(op, message_bytes, gs[0], algorithm, base, factor)
+
+    def _stretched(
+        self,
+        op: CollectiveOp,
+        message_bytes: float,
+        group: tuple[str, ...],
+        algorithm: str,
+        base: float,
+        factor: float,
+    ) -> float:
+        """:meth:`concurrent_time` of a collective over ``group`` that :meth:`collective_time`
+        priced at ``base`` (> 0), its links shared by the sharing ``factor``."""
         if factor == 1.0:
             return base
         # the latency of the result collective_time priced (the comm model's same answer)
-        lat = self._latency_cache[(op, message_bytes, gs[0], algorithm)]
+        lat = self._latency_cache[(op, message_bytes, group, algorithm)]
         lat = min(max(lat, 0.0), base)
         return lat + (base - lat) * factor
+
+    def concurrent_key(
+        self, groups: Sequence[Sequence[str]], algorithm: str = "auto"
+    ) -> tuple[Any, ...] | None:
+        """A key under which :meth:`concurrent_keyed` shares :meth:`concurrent_time`'s values
+        between sets of groups, or ``None`` (none known yet: ask again once the group is
+        priced): ``(algorithm, numbers key of groups[0], sharing factor)``.
+
+        The numbers key is the comm model's
+        (:meth:`GroupMemo.numbers_key <perfmodel.comm.group_memo.GroupMemo.numbers_key>`, a
+        group of two GPUs or more, analytic fidelity), the factor
+        :func:`ring_sharing_factor`'s value for ``groups`` (``None`` for one group).
+
+        Why the key decides the value where :meth:`concurrent_keyed` keeps it, bit for bit:
+        :meth:`concurrent_time` reads of the groups the collective's ``CommResult`` over
+        ``groups[0]`` (its ``time_s`` and ``latency_s``) and the factor (its value only).
+        A value is kept only where that result's algorithm is in
+        :data:`~perfmodel.comm.group_memo.BY_GROUP_NUMBERS`, and such results are shared by
+        the comm model itself between every group of GPUs with one numbers key
+        (:class:`~perfmodel.comm.group_memo.SharedResults`: what those algorithms cost is a
+        function of the key, the same op, size and algorithm), so another set of groups with
+        the same key would be priced from the same ``time_s`` and ``latency_s`` and the same
+        factor, in the same float operations. Issue 27: every pipeline stage priced each of
+        its data-parallel collectives on its own (translated) groups, 10-30 us a call.
+        """
+        if not self.share_concurrent or len(groups[0]) < 2:
+            return None
+        g0 = check_group(self.topology, groups[0])
+        if not all_gpus(self.topology, g0):
+            return None
+        numbers = self.comm.groups.numbers_key(g0)
+        if numbers is None:
+            return None
+        if len(groups) < 2:
+            return (algorithm, numbers, None)
+        gs = tuple(map(tuple, groups))
+        factor = self._factors.get(gs)
+        if factor is None:
+            factor = self._factors[gs] = ring_sharing_factor(self.topology, gs)
+        return (algorithm, numbers, factor)
+
+    def concurrent_keyed(
+        self,
+        op: CollectiveOp,
+        message_bytes: float,
+        groups: Sequence[Sequence[str]],
+        algorithm: str,
+        key: tuple[Any, ...],
+    ) -> float:
+        """:meth:`concurrent_time` of ``groups``, read off another set of groups with the same
+        :meth:`concurrent_key` ``key`` where one was priced (see there why it is the same
+        value), else priced and kept where its result is shared by numbers."""
+        k = (op, message_bytes, key)
+        hit = self._by_concurrent_key.get(k)
+        if hit is not None:
+            return hit
+        # concurrent_time's operations, with the factor the key holds (the groups' own)
+        g0 = tuple(groups[0])
+        value = self.collective_time(op, message_bytes, g0, algorithm)
+        factor = key[2]
+        if factor is not None and value != 0.0:
+            value = self._stretched(op, message_bytes, g0, algorithm, value, factor)
+        got = self._algorithm_cache.get((op, message_bytes, g0, algorithm))
+        if got is not None and got in BY_GROUP_NUMBERS:
+            self._by_concurrent_key[k] = value
+        return value
 
     def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:
         return self.comm.transfers_time(tuple(pairs), nbytes_each)  # NIC-aware sends (issue 12)

@@ -20,6 +20,7 @@ The methods read the lowering's state (``self.plan``, ``self.rc``, ``self.dp_gro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -78,10 +79,41 @@ class DataParallelEmitters:
         duration_s = self._dp_time.get(key)
         if duration_s is None:
             main, sibs = self._dp_group(s, group)
-            duration_s = self._dp_time[key] = self.costs.concurrent_time(
-                op, nbytes, [main, *sibs], self.alg
-            )
+            costs = self.costs
+            by_key = getattr(costs, "concurrent_key", None)
+            if by_key is None:  # a cost model without shared values (tests)
+                duration_s = costs.concurrent_time(op, nbytes, [main, *sibs], self.alg)
+            else:
+                duration_s = self._dp_keyed(s, group, op, nbytes, [main, *sibs])
+            self._dp_time[key] = duration_s
         return duration_s
+
+    def _dp_keyed(
+        self, s: int, group: str, op: CollectiveOp, nbytes: float, groups: list[tuple[str, ...]]
+    ) -> float:
+        """:meth:`dp_time` through ``SystemCosts.concurrent_keyed``: the stage's key
+        (``SystemCosts.concurrent_key``, asked before the stage's first collective and, where
+        none was known, once after it) shares the value with earlier stages and plans whose
+        groups have the same key (issue 27: a pipeline's stages price the same collectives on
+        translated groups). A stage with no key after its first collective is priced as
+        before (``()``: asked no more)."""
+        keys: dict[tuple[int, str], tuple[object, ...]] | None = self.__dict__.get("_dp_keys")
+        if keys is None:
+            keys = self.__dict__["_dp_keys"] = {}
+        costs: Any = self.costs
+        sk = keys.get((s, group))
+        if sk is None:
+            sk = costs.concurrent_key(groups, self.alg)
+            if sk is None:  # not known yet: priced as before, asked once more after
+                duration_s: float = costs.concurrent_time(op, nbytes, groups, self.alg)
+                sk = keys[(s, group)] = costs.concurrent_key(groups, self.alg) or ()
+                if sk:
+                    costs.concurrent_keyed(op, nbytes, groups, self.alg, sk)  # kept for others
+                return duration_s
+            keys[(s, group)] = sk
+        if not sk:
+            return costs.concurrent_time(op, nbytes, groups, self.alg)
+        return costs.concurrent_keyed(op, nbytes, groups, self.alg, sk)
 
     def dp_spec(self, s: int, op: CollectiveOp, nbytes: float, kind: CommKind = CommKind.DP,
                 group: str = "dp") -> CommSpec:  # fmt: skip
