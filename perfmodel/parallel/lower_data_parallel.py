@@ -97,9 +97,7 @@ class DataParallelEmitters:
         groups have the same key (issue 27: a pipeline's stages price the same collectives on
         translated groups). A stage with no key after its first collective is priced as
         before (``()``: asked no more)."""
-        keys: dict[tuple[int, str], tuple[object, ...]] | None = self.__dict__.get("_dp_keys")
-        if keys is None:
-            keys = self.__dict__["_dp_keys"] = {}
+        keys = self._dp_keys
         costs: Any = self.costs
         sk = keys.get((s, group))
         if sk is None:
