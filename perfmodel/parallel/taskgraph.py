@@ -81,6 +81,8 @@ class Task:
     then_s, send_s, send
         Empty / zero / ``None`` (class attributes, no slots: see :class:`OpTask`, which has
         them).
+    over
+        ``None`` (a class attribute, no slot: see :class:`OverTask`, which has it).
     """
 
     tid: int
@@ -96,6 +98,7 @@ class Task:
     then_s: ClassVar[tuple[float, ...]] = ()
     send_s: ClassVar[float] = 0.0
     send: ClassVar[CommSpec | None] = None
+    over: ClassVar[tuple[str, float] | None] = None
 
 
 class OpTask(Task):
@@ -165,6 +168,37 @@ class ChainTask(OpTask):
         super().__setstate__(tuple(rest))
         object.__setattr__(self, "chain", chain)
         object.__setattr__(self, "then_s", CHAIN_MARK)
+
+
+class OverTask(OpTask):
+    """An operation task whose first segment's tensor-parallel collective runs beside its
+    compute on its own stream and outlasts it (Megatron-Core's TE userbuffers overlap where the
+    collective is the longer; made by :meth:`GraphBuilder.add_over`): :attr:`over` is
+    ``(stream, seconds)`` of that collective, which starts when its stream is free and the
+    task's dependencies have ended; ``then_s[0]`` is the exposed tail, which starts on the
+    compute stream when both the first compute and the collective have ended, and the rest of
+    ``then_s`` the later segments as in :class:`OpTask`. The list schedule runs that
+    recurrence (``perfmodel.sim.engine`` ``_over``; ``lower_replay.OperationReplay.over_op``
+    says why it is the four tasks' schedule bit for bit)."""
+
+    __slots__ = ("over",)
+
+    def __eq__(self, other: object) -> bool:
+        """:class:`Task`'s equality (over its fields) and the same :attr:`over`."""
+        if other.__class__ is not OverTask:
+            return NotImplemented
+        return Task.__eq__(self, other) is True and self.over == other.over  # type: ignore[attr-defined]
+
+    #: :class:`Task`'s (over its fields), as :class:`ChainTask` keeps it.
+    __hash__ = Task.__hash__
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return (*super().__getstate__(), self.over)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *rest, over = state
+        super().__setstate__(tuple(rest))
+        object.__setattr__(self, "over", over)
 
 
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
@@ -408,6 +442,22 @@ class _ChainTaskTwin(OpTask):
 
 assert _ChainTaskTwin.__slots__ == ChainTask.__slots__, "ChainTask's slots changed"
 
+
+class _OverTaskTwin(OpTask):
+    """A mutable twin of :class:`OverTask`, as :class:`_ChainTaskTwin` is of
+    :class:`ChainTask` (same base, the same one slot of its own, ``object``'s ``__setattr__``
+    and ``__delattr__``)."""
+
+    __slots__ = ("over",)
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+assert _OverTaskTwin.__slots__ == OverTask.__slots__, "OverTask's slots changed"
+
+#: The attributes an :class:`OpTask` holds (its fields and its three slots).
+_OP_FIELDS = (*(f.name for f in fields(Task)), "then_s", "send_s", "send")
+
 #: :class:`OpTask`'s own slot setters.
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
 
@@ -499,6 +549,41 @@ class GraphBuilder:
         if device not in self._device_set:
             self._device_set.add(device)
             self.devices.append(device)
+        return tid
+
+    def add_over(
+        self,
+        device: str,
+        duration_s: float,
+        deps: tuple[int, ...] | list[int],
+        label: str,
+        microbatch: int,
+        chunk: int,
+        then: tuple[float, ...],
+        over: tuple[str, float],
+    ) -> int:
+        """Append an :class:`OverTask` on ``device``'s compute stream (the fields and the
+        dependency cleaning of :meth:`add` given ``then``, and :attr:`OverTask.over`); returns
+        its id."""
+        tid = self.add(
+            TaskKind.COMPUTE,
+            device,
+            "compute",
+            duration_s,
+            deps,
+            label,
+            microbatch,
+            chunk,
+            None,
+            then,
+        )
+        op = self.tasks[tid]
+        task = _new_task(_OverTaskTwin)
+        for name in _OP_FIELDS:
+            setattr(task, name, getattr(op, name))
+        task.over = over
+        task.__class__ = OverTask  # type: ignore[assignment]
+        self.tasks[tid] = task  # type: ignore[call-overload]
         return tid
 
     def add_chain(
