@@ -73,6 +73,10 @@ class OperationReplay:
 
     #: Whether the plain loop replays recorded operations (tests compare both ways).
     REPLAY = True
+    #: Whether a segment whose overlapped TP collective outlasts its compute is one
+    #: :class:`~perfmodel.parallel.taskgraph.OverTask` (:meth:`over_op`; tests compare both
+    #: ways).
+    OVER_TASKS = True
 
     def init_replay(self) -> bool:
         """Start a schedule's replays; returns whether any operation of the step may be
@@ -315,7 +319,9 @@ class OperationReplay:
         ``sT`` (``Timeline.overs``) for the readers of the pieces (the breakdown, the
         periodicity check), which rebuild each piece's interval from it."""
         low: Any = self
-        if tail <= 0 or low.zero3 or low.gathers_left[s] > 0 or low.tp_stream == "compute":
+        if not self.OVER_TASKS or tail <= 0 or low.zero3 or low.gathers_left[s] > 0:
+            return None
+        if low.tp_stream == "compute":
             return None
         k = op[2] * low.P + s
         tid = low.b.add_over(low.gpu[s], dur, deps, label, op[1], k, (tail,), (low.tp_stream, tp_s))
