@@ -153,10 +153,19 @@ class OperationReplay:
                 lab = f"TP {ph}{mb}"
             elif lab == 2:
                 lab = f"TP tail {ph}{mb}"
-            if over is None:
-                add(kind, dev, stream, dur, raw, lab, mb if mbf is None else mbf, chunk, comm, then)
-            else:
-                b.add_over(dev, dur, raw, lab, mb if mbf is None else mbf, chunk, then, over)
+            add(
+                kind,
+                dev,
+                stream,
+                dur,
+                raw,
+                lab,
+                mb if mbf is None else mbf,
+                chunk,
+                comm,
+                then,
+                over,
+            )
         if anchors:
             low.gather_hist[s].extend(base + i for i in anchors)
         if cmax is not None:

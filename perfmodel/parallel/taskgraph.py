@@ -455,9 +455,6 @@ class _OverTaskTwin(OpTask):
 
 assert _OverTaskTwin.__slots__ == OverTask.__slots__, "OverTask's slots changed"
 
-#: The attributes an :class:`OpTask` holds (its fields and its three slots).
-_OP_FIELDS = (*(f.name for f in fields(Task)), "then_s", "send_s", "send")
-
 #: :class:`OpTask`'s own slot setters.
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
 
@@ -487,11 +484,13 @@ class GraphBuilder:
         chunk: int = -1,
         comm: CommSpec | None = None,
         then: tuple[float, ...] | None = None,
+        over: tuple[str, float] | None = None,
     ) -> int:
         """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
         dependency) and duplicates; they are dropped and the rest sorted. The arguments after
         ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
-        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet).
+        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet);
+        with ``over`` too, an :class:`OverTask` (:meth:`add_over`).
         The stores and the dependency cleaning are mirrored inline in
         ``LoweringShortcuts.run_plain_schedule``; ``tests/parallel/test_plain_loop.py``
         compares."""
@@ -526,14 +525,19 @@ class GraphBuilder:
         # twin's stores (_TaskTwin, _OpTaskTwin), the same fields, the same values, then the
         # frozen class
         if then is None:
-            twin: _TaskTwin | _OpTaskTwin = _new_task(_TaskTwin)
+            twin: _TaskTwin | _OpTaskTwin | _OverTaskTwin = _new_task(_TaskTwin)
             cls: type[Task] = Task
         else:  # an OpTask: its own three slots first
-            twin = _new_task(_OpTaskTwin)
+            if over is None:
+                twin = _new_task(_OpTaskTwin)
+                cls = OpTask
+            else:
+                twin = _new_task(_OverTaskTwin)
+                twin.over = over
+                cls = OverTask
             twin.then_s = then
             twin.send_s = 0.0
             twin.send = None
-            cls = OpTask
         twin.tid = tid
         twin.kind = kind
         twin.device = device
@@ -565,7 +569,7 @@ class GraphBuilder:
         """Append an :class:`OverTask` on ``device``'s compute stream (the fields and the
         dependency cleaning of :meth:`add` given ``then``, and :attr:`OverTask.over`); returns
         its id."""
-        tid = self.add(
+        return self.add(
             TaskKind.COMPUTE,
             device,
             "compute",
@@ -576,15 +580,8 @@ class GraphBuilder:
             chunk,
             None,
             then,
+            over,
         )
-        op = self.tasks[tid]
-        task = _new_task(_OverTaskTwin)
-        for name in _OP_FIELDS:
-            setattr(task, name, getattr(op, name))
-        task.over = over
-        task.__class__ = OverTask  # type: ignore[assignment]
-        self.tasks[tid] = task  # type: ignore[call-overload]
-        return tid
 
     def add_chain(
         self,
