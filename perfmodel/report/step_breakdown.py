@@ -38,6 +38,8 @@ from perfmodel.sim.engine import (
     PeriodicTimeline,
     Timeline,
     chain_rows,
+    over_busy,
+    over_pieces,
 )
 
 _ROW = len(ChainRow._fields)  # a chain row's own fields; a ChainRunRow's run fields follow
@@ -119,6 +121,10 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
     for t in timeline.graph.tasks:
         if t.stream == "compute":
             dev, tid = t.device, t.tid
+            if t.over is not None:  # an OverTask: its compute-stream pieces, in order
+                s_tp = timeline.overs[tid]  # type: ignore[index]
+                busy[dev] = over_busy(get(dev, 0.0), t, start_s[tid], end_s[tid], s_tp)
+                continue
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
                 entry = chains[tid]  # type: ignore[index]
@@ -212,6 +218,9 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
         if then or t.send_s:  # an operation task of the analytic graph
+            if t.over is not None:  # an OverTask: the tasks it stands for
+                _over_events(append, keys, t, s, e, timeline.overs[tid])  # type: ignore[index]
+                continue
             _folded(append, keys, t, e, s)
             e = s + t.duration_s  # its own task: until its tail
         if e <= s:
@@ -248,6 +257,36 @@ def _folded(
             append((e, 1, "1|comm:pp"))
             append((f, -1, "1|comm:pp"))
             keys.setdefault(("send", TaskKind.SENDRECV, t.send.kind), "1|comm:pp")
+
+
+def _over_events(
+    append: Any, keys: dict[tuple[object, ...], str], t: Task, s: float, e: float, s_tp: float
+) -> None:
+    """The events of the tasks an :class:`~perfmodel.parallel.taskgraph.OverTask` ``t``
+    (``[s, e]``, its TP collective from ``s_tp``) stands for on its own device, in their order
+    and as :func:`_class_events` gives them (:func:`~perfmodel.sim.engine.over_pieces`): the
+    first compute, the collective on its stream, the exposed tail, then the operation task
+    that followed (its pieces, its send, its first compute)."""
+    pieces = over_pieces(t, s, e, s_tp)
+    tp = Task(-1, TaskKind.COLLECTIVE, t.device, t.over[0], 0.0)  # type: ignore[index]
+    tail = Task(-1, TaskKind.COLLECTIVE, t.device, "compute", 0.0)
+    for (ps, pe), x in zip(pieces, (t, tp, tail), strict=False):
+        if pe > ps:
+            key = _key(keys, x)
+            append((ps, 1, key))
+            append((pe, -1, key))
+    if len(pieces) > 3:  # the operation task: duration then_s[1], then_s[2:] and the send
+        b = pieces[3][0]
+        c = b + t.then_s[1]
+        _pieces(append, c, t.then_s[2:])
+        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+    if t.send_s > 0:
+        _folded(append, keys, t, e)
+    if len(pieces) > 3 and c > b:
+        key = _key(keys, t)
+        append((b, 1, key))
+        append((c, -1, key))
 
 
 def _chain_events(
@@ -504,6 +543,11 @@ def _periodic_critical(tl: PeriodicTimeline) -> str:
     for tid in tl.period_tids:
         t = tasks[tid]
         if t.stream == "compute":
+            if t.over is not None:  # an OverTask: its compute-stream pieces, in order
+                pcs = over_pieces(t, short.start_s[tid], short.end_s[tid], short.overs[tid])  # type: ignore[index]
+                for ps, pe in (pcs[0], *pcs[2:]):
+                    busy[t.device] += tl.extra * (pe - ps)
+                continue
             busy[t.device] += tl.extra * (short.end_s[tid] - short.start_s[tid])
     return _busiest(busy, short.graph.devices)
 

@@ -79,6 +79,10 @@ class Timeline:
     #: ``perfmodel.report.step_breakdown._compute_busy`` sums them (kept by the list schedule
     #: of a graph with chains, :func:`_chain_mode`; ``None``: that function sums them)
     busy_s: dict[str, float] | None = field(default=None, compare=False, repr=False)
+    #: Per :class:`~perfmodel.parallel.taskgraph.OverTask` id, the start of its TP collective
+    #: on its own stream (the analytic list schedule's, :func:`_over`; ``None``: the graph has
+    #: none)
+    overs: dict[int, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def makespan_s(self) -> float:
@@ -260,6 +264,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     if tl.chains is not None:
         return 0
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
+    overs = tl.overs
     # a task without a micro-batch whose dependencies all belong to one (a "join" after an
     # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
     mb = [t.microbatch for t in tasks]
@@ -313,6 +318,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
                 and x.send_s == y.send_s
                 and abs(start[yt] - start[xt] - lam) <= tol
                 and abs(end[yt] - end[xt] - lam) <= tol
+                and (overs is None or _over_shifted(x, y, start, end, overs, lam, tol))
             ):
                 break
         else:
@@ -353,22 +359,98 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     lo, hi = tau - lam, tau + 2 * lam
     blocked = 0.0  # latest end of a task outside the periodic units in the window
     lo_tol, hi_tol = lo + tol, hi - tol
-    for s, e, un in zip(start, end, unit, strict=True):  # tasks[i].tid == i
+    seen = unit
+    if overs is not None:  # an OverTask's pieces as the tasks they stand for, below
+        seen = list(unit)
+        for tid in overs:
+            seen[tid] = j0 + 1
+    for s, e, un in zip(start, end, seen, strict=True):  # tasks[i].tid == i
         if j0 < un < j1:
             continue
         if not (e <= lo_tol or s >= hi_tol):
             if s > lo:  # starts inside the window: no longer schedule moves it out
                 return 0
             blocked = max(blocked, e)
+    if overs is not None:
+        for tid, s_tp in overs.items():
+            if j0 < unit[tid] < j1:
+                continue
+            for s, e in over_pieces(tasks[tid], start[tid], end[tid], s_tp):
+                if not (e <= lo_tol or s >= hi_tol):
+                    if s > lo:
+                        return 0
+                    blocked = max(blocked, e)
     if blocked:
         # a longer schedule whose unit `mid` starts two periods after it (its last unit
         # reduces gradients, so `mid` is at most k' / u - 5)
         return u * (j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5)
     last = end.index(span)  # the first task that ends last (span: the largest end)
-    if j0 < unit[last] < j1 or not start[last] >= hi_tol:
+    # (an OverTask's last piece ends where it ends, every other piece earlier: it starts there)
+    s_last = (
+        start[last]
+        if overs is None or last not in overs
+        else (over_pieces(tasks[last], start[last], span, overs[last])[-1][0])
+    )
+    if j0 < unit[last] < j1 or not s_last >= hi_tol:
         return 0
     period = tuple(t.tid for t in by_unit[mid])
     return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)
+
+
+def over_pieces(t: Task, s: float, e: float, s_tp: float) -> list[tuple[float, float]]:
+    """The intervals of the tasks an :class:`~perfmodel.parallel.taskgraph.OverTask` ``t``
+    stands for, in their program order, given its start ``s``, end ``e`` and its TP
+    collective's start ``s_tp`` (:attr:`Timeline.overs`): the first compute, the collective,
+    the exposed tail, and (where later segments extended it) the operation task that followed,
+    each bound computed with the floating-point operations of :func:`_list_schedule` for those
+    tasks (:func:`_over`)."""
+    c = s + t.duration_s
+    f = s_tp + t.over[1]  # type: ignore[index]
+    a = f if f > c else c
+    b = a + t.then_s[0]
+    pieces = [(s, c), (s_tp, f), (a, b)]
+    if len(t.then_s) > 1:
+        pieces.append((b, e))
+    return pieces
+
+
+def over_busy(b: float, t: Task, s: float, e: float, s_tp: float) -> float:
+    """``b`` plus the compute-stream seconds of :class:`~perfmodel.parallel.taskgraph.OverTask`
+    ``t`` (start ``s``, end ``e``, its TP collective's start ``s_tp``): each piece of
+    :func:`over_pieces` but the collective (on its own stream), in their order, as
+    ``(b + end) - start``, the operations with which busy seconds are summed per task
+    (``perfmodel.report.step_breakdown._compute_busy``, :func:`_chain_mode`)."""
+    for i, (ps, pe) in enumerate(over_pieces(t, s, e, s_tp)):
+        if i != 1:  # not the TP collective on its own stream
+            b = b + pe - ps
+    return b
+
+
+def _over_shifted(
+    x: Task,
+    y: Task,
+    start: tuple[float, ...],
+    end: tuple[float, ...],
+    overs: dict[int, float],
+    lam: float,
+    tol: float,
+) -> bool:
+    """:func:`periodic_timeline`'s unit test for the pieces of two tasks at one place of two
+    units (their fields and ends already compared): both plain, or both
+    :class:`~perfmodel.parallel.taskgraph.OverTask` with the same ``over`` whose pieces
+    (:func:`over_pieces`) each start and end ``lam`` later (to ``tol``), as the tasks they
+    stand for were compared."""
+    if x.over is None and y.over is None:
+        return True
+    if x.over != y.over or x.over is None:
+        return False
+    xt, yt = x.tid, y.tid
+    px = over_pieces(x, start[xt], end[xt], overs[xt])
+    py = over_pieces(y, start[yt], end[yt], overs[yt])
+    return all(
+        abs(b[0] - a[0] - lam) <= tol and abs(b[1] - a[1] - lam) <= tol
+        for a, b in zip(px, py, strict=True)
+    )
 
 
 class CommRunner(Protocol):
@@ -425,6 +507,7 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     free_get = free.get
     tasks = graph.tasks
     chains: dict[int, ChainEntry] = {}
+    overs: dict[int, float] = {}
     for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
@@ -444,16 +527,26 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         tid = t.tid
         then = t.then_s
         if then is CHAIN_MARK:  # a gather chain: this task and the rest in _chain_mode
-            busy = _chain_mode(graph, tid, start, end, free, chains)
-            return Timeline(graph, tuple(start), tuple(end), "analytic", chains, busy)
+            busy = _chain_mode(graph, tid, start, end, free, chains, overs)
+            return Timeline(
+                graph,
+                tuple(start),
+                tuple(end),
+                "analytic",
+                chains=chains,
+                busy_s=busy,
+                overs=overs or None,
+            )
         start[tid] = s
         e = s + t.duration_s
         if then:  # an operation task: its segments' TP collectives and computes that follow
+            if t.over is not None:  # its first TP collective beside it, the longer (OverTask)
+                e = _over(t, e, free, start, end, tasks, chains, overs)
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
-    return Timeline(graph, tuple(start), tuple(end), "analytic")
+    return Timeline(graph, tuple(start), tuple(end), "analytic", overs=overs or None)
 
 
 def _chain_mode(
@@ -463,19 +556,27 @@ def _chain_mode(
     end: list[float],
     free: dict[tuple[str, str], float],
     chains: dict[int, ChainEntry],
+    overs: dict[int, float],
 ) -> dict[str, float]:
     """:func:`_list_schedule` from its first chain task ``i0`` on,
     the same loop, keeping each device's busy compute seconds as
     ``perfmodel.report.step_breakdown._compute_busy`` adds them, in task order with the same
     operations: ``(busy + end) - start`` per compute-stream task, ``(busy + e_i) - cs_i`` per
-    segment of a chain (:func:`_chain`), so that reader needs not read every chain's
-    segments again. A graph without chains never comes here (nothing to keep)."""
+    segment of a chain (:func:`_chain`), :func:`over_busy` per
+    :class:`~perfmodel.parallel.taskgraph.OverTask` (a Megatron-Core graph holds both: its
+    first forward's gathers as chains, later segments as OverTasks), so that reader needs not
+    read every chain's segments again. A graph without chains never comes here (nothing to
+    keep)."""
     tasks = graph.tasks
     busy: dict[str, float] = {}
     get = busy.get
     for t in tasks[:i0]:  # before the first chain: _compute_busy's loop
         if t.stream == "compute":
-            busy[t.device] = get(t.device, 0.0) + end[t.tid] - start[t.tid]
+            tid = t.tid
+            if t.over is not None:
+                busy[t.device] = over_busy(get(t.device, 0.0), t, start[tid], end[tid], overs[tid])
+            else:
+                busy[t.device] = get(t.device, 0.0) + end[tid] - start[tid]
     free_get = free.get
     for t in tasks[i0:]:
         key = (t.device, t.stream)
@@ -505,13 +606,52 @@ def _chain_mode(
         start[tid] = s
         e = s + t.duration_s
         if then:
+            if t.over is not None:  # an OverTask, as _list_schedule runs it
+                e = _over(t, e, free, start, end, tasks, chains, overs)
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
         if t.stream == "compute":
-            busy[t.device] = get(t.device, 0.0) + e - s
+            if t.over is not None:  # its compute-stream pieces, as _compute_busy adds them
+                busy[t.device] = over_busy(get(t.device, 0.0), t, s, e, overs[tid])
+            else:
+                busy[t.device] = get(t.device, 0.0) + e - s
     return busy
+
+
+def _over(
+    t: Task,
+    e: float,
+    free: dict[tuple[str, str], float],
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+    overs: dict[int, float],
+) -> float:
+    """The end of an :class:`~perfmodel.parallel.taskgraph.OverTask` ``t``'s first compute
+    (``e``) and its TP collective, the later: the collective starts when its stream is free
+    and ``t``'s dependencies have ended (kept in ``overs``; its stream is then free at its
+    end), and the exposed tail (``then_s[0]``) when both have ended, as the three tasks it
+    stands for ran (``lower_replay.OperationReplay.over_op`` says why bit for bit)."""
+    stream, tp_s = t.over  # type: ignore[misc]
+    key = (t.device, stream)
+    s = free.get(key, 0.0)
+    for d in t.deps:
+        if d < SENT:
+            x = end[d]
+        elif d < HEAD:
+            d -= SENT
+            x = end[d] + tasks[d].send_s
+        else:
+            x = _encoded_end(d, start, end, tasks, chains)
+        if x > s:
+            s = x
+    overs[t.tid] = s
+    f = s + tp_s
+    free[key] = f
+    return f if f > e else e
 
 
 def _encoded_end(
