@@ -32,15 +32,8 @@ from perfmodel.parallel.taskgraph import (
     Task,
     TaskKind,
 )
-from perfmodel.sim.engine import (
-    ChainEntry,
-    CoarseTimeline,
-    PeriodicTimeline,
-    Timeline,
-    chain_rows,
-    over_busy,
-    over_pieces,
-)
+from perfmodel.sim.chains import ChainEntry, chain_rows
+from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline, over_busy, over_pieces
 
 _ROW = len(ChainRow._fields)  # a chain row's own fields; a ChainRunRow's run fields follow
 
@@ -298,7 +291,7 @@ def _chain_events(
 ) -> None:
     """The events of the fine tasks gather chain ``t`` stands for
     (:class:`~perfmodel.parallel.taskgraph.ChainTask`; ``entry``: what the list schedule kept
-    of it, :func:`perfmodel.sim.engine.chain_rows`' times of each segment's gather, compute
+    of it, :func:`perfmodel.sim.chains.chain_rows`' times of each segment's gather, compute
     and reduction), as :func:`_class_events` gives them: on
     ``t``'s device every gather, compute (its first compute, then its ``then_s`` pieces as
     :func:`_folded` reads them) and reduction; on another device the gathers and reductions
@@ -360,7 +353,7 @@ def _flat_events(
     piece (``ChainStatic.flat``; ``r_key`` empty: no reduction): per segment, in the same
     order, the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is
     the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
-    at the times :func:`perfmodel.sim.engine.chain_rows` makes (the same recurrence inline,
+    at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same recurrence inline,
     without a row tuple per segment)."""
     marks, kept, fg, fr, two, one = entry
     for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
