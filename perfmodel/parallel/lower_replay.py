@@ -48,6 +48,7 @@ from perfmodel.parallel.taskgraph import (
     SENT,
     ChainTask,
     OpTask,
+    OverTask,
     TaskKind,
     _ChainTaskTwin,
     _new_task,
@@ -56,7 +57,7 @@ from perfmodel.parallel.taskgraph import (
 _COMPUTE = TaskKind.COMPUTE
 
 #: A recorded operation (:meth:`OperationReplay._record`): its tasks as ``(kind, device,
-#: stream, seconds, dependencies, label, micro-batch field, chunk, comm, then_s)`` (a
+#: stream, seconds, dependencies, label, micro-batch field, chunk, comm, then_s, over)`` (a
 #: dependency ``(True, i, code)``: the operation's ``i``-th task plus ``code`` (``SENT`` /
 #: ``HEAD`` encodings), ``(False, j, 0)``: input ``j``, ``(None, d, 0)``: ``d`` itself; a label
 #: ``0`` the operation's, ``1`` ``TP <op>``, ``2`` ``TP tail <op>``, else itself; micro-batch
@@ -72,6 +73,10 @@ class OperationReplay:
 
     #: Whether the plain loop replays recorded operations (tests compare both ways).
     REPLAY = True
+    #: Whether a segment whose overlapped TP collective outlasts its compute is one
+    #: :class:`~perfmodel.parallel.taskgraph.OverTask` (:meth:`over_op`; tests compare both
+    #: ways).
+    OVER_TASKS = True
 
     def init_replay(self) -> bool:
         """Start a schedule's replays; returns whether any operation of the step may be
@@ -135,7 +140,7 @@ class OperationReplay:
         add = b.add
         ph = "F" if fwd else "B"
         labels = None
-        for kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then in tpl:
+        for kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then, over in tpl:
             raw = [
                 base + i + code if internal else (ext[i] if internal is False else i)
                 for internal, i, code in deps
@@ -148,7 +153,19 @@ class OperationReplay:
                 lab = f"TP {ph}{mb}"
             elif lab == 2:
                 lab = f"TP tail {ph}{mb}"
-            add(kind, dev, stream, dur, raw, lab, mb if mbf is None else mbf, chunk, comm, then)
+            add(
+                kind,
+                dev,
+                stream,
+                dur,
+                raw,
+                lab,
+                mb if mbf is None else mbf,
+                chunk,
+                comm,
+                then,
+                over,
+            )
         if anchors:
             low.gather_hist[s].extend(base + i for i in anchors)
         if cmax is not None:
@@ -249,10 +266,23 @@ class OperationReplay:
             if t.microbatch not in (mb, -1):
                 return False
             mbf = None if t.microbatch == mb else -1
-            then = t.then_s if type(t) is OpTask else None
+            cls = type(t)
+            then = t.then_s if cls is OpTask or cls is OverTask else None
             dur = t.duration_s
             tpl.append(
-                (t.kind, t.device, t.stream, dur, tuple(deps), lab, mbf, t.chunk, t.comm, then)
+                (
+                    t.kind,
+                    t.device,
+                    t.stream,
+                    dur,
+                    tuple(deps),
+                    lab,
+                    mbf,
+                    t.chunk,
+                    t.comm,
+                    then,
+                    t.over,
+                )
             )
         anchors = tuple(a - start for a in low.gather_hist[s][h0:])
         if any(not 0 <= a % SENT < n for a in anchors):
@@ -260,6 +290,54 @@ class OperationReplay:
         cmax = max(durs) if durs else None
         merged = low.op_merged - m0 - fold
         return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors
+
+    # ------------------------------------------------------------------ exposed TP tails
+
+    def over_op(
+        self,
+        s: int,
+        op: tuple[str, int, int],
+        dur: float,
+        deps: list[int],
+        tp_s: float,
+        tail: float,
+        label: str,
+    ) -> list[int] | None:
+        """A segment of operation ``op`` (phase, micro-batch, chunk) on stage ``s`` whose TP
+        collective runs beside its compute and outlasts it (``tp_s > dur``, ``tail > 0``), as
+        one :class:`~perfmodel.parallel.taskgraph.OverTask` (``over``: the collective's stream
+        and seconds, ``then_s``: ``(tail,)``), which the operation's later segments extend as
+        ``op_task`` extends an operation task; ``None`` (lowered as the three tasks
+        ``segment`` makes) where a parameter gather may wait on the compute (ZeRO-3/FSDP, or
+        overlapped ZeRO-1/2 gathers still to come on the stage: ``segment`` records the
+        compute's id for them), there is no tail (a join follows) or the collective runs on
+        the compute stream itself.
+
+        Why it is those tasks' schedule, bit for bit: ``segment`` emits the compute ``C``
+        (dependencies ``deps``), the collective ``T`` on the TP stream (the same ``deps``)
+        and the tail (on the compute stream, waiting on ``C`` and ``T``) as three consecutive
+        tasks, and returns the tail alone, so nothing but the tail waits on ``C`` or ``T``, and
+        no task runs on either stream between them in program order. With ``D`` the
+        dependencies' latest end, the list schedule gives ``C`` ``[s, s + dur]`` with ``s =
+        max(compute free, D)``, ``T`` ``[sT, sT + tp_s]`` with ``sT = max(TP stream free, D)``,
+        and the tail ``[a, a + tail]`` with ``a = max(s + dur, sT + tp_s)`` (the compute
+        stream is free at ``s + dur``); the next segment of the operation waits on the tail
+        alone and starts at its end. ``sim.engine._over`` computes the same maxima and sums in
+        the same order (max is exact, the sums are the same floating-point operations), sets
+        the TP stream free at ``sT + tp_s`` at the same point of program order, and keeps
+        ``sT`` (``Timeline.overs``) for the readers of the pieces (the breakdown, the
+        periodicity check), which rebuild each piece's interval from it."""
+        low: Any = self
+        if not self.OVER_TASKS or tail <= 0 or low.zero3 or low.gathers_left[s] > 0:
+            return None
+        if low.tp_stream == "compute":
+            return None
+        k = op[2] * low.P + s
+        tid = low.b.add_over(low.gpu[s], dur, deps, label, op[1], k, (tail,), (low.tp_stream, tp_s))
+        low._op_chain = (tid, op, s)
+        low.compute_emitted(s, dur)
+        low.op_merged += 1
+        return [tid]
 
     # ------------------------------------------------------------------ gather chains inline
 

@@ -60,6 +60,7 @@ from perfmodel.parallel.taskgraph import (
     ChainTask,
     CommSpec,
     OpTask,
+    OverTask,
     TaskKind,
     _new_task,
     _OpTaskTwin,
@@ -491,8 +492,8 @@ class LoweringShortcuts:
         if tp_s > 0:
             if not self.tp_overlap:
                 tail = tp_s
-            elif not tp_s <= dur:
-                return None
+            elif not tp_s <= dur:  # an OverTask where exact (OperationReplay.over_op)
+                return self.over_op(s, op, dur, deps, tp_s, tail, label)
         b = self.b
         prev = self._op_chain
         if (
@@ -621,7 +622,10 @@ class LoweringShortcuts:
         ok = self._cs_max[s][i] >= self._send_prev[s][i]
         task = self.b.tasks[deps[0]] if len(deps) == 1 else None
         if type(task) is not OpTask and type(task) is not ChainTask:
-            task = None  # a send is folded into an operation task (or gather chain) only
+            # a send is folded into an operation task (or gather chain) only; an OverTask
+            # stands for one once a later segment extended it (else for a TP tail)
+            if type(task) is not OverTask or len(task.then_s) < 2:  # type: ignore[union-attr]
+                task = None
         self._send_prev[s][i] = dur
         self._cs_max[s][i] = 0.0
         last = self._send_last[s]

@@ -81,6 +81,8 @@ class Task:
     then_s, send_s, send
         Empty / zero / ``None`` (class attributes, no slots: see :class:`OpTask`, which has
         them).
+    over
+        ``None`` (a class attribute, no slot: see :class:`OverTask`, which has it).
     """
 
     tid: int
@@ -96,6 +98,7 @@ class Task:
     then_s: ClassVar[tuple[float, ...]] = ()
     send_s: ClassVar[float] = 0.0
     send: ClassVar[CommSpec | None] = None
+    over: ClassVar[tuple[str, float] | None] = None
 
 
 class OpTask(Task):
@@ -165,6 +168,37 @@ class ChainTask(OpTask):
         super().__setstate__(tuple(rest))
         object.__setattr__(self, "chain", chain)
         object.__setattr__(self, "then_s", CHAIN_MARK)
+
+
+class OverTask(OpTask):
+    """An operation task whose first segment's tensor-parallel collective runs beside its
+    compute on its own stream and outlasts it (Megatron-Core's TE userbuffers overlap where the
+    collective is the longer; made by :meth:`GraphBuilder.add_over`): :attr:`over` is
+    ``(stream, seconds)`` of that collective, which starts when its stream is free and the
+    task's dependencies have ended; ``then_s[0]`` is the exposed tail, which starts on the
+    compute stream when both the first compute and the collective have ended, and the rest of
+    ``then_s`` the later segments as in :class:`OpTask`. The list schedule runs that
+    recurrence (``perfmodel.sim.engine`` ``_over``; ``lower_replay.OperationReplay.over_op``
+    says why it is the four tasks' schedule bit for bit)."""
+
+    __slots__ = ("over",)
+
+    def __eq__(self, other: object) -> bool:
+        """:class:`Task`'s equality (over its fields) and the same :attr:`over`."""
+        if other.__class__ is not OverTask:
+            return NotImplemented
+        return Task.__eq__(self, other) is True and self.over == other.over  # type: ignore[attr-defined]
+
+    #: :class:`Task`'s (over its fields), as :class:`ChainTask` keeps it.
+    __hash__ = Task.__hash__
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return (*super().__getstate__(), self.over)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *rest, over = state
+        super().__setstate__(tuple(rest))
+        object.__setattr__(self, "over", over)
 
 
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
@@ -408,6 +442,19 @@ class _ChainTaskTwin(OpTask):
 
 assert _ChainTaskTwin.__slots__ == ChainTask.__slots__, "ChainTask's slots changed"
 
+
+class _OverTaskTwin(OpTask):
+    """A mutable twin of :class:`OverTask`, as :class:`_ChainTaskTwin` is of
+    :class:`ChainTask` (same base, the same one slot of its own, ``object``'s ``__setattr__``
+    and ``__delattr__``)."""
+
+    __slots__ = ("over",)
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+assert _OverTaskTwin.__slots__ == OverTask.__slots__, "OverTask's slots changed"
+
 #: :class:`OpTask`'s own slot setters.
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
 
@@ -437,11 +484,13 @@ class GraphBuilder:
         chunk: int = -1,
         comm: CommSpec | None = None,
         then: tuple[float, ...] | None = None,
+        over: tuple[str, float] | None = None,
     ) -> int:
         """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
         dependency) and duplicates; they are dropped and the rest sorted. The arguments after
         ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
-        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet).
+        more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet);
+        with ``over`` too, an :class:`OverTask` (:meth:`add_over`).
         The stores and the dependency cleaning are mirrored inline in
         ``LoweringShortcuts.run_plain_schedule``; ``tests/parallel/test_plain_loop.py``
         compares."""
@@ -476,14 +525,19 @@ class GraphBuilder:
         # twin's stores (_TaskTwin, _OpTaskTwin), the same fields, the same values, then the
         # frozen class
         if then is None:
-            twin: _TaskTwin | _OpTaskTwin = _new_task(_TaskTwin)
+            twin: _TaskTwin | _OpTaskTwin | _OverTaskTwin = _new_task(_TaskTwin)
             cls: type[Task] = Task
         else:  # an OpTask: its own three slots first
-            twin = _new_task(_OpTaskTwin)
+            if over is None:
+                twin = _new_task(_OpTaskTwin)
+                cls = OpTask
+            else:
+                twin = _new_task(_OverTaskTwin)
+                twin.over = over
+                cls = OverTask
             twin.then_s = then
             twin.send_s = 0.0
             twin.send = None
-            cls = OpTask
         twin.tid = tid
         twin.kind = kind
         twin.device = device
@@ -500,6 +554,34 @@ class GraphBuilder:
             self._device_set.add(device)
             self.devices.append(device)
         return tid
+
+    def add_over(
+        self,
+        device: str,
+        duration_s: float,
+        deps: tuple[int, ...] | list[int],
+        label: str,
+        microbatch: int,
+        chunk: int,
+        then: tuple[float, ...],
+        over: tuple[str, float],
+    ) -> int:
+        """Append an :class:`OverTask` on ``device``'s compute stream (the fields and the
+        dependency cleaning of :meth:`add` given ``then``, and :attr:`OverTask.over`); returns
+        its id."""
+        return self.add(
+            TaskKind.COMPUTE,
+            device,
+            "compute",
+            duration_s,
+            deps,
+            label,
+            microbatch,
+            chunk,
+            None,
+            then,
+            over,
+        )
 
     def add_chain(
         self,

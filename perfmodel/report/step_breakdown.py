@@ -32,13 +32,8 @@ from perfmodel.parallel.taskgraph import (
     Task,
     TaskKind,
 )
-from perfmodel.sim.engine import (
-    ChainEntry,
-    CoarseTimeline,
-    PeriodicTimeline,
-    Timeline,
-    chain_rows,
-)
+from perfmodel.sim.chains import ChainEntry, chain_rows
+from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline, Timeline, over_busy, over_pieces
 
 _ROW = len(ChainRow._fields)  # a chain row's own fields; a ChainRunRow's run fields follow
 
@@ -119,6 +114,10 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
     for t in timeline.graph.tasks:
         if t.stream == "compute":
             dev, tid = t.device, t.tid
+            if t.over is not None:  # an OverTask: its compute-stream pieces, in order
+                s_tp = timeline.overs[tid]  # type: ignore[index]
+                busy[dev] = over_busy(get(dev, 0.0), t, start_s[tid], end_s[tid], s_tp)
+                continue
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
                 entry = chains[tid]  # type: ignore[index]
@@ -212,6 +211,9 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
         if then or t.send_s:  # an operation task of the analytic graph
+            if t.over is not None:  # an OverTask: the tasks it stands for
+                _over_events(append, keys, t, s, e, timeline.overs[tid])  # type: ignore[index]
+                continue
             _folded(append, keys, t, e, s)
             e = s + t.duration_s  # its own task: until its tail
         if e <= s:
@@ -250,6 +252,36 @@ def _folded(
             keys.setdefault(("send", TaskKind.SENDRECV, t.send.kind), "1|comm:pp")
 
 
+def _over_events(
+    append: Any, keys: dict[tuple[object, ...], str], t: Task, s: float, e: float, s_tp: float
+) -> None:
+    """The events of the tasks an :class:`~perfmodel.parallel.taskgraph.OverTask` ``t``
+    (``[s, e]``, its TP collective from ``s_tp``) stands for on its own device, in their order
+    and as :func:`_class_events` gives them (:func:`~perfmodel.sim.engine.over_pieces`): the
+    first compute, the collective on its stream, the exposed tail, then the operation task
+    that followed (its pieces, its send, its first compute)."""
+    pieces = over_pieces(t, s, e, s_tp)
+    tp = Task(-1, TaskKind.COLLECTIVE, t.device, t.over[0], 0.0)  # type: ignore[index]
+    tail = Task(-1, TaskKind.COLLECTIVE, t.device, "compute", 0.0)
+    for (ps, pe), x in zip(pieces, (t, tp, tail), strict=False):
+        if pe > ps:
+            key = _key(keys, x)
+            append((ps, 1, key))
+            append((pe, -1, key))
+    if len(pieces) > 3:  # the operation task: duration then_s[1], then_s[2:] and the send
+        b = pieces[3][0]
+        c = b + t.then_s[1]
+        _pieces(append, c, t.then_s[2:])
+        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
+        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
+    if t.send_s > 0:
+        _folded(append, keys, t, e)
+    if len(pieces) > 3 and c > b:
+        key = _key(keys, t)
+        append((b, 1, key))
+        append((c, -1, key))
+
+
 def _chain_events(
     append: Any,
     keys: dict[tuple[object, ...], str],
@@ -259,7 +291,7 @@ def _chain_events(
 ) -> None:
     """The events of the fine tasks gather chain ``t`` stands for
     (:class:`~perfmodel.parallel.taskgraph.ChainTask`; ``entry``: what the list schedule kept
-    of it, :func:`perfmodel.sim.engine.chain_rows`' times of each segment's gather, compute
+    of it, :func:`perfmodel.sim.chains.chain_rows`' times of each segment's gather, compute
     and reduction), as :func:`_class_events` gives them: on
     ``t``'s device every gather, compute (its first compute, then its ``then_s`` pieces as
     :func:`_folded` reads them) and reduction; on another device the gathers and reductions
@@ -321,7 +353,7 @@ def _flat_events(
     piece (``ChainStatic.flat``; ``r_key`` empty: no reduction): per segment, in the same
     order, the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is
     the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
-    at the times :func:`perfmodel.sim.engine.chain_rows` makes (the same recurrence inline,
+    at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same recurrence inline,
     without a row tuple per segment)."""
     marks, kept, fg, fr, two, one = entry
     for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
@@ -504,6 +536,11 @@ def _periodic_critical(tl: PeriodicTimeline) -> str:
     for tid in tl.period_tids:
         t = tasks[tid]
         if t.stream == "compute":
+            if t.over is not None:  # an OverTask: its compute-stream pieces, in order
+                pcs = over_pieces(t, short.start_s[tid], short.end_s[tid], short.overs[tid])  # type: ignore[index]
+                for ps, pe in (pcs[0], *pcs[2:]):
+                    busy[t.device] += tl.extra * (pe - ps)
+                continue
             busy[t.device] += tl.extra * (short.end_s[tid] - short.start_s[tid])
     return _busiest(busy, short.graph.devices)
 

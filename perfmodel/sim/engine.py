@@ -36,31 +36,15 @@ from perfmodel.parallel.taskgraph import (
     CHAIN,
     CHAIN_MARK,
     HEAD,
-    ROW_COMPUTE_START,
-    ROW_END,
     SENT,
-    ChainSegment,
-    ChainStatic,
-    ChainTask,
     CommSpec,
     Task,
     TaskGraph,
 )
+from perfmodel.sim.chains import ChainEntry, _chain, _encoded_end, chain_rows
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
     import simpy
-
-
-#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows)``,
-#: its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out
-#: as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
-#: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
-#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
-#: gather free, reduction free, anchor two, anchor one)`` (six items, one tuple: no tuple
-#: inside it, ~6,000 chains per list schedule), whose rows :func:`chain_rows` makes on
-#: demand. Read rows through :func:`chain_rows` / :meth:`Timeline.chain_rows`; ``entry[0][j]``
-#: is mark ``j`` either way.
-ChainEntry = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -72,13 +56,17 @@ class Timeline:
     end_s: tuple[float, ...]
     fidelity: str = "analytic"
     #: Per :class:`~perfmodel.parallel.taskgraph.ChainTask` id, what the analytic list schedule
-    #: kept of it (:data:`ChainEntry`: its marks, its rows or what makes them; ``None``: the
+    #: kept of it (``chains.ChainEntry``: its marks, its rows or what makes them; ``None``: the
     #: graph has none)
     chains: dict[int, ChainEntry] | None = field(default=None, compare=False, repr=False)
     #: Seconds each device's compute stream is busy, summed as
     #: ``perfmodel.report.step_breakdown._compute_busy`` sums them (kept by the list schedule
     #: of a graph with chains, :func:`_chain_mode`; ``None``: that function sums them)
     busy_s: dict[str, float] | None = field(default=None, compare=False, repr=False)
+    #: Per :class:`~perfmodel.parallel.taskgraph.OverTask` id, the start of its TP collective
+    #: on its own stream (the analytic list schedule's, :func:`_over`; ``None``: the graph has
+    #: none)
+    overs: dict[int, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def makespan_s(self) -> float:
@@ -88,7 +76,7 @@ class Timeline:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
 
     def chain_rows(self, tid: int) -> list[tuple[float, ...]]:
-        """The rows of chain task ``tid`` (:func:`chain_rows`)."""
+        """The rows of chain task ``tid`` (``chains.chain_rows``)."""
         assert self.chains is not None
         return chain_rows(self.graph.tasks[tid].chain[0], self.chains[tid])  # type: ignore[attr-defined]
 
@@ -260,6 +248,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     if tl.chains is not None:
         return 0
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
+    overs = tl.overs
     # a task without a micro-batch whose dependencies all belong to one (a "join" after an
     # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
     mb = [t.microbatch for t in tasks]
@@ -313,6 +302,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
                 and x.send_s == y.send_s
                 and abs(start[yt] - start[xt] - lam) <= tol
                 and abs(end[yt] - end[xt] - lam) <= tol
+                and (overs is None or _over_shifted(x, y, start, end, overs, lam, tol))
             ):
                 break
         else:
@@ -353,22 +343,98 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     lo, hi = tau - lam, tau + 2 * lam
     blocked = 0.0  # latest end of a task outside the periodic units in the window
     lo_tol, hi_tol = lo + tol, hi - tol
-    for s, e, un in zip(start, end, unit, strict=True):  # tasks[i].tid == i
+    seen = unit
+    if overs is not None:  # an OverTask's pieces as the tasks they stand for, below
+        seen = list(unit)
+        for tid in overs:
+            seen[tid] = j0 + 1
+    for s, e, un in zip(start, end, seen, strict=True):  # tasks[i].tid == i
         if j0 < un < j1:
             continue
         if not (e <= lo_tol or s >= hi_tol):
             if s > lo:  # starts inside the window: no longer schedule moves it out
                 return 0
             blocked = max(blocked, e)
+    if overs is not None:
+        for tid, s_tp in overs.items():
+            if j0 < unit[tid] < j1:
+                continue
+            for s, e in over_pieces(tasks[tid], start[tid], end[tid], s_tp):
+                if not (e <= lo_tol or s >= hi_tol):
+                    if s > lo:
+                        return 0
+                    blocked = max(blocked, e)
     if blocked:
         # a longer schedule whose unit `mid` starts two periods after it (its last unit
         # reduces gradients, so `mid` is at most k' / u - 5)
         return u * (j0 + 2 + math.ceil((blocked - first[j0]) / lam) + 5)
     last = end.index(span)  # the first task that ends last (span: the largest end)
-    if j0 < unit[last] < j1 or not start[last] >= hi_tol:
+    # (an OverTask's last piece ends where it ends, every other piece earlier: it starts there)
+    s_last = (
+        start[last]
+        if overs is None or last not in overs
+        else (over_pieces(tasks[last], start[last], span, overs[last])[-1][0])
+    )
+    if j0 < unit[last] < j1 or not s_last >= hi_tol:
         return 0
     period = tuple(t.tid for t in by_unit[mid])
     return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)
+
+
+def over_pieces(t: Task, s: float, e: float, s_tp: float) -> list[tuple[float, float]]:
+    """The intervals of the tasks an :class:`~perfmodel.parallel.taskgraph.OverTask` ``t``
+    stands for, in their program order, given its start ``s``, end ``e`` and its TP
+    collective's start ``s_tp`` (:attr:`Timeline.overs`): the first compute, the collective,
+    the exposed tail, and (where later segments extended it) the operation task that followed,
+    each bound computed with the floating-point operations of :func:`_list_schedule` for those
+    tasks (:func:`_over`)."""
+    c = s + t.duration_s
+    f = s_tp + t.over[1]  # type: ignore[index]
+    a = f if f > c else c
+    b = a + t.then_s[0]
+    pieces = [(s, c), (s_tp, f), (a, b)]
+    if len(t.then_s) > 1:
+        pieces.append((b, e))
+    return pieces
+
+
+def over_busy(b: float, t: Task, s: float, e: float, s_tp: float) -> float:
+    """``b`` plus the compute-stream seconds of :class:`~perfmodel.parallel.taskgraph.OverTask`
+    ``t`` (start ``s``, end ``e``, its TP collective's start ``s_tp``): each piece of
+    :func:`over_pieces` but the collective (on its own stream), in their order, as
+    ``(b + end) - start``, the operations with which busy seconds are summed per task
+    (``perfmodel.report.step_breakdown._compute_busy``, :func:`_chain_mode`)."""
+    for i, (ps, pe) in enumerate(over_pieces(t, s, e, s_tp)):
+        if i != 1:  # not the TP collective on its own stream
+            b = b + pe - ps
+    return b
+
+
+def _over_shifted(
+    x: Task,
+    y: Task,
+    start: tuple[float, ...],
+    end: tuple[float, ...],
+    overs: dict[int, float],
+    lam: float,
+    tol: float,
+) -> bool:
+    """:func:`periodic_timeline`'s unit test for the pieces of two tasks at one place of two
+    units (their fields and ends already compared): both plain, or both
+    :class:`~perfmodel.parallel.taskgraph.OverTask` with the same ``over`` whose pieces
+    (:func:`over_pieces`) each start and end ``lam`` later (to ``tol``), as the tasks they
+    stand for were compared."""
+    if x.over is None and y.over is None:
+        return True
+    if x.over != y.over or x.over is None:
+        return False
+    xt, yt = x.tid, y.tid
+    px = over_pieces(x, start[xt], end[xt], overs[xt])
+    py = over_pieces(y, start[yt], end[yt], overs[yt])
+    return all(
+        abs(b[0] - a[0] - lam) <= tol and abs(b[1] - a[1] - lam) <= tol
+        for a, b in zip(px, py, strict=True)
+    )
 
 
 class CommRunner(Protocol):
@@ -425,6 +491,7 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     free_get = free.get
     tasks = graph.tasks
     chains: dict[int, ChainEntry] = {}
+    overs: dict[int, float] = {}
     for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
@@ -444,16 +511,26 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         tid = t.tid
         then = t.then_s
         if then is CHAIN_MARK:  # a gather chain: this task and the rest in _chain_mode
-            busy = _chain_mode(graph, tid, start, end, free, chains)
-            return Timeline(graph, tuple(start), tuple(end), "analytic", chains, busy)
+            busy = _chain_mode(graph, tid, start, end, free, chains, overs)
+            return Timeline(
+                graph,
+                tuple(start),
+                tuple(end),
+                "analytic",
+                chains=chains,
+                busy_s=busy,
+                overs=overs or None,
+            )
         start[tid] = s
         e = s + t.duration_s
         if then:  # an operation task: its segments' TP collectives and computes that follow
+            if t.over is not None:  # its first TP collective beside it, the longer (OverTask)
+                e = _over(t, e, free, start, end, tasks, chains, overs)
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
-    return Timeline(graph, tuple(start), tuple(end), "analytic")
+    return Timeline(graph, tuple(start), tuple(end), "analytic", overs=overs or None)
 
 
 def _chain_mode(
@@ -463,19 +540,27 @@ def _chain_mode(
     end: list[float],
     free: dict[tuple[str, str], float],
     chains: dict[int, ChainEntry],
+    overs: dict[int, float],
 ) -> dict[str, float]:
     """:func:`_list_schedule` from its first chain task ``i0`` on,
     the same loop, keeping each device's busy compute seconds as
     ``perfmodel.report.step_breakdown._compute_busy`` adds them, in task order with the same
     operations: ``(busy + end) - start`` per compute-stream task, ``(busy + e_i) - cs_i`` per
-    segment of a chain (:func:`_chain`), so that reader needs not read every chain's
-    segments again. A graph without chains never comes here (nothing to keep)."""
+    segment of a chain (``chains._chain``), :func:`over_busy` per
+    :class:`~perfmodel.parallel.taskgraph.OverTask` (a Megatron-Core graph holds both: its
+    first forward's gathers as chains, later segments as OverTasks), so that reader needs not
+    read every chain's segments again. A graph without chains never comes here (nothing to
+    keep)."""
     tasks = graph.tasks
     busy: dict[str, float] = {}
     get = busy.get
     for t in tasks[:i0]:  # before the first chain: _compute_busy's loop
         if t.stream == "compute":
-            busy[t.device] = get(t.device, 0.0) + end[t.tid] - start[t.tid]
+            tid = t.tid
+            if t.over is not None:
+                busy[t.device] = over_busy(get(t.device, 0.0), t, start[tid], end[tid], overs[tid])
+            else:
+                busy[t.device] = get(t.device, 0.0) + end[tid] - start[tid]
     free_get = free.get
     for t in tasks[i0:]:
         key = (t.device, t.stream)
@@ -505,282 +590,52 @@ def _chain_mode(
         start[tid] = s
         e = s + t.duration_s
         if then:
+            if t.over is not None:  # an OverTask, as _list_schedule runs it
+                e = _over(t, e, free, start, end, tasks, chains, overs)
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
         if t.stream == "compute":
-            busy[t.device] = get(t.device, 0.0) + e - s
+            if t.over is not None:  # its compute-stream pieces, as _compute_busy adds them
+                busy[t.device] = over_busy(get(t.device, 0.0), t, s, e, overs[tid])
+            else:
+                busy[t.device] = get(t.device, 0.0) + e - s
     return busy
 
 
-def _encoded_end(
-    d: int,
-    start: list[float],
-    end: list[float],
-    tasks: tuple[Task, ...],
-    chains: dict[int, ChainEntry],
-) -> float:
-    """The end a dependency at or above ``HEAD`` stands for (:func:`_list_schedule`): the first
-    compute of task ``d - HEAD`` and ``j`` pieces after it (``piece_end``), or mark ``j`` of a
-    chain task (``chain_mark``)."""
-    if d >= CHAIN:
-        j, d = divmod(d - CHAIN, SENT)
-        return chains[d][0][j]
-    j, d = divmod(d - HEAD, SENT)
-    x = tasks[d]
-    e = start[d] + x.duration_s
-    if j:
-        for y in x.then_s[:j]:
-            e += y
-    return e
-
-
-def _chain(
-    t: ChainTask,
-    s: float,
+def _over(
+    t: Task,
+    e: float,
     free: dict[tuple[str, str], float],
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
     chains: dict[int, ChainEntry],
-    busy: dict[str, float] | None = None,
-) -> tuple[float, float]:
-    """Start and end of gather chain ``t`` (:class:`~perfmodel.parallel.taskgraph.ChainTask`)
-    whose compute stream and dependencies let it start at ``s``: the list schedule of the fine
-    tasks it stands for, in their program order and with their arithmetic. Segment ``i``'s
-    gather starts when the gather stream is free and its anchor ended (``a0``, ``a1``; from
-    segment 2 on, the first compute of segment ``i - 2``: ``g_i = max(g_{i-1}, h_{i-2}) +
-    G_i``); its compute when the previous one ended (``s`` for the first) and its gather did,
-    ends ``h_i`` after its first compute and ``e_i`` after its ``then_s``; its reduction (if
-    the operation reduces) when the reduction stream is free and ``e_i``, for ``R_i``. Records
-    the marks and per-segment times in ``chains`` and the gather and reduction streams' free
-    times in ``free``; with ``busy`` (:func:`_chain_mode`), adds each compute's ``e_i - cs_i``
-    to ``busy[t.device]`` in order (``(b + e_i) - cs_i``, as ``_compute_busy`` read the rows)."""
-    static, a0, a1 = t.chain
-    flat = static.flat
-    dev = t.device
-    if flat is None:  # hidden gather runs, or a then_s of more than one piece
-        se = _chain_runs(t, s, free, start, end, tasks, chains)
-        if busy is not None:
-            b = busy.get(dev, 0.0)
-            for row in chains[t.tid][1]:
-                b = b + row[ROW_END] - row[ROW_COMPUTE_START]
-            busy[dev] = b
-        return se
-    gk = (dev, static.gather_stream)
-    fg = free.get(gk, 0.0)
-    rk = (dev, static.reduce_stream)
-    fr = free.get(rk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end. An
-    # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
-    if a0 >= CHAIN and a1 >= CHAIN:
-        j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
-        j, d = divmod(a1 - CHAIN, SENT)
-        one = chains[d][0][j]
-    else:
-        two, one = _anchors(a0, a1, start, end, tasks, chains)
-    fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
-    marks: list[float] = []
-    starts: list[float] = []
-    add_mark, add_start = marks.append, starts.append
-    ce = s
-    b = 0.0 if busy is None else busy.get(dev, 0.0)
-    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
-    # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
-    # compute's start; the rest of the row is made again on demand (chain_rows)
-    if static.reducing:
-        for g, c, x, r in flat:
-            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
-            fg = gs + g
-            cs = ce if ce >= fg else fg
-            h = cs + c
-            ce = e = h + x
-            b = b + e - cs
-            add_mark(h)
-            add_start(cs)
-            two = one
-            one = h
-            rs = fr if fr >= e else e
-            fr = rs + r
-    else:
-        for g, c, x, _ in flat:
-            gs = fg if fg >= two else two
-            fg = gs + g
-            cs = ce if ce >= fg else fg
-            h = cs + c
-            ce = h + x
-            b = b + ce - cs
-            add_mark(h)
-            add_start(cs)
-            two = one
-            one = h
-    free[gk] = fg
-    if static.reducing:
-        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    add_mark(fr)
-    if busy is not None:
-        busy[dev] = b
-    chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
-    return starts[0], ce
-
-
-def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
-    """The rows of a chain whose ``entry`` :func:`_list_schedule` recorded (``Timeline.chains``):
-    per item a plain tuple laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a
-    hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
-
-    A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
-    keeps only its marks ``h_i``, its computes' starts ``cs_i`` and the gather and reduction
-    streams' free times and the two anchors it started from: the rest of each row is the
-    same recurrence made again with the same operations on the same values (``g_i = max(g
-    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
-    e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
-    against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
-    if len(entry) == 2:
-        return entry[1]  # type: ignore[no-any-return]
-    marks, kept, fg, fr, two, one = entry
-    rows: list[tuple[float, ...]] = []
-    add = rows.append
-    reducing = static.reducing
-    for (g, _, x, r), h, cs in zip(static.flat, marks, kept, strict=False):  # type: ignore[arg-type]
-        gs = fg if fg >= two else two
-        fg = ge = gs + g
-        e = h + x
-        if reducing:
-            rs = fr if fr >= e else e
-            fr = re = rs + r
-            add((gs, ge, cs, h, e, rs, re))
+    overs: dict[int, float],
+) -> float:
+    """The end of an :class:`~perfmodel.parallel.taskgraph.OverTask` ``t``'s first compute
+    (``e``) and its TP collective, the later: the collective starts when its stream is free
+    and ``t``'s dependencies have ended (kept in ``overs``; its stream is then free at its
+    end), and the exposed tail (``then_s[0]``) when both have ended, as the three tasks it
+    stands for ran (``lower_replay.OperationReplay.over_op`` says why bit for bit)."""
+    stream, tp_s = t.over  # type: ignore[misc]
+    key = (t.device, stream)
+    s = free.get(key, 0.0)
+    for d in t.deps:
+        if d < SENT:
+            x = end[d]
+        elif d < HEAD:
+            d -= SENT
+            x = end[d] + tasks[d].send_s
         else:
-            add((gs, ge, cs, h, e, 0.0, 0.0))
-        two = one
-        one = h
-    return rows
-
-
-def _chain_runs(
-    t: ChainTask,
-    s: float,
-    free: dict[tuple[str, str], float],
-    start: list[float],
-    end: list[float],
-    tasks: tuple[Task, ...],
-    chains: dict[int, ChainEntry],
-) -> tuple[float, float]:
-    """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
-    ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
-    segment item as there, its pieces added in order; a run item ``(G_0, 0.0, then, R, ...,
-    G_1, _, L)`` as its fine tasks: its first gather after anchor ``two`` (``g_0``), its second after
-    anchor ``one`` (``g_1``), both on the gather stream in that order; its run task at ``cs =
-    max(previous end, g_0's end)``, its pieces added in order (``then``: the computes ending
-    at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
-    ``grad-lead`` stream from ``cs`` for ``L``, then its summary reduction of ``R`` on the
-    reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
-    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``."""
-    static, a0, a1 = t.chain
-    segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
-    reducing = static.reducing
-    dev = t.device
-    gk, rk, lk = (dev, g_stream), (dev, r_stream), (dev, "grad-lead")
-    fg = free.get(gk, 0.0)
-    fr = free.get(rk, 0.0)
-    fl = free.get(lk, 0.0)
-    two, one = _anchors(a0, a1, start, end, tasks, chains)
-    marks: list[float] = []
-    rows: list[tuple[float, ...]] = []
-    ce = s
-    rs = re = 0.0
-    for seg in segs:
-        g, c, then, r = seg[0], seg[1], seg[2], seg[3]  # ChainSegment's and ChainRun's
-        gs = fg if fg >= two else two
-        ge = gs + g
-        fg = ge
-        if type(seg) is ChainSegment:  # as _chain
-            cs = ce if ce >= ge else ge
-            h = cs + c
-            e = h
-            for x in then:
-                e += x
-            marks.append(h)
-            two, one = one, h
-            if reducing:
-                rs = fr if fr >= e else e
-                re = rs + r
-                fr = re
-            rows.append((gs, ge, cs, h, e, rs, re))
-            ce = e
-            continue
-        g1s = fg if fg >= one else one  # the run's second gather, on its own anchor
-        g1e = g1s + seg.gather1_s
-        fg = g1e
-        cs = ce if ce >= ge else ge
-        h = cs + c  # the run task's zero-length start
-        a = h + then[0] + then[1]
-        b = a + then[2] + then[3]
-        e = b + then[4]
-        marks.append(a)
-        marks.append(b)
-        two, one = a, b
-        ls = le = 0.0
-        if reducing:
-            ls = fl if fl >= h else h
-            le = ls + seg.lead_s
-            fl = le
-            rs = fr if fr >= le else le
-            re = rs + r
-            fr = re
-        rows.append((gs, ge, cs, h, e, rs, re, g1s, g1e, ls, le))
-        ce = e
-    marks.append(fr)
-    free[gk] = fg
-    if reducing:
-        free[rk] = fr
-        free[lk] = fl  # unchanged without runs: the value a later read would get
-    chains[t.tid] = (marks, rows)
-    return rows[0][ROW_COMPUTE_START], ce
-
-
-_NONE = float("-inf")
-
-
-def _anchors(
-    a0: int,
-    a1: int,
-    start: list[float],
-    end: list[float],
-    tasks: tuple[Task, ...],
-    chains: dict[int, ChainEntry],
-) -> tuple[float, float]:
-    """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
-    earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
-    if a0 >= CHAIN:
-        j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
-    else:
-        two = _anchor_end(a0, start, end, tasks, chains)
-    if a1 >= CHAIN:
-        j, d = divmod(a1 - CHAIN, SENT)
-        return two, chains[d][0][j]
-    return two, _anchor_end(a1, start, end, tasks, chains)
-
-
-def _anchor_end(
-    d: int,
-    start: list[float],
-    end: list[float],
-    tasks: tuple[Task, ...],
-    chains: dict[int, ChainEntry],
-) -> float:
-    """The end of dependency ``d`` as :func:`_list_schedule` reads it (``-inf``: ``d < 0``, no
-    anchor)."""
-    if d < 0:
-        return _NONE
-    if d < SENT:
-        return end[d]
-    if d < HEAD:
-        return end[d - SENT] + tasks[d - SENT].send_s
-    return _encoded_end(d, start, end, tasks, chains)
+            x = _encoded_end(d, start, end, tasks, chains)
+        if x > s:
+            s = x
+    overs[t.tid] = s
+    f = s + tp_s
+    free[key] = f
+    return f if f > e else e
 
 
 def simulate(

@@ -1,7 +1,7 @@
 """Gather chains (issue 27, ``perfmodel.parallel.lower_hidden`` ``_chain_static``): a ZeRO-3 /
 FSDP operation whose every segment waits for its parameter gather (segments whose gathers
 outlast the computes, and hidden gather runs) is one
-:class:`~perfmodel.parallel.taskgraph.ChainTask` in the analytic graph, whose list schedule (``perfmodel.sim.engine._chain``) is the fine tasks' recurrence with
+:class:`~perfmodel.parallel.taskgraph.ChainTask` in the analytic graph, whose list schedule (``perfmodel.sim.chains._chain``) is the fine tasks' recurrence with
 the same additions in the same order, and whose breakdown events are the fine tasks'. Every
 report is bit for bit (``==``) the one without chains."""
 

@@ -1,6 +1,6 @@
 """A gather chain of one-piece segments keeps no rows in the list schedule
-(``perfmodel.sim.engine._chain``: its marks, its computes' starts and the four values it
-started from); :func:`perfmodel.sim.engine.chain_rows` makes them on demand and the
+(``perfmodel.sim.chains._chain``: its marks, its computes' starts and the four values it
+started from); :func:`perfmodel.sim.chains.chain_rows` makes them on demand and the
 breakdown replays them inline (``step_breakdown._compute_busy``, ``_flat_events``). Each test
 compares that lazy path with the eager one: the same graphs scheduled with every chain through
 ``_chain_runs`` (the general recurrence, a row tuple per item), whose rows the breakdown reads
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from report_compare import gpt_scenario
 
 import perfmodel.api as api
+import perfmodel.sim.chains as sim_chains
 import perfmodel.sim.engine as engine
 from perfmodel.api import Scenario, predict
 from perfmodel.ops import CollectiveOp
@@ -46,7 +47,7 @@ def _eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> Timeline:
     busy seconds left to ``_compute_busy``'s reading of the rows (as before wave 13)."""
 
     def eager(t, s, free, start, end, tasks, chains, busy=None):  # type: ignore[no-untyped-def]
-        return engine._chain_runs(t, s, free, start, end, tasks, chains)
+        return sim_chains._chain_runs(t, s, free, start, end, tasks, chains)
 
     with monkeypatch.context() as m:
         m.setattr(engine, "_chain", eager)

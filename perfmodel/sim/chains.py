@@ -1,0 +1,314 @@
+"""Gather chains in the analytic list schedule: the recurrence of the fine tasks a
+:class:`~perfmodel.parallel.taskgraph.ChainTask` stands for, and its rows on demand.
+
+A gather chain (ZeRO-3/FSDP parameter gathers, Megatron-Core's first forward) is one task of
+the analytic graph whose schedule is its fine tasks' (each segment's gather, compute and
+reduction), computed inside :func:`perfmodel.sim.engine._list_schedule` with the fine tasks'
+floating-point operations, so every time is bit for bit theirs:
+
+* :func:`_chain`: a chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments
+  (marks and compute starts kept; the rest of its rows made again on demand,
+  :func:`chain_rows`); :func:`_chain_runs`: the general recurrence (hidden gather runs, a
+  ``then_s`` of more than one piece), a row per item;
+* :func:`_encoded_end`, :func:`_anchors`, :func:`_anchor_end`: the ends encoded dependencies
+  stand for (a chain's marks, an operation task's pieces), as the list schedule reads them.
+
+:data:`ChainEntry` is what the list schedule keeps per chain (``Timeline.chains``); the
+breakdown reads rows through :func:`chain_rows`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfmodel.parallel.taskgraph import (
+    CHAIN,
+    HEAD,
+    ROW_COMPUTE_START,
+    ROW_END,
+    SENT,
+    ChainSegment,
+    ChainStatic,
+    ChainTask,
+    Task,
+)
+
+#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows)``,
+#: its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out
+#: as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
+#: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
+#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
+#: gather free, reduction free, anchor two, anchor one)`` (six items, one tuple: no tuple
+#: inside it, ~6,000 chains per list schedule), whose rows :func:`chain_rows` makes on
+#: demand. Read rows through :func:`chain_rows` / ``Timeline.chain_rows``; ``entry[0][j]``
+#: is mark ``j`` either way.
+ChainEntry = tuple[Any, ...]
+
+
+def _encoded_end(
+    d: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+) -> float:
+    """The end a dependency at or above ``HEAD`` stands for (``_list_schedule``): the first
+    compute of task ``d - HEAD`` and ``j`` pieces after it (``piece_end``), or mark ``j`` of a
+    chain task (``chain_mark``)."""
+    if d >= CHAIN:
+        j, d = divmod(d - CHAIN, SENT)
+        return chains[d][0][j]
+    j, d = divmod(d - HEAD, SENT)
+    x = tasks[d]
+    e = start[d] + x.duration_s
+    if j:
+        for y in x.then_s[:j]:
+            e += y
+    return e
+
+
+def _chain(
+    t: ChainTask,
+    s: float,
+    free: dict[tuple[str, str], float],
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+    busy: dict[str, float] | None = None,
+) -> tuple[float, float]:
+    """Start and end of gather chain ``t`` (:class:`~perfmodel.parallel.taskgraph.ChainTask`)
+    whose compute stream and dependencies let it start at ``s``: the list schedule of the fine
+    tasks it stands for, in their program order and with their arithmetic. Segment ``i``'s
+    gather starts when the gather stream is free and its anchor ended (``a0``, ``a1``; from
+    segment 2 on, the first compute of segment ``i - 2``: ``g_i = max(g_{i-1}, h_{i-2}) +
+    G_i``); its compute when the previous one ended (``s`` for the first) and its gather did,
+    ends ``h_i`` after its first compute and ``e_i`` after its ``then_s``; its reduction (if
+    the operation reduces) when the reduction stream is free and ``e_i``, for ``R_i``. Records
+    the marks and per-segment times in ``chains`` and the gather and reduction streams' free
+    times in ``free``; with ``busy`` (``_chain_mode``), adds each compute's ``e_i - cs_i``
+    to ``busy[t.device]`` in order (``(b + e_i) - cs_i``, as ``_compute_busy`` read the rows)."""
+    static, a0, a1 = t.chain
+    flat = static.flat
+    dev = t.device
+    if flat is None:  # hidden gather runs, or a then_s of more than one piece
+        se = _chain_runs(t, s, free, start, end, tasks, chains)
+        if busy is not None:
+            b = busy.get(dev, 0.0)
+            for row in chains[t.tid][1]:
+                b = b + row[ROW_END] - row[ROW_COMPUTE_START]
+            busy[dev] = b
+        return se
+    gk = (dev, static.gather_stream)
+    fg = free.get(gk, 0.0)
+    rk = (dev, static.reduce_stream)
+    fr = free.get(rk, 0.0)
+    # the anchors of the next two gathers (-inf: none); then each first compute's end. An
+    # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
+    if a0 >= CHAIN and a1 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+        j, d = divmod(a1 - CHAIN, SENT)
+        one = chains[d][0][j]
+    else:
+        two, one = _anchors(a0, a1, start, end, tasks, chains)
+    fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
+    marks: list[float] = []
+    starts: list[float] = []
+    add_mark, add_start = marks.append, starts.append
+    ce = s
+    b = 0.0 if busy is None else busy.get(dev, 0.0)
+    # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
+    # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
+    # compute's start; the rest of the row is made again on demand (chain_rows)
+    if static.reducing:
+        for g, c, x, r in flat:
+            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
+            fg = gs + g
+            cs = ce if ce >= fg else fg
+            h = cs + c
+            ce = e = h + x
+            b = b + e - cs
+            add_mark(h)
+            add_start(cs)
+            two = one
+            one = h
+            rs = fr if fr >= e else e
+            fr = rs + r
+    else:
+        for g, c, x, _ in flat:
+            gs = fg if fg >= two else two
+            fg = gs + g
+            cs = ce if ce >= fg else fg
+            h = cs + c
+            ce = h + x
+            b = b + ce - cs
+            add_mark(h)
+            add_start(cs)
+            two = one
+            one = h
+    free[gk] = fg
+    if static.reducing:
+        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
+    add_mark(fr)
+    if busy is not None:
+        busy[dev] = b
+    chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
+    return starts[0], ce
+
+
+def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
+    """The rows of a chain whose ``entry`` ``_list_schedule`` recorded (``Timeline.chains``):
+    per item a plain tuple laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a
+    hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
+
+    A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
+    keeps only its marks ``h_i``, its computes' starts ``cs_i`` and the gather and reduction
+    streams' free times and the two anchors it started from: the rest of each row is the
+    same recurrence made again with the same operations on the same values (``g_i = max(g
+    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
+    e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
+    against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
+    if len(entry) == 2:
+        return entry[1]  # type: ignore[no-any-return]
+    marks, kept, fg, fr, two, one = entry
+    rows: list[tuple[float, ...]] = []
+    add = rows.append
+    reducing = static.reducing
+    for (g, _, x, r), h, cs in zip(static.flat, marks, kept, strict=False):  # type: ignore[arg-type]
+        gs = fg if fg >= two else two
+        fg = ge = gs + g
+        e = h + x
+        if reducing:
+            rs = fr if fr >= e else e
+            fr = re = rs + r
+            add((gs, ge, cs, h, e, rs, re))
+        else:
+            add((gs, ge, cs, h, e, 0.0, 0.0))
+        two = one
+        one = h
+    return rows
+
+
+def _chain_runs(
+    t: ChainTask,
+    s: float,
+    free: dict[tuple[str, str], float],
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+) -> tuple[float, float]:
+    """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
+    ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
+    segment item as there, its pieces added in order; a run item ``(G_0, 0.0, then, R, ...,
+    G_1, _, L)`` as its fine tasks: its first gather after anchor ``two`` (``g_0``), its second after
+    anchor ``one`` (``g_1``), both on the gather stream in that order; its run task at ``cs =
+    max(previous end, g_0's end)``, its pieces added in order (``then``: the computes ending
+    at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
+    ``grad-lead`` stream from ``cs`` for ``L``, then its summary reduction of ``R`` on the
+    reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
+    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``."""
+    static, a0, a1 = t.chain
+    segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
+    reducing = static.reducing
+    dev = t.device
+    gk, rk, lk = (dev, g_stream), (dev, r_stream), (dev, "grad-lead")
+    fg = free.get(gk, 0.0)
+    fr = free.get(rk, 0.0)
+    fl = free.get(lk, 0.0)
+    two, one = _anchors(a0, a1, start, end, tasks, chains)
+    marks: list[float] = []
+    rows: list[tuple[float, ...]] = []
+    ce = s
+    rs = re = 0.0
+    for seg in segs:
+        g, c, then, r = seg[0], seg[1], seg[2], seg[3]  # ChainSegment's and ChainRun's
+        gs = fg if fg >= two else two
+        ge = gs + g
+        fg = ge
+        if type(seg) is ChainSegment:  # as _chain
+            cs = ce if ce >= ge else ge
+            h = cs + c
+            e = h
+            for x in then:
+                e += x
+            marks.append(h)
+            two, one = one, h
+            if reducing:
+                rs = fr if fr >= e else e
+                re = rs + r
+                fr = re
+            rows.append((gs, ge, cs, h, e, rs, re))
+            ce = e
+            continue
+        g1s = fg if fg >= one else one  # the run's second gather, on its own anchor
+        g1e = g1s + seg.gather1_s
+        fg = g1e
+        cs = ce if ce >= ge else ge
+        h = cs + c  # the run task's zero-length start
+        a = h + then[0] + then[1]
+        b = a + then[2] + then[3]
+        e = b + then[4]
+        marks.append(a)
+        marks.append(b)
+        two, one = a, b
+        ls = le = 0.0
+        if reducing:
+            ls = fl if fl >= h else h
+            le = ls + seg.lead_s
+            fl = le
+            rs = fr if fr >= le else le
+            re = rs + r
+            fr = re
+        rows.append((gs, ge, cs, h, e, rs, re, g1s, g1e, ls, le))
+        ce = e
+    marks.append(fr)
+    free[gk] = fg
+    if reducing:
+        free[rk] = fr
+        free[lk] = fl  # unchanged without runs: the value a later read would get
+    chains[t.tid] = (marks, rows)
+    return rows[0][ROW_COMPUTE_START], ce
+
+
+_NONE = float("-inf")
+
+
+def _anchors(
+    a0: int,
+    a1: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+) -> tuple[float, float]:
+    """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
+    earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
+    if a0 >= CHAIN:
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][0][j]
+    else:
+        two = _anchor_end(a0, start, end, tasks, chains)
+    if a1 >= CHAIN:
+        j, d = divmod(a1 - CHAIN, SENT)
+        return two, chains[d][0][j]
+    return two, _anchor_end(a1, start, end, tasks, chains)
+
+
+def _anchor_end(
+    d: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+) -> float:
+    """The end of dependency ``d`` as ``_list_schedule`` reads it (``-inf``: ``d < 0``, no
+    anchor)."""
+    if d < 0:
+        return _NONE
+    if d < SENT:
+        return end[d]
+    if d < HEAD:
+        return end[d - SENT] + tasks[d - SENT].send_s
+    return _encoded_end(d, start, end, tasks, chains)

@@ -1,0 +1,146 @@
+"""Exposed TP tails as one operation task (issue 27, wave 13f): a segment whose overlapped TP
+collective outlasts its compute (Megatron-Core's TE userbuffers) is one
+:class:`~perfmodel.parallel.taskgraph.OverTask` instead of its compute, the collective on its
+own stream, the exposed tail and the operation task after it
+(``lower_replay.OperationReplay.over_op``). The list schedule runs those tasks' recurrence
+(``sim.engine._over``), so every task after it sees the same end times, bit for bit, and the
+breakdown and the periodicity check read the same pieces (``sim.engine.over_pieces``)."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import perfmodel.api as api
+from perfmodel.api import Scenario, predict
+from perfmodel.parallel.lower_replay import OperationReplay
+from perfmodel.parallel.taskgraph import _S_THEN, GraphBuilder, OverTask, TaskKind
+from perfmodel.report.step_breakdown import _class_seconds, _compute_busy
+from perfmodel.sim.engine import _list_schedule, over_pieces
+
+_DUR = st.floats(min_value=1e-6, max_value=3.0, allow_nan=False, allow_infinity=False)
+
+
+def _graphs(d: dict[str, float], merged: bool) -> tuple[object, int, list[int]]:
+    """A stage whose compute and TP streams are busy before the operation (``pre_c``,
+    ``pre_t``), an input from another stage (``dep``), the operation (compute ``c``, TP
+    collective ``t`` beside it, tail ``tail``, one later segment ``c2`` + ``tail2``), and
+    tasks after it on both streams; ``merged``: the operation as one OverTask. Returns the
+    graph, the operation's task and the tasks after it."""
+    b = GraphBuilder()
+    pre_c = b.add(TaskKind.COMPUTE, "g0", "compute", d["pre_c"], label="pre")
+    b.add(TaskKind.COLLECTIVE, "g0", "tp", d["pre_t"], label="TP pre")
+    dep = b.add(TaskKind.COMPUTE, "g1", "compute", d["dep"], label="input")
+    deps = [pre_c, dep]
+    if merged:
+        op = b.add_over("g0", d["c"], deps, "F1", 1, 0, (d["tail"],), ("tp", d["t"]))
+        last = op
+        _S_THEN(b.tasks[op], (d["tail"], d["c2"], d["tail2"]))
+    else:
+        c = b.add(TaskKind.COMPUTE, "g0", "compute", d["c"], deps, "F1", 1, 0)
+        t = b.add(TaskKind.COLLECTIVE, "g0", "tp", d["t"], deps, "TP F1", 1, 0)
+        tail = b.add(TaskKind.COLLECTIVE, "g0", "compute", d["tail"], [c, t], "TP tail F1", 1, 0)
+        last = op = b.add(
+            TaskKind.COMPUTE, "g0", "compute", d["c2"], [tail], "F1", 1, 0, None, (d["tail2"],)
+        )
+    after = [
+        b.add(TaskKind.COMPUTE, "g0", "compute", d["post"], [last], "F2", 2, 0),
+        b.add(TaskKind.COLLECTIVE, "g0", "tp", d["post_t"], [], "TP F2", 2, 0),
+        b.add(TaskKind.COMPUTE, "g1", "compute", d["post"], [last], "B1", 1, 0),
+    ]
+    return b.build(), op, after
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {
+            k: _DUR
+            for k in ("pre_c", "pre_t", "dep", "c", "t", "tail", "c2", "tail2", "post", "post_t")
+        }
+    )
+)
+def test_over_task_is_its_pieces(d: dict[str, float]) -> None:
+    """Drawn durations (the collective longer or shorter than the compute, either stream the
+    later one free): the tasks after the operation start and end at the same times bit for
+    bit, the OverTask spans its pieces' interval, its pieces are theirs, and the busy compute
+    seconds and breakdown classes of both devices are equal bit for bit."""
+    fine, op_f, after_f = _graphs(d, merged=False)
+    coarse, op_c, after_c = _graphs(d, merged=True)
+    tf, tc = _list_schedule(fine), _list_schedule(coarse)  # type: ignore[arg-type]
+    for x, y in zip(after_f, after_c, strict=True):
+        assert (tf.start_s[x], tf.end_s[x]) == (tc.start_s[y], tc.end_s[y])
+    c0, c_end = op_f - 3, op_f
+    assert tc.start_s[op_c] == tf.start_s[c0] and tc.end_s[op_c] == tf.end_s[c_end]
+    pieces = over_pieces(coarse.tasks[op_c], tc.start_s[op_c], tc.end_s[op_c], tc.overs[op_c])
+    assert pieces == [(tf.start_s[i], tf.end_s[i]) for i in range(c0, op_f + 1)]
+    assert _compute_busy(tf) == _compute_busy(tc)
+    span = tf.makespan_s
+    assert span == tc.makespan_s
+    for dev in ("g0", "g1"):
+        assert _class_seconds(tf, dev, 0.0, span) == _class_seconds(tc, dev, 0.0, span)
+
+
+def test_over_task_golden_and_pickle() -> None:
+    """By hand: compute 1 s from 0, its TP collective 3 s from 0.5 (its stream busy until
+    then), tail 0.25 s from 3.5, one later segment of 2 s + 0.5 s: the task ends at 6.25;
+    the next task on the TP stream starts at 3.5. An OverTask pickles with its ``over``."""
+    b = GraphBuilder()
+    b.add(TaskKind.COLLECTIVE, "g0", "tp", 0.5, label="TP pre")
+    op = b.add_over("g0", 1.0, [], "F0", 0, 0, (0.25,), ("tp", 3.0))
+    _S_THEN(b.tasks[op], (0.25, 2.0, 0.5))
+    nxt = b.add(TaskKind.COLLECTIVE, "g0", "tp", 1.0, label="TP next")
+    g = b.build()
+    tl = _list_schedule(g)
+    assert (tl.start_s[op], tl.end_s[op]) == (0.0, 6.25)
+    assert tl.overs == {op: 0.5}
+    assert (tl.start_s[nxt], tl.end_s[nxt]) == (3.5, 4.5)
+    t = g.tasks[op]
+    assert type(t) is OverTask and t.over == ("tp", 3.0)
+    back = pickle.loads(pickle.dumps(t))
+    assert type(back) is OverTask and back == t and back.over == t.over
+    assert back.then_s == t.then_s and hash(back) == hash(t)
+
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+
+def _plans() -> list[dict]:
+    from bench_scale import _plans as plans
+    from bench_search import BASE175
+
+    keys = ("dp", "tp", "pp", "microbatch", "schedule", "interleave", "gpus", "global_batch")
+    return [{**BASE175, **{k: p[k] for k in keys}} for p in plans()[:10]]
+
+
+@pytest.mark.parametrize("preset", ["megatron-core", "nemo"])
+def test_gpt3_plans_identical(monkeypatch: pytest.MonkeyPatch, preset: str) -> None:
+    """The ten GPT-3 175B plans of ``reports12`` with the presets whose TP collectives run
+    beside their compute: every report (timeline included) equal with OverTasks and
+    without, and some plan lowered OverTasks (the comparison is not vacuous)."""
+    import perfmodel.sim.engine as engine
+
+    seen: list[int] = []
+    orig = engine._list_schedule
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        seen.append(sum(1 for t in g.tasks if type(t) is OverTask))
+        return orig(g)
+
+    monkeypatch.setattr(engine, "_list_schedule", spy)
+    for p in _plans():
+        sc = Scenario.from_dict({**p, "software": preset, "fidelity": "analytic"})
+        out = []
+        for on in (True, False):
+            with monkeypatch.context() as m:
+                m.setattr(OperationReplay, "OVER_TASKS", on)
+                m.setattr(api, "_REPORTS", {})
+                r = predict(sc, baseline=False)
+                out.append((repr(r.to_dict()), r.iteration_time_s, r.timeline.end_s))
+        assert out[0] == out[1], p
+    assert sum(seen) > 0
