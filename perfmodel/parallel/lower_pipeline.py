@@ -129,8 +129,7 @@ class PipelineLowering(
         self.comm_dur: dict[int, float] = {}  # collective task id -> duration (overlap slowdown)
         # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
         self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
-        # (stage, group) -> its SystemCosts.concurrent_key (() where none is known): _dp_keyed
-        self._dp_keys: dict[tuple[int, str], tuple[object, ...]] = {}
+        self._dp_keys: dict[tuple[int, str], tuple[object, ...]] = {}  # _dp_keyed's keys
         self._dp_specs: dict[tuple[CollectiveOp, float, int, str, CommKind], CommSpec] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
