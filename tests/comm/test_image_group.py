@@ -132,11 +132,24 @@ def test_image_across_two_servers_is_refused() -> None:
     assert _planted(model, done, (topo.gpus[per], topo.gpus[1])) is None
 
 
+#: (server, local GPU) of a ring on two servers, two GPUs in each, whose hops inside a server
+#: are slower than its hops between servers: PCIe through the host (a DGX-1's GPUs 0 and 5,
+#: not NVLink-joined in its hybrid cube mesh; the PCIe server's GPUs on two switches or two
+#: sockets) against the servers' NICs (four, two); the two servers' pairs differ.
+SLOW_INSIDE = {
+    "dgx1-v100": ((0, 0), (0, 2), (1, 0), (1, 5)),
+    "pcie-8x-server": ((0, 0), (0, 4), (1, 0), (1, 2)),
+}
+
+
 @pytest.mark.parametrize("system", ["dgx-a100", "dgx-h100", "dgx1-v100", "pcie-8x-server"])
 def test_one_gpu_per_server_inter_rates(system: str) -> None:
     """A ring with one GPU per server (its hops all join two servers): the inter-server
     rates are those of its channels filled with only those hops, uncharged, as the
-    direct computation fills them; a ring with hops inside a server still fills them so."""
+    direct computation fills them; a ring with hops inside a server still fills them so,
+    where a hop inside a server is slower than the network too (:data:`SLOW_INSIDE`; the
+    servers' parts differ, so the ring is analysed channel by channel): there the ring's
+    rate is lower than the inter-server rates, which only the inter-server hops give."""
     topo = load_system(system, nodes=3)
     per = topo.gpus_per_node
     model = _own(topo)
@@ -145,8 +158,13 @@ def test_one_gpu_per_server_inter_rates(system: str) -> None:
         (topo.gpus[0], topo.gpus[per + 1]),
         (topo.gpus[2], topo.gpus[2 * per + 3], topo.gpus[per + 2]),
         (topo.gpus[0], topo.gpus[1], topo.gpus[per], topo.gpus[per + 1]),
+        slow := tuple(topo.gpus[s * per + i] for s, i in SLOW_INSIDE.get(system, ())),
     ]:
+        if not group:
+            continue
         info = model.group_info(group)
+        if group == slow:
+            assert info.ring_bw_Bps < info.inter_bw_Bps, (system, group)  # the slow hop
         srv = links.server
         inter = [
             Channel(ch.order, tuple(h for h in ch.hops if srv[h[0]] != srv[h[-1]]))
