@@ -5,6 +5,8 @@ every catalogue system, and used where the brief says (GPUs 4-7 of a DGX A100)."
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from reference_models import direct_model
 
@@ -75,7 +77,8 @@ def test_p2p_rule_refuses_the_image() -> None:
     """A NCCL release whose P2P rule stages some pairs through host memory: no group is read
     off an image, and every group equals its own analysis. (Under a P2P rule no packing is
     marked name-free, so no packing is an image and the door finds no source; its own check
-    of the rule, which the charge and the staging read, is a second guard.)"""
+    of the rule, which the charge and the staging read, is a second guard:
+    ``test_p2p_rule_refuses_a_planted_image``.)"""
     topo = with_nccl_p2p_rule(load_system("pcie-8xtitanx", nodes=2), NcclRelease(2, 0))
     model = CommCostModel(topo)
     assert model.links.no_p2p or model.links.p2p_denied
@@ -85,11 +88,68 @@ def test_p2p_rule_refuses_the_image() -> None:
         assert model.group_info(group) == _own(topo).group_info(group)
 
 
+def _planted(model, done: tuple[str, ...], members: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """``_image_group(members)`` with ``members`` planted as the image of the analysed group
+    ``done`` (``analysis.images``, names mapped in order), whatever the door would find."""
+    model.group_info(done)
+    model.groups.analysis.images[members] = (done, dict(zip(done, members, strict=True)))
+    return model.groups._image_group(members)
+
+
+def test_p2p_rule_refuses_a_planted_image() -> None:
+    """Under a P2P rule (host-memory staging reads names) even a group the analysis lists as
+    an image of an analysed one is analysed itself: the door's own check of the rule."""
+    topo = with_nccl_p2p_rule(load_system("pcie-8xtitanx", nodes=2), NcclRelease(2, 0))
+    model = CommCostModel(topo)
+    assert model.links.no_p2p or model.links.p2p_denied
+    done, members = tuple(topo.gpus[0:2]), tuple(topo.gpus[2:4])
+    assert _planted(model, done, members) is None
+    assert model.group_info(members) == _own(topo).group_info(members)
+
+
+def test_image_of_another_nvlink_count_is_refused() -> None:
+    """An image whose analysed group counts other NVLinks from its first GPU than the
+    members' first GPU has (planted: the analysis of GPUs 0-3 with one link more) is refused;
+    the true count is read off the image."""
+    topo = load_system("dgx-a100", nodes=2)
+    model = CommCostModel(topo)
+    done, members = tuple(topo.gpus[0:4]), tuple(topo.gpus[4:8])
+    real = model.group_info(done)
+    assert _planted(model, done, members) == _own(topo).group_info(members)
+    model.groups.infos.pop(members, None)
+    model.groups.infos[done] = dataclasses.replace(real, nvlinks=real.nvlinks + 1)
+    assert _planted(model, done, members) is None
+
+
+def test_image_across_two_servers_is_refused() -> None:
+    """A group across two servers planted as the image of a group inside one: refused (the
+    door reads only groups of one server, whose channels stay in it)."""
+    topo = load_system("dgx-a100", nodes=2)
+    model = CommCostModel(topo)
+    per = topo.gpus_per_node
+    done = (topo.gpus[0], topo.gpus[1])
+    assert _planted(model, done, (topo.gpus[0], topo.gpus[per + 1])) is None
+    assert _planted(model, done, (topo.gpus[per], topo.gpus[1])) is None
+
+
+#: (server, local GPU) of a ring on two servers, two GPUs in each, whose hops inside a server
+#: are slower than its hops between servers: PCIe through the host (a DGX-1's GPUs 0 and 5,
+#: not NVLink-joined in its hybrid cube mesh; the PCIe server's GPUs on two switches or two
+#: sockets) against the servers' NICs (four, two); the two servers' pairs differ.
+SLOW_INSIDE = {
+    "dgx1-v100": ((0, 0), (0, 2), (1, 0), (1, 5)),
+    "pcie-8x-server": ((0, 0), (0, 4), (1, 0), (1, 2)),
+}
+
+
 @pytest.mark.parametrize("system", ["dgx-a100", "dgx-h100", "dgx1-v100", "pcie-8x-server"])
 def test_one_gpu_per_server_inter_rates(system: str) -> None:
     """A ring with one GPU per server (its hops all join two servers): the inter-server
     rates are those of its channels filled with only those hops, uncharged, as the
-    direct computation fills them; a ring with hops inside a server still fills them so."""
+    direct computation fills them; a ring with hops inside a server still fills them so,
+    where a hop inside a server is slower than the network too (:data:`SLOW_INSIDE`; the
+    servers' parts differ, so the ring is analysed channel by channel): there the ring's
+    rate is lower than the inter-server rates, which only the inter-server hops give."""
     topo = load_system(system, nodes=3)
     per = topo.gpus_per_node
     model = _own(topo)
@@ -98,8 +158,13 @@ def test_one_gpu_per_server_inter_rates(system: str) -> None:
         (topo.gpus[0], topo.gpus[per + 1]),
         (topo.gpus[2], topo.gpus[2 * per + 3], topo.gpus[per + 2]),
         (topo.gpus[0], topo.gpus[1], topo.gpus[per], topo.gpus[per + 1]),
+        slow := tuple(topo.gpus[s * per + i] for s, i in SLOW_INSIDE.get(system, ())),
     ]:
+        if not group:
+            continue
         info = model.group_info(group)
+        if group == slow:
+            assert info.ring_bw_Bps < info.inter_bw_Bps, (system, group)  # the slow hop
         srv = links.server
         inter = [
             Channel(ch.order, tuple(h for h in ch.hops if srv[h[0]] != srv[h[-1]]))

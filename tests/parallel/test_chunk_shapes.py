@@ -233,3 +233,51 @@ def test_a_chunk_at_another_block_offset_is_built_anew(monkeypatch: pytest.Monke
     assert read[0] == 0 and moved == chunk(ids[0] + 1, {})
     assert moved.segments[0].layers[0] == ids[0] + 1
     assert chunk(ids[0] + copies.p, memo) == chunk(ids[0] + copies.p, {}) and read[0] == 1
+
+
+def test_a_segment_crossing_the_copies_end_is_priced_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chunk ending at the final norm, split into 1 MiB buckets: its last segment (the last
+    block's ``fc2`` .. ``residual2``, then ``final_ln``) starts inside the stack's copies and
+    ends after them, at the (offset in the block, length) of the earlier segments ``fc2`` ..
+    the next block's ``ln1``. ``final_ln`` moves other bytes in backward than a block's
+    ``ln1``, so only the shape's upper bound (``ids[-1] < c_end`` in :func:`build_chunk`)
+    keeps the crossing segment from taking their numbers: the chunk equals the one built
+    without the shape memo."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    build = lowering.build_chunk
+
+    def record(*a: Any, **kw: Any) -> Any:
+        calls.append((a, kw))
+        return build(*a, **kw)
+
+    sc = Scenario.from_dict({**BASE, **CASES["ddp"]})
+    with monkeypatch.context() as m:
+        m.setattr(shortcuts, "build_chunk", record)
+        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
+        m.setattr(lowering, "_CHUNKS", {})
+        m.setattr(api, "_REPORTS", {})
+        build_step(sc, resolve(sc))
+    (wl, _, *rest), kw = calls[0]
+    copies = lowering._StackCopies.of(wl.layers)
+    assert copies is not None and wl.layers[copies.end].name == "final_ln"
+    ids = range(0, copies.end + 1)  # up to the final norm
+    kw = {**kw, "bucket_bytes": 2.0**20, "first_bucket_bytes": 2.0**20}
+
+    def chunk() -> Any:
+        return build(wl, ids, *rest, **{**kw, "seg_memo": {}})
+
+    fast = chunk()
+    last = fast.segments[-1].layers
+    assert last[0] < copies.end <= last[-1]  # the segment crossing the copies' end
+    shape = ((last[0] - copies.start) % copies.p, len(last))
+    inside = [copies.shape(seg.layers) for seg in fast.segments[:-1]]
+    assert shape in inside  # the same shape occurs inside the copies, earlier
+    assert wl.layers[last[-1]].cost_key() != wl.layers[last[-1] - copies.p].cost_key()
+    with monkeypatch.context() as m:
+        m.setattr(lowering._StackCopies, "of", classmethod(lambda cls, layers: None))
+        slow = chunk()
+    assert fast == slow
+    # the numbers of the earlier segment of that shape, under the crossing one's ids, differ
+    assert lowering._with_layers(fast.segments[inside.index(shape)], last) != fast.segments[-1]

@@ -124,3 +124,41 @@ def test_a_stage_pricing_a_row_otherwise_is_walked(monkeypatch: pytest.MonkeyPat
     by_stage = {s: out for s, final, out in ops_on if final}
     assert by_stage[2] != by_stage[3]  # the slower stage's own summary, not the earlier one's
     assert on.to_dict() == off.to_dict()
+
+
+def test_a_stage_pricing_one_bucket_size_otherwise_is_walked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stage 2 prices its data-parallel reductions as the other middle stages do but for one
+    message size, the largest of its rows' buckets (not the first row's): its first row
+    equals the first middle stage's, a later one differs, so every row input is compared
+    (``_same_rows``) and the stage is walked, as with the shortcut off."""
+    sc = Scenario.from_dict({**BASE, **CASES["ddp-pp8"][0]})
+    row, dp_time = PipelineLowering._hidden_row, PipelineLowering.dp_time
+    sizes: list[float] = []  # stage 2's rows' reduced bytes, in the order the walk met them
+
+    def record(self, s, *a):  # type: ignore[no-untyped-def]
+        out = row(self, s, *a)
+        if s == 2 and out:
+            sizes.append(out[3])
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(PipelineLowering, "_hidden_row", record)
+        _run(sc, monkeypatch, False)
+    big = max(sizes)
+    assert sizes[0] != big and sizes.count(big) < len(sizes)
+
+    def slower(self, s, op, nbytes, *a, **k):  # type: ignore[no-untyped-def]
+        t = dp_time(self, s, op, nbytes, *a, **k)
+        return 1.5 * t if s == 2 and nbytes == big else t
+
+    monkeypatch.setattr(PipelineLowering, "dp_time", slower)
+    on, ops_on, same_on = _run(sc, monkeypatch, True)
+    off, ops_off, _ = _run(sc, monkeypatch, False)
+    assert False in same_on and True in same_on, same_on
+    assert ops_on == ops_off
+    by_stage = {s: out for s, final, out in ops_on if final}
+    assert by_stage[2] != by_stage[3]  # the slower stage's own summary, not the earlier one's
+    assert on.to_dict() == off.to_dict()
+    assert on.timeline.graph.tasks == off.timeline.graph.tasks
