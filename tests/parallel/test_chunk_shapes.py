@@ -4,6 +4,7 @@ segment, field for field (the same floats), and the shortcut does skip the per-s
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -280,4 +281,4 @@ def test_a_segment_crossing_the_copies_end_is_priced_itself(
         slow = chunk()
     assert fast == slow
     # the numbers of the earlier segment of that shape, under the crossing one's ids, differ
-    assert lowering._with_layers(fast.segments[inside.index(shape)], last) != fast.segments[-1]
+    assert dataclasses.replace(fast.segments[inside.index(shape)], layers=last) != fast.segments[-1]
