@@ -97,3 +97,64 @@ def test_same_events_as_classifying_every_task(
             want, want_cls = _reference(tl, dev)
             assert got == want
             assert {k: got_cls[k] for _, _, k in got} == {k: want_cls[k] for _, _, k in want}
+
+
+@pytest.mark.parametrize("then", [(0.25,), (0.25, 0.5)])  # flat chain, general recurrence
+def test_chain_events_on_another_device_of_its_groups(then: tuple[float, ...]) -> None:
+    """A gather chain on ``g0`` whose gather and reduction groups hold a second simulated
+    device ``g1`` (``g1`` runs a compute of its own, 10 s after the chain's last reduction: the
+    critical device, idle while the chain runs): ``g1``'s events
+    and breakdown hold the chain's gathers and reductions, as those of the graph of the fine
+    tasks the chain stands for (gather, compute, reduction per segment). Skipping the chain on
+    every device but its own (``_class_events``' ``own or dev in members`` cut to ``own``)
+    loses them: g1's exposed "zero" and "dp" seconds."""
+    from perfmodel.ops import CollectiveOp
+    from perfmodel.parallel.taskgraph import (
+        HEAD,
+        ChainSegment,
+        ChainStatic,
+        CommKind,
+        CommSpec,
+        GraphBuilder,
+        Task,
+        TaskKind,
+        chain_mark,
+    )
+    from perfmodel.sim.engine import _list_schedule
+
+    grp = ("g0", "g1")
+    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, grp, "auto", CommKind.ZERO)
+    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, grp, "auto", CommKind.DP)
+    segs = tuple(ChainSegment(g, 1.0, then, 0.5, grp, grp) for g in (2.0, 0.5, 3.0))
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(grp), None)
+    assert (static.flat is not None) == (len(then) == 1)
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 3)])
+    b.add(TaskKind.COMPUTE, "g1", "compute", 10.0, [chain_mark(c, 3)])
+    tl = _list_schedule(b.build())
+    f = GraphBuilder()
+    x = f.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    hist, prev, reds = [x], [x], []
+    for g_s, c_s, th, red, _, _ in segs:
+        ag = f.add(TaskKind.COLLECTIVE, "g0", "zero", g_s, hist[-2:-1], "AG", -1, -1, g_spec)
+        tid = f.add(TaskKind.COMPUTE, "g0", "compute", c_s, [*prev, ag], "F0", 0, 0, None, th)
+        hist.append(tid + HEAD)
+        prev = [tid]
+        reds.append(f.add(TaskKind.COLLECTIVE, "g0", "dp", red, prev, "grad", -1, -1, r_spec))
+    f.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [prev[0], *reds])
+    f.add(TaskKind.COMPUTE, "g1", "compute", 10.0, [reds[-1]])
+    fine = _list_schedule(f.build())
+    assert tl.makespan_s == fine.makespan_s
+    for dev in grp:
+        got, got_cls = sb._class_events(tl, dev)
+        want, want_cls = sb._class_events(fine, dev)
+        assert sorted(got) == sorted(want)  # ties at one time: any order (_EVENT_ORDER)
+        assert {k: got_cls[k] for _, _, k in got} == {k: want_cls[k] for _, _, k in want}
+    assert sb.critical_device(tl) == sb.critical_device(fine) == "g1"
+    bd = sb.breakdown(tl)
+    assert bd == sb.breakdown(fine)
+    assert bd.exposed_comm_s.keys() >= {"zero", "dp"}  # the chain's, seen from g1
