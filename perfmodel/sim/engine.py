@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from perfmodel.errors import ConfigError
 from perfmodel.parallel.periodic import (
     WINDOW_BACK,
     LazyGraph,
@@ -76,9 +77,35 @@ class Timeline:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
 
     def chain_rows(self, tid: int) -> list[tuple[float, ...]]:
-        """The rows of chain task ``tid`` (``chains.chain_rows``)."""
-        assert self.chains is not None
-        return chain_rows(self.graph.tasks[tid].chain[0], self.chains[tid])  # type: ignore[attr-defined]
+        """The rows of chain task ``tid`` (``chains.chain_rows``).
+
+        Raises
+        ------
+        ConfigError
+            ``tid`` is no :class:`~perfmodel.parallel.taskgraph.ChainTask` this timeline
+            scheduled: on a :class:`CoarseTimeline` (what ``predict`` returns for a plan with a
+            coarse analytic graph) the chains are those of the analytic graph, on ``.coarse``
+            (task ids of ``.coarse.graph``); the whole graph it reads times from has none.
+        """
+        chains = self.chains
+        entry = None if chains is None else chains.get(tid)
+        if entry is None:
+            if isinstance(self, CoarseTimeline):
+                where = (
+                    "the gather chains of this CoarseTimeline are those of its analytic graph: "
+                    "timeline.coarse.chain_rows(tid), with task ids of timeline.coarse.graph"
+                )
+            elif not chains:
+                where = f"this {type(self).__name__}'s graph holds no gather chains"
+            else:
+                ids = sorted(chains)
+                where = f"its chain task ids: {ids[:8]}{' ...' if len(ids) > 8 else ''}"
+            raise ConfigError(
+                f"task {tid} is not a gather chain (ChainTask) of this timeline; {where}",
+                value=tid,
+                where="Timeline.chain_rows",
+            )
+        return chain_rows(self.graph.tasks[tid].chain[0], entry)  # type: ignore[attr-defined]
 
 
 class _WholeOnRead(Timeline):

@@ -191,3 +191,30 @@ def test_gpt3_fsdp_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> No
         for g in _graphs(sc, monkeypatch):
             lazy += _assert_lazy_is_eager(g, monkeypatch)
     assert lazy >= 6144  # the gather-bound dp8 tp16 pp8 interleaved plan's chains at least
+
+
+def test_chain_rows_of_no_chain_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Timeline.chain_rows`` of a task id that is no chain raises ``ConfigError`` naming the
+    id (was a bare ``assert``): on the ``CoarseTimeline`` ``predict`` returns for a plan with a
+    coarse analytic graph (its chains are on ``.coarse``, whose rows are read there), on a
+    timeline with chains at another id, and on one without chains."""
+    from perfmodel.errors import ConfigError
+    from perfmodel.sim.engine import CoarseTimeline
+
+    sc = gpt_scenario(model_args=GPT, global_batch=128, software="fsdp", nodes=2, dp=8, tp=2,
+                      pp=1, microbatch=1)  # fmt: skip
+    monkeypatch.setattr(api, "_REPORTS", {})
+    tl = predict(sc, baseline=False).timeline
+    assert isinstance(tl, CoarseTimeline) and tl.coarse.chains
+    tid = min(tl.coarse.chains)
+    assert tl.coarse.chain_rows(tid)  # where the chains are
+    with pytest.raises(ConfigError, match=rf"task {tid} .*timeline\.coarse\.chain_rows") as err:
+        tl.chain_rows(tid)
+    assert err.value.value == tid
+    not_chain = next(t.tid for t in tl.coarse.graph.tasks if type(t) is not ChainTask)
+    with pytest.raises(ConfigError, match=rf"task {not_chain} .*chain task ids: \[{tid}, "):
+        tl.coarse.chain_rows(not_chain)
+    b = GraphBuilder()
+    b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    with pytest.raises(ConfigError, match=r"task 0 .*holds no gather chains"):
+        _list_schedule(b.build()).chain_rows(0)
