@@ -304,9 +304,25 @@ def _anchor_end(
     chains: dict[int, ChainEntry],
 ) -> float:
     """The end of dependency ``d`` as ``_list_schedule`` reads it (``-inf``: ``d < 0``, no
-    anchor)."""
+    anchor; else :func:`_dep_end`)."""
     if d < 0:
         return _NONE
+    return _dep_end(d, start, end, tasks, chains)
+
+
+def _dep_end(
+    d: int,
+    start: list[float],
+    end: list[float],
+    tasks: tuple[Task, ...],
+    chains: dict[int, ChainEntry],
+) -> float:
+    """The end dependency ``d >= 0`` stands for, every encoding
+    (``perfmodel.parallel.taskgraph``: a task's end, ``SENT`` its folded send's, ``HEAD``
+    :func:`~perfmodel.parallel.taskgraph.piece_end`'s, ``CHAIN`` a chain's mark). The one
+    decoder by a call (``engine._over``, a chain's anchors); ``engine._list_schedule`` and
+    ``engine._chain_mode`` repeat its cases inline in their hot loops: a new encoding goes in
+    all three (``tests/sim/test_dependency_kinds.py``)."""
     if d < SENT:
         return end[d]
     if d < HEAD:

@@ -42,7 +42,7 @@ from perfmodel.parallel.taskgraph import (
     Task,
     TaskGraph,
 )
-from perfmodel.sim.chains import ChainEntry, _chain, _encoded_end, chain_rows
+from perfmodel.sim.chains import ChainEntry, _chain, _dep_end, _encoded_end, chain_rows
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
     import simpy
@@ -522,6 +522,10 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     for t in tasks:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
+        # every dependency's end: chains._dep_end's cases inline (a call per dependency would
+        # cost ~0.1 us each, ~10^5 per large graph); _chain_mode's loop repeats them. A new
+        # dependency encoding goes in chains._dep_end and both loops:
+        # tests/sim/test_dependency_kinds.py schedules every kind before and after a chain
         for d in t.deps:
             if d < SENT:
                 e = end[d]
@@ -592,6 +596,8 @@ def _chain_mode(
     for t in tasks[i0:]:
         key = (t.device, t.stream)
         s = free_get(key, 0.0)
+        # _list_schedule's dependency loop, the same cases (chains._dep_end's, inline; a new
+        # encoding goes in all three: tests/sim/test_dependency_kinds.py)
         for d in t.deps:
             if d < SENT:
                 e = end[d]
@@ -649,14 +655,8 @@ def _over(
     stream, tp_s = t.over  # type: ignore[misc]
     key = (t.device, stream)
     s = free.get(key, 0.0)
-    for d in t.deps:
-        if d < SENT:
-            x = end[d]
-        elif d < HEAD:
-            d -= SENT
-            x = end[d] + tasks[d].send_s
-        else:
-            x = _encoded_end(d, start, end, tasks, chains)
+    for d in t.deps:  # the one decoder, by a call: a few OverTasks per graph, not the hot loop
+        x = _dep_end(d, start, end, tasks, chains)
         if x > s:
             s = x
     overs[t.tid] = s
