@@ -7,7 +7,8 @@ stack's blocks priced once).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
+from itertools import groupby, pairwise
+from operator import attrgetter
 
 from perfmodel._ints import divisors
 from perfmodel.errors import InfeasiblePlanError
@@ -250,6 +251,10 @@ def block_count(layers: Sequence[LayerCost]) -> int:
 BlockRun = tuple[tuple[LayerCost, ...], tuple[int, ...], int]
 
 
+#: A layer's ``block`` (the unit key of :func:`block_runs`, read in C by ``groupby``).
+_block_of = attrgetter("block")
+
+
 def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     """``layers`` as runs of identical units, in order: a unit is a run of consecutive layers
     with the same ``block`` (as :func:`partition` cuts), and consecutive units whose layers are
@@ -270,11 +275,12 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     runs: list[list[object]] = []
     cur: list[LayerCost] = []
     prev: object = object()
+    source = LayerCost.cost_source
 
     def source_ids(unit: Sequence[LayerCost]) -> tuple[int, ...]:
         if by_source:
-            return tuple(id(la.cost_source()) for la in unit)
-        return tuple(id(la) for la in unit)
+            return tuple(map(id, map(source, unit)))
+        return tuple(map(id, unit))
 
     def add(unit: tuple[LayerCost, ...], key: tuple[int, ...], n: int) -> None:
         if by_source and runs and runs[-1][1] == key:
@@ -290,12 +296,13 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
             add(piece, source_ids(piece), n)
             prev = object()
             continue
-        for la in piece:
-            b = la.block
+        # consecutive layers of one block (groupby compares as ``==``); a unit goes on across
+        # pieces where the next piece starts with the block the last one ended with
+        for b, same in groupby(piece, _block_of):
             if cur and b != prev:
                 add(tuple(cur), source_ids(cur), 1)
                 cur = []
-            cur.append(la)
+            cur += same
             prev = b
     if cur:
         add(tuple(cur), source_ids(cur), 1)

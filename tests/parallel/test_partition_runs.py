@@ -10,15 +10,23 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from perfmodel._ints import divisors
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel import partition as part_mod
-from perfmodel.parallel.partition import _block_costs, _unit_runs, _unit_spans, partition
+from perfmodel.parallel.partition import (
+    _block_costs,
+    _unit_runs,
+    _unit_spans,
+    block_runs,
+    layer_pieces,
+    partition,
+)
 from perfmodel.workload import build_model
-from perfmodel.workload.layers import Workload
+from perfmodel.workload.layers import LayerCost, Workload
 
 
 def _reference(
@@ -132,3 +140,50 @@ def test_equal_blocks_cut_as_ranges_golden() -> None:
     parts = partition(wl, 4, _costs(wl))
     assert [(p[0], p[-1] + 1) for p in parts] == [(0, 42), (42, 81), (81, 120), (120, 162)]
     assert all(p == list(range(p[0], p[-1] + 1)) for p in parts)
+
+
+def _block_runs_reference(layers: Sequence[LayerCost], by_source: bool) -> list[object]:
+    """``block_runs`` of main f05dc9f, layer by layer."""
+    runs: list[list[object]] = []
+    cur: list[LayerCost] = []
+    prev: object = object()
+
+    def ids(unit: Sequence[LayerCost]) -> tuple[int, ...]:
+        return tuple(id(la.cost_source() if by_source else la) for la in unit)
+
+    def add(unit: tuple[LayerCost, ...], key: tuple[int, ...], n: int) -> None:
+        if by_source and runs and runs[-1][1] == key:
+            runs[-1][2] += n  # type: ignore[operator]
+        else:
+            runs.append([unit, key, n])
+
+    for piece, n in layer_pieces(layers, by_source):
+        if n > 1:
+            if cur:
+                add(tuple(cur), ids(cur), 1)
+                cur = []
+            add(piece, ids(piece), n)
+            prev = object()
+            continue
+        for la in piece:
+            if cur and la.block != prev:
+                add(tuple(cur), ids(cur), 1)
+                cur = []
+            cur.append(la)
+            prev = la.block
+    if cur:
+        add(tuple(cur), ids(cur), 1)
+    return [tuple(r) for r in runs]
+
+
+@pytest.mark.parametrize("by_source", [False, True])
+def test_block_runs_same_runs_as_layer_by_layer(by_source: bool) -> None:
+    """Whole models and slices cut anywhere (partial copies at both ends, head and tail)."""
+    costs = SimpleNamespace(prices_by_cost_key=by_source)
+    for wl in _models():
+        n = len(wl.layers)
+        cuts = [(0, n), (0, 5), (2, 40), (3, 16), (16, 29), (20, n), (45, 150), (n - 4, n)]
+        for lo, hi in cuts:
+            layers = wl.layers[lo:hi]
+            got = [tuple(r) for r in block_runs(layers, costs)]  # type: ignore[arg-type]
+            assert got == _block_runs_reference(layers, by_source), (lo, hi)
