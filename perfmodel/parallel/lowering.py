@@ -745,12 +745,14 @@ def _segment_sums(
     for r, (unit, _, n) in enumerate(runs):
         uf = ubi = ubw = urc = urs = 0.0
         uact = uflop = 0.0
-        udp = 0
+        udp = uexpert = 0  # integers: exact in any order (expert_params' sum, inline)
         ufwd: list[tuple[CollectiveOp, float, str]] = []
         ubwd: list[tuple[CollectiveOp, float, str]] = []
         for j, layer in enumerate(unit):
             if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
                 udp += layer.params
+            if layer.expert_role is ExpertRole.EXPERT:
+                uexpert += layer.params
             lf, lbi, lbw = costs.layer_time(layer)
             rs = lf if _tp_reduce_scattered(layer) else 0.0
             if n == 1:  # layer by layer into the totals, as before
@@ -783,7 +785,7 @@ def _segment_sums(
             act += n * uact
             flop += n * uflop
         dp_params += n * udp
-        expert += n * expert_params(unit)
+        expert += n * uexpert
         _add_points(fwd, ufwd, n)
         _add_points(bwd, ubwd, n)
     out = memo[key] = (

@@ -7,6 +7,8 @@ stack's blocks priced once).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby, pairwise
+from operator import attrgetter
 
 from perfmodel._ints import divisors
 from perfmodel.errors import InfeasiblePlanError
@@ -22,29 +24,38 @@ def _unit_spans(layers: Sequence[LayerCost]) -> list[tuple[int, int, bool]]:
     """Runs of consecutive layers with the same ``block`` as ``(start, end, has a block)``
     index ranges; a stack's whole copies (:func:`layer_pieces`) are one unit each, read from the
     stack's template (no copy is made)."""
-    spans: list[tuple[int, int, bool]] = []
+    return [
+        (a + j * p, a + (j + 1) * p, has) for a, p, n, has in _unit_runs(layers) for j in range(n)
+    ]
+
+
+def _unit_runs(layers: Sequence[LayerCost]) -> list[tuple[int, int, int, bool]]:
+    """:func:`_unit_spans` as runs ``(start, layers per unit, units, has a block)``: a stack's
+    ``n`` whole copies of a ``p``-layer block (:func:`layer_pieces`) are one run of ``n`` units
+    from ``start``, every other unit a run of one."""
+    runs: list[tuple[int, int, int, bool]] = []
     i = 0
     start = 0
     prev: object = object()
     for piece, n in layer_pieces(layers):
         if n > 1:
             if i > start:
-                spans.append((start, i, prev is not None))
+                runs.append((start, i - start, 1, prev is not None))
             p = len(piece)
-            spans += [(i + j * p, i + (j + 1) * p, True) for j in range(n)]
+            runs.append((i, p, n, True))
             i += n * p
             start, prev = i, object()
             continue
         for la in piece:
             b = la.block
             if i > start and b != prev:
-                spans.append((start, i, prev is not None))
+                runs.append((start, i - start, 1, prev is not None))
                 start = i
             prev = b
             i += 1
     if i > start:
-        spans.append((start, i, prev is not None))
-    return spans
+        runs.append((start, i - start, 1, prev is not None))
+    return runs
 
 
 def unit_ids(layers: Sequence[LayerCost]) -> list[list[int]]:
@@ -83,13 +94,10 @@ def partition(
     InfeasiblePlanError
         If ``k`` exceeds the blocks, or does not divide equal blocks; the message lists what fits.
     """
-    spans = _unit_spans(workload.layers)
-    units = [list(range(a, b)) for a, b, _ in spans]
-    in_block = [has for _, _, has in spans]
+    runs = _unit_runs(workload.layers)
     if k == 1:
         return [list(range(len(workload.layers)))]
-    blocks = [u for u, has in zip(units, in_block, strict=True) if has]
-    nb = len(blocks)
+    nb = sum(n for _, _, n, has in runs if has)
     if k > nb:
         raise InfeasiblePlanError(
             f"{where}: {k} pipeline chunks but model {workload.name} has only {nb} blocks to "
@@ -97,31 +105,23 @@ def partition(
             value=k,
             where=where,
         )
-    block_costs = [round(sum(unit_cost[a:b]), 12) for a, b, has in spans if has]
+    block_costs = _block_costs(runs, unit_cost)
     uniform = len(set(block_costs)) == 1 and nb > 1
     if uniform and not (allow_uneven and nb % k):
         per_stage = _uneven_ends(nb, k)
-        if per_stage is not None:
-            return _cut(units, in_block, per_stage)
-        if nb % k:
-            fits = divisors(nb)
-            raise InfeasiblePlanError(
-                f"{where}: {k} pipeline chunks do not divide the {nb} layers of "
-                f"{workload.name}; chunk counts that divide: {fits}",
-                value=k,
-                where=where,
-            )
-        per = nb // k
-        out: list[list[int]] = [[] for _ in range(k)]
-        seen = 0
-        for u, has in zip(units, in_block, strict=True):
-            if not has:
-                # embedding-like layers join the neighbouring chunk (first, or the previous block's)
-                out[0 if seen == 0 else (seen - 1) // per].extend(u)
-            else:
-                out[seen // per].extend(u)
-                seen += 1
-        return out
+        if per_stage is None:
+            if nb % k:
+                fits = divisors(nb)
+                raise InfeasiblePlanError(
+                    f"{where}: {k} pipeline chunks do not divide the {nb} layers of "
+                    f"{workload.name}; chunk counts that divide: {fits}",
+                    value=k,
+                    where=where,
+                )
+            per_stage = [nb // k] * k
+        return _cut_runs(runs, per_stage, len(workload.layers))
+    spans = _unit_spans(workload.layers)
+    units = [list(range(a, b)) for a, b, _ in spans]
     # balanced contiguous partition over units (binary search on the bottleneck)
     costs = [sum(unit_cost[i] for i in u) for u in units]
 
@@ -179,19 +179,54 @@ def _uneven_ends(nb: int, k: int) -> list[int] | None:
     return [per - 1] + [per] * (k - 2) + [per - 1]
 
 
-def _cut(units: list[list[int]], in_block: list[bool], per_stage: list[int]) -> list[list[int]]:
-    """Chunks of ``per_stage[i]`` blocks each; block-less units (``in_block`` false) join the
-    neighbouring chunk (the first, or the previous block's), as in :func:`partition`."""
-    owner: list[int] = [c for c, n in enumerate(per_stage) for _ in range(n)]
-    out: list[list[int]] = [[] for _ in per_stage]
-    seen = 0
-    for u, has in zip(units, in_block, strict=True):
+def _block_costs(runs: list[tuple[int, int, int, bool]], unit_cost: Sequence[float]) -> list[float]:
+    """``round(sum(unit_cost[a:b]), 12)`` of every block unit ``a:b`` of :func:`_unit_runs`'s
+    ``runs``, in order; a run of ``n`` copies whose ``n`` slices of ``unit_cost`` are the first
+    copy's floats (compared: a cost list that prices copies apart is summed copy by copy) is
+    summed once and its value repeated.
+
+    Exact: equal floats in the same order make the same left-to-right sum (``sum`` adds in
+    order from ``0``) and the same ``round``, so each repeated value is what the copy's own
+    sum gives, bit for bit (issue 27: 96 sums of GPT-3's identical blocks, ~75 us a plan)."""
+    costs = unit_cost if isinstance(unit_cost, list) else list(unit_cost)
+    out: list[float] = []
+    for a, p, n, has in runs:
         if not has:
-            out[0 if seen == 0 else owner[seen - 1]].extend(u)
+            continue
+        first = costs[a : a + p]
+        value = round(sum(first), 12)
+        # a NaN is not repeated: each copy's own NaN keeps ``partition``'s set of costs
+        if n > 1 and value == value and costs[a : a + n * p] == first * n:
+            out += [value] * n
         else:
-            out[owner[seen]].extend(u)
-            seen += 1
+            out += [round(sum(costs[a + j * p : a + (j + 1) * p]), 12) for j in range(n)]
     return out
+
+
+def _cut_runs(
+    runs: list[tuple[int, int, int, bool]], per_stage: list[int], n_layers: int
+) -> list[list[int]]:
+    """The layers of :func:`_unit_runs`'s ``runs`` in chunks of ``per_stage[i]`` blocks (each
+    at least one) in order; block-less units join the neighbouring chunk (the first, or the
+    previous block's).
+
+    Each unit goes in order to a chunk that never decreases (a block to its own, a
+    block-less unit to the first chunk before any block, else to the previous block's), so
+    chunk ``c`` is the consecutive layers from where its first block starts (``0`` for the
+    first chunk: the block-less units before it join it) up to where chunk ``c + 1``'s first
+    block starts (the last chunk: to the last layer); made as ranges, not unit by unit
+    (issue 27: ~0.1 ms of a GPT-3 175B plan's ~1,158 layers)."""
+    starts: list[int] = []  # each block's first layer
+    for a, p, n, has in runs:
+        if has:
+            starts += range(a, a + n * p, p)
+    bounds = [0]
+    seen = 0
+    for m in per_stage[:-1]:
+        seen += m
+        bounds.append(starts[seen])
+    bounds.append(n_layers)
+    return [list(range(lo, hi)) for lo, hi in pairwise(bounds)]
 
 
 def _units_in(part: list[int], units: list[list[int]]) -> list[list[int]]:
@@ -216,6 +251,10 @@ def block_count(layers: Sequence[LayerCost]) -> int:
 BlockRun = tuple[tuple[LayerCost, ...], tuple[int, ...], int]
 
 
+#: A layer's ``block`` (the unit key of :func:`block_runs`, read in C by ``groupby``).
+_block_of = attrgetter("block")
+
+
 def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     """``layers`` as runs of identical units, in order: a unit is a run of consecutive layers
     with the same ``block`` (as :func:`partition` cuts), and consecutive units whose layers are
@@ -236,11 +275,12 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     runs: list[list[object]] = []
     cur: list[LayerCost] = []
     prev: object = object()
+    source = LayerCost.cost_source
 
     def source_ids(unit: Sequence[LayerCost]) -> tuple[int, ...]:
         if by_source:
-            return tuple(id(la.cost_source()) for la in unit)
-        return tuple(id(la) for la in unit)
+            return tuple(map(id, map(source, unit)))
+        return tuple(map(id, unit))
 
     def add(unit: tuple[LayerCost, ...], key: tuple[int, ...], n: int) -> None:
         if by_source and runs and runs[-1][1] == key:
@@ -256,12 +296,13 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
             add(piece, source_ids(piece), n)
             prev = object()
             continue
-        for la in piece:
-            b = la.block
+        # consecutive layers of one block (groupby compares as ``==``); a unit goes on across
+        # pieces where the next piece starts with the block the last one ended with
+        for b, same in groupby(piece, _block_of):
             if cur and b != prev:
                 add(tuple(cur), source_ids(cur), 1)
                 cur = []
-            cur.append(la)
+            cur += same
             prev = b
     if cur:
         add(tuple(cur), source_ids(cur), 1)
