@@ -21,6 +21,7 @@ from perfmodel.comm.nodes import all_gpus, check_group
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.hop_routes import templated_factor
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -459,6 +460,10 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     whose ring routes might pass a third server (:func:`_routes_map_onto`) are analysed
     directly. Factors of the ring path are also kept by a name-free shape
     (:func:`_route_shape`), which merges images that do not keep the servers' name order.
+    A new such shape whose every ring hop joins two servers is counted on the groups
+    themselves, one route per hop kind
+    (:func:`~perfmodel.parallel.hop_routes.templated_factor`: the groups' own factor, bit for
+    bit, where every hop is under the third-server bound, as the shape memo asks).
     """
     if _uses_nic_sets(topology, groups):
         shape = _nic_shape(topology, groups)
@@ -472,6 +477,11 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
         hit = _ROUTE_FACTORS.entries.get((topology, named))
         if hit is not None:
             return hit
+        # a new shape: the groups' own factor off one route per hop kind (issue 27), kept by
+        # shape as the canonical image's below (every hop under the third-server bound)
+        templated = templated_factor(topology, groups) if TEMPLATED_HOPS else None
+        if templated is not None:
+            return _ROUTE_FACTORS.get((topology, named), lambda: templated)
     canon = _canonical_groups(topology, groups)
     if canon is not None and _routes_map_onto(topology, canon):
         factor = _ring_sharing_factor(topology, canon)
@@ -480,6 +490,10 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
         return factor
     return _ring_sharing_factor(topology, groups)
 
+
+#: Whether :func:`ring_sharing_factor` counts a new shape's links off route templates
+#: (:func:`~perfmodel.parallel.hop_routes.templated_factor`); the tests compare both.
+TEMPLATED_HOPS = True
 
 #: Ring-path sharing factors by name-free shape (:func:`_route_shape`).
 _ROUTE_FACTORS: BoundedMemo[tuple[Any, ...], float] = BoundedMemo(4096)
