@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel._memo import BoundedMemo
@@ -642,8 +642,9 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     """What :func:`_nic_sharing_factor` reads of ``groups``, without a name: the classes of
     interchangeable servers (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`) of the
     groups' servers in order of first appearance, each member's server as its index in that
-    order, and each member's local id; ``None`` where a server is in no class (or a name is
-    in no server).
+    order, and each member's local id (:func:`_flat_shape`: the group sizes and the members'
+    indices and local ids in member order, read in one pass; issue 27); ``None`` where a
+    server is in no class (or a name is in no server).
 
     :func:`_nic_sharing_factor` compares servers for equality only and reads per local id
     the first server's nearest NIC sets and per server its NIC count (equal in a class: the
@@ -657,28 +658,28 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     ids)``: each server then sends one flow per group, whatever the number of servers, so
     the factor of every data-parallel degree of those local ids is one (comment below).
     """
-    sym = server_symmetry(topology)
-    cls = sym.cls
-    got = _servers_and_lids(sym, groups)
+    got = _flat_shape(server_symmetry(topology), groups)
     if got is None:
         return None
-    srvs, lids = got
-    first = srvs[0]
-    if len(first) >= 2 and all(sv == first for sv in srvs) and len(set(first)) == len(first):
+    srv, classes, sizes, indices, lids = got
+    n = sizes[0]
+    first = srv[:n]
+    if (
+        n >= 2
+        and sizes == (n,) * len(sizes)
+        and srv == first * len(sizes)
+        and len(set(first)) == n
+        and classes == (classes[0],) * n
+    ):
         # parallel rings (the data-parallel groups of one stage): every group one GPU on each
         # of the same servers in the same order, one local id per group, one class. Every hop
         # leaves its server, so each server sends one flow per group from the NIC set of the
         # group's local id: the same counts per server for any number of servers (two or
         # more), hence one factor per (class, local ids) for dp 16, 32 and 64.
-        c = cls.get(first[0])
-        if (
-            c is not None
-            and all(cls.get(srv) == c for srv in first)
-            and all(len(set(ids)) == 1 for ids in lids)
-        ):
-            return ("parallel", c, tuple(ids[0] for ids in lids))
-    indexed = _server_indices(cls, srvs)
-    return None if indexed is None else (*indexed, lids)
+        ids = lids[::n]
+        if lids == tuple(chain.from_iterable(repeat(x, n) for x in ids)):
+            return ("parallel", classes[0], ids)
+    return (classes, sizes, indices, lids)
 
 
 def _nic_counted(
