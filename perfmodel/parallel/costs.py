@@ -572,19 +572,41 @@ def _flat_shape(
     concatenation at the sizes), read in a few C loops over every member instead of two per
     group (issue 27: 32 groups of 2 GPUs cost ~25 us a pipeline stage group by group, ~9 us
     at once)."""
+    reads = _flat_reads(sym, groups)
+    if reads is None:
+        return None
+    srv, lids = reads
+    indexed = _flat_indices(sym, srv)
+    if indexed is None:
+        return None
+    return srv, indexed[0], tuple(map(len, groups)), indexed[1], lids
+
+
+def _flat_reads(
+    sym: ServerSymmetry, groups: tuple[tuple[str, ...], ...]
+) -> tuple[list[int], tuple[str, ...]] | None:
+    """Every member's server and local id in member order (:func:`_flat_shape`), or ``None``
+    where a name is in no server's table."""
     server, local_id = sym.server, sym.local_id
     names = tuple(chain.from_iterable(groups))
     try:
-        srv = list(map(server.__getitem__, names))
-        lids = tuple(map(local_id.__getitem__, names))
+        return list(map(server.__getitem__, names)), tuple(map(local_id.__getitem__, names))
     except KeyError:  # a name in no server's table
         return None
+
+
+def _flat_indices(
+    sym: ServerSymmetry, srv: list[int]
+) -> tuple[tuple[Any, ...], tuple[int, ...]] | None:
+    """The classes of the servers ``srv`` in order of first appearance and each entry's
+    server as its index in that order (:func:`_flat_shape`), or ``None`` where a server is in
+    no class."""
     order = dict.fromkeys(srv)
     classes = tuple(map(sym.cls.get, order))
     if None in classes:
         return None
     rank = {s: i for i, s in enumerate(order)}
-    return srv, classes, tuple(map(len, groups)), tuple(map(rank.__getitem__, srv)), lids
+    return classes, tuple(map(rank.__getitem__, srv))
 
 
 def _nested(flat: Sequence[Any], sizes: tuple[int, ...]) -> list[Any]:
@@ -658,28 +680,31 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     ids)``: each server then sends one flow per group, whatever the number of servers, so
     the factor of every data-parallel degree of those local ids is one (comment below).
     """
-    got = _flat_shape(server_symmetry(topology), groups)
-    if got is None:
+    sym = server_symmetry(topology)
+    reads = _flat_reads(sym, groups)
+    if reads is None:
         return None
-    srv, classes, sizes, indices, lids = got
+    srv, lids = reads
+    sizes = tuple(map(len, groups))
     n = sizes[0]
     first = srv[:n]
-    if (
-        n >= 2
-        and sizes == (n,) * len(sizes)
-        and srv == first * len(sizes)
-        and len(set(first)) == n
-        and classes == (classes[0],) * n
-    ):
+    if n >= 2 and sizes == (n,) * len(sizes) and srv == first * len(sizes):
         # parallel rings (the data-parallel groups of one stage): every group one GPU on each
         # of the same servers in the same order, one local id per group, one class. Every hop
         # leaves its server, so each server sends one flow per group from the NIC set of the
         # group's local id: the same counts per server for any number of servers (two or
         # more), hence one factor per (class, local ids) for dp 16, 32 and 64.
+        c = sym.cls.get(first[0])
         ids = lids[::n]
-        if lids == tuple(chain.from_iterable(repeat(x, n) for x in ids)):
-            return ("parallel", classes[0], ids)
-    return (classes, sizes, indices, lids)
+        if (
+            c is not None
+            and len(set(first)) == n
+            and all(sym.cls.get(s) == c for s in first)
+            and lids == tuple(chain.from_iterable(repeat(x, n) for x in ids))
+        ):
+            return ("parallel", c, ids)
+    indexed = _flat_indices(sym, srv)
+    return None if indexed is None else (indexed[0], sizes, indexed[1], lids)
 
 
 def _nic_counted(
