@@ -14,7 +14,7 @@ that route (:func:`hop_template`).
 from __future__ import annotations
 
 from collections import Counter
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from perfmodel._memo import BoundedMemo
@@ -24,8 +24,9 @@ from perfmodel.topology.symmetry import server_symmetry
 
 #: A hop's route as links between roles: ``((role, id), (role, id))`` per link, a role ``0``
 #: (the hop's source server, id a local id), ``1`` (its destination server, id a local id) or
-#: ``-1`` (the fabric, id the node's name), with each link's effective bandwidth (bytes/s).
-Template = tuple[tuple[tuple[tuple[int, str], tuple[int, str]], ...], tuple[float, ...]]
+#: ``-1`` (the fabric, id the node's name), with the link of the route it was read off (its
+#: nodes' names: the same effective bandwidth, :func:`link_bandwidth`).
+Template = tuple[tuple[tuple[tuple[int, str], tuple[int, str]], ...], tuple[tuple[str, str], ...]]
 
 #: :func:`hop_template` by ``(topology, source class, destination class, source local id,
 #: destination local id, whether the source server sorts first (one class) or None)``.
@@ -50,8 +51,8 @@ def hop_template(topology: Topology, src: str, dst: str) -> Template | None:
     search, the route mapped): one canonical route per kind, mapped by a map sending its
     servers to the hop's source and destination and fixing the fabric, so the role form is
     the kind's. The automorphism keeps each link's ``bandwidth_Bps`` and ``efficiency``
-    (:func:`~perfmodel.topology.effective_bandwidth` reads only those), so the template's
-    bandwidths are every hop's.
+    (:func:`~perfmodel.topology.effective_bandwidth` reads only those), so the links of the
+    route the template was read off have every hop's bandwidths, link by link.
     """
     path = route(topology, src, dst)
     if not shorter_than_third_server(topology, src, dst, len(path) - 1):
@@ -68,15 +69,21 @@ def hop_template(topology: Topology, src: str, dst: str) -> Template | None:
         return None if r is None else (r, local_id[node])
 
     links = []
-    bws = []
-    g = topology.graph
-    for u, v in path_edges(path):
+    named = tuple(path_edges(path))
+    for u, v in named:
         ru, rv = role(u), role(v)
         if ru is None or rv is None:  # a third server's node (not under the bound)
             return None
         links.append((ru, rv))
-        bws.append(effective_bandwidth(g, u, v))
-    return tuple(links), tuple(bws)
+    return tuple(links), named
+
+
+@lru_cache(maxsize=65_536)
+def link_bandwidth(topology: Topology, u: str, v: str) -> float:
+    """:func:`~perfmodel.topology.effective_bandwidth` of link ``u -> v`` (bytes/s), kept:
+    :func:`templated_factor` reads group 0's links' bandwidths off the links of the routes
+    its templates were read from."""
+    return effective_bandwidth(topology.graph, u, v)
 
 
 def templated_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> float | None:
@@ -117,12 +124,13 @@ def templated_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) ->
             t = _TEMPLATES.get(kind, partial(hop_template, topology, a, b))
             if t is None:
                 return None
-            links, bws = t
+            links, named = t
             at = {0: sa, 1: sb, -1: -1}
             keyed = [((at[ru], xu), (at[rv], xv)) for (ru, xu), (rv, xv) in links]
             load.update(keyed)
             if k == 0:
-                bandwidth.update(zip(keyed, bws))
+                for e, (u, v) in zip(keyed, named, strict=True):
+                    bandwidth[e] = link_bandwidth(topology, u, v)
     if not main:
         return 1.0
     every.update(main)
