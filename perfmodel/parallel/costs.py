@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel._memo import BoundedMemo
@@ -21,6 +21,7 @@ from perfmodel.comm.nodes import all_gpus, check_group
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.hop_routes import templated_factor
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -459,6 +460,10 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     whose ring routes might pass a third server (:func:`_routes_map_onto`) are analysed
     directly. Factors of the ring path are also kept by a name-free shape
     (:func:`_route_shape`), which merges images that do not keep the servers' name order.
+    A new such shape whose every ring hop joins two servers is counted on the groups
+    themselves, one route per hop kind
+    (:func:`~perfmodel.parallel.hop_routes.templated_factor`: the groups' own factor, bit for
+    bit, where every hop is under the third-server bound, as the shape memo asks).
     """
     if _uses_nic_sets(topology, groups):
         shape = _nic_shape(topology, groups)
@@ -472,6 +477,11 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
         hit = _ROUTE_FACTORS.entries.get((topology, named))
         if hit is not None:
             return hit
+        # a new shape: the groups' own factor off one route per hop kind (issue 27), kept by
+        # shape as the canonical image's below (every hop under the third-server bound)
+        templated = templated_factor(topology, groups) if TEMPLATED_HOPS else None
+        if templated is not None:
+            return _ROUTE_FACTORS.get((topology, named), lambda: templated)
     canon = _canonical_groups(topology, groups)
     if canon is not None and _routes_map_onto(topology, canon):
         factor = _ring_sharing_factor(topology, canon)
@@ -481,16 +491,22 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     return _ring_sharing_factor(topology, groups)
 
 
+#: Whether :func:`ring_sharing_factor` counts a new shape's links off route templates
+#: (:func:`~perfmodel.parallel.hop_routes.templated_factor`); the tests compare both.
+TEMPLATED_HOPS = True
+
 #: Ring-path sharing factors by name-free shape (:func:`_route_shape`).
 _ROUTE_FACTORS: BoundedMemo[tuple[Any, ...], float] = BoundedMemo(4096)
 
 
 def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple[Any, ...] | None:
     """What the ring path of :func:`ring_sharing_factor` reads of ``groups``, without a name:
-    :func:`_nic_shape`'s classes, server indices (in order of first appearance) and local ids,
-    and for every ring hop between two servers of one class whether the hop's first server
-    sorts before its second in name order (``None`` in their place where every such hop's
-    route is mirrored, :func:`_order_free`); ``None`` where a server is in no class.
+    :func:`_nic_shape`'s classes, server indices (in order of first appearance) and local ids
+    (as the group sizes and the members' indices and local ids in member order,
+    :func:`_flat_shape`), and for every ring hop between two servers of one class whether the
+    hop's first server sorts before its second in name order (``None`` in their place where
+    every such hop's route is mirrored, :func:`_order_free`); ``None`` where a server is in no
+    class.
 
     Why groups of one shape have one factor, bit for bit, where their canonical routes are
     shorter than any path through a third server (:func:`_routes_map_onto`, a property of the
@@ -520,30 +536,87 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     sort differently were four shapes).
     """
     sym = server_symmetry(topology)
-    cls, position = sym.cls, sym.position
-    got = _servers_and_lids(sym, groups)
+    got = _flat_shape(sym, groups)
     if got is None:
         return None
-    srvs, lids = got
-    indexed = _server_indices(cls, srvs)
-    if indexed is None:
-        return None
-    classes, indices = indexed
+    srv, classes, sizes, indices, lids = got
     free = _ORDER_FREE.get(
-        (topology, classes, indices, lids), lambda: _order_free(topology, sym, srvs, lids)
+        (topology, classes, sizes, indices, lids),
+        lambda: _order_free(topology, sym, _nested(srv, sizes), _nested(lids, sizes)),
     )
     if free:
-        return (classes, indices, lids, None)
+        return (classes, sizes, indices, lids, None)
     # the hops' name orders, once per distinct server sequence (tensor-parallel siblings on
     # the same servers share one; the indices say which groups have which)
+    cls, position = sym.cls, sym.position
     before = []
-    for sv in dict.fromkeys(map(tuple, srvs)):
+    for sv in dict.fromkeys(map(tuple, _nested(srv, sizes))):
         if len(sv) < 2:
             continue
         for a, b in zip(sv, (*sv[1:], sv[0])):
             if a != b and cls[a] == cls[b]:
                 before.append(position[a] < position[b])
-    return (classes, indices, lids, tuple(before))
+    return (classes, sizes, indices, lids, tuple(before))
+
+
+def _flat_shape(
+    sym: ServerSymmetry, groups: tuple[tuple[str, ...], ...]
+) -> tuple[list[int], tuple[Any, ...], tuple[int, ...], tuple[int, ...], tuple[str, ...]] | None:
+    """:func:`_route_shape`'s reads of ``groups`` over all members at once, in member order
+    (the groups concatenated): each member's server, the classes of the servers in order of
+    first appearance, the group sizes, each member's server as its index in that order and
+    its local id; ``None`` where a name is in no server's table or a server in no class.
+
+    The sizes and the concatenated indices and local ids say exactly what
+    :func:`_servers_and_lids` and :func:`_server_indices` say group by group (cut the
+    concatenation at the sizes), read in a few C loops over every member instead of two per
+    group (issue 27: 32 groups of 2 GPUs cost ~25 us a pipeline stage group by group, ~9 us
+    at once)."""
+    reads = _flat_reads(sym, groups)
+    if reads is None:
+        return None
+    srv, lids = reads
+    indexed = _flat_indices(sym, srv)
+    if indexed is None:
+        return None
+    return srv, indexed[0], tuple(map(len, groups)), indexed[1], lids
+
+
+def _flat_reads(
+    sym: ServerSymmetry, groups: tuple[tuple[str, ...], ...]
+) -> tuple[list[int], tuple[str, ...]] | None:
+    """Every member's server and local id in member order (:func:`_flat_shape`), or ``None``
+    where a name is in no server's table."""
+    server, local_id = sym.server, sym.local_id
+    names = tuple(chain.from_iterable(groups))
+    try:
+        return list(map(server.__getitem__, names)), tuple(map(local_id.__getitem__, names))
+    except KeyError:  # a name in no server's table
+        return None
+
+
+def _flat_indices(
+    sym: ServerSymmetry, srv: list[int]
+) -> tuple[tuple[Any, ...], tuple[int, ...]] | None:
+    """The classes of the servers ``srv`` in order of first appearance and each entry's
+    server as its index in that order (:func:`_flat_shape`), or ``None`` where a server is in
+    no class."""
+    order = dict.fromkeys(srv)
+    classes = tuple(map(sym.cls.get, order))
+    if None in classes:
+        return None
+    rank = {s: i for i, s in enumerate(order)}
+    return classes, tuple(map(rank.__getitem__, srv))
+
+
+def _nested(flat: Sequence[Any], sizes: tuple[int, ...]) -> list[Any]:
+    """``flat`` cut into consecutive pieces of ``sizes`` (:func:`_flat_shape`'s groups)."""
+    out = []
+    i = 0
+    for n in sizes:
+        out.append(flat[i : i + n])
+        i += n
+    return out
 
 
 #: :func:`_order_free` by shape without the name orders (:func:`_route_shape`).
@@ -553,8 +626,8 @@ _ORDER_FREE: BoundedMemo[tuple[Any, ...], bool] = BoundedMemo(4096)
 def _order_free(
     topology: Topology,
     sym: ServerSymmetry,
-    srvs: list[list[int]],
-    lids: tuple[tuple[str, ...], ...],
+    srvs: Sequence[Sequence[int]],
+    lids: Sequence[Sequence[str]],
 ) -> bool:
     """Whether every ring hop between two servers of one class (servers ``srvs``, local ids
     ``lids`` of each group's members) has a mirrored route (:func:`_mirrored`), so that
@@ -591,8 +664,9 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     """What :func:`_nic_sharing_factor` reads of ``groups``, without a name: the classes of
     interchangeable servers (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`) of the
     groups' servers in order of first appearance, each member's server as its index in that
-    order, and each member's local id; ``None`` where a server is in no class (or a name is
-    in no server).
+    order, and each member's local id (:func:`_flat_shape`: the group sizes and the members'
+    indices and local ids in member order, read in one pass; issue 27); ``None`` where a
+    server is in no class (or a name is in no server).
 
     :func:`_nic_sharing_factor` compares servers for equality only and reads per local id
     the first server's nearest NIC sets and per server its NIC count (equal in a class: the
@@ -607,27 +681,30 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     the factor of every data-parallel degree of those local ids is one (comment below).
     """
     sym = server_symmetry(topology)
-    cls = sym.cls
-    got = _servers_and_lids(sym, groups)
-    if got is None:
+    reads = _flat_reads(sym, groups)
+    if reads is None:
         return None
-    srvs, lids = got
-    first = srvs[0]
-    if len(first) >= 2 and all(sv == first for sv in srvs) and len(set(first)) == len(first):
+    srv, lids = reads
+    sizes = tuple(map(len, groups))
+    n = sizes[0]
+    first = srv[:n]
+    if n >= 2 and sizes == (n,) * len(sizes) and srv == first * len(sizes):
         # parallel rings (the data-parallel groups of one stage): every group one GPU on each
         # of the same servers in the same order, one local id per group, one class. Every hop
         # leaves its server, so each server sends one flow per group from the NIC set of the
         # group's local id: the same counts per server for any number of servers (two or
         # more), hence one factor per (class, local ids) for dp 16, 32 and 64.
-        c = cls.get(first[0])
+        c = sym.cls.get(first[0])
+        ids = lids[::n]
         if (
             c is not None
-            and all(cls.get(srv) == c for srv in first)
-            and all(len(set(ids)) == 1 for ids in lids)
+            and len(set(first)) == n
+            and all(sym.cls.get(s) == c for s in first)
+            and lids == tuple(chain.from_iterable(repeat(x, n) for x in ids))
         ):
-            return ("parallel", c, tuple(ids[0] for ids in lids))
-    indexed = _server_indices(cls, srvs)
-    return None if indexed is None else (*indexed, lids)
+            return ("parallel", c, ids)
+    indexed = _flat_indices(sym, srv)
+    return None if indexed is None else (indexed[0], sizes, indexed[1], lids)
 
 
 def _nic_counted(

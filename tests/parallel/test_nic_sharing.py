@@ -4,6 +4,8 @@ and local-id tables; the counts must not change)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from perfmodel.parallel import costs
@@ -165,3 +167,60 @@ def test_parallel_rings_cut_to_two_servers_give_the_whole_factor(name: str) -> N
     shape = costs._nic_shape(topo, mixed)
     assert shape is not None and shape[0] != "parallel"
     assert costs._nic_counted(shape, mixed) is mixed
+
+
+def _per_group_nic_shape(groups: tuple[tuple[str, ...], ...]) -> object:
+    """``_nic_shape`` as it read the groups before issue 27's one-pass read: per-group
+    servers and local ids (the reference the one-pass key must partition alike)."""
+    sym = costs.server_symmetry(TOPO)
+    got = costs._servers_and_lids(sym, groups)
+    if got is None:
+        return None
+    srvs, lids = got
+    first = srvs[0]
+    if len(first) >= 2 and all(sv == first for sv in srvs) and len(set(first)) == len(first):
+        c = sym.cls.get(first[0])
+        if (
+            c is not None
+            and all(sym.cls.get(s) == c for s in first)
+            and all(len(set(ids)) == 1 for ids in lids)
+        ):
+            return ("parallel", c, tuple(ids[0] for ids in lids))
+    indexed = costs._server_indices(sym.cls, srvs)
+    return None if indexed is None else (*indexed, lids)
+
+
+def test_one_pass_shape_partitions_as_the_per_group_reads() -> None:
+    """Parallel rings, translates, mixed local ids, rings of unequal sizes and random GPUs:
+    the one-pass ``_nic_shape`` is ``("parallel", ...)`` exactly where the per-group read was
+    (the same tuple), and two sets share a key exactly where they shared one before."""
+    rng = random.Random(27)
+    sets = [
+        _dp(f, s, n, lids)
+        for f in (0, 3)
+        for s in (1, 2)
+        for n in (16, 40)
+        for lids in ((0, 1, 2, 3), (0, 2), (5,))
+    ]
+    sets += [
+        (_dp(0, 2, 40, (0,))[0], _dp(0, 2, 40, (1,))[0][::-1]),  # other server order
+        (_dp(0, 2, 40, (0,))[0], _dp(0, 2, 30, (1,))[0]),  # unequal sizes
+        tuple((*g[:-1], TOPO.gpus[5]) for g in _dp(0, 2, 40, (0, 1))),  # one member elsewhere
+        # the same servers in the same order, two local ids in each group
+        tuple(tuple(TOPO.gpus[2 * i * GPN + k + i % 2] for i in range(40)) for k in (0, 2)),
+    ]
+    for _ in range(40):
+        n = rng.choice((2, 4, 8))
+        sets.append(tuple(tuple(rng.sample(TOPO.gpus, 80 // n)) for _ in range(n)))
+    new = [costs._nic_shape(TOPO, g) for g in sets]
+    old = [_per_group_nic_shape(g) for g in sets]
+    assert any(o is not None and o[0] == "parallel" for o in old)
+    for a, b, g in zip(new, old, sets, strict=True):
+        assert (a is None) == (b is None), g
+        if b is not None and b[0] == "parallel":
+            assert a == b
+        else:
+            assert a is None or a[0] != "parallel"
+    for i in range(len(sets)):
+        for j in range(len(sets)):
+            assert (new[i] == new[j]) == (old[i] == old[j]), (sets[i], sets[j])

@@ -6,6 +6,8 @@ not mirrored, servers of other classes and servers in no class miss."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from perfmodel.parallel import costs
@@ -73,7 +75,7 @@ def test_other_shapes_miss(monkeypatch: pytest.MonkeyPatch) -> None:
     costs._ORDER_FREE.entries.clear()
     monkeypatch.setattr(costs, "_mirrored", lambda *_: False)
     unmirrored = shape(topo, _groups(topo, SETS[0], 0))
-    assert unmirrored is not None and unmirrored[3] is not None
+    assert unmirrored is not None and unmirrored[-1] is not None
     assert shape(topo, _groups(topo, SETS[3], 0)) != unmirrored  # hops in the other name order
     assert shape(topo, _groups(topo, SETS[4], 0)) != shape(topo, _groups(topo, SETS[5], 0))
     costs._ORDER_FREE.entries.clear()
@@ -81,3 +83,44 @@ def test_other_shapes_miss(monkeypatch: pytest.MonkeyPatch) -> None:
     same_leaf, across = _groups(tree, [(0, 1)], 0), _groups(tree, [(1, 3)], 0)
     assert shape(tree, same_leaf) != shape(tree, across)
     assert shape(tree, _groups(tree, [(2, 0)], 0)) is None  # server 2 is in no class
+
+
+@pytest.mark.parametrize("fabric", ["rail", "fat-tree"])
+def test_flat_shape_says_what_the_per_group_reads_say(fabric: str) -> None:
+    """``_flat_shape`` (issue 27: every member read at once) holds exactly the per-group
+    servers, local ids, classes and server indices (``_servers_and_lids``,
+    ``_server_indices``) cut at its sizes, so two sets of groups have one flat shape if and
+    only if they have one per-group shape; ``None`` where a name is in no server's table or a
+    server in no class, as the per-group reads."""
+    kw: dict[str, object] = {"nodes": 12}
+    if fabric == "fat-tree":
+        kw["fabric_topology"] = "fat-tree"
+    topo = load_system("dgx-a100", **kw)
+    sym = costs.server_symmetry(topo)
+    rng = random.Random(27)
+    seen: dict[object, object] = {}
+    for _ in range(300):
+        n_groups, size = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 3, 4))
+        groups = tuple(tuple(rng.sample(topo.gpus, size)) for _ in range(n_groups))
+        flat = costs._flat_shape(sym, groups)
+        per_group = costs._servers_and_lids(sym, groups)
+        assert per_group is not None
+        srvs, lids = per_group
+        indexed = costs._server_indices(sym.cls, srvs)
+        if indexed is None:
+            assert flat is None
+            continue
+        assert flat is not None
+        srv, classes, sizes, indices, flat_lids = flat
+        assert sizes == tuple(map(len, groups))
+        assert costs._nested(srv, sizes) == srvs
+        assert tuple(costs._nested(flat_lids, sizes)) == lids
+        assert (classes, tuple(costs._nested(indices, sizes))) == indexed
+        # one flat key per per-group key and back
+        key, old = (classes, sizes, indices, flat_lids), (indexed, lids)
+        assert seen.setdefault(key, old) == old
+    assert costs._flat_shape(sym, ((topo.gpus[0], "no-such-gpu"),)) is None
+    if fabric == "fat-tree":  # server 2 is in no class (leaves of 3)
+        server2 = tuple(g for g in topo.gpus if sym.server[g] == 2)[:2]
+        assert costs._flat_shape(sym, (server2,)) is None
+        assert costs._server_indices(sym.cls, [[2, 2]]) is None
