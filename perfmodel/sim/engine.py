@@ -524,19 +524,18 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         s = free_get(key, 0.0)
         # every dependency's end: chains._dep_end's cases inline (a call per dependency cost
         # 20% more here: 1.10-1.13 ms against 0.91-0.93 ms, megatron's 3,105-task dp8 tp16 pp8
-        # GPT-3 graph, 7,436 dependencies); _chain_mode's loop repeats them. A new encoding
-        # goes in chains._dep_end and both loops (tests/sim/test_dependency_kinds.py
-        # schedules every kind before and after a chain)
+        # GPT-3 graph, 7,436 dependencies); _chain_mode's loop repeats them. No chain's mark
+        # is read here: only a task after a chain depends on its marks, and at the first
+        # chain the loop hands over to _chain_mode (a mark would reach _encoded_end, which
+        # decodes it). A new encoding goes in chains._dep_end and both loops
+        # (tests/sim/test_dependency_kinds.py schedules every kind before and after a chain)
         for d in t.deps:
             if d < SENT:
                 e = end[d]
             elif d < HEAD:  # the pipeline send folded into task d - SENT ends send_s after it
                 d -= SENT
                 e = end[d] + tasks[d].send_s
-            elif d >= CHAIN:  # a chain's mark (_encoded_end's first case, without a call)
-                j, d = divmod(d - CHAIN, SENT)
-                e = chains[d][0][j]
-            else:
+            else:  # piece_end (a chain's mark only after a chain: _chain_mode)
                 e = _encoded_end(d, start, end, tasks, chains)
             if e > s:
                 s = e
