@@ -10,7 +10,10 @@ compute and each of its pieces, :func:`~perfmodel.parallel.taskgraph.chain_mark`
 a chain, a plain id of a chain and of an OverTask) from a plain task and from an OverTask, each
 alone on a stream of its own (so it starts exactly at that end), before the first chain and
 after it; the schedule is compared with a reference written here from the encodings'
-definitions (``perfmodel.parallel.taskgraph``), one decoder for every task."""
+definitions (``perfmodel.parallel.taskgraph``): this test's decoder for every dependency and a
+chain's anchors (the schedule's copies: the two loops' inline cases, ``_dep_end`` /
+``_encoded_end``, and a chain's anchors read inline in ``sim.chains._chain`` and ``_anchors``).
+The second chain is anchored on the first's marks or on plain tasks."""
 
 from __future__ import annotations
 
@@ -56,6 +59,28 @@ def _ref_end(d: int, start: list[float], end: list[float], tasks, marks) -> floa
     return end[d]
 
 
+def _ref_chain(t, s, free, start, end, tasks, chains) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """``sim.chains._chain``'s recurrence of chain ``t`` with its anchors decoded here: each
+    anchor (a mark of an earlier chain, a task's end, ...) by :func:`_ref_end`, handed to
+    ``_chain`` as the end of a plain id past the graph's tasks (so the recurrence is
+    ``_chain``'s, the anchors' decoding this test's, not ``chains.py``'s inline copies)."""
+    static, a0, a1 = t.chain
+    marks = {k: v[0] for k, v in chains.items()}
+    ends = list(end)
+    plain = []
+    for a in (a0, a1):
+        if a < 0:  # no anchor
+            plain.append(a)
+        else:
+            plain.append(len(ends))
+            ends.append(_ref_end(a, start, end, tasks, marks))
+    object.__setattr__(t, "chain", (static, *plain))  # the frozen task, restored below
+    try:
+        return sim_chains._chain(t, s, free, start, ends, tasks, chains)  # type: ignore[arg-type]
+    finally:
+        object.__setattr__(t, "chain", (static, a0, a1))
+
+
 def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, float], dict]:  # type: ignore[type-arg]
     """The list schedule with :func:`_ref_end` for every dependency (a chain's recurrence is
     ``sim.chains._chain``'s, an OverTask's ``OverTask``'s docstring): starts, ends, each
@@ -72,7 +97,7 @@ def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, fl
         key = (t.device, t.stream)
         s = max([free.get(key, 0.0), *ends])
         if t.then_s is CHAIN_MARK:
-            s, e = sim_chains._chain(t, s, free, start, end, tasks, chains)  # type: ignore[arg-type]
+            s, e = _ref_chain(t, s, free, start, end, tasks, chains)
         else:
             e = s + t.duration_s
             if type(t) is OverTask:
