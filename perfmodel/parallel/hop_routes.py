@@ -1,9 +1,9 @@
 """Ring-path sharing factors read off route templates per hop kind (issue 27).
 
 :func:`perfmodel.parallel.costs.ring_sharing_factor` of a new shape of concurrent groups
-routed every ring hop of the groups' canonical image (:func:`~perfmodel.parallel.costs.
-_canonical_groups`), checked every route against a path through a third server
-(:func:`~perfmodel.parallel.costs._routes_map_onto`) and counted the links per name: ~0.6 ms
+routed every ring hop of the groups' canonical image
+(:func:`~perfmodel.parallel.costs._canonical_groups`), checked every route against a path
+through a third server (:func:`~perfmodel.parallel.costs._routes_map_onto`) and counted the links per name: ~0.6 ms
 for the 64 hops of the first pipeline stage of a GPT-3 175B dp2 tp32 pp16 plan on 128 DGX A100,
 once per plan. A hop between two servers is one of few kinds (the servers' classes, the two
 local ids, which server sorts first), and every hop of a kind has one route up to the server
@@ -25,7 +25,7 @@ from perfmodel.topology.symmetry import server_symmetry
 #: A hop's route as links between roles: ``((role, id), (role, id))`` per link, a role ``0``
 #: (the hop's source server, id a local id), ``1`` (its destination server, id a local id) or
 #: ``-1`` (the fabric, id the node's name), with the link of the route it was read off (its
-#: nodes' names: the same effective bandwidth, :func:`link_bandwidth`).
+#: nodes' names: the same effective bandwidth, :func:`link_bandwidth_Bps`).
 Template = tuple[tuple[tuple[tuple[int, str], tuple[int, str]], ...], tuple[tuple[str, str], ...]]
 
 #: :func:`hop_template` by ``(topology, source class, destination class, source local id,
@@ -57,8 +57,8 @@ def hop_template(topology: Topology, src: str, dst: str) -> Template | None:
     path = route(topology, src, dst)
     if not shorter_than_third_server(topology, src, dst, len(path) - 1):
         return None
-    server = server_symmetry(topology).server
-    local_id = server_symmetry(topology).local_id
+    sym = server_symmetry(topology)
+    server, local_id = sym.server, sym.local_id
     ends = {server[src]: 0, server[dst]: 1}
 
     def role(node: str) -> tuple[int, str] | None:
@@ -79,7 +79,7 @@ def hop_template(topology: Topology, src: str, dst: str) -> Template | None:
 
 
 @lru_cache(maxsize=65_536)
-def link_bandwidth(topology: Topology, u: str, v: str) -> float:
+def link_bandwidth_Bps(topology: Topology, u: str, v: str) -> float:
     """:func:`~perfmodel.topology.effective_bandwidth` of link ``u -> v`` (bytes/s), kept:
     :func:`templated_factor` reads group 0's links' bandwidths off the links of the routes
     its templates were read from."""
@@ -130,7 +130,7 @@ def templated_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) ->
             load.update(keyed)
             if k == 0:
                 for e, (u, v) in zip(keyed, named, strict=True):
-                    bandwidth[e] = link_bandwidth(topology, u, v)
+                    bandwidth[e] = link_bandwidth_Bps(topology, u, v)
     if not main:
         return 1.0
     every.update(main)
