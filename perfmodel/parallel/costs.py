@@ -479,7 +479,7 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
             return hit
         # a new shape: the groups' own factor off one route per hop kind (issue 27), kept by
         # shape as the canonical image's below (every hop under the third-server bound)
-        templated = templated_factor(topology, groups) if TEMPLATED_HOPS else None
+        templated = templated_factor(topology, groups)
         if templated is not None:
             return _ROUTE_FACTORS.get((topology, named), lambda: templated)
     canon = _canonical_groups(topology, groups)
@@ -490,10 +490,6 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
         return factor
     return _ring_sharing_factor(topology, groups)
 
-
-#: Whether :func:`ring_sharing_factor` counts a new shape's links off route templates
-#: (:func:`~perfmodel.parallel.hop_routes.templated_factor`); the tests compare both.
-TEMPLATED_HOPS = True
 
 #: Ring-path sharing factors by name-free shape (:func:`_route_shape`).
 _ROUTE_FACTORS: BoundedMemo[tuple[Any, ...], float] = BoundedMemo(4096)

@@ -121,8 +121,8 @@ def test_reports_equal_with_the_templates_off(system: str, software: str) -> Non
         m.setattr(costs, "templated_factor", counted)
         on = _reports(system, software)
     assert any(u is not None for u in used)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(costs, "TEMPLATED_HOPS", False)
+    with pytest.MonkeyPatch.context() as m:  # no templates: every new shape routed hop by hop
+        m.setattr(costs, "templated_factor", lambda topo, groups: None)
         off = _reports(system, software)
     _fresh()
     _clear()
