@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any, Protocol
@@ -563,11 +563,11 @@ def _flat_shape(
     first appearance, the group sizes, each member's server as its index in that order and
     its local id; ``None`` where a name is in no server's table or a server in no class.
 
-    The sizes and the concatenated indices and local ids say exactly what
-    :func:`_servers_and_lids` and :func:`_server_indices` say group by group (cut the
-    concatenation at the sizes), read in a few C loops over every member instead of two per
-    group (issue 27: 32 groups of 2 GPUs cost ~25 us a pipeline stage group by group, ~9 us
-    at once)."""
+    The sizes and the concatenated indices and local ids say exactly what the per-group reads
+    said (each group's servers and local ids, then the classes and server indices; kept as
+    the tests' reference, ``tests/parallel/per_group_reads.py``), cut at the sizes, read in a
+    few C loops over every member instead of two per group (issue 27: 32 groups of 2 GPUs
+    cost ~25 us a pipeline stage group by group, ~9 us at once)."""
     reads = _flat_reads(sym, groups)
     if reads is None:
         return None
@@ -660,9 +660,10 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     """What :func:`_nic_sharing_factor` reads of ``groups``, without a name: the classes of
     interchangeable servers (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.cls`) of the
     groups' servers in order of first appearance, each member's server as its index in that
-    order, and each member's local id (:func:`_flat_shape`: the group sizes and the members'
-    indices and local ids in member order, read in one pass; issue 27); ``None`` where a
-    server is in no class (or a name is in no server).
+    order, and each member's local id (the group sizes and the members' indices and local ids
+    in member order, read in one pass by :func:`_flat_reads` and :func:`_flat_indices`, as
+    :func:`_flat_shape` reads them; issue 27); ``None`` where a server is in no class (or a
+    name is in no server).
 
     :func:`_nic_sharing_factor` compares servers for equality only and reads per local id
     the first server's nearest NIC sets and per server its NIC count (equal in a class: the
@@ -723,35 +724,6 @@ def _nic_counted(
     if shape[0] == "parallel":
         return tuple(g[:2] for g in groups)
     return groups
-
-
-def _servers_and_lids(
-    sym: ServerSymmetry, groups: tuple[tuple[str, ...], ...]
-) -> tuple[list[list[int]], tuple[tuple[str, ...], ...]] | None:
-    """Each group's members' servers and local ids (read in C loops off the symmetry's
-    tables), or ``None`` where a name is in no server's table (:func:`_nic_shape`,
-    :func:`_route_shape`)."""
-    server, local_id = sym.server, sym.local_id
-    try:
-        srvs = [list(map(server.__getitem__, g)) for g in groups]
-        lids = tuple(tuple(map(local_id.__getitem__, g)) for g in groups)
-    except KeyError:  # a name in no server's table
-        return None
-    return srvs, lids
-
-
-def _server_indices(
-    cls: Mapping[int, Any], srvs: list[list[int]]
-) -> tuple[tuple[Any, ...], tuple[tuple[int, ...], ...]] | None:
-    """The classes of the groups' servers in order of first appearance and each member's
-    server as its index in that order, or ``None`` where a server is in no class
-    (:func:`_nic_shape`, :func:`_route_shape`)."""
-    order = dict.fromkeys(chain.from_iterable(srvs))
-    classes = tuple(map(cls.get, order))
-    if None in classes:
-        return None
-    rank = {srv: i for i, srv in enumerate(order)}
-    return classes, tuple(tuple(map(rank.__getitem__, sv)) for sv in srvs)
 
 
 def _canonical_groups(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from per_group_reads import server_indices, servers_and_lids
 
 from perfmodel.parallel import costs
 from perfmodel.topology import load_system
@@ -173,7 +174,7 @@ def _per_group_nic_shape(groups: tuple[tuple[str, ...], ...]) -> object:
     """``_nic_shape`` as it read the groups before issue 27's one-pass read: per-group
     servers and local ids (the reference the one-pass key must partition alike)."""
     sym = costs.server_symmetry(TOPO)
-    got = costs._servers_and_lids(sym, groups)
+    got = servers_and_lids(sym, groups)
     if got is None:
         return None
     srvs, lids = got
@@ -186,7 +187,7 @@ def _per_group_nic_shape(groups: tuple[tuple[str, ...], ...]) -> object:
             and all(len(set(ids)) == 1 for ids in lids)
         ):
             return ("parallel", c, tuple(ids[0] for ids in lids))
-    indexed = costs._server_indices(sym.cls, srvs)
+    indexed = server_indices(sym.cls, srvs)
     return None if indexed is None else (*indexed, lids)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from per_group_reads import server_indices, servers_and_lids
 
 from perfmodel.parallel import costs
 from perfmodel.topology import Topology, load_system
@@ -88,8 +89,8 @@ def test_other_shapes_miss(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("fabric", ["rail", "fat-tree"])
 def test_flat_shape_says_what_the_per_group_reads_say(fabric: str) -> None:
     """``_flat_shape`` (issue 27: every member read at once) holds exactly the per-group
-    servers, local ids, classes and server indices (``_servers_and_lids``,
-    ``_server_indices``) cut at its sizes, so two sets of groups have one flat shape if and
+    servers, local ids, classes and server indices (``per_group_reads``' ``servers_and_lids``,
+    ``server_indices``) cut at its sizes, so two sets of groups have one flat shape if and
     only if they have one per-group shape; ``None`` where a name is in no server's table or a
     server in no class, as the per-group reads."""
     kw: dict[str, object] = {"nodes": 12}
@@ -103,10 +104,10 @@ def test_flat_shape_says_what_the_per_group_reads_say(fabric: str) -> None:
         n_groups, size = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 3, 4))
         groups = tuple(tuple(rng.sample(topo.gpus, size)) for _ in range(n_groups))
         flat = costs._flat_shape(sym, groups)
-        per_group = costs._servers_and_lids(sym, groups)
+        per_group = servers_and_lids(sym, groups)
         assert per_group is not None
         srvs, lids = per_group
-        indexed = costs._server_indices(sym.cls, srvs)
+        indexed = server_indices(sym.cls, srvs)
         if indexed is None:
             assert flat is None
             continue
@@ -123,4 +124,4 @@ def test_flat_shape_says_what_the_per_group_reads_say(fabric: str) -> None:
     if fabric == "fat-tree":  # server 2 is in no class (leaves of 3)
         server2 = tuple(g for g in topo.gpus if sym.server[g] == 2)[:2]
         assert costs._flat_shape(sym, (server2,)) is None
-        assert costs._server_indices(sym.cls, [[2, 2]]) is None
+        assert server_indices(sym.cls, [[2, 2]]) is None
