@@ -37,8 +37,10 @@ def _reference(
     where: str = "pp",
     allow_uneven: bool = False,
 ) -> list[list[int]]:
-    """The partition of main f05dc9f, unit by unit (equal-block path and errors only; the
-    balanced path is the same code in both)."""
+    """The partition of main f05dc9f, unit by unit: the block sums one by one here for every
+    cost list, and the equal-block path and errors; where those sums are not all equal,
+    ``partition``'s balanced path (the same code in both) with its block sums replaced by
+    these, so a ``_block_costs`` that repeats a value wrongly cannot steer it."""
     spans = _unit_spans(workload.layers)
     units = [list(range(a, b)) for a, b, _ in spans]
     in_block = [has for _, _, has in spans]
@@ -65,7 +67,9 @@ def _reference(
                 out[owner[seen]].extend(u)
                 seen += 1
         return out
-    return partition(workload, k, unit_cost, where=where, allow_uneven=allow_uneven)
+    with pytest.MonkeyPatch.context() as m:  # these sums, not _block_costs's
+        m.setattr(part_mod, "_block_costs", lambda runs, costs: block_costs)
+        return partition(workload, k, unit_cost, where=where, allow_uneven=allow_uneven)
 
 
 def _models() -> list[Workload]:
