@@ -188,7 +188,8 @@ def _block_costs(runs: list[tuple[int, int, int, bool]], unit_cost: Sequence[flo
     Exact: ``sum`` is a function of the list it reads (on Python >= 3.12 a compensated sum,
     not a plain left-to-right one, but the same result for the same floats in the same
     order), so equal slices give the same sum and the same ``round``, and each repeated value
-    is what the copy's own sum gives, bit for bit (issue 27: 96 sums of GPT-3's identical blocks, ~75 us a plan)."""
+    is what the copy's own sum gives, bit for bit (issue 27: 96 sums of GPT-3's identical
+    blocks, ~75 us a plan)."""
     costs = unit_cost if isinstance(unit_cost, list) else list(unit_cost)
     out: list[float] = []
     for a, p, n, has in runs:
