@@ -4,11 +4,11 @@
 routed every ring hop of the groups' canonical image
 (:func:`~perfmodel.parallel.costs._canonical_groups`), checked every route against a path
 through a third server (:func:`~perfmodel.parallel.costs._routes_map_onto`) and counted the
-links per name: ~0.6 ms for the 64 hops of the first pipeline stage of a GPT-3 175B dp2 tp32 pp16 plan on 128 DGX A100,
-once per plan. A hop between two servers is one of few kinds (the servers' classes, the two
-local ids, which server sorts first), and every hop of a kind has one route up to the server
-exchange, so :func:`templated_factor` routes one hop per kind and counts the others' links off
-that route (:func:`hop_template`).
+links per name: ~0.6 ms for the 64 hops of the first pipeline stage of a GPT-3 175B dp2 tp32
+pp16 plan on 128 DGX A100, once per plan. A hop between two servers is one of few kinds (the
+servers' classes, the two local ids, which server sorts first), and every hop of a kind has
+one route up to the server exchange, so :func:`templated_factor` routes one hop per kind and
+counts the others' links off that route (:func:`hop_template`).
 """
 
 from __future__ import annotations
