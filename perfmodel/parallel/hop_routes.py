@@ -100,6 +100,22 @@ def templated_factor(topology: Topology, groups: tuple[tuple[str, ...], ...]) ->
     and each link's bandwidth is its own. The factor's two minima (of ``bandwidth / load``
     over group 0's links) take the same floats in another order, and a minimum of floats does
     not depend on the order: the same ``max(1, alone / shared)``.
+
+    The kind's last field (whether the source server sorts first, for one class) is
+    defensive: no system is known where it changes a factor. Under the third-server bound a
+    route is a source-server part, a fabric part and a destination-server part (a path that
+    left a server and came back is as long as one through a third server), so the search's
+    name comparisons between two candidates are within one server, between a server and the
+    fabric, or within the fabric; the server exchange keeps all of these for servers of one
+    class (a class keeps the servers' name order against the fabric's nodes), so the route
+    of either name order is the image of the other's: every catalogue system's GPU
+    local-id pairs are mirrored (``tests/parallel/test_hop_routes.py``, 4 servers, rails and
+    fat tree). A synthetic cluster whose fabric names sort between two servers' names
+    routes the two orders differently, but those servers are then in no common class. The bit is kept because that argument rests on
+    the search's present tie-breaks (fewest hops, widest, lowest latency, smallest names,
+    :mod:`perfmodel.topology.routing`), which ``_route_shape`` does not assume either (it
+    tests :meth:`~perfmodel.topology.symmetry.ServerSymmetry.mirrored`); it costs one more
+    template where a ring's hops run both ways between two servers of a class.
     """
     sym = server_symmetry(topology)
     server, local_id, cls, position = sym.server, sym.local_id, sym.cls, sym.position

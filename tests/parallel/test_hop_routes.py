@@ -7,14 +7,19 @@ server or a route is not under the third-server bound."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
+from functools import partial
 from typing import Any
 
 import pytest
 
 from perfmodel.api import predict
+from perfmodel.errors import PerfModelError
 from perfmodel.parallel import costs, hop_routes
-from perfmodel.topology import Topology, load_system
+from perfmodel.topology import Topology, load_system, route
+from perfmodel.topology.builders import list_systems
+from perfmodel.topology.symmetry import server_symmetry
 from tests.parallel.test_concurrent_key import PLANS, _fresh, _sc
 
 SYSTEMS = [
@@ -128,3 +133,26 @@ def test_reports_equal_with_the_templates_off(system: str, software: str) -> Non
     _clear()
     for a, b in zip(on, off, strict=True):
         assert a == b
+
+
+def test_catalogue_routes_are_mirrored() -> None:
+    """Why the kinds' name-order bit is defensive (``templated_factor``'s docstring): on every
+    catalogue system (4 servers, and a fat tree where it builds one) the route between any
+    two GPU local ids of two servers of one class is the exchanged image of the reverse-order
+    route, so both name orders read one template's image."""
+    pairs = 0
+    for name in list_systems():
+        for kw in ({}, {"fabric_topology": "fat-tree"}):
+            try:
+                topo = load_system(name, nodes=4, **kw)
+            except PerfModelError:  # no fat tree for this system
+                continue
+            sym = server_symmetry(topo)
+            for c, servers in sym.ordered.items():
+                if len(servers) < 2:
+                    continue
+                lids = [sym.local_id[g] for g in topo.gpus if sym.server[g] == servers[0]]
+                for la, lb in itertools.product(lids, lids):
+                    pairs += 1
+                    assert sym.mirrored(c, la, lb, partial(route, topo)), (name, kw)
+    assert pairs > 1000
