@@ -19,7 +19,7 @@ from perfmodel.parallel.host_lead import issue_times
 from perfmodel.parallel.lowering import _segment_sums, build_chunk
 from perfmodel.parallel.plan import ParallelismPlan, Recompute
 from perfmodel.workload import build_model
-from perfmodel.workload.layers import LayerCost, LayerKind, StackedLayers, Workload
+from perfmodel.workload.layers import ExpertRole, LayerCost, LayerKind, StackedLayers, Workload
 
 _ARGS = {"hidden": 256, "layers": 12, "heads": 8, "seq_len": 128, "vocab": 1000}
 
@@ -154,3 +154,23 @@ def test_memos_miss_for_another_count_of_the_same_block() -> None:
         pytest.approx(0.8),
         pytest.approx(3 * 0.8),
     ]
+
+
+def test_routed_expert_parameters_of_a_stack_count_every_copy() -> None:
+    """A stacked block with a routed-expert layer (``ExpertRole.EXPERT``, 5 parameters of its
+    11): ``_segment_sums`` of the block and 3 copies counts 4 x 5 = 20 routed-expert parameters
+    (index 8) and 4 x 11 = 44 in all (index 4), as the same layers summed one by one; the run of
+    copies is summed once and multiplied (``expert += n * uexpert``)."""
+    template = (
+        LayerCost("layer1.a", LayerKind.LINEAR, 0.1, 0.1, 0.1, 6, 1.0, 1.0, 1.0, (2,), block=1),
+        replace(
+            LayerCost("layer1.e", LayerKind.LINEAR, 0.7, 0.7, 0.7, 5, 1.0, 1.0, 1.0, (2,), block=1),
+            expert_role=ExpertRole.EXPERT,
+        ),
+    )
+    stacked = StackedLayers.of(template, template, 3, (), first=2, strip=7, block0=2)
+    costs = _ByKey()
+    fast = _segment_sums(stacked, costs, False, None, {})  # type: ignore[arg-type]
+    slow = _segment_sums(tuple(replace(la) for la in stacked), costs, False, None, {})  # type: ignore[arg-type]
+    assert (fast[4], fast[8]) == (44, 20)
+    assert (slow[4], slow[8]) == (44, 20)
