@@ -193,11 +193,11 @@ def test_shifted_chunk_refused_where_a_tp_time_differs(monkeypatch: pytest.Monke
     assert [s.fwd_s for s in same.segments] == [s.fwd_s for s in first.segments]
 
 
-def test_a_chunk_at_another_block_offset_is_built_anew(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``_chunk_key`` holds the offset of a chunk's first id in the block: a chunk of the same
-    length one id further (another offset: its segments start at other layers of the block)
-    is not read off the memo's chunk but built, equal to the one built with a fresh memo; a
-    whole block further it is read off (the same key)."""
+def _chunk_calls(
+    monkeypatch: pytest.MonkeyPatch, case: str
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The arguments of every ``build_chunk`` call of ``CASES[case]``'s step, lowered with
+    empty chunk memos (each chunk built, none read off another plan's)."""
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     build = lowering.build_chunk
 
@@ -205,14 +205,25 @@ def test_a_chunk_at_another_block_offset_is_built_anew(monkeypatch: pytest.Monke
         calls.append((a, kw))
         return build(*a, **kw)
 
-    sc = Scenario.from_dict({**BASE, **CASES["fsdp-tp2-pp4"]})
+    sc = Scenario.from_dict({**BASE, **CASES[case]})
     with monkeypatch.context() as m:
         m.setattr(shortcuts, "build_chunk", record)
         m.setattr(shortcuts, "_SHARED_CHUNKS", {})
         m.setattr(lowering, "_CHUNKS", {})
         m.setattr(api, "_REPORTS", {})
         build_step(sc, resolve(sc))
-    (wl, ids, *rest), kw = calls[1]  # a middle stage's chunk, inside the stack's copies
+    return calls
+
+
+def test_a_chunk_at_another_block_offset_is_built_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_chunk_key`` holds the offset of a chunk's first id in the block: a chunk of the same
+    length one id further (another offset: its segments start at other layers of the block)
+    is not read off the memo's chunk but built, equal to the one built with a fresh memo; a
+    whole block further it is read off (the same key)."""
+    build = lowering.build_chunk
+    (wl, ids, *rest), kw = _chunk_calls(monkeypatch, "fsdp-tp2-pp4")[
+        1
+    ]  # a middle stage's chunk, inside the stack's copies
     copies = lowering._StackCopies.of(wl.layers)
     assert copies is not None and copies.start < ids[0] and ids[-1] + copies.p < copies.end
     read = [0]
@@ -246,21 +257,8 @@ def test_a_segment_crossing_the_copies_end_is_priced_itself(
     ``ln1``, so only the shape's upper bound (``ids[-1] < c_end`` in :func:`build_chunk`)
     keeps the crossing segment from taking their numbers: the chunk equals the one built
     without the shape memo."""
-    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     build = lowering.build_chunk
-
-    def record(*a: Any, **kw: Any) -> Any:
-        calls.append((a, kw))
-        return build(*a, **kw)
-
-    sc = Scenario.from_dict({**BASE, **CASES["ddp"]})
-    with monkeypatch.context() as m:
-        m.setattr(shortcuts, "build_chunk", record)
-        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-        m.setattr(lowering, "_CHUNKS", {})
-        m.setattr(api, "_REPORTS", {})
-        build_step(sc, resolve(sc))
-    (wl, _, *rest), kw = calls[0]
+    (wl, _, *rest), kw = _chunk_calls(monkeypatch, "ddp")[0]
     copies = lowering._StackCopies.of(wl.layers)
     assert copies is not None and wl.layers[copies.end].name == "final_ln"
     ids = range(0, copies.end + 1)  # up to the final norm
