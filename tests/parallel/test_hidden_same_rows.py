@@ -117,6 +117,13 @@ def test_a_stage_pricing_a_row_otherwise_is_walked(monkeypatch: pytest.MonkeyPat
         return 1.5 * t if s == 2 else t
 
     monkeypatch.setattr(PipelineLowering, "dp_time", slower)
+    _stage_2_walked(sc, monkeypatch)
+
+
+def _stage_2_walked(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``sc``'s reports with and without ``SAME_ROWS`` once stage 2 prices otherwise (the
+    caller patched ``dp_time``): some chunk read off an earlier one is not summarised alike
+    and stage 2 keeps its own summary, the summaries and reports equal either way."""
     on, ops_on, same_on = _run(sc, monkeypatch, True)
     off, ops_off, _ = _run(sc, monkeypatch, False)
     assert False in same_on and True in same_on, same_on
@@ -124,6 +131,7 @@ def test_a_stage_pricing_a_row_otherwise_is_walked(monkeypatch: pytest.MonkeyPat
     by_stage = {s: out for s, final, out in ops_on if final}
     assert by_stage[2] != by_stage[3]  # the slower stage's own summary, not the earlier one's
     assert on.to_dict() == off.to_dict()
+    return on, off
 
 
 def test_a_stage_pricing_one_bucket_size_otherwise_is_walked(
@@ -154,11 +162,5 @@ def test_a_stage_pricing_one_bucket_size_otherwise_is_walked(
         return 1.5 * t if s == 2 and nbytes == big else t
 
     monkeypatch.setattr(PipelineLowering, "dp_time", slower)
-    on, ops_on, same_on = _run(sc, monkeypatch, True)
-    off, ops_off, _ = _run(sc, monkeypatch, False)
-    assert False in same_on and True in same_on, same_on
-    assert ops_on == ops_off
-    by_stage = {s: out for s, final, out in ops_on if final}
-    assert by_stage[2] != by_stage[3]  # the slower stage's own summary, not the earlier one's
-    assert on.to_dict() == off.to_dict()
+    on, off = _stage_2_walked(sc, monkeypatch)
     assert on.timeline.graph.tasks == off.timeline.graph.tasks
