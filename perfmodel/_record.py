@@ -2,14 +2,16 @@
 
 A record whose JSON form is its fields in declaration order (an enum as its value, a tuple as a
 list, a mapping as a plain dict) says so by inheriting :class:`FlatRecord`, instead of listing its
-fields a second time in a ``to_dict``. Reading back stays with each record: what a field must be
-(and the error naming it) differs per file format.
+fields a second time in a ``to_dict``. A record whose keys are its attribute names but not exactly
+its fields (a derived property among them, or a field left out) names them once, in a tuple, to
+:func:`record_dict`. Reading back stays with each record: what a field must be (and the error
+naming it) differs per file format.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -25,8 +27,18 @@ def flat_value(value: Any) -> Any:
     return value
 
 
+def record_dict(record: object, names: Iterable[str]) -> dict[str, Any]:
+    """``{name: flat_value(record.name)}`` for each of ``names``, in their order.
+
+    >>> from fractions import Fraction
+    >>> record_dict(Fraction(3, 4), ("numerator", "denominator"))
+    {'numerator': 3, 'denominator': 4}
+    """
+    return {name: flat_value(getattr(record, name)) for name in names}
+
+
 class FlatRecord:
     """Mixin of a dataclass whose :meth:`to_dict` is its fields, in order, by :func:`flat_value`."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: flat_value(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        return record_dict(self, (f.name for f in fields(self)))  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """perfmodel._record: a flat record's JSON form is its fields in order (enum -> value, tuple ->
-list, mapping -> dict); the calibration profile's device and fit records keep their file form."""
+list, mapping -> dict); the calibration profile's device and fit records keep their file form;
+record_dict's records (validation row, statistical efficiency, time-to-accuracy point) keep theirs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from perfmodel._record import FlatRecord, flat_value
+from perfmodel._record import FlatRecord, flat_value, record_dict
 from perfmodel.calibration.profile import DeviceInfo, DeviceKind, FitSummary
+from perfmodel.calibration.validate import ValidationRow
+from perfmodel.search.tta import StatisticalEfficiency, TTAPoint
 
 
 class _Colour(enum.Enum):
@@ -63,3 +66,34 @@ def test_fit_summary_file_form() -> None:
         '"notes": ""}'
     )
     assert FitSummary.from_dict(fit.to_dict(), where="t").to_dict() == fit.to_dict()
+
+
+def test_record_dict_names_in_order_converted() -> None:
+    r = _Rec(_Colour.RED, (1, 2), MappingProxyType({"a": 1.5}), "n")
+    d = record_dict(r, ("note", "dims", "colour"))
+    assert list(d) == ["note", "dims", "colour"]
+    assert d == {"note": "n", "dims": [1, 2], "colour": "red"}
+
+
+def test_validation_row_file_form() -> None:
+    row = ValidationRow("step", "gpt", "h100", 2.0, 2.5, source="s", notes="n")
+    assert json.dumps(row.to_dict()) == (
+        '{"category": "step", "name": "gpt", "variant": "h100", "measured_s": 2.0, '
+        '"predicted_s": 2.5, "error": 0.25, "source": "s", "notes": "n"}'
+    )
+
+
+def test_statistical_efficiency_file_form() -> None:
+    stat = StatisticalEfficiency(1000.0, 100.0, min_steps_rel_std=0.5, source="fit")
+    assert json.dumps(stat.to_dict()) == (
+        '{"min_steps": 1000.0, "noise_scale_samples": 100.0, "min_samples": 100000.0, '
+        '"min_steps_rel_std": 0.5, "noise_scale_rel_std": NaN, "source": "fit"}'
+    )
+
+
+def test_tta_point_file_form_leaves_out_the_scenario() -> None:
+    point = TTAPoint(256, 8, 1, 0.5, 1200.0, 600.0, scenario={"model": "resnet50"})
+    assert json.dumps(point.to_dict()) == (
+        '{"global_batch": 256, "gpus": 8, "learners_per_gpu": 1, "step_time_s": 0.5, '
+        '"steps": 1200.0, "time_to_accuracy_s": 600.0}'
+    )

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel._io import atomic_write, parse_json, read_text, write_json_atomic
-from perfmodel._record import FlatRecord
+from perfmodel._record import FlatRecord, record_dict
 from perfmodel.calibration.kineto import MODULE_KIND
 from perfmodel.calibration.measurement import BenchKind, Measurement
 from perfmodel.calibration.step_workload import step_workload
@@ -54,16 +54,11 @@ class ValidationRow:
         return self.predicted_s / self.measured_s - 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "category": self.category,
-            "name": self.name,
-            "variant": self.variant,
-            "measured_s": self.measured_s,
-            "predicted_s": self.predicted_s,
-            "error": self.error,
-            "source": self.source,
-            "notes": self.notes,
-        }
+        """The fields with :attr:`error` after ``predicted_s`` (its JSON form)."""
+        return record_dict(self, _ROW_KEYS)
+
+
+_ROW_KEYS = ("category", "name", "variant", "measured_s", "predicted_s", "error", "source", "notes")
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,11 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from perfmodel import units
+from perfmodel._record import record_dict
 from perfmodel.errors import ConfigError
 
 if TYPE_CHECKING:  # numpy is imported by the fits that use it (a plan search does not)
@@ -142,14 +143,18 @@ class StatisticalEfficiency:
         return self.steps_to_target(global_batch) * step_time_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "min_steps": self.min_steps,
-            "noise_scale_samples": self.noise_scale_samples,
-            "min_samples": self.min_samples,
-            "min_steps_rel_std": self.min_steps_rel_std,
-            "noise_scale_rel_std": self.noise_scale_rel_std,
-            "source": self.source,
-        }
+        """The fields with :attr:`min_samples` after ``noise_scale_samples`` (its JSON form)."""
+        return record_dict(self, _STAT_KEYS)
+
+
+_STAT_KEYS = (
+    "min_steps",
+    "noise_scale_samples",
+    "min_samples",
+    "min_steps_rel_std",
+    "noise_scale_rel_std",
+    "source",
+)
 
 
 def _check_batch(global_batch: float) -> None:
@@ -509,14 +514,11 @@ class TTAPoint:
     scenario: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "global_batch": self.global_batch,
-            "gpus": self.gpus,
-            "learners_per_gpu": self.learners_per_gpu,
-            "step_time_s": self.step_time_s,
-            "steps": self.steps,
-            "time_to_accuracy_s": self.time_to_accuracy_s,
-        }
+        """The fields but :attr:`scenario` (its JSON form)."""
+        return record_dict(self, _POINT_KEYS)
+
+
+_POINT_KEYS = tuple(f.name for f in fields(TTAPoint) if f.name != "scenario")
 
 
 def tta_grid(
