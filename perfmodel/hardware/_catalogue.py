@@ -12,6 +12,7 @@ import difflib
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -103,6 +104,7 @@ def aliases(entry: Mapping[str, Any], where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class Catalogue(Generic[S]):
     """One catalogue: its file, how to parse an entry, and how its errors name things.
 
@@ -124,30 +126,24 @@ class Catalogue(Generic[S]):
         The shipped catalogue file.
     """
 
-    def __init__(
-        self,
-        *,
-        table: str,
-        kind: str,
-        unknown: str,
-        command: str,
-        spec_type: type[S],
-        parse: Callable[[dict[str, Any], str], S],
-        data: Path,
-    ) -> None:
-        self.table = table
-        self.kind = kind
-        self.unknown = unknown
-        self.command = command
-        self.spec_type = spec_type
-        self.parse = parse
-        self.data = data
-        self._loaded: tuple[dict[str, S], dict[str, str]] | None = None
-        self._blocks: list[str] | None = None  # the shipped file, one text per entry
-        self._lowered: list[str] = []  # the same, lower-case
-        self._found: dict[str, S] = {}  # lower-case name or alias -> spec, by _lookup
-        self._entry_spec: dict[int, S] = {}  # entry index -> the spec _lookup returned
-        self._plain: str | None = None  # the shipped text, lower-case, when the cut is exact
+    table: str
+    kind: str
+    unknown: str
+    command: str
+    spec_type: type[S]
+    parse: Callable[[dict[str, Any], str], S]
+    data: Path
+    _loaded: tuple[dict[str, S], dict[str, str]] | None = field(default=None, init=False)
+    #: The shipped file, one text per entry.
+    _blocks: list[str] | None = field(default=None, init=False)
+    #: The same, lower-case.
+    _lowered: list[str] = field(default_factory=list, init=False)
+    #: Lower-case name or alias -> spec, by :meth:`_lookup`.
+    _found: dict[str, S] = field(default_factory=dict, init=False)
+    #: Entry index -> the spec :meth:`_lookup` returned.
+    _entry_spec: dict[int, S] = field(default_factory=dict, init=False)
+    #: The shipped text, lower-case, when the cut is exact.
+    _plain: str | None = field(default=None, init=False)
 
     def read_indexed(self, path: str | os.PathLike[str]) -> tuple[dict[str, S], dict[str, str]]:
         """``({canonical name: spec}, {lower-case name or alias: canonical name})`` of a file."""
