@@ -182,24 +182,21 @@ class KernelTables:
 
 
 _HOPPER_FA3 = "Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5/6, H100 SXM5 BF16"
-_FA2_TABLES = KernelTables(
-    _FA2_FWD,
-    _causal_curve(_FA2_FWD, _FA2_FWD_CAUSAL),
-    _FA2_BWD,
-    f"FlashAttention-2 on Hopper: {_HOPPER_FA3}",
-)
-_CUDNN_TABLES = KernelTables(
-    _CUDNN_FWD,
-    _causal_curve(_CUDNN_FWD, _CUDNN_FWD_CAUSAL),
-    _CUDNN_BWD,
-    f"cuDNN fused attention on Hopper: {_HOPPER_FA3}",
-)
-_FA3_TABLES = KernelTables(
-    _FA3_FWD,
-    _causal_curve(_FA3_FWD, _FA3_FWD_CAUSAL),
-    _FA3_BWD,
-    f"FlashAttention-3 on Hopper: {_HOPPER_FA3}",
-)
+
+
+def _hopper(
+    kernel: str, fwd: _Curve, fwd_causal: Mapping[int, tuple[float, ...]], bwd: _Curve
+) -> KernelTables:
+    """``kernel``'s tables read off the FlashAttention-3 figures, the causal forward completed
+    by :func:`_causal_curve`."""
+    return KernelTables(
+        fwd, _causal_curve(fwd, fwd_causal), bwd, f"{kernel} on Hopper: {_HOPPER_FA3}"
+    )
+
+
+_FA2_TABLES = _hopper("FlashAttention-2", _FA2_FWD, _FA2_FWD_CAUSAL, _FA2_BWD)
+_CUDNN_TABLES = _hopper("cuDNN fused attention", _CUDNN_FWD, _CUDNN_FWD_CAUSAL, _CUDNN_BWD)
+_FA3_TABLES = _hopper("FlashAttention-3", _FA3_FWD, _FA3_FWD_CAUSAL, _FA3_BWD)
 
 #: Ampere FlashAttention-2 plateau (fraction of the A100 peak): forward up to 73%, backward up to
 #: 63% (Dao 2023, FlashAttention-2, abstract and section 4.1), on the Hopper FA2 curve's shape.

@@ -58,6 +58,21 @@ def test_interpolation_in_log2_and_clamping() -> None:
     )
 
 
+def test_each_hopper_kernel_reads_its_own_figures() -> None:
+    # causal forward, head dimension 256, 16k (Fig. 5): FA2 298, cuDNN 509, FA3 642 TFLOP/s; the
+    # causal backward takes the forward's causal/full ratio (FA3 at 128: 616/648 of 561)
+    hd256 = {B.FLASH_ATTENTION_2: 298, B.CUDNN: 509, B.FLASH_ATTENTION_3: 642}
+    for backend, tflops in hd256.items():
+        e = attention_efficiency(backend, "Hopper", 256, 16384, True, generic=GENERIC)
+        assert e.fwd == pytest.approx(tflops / PEAK) and e.from_table
+        assert e.source.endswith("on Hopper: Shah et al. 2024 (FlashAttention-3, arXiv "
+                                 "2407.08608) Fig. 5/6, H100 SXM5 BF16")  # fmt: skip
+    assert eff(B.FLASH_ATTENTION_3, "Hopper", 128, 16384, True)[1] == pytest.approx(
+        561 / PEAK * 616 / 648
+    )
+    assert eff(B.CUDNN, "Hopper", 128, 16384, True)[0] == pytest.approx(539 / PEAK)
+
+
 def test_causal_head_dim_64_takes_head_dim_128s_ratio() -> None:
     f64c, _ = eff(B.FLASH_ATTENTION_2, "Hopper", 64, 1024, True)
     assert f64c == pytest.approx(306 / PEAK * 260 / 350)
