@@ -226,15 +226,19 @@ _PT_DDP = FrameworkLoop(
     scope=PipelineScope.PER_PROCESS,
     sources=_PT_SOURCES,
 )
-_TF_SERVER = FrameworkLoop(
-    loader=LoaderKind.TF_DATA,
-    workers=None,
-    scope=PipelineScope.PER_SERVER,
-    sources=(
-        "tf.data performance guide (TF 2.x): map(num_parallel_calls=AUTOTUNE) uses the host's "
-        "cores, prefetch overlaps the next batch with the step; MirroredStrategy and "
-        "tf_cnn_benchmarks run one process per server",
-    ),
+
+
+def _tf_data_per_server(*sources: str) -> FrameworkLoop:
+    """One pipeline per server on all its cores, prefetching, priced as tf.data's."""
+    return FrameworkLoop(
+        loader=LoaderKind.TF_DATA, workers=None, scope=PipelineScope.PER_SERVER, sources=sources
+    )
+
+
+_TF_SERVER = _tf_data_per_server(
+    "tf.data performance guide (TF 2.x): map(num_parallel_calls=AUTOTUNE) uses the host's "
+    "cores, prefetch overlaps the next batch with the step; MirroredStrategy and "
+    "tf_cnn_benchmarks run one process per server",
 )
 
 #: Framework loops by software preset name (``perfmodel.parallel.software.PRESETS``).
@@ -287,24 +291,14 @@ FRAMEWORK_LOOPS: Mapping[str, FrameworkLoop] = MappingProxyType(
                 "max_queue_size=10 (one background thread fills a queue: prefetch, one core)",
             ),
         ),
-        "cuda-convnet2": FrameworkLoop(
-            loader=LoaderKind.TF_DATA,
-            workers=None,
-            scope=PipelineScope.PER_SERVER,
-            sources=(
-                "cuda-convnet2 convdata.py: JPEG decoding in a C++ thread pool of all cores, a "
-                "loader thread prepares the next batch (per-sample cost taken as tf.data's)",
-            ),
+        "cuda-convnet2": _tf_data_per_server(
+            "cuda-convnet2 convdata.py: JPEG decoding in a C++ thread pool of all cores, a "
+            "loader thread prepares the next batch (per-sample cost taken as tf.data's)",
         ),
-        "crossbow": FrameworkLoop(
-            loader=LoaderKind.TF_DATA,
-            workers=None,
-            scope=PipelineScope.PER_SERVER,
-            sources=(
-                "Koliousis et al., Crossbow (VLDB 2019), section 5: a multi-threaded C++ data "
-                "pre-processor on the host CPUs feeds all learners (per-sample cost taken as "
-                "tf.data's)",
-            ),
+        "crossbow": _tf_data_per_server(
+            "Koliousis et al., Crossbow (VLDB 2019), section 5: a multi-threaded C++ data "
+            "pre-processor on the host CPUs feeds all learners (per-sample cost taken as "
+            "tf.data's)",
         ),
     }
 )

@@ -204,3 +204,22 @@ def test_every_software_preset_has_a_framework_loop() -> None:
     from perfmodel.parallel.software import PRESETS
 
     assert set(FRAMEWORK_LOOPS) == set(PRESETS)
+
+
+def test_per_server_threaded_loops_are_priced_as_tf_data() -> None:
+    from perfmodel.host.input_pipeline import FRAMEWORK_LOOPS, LoaderKind, PipelineScope
+
+    for name, cites in (
+        ("tf-mirrored", "tf.data performance guide"),
+        ("tf-replicated", "tf.data performance guide"),
+        ("cuda-convnet2", "cuda-convnet2 convdata.py"),
+        ("crossbow", "Koliousis et al., Crossbow"),
+    ):
+        loop = FRAMEWORK_LOOPS[name]
+        assert (loop.loader, loop.workers, loop.scope) == (
+            LoaderKind.TF_DATA,
+            None,
+            PipelineScope.PER_SERVER,
+        )
+        assert loop.prefetch and loop.pinned_copy and loop.single_node is None
+        assert len(loop.sources) == 1 and loop.sources[0].startswith(cites)
