@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
+from perfmodel.calibration.measurement import Measurement, TimingStats, collective_measurement
 from perfmodel.comm.params import link_class_name
 from perfmodel.errors import CalibrationError
 from perfmodel.ops import CollectiveOp
@@ -173,23 +173,18 @@ def measure_collectives(
     out = []
     for op_name, nbytes, times in results:
         out.append(
-            Measurement(
-                kind=BenchKind.COLLECTIVE,
-                key=f"collective/{op_name}/n{world_size}/{nbytes}",
-                params={
-                    "op": op_name,
-                    "nbytes": int(nbytes),
-                    "ranks": world_size,
-                    "nodes": 1,
-                    "dtype": "float",
-                    "link_class": link_class_name(link_class, where="link_class"),
-                    "backend": backend,
-                },
+            collective_measurement(
+                op_name,
+                nbytes,
+                ranks=world_size,
+                nodes=1,
+                dtype="float",
+                link_class=link_class_name(link_class, where="link_class"),
                 timing=TimingStats.from_samples(times, where=f"{op_name} {nbytes} B"),
-                work_bytes=float(nbytes),
                 backend=f"torch.distributed-{backend}",
                 notes=f"median of {len(times)} repetitions, slowest rank per repetition "
                 f"(median {statistics.median(times) * 1e6:.1f} us)",
+                more_params={"backend": backend},
             )
         )
     return out

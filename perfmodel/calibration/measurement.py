@@ -225,3 +225,41 @@ class Measurement:
             backend=as_str(d.get("backend", ""), "backend", where=where, error=CalibrationError),
             notes=as_str(d.get("notes", ""), "notes", where=where, error=CalibrationError),
         )
+
+
+def collective_measurement(
+    op: str,
+    nbytes: int,
+    *,
+    ranks: int,
+    nodes: int,
+    dtype: str,
+    link_class: str,
+    timing: TimingStats,
+    backend: str,
+    notes: str,
+    key_suffix: str = "",
+    more_params: Mapping[str, Any] | None = None,
+) -> Measurement:
+    """A collective's measurement: ``op`` of ``nbytes`` bytes over ``ranks`` GPUs in ``nodes``
+    servers, keyed ``collective/<op>/n<ranks>/<nbytes><key_suffix>``, its params ``op``,
+    ``nbytes``, ``ranks``, ``nodes``, ``dtype``, ``link_class`` and then ``more_params``, the
+    bytes as its work (the form both the torch.distributed benchmark and the nccl-tests import
+    write)."""
+    return Measurement(
+        kind=BenchKind.COLLECTIVE,
+        key=f"collective/{op}/n{ranks}/{nbytes}{key_suffix}",
+        params={
+            "op": op,
+            "nbytes": int(nbytes),
+            "ranks": ranks,
+            "nodes": nodes,
+            "dtype": dtype,
+            "link_class": link_class,
+            **(more_params or {}),
+        },
+        timing=timing,
+        work_bytes=float(nbytes),
+        backend=backend,
+        notes=notes,
+    )

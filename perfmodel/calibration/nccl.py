@@ -38,7 +38,12 @@ from typing import Any
 import numpy as np
 
 from perfmodel.calibration.fit import fit_log_model
-from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
+from perfmodel.calibration.measurement import (
+    BenchKind,
+    Measurement,
+    TimingStats,
+    collective_measurement,
+)
 from perfmodel.calibration.profile import FitSummary
 from perfmodel.comm.params import link_class_name
 from perfmodel.errors import CalibrationError
@@ -117,23 +122,18 @@ def log_measurements(
         if not t or t <= 0:
             continue
         out.append(
-            Measurement(
-                kind=BenchKind.COLLECTIVE,
-                key=f"collective/{log.op.value}/n{ranks}/{row.size_bytes}"
-                + ("/inplace" if inplace else ""),
-                params={
-                    "op": log.op.value,
-                    "nbytes": int(row.size_bytes),
-                    "ranks": ranks,
-                    "nodes": log.nodes,
-                    "dtype": row.dtype,
-                    "link_class": link_class,
-                    "inplace": bool(inplace),
-                },
+            collective_measurement(
+                log.op.value,
+                row.size_bytes,
+                ranks=ranks,
+                nodes=log.nodes,
+                dtype=row.dtype,
+                link_class=link_class,
                 timing=TimingStats(t, t, t, t, 1),
-                work_bytes=float(row.size_bytes),
                 backend="nccl-tests",
                 notes=f"imported from {os.path.basename(str(path))} (line {row.line})",
+                key_suffix="/inplace" if inplace else "",
+                more_params={"inplace": bool(inplace)},
             )
         )
     if not out:

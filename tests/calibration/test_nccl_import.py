@@ -8,7 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfmodel.calibration.measurement import BenchKind, Measurement, TimingStats
+from perfmodel.calibration.measurement import (
+    BenchKind,
+    Measurement,
+    TimingStats,
+    collective_measurement,
+)
 from perfmodel.calibration.nccl import fit_link_params, import_nccl_tests, predict_ring, ring_steps
 from perfmodel.comm import LinkParams
 from perfmodel.errors import CalibrationError
@@ -36,6 +41,42 @@ def test_real_log_imports_and_fits():
     pred = predict_ring(big, fit.values["alpha_s"], fit.values["bandwidth_Bps"])
     assert abs(pred / big.time_s - 1) < 0.5
     assert 0 < fit.stderr["bandwidth_Bps"] < fit.values["bandwidth_Bps"]
+
+
+def test_imported_row_form():
+    # line 27 of the log: 64 B all-reduce, in-place time 122.9 us
+    log = NCCL / "a3mega-h100-2node-all_reduce.txt"
+    m = import_nccl_tests(log, link_class="infiniband", inplace=True)[3]
+    assert m.to_dict() == {
+        "kind": "collective",
+        "key": "collective/allreduce/n16/64/inplace",
+        "params": {"op": "allreduce", "nbytes": 64, "ranks": 16, "nodes": 2, "dtype": "float",
+                   "link_class": "infiniband", "inplace": True},
+        "time_s": 0.0001229, "min_s": 0.0001229, "p10_s": 0.0001229, "p90_s": 0.0001229,
+        "repeats": 1, "work_flop": None, "work_bytes": 64.0, "backend": "nccl-tests",
+        "notes": "imported from a3mega-h100-2node-all_reduce.txt (line 27)",
+    }  # fmt: skip
+    assert import_nccl_tests(log, link_class="infiniband")[3].key == "collective/allreduce/n16/64"
+
+
+def test_benchmarked_collective_form():
+    # what calibration.collectives writes for one torch.distributed size
+    m = collective_measurement(
+        "allgather", 4096, ranks=2, nodes=1, dtype="float", link_class="pcie",
+        timing=TimingStats(1e-4, 1e-4, 1e-4, 1e-4, 3), backend="torch.distributed-gloo",
+        notes="n", more_params={"backend": "gloo"},
+    )  # fmt: skip
+    assert m.kind is BenchKind.COLLECTIVE and m.key == "collective/allgather/n2/4096"
+    assert list(m.params.items()) == [
+        ("op", "allgather"), ("nbytes", 4096), ("ranks", 2), ("nodes", 1), ("dtype", "float"),
+        ("link_class", "pcie"), ("backend", "gloo"),
+    ]  # fmt: skip
+    assert (m.work_bytes, m.work_flop, m.backend, m.notes) == (
+        4096.0,
+        None,
+        "torch.distributed-gloo",
+        "n",
+    )
 
 
 def test_synthetic_ring_recovered():
