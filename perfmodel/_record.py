@@ -11,6 +11,7 @@ naming it) differs per file format.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -41,4 +42,10 @@ class FlatRecord:
     """Mixin of a dataclass whose :meth:`to_dict` is its fields, in order, by :func:`flat_value`."""
 
     def to_dict(self) -> dict[str, Any]:
-        return record_dict(self, (f.name for f in fields(self)))  # type: ignore[arg-type]
+        return record_dict(self, _field_names(type(self)))
+
+
+@functools.cache
+def _field_names(record_type: type) -> tuple[str, ...]:
+    """The names of a dataclass's fields, in order (read once per class)."""
+    return tuple(f.name for f in fields(record_type))
