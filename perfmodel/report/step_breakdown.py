@@ -120,15 +120,8 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
                 continue
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
-                entry = chains[tid]  # type: ignore[index]
-                if len(entry) > 2:  # flat: e = h + T, the list schedule's sum (chain_rows)
-                    marks, kept = entry[0], entry[1]
-                    flat = t.chain[0].flat  # type: ignore[attr-defined]
-                    for (_, _, x, _), h, cs in zip(flat, marks, kept, strict=False):
-                        b = b + (h + x) - cs
-                else:
-                    for row in entry[1]:
-                        b = b + row[ROW_END] - row[ROW_COMPUTE_START]
+                for row in chain_rows(t.chain[0], chains[tid]):  # type: ignore[attr-defined, index]
+                    b = b + row[ROW_END] - row[ROW_COMPUTE_START]
                 busy[dev] = b
                 continue
             busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
@@ -324,7 +317,7 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
-    if own and len(entry) > 2:  # flat, rows on demand, on t's device: every event
+    if own and type(entry[-1]) is not list:  # flat (rows on demand) on t's device: every event
         if ct is None or tk is None:
             _flat_events(append, static.flat, entry, g_key, r_key)
         else:  # its compute stream as transitions (_class_seconds)
@@ -379,11 +372,12 @@ def _flat_events(
     the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
     at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same recurrence inline,
     without a row tuple per segment)."""
-    marks, kept, fg, fr, two, one = entry
-    for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
+    ce, fg, fr, two, one = entry[-5:]
+    for (g, _, x, r), h in zip(flat, entry, strict=False):
         gs = fg if fg >= two else two
         fg = ge = gs + g
-        e = h + x
+        cs = ce if ce >= ge else ge
+        ce = e = h + x
         two = one
         one = h
         if ge > gs:
@@ -438,13 +432,14 @@ def _flat_split(
     :class:`_Unordered`), the chains' running ``"0|..."`` key after every event at a time is
     the key of the last transition at or before it, which :func:`_sweep_split` keeps instead
     of counting events: the same live keys at every time, so the same seconds."""
-    marks, kept, fg, fr, two, one = entry
+    ce, fg, fr, two, one = entry[-5:]
     put_t, put_k = ct.extend, tk.extend
     last = ct[-1] if ct else -math.inf
-    for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
+    for (g, _, x, r), h in zip(flat, entry, strict=False):
         gs = fg if fg >= two else two
         fg = ge = gs + g
-        e = h + x
+        cs = ce if ce >= ge else ge
+        ce = e = h + x
         two = one
         one = h
         if ge > gs:

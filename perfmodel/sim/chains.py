@@ -7,14 +7,14 @@ reduction), computed inside :func:`perfmodel.sim.engine._list_schedule` with the
 floating-point operations, so every time is bit for bit theirs:
 
 * :func:`_chain`: a chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments
-  (marks and compute starts kept; the rest of its rows made again on demand,
+  (marks and the values it started from kept; the rest of its rows made again on demand,
   :func:`chain_rows`); :func:`_chain_runs`: the general recurrence (hidden gather runs, a
   ``then_s`` of more than one piece), a row per item;
 * :func:`_encoded_end`, :func:`_anchors`, :func:`_anchor_end`: the ends encoded dependencies
   stand for (a chain's marks, an operation task's pieces), as the list schedule reads them.
 
 :data:`ChainEntry` is what the list schedule keeps per chain (``Timeline.chains``); the
-breakdown reads rows through :func:`chain_rows`.
+breakdown reads rows through :func:`chain_rows`, marks through :func:`chain_marks`.
 """
 
 from __future__ import annotations
@@ -33,16 +33,20 @@ from perfmodel.parallel.taskgraph import (
     Task,
 )
 
-#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows)``,
-#: its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out
-#: as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
-#: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
-#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
-#: gather free, reduction free, anchor two, anchor one)`` (six items, one tuple: no tuple
-#: inside it, ~6,000 chains per list schedule), whose rows :func:`chain_rows` makes on
-#: demand. Read rows through :func:`chain_rows` / ``Timeline.chain_rows``; ``entry[0][j]``
-#: is mark ``j`` either way.
-ChainEntry = tuple[Any, ...]
+#: What the list schedule keeps of one gather chain (``Timeline.chains``): one list, its marks
+#: (:data:`~perfmodel.parallel.taskgraph.CHAIN`; ``entry[j]`` is mark ``j``, ``j <= n``, ``n``
+#: the item count) followed by, for a chain of
+#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`), the five
+#: values its recurrence started from (``s``: when its compute stream and dependencies let it
+#: start; the gather and reduction streams' free times; anchor two, anchor one), from which
+#: :func:`chain_rows` makes its rows on demand; for another chain (:func:`_chain_runs`), its
+#: rows (per item a plain tuple laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow`, a
+#: hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`). One container
+#: per chain (~6,000 per list schedule of GPT-3 175B FSDP dp8 tp16 pp8 interleaved, each one
+#: the young collection walks; three before wave 14). Read rows through :func:`chain_rows` /
+#: ``Timeline.chain_rows``, marks through :func:`chain_marks` (the last item tells the two
+#: kinds apart: rows are a list, a start value a float).
+ChainEntry = list[Any]
 
 
 def _encoded_end(
@@ -57,7 +61,7 @@ def _encoded_end(
     chain task (``chain_mark``)."""
     if d >= CHAIN:
         j, d = divmod(d - CHAIN, SENT)
-        return chains[d][0][j]
+        return chains[d][j]  # type: ignore[no-any-return]
     j, d = divmod(d - HEAD, SENT)
     x = tasks[d]
     e = start[d] + x.duration_s
@@ -95,7 +99,7 @@ def _chain(
         se = _chain_runs(t, s, free, start, end, tasks, chains)
         if busy is not None:
             b = busy.get(dev, 0.0)
-            for row in chains[t.tid][1]:
+            for row in chains[t.tid][-1]:
                 b = b + row[ROW_END] - row[ROW_COMPUTE_START]
             busy[dev] = b
         return se
@@ -107,20 +111,19 @@ def _chain(
     # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
     if a0 >= CHAIN and a1 >= CHAIN:
         j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
+        two = chains[d][j]
         j, d = divmod(a1 - CHAIN, SENT)
-        one = chains[d][0][j]
+        one = chains[d][j]
     else:
         two, one = _anchors(a0, a1, start, end, tasks, chains)
     fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
     marks: list[float] = []
-    starts: list[float] = []
-    add_mark, add_start = marks.append, starts.append
+    add_mark = marks.append
     ce = s
     b = 0.0 if busy is None else busy.get(dev, 0.0)
     # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
-    # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
-    # compute's start; the rest of the row is made again on demand (chain_rows)
+    # reduction when the reduction stream is free and e_i. Kept: h (the marks); the rest of
+    # the row (each compute's start too) is made again on demand (chain_rows)
     if static.reducing:
         for g, c, x, r in flat:
             gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
@@ -130,7 +133,6 @@ def _chain(
             ce = e = h + x
             b = b + e - cs
             add_mark(h)
-            add_start(cs)
             two = one
             one = h
             rs = fr if fr >= e else e
@@ -144,17 +146,26 @@ def _chain(
             ce = h + x
             b = b + ce - cs
             add_mark(h)
-            add_start(cs)
             two = one
             one = h
     free[gk] = fg
     if static.reducing:
         free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    add_mark(fr)
+    marks += (fr, s, fg0, fr0, two0, one0)  # mark n, then what the rows start from
     if busy is not None:
         busy[dev] = b
-    chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
-    return starts[0], ce
+    chains[t.tid] = marks
+    # the first compute's start, again: max(s, g_0's end), the loop's first operations
+    ge = (fg0 if fg0 >= two0 else two0) + flat[0][0]
+    return (s if s >= ge else ge), ce
+
+
+def chain_marks(static: ChainStatic, entry: ChainEntry) -> list[float]:
+    """The marks of a chain whose ``entry`` ``_list_schedule`` recorded (``Timeline.chains``):
+    mark ``j`` is ``entry[j]``, for ``j`` up to the number of marks the chain's items give
+    (one per segment, two per hidden gather run) and the last reduction's end after them."""
+    rows = type(entry[-1]) is list  # its rows last; or the five values it started from
+    return entry[: len(entry) - (1 if rows else 5)]
 
 
 def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
@@ -163,22 +174,24 @@ def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]
     hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
 
     A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
-    keeps only its marks ``h_i``, its computes' starts ``cs_i`` and the gather and reduction
-    streams' free times and the two anchors it started from: the rest of each row is the
-    same recurrence made again with the same operations on the same values (``g_i = max(g
-    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
-    e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
-    against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
-    if len(entry) == 2:
-        return entry[1]  # type: ignore[no-any-return]
-    marks, kept, fg, fr, two, one = entry
+    keeps only its marks ``h_i`` and the five values it started from (``s``, the gather and
+    reduction streams' free times, the two anchors): the rest of each row is the same
+    recurrence made again with the same operations on the same values (``g_i = max(g free,
+    anchor) + G_i``, the anchor ``h_{i-2}``; ``cs_i = max(e_{i-1}, g_i's end)``, ``e_{-1} =
+    s``; ``e_i = h_i + T_i``; ``r_i = max(r free, e_i) + R_i``), so every time is bit for bit
+    the one :func:`_chain` computed (tested against :func:`_chain_runs`' eager rows). Other
+    chains keep their rows."""
+    if type(entry[-1]) is list:  # _chain_runs' entry: its rows, kept
+        return entry[-1]  # type: ignore[no-any-return]
+    ce, fg, fr, two, one = entry[-5:]
     rows: list[tuple[float, ...]] = []
     add = rows.append
     reducing = static.reducing
-    for (g, _, x, r), h, cs in zip(static.flat, marks, kept, strict=False):  # type: ignore[arg-type]
+    for (g, _, x, r), h in zip(static.flat, entry, strict=False):  # type: ignore[arg-type]
         gs = fg if fg >= two else two
         fg = ge = gs + g
-        e = h + x
+        cs = ce if ce >= ge else ge
+        ce = e = h + x
         if reducing:
             rs = fr if fr >= e else e
             fr = re = rs + r
@@ -268,7 +281,8 @@ def _chain_runs(
     if reducing:
         free[rk] = fr
         free[lk] = fl  # unchanged without runs: the value a later read would get
-    chains[t.tid] = (marks, rows)
+    marks.append(rows)  # type: ignore[arg-type]
+    chains[t.tid] = marks
     return rows[0][ROW_COMPUTE_START], ce
 
 
@@ -287,12 +301,12 @@ def _anchors(
     earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
     if a0 >= CHAIN:
         j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
+        two = chains[d][j]
     else:
         two = _anchor_end(a0, start, end, tasks, chains)
     if a1 >= CHAIN:
         j, d = divmod(a1 - CHAIN, SENT)
-        return two, chains[d][0][j]
+        return two, chains[d][j]
     return two, _anchor_end(a1, start, end, tasks, chains)
 
 

@@ -61,13 +61,18 @@ def _ref_end(d: int, start: list[float], end: list[float], tasks, marks) -> floa
     return end[d]
 
 
+def _marks(chains: dict, tasks) -> dict[int, list[float]]:  # type: ignore[type-arg, no-untyped-def]
+    """Each chain's marks (``sim.chains.chain_marks``)."""
+    return {k: sim_chains.chain_marks(tasks[k].chain[0], v) for k, v in chains.items()}
+
+
 def _ref_chain(t, s, free, start, end, tasks, chains) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """``sim.chains._chain``'s recurrence of chain ``t`` with its anchors decoded here: each
     anchor (a mark of an earlier chain, a task's end, ...) by :func:`_ref_end`, handed to
     ``_chain`` as the end of a plain id past the graph's tasks (so the recurrence is
     ``_chain``'s, the anchors' decoding this test's, not ``chains.py``'s inline copies)."""
     static, a0, a1 = t.chain
-    marks = {k: v[0] for k, v in chains.items()}
+    marks = _marks(chains, tasks)
     ends = list(end)
     plain = []
     for a in (a0, a1):
@@ -94,7 +99,7 @@ def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, fl
     chains: dict = {}  # type: ignore[type-arg]
     overs: dict[int, float] = {}
     for t in tasks:
-        ends = [_ref_end(d, start, end, tasks, {k: v[0] for k, v in chains.items()})
+        ends = [_ref_end(d, start, end, tasks, _marks(chains, tasks))
                 for d in t.deps]  # fmt: skip
         key = (t.device, t.stream)
         s = max([free.get(key, 0.0), *ends])
@@ -111,7 +116,7 @@ def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, fl
                 e += x
         start[t.tid], end[t.tid] = s, e
         free[key] = e
-    return start, end, overs, {k: v[0] for k, v in chains.items()}
+    return start, end, overs, _marks(chains, tasks)
 
 
 def _static(n: int) -> ChainStatic:
@@ -173,7 +178,7 @@ def test_every_dependency_kind_before_and_after_the_first_chain(anchored: bool) 
     start, end, overs, marks = _reference(graph)
     assert list(tl.start_s) == start and list(tl.end_s) == end
     assert tl.overs == overs
-    assert tl.chains is not None and {k: v[0] for k, v in tl.chains.items()} == marks
+    assert tl.chains is not None and {k: tl.chain_marks(k) for k in tl.chains} == marks
     for tid, dep in probes:  # each probe starts exactly at its dependency's end, later than 0
         want = _ref_end(dep, start, end, graph.tasks, marks)
         assert want > 0.0
