@@ -25,7 +25,6 @@ from perfmodel.parallel.taskgraph import (
     CHAIN,
     HEAD,
     ROW_COMPUTE_START,
-    ROW_END,
     SENT,
     ChainSegment,
     ChainStatic,
@@ -96,27 +95,20 @@ def _chain(
     flat = static.flat
     dev = t.device
     if flat is None:  # hidden gather runs, or a then_s of more than one piece
-        se = _chain_runs(t, s, free, start, end, tasks, chains)
-        if busy is not None:
-            b = busy.get(dev, 0.0)
-            for row in chains[t.tid][-1]:
-                b = b + row[ROW_END] - row[ROW_COMPUTE_START]
-            busy[dev] = b
-        return se
+        return _chain_runs(t, s, free, start, end, tasks, chains, busy)
     gk = (dev, static.gather_stream)
-    fg = free.get(gk, 0.0)
+    fg = fg0 = free.get(gk, 0.0)  # fg0 ... one0: what the rows start from (chain_rows)
     rk = (dev, static.reduce_stream)
-    fr = free.get(rk, 0.0)
+    fr = fr0 = free.get(rk, 0.0)
     # the anchors of the next two gathers (-inf: none); then each first compute's end. An
     # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
     if a0 >= CHAIN and a1 >= CHAIN:
         j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][j]
+        two = two0 = chains[d][j]
         j, d = divmod(a1 - CHAIN, SENT)
-        one = chains[d][j]
+        one = one0 = chains[d][j]
     else:
-        two, one = _anchors(a0, a1, start, end, tasks, chains)
-    fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
+        two, one = two0, one0 = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     add_mark = marks.append
     ce = s
@@ -126,8 +118,7 @@ def _chain(
     # the row (each compute's start too) is made again on demand (chain_rows)
     if static.reducing:
         for g, c, x, r in flat:
-            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
-            fg = gs + g
+            fg = (fg if fg >= two else two) + g  # max(stream free, anchor): one of the two
             cs = ce if ce >= fg else fg
             h = cs + c
             ce = e = h + x
@@ -135,12 +126,10 @@ def _chain(
             add_mark(h)
             two = one
             one = h
-            rs = fr if fr >= e else e
-            fr = rs + r
+            fr = (fr if fr >= e else e) + r
     else:
         for g, c, x, _ in flat:
-            gs = fg if fg >= two else two
-            fg = gs + g
+            fg = (fg if fg >= two else two) + g
             cs = ce if ce >= fg else fg
             h = cs + c
             ce = h + x
@@ -211,6 +200,7 @@ def _chain_runs(
     end: list[float],
     tasks: tuple[Task, ...],
     chains: dict[int, ChainEntry],
+    busy: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
     ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
@@ -221,7 +211,8 @@ def _chain_runs(
     at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
     ``grad-lead`` stream from ``cs`` for ``L``, then its summary reduction of ``R`` on the
     reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
-    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``."""
+    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``. With ``busy``, adds
+    each item's ``e - cs`` to ``busy[t.device]`` in order, as :func:`_chain` does."""
     static, a0, a1 = t.chain
     segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
     reducing = static.reducing
@@ -230,11 +221,18 @@ def _chain_runs(
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
     fl = free.get(lk, 0.0)
-    two, one = _anchors(a0, a1, start, end, tasks, chains)
+    if a0 >= CHAIN and a1 >= CHAIN:  # an earlier chain's marks, inline (_anchors)
+        j, d = divmod(a0 - CHAIN, SENT)
+        two = chains[d][j]
+        j, d = divmod(a1 - CHAIN, SENT)
+        one = chains[d][j]
+    else:
+        two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     ce = s
     rs = re = 0.0
+    bs = 0.0 if busy is None else busy.get(dev, 0.0)
     for seg in segs:
         g, c, then, r = seg[0], seg[1], seg[2], seg[3]  # ChainSegment's and ChainRun's
         gs = fg if fg >= two else two
@@ -253,6 +251,7 @@ def _chain_runs(
                 re = rs + r
                 fr = re
             rows.append((gs, ge, cs, h, e, rs, re))
+            bs = bs + e - cs
             ce = e
             continue
         g1s = fg if fg >= one else one  # the run's second gather, on its own anchor
@@ -275,6 +274,7 @@ def _chain_runs(
             re = rs + r
             fr = re
         rows.append((gs, ge, cs, h, e, rs, re, g1s, g1e, ls, le))
+        bs = bs + e - cs
         ce = e
     marks.append(fr)
     free[gk] = fg
@@ -283,6 +283,8 @@ def _chain_runs(
         free[lk] = fl  # unchanged without runs: the value a later read would get
     marks.append(rows)  # type: ignore[arg-type]
     chains[t.tid] = marks
+    if busy is not None:
+        busy[dev] = bs
     return rows[0][ROW_COMPUTE_START], ce
 
 
