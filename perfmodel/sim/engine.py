@@ -43,6 +43,8 @@ from perfmodel.parallel.taskgraph import (
     TaskGraph,
 )
 from perfmodel.sim.chains import (
+    LOW,
+    SHIFT,
     ChainEntry,
     _chain,
     _dep_end,
@@ -623,8 +625,8 @@ def _chain_mode(
                 d -= SENT
                 e = end[d] + tasks[d].send_s
             elif d >= CHAIN:
-                j, d = divmod(d - CHAIN, SENT)
-                e = chains[d][j]
+                d -= CHAIN  # divmod(d, SENT) as two bit operations (chains.SHIFT)
+                e = chains[d & LOW][d >> SHIFT]
             else:
                 e = _encoded_end(d, start, end, tasks, chains)
             if e > s:

@@ -20,6 +20,8 @@ The second chain is anchored on the first's marks or on plain tasks. Both chains
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import perfmodel.sim.chains as sim_chains
 from perfmodel.ops import CollectiveOp
@@ -188,3 +190,14 @@ def test_every_dependency_kind_before_and_after_the_first_chain(anchored: bool) 
     # the probes read distinct ends: no kind is decoded as another
     ends = [_ref_end(d, start, end, graph.tasks, marks) for d in after]
     assert len(set(ends)) == len(after)
+
+
+@given(tid=st.integers(0, SENT - 1), j=st.integers(0, 4095), base=st.sampled_from([CHAIN, HEAD]))
+def test_bit_decoding_is_divmod(tid: int, j: int, base: int) -> None:
+    """``sim.chains.SHIFT`` / ``LOW`` (the decoders' two bit operations) split an encoded
+    dependency less its base as ``divmod(x, SENT)`` does, for every task id below ``SENT``
+    and mark or piece index (``HEAD`` ones below ``CHAIN``)."""
+    x = base + tid + j * SENT
+    if base == HEAD and x >= CHAIN:
+        return
+    assert ((x - base) >> sim_chains.SHIFT, (x - base) & sim_chains.LOW) == divmod(x - base, SENT)
