@@ -120,15 +120,8 @@ def _compute_busy(timeline: Timeline) -> dict[str, float]:
                 continue
             if t.then_s is CHAIN_MARK:  # each compute of a gather chain, as its own task
                 b = get(dev, 0.0)
-                entry = chains[tid]  # type: ignore[index]
-                if len(entry) > 2:  # flat: e = h + T, the list schedule's sum (chain_rows)
-                    marks, kept = entry[0], entry[1]
-                    flat = t.chain[0].flat  # type: ignore[attr-defined]
-                    for (_, _, x, _), h, cs in zip(flat, marks, kept, strict=False):
-                        b = b + (h + x) - cs
-                else:
-                    for row in entry[1]:
-                        b = b + row[ROW_END] - row[ROW_COMPUTE_START]
+                for row in chain_rows(t.chain[0], chains[tid]):  # type: ignore[attr-defined, index]
+                    b = b + row[ROW_END] - row[ROW_COMPUTE_START]
                 busy[dev] = b
                 continue
             busy[dev] = get(dev, 0.0) + end_s[tid] - start_s[tid]
@@ -161,8 +154,22 @@ def critical_device(timeline: Timeline) -> str:
 
 
 def _class_seconds(timeline: Timeline, dev: str, t0: float, t1: float) -> dict[str, float]:
-    """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring)."""
-    return _sweep(*_class_events(timeline, dev), t0, t1)
+    """Seconds of ``[t0, t1]`` on ``dev`` in each breakdown class (see module docstring).
+
+    The compute streams of ``dev``'s own flat gather chains (``ChainStatic.flat``, rows on
+    demand) give no events: :func:`_flat_split` lists their transitions instead and
+    :func:`_sweep_split` merges them with the other events (:func:`_sweep`'s seconds bit for
+    bit); where those transitions are not in time order (:class:`_Unordered`) the plain
+    events and :func:`_sweep`."""
+    ct: list[float] = []
+    tk: list[str] = []
+    try:
+        events, cls_of = _class_events(timeline, dev, ct, tk)
+    except _Unordered:
+        return _sweep(*_class_events(timeline, dev), t0, t1)
+    if not ct:
+        return _sweep(events, cls_of, t0, t1)
+    return _sweep_split(events, cls_of, ct, tk, t0, t1)
 
 
 _Events = list[tuple[float, int, str]]
@@ -175,11 +182,15 @@ another device that is not in its communication group adds no event (an FSDP ste
 stage's), so it is passed over before its times and class are read."""
 
 
-def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]]:
+def _class_events(
+    timeline: Timeline, dev: str, ct: list[float] | None = None, tk: list[str] | None = None
+) -> tuple[_Events, dict[str, str]]:
     """The start and end events of the tasks that count for ``dev`` (its own tasks,
     communication whose group holds it, host tasks anywhere) as ``(time, +1 | -1, key)`` in
     time order (ties: in task order, :data:`_EVENT_ORDER`), and each ``"prio|class"`` key's class
-    (keys compare by priority first)."""
+    (keys compare by priority first). With ``ct`` and ``tk`` (:func:`_class_seconds`), the
+    compute streams of ``dev``'s own flat chains go there as transitions instead
+    (:func:`_flat_split`)."""
     events: _Events = []
     append = events.append
     keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
@@ -192,7 +203,7 @@ def _class_events(timeline: Timeline, dev: str) -> tuple[_Events, dict[str, str]
             # another device's chain whose groups do not hold dev adds no event
             # (_chain_events' first test, made here without a call)
             if own or dev in t.chain[0].members:  # type: ignore[attr-defined]
-                _chain_events(append, keys, t, chains[t.tid], dev)  # type: ignore[arg-type, index]
+                _chain_events(append, keys, t, chains[t.tid], dev, ct, tk)  # type: ignore[arg-type, index]
             if t.send_s > 0 and (own or dev in t.send.group):
                 _folded(append, keys, t, end_s[t.tid])
             continue
@@ -288,6 +299,8 @@ def _chain_events(
     t: ChainTask,
     entry: ChainEntry,
     dev: str,
+    ct: list[float] | None = None,
+    tk: list[str] | None = None,
 ) -> None:
     """The events of the fine tasks gather chain ``t`` stands for
     (:class:`~perfmodel.parallel.taskgraph.ChainTask`; ``entry``: what the list schedule kept
@@ -295,7 +308,8 @@ def _chain_events(
     and reduction), as :func:`_class_events` gives them: on
     ``t``'s device every gather, compute (its first compute, then its ``then_s`` pieces as
     :func:`_folded` reads them) and reduction; on another device the gathers and reductions
-    whose group holds it."""
+    whose group holds it. With ``ct`` and ``tk``, an own flat chain's compute stream goes
+    there as transitions (:func:`_flat_split`)."""
     static = t.chain[0]
     reducing, lead = static.reducing, static.lead_proto
     own = t.device == dev
@@ -303,8 +317,11 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
-    if own and len(entry) > 2:  # flat, rows on demand, on t's device: every event
-        _flat_events(append, static.flat, entry, g_key, r_key)
+    if own and type(entry[-1]) is not list:  # flat (rows on demand) on t's device: every event
+        if ct is None or tk is None:
+            _flat_events(append, static.flat, entry, g_key, r_key)
+        else:  # its compute stream as transitions (_class_seconds)
+            _flat_split(append, ct, tk, static.flat, entry, g_key, r_key)
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
         return
@@ -355,11 +372,12 @@ def _flat_events(
     the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
     at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same recurrence inline,
     without a row tuple per segment)."""
-    marks, kept, fg, fr, two, one = entry
-    for (g, _, x, r), h, cs in zip(flat, marks, kept, strict=False):
+    ce, fg, fr, two, one = entry[-5:]
+    for (g, _, x, r), h in zip(flat, entry, strict=False):
         gs = fg if fg >= two else two
         fg = ge = gs + g
-        e = h + x
+        cs = ce if ce >= ge else ge
+        ce = e = h + x
         two = one
         one = h
         if ge > gs:
@@ -377,6 +395,144 @@ def _flat_events(
             if re > rs:
                 append((rs, 1, r_key))
                 append((re, -1, r_key))
+
+
+_IDLE = "~"
+"""The chains' compute-stream key while none of their computes runs (:func:`_flat_split`):
+above every ``"prio|class"`` key (they begin with a digit), so the minimum of it and the
+events' running key is that key."""
+
+_SEG_KEYS = ("0|compute", "0|comm:tp", _IDLE)  # a segment's compute, TP piece, then idle
+_COMPUTE_IDLE = ("0|compute", _IDLE)
+_TP_IDLE = ("0|comm:tp", _IDLE)
+
+
+class _Unordered(Exception):
+    """A flat chain's compute-stream transitions out of time order (:func:`_flat_split`):
+    :func:`_class_seconds` falls back to every event and :func:`_sweep`."""
+
+
+def _flat_split(
+    append: Any,
+    ct: list[float],
+    tk: list[str],
+    flat: tuple[tuple[float, float, float, float], ...],
+    entry: ChainEntry,
+    g_key: str,
+    r_key: str,
+) -> None:
+    """:func:`_flat_events` with the compute stream as transitions: each gather and reduction
+    event as there (``append``), each segment's first compute ``[cs, h]`` and TP piece ``[h,
+    e]`` (where longer than zero, as there) as the times in ``ct`` at which the chains'
+    compute-stream key becomes ``tk``'s (``"0|compute"``, ``"0|comm:tp"``, :data:`_IDLE`
+    after the last).
+
+    Those two intervals are the only ``"0|..."`` events of the segment and follow each other
+    on one stream, so while every transition is at or after the previous one (checked: else
+    :class:`_Unordered`), the chains' running ``"0|..."`` key after every event at a time is
+    the key of the last transition at or before it, which :func:`_sweep_split` keeps instead
+    of counting events: the same live keys at every time, so the same seconds."""
+    ce, fg, fr, two, one = entry[-5:]
+    put_t, put_k = ct.extend, tk.extend
+    last = ct[-1] if ct else -math.inf
+    for (g, _, x, r), h in zip(flat, entry, strict=False):
+        gs = fg if fg >= two else two
+        fg = ge = gs + g
+        cs = ce if ce >= ge else ge
+        ce = e = h + x
+        two = one
+        one = h
+        if ge > gs:
+            append((gs, 1, g_key))
+            append((ge, -1, g_key))
+        if h > cs:
+            if cs < last:
+                raise _Unordered
+            if e > h:
+                put_t((cs, h, e))
+                put_k(_SEG_KEYS)
+                last = e
+            else:
+                put_t((cs, h))
+                put_k(_COMPUTE_IDLE)
+                last = h
+        elif e > h:
+            if h < last:
+                raise _Unordered
+            put_t((h, e))
+            put_k(_TP_IDLE)
+            last = e
+        if r_key:
+            rs = fr if fr >= e else e
+            fr = re = rs + r
+            if re > rs:
+                append((rs, 1, r_key))
+                append((re, -1, r_key))
+
+
+def _sweep_split(
+    events: _Events,
+    cls_of: dict[str, str],
+    ct: list[float],
+    tk: list[str],
+    t0: float,
+    t1: float,
+) -> dict[str, float]:
+    """:func:`_sweep` of ``events`` and the chains' compute-stream transitions (``ct``, ``tk``:
+    :func:`_flat_split`, in time order; ``ct`` gets a sentinel), merged in time order: before
+    each event, the transitions at or before its time; an interval is added on reaching a
+    later time, to the class of the smaller of the events' running min key and the chains'
+    key (:data:`_IDLE`: none), the min of every live key as :func:`_sweep` takes it. So the
+    same intervals are added to each class in the same order (the same floats, bit for bit),
+    and the classes enter ``acc`` in the same order."""
+    name = dict(cls_of)
+    name[_IDLE] = "bubble"
+    active: dict[str, int] = {}
+    acc: dict[str, float] = {}
+    got, acc_get = active.get, acc.get
+    mkey = ckey = _IDLE  # the events' running min key; the chains' compute-stream key
+    cls = "bubble"
+    prev = t0
+    ct.append(math.inf)
+    i = 0
+    cn = ct[0]
+    for now, d, key in events:
+        if now >= t1:
+            break
+        while cn <= now:  # the chains' transitions up to this event (cn < t1)
+            if cn > prev:
+                acc[cls] = acc_get(cls, 0.0) + (cn - prev)
+                prev = cn
+            ckey = tk[i]
+            i += 1
+            cn = ct[i]
+            cls = name[ckey if ckey < mkey else mkey]
+        if now > prev:
+            acc[cls] = acc_get(cls, 0.0) + (now - prev)
+            prev = now
+        c = got(key, 0) + d
+        if c:
+            active[key] = c
+            if c == 1 and d > 0 and key < mkey:  # enters below the running min
+                mkey = key
+                if key < ckey:
+                    cls = name[key]
+        else:
+            del active[key]
+            if key == mkey:
+                mkey = min(active) if active else _IDLE
+                cls = name[ckey if ckey < mkey else mkey]
+    while cn < t1:  # the transitions after the last event below t1
+        if cn > prev:
+            acc[cls] = acc_get(cls, 0.0) + (cn - prev)
+            prev = cn
+        ckey = tk[i]
+        i += 1
+        cn = ct[i]
+        cls = name[ckey if ckey < mkey else mkey]
+    if t1 > prev:
+        acc[cls] = acc_get(cls, 0.0) + (t1 - prev)
+    return acc
 
 
 def _pieces(append: Any, a: float, then: tuple[float, ...]) -> None:

@@ -7,14 +7,14 @@ reduction), computed inside :func:`perfmodel.sim.engine._list_schedule` with the
 floating-point operations, so every time is bit for bit theirs:
 
 * :func:`_chain`: a chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments
-  (marks and compute starts kept; the rest of its rows made again on demand,
+  (marks and the values it started from kept; the rest of its rows made again on demand,
   :func:`chain_rows`); :func:`_chain_runs`: the general recurrence (hidden gather runs, a
   ``then_s`` of more than one piece), a row per item;
 * :func:`_encoded_end`, :func:`_anchors`, :func:`_anchor_end`: the ends encoded dependencies
   stand for (a chain's marks, an operation task's pieces), as the list schedule reads them.
 
 :data:`ChainEntry` is what the list schedule keeps per chain (``Timeline.chains``); the
-breakdown reads rows through :func:`chain_rows`.
+breakdown reads rows through :func:`chain_rows`, marks through :func:`chain_marks`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from perfmodel.parallel.taskgraph import (
     CHAIN,
     HEAD,
     ROW_COMPUTE_START,
-    ROW_END,
     SENT,
     ChainSegment,
     ChainStatic,
@@ -33,16 +32,28 @@ from perfmodel.parallel.taskgraph import (
     Task,
 )
 
-#: What the list schedule keeps of one gather chain (``Timeline.chains``): ``(marks, rows)``,
-#: its marks (:data:`~perfmodel.parallel.taskgraph.CHAIN`) and per item a plain tuple laid out
-#: as :class:`~perfmodel.parallel.taskgraph.ChainRow` (a hidden gather run's as
-#: :class:`~perfmodel.parallel.taskgraph.ChainRunRow`); or, for a chain of
-#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments, ``(marks, compute starts,
-#: gather free, reduction free, anchor two, anchor one)`` (six items, one tuple: no tuple
-#: inside it, ~6,000 chains per list schedule), whose rows :func:`chain_rows` makes on
-#: demand. Read rows through :func:`chain_rows` / ``Timeline.chain_rows``; ``entry[0][j]``
-#: is mark ``j`` either way.
-ChainEntry = tuple[Any, ...]
+#: What the list schedule keeps of one gather chain (``Timeline.chains``): one list, its marks
+#: (:data:`~perfmodel.parallel.taskgraph.CHAIN`; ``entry[j]`` is mark ``j``, ``j <= n``, ``n``
+#: the item count) followed by, for a chain of
+#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`), the five
+#: values its recurrence started from (``s``: when its compute stream and dependencies let it
+#: start; the gather and reduction streams' free times; anchor two, anchor one), from which
+#: :func:`chain_rows` makes its rows on demand; for another chain (:func:`_chain_runs`), its
+#: rows (per item a plain tuple laid out as :class:`~perfmodel.parallel.taskgraph.ChainRow`, a
+#: hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`). One container
+#: per chain (~6,000 per list schedule of GPT-3 175B FSDP dp8 tp16 pp8 interleaved, each one
+#: the young collection walks; three before wave 14). Read rows through :func:`chain_rows` /
+#: ``Timeline.chain_rows``, marks through :func:`chain_marks` (the last item tells the two
+#: kinds apart: rows are a list, a start value a float).
+ChainEntry = list[Any]
+
+#: ``divmod(x, SENT)`` of an encoded dependency less its base (``CHAIN``, ``HEAD``) is ``(x >>
+#: SHIFT, x & LOW)``: ``SENT`` is a power of two (``tests/sim/test_dependency_kinds.py``).
+#: Two bit operations on the two-digit integers the encodings are cost less than ``divmod``'s
+#: long division and its tuple: ~0.19 us per anchor read (two per chain) down to ~0.1 us, GPT-3
+#: 175B FSDP dp8 tp16 pp8 interleaved's 6,144 chains.
+SHIFT = SENT.bit_length() - 1
+LOW = SENT - 1
 
 
 def _encoded_end(
@@ -56,9 +67,11 @@ def _encoded_end(
     compute of task ``d - HEAD`` and ``j`` pieces after it (``piece_end``), or mark ``j`` of a
     chain task (``chain_mark``)."""
     if d >= CHAIN:
-        j, d = divmod(d - CHAIN, SENT)
-        return chains[d][0][j]
-    j, d = divmod(d - HEAD, SENT)
+        d -= CHAIN
+        return chains[d & LOW][d >> SHIFT]  # type: ignore[no-any-return]
+    d -= HEAD
+    j = d >> SHIFT
+    d &= LOW
     x = tasks[d]
     e = start[d] + x.duration_s
     if j:
@@ -92,69 +105,66 @@ def _chain(
     flat = static.flat
     dev = t.device
     if flat is None:  # hidden gather runs, or a then_s of more than one piece
-        se = _chain_runs(t, s, free, start, end, tasks, chains)
-        if busy is not None:
-            b = busy.get(dev, 0.0)
-            for row in chains[t.tid][1]:
-                b = b + row[ROW_END] - row[ROW_COMPUTE_START]
-            busy[dev] = b
-        return se
+        return _chain_runs(t, s, free, start, end, tasks, chains, busy)
     gk = (dev, static.gather_stream)
-    fg = free.get(gk, 0.0)
+    fg = fg0 = free.get(gk, 0.0)  # fg0 ... one0: what the rows start from (chain_rows)
     rk = (dev, static.reduce_stream)
-    fr = free.get(rk, 0.0)
+    fr = fr0 = free.get(rk, 0.0)
     # the anchors of the next two gathers (-inf: none); then each first compute's end. An
     # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
     if a0 >= CHAIN and a1 >= CHAIN:
-        j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
-        j, d = divmod(a1 - CHAIN, SENT)
-        one = chains[d][0][j]
+        x = a0 - CHAIN
+        two = two0 = chains[x & LOW][x >> SHIFT]
+        x = a1 - CHAIN
+        one = one0 = chains[x & LOW][x >> SHIFT]
     else:
-        two, one = _anchors(a0, a1, start, end, tasks, chains)
-    fg0, fr0, two0, one0 = fg, fr, two, one  # what the rows start from (chain_rows)
+        two, one = two0, one0 = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
-    starts: list[float] = []
-    add_mark, add_start = marks.append, starts.append
+    add_mark = marks.append
     ce = s
     b = 0.0 if busy is None else busy.get(dev, 0.0)
     # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
-    # reduction when the reduction stream is free and e_i. Kept: h (the marks) and each
-    # compute's start; the rest of the row is made again on demand (chain_rows)
+    # reduction when the reduction stream is free and e_i. Kept: h (the marks); the rest of
+    # the row (each compute's start too) is made again on demand (chain_rows)
     if static.reducing:
         for g, c, x, r in flat:
-            gs = fg if fg >= two else two  # max(stream free, anchor): one of the two, exactly
-            fg = gs + g
+            fg = (fg if fg >= two else two) + g  # max(stream free, anchor): one of the two
             cs = ce if ce >= fg else fg
             h = cs + c
             ce = e = h + x
             b = b + e - cs
             add_mark(h)
-            add_start(cs)
             two = one
             one = h
-            rs = fr if fr >= e else e
-            fr = rs + r
+            fr = (fr if fr >= e else e) + r
     else:
         for g, c, x, _ in flat:
-            gs = fg if fg >= two else two
-            fg = gs + g
+            fg = (fg if fg >= two else two) + g
             cs = ce if ce >= fg else fg
             h = cs + c
             ce = h + x
             b = b + ce - cs
             add_mark(h)
-            add_start(cs)
             two = one
             one = h
     free[gk] = fg
     if static.reducing:
         free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    add_mark(fr)
+    marks += (fr, s, fg0, fr0, two0, one0)  # mark n, then what the rows start from
     if busy is not None:
         busy[dev] = b
-    chains[t.tid] = (marks, starts, fg0, fr0, two0, one0)
-    return starts[0], ce
+    chains[t.tid] = marks
+    # the first compute's start, again: max(s, g_0's end), the loop's first operations
+    ge = (fg0 if fg0 >= two0 else two0) + flat[0][0]
+    return (s if s >= ge else ge), ce
+
+
+def chain_marks(static: ChainStatic, entry: ChainEntry) -> list[float]:
+    """The marks of a chain whose ``entry`` ``_list_schedule`` recorded (``Timeline.chains``):
+    mark ``j`` is ``entry[j]``, for ``j`` up to the number of marks the chain's items give
+    (one per segment, two per hidden gather run) and the last reduction's end after them."""
+    rows = type(entry[-1]) is list  # its rows last; or the five values it started from
+    return entry[: len(entry) - (1 if rows else 5)]
 
 
 def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
@@ -163,22 +173,24 @@ def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]
     hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
 
     A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
-    keeps only its marks ``h_i``, its computes' starts ``cs_i`` and the gather and reduction
-    streams' free times and the two anchors it started from: the rest of each row is the
-    same recurrence made again with the same operations on the same values (``g_i = max(g
-    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``e_i = h_i + T_i``; ``r_i = max(r free,
-    e_i) + R_i``), so every time is bit for bit the one :func:`_chain` computed (tested
-    against :func:`_chain_runs`' eager rows). Other chains keep their rows."""
-    if len(entry) == 2:
-        return entry[1]  # type: ignore[no-any-return]
-    marks, kept, fg, fr, two, one = entry
+    keeps only its marks ``h_i`` and the five values it started from (``s``, the gather and
+    reduction streams' free times, the two anchors): the rest of each row is the same
+    recurrence made again with the same operations on the same values (``g_i = max(g free,
+    anchor) + G_i``, the anchor ``h_{i-2}``; ``cs_i = max(e_{i-1}, g_i's end)``, ``e_{-1} =
+    s``; ``e_i = h_i + T_i``; ``r_i = max(r free, e_i) + R_i``), so every time is bit for bit
+    the one :func:`_chain` computed (tested against :func:`_chain_runs`' eager rows). Other
+    chains keep their rows."""
+    if type(entry[-1]) is list:  # _chain_runs' entry: its rows, kept
+        return entry[-1]  # type: ignore[no-any-return]
+    ce, fg, fr, two, one = entry[-5:]
     rows: list[tuple[float, ...]] = []
     add = rows.append
     reducing = static.reducing
-    for (g, _, x, r), h, cs in zip(static.flat, marks, kept, strict=False):  # type: ignore[arg-type]
+    for (g, _, x, r), h in zip(static.flat, entry, strict=False):  # type: ignore[arg-type]
         gs = fg if fg >= two else two
         fg = ge = gs + g
-        e = h + x
+        cs = ce if ce >= ge else ge
+        ce = e = h + x
         if reducing:
             rs = fr if fr >= e else e
             fr = re = rs + r
@@ -198,6 +210,7 @@ def _chain_runs(
     end: list[float],
     tasks: tuple[Task, ...],
     chains: dict[int, ChainEntry],
+    busy: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
     ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
@@ -208,7 +221,8 @@ def _chain_runs(
     at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
     ``grad-lead`` stream from ``cs`` for ``L``, then its summary reduction of ``R`` on the
     reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
-    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``."""
+    compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``. With ``busy``, adds
+    each item's ``e - cs`` to ``busy[t.device]`` in order, as :func:`_chain` does."""
     static, a0, a1 = t.chain
     segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
     reducing = static.reducing
@@ -217,11 +231,18 @@ def _chain_runs(
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
     fl = free.get(lk, 0.0)
-    two, one = _anchors(a0, a1, start, end, tasks, chains)
+    if a0 >= CHAIN and a1 >= CHAIN:  # an earlier chain's marks, inline (_anchors)
+        x = a0 - CHAIN
+        two = chains[x & LOW][x >> SHIFT]
+        x = a1 - CHAIN
+        one = chains[x & LOW][x >> SHIFT]
+    else:
+        two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     ce = s
     rs = re = 0.0
+    bs = 0.0 if busy is None else busy.get(dev, 0.0)
     for seg in segs:
         g, c, then, r = seg[0], seg[1], seg[2], seg[3]  # ChainSegment's and ChainRun's
         gs = fg if fg >= two else two
@@ -240,6 +261,7 @@ def _chain_runs(
                 re = rs + r
                 fr = re
             rows.append((gs, ge, cs, h, e, rs, re))
+            bs = bs + e - cs
             ce = e
             continue
         g1s = fg if fg >= one else one  # the run's second gather, on its own anchor
@@ -262,13 +284,17 @@ def _chain_runs(
             re = rs + r
             fr = re
         rows.append((gs, ge, cs, h, e, rs, re, g1s, g1e, ls, le))
+        bs = bs + e - cs
         ce = e
     marks.append(fr)
     free[gk] = fg
     if reducing:
         free[rk] = fr
         free[lk] = fl  # unchanged without runs: the value a later read would get
-    chains[t.tid] = (marks, rows)
+    marks.append(rows)  # type: ignore[arg-type]
+    chains[t.tid] = marks
+    if busy is not None:
+        busy[dev] = bs
     return rows[0][ROW_COMPUTE_START], ce
 
 
@@ -286,13 +312,13 @@ def _anchors(
     """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
     earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
     if a0 >= CHAIN:
-        j, d = divmod(a0 - CHAIN, SENT)
-        two = chains[d][0][j]
+        x = a0 - CHAIN
+        two = chains[x & LOW][x >> SHIFT]
     else:
         two = _anchor_end(a0, start, end, tasks, chains)
     if a1 >= CHAIN:
-        j, d = divmod(a1 - CHAIN, SENT)
-        return two, chains[d][0][j]
+        x = a1 - CHAIN
+        return two, chains[x & LOW][x >> SHIFT]
     return two, _anchor_end(a1, start, end, tasks, chains)
 
 

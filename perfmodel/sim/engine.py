@@ -42,7 +42,16 @@ from perfmodel.parallel.taskgraph import (
     Task,
     TaskGraph,
 )
-from perfmodel.sim.chains import ChainEntry, _chain, _dep_end, _encoded_end, chain_rows
+from perfmodel.sim.chains import (
+    LOW,
+    SHIFT,
+    ChainEntry,
+    _chain,
+    _dep_end,
+    _encoded_end,
+    chain_marks,
+    chain_rows,
+)
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
     import simpy
@@ -76,6 +85,12 @@ class Timeline:
     def records(self) -> list[tuple[Task, float, float]]:
         return [(t, self.start_s[t.tid], self.end_s[t.tid]) for t in self.graph.tasks]
 
+    def chain_marks(self, tid: int) -> list[float]:
+        """The marks of chain task ``tid`` (``chains.chain_marks``; errors as
+        :meth:`chain_rows`)."""
+        entry = self._chain_entry(tid, "chain_marks")
+        return chain_marks(self.graph.tasks[tid].chain[0], entry)  # type: ignore[attr-defined]
+
     def chain_rows(self, tid: int) -> list[tuple[float, ...]]:
         """The rows of chain task ``tid`` (``chains.chain_rows``).
 
@@ -87,13 +102,18 @@ class Timeline:
             coarse analytic graph) the chains are those of the analytic graph, on ``.coarse``
             (task ids of ``.coarse.graph``); the whole graph it reads times from has none.
         """
+        entry = self._chain_entry(tid, "chain_rows")
+        return chain_rows(self.graph.tasks[tid].chain[0], entry)  # type: ignore[attr-defined]
+
+    def _chain_entry(self, tid: int, method: str) -> ChainEntry:
+        """What the list schedule kept of chain task ``tid`` (:meth:`chain_rows`' errors)."""
         chains = self.chains
         entry = None if chains is None else chains.get(tid)
         if entry is None:
             if isinstance(self, CoarseTimeline):
                 where = (
                     "the gather chains of this CoarseTimeline are those of its analytic graph: "
-                    "timeline.coarse.chain_rows(tid), with task ids of timeline.coarse.graph"
+                    f"timeline.coarse.{method}(tid), with task ids of timeline.coarse.graph"
                 )
             elif not chains:
                 where = f"this {type(self).__name__}'s graph holds no gather chains"
@@ -103,9 +123,9 @@ class Timeline:
             raise ConfigError(
                 f"task {tid} is not a gather chain (ChainTask) of this timeline; {where}",
                 value=tid,
-                where="Timeline.chain_rows",
+                where=f"Timeline.{method}",
             )
-        return chain_rows(self.graph.tasks[tid].chain[0], entry)  # type: ignore[attr-defined]
+        return entry
 
 
 class _WholeOnRead(Timeline):
@@ -605,8 +625,8 @@ def _chain_mode(
                 d -= SENT
                 e = end[d] + tasks[d].send_s
             elif d >= CHAIN:
-                j, d = divmod(d - CHAIN, SENT)
-                e = chains[d][0][j]
+                d -= CHAIN  # divmod(d, SENT) as two bit operations (chains.SHIFT)
+                e = chains[d & LOW][d >> SHIFT]
             else:
                 e = _encoded_end(d, start, end, tasks, chains)
             if e > s:

@@ -71,9 +71,9 @@ def test_same_events_as_classifying_every_task(
     seen: list = []
     real = sb._class_events
 
-    def spy(timeline, dev):  # type: ignore[no-untyped-def]
+    def spy(timeline, dev, *split):  # type: ignore[no-untyped-def]
         seen.append(timeline)
-        return real(timeline, dev)
+        return real(timeline, dev, *split)
 
     monkeypatch.setattr(sb, "_class_events", spy)
     monkeypatch.setattr(api, "_REPORTS", {})

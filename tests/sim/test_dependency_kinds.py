@@ -20,6 +20,8 @@ The second chain is anchored on the first's marks or on plain tasks. Both chains
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import perfmodel.sim.chains as sim_chains
 from perfmodel.ops import CollectiveOp
@@ -61,13 +63,18 @@ def _ref_end(d: int, start: list[float], end: list[float], tasks, marks) -> floa
     return end[d]
 
 
+def _marks(chains: dict, tasks) -> dict[int, list[float]]:  # type: ignore[type-arg, no-untyped-def]
+    """Each chain's marks (``sim.chains.chain_marks``)."""
+    return {k: sim_chains.chain_marks(tasks[k].chain[0], v) for k, v in chains.items()}
+
+
 def _ref_chain(t, s, free, start, end, tasks, chains) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """``sim.chains._chain``'s recurrence of chain ``t`` with its anchors decoded here: each
     anchor (a mark of an earlier chain, a task's end, ...) by :func:`_ref_end`, handed to
     ``_chain`` as the end of a plain id past the graph's tasks (so the recurrence is
     ``_chain``'s, the anchors' decoding this test's, not ``chains.py``'s inline copies)."""
     static, a0, a1 = t.chain
-    marks = {k: v[0] for k, v in chains.items()}
+    marks = _marks(chains, tasks)
     ends = list(end)
     plain = []
     for a in (a0, a1):
@@ -94,7 +101,7 @@ def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, fl
     chains: dict = {}  # type: ignore[type-arg]
     overs: dict[int, float] = {}
     for t in tasks:
-        ends = [_ref_end(d, start, end, tasks, {k: v[0] for k, v in chains.items()})
+        ends = [_ref_end(d, start, end, tasks, _marks(chains, tasks))
                 for d in t.deps]  # fmt: skip
         key = (t.device, t.stream)
         s = max([free.get(key, 0.0), *ends])
@@ -111,7 +118,7 @@ def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, fl
                 e += x
         start[t.tid], end[t.tid] = s, e
         free[key] = e
-    return start, end, overs, {k: v[0] for k, v in chains.items()}
+    return start, end, overs, _marks(chains, tasks)
 
 
 def _static(n: int) -> ChainStatic:
@@ -173,7 +180,7 @@ def test_every_dependency_kind_before_and_after_the_first_chain(anchored: bool) 
     start, end, overs, marks = _reference(graph)
     assert list(tl.start_s) == start and list(tl.end_s) == end
     assert tl.overs == overs
-    assert tl.chains is not None and {k: v[0] for k, v in tl.chains.items()} == marks
+    assert tl.chains is not None and {k: tl.chain_marks(k) for k in tl.chains} == marks
     for tid, dep in probes:  # each probe starts exactly at its dependency's end, later than 0
         want = _ref_end(dep, start, end, graph.tasks, marks)
         assert want > 0.0
@@ -183,3 +190,14 @@ def test_every_dependency_kind_before_and_after_the_first_chain(anchored: bool) 
     # the probes read distinct ends: no kind is decoded as another
     ends = [_ref_end(d, start, end, graph.tasks, marks) for d in after]
     assert len(set(ends)) == len(after)
+
+
+@given(tid=st.integers(0, SENT - 1), j=st.integers(0, 4095), base=st.sampled_from([CHAIN, HEAD]))
+def test_bit_decoding_is_divmod(tid: int, j: int, base: int) -> None:
+    """``sim.chains.SHIFT`` / ``LOW`` (the decoders' two bit operations) split an encoded
+    dependency less its base as ``divmod(x, SENT)`` does, for every task id below ``SENT``
+    and mark or piece index (``HEAD`` ones below ``CHAIN``)."""
+    x = base + tid + j * SENT
+    if base == HEAD and x >= CHAIN:
+        return
+    assert ((x - base) >> sim_chains.SHIFT, (x - base) & sim_chains.LOW) == divmod(x - base, SENT)

@@ -231,7 +231,7 @@ def test_hand_computed_chain_and_its_fine_tasks() -> None:
     tl = _list_schedule(b.build())
     assert (tl.start_s[c], tl.end_s[c]) == (2.0, 5.25)
     assert tl.start_s[w] == 4.25 and tl.start_s[o] == 5.75
-    marks, rows = tl.chains[c][0], tl.chain_rows(c)  # type: ignore[index]
+    marks, rows = tl.chain_marks(c), tl.chain_rows(c)  # type: ignore[index]
     assert marks == [3.0, 4.25, 5.25, 5.75]
     named = [ChainRow._make(r) for r in rows]
     assert [(r.gather_start_s, r.gather_end_s) for r in named] == [
@@ -334,7 +334,7 @@ def test_hand_computed_run_chain_and_its_fine_tasks() -> None:
     tl = _list_schedule(b.build())
     assert (tl.start_s[c], tl.end_s[c]) == (1.0, 5.5)
     assert tl.start_s[w] == 5.5 and tl.start_s[o] == 6.0
-    marks, rows = tl.chains[c][0], tl.chain_rows(c)  # type: ignore[index]
+    marks, rows = tl.chain_marks(c), tl.chain_rows(c)  # type: ignore[index]
     assert marks == [3.25, 4.25, 5.5, 6.0]
     assert rows == [
         ChainRunRow(0.0, 0.5, 1.0, 1.0, 4.5, 3.5, 4.5, 1.0, 1.5, 2.0, 3.5),
@@ -512,7 +512,7 @@ def test_a_chain_is_its_fine_tasks(
     # chain leaves those streams free (``_chain``'s write-back of both free times)
     after = [b.add(TaskKind.COLLECTIVE, "g0", stream, 0.1) for stream in ("dp", "zero")]
     tl = _list_schedule(b.build())
-    marks, rows = tl.chains[c][0], tl.chain_rows(c)  # type: ignore[index]
+    marks, rows = tl.chain_marks(c), tl.chain_rows(c)  # type: ignore[index]
     f = GraphBuilder()
     x = before(f)
     hist, prev = [x], [x]
