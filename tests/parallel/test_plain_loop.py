@@ -98,7 +98,8 @@ def _check(sc: object, monkeypatch: pytest.MonkeyPatch) -> int:
 def test_plain_loop_lowers_the_same_graph(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
     """The benchmark's presets on 64 micro-batches (short periodic schedules and whole ones):
     the same graph and state either way; the plain loop emitted operations itself (plain
-    operation tasks, or FSDP's gather chains: ``lower_replay.OperationReplay.chain_op``)."""
+    operation tasks, or FSDP's gather chains: ``lower_replay.OperationReplay.
+    run_chain_schedule``)."""
     sc = gpt_scenario(model_args=GPT, global_batch=128, **kw)
     inline = _check(sc, monkeypatch)
     assert inline > 0
@@ -220,18 +221,17 @@ def test_op_labels_are_the_segment_labels() -> None:
 
 
 def _chain_ops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the operations ``chain_op`` lowered itself (one gather chain each)."""
+    """Count the operations ``run_chain_schedule`` lowered itself (one gather chain each)."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     done = [0]
-    orig = OperationReplay.chain_op
+    orig = OperationReplay.run_chain_schedule
 
-    def spy(self, s, fwd, mb, c):  # type: ignore[no-untyped-def]
-        out = orig(self, s, fwd, mb, c)
-        done[0] += out
-        return out
+    def spy(self):  # type: ignore[no-untyped-def]
+        orig(self)
+        done[0] += self.chains_inline
 
-    monkeypatch.setattr(OperationReplay, "chain_op", spy)
+    monkeypatch.setattr(OperationReplay, "run_chain_schedule", spy)
     return done
 
 
@@ -257,8 +257,8 @@ def test_inline_gather_chains_match(
     extra: dict,
 ) -> None:
     """ZeRO-3/FSDP operations lowered as one gather chain each, emitted by the plain loop
-    (``OperationReplay.chain_op``: the chain's template per chunk, phase, last micro-batch and
-    first segment done) instead of ``forward`` / ``backward`` / ``gather_runs`` /
+    (``OperationReplay.run_chain_schedule``: the chain's template per chunk, phase, last
+    micro-batch and first segment done) instead of ``forward`` / ``backward`` / ``gather_runs`` /
     ``lower_gather_runs``: the same graph and state (``hidden_merged`` and the reductions'
     ends included), and chains were emitted inline (the comparison is not vacuous)."""
     done = _chain_ops(monkeypatch)
