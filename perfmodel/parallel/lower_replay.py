@@ -434,7 +434,13 @@ class OperationReplay:
         )  # fmt: skip
         b = low.b
         tasks, dset = b.tasks, b._device_set
-        final_mb = low.m - 1
+        # the last micro-batch's backward has a template of its own only where it alone
+        # reduces its gradients: _chain_template reads ``final`` for that (``reducing``) and
+        # for coarsenable's refusal, which refuses every operation of a ZeRO-3 step anyway
+        # (and ZeRO-3 reduces every micro-batch's: never here; the chains of the last
+        # micro-batch share the others' template, equal field for field, since wave 14)
+        reduces_last = low.dp_on and low.overlap and not low.reduce_every_mb
+        final_mb = low.m - 1 if reduces_last else -1
         # per (chunk, forward, last micro-batch, first segment done): the flattened template
         # (None: not made yet; False: another path)
         tpls: list[Any] = [None] * (8 * K)
