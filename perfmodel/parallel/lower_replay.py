@@ -58,6 +58,8 @@ from perfmodel.parallel.taskgraph import (
     TaskKind,
     _ChainTaskTwin,
     _new_task,
+    _OpTaskTwin,
+    _OverTaskTwin,
 )
 
 _COMPUTE = TaskKind.COMPUTE
@@ -69,8 +71,17 @@ _COMPUTE = TaskKind.COMPUTE
 #: ``0`` the operation's, ``1`` ``TP <op>``, ``2`` ``TP tail <op>``, else itself; micro-batch
 #: field ``None``: the operation's), the task the next operation and the send wait on, the
 #: longest compute counted, the operation-task and coarse counts it adds, and the prefetch
-#: anchors it appends to ``gather_hist`` (its tasks' indices plus their encodings).
-Recorded = tuple[tuple[tuple[Any, ...], ...], int, float | None, int, int, tuple[int, ...]]
+#: anchors it appends to ``gather_hist`` (its tasks' indices plus their encodings), and the
+#: operation as one task copied inline (:data:`Single`; ``None``: the general copy).
+Recorded = tuple[
+    tuple[tuple[Any, ...], ...], int, float | None, int, int, tuple[int, ...], "Single | None"
+]
+#: A recorded operation of one operation task on the compute stream waiting on every input
+#: (:meth:`OperationReplay._single`), copied by :meth:`OperationReplay._replay_single`: the
+#: task's mutable twin and class, GPU, seconds, ``then_s``, ``over``, chunk field, the longest
+#: compute counted, whether ``fold_send`` may fold a send into it, and the send's ``(seconds,
+#: CommSpec)`` (``None``: none, or one stage).
+Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, bool, Any]
 
 
 class OperationReplay:
@@ -140,7 +151,10 @@ class OperationReplay:
         if rec is False:
             (low.forward if fwd else low.backward)(s, mb, c)
             return
-        tpl, x, cmax, merged, coarse, anchors = rec
+        tpl, x, cmax, merged, coarse, anchors, single = rec
+        if single is not None:
+            self._replay_single(s, fwd, mb, k, ext, single, merged, coarse)
+            return
         b = low.b
         base = len(b.tasks)
         add = b.add
@@ -295,7 +309,147 @@ class OperationReplay:
             return False
         cmax = max(durs) if durs else None
         merged = low.op_merged - m0 - fold
-        return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors
+        single = self._single(s, fwd, k, tpl, x - start, cmax, anchors, len(ext))
+        return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors, single
+
+    def _single(
+        self,
+        s: int,
+        fwd: bool,
+        k: int,
+        tpl: list[tuple[Any, ...]],
+        x: int,
+        cmax: float | None,
+        anchors: tuple[int, ...],
+        n_ext: int,
+    ) -> Single | None:
+        """:data:`Single` of a recorded operation (``tpl``, the task the next operation waits
+        on ``x``) where it is one operation task (or :class:`~perfmodel.parallel.taskgraph.
+        OverTask`) on the compute stream, labelled as the operation, of the operation's
+        micro-batch, waiting on each of its ``n_ext`` inputs once and appending no anchor;
+        else ``None``. Megatron-Core's GPT-3 175B forwards whose first segment's TP all-reduce
+        outlasts its compute (one ``OverTask`` extended by the other segments: 608 of the
+        1,248 operations of the dp2 tp32 pp16 plan's short schedule)."""
+        low: Any = self
+        if len(tpl) != 1 or x != 0 or anchors:
+            return None
+        kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then, over = tpl[0]
+        if kind is not _COMPUTE or stream != "compute" or comm is not None or then is None:
+            return None
+        if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
+            return None
+        if over is None:
+            twin, cls, foldable = _OpTaskTwin, OpTask, True
+        else:  # fold_send folds into an OverTask once a later segment extended it
+            twin, cls, foldable = _OverTaskTwin, OverTask, len(then) > 1
+        send = None
+        P = low.P
+        if P > 1 and (k < low.K - 1 if fwd else k > 0):
+            to, nbytes = ((k + 1) % P, low.chunks[k].out_bytes) if fwd else (
+                (k - 1) % P, low.chunks[k - 1].out_bytes)  # fmt: skip
+            send = low.p2p(s, to, nbytes)  # send()'s (computed once per lowering)
+        return twin, cls, dev, dur, then, over, chunk, cmax, foldable, send
+
+    def _replay_single(
+        self,
+        s: int,
+        fwd: bool,
+        mb: int,
+        k: int,
+        ext: tuple[int, ...],
+        single: Single,
+        merged: int,
+        coarse: int,
+    ) -> None:
+        """A copy of a recorded operation of one task (:meth:`_single`), emitted inline as
+        ``GraphBuilder.add`` (dependencies cleaned as it cleans them), ``compute_emitted``,
+        ``send`` and ``fold_send`` would (the fold decided before the task is made, as
+        ``run_plain_schedule`` decides it), leaving the state :meth:`replay_op`'s general
+        copy leaves."""
+        low: Any = self
+        twin, cls, gpu, dur, then, over, chunk, cmax, foldable, send = single
+        b = low.b
+        tasks = b.tasks
+        tid = len(tasks)
+        if len(ext) == 1:
+            a = ext[0]
+            deps: tuple[int, ...] = (a,) if a >= 0 else ()
+        elif len(ext) == 2:
+            a, d = ext
+            if a < 0:
+                deps = (d,) if d >= 0 else ()
+            elif d < 0 or d == a:
+                deps = (a,)
+            else:
+                deps = (a, d) if a < d else (d, a)
+        else:
+            deps = tuple(sorted({d for d in ext if d >= 0}))
+        assert not deps or (
+            deps[0] % SENT < tid
+            and deps[-1] % SENT < tid
+            and (len(deps) < 3 or max([d % SENT for d in deps]) < tid)
+        ), "dependencies must precede the task"
+        cs = low._cs_max[s]
+        if cmax is not None:  # compute_emitted
+            if cmax > cs[0]:
+                cs[0] = cmax
+            if cmax > cs[1]:
+                cs[1] = cmax
+        send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
+        if send is not None:
+            j = 0 if fwd else 1
+            exact = low._send_exact[s]
+            if exact[j]:
+                prev = low._send_prev[s]
+                ok = cs[j] >= prev[j]
+                prev[j] = send[0]
+                cs[j] = 0.0
+                if ok and foldable:
+                    send_s, spec = send
+                    low._send_last[s][j] = tid
+                    merged += 1
+                else:
+                    exact[j] = False
+                    x = low._send_last[s][j]
+                    wait = x + SENT if x >= 0 else -1
+            else:
+                wait = -1
+        task = _new_task(twin)  # GraphBuilder.add's stores, then the frozen class
+        if over is not None:
+            task.over = over
+        task.then_s = then
+        task.send_s = send_s
+        task.send = spec
+        task.tid = tid
+        task.kind = _COMPUTE
+        task.device = gpu
+        task.stream = "compute"
+        task.duration_s = dur
+        task.deps = deps
+        task.label = op_labels("F" if fwd else "B", k // low.P if low.V > 1 else -1, low.m)[mb]
+        task.microbatch = mb
+        task.chunk = chunk
+        task.comm = None
+        task.__class__ = cls
+        tasks.append(task)
+        if gpu not in b._device_set:
+            b._device_set.add(gpu)
+            b.devices.append(gpu)
+        low.op_merged += merged
+        low.coarsened += coarse
+        low.last_compute[s] = tid
+        out = tid
+        if spec is not None:
+            out = tid + SENT
+        elif wait != -3:
+            out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
+        if fwd:
+            low.first_seg_done[s] = True
+            low.f_done[(mb, k)] = tid
+            if k < low.K - 1:
+                low.f_out[(mb, k)] = out
+        elif k > 0:
+            low.b_out[(mb, k)] = out
 
     # ------------------------------------------------------------------ exposed TP tails
 

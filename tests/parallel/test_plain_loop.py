@@ -139,6 +139,38 @@ def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict, re
     assert copies[0] > 100 if replay else copies[0] == 0
 
 
+@pytest.mark.parametrize("over", [True, False])
+def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -> None:
+    """Replayed operations of one task (Megatron-Core tp 8 forwards: one ``OverTask`` the
+    later segments extend) are copied inline (``OperationReplay._replay_single``: the task,
+    its folded or unfolded send and the state as the general copy leaves them), the same
+    graph and state as the per-operation path. With ``OverTask``s off the recorded forwards
+    are several tasks each (compute, TP collective, tail, operation task): the general copy,
+    none inline (and still the same graph). With one block a stage the ``OverTask`` is one
+    piece, into which ``fold_send`` folds no send: the copies' sends are tasks
+    (``_send_task``), as every send on that stream is from the recorded operation's on."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    monkeypatch.setattr(OperationReplay, "OVER_TASKS", over)
+    n = [0]
+    orig = OperationReplay._replay_single
+
+    def spy(self, *a):  # type: ignore[no-untyped-def]
+        n[0] += 1
+        return orig(self, *a)
+
+    monkeypatch.setattr(OperationReplay, "_replay_single", spy)
+    for layers, kw in (
+        (8, dict(pp=2, dp=1, tp=8, nodes=2)),
+        (8, dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2)),
+        (4, dict(pp=4, dp=1, tp=8, nodes=4)),  # one block a stage: an OverTask of one piece
+    ):
+        sc = gpt_scenario(model_args={**GPT, "layers": layers}, global_batch=128,
+                          software="megatron-core", **kw)  # fmt: skip
+        assert _check(sc, monkeypatch) > 0
+    assert n[0] > 100 if over else n[0] == 0
+
+
 def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:
     """A step where some pipeline sends are not folded (after the last micro-batch's
     backward, which reduces its gradients and is not one operation task, every later send on
@@ -280,3 +312,33 @@ def test_inline_gather_chains_over_plans(monkeypatch: pytest.MonkeyPatch, plan: 
         _check(sc, monkeypatch)
     except PerfModelError:
         assume(False)
+
+
+@pytest.mark.parametrize(
+    ("kw", "taken"),
+    [
+        (dict(software="fsdp", tp=1, pp=2, nodes=2, dp=8, microbatch=1), True),
+        (dict(software="fsdp", tp=1, pp=2, nodes=2, dp=8, microbatch=1, hsdp=8), False),
+        (dict(software="megatron-core", tp=2, pp=2, dp=2), False),
+    ],
+)
+def test_chain_loop_taken_only_where_every_operation_may_chain(
+    monkeypatch: pytest.MonkeyPatch, kw: dict, taken: bool
+) -> None:
+    """``run_chain_schedule`` runs the schedule where ``init_chain_ops`` allows chains
+    (ZeRO-3/FSDP), not with HSDP (two collectives a bucket: no chains) nor without ZeRO-3;
+    the graph and state are the reference loop's either way."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    calls = [0]
+    orig = OperationReplay.run_chain_schedule
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        orig(self)
+
+    monkeypatch.setattr(OperationReplay, "run_chain_schedule", spy)
+    sc = gpt_scenario(model_args=GPT, global_batch=64, **kw)
+    inline = _check(sc, monkeypatch)  # the same graph and state either way
+    assert (calls[0] > 0) is taken
+    assert inline > 0 or not taken
