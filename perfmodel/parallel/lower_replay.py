@@ -384,10 +384,10 @@ class OperationReplay:
                 deps = (a, d) if a < d else (d, a)
         else:
             deps = tuple(sorted({d for d in ext if d >= 0}))
-        assert not deps or (
+        assert not deps or (  # add's check, each of at most three without a list
             deps[0] % SENT < tid
             and deps[-1] % SENT < tid
-            and (len(deps) < 3 or max([d % SENT for d in deps]) < tid)
+            and (len(deps) < 3 or deps[1] % SENT < tid)
         ), "dependencies must precede the task"
         cs = low._cs_max[s]
         if cmax is not None:  # compute_emitted
@@ -669,11 +669,12 @@ class OperationReplay:
                         else:
                             deps = (a, f) if a < f else (f, a)
                     tid = len(tasks)
-                    # add_chain's check (the template's own tasks are earlier by make)
+                    # add_chain's check (the template's own tasks are earlier by make), each
+                    # of at most three dependencies read without a list
                     assert not deps or (
                         deps[0] % SENT < tid
                         and deps[-1] % SENT < tid
-                        and (len(deps) < 3 or max([x % SENT for x in deps]) < tid)
+                        and (len(deps) < 3 or deps[1] % SENT < tid)
                     ), "dependencies must precede the task"
                     hidden += n_hid
                     merged += n_items
