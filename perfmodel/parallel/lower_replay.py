@@ -31,11 +31,17 @@ the operation's computes are counted (:meth:`compute_emitted`, their longest). T
 in the same order and the same state: ``tests/parallel/test_plain_loop.py`` compares the
 graph with the per-operation lowering's.
 
-**Inline gather chains.** The module also holds the ZeRO-3/FSDP door of the same loop: an
-operation ``forward`` / ``backward`` would lower as one gather chain is emitted from a template
-kept per chunk, phase, last micro-batch and first segment done (:meth:`OperationReplay.chain_op`,
-the template :meth:`OperationReplay._chain_template`, switched on per schedule by
-:meth:`OperationReplay.init_chain_ops`), again the same tasks and state as their calls.
+**Inline gather chains.** The module also holds the ZeRO-3/FSDP loop: where every operation
+of the step may be a gather chain (:meth:`OperationReplay.init_chain_ops`), ``run_schedule``'s
+round robin runs as :meth:`OperationReplay.run_chain_schedule`, each operation ``forward`` /
+``backward`` would lower as one gather chain emitted inline from a template kept per chunk,
+phase, last micro-batch and first segment done (:meth:`OperationReplay._chain_template`),
+again the same tasks and state as their calls.
+
+Kept whole (issue 29): :meth:`OperationReplay.run_chain_schedule` (~190 lines, one loop)
+emits a gather chain per iteration with its dependencies, its task, its folded send and the
+lowering's state inline, as ``run_plain_schedule`` does plain operations: the per-operation
+method it replaced (``chain_op``) and its attribute reads were ~1/4 of an operation's cost.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ from perfmodel.parallel.taskgraph import (
     TaskKind,
     _ChainTaskTwin,
     _new_task,
+    _OpTaskTwin,
+    _OverTaskTwin,
 )
 
 _COMPUTE = TaskKind.COMPUTE
@@ -63,8 +71,17 @@ _COMPUTE = TaskKind.COMPUTE
 #: ``0`` the operation's, ``1`` ``TP <op>``, ``2`` ``TP tail <op>``, else itself; micro-batch
 #: field ``None``: the operation's), the task the next operation and the send wait on, the
 #: longest compute counted, the operation-task and coarse counts it adds, and the prefetch
-#: anchors it appends to ``gather_hist`` (its tasks' indices plus their encodings).
-Recorded = tuple[tuple[tuple[Any, ...], ...], int, float | None, int, int, tuple[int, ...]]
+#: anchors it appends to ``gather_hist`` (its tasks' indices plus their encodings), and the
+#: operation as one task copied inline (:data:`Single`; ``None``: the general copy).
+Recorded = tuple[
+    tuple[tuple[Any, ...], ...], int, float | None, int, int, tuple[int, ...], "Single | None"
+]
+#: A recorded operation of one operation task on the compute stream waiting on every input
+#: (:meth:`OperationReplay._single`), copied by :meth:`OperationReplay._replay_single`: the
+#: task's mutable twin and class, GPU, seconds, ``then_s``, ``over``, chunk field, the longest
+#: compute counted, whether ``fold_send`` may fold a send into it, and the send's ``(seconds,
+#: CommSpec)`` (``None``: none, or one stage).
+Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, bool, Any]
 
 
 class OperationReplay:
@@ -134,7 +151,10 @@ class OperationReplay:
         if rec is False:
             (low.forward if fwd else low.backward)(s, mb, c)
             return
-        tpl, x, cmax, merged, coarse, anchors = rec
+        tpl, x, cmax, merged, coarse, anchors, single = rec
+        if single is not None:
+            self._replay_single(s, fwd, mb, k, ext, single, merged, coarse)
+            return
         b = low.b
         base = len(b.tasks)
         add = b.add
@@ -289,7 +309,147 @@ class OperationReplay:
             return False
         cmax = max(durs) if durs else None
         merged = low.op_merged - m0 - fold
-        return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors
+        single = self._single(s, fwd, k, tpl, x - start, cmax, anchors, len(ext))
+        return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors, single
+
+    def _single(
+        self,
+        s: int,
+        fwd: bool,
+        k: int,
+        tpl: list[tuple[Any, ...]],
+        x: int,
+        cmax: float | None,
+        anchors: tuple[int, ...],
+        n_ext: int,
+    ) -> Single | None:
+        """:data:`Single` of a recorded operation (``tpl``, the task the next operation waits
+        on ``x``) where it is one operation task (or :class:`~perfmodel.parallel.taskgraph.
+        OverTask`) on the compute stream, labelled as the operation, of the operation's
+        micro-batch, waiting on each of its ``n_ext`` inputs once and appending no anchor;
+        else ``None``. Megatron-Core's GPT-3 175B forwards whose first segment's TP all-reduce
+        outlasts its compute (one ``OverTask`` extended by the other segments: 608 of the
+        1,248 operations of the dp2 tp32 pp16 plan's short schedule)."""
+        low: Any = self
+        if len(tpl) != 1 or x != 0 or anchors:
+            return None
+        kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then, over = tpl[0]
+        if kind is not _COMPUTE or stream != "compute" or comm is not None or then is None:
+            return None
+        if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
+            return None
+        if over is None:
+            twin, cls, foldable = _OpTaskTwin, OpTask, True
+        else:  # fold_send folds into an OverTask once a later segment extended it
+            twin, cls, foldable = _OverTaskTwin, OverTask, len(then) > 1
+        send = None
+        P = low.P
+        if P > 1 and (k < low.K - 1 if fwd else k > 0):
+            to, nbytes = ((k + 1) % P, low.chunks[k].out_bytes) if fwd else (
+                (k - 1) % P, low.chunks[k - 1].out_bytes)  # fmt: skip
+            send = low.p2p(s, to, nbytes)  # send()'s (computed once per lowering)
+        return twin, cls, dev, dur, then, over, chunk, cmax, foldable, send
+
+    def _replay_single(
+        self,
+        s: int,
+        fwd: bool,
+        mb: int,
+        k: int,
+        ext: tuple[int, ...],
+        single: Single,
+        merged: int,
+        coarse: int,
+    ) -> None:
+        """A copy of a recorded operation of one task (:meth:`_single`), emitted inline as
+        ``GraphBuilder.add`` (dependencies cleaned as it cleans them), ``compute_emitted``,
+        ``send`` and ``fold_send`` would (the fold decided before the task is made, as
+        ``run_plain_schedule`` decides it), leaving the state :meth:`replay_op`'s general
+        copy leaves."""
+        low: Any = self
+        twin, cls, gpu, dur, then, over, chunk, cmax, foldable, send = single
+        b = low.b
+        tasks = b.tasks
+        tid = len(tasks)
+        if len(ext) == 1:
+            a = ext[0]
+            deps: tuple[int, ...] = (a,) if a >= 0 else ()
+        elif len(ext) == 2:
+            a, d = ext
+            if a < 0:
+                deps = (d,) if d >= 0 else ()
+            elif d < 0 or d == a:
+                deps = (a,)
+            else:
+                deps = (a, d) if a < d else (d, a)
+        else:
+            deps = tuple(sorted({d for d in ext if d >= 0}))
+        assert not deps or (  # add's check, each of at most three without a list
+            deps[0] % SENT < tid
+            and deps[-1] % SENT < tid
+            and (len(deps) < 3 or deps[1] % SENT < tid)
+        ), "dependencies must precede the task"
+        cs = low._cs_max[s]
+        if cmax is not None:  # compute_emitted
+            if cmax > cs[0]:
+                cs[0] = cmax
+            if cmax > cs[1]:
+                cs[1] = cmax
+        send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
+        if send is not None:
+            j = 0 if fwd else 1
+            exact = low._send_exact[s]
+            if exact[j]:
+                prev = low._send_prev[s]
+                ok = cs[j] >= prev[j]
+                prev[j] = send[0]
+                cs[j] = 0.0
+                if ok and foldable:
+                    send_s, spec = send
+                    low._send_last[s][j] = tid
+                    merged += 1
+                else:
+                    exact[j] = False
+                    x = low._send_last[s][j]
+                    wait = x + SENT if x >= 0 else -1
+            else:
+                wait = -1
+        task = _new_task(twin)  # GraphBuilder.add's stores, then the frozen class
+        if over is not None:
+            task.over = over
+        task.then_s = then
+        task.send_s = send_s
+        task.send = spec
+        task.tid = tid
+        task.kind = _COMPUTE
+        task.device = gpu
+        task.stream = "compute"
+        task.duration_s = dur
+        task.deps = deps
+        task.label = op_labels("F" if fwd else "B", k // low.P if low.V > 1 else -1, low.m)[mb]
+        task.microbatch = mb
+        task.chunk = chunk
+        task.comm = None
+        task.__class__ = cls
+        tasks.append(task)
+        if gpu not in b._device_set:
+            b._device_set.add(gpu)
+            b.devices.append(gpu)
+        low.op_merged += merged
+        low.coarsened += coarse
+        low.last_compute[s] = tid
+        out = tid
+        if spec is not None:
+            out = tid + SENT
+        elif wait != -3:
+            out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
+        if fwd:
+            low.first_seg_done[s] = True
+            low.f_done[(mb, k)] = tid
+            if k < low.K - 1:
+                low.f_out[(mb, k)] = out
+        elif k > 0:
+            low.b_out[(mb, k)] = out
 
     # ------------------------------------------------------------------ exposed TP tails
 
@@ -342,12 +502,12 @@ class OperationReplay:
     # ------------------------------------------------------------------ gather chains inline
 
     def init_chain_ops(self) -> bool:
-        """Start a schedule's inline gather chains (:meth:`chain_op`); returns whether any
-        operation of the step may take one: ZeRO-3/FSDP's analytic graph with operation
+        """Start a schedule's inline gather chains (:meth:`run_chain_schedule`); returns whether
+        any operation of the step may take one: ZeRO-3/FSDP's analytic graph with operation
         tasks and gather chains, no HSDP, no activation offload, no combined 1F1B (nor
         ZeRO-1/2's overlapped gathers, which ZeRO-3 excludes)."""
         low: Any = self
-        low._chain_ops = {}  # (chunk, forward, last micro-batch, first segment done) -> ...
+        low.chains_inline = 0  # operations run_chain_schedule emitted as gather chains
         return bool(
             low.op_tasks
             and low.zero3
@@ -400,118 +560,199 @@ class OperationReplay:
         send = low.p2p(s, to, nbytes) if sends and P > 1 else None
         return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, send
 
-    def chain_op(self, s: int, fwd: bool, mb: int, c: int) -> bool:
-        """Lower operation (``fwd``: forward, else backward) of micro-batch ``mb`` through
-        chunk ``c`` of stage ``s`` as ``forward`` / ``backward`` would where they lower it
-        as one gather chain (:meth:`_chain_template`), without their calls: the
-        :class:`~perfmodel.parallel.taskgraph.ChainTask` ``GraphBuilder.add_chain`` makes (its
-        dependencies cleaned as it cleans them), the stage state ``lower_gather_runs`` leaves,
-        and the send as ``send`` and ``fold_send`` emit it (the fold decided before the task
-        is made, its ``send_s`` and ``send`` stored with it, as the plain loop does); returns
-        ``False`` (nothing done) where they would not. Every decision on their path reads the
-        chunk, the phase, whether the backward is the last micro-batch's and whether the
-        stage's first segment is done (``gather_runs``' key), so the template is kept by
-        those."""
+    def run_chain_schedule(self) -> None:
+        """``run_plain_schedule``'s round robin where every operation may be a gather chain
+        (:meth:`init_chain_ops`; ZeRO-3/FSDP, so no operation is plain nor replayed): each
+        operation ``forward`` / ``backward`` would lower as one gather chain is emitted here
+        from its template (:meth:`_chain_template`, kept per chunk, phase, last micro-batch
+        and first segment done: every decision on their path reads those only), without
+        their calls: the :class:`~perfmodel.parallel.taskgraph.ChainTask`
+        ``GraphBuilder.add_chain`` makes (its dependencies cleaned as it cleans them), the
+        stage state ``lower_gather_runs`` leaves, and the send as ``send`` and ``fold_send``
+        emit it (the fold decided before the task is made, its ``send_s`` and ``send``
+        stored with it, as the plain loop does); any other operation through ``forward`` /
+        ``backward``. The same tasks in the same order and the same state after each
+        operation (``tests/parallel/test_plain_loop.py`` compares with ``run_schedule``'s own
+        loop). Written as one loop with the state in locals (wave 14): the per-operation
+        method call, its ~20 attribute reads and its template key's tuple were ~1/3 of the
+        ~3 us an operation cost (6,144 chains in the gather-bound FSDP plan of GPT-3 175B on
+        1024 A100, dp8 tp16 pp8 mb1 interleaved)."""
         low: Any = self
-        P = low.P
-        k = c * P + s
-        final = not fwd and mb == low.m - 1
-        key = (k, fwd, final, low.first_seg_done[s])
-        hit = low._chain_ops.get(key)
-        if hit is None:
-            hit = low._chain_ops[key] = self._chain_template(s, fwd, mb, final, k)
-        if hit is False:
-            return False
-        (static, c_max, two, one, red, n_items), merged, gpu, labels, sends, send = hit
-        last = low.last_compute
-        a = last[s]
-        if fwd:  # [last, input] (k > 0) or [last], cleaned as add_chain cleans them
-            if k > 0:
-                d = low.f_out[(mb, k - 1)]
-                if a < 0:
-                    deps: tuple[int, ...] = (d,) if d >= 0 else ()
-                elif d < 0 or d == a:
-                    deps = (a,)
-                else:
-                    deps = (a, d) if a < d else (d, a)
-            else:
-                deps = (a,) if a >= 0 else ()
-        else:
-            f = low.f_done[(mb, k)]
-            ins = (a, f, low.b_out[(mb, k + 1)]) if k < low.K - 1 else (a, f)
-            deps = tuple(sorted({x for x in ins if x >= 0}))
-        low.hidden_merged += merged
-        hist = low.gather_hist[s]
-        a0 = hist[-2] if len(hist) >= 2 else -1
-        a1 = hist[-1] if hist else -1
+        P, K, ops = low.P, low.K, low.ops
+        f_out, b_out, f_done = low.f_out, low.b_out, low.f_done
+        last, first_done, hists, grad_comm = (
+            low.last_compute, low.first_seg_done, low.gather_hist, low.grad_comm,
+        )  # fmt: skip
+        cs_max, prev_s, exact_s, last_s = (
+            low._cs_max, low._send_prev, low._send_exact, low._send_last,
+        )  # fmt: skip
         b = low.b
-        tasks = b.tasks
-        tid = len(tasks)
-        # add_chain's check, once per chain (the template's own tasks are earlier by make)
-        assert all(x % SENT < tid for x in deps), "dependencies must precede the task"
-        busy = low._cs_max[s]  # compute_emitted's, for the segments' computes
-        if c_max > busy[0]:
-            busy[0] = c_max
-        if c_max > busy[1]:
-            busy[1] = c_max
-        send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
-        if send is not None:
-            j = 0 if fwd else 1
-            exact = low._send_exact[s]
-            if exact[j]:
-                prev = low._send_prev[s]
-                ok = busy[j] >= prev[j]
-                prev[j] = send[0]
-                busy[j] = 0.0
-                if ok:
-                    send_s, spec = send
-                    low._send_last[s][j] = tid
-                    low.op_merged += 1
-                else:
-                    exact[j] = False
-                    x = low._send_last[s][j]
-                    wait = x + SENT if x >= 0 else -1
-            else:
-                wait = -1
-        task = _new_task(_ChainTaskTwin)  # add_chain's stores, then the frozen class
-        task.then_s = CHAIN_MARK
-        task.send_s = send_s
-        task.send = spec
-        task.chain = (static, a0, a1)
-        task.tid = tid
-        task.kind = _COMPUTE
-        task.device = gpu
-        task.stream = "compute"
-        task.duration_s = 0.0
-        task.deps = deps
-        task.label = labels[mb]
-        task.microbatch = mb
-        task.chunk = k
-        task.comm = None
-        task.__class__ = ChainTask  # type: ignore[assignment]
-        tasks.append(task)
-        if gpu not in b._device_set:
-            b._device_set.add(gpu)
-            b.devices.append(gpu)
-        hist.append(tid + two)
-        hist.append(tid + one)
-        low.first_seg_done[s] = True
-        if red:
-            low.grad_comm[s].append(tid + red)
-        low.op_merged += n_items
-        last[s] = tid
-        out = tid
-        if spec is not None:
-            out = tid + SENT
-        elif wait != -3:
-            out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
-        if fwd:
-            low.f_done[(mb, k)] = tid
-            if sends:
-                low.f_out[(mb, k)] = out
-        elif sends:
-            low.b_out[(mb, k)] = out
-        return True
+        tasks, dset = b.tasks, b._device_set
+        # the last micro-batch's backward has a template of its own only where it alone
+        # reduces its gradients: _chain_template reads ``final`` for that (``reducing``) and
+        # for coarsenable's refusal, which refuses every operation of a ZeRO-3 step anyway
+        # (and ZeRO-3 reduces every micro-batch's: never here; the chains of the last
+        # micro-batch share the others' template, equal field for field, since wave 14)
+        reduces_last = low.dp_on and low.overlap and not low.reduce_every_mb
+        final_mb = low.m - 1 if reduces_last else -1
+        # per (chunk, forward, last micro-batch, first segment done): the flattened template
+        # (None: not made yet; False: another path)
+        tpls: list[Any] = [None] * (8 * K)
+        template = self._chain_template
+        new, twin, mark, compute = _new_task, _ChainTaskTwin, CHAIN_MARK, _COMPUTE
+        hidden = merged = inline = 0
+        pos = [0] * P
+        lens = [len(o) for o in ops]
+        remaining = sum(lens)
+        while remaining:
+            progressed = False
+            for s in range(P):
+                o, i, n = ops[s], pos[s], lens[s]
+                while i < n:
+                    phase, mb, c = o[i]
+                    k = c * P + s
+                    fwd = phase == "F"
+                    if fwd:
+                        if k > 0:
+                            d = f_out.get((mb, k - 1))
+                            if d is None:
+                                break
+                        final = False
+                    else:
+                        if k < K - 1:
+                            d = b_out.get((mb, k + 1))
+                            if d is None:
+                                break
+                        final = mb == final_mb
+                    first = first_done[s]
+                    j = 8 * k + 4 * fwd + 2 * final + first
+                    t = tpls[j]
+                    if t is None:
+                        hit = template(s, fwd, mb, final, k)
+                        t = tpls[j] = False if hit is False else (*hit[0], *hit[1:])
+                    if t is False:  # another path: forward / backward
+                        (low.forward if fwd else low.backward)(s, mb, c)
+                        i += 1
+                        continue
+                    static, c_max, two, one, red, n_items, n_hid, gpu, labels, sends, send = t
+                    a = last[s]
+                    if fwd:  # [last, input] (k > 0) or [last], cleaned as add_chain cleans them
+                        if k == 0:
+                            deps: tuple[int, ...] = (a,) if a >= 0 else ()
+                        elif a < 0:
+                            deps = (d,) if d >= 0 else ()
+                        elif d < 0 or d == a:
+                            deps = (a,)
+                        else:
+                            deps = (a, d) if a < d else (d, a)
+                    elif k < K - 1:  # sorted({a, f, d}) without the negative ones
+                        f = f_done[(mb, k)]
+                        if a < 0 or f < 0 or d < 0:
+                            deps = tuple(sorted({x for x in (a, f, d) if x >= 0}))
+                        else:  # by hand, as run_plain_schedule sorts them: d (the later
+                            # backward's output) comes after f (this forward's end)
+                            if a > f:
+                                a, f = f, a
+                            if f > d:
+                                f, d = d, f
+                                assert a < f, "b_out precedes its forward's f_done"
+                            if a == f:
+                                deps = (a,) if f == d else (a, d)
+                            else:
+                                deps = (a, f) if f == d else (a, f, d)
+                    else:  # the last chunk's backward: [last, its forward], as a forward's
+                        f = f_done[(mb, k)]
+                        if a < 0:
+                            deps = (f,) if f >= 0 else ()
+                        elif f < 0 or f == a:
+                            deps = (a,)
+                        else:
+                            deps = (a, f) if a < f else (f, a)
+                    tid = len(tasks)
+                    # add_chain's check (the template's own tasks are earlier by make), each
+                    # of at most three dependencies read without a list
+                    assert not deps or (
+                        deps[0] % SENT < tid
+                        and deps[-1] % SENT < tid
+                        and (len(deps) < 3 or deps[1] % SENT < tid)
+                    ), "dependencies must precede the task"
+                    hidden += n_hid
+                    merged += n_items
+                    inline += 1
+                    hist = hists[s]
+                    a0 = hist[-2] if len(hist) >= 2 else -1
+                    a1 = hist[-1] if hist else -1
+                    busy = cs_max[s]  # compute_emitted's, for the segments' computes
+                    if c_max > busy[0]:
+                        busy[0] = c_max
+                    if c_max > busy[1]:
+                        busy[1] = c_max
+                    send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
+                    if send is not None:
+                        js = 0 if fwd else 1
+                        exact = exact_s[s]
+                        if exact[js]:
+                            prev = prev_s[s]
+                            ok = busy[js] >= prev[js]
+                            prev[js] = send[0]
+                            busy[js] = 0.0
+                            if ok:
+                                send_s, spec = send
+                                last_s[s][js] = tid
+                                merged += 1
+                            else:
+                                exact[js] = False
+                                x = last_s[s][js]
+                                wait = x + SENT if x >= 0 else -1
+                        else:
+                            wait = -1
+                    task = new(twin)  # add_chain's stores, then the frozen class
+                    task.then_s = mark
+                    task.send_s = send_s
+                    task.send = spec
+                    task.chain = (static, a0, a1)
+                    task.tid = tid
+                    task.kind = compute
+                    task.device = gpu
+                    task.stream = "compute"
+                    task.duration_s = 0.0
+                    task.deps = deps
+                    task.label = labels[mb]
+                    task.microbatch = mb
+                    task.chunk = k
+                    task.comm = None
+                    task.__class__ = ChainTask  # type: ignore[assignment]
+                    tasks.append(task)
+                    if gpu not in dset:
+                        dset.add(gpu)
+                        b.devices.append(gpu)
+                    hist.append(tid + two)
+                    hist.append(tid + one)
+                    first_done[s] = True
+                    if red:
+                        grad_comm[s].append(tid + red)
+                    last[s] = tid
+                    out = tid
+                    if spec is not None:
+                        out = tid + SENT
+                    elif wait != -3:
+                        out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
+                    if fwd:
+                        f_done[(mb, k)] = tid
+                        if sends:
+                            f_out[(mb, k)] = out
+                    elif sends:
+                        b_out[(mb, k)] = out
+                    i += 1
+                if i > pos[s]:
+                    remaining -= i - pos[s]
+                    pos[s] = i
+                    progressed = True
+            if not progressed:  # pragma: no cover - schedule bug
+                raise RuntimeError("pipeline schedule deadlocked during lowering")
+        low.hidden_merged += hidden
+        low.op_merged += merged
+        low.chains_inline += inline
 
 
 __all__ = ["OperationReplay"]

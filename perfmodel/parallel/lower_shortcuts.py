@@ -25,8 +25,8 @@
 Each gives the answer the plain lowering gives (the tests compare them:
 ``tests/parallel/test_coarse_lowering.py``, ``tests/sim/test_periodic.py``,
 ``tests/test_shared_tables.py``, ``tests/parallel/test_hidden_collectives.py``,
-``tests/sim/test_op_tasks.py``). The methods read the lowering's state (``self.plan``, ``self.P``, ``self.chunks``...), set by
-``PipelineLowering.__init__``.
+``tests/sim/test_op_tasks.py``). The methods read the lowering's state (``self.plan``,
+``self.P``, ``self.chunks``...), set by ``PipelineLowering.__init__``.
 
 Kept whole (issue 29): :meth:`LoweringShortcuts.run_plain_schedule` (~165 lines, one loop)
 emits a plain operation per iteration with its dependencies, its task, its folded send and the
@@ -438,7 +438,8 @@ class LoweringShortcuts:
     def compute_emitted(self, s: int, dur: float) -> None:
         """A compute task of ``dur`` seconds was emitted on stage ``s``'s compute stream (read by
         :meth:`fold_send`). Mirrored inline in :meth:`run_plain_schedule` and
-        ``OperationReplay.chain_op``; ``tests/parallel/test_plain_loop.py`` compares."""
+        ``OperationReplay.run_chain_schedule``; ``tests/parallel/test_plain_loop.py``
+        compares."""
         m = self._cs_max[s]
         if dur > m[0]:
             m[0] = dur
@@ -613,7 +614,7 @@ class LoweringShortcuts:
         send on that stream (tasks occupy the stream themselves).
 
         The rule is mirrored inline in :meth:`run_plain_schedule` and
-        ``OperationReplay.chain_op`` (decided before the task is made);
+        ``OperationReplay.run_chain_schedule`` (decided before the task is made);
         ``tests/parallel/test_plain_loop.py`` compares."""
         i = 0 if stream == "send_fwd" else 1
         exact = self._send_exact[s]
@@ -690,18 +691,21 @@ class LoweringShortcuts:
         """``run_schedule``'s round robin with operation tasks (its speed door, written apart
         from its reference loop): each plain operation (:meth:`plain_templates`) emitted here
         as ``forward`` / ``backward``, :meth:`plain_op`, ``send`` and :meth:`fold_send` emit
-        it, from its chunk's template, the gather chains as ``chain_op`` and the replayable
-        ones copied (``lower_replay``); the others through ``forward`` / ``backward``. The same
-        tasks in the same order and the same state after each operation
+        it, from its chunk's template, the replayable ones copied, ZeRO-3/FSDP's gather chains
+        by ``run_chain_schedule`` (``lower_replay``), the others through ``forward`` /
+        ``backward``. The same tasks in the same order and the same state after each operation
         (``tests/parallel/test_plain_loop.py`` compares with ``run_schedule``'s own loop), for
         ~1/3 of the calls' cost (issue 27)."""
+        if self.init_chain_ops():  # type: ignore[attr-defined]
+            # ZeRO-3/FSDP: none plain (plain_templates refuses it) nor replayed (init_replay)
+            self.run_chain_schedule()  # type: ignore[attr-defined]
+            return
         P, K, ops = self.P, self.K, self.ops
         f_out, b_out, f_done = self.f_out, self.b_out, self.f_done
         forward, backward = self.forward, self.backward
         last, gathers_left, first_done = self.last_compute, self.gathers_left, self.first_seg_done
         tf, tb = self.plain_templates("F"), self.plain_templates("B")
         replay = self.init_replay()  # type: ignore[attr-defined]
-        chains = self.init_chain_ops()  # type: ignore[attr-defined]
         cs_max, prev_s, exact_s, last_s = (
             self._cs_max, self._send_prev, self._send_exact, self._send_last,
         )  # fmt: skip
@@ -737,9 +741,7 @@ class LoweringShortcuts:
                                 break
                         t = None if every_b or mb == final_b else tb[k]
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
-                        if chains and self.chain_op(s, fwd, mb, c):  # type: ignore[attr-defined]
-                            pass  # one gather chain, as forward / backward lower it
-                        elif replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
+                        if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
                             self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
                         elif fwd:
                             forward(s, mb, c)

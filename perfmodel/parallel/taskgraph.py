@@ -595,8 +595,8 @@ class GraphBuilder:
         """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
         operation's; negative ids, no dependency, are dropped as :meth:`add` drops them: the
         stage's first operation without a host task waits on ``-1``); returns its id. The
-        stores and the dependency cleaning are mirrored inline in ``OperationReplay.chain_op``;
-        ``tests/parallel/test_plain_loop.py`` compares."""
+        stores and the dependency cleaning are mirrored inline in
+        ``OperationReplay.run_chain_schedule``; ``tests/parallel/test_plain_loop.py`` compares."""
         tasks = self.tasks
         tid = len(tasks)
         if len(deps) == 2:  # a forward's (the stage's last compute, its input): no set, no sort

@@ -94,7 +94,7 @@ def test_tasks_from_the_mutable_twin_are_frozen_tasks_equal_to_constructed_ones(
 
 
 def test_chain_tasks_from_the_mutable_twin_are_frozen_chain_tasks() -> None:
-    """``add_chain`` (and the plain loop's ``chain_op``) fill a
+    """``add_chain`` (and the plain loop's ``run_chain_schedule``) fill a
     :class:`~perfmodel.parallel.taskgraph._ChainTaskTwin` and make it a :class:`ChainTask` by
     class assignment: the result is a ``ChainTask``, frozen, equal (and hashing equal) to one
     made by the frozen class's constructor and slot stores, with the same field values and

@@ -50,7 +50,7 @@ def _report(sc: Scenario, monkeypatch: pytest.MonkeyPatch, *, coarse: bool) -> a
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count the operations each shortcut lowers (hidden gather runs and chains: through
-    ``lower_gather_runs``, or as one gather chain by the plain loop's ``chain_op``)."""
+    ``lower_gather_runs``, or as one gather chain by the plain loop's ``run_chain_schedule``)."""
     hits = {"backward": 0, "gathers": 0}
     hb, gr = PipelineLowering.lower_hidden_backward, PipelineLowering.lower_gather_runs
 
@@ -62,16 +62,15 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         hits["gathers"] += 1
         return gr(self, *a, **k)
 
-    co = PipelineLowering.chain_op
+    co = PipelineLowering.run_chain_schedule
 
-    def count_co(self, *a, **k):  # type: ignore[no-untyped-def]
-        done = co(self, *a, **k)  # a gather chain the plain loop emits itself (lower_replay)
-        hits["gathers"] += done
-        return done
+    def count_co(self):  # type: ignore[no-untyped-def]
+        co(self)  # the gather chains the plain loop emits itself (lower_replay)
+        hits["gathers"] += self.chains_inline
 
     monkeypatch.setattr(PipelineLowering, "lower_hidden_backward", count_hb)
     monkeypatch.setattr(PipelineLowering, "lower_gather_runs", count_gr)
-    monkeypatch.setattr(PipelineLowering, "chain_op", count_co)
+    monkeypatch.setattr(PipelineLowering, "run_chain_schedule", count_co)
     return hits
 
 

@@ -98,7 +98,8 @@ def _check(sc: object, monkeypatch: pytest.MonkeyPatch) -> int:
 def test_plain_loop_lowers_the_same_graph(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
     """The benchmark's presets on 64 micro-batches (short periodic schedules and whole ones):
     the same graph and state either way; the plain loop emitted operations itself (plain
-    operation tasks, or FSDP's gather chains: ``lower_replay.OperationReplay.chain_op``)."""
+    operation tasks, or FSDP's gather chains: ``lower_replay.OperationReplay.
+    run_chain_schedule``)."""
     sc = gpt_scenario(model_args=GPT, global_batch=128, **kw)
     inline = _check(sc, monkeypatch)
     assert inline > 0
@@ -136,6 +137,38 @@ def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict, re
     sc = gpt_scenario(model_args=GPT, global_batch=128, software="megatron-core", **kw)
     assert _check(sc, monkeypatch) > 0
     assert copies[0] > 100 if replay else copies[0] == 0
+
+
+@pytest.mark.parametrize("over", [True, False])
+def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -> None:
+    """Replayed operations of one task (Megatron-Core tp 8 forwards: one ``OverTask`` the
+    later segments extend) are copied inline (``OperationReplay._replay_single``: the task,
+    its folded or unfolded send and the state as the general copy leaves them), the same
+    graph and state as the per-operation path. With ``OverTask``s off the recorded forwards
+    are several tasks each (compute, TP collective, tail, operation task): the general copy,
+    none inline (and still the same graph). With one block a stage the ``OverTask`` is one
+    piece, into which ``fold_send`` folds no send: the copies' sends are tasks
+    (``_send_task``), as every send on that stream is from the recorded operation's on."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    monkeypatch.setattr(OperationReplay, "OVER_TASKS", over)
+    n = [0]
+    orig = OperationReplay._replay_single
+
+    def spy(self, *a):  # type: ignore[no-untyped-def]
+        n[0] += 1
+        return orig(self, *a)
+
+    monkeypatch.setattr(OperationReplay, "_replay_single", spy)
+    for layers, kw in (
+        (8, dict(pp=2, dp=1, tp=8, nodes=2)),
+        (8, dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2)),
+        (4, dict(pp=4, dp=1, tp=8, nodes=4)),  # one block a stage: an OverTask of one piece
+    ):
+        sc = gpt_scenario(model_args={**GPT, "layers": layers}, global_batch=128,
+                          software="megatron-core", **kw)  # fmt: skip
+        assert _check(sc, monkeypatch) > 0
+    assert n[0] > 100 if over else n[0] == 0
 
 
 def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,18 +253,17 @@ def test_op_labels_are_the_segment_labels() -> None:
 
 
 def _chain_ops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the operations ``chain_op`` lowered itself (one gather chain each)."""
+    """Count the operations ``run_chain_schedule`` lowered itself (one gather chain each)."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     done = [0]
-    orig = OperationReplay.chain_op
+    orig = OperationReplay.run_chain_schedule
 
-    def spy(self, s, fwd, mb, c):  # type: ignore[no-untyped-def]
-        out = orig(self, s, fwd, mb, c)
-        done[0] += out
-        return out
+    def spy(self):  # type: ignore[no-untyped-def]
+        orig(self)
+        done[0] += self.chains_inline
 
-    monkeypatch.setattr(OperationReplay, "chain_op", spy)
+    monkeypatch.setattr(OperationReplay, "run_chain_schedule", spy)
     return done
 
 
@@ -257,8 +289,8 @@ def test_inline_gather_chains_match(
     extra: dict,
 ) -> None:
     """ZeRO-3/FSDP operations lowered as one gather chain each, emitted by the plain loop
-    (``OperationReplay.chain_op``: the chain's template per chunk, phase, last micro-batch and
-    first segment done) instead of ``forward`` / ``backward`` / ``gather_runs`` /
+    (``OperationReplay.run_chain_schedule``: the chain's template per chunk, phase, last
+    micro-batch and first segment done) instead of ``forward`` / ``backward`` / ``gather_runs`` /
     ``lower_gather_runs``: the same graph and state (``hidden_merged`` and the reductions'
     ends included), and chains were emitted inline (the comparison is not vacuous)."""
     done = _chain_ops(monkeypatch)
@@ -280,3 +312,33 @@ def test_inline_gather_chains_over_plans(monkeypatch: pytest.MonkeyPatch, plan: 
         _check(sc, monkeypatch)
     except PerfModelError:
         assume(False)
+
+
+@pytest.mark.parametrize(
+    ("kw", "taken"),
+    [
+        (dict(software="fsdp", tp=1, pp=2, nodes=2, dp=8, microbatch=1), True),
+        (dict(software="fsdp", tp=1, pp=2, nodes=2, dp=8, microbatch=1, hsdp=8), False),
+        (dict(software="megatron-core", tp=2, pp=2, dp=2), False),
+    ],
+)
+def test_chain_loop_taken_only_where_every_operation_may_chain(
+    monkeypatch: pytest.MonkeyPatch, kw: dict, taken: bool
+) -> None:
+    """``run_chain_schedule`` runs the schedule where ``init_chain_ops`` allows chains
+    (ZeRO-3/FSDP), not with HSDP (two collectives a bucket: no chains) nor without ZeRO-3;
+    the graph and state are the reference loop's either way."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    calls = [0]
+    orig = OperationReplay.run_chain_schedule
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        orig(self)
+
+    monkeypatch.setattr(OperationReplay, "run_chain_schedule", spy)
+    sc = gpt_scenario(model_args=GPT, global_batch=64, **kw)
+    inline = _check(sc, monkeypatch)  # the same graph and state either way
+    assert (calls[0] > 0) is taken
+    assert inline > 0 or not taken
