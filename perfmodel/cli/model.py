@@ -107,9 +107,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--plan",
         help="the plan whose memory bounds the batch, as predict reads it: "
         + PLAN_HELP
-        + "; without a micro-batch (the answer). dp shards ZeRO/FSDP state; with pp the first "
-        "and the last stage are sized with pp micro-batches in flight (default: one replica, "
-        "dp=1, of --tp GPUs, no pipeline)",
+        + "; without a micro-batch (the answer). dp shards ZeRO/FSDP state; with pp every "
+        "stage, cut as predict cuts it, is sized with pp micro-batches per step (default: one "
+        "replica, dp=1, of --tp GPUs, no pipeline)",
     )
     mb.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage, as predict's")
     mb.add_argument(
@@ -453,18 +453,20 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
     the workload's batch as the micro-batch (the accounting
     :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
     ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
-    communication buffers with the workspace): with pipelining the larger of the first and
-    the last stage (:func:`perfmodel.search.screen_layout.end_stage_layers`) with ``pp``
-    micro-batches per step. ``build`` holds the arguments beyond the model's with which predict
+    communication buffers with the workspace): with pipelining the largest of the ``pp``
+    stages as predict's lowering cuts them, with ``pp`` micro-batches per step. ``build`` holds the arguments beyond the model's with which predict
     builds the rank's workload: the recipe's kernels where not the default, the expert, context
     and expert-tensor degrees where not 1, 1, 0."""
     from dataclasses import replace
 
+    from perfmodel.parallel.partition import partition, take_layers
+    from perfmodel.parallel.plan import PipelineSchedule
+    from perfmodel.pipeline.inputs import system_costs
     from perfmodel.pipeline.resolve import plan_for, recipe_on
     from perfmodel.scenario import Scenario
     from perfmodel.scenario_parse import parse_scenario
     from perfmodel.search.screen import plan_stage_memory
-    from perfmodel.search.screen_layout import end_stage_layers
+    from perfmodel.topology.custom import device_system
     from perfmodel.workload.kernels import DEFAULT_KERNELS
     from perfmodel.workload.memory import MemoryBreakdown
 
@@ -479,14 +481,34 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
         build.update(ep=plan1.ep, cp=plan1.cp, etp=plan1.etp)
     costs = _PrecisionCosts(parsed.precision)
 
+    v = plan1.interleave if plan1.schedule is PipelineSchedule.INTERLEAVED else 1
+    even = parsed.preset.even_pipeline_split
+    # predict's layer times on this GPU: its compute model reads the GPU, the precision, the
+    # preset and the recipe, not the system (a one-device system of ``gpu`` gives them)
+    timing = (
+        system_costs(device_system(gpu), parsed.precision, None, parsed.preset, None, recipe)
+        if pp > 1
+        else None
+    )
+
+    def stage_layers(workload: Any) -> list[Any]:
+        """Each stage's layers as predict's lowering cuts them for this micro-batch
+        (:mod:`perfmodel.parallel.lower_shortcuts`: :func:`partition` into ``pp * v`` chunks
+        balanced on the layers' times, chunk ``k`` on stage ``k % pp``, the preset's even or
+        uneven rule)."""
+        layers = workload.layers
+        cost = [sum(timing.layer_time(la)) for la in layers]
+        chunks = partition(workload, pp * v, cost, allow_uneven=not even)
+        ids = [[i for k in range(s, len(chunks), pp) for i in chunks[k]] for s in range(pp)]
+        return [take_layers(layers, i, i == list(range(i[0], i[-1] + 1))) for i in ids]
+
     def memory(workload: Any) -> Any:
         plan = replace(plan1, microbatch_size=int(workload.batch_size))
         stages = [(workload, 0)]
         if pp > 1:
-            first, last = end_stage_layers(workload.layers, pp)
             stages = [
-                (replace(workload, layers=first), 0),
-                (replace(workload, layers=last), pp - 1),
+                (replace(workload, layers=layers), s)
+                for s, layers in enumerate(stage_layers(workload))
             ]
         mem = max(
             (
@@ -572,7 +594,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     if shown:
         what += f", plan {answer}"
         if plan.pp > 1:
-            what += f" ({plan.pp} micro-batches per step; the larger of the first and last stage)"
+            what += f" ({plan.pp} micro-batches per step; the fullest stage)"
     if r.batch_size == 0:
         print(f"{what}: does not fit even at batch 1")
     elif plan.pp > 1:

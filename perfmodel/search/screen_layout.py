@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import Any
 
-from perfmodel.errors import InfeasiblePlanError
 from perfmodel.workload.layers import split_at_copies
 
 #: The per-micro-batch sums the screen keeps of a run of layers, in this order: forward,
@@ -49,54 +48,7 @@ class StackParts:
     flop: float
 
 
-class StackSpans(Protocol):
-    """What :func:`first_stage_layers` and :func:`last_stage_layers` read of a stack
-    (:class:`StackParts` has it; so does :func:`end_stage_layers`'s view)."""
-
-    @property
-    def spans(self) -> dict[int, tuple[int, int, int]]: ...
-    @property
-    def pre_layers(self) -> tuple[Any, ...]: ...
-    @property
-    def all_layers(self) -> Sequence[Any]: ...
-
-
-@dataclass(frozen=True)
-class _Spans:
-    spans: dict[int, tuple[int, int, int]]
-    pre_layers: tuple[Any, ...]
-    all_layers: Sequence[Any]
-
-
-def end_stage_layers(layers: Sequence[Any], pp: int) -> tuple[Sequence[Any], Sequence[Any]]:
-    """The first and the last of ``pp`` pipeline stages' layers as the screen splits a model
-    (:meth:`perfmodel.search.screen.PlanScreen._stage`): each stage ``round(blocks / pp)`` of
-    the blocks, the first with the layers before them (embedding), the last with the layers
-    after them (final norm, LM head, loss). ``perfmodel model maxbatch --plan`` sizes those
-    two stages, the screen's memory bounds.
-
-    Raises
-    ------
-    InfeasiblePlanError
-        ``pp`` above the model's blocks.
-    """
-    lay = BlockLayout.of(layers)
-    blocks = sorted(lay.by_block)
-    if pp > max(len(blocks), 1):
-        raise InfeasiblePlanError(
-            f"pp={pp} exceeds the model's {len(blocks)} blocks", value=pp, where="pp"
-        )
-    first_block = min((sp[0] for sp in lay.spans.values()), default=0)
-    view = _Spans(
-        {b: (sp[0], sp[1], sp[2]) for b, sp in lay.spans.items()},
-        tuple(layers[:first_block]),
-        layers,
-    )
-    per = max(1, round(len(blocks) / pp))
-    return first_stage_layers(view, blocks[:per]), last_stage_layers(view, blocks[-per:])
-
-
-def last_stage_layers(pt: StackSpans, keep: Sequence[int]) -> Sequence[Any]:
+def last_stage_layers(pt: StackParts, keep: Sequence[int]) -> Sequence[Any]:
     """The last stage's layers: the blocks ``keep`` (the model's last ones) and every layer
     after them (final norm, LM head, loss); a slice of the workload's layers when they are its
     tail (a stack's copies stay unmade), else the tuple of them."""
@@ -110,7 +62,7 @@ def last_stage_layers(pt: StackSpans, keep: Sequence[int]) -> Sequence[Any]:
     return tuple(la for la in pt.all_layers[lo:] if la.block is None or la.block in kept)
 
 
-def first_stage_layers(pt: StackSpans, keep: Sequence[int]) -> Sequence[Any]:
+def first_stage_layers(pt: StackParts, keep: Sequence[int]) -> Sequence[Any]:
     """The first stage's layers: those before the blocks, then the layers of the blocks
     ``keep``, in order. When they are the model's first layers (the kept blocks fill the
     positions after the leading layers), a slice of the workload's layers (a stack's copies
@@ -164,13 +116,4 @@ class BlockLayout:
         return cls(head, template, copy_ids, tail, start, stop, by_block, spans)
 
 
-__all__ = [
-    "SUMS",
-    "BlockLayout",
-    "StackParts",
-    "StackSpans",
-    "busy_s",
-    "end_stage_layers",
-    "first_stage_layers",
-    "last_stage_layers",
-]
+__all__ = ["SUMS", "BlockLayout", "StackParts", "busy_s", "first_stage_layers", "last_stage_layers"]

@@ -77,6 +77,12 @@ PLAN_CASES = [
     ("gpt2", "A100-SXM4-80GB", "dgx-a100", 1, "megatron-core", "pp4 gpipe", 4, 4),
     ("gpt2", "A100-SXM4-80GB", "dgx-a100", 2, "megatron-core", "dp4 tp2 pp2 zero1 sp", 16, 2),
     ("gpt2", "A100-SXM4-80GB", "dgx-a100", 1, "megatron", "dp2 tp2 pp2 rc=full", 8, 2),
+    ("gpt2", "A100-SXM4-80GB", "dgx-a100", 1, "megatron-core", "tp2 pp3 interleaved(v=2)", 6, 3),
+    # torchtitan cuts 12 blocks over 5 stages balanced on the layer times of the micro-batch
+    # (predict's partition; the LM head and loss weigh most at large micro-batches): the screen's
+    # even split of round(12 / 5) blocks named 83, which predict sizes at 188.7 GiB; the split
+    # of micro-batch 1's times named 54 (123.6 GiB); the split of each size's own times, 34
+    ("gpt2", "A100-SXM4-80GB", "dgx-a100", 1, "torchtitan", "pp5", 5, 5),
 ]
 
 
@@ -140,7 +146,7 @@ def test_maxbatch_pipeline_larger_than_without(capsys: pytest.CaptureFixture[str
     assert main([*base, "--plan", "pp4"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head.endswith(f"largest micro-batch {four['batch_size']}")
-    assert "(4 micro-batches per step; the larger of the first and last stage)" in head
+    assert "(4 micro-batches per step; the fullest stage)" in head
 
 
 @pytest.mark.parametrize(
@@ -151,7 +157,8 @@ def test_maxbatch_pipeline_larger_than_without(capsys: pytest.CaptureFixture[str
         (["--plan", "pp2 mb4"], "maxbatch finds the micro-batch"),
         (["--plan", "pp2 zero1", "--zero", "2"], "--plan sets zero=1 but --zero says 2"),
         (["--plan", "pp2 bogus"], "item 'bogus' is neither key=value"),
-        (["--plan", "pp99"], "pp=99 exceeds the model's 12 blocks"),
+        (["--plan", "pp99"], "99 pipeline chunks but model gpt2 has only 12 blocks"),
+        (["--plan", "tp2 pp4 interleaved(v=2)"], "8 pipeline chunks do not divide the 12"),
     ],
 )
 def test_maxbatch_plan_errors(
@@ -162,20 +169,3 @@ def test_maxbatch_plan_errors(
     argv = ["model", "maxbatch", "gpt2", "--gpu", "A100-SXM4-80GB", "--precision", "bf16"]
     assert main([*argv, *extra]) == 2
     assert message in capsys.readouterr().err
-
-
-def test_end_stage_layers_are_the_screens() -> None:
-    """:func:`end_stage_layers` splits a model as the screen's stages do (the first stage's
-    and the last stage's layers of :meth:`PlanScreen._stage`)."""
-    from perfmodel.search.screen import PlanScreen
-    from perfmodel.search.screen_layout import end_stage_layers
-
-    screen = PlanScreen(
-        {"system": "dgx-a100", "model": "gpt2", "precision": "bf16", "optimizer": "adam"}
-    )
-    for pp in (2, 3, 4, 12):
-        st = screen._stage(2, 1, pp, "none", False)
-        wl = screen._workload(2, 1, False)
-        first, last = end_stage_layers(wl.layers, pp)
-        assert list(first) == list(st.stage_workload.layers)
-        assert list(last) == list(st.last_workload.layers)
