@@ -266,6 +266,41 @@ MODEL_ARG_HELP = (
 _INT = re.compile(r"[+-]?[0-9]+")
 
 
+PLAN_HELP = (
+    "dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V"
+    "[,zero=Z,recompute=..,sp,mode=..,hybrid=owt], or a compare row's label as printed "
+    "('dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full sp')"
+)
+
+
+def merge_plan_flag(fields: dict[str, Any], args: argparse.Namespace) -> None:
+    """Put ``--plan``'s items (:func:`perfmodel.parallel.plan.parse_plan_string`) into the
+    scenario keys ``fields``, replacing a ``plan`` key there; an item that contradicts a flag
+    the command also has (``--recompute full --plan "... rc=selective"``, ``--tp 2 --plan tp4``)
+    is refused. ``predict`` and ``model maxbatch`` read ``--plan`` through this one function.
+
+    Raises
+    ------
+    ConfigError
+        A bad plan item, or one a flag contradicts (``where="--plan"``).
+    """
+    from perfmodel.parallel.plan import parse_plan_string
+
+    if not args.plan:
+        return
+    fields.pop("plan", None)
+    for k, v in parse_plan_string(args.plan).items():
+        key = "microbatch" if k == "microbatch_size" else k
+        flag = getattr(args, key, None)
+        if flag is not None and flag != v:  # --recompute full --plan "... rc=selective"
+            raise ConfigError(
+                f"--plan sets {key}={v!r} but --{key.replace('_', '-')} says {flag!r}",
+                value=args.plan,
+                where="--plan",
+            )
+        fields[key] = v
+
+
 def add_model_arg(parser: argparse.ArgumentParser | Any) -> None:
     """``--model-arg KEY=VALUE ...`` (raw strings; convert with :func:`parse_model_args`)."""
     parser.add_argument(

@@ -7,7 +7,9 @@ Subcommands::
                               [--tp N] [--fusion eager|compile|te] [--fp8-recipe R]
                               [--json | --csv]
     perfmodel model maxbatch NAME --gpu GPU [--precision P] [--optimizer adam]
-                              [--recompute none|selective|full] [--model-arg k=v ...] [--json]
+                              [--recompute none|selective|full] [--model-arg k=v ...]
+                              [--software S] [--tp N] [--plan PLAN] [--zero Z]
+                              [--[no-]sequence-parallel] [--json]
     perfmodel model import-chakra TRACE --batch B [--gpu GPU] [--params N] [--system S --gpus 1,2,4]
 
 ``show`` prints one row per layer (kernel class, FLOP, parameters, saved activation bytes,
@@ -32,15 +34,18 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     FP8_RECIPES,
     OPTIMIZERS,
+    PLAN_HELP,
     PRECISIONS,
     RECOMPUTE,
     add_command_group,
     add_model_arg,
     add_typed_arg,
     attention_kind,
+    merge_plan_flag,
     parse_model_args,
     print_json,
 )
+from perfmodel.errors import ConfigError
 from perfmodel.hardware import get_gpu
 
 __all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, kept importable
@@ -96,13 +101,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
     mb.add_argument("--precision", default="fp32", help="|".join(PRECISIONS))
     mb.add_argument("--optimizer", default="sgd", help="|".join(OPTIMIZERS))
-    mb.add_argument("--recompute", default="none", help="|".join(RECOMPUTE))
-    add_typed_arg(mb, "--tp", ty.positive_int, default=1, help="tensor-parallel degree")
+    mb.add_argument("--recompute", help="|".join(RECOMPUTE) + " (default none)")
+    add_typed_arg(mb, "--tp", ty.positive_int, help="tensor-parallel degree (default 1)")
+    mb.add_argument(
+        "--plan",
+        help="the plan whose memory bounds the batch, as predict reads it: "
+        + PLAN_HELP
+        + "; without a micro-batch (the answer). dp shards ZeRO/FSDP state; with pp every "
+        "stage, cut as predict cuts it, is sized with pp micro-batches per step (default: one "
+        "replica, dp=1, of --tp GPUs, no pipeline)",
+    )
+    mb.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage, as predict's")
+    mb.add_argument(
+        "--sequence-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Megatron sequence parallelism, as predict's (default: the preset's)",
+    )
     mb.add_argument(
         "--software",
         default="pytorch-ddp",
         help="software preset: its training recipe (model-state bytes, ZeRO/FSDP, sequence "
-        "parallelism, kernels) sizes memory as predict does for one replica of --tp GPUs "
+        "parallelism, kernels) sizes memory as predict does for the plan "
         "(default pytorch-ddp, predict's default)",
     )
     mb.add_argument("--json", action="store_true", help="print JSON (bytes)")
@@ -388,53 +408,123 @@ class _PrecisionCosts:
     precision: Any
 
 
-def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, bool, dict[str, Any]]:
-    """``(memory, preset, sequence_parallel, kernels)``: ``memory(workload)`` is the memory
-    ``predict`` states on ``gpu`` (a GPUSpec) for one replica of ``args.tp`` GPUs running the workload as one micro-batch (the
-    plan :func:`perfmodel.pipeline.resolve.plan_for` derives from the software preset: its
-    ZeRO/FSDP, sequence parallelism and recipe; the accounting
-    :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
-    ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
-    communication buffers with the workspace); ``kernels`` the model argument naming the recipe's
-    kernels, with which predict builds the workload (empty: the default kernels)."""
-    from dataclasses import replace
+def _maxbatch_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario keys of ``model maxbatch``'s flags and ``--plan`` (merged as predict merges
+    them: :func:`~perfmodel.cli._common.merge_plan_flag`), with one micro-batch of one sample
+    per step through each of ``pp`` stages: ``batch_per_gpu = pp`` micro-batches of 1 (at
+    least ``pp`` keep every stage busy, as predict's auto-size assumes), on ``dp * tp * pp *
+    cp`` GPUs (``dp`` default 1: one replica).
 
-    from perfmodel.pipeline.resolve import plan_for, recipe_on
-    from perfmodel.scenario import Scenario
-    from perfmodel.scenario_parse import parse_scenario
-    from perfmodel.search.screen import plan_stage_memory
-    from perfmodel.workload.kernels import DEFAULT_KERNELS
-    from perfmodel.workload.memory import MemoryBreakdown
-
-    fields = {
+    Raises
+    ------
+    ConfigError
+        A plan item a flag contradicts, or a micro-batch in the plan (the answer).
+    """
+    fields: dict[str, Any] = {
         "model": args.name,
         "precision": args.precision,
         "optimizer": args.optimizer,
         "software": args.software,
-        "recompute": args.recompute,
-        "tp": args.tp,
-        "gpus": args.tp,  # one replica: nothing replicated, nothing sharded across replicas
-        "batch_per_gpu": 1,
-        "microbatch": 1,
     }
-    parsed = parse_scenario(Scenario.from_dict(fields))
-    plan1, _ = plan_for(parsed, args.tp)
+    for key in ("tp", "recompute", "zero", "sequence_parallel"):
+        if getattr(args, key) is not None:
+            fields[key] = getattr(args, key)
+    merge_plan_flag(fields, args)
+    if "microbatch" in fields:
+        raise ConfigError(
+            f"--plan {args.plan!r}: maxbatch finds the micro-batch; give the plan without one",
+            value=args.plan,
+            where="--plan",
+        )
+    fields.setdefault("tp", 1)
+    fields.setdefault("recompute", "none")
+    pp = int(fields.get("pp", 1))
+    fields["gpus"] = int(fields.get("dp", 1)) * int(fields["tp"]) * pp * int(fields.get("cp", 1))
+    fields["batch_per_gpu"] = pp
+    fields["microbatch"] = 1
+    return fields
+
+
+def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """``(memory, preset, plan, build)``: ``memory(workload)`` is the memory ``predict``
+    states on ``gpu`` (a GPUSpec) for the plan of the flags and ``--plan``
+    (:func:`_maxbatch_fields`; the plan :func:`perfmodel.pipeline.resolve.plan_for` derives
+    from them and the software preset: its ZeRO/FSDP, sequence parallelism and recipe) with
+    the workload's batch as the micro-batch (the accounting
+    :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
+    ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
+    communication buffers with the workspace): with pipelining the largest of the ``pp``
+    stages as predict's lowering cuts them, with ``pp`` micro-batches per step. ``build`` holds the arguments beyond the model's with which predict
+    builds the rank's workload: the recipe's kernels where not the default, the expert, context
+    and expert-tensor degrees where not 1, 1, 0."""
+    from dataclasses import replace
+
+    from perfmodel.parallel.partition import partition, take_layers
+    from perfmodel.parallel.plan import PipelineSchedule
+    from perfmodel.pipeline.inputs import system_costs
+    from perfmodel.pipeline.resolve import plan_for, recipe_on
+    from perfmodel.scenario import Scenario
+    from perfmodel.scenario_parse import parse_scenario
+    from perfmodel.search.screen import plan_stage_memory
+    from perfmodel.topology.custom import device_system
+    from perfmodel.workload.kernels import DEFAULT_KERNELS
+    from perfmodel.workload.memory import MemoryBreakdown
+
+    fields = _maxbatch_fields(args)
+    parsed = parse_scenario(Scenario.from_dict(fields, where="--plan"))
+    plan1, _ = plan_for(parsed, fields["gpus"])
     recipe = recipe_on(parsed, plan1, gpu)
-    kernels = recipe.kernels(1)
-    extra = {"kernels": kernels} if kernels != DEFAULT_KERNELS else {}
+    pp = plan1.pp
+    kernels = recipe.kernels(pp)
+    build: dict[str, Any] = {"kernels": kernels} if kernels != DEFAULT_KERNELS else {}
+    if (plan1.ep, plan1.cp, plan1.etp) != (1, 1, 0):
+        build.update(ep=plan1.ep, cp=plan1.cp, etp=plan1.etp)
     costs = _PrecisionCosts(parsed.precision)
+
+    v = plan1.interleave if plan1.schedule is PipelineSchedule.INTERLEAVED else 1
+    even = parsed.preset.even_pipeline_split
+    # predict's layer times on this GPU: its compute model reads the GPU, the precision, the
+    # preset and the recipe, not the system (a one-device system of ``gpu`` gives them)
+    timing = (
+        system_costs(device_system(gpu), parsed.precision, None, parsed.preset, None, recipe)
+        if pp > 1
+        else None
+    )
+
+    def stage_layers(workload: Any) -> list[Any]:
+        """Each stage's layers as predict's lowering cuts them for this micro-batch
+        (:mod:`perfmodel.parallel.lower_shortcuts`: :func:`partition` into ``pp * v`` chunks
+        balanced on the layers' times, chunk ``k`` on stage ``k % pp``, the preset's even or
+        uneven rule)."""
+        layers = workload.layers
+        cost = [sum(timing.layer_time(la)) for la in layers]
+        chunks = partition(workload, pp * v, cost, allow_uneven=not even)
+        ids = [[i for k in range(s, len(chunks), pp) for i in chunks[k]] for s in range(pp)]
+        return [take_layers(layers, i, i == list(range(i[0], i[-1] + 1))) for i in ids]
 
     def memory(workload: Any) -> Any:
         plan = replace(plan1, microbatch_size=int(workload.batch_size))
-        mem = plan_stage_memory(
-            workload,
-            plan,
-            recipe,
-            stage=0,
-            m=1,
-            costs=costs,
-            optimizer=parsed.optimizer,
-            capacity_bytes=gpu.memory_bytes,
+        stages = [(workload, 0)]
+        if pp > 1:
+            stages = [
+                (replace(workload, layers=layers), s)
+                for s, layers in enumerate(stage_layers(workload))
+            ]
+        mem = max(
+            (
+                plan_stage_memory(
+                    wl,
+                    plan,
+                    recipe,
+                    stage=stage,
+                    m=pp,
+                    costs=costs,
+                    optimizer=parsed.optimizer,
+                    capacity_bytes=gpu.memory_bytes,
+                )
+                for wl, stage in stages
+            ),
+            key=lambda m: m.total_bytes,
         )
         return MemoryBreakdown(
             mem.weights_bytes,
@@ -444,10 +534,18 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, bool,
             mem.workspace_bytes + mem.comm_buffers_bytes,
         )
 
-    return memory, parsed.preset, bool(plan1.sequence_parallel), extra
+    return memory, parsed.preset, plan1, build
+
+
+def _plan_shown(args: argparse.Namespace) -> bool:
+    """Whether maxbatch's output names the plan: a ``--plan``, ``--zero`` or
+    ``--[no-]sequence-parallel`` was given (without them the output is as before them)."""
+    return bool(args.plan) or args.zero is not None or args.sequence_parallel is not None
 
 
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from perfmodel.api import check_precision_runs
     from perfmodel.dtypes import Precision
     from perfmodel.workload.memory import max_batch_size
@@ -457,20 +555,23 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
     check_precision_runs(gpu, precision, where="--precision")
     model_args = parse_model_args(args.model_arg)
-    memory, preset, sp, kernels = _predict_memory(args, gpu)
+    memory, preset, plan, build = _predict_memory(args, gpu)
     r = max_batch_size(
         args.name,
         gpu,
         args.precision,
         args.optimizer,
-        recompute=args.recompute,
-        tp=args.tp,
-        sequence_parallel=sp,
+        recompute=plan.recompute.value,
+        tp=plan.tp,
+        sequence_parallel=bool(plan.sequence_parallel),
         memory=memory,
         **model_args,
-        **kernels,
+        **build,
     )
     attention = attention_kind(args.name, model_args)
+    shown = _plan_shown(args)
+    # the plan as predict --plan reads it back, with the micro-batch found (1 where none fits)
+    answer = replace(plan, microbatch_size=max(r.batch_size, 1)).describe()
     if args.json:
         d = r.to_dict()
         d.update(
@@ -481,15 +582,23 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
             software=preset.name,
             attention=attention,
         )
+        if shown:
+            d.update(plan=answer, microbatches_per_step=plan.pp)
         print_json(d)
         return 0
     b = r.breakdown
     what = f"{args.name} on {gpu.name} ({units.format_bytes(gpu.memory_bytes)}), {args.precision}"
-    what += f", {args.optimizer}, {preset.name}, recompute {args.recompute}"
+    what += f", {args.optimizer}, {preset.name}, recompute {plan.recompute.value}"
     if attention:
         what += f", {attention}"
+    if shown:
+        what += f", plan {answer}"
+        if plan.pp > 1:
+            what += f" ({plan.pp} micro-batches per step; the fullest stage)"
     if r.batch_size == 0:
         print(f"{what}: does not fit even at batch 1")
+    elif plan.pp > 1:
+        print(f"{what}: largest micro-batch {r.batch_size}")
     else:
         print(f"{what}: largest per-GPU batch {r.batch_size}")
     print(f"memory at batch {max(r.batch_size, 1)}:")

@@ -23,6 +23,7 @@ from perfmodel.cli._common import (
     FP8_RECIPES,
     INTERVAL_LEVEL,
     OPTIMIZERS,
+    PLAN_HELP,
     PRECISIONS,
     RECOMPUTE,
     SYSTEM_KEYS,
@@ -36,6 +37,7 @@ from perfmodel.cli._common import (
     add_typed_args,
     attention_kind,
     flag_dest,
+    merge_plan_flag,
     parse_model_args,
     print_json,
     system_flags,
@@ -82,12 +84,7 @@ def register(subparsers: Any) -> None:
         "SwiGLU, dropout and residual adds (default: the preset's kernels; PyTorch presets "
         "only; docs/workload.md)",
     )
-    p.add_argument(
-        "--plan",
-        help="dp=D,tp=T,pp=P,microbatch=M,schedule=gpipe|1f1b|interleaved,interleave=V"
-        "[,zero=Z,recompute=..,sp,mode=..,hybrid=owt], or a compare row's label as printed "
-        "('dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full sp')",
-    )
+    p.add_argument("--plan", help=PLAN_HELP)
     p.add_argument("--recompute", choices=RECOMPUTE)
     add_quiet_arg(p)
     _add_software_args(p)
@@ -237,7 +234,6 @@ _FLAG_KEYS = (
 def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] | None]:
     """Merge the scenario file (if any) and the flags (flags win); split off a GPU list."""
     from perfmodel._io import load_structured
-    from perfmodel.parallel.plan import parse_plan_string
 
     d: dict[str, Any] = {}
     if args.scenario:
@@ -261,18 +257,7 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         so = dict(d.get("software_options") or {})
         so.update(_software_options(args.software_option))
         d["software_options"] = so
-    if args.plan:
-        d.pop("plan", None)
-        for k, v in parse_plan_string(args.plan).items():
-            key = "microbatch" if k == "microbatch_size" else k
-            flag = getattr(args, key, None)
-            if flag is not None and flag != v:  # --recompute full --plan "... rc=selective"
-                raise ConfigError(
-                    f"--plan sets {key}={v!r} but --{key.replace('_', '-')} says {flag!r}",
-                    value=args.plan,
-                    where="--plan",
-                )
-            d[key] = v
+    merge_plan_flag(d, args)
     curve: list[int] | None = None
     gpus = args.gpus if args.gpus is not None else d.pop("gpus", None)
     if isinstance(gpus, list):

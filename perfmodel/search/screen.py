@@ -760,6 +760,69 @@ class PlanScreen:
             capacity_bytes=self.capacity_bytes,
         )
 
+    def _plan_memory_bytes(self, plan: Any, per_replica: int) -> float:
+        """The memory :meth:`_evaluate` states for ``plan`` (the larger of its first and last
+        stage, :meth:`_memory`), bytes.
+
+        Raises
+        ------
+        InfeasiblePlanError
+            A micro-batch that does not divide the replica's batch, or an interleaved
+            schedule's micro-batch count that ``pp`` does not divide (predict's refusals).
+        """
+        from perfmodel.parallel.plan import DPMode, PipelineSchedule
+        from perfmodel.parallel.schedule import check_interleaved
+
+        m = plan.num_microbatches(per_replica)
+        if plan.schedule is PipelineSchedule.INTERLEAVED and plan.pp > 1:
+            check_interleaved(plan.pp, m)
+        k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
+        st = self._stage(
+            plan.microbatch_size * k,
+            plan.tp,
+            plan.pp,
+            plan.recompute.value,
+            plan.sequence_parallel,
+            plan.ep,
+            plan.cp,
+            self._kernel_id(plan, m),
+        )
+        rc = self._plan_recipe(plan)
+        return max(
+            float(self._memory(wl, plan, rc, stage, m).total_bytes)
+            for wl, stage in ((st.stage_workload, 0), (st.last_workload, plan.pp - 1))
+            if wl is not None
+        )
+
+    def _auto_microbatch(self, plan: Any, per_replica: int) -> tuple[Any, str | None]:
+        """``plan`` with the micro-batch ``predict`` runs a plan without one, and the reason
+        predict states for it (``None`` where the derived one stays): the rule of
+        :func:`perfmodel.pipeline.autosize.auto_microbatch` (the whole replica batch where it
+        fits without pipelining or the stack does not accumulate gradients, Crossbow's
+        learners keep theirs; else the largest that fits,
+        :func:`perfmodel.pipeline.autobatch.choose_microbatch`, the one function both call),
+        on the screen's memory. Before, the screen ran such a plan at :func:`plan_for`'s
+        default (micro-batch 1 with pipelining) where predict ran the largest that fits."""
+        from perfmodel.parallel.plan import DPMode
+        from perfmodel.pipeline.autobatch import choose_microbatch
+
+        if plan.dp_mode is DPMode.CROSSBOW or not self.preset.gradient_accumulation:
+            return plan, None
+
+        def fits(mb: int) -> bool:
+            try:
+                used = self._plan_memory_bytes(replace(plan, microbatch_size=mb), per_replica)
+            except InfeasiblePlanError:
+                return False
+            return used <= self.capacity_bytes
+
+        if plan.pp == 1 and fits(plan.microbatch_size):  # the whole batch, as one micro-batch
+            return plan, None
+        choice = choose_microbatch(per_replica, plan.pp, fits)
+        if choice is None:
+            return plan, None
+        return replace(plan, microbatch_size=choice.microbatch), choice.note()
+
     # -------------------------------------------------------------- evaluate
     def __call__(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
         """Estimate one plan; returns the report keys the search reads (a repeated plan is
@@ -776,7 +839,11 @@ class PlanScreen:
         # the plan predict runs (one derivation: the preset's ZeRO, FSDP, the micro-batch,
         # the interleaved schedule, recomputation), with predict's checks of the batch split
         gpus = int({**self.base, **scenario}["gpus"])
-        plan, per_replica = plan_for(_parsed_plan(self.base, scenario), gpus)
+        parsed = _parsed_plan(self.base, scenario)
+        plan, per_replica = plan_for(parsed, gpus)
+        chosen = None  # without a micro-batch: predict's choice (the search always names one)
+        if parsed.microbatch is None:
+            plan, chosen = self._auto_microbatch(plan, per_replica)
         dp, tp, pp, ep, cp = plan.dp, plan.tp, plan.pp, plan.ep, plan.cp
         # learners share a GPU under Crossbow only (predict runs any other mode as one learner)
         k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
@@ -834,7 +901,9 @@ class PlanScreen:
             key=attrgetter("total_bytes"),
         )
         model_flops = st.model_flop_per_microbatch * m * dp * cp * k / t / gpus
+        auto = {} if chosen is None else {"microbatch": mb, "microbatch_default": chosen}
         return {
+            **auto,
             "iteration_time_s": t,
             "throughput_samples_per_s": samples / t,
             "samples_per_step": samples,

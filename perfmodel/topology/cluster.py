@@ -207,7 +207,8 @@ def _one_server(desc: ServerDescription, fabric: FabricSpec | None) -> Topology:
     """The server alone, its nodes named by their local ids."""
     graph = nx.Graph()
     add_server(graph, desc, 0, "")
-    topo = Topology(
+    validate_graph(graph, source=desc.source)
+    return Topology(
         desc.name,
         graph,
         1,
@@ -218,8 +219,6 @@ def _one_server(desc: ServerDescription, fabric: FabricSpec | None) -> Topology:
         cloud=desc.cloud,
         references=desc.references,
     )
-    validate_graph(graph, source=desc.source)
-    return topo
 
 
 def _cluster_nics(desc: ServerDescription, nodes: int, fabric: FabricSpec | None) -> list[str]:

@@ -14,7 +14,7 @@ from perfmodel.hardware.cpus import CPUSpec
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.lazy import server_node
-from perfmodel.topology.schema import NodeKind
+from perfmodel.topology.schema import NodeKind, check_graph_once
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,18 @@ class Topology:
     """The cloud instance type the system file describes (``[system.cloud]``), or ``None``."""
     references: tuple[ReferenceMeasurement, ...] = ()
     """Published collective measurements on this system (``[[system.reference]]``)."""
+
+    def __post_init__(self) -> None:
+        """Check a graph given by hand against the schema
+        (:func:`~perfmodel.topology.schema.check_graph_once`): a bad graph raises
+        :class:`~perfmodel.errors.TopologyError` naming its nodes here, where it enters, not a
+        ``KeyError`` in routing. Graphs the loaders validated, and a cluster's graph its build
+        record describes (server 0 and the fabric checked, the other servers copies of server
+        0: :func:`~perfmodel.topology.cluster.build_cluster`), are not checked again."""
+        if self.pattern is not None and self.pattern.describes(self):
+            return
+        where = self.source if self.source != "<memory>" else f"topology {self.name!r}"
+        check_graph_once(self.graph, source=where, device_models=tuple(self.device_specs))
 
     def _pattern_on(self, graph: nx.Graph) -> ReplicaPattern | None:
         """The build pattern carried over to ``graph``, a copy of this topology's graph changed

@@ -56,7 +56,9 @@ A missing physical attribute is an error, never a silent default.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import numbers
+import weakref
+from collections.abc import Collection, Iterable
 
 import networkx as nx
 
@@ -100,17 +102,50 @@ def effective_bandwidth(graph: nx.Graph, u: str, v: str) -> float:
     return float(data["bandwidth_Bps"]) * float(data["efficiency"])
 
 
-def validate_graph(graph: nx.Graph, *, source: str = "<graph>") -> None:
+def validate_graph(
+    graph: nx.Graph, *, source: str = "<graph>", device_models: Collection[str] = ()
+) -> None:
     """Check a graph against the schema; raise :class:`TopologyError` naming source, element, value.
 
     Checks: required attributes present and typed; positive bandwidth; efficiency in (0, 1];
-    non-negative latency; GPU models known to the catalogue; no two nodes of one server with one
-    local id; at least one GPU; every GPU reaches every other GPU through transit nodes.
+    non-negative latency; GPU models known to the catalogue (or named in ``device_models``: the
+    devices a :class:`~perfmodel.topology.Topology` describes itself, ``device_specs``); no two
+    nodes of one server with one local id; at least one GPU; every GPU reaches every other GPU
+    through transit nodes. A graph that passes is remembered (by identity, while it lives), so
+    :func:`check_graph_once` does not check it again.
     """
-    gpus = check_attributes(graph, graph.nodes(data=True), graph.edges(data=True), source=source)
+    gpus = check_attributes(
+        graph,
+        graph.nodes(data=True),
+        graph.edges(data=True),
+        source=source,
+        device_models=device_models,
+    )
     if not gpus:
         raise TopologyError(f"{source}: topology has no GPU", value=None, where=source)
     check_gpu_connectivity(graph, gpus, source)
+    _CHECKED[graph] = True
+
+
+#: Graphs :func:`validate_graph` passed, by identity (weak keys: dropped with the graph). A
+#: topology's graph is read-only once built (:class:`~perfmodel.topology.Topology`), so a graph
+#: checked once stays valid; the copies a topology's ``with_*`` methods make are new graphs.
+_CHECKED: weakref.WeakKeyDictionary[nx.Graph, bool] = weakref.WeakKeyDictionary()
+
+
+def check_graph_once(
+    graph: nx.Graph, *, source: str = "<graph>", device_models: Collection[str] = ()
+) -> None:
+    """:func:`validate_graph`, unless this very graph object passed it before.
+
+    The check :class:`~perfmodel.topology.Topology` runs on a graph it was given (a graph built
+    by hand through the public API: two GPUs of one server with one local id, a node without a
+    ``local_id``, a GPU with no link raise :class:`TopologyError` naming the nodes where the
+    topology is made, not a ``KeyError`` deep in routing). The loaders validate their graphs
+    before they make the topology, so this costs them one dictionary lookup.
+    """
+    if graph not in _CHECKED:
+        validate_graph(graph, source=source, device_models=device_models)
 
 
 def check_attributes(
@@ -119,9 +154,11 @@ def check_attributes(
     edges: Iterable[tuple[str, str, dict]],
     *,
     source: str = "<graph>",
+    device_models: Collection[str] = (),
 ) -> list[str]:
     """The attribute checks of :func:`validate_graph` on the given ``(node, data)`` and
-    ``(u, v, data)`` items of ``graph``; returns the GPU nodes among ``nodes``.
+    ``(u, v, data)`` items of ``graph``; returns the GPU nodes among ``nodes`` (a GPU's
+    ``model`` must be in the catalogue or in ``device_models``).
 
     The cluster builder checks one server and the fabric this way: its other servers are copies
     of the checked one, attribute for attribute (:func:`perfmodel.topology.cluster.build_cluster`).
@@ -136,7 +173,14 @@ def check_attributes(
                 raise TopologyError(
                     f"{source}: node {node!r} lacks attribute {key!r}", value=node, where=source
                 )
-        other = seen.setdefault((data["server"], str(data["local_id"])), node)
+        server = data["server"]
+        if not isinstance(server, numbers.Integral) or isinstance(server, bool):
+            raise TopologyError(
+                f"{source}: node {node!r} has server {server!r}, not an integer index",
+                value=server,
+                where=source,
+            )
+        other = seen.setdefault((server, str(data["local_id"])), node)
         if other != node:
             raise TopologyError(
                 f"{source}: nodes {other!r} and {node!r} share local id {data['local_id']!r} in"
@@ -158,7 +202,15 @@ def check_attributes(
                     value=node,
                     where=source,
                 )
-            get_gpu(data["model"], where=f"{source}: node {node!r}")
+            index = data["gpu_index"]
+            if not isinstance(index, numbers.Integral) or isinstance(index, bool):
+                raise TopologyError(
+                    f"{source}: GPU node {node!r} has gpu_index {index!r}, not an integer",
+                    value=index,
+                    where=source,
+                )
+            if data["model"] not in device_models:
+                get_gpu(data["model"], where=f"{source}: node {node!r}")
             gpus.append(node)
     for u, v, data in edges:
         for key in EDGE_ATTRS_REQUIRED:
@@ -191,9 +243,10 @@ def check_attributes(
                 value=data["family"],
                 where=source,
             )
-        if int(data["count"]) < 1:
+        count = data["count"]
+        if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
             raise TopologyError(
-                f"{source}: link {u}-{v} has count {data['count']!r} < 1",
+                f"{source}: link {u}-{v} has count {count!r}, not an integer >= 1",
                 value=data["count"],
                 where=source,
             )

@@ -324,13 +324,20 @@ def test_pairs_as_lists_equal_tuples() -> None:
 
 
 def test_shadowed_local_id_reads_the_tables() -> None:
-    """Two nodes of one server with one local id (refused by the schema, built here by hand):
-    the kept table cannot hold the shadowed node, so ``_shape`` reads the symmetry's tables
-    (it recursed without end in wave 12b)."""
+    """Two nodes of one server with one local id (refused by the schema, and since wave 14 by
+    ``Topology`` itself; let through here by marking the graph checked): the kept table cannot
+    hold the shadowed node, so ``_shape`` reads the symmetry's tables (it recursed without end
+    in wave 12b)."""
+    from perfmodel.errors import TopologyError
+    from perfmodel.topology import schema
+
     topo = load_system("dgx1-v100", nodes=2)
     g = topo.graph.copy()
     for s in (0, 1):
         g.nodes[f"n{s}/gpu1"]["local_id"] = "gpu0"
+    with pytest.raises(TopologyError, match="'n0/gpu0' and 'n0/gpu1' share local id 'gpu0'"):
+        dataclasses.replace(topo, graph=g, pattern=None)
+    schema._CHECKED[g] = True  # past the check, to reach the internals this test is about
     topo = dataclasses.replace(topo, graph=g, pattern=None)
     transfers = CommCostModel(topo).transfers
     pairs = (("n0/gpu0", "n1/gpu0"),)
