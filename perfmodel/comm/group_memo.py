@@ -111,6 +111,10 @@ class GroupMemo:
     (:meth:`_shape_group`). The other memos are bounded (:data:`~perfmodel.comm.group.PATTERN_MEMO_SIZE`).
     """
 
+    #: Whether :meth:`numbers_key` keeps what it reads of the members alone per members
+    #: (tests compare both ways).
+    MEMBER_KEYS = True
+
     def __init__(self, topology: Topology, links: DirectedLinks, analysis: GroupAnalysis) -> None:
         self.topology = topology
         self.links = links
@@ -123,6 +127,8 @@ class GroupMemo:
             tuple[str, ...], tuple[tuple[Any, ...], list[list[str]]] | None
         ] = BoundedMemo(PATTERN_MEMO_SIZE)
         self._unsummarised: set[tuple[Any, ...]] = set()
+        #: members -> what :meth:`numbers_key` reads of the members alone (:meth:`_member_key`)
+        self._member_keys: dict[tuple[str, ...], tuple[bool, Any]] = {}
 
     def info(self, members: tuple[str, ...]) -> GroupInfo:
         """The analysis of the group ``members`` (checked), made or read off a shared one and
@@ -225,27 +231,52 @@ class GroupMemo:
         server's inside twin)`` once that group's channels are known to stay in the twin
         (:meth:`_twin_group`: then every server with that twin reads the twin's analysis);
         else ``None``. What ``BY_GROUP_NUMBERS`` algorithms cost is a function of the key.
+
+        What it reads of the members alone (:meth:`_member_key`: whether they span servers,
+        then their ring pattern's key, else their inside twin's members) is kept per members,
+        so a group asked again (each new message size of a stage's data-parallel or
+        tensor-parallel group: ~30-50 asks of a new GPT-3 175B plan) reads no server of its
+        members; whether that pattern or twin has been analysed is asked every time, as
+        before, so the answer is the same in every state of the memos (issue 27).
         """
-        links = self.links
-        srv = links.server
+        got = self._member_keys.get(members) if self.MEMBER_KEYS else None
+        if got is None:
+            got = self._member_key(members)
+            if self.MEMBER_KEYS:
+                if len(self._member_keys) >= PATTERN_MEMO_SIZE:
+                    self._member_keys.pop(next(iter(self._member_keys)))
+                self._member_keys[members] = got
+        spans, key = got
+        if spans:  # the ring pattern's key, where a group of the pattern has been analysed
+            return key if key is not None and key in self._patterns.entries else None
+        if key is None:  # not a server's members
+            return None
+        inside = self._twin_inside.get(key)
+        if inside is None:
+            info = self.infos.get(key)
+            if info is None:
+                return None
+            t = self.links.server[key[0]]
+            inside = self._twin_inside[key] = not (
+                _channel_servers(self.links, info.channels) - {t}
+            )
+        return ("twin", key) if inside else None
+
+    def _member_key(self, members: tuple[str, ...]) -> tuple[bool, Any]:
+        """What :meth:`numbers_key` reads of ``members`` alone, a function of the members
+        (the topology's server tables and symmetry, and :meth:`_pattern_key`, which is one):
+        ``(True, the ring pattern's key or None)`` for members spanning servers, else
+        ``(False, the members in the server's inside twin)`` (``(False, None)`` outside every
+        server)."""
+        srv = self.links.server
         s = srv[members[0]]
         if any(map(s.__ne__, map(srv.__getitem__, members))):  # spans servers (C loops)
             got = self._pattern_key(members)
-            if got is None or got[0] not in self._patterns.entries:
-                return None
-            return got[0]
+            return True, None if got is None else got[0]
         if s < 0:
-            return None
+            return False, None
         fwd = server_symmetry(self.topology).twin_map(s)
-        base = members if fwd is None else tuple([fwd[x] for x in members])
-        inside = self._twin_inside.get(base)
-        if inside is None:
-            info = self.infos.get(base)
-            if info is None:
-                return None
-            t = srv[base[0]]
-            inside = self._twin_inside[base] = not (_channel_servers(links, info.channels) - {t})
-        return ("twin", base) if inside else None
+        return False, members if fwd is None else tuple([fwd[x] for x in members])
 
     def _pattern_key(
         self, members: tuple[str, ...]
