@@ -205,3 +205,60 @@ def test_fastest_is_min_by_time(times: list[float]) -> None:
     NaN compared as ``min`` compares)."""
     cands = [(t, None, None, 0.0, 0.0) for t in times]
     assert _fastest(cands) == min(range(len(cands)), key=lambda k: cands[k][0])
+
+
+GPT = {"layers": 8, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 32000}
+#: (system, nodes) x (preset, dp, tp, pp) of the reports below: a rail-optimised and an NVLS
+#: cluster and an imported system (``None``: the NCCL XML dump written as a system file)
+REPORT_SYSTEMS = (("dgx-a100", 2), ("dgx-h100", 2), (None, 2))
+REPORT_PLANS = (
+    ("pytorch-ddp", 4, 2, 2),
+    ("megatron-core", 2, 4, 2),
+    ("fsdp", 8, 1, 2),
+    ("pytorch-ddp", 16, 1, 1),
+)
+
+
+def _report_dicts(system: str, nodes: int, on: bool, monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every plan's report on ``system`` from fresh cost models (the memos off or on)."""
+    import perfmodel.api as api
+    import perfmodel.parallel.lower_shortcuts as shortcuts
+    import perfmodel.parallel.lowering as lowering
+    from perfmodel.api import Scenario, predict
+    from perfmodel.pipeline import inputs
+
+    out = []
+    with monkeypatch.context() as mp:
+        mp.setattr(AnalyticCommModel, "KEEP_CHECKED", on)
+        mp.setattr(GroupMemo, "MEMBER_KEYS", on)
+        mp.setattr(NcclChoice, "NONE_KEPT", on)
+        mp.setattr(shortcuts, "_SHARED_CHUNKS", {})
+        mp.setattr(lowering, "_CHUNKS", {})
+        mp.setattr(api, "_REPORTS", {})
+        inputs._system_costs.cache_clear()
+        for preset, dp, tp, pp in REPORT_PLANS:
+            sc = Scenario.from_dict(
+                dict(system=system, nodes=nodes, gpus=dp * tp * pp, model="gpt",
+                     model_args=GPT, precision="bf16", optimizer="adam", software=preset,
+                     dp=dp, tp=tp, pp=pp, microbatch=1, global_batch=8 * dp,
+                     fidelity="analytic")
+            )  # fmt: skip
+            out.append(predict(sc, baseline=False).to_dict())
+    inputs._system_costs.cache_clear()
+    return out
+
+
+@pytest.mark.parametrize(("system", "nodes"), REPORT_SYSTEMS)
+def test_reports_equal_with_the_memos_off(
+    system: str | None, nodes: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Data-, tensor- and pipeline-parallel plans of three presets: every report field equal
+    with the three memos off, each run on cost models of its own."""
+    if system is None:
+        src = FIXTURES / "nccl-dgx-a100.xml"
+        out = tmp_path / "box.toml"
+        write_imported_system(import_topology(src), str(src), str(out), force=False)
+        system = str(out)
+    on = _report_dicts(system, nodes, True, monkeypatch)
+    off = _report_dicts(system, nodes, False, monkeypatch)
+    assert on == off
