@@ -2,7 +2,9 @@
 plan's data-parallel and tensor-parallel collectives) reads nothing of the group again: its
 checked members (``AnalyticCommModel._check``, ``KEEP_CHECKED``), what ``numbers_key`` reads of
 the members alone (``GroupMemo._member_key``, ``MEMBER_KEYS``) and whether the group has in-switch
-or recent candidates at all (``NcclChoice._other_candidates``, ``NONE_KEPT``) are kept. Every
+or recent candidates at all (``NcclChoice._other_candidates``, ``NONE_KEPT``) are kept, and two
+ring patterns whose analyses price alike share their results (``SharedResults._by_reads``,
+``BY_READS``). Every
 result equals the one with those memos off, asked in the same order, on uniform, fat-tree,
 NVLS, non-uniform and imported systems; the memos answer as before where the state they do
 not keep changes (a ring pattern dropped from its memo), and an invalid group is refused
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 from perfmodel.cli.topo import write_imported_system
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.analytic import AnalyticCommModel
-from perfmodel.comm.group_memo import GroupMemo
+from perfmodel.comm.group_memo import GroupMemo, SharedResults
 from perfmodel.comm.nccl_choice import NcclChoice, _fastest
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
@@ -106,6 +108,7 @@ def _results(topo: Topology, asks: list[Any], on: bool, monkeypatch: pytest.Monk
         mp.setattr(AnalyticCommModel, "KEEP_CHECKED", on)
         mp.setattr(GroupMemo, "MEMBER_KEYS", on)
         mp.setattr(NcclChoice, "NONE_KEPT", on)
+        mp.setattr(SharedResults, "BY_READS", on)
         model = CommCostModel(topo)
         out = []
         for op, m, g, a in asks:
@@ -232,6 +235,7 @@ def _report_dicts(system: str, nodes: int, on: bool, monkeypatch: pytest.MonkeyP
         mp.setattr(AnalyticCommModel, "KEEP_CHECKED", on)
         mp.setattr(GroupMemo, "MEMBER_KEYS", on)
         mp.setattr(NcclChoice, "NONE_KEPT", on)
+        mp.setattr(SharedResults, "BY_READS", on)
         mp.setattr(shortcuts, "_SHARED_CHUNKS", {})
         mp.setattr(lowering, "_CHUNKS", {})
         mp.setattr(api, "_REPORTS", {})
@@ -262,3 +266,48 @@ def test_reports_equal_with_the_memos_off(
     on = _report_dicts(system, nodes, True, monkeypatch)
     off = _report_dicts(system, nodes, False, monkeypatch)
     assert on == off
+
+
+def _rings(topo: Topology, lid: int) -> tuple[str, ...]:
+    gpn = topo.gpus_per_node
+    return tuple(topo.gpus[s * gpn + lid] for s in range(topo.num_gpus // gpn))
+
+
+def _slow_gpu4_uplinks(topo: Topology) -> Topology:
+    """Every server's GPU 4 on a PCIe link to its switch at half the bandwidth (the servers
+    still alike: one class), so the ring of GPUs 4 moves less than the ring of GPUs 0."""
+    g = topo.graph.copy()
+    for u, v in list(g.edges):
+        for a, b in ((u, v), (v, u)):
+            if a.endswith("/gpu4") and getattr(g.nodes[b]["kind"], "value", "") == "pcie_switch":
+                g.edges[u, v]["bandwidth_Bps"] *= 0.5
+    return dataclasses.replace(topo, graph=g)
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_rings_of_two_local_ids_share_only_equal_numbers(
+    slow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rings of GPUs 0 and of GPUs 4 over four DGX A100 are two ring patterns with equal
+    numbers: once the first is priced at a size, the second's same size is read off it (no new
+    shared result); with GPU 4's uplinks slowed the numbers differ and every size is priced.
+    Either way every result equals the one with the sharing off."""
+    topo = load_system("dgx-a100", nodes=4)
+    if slow:
+        topo = _slow_gpu4_uplinks(topo)
+    zero, four = _rings(topo, 0), _rings(topo, 4)
+    sizes = (2.0**20, 3e7, 25 * 2**20, 6e8)
+    got = {}
+    for on in (True, False):
+        with monkeypatch.context() as mp:
+            mp.setattr(SharedResults, "BY_READS", on)
+            model = CommCostModel(topo)
+            first = [model.collective("allreduce", m, zero) for m in (1e5, *sizes)]
+            model.collective("allreduce", 1e5, four)  # the pattern's own analysis
+            kept = len(model.shared._shared_reads)
+            second = [model.collective("allreduce", m, four) for m in sizes]
+            grew = len(model.shared._shared_reads) - kept
+            got[on] = (first, second, grew)
+    assert got[True][:2] == got[False][:2]
+    assert got[True][2] == (len(sizes) if slow else 0)
+    assert (got[True][1] == got[True][0][1:]) is (not slow)  # equal numbers, equal results
