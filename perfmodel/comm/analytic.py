@@ -134,6 +134,11 @@ _ALGORITHM_BY_VALUE: dict[str, Algorithm] = {a.value: a for a in Algorithm}
 text (the aliases name no member's value)."""
 
 
+#: Groups :meth:`AnalyticCommModel._check` keeps (the oldest dropped first): a plan search
+#: asks a few per stage and plan.
+_CHECKED_SIZE = 4096
+
+
 def _as_op(op: CollectiveOp | str) -> CollectiveOp:
     return op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
 
@@ -181,6 +186,10 @@ class AnalyticCommModel:
 
     fidelity = "analytic"
 
+    #: Whether :meth:`_check` keeps each group's checked members per group (tests compare
+    #: both ways).
+    KEEP_CHECKED = True
+
     def __init__(
         self,
         topology: Topology,
@@ -205,6 +214,9 @@ class AnalyticCommModel:
         self.transfers = Transfers(topology, self.links)
         self.others = OtherAlgorithms(topology, self.links, self.link_params, self.transfers)
         self._cache: dict[tuple[Any, ...], CommResult] = {}
+        #: a group (a tuple, as the step costs pass it) -> its checked members and whether
+        #: every member is a GPU (:meth:`collective`; both functions of the group)
+        self._checked: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -229,7 +241,7 @@ class AnalyticCommModel:
         algo = _ALGORITHM_BY_VALUE.get(algorithm) if type(algorithm) is str else None
         if algo is None:
             algo = Algorithm.parse(algorithm, where="algorithm")
-        members = check_group(self.topology, group)
+        members, no_cpu = self._check(group)
         key = (o, m, members, algo)
         hit = self._cache.get(key)
         if hit is not None:
@@ -248,7 +260,6 @@ class AnalyticCommModel:
                 where="group",
             )
         g = self.topology.graph
-        no_cpu = all_gpus(self.topology, members)  # a GPU group: no node read per member
         cpus = [] if no_cpu else [x for x in members if g.nodes[x]["kind"] is NodeKind.CPU]
         if cpus and o is not CollectiveOp.SENDRECV:
             if algo is Algorithm.AUTO and o is CollectiveOp.ALLREDUCE:
@@ -266,6 +277,27 @@ class AnalyticCommModel:
             res = self._priced(o, m, members, algo, no_cpu)
         self._cache[key] = res
         return res
+
+    def _check(self, group: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+        """:func:`~perfmodel.comm.nodes.check_group` of ``group`` (raising as it does) and
+        whether every member is a GPU (:func:`~perfmodel.comm.nodes.all_gpus`: no node read
+        per member), kept per group where it is a tuple: both read only the group and the
+        topology, so a group asked again for another size (issue 27: a stage's
+        data-parallel and tensor-parallel groups, 20-40 new sizes a new plan) is not checked
+        again."""
+        keep = type(group) is tuple and self.KEEP_CHECKED
+        try:
+            hit = self._checked.get(group) if keep else None  # type: ignore[call-overload]
+        except TypeError:  # an unhashable member: check_group names it
+            hit, keep = None, False
+        if hit is None:
+            members = check_group(self.topology, group)
+            hit = (members, all_gpus(self.topology, members))
+            if keep:
+                if len(self._checked) >= _CHECKED_SIZE:
+                    self._checked.pop(next(iter(self._checked)))
+                self._checked[group] = hit  # type: ignore[index]
+        return hit
 
     def _priced(
         self, o: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm, no_cpu: bool

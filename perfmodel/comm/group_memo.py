@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.channels import LazyChannels, build_channels
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, relabel
-from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
+from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers
 from perfmodel.comm.nodes import all_gpus, equal_runs, split_by_server
 from perfmodel.comm.params import Algorithm
 from perfmodel.comm.ring_summary import RingSummary
@@ -111,6 +111,10 @@ class GroupMemo:
     (:meth:`_shape_group`). The other memos are bounded (:data:`~perfmodel.comm.group.PATTERN_MEMO_SIZE`).
     """
 
+    #: Whether :meth:`numbers_key` keeps what it reads of the members alone per members
+    #: (tests compare both ways).
+    MEMBER_KEYS = True
+
     def __init__(self, topology: Topology, links: DirectedLinks, analysis: GroupAnalysis) -> None:
         self.topology = topology
         self.links = links
@@ -123,6 +127,8 @@ class GroupMemo:
             tuple[str, ...], tuple[tuple[Any, ...], list[list[str]]] | None
         ] = BoundedMemo(PATTERN_MEMO_SIZE)
         self._unsummarised: set[tuple[Any, ...]] = set()
+        #: members -> what :meth:`numbers_key` reads of the members alone (:meth:`_member_key`)
+        self._member_keys: dict[tuple[str, ...], tuple[bool, Any]] = {}
 
     def info(self, members: tuple[str, ...]) -> GroupInfo:
         """The analysis of the group ``members`` (checked), made or read off a shared one and
@@ -225,27 +231,52 @@ class GroupMemo:
         server's inside twin)`` once that group's channels are known to stay in the twin
         (:meth:`_twin_group`: then every server with that twin reads the twin's analysis);
         else ``None``. What ``BY_GROUP_NUMBERS`` algorithms cost is a function of the key.
+
+        What it reads of the members alone (:meth:`_member_key`: whether they span servers,
+        then their ring pattern's key, else their inside twin's members) is kept per members,
+        so a group asked again (each new message size of a stage's data-parallel or
+        tensor-parallel group: ~30-50 asks of a new GPT-3 175B plan) reads no server of its
+        members; whether that pattern or twin has been analysed is asked every time, as
+        before, so the answer is the same in every state of the memos (issue 27).
         """
-        links = self.links
-        srv = links.server
+        got = self._member_keys.get(members) if self.MEMBER_KEYS else None
+        if got is None:
+            got = self._member_key(members)
+            if self.MEMBER_KEYS:
+                if len(self._member_keys) >= PATTERN_MEMO_SIZE:
+                    self._member_keys.pop(next(iter(self._member_keys)))
+                self._member_keys[members] = got
+        spans, key = got
+        if spans:  # the ring pattern's key, where a group of the pattern has been analysed
+            return key if key is not None and key in self._patterns.entries else None
+        if key is None:  # not a server's members
+            return None
+        inside = self._twin_inside.get(key)
+        if inside is None:
+            info = self.infos.get(key)
+            if info is None:
+                return None
+            t = self.links.server[key[0]]
+            inside = self._twin_inside[key] = not (
+                _channel_servers(self.links, info.channels) - {t}
+            )
+        return ("twin", key) if inside else None
+
+    def _member_key(self, members: tuple[str, ...]) -> tuple[bool, Any]:
+        """What :meth:`numbers_key` reads of ``members`` alone, a function of the members
+        (the topology's server tables and symmetry, and :meth:`_pattern_key`, which is one):
+        ``(True, the ring pattern's key or None)`` for members spanning servers, else
+        ``(False, the members in the server's inside twin)`` (``(False, None)`` outside every
+        server)."""
+        srv = self.links.server
         s = srv[members[0]]
         if any(map(s.__ne__, map(srv.__getitem__, members))):  # spans servers (C loops)
             got = self._pattern_key(members)
-            if got is None or got[0] not in self._patterns.entries:
-                return None
-            return got[0]
+            return True, None if got is None else got[0]
         if s < 0:
-            return None
+            return False, None
         fwd = server_symmetry(self.topology).twin_map(s)
-        base = members if fwd is None else tuple([fwd[x] for x in members])
-        inside = self._twin_inside.get(base)
-        if inside is None:
-            info = self.infos.get(base)
-            if info is None:
-                return None
-            t = srv[base[0]]
-            inside = self._twin_inside[base] = not (_channel_servers(links, info.channels) - {t})
-        return ("twin", base) if inside else None
+        return False, members if fwd is None else tuple([fwd[x] for x in members])
 
     def _pattern_key(
         self, members: tuple[str, ...]
@@ -482,15 +513,48 @@ class GroupMemo:
         return relabel(base, {v: k for k, v in fwd.items()})
 
 
+def pricing_reads(links: DirectedLinks, info: GroupInfo) -> tuple[Any, ...]:
+    """Every value of a group of GPUs' analysis ``info`` that its analytic pricing reads
+    where the algorithm is one of :data:`BY_GROUP_NUMBERS`
+    (:meth:`~perfmodel.comm.analytic.AnalyticCommModel._analytic_info` and what it calls:
+    :meth:`NcclChoice.best <perfmodel.comm.nccl_choice.NcclChoice.best>`, its tables, the
+    in-switch and recent candidates, ``chain_time``, ``_result``): the member count, the
+    parts' sizes (``nodes``, ``local``, the smallest part), the channel count, whether there
+    are GPUs, whether every server offers NVLS (:func:`~perfmodel.comm.nccl_recent.nvls_servers`,
+    the one reader of the channels' hops and the parts' members) and the analysis's numbers
+    (:data:`_PATTERN_FIELDS`: bandwidths, latencies, link class, GPU architecture and memory
+    bandwidth, shared memory, network path, NVLink count, NIC port and count, P2P path,
+    extras). Two analyses with equal values are priced alike for every op, size and such
+    algorithm (the model's tuner, release, environment, fabric and link parameters being one),
+    so their results are one (:meth:`SharedResults._by_reads`)."""
+    numbers = tuple(
+        tuple(sorted(v.items())) if isinstance(v, dict) else v
+        for v in (getattr(info, f) for f in _PATTERN_FIELDS)
+    )
+    return (
+        info.n,
+        tuple(map(len, info.parts)),
+        len(info.channels),
+        bool(info.gpus),
+        nvls_servers(links, info),
+        numbers,
+    )
+
+
 class SharedResults:
     """Analytic results of collectives shared between groups whose numbers are known to be the
     same (:meth:`GroupMemo.numbers_key`) and between translates of one shape
     (:meth:`GroupMemo.collective_shape`), for the algorithms whose closed forms read only those
-    numbers (:data:`BY_GROUP_NUMBERS`).
+    numbers (:data:`BY_GROUP_NUMBERS`); and between numbers keys whose representatives' analyses
+    are equal in every value the pricing reads (:func:`pricing_reads`, :meth:`_by_reads`).
 
     ``price(op, bytes, info, algorithm)``: the analytic result of a collective over the group
     ``info`` describes (:meth:`~perfmodel.comm.analytic.AnalyticCommModel._analytic_info`).
     """
+
+    #: Whether results are shared between representatives equal in every value the pricing
+    #: reads (:meth:`_by_reads`; tests compare both ways).
+    BY_READS = True
 
     def __init__(
         self,
@@ -505,6 +569,10 @@ class SharedResults:
         self._representatives: BoundedMemo[tuple[Any, ...], GroupInfo | None] = BoundedMemo(
             PATTERN_MEMO_SIZE
         )
+        #: id of a representative -> (it, :func:`pricing_reads` of it)
+        self._reads_of: dict[int, tuple[GroupInfo, tuple[Any, ...]]] = {}
+        #: (op, bytes, pricing reads, algorithm) -> result (:meth:`_by_reads`)
+        self._shared_reads: dict[tuple[Any, ...], CommResult] = {}
 
     def analytic(
         self,
@@ -567,12 +635,38 @@ class SharedResults:
         else on this group's own analysis."""
         rep = self._representatives.entries.get(numbers)
         if rep is not None and op not in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
-            res = self._price(op, m, rep, algo)
+            res = self._by_reads(op, m, rep, algo) if self.BY_READS else None
+            if res is None:
+                res = self._price(op, m, rep, algo)
             if res.algorithm in BY_GROUP_NUMBERS:
                 return res
         res = self._own(op, m, members, algo)
         if res.algorithm in BY_GROUP_NUMBERS:
             self._representatives.get(numbers, partial(self._groups.infos.get, members))
+        return res
+
+    def _by_reads(
+        self, op: CollectiveOp, m: float, rep: GroupInfo, algo: Algorithm
+    ) -> CommResult | None:
+        """The result of ``op`` of ``m`` bytes over the representative ``rep`` with ``algo``,
+        shared between representatives of other numbers keys equal in every value the pricing
+        reads (:func:`pricing_reads`; issue 27: the rings of local ids 0 and 4 of a tp 4 plan's
+        stages on DGX A100, two ring patterns with one set of numbers, priced each message size
+        twice); ``None`` where those values do not hash (then priced as before)."""
+        got = self._reads_of.get(id(rep))
+        if got is None or got[0] is not rep:  # the entry holds rep: its id is rep's
+            if len(self._reads_of) >= PATTERN_MEMO_SIZE:
+                self._reads_of.pop(next(iter(self._reads_of)))
+            got = self._reads_of[id(rep)] = (rep, pricing_reads(self._groups.links, rep))
+        key = (op, m, got[1], algo)
+        try:
+            res = self._shared_reads.get(key)
+        except TypeError:  # a value the pricing reads that does not hash
+            return None
+        if res is None:
+            res = self._price(op, m, rep, algo)
+            if res.algorithm in BY_GROUP_NUMBERS:
+                self._shared_reads[key] = res
         return res
 
     def _by_shape(

@@ -14,7 +14,7 @@ algorithms (:mod:`perfmodel.comm.nccl_recent`); the fastest candidate wins
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import perfmodel.comm.closed_form as cf
@@ -60,6 +60,10 @@ class NcclChoice:
         protocols it switches off are not candidates.
     """
 
+    #: Whether :meth:`candidates` keeps per table entry that a group has no in-switch or
+    #: recent candidates (:meth:`_other_candidates`) and asks no more (tests compare both ways).
+    NONE_KEPT = True
+
     def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
         self.topology = topology
         self.links = links
@@ -68,9 +72,11 @@ class NcclChoice:
         #: the table that prices the choice :attr:`tuner` makes (:func:`pricing_tuner`)
         self.price_tuner: NcclTuner = pricing_tuner(self.tuner)
         self.env: NcclEnv = nccl_env_of(topology)
-        #: (op, id of a GroupInfo, tuner release) -> (that GroupInfo, :meth:`table`)
-        self._tables: BoundedMemo[tuple[CollectiveOp, int, str], tuple[GroupInfo, list[Any]]] = (
-            BoundedMemo(PATTERN_MEMO_SIZE)
+        #: (op, id of a GroupInfo, tuner release) -> [that GroupInfo, :meth:`table`, the ring
+        #: plateau's (size from, factor), whether :meth:`_other_candidates` are none at any
+        #: size (``None``: not asked yet)]
+        self._tables: BoundedMemo[tuple[CollectiveOp, int, str], list[Any]] = BoundedMemo(
+            PATTERN_MEMO_SIZE
         )
 
     def protocols(self, info: GroupInfo, op: CollectiveOp | None = None) -> tuple[Protocol, ...]:
@@ -116,7 +122,7 @@ class NcclChoice:
             cands = [c for c in cands if c[1] is forced]
         if not cands:
             return None
-        i = min(range(len(cands)), key=lambda k: cands[k][0])
+        i = _fastest(cands)
         if self.price_tuner is self.tuner:
             return cands[i]
         priced = self.candidates(op, m, info, forced, tuner=self.price_tuner)
@@ -150,24 +156,25 @@ class NcclChoice:
         The size-free part of each choice is :meth:`table`'s, kept per (op, group
         analysis); here only what reads ``m`` is applied, in the same order of operations as
         one pass would (the ring plateau factor on the latency, the tree correction on the
-        algorithm bandwidth), so every candidate is the same float, bit for bit."""
+        algorithm bandwidth), so every candidate is the same float, bit for bit. Kept with it:
+        the ring plateau's size and factor (functions of the tuner and the group), and whether
+        the in-switch and recent candidates (:meth:`_other_candidates`) are none, which no
+        size decides (every condition they test reads the group, the op, the release and the
+        fabric, never ``m``), so a group without them is not asked again for each new size
+        (issue 27: a new plan prices 20-40 new sizes)."""
         if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
             return []
         tuner = tuner or self.tuner
         # the entry holds ``info``, so no other object has its id while the entry is kept
-        table = self._tables.get(
-            (op, id(info), tuner.release), lambda: (info, self.table(op, info, tuner))
+        entry = self._tables.get(
+            (op, id(info), tuner.release), lambda: self._entry(op, info, tuner)
         )
-        assert table[0] is info
+        assert entry[0] is info
         out = []
-        if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
-            plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
-        else:
-            plateau_from = info.n * tuner.plateau_bytes_per_rank_channel
-        plateau_factor = tuner.plateau(info.gpu_arch)
+        plateau_from, plateau_factor = entry[2]
         ring = Algorithm.RING
         log_size = -1  # the tree correction's size bucket, found at the first tree choice
-        for algo, proto, lat, algbw, bus, plateau in table[1]:
+        for algo, proto, lat, algbw, bus, plateau in entry[1]:
             if algo is ring:
                 if plateau and m >= plateau_from:
                     lat *= plateau_factor
@@ -179,9 +186,10 @@ class NcclChoice:
             if algbw <= 0:
                 continue
             out.append((lat + m / algbw, algo, proto, lat, bus))
-        if op is CollectiveOp.ALLREDUCE:
-            out.extend(self.in_switch_candidates(m, info))
-        out.extend(recent_candidates(self, op, m, info))
+        if entry[3] is not True or not self.NONE_KEPT:  # unless known to be none at any size
+            others = self._other_candidates(op, m, info)
+            entry[3] = not others if entry[3] is None else entry[3]
+            out.extend(others)
         env = self.env
         if env.default or not out:
             return out
@@ -197,6 +205,31 @@ class NcclChoice:
                 where=env.where,
             )
         return kept
+
+    def _entry(self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner) -> list[Any]:
+        """A new :attr:`_tables` entry of ``op`` over ``info`` priced by ``tuner``: the
+        group, :meth:`table`, the ring plateau's ``(size from which it applies, factor)`` and
+        ``None`` (whether :meth:`_other_candidates` are none: not asked yet)."""
+        if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
+            plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
+        else:
+            plateau_from = info.n * tuner.plateau_bytes_per_rank_channel
+        return [
+            info,
+            self.table(op, info, tuner),
+            (plateau_from, tuner.plateau(info.gpu_arch)),
+            None,
+        ]
+
+    def _other_candidates(
+        self, op: CollectiveOp, m: float, info: GroupInfo
+    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
+        """The candidates beyond NCCL's ring/tree table, in the order :meth:`candidates` adds
+        them: the in-switch all-reduces (:meth:`in_switch_candidates`), then NVLS, NVLS tree and
+        PAT (:func:`~perfmodel.comm.nccl_recent.recent_candidates`)."""
+        out = self.in_switch_candidates(m, info) if op is CollectiveOp.ALLREDUCE else []
+        out.extend(recent_candidates(self, op, m, info))
+        return out
 
     def table(
         self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner | None = None
@@ -512,6 +545,18 @@ def tuner_of(topology: Topology) -> tuple[NcclTuner, str, tuple[int, int] | None
         arch = ""
     vendor = "amd" if host == "amd" else "intel" if host.startswith("intel") else "other"
     return tuner_for(release, arch), vendor, release
+
+
+def _fastest(cands: Sequence[tuple[float, Any, Any, float, float]]) -> int:
+    """The index of the first candidate of the least time (``min`` over the indices by
+    time, without a key call per candidate): a later one replaces it only where strictly
+    faster, as ``min`` compares."""
+    i, best = 0, cands[0][0]
+    for k in range(1, len(cands)):
+        t = cands[k][0]
+        if t < best:
+            i, best = k, t
+    return i
 
 
 def graph_channels(info: GroupInfo) -> int:
