@@ -70,3 +70,39 @@ def test_filters(text: str, lines: int | None) -> None:
         assert len(out) == lines
     else:
         assert out and all(len(ln) <= 10 for ln in out)
+
+
+def test_the_h100_step_table_is_generated_and_a_stale_one_is_reported(tmp_path: Path) -> None:
+    """Audit 15, item 14d: the README's table of the H100 steps is rewritten from the model."""
+    tool = _tool()
+    assert [name for name, _b, _e in tool.sections("README.md")] == ["h100-steps"]
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- h100-steps: begin (generated) -->\n| ResNet-50 b128 | 30.0 ms |\n"
+                   "<!-- h100-steps: end -->\n")  # fmt: skip
+    assert any("'h100-steps' is stale" in p for p in tool.check_sections([str(doc)]))
+    tool.check_sections([str(doc)], update=True)
+    text = doc.read_text()
+    assert "30.0 ms |\n" not in text and "| median abs. error vs step |" in text
+    assert text.count("| ResNet-50 ") == 4 and text.count("| GPT-2 124M ") == 3
+    assert not tool.check_sections([str(doc)])
+
+
+def test_every_stated_host_cost_per_kernel_is_the_constant() -> None:
+    """Audit 15, item 14e: the docs state the eager host cost per kernel as the code fits it
+    (``HOST_DISPATCH_S["pytorch-eager"]``, ``tests/calibration/test_host_fit.py``); lines that
+    give an earlier value as history say so ("at the time", "before")."""
+    import re
+
+    from perfmodel.compute.params import HOST_DISPATCH_S
+
+    want = f"{HOST_DISPATCH_S['pytorch-eager'] * 1e6:.2f}"
+    stated = re.compile(r"per (modelled )?kernel|kernels x|host cost per kernel")
+    seen = 0
+    for doc in _tool().DOCS:
+        for n, line in enumerate((ROOT / doc).read_text(encoding="utf-8").splitlines(), 1):
+            if not stated.search(line) or re.search(r"at the time|before", line):
+                continue
+            for value in re.findall(r"\b(3\d\.\d\d) us\b", line):
+                seen += 1
+                assert value == want, f"{doc}:{n} states {value} us, the code {want} us: {line}"
+    assert seen >= 5
