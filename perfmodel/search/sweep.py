@@ -24,8 +24,11 @@ skipped (no recomputation), and a trailing partial line (a process killed mid-wr
 so the file never holds a half-written row. Ctrl-C stops the workers; every row already written
 stays, and running the same command again finishes the rest.
 
-Errors per scenario (a plan that does not divide, an unknown GPU, a bug) become rows with
-``status = "error"`` and the message; they never stop the sweep.
+An axis value that no grid point can run (an unknown system or model, a GPU count the
+hardware does not have) is refused before the output is opened, naming the spec file and the
+axis (:mod:`perfmodel.search.sweep_check`). Errors per scenario (a plan that does not divide,
+out of memory, a bug) become rows with ``status = "error"`` and the message (naming the axis
+whose value it refuses); they never stop the sweep.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from perfmodel._io import load_structured
 from perfmodel.errors import ConfigError
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
+from perfmodel.search.sweep_check import builds_scenarios, check_spec
 from perfmodel.search.sweep_file import (
     INTERVAL_COLUMNS,
     REPORT_COLUMNS,
@@ -410,6 +414,8 @@ def run_sweep(
     else:
         pts = list(points)
         names = list(axis_names) if axis_names is not None else (list(pts[0][0]) if pts else [])
+    if isinstance(points, SweepSpec) and builds_scenarios(evaluator):
+        check_spec(points)  # bad axis values refused before the output is touched
     fd, done, repaired = _resume(out, retry_errors, names)
     if repaired and progress is not None:
         progress.write(f"sweep: cut a partial last line ({repaired} bytes) from {out}\n")
