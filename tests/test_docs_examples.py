@@ -106,3 +106,44 @@ def test_every_stated_host_cost_per_kernel_is_the_constant() -> None:
                 seen += 1
                 assert value == want, f"{doc}:{n} states {value} us, the code {want} us: {line}"
     assert seen >= 5
+
+
+def _paragraph(start: str) -> str:
+    """The README paragraph (or list item) that begins with ``start``, joined into one line."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    i = text.index(start)
+    end = min(j for j in (text.find("\n\n", i), text.find("\n- ", i)) if j >= 0)
+    return " ".join(text[i:end].split())
+
+
+def test_the_readme_lists_every_catalogue_system() -> None:
+    """Audit 15, item 14b: the catalogue sentence names `perfmodel topo list`'s systems."""
+    import re
+
+    from perfmodel.topology.builders import list_systems
+
+    para = _paragraph("Catalogue (`perfmodel topo list`)")
+    named = {t for t in re.findall(r"`([^`]+)`", para) if re.fullmatch(r"[a-z0-9][a-z0-9.-]*", t)}
+    assert named == set(list_systems())
+
+
+def test_the_readme_lists_every_preset_and_plan_key() -> None:
+    """Audit 15, item 14c: the preset list is `PRESETS` (``deepspeed-zero1..3`` spelled out)
+    and the `--plan` keys are the plan parser's (``perfmodel.parallel.plan._PLAN_KEYS``)."""
+    import re
+
+    from perfmodel.parallel.plan import _PLAN_KEYS
+    from perfmodel.parallel.software import PRESETS
+
+    para = _paragraph("- Software presets")
+    listed = para[para.index("format): ") : para.index(". PyTorch stacks")]
+    names = set()
+    for t in re.findall(r"`([^`]+)`", listed):
+        if m := re.fullmatch(r"(.*?)(\d+)\.\.(\d+)", t):
+            names |= {f"{m.group(1)}{i}" for i in range(int(m.group(2)), int(m.group(3)) + 1)}
+        else:
+            names.add(t)
+    assert names == set(PRESETS)
+    plan = _paragraph("- Plans: `--plan`")
+    keys = {m.split("=")[0] for m in re.findall(r"`([a-z_]+=[^`]*)`", plan)} - {"key"}
+    assert keys == set(_PLAN_KEYS)
