@@ -147,3 +147,27 @@ def test_the_readme_lists_every_preset_and_plan_key() -> None:
     plan = _paragraph("- Plans: `--plan`")
     keys = {m.split("=")[0] for m in re.findall(r"`([a-z_]+=[^`]*)`", plan)} - {"key"}
     assert keys == set(_PLAN_KEYS)
+
+
+def test_the_readmes_validated_range_promise_is_what_predict_says() -> None:
+    """Audit 15, item 14g: the README quotes the warning of a GPU architecture without
+    published runs as predict prints it, and says what a datasheet-only GPU of a validated
+    architecture gets instead (its architecture's range, no such warning, a hardware line)."""
+    import json
+    import re
+
+    para = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    quoted = re.search(r'says so \("(outside the validated range: [^"]+)"', para)
+    assert quoted is not None
+    llama = ("--model llama3_8b --global-batch 32 --precision bf16 --software torchtitan "
+             "--fidelity analytic --json")  # fmt: skip
+    run = _tool().run_command
+    mi300x = json.loads("\n".join(run(f"perfmodel predict --system mi300x-8 {llama}")))
+    assert mi300x["interval_warning"] == quoted.group(1)
+    h20 = json.loads("\n".join(run(
+        "perfmodel predict --system custom --gpu H20-96GB --gpus-per-node 8 "
+        f"--intra-node nvswitch-v3 {llama}"
+    )))  # fmt: skip
+    assert h20["interval_level"] and not str(h20.get("interval_warning") or "").startswith("out")
+    shown = re.search(r'its report says "(hardware: H20-96GB figures are datasheet only) ', para)
+    assert shown is not None and shown.group(1) in " ".join(h20["printed_notes"])
