@@ -49,7 +49,7 @@ from perfmodel._io import load_structured
 from perfmodel.errors import ConfigError
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
-from perfmodel.search.sweep_check import builds_scenarios, check_spec
+from perfmodel.search.sweep_check import builds_scenarios, check_spec, set_dotted
 from perfmodel.search.sweep_file import (
     INTERVAL_COLUMNS,
     REPORT_COLUMNS,
@@ -74,17 +74,6 @@ from perfmodel.search.sweep_workers import (
 #: Scenario keys that choose the hardware (:func:`perfmodel.api.topology_of`'s cache key and
 #: the profile): :meth:`SweepSpec.points` ``(grouped=True)`` varies them slowest.
 HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"})
-
-
-def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    cur = d
-    for p in parts[:-1]:
-        nxt = cur.get(p)
-        nxt = dict(nxt) if isinstance(nxt, Mapping) else {}
-        cur[p] = nxt
-        cur = nxt
-    cur[parts[-1]] = value
 
 
 @dataclass(frozen=True)
@@ -216,7 +205,7 @@ class SweepSpec:
             axis_values.update(zip(zip_names, zip_rows[at[len(names)]]))
             sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
             for k, v in axis_values.items():
-                _set_dotted(sc, k, v)
+                set_dotted(sc, k, v)
             yield axis_values, sc
 
     def grouped_axes(self) -> list[int]:

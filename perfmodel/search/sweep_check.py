@@ -85,13 +85,24 @@ def check_spec(spec: SweepSpec) -> None:
     _check_gpu_counts(spec)
 
 
+def set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``d[a][b][c] = value`` for ``dotted = "a.b.c"`` (a sweep axis reaching into nested
+    tables, ``"model_args.depth"``), copying the tables on the way."""
+    parts = dotted.split(".")
+    cur = d
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        nxt = dict(nxt) if isinstance(nxt, Mapping) else {}
+        cur[p] = nxt
+        cur = nxt
+    cur[parts[-1]] = value
+
+
 def _point(spec: SweepSpec, axis_values: Mapping[str, Any]) -> dict[str, Any]:
     """The scenario dict of the grid point with ``axis_values`` (as :meth:`SweepSpec.points`)."""
-    from perfmodel.search.sweep import _set_dotted
-
     sc = json.loads(json.dumps(dict(spec.base)))  # deep copy of plain data
     for k, v in axis_values.items():
-        _set_dotted(sc, k, v)
+        set_dotted(sc, k, v)
     return sc
 
 
@@ -205,4 +216,11 @@ def _message(exc: PerfModelError) -> str:
     return str(exc.args[0]) if exc.args else str(exc)
 
 
-__all__ = ["GPU_COUNT_KEYS", "SweepAxisError", "builds_scenarios", "check_spec", "row_error"]
+__all__ = [
+    "GPU_COUNT_KEYS",
+    "SweepAxisError",
+    "builds_scenarios",
+    "check_spec",
+    "row_error",
+    "set_dotted",
+]
