@@ -21,6 +21,7 @@ Schema of one ``[[gpu]]`` table in ``gpus.toml``::
     infinity_fabric_links = 7         # AMD GPU-to-GPU Infinity Fabric (xGMI) links, 0 when none
     infinity_fabric_GBps = 64.0       # per link per direction, decimal GB/s
     datasheet_only = true             # no measurement checks this GPU's figures (see GPUSpec)
+    mxfp8_gemm = true                 # MX block-scaled FP8 GEMMs for training (see GPUSpec)
     [gpu.peak_TFLOPS]                  # dense (no sparsity) peaks; missing key = not supported
     fp64 = 7.8
     fp32 = 15.7
@@ -93,7 +94,7 @@ _REQUIRED = (
 #: must have a non-empty source.
 SOURCE_GROUPS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
     {
-        "compute": ("peak_TFLOPS",),
+        "compute": ("peak_TFLOPS", "mxfp8_gemm"),
         "memory": ("memory_GB", "memory_bytes", "memory_bandwidth_GBps"),
         "sm": ("sm_count", "boost_clock_GHz", "l2_MB", "l2_MiB"),
         "board": (
@@ -328,6 +329,16 @@ class GPUSpec:
         Idle board power, W (power-limit model, :func:`power_limited_clock_ratio`).
     achieved_memory_bandwidth_Bps
         STREAM-class achieved device-memory bandwidth, bytes/s (``None``: not measured).
+    mxfp8_gemm
+        ``True`` when a training stack runs MX block-scaled FP8 GEMMs (1 x 32 blocks with E8M0
+        scales, OCP MX v1.0; Transformer Engine's ``MXFP8BlockScaling``) on this GPU; the
+        ``mxfp8`` FP8 recipe is refused elsewhere (:func:`perfmodel.pipeline.resolve.recipe_on`).
+        The catalogue follows Transformer Engine's own check (``check_mxfp8_support``,
+        ``transformer_engine/pytorch/quantization.py``, ROCm/TransformerEngine @030b792, which
+        carries NVIDIA's branch unchanged): NVIDIA compute capability 10.x (B200, B300, GB200,
+        GB300; 12.0, the RTX 50xx / RTX PRO 6000 Blackwell, is refused: "not supported on
+        12.0+ architectures yet") and AMD gfx950 (CDNA 4: MI350X, MI355X). Default ``False``;
+        ``sources["compute"]`` names the source where ``True``.
     sources
         One source per group of fields (``SOURCE_GROUPS``): compute, memory, sm, board; an
         optional ``achieved`` (the measured rates above, or, on a datasheet-only GPU, published
@@ -376,6 +387,7 @@ class GPUSpec:
     idle_w: float | None = None
     achieved_memory_bandwidth_Bps: float | None = None
     compute_capability: tuple[int, int] | None = None
+    mxfp8_gemm: bool = False
 
     def power_clock_ratio(self) -> float:
         """Sustained clock of this board relative to the one its sustained rates were measured at
@@ -636,6 +648,11 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
             else None
         ),
         compute_capability=_compute_capability(entry, where),
+        mxfp8_gemm=(
+            as_bool(entry["mxfp8_gemm"], "mxfp8_gemm", where=where, error=ConfigError)
+            if "mxfp8_gemm" in entry
+            else False
+        ),
     )
 
 

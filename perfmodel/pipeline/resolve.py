@@ -239,7 +239,9 @@ def recipe_of(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recip
 def recipe_on(p: ParsedScenario, plan: ParallelismPlan, gpu: GPUSpec) -> Recipe:
     """The training recipe of the preset, precision, optimizer and plan
     (:func:`~perfmodel.parallel.recipe.build_recipe`) on a ``gpu``; MX block-scaled FP8 only on
-    Blackwell (``model maxbatch``, which has a GPU and no system, calls it directly)."""
+    a GPU whose catalogue entry states it (``GPUSpec.mxfp8_gemm``: compute capability 10.x
+    Blackwell and CDNA 4, after Transformer Engine's ``check_mxfp8_support``) (``model
+    maxbatch``, which has a GPU and no system, calls it directly)."""
     recipe = build_recipe(
         p.preset,
         p.precision,
@@ -249,11 +251,12 @@ def recipe_on(p: ParsedScenario, plan: ParallelismPlan, gpu: GPUSpec) -> Recipe:
         fp8_recipe=p.fp8_recipe,
         recompute_modules=p.recompute_modules,
     )
-    if recipe.fp8 is Fp8Recipe.MXFP8 and gpu.architecture != "Blackwell":
+    if recipe.fp8 is Fp8Recipe.MXFP8 and not gpu.mxfp8_gemm:
         raise ConfigError(
-            f"--fp8-recipe mxfp8: MX block-scaled FP8 GEMMs need a Blackwell GPU, not "
-            f"{gpu.name} ({gpu.architecture}); use te-delayed, te-current, torchao-tensorwise "
-            "or torchao-rowwise",
+            f"--fp8-recipe mxfp8: MX block-scaled FP8 GEMMs need a GPU that runs them in "
+            f"training (compute capability 10.x Blackwell: B200, B300, GB200, GB300; CDNA 4: "
+            f"MI355X), not {gpu.name} ({gpu.architecture}); use te-delayed, te-current, "
+            "torchao-tensorwise or torchao-rowwise",
             value="mxfp8",
             where="--fp8-recipe",
         )

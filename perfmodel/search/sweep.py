@@ -24,8 +24,11 @@ skipped (no recomputation), and a trailing partial line (a process killed mid-wr
 so the file never holds a half-written row. Ctrl-C stops the workers; every row already written
 stays, and running the same command again finishes the rest.
 
-Errors per scenario (a plan that does not divide, an unknown GPU, a bug) become rows with
-``status = "error"`` and the message; they never stop the sweep.
+An axis value that no grid point can run (an unknown system or model, a GPU count the
+hardware does not have) is refused before the output is opened, naming the spec file and the
+axis (:mod:`perfmodel.search.sweep_check`). Errors per scenario (a plan that does not divide,
+out of memory, a bug) become rows with ``status = "error"`` and the message (naming the axis
+whose value it refuses); they never stop the sweep.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from perfmodel._io import load_structured
 from perfmodel.errors import ConfigError
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, KeyFunction, default_evaluator, default_key
+from perfmodel.search.sweep_check import builds_scenarios, check_spec, set_dotted
 from perfmodel.search.sweep_file import (
     INTERVAL_COLUMNS,
     REPORT_COLUMNS,
@@ -70,17 +74,6 @@ from perfmodel.search.sweep_workers import (
 #: Scenario keys that choose the hardware (:func:`perfmodel.api.topology_of`'s cache key and
 #: the profile): :meth:`SweepSpec.points` ``(grouped=True)`` varies them slowest.
 HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"})
-
-
-def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    cur = d
-    for p in parts[:-1]:
-        nxt = cur.get(p)
-        nxt = dict(nxt) if isinstance(nxt, Mapping) else {}
-        cur[p] = nxt
-        cur = nxt
-    cur[parts[-1]] = value
 
 
 @dataclass(frozen=True)
@@ -212,7 +205,7 @@ class SweepSpec:
             axis_values.update(zip(zip_names, zip_rows[at[len(names)]]))
             sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
             for k, v in axis_values.items():
-                _set_dotted(sc, k, v)
+                set_dotted(sc, k, v)
             yield axis_values, sc
 
     def grouped_axes(self) -> list[int]:
@@ -410,6 +403,8 @@ def run_sweep(
     else:
         pts = list(points)
         names = list(axis_names) if axis_names is not None else (list(pts[0][0]) if pts else [])
+    if isinstance(points, SweepSpec) and builds_scenarios(evaluator):
+        check_spec(points)  # bad axis values refused before the output is touched
     fd, done, repaired = _resume(out, retry_errors, names)
     if repaired and progress is not None:
         progress.write(f"sweep: cut a partial last line ({repaired} bytes) from {out}\n")

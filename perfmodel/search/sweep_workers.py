@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from perfmodel._enum import ParsedEnum
 from perfmodel.errors import ConfigError
 from perfmodel.search._eval import Evaluator
+from perfmodel.search.sweep_check import row_error
 
 
 class Backend(str, ParsedEnum, where="--backend"):
@@ -38,7 +39,8 @@ def evaluate_row(
         report = evaluator(scenario)
         row["report"] = dict(report)
     except Exception as exc:  # recorded per scenario, by design
-        row.update(status="error", error_type=type(exc).__name__, error=str(exc), report=None)
+        error = row_error(exc, axis_values)  # naming a spec's axis value as the spec's
+        row.update(status="error", error_type=type(exc).__name__, error=error, report=None)
     row["elapsed_s"] = time.perf_counter() - t0
     row["axes"] = dict(axis_values)
     row["scenario"] = dict(scenario)

@@ -123,8 +123,8 @@ def test_compare_tta_fit_only(capsys, shared_data) -> None:
 def test_sweep_cli_resumes_and_records_errors(tmp_path: Path, capsys) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text(
-        '[base]\nsystem = "dgx1-v100"\nbatch_per_gpu = 32\nfidelity = "analytic"\n'
-        '[axes]\nmodel = ["resnet18", "no-such-model"]\ngpus = [1, 2]\n'
+        '[base]\nsystem = "dgx1-v100"\nmodel = "resnet18"\nbatch_per_gpu = 32\n'
+        'fidelity = "analytic"\n[axes]\nmicrobatch = [32, 3]\ngpus = [1, 2]\n'
     )
     out = tmp_path / "r.jsonl"
     assert main(["sweep", str(spec), "-o", str(out), "--backend", "serial", "--quiet"]) == 0
@@ -134,7 +134,8 @@ def test_sweep_cli_resumes_and_records_errors(tmp_path: Path, capsys) -> None:
     )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     bad = [r for r in rows if r["status"] == "error"]
-    assert len(bad) == 2 and all("no-such-model" in r["error"] for r in bad)
+    # a value only the whole scenario refuses (3 does not divide 32): error rows naming the axis
+    assert len(bad) == 2 and all("(sweep axis microbatch = 3)" in r["error"] for r in bad)
     ok = [r for r in rows if r["status"] == "ok"]
     assert len(ok) == 2
     assert all(r["report"]["iteration_time_s"] > 0 for r in ok)
@@ -142,7 +143,7 @@ def test_sweep_cli_resumes_and_records_errors(tmp_path: Path, capsys) -> None:
     assert "(0 evaluated now, 4 already there" in capsys.readouterr().out
     assert len(out.read_text().splitlines()) == 4
     assert main(["sweep", str(spec), "-o", str(tmp_path / "x.jsonl"), "--dry-run"]) == 0
-    assert "4 scenarios over axes model, gpus" in capsys.readouterr().out
+    assert "4 scenarios over axes microbatch, gpus" in capsys.readouterr().out
 
 
 def test_compare_whatif_cli_costs_and_deadline(capsys) -> None:

@@ -317,3 +317,21 @@ def test_catalogue_is_read_beside_the_imported_code() -> None:
 
     here = Path(perfmodel.__file__).resolve().parents[1]
     assert topologies_dir() == here / "topologies"
+
+
+def test_a_stale_list_price_says_how_far_off_it_may_be() -> None:
+    """Audit 15, item 15: no dated P5 on-demand price after AWS's June 2025 cut (up to 45%) was
+    found, so the shipped 2023 price stays and its source says it is stale and by how much:
+    the bound and the price it implies follow from the stated cut."""
+    import re
+
+    for name in ("aws-p5.48xlarge", "aws-p5e.48xlarge"):
+        cloud = load_system(name).cloud
+        assert cloud is not None and "STALE" in cloud.price_source
+        assert "STALE" in cloud.describe() and "--price-per-gpu-hour" in cloud.price_source
+    p5 = load_system("aws-p5.48xlarge").cloud
+    cut = int(re.search(r"by up to (\d+)%", p5.price_source).group(1)) / 100
+    assert f"{p5.price_per_gpu_hour * (1 - cut):.2f} USD per GPU-hour" in p5.price_source
+    assert f"{1 / (1 - cut):.2f}x it (costs up to {1 / (1 - cut) - 1:.0%} too high)" in (
+        p5.price_source
+    )

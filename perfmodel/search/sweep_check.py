@@ -1,0 +1,226 @@
+"""A sweep spec's axes checked before any work (audit 15, item 13).
+
+``perfmodel sweep`` promises that its input is checked "before it does any work"
+(``docs/cli.md``). A grid point fails at run time for reasons of the whole scenario (a plan
+that does not divide, out of memory): those stay error rows. What is wrong with an axis value
+on its own is refused up front, before the output file is opened, with a
+:class:`SweepAxisError` naming the spec file, the axis and the value:
+
+* an axis that is not a scenario key;
+* a value the scenario parser refuses (an unknown system, model, precision, software preset,
+  a non-positive count ...): the parser's error whose offending value is the axis value;
+* a GPU count that the hardware of a grid point does not have (``gpus = 9`` on one 8-GPU
+  server): every combination of the values of the axes that set the GPUs (``system``,
+  ``nodes``, ``gpus``) is checked against the system file's GPUs per server
+  (:func:`perfmodel.topology.builders.gpus_per_server`) times ``nodes``, as the resolver
+  does (``perfmodel.pipeline.resolve._gpus_used``).
+
+An error at run time that still names an axis value (its ``value`` is the point's value of an
+axis) says so in the error row (:func:`row_error`), so a row never blames a flag the user did
+not type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from perfmodel.errors import ConfigError, PerfModelError
+
+if TYPE_CHECKING:
+    from perfmodel.search.sweep import SweepSpec
+
+#: Scenario keys whose combination sets the GPUs a point has and asks for.
+GPU_COUNT_KEYS = ("system", "nodes", "gpus")
+#: ``system`` values that are not catalogue systems or files (built from other keys).
+_BUILT_SYSTEMS = ("custom", "calibrated")
+
+
+class SweepAxisError(ConfigError):
+    """A sweep spec's axis value that no grid point can run (``where``: ``FILE:axes.NAME``)."""
+
+
+def builds_scenarios(evaluator: Callable[..., Any] | None) -> bool:
+    """Whether ``evaluator`` reads its points as :class:`perfmodel.api.Scenario` (the default
+    and perfmodel's own evaluators, also through ``functools.partial``); a caller's evaluator
+    may take other keys, and its points are not checked."""
+    if evaluator is None:
+        return True
+    f = evaluator.func if isinstance(evaluator, functools.partial) else evaluator
+    return getattr(f, "__module__", "") == "perfmodel.search._eval"
+
+
+def _axes(spec: SweepSpec) -> Iterator[tuple[str, str, tuple[Any, ...]]]:
+    """``(section, name, values)`` of every axis (``axes`` then ``zip``)."""
+    for name, values in spec.axes:
+        yield "axes", name, values
+    for name, values in spec.zipped:
+        yield "zip", name, values
+
+
+def _distinct(values: tuple[Any, ...]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def check_spec(spec: SweepSpec) -> None:
+    """Refuse a sweep whose axis values cannot run, before any work.
+
+    Raises
+    ------
+    SweepAxisError
+        Naming the spec file, the axis (``axes.system``, ``zip.gpus``) and the value.
+    """
+    first = {name: values[0] for _s, name, values in _axes(spec)}
+    for section, name, values in _axes(spec):
+        for v in _distinct(values):
+            _check_value(spec, section, name, v, {**first, name: v})
+    _check_gpu_counts(spec)
+
+
+def set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``d[a][b][c] = value`` for ``dotted = "a.b.c"`` (a sweep axis reaching into nested
+    tables, ``"model_args.depth"``), copying the tables on the way."""
+    parts = dotted.split(".")
+    cur = d
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        nxt = dict(nxt) if isinstance(nxt, Mapping) else {}
+        cur[p] = nxt
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def _point(spec: SweepSpec, axis_values: Mapping[str, Any]) -> dict[str, Any]:
+    """The scenario dict of the grid point with ``axis_values`` (as :meth:`SweepSpec.points`)."""
+    sc = json.loads(json.dumps(dict(spec.base)))  # deep copy of plain data
+    for k, v in axis_values.items():
+        set_dotted(sc, k, v)
+    return sc
+
+
+def _check_value(
+    spec: SweepSpec, section: str, name: str, value: Any, axis_values: Mapping[str, Any]
+) -> None:
+    """Parse the point of ``axis_values`` as far as one scenario's fields go (no model, no
+    topology built); a refusal whose offending value is ``value`` is the axis's."""
+    from perfmodel.api import Scenario
+    from perfmodel.scenario_parse import parse_scenario
+    from perfmodel.topology.builders import system_path
+    from perfmodel.workload.zoo import get_model_info
+
+    where = f"{spec.source}:{section}.{name}"
+    top = name.split(".")[0]
+    known = {f.name for f in dataclasses.fields(Scenario)} | {"plan", "microbatch_size"}
+    if top.replace("-", "_") not in known:
+        raise SweepAxisError(
+            f"{where}: {top!r} is not a scenario key (the keys of `perfmodel predict`, "
+            "docs/predict.md: system, nodes, gpus, model, precision, ...)",
+            value=name,
+            where=where,
+        )
+    try:
+        if top == "system" and isinstance(value, str) and value not in _BUILT_SYSTEMS:
+            system_path(value)
+        if top == "model" and isinstance(value, str):
+            get_model_info(value)
+        parse_scenario(Scenario.from_dict(_point(spec, axis_values), where=where))
+    except PerfModelError as exc:
+        if _offends(exc, value):
+            raise SweepAxisError(
+                f"{where} = {value!r}: {_message(exc)}", value=value, where=where
+            ) from exc
+
+
+def _offends(exc: BaseException, value: Any) -> bool:
+    bad = getattr(exc, "value", None)
+    try:
+        return bool(bad == value) and type(bad) is type(value)
+    except Exception:  # pragma: no cover - an exotic value that cannot be compared
+        return False
+
+
+def _check_gpu_counts(spec: SweepSpec) -> None:
+    """Every combination of the ``system`` / ``nodes`` / ``gpus`` values the grid reaches asks
+    for at most the GPUs its hardware has."""
+    from perfmodel.scenario_parse import pos_int
+    from perfmodel.topology.builders import gpus_per_server
+
+    varied = [(s, n, v) for s, n, v in _axes(spec) if n in GPU_COUNT_KEYS]
+    if not any(n == "gpus" for _s, n, _v in varied) and "gpus" not in spec.base:
+        return
+    plain = [(s, n, _distinct(v)) for s, n, v in varied if s == "axes"]
+    zipped = [(s, n, v) for s, n, v in varied if s == "zip"]
+    zip_rows = _distinct(tuple(zip(*(v for _s, _n, v in zipped)))) if zipped else [()]
+    for combo in itertools.product(*(v for _s, _n, v in plain), zip_rows):
+        at = dict(zip((n for _s, n, _v in plain), combo[:-1]))
+        at.update(zip((n for _s, n, _v in zipped), combo[-1]))
+        point = {**{k: spec.base[k] for k in GPU_COUNT_KEYS if k in spec.base}, **at}
+        system, gpus = point.get("system", "dgx1-v100"), point.get("gpus")
+        if (
+            not isinstance(system, str)
+            or system in _BUILT_SYSTEMS
+            or not isinstance(gpus, int)
+            or isinstance(gpus, bool)
+            or "gpus_per_node" in spec.base
+            or any(n == "gpus_per_node" for _s, n, _v in _axes(spec))
+        ):
+            continue
+        try:
+            nodes = pos_int(point.get("nodes", 1), "nodes")
+            have = gpus_per_server(system) * nodes
+        except PerfModelError:
+            continue  # the value checks name a bad system or nodes value
+        if gpus > have:
+            section = {n: s for s, n, _v in varied}
+            where = f"{spec.source}:{section.get('gpus', 'base')}.gpus"
+            others = ", ".join(
+                f"{section[k]}.{k} = {point[k]!r}" if k in section else f"base {k} = {point[k]!r}"
+                for k in ("system", "nodes")
+                if k in point
+            )
+            raise SweepAxisError(
+                f"{where} = {gpus}: the grid point with {others or 'the default system'} has "
+                f"{have} GPUs ({system}: {have // nodes} per server x nodes={nodes}); no "
+                "scenario with these values can run: raise nodes, drop the value, or pair "
+                "systems and GPU counts in a [zip] table",
+                value=gpus,
+                where=where,
+            )
+
+
+def row_error(exc: BaseException, axis_values: Mapping[str, Any]) -> str:
+    """An error row's message: ``str(exc)``, or, when the error's offending value is a grid
+    point's axis value, its sentence without the flag or field it names (``--system:``) and
+    ``(sweep axis NAME = VALUE)``: the value came from the spec, not from a flag."""
+    names = [n for n, v in axis_values.items() if _offends(exc, v)]
+    if not names or not isinstance(exc, PerfModelError):
+        return str(exc)
+    return (
+        _message(exc)
+        + " ("
+        + ", ".join(f"sweep axis {n} = {axis_values[n]!r}" for n in names)
+        + ")"
+    )
+
+
+def _message(exc: PerfModelError) -> str:
+    """The error's sentence without the ``where:`` prefix :class:`PerfModelError` adds."""
+    return str(exc.args[0]) if exc.args else str(exc)
+
+
+__all__ = [
+    "GPU_COUNT_KEYS",
+    "SweepAxisError",
+    "builds_scenarios",
+    "check_spec",
+    "row_error",
+    "set_dotted",
+]
