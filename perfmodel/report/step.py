@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.report.step_breakdown import Breakdown
@@ -24,6 +24,17 @@ def _flops_text(flops_per_s: float) -> str:
     if flops_per_s >= 1e11:
         return f"{flops_per_s / 1e12:.1f} TFLOP/s"
     return f"{flops_per_s / 1e9:.2f} GFLOP/s"
+
+
+class RunSpan(Protocol):
+    """What a run time's or cost's range needs of an interval
+    (:class:`perfmodel.intervals.answers.StepInterval`): its level in words (``"80%"``) and the
+    range of a value proportional to the step time."""
+
+    @property
+    def level_text(self) -> str: ...
+
+    def run_range(self, value: float) -> tuple[float, float]: ...
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,26 @@ class TokenBudget:
             "price_source": self.price_source if self.cost is not None else None,
         }
 
-    def format_lines(self) -> list[str]:
+    def format_lines(self, span: RunSpan | None = None) -> list[str]:
+        """The ``--tokens`` lines; with ``span`` (the step time's interval) each time and cost
+        is followed by its range (:func:`perfmodel.intervals.answers.run_range`)."""
         from perfmodel.units import format_duration
 
         lines = [
             f"time to train   {self.time_s:,.0f} s ({format_duration(self.time_s)}) for "
             f"{self.tokens:.4g} tokens ({self.steps:,} steps, {self.gpu_hours:,.0f} GPU-hours)"
         ]
+        if span is not None:
+            (t_lo, t_hi), (h_lo, h_hi) = span.run_range(self.time_s), span.run_range(self.gpu_hours)
+            lines.append(
+                f"  {span.level_text + ' range':<14}{format_duration(t_lo)} - "
+                f"{format_duration(t_hi)} ({h_lo:,.0f} - {h_hi:,.0f} GPU-hours)"
+            )
         if self.cost is not None:
             lines.append(f"cost            {self.cost:,.2f} (at {self.price_source})")
+            if span is not None:
+                lo, hi = span.run_range(self.cost)
+                lines.append(f"  {span.level_text + ' range':<14}{lo:,.2f} - {hi:,.2f}")
         return lines
 
 
