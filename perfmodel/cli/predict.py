@@ -768,6 +768,7 @@ def _interval_json(level: float | None, step: Any, speed: Any, error: str = "") 
     if speed is not None:
         out["speedup_low"], out["speedup_high"] = speed[0], speed[1]
         out["speedup_interval_basis"] = speed[2].basis
+        out["speedup_capped_at_linear"] = speed[3] is not None
     return out
 
 
@@ -820,7 +821,7 @@ def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str,
     t = "-"
     if step is not None and step.low["iteration_time_s"] is not None:
         t = f"{format_time(step.low['iteration_time_s'])}-{format_time(step.high['iteration_time_s'])}"
-    sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x"
+    sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x" + ("*" if speed[3] else "")
     return f"{t:>21} ", f"{sp:>13} "
 
 
@@ -854,6 +855,12 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
             seen.setdefault(
                 f"{pct} speedup range from {speed[2].basis} (the ratio's own residuals)", []
             ).append(r.num_gpus)
+            if speed[3] is not None:
+                seen.setdefault(
+                    "* speedup range capped at linear scaling (GPUs / baseline GPUs): the model "
+                    "predicts no superlinear mechanism here, and no measured pair exceeds it by more than 0.2%",
+                    [],
+                ).append(r.num_gpus)
     out = []
     for text, counts in seen.items():
         where = "all rows" if len(counts) == len(reports) else f"{'/'.join(map(str, counts))} GPUs"
