@@ -216,6 +216,15 @@ class StepReport:
     def fits_in_memory(self) -> bool:
         return all(m.fits for m in self.memory_per_stage)
 
+    @property
+    def memory_tight(self) -> bool:
+        """The plan fits, but its fullest stage is within the memory model's measured error of
+        the capacity (:func:`perfmodel.intervals.memory.stage_tight`: published peaks ran up to
+        ``MEMORY_UNDER`` above the predictions); what counts as fitting is unchanged."""
+        from perfmodel.intervals.memory import stage_tight
+
+        return stage_tight(self.memory_per_stage)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``--json`` output)."""
         return {
@@ -235,6 +244,7 @@ class StepReport:
             "host_time_s": self.breakdown.host_s,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "fits_in_memory": self.fits_in_memory,
+            "memory_tight": self.memory_tight,
             "model_flops_per_gpu_per_s": self.model_flops_per_gpu_per_s,
             "mfu": self.mfu,
             "num_gpus": self.num_gpus,
@@ -303,6 +313,10 @@ class StepReport:
             f"memory per {dev}  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
             f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
         )
+        if self.memory_tight:
+            from perfmodel.intervals.memory import tight_text
+
+            lines[-1] += f" (tight: {tight_text()})"
         lines.append(
             "  "
             + ", ".join(
