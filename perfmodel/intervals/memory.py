@@ -83,8 +83,8 @@ MEMORY_ROWS: tuple[MemoryRow, ...] = (
 def largest_under(rows: Sequence[MemoryRow]) -> float:
     """The largest ``published / predicted - 1`` of ``rows``.
 
-    >>> largest_under([MemoryRow("a", 110.0, 100.0), MemoryRow("b", 95.0, 100.0)])
-    0.1
+    >>> largest_under([MemoryRow("a", 150.0, 100.0), MemoryRow("b", 95.0, 100.0)])
+    0.5
     """
     return max(r.under for r in rows)
 
