@@ -226,7 +226,7 @@ def add_interval_arg(parser: argparse.ArgumentParser, help: str) -> None:
         ty.interval_level,
         default=INTERVAL_LEVEL,
         metavar="LEVEL|off",
-        help=help,
+        help=f"{help}. LEVEL: {ty.INTERVAL_RULE}",
     )
 
 

@@ -202,10 +202,21 @@ def png_file(flag: str = "--plot") -> Callable[[str], str]:
     return output_file(flag, ".png")
 
 
+#: What ``--interval`` takes, in the words of its error and of every command's ``--help``.
+INTERVAL_RULE = (
+    "off, a fraction strictly between 0 and 1 (0.9), or a percentage written with %% strictly "
+    "between 0%% and 100%% (90%%)"
+)
+
+
 def interval_level(flag: str = "--interval") -> Callable[[str], float | None]:
-    """An interval level (issue 26): ``off`` (no interval: ``None``), a fraction strictly
-    between 0 and 1 (``0.9``), or a percentage (``90`` or ``90%``)."""
-    expected = "off, a level between 0 and 1 (0.9) or a percentage (90%)"
+    """An interval level (issue 26; audit15 item 7): ``off`` (no interval: ``None``), a bare
+    number that is a fraction strictly between 0 and 1 (``0.9``), or a percentage written with
+    ``%`` strictly between 0 % and 100 % (``90%``). One rule: a bare number is never read as a
+    percentage (``1.5`` was a 1.5 % range while ``1`` was refused), so ``90``, ``1`` and ``1.5``
+    are refused with the rule and, for a bare number from 1 to 100, the percentage it may mean.
+    """
+    expected = INTERVAL_RULE.replace("%%", "%")
 
     def parse(text: str) -> float | None:
         t = str(text).strip().lower()
@@ -213,11 +224,18 @@ def interval_level(flag: str = "--interval") -> Callable[[str], float | None]:
             return None
         pct = t.endswith("%")
         try:
-            v = float(t.rstrip("%"))
+            v = float(t[:-1] if pct else t)
         except ValueError:
             raise _fail(flag, text, expected) from None
-        if pct or v > 1:
-            v /= 100.0  # 90 and 90% are percentages; 1 itself (a 100% range) has no bound
+        if not pct and math.isfinite(v) and 1 <= v < 100:
+            raise FlagError(
+                f"{flag} {text!r}: a bare number is a fraction between 0 and 1 (0.9); "
+                f"for a {v:g}% range write {v:g}%",
+                value=text,
+                where=flag,
+            )
+        if pct:
+            v /= 100.0
         if not (math.isfinite(v) and 0 < v < 1):
             raise _fail(flag, text, expected)
         return v

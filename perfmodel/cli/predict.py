@@ -480,8 +480,9 @@ def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any
             for row, r in zip(rows, reports, strict=True):
                 row.update(explain_dict(sc, r))
         if args.tokens is not None:
-            for row, r in zip(rows, reports, strict=True):
-                row["token_budget"] = r.token_budget(args.tokens, pricing).to_dict()
+            for row, r, iv in zip(rows, reports, ivs, strict=True):
+                budget = r.token_budget(args.tokens, pricing).to_dict()
+                row["token_budget"] = _run_json(iv[0], "token_budget", budget)
         for row, iv in zip(rows, ivs, strict=True):
             row.update(_interval_json(level, *iv))
         print_json(rows)
@@ -507,7 +508,9 @@ def _print_curve(
         + (f"{pct + ' speedup':>13} " if level is not None else "")
         + f"{'exp.comm':>9} {'mem/GPU':>9} fits"
         + (f" {'epoch':>24}" if epoch else "")
+        + (f" {pct + ' epoch':>25}" if epoch and level is not None else "")
         + (f" {'time to train':>24}" if args.tokens is not None else "")
+        + (f" {pct + ' time to train':>25}" if args.tokens is not None and level else "")
     )
     for r, iv in zip(reports, ivs, strict=True):
         t_cell, s_cell = _curve_interval_cells(*iv) if level is not None else ("", "")
@@ -519,9 +522,15 @@ def _print_curve(
             + f"{r.exposed_comm_time_s * 1e3:7.2f}ms "
             f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
             + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
+            + (f" {_run_range_cell(iv[0], r.epoch_time_s)}" if epoch and level else "")
             + (
                 f" {_epoch_text(r.token_budget(args.tokens).time_s):>24}"
                 if args.tokens is not None
+                else ""
+            )
+            + (
+                f" {_run_range_cell(iv[0], r.token_budget(args.tokens).time_s)}"
+                if args.tokens is not None and level
                 else ""
             )
         )
@@ -553,9 +562,9 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
             out.update(explain_dict(sc, report))
         out.update(_interval_json(level, step_iv, None, iv_error))
         if budget is not None:
-            out["token_budget"] = budget.to_dict()
+            out["token_budget"] = _run_json(step_iv, "token_budget", budget.to_dict())
         if estimate is not None:
-            out["training_run"] = estimate.to_dict()
+            out["training_run"] = _run_json(step_iv, "training_run", estimate.to_dict())
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         print_json(out)
@@ -564,10 +573,11 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
         print("\n".join(explain_lines(sc, report)))
+    span = _run_span(step_iv)
     if budget is not None:
-        print("\n".join(budget.format_lines()))
+        print("\n".join(budget.format_lines(span)))
     if estimate is not None:
-        print("\n".join(estimate.format_lines()))
+        print("\n".join(estimate.format_lines(span)))
     if args.trace:
         print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
     if args.gantt:
@@ -743,7 +753,28 @@ def _interval_json(level: float | None, step: Any, speed: Any, error: str = "") 
     if speed is not None:
         out["speedup_low"], out["speedup_high"] = speed[0], speed[1]
         out["speedup_interval_basis"] = speed[2].basis
+        out["speedup_capped_at_linear"] = speed[3] is not None
     return out
+
+
+def _run_span(step: Any) -> Any:
+    """The step interval as the range of a run's times and costs (``TokenBudget`` and
+    ``RunEstimate.format_lines``); ``None`` without one (``--interval off``, no record, a plan
+    that does not fit)."""
+    if step is None or step.low.get("iteration_time_s") is None:
+        return None
+    return step
+
+
+def _run_json(step: Any, name: str, d: dict[str, Any]) -> dict[str, Any]:
+    """A token budget's or run estimate's JSON (``name``: ``token_budget``, ``training_run``)
+    with ``<field>_low`` / ``<field>_high`` of its times and costs
+    (:func:`perfmodel.intervals.answers.run_fields`, the step time's range)."""
+    if step is None:
+        return d
+    from perfmodel.intervals.answers import RUN_FIELDS, run_fields
+
+    return {**d, **run_fields(step, d, RUN_FIELDS[name])}
 
 
 def _interval_text(report: Any, step: Any, error: str) -> list[str]:
@@ -775,8 +806,19 @@ def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str,
     t = "-"
     if step is not None and step.low["iteration_time_s"] is not None:
         t = f"{format_time(step.low['iteration_time_s'])}-{format_time(step.high['iteration_time_s'])}"
-    sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x"
+    sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x" + ("*" if speed[3] else "")
     return f"{t:>21} ", f"{sp:>13} "
+
+
+def _run_range_cell(step: Any, seconds: float | None) -> str:
+    """A curve row's range of an epoch or a token budget's time to train
+    (:func:`perfmodel.intervals.answers.run_range`: the iteration time's range scaled), 25
+    characters; ``-`` where the row has no range or no such time."""
+    span = _run_span(step)
+    if span is None or seconds is None:
+        return f"{'-':>25}"
+    lo, hi = span.run_range(seconds)
+    return f"{units.format_duration(lo) + '-' + units.format_duration(hi):>25}"
 
 
 def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[str]:
@@ -798,6 +840,12 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
             seen.setdefault(
                 f"{pct} speedup range from {speed[2].basis} (the ratio's own residuals)", []
             ).append(r.num_gpus)
+            if speed[3] is not None:
+                seen.setdefault(
+                    "* speedup range capped at linear scaling (GPUs / baseline GPUs): the model "
+                    "predicts no superlinear mechanism here, and no measured pair exceeds it by more than 0.2%",
+                    [],
+                ).append(r.num_gpus)
     out = []
     for text, counts in seen.items():
         where = "all rows" if len(counts) == len(reports) else f"{'/'.join(map(str, counts))} GPUs"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfmodel.intervals.conformal import (
@@ -32,6 +32,24 @@ SPEED_FIELDS = (
     "mfu",
 )
 TIME_FIELDS = ("iteration_time_s", "epoch_time_s")
+
+#: Fields of a token budget (``TokenBudget.to_dict``, JSON ``token_budget``) and of its run
+#: estimate (``RunEstimate.to_dict``, JSON ``training_run``) that are the step time times a
+#: count: each gets the step time's range (:func:`run_range`). The wall-clock time with failures
+#: is one of them: Daly's expected wall-clock time is linear in the failure-free time at a given
+#: checkpoint interval (:func:`perfmodel.report.goodput.daly_wall_time_s`), and the interval
+#: (Daly's optimum, from the save time and the job MTBF) does not depend on the step time. The
+#: energy is not: a slower step is not the same power for longer (its busy fraction changes).
+RUN_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "token_budget": ("time_to_train_s", "gpu_hours", "cost"),
+    "training_run": (
+        "ideal_time_s",
+        "wall_clock_s",
+        "cost_ideal",
+        "cost_wall_clock",
+        "cost_per_million_tokens",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -56,11 +74,25 @@ class StepInterval:
     def warning(self) -> str:
         return self.residual.warning
 
+    @property
+    def level_text(self) -> str:
+        """The level in words: ``"80%"``."""
+        return f"{100 * self.level:g}%"
+
+    def run_range(self, value: float) -> tuple[float, float]:
+        """:func:`run_range` of ``value`` under this interval."""
+        return run_range(self.residual, value)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` fields: ``<field>_low`` / ``<field>_high`` of every field with a
         value, ``interval_level``, ``interval_basis``, ``interval_warning`` (``""`` for none),
         ``interval_bias`` (the median signed error of the rows it rests on, speed:
-        ``+0.12`` = such runs predicted 12 % too fast) and ``interval_bounded``."""
+        ``+0.12`` = such runs predicted 12 % too fast), ``interval_bounded`` and, where a
+        physical bound cut the range (:func:`peak_capped`), ``interval_capped`` (what it cut);
+        where the pool is of other kinds of model than the question's
+        (:func:`perfmodel.intervals.conformal.own_kind`), ``interval_kind_rows``,
+        ``interval_kind_sources`` and ``interval_kind_bias`` (the median signed error of the
+        record's rows of the question's kind)."""
         out: dict[str, Any] = {
             "interval_level": self.level,
             "interval_basis": self.basis,
@@ -68,6 +100,13 @@ class StepInterval:
             "interval_bias": math.expm1(self.residual.bias),
             "interval_bounded": self.residual.bounded,
         }
+        if capped := getattr(self.residual, "capped", ""):
+            out["interval_capped"] = capped
+        if (kind := getattr(self.residual, "kind", None)) is not None:
+            out["interval_kind_rows"] = kind.rows
+            out["interval_kind_sources"] = kind.sources
+            if kind.rows:
+                out["interval_kind_bias"] = math.expm1(kind.center)
         for k, v in self.low.items():
             if v is not None:
                 out[f"{k}_low"] = v
@@ -83,9 +122,40 @@ def step_interval(
     scenario: Any = None,
 ) -> StepInterval:
     """The interval of a :class:`~perfmodel.report.step.StepReport` (its scenario's features:
-    :func:`perfmodel.intervals.features.step_features`)."""
+    :func:`perfmodel.intervals.features.step_features`), with two physical facts the residuals
+    do not know (audit15 item 7):
+
+    - a plan that does not fit in memory has no range (the step it times cannot run): every
+      ``low`` / ``high`` is ``None`` and the warning says why (:data:`NO_FIT`);
+    - no step runs its model FLOPs faster than the peak its MFU is measured against: the fast
+      end stops at MFU 100 % (:func:`peak_capped`), and the interval says so."""
     iv = interval(_features_of(report, scenario), Quantity.STEP, index or record_index(), level)
-    return _step_values(iv, report.to_dict() if hasattr(report, "to_dict") else report)
+    d = report.to_dict() if hasattr(report, "to_dict") else report
+    if d.get("fits_in_memory") is False:
+        none: dict[str, float | None] = dict.fromkeys((*SPEED_FIELDS, *TIME_FIELDS))
+        return StepInterval(replace(iv, warning=NO_FIT), none, dict(none))
+    return _step_values(peak_capped(iv, d.get("mfu")), d)
+
+
+#: The warning of a plan that does not fit in memory (its step has no range).
+NO_FIT = "the plan does not fit in memory: a run that cannot happen has no range"
+
+
+def peak_capped(iv: ResidualInterval, mfu: float | None) -> ResidualInterval:
+    """``iv`` with its fast end at most the peak FLOP rate: a speed residual ``r`` puts the true
+    MFU at ``mfu * exp(-r)``, which cannot exceed 1 (the model FLOPs of a step, recomputation
+    not counted, are at most the FLOPs the GPUs run, at most their peak), so
+    ``r_lo >= log(mfu)``. ``iv`` itself where the bound does not cut (or the report has no
+    MFU). MFU is against the peak of the step's precision (:mod:`perfmodel.report.step`)."""
+    if mfu is None or not (0 < mfu < 1) or iv.r_lo >= math.log(mfu):
+        return iv
+    r_lo = min(math.log(mfu), iv.r_hi)
+    return replace(
+        iv,
+        r_lo=r_lo,
+        capped=f"the fast end is capped at MFU 100% (was {100 * mfu * math.exp(-iv.r_lo):.1f}%: "
+        "no step runs its model FLOPs faster than the peak)",
+    )
 
 
 def _features_of(report: Any, scenario: Any = None) -> Any:
@@ -100,6 +170,28 @@ def _features_of(report: Any, scenario: Any = None) -> Any:
     return step_features(scenario)
 
 
+def run_range(iv: ResidualInterval, value: float) -> tuple[float, float]:
+    """``(low, high)`` of a time or cost that is the step time times a count (an iteration, an
+    epoch, a token budget's time, GPU-hours and cost, the wall-clock time with failures and its
+    cost): ``value * exp(r_lo)`` to ``value * exp(r_hi)``, the step time's own range scaled (the
+    count is exact; the step time is what the model predicts). The one function every run time
+    and cost range comes from, so they always agree with the iteration time's."""
+    return iv.time(value)
+
+
+def run_fields(si: StepInterval, d: Mapping[str, Any], names: Sequence[str]) -> dict[str, float]:
+    """``<name>_low`` / ``<name>_high`` (:func:`run_range`) of each of ``names`` that ``d``
+    holds as a finite number (``RUN_FIELDS``); empty where the step has no range."""
+    out: dict[str, float] = {}
+    if si.low.get("iteration_time_s") is None:
+        return out  # no range of the step (e.g. it does not fit), so none of what it scales
+    for k in names:
+        v = d.get(k)
+        if isinstance(v, int | float) and math.isfinite(v):
+            out[f"{k}_low"], out[f"{k}_high"] = si.run_range(float(v))
+    return out
+
+
 def _step_values(iv: ResidualInterval, d: Mapping[str, Any]) -> StepInterval:
     low: dict[str, float | None] = {}
     high: dict[str, float | None] = {}
@@ -108,7 +200,7 @@ def _step_values(iv: ResidualInterval, d: Mapping[str, Any]) -> StepInterval:
         low[k], high[k] = (None, None) if v is None else iv.speed(float(v))
     for k in TIME_FIELDS:
         v = d.get(k)
-        low[k], high[k] = (None, None) if v is None else iv.time(float(v))
+        low[k], high[k] = (None, None) if v is None else run_range(iv, float(v))
     return StepInterval(iv, low, high)
 
 
@@ -119,6 +211,8 @@ def interval_lines(report: Any, si: StepInterval) -> list[str]:
     from perfmodel.units import format_time
 
     pct = f"{100 * si.level:g}%"
+    if si.warning == NO_FIT:
+        return [f"{pct} range    none: {NO_FIT}"]
     lines = [f"{pct} range    (from {si.basis})"]
     shown = (  # (value of StepInterval.low/high, label, how one end prints, after the range)
         ("iteration_time_s", "iteration time", format_time, ""),
@@ -135,19 +229,33 @@ def interval_lines(report: Any, si: StepInterval) -> list[str]:
             continue  # no model FLOP count: the report shows no MFU, so no range of it
         lines.append(f"  {label:<16}{end(low)} - {end(high)}{unit}")
     bias = math.expm1(si.residual.bias)
-    lines.append(
-        f"  runs like this one were predicted {100 * abs(bias):.0f}% too "
-        f"{'fast' if bias >= 0 else 'slow'} (median); the range is their spread, held out "
-        "one publication at a time (docs/intervals.md)"
-    )
+    kind = getattr(si.residual, "kind", None)
+    if kind is None:
+        lines.append(
+            f"  runs like this one were predicted {_too(bias)} (median); the range is their "
+            "spread, held out one publication at a time (docs/intervals.md)"
+        )
+    else:  # the pool is of other kinds of model (audit15 item 9): say whose bias is whose
+        own = f"; {kind.describe()} {_too(math.expm1(kind.center))} (median)" if kind.rows else ""
+        lines.append(
+            f"  the runs it rests on ({kind.others}) were predicted {_too(bias)} "
+            f"(median){own}; held out one publication at a time (docs/intervals.md)"
+        )
     if not si.residual.bounded:
         lines.append(
             f"  note: {si.residual.sources} publications cannot bound a {pct} range; the widest "
             "they give stands in"
         )
+    if capped := getattr(si.residual, "capped", ""):
+        lines.append(f"  note: {capped}")
     if si.warning:
         lines.append(f"  note: {si.warning}")
     return lines
+
+
+def _too(bias: float) -> str:
+    """``"12% too fast"`` for a bias of ``+0.12``, ``"3% too slow"`` for ``-0.03``."""
+    return f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'}"
 
 
 # --------------------------------------------------------------------------- speedup curves
@@ -155,15 +263,31 @@ def interval_lines(report: Any, si: StepInterval) -> list[str]:
 
 def speedup_interval(
     report: Any, level: float = DEFAULT_LEVEL, *, index: RecordIndex | None = None
-) -> tuple[float, float, ResidualInterval] | None:
-    """``(low, high, residual interval)`` of a curve point's speedup: the ratio's own interval,
-    from pairs of published rows at two GPU counts (``speedup`` rows of the record), not two
-    independent intervals. ``None`` for the baseline itself or a point without a speedup."""
+) -> tuple[float, float, ResidualInterval, float | None] | None:
+    """``(low, high, residual interval, cap)`` of a curve point's speedup: the ratio's own
+    interval, from pairs of published rows at two GPU counts (``speedup`` rows of the record),
+    not two independent intervals. ``None`` for the baseline itself or a point without a
+    speedup.
+
+    The residuals of 7 publications' ratios cannot bound an 80 % range on their own (the
+    conformal rank needs 9), so the margins are every validation row's
+    (:data:`perfmodel.intervals.conformal.CALIBRATED`) and the high end can pass linear
+    scaling, which no measured pair does (one of the 72 pairs with their GPU counts in their ids
+    is 0.2 % over, tf_cnn_benchmarks InceptionV3 4.007x on 4 P100). Linear is a physical bound
+    where the model sees no superlinear mechanism: ``n`` GPUs do the baseline's work (or ``n /
+    b`` times it) at no more than ``n / b`` times its rate unless the baseline ran slower per
+    GPU for a reason the larger run lacks (a smaller micro-batch, recomputation to fit). So
+    where the predicted speedup is at most linear, the high end stops at ``n / b`` and ``cap``
+    is that value (``None`` where it did not cut); a predicted superlinear speedup (the model
+    found such a reason) keeps its range."""
     if report.speedup is None or report.num_gpus <= report.baseline_gpus:
         return None
     iv = interval(_features_of(report), Quantity.SPEEDUP, index or record_index(), level)
     lo, hi = iv.speed(float(report.speedup))
-    return lo, hi, iv
+    linear = report.num_gpus / report.baseline_gpus
+    if report.speedup <= linear < hi:
+        return min(lo, linear), linear, iv, linear
+    return lo, hi, iv, None
 
 
 # --------------------------------------------------------------------------- plan ranking

@@ -437,6 +437,12 @@ class ResidualInterval:
     bounded
         ``False`` where the record has too few publications for the level (the widest
         interval it gives stands in).
+    kind
+        Where the pool is of other kinds of model than the question's (:func:`own_kind`): the
+        record's rows of the question's kind, which widened the interval; ``None`` otherwise.
+    capped
+        Where a physical bound cut one end (:func:`perfmodel.intervals.answers.step_interval`:
+        no step runs faster than 100 % MFU), what it was, in words; ``""`` for none.
     """
 
     level: float
@@ -448,6 +454,8 @@ class ResidualInterval:
     quantity: Quantity
     sources: int
     bounded: bool = True
+    capped: str = ""
+    kind: KindRows | None = None
 
     def speed(self, value: float) -> tuple[float, float]:
         """``(low, high)`` of a predicted speed (throughput, tokens/s, bandwidth, FLOP/s)."""
@@ -466,6 +474,82 @@ class ResidualInterval:
     def outside(self) -> bool:
         """No validation row on this GPU architecture (or of this kind of answer)."""
         return self.warning.startswith("outside")
+
+
+@dataclass(frozen=True)
+class KindRows:
+    """The record's step rows of a question's model kind when its pool is of other kinds
+    (:func:`own_kind`).
+
+    Attributes
+    ----------
+    name
+        The kind in words (``"MoE"``).
+    rows, sources
+        How many rows, from how many publications (0 rows: the record has none of this kind).
+    center, band_lo, band_hi
+        :func:`pool_stats` of the rows (``nan`` without rows).
+    in_pool
+        How many of them are in the pool (it is *mostly* of other kinds where some are).
+    """
+
+    name: str
+    rows: int
+    sources: int
+    center: float
+    band_lo: float
+    band_hi: float
+    in_pool: int = 0
+
+    @property
+    def others(self) -> str:
+        """``"other kinds of model"``, or ``"mostly other kinds of model"``."""
+        return ("mostly " if self.in_pool else "") + "other kinds of model"
+
+    def describe(self) -> str:
+        """``"the record's 18 MoE runs (1 source)"`` or ``"no published run of MoE"``."""
+        if not self.rows:
+            return f"no published run of {self.name}"
+        src = f"{self.sources} source{'s' if self.sources != 1 else ''}"
+        return f"the record's {self.rows} {self.name} runs ({src})"
+
+
+def own_kind(
+    features: Features,
+    quantity: Quantity,
+    pool: Pool,
+    index: RecordIndex,
+    exclude: frozenset[str] = frozenset(),
+) -> KindRows | None:
+    """The question's own kind of model where its pool does not share it (audit15 item 9): a
+    pool that fell back to the architecture's rows, or to every row, speaks of dense models
+    when the question is a mixture of experts. ``None`` where the pool matched the kind (or
+    the question has none: collectives, kernels). Otherwise the record's rows of that
+    kind (of the question's quantity: a speedup's are speedup rows) outside ``exclude``,
+    however few: too few publications to be a pool of their own
+    (:data:`MIN_SOURCES`, :data:`MIN_EFFECTIVE_ROWS`), but what the record knows of the kind.
+
+    :func:`interval` widens a step interval to hold them; a speedup interval only says when
+    the record has no speedup of the kind at all (no MoE pair is in the record). Widening the
+    speedup intervals too was measured: held out, ten transformer speedup pairs fall back to
+    their architecture's pool and the speedup line of the coverage table goes from x1.51 to
+    x1.59 at the same 99 % (an already conservative line, now also capped at linear by
+    :func:`perfmodel.intervals.answers.speedup_interval`), so it was left out."""
+    kind = getattr(features, "model_kind", None)
+    if kind is None or "model_kind" in pool.matched:
+        return None
+    if pool.rows and all(getattr(r.features, "model_kind", None) == kind for r in pool.rows):
+        return None  # every row of the pool is of the question's kind anyway
+    rows = [
+        r
+        for r in index.of(quantity)
+        if getattr(r.features, "model_kind", None) == kind and r.source not in exclude
+    ]
+    name = _KIND_NAMES.get(kind, kind)
+    if not rows:
+        return KindRows(name, 0, 0, math.nan, math.nan, math.nan)
+    in_pool = sum(getattr(r.features, "model_kind", None) == kind for r in pool.rows)
+    return KindRows(name, len(rows), len({r.source for r in rows}), *pool_stats(rows), in_pool)
 
 
 def interval(
@@ -488,7 +572,21 @@ def interval(
     hi = max(pool.band_hi + q_hi, pool.center)
     warning = _warning(features, quantity, index, pool, exclude)
     basis = describe_basis(pool, quantity)
-    return ResidualInterval(level, lo, hi, pool, basis, warning, quantity, k, bounded)
+    # A pool of other kinds of model (audit15 item 9): the interval also holds what the
+    # question's own kind's rows say, with the same margins (their band widened as the pool's
+    # is), so a kind the pool does not know is not given the other kinds' narrower range.
+    kind = own_kind(features, quantity, pool, index, exclude)
+    if kind is not None and kind.rows and quantity is not Quantity.STEP:
+        kind = None  # a speedup pool is widened by nothing but its own rows (own_kind)
+    if kind is not None:
+        if kind.rows:
+            lo = min(lo, kind.band_lo - q_lo, kind.center)
+            hi = max(hi, kind.band_hi + q_hi, kind.center)
+        note = f"the range rests on {kind.others} than {kind.name}" + (
+            f", widened to hold {kind.describe()}" if kind.rows else f" ({kind.describe()})"
+        )
+        warning = f"{warning}; {note}" if warning else note
+    return ResidualInterval(level, lo, hi, pool, basis, warning, quantity, k, bounded, kind=kind)
 
 
 def _warning(

@@ -63,6 +63,7 @@ from perfmodel.units import GB, hour, minute
 
 if TYPE_CHECKING:
     from perfmodel.hardware.gpus import GPUSpec
+    from perfmodel.report.step import RunSpan
 
 # ---------------------------------------------------------------------------------- constants
 
@@ -574,8 +575,11 @@ class RunEstimate:
             "cost_per_million_tokens": self.cost_per_million_tokens,
         }
 
-    def format_lines(self) -> list[str]:
-        """The ``--tokens`` lines after the ideal time (docs/predict.md, "Goodput")."""
+    def format_lines(self, span: RunSpan | None = None) -> list[str]:
+        """The ``--tokens`` lines after the ideal time (docs/predict.md, "Goodput"); with
+        ``span`` (the step time's interval) the wall-clock time and the cost with failures are
+        followed by their ranges (:func:`perfmodel.intervals.answers.run_range`: both are
+        proportional to the step time at Daly's checkpoint interval)."""
         from perfmodel.units import format_duration
 
         g = self.goodput
@@ -596,6 +600,12 @@ class RunEstimate:
             + (f"{w / 86400:,.2f} days ({format_duration(w)})" if math.isfinite(w) else "never")
             + f" vs {g.ideal_s / 86400:,.2f} days failure-free",
         ]
+        if span is not None and math.isfinite(w):
+            lo, hi = span.run_range(w)
+            lines.append(
+                f"  {span.level_text + ' range':<14}wall-clock {lo / 86400:,.2f} - "
+                f"{hi / 86400:,.2f} days"
+            )
         e = self.energy
         if e is not None:
             kwh = e.kwh_per_million_tokens
@@ -615,6 +625,15 @@ class RunEstimate:
                 f"cost            {self.cost_wall:,.2f} with failures ({self.cost_ideal:,.2f} "
                 f"failure-free; {self.cost_per_million_tokens:,.4g} per million tokens)"
             )
+            if span is not None:
+                (lo, hi), (m_lo, m_hi) = (
+                    span.run_range(self.cost_wall),
+                    span.run_range(self.cost_per_million_tokens),
+                )
+                lines.append(
+                    f"  {span.level_text + ' range':<14}{lo:,.2f} - {hi:,.2f} with failures "
+                    f"({m_lo:,.4g} - {m_hi:,.4g} per million tokens)"
+                )
         lines.append(
             "  sources: failures "
             + g.reliability.source

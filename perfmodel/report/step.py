@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.report.step_breakdown import Breakdown
@@ -24,6 +24,17 @@ def _flops_text(flops_per_s: float) -> str:
     if flops_per_s >= 1e11:
         return f"{flops_per_s / 1e12:.1f} TFLOP/s"
     return f"{flops_per_s / 1e9:.2f} GFLOP/s"
+
+
+class RunSpan(Protocol):
+    """What a run time's or cost's range needs of an interval
+    (:class:`perfmodel.intervals.answers.StepInterval`): its level in words (``"80%"``) and the
+    range of a value proportional to the step time."""
+
+    @property
+    def level_text(self) -> str: ...
+
+    def run_range(self, value: float) -> tuple[float, float]: ...
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,26 @@ class TokenBudget:
             "price_source": self.price_source if self.cost is not None else None,
         }
 
-    def format_lines(self) -> list[str]:
+    def format_lines(self, span: RunSpan | None = None) -> list[str]:
+        """The ``--tokens`` lines; with ``span`` (the step time's interval) each time and cost
+        is followed by its range (:func:`perfmodel.intervals.answers.run_range`)."""
         from perfmodel.units import format_duration
 
         lines = [
             f"time to train   {self.time_s:,.0f} s ({format_duration(self.time_s)}) for "
             f"{self.tokens:.4g} tokens ({self.steps:,} steps, {self.gpu_hours:,.0f} GPU-hours)"
         ]
+        if span is not None:
+            (t_lo, t_hi), (h_lo, h_hi) = span.run_range(self.time_s), span.run_range(self.gpu_hours)
+            lines.append(
+                f"  {span.level_text + ' range':<14}{format_duration(t_lo)} - "
+                f"{format_duration(t_hi)} ({h_lo:,.0f} - {h_hi:,.0f} GPU-hours)"
+            )
         if self.cost is not None:
             lines.append(f"cost            {self.cost:,.2f} (at {self.price_source})")
+            if span is not None:
+                lo, hi = span.run_range(self.cost)
+                lines.append(f"  {span.level_text + ' range':<14}{lo:,.2f} - {hi:,.2f}")
         return lines
 
 
@@ -194,6 +216,15 @@ class StepReport:
     def fits_in_memory(self) -> bool:
         return all(m.fits for m in self.memory_per_stage)
 
+    @property
+    def memory_tight(self) -> bool:
+        """The plan fits, but its fullest stage is within the memory model's measured error of
+        the capacity (:func:`perfmodel.intervals.memory.stage_tight`: published peaks ran up to
+        ``MEMORY_UNDER`` above the predictions); what counts as fitting is unchanged."""
+        from perfmodel.intervals.memory import stage_tight
+
+        return stage_tight(self.memory_per_stage)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``--json`` output)."""
         return {
@@ -213,6 +244,7 @@ class StepReport:
             "host_time_s": self.breakdown.host_s,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "fits_in_memory": self.fits_in_memory,
+            "memory_tight": self.memory_tight,
             "model_flops_per_gpu_per_s": self.model_flops_per_gpu_per_s,
             "mfu": self.mfu,
             "num_gpus": self.num_gpus,
@@ -281,6 +313,10 @@ class StepReport:
             f"memory per {dev}  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
             f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
         )
+        if self.memory_tight:
+            from perfmodel.intervals.memory import tight_text
+
+            lines[-1] += f" (tight: {tight_text()})"
         lines.append(
             "  "
             + ", ".join(

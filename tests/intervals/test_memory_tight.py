@@ -1,0 +1,71 @@
+""" "fits" near capacity (audit15 item 8): a plan within the memory model's measured error of its
+GPU's capacity still fits (the rule is unchanged) but says "tight", with the margin and its
+source; compare's mem column marks it and keeps its order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfmodel.cli import main
+from perfmodel.intervals.memory import MEMORY_UNDER, stage_tight, tight, tight_text
+
+GPT3 = ["--system", "dgx-a100", "--nodes", "128", "--model", "gpt", "--model-arg",
+        "hidden=12288", "layers=96", "heads=96", "seq_len=2048", "--global-batch", "1536",
+        "--precision", "fp16", "--optimizer", "adam", "--software", "megatron"]  # fmt: skip
+
+
+@given(st.floats(1e6, 1e12), st.floats(1e6, 1e12))
+def test_tight_only_where_it_fits_and_within_the_margin(total: float, cap: float) -> None:
+    t = tight(total, cap)
+    assert t == (total <= cap and total * (1 + MEMORY_UNDER) > cap)
+    if t:
+        assert total <= cap  # a tight fit is a fit
+
+
+def test_golden_edges() -> None:
+    """80 GiB and the +20.6 % margin: 66.4 GiB is tight (x 1.206 = 80.08), 66.3 is not."""
+    gib = 2**30
+    assert MEMORY_UNDER == pytest.approx(0.2062, abs=1e-4)
+    assert tight(66.4 * gib, 80 * gib) and not tight(66.3 * gib, 80 * gib)
+    assert not tight(80.1 * gib, 80 * gib)
+    stages = [{"total_bytes": 50 * gib, "capacity_bytes": 80 * gib},
+              {"total_bytes": 70 * gib, "capacity_bytes": 80 * gib}]  # fmt: skip
+    assert stage_tight(stages)
+    stages[1]["total_bytes"] = 81 * gib  # a stage that does not fit: no fit, not tight
+    assert not stage_tight(stages)
+
+
+def test_predict_says_tight_and_still_fits(capsys) -> None:
+    args = ["predict", *GPT3, "--plan", "dp32 tp4 pp8 mb1 interleaved(v=2) zero1",
+            "--fidelity", "analytic"]  # fmt: skip
+    assert main([*args, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fits_in_memory"] is True and d["memory_tight"] is True
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"79.55 GiB of 80.00 GiB  -> fits (tight: {tight_text()})" in out
+    assert "up to 21% above its predictions, 18 torchtitan Llama 3.1 runs on H100" in out
+
+
+def test_a_roomy_fit_is_not_tight(capsys) -> None:
+    args = ["predict", "--system", "dgx-h100", "--model", "gpt2", "--global-batch", "8",
+            "--fidelity", "analytic"]  # fmt: skip
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_tight"] is False
+    assert main(args) == 0
+    assert "tight" not in capsys.readouterr().out
+
+
+def test_compare_marks_tight_plans_and_keeps_its_order(capsys) -> None:
+    assert main(["compare", *GPT3, "--top", "6"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("---")) + 1
+    rows = lines[start : lines.index("", start)]
+    assert [ln[:3].strip().rstrip("~") for ln in rows] == ["1", "2", "3", "4", "5", "6"]
+    assert "79.5!" in rows[0] and "dp32 tp4 pp8 mb1 interleaved(v=2) zero1" in rows[0]
+    assert "55.4!" not in rows[3] and " 55.4 " in rows[3]
+    assert f"! mem GiB: fits, but tight: {tight_text()}" in lines
