@@ -428,19 +428,32 @@ def _run_search(args: argparse.Namespace) -> int:
 def _header(
     args: argparse.Namespace, base: dict[str, Any], gpus: tuple[int, ...], batches: Any
 ) -> str:
-    """What the search is about, naming every default it took: the software preset (the
-    framework whose plans are searched; issue 28, item 6), precision and optimizer."""
+    """The plan search's :func:`_job_header`: the system and its servers, GPU counts and global
+    batches, and how to run a plan the table names."""
+    return _job_header(
+        args,
+        f"{args.system} x{base.get('nodes', 1)} node(s)",
+        f"{'/'.join(map(str, gpus))} GPUs, global batch {'/'.join(map(str, batches))}; plans a "
+        "label names run with `perfmodel predict --plan LABEL` and the same flags",
+    )
+
+
+def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
+    """``MODEL on WHERE, SOFTWARE, PRECISION, OPTIMIZER; TAIL``: what a comparison is about,
+    naming every default it took (the software preset: the framework whose plans run, issue 28,
+    item 6; precision and optimizer, marked "(default)"). One header for the plan search, the
+    hardware what-if and the systems search."""
     from perfmodel.api import Scenario
 
     software = args.software or f"{Scenario.software} (default preset; --software to choose)"
     precision = args.precision or f"{Scenario.precision} (default)"
     optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
-    return (
-        f"{args.model} on {args.system} x{base.get('nodes', 1)} node(s), {software}, "
-        f"{precision}, {optimizer}; {'/'.join(map(str, gpus))} GPUs, global batch "
-        f"{'/'.join(map(str, batches))}; plans a label names run with `perfmodel predict "
-        "--plan LABEL` and the same flags"
-    )
+    return f"{args.model} on {where}, {software}, {precision}, {optimizer}; {tail}"
+
+
+def _systems_where(options: Sequence[Any]) -> str:
+    """The systems of a what-if, as the header names them."""
+    return " / ".join(o.label for o in options)
 
 
 def _search_space(args: argparse.Namespace) -> Any:
@@ -659,6 +672,10 @@ def format_systems_search(
 
 
 def _run_whatif(args: argparse.Namespace) -> int:
+    """``compare --systems A,B``: the job on each system and GPU count (default: each system's
+    :func:`perfmodel.search.whatif.default_gpu_counts`), with ``--interval`` ranges and cost.
+    Exit 2 when every system failed or no row fits in memory (no option to buy, as the plan
+    search exits 2 with no feasible plan); the table is printed first."""
     from perfmodel.search._eval import default_evaluator
     from perfmodel.search.whatif import format_whatif, hardware_whatif, parse_systems
 
@@ -670,13 +687,15 @@ def _run_whatif(args: argparse.Namespace) -> int:
         if len(gbs) != 1:
             raise ConfigError("what-if takes one --global-batch", where="--global-batch")
         base["global_batch"] = gbs[0]
+        batch = f"global batch {gbs[0]}"
     elif args.batch_per_gpu is not None:
         base["batch_per_gpu"] = args.batch_per_gpu
+        batch = f"batch {args.batch_per_gpu} per GPU"
     else:
         raise ConfigError("give --batch-per-gpu or --global-batch", where="--batch-per-gpu")
     base["fidelity"] = args.fidelity
     systems = parse_systems(args.systems)
-    gpus = _ints(args.gpus, "--gpus") or (1, 2, 4, 8)
+    gpus = _ints(args.gpus, "--gpus")
     res = hardware_whatif(
         base,
         systems,
@@ -686,6 +705,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
         dataset_size=args.dataset_size,
         deadline_s=args.deadline * 3600.0 if args.deadline is not None else None,
         evaluator=default_evaluator,
+        interval=args.interval,
     )
     if args.plot:
         from perfmodel.search.plots import plot_whatif
@@ -694,12 +714,25 @@ def _run_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print_json(res.to_dict())
     else:
+        counts = (
+            f"{'/'.join(map(str, gpus))} GPUs"
+            if gpus
+            else "GPU counts: powers of two up to one server's GPUs, and that count (default; "
+            "--gpus to choose)"
+        )
+        print(_job_header(args, _systems_where(systems), f"{counts}, {batch}"))
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")
     if not res.points:
         why = "; ".join(f"{k}: {v}" for k, v in list(res.failures.items())[:3])
         return error_exit(f"every system failed ({why})")
+    if not any(p.fits_in_memory for p in res.points):
+        return error_exit(
+            "no system fits the job in GPU memory at any GPU count tried (every row is out of "
+            "memory); try a smaller batch per GPU, more GPUs, or --search with one --gpus count "
+            "(plans that shard the model)"
+        )
     return 0
 
 
