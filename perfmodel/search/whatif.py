@@ -658,12 +658,13 @@ def _span(p: WhatIfPoint, name: str, fmt: str, scale: float = 1.0, unit: str = "
 
 
 def _versus(best: WhatIfPoint, ranked: Sequence[WhatIfPoint], name: str) -> str:
-    """``; <error clause> against <runner-up>`` of ``best`` and the next of ``ranked`` by
-    ``name`` (lower is better), ``""`` without a runner-up or ranges."""
+    """``; next <runner-up>: <error clause>`` of ``best`` and the runner-up of ``ranked`` by
+    ``name`` (lower is better): the first point of another system (the choice a buyer makes),
+    else of another GPU count; ``""`` without a runner-up or ranges."""
     others = [p for p in ranked if p is not best]
     if not others or best.interval is None:
         return ""
-    o = others[0]
+    o = next((p for p in others if p.system != best.system), others[0])
     clause = error_clause(best.range_of(name), o.range_of(name), best.interval.level)
     return f"; next {o.system} x{o.gpus} ({getattr(o, name):,.2f}): {clause}" if clause else ""
 

@@ -93,11 +93,12 @@ def test_without_an_interval_no_ranges() -> None:
 
 
 def test_cheapest_within_and_beyond_the_models_error() -> None:
-    # slow x1 costs 6.94 a run, the next, slow x4, 9.03 (the toy's 10% overhead per GPU):
-    # ranges x e^-1..e^1 overlap, x e^-0.05..e^0.05 do not (7.29 < 8.59)
+    # slow x1 costs 6.94 a run; the runner-up is the other system's cheapest, fast x1 at 11.11
+    # (not slow x4 at 9.03: the choice is between systems): ranges x e^-1..e^1 overlap,
+    # x e^-0.05..e^0.05 do not (6.94 e^0.05 = 7.30 < 11.11 e^-0.05 = 10.57)
     wide = _whatif(-1.0, 1.0, deadline_s=None)
     assert wide.verdict.startswith("cheapest run: slow x1 GPUs, cost 6.94 (80%: 2.55-18.88)")
-    assert "next slow x4 (9.03)" in wide.verdict
+    assert "next fast x1 (11.11)" in wide.verdict
     assert "within the model's error: the two 80% ranges overlap" in wide.verdict
     narrow = _whatif(-0.05, 0.05, deadline_s=None)
     assert "beyond the model's error: the two 80% ranges do not overlap" in narrow.verdict
