@@ -548,6 +548,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                         "nvlink_domain_gpus": dom,
                         "best": best.report,
                         "plan": best.label,
+                        **_interval_json(residuals[label], best.report),
                     }
                     for label, best, _, gpn, dom in results
                 ],
@@ -570,6 +571,23 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     if not results:
         return error_exit("no system has a feasible plan")
     return 0
+
+
+def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
+    """A best plan's range in ``--json``, as ``predict --json`` names it: ``interval_level``
+    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias`` and
+    ``iteration_time_s_low`` / ``_high``."""
+    if iv is None:
+        return {"interval_level": None}
+    lo, hi = iv.time(float(report["iteration_time_s"]))
+    return {
+        "interval_level": iv.level,
+        "interval_basis": iv.basis,
+        "interval_warning": iv.warning,
+        "interval_bias": math.expm1(iv.bias),
+        "iteration_time_s_low": lo,
+        "iteration_time_s_high": hi,
+    }
 
 
 def _search_cost_lines(

@@ -193,11 +193,10 @@ def test_cli_whatif_exits_2_when_nothing_fits(capsys: pytest.CaptureFixture[str]
 
 
 def test_cli_systems_search_why_once_and_error(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(
-        ["compare", "--systems", "dgx-h100,dgx-a100", "--search", "--model", "gpt2", "--gpus",
-         "8", "--global-batch", "64", "--precision", "bf16", "--confirm-k", "0",
-         "--analytic-k", "2", "--price-per-gpu-hour", "3,2", "--quiet"]
-    )  # fmt: skip
+    argv = ["compare", "--systems", "dgx-h100,dgx-a100", "--search", "--model", "gpt2", "--gpus",
+            "8", "--global-batch", "64", "--precision", "bf16", "--confirm-k", "0",
+            "--analytic-k", "2", "--price-per-gpu-hour", "3,2", "--quiet"]  # fmt: skip
+    rc = main(argv)
     out = capsys.readouterr().out.splitlines()
     assert rc == 0
     assert out[0].startswith("gpt2 on dgx-h100 / dgx-a100, pytorch-ddp (default preset")
@@ -207,6 +206,11 @@ def test_cli_systems_search_why_once_and_error(capsys: pytest.CaptureFixture[str
     verdict = next(x for x in out if x.startswith("verdict:"))
     assert "the model's error: the two 80% ranges" in verdict
     assert any(x.startswith("  dgx-a100: 80% range from ") for x in out)
+    assert main([*argv, "--json"]) == 0
+    for row in json.loads(capsys.readouterr().out)["systems"]:
+        t = row["best"]["iteration_time_s"]
+        assert row["interval_level"] == 0.8
+        assert row["iteration_time_s_low"] < t < row["iteration_time_s_high"]
 
 
 def test_pruned_reason_is_whole_and_wrapped_not_cut() -> None:
