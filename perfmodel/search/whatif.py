@@ -676,7 +676,9 @@ def _cheapest(
     line saying so, or why there is none: whether the runner-up is within the model's error
     (:func:`error_clause`) and whether the cheapest's run-time range reaches past the deadline;
     with a deadline but no run time (no ``epochs``, or no samples per epoch), that it cannot
-    judge and what to give."""
+    judge and what to give; without a cost, the flags a cost needs."""
+    if not usable:
+        return None, "no option fits in GPU memory"
     if deadline_s is not None:
         hours = f"{deadline_s / 3600:.1f} h"
         if epochs is None or not any(p.run_time_s is not None for p in usable):
@@ -722,14 +724,25 @@ def _cheapest(
         key=lambda p: (p.cost_per_run, p.run_time_s),
     )
     c = priced[0] if priced else None
-    verdict = (
-        f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
-        f"{_span(c, 'cost_per_run', ',.2f')}" + _versus(c, priced, "cost_per_run")
-        if c
-        else "give --price-per-gpu-hour (or --purchase-price/--lifetime-years), --epochs and "
-        "--dataset-size for costs; --deadline for the cheapest option meeting it"
+    if c is not None:
+        return c, (
+            f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
+            f"{_span(c, 'cost_per_run', ',.2f')}" + _versus(c, priced, "cost_per_run")
+        )
+    need = (
+        []
+        if any(p.price_per_gpu_hour is not None for p in usable)
+        else ["--price-per-gpu-hour (or --purchase-price/--lifetime-years)"]
     )
-    return c, verdict
+    if epochs is None:
+        need.append("--epochs")
+    if not any(p.epoch_time_s is not None for p in usable):
+        need.append("--dataset-size")
+    return None, (
+        f"give {' and '.join(need)} for costs; --deadline for the cheapest option meeting it"
+        if need
+        else "no option that fits has a cost"
+    )
 
 
 def format_whatif(result: WhatIfResult) -> str:

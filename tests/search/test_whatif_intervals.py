@@ -225,3 +225,14 @@ def test_pruned_reason_is_whole_and_wrapped_not_cut() -> None:
     text = wrap(f"pruned: 183 {reason}; 12 {reason}")
     assert all(len(x) <= WRAP_COLUMNS for x in text.splitlines())
     assert text.replace("\n  ", " ") == f"pruned: 183 {reason}; 12 {reason}"
+
+
+def test_without_a_cost_the_verdict_names_only_what_is_missing() -> None:
+    """Before: 'give --price-per-gpu-hour ..., --epochs and --dataset-size' with prices given."""
+    res = _whatif(-0.1, 0.1, epochs=None, dataset_size=None, deadline_s=None)
+    assert res.verdict == (
+        "give --epochs and --dataset-size for costs; --deadline for the cheapest option meeting it"
+    )
+    res = _whatif(-0.1, 0.1, pricing={}, deadline_s=None)
+    assert res.verdict.startswith("give --price-per-gpu-hour (or --purchase-price/")
+    assert "--epochs" not in res.verdict and "--dataset-size" not in res.verdict
