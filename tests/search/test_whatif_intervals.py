@@ -236,3 +236,13 @@ def test_without_a_cost_the_verdict_names_only_what_is_missing() -> None:
     res = _whatif(-0.1, 0.1, pricing={}, deadline_s=None)
     assert res.verdict.startswith("give --price-per-gpu-hour (or --purchase-price/")
     assert "--epochs" not in res.verdict and "--dataset-size" not in res.verdict
+
+
+def test_gpus_help_states_each_modes_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: '(default: all GPUs of the system)' while the what-if ran 1,2,4,8 (item 14a)."""
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "plan search: all GPUs of --system" in text
+    assert "what-if: each system's powers of two up to one server's GPUs and that count" in text
+    assert "time to accuracy: 1" in text
