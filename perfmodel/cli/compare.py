@@ -701,10 +701,15 @@ def format_systems_search(
         return ivs[label].time(t) if label in ivs else None
 
     ranked = sorted(results, key=lambda r: float(r[1].report["iteration_time_s"]))
-    cells = {}
-    for label, best, _, _, _ in ranked:
+    cells, tied = {}, set()
+    fastest = span(ranked[0][0], float(ranked[0][1].report["iteration_time_s"])) if ranked else None
+    for i, (label, best, _, _, _) in enumerate(ranked):
         r = span(label, float(best.report["iteration_time_s"]))
+        if i > 0 and r is not None and fastest is not None and r[0] <= fastest[1]:
+            tied.add(label)  # the plan search's mark: a range overlapping the fastest's
         cells[label] = "-" if r is None else f"{r[0]:.3f}-{r[1]:.3f}"
+    for label in cells:
+        cells[label] += "~" if label in tied else " " if tied else ""
     rw = max([len(f"{pct} iter s"), *(len(c) for c in cells.values())]) if ivs else 0
     head = (
         f"{'system':<24} {'best plan':<44} {'iter s':>8} "
@@ -726,6 +731,11 @@ def format_systems_search(
         )
     for label, why in failures.items():
         lines.append(wrap(f"failed {label}: {why}"))
+    if tied:
+        lines.append(
+            f"  ~: its {pct} range overlaps the fastest system's (a statistical tie, as the plan "
+            "search marks it)"
+        )
     for label, *_ in ranked:
         iv = ivs.get(label)
         if iv is not None:

@@ -229,13 +229,26 @@ def per_million_tokens_lines(
         f"  {'system':<28} {'gpus':>5} {'tok/s/GPU':>10} {'price/GPU-h':>11} "
         f"{'cost/Mtok':>10} {'kWh/Mtok':>9}",
     ]
+    pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
+    first = pair[0].range_of("cost_per_million_tokens") if priced and pair else None
+    tied = {  # the plan search's mark: a cost range overlapping the cheapest's
+        p.system
+        for p in pair[1:]
+        if first is not None and (r := p.range_of("cost_per_million_tokens")) and r[0] <= first[1]
+    }
     for p in ranked:
+        mark = "~" if p.system in tied else " " if tied else ""
         lines.append(
             f"  {p.system:<28} {p.gpus:>5} {cell(p.tokens_per_s_per_gpu, ',.0f'):>10} "
-            f"{cell(p.price_per_gpu_hour, '.4g'):>11} {cell(p.cost_per_million_tokens, '.4g'):>10} "
+            f"{cell(p.price_per_gpu_hour, '.4g'):>11} "
+            f"{cell(p.cost_per_million_tokens, '.4g') + mark:>10} "
             f"{cell(p.kwh_per_million_tokens, '.3g'):>9}"
         )
-    pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
+    if tied:
+        lines.append(
+            f"  ~: its {100 * pair[0].interval.level:g}% cost range overlaps the cheapest's (a "
+            "statistical tie)"
+        )
     if len(pair) >= 2:
         a, b = pair[0], pair[1]
         tie = ""

@@ -246,3 +246,25 @@ def test_gpus_help_states_each_modes_default(capsys: pytest.CaptureFixture[str])
     assert "plan search: all GPUs of --system" in text
     assert "what-if: each system's powers of two up to one server's GPUs and that count" in text
     assert "time to accuracy: 1" in text
+
+
+def test_cli_systems_search_marks_a_tie(capsys: pytest.CaptureFixture[str]) -> None:
+    """H200 vs H100 on gpt2: 1.28x as fast, but the two 80% ranges overlap (same Hopper rows):
+    the slower row's range and its cost/Mtok are marked ``~`` and the verdict says it."""
+    rc = main(
+        ["compare", "--systems", "dgx-h100,hgx-h200", "--search", "--model", "gpt2", "--gpus",
+         "8", "--global-batch", "64", "--precision", "bf16", "--confirm-k", "0",
+         "--analytic-k", "2", "--price-per-gpu-hour", "3,3.5", "--quiet"]
+    )  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    rows = {x.split()[0]: x for x in out[3:5]}
+    assert rows["dgx-h100"].split()[-5].endswith("~")  # the range cell
+    assert not rows["hgx-h200"].split()[-5].endswith("~")
+    assert "  ~: its 80% range overlaps the fastest system's" in "\n".join(out)
+    verdict = next(x for x in out if x.startswith("verdict: hgx-h200"))
+    assert "within the model's error: the two 80% ranges overlap" in verdict
+    cost = next(x for x in out if x.startswith("  dgx-h100 ") and x.split()[1] == "8")
+    assert cost.split()[-2].endswith("~")
+    cheapest = next(x for x in out if x.startswith("cheapest per million tokens: hgx-h200"))
+    assert "within the model's error" in cheapest
