@@ -556,7 +556,8 @@ def hardware_whatif(
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
             run_of = _Run(n_samples, epochs, deadline_s, prices.get(opt.label))
-            iv = None if interval is None else interval_of(sc, rep, interval)
+            fits = bool(rep.get("fits_in_memory", True))  # a run that does not fit: no range
+            iv = interval_of(sc, rep, interval) if interval is not None and fits else None
             points.append(_point(opt, int(g), gpn, rep, ref, spec, run_of, iv))
     usable = [p for p in points if p.fits_in_memory]
     fastest = min(usable, key=lambda p: (-p.throughput_samples_per_s, p.gpus), default=None)

@@ -189,6 +189,7 @@ def test_cli_whatif_exits_2_when_nothing_fits(capsys: pytest.CaptureFixture[str]
     assert main(argv) == 2
     cap = capsys.readouterr()
     assert cap.out.count("(out of memory)") == 4  # the table is printed first
+    assert "80% ranges" not in cap.out  # a run that does not fit has no range
     assert cap.err.startswith("perfmodel: error: no system fits the job in GPU memory")
 
 
