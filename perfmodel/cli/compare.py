@@ -122,7 +122,13 @@ def register(subparsers: Any) -> None:
         "plan-search flags apply: --tp, --ep, --pp, ...) and compare the best plans, with why "
         "(e.g. whether an expert-parallel group stays inside one NVLink domain)",
     )
-    p.add_argument("--gpus", help="GPU count(s), comma list (default: all GPUs of the system)")
+    p.add_argument(
+        "--gpus",
+        help="GPU count(s), comma list (default: plan search: all GPUs of --system and its "
+        "--nodes; what-if: each system's powers of two up to one server's GPUs and that count, "
+        "1,2,4,8 on an 8-GPU server, ...,32,64,72 on an NVL72 rack; --search: required, one "
+        "count; time to accuracy: 1)",
+    )
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)
     b = p.add_mutually_exclusive_group()
@@ -149,7 +155,9 @@ def register(subparsers: Any) -> None:
     add_interval_arg(
         p,
         "mark plans whose prediction interval (default %(default)s) overlaps the best plan's as "
-        "statistically tied (docs/intervals.md); off: no intervals",
+        "statistically tied; with --systems: each row's ranges (time, throughput, run time, "
+        "cost), and whether the cheapest/fastest verdict is within the model's error "
+        "(docs/intervals.md); off: no intervals",
     )
     add_quiet_arg(p)
     _add_search_args(p)
@@ -428,19 +436,32 @@ def _run_search(args: argparse.Namespace) -> int:
 def _header(
     args: argparse.Namespace, base: dict[str, Any], gpus: tuple[int, ...], batches: Any
 ) -> str:
-    """What the search is about, naming every default it took: the software preset (the
-    framework whose plans are searched; issue 28, item 6), precision and optimizer."""
+    """The plan search's :func:`_job_header`: the system and its servers, GPU counts and global
+    batches, and how to run a plan the table names."""
+    return _job_header(
+        args,
+        f"{args.system} x{base.get('nodes', 1)} node(s)",
+        f"{'/'.join(map(str, gpus))} GPUs, global batch {'/'.join(map(str, batches))}; plans a "
+        "label names run with `perfmodel predict --plan LABEL` and the same flags",
+    )
+
+
+def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
+    """``MODEL on WHERE, SOFTWARE, PRECISION, OPTIMIZER; TAIL``: what a comparison is about,
+    naming every default it took (the software preset: the framework whose plans run, issue 28,
+    item 6; precision and optimizer, marked "(default)"). One header for the plan search, the
+    hardware what-if and the systems search."""
     from perfmodel.api import Scenario
 
     software = args.software or f"{Scenario.software} (default preset; --software to choose)"
     precision = args.precision or f"{Scenario.precision} (default)"
     optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
-    return (
-        f"{args.model} on {args.system} x{base.get('nodes', 1)} node(s), {software}, "
-        f"{precision}, {optimizer}; {'/'.join(map(str, gpus))} GPUs, global batch "
-        f"{'/'.join(map(str, batches))}; plans a label names run with `perfmodel predict "
-        "--plan LABEL` and the same flags"
-    )
+    return f"{args.model} on {where}, {software}, {precision}, {optimizer}; {tail}"
+
+
+def _systems_where(options: Sequence[Any]) -> str:
+    """The systems of a what-if, as the header names them."""
+    return " / ".join(o.label for o in options)
 
 
 def _search_space(args: argparse.Namespace) -> Any:
@@ -467,7 +488,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     """``compare --systems A,B --search --gpus N``: the best plan of the job on each system
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
-    from perfmodel.search.whatif import parse_systems
+    from perfmodel.search.whatif import parse_systems, step_residual
 
     base = _base(args)
     base.pop("system", None)
@@ -507,9 +528,14 @@ def _run_systems_search(args: argparse.Namespace) -> int:
             )
             continue
         results.append((opt.label, best, res, gpn, domain))
-    out = format_systems_search(results, failures)
+    level = args.interval
+    residuals = {
+        label: None if level is None else step_residual(best.scenario, best.report, level)
+        for label, best, _, _, _ in results
+    }
+    out = format_systems_search(results, failures, residuals)
     summary = out.splitlines()[-1] if results else None
-    cost_lines = _search_cost_lines(results, options, prices)
+    cost_lines = _search_cost_lines(results, options, prices, residuals, shown=out)
     if cost_lines:
         out += "\n" + "\n".join(cost_lines)
     if args.json:
@@ -522,6 +548,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                         "nvlink_domain_gpus": dom,
                         "best": best.report,
                         "plan": best.label,
+                        **_interval_json(residuals[label], best.report),
                     }
                     for label, best, _, gpn, dom in results
                 ],
@@ -531,17 +558,51 @@ def _run_systems_search(args: argparse.Namespace) -> int:
             }
         )
     else:
+        print(
+            _job_header(
+                args,
+                _systems_where(options),
+                f"{gpus[0]} GPUs, global batch {'/'.join(map(str, batches))}; each system's "
+                "best plan (`perfmodel predict --system S --plan LABEL` and the same flags runs "
+                "it)",
+            )
+        )
         print(out)
     if not results:
         return error_exit("no system has a feasible plan")
     return 0
 
 
+def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
+    """A best plan's range in ``--json``, as ``predict --json`` names it: ``interval_level``
+    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias`` and
+    ``iteration_time_s_low`` / ``_high``."""
+    if iv is None:
+        return {"interval_level": None}
+    lo, hi = iv.time(float(report["iteration_time_s"]))
+    return {
+        "interval_level": iv.level,
+        "interval_basis": iv.basis,
+        "interval_warning": iv.warning,
+        "interval_bias": math.expm1(iv.bias),
+        "iteration_time_s_low": lo,
+        "iteration_time_s_high": hi,
+    }
+
+
 def _search_cost_lines(
-    results: list[tuple[str, Any, Any, int, int]], options: list[Any], prices: dict[str, Any]
+    results: list[tuple[str, Any, Any, int, int]],
+    options: list[Any],
+    prices: dict[str, Any],
+    residuals: dict[str, Any],
+    *,
+    shown: str = "",
 ) -> list[str]:
     """The best plans of ``compare --systems --search`` ranked by cost (or energy) per million
-    tokens, with why (:func:`perfmodel.search.whatif.per_million_tokens_lines`)."""
+    tokens, with why (:func:`perfmodel.search.whatif.per_million_tokens_lines`; each point with
+    its system's residual interval, so the cheapest line says whether the costs' ranges
+    separate them). A "why ... wins" line already in ``shown`` (the table's verdict) is not
+    repeated."""
     from perfmodel.search.whatif import (
         WhatIfPoint,
         catalogue_gpu_spec,
@@ -578,6 +639,7 @@ def _search_cost_lines(
                 cost_per_million_tokens=cost,
                 kwh_per_million_tokens=kwh,
                 price_source="" if price is None else price.source,
+                interval=residuals.get(label),
             )
         )
     reports = {label: best for label, best, _, _, _ in results}
@@ -589,7 +651,8 @@ def _search_cost_lines(
         fa, fb = float(ra.report["iteration_time_s"]), float(rb.report["iteration_time_s"])
         if fa > fb:  # the cheaper system is the slower one: its price decides
             return None
-        return why_best([f"{a} ({ra.label})", f"{b} ({rb.label})"], [ra.report, rb.report])
+        line = why_best([f"{a} ({ra.label})", f"{b} ({rb.label})"], [ra.report, rb.report])
+        return None if line and line in shown.splitlines() else line
 
     return per_million_tokens_lines(points, why)
 
@@ -616,30 +679,72 @@ def _groups_line(label: str, plan: dict[str, Any], gpn: int, domain: int) -> str
 
 
 def format_systems_search(
-    results: list[tuple[str, Any, Any, int, int]], failures: dict[str, str]
+    results: list[tuple[str, Any, Any, int, int]],
+    failures: dict[str, str],
+    residuals: dict[str, Any] | None = None,
 ) -> str:
     """The table of :func:`_run_systems_search`: each system's best plan, the groups' NVLink
-    domains, and the verdict with :func:`perfmodel.search.why.why_best`'s reason."""
+    domains, and the verdict with :func:`perfmodel.search.why.why_best`'s reason. With
+    ``residuals`` (each system's :class:`~perfmodel.intervals.conformal.ResidualInterval`,
+    :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
+    ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
+    the model's error (:func:`perfmodel.search.whatif.error_clause`)."""
+    from perfmodel.search.compare_table import wrap
+    from perfmodel.search.whatif import error_clause
     from perfmodel.search.why import why_best
 
+    ivs = {k: v for k, v in (residuals or {}).items() if v is not None}
+    level = next(iter(ivs.values())).level if ivs else None
+    pct = "" if level is None else f"{100 * level:g}%"
+
+    def span(label: str, t: float) -> tuple[float, float] | None:
+        return ivs[label].time(t) if label in ivs else None
+
+    ranked = sorted(results, key=lambda r: float(r[1].report["iteration_time_s"]))
+    cells, tied = {}, set()
+    fastest = span(ranked[0][0], float(ranked[0][1].report["iteration_time_s"])) if ranked else None
+    for i, (label, best, _, _, _) in enumerate(ranked):
+        r = span(label, float(best.report["iteration_time_s"]))
+        if i > 0 and r is not None and fastest is not None and r[0] <= fastest[1]:
+            tied.add(label)  # the plan search's mark: a range overlapping the fastest's
+        cells[label] = "-" if r is None else f"{r[0]:.3f}-{r[1]:.3f}"
+    for label in cells:
+        cells[label] += "~" if label in tied else " " if tied else ""
+    rw = max([len(f"{pct} iter s"), *(len(c) for c in cells.values())]) if ivs else 0
     head = (
-        f"{'system':<24} {'best plan':<44} {'iter s':>8} {'samples/s':>10} {'per GPU':>9} "
-        f"{'comm s':>7} {'mem GiB':>8}"
+        f"{'system':<24} {'best plan':<44} {'iter s':>8} "
+        + (f"{pct + ' iter s':>{rw}} " if ivs else "")
+        + f"{'samples/s':>10} {'per GPU':>9} {'comm s':>7} {'mem GiB':>8}"
     )
     lines = [head, "-" * len(head)]
-    ranked = sorted(results, key=lambda r: float(r[1].report["iteration_time_s"]))
     for label, best, _, _, _ in ranked:
         r = best.report
         t = float(r["iteration_time_s"])
         samples = float(r.get("samples_per_step") or best.global_batch)
         mem = r.get("memory_per_gpu_bytes")
         lines.append(
-            f"{label:<24} {best.label:<44} {t:8.3f} {samples / t:10.2f} "
+            f"{label:<24} {best.label:<44} {t:8.3f} "
+            + (f"{cells[label]:>{rw}} " if ivs else "")
+            + f"{samples / t:10.2f} "
             f"{samples / t / best.gpus:9.4f} {float(r.get('exposed_comm_time_s') or 0.0):7.3f} "
             f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}"
         )
     for label, why in failures.items():
-        lines.append(f"failed {label}: {why}")
+        lines.append(wrap(f"failed {label}: {why}"))
+    if tied:
+        lines.append(
+            f"  ~: its {pct} range overlaps the fastest system's (a statistical tie, as the plan "
+            "search marks it)"
+        )
+    for label, *_ in ranked:
+        iv = ivs.get(label)
+        if iv is not None:
+            bias = math.expm1(iv.bias)
+            lines.append(
+                f"  {label}: {pct} range from {iv.basis}; runs like this one were predicted "
+                f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'} (median)"
+                + (f"; note: {iv.warning}" if iv.warning else "")
+            )
     lines.append("")
     lines.append("parallel groups of each best plan:")
     for label, best, _, gpn, dom in ranked:
@@ -651,14 +756,19 @@ def format_systems_search(
         lines.append("")
         if why:
             lines.append(why)
+        tie = error_clause(span(la, ta), span(lb, tb), level)
         lines.append(
             f"verdict: {la} trains this job {tb / ta:.2f}x as fast as {lb} on the same "
-            f"{a.gpus} GPUs, each with its best plan"
+            f"{a.gpus} GPUs, each with its best plan" + (f"; {tie}" if tie else "")
         )
     return "\n".join(lines)
 
 
 def _run_whatif(args: argparse.Namespace) -> int:
+    """``compare --systems A,B``: the job on each system and GPU count (default: each system's
+    :func:`perfmodel.search.whatif.default_gpu_counts`), with ``--interval`` ranges and cost.
+    Exit 2 when every system failed or no row fits in memory (no option to buy, as the plan
+    search exits 2 with no feasible plan); the table is printed first."""
     from perfmodel.search._eval import default_evaluator
     from perfmodel.search.whatif import format_whatif, hardware_whatif, parse_systems
 
@@ -670,13 +780,15 @@ def _run_whatif(args: argparse.Namespace) -> int:
         if len(gbs) != 1:
             raise ConfigError("what-if takes one --global-batch", where="--global-batch")
         base["global_batch"] = gbs[0]
+        batch = f"global batch {gbs[0]}"
     elif args.batch_per_gpu is not None:
         base["batch_per_gpu"] = args.batch_per_gpu
+        batch = f"batch {args.batch_per_gpu} per GPU"
     else:
         raise ConfigError("give --batch-per-gpu or --global-batch", where="--batch-per-gpu")
     base["fidelity"] = args.fidelity
     systems = parse_systems(args.systems)
-    gpus = _ints(args.gpus, "--gpus") or (1, 2, 4, 8)
+    gpus = _ints(args.gpus, "--gpus")
     res = hardware_whatif(
         base,
         systems,
@@ -686,6 +798,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
         dataset_size=args.dataset_size,
         deadline_s=args.deadline * 3600.0 if args.deadline is not None else None,
         evaluator=default_evaluator,
+        interval=args.interval,
     )
     if args.plot:
         from perfmodel.search.plots import plot_whatif
@@ -694,12 +807,25 @@ def _run_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print_json(res.to_dict())
     else:
+        counts = (
+            f"{'/'.join(map(str, gpus))} GPUs"
+            if gpus
+            else "GPU counts: powers of two up to one server's GPUs, and that count (default; "
+            "--gpus to choose)"
+        )
+        print(_job_header(args, _systems_where(systems), f"{counts}, {batch}"))
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")
     if not res.points:
         why = "; ".join(f"{k}: {v}" for k, v in list(res.failures.items())[:3])
         return error_exit(f"every system failed ({why})")
+    if not any(p.fits_in_memory for p in res.points):
+        return error_exit(
+            "no system fits the job in GPU memory at any GPU count tried (every row is out of "
+            "memory); try a smaller batch per GPU, more GPUs, or --search with one --gpus count "
+            "(plans that shard the model)"
+        )
     return 0
 
 

@@ -329,8 +329,11 @@ def _scalars(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _prune_reason(exc: Exception) -> str:
+    """The ``pruned`` key of a plan its predictor refused: the error's class and the last
+    clause of its first sentence (the part naming no value, so plans refused for one reason
+    count together), whole: the table wraps it (a cut left ``moe familie``; audit 15, item 16)."""
     msg = str(exc).split(";")[0].split(": ")[-1]
-    return f"{type(exc).__name__}: {msg[:90]}"
+    return f"{type(exc).__name__}: {msg}"
 
 
 #: ``progress(text)``: a one-line status of the running search (stage, plans done, time left).

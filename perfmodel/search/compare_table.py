@@ -147,8 +147,12 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
     )
     if result.pruned:
         lines.append(
-            "pruned: "
-            + "; ".join(f"{v} {k}" for k, v in sorted(result.pruned.items(), key=lambda kv: -kv[1]))
+            wrap(
+                "pruned: "
+                + "; ".join(
+                    f"{v} {k}" for k, v in sorted(result.pruned.items(), key=lambda kv: -kv[1])
+                )
+            )
         )
     if result.rejected:
         lines.append(
@@ -171,6 +175,30 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
         lines.append("no plan fits in GPU memory; what would help:")
         lines.extend(f"  - {h}" for h in result.hints)
     return "\n".join(lines)
+
+
+#: Width the table's long reason lines wrap at (characters; the table's own columns run wider).
+WRAP_COLUMNS = 100
+
+
+def wrap(line: str) -> str:
+    """``line`` wrapped at word boundaries into :data:`WRAP_COLUMNS`-character lines, the
+    continuations indented two spaces; a word is never cut (a reason cut mid-word read ``moe
+    familie``; audit 15, item 16).
+
+    >>> print(wrap("pruned: " + "word " * 25))
+    pruned: word word word word word word word word word word word word word word word word word word
+      word word word word word word word
+    """
+    import textwrap
+
+    return textwrap.fill(
+        line,
+        WRAP_COLUMNS,
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _notes_of(shown: Sequence[Candidate]) -> list[str]:

@@ -9,7 +9,16 @@ For each system option and GPU count the job is predicted once; from the report:
     cost_per_run      = epochs * cost_per_epoch
 
 The cheapest option for a deadline is the lowest ``cost_per_run`` among the options whose
-``run_time_s`` is within the deadline (ties: the faster).
+``run_time_s`` is within the deadline (equal costs: the faster).
+
+With an interval level (``compare --interval``, default 80 %) every point carries the residual
+interval of its step (:func:`perfmodel.intervals.answers.step_interval`, the one ``predict``
+prints): a time-like figure ``x`` (iteration, epoch and run time, every cost: each is
+proportional to the step time) ranges over :meth:`~perfmodel.intervals.conformal.
+ResidualInterval.time` of ``x``, a rate over its :meth:`~perfmodel.intervals.conformal.
+ResidualInterval.speed`. Two options whose ranges of the compared figure overlap are a
+statistical tie, the plan search's rule (:func:`perfmodel.intervals.answers.ties`); a deadline
+the run-time range straddles is marked ``~``.
 
 A system option is ``NAME[:key=value[:key=value...]]`` where the keys are scenario keys
 (``network``, ``nics_per_node``, ``gpu``, ``fabric_topology``, ...), e.g.
@@ -190,9 +199,10 @@ def per_million_tokens_lines(
 ) -> list[str]:
     """Each system's cheapest point (by cost per million tokens when priced, else by energy)
     ranked, and why the first beats the second: its cost ratio is the price ratio over the
-    ratio of tokens/s per GPU (``cost = price / (tokens/s per GPU)``), then ``why(first,
-    second)`` (where the throughput difference comes from), when given. Empty for models
-    without tokens."""
+    ratio of tokens/s per GPU (``cost = price / (tokens/s per GPU)``) and, where the points have
+    intervals, whether the two costs' ranges separate them (:func:`error_clause`), then
+    ``why(first, second)`` (where the throughput difference comes from), when given. Empty for
+    models without tokens."""
     usable = [p for p in points if p.fits_in_memory and p.tokens_per_s]
     if not usable:
         return []
@@ -219,15 +229,33 @@ def per_million_tokens_lines(
         f"  {'system':<28} {'gpus':>5} {'tok/s/GPU':>10} {'price/GPU-h':>11} "
         f"{'cost/Mtok':>10} {'kWh/Mtok':>9}",
     ]
+    pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
+    first = pair[0].range_of("cost_per_million_tokens") if priced and pair else None
+    tied = {  # the plan search's mark: a cost range overlapping the cheapest's
+        p.system
+        for p in pair[1:]
+        if first is not None and (r := p.range_of("cost_per_million_tokens")) and r[0] <= first[1]
+    }
     for p in ranked:
+        mark = "~" if p.system in tied else " " if tied else ""
         lines.append(
             f"  {p.system:<28} {p.gpus:>5} {cell(p.tokens_per_s_per_gpu, ',.0f'):>10} "
-            f"{cell(p.price_per_gpu_hour, '.4g'):>11} {cell(p.cost_per_million_tokens, '.4g'):>10} "
+            f"{cell(p.price_per_gpu_hour, '.4g'):>11} "
+            f"{cell(p.cost_per_million_tokens, '.4g') + mark:>10} "
             f"{cell(p.kwh_per_million_tokens, '.3g'):>9}"
         )
-    pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
+    if tied:
+        lines.append(
+            f"  ~: its {100 * pair[0].interval.level:g}% cost range overlaps the cheapest's (a "
+            "statistical tie)"
+        )
     if len(pair) >= 2:
-        lines.append(why_cheaper(pair[0], pair[1], priced=priced))
+        a, b = pair[0], pair[1]
+        tie = ""
+        if priced and a.interval is not None:
+            name = "cost_per_million_tokens"
+            tie = error_clause(a.range_of(name), b.range_of(name), a.interval.level)
+        lines.append(why_cheaper(a, b, priced=priced) + (f"; {tie}" if tie else ""))
         more = why(pair[0].system, pair[1].system) if why is not None else None
         if more:
             lines.append(f"  {more}")
@@ -310,10 +338,75 @@ class WhatIfPoint(FlatRecord):
     kwh_per_million_tokens: float | None = None
     """GPU-board energy of a million tokens (:func:`perfmodel.report.goodput.step_energy`)."""
     price_source: str = ""
+    interval: Any = None
+    """The step's :class:`~perfmodel.intervals.conformal.ResidualInterval` (``None``: no
+    interval asked for, or the record gives none); :meth:`range_of` reads it."""
 
     @property
     def tokens_per_s_per_gpu(self) -> float | None:
         return None if self.tokens_per_s is None else self.tokens_per_s / self.gpus
+
+    def range_of(self, name: str) -> tuple[float, float] | None:
+        """``(low, high)`` of a figure of the point at its interval's level: a rate of
+        :data:`RANGE_SPEED_FIELDS` by :meth:`ResidualInterval.speed`, a time or cost of
+        :data:`RANGE_TIME_FIELDS` (each proportional to the step time) by
+        :meth:`ResidualInterval.time`; ``None`` without an interval or a value."""
+        v = getattr(self, name)
+        if self.interval is None or v is None:
+            return None
+        if name in RANGE_SPEED_FIELDS:
+            return self.interval.speed(float(v))
+        if name in RANGE_TIME_FIELDS:
+            return self.interval.time(float(v))
+        raise ValueError(f"{name!r} has no range (not a rate, time or cost of the point)")
+
+    def deadline_cell(self, deadline_s: float | None) -> str:
+        """The deadline column: ``yes``/``no`` (the predicted run time against ``deadline_s``),
+        ``yes~``/``no~`` where the run-time range straddles the deadline (within the model's
+        error), ``-`` without a verdict."""
+        if self.meets_deadline is None:
+            return "-"
+        cell = "yes" if self.meets_deadline else "no"
+        r = self.range_of("run_time_s")
+        if r is not None and deadline_s is not None and r[0] <= deadline_s < r[1]:
+            cell += "~"
+        return cell
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields (:class:`~perfmodel._record.FlatRecord`), the interval as ``predict
+        --json`` writes it (``interval_level`` ``None`` without one; ``interval_basis``,
+        ``interval_warning``, ``interval_bias``) and ``<field>_low`` / ``<field>_high`` of
+        every rate, time and cost with a value."""
+        out = super().to_dict()
+        out.pop("interval")
+        iv = self.interval
+        if iv is None:
+            out["interval_level"] = None
+            return out
+        out.update(
+            interval_level=iv.level,
+            interval_basis=iv.basis,
+            interval_warning=iv.warning,
+            interval_bias=math.expm1(iv.bias),
+        )
+        for name in (*RANGE_TIME_FIELDS, *RANGE_SPEED_FIELDS):
+            r = self.range_of(name)
+            if r is not None:
+                out[f"{name}_low"], out[f"{name}_high"] = r
+        return out
+
+
+#: A :class:`WhatIfPoint`'s rates (a range divides them by the speed residual's factors) and its
+#: times and costs (proportional to the step time: multiplied), :meth:`WhatIfPoint.range_of`.
+RANGE_SPEED_FIELDS = ("throughput_samples_per_s", "tokens_per_s")
+RANGE_TIME_FIELDS = (
+    "iteration_time_s",
+    "epoch_time_s",
+    "run_time_s",
+    "cost_per_epoch",
+    "cost_per_run",
+    "cost_per_million_tokens",
+)
 
 
 @dataclass(frozen=True)
@@ -350,10 +443,40 @@ class WhatIfResult:
         }
 
 
+def default_gpu_counts(gpus_per_node: int) -> tuple[int, ...]:
+    """The what-if's GPU counts when ``--gpus`` is not given: the powers of two below one
+    server's GPUs, and that count (1, 2, 4, 8 on an 8-GPU server; ... 32, 64, 72 on an NVL72
+    rack, whose one "server" is the 72-GPU NVLink domain).
+
+    >>> default_gpu_counts(8), default_gpu_counts(72), default_gpu_counts(1)
+    ((1, 2, 4, 8), (1, 2, 4, 8, 16, 32, 64, 72), (1,))
+    """
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be positive, got {gpus_per_node}")
+    out = [1 << k for k in range(gpus_per_node.bit_length()) if 1 << k < gpus_per_node]
+    return (*out, gpus_per_node)
+
+
+#: ``interval_of(scenario, report, level)``: a point's residual interval (``None``: none).
+IntervalOf = Callable[[Mapping[str, Any], Mapping[str, Any], float], Any]
+
+
+def step_residual(sc: Mapping[str, Any], report: Mapping[str, Any], level: float) -> Any:
+    """The residual interval ``predict`` prints for ``report`` of scenario ``sc``
+    (:func:`perfmodel.intervals.answers.step_interval`), ``None`` where the record gives none
+    (the point stands without a range)."""
+    from perfmodel.intervals.answers import step_interval
+
+    try:
+        return step_interval(report, level, scenario=sc).residual
+    except PerfModelError:
+        return None
+
+
 def hardware_whatif(
     base: Mapping[str, Any],
     systems: Sequence[SystemOption],
-    gpus: Sequence[int],
+    gpus: Sequence[int] | None,
     *,
     pricing: Mapping[str, Pricing] | None = None,
     epochs: float | None = None,
@@ -362,6 +485,8 @@ def hardware_whatif(
     evaluator: Evaluator | None = None,
     gpus_per_node: Callable[[SystemOption], int] = catalogue_gpus_per_node,
     gpu_spec: Callable[[SystemOption], Any] | None = None,
+    interval: float | None = None,
+    interval_of: IntervalOf = step_residual,
 ) -> WhatIfResult:
     """Predict ``base`` on every system option and GPU count.
 
@@ -374,6 +499,7 @@ def hardware_whatif(
         :class:`SystemOption` list.
     gpus
         GPU counts; a 1-GPU baseline is predicted for the speedup even if 1 is not listed.
+        ``None``: each option's :func:`default_gpu_counts` (up to one server's GPUs).
     pricing
         ``{option label: Pricing}``; options without a price get no cost.
     epochs, dataset_size
@@ -387,6 +513,9 @@ def hardware_whatif(
     gpu_spec
         The GPU of an option, for its energy (default: the catalogue's; ``None`` from it: no
         energy).
+    interval, interval_of
+        The interval level (``None``: no ranges) and the function giving a point's residual
+        interval (default :func:`step_residual`, ``predict``'s).
     """
     ev = evaluator or default_evaluator
     prices = dict(pricing or {})
@@ -406,27 +535,30 @@ def hardware_whatif(
         gpn = gpus_per_node(opt)
         spec = spec_of(opt)
 
-        def run(g: int, opt: SystemOption = opt, gpn: int = gpn) -> Mapping[str, Any]:
+        def scenario(g: int, opt: SystemOption = opt, gpn: int = gpn) -> dict[str, Any]:
             sc = dict(base)
             sc.update(opt.overrides)
             sc.update(system=opt.system, gpus=g, nodes=max(1, math.ceil(g / gpn)))
             if n_samples is not None:
                 sc["dataset_size"] = n_samples
-            return ev(sc)
+            return sc
 
         try:
-            ref = run(1)
+            ref = ev(scenario(1))
         except PerfModelError as exc:
             failures[f"{opt.label} x1"] = str(exc)
             continue
-        for g in gpus:
+        for g in gpus if gpus is not None else default_gpu_counts(gpn):
+            sc = scenario(int(g))
             try:
-                rep = ref if g == 1 else run(int(g))
+                rep = ref if g == 1 else ev(sc)
             except PerfModelError as exc:
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
             run_of = _Run(n_samples, epochs, deadline_s, prices.get(opt.label))
-            points.append(_point(opt, int(g), gpn, rep, ref, spec, run_of))
+            fits = bool(rep.get("fits_in_memory", True))  # a run that does not fit: no range
+            iv = interval_of(sc, rep, interval) if interval is not None and fits else None
+            points.append(_point(opt, int(g), gpn, rep, ref, spec, run_of, iv))
     usable = [p for p in points if p.fits_in_memory]
     fastest = min(usable, key=lambda p: (-p.throughput_samples_per_s, p.gpus), default=None)
     cheapest, verdict = _cheapest(usable, epochs, deadline_s)
@@ -460,10 +592,11 @@ def _point(
     ref: Mapping[str, Any],
     spec: Any,
     run: _Run,
+    interval: Any = None,
 ) -> WhatIfPoint:
     """One option and GPU count: its speedup over the option's 1-GPU run ``ref`` (none when
-    either does not fit), epoch and run time, cost per epoch and run, the deadline, and the
-    per-token figures."""
+    either does not fit), epoch and run time, cost per epoch and run, the deadline, the
+    per-token figures and the step's residual ``interval``."""
     n_samples, epochs, deadline_s, price = run.samples, run.epochs, run.deadline_s, run.price
     ref_tput = float(ref["throughput_samples_per_s"])
     tput = float(rep["throughput_samples_per_s"])
@@ -501,49 +634,134 @@ def _point(
         cost_per_million_tokens=c_mtok,
         kwh_per_million_tokens=kwh,
         price_source="" if price is None else price.source,
+        interval=interval,
     )
+
+
+def error_clause(
+    best: tuple[float, float] | None, other: tuple[float, float] | None, level: float | None
+) -> str:
+    """Whether the ranges of two options' figure (lower is better: a time or a cost; ``best``
+    the lower) separate them at ``level``, in the plan search's words
+    (:func:`perfmodel.search.compare_table.format_table`): ranges that overlap are a statistical
+    tie (:func:`perfmodel.intervals.answers.ties`' rule). ``""`` without both ranges.
+
+    >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.8)
+    "within the model's error: the two 80% ranges overlap (1-2 vs 1.5-3; a statistical tie)"
+    >>> error_clause((1.0, 2.0), (2.5, 3.0), 0.8)
+    "beyond the model's error: the two 80% ranges do not overlap (1-2 vs 2.5-3)"
+    """
+    if best is None or other is None or level is None:
+        return ""
+    pct = f"{100 * level:g}%"
+    spans = f"{best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g}"
+    if other[0] <= best[1]:
+        return (
+            f"within the model's error: the two {pct} ranges overlap ({spans}; a statistical tie)"
+        )
+    return f"beyond the model's error: the two {pct} ranges do not overlap ({spans})"
+
+
+def _span(p: WhatIfPoint, name: str, fmt: str, scale: float = 1.0, unit: str = "") -> str:
+    """`` (80%: low-high UNIT)`` of a figure of ``p`` (divided by ``scale``), ``""`` without
+    one."""
+    r = p.range_of(name)
+    if r is None:
+        return ""
+    return f" ({100 * p.interval.level:g}%: {r[0] / scale:{fmt}}-{r[1] / scale:{fmt}}{unit})"
+
+
+def _versus(best: WhatIfPoint, ranked: Sequence[WhatIfPoint], name: str) -> str:
+    """``; next <runner-up>: <error clause>`` of ``best`` and the runner-up of ``ranked`` by
+    ``name`` (lower is better): the first point of another system (the choice a buyer makes),
+    else of another GPU count; ``""`` without a runner-up or ranges."""
+    others = [p for p in ranked if p is not best]
+    if not others or best.interval is None:
+        return ""
+    o = next((p for p in others if p.system != best.system), others[0])
+    clause = error_clause(best.range_of(name), o.range_of(name), best.interval.level)
+    return f"; next {o.system} x{o.gpus} ({getattr(o, name):,.2f}): {clause}" if clause else ""
 
 
 def _cheapest(
     usable: Sequence[WhatIfPoint], epochs: float | None, deadline_s: float | None
 ) -> tuple[WhatIfPoint | None, str]:
     """The cheapest point that fits (within the deadline when one is given) and the verdict
-    line saying so, or why there is none."""
-    if deadline_s is not None and epochs is not None:
+    line saying so, or why there is none: whether the runner-up is within the model's error
+    (:func:`error_clause`) and whether the cheapest's run-time range reaches past the deadline;
+    with a deadline but no run time (no ``epochs``, or no samples per epoch), that it cannot
+    judge and what to give; without a cost, the flags a cost needs."""
+    if not usable:
+        return None, "no option fits in GPU memory"
+    if deadline_s is not None:
+        hours = f"{deadline_s / 3600:.1f} h"
+        if epochs is None or not any(p.run_time_s is not None for p in usable):
+            need = [] if epochs is not None else ["--epochs"]
+            if not any(p.epoch_time_s is not None for p in usable):
+                need.append("--dataset-size (samples per epoch)")
+            return None, (
+                f"cannot judge the {hours} deadline: the run time is unknown; give "
+                + " and ".join(need)
+            )
         ok = [p for p in usable if p.meets_deadline and p.cost_per_run is not None]
-        cheapest = min(ok, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
+        ok.sort(key=lambda p: (p.cost_per_run, p.run_time_s))
+        cheapest = ok[0] if ok else None
         if cheapest is not None:
             verdict = (
-                f"cheapest within {deadline_s / 3600:.1f} h: {cheapest.system} x{cheapest.gpus} GPUs, "
-                f"{cheapest.run_time_s / 3600:.2f} h, cost {cheapest.cost_per_run:,.2f}"
+                f"cheapest within {hours}: {cheapest.system} x{cheapest.gpus} GPUs, "
+                f"{cheapest.run_time_s / 3600:.2f} h{_span(cheapest, 'run_time_s', '.2f', 3600, ' h')}, "
+                f"cost {cheapest.cost_per_run:,.2f}{_span(cheapest, 'cost_per_run', ',.2f')}"
+                + _versus(cheapest, ok, "cost_per_run")
             )
+            r = cheapest.range_of("run_time_s")
+            if r is not None and r[1] > deadline_s:
+                verdict += (
+                    f"; its run-time range reaches {r[1] / 3600:.2f} h: it may miss the deadline"
+                )
         elif any(p.meets_deadline for p in usable):
-            verdict = f"options meet the {deadline_s / 3600:.1f} h deadline but none has a price"
+            verdict = f"options meet the {hours} deadline but none has a price"
         else:
             best = min(
                 (p for p in usable if p.run_time_s is not None),
                 key=lambda p: p.run_time_s,
                 default=None,
             )
-            verdict = f"no option meets the {deadline_s / 3600:.1f} h deadline" + (
+            verdict = f"no option meets the {hours} deadline" + (
                 f"; fastest is {best.system} x{best.gpus} at {best.run_time_s / 3600:.2f} h"
+                f"{_span(best, 'run_time_s', '.2f', 3600, ' h')}"
                 if best
                 else ""
             )
         return cheapest, verdict
-    priced = [p for p in usable if p.cost_per_run is not None]
-    c = min(priced, key=lambda p: (p.cost_per_run, p.run_time_s), default=None)
-    verdict = (
-        f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
-        if c
-        else "give --price-per-gpu-hour (or --purchase-price/--lifetime-years), --epochs and "
-        "--dataset-size for costs; --deadline for the cheapest option meeting it"
+    priced = sorted(
+        (p for p in usable if p.cost_per_run is not None),
+        key=lambda p: (p.cost_per_run, p.run_time_s),
     )
-    return c, verdict
+    c = priced[0] if priced else None
+    if c is not None:
+        return c, (
+            f"cheapest run: {c.system} x{c.gpus} GPUs, cost {c.cost_per_run:,.2f}"
+            f"{_span(c, 'cost_per_run', ',.2f')}" + _versus(c, priced, "cost_per_run")
+        )
+    need = (
+        []
+        if any(p.price_per_gpu_hour is not None for p in usable)
+        else ["--price-per-gpu-hour (or --purchase-price/--lifetime-years)"]
+    )
+    if epochs is None:
+        need.append("--epochs")
+    if not any(p.epoch_time_s is not None for p in usable):
+        need.append("--dataset-size")
+    return None, (
+        f"give {' and '.join(need)} for costs; --deadline for the cheapest option meeting it"
+        if need
+        else "no option that fits has a cost"
+    )
 
 
 def format_whatif(result: WhatIfResult) -> str:
-    """Plain-text table of a :class:`WhatIfResult`."""
+    """Plain-text table of a :class:`WhatIfResult`; with intervals, the ranges of each row
+    (:func:`_range_lines`) under it and a legend for ``~``."""
 
     def f(v: float | None, fmt: str) -> str:
         return format(v, fmt) if v is not None else "-"
@@ -554,7 +772,7 @@ def format_whatif(result: WhatIfResult) -> str:
     )
     lines = [head, "-" * len(head)]
     for p in result.points:
-        dl = "-" if p.meets_deadline is None else ("yes" if p.meets_deadline else "no")
+        dl = p.deadline_cell(result.deadline_s)
         oom = "" if p.fits_in_memory else "  (out of memory)"
         lines.append(
             f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
@@ -566,6 +784,7 @@ def format_whatif(result: WhatIfResult) -> str:
         )
     for k, v in result.failures.items():
         lines.append(f"failed {k}: {v}")
+    lines.extend(_range_lines(result))
     notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
     for p in result.points:
         for n in p.notes:
@@ -575,3 +794,58 @@ def format_whatif(result: WhatIfResult) -> str:
     lines.append(result.verdict)
     lines.extend(result.per_million_tokens)
     return "\n".join(lines)
+
+
+def _range_lines(result: WhatIfResult) -> list[str]:
+    """Each row's ranges (iteration time, throughput, run time and cost where the row has
+    them), what each system's ranges rest on with the bias of runs like it and any warning
+    (``predict``'s words, :func:`perfmodel.intervals.answers.interval_lines`), and what ``~``
+    in the deadline column means. Empty without intervals."""
+    pts = [p for p in result.points if p.interval is not None]
+    if not pts:
+        return []
+    level = pts[0].interval.level
+    pct = f"{100 * level:g}%"
+    cols = [
+        ("iteration_time_s", "iter ms", 1e-3, ".1f"),
+        ("throughput_samples_per_s", "samples/s", 1.0, ".1f"),
+    ]
+    if any(p.run_time_s is not None for p in pts):
+        cols.append(("run_time_s", "run h", 3600.0, ".2f"))
+    if any(p.cost_per_run is not None for p in pts):
+        cols.append(("cost_per_run", "cost/run", 1.0, ",.2f"))
+
+    def cell(p: WhatIfPoint, name: str, scale: float, fmt: str) -> str:
+        r = p.range_of(name)
+        return "-" if r is None else f"{r[0] / scale:{fmt}}-{r[1] / scale:{fmt}}"
+
+    rows = [[cell(p, name, scale, fmt) for name, _, scale, fmt in cols] for p in pts]
+    widths = [max(len(c[1]), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    head = f"{pct} ranges: {'system':<28} {'gpus':>5} " + " ".join(
+        f"{c[1]:>{w}}" for c, w in zip(cols, widths, strict=True)
+    )
+    out = ["", head]
+    pad = " " * len(f"{pct} ranges: ")
+    for p, r in zip(pts, rows, strict=True):
+        out.append(
+            f"{pad}{p.system:<28} {p.gpus:>5} "
+            + " ".join(f"{v:>{w}}" for v, w in zip(r, widths, strict=True))
+        )
+    basis: dict[tuple[str, str], list[int]] = {}  # each system's basis line, with its GPU counts
+    for p in pts:
+        iv = p.interval
+        bias = math.expm1(iv.bias)
+        text = (
+            f"from {iv.basis}; runs like these were predicted {100 * abs(bias):.0f}% too "
+            f"{'fast' if bias >= 0 else 'slow'} (median)"
+            + (f"; note: {iv.warning}" if iv.warning else "")
+        )
+        basis.setdefault((p.system, text), []).append(p.gpus)
+    for (system, text), counts in basis.items():
+        out.append(f"  {system} x{'/'.join(map(str, counts))}: {text}")
+    if any(p.deadline_cell(result.deadline_s).endswith("~") for p in pts):
+        out.append(
+            f"  deadline ~: the {pct} run-time range straddles the deadline (within the "
+            "model's error)"
+        )
+    return out
