@@ -365,10 +365,15 @@ def _cpu_software(sc: Any) -> str:
     return f"CPU: {what} ({sc.software} preset for the rest)"
 
 
-def header(sc: Any, report: Any, *, curve: bool = False) -> str:
-    """First line of a prediction: model, system, software, precision, batch, and the sequence
-    length (sequence models) or the convolution memory format (CNNs). A curve names the batch
-    key the scenario fixed (per GPU, or global) since the global batch changes along it."""
+def header(
+    sc: Any, report: Any, *, curve: bool = False, given: frozenset[str] | None = None
+) -> str:
+    """First line of a prediction: model, system, software, precision, optimizer, batch, and
+    the sequence length (sequence models) or the convolution memory format (CNNs). A curve
+    names the batch key the scenario fixed (per GPU, or global) since the global batch changes
+    along it. The software preset, precision and optimizer the scenario did not state
+    (``given``: its keys; ``None``: all stated) are marked ``(default)``, as the plan search's
+    header marks them (audit15 item 6)."""
     from perfmodel.errors import PerfModelError
     from perfmodel.workload.zoo import get_model_info
 
@@ -377,10 +382,15 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     except PerfModelError:  # a workload of the user's own (workload_fn)
         family = ""
     cpu = getattr(report, "device", "GPU") == "CPU"
+
+    def mark(key: str, text: str) -> str:
+        return text if given is None or key in given else f"{text} (default)"
+
     parts = [
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        _cpu_software(sc) if cpu else str(sc.software),
-        str(sc.precision),
+        _cpu_software(sc) if cpu else mark("software", str(sc.software)),
+        mark("precision", str(sc.precision)),
+        mark("optimizer", str(sc.optimizer)),
         (
             f"batch {sc.batch_per_gpu} per GPU"
             if curve and sc.batch_per_gpu is not None
@@ -395,6 +405,31 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     if family == "cnn":
         parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
     return ", ".join(parts)
+
+
+def default_optimizer_warning(sc: Any, given: frozenset[str]) -> str:
+    """A warning when a transformer runs on the default optimizer (plain SGD, no state) because
+    the scenario named none: transformers train with Adam-class optimizers, whose two fp32
+    moments per parameter (:meth:`perfmodel.workload.memory.Optimizer.state_bytes_per_param`:
+    8 bytes against SGD's 0) and longer update change both the memory and the step; ``""``
+    otherwise (the default itself stays SGD, the classic CNN runs' optimizer)."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload.zoo import get_model_info
+
+    if "optimizer" in given or sc.optimizer != "sgd":
+        return ""
+    try:
+        family = get_model_info(sc.model).family
+    except PerfModelError:  # a workload of the user's own (workload_fn)
+        return ""
+    if family != "transformer":
+        return ""
+    return (
+        f"WARNING: optimizer sgd is only the default (no --optimizer given); {sc.model} is a "
+        "transformer, trained with Adam/AdamW, whose 8 bytes of state per parameter (sgd: 0) "
+        "and longer update this prediction leaves out: memory and step time are optimistic; "
+        "give --optimizer adamw (or the one you use)"
+    )
 
 
 def listed_pricing(sc: Any) -> Any:
@@ -420,18 +455,33 @@ def explain_lines(sc: Any, report: Any) -> list[str]:
     their ceilings, the overlap slowdown, exposed communication, host, idle and the
     slowest-GPU wait, adding up to the iteration time)."""
     from perfmodel.api import resolve
+    from perfmodel.report.explain import recipe_lines
 
     recipe = resolve(sc).recipe
     lines = []
     if recipe is not None:
         lines.append("training recipe:")
-        lines += [f"  {line}" for line in recipe.describe()]
+        attention = bool(report.is_sequence_model)
+        lines += [f"  {line}" for line in recipe_lines(recipe, report.plan, attention=attention)]
+        lines.append(f"  {_nccl_line(sc.nccl)}")
         lines += [f"  source: {src}" for src in recipe.sources]
     if report.explanation is not None:
         lines += report.explanation.format_lines()
     elif report.kernel_classes:
         lines += report.format_kernel_classes()
     return lines
+
+
+def _nccl_line(stated: str | None) -> str:
+    """``--explain``'s NCCL line: which release the P2P level and the collective tuner follow
+    (the statement of :data:`perfmodel.cli._common.NCCL_RELEASES`, for this run)."""
+    if stated:
+        return f"NCCL {stated} (--nccl): its P2P level and its collective tuner's tables"
+    return (
+        "NCCL: no --nccl given: the P2P level is 2.27's (the P2P rule's default release), the "
+        "collective tuner the GPU generation's (2.8 before Hopper, 2.29 on Hopper and "
+        "Blackwell; the comm rows below name it)"
+    )
 
 
 def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
@@ -449,9 +499,10 @@ def run(args: argparse.Namespace) -> int:
     where = args.scenario or "command line"
     sc = Scenario.from_dict(d, where=where)
     pricing = _pricing(args, sc)
+    given = frozenset(d)
     if curve:
-        return _run_curve(args, sc, curve, pricing)
-    return _run_one(args, sc, pricing)
+        return _run_curve(args, sc, curve, pricing, given)
+    return _run_one(args, sc, pricing, given)
 
 
 def _pricing(args: argparse.Namespace, sc: Any) -> Any:
@@ -472,7 +523,9 @@ def _pricing(args: argparse.Namespace, sc: Any) -> Any:
     return None
 
 
-def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any) -> int:
+def _run_curve(
+    args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any, given: frozenset[str]
+) -> int:
     """``--gpus 1,2,4,8``: one prediction per GPU count, as JSON rows or a table, and the
     speedup plot."""
     from perfmodel.api import predict_curve
@@ -500,19 +553,28 @@ def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any
         for row, iv in zip(rows, ivs, strict=True):
             row.update(_interval_json(level, *iv))
         print_json(rows)
+        if warning := default_optimizer_warning(sc, given):
+            print(warning, file=sys.stderr)
     else:
-        _print_curve(args, sc, reports, ivs, level)
+        _print_curve(args, sc, reports, ivs, level, given)
     if args.plot:
         print(f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
 def _print_curve(
-    args: argparse.Namespace, sc: Any, reports: Any, ivs: Any, level: float | None
+    args: argparse.Namespace,
+    sc: Any,
+    reports: Any,
+    ivs: Any,
+    level: float | None,
+    given: frozenset[str],
 ) -> None:
     """A curve's table: one row per GPU count, then the executor, the choices and notes of the
     rows (each once) and what the ranges rest on."""
-    print(header(sc, reports[-1], curve=True))
+    print(header(sc, reports[-1], curve=True, given=given))
+    if warning := default_optimizer_warning(sc, given):
+        print(warning)
     epoch = any(r.epoch_time_s is not None for r in reports)
     pct = f"{100 * level:g}%" if level is not None else ""
     print(
@@ -550,7 +612,7 @@ def _print_curve(
         print(line)
 
 
-def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
+def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[str]) -> int:
     """One prediction: the files asked for (trace, Gantt chart, Chakra traces), then JSON or
     the table with its interval, explanation, token budget and training-run estimate."""
     from perfmodel.api import predict
@@ -574,8 +636,12 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         print_json(out)
+        if warning := default_optimizer_warning(sc, given):
+            print(warning, file=sys.stderr)
         return 0
-    print(header(sc, report))
+    print(header(sc, report, given=given))
+    if warning := default_optimizer_warning(sc, given):
+        print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
         print("\n".join(explain_lines(sc, report)))

@@ -303,6 +303,8 @@ def build_report(
         memory_per_stage=step.memory,
         model_flops_per_gpu_per_s=per_gpu_flops,
         mfu=per_gpu_flops / peak_flops if peak_flops > 0 else 0.0,
+        mfu_peak_flops=peak_flops,
+        mfu_peak_dtype=(DType.TF32 if TF32_CONV_NOTE in notes else r.precision.matmul_dtype).value,
         epoch_time_s=epoch,
         speedup=speed.speedup,
         scaling_efficiency=speed.scaling_efficiency,
