@@ -342,6 +342,24 @@ def curve_lines(reports: Any, attr: str) -> list[str]:
     return out
 
 
+def _basis_lines(reports: Any) -> list[str]:
+    """What each row's speedup divides by (``StepReport.speedup_basis``), each distinct text
+    once with the GPU counts it concerns: a row at the baseline's count reads 1.00x, the others
+    name the scenario they are against (audit15 item 4)."""
+    seen: dict[str, list[int]] = {}
+    for r in reports:
+        if r.speedup_basis:
+            seen.setdefault(r.speedup_basis, []).append(r.num_gpus)
+    out = []
+    for text, counts in seen.items():
+        where = (
+            "all rows" if len(counts) == len(reports) > 1 else f"{'/'.join(map(str, counts))} GPU"
+        )
+        where += "s" if where != "all rows" and counts != [1] else ""
+        out.append(f"  {where}: speedup against {text}")
+    return out
+
+
 def _epoch_text(seconds: float | None) -> str:
     """``"12.345 s"`` or ``"34732 s (9 h 38 min)"`` (from a minute on); ``"-"`` when unknown."""
     if seconds is None:
@@ -607,6 +625,8 @@ def _print_curve(
     # choices made per row (automatic micro-batch, speedup baseline) and notes: each
     # once, with the GPU counts it concerns unless every row has it
     for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+        print(line)
+    for line in _basis_lines(reports):
         print(line)
     for line in _curve_interval_notes(level, reports, ivs):
         print(line)

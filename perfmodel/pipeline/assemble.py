@@ -315,6 +315,7 @@ def build_report(
         notes=notes,
         timeline=ev.timeline,
         baseline_gpus=speed.baseline_gpus,
+        speedup_basis=speed.basis,
         defaults=tuple(defaults),
         tokens_per_sample=step.tokens_per_sample,
         device=device,

@@ -95,6 +95,10 @@ class StepReport:
     baseline_gpus: int = 1
     """GPUs of the speedup baseline: 1, or the smallest count that fits in memory when one GPU
     does not (:func:`perfmodel.pipeline.autobatch.fitting_baseline`)."""
+    speedup_basis: str = ""
+    """What :attr:`speedup` divides by, in words (which scenario, on how many GPUs, and how it
+    differs from this run's recipe; :func:`perfmodel.pipeline.baseline.baseline_basis`);
+    empty where there is no speedup."""
     defaults: tuple[str, ...] = ()
     """Choices made for the user, each with its reason (automatic micro-batch, speedup
     baseline); printed by :meth:`format_table`."""
@@ -234,6 +238,7 @@ class StepReport:
             "notes": list(self.notes),
             "printed_notes": list(self.printed_notes),
             "baseline_gpus": self.baseline_gpus,
+            "speedup_basis": self.speedup_basis,
             "defaults": list(self.defaults),
             "kernel_classes": dict(self.kernel_classes),
         }
@@ -282,6 +287,8 @@ class StepReport:
             lines.append(
                 f"speedup         {self.speedup:.2f}x vs {self.baseline_gpus} {dev}{'s' if self.baseline_gpus > 1 else ''}  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
             )
+            if self.speedup_basis:
+                lines.append(f"  against: {self.speedup_basis}")
         lines += [f"default         {d}" for d in self.defaults]
         lines.append(f"breakdown (critical {dev}):")
         rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
