@@ -450,6 +450,79 @@ def default_optimizer_warning(sc: Any, given: frozenset[str]) -> str:
     )
 
 
+def _warnings(sc: Any, given: frozenset[str]) -> list[str]:
+    """The WARNING lines printed under the header (on stderr with ``--json``): the default
+    optimizer of a transformer, a mode a flag switched, a stage a preset does not run."""
+    out = [default_optimizer_warning(sc, given), *flag_warnings(sc)]
+    return [w for w in out if w]
+
+
+def flag_warnings(sc: Any) -> list[str]:
+    """A flag that changes what the run is without saying so (audit15 item 10):
+    ``learners_per_gpu > 1`` switches data parallelism to Crossbow's synchronous model averaging
+    (:func:`perfmodel.pipeline.resolve.plan_for`; no published Crossbow run is in the residual
+    record, so the interval is not validated for it); ZeRO-2/3 under the ``megatron`` preset,
+    whose Megatron-LM shards only the optimizer state (``--use-distributed-optimizer``, ZeRO-1:
+    NVIDIA/Megatron-LM ``megatron/training/arguments.py``), is modelled on that preset's
+    kernels with no published run behind it."""
+    out = []
+    mode_chosen = sc.software == "crossbow" or sc.dp_mode is not None
+    if sc.learners_per_gpu is not None and sc.learners_per_gpu > 1 and not mode_chosen:
+        out.append(
+            f"WARNING: learners_per_gpu {sc.learners_per_gpu} runs Crossbow's synchronous model "
+            f"averaging (mode=crossbow), not {sc.software}'s data parallelism; no published "
+            "Crossbow run is in the interval's record, so its range is unvalidated for this mode"
+        )
+    if sc.software == "megatron" and sc.zero is not None and sc.zero >= 2:
+        other = "deepspeed-zero2" if sc.zero == 2 else "deepspeed-zero3 or fsdp"
+        out.append(
+            f"WARNING: zero {sc.zero} with the megatron preset: Megatron-LM shards only the "
+            "optimizer state (--use-distributed-optimizer, ZeRO-1); ZeRO-"
+            f"{sc.zero} is modelled on megatron's kernels with no published run behind it "
+            f"({other} runs it)"
+        )
+    return out
+
+
+def _refuse_ignored_flags(args: argparse.Namespace, sc: Any, curve: list[int] | None) -> None:
+    """Refuse, before any prediction, a flag this mode would silently ignore (audit15 item 10):
+    ``--plot`` without a GPU list (it draws the speedup curve), ``--trace``/``--gantt``/
+    ``--chakra`` with one (each writes one step's schedule), ``--memory-format`` for a model
+    without convolutions."""
+    if args.plot and not curve:
+        raise ConfigError(
+            f"--plot {args.plot}: the plot is the speedup curve of a GPU list; give --gpus "
+            "1,2,4,8 (one prediction has no curve)",
+            value=str(args.plot),
+            where="--plot",
+        )
+    if curve:
+        for flag in ("trace", "gantt", "chakra"):
+            value = getattr(args, flag, None)
+            if value:
+                raise ConfigError(
+                    f"--{flag} {value}: writes one prediction's step, not a curve's; give one "
+                    f"GPU count (--gpus {curve[-1]}) instead of the list {','.join(map(str, curve))}",
+                    value=str(value),
+                    where=f"--{flag}",
+                )
+    if args.memory_format is not None:
+        from perfmodel.errors import PerfModelError
+        from perfmodel.workload.zoo import get_model_info
+
+        try:
+            family = get_model_info(sc.model).family
+        except PerfModelError:
+            return
+        if family != "cnn":
+            raise ConfigError(
+                f"--memory-format {args.memory_format}: {sc.model} has no convolutions (the "
+                "flag sets the layout of a CNN's convolutions)",
+                value=args.memory_format,
+                where="--memory-format",
+            )
+
+
 def listed_pricing(sc: Any) -> Any:
     """The dated list price of the cloud instance the scenario's system names
     (``[system.cloud]``), as a :class:`~perfmodel.search.cost.Pricing` naming its source, or
@@ -518,6 +591,7 @@ def run(args: argparse.Namespace) -> int:
     sc = Scenario.from_dict(d, where=where)
     pricing = _pricing(args, sc)
     given = frozenset(d)
+    _refuse_ignored_flags(args, sc, curve)
     if curve:
         return _run_curve(args, sc, curve, pricing, given)
     return _run_one(args, sc, pricing, given)
@@ -571,10 +645,10 @@ def _run_curve(
         for row, iv in zip(rows, ivs, strict=True):
             row.update(_interval_json(level, *iv))
         print_json(rows)
-        if warning := default_optimizer_warning(sc, given):
+        for warning in _warnings(sc, given):
             print(warning, file=sys.stderr)
     else:
-        _print_curve(args, sc, reports, ivs, level, given)
+        _print_curve(args, sc, reports, ivs, level, given, pricing)
     if args.plot:
         print(f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
@@ -587,11 +661,12 @@ def _print_curve(
     ivs: Any,
     level: float | None,
     given: frozenset[str],
+    pricing: Any = None,
 ) -> None:
     """A curve's table: one row per GPU count, then the executor, the choices and notes of the
     rows (each once) and what the ranges rest on."""
     print(header(sc, reports[-1], curve=True, given=given))
-    if warning := default_optimizer_warning(sc, given):
+    for warning in _warnings(sc, given):
         print(warning)
     epoch = any(r.epoch_time_s is not None for r in reports)
     pct = f"{100 * level:g}%" if level is not None else ""
@@ -620,6 +695,8 @@ def _print_curve(
                 else ""
             )
         )
+    if args.tokens is not None and pricing is not None:
+        print(_curve_cost_line(reports, args.tokens, pricing))
     # the executor that timed the rows, as the single prediction's "[analytic]" says
     print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
     # choices made per row (automatic micro-batch, speedup baseline) and notes: each
@@ -630,6 +707,19 @@ def _print_curve(
         print(line)
     for line in _curve_interval_notes(level, reports, ivs):
         print(line)
+
+
+def _curve_cost_line(reports: Any, tokens: float, pricing: Any) -> str:
+    """The cost of the token budget at each row's GPU count (``--price-per-gpu-hour`` or the
+    cloud list price with a GPU list; audit15 item 10: the text table printed none)."""
+    cells = []
+    source = ""
+    for r in reports:
+        budget = r.token_budget(tokens, pricing)
+        source = budget.price_source
+        cost = "-" if budget.cost is None else f"{budget.cost:,.2f}"
+        cells.append(f"{r.num_gpus} GPU{'s' if r.num_gpus != 1 else ''} {cost}")
+    return f"cost of {tokens:,.0f} tokens: {'; '.join(cells)} (at {source})"
 
 
 def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[str]) -> int:
@@ -656,11 +746,11 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         print_json(out)
-        if warning := default_optimizer_warning(sc, given):
+        for warning in _warnings(sc, given):
             print(warning, file=sys.stderr)
         return 0
     print(header(sc, report, given=given))
-    if warning := default_optimizer_warning(sc, given):
+    for warning in _warnings(sc, given):
         print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
@@ -852,7 +942,28 @@ def _interval_text(report: Any, step: Any, error: str) -> list[str]:
         return [f"note: {error}"] if error else []
     from perfmodel.intervals.answers import interval_lines
 
-    return interval_lines(report, step)
+    borrowed = borrowed_stack_note(report, step)
+    return interval_lines(report, step) + ([f"  {borrowed}"] if borrowed else [])
+
+
+def borrowed_stack_note(report: Any, step: Any) -> str:
+    """``"unvalidated: ..."`` when none of the published runs an interval rests on
+    (``step.residual.pool.rows``) used the report's framework family
+    (:func:`perfmodel.intervals.features.stack_family` of its software preset): the range is
+    borrowed from other frameworks' runs (keras-multi-gpu Llama-3-8B from Megatron/NeMo/
+    torchtitan runs; audit15 item 10); ``""`` otherwise."""
+    from perfmodel.intervals.features import stack_family
+
+    software = str(report.plan.get("software") or report.scenario.get("software") or "")
+    rows = step.residual.pool.rows
+    stacks = {str(getattr(row.features, "family", "")) for row in rows} - {""}
+    if not software or not stacks or stack_family(software) in stacks:
+        return ""
+    return (
+        f"unvalidated for {software}: none of the {len(rows)} runs this range rests on used "
+        f"the {stack_family(software)} stack (they ran {', '.join(sorted(stacks))}); the range "
+        "is borrowed from other frameworks"
+    )
 
 
 def _table_with_interval(report: Any, lines: list[str]) -> str:
@@ -894,6 +1005,8 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
         text = f"{pct} iteration time range from {step.basis}"
         if step.warning:
             text += f"; {step.warning}"
+        if borrowed := borrowed_stack_note(r, step):
+            text += f"; {borrowed}"
         seen.setdefault(text, []).append(r.num_gpus)
         if speed is not None:
             seen.setdefault(
