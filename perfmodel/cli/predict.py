@@ -18,6 +18,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._schema import split_assignments
 from perfmodel.cli import _types as ty
+from perfmodel.cli import predict_checks as checks
 from perfmodel.cli._common import (
     FIDELITIES,
     FP8_RECIPES,
@@ -425,104 +426,6 @@ def header(
     return ", ".join(parts)
 
 
-def default_optimizer_warning(sc: Any, given: frozenset[str]) -> str:
-    """A warning when a transformer runs on the default optimizer (plain SGD, no state) because
-    the scenario named none: transformers train with Adam-class optimizers, whose two fp32
-    moments per parameter (:meth:`perfmodel.workload.memory.Optimizer.state_bytes_per_param`:
-    8 bytes against SGD's 0) and longer update change both the memory and the step; ``""``
-    otherwise (the default itself stays SGD, the classic CNN runs' optimizer)."""
-    from perfmodel.errors import PerfModelError
-    from perfmodel.workload.zoo import get_model_info
-
-    if "optimizer" in given or sc.optimizer != "sgd":
-        return ""
-    try:
-        family = get_model_info(sc.model).family
-    except PerfModelError:  # a workload of the user's own (workload_fn)
-        return ""
-    if family != "transformer":
-        return ""
-    return (
-        f"WARNING: optimizer sgd is only the default (no --optimizer given); {sc.model} is a "
-        "transformer, trained with Adam/AdamW, whose 8 bytes of state per parameter (sgd: 0) "
-        "and longer update this prediction leaves out: memory and step time are optimistic; "
-        "give --optimizer adamw (or the one you use)"
-    )
-
-
-def _warnings(sc: Any, given: frozenset[str]) -> list[str]:
-    """The WARNING lines printed under the header (on stderr with ``--json``): the default
-    optimizer of a transformer, a mode a flag switched, a stage a preset does not run."""
-    out = [default_optimizer_warning(sc, given), *flag_warnings(sc)]
-    return [w for w in out if w]
-
-
-def flag_warnings(sc: Any) -> list[str]:
-    """A flag that changes what the run is without saying so (audit15 item 10):
-    ``learners_per_gpu > 1`` switches data parallelism to Crossbow's synchronous model averaging
-    (:func:`perfmodel.pipeline.resolve.plan_for`; no published Crossbow run is in the residual
-    record, so the interval is not validated for it); ZeRO-2/3 under the ``megatron`` preset,
-    whose Megatron-LM shards only the optimizer state (``--use-distributed-optimizer``, ZeRO-1:
-    NVIDIA/Megatron-LM ``megatron/training/arguments.py``), is modelled on that preset's
-    kernels with no published run behind it."""
-    out = []
-    mode_chosen = sc.software == "crossbow" or sc.dp_mode is not None
-    if sc.learners_per_gpu is not None and sc.learners_per_gpu > 1 and not mode_chosen:
-        out.append(
-            f"WARNING: learners_per_gpu {sc.learners_per_gpu} runs Crossbow's synchronous model "
-            f"averaging (mode=crossbow), not {sc.software}'s data parallelism; no published "
-            "Crossbow run is in the interval's record, so its range is unvalidated for this mode"
-        )
-    if sc.software == "megatron" and sc.zero is not None and sc.zero >= 2:
-        other = "deepspeed-zero2" if sc.zero == 2 else "deepspeed-zero3 or fsdp"
-        out.append(
-            f"WARNING: zero {sc.zero} with the megatron preset: Megatron-LM shards only the "
-            "optimizer state (--use-distributed-optimizer, ZeRO-1); ZeRO-"
-            f"{sc.zero} is modelled on megatron's kernels with no published run behind it "
-            f"({other} runs it)"
-        )
-    return out
-
-
-def _refuse_ignored_flags(args: argparse.Namespace, sc: Any, curve: list[int] | None) -> None:
-    """Refuse, before any prediction, a flag this mode would silently ignore (audit15 item 10):
-    ``--plot`` without a GPU list (it draws the speedup curve), ``--trace``/``--gantt``/
-    ``--chakra`` with one (each writes one step's schedule), ``--memory-format`` for a model
-    without convolutions."""
-    if args.plot and not curve:
-        raise ConfigError(
-            f"--plot {args.plot}: the plot is the speedup curve of a GPU list; give --gpus "
-            "1,2,4,8 (one prediction has no curve)",
-            value=str(args.plot),
-            where="--plot",
-        )
-    if curve:
-        for flag in ("trace", "gantt", "chakra"):
-            value = getattr(args, flag, None)
-            if value:
-                raise ConfigError(
-                    f"--{flag} {value}: writes one prediction's step, not a curve's; give one "
-                    f"GPU count (--gpus {curve[-1]}) instead of the list {','.join(map(str, curve))}",
-                    value=str(value),
-                    where=f"--{flag}",
-                )
-    if args.memory_format is not None:
-        from perfmodel.errors import PerfModelError
-        from perfmodel.workload.zoo import get_model_info
-
-        try:
-            family = get_model_info(sc.model).family
-        except PerfModelError:
-            return
-        if family != "cnn":
-            raise ConfigError(
-                f"--memory-format {args.memory_format}: {sc.model} has no convolutions (the "
-                "flag sets the layout of a CNN's convolutions)",
-                value=args.memory_format,
-                where="--memory-format",
-            )
-
-
 def listed_pricing(sc: Any) -> Any:
     """The dated list price of the cloud instance the scenario's system names
     (``[system.cloud]``), as a :class:`~perfmodel.search.cost.Pricing` naming its source, or
@@ -585,16 +488,21 @@ def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario
+    from perfmodel.errors import PerfModelError
 
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
-    sc = Scenario.from_dict(d, where=where)
-    pricing = _pricing(args, sc)
-    given = frozenset(d)
-    _refuse_ignored_flags(args, sc, curve)
-    if curve:
-        return _run_curve(args, sc, curve, pricing, given)
-    return _run_one(args, sc, pricing, given)
+    try:
+        sc = Scenario.from_dict(d, where=where)
+        pricing = _pricing(args, sc)
+        given = frozenset(d)
+        checks.refuse_ignored_flags(args, sc, curve)
+        if curve:
+            return _run_curve(args, sc, curve, pricing, given)
+        return _run_one(args, sc, pricing, given)
+    except PerfModelError as exc:
+        checks.name_the_file(exc, args, _FLAG_KEYS)
+        raise
 
 
 def _pricing(args: argparse.Namespace, sc: Any) -> Any:
@@ -645,7 +553,7 @@ def _run_curve(
         for row, iv in zip(rows, ivs, strict=True):
             row.update(_interval_json(level, *iv))
         print_json(rows)
-        for warning in _warnings(sc, given):
+        for warning in checks.warnings(sc, given):
             print(warning, file=sys.stderr)
     else:
         _print_curve(args, sc, reports, ivs, level, given, pricing)
@@ -666,8 +574,11 @@ def _print_curve(
     """A curve's table: one row per GPU count, then the executor, the choices and notes of the
     rows (each once) and what the ranges rest on."""
     print(header(sc, reports[-1], curve=True, given=given))
-    for warning in _warnings(sc, given):
+    for warning in checks.warnings(sc, given):
         print(warning)
+    for r in reports:
+        for warning in checks.report_warnings(r, given):
+            print(f"{r.num_gpus} GPU{'s' if r.num_gpus != 1 else ''}: {warning}")
     epoch = any(r.epoch_time_s is not None for r in reports)
     pct = f"{100 * level:g}%" if level is not None else ""
     print(
@@ -746,11 +657,11 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         print_json(out)
-        for warning in _warnings(sc, given):
+        for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
             print(warning, file=sys.stderr)
         return 0
     print(header(sc, report, given=given))
-    for warning in _warnings(sc, given):
+    for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
         print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
@@ -981,12 +892,12 @@ def _table_with_interval(report: Any, lines: list[str]) -> str:
 
 def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str, str]:
     """The ``iter time`` and ``speedup`` range cells of a curve row, each with its trailing
-    space (``-`` where there is none: the baseline itself, a run that does not fit)."""
-    from perfmodel.units import format_time
-
+    space (``-`` where there is none: the baseline itself, a run that does not fit); the
+    iteration-time range in milliseconds, as the ``iter time`` column."""
     t = "-"
     if step is not None and step.low["iteration_time_s"] is not None:
-        t = f"{format_time(step.low['iteration_time_s'])}-{format_time(step.high['iteration_time_s'])}"
+        # in the unit of the row's own iteration time (ms), not format_time's (audit15 item 16)
+        t = f"{step.low['iteration_time_s'] * 1e3:.2f}-{step.high['iteration_time_s'] * 1e3:.2f}ms"
     sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x"
     return f"{t:>21} ", f"{sp:>13} "
 
