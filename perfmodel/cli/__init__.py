@@ -73,6 +73,13 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Exit status of a command whose reader closed standard output: 128 + SIGPIPE (13), the
+#: status a shell reports for a process that SIGPIPE ended (POSIX ``sh``: "Exit Status";
+#: bash's manual, "Exit Status": 128+n for fatal signal n), as ``yes | head -1`` gives; exit 1
+#: means a bug (docs/cli.md).
+EXIT_BROKEN_PIPE = 128 + 13
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (``None``: this process's command line) and return its exit
     code; the calling process goes on as before (see :func:`program` for the executable)."""
@@ -93,15 +100,15 @@ def program() -> int:
     collectable.
 
     A reader that closes the pipe early (``perfmodel hw gpus | head -1``) ends the command
-    quietly with exit status 1, as the Python documentation's note on SIGPIPE recommends
-    (``signal`` module: standard output redirected to ``os.devnull`` so the interpreter's final
-    flush does not fail again), instead of a ``BrokenPipeError`` traceback."""
+    quietly, without a ``BrokenPipeError`` traceback, with :data:`EXIT_BROKEN_PIPE`: standard
+    output is redirected to ``os.devnull`` so the interpreter's final flush does not fail
+    again (the Python documentation's note on SIGPIPE, ``signal`` module)."""
     try:
         return _run(None, exiting=True)
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return EXIT_BROKEN_PIPE
 
 
 def _run(argv: Sequence[str] | None, *, exiting: bool) -> int:

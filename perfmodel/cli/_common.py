@@ -142,8 +142,7 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     g.add_argument(
         "--nccl",
         metavar="RELEASE",
-        help="NCCL release whose P2P level applies (e.g. 2.7, 2.18.3; default 2.27: P2P only "
-        "through PCIe switches, except AMD hosts with <= 2 GPUs)",
+        help=f"NCCL release the job runs (e.g. 2.7, 2.18.3): {NCCL_RELEASES}",
     )
     g.add_argument(
         "--nccl-env",
@@ -241,6 +240,16 @@ PRECISIONS = tuple(p.value for p in Precision)
 FP8_RECIPES = ("te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8")
 #: ``--optimizer``: :class:`perfmodel.workload.memory.Optimizer`.
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
+#: Which NCCL release each part of the model follows, stated once for ``--nccl``'s help, the
+#: P2P note (:mod:`perfmodel.topology.nccl_p2p`) and ``--explain`` (audit15 item 6): the P2P
+#: rule's default release (:data:`perfmodel.topology.nccl_p2p.DEFAULT_NCCL_RELEASE`) and the
+#: tuner table of the GPU's generation (:func:`perfmodel.comm.tuner.tuner_for`).
+NCCL_RELEASES = (
+    "a stated release sets both the P2P level and the collective tuner's tables; without "
+    "--nccl the P2P level is 2.27's (P2P only through PCIe switches, except AMD hosts with "
+    "<= 2 GPUs) and the tuner is the GPU generation's (2.8 before Hopper, 2.29 on Hopper and "
+    "Blackwell; --explain names it)"
+)
 #: ``--recompute``: :class:`perfmodel.workload.memory.Recompute`.
 RECOMPUTE = ("none", "selective", "full")
 #: ``--fidelity``: :class:`perfmodel.scenario_parse.Fidelity`.

@@ -18,6 +18,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._schema import split_assignments
 from perfmodel.cli import _types as ty
+from perfmodel.cli import predict_checks as checks
 from perfmodel.cli._common import (
     FIDELITIES,
     FP8_RECIPES,
@@ -327,6 +328,24 @@ def curve_lines(reports: Any, attr: str) -> list[str]:
     return out
 
 
+def _basis_lines(reports: Any) -> list[str]:
+    """What each row's speedup divides by (``StepReport.speedup_basis``), each distinct text
+    once with the GPU counts it concerns: a row at the baseline's count reads 1.00x, the others
+    name the scenario they are against (audit15 item 4)."""
+    seen: dict[str, list[int]] = {}
+    for r in reports:
+        if r.speedup_basis:
+            seen.setdefault(r.speedup_basis, []).append(r.num_gpus)
+    out = []
+    for text, counts in seen.items():
+        where = (
+            "all rows" if len(counts) == len(reports) > 1 else f"{'/'.join(map(str, counts))} GPU"
+        )
+        where += "s" if where != "all rows" and counts != [1] else ""
+        out.append(f"  {where}: speedup against {text}")
+    return out
+
+
 def _epoch_text(seconds: float | None) -> str:
     """``"12.345 s"`` or ``"34732 s (9 h 38 min)"`` (from a minute on); ``"-"`` when unknown."""
     if seconds is None:
@@ -350,10 +369,15 @@ def _cpu_software(sc: Any) -> str:
     return f"CPU: {what} ({sc.software} preset for the rest)"
 
 
-def header(sc: Any, report: Any, *, curve: bool = False) -> str:
-    """First line of a prediction: model, system, software, precision, batch, and the sequence
-    length (sequence models) or the convolution memory format (CNNs). A curve names the batch
-    key the scenario fixed (per GPU, or global) since the global batch changes along it."""
+def header(
+    sc: Any, report: Any, *, curve: bool = False, given: frozenset[str] | None = None
+) -> str:
+    """First line of a prediction: model, system, software, precision, optimizer, batch, and
+    the sequence length (sequence models) or the convolution memory format (CNNs). A curve
+    names the batch key the scenario fixed (per GPU, or global) since the global batch changes
+    along it. The software preset, precision and optimizer the scenario did not state
+    (``given``: its keys; ``None``: all stated) are marked ``(default)``, as the plan search's
+    header marks them (audit15 item 6)."""
     from perfmodel.errors import PerfModelError
     from perfmodel.workload.zoo import get_model_info
 
@@ -362,10 +386,15 @@ def header(sc: Any, report: Any, *, curve: bool = False) -> str:
     except PerfModelError:  # a workload of the user's own (workload_fn)
         family = ""
     cpu = getattr(report, "device", "GPU") == "CPU"
+
+    def mark(key: str, text: str) -> str:
+        return text if given is None or key in given else f"{text} (default)"
+
     parts = [
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        _cpu_software(sc) if cpu else str(sc.software),
-        str(sc.precision),
+        _cpu_software(sc) if cpu else mark("software", str(sc.software)),
+        mark("precision", str(sc.precision)),
+        mark("optimizer", str(sc.optimizer)),
         (
             f"batch {sc.batch_per_gpu} per GPU"
             if curve and sc.batch_per_gpu is not None
@@ -405,18 +434,33 @@ def explain_lines(sc: Any, report: Any) -> list[str]:
     their ceilings, the overlap slowdown, exposed communication, host, idle and the
     slowest-GPU wait, adding up to the iteration time)."""
     from perfmodel.api import resolve
+    from perfmodel.report.explain import recipe_lines
 
     recipe = resolve(sc).recipe
     lines = []
     if recipe is not None:
         lines.append("training recipe:")
-        lines += [f"  {line}" for line in recipe.describe()]
+        attention = bool(report.is_sequence_model)
+        lines += [f"  {line}" for line in recipe_lines(recipe, report.plan, attention=attention)]
+        lines.append(f"  {_nccl_line(sc.nccl)}")
         lines += [f"  source: {src}" for src in recipe.sources]
     if report.explanation is not None:
         lines += report.explanation.format_lines()
     elif report.kernel_classes:
         lines += report.format_kernel_classes()
     return lines
+
+
+def _nccl_line(stated: str | None) -> str:
+    """``--explain``'s NCCL line: which release the P2P level and the collective tuner follow
+    (the statement of :data:`perfmodel.cli._common.NCCL_RELEASES`, for this run)."""
+    if stated:
+        return f"NCCL {stated} (--nccl): its P2P level and its collective tuner's tables"
+    return (
+        "NCCL: no --nccl given: the P2P level is 2.27's (the P2P rule's default release), the "
+        "collective tuner the GPU generation's (2.8 before Hopper, 2.29 on Hopper and "
+        "Blackwell; the comm rows below name it)"
+    )
 
 
 def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
@@ -429,14 +473,21 @@ def explain_dict(sc: Any, report: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.api import Scenario
+    from perfmodel.errors import PerfModelError
 
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
-    sc = Scenario.from_dict(d, where=where)
-    pricing = _pricing(args, sc)
-    if curve:
-        return _run_curve(args, sc, curve, pricing)
-    return _run_one(args, sc, pricing)
+    try:
+        sc = Scenario.from_dict(d, where=where)
+        pricing = _pricing(args, sc)
+        given = frozenset(d)
+        checks.refuse_ignored_flags(args, sc, curve)
+        if curve:
+            return _run_curve(args, sc, curve, pricing, given)
+        return _run_one(args, sc, pricing, given)
+    except PerfModelError as exc:
+        checks.name_the_file(exc, args, _FLAG_KEYS)
+        raise
 
 
 def _pricing(args: argparse.Namespace, sc: Any) -> Any:
@@ -457,7 +508,9 @@ def _pricing(args: argparse.Namespace, sc: Any) -> Any:
     return None
 
 
-def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any) -> int:
+def _run_curve(
+    args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any, given: frozenset[str]
+) -> int:
     """``--gpus 1,2,4,8``: one prediction per GPU count, as JSON rows or a table, and the
     speedup plot."""
     from perfmodel.api import predict_curve
@@ -486,19 +539,32 @@ def _run_curve(args: argparse.Namespace, sc: Any, curve: list[int], pricing: Any
         for row, iv in zip(rows, ivs, strict=True):
             row.update(_interval_json(level, *iv))
         print_json(rows)
+        for warning in checks.warnings(sc, given):
+            print(warning, file=sys.stderr)
     else:
-        _print_curve(args, sc, reports, ivs, level)
+        _print_curve(args, sc, reports, ivs, level, given, pricing)
     if args.plot:
         print(f"speedup plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
 def _print_curve(
-    args: argparse.Namespace, sc: Any, reports: Any, ivs: Any, level: float | None
+    args: argparse.Namespace,
+    sc: Any,
+    reports: Any,
+    ivs: Any,
+    level: float | None,
+    given: frozenset[str],
+    pricing: Any = None,
 ) -> None:
     """A curve's table: one row per GPU count, then the executor, the choices and notes of the
     rows (each once) and what the ranges rest on."""
-    print(header(sc, reports[-1], curve=True))
+    print(header(sc, reports[-1], curve=True, given=given))
+    for warning in checks.warnings(sc, given):
+        print(warning)
+    for r in reports:
+        for warning in checks.report_warnings(r, given):
+            print(f"{r.num_gpus} GPU{'s' if r.num_gpus != 1 else ''}: {warning}")
     epoch = any(r.epoch_time_s is not None for r in reports)
     pct = f"{100 * level:g}%" if level is not None else ""
     print(
@@ -534,17 +600,34 @@ def _print_curve(
                 else ""
             )
         )
+    if args.tokens is not None and pricing is not None:
+        print(_curve_cost_line(reports, args.tokens, pricing))
     # the executor that timed the rows, as the single prediction's "[analytic]" says
     print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
     # choices made per row (automatic micro-batch, speedup baseline) and notes: each
     # once, with the GPU counts it concerns unless every row has it
     for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
         print(line)
+    for line in _basis_lines(reports):
+        print(line)
     for line in _curve_interval_notes(level, reports, ivs):
         print(line)
 
 
-def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
+def _curve_cost_line(reports: Any, tokens: float, pricing: Any) -> str:
+    """The cost of the token budget at each row's GPU count (``--price-per-gpu-hour`` or the
+    cloud list price with a GPU list; audit15 item 10: the text table printed none)."""
+    cells = []
+    source = ""
+    for r in reports:
+        budget = r.token_budget(tokens, pricing)
+        source = budget.price_source
+        cost = "-" if budget.cost is None else f"{budget.cost:,.2f}"
+        cells.append(f"{r.num_gpus} GPU{'s' if r.num_gpus != 1 else ''} {cost}")
+    return f"cost of {tokens:,.0f} tokens: {'; '.join(cells)} (at {source})"
+
+
+def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[str]) -> int:
     """One prediction: the files asked for (trace, Gantt chart, Chakra traces), then JSON or
     the table with its interval, explanation, token budget and training-run estimate."""
     from perfmodel.api import predict
@@ -568,8 +651,12 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any) -> int:
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         print_json(out)
+        for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
+            print(warning, file=sys.stderr)
         return 0
-    print(header(sc, report))
+    print(header(sc, report, given=given))
+    for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
+        print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
         print("\n".join(explain_lines(sc, report)))
@@ -782,7 +869,28 @@ def _interval_text(report: Any, step: Any, error: str) -> list[str]:
         return [f"note: {error}"] if error else []
     from perfmodel.intervals.answers import interval_lines
 
-    return interval_lines(report, step)
+    borrowed = borrowed_stack_note(report, step)
+    return interval_lines(report, step) + ([f"  {borrowed}"] if borrowed else [])
+
+
+def borrowed_stack_note(report: Any, step: Any) -> str:
+    """``"unvalidated: ..."`` when none of the published runs an interval rests on
+    (``step.residual.pool.rows``) used the report's framework family
+    (:func:`perfmodel.intervals.features.stack_family` of its software preset): the range is
+    borrowed from other frameworks' runs (keras-multi-gpu Llama-3-8B from Megatron/NeMo/
+    torchtitan runs; audit15 item 10); ``""`` otherwise."""
+    from perfmodel.intervals.features import stack_family
+
+    software = str(report.plan.get("software") or report.scenario.get("software") or "")
+    rows = step.residual.pool.rows
+    stacks = {str(getattr(row.features, "family", "")) for row in rows} - {""}
+    if not software or not stacks or stack_family(software) in stacks:
+        return ""
+    return (
+        f"unvalidated for {software}: none of the {len(rows)} runs this range rests on used "
+        f"the {stack_family(software)} stack (they ran {', '.join(sorted(stacks))}); the range "
+        "is borrowed from other frameworks"
+    )
 
 
 def _table_with_interval(report: Any, lines: list[str]) -> str:
@@ -800,12 +908,12 @@ def _table_with_interval(report: Any, lines: list[str]) -> str:
 
 def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str, str]:
     """The ``iter time`` and ``speedup`` range cells of a curve row, each with its trailing
-    space (``-`` where there is none: the baseline itself, a run that does not fit)."""
-    from perfmodel.units import format_time
-
+    space (``-`` where there is none: the baseline itself, a run that does not fit); the
+    iteration-time range in milliseconds, as the ``iter time`` column."""
     t = "-"
     if step is not None and step.low["iteration_time_s"] is not None:
-        t = f"{format_time(step.low['iteration_time_s'])}-{format_time(step.high['iteration_time_s'])}"
+        # in the unit of the row's own iteration time (ms), not format_time's (audit15 item 16)
+        t = f"{step.low['iteration_time_s'] * 1e3:.2f}-{step.high['iteration_time_s'] * 1e3:.2f}ms"
     sp = "-" if speed is None else f"{speed[0]:.2f}-{speed[1]:.2f}x" + ("*" if speed[3] else "")
     return f"{t:>21} ", f"{sp:>13} "
 
@@ -835,6 +943,8 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
         text = f"{pct} iteration time range from {step.basis}"
         if step.warning:
             text += f"; {step.warning}"
+        if borrowed := borrowed_stack_note(r, step):
+            text += f"; {borrowed}"
         seen.setdefault(text, []).append(r.num_gpus)
         if speed is not None:
             seen.setdefault(

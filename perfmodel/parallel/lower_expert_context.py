@@ -153,9 +153,11 @@ class ExpertContextEmitters:
                     for x in seg.ep_cp
                     if x.phase == phase and x.kind.value == "ep"
                 )
+            # stage 0's as lowered, not the breakdown's critical GPU after the schedule
+            # (audit15 item 9): the note names which it is
             self.b.notes.append(
                 f"{what} over {size} ranks: {full * 1e3:.2f} ms of transfers per step on stage 0, "
-                f"{exposed * 1e3:.2f} ms exposed"
+                f"{exposed * 1e3:.2f} ms of them exposed on stage 0 as lowered"
                 + (
                     ""
                     if kind == "cp" and plan.cp_comm.value == "allgather"
@@ -165,4 +167,6 @@ class ExpertContextEmitters:
                     if plan.ep_overlap
                     else " (not overlapped)"
                 )
+                + f"; the breakdown's 'exposed comm {kind}' is the critical GPU's, after the "
+                "schedule"
             )

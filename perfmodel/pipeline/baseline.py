@@ -196,6 +196,8 @@ class Speedup:
     scaling_efficiency: float | None = None
     baseline_gpus: int = 1
     default: str | None = None
+    basis: str = ""
+    """What the speedup is against, in words (:func:`baseline_basis`); empty: no speedup."""
 
 
 def speedup(
@@ -212,10 +214,54 @@ def speedup(
     gpus, thr, fits = this_run
     if not fits:
         return Speedup(default="no speedup: this run does not fit in GPU memory")
+    if gpus == 1:  # a 1-GPU run is its own baseline: exactly 1.00x (audit15 item 4)
+        return Speedup(1.0, 1.0, 1, None, SELF_BASIS)
     base = speedup_baseline(sc, r, workload_fn, this_run, predict)
-    value = thr / base.throughput_samples_per_s
+    # a run at the baseline's GPU count is the baseline: exactly 1.00x, not the ratio to
+    # another plan's analytic prediction at that count
+    value = 1.0 if base.gpus == gpus else thr / base.throughput_samples_per_s
     default = None
     if base.note:
         against = "" if base.gpus == 1 else f"speedup against {base.gpus} GPUs: "
         default = against + base.note
-    return Speedup(value, value * base.gpus / gpus, base.gpus, default)
+    return Speedup(
+        value, value * base.gpus / gpus, base.gpus, default, baseline_basis(sc, r, base.gpus, gpus)
+    )
+
+
+#: :attr:`Speedup.basis` of a run that is its own baseline.
+SELF_BASIS = "this run itself (a run at the baseline's GPU count reads 1.00x)"
+
+
+def baseline_basis(sc: Scenario, r: Resolved, base_gpus: int, gpus: int) -> str:
+    """:attr:`Speedup.basis`: which scenario the speedup of a run on ``gpus`` GPUs divides by,
+    on ``base_gpus`` GPUs, and why it differs from the run's own recipe where it does: the
+    1-GPU baseline (:func:`baseline_scenario`) runs the whole global batch (strong scaling),
+    one replica's batch (weak scaling) or the samples one GPU handles (model-parallel plans),
+    unsharded (``zero=0``: one GPU has no peers to shard over) and analytic (one GPU has no
+    contention for the simulator to find); a k-GPU baseline
+    (:func:`perfmodel.pipeline.autobatch.scaled_baseline`) keeps the plan's shape and sharding,
+    analytic."""
+    if base_gpus == gpus:
+        return SELF_BASIS
+    if base_gpus > 1:
+        return (
+            f"{base_gpus} GPUs of {sc.system}, the smallest count that fits: the same software, "
+            "plan shape and sharding on that many GPUs, micro-batch chosen again, analytic "
+            "executor"
+        )
+    b_sc = baseline_scenario(sc, r)
+    if sc.global_batch is not None and b_sc.batch_per_gpu == r.batch_per_replica * r.plan.dp:
+        what = f"the whole global batch, {b_sc.batch_per_gpu} samples (strong scaling)"
+    elif b_sc.batch_per_gpu == r.batch_per_replica:
+        what = f"one replica's batch, {b_sc.batch_per_gpu} samples (weak scaling)"
+    else:
+        what = f"the samples one GPU handles, {b_sc.batch_per_gpu}"
+    differs = []
+    if r.recipe is not None and r.recipe.sharding.value != "none":
+        differs.append("unsharded (zero=0: one GPU has nothing to shard over)")
+    if sc.fidelity != "analytic":
+        differs.append("analytic (one GPU has no contention to simulate)")
+    return f"1 GPU of {sc.system} running {what}: the same model and software" + (
+        f", {' and '.join(differs)}" if differs else ""
+    )

@@ -526,3 +526,65 @@ __all__ = [
     "format_rows",
     "kernel_ceilings",
 ]
+
+
+# --------------------------------------------------------------------------- the recipe
+
+
+def recipe_lines(recipe: Any, plan: Mapping[str, Any], *, attention: bool = True) -> list[str]:
+    """``--explain``'s training-recipe lines: what the run does, leaving out what does not run
+    in it (audit15 item 6). The autocast style is named only under 16-bit or FP8 precision (an
+    FP32/TF32 run casts nothing); parameter gathers and the post-step parameter sync only when
+    the model state is sharded (plain DDP has none); tensor-parallel collectives only with
+    ``tp > 1``, pipeline sends only with ``pp > 1``, the attention backend only for a model
+    with attention (``attention``). The fields are
+    :class:`perfmodel.parallel.recipe.Recipe`'s (:meth:`~perfmodel.parallel.recipe.Recipe.describe`
+    lists every one of them)."""
+    from perfmodel.parallel.recipe import Sharding
+    from perfmodel.workload.kernels import GradClip
+
+    low = recipe.precision.value not in ("fp32", "tf32")
+    sharded = recipe.sharding is not Sharding.NONE
+    amp = f" ({recipe.amp.value})" if low else ""
+    gather = f"param gather {recipe.gather_bytes}, " if sharded else ""
+    sync = (
+        f"; param sync ({recipe.param_sync.value}) {recipe.param_gather.describe()}"
+        if sharded
+        else ""
+    )
+    lines = [
+        f"precision {recipe.precision.value}{amp}; optimizer {recipe.optimizer.value}; "
+        f"sharding {recipe.sharding.value}",
+        f"bytes/param: weights {recipe.param_bytes}, grads {recipe.grad_bytes}, "
+        f"grad reduction {recipe.grad_reduce_bytes}, {gather}master copy {recipe.master_bytes}, "
+        f"optimizer state {recipe.optimizer_state_bytes} ({recipe.optimizer_dtype.value})",
+        f"grad reduction ({recipe.grad_reduce_op.value}) {recipe.grad_comm.describe()}{sync}",
+        f"kernels: {recipe.fusion.value}"
+        + (f"; FP8 recipe {recipe.fp8.value}" if recipe.fp8 is not None else "")
+        + f"; optimizer step {recipe.optimizer_impl.value}"
+        + (f", grad clip {recipe.grad_clip.value}" if recipe.grad_clip is not GradClip.NONE else "")
+        + ("; FP8 parameters" if recipe.fp8_params else "")
+        + ("; FSDP2 copy-in/copy-out kernels" if recipe.stack_kernels.fsdp_copies else "")
+        + (
+            f"; activations of {recipe.activation_offload_layers} blocks offloaded to the host"
+            if recipe.activation_offload_layers
+            else ""
+        ),
+        f"autocast casts each step: {'yes' if recipe.autocast_casts else 'no'}"
+        + (
+            "; FP32 convolutions in TF32 where the GPU has it (cudnn.allow_tf32 default), "
+            "matmuls FP32"
+            if recipe.fp32_conv_tf32
+            else ""
+        ),
+    ]
+    streams = []
+    if int(plan.get("tp", 1)) > 1:
+        streams.append(f"tensor-parallel comm {recipe.tp_comm.describe()}")
+    if int(plan.get("pp", 1)) > 1:
+        streams.append(f"pipeline sends {recipe.pp_send.describe()}")
+    if streams:
+        lines.append("; ".join(streams))
+    if attention:
+        lines.append(f"attention backend {recipe.attention_backend.value}")
+    return lines

@@ -117,6 +117,10 @@ class StepReport:
     baseline_gpus: int = 1
     """GPUs of the speedup baseline: 1, or the smallest count that fits in memory when one GPU
     does not (:func:`perfmodel.pipeline.autobatch.fitting_baseline`)."""
+    speedup_basis: str = ""
+    """What :attr:`speedup` divides by, in words (which scenario, on how many GPUs, and how it
+    differs from this run's recipe; :func:`perfmodel.pipeline.baseline.baseline_basis`);
+    empty where there is no speedup."""
     defaults: tuple[str, ...] = ()
     """Choices made for the user, each with its reason (automatic micro-batch, speedup
     baseline); printed by :meth:`format_table`."""
@@ -129,6 +133,11 @@ class StepReport:
     ``"cast"``, ``"fp8_cast"``, ``"loss"``, ``"fsdp_copy"``...) plus ``"optimizer"``: what a
     Kineto trace's kernel totals are held against. Communication, host waits and idle time are
     :attr:`breakdown`'s; empty where not computed."""
+    mfu_peak_flops: float = 0.0
+    """The peak FLOP/s per device :attr:`mfu` divides by (0.0: not stated)."""
+    mfu_peak_dtype: str = ""
+    """The math that peak is of: the precision's matmul dtype (``bf16``, ``fp8``, ``fp32``...),
+    or ``tf32`` for an FP32 CNN whose convolutions run in TF32 (audit15 item 6)."""
     explanation: StepExplanation | None = field(default=None, compare=False)
     """Where the step goes and what bounded each part (``predict --explain``): the kernel
     classes with their ceilings and sources, the overlap slowdown, exposed communication, host,
@@ -247,6 +256,8 @@ class StepReport:
             "memory_tight": self.memory_tight,
             "model_flops_per_gpu_per_s": self.model_flops_per_gpu_per_s,
             "mfu": self.mfu,
+            "mfu_peak_flops": self.mfu_peak_flops,
+            "mfu_peak_dtype": self.mfu_peak_dtype,
             "num_gpus": self.num_gpus,
             "samples_per_step": self.samples_per_step,
             "fidelity": self.fidelity,
@@ -259,9 +270,18 @@ class StepReport:
             "notes": list(self.notes),
             "printed_notes": list(self.printed_notes),
             "baseline_gpus": self.baseline_gpus,
+            "speedup_basis": self.speedup_basis,
             "defaults": list(self.defaults),
             "kernel_classes": dict(self.kernel_classes),
         }
+
+    def _mfu_denominator(self) -> str:
+        """``" of the bf16 peak, 989 TFLOP/s"``: what :attr:`mfu` divides by, for every
+        precision (an FP8 MFU is against the FP8 peak, an FP32 CNN's against TF32's)."""
+        if self.mfu_peak_flops <= 0:
+            return ""
+        what = f"{self.mfu_peak_dtype} " if self.mfu_peak_dtype else ""
+        return f" of the {what}peak, {_flops_text(self.mfu_peak_flops)}"
 
     def format_kernel_classes(self) -> list[str]:
         """The kernel classes of :attr:`kernel_classes`, largest first, with seconds and their
@@ -299,6 +319,8 @@ class StepReport:
             lines.append(
                 f"speedup         {self.speedup:.2f}x vs {self.baseline_gpus} {dev}{'s' if self.baseline_gpus > 1 else ''}  (scaling efficiency {100 * (self.scaling_efficiency or 0):.0f}%)"
             )
+            if self.speedup_basis:
+                lines.append(f"  against: {self.speedup_basis}")
         lines += [f"default         {d}" for d in self.defaults]
         lines.append(f"breakdown (critical {dev}):")
         rows = [("compute", b.compute_s), ("optimizer", b.optimizer_s)]
@@ -324,7 +346,8 @@ class StepReport:
             )
         )
         lines.append(
-            f"model FLOP/s/{dev} {_flops_text(self.model_flops_per_gpu_per_s)}  (MFU {100 * self.mfu:.1f}%)"
+            f"model FLOP/s/{dev} {_flops_text(self.model_flops_per_gpu_per_s)}  "
+            f"(MFU {100 * self.mfu:.1f}%{self._mfu_denominator()})"
         )
         if dev == "CPU":
             lines.append(

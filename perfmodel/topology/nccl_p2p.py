@@ -364,8 +364,14 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
     return (
         f"note: NCCL {rule['release']}'s P2P level {rule['level']} on this host "
         f"({_HOST_NAMES[rule['host']]} CPU; {where}): GPU pairs {shown} go through host memory "
-        "in every server (--nccl RELEASE states another release; comm --p2p on allows P2P "
-        "between all GPUs)"
+        "in every server ("
+        + (
+            "the release --nccl states, for the collective tuner too"
+            if rule.get("stated")
+            else "no --nccl: the P2P rule's default release; the collective tuner is the GPU "
+            "generation's (predict --explain names it); --nccl RELEASE states one release for both"
+        )
+        + "; comm --p2p on allows P2P between all GPUs)"
         + (
             "; NCCL >= 2.8 joins some of them over NVLink through a third GPU (PATH_NVB), "
             "NVB forwarding not modelled"

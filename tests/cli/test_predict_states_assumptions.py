@@ -1,0 +1,98 @@
+"""``perfmodel predict`` says what it assumed (audit15 item 6): the defaults it took in its
+header, a loud warning for a transformer on the default SGD, which NCCL release each part
+follows, what MFU divides by, and an ``--explain`` recipe of only what runs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from perfmodel.cli import main
+from perfmodel.cli._common import NCCL_RELEASES
+from perfmodel.comm.tuner import NCCL_2_8, NCCL_2_29, tuner_for
+from perfmodel.topology.nccl_p2p import DEFAULT_NCCL_RELEASE
+
+H100_LLAMA = ["predict", "--system", "dgx-h100", "--model", "llama3_8b", "--global-batch", "64",
+              "--precision", "bf16", "--fidelity", "analytic"]  # fmt: skip
+
+
+def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys) -> None:
+    assert main(H100_LLAMA) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("llama3_8b on dgx-h100 x1 node(s), pytorch-ddp (default), bf16, ")
+    assert ", sgd (default), global batch 64" in lines[0]
+    assert lines[1].startswith("WARNING: optimizer sgd is only the default")
+    assert "--optimizer adamw" in lines[1]
+    assert main([*H100_LLAMA, "--optimizer", "adamw", "--software", "fsdp"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ", fsdp, bf16, adamw, global batch 64" in lines[0]
+    assert "(default)" not in lines[0] and "WARNING" not in lines[1]
+
+
+def test_json_keeps_stdout_json_and_warns_on_stderr(capsys) -> None:
+    assert main([*H100_LLAMA, "--json"]) == 0
+    out = capsys.readouterr()
+    assert out.out.lstrip().startswith("{") and "WARNING: optimizer sgd" in out.err
+
+
+def test_no_warning_for_a_cnn_on_default_sgd(capsys) -> None:
+    argv = ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--batch-per-gpu", "32",
+            "--fidelity", "analytic"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "sgd (default)" in out.splitlines()[0] and "WARNING" not in out
+
+
+def test_mfu_names_its_denominator_for_every_precision(capsys) -> None:
+    for precision, dtype in (("bf16", "bf16"), ("fp8", "fp8"), ("fp16", "fp16")):
+        argv = [*H100_LLAMA[:-4], "--precision", precision, "--fidelity", "analytic"]
+        assert main(argv) == 0
+        line = next(ln for ln in capsys.readouterr().out.splitlines() if "(MFU " in ln)
+        m = re.search(rf"MFU ([\d.]+)% of the {dtype} peak, ([\d.]+) TFLOP/s\)", line)
+        assert m, line
+        flops = float(line.split()[2])
+        # printed to 0.1% and 0.1 TFLOP/s
+        assert float(m.group(1)) / 100 == pytest.approx(flops / float(m.group(2)), abs=1.5e-3)
+
+
+def test_one_statement_of_the_nccl_releases(capsys) -> None:
+    """--nccl's help, the P2P note and --explain name the same releases as the code uses."""
+    assert f"P2P level is {DEFAULT_NCCL_RELEASE.major}.{DEFAULT_NCCL_RELEASE.minor}'s" in (
+        NCCL_RELEASES
+    )
+    assert tuner_for(None, "volta") is NCCL_2_8 and tuner_for(None, "hopper") is NCCL_2_29
+    assert f"{NCCL_2_8.release} before Hopper, {NCCL_2_29.release} on Hopper" in NCCL_RELEASES
+    argv = ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--batch-per-gpu", "32",
+            "--fidelity", "analytic", "--explain"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "no --nccl: the P2P rule's default release" in out  # the P2P note
+    assert "NCCL: no --nccl given: the P2P level is 2.27's" in out
+    assert "2.8 before Hopper" in out and "NCCL 2.8 tuner" in out
+    assert main([*argv, "--nccl", "2.21"]) == 0
+    out = capsys.readouterr().out
+    assert "NCCL 2.21 (--nccl): its P2P level and its collective tuner's tables" in out
+    assert "the release --nccl states, for the collective tuner too" in out
+    assert "NCCL 2.29 tuner" in out
+
+
+def _recipe(out: str) -> str:
+    return out.split("training recipe:", 1)[1].split("where the step goes", 1)[0]
+
+
+def test_explain_recipe_of_plain_ddp_lists_only_what_runs(capsys) -> None:
+    argv = ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--batch-per-gpu", "32",
+            "--fidelity", "analytic", "--explain"]  # fmt: skip
+    assert main(argv) == 0
+    recipe = _recipe(capsys.readouterr().out)
+    assert "precision fp32; optimizer sgd" in recipe  # no "(autocast)": nothing is cast
+    for absent in ("param sync", "param gather", "tensor-parallel", "pipeline sends", "attention"):
+        assert absent not in recipe, absent
+    assert "grad reduction (allreduce) overlapped on stream 'dp'" in recipe
+    plan = ["--nodes", "2", "--software", "megatron-core", "--plan", "dp=2,tp=4,pp=2", "--explain"]
+    assert main([*H100_LLAMA, *plan]) == 0
+    recipe = _recipe(capsys.readouterr().out)
+    assert "precision bf16 (half-model)" in recipe and "param sync (allgather)" in recipe
+    assert "tensor-parallel comm" in recipe and "pipeline sends" in recipe
+    assert "attention backend" in recipe
