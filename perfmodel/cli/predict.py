@@ -434,14 +434,14 @@ def explain_lines(sc: Any, report: Any) -> list[str]:
     their ceilings, the overlap slowdown, exposed communication, host, idle and the
     slowest-GPU wait, adding up to the iteration time)."""
     from perfmodel.api import resolve
-    from perfmodel.report.explain import recipe_lines
 
     recipe = resolve(sc).recipe
     lines = []
     if recipe is not None:
         lines.append("training recipe:")
         attention = bool(report.is_sequence_model)
-        lines += [f"  {line}" for line in recipe_lines(recipe, report.plan, attention=attention)]
+        tp, pp = int(report.plan.get("tp", 1)), int(report.plan.get("pp", 1))
+        lines += [f"  {line}" for line in recipe.describe(tp=tp, pp=pp, attention=attention)]
         lines.append(f"  {_nccl_line(sc.nccl)}")
         lines += [f"  source: {src}" for src in recipe.sources]
     if report.explanation is not None:

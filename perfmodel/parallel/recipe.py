@@ -449,17 +449,29 @@ class Recipe:
             dp=self.shard_degree(dp),
         )
 
-    def describe(self) -> list[str]:
-        """Human-readable lines (``predict --explain``)."""
-        return [
-            f"precision {self.precision.value} ({self.amp.value}); optimizer {self.optimizer.value}; "
+    def describe(self, *, tp: int = 1, pp: int = 1, attention: bool = True) -> list[str]:
+        """``predict --explain``'s training-recipe lines: what the run does, leaving out what does
+        not run in it (audit15 item 6). The autocast style is named only under 16-bit or FP8
+        precision (an FP32/TF32 run casts nothing); parameter gathers and the post-step parameter
+        sync only when the model state is sharded (plain DDP has none); tensor-parallel
+        collectives only with ``tp > 1``, pipeline sends only with ``pp > 1``, the attention
+        backend only for a model with attention (``attention``)."""
+        low = self.precision.value not in ("fp32", "tf32")
+        sharded = self.sharding is not Sharding.NONE
+        amp = f" ({self.amp.value})" if low else ""
+        gather = f"param gather {self.gather_bytes}, " if sharded else ""
+        sync = (
+            f"; param sync ({self.param_sync.value}) {self.param_gather.describe()}"
+            if sharded
+            else ""
+        )
+        lines = [
+            f"precision {self.precision.value}{amp}; optimizer {self.optimizer.value}; "
             f"sharding {self.sharding.value}",
             f"bytes/param: weights {self.param_bytes}, grads {self.grad_bytes}, "
-            f"grad reduction {self.grad_reduce_bytes}, param gather {self.gather_bytes}, "
-            f"master copy {self.master_bytes}, optimizer state {self.optimizer_state_bytes} "
-            f"({self.optimizer_dtype.value})",
-            f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}; "
-            f"param sync ({self.param_sync.value}) {self.param_gather.describe()}",
+            f"grad reduction {self.grad_reduce_bytes}, {gather}master copy {self.master_bytes}, "
+            f"optimizer state {self.optimizer_state_bytes} ({self.optimizer_dtype.value})",
+            f"grad reduction ({self.grad_reduce_op.value}) {self.grad_comm.describe()}{sync}",
             f"kernels: {self.fusion.value}"
             + (f"; FP8 recipe {self.fp8.value}" if self.fp8 is not None else "")
             + f"; optimizer step {self.optimizer_impl.value}"
@@ -478,10 +490,17 @@ class Recipe:
                 if self.fp32_conv_tf32
                 else ""
             ),
-            f"tensor-parallel comm {self.tp_comm.describe()}; pipeline sends "
-            f"{self.pp_send.describe()}",
-            f"attention backend {self.attention_backend.value}",
         ]
+        streams = []
+        if tp > 1:
+            streams.append(f"tensor-parallel comm {self.tp_comm.describe()}")
+        if pp > 1:
+            streams.append(f"pipeline sends {self.pp_send.describe()}")
+        if streams:
+            lines.append("; ".join(streams))
+        if attention:
+            lines.append(f"attention backend {self.attention_backend.value}")
+        return lines
 
     def to_dict(self) -> dict[str, object]:
         return {
