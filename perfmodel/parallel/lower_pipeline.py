@@ -18,12 +18,13 @@ stage last emitted) and emits the step in this order, each piece a small method:
 
 Every precision and overlap decision comes from the step's :class:`~perfmodel.parallel.recipe.Recipe`.
 
-The class is read in five modules, each a concept it inherits: this one (the state, the
+The class is read in seven modules, each a concept it inherits: this one (the state, the
 schedule's forward and backward, segments, sends, the host and memory),
 :mod:`~perfmodel.parallel.lower_data_parallel` (data-parallel collectives, gradient reduction,
 parameter gathers, the optimizer tail), :mod:`~perfmodel.parallel.lower_expert_context` (expert
 and context-parallel tasks and notes), and the speed doors
-:mod:`~perfmodel.parallel.lower_shortcuts` and :mod:`~perfmodel.parallel.lower_hidden`.
+:mod:`~perfmodel.parallel.lower_shortcuts`, :mod:`~perfmodel.parallel.lower_periodic`,
+:mod:`~perfmodel.parallel.lower_replay` and :mod:`~perfmodel.parallel.lower_hidden`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from perfmodel.parallel.host_lead import issue_lead, issue_times
 from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
 from perfmodel.parallel.lower_expert_context import ExpertContextEmitters
 from perfmodel.parallel.lower_hidden import GatherPlan, HiddenBackward, HiddenCollectives
+from perfmodel.parallel.lower_periodic import PeriodicSchedules
 from perfmodel.parallel.lower_replay import OperationReplay
 from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
 from perfmodel.parallel.lowering import Chunk, LoweredStep, Segment, StepInputs, expert_grad_share
@@ -52,6 +54,7 @@ from perfmodel.workload.layers import LayerCost
 
 class PipelineLowering(
     LoweringShortcuts,
+    PeriodicSchedules,
     OperationReplay,
     HiddenCollectives,
     DataParallelEmitters,
