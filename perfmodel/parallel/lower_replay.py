@@ -645,21 +645,21 @@ class OperationReplay:
                             deps = (a,)
                         else:
                             deps = (a, d) if a < d else (d, a)
-                    elif k < K - 1:  # sorted({a, f, d}) without the negative ones
+                    elif k < K - 1:  # sorted({a, f, d}), by hand as run_plain_schedule
+                        # sorts them: none is negative (this stage ran the forward, so ``last``
+                        # is set; the forward and the later chunk's backward ended), and d (the
+                        # later backward's output) comes after f (this forward's end)
                         f = f_done[(mb, k)]
-                        if a < 0 or f < 0 or d < 0:
-                            deps = tuple(sorted({x for x in (a, f, d) if x >= 0}))
-                        else:  # by hand, as run_plain_schedule sorts them: d (the later
-                            # backward's output) comes after f (this forward's end)
-                            if a > f:
-                                a, f = f, a
-                            if f > d:
-                                f, d = d, f
-                                assert a < f, "b_out precedes its forward's f_done"
-                            if a == f:
-                                deps = (a,) if f == d else (a, d)
-                            else:
-                                deps = (a, f) if f == d else (a, f, d)
+                        assert a >= 0 and f >= 0 and d >= 0, "a backward before its forward"
+                        if a > f:
+                            a, f = f, a
+                        if f > d:
+                            f, d = d, f
+                            assert a < f, "b_out precedes its forward's f_done"
+                        if a == f:  # one micro-batch a step: the forward was the last task
+                            deps = (a,) if f == d else (a, d)
+                        else:
+                            deps = (a, f) if f == d else (a, f, d)
                     else:  # the last chunk's backward: [last, its forward], as a forward's
                         f = f_done[(mb, k)]
                         if a < 0:

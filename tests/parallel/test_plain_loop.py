@@ -277,6 +277,10 @@ def _chain_ops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         ("fsdp", 1, 2, 1, 4, {}),  # hidden gather runs: chains of runs
         ("torchtitan", 1, 2, 1, 8, {"schedule": "interleaved", "interleave": 2}),
         ("fsdp", 1, 2, 1, 8, {"recompute": "full"}),
+        # one micro-batch a step: a backward's last operation and its forward's end may be
+        # the same task (run_chain_schedule's ``a == f`` dependencies)
+        ("fsdp", 2, 2, 1, 1, {"global_batch": 2}),
+        ("deepspeed-zero3", 1, 4, 1, 1, {"global_batch": 2}),
     ],
 )
 def test_inline_gather_chains_match(
@@ -294,9 +298,9 @@ def test_inline_gather_chains_match(
     ``lower_gather_runs``: the same graph and state (``hidden_merged`` and the reductions'
     ends included), and chains were emitted inline (the comparison is not vacuous)."""
     done = _chain_ops(monkeypatch)
-    sc = gpt_scenario(model_args=GPT, global_batch=128 // nodes, software=software, nodes=nodes,
+    sc = gpt_scenario(model_args=GPT, software=software, nodes=nodes,
                       dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch,
-                      **extra)  # fmt: skip
+                      **{"global_batch": 128 // nodes, **extra})  # fmt: skip
     assert _check(sc, monkeypatch) > 0
     assert done[0] > 0
 
