@@ -79,9 +79,8 @@ Recorded = tuple[
 #: A recorded operation of one operation task on the compute stream waiting on every input
 #: (:meth:`OperationReplay._single`), copied by :meth:`OperationReplay._replay_single`: the
 #: task's mutable twin and class, GPU, seconds, ``then_s``, ``over``, chunk field, the longest
-#: compute counted, whether ``fold_send`` may fold a send into it, and the send's ``(seconds,
-#: CommSpec)`` (``None``: none, or one stage).
-Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, bool, Any]
+#: compute counted, and the send's ``(seconds, CommSpec)`` (``None``: none, or one stage).
+Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, Any]
 
 
 class OperationReplay:
@@ -338,17 +337,17 @@ class OperationReplay:
             return None
         if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
             return None
-        if over is None:
-            twin, cls, foldable = _OpTaskTwin, OpTask, True
-        else:  # fold_send folds into an OverTask once a later segment extended it
-            twin, cls, foldable = _OverTaskTwin, OverTask, len(then) > 1
+        # fold_send folds into an OverTask only once a later segment extended it; one of one
+        # piece refused the recorded operation's send, so its stream's sends are tasks since
+        # (``_send_exact`` never returns to True) and no copy of it reaches a fold
+        twin, cls = (_OpTaskTwin, OpTask) if over is None else (_OverTaskTwin, OverTask)
         send = None
         P = low.P
         if P > 1 and (k < low.K - 1 if fwd else k > 0):
             to, nbytes = ((k + 1) % P, low.chunks[k].out_bytes) if fwd else (
                 (k - 1) % P, low.chunks[k - 1].out_bytes)  # fmt: skip
             send = low.p2p(s, to, nbytes)  # send()'s (computed once per lowering)
-        return twin, cls, dev, dur, then, over, chunk, cmax, foldable, send
+        return twin, cls, dev, dur, then, over, chunk, cmax, send
 
     def _replay_single(
         self,
@@ -367,7 +366,7 @@ class OperationReplay:
         ``run_plain_schedule`` decides it), leaving the state :meth:`replay_op`'s general
         copy leaves."""
         low: Any = self
-        twin, cls, gpu, dur, then, over, chunk, cmax, foldable, send = single
+        twin, cls, gpu, dur, then, over, chunk, cmax, send = single
         b = low.b
         tasks = b.tasks
         tid = len(tasks)
@@ -404,7 +403,8 @@ class OperationReplay:
                 ok = cs[j] >= prev[j]
                 prev[j] = send[0]
                 cs[j] = 0.0
-                if ok and foldable:
+                if ok:
+                    assert over is None or len(then) > 1, "fold into a one-piece OverTask"
                     send_s, spec = send
                     low._send_last[s][j] = tid
                     merged += 1

@@ -146,9 +146,10 @@ def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -
     its folded or unfolded send and the state as the general copy leaves them), the same
     graph and state as the per-operation path. With ``OverTask``s off the recorded forwards
     are several tasks each (compute, TP collective, tail, operation task): the general copy,
-    none inline (and still the same graph). With one block a stage the ``OverTask`` is one
-    piece, into which ``fold_send`` folds no send: the copies' sends are tasks
-    (``_send_task``), as every send on that stream is from the recorded operation's on."""
+    none inline (and still the same graph). In these plans every copied ``OverTask`` is of
+    one piece (``then_s`` of one entry), into which ``fold_send`` folds no send: it refused the
+    recorded operation's, so every later send on that stream, the copies' included, is a task
+    (``_send_task``); no copy reaches a fold (``_replay_single`` asserts so)."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     monkeypatch.setattr(OperationReplay, "OVER_TASKS", over)
@@ -163,7 +164,7 @@ def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -
     for layers, kw in (
         (8, dict(pp=2, dp=1, tp=8, nodes=2)),
         (8, dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2)),
-        (4, dict(pp=4, dp=1, tp=8, nodes=4)),  # one block a stage: an OverTask of one piece
+        (4, dict(pp=4, dp=1, tp=8, nodes=4)),  # one block a stage
     ):
         sc = gpt_scenario(model_args={**GPT, "layers": layers}, global_batch=128,
                           software="megatron-core", **kw)  # fmt: skip
