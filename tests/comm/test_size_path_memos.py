@@ -363,3 +363,20 @@ def test_pricing_reads_holds_every_read_value(monkeypatch: pytest.MonkeyPatch) -
     orig = group_memo.nvls_servers
     monkeypatch.setattr(group_memo, "nvls_servers", lambda links, i: not orig(links, i))
     assert group_memo.pricing_reads(model.links, info) != base, "nvls_servers"
+
+
+def test_shared_reads_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SharedResults._shared_reads`` keeps at most ``PATTERN_MEMO_SIZE`` results (here 3),
+    the oldest dropped first, and every result equals the one with the sharing off."""
+    from perfmodel.comm import group_memo
+
+    topo = load_system("dgx-a100", nodes=2)
+    gpus = set(topo.gpus)
+    groups = [g for g in _groups(topo) if gpus.issuperset(g)]
+    asks = [(op, m, g, "auto") for g in groups for op in OPS for m in SIZES]
+    off = _results(topo, asks, False, monkeypatch)
+    monkeypatch.setattr(group_memo, "PATTERN_MEMO_SIZE", 3)
+    model = CommCostModel(topo)
+    on = [model.collective(op, m, g, algorithm=a) for op, m, g, a in asks]
+    assert on == off
+    assert len(model.shared._shared_reads) == 3
