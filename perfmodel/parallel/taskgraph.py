@@ -336,9 +336,11 @@ HEAD = 2 << 40
 
 
 #: A dependency ``tid + CHAIN + j * SENT`` (:func:`chain_mark`) is on mark ``j`` of
-#: :class:`ChainTask` ``tid``: the end of segment ``j``'s first compute (``j < n``, where the
-#: next gathers are prefetched) or, ``j = n``, of its last gradient reduction. Far above every
-#: ``HEAD + j * SENT`` (analytic graphs only).
+#: :class:`ChainTask` ``tid``: in item order, the end of each segment's first compute and two
+#: per hidden gather run (the ends of its pieces 2 and 4), where the next gathers are
+#: prefetched; the last mark, after them, is the end of its last gradient reduction
+#: (``perfmodel.sim.chains.mark_count``). Far above every ``HEAD + j * SENT`` (analytic
+#: graphs only).
 CHAIN = 1 << 52
 
 
