@@ -543,10 +543,10 @@ class OperationReplay:
                 return False  # lowered as coarse runs
         reducing = not fwd and low.dp_on and low.overlap and (final or low.reduce_every_mb)
         first = low.first_seg_done[s]
-        key = (id(ch), phase, reducing, final, first)
+        key = (id(ch), phase, reducing, first)
         plan = low._gather_ops.get(key, False)
         if plan is False:
-            plan = low._gather_ops[key] = low._gather_plan(s, ch, phase, reducing, final, first)
+            plan = low._gather_ops[key] = low._gather_plan(s, ch, phase, reducing, first)
         if plan is None:
             return False
         chain = low._chain_static(plan, k, ch, phase)
