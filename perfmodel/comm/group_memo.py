@@ -571,8 +571,11 @@ class SharedResults:
         )
         #: id of a representative -> (it, :func:`pricing_reads` of it)
         self._reads_of: dict[int, tuple[GroupInfo, tuple[Any, ...]]] = {}
-        #: (op, bytes, pricing reads, algorithm) -> result (:meth:`_by_reads`)
-        self._shared_reads: dict[tuple[Any, ...], CommResult] = {}
+        #: (op, bytes, pricing reads, algorithm) -> result (:meth:`_by_reads`; bounded as the
+        #: other memos: a plan search prices a few dozen sizes per pattern)
+        self._shared_reads: BoundedMemo[tuple[Any, ...], CommResult] = BoundedMemo(
+            PATTERN_MEMO_SIZE
+        )
 
     def analytic(
         self,
@@ -659,14 +662,17 @@ class SharedResults:
                 self._reads_of.pop(next(iter(self._reads_of)))
             got = self._reads_of[id(rep)] = (rep, pricing_reads(self._groups.links, rep))
         key = (op, m, got[1], algo)
+        shared = self._shared_reads.entries
         try:
-            res = self._shared_reads.get(key)
+            res = shared.get(key)
         except TypeError:  # a value the pricing reads that does not hash
             return None
         if res is None:
             res = self._price(op, m, rep, algo)
             if res.algorithm in BY_GROUP_NUMBERS:
-                self._shared_reads[key] = res
+                if len(shared) >= self._shared_reads.size:
+                    shared.pop(next(iter(shared)))
+                shared[key] = res
         return res
 
     def _by_shape(

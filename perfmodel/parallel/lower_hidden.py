@@ -353,21 +353,23 @@ class HiddenCollectives:
             phase == "B" and self.dp_on and self.overlap and (final_mb or self.reduce_every_mb)
         )
         first = self.first_seg_done[s]
-        key = (id(ch), phase, reducing, final_mb, first)
+        key = (id(ch), phase, reducing, first)  # the last micro-batch's: through ``reducing``
         if key in self._gather_ops:
             hit = self._gather_ops[key]
         else:
-            hit = self._gather_ops[key] = self._gather_plan(s, ch, phase, reducing, final_mb, first)
+            hit = self._gather_ops[key] = self._gather_plan(s, ch, phase, reducing, first)
         if hit is not None and hit[1]:
             self.hidden_merged += 1
         return hit
 
     def _gather_plan(
-        self, s: int, ch: Chunk, phase: str, reducing: bool, final_mb: bool, first: bool
+        self, s: int, ch: Chunk, phase: str, reducing: bool, first: bool
     ) -> GatherPlan | None:
         """The part of :meth:`gather_runs` that depends on the chunk, the phase and the
-        stage's state: per segment (operation order) its compute before and after the TP
-        overlap's adjustment, TP seconds and reduction, and the runs."""
+        stage's state (whether the operation reduces, whether the stage's first segment is
+        done; the last micro-batch matters only through ``reducing``): per segment (operation
+        order) its compute before and after the TP overlap's adjustment, TP seconds and
+        reduction, and the runs."""
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         if len(segs) < 3 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
             return None

@@ -87,7 +87,7 @@ class PipelineLowering(
         self.coarsened = 0  # operations lowered coarse
         self.hidden_merged = 0  # backward operations whose reductions were summarised
         self._hidden_ops: dict[tuple[int, bool], HiddenBackward | None] = {}
-        self._gather_ops: dict[tuple[int, str, bool, bool, bool], GatherPlan | None] = {}
+        self._gather_ops: dict[tuple[int, str, bool, bool], GatherPlan | None] = {}
         self._rows: dict[tuple[object, ...], tuple] = {}  # lower_hidden's segment rows
         self._hidden_seen: dict[tuple[int, bool], tuple] = {}  # lower_hidden._hidden_op
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums

@@ -41,7 +41,8 @@ again the same tasks and state as their calls.
 Kept whole (issue 29): :meth:`OperationReplay.run_chain_schedule` (~190 lines, one loop)
 emits a gather chain per iteration with its dependencies, its task, its folded send and the
 lowering's state inline, as ``run_plain_schedule`` does plain operations: the per-operation
-method it replaced (``chain_op``) and its attribute reads were ~1/4 of an operation's cost.
+method it replaced (``chain_op``) and its attribute reads were ~1/4 of an operation's cost
+(measured: :meth:`OperationReplay.run_chain_schedule`'s docstring).
 """
 
 from __future__ import annotations
@@ -79,9 +80,8 @@ Recorded = tuple[
 #: A recorded operation of one operation task on the compute stream waiting on every input
 #: (:meth:`OperationReplay._single`), copied by :meth:`OperationReplay._replay_single`: the
 #: task's mutable twin and class, GPU, seconds, ``then_s``, ``over``, chunk field, the longest
-#: compute counted, whether ``fold_send`` may fold a send into it, and the send's ``(seconds,
-#: CommSpec)`` (``None``: none, or one stage).
-Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, bool, Any]
+#: compute counted, and the send's ``(seconds, CommSpec)`` (``None``: none, or one stage).
+Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, Any]
 
 
 class OperationReplay:
@@ -338,17 +338,17 @@ class OperationReplay:
             return None
         if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
             return None
-        if over is None:
-            twin, cls, foldable = _OpTaskTwin, OpTask, True
-        else:  # fold_send folds into an OverTask once a later segment extended it
-            twin, cls, foldable = _OverTaskTwin, OverTask, len(then) > 1
+        # fold_send folds into an OverTask only once a later segment extended it; one of one
+        # piece refused the recorded operation's send, so its stream's sends are tasks since
+        # (``_send_exact`` never returns to True) and no copy of it reaches a fold
+        twin, cls = (_OpTaskTwin, OpTask) if over is None else (_OverTaskTwin, OverTask)
         send = None
         P = low.P
         if P > 1 and (k < low.K - 1 if fwd else k > 0):
             to, nbytes = ((k + 1) % P, low.chunks[k].out_bytes) if fwd else (
                 (k - 1) % P, low.chunks[k - 1].out_bytes)  # fmt: skip
             send = low.p2p(s, to, nbytes)  # send()'s (computed once per lowering)
-        return twin, cls, dev, dur, then, over, chunk, cmax, foldable, send
+        return twin, cls, dev, dur, then, over, chunk, cmax, send
 
     def _replay_single(
         self,
@@ -367,7 +367,7 @@ class OperationReplay:
         ``run_plain_schedule`` decides it), leaving the state :meth:`replay_op`'s general
         copy leaves."""
         low: Any = self
-        twin, cls, gpu, dur, then, over, chunk, cmax, foldable, send = single
+        twin, cls, gpu, dur, then, over, chunk, cmax, send = single
         b = low.b
         tasks = b.tasks
         tid = len(tasks)
@@ -404,7 +404,8 @@ class OperationReplay:
                 ok = cs[j] >= prev[j]
                 prev[j] = send[0]
                 cs[j] = 0.0
-                if ok and foldable:
+                if ok:
+                    assert over is None or len(then) > 1, "fold into a one-piece OverTask"
                     send_s, spec = send
                     low._send_last[s][j] = tid
                     merged += 1
@@ -542,10 +543,10 @@ class OperationReplay:
                 return False  # lowered as coarse runs
         reducing = not fwd and low.dp_on and low.overlap and (final or low.reduce_every_mb)
         first = low.first_seg_done[s]
-        key = (id(ch), phase, reducing, final, first)
+        key = (id(ch), phase, reducing, first)
         plan = low._gather_ops.get(key, False)
         if plan is False:
-            plan = low._gather_ops[key] = low._gather_plan(s, ch, phase, reducing, final, first)
+            plan = low._gather_ops[key] = low._gather_plan(s, ch, phase, reducing, first)
         if plan is None:
             return False
         chain = low._chain_static(plan, k, ch, phase)
@@ -574,9 +575,10 @@ class OperationReplay:
         ``backward``. The same tasks in the same order and the same state after each
         operation (``tests/parallel/test_plain_loop.py`` compares with ``run_schedule``'s own
         loop). Written as one loop with the state in locals (wave 14): the per-operation
-        method call, its ~20 attribute reads and its template key's tuple were ~1/3 of the
-        ~3 us an operation cost (6,144 chains in the gather-bound FSDP plan of GPT-3 175B on
-        1024 A100, dp8 tp16 pp8 mb1 interleaved)."""
+        method call, its ~20 attribute reads and its template key's tuple were ~1/4 of the
+        ~2.6 us an operation cost (``run_schedule`` 16.2 -> 12.2 ms over the 6,144 chains of
+        the gather-bound FSDP plan of GPT-3 175B on 1024 A100, dp8 tp16 pp8 mb1 interleaved;
+        min of 7, alternated with the per-operation method, commit 04e6ed3)."""
         low: Any = self
         P, K, ops = low.P, low.K, low.ops
         f_out, b_out, f_done = low.f_out, low.b_out, low.f_done
@@ -645,21 +647,21 @@ class OperationReplay:
                             deps = (a,)
                         else:
                             deps = (a, d) if a < d else (d, a)
-                    elif k < K - 1:  # sorted({a, f, d}) without the negative ones
+                    elif k < K - 1:  # sorted({a, f, d}), by hand as run_plain_schedule
+                        # sorts them: none is negative (this stage ran the forward, so ``last``
+                        # is set; the forward and the later chunk's backward ended), and d (the
+                        # later backward's output) comes after f (this forward's end)
                         f = f_done[(mb, k)]
-                        if a < 0 or f < 0 or d < 0:
-                            deps = tuple(sorted({x for x in (a, f, d) if x >= 0}))
-                        else:  # by hand, as run_plain_schedule sorts them: d (the later
-                            # backward's output) comes after f (this forward's end)
-                            if a > f:
-                                a, f = f, a
-                            if f > d:
-                                f, d = d, f
-                                assert a < f, "b_out precedes its forward's f_done"
-                            if a == f:
-                                deps = (a,) if f == d else (a, d)
-                            else:
-                                deps = (a, f) if f == d else (a, f, d)
+                        assert a >= 0 and f >= 0 and d >= 0, "a backward before its forward"
+                        if a > f:
+                            a, f = f, a
+                        if f > d:
+                            f, d = d, f
+                            assert a < f, "b_out precedes its forward's f_done"
+                        if a == f:  # one micro-batch a step: the forward was the last task
+                            deps = (a,) if f == d else (a, d)
+                        else:
+                            deps = (a, f) if f == d else (a, f, d)
                     else:  # the last chunk's backward: [last, its forward], as a forward's
                         f = f_done[(mb, k)]
                         if a < 0:

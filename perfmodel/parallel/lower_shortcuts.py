@@ -613,9 +613,9 @@ class LoweringShortcuts:
         a task, waiting on the previous send as the stream made it wait, and so is every later
         send on that stream (tasks occupy the stream themselves).
 
-        The rule is mirrored inline in :meth:`run_plain_schedule` and
-        ``OperationReplay.run_chain_schedule`` (decided before the task is made);
-        ``tests/parallel/test_plain_loop.py`` compares."""
+        The rule is mirrored inline in :meth:`run_plain_schedule`,
+        ``OperationReplay._replay_single`` and ``OperationReplay.run_chain_schedule`` (decided
+        before the task is made); ``tests/parallel/test_plain_loop.py`` compares."""
         i = 0 if stream == "send_fwd" else 1
         exact = self._send_exact[s]
         if not exact[i]:

@@ -336,9 +336,11 @@ HEAD = 2 << 40
 
 
 #: A dependency ``tid + CHAIN + j * SENT`` (:func:`chain_mark`) is on mark ``j`` of
-#: :class:`ChainTask` ``tid``: the end of segment ``j``'s first compute (``j < n``, where the
-#: next gathers are prefetched) or, ``j = n``, of its last gradient reduction. Far above every
-#: ``HEAD + j * SENT`` (analytic graphs only).
+#: :class:`ChainTask` ``tid``: in item order, the end of each segment's first compute and two
+#: per hidden gather run (the ends of its pieces 2 and 4), where the next gathers are
+#: prefetched; the last mark, after them, is the end of its last gradient reduction
+#: (``perfmodel.sim.chains.mark_count``). Far above every ``HEAD + j * SENT`` (analytic
+#: graphs only).
 CHAIN = 1 << 52
 
 
@@ -492,8 +494,9 @@ class GraphBuilder:
         more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet);
         with ``over`` too, an :class:`OverTask` (:meth:`add_over`).
         The stores and the dependency cleaning are mirrored inline in
-        ``LoweringShortcuts.run_plain_schedule``; ``tests/parallel/test_plain_loop.py``
-        compares."""
+        ``LoweringShortcuts.run_plain_schedule`` and ``OperationReplay._replay_single`` (and,
+        for :meth:`add_chain`'s, in ``OperationReplay.run_chain_schedule``);
+        ``tests/parallel/test_plain_loop.py`` compares."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
         tasks = self.tasks

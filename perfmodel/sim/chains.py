@@ -11,10 +11,22 @@ floating-point operations, so every time is bit for bit theirs:
   :func:`chain_rows`); :func:`_chain_runs`: the general recurrence (hidden gather runs, a
   ``then_s`` of more than one piece), a row per item;
 * :func:`_encoded_end`, :func:`_anchors`, :func:`_anchor_end`: the ends encoded dependencies
-  stand for (a chain's marks, an operation task's pieces), as the list schedule reads them.
+  stand for (a chain's marks, an operation task's pieces), as the list schedule reads them;
+  :func:`mark_count`, a chain's marks.
 
 :data:`ChainEntry` is what the list schedule keeps per chain (``Timeline.chains``); the
 breakdown reads rows through :func:`chain_rows`, marks through :func:`chain_marks`.
+
+The flat chains' recurrence (``g_i = max(g free, h_{i-2}) + G_i``, ``cs_i = max(e_{i-1},
+g_i's end)``, ``h_i = cs_i + C_i``, ``e_i = h_i + T_i``, ``r_i = max(r free, e_i) + R_i``) is
+written five times, each with the same operations on the same values so that every time is
+bit for bit the same (kept apart for speed: each is a hot loop over ~37,000 segments of the
+gather-bound GPT-3 175B FSDP plan): :func:`_chain`'s two loops (reducing or not: the marks),
+:func:`chain_rows` (the rows, from the marks and the five start values), and
+``perfmodel.report.step_breakdown``'s ``_flat_events`` (the breakdown's events) and
+``_flat_split`` (the same with the compute stream as transitions). A change to it goes in
+all five; ``tests/sim/test_lazy_chain_rows.py`` compares them with :func:`_chain_runs`'
+general recurrence.
 """
 
 from __future__ import annotations
@@ -33,8 +45,9 @@ from perfmodel.parallel.taskgraph import (
 )
 
 #: What the list schedule keeps of one gather chain (``Timeline.chains``): one list, its marks
-#: (:data:`~perfmodel.parallel.taskgraph.CHAIN`; ``entry[j]`` is mark ``j``, ``j <= n``, ``n``
-#: the item count) followed by, for a chain of
+#: (:data:`~perfmodel.parallel.taskgraph.CHAIN`; ``entry[j]`` is mark ``j`` for ``j <= m``,
+#: ``m`` = :func:`mark_count` less one: one mark per segment, two per hidden gather run, then
+#: mark ``m``, the last reduction's end) followed by, for a chain of
 #: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`), the five
 #: values its recurrence started from (``s``: when its compute stream and dependencies let it
 #: start; the gather and reduction streams' free times; anchor two, anchor one), from which
@@ -44,7 +57,10 @@ from perfmodel.parallel.taskgraph import (
 #: per chain (~6,000 per list schedule of GPT-3 175B FSDP dp8 tp16 pp8 interleaved, each one
 #: the young collection walks; three before wave 14). Read rows through :func:`chain_rows` /
 #: ``Timeline.chain_rows``, marks through :func:`chain_marks` (the last item tells the two
-#: kinds apart: rows are a list, a start value a float).
+#: kinds apart: rows are a list, a start value a float). The list schedule reads a mark by its
+#: index unchecked (:func:`_encoded_end`, the anchors): an index past the marks would read a
+#: start value or the rows (``tests/sim/test_lazy_chain_rows.py`` checks every encoded index
+#: of the tested graphs is a mark).
 ChainEntry = list[Any]
 
 #: ``divmod(x, SENT)`` of an encoded dependency less its base (``CHAIN``, ``HEAD``) is ``(x >>
@@ -159,12 +175,21 @@ def _chain(
     return (s if s >= ge else ge), ce
 
 
+def mark_count(static: ChainStatic) -> int:
+    """The marks of a chain of ``static``: one per segment (its first compute's end), two per
+    hidden gather run (the ends of its pieces 2 and 4, :func:`_chain_runs`), and the last
+    reduction's end after them."""
+    items = static.items
+    return len(items) + sum(type(it) is not ChainSegment for it in items) + 1
+
+
 def chain_marks(static: ChainStatic, entry: ChainEntry) -> list[float]:
-    """The marks of a chain whose ``entry`` ``_list_schedule`` recorded (``Timeline.chains``):
-    mark ``j`` is ``entry[j]``, for ``j`` up to the number of marks the chain's items give
-    (one per segment, two per hidden gather run) and the last reduction's end after them."""
-    rows = type(entry[-1]) is list  # its rows last; or the five values it started from
-    return entry[: len(entry) - (1 if rows else 5)]
+    """The marks of a chain of ``static`` whose ``entry`` ``_list_schedule`` recorded
+    (``Timeline.chains``): mark ``j`` is ``entry[j]``, ``j < mark_count(static)``."""
+    n = mark_count(static)
+    # after the marks: the rows (one list) or the five values the recurrence started from
+    assert len(entry) == n + (1 if type(entry[-1]) is list else 5), "entry of another chain"
+    return entry[:n]
 
 
 def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:

@@ -13,6 +13,7 @@ every time."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import random
 import tempfile
@@ -311,3 +312,71 @@ def test_rings_of_two_local_ids_share_only_equal_numbers(
     assert got[True][:2] == got[False][:2]
     assert got[True][2] == (len(sizes) if slow else 0)
     assert (got[True][1] == got[True][0][1:]) is (not slow)  # equal numbers, equal results
+
+
+def _other(v: Any) -> Any:
+    """A value of ``v``'s kind that differs from it (the next enum member, a field of a
+    dataclass changed, a key added to a dict)."""
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, enum.Enum):
+        return next(x for x in type(v) if x is not v)
+    if isinstance(v, int):
+        return v + 1
+    if isinstance(v, float):
+        return 2.0 * v if math.isfinite(v) and v else 1.0
+    if isinstance(v, str):
+        return v + "-other"
+    if isinstance(v, dict):
+        return {**v, "probe": 1.0}
+    if dataclasses.is_dataclass(v):
+        f = dataclasses.fields(v)[0].name
+        return dataclasses.replace(v, **{f: _other(getattr(v, f))})  # type: ignore[type-var]
+    assert v is None, v
+    return 0
+
+
+def test_pricing_reads_holds_every_read_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pricing_reads`` changes when any one value the pricing reads changes: each
+    ``_PATTERN_FIELDS`` number, the member count, a part's size, the channel count, whether
+    there are GPUs and ``nvls_servers`` (two DGX H100, every GPU). A list that omitted one
+    would let two analyses that price differently share their results."""
+    from perfmodel.comm import group_memo
+
+    topo = load_system("dgx-h100", nodes=2)
+    model = CommCostModel(topo)
+    info = model.group_info(topo.gpus)
+    base = group_memo.pricing_reads(model.links, info)
+    assert len(info.parts) == 2 and len(info.channels) > 1 and info.gpus
+    # the fields that name no node, listed here apart from _PATTERN_FIELDS
+    nodes = {"members", "gpus", "cpus", "parts", "channels"}
+    numbers = [f.name for f in dataclasses.fields(info) if f.name not in nodes]
+    changed = {
+        **{f: {f: _other(getattr(info, f))} for f in numbers},
+        "n": {"members": info.members[:-1]},
+        "parts": {"parts": (info.parts[0][:-1], *info.parts[1:])},
+        "channels": {"channels": tuple(info.channels)[:-1]},
+        "gpus": {"gpus": ()},
+    }
+    for what, kw in changed.items():
+        assert group_memo.pricing_reads(model.links, dataclasses.replace(info, **kw)) != base, what
+    orig = group_memo.nvls_servers
+    monkeypatch.setattr(group_memo, "nvls_servers", lambda links, i: not orig(links, i))
+    assert group_memo.pricing_reads(model.links, info) != base, "nvls_servers"
+
+
+def test_shared_reads_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SharedResults._shared_reads`` keeps at most ``PATTERN_MEMO_SIZE`` results (here 3),
+    the oldest dropped first, and every result equals the one with the sharing off."""
+    from perfmodel.comm import group_memo
+
+    topo = load_system("dgx-a100", nodes=2)
+    gpus = set(topo.gpus)
+    groups = [g for g in _groups(topo) if gpus.issuperset(g)]
+    asks = [(op, m, g, "auto") for g in groups for op in OPS for m in SIZES]
+    off = _results(topo, asks, False, monkeypatch)
+    monkeypatch.setattr(group_memo, "PATTERN_MEMO_SIZE", 3)
+    model = CommCostModel(topo)
+    on = [model.collective(op, m, g, algorithm=a) for op, m, g, a in asks]
+    assert on == off
+    assert len(model.shared._shared_reads) == 3

@@ -146,9 +146,10 @@ def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -
     its folded or unfolded send and the state as the general copy leaves them), the same
     graph and state as the per-operation path. With ``OverTask``s off the recorded forwards
     are several tasks each (compute, TP collective, tail, operation task): the general copy,
-    none inline (and still the same graph). With one block a stage the ``OverTask`` is one
-    piece, into which ``fold_send`` folds no send: the copies' sends are tasks
-    (``_send_task``), as every send on that stream is from the recorded operation's on."""
+    none inline (and still the same graph). In these plans every copied ``OverTask`` is of
+    one piece (``then_s`` of one entry), into which ``fold_send`` folds no send: it refused the
+    recorded operation's, so every later send on that stream, the copies' included, is a task
+    (``_send_task``); no copy reaches a fold (``_replay_single`` asserts so)."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     monkeypatch.setattr(OperationReplay, "OVER_TASKS", over)
@@ -163,7 +164,7 @@ def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -
     for layers, kw in (
         (8, dict(pp=2, dp=1, tp=8, nodes=2)),
         (8, dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2)),
-        (4, dict(pp=4, dp=1, tp=8, nodes=4)),  # one block a stage: an OverTask of one piece
+        (4, dict(pp=4, dp=1, tp=8, nodes=4)),  # one block a stage
     ):
         sc = gpt_scenario(model_args={**GPT, "layers": layers}, global_batch=128,
                           software="megatron-core", **kw)  # fmt: skip
@@ -277,6 +278,10 @@ def _chain_ops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         ("fsdp", 1, 2, 1, 4, {}),  # hidden gather runs: chains of runs
         ("torchtitan", 1, 2, 1, 8, {"schedule": "interleaved", "interleave": 2}),
         ("fsdp", 1, 2, 1, 8, {"recompute": "full"}),
+        # one micro-batch a step: a backward's last operation and its forward's end may be
+        # the same task (run_chain_schedule's ``a == f`` dependencies)
+        ("fsdp", 2, 2, 1, 1, {"global_batch": 2}),
+        ("deepspeed-zero3", 1, 4, 1, 1, {"global_batch": 2}),
     ],
 )
 def test_inline_gather_chains_match(
@@ -294,9 +299,9 @@ def test_inline_gather_chains_match(
     ``lower_gather_runs``: the same graph and state (``hidden_merged`` and the reductions'
     ends included), and chains were emitted inline (the comparison is not vacuous)."""
     done = _chain_ops(monkeypatch)
-    sc = gpt_scenario(model_args=GPT, global_batch=128 // nodes, software=software, nodes=nodes,
+    sc = gpt_scenario(model_args=GPT, software=software, nodes=nodes,
                       dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch,
-                      **extra)  # fmt: skip
+                      **{"global_batch": 128 // nodes, **extra})  # fmt: skip
     assert _check(sc, monkeypatch) > 0
     assert done[0] > 0
 

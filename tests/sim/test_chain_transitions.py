@@ -163,6 +163,41 @@ def test_transitions_out_of_order_fall_back_to_every_event(
     assert got["compute"] == pytest.approx(1.5 + 1.0)
 
 
+def test_tp_piece_out_of_order_falls_back_to_every_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A segment whose first compute is negative (``h < cs``: no compute event) but whose TP
+    piece is not (``e > h``) puts that piece before the previous segment's end (``h_1 = cs_1 +
+    C_1 < e_0 = cs_1``): ``_flat_split``'s check of the TP-only branch refuses
+    (``_Unordered``) and ``_class_seconds`` sweeps every event, as the events say."""
+    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
+    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
+    segs = (
+        ChainSegment(1.0, 1.0, (0.25,), 0.5, g_spec.group, r_spec.group),
+        ChainSegment(0.1, -0.5, (0.25,), 0.5, g_spec.group, r_spec.group),
+        ChainSegment(0.1, 1.0, (0.25,), 0.5, g_spec.group, r_spec.group),
+    )
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    assert static.flat is not None
+    b = GraphBuilder()
+    c = b.add_chain("g0", [], "F0", 0, 0, (static, -1, -1))
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c])
+    tl = _list_schedule(b.build())
+    rows = tl.chain_rows(c)
+    # segment 1: its compute [2.25, 1.75] negative, its TP piece [1.75, 2.0] before e_0 = 2.25
+    assert rows[1][3] < rows[1][2] and rows[1][3] < rows[1][4] and rows[1][3] < rows[0][4]
+    with pytest.raises(sb._Unordered):
+        sb._class_events(tl, "g0", [], [])
+    swept: list[bool] = []
+    real = sb._sweep_split
+    monkeypatch.setattr(sb, "_sweep_split", lambda *a: swept.append(True) or real(*a))
+    T = tl.makespan_s
+    got = sb._class_seconds(tl, "g0", 0.0, T)
+    assert not swept and list(got.items()) == _events_sweep(tl, "g0", 0.0, T)
+
+
 def test_hand_computed_transitions() -> None:
     """Three one-piece segments on g0 after a 1 s compute (the hand-computed chain of
     ``test_gather_chains``: gathers [0, 2], [2, 2.5], [3, 3.5]; computes [2, 3] + TP [3,

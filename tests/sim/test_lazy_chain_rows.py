@@ -25,6 +25,8 @@ import perfmodel.sim.engine as engine
 from perfmodel.api import Scenario, predict
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.taskgraph import (
+    CHAIN,
+    SENT,
     ChainSegment,
     ChainStatic,
     ChainTask,
@@ -174,6 +176,37 @@ def test_small_plans_lazy_equal_eager(
     graphs = _graphs(sc, monkeypatch)
     assert graphs
     assert (sum(_assert_lazy_is_eager(g, monkeypatch) for g in graphs) > 0) == flat
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "nodes", "microbatch", "runs"),
+    [(2, 2, 2, 1, False), (1, 2, 1, 4, True)],  # gather-bound; hidden gather runs
+)
+def test_every_encoded_mark_is_a_mark(
+    monkeypatch: pytest.MonkeyPatch, tp: int, pp: int, nodes: int, microbatch: int, runs: bool
+) -> None:
+    """Every mark index a dependency or a chain's anchor encodes (``chain_mark``) is below the
+    chain's mark count (``sim.chains.chain_marks``, ``mark_count``: one per segment, two per
+    hidden gather run, the last reduction's end): the list schedule reads it unchecked, and an
+    index past the marks would read a start value. In the plan of hidden gather runs some
+    index is past one mark per item and the last reduction's (a run's second mark)."""
+    sc = gpt_scenario(model_args=GPT, global_batch=64 * nodes, software="fsdp", nodes=nodes,
+                      dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch)  # fmt: skip
+    read = past_items = 0
+    for g in _graphs(sc, monkeypatch):
+        tl = _list_schedule(g)
+        for t in g.tasks:
+            encoded = [*t.deps, *(t.chain[1:] if type(t) is ChainTask else ())]
+            for d in encoded:
+                if d < CHAIN:
+                    continue
+                j, tid = divmod(d - CHAIN, SENT)
+                static = g.tasks[tid].chain[0]  # type: ignore[attr-defined]
+                assert j < len(tl.chain_marks(tid)) == sim_chains.mark_count(static)
+                read += 1
+                past_items += j > len(static.items)  # past a mark per item and the last
+    assert read > 0
+    assert past_items > 0 or not runs
 
 
 def test_gpt3_fsdp_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> None:
