@@ -272,9 +272,8 @@ def with_nccl_p2p_rule(
                         g.nodes[n]["p2p_denied"] = left
                     else:
                         del g.nodes[n]["p2p_denied"]
-    base = dataclasses.replace(
-        topo, graph=g, meta=dict(topo.meta), pattern=topo._pattern_on(g)
-    )  # the stale pairs are stripped alike in every server (by local id)
+    # the stale pairs are stripped alike in every server (by local id)
+    base = dataclasses.replace(topo._on_own_copy(g) if stale else topo, meta=dict(topo.meta))
     if host is None:
         host = HostCpu.of(base)
         if host is HostCpu.UNKNOWN and isinstance(previous, dict):
