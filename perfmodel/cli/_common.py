@@ -139,11 +139,12 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
     g.add_argument(
         "--intra-node", help="custom systems: pcie3|pcie4|pcie5|nvlink1..nvlink5|nvswitch-v1..v4"
     )
-    g.add_argument(
+    nccl = g.add_argument(
         "--nccl",
         metavar="RELEASE",
-        help=f"NCCL release the job runs (e.g. 2.7, 2.18.3): {NCCL_RELEASES}",
+        help="NCCL release the job runs (e.g. 2.7, 2.18.3): %(nccl_releases)s",
     )
+    nccl.nccl_releases = _HelpWhenShown(nccl_releases)  # type: ignore[attr-defined]
     g.add_argument(
         "--nccl-env",
         action="append",
@@ -240,16 +241,56 @@ PRECISIONS = tuple(p.value for p in Precision)
 FP8_RECIPES = ("te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "mxfp8")
 #: ``--optimizer``: :class:`perfmodel.workload.memory.Optimizer`.
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
-#: Which NCCL release each part of the model follows, stated once for ``--nccl``'s help, the
-#: P2P note (:mod:`perfmodel.topology.nccl_p2p`) and ``--explain`` (audit15 item 6): the P2P
-#: rule's default release (:data:`perfmodel.topology.nccl_p2p.DEFAULT_NCCL_RELEASE`) and the
-#: tuner table of the GPU's generation (:func:`perfmodel.comm.tuner.tuner_for`).
-NCCL_RELEASES = (
-    "a stated release sets both the P2P level and the collective tuner's tables; without "
-    "--nccl the P2P level is 2.27's (P2P only through PCIe switches, except AMD hosts with "
-    "<= 2 GPUs) and the tuner is the GPU generation's (2.8 before Hopper, 2.29 on Hopper and "
-    "Blackwell; --explain names it)"
-)
+
+
+def nccl_default_releases() -> tuple[str, str]:
+    """Which NCCL release each part of the model follows where ``--nccl`` states none, formatted
+    from the constants the code uses (rev15b item 12; audit15 item 6): the P2P rule's default
+    release (:data:`perfmodel.topology.nccl_p2p.DEFAULT_NCCL_RELEASE`), and the collective
+    tuner's table per GPU generation (:data:`perfmodel.comm.tuner.DEFAULT_TUNER_EARLIER` before
+    the first of :data:`~perfmodel.comm.tuner.MODERN_ARCHITECTURES`,
+    :data:`~perfmodel.comm.tuner.DEFAULT_TUNER_MODERN` on them): ``("2.27", "2.8 before Hopper,
+    2.29 on Hopper and Blackwell")``. Imported when asked (help printed, ``--explain``), not
+    when the parser is built (cold start, issue 14)."""
+    from perfmodel.comm.tuner import (
+        COMPUTE_CAPABILITY,
+        DEFAULT_TUNER_EARLIER,
+        DEFAULT_TUNER_MODERN,
+        MODERN_ARCHITECTURES,
+    )
+    from perfmodel.topology.nccl_p2p import DEFAULT_NCCL_RELEASE
+
+    modern = [a.capitalize() for a in sorted(MODERN_ARCHITECTURES, key=COMPUTE_CAPABILITY.get)]
+    tuner = (
+        f"{DEFAULT_TUNER_EARLIER.release} before {modern[0]}, "
+        f"{DEFAULT_TUNER_MODERN.release} on {' and '.join(modern)}"
+    )
+    return str(DEFAULT_NCCL_RELEASE), tuner
+
+
+def nccl_releases() -> str:
+    """``--nccl``'s help: which release each part of the model follows, stated or not
+    (:func:`nccl_default_releases`; the P2P note, :mod:`perfmodel.topology.nccl_p2p`, and
+    ``predict --explain`` say the same)."""
+    p2p, tuner = nccl_default_releases()
+    return (
+        "a stated release sets both the P2P level and the collective tuner's tables; without "
+        f"--nccl the P2P level is {p2p}'s (P2P only through PCIe switches, except AMD hosts with "
+        f"<= 2 GPUs) and the tuner is the GPU generation's ({tuner}; --explain names it)"
+    )
+
+
+class _HelpWhenShown:
+    """A help parameter formatted when argparse prints the help (its ``%(name)s`` expansion
+    calls ``str``), so building the parser imports nothing for it."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text()
+
+
 #: ``--recompute``: :class:`perfmodel.workload.memory.Recompute`.
 RECOMPUTE = ("none", "selective", "full")
 #: ``--fidelity``: :class:`perfmodel.scenario_parse.Fidelity`.

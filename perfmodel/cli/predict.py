@@ -453,13 +453,15 @@ def explain_lines(sc: Any, report: Any) -> list[str]:
 
 def _nccl_line(stated: str | None) -> str:
     """``--explain``'s NCCL line: which release the P2P level and the collective tuner follow
-    (the statement of :data:`perfmodel.cli._common.NCCL_RELEASES`, for this run)."""
+    (the statement of :func:`perfmodel.cli._common.nccl_releases`, for this run)."""
     if stated:
         return f"NCCL {stated} (--nccl): its P2P level and its collective tuner's tables"
+    from perfmodel.cli._common import nccl_default_releases
+
+    p2p, tuner = nccl_default_releases()
     return (
-        "NCCL: no --nccl given: the P2P level is 2.27's (the P2P rule's default release), the "
-        "collective tuner the GPU generation's (2.8 before Hopper, 2.29 on Hopper and "
-        "Blackwell; the comm rows below name it)"
+        f"NCCL: no --nccl given: the P2P level is {p2p}'s (the P2P rule's default release), the "
+        f"collective tuner the GPU generation's ({tuner}; the comm rows below name it)"
     )
 
 

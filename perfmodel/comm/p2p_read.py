@@ -69,7 +69,12 @@ from typing import Any
 
 from perfmodel._enum import ParsedEnum
 from perfmodel.comm.params import Protocol
-from perfmodel.comm.tuner import NCCL_2_29, tuner_for
+from perfmodel.comm.tuner import (
+    DEFAULT_RELEASE_EARLIER,
+    DEFAULT_RELEASE_MODERN,
+    DEFAULT_TUNER_MODERN,
+    tuner_for,
+)
 from perfmodel.ops import CollectiveOp
 
 #: CUDA compute capability of NCCL's P2P read mode (``paths.cc``: ``cudaCompCap == 80``).
@@ -146,7 +151,8 @@ def priced_release(release: tuple[int, int] | None, arch: str) -> tuple[int, int
     """
     if release is not None:
         return (int(release[0]), int(release[1]))
-    return (2, 29) if tuner_for(None, arch) is NCCL_2_29 else (2, 8)
+    modern = tuner_for(None, arch) is DEFAULT_TUNER_MODERN
+    return DEFAULT_RELEASE_MODERN if modern else DEFAULT_RELEASE_EARLIER
 
 
 def p2p_path(

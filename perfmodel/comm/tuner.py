@@ -339,6 +339,22 @@ MODERN_FROM = (2, 18)
 MODERN_ARCHITECTURES = frozenset({"hopper", "blackwell"})
 
 
+def _release_pair(series: str) -> tuple[int, int]:
+    """``"2.29"`` -> ``(2, 29)``."""
+    major, minor = series.split(".")
+    return int(major), int(minor)
+
+
+#: The tuner table a job follows where no release is stated (``--nccl``): that of the era of
+#: its GPU generation, :data:`NCCL_2_29` on :data:`MODERN_ARCHITECTURES`, :data:`NCCL_2_8`
+#: before them (:func:`tuner_for`). The ``--nccl`` help and ``predict --explain`` format these.
+DEFAULT_TUNER_MODERN = NCCL_2_29
+DEFAULT_TUNER_EARLIER = NCCL_2_8
+#: Their releases as ``(major, minor)``: what the LL128 rules assume where none is stated.
+DEFAULT_RELEASE_MODERN = _release_pair(DEFAULT_TUNER_MODERN.release)
+DEFAULT_RELEASE_EARLIER = _release_pair(DEFAULT_TUNER_EARLIER.release)
+
+
 def tuner_for(release: tuple[int, int] | None, arch: str) -> NcclTuner:
     """The tuner table of a stated ``release`` (``(major, minor)``), else of ``arch``'s era.
 
@@ -350,7 +366,7 @@ def tuner_for(release: tuple[int, int] | None, arch: str) -> NcclTuner:
     ('2.29', '2.8')
     """
     if release is None:
-        return NCCL_2_29 if arch in MODERN_ARCHITECTURES else NCCL_2_8
+        return DEFAULT_TUNER_MODERN if arch in MODERN_ARCHITECTURES else DEFAULT_TUNER_EARLIER
     release = tuple(release)
     if release < MODERN_FROM:
         return NCCL_2_8
@@ -466,7 +482,9 @@ def ll128_rule(release: tuple[int, int] | None, arch: str) -> Ll128Rule | None:
     True
     """
     if release is None:
-        release = (2, 29) if arch in MODERN_ARCHITECTURES else (2, 8)
+        release = (
+            DEFAULT_RELEASE_MODERN if arch in MODERN_ARCHITECTURES else DEFAULT_RELEASE_EARLIER
+        )
     found = None
     for r in _ll128_rules():
         if tuple(release) >= r.first:
@@ -509,7 +527,9 @@ def ll128_enabled(
     [False, True]
     """
     if release is None:
-        release = (2, 29) if arch in MODERN_ARCHITECTURES else (2, 8)
+        release = (
+            DEFAULT_RELEASE_MODERN if arch in MODERN_ARCHITECTURES else DEFAULT_RELEASE_EARLIER
+        )
     rule = ll128_rule(release, arch)
     if rule is None or not intra_nvlink:
         return False

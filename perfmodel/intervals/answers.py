@@ -128,34 +128,80 @@ def step_interval(
     - a plan that does not fit in memory has no range (the step it times cannot run): every
       ``low`` / ``high`` is ``None`` and the warning says why (:data:`NO_FIT`);
     - no step runs its model FLOPs faster than the peak its MFU is measured against: the fast
-      end stops at MFU 100 % (:func:`peak_capped`), and the interval says so."""
+      end stops at MFU 100 % of a datasheet peak, at a calibrated (fitted) peak plus two of its
+      standard errors (:func:`peak_capped`, :func:`peak_uncertainty`), and the interval says so."""
     iv = interval(_features_of(report, scenario), Quantity.STEP, index or record_index(), level)
     d = report.to_dict() if hasattr(report, "to_dict") else report
     if d.get("fits_in_memory") is False:
         none: dict[str, float | None] = dict.fromkeys((*SPEED_FIELDS, *TIME_FIELDS))
         return StepInterval(replace(iv, warning=NO_FIT), none, dict(none))
-    return _step_values(peak_capped(iv, d.get("mfu")), d)
+    return _step_values(peak_capped(iv, d.get("mfu"), peak_uncertainty(d)), d)
 
 
 #: The warning of a plan that does not fit in memory (its step has no range).
 NO_FIT = "the plan does not fit in memory: a run that cannot happen has no range"
 
 
-def peak_capped(iv: ResidualInterval, mfu: float | None) -> ResidualInterval:
+#: How many of its standard errors a calibrated peak may sit below the true peak before the
+#: cap binds: the two-sided 95 % normal quantile (1.96), rounded to 2. A fitted peak
+#: (``fits["gemm.<dtype>"].values["peak_flops"]``, :func:`perfmodel.calibration.profile.
+#: synthesize_spec`) is an estimate, not a bound: a step may run its model FLOPs somewhat faster.
+PEAK_STDERRS = 2.0
+
+
+def peak_capped(
+    iv: ResidualInterval, mfu: float | None, peak_rel_stderr: float | None = 0.0
+) -> ResidualInterval:
     """``iv`` with its fast end at most the peak FLOP rate: a speed residual ``r`` puts the true
-    MFU at ``mfu * exp(-r)``, which cannot exceed 1 (the model FLOPs of a step, recomputation
-    not counted, are at most the FLOPs the GPUs run, at most their peak), so
-    ``r_lo >= log(mfu)``. ``iv`` itself where the bound does not cut (or the report has no
-    MFU). MFU is against the peak of the step's precision (:mod:`perfmodel.report.step`)."""
-    if mfu is None or not (0 < mfu < 1) or iv.r_lo >= math.log(mfu):
+    MFU at ``mfu * exp(-r)``, which cannot exceed ``bound`` (the model FLOPs of a step,
+    recomputation not counted, are at most the FLOPs the GPUs run, at most their peak), so
+    ``r_lo >= log(mfu / bound)``. MFU is against the peak of the step's precision
+    (:mod:`perfmodel.report.step`).
+
+    ``peak_rel_stderr`` says what that peak is: ``0.0`` a datasheet figure, ``bound = 1``
+    (MFU 100 %); a positive relative standard error a calibrated (fitted) peak, ``bound = 1 +``
+    :data:`PEAK_STDERRS` ``* peak_rel_stderr`` (the fitted peak plus two of its standard
+    errors), worded as such; ``None`` a peak with no stated uncertainty (the best measured
+    rate, not a fit): no cap. ``iv`` itself where the bound does not cut (or the report has no
+    MFU)."""
+    if peak_rel_stderr is None or not math.isfinite(peak_rel_stderr) or peak_rel_stderr < 0:
         return iv
-    r_lo = min(math.log(mfu), iv.r_hi)
-    return replace(
-        iv,
-        r_lo=r_lo,
-        capped=f"the fast end is capped at MFU 100% (was {100 * mfu * math.exp(-iv.r_lo):.1f}%: "
-        "no step runs its model FLOPs faster than the peak)",
-    )
+    bound = 1.0 + PEAK_STDERRS * peak_rel_stderr
+    if mfu is None or not (0 < mfu < bound) or iv.r_lo >= math.log(mfu / bound):
+        return iv
+    r_lo = min(math.log(mfu / bound), iv.r_hi)
+    was = f"was {100 * mfu * math.exp(-iv.r_lo):.1f}%"
+    if peak_rel_stderr == 0:
+        why = f"the fast end is capped at MFU 100% ({was}: no step runs its model FLOPs faster than the peak)"
+    else:
+        why = (
+            f"the fast end is capped at MFU {100 * bound:.1f}% of the calibrated GEMM peak ({was}:"
+            f" the fitted peak plus {PEAK_STDERRS:g} standard errors of "
+            f"{100 * peak_rel_stderr:.1f}%; a fitted peak is an estimate, not a bound)"
+        )
+    return replace(iv, r_lo=r_lo, capped=why)
+
+
+def peak_uncertainty(d: Mapping[str, Any]) -> float | None:
+    """What :func:`peak_capped` needs to know of the peak a report's MFU is against: ``0.0``
+    for a datasheet figure (every catalogue GPU, calibrated or not); for the device a
+    calibration profile synthesises (``--system calibrated``, a CPU), the relative standard
+    error of the profile's fitted peak of the MFU's dtype (``fits["gemm.<dtype>"].stderr
+    ["peak_flops"]``), or ``None`` where that peak is no fit (the best measured rate)."""
+    sc = d.get("scenario") or {}
+    if sc.get("system") != "calibrated" or not sc.get("calibration"):
+        return 0.0
+    from perfmodel.calibration import load_profile
+
+    prof = load_profile(str(sc["calibration"]))
+    if prof.device_spec().vendor != "calibrated":
+        return 0.0
+    fit = prof.fits.get(f"gemm.{d.get('mfu_peak_dtype', '')}")
+    if fit is None or "peak_flops" not in fit.stderr:
+        return None
+    peak = float(fit.values.get("peak_flops", 0.0))
+    rel = float(fit.stderr["peak_flops"]) / peak if peak > 0 else float("nan")
+    return rel if math.isfinite(rel) and rel >= 0 else None
 
 
 def _features_of(report: Any, scenario: Any = None) -> Any:

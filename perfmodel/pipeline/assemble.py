@@ -20,7 +20,7 @@ from perfmodel.pipeline.baseline import Speedup
 from perfmodel.pipeline.evaluate import Evaluated
 from perfmodel.pipeline.inputs import WorkloadFn
 from perfmodel.pipeline.lower import step_workload
-from perfmodel.pipeline.resolve import Resolved
+from perfmodel.pipeline.resolve import Resolved, mxfp8_note
 from perfmodel.report.step import StepReport
 from perfmodel.scenario import Scenario
 from perfmodel.topology import Topology
@@ -224,6 +224,8 @@ def step_notes(
     (the peak is then the TF32 one), and why MFU exceeds 100% when it does (issue 28)."""
     notes = step.graph.notes
     notes = (*notes, *hardware_notes(r.topology), *_host_memory_notes(r.topology, r.num_gpus))
+    if (mx := mxfp8_note(r.recipe, r.topology.gpu_spec())) is not None:
+        notes = (*notes, mx)  # AMD: ROCm TransformerEngine's switch for the recipe
     if ev.feed is not None:
         notes = (*notes, ev.feed.describe(ev.sync_time_s))
     peak_dtype = r.precision.matmul_dtype

@@ -254,13 +254,45 @@ def recipe_on(p: ParsedScenario, plan: ParallelismPlan, gpu: GPUSpec) -> Recipe:
     if recipe.fp8 is Fp8Recipe.MXFP8 and not gpu.mxfp8_gemm:
         raise ConfigError(
             f"--fp8-recipe mxfp8: MX block-scaled FP8 GEMMs need a GPU that runs them in "
-            f"training (compute capability 10.x Blackwell: B200, B300, GB200, GB300; CDNA 4: "
-            f"MI355X), not {gpu.name} ({gpu.architecture}); use te-delayed, te-current, "
-            "torchao-tensorwise or torchao-rowwise",
+            f"training ({mxfp8_gpus()}), not {gpu.name} ({gpu.architecture}); use te-delayed, "
+            "te-current, torchao-tensorwise or torchao-rowwise",
             value="mxfp8",
             where="--fp8-recipe",
         )
     return recipe
+
+
+def mxfp8_gpus() -> str:
+    """The catalogue's GPUs that run MX block-scaled FP8 GEMMs in training
+    (``GPUSpec.mxfp8_gemm``), by architecture in catalogue order:
+    ``"Blackwell: B200-SXM-180GB, ...; CDNA4: MI355X"``; read from the catalogue, so a GPU
+    added with ``mxfp8_gemm = true`` is named without editing this message."""
+    from perfmodel.hardware import list_gpus
+
+    by_arch: dict[str, list[str]] = {}
+    for spec in list_gpus():
+        if spec.mxfp8_gemm:
+            by_arch.setdefault(spec.architecture, []).append(spec.name)
+    return "; ".join(f"{arch}: {', '.join(names)}" for arch, names in by_arch.items())
+
+
+#: ROCm TransformerEngine runs its MXFP8 recipe only where this variable is set to anything
+#: but ``0`` (``check_mxfp8_support``: "MXFP8 support is not enabled" otherwise;
+#: ROCm/TransformerEngine @030b792 ``transformer_engine/pytorch/quantization.py``).
+ROCM_MXFP8_ENV = "NVTE_ROCM_ENABLE_MXFP8"
+
+
+def mxfp8_note(recipe: Recipe | None, gpu: GPUSpec) -> str | None:
+    """The note of the ``mxfp8`` FP8 recipe on an AMD GPU: ROCm TransformerEngine needs
+    :data:`ROCM_MXFP8_ENV` set (``=1``) to run it, or refuses the recipe; ``None`` elsewhere
+    (NVIDIA's Transformer Engine has no such switch)."""
+    if recipe is None or recipe.fp8 is not Fp8Recipe.MXFP8 or gpu.vendor != "AMD":
+        return None
+    return (
+        f"note: --fp8-recipe mxfp8 on {gpu.name}: ROCm TransformerEngine runs MXFP8 only with "
+        f"{ROCM_MXFP8_ENV}=1 set (any value but 0; its check_mxfp8_support, "
+        "ROCm/TransformerEngine @030b792), and refuses the recipe without it"
+    )
 
 
 def fp8_default(r: Resolved) -> str | None:

@@ -24,6 +24,7 @@ from perfmodel.topology.schema import (
     NodeKind,
     check_attributes,
     check_gpu_connectivity,
+    own_graph,
     validate_graph,
 )
 
@@ -208,6 +209,7 @@ def _one_server(desc: ServerDescription, fabric: FabricSpec | None) -> Topology:
     graph = nx.Graph()
     add_server(graph, desc, 0, "")
     validate_graph(graph, source=desc.source)
+    own_graph(graph)  # made and checked here: a topology made of it need not check it again
     return Topology(
         desc.name,
         graph,

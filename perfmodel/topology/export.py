@@ -19,6 +19,7 @@ from perfmodel.topology.schema import (
     NODE_ATTRS_OPTIONAL,
     NODE_ATTRS_REQUIRED,
     NodeKind,
+    own_graph,
     validate_graph,
 )
 
@@ -191,6 +192,7 @@ def from_dict(data: dict[str, Any], *, source: str = "<json>") -> Topology:
             latency_s=item["latency_s"],
         )
     validate_graph(g, source=source)
+    own_graph(g)  # made and checked here: the topology below need not check it again
     fab = data.get("fabric")
     fabric = None if fab is None else _fabric_import(fab, f"{source}: fabric")
     meta: dict[str, Any] = {}

@@ -14,7 +14,7 @@ from perfmodel.hardware.cpus import CPUSpec
 from perfmodel.hardware.gpus import GPUSpec, get_gpu
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.lazy import server_node
-from perfmodel.topology.schema import NodeKind, check_graph_once
+from perfmodel.topology.schema import NodeKind, check_given_graph, own_graph
 
 
 @dataclass(frozen=True)
@@ -198,15 +198,18 @@ class Topology:
 
     def __post_init__(self) -> None:
         """Check a graph given by hand against the schema
-        (:func:`~perfmodel.topology.schema.check_graph_once`): a bad graph raises
+        (:func:`~perfmodel.topology.schema.check_given_graph`): a bad graph raises
         :class:`~perfmodel.errors.TopologyError` naming its nodes here, where it enters, not a
-        ``KeyError`` in routing. Graphs the loaders validated, and a cluster's graph its build
-        record describes (server 0 and the fabric checked, the other servers copies of server
-        0: :func:`~perfmodel.topology.cluster.build_cluster`), are not checked again."""
+        ``KeyError`` in routing. A graph given by hand is checked every time (it may have been
+        edited since an earlier topology was made of it). Graphs perfmodel made and checked
+        (the loaders', the ``with_*`` copies: :func:`~perfmodel.topology.schema.own_graph`),
+        and a cluster's graph its build record describes (server 0 and the fabric checked, the
+        other servers copies of server 0: :func:`~perfmodel.topology.cluster.build_cluster`),
+        are not checked again."""
         if self.pattern is not None and self.pattern.describes(self):
             return
         where = self.source if self.source != "<memory>" else f"topology {self.name!r}"
-        check_graph_once(self.graph, source=where, device_models=tuple(self.device_specs))
+        check_given_graph(self.graph, source=where, device_models=tuple(self.device_specs))
 
     def _pattern_on(self, graph: nx.Graph) -> ReplicaPattern | None:
         """The build pattern carried over to ``graph``, a copy of this topology's graph changed
@@ -217,24 +220,31 @@ class Topology:
             return None
         return dataclasses.replace(self.pattern, graph=graph)
 
+    def _on_own_copy(self, graph: nx.Graph) -> Topology:
+        """This topology on ``graph``, a copy of its graph that perfmodel changed (the build
+        record carried over where it still describes it); the copy, checked as the topology is
+        made, is recorded as perfmodel's own (:func:`~perfmodel.topology.schema.own_graph`), so
+        replacing other fields later does not check it again."""
+        import dataclasses
+
+        out = dataclasses.replace(self, graph=graph, pattern=self._pattern_on(graph))
+        own_graph(graph)
+        return out
+
     def _changed_gpus(self, change: Callable[[str, dict[str, Any]], None]) -> Topology:
         """This topology with ``change(local id, attributes)`` applied to every GPU's node
         attributes in a copy of the graph (the build record carried over where it described
         the graph: the change is the same for the same local id)."""
-        import dataclasses
-
         g = self.graph.copy()
         for n in self.gpus:
             change(str(g.nodes[n]["local_id"]), g.nodes[n])
-        return dataclasses.replace(self, graph=g, pattern=self._pattern_on(g))
+        return self._on_own_copy(g)
 
     def _changed_alike(self, change: Callable[[str, dict[str, Any]], None]) -> Topology | None:
         """This topology with every server's node attributes changed alike (``change(local
         id, attributes)``), its servers made when first read (:func:`perfmodel.topology.lazy.
         changed_copy`), or ``None`` where the graph is not a lazily built cluster's (the
         caller then changes a ``graph.copy()``)."""
-        import dataclasses
-
         from perfmodel.topology.lazy import changed_copy
 
         if self.pattern is None or not self.pattern.describes(self):
@@ -242,7 +252,7 @@ class Topology:
         g = changed_copy(self.graph, change)
         if g is None:
             return None
-        return dataclasses.replace(self, graph=g, pattern=self._pattern_on(g))
+        return self._on_own_copy(g)
 
     @cached_property
     def gpus(self) -> tuple[str, ...]:

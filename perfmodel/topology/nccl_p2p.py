@@ -140,6 +140,11 @@ DEFAULT_NCCL_RELEASE = NcclRelease(2, 27)
 """The NCCL release whose P2P rule applies unless one is stated (``--nccl``): the 2.27 series
 whose tuner the recent algorithms follow (:mod:`perfmodel.comm.nccl_recent`)."""
 
+NVB_FROM = NcclRelease(2, 8)
+"""First release that joins two GPUs over NVLink through a third GPU (``PATH_NVB``, NVIDIA/nccl
+v2.8.3-1 ``src/graph/paths.cc``; release note "Optimized all-to-all performance on DGX-1"): the
+P2P note names it where such pairs are denied (:func:`nccl_p2p_rule_note`)."""
+
 
 def nccl_p2p_level(release: NcclRelease, host: HostCpu, gpus: int) -> P2pLevel | None:
     """NCCL's default P2P level for a host CPU family and ``gpus`` GPUs per server, by release;
@@ -272,9 +277,8 @@ def with_nccl_p2p_rule(
                         g.nodes[n]["p2p_denied"] = left
                     else:
                         del g.nodes[n]["p2p_denied"]
-    base = dataclasses.replace(
-        topo, graph=g, meta=dict(topo.meta), pattern=topo._pattern_on(g)
-    )  # the stale pairs are stripped alike in every server (by local id)
+    # the stale pairs are stripped alike in every server (by local id)
+    base = dataclasses.replace(topo._on_own_copy(g) if stale else topo, meta=dict(topo.meta))
     if host is None:
         host = HostCpu.of(base)
         if host is HostCpu.UNKNOWN and isinstance(previous, dict):
@@ -355,7 +359,7 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
         and g.nodes[u]["kind"] is NodeKind.GPU
         and g.nodes[v]["kind"] is NodeKind.GPU
     }
-    nvb = release >= NcclRelease(2, 8) and any(
+    nvb = release >= NVB_FROM and any(
         frozenset((a, k)) in nvlinked and frozenset((k, b)) in nvlinked
         for a, b in rule["pairs"]
         if a in ids and b in ids
@@ -373,7 +377,7 @@ def nccl_p2p_rule_note(topo: Topology, group: Iterable[str]) -> str | None:
         )
         + "; comm --p2p on allows P2P between all GPUs)"
         + (
-            "; NCCL >= 2.8 joins some of them over NVLink through a third GPU (PATH_NVB), "
+            f"; NCCL >= {NVB_FROM} joins some of them over NVLink through a third GPU (PATH_NVB), "
             "NVB forwarding not modelled"
             if nvb
             else ""

@@ -111,8 +111,9 @@ def validate_graph(
     non-negative latency; GPU models known to the catalogue (or named in ``device_models``: the
     devices a :class:`~perfmodel.topology.Topology` describes itself, ``device_specs``); no two
     nodes of one server with one local id; at least one GPU; every GPU reaches every other GPU
-    through transit nodes. A graph that passes is remembered (by identity, while it lives), so
-    :func:`check_graph_once` does not check it again.
+    through transit nodes. Nothing is remembered: a graph checked here and edited afterwards is
+    checked again where a :class:`~perfmodel.topology.Topology` is made of it
+    (:func:`check_given_graph`).
     """
     gpus = check_attributes(
         graph,
@@ -124,27 +125,43 @@ def validate_graph(
     if not gpus:
         raise TopologyError(f"{source}: topology has no GPU", value=None, where=source)
     check_gpu_connectivity(graph, gpus, source)
-    _CHECKED[graph] = True
 
 
-#: Graphs :func:`validate_graph` passed, by identity (weak keys: dropped with the graph). A
-#: topology's graph is read-only once built (:class:`~perfmodel.topology.Topology`), so a graph
-#: checked once stays valid; the copies a topology's ``with_*`` methods make are new graphs.
-_CHECKED: weakref.WeakKeyDictionary[nx.Graph, bool] = weakref.WeakKeyDictionary()
+#: Graphs perfmodel's own code made and checked (the file loaders, the cluster builder, the
+#: copies a topology's ``with_*`` methods change), by identity (weak keys: dropped with the
+#: graph); :func:`own_graph` adds one. A graph a user builds is never here, however often it
+#: passed: the user holds it and may edit it between two topologies made of it. A graph listed
+#: here reaches a user only as ``Topology.graph``, which is read-only by contract: an in-place
+#: edit already leaves that topology's cached GPUs, routes and prices stale, and the supported
+#: way to change hardware (``with_*``, or ``graph.copy()`` edited by hand) makes a new graph,
+#: which is not listed.
+_OWN: weakref.WeakKeyDictionary[nx.Graph, bool] = weakref.WeakKeyDictionary()
 
 
-def check_graph_once(
+def own_graph(graph: nx.Graph) -> nx.Graph:
+    """Record ``graph`` as made and checked by perfmodel itself (see :data:`_OWN`); returns it.
+
+    Call only on a graph this package built and checked (:func:`validate_graph`, or a
+    :class:`~perfmodel.topology.Topology` made of it) and has not yet handed to a caller.
+    """
+    _OWN[graph] = True
+    return graph
+
+
+def check_given_graph(
     graph: nx.Graph, *, source: str = "<graph>", device_models: Collection[str] = ()
 ) -> None:
-    """:func:`validate_graph`, unless this very graph object passed it before.
+    """:func:`validate_graph`, unless perfmodel's own code made and checked this very graph
+    object (:func:`own_graph`).
 
     The check :class:`~perfmodel.topology.Topology` runs on a graph it was given (a graph built
     by hand through the public API: two GPUs of one server with one local id, a node without a
     ``local_id``, a GPU with no link raise :class:`TopologyError` naming the nodes where the
-    topology is made, not a ``KeyError`` deep in routing). The loaders validate their graphs
-    before they make the topology, so this costs them one dictionary lookup.
+    topology is made, not a ``KeyError`` deep in routing). A hand-given graph is checked every
+    time, so one edited after an earlier topology was made of it is caught; the loaders' and
+    the builder's graphs cost one dictionary lookup.
     """
-    if graph not in _CHECKED:
+    if graph not in _OWN:
         validate_graph(graph, source=source, device_models=device_models)
 
 

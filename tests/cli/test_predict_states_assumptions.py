@@ -9,7 +9,7 @@ import re
 import pytest
 
 from perfmodel.cli import main
-from perfmodel.cli._common import NCCL_RELEASES
+from perfmodel.cli._common import nccl_releases
 from perfmodel.comm.tuner import NCCL_2_8, NCCL_2_29, tuner_for
 from perfmodel.topology.nccl_p2p import DEFAULT_NCCL_RELEASE
 
@@ -58,11 +58,10 @@ def test_mfu_names_its_denominator_for_every_precision(capsys) -> None:
 
 def test_one_statement_of_the_nccl_releases(capsys) -> None:
     """--nccl's help, the P2P note and --explain name the same releases as the code uses."""
-    assert f"P2P level is {DEFAULT_NCCL_RELEASE.major}.{DEFAULT_NCCL_RELEASE.minor}'s" in (
-        NCCL_RELEASES
-    )
+    text = nccl_releases()
+    assert f"P2P level is {DEFAULT_NCCL_RELEASE.major}.{DEFAULT_NCCL_RELEASE.minor}'s" in text
     assert tuner_for(None, "volta") is NCCL_2_8 and tuner_for(None, "hopper") is NCCL_2_29
-    assert f"{NCCL_2_8.release} before Hopper, {NCCL_2_29.release} on Hopper" in NCCL_RELEASES
+    assert f"{NCCL_2_8.release} before Hopper, {NCCL_2_29.release} on Hopper and Blackwell" in text
     argv = ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--batch-per-gpu", "32",
             "--fidelity", "analytic", "--explain"]  # fmt: skip
     assert main(argv) == 0
@@ -96,3 +95,23 @@ def test_explain_recipe_of_plain_ddp_lists_only_what_runs(capsys) -> None:
     assert "precision bf16 (half-model)" in recipe and "param sync (allgather)" in recipe
     assert "tensor-parallel comm" in recipe and "pipeline sends" in recipe
     assert "attention backend" in recipe
+
+
+def test_nccl_defaults_are_formatted_from_the_code_constants(monkeypatch, capsys) -> None:
+    """rev15b item 12: ``--nccl``'s help and ``--explain``'s NCCL line read the releases off
+    the constants the code uses, not typed text. Before: changing DEFAULT_NCCL_RELEASE or the
+    tuner's per-generation default left both saying 2.27 / 2.29."""
+    import perfmodel.comm.tuner as tuner
+    import perfmodel.topology.nccl_p2p as p2p
+
+    monkeypatch.setattr(p2p, "DEFAULT_NCCL_RELEASE", p2p.NcclRelease(2, 30))
+    monkeypatch.setattr(tuner, "DEFAULT_TUNER_MODERN", tuner.NCCL_2_28)
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "without --nccl the P2P level is 2.30's" in helptext
+    assert "(2.8 before Hopper, 2.28 on Hopper and Blackwell; --explain names it)" in helptext
+    from perfmodel.cli.predict import _nccl_line
+
+    line = _nccl_line(None)
+    assert "the P2P level is 2.30's" in line and "2.28 on Hopper and Blackwell" in line

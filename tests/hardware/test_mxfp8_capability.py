@@ -67,3 +67,37 @@ def test_the_flag_needs_a_boolean(write_toml) -> None:
         "TEST-GPU"
     ].mxfp8_gemm
     assert not read_gpus(write_toml(GPU_OK))["TEST-GPU"].mxfp8_gemm
+
+
+def test_the_refusal_names_the_catalogues_gpus(monkeypatch) -> None:
+    """rev15b item 12: the refusal lists the GPUs whose catalogue entry states the capability,
+    read from the catalogue (before: a typed list, which a new entry would not join)."""
+    import dataclasses
+
+    import perfmodel.hardware
+
+    with pytest.raises(ConfigError) as exc:
+        resolve(_sc("dgx-h100"))
+    named = [g.name for g in list_gpus() if g.mxfp8_gemm]
+    assert named and all(n in str(exc.value) for n in named)
+    assert "Blackwell: B200-SXM-180GB" in str(exc.value) and "CDNA4: MI355X" in str(exc.value)
+    h100 = get_gpu("H100-SXM5-80GB")
+    extra = dataclasses.replace(h100, name="H100-MX-TEST", mxfp8_gemm=True)
+    monkeypatch.setattr(perfmodel.hardware, "list_gpus", lambda: [*list_gpus(), extra])
+    from perfmodel.pipeline.resolve import mxfp8_gpus
+
+    assert mxfp8_gpus().endswith("Hopper: H100-MX-TEST")
+
+
+def test_amd_mxfp8_note_names_rocm_te_switch() -> None:
+    """On AMD the prediction says ROCm TransformerEngine needs NVTE_ROCM_ENABLE_MXFP8=1 to run
+    the recipe (its check_mxfp8_support, ROCm/TransformerEngine @030b792); NVIDIA has no such
+    switch. Before: never said."""
+    from perfmodel.api import predict
+
+    amd = predict(_sc("mi355x-8"))
+    assert any("NVTE_ROCM_ENABLE_MXFP8=1" in n for n in amd.notes)
+    nv = predict(_sc("dgx-b200"))
+    assert not any("NVTE_ROCM_ENABLE_MXFP8" in n for n in nv.notes)
+    other = predict(_sc("mi355x-8", fp8_recipe="te-delayed"))
+    assert not any("NVTE_ROCM_ENABLE_MXFP8" in n for n in other.notes)

@@ -4,7 +4,7 @@ Before wave 14 a hand-built graph reached routing unchecked: two GPUs of one ser
 local id gave a bare ``KeyError`` in ``comm/routes.py``'s ``_twin_route`` (and in the group
 memo and the transfers' twin pairs), or silently wrong routes; a node without ``local_id`` or
 ``server`` a ``KeyError`` in ``Topology.gpus``. ``Topology`` now checks a graph no loader
-validated (:func:`perfmodel.topology.schema.check_graph_once`): a :class:`TopologyError` naming
+validated (:func:`perfmodel.topology.schema.check_given_graph`): a :class:`TopologyError` naming
 the nodes.
 """
 
@@ -204,16 +204,33 @@ def test_valid_hand_built_graph_unchanged() -> None:
 
 
 def test_graph_checked_once() -> None:
-    """Replacing fields of a checked topology (same graph) does not check the graph again; a
-    changed copy is checked."""
+    """Replacing fields of a loaded topology (same graph) does not check the graph again; a
+    changed copy is checked, and recorded as perfmodel's own."""
     from perfmodel.topology import schema
 
     topo = load_system("dgx-a100")
-    assert topo.graph in schema._CHECKED
+    assert topo.graph in schema._OWN
     again = dataclasses.replace(topo, name="renamed")
     assert again.graph is topo.graph
     p2p = topo.with_p2p(False)
-    assert p2p.graph is not topo.graph and p2p.graph in schema._CHECKED
+    assert p2p.graph is not topo.graph and p2p.graph in schema._OWN
+
+
+def test_hand_given_graph_edited_after_a_topology_is_checked_again() -> None:
+    """rev15b item 5: a hand-given graph that passed once, edited afterwards, then made into a
+    second topology. Before: the identity memo let the second one through silently with two
+    GPUs sharing a local id. Now every hand-given graph is checked, and never recorded."""
+    from perfmodel.topology import schema
+    from perfmodel.topology.schema import validate_graph
+
+    g = load_system("dgx-a100").graph.copy()
+    Topology("mine", g)
+    validate_graph(g)  # the public check remembers nothing either
+    g.nodes["gpu7"]["local_id"] = "gpu6"
+    with pytest.raises(TopologyError, match="'gpu6' and 'gpu7' share local id 'gpu6'") as err:
+        Topology("mine2", g)
+    assert err.value.where == "topology 'mine2'"
+    assert g not in schema._OWN
 
 
 def test_calibrated_device_outside_catalogue_accepted() -> None:
