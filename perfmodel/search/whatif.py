@@ -155,8 +155,7 @@ def listed_prices(systems: Sequence[SystemOption]) -> dict[str, Pricing]:
         if cloud is not None and cloud.price_per_gpu_hour is not None:
             out[opt.label] = Pricing(
                 cloud.price_per_gpu_hour,
-                source=f"{cloud.provider} {cloud.instance} list price, {cloud.price_currency} "
-                f"(source dated {cloud.price_date})",
+                source=cloud.price_label(),
             )
     return out
 
