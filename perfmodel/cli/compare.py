@@ -488,7 +488,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     """``compare --systems A,B --search --gpus N``: the best plan of the job on each system
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
-    from perfmodel.search.whatif import parse_systems, step_residual
+    from perfmodel.search.whatif import option_error, parse_systems, step_residual
 
     base = _base(args)
     base.pop("system", None)
@@ -506,8 +506,11 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     prices = _system_prices(args, options)
     for opt in options:
         sc = {**base, **opt.overrides, "system": opt.system}
-        gpn, _ = _gpus_per_node(sc)
-        domain = _nvlink_domain(sc)
+        try:
+            gpn, _ = _gpus_per_node(sc)
+            domain = _nvlink_domain(sc)
+        except ConfigError as exc:  # named as the entry's key, not predict's flag
+            raise option_error(opt, exc) from exc
         res = _search_plans(args, sc, gpus, batches, space, gpn)
         # the best plan the deepest stage kept in memory (a later stage may find the screen's
         # favourite out of memory: its score is then infinite)

@@ -558,6 +558,26 @@ def _unsharded_note(plan: Any) -> str:
     )
 
 
+def _check_choice_flags(args: argparse.Namespace) -> None:
+    """Parse ``--optimizer``, ``--recompute`` and ``--software`` once at the edge, so that a bad
+    value's error names the flag (audit15 item 16: ``--optimizer foo`` blamed
+    ``scenario.optimizer``, the scenario field the flag fills).
+
+    Raises
+    ------
+    ConfigError
+        An unknown value, naming the flag.
+    """
+    from perfmodel.parallel.software import get_preset
+    from perfmodel.workload.memory import Optimizer, Recompute
+
+    Optimizer.parse(args.optimizer, where="--optimizer")
+    if args.recompute is not None:
+        Recompute.parse(args.recompute, where="--recompute")
+    if args.software is not None:
+        get_preset(args.software, where="--software")
+
+
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -569,6 +589,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     precision = Precision.parse(args.precision, where="--precision")
     # refuse what predict refuses: a format this GPU cannot run (bf16 before Ampere, fp8 ...)
     check_precision_runs(gpu, precision, where="--precision")
+    _check_choice_flags(args)
     model_args = parse_model_args(args.model_arg)
     memory, preset, plan, build = _predict_memory(args, gpu)
     r = max_batch_size(

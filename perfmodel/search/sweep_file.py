@@ -46,14 +46,18 @@ REPORT_COLUMNS: tuple[str, ...] = (
 
 #: The prediction interval's fields a CSV row carries after :data:`REPORT_COLUMNS`
 #: (``sweep --interval``, :func:`perfmodel.search._eval.interval_evaluator`; issue 26): empty
-#: with ``--interval off`` or another evaluator.
+#: with ``--interval off`` or another evaluator. The epoch (run-time) range the JSONL row has
+#: and the interval's warning are columns too (audit15 item 16: the CSV dropped them).
 INTERVAL_COLUMNS: tuple[str, ...] = (
     "iteration_time_s_low",
     "iteration_time_s_high",
     "throughput_samples_per_s_low",
     "throughput_samples_per_s_high",
+    "epoch_time_s_low",
+    "epoch_time_s_high",
     "interval_level",
     "interval_basis",
+    "interval_warning",
 )
 
 

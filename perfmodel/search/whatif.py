@@ -122,8 +122,26 @@ def catalogue_gpus_per_node(option: SystemOption) -> int:
     from perfmodel.api import Scenario, topology_of
 
     kw = {k: v for k, v in option.overrides.items() if k in _HARDWARE_KEYS}
-    sc = Scenario.from_dict({**kw, "system": option.system, "nodes": 1}, where=option.label)
-    return topology_of(sc).gpus_per_node
+    try:
+        sc = Scenario.from_dict({**kw, "system": option.system, "nodes": 1}, where=option.label)
+        return topology_of(sc).gpus_per_node
+    except ConfigError as exc:
+        raise option_error(option, exc) from exc
+
+
+def option_error(option: SystemOption, exc: ConfigError) -> ConfigError:
+    """``exc`` (raised building ``option``'s system) as the ``--systems`` entry's error: a
+    ``--flag`` it names becomes the entry's key (``--gpus-per-node`` -> ``gpus_per_node``),
+    where the option sets system keys as ``NAME:key=value`` (audit15 item 16: ``compare --systems
+    custom:gpu=...`` said ``--system custom needs --gpus-per-node``)."""
+    msg = exc.args[0] if exc.args else str(exc)
+    flag = exc.where if isinstance(exc.where, str) and exc.where.startswith("--") else None
+    if flag is not None:
+        key = flag[2:].replace("-", "_")
+        msg = msg.replace(flag, key).replace("--system ", "system ")
+        if key not in option.overrides:
+            msg += f" (in the entry: {option.label}:{key}=...)"
+    return type(exc)(f"--systems entry {option.label!r}: {msg}", value=exc.value, where="--systems")
 
 
 def catalogue_gpu_spec(option: SystemOption) -> Any:
