@@ -116,7 +116,6 @@ def open_output(path: str | os.PathLike[str]) -> int:
     """
     p = check_output_path(path, where="-o", suffixes=tuple(OUTPUT_SUFFIXES))
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise FileAccessError(
