@@ -199,8 +199,11 @@ def check_output_path(
 
     A file output must not be a folder, a device or a FIFO (``/dev/full``), nor a symlink loop,
     and it is refused if it exists read-only; a folder output (``directory=True``) must not be a
-    file. The nearest existing ancestor must be a writable folder (missing folders are created
-    by the writer). ``suffixes``: the extensions the output may have (lower case, with the dot).
+    file. A file's folder must exist (audit15 item 12: ``--trace /nonexistent/x.json`` made
+    ``/nonexistent/``): a missing one is refused, naming it; a folder output's missing folders
+    are made by its writer (``output_dir``: documented), so there the nearest existing ancestor
+    must be a writable folder. ``suffixes``: the extensions the output may have (lower case,
+    with the dot).
 
     Returns
     -------
@@ -246,6 +249,8 @@ def check_output_path(
         try:
             pst = os.stat(parent)
         except FileNotFoundError:
+            if not directory:
+                raise fail(f"folder {parent} does not exist (create it first)") from None
             if parent.parent == parent:  # pragma: no cover - the root always exists
                 raise fail("no existing parent folder") from None
             parent = parent.parent
@@ -408,11 +413,18 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
 
     Nothing half-written is ever left at ``path``: on an exception the temporary file is removed.
     An OS error of the temporary file (a folder the user cannot write, a full disk) is raised
-    naming ``path``, the file the user asked for.
+    naming ``path``, the file the user asked for. No folder is made: a missing one raises
+    :class:`~perfmodel.errors.FileAccessError` naming it (audit15 item 12: a typo in an output
+    path made folders); a writer of a folder output makes that folder itself.
     """
     p = Path(path)
+    if not p.absolute().parent.is_dir():
+        raise FileAccessError(
+            f"{p}: folder {p.absolute().parent} does not exist (create it first)",
+            value=str(p),
+            where=str(p),
+        )
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     except OSError as exc:  # named by the user's path, not the temporary file's (issue 28)
         raise OSError(exc.errno, exc.strerror, str(p)) from exc

@@ -152,7 +152,8 @@ def test_the_readme_lists_every_preset_and_plan_key() -> None:
 def test_the_readmes_validated_range_promise_is_what_predict_says() -> None:
     """Audit 15, item 14g: the README quotes the warning of a GPU architecture without
     published runs as predict prints it, and says what a datasheet-only GPU of a validated
-    architecture gets instead (its architecture's range, no such warning, a hardware line)."""
+    architecture gets instead (its architecture's range, a note that it has no run of its own, a
+    hardware line)."""
     import json
     import re
 
@@ -169,5 +170,9 @@ def test_the_readmes_validated_range_promise_is_what_predict_says() -> None:
         f"--intra-node nvswitch-v3 {llama}"
     )))  # fmt: skip
     assert h20["interval_level"] and not str(h20.get("interval_warning") or "").startswith("out")
-    shown = re.search(r'its report says "(hardware: H20-96GB figures are datasheet only) ', para)
+    shown = re.search(r'the report says "(hardware: H20-96GB figures are datasheet only) ', para)
     assert shown is not None and shown.group(1) in " ".join(h20["printed_notes"])
+    note = re.search(
+        r"range's note says \"(no published run on H20-96GB itself [^.]+) \.\.\.", para
+    )
+    assert note is not None and h20["interval_warning"].startswith(note.group(1))

@@ -17,7 +17,7 @@ def test_atomic_write_leaves_nothing_on_error(tmp_path):
 
 
 def test_write_json_atomic_roundtrip(tmp_path):
-    target = tmp_path / "sub" / "r.json"
+    target = tmp_path / "r.json"  # no folder is made (audit15 item 12: test_output_parent_missing)
     write_json_atomic(target, {"a": 1})
     assert json.loads(target.read_text()) == {"a": 1}
 

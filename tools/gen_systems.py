@@ -37,9 +37,12 @@ def _q(text: str) -> str:
 
 
 def _toml_value(v: object) -> str:
-    """A TOML value: strings quoted, tables inline (``{ K = "v" }``), numbers as written."""
+    """A TOML value: strings quoted, tables inline (``{ K = "v" }``), booleans lower case,
+    numbers as written."""
     if isinstance(v, str):
         return _q(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
     return str(v)
@@ -105,7 +108,7 @@ class System:
         if self.cloud is not None:
             lines.append("[system.cloud]")
             for k, v in self.cloud.items():
-                lines.append(f"{k} = {_q(v) if isinstance(v, str) else v}")
+                lines.append(f"{k} = {_toml_value(v)}")
         for ref in self.references:
             lines.append("[[system.reference]]")
             for k, v in ref.items():
@@ -464,6 +467,8 @@ def cloud(
     date: str = "",
     source: str = "",
     region: str = "",
+    stale: bool = False,
+    high_by: float | None = None,
 ) -> dict[str, object]:
     out: dict[str, object] = {
         "provider": provider,
@@ -479,6 +484,10 @@ def cloud(
             price_source=source,
             region=region,
         )
+        if stale:
+            out["price_stale"] = True
+        if high_by is not None:
+            out["price_high_by"] = high_by
     return out
 
 
@@ -555,6 +564,8 @@ def cloud_systems() -> list[System]:
                 date="2023-07-27",
                 source="AWS EC2 on-demand price at P5 launch, us-east-1, 98.32 USD per instance-hour / 8 GPUs, as tabulated by The Next Platform, 'H100 GPU Instance Pricing On AWS: Grin And Bear It' (2023-07-27). STALE: AWS cut P4/P5 on-demand prices by up to 45% in June 2025, and no dated figure after the cut was found (searched 2026-11-29: only undated or conflicting secondary pages); with the whole 45% the current price is 6.76 USD per GPU-hour and this one is 1.82x it (costs up to 82% too high); give --price-per-gpu-hour",
                 region="us-east-1",
+                stale=True,
+                high_by=1.82,  # 12.29 / 6.76: the source's note above
             ),
             notes=efa_note + " Host PCIe is Gen4 (EPYC 7R13); GPU and NIC sit under Gen5 switches.",
         )
@@ -579,6 +590,7 @@ def cloud_systems() -> list[System]:
                 date="2024-12-31",
                 source="AWS EC2 Capacity Blocks for ML pricing page (rates in effect until 2025-01-01), US East (Ohio): effective accelerator hourly rate 5.408 USD per H200 (a Capacity Block reservation rate: no on-demand list price was published for p5e). STALE: the page revises Capacity Block rates (its table was due to change on 2025-01-01) and no later rate was found (searched 2026-11-29), so how far this one is off is not known; give --price-per-gpu-hour",
                 region="us-east-2",
+                stale=True,
             ),
             notes=efa_note,
         )

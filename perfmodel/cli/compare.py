@@ -488,7 +488,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     """``compare --systems A,B --search --gpus N``: the best plan of the job on each system
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
-    from perfmodel.search.whatif import parse_systems, step_residual
+    from perfmodel.search.whatif import option_error, parse_systems, step_residual
 
     base = _base(args)
     base.pop("system", None)
@@ -506,8 +506,11 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     prices = _system_prices(args, options)
     for opt in options:
         sc = {**base, **opt.overrides, "system": opt.system}
-        gpn, _ = _gpus_per_node(sc)
-        domain = _nvlink_domain(sc)
+        try:
+            gpn, _ = _gpus_per_node(sc)
+            domain = _nvlink_domain(sc)
+        except ConfigError as exc:  # named as the entry's key, not predict's flag
+            raise option_error(opt, exc) from exc
         res = _search_plans(args, sc, gpus, batches, space, gpn)
         # the best plan the deepest stage kept in memory (a later stage may find the screen's
         # favourite out of memory: its score is then infinite)
@@ -764,6 +767,39 @@ def format_systems_search(
     return "\n".join(lines)
 
 
+#: Plan-search flags without a default of their own (``None``): the what-if predicts each
+#: system's default plan and read none of them (``compare --systems ... --ep 2`` ran silently).
+_PLAN_FLAGS = {
+    "tp": "--tp",
+    "pp": "--pp",
+    "ep": "--ep",
+    "max_tp": "--max-tp",
+    "zero": "--zero",
+    "sequence_parallel": "--sequence-parallel",
+}
+
+
+def _refuse_plan_flags(args: argparse.Namespace) -> None:
+    """Refuse a plan-search flag given to the what-if (``--systems`` without ``--search``),
+    which predicts each system's default plan and would ignore it.
+
+    Raises
+    ------
+    ConfigError
+        The first such flag, naming it and ``--search``.
+    """
+    for attr, flag in _PLAN_FLAGS.items():
+        v = getattr(args, attr, None)
+        if v is not None:
+            raise ConfigError(
+                f"{flag} {v}: the what-if (--systems without --search) predicts each system's "
+                "default plan and reads no plan-search flag; add --search (one --gpus count) to "
+                "search plans with it",
+                value=v,
+                where=flag,
+            )
+
+
 def _run_whatif(args: argparse.Namespace) -> int:
     """``compare --systems A,B``: the job on each system and GPU count (default: each system's
     :func:`perfmodel.search.whatif.default_gpu_counts`), with ``--interval`` ranges and cost.
@@ -772,6 +808,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     from perfmodel.search._eval import default_evaluator
     from perfmodel.search.whatif import format_whatif, hardware_whatif, parse_systems
 
+    _refuse_plan_flags(args)
     base = _base(args)
     base.pop("system", None)
     base.pop("nodes", None)

@@ -423,8 +423,7 @@ def listed_pricing(sc: Any) -> Any:
         return None
     return Pricing(
         cloud.price_per_gpu_hour,
-        source=f"{cloud.provider} {cloud.instance} list price, {cloud.price_currency} "
-        f"(source dated {cloud.price_date})",
+        source=cloud.price_label(),
     )
 
 

@@ -72,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
             {**spec.base, "fidelity": args.fidelity}, spec.axes, spec.zipped, spec.source
         )
     if args.dry_run:
+        from perfmodel.search.sweep_check import check_spec
+
+        check_spec(spec)  # the run's up-front check: a dry run refuses what the run would
         first = next(spec.points(), None)
         print(f"{len(spec)} scenarios over axes {', '.join(spec.axis_names) or '(none)'}")
         if first is not None:

@@ -597,15 +597,42 @@ def _warning(
     exclude: frozenset[str],
 ) -> str:
     """ "outside the validated range" when no row of the quantity is on the question's GPU
-    architecture; "few validation runs like this one" from :data:`FEW_FROM` on; else ``""``."""
+    architecture; else "no published run on <GPU> itself ..." for a datasheet-only GPU
+    (:attr:`~perfmodel.hardware.gpus.GPUSpec.datasheet_only`: H20, RTX 5090) with no row of its
+    own, whose range is its architecture's (:func:`_datasheet_only_gpu`), and "few validation
+    runs like this one" from :data:`FEW_FROM` on, joined by ``"; "``; else ``""``."""
     arch = getattr(features, "architecture", None)
     own = [r for r in index.of(quantity) if r.source not in exclude]
     if arch is not None and not any(r.features.architecture == arch for r in own):
         gpu = getattr(features, "gpu", "this GPU")
         return f"outside the validated range: no published run on {gpu} ({arch})"
+    parts = []
+    gpu = getattr(features, "gpu", None)
+    if (
+        gpu
+        and arch is not None
+        and _datasheet_only_gpu(gpu)
+        and not any(getattr(r.features, "gpu", None) == gpu for r in own)
+    ):
+        parts.append(
+            f"no published run on {gpu} itself (datasheet-only figures): the range rests on "
+            f"other {arch} GPUs' runs, which do not know its balance of compute, memory and links"
+        )
     if pool.level_index >= FEW_FROM[quantity]:
-        return "few validation runs like this one"
-    return ""
+        parts.append("few validation runs like this one")
+    return "; ".join(parts)
+
+
+def _datasheet_only_gpu(name: str) -> bool:
+    """Whether the catalogue's GPU ``name`` is datasheet only (``False`` for a name it does not
+    hold: a custom GPU is the user's own figures)."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.hardware.gpus import get_gpu
+
+    try:
+        return bool(get_gpu(name).datasheet_only)
+    except PerfModelError:
+        return False
 
 
 def describe_basis(pool: Pool, quantity: Quantity) -> str:

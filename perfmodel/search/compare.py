@@ -610,6 +610,10 @@ def _plan_scenarios(
     meta: list[tuple[Mapping[str, Any], int, int]] = []
     rejected: Counter[str] = Counter()
     enumerated = 0
+    from perfmodel.workload.zoo import check_expert_degree
+
+    for ep in space.ep_degrees or ():  # refused as predict --plan ep=N refuses it
+        check_expert_degree(str(base.get("model")), int(ep), bool(shape.num_experts), where="--ep")
     for g in gpus:
         for gb in global_batches:
             en: Enumeration = enumerate_plans(int(g), int(gb), shape, space)

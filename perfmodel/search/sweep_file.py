@@ -46,14 +46,18 @@ REPORT_COLUMNS: tuple[str, ...] = (
 
 #: The prediction interval's fields a CSV row carries after :data:`REPORT_COLUMNS`
 #: (``sweep --interval``, :func:`perfmodel.search._eval.interval_evaluator`; issue 26): empty
-#: with ``--interval off`` or another evaluator.
+#: with ``--interval off`` or another evaluator. The epoch (run-time) range the JSONL row has
+#: and the interval's warning are columns too (audit15 item 16: the CSV dropped them).
 INTERVAL_COLUMNS: tuple[str, ...] = (
     "iteration_time_s_low",
     "iteration_time_s_high",
     "throughput_samples_per_s_low",
     "throughput_samples_per_s_high",
+    "epoch_time_s_low",
+    "epoch_time_s_high",
     "interval_level",
     "interval_basis",
+    "interval_warning",
 )
 
 
@@ -112,7 +116,6 @@ def open_output(path: str | os.PathLike[str]) -> int:
     """
     p = check_output_path(path, where="-o", suffixes=tuple(OUTPUT_SUFFIXES))
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise FileAccessError(

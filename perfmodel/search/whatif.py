@@ -2,7 +2,8 @@
 
 For each system option and GPU count the job is predicted once; from the report::
 
-    speedup(g)        = throughput(g) / throughput(1 GPU of the same system)
+    speedup(g)        = the report's ``speedup`` (``predict``'s: throughput over its baseline,
+                        :func:`perfmodel.pipeline.baseline.speedup`, named by ``speedup_basis``)
     epoch_time_s      = dataset_size / throughput          (or the report's epoch_time_s)
     run_time_s        = epochs * epoch_time_s
     cost_per_epoch    = g * price_per_gpu_s * epoch_time_s
@@ -121,8 +122,26 @@ def catalogue_gpus_per_node(option: SystemOption) -> int:
     from perfmodel.api import Scenario, topology_of
 
     kw = {k: v for k, v in option.overrides.items() if k in _HARDWARE_KEYS}
-    sc = Scenario.from_dict({**kw, "system": option.system, "nodes": 1}, where=option.label)
-    return topology_of(sc).gpus_per_node
+    try:
+        sc = Scenario.from_dict({**kw, "system": option.system, "nodes": 1}, where=option.label)
+        return topology_of(sc).gpus_per_node
+    except ConfigError as exc:
+        raise option_error(option, exc) from exc
+
+
+def option_error(option: SystemOption, exc: ConfigError) -> ConfigError:
+    """``exc`` (raised building ``option``'s system) as the ``--systems`` entry's error: a
+    ``--flag`` it names becomes the entry's key (``--gpus-per-node`` -> ``gpus_per_node``),
+    where the option sets system keys as ``NAME:key=value`` (audit15 item 16: ``compare --systems
+    custom:gpu=...`` said ``--system custom needs --gpus-per-node``)."""
+    msg = exc.args[0] if exc.args else str(exc)
+    flag = exc.where if isinstance(exc.where, str) and exc.where.startswith("--") else None
+    if flag is not None:
+        key = flag[2:].replace("-", "_")
+        msg = msg.replace(flag, key).replace("--system ", "system ")
+        if key not in option.overrides:
+            msg += f" (in the entry: {option.label}:{key}=...)"
+    return type(exc)(f"--systems entry {option.label!r}: {msg}", value=exc.value, where="--systems")
 
 
 def catalogue_gpu_spec(option: SystemOption) -> Any:
@@ -154,8 +173,7 @@ def listed_prices(systems: Sequence[SystemOption]) -> dict[str, Pricing]:
         if cloud is not None and cloud.price_per_gpu_hour is not None:
             out[opt.label] = Pricing(
                 cloud.price_per_gpu_hour,
-                source=f"{cloud.provider} {cloud.instance} list price, {cloud.price_currency} "
-                f"(source dated {cloud.price_date})",
+                source=cloud.price_label(),
             )
     return out
 
@@ -338,6 +356,11 @@ class WhatIfPoint(FlatRecord):
     kwh_per_million_tokens: float | None = None
     """GPU-board energy of a million tokens (:func:`perfmodel.report.goodput.step_energy`)."""
     price_source: str = ""
+    baseline_gpus: int = 1
+    """GPUs of the run :attr:`speedup` divides by (the report's ``baseline_gpus``)."""
+    speedup_basis: str = ""
+    """What :attr:`speedup` divides by, in words: the report's ``speedup_basis``, the text
+    ``predict`` prints (audit15 item 4: one meaning of speedup)."""
     interval: Any = None
     """The step's :class:`~perfmodel.intervals.conformal.ResidualInterval` (``None``: no
     interval asked for, or the record gives none); :meth:`range_of` reads it."""
@@ -543,18 +566,18 @@ def hardware_whatif(
                 sc["dataset_size"] = n_samples
             return sc
 
-        try:
-            ref = ev(scenario(1))
-        except PerfModelError as exc:
-            failures[f"{opt.label} x1"] = str(exc)
-            continue
         for g in gpus if gpus is not None else default_gpu_counts(gpn):
             sc = scenario(int(g))
             try:
-                rep = ref if g == 1 else ev(sc)
+                rep = ev(sc)
             except PerfModelError as exc:
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
+            try:  # an evaluator without predict's baseline: this option's own 1-GPU run
+                ref = rep if "speedup" in rep or g == 1 else ev(scenario(1))
+            except PerfModelError as exc:
+                failures[f"{opt.label} x1"] = str(exc)
+                ref = None
             run_of = _Run(n_samples, epochs, deadline_s, prices.get(opt.label))
             fits = bool(rep.get("fits_in_memory", True))  # a run that does not fit: no range
             iv = interval_of(sc, rep, interval) if interval is not None and fits else None
@@ -589,21 +612,17 @@ def _point(
     g: int,
     gpn: int,
     rep: Mapping[str, Any],
-    ref: Mapping[str, Any],
+    ref: Mapping[str, Any] | None,
     spec: Any,
     run: _Run,
     interval: Any = None,
 ) -> WhatIfPoint:
-    """One option and GPU count: its speedup over the option's 1-GPU run ``ref`` (none when
-    either does not fit), epoch and run time, cost per epoch and run, the deadline, the
-    per-token figures and the step's residual ``interval``."""
+    """One option and GPU count: its speedup (:func:`_speedup`), epoch and run time, cost per
+    epoch and run, the deadline, the per-token figures and the step's residual ``interval``."""
     n_samples, epochs, deadline_s, price = run.samples, run.epochs, run.deadline_s, run.price
-    ref_tput = float(ref["throughput_samples_per_s"])
     tput = float(rep["throughput_samples_per_s"])
     fits = bool(rep.get("fits_in_memory", True))
-    # a run that does not fit, or a 1-GPU reference that does not, has no speedup
-    ref_fits = bool(ref.get("fits_in_memory", True))
-    speedup = tput / ref_tput if (fits and ref_fits) else None
+    speedup, eff, base_gpus, basis = _speedup(g, rep, ref)
     if n_samples:
         epoch_s: float | None = float(n_samples) / tput
     else:
@@ -621,7 +640,7 @@ def _point(
         iteration_time_s=float(rep["iteration_time_s"]),
         throughput_samples_per_s=tput,
         speedup=speedup,
-        scaling_efficiency=None if speedup is None else speedup / int(g),
+        scaling_efficiency=eff,
         fits_in_memory=fits,
         epoch_time_s=epoch_s,
         run_time_s=run_s,
@@ -634,8 +653,39 @@ def _point(
         cost_per_million_tokens=c_mtok,
         kwh_per_million_tokens=kwh,
         price_source="" if price is None else price.source,
+        baseline_gpus=base_gpus,
+        speedup_basis=basis,
         interval=interval,
     )
+
+
+#: :attr:`WhatIfPoint.speedup_basis` where the evaluator's report carries no speedup of its own.
+OWN_REF_BASIS = "this option's 1-GPU run in this comparison (its report gives no speedup)"
+
+
+def _speedup(
+    g: int, rep: Mapping[str, Any], ref: Mapping[str, Any] | None
+) -> tuple[float | None, float | None, int, str]:
+    """``(speedup, scaling efficiency, baseline GPUs, basis)`` of a point: the report's own
+    (``predict``'s ``speedup``, ``scaling_efficiency``, ``baseline_gpus`` and ``speedup_basis``:
+    the figure ``predict --gpus`` prints for the same run, audit15 item 4) where it has a
+    ``speedup`` key; otherwise (an evaluator without a baseline) ``throughput / throughput of
+    the option's 1-GPU run ref`` with :data:`OWN_REF_BASIS`. None when the run, or its 1-GPU
+    reference, does not fit in memory."""
+    if "speedup" in rep:
+        s = rep.get("speedup")
+        e = rep.get("scaling_efficiency")
+        return (
+            None if s is None else float(s),
+            None if e is None else float(e),
+            int(rep.get("baseline_gpus") or 1),
+            str(rep.get("speedup_basis") or "") if s is not None else "",
+        )
+    fits = bool(rep.get("fits_in_memory", True))
+    if ref is None or not (fits and bool(ref.get("fits_in_memory", True))):
+        return None, None, 1, ""
+    s = float(rep["throughput_samples_per_s"]) / float(ref["throughput_samples_per_s"])
+    return s, s / int(g), 1, OWN_REF_BASIS
 
 
 def error_clause(
@@ -791,9 +841,26 @@ def format_whatif(result: WhatIfResult) -> str:
             notes.setdefault((p.system, n), []).append(p.gpus)
     for (system, n), counts in notes.items():
         lines.append(f"{system} x{'/'.join(map(str, counts))}: {n}")
+    lines.extend(_basis_lines(result.points))
     lines.append(result.verdict)
     lines.extend(result.per_million_tokens)
     return "\n".join(lines)
+
+
+def _basis_lines(points: Sequence[WhatIfPoint]) -> list[str]:
+    """What each row's speedup divides by (:attr:`WhatIfPoint.speedup_basis`, ``predict``'s
+    words), each distinct text of a system once with its GPU counts; none for a row that is its
+    own baseline (it reads 1.00)."""
+    from perfmodel.pipeline.baseline import SELF_BASIS
+
+    basis: dict[tuple[str, str], list[int]] = {}
+    for p in points:
+        if p.speedup_basis and p.speedup_basis != SELF_BASIS:
+            basis.setdefault((p.system, p.speedup_basis), []).append(p.gpus)
+    return [
+        f"{system} x{'/'.join(map(str, counts))}: speedup against {text}"
+        for (system, text), counts in basis.items()
+    ]
 
 
 def _range_lines(result: WhatIfResult) -> list[str]:

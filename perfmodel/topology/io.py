@@ -29,6 +29,8 @@ them. Format (all keys documented; an unknown key is an error)::
     price_currency = "USD"                  # (YYYY-MM-DD), price_source and region
     price_date = "2023-07-27"
     price_source = "..."
+    price_stale = true                      # optional: the source is known to be out of date
+    price_high_by = 1.82                    # optional: the most it may exceed today's price
     region = "us-east-1"
     [[system.reference]]                    # optional, repeatable: a published measurement
     op = "allreduce"                        # that `perfmodel comm` states its prediction
@@ -104,6 +106,8 @@ _CLOUD_KEYS = {
     "price_date",
     "price_source",
     "region",
+    "price_stale",
+    "price_high_by",
 }
 _FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
 _NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p", "tray", "p2p_denied"}
@@ -340,6 +344,27 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
             raise TopologyError(
                 f"{where}: a price needs price_source (where it was read)", value=None, where=where
             )
+    stale = table.get("price_stale", False)
+    if not isinstance(stale, bool):
+        raise TopologyError(
+            f"{where}: price_stale = {stale!r} must be true or false", value=stale, where=where
+        )
+    high_by = table.get("price_high_by")
+    if high_by is not None and (
+        isinstance(high_by, bool) or not isinstance(high_by, (int, float)) or not high_by >= 1
+    ):
+        raise TopologyError(
+            f"{where}: price_high_by = {high_by!r} must be a number >= 1 (the most the price "
+            "may exceed today's, as a factor)",
+            value=high_by,
+            where=where,
+        )
+    if high_by is not None and not (stale and price is not None):
+        raise TopologyError(
+            f"{where}: price_high_by needs a price and price_stale = true",
+            value=high_by,
+            where=where,
+        )
     return CloudSpec(
         provider=str(table["provider"]),
         instance=str(table["instance"]),
@@ -350,6 +375,8 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
         price_date=date,
         price_source=str(table.get("price_source", "")),
         region=str(table.get("region", "")),
+        price_stale=stale,
+        price_high_by=None if high_by is None else float(high_by),
     )
 
 

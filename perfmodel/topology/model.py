@@ -66,6 +66,10 @@ class CloudSpec:
         An on-demand (or stated) list price of one GPU-hour, the date of the source it was read
         from (ISO ``YYYY-MM-DD``), that source, and the region; ``None``/empty where no dated
         price was found. ``--price-per-gpu-hour`` overrides it.
+    price_stale, price_high_by
+        Whether the source is known to be out of date (a price change after its date, stated in
+        ``price_source``), and the most the price may exceed today's as a factor (``None``:
+        not known); :meth:`price_label` states both on every cost line.
     """
 
     provider: str
@@ -77,6 +81,23 @@ class CloudSpec:
     price_date: str = ""
     price_source: str = ""
     region: str = ""
+    price_stale: bool = False
+    price_high_by: float | None = None
+
+    def price_label(self) -> str:
+        """What a cost at this list price is at: ``"aws p5.48xlarge list price, USD (price
+        dated 2023-07-27, may be up to 1.8x high)"`` for a stale price with a known factor,
+        ``"(price dated ..., may be out of date by an unknown amount)"`` without one, else
+        ``"(source dated ...)"``."""
+        head = f"{self.provider} {self.instance} list price, {self.price_currency}"
+        if not self.price_stale:
+            return f"{head} (source dated {self.price_date})"
+        how = (
+            f"may be up to {self.price_high_by:.1f}x high"
+            if self.price_high_by is not None
+            else "may be out of date by an unknown amount"
+        )
+        return f"{head} (price dated {self.price_date}, {how})"
 
     def describe(self) -> str:
         """One line: instance, transport and price with its date (or that none is shipped)."""

@@ -560,14 +560,28 @@ def build_model(
     )
 
 
+def check_expert_degree(name: str, ep: int, has_experts: bool, *, where: str = "ep") -> None:
+    """Refuse an expert-parallel degree ``ep > 1`` for a model without routed experts: the
+    one check of ``predict --plan ep=N`` (the zoo's build, :func:`_check_expert_context`) and
+    ``compare --ep N`` (the plan search, :func:`perfmodel.search.compare.search_plans`), which
+    ignored it on a dense model (audit15 item 10).
+
+    Raises
+    ------
+    InfeasiblePlanError
+        ``ep > 1`` and no routed experts, naming ``ep``, the model and ``where``.
+    """
+    if ep > 1 and not has_experts:
+        raise InfeasiblePlanError(
+            f"ep={ep}: model {name} has no routed experts (use ep=1 or a MoE model)",
+            value=ep,
+            where=where,
+        )
+
+
 def _check_expert_context(name: str, net: Net) -> None:
     """``ep > 1`` needs routed experts and ``cp > 1`` a model that split its sequence."""
-    if net.ep > 1 and not any(la.expert_role is not None for la in net.layers):
-        raise InfeasiblePlanError(
-            f"ep={net.ep}: model {name} has no routed experts (use ep=1 or a MoE model)",
-            value=net.ep,
-            where="ep",
-        )
+    check_expert_degree(name, net.ep, any(la.expert_role is not None for la in net.layers))
     if net.cp > 1 and not any(la.fwd_comm and la.fwd_comm[0].group == "cp" for la in net.layers):
         raise InfeasiblePlanError(
             f"cp={net.cp}: context parallelism is modelled for decoders with fused attention "

@@ -1,0 +1,43 @@
+"""``model maxbatch`` with a sharding preset and no data-parallel degree says it sized one
+unsharded replica (audit15 item 5: llama3_8b under fsdp on an H100 "does not fit even at batch
+1" at 172.56 GiB while predict on 64 H100s fits at 53 GiB, with nothing saying why)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfmodel.cli import main
+
+ARGV = ["model", "maxbatch", "gpt2", "--gpu", "A100-SXM4-80GB", "--precision", "bf16"]
+ARGV += ["--optimizer", "adam"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    assert main([*ARGV, *extra]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "software, how", [("fsdp", "FSDP"), ("torchtitan", "FSDP"), ("megatron-core", "ZeRO-1")]
+)
+def test_sharding_preset_on_one_replica_says_not_sharded(
+    software: str, how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = _run(capsys, "--software", software).splitlines()[0]
+    assert f"not sharded (dp=1: {how} has no data-parallel peers" in head
+    assert "give --plan dp=N" in head
+    d = json.loads(_run(capsys, "--software", software, "--json"))
+    assert d["note"].startswith("not sharded")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [("--software", "pytorch-ddp"), ("--software", "fsdp", "--plan", "dp=8"), ("--zero", "0")],
+)
+def test_no_note_where_nothing_is_left_unsharded(
+    extra: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "not sharded" not in _run(capsys, *extra)
+    assert "note" not in json.loads(_run(capsys, *extra, "--json"))
