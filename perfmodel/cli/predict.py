@@ -363,8 +363,7 @@ def _curve_basis(r: Any, reports: Any) -> str:
         return f"the {n} row, {basis}"
     ratio = r.throughput_samples_per_s / row.throughput_samples_per_s
     return (
-        f"{basis}; not the {n} row, another scenario (the rows' throughputs are {ratio:.2f}x "
-        "apart)"
+        f"{basis}; not the {n} row, another scenario (the rows' throughputs are {ratio:.2f}x apart)"
     )
 
 

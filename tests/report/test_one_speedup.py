@@ -67,7 +67,9 @@ def test_the_curve_names_the_row_it_divides_by(capsys) -> None:
             "--gpus", "1,8", "--interval", "off"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
-    assert any(ln.startswith("  8 GPUs: speedup against the 1-GPU row, 1 GPU of dgx-b200") for ln in out)
+    assert any(
+        ln.startswith("  8 GPUs: speedup against the 1-GPU row, 1 GPU of dgx-b200") for ln in out
+    )
     # the 1-GPU row fits within the memory model's error of the B200's capacity: marked as
     # the single prediction marks it, and said once below
     row1 = next(ln for ln in out if ln.lstrip().startswith("1 dp=1"))
