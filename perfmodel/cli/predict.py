@@ -323,8 +323,7 @@ def curve_lines(reports: Any, attr: str) -> list[str]:
         if len(counts) == len(reports) and len(reports) > 1:
             out.append(f"  all rows: {entry}" if attr == "defaults" else entry)
         else:
-            where = f"{'/'.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
-            out.append(f"  {where}: {entry}")
+            out.append(f"  {_curve_where(counts, [])}: {entry}")
     return out
 
 
@@ -339,23 +338,19 @@ def _basis_lines(reports: Any) -> list[str]:
     return [f"  {_curve_where(counts, reports)}: speedup against {t}" for t, counts in seen.items()]
 
 
-#: Relative difference of two throughputs below which a row's speedup baseline is taken to
-#: be another row (:func:`_curve_basis`): the same prediction reached twice differs by
-#: rounding only (~1e-15), a different scenario by far more.
+#: Relative difference of two throughputs below which a row's speedup baseline is another
+#: row (:func:`_curve_basis`): one prediction reached twice differs by rounding (~1e-15).
 _SAME_RUN_REL = 1e-9
 
 
 def _curve_basis(r: Any, reports: Any) -> str:
-    """What row ``r``'s speedup divides by: ``StepReport.speedup_basis``, said to be the row
-    at the baseline's GPU count where that row's throughput is the baseline's (``r``'s
-    throughput over its speedup, to :data:`_SAME_RUN_REL`), so the speedup is the ratio of the
-    two rows; said to be another scenario than that row, with the rows' own ratio, where it is
-    not (rev15b item 1). Empty where ``r`` has no speedup."""
+    """What row ``r``'s speedup divides by (``StepReport.speedup_basis``): said to be the row
+    at the baseline's GPU count where that row's throughput is the baseline's (``r``'s over its
+    speedup, to :data:`_SAME_RUN_REL`: the speedup is the rows' ratio), else said to be
+    another scenario, with the rows' ratio (rev15b item 1). Empty without a speedup."""
     basis = r.speedup_basis
-    if not basis or not r.speedup or r.num_gpus == r.baseline_gpus:
-        return basis
     row = next((b for b in reports if b.num_gpus == r.baseline_gpus), None)
-    if row is None:
+    if not basis or not r.speedup or r.num_gpus == r.baseline_gpus or row is None:
         return basis
     base = r.throughput_samples_per_s / r.speedup
     n = f"{row.num_gpus}-{'GPU' if row.device == 'GPU' else row.device}"
@@ -368,25 +363,22 @@ def _curve_basis(r: Any, reports: Any) -> str:
 
 
 def _curve_where(counts: list[int], reports: Any) -> str:
-    """The rows a curve note concerns: ``all rows`` (more than one), else their GPU counts
-    (``1 GPU``, ``2/8 GPUs``)."""
+    """The rows a curve note concerns: ``all rows`` (more than one), else ``1 GPU``, ``2/8 GPUs``."""
     if len(counts) == len(reports) > 1:
         return "all rows"
     return f"{'/'.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
 
 
 def _curve_fits_cell(r: Any) -> str:
-    """The ``fits`` cell of a curve row, 4 characters: ``yes``, ``yes!`` where the fit is
-    tight (``StepReport.memory_tight``, as the single prediction's ``fits (tight: ...)``;
-    :func:`_curve_tight_lines` says why) or ``NO``."""
+    """A curve row's ``fits`` cell: ``yes``, ``yes!`` where the fit is tight
+    (``StepReport.memory_tight``, the single prediction's ``fits (tight: ...)``) or ``NO``."""
     if not r.fits_in_memory:
         return f"{'NO':>4}"
     return "yes!" if r.memory_tight else f"{'yes':>4}"
 
 
 def _curve_tight_lines(reports: Any) -> list[str]:
-    """The line under a curve that says what the ``yes!`` cells mean (:func:`_curve_fits_cell`),
-    with the rows it concerns; none where no row fits tightly."""
+    """The line saying what a curve's ``yes!`` cells mean, with their rows (none without)."""
     counts = [r.num_gpus for r in reports if r.fits_in_memory and r.memory_tight]
     if not counts:
         return []
