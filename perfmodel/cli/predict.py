@@ -323,27 +323,68 @@ def curve_lines(reports: Any, attr: str) -> list[str]:
         if len(counts) == len(reports) and len(reports) > 1:
             out.append(f"  all rows: {entry}" if attr == "defaults" else entry)
         else:
-            where = f"{'/'.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
-            out.append(f"  {where}: {entry}")
+            out.append(f"  {_curve_where(counts, [])}: {entry}")
     return out
 
 
 def _basis_lines(reports: Any) -> list[str]:
-    """What each row's speedup divides by (``StepReport.speedup_basis``), each distinct text
-    once with the GPU counts it concerns: a row at the baseline's count reads 1.00x, the others
-    name the scenario they are against (audit15 item 4)."""
+    """What each row's speedup divides by (:func:`_curve_basis`), each distinct text once
+    with the GPU counts it concerns: a row at the baseline's count reads 1.00x, the others name
+    the scenario they are against (audit15 item 4)."""
     seen: dict[str, list[int]] = {}
     for r in reports:
-        if r.speedup_basis:
-            seen.setdefault(r.speedup_basis, []).append(r.num_gpus)
-    out = []
-    for text, counts in seen.items():
-        where = (
-            "all rows" if len(counts) == len(reports) > 1 else f"{'/'.join(map(str, counts))} GPU"
-        )
-        where += "s" if where != "all rows" and counts != [1] else ""
-        out.append(f"  {where}: speedup against {text}")
-    return out
+        if text := _curve_basis(r, reports):
+            seen.setdefault(text, []).append(r.num_gpus)
+    return [f"  {_curve_where(counts, reports)}: speedup against {t}" for t, counts in seen.items()]
+
+
+#: Relative difference of two throughputs below which a row's speedup baseline is another
+#: row (:func:`_curve_basis`): one prediction reached twice differs by rounding (~1e-15).
+_SAME_RUN_REL = 1e-9
+
+
+def _curve_basis(r: Any, reports: Any) -> str:
+    """What row ``r``'s speedup divides by (``StepReport.speedup_basis``): said to be the row
+    at the baseline's GPU count where that row's throughput is the baseline's (``r``'s over its
+    speedup, to :data:`_SAME_RUN_REL`: the speedup is the rows' ratio), else said to be
+    another scenario, with the rows' ratio (rev15b item 1). Empty without a speedup."""
+    basis = r.speedup_basis
+    row = next((b for b in reports if b.num_gpus == r.baseline_gpus), None)
+    if not basis or not r.speedup or r.num_gpus == r.baseline_gpus or row is None:
+        return basis
+    base = r.throughput_samples_per_s / r.speedup
+    n = f"{row.num_gpus}-{'GPU' if row.device == 'GPU' else row.device}"
+    if abs(base - row.throughput_samples_per_s) <= _SAME_RUN_REL * base:
+        return f"the {n} row, {basis}"
+    ratio = r.throughput_samples_per_s / row.throughput_samples_per_s
+    return (
+        f"{basis}; not the {n} row, another scenario (the rows' throughputs are {ratio:.2f}x apart)"
+    )
+
+
+def _curve_where(counts: list[int], reports: Any) -> str:
+    """The rows a curve note concerns: ``all rows`` (more than one), else ``1 GPU``, ``2/8 GPUs``."""
+    if len(counts) == len(reports) > 1:
+        return "all rows"
+    return f"{'/'.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
+
+
+def _curve_fits_cell(r: Any) -> str:
+    """A curve row's ``fits`` cell: ``yes``, ``yes!`` where the fit is tight
+    (``StepReport.memory_tight``, the single prediction's ``fits (tight: ...)``) or ``NO``."""
+    if not r.fits_in_memory:
+        return f"{'NO':>4}"
+    return "yes!" if r.memory_tight else f"{'yes':>4}"
+
+
+def _curve_tight_lines(reports: Any) -> list[str]:
+    """The line saying what a curve's ``yes!`` cells mean, with their rows (none without)."""
+    counts = [r.num_gpus for r in reports if r.fits_in_memory and r.memory_tight]
+    if not counts:
+        return []
+    from perfmodel.intervals.memory import tight_text
+
+    return [f"  {_curve_where(counts, reports)}: memory fits, but tight (yes!): {tight_text()}"]
 
 
 def _epoch_text(seconds: float | None) -> str:
@@ -587,7 +628,7 @@ def _print_curve(
             + f"{r.throughput_samples_per_s:11.1f} {_speedup_cells(r)} "
             + s_cell
             + f"{r.exposed_comm_time_s * 1e3:7.2f}ms "
-            f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {'yes' if r.fits_in_memory else 'NO':>4}"
+            f"{r.memory_per_gpu_bytes / units.GiB:7.2f}Gi {_curve_fits_cell(r)}"
             + (f" {_epoch_text(r.epoch_time_s):>24}" if epoch else "")
             + (f" {_run_range_cell(iv[0], r.epoch_time_s)}" if epoch and level else "")
             + (
@@ -609,7 +650,7 @@ def _print_curve(
     # once, with the GPU counts it concerns unless every row has it
     for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
         print(line)
-    for line in _basis_lines(reports):
+    for line in _basis_lines(reports) + _curve_tight_lines(reports):
         print(line)
     for line in _curve_interval_notes(level, reports, ivs):
         print(line)
@@ -957,8 +998,4 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
                     "predicts no superlinear mechanism here, and no measured pair exceeds it by more than 0.2%",
                     [],
                 ).append(r.num_gpus)
-    out = []
-    for text, counts in seen.items():
-        where = "all rows" if len(counts) == len(reports) else f"{'/'.join(map(str, counts))} GPUs"
-        out.append(f"  {where}: {text}")
-    return out
+    return [f"  {_curve_where(counts, reports)}: {text}" for text, counts in seen.items()]

@@ -543,7 +543,22 @@ class Recipe:
 
 
 def _sharding(preset: SoftwarePreset, plan: ParallelismPlan) -> Sharding:
+    """The model-state sharding of ``plan`` under ``preset`` (:func:`build_recipe`).
+
+    An FSDP plan whose shard degree is 1 (the HSDP shard group, else the ``dp x cp`` ranks
+    holding the dense weights: one GPU, or ``hsdp=1``) runs unsharded, as the FSDP stacks do:
+    torchtitan applies ``fully_shard`` only when ``parallel_dims.fsdp_enabled`` (``dp_shard > 1
+    or cp > 1``; ``torchtitan/parallelisms/parallelize_llama.py`` at 3f20451 (2024-12-26), the
+    preset's version), else DDP or nothing; FSDP1 clamps any strategy to ``NO_SHARD`` at world
+    size 1 (PyTorch ``torch/distributed/fsdp/_init_utils.py`` ``_init_core_state``, 2.x); FSDP2
+    ``fully_shard`` on a one-rank mesh skips its all-gather with copy-in/copy-out and its
+    reduce-scatter (``FSDPParamGroup.unshard`` / ``wait_for_unshard`` ``world_size == 1``,
+    ``_fsdp_collectives.foreach_reduce``; PyTorch PRs 160135 and 162021, 2025). No shard group,
+    no collectives, no FSDP2 copy kernels (:attr:`KernelRecipe.fsdp_copies`).
+    """
     if plan.fsdp:
+        if (plan.hsdp or plan.grad_replicas) == 1:
+            return Sharding.NONE
         return Sharding.HSDP if plan.hsdp else Sharding.FSDP
     if plan.zero == 1 and preset.distributed_optimizer:
         return Sharding.DISTRIBUTED_OPTIMIZER
@@ -637,7 +652,7 @@ def build_recipe(
         ),
         pp_send=CommPolicy(True, "send_fwd/send_bwd"),
         bucket_bytes=_bucket_bytes(preset, plan, r),
-        shard_group=plan.hsdp if plan.fsdp else 0,
+        shard_group=plan.hsdp if sharding is Sharding.HSDP else 0,
         selective_recompute=(
             ModuleRecompute(recompute_modules) if recompute_modules else preset.selective_recompute
         ),

@@ -50,12 +50,20 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
     """One GPU of the same system, model and software: the reference of ``speedup``.
 
     What stays fixed follows the batch key the scenario uses. ``global_batch`` with pure data
-    parallelism is *strong scaling*: the baseline runs the whole global batch on one GPU (the
-    1-GPU row of a ``--global-batch`` curve), so the speedup is the ratio of the rows.
+    parallelism is *strong scaling*: the baseline runs the whole global batch on one GPU.
     ``batch_per_gpu`` (and Krizhevsky's hybrid, and Crossbow learners) is *weak scaling*: the
     baseline runs one replica's batch. Model-parallel plans: the global batch divided by the GPUs
-    (at least 1), the samples one GPU handles. The baseline uses the analytic executor (one GPU
-    has no contention).
+    (at least 1), the samples one GPU handles. The baseline is unsharded (``zero=0``) and uses
+    the analytic executor (one GPU has no contention).
+
+    The baseline is then the 1-GPU row of a data-parallel curve (``--gpus 1,N``, strong or
+    weak scaling) and the speedup the ratio of the rows: on one GPU an FSDP stack does not shard
+    (:func:`perfmodel.parallel.recipe.build_recipe`), ZeRO on one rank shards nothing, and the
+    simulator finds no contention, so the 1-GPU row predicts what the baseline predicts. It is
+    another scenario where the 1-GPU row runs another batch (model-parallel plans) or does not
+    fit (the smallest count that fits is the baseline,
+    :func:`perfmodel.pipeline.autobatch.fitting_baseline`); ``StepReport.speedup_basis`` says
+    which, and the curve says whether the baseline is one of its rows.
     """
     r = r or resolve(sc)
     n = r.num_gpus
@@ -74,7 +82,8 @@ def baseline_scenario(sc: Scenario, r: Resolved | None = None) -> Scenario:
         per_gpu = r.batch_per_replica
     else:
         per_gpu = max(1, r.batch_per_replica * plan.dp // n)
-    # software stays: with zero=0 an FSDP preset runs unsharded, same recipe
+    # software stays; zero=0: one GPU has no peers to shard over (an FSDP preset at shard
+    # degree 1 is unsharded without it, build_recipe)
     return replace(
         sc,
         **{k: _SCENARIO_DEFAULTS[k] for k in _RESET_TO_DEFAULT},

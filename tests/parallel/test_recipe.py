@@ -100,6 +100,36 @@ def test_zero3_model_state_is_16_bytes_per_param_over_dp() -> None:
         assert state == pytest.approx(16 * _params(sc) / 8), software
 
 
+def test_fsdp_at_shard_degree_one_runs_unsharded() -> None:
+    """torchtitan applies fully_shard only when dp_shard > 1 or cp > 1 (parallel_dims
+    .fsdp_enabled), FSDP1 clamps to NO_SHARD at world size 1, FSDP2 skips its collectives and
+    copies on a one-rank mesh: one GPU (or hsdp=1) has no shard group and no FSDP2 copy kernels.
+    Before: Sharding.FSDP with fsdp_copies on one GPU (llama3_8b on a B200: 146.8 s vs 142.2)."""
+    bf16, adam = Precision.BF16, Optimizer.ADAM
+    for software in ("fsdp", "torchtitan"):
+        preset = get_preset(software)
+        one = build_recipe(preset, bf16, adam, ParallelismPlan(dp=1, fsdp=True))
+        assert one.sharding is Sharding.NONE and one.shard_group == 0, software
+        assert not one.stack_kernels.fsdp_copies and one.gather_bytes == 2, software
+        repl = build_recipe(preset, bf16, adam, ParallelismPlan(dp=8, fsdp=True, hsdp=1))
+        assert repl.sharding is Sharding.NONE and repl.shard_group == 0, software
+        # two ranks, or context parallelism alone, shard (torchtitan's dp_shard_cp mesh)
+        for plan in (ParallelismPlan(dp=2, fsdp=True), ParallelismPlan(dp=1, cp=2, fsdp=True)):
+            rc = build_recipe(preset, bf16, adam, plan)
+            assert rc.sharding is Sharding.FSDP and rc.stack_kernels.fsdp_copies, software
+        hsdp = build_recipe(preset, bf16, adam, ParallelismPlan(dp=8, fsdp=True, hsdp=2))
+        assert hsdp.sharding is Sharding.HSDP and hsdp.shard_group == 2, software
+
+
+def test_one_gpu_fsdp_is_the_unsharded_run() -> None:
+    """A torchtitan run on one GPU and the same run with zero=0 are one prediction."""
+    fsdp = predict(_sc(software="torchtitan", gpus=1), baseline=False)
+    plain = predict(_sc(software="torchtitan", gpus=1, zero=0), baseline=False)
+    assert fsdp.plan["recipe"]["sharding"] == "none"
+    assert fsdp.iteration_time_s == plain.iteration_time_s
+    assert fsdp.memory_per_gpu_bytes == plain.memory_per_gpu_bytes
+
+
 def test_megatron_core_distributed_optimizer_memory() -> None:
     """bf16 weights (2) + bf16 grad buffer (2: the NeMo / Megatron-Bridge performance recipes
     turn grad_reduce_in_fp32 off) + (FP32 master 4 + Adam 8) / dp; Megatron-LM's own bf16
