@@ -268,6 +268,18 @@ def nccl_default_releases() -> tuple[str, str]:
     return str(DEFAULT_NCCL_RELEASE), tuner
 
 
+def nccl_explain_line(stated: str | None) -> str:
+    """``--explain``'s NCCL line: which release the P2P level and the collective tuner follow
+    (the statement of :func:`nccl_releases`, for this run)."""
+    if stated:
+        return f"NCCL {stated} (--nccl): its P2P level and its collective tuner's tables"
+    p2p, tuner = nccl_default_releases()
+    return (
+        f"NCCL: no --nccl given: the P2P level is {p2p}'s (the P2P rule's default release), the "
+        f"collective tuner the GPU generation's ({tuner}; the comm rows below name it)"
+    )
+
+
 def nccl_releases() -> str:
     """``--nccl``'s help: which release each part of the model follows, stated or not
     (:func:`nccl_default_releases`; the P2P note, :mod:`perfmodel.topology.nccl_p2p`, and

@@ -39,6 +39,7 @@ from perfmodel.cli._common import (
     attention_kind,
     flag_dest,
     merge_plan_flag,
+    nccl_explain_line,
     parse_model_args,
     print_json,
     system_flags,
@@ -482,27 +483,13 @@ def explain_lines(sc: Any, report: Any) -> list[str]:
         attention = bool(report.is_sequence_model)
         tp, pp = int(report.plan.get("tp", 1)), int(report.plan.get("pp", 1))
         lines += [f"  {line}" for line in recipe.describe(tp=tp, pp=pp, attention=attention)]
-        lines.append(f"  {_nccl_line(sc.nccl)}")
+        lines.append(f"  {nccl_explain_line(sc.nccl)}")
         lines += [f"  source: {src}" for src in recipe.sources]
     if report.explanation is not None:
         lines += report.explanation.format_lines()
     elif report.kernel_classes:
         lines += report.format_kernel_classes()
     return lines
-
-
-def _nccl_line(stated: str | None) -> str:
-    """``--explain``'s NCCL line: which release the P2P level and the collective tuner follow
-    (the statement of :func:`perfmodel.cli._common.nccl_releases`, for this run)."""
-    if stated:
-        return f"NCCL {stated} (--nccl): its P2P level and its collective tuner's tables"
-    from perfmodel.cli._common import nccl_default_releases
-
-    p2p, tuner = nccl_default_releases()
-    return (
-        f"NCCL: no --nccl given: the P2P level is {p2p}'s (the P2P rule's default release), the "
-        f"collective tuner the GPU generation's ({tuner}; the comm rows below name it)"
-    )
 
 
 def explain_dict(sc: Any, report: Any) -> dict[str, Any]:

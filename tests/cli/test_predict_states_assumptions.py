@@ -111,7 +111,7 @@ def test_nccl_defaults_are_formatted_from_the_code_constants(monkeypatch, capsys
     helptext = " ".join(capsys.readouterr().out.split())
     assert "without --nccl the P2P level is 2.30's" in helptext
     assert "(2.8 before Hopper, 2.28 on Hopper and Blackwell; --explain names it)" in helptext
-    from perfmodel.cli.predict import _nccl_line
+    from perfmodel.cli._common import nccl_explain_line
 
-    line = _nccl_line(None)
+    line = nccl_explain_line(None)
     assert "the P2P level is 2.30's" in line and "2.28 on Hopper and Blackwell" in line
