@@ -133,31 +133,10 @@ def test_transitions_out_of_order_fall_back_to_every_event(
     h_0``): its transitions are not in time order, so ``_flat_split`` refuses
     (``_Unordered``) and ``_class_seconds`` sweeps every event, as the events say: the two
     computes overlap on the stream and count once."""
-    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
-    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
-    segs = (
-        ChainSegment(1.0, 1.0, (-0.5,), 0.5, g_spec.group, r_spec.group),
-        ChainSegment(0.1, 1.0, (0.25,), 0.5, g_spec.group, r_spec.group),
-        ChainSegment(0.1, 1.0, (0.25,), 0.5, g_spec.group, r_spec.group),
-    )
-    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
-    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
-    assert static.flat is not None
-    b = GraphBuilder()
-    c = b.add_chain("g0", [], "F0", 0, 0, (static, -1, -1))
-    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c])
-    tl = _list_schedule(b.build())
+    tl, c = _lone_chain(((1.0, 1.0, -0.5), (0.1, 1.0, 0.25), (0.1, 1.0, 0.25)))
     rows = tl.chain_rows(c)
     assert rows[1][2] < rows[0][3]  # cs_1 < h_0: the second compute starts in the first
-    with pytest.raises(sb._Unordered):
-        sb._class_events(tl, "g0", [], [])
-    swept: list[bool] = []
-    real = sb._sweep_split
-    monkeypatch.setattr(sb, "_sweep_split", lambda *a: swept.append(True) or real(*a))
-    T = tl.makespan_s
-    got = sb._class_seconds(tl, "g0", 0.0, T)
-    assert not swept and list(got.items()) == _events_sweep(tl, "g0", 0.0, T)
+    got = _falls_back(tl, monkeypatch)
     # the hand count: computes [1, 2] and [1.5, 2.5] (one compute second from 1 to 2.5), TP
     # pieces of the later two segments, gathers before the first compute
     assert got["compute"] == pytest.approx(1.5 + 1.0)
@@ -170,24 +149,40 @@ def test_tp_piece_out_of_order_falls_back_to_every_event(
     piece is not (``e > h``) puts that piece before the previous segment's end (``h_1 = cs_1 +
     C_1 < e_0 = cs_1``): ``_flat_split``'s check of the TP-only branch refuses
     (``_Unordered``) and ``_class_seconds`` sweeps every event, as the events say."""
+    tl, c = _lone_chain(((1.0, 1.0, 0.25), (0.1, -0.5, 0.25), (0.1, 1.0, 0.25)))
+    rows = tl.chain_rows(c)
+    # segment 1: its compute [2.25, 1.75] negative, its TP piece [1.75, 2.0] before e_0 = 2.25
+    assert rows[1][3] < rows[1][2] and rows[1][3] < rows[1][4] and rows[1][3] < rows[0][4]
+    _falls_back(tl, monkeypatch)
+
+
+def _g0_static(segments: tuple[tuple[float, float, float], ...]) -> ChainStatic:
+    """A flat ZeRO gather chain on g0 (group g0, g1) of ``(gather, compute, TP piece)``
+    segments, each reducing 0.5 s."""
     g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
     r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
-    segs = (
-        ChainSegment(1.0, 1.0, (0.25,), 0.5, g_spec.group, r_spec.group),
-        ChainSegment(0.1, -0.5, (0.25,), 0.5, g_spec.group, r_spec.group),
-        ChainSegment(0.1, 1.0, (0.25,), 0.5, g_spec.group, r_spec.group),
+    segs = tuple(
+        ChainSegment(g, cmp, (tp,), 0.5, g_spec.group, r_spec.group) for g, cmp, tp in segments
     )
     g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
     r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
     static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
     assert static.flat is not None
+    return static
+
+
+def _lone_chain(segments: tuple[tuple[float, float, float], ...]) -> tuple[Timeline, int]:
+    """The list schedule of :func:`_g0_static`'s chain alone, then an optimizer step, and the
+    chain's task id."""
     b = GraphBuilder()
-    c = b.add_chain("g0", [], "F0", 0, 0, (static, -1, -1))
+    c = b.add_chain("g0", [], "F0", 0, 0, (_g0_static(segments), -1, -1))
     b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c])
-    tl = _list_schedule(b.build())
-    rows = tl.chain_rows(c)
-    # segment 1: its compute [2.25, 1.75] negative, its TP piece [1.75, 2.0] before e_0 = 2.25
-    assert rows[1][3] < rows[1][2] and rows[1][3] < rows[1][4] and rows[1][3] < rows[0][4]
+    return _list_schedule(b.build()), c
+
+
+def _falls_back(tl: Timeline, monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
+    """Assert ``_flat_split`` refuses ``tl``'s g0 chain (``_Unordered``) and ``_class_seconds``
+    then sweeps every event (the transitions' sweep never runs); the seconds."""
     with pytest.raises(sb._Unordered):
         sb._class_events(tl, "g0", [], [])
     swept: list[bool] = []
@@ -196,6 +191,7 @@ def test_tp_piece_out_of_order_falls_back_to_every_event(
     T = tl.makespan_s
     got = sb._class_seconds(tl, "g0", 0.0, T)
     assert not swept and list(got.items()) == _events_sweep(tl, "g0", 0.0, T)
+    return got
 
 
 def test_hand_computed_transitions() -> None:
@@ -203,15 +199,7 @@ def test_hand_computed_transitions() -> None:
     ``test_gather_chains``: gathers [0, 2], [2, 2.5], [3, 3.5]; computes [2, 3] + TP [3,
     3.25], [3.25, 4.25], [4.25, 5.25]; reductions [3.25, 3.75], [4.25, 4.75], [5.25, 5.75]):
     the transitions ``_flat_split`` lists (zero-length TP pieces give none) and the seconds."""
-    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
-    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
-    segs = tuple(
-        ChainSegment(g, 1.0, then, 0.5, g_spec.group, r_spec.group)
-        for g, then in ((2.0, (0.25,)), (0.5, (0.0,)), (0.5, (0.0,)))
-    )
-    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
-    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
-    static = ChainStatic(segs, "zero", "dp", True, g_proto, r_proto, frozenset(("g0", "g1")), None)
+    static = _g0_static(((2.0, 1.0, 0.25), (0.5, 1.0, 0.0), (0.5, 1.0, 0.0)))
     b = GraphBuilder()
     x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
     b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
