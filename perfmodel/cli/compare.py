@@ -578,7 +578,8 @@ def _run_systems_search(args: argparse.Namespace) -> int:
 
 def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
     """A best plan's range in ``--json``, as ``predict --json`` names it: ``interval_level``
-    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias`` and
+    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias``,
+    ``interval_bounded`` and
     ``iteration_time_s_low`` / ``_high``."""
     if iv is None:
         return {"interval_level": None}
@@ -588,6 +589,7 @@ def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
         "interval_basis": iv.basis,
         "interval_warning": iv.warning,
         "interval_bias": math.expm1(iv.bias),
+        "interval_bounded": iv.bounded,
         "iteration_time_s_low": lo,
         "iteration_time_s_high": hi,
     }
@@ -693,7 +695,7 @@ def format_systems_search(
     ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
     the model's error (:func:`perfmodel.search.whatif.error_clause`)."""
     from perfmodel.search.compare_table import wrap
-    from perfmodel.search.whatif import error_clause
+    from perfmodel.search.whatif import bounded, bounded_note, error_clause
     from perfmodel.search.why import why_best
 
     ivs = {k: v for k, v in (residuals or {}).items() if v is not None}
@@ -708,7 +710,13 @@ def format_systems_search(
     fastest = span(ranked[0][0], float(ranked[0][1].report["iteration_time_s"])) if ranked else None
     for i, (label, best, _, _, _) in enumerate(ranked):
         r = span(label, float(best.report["iteration_time_s"]))
-        if i > 0 and r is not None and fastest is not None and r[0] <= fastest[1]:
+        if (
+            i > 0
+            and r is not None
+            and fastest is not None
+            and r[0] <= fastest[1]
+            and bounded(ivs.get(label), ivs.get(ranked[0][0]))
+        ):
             tied.add(label)  # the plan search's mark: a range overlapping the fastest's
         cells[label] = "-" if r is None else f"{r[0]:.3f}-{r[1]:.3f}"
     for label in cells:
@@ -747,6 +755,7 @@ def format_systems_search(
                 f"  {label}: {pct} range from {iv.basis}; runs like this one were predicted "
                 f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'} (median)"
                 + (f"; note: {iv.warning}" if iv.warning else "")
+                + (f"; note: {note}" if (note := bounded_note(iv)) else "")
             )
     lines.append("")
     lines.append("parallel groups of each best plan:")
@@ -759,7 +768,9 @@ def format_systems_search(
         lines.append("")
         if why:
             lines.append(why)
-        tie = error_clause(span(la, ta), span(lb, tb), level)
+        tie = error_clause(
+            span(la, ta), span(lb, tb), level, bounded=bounded(ivs.get(la), ivs.get(lb))
+        )
         lines.append(
             f"verdict: {la} trains this job {tb / ta:.2f}x as fast as {lb} on the same "
             f"{a.gpus} GPUs, each with its best plan" + (f"; {tie}" if tie else "")

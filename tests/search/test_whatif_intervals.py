@@ -39,6 +39,8 @@ class _Residual:
     basis: str = "toy rows"
     warning: str = ""
     bias: float = 0.1
+    bounded: bool = True
+    sources: int = 7
 
     def time(self, v: float) -> tuple[float, float]:
         return v * math.exp(self.r_lo), v * math.exp(self.r_hi)
@@ -47,7 +49,7 @@ class _Residual:
         return v * math.exp(-self.r_hi), v * math.exp(-self.r_lo)
 
 
-def _whatif(r_lo: float, r_hi: float, **kw: Any) -> Any:
+def _whatif(r_lo: float, r_hi: float, *, bounded: bool = True, **kw: Any) -> Any:
     args: dict[str, Any] = dict(
         pricing={"fast": Pricing(4.0), "slow": Pricing(1.0)},
         epochs=10,
@@ -56,7 +58,7 @@ def _whatif(r_lo: float, r_hi: float, **kw: Any) -> Any:
         evaluator=fake_system_predict,
         gpus_per_node=lambda o: 4,
         interval=0.8,
-        interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level),
+        interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level, bounded=bounded),
     )
     args.update(kw)
     return hardware_whatif(
@@ -269,3 +271,37 @@ def test_cli_systems_search_marks_a_tie(capsys: pytest.CaptureFixture[str]) -> N
     assert cost.split()[-2].endswith("~")
     cheapest = next(x for x in out if x.startswith("cheapest per million tokens: hgx-h200"))
     assert "within the model's error" in cheapest
+
+
+def test_an_unbounded_range_gives_no_tie_verdict() -> None:
+    """Review rev15b, finding 2: where the record cannot bound the level's range (the widest
+    it gives stands in) the overlap is no tie verdict; predict's note says so; the JSON says
+    ``interval_bounded``."""
+    assert error_clause((1.0, 2.0), (1.5, 3.0), 0.9, bounded=False).startswith(
+        "no verdict on the model's error: the record cannot bound a 90% range"
+    )
+    res = _whatif(-1.0, 1.0, deadline_s=None, bounded=False)
+    assert "statistical tie" not in res.verdict and "within the model's error" not in res.verdict
+    assert "no verdict on the model's error" in res.verdict
+    text = format_whatif(res)
+    assert "note: 7 publications cannot bound a 80% range; the widest they give stands in" in text
+    assert res.points[0].to_dict()["interval_bounded"] is False
+    assert _whatif(-1.0, 1.0, deadline_s=None).points[0].to_dict()["interval_bounded"] is True
+
+
+def test_cli_systems_search_at_an_unbounded_level_is_no_tie(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The review's command: dgx-h100 3.03x as fast as dgx-a100 was "a statistical tie" from
+    90% ranges the record cannot bound (predict: "18 publications cannot bound a 90% range")."""
+    argv = ["compare", "--systems", "dgx-h100,dgx-a100", "--search", "--gpus", "8", "--model",
+            "gpt2", "--global-batch", "64", "--interval", "0.9", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "statistical tie" not in text and "~" not in text
+    verdict = next(x for x in text.splitlines() if x.startswith("verdict: dgx-h100"))
+    assert "no verdict on the model's error: the record cannot bound a 90% range" in verdict
+    assert "publications cannot bound a 90% range; the widest they give stands in" in text
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["systems"]
+    assert [r["interval_bounded"] for r in rows] == [False, False]
