@@ -417,6 +417,7 @@ def _run_search(args: argparse.Namespace) -> int:
             title=f"{args.model} on {','.join(map(str, gpus))} GPUs of {args.system}",
             interval=args.interval,
         )
+    _job_warnings(args)
     if args.json:
         print_json(res.to_dict(top=args.top, interval=args.interval))
     else:
@@ -457,6 +458,25 @@ def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
     precision = args.precision or f"{Scenario.precision} (default)"
     optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
     return f"{args.model} on {where}, {software}, {precision}, {optimizer}; {tail}"
+
+
+def _job_warnings(args: argparse.Namespace) -> None:
+    """Print on stderr the WARNING ``predict`` prints for the job its :func:`_job_header`
+    names: a transformer on the default optimizer (plain SGD, no state;
+    :func:`perfmodel.cli.predict_checks.default_optimizer_warning`), which leaves out the
+    Adam-class state and update the run has. Called by the plan search, the hardware what-if
+    and the systems search, with ``--json`` or not (stdout stays the table or the JSON)."""
+    from types import SimpleNamespace
+
+    from perfmodel.api import Scenario
+    from perfmodel.cli.predict_checks import default_optimizer_warning
+
+    if not args.model:
+        return
+    sc = SimpleNamespace(model=args.model, optimizer=args.optimizer or Scenario.optimizer)
+    given = frozenset({"optimizer"} if args.optimizer else ())
+    if warning := default_optimizer_warning(sc, given):
+        print(warning, file=sys.stderr)
 
 
 def _systems_where(options: Sequence[Any]) -> str:
@@ -541,6 +561,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     cost_lines = _search_cost_lines(results, options, prices, residuals, shown=out)
     if cost_lines:
         out += "\n" + "\n".join(cost_lines)
+    _job_warnings(args)
     if args.json:
         print_json(
             {
@@ -852,6 +873,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
         from perfmodel.search.plots import plot_whatif
 
         plot_whatif(res, args.plot, title=str(args.model))
+    _job_warnings(args)
     if args.json:
         print_json(res.to_dict())
     else:

@@ -305,3 +305,31 @@ def test_cli_systems_search_at_an_unbounded_level_is_no_tie(
     assert main([*argv, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["systems"]
     assert [r["interval_bounded"] for r in rows] == [False, False]
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["--system", "dgx-a100", "--gpus", "8", "--confirm-k", "0", "--analytic-k", "2"],
+        ["--systems", "dgx-h100,dgx-a100", "--gpus", "8", "--fidelity", "analytic"],
+        ["--systems", "dgx-h100,dgx-a100", "--search", "--gpus", "8", "--confirm-k", "0"],
+    ],
+    ids=["plan-search", "what-if", "systems-search"],
+)
+def test_compare_warns_of_the_default_optimizer_as_predict_does(
+    mode: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review rev15b, finding 3: the headers said ``sgd (default)`` for gpt2 without predict's
+    WARNING (a transformer trains with Adam-class state the prediction leaves out): on stderr,
+    with --json or not; none with --optimizer given or for a CNN."""
+    argv = ["compare", *mode, "--model", "gpt2", "--global-batch", "64", "--quiet"]
+    for extra in ([], ["--json"]):
+        assert main([*argv, *extra]) == 0
+        cap = capsys.readouterr()
+        assert cap.err.count("WARNING: optimizer sgd is only the default") == 1, cap.err
+        assert "WARNING" not in cap.out
+    assert main([*argv, "--optimizer", "adamw"]) == 0
+    assert "WARNING: optimizer" not in capsys.readouterr().err
+    argv[argv.index("gpt2")] = "resnet50"
+    assert main(argv) == 0
+    assert "WARNING: optimizer" not in capsys.readouterr().err
