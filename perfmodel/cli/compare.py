@@ -715,7 +715,7 @@ def format_systems_search(
     :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
     ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
     the model's error (:func:`perfmodel.search.whatif.error_clause`)."""
-    from perfmodel.search.compare_table import wrap
+    from perfmodel.search.compare_table import mem_cell, tight, tight_line, wrap
     from perfmodel.search.whatif import bounded, bounded_note, error_clause
     from perfmodel.search.why import why_best
 
@@ -759,10 +759,12 @@ def format_systems_search(
             + (f"{cells[label]:>{rw}} " if ivs else "")
             + f"{samples / t:10.2f} "
             f"{samples / t / best.gpus:9.4f} {float(r.get('exposed_comm_time_s') or 0.0):7.3f} "
-            f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}"
+            + mem_cell(r, f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}")
         )
     for label, why in failures.items():
         lines.append(wrap(f"failed {label}: {why}"))
+    if any(tight(best.report) for _, best, _, _, _ in ranked):
+        lines.append(tight_line())
     if tied:
         lines.append(
             f"  ~: its {pct} range overlaps the fastest system's (a statistical tie, as the plan "

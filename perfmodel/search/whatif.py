@@ -369,6 +369,11 @@ class WhatIfPoint(FlatRecord):
     speedup_basis: str = ""
     """What :attr:`speedup` divides by, in words: the report's ``speedup_basis``, the text
     ``predict`` prints (audit15 item 4: one meaning of speedup)."""
+    memory_per_gpu_bytes: float | None = None
+    """The report's peak memory per GPU (``None`` where it gives none)."""
+    memory_tight: bool = False
+    """The fit is within the memory model's measured error of the capacity (the report's
+    ``memory_tight``, :func:`perfmodel.search.compare_table.tight`): ``!`` in the table."""
     interval: Any = None
     """The step's :class:`~perfmodel.intervals.conformal.ResidualInterval` (``None``: no
     interval asked for, or the record gives none); :meth:`range_of` reads it."""
@@ -641,7 +646,10 @@ def _point(
     c_epoch = price.cost(int(g), epoch_s) if (price and epoch_s is not None) else None
     c_run = c_epoch * epochs if (c_epoch is not None and epochs is not None) else None
     meets = (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
+    from perfmodel.search.compare_table import tight
+
     tok, c_mtok, kwh = per_token_figures(rep, spec, price)
+    mem = rep.get("memory_per_gpu_bytes")
     return WhatIfPoint(
         system=opt.label,
         gpus=int(g),
@@ -664,6 +672,8 @@ def _point(
         price_source="" if price is None else price.source,
         baseline_gpus=base_gpus,
         speedup_basis=basis,
+        memory_per_gpu_bytes=None if mem is None else float(mem),
+        memory_tight=fits and tight(rep),
         interval=interval,
     )
 
@@ -860,16 +870,21 @@ def format_whatif(result: WhatIfResult) -> str:
     """Plain-text table of a :class:`WhatIfResult`; with intervals, the ranges of each row
     (:func:`_range_lines`) under it and a legend for ``~``."""
 
+    from perfmodel.search.compare_table import mem_cell, tight_line
+    from perfmodel.units import GiB
+
     def f(v: float | None, fmt: str) -> str:
         return format(v, fmt) if v is not None else "-"
 
     head = (
         f"{'system':<28} {'gpus':>5} {'nodes':>5} {'iter ms':>9} {'samples/s':>11} {'speedup':>8} "
-        f"{'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} {'cost/run':>11} {'deadline':>8}"
+        f"{'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} {'cost/run':>11} "
+        f"{'mem GiB':>8} {'deadline':>8}"
     )
     lines = [head, "-" * len(head)]
     for p in result.points:
         dl = p.deadline_cell(result.deadline_s)
+        mem = f(p.memory_per_gpu_bytes and p.memory_per_gpu_bytes / GiB, "8.1f")
         oom = "" if p.fits_in_memory else "  (out of memory)"
         lines.append(
             f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
@@ -877,10 +892,13 @@ def format_whatif(result: WhatIfResult) -> str:
             f"{f(p.scaling_efficiency, '5.2f'):>5} "
             f"{f(p.epoch_time_s and p.epoch_time_s / 3600, '8.3f'):>8} "
             f"{f(p.run_time_s and p.run_time_s / 3600, '8.2f'):>8} "
-            f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} {dl:>8}{oom}"
+            f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} "
+            f"{mem_cell({'memory_tight': p.memory_tight}, mem):>8} {dl:>8}{oom}"
         )
     for k, v in result.failures.items():
         lines.append(f"failed {k}: {v}")
+    if any(p.memory_tight for p in result.points):
+        lines.append(tight_line())
     lines.extend(_range_lines(result))
     notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
     for p in result.points:

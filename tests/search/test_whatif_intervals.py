@@ -333,3 +333,32 @@ def test_compare_warns_of_the_default_optimizer_as_predict_does(
     argv[argv.index("gpt2")] = "resnet50"
     assert main(argv) == 0
     assert "WARNING: optimizer" not in capsys.readouterr().err
+
+
+LLAMA_TIGHT = ["--model", "llama3_8b", "--global-batch", "256", "--precision", "bf16",
+               "--optimizer", "adamw", "--software", "torchtitan", "--interval", "off"]  # fmt: skip
+
+
+def test_whatif_and_systems_search_mark_a_tight_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    """Review rev15b, finding 4: llama3_8b on one B200 (174.6 GiB of 180, within the memory
+    model's error) fits tight: ``!`` in the mem GiB cell and the legend, as the plan search
+    marks it (compare_table.mem_cell); 8 B200s (114.9 GiB) are roomy; the what-if JSON says
+    ``memory_tight``."""
+    from perfmodel.intervals.memory import tight_text
+
+    argv = ["compare", "--systems", "dgx-b200", "--gpus", "1,8", *LLAMA_TIGHT]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[-2:] == ["GiB", "deadline"]
+    rows = {int(x.split()[1]): x for x in out[3:5]}
+    assert rows[1].split()[-2] == "174.6!" and rows[8].split()[-2] == "114.9"
+    assert f"! mem GiB: fits, but tight: {tight_text()}" in out
+    assert main([*argv, "--json"]) == 0
+    pts = {p["gpus"]: p for p in json.loads(capsys.readouterr().out)["points"]}
+    assert pts[1]["memory_tight"] is True and pts[8]["memory_tight"] is False
+    assert pts[1]["memory_per_gpu_bytes"] / 2**30 == pytest.approx(174.6, abs=0.05)
+    argv = ["compare", "--systems", "dgx-b200", "--search", "--gpus", "1", *LLAMA_TIGHT]
+    assert main([*argv, "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[3].startswith("dgx-b200") and out[3].split()[-1] == "174.6!"
+    assert f"! mem GiB: fits, but tight: {tight_text()}" in out
