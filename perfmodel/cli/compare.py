@@ -417,6 +417,7 @@ def _run_search(args: argparse.Namespace) -> int:
             title=f"{args.model} on {','.join(map(str, gpus))} GPUs of {args.system}",
             interval=args.interval,
         )
+    _job_warnings(args)
     if args.json:
         print_json(res.to_dict(top=args.top, interval=args.interval))
     else:
@@ -457,6 +458,25 @@ def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
     precision = args.precision or f"{Scenario.precision} (default)"
     optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
     return f"{args.model} on {where}, {software}, {precision}, {optimizer}; {tail}"
+
+
+def _job_warnings(args: argparse.Namespace) -> None:
+    """Print on stderr the WARNING ``predict`` prints for the job its :func:`_job_header`
+    names: a transformer on the default optimizer (plain SGD, no state;
+    :func:`perfmodel.cli.predict_checks.default_optimizer_warning`), which leaves out the
+    Adam-class state and update the run has. Called by the plan search, the hardware what-if
+    and the systems search, with ``--json`` or not (stdout stays the table or the JSON)."""
+    from types import SimpleNamespace
+
+    from perfmodel.api import Scenario
+    from perfmodel.cli.predict_checks import default_optimizer_warning
+
+    if not args.model:
+        return
+    sc = SimpleNamespace(model=args.model, optimizer=args.optimizer or Scenario.optimizer)
+    given = frozenset({"optimizer"} if args.optimizer else ())
+    if warning := default_optimizer_warning(sc, given):
+        print(warning, file=sys.stderr)
 
 
 def _systems_where(options: Sequence[Any]) -> str:
@@ -541,6 +561,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     cost_lines = _search_cost_lines(results, options, prices, residuals, shown=out)
     if cost_lines:
         out += "\n" + "\n".join(cost_lines)
+    _job_warnings(args)
     if args.json:
         print_json(
             {
@@ -578,7 +599,8 @@ def _run_systems_search(args: argparse.Namespace) -> int:
 
 def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
     """A best plan's range in ``--json``, as ``predict --json`` names it: ``interval_level``
-    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias`` and
+    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias``,
+    ``interval_bounded`` and
     ``iteration_time_s_low`` / ``_high``."""
     if iv is None:
         return {"interval_level": None}
@@ -588,6 +610,7 @@ def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
         "interval_basis": iv.basis,
         "interval_warning": iv.warning,
         "interval_bias": math.expm1(iv.bias),
+        "interval_bounded": iv.bounded,
         "iteration_time_s_low": lo,
         "iteration_time_s_high": hi,
     }
@@ -692,8 +715,8 @@ def format_systems_search(
     :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
     ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
     the model's error (:func:`perfmodel.search.whatif.error_clause`)."""
-    from perfmodel.search.compare_table import wrap
-    from perfmodel.search.whatif import error_clause
+    from perfmodel.search.compare_table import mem_cell, tight, tight_line, wrap
+    from perfmodel.search.whatif import bounded, bounded_note, error_clause
     from perfmodel.search.why import why_best
 
     ivs = {k: v for k, v in (residuals or {}).items() if v is not None}
@@ -708,7 +731,13 @@ def format_systems_search(
     fastest = span(ranked[0][0], float(ranked[0][1].report["iteration_time_s"])) if ranked else None
     for i, (label, best, _, _, _) in enumerate(ranked):
         r = span(label, float(best.report["iteration_time_s"]))
-        if i > 0 and r is not None and fastest is not None and r[0] <= fastest[1]:
+        if (
+            i > 0
+            and r is not None
+            and fastest is not None
+            and r[0] <= fastest[1]
+            and bounded(ivs.get(label), ivs.get(ranked[0][0]))
+        ):
             tied.add(label)  # the plan search's mark: a range overlapping the fastest's
         cells[label] = "-" if r is None else f"{r[0]:.3f}-{r[1]:.3f}"
     for label in cells:
@@ -730,10 +759,12 @@ def format_systems_search(
             + (f"{cells[label]:>{rw}} " if ivs else "")
             + f"{samples / t:10.2f} "
             f"{samples / t / best.gpus:9.4f} {float(r.get('exposed_comm_time_s') or 0.0):7.3f} "
-            f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}"
+            + mem_cell(r, f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}")
         )
     for label, why in failures.items():
         lines.append(wrap(f"failed {label}: {why}"))
+    if any(tight(best.report) for _, best, _, _, _ in ranked):
+        lines.append(tight_line())
     if tied:
         lines.append(
             f"  ~: its {pct} range overlaps the fastest system's (a statistical tie, as the plan "
@@ -747,6 +778,7 @@ def format_systems_search(
                 f"  {label}: {pct} range from {iv.basis}; runs like this one were predicted "
                 f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'} (median)"
                 + (f"; note: {iv.warning}" if iv.warning else "")
+                + (f"; note: {note}" if (note := bounded_note(iv)) else "")
             )
     lines.append("")
     lines.append("parallel groups of each best plan:")
@@ -759,7 +791,9 @@ def format_systems_search(
         lines.append("")
         if why:
             lines.append(why)
-        tie = error_clause(span(la, ta), span(lb, tb), level)
+        tie = error_clause(
+            span(la, ta), span(lb, tb), level, bounded=bounded(ivs.get(la), ivs.get(lb))
+        )
         lines.append(
             f"verdict: {la} trains this job {tb / ta:.2f}x as fast as {lb} on the same "
             f"{a.gpus} GPUs, each with its best plan" + (f"; {tie}" if tie else "")
@@ -841,6 +875,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
         from perfmodel.search.plots import plot_whatif
 
         plot_whatif(res, args.plot, title=str(args.model))
+    _job_warnings(args)
     if args.json:
         print_json(res.to_dict())
     else:

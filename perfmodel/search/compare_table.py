@@ -38,7 +38,7 @@ def _why_best_line(result: SearchResult, ties: PlanTies | None = None) -> list[s
     return [line]
 
 
-def _tight(report: Mapping[str, Any]) -> bool:
+def tight(report: Mapping[str, Any]) -> bool:
     """A row's plan fits but is within the memory model's measured error of the capacity
     (``memory_tight`` of its report, :func:`perfmodel.intervals.memory.stage_tight`; from its
     stages' bytes where the report predates the field)."""
@@ -55,9 +55,17 @@ def _tight(report: Mapping[str, Any]) -> bool:
     return stage_tight([{"total_bytes": b, "capacity_bytes": cap} for b in stages])
 
 
-def _mem_cell(report: Mapping[str, Any], cell: str) -> str:
-    """The ``mem GiB`` cell, ``!`` after the number where the fit is tight (:func:`_tight`)."""
-    return f"{cell.strip()}!".rjust(len(cell)) if _tight(report) else cell
+def mem_cell(report: Mapping[str, Any], cell: str) -> str:
+    """The ``mem GiB`` cell, ``!`` after the number where the fit is tight (:func:`tight`): the
+    plan search's, the what-if's and the systems search's (one cell, one mark)."""
+    return f"{cell.strip()}!".rjust(len(cell)) if tight(report) else cell
+
+
+def tight_line() -> str:
+    """The legend under a table with a ``!`` memory cell (:func:`mem_cell`)."""
+    from perfmodel.intervals.memory import tight_text
+
+    return f"! mem GiB: fits, but tight: {tight_text()}"
 
 
 def format_table(result: SearchResult, top: int = 10, *, interval: float | None = None) -> str:
@@ -122,7 +130,7 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
             f"{rank} {c.label:<{width}} {c.gpus:>5} {c.global_batch:>6} {cols} {val} "
             f"{num(r.get('compute_time_s'), '9.3g', 9)} {num(r.get('exposed_comm_time_s'), '8.3g', 8)} "
             f"{num(r.get('bubble_time_s'), '8.3g', 8)} "
-            f"{_mem_cell(r, num(None if mem is None else float(mem) / GiB, '8.1f', 8))} "
+            f"{mem_cell(r, num(None if mem is None else float(mem) / GiB, '8.1f', 8))} "
             f"{num(None if mfu is None else 100 * float(mfu), '6.1f', 6)}"
             + (f" {num(r.get('epoch_time_s'), '9.1f', 9)}" if epoch else "")
         )
@@ -131,10 +139,8 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
     for label, others in result.equivalents.items():
         if label in rank:
             lines.append(f"same time and memory as #{rank[label]}: {', '.join(others)}")
-    if any(_tight(c.report) for c in shown):
-        from perfmodel.intervals.memory import tight_text
-
-        lines.append(f"! mem GiB: fits, but tight: {tight_text()}")
+    if any(tight(c.report) for c in shown):
+        lines.append(tight_line())
     lines.extend(_notes_of(shown))
     if unconfirmed:  # no winner: the later stages rejected every plan they tried
         lines.append(f"NO WINNER: {unconfirmed}")
@@ -231,4 +237,4 @@ def _tie_lines(ties: PlanTies | None) -> list[str]:
     return out
 
 
-__all__ = ["format_table"]
+__all__ = ["format_table", "mem_cell", "tight", "tight_line"]

@@ -148,52 +148,61 @@ def _offends(exc: BaseException, value: Any) -> bool:
 
 
 def _check_gpu_counts(spec: SweepSpec) -> None:
-    """Every combination of the ``system`` / ``nodes`` / ``gpus`` values the grid reaches asks
-    for at most the GPUs its hardware has."""
+    """Refuse a ``gpus`` value that no combination of the ``system`` / ``nodes`` values the
+    grid reaches can run (more GPUs than every such point's hardware has). A value that some
+    combination runs passes: its other corners stay error rows naming the axis value
+    (:func:`row_error`), as every run-time refusal does."""
     from perfmodel.scenario_parse import pos_int
     from perfmodel.topology.builders import gpus_per_server
 
     varied = [(s, n, v) for s, n, v in _axes(spec) if n in GPU_COUNT_KEYS]
     if not any(n == "gpus" for _s, n, _v in varied) and "gpus" not in spec.base:
         return
+    if "gpus_per_node" in spec.base or any(n == "gpus_per_node" for _s, n, _v in _axes(spec)):
+        return
     plain = [(s, n, _distinct(v)) for s, n, v in varied if s == "axes"]
     zipped = [(s, n, v) for s, n, v in varied if s == "zip"]
     zip_rows = _distinct(tuple(zip(*(v for _s, _n, v in zipped)))) if zipped else [()]
+    runs: dict[int, bool] = {}  # gpus value -> some combination has the GPUs (or is unchecked)
+    short: dict[int, tuple[dict[str, Any], str, int, int]] = {}  # its first short point
     for combo in itertools.product(*(v for _s, _n, v in plain), zip_rows):
         at = dict(zip((n for _s, n, _v in plain), combo[:-1]))
         at.update(zip((n for _s, n, _v in zipped), combo[-1]))
         point = {**{k: spec.base[k] for k in GPU_COUNT_KEYS if k in spec.base}, **at}
         system, gpus = point.get("system", "dgx1-v100"), point.get("gpus")
-        if (
-            not isinstance(system, str)
-            or system in _BUILT_SYSTEMS
-            or not isinstance(gpus, int)
-            or isinstance(gpus, bool)
-            or "gpus_per_node" in spec.base
-            or any(n == "gpus_per_node" for _s, n, _v in _axes(spec))
-        ):
+        if not isinstance(gpus, int) or isinstance(gpus, bool):
+            continue
+        if not isinstance(system, str) or system in _BUILT_SYSTEMS:
+            runs[gpus] = True
             continue
         try:
             nodes = pos_int(point.get("nodes", 1), "nodes")
             have = gpus_per_server(system) * nodes
         except PerfModelError:
-            continue  # the value checks name a bad system or nodes value
+            runs[gpus] = True  # the value checks name a bad system or nodes value
+            continue
+        runs[gpus] = runs.get(gpus, False) or gpus <= have
         if gpus > have:
-            section = {n: s for s, n, _v in varied}
-            where = f"{spec.source}:{section.get('gpus', 'base')}.gpus"
-            others = ", ".join(
-                f"{section[k]}.{k} = {point[k]!r}" if k in section else f"base {k} = {point[k]!r}"
-                for k in ("system", "nodes")
-                if k in point
-            )
-            raise SweepAxisError(
-                f"{where} = {gpus}: the grid point with {others or 'the default system'} has "
-                f"{have} GPUs ({system}: {have // nodes} per server x nodes={nodes}); no "
-                "scenario with these values can run: raise nodes, drop the value, or pair "
-                "systems and GPU counts in a [zip] table",
-                value=gpus,
-                where=where,
-            )
+            short.setdefault(gpus, (point, system, nodes, have))
+    for gpus, ok in runs.items():
+        if ok:
+            continue
+        point, system, nodes, have = short[gpus]
+        section = {n: s for s, n, _v in varied}
+        where = f"{spec.source}:{section.get('gpus', 'base')}.gpus"
+        others = ", ".join(
+            f"{section[k]}.{k} = {point[k]!r}" if k in section else f"base {k} = {point[k]!r}"
+            for k in ("system", "nodes")
+            if k in point
+        )
+        raise SweepAxisError(
+            f"{where} = {gpus}: no grid point has the GPUs; the one with "
+            f"{others or 'the default system'} has {have} GPUs ({system}: {have // nodes} per "
+            f"server x nodes={nodes}); no scenario with this value can run: raise nodes, drop "
+            "the value, or pair systems and GPU counts in a [zip] table",
+            value=gpus,
+            where=where,
+        )
 
 
 def row_error(exc: BaseException, axis_values: Mapping[str, Any]) -> str:

@@ -249,10 +249,13 @@ def per_million_tokens_lines(
     ]
     pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
     first = pair[0].range_of("cost_per_million_tokens") if priced and pair else None
-    tied = {  # the plan search's mark: a cost range overlapping the cheapest's
+    tied = {  # the plan search's mark: a cost range overlapping the cheapest's (both bounded)
         p.system
         for p in pair[1:]
-        if first is not None and (r := p.range_of("cost_per_million_tokens")) and r[0] <= first[1]
+        if first is not None
+        and (r := p.range_of("cost_per_million_tokens"))
+        and r[0] <= first[1]
+        and bounded(pair[0].interval, p.interval)
     }
     for p in ranked:
         mark = "~" if p.system in tied else " " if tied else ""
@@ -272,7 +275,12 @@ def per_million_tokens_lines(
         tie = ""
         if priced and a.interval is not None:
             name = "cost_per_million_tokens"
-            tie = error_clause(a.range_of(name), b.range_of(name), a.interval.level)
+            tie = error_clause(
+                a.range_of(name),
+                b.range_of(name),
+                a.interval.level,
+                bounded=bounded(a.interval, b.interval),
+            )
         lines.append(why_cheaper(a, b, priced=priced) + (f"; {tie}" if tie else ""))
         more = why(pair[0].system, pair[1].system) if why is not None else None
         if more:
@@ -361,6 +369,11 @@ class WhatIfPoint(FlatRecord):
     speedup_basis: str = ""
     """What :attr:`speedup` divides by, in words: the report's ``speedup_basis``, the text
     ``predict`` prints (audit15 item 4: one meaning of speedup)."""
+    memory_per_gpu_bytes: float | None = None
+    """The report's peak memory per GPU (``None`` where it gives none)."""
+    memory_tight: bool = False
+    """The fit is within the memory model's measured error of the capacity (the report's
+    ``memory_tight``, :func:`perfmodel.search.compare_table.tight`): ``!`` in the table."""
     interval: Any = None
     """The step's :class:`~perfmodel.intervals.conformal.ResidualInterval` (``None``: no
     interval asked for, or the record gives none); :meth:`range_of` reads it."""
@@ -398,7 +411,7 @@ class WhatIfPoint(FlatRecord):
     def to_dict(self) -> dict[str, Any]:
         """The fields (:class:`~perfmodel._record.FlatRecord`), the interval as ``predict
         --json`` writes it (``interval_level`` ``None`` without one; ``interval_basis``,
-        ``interval_warning``, ``interval_bias``) and ``<field>_low`` / ``<field>_high`` of
+        ``interval_warning``, ``interval_bias``, ``interval_bounded``) and ``<field>_low`` / ``<field>_high`` of
         every rate, time and cost with a value."""
         out = super().to_dict()
         out.pop("interval")
@@ -411,6 +424,7 @@ class WhatIfPoint(FlatRecord):
             interval_basis=iv.basis,
             interval_warning=iv.warning,
             interval_bias=math.expm1(iv.bias),
+            interval_bounded=iv.bounded,
         )
         for name in (*RANGE_TIME_FIELDS, *RANGE_SPEED_FIELDS):
             r = self.range_of(name)
@@ -632,7 +646,10 @@ def _point(
     c_epoch = price.cost(int(g), epoch_s) if (price and epoch_s is not None) else None
     c_run = c_epoch * epochs if (c_epoch is not None and epochs is not None) else None
     meets = (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
+    from perfmodel.search.compare_table import tight
+
     tok, c_mtok, kwh = per_token_figures(rep, spec, price)
+    mem = rep.get("memory_per_gpu_bytes")
     return WhatIfPoint(
         system=opt.label,
         gpus=int(g),
@@ -655,6 +672,8 @@ def _point(
         price_source="" if price is None else price.source,
         baseline_gpus=base_gpus,
         speedup_basis=basis,
+        memory_per_gpu_bytes=None if mem is None else float(mem),
+        memory_tight=fits and tight(rep),
         interval=interval,
     )
 
@@ -689,27 +708,60 @@ def _speedup(
 
 
 def error_clause(
-    best: tuple[float, float] | None, other: tuple[float, float] | None, level: float | None
+    best: tuple[float, float] | None,
+    other: tuple[float, float] | None,
+    level: float | None,
+    *,
+    bounded: bool = True,
 ) -> str:
     """Whether the ranges of two options' figure (lower is better: a time or a cost; ``best``
     the lower) separate them at ``level``, in the plan search's words
     (:func:`perfmodel.search.compare_table.format_table`): ranges that overlap are a statistical
-    tie (:func:`perfmodel.intervals.answers.ties`' rule). ``""`` without both ranges.
+    tie (:func:`perfmodel.intervals.answers.ties`' rule). ``""`` without both ranges. Without
+    ``bounded`` (either range is the widest the record gives standing in for one it cannot
+    bound, :attr:`~perfmodel.intervals.conformal.ResidualInterval.bounded`) no verdict: the
+    ranges cannot say whether the two are apart.
 
     >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.8)
     "within the model's error: the two 80% ranges overlap (1-2 vs 1.5-3; a statistical tie)"
     >>> error_clause((1.0, 2.0), (2.5, 3.0), 0.8)
     "beyond the model's error: the two 80% ranges do not overlap (1-2 vs 2.5-3)"
+    >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.9, bounded=False)
+    "no verdict on the model's error: the record cannot bound a 90% range (1-2 vs 1.5-3 are the widest it gives)"
     """
     if best is None or other is None or level is None:
         return ""
     pct = f"{100 * level:g}%"
+    if not bounded:
+        return (
+            f"no verdict on the model's error: the record cannot bound a {pct} range "
+            f"({best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g} are the widest it "
+            "gives)"
+        )
     spans = f"{best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g}"
     if other[0] <= best[1]:
         return (
             f"within the model's error: the two {pct} ranges overlap ({spans}; a statistical tie)"
         )
     return f"beyond the model's error: the two {pct} ranges do not overlap ({spans})"
+
+
+def bounded(*intervals: Any) -> bool:
+    """Whether every given :class:`~perfmodel.intervals.conformal.ResidualInterval` is bounded
+    by its publications (``None`` entries are skipped): a tie verdict needs both ranges."""
+    return all(iv.bounded for iv in intervals if iv is not None)
+
+
+def bounded_note(iv: Any) -> str:
+    """``predict``'s note on a range the record cannot bound
+    (:func:`perfmodel.intervals.answers.interval_lines`): ``"N publications cannot bound a 90%
+    range; the widest they give stands in"``; ``""`` for a bounded one."""
+    if iv is None or iv.bounded:
+        return ""
+    return (
+        f"{iv.sources} publications cannot bound a {100 * iv.level:g}% range; the widest they "
+        "give stands in"
+    )
 
 
 def _span(p: WhatIfPoint, name: str, fmt: str, scale: float = 1.0, unit: str = "") -> str:
@@ -729,7 +781,12 @@ def _versus(best: WhatIfPoint, ranked: Sequence[WhatIfPoint], name: str) -> str:
     if not others or best.interval is None:
         return ""
     o = next((p for p in others if p.system != best.system), others[0])
-    clause = error_clause(best.range_of(name), o.range_of(name), best.interval.level)
+    clause = error_clause(
+        best.range_of(name),
+        o.range_of(name),
+        best.interval.level,
+        bounded=bounded(best.interval, o.interval),
+    )
     return f"; next {o.system} x{o.gpus} ({getattr(o, name):,.2f}): {clause}" if clause else ""
 
 
@@ -813,16 +870,21 @@ def format_whatif(result: WhatIfResult) -> str:
     """Plain-text table of a :class:`WhatIfResult`; with intervals, the ranges of each row
     (:func:`_range_lines`) under it and a legend for ``~``."""
 
+    from perfmodel.search.compare_table import mem_cell, tight_line
+    from perfmodel.units import GiB
+
     def f(v: float | None, fmt: str) -> str:
         return format(v, fmt) if v is not None else "-"
 
     head = (
         f"{'system':<28} {'gpus':>5} {'nodes':>5} {'iter ms':>9} {'samples/s':>11} {'speedup':>8} "
-        f"{'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} {'cost/run':>11} {'deadline':>8}"
+        f"{'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} {'cost/run':>11} "
+        f"{'mem GiB':>8} {'deadline':>8}"
     )
     lines = [head, "-" * len(head)]
     for p in result.points:
         dl = p.deadline_cell(result.deadline_s)
+        mem = f(p.memory_per_gpu_bytes and p.memory_per_gpu_bytes / GiB, "8.1f")
         oom = "" if p.fits_in_memory else "  (out of memory)"
         lines.append(
             f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
@@ -830,10 +892,13 @@ def format_whatif(result: WhatIfResult) -> str:
             f"{f(p.scaling_efficiency, '5.2f'):>5} "
             f"{f(p.epoch_time_s and p.epoch_time_s / 3600, '8.3f'):>8} "
             f"{f(p.run_time_s and p.run_time_s / 3600, '8.2f'):>8} "
-            f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} {dl:>8}{oom}"
+            f"{f(p.cost_per_epoch, '11,.2f'):>11} {f(p.cost_per_run, '11,.2f'):>11} "
+            f"{mem_cell({'memory_tight': p.memory_tight}, mem):>8} {dl:>8}{oom}"
         )
     for k, v in result.failures.items():
         lines.append(f"failed {k}: {v}")
+    if any(p.memory_tight for p in result.points):
+        lines.append(tight_line())
     lines.extend(_range_lines(result))
     notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
     for p in result.points:
@@ -906,6 +971,7 @@ def _range_lines(result: WhatIfResult) -> list[str]:
             f"from {iv.basis}; runs like these were predicted {100 * abs(bias):.0f}% too "
             f"{'fast' if bias >= 0 else 'slow'} (median)"
             + (f"; note: {iv.warning}" if iv.warning else "")
+            + (f"; note: {note}" if (note := bounded_note(iv)) else "")
         )
         basis.setdefault((p.system, text), []).append(p.gpus)
     for (system, text), counts in basis.items():

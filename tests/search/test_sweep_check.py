@@ -57,7 +57,7 @@ def test_the_audits_spec_is_refused_before_anything_is_written(tmp_path: Path) -
     [
         ({"gpus": [1, 8, 9]}, None, "grid.toml:axes.gpus", 9),
         ({"system": ["dgx-a100", "dgx1-v100"], "gpus": [8, 16]}, None, "grid.toml:axes.gpus", 16),
-        ({"nodes": [1, 2], "gpus": [16]}, None, "grid.toml:axes.gpus", 16),
+        ({"nodes": [1, 2], "gpus": [16, 32]}, None, "grid.toml:axes.gpus", 32),
         ({"precision": ["fp16", "fp9"]}, None, "grid.toml:axes.precision", "fp9"),
         ({"gpus": [8]}, {"model": ["resnet50", "resnet5000"]}, "grid.toml:zip.model", "resnet5000"),
         (
@@ -105,3 +105,23 @@ def test_a_run_time_error_row_names_the_axis_value(tmp_path: Path) -> None:
     (bad,) = [r for r in load_results(out) if r["status"] == "error"]
     assert bad["error"].endswith("(sweep axis microbatch = 3)")
     assert "does not divide" in bad["error"]
+
+
+def test_a_gpu_count_some_combination_runs_is_not_refused(tmp_path: Path) -> None:
+    """Review rev15b, finding 1: `system` [dgx1-v100, dgx-a100] zipped with `nodes` [1, 2],
+    crossed with `gpus` [8, 16]: dgx-a100 x 2 nodes runs 16 GPUs, so the spec passes and the
+    one corner that cannot (dgx1-v100 x 1 node x 16 GPUs) is an error row naming the axis
+    value; a count no combination runs (32) is still refused before any work."""
+    zipped = {"system": ["dgx1-v100", "dgx-a100"], "nodes": [1, 2]}
+    spec = _spec({"gpus": [8, 16]}, zipped)
+    check_spec(spec)
+    out = tmp_path / "r.jsonl"
+    s = run_sweep(spec, out, progress=None)
+    assert (s.evaluated, s.errors) == (4, 1)
+    (bad,) = [r for r in load_results(out) if r["status"] == "error"]
+    assert bad["axes"] == {"gpus": 16, "system": "dgx1-v100", "nodes": 1}
+    assert bad["error"].endswith("(sweep axis gpus = 16)")
+    with pytest.raises(SweepAxisError) as exc:
+        check_spec(_spec({"gpus": [8, 16, 32]}, zipped))
+    assert exc.value.where == "grid.toml:axes.gpus" and exc.value.value == 32
+    assert "no grid point has the GPUs" in str(exc.value)

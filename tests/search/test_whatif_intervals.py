@@ -39,6 +39,8 @@ class _Residual:
     basis: str = "toy rows"
     warning: str = ""
     bias: float = 0.1
+    bounded: bool = True
+    sources: int = 7
 
     def time(self, v: float) -> tuple[float, float]:
         return v * math.exp(self.r_lo), v * math.exp(self.r_hi)
@@ -47,7 +49,7 @@ class _Residual:
         return v * math.exp(-self.r_hi), v * math.exp(-self.r_lo)
 
 
-def _whatif(r_lo: float, r_hi: float, **kw: Any) -> Any:
+def _whatif(r_lo: float, r_hi: float, *, bounded: bool = True, **kw: Any) -> Any:
     args: dict[str, Any] = dict(
         pricing={"fast": Pricing(4.0), "slow": Pricing(1.0)},
         epochs=10,
@@ -56,7 +58,7 @@ def _whatif(r_lo: float, r_hi: float, **kw: Any) -> Any:
         evaluator=fake_system_predict,
         gpus_per_node=lambda o: 4,
         interval=0.8,
-        interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level),
+        interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level, bounded=bounded),
     )
     args.update(kw)
     return hardware_whatif(
@@ -269,3 +271,94 @@ def test_cli_systems_search_marks_a_tie(capsys: pytest.CaptureFixture[str]) -> N
     assert cost.split()[-2].endswith("~")
     cheapest = next(x for x in out if x.startswith("cheapest per million tokens: hgx-h200"))
     assert "within the model's error" in cheapest
+
+
+def test_an_unbounded_range_gives_no_tie_verdict() -> None:
+    """Review rev15b, finding 2: where the record cannot bound the level's range (the widest
+    it gives stands in) the overlap is no tie verdict; predict's note says so; the JSON says
+    ``interval_bounded``."""
+    assert error_clause((1.0, 2.0), (1.5, 3.0), 0.9, bounded=False).startswith(
+        "no verdict on the model's error: the record cannot bound a 90% range"
+    )
+    res = _whatif(-1.0, 1.0, deadline_s=None, bounded=False)
+    assert "statistical tie" not in res.verdict and "within the model's error" not in res.verdict
+    assert "no verdict on the model's error" in res.verdict
+    text = format_whatif(res)
+    assert "note: 7 publications cannot bound a 80% range; the widest they give stands in" in text
+    assert res.points[0].to_dict()["interval_bounded"] is False
+    assert _whatif(-1.0, 1.0, deadline_s=None).points[0].to_dict()["interval_bounded"] is True
+
+
+def test_cli_systems_search_at_an_unbounded_level_is_no_tie(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The review's command: dgx-h100 3.03x as fast as dgx-a100 was "a statistical tie" from
+    90% ranges the record cannot bound (predict: "18 publications cannot bound a 90% range")."""
+    argv = ["compare", "--systems", "dgx-h100,dgx-a100", "--search", "--gpus", "8", "--model",
+            "gpt2", "--global-batch", "64", "--interval", "0.9", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "statistical tie" not in text and "~" not in text
+    verdict = next(x for x in text.splitlines() if x.startswith("verdict: dgx-h100"))
+    assert "no verdict on the model's error: the record cannot bound a 90% range" in verdict
+    assert "publications cannot bound a 90% range; the widest they give stands in" in text
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["systems"]
+    assert [r["interval_bounded"] for r in rows] == [False, False]
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["--system", "dgx-a100", "--gpus", "8", "--confirm-k", "0", "--analytic-k", "2"],
+        ["--systems", "dgx-h100,dgx-a100", "--gpus", "8", "--fidelity", "analytic"],
+        ["--systems", "dgx-h100,dgx-a100", "--search", "--gpus", "8", "--confirm-k", "0"],
+    ],
+    ids=["plan-search", "what-if", "systems-search"],
+)
+def test_compare_warns_of_the_default_optimizer_as_predict_does(
+    mode: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review rev15b, finding 3: the headers said ``sgd (default)`` for gpt2 without predict's
+    WARNING (a transformer trains with Adam-class state the prediction leaves out): on stderr,
+    with --json or not; none with --optimizer given or for a CNN."""
+    argv = ["compare", *mode, "--model", "gpt2", "--global-batch", "64", "--quiet"]
+    for extra in ([], ["--json"]):
+        assert main([*argv, *extra]) == 0
+        cap = capsys.readouterr()
+        assert cap.err.count("WARNING: optimizer sgd is only the default") == 1, cap.err
+        assert "WARNING" not in cap.out
+    assert main([*argv, "--optimizer", "adamw"]) == 0
+    assert "WARNING: optimizer" not in capsys.readouterr().err
+    argv[argv.index("gpt2")] = "resnet50"
+    assert main(argv) == 0
+    assert "WARNING: optimizer" not in capsys.readouterr().err
+
+
+LLAMA_TIGHT = ["--model", "llama3_8b", "--global-batch", "256", "--precision", "bf16",
+               "--optimizer", "adamw", "--software", "torchtitan", "--interval", "off"]  # fmt: skip
+
+
+def test_whatif_and_systems_search_mark_a_tight_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    """Review rev15b, finding 4: llama3_8b on one B200 (174.6 GiB of 180, within the memory
+    model's error) fits tight: ``!`` in the mem GiB cell and the legend, as the plan search
+    marks it (compare_table.mem_cell); 8 B200s (114.9 GiB) are roomy; the what-if JSON says
+    ``memory_tight``."""
+    from perfmodel.intervals.memory import tight_text
+
+    argv = ["compare", "--systems", "dgx-b200", "--gpus", "1,8", *LLAMA_TIGHT]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[-2:] == ["GiB", "deadline"]
+    rows = {int(x.split()[1]): x for x in out[3:5]}
+    assert rows[1].split()[-2] == "174.6!" and rows[8].split()[-2] == "114.9"
+    assert f"! mem GiB: fits, but tight: {tight_text()}" in out
+    assert main([*argv, "--json"]) == 0
+    pts = {p["gpus"]: p for p in json.loads(capsys.readouterr().out)["points"]}
+    assert pts[1]["memory_tight"] is True and pts[8]["memory_tight"] is False
+    assert pts[1]["memory_per_gpu_bytes"] / 2**30 == pytest.approx(174.6, abs=0.05)
+    argv = ["compare", "--systems", "dgx-b200", "--search", "--gpus", "1", *LLAMA_TIGHT]
+    assert main([*argv, "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[3].startswith("dgx-b200") and out[3].split()[-1] == "174.6!"
+    assert f"! mem GiB: fits, but tight: {tight_text()}" in out
