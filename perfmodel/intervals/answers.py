@@ -341,12 +341,16 @@ def speedup_interval(
 
 @dataclass(frozen=True)
 class Tie:
-    """Whether a ranked plan's interval overlaps the best plan's (a statistical tie)."""
+    """Whether a ranked plan's interval overlaps the best plan's (a statistical tie), and
+    whether both ranges are bounded by their publications (``bounded``: where either is the
+    widest the record gives standing in for a range it cannot bound, there is no verdict and
+    ``tied`` is ``False``)."""
 
     rank: int
     low: float
     high: float
     tied: bool
+    bounded: bool = True
 
 
 def ties(
@@ -358,8 +362,9 @@ def ties(
 ) -> tuple[list[Tie], ResidualInterval]:
     """Each ranked plan's interval of its score (a time per sample, a time to accuracy or a
     cost: lower is better, proportional to the step time) and whether it overlaps the best
-    plan's (``scores[0]``): the plans the model cannot tell apart at ``level``; and the best
-    plan's residual interval (what the ranges rest on)."""
+    plan's (``scores[0]``): the plans the model cannot tell apart at ``level``, a verdict only
+    where both ranges are bounded (:attr:`ResidualInterval.bounded`); and the best plan's
+    residual interval (what the ranges rest on)."""
     idx = index or record_index()
     out: list[Tie] = []
     first: ResidualInterval | None = None
@@ -369,7 +374,8 @@ def ties(
         lo, hi = iv.time(float(s))
         if first is None:
             first, best_hi = iv, hi
-        out.append(Tie(i + 1, lo, hi, i > 0 and lo <= best_hi))
+        bounded = iv.bounded and first.bounded
+        out.append(Tie(i + 1, lo, hi, i > 0 and bounded and lo <= best_hi, bounded))
     if first is None:
         raise ValueError("ties() needs at least one ranked plan")
     return out, first

@@ -286,6 +286,7 @@ class SearchResult:
                     "score_low": t.low,
                     "score_high": t.high,
                     "tied_with_best": t.tied,
+                    "bounded": t.bounded,
                 }
         return out
 

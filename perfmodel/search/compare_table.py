@@ -30,11 +30,12 @@ def _why_best_line(result: SearchResult, ties: PlanTies | None = None) -> list[s
     line = f"{line} ({stage})"
     if ties is not None and len(ties.ties) > 1:
         pct = f"{100 * ties.level:g}%"
-        line += (
-            f"; within the model's error: the two {pct} ranges overlap (a statistical tie)"
-            if ties.ties[1].tied
-            else f"; beyond the model's error: the two {pct} ranges do not overlap"
-        )
+        if not ties.ties[1].bounded:
+            line += f"; no verdict on the model's error: the record cannot bound a {pct} range"
+        elif ties.ties[1].tied:
+            line += f"; within the model's error: the two {pct} ranges overlap (a statistical tie)"
+        else:
+            line += f"; beyond the model's error: the two {pct} ranges do not overlap"
     return [line]
 
 
@@ -225,13 +226,23 @@ def _tie_lines(ties: PlanTies | None) -> list[str]:
         return []
     pct = f"{100 * ties.level:g}%"
     tied = [t.rank for t in ties.ties if t.tied]
-    head = (
-        f"~ statistically tied with #1: {pct} ranges overlap (#{', #'.join(map(str, tied))}); "
-        "the ranking among them is within the model's error"
-        if tied
-        else f"no plan's {pct} range overlaps #1's: the ranking of #1 is beyond the model's error"
-    )
-    out = [head, f"  {pct} ranges from {ties.basis}"]
+    unbounded = [t.rank for t in ties.ties[1:] if not t.bounded]
+    out = []
+    if tied:
+        out.append(
+            f"~ statistically tied with #1: {pct} ranges overlap (#{', #'.join(map(str, tied))}); "
+            "the ranking among them is within the model's error"
+        )
+    if unbounded:
+        out.append(
+            f"no verdict on ties with #1 for #{', #'.join(map(str, unbounded))}: the record "
+            f"cannot bound a {pct} range (the widest it gives stands in)"
+        )
+    if not out:
+        out.append(
+            f"no plan's {pct} range overlaps #1's: the ranking of #1 is beyond the model's error"
+        )
+    out.append(f"  {pct} ranges from {ties.basis}")
     if ties.warning:
         out.append(f"  note: {ties.warning}")
     return out

@@ -148,3 +148,22 @@ def test_sweep_rows_carry_the_range(tmp_path, capsys) -> None:
     assert main(["sweep", str(spec), "-o", str(off), "--backend", "serial", "--quiet",
                  "--interval", "off"]) == 0  # fmt: skip
     assert "interval_level" not in json.loads(off.read_text().splitlines()[0])["report"]
+
+
+def test_compare_gives_no_tie_verdict_on_ranges_it_cannot_bound(capsys) -> None:
+    """At a level the record cannot bound (its publications too few for a 99% range, the widest
+    they give standing in) the plan search marks no tie and says why, in text and JSON (rev15b
+    item 2); at 80% the same plans' ranges are bounded."""
+    args = ["compare", "--system", "dgx-a100", "--model", "gpt", "--model-arg", "layers=12",
+            "--model-arg", "hidden=1024", "--model-arg", "heads=16", "--model-arg", "seq_len=1024",
+            "--global-batch", "32", "--precision", "bf16", "--software", "megatron-core",
+            "--top", "4", "--confirm-k", "0", "--analytic-k", "4"]  # fmt: skip
+    d = _json(capsys, [*args, "--json", "--interval", "0.99"])
+    ivs = [p["interval"] for p in d["plans"]]
+    assert ivs and all(not iv["bounded"] and not iv["tied_with_best"] for iv in ivs)
+    assert main([*args, "--interval", "0.99"]) == 0
+    out = capsys.readouterr().out
+    assert "no verdict on ties with #1" in out and "statistically tied" not in out
+    assert "beyond the model's error" not in out
+    d = _json(capsys, [*args, "--json"])
+    assert all(p["interval"]["bounded"] for p in d["plans"])
