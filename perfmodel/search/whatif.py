@@ -580,6 +580,7 @@ def hardware_whatif(
                 sc["dataset_size"] = n_samples
             return sc
 
+        own: list[Any] = []  # this option's own 1-GPU run, evaluated at most once
         for g in gpus if gpus is not None else default_gpu_counts(gpn):
             sc = scenario(int(g))
             try:
@@ -587,11 +588,16 @@ def hardware_whatif(
             except PerfModelError as exc:
                 failures[f"{opt.label} x{g}"] = str(exc)
                 continue
-            try:  # an evaluator without predict's baseline: this option's own 1-GPU run
-                ref = rep if "speedup" in rep or g == 1 else ev(scenario(1))
-            except PerfModelError as exc:
-                failures[f"{opt.label} x1"] = str(exc)
-                ref = None
+            if "speedup" in rep or g == 1:
+                ref = rep
+            else:  # an evaluator without predict's baseline: this option's own 1-GPU run
+                if not own:
+                    try:
+                        own.append(ev(scenario(1)))
+                    except PerfModelError as exc:
+                        failures[f"{opt.label} x1"] = str(exc)
+                        own.append(None)
+                ref = own[0]
             run_of = _Run(n_samples, epochs, deadline_s, prices.get(opt.label))
             fits = bool(rep.get("fits_in_memory", True))  # a run that does not fit: no range
             iv = interval_of(sc, rep, interval) if interval is not None and fits else None

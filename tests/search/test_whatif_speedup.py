@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from search_fakes import fake_system_predict
 
@@ -47,3 +49,23 @@ def test_whatif_without_a_report_speedup_states_its_own_basis() -> None:
     )
     assert {p.speedup_basis for p in res.points} == {OWN_REF_BASIS}
     assert f"fast x2/4: speedup against {OWN_REF_BASIS}" in format_whatif(res)
+
+
+def test_own_one_gpu_run_is_evaluated_once_per_option() -> None:
+    """An evaluator without predict's speedup: each option's own 1-GPU run is evaluated once,
+    not once per GPU count (last read: it was re-run for every count)."""
+    calls: list[int] = []
+
+    def counting(sc: Any) -> Any:
+        calls.append(int(sc["gpus"]))
+        return fake_system_predict(sc)
+
+    hardware_whatif(
+        {"model": "toy", "batch_per_gpu": 32},
+        parse_systems("fast,slow"),
+        [2, 4, 8],
+        evaluator=counting,
+        gpus_per_node=lambda o: 8,
+    )
+    assert calls.count(1) == 2  # one per option
+    assert sorted(calls) == [1, 1, 2, 2, 4, 4, 8, 8]
