@@ -37,9 +37,13 @@ def default_optimizer_warning(sc: Any, given: frozenset[str]) -> str:
         return ""
     if family != "transformer":
         return ""
+    from perfmodel.workload.memory import Optimizer
+
+    adam, sgd = Optimizer.ADAMW.state_bytes_per_param, Optimizer.SGD.state_bytes_per_param
     return (
         f"WARNING: optimizer sgd is only the default (no --optimizer given); {sc.model} is a "
-        "transformer, trained with Adam/AdamW, whose 8 bytes of state per parameter (sgd: 0) "
+        f"transformer, trained with Adam/AdamW, whose {adam} bytes of state per parameter "
+        f"(sgd: {sgd}) "
         "and longer update this prediction leaves out: memory and step time are optimistic; "
         "give --optimizer adamw (or the one you use)"
     )

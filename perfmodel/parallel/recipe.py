@@ -456,7 +456,7 @@ class Recipe:
         sync only when the model state is sharded (plain DDP has none); tensor-parallel
         collectives only with ``tp > 1``, pipeline sends only with ``pp > 1``, the attention
         backend only for a model with attention (``attention``)."""
-        low = self.precision.value not in ("fp32", "tf32")
+        low = self.precision.mixed
         sharded = self.sharding is not Sharding.NONE
         amp = f" ({self.amp.value})" if low else ""
         gather = f"param gather {self.gather_bytes}, " if sharded else ""

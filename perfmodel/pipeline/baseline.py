@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from perfmodel._io import file_stamp
 from perfmodel._memo import BoundedMemo
 from perfmodel.parallel.plan import Hybrid
+from perfmodel.parallel.recipe import Sharding
 from perfmodel.pipeline import autobatch
 from perfmodel.pipeline.inputs import WorkloadFn
 from perfmodel.pipeline.lower import step_workload
@@ -267,7 +268,7 @@ def baseline_basis(sc: Scenario, r: Resolved, base_gpus: int, gpus: int) -> str:
     else:
         what = f"the samples one GPU handles, {b_sc.batch_per_gpu}"
     differs = []
-    if r.recipe is not None and r.recipe.sharding.value != "none":
+    if r.recipe is not None and r.recipe.sharding is not Sharding.NONE:
         differs.append("unsharded (zero=0: one GPU has nothing to shard over)")
     if sc.fidelity != "analytic":
         differs.append("analytic (one GPU has no contention to simulate)")
