@@ -171,3 +171,14 @@ def test_compute_params_recovered_through_compute_model(peak_frac, mem_eff, laun
         se = res.stderr[name]
         assert math.isfinite(se) and se > 0, name
     assert abs(got_peak - true_peak) <= max(5 * res.stderr["peak_flops.bf16"], 0.03 * true_peak)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: the fitted peak's standard error is somewhat small; on this draw the peak "
+    "is 4.4% off against a bound of 5 standard errors (4.3%) or 3% (1 of 200 seeds at these "
+    "values). Promote when the error model of fit_compute_params accounts for it",
+)
+def test_compute_params_recovery_on_a_draw_the_stderr_understates() -> None:
+    inner = test_compute_params_recovered_through_compute_model.hypothesis.inner_test
+    inner(peak_frac=0.5, mem_eff=0.5, launch_us=7.0, seed=43)

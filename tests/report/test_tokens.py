@@ -130,7 +130,8 @@ def test_cli_tokens_on_a_curve(capsys) -> None:
     rows = [ln for ln in lines[3:] if re.match(r"\s*(8|16) dp=", ln)]  # the two table rows
     assert len(rows) == 2
     # the time to train, then its range (the iteration time's, scaled)
-    assert all(re.search(r"\d+ s \(\d+ h \d+ min\) +\S.*-\S.*$", ln) for ln in rows)
+    dur = r"\d+(?:\.\d)? (?:d|h|min|s)(?: \d+ (?:h|min|s))?"  # units.format_duration's two largest units
+    assert all(re.search(rf"\d+ s \(\d+ h \d+ min\) +{dur}-{dur}$", ln) for ln in rows)
     assert main([*args, "--json", "--price-per-gpu-hour", "2"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["num_gpus"] for r in rows] == [8, 16]

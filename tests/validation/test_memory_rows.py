@@ -15,7 +15,7 @@ from perfmodel.intervals.memory import MEMORY_ROWS, MEMORY_UNDER
 def tt_rows(shared_data) -> list[dict]:
     path = shared_data / "modern.jsonl"
     if not path.exists():
-        pytest.skip("modern.jsonl not found in the shared data")
+        pytest.fail(f"{path} not found: the memory rows' source ships with the data")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r["id"].startswith("tt-2412-")]
 
