@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel._memo import BoundedMemo
 from perfmodel.comm.algorithms import OtherAlgorithms, host_memory_Bps
-from perfmodel.comm.group import GroupAnalysis, GroupInfo, gpu_reduce_Bps
+from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, gpu_reduce_Bps
 from perfmodel.comm.group_memo import GroupMemo, SharedResults
 from perfmodel.comm.links import DirectedLinks
 from perfmodel.comm.nccl_choice import NcclChoice
@@ -134,11 +135,6 @@ _ALGORITHM_BY_VALUE: dict[str, Algorithm] = {a.value: a for a in Algorithm}
 text (the aliases name no member's value)."""
 
 
-#: Groups :meth:`AnalyticCommModel._check` keeps (the oldest dropped first): a plan search
-#: asks a few per stage and plan.
-_CHECKED_SIZE = 4096
-
-
 def _as_op(op: CollectiveOp | str) -> CollectiveOp:
     return op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
 
@@ -216,7 +212,10 @@ class AnalyticCommModel:
         self._cache: dict[tuple[Any, ...], CommResult] = {}
         #: a group (a tuple, as the step costs pass it) -> its checked members and whether
         #: every member is a GPU (:meth:`collective`; both functions of the group)
-        self._checked: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
+        # groups checked (a plan search asks a few per stage and plan), the oldest dropped first
+        self._checked: BoundedMemo[tuple[str, ...], tuple[tuple[str, ...], bool]] = BoundedMemo(
+            PATTERN_MEMO_SIZE
+        )
 
     # ------------------------------------------------------------------ public API
     def collective(
@@ -285,19 +284,15 @@ class AnalyticCommModel:
         topology, so a group asked again for another size (issue 27: a stage's
         data-parallel and tensor-parallel groups, 20-40 new sizes a new plan) is not checked
         again."""
-        keep = type(group) is tuple and self.KEEP_CHECKED
-        try:
-            hit = self._checked.get(group) if keep else None  # type: ignore[call-overload]
-        except TypeError:  # an unhashable member: check_group names it
-            hit, keep = None, False
-        if hit is None:
-            members = check_group(self.topology, group)
-            hit = (members, all_gpus(self.topology, members))
-            if keep:
-                if len(self._checked) >= _CHECKED_SIZE:
-                    self._checked.pop(next(iter(self._checked)))
-                self._checked[group] = hit  # type: ignore[index]
-        return hit
+        if type(group) is not tuple or not self.KEEP_CHECKED:
+            return self._check_now(group)
+        # an unhashable member: BoundedMemo computes without keeping, check_group names it
+        return self._checked.get(group, lambda: self._check_now(group))  # type: ignore[arg-type]
+
+    def _check_now(self, group: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+        """:meth:`_check` without the memo."""
+        members = check_group(self.topology, group)
+        return members, all_gpus(self.topology, members)
 
     def _priced(
         self, o: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm, no_cpu: bool

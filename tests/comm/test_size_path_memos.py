@@ -183,7 +183,7 @@ def test_an_invalid_group_is_refused_every_time() -> None:
     as_list = [g[0], g[1]]
     r = model.collective("allreduce", 2**20, as_list)
     assert r == model.collective("allreduce", 2**20, tuple(as_list))
-    assert tuple(as_list) in model._checked and len(model._checked) == 1
+    assert tuple(as_list) in model._checked.entries and len(model._checked) == 1
 
 
 def test_nvls_candidates_are_asked_at_every_size() -> None:
