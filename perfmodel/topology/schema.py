@@ -96,6 +96,16 @@ TRANSIT_KINDS = frozenset(
 )
 
 
+def _is_integer(value: object) -> bool:
+    """Whether a graph attribute is an integer (a Python or NumPy integer; not a boolean, a
+    float or text): the one test of the ``server``, ``gpu_index`` and ``count`` attributes.
+
+    >>> _is_integer(3), _is_integer(True), _is_integer(3.0)
+    (True, False, False)
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def effective_bandwidth(graph: nx.Graph, u: str, v: str) -> float:
     """Large-message goodput of edge ``u-v`` per direction, bytes/s: ``bandwidth_Bps * efficiency``."""
     data = graph.edges[u, v]
@@ -191,7 +201,7 @@ def check_attributes(
                     f"{source}: node {node!r} lacks attribute {key!r}", value=node, where=source
                 )
         server = data["server"]
-        if not isinstance(server, numbers.Integral) or isinstance(server, bool):
+        if not _is_integer(server):
             raise TopologyError(
                 f"{source}: node {node!r} has server {server!r}, not an integer index",
                 value=server,
@@ -220,7 +230,7 @@ def check_attributes(
                     where=source,
                 )
             index = data["gpu_index"]
-            if not isinstance(index, numbers.Integral) or isinstance(index, bool):
+            if not _is_integer(index):
                 raise TopologyError(
                     f"{source}: GPU node {node!r} has gpu_index {index!r}, not an integer",
                     value=index,
@@ -261,7 +271,7 @@ def check_attributes(
                 where=source,
             )
         count = data["count"]
-        if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
+        if not _is_integer(count) or count < 1:
             raise TopologyError(
                 f"{source}: link {u}-{v} has count {count!r}, not an integer >= 1",
                 value=data["count"],

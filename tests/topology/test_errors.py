@@ -142,3 +142,31 @@ def test_duplicate_local_id_in_one_server_is_refused() -> None:
     g.nodes["n1/gpu1"]["local_id"] = "gpu0"
     with pytest.raises(TopologyError, match=r"'n1/gpu0' and 'n1/gpu1' share local id 'gpu0'"):
         validate_graph(g, source="dgx1-v100 x2")
+
+
+@pytest.mark.parametrize(
+    ("attribute", "needle"),
+    [
+        ("server", "has server {bad!r}, not an integer index"),
+        ("gpu_index", "has gpu_index {bad!r}, not an integer"),
+        ("count", "has count {bad!r}, not an integer >= 1"),
+    ],
+)
+@pytest.mark.parametrize("bad", [True, 0.0, "0", None])
+def test_integer_attributes_share_one_test(attribute: str, needle: str, bad: object) -> None:
+    """``server``, ``gpu_index`` and ``count`` go through the one integer test of the schema
+    (``_is_integer``): a boolean, a float, text or ``None`` is refused naming the attribute and
+    the value, while a NumPy integer (what an array-built graph holds) passes."""
+    import re
+
+    import numpy as np
+
+    from perfmodel.topology.schema import validate_graph
+
+    g = load_system("dgx1-v100").graph.copy()
+    data = g.edges["gpu0", "gpu1"] if attribute == "count" else g.nodes["gpu0"]
+    data[attribute] = np.int64(data[attribute])
+    validate_graph(g, source="dgx1-v100")
+    data[attribute] = bad
+    with pytest.raises(TopologyError, match=re.escape(needle.format(bad=bad))):
+        validate_graph(g, source="dgx1-v100")
