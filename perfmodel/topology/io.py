@@ -324,15 +324,9 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
     price: float | None = None
     date = str(table.get("price_date", ""))
     if "price_per_gpu_hour" in table:
-        raw = table["price_per_gpu_hour"]
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
-            raise TopologyError(
-                f"{where}: price_per_gpu_hour = {raw!r} must be a positive number "
-                "(a price per GPU-hour)",
-                value=raw,
-                where=where,
-            )
-        price = float(raw)
+        price = _number(
+            table["price_per_gpu_hour"], "price_per_gpu_hour", where, meaning="a price per GPU-hour"
+        )
         if not _DATE.match(date):
             raise TopologyError(
                 f'{where}: a price needs price_date = "YYYY-MM-DD" (the date of its source), '
@@ -344,20 +338,15 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
             raise TopologyError(
                 f"{where}: a price needs price_source (where it was read)", value=None, where=where
             )
-    stale = table.get("price_stale", False)
-    if not isinstance(stale, bool):
-        raise TopologyError(
-            f"{where}: price_stale = {stale!r} must be true or false", value=stale, where=where
-        )
+    stale = _flag(table, "price_stale", where) is True
     high_by = table.get("price_high_by")
-    if high_by is not None and (
-        isinstance(high_by, bool) or not isinstance(high_by, (int, float)) or not high_by >= 1
-    ):
-        raise TopologyError(
-            f"{where}: price_high_by = {high_by!r} must be a number >= 1 (the most the price "
-            "may exceed today's, as a factor)",
-            value=high_by,
-            where=where,
+    if high_by is not None:
+        high_by = _number(
+            high_by,
+            "price_high_by",
+            where,
+            at_least=1,
+            meaning="the most the price may exceed today's, as a factor",
         )
     if high_by is not None and not (stale and price is not None):
         raise TopologyError(
@@ -376,7 +365,7 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
         price_source=str(table.get("price_source", "")),
         region=str(table.get("region", "")),
         price_stale=stale,
-        price_high_by=None if high_by is None else float(high_by),
+        price_high_by=high_by,
     )
 
 
@@ -449,9 +438,33 @@ def _nccl_env(table: Any, where: str) -> tuple[tuple[str, str], ...]:
         raise TopologyError(str(exc), value=exc.value, where=where) from None
 
 
+def _number(
+    raw: Any, key: str, where: str, *, at_least: float | None = None, meaning: str = ""
+) -> float:
+    """``raw``, the value of ``key``, as a float: a number (not a boolean or text) ``> 0``, or
+    ``>= at_least`` when that is given; the one check of a file's prices, price factors and
+    link bandwidths.
+
+    Raises
+    ------
+    TopologyError
+        ``{where}: {key} = {raw!r} must be a positive number`` (``a number >= {at_least}``),
+        followed by ``meaning`` in parentheses when given.
+    """
+    expected = "a positive number" if at_least is None else f"a number >= {at_least:g}"
+    is_number = isinstance(raw, int | float) and not isinstance(raw, bool)
+    if not (is_number and (raw > 0 if at_least is None else raw >= at_least)):
+        note = f" ({meaning})" if meaning else ""
+        raise TopologyError(
+            f"{where}: {key} = {raw!r} must be {expected}{note}", value=raw, where=where
+        )
+    return float(raw)
+
+
 def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:
     """An optional boolean key of a table (``p2p``: GPU peer-to-peer over PCIe allowed;
-    ``sharp``: in-network reduction), or ``None`` when absent."""
+    ``sharp``: in-network reduction; ``price_stale``: the price's source is out of date), or
+    ``None`` when absent."""
     if key not in table:
         return None
     val = table[key]
@@ -711,12 +724,7 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
         )  # fmt: skip
     for key, unit in (("bandwidth_GBps", units.GB), ("bandwidth_Gbps", units.Gbit)):
         if key in entry:
-            raw = entry[key]
-            if not isinstance(raw, (int, float)) or isinstance(raw, bool) or not raw > 0:
-                raise TopologyError(
-                    f"{where}: {key} = {raw!r} must be a positive number", value=raw, where=where
-                )
-            bw = float(raw) * unit * count
+            bw = _number(entry[key], key, where) * unit * count
     if "latency_us" in entry:
         lat = (
             as_number(entry["latency_us"], "latency_us", where=where, error=TopologyError)

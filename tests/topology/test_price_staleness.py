@@ -46,7 +46,11 @@ def test_predict_cost_line_says_the_price_may_be_high(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ("price_stale = true", 'price_stale = "yes"', "price_stale = 'yes' must be true"),
+        (
+            "price_stale = true",
+            'price_stale = "yes"',
+            "price_stale must be true or false, got 'yes'",
+        ),
         ("price_high_by = 1.82", "price_high_by = 0.5", "price_high_by = 0.5 must be"),
         ("price_stale = true", "price_stale = false", "price_high_by needs"),
     ],
@@ -58,4 +62,56 @@ def test_bad_staleness_fields_are_typed_errors(
     p = tmp_path / "p5.toml"
     p.write_text(P5_TEXT.replace(old, new, 1))
     with pytest.raises(TopologyError, match=message):
+        read_server_file(p)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value"),
+    [
+        ("price_per_gpu_hour = 12.29", "price_per_gpu_hour = 7", 7.0),
+        ("price_high_by = 1.82", "price_high_by = 1", 1.0),  # a factor of 1 is allowed
+        ("price_high_by = 1.82", "price_high_by = 2", 2.0),
+    ],
+)
+def test_price_numbers_are_floats(tmp_path: Path, old: str, new: str, value: float) -> None:
+    """The one number check of a system file (``topology.io._number``) returns a float, the
+    bound of ``price_high_by`` inclusive."""
+    p = tmp_path / "p5.toml"
+    p.write_text(P5_TEXT.replace(old, new, 1))
+    cloud = read_server_file(p).cloud
+    got = cloud.price_per_gpu_hour if "per_gpu" in old else cloud.price_high_by
+    assert type(got) is float and got == value
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "price_high_by = 1.82",
+            "price_high_by = true",
+            "price_high_by = True must be a number >= 1",
+        ),
+        (
+            "price_high_by = 1.82",
+            'price_high_by = "2"',
+            "price_high_by = '2' must be a number >= 1",
+        ),
+        ("price_per_gpu_hour = 12.29", "price_per_gpu_hour = 0", "= 0 must be a positive number"),
+        ("price_per_gpu_hour = 12.29", "price_per_gpu_hour = true", "= True must be a positive"),
+        ('tech = "xgmi-2"', 'tech = "xgmi-2"\nbandwidth_GBps = true', "bandwidth_GBps = True must"),
+        (
+            'tech = "xgmi-2"',
+            'tech = "xgmi-2"\nbandwidth_Gbps = 0',
+            "bandwidth_Gbps = 0 must be a pos",
+        ),
+    ],
+)
+def test_one_number_check_for_prices_and_bandwidths(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    """Prices, the price factor and link bandwidths share one check: a boolean, text or a value
+    out of range is a TopologyError naming the key and the value."""
+    p = tmp_path / "p5.toml"
+    p.write_text(P5_TEXT.replace(old, new, 1))
+    with pytest.raises(TopologyError, match=re.escape(message)):
         read_server_file(p)
