@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar
 
 import tomllib
@@ -79,12 +80,17 @@ def check_keys(
             raise ConfigError(f"{where}: missing key {key!r}", value=key, where=where)
 
 
-def source_table(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The entry's ``sources`` table (ConfigError if it is not a table)."""
+def source_table(entry: Mapping[str, Any], where: str) -> MappingProxyType[str, str]:
+    """The entry's ``sources`` table, frozen, its keys and values as text (the ``sources`` field
+    of every spec); ConfigError if it is not a table.
+
+    >>> dict(source_table({"sources": {"compute": "datasheet", 2: 3}}, "gpu[0]"))
+    {'compute': 'datasheet', '2': '3'}
+    """
     sources = entry["sources"]
     if not isinstance(sources, dict):
         raise ConfigError(f"{where}: sources must be a table", value=sources, where=where)
-    return sources
+    return MappingProxyType({str(k): str(v) for k, v in sources.items()})
 
 
 def require_sources(sources: Mapping[str, Any], keys: Iterable[str], where: str) -> None:

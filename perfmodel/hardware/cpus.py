@@ -222,7 +222,7 @@ def _parse_cpu(entry: dict[str, Any], where: str) -> CPUSpec:
         memory_type=str(entry.get("memory_type", "")),
         tdp_w=number(entry, "tdp_W", where) if "tdp_W" in entry else None,
         aliases=names,
-        sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
+        sources=sources,
         notes=str(entry.get("notes", "")),
     )
 

@@ -634,7 +634,7 @@ def _parse_gpu(entry: dict[str, Any], where: str) -> GPUSpec:
         ),
         vendor=str(entry.get("vendor", "NVIDIA")),
         aliases=names,
-        sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
+        sources=sources,
         notes=str(entry.get("notes", "")),
         sustained_flops=rates["sustained_TFLOPS"],
         burst_flops=rates["burst_TFLOPS"],

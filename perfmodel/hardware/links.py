@@ -180,7 +180,7 @@ def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
         latency_s=lat,
         aliases=names,
         protocol=str(entry.get("protocol", "")),
-        sources=MappingProxyType({str(k): str(v) for k, v in sources.items()}),
+        sources=sources,
         notes=str(entry.get("notes", "")),
     )
 

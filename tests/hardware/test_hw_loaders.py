@@ -94,6 +94,26 @@ def test_valid_files_parse(write_toml) -> None:
 
 
 @pytest.mark.parametrize(
+    ("read", "text", "name", "key"),
+    [
+        (read_gpus, GPU_OK, "TEST-GPU", "compute = "),
+        (read_links, LINK_OK, "test-link", "latency = "),
+        (read_cpus, CPU_OK, "test-cpu", "io = "),
+    ],
+)
+def test_sources_are_frozen_text(write_toml, read, text: str, name: str, key: str) -> None:
+    """Each catalogue's ``sources`` field comes from the one reader of the table
+    (``_catalogue.source_table``): frozen, keys and values as text (a number written as a source
+    is kept as its text), for GPUs, links and CPUs alike."""
+    value = text.split(key, 1)[1].split("\n", 1)[0]
+    spec = read(write_toml(_replace(text, key + value, key + "2019")))[name]
+    assert spec.sources[key.split()[0]] == "2019"
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in spec.sources.items())
+    with pytest.raises(TypeError):
+        spec.sources["notes"] = "edited"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
     ("old", "new", "message"),
     [
         ('form_factor = "PCIe"', 'form_factor = "PCIe"\nwarp_size = 32', "unknown key"),
