@@ -398,6 +398,16 @@ class ParallelismPlan(FlatRecord):
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def fsdp_shards(self) -> bool:
+        """Whether this FSDP plan shards model state: ``fsdp`` with a shard degree above 1 (the
+        HSDP shard group ``hsdp``, else :attr:`grad_replicas`). An FSDP plan of shard degree 1
+        (one GPU, ``hsdp=1``) runs unsharded, as the FSDP stacks do (torchtitan
+        ``parallel_dims.fsdp_enabled`` at 3f20451; FSDP1's ``NO_SHARD`` clamp at world size 1;
+        FSDP2's world-size-1 fast path: :func:`perfmodel.parallel.recipe.build_recipe`), so its
+        label, recipe and interval features say so."""
+        return self.fsdp and (self.hsdp or self.grad_replicas) > 1
+
+    @property
     def shard_stage(self) -> int:
         """Effective ZeRO stage (FSDP full sharding counts as 3)."""
         return 3 if self.fsdp else self.zero
@@ -437,7 +447,7 @@ class ParallelismPlan(FlatRecord):
             parts.append(f"microbatch={self.microbatch_size}")
         if self.dp > 1 and self.dp_mode is not DPMode.ALLREDUCE:
             parts.append(f"mode={self.dp_mode.value}")
-        if self.shard_stage:
+        if self.fsdp_shards or (self.zero and not self.fsdp):
             parts.append("fsdp" if self.fsdp else f"zero={self.zero}")
         if self.hsdp:
             parts.append(f"hsdp={self.hsdp}")
