@@ -404,7 +404,15 @@ class ParallelismPlan(FlatRecord):
         (one GPU, ``hsdp=1``) runs unsharded, as the FSDP stacks do (torchtitan
         ``parallel_dims.fsdp_enabled`` at 3f20451; FSDP1's ``NO_SHARD`` clamp at world size 1;
         FSDP2's world-size-1 fast path: :func:`perfmodel.parallel.recipe.build_recipe`), so its
-        label, recipe and interval features say so."""
+        label, recipe and interval features say so.
+
+        Its precision stays the preset's mixed-precision policy (16-bit weights cast at module
+        boundaries, no autocast casts), as torchtitan runs it now: since 00b7f56 (2026-04-09,
+        PR 2900) it applies ``fully_shard`` with ``MixedPrecisionPolicy`` at ``dp_shard = 1``
+        too (still so at b5bcd76, 2026-08-21). Between 0b44d4c (2025-06-16, PR 1303,
+        ``maybe_enable_amp``) and then, a one-GPU / DDP run trained under ``torch.autocast``
+        and a TP or PP run without FSDP in FP32; before 0b44d4c (the preset's Dec 2024 pin,
+        3f20451) every run without FSDP trained in FP32."""
         return self.fsdp and (self.hsdp or self.grad_replicas) > 1
 
     @property
