@@ -63,7 +63,7 @@ def test_fit_summary_file_form() -> None:
     assert json.dumps(fit.to_dict()) == (
         '{"model": "t = a + b x", "values": {"a": 1.0, "b": 2.0}, "stderr": {"a": 0.5, '
         '"b": 0.25}, "n_points": 12, "rms_log_residual": 0.05, "median_abs_error": 0.04, '
-        '"notes": ""}'
+        '"notes": "", "dof": null}'
     )
     assert FitSummary.from_dict(fit.to_dict(), where="t").to_dict() == fit.to_dict()
 

@@ -149,6 +149,28 @@ class DeviceInfo(FlatRecord):
         )
 
 
+def t_coverage_factor(sigmas: float, dof: int | None) -> float:
+    """How many standard errors the interval with the two-sided coverage of ``sigmas`` normal
+    standard errors spans when the standard error is estimated from ``dof`` residual degrees of
+    freedom: Student's t quantile ``t_dof(Phi(sigmas))``. A least-squares standard error
+    ``s sqrt(c_rr)`` (``s^2 = sum r^2 / (n - p)``) is read with ``t_{n-p}``, not the normal
+    (Seber & Wild 2003, *Nonlinear Regression*, section 5.1: the linearised interval
+    ``theta_r +- t_{n-p}^{alpha/2} s c_rr^{1/2}``; the linear case, section 2.1). ``dof``
+    ``None``: ``sigmas`` (the normal reading); ``dof < 1``: ``inf`` (no residual to estimate
+    the error from).
+
+    >>> round(t_coverage_factor(1.96, 10), 2), t_coverage_factor(2.0, None)
+    (2.23, 2.0)
+    """
+    if dof is None:
+        return float(sigmas)
+    if dof < 1:
+        return float("inf")
+    from scipy.stats import norm, t  # imported here: only interval readings need it
+
+    return float(t.isf(norm.sf(sigmas), dof))
+
+
 @dataclass(frozen=True)
 class FitSummary(FlatRecord):
     """The result of one fit: parameter values with one-sigma standard errors (its JSON form:
@@ -166,6 +188,10 @@ class FitSummary(FlatRecord):
         Root-mean-square of ``ln(predicted / measured)`` over the points (0.05 ~ 5% typical error).
     median_abs_error
         Median of ``|predicted / measured - 1|``.
+    dof
+        Residual degrees of freedom of the standard errors (points minus fitted parameters, or
+        repeats minus 1 for a spread), ``None`` where unknown (a profile written before it was
+        recorded): :meth:`halfwidth` reads the errors with Student's t of these.
     """
 
     model: str
@@ -175,6 +201,12 @@ class FitSummary(FlatRecord):
     rms_log_residual: float
     median_abs_error: float
     notes: str = ""
+    dof: int | None = None
+
+    def halfwidth(self, name: str, sigmas: float = 1.0) -> float:
+        """Half-width of ``values[name]``'s interval with the coverage of ``sigmas`` normal
+        standard errors: ``stderr[name] *`` :func:`t_coverage_factor` ``(sigmas, dof)``."""
+        return float(self.stderr[name]) * t_coverage_factor(sigmas, self.dof)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str) -> FitSummary:
@@ -209,6 +241,9 @@ class FitSummary(FlatRecord):
             rms_log_residual=stat("rms_log_residual"),
             median_abs_error=stat("median_abs_error"),
             notes=as_str(d.get("notes", ""), "notes", where=where, error=CalibrationError),
+            dof=None
+            if d.get("dof") is None
+            else as_int(d["dof"], "dof", where=where, minimum=0, error=CalibrationError),
         )
 
 

@@ -360,8 +360,8 @@ def step_features(sc: Any, resolved: Any | None = None) -> StepFeatures:
     for name in ("tp", "pp", "cp", "ep"):
         if getattr(plan, name) > 1:
             used.append(name)
-    if plan.fsdp or plan.zero == 3:
-        used.append("fsdp")
+    if plan.fsdp_shards or (plan.zero == 3 and not plan.fsdp):
+        used.append("fsdp")  # an FSDP plan of shard degree 1 runs unsharded: not counted
     elif plan.zero in (1, 2):
         used.append("zero")
     return StepFeatures(

@@ -398,6 +398,24 @@ class ParallelismPlan(FlatRecord):
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def fsdp_shards(self) -> bool:
+        """Whether this FSDP plan shards model state: ``fsdp`` with a shard degree above 1 (the
+        HSDP shard group ``hsdp``, else :attr:`grad_replicas`). An FSDP plan of shard degree 1
+        (one GPU, ``hsdp=1``) runs unsharded, as the FSDP stacks do (torchtitan
+        ``parallel_dims.fsdp_enabled`` at 3f20451; FSDP1's ``NO_SHARD`` clamp at world size 1;
+        FSDP2's world-size-1 fast path: :func:`perfmodel.parallel.recipe.build_recipe`), so its
+        label, recipe and interval features say so.
+
+        Its precision stays the preset's mixed-precision policy (16-bit weights cast at module
+        boundaries, no autocast casts), as torchtitan runs it now: since 00b7f56 (2026-04-09,
+        PR 2900) it applies ``fully_shard`` with ``MixedPrecisionPolicy`` at ``dp_shard = 1``
+        too (still so at b5bcd76, 2026-08-21). Between 0b44d4c (2025-06-16, PR 1303,
+        ``maybe_enable_amp``) and then, a one-GPU / DDP run trained under ``torch.autocast``
+        and a TP or PP run without FSDP in FP32; before 0b44d4c (the preset's Dec 2024 pin,
+        3f20451) every run without FSDP trained in FP32."""
+        return self.fsdp and (self.hsdp or self.grad_replicas) > 1
+
+    @property
     def shard_stage(self) -> int:
         """Effective ZeRO stage (FSDP full sharding counts as 3)."""
         return 3 if self.fsdp else self.zero
@@ -437,7 +455,7 @@ class ParallelismPlan(FlatRecord):
             parts.append(f"microbatch={self.microbatch_size}")
         if self.dp > 1 and self.dp_mode is not DPMode.ALLREDUCE:
             parts.append(f"mode={self.dp_mode.value}")
-        if self.shard_stage:
+        if self.fsdp_shards or (self.zero and not self.fsdp):
             parts.append("fsdp" if self.fsdp else f"zero={self.zero}")
         if self.hsdp:
             parts.append(f"hsdp={self.hsdp}")

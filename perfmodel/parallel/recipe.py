@@ -557,7 +557,7 @@ def _sharding(preset: SoftwarePreset, plan: ParallelismPlan) -> Sharding:
     no collectives, no FSDP2 copy kernels (:attr:`KernelRecipe.fsdp_copies`).
     """
     if plan.fsdp:
-        if (plan.hsdp or plan.grad_replicas) == 1:
+        if not plan.fsdp_shards:
             return Sharding.NONE
         return Sharding.HSDP if plan.hsdp else Sharding.FSDP
     if plan.zero == 1 and preset.distributed_optimizer:

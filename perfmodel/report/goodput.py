@@ -219,6 +219,45 @@ class StepEnergy:
         }
 
 
+def energy_at_step_time(e: StepEnergy, iteration_time_s: float, *, busy_share: float) -> float:
+    """Joules of one step (all GPUs) had it taken ``iteration_time_s`` instead of
+    ``e.iteration_time_s``, the power model evaluated there, with ``busy_share`` of the
+    difference in the compute stream's busy seconds and the rest in its idle seconds (exposed
+    communication, bubbles, host waits): ``busy' = busy + busy_share * (t' - t)``, then kept
+    within ``[0, t']`` with ``idle' >= 0`` (a shorter step that runs out of idle seconds loses
+    busy ones, and the reverse)."""
+    t, d = e.iteration_time_s, iteration_time_s - e.iteration_time_s
+    busy = e.busy_fraction * t
+    idle = t - busy
+    busy_new = busy + busy_share * d
+    idle_new = idle + (1.0 - busy_share) * d
+    if idle_new < 0:  # the idle seconds ran out: the rest of the cut is busy seconds
+        busy_new += idle_new
+    if busy_new < 0:
+        busy_new = 0.0
+    busy_new = min(busy_new, iteration_time_s)
+    return e.num_gpus * e.power.power_w(busy_new / iteration_time_s) * iteration_time_s
+
+
+def energy_range(e: StepEnergy, t_lo_s: float, t_hi_s: float) -> tuple[float, float]:
+    """``(low, high)`` joules of one step when the step takes ``t_lo_s`` to ``t_hi_s`` (the step
+    time's range): the least and the most of :func:`energy_at_step_time` at both ends with the
+    miss all in busy or all in idle seconds (where it lies, the interval does not say; a mix
+    lies between, the power model being linear in the busy seconds). The ends are the miss in
+    busy seconds: the point estimate plus or minus the missed seconds at load power (down to
+    idle power), so a slower step's energy grows faster than its time when the compute
+    is what ran slow, and a time's scaling (:func:`perfmodel.intervals.answers.run_range`)
+    would understate it.
+
+    >>> from perfmodel.hardware import get_gpu
+    >>> e = step_energy(get_gpu("H100-SXM5-80GB"), num_gpus=8, iteration_time_s=2.0, busy_s=1.5)
+    >>> [round(v) for v in energy_range(e, 1.0, 4.0)]  # 8 x (88 x 1 + 612 x 0.5); 8,752 + 8 x 700 x 2
+    [3152, 19952]
+    """
+    ends = [energy_at_step_time(e, t, busy_share=b) for t in (t_lo_s, t_hi_s) for b in (0.0, 1.0)]
+    return min(ends), max(ends)
+
+
 def step_energy(
     spec: GPUSpec,
     *,
@@ -561,6 +600,24 @@ class RunEstimate:
             return None
         return e.num_gpus * e.power_per_gpu_w * self.goodput.wall_s
 
+    def energy_ranges(self, span: RunSpan) -> dict[str, float]:
+        """``energy_ideal_j_low`` / ``_high`` and ``energy_wall_clock_j_low`` / ``_high`` under
+        the step time's range ``span`` (:func:`energy_range` of the step, times the steps, and
+        times the wall clock's own range over the step time); empty without an energy."""
+        e = self.energy
+        if e is None:
+            return {}
+        t_lo, t_hi = span.run_range(e.iteration_time_s)
+        lo, hi = energy_range(e, t_lo, t_hi)
+        out = {"energy_ideal_j_low": lo * self.steps, "energy_ideal_j_high": hi * self.steps}
+        if self.energy_wall_j is not None:
+            # the wall clock scales with the step time (Daly, at the fixed interval): the run's
+            # energy is the step's energy at that step time per step second, over the wall clock
+            w_lo, w_hi = span.run_range(self.goodput.wall_s)
+            out["energy_wall_clock_j_low"] = lo / t_lo * w_lo
+            out["energy_wall_clock_j_high"] = hi / t_hi * w_hi
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "tokens": self.tokens,
@@ -620,6 +677,23 @@ class RunEstimate:
                 )
                 + " (GPU boards only)"
             )
+            if span is not None:
+                rng = self.energy_ranges(span)
+                per = (
+                    rng["energy_ideal_j_low"] / self.steps,
+                    rng["energy_ideal_j_high"] / self.steps,
+                )
+                lines.append(
+                    f"  {span.level_text + ' range':<14}{per[0] / 1e3:,.1f} - {per[1] / 1e3:,.1f}"
+                    " kJ per step"
+                    + (
+                        f"; run {rng['energy_wall_clock_j_low'] / J_PER_KWH / 1e3:,.1f} - "
+                        f"{rng['energy_wall_clock_j_high'] / J_PER_KWH / 1e3:,.1f} MWh"
+                        if "energy_wall_clock_j_low" in rng
+                        else ""
+                    )
+                    + " (the power model at the step range's ends)"
+                )
         if self.cost_wall is not None and self.cost_per_million_tokens is not None:
             lines.append(
                 f"cost            {self.cost_wall:,.2f} with failures ({self.cost_ideal:,.2f} "

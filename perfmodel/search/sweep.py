@@ -203,10 +203,15 @@ class SweepSpec:
             at = dict(zip(order, combo))
             axis_values = {n: at[i] for i, n in enumerate(names)}
             axis_values.update(zip(zip_names, zip_rows[at[len(names)]]))
-            sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
-            for k, v in axis_values.items():
-                set_dotted(sc, k, v)
-            yield axis_values, sc
+            yield axis_values, self.point(axis_values)
+
+    def point(self, axis_values: Mapping[str, Any]) -> dict[str, Any]:
+        """The scenario dict of the grid point with ``axis_values``: a deep copy of
+        :attr:`base` with each (dotted) axis key set (:func:`set_dotted`)."""
+        sc = json.loads(json.dumps(dict(self.base)))  # deep copy of plain data
+        for k, v in axis_values.items():
+            set_dotted(sc, k, v)
+        return sc
 
     def grouped_axes(self) -> list[int]:
         """The axes (indices into :attr:`axes`; ``len(axes)`` is the zipped lists) from the

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -98,12 +97,12 @@ def set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
-def _point(spec: SweepSpec, axis_values: Mapping[str, Any]) -> dict[str, Any]:
-    """The scenario dict of the grid point with ``axis_values`` (as :meth:`SweepSpec.points`)."""
-    sc = json.loads(json.dumps(dict(spec.base)))  # deep copy of plain data
-    for k, v in axis_values.items():
-        set_dotted(sc, k, v)
-    return sc
+def _scenario_default(key: str) -> Any:
+    """The default of scenario key ``key`` (:class:`~perfmodel.scenario.Scenario`'s field:
+    ``system`` ``dgx1-v100``, ``nodes`` 1), where a grid point leaves it out."""
+    from perfmodel.scenario import Scenario
+
+    return next(f.default for f in dataclasses.fields(Scenario) if f.name == key)
 
 
 def _check_value(
@@ -131,7 +130,7 @@ def _check_value(
             system_path(value)
         if top == "model" and isinstance(value, str):
             get_model_info(value)
-        parse_scenario(Scenario.from_dict(_point(spec, axis_values), where=where))
+        parse_scenario(Scenario.from_dict(spec.point(axis_values), where=where))
     except PerfModelError as exc:
         if _offends(exc, value):
             raise SweepAxisError(
@@ -169,14 +168,14 @@ def _check_gpu_counts(spec: SweepSpec) -> None:
         at = dict(zip((n for _s, n, _v in plain), combo[:-1]))
         at.update(zip((n for _s, n, _v in zipped), combo[-1]))
         point = {**{k: spec.base[k] for k in GPU_COUNT_KEYS if k in spec.base}, **at}
-        system, gpus = point.get("system", "dgx1-v100"), point.get("gpus")
+        system, gpus = point.get("system", _scenario_default("system")), point.get("gpus")
         if not isinstance(gpus, int) or isinstance(gpus, bool):
             continue
         if not isinstance(system, str) or system in _BUILT_SYSTEMS:
             runs[gpus] = True
             continue
         try:
-            nodes = pos_int(point.get("nodes", 1), "nodes")
+            nodes = pos_int(point.get("nodes", _scenario_default("nodes")), "nodes")
             have = gpus_per_server(system) * nodes
         except PerfModelError:
             runs[gpus] = True  # the value checks name a bad system or nodes value

@@ -341,9 +341,7 @@ def scan_output(
             if header[:2] != ["key", "status"]:
                 raise foreign(f"not a sweep results CSV (header {header[:3]})", 1)
             if axis_names is not None and header != expected:
-                raise foreign(
-                    f"CSV header {header} differs from this sweep's columns {expected}", 1
-                )
+                raise foreign(_header_difference(header, expected), 1)
             for i, row in enumerate(rows[1:], 2):
                 if not row:
                     continue
@@ -363,6 +361,32 @@ def scan_output(
         os.ftruncate(fd, cut)
         repaired = len(tail)
     return keys, repaired, n_err
+
+
+def _header_difference(header: Sequence[str], expected: Sequence[str]) -> str:
+    """What a CSV header differs in from this sweep's columns (``expected``), for
+    :func:`scan_output`'s refusal: the columns it lacks and those it has that this sweep does
+    not write, else the order; a file whose missing columns are all report columns
+    (:data:`ROW_COLUMNS`) was written by another perfmodel version (a CSV written before
+    session 14 lacks ``epoch_time_s_low``/``_high`` and ``interval_warning``), and its rows
+    cannot be resumed under this header."""
+    missing = [c for c in expected if c not in header]
+    extra = [c for c in header if c not in expected]
+    parts = []
+    if missing:
+        parts.append(f"lacks column(s) {', '.join(missing)}")
+    if extra:
+        parts.append(f"has column(s) {', '.join(extra)} this sweep does not write")
+    if not parts:
+        parts.append(f"orders its columns {list(header)}, this sweep {list(expected)}")
+    what = "; ".join(parts)
+    version = (missing or extra) and all(c in ROW_COLUMNS for c in [*missing, *extra])
+    why = (
+        " (written by another perfmodel version: its report columns differ from this one's)"
+        if version
+        else " (another sweep's axes)"
+    )
+    return f"CSV header differs from this sweep's columns: the file {what}{why}"
 
 
 def _is_prefix(tail: bytes, start: bytes, *, full_ok: bool) -> bool:

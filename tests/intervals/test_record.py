@@ -201,3 +201,15 @@ def test_large_message_band_is_the_accuracy_tables_threshold() -> None:
 
     assert message_band(LARGE_BYTES - 1) != ">=64MiB"
     assert message_band(LARGE_BYTES) == ">=64MiB"
+
+
+def test_step_features_count_what_runs_on_one_gpu() -> None:
+    """fix17 item 1c: a torchtitan plan on one GPU (FSDP shard degree 1) runs unsharded
+    (``ParallelismPlan.fsdp_shards``), so its features count no ``fsdp`` kind; on two GPUs it
+    shards and counts it."""
+    one = step_features(Scenario(system="dgx-h100", gpus=1, model="gpt2", software="torchtitan",
+                                 precision="bf16", global_batch=8))  # fmt: skip
+    assert one.parallelism == () and one.gpus == 1
+    two = step_features(Scenario(system="dgx-h100", gpus=2, model="gpt2", software="torchtitan",
+                                 precision="bf16", global_batch=8))  # fmt: skip
+    assert two.parallelism == ("dp", "fsdp")

@@ -335,3 +335,60 @@ def test_cli_bad_goodput_input_exits_2(
     err = capsys.readouterr().err
     assert rc == 2
     assert err.startswith("perfmodel: error:")
+
+
+# ------------------------------------------------------------------- energy's range (fix17)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    busy=st.floats(0.0, 1.0),
+    k_lo=st.floats(0.3, 1.0),
+    k_hi=st.floats(1.0, 3.0),
+    k=st.floats(0.0, 1.0),
+    share=st.floats(0.0, 1.0),
+)
+def test_energy_range_holds_every_attribution_of_the_miss(
+    busy: float, k_lo: float, k_hi: float, k: float, share: float
+) -> None:
+    """fix17 item 3: the step energy's range at the step range's ends holds the energy of any
+    step time inside it with any share of the miss in busy seconds, contains the point
+    estimate, and at least the step time's own scaling (the busy fraction kept)."""
+    from perfmodel.report.goodput import energy_at_step_time, energy_range
+
+    e = step_energy(get_gpu("H100-SXM5-80GB"), num_gpus=8, iteration_time_s=2.0, busy_s=2 * busy)
+    lo, hi = energy_range(e, 2.0 * k_lo, 2.0 * k_hi)
+    tol = 1e-9 * e.energy_per_step_j
+    assert lo - tol <= e.energy_per_step_j <= hi + tol
+    assert lo - tol <= e.energy_per_step_j * k_lo and e.energy_per_step_j * k_hi <= hi + tol
+    t = 2.0 * (k_lo + k * (k_hi - k_lo))
+    inside = energy_at_step_time(e, t, busy_share=share)
+    assert lo - tol <= inside <= hi + tol
+    assert energy_at_step_time(e, 2.0, busy_share=share) == pytest.approx(e.energy_per_step_j)
+
+
+def test_energy_range_by_hand() -> None:
+    """8 H100s (88 W idle, 700 W load), 2 s step busy 1.5 s (547 W each: 8,752 J); the step
+    takes 1-4 s. Miss in busy seconds: 0.5 s busy of 1 s = 8 x (88 + 612 x 0.5) = 3,152 J, and
+    3.5 s busy of 4 s = 8,752 + 8 x 700 x 2 = 19,952 J. Miss in idle seconds: 1 s all busy
+    (the 0.5 s idle ran out) = 8 x 700 = 5,600 J; 1.5 s busy of 4 = 8 x (88 x 4 + 612 x 1.5)
+    = 10,160 J."""
+    from perfmodel.report.goodput import energy_at_step_time, energy_range
+
+    e = step_energy(get_gpu("H100-SXM5-80GB"), num_gpus=8, iteration_time_s=2.0, busy_s=1.5)
+    assert energy_at_step_time(e, 1.0, busy_share=0.0) == pytest.approx(5600.0)
+    assert energy_at_step_time(e, 4.0, busy_share=0.0) == pytest.approx(10160.0)
+    assert energy_at_step_time(e, 1.0, busy_share=1.0) == pytest.approx(3152.0)
+    assert energy_range(e, 1.0, 4.0) == pytest.approx((3152.0, 19952.0))
+
+
+def test_cli_tokens_energy_has_a_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """fix17 item 3: with an interval, the energy line is followed by its range (per step and
+    for the run), and the JSON's training_run energies can be ranged the same way."""
+    rc = main([*_PREDICT, "--tokens", "1e11", "--interval", "0.8"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = out.splitlines()
+    i = next(j for j, line in enumerate(lines) if line.startswith("energy "))
+    assert "range" in lines[i + 1] and "kJ per step; run" in lines[i + 1]
+    assert "power model at the step range's ends" in lines[i + 1]

@@ -374,3 +374,25 @@ def test_a_spec_that_names_no_scenario_is_refused(data: dict) -> None:
     # one axis alone, or a base alone, is a sweep
     assert len(SweepSpec.from_dict({"axes": {"gpus": [1, 2]}})) == 2
     assert len(SweepSpec.from_dict({"base": {"model": "resnet50"}})) == 1
+
+
+def test_csv_from_an_earlier_version_is_refused_naming_what_differs(tmp_path: Path) -> None:
+    """fix17 item 4: a CSV written before session 14 (no ``epoch_time_s_low``/``_high``,
+    ``interval_warning`` columns) does not resume: a typed error names the file and the missing
+    columns (not two whole headers), and the file is left byte for byte."""
+    from perfmodel.errors import FileAccessError
+    from perfmodel.search.sweep_file import _META_COLUMNS, ROW_COLUMNS
+
+    out = tmp_path / "old.csv"
+    new_cols = ("epoch_time_s_low", "epoch_time_s_high", "interval_warning")
+    old = [c for c in (*_META_COLUMNS, "x", "y", *ROW_COLUMNS) if c not in new_cols]
+    row = ["x=1,y=1", "ok", "", "", "0.1", "1", "1", *[""] * (len(old) - 7)]
+    out.write_text(",".join(old) + "\n" + ",".join(row) + "\n")
+    before = out.read_bytes()
+    with pytest.raises(FileAccessError) as info:
+        sweep(small_spec(), out)
+    msg = str(info.value)
+    assert str(out) in msg and "lacks column(s) epoch_time_s_low, epoch_time_s_high" in msg
+    assert "interval_warning" in msg and "another perfmodel version" in msg
+    assert "throughput_samples_per_s" not in msg  # the columns both have are not listed
+    assert out.read_bytes() == before

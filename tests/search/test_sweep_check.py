@@ -125,3 +125,33 @@ def test_a_gpu_count_some_combination_runs_is_not_refused(tmp_path: Path) -> Non
         check_spec(_spec({"gpus": [8, 16, 32]}, zipped))
     assert exc.value.where == "grid.toml:axes.gpus" and exc.value.value == 32
     assert "no grid point has the GPUs" in str(exc.value)
+
+
+def test_a_point_without_a_system_is_checked_on_the_scenarios_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fix17 item 4: the GPU-count check of a point that names no system reads the scenario's
+    default system (``Scenario.system``), not a copy of it: with a 16-GPU default (DGX-2) a
+    16-GPU point passes, with the 8-GPU one it is refused naming it."""
+    import dataclasses
+
+    from perfmodel.scenario import Scenario
+
+    with pytest.raises(SweepAxisError, match=r"dgx1-v100: 8 per server"):
+        check_spec(_spec({"gpus": [16]}, base={"model": "gpt2"}))
+    field = next(f for f in dataclasses.fields(Scenario) if f.name == "system")
+    monkeypatch.setattr(field, "default", "dgx2-v100")
+    check_spec(_spec({"gpus": [16]}, base={"model": "gpt2"}))
+
+
+def test_spec_point_is_the_points_scenario() -> None:
+    """fix17 item 4: ``SweepSpec.point`` (the one place a grid point's scenario dict is made) is
+    what ``points`` yields, grouped or not, dotted keys included."""
+    spec = SweepSpec.from_dict(
+        {"base": {"model": "gpt2", "model_args": {"depth": 2}},
+         "axes": {"gpus": [1, 2], "model_args.depth": [3, 4]}}
+    )  # fmt: skip
+    for grouped in (False, True):
+        for axis_values, sc in spec.points(grouped=grouped):
+            assert spec.point(axis_values) == sc and sc["model_args"]["depth"] in (3, 4)
+    assert spec.base["model_args"] == {"depth": 2}  # copied, not changed
