@@ -102,13 +102,29 @@ def op_labels(phase: str, c: int, m: int) -> list[str]:
     return labels
 
 
-#: What :meth:`LoweringShortcuts.run_plain_schedule` emits for a plain operation of a chunk:
-#: the stage's GPU, the operation task's compute seconds and ``then_s``, whether the chunk is
-#: one plain segment (else lowered coarse: counted in ``coarsened``), whether the operation
-#: sends, the send's ``(seconds, CommSpec)`` (``None``: no send, or one stage), and the
-#: operation's labels by micro-batch (:func:`op_labels`).
+#: What :meth:`LoweringShortcuts.run_plain_schedule` emits for an operation of a chunk as one
+#: task: the stage's GPU, the task's compute seconds and ``then_s``, whether the operation
+#: sends, the send's ``(seconds, CommSpec)`` (``None``: no send, or one stage), the
+#: operation's labels by micro-batch (:func:`op_labels`), the task's mutable twin and class,
+#: its ``over`` (``None``: an :class:`OpTask`), the longest compute it counts
+#: (``compute_emitted``; ``-1.0``: none), and the ``op_merged`` and ``coarsened`` it adds
+#: (a folded send adds one more). A plain operation's (:meth:`LoweringShortcuts.
+#: plain_templates`): ``_OpTaskTwin``, ``OpTask``, ``None``, its seconds, 1, and 0 where the
+#: chunk is one plain segment, else 1 (lowered coarse); a replayed operation of one task's
+#: (``lower_replay.OperationReplay.single_template``): its recording's.
 PlainTemplate = tuple[
-    str, float, tuple[float, ...], bool, bool, "tuple[float, CommSpec] | None", list[str]
+    str,
+    float,
+    tuple[float, ...],
+    bool,
+    "tuple[float, CommSpec] | None",
+    list[str],
+    type,
+    type,
+    "tuple[str, float] | None",
+    float,
+    int,
+    int,
 ]
 
 
@@ -684,7 +700,11 @@ class LoweringShortcuts:
             nbytes = ch.out_bytes if fwd else self.chunks[k - 1].out_bytes
             send = self.p2p(s, to, nbytes) if sends and self.P > 1 else None
             labels = op_labels(phase, k // self.P if self.V > 1 else -1, self.m)
-            out.append((self.gpu[s], float(dur), then, single, sends, send, labels))
+            dur = float(dur)
+            out.append(
+                (self.gpu[s], dur, then, sends, send, labels, _OpTaskTwin, OpTask, None, dur, 1,
+                 0 if single else 1)
+            )  # fmt: skip
         return out
 
     def run_plain_schedule(self) -> None:
@@ -715,7 +735,8 @@ class LoweringShortcuts:
         final_b = self.m - 1 if self.overlap else -1
         every_b = self.overlap and self.reduce_every_mb
         merged = coarse = 0
-        new, twin, compute = _new_task, _OpTaskTwin, TaskKind.COMPUTE
+        new, compute = _new_task, TaskKind.COMPUTE
+        singles = self._single_tpl if replay else {}  # type: ignore[attr-defined]
         pos = [0] * P
         lens = [len(o) for o in ops]
         remaining = sum(lens)
@@ -742,14 +763,24 @@ class LoweringShortcuts:
                         t = None if every_b or mb == final_b else tb[k]
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
                         if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
-                            self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
-                        elif fwd:
-                            forward(s, mb, c)
+                            # a copy of a recorded operation of one task: inline below, as
+                            # replay_op's _replay_single emits it (single_template)
+                            rk = (k, fwd, gathers_left[s] > 0)
+                            t = singles.get(rk)
+                            if t is None:
+                                t = self.single_template(rk)  # type: ignore[attr-defined]
+                            if not t:
+                                self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
+                                i += 1
+                                continue
                         else:
-                            backward(s, mb, c)
-                        i += 1
-                        continue
-                    gpu, dur, then, single, sends, send, labels = t
+                            if fwd:
+                                forward(s, mb, c)
+                            else:
+                                backward(s, mb, c)
+                            i += 1
+                            continue
+                    gpu, dur, then, sends, send, labels, twin, cls, over, cmax, m_add, c_add = t
                     key = (mb, k)
                     # the operation's dependencies, cleaned as GraphBuilder.add cleans them
                     a = last[s]
@@ -786,10 +817,10 @@ class LoweringShortcuts:
                         deps = (a, d) if a < d else (d, a)
                     tid = len(tasks)
                     cs = cs_max[s]  # compute_emitted
-                    if dur > cs[0]:
-                        cs[0] = dur
-                    if dur > cs[1]:
-                        cs[1] = dur
+                    if cmax > cs[0]:
+                        cs[0] = cmax
+                    if cmax > cs[1]:
+                        cs[1] = cmax
                     # fold_send, decided before the task is made (it reads the state above)
                     send_s, spec, wait = 0.0, None, -3  # -3: no send task
                     if send is not None:
@@ -806,8 +837,10 @@ class LoweringShortcuts:
                                 wait = x + SENT if x >= 0 else -1
                         else:
                             wait = -1
-                    # plain_op's OpTask (GraphBuilder.add's twin and values)
+                    # plain_op's OpTask (GraphBuilder.add's twin and values), or the copy's
                     task = new(twin)
+                    if over is not None:
+                        task.over = over
                     task.then_s = then
                     task.send_s = send_s
                     task.send = spec
@@ -821,22 +854,20 @@ class LoweringShortcuts:
                     task.microbatch = mb
                     task.chunk = k
                     task.comm = None
-                    task.__class__ = OpTask
+                    task.__class__ = cls
                     tasks.append(task)
                     if gpu not in dset:
                         dset.add(gpu)
                         b.devices.append(gpu)
                     last[s] = tid
                     out = tid
+                    merged += m_add
+                    coarse += c_add
                     if spec is not None:
                         out = tid + SENT
-                        merged += 2
-                    else:
                         merged += 1
-                        if wait != -3:
-                            out = self._send_task(fwd, tid, wait, mb, k, send, gpu)  # type: ignore[arg-type]
-                    if not single:
-                        coarse += 1
+                    elif wait != -3:
+                        out = self._send_task(fwd, tid, wait, mb, k, send, gpu)  # type: ignore[arg-type]
                     if fwd:
                         first_done[s] = True
                         f_done[key] = tid

@@ -333,6 +333,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     first = [start[by_unit[j][0].tid] for j in range(n)]
     # the longest run of units each a shifted copy of the previous
     ok = [False] * n
+    pieces: dict[int, list[tuple[float, float]]] = {}  # _over_shifted's, by task id
     for j in range(1, n):
         a, b = by_unit[j - 1], by_unit[j]
         if len(a) != len(b):
@@ -349,7 +350,11 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
                 and x.send_s == y.send_s
                 and abs(start[yt] - start[xt] - lam) <= tol
                 and abs(end[yt] - end[xt] - lam) <= tol
-                and (overs is None or _over_shifted(x, y, start, end, overs, lam, tol))
+                and (
+                    overs is None
+                    or (x.over is None and y.over is None)
+                    or _over_shifted(x, y, start, end, overs, lam, tol, pieces)
+                )
             ):
                 break
         else:
@@ -465,23 +470,34 @@ def _over_shifted(
     overs: dict[int, float],
     lam: float,
     tol: float,
+    pieces: dict[int, list[tuple[float, float]]] | None = None,
 ) -> bool:
     """:func:`periodic_timeline`'s unit test for the pieces of two tasks at one place of two
     units (their fields and ends already compared): both plain, or both
     :class:`~perfmodel.parallel.taskgraph.OverTask` with the same ``over`` whose pieces
     (:func:`over_pieces`) each start and end ``lam`` later (to ``tol``), as the tasks they
-    stand for were compared."""
-    if x.over is None and y.over is None:
+    stand for were compared. ``pieces``: each task's :func:`over_pieces` kept by task id (a
+    pure function of the task and its schedule; the check reads most tasks twice, as the later
+    and as the earlier of two units: Megatron-Core's dp2 tp32 pp16 GPT-3 175B short schedule,
+    ~640 ``OverTask``s, 1.1 -> ~0.6 ms)."""
+    xo, yo = x.over, y.over
+    if xo is None and yo is None:
         return True
-    if x.over != y.over or x.over is None:
+    if xo != yo or xo is None:
         return False
     xt, yt = x.tid, y.tid
-    px = over_pieces(x, start[xt], end[xt], overs[xt])
-    py = over_pieces(y, start[yt], end[yt], overs[yt])
-    return all(
-        abs(b[0] - a[0] - lam) <= tol and abs(b[1] - a[1] - lam) <= tol
-        for a, b in zip(px, py, strict=True)
-    )
+    if pieces is None:
+        pieces = {}
+    px = pieces.get(xt)
+    if px is None:
+        px = pieces[xt] = over_pieces(x, start[xt], end[xt], overs[xt])
+    py = pieces.get(yt)
+    if py is None:
+        py = pieces[yt] = over_pieces(y, start[yt], end[yt], overs[yt])
+    for a, b in zip(px, py, strict=True):  # a loop, not all(<generator>): the same tests
+        if not (abs(b[0] - a[0] - lam) <= tol and abs(b[1] - a[1] - lam) <= tol):
+            return False
+    return True
 
 
 class CommRunner(Protocol):

@@ -120,10 +120,12 @@ def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict, re
     one (``lower_replay``) lower the same graph and state as the per-operation path, and
     copies were made (the comparison is not vacuous). With ``OperationReplay.REPLAY`` off
     (the plain loop on, no copies: those operations through ``forward`` / ``backward``) the
-    same graph and state too."""
+    same graph and state too. (Copies of one task inline off: every copy through
+    ``replay_op``, counted here; ``test_inline_single_copies_match`` has them on.)"""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     monkeypatch.setattr(OperationReplay, "REPLAY", replay)
+    monkeypatch.setattr(OperationReplay, "INLINE_SINGLES", False)
     copies = [0]
     orig = OperationReplay.replay_op
 
@@ -149,10 +151,12 @@ def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -
     none inline (and still the same graph). In these plans every copied ``OverTask`` is of
     one piece (``then_s`` of one entry), into which ``fold_send`` folds no send: it refused the
     recorded operation's, so every later send on that stream, the copies' included, is a task
-    (``_send_task``); no copy reaches a fold (``_replay_single`` asserts so)."""
+    (``_send_task``); no copy reaches a fold (``_replay_single`` asserts so). (Copies inline
+    in the plain loop off: ``test_inline_single_copies_match`` has them on.)"""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     monkeypatch.setattr(OperationReplay, "OVER_TASKS", over)
+    monkeypatch.setattr(OperationReplay, "INLINE_SINGLES", False)
     n = [0]
     orig = OperationReplay._replay_single
 
@@ -170,6 +174,86 @@ def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -
                           software="megatron-core", **kw)  # fmt: skip
         assert _check(sc, monkeypatch) > 0
     assert n[0] > 100 if over else n[0] == 0
+
+
+def _inline_singles(
+    sc: object, monkeypatch: pytest.MonkeyPatch, hidden: bool = True
+) -> tuple[int, int]:
+    """Lower every analytic graph of ``sc`` (``hidden``: with its summarised reductions, else
+    without) with copies of one task inline in the plain loop
+    (``OperationReplay.single_template``) and through ``replay_op``, compare graph and state
+    (also against the per-operation path: :func:`_check`), and return how many operations
+    copies' templates the loop made (one per chunk and phase) and the copies
+    ``_replay_single`` made: 1 each with the loop's on, 1,000 each with it off (the
+    comparisons above not counted)."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    used, copied, on_now = [0], [0], [False]
+    orig_tpl, orig_single = OperationReplay.single_template, OperationReplay._replay_single
+
+    def tpl(self, key):  # type: ignore[no-untyped-def]
+        out = orig_tpl(self, key)
+        used[0] += bool(out) and on_now[0]
+        return out
+
+    def single(self, *a):  # type: ignore[no-untyped-def]
+        copied[0] += 1 if on_now[0] else 1_000
+        return orig_single(self, *a)
+
+    monkeypatch.setattr(OperationReplay, "single_template", tpl)
+    monkeypatch.setattr(OperationReplay, "_replay_single", single)
+    for inp, costs, owt, m, chunks in _lowerings(sc, monkeypatch):
+        out = []
+        for on in (True, False):
+            with monkeypatch.context() as mp:
+                mp.setattr(OperationReplay, "INLINE_SINGLES", on)
+                on_now[0] = on
+                low = lp.PipelineLowering(
+                    inp, costs, one_weird_trick=owt, microbatches=m, chunks=chunks,
+                    coarse=True, hidden=hidden,
+                )  # fmt: skip
+                out.append((_whole(low.graph()), _state(low)))
+                on_now[0] = False
+        assert out[0] == out[1]
+    _check(sc, monkeypatch)
+    return used[0], copied[0]
+
+
+@pytest.mark.parametrize(
+    "kw, inline",
+    [
+        # Megatron-Core tp 8: forwards of one OverTask (1F1B; interleaved, also while the
+        # stage's aligned gathers are to come; one block a stage)
+        (dict(pp=2, dp=1, tp=8, nodes=2), True),
+        (dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2), True),
+        (dict(pp=4, dp=1, tp=8, nodes=4, layers=4), True),
+        # must not apply: the same plans lowered without the analytic graph's summarised
+        # reductions (no operation tasks: nothing replayed); no copy of one task (tp 2: plain
+        # operations; FSDP and ZeRO-3: gather chains, never replayed; PyTorch DDP)
+        (dict(pp=2, dp=1, tp=8, nodes=2, hidden=False), False),
+        (
+            dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2, hidden=False),
+            False,
+        ),
+        (dict(pp=2, dp=2, tp=2), False),
+        (dict(software="fsdp", pp=2, dp=2, tp=2), False),
+        (dict(software="deepspeed-zero3", pp=1, dp=4, tp=2), False),
+        (dict(software="pytorch-ddp", pp=2, dp=2, tp=2, recompute="full"), False),
+    ],
+)
+def test_inline_single_copies_match(
+    monkeypatch: pytest.MonkeyPatch, kw: dict, inline: bool
+) -> None:
+    """Copies of a recorded operation of one task emitted inline by the plain loop
+    (``OperationReplay.single_template``, ``INLINE_SINGLES``) lower the same graph and state
+    as through ``replay_op`` / ``_replay_single`` and as the per-operation path; where they
+    apply every copy is inline (none left to ``_replay_single``), elsewhere none is."""
+    kw = {"software": "megatron-core", **kw}
+    layers, hidden = kw.pop("layers", 8), kw.pop("hidden", True)
+    sc = gpt_scenario(model_args={**GPT, "layers": layers}, global_batch=128, **kw)
+    used, copied = _inline_singles(sc, monkeypatch, hidden)
+    # with them on, no copy is left to _replay_single; off, it made every copy (> 50)
+    assert (used > 0 and copied % 1_000 == 0 and copied > 50_000) if inline else used == copied == 0
 
 
 def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -144,3 +144,78 @@ def test_gpt3_plans_identical(monkeypatch: pytest.MonkeyPatch, preset: str) -> N
                 out.append((repr(r.to_dict()), r.iteration_time_s, r.timeline.end_s))
         assert out[0] == out[1], p
     assert sum(seen) > 0
+
+
+def _over_chain(durs: list[tuple[float, float, float, float]]) -> tuple[object, object]:
+    """OverTasks one after another on one device (compute, TP collective, tail, one later
+    segment each), a plain task between every two; returns the graph and its schedule."""
+    b = GraphBuilder()
+    prev: list[int] = []
+    for i, (c, t, tail, c2) in enumerate(durs):
+        op = b.add_over("g0", c, prev, f"F{i}", i, 0, (tail,), ("tp", t))
+        _S_THEN(b.tasks[op], (tail, c2, 0.0))
+        prev = [b.add(TaskKind.COMPUTE, "g0", "compute", c2, [op], f"B{i}", i, 0)]
+    g = b.build()
+    return g, _list_schedule(g)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(_DUR, _DUR, _DUR, _DUR), min_size=3, max_size=8),
+    st.floats(min_value=0.0, max_value=10.0),
+    st.sampled_from([0.0, 1e-12, 1e-3, 1.0]),
+)
+def test_over_shifted_pieces_kept_match(durs: list, lam: float, tol: float) -> None:
+    """``periodic_timeline``'s unit test with each task's pieces kept by id
+    (``_over_shifted(..., pieces)``) answers as without (each pair's pieces made again), for
+    every pair of tasks of a drawn schedule (twice over with one memo: each task read as the
+    earlier and the later one) at drawn periods and tolerances, the true shift included;
+    plain tasks pass without pieces, an OverTask beside a plain task or another ``over``
+    fails (the memo never consulted)."""
+    from perfmodel.sim.engine import _over_shifted
+
+    g, tl = _over_chain(durs)
+    tasks, start, end, overs = g.tasks, tl.start_s, tl.end_s, tl.overs  # type: ignore[attr-defined]
+    ops = [t for t in tasks if t.over is not None]
+    memo: dict[int, list[tuple[float, float]]] = {}
+    for _ in range(2):
+        for x in ops:
+            for y in ops:
+                for lm in (lam, start[y.tid] - start[x.tid]):
+                    a = _over_shifted(x, y, start, end, overs, lm, tol, memo)
+                    assert a == _over_shifted(x, y, start, end, overs, lm, tol)
+    assert set(memo) <= {t.tid for t in ops}
+    plain = [t for t in tasks if t.over is None]
+    memo2: dict[int, list[tuple[float, float]]] = {}
+    assert _over_shifted(plain[0], plain[1], start, end, overs, lam, tol, memo2)
+    assert not _over_shifted(ops[0], plain[0], start, end, overs, lam, tol, memo2)
+    assert not _over_shifted(plain[0], ops[0], start, end, overs, lam, tol, memo2)
+    assert not memo2
+
+
+@pytest.mark.parametrize("idx", [6, 9])
+def test_periodic_check_same_with_pieces_kept(monkeypatch: pytest.MonkeyPatch, idx: int) -> None:
+    """Megatron-Core GPT-3 175B plans whose short schedules hold OverTasks (dp2 tp32 pp16
+    1F1B, dp8 tp16 pp8 interleaved): the report, iteration time and timeline are identical
+    with the periodicity check's pieces kept by task id and with them made again for each
+    pair (the memo dropped), and the check compared OverTasks (not vacuous)."""
+    import perfmodel.sim.engine as eng
+
+    sc = Scenario.from_dict({**_plans()[idx], "software": "megatron-core", "fidelity": "analytic"})
+    orig = eng._over_shifted
+    n, keep = [0], [True]
+
+    def spy(x, y, start, end, overs, lam, tol, pieces=None):  # type: ignore[no-untyped-def]
+        n[0] += 1
+        return orig(x, y, start, end, overs, lam, tol, pieces if keep[0] else None)
+
+    out = []
+    for on in (True, False):
+        keep[0] = on
+        with monkeypatch.context() as m:
+            m.setattr(eng, "_over_shifted", spy)
+            m.setattr(api, "_REPORTS", {})
+            r = predict(sc, baseline=False)
+            out.append((repr(r.to_dict()), r.iteration_time_s, r.timeline.end_s))
+    assert out[0] == out[1]
+    assert n[0] > 100
