@@ -614,6 +614,7 @@ class HiddenCollectives:
         marks = 0
         i = 0
         n = len(rows)
+        new_tuple = tuple.__new__
         while i < n:
             if fine is None:  # _fine_segments' values, read here
                 (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
@@ -629,8 +630,10 @@ class HiddenCollectives:
                 if then is None:
                     return None  # its TP not in its task
                 r_grp = r_spec.group if r_spec is not None else ()
-                items.append(ChainSegment(g_s, c_s, then, red_s, g_spec.group, r_grp))
-                c_max = max(c_max, c_s)
+                # ChainSegment(...) without the named tuple's keyword-parsing __new__
+                items.append(new_tuple(ChainSegment, (g_s, c_s, then, red_s, g_spec.group, r_grp)))
+                if c_s > c_max:  # max(c_max, c_s): the first of equal values kept
+                    c_max = c_s
                 marks += 1
                 i += 1
                 continue
