@@ -110,6 +110,12 @@ class HiddenCollectives:
     #: ways).
     SAME_ROWS = True
 
+    #: Whether :meth:`_chain_items` reads each segment's seconds, groups and operation task
+    #: off the plan's rows and specs directly instead of through :meth:`_fine_segments` (the
+    #: same values, without the fine loop's labels, which a chain never reads; tests compare
+    #: both ways).
+    CHAIN_DIRECT = True
+
     # ------------------------------------------------------------------ hidden reductions
 
     def hidden_backward(
@@ -586,11 +592,16 @@ class HiddenCollectives:
     def _chain_items(self, plan: GatherPlan, k: int, ch: Chunk, phase: str) -> ChainTemplate | None:
         """:meth:`_chain_static` computed: its items (segments outside the runs, then runs, in
         operation order), longest compute and mark offsets, or ``None`` where refused."""
-        fine = self._fine_segments(plan, k)
-        rows, runs, _, _ = plan
+        rows, runs, _, specs = plan
         starts = {i0: i1 for i0, i1 in runs}
         if runs and not (self.tp_stream == "compute" and self.RUN_TASKS):
             return None  # a run not lowered as one operation task
+        # a segment's (gather s, gather spec, compute s, then, reduction s, reduction spec):
+        # _fine_segments' entries but for the labels and TP seconds (issue 27: a new
+        # Megatron-Core plan's first forward made two label strings per bucket segment that
+        # no chain reads, ~0.15 ms of a GPT-3 175B pp8 plan)
+        fine = None if self.CHAIN_DIRECT else self._fine_segments(plan, k)
+        op_tasks, overlap = self.op_tasks, self.tp_overlap
         reducing = any(r[4] for r in rows)
         s = k % self.P
         gpu = self.gpu[s]
@@ -602,20 +613,35 @@ class HiddenCollectives:
         c_max = 0.0
         marks = 0
         i = 0
-        while i < len(fine):
-            g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
+        n = len(rows)
+        new_tuple = tuple.__new__
+        while i < n:
+            if fine is None:  # _fine_segments' values, read here
+                (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
+                then = (
+                    (0.0 if tp_s <= 0 else tp_s if not overlap else tail,)
+                    if op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
+                    else None
+                )
+            else:
+                g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
             i1 = starts.get(i)
             if i1 is None:  # a segment: its gather, operation task and reduction
                 if then is None:
                     return None  # its TP not in its task
                 r_grp = r_spec.group if r_spec is not None else ()
-                items.append(ChainSegment(g_s, c_s, then, red_s, g_spec.group, r_grp))
-                c_max = max(c_max, c_s)
+                # ChainSegment(...) without the named tuple's keyword-parsing __new__
+                items.append(new_tuple(ChainSegment, (g_s, c_s, then, red_s, g_spec.group, r_grp)))
+                if c_s > c_max:  # max(c_max, c_s): the first of equal values kept
+                    c_max = c_s
                 marks += 1
                 i += 1
                 continue
             # a run (_lower_run): its two gathers, run task (_run_task) and summary reduction
-            g1_s, g1_spec = fine[i + 1][0], fine[i + 1][1]
+            if fine is None:
+                g1_s, g1_spec = rows[i + 1][3], specs[i + 1][0]
+            else:
+                g1_s, g1_spec = fine[i + 1][0], fine[i + 1][1]
             *_, then_r, _, _, (lead_s, red_r, spec) = self._run_sums(plan, s, i, i1, segs)
             r_grp = spec.group if reducing else ()
             items.append(ChainRun(g_s, 0.0, then_r, red_r, g_spec.group, r_grp, g1_s,
@@ -623,7 +649,7 @@ class HiddenCollectives:
             c_max = max(c_max, max(then_r))
             marks += 2
             i = i1 + 1
-        g_spec, r_spec = fine[0][1], fine[0][7]
+        g_spec, r_spec = specs[0][0], specs[0][1]
         g_proto = Task(-1, TaskKind.COLLECTIVE, gpu, g_stream, 0.0, comm=g_spec)
         r_proto = Task(-1, TaskKind.COLLECTIVE, gpu, grad_stream, 0.0, comm=r_spec)
         lead = Task(-1, TaskKind.COMPUTE, gpu, "grad-lead", 0.0) if runs else None
