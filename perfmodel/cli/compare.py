@@ -714,9 +714,9 @@ def format_systems_search(
     ``residuals`` (each system's :class:`~perfmodel.intervals.conformal.ResidualInterval`,
     :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
     ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
-    the model's error (:func:`perfmodel.search.whatif.error_clause`)."""
+    the model's error (:func:`perfmodel.intervals.wording.error_clause`)."""
+    from perfmodel.intervals.wording import basis_clause, bounded, error_clause
     from perfmodel.search.compare_table import mem_cell, tight, tight_line, wrap
-    from perfmodel.search.whatif import bounded, bounded_note, error_clause
     from perfmodel.search.why import why_best
 
     ivs = {k: v for k, v in (residuals or {}).items() if v is not None}
@@ -773,13 +773,7 @@ def format_systems_search(
     for label, *_ in ranked:
         iv = ivs.get(label)
         if iv is not None:
-            bias = math.expm1(iv.bias)
-            lines.append(
-                f"  {label}: {pct} range from {iv.basis}; runs like this one were predicted "
-                f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'} (median)"
-                + (f"; note: {iv.warning}" if iv.warning else "")
-                + (f"; note: {note}" if (note := bounded_note(iv)) else "")
-            )
+            lines.append(f"  {label}: {pct} range {basis_clause(iv)}")
     lines.append("")
     lines.append("parallel groups of each best plan:")
     for label, best, _, gpn, dom in ranked:

@@ -21,6 +21,7 @@ from perfmodel.intervals.conformal import (
     record_index,
 )
 from perfmodel.intervals.features import CollectiveFeatures, Quantity, interconnect_of
+from perfmodel.intervals.wording import bounded_note, too
 
 #: Speed-like fields of a step report (an interval divides them by ``exp(r)``) and time-like
 #: ones (multiplied).
@@ -278,30 +279,22 @@ def interval_lines(report: Any, si: StepInterval) -> list[str]:
     kind = getattr(si.residual, "kind", None)
     if kind is None:
         lines.append(
-            f"  runs like this one were predicted {_too(bias)} (median); the range is their "
+            f"  runs like this one were predicted {too(bias)} (median); the range is their "
             "spread, held out one publication at a time (docs/intervals.md)"
         )
     else:  # the pool is of other kinds of model (audit15 item 9): say whose bias is whose
-        own = f"; {kind.describe()} {_too(math.expm1(kind.center))} (median)" if kind.rows else ""
+        own = f"; {kind.describe()} {too(math.expm1(kind.center))} (median)" if kind.rows else ""
         lines.append(
-            f"  the runs it rests on ({kind.others}) were predicted {_too(bias)} "
+            f"  the runs it rests on ({kind.others}) were predicted {too(bias)} "
             f"(median){own}; held out one publication at a time (docs/intervals.md)"
         )
-    if not si.residual.bounded:
-        lines.append(
-            f"  note: {si.residual.sources} publications cannot bound a {pct} range; the widest "
-            "they give stands in"
-        )
+    if note := bounded_note(si.residual):
+        lines.append(f"  note: {note}")
     if capped := getattr(si.residual, "capped", ""):
         lines.append(f"  note: {capped}")
     if si.warning:
         lines.append(f"  note: {si.warning}")
     return lines
-
-
-def _too(bias: float) -> str:
-    """``"12% too fast"`` for a bias of ``+0.12``, ``"3% too slow"`` for ``-0.03``."""
-    return f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'}"
 
 
 # --------------------------------------------------------------------------- speedup curves

@@ -36,6 +36,7 @@ from typing import Any
 from perfmodel import units
 from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.intervals.wording import basis_clause, bounded, error_clause
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
@@ -218,8 +219,8 @@ def per_million_tokens_lines(
     """Each system's cheapest point (by cost per million tokens when priced, else by energy)
     ranked, and why the first beats the second: its cost ratio is the price ratio over the
     ratio of tokens/s per GPU (``cost = price / (tokens/s per GPU)``) and, where the points have
-    intervals, whether the two costs' ranges separate them (:func:`error_clause`), then
-    ``why(first, second)`` (where the throughput difference comes from), when given. Empty for
+    intervals, whether the two costs' ranges separate them
+    (:func:`~perfmodel.intervals.wording.error_clause`), then ``why(first, second)`` (where the throughput difference comes from), when given. Empty for
     models without tokens."""
     usable = [p for p in points if p.fits_in_memory and p.tokens_per_s]
     if not usable:
@@ -713,63 +714,6 @@ def _speedup(
     return s, s / int(g), 1, OWN_REF_BASIS
 
 
-def error_clause(
-    best: tuple[float, float] | None,
-    other: tuple[float, float] | None,
-    level: float | None,
-    *,
-    bounded: bool = True,
-) -> str:
-    """Whether the ranges of two options' figure (lower is better: a time or a cost; ``best``
-    the lower) separate them at ``level``, in the plan search's words
-    (:func:`perfmodel.search.compare_table.format_table`): ranges that overlap are a statistical
-    tie (:func:`perfmodel.intervals.answers.ties`' rule). ``""`` without both ranges. Without
-    ``bounded`` (either range is the widest the record gives standing in for one it cannot
-    bound, :attr:`~perfmodel.intervals.conformal.ResidualInterval.bounded`) no verdict: the
-    ranges cannot say whether the two are apart.
-
-    >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.8)
-    "within the model's error: the two 80% ranges overlap (1-2 vs 1.5-3; a statistical tie)"
-    >>> error_clause((1.0, 2.0), (2.5, 3.0), 0.8)
-    "beyond the model's error: the two 80% ranges do not overlap (1-2 vs 2.5-3)"
-    >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.9, bounded=False)
-    "no verdict on the model's error: the record cannot bound a 90% range (1-2 vs 1.5-3 are the widest it gives)"
-    """
-    if best is None or other is None or level is None:
-        return ""
-    pct = f"{100 * level:g}%"
-    if not bounded:
-        return (
-            f"no verdict on the model's error: the record cannot bound a {pct} range "
-            f"({best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g} are the widest it "
-            "gives)"
-        )
-    spans = f"{best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g}"
-    if other[0] <= best[1]:
-        return (
-            f"within the model's error: the two {pct} ranges overlap ({spans}; a statistical tie)"
-        )
-    return f"beyond the model's error: the two {pct} ranges do not overlap ({spans})"
-
-
-def bounded(*intervals: Any) -> bool:
-    """Whether every given :class:`~perfmodel.intervals.conformal.ResidualInterval` is bounded
-    by its publications (``None`` entries are skipped): a tie verdict needs both ranges."""
-    return all(iv.bounded for iv in intervals if iv is not None)
-
-
-def bounded_note(iv: Any) -> str:
-    """``predict``'s note on a range the record cannot bound
-    (:func:`perfmodel.intervals.answers.interval_lines`): ``"N publications cannot bound a 90%
-    range; the widest they give stands in"``; ``""`` for a bounded one."""
-    if iv is None or iv.bounded:
-        return ""
-    return (
-        f"{iv.sources} publications cannot bound a {100 * iv.level:g}% range; the widest they "
-        "give stands in"
-    )
-
-
 def _span(p: WhatIfPoint, name: str, fmt: str, scale: float = 1.0, unit: str = "") -> str:
     """`` (80%: low-high UNIT)`` of a figure of ``p`` (divided by ``scale``), ``""`` without
     one."""
@@ -801,8 +745,8 @@ def _cheapest(
 ) -> tuple[WhatIfPoint | None, str]:
     """The cheapest point that fits (within the deadline when one is given) and the verdict
     line saying so, or why there is none: whether the runner-up is within the model's error
-    (:func:`error_clause`) and whether the cheapest's run-time range reaches past the deadline;
-    with a deadline but no run time (no ``epochs``, or no samples per epoch), that it cannot
+    (:func:`~perfmodel.intervals.wording.error_clause`) and whether the cheapest's run-time
+    range reaches past the deadline; with a deadline but no run time (no ``epochs``, or no samples per epoch), that it cannot
     judge and what to give; without a cost, the flags a cost needs."""
     if not usable:
         return None, "no option fits in GPU memory"
@@ -971,15 +915,7 @@ def _range_lines(result: WhatIfResult) -> list[str]:
         )
     basis: dict[tuple[str, str], list[int]] = {}  # each system's basis line, with its GPU counts
     for p in pts:
-        iv = p.interval
-        bias = math.expm1(iv.bias)
-        text = (
-            f"from {iv.basis}; runs like these were predicted {100 * abs(bias):.0f}% too "
-            f"{'fast' if bias >= 0 else 'slow'} (median)"
-            + (f"; note: {iv.warning}" if iv.warning else "")
-            + (f"; note: {note}" if (note := bounded_note(iv)) else "")
-        )
-        basis.setdefault((p.system, text), []).append(p.gpus)
+        basis.setdefault((p.system, basis_clause(p.interval, these=True)), []).append(p.gpus)
     for (system, text), counts in basis.items():
         out.append(f"  {system} x{'/'.join(map(str, counts))}: {text}")
     if any(p.deadline_cell(result.deadline_s).endswith("~") for p in pts):

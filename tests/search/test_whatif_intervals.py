@@ -15,12 +15,12 @@ import pytest
 
 from perfmodel.cli import main
 from perfmodel.errors import InfeasiblePlanError
+from perfmodel.intervals.wording import error_clause
 from perfmodel.search.compare import _prune_reason
 from perfmodel.search.compare_table import WRAP_COLUMNS, wrap
 from perfmodel.search.cost import Pricing
 from perfmodel.search.whatif import (
     default_gpu_counts,
-    error_clause,
     format_whatif,
     hardware_whatif,
     parse_systems,
