@@ -397,17 +397,28 @@ class WhatIfPoint(FlatRecord):
             return self.interval.time(float(v))
         raise ValueError(f"{name!r} has no range (not a rate, time or cost of the point)")
 
+    def straddles(self, deadline_s: float | None) -> bool:
+        """Whether the run-time range holds ``deadline_s`` (``low <= deadline < high``: within the
+        model's error) and is bounded: an unbounded range (the widest the record gives) makes no
+        verdict, as the plan and systems searches mark no tie on one
+        (:func:`perfmodel.intervals.answers.ties`)."""
+        r = self.range_of("run_time_s")
+        return (
+            r is not None
+            and deadline_s is not None
+            and bounded(self.interval)
+            and r[0] <= deadline_s < r[1]
+        )
+
     def deadline_cell(self, deadline_s: float | None) -> str:
         """The deadline column: ``yes``/``no`` (the predicted run time against ``deadline_s``),
-        ``yes~``/``no~`` where the run-time range straddles the deadline (within the model's
-        error), ``-`` without a verdict."""
+        ``yes~``/``no~`` where the run-time range straddles the deadline (:meth:`straddles`),
+        ``-`` without a verdict."""
         if self.meets_deadline is None:
             return "-"
-        cell = "yes" if self.meets_deadline else "no"
-        r = self.range_of("run_time_s")
-        if r is not None and deadline_s is not None and r[0] <= deadline_s < r[1]:
-            cell += "~"
-        return cell
+        return ("yes" if self.meets_deadline else "no") + (
+            "~" if self.straddles(deadline_s) else ""
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The fields (:class:`~perfmodel._record.FlatRecord`), the interval as ``predict
@@ -770,10 +781,10 @@ def _cheapest(
                 f"cost {cheapest.cost_per_run:,.2f}{_span(cheapest, 'cost_per_run', ',.2f')}"
                 + _versus(cheapest, ok, "cost_per_run")
             )
-            r = cheapest.range_of("run_time_s")
-            if r is not None and r[1] > deadline_s:
+            if cheapest.straddles(deadline_s):
                 verdict += (
-                    f"; its run-time range reaches {r[1] / 3600:.2f} h: it may miss the deadline"
+                    f"; its run-time range reaches "
+                    f"{cheapest.range_of('run_time_s')[1] / 3600:.2f} h: it may miss the deadline"
                 )
         elif any(p.meets_deadline for p in usable):
             verdict = f"options meet the {hours} deadline but none has a price"
