@@ -949,7 +949,7 @@ def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str,
 
 def _run_range_cell(step: Any, seconds: float | None) -> str:
     """A curve row's range of an epoch or a token budget's time to train
-    (:func:`perfmodel.intervals.answers.run_range`: the iteration time's range scaled), 25
+    (:meth:`perfmodel.intervals.answers.StepInterval.run_range`: the iteration time's range scaled), 25
     characters; ``-`` where the row has no range or no such time."""
     span = _run_span(step)
     if span is None or seconds is None:

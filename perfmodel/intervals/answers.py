@@ -36,7 +36,7 @@ TIME_FIELDS = ("iteration_time_s", "epoch_time_s")
 
 #: Fields of a token budget (``TokenBudget.to_dict``, JSON ``token_budget``) and of its run
 #: estimate (``RunEstimate.to_dict``, JSON ``training_run``) that are the step time times a
-#: count: each gets the step time's range (:func:`run_range`). The wall-clock time with failures
+#: count: each gets the step time's range (:meth:`StepInterval.run_range`). The wall-clock time with failures
 #: is one of them: Daly's expected wall-clock time is linear in the failure-free time at a given
 #: checkpoint interval (:func:`perfmodel.report.goodput.daly_wall_time_s`), and the interval
 #: (Daly's optimum, from the save time and the job MTBF) does not depend on the step time. The
@@ -81,8 +81,12 @@ class StepInterval:
         return f"{100 * self.level:g}%"
 
     def run_range(self, value: float) -> tuple[float, float]:
-        """:func:`run_range` of ``value`` under this interval."""
-        return run_range(self.residual, value)
+        """``(low, high)`` of a time or cost that is the step time times a count (an iteration,
+        an epoch, a token budget's time, GPU-hours and cost, the wall-clock time with failures
+        and its cost): ``value * exp(r_lo)`` to ``value * exp(r_hi)``
+        (:meth:`ResidualInterval.time`), the step time's own range scaled (the count is exact;
+        the step time is what the model predicts), so it agrees with the iteration time's."""
+        return self.residual.time(value)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` fields: ``<field>_low`` / ``<field>_high`` of every field with a
@@ -217,17 +221,8 @@ def _features_of(report: Any, scenario: Any = None) -> Any:
     return step_features(scenario)
 
 
-def run_range(iv: ResidualInterval, value: float) -> tuple[float, float]:
-    """``(low, high)`` of a time or cost that is the step time times a count (an iteration, an
-    epoch, a token budget's time, GPU-hours and cost, the wall-clock time with failures and its
-    cost): ``value * exp(r_lo)`` to ``value * exp(r_hi)``, the step time's own range scaled (the
-    count is exact; the step time is what the model predicts). The one function every run time
-    and cost range comes from, so they always agree with the iteration time's."""
-    return iv.time(value)
-
-
 def run_fields(si: StepInterval, d: Mapping[str, Any], names: Sequence[str]) -> dict[str, float]:
-    """``<name>_low`` / ``<name>_high`` (:func:`run_range`) of each of ``names`` that ``d``
+    """``<name>_low`` / ``<name>_high`` (:meth:`StepInterval.run_range`) of each of ``names`` that ``d``
     holds as a finite number (``RUN_FIELDS``); empty where the step has no range."""
     out: dict[str, float] = {}
     if si.low.get("iteration_time_s") is None:
@@ -247,7 +242,7 @@ def _step_values(iv: ResidualInterval, d: Mapping[str, Any]) -> StepInterval:
         low[k], high[k] = (None, None) if v is None else iv.speed(float(v))
     for k in TIME_FIELDS:
         v = d.get(k)
-        low[k], high[k] = (None, None) if v is None else run_range(iv, float(v))
+        low[k], high[k] = (None, None) if v is None else iv.time(float(v))
     return StepInterval(iv, low, high)
 
 
