@@ -41,6 +41,7 @@ from perfmodel.cli._common import (
     add_system_args,
     add_typed_arg,
     add_typed_args,
+    job_settings,
     parse_budget,
     parse_model_args,
     print_json,
@@ -450,14 +451,17 @@ def _header(
 def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
     """``MODEL on WHERE, SOFTWARE, PRECISION, OPTIMIZER; TAIL``: what a comparison is about,
     naming every default it took (the software preset: the framework whose plans run, issue 28,
-    item 6; precision and optimizer, marked "(default)"). One header for the plan search, the
-    hardware what-if and the systems search."""
+    item 6; precision and optimizer, marked "(default)"; predict's words,
+    :func:`~perfmodel.cli._common.job_settings`). One header for the plan search, the hardware
+    what-if and the systems search."""
     from perfmodel.api import Scenario
 
-    software = args.software or f"{Scenario.software} (default preset; --software to choose)"
-    precision = args.precision or f"{Scenario.precision} (default)"
-    optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
-    return f"{args.model} on {where}, {software}, {precision}, {optimizer}; {tail}"
+    keys = ("software", "precision", "optimizer")
+    settings = job_settings(
+        *(str(getattr(args, k) or getattr(Scenario, k)) for k in keys),
+        frozenset(k for k in keys if getattr(args, k)),
+    )
+    return f"{args.model} on {where}, {', '.join(settings)}; {tail}"
 
 
 def _job_warnings(args: argparse.Namespace) -> None:

@@ -38,6 +38,7 @@ from perfmodel.cli._common import (
     add_typed_args,
     attention_kind,
     flag_dest,
+    job_settings,
     merge_plan_flag,
     nccl_explain_line,
     parse_model_args,
@@ -418,8 +419,8 @@ def header(
     the sequence length (sequence models) or the convolution memory format (CNNs). A curve
     names the batch key the scenario fixed (per GPU, or global) since the global batch changes
     along it. The software preset, precision and optimizer the scenario did not state
-    (``given``: its keys; ``None``: all stated) are marked ``(default)``, as the plan search's
-    header marks them (audit15 item 6)."""
+    (``given``: its keys; ``None``: all stated) are marked as the plan search's header marks
+    them (:func:`~perfmodel.cli._common.job_settings`; audit15 item 6)."""
     from perfmodel.errors import PerfModelError
     from perfmodel.workload.zoo import get_model_info
 
@@ -429,14 +430,15 @@ def header(
         family = ""
     cpu = getattr(report, "device", "GPU") == "CPU"
 
-    def mark(key: str, text: str) -> str:
-        return text if given is None or key in given else f"{text} (default)"
-
     parts = [
         f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        _cpu_software(sc) if cpu else mark("software", str(sc.software)),
-        mark("precision", str(sc.precision)),
-        mark("optimizer", str(sc.optimizer)),
+        *job_settings(
+            str(sc.software),
+            str(sc.precision),
+            str(sc.optimizer),
+            given,
+            software_text=_cpu_software(sc) if cpu else None,
+        ),
         (
             f"batch {sc.batch_per_gpu} per GPU"
             if curve and sc.batch_per_gpu is not None

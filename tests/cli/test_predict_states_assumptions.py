@@ -20,7 +20,10 @@ H100_LLAMA = ["predict", "--system", "dgx-h100", "--model", "llama3_8b", "--glob
 def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys) -> None:
     assert main(H100_LLAMA) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("llama3_8b on dgx-h100 x1 node(s), pytorch-ddp (default), bf16, ")
+    assert lines[0].startswith(
+        "llama3_8b on dgx-h100 x1 node(s), pytorch-ddp (default preset; --software to choose), "
+        "bf16, "
+    )
     assert ", sgd (default), global batch 64" in lines[0]
     assert lines[1].startswith("WARNING: optimizer sgd is only the default")
     assert "--optimizer adamw" in lines[1]
@@ -28,6 +31,20 @@ def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys
     lines = capsys.readouterr().out.splitlines()
     assert ", fsdp, bf16, adamw, global batch 64" in lines[0]
     assert "(default)" not in lines[0] and "WARNING" not in lines[1]
+
+
+def test_predict_and_compare_name_the_defaults_alike(capsys) -> None:
+    """One wording of the defaults (:func:`perfmodel.cli._common.job_settings`): predict's
+    header said ``pytorch-ddp (default)`` where compare's said ``pytorch-ddp (default preset;
+    --software to choose)`` for the same defaults (session 14's read)."""
+    job = ["--model", "gpt2", "--global-batch", "64", "--gpus", "8", "--fidelity", "analytic"]
+    assert main(["predict", "--system", "dgx-h100", *job]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert main(["compare", "--systems", "dgx-h100,dgx-a100", *job]) == 0
+    whatif = capsys.readouterr().out.splitlines()[0]
+    settings = "pytorch-ddp (default preset; --software to choose), fp32 (default), sgd (default)"
+    assert head.startswith(f"gpt2 on dgx-h100 x1 node(s), {settings}, global batch 64")
+    assert whatif.startswith(f"gpt2 on dgx-h100 / dgx-a100, {settings}; 8 GPUs")
 
 
 def test_json_keeps_stdout_json_and_warns_on_stderr(capsys) -> None:
