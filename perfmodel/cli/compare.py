@@ -602,22 +602,16 @@ def _run_systems_search(args: argparse.Namespace) -> int:
 
 
 def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
-    """A best plan's range in ``--json``, as ``predict --json`` names it: ``interval_level``
-    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias``,
-    ``interval_bounded`` and
-    ``iteration_time_s_low`` / ``_high``."""
-    if iv is None:
-        return {"interval_level": None}
-    lo, hi = iv.time(float(report["iteration_time_s"]))
-    return {
-        "interval_level": iv.level,
-        "interval_basis": iv.basis,
-        "interval_warning": iv.warning,
-        "interval_bias": math.expm1(iv.bias),
-        "interval_bounded": iv.bounded,
-        "iteration_time_s_low": lo,
-        "iteration_time_s_high": hi,
-    }
+    """A best plan's range in ``--json``, as ``predict --json`` names it
+    (:func:`perfmodel.intervals.answers.interval_fields`) with ``iteration_time_s_low`` /
+    ``_high``."""
+    from perfmodel.intervals.answers import interval_fields
+
+    out = interval_fields(iv)
+    if iv is not None:
+        t = float(report["iteration_time_s"])
+        out["iteration_time_s_low"], out["iteration_time_s_high"] = iv.time(t)
+    return out
 
 
 def _search_cost_lines(

@@ -98,25 +98,40 @@ class StepInterval:
         (:func:`perfmodel.intervals.conformal.own_kind`), ``interval_kind_rows``,
         ``interval_kind_sources`` and ``interval_kind_bias`` (the median signed error of the
         record's rows of the question's kind)."""
-        out: dict[str, Any] = {
-            "interval_level": self.level,
-            "interval_basis": self.basis,
-            "interval_warning": self.warning,
-            "interval_bias": math.expm1(self.residual.bias),
-            "interval_bounded": self.residual.bounded,
-        }
-        if capped := getattr(self.residual, "capped", ""):
-            out["interval_capped"] = capped
-        if (kind := getattr(self.residual, "kind", None)) is not None:
-            out["interval_kind_rows"] = kind.rows
-            out["interval_kind_sources"] = kind.sources
-            if kind.rows:
-                out["interval_kind_bias"] = math.expm1(kind.center)
+        out = interval_fields(self.residual)
         for k, v in self.low.items():
             if v is not None:
                 out[f"{k}_low"] = v
                 out[f"{k}_high"] = self.high[k]
         return out
+
+
+def interval_fields(iv: ResidualInterval | None) -> dict[str, Any]:
+    """What a range rests on, as every ``--json`` names it (``predict``, the what-if's points,
+    the systems search's best plans): ``interval_level`` (``None`` without an interval, and
+    nothing else), ``interval_basis``, ``interval_warning`` (``""`` for none),
+    ``interval_bias`` (the median signed speed error of the rows it rests on: ``+0.12`` = such
+    runs predicted 12 % too fast), ``interval_bounded``; where a physical bound cut the range
+    (:func:`peak_capped`), ``interval_capped``; where the pool is of other kinds of model than
+    the question's (:func:`perfmodel.intervals.conformal.own_kind`), ``interval_kind_rows``,
+    ``interval_kind_sources`` and ``interval_kind_bias``."""
+    if iv is None:
+        return {"interval_level": None}
+    out: dict[str, Any] = {
+        "interval_level": iv.level,
+        "interval_basis": iv.basis,
+        "interval_warning": iv.warning,
+        "interval_bias": math.expm1(iv.bias),
+        "interval_bounded": iv.bounded,
+    }
+    if capped := getattr(iv, "capped", ""):
+        out["interval_capped"] = capped
+    if (kind := getattr(iv, "kind", None)) is not None:
+        out["interval_kind_rows"] = kind.rows
+        out["interval_kind_sources"] = kind.sources
+        if kind.rows:
+            out["interval_kind_bias"] = math.expm1(kind.center)
+    return out
 
 
 def step_interval(

@@ -426,18 +426,10 @@ class WhatIfPoint(FlatRecord):
         ``interval_warning``, ``interval_bias``, ``interval_bounded``) and ``<field>_low`` / ``<field>_high`` of
         every rate, time and cost with a value."""
         out = super().to_dict()
+        from perfmodel.intervals.answers import interval_fields
+
         out.pop("interval")
-        iv = self.interval
-        if iv is None:
-            out["interval_level"] = None
-            return out
-        out.update(
-            interval_level=iv.level,
-            interval_basis=iv.basis,
-            interval_warning=iv.warning,
-            interval_bias=math.expm1(iv.bias),
-            interval_bounded=iv.bounded,
-        )
+        out.update(interval_fields(self.interval))
         for name in (*RANGE_TIME_FIELDS, *RANGE_SPEED_FIELDS):
             r = self.range_of(name)
             if r is not None:
