@@ -713,7 +713,13 @@ def format_systems_search(
     :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
     ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
     the model's error (:func:`perfmodel.intervals.wording.error_clause`)."""
-    from perfmodel.intervals.wording import basis_clause, bounded, error_clause
+    from perfmodel.intervals.wording import (
+        basis_clause,
+        bounded,
+        error_clause,
+        overlaps,
+        tie_legend,
+    )
     from perfmodel.search.compare_table import mem_cell, tight, tight_line, wrap
     from perfmodel.search.why import why_best
 
@@ -733,7 +739,7 @@ def format_systems_search(
             i > 0
             and r is not None
             and fastest is not None
-            and r[0] <= fastest[1]
+            and overlaps(fastest, r)
             and bounded(ivs.get(label), ivs.get(ranked[0][0]))
         ):
             tied.add(label)  # the plan search's mark: a range overlapping the fastest's
@@ -764,10 +770,7 @@ def format_systems_search(
     if any(tight(best.report) for _, best, _, _, _ in ranked):
         lines.append(tight_line())
     if tied:
-        lines.append(
-            f"  ~: its {pct} range overlaps the fastest system's (a statistical tie, as the plan "
-            "search marks it)"
-        )
+        lines.append(tie_legend(level, "fastest system"))
     for label, *_ in ranked:
         iv = ivs.get(label)
         if iv is not None:

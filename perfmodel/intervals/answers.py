@@ -21,7 +21,7 @@ from perfmodel.intervals.conformal import (
     record_index,
 )
 from perfmodel.intervals.features import CollectiveFeatures, Quantity, interconnect_of
-from perfmodel.intervals.wording import bounded_note, too
+from perfmodel.intervals.wording import bounded_note, overlaps, too
 
 #: Speed-like fields of a step report (an interval divides them by ``exp(r)``) and time-like
 #: ones (multiplied).
@@ -371,14 +371,14 @@ def ties(
     idx = index or record_index()
     out: list[Tie] = []
     first: ResidualInterval | None = None
-    best_hi = math.inf
+    best = (-math.inf, math.inf)
     for i, (s, sc) in enumerate(zip(scores, scenarios, strict=True)):
         iv = interval(_features_of(None, sc), Quantity.STEP, idx, level)
         lo, hi = iv.time(float(s))
         if first is None:
-            first, best_hi = iv, hi
+            first, best = iv, (lo, hi)
         bounded = iv.bounded and first.bounded
-        out.append(Tie(i + 1, lo, hi, i > 0 and bounded and lo <= best_hi, bounded))
+        out.append(Tie(i + 1, lo, hi, i > 0 and bounded and overlaps(best, (lo, hi)), bounded))
     if first is None:
         raise ValueError("ties() needs at least one ranked plan")
     return out, first

@@ -23,6 +23,23 @@ def too(bias: float) -> str:
     return f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'}"
 
 
+def overlaps(best: tuple[float, float], other: tuple[float, float]) -> bool:
+    """Whether ``other``'s range (lower is better: a time or a cost) reaches down into
+    ``best``'s: ``other_low <= best_high``, a statistical tie where both are bounded
+    (:func:`perfmodel.intervals.answers.ties`' rule, the ``~`` every table marks).
+
+    >>> overlaps((1.0, 2.0), (2.0, 3.0)), overlaps((1.0, 2.0), (2.5, 3.0))
+    (True, False)
+    """
+    return other[0] <= best[1]
+
+
+def tie_legend(level: float, best: str, figure: str = "") -> str:
+    """The line under a table that explains its ``~``: ``"  ~: its 80% cost range overlaps the
+    cheapest's (a statistical tie)"`` (``figure`` ``"cost "``, ``best`` ``"cheapest"``)."""
+    return f"  ~: its {100 * level:g}% {figure}range overlaps the {best}'s (a statistical tie)"
+
+
 def error_verdict(level: float, *, bounded: bool, overlap: bool, spans: str = "") -> str:
     """Whether two options' ranges at ``level`` separate them: ranges that ``overlap`` are a
     statistical tie (:func:`perfmodel.intervals.answers.ties`' rule); without ``bounded``
@@ -66,7 +83,7 @@ def error_clause(
     if best is None or other is None or level is None:
         return ""
     spans = f"{best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g}"
-    return error_verdict(level, bounded=bounded, overlap=other[0] <= best[1], spans=spans)
+    return error_verdict(level, bounded=bounded, overlap=overlaps(best, other), spans=spans)
 
 
 def bounded(*intervals: Any) -> bool:
@@ -98,4 +115,13 @@ def basis_clause(iv: Any, *, these: bool = False) -> str:
     )
 
 
-__all__ = ["basis_clause", "bounded", "bounded_note", "error_clause", "error_verdict", "too"]
+__all__ = [
+    "basis_clause",
+    "bounded",
+    "bounded_note",
+    "error_clause",
+    "error_verdict",
+    "overlaps",
+    "tie_legend",
+    "too",
+]

@@ -36,7 +36,13 @@ from typing import Any
 from perfmodel import units
 from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.intervals.wording import basis_clause, bounded, error_clause
+from perfmodel.intervals.wording import (
+    basis_clause,
+    bounded,
+    error_clause,
+    overlaps,
+    tie_legend,
+)
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
@@ -255,7 +261,7 @@ def per_million_tokens_lines(
         for p in pair[1:]
         if first is not None
         and (r := p.range_of("cost_per_million_tokens"))
-        and r[0] <= first[1]
+        and overlaps(first, r)
         and bounded(pair[0].interval, p.interval)
     }
     for p in ranked:
@@ -267,10 +273,7 @@ def per_million_tokens_lines(
             f"{cell(p.kwh_per_million_tokens, '.3g'):>9}"
         )
     if tied:
-        lines.append(
-            f"  ~: its {100 * pair[0].interval.level:g}% cost range overlaps the cheapest's (a "
-            "statistical tie)"
-        )
+        lines.append(tie_legend(pair[0].interval.level, "cheapest", "cost "))
     if len(pair) >= 2:
         a, b = pair[0], pair[1]
         tie = ""

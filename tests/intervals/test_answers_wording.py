@@ -12,6 +12,8 @@ from perfmodel.intervals.wording import (
     bounded_note,
     error_clause,
     error_verdict,
+    overlaps,
+    tie_legend,
     too,
 )
 
@@ -67,4 +69,16 @@ def test_basis_clause() -> None:
     )
     assert basis_clause(_Iv(), these=True) == (
         "from 12 rows of 5 publications; runs like these were predicted 0% too fast (median)"
+    )
+
+
+def test_one_tie_rule_and_one_legend() -> None:
+    # touching ranges tie (the plan search's lo <= best_hi), as error_clause says
+    assert overlaps((1.0, 2.0), (2.0, 3.0)) and not overlaps((1.0, 2.0), (2.0001, 3.0))
+    assert error_clause((1.0, 2.0), (2.0, 3.0), 0.8).startswith("within")
+    assert tie_legend(0.8, "cheapest", "cost ") == (
+        "  ~: its 80% cost range overlaps the cheapest's (a statistical tie)"
+    )
+    assert tie_legend(0.9, "fastest system") == (
+        "  ~: its 90% range overlaps the fastest system's (a statistical tie)"
     )
