@@ -961,7 +961,11 @@ def _run_range_cell(step: Any, seconds: float | None) -> str:
 
 
 def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[str]:
-    """What a curve's ranges rest on: each distinct basis once, with its GPU counts."""
+    """What a curve's ranges rest on (:func:`perfmodel.intervals.wording.basis_clause`: the
+    what-if's and the systems search's words, with the bias of runs like these and the notes),
+    each distinct text once, with its GPU counts."""
+    from perfmodel.intervals.wording import basis_clause
+
     if level is None:
         return []
     pct = f"{100 * level:g}%"
@@ -971,9 +975,7 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
             if error:
                 seen.setdefault(error, []).append(r.num_gpus)
             continue
-        text = f"{pct} iteration time range from {step.basis}"
-        if step.warning:
-            text += f"; {step.warning}"
+        text = f"{pct} iteration time range {basis_clause(step.residual, these=True)}"
         if borrowed := borrowed_stack_note(r, step):
             text += f"; {borrowed}"
         seen.setdefault(text, []).append(r.num_gpus)

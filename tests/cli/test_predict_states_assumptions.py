@@ -132,3 +132,17 @@ def test_nccl_defaults_are_formatted_from_the_code_constants(monkeypatch, capsys
 
     line = nccl_explain_line(None)
     assert "the P2P level is 2.30's" in line and "2.28 on Hopper and Blackwell" in line
+
+
+def test_a_curves_range_note_says_what_the_whatif_says(capsys) -> None:
+    """The curve's "what the range rests on" line is the what-if's and the systems search's
+    (:func:`perfmodel.intervals.wording.basis_clause`): it gave the basis without the bias of
+    runs like these (session 14's read)."""
+    job = ["--model", "gpt2", "--global-batch", "64", "--fidelity", "analytic"]
+    assert main(["predict", "--system", "dgx-h100", *job, "--gpus", "1,8"]) == 0
+    note = next(ln for ln in capsys.readouterr().out.splitlines() if "iteration time range" in ln)
+    assert main(["compare", "--systems", "dgx-h100", *job, "--gpus", "1,8"]) == 0
+    whatif = capsys.readouterr().out.splitlines()
+    basis = next(ln for ln in whatif if ln.startswith("  dgx-h100 x")).split(": ", 1)[1]
+    assert note.endswith(f": 80% iteration time range {basis}")
+    assert "runs like these were predicted" in note and "(median)" in note
