@@ -29,7 +29,7 @@ A system option is ``NAME[:key=value[:key=value...]]`` where the keys are scenar
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -856,12 +856,7 @@ def format_whatif(result: WhatIfResult) -> str:
     if any(p.memory_tight for p in result.points):
         lines.append(tight_line())
     lines.extend(_range_lines(result))
-    notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
-    for p in result.points:
-        for n in p.notes:
-            notes.setdefault((p.system, n), []).append(p.gpus)
-    for (system, n), counts in notes.items():
-        lines.append(f"{system} x{'/'.join(map(str, counts))}: {n}")
+    lines.extend(_per_system((p, n) for p in result.points for n in p.notes))
     lines.extend(_basis_lines(result.points))
     lines.append(result.verdict)
     lines.extend(result.per_million_tokens)
@@ -874,13 +869,22 @@ def _basis_lines(points: Sequence[WhatIfPoint]) -> list[str]:
     own baseline (it reads 1.00)."""
     from perfmodel.pipeline.baseline import SELF_BASIS
 
-    basis: dict[tuple[str, str], list[int]] = {}
-    for p in points:
-        if p.speedup_basis and p.speedup_basis != SELF_BASIS:
-            basis.setdefault((p.system, p.speedup_basis), []).append(p.gpus)
+    return _per_system(
+        (p, f"speedup against {p.speedup_basis}")
+        for p in points
+        if p.speedup_basis and p.speedup_basis != SELF_BASIS
+    )
+
+
+def _per_system(texts: Iterable[tuple[WhatIfPoint, str]], indent: str = "") -> list[str]:
+    """``SYSTEM xN/M: TEXT``: each distinct text of a system once, with the GPU counts of its
+    points that said it (in the order first said)."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for p, text in texts:
+        counts.setdefault((p.system, text), []).append(p.gpus)
     return [
-        f"{system} x{'/'.join(map(str, counts))}: speedup against {text}"
-        for (system, text), counts in basis.items()
+        f"{indent}{system} x{'/'.join(map(str, gpus))}: {text}"
+        for (system, text), gpus in counts.items()
     ]
 
 
@@ -919,11 +923,7 @@ def _range_lines(result: WhatIfResult) -> list[str]:
             f"{pad}{p.system:<28} {p.gpus:>5} "
             + " ".join(f"{v:>{w}}" for v, w in zip(r, widths, strict=True))
         )
-    basis: dict[tuple[str, str], list[int]] = {}  # each system's basis line, with its GPU counts
-    for p in pts:
-        basis.setdefault((p.system, basis_clause(p.interval, these=True)), []).append(p.gpus)
-    for (system, text), counts in basis.items():
-        out.append(f"  {system} x{'/'.join(map(str, counts))}: {text}")
+    out.extend(_per_system(((p, basis_clause(p.interval, these=True)) for p in pts), "  "))
     if any(p.deadline_cell(result.deadline_s).endswith("~") for p in pts):
         out.append(
             f"  deadline ~: the {pct} run-time range straddles the deadline (within the "
