@@ -351,36 +351,6 @@ def plan_flag_items(text: str) -> dict[str, Any]:
     }
 
 
-def job_settings(
-    software: str,
-    precision: str,
-    optimizer: str,
-    given: frozenset[str] | None,
-    *,
-    software_text: str | None = None,
-) -> list[str]:
-    """The settings a job header names (software preset, precision, optimizer), each a
-    default the user did not give (``given``: the scenario keys stated; ``None``: all stated)
-    marked the one way ``predict``, the plan search, the what-if and the systems search say it:
-    ``"(default)"``, and for the preset (the framework whose plans run) which flag chooses it
-    (issue 28, item 6). ``software_text`` replaces the preset's words (a calibrated CPU's).
-
-    >>> job_settings("megatron", "bf16", "sgd", frozenset({"precision"}))
-    ['megatron (default preset; --software to choose)', 'bf16', 'sgd (default)']
-    """
-
-    def mark(key: str, text: str) -> str:
-        if given is None or key in given:
-            return text
-        return f"{text} (default{' preset; --software to choose' if key == 'software' else ''})"
-
-    return [
-        software_text if software_text is not None else mark("software", software),
-        mark("precision", precision),
-        mark("optimizer", optimizer),
-    ]
-
-
 def merge_plan_flag(fields: dict[str, Any], args: argparse.Namespace) -> None:
     """Put ``--plan``'s items (:func:`perfmodel.parallel.plan.parse_plan_string`) into the
     scenario keys ``fields``, replacing a ``plan`` key there; an item that contradicts a flag

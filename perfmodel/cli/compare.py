@@ -41,12 +41,12 @@ from perfmodel.cli._common import (
     add_system_args,
     add_typed_arg,
     add_typed_args,
-    job_settings,
     parse_budget,
     parse_model_args,
     print_json,
     system_flags,
 )
+from perfmodel.cli.headers import job_header
 from perfmodel.errors import ConfigError
 
 if TYPE_CHECKING:  # the search stack loads when a search runs, not at parse
@@ -438,9 +438,9 @@ def _run_search(args: argparse.Namespace) -> int:
 def _header(
     args: argparse.Namespace, base: dict[str, Any], gpus: tuple[int, ...], batches: Any
 ) -> str:
-    """The plan search's :func:`_job_header`: the system and its servers, GPU counts and global
+    """The plan search's :func:`~perfmodel.cli.headers.job_header`: the system and its servers, GPU counts and global
     batches, and how to run a plan the table names."""
-    return _job_header(
+    return job_header(
         args,
         f"{args.system} x{base.get('nodes', 1)} node(s)",
         f"{'/'.join(map(str, gpus))} GPUs, global batch {'/'.join(map(str, batches))}; plans a "
@@ -448,24 +448,8 @@ def _header(
     )
 
 
-def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
-    """``MODEL on WHERE, SOFTWARE, PRECISION, OPTIMIZER; TAIL``: what a comparison is about,
-    naming every default it took (the software preset: the framework whose plans run, issue 28,
-    item 6; precision and optimizer, marked "(default)"; predict's words,
-    :func:`~perfmodel.cli._common.job_settings`). One header for the plan search, the hardware
-    what-if and the systems search."""
-    from perfmodel.api import Scenario
-
-    keys = ("software", "precision", "optimizer")
-    settings = job_settings(
-        *(str(getattr(args, k) or getattr(Scenario, k)) for k in keys),
-        frozenset(k for k in keys if getattr(args, k)),
-    )
-    return f"{args.model} on {where}, {', '.join(settings)}; {tail}"
-
-
 def _job_warnings(args: argparse.Namespace) -> None:
-    """Print on stderr the WARNING ``predict`` prints for the job its :func:`_job_header`
+    """Print on stderr the WARNING ``predict`` prints for the job its :func:`~perfmodel.cli.headers.job_header`
     names: a transformer on the default optimizer (plain SGD, no state;
     :func:`perfmodel.cli.predict_checks.default_optimizer_warning`), which leaves out the
     Adam-class state and update the run has. Called by the plan search, the hardware what-if
@@ -587,7 +571,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            _job_header(
+            job_header(
                 args,
                 _systems_where(options),
                 f"{gpus[0]} GPUs, global batch {'/'.join(map(str, batches))}; each system's "
@@ -880,7 +864,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
             else "GPU counts: powers of two up to one server's GPUs, and that count (default; "
             "--gpus to choose)"
         )
-        print(_job_header(args, _systems_where(systems), f"{counts}, {batch}"))
+        print(job_header(args, _systems_where(systems), f"{counts}, {batch}"))
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")

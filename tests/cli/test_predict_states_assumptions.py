@@ -34,7 +34,7 @@ def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys
 
 
 def test_predict_and_compare_name_the_defaults_alike(capsys) -> None:
-    """One wording of the defaults (:func:`perfmodel.cli._common.job_settings`): predict's
+    """One wording of the defaults (:func:`perfmodel.cli.headers.job_settings`): predict's
     header said ``pytorch-ddp (default)`` where compare's said ``pytorch-ddp (default preset;
     --software to choose)`` for the same defaults (session 14's read)."""
     job = ["--model", "gpt2", "--global-batch", "64", "--gpus", "8", "--fidelity", "analytic"]
