@@ -335,6 +335,22 @@ PLAN_HELP = (
 )
 
 
+def plan_flag_items(text: str) -> dict[str, Any]:
+    """``--plan``'s items (:func:`perfmodel.parallel.plan.parse_plan_string`) under their
+    scenario keys (``microbatch_size`` is the scenario's ``microbatch``): what the flag sets,
+    read by :func:`merge_plan_flag` and by the scenario-file error's "which keys came from a
+    flag" (:func:`perfmodel.cli.predict_checks.name_the_file`).
+
+    >>> plan_flag_items("tp2 mb4")
+    {'tp': 2, 'microbatch': 4}
+    """
+    from perfmodel.parallel.plan import parse_plan_string
+
+    return {
+        "microbatch" if k == "microbatch_size" else k: v for k, v in parse_plan_string(text).items()
+    }
+
+
 def merge_plan_flag(fields: dict[str, Any], args: argparse.Namespace) -> None:
     """Put ``--plan``'s items (:func:`perfmodel.parallel.plan.parse_plan_string`) into the
     scenario keys ``fields``, replacing a ``plan`` key there; an item that contradicts a flag
@@ -346,13 +362,10 @@ def merge_plan_flag(fields: dict[str, Any], args: argparse.Namespace) -> None:
     ConfigError
         A bad plan item, or one a flag contradicts (``where="--plan"``).
     """
-    from perfmodel.parallel.plan import parse_plan_string
-
     if not args.plan:
         return
     fields.pop("plan", None)
-    for k, v in parse_plan_string(args.plan).items():
-        key = "microbatch" if k == "microbatch_size" else k
+    for key, v in plan_flag_items(args.plan).items():
         flag = getattr(args, key, None)
         if flag is not None and flag != v:  # --recompute full --plan "... rc=selective"
             raise ConfigError(

@@ -46,6 +46,7 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
+from perfmodel.cli.headers import job_header
 from perfmodel.errors import ConfigError
 
 if TYPE_CHECKING:  # the search stack loads when a search runs, not at parse
@@ -437,9 +438,9 @@ def _run_search(args: argparse.Namespace) -> int:
 def _header(
     args: argparse.Namespace, base: dict[str, Any], gpus: tuple[int, ...], batches: Any
 ) -> str:
-    """The plan search's :func:`_job_header`: the system and its servers, GPU counts and global
+    """The plan search's :func:`~perfmodel.cli.headers.job_header`: the system and its servers, GPU counts and global
     batches, and how to run a plan the table names."""
-    return _job_header(
+    return job_header(
         args,
         f"{args.system} x{base.get('nodes', 1)} node(s)",
         f"{'/'.join(map(str, gpus))} GPUs, global batch {'/'.join(map(str, batches))}; plans a "
@@ -447,21 +448,8 @@ def _header(
     )
 
 
-def _job_header(args: argparse.Namespace, where: str, tail: str) -> str:
-    """``MODEL on WHERE, SOFTWARE, PRECISION, OPTIMIZER; TAIL``: what a comparison is about,
-    naming every default it took (the software preset: the framework whose plans run, issue 28,
-    item 6; precision and optimizer, marked "(default)"). One header for the plan search, the
-    hardware what-if and the systems search."""
-    from perfmodel.api import Scenario
-
-    software = args.software or f"{Scenario.software} (default preset; --software to choose)"
-    precision = args.precision or f"{Scenario.precision} (default)"
-    optimizer = args.optimizer or f"{Scenario.optimizer} (default)"
-    return f"{args.model} on {where}, {software}, {precision}, {optimizer}; {tail}"
-
-
 def _job_warnings(args: argparse.Namespace) -> None:
-    """Print on stderr the WARNING ``predict`` prints for the job its :func:`_job_header`
+    """Print on stderr the WARNING ``predict`` prints for the job its :func:`~perfmodel.cli.headers.job_header`
     names: a transformer on the default optimizer (plain SGD, no state;
     :func:`perfmodel.cli.predict_checks.default_optimizer_warning`), which leaves out the
     Adam-class state and update the run has. Called by the plan search, the hardware what-if
@@ -583,7 +571,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            _job_header(
+            job_header(
                 args,
                 _systems_where(options),
                 f"{gpus[0]} GPUs, global batch {'/'.join(map(str, batches))}; each system's "
@@ -598,22 +586,16 @@ def _run_systems_search(args: argparse.Namespace) -> int:
 
 
 def _interval_json(iv: Any, report: Any) -> dict[str, Any]:
-    """A best plan's range in ``--json``, as ``predict --json`` names it: ``interval_level``
-    (``None`` without one), ``interval_basis``, ``interval_warning``, ``interval_bias``,
-    ``interval_bounded`` and
-    ``iteration_time_s_low`` / ``_high``."""
-    if iv is None:
-        return {"interval_level": None}
-    lo, hi = iv.time(float(report["iteration_time_s"]))
-    return {
-        "interval_level": iv.level,
-        "interval_basis": iv.basis,
-        "interval_warning": iv.warning,
-        "interval_bias": math.expm1(iv.bias),
-        "interval_bounded": iv.bounded,
-        "iteration_time_s_low": lo,
-        "iteration_time_s_high": hi,
-    }
+    """A best plan's range in ``--json``, as ``predict --json`` names it
+    (:func:`perfmodel.intervals.answers.interval_fields`) with ``iteration_time_s_low`` /
+    ``_high``."""
+    from perfmodel.intervals.answers import interval_fields
+
+    out = interval_fields(iv)
+    if iv is not None:
+        t = float(report["iteration_time_s"])
+        out["iteration_time_s_low"], out["iteration_time_s_high"] = iv.time(t)
+    return out
 
 
 def _search_cost_lines(
@@ -714,9 +696,15 @@ def format_systems_search(
     ``residuals`` (each system's :class:`~perfmodel.intervals.conformal.ResidualInterval`,
     :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
     ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
-    the model's error (:func:`perfmodel.search.whatif.error_clause`)."""
+    the model's error (:func:`perfmodel.intervals.wording.error_clause`)."""
+    from perfmodel.intervals.wording import (
+        basis_clause,
+        bounded,
+        error_clause,
+        overlaps,
+        tie_legend,
+    )
     from perfmodel.search.compare_table import mem_cell, tight, tight_line, wrap
-    from perfmodel.search.whatif import bounded, bounded_note, error_clause
     from perfmodel.search.why import why_best
 
     ivs = {k: v for k, v in (residuals or {}).items() if v is not None}
@@ -735,7 +723,7 @@ def format_systems_search(
             i > 0
             and r is not None
             and fastest is not None
-            and r[0] <= fastest[1]
+            and overlaps(fastest, r)
             and bounded(ivs.get(label), ivs.get(ranked[0][0]))
         ):
             tied.add(label)  # the plan search's mark: a range overlapping the fastest's
@@ -766,20 +754,11 @@ def format_systems_search(
     if any(tight(best.report) for _, best, _, _, _ in ranked):
         lines.append(tight_line())
     if tied:
-        lines.append(
-            f"  ~: its {pct} range overlaps the fastest system's (a statistical tie, as the plan "
-            "search marks it)"
-        )
+        lines.append(tie_legend(level, "fastest system"))
     for label, *_ in ranked:
         iv = ivs.get(label)
         if iv is not None:
-            bias = math.expm1(iv.bias)
-            lines.append(
-                f"  {label}: {pct} range from {iv.basis}; runs like this one were predicted "
-                f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'} (median)"
-                + (f"; note: {iv.warning}" if iv.warning else "")
-                + (f"; note: {note}" if (note := bounded_note(iv)) else "")
-            )
+            lines.append(f"  {label}: {pct} range {basis_clause(iv)}")
     lines.append("")
     lines.append("parallel groups of each best plan:")
     for label, best, _, gpn, dom in ranked:
@@ -885,7 +864,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
             else "GPU counts: powers of two up to one server's GPUs, and that count (default; "
             "--gpus to choose)"
         )
-        print(_job_header(args, _systems_where(systems), f"{counts}, {batch}"))
+        print(job_header(args, _systems_where(systems), f"{counts}, {batch}"))
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")

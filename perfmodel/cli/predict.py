@@ -36,7 +36,6 @@ from perfmodel.cli._common import (
     add_system_args,
     add_typed_arg,
     add_typed_args,
-    attention_kind,
     flag_dest,
     merge_plan_flag,
     nccl_explain_line,
@@ -44,6 +43,7 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
+from perfmodel.cli.headers import predict_header
 from perfmodel.errors import ConfigError
 
 
@@ -397,62 +397,6 @@ def _epoch_text(seconds: float | None) -> str:
     return f"{seconds:.0f} s ({units.format_duration(seconds)})"
 
 
-def _cpu_software(sc: Any) -> str:
-    """What runs on a calibrated CPU: the library the profile was measured with (its
-    ``provenance.backend``, e.g. NumPy), not a framework it never ran (issue 28, item 6)."""
-    from perfmodel.calibration.profile import read_profile
-    from perfmodel.errors import PerfModelError
-
-    try:
-        backend = str(read_profile(sc.calibration).provenance.get("backend") or "")
-    except PerfModelError:
-        backend = ""
-    what = f"{backend} kernels as calibrated" if backend else "the kernels as calibrated"
-    return f"CPU: {what} ({sc.software} preset for the rest)"
-
-
-def header(
-    sc: Any, report: Any, *, curve: bool = False, given: frozenset[str] | None = None
-) -> str:
-    """First line of a prediction: model, system, software, precision, optimizer, batch, and
-    the sequence length (sequence models) or the convolution memory format (CNNs). A curve
-    names the batch key the scenario fixed (per GPU, or global) since the global batch changes
-    along it. The software preset, precision and optimizer the scenario did not state
-    (``given``: its keys; ``None``: all stated) are marked ``(default)``, as the plan search's
-    header marks them (audit15 item 6)."""
-    from perfmodel.errors import PerfModelError
-    from perfmodel.workload.zoo import get_model_info
-
-    try:
-        family = get_model_info(sc.model).family
-    except PerfModelError:  # a workload of the user's own (workload_fn)
-        family = ""
-    cpu = getattr(report, "device", "GPU") == "CPU"
-
-    def mark(key: str, text: str) -> str:
-        return text if given is None or key in given else f"{text} (default)"
-
-    parts = [
-        f"{sc.model} on {sc.system} x{sc.nodes} node(s)",
-        _cpu_software(sc) if cpu else mark("software", str(sc.software)),
-        mark("precision", str(sc.precision)),
-        mark("optimizer", str(sc.optimizer)),
-        (
-            f"batch {sc.batch_per_gpu} per GPU"
-            if curve and sc.batch_per_gpu is not None
-            else f"global batch {report.samples_per_step}"
-        ),
-    ]
-    if report.is_sequence_model:
-        parts.append(f"sequence length {report.tokens_per_sample}")
-        kind = attention_kind(sc.model, dict(sc.model_args))
-        if kind:  # which attention kernel (its memory): gpt and gpt2 differ (issue 28)
-            parts.append(kind.split(" (", 1)[0])
-    if family == "cnn":
-        parts.append(f"{report.plan.get('memory_format', 'nchw')} convolutions")
-    return ", ".join(parts)
-
-
 def listed_pricing(sc: Any) -> Any:
     """The dated list price of the cloud instance the scenario's system names
     (``[system.cloud]``), as a :class:`~perfmodel.search.cost.Pricing` naming its source, or
@@ -588,7 +532,7 @@ def _print_curve(
 ) -> None:
     """A curve's table: one row per GPU count, then the executor, the choices and notes of the
     rows (each once) and what the ranges rest on."""
-    print(header(sc, reports[-1], curve=True, given=given))
+    print(predict_header(sc, reports[-1], curve=True, given=given))
     for warning in checks.warnings(sc, given):
         print(warning)
     for r in reports:
@@ -683,7 +627,7 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
         for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
             print(warning, file=sys.stderr)
         return 0
-    print(header(sc, report, given=given))
+    print(predict_header(sc, report, given=given))
     for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
         print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
@@ -949,7 +893,7 @@ def _curve_interval_cells(step: Any, speed: Any, _error: str = "") -> tuple[str,
 
 def _run_range_cell(step: Any, seconds: float | None) -> str:
     """A curve row's range of an epoch or a token budget's time to train
-    (:func:`perfmodel.intervals.answers.run_range`: the iteration time's range scaled), 25
+    (:meth:`perfmodel.intervals.answers.StepInterval.run_range`: the iteration time's range scaled), 25
     characters; ``-`` where the row has no range or no such time."""
     span = _run_span(step)
     if span is None or seconds is None:
@@ -959,7 +903,11 @@ def _run_range_cell(step: Any, seconds: float | None) -> str:
 
 
 def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[str]:
-    """What a curve's ranges rest on: each distinct basis once, with its GPU counts."""
+    """What a curve's ranges rest on (:func:`perfmodel.intervals.wording.basis_clause`: the
+    what-if's and the systems search's words, with the bias of runs like these and the notes),
+    each distinct text once, with its GPU counts."""
+    from perfmodel.intervals.wording import basis_clause
+
     if level is None:
         return []
     pct = f"{100 * level:g}%"
@@ -969,9 +917,7 @@ def _curve_interval_notes(level: float | None, reports: Any, ivs: Any) -> list[s
             if error:
                 seen.setdefault(error, []).append(r.num_gpus)
             continue
-        text = f"{pct} iteration time range from {step.basis}"
-        if step.warning:
-            text += f"; {step.warning}"
+        text = f"{pct} iteration time range {basis_clause(step.residual, these=True)}"
         if borrowed := borrowed_stack_note(r, step):
             text += f"; {borrowed}"
         seen.setdefault(text, []).append(r.num_gpus)

@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
+from perfmodel.cli._common import plan_flag_items
 from perfmodel.errors import ConfigError
 
 
@@ -148,7 +149,7 @@ def name_the_file(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) 
     if getattr(args, "nodes", None) == 1:  # --nodes' default: a file's nodes wins over it
         flagged.discard("nodes")
     if args.plan:
-        flagged |= set(parse_plan_keys(args.plan))
+        flagged |= set(plan_flag_items(args.plan))
     if args.gpus:
         flagged.add("gpus")
     if args.model_arg:
@@ -159,10 +160,3 @@ def name_the_file(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) 
         return  # the value came from a flag
     source = f"{path} (and the flags given)" if key is None and flagged else str(path)
     exc.where = f"{source}: {where}" if where and where not in exc.args[0] else source
-
-
-def parse_plan_keys(text: str) -> list[str]:
-    """The scenario keys a ``--plan`` string sets (``microbatch_size`` as ``microbatch``)."""
-    from perfmodel.parallel.plan import parse_plan_string
-
-    return ["microbatch" if k == "microbatch_size" else k for k in parse_plan_string(text)]

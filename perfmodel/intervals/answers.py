@@ -21,6 +21,7 @@ from perfmodel.intervals.conformal import (
     record_index,
 )
 from perfmodel.intervals.features import CollectiveFeatures, Quantity, interconnect_of
+from perfmodel.intervals.wording import bounded_note, overlaps, too
 
 #: Speed-like fields of a step report (an interval divides them by ``exp(r)``) and time-like
 #: ones (multiplied).
@@ -35,7 +36,7 @@ TIME_FIELDS = ("iteration_time_s", "epoch_time_s")
 
 #: Fields of a token budget (``TokenBudget.to_dict``, JSON ``token_budget``) and of its run
 #: estimate (``RunEstimate.to_dict``, JSON ``training_run``) that are the step time times a
-#: count: each gets the step time's range (:func:`run_range`). The wall-clock time with failures
+#: count: each gets the step time's range (:meth:`StepInterval.run_range`). The wall-clock time with failures
 #: is one of them: Daly's expected wall-clock time is linear in the failure-free time at a given
 #: checkpoint interval (:func:`perfmodel.report.goodput.daly_wall_time_s`), and the interval
 #: (Daly's optimum, from the save time and the job MTBF) does not depend on the step time. The
@@ -80,8 +81,12 @@ class StepInterval:
         return f"{100 * self.level:g}%"
 
     def run_range(self, value: float) -> tuple[float, float]:
-        """:func:`run_range` of ``value`` under this interval."""
-        return run_range(self.residual, value)
+        """``(low, high)`` of a time or cost that is the step time times a count (an iteration,
+        an epoch, a token budget's time, GPU-hours and cost, the wall-clock time with failures
+        and its cost): ``value * exp(r_lo)`` to ``value * exp(r_hi)``
+        (:meth:`ResidualInterval.time`), the step time's own range scaled (the count is exact;
+        the step time is what the model predicts), so it agrees with the iteration time's."""
+        return self.residual.time(value)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` fields: ``<field>_low`` / ``<field>_high`` of every field with a
@@ -93,25 +98,40 @@ class StepInterval:
         (:func:`perfmodel.intervals.conformal.own_kind`), ``interval_kind_rows``,
         ``interval_kind_sources`` and ``interval_kind_bias`` (the median signed error of the
         record's rows of the question's kind)."""
-        out: dict[str, Any] = {
-            "interval_level": self.level,
-            "interval_basis": self.basis,
-            "interval_warning": self.warning,
-            "interval_bias": math.expm1(self.residual.bias),
-            "interval_bounded": self.residual.bounded,
-        }
-        if capped := getattr(self.residual, "capped", ""):
-            out["interval_capped"] = capped
-        if (kind := getattr(self.residual, "kind", None)) is not None:
-            out["interval_kind_rows"] = kind.rows
-            out["interval_kind_sources"] = kind.sources
-            if kind.rows:
-                out["interval_kind_bias"] = math.expm1(kind.center)
+        out = interval_fields(self.residual)
         for k, v in self.low.items():
             if v is not None:
                 out[f"{k}_low"] = v
                 out[f"{k}_high"] = self.high[k]
         return out
+
+
+def interval_fields(iv: ResidualInterval | None) -> dict[str, Any]:
+    """What a range rests on, as every ``--json`` names it (``predict``, the what-if's points,
+    the systems search's best plans): ``interval_level`` (``None`` without an interval, and
+    nothing else), ``interval_basis``, ``interval_warning`` (``""`` for none),
+    ``interval_bias`` (the median signed speed error of the rows it rests on: ``+0.12`` = such
+    runs predicted 12 % too fast), ``interval_bounded``; where a physical bound cut the range
+    (:func:`peak_capped`), ``interval_capped``; where the pool is of other kinds of model than
+    the question's (:func:`perfmodel.intervals.conformal.own_kind`), ``interval_kind_rows``,
+    ``interval_kind_sources`` and ``interval_kind_bias``."""
+    if iv is None:
+        return {"interval_level": None}
+    out: dict[str, Any] = {
+        "interval_level": iv.level,
+        "interval_basis": iv.basis,
+        "interval_warning": iv.warning,
+        "interval_bias": math.expm1(iv.bias),
+        "interval_bounded": iv.bounded,
+    }
+    if capped := getattr(iv, "capped", ""):
+        out["interval_capped"] = capped
+    if (kind := getattr(iv, "kind", None)) is not None:
+        out["interval_kind_rows"] = kind.rows
+        out["interval_kind_sources"] = kind.sources
+        if kind.rows:
+            out["interval_kind_bias"] = math.expm1(kind.center)
+    return out
 
 
 def step_interval(
@@ -216,17 +236,8 @@ def _features_of(report: Any, scenario: Any = None) -> Any:
     return step_features(scenario)
 
 
-def run_range(iv: ResidualInterval, value: float) -> tuple[float, float]:
-    """``(low, high)`` of a time or cost that is the step time times a count (an iteration, an
-    epoch, a token budget's time, GPU-hours and cost, the wall-clock time with failures and its
-    cost): ``value * exp(r_lo)`` to ``value * exp(r_hi)``, the step time's own range scaled (the
-    count is exact; the step time is what the model predicts). The one function every run time
-    and cost range comes from, so they always agree with the iteration time's."""
-    return iv.time(value)
-
-
 def run_fields(si: StepInterval, d: Mapping[str, Any], names: Sequence[str]) -> dict[str, float]:
-    """``<name>_low`` / ``<name>_high`` (:func:`run_range`) of each of ``names`` that ``d``
+    """``<name>_low`` / ``<name>_high`` (:meth:`StepInterval.run_range`) of each of ``names`` that ``d``
     holds as a finite number (``RUN_FIELDS``); empty where the step has no range."""
     out: dict[str, float] = {}
     if si.low.get("iteration_time_s") is None:
@@ -246,7 +257,7 @@ def _step_values(iv: ResidualInterval, d: Mapping[str, Any]) -> StepInterval:
         low[k], high[k] = (None, None) if v is None else iv.speed(float(v))
     for k in TIME_FIELDS:
         v = d.get(k)
-        low[k], high[k] = (None, None) if v is None else run_range(iv, float(v))
+        low[k], high[k] = (None, None) if v is None else iv.time(float(v))
     return StepInterval(iv, low, high)
 
 
@@ -278,30 +289,22 @@ def interval_lines(report: Any, si: StepInterval) -> list[str]:
     kind = getattr(si.residual, "kind", None)
     if kind is None:
         lines.append(
-            f"  runs like this one were predicted {_too(bias)} (median); the range is their "
+            f"  runs like this one were predicted {too(bias)} (median); the range is their "
             "spread, held out one publication at a time (docs/intervals.md)"
         )
     else:  # the pool is of other kinds of model (audit15 item 9): say whose bias is whose
-        own = f"; {kind.describe()} {_too(math.expm1(kind.center))} (median)" if kind.rows else ""
+        own = f"; {kind.describe()} {too(math.expm1(kind.center))} (median)" if kind.rows else ""
         lines.append(
-            f"  the runs it rests on ({kind.others}) were predicted {_too(bias)} "
+            f"  the runs it rests on ({kind.others}) were predicted {too(bias)} "
             f"(median){own}; held out one publication at a time (docs/intervals.md)"
         )
-    if not si.residual.bounded:
-        lines.append(
-            f"  note: {si.residual.sources} publications cannot bound a {pct} range; the widest "
-            "they give stands in"
-        )
+    if note := bounded_note(si.residual):
+        lines.append(f"  note: {note}")
     if capped := getattr(si.residual, "capped", ""):
         lines.append(f"  note: {capped}")
     if si.warning:
         lines.append(f"  note: {si.warning}")
     return lines
-
-
-def _too(bias: float) -> str:
-    """``"12% too fast"`` for a bias of ``+0.12``, ``"3% too slow"`` for ``-0.03``."""
-    return f"{100 * abs(bias):.0f}% too {'fast' if bias >= 0 else 'slow'}"
 
 
 # --------------------------------------------------------------------------- speedup curves
@@ -368,14 +371,14 @@ def ties(
     idx = index or record_index()
     out: list[Tie] = []
     first: ResidualInterval | None = None
-    best_hi = math.inf
+    best = (-math.inf, math.inf)
     for i, (s, sc) in enumerate(zip(scores, scenarios, strict=True)):
         iv = interval(_features_of(None, sc), Quantity.STEP, idx, level)
         lo, hi = iv.time(float(s))
         if first is None:
-            first, best_hi = iv, hi
+            first, best = iv, (lo, hi)
         bounded = iv.bounded and first.bounded
-        out.append(Tie(i + 1, lo, hi, i > 0 and bounded and lo <= best_hi, bounded))
+        out.append(Tie(i + 1, lo, hi, i > 0 and bounded and overlaps(best, (lo, hi)), bounded))
     if first is None:
         raise ValueError("ties() needs at least one ranked plan")
     return out, first

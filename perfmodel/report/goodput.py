@@ -635,7 +635,7 @@ class RunEstimate:
     def format_lines(self, span: RunSpan | None = None) -> list[str]:
         """The ``--tokens`` lines after the ideal time (docs/predict.md, "Goodput"); with
         ``span`` (the step time's interval) the wall-clock time and the cost with failures are
-        followed by their ranges (:func:`perfmodel.intervals.answers.run_range`: both are
+        followed by their ranges (:meth:`perfmodel.intervals.answers.StepInterval.run_range`: both are
         proportional to the step time at Daly's checkpoint interval)."""
         from perfmodel.units import format_duration
 

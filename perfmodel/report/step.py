@@ -64,7 +64,7 @@ class TokenBudget:
 
     def format_lines(self, span: RunSpan | None = None) -> list[str]:
         """The ``--tokens`` lines; with ``span`` (the step time's interval) each time and cost
-        is followed by its range (:func:`perfmodel.intervals.answers.run_range`)."""
+        is followed by its range (:meth:`perfmodel.intervals.answers.StepInterval.run_range`)."""
         from perfmodel.units import format_duration
 
         lines = [

@@ -14,6 +14,7 @@ from perfmodel.search.compare import Candidate, Objective, PlanTies, SearchResul
 def _why_best_line(result: SearchResult, ties: PlanTies | None = None) -> list[str]:
     """:func:`perfmodel.search.why.why_best` of the best two plans the deepest stage ranked;
     with ``ties``, whether that ranking is within the model's error (:func:`~perfmodel.search.compare.plan_ties`)."""
+    from perfmodel.intervals.wording import error_verdict
     from perfmodel.search.why import why_best
 
     if len(result.ranked) < 2:
@@ -29,13 +30,8 @@ def _why_best_line(result: SearchResult, ties: PlanTies | None = None) -> list[s
         return []
     line = f"{line} ({stage})"
     if ties is not None and len(ties.ties) > 1:
-        pct = f"{100 * ties.level:g}%"
-        if not ties.ties[1].bounded:
-            line += f"; no verdict on the model's error: the record cannot bound a {pct} range"
-        elif ties.ties[1].tied:
-            line += f"; within the model's error: the two {pct} ranges overlap (a statistical tie)"
-        else:
-            line += f"; beyond the model's error: the two {pct} ranges do not overlap"
+        t = ties.ties[1]
+        line += "; " + error_verdict(ties.level, bounded=t.bounded, overlap=t.tied)
     return [line]
 
 

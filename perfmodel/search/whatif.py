@@ -29,13 +29,20 @@ A system option is ``NAME[:key=value[:key=value...]]`` where the keys are scenar
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel import units
 from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.intervals.wording import (
+    basis_clause,
+    bounded,
+    error_clause,
+    overlaps,
+    tie_legend,
+)
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
@@ -218,8 +225,8 @@ def per_million_tokens_lines(
     """Each system's cheapest point (by cost per million tokens when priced, else by energy)
     ranked, and why the first beats the second: its cost ratio is the price ratio over the
     ratio of tokens/s per GPU (``cost = price / (tokens/s per GPU)``) and, where the points have
-    intervals, whether the two costs' ranges separate them (:func:`error_clause`), then
-    ``why(first, second)`` (where the throughput difference comes from), when given. Empty for
+    intervals, whether the two costs' ranges separate them
+    (:func:`~perfmodel.intervals.wording.error_clause`), then ``why(first, second)`` (where the throughput difference comes from), when given. Empty for
     models without tokens."""
     usable = [p for p in points if p.fits_in_memory and p.tokens_per_s]
     if not usable:
@@ -254,7 +261,7 @@ def per_million_tokens_lines(
         for p in pair[1:]
         if first is not None
         and (r := p.range_of("cost_per_million_tokens"))
-        and r[0] <= first[1]
+        and overlaps(first, r)
         and bounded(pair[0].interval, p.interval)
     }
     for p in ranked:
@@ -266,10 +273,7 @@ def per_million_tokens_lines(
             f"{cell(p.kwh_per_million_tokens, '.3g'):>9}"
         )
     if tied:
-        lines.append(
-            f"  ~: its {100 * pair[0].interval.level:g}% cost range overlaps the cheapest's (a "
-            "statistical tie)"
-        )
+        lines.append(tie_legend(pair[0].interval.level, "cheapest", "cost "))
     if len(pair) >= 2:
         a, b = pair[0], pair[1]
         tie = ""
@@ -396,17 +400,28 @@ class WhatIfPoint(FlatRecord):
             return self.interval.time(float(v))
         raise ValueError(f"{name!r} has no range (not a rate, time or cost of the point)")
 
+    def straddles(self, deadline_s: float | None) -> bool:
+        """Whether the run-time range holds ``deadline_s`` (``low <= deadline < high``: within the
+        model's error) and is bounded: an unbounded range (the widest the record gives) makes no
+        verdict, as the plan and systems searches mark no tie on one
+        (:func:`perfmodel.intervals.answers.ties`)."""
+        r = self.range_of("run_time_s")
+        return (
+            r is not None
+            and deadline_s is not None
+            and bounded(self.interval)
+            and r[0] <= deadline_s < r[1]
+        )
+
     def deadline_cell(self, deadline_s: float | None) -> str:
         """The deadline column: ``yes``/``no`` (the predicted run time against ``deadline_s``),
-        ``yes~``/``no~`` where the run-time range straddles the deadline (within the model's
-        error), ``-`` without a verdict."""
+        ``yes~``/``no~`` where the run-time range straddles the deadline (:meth:`straddles`),
+        ``-`` without a verdict."""
         if self.meets_deadline is None:
             return "-"
-        cell = "yes" if self.meets_deadline else "no"
-        r = self.range_of("run_time_s")
-        if r is not None and deadline_s is not None and r[0] <= deadline_s < r[1]:
-            cell += "~"
-        return cell
+        return ("yes" if self.meets_deadline else "no") + (
+            "~" if self.straddles(deadline_s) else ""
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The fields (:class:`~perfmodel._record.FlatRecord`), the interval as ``predict
@@ -414,18 +429,10 @@ class WhatIfPoint(FlatRecord):
         ``interval_warning``, ``interval_bias``, ``interval_bounded``) and ``<field>_low`` / ``<field>_high`` of
         every rate, time and cost with a value."""
         out = super().to_dict()
+        from perfmodel.intervals.answers import interval_fields
+
         out.pop("interval")
-        iv = self.interval
-        if iv is None:
-            out["interval_level"] = None
-            return out
-        out.update(
-            interval_level=iv.level,
-            interval_basis=iv.basis,
-            interval_warning=iv.warning,
-            interval_bias=math.expm1(iv.bias),
-            interval_bounded=iv.bounded,
-        )
+        out.update(interval_fields(self.interval))
         for name in (*RANGE_TIME_FIELDS, *RANGE_SPEED_FIELDS):
             r = self.range_of(name)
             if r is not None:
@@ -713,63 +720,6 @@ def _speedup(
     return s, s / int(g), 1, OWN_REF_BASIS
 
 
-def error_clause(
-    best: tuple[float, float] | None,
-    other: tuple[float, float] | None,
-    level: float | None,
-    *,
-    bounded: bool = True,
-) -> str:
-    """Whether the ranges of two options' figure (lower is better: a time or a cost; ``best``
-    the lower) separate them at ``level``, in the plan search's words
-    (:func:`perfmodel.search.compare_table.format_table`): ranges that overlap are a statistical
-    tie (:func:`perfmodel.intervals.answers.ties`' rule). ``""`` without both ranges. Without
-    ``bounded`` (either range is the widest the record gives standing in for one it cannot
-    bound, :attr:`~perfmodel.intervals.conformal.ResidualInterval.bounded`) no verdict: the
-    ranges cannot say whether the two are apart.
-
-    >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.8)
-    "within the model's error: the two 80% ranges overlap (1-2 vs 1.5-3; a statistical tie)"
-    >>> error_clause((1.0, 2.0), (2.5, 3.0), 0.8)
-    "beyond the model's error: the two 80% ranges do not overlap (1-2 vs 2.5-3)"
-    >>> error_clause((1.0, 2.0), (1.5, 3.0), 0.9, bounded=False)
-    "no verdict on the model's error: the record cannot bound a 90% range (1-2 vs 1.5-3 are the widest it gives)"
-    """
-    if best is None or other is None or level is None:
-        return ""
-    pct = f"{100 * level:g}%"
-    if not bounded:
-        return (
-            f"no verdict on the model's error: the record cannot bound a {pct} range "
-            f"({best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g} are the widest it "
-            "gives)"
-        )
-    spans = f"{best[0]:.4g}-{best[1]:.4g} vs {other[0]:.4g}-{other[1]:.4g}"
-    if other[0] <= best[1]:
-        return (
-            f"within the model's error: the two {pct} ranges overlap ({spans}; a statistical tie)"
-        )
-    return f"beyond the model's error: the two {pct} ranges do not overlap ({spans})"
-
-
-def bounded(*intervals: Any) -> bool:
-    """Whether every given :class:`~perfmodel.intervals.conformal.ResidualInterval` is bounded
-    by its publications (``None`` entries are skipped): a tie verdict needs both ranges."""
-    return all(iv.bounded for iv in intervals if iv is not None)
-
-
-def bounded_note(iv: Any) -> str:
-    """``predict``'s note on a range the record cannot bound
-    (:func:`perfmodel.intervals.answers.interval_lines`): ``"N publications cannot bound a 90%
-    range; the widest they give stands in"``; ``""`` for a bounded one."""
-    if iv is None or iv.bounded:
-        return ""
-    return (
-        f"{iv.sources} publications cannot bound a {100 * iv.level:g}% range; the widest they "
-        "give stands in"
-    )
-
-
 def _span(p: WhatIfPoint, name: str, fmt: str, scale: float = 1.0, unit: str = "") -> str:
     """`` (80%: low-high UNIT)`` of a figure of ``p`` (divided by ``scale``), ``""`` without
     one."""
@@ -801,8 +751,8 @@ def _cheapest(
 ) -> tuple[WhatIfPoint | None, str]:
     """The cheapest point that fits (within the deadline when one is given) and the verdict
     line saying so, or why there is none: whether the runner-up is within the model's error
-    (:func:`error_clause`) and whether the cheapest's run-time range reaches past the deadline;
-    with a deadline but no run time (no ``epochs``, or no samples per epoch), that it cannot
+    (:func:`~perfmodel.intervals.wording.error_clause`) and whether the cheapest's run-time
+    range reaches past the deadline; with a deadline but no run time (no ``epochs``, or no samples per epoch), that it cannot
     judge and what to give; without a cost, the flags a cost needs."""
     if not usable:
         return None, "no option fits in GPU memory"
@@ -826,10 +776,10 @@ def _cheapest(
                 f"cost {cheapest.cost_per_run:,.2f}{_span(cheapest, 'cost_per_run', ',.2f')}"
                 + _versus(cheapest, ok, "cost_per_run")
             )
-            r = cheapest.range_of("run_time_s")
-            if r is not None and r[1] > deadline_s:
+            if cheapest.straddles(deadline_s):
                 verdict += (
-                    f"; its run-time range reaches {r[1] / 3600:.2f} h: it may miss the deadline"
+                    f"; its run-time range reaches "
+                    f"{cheapest.range_of('run_time_s')[1] / 3600:.2f} h: it may miss the deadline"
                 )
         elif any(p.meets_deadline for p in usable):
             verdict = f"options meet the {hours} deadline but none has a price"
@@ -906,12 +856,7 @@ def format_whatif(result: WhatIfResult) -> str:
     if any(p.memory_tight for p in result.points):
         lines.append(tight_line())
     lines.extend(_range_lines(result))
-    notes: dict[tuple[str, str], list[int]] = {}  # each system's notes, with its GPU counts
-    for p in result.points:
-        for n in p.notes:
-            notes.setdefault((p.system, n), []).append(p.gpus)
-    for (system, n), counts in notes.items():
-        lines.append(f"{system} x{'/'.join(map(str, counts))}: {n}")
+    lines.extend(_per_system((p, n) for p in result.points for n in p.notes))
     lines.extend(_basis_lines(result.points))
     lines.append(result.verdict)
     lines.extend(result.per_million_tokens)
@@ -924,13 +869,22 @@ def _basis_lines(points: Sequence[WhatIfPoint]) -> list[str]:
     own baseline (it reads 1.00)."""
     from perfmodel.pipeline.baseline import SELF_BASIS
 
-    basis: dict[tuple[str, str], list[int]] = {}
-    for p in points:
-        if p.speedup_basis and p.speedup_basis != SELF_BASIS:
-            basis.setdefault((p.system, p.speedup_basis), []).append(p.gpus)
+    return _per_system(
+        (p, f"speedup against {p.speedup_basis}")
+        for p in points
+        if p.speedup_basis and p.speedup_basis != SELF_BASIS
+    )
+
+
+def _per_system(texts: Iterable[tuple[WhatIfPoint, str]], indent: str = "") -> list[str]:
+    """``SYSTEM xN/M: TEXT``: each distinct text of a system once, with the GPU counts of its
+    points that said it (in the order first said)."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for p, text in texts:
+        counts.setdefault((p.system, text), []).append(p.gpus)
     return [
-        f"{system} x{'/'.join(map(str, counts))}: speedup against {text}"
-        for (system, text), counts in basis.items()
+        f"{indent}{system} x{'/'.join(map(str, gpus))}: {text}"
+        for (system, text), gpus in counts.items()
     ]
 
 
@@ -969,19 +923,7 @@ def _range_lines(result: WhatIfResult) -> list[str]:
             f"{pad}{p.system:<28} {p.gpus:>5} "
             + " ".join(f"{v:>{w}}" for v, w in zip(r, widths, strict=True))
         )
-    basis: dict[tuple[str, str], list[int]] = {}  # each system's basis line, with its GPU counts
-    for p in pts:
-        iv = p.interval
-        bias = math.expm1(iv.bias)
-        text = (
-            f"from {iv.basis}; runs like these were predicted {100 * abs(bias):.0f}% too "
-            f"{'fast' if bias >= 0 else 'slow'} (median)"
-            + (f"; note: {iv.warning}" if iv.warning else "")
-            + (f"; note: {note}" if (note := bounded_note(iv)) else "")
-        )
-        basis.setdefault((p.system, text), []).append(p.gpus)
-    for (system, text), counts in basis.items():
-        out.append(f"  {system} x{'/'.join(map(str, counts))}: {text}")
+    out.extend(_per_system(((p, basis_clause(p.interval, these=True)) for p in pts), "  "))
     if any(p.deadline_cell(result.deadline_s).endswith("~") for p in pts):
         out.append(
             f"  deadline ~: the {pct} run-time range straddles the deadline (within the "

@@ -7,31 +7,25 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.cli import main
+from tests.cli.cli_helpers import JOB, refused
 
-JOB = ["--model", "gpt2", "--global-batch", "64", "--gpus", "8"]
 DENSE = "ep=2: model gpt2 has no routed experts (use ep=1 or a MoE model)"
-
-
-def _err(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    assert main(argv) == 2
-    return capsys.readouterr().err
 
 
 def test_predict_and_compare_refuse_ep_on_a_dense_model_alike(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pred = _err(capsys, ["predict", "--system", "dgx-h100", *JOB, "--plan", "dp=8,ep=2"])
+    pred = refused(capsys, ["predict", "--system", "dgx-h100", *JOB, "--plan", "dp=8,ep=2"])
     assert DENSE in pred
-    assert DENSE in _err(capsys, ["compare", "--system", "dgx-h100", *JOB, "--ep", "2"])
+    assert DENSE in refused(capsys, ["compare", "--system", "dgx-h100", *JOB, "--ep", "2"])
     search = ["compare", "--systems", "dgx-h100,dgx-a100", "--search", *JOB, "--ep", "1,2"]
-    assert DENSE in _err(capsys, search)
+    assert DENSE in refused(capsys, search)
 
 
 @pytest.mark.parametrize("flag, value", [("--ep", "2"), ("--tp", "2"), ("--zero", "1")])
 def test_whatif_refuses_plan_search_flags(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _err(capsys, ["compare", "--systems", "dgx-h100", *JOB, flag, value])
+    err = refused(capsys, ["compare", "--systems", "dgx-h100", *JOB, flag, value])
     assert f"{flag} {value}: the what-if" in err and "add --search" in err
     assert capsys.readouterr().out == ""

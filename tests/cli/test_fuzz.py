@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
+from tests.cli.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = json.loads((ROOT / "calibration" / "h100-sxm5-80gb.json").read_text())
@@ -74,14 +75,6 @@ BAD_VALUES = {
 }
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse: a flag without its value ("--top --")
-        rc = int(exc.code or 0)
-    return rc, capsys.readouterr().err
-
-
 @FUZZ
 @given(
     case=st.sampled_from(NUMERIC_FLAGS),
@@ -92,7 +85,7 @@ def test_bad_numeric_flag_exits_2_naming_it(
 ) -> None:
     before, flag, kind = case
     value = BAD_VALUES[kind][pick % len(BAD_VALUES[kind])]
-    rc, err = _run([*before, f"{flag}={value}"], capsys)
+    rc, err = run_cli([*before, f"{flag}={value}"], capsys)
     assert rc == 2, f"{flag}={value!r} exited {rc}"
     assert "Traceback" not in err
     assert flag.lstrip("-") in err or "usage:" in err

@@ -11,23 +11,16 @@ from pathlib import Path
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import JOB, refused
 
 CUSTOM = "custom:gpu=H100-PCIE-80GB:intra_node=pcie5"
-JOB = ["--model", "gpt2", "--global-batch", "64", "--gpus", "8"]
-
-
-def _err(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    assert main(argv) == 2
-    out = capsys.readouterr()
-    assert out.out == ""
-    return out.err
 
 
 @pytest.mark.parametrize("search", [[], ["--search"]])
 def test_systems_entry_error_names_the_entry_key(
     search: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _err(capsys, ["compare", "--systems", f"dgx-h100,{CUSTOM}", *search, *JOB])
+    err = refused(capsys, ["compare", "--systems", f"dgx-h100,{CUSTOM}", *search, *JOB])
     assert f"--systems entry {CUSTOM!r}: system custom needs gpus_per_node" in err
     assert f"{CUSTOM}:gpus_per_node=..." in err and "--gpus-per-node" not in err
 
@@ -38,7 +31,7 @@ def test_systems_entry_error_names_the_entry_key(
 def test_maxbatch_bad_choice_names_the_flag(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _err(capsys, ["model", "maxbatch", "gpt2", "--gpu", "H100-SXM5-80GB", flag, value])
+    err = refused(capsys, ["model", "maxbatch", "gpt2", "--gpu", "H100-SXM5-80GB", flag, value])
     assert flag in err and "scenario." not in err and repr(value) in err
 
 
@@ -61,7 +54,7 @@ def test_sweep_dry_run_checks_the_spec(tmp_path: Path, capsys: pytest.CaptureFix
         )
     )
     out = tmp_path / "o.jsonl"
-    err = _err(capsys, ["sweep", str(spec), "-o", str(out), "--dry-run"])
+    err = refused(capsys, ["sweep", str(spec), "-o", str(out), "--dry-run"])
     assert "axes.system = 'dgx-foo'" in err and not out.exists()
 
 

@@ -12,21 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.cli import main
+from tests.cli.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_LOG = ROOT / "tests" / "fixtures" / "nccl" / "a3mega-h100-2node-all_reduce.txt"
 PRED = ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--fidelity", "analytic"]
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse's own usage errors
-        rc = int(exc.code or 0)
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return rc, err
 
 
 @pytest.mark.parametrize(
@@ -43,7 +33,7 @@ def test_huge_batch_is_refused_when_parsed(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     t0 = time.perf_counter()
-    rc, err = _run(argv, capsys)
+    rc, err = run_cli(argv, capsys)
     assert rc == 2
     assert "batch" in err
     assert time.perf_counter() - t0 < 5.0  # 60 s and more before
@@ -54,9 +44,9 @@ def test_huge_batch_in_a_scenario_file_and_through_few_replicas(
 ) -> None:
     sc = tmp_path / "s.json"
     sc.write_text(json.dumps({"system": "dgx1-v100", "model": "resnet50", "batch_per_gpu": 10**8}))
-    rc, err = _run(["predict", str(sc), "--fidelity", "analytic"], capsys)
+    rc, err = run_cli(["predict", str(sc), "--fidelity", "analytic"], capsys)
     assert rc == 2 and "batch_per_gpu" in err and "1048576" in err
-    rc, err = _run([*PRED, "--global-batch", "20000000", "--gpus", "1"], capsys)
+    rc, err = run_cli([*PRED, "--global-batch", "20000000", "--gpus", "1"], capsys)
     assert rc == 2 and "per replica" in err
 
 
@@ -64,19 +54,19 @@ def test_title_length_is_capped_and_drawn_as_plain_text(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "t.png"
-    rc, err = _run(["topo", "draw", "dgx1-v100", "-o", str(out), "--title", "x" * 300], capsys)
+    rc, err = run_cli(["topo", "draw", "dgx1-v100", "-o", str(out), "--title", "x" * 300], capsys)
     assert rc == 2 and "--title" in err and "200" in err
     assert not out.exists()
     # mathtext syntax is a user's dollar sign, not a parse error (a traceback before)
-    rc, _ = _run(["topo", "draw", "dgx1-v100", "-o", str(out), "--title", "$x^" * 20], capsys)
+    rc, _ = run_cli(["topo", "draw", "dgx1-v100", "-o", str(out), "--title", "$x^" * 20], capsys)
     assert rc == 0 and out.stat().st_size > 0
 
 
 def test_whatif_option_with_nodes_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["compare", "--model", "resnet50", "--batch-per-gpu", "64", "--gpus", "1,2"]
-    rc, err = _run([*base, "--systems", "dgx1-v100:nodes=0"], capsys)
+    rc, err = run_cli([*base, "--systems", "dgx1-v100:nodes=0"], capsys)
     assert rc == 2 and "nodes" in err
-    rc, err = _run([*base, "--systems", "dgx1-v100:nics_per_node=0"], capsys)
+    rc, err = run_cli([*base, "--systems", "dgx1-v100:nics_per_node=0"], capsys)
     assert rc == 2 and "positive" in err
 
 
@@ -88,7 +78,7 @@ def test_validate_with_an_empty_measurement_file_exits_2(
     m.write_text(text)
     prof = ROOT / "calibration" / "h100-sxm5-80gb.json"
     argv = ["validate", "--measurements", str(m), "--profile", str(prof), "-o", str(tmp_path / "r")]
-    rc, err = _run(argv, capsys)
+    rc, err = run_cli(argv, capsys)
     assert rc == 2 and "no measurements" in err
     assert not (tmp_path / "r").exists()
 
@@ -121,7 +111,7 @@ def test_full_disk_is_named_by_the_users_path(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="no /sys/kernel")
 def test_unwritable_plot_path_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, err = _run(
+    rc, err = run_cli(
         [*PRED, "--batch-per-gpu", "8", "--gpus", "1,2", "--plot", "/sys/kernel/c.png"], capsys
     )
     assert rc == 2
@@ -130,13 +120,13 @@ def test_unwritable_plot_path_on_the_command_line(capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("arg", ["layers=1,2", "hidden=64,128"])
 def test_list_value_for_an_integer_model_arg(arg: str, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, err = _run(["model", "show", "gpt", "--model-arg", arg], capsys)
+    rc, err = run_cli(["model", "show", "gpt", "--model-arg", arg], capsys)
     assert rc == 2
     assert "not a list" in err and "int()" not in err
 
 
 def test_list_valued_model_args_still_take_lists(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _ = _run(["model", "show", "mlp", "--model-arg", "widths=784,100,10"], capsys)
+    rc, _ = run_cli(["model", "show", "mlp", "--model-arg", "widths=784,100,10"], capsys)
     assert rc == 0
 
 
@@ -195,11 +185,11 @@ def test_failed_and_successful_calibrate_leave_no_lock(
 ) -> None:
     prof = tmp_path / "p.json"
     argv = ["calibrate", "--nccl-log", str(NCCL_LOG), "--link", "infiniband", "--op", "allreduce"]
-    rc, _ = _run([*argv, "-o", str(prof)], capsys)
+    rc, _ = run_cli([*argv, "-o", str(prof)], capsys)
     assert rc == 0 and prof.exists()
     bad = tmp_path / "bad.txt"
     bad.write_text("not an nccl-tests log\n")
-    rc, _ = _run(
+    rc, _ = run_cli(
         [*argv[:1], "--nccl-log", str(bad), *argv[3:], "-o", str(tmp_path / "q.json")], capsys
     )
     assert rc == 2

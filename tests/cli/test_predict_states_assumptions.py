@@ -20,7 +20,10 @@ H100_LLAMA = ["predict", "--system", "dgx-h100", "--model", "llama3_8b", "--glob
 def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys) -> None:
     assert main(H100_LLAMA) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("llama3_8b on dgx-h100 x1 node(s), pytorch-ddp (default), bf16, ")
+    assert lines[0].startswith(
+        "llama3_8b on dgx-h100 x1 node(s), pytorch-ddp (default preset; --software to choose), "
+        "bf16, "
+    )
     assert ", sgd (default), global batch 64" in lines[0]
     assert lines[1].startswith("WARNING: optimizer sgd is only the default")
     assert "--optimizer adamw" in lines[1]
@@ -28,6 +31,20 @@ def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys
     lines = capsys.readouterr().out.splitlines()
     assert ", fsdp, bf16, adamw, global batch 64" in lines[0]
     assert "(default)" not in lines[0] and "WARNING" not in lines[1]
+
+
+def test_predict_and_compare_name_the_defaults_alike(capsys) -> None:
+    """One wording of the defaults (:func:`perfmodel.cli.headers.job_settings`): predict's
+    header said ``pytorch-ddp (default)`` where compare's said ``pytorch-ddp (default preset;
+    --software to choose)`` for the same defaults (session 14's read)."""
+    job = ["--model", "gpt2", "--global-batch", "64", "--gpus", "8", "--fidelity", "analytic"]
+    assert main(["predict", "--system", "dgx-h100", *job]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert main(["compare", "--systems", "dgx-h100,dgx-a100", *job]) == 0
+    whatif = capsys.readouterr().out.splitlines()[0]
+    settings = "pytorch-ddp (default preset; --software to choose), fp32 (default), sgd (default)"
+    assert head.startswith(f"gpt2 on dgx-h100 x1 node(s), {settings}, global batch 64")
+    assert whatif.startswith(f"gpt2 on dgx-h100 / dgx-a100, {settings}; 8 GPUs")
 
 
 def test_json_keeps_stdout_json_and_warns_on_stderr(capsys) -> None:
@@ -115,3 +132,17 @@ def test_nccl_defaults_are_formatted_from_the_code_constants(monkeypatch, capsys
 
     line = nccl_explain_line(None)
     assert "the P2P level is 2.30's" in line and "2.28 on Hopper and Blackwell" in line
+
+
+def test_a_curves_range_note_says_what_the_whatif_says(capsys) -> None:
+    """The curve's "what the range rests on" line is the what-if's and the systems search's
+    (:func:`perfmodel.intervals.wording.basis_clause`): it gave the basis without the bias of
+    runs like these (session 14's read)."""
+    job = ["--model", "gpt2", "--global-batch", "64", "--fidelity", "analytic"]
+    assert main(["predict", "--system", "dgx-h100", *job, "--gpus", "1,8"]) == 0
+    note = next(ln for ln in capsys.readouterr().out.splitlines() if "iteration time range" in ln)
+    assert main(["compare", "--systems", "dgx-h100", *job, "--gpus", "1,8"]) == 0
+    whatif = capsys.readouterr().out.splitlines()
+    basis = next(ln for ln in whatif if ln.startswith("  dgx-h100 x")).split(": ", 1)[1]
+    assert note.endswith(f": 80% iteration time range {basis}")
+    assert "runs like these were predicted" in note and "(median)" in note

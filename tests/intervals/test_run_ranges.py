@@ -1,6 +1,6 @@
 """A run's times and costs carry the step time's range (audit15 item 1): the time to train,
 GPU-hours and cost of a token budget, the wall-clock time and cost with failures, an epoch, in
-text, ``--json`` and a curve's column, all from one function (``answers.run_range``)."""
+text, ``--json`` and a curve's column, all from one function (``answers.StepInterval.run_range``)."""
 
 from __future__ import annotations
 
@@ -85,15 +85,15 @@ def test_run_range_is_the_iteration_times_scaled() -> None:
     100 exp(-0.2) = 81.87 s and 100 exp(0.3) = 134.99 s."""
     from dataclasses import replace
 
-    from perfmodel.intervals.answers import _step_values, run_range
+    from perfmodel.intervals.answers import _step_values
     from perfmodel.intervals.conformal import interval, record_index
     from perfmodel.intervals.features import Quantity
 
     idx = record_index()
     iv = interval(idx.rows[0].features, Quantity.STEP, idx)
     iv = replace(iv, r_lo=-0.2, r_hi=0.3)
-    lo, hi = run_range(iv, 100.0)
-    assert lo == pytest.approx(81.873075, rel=1e-6) and hi == pytest.approx(134.985881, rel=1e-6)
     si = _step_values(iv, {"iteration_time_s": 2.0, "epoch_time_s": 100.0})
+    lo, hi = si.run_range(100.0)
+    assert lo == pytest.approx(81.873075, rel=1e-6) and hi == pytest.approx(134.985881, rel=1e-6)
     assert (si.low["epoch_time_s"], si.high["epoch_time_s"]) == (lo, hi)
     assert math.isclose(si.run_range(2.0)[1], si.high["iteration_time_s"])

@@ -40,8 +40,8 @@ def test_predict_prints_written_to_for_gantt_and_plot(tmp_path, capsys) -> None:
     assert out[-1] == f"speedup plot written to {p}"
     # the curve header names precision and batch; the table keeps the epoch time
     assert out[0] == (
-        "mlp on dgx1-v100 x1 node(s), pytorch-ddp (default), fp32 (default), sgd (default), "
-        "batch 8 per GPU"
+        "mlp on dgx1-v100 x1 node(s), pytorch-ddp (default preset; --software to choose), "
+        "fp32 (default), sgd (default), batch 8 per GPU"
     )
     assert out[1].split()[-1] == "epoch" and out[2].split()[-1] == "s"
 

@@ -15,12 +15,12 @@ import pytest
 
 from perfmodel.cli import main
 from perfmodel.errors import InfeasiblePlanError
+from perfmodel.intervals.wording import error_clause
 from perfmodel.search.compare import _prune_reason
 from perfmodel.search.compare_table import WRAP_COLUMNS, wrap
 from perfmodel.search.cost import Pricing
 from perfmodel.search.whatif import (
     default_gpu_counts,
-    error_clause,
     format_whatif,
     hardware_whatif,
     parse_systems,
@@ -118,6 +118,18 @@ def test_deadline_inside_the_run_time_range_is_marked() -> None:
     text = format_whatif(res)
     assert "deadline ~: the 80% run-time range straddles the deadline" in text
     assert "it may miss the deadline" in res.verdict
+
+
+def test_deadline_mark_only_where_the_run_time_range_is_bounded() -> None:
+    """Before: ``yes~`` on an unbounded range (the widest the record gives, standing in for one
+    it cannot bound), where the plan and systems searches mark no tie (``answers.ties``)."""
+    res = _whatif(-0.5, 0.5, deadline_s=None)
+    run = {(p.system, p.gpus): p.run_time_s for p in res.points}
+    deadline = run[("slow", 4)] * 1.1  # inside the range: marked when bounded (test above)
+    res = _whatif(-0.5, 0.5, bounded=False, deadline_s=deadline)
+    p = next(q for q in res.points if (q.system, q.gpus) == ("slow", 4))
+    assert p.meets_deadline and p.deadline_cell(deadline) == "yes"
+    assert "deadline ~" not in format_whatif(res) and "may miss" not in res.verdict
 
 
 def test_deadline_without_a_run_time_cannot_be_judged() -> None:
