@@ -211,8 +211,10 @@ class ParallelismPlan(FlatRecord):
     hsdp
         FSDP hybrid sharding (PyTorch ``fully_shard`` over a 2-D mesh / FSDP1
         ``ShardingStrategy.HYBRID_SHARD``): model state sharded over groups of ``hsdp``
-        data-parallel ranks (typically one server) and replicated across the ``dp / hsdp``
-        groups; 0 (default) shards over all ``dp`` ranks.
+        data-parallel ranks (typically one server) times their ``cp`` context-parallel ranks
+        (:attr:`fsdp_degree`) and replicated across the ``dp / hsdp`` groups; 0 (default) shards
+        over all ``dp x cp`` ranks (:attr:`grad_replicas`). ``hsdp`` is torchtitan's
+        ``data_parallel_shard_degree`` (``dp / hsdp`` its ``data_parallel_replicate_degree``).
     dp_mode, learners_per_gpu, sync_period, ps_host, ps_shards
         The data-parallel variant and its knobs (see :class:`DPMode`).
     """
@@ -398,11 +400,34 @@ class ParallelismPlan(FlatRecord):
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def fsdp_degree(self) -> int:
+        """Ranks an FSDP plan shards the dense model state over: ``hsdp x cp`` under hybrid
+        sharding, else :attr:`grad_replicas` (``dp x cp``); 1 without FSDP.
+
+        torchtitan shards over the context-parallel ranks too: FSDP's mesh is the flattened
+        ``dp_shard_cp`` (``dp_shard x cp`` ranks, context-parallel rank fastest), 2-D
+        ``(dp_replicate, dp_shard_cp)`` under HSDP, and FSDP runs whenever ``dp_shard > 1 or cp >
+        1`` (``torchtitan/parallelisms/parallel_dims.py`` ``build_mesh`` and
+        ``parallelize_llama.py`` at 3f20451, 2024-12-27; ``ParallelDims.fsdp_enabled`` and the
+        ``fsdp`` mesh of size ``dp_shard * cp`` in ``torchtitan/distributed/parallel_dims.py`` at
+        b5bcd76, 2026-08-21).
+
+        >>> ParallelismPlan(dp=4, cp=2, fsdp=True, hsdp=2).fsdp_degree
+        4
+        >>> ParallelismPlan(dp=1, cp=8, fsdp=True).fsdp_degree
+        8
+        """
+        if not self.fsdp:
+            return 1
+        return self.hsdp * self.cp if self.hsdp else self.grad_replicas
+
+    @property
     def fsdp_shards(self) -> bool:
-        """Whether this FSDP plan shards model state: ``fsdp`` with a shard degree above 1 (the
-        HSDP shard group ``hsdp``, else :attr:`grad_replicas`). An FSDP plan of shard degree 1
-        (one GPU, ``hsdp=1``) runs unsharded, as the FSDP stacks do (torchtitan
-        ``parallel_dims.fsdp_enabled`` at 3f20451; FSDP1's ``NO_SHARD`` clamp at world size 1;
+        """Whether this FSDP plan shards model state: ``fsdp`` with a :attr:`fsdp_degree` above
+        1 (``hsdp x cp`` under HSDP, else :attr:`grad_replicas`; ``dp = 1, cp > 1`` shards over
+        the context-parallel ranks, as torchtitan does). An FSDP plan of shard degree 1 (one
+        GPU, ``hsdp=1`` without context parallelism) runs unsharded, as the FSDP stacks do
+        (torchtitan ``parallel_dims.fsdp_enabled`` at 3f20451; FSDP1's ``NO_SHARD`` clamp at world size 1;
         FSDP2's world-size-1 fast path: :func:`perfmodel.parallel.recipe.build_recipe`), so its
         label, recipe and interval features say so.
 
@@ -413,7 +438,7 @@ class ParallelismPlan(FlatRecord):
         ``maybe_enable_amp``) and then, a one-GPU / DDP run trained under ``torch.autocast``
         and a TP or PP run without FSDP in FP32; before 0b44d4c (the preset's Dec 2024 pin,
         3f20451) every run without FSDP trained in FP32."""
-        return self.fsdp and (self.hsdp or self.grad_replicas) > 1
+        return self.fsdp_degree > 1
 
     @property
     def shard_stage(self) -> int:

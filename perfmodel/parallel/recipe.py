@@ -240,7 +240,9 @@ class Recipe:
     bucket_bytes, first_bucket_bytes
         Gradient bucket sizes in bytes (``None``: one bucket of all gradients).
     shard_group
-        Ranks model state is sharded over under HSDP (0: the whole data-parallel group).
+        Ranks model state is sharded over under HSDP, ``hsdp x cp``
+        (:attr:`~perfmodel.parallel.plan.ParallelismPlan.fsdp_degree`: torchtitan's
+        ``dp_shard_cp`` mesh); 0: the whole ``dp x cp`` group.
     grad_reduce_op
         The gradient collective over the data-parallel group: reduce-scatter from ZeRO-1 on,
         all-reduce without sharding or where the stack all-reduces and keeps its shard
@@ -652,7 +654,7 @@ def build_recipe(
         ),
         pp_send=CommPolicy(True, "send_fwd/send_bwd"),
         bucket_bytes=_bucket_bytes(preset, plan, r),
-        shard_group=plan.hsdp if sharding is Sharding.HSDP else 0,
+        shard_group=plan.fsdp_degree if sharding is Sharding.HSDP else 0,
         selective_recompute=(
             ModuleRecompute(recompute_modules) if recompute_modules else preset.selective_recompute
         ),

@@ -22,8 +22,10 @@ constraints, Narayanan et al. SC21 section 3):
   constraint);
 - several learners per GPU (Crossbow) only without model parallelism and without ZeRO (model
   averaging is not a sharded gradient all-reduce);
-- knobs that cannot matter are not varied (schedule with ``pp = 1``, ZeRO with ``dp = 1``,
-  sequence parallelism with ``tp = 1``), so no two plans are the same computation.
+- knobs that cannot matter are not varied (schedule with ``pp = 1``, ZeRO with ``dp x cp = 1``:
+  the stacks shard model state over the context-parallel ranks too, so ``dp = 1, cp > 1``
+  searches the ZeRO/FSDP stages; sequence parallelism with ``tp = 1``), so no two plans are the
+  same computation.
 
 Every rejected raw combination is counted under its reason, so a user sees why a plan they
 expected is missing. Whether a plan fits in memory is the predictor's call (it is pruned later,
@@ -323,7 +325,7 @@ def enumerate_plans(
                     continue
                 dp = rest // pp
                 for ep in _expert_degrees(dp, tp, cp, shape, sp, rejected):
-                    for plan in _inner_plans(dp, tp, pp, global_batch, shape, sp, rejected):
+                    for plan in _inner_plans(dp, tp, pp, cp, global_batch, shape, sp, rejected):
                         plans.append({**plan, "ep": ep, "cp": cp})
     return Enumeration(tuple(plans), dict(rejected))
 
@@ -357,11 +359,27 @@ def _inner_plans(
     dp: int,
     tp: int,
     pp: int,
+    cp: int,
     global_batch: int,
     shape: ModelShape,
     sp: SearchSpace,
     rejected: Counter[str],
 ) -> Iterator[dict[str, Any]]:
+    """The plans of one ``(dp, tp, pp, cp)``: learners, micro-batch sizes, schedules, ZeRO
+    stages, recomputation and sequence parallelism.
+
+    ZeRO stages other than 0 are searched wherever the dense weights have replicas, ``dp x cp >
+    1`` (:attr:`~perfmodel.parallel.plan.ParallelismPlan.grad_replicas`), not only at ``dp > 1``:
+    the stacks shard model state over the context-parallel ranks too. torchtitan applies FSDP when
+    ``dp_shard > 1 or cp > 1``, over the flattened ``dp_shard_cp`` mesh
+    (``torchtitan/parallelisms/parallelize_llama.py`` and ``parallel_dims.py`` at 3f20451,
+    2024-12-27, the preset's pin; ``ParallelDims.fsdp_enabled`` and the ``fsdp`` mesh of
+    ``dp_shard x cp`` ranks in ``torchtitan/distributed/parallel_dims.py`` at b5bcd76,
+    2026-08-21); Megatron-Core's distributed optimizer shards over the data-parallel group with
+    context parallelism (``dp_cp_group``, ``megatron/core/optimizer/__init__.py`` at d98e8a6,
+    2026-08-22). So FSDP at ``dp = 1, cp = 8`` (torchtitan's "FSDP 1, CP 8" benchmark rows) is
+    enumerated.
+    """
     learners = sp.learners_per_gpu if (tp == 1 and pp == 1) else (1,)
     n_multi = sum(1 for k in sp.learners_per_gpu if k > 1)
     if (tp > 1 or pp > 1) and n_multi:
@@ -375,7 +393,7 @@ def _inner_plans(
                 scheds.extend(("interleaved", v) for v in sp.interleave if v > 1)
             else:
                 scheds.append((s, 1))
-    zeros = (sp.zero_stages or UNSHARDED_ZERO_STAGES) if dp > 1 else (0,)
+    zeros = (sp.zero_stages or UNSHARDED_ZERO_STAGES) if dp * cp > 1 else (0,)
     seq_par = (sp.sequence_parallel or (False,)) if tp > 1 else (False,)
     for k in learners:
         if global_batch % (dp * k):
