@@ -546,10 +546,13 @@ def _plan_shown(args: argparse.Namespace) -> bool:
 def _unsharded_note(plan: Any) -> str:
     """``"not sharded: ..."`` where the plan's preset (or ``--zero``) shards model state over
     data-parallel GPUs (ZeRO stage >= 1 or FSDP, :attr:`~perfmodel.parallel.plan.ParallelismPlan.
-    shard_stage`) but the plan has one replica (``dp=1``: nothing to shard over, every byte of
-    the state on the GPU, as ``predict`` on one GPU); empty otherwise (audit15 item 5: maxbatch
-    said llama3_8b fsdp does not fit on an H100 where predict on 64 fits at 53 GiB)."""
-    if not plan.shard_stage or plan.dp > 1:
+    shard_stage`) but the plan has one replica (``dp x cp = 1``,
+    :attr:`~perfmodel.parallel.plan.ParallelismPlan.grad_replicas`: nothing to shard over, every
+    byte of the state on the GPU, as ``predict`` on one GPU); empty otherwise (audit15 item 5:
+    maxbatch said llama3_8b fsdp does not fit on an H100 where predict on 64 fits at 53 GiB). A
+    ``dp=1, cp>1`` plan shards over its context-parallel ranks (torchtitan's ``dp_shard_cp``,
+    Megatron-Core's data-parallel-with-context-parallel group; fix18)."""
+    if not plan.shard_stage or plan.grad_replicas > 1:
         return ""
     how = "FSDP" if plan.fsdp else f"ZeRO-{plan.zero}"
     return (

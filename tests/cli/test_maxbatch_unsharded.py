@@ -41,3 +41,19 @@ def test_no_note_where_nothing_is_left_unsharded(
 ) -> None:
     assert "not sharded" not in _run(capsys, *extra)
     assert "note" not in json.loads(_run(capsys, *extra, "--json"))
+
+
+def test_context_parallel_ranks_are_peers_to_shard_over(capsys: pytest.CaptureFixture[str]) -> None:
+    """dp=1, cp=2 under FSDP shards the state over the two context-parallel ranks, so no "not
+    sharded" note (it said one before fix18's follow-up)."""
+    argv = ["model", "maxbatch", "llama3_8b", "--gpu", "H100-SXM5-80GB", "--precision", "bf16"]
+    argv += ["--optimizer", "adam", "--software", "fsdp", "--json"]
+    one = json.loads(_cli(capsys, *argv, "--plan", "dp=1"))
+    two = json.loads(_cli(capsys, *argv, "--plan", "dp=1,cp=2"))
+    assert one["note"].startswith("not sharded")
+    assert "note" not in two
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
