@@ -146,3 +146,19 @@ def test_recent_terms_of_an_nvls_tree_are_marked_for_the_correction() -> None:
         terms = recent_terms(model.nccl, CollectiveOp.ALLREDUCE, info)
         tree = [t for t in terms if t[0] is Algorithm.NVLS_TREE]
         assert len(tree) == 1 and tree[0][5] is marked
+
+
+def test_bounded_memo_put_keeps_what_get_keeps() -> None:
+    """``BoundedMemo.put`` (the writes of ``GroupMemo._member_keys`` and
+    ``SharedResults._reads_of`` / ``_shared_reads``) keeps at most ``size`` entries, the first
+    kept dropped first, as ``get`` does on a miss; a key already kept is replaced in place."""
+    from perfmodel._memo import BoundedMemo
+
+    put, got = BoundedMemo[int, int](3), BoundedMemo[int, int](3)
+    for k in (5, 1, 5, 7, 2, 9, 1):
+        got.get(k, lambda k=k: k * k)
+        if k not in put.entries:
+            put.put(k, k * k)
+    assert put.entries == got.entries == {2: 4, 9: 81, 1: 1}
+    put.put(9, 0)
+    assert list(put.entries.items()) == [(2, 4), (9, 0), (1, 1)]
