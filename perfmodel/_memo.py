@@ -43,5 +43,20 @@ class BoundedMemo(Generic[K, V]):
             self.entries[key] = hit
         return hit  # type: ignore[return-value]
 
+    def put(self, key: K, value: V) -> None:
+        """Keep ``value`` under ``key`` (hashable), the oldest entry dropped first where a new
+        key finds the memo full: what :meth:`get` keeps on a miss, for callers that read
+        :attr:`entries` themselves and decide afterwards whether to keep what they made.
+
+        >>> memo = BoundedMemo[str, int](2)
+        >>> memo.put("a", 1); memo.put("b", 2); memo.put("a", 3); memo.put("c", 4)
+        >>> memo.entries
+        {'b': 2, 'c': 4}
+        """
+        entries = self.entries
+        if key not in entries and len(entries) >= self.size:
+            entries.pop(next(iter(entries)))
+        entries[key] = value
+
     def __len__(self) -> int:
         return len(self.entries)

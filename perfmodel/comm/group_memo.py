@@ -128,7 +128,9 @@ class GroupMemo:
         ] = BoundedMemo(PATTERN_MEMO_SIZE)
         self._unsummarised: set[tuple[Any, ...]] = set()
         #: members -> what :meth:`numbers_key` reads of the members alone (:meth:`_member_key`)
-        self._member_keys: dict[tuple[str, ...], tuple[bool, Any]] = {}
+        self._member_keys: BoundedMemo[tuple[str, ...], tuple[bool, Any]] = BoundedMemo(
+            PATTERN_MEMO_SIZE
+        )
 
     def info(self, members: tuple[str, ...]) -> GroupInfo:
         """The analysis of the group ``members`` (checked), made or read off a shared one and
@@ -239,13 +241,11 @@ class GroupMemo:
         members; whether that pattern or twin has been analysed is asked every time, as
         before, so the answer is the same in every state of the memos (issue 27).
         """
-        got = self._member_keys.get(members) if self.MEMBER_KEYS else None
+        got = self._member_keys.entries.get(members) if self.MEMBER_KEYS else None
         if got is None:
             got = self._member_key(members)
             if self.MEMBER_KEYS:
-                if len(self._member_keys) >= PATTERN_MEMO_SIZE:
-                    self._member_keys.pop(next(iter(self._member_keys)))
-                self._member_keys[members] = got
+                self._member_keys.put(members, got)
         spans, key = got
         if spans:  # the ring pattern's key, where a group of the pattern has been analysed
             return key if key is not None and key in self._patterns.entries else None
@@ -570,7 +570,9 @@ class SharedResults:
             PATTERN_MEMO_SIZE
         )
         #: id of a representative -> (it, :func:`pricing_reads` of it)
-        self._reads_of: dict[int, tuple[GroupInfo, tuple[Any, ...]]] = {}
+        self._reads_of: BoundedMemo[int, tuple[GroupInfo, tuple[Any, ...]]] = BoundedMemo(
+            PATTERN_MEMO_SIZE
+        )
         #: (op, bytes, pricing reads, algorithm) -> result (:meth:`_by_reads`; bounded as the
         #: other memos: a plan search prices a few dozen sizes per pattern)
         self._shared_reads: BoundedMemo[tuple[Any, ...], CommResult] = BoundedMemo(
@@ -656,11 +658,10 @@ class SharedResults:
         reads (:func:`pricing_reads`; issue 27: the rings of local ids 0 and 4 of a tp 4 plan's
         stages on DGX A100, two ring patterns with one set of numbers, priced each message size
         twice); ``None`` where those values do not hash (then priced as before)."""
-        got = self._reads_of.get(id(rep))
+        got = self._reads_of.entries.get(id(rep))
         if got is None or got[0] is not rep:  # the entry holds rep: its id is rep's
-            if len(self._reads_of) >= PATTERN_MEMO_SIZE:
-                self._reads_of.pop(next(iter(self._reads_of)))
-            got = self._reads_of[id(rep)] = (rep, pricing_reads(self._groups.links, rep))
+            got = (rep, pricing_reads(self._groups.links, rep))
+            self._reads_of.put(id(rep), got)
         key = (op, m, got[1], algo)
         shared = self._shared_reads.entries
         try:
@@ -670,9 +671,7 @@ class SharedResults:
         if res is None:
             res = self._price(op, m, rep, algo)
             if res.algorithm in BY_GROUP_NUMBERS:
-                if len(shared) >= self._shared_reads.size:
-                    shared.pop(next(iter(shared)))
-                shared[key] = res
+                self._shared_reads.put(key, res)
         return res
 
     def _by_shape(

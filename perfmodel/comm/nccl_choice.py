@@ -23,7 +23,7 @@ from perfmodel._memo import BoundedMemo
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupInfo, gpu_reduce_Bps
 from perfmodel.comm.nccl_env import NcclEnv, nccl_env_of
 from perfmodel.comm.nccl_graph import NCCL_MAXCHANNELS, inter_graph_channels
-from perfmodel.comm.nccl_recent import nvls_servers, recent_candidates
+from perfmodel.comm.nccl_recent import Term, nvls_servers, priced_terms, recent_terms
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.p2p_read import ring_copy_s
 from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
@@ -64,6 +64,12 @@ class NcclChoice:
     #: recent candidates (:meth:`_other_candidates`) and asks no more (tests compare both ways).
     NONE_KEPT = True
 
+    #: Whether :meth:`candidates` keeps per table entry the size-free terms of the in-switch
+    #: and recent candidates (:meth:`_other_terms`) and prices them per size
+    #: (:func:`~perfmodel.comm.nccl_recent.priced_terms`) instead of reading the group and
+    #: the release again for each size (tests compare both ways).
+    TERMS_KEPT = True
+
     def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
         self.topology = topology
         self.links = links
@@ -74,7 +80,8 @@ class NcclChoice:
         self.env: NcclEnv = nccl_env_of(topology)
         #: (op, id of a GroupInfo, tuner release) -> [that GroupInfo, :meth:`table`, the ring
         #: plateau's (size from, factor), whether :meth:`_other_candidates` are none at any
-        #: size (``None``: not asked yet)]
+        #: size (``None``: not asked yet), their size-free :meth:`_other_terms` (``None``: not
+        #: read yet)]
         self._tables: BoundedMemo[tuple[CollectiveOp, int, str], list[Any]] = BoundedMemo(
             PATTERN_MEMO_SIZE
         )
@@ -161,7 +168,13 @@ class NcclChoice:
         the in-switch and recent candidates (:meth:`_other_candidates`) are none, which no
         size decides (every condition they test reads the group, the op, the release and the
         fabric, never ``m``), so a group without them is not asked again for each new size
-        (issue 27: a new plan prices 20-40 new sizes)."""
+        (issue 27: a new plan prices 20-40 new sizes); where they are some, their size-free
+        terms (:meth:`_other_terms`: which candidates, each one's latency and bandwidths) are
+        kept likewise and priced per size (:func:`~perfmodel.comm.nccl_recent.priced_terms`:
+        ``latency + m / algbw``, and the NVLS tree's size correction below 1 GiB, the one
+        size threshold they have, applied as in one pass), so a data-parallel all-gather or
+        reduce-scatter over one GPU per server with PAT (NCCL >= 2.23) reads the group and
+        the release once (issue 27, wave 15b)."""
         if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
             return []
         tuner = tuner or self.tuner
@@ -187,7 +200,12 @@ class NcclChoice:
                 continue
             out.append((lat + m / algbw, algo, proto, lat, bus))
         if entry[3] is not True or not self.NONE_KEPT:  # unless known to be none at any size
-            others = self._other_candidates(op, m, info)
+            if self.TERMS_KEPT:  # the group's size-free terms, priced at this size
+                if entry[4] is None:
+                    entry[4] = self._other_terms(op, info)
+                others = priced_terms(entry[4], m, self.tuner)
+            else:
+                others = self._other_candidates(op, m, info)
             entry[3] = not others if entry[3] is None else entry[3]
             out.extend(others)
         env = self.env
@@ -209,7 +227,8 @@ class NcclChoice:
     def _entry(self, op: CollectiveOp, info: GroupInfo, tuner: NcclTuner) -> list[Any]:
         """A new :attr:`_tables` entry of ``op`` over ``info`` priced by ``tuner``: the
         group, :meth:`table`, the ring plateau's ``(size from which it applies, factor)`` and
-        ``None`` (whether :meth:`_other_candidates` are none: not asked yet)."""
+        ``None`` (whether :meth:`_other_candidates` are none: not asked yet) and ``None``
+        (their size-free :meth:`_other_terms`: not read yet)."""
         if tuner.per_channel_caps:  # nBytes / (nChannels x nRanks) >= 64 (2.18+)
             plateau_from = tuner.plateau_bytes_per_rank_channel * info.n * len(info.channels)
         else:
@@ -219,6 +238,7 @@ class NcclChoice:
             self.table(op, info, tuner),
             (plateau_from, tuner.plateau(info.gpu_arch)),
             None,
+            None,
         ]
 
     def _other_candidates(
@@ -226,9 +246,15 @@ class NcclChoice:
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
         """The candidates beyond NCCL's ring/tree table, in the order :meth:`candidates` adds
         them: the in-switch all-reduces (:meth:`in_switch_candidates`), then NVLS, NVLS tree and
-        PAT (:func:`~perfmodel.comm.nccl_recent.recent_candidates`)."""
-        out = self.in_switch_candidates(m, info) if op is CollectiveOp.ALLREDUCE else []
-        out.extend(recent_candidates(self, op, m, info))
+        PAT (:func:`~perfmodel.comm.nccl_recent.recent_candidates`): :meth:`_other_terms`
+        priced at ``m`` bytes."""
+        return priced_terms(self._other_terms(op, info), m, self.tuner)
+
+    def _other_terms(self, op: CollectiveOp, info: GroupInfo) -> list[Term]:
+        """:meth:`_other_candidates` without the size (:meth:`in_switch_terms`, then
+        :func:`~perfmodel.comm.nccl_recent.recent_terms`)."""
+        out = self.in_switch_terms(info) if op is CollectiveOp.ALLREDUCE else []
+        out.extend(recent_terms(self, op, info))
         return out
 
     def table(
@@ -393,7 +419,14 @@ class NcclChoice:
     def in_switch_candidates(
         self, m: float, info: GroupInfo
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
-        """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across.
+        """All-reduce with the switches reducing, :meth:`in_switch_terms` priced at ``m`` bytes
+        (:func:`~perfmodel.comm.nccl_recent.priced_terms`)."""
+        return priced_terms(self.in_switch_terms(info), m, self.tuner)
+
+    def in_switch_terms(self, info: GroupInfo) -> list[Term]:
+        """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across;
+        without the size (:data:`~perfmodel.comm.nccl_recent.Term`: no condition, latency or
+        bandwidth here reads it).
 
         NVLS (Simple protocol only; NCCL >= 2.17): NCCL 2.28+'s model of its NVLS graph
         (:mod:`perfmodel.comm.nvls`): bus bandwidth ``2 k s x eff x (k - 1)/k`` with ``k``
@@ -408,7 +441,7 @@ class NcclChoice:
         per server, x 0.85 on Hopper+, algorithm bandwidth half of it; latency
         ``2 (3.7 us + (ppn - 1) 0.4 us) + 31 us``.
         """
-        out: list[tuple[float, Algorithm, Protocol, float, float]] = []
+        out: list[Term] = []
         n = info.n
         if info.nodes == 1 and released(self.release, NVLS_FROM) and nvls_servers(self.links, info):
             k, s = nvls_graph(info.gpu_arch, n, info.nvlinks)
@@ -416,7 +449,7 @@ class NcclChoice:
             if bus > 0:
                 algbw = bus * n / (2 * (n - 1))
                 lat = P.NCCL227_NVLS_LATENCY_S
-                out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, bus))
+                out.append((Algorithm.NVLS, Protocol.SIMPLE, lat, algbw, bus, False))
         fabric = self.topology.fabric
         if info.nodes > 1 and fabric is not None and fabric.sharp and info.gpus:
             ppn = info.local
@@ -430,7 +463,7 @@ class NcclChoice:
                 + P.NCCL_COLLNET_NET_LATENCY_S
             )  # fmt: skip
             if algbw > 0 and math.isfinite(algbw):
-                out.append((lat + m / algbw, Algorithm.COLLNET, Protocol.SIMPLE, lat, bus))
+                out.append((Algorithm.COLLNET, Protocol.SIMPLE, lat, algbw, bus, False))
         return out
 
     def chain_time(

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from perfmodel.comm.group import GroupInfo
     from perfmodel.comm.links import DirectedLinks
     from perfmodel.comm.nccl_choice import NcclChoice
+    from perfmodel.comm.tuner import NcclTuner
 
 Candidate = tuple[float, Algorithm, Protocol, float, float]
 
@@ -114,7 +115,8 @@ def nvls_servers(links: DirectedLinks, info: GroupInfo) -> bool:
 def recent_candidates(
     choice: NcclChoice, op: CollectiveOp, m: float, info: GroupInfo
 ) -> list[Candidate]:
-    """NVLS all-gather / reduce-scatter, NVLS tree all-reduce and PAT candidates for ``op``.
+    """NVLS all-gather / reduce-scatter, NVLS tree all-reduce and PAT candidates for ``op``:
+    :func:`recent_terms` priced at ``m`` bytes (:func:`priced_terms`).
 
     >>> from perfmodel.topology import load_system
     >>> from perfmodel.comm import CommCostModel
@@ -130,7 +132,40 @@ def recent_candidates(
     >>> [round(m.collective("allgather", 2**20, g, a).time_s * 1e6, 1) for a in ("pat", "ring")]
     [99.2, 129.8]
     """
+    return priced_terms(recent_terms(choice, op, info), m, choice.tuner)
+
+
+#: A candidate without its size (:func:`recent_terms`): (algorithm, protocol, latency (s),
+#: algorithm bandwidth (B/s) before any size correction, the bandwidth the candidate reports
+#: (B/s), whether NCCL 2.29's NVLS tree size correction applies).
+Term = tuple[Algorithm, Protocol, float, float, float, bool]
+
+
+def priced_terms(terms: list[Term], m: float, tuner: NcclTuner) -> list[Candidate]:
+    """The candidates of size-free ``terms`` (:func:`recent_terms`,
+    :meth:`~perfmodel.comm.nccl_choice.NcclChoice.in_switch_terms`) at ``m`` bytes: time
+    ``latency + m / algbw``, where a term marked for the NVLS tree correction first takes
+    ``algbw x treeCorrectionFactor[Simple][logSize]`` for ``logSize = floor(log2(max(m / 64,
+    1))) < 24`` (NCCL 2.29 ``ncclTopoGetAlgoTime``), the one place a size enters besides the
+    division: the same operations on the same floats as one pass reading ``m`` throughout."""
     out: list[Candidate] = []
+    for algo, proto, lat, algbw, reported, corrected in terms:
+        if corrected:
+            log_size = int(math.log2(max(m / 64.0, 1.0)))
+            if log_size < NVLS_TREE_CORRECTION_BELOW:
+                algbw *= tuner.tree_correction[Protocol.SIMPLE][log_size]
+        out.append((lat + m / algbw, algo, proto, lat, reported))
+    return out
+
+
+def recent_terms(choice: NcclChoice, op: CollectiveOp, info: GroupInfo) -> list[Term]:
+    """:func:`recent_candidates` without the size: which candidates the group has and each
+    one's latency and bandwidths (:data:`Term`). Every condition reads the op, the group's
+    analysis, the release, the host CPU and the tuner table, never the size, and so does
+    every latency and bandwidth but the NVLS tree's size correction (marked in the term), so
+    a group's terms are one list for every size (:meth:`NcclChoice.candidates
+    <perfmodel.comm.nccl_choice.NcclChoice.candidates>` keeps it per table entry)."""
+    out: list[Term] = []
     n, nodes = info.n, info.nodes
     release = choice.release
     gather = op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER)
@@ -141,7 +176,7 @@ def recent_candidates(
         algbw = nvls_bus_Bps(eff, k, s, allreduce=False, ppn=n)  # no bus-factor ratio
         lat = P.NCCL227_NVLS_LATENCY_S
         if algbw > 0:
-            out.append((lat + m / algbw, Algorithm.NVLS, Protocol.SIMPLE, lat, algbw))
+            out.append((Algorithm.NVLS, Protocol.SIMPLE, lat, algbw, algbw, False))
     if (
         op is CollectiveOp.ALLREDUCE
         and nodes > 1
@@ -161,13 +196,10 @@ def recent_candidates(
         lat = P.NCCL227_NVLS_LATENCY_S + 2 * _log2i(nodes) * P.NCCL227_NVLS_TREE_NET_LATENCY_S
         if bus > 0 and math.isfinite(bus):
             algbw = bus * n / (2 * (n - 1))
-            if arch_index(info.gpu_arch) >= 3 and choice.cpu_vendor in ("intel", "amd"):
-                # NCCL 2.29 ncclTopoGetAlgoTime: NVLS tree on Blackwell with x86 hosts takes the
-                # tree's size correction below 2**24 x 64 B (1 GiB)
-                log_size = int(math.log2(max(m / 64.0, 1.0)))
-                if log_size < NVLS_TREE_CORRECTION_BELOW:
-                    algbw *= choice.tuner.tree_correction[Protocol.SIMPLE][log_size]
-            out.append((lat + m / algbw, Algorithm.NVLS_TREE, Protocol.SIMPLE, lat, bus))
+            # NCCL 2.29 ncclTopoGetAlgoTime: NVLS tree on Blackwell with x86 hosts takes the
+            # tree's size correction below 2**24 x 64 B (1 GiB): priced_terms
+            corrected = arch_index(info.gpu_arch) >= 3 and choice.cpu_vendor in ("intel", "amd")
+            out.append((Algorithm.NVLS_TREE, Protocol.SIMPLE, lat, algbw, bus, corrected))
     if (
         gather
         and nodes == n
@@ -182,5 +214,5 @@ def recent_candidates(
             + n * P.NCCL227_PAT_PER_RANK_LATENCY_S
         )
         if algbw > 0 and math.isfinite(algbw):
-            out.append((lat + m / algbw, Algorithm.PAT, Protocol.SIMPLE, lat, algbw))
+            out.append((Algorithm.PAT, Protocol.SIMPLE, lat, algbw, algbw, False))
     return out
