@@ -178,9 +178,9 @@ def test_compute_params_recovered_through_compute_model(peak_frac, mem_eff, laun
 
 def test_compute_params_recovery_on_a_draw_the_normal_reading_understates() -> None:
     """Session 14's draw (promoted from a strict xfail by fix17): the peak is 4.4% off, 5.4 of
-    its standard errors (0.82%): a 1-in-2,000 event for Student's t with the fit's 10 residual
-    degrees of freedom (the draw's residuals happen to be small, so ``s`` is), 1 in 10^7 for
-    the normal. The interval reads the errors with t (``FitResult.halfwidth``)."""
+    its standard errors (0.82%): about a 1-in-3,300 event (two-sided) for Student's t with the
+    fit's 10 residual degrees of freedom (the draw's residuals happen to be small, so ``s`` is),
+    1 in 1.5 x 10^7 for the normal. The interval reads the errors with t (``FitResult.halfwidth``)."""
     inner = test_compute_params_recovered_through_compute_model.hypothesis.inner_test
     inner(peak_frac=0.5, mem_eff=0.5, launch_us=7.0, seed=43)
 

@@ -87,7 +87,6 @@ def test_bad_numeric_flag_exits_2_naming_it(
     value = BAD_VALUES[kind][pick % len(BAD_VALUES[kind])]
     rc, err = run_cli([*before, f"{flag}={value}"], capsys)
     assert rc == 2, f"{flag}={value!r} exited {rc}"
-    assert "Traceback" not in err
     assert flag.lstrip("-") in err or "usage:" in err
 
 
