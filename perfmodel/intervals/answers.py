@@ -43,7 +43,8 @@ TIME_FIELDS = ("iteration_time_s", "epoch_time_s")
 #: is one of them: Daly's expected wall-clock time is linear in the failure-free time at a given
 #: checkpoint interval (:func:`perfmodel.report.goodput.daly_wall_time_s`), and the interval
 #: (Daly's optimum, from the save time and the job MTBF) does not depend on the step time. The
-#: energy is not: a slower step is not the same power for longer (its busy fraction changes).
+#: energy is not: a slower step is not the same power for longer (its busy fraction changes);
+#: its range is the power model's at the step range's ends (:data:`ENERGY_FIELDS`).
 RUN_FIELDS: Mapping[str, tuple[str, ...]] = {
     "token_budget": ("time_to_train_s", "gpu_hours", "cost"),
     "training_run": (
@@ -54,6 +55,12 @@ RUN_FIELDS: Mapping[str, tuple[str, ...]] = {
         "cost_per_million_tokens",
     ),
 }
+
+#: Fields of a run estimate (JSON ``training_run``) whose ``_low`` / ``_high`` are not the step
+#: time's scaling but the linear power model evaluated at the step range's ends
+#: (:meth:`perfmodel.report.goodput.RunEstimate.energy_ranges`, :func:`perfmodel.report.goodput.
+#: energy_range`): the text's ``80% range ... kJ per step; run ... MWh`` line.
+ENERGY_FIELDS = ("energy_ideal_j", "energy_wall_clock_j")
 
 
 @dataclass(frozen=True)

@@ -97,3 +97,46 @@ def test_run_range_is_the_iteration_times_scaled() -> None:
     assert lo == pytest.approx(81.873075, rel=1e-6) and hi == pytest.approx(134.985881, rel=1e-6)
     assert (si.low["epoch_time_s"], si.high["epoch_time_s"]) == (lo, hi)
     assert math.isclose(si.run_range(2.0)[1], si.high["iteration_time_s"])
+
+
+def test_training_run_json_carries_the_energy_range(capsys) -> None:
+    """fix17 gave the energy a range in the text (``80% range A - B kJ per step; run C - D MWh``)
+    but not in ``--json``; ``training_run`` now carries ``energy_ideal_j`` and
+    ``energy_wall_clock_j`` ``_low`` / ``_high``: the power model at the step range's ends
+    (``energy_range`` of the step energy at ``iteration_time_s_low`` / ``_high``, times the
+    steps), the same numbers the text prints, wider than the step time's scaling."""
+    from perfmodel.intervals.answers import ENERGY_FIELDS
+
+    d = _json(capsys, ["predict", *H100, "--json"])
+    run = d["training_run"]
+    e = run["energy"]
+    steps = run["energy_ideal_j"] / e["energy_per_step_j"]
+    # the high end is the miss in busy seconds: the linear power model adds the load power for
+    # every second more, E + gpus x load_w x (t_high - t) per step
+    missed_s = d["iteration_time_s_high"] - d["iteration_time_s"]
+    high = e["energy_per_step_j"] + d["num_gpus"] * e["load_power_w"] * missed_s
+    assert run["energy_ideal_j_high"] == pytest.approx(high * steps, rel=1e-9)
+    for k in ENERGY_FIELDS:
+        assert run[f"{k}_low"] < run[k] < run[f"{k}_high"], k
+    t_lo = d["iteration_time_s_low"] / d["iteration_time_s"]
+    assert run["energy_ideal_j_low"] / run["energy_ideal_j"] < t_lo  # not the time's scaling
+    assert main(["predict", *H100]) == 0
+    out = capsys.readouterr().out
+    j_per_mwh = 3.6e9
+    line = (
+        f"  80% range     {run['energy_ideal_j_low'] / steps / 1e3:,.1f} - "
+        f"{run['energy_ideal_j_high'] / steps / 1e3:,.1f} kJ per step; run "
+        f"{run['energy_wall_clock_j_low'] / j_per_mwh:,.1f} - "
+        f"{run['energy_wall_clock_j_high'] / j_per_mwh:,.1f} MWh"
+    )
+    assert line in out
+
+
+def test_no_energy_range_where_the_step_has_none(capsys) -> None:
+    """A plan that does not fit in memory has no step range, so no energy range either."""
+    args = ["predict", "--system", "dgx-h100", "--model", "llama3_70b", "--global-batch", "64",
+            "--precision", "bf16", "--optimizer", "adamw", "--fidelity", "analytic", "--plan",
+            "dp=8", "--tokens", "1e10", "--json"]  # fmt: skip
+    d = _json(capsys, args)
+    assert d["fits_in_memory"] is False
+    assert not [k for k in d["training_run"] if k.endswith(("_low", "_high"))]
