@@ -10,6 +10,7 @@ import math
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import cli_json
 
 CPU = ["predict", "--system", "calibrated", "--calibration",
        "calibration/cpu-dev-amd-epyc-1thread.json", "--model", "mlp", "--batch-per-gpu", "128"]  # fmt: skip
@@ -20,18 +21,13 @@ GPT2 = ["predict", "--system", "dgx-h100", "--model", "gpt2", "--global-batch", 
         "--precision", "bf16", "--fidelity", "analytic", "--gpus", "1,2,4,8"]  # fmt: skip
 
 
-def _json(capsys, args: list[str]):
-    assert main(args) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def test_the_fast_end_stops_at_the_peak(capsys) -> None:
     """The calibrated CPU's MLP runs at 85% MFU; its pool's lower residual bound put the fast
     end at 112.5% (main e1dbb0a). Its peak is fitted (fits.gemm.fp32.peak_flops 79.64 +- 2.96
     GFLOP/s, relative 3.72%), not a datasheet figure (rev15b item 10: the note said "no step
     runs faster than the peak" and capped at 100%): the cap is the fitted peak plus 2 standard
     errors, 1 + 2 x 0.0372 = 107.4%, worded as such. Every speed and time field is cut alike."""
-    d = _json(capsys, [*CPU, "--json"])
+    d = cli_json(capsys, [*CPU, "--json"])
     bound = 1 + 2 * 2.96 / 79.64  # the profile's stated stderr, to its printed digits
     assert d["mfu_high"] == pytest.approx(bound, rel=1e-3)
     assert d["iteration_time_s_low"] == pytest.approx(
@@ -65,7 +61,7 @@ def test_a_fitted_peak_is_read_with_t(capsys, tmp_path, dof: int) -> None:
     prof["fits"]["gemm.fp32"]["dof"] = dof
     path = tmp_path / "cpu.json"
     path.write_text(json.dumps(prof))
-    d = _json(capsys, [*CPU[:4], str(path), *CPU[5:], "--json"])
+    d = cli_json(capsys, [*CPU[:4], str(path), *CPU[5:], "--json"])
     k = t_coverage_factor(2.0, dof)
     assert k > 2.0  # t is wider than the normal at every dof
     fit = prof["fits"]["gemm.fp32"]
@@ -111,12 +107,12 @@ def test_the_profile_is_read_once_per_file(monkeypatch, tmp_path) -> None:
 
 
 def test_no_cap_where_the_peak_does_not_cut(capsys) -> None:
-    d = _json(capsys, [*GPT2[:-2], "--json"])
+    d = cli_json(capsys, [*GPT2[:-2], "--json"])
     assert d["mfu_high"] < 1 and "interval_capped" not in d
 
 
 def test_a_run_that_does_not_fit_has_no_range(capsys) -> None:
-    d = _json(capsys, [*NO_FIT, "--json"])
+    d = cli_json(capsys, [*NO_FIT, "--json"])
     assert d["fits_in_memory"] is False and d["interval_level"] == 0.8
     assert not [k for k in d if k.endswith(("_low", "_high"))]
     assert "does not fit in memory" in d["interval_warning"]
@@ -129,7 +125,7 @@ def test_a_run_that_does_not_fit_has_no_range(capsys) -> None:
 def test_speedup_range_stops_at_linear(capsys) -> None:
     """gpt2 on 2 and 4 H100 is predicted under linear (1.97x, 3.80x); its ratio range went to
     2.0x+ on main. The cap cuts only the high end, and only there."""
-    rows = _json(capsys, [*GPT2, "--json"])
+    rows = cli_json(capsys, [*GPT2, "--json"])
     capped = 0
     for r in rows[1:]:
         linear = r["num_gpus"] / r["baseline_gpus"]

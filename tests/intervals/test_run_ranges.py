@@ -4,25 +4,20 @@ text, ``--json`` and a curve's column, all from one function (``answers.StepInte
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import cli_json
 
 H100 = ["--system", "dgx-h100", "--model", "llama3_8b", "--software", "torchtitan",
         "--global-batch", "16", "--precision", "bf16", "--fidelity", "analytic",
         "--optimizer", "adamw", "--tokens", "1e10", "--price-per-gpu-hour", "2.5"]  # fmt: skip
 
 
-def _json(capsys, args: list[str]):
-    assert main(args) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def test_token_budget_and_training_run_json_carry_the_step_range(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json"])
+    d = cli_json(capsys, ["predict", *H100, "--json"])
     lo = d["iteration_time_s_low"] / d["iteration_time_s"]
     hi = d["iteration_time_s_high"] / d["iteration_time_s"]
     assert lo < 1 < hi
@@ -40,13 +35,13 @@ def test_token_budget_and_training_run_json_carry_the_step_range(capsys) -> None
 
 
 def test_no_run_range_without_an_interval(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json", "--interval", "off"])
+    d = cli_json(capsys, ["predict", *H100, "--json", "--interval", "off"])
     assert not [k for k in d["token_budget"] if k.endswith(("_low", "_high"))]
     assert not [k for k in d["training_run"] if k.endswith(("_low", "_high"))]
 
 
 def test_text_prints_the_time_to_train_and_cost_ranges(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json"])
+    d = cli_json(capsys, ["predict", *H100, "--json"])
     assert main(["predict", *H100]) == 0
     out = capsys.readouterr().out.splitlines()
     i = next(n for n, line in enumerate(out) if line.startswith("time to train"))
@@ -64,7 +59,7 @@ def test_text_prints_the_time_to_train_and_cost_ranges(capsys) -> None:
 
 def test_curve_rows_carry_the_run_range(capsys) -> None:
     args = ["predict", *H100, "--gpus", "8,16"]
-    rows = _json(capsys, [*args, "--json"])
+    rows = cli_json(capsys, [*args, "--json"])
     for r in rows:
         tb = r["token_budget"]
         ratio = r["iteration_time_s_high"] / r["iteration_time_s"]
@@ -107,7 +102,7 @@ def test_training_run_json_carries_the_energy_range(capsys) -> None:
     steps), the same numbers the text prints, wider than the step time's scaling."""
     from perfmodel.intervals.answers import ENERGY_FIELDS
 
-    d = _json(capsys, ["predict", *H100, "--json"])
+    d = cli_json(capsys, ["predict", *H100, "--json"])
     run = d["training_run"]
     e = run["energy"]
     steps = run["energy_ideal_j"] / e["energy_per_step_j"]
@@ -137,6 +132,6 @@ def test_no_energy_range_where_the_step_has_none(capsys) -> None:
     args = ["predict", "--system", "dgx-h100", "--model", "llama3_70b", "--global-batch", "64",
             "--precision", "bf16", "--optimizer", "adamw", "--fidelity", "analytic", "--plan",
             "dp=8", "--tokens", "1e10", "--json"]  # fmt: skip
-    d = _json(capsys, args)
+    d = cli_json(capsys, args)
     assert d["fits_in_memory"] is False
     assert not [k for k in d["training_run"] if k.endswith(("_low", "_high"))]
