@@ -206,9 +206,11 @@ def peak_capped(
     the report has no MFU)."""
     if peak_rel_stderr is None or not math.isfinite(peak_rel_stderr) or peak_rel_stderr < 0:
         return iv
-    from perfmodel.calibration.profile import t_coverage_factor
+    k = 0.0  # a datasheet peak: no calibration module loaded (tests/test_cold_imports.py)
+    if peak_rel_stderr > 0:
+        from perfmodel.calibration.profile import t_coverage_factor
 
-    k = t_coverage_factor(PEAK_STDERRS, dof) if peak_rel_stderr > 0 else 0.0
+        k = t_coverage_factor(PEAK_STDERRS, dof)
     bound = 1.0 + k * peak_rel_stderr
     if not math.isfinite(bound):
         return iv
