@@ -615,6 +615,7 @@ def _search_cost_lines(
         WhatIfPoint,
         catalogue_gpu_spec,
         per_million_tokens_lines,
+        per_token_energy,
         per_token_figures,
     )
 
@@ -624,7 +625,8 @@ def _search_cost_lines(
         rep = dict(best.report)
         rep.setdefault("num_gpus", best.gpus)
         price = prices.get(label)
-        tok, cost, kwh = per_token_figures(rep, catalogue_gpu_spec(by_label[label]), price)
+        spec = catalogue_gpu_spec(by_label[label])
+        tok, cost, kwh = per_token_figures(rep, spec, price)
         t = float(rep["iteration_time_s"])
         points.append(
             WhatIfPoint(
@@ -648,6 +650,7 @@ def _search_cost_lines(
                 kwh_per_million_tokens=kwh,
                 price_source="" if price is None else price.source,
                 interval=residuals.get(label),
+                energy=per_token_energy(rep, spec),
             )
         )
     reports = {label: best for label, best, _, _, _ in results}

@@ -620,7 +620,7 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
         if budget is not None:
             out["token_budget"] = _run_json(step_iv, "token_budget", budget.to_dict())
         if estimate is not None:
-            out["training_run"] = _run_json(step_iv, "training_run", estimate.to_dict())
+            out["training_run"] = _run_json(step_iv, "training_run", estimate.to_dict(), estimate)
         if chakra_paths:
             out["chakra_files"] = [str(p) for p in chakra_paths]
         print_json(out)
@@ -826,15 +826,19 @@ def _run_span(step: Any) -> Any:
     return step
 
 
-def _run_json(step: Any, name: str, d: dict[str, Any]) -> dict[str, Any]:
+def _run_json(step: Any, name: str, d: dict[str, Any], estimate: Any = None) -> dict[str, Any]:
     """A token budget's or run estimate's JSON (``name``: ``token_budget``, ``training_run``)
     with ``<field>_low`` / ``<field>_high`` of its times and costs
-    (:func:`perfmodel.intervals.answers.run_fields`, the step time's range)."""
-    if step is None:
+    (:func:`perfmodel.intervals.answers.run_fields`, the step time's range) and, given the run
+    ``estimate``, of its energy (``answers.ENERGY_FIELDS``: ``RunEstimate.energy_ranges``, the
+    text's energy range line); none without a step range (:func:`_run_span`)."""
+    span = _run_span(step)
+    if span is None:
         return d
     from perfmodel.intervals.answers import RUN_FIELDS, run_fields
 
-    return {**d, **run_fields(step, d, RUN_FIELDS[name])}
+    energy = {} if estimate is None else estimate.energy_ranges(span)
+    return {**d, **run_fields(span, d, RUN_FIELDS[name]), **energy}
 
 
 def _interval_text(report: Any, step: Any, error: str) -> list[str]:

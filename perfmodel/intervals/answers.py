@@ -9,8 +9,11 @@ prints them. The method is :mod:`perfmodel.intervals.conformal`'s.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from perfmodel.intervals.conformal import (
@@ -40,7 +43,8 @@ TIME_FIELDS = ("iteration_time_s", "epoch_time_s")
 #: is one of them: Daly's expected wall-clock time is linear in the failure-free time at a given
 #: checkpoint interval (:func:`perfmodel.report.goodput.daly_wall_time_s`), and the interval
 #: (Daly's optimum, from the save time and the job MTBF) does not depend on the step time. The
-#: energy is not: a slower step is not the same power for longer (its busy fraction changes).
+#: energy is not: a slower step is not the same power for longer (its busy fraction changes);
+#: its range is the power model's at the step range's ends (:data:`ENERGY_FIELDS`).
 RUN_FIELDS: Mapping[str, tuple[str, ...]] = {
     "token_budget": ("time_to_train_s", "gpu_hours", "cost"),
     "training_run": (
@@ -51,6 +55,12 @@ RUN_FIELDS: Mapping[str, tuple[str, ...]] = {
         "cost_per_million_tokens",
     ),
 }
+
+#: Fields of a run estimate (JSON ``training_run``) whose ``_low`` / ``_high`` are not the step
+#: time's scaling but the linear power model evaluated at the step range's ends
+#: (:meth:`perfmodel.report.goodput.RunEstimate.energy_ranges`, :func:`perfmodel.report.goodput.
+#: energy_range`): the text's ``80% range ... kJ per step; run ... MWh`` line.
+ENERGY_FIELDS = ("energy_ideal_j", "energy_wall_clock_j")
 
 
 @dataclass(frozen=True)
@@ -149,13 +159,14 @@ def step_interval(
       ``low`` / ``high`` is ``None`` and the warning says why (:data:`NO_FIT`);
     - no step runs its model FLOPs faster than the peak its MFU is measured against: the fast
       end stops at MFU 100 % of a datasheet peak, at a calibrated (fitted) peak plus two of its
-      standard errors (:func:`peak_capped`, :func:`peak_uncertainty`), and the interval says so."""
+      standard errors read with Student's t of the fit's degrees of freedom (:func:`peak_capped`,
+      :func:`peak_uncertainty`), and the interval says so."""
     iv = interval(_features_of(report, scenario), Quantity.STEP, index or record_index(), level)
     d = report.to_dict() if hasattr(report, "to_dict") else report
     if d.get("fits_in_memory") is False:
         none: dict[str, float | None] = dict.fromkeys((*SPEED_FIELDS, *TIME_FIELDS))
         return StepInterval(replace(iv, warning=NO_FIT), none, dict(none))
-    return _step_values(peak_capped(iv, d.get("mfu"), peak_uncertainty(d)), d)
+    return _step_values(peak_capped(iv, d.get("mfu"), *peak_uncertainty(d)), d)
 
 
 #: The warning of a plan that does not fit in memory (its step has no range).
@@ -163,14 +174,20 @@ NO_FIT = "the plan does not fit in memory: a run that cannot happen has no range
 
 
 #: How many of its standard errors a calibrated peak may sit below the true peak before the
-#: cap binds: the two-sided 95 % normal quantile (1.96), rounded to 2. A fitted peak
-#: (``fits["gemm.<dtype>"].values["peak_flops"]``, :func:`perfmodel.calibration.profile.
-#: synthesize_spec`) is an estimate, not a bound: a step may run its model FLOPs somewhat faster.
+#: cap binds, as a normal coverage: the two-sided 95 % normal quantile (1.96), rounded to 2. A
+#: fitted peak (``fits["gemm.<dtype>"].values["peak_flops"]``, :func:`perfmodel.calibration.
+#: profile.synthesize_spec`) is an estimate, not a bound: a step may run its model FLOPs somewhat
+#: faster. A standard error estimated from ``dof`` residual degrees of freedom spans that coverage
+#: at :func:`perfmodel.calibration.profile.t_coverage_factor` ``(PEAK_STDERRS, dof)`` standard
+#: errors (Student's t; 2.28 at 10 degrees of freedom, 4.53 at 2, 13.97 at 1).
 PEAK_STDERRS = 2.0
 
 
 def peak_capped(
-    iv: ResidualInterval, mfu: float | None, peak_rel_stderr: float | None = 0.0
+    iv: ResidualInterval,
+    mfu: float | None,
+    peak_rel_stderr: float | None = 0.0,
+    dof: int | None = None,
 ) -> ResidualInterval:
     """``iv`` with its fast end at most the peak FLOP rate: a speed residual ``r`` puts the true
     MFU at ``mfu * exp(-r)``, which cannot exceed ``bound`` (the model FLOPs of a step,
@@ -179,14 +196,24 @@ def peak_capped(
     (:mod:`perfmodel.report.step`).
 
     ``peak_rel_stderr`` says what that peak is: ``0.0`` a datasheet figure, ``bound = 1``
-    (MFU 100 %); a positive relative standard error a calibrated (fitted) peak, ``bound = 1 +``
-    :data:`PEAK_STDERRS` ``* peak_rel_stderr`` (the fitted peak plus two of its standard
-    errors), worded as such; ``None`` a peak with no stated uncertainty (the best measured
-    rate, not a fit): no cap. ``iv`` itself where the bound does not cut (or the report has no
-    MFU)."""
+    (MFU 100 %); a positive relative standard error a calibrated (fitted) peak, ``bound = 1 +
+    k * peak_rel_stderr`` with ``k =`` :func:`~perfmodel.calibration.profile.t_coverage_factor`
+    ``(PEAK_STDERRS, dof)`` (the fitted peak plus the half-width of two normal standard errors'
+    coverage, read with Student's t of the fit's ``dof`` residual degrees of freedom; ``dof``
+    ``None``, a profile that records none, reads them as a normal: ``k = 2``), worded as such;
+    ``None`` a peak with no stated uncertainty (the best measured rate), or ``dof = 0`` (no
+    residual to estimate the error from): no cap. ``iv`` itself where the bound does not cut (or
+    the report has no MFU)."""
     if peak_rel_stderr is None or not math.isfinite(peak_rel_stderr) or peak_rel_stderr < 0:
         return iv
-    bound = 1.0 + PEAK_STDERRS * peak_rel_stderr
+    k = 0.0  # a datasheet peak: no calibration module loaded (tests/test_cold_imports.py)
+    if peak_rel_stderr > 0:
+        from perfmodel.calibration.profile import t_coverage_factor
+
+        k = t_coverage_factor(PEAK_STDERRS, dof)
+    bound = 1.0 + k * peak_rel_stderr
+    if not math.isfinite(bound):
+        return iv
     if mfu is None or not (0 < mfu < bound) or iv.r_lo >= math.log(mfu / bound):
         return iv
     r_lo = min(math.log(mfu / bound), iv.r_hi)
@@ -194,34 +221,66 @@ def peak_capped(
     if peak_rel_stderr == 0:
         why = f"the fast end is capped at MFU 100% ({was}: no step runs its model FLOPs faster than the peak)"
     else:
+        reading = (
+            "read as a normal: the profile records no degrees of freedom"
+            if dof is None
+            else f"read with Student's t at {dof} degrees of freedom: {k:.2f} standard errors"
+        )
         why = (
             f"the fast end is capped at MFU {100 * bound:.1f}% of the calibrated GEMM peak ({was}:"
             f" the fitted peak plus {PEAK_STDERRS:g} standard errors of "
-            f"{100 * peak_rel_stderr:.1f}%; a fitted peak is an estimate, not a bound)"
+            f"{100 * peak_rel_stderr:.1f}%, {reading}; a fitted peak is an estimate, not a bound)"
         )
     return replace(iv, r_lo=r_lo, capped=why)
 
 
-def peak_uncertainty(d: Mapping[str, Any]) -> float | None:
-    """What :func:`peak_capped` needs to know of the peak a report's MFU is against: ``0.0``
-    for a datasheet figure (every catalogue GPU, calibrated or not); for the device a
-    calibration profile synthesises (``--system calibrated``, a CPU), the relative standard
-    error of the profile's fitted peak of the MFU's dtype (``fits["gemm.<dtype>"].stderr
-    ["peak_flops"]``), or ``None`` where that peak is no fit (the best measured rate)."""
+def peak_uncertainty(d: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """What :func:`peak_capped` needs to know of the peak a report's MFU is against, as
+    ``(peak_rel_stderr, dof)``: ``(0.0, None)`` for a datasheet figure (every catalogue GPU,
+    calibrated or not); for the device a calibration profile synthesises (``--system
+    calibrated``, a CPU), the relative standard error of the profile's fitted peak of the MFU's
+    dtype (``fits["gemm.<dtype>"].stderr["peak_flops"]``) and the fit's residual degrees of
+    freedom (``None`` in a profile that records none), or ``(None, None)`` where that peak is no
+    fit (the best measured rate). The profile is read once per file version
+    (:func:`_profile_peaks`), not once per interval."""
     sc = d.get("scenario") or {}
     if sc.get("system") != "calibrated" or not sc.get("calibration"):
-        return 0.0
+        return 0.0, None
+    path = str(sc["calibration"])
+    try:
+        st = os.stat(path)
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (0, 0)  # load_profile names the missing file
+    peaks = _profile_peaks(path, stamp)
+    if peaks is None:
+        return 0.0, None
+    return peaks.get(str(d.get("mfu_peak_dtype", "")), (None, None))
+
+
+@lru_cache(maxsize=8)
+def _profile_peaks(
+    path: str, stamp: tuple[int, int]
+) -> Mapping[str, tuple[float | None, int | None]] | None:
+    """``{dtype: (relative standard error of the fitted GEMM peak, its dof)}`` of the profile at
+    ``path`` (``stamp``: its modification time in ns and size, so a rewritten file is read
+    again); ``None`` where the profile's device is a catalogue one (its peak is the datasheet's).
+    Memoised: a search asks for every plan's interval of one profile."""
     from perfmodel.calibration import load_profile
 
-    prof = load_profile(str(sc["calibration"]))
+    prof = load_profile(path)
     if prof.device_spec().vendor != "calibrated":
-        return 0.0
-    fit = prof.fits.get(f"gemm.{d.get('mfu_peak_dtype', '')}")
-    if fit is None or "peak_flops" not in fit.stderr:
         return None
-    peak = float(fit.values.get("peak_flops", 0.0))
-    rel = float(fit.stderr["peak_flops"]) / peak if peak > 0 else float("nan")
-    return rel if math.isfinite(rel) and rel >= 0 else None
+    out: dict[str, tuple[float | None, int | None]] = {}
+    for name, fit in prof.fits.items():
+        if not name.startswith("gemm.") or "peak_flops" not in fit.stderr:
+            continue
+        peak = float(fit.values.get("peak_flops", 0.0))
+        rel = float(fit.stderr["peak_flops"]) / peak if peak > 0 else float("nan")
+        out[name[len("gemm.") :]] = (
+            (rel, fit.dof) if math.isfinite(rel) and rel >= 0 else (None, None)
+        )
+    return MappingProxyType(out)
 
 
 def _features_of(report: Any, scenario: Any = None) -> Any:

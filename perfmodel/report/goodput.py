@@ -258,6 +258,27 @@ def energy_range(e: StepEnergy, t_lo_s: float, t_hi_s: float) -> tuple[float, fl
     return min(ends), max(ends)
 
 
+def kwh_per_million_tokens_range(
+    e: StepEnergy, t_lo_s: float, t_hi_s: float
+) -> tuple[float, float] | None:
+    """``(low, high)`` GPU-board kWh of a million tokens when the step takes ``t_lo_s`` to
+    ``t_hi_s``: :func:`energy_range` of the step over its tokens (a step's tokens do not
+    change with its time), ``low_j / tokens_per_step * 1e6 / J_PER_KWH``; ``None`` for a model
+    without tokens.
+
+    >>> from perfmodel.hardware import get_gpu
+    >>> e = step_energy(get_gpu("H100-SXM5-80GB"), num_gpus=8, iteration_time_s=2.0, busy_s=1.5,
+    ...                 tokens_per_step=1e6)
+    >>> [round(v, 5) for v in kwh_per_million_tokens_range(e, 1.0, 4.0)]  # 3,152 J, 19,952 J
+    [0.00088, 0.00554]
+    """
+    if not e.tokens_per_step:
+        return None
+    lo, hi = energy_range(e, t_lo_s, t_hi_s)
+    per = 1e6 / e.tokens_per_step / J_PER_KWH
+    return lo * per, hi * per
+
+
 def step_energy(
     spec: GPUSpec,
     *,
@@ -734,6 +755,7 @@ __all__ = [
     "default_read_Bps",
     "default_write_Bps",
     "goodput",
+    "kwh_per_million_tokens_range",
     "step_energy",
     "young_interval_s",
 ]

@@ -200,23 +200,32 @@ def per_token_figures(
     tok = float(tok)
     gpus = int(report.get("num_gpus") or 1)
     cost = None if price is None else price.price_per_gpu_hour * gpus * 1e6 / (tok * units.hour)
-    kwh = None
+    e = per_token_energy(report, spec)
+    return tok, cost, None if e is None else e.kwh_per_million_tokens
+
+
+def per_token_energy(report: Mapping[str, Any], spec: Any) -> Any:
+    """The :class:`~perfmodel.report.goodput.StepEnergy` of a report dict's step (its tokens
+    per step ``tokens_per_s * iteration_time_s``, busy seconds the breakdown's compute and
+    optimizer), whose ``kwh_per_million_tokens`` :func:`per_token_figures` gives and whose
+    range :meth:`WhatIfPoint.range_of` reads; ``None`` without tokens, a breakdown or a power
+    model."""
+    tok = report.get("tokens_per_s")
     bd = report.get("breakdown")
     t = report.get("iteration_time_s")
-    if spec is not None and isinstance(bd, Mapping) and isinstance(t, int | float) and t > 0:
-        from perfmodel.report.goodput import step_energy
+    if not isinstance(tok, int | float) or not tok > 0 or spec is None:
+        return None
+    if not isinstance(bd, Mapping) or not isinstance(t, int | float) or not t > 0:
+        return None
+    from perfmodel.report.goodput import step_energy
 
-        busy = float(bd.get("compute_s", 0.0)) + float(bd.get("optimizer_s", 0.0))
-        e = step_energy(
-            spec,
-            num_gpus=gpus,
-            iteration_time_s=float(t),
-            busy_s=busy,
-            tokens_per_step=tok * float(t),
-        )
-        if e is not None:
-            kwh = e.kwh_per_million_tokens
-    return tok, cost, kwh
+    return step_energy(
+        spec,
+        num_gpus=int(report.get("num_gpus") or 1),
+        iteration_time_s=float(t),
+        busy_s=float(bd.get("compute_s", 0.0)) + float(bd.get("optimizer_s", 0.0)),
+        tokens_per_step=float(tok) * float(t),
+    )
 
 
 def per_million_tokens_lines(
@@ -225,7 +234,7 @@ def per_million_tokens_lines(
     """Each system's cheapest point (by cost per million tokens when priced, else by energy)
     ranked, and why the first beats the second: its cost ratio is the price ratio over the
     ratio of tokens/s per GPU (``cost = price / (tokens/s per GPU)``) and, where the points have
-    intervals, whether the two costs' ranges separate them
+    intervals, whether the two costs' (or, unpriced, energies') ranges separate them
     (:func:`~perfmodel.intervals.wording.error_clause`), then ``why(first, second)`` (where the throughput difference comes from), when given. Empty for
     models without tokens."""
     usable = [p for p in points if p.fits_in_memory and p.tokens_per_s]
@@ -255,30 +264,34 @@ def per_million_tokens_lines(
         f"{'cost/Mtok':>10} {'kWh/Mtok':>9}",
     ]
     pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
-    first = pair[0].range_of("cost_per_million_tokens") if priced and pair else None
-    tied = {  # the plan search's mark: a cost range overlapping the cheapest's (both bounded)
+    # what ranks them, and its range: the cost's (the step time's), or the energy's (the power
+    # model at the step range's ends, WhatIfPoint.range_of)
+    name = "cost_per_million_tokens" if priced else "kwh_per_million_tokens"
+    first = pair[0].range_of(name) if pair else None
+    tied = {  # the plan search's mark: a range overlapping the first's (both bounded)
         p.system
         for p in pair[1:]
         if first is not None
-        and (r := p.range_of("cost_per_million_tokens"))
+        and (r := p.range_of(name))
         and overlaps(first, r)
         and bounded(pair[0].interval, p.interval)
     }
     for p in ranked:
         mark = "~" if p.system in tied else " " if tied else ""
+        c_mark, e_mark = (mark, "") if priced else ("", mark)
         lines.append(
             f"  {p.system:<28} {p.gpus:>5} {cell(p.tokens_per_s_per_gpu, ',.0f'):>10} "
             f"{cell(p.price_per_gpu_hour, '.4g'):>11} "
-            f"{cell(p.cost_per_million_tokens, '.4g') + mark:>10} "
-            f"{cell(p.kwh_per_million_tokens, '.3g'):>9}"
+            f"{cell(p.cost_per_million_tokens, '.4g') + c_mark:>10} "
+            f"{cell(p.kwh_per_million_tokens, '.3g') + e_mark:>9}"
         )
     if tied:
-        lines.append(tie_legend(pair[0].interval.level, "cheapest", "cost "))
+        best, figure = ("cheapest", "cost ") if priced else ("least energy", "energy ")
+        lines.append(tie_legend(pair[0].interval.level, best, figure))
     if len(pair) >= 2:
         a, b = pair[0], pair[1]
         tie = ""
-        if priced and a.interval is not None:
-            name = "cost_per_million_tokens"
+        if a.interval is not None:
             tie = error_clause(
                 a.range_of(name),
                 b.range_of(name),
@@ -381,6 +394,9 @@ class WhatIfPoint(FlatRecord):
     interval: Any = None
     """The step's :class:`~perfmodel.intervals.conformal.ResidualInterval` (``None``: no
     interval asked for, or the record gives none); :meth:`range_of` reads it."""
+    energy: Any = None
+    """The step's :class:`~perfmodel.report.goodput.StepEnergy` (:func:`per_token_energy`),
+    whose power model gives :attr:`kwh_per_million_tokens` its range (``None``: no energy)."""
 
     @property
     def tokens_per_s_per_gpu(self) -> float | None:
@@ -390,10 +406,21 @@ class WhatIfPoint(FlatRecord):
         """``(low, high)`` of a figure of the point at its interval's level: a rate of
         :data:`RANGE_SPEED_FIELDS` by :meth:`ResidualInterval.speed`, a time or cost of
         :data:`RANGE_TIME_FIELDS` (each proportional to the step time) by
-        :meth:`ResidualInterval.time`; ``None`` without an interval or a value."""
+        :meth:`ResidualInterval.time`; ``kwh_per_million_tokens`` by the power model at the step
+        range's ends (:func:`perfmodel.report.goodput.kwh_per_million_tokens_range`, as
+        ``predict --tokens`` ranges the run's energy); ``None`` without an interval or a
+        value."""
         v = getattr(self, name)
         if self.interval is None or v is None:
             return None
+        if name == "kwh_per_million_tokens":
+            if self.energy is None:
+                return None
+            from perfmodel.report.goodput import kwh_per_million_tokens_range
+
+            return kwh_per_million_tokens_range(
+                self.energy, *self.interval.time(self.energy.iteration_time_s)
+            )
         if name in RANGE_SPEED_FIELDS:
             return self.interval.speed(float(v))
         if name in RANGE_TIME_FIELDS:
@@ -427,13 +454,14 @@ class WhatIfPoint(FlatRecord):
         """The fields (:class:`~perfmodel._record.FlatRecord`), the interval as ``predict
         --json`` writes it (``interval_level`` ``None`` without one; ``interval_basis``,
         ``interval_warning``, ``interval_bias``, ``interval_bounded``) and ``<field>_low`` / ``<field>_high`` of
-        every rate, time and cost with a value."""
+        every rate, time, cost and energy with a value."""
         out = super().to_dict()
         from perfmodel.intervals.answers import interval_fields
 
         out.pop("interval")
+        out.pop("energy")
         out.update(interval_fields(self.interval))
-        for name in (*RANGE_TIME_FIELDS, *RANGE_SPEED_FIELDS):
+        for name in (*RANGE_TIME_FIELDS, *RANGE_SPEED_FIELDS, "kwh_per_million_tokens"):
             r = self.range_of(name)
             if r is not None:
                 out[f"{name}_low"], out[f"{name}_high"] = r
@@ -662,6 +690,7 @@ def _point(
     from perfmodel.search.compare_table import tight
 
     tok, c_mtok, kwh = per_token_figures(rep, spec, price)
+    energy = per_token_energy(rep, spec)
     mem = rep.get("memory_per_gpu_bytes")
     return WhatIfPoint(
         system=opt.label,
@@ -688,6 +717,7 @@ def _point(
         memory_per_gpu_bytes=None if mem is None else float(mem),
         memory_tight=fits and tight(rep),
         interval=interval,
+        energy=energy,
     )
 
 

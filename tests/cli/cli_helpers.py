@@ -3,6 +3,9 @@ run ``perfmodel`` in-process and read what it wrote."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from perfmodel.cli import main
@@ -30,3 +33,10 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return rc, err
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Any:
+    """What a command that must succeed (exit status 0) wrote on stdout, read as JSON (the
+    command line gives its own ``--json``)."""
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)

@@ -9,14 +9,10 @@ import math
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import cli_json
 
 H100 = ["--system", "dgx-h100", "--model", "llama3_8b", "--software", "torchtitan",
         "--global-batch", "16", "--precision", "bf16", "--fidelity", "analytic"]  # fmt: skip
-
-
-def _json(capsys, args: list[str]) -> dict:
-    assert main(args) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_predict_prints_the_range_and_what_it_rests_on(capsys) -> None:
@@ -28,7 +24,7 @@ def test_predict_prints_the_range_and_what_it_rests_on(capsys) -> None:
 
 
 def test_predict_json_fields_are_consistent(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json"])
+    d = cli_json(capsys, ["predict", *H100, "--json"])
     assert d["interval_level"] == 0.8
     assert d["interval_basis"].endswith(
         "like this one (Hopper, dense transformers, 1B+ parameters)"
@@ -45,12 +41,12 @@ def test_predict_json_fields_are_consistent(capsys) -> None:
 
 
 def test_interval_level_and_off(capsys) -> None:
-    d8 = _json(capsys, ["predict", *H100, "--json"])
-    d5 = _json(capsys, ["predict", *H100, "--json", "--interval", "50%"])
+    d8 = cli_json(capsys, ["predict", *H100, "--json"])
+    d5 = cli_json(capsys, ["predict", *H100, "--json", "--interval", "50%"])
     assert d5["interval_level"] == 0.5
     assert d8["iteration_time_s_low"] < d5["iteration_time_s_low"]  # a higher level is wider
     assert d5["iteration_time_s_high"] < d8["iteration_time_s_high"]
-    off = _json(capsys, ["predict", *H100, "--json", "--interval", "off"])
+    off = cli_json(capsys, ["predict", *H100, "--json", "--interval", "off"])
     assert off["interval_level"] is None
     assert not [k for k in off if k.endswith(("_low", "_high"))]
     assert main(["predict", *H100, "--interval", "off"]) == 0
@@ -66,7 +62,7 @@ def test_bad_interval_is_refused(capsys, bad: str) -> None:
 def test_a_gpu_without_published_runs_says_so(capsys) -> None:
     args = ["predict", "--system", "mi300x-8", "--model", "llama3_8b", "--software", "fsdp",
             "--global-batch", "16", "--precision", "bf16", "--fidelity", "analytic"]  # fmt: skip
-    d = _json(capsys, [*args, "--json"])
+    d = cli_json(capsys, [*args, "--json"])
     assert (
         d["interval_warning"] == "outside the validated range: no published run on MI300X (CDNA3)"
     )
@@ -79,7 +75,7 @@ def test_a_gpu_without_published_runs_says_so(capsys) -> None:
 def test_speedup_curve_has_the_ratio_range(capsys) -> None:
     args = ["predict", "--system", "dgx1-v100", "--model", "resnet50", "--batch-per-gpu", "64",
             "--fidelity", "analytic", "--gpus", "1,2,8"]  # fmt: skip
-    rows = _json(capsys, [*args, "--json"])
+    rows = cli_json(capsys, [*args, "--json"])
     assert "speedup_low" not in rows[0]  # the baseline itself: exactly 1
     for r in rows[1:]:
         assert r["speedup_low"] < r["speedup"] * 1.2 and r["speedup_high"] > r["speedup_low"]
@@ -97,7 +93,7 @@ def test_compare_marks_statistical_ties(capsys) -> None:
             "--model-arg", "hidden=1024", "--model-arg", "heads=16", "--model-arg", "seq_len=1024",
             "--global-batch", "32", "--precision", "bf16", "--software", "megatron-core",
             "--top", "4", "--confirm-k", "0", "--analytic-k", "4"]  # fmt: skip
-    d = _json(capsys, [*args, "--json"])
+    d = cli_json(capsys, [*args, "--json"])
     assert d["interval_level"] == 0.8 and "published runs" in d["interval_basis"]
     plans = d["plans"]
     assert plans[0]["interval"]["tied_with_best"] is False
@@ -117,7 +113,7 @@ def test_compare_marks_statistical_ties(capsys) -> None:
 
 def test_comm_bounds_each_size(capsys) -> None:
     args = ["comm", "--system", "dgx-a100", "--nodes", "2", "--sizes", "1M:256M:16"]
-    d = _json(capsys, [*args, "--json"])
+    d = cli_json(capsys, [*args, "--json"])
     assert d["interval_level"] == 0.8
     for r in d["results"]:
         assert (
@@ -158,12 +154,12 @@ def test_compare_gives_no_tie_verdict_on_ranges_it_cannot_bound(capsys) -> None:
             "--model-arg", "hidden=1024", "--model-arg", "heads=16", "--model-arg", "seq_len=1024",
             "--global-batch", "32", "--precision", "bf16", "--software", "megatron-core",
             "--top", "4", "--confirm-k", "0", "--analytic-k", "4"]  # fmt: skip
-    d = _json(capsys, [*args, "--json", "--interval", "0.99"])
+    d = cli_json(capsys, [*args, "--json", "--interval", "0.99"])
     ivs = [p["interval"] for p in d["plans"]]
     assert ivs and all(not iv["bounded"] and not iv["tied_with_best"] for iv in ivs)
     assert main([*args, "--interval", "0.99"]) == 0
     out = capsys.readouterr().out
     assert "no verdict on ties with #1" in out and "statistically tied" not in out
     assert "beyond the model's error" not in out
-    d = _json(capsys, [*args, "--json"])
+    d = cli_json(capsys, [*args, "--json"])
     assert all(p["interval"]["bounded"] for p in d["plans"])

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import cli_json
 
 CPU = ["predict", "--system", "calibrated", "--calibration",
        "calibration/cpu-dev-amd-epyc-1thread.json", "--model", "mlp", "--batch-per-gpu", "128"]  # fmt: skip
@@ -20,18 +21,13 @@ GPT2 = ["predict", "--system", "dgx-h100", "--model", "gpt2", "--global-batch", 
         "--precision", "bf16", "--fidelity", "analytic", "--gpus", "1,2,4,8"]  # fmt: skip
 
 
-def _json(capsys, args: list[str]):
-    assert main(args) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def test_the_fast_end_stops_at_the_peak(capsys) -> None:
     """The calibrated CPU's MLP runs at 85% MFU; its pool's lower residual bound put the fast
     end at 112.5% (main e1dbb0a). Its peak is fitted (fits.gemm.fp32.peak_flops 79.64 +- 2.96
     GFLOP/s, relative 3.72%), not a datasheet figure (rev15b item 10: the note said "no step
     runs faster than the peak" and capped at 100%): the cap is the fitted peak plus 2 standard
     errors, 1 + 2 x 0.0372 = 107.4%, worded as such. Every speed and time field is cut alike."""
-    d = _json(capsys, [*CPU, "--json"])
+    d = cli_json(capsys, [*CPU, "--json"])
     bound = 1 + 2 * 2.96 / 79.64  # the profile's stated stderr, to its printed digits
     assert d["mfu_high"] == pytest.approx(bound, rel=1e-3)
     assert d["iteration_time_s_low"] == pytest.approx(
@@ -48,15 +44,75 @@ def test_the_fast_end_stops_at_the_peak(capsys) -> None:
     out = capsys.readouterr().out
     assert "  MFU             56.5% - 107.4%" in out
     assert "plus 2 standard errors of 3.7%" in out
+    # the shipped profile records no degrees of freedom (written before fix17): a normal reading
+    assert "read as a normal: the profile records no degrees of freedom" in d["interval_capped"]
+
+
+@pytest.mark.parametrize("dof", [1, 2, 15])
+def test_a_fitted_peak_is_read_with_t(capsys, tmp_path, dof: int) -> None:
+    """fix17: a fit's standard errors have ``dof`` residual degrees of freedom and span two
+    normal standard errors' coverage at t_dof(Phi(2)) of them (2.28 at 10, 4.53 at 2, 13.97 at
+    1). The shipped CPU profile with its gemm.fp32 fit given ``dof``: the cap is the fitted peak
+    plus that many standard errors, worded as such; the cap at 1 dof (1 + 13.97 x 3.72% =
+    152%) is above the 112.5% fast end and does not bind."""
+    from perfmodel.calibration.profile import t_coverage_factor
+
+    prof = json.loads(open("calibration/cpu-dev-amd-epyc-1thread.json").read())
+    prof["fits"]["gemm.fp32"]["dof"] = dof
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(prof))
+    d = cli_json(capsys, [*CPU[:4], str(path), *CPU[5:], "--json"])
+    k = t_coverage_factor(2.0, dof)
+    assert k > 2.0  # t is wider than the normal at every dof
+    fit = prof["fits"]["gemm.fp32"]
+    bound = 1 + k * fit["stderr"]["peak_flops"] / fit["values"]["peak_flops"]
+    if bound < 1.125:
+        assert d["mfu_high"] == pytest.approx(bound, rel=1e-9)
+        assert (
+            f"read with Student's t at {dof} degrees of freedom: {k:.2f} standard errors"
+            in (d["interval_capped"])
+        )
+    else:
+        assert d["mfu_high"] > 1.12 and "interval_capped" not in d
+
+
+def test_the_profile_is_read_once_per_file(monkeypatch, tmp_path) -> None:
+    """peak_uncertainty read the calibration profile for every interval (a search asks for one
+    per plan); it now reads it once per file version and again after the file changes."""
+    import perfmodel.calibration as calibration
+    from perfmodel.intervals import answers
+
+    calls = []
+    real = calibration.load_profile
+
+    def counted(path, *a, **k):
+        calls.append(path)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(calibration, "load_profile", counted)
+    path = tmp_path / "cpu.json"
+    text = open("calibration/cpu-dev-amd-epyc-1thread.json").read()
+    path.write_text(text)
+    d = {"scenario": {"system": "calibrated", "calibration": str(path)}, "mfu_peak_dtype": "fp32"}
+    first = answers.peak_uncertainty(d)
+    assert first[0] == pytest.approx(0.0372, abs=1e-4) and first[1] is None
+    assert [answers.peak_uncertainty(d) for _ in range(5)] == [first] * 5
+    assert len(calls) == 1
+    prof = json.loads(text)
+    prof["fits"]["gemm.fp32"]["dof"] = 15
+    path.write_text(json.dumps(prof) + " " * 7)  # another size: another version
+    assert answers.peak_uncertainty(d) == (first[0], 15) and len(calls) == 2
+    assert answers.peak_uncertainty({**d, "mfu_peak_dtype": "bf16"}) == (None, None)
+    assert answers.peak_uncertainty({"scenario": {"system": "dgx-h100"}}) == (0.0, None)
 
 
 def test_no_cap_where_the_peak_does_not_cut(capsys) -> None:
-    d = _json(capsys, [*GPT2[:-2], "--json"])
+    d = cli_json(capsys, [*GPT2[:-2], "--json"])
     assert d["mfu_high"] < 1 and "interval_capped" not in d
 
 
 def test_a_run_that_does_not_fit_has_no_range(capsys) -> None:
-    d = _json(capsys, [*NO_FIT, "--json"])
+    d = cli_json(capsys, [*NO_FIT, "--json"])
     assert d["fits_in_memory"] is False and d["interval_level"] == 0.8
     assert not [k for k in d if k.endswith(("_low", "_high"))]
     assert "does not fit in memory" in d["interval_warning"]
@@ -69,7 +125,7 @@ def test_a_run_that_does_not_fit_has_no_range(capsys) -> None:
 def test_speedup_range_stops_at_linear(capsys) -> None:
     """gpt2 on 2 and 4 H100 is predicted under linear (1.97x, 3.80x); its ratio range went to
     2.0x+ on main. The cap cuts only the high end, and only there."""
-    rows = _json(capsys, [*GPT2, "--json"])
+    rows = cli_json(capsys, [*GPT2, "--json"])
     capped = 0
     for r in rows[1:]:
         linear = r["num_gpus"] / r["baseline_gpus"]
@@ -123,6 +179,15 @@ def test_peak_capped_golden() -> None:
     assert fit.r_lo == pytest.approx(math.log(0.5 / 1.1))
     assert fit.capped.startswith("the fast end is capped at MFU 110.0% of the calibrated GEMM")
     assert peak_capped(iv, 0.5, None) is iv
+    # the same stderr with 10 residual degrees of freedom: t_10(Phi(2)) = 2.28 of them, bound
+    # 1 + 0.05 x 2.284 = 1.114 (fix17: the fit's errors are read with t), which r_lo = -0.8
+    # (111.3%) does not reach and r_lo = -0.9 (123.0%) does; 0 dof: no cap
+    assert peak_capped(iv, 0.5, 0.05, 10) is iv
+    t10 = peak_capped(replace(iv, r_lo=-0.9), 0.5, 0.05, 10)
+    assert t10.r_lo == pytest.approx(math.log(0.5 / (1 + 0.05 * 2.2837)), abs=1e-4)
+    assert "MFU 111.4% " in t10.capped and "Student's t at 10 degrees of freedom" in t10.capped
+    assert "read as a normal" in fit.capped
+    assert peak_capped(iv, 0.5, 0.05, 0) is iv
 
 
 @pytest.mark.parametrize(("text", "level"), [("0.9", 0.9), ("90%", 0.9), ("1.5%", 0.015),

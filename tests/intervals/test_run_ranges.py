@@ -4,25 +4,20 @@ text, ``--json`` and a curve's column, all from one function (``answers.StepInte
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import cli_json
 
 H100 = ["--system", "dgx-h100", "--model", "llama3_8b", "--software", "torchtitan",
         "--global-batch", "16", "--precision", "bf16", "--fidelity", "analytic",
         "--optimizer", "adamw", "--tokens", "1e10", "--price-per-gpu-hour", "2.5"]  # fmt: skip
 
 
-def _json(capsys, args: list[str]):
-    assert main(args) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def test_token_budget_and_training_run_json_carry_the_step_range(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json"])
+    d = cli_json(capsys, ["predict", *H100, "--json"])
     lo = d["iteration_time_s_low"] / d["iteration_time_s"]
     hi = d["iteration_time_s_high"] / d["iteration_time_s"]
     assert lo < 1 < hi
@@ -40,13 +35,13 @@ def test_token_budget_and_training_run_json_carry_the_step_range(capsys) -> None
 
 
 def test_no_run_range_without_an_interval(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json", "--interval", "off"])
+    d = cli_json(capsys, ["predict", *H100, "--json", "--interval", "off"])
     assert not [k for k in d["token_budget"] if k.endswith(("_low", "_high"))]
     assert not [k for k in d["training_run"] if k.endswith(("_low", "_high"))]
 
 
 def test_text_prints_the_time_to_train_and_cost_ranges(capsys) -> None:
-    d = _json(capsys, ["predict", *H100, "--json"])
+    d = cli_json(capsys, ["predict", *H100, "--json"])
     assert main(["predict", *H100]) == 0
     out = capsys.readouterr().out.splitlines()
     i = next(n for n, line in enumerate(out) if line.startswith("time to train"))
@@ -64,7 +59,7 @@ def test_text_prints_the_time_to_train_and_cost_ranges(capsys) -> None:
 
 def test_curve_rows_carry_the_run_range(capsys) -> None:
     args = ["predict", *H100, "--gpus", "8,16"]
-    rows = _json(capsys, [*args, "--json"])
+    rows = cli_json(capsys, [*args, "--json"])
     for r in rows:
         tb = r["token_budget"]
         ratio = r["iteration_time_s_high"] / r["iteration_time_s"]
@@ -97,3 +92,46 @@ def test_run_range_is_the_iteration_times_scaled() -> None:
     assert lo == pytest.approx(81.873075, rel=1e-6) and hi == pytest.approx(134.985881, rel=1e-6)
     assert (si.low["epoch_time_s"], si.high["epoch_time_s"]) == (lo, hi)
     assert math.isclose(si.run_range(2.0)[1], si.high["iteration_time_s"])
+
+
+def test_training_run_json_carries_the_energy_range(capsys) -> None:
+    """fix17 gave the energy a range in the text (``80% range A - B kJ per step; run C - D MWh``)
+    but not in ``--json``; ``training_run`` now carries ``energy_ideal_j`` and
+    ``energy_wall_clock_j`` ``_low`` / ``_high``: the power model at the step range's ends
+    (``energy_range`` of the step energy at ``iteration_time_s_low`` / ``_high``, times the
+    steps), the same numbers the text prints, wider than the step time's scaling."""
+    from perfmodel.intervals.answers import ENERGY_FIELDS
+
+    d = cli_json(capsys, ["predict", *H100, "--json"])
+    run = d["training_run"]
+    e = run["energy"]
+    steps = run["energy_ideal_j"] / e["energy_per_step_j"]
+    # the high end is the miss in busy seconds: the linear power model adds the load power for
+    # every second more, E + gpus x load_w x (t_high - t) per step
+    missed_s = d["iteration_time_s_high"] - d["iteration_time_s"]
+    high = e["energy_per_step_j"] + d["num_gpus"] * e["load_power_w"] * missed_s
+    assert run["energy_ideal_j_high"] == pytest.approx(high * steps, rel=1e-9)
+    for k in ENERGY_FIELDS:
+        assert run[f"{k}_low"] < run[k] < run[f"{k}_high"], k
+    t_lo = d["iteration_time_s_low"] / d["iteration_time_s"]
+    assert run["energy_ideal_j_low"] / run["energy_ideal_j"] < t_lo  # not the time's scaling
+    assert main(["predict", *H100]) == 0
+    out = capsys.readouterr().out
+    j_per_mwh = 3.6e9
+    line = (
+        f"  80% range     {run['energy_ideal_j_low'] / steps / 1e3:,.1f} - "
+        f"{run['energy_ideal_j_high'] / steps / 1e3:,.1f} kJ per step; run "
+        f"{run['energy_wall_clock_j_low'] / j_per_mwh:,.1f} - "
+        f"{run['energy_wall_clock_j_high'] / j_per_mwh:,.1f} MWh"
+    )
+    assert line in out
+
+
+def test_no_energy_range_where_the_step_has_none(capsys) -> None:
+    """A plan that does not fit in memory has no step range, so no energy range either."""
+    args = ["predict", "--system", "dgx-h100", "--model", "llama3_70b", "--global-batch", "64",
+            "--precision", "bf16", "--optimizer", "adamw", "--fidelity", "analytic", "--plan",
+            "dp=8", "--tokens", "1e10", "--json"]  # fmt: skip
+    d = cli_json(capsys, args)
+    assert d["fits_in_memory"] is False
+    assert not [k for k in d["training_run"] if k.endswith(("_low", "_high"))]

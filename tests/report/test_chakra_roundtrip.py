@@ -9,13 +9,13 @@ prediction within 2% (before: 2x the parameters from FP32 gradient bytes read as
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from perfmodel.cli import main
 from perfmodel.workload.chakra_et import read_trace
+from tests.cli.cli_helpers import cli_json
 
 CASES = {
     "gpt2-dp8-ddp": (
@@ -75,22 +75,32 @@ CASES = {
 }
 
 
-def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> object:
-    assert main(["--quiet", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_import_of_an_export_reproduces_the_prediction(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flags, system, tp = CASES[case]
-    native = _json(["predict", *flags, "--fidelity", "analytic", "--chakra", str(tmp_path)], capsys)
+    native = cli_json(
+        capsys,
+        [
+            "--quiet",
+            "predict",
+            *flags,
+            "--fidelity",
+            "analytic",
+            "--chakra",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     et = tmp_path / "perfmodel.0.et"
     meta = {a.name: a.value for a in read_trace(et).metadata}
     assert meta["perfmodel_gpu"] and meta["perfmodel_tp"] == tp
     assert meta["perfmodel_rank_params"] > 0 and meta["perfmodel_model_params"] > 0
-    imported = _json(["model", "import-chakra", str(et), "--system", system, "--gpus", "8"], capsys)
+    imported = cli_json(
+        capsys,
+        ["--quiet", "model", "import-chakra", str(et), "--system", system, "--gpus", "8", "--json"],
+    )
     assert imported["tp"] == tp
     # the rank's parameters: the whole model, or one tensor-parallel shard of it
     assert imported["params"] == meta["perfmodel_rank_params"]
@@ -108,8 +118,22 @@ def test_gpt2_parameters_and_gpu_come_from_the_metadata(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flags, _, _ = CASES["gpt2-dp8-ddp"]
-    _json(["predict", *flags, "--fidelity", "analytic", "--chakra", str(tmp_path)], capsys)
-    out = _json(["model", "import-chakra", str(tmp_path / "perfmodel.0.et")], capsys)
+    cli_json(
+        capsys,
+        [
+            "--quiet",
+            "predict",
+            *flags,
+            "--fidelity",
+            "analytic",
+            "--chakra",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    out = cli_json(
+        capsys, ["--quiet", "model", "import-chakra", str(tmp_path / "perfmodel.0.et"), "--json"]
+    )
     assert out["gpu"] == "H100-SXM5-80GB" and out["precision"] == "bf16"
     assert out["params"] == 124_439_808  # FP32 gradients all-reduced under autocast: 4 B each
     assert out["layers"] == 13 and out["batch"] == 8
@@ -119,7 +143,19 @@ def test_a_shard_refuses_gpu_counts_tp_does_not_divide(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flags, system, _ = CASES["gpt-tp2-megatron"]
-    _json(["predict", *flags, "--fidelity", "analytic", "--chakra", str(tmp_path)], capsys)
+    cli_json(
+        capsys,
+        [
+            "--quiet",
+            "predict",
+            *flags,
+            "--fidelity",
+            "analytic",
+            "--chakra",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     et = str(tmp_path / "perfmodel.0.et")
     assert main(["model", "import-chakra", et, "--system", system, "--gpus", "1,8"]) == 2
     assert "multiple of 2" in capsys.readouterr().err

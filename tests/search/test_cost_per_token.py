@@ -121,3 +121,68 @@ def test_cli_negative_price_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["4", "--gpus", "8", "--fidelity", "analytic", "--price-per-gpu-hour=-1,2"]
     assert main(argv) == 2
     assert "price" in capsys.readouterr().err
+
+
+def _ranged(r_lo: float, r_hi: float, prices: dict[str, Pricing]) -> Any:
+    """The what-if of :func:`_whatif` with every step's residual interval ``r_lo`` .. ``r_hi``
+    (tests/search/test_whatif_intervals.py's duck-typed interval)."""
+    from tests.search.test_whatif_intervals import _Residual
+
+    return hardware_whatif(
+        {"model": "toy"},
+        parse_systems("fast,slow"),
+        [8],
+        pricing=prices,
+        evaluator=_fake,
+        gpus_per_node=lambda o: 8,
+        gpu_spec=lambda o: get_gpu("H100-SXM5-80GB"),
+        interval=0.8,
+        interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level),
+    )
+
+
+def test_energy_per_million_tokens_has_predicts_range() -> None:
+    """fix19: the what-if's kWh per million tokens had no range where predict --tokens gives the
+    run's energy one (the power model at the step range's ends, report/goodput.energy_range).
+    By hand, fast x8: 8,752 J a 2 s step of 64,000 tokens (8 x (88 + 612 x 0.75) W x 2 s); at
+    r = -0.2 .. 0.3 the step takes 2 e^-0.2 = 1.637 s .. 2 e^0.3 = 2.700 s, and the ends are the
+    miss in busy seconds: 8,752 J -+ 8 x 700 W x the missed seconds."""
+    import math
+
+    res = _ranged(-0.2, 0.3, {})
+    fast = next(p for p in res.points if p.system == "fast")
+    e = 8 * (88 + 612 * 0.75) * 2.0
+    lo_j = e - 8 * 700 * (2.0 - 2.0 * math.exp(-0.2))
+    hi_j = e + 8 * 700 * (2.0 * math.exp(0.3) - 2.0)
+    per = 1e6 / 64000 / 3.6e6
+    assert fast.range_of("kwh_per_million_tokens") == pytest.approx((lo_j * per, hi_j * per))
+    d = fast.to_dict()
+    assert d["kwh_per_million_tokens_low"] == pytest.approx(lo_j * per)
+    assert d["kwh_per_million_tokens_high"] == pytest.approx(hi_j * per)
+    assert "energy" not in d
+    json.dumps(res.to_dict())
+    no_iv = next(p for p in _whatif({}).points if p.system == "fast")
+    assert no_iv.range_of("kwh_per_million_tokens") is None
+    assert "kwh_per_million_tokens_low" not in no_iv.to_dict()
+
+
+def test_ranked_by_energy_the_ranges_judge_the_order() -> None:
+    """Unpriced, the what-if ranks by energy: the energies' ranges now say whether they separate
+    the first two, in the cost ranking's words (intervals/wording), and mark a tie with ``~``
+    in the kWh column. fast x8 uses a quarter of slow's energy per token; at r = +-0.25 the
+    ranges do not overlap, at r = +-1.5 they do (slow's short end idles down to 314 J)."""
+    narrow = "\n".join(_ranged(-0.25, 0.25, {}).per_million_tokens)
+    assert "least energy per million tokens: fast" in narrow
+    assert "beyond the model's error: the two 80% ranges do not overlap" in narrow
+    assert "~" not in narrow
+    wide = _ranged(-1.5, 1.5, {}).per_million_tokens
+    text = "\n".join(wide)
+    assert "within the model's error: the two 80% ranges overlap" in text
+    slow = next(line for line in wide if line.lstrip().startswith("slow"))
+    assert slow.rstrip().endswith("~")
+    assert "  ~: its 80% energy range overlaps the least energy's (a statistical tie)" in wide
+    # priced, the cost ranks and its range judges, as before
+    priced = "\n".join(
+        _ranged(-0.25, 0.25, {"fast": Pricing(6.0), "slow": Pricing(1.0)}).per_million_tokens
+    )
+    assert "cheapest per million tokens: slow" in priced and "energy range" not in priced

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hypothesis import strategies as st
+
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lower_step import lower
@@ -16,6 +18,10 @@ from perfmodel.workload.layers import LayerCost, LayerKind, Workload
 from perfmodel.workload.memory import Optimizer
 
 GPUS = tuple(f"g{i}" for i in range(64))
+
+#: A drawn task duration in seconds (1 us to 3 s, finite): the property tests of OverTasks and
+#: chains (test_over_tasks, test_chains_with_over_tasks) draw every task's seconds from it.
+DURATION_S = st.floats(min_value=1e-6, max_value=3.0, allow_nan=False, allow_infinity=False)
 
 
 def block_workload(

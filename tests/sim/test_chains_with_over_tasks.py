@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_synthetic import DURATION_S
 
 import perfmodel.api as api
 import perfmodel.sim.engine as engine
@@ -39,8 +40,6 @@ from perfmodel.parallel.taskgraph import (
 )
 from perfmodel.report import step_breakdown as sb
 from perfmodel.sim.engine import Timeline, _list_schedule
-
-_DUR = st.floats(min_value=1e-6, max_value=3.0, allow_nan=False, allow_infinity=False)
 
 
 def _operation(b: GraphBuilder, d: dict[str, float], deps: list[int], j: int, merged: bool) -> int:
@@ -96,8 +95,8 @@ def _assert_busy_kept(tl: Timeline) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    d=st.fixed_dictionaries({k: _DUR for k in _KEYS}),
-    segs=st.lists(st.tuples(_DUR, _DUR, _DUR), min_size=1, max_size=5),
+    d=st.fixed_dictionaries({k: DURATION_S for k in _KEYS}),
+    segs=st.lists(st.tuples(DURATION_S, DURATION_S, DURATION_S), min_size=1, max_size=5),
 )
 def test_drawn_chain_between_over_tasks(
     d: dict[str, float], segs: list[tuple[float, float, float]]

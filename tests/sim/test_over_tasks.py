@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_synthetic import DURATION_S
 
 import perfmodel.api as api
 from perfmodel.api import Scenario, predict
@@ -22,8 +23,6 @@ from perfmodel.parallel.lower_replay import OperationReplay
 from perfmodel.parallel.taskgraph import _S_THEN, GraphBuilder, OverTask, TaskKind
 from perfmodel.report.step_breakdown import _class_seconds, _compute_busy
 from perfmodel.sim.engine import _list_schedule, over_pieces
-
-_DUR = st.floats(min_value=1e-6, max_value=3.0, allow_nan=False, allow_infinity=False)
 
 
 def _graphs(d: dict[str, float], merged: bool) -> tuple[object, int, list[int]]:
@@ -60,7 +59,7 @@ def _graphs(d: dict[str, float], merged: bool) -> tuple[object, int, list[int]]:
 @given(
     st.fixed_dictionaries(
         {
-            k: _DUR
+            k: DURATION_S
             for k in ("pre_c", "pre_t", "dep", "c", "t", "tail", "c2", "tail2", "post", "post_t")
         }
     )
@@ -161,7 +160,7 @@ def _over_chain(durs: list[tuple[float, float, float, float]]) -> tuple[object, 
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.tuples(_DUR, _DUR, _DUR, _DUR), min_size=3, max_size=8),
+    st.lists(st.tuples(DURATION_S, DURATION_S, DURATION_S, DURATION_S), min_size=3, max_size=8),
     st.floats(min_value=0.0, max_value=10.0),
     st.sampled_from([0.0, 1e-12, 1e-3, 1.0]),
 )
