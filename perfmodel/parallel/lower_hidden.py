@@ -628,7 +628,7 @@ class HiddenCollectives:
         marks = 0
         i = 0
         n = len(rows)
-        new_tuple = tuple.__new__
+        make_segment = ChainSegment._make  # its length checked; no keyword parsing
         while i < n:
             if fine is None:  # _fine_segments' values, read here
                 (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
@@ -640,8 +640,7 @@ class HiddenCollectives:
                 if then is None:
                     return None  # its TP not in its task
                 r_grp = r_spec.group if r_spec is not None else ()
-                # ChainSegment(...) without the named tuple's keyword-parsing __new__
-                items.append(new_tuple(ChainSegment, (g_s, c_s, then, red_s, g_spec.group, r_grp)))
+                items.append(make_segment((g_s, c_s, then, red_s, g_spec.group, r_grp)))
                 if c_s > c_max:  # max(c_max, c_s): the first of equal values kept
                     c_max = c_s
                 marks += 1
