@@ -83,6 +83,20 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
     return min(max(0.0, best - suffix), f), suffix
 
 
+def _segment_then(
+    op_tasks: bool, overlap: bool, c_s: float, tp_s: float, tail: float
+) -> tuple[float] | None:
+    """A gather plan segment's operation-task ``then_s`` (``None``: refused, a plain compute
+    task), read by :meth:`HiddenCollectives._fine_segments` and ``_chain_items``: with
+    operation tasks on (``op_tasks``), one where
+    :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task` is exact: no TP
+    collective (``(0.0,)``), one after the compute of ``c_s`` seconds (``overlap`` off:
+    ``(tp_s,)``), or one beside it within it (``tp_s <= c_s``: its exposed ``tail``)."""
+    if op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s):
+        return (0.0 if tp_s <= 0 else tp_s if not overlap else tail,)
+    return None
+
+
 #: A segment of a :data:`GatherPlan` outside its runs, as :meth:`HiddenCollectives.
 #: lower_gather_runs` emits it: gather seconds and :class:`CommSpec`, compute seconds, the
 #: operation task's ``then_s`` (``None``: a plain compute task), TP seconds and exposed tail,
@@ -614,15 +628,11 @@ class HiddenCollectives:
         marks = 0
         i = 0
         n = len(rows)
-        new_tuple = tuple.__new__
+        make_segment = ChainSegment._make  # its length checked; no keyword parsing
         while i < n:
             if fine is None:  # _fine_segments' values, read here
                 (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
-                then = (
-                    (0.0 if tp_s <= 0 else tp_s if not overlap else tail,)
-                    if op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
-                    else None
-                )
+                then = _segment_then(op_tasks, overlap, c_s, tp_s, tail)
             else:
                 g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
             i1 = starts.get(i)
@@ -630,8 +640,7 @@ class HiddenCollectives:
                 if then is None:
                     return None  # its TP not in its task
                 r_grp = r_spec.group if r_spec is not None else ()
-                # ChainSegment(...) without the named tuple's keyword-parsing __new__
-                items.append(new_tuple(ChainSegment, (g_s, c_s, then, red_s, g_spec.group, r_grp)))
+                items.append(make_segment((g_s, c_s, then, red_s, g_spec.group, r_grp)))
                 if c_s > c_max:  # max(c_max, c_s): the first of equal values kept
                     c_max = c_s
                 marks += 1
@@ -681,8 +690,7 @@ class HiddenCollectives:
             for si, ((_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail)) in enumerate(
                 zip(rows, specs, strict=True)
             ):
-                one = self.op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s)
-                then = (0.0 if tp_s <= 0 else tp_s if not overlap else tail,) if one else None
+                then = _segment_then(self.op_tasks, overlap, c_s, tp_s, tail)
                 hit.append((g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, f".{k}.{si}",
                             f"grad {k}.{si}"))  # fmt: skip
         return hit

@@ -736,7 +736,8 @@ class LoweringShortcuts:
         every_b = self.overlap and self.reduce_every_mb
         merged = coarse = 0
         new, compute = _new_task, TaskKind.COMPUTE
-        singles = self._single_tpl if replay else {}  # type: ignore[attr-defined]
+        # single_template's answers (init_replay set them; read only where replay holds)
+        singles = self._single_tpl  # type: ignore[attr-defined]
         pos = [0] * P
         lens = [len(o) for o in ops]
         remaining = sum(lens)

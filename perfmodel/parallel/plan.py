@@ -425,8 +425,9 @@ class ParallelismPlan(FlatRecord):
     def fsdp_shards(self) -> bool:
         """Whether this FSDP plan shards model state: ``fsdp`` with a :attr:`fsdp_degree` above
         1 (``hsdp x cp`` under HSDP, else :attr:`grad_replicas`; ``dp = 1, cp > 1`` shards over
-        the context-parallel ranks, as torchtitan does). An FSDP plan of shard degree 1 (one
-        GPU, ``hsdp=1`` without context parallelism) runs unsharded, as the FSDP stacks do
+        the context-parallel ranks, as torchtitan does). An FSDP plan of shard degree 1
+        (``dp = cp = 1`` whatever its TP and PP, e.g. ``dp=1 tp=8`` on 8 GPUs; or ``hsdp=1``
+        without context parallelism) runs unsharded, as the FSDP stacks do
         (torchtitan ``parallel_dims.fsdp_enabled`` at 3f20451; FSDP1's ``NO_SHARD`` clamp at world size 1;
         FSDP2's world-size-1 fast path: :func:`perfmodel.parallel.recipe.build_recipe`), so its
         label, recipe and interval features say so.

@@ -324,8 +324,12 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
     price: float | None = None
     date = str(table.get("price_date", ""))
     if "price_per_gpu_hour" in table:
-        price = _number(
-            table["price_per_gpu_hour"], "price_per_gpu_hour", where, meaning="a price per GPU-hour"
+        price = as_number(
+            table["price_per_gpu_hour"],
+            "price_per_gpu_hour",
+            where=where,
+            positive=True,
+            error=TopologyError,
         )
         if not _DATE.match(date):
             raise TopologyError(
@@ -341,13 +345,7 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
     stale = _flag(table, "price_stale", where) is True
     high_by = table.get("price_high_by")
     if high_by is not None:
-        high_by = _number(
-            high_by,
-            "price_high_by",
-            where,
-            at_least=1,
-            meaning="the most the price may exceed today's, as a factor",
-        )
+        high_by = as_number(high_by, "price_high_by", where=where, minimum=1, error=TopologyError)
     if high_by is not None and not (stale and price is not None):
         raise TopologyError(
             f"{where}: price_high_by needs a price and price_stale = true",
@@ -436,29 +434,6 @@ def _nccl_env(table: Any, where: str) -> tuple[tuple[str, str], ...]:
         return NcclEnv.parse(table.items(), where=where).variables
     except ConfigError as exc:
         raise TopologyError(str(exc), value=exc.value, where=where) from None
-
-
-def _number(
-    raw: Any, key: str, where: str, *, at_least: float | None = None, meaning: str = ""
-) -> float:
-    """``raw``, the value of ``key``, as a float: a number (not a boolean or text) ``> 0``, or
-    ``>= at_least`` when that is given; the one check of a file's prices, price factors and
-    link bandwidths.
-
-    Raises
-    ------
-    TopologyError
-        ``{where}: {key} = {raw!r} must be a positive number`` (``a number >= {at_least}``),
-        followed by ``meaning`` in parentheses when given.
-    """
-    expected = "a positive number" if at_least is None else f"a number >= {at_least:g}"
-    is_number = isinstance(raw, int | float) and not isinstance(raw, bool)
-    if not (is_number and (raw > 0 if at_least is None else raw >= at_least)):
-        note = f" ({meaning})" if meaning else ""
-        raise TopologyError(
-            f"{where}: {key} = {raw!r} must be {expected}{note}", value=raw, where=where
-        )
-    return float(raw)
 
 
 def _flag(table: dict[str, Any], key: str, where: str) -> bool | None:
@@ -724,7 +699,11 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
         )  # fmt: skip
     for key, unit in (("bandwidth_GBps", units.GB), ("bandwidth_Gbps", units.Gbit)):
         if key in entry:
-            bw = _number(entry[key], key, where) * unit * count
+            bw = (
+                as_number(entry[key], key, where=where, positive=True, error=TopologyError)
+                * unit
+                * count
+            )
     if "latency_us" in entry:
         lat = (
             as_number(entry["latency_us"], "latency_us", where=where, error=TopologyError)

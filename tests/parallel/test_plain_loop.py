@@ -222,8 +222,9 @@ def _inline_singles(
 @pytest.mark.parametrize(
     "kw, inline",
     [
-        # Megatron-Core tp 8: forwards of one OverTask (1F1B; interleaved, also while the
-        # stage's aligned gathers are to come; one block a stage)
+        # Megatron-Core tp 8 (small GPT): 1F1B, interleaved, one block a stage; every copy
+        # there equals a plain operation (no exposed TP tail, one segment merged, none coarse,
+        # no gathers to come): test_inline_single_copies_match_gpt3 has copies that do not
         (dict(pp=2, dp=1, tp=8, nodes=2), True),
         (dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2), True),
         (dict(pp=4, dp=1, tp=8, nodes=4, layers=4), True),
@@ -254,6 +255,24 @@ def test_inline_single_copies_match(
     used, copied = _inline_singles(sc, monkeypatch, hidden)
     # with them on, no copy is left to _replay_single; off, it made every copy (> 50)
     assert (used > 0 and copied % 1_000 == 0 and copied > 50_000) if inline else used == copied == 0
+
+
+@pytest.mark.parametrize("idx", [6, 9])
+def test_inline_single_copies_match_gpt3(monkeypatch: pytest.MonkeyPatch, idx: int) -> None:
+    """As :func:`test_inline_single_copies_match` on two of the ten GPT-3 175B plans of
+    ``tests/sim/test_over_tasks.py`` (``_plans()``, Megatron-Core, analytic: [6] dp2 tp32 pp16
+    1F1B, [9] dp8 tp16 pp8 interleaved 2), whose copies of one task are not plain operations:
+    several segments merged into one task and coarsened (both), a longest compute other than
+    the task's seconds and copies with and without the stage's gathers to come ([9]). A
+    template that reads the task's seconds for ``cmax``, fixes the merged or coarse count, or
+    keys the copies without the gathers flag lowers another graph on one of them."""
+    from test_over_tasks import _plans
+
+    from perfmodel.api import Scenario
+
+    sc = Scenario.from_dict({**_plans()[idx], "software": "megatron-core", "fidelity": "analytic"})
+    used, copied = _inline_singles(sc, monkeypatch)
+    assert used > 0 and copied % 1_000 == 0 and copied > 50_000
 
 
 def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,11 +155,13 @@ def test_selective_recompute_time_is_the_compute_models() -> None:
 
 
 def test_fsdp_label_says_what_runs() -> None:
-    """fix17 item 1a: an FSDP plan of shard degree 1 (one GPU; ``hsdp=1``) runs unsharded
-    (``build_recipe``), so its label names no ``fsdp``; shard degree 2 (dp=2, or cp=2 at dp=1:
-    torchtitan's ``fsdp_enabled`` is ``dp_shard > 1 or cp > 1``) does."""
+    """fix17 item 1a: an FSDP plan of shard degree 1 (:attr:`fsdp_degree`: ``dp = cp = 1``
+    whatever its TP, e.g. ``dp=1 tp=8`` on 8 GPUs; or ``hsdp=1`` without context parallelism)
+    runs unsharded (``build_recipe``), so its label names no ``fsdp``; shard degree 2 (dp=2,
+    or cp=2 at dp=1: torchtitan's ``fsdp_enabled`` is ``dp_shard > 1 or cp > 1``) does."""
     one = ParallelismPlan(dp=1, fsdp=True)
     assert not one.fsdp_shards and "fsdp" not in one.describe().split(",")
+    assert not ParallelismPlan(dp=1, tp=8, fsdp=True).fsdp_shards
     assert not ParallelismPlan(dp=4, fsdp=True, hsdp=1).fsdp_shards
     for plan in (ParallelismPlan(dp=2, fsdp=True), ParallelismPlan(dp=1, cp=2, fsdp=True)):
         assert plan.fsdp_shards and "fsdp" in plan.describe().split(",")

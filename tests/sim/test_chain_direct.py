@@ -2,8 +2,9 @@
 (``lower_hidden.HiddenCollectives.CHAIN_DIRECT``, issue 27) equal those read through
 ``_fine_segments`` (the switch off): every chain template ``_chain_items`` returns (or its
 refusal), compared field by field, the analytic graph's tasks and the report, over segments
-outside runs, hidden gather runs, TP beside or after the compute, Megatron-Core's first
-forward and FSDP / ZeRO-3."""
+outside runs, hidden gather runs, FSDP / ZeRO-3 (TP after the compute) and Megatron-Core's
+first forward (TP beside the compute: within it, and on a GPT-3 175B plan outlasting it, where
+the chain is refused)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ import pytest
 from report_compare import gpt_scenario
 
 import perfmodel.api as api
-from perfmodel.api import predict
+from perfmodel.api import Scenario, predict
 from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.taskgraph import ChainRun, ChainSegment
 
 GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
 BUCKETED = {"layers": 16, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 32000}
 
-#: name -> (gpt_scenario keywords, (whether the chains hold hidden gather runs, whether they
-#: hold segments outside runs))
+#: name -> (gpt_scenario keywords, or ``{"gpt3": i}``: GPT-3 175B plan ``i`` of
+#: ``tests/sim/test_over_tasks._plans()`` with Megatron-Core's preset, analytic; (whether the
+#: chains hold hidden gather runs, whether they hold segments outside runs))
 CASES: dict[str, tuple[dict[str, Any], tuple[bool, bool]]] = {
     # two servers, micro-batch 1: runs and segments outside them
     "fsdp-pp2-2srv": (
@@ -106,7 +108,24 @@ CASES: dict[str, tuple[dict[str, Any], tuple[bool, bool]]] = {
         ),
         (False, True),
     ),
+    # GPT-3 175B dp64 tp8 pp2, micro-batch 2 (test_gather_chains'
+    # test_gpt3_megatron_core_plans_of_the_benchmark): a first forward's segment whose TP
+    # collective beside the compute outlasts it (no operation task: the chain refused), and a
+    # chain of segments elsewhere
+    "mcore-gpt3-dp64-tp8-pp2": ({"gpt3": 8}, (False, True)),
 }
+#: the cases where some chain is refused for a segment whose TP outlasts its compute
+REFUSED = {"mcore-gpt3-dp64-tp8-pp2"}
+
+
+def _scenario(kw: dict[str, Any]) -> Any:
+    """The scenario of a :data:`CASES` entry."""
+    if "gpt3" not in kw:
+        return gpt_scenario(**kw)
+    from test_over_tasks import _plans
+
+    plan = _plans()[kw["gpt3"]]
+    return Scenario.from_dict({**plan, "software": "megatron-core", "fidelity": "analytic"})
 
 
 def _run(sc: Any, monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[dict, list, list]:
@@ -133,11 +152,12 @@ def test_chain_items_read_directly_equal_the_fine_segments(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kw, (with_runs, with_segments) = CASES[name]
-    sc = gpt_scenario(**kw)
+    sc = _scenario(kw)
     on, answers_on, tasks_on = _run(sc, monkeypatch, True)
     off, answers_off, tasks_off = _run(sc, monkeypatch, False)
     templates = [a for a in answers_on if a is not None]
     assert templates, "no chain: the comparison would be vacuous"
+    assert (None in answers_on) == (name in REFUSED)
     kinds = {type(it) for t in templates for it in t[0].items}
     assert (ChainRun in kinds, ChainSegment in kinds) == (with_runs, with_segments)
     # every template field by field (items: gathers, computes, then, reductions, groups)

@@ -8,6 +8,7 @@ breakdown and the periodicity check read the same pieces (``sim.engine.over_piec
 
 from __future__ import annotations
 
+import copy
 import pickle
 import sys
 from pathlib import Path
@@ -169,8 +170,9 @@ def test_over_shifted_pieces_kept_match(durs: list, lam: float, tol: float) -> N
     (``_over_shifted(..., pieces)``) answers as without (each pair's pieces made again), for
     every pair of tasks of a drawn schedule (twice over with one memo: each task read as the
     earlier and the later one) at drawn periods and tolerances, the true shift included;
-    plain tasks pass without pieces, an OverTask beside a plain task or another ``over``
-    fails (the memo never consulted)."""
+    plain tasks pass without pieces, an OverTask beside a plain task or beside a copy of
+    itself with another ``over`` (another stream, other seconds) fails (the memo never
+    consulted), while beside itself it passes."""
     from perfmodel.sim.engine import _over_shifted
 
     g, tl = _over_chain(durs)
@@ -189,6 +191,15 @@ def test_over_shifted_pieces_kept_match(durs: list, lam: float, tol: float) -> N
     assert _over_shifted(plain[0], plain[1], start, end, overs, lam, tol, memo2)
     assert not _over_shifted(ops[0], plain[0], start, end, overs, lam, tol, memo2)
     assert not _over_shifted(plain[0], ops[0], start, end, overs, lam, tol, memo2)
+    # the first OverTask beside itself with another ``over`` (another stream, other seconds)
+    (stream, sec) = ops[0].over
+    for other_over in ((stream + "-2", sec), (stream, sec * 2)):
+        other = copy.copy(ops[0])
+        object.__setattr__(other, "over", other_over)
+        assert _over_shifted(ops[0], ops[0], start, end, overs, 0.0, tol, memo2)
+        memo2.clear()
+        assert not _over_shifted(ops[0], other, start, end, overs, 0.0, tol, memo2)
+        assert not _over_shifted(other, ops[0], start, end, overs, 0.0, tol, memo2)
     assert not memo2
 
 

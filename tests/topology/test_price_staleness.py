@@ -51,7 +51,11 @@ def test_predict_cost_line_says_the_price_may_be_high(capsys: pytest.CaptureFixt
             'price_stale = "yes"',
             "price_stale must be true or false, got 'yes'",
         ),
-        ("price_high_by = 1.82", "price_high_by = 0.5", "price_high_by = 0.5 must be"),
+        (
+            "price_high_by = 1.82",
+            "price_high_by = 0.5",
+            "price_high_by: expected a number >= 1, got 0.5",
+        ),
         ("price_stale = true", "price_stale = false", "price_high_by needs"),
     ],
 )
@@ -74,8 +78,8 @@ def test_bad_staleness_fields_are_typed_errors(
     ],
 )
 def test_price_numbers_are_floats(tmp_path: Path, old: str, new: str, value: float) -> None:
-    """The one number check of a system file (``topology.io._number``) returns a float, the
-    bound of ``price_high_by`` inclusive."""
+    """The number check of a system file's prices and bandwidths (``_schema.as_number``)
+    returns a float, the bound of ``price_high_by`` inclusive."""
     p = tmp_path / "p5.toml"
     p.write_text(P5_TEXT.replace(old, new, 1))
     cloud = read_server_file(p).cloud
@@ -89,28 +93,57 @@ def test_price_numbers_are_floats(tmp_path: Path, old: str, new: str, value: flo
         (
             "price_high_by = 1.82",
             "price_high_by = true",
-            "price_high_by = True must be a number >= 1",
+            "price_high_by: expected a number, got True (bool)",
         ),
         (
             "price_high_by = 1.82",
             'price_high_by = "2"',
-            "price_high_by = '2' must be a number >= 1",
+            "price_high_by: expected a number, got '2' (str)",
         ),
-        ("price_per_gpu_hour = 12.29", "price_per_gpu_hour = 0", "= 0 must be a positive number"),
-        ("price_per_gpu_hour = 12.29", "price_per_gpu_hour = true", "= True must be a positive"),
-        ('tech = "xgmi-2"', 'tech = "xgmi-2"\nbandwidth_GBps = true', "bandwidth_GBps = True must"),
+        (
+            "price_per_gpu_hour = 12.29",
+            "price_per_gpu_hour = 0",
+            "price_per_gpu_hour: expected a number > 0, got 0 (int)",
+        ),
+        (
+            "price_per_gpu_hour = 12.29",
+            "price_per_gpu_hour = true",
+            "price_per_gpu_hour: expected a number, got True",
+        ),
+        (
+            'tech = "xgmi-2"',
+            'tech = "xgmi-2"\nbandwidth_GBps = true',
+            "bandwidth_GBps: expected a number, got True",
+        ),
         (
             'tech = "xgmi-2"',
             'tech = "xgmi-2"\nbandwidth_Gbps = 0',
-            "bandwidth_Gbps = 0 must be a pos",
+            "bandwidth_Gbps: expected a number > 0, got 0 (int)",
+        ),
+        # infinity is no price, factor or bandwidth (TOML reads ``inf`` as a float)
+        (
+            "price_per_gpu_hour = 12.29",
+            "price_per_gpu_hour = inf",
+            "price_per_gpu_hour: expected a finite number, got inf (float)",
+        ),
+        (
+            "price_high_by = 1.82",
+            "price_high_by = inf",
+            "price_high_by: expected a finite number, got inf (float)",
+        ),
+        (
+            'tech = "xgmi-2"',
+            'tech = "xgmi-2"\nbandwidth_GBps = inf',
+            "bandwidth_GBps: expected a finite number, got inf (float)",
         ),
     ],
 )
 def test_one_number_check_for_prices_and_bandwidths(
     tmp_path: Path, old: str, new: str, message: str
 ) -> None:
-    """Prices, the price factor and link bandwidths share one check: a boolean, text or a value
-    out of range is a TopologyError naming the key and the value."""
+    """Prices, the price factor and link bandwidths share one check (``_schema.as_number``): a
+    boolean, text, infinity or a value out of range is a TopologyError naming the key and the
+    value."""
     p = tmp_path / "p5.toml"
     p.write_text(P5_TEXT.replace(old, new, 1))
     with pytest.raises(TopologyError, match=re.escape(message)):

@@ -148,7 +148,9 @@ def test_negative_price_is_refused(tmp_path, capsys) -> None:
     p = _write(
         tmp_path, P5_TEXT.replace("price_per_gpu_hour = 12.29", "price_per_gpu_hour = -12.29")
     )
-    with pytest.raises(TopologyError, match=re.escape("price_per_gpu_hour = -12.29 must be a pos")):
+    with pytest.raises(
+        TopologyError, match=re.escape("price_per_gpu_hour: expected a number > 0, got -12.29")
+    ):
         read_server_file(p)
     out = tmp_path / "topo.json"
     assert main(["topo", "show", "--system", str(p), "--json"]) == 2
