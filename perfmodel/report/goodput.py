@@ -246,7 +246,7 @@ def energy_range(e: StepEnergy, t_lo_s: float, t_hi_s: float) -> tuple[float, fl
     lies between, the power model being linear in the busy seconds). The ends are the miss in
     busy seconds: the point estimate plus or minus the missed seconds at load power (down to
     idle power), so a slower step's energy grows faster than its time when the compute
-    is what ran slow, and a time's scaling (:func:`perfmodel.intervals.answers.run_range`)
+    is what ran slow, and a time's scaling (:meth:`perfmodel.intervals.answers.StepInterval.run_range`)
     would understate it.
 
     >>> from perfmodel.hardware import get_gpu
