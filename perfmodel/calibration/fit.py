@@ -8,8 +8,9 @@ Positive parameters are fitted as ``ln(p)``; one-sigma standard errors come from
 covariance at the optimum, ``cov(ln p) = s^2 (J^T J)^{-1}`` with ``s^2 = sum r_i^2 / (n - k)``,
 propagated as ``stderr(p) = p * stderr(ln p)``, with ``n - k`` degrees of freedom
 (:attr:`FitResult.dof`): an interval reads them with Student's ``t_{n-k}`` (Seber & Wild 2003,
-section 5.1; :meth:`FitResult.halfwidth`), the normal's tails being far too thin at ``n - k ~ 10``. A parameter whose column of ``J`` is (near) zero
-is not identifiable from the data: it keeps its starting value and reports ``nan``.
+section 5.1; :meth:`perfmodel.calibration.profile.FitSummary.halfwidth`), the normal's tails
+being far too thin at ``n - k ~ 10``. A parameter whose column of ``J`` is (near) zero is not
+identifiable from the data: it keeps its starting value and reports ``nan``.
 
 Device-level fits (:func:`fit_device`) use only closed forms written here:
 
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.calibration.measurement import BenchKind, Measurement
-from perfmodel.calibration.profile import CalibrationProfile, FitSummary, t_coverage_factor
+from perfmodel.calibration.profile import CalibrationProfile, FitSummary
 from perfmodel.calibration.shapes import AttentionShape, ConvShape
 from perfmodel.errors import CalibrationError
 
@@ -56,7 +57,8 @@ class FitResult:
         The optimiser's convergence flag.
     dof
         Residual degrees of freedom of ``s^2``: points minus fitted (identifiable) parameters.
-        The standard errors are read with Student's t of these (:meth:`halfwidth`), not the
+        The standard errors are read with Student's t of these (:meth:`FitSummary.halfwidth
+        <perfmodel.calibration.profile.FitSummary.halfwidth>` of :meth:`summary`), not the
         normal: with 13 points and 3 parameters a miss of 5 standard errors happens about once
         in 2,000 fits (``t_10``), not once in 1.7 million (session 14's recovery draw,
         ``tests/calibration/test_fit.py``; 1,500 draws of that test's setting, fix17: the
@@ -70,12 +72,6 @@ class FitResult:
     success: bool
     message: str = ""
     dof: int | None = None
-
-    def halfwidth(self, name: str, sigmas: float = 1.0) -> float:
-        """Half-width of ``values[name]``'s interval with the coverage of ``sigmas`` normal
-        standard errors: ``stderr[name] *`` :func:`~perfmodel.calibration.profile.
-        t_coverage_factor` ``(sigmas, dof)`` (Seber & Wild 2003, section 5.1)."""
-        return float(self.stderr[name]) * t_coverage_factor(sigmas, self.dof)
 
     @property
     def n_points(self) -> int:

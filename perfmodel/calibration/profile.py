@@ -189,9 +189,9 @@ class FitSummary(FlatRecord):
     median_abs_error
         Median of ``|predicted / measured - 1|``.
     dof
-        Residual degrees of freedom of the standard errors (points minus fitted parameters, or
-        repeats minus 1 for a spread), ``None`` where unknown (a profile written before it was
-        recorded): :meth:`halfwidth` reads the errors with Student's t of these.
+        Residual degrees of freedom of the standard errors (points minus fitted parameters),
+        ``None`` where unknown (a profile written before it was recorded): :meth:`halfwidth`
+        reads the errors with Student's t of these.
     """
 
     model: str

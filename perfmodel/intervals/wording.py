@@ -1,7 +1,8 @@
 """The sentences every answer with a range says the same way: whether two ranges separate two
 options (the plan search, the systems search and the what-if), the note on a range the record
-cannot bound, and what a range rests on with the bias of runs like it (``predict``, the
-systems search and the what-if). One home, so the commands word them alike; the numbers come
+cannot bound (and the plan search's list of plans it gives no tie verdict for), and what a
+range rests on with the bias of runs like it (``predict``, the plan search, the systems search
+and the what-if). One home, so the commands word them alike; the numbers come
 from :mod:`perfmodel.intervals.conformal` (a
 :class:`~perfmodel.intervals.conformal.ResidualInterval`, read duck-typed: ``level``, ``basis``,
 ``warning``, ``bias``, ``bounded``, ``sources``).
@@ -103,6 +104,20 @@ def bounded_note(iv: Any) -> str:
     )
 
 
+def no_tie_verdict(level: float, ranks: list[int]) -> str:
+    """The plan search's line for the ranked plans (``ranks``) whose tie with the best plan it
+    cannot judge: their range or the best's is the widest the record gives standing in for one
+    it cannot bound at ``level`` (:func:`bounded`).
+
+    >>> no_tie_verdict(0.99, [2, 4])
+    'no verdict on ties with #1 for #2, #4: the record cannot bound a 99% range (the widest it gives stands in)'
+    """
+    return (
+        f"no verdict on ties with #1 for #{', #'.join(map(str, ranks))}: the record cannot "
+        f"bound a {100 * level:g}% range (the widest it gives stands in)"
+    )
+
+
 def basis_clause(iv: Any, *, these: bool = False) -> str:
     """What a range rests on, the median bias of runs like it (``"runs like these"`` where the
     line speaks for several rows), and its notes (the interval's warning, :func:`bounded_note`):
@@ -121,6 +136,7 @@ __all__ = [
     "bounded_note",
     "error_clause",
     "error_verdict",
+    "no_tie_verdict",
     "overlaps",
     "tie_legend",
     "too",

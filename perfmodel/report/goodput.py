@@ -241,21 +241,27 @@ def energy_at_step_time(e: StepEnergy, iteration_time_s: float, *, busy_share: f
 
 def energy_range(e: StepEnergy, t_lo_s: float, t_hi_s: float) -> tuple[float, float]:
     """``(low, high)`` joules of one step when the step takes ``t_lo_s`` to ``t_hi_s`` (the step
-    time's range): the least and the most of :func:`energy_at_step_time` at both ends with the
-    miss all in busy or all in idle seconds (where it lies, the interval does not say; a mix
-    lies between, the power model being linear in the busy seconds). The ends are the miss in
-    busy seconds: the point estimate plus or minus the missed seconds at load power (down to
-    idle power), so a slower step's energy grows faster than its time when the compute
-    is what ran slow, and a time's scaling (:func:`perfmodel.intervals.answers.run_range`)
-    would understate it.
+    time's range): the least and the most of :func:`energy_at_step_time` over that range with
+    any share of the miss in busy or idle seconds (where it lies, the interval does not say).
+    The power model being linear in the busy seconds with load power at least idle power, a
+    step's least energy at a given time puts the seconds it saves in busy ones and the seconds
+    it adds in idle ones, its most the reverse, and both grow with the step time; so the ends
+    are ``t_lo_s`` and ``t_hi_s`` with the miss all busy where that end lies on its usual side
+    of the point estimate (``t_lo_s <= t <= t_hi_s``: the point estimate minus or plus the
+    missed seconds at load power, down to idle power) and all idle where a biased range lies
+    wholly on one side of it. A slower step's energy thus grows faster than its time when the
+    compute is what ran slow, and a time's scaling
+    (:meth:`perfmodel.intervals.answers.StepInterval.run_range`) would understate it.
 
     >>> from perfmodel.hardware import get_gpu
     >>> e = step_energy(get_gpu("H100-SXM5-80GB"), num_gpus=8, iteration_time_s=2.0, busy_s=1.5)
     >>> [round(v) for v in energy_range(e, 1.0, 4.0)]  # 8 x (88 x 1 + 612 x 0.5); 8,752 + 8 x 700 x 2
     [3152, 19952]
     """
-    ends = [energy_at_step_time(e, t, busy_share=b) for t in (t_lo_s, t_hi_s) for b in (0.0, 1.0)]
-    return min(ends), max(ends)
+    t = e.iteration_time_s
+    low = energy_at_step_time(e, t_lo_s, busy_share=1.0 if t_lo_s <= t else 0.0)
+    high = energy_at_step_time(e, t_hi_s, busy_share=1.0 if t_hi_s >= t else 0.0)
+    return low, high
 
 
 def kwh_per_million_tokens_range(
@@ -700,10 +706,7 @@ class RunEstimate:
             )
             if span is not None:
                 rng = self.energy_ranges(span)
-                per = (
-                    rng["energy_ideal_j_low"] / self.steps,
-                    rng["energy_ideal_j_high"] / self.steps,
-                )
+                per = energy_range(e, *span.run_range(e.iteration_time_s))
                 lines.append(
                     f"  {span.level_text + ' range':<14}{per[0] / 1e3:,.1f} - {per[1] / 1e3:,.1f}"
                     " kJ per step"

@@ -904,13 +904,16 @@ def _state_gpus(base: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class PlanTies:
     """The shown plans' intervals at ``level``: each plan's score range and whether it overlaps
-    the best plan's (:class:`perfmodel.intervals.answers.Tie`), what the ranges rest on, and
-    why there are none (``error``)."""
+    the best plan's (:class:`perfmodel.intervals.answers.Tie`), what the ranges rest on
+    (``basis``, ``warning``) and the best plan's
+    :class:`~perfmodel.intervals.conformal.ResidualInterval` (``residual``: its bias and notes,
+    :func:`perfmodel.intervals.wording.basis_clause`)."""
 
     level: float
     ties: tuple[Any, ...]
     basis: str
-    warning: str = ""
+    warning: str
+    residual: Any
 
 
 def plan_ties(result: SearchResult, top: int, level: float | None) -> PlanTies | None:
@@ -929,4 +932,4 @@ def plan_ties(result: SearchResult, top: int, level: float | None) -> PlanTies |
         found, best = ties([c.score for c in shown], [c.scenario for c in shown], level)
     except PerfModelError:
         return None
-    return PlanTies(level, tuple(found), best.basis, best.warning)
+    return PlanTies(level, tuple(found), best.basis, best.warning, best)

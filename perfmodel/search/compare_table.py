@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from perfmodel.intervals.wording import basis_clause, no_tie_verdict
 from perfmodel.search.compare import Candidate, Objective, PlanTies, SearchResult, plan_ties
 
 
@@ -217,7 +218,10 @@ def _notes_of(shown: Sequence[Candidate]) -> list[str]:
 
 
 def _tie_lines(ties: PlanTies | None) -> list[str]:
-    """``~`` explained: which plans tie with the best, and what their ranges rest on."""
+    """``~`` explained: which plans tie with the best (:func:`~perfmodel.intervals.wording.
+    no_tie_verdict` for those whose ranges the record cannot bound), and what their ranges rest
+    on, with the bias of runs like the best plan and its notes, as ``predict`` says it
+    (:func:`~perfmodel.intervals.wording.basis_clause`)."""
     if ties is None:
         return []
     pct = f"{100 * ties.level:g}%"
@@ -230,17 +234,12 @@ def _tie_lines(ties: PlanTies | None) -> list[str]:
             "the ranking among them is within the model's error"
         )
     if unbounded:
-        out.append(
-            f"no verdict on ties with #1 for #{', #'.join(map(str, unbounded))}: the record "
-            f"cannot bound a {pct} range (the widest it gives stands in)"
-        )
+        out.append(no_tie_verdict(ties.level, unbounded))
     if not out:
         out.append(
             f"no plan's {pct} range overlaps #1's: the ranking of #1 is beyond the model's error"
         )
-    out.append(f"  {pct} ranges from {ties.basis}")
-    if ties.warning:
-        out.append(f"  note: {ties.warning}")
+    out.append(f"  {pct} ranges {basis_clause(ties.residual, these=True)}")
     return out
 
 

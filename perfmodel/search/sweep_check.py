@@ -97,14 +97,6 @@ def set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
-def _scenario_default(key: str) -> Any:
-    """The default of scenario key ``key`` (:class:`~perfmodel.scenario.Scenario`'s field:
-    ``system`` ``dgx1-v100``, ``nodes`` 1), where a grid point leaves it out."""
-    from perfmodel.scenario import Scenario
-
-    return next(f.default for f in dataclasses.fields(Scenario) if f.name == key)
-
-
 def _check_value(
     spec: SweepSpec, section: str, name: str, value: Any, axis_values: Mapping[str, Any]
 ) -> None:
@@ -151,9 +143,12 @@ def _check_gpu_counts(spec: SweepSpec) -> None:
     grid reaches can run (more GPUs than every such point's hardware has). A value that some
     combination runs passes: its other corners stay error rows naming the axis value
     (:func:`row_error`), as every run-time refusal does."""
+    from perfmodel.scenario import Scenario
     from perfmodel.scenario_parse import pos_int
     from perfmodel.topology.builders import gpus_per_server
 
+    # a point that names no system / nodes runs on the scenario's defaults (class attributes)
+    default_system, default_nodes = Scenario.system, Scenario.nodes
     varied = [(s, n, v) for s, n, v in _axes(spec) if n in GPU_COUNT_KEYS]
     if not any(n == "gpus" for _s, n, _v in varied) and "gpus" not in spec.base:
         return
@@ -168,14 +163,14 @@ def _check_gpu_counts(spec: SweepSpec) -> None:
         at = dict(zip((n for _s, n, _v in plain), combo[:-1]))
         at.update(zip((n for _s, n, _v in zipped), combo[-1]))
         point = {**{k: spec.base[k] for k in GPU_COUNT_KEYS if k in spec.base}, **at}
-        system, gpus = point.get("system", _scenario_default("system")), point.get("gpus")
+        system, gpus = point.get("system", default_system), point.get("gpus")
         if not isinstance(gpus, int) or isinstance(gpus, bool):
             continue
         if not isinstance(system, str) or system in _BUILT_SYSTEMS:
             runs[gpus] = True
             continue
         try:
-            nodes = pos_int(point.get("nodes", _scenario_default("nodes")), "nodes")
+            nodes = pos_int(point.get("nodes", default_nodes), "nodes")
             have = gpus_per_server(system) * nodes
         except PerfModelError:
             runs[gpus] = True  # the value checks name a bad system or nodes value

@@ -452,9 +452,12 @@ class WhatIfPoint(FlatRecord):
 
     def to_dict(self) -> dict[str, Any]:
         """The fields (:class:`~perfmodel._record.FlatRecord`), the interval as ``predict
-        --json`` writes it (``interval_level`` ``None`` without one; ``interval_basis``,
-        ``interval_warning``, ``interval_bias``, ``interval_bounded``) and ``<field>_low`` / ``<field>_high`` of
-        every rate, time, cost and energy with a value."""
+        --json`` writes it (:func:`~perfmodel.intervals.answers.interval_fields`:
+        ``interval_level``, ``None`` without one, and with one ``interval_basis``,
+        ``interval_warning``, ``interval_bias``, ``interval_bounded``, ``interval_capped``
+        where a physical bound cut the range, ``interval_kind_*`` where the pool is of other
+        kinds of model) and ``<field>_low`` / ``<field>_high`` of every rate, time and cost
+        with a value and of ``kwh_per_million_tokens`` (:meth:`range_of`)."""
         out = super().to_dict()
         from perfmodel.intervals.answers import interval_fields
 

@@ -172,7 +172,7 @@ def test_compute_params_recovered_through_compute_model(peak_frac, mem_eff, laun
         assert math.isfinite(se) and se > 0, name
     assert res.dof == len(ms) - 3
     # 5 standard errors read with Student's t of the fit's 10 residual degrees of freedom
-    bound = res.halfwidth("peak_flops.bf16", 5)
+    bound = res.summary("").halfwidth("peak_flops.bf16", 5)
     assert abs(got_peak - true_peak) <= max(bound, 0.03 * true_peak)
 
 
@@ -180,7 +180,7 @@ def test_compute_params_recovery_on_a_draw_the_normal_reading_understates() -> N
     """Session 14's draw (promoted from a strict xfail by fix17): the peak is 4.4% off, 5.4 of
     its standard errors (0.82%): about a 1-in-3,300 event (two-sided) for Student's t with the
     fit's 10 residual degrees of freedom (the draw's residuals happen to be small, so ``s`` is),
-    1 in 1.5 x 10^7 for the normal. The interval reads the errors with t (``FitResult.halfwidth``)."""
+    1 in 1.5 x 10^7 for the normal. The interval reads the errors with t (``FitSummary.halfwidth``)."""
     inner = test_compute_params_recovered_through_compute_model.hypothesis.inner_test
     inner(peak_frac=0.5, mem_eff=0.5, launch_us=7.0, seed=43)
 

@@ -111,6 +111,23 @@ def test_compare_marks_statistical_ties(capsys) -> None:
     assert "statistically tied" not in capsys.readouterr().out
 
 
+def test_compare_basis_line_is_predicts_with_the_bias(capsys) -> None:
+    """mend17a item 6: the plan search says what its ranges rest on as predict, the systems
+    search and the what-if do (``intervals.wording.basis_clause``: the basis, then the median
+    bias of runs like the best plan, then its notes), not a basis without the bias."""
+    args = ["compare", "--system", "dgx-a100", "--model", "gpt", "--model-arg", "layers=12",
+            "--model-arg", "hidden=1024", "--model-arg", "heads=16", "--model-arg", "seq_len=1024",
+            "--global-batch", "32", "--precision", "bf16", "--software", "megatron-core",
+            "--top", "4", "--confirm-k", "0", "--analytic-k", "4"]  # fmt: skip
+    d = cli_json(capsys, [*args, "--json"])
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    basis = [ln for ln in lines if ln.startswith("  80% ranges from ")]
+    assert len(basis) == 1
+    assert basis[0].startswith(f"  80% ranges from {d['interval_basis']}; runs like these were ")
+    assert basis[0].split("; ")[1].endswith("(median)")
+
+
 def test_comm_bounds_each_size(capsys) -> None:
     args = ["comm", "--system", "dgx-a100", "--nodes", "2", "--sizes", "1M:256M:16"]
     d = cli_json(capsys, [*args, "--json"])

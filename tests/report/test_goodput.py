@@ -367,6 +367,33 @@ def test_energy_range_holds_every_attribution_of_the_miss(
     assert energy_at_step_time(e, 2.0, busy_share=share) == pytest.approx(e.energy_per_step_j)
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    busy=st.floats(0.0, 1.0),
+    k_a=st.floats(0.3, 3.0),
+    k_b=st.floats(0.3, 3.0),
+    k=st.floats(0.0, 1.0),
+    share=st.floats(0.0, 1.0),
+)
+def test_energy_range_holds_a_biased_step_range(
+    busy: float, k_a: float, k_b: float, k: float, share: float
+) -> None:
+    """mend17a item 5: a step range that lies wholly on one side of the point estimate (a
+    biased pool: ``r_lo > 0`` or ``r_hi < 0``) still bounds the energy of every step time inside
+    it with every share of the miss in busy seconds, and each end is the energy at its step
+    time with the miss all busy or all idle (the extremes the old four-end min/max took)."""
+    from perfmodel.report.goodput import energy_at_step_time, energy_range
+
+    e = step_energy(get_gpu("H100-SXM5-80GB"), num_gpus=8, iteration_time_s=2.0, busy_s=2 * busy)
+    t_lo, t_hi = 2.0 * min(k_a, k_b), 2.0 * max(k_a, k_b)
+    lo, hi = energy_range(e, t_lo, t_hi)
+    ends = [energy_at_step_time(e, t, busy_share=b) for t in (t_lo, t_hi) for b in (0.0, 1.0)]
+    assert (lo, hi) == (min(ends), max(ends))
+    tol = 1e-9 * e.energy_per_step_j
+    inside = energy_at_step_time(e, t_lo + k * (t_hi - t_lo), busy_share=share)
+    assert lo - tol <= inside <= hi + tol
+
+
 def test_energy_range_by_hand() -> None:
     """8 H100s (88 W idle, 700 W load), 2 s step busy 1.5 s (547 W each: 8,752 J); the step
     takes 1-4 s. Miss in busy seconds: 0.5 s busy of 1 s = 8 x (88 + 612 x 0.5) = 3,152 J, and
