@@ -68,6 +68,25 @@ def file_stamp(path: str) -> int | None:
         return None  # load_profile raises its own error naming the file
 
 
+def system_file_stamp(system: str) -> tuple[str, int, int] | None:
+    """``(real path, modification time in ns, size in bytes)`` of a system given as a file
+    (``--system box.toml`` / ``.json``), ``None`` for a catalogue name or a file that cannot be
+    read (the loader raises its own error naming it).
+
+    Part of every cache key a system file feeds (the topology, the speedup baselines, whole
+    reports), as :func:`file_stamp` is for a calibration profile: the same relative name in
+    another folder, or the file edited in place ("edit the file as you measure",
+    docs/topology.md), is another system; a name alone served the first file's machine again.
+    """
+    if os.path.splitext(system)[1].lower() not in (".toml", ".json"):
+        return None
+    try:
+        st = os.stat(system)
+    except OSError:
+        return None
+    return (os.path.realpath(system), st.st_mtime_ns, st.st_size)
+
+
 def read_bytes(path: str | os.PathLike[str], *, where: str | None = None) -> bytes:
     """The bytes of a regular file; every failure is a :class:`FileAccessError` naming it.
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from perfmodel._gc import fewer_collections
-from perfmodel._io import file_stamp
+from perfmodel._io import file_stamp, system_file_stamp
 from perfmodel.parallel.plan import Hybrid
 from perfmodel.pipeline.assemble import (
     TF32_CONV_NOTE,
@@ -82,7 +82,7 @@ def predict(
     key = None
     if workload_fn is None:  # zoo model: the scenario and the profile's stamp decide the report
         stamp = file_stamp(str(sc.calibration)) if sc.calibration else None
-        key = f"{sc.content_hash()}:{stamp}:{baseline}:{_baseline}"
+        key = f"{sc.content_hash()}:{stamp}:{system_file_stamp(sc.system)}:{baseline}:{_baseline}"
         hit = _REPORTS.get(key)
         if hit is not None:
             return hit

@@ -13,8 +13,9 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from perfmodel._io import file_stamp
+from perfmodel._io import file_stamp, system_file_stamp
 from perfmodel._memo import BoundedMemo
 from perfmodel.parallel.plan import Hybrid
 from perfmodel.parallel.recipe import Sharding
@@ -29,12 +30,11 @@ from perfmodel.scenario import Scenario
 PredictFn = Callable[..., StepReport]
 
 #: Speedup baselines of zoo-model scenarios (:func:`_baseline_value`): ``(throughput, fits,
-#: defaults)`` by (baseline scenario content hash, profile stamp, kind); small values, so many
+#: defaults)`` by (baseline scenario content hash, profile stamp, system file stamp, kind); small
+#: values, so many
 #: (a sweep's rows have as many distinct baselines as model, batch, precision and software
 #: combinations).
-BASELINES: BoundedMemo[tuple[str, int | None, str], tuple[float, bool, tuple[str, ...]]] = (
-    BoundedMemo(65_536)
-)
+BASELINES: BoundedMemo[tuple[Any, ...], tuple[float, bool, tuple[str, ...]]] = BoundedMemo(65_536)
 
 
 #: The :class:`~perfmodel.scenario.Scenario` fields :func:`baseline_scenario` puts back to their
@@ -130,7 +130,7 @@ def _baseline_value(
     if workload_fn is not None:
         return make()
     stamp = file_stamp(str(b_sc.calibration)) if b_sc.calibration else None
-    return BASELINES.get((b_sc.content_hash(), stamp, kind), make)
+    return BASELINES.get((b_sc.content_hash(), stamp, system_file_stamp(b_sc.system), kind), make)
 
 
 def _one_gpu_state_exceeds_memory(sc: Scenario, r: Resolved) -> bool:

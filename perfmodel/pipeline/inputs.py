@@ -2,7 +2,8 @@
 zoo workload and the cost models of a topology (:class:`~perfmodel.parallel.costs.SystemCosts`).
 
 Every cache that a calibration profile feeds keys on the profile's file stamp
-(:func:`file_stamp`), so a profile rewritten on disk is read again. Strings reaching this module
+(:func:`file_stamp`), so a profile rewritten on disk is read again; every cache a system file
+feeds keys on :func:`~perfmodel._io.system_file_stamp` (its real path, time and size). Strings reaching this module
 are names of files and catalogue entries only; what they mean was parsed at the edge
 (:mod:`perfmodel.scenario_parse`).
 """
@@ -14,7 +15,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from perfmodel._io import file_stamp
+from perfmodel._io import file_stamp, system_file_stamp
 from perfmodel.comm.p2p_read import ProcessLayout, process_layout, with_process_layout
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
@@ -30,22 +31,24 @@ WorkloadFn = Callable[..., Any]
 
 
 @lru_cache(maxsize=64)
-def _topology(key: tuple[Any, ...]) -> Topology:
+def _topology(key: tuple[Any, ...], system_file: tuple[str, int, int] | None = None) -> Topology:
     """The topology of the hardware fields ``key`` (values of :data:`HARDWARE_FIELDS`, in order;
     ``nccl_env`` as ``(NcclEnv, where it was stated)``, or ``()`` for none: the parsed value,
-    its origin in the key so that an error names what the user typed)."""
+    its origin in the key so that an error names what the user typed); ``system_file`` is the
+    system file's :func:`~perfmodel._io.system_file_stamp` (``None`` for a catalogue name), in
+    the key only."""
     hw = dict(zip(HARDWARE_FIELDS, key, strict=True))
     env = hw.pop("nccl_env")
     if env:  # the job's NCCL variables: what NCCL's choice weighs (comm/nccl_env.py)
         from perfmodel.comm.nccl_env import with_nccl_env
 
-        base = _topology((*key[:-1], ()))
+        base = _topology((*key[:-1], ()), system_file)
         return with_nccl_env(base, env[0])
     nccl = hw.pop("nccl")
     if nccl is not None:  # the stated NCCL release's P2P level (issue 12)
         from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
-        base = _topology((*key[:-2], None, ()))
+        base = _topology((*key[:-2], None, ()), system_file)
         return with_nccl_p2p_rule(base, NcclRelease.parse(nccl, where="scenario.nccl"))
     from perfmodel.topology.builders import build_system
 
@@ -82,7 +85,7 @@ def topology_of(sc: Scenario) -> Topology:
     nodes = pos_int(sc.nodes, "nodes")
     key = tuple(nodes if f == "nodes" else getattr(sc, f) for f in HARDWARE_FIELDS)
     env = sc.nccl_env  # parsed when the scenario was built (Scenario.__post_init__)
-    return _topology((*key[:-1], (env, env.where) if env else ()))
+    return _topology((*key[:-1], (env, env.where) if env else ()), system_file_stamp(sc.system))
 
 
 def freeze(v: Any) -> Any:

@@ -1,0 +1,71 @@
+"""A system file is its content, not its name: the caches it feeds (the topology, the speedup
+baselines, whole reports) key on its real path, time and size (``_io.system_file_stamp``).
+Found in session 15: ``predict --system box.toml`` in another folder, or after the file was
+edited in place, answered with the first file's machine (8 GPUs on two 4-GPU servers where the
+new box has 8 per server)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfmodel._io import system_file_stamp
+from perfmodel.cli import main
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "topology"
+IMPORTS = {
+    "dgx1": ["smi-dgx1-v100.txt", "--gpu", "V100-SXM2-16GB"],  # 8 GPUs a server
+    "pcie4": ["smi-pcie-4gpu.txt", "--gpu", "V100-PCIE-16GB"],  # 4 GPUs a server
+}
+PREDICT = ["predict", "--system", "box.toml", "--nodes", "2", "--network", "ib-edr"]
+PREDICT += ["--model", "gpt2", "--batch-per-gpu", "8", "--precision", "fp16"]
+PREDICT += ["--fidelity", "analytic", "--json"]
+
+
+def _import(folder: Path, which: str, capsys: pytest.CaptureFixture[str]) -> None:
+    name, *gpu = IMPORTS[which]
+    argv = ["topo", "import", str(FIXTURES / name), *gpu, "-o", str(folder / "box.toml")]
+    assert main([*argv, "--force"]) == 0
+    capsys.readouterr()
+
+
+def _gpus(capsys: pytest.CaptureFixture[str]) -> int:
+    assert main(PREDICT) == 0
+    return int(json.loads(capsys.readouterr().out)["num_gpus"])
+
+
+def test_the_same_name_in_another_folder_is_another_system(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for which in ("pcie4", "dgx1"):
+        (tmp_path / which).mkdir()
+        _import(tmp_path / which, which, capsys)
+    monkeypatch.chdir(tmp_path / "pcie4")
+    assert _gpus(capsys) == 8  # two 4-GPU servers
+    monkeypatch.chdir(tmp_path / "dgx1")
+    assert _gpus(capsys) == 16  # two 8-GPU servers (was 8: the first box.toml's machine)
+
+
+def test_a_file_edited_in_place_is_read_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _import(tmp_path, "pcie4", capsys)
+    assert _gpus(capsys) == 8
+    before = system_file_stamp("box.toml")
+    _import(tmp_path, "dgx1", capsys)  # the same name, another machine
+    assert system_file_stamp("box.toml") != before
+    assert _gpus(capsys) == 16
+
+
+def test_stamp_of_names_and_files(tmp_path: Path) -> None:
+    """A catalogue name or a missing file has no stamp; a file's is its real path, time, size."""
+    assert system_file_stamp("dgx-h100") is None
+    assert system_file_stamp(str(tmp_path / "absent.toml")) is None
+    src = Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.toml"
+    shutil.copy(src, tmp_path / "mine.TOML")
+    path, _ns, size = system_file_stamp(str(tmp_path / "mine.TOML"))
+    assert path == str((tmp_path / "mine.TOML").resolve()) and size == src.stat().st_size
