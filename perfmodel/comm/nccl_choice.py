@@ -67,7 +67,8 @@ class NcclChoice:
     #: Whether :meth:`candidates` keeps per table entry the size-free terms of the in-switch
     #: and recent candidates (:meth:`_other_terms`) and prices them per size
     #: (:func:`~perfmodel.comm.nccl_recent.priced_terms`) instead of reading the group and
-    #: the release again for each size (tests compare both ways).
+    #: the release again for each size (tests compare both ways: that proves the cache, both
+    #: ways build the same terms; hand-computed cases check each kind's term).
     TERMS_KEPT = True
 
     def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
