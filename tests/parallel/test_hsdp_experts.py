@@ -105,3 +105,22 @@ def test_hsdp_never_holds_less_model_state_than_fsdp(case: tuple[int, dict[str, 
     gpus, plan = case
     fsdp = {k: v for k, v in plan.items() if k != "hsdp"}
     assert _state_bytes("moe", SMALL, gpus, **plan) >= _state_bytes("moe", SMALL, gpus, **fsdp)
+
+
+def test_mixtral_hsdp_optimizer_updates_its_shard_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimizer step's parameters (``DataParallelEmitters.sharded_params``) on the plan
+    above: 1,605,636,096 / 4 dense + 11,274,289,152 / 1 expert = 11,675,698,176 per GPU (the
+    experts divided by hsdp x cp = 4 gave 3,219,981,312)."""
+    from perfmodel.parallel.costs import SystemCosts
+
+    seen: list[float] = []
+    real = SystemCosts.optimizer_time
+
+    def spy(self: SystemCosts, params: float, *a: object, **k: object) -> float:
+        seen.append(params)
+        return real(self, params, *a, **k)
+
+    monkeypatch.setattr(SystemCosts, "optimizer_time", spy)
+    _state_bytes("mixtral_8x7b", None, 8, cp=2, hsdp=2, ep=4)
+    assert seen == [pytest.approx(MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4)] * len(seen) != []
+    assert seen[0] == pytest.approx(11_675_698_176)
