@@ -38,15 +38,14 @@ class BoundedMemo(Generic[K, V]):
             return make()
         if hit is _ABSENT:
             hit = make()
-            if len(self.entries) >= self.size:
-                self.entries.pop(next(iter(self.entries)))
-            self.entries[key] = hit
+            self.put(key, hit)
         return hit  # type: ignore[return-value]
 
     def put(self, key: K, value: V) -> None:
         """Keep ``value`` under ``key`` (hashable), the oldest entry dropped first where a new
-        key finds the memo full: what :meth:`get` keeps on a miss, for callers that read
-        :attr:`entries` themselves and decide afterwards whether to keep what they made.
+        key finds the memo full: what :meth:`get` keeps on a miss (it calls this), for callers
+        that read :attr:`entries` themselves and decide afterwards whether to keep what they
+        made.
 
         >>> memo = BoundedMemo[str, int](2)
         >>> memo.put("a", 1); memo.put("b", 2); memo.put("a", 3); memo.put("c", 4)

@@ -615,7 +615,6 @@ def _search_cost_lines(
         WhatIfPoint,
         catalogue_gpu_spec,
         per_million_tokens_lines,
-        per_token_energy,
         per_token_figures,
     )
 
@@ -626,7 +625,7 @@ def _search_cost_lines(
         rep.setdefault("num_gpus", best.gpus)
         price = prices.get(label)
         spec = catalogue_gpu_spec(by_label[label])
-        tok, cost, kwh = per_token_figures(rep, spec, price)
+        tok, cost, energy = per_token_figures(rep, spec, price)
         t = float(rep["iteration_time_s"])
         points.append(
             WhatIfPoint(
@@ -647,10 +646,10 @@ def _search_cost_lines(
                 meets_deadline=None,
                 tokens_per_s=tok,
                 cost_per_million_tokens=cost,
-                kwh_per_million_tokens=kwh,
+                kwh_per_million_tokens=None if energy is None else energy.kwh_per_million_tokens,
                 price_source="" if price is None else price.source,
                 interval=residuals.get(label),
-                energy=per_token_energy(rep, spec),
+                energy=energy,
             )
         )
     reports = {label: best for label, best, _, _, _ in results}

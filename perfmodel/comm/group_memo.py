@@ -241,12 +241,10 @@ class GroupMemo:
         members; whether that pattern or twin has been analysed is asked every time, as
         before, so the answer is the same in every state of the memos (issue 27).
         """
-        got = self._member_keys.entries.get(members) if self.MEMBER_KEYS else None
-        if got is None:
-            got = self._member_key(members)
-            if self.MEMBER_KEYS:
-                self._member_keys.put(members, got)
-        spans, key = got
+        if self.MEMBER_KEYS:
+            spans, key = self._member_keys.get(members, lambda: self._member_key(members))
+        else:
+            spans, key = self._member_key(members)
         if spans:  # the ring pattern's key, where a group of the pattern has been analysed
             return key if key is not None and key in self._patterns.entries else None
         if key is None:  # not a server's members

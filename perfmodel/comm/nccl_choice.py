@@ -67,7 +67,8 @@ class NcclChoice:
     #: Whether :meth:`candidates` keeps per table entry the size-free terms of the in-switch
     #: and recent candidates (:meth:`_other_terms`) and prices them per size
     #: (:func:`~perfmodel.comm.nccl_recent.priced_terms`) instead of reading the group and
-    #: the release again for each size (tests compare both ways).
+    #: the release again for each size (tests compare both ways: that proves the cache, both
+    #: ways build the same terms; hand-computed cases check each kind's term).
     TERMS_KEPT = True
 
     def __init__(self, topology: Topology, links: DirectedLinks, link_params: LinkParams) -> None:
@@ -245,8 +246,8 @@ class NcclChoice:
         self, op: CollectiveOp, m: float, info: GroupInfo
     ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
         """The candidates beyond NCCL's ring/tree table, in the order :meth:`candidates` adds
-        them: the in-switch all-reduces (:meth:`in_switch_candidates`), then NVLS, NVLS tree and
-        PAT (:func:`~perfmodel.comm.nccl_recent.recent_candidates`): :meth:`_other_terms`
+        them: the in-switch all-reduces (:meth:`in_switch_terms`), then NVLS, NVLS tree and
+        PAT (:func:`~perfmodel.comm.nccl_recent.recent_terms`): :meth:`_other_terms`
         priced at ``m`` bytes."""
         return priced_terms(self._other_terms(op, info), m, self.tuner)
 
@@ -415,13 +416,6 @@ class NcclChoice:
                 lat += 2 * ((ppn - 1) * intra_lat + (nodes.bit_length() - 1) * inter_lat)
             out.append((algo, proto, lat, algbw, bus, plateau))
         return out
-
-    def in_switch_candidates(
-        self, m: float, info: GroupInfo
-    ) -> list[tuple[float, Algorithm, Protocol, float, float]]:
-        """All-reduce with the switches reducing, :meth:`in_switch_terms` priced at ``m`` bytes
-        (:func:`~perfmodel.comm.nccl_recent.priced_terms`)."""
-        return priced_terms(self.in_switch_terms(info), m, self.tuner)
 
     def in_switch_terms(self, info: GroupInfo) -> list[Term]:
         """All-reduce with the switches reducing: NVLS in one server, CollNet (IB SHARP) across;

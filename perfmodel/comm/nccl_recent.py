@@ -29,7 +29,7 @@ the Simple protocol (NCCL allows no other for these algorithms):
   capability >= 6.0): algorithm bandwidth ``0.75 x B_ring`` (no ratio, as above), latency
   ``8 + log2(nodes) x 14 / 3.5 + n x 2.8`` us. It wins at mid sizes on many nodes (16
   ``dgx-h100`` servers, one GPU each, 1 MiB all-gather: 99.2 us against the ring's 129.8 us;
-  doctest of :func:`recent_candidates`).
+  doctest of :func:`recent_terms`).
 
 Not modelled: NVLS across servers with SHARP (CollNet + NVLS), CollNet Chain, CollNet Direct for
 all-gather / reduce-scatter; the ring and tree candidates keep NCCL 2.7/2.8's tables (the
@@ -84,7 +84,7 @@ def nvls_servers(links: DirectedLinks, info: GroupInfo) -> bool:
     group's GPUs in each server, joined by NVLink through an NVSwitch there (NCCL's
     ``nvlsSupport``: multicast-capable third-generation NVSwitch and later). The one test of
     NVLS support: single-server NVLS (:meth:`~perfmodel.comm.nccl_choice.NcclChoice.
-    in_switch_candidates`, ``nodes == 1``) and the NVLS tree across servers both use it.
+    in_switch_terms`, ``nodes == 1``) and the NVLS tree across servers both use it.
 
     >>> from perfmodel.comm import CommCostModel
     >>> from perfmodel.topology import load_system
@@ -112,29 +112,6 @@ def nvls_servers(links: DirectedLinks, info: GroupInfo) -> bool:
     return all(srv[p[0]] in switched for p in info.parts)
 
 
-def recent_candidates(
-    choice: NcclChoice, op: CollectiveOp, m: float, info: GroupInfo
-) -> list[Candidate]:
-    """NVLS all-gather / reduce-scatter, NVLS tree all-reduce and PAT candidates for ``op``:
-    :func:`recent_terms` priced at ``m`` bytes (:func:`priced_terms`).
-
-    >>> from perfmodel.topology import load_system
-    >>> from perfmodel.comm import CommCostModel
-    >>> h = load_system("dgx-h100")
-    >>> r = CommCostModel(h).collective("allgather", 2**30, h.gpus, algorithm="nvls")
-    >>> round(r.bandwidth_Bps / 1e9, 1)  # NVLS graph 8 x 40 GB/s x 0.85 x 7/8 x 7/8 (+ 25 us)
-    208.2
-
-    PAT against the ring: 16 DGX H100 servers, one GPU each, 1 MiB all-gather (us):
-
-    >>> t = load_system("dgx-h100", nodes=16)
-    >>> g, m = [f"n{i}/gpu0" for i in range(16)], CommCostModel(t)
-    >>> [round(m.collective("allgather", 2**20, g, a).time_s * 1e6, 1) for a in ("pat", "ring")]
-    [99.2, 129.8]
-    """
-    return priced_terms(recent_terms(choice, op, info), m, choice.tuner)
-
-
 #: A candidate without its size (:func:`recent_terms`): (algorithm, protocol, latency (s),
 #: algorithm bandwidth (B/s) before any size correction, the bandwidth the candidate reports
 #: (B/s), whether NCCL 2.29's NVLS tree size correction applies).
@@ -159,12 +136,29 @@ def priced_terms(terms: list[Term], m: float, tuner: NcclTuner) -> list[Candidat
 
 
 def recent_terms(choice: NcclChoice, op: CollectiveOp, info: GroupInfo) -> list[Term]:
-    """:func:`recent_candidates` without the size: which candidates the group has and each
-    one's latency and bandwidths (:data:`Term`). Every condition reads the op, the group's
+    """NVLS all-gather / reduce-scatter, NVLS tree all-reduce and PAT candidates for ``op``
+    without the size: which candidates the group has and each one's latency and bandwidths
+    (:data:`Term`). Every condition reads the op, the group's
     analysis, the release, the host CPU and the tuner table, never the size, and so does
     every latency and bandwidth but the NVLS tree's size correction (marked in the term), so
     a group's terms are one list for every size (:meth:`NcclChoice.candidates
-    <perfmodel.comm.nccl_choice.NcclChoice.candidates>` keeps it per table entry)."""
+    <perfmodel.comm.nccl_choice.NcclChoice.candidates>` keeps it per table entry), priced at
+    a size by :func:`priced_terms`.
+
+    >>> from perfmodel.topology import load_system
+    >>> from perfmodel.comm import CommCostModel
+    >>> h = load_system("dgx-h100")
+    >>> r = CommCostModel(h).collective("allgather", 2**30, h.gpus, algorithm="nvls")
+    >>> round(r.bandwidth_Bps / 1e9, 1)  # NVLS graph 8 x 40 GB/s x 0.85 x 7/8 x 7/8 (+ 25 us)
+    208.2
+
+    PAT against the ring: 16 DGX H100 servers, one GPU each, 1 MiB all-gather (us):
+
+    >>> t = load_system("dgx-h100", nodes=16)
+    >>> g, m = [f"n{i}/gpu0" for i in range(16)], CommCostModel(t)
+    >>> [round(m.collective("allgather", 2**20, g, a).time_s * 1e6, 1) for a in ("pat", "ring")]
+    [99.2, 129.8]
+    """
     out: list[Term] = []
     n, nodes = info.n, info.nodes
     release = choice.release

@@ -240,16 +240,17 @@ class DataParallelEmitters:
 
     def sharded_params(self, s: int, stage_params: float) -> float:
         """Parameters stage ``s``'s optimizer updates: with ZeRO/FSDP sharding the dense ones
-        over the ``dp x cp`` replicas and the routed experts' over the expert data-parallel
-        group (:attr:`ParallelismPlan.expert_dp`), as Megatron-Core's distributed optimizer
+        over the ``dp x cp`` replicas (HSDP: the shard group) and the routed experts' over the
+        expert data-parallel group (:attr:`ParallelismPlan.expert_shard_degree`: ``expert_dp``,
+        under HSDP its share within a replica group), as Megatron-Core's distributed optimizer
         shards each over the group that reduces its gradients."""
         rc, plan = self.rc, self.plan
         if rc.sharding.stage < 1:
             return stage_params
         expert = self.stage_expert_params(s)
-        return (stage_params - expert) / rc.shard_degree(plan.grad_replicas) + expert / (
-            rc.shard_degree(plan.expert_dp)
-        )
+        return (stage_params - expert) / rc.shard_degree(
+            plan.grad_replicas
+        ) + expert / plan.expert_shard_degree
 
     def stage_expert_params(self, s: int) -> int:
         """Routed experts' parameters among stage ``s``'s (its segments'

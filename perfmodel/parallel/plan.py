@@ -386,6 +386,31 @@ class ParallelismPlan(FlatRecord):
         return self.dp * self.cp * self.tp // (self.ep * self.expert_tp)
 
     @property
+    def expert_shard_degree(self) -> int:
+        """Ranks a sharded plan splits the routed experts' model state over: :attr:`expert_dp`,
+        under HSDP divided by the ``dp / hsdp`` replica groups (``expert_dp / (grad_replicas /
+        fsdp_degree)``, at least 1), since hybrid sharding shards the experts within a replica
+        group and replicates them across the groups as it does the dense weights.
+
+        torchtitan shards the experts over the ``efsdp`` mesh dimension of size ``dp_shard x cp
+        x tp / ep`` in the sparse mesh ``(pp, dp_replicate, efsdp, ep)``
+        (``torchtitan/distributed/parallel_dims.py`` ``build_mesh`` at b5bcd76, 2026-08-21),
+        which is ``hsdp x cp x tp / (ep x etp)`` here at ``etp = 1`` (``dp_shard`` is ``hsdp``).
+        The ``max(.., 1)`` covers an ``ep`` that does not divide ``hsdp x cp x tp``, which
+        torchtitan refuses (``_validate`` there): each rank then holds its experts whole.
+
+        >>> ParallelismPlan(dp=4, cp=2, fsdp=True, hsdp=2, ep=4).expert_shard_degree  # 2 // 2
+        1
+        >>> ParallelismPlan(dp=8, fsdp=True, hsdp=4, ep=2).expert_shard_degree  # 4 // 2
+        2
+        >>> ParallelismPlan(dp=4, cp=2, fsdp=True, ep=4).expert_shard_degree  # expert_dp
+        2
+        """
+        if self.fsdp and self.hsdp:
+            return max(self.expert_dp // (self.grad_replicas // self.fsdp_degree), 1)
+        return self.expert_dp
+
+    @property
     def grad_replicas(self) -> int:
         """Ranks holding the same dense weights: ``dp x cp`` (context-parallel ranks hold a
         replica and reduce gradients with the data-parallel ones, Megatron-Core's

@@ -426,7 +426,9 @@ class Recipe:
         return self.optimizer_state_bytes + self.master_bytes
 
     def shard_degree(self, dp: int) -> int:
-        """Ranks the sharded model state is split over: the HSDP shard group, else ``dp``."""
+        """Ranks the sharded dense model state is split over: the HSDP shard group, else ``dp``
+        (the routed experts': :attr:`~perfmodel.parallel.plan.ParallelismPlan.expert_shard_degree`,
+        :meth:`expert_state_bytes`)."""
         return self.shard_group if self.sharding is Sharding.HSDP else dp
 
     def model_state_bytes(self, params: float, dp: int) -> tuple[float, float, float]:
@@ -449,6 +451,30 @@ class Recipe:
             state_bytes=self.state_bytes,
             stage=self.sharding.stage,
             dp=self.shard_degree(dp),
+        )
+
+    def expert_state_bytes(
+        self, params: float, plan: ParallelismPlan
+    ) -> tuple[float, float, float]:
+        """``(weights, gradients, optimizer state)`` bytes per GPU for ``params`` routed-expert
+        parameters: as :meth:`model_state_bytes`, sharded over
+        :attr:`~perfmodel.parallel.plan.ParallelismPlan.expert_shard_degree` (the expert
+        data-parallel group, under HSDP its share within one replica group).
+
+        >>> from perfmodel.parallel.software import get_preset
+        >>> from perfmodel.parallel.plan import ParallelismPlan
+        >>> plan = ParallelismPlan(dp=4, cp=2, fsdp=True, hsdp=2, ep=4)  # expert shard degree 1
+        >>> r = build_recipe(get_preset("torchtitan"), Precision.BF16, Optimizer.ADAM, plan)
+        >>> sum(r.expert_state_bytes(8e6, plan))  # 16 B each, unsharded
+        128000000.0
+        """
+        return model_state_bytes(
+            params,
+            param_bytes=self.param_bytes,
+            grad_bytes=self.grad_bytes,
+            state_bytes=self.state_bytes,
+            stage=self.sharding.stage,
+            dp=plan.expert_shard_degree,
         )
 
     def describe(self, *, tp: int = 1, pp: int = 1, attention: bool = True) -> list[str]:

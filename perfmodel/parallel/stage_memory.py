@@ -186,8 +186,8 @@ def stage_memory(
     stage = rc.sharding.stage
     expert = float(sum(expert_params(c.layers) for c in chunks))
     weights, grads, state = rc.model_state_bytes(params - expert, plan.grad_replicas)
-    if expert:  # routed experts: sharded over the expert data-parallel group
-        ew, eg, es = rc.model_state_bytes(expert, plan.expert_dp)
+    if expert:  # routed experts: sharded over the expert data-parallel group (HSDP: its share)
+        ew, eg, es = rc.expert_state_bytes(expert, plan)
         weights, grads, state = weights + ew, grads + eg, state + es
     # FP8 weight caches (Transformer Engine keeps each FP8 weight and its transpose)
     stored = float(rc.param_bytes) if rc.fp8_params else 0.0

@@ -187,12 +187,13 @@ def listed_prices(systems: Sequence[SystemOption]) -> dict[str, Pricing]:
 
 def per_token_figures(
     report: Mapping[str, Any], spec: Any, price: Pricing | None
-) -> tuple[float | None, float | None, float | None]:
-    """``(tokens/s, cost per million tokens, kWh per million tokens)`` of a report dict; each
+) -> tuple[float | None, float | None, Any]:
+    """``(tokens/s, cost per million tokens, the step's energy)`` of a report dict; each
     ``None`` where the model has no tokens, no price is given or the GPU has no power model.
 
-    ``cost = price_per_gpu_hour * gpus * 1e6 / (tokens_per_s * 3600)``; the energy is
-    :func:`perfmodel.report.goodput.step_energy` of the step (GPU boards only).
+    ``cost = price_per_gpu_hour * gpus * 1e6 / (tokens_per_s * 3600)``; the energy is the
+    :class:`~perfmodel.report.goodput.StepEnergy` of :func:`per_token_energy` (GPU boards
+    only), built once: callers read its ``kwh_per_million_tokens`` and keep it for the range.
     """
     tok = report.get("tokens_per_s")
     if not isinstance(tok, int | float) or not tok > 0:
@@ -200,15 +201,14 @@ def per_token_figures(
     tok = float(tok)
     gpus = int(report.get("num_gpus") or 1)
     cost = None if price is None else price.price_per_gpu_hour * gpus * 1e6 / (tok * units.hour)
-    e = per_token_energy(report, spec)
-    return tok, cost, None if e is None else e.kwh_per_million_tokens
+    return tok, cost, per_token_energy(report, spec)
 
 
 def per_token_energy(report: Mapping[str, Any], spec: Any) -> Any:
     """The :class:`~perfmodel.report.goodput.StepEnergy` of a report dict's step (its tokens
     per step ``tokens_per_s * iteration_time_s``, busy seconds the breakdown's compute and
-    optimizer), whose ``kwh_per_million_tokens`` :func:`per_token_figures` gives and whose
-    range :meth:`WhatIfPoint.range_of` reads; ``None`` without tokens, a breakdown or a power
+    optimizer), which :func:`per_token_figures` gives, whose ``kwh_per_million_tokens`` is
+    :attr:`WhatIfPoint.kwh_per_million_tokens` and whose range :meth:`WhatIfPoint.range_of` reads; ``None`` without tokens, a breakdown or a power
     model."""
     tok = report.get("tokens_per_s")
     bd = report.get("breakdown")
@@ -379,7 +379,8 @@ class WhatIfPoint(FlatRecord):
     cost_per_million_tokens: float | None = None
     """``price_per_gpu_hour * gpus / (tokens_per_s * 3600) * 1e6``, failure-free."""
     kwh_per_million_tokens: float | None = None
-    """GPU-board energy of a million tokens (:func:`perfmodel.report.goodput.step_energy`)."""
+    """GPU-board energy of a million tokens: :attr:`energy`'s ``kwh_per_million_tokens``
+    (:func:`perfmodel.report.goodput.step_energy`)."""
     price_source: str = ""
     baseline_gpus: int = 1
     """GPUs of the run :attr:`speedup` divides by (the report's ``baseline_gpus``)."""
@@ -692,8 +693,7 @@ def _point(
     meets = (run_s <= deadline_s) if (run_s is not None and deadline_s is not None) else None
     from perfmodel.search.compare_table import tight
 
-    tok, c_mtok, kwh = per_token_figures(rep, spec, price)
-    energy = per_token_energy(rep, spec)
+    tok, c_mtok, energy = per_token_figures(rep, spec, price)
     mem = rep.get("memory_per_gpu_bytes")
     return WhatIfPoint(
         system=opt.label,
@@ -713,7 +713,7 @@ def _point(
         notes=tuple(rep.get("printed_notes") or ()),
         tokens_per_s=tok,
         cost_per_million_tokens=c_mtok,
-        kwh_per_million_tokens=kwh,
+        kwh_per_million_tokens=None if energy is None else energy.kwh_per_million_tokens,
         price_source="" if price is None else price.source,
         baseline_gpus=base_gpus,
         speedup_basis=basis,

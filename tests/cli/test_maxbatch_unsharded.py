@@ -9,6 +9,7 @@ import json
 import pytest
 
 from perfmodel.cli import main
+from tests.cli.cli_helpers import cli_json
 
 ARGV = ["model", "maxbatch", "gpt2", "--gpu", "A100-SXM4-80GB", "--precision", "bf16"]
 ARGV += ["--optimizer", "adam"]
@@ -48,12 +49,7 @@ def test_context_parallel_ranks_are_peers_to_shard_over(capsys: pytest.CaptureFi
     sharded" note (it said one before fix18's follow-up)."""
     argv = ["model", "maxbatch", "llama3_8b", "--gpu", "H100-SXM5-80GB", "--precision", "bf16"]
     argv += ["--optimizer", "adam", "--software", "fsdp", "--json"]
-    one = json.loads(_cli(capsys, *argv, "--plan", "dp=1"))
-    two = json.loads(_cli(capsys, *argv, "--plan", "dp=1,cp=2"))
+    one = cli_json(capsys, [*argv, "--plan", "dp=1"])
+    two = cli_json(capsys, [*argv, "--plan", "dp=1,cp=2"])
     assert one["note"].startswith("not sharded")
     assert "note" not in two
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    assert main(list(argv)) == 0
-    return capsys.readouterr().out

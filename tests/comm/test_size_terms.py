@@ -4,7 +4,12 @@ where ``TERMS_KEPT``; ``nccl_recent.priced_terms``) instead of reading the group
 release again (issue 27, wave 15b). Every result equals the one with the terms not kept, asked
 in the same order, on systems with each kind of candidate and at sizes on both sides of the
 one size threshold the terms have (the NVLS tree's correction below 2**24 x 64 B on
-Blackwell with x86 hosts, NCCL 2.29); a group without such candidates keeps no terms."""
+Blackwell with x86 hosts, NCCL 2.29); a group without such candidates keeps no terms.
+
+That on/off comparison proves the cache exact, not the terms: both arms build the terms with
+the same code (``_other_candidates`` is ``priced_terms(_other_terms(...))``), so a wrong term
+is wrong in both. Each kind's term (NVLS all-reduce and all-gather, NVLS tree, CollNet, PAT) is
+checked against its hand-computed latency and bandwidths below (mend18)."""
 
 from __future__ import annotations
 
@@ -148,10 +153,79 @@ def test_recent_terms_of_an_nvls_tree_are_marked_for_the_correction() -> None:
         assert len(tree) == 1 and tree[0][5] is marked
 
 
+def _term(terms: list, algo: Algorithm) -> tuple:
+    (t,) = [t for t in terms if t[0] is algo]
+    return t
+
+
+def _priced_at_1gib(
+    model: CommCostModel, term: tuple, lat_s: float, algbw_Bps: float, bus_Bps: float
+) -> None:
+    """The term is ``(algo, Simple, lat_s, algbw_Bps, bus_Bps, False)`` and prices 1 GiB at
+    ``lat_s + 2**30 / algbw_Bps`` reporting ``bus_Bps``."""
+    assert term[1] is Protocol.SIMPLE and term[5] is False
+    assert term[2:5] == pytest.approx((lat_s, algbw_Bps, bus_Bps), rel=1e-12)
+    (got,) = priced_terms([term], 2.0**30, model.nccl.tuner)
+    assert got == pytest.approx((lat_s + 2**30 / algbw_Bps, term[0], term[1], lat_s, bus_Bps))
+
+
+def test_nvls_terms_by_hand() -> None:
+    """One DGX H100, NVLS graph of k = 8 heads at s = 40 GB/s, nvlsEfficiency 0.85 (Hopper),
+    latency 25 us. All-reduce (``in_switch_terms``): bus ``2 k s eff (k - 1)/k`` = 476 GB/s,
+    algorithm bandwidth ``bus x n / (2 (n - 1))`` = 476 x 8 / 14 = 272 GB/s. All-gather
+    (``recent_terms``): ``k s eff (k - 1)/k (n - 1)/n`` = 208.25 GB/s, no bus-factor ratio."""
+    topo = load_system("dgx-h100")
+    model = CommCostModel(topo)
+    info = model.group_info(topo.gpus)
+    ar = _term(model.nccl.in_switch_terms(info), Algorithm.NVLS)
+    _priced_at_1gib(model, ar, 25e-6, 272e9, 476e9)
+    ag = _term(recent_terms(model.nccl, CollectiveOp.ALLGATHER, info), Algorithm.NVLS)
+    _priced_at_1gib(model, ag, 25e-6, 208.25e9, 208.25e9)
+
+
+def test_nvls_tree_term_by_hand() -> None:
+    """Four DGX H100, all 32 GPUs, all-reduce: bus ``min(intra, inter, k x
+    perChMaxNVLSTreeBw)`` with intra the server's NVLS all-reduce bus bandwidth at the 400G
+    port's speed (2 x 8 x 40 GB/s x 0.85 x 7/8 = 476 GB/s), inter the servers' ring bandwidth
+    (368 GB/s, the group analysis'; x 1 beyond 2 servers) and the cap 8 x 45.5 GB/s = 364 GB/s
+    (Hopper beyond 2 nodes): 364 GB/s; algorithm bandwidth 364 x 32 / 62 = 187.87 GB/s; latency
+    ``25 us + 2 log2(4) x 20.9 us`` = 108.6 us."""
+    topo = load_system("dgx-h100", nodes=4)
+    model = CommCostModel(topo)
+    info = model.group_info(topo.gpus)
+    assert info.inter_bw_Bps == pytest.approx(368e9)
+    tree = _term(recent_terms(model.nccl, CollectiveOp.ALLREDUCE, info), Algorithm.NVLS_TREE)
+    _priced_at_1gib(model, tree, 108.6e-6, 364e9 * 32 / 62, 364e9)
+
+
+def test_pat_term_by_hand() -> None:
+    """Four DGX H100, one GPU per server, all-gather: algorithm bandwidth 0.75 x the ring's 46
+    GB/s (the group analysis') = 34.5 GB/s, reported as is; latency ``8 + log2(4) x 14 / 3.5 +
+    4 x 2.8`` = 27.2 us."""
+    topo = load_system("dgx-h100", nodes=4)
+    model = CommCostModel(topo)
+    info = model.group_info(tuple(topo.gpus[s * 8] for s in range(4)))
+    assert info.ring_bw_Bps == pytest.approx(46e9)
+    pat = _term(recent_terms(model.nccl, CollectiveOp.ALLGATHER, info), Algorithm.PAT)
+    _priced_at_1gib(model, pat, 27.2e-6, 34.5e9, 34.5e9)
+
+
+def test_collnet_term_by_hand() -> None:
+    """Two DGX H100 on SHARP, all 16 GPUs, all-reduce: bus ``min(intra, inter) x 0.85``
+    (Hopper) = min(405, 368) x 0.85 = 312.8 GB/s (the group analysis' bandwidths), algorithm
+    bandwidth half of it, 156.4 GB/s; latency ``2 (3.7 us + 7 x 0.4 us) + 31 us`` = 44 us."""
+    topo = load_system("dgx-h100", nodes=2).with_sharp(True)
+    model = CommCostModel(topo)
+    info = model.group_info(topo.gpus)
+    assert (info.intra_bw_Bps, info.inter_bw_Bps) == pytest.approx((405e9, 368e9))
+    cn = _term(model.nccl.in_switch_terms(info), Algorithm.COLLNET)
+    _priced_at_1gib(model, cn, 44e-6, 156.4e9, 312.8e9)
+
+
 def test_bounded_memo_put_keeps_what_get_keeps() -> None:
-    """``BoundedMemo.put`` (the writes of ``GroupMemo._member_keys`` and
-    ``SharedResults._reads_of`` / ``_shared_reads``) keeps at most ``size`` entries, the first
-    kept dropped first, as ``get`` does on a miss; a key already kept is replaced in place."""
+    """``BoundedMemo.put`` (the writes of ``SharedResults._reads_of`` / ``_shared_reads``, and
+    of ``get`` on a miss) keeps at most ``size`` entries, the first kept dropped first; a key
+    already kept is replaced in place."""
     from perfmodel._memo import BoundedMemo
 
     put, got = BoundedMemo[int, int](3), BoundedMemo[int, int](3)

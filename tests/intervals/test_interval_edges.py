@@ -48,32 +48,39 @@ def test_the_fast_end_stops_at_the_peak(capsys) -> None:
     assert "read as a normal: the profile records no degrees of freedom" in d["interval_capped"]
 
 
-@pytest.mark.parametrize("dof", [1, 2, 15])
-def test_a_fitted_peak_is_read_with_t(capsys, tmp_path, dof: int) -> None:
+@pytest.mark.parametrize(
+    ("dof", "k", "bound"),
+    [(1, 13.97, None), (2, 4.53, None), (15, 2.18, 1.08106)],
+)
+def test_a_fitted_peak_is_read_with_t(capsys, tmp_path, dof: int, k: float, bound) -> None:
     """fix17: a fit's standard errors have ``dof`` residual degrees of freedom and span two
-    normal standard errors' coverage at t_dof(Phi(2)) of them (2.28 at 10, 4.53 at 2, 13.97 at
-    1). The shipped CPU profile with its gemm.fp32 fit given ``dof``: the cap is the fitted peak
-    plus that many standard errors, worded as such; the cap at 1 dof (1 + 13.97 x 3.72% =
-    152%) is above the 112.5% fast end and does not bind."""
-    from perfmodel.calibration.profile import t_coverage_factor
+    normal standard errors' coverage at ``k = t_dof(Phi(2))`` of them. The shipped CPU profile's
+    gemm.fp32 peak 79.64 +- 2.96 GFLOP/s (relative 3.7163%) given ``dof``: the cap is the fitted
+    peak plus ``k`` standard errors where that is below the 112.5% fast end, worded as such.
 
+    ``k`` by hand: 1 dof is the Cauchy, ``tan(pi (Phi(2) - 1/2))`` = tan(pi x 0.47725) = 13.97,
+    cap 1 + 13.97 x 3.716% = 151.9%: no cap; 2 dof ``(2p - 1) / sqrt(2 p (1 - p))`` at ``p =
+    Phi(2) = 0.97725`` = 0.9545 / 0.2108 = 4.53, cap 116.8%: no cap; 15 dof from
+    ``scipy.stats.t.ppf(scipy.stats.norm.cdf(2), 15)`` = 2.1812 (tables: t_15 at 0.975 is
+    2.131, at 0.98 2.249), cap 1 + 2.1812 x 0.037163 = 108.106%, printed 108.1%."""
     prof = json.loads(open("calibration/cpu-dev-amd-epyc-1thread.json").read())
-    prof["fits"]["gemm.fp32"]["dof"] = dof
+    fit = prof["fits"]["gemm.fp32"]
+    assert fit["stderr"]["peak_flops"] / fit["values"]["peak_flops"] == pytest.approx(
+        0.037163, rel=1e-4
+    )
+    fit["dof"] = dof
     path = tmp_path / "cpu.json"
     path.write_text(json.dumps(prof))
     d = cli_json(capsys, [*CPU[:4], str(path), *CPU[5:], "--json"])
-    k = t_coverage_factor(2.0, dof)
-    assert k > 2.0  # t is wider than the normal at every dof
-    fit = prof["fits"]["gemm.fp32"]
-    bound = 1 + k * fit["stderr"]["peak_flops"] / fit["values"]["peak_flops"]
-    if bound < 1.125:
-        assert d["mfu_high"] == pytest.approx(bound, rel=1e-9)
-        assert (
-            f"read with Student's t at {dof} degrees of freedom: {k:.2f} standard errors"
-            in (d["interval_capped"])
-        )
-    else:
+    if bound is None:
         assert d["mfu_high"] > 1.12 and "interval_capped" not in d
+        return
+    assert d["mfu_high"] == pytest.approx(bound, rel=1e-5)
+    assert "capped at MFU 108.1% of the calibrated GEMM peak" in d["interval_capped"]
+    assert (
+        f"read with Student's t at {dof} degrees of freedom: {k:.2f} standard errors"
+        in d["interval_capped"]
+    )
 
 
 def test_the_profile_is_read_once_per_file(monkeypatch, tmp_path) -> None:

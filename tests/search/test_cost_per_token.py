@@ -186,3 +186,23 @@ def test_ranked_by_energy_the_ranges_judge_the_order() -> None:
         _ranged(-0.25, 0.25, {"fast": Pricing(6.0), "slow": Pricing(1.0)}).per_million_tokens
     )
     assert "cheapest per million tokens: slow" in priced and "energy range" not in priced
+
+
+def test_each_point_builds_its_step_energy_once(monkeypatch) -> None:
+    """fix19 built each point's step energy twice (:func:`per_token_figures` and the caller
+    again); it now builds it once and the point's kWh is read off the energy it keeps."""
+    import perfmodel.report.goodput as goodput
+
+    calls = []
+    real = goodput.step_energy
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append(k.get("num_gpus"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(goodput, "step_energy", counted)
+    res = _whatif({"fast": Pricing(6.0)})
+    assert len(calls) == len(res.points) == 2
+    for p in res.points:
+        assert p.energy is not None
+        assert p.kwh_per_million_tokens == p.energy.kwh_per_million_tokens

@@ -1,0 +1,126 @@
+"""HSDP's routed experts: sharded within one replica group and replicated across the ``dp /
+hsdp`` groups, as the dense weights are. torchtitan's sparse mesh is ``(pp, dp_replicate,
+efsdp, ep)`` with ``efsdp = dp_shard x cp x tp / ep`` (``torchtitan/distributed/
+parallel_dims.py`` ``build_mesh`` at b5bcd76): the experts are sharded over ``efsdp``, not over
+the dense shard group and not over every expert data-parallel rank."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.api import Scenario, resolve
+from perfmodel.parallel.plan import ParallelismPlan
+from perfmodel.pipeline.lower import build_step
+
+# Mixtral 8x7B (config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1): 32 layers of 8
+# SwiGLU experts of 3 x 4096 x 14336 weights; the rest (embedding and head 2 x 32000 x 4096,
+# attention 2 x 4096^2 + 2 x 4096 x 1024, router 4096 x 8 and two norms per layer, final norm)
+MIXTRAL_EXPERTS = 32 * 8 * 3 * 4096 * 14336
+MIXTRAL_DENSE = 2 * 32000 * 4096 + 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 4096 * 8 + 2 * 4096) + 4096
+#: torchtitan's BF16 Adam under FSDP2: FP32 sharded weights, FP32 gradients, two FP32 moments
+STATE_BYTES_PER_PARAM = 4 + 4 + 8
+
+SMALL = {
+    "hidden": 256,
+    "layers": 2,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn_hidden": 512,
+    "experts": 8,
+    "top_k": 2,
+    "seq_len": 512,
+    "vocab": 1024,
+}
+
+
+def _state_bytes(model: str, args: dict[str, int] | None, gpus: int, **plan: int) -> float:
+    sc = Scenario(
+        system="dgx-h100",
+        nodes=gpus // 8,
+        model=model,
+        model_args=args or {},
+        batch_per_gpu=1,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="torchtitan",
+        **plan,  # type: ignore[arg-type]
+    )
+    step, _ = build_step(sc, resolve(sc))
+    m = step.memory[0]
+    return m.weights_bytes + m.grads_bytes + m.optimizer_bytes
+
+
+def test_hand_computed_mixtral_params() -> None:
+    assert MIXTRAL_EXPERTS == 45_097_156_608
+    assert MIXTRAL_DENSE + MIXTRAL_EXPERTS == 46_702_792_704  # Mixtral's published total
+
+
+@pytest.mark.parametrize(
+    ("plan", "degree"),
+    [
+        ({"dp": 4, "cp": 2, "hsdp": 2, "ep": 4}, 1),  # efsdp = 2 x 2 x 1 / 4
+        ({"dp": 8, "hsdp": 4, "ep": 2}, 2),  # efsdp = 4 x 1 x 1 / 2
+        ({"dp": 16, "cp": 2, "hsdp": 8, "ep": 4}, 4),  # efsdp = 8 x 2 x 1 / 4
+        ({"dp": 4, "cp": 2, "ep": 4}, 2),  # plain FSDP: expert_dp = 4 x 2 / 4
+        ({"dp": 4, "hsdp": 1, "ep": 4}, 1),  # ep spans the replicas: experts held whole
+    ],
+)
+def test_expert_shard_degree_is_torchtitans_efsdp(plan: dict[str, int], degree: int) -> None:
+    assert ParallelismPlan(fsdp=True, **plan).expert_shard_degree == degree  # type: ignore[arg-type]
+
+
+def test_mixtral_hsdp_cp_ep_model_state_by_hand() -> None:
+    """Mixtral 8x7B, torchtitan, one DGX H100, dp=4 (hsdp 2, 2 replicas) x cp=2, ep=4: each GPU
+    holds 45,097,156,608 / 4 = 11,274,289,152 expert parameters, sharded over efsdp = 1 (whole),
+    and the dense 1,605,636,096 over hsdp x cp = 4: 16 B x (11,274,289,152 + 401,409,024) =
+    186,811,170,816 B (173.98 GiB; the experts divided by hsdp x cp = 4 read 47.98 GiB). Plain
+    FSDP on the plan: 16 B x (11,274,289,152 / 2 + 1,605,636,096 / 8) = 93,405,585,408 B."""
+    hsdp = _state_bytes("mixtral_8x7b", None, 8, cp=2, hsdp=2, ep=4)
+    fsdp = _state_bytes("mixtral_8x7b", None, 8, cp=2, ep=4)
+    per_gpu = MIXTRAL_EXPERTS // 4
+    assert hsdp == pytest.approx(STATE_BYTES_PER_PARAM * (per_gpu + MIXTRAL_DENSE / 4))
+    assert hsdp == pytest.approx(186_811_170_816)
+    assert fsdp == pytest.approx(STATE_BYTES_PER_PARAM * (per_gpu / 2 + MIXTRAL_DENSE / 8))
+    assert fsdp == pytest.approx(93_405_585_408)
+
+
+@st.composite
+def _hsdp_plans(draw: st.DrawFn) -> tuple[int, dict[str, int]]:
+    gpus = draw(st.sampled_from([8, 16]))
+    cp = draw(st.sampled_from([1, 2]))
+    dp = gpus // cp
+    hsdp = draw(st.sampled_from([h for h in (1, 2, 4, 8, 16) if h <= dp and dp % h == 0]))
+    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if (dp * cp) % e == 0]))
+    return gpus, {"cp": cp, "hsdp": hsdp, "ep": ep}
+
+
+@settings(max_examples=20, deadline=None)
+@given(_hsdp_plans())
+def test_hsdp_never_holds_less_model_state_than_fsdp(case: tuple[int, dict[str, int]]) -> None:
+    """HSDP shards within a replica group, a subset of FSDP's ranks: its model state per GPU is
+    at least FSDP's on the same plan (dense and experts alike)."""
+    gpus, plan = case
+    fsdp = {k: v for k, v in plan.items() if k != "hsdp"}
+    assert _state_bytes("moe", SMALL, gpus, **plan) >= _state_bytes("moe", SMALL, gpus, **fsdp)
+
+
+def test_mixtral_hsdp_optimizer_updates_its_shard_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimizer step's parameters (``DataParallelEmitters.sharded_params``) on the plan
+    above: 1,605,636,096 / 4 dense + 11,274,289,152 / 1 expert = 11,675,698,176 per GPU (the
+    experts divided by hsdp x cp = 4 gave 3,219,981,312)."""
+    from perfmodel.parallel.costs import SystemCosts
+
+    seen: list[float] = []
+    real = SystemCosts.optimizer_time
+
+    def spy(self: SystemCosts, params: float, *a: object, **k: object) -> float:
+        seen.append(params)
+        return real(self, params, *a, **k)
+
+    monkeypatch.setattr(SystemCosts, "optimizer_time", spy)
+    _state_bytes("mixtral_8x7b", None, 8, cp=2, hsdp=2, ep=4)
+    assert seen == [pytest.approx(MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4)] * len(seen) != []
+    assert seen[0] == pytest.approx(11_675_698_176)
