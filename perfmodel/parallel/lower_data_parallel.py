@@ -189,7 +189,13 @@ class DataParallelEmitters:
     def reduce_gradients(self, s: int, seg: Segment, deps: list[int], label: str) -> float:
         """Reduce ``seg``'s gradients over the data-parallel group (HSDP: reduce-scatter in the
         shard group, then all-reduce of the shard across the replicas, FSDP2's order); returns
-        the communication time that runs under the next segment."""
+        the communication time that runs under the next segment.
+
+        The replicas' all-reduce carries each rank's shard: ``((params - expert) / shard_group
+        + expert / expert_shard_degree) x grad_reduce_bytes``, the routed experts sharded over
+        :attr:`~perfmodel.parallel.plan.ParallelismPlan.expert_shard_degree` (torchtitan's
+        ``efsdp``) and replicated over ``dp_replicate`` as the dense weights are
+        (``torchtitan/distributed/parallel_dims.py`` ``build_mesh`` at b5bcd76)."""
         rc = self.rc
         nbytes = self.reduced_params(seg.params, seg.expert_params) * rc.grad_reduce_bytes
         if not self.hsdp:
@@ -197,10 +203,12 @@ class DataParallelEmitters:
             self.grad_comm[s].append(g)
             return self.comm_dur[g]
         rs = self.dp_collective(s, CollectiveOp.REDUCESCATTER, nbytes, deps, label, group="shard")
+        expert = seg.expert_params
+        shard = (seg.params - expert) / rc.shard_group + expert / self.plan.expert_shard_degree
         ar = self.dp_collective(
             s,
             CollectiveOp.ALLREDUCE,
-            nbytes / rc.shard_group,
+            shard * rc.grad_reduce_bytes,
             [rs],
             f"{label} replicas",
             group="replica",

@@ -124,3 +124,32 @@ def test_mixtral_hsdp_optimizer_updates_its_shard_by_hand(monkeypatch: pytest.Mo
     _state_bytes("mixtral_8x7b", None, 8, cp=2, hsdp=2, ep=4)
     assert seen == [pytest.approx(MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4)] * len(seen) != []
     assert seen[0] == pytest.approx(11_675_698_176)
+
+
+def test_mixtral_hsdp_replica_all_reduce_bytes_by_hand() -> None:
+    """The gradients' all-reduce across the ``dp / hsdp`` replicas carries the dense shard
+    (over ``hsdp x cp``) and the experts' own shard (over efsdp = 1: whole), as torchtitan's
+    FSDP2 reduces the expert gradients over efsdp and all-reduces them over dp_replicate
+    (b5bcd76). Mixtral on the plan above, FP32 gradients (4 B): 4 x (11,274,289,152 / 1 +
+    1,605,636,096 / 4) = 46,702,792,704 B per step (the old grouping carried 8.05 GB)."""
+    sc = Scenario(
+        system="dgx-h100",
+        nodes=1,
+        model="mixtral_8x7b",
+        batch_per_gpu=1,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="torchtitan",
+        cp=2,
+        hsdp=2,
+        ep=4,
+    )
+    r = resolve(sc)
+    step, _ = build_step(sc, r)
+    assert r.recipe.grad_reduce_bytes == 4
+    ar = [t for t in step.graph.tasks if t.label.endswith("replicas")]
+    assert ar and {len(t.comm.group) for t in ar} == {2}
+    total = sum(t.comm.message_bytes for t in ar)
+    assert total == pytest.approx(4 * (MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4))
+    assert total == pytest.approx(46_702_792_704)
