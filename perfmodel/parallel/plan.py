@@ -373,6 +373,17 @@ class ParallelismPlan(FlatRecord):
                 value=self.ep,
                 where="ep",
             )
+        shard_fold = self.hsdp * self.cp * self.tp
+        if self.fsdp and self.hsdp and shard_fold % (self.ep * self.expert_tp):
+            # torchtitan's efsdp = dp_shard x cp x tp / ep must be whole (its ParallelDims
+            # _validate at b5bcd76); Megatron-Core asserts expert_dp % instances == 0
+            raise InfeasiblePlanError(
+                f"hsdp={self.hsdp}: ep={self.ep} x etp={self.expert_tp} must divide the shard "
+                f"group's hsdp x cp x tp = {self.hsdp}x{self.cp}x{self.tp} = {shard_fold} "
+                f"(hybrid sharding shards the experts within one replica group)",
+                value=(self.hsdp, self.ep),
+                where="hsdp",
+            )
 
     @property
     def expert_tp(self) -> int:
@@ -389,15 +400,17 @@ class ParallelismPlan(FlatRecord):
     def expert_shard_degree(self) -> int:
         """Ranks a sharded plan splits the routed experts' model state over: :attr:`expert_dp`,
         under HSDP divided by the ``dp / hsdp`` replica groups (``expert_dp / (grad_replicas /
-        fsdp_degree)``, at least 1), since hybrid sharding shards the experts within a replica
-        group and replicates them across the groups as it does the dense weights.
+        fsdp_degree)`` = ``hsdp x cp x tp / (ep x etp)``, exact: a plan whose ``ep x etp`` does
+        not divide ``hsdp x cp x tp`` is refused), since hybrid sharding shards the experts
+        within a replica group and replicates them across the groups as it does the dense
+        weights.
 
         torchtitan shards the experts over the ``efsdp`` mesh dimension of size ``dp_shard x cp
         x tp / ep`` in the sparse mesh ``(pp, dp_replicate, efsdp, ep)``
         (``torchtitan/distributed/parallel_dims.py`` ``build_mesh`` at b5bcd76, 2026-08-21),
         which is ``hsdp x cp x tp / (ep x etp)`` here at ``etp = 1`` (``dp_shard`` is ``hsdp``).
-        The ``max(.., 1)`` covers an ``ep`` that does not divide ``hsdp x cp x tp``, which
-        torchtitan refuses (``_validate`` there): each rank then holds its experts whole.
+        torchtitan refuses an ``ep`` that does not divide ``dp_shard x cp x tp`` (``_validate``
+        there), and so does this plan's check.
 
         >>> ParallelismPlan(dp=4, cp=2, fsdp=True, hsdp=2, ep=4).expert_shard_degree  # 2 // 2
         1
@@ -407,7 +420,7 @@ class ParallelismPlan(FlatRecord):
         2
         """
         if self.fsdp and self.hsdp:
-            return max(self.expert_dp // (self.grad_replicas // self.fsdp_degree), 1)
+            return self.expert_dp // (self.grad_replicas // self.fsdp_degree)
         return self.expert_dp
 
     @property

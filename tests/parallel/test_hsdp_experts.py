@@ -65,11 +65,29 @@ def test_hand_computed_mixtral_params() -> None:
         ({"dp": 8, "hsdp": 4, "ep": 2}, 2),  # efsdp = 4 x 1 x 1 / 2
         ({"dp": 16, "cp": 2, "hsdp": 8, "ep": 4}, 4),  # efsdp = 8 x 2 x 1 / 4
         ({"dp": 4, "cp": 2, "ep": 4}, 2),  # plain FSDP: expert_dp = 4 x 2 / 4
-        ({"dp": 4, "hsdp": 1, "ep": 4}, 1),  # ep spans the replicas: experts held whole
+        ({"dp": 4, "hsdp": 4, "ep": 4}, 1),  # efsdp = 4 x 1 x 1 / 4
     ],
 )
 def test_expert_shard_degree_is_torchtitans_efsdp(plan: dict[str, int], degree: int) -> None:
     assert ParallelismPlan(fsdp=True, **plan).expert_shard_degree == degree  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("plan", "fold"),
+    [
+        ({"dp": 4, "hsdp": 1, "ep": 4}, 1),  # ep spans the replicas, not the shard group
+        ({"dp": 20, "hsdp": 10, "ep": 4}, 10),  # efsdp would be 2.5
+        ({"dp": 8, "tp": 2, "hsdp": 2, "ep": 8, "etp": 1}, 4),  # 2 x 1 x 2 / 8
+    ],
+)
+def test_hsdp_refuses_ep_not_dividing_the_shard_group(plan: dict[str, int], fold: int) -> None:
+    """torchtitan refuses an ``ep`` that does not divide ``dp_shard x cp x tp`` (``_validate``
+    in ``torchtitan/distributed/parallel_dims.py`` at b5bcd76): no efsdp degree to invent."""
+    from perfmodel.errors import InfeasiblePlanError
+
+    with pytest.raises(InfeasiblePlanError, match=f"= {fold} ") as err:
+        ParallelismPlan(fsdp=True, **plan)  # type: ignore[arg-type]
+    assert err.value.where == "hsdp" and f"hsdp={plan['hsdp']}" in str(err.value)
 
 
 def test_mixtral_hsdp_cp_ep_model_state_by_hand() -> None:
@@ -93,7 +111,7 @@ def _hsdp_plans(draw: st.DrawFn) -> tuple[int, dict[str, int]]:
     cp = draw(st.sampled_from([1, 2]))
     dp = gpus // cp
     hsdp = draw(st.sampled_from([h for h in (1, 2, 4, 8, 16) if h <= dp and dp % h == 0]))
-    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if (dp * cp) % e == 0]))
+    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if (hsdp * cp) % e == 0]))
     return gpus, {"cp": cp, "hsdp": hsdp, "ep": ep}
 
 
