@@ -56,35 +56,39 @@ def os_error_message(exc: OSError) -> str:
     return reasons.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
 
 
-def file_stamp(path: str) -> int | None:
-    """Modification time (ns) of ``path``, ``None`` if it cannot be read.
+#: Suffixes of a system given as a file (``--system box.toml`` / ``.json``): the TOML a user
+#: writes and the JSON ``topo show --json`` / ``topo import --json`` writes
+#: (:mod:`perfmodel.topology.files` reads them).
+SYSTEM_FILE_SUFFIXES = (".toml", ".json")
 
-    Part of every cache key that a calibration profile feeds, so a profile rewritten on disk
-    (``perfmodel calibrate`` again, a hand edit) is read again instead of served stale.
+
+def file_stamp(path: str) -> tuple[str, int, int] | None:
+    """``(real path, modification time in ns, size in bytes)`` of ``path``, ``None`` if it
+    cannot be read (the loader raises its own error naming the file).
+
+    Part of every cache key a file feeds (a calibration profile, a system file, a record): a
+    file rewritten on disk (``perfmodel calibrate`` again, a hand edit) is read again instead
+    of served stale, and the same relative name in another folder is another file.
     """
     try:
-        return os.stat(path).st_mtime_ns
+        st = os.stat(path)
     except OSError:
-        return None  # load_profile raises its own error naming the file
+        return None
+    return (os.path.realpath(path), st.st_mtime_ns, st.st_size)
 
 
 def system_file_stamp(system: str) -> tuple[str, int, int] | None:
-    """``(real path, modification time in ns, size in bytes)`` of a system given as a file
-    (``--system box.toml`` / ``.json``), ``None`` for a catalogue name or a file that cannot be
-    read (the loader raises its own error naming it).
+    """:func:`file_stamp` of a system given as a file (a :data:`SYSTEM_FILE_SUFFIXES` name),
+    ``None`` for a catalogue name or a file that cannot be read.
 
     Part of every cache key a system file feeds (the topology, the speedup baselines, whole
-    reports), as :func:`file_stamp` is for a calibration profile: the same relative name in
-    another folder, or the file edited in place ("edit the file as you measure",
-    docs/topology.md), is another system; a name alone served the first file's machine again.
+    reports): the same relative name in another folder, or the file edited in place ("edit the
+    file as you measure", docs/topology.md), is another system; a name alone served the first
+    file's machine again.
     """
-    if os.path.splitext(system)[1].lower() not in (".toml", ".json"):
+    if os.path.splitext(system)[1].lower() not in SYSTEM_FILE_SUFFIXES:
         return None
-    try:
-        st = os.stat(system)
-    except OSError:
-        return None
-    return (os.path.realpath(system), st.st_mtime_ns, st.st_size)
+    return file_stamp(system)
 
 
 def read_bytes(path: str | os.PathLike[str], *, where: str | None = None) -> bytes:

@@ -69,3 +69,37 @@ def test_stamp_of_names_and_files(tmp_path: Path) -> None:
     shutil.copy(src, tmp_path / "mine.TOML")
     path, _ns, size = system_file_stamp(str(tmp_path / "mine.TOML"))
     assert path == str((tmp_path / "mine.TOML").resolve()) and size == src.stat().st_size
+
+
+def test_file_stamp_tells_the_same_name_in_another_folder_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One stamp for every file a cache keys on (``_io.file_stamp``: real path, time, size): a
+    calibration profile of the same relative name, time and size in another folder is read
+    again (the modification time alone served the first folder's profile)."""
+    import os
+    from types import SimpleNamespace
+
+    import perfmodel.calibration.profile as profile
+    from perfmodel._io import file_stamp
+    from perfmodel.pipeline.inputs import host_only_profile
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "prof.json").write_text(f"{{{name!r}: 1}}")
+        os.utime(tmp_path / name / "prof.json", ns=(1_000_000_000, 1_000_000_000))
+    read: list[str] = []
+
+    def fake_read_profile(path: str) -> SimpleNamespace:
+        read.append(os.path.realpath(path))
+        return SimpleNamespace(measurements=())
+
+    monkeypatch.setattr(profile, "read_profile", fake_read_profile)
+    stamps = []
+    for name in ("a", "b"):
+        monkeypatch.chdir(tmp_path / name)
+        stamps.append(file_stamp("prof.json"))
+        host_only_profile("prof.json")
+    assert stamps[0] != stamps[1] and stamps[0][1:] == stamps[1][1:]
+    assert read == [str((tmp_path / n / "prof.json").resolve()) for n in ("a", "b")]
+    assert file_stamp(str(tmp_path / "absent.json")) is None

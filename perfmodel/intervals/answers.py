@@ -9,13 +9,13 @@ prints them. The method is :mod:`perfmodel.intervals.conformal`'s.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+from perfmodel._io import file_stamp
 from perfmodel.intervals.conformal import (
     DEFAULT_LEVEL,
     RecordIndex,
@@ -247,12 +247,7 @@ def peak_uncertainty(d: Mapping[str, Any]) -> tuple[float | None, int | None]:
     if sc.get("system") != "calibrated" or not sc.get("calibration"):
         return 0.0, None
     path = str(sc["calibration"])
-    try:
-        st = os.stat(path)
-        stamp = (st.st_mtime_ns, st.st_size)
-    except OSError:
-        stamp = (0, 0)  # load_profile names the missing file
-    peaks = _profile_peaks(path, stamp)
+    peaks = _profile_peaks(path, file_stamp(path))  # None: load_profile names the missing file
     if peaks is None:
         return 0.0, None
     return peaks.get(str(d.get("mfu_peak_dtype", "")), (None, None))
@@ -260,10 +255,10 @@ def peak_uncertainty(d: Mapping[str, Any]) -> tuple[float | None, int | None]:
 
 @lru_cache(maxsize=8)
 def _profile_peaks(
-    path: str, stamp: tuple[int, int]
+    path: str, stamp: tuple[str, int, int] | None
 ) -> Mapping[str, tuple[float | None, int | None]] | None:
     """``{dtype: (relative standard error of the fitted GEMM peak, its dof)}`` of the profile at
-    ``path`` (``stamp``: its modification time in ns and size, so a rewritten file is read
+    ``path`` (``stamp``: its :func:`~perfmodel._io.file_stamp`, so a rewritten file is read
     again); ``None`` where the profile's device is a catalogue one (its peak is the datasheet's).
     Memoised: a search asks for every plan's interval of one profile."""
     from perfmodel.calibration import load_profile

@@ -664,7 +664,7 @@ def record_index(path: str | None = None) -> RecordIndex:
 
 
 @lru_cache(maxsize=4)
-def _index_cached(path: str, _stamp: int | None) -> RecordIndex:
+def _index_cached(path: str, _stamp: tuple[str, int, int] | None) -> RecordIndex:
     from perfmodel.intervals.record import read_record
 
     return RecordIndex(read_record(path))

@@ -252,7 +252,7 @@ def record_path() -> Path:
 
 def read_record(path: str | Path | None = None) -> tuple[ResidualRow, ...]:
     """The record at ``path`` (default: the shipped one); read once per process per file
-    (cached by path and modification time)."""
+    (cached by path and :func:`~perfmodel._io.file_stamp`)."""
     from perfmodel._io import file_stamp
 
     p = Path(path) if path is not None else record_path()
@@ -260,7 +260,7 @@ def read_record(path: str | Path | None = None) -> tuple[ResidualRow, ...]:
 
 
 @lru_cache(maxsize=4)
-def _read_cached(path: str, _stamp: int | None) -> tuple[ResidualRow, ...]:
+def _read_cached(path: str, _stamp: tuple[str, int, int] | None) -> tuple[ResidualRow, ...]:
     from perfmodel._io import read_text
 
     return parse_record(read_text(path, where="residual record"), where=Path(path).name)

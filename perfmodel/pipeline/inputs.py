@@ -1,10 +1,11 @@
 """What a scenario's names load, each behind a cache: its topology, its calibration profile, its
 zoo workload and the cost models of a topology (:class:`~perfmodel.parallel.costs.SystemCosts`).
 
-Every cache that a calibration profile feeds keys on the profile's file stamp
-(:func:`file_stamp`), so a profile rewritten on disk is read again; every cache a system file
-feeds keys on :func:`~perfmodel._io.system_file_stamp` (its real path, time and size). Strings reaching this module
-are names of files and catalogue entries only; what they mean was parsed at the edge
+Every cache that a calibration profile feeds keys on the profile's :func:`file_stamp` (its real
+path, modification time and size), so a profile rewritten on disk, or the same name in another
+folder, is read again; every cache a system file feeds keys on
+:func:`~perfmodel._io.system_file_stamp` (the same stamp). Strings reaching this module are
+names of files and catalogue entries only; what they mean was parsed at the edge
 (:mod:`perfmodel.scenario_parse`).
 """
 
@@ -60,7 +61,7 @@ def _calibrated_device(path: str) -> Topology:
 
 
 @lru_cache(maxsize=16)
-def _calibrated_device_cached(path: str, _stamp: int | None) -> Topology:
+def _calibrated_device_cached(path: str, _stamp: tuple[str, int, int] | None) -> Topology:
     from perfmodel.calibration import load_profile
     from perfmodel.topology.custom import device_system
 
@@ -134,7 +135,9 @@ def zoo_workload(
 
 
 @lru_cache(maxsize=64)
-def _calibration(path: str, gpu: str | None, _stamp: int | None) -> tuple[Any, Any, float | None]:
+def _calibration(
+    path: str, gpu: str | None, _stamp: tuple[str, int, int] | None
+) -> tuple[Any, Any, float | None]:
     """``(ComputeParams, LinkParams, measured host s per kernel or None)`` of a profile.
 
     The host cost per kernel of a *training step* is what the model needs
@@ -230,7 +233,7 @@ def _system_costs(
     precision: Precision,
     calibration: str | None,
     gpu: str | None,
-    stamp: int | None,
+    stamp: tuple[str, int, int] | None,
     host_dispatch_s: float,
     conv_layout: str | None = None,
     recipe: ComputeRecipe | None = None,
@@ -263,7 +266,9 @@ def _system_costs(
 
 
 @lru_cache(maxsize=16)
-def host_profile(path: str, _stamp: int | None) -> tuple[bool, Mapping[Any, float]]:
+def host_profile(
+    path: str, _stamp: tuple[str, int, int] | None
+) -> tuple[bool, Mapping[Any, float]]:
     """``(input only, per-sample costs)`` of a calibration profile's ``input`` measurements
     (``calibrate --only input``); cached per (path, :func:`file_stamp`)."""
     from perfmodel.calibration.profile import read_profile

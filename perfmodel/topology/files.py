@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# SYSTEM_FILE_SUFFIXES: the suffixes ``--system`` reads as a file, defined in perfmodel._io
+# beside the stamp that keys every cache a system file feeds (re-exported here)
+from perfmodel._io import SYSTEM_FILE_SUFFIXES as SYSTEM_FILE_SUFFIXES
 from perfmodel._io import parse_toml, read_text
 from perfmodel._memo import BoundedMemo
 from perfmodel.hardware.gpus import get_gpu
@@ -19,10 +22,6 @@ from perfmodel.topology.io import ServerDescription, format_system_file, parse_s
 from perfmodel.topology.schema import NodeKind
 
 _READ_CACHE: BoundedMemo[tuple[str, str, str | None], ServerDescription] = BoundedMemo(64)
-
-#: Suffixes ``--system`` reads as a file: a topology file, or the JSON ``topo show --json``
-#: (and ``topo import --json``, :func:`perfmodel.topology.export.export_dict`) writes.
-SYSTEM_FILE_SUFFIXES = (".toml", ".json")
 
 
 def read_server_file(path: str | Path, *, gpu_override: str | None = None) -> ServerDescription:
