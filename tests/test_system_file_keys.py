@@ -103,3 +103,18 @@ def test_file_stamp_tells_the_same_name_in_another_folder_apart(
     assert stamps[0] != stamps[1] and stamps[0][1:] == stamps[1][1:]
     assert read == [str((tmp_path / n / "prof.json").resolve()) for n in ("a", "b")]
     assert file_stamp(str(tmp_path / "absent.json")) is None
+
+
+def test_comm_validation_model_reads_an_edited_system_file_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``comm.validation._model`` (``compare()``, the intervals' residuals; a ``validate
+    --published DIR`` row may name a ``.toml``) keys on the system file's stamp: the same name
+    edited into another machine is another model (the name alone served the 4-GPU box)."""
+    from perfmodel.comm.validation import _model
+
+    monkeypatch.chdir(tmp_path)
+    _import(tmp_path, "pcie4", capsys)
+    assert len(_model("box.toml", 1, None, None).topology.gpus) == 4
+    _import(tmp_path, "dgx1", capsys)
+    assert len(_model("box.toml", 1, None, None).topology.gpus) == 8

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from perfmodel._io import system_file_stamp
 from perfmodel.comm.model import CommCostModel
 from perfmodel.comm.nccl_env import DEFAULT_ENV, NcclEnv, with_nccl_env
 from perfmodel.comm.p2p_read import ProcessLayout, with_process_layout
@@ -311,7 +312,6 @@ def deepbench_10gpu_server() -> Topology:
     return build_cluster(parse_server(data, source="deepbench-10gpu"), 1, None)
 
 
-@lru_cache(maxsize=32)
 def _model(
     system: str,
     nodes: int,
@@ -323,6 +323,28 @@ def _model(
     cpu_model: str | None = None,
     env: NcclEnv = DEFAULT_ENV,
     processes: ProcessLayout = ProcessLayout.PER_GPU,
+) -> CommCostModel:
+    """The communication model of a scenario's system (memoised by :func:`_model_cached`, whose
+    key holds the system file's :func:`~perfmodel._io.system_file_stamp`: a ``.toml`` row of
+    ``validate --published DIR`` edited, or named again from another folder, is read again)."""
+    stamp = system_file_stamp(system)
+    args = (system, nodes, network, gpu, sharp, p2p, nccl, cpu_model, env, processes)
+    return _model_cached(*args, stamp)
+
+
+@lru_cache(maxsize=32)
+def _model_cached(
+    system: str,
+    nodes: int,
+    network: str | None,
+    gpu: str | None,
+    sharp: bool,
+    p2p: bool | None,
+    nccl: str | None,
+    cpu_model: str | None,
+    env: NcclEnv,
+    processes: ProcessLayout,
+    _stamp: tuple[str, int, int] | None,
 ) -> CommCostModel:
     from perfmodel.topology.nccl_p2p import NcclRelease, with_nccl_p2p_rule
 
