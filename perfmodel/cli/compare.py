@@ -646,7 +646,6 @@ def _search_cost_lines(
                 meets_deadline=None,
                 tokens_per_s=tok,
                 cost_per_million_tokens=cost,
-                kwh_per_million_tokens=None if energy is None else energy.kwh_per_million_tokens,
                 price_source="" if price is None else price.source,
                 interval=residuals.get(label),
                 energy=energy,

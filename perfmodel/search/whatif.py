@@ -378,9 +378,6 @@ class WhatIfPoint(FlatRecord):
     """Tokens per second of the run (sequence models; ``None`` otherwise)."""
     cost_per_million_tokens: float | None = None
     """``price_per_gpu_hour * gpus / (tokens_per_s * 3600) * 1e6``, failure-free."""
-    kwh_per_million_tokens: float | None = None
-    """GPU-board energy of a million tokens: :attr:`energy`'s ``kwh_per_million_tokens``
-    (:func:`perfmodel.report.goodput.step_energy`)."""
     price_source: str = ""
     baseline_gpus: int = 1
     """GPUs of the run :attr:`speedup` divides by (the report's ``baseline_gpus``)."""
@@ -398,6 +395,13 @@ class WhatIfPoint(FlatRecord):
     energy: Any = None
     """The step's :class:`~perfmodel.report.goodput.StepEnergy` (:func:`per_token_energy`),
     whose power model gives :attr:`kwh_per_million_tokens` its range (``None``: no energy)."""
+
+    @property
+    def kwh_per_million_tokens(self) -> float | None:
+        """GPU-board energy of a million tokens: :attr:`energy`'s ``kwh_per_million_tokens``
+        (:func:`perfmodel.report.goodput.step_energy`); :meth:`to_dict` writes it after
+        ``cost_per_million_tokens``."""
+        return None if self.energy is None else self.energy.kwh_per_million_tokens
 
     @property
     def tokens_per_s_per_gpu(self) -> float | None:
@@ -461,6 +465,12 @@ class WhatIfPoint(FlatRecord):
         with a value and of ``kwh_per_million_tokens`` (:meth:`range_of`)."""
         out = super().to_dict()
         from perfmodel.intervals.answers import interval_fields
+
+        at = list(out).index("cost_per_million_tokens") + 1
+        items = list(out.items())
+        out = dict(
+            [*items[:at], ("kwh_per_million_tokens", self.kwh_per_million_tokens), *items[at:]]
+        )
 
         out.pop("interval")
         out.pop("energy")
@@ -713,7 +723,6 @@ def _point(
         notes=tuple(rep.get("printed_notes") or ()),
         tokens_per_s=tok,
         cost_per_million_tokens=c_mtok,
-        kwh_per_million_tokens=None if energy is None else energy.kwh_per_million_tokens,
         price_source="" if price is None else price.source,
         baseline_gpus=base_gpus,
         speedup_basis=basis,

@@ -206,3 +206,28 @@ def test_each_point_builds_its_step_energy_once(monkeypatch) -> None:
     for p in res.points:
         assert p.energy is not None
         assert p.kwh_per_million_tokens == p.energy.kwh_per_million_tokens
+
+
+def test_whatif_point_kwh_is_its_energys_and_keeps_its_json_place() -> None:
+    """``WhatIfPoint.kwh_per_million_tokens`` is read from its :class:`StepEnergy` (one place
+    for the expression ``whatif`` and ``compare --systems`` repeated); ``to_dict`` writes it
+    after ``cost_per_million_tokens``, as the field it was. 8 GPUs x 400 W x 2 s = 6,400 J a
+    step of 16,000 tokens: 4e8 J per million tokens, 111.1 kWh."""
+    from perfmodel.report.goodput import PowerModel, StepEnergy
+    from perfmodel.search.whatif import WhatIfPoint
+
+    energy = StepEnergy(8, 2.0, 0.5, 400.0, PowerModel("H100", 700.0, 100.0), 16_000.0)
+    kw = dict(
+        system="s", gpus=8, nodes=1, iteration_time_s=2.0, throughput_samples_per_s=32.0,
+        speedup=None, scaling_efficiency=None, fits_in_memory=True, epoch_time_s=None,
+        run_time_s=None, price_per_gpu_hour=None, cost_per_epoch=None, cost_per_run=None,
+        meets_deadline=None, tokens_per_s=8000.0, cost_per_million_tokens=1.5,
+    )  # fmt: skip
+    point = WhatIfPoint(**kw, energy=energy)  # type: ignore[arg-type]
+    assert point.kwh_per_million_tokens == pytest.approx(6400.0 / 16_000 * 1e6 / 3.6e6)
+    d = point.to_dict()
+    keys = list(d)
+    assert keys[keys.index("cost_per_million_tokens") + 1] == "kwh_per_million_tokens"
+    assert keys[keys.index("kwh_per_million_tokens") + 1] == "price_source"
+    assert d["kwh_per_million_tokens"] == point.kwh_per_million_tokens
+    assert WhatIfPoint(**kw).to_dict()["kwh_per_million_tokens"] is None  # type: ignore[arg-type]
